@@ -549,7 +549,7 @@ type RangeStatus struct {
 	Leader        bool                   `protobuf:"varint,3,opt,name=leader,proto3" json:"leader,omitempty"`
 	AppliedIndex  uint64                 `protobuf:"varint,4,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
 	Load          *RangeLoad             `protobuf:"bytes,5,opt,name=load,proto3" json:"load,omitempty"`
-	Descriptor_   *RangeDescriptor       `protobuf:"bytes,6,opt,name=descriptor,proto3" json:"descriptor,omitempty"`
+	Range         *RangeDescriptor       `protobuf:"bytes,6,opt,name=range,proto3" json:"range,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -619,9 +619,9 @@ func (x *RangeStatus) GetLoad() *RangeLoad {
 	return nil
 }
 
-func (x *RangeStatus) GetDescriptor_() *RangeDescriptor {
+func (x *RangeStatus) GetRange() *RangeDescriptor {
 	if x != nil {
-		return x.Descriptor_
+		return x.Range
 	}
 	return nil
 }
@@ -902,7 +902,7 @@ func (x *WriteCommand) GetOps() []*EntityOp {
 // in the same bbolt transaction.
 type RangeState struct {
 	state                 protoimpl.MessageState `protogen:"open.v1"`
-	Descriptor_           *RangeDescriptor       `protobuf:"bytes,1,opt,name=descriptor,proto3" json:"descriptor,omitempty"`
+	Range                 *RangeDescriptor       `protobuf:"bytes,1,opt,name=range,proto3" json:"range,omitempty"`
 	AppliedIndex          uint64                 `protobuf:"varint,2,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
 	LastTimestampUnixNano int64                  `protobuf:"varint,3,opt,name=last_timestamp_unix_nano,json=lastTimestampUnixNano,proto3" json:"last_timestamp_unix_nano,omitempty"`
 	EntityCount           uint64                 `protobuf:"varint,4,opt,name=entity_count,json=entityCount,proto3" json:"entity_count,omitempty"`
@@ -941,9 +941,9 @@ func (*RangeState) Descriptor() ([]byte, []int) {
 	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{10}
 }
 
-func (x *RangeState) GetDescriptor_() *RangeDescriptor {
+func (x *RangeState) GetRange() *RangeDescriptor {
 	if x != nil {
-		return x.Descriptor_
+		return x.Range
 	}
 	return nil
 }
@@ -1287,7 +1287,7 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x0ewrites_per_sec\x18\x02 \x01(\x01R\fwritesPerSec\x12(\n" +
 	"\x10entities_per_sec\x18\x03 \x01(\x01R\x0eentitiesPerSec\x12!\n" +
 	"\fentity_count\x18\x04 \x01(\x04R\ventityCount\x12\x14\n" +
-	"\x05bytes\x18\x05 \x01(\x04R\x05bytes\"\xf3\x01\n" +
+	"\x05bytes\x18\x05 \x01(\x04R\x05bytes\"\xe9\x01\n" +
 	"\vRangeStatus\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x1e\n" +
 	"\n" +
@@ -1295,10 +1295,8 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"generation\x12\x16\n" +
 	"\x06leader\x18\x03 \x01(\bR\x06leader\x12#\n" +
 	"\rapplied_index\x18\x04 \x01(\x04R\fappliedIndex\x12,\n" +
-	"\x04load\x18\x05 \x01(\v2\x18.tablestore.v1.RangeLoadR\x04load\x12>\n" +
-	"\n" +
-	"descriptor\x18\x06 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\n" +
-	"descriptor\"\xc3\x02\n" +
+	"\x04load\x18\x05 \x01(\v2\x18.tablestore.v1.RangeLoadR\x04load\x124\n" +
+	"\x05range\x18\x06 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\"\xc3\x02\n" +
 	"\fPartitionMap\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12,\n" +
 	"\x06tables\x18\x02 \x03(\v2\x14.tablestore.v1.TableR\x06tables\x126\n" +
@@ -1321,12 +1319,10 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\apayload\x18\x02 \x01(\fR\apayload\"g\n" +
 	"\fWriteCommand\x12,\n" +
 	"\x12proposed_unix_nano\x18\x01 \x01(\x03R\x10proposedUnixNano\x12)\n" +
-	"\x03ops\x18\x02 \x03(\v2\x17.tablestore.v1.EntityOpR\x03ops\"\xe3\x01\n" +
+	"\x03ops\x18\x02 \x03(\v2\x17.tablestore.v1.EntityOpR\x03ops\"\xd9\x01\n" +
 	"\n" +
-	"RangeState\x12>\n" +
-	"\n" +
-	"descriptor\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\n" +
-	"descriptor\x12#\n" +
+	"RangeState\x124\n" +
+	"\x05range\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\x12#\n" +
 	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x127\n" +
 	"\x18last_timestamp_unix_nano\x18\x03 \x01(\x03R\x15lastTimestampUnixNano\x12!\n" +
 	"\fentity_count\x18\x04 \x01(\x04R\ventityCount\x12\x14\n" +
@@ -1404,7 +1400,7 @@ var file_tablestore_v1_data_proto_goTypes = []any{
 var file_tablestore_v1_data_proto_depIdxs = []int32{
 	3,  // 0: tablestore.v1.RangeDescriptor.replicas:type_name -> tablestore.v1.Replica
 	7,  // 1: tablestore.v1.RangeStatus.load:type_name -> tablestore.v1.RangeLoad
-	4,  // 2: tablestore.v1.RangeStatus.descriptor:type_name -> tablestore.v1.RangeDescriptor
+	4,  // 2: tablestore.v1.RangeStatus.range:type_name -> tablestore.v1.RangeDescriptor
 	5,  // 3: tablestore.v1.PartitionMap.tables:type_name -> tablestore.v1.Table
 	4,  // 4: tablestore.v1.PartitionMap.ranges:type_name -> tablestore.v1.RangeDescriptor
 	6,  // 5: tablestore.v1.PartitionMap.servers:type_name -> tablestore.v1.ServerInfo
@@ -1412,7 +1408,7 @@ var file_tablestore_v1_data_proto_depIdxs = []int32{
 	0,  // 7: tablestore.v1.EntityOp.kind:type_name -> tablestore.v1.OpKind
 	1,  // 8: tablestore.v1.Command.kind:type_name -> tablestore.v1.CommandKind
 	10, // 9: tablestore.v1.WriteCommand.ops:type_name -> tablestore.v1.EntityOp
-	4,  // 10: tablestore.v1.RangeState.descriptor:type_name -> tablestore.v1.RangeDescriptor
+	4,  // 10: tablestore.v1.RangeState.range:type_name -> tablestore.v1.RangeDescriptor
 	2,  // 11: tablestore.v1.MasterCommand.kind:type_name -> tablestore.v1.MasterCommandKind
 	6,  // 12: tablestore.v1.RegisterServerCommand.server:type_name -> tablestore.v1.ServerInfo
 	3,  // 13: tablestore.v1.CreateTableCommand.replicas:type_name -> tablestore.v1.Replica

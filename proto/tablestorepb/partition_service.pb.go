@@ -395,7 +395,7 @@ type QueryResponse struct {
 	NextPartitionKey string `protobuf:"bytes,3,opt,name=next_partition_key,json=nextPartitionKey,proto3" json:"next_partition_key,omitempty"`
 	NextRowKey       string `protobuf:"bytes,4,opt,name=next_row_key,json=nextRowKey,proto3" json:"next_row_key,omitempty"`
 	// The descriptor the range had while scanning.
-	Descriptor_   *RangeDescriptor `protobuf:"bytes,5,opt,name=descriptor,proto3" json:"descriptor,omitempty"`
+	Range         *RangeDescriptor `protobuf:"bytes,5,opt,name=range,proto3" json:"range,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -458,16 +458,16 @@ func (x *QueryResponse) GetNextRowKey() string {
 	return ""
 }
 
-func (x *QueryResponse) GetDescriptor_() *RangeDescriptor {
+func (x *QueryResponse) GetRange() *RangeDescriptor {
 	if x != nil {
-		return x.Descriptor_
+		return x.Range
 	}
 	return nil
 }
 
 type CreateReplicaRequest struct {
-	state       protoimpl.MessageState `protogen:"open.v1"`
-	Descriptor_ *RangeDescriptor       `protobuf:"bytes,1,opt,name=descriptor,proto3" json:"descriptor,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Range *RangeDescriptor       `protobuf:"bytes,1,opt,name=range,proto3" json:"range,omitempty"`
 	// Bootstrap the Raft group with the descriptor's replicas as voters.
 	Bootstrap bool `protobuf:"varint,2,opt,name=bootstrap,proto3" json:"bootstrap,omitempty"`
 	// Addresses of the replicas' servers (server_id -> raft address).
@@ -506,9 +506,9 @@ func (*CreateReplicaRequest) Descriptor() ([]byte, []int) {
 	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{6}
 }
 
-func (x *CreateReplicaRequest) GetDescriptor_() *RangeDescriptor {
+func (x *CreateReplicaRequest) GetRange() *RangeDescriptor {
 	if x != nil {
-		return x.Descriptor_
+		return x.Range
 	}
 	return nil
 }
@@ -778,20 +778,16 @@ const file_tablestore_v1_partition_service_proto_rawDesc = "" +
 	" \x01(\tR\x11lowerPartitionKey\x12\x1b\n" +
 	"\thas_upper\x18\v \x01(\bR\bhasUpper\x12.\n" +
 	"\x13upper_partition_key\x18\f \x01(\tR\x11upperPartitionKey\x12\x1b\n" +
-	"\tbudget_ms\x18\r \x01(\rR\bbudgetMs\"\xd6\x01\n" +
+	"\tbudget_ms\x18\r \x01(\rR\bbudgetMs\"\xcc\x01\n" +
 	"\rQueryResponse\x12\x1a\n" +
 	"\bentities\x18\x01 \x03(\fR\bentities\x12\x19\n" +
 	"\bhas_next\x18\x02 \x01(\bR\ahasNext\x12,\n" +
 	"\x12next_partition_key\x18\x03 \x01(\tR\x10nextPartitionKey\x12 \n" +
 	"\fnext_row_key\x18\x04 \x01(\tR\n" +
-	"nextRowKey\x12>\n" +
-	"\n" +
-	"descriptor\x18\x05 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\n" +
-	"descriptor\"\x85\x02\n" +
-	"\x14CreateReplicaRequest\x12>\n" +
-	"\n" +
-	"descriptor\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\n" +
-	"descriptor\x12\x1c\n" +
+	"nextRowKey\x124\n" +
+	"\x05range\x18\x05 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\"\xfb\x01\n" +
+	"\x14CreateReplicaRequest\x124\n" +
+	"\x05range\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\x12\x1c\n" +
 	"\tbootstrap\x18\x02 \x01(\bR\tbootstrap\x12Q\n" +
 	"\n" +
 	"raft_addrs\x18\x03 \x03(\v22.tablestore.v1.CreateReplicaRequest.RaftAddrsEntryR\traftAddrs\x1a<\n" +
@@ -848,8 +844,8 @@ var file_tablestore_v1_partition_service_proto_goTypes = []any{
 }
 var file_tablestore_v1_partition_service_proto_depIdxs = []int32{
 	13, // 0: tablestore.v1.WriteRequest.ops:type_name -> tablestore.v1.EntityOp
-	14, // 1: tablestore.v1.QueryResponse.descriptor:type_name -> tablestore.v1.RangeDescriptor
-	14, // 2: tablestore.v1.CreateReplicaRequest.descriptor:type_name -> tablestore.v1.RangeDescriptor
+	14, // 1: tablestore.v1.QueryResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	14, // 2: tablestore.v1.CreateReplicaRequest.range:type_name -> tablestore.v1.RangeDescriptor
 	12, // 3: tablestore.v1.CreateReplicaRequest.raft_addrs:type_name -> tablestore.v1.CreateReplicaRequest.RaftAddrsEntry
 	15, // 4: tablestore.v1.RangeInfoResponse.status:type_name -> tablestore.v1.RangeStatus
 	0,  // 5: tablestore.v1.PartitionService.Write:input_type -> tablestore.v1.WriteRequest

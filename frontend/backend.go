@@ -1,0 +1,58 @@
+package frontend
+
+import (
+	"context"
+	"time"
+
+	"tablestore/internal/edm"
+	"tablestore/internal/filter"
+	pb "tablestore/proto/tablestorepb"
+)
+
+// Backend is what the HTTP layer needs from the cluster. Its errors are gRPC
+// status errors following package rpcerr (reason TABLE_NOT_FOUND,
+// ENTITY_ALREADY_EXISTS, … with a batch "index" in the metadata); the HTTP
+// layer maps them to Azure error codes in one table.
+type Backend interface {
+	// CreateTable creates a table; name is already validated.
+	CreateTable(ctx context.Context, name string) (*pb.Table, error)
+	// DeleteTable deletes a table and its entities.
+	DeleteTable(ctx context.Context, name string) error
+	// Tables lists every table, sorted by name (ordinal).
+	Tables(ctx context.Context) ([]*pb.Table, error)
+	// Table looks a table up case-insensitively.
+	Table(ctx context.Context, name string) (*pb.Table, error)
+
+	// Write applies ops (all on PartitionKey pk) atomically and returns the
+	// Timestamp given to every written entity (its ETag).
+	Write(ctx context.Context, table, pk string, ops []*pb.EntityOp) (time.Time, error)
+	// Get reads one entity.
+	Get(ctx context.Context, table, pk, rk string) (*edm.Entity, error)
+	// Query returns one page of a query in PartitionKey, RowKey order.
+	Query(ctx context.Context, table string, q Query) (*Page, error)
+}
+
+// Query is one page request of an entity query.
+type Query struct {
+	// Filter is the parsed $filter (nil matches everything) and FilterText
+	// its text, which the partition servers parse again next to the data.
+	Filter     *filter.Filter
+	FilterText string
+	// Select is the $select projection; nil returns every property.
+	Select []string
+	// Top is the most entities to return (1..1000).
+	Top int
+	// Continuation from NextPartitionKey/NextRowKey, when HasNext.
+	HasNext bool
+	NextPK  string
+	NextRK  string
+}
+
+// Page is one page of results. HasNext with NextPK/NextRK is the
+// continuation; a page may be short or even empty and still continue.
+type Page struct {
+	Entities []*edm.Entity
+	HasNext  bool
+	NextPK   string
+	NextRK   string
+}

@@ -1,0 +1,176 @@
+package router
+
+import (
+	"context"
+	"sort"
+	"time"
+
+	"tablestore/frontend"
+	"tablestore/internal/edm"
+	"tablestore/internal/filter"
+	pb "tablestore/proto/tablestorepb"
+)
+
+var _ frontend.Backend = (*Router)(nil)
+
+// CreateTable creates a table through the master and refreshes the map so
+// the new range is routable at once.
+func (r *Router) CreateTable(ctx context.Context, name string) (*pb.Table, error) {
+	var t *pb.Table
+	err := r.master.Call(ctx, func(ctx context.Context, mc pb.MasterServiceClient) error {
+		resp, err := mc.CreateTable(ctx, &pb.CreateTableRequest{Name: name})
+		if err == nil {
+			t = resp.GetTable()
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	_ = r.refresh(ctx)
+	return t, nil
+}
+
+// DeleteTable deletes a table through the master.
+func (r *Router) DeleteTable(ctx context.Context, name string) error {
+	err := r.master.Call(ctx, func(ctx context.Context, mc pb.MasterServiceClient) error {
+		_, err := mc.DeleteTable(ctx, &pb.DeleteTableRequest{Name: name})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	_ = r.refresh(ctx)
+	return nil
+}
+
+// Tables lists the cached tables sorted by name.
+func (r *Router) Tables(ctx context.Context) ([]*pb.Table, error) {
+	r.mu.RLock()
+	out := make([]*pb.Table, 0, len(r.tables))
+	for _, t := range r.tables {
+		out = append(out, t)
+	}
+	r.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].GetName() < out[j].GetName() })
+	return out, nil
+}
+
+// Table looks a table up.
+func (r *Router) Table(ctx context.Context, name string) (*pb.Table, error) {
+	return r.lookupTable(ctx, name)
+}
+
+// Write sends ops to the leader of the range holding pk.
+func (r *Router) Write(ctx context.Context, table, pk string, ops []*pb.EntityOp) (time.Time, error) {
+	t, err := r.lookupTable(ctx, table)
+	if err != nil {
+		return time.Time{}, err
+	}
+	var ts int64
+	err = r.call(ctx, t, pk, func(ctx context.Context, c pb.PartitionServiceClient, d *pb.RangeDescriptor) error {
+		resp, err := c.Write(ctx, &pb.WriteRequest{RangeId: d.GetRangeId(), Generation: d.GetGeneration(), Ops: ops})
+		if err == nil {
+			ts = resp.GetTimestampUnixNano()
+		}
+		return err
+	})
+	if err != nil {
+		return time.Time{}, err
+	}
+	return time.Unix(0, ts).UTC(), nil
+}
+
+// Get reads one entity from the leader of its range.
+func (r *Router) Get(ctx context.Context, table, pk, rk string) (*edm.Entity, error) {
+	t, err := r.lookupTable(ctx, table)
+	if err != nil {
+		return nil, err
+	}
+	var b []byte
+	err = r.call(ctx, t, pk, func(ctx context.Context, c pb.PartitionServiceClient, d *pb.RangeDescriptor) error {
+		resp, err := c.Get(ctx, &pb.GetRequest{RangeId: d.GetRangeId(), Generation: d.GetGeneration(), PartitionKey: pk, RowKey: rk})
+		if err == nil {
+			b = resp.GetEntity()
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return edm.UnmarshalBinary(b)
+}
+
+// queryBudget is Azure's limit on one query page's work.
+const queryBudget = 5 * time.Second
+
+// Query walks the ranges of the table in key order from the continuation (or
+// the filter's lower PartitionKey bound), asking each range only for what
+// the page still needs. A page ends early at the work budget with a
+// continuation, which may fall on a range boundary.
+func (r *Router) Query(ctx context.Context, table string, q frontend.Query) (*frontend.Page, error) {
+	t, err := r.lookupTable(ctx, table)
+	if err != nil {
+		return nil, err
+	}
+	var bounds filter.Bounds
+	if q.Filter != nil {
+		bounds = q.Filter.Bounds()
+	}
+	page := &frontend.Page{}
+	if bounds.PK.Empty() {
+		return page, nil
+	}
+	top := q.Top
+	if top <= 0 || top > 1000 {
+		top = 1000
+	}
+	startPK, startRK := "", ""
+	if bounds.PK.HasLower {
+		startPK = bounds.PK.Lower
+	}
+	if q.HasNext && (q.NextPK > startPK || (q.NextPK == startPK && q.NextRK > startRK)) {
+		startPK, startRK = q.NextPK, q.NextRK
+	}
+	budgetEnd := time.Now().Add(queryBudget)
+	for {
+		remaining := top - len(page.Entities)
+		var resp *pb.QueryResponse
+		err := r.call(ctx, t, startPK, func(ctx context.Context, c pb.PartitionServiceClient, d *pb.RangeDescriptor) error {
+			req := &pb.QueryRequest{
+				RangeId: d.GetRangeId(), Generation: d.GetGeneration(),
+				Filter: q.FilterText, Select: q.Select, Limit: uint32(remaining),
+				HasStart: true, StartPartitionKey: startPK, StartRowKey: startRK,
+				HasLower: bounds.PK.HasLower, LowerPartitionKey: bounds.PK.Lower,
+				HasUpper: bounds.PK.HasUpper, UpperPartitionKey: bounds.PK.Upper,
+				BudgetMs: uint32(max(1, time.Until(budgetEnd).Milliseconds())),
+			}
+			var err error
+			resp, err = c.Query(ctx, req)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, b := range resp.GetEntities() {
+			e, err := edm.UnmarshalBinary(b)
+			if err != nil {
+				return nil, err
+			}
+			page.Entities = append(page.Entities, e)
+		}
+		if resp.GetHasNext() {
+			page.HasNext, page.NextPK, page.NextRK = true, resp.GetNextPartitionKey(), resp.GetNextRowKey()
+			return page, nil
+		}
+		end := resp.GetRange().GetEnd()
+		if end == "" || (bounds.PK.HasUpper && (end > bounds.PK.Upper || (end == bounds.PK.Upper && !bounds.PK.UpperInclusive))) {
+			return page, nil
+		}
+		if len(page.Entities) >= top || time.Now().After(budgetEnd) {
+			page.HasNext, page.NextPK, page.NextRK = true, end, ""
+			return page, nil
+		}
+		startPK, startRK = end, ""
+	}
+}

@@ -1,0 +1,274 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"tablestore/internal/connpool"
+	"tablestore/internal/masterclient"
+	"tablestore/internal/rpcerr"
+	pb "tablestore/proto/tablestorepb"
+)
+
+// Config configures the router.
+type Config struct {
+	// Masters lists the master gRPC addresses.
+	Masters []string
+	// RetryTimeout bounds the transparent retries of one request.
+	RetryTimeout time.Duration
+}
+
+// DefaultConfig returns the documented defaults.
+func DefaultConfig() Config {
+	return Config{Masters: []string{"127.0.0.1:7000"}, RetryTimeout: 10 * time.Second}
+}
+
+// Validate reports invalid settings.
+func (c *Config) Validate() error {
+	if len(c.Masters) == 0 {
+		return errors.New("router: at least one master address is required")
+	}
+	if c.RetryTimeout <= 0 {
+		return errors.New("router: retry timeout must be positive")
+	}
+	return nil
+}
+
+// Router routes requests to partition servers.
+type Router struct {
+	cfg    Config
+	logger *slog.Logger
+	master *masterclient.Client
+	pool   *connpool.Pool
+
+	mu      sync.RWMutex
+	version uint64
+	tables  map[string]*pb.Table               // lower-case name
+	ranges  map[uint64][]*pb.RangeDescriptor   // table id -> ranges by start
+	servers map[string]*pb.ServerInfo
+	leaders map[uint64]string                  // range id -> server id
+	hinted  map[uint64]string                  // leader learned from a partition server
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// New returns a router; Start begins watching the map.
+func New(cfg Config, logger *slog.Logger) (*Router, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	mc, err := masterclient.New(cfg.Masters)
+	if err != nil {
+		return nil, err
+	}
+	r := &Router{
+		cfg: cfg, logger: logger, master: mc, pool: connpool.New(),
+		tables: map[string]*pb.Table{}, ranges: map[uint64][]*pb.RangeDescriptor{},
+		servers: map[string]*pb.ServerInfo{}, leaders: map[uint64]string{}, hinted: map[uint64]string{},
+	}
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	return r, nil
+}
+
+// Start fetches the map (waiting up to ctx for a master) and keeps it fresh.
+func (r *Router) Start(ctx context.Context) error {
+	if err := r.refresh(ctx); err != nil {
+		return err
+	}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		r.watchLoop()
+	}()
+	return nil
+}
+
+// Close stops the watch and closes connections.
+func (r *Router) Close() {
+	r.cancel()
+	r.wg.Wait()
+	r.master.Close()
+	r.pool.Close()
+}
+
+func (r *Router) watchLoop() {
+	backoff := 50 * time.Millisecond
+	for r.ctx.Err() == nil {
+		conn, i := r.master.Conn()
+		stream, err := pb.NewMasterServiceClient(conn).WatchPartitionMap(r.ctx, &pb.WatchPartitionMapRequest{})
+		if err == nil {
+			for {
+				m, rerr := stream.Recv()
+				if rerr != nil {
+					err = rerr
+					break
+				}
+				r.install(m)
+				backoff = 50 * time.Millisecond
+			}
+		}
+		if r.ctx.Err() != nil {
+			return
+		}
+		r.master.Advance(i)
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		if backoff < time.Second {
+			backoff *= 2
+		}
+	}
+}
+
+// refresh fetches the map from the master leader now.
+func (r *Router) refresh(ctx context.Context) error {
+	var m *pb.PartitionMap
+	err := r.master.Call(ctx, func(ctx context.Context, mc pb.MasterServiceClient) error {
+		var err error
+		m, err = mc.GetPartitionMap(ctx, &pb.GetPartitionMapRequest{})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	r.install(m)
+	return nil
+}
+
+func (r *Router) install(m *pb.PartitionMap) {
+	tables := make(map[string]*pb.Table, len(m.GetTables()))
+	for _, t := range m.GetTables() {
+		tables[strings.ToLower(t.GetName())] = t
+	}
+	ranges := map[uint64][]*pb.RangeDescriptor{}
+	for _, d := range m.GetRanges() {
+		ranges[d.GetTableId()] = append(ranges[d.GetTableId()], d)
+	}
+	for _, rs := range ranges {
+		sort.Slice(rs, func(i, j int) bool { return rs[i].GetStart() < rs[j].GetStart() })
+	}
+	servers := make(map[string]*pb.ServerInfo, len(m.GetServers()))
+	for _, s := range m.GetServers() {
+		servers[s.GetServerId()] = s
+	}
+	r.mu.Lock()
+	r.version = m.GetVersion()
+	r.tables, r.ranges, r.servers = tables, ranges, servers
+	r.leaders = m.GetLeaders()
+	if r.leaders == nil {
+		r.leaders = map[uint64]string{}
+	}
+	// A hint from a partition server is fresher than the map only until the
+	// map reports a leader itself.
+	for id := range r.hinted {
+		if _, ok := r.leaders[id]; ok {
+			delete(r.hinted, id)
+		}
+	}
+	r.mu.Unlock()
+}
+
+// tableErr is the error for an unknown table.
+func tableErr(name string) error {
+	return rpcerr.New(codes.NotFound, rpcerr.ReasonTableNotFound, fmt.Sprintf("table %q not found", name), nil)
+}
+
+// lookupTable finds a table, refreshing the map once if it is not cached
+// (another front-end may have just created it).
+func (r *Router) lookupTable(ctx context.Context, name string) (*pb.Table, error) {
+	key := strings.ToLower(name)
+	r.mu.RLock()
+	t, ok := r.tables[key]
+	r.mu.RUnlock()
+	if ok {
+		return t, nil
+	}
+	if err := r.refresh(ctx); err != nil {
+		return nil, err
+	}
+	r.mu.RLock()
+	t, ok = r.tables[key]
+	r.mu.RUnlock()
+	if !ok {
+		return nil, tableErr(name)
+	}
+	return t, nil
+}
+
+// locate returns the range of table holding PartitionKey pk.
+func (r *Router) locate(t *pb.Table, pk string) (*pb.RangeDescriptor, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	rs := r.ranges[t.GetTableId()]
+	i := sort.Search(len(rs), func(i int) bool { return rs[i].GetStart() > pk }) - 1
+	if i < 0 {
+		return nil, false
+	}
+	d := rs[i]
+	if d.GetEnd() != "" && pk >= d.GetEnd() {
+		return nil, false
+	}
+	return d, true
+}
+
+// target picks the server to send a range request to: the hinted or
+// reported leader, else the replica after the one that failed last.
+func (r *Router) target(d *pb.RangeDescriptor, skip map[string]bool) (string, string, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	pick := func(id string) (string, string, bool) {
+		s, ok := r.servers[id]
+		if !ok || skip[id] {
+			return "", "", false
+		}
+		return id, s.GetGrpcAddr(), true
+	}
+	if id, ok := r.hinted[d.GetRangeId()]; ok {
+		if a, b, ok := pick(id); ok {
+			return a, b, true
+		}
+	}
+	if id, ok := r.leaders[d.GetRangeId()]; ok {
+		if a, b, ok := pick(id); ok {
+			return a, b, true
+		}
+	}
+	for _, rep := range d.GetReplicas() {
+		if a, b, ok := pick(rep.GetServerId()); ok {
+			return a, b, true
+		}
+	}
+	return "", "", false
+}
+
+func (r *Router) hint(rangeID uint64, server string) {
+	r.mu.Lock()
+	if server == "" {
+		delete(r.hinted, rangeID)
+	} else {
+		r.hinted[rangeID] = server
+	}
+	r.mu.Unlock()
+}
+
+// RegisterFlags binds the router settings to flags.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.Func("masters", "comma-separated master gRPC addresses (default "+strings.Join(c.Masters, ",")+")", func(s string) error {
+		c.Masters = masterclient.ParseAddrs(s)
+		return nil
+	})
+	fs.DurationVar(&c.RetryTimeout, "retry-timeout", c.RetryTimeout, "how long to retry a request across leader changes and stale maps")
+}

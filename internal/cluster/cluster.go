@@ -1,0 +1,360 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"tablestore/frontend"
+	"tablestore/frontend/router"
+	"tablestore/master"
+	"tablestore/partitionserver"
+)
+
+// Options shape a cluster.
+type Options struct {
+	Masters   int
+	Servers   int
+	Frontends int
+	// DataDir holds one subdirectory per node.
+	DataDir string
+	// Ports: 0 picks free ports. Otherwise masters use BasePort+i (gRPC)
+	// and BasePort+100+i (Raft), partition servers BasePort+200+i and
+	// BasePort+300+i.
+	BasePort int
+	// FrontendAddrs fixes the front-ends' listen addresses (else free ports).
+	FrontendAddrs []string
+	Logger        *slog.Logger
+	// Tune adjusts the role configs before start.
+	TuneMaster    func(*master.Config)
+	TuneServer    func(*partitionserver.Config)
+	TuneFrontend  func(*frontend.Config)
+	TuneRouter    func(*router.Config)
+}
+
+// Cluster is a running in-process cluster.
+type Cluster struct {
+	opts      Options
+	mu        sync.Mutex
+	Masters   []*MasterNode
+	Servers   []*ServerNode
+	Frontends []*FrontendNode
+}
+
+// MasterNode is one master and the config it restarts with.
+type MasterNode struct {
+	Config master.Config
+	Server *master.Server
+}
+
+// ServerNode is one partition server.
+type ServerNode struct {
+	Config partitionserver.Config
+	Server *partitionserver.Server
+}
+
+// FrontendNode is one front-end and its router.
+type FrontendNode struct {
+	Config frontend.Config
+	Router *router.Router
+	Server *frontend.Server
+	Addr   string
+	done   chan struct{}
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+func (o *Options) addr(base, i int) (string, error) {
+	if o.BasePort != 0 {
+		return "127.0.0.1:" + strconv.Itoa(o.BasePort+base+i), nil
+	}
+	p, err := freePort()
+	if err != nil {
+		return "", err
+	}
+	return "127.0.0.1:" + strconv.Itoa(p), nil
+}
+
+// Start launches the cluster and waits until every partition server has
+// registered and the front-ends have a map.
+func Start(opts Options) (c *Cluster, err error) {
+	if opts.Masters <= 0 || opts.Servers <= 0 || opts.Frontends < 0 {
+		return nil, errors.New("cluster: need at least one master and one partition server")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	c = &Cluster{opts: opts}
+	defer func() {
+		if err != nil {
+			c.Close()
+		}
+	}()
+
+	peers := map[string]string{}
+	var masterGRPC []string
+	for i := 0; i < opts.Masters; i++ {
+		cfg := master.DefaultConfig()
+		cfg.ID = "m" + strconv.Itoa(i+1)
+		cfg.DataDir = filepath.Join(opts.DataDir, cfg.ID)
+		if cfg.GRPCAddr, err = opts.addr(0, i); err != nil {
+			return nil, err
+		}
+		if cfg.RaftAddr, err = opts.addr(100, i); err != nil {
+			return nil, err
+		}
+		peers[cfg.ID] = cfg.RaftAddr
+		masterGRPC = append(masterGRPC, cfg.GRPCAddr)
+		if opts.Servers < cfg.ReplicationFactor {
+			cfg.ReplicationFactor = opts.Servers
+		}
+		c.Masters = append(c.Masters, &MasterNode{Config: cfg})
+	}
+	for _, m := range c.Masters {
+		m.Config.Peers = peers
+		if opts.TuneMaster != nil {
+			opts.TuneMaster(&m.Config)
+		}
+		if m.Server, err = master.New(m.Config, opts.Logger); err != nil {
+			return nil, err
+		}
+		if err = m.Server.Start(); err != nil {
+			return nil, err
+		}
+	}
+	for i := 0; i < opts.Servers; i++ {
+		cfg := partitionserver.DefaultConfig()
+		cfg.ID = "ps" + strconv.Itoa(i+1)
+		cfg.DataDir = filepath.Join(opts.DataDir, cfg.ID)
+		cfg.Masters = masterGRPC
+		if cfg.GRPCAddr, err = opts.addr(200, i); err != nil {
+			return nil, err
+		}
+		if cfg.RaftAddr, err = opts.addr(300, i); err != nil {
+			return nil, err
+		}
+		if opts.TuneServer != nil {
+			opts.TuneServer(&cfg)
+		}
+		n := &ServerNode{Config: cfg}
+		if n.Server, err = partitionserver.New(cfg, opts.Logger); err != nil {
+			return nil, err
+		}
+		if err = n.Server.Start(); err != nil {
+			return nil, err
+		}
+		c.Servers = append(c.Servers, n)
+	}
+	if err = c.WaitServersRegistered(30 * time.Second); err != nil {
+		return nil, err
+	}
+	for i := 0; i < opts.Frontends; i++ {
+		n := &FrontendNode{Config: frontend.DefaultConfig()}
+		if i < len(opts.FrontendAddrs) {
+			n.Config.Addr = opts.FrontendAddrs[i]
+		} else if n.Config.Addr, err = opts.addr(400, i); err != nil {
+			return nil, err
+		}
+		if opts.TuneFrontend != nil {
+			opts.TuneFrontend(&n.Config)
+		}
+		rcfg := router.DefaultConfig()
+		rcfg.Masters = masterGRPC
+		if opts.TuneRouter != nil {
+			opts.TuneRouter(&rcfg)
+		}
+		if err = c.startFrontend(n, rcfg); err != nil {
+			return nil, err
+		}
+		c.Frontends = append(c.Frontends, n)
+	}
+	return c, nil
+}
+
+func (c *Cluster) startFrontend(n *FrontendNode, rcfg router.Config) (err error) {
+	if n.Router, err = router.New(rcfg, c.opts.Logger); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err = n.Router.Start(ctx); err != nil {
+		n.Router.Close()
+		return err
+	}
+	if n.Server, err = frontend.NewServer(n.Config, n.Router, c.opts.Logger); err != nil {
+		n.Router.Close()
+		return err
+	}
+	ln, err := net.Listen("tcp", n.Config.Addr)
+	if err != nil {
+		n.Router.Close()
+		return fmt.Errorf("cluster: front-end listen: %w", err)
+	}
+	n.Addr = ln.Addr().String()
+	n.done = make(chan struct{})
+	go func() {
+		defer close(n.done)
+		n.Server.Serve(ln)
+	}()
+	return nil
+}
+
+// MasterAddrs lists the masters' gRPC addresses.
+func (c *Cluster) MasterAddrs() []string {
+	var out []string
+	for _, m := range c.Masters {
+		out = append(out, m.Config.GRPCAddr)
+	}
+	return out
+}
+
+// WaitServersRegistered polls until a master leader reports every
+// partition server alive.
+func (c *Cluster) WaitServersRegistered(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		for _, m := range c.Masters {
+			if m.Server == nil || !m.Server.IsLeader() {
+				continue
+			}
+			if m.Server.LiveServers() >= len(c.Servers) {
+				return nil
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("cluster: partition servers not registered within %v", timeout)
+}
+
+// Endpoint is the front-end i's Azure Table endpoint (path-style).
+func (c *Cluster) Endpoint(i int) string {
+	return "http://" + c.Frontends[i].Addr + "/" + c.Frontends[i].Config.Account
+}
+
+// ConnectionString is an Azure storage connection string for front-end i.
+func (c *Cluster) ConnectionString(i int) string {
+	n := c.Frontends[i]
+	return fmt.Sprintf("DefaultEndpointsProtocol=http;AccountName=%s;AccountKey=%s;TableEndpoint=%s;",
+		n.Config.Account, n.Config.AccountKey, c.Endpoint(i))
+}
+
+// StopServer stops partition server i (its data stays).
+func (c *Cluster) StopServer(i int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.Servers[i]
+	if n.Server == nil {
+		return nil
+	}
+	err := n.Server.Close()
+	n.Server = nil
+	return err
+}
+
+// RestartServer starts partition server i again on its data and ports.
+func (c *Cluster) RestartServer(i int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.Servers[i]
+	if n.Server != nil {
+		return nil
+	}
+	s, err := partitionserver.New(n.Config, c.opts.Logger)
+	if err != nil {
+		return err
+	}
+	if err := s.Start(); err != nil {
+		return err
+	}
+	n.Server = s
+	return nil
+}
+
+// IsolateServer cuts (true) or restores (false) server i's Raft traffic.
+func (c *Cluster) IsolateServer(i int, v bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s := c.Servers[i].Server; s != nil {
+		s.SetIsolated(v)
+	}
+}
+
+// StopMaster stops master i.
+func (c *Cluster) StopMaster(i int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.Masters[i]
+	if n.Server == nil {
+		return nil
+	}
+	err := n.Server.Close()
+	n.Server = nil
+	return err
+}
+
+// RestartMaster starts master i again.
+func (c *Cluster) RestartMaster(i int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.Masters[i]
+	if n.Server != nil {
+		return nil
+	}
+	s, err := master.New(n.Config, c.opts.Logger)
+	if err != nil {
+		return err
+	}
+	if err := s.Start(); err != nil {
+		return err
+	}
+	n.Server = s
+	return nil
+}
+
+// ServerIndex returns the index of the partition server with id.
+func (c *Cluster) ServerIndex(id string) int {
+	for i, n := range c.Servers {
+		if n.Config.ID == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// Close stops everything.
+func (c *Cluster) Close() {
+	for _, f := range c.Frontends {
+		if f.Server != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			f.Server.Shutdown(ctx)
+			cancel()
+			<-f.done
+		}
+		if f.Router != nil {
+			f.Router.Close()
+		}
+	}
+	c.Frontends = nil
+	var wg sync.WaitGroup
+	for i := range c.Servers {
+		wg.Add(1)
+		go func(i int) { defer wg.Done(); c.StopServer(i) }(i)
+	}
+	wg.Wait()
+	for i := range c.Masters {
+		c.StopMaster(i)
+	}
+}

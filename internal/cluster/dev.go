@@ -1,0 +1,108 @@
+package cluster
+
+import (
+	"flag"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+
+	"tablestore/frontend"
+	"tablestore/frontend/router"
+	"tablestore/master"
+	"tablestore/partitionserver"
+)
+
+// DevConfig configures `tablestore dev`: one master, three partition servers
+// and one front-end in one process on loopback.
+type DevConfig struct {
+	// DataDir holds every node's data; restarting on it serves the same
+	// entities.
+	DataDir string
+	// FrontendAddr is where the Azure Table endpoint listens.
+	FrontendAddr string
+	// BasePort places the master (BasePort, +100) and partition servers
+	// (+200+i, +300+i).
+	BasePort int
+	// Servers is the number of partition servers.
+	Servers int
+	// Master and Server carry the role settings (policies, timings) that
+	// dev passes through.
+	Master master.Config
+	Server partitionserver.Config
+}
+
+// DefaultDevConfig returns the documented defaults.
+func DefaultDevConfig() DevConfig {
+	return DevConfig{
+		DataDir: "./data", FrontendAddr: "127.0.0.1:10002", BasePort: 7000, Servers: 3,
+		Master: master.DefaultConfig(), Server: partitionserver.DefaultConfig(),
+	}
+}
+
+// Validate reports invalid settings.
+func (c *DevConfig) Validate() error {
+	if c.DataDir == "" || c.FrontendAddr == "" {
+		return fmt.Errorf("cluster: dev needs data-dir and frontend-addr")
+	}
+	if c.Servers < 1 {
+		return fmt.Errorf("cluster: dev needs at least one partition server")
+	}
+	if c.BasePort <= 0 || c.BasePort > 65000-400 {
+		return fmt.Errorf("cluster: base-port out of range")
+	}
+	return nil
+}
+
+// RegisterFlags binds the dev settings to flags.
+func (c *DevConfig) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory for all nodes' data")
+	fs.StringVar(&c.FrontendAddr, "frontend-addr", c.FrontendAddr, "listen address of the Azure Table endpoint")
+	fs.IntVar(&c.BasePort, "base-port", c.BasePort, "first internal port: master gRPC; +100 master Raft; +200+i / +300+i partition server gRPC / Raft")
+	fs.IntVar(&c.Servers, "servers", c.Servers, "number of partition servers")
+	fs.IntVar(&c.Master.ReplicationFactor, "replication-factor", c.Master.ReplicationFactor, "replicas per range (at most -servers)")
+}
+
+// StartDev starts the dev cluster.
+func StartDev(cfg DevConfig, logger *slog.Logger) (*Cluster, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	abs, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	return Start(Options{
+		Masters: 1, Servers: cfg.Servers, Frontends: 1, DataDir: abs, BasePort: cfg.BasePort,
+		FrontendAddrs: []string{cfg.FrontendAddr}, Logger: logger,
+		TuneMaster: func(m *master.Config) {
+			id, dir, g, r, peers := m.ID, m.DataDir, m.GRPCAddr, m.RaftAddr, m.Peers
+			*m = cfg.Master
+			m.ID, m.DataDir, m.GRPCAddr, m.RaftAddr, m.Peers = id, dir, g, r, peers
+			if m.ReplicationFactor > cfg.Servers {
+				m.ReplicationFactor = cfg.Servers
+			}
+		},
+		TuneServer: func(s *partitionserver.Config) {
+			id, dir, g, r, ms := s.ID, s.DataDir, s.GRPCAddr, s.RaftAddr, s.Masters
+			*s = cfg.Server
+			s.ID, s.DataDir, s.GRPCAddr, s.RaftAddr, s.Masters = id, dir, g, r, ms
+		},
+	})
+}
+
+// StartFrontend runs one front-end process role: a router on the masters and
+// the HTTP server on fcfg.Addr.
+func StartFrontend(fcfg frontend.Config, rcfg router.Config, logger *slog.Logger) (*FrontendNode, error) {
+	c := &Cluster{opts: Options{Logger: logger}}
+	n := &FrontendNode{Config: fcfg}
+	if err := c.startFrontend(n, rcfg); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// Close stops a front-end started by StartFrontend.
+func (n *FrontendNode) Close() {
+	c := &Cluster{Frontends: []*FrontendNode{n}}
+	c.Close()
+}

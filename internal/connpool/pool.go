@@ -1,0 +1,56 @@
+package connpool
+
+import (
+	"fmt"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	pb "tablestore/proto/tablestorepb"
+)
+
+// Pool keeps one connection per address; gRPC multiplexes calls over it.
+type Pool struct {
+	mu    sync.Mutex
+	conns map[string]*grpc.ClientConn
+}
+
+// New returns an empty pool.
+func New() *Pool { return &Pool{conns: map[string]*grpc.ClientConn{}} }
+
+// Conn returns the connection to addr, creating it on first use.
+func (p *Pool) Conn(addr string) (*grpc.ClientConn, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c, ok := p.conns[addr]; ok {
+		return c, nil
+	}
+	c, err := grpc.NewClient(addr,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)))
+	if err != nil {
+		return nil, fmt.Errorf("connpool: dial %s: %w", addr, err)
+	}
+	p.conns[addr] = c
+	return c, nil
+}
+
+// Partition returns a PartitionService client for addr.
+func (p *Pool) Partition(addr string) (pb.PartitionServiceClient, error) {
+	c, err := p.Conn(addr)
+	if err != nil {
+		return nil, err
+	}
+	return pb.NewPartitionServiceClient(c), nil
+}
+
+// Close closes every connection.
+func (p *Pool) Close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for a, c := range p.conns {
+		c.Close()
+		delete(p.conns, a)
+	}
+}

@@ -1,0 +1,135 @@
+package masterclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"tablestore/internal/rpcerr"
+	pb "tablestore/proto/tablestorepb"
+)
+
+// ErrNoMaster means no master answered as leader before the deadline.
+var ErrNoMaster = errors.New("masterclient: no master leader reachable")
+
+// Client calls the master group.
+type Client struct {
+	addrs []string
+	conns []*grpc.ClientConn
+
+	mu      sync.Mutex
+	current int
+}
+
+// New dials every address lazily (gRPC connects on first use).
+func New(addrs []string) (*Client, error) {
+	if len(addrs) == 0 {
+		return nil, fmt.Errorf("masterclient: no master address")
+	}
+	c := &Client{addrs: addrs}
+	for _, a := range addrs {
+		conn, err := grpc.NewClient(a, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			c.Close()
+			return nil, fmt.Errorf("masterclient: dial %s: %w", a, err)
+		}
+		c.conns = append(c.conns, conn)
+	}
+	return c, nil
+}
+
+// ParseAddrs splits a comma-separated address list.
+func ParseAddrs(s string) []string {
+	var out []string
+	for _, a := range strings.Split(s, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// Close closes every connection.
+func (c *Client) Close() error {
+	for _, conn := range c.conns {
+		conn.Close()
+	}
+	return nil
+}
+
+// retryable reports whether another master (or a later try) may succeed.
+func retryable(err error) bool {
+	info := rpcerr.Parse(err)
+	if info.Reason == rpcerr.ReasonNotLeader {
+		return true
+	}
+	switch info.Code {
+	case codes.Unavailable, codes.DeadlineExceeded:
+		return true
+	}
+	return false
+}
+
+// Call runs fn against the leader, moving to the next master while the one
+// tried is not the leader or unreachable, until ctx ends.
+func (c *Client) Call(ctx context.Context, fn func(ctx context.Context, mc pb.MasterServiceClient) error) error {
+	backoff := 20 * time.Millisecond
+	var last error
+	for attempt := 0; ; attempt++ {
+		c.mu.Lock()
+		i := c.current
+		c.mu.Unlock()
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := fn(cctx, pb.NewMasterServiceClient(c.conns[i]))
+		cancel()
+		if err == nil {
+			return nil
+		}
+		last = err
+		if !retryable(err) || ctx.Err() != nil {
+			if ctx.Err() != nil && retryable(err) {
+				return fmt.Errorf("%w: %v", ErrNoMaster, last)
+			}
+			return err
+		}
+		c.mu.Lock()
+		if c.current == i {
+			c.current = (i + 1) % len(c.conns)
+		}
+		c.mu.Unlock()
+		if (attempt+1)%len(c.conns) == 0 {
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("%w: %v", ErrNoMaster, last)
+			case <-time.After(backoff):
+			}
+			if backoff < 500*time.Millisecond {
+				backoff *= 2
+			}
+		}
+	}
+}
+
+// Conn returns the connection to the master currently believed to lead;
+// streaming calls use it directly.
+func (c *Client) Conn() (*grpc.ClientConn, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.conns[c.current], c.current
+}
+
+// Advance moves past master i after a failed streaming call.
+func (c *Client) Advance(i int) {
+	c.mu.Lock()
+	if c.current == i {
+		c.current = (i + 1) % len(c.conns)
+	}
+	c.mu.Unlock()
+}

@@ -1,0 +1,52 @@
+package metricsbridge
+
+import (
+	"errors"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	gometrics "github.com/hashicorp/go-metrics/compat"
+	gmprom "github.com/hashicorp/go-metrics/compat/prometheus"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+var once sync.Once
+
+// InstallRaftSink makes raft's go-metrics land in the Prometheus default
+// registry. Safe to call more than once (in-process clusters).
+func InstallRaftSink() {
+	once.Do(func() {
+		sink, err := gmprom.NewPrometheusSinkFrom(gmprom.PrometheusOpts{Expiration: time.Minute, Registerer: prometheus.DefaultRegisterer})
+		if err != nil {
+			return
+		}
+		cfg := gometrics.DefaultConfig("tablestore")
+		cfg.EnableHostname = false
+		cfg.EnableRuntimeMetrics = false
+		_, _ = gometrics.NewGlobal(cfg, sink)
+	})
+}
+
+// Serve serves /metrics on addr until the listener is closed; an empty
+// addr serves nothing.
+func Serve(addr string) (*http.Server, error) {
+	if addr == "" {
+		return nil, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.Handler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			_ = err
+		}
+	}()
+	return srv, nil
+}

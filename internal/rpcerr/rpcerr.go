@@ -1,0 +1,109 @@
+package rpcerr
+
+import (
+	"errors"
+	"strconv"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Domain is the ErrorInfo domain of every tablestore error.
+const Domain = "tablestore"
+
+// Reasons carried in ErrorInfo.
+const (
+	ReasonEntityAlreadyExists   = "ENTITY_ALREADY_EXISTS"
+	ReasonEntityNotFound        = "ENTITY_NOT_FOUND"
+	ReasonConditionNotSatisfied = "CONDITION_NOT_SATISFIED"
+	ReasonTableNotFound         = "TABLE_NOT_FOUND"
+	ReasonTableAlreadyExists    = "TABLE_ALREADY_EXISTS"
+	ReasonInvalidInput          = "INVALID_INPUT"
+	ReasonInvalidName           = "INVALID_NAME"
+	// ReasonNotLeader: the addressed server does not lead the range (or the
+	// master group); metadata "leader" may name the leader's server id.
+	ReasonNotLeader = "NOT_LEADER"
+	// ReasonStaleRange: the request's generation or key is not served by
+	// this range any more; the caller refreshes its map.
+	ReasonStaleRange    = "STALE_RANGE"
+	ReasonRangeNotFound = "RANGE_NOT_FOUND"
+	ReasonServerBusy    = "SERVER_BUSY"
+	ReasonUnavailable   = "UNAVAILABLE"
+	ReasonFilterInvalid = "FILTER_INVALID"
+	// ReasonInvalidEntity: an entity broke a limit only detectable where
+	// the data is (a merge grew it too large); metadata "code" carries the
+	// Azure error code edm.AzureError gave.
+	ReasonInvalidEntity = "INVALID_ENTITY"
+)
+
+// Metadata keys.
+const (
+	// MetaIndex is the index of the failing operation of a batch.
+	MetaIndex = "index"
+	// MetaLeader is the server id of the current leader, when known.
+	MetaLeader = "leader"
+	// MetaRetryAfterMs suggests a retry delay.
+	MetaRetryAfterMs = "retry_after_ms"
+	// MetaAzureCode is the Azure error code of an INVALID_ENTITY error.
+	MetaAzureCode = "code"
+)
+
+// New returns a gRPC status error with an ErrorInfo.
+func New(code codes.Code, reason, msg string, md map[string]string) error {
+	st := status.New(code, msg)
+	if withDetails, err := st.WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: Domain, Metadata: md}); err == nil {
+		st = withDetails
+	}
+	return st.Err()
+}
+
+// WithIndex returns New with the batch operation index set.
+func WithIndex(code codes.Code, reason, msg string, index int) error {
+	return New(code, reason, msg, map[string]string{MetaIndex: strconv.Itoa(index)})
+}
+
+// Info is what a caller learns from an error.
+type Info struct {
+	Code     codes.Code
+	Reason   string
+	Message  string
+	Metadata map[string]string
+}
+
+// Parse extracts the code, reason and metadata of err (which may wrap a gRPC
+// status). A nil error gives codes.OK.
+func Parse(err error) Info {
+	if err == nil {
+		return Info{Code: codes.OK}
+	}
+	var se interface{ GRPCStatus() *status.Status }
+	if !errors.As(err, &se) {
+		st := status.FromContextError(err)
+		return Info{Code: st.Code(), Message: err.Error()}
+	}
+	st := se.GRPCStatus()
+	info := Info{Code: st.Code(), Message: st.Message()}
+	for _, d := range st.Details() {
+		if ei, ok := d.(*errdetails.ErrorInfo); ok && ei.GetDomain() == Domain {
+			info.Reason = ei.GetReason()
+			info.Metadata = ei.GetMetadata()
+		}
+	}
+	return info
+}
+
+// Index returns the batch operation index in the metadata, or -1.
+func (i Info) Index() int {
+	if v, ok := i.Metadata[MetaIndex]; ok {
+		if n, err := strconv.Atoi(v); err == nil {
+			return n
+		}
+	}
+	return -1
+}
+
+// Is reports whether err carries reason.
+func Is(err error, reason string) bool {
+	return err != nil && Parse(err).Reason == reason
+}

@@ -1,0 +1,115 @@
+package master
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Config configures a master. Defaults are in DefaultConfig and documented
+// in docs/operations.md.
+type Config struct {
+	// ID names this master in the Raft configuration.
+	ID string
+	// DataDir holds the Raft log and snapshots.
+	DataDir string
+	// GRPCAddr is the listen address of the master service.
+	GRPCAddr string
+	// RaftAddr is the listen address of the master Raft group.
+	RaftAddr string
+	// Peers lists every master as id=raftaddr (including this one). Empty
+	// means a single-master group of this master alone.
+	Peers map[string]string
+	// ReplicationFactor is the number of replicas of every range.
+	ReplicationFactor int
+	// ServerTimeout marks a partition server down after this long without
+	// a heartbeat.
+	ServerTimeout time.Duration
+	// CreateTableWait bounds how long CreateTable waits for the new range to
+	// elect a leader.
+	CreateTableWait time.Duration
+
+	RaftHeartbeatTimeout time.Duration
+	RaftElectionTimeout  time.Duration
+	RaftLeaderLease      time.Duration
+}
+
+// DefaultConfig returns the documented defaults.
+func DefaultConfig() Config {
+	return Config{
+		ID:                   "m1",
+		DataDir:              "./data/master",
+		GRPCAddr:             "127.0.0.1:7000",
+		RaftAddr:             "127.0.0.1:7100",
+		ReplicationFactor:    3,
+		ServerTimeout:        5 * time.Second,
+		CreateTableWait:      10 * time.Second,
+		RaftHeartbeatTimeout: 500 * time.Millisecond,
+		RaftElectionTimeout:  500 * time.Millisecond,
+		RaftLeaderLease:      250 * time.Millisecond,
+	}
+}
+
+// Validate reports invalid settings.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.ID == "" {
+		errs = append(errs, errors.New("id is empty"))
+	}
+	if c.DataDir == "" || c.GRPCAddr == "" || c.RaftAddr == "" {
+		errs = append(errs, errors.New("data-dir, grpc-addr and raft-addr are required"))
+	}
+	if len(c.Peers) > 0 {
+		if _, ok := c.Peers[c.ID]; !ok {
+			errs = append(errs, fmt.Errorf("peers do not include this master (%s)", c.ID))
+		}
+	}
+	if c.ReplicationFactor < 1 || c.ReplicationFactor > 7 {
+		errs = append(errs, errors.New("replication-factor must be in 1..7"))
+	}
+	if c.ServerTimeout <= 0 || c.CreateTableWait <= 0 || c.RaftHeartbeatTimeout <= 0 || c.RaftElectionTimeout <= 0 || c.RaftLeaderLease <= 0 {
+		errs = append(errs, errors.New("durations must be positive"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("master: invalid config: %w", err)
+	}
+	return nil
+}
+
+// ParsePeers parses "id=addr,id=addr".
+func ParsePeers(s string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, p := range strings.Split(s, ",") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		id, addr, ok := strings.Cut(p, "=")
+		if !ok || id == "" || addr == "" {
+			return nil, fmt.Errorf("master: bad peer %q (want id=raftaddr)", p)
+		}
+		out[id] = addr
+	}
+	return out, nil
+}
+
+// RegisterFlags binds the config to flags with kebab-case names.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.ID, "id", c.ID, "master id in the Raft group")
+	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory for the master's Raft log and snapshots")
+	fs.StringVar(&c.GRPCAddr, "grpc-addr", c.GRPCAddr, "listen address of the master service")
+	fs.StringVar(&c.RaftAddr, "raft-addr", c.RaftAddr, "listen address of the master Raft group")
+	fs.Func("peers", "every master as id=raftaddr, comma-separated (default: this master alone)", func(s string) error {
+		p, err := ParsePeers(s)
+		c.Peers = p
+		return err
+	})
+	fs.IntVar(&c.ReplicationFactor, "replication-factor", c.ReplicationFactor, "replicas per range")
+	fs.DurationVar(&c.ServerTimeout, "server-timeout", c.ServerTimeout, "a partition server without heartbeat for this long is down")
+	fs.DurationVar(&c.CreateTableWait, "create-table-wait", c.CreateTableWait, "how long CreateTable waits for the new range's leader")
+	fs.DurationVar(&c.RaftHeartbeatTimeout, "raft-heartbeat-timeout", c.RaftHeartbeatTimeout, "Raft follower timeout before an election")
+	fs.DurationVar(&c.RaftElectionTimeout, "raft-election-timeout", c.RaftElectionTimeout, "Raft candidate election timeout")
+	fs.DurationVar(&c.RaftLeaderLease, "raft-leader-lease", c.RaftLeaderLease, "Raft leader lease timeout")
+}

@@ -1,0 +1,229 @@
+package master
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/proto"
+
+	pb "tablestore/proto/tablestorepb"
+)
+
+// Errors of the master state machine.
+var (
+	ErrTableExists    = errors.New("master: table already exists")
+	ErrTableNotFound  = errors.New("master: table not found")
+	ErrBadCommand     = errors.New("master: malformed command")
+	ErrUnknownCommand = errors.New("master: unknown command kind")
+)
+
+// applyResult is returned through raft's ApplyFuture.Response.
+type applyResult struct {
+	table  *pb.Table
+	ranges []*pb.RangeDescriptor
+	err    error
+}
+
+type handler func(s *state, payload []byte) *applyResult
+
+var handlers = map[pb.MasterCommandKind]handler{}
+
+func register(kind pb.MasterCommandKind, h handler) {
+	if _, dup := handlers[kind]; dup {
+		panic(fmt.Sprintf("master: handler for %v registered twice", kind))
+	}
+	handlers[kind] = h
+}
+
+func init() {
+	register(pb.MasterCommandKind_MASTER_COMMAND_KIND_REGISTER_SERVER, applyRegisterServer)
+	register(pb.MasterCommandKind_MASTER_COMMAND_KIND_CREATE_TABLE, applyCreateTable)
+	register(pb.MasterCommandKind_MASTER_COMMAND_KIND_DELETE_TABLE, applyDeleteTable)
+}
+
+// state is the replicated state. Tables are keyed by lower-case name
+// because Azure table names are case-insensitive.
+type state struct {
+	tables      map[string]*pb.Table
+	ranges      map[uint64]*pb.RangeDescriptor
+	servers     map[string]*pb.ServerInfo
+	nextTableID uint64
+	nextRangeID uint64
+}
+
+func newState() *state {
+	return &state{
+		tables: map[string]*pb.Table{}, ranges: map[uint64]*pb.RangeDescriptor{},
+		servers: map[string]*pb.ServerInfo{}, nextTableID: 1, nextRangeID: 1,
+	}
+}
+
+func (s *state) snapshot() *pb.MasterSnapshot {
+	out := &pb.MasterSnapshot{NextTableId: s.nextTableID, NextRangeId: s.nextRangeID}
+	for _, t := range s.tables {
+		out.Tables = append(out.Tables, t)
+	}
+	for _, r := range s.ranges {
+		out.Ranges = append(out.Ranges, r)
+	}
+	for _, sv := range s.servers {
+		out.Servers = append(out.Servers, sv)
+	}
+	sort.Slice(out.Tables, func(i, j int) bool { return out.Tables[i].GetTableId() < out.Tables[j].GetTableId() })
+	sort.Slice(out.Ranges, func(i, j int) bool { return out.Ranges[i].GetRangeId() < out.Ranges[j].GetRangeId() })
+	sort.Slice(out.Servers, func(i, j int) bool { return out.Servers[i].GetServerId() < out.Servers[j].GetServerId() })
+	return out
+}
+
+func stateFromSnapshot(m *pb.MasterSnapshot) *state {
+	s := newState()
+	for _, t := range m.GetTables() {
+		s.tables[strings.ToLower(t.GetName())] = t
+	}
+	for _, r := range m.GetRanges() {
+		s.ranges[r.GetRangeId()] = r
+	}
+	for _, sv := range m.GetServers() {
+		s.servers[sv.GetServerId()] = sv
+	}
+	s.nextTableID, s.nextRangeID = m.GetNextTableId(), m.GetNextRangeId()
+	return s
+}
+
+func applyRegisterServer(s *state, payload []byte) *applyResult {
+	var c pb.RegisterServerCommand
+	if err := proto.Unmarshal(payload, &c); err != nil || c.GetServer().GetServerId() == "" {
+		return &applyResult{err: ErrBadCommand}
+	}
+	sv := c.GetServer()
+	s.servers[sv.GetServerId()] = &pb.ServerInfo{ServerId: sv.GetServerId(), GrpcAddr: sv.GetGrpcAddr(), RaftAddr: sv.GetRaftAddr()}
+	return &applyResult{}
+}
+
+func applyCreateTable(s *state, payload []byte) *applyResult {
+	var c pb.CreateTableCommand
+	if err := proto.Unmarshal(payload, &c); err != nil || c.GetName() == "" {
+		return &applyResult{err: ErrBadCommand}
+	}
+	key := strings.ToLower(c.GetName())
+	if _, ok := s.tables[key]; ok {
+		return &applyResult{err: ErrTableExists}
+	}
+	t := &pb.Table{Name: c.GetName(), TableId: s.nextTableID, CreatedUnixNano: c.GetCreatedUnixNano()}
+	s.nextTableID++
+	r := &pb.RangeDescriptor{
+		RangeId: s.nextRangeID, Table: t.GetName(), TableId: t.GetTableId(),
+		Generation: 1, Replicas: c.GetReplicas(),
+	}
+	s.nextRangeID++
+	s.tables[key] = t
+	s.ranges[r.GetRangeId()] = r
+	return &applyResult{table: t, ranges: []*pb.RangeDescriptor{r}}
+}
+
+func applyDeleteTable(s *state, payload []byte) *applyResult {
+	var c pb.DeleteTableCommand
+	if err := proto.Unmarshal(payload, &c); err != nil {
+		return &applyResult{err: ErrBadCommand}
+	}
+	key := strings.ToLower(c.GetName())
+	t, ok := s.tables[key]
+	if !ok {
+		return &applyResult{err: ErrTableNotFound}
+	}
+	delete(s.tables, key)
+	var gone []*pb.RangeDescriptor
+	for id, r := range s.ranges {
+		if r.GetTableId() == t.GetTableId() {
+			gone = append(gone, r)
+			delete(s.ranges, id)
+		}
+	}
+	return &applyResult{table: t, ranges: gone}
+}
+
+// fsm is the master's raft.FSM; onChange runs after every applied command.
+type fsm struct {
+	mu       sync.RWMutex
+	st       *state
+	onChange func()
+}
+
+func (f *fsm) Apply(l *raft.Log) interface{} {
+	var cmd pb.MasterCommand
+	if err := proto.Unmarshal(l.Data, &cmd); err != nil {
+		return &applyResult{err: fmt.Errorf("%w: %v", ErrBadCommand, err)}
+	}
+	h, ok := handlers[cmd.GetKind()]
+	if !ok {
+		return &applyResult{err: fmt.Errorf("%w: %v", ErrUnknownCommand, cmd.GetKind())}
+	}
+	f.mu.Lock()
+	res := h(f.st, cmd.GetPayload())
+	f.mu.Unlock()
+	if f.onChange != nil {
+		f.onChange()
+	}
+	return res
+}
+
+func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	b, err := proto.Marshal(f.st.snapshot())
+	if err != nil {
+		return nil, err
+	}
+	return snapshotBytes(b), nil
+}
+
+func (f *fsm) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	if err != nil {
+		return err
+	}
+	var m pb.MasterSnapshot
+	if err := proto.Unmarshal(b, &m); err != nil {
+		return fmt.Errorf("master: corrupt snapshot: %w", err)
+	}
+	f.mu.Lock()
+	f.st = stateFromSnapshot(&m)
+	f.mu.Unlock()
+	if f.onChange != nil {
+		f.onChange()
+	}
+	return nil
+}
+
+// read runs fn under the state's read lock.
+func (f *fsm) read(fn func(s *state)) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	fn(f.st)
+}
+
+type snapshotBytes []byte
+
+func (b snapshotBytes) Persist(sink raft.SnapshotSink) error {
+	if _, err := sink.Write(b); err != nil {
+		sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}
+
+func (snapshotBytes) Release() {}
+
+func encodeCommand(kind pb.MasterCommandKind, m proto.Message) ([]byte, error) {
+	payload, err := proto.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	return proto.Marshal(&pb.MasterCommand{Kind: kind, Payload: payload})
+}

@@ -1,0 +1,284 @@
+package master
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+
+	"tablestore/internal/rpcerr"
+	pb "tablestore/proto/tablestorepb"
+)
+
+type service struct {
+	pb.UnimplementedMasterServiceServer
+	s *Server
+}
+
+// toStatus translates master errors into the rpcerr contract.
+func toStatus(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrNotLeader):
+		return rpcerr.New(codes.Unavailable, rpcerr.ReasonNotLeader, err.Error(), nil)
+	case errors.Is(err, ErrTableExists):
+		return rpcerr.New(codes.AlreadyExists, rpcerr.ReasonTableAlreadyExists, err.Error(), nil)
+	case errors.Is(err, ErrTableNotFound):
+		return rpcerr.New(codes.NotFound, rpcerr.ReasonTableNotFound, err.Error(), nil)
+	case errors.Is(err, ErrNotEnoughServers):
+		return rpcerr.New(codes.Unavailable, rpcerr.ReasonUnavailable, err.Error(), nil)
+	case errors.Is(err, ErrBadCommand):
+		return rpcerr.New(codes.InvalidArgument, rpcerr.ReasonInvalidInput, err.Error(), nil)
+	}
+	return rpcerr.New(codes.Internal, "", err.Error(), nil)
+}
+
+// placement picks the least-loaded live servers for a new range.
+func (s *Server) placement() ([]*pb.Replica, map[string]string, error) {
+	now := time.Now()
+	counts := map[string]int{}
+	var live []string
+	addrs := map[string]string{}
+	s.softMu.Lock()
+	seen := make(map[string]time.Time, len(s.lastSeen))
+	for k, v := range s.lastSeen {
+		seen[k] = v
+	}
+	s.softMu.Unlock()
+	s.fsm.read(func(st *state) {
+		for _, r := range st.ranges {
+			for _, rep := range r.GetReplicas() {
+				counts[rep.GetServerId()]++
+			}
+		}
+		for id, sv := range st.servers {
+			addrs[id] = sv.GetRaftAddr()
+			if t, ok := seen[id]; ok && now.Sub(t) < s.cfg.ServerTimeout {
+				live = append(live, id)
+			}
+		}
+	})
+	if len(live) < s.cfg.ReplicationFactor {
+		return nil, nil, fmt.Errorf("%w: %d live, %d needed", ErrNotEnoughServers, len(live), s.cfg.ReplicationFactor)
+	}
+	sort.Slice(live, func(i, j int) bool {
+		if counts[live[i]] != counts[live[j]] {
+			return counts[live[i]] < counts[live[j]]
+		}
+		return live[i] < live[j]
+	})
+	var out []*pb.Replica
+	for _, id := range live[:s.cfg.ReplicationFactor] {
+		out = append(out, &pb.Replica{ServerId: id})
+	}
+	return out, addrs, nil
+}
+
+func (v *service) CreateTable(ctx context.Context, req *pb.CreateTableRequest) (*pb.CreateTableResponse, error) {
+	s := v.s
+	if req.GetName() == "" {
+		return nil, toStatus(ErrBadCommand)
+	}
+	if err := s.ready(); err != nil {
+		return nil, toStatus(err)
+	}
+	exists := false
+	s.fsm.read(func(st *state) { _, exists = st.tables[strings.ToLower(req.GetName())] })
+	if exists {
+		return nil, toStatus(ErrTableExists)
+	}
+	replicas, addrs, err := s.placement()
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	res, err := s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_CREATE_TABLE, &pb.CreateTableCommand{
+		Name: req.GetName(), CreatedUnixNano: time.Now().UnixNano(), Replicas: replicas,
+	})
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	for _, r := range res.ranges {
+		s.startRange(ctx, r, addrs)
+	}
+	s.logger.Info("table created", "table", res.table.GetName(), "table_id", res.table.GetTableId())
+	return &pb.CreateTableResponse{Table: res.table}, nil
+}
+
+// startRange asks the replicas to bootstrap a new range and waits (bounded)
+// until one of them leads it, so the first write after CreateTable need not
+// wait for an election.
+func (s *Server) startRange(ctx context.Context, r *pb.RangeDescriptor, addrs map[string]string) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.CreateTableWait)
+	defer cancel()
+	grpcAddrs := map[string]string{}
+	s.fsm.read(func(st *state) {
+		for id, sv := range st.servers {
+			grpcAddrs[id] = sv.GetGrpcAddr()
+		}
+	})
+	var wg sync.WaitGroup
+	for _, rep := range r.GetReplicas() {
+		wg.Add(1)
+		go func(id string) {
+			defer wg.Done()
+			c, err := s.pool.Partition(grpcAddrs[id])
+			if err != nil {
+				return
+			}
+			if _, err := c.CreateReplica(ctx, &pb.CreateReplicaRequest{Range: r, Bootstrap: true, RaftAddrs: addrs}); err != nil {
+				s.logger.Warn("create replica failed; the server will catch up by heartbeat", "range", r.GetRangeId(), "server", id, "err", err)
+			}
+		}(rep.GetServerId())
+	}
+	wg.Wait()
+	for ctx.Err() == nil {
+		for _, rep := range r.GetReplicas() {
+			c, err := s.pool.Partition(grpcAddrs[rep.GetServerId()])
+			if err != nil {
+				continue
+			}
+			info, err := c.RangeInfo(ctx, &pb.RangeInfoRequest{RangeId: r.GetRangeId()})
+			if err == nil && info.GetStatus().GetLeader() {
+				s.softMu.Lock()
+				s.leaders[r.GetRangeId()] = rep.GetServerId()
+				s.softMu.Unlock()
+				s.bump()
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	s.logger.Warn("new range has no leader yet", "range", r.GetRangeId())
+}
+
+func (v *service) DeleteTable(ctx context.Context, req *pb.DeleteTableRequest) (*pb.DeleteTableResponse, error) {
+	s := v.s
+	res, err := s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_DELETE_TABLE, &pb.DeleteTableCommand{Name: req.GetName()})
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	// Best effort; servers also drop replicas of deleted tables on their
+	// next heartbeat.
+	grpcAddrs := map[string]string{}
+	s.fsm.read(func(st *state) {
+		for id, sv := range st.servers {
+			grpcAddrs[id] = sv.GetGrpcAddr()
+		}
+	})
+	for _, r := range res.ranges {
+		for _, rep := range r.GetReplicas() {
+			if c, err := s.pool.Partition(grpcAddrs[rep.GetServerId()]); err == nil {
+				go func(id uint64) {
+					cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					defer cancel()
+					c.DeleteReplica(cctx, &pb.DeleteReplicaRequest{RangeId: id})
+				}(r.GetRangeId())
+			}
+		}
+	}
+	s.logger.Info("table deleted", "table", res.table.GetName())
+	return &pb.DeleteTableResponse{}, nil
+}
+
+func (v *service) GetPartitionMap(ctx context.Context, req *pb.GetPartitionMapRequest) (*pb.PartitionMap, error) {
+	if err := v.s.ready(); err != nil {
+		return nil, toStatus(err)
+	}
+	m, _ := v.s.partitionMap()
+	return m, nil
+}
+
+func (v *service) WatchPartitionMap(req *pb.WatchPartitionMapRequest, stream pb.MasterService_WatchPartitionMapServer) error {
+	s := v.s
+	if err := s.ready(); err != nil {
+		return toStatus(err)
+	}
+	sent := uint64(0)
+	first := true
+	for {
+		m, ch := s.partitionMap()
+		if first || m.GetVersion() != sent {
+			if err := stream.Send(m); err != nil {
+				return err
+			}
+			sent, first = m.GetVersion(), false
+		}
+		select {
+		case <-stream.Context().Done():
+			return nil
+		case <-s.ctx.Done():
+			return toStatus(ErrNotLeader)
+		case <-ch:
+		case <-time.After(time.Second):
+		}
+		if !s.IsLeader() {
+			return toStatus(ErrNotLeader)
+		}
+	}
+}
+
+func (v *service) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.HeartbeatResponse, error) {
+	s := v.s
+	if err := s.ready(); err != nil {
+		return nil, toStatus(err)
+	}
+	sv := req.GetServer()
+	if sv.GetServerId() == "" {
+		return nil, toStatus(ErrBadCommand)
+	}
+	var known *pb.ServerInfo
+	s.fsm.read(func(st *state) { known = st.servers[sv.GetServerId()] })
+	if known == nil || known.GetGrpcAddr() != sv.GetGrpcAddr() || known.GetRaftAddr() != sv.GetRaftAddr() {
+		if _, err := s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_REGISTER_SERVER, &pb.RegisterServerCommand{Server: sv}); err != nil {
+			return nil, toStatus(err)
+		}
+		s.logger.Info("partition server registered", "server", sv.GetServerId(), "grpc", sv.GetGrpcAddr(), "raft", sv.GetRaftAddr())
+	}
+	changed := false
+	s.softMu.Lock()
+	s.lastSeen[sv.GetServerId()] = time.Now()
+	for _, rs := range req.GetRanges() {
+		if rs.GetLeader() {
+			if s.leaders[rs.GetRangeId()] != sv.GetServerId() {
+				s.leaders[rs.GetRangeId()] = sv.GetServerId()
+				changed = true
+			}
+			s.loads[rs.GetRangeId()] = rs.GetLoad()
+		} else if s.leaders[rs.GetRangeId()] == sv.GetServerId() {
+			delete(s.leaders, rs.GetRangeId())
+			changed = true
+		}
+	}
+	s.softMu.Unlock()
+	if changed {
+		s.bump()
+	}
+	resp := &pb.HeartbeatResponse{RaftAddrs: map[string]string{}}
+	s.fsm.read(func(st *state) {
+		for _, r := range st.ranges {
+			for _, rep := range r.GetReplicas() {
+				if rep.GetServerId() == sv.GetServerId() {
+					resp.Assigned = append(resp.Assigned, proto.Clone(r).(*pb.RangeDescriptor))
+				}
+			}
+		}
+		for _, t := range st.tables {
+			resp.LiveTableIds = append(resp.LiveTableIds, t.GetTableId())
+		}
+		for id, o := range st.servers {
+			resp.RaftAddrs[id] = o.GetRaftAddr()
+		}
+		resp.NextTableId = st.nextTableID
+	})
+	return resp, nil
+}

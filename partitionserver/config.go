@@ -1,0 +1,130 @@
+package partitionserver
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Config configures a partition server. Defaults are in DefaultConfig and
+// documented in docs/operations.md.
+type Config struct {
+	// ID names the server in Raft configurations and in the master's
+	// registry. Empty: read from (or generated into) DataDir/server-id.
+	ID string
+	// DataDir holds state.db and one directory per range replica.
+	DataDir string
+	// GRPCAddr is the listen address of the gRPC service.
+	GRPCAddr string
+	// RaftAddr is the listen address shared by all Raft groups.
+	RaftAddr string
+	// AdvertiseGRPC and AdvertiseRaft are the addresses others dial; empty
+	// means the listener's address.
+	AdvertiseGRPC string
+	AdvertiseRaft string
+	// Masters lists the master gRPC addresses.
+	Masters []string
+	// HeartbeatInterval is how often the server reports to the master.
+	HeartbeatInterval time.Duration
+
+	// Raft timings of every range group.
+	RaftHeartbeatTimeout time.Duration
+	RaftElectionTimeout  time.Duration
+	RaftLeaderLease      time.Duration
+	RaftCommitTimeout    time.Duration
+	RaftMaxAppendEntries int
+	SnapshotThreshold    uint64
+	SnapshotInterval     time.Duration
+	TrailingLogs         uint64
+
+	// ApplyTimeout bounds a proposal's wait for its commit.
+	ApplyTimeout time.Duration
+	// QueryBudget is the default work budget of one query page (Azure: 5 s).
+	QueryBudget time.Duration
+}
+
+// DefaultConfig returns the documented defaults.
+func DefaultConfig() Config {
+	return Config{
+		DataDir:              "./data/ps",
+		GRPCAddr:             "127.0.0.1:7200",
+		RaftAddr:             "127.0.0.1:7300",
+		Masters:              []string{"127.0.0.1:7000"},
+		HeartbeatInterval:    500 * time.Millisecond,
+		RaftHeartbeatTimeout: 500 * time.Millisecond,
+		RaftElectionTimeout:  500 * time.Millisecond,
+		RaftLeaderLease:      250 * time.Millisecond,
+		RaftCommitTimeout:    10 * time.Millisecond,
+		RaftMaxAppendEntries: 256,
+		SnapshotThreshold:    16384,
+		SnapshotInterval:     30 * time.Second,
+		TrailingLogs:         10240,
+		ApplyTimeout:         10 * time.Second,
+		QueryBudget:          5 * time.Second,
+	}
+}
+
+// Validate reports the first invalid setting.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.DataDir == "" {
+		errs = append(errs, errors.New("data-dir is empty"))
+	}
+	if c.GRPCAddr == "" || c.RaftAddr == "" {
+		errs = append(errs, errors.New("grpc-addr and raft-addr are required"))
+	}
+	if len(c.Masters) == 0 {
+		errs = append(errs, errors.New("at least one master address is required"))
+	}
+	if c.HeartbeatInterval <= 0 || c.RaftHeartbeatTimeout <= 0 || c.RaftElectionTimeout <= 0 ||
+		c.RaftLeaderLease <= 0 || c.RaftCommitTimeout <= 0 || c.ApplyTimeout <= 0 || c.QueryBudget <= 0 {
+		errs = append(errs, errors.New("durations must be positive"))
+	}
+	if c.RaftLeaderLease > c.RaftHeartbeatTimeout {
+		errs = append(errs, errors.New("raft-leader-lease must not exceed raft-heartbeat-timeout"))
+	}
+	if c.RaftMaxAppendEntries <= 0 || c.RaftMaxAppendEntries > 1024 {
+		errs = append(errs, errors.New("raft-max-append-entries must be in 1..1024"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("partitionserver: invalid config: %w", err)
+	}
+	return nil
+}
+
+// RegisterFlags binds the config to flags with kebab-case names.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.ID, "id", c.ID, "server id (default: read from or generated into <data-dir>/server-id)")
+	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory for state.db and the range replicas' Raft logs")
+	fs.StringVar(&c.GRPCAddr, "grpc-addr", c.GRPCAddr, "listen address of the gRPC service")
+	fs.StringVar(&c.RaftAddr, "raft-addr", c.RaftAddr, "listen address shared by all Raft groups")
+	fs.StringVar(&c.AdvertiseGRPC, "advertise-grpc", c.AdvertiseGRPC, "gRPC address others dial (default: the listener's)")
+	fs.StringVar(&c.AdvertiseRaft, "advertise-raft", c.AdvertiseRaft, "Raft address others dial (default: the listener's)")
+	fs.Func("masters", "comma-separated master gRPC addresses (default "+strings.Join(c.Masters, ",")+")", func(s string) error {
+		c.Masters = splitList(s)
+		return nil
+	})
+	fs.DurationVar(&c.HeartbeatInterval, "heartbeat-interval", c.HeartbeatInterval, "how often to report to the master")
+	fs.DurationVar(&c.RaftHeartbeatTimeout, "raft-heartbeat-timeout", c.RaftHeartbeatTimeout, "Raft follower timeout before an election")
+	fs.DurationVar(&c.RaftElectionTimeout, "raft-election-timeout", c.RaftElectionTimeout, "Raft candidate election timeout")
+	fs.DurationVar(&c.RaftLeaderLease, "raft-leader-lease", c.RaftLeaderLease, "Raft leader lease timeout")
+	fs.DurationVar(&c.RaftCommitTimeout, "raft-commit-timeout", c.RaftCommitTimeout, "Raft idle commit propagation interval")
+	fs.IntVar(&c.RaftMaxAppendEntries, "raft-max-append-entries", c.RaftMaxAppendEntries, "most log entries per AppendEntries and per apply batch")
+	fs.Uint64Var(&c.SnapshotThreshold, "snapshot-threshold", c.SnapshotThreshold, "log entries between range snapshots")
+	fs.DurationVar(&c.SnapshotInterval, "snapshot-interval", c.SnapshotInterval, "how often to check whether to snapshot")
+	fs.Uint64Var(&c.TrailingLogs, "trailing-logs", c.TrailingLogs, "log entries kept after a snapshot for slow followers")
+	fs.DurationVar(&c.ApplyTimeout, "apply-timeout", c.ApplyTimeout, "longest wait for a write to commit")
+	fs.DurationVar(&c.QueryBudget, "query-budget", c.QueryBudget, "work budget of one query page (Azure: 5s)")
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

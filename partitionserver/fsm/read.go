@@ -1,0 +1,142 @@
+package fsm
+
+import (
+	"bytes"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"tablestore/internal/edm"
+	"tablestore/internal/keys"
+	pb "tablestore/proto/tablestorepb"
+)
+
+// Get returns the stored entity (edm binary) or ErrEntityNotFound.
+func (r *Range) Get(pk, rk string) ([]byte, error) {
+	var out []byte
+	err := r.store.db.View(func(tx *bolt.Tx) error {
+		st, err := getState(tx, r.id)
+		if err != nil {
+			return ErrRangeNotFound
+		}
+		if !InRange(st.GetRange(), pk) {
+			return ErrKeyOutOfRange
+		}
+		b, err := tableBucket(tx, st.GetRange().GetTableId(), false)
+		if err != nil {
+			return err
+		}
+		if b == nil {
+			return ErrEntityNotFound
+		}
+		v := b.Get(keys.Encode(pk, rk))
+		if v == nil {
+			return ErrEntityNotFound
+		}
+		out = append([]byte(nil), v...)
+		return nil
+	})
+	return out, err
+}
+
+// ScanOptions bound a scan of one range.
+type ScanOptions struct {
+	// Start is the first key to consider (inclusive); nil starts at the
+	// range's (or Lower's) beginning. StartPK is its PartitionKey, which
+	// must belong to the range: a caller with a stale map learns so instead
+	// of silently skipping keys another range serves.
+	Start   []byte
+	StartPK string
+	// Lower and Upper bound the PartitionKeys scanned (inclusive), when set.
+	HasLower bool
+	Lower    string
+	HasUpper bool
+	Upper    string
+	// Match selects entities; nil matches all.
+	Match func(*edm.Entity) bool
+	// Project rewrites a matched entity before it is returned; nil keeps it.
+	Project func(*edm.Entity) *edm.Entity
+	Limit   int
+	// Deadline stops the scan early (a continuation is returned).
+	Deadline time.Time
+}
+
+// ScanResult is one page of a scan.
+type ScanResult struct {
+	Entities [][]byte
+	// Next is the key to resume from; nil when the range (within the
+	// bounds) is exhausted.
+	Next       []byte
+	Descriptor *pb.RangeDescriptor
+}
+
+// Scan walks the range in key order.
+func (r *Range) Scan(o ScanOptions) (*ScanResult, error) {
+	res := &ScanResult{}
+	err := r.store.db.View(func(tx *bolt.Tx) error {
+		st, err := getState(tx, r.id)
+		if err != nil {
+			return ErrRangeNotFound
+		}
+		desc := st.GetRange()
+		res.Descriptor = desc
+		if o.Start != nil && !InRange(desc, o.StartPK) {
+			return ErrKeyOutOfRange
+		}
+		b, err := tableBucket(tx, desc.GetTableId(), false)
+		if err != nil || b == nil {
+			return err
+		}
+		lo, hi := span(desc)
+		if o.HasLower {
+			if l := keys.PartitionStart(o.Lower); lo == nil || bytes.Compare(l, lo) > 0 {
+				lo = l
+			}
+		}
+		if o.Start != nil && (lo == nil || bytes.Compare(o.Start, lo) > 0) {
+			lo = o.Start
+		}
+		if o.HasUpper {
+			if u := keys.PartitionEnd(o.Upper); hi == nil || bytes.Compare(u, hi) < 0 {
+				hi = u
+			}
+		}
+		c := b.Cursor()
+		var k, v []byte
+		if lo == nil {
+			k, v = c.First()
+		} else {
+			k, v = c.Seek(lo)
+		}
+		checkEvery := 0
+		for ; k != nil && (hi == nil || bytes.Compare(k, hi) < 0); k, v = c.Next() {
+			if len(res.Entities) >= o.Limit && o.Limit > 0 {
+				res.Next = append([]byte(nil), k...)
+				return nil
+			}
+			if checkEvery++; checkEvery%256 == 0 && !o.Deadline.IsZero() && time.Now().After(o.Deadline) {
+				res.Next = append([]byte(nil), k...)
+				return nil
+			}
+			if o.Match == nil && o.Project == nil {
+				res.Entities = append(res.Entities, append([]byte(nil), v...))
+				continue
+			}
+			e, err := edm.UnmarshalBinary(v)
+			if err != nil {
+				return err
+			}
+			if o.Match != nil && !o.Match(e) {
+				continue
+			}
+			if o.Project != nil {
+				e = o.Project(e)
+				res.Entities = append(res.Entities, edm.MarshalBinary(e))
+				continue
+			}
+			res.Entities = append(res.Entities, append([]byte(nil), v...))
+		}
+		return nil
+	})
+	return res, err
+}

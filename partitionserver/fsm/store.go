@@ -1,0 +1,262 @@
+package fsm
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	"google.golang.org/protobuf/proto"
+
+	"tablestore/internal/keys"
+	pb "tablestore/proto/tablestorepb"
+)
+
+// Errors of the state machine. Operation errors are wrapped in *OpError.
+var (
+	ErrEntityExists     = errors.New("fsm: entity already exists")
+	ErrEntityNotFound   = errors.New("fsm: entity not found")
+	ErrConditionFailed  = errors.New("fsm: update condition not satisfied")
+	ErrKeyOutOfRange    = errors.New("fsm: key outside the range")
+	ErrRangeNotFound    = errors.New("fsm: range not hosted here")
+	ErrBadCommand       = errors.New("fsm: malformed command")
+	ErrUnknownCommand   = errors.New("fsm: unknown command kind")
+	ErrCorruptSnapshot  = errors.New("fsm: corrupt snapshot")
+	ErrInvalidEntity    = errors.New("fsm: invalid entity")
+	ErrStaleGeneration  = errors.New("fsm: stale range generation")
+	ErrRangeExists      = errors.New("fsm: range already exists")
+	errRangeStateAbsent = errors.New("fsm: range state absent")
+)
+
+// OpError is the failure of one operation of a write; Index is its position
+// in the command (Azure reports it in batch errors).
+type OpError struct {
+	Index int
+	Err   error
+}
+
+func (e *OpError) Error() string { return fmt.Sprintf("operation %d: %v", e.Index, e.Err) }
+func (e *OpError) Unwrap() error { return e.Err }
+
+var (
+	bucketRanges = []byte("ranges")
+	bucketData   = []byte("data")
+)
+
+// Store is a partition server's bbolt file.
+type Store struct {
+	db *bolt.DB
+}
+
+// Open opens (creating if needed) the state file at path.
+func Open(path string) (*Store, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{
+		Timeout: 5 * time.Second,
+		// Snapshots hold read transactions for long; a large initial mmap
+		// keeps writers from waiting on them to remap.
+		InitialMmapSize: 1 << 30,
+		FreelistType:    bolt.FreelistMapType,
+		NoFreelistSync:  true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("fsm: open %s: %w", path, err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{bucketRanges, bucketData} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("fsm: init %s: %w", path, err)
+	}
+	return &Store{db: db}, nil
+}
+
+// Close closes the file.
+func (s *Store) Close() error { return s.db.Close() }
+
+func u64(v uint64) []byte {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], v)
+	return b[:]
+}
+
+// RangeStates lists the ranges stored in the file.
+func (s *Store) RangeStates() ([]*pb.RangeState, error) {
+	var out []*pb.RangeState
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketRanges).ForEach(func(k, v []byte) error {
+			st := &pb.RangeState{}
+			if err := proto.Unmarshal(v, st); err != nil {
+				return fmt.Errorf("fsm: range state %x: %w", k, err)
+			}
+			out = append(out, st)
+			return nil
+		})
+	})
+	return out, err
+}
+
+// CreateRange records a new range replica with applied index 0. It fails with
+// ErrRangeExists if the range is already stored.
+func (s *Store) CreateRange(desc *pb.RangeDescriptor) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketRanges)
+		if b.Get(u64(desc.GetRangeId())) != nil {
+			return ErrRangeExists
+		}
+		st := &pb.RangeState{Range: desc}
+		if _, err := tx.Bucket(bucketData).CreateBucketIfNotExists(u64(desc.GetTableId())); err != nil {
+			return err
+		}
+		return putState(tx, st)
+	})
+}
+
+// DeleteRange removes a range's state and its entities.
+func (s *Store) DeleteRange(rangeID uint64) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		st, err := getState(tx, rangeID)
+		if errors.Is(err, errRangeStateAbsent) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := deleteSpan(tx, st.GetRange()); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketRanges).Delete(u64(rangeID)); err != nil {
+			return err
+		}
+		// Drop the table bucket when no other range of the table remains here.
+		tableID := st.GetRange().GetTableId()
+		others := false
+		_ = tx.Bucket(bucketRanges).ForEach(func(k, v []byte) error {
+			o := &pb.RangeState{}
+			if proto.Unmarshal(v, o) == nil && o.GetRange().GetTableId() == tableID {
+				others = true
+			}
+			return nil
+		})
+		if !others {
+			if err := tx.Bucket(bucketData).DeleteBucket(u64(tableID)); err != nil && !errors.Is(err, bolt.ErrBucketNotFound) {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func getState(tx *bolt.Tx, rangeID uint64) (*pb.RangeState, error) {
+	v := tx.Bucket(bucketRanges).Get(u64(rangeID))
+	if v == nil {
+		return nil, errRangeStateAbsent
+	}
+	st := &pb.RangeState{}
+	if err := proto.Unmarshal(v, st); err != nil {
+		return nil, fmt.Errorf("fsm: range state %d: %w", rangeID, err)
+	}
+	return st, nil
+}
+
+func putState(tx *bolt.Tx, st *pb.RangeState) error {
+	b, err := proto.Marshal(st)
+	if err != nil {
+		return err
+	}
+	return tx.Bucket(bucketRanges).Put(u64(st.GetRange().GetRangeId()), b)
+}
+
+// span returns the bbolt key bounds [lo, hi) of a descriptor; hi nil means
+// unbounded.
+func span(d *pb.RangeDescriptor) (lo, hi []byte) {
+	if d.GetStart() != "" {
+		lo = keys.PartitionStart(d.GetStart())
+	}
+	if d.GetEnd() != "" {
+		hi = keys.PartitionStart(d.GetEnd())
+	}
+	return lo, hi
+}
+
+// InRange reports whether PartitionKey pk belongs to the descriptor.
+func InRange(d *pb.RangeDescriptor, pk string) bool {
+	return pk >= d.GetStart() && (d.GetEnd() == "" || pk < d.GetEnd())
+}
+
+func tableBucket(tx *bolt.Tx, tableID uint64, create bool) (*bolt.Bucket, error) {
+	data := tx.Bucket(bucketData)
+	if b := data.Bucket(u64(tableID)); b != nil {
+		return b, nil
+	}
+	if !create {
+		return nil, nil
+	}
+	return data.CreateBucket(u64(tableID))
+}
+
+// deleteSpan deletes the entities of a descriptor's span, except those that
+// belong to another range of the table hosted in the same file.
+func deleteSpan(tx *bolt.Tx, d *pb.RangeDescriptor) error {
+	var others []*pb.RangeDescriptor
+	err := tx.Bucket(bucketRanges).ForEach(func(k, v []byte) error {
+		o := &pb.RangeState{}
+		if err := proto.Unmarshal(v, o); err != nil {
+			return err
+		}
+		od := o.GetRange()
+		if od.GetTableId() == d.GetTableId() && od.GetRangeId() != d.GetRangeId() {
+			others = append(others, od)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	owned := func(k []byte) bool {
+		if len(others) == 0 {
+			return false
+		}
+		pk, err := keys.DecodePartitionKey(k)
+		if err != nil {
+			return false
+		}
+		for _, od := range others {
+			if InRange(od, pk) {
+				return true
+			}
+		}
+		return false
+	}
+	b, err := tableBucket(tx, d.GetTableId(), false)
+	if err != nil || b == nil {
+		return err
+	}
+	lo, hi := span(d)
+	c := b.Cursor()
+	var k []byte
+	if lo == nil {
+		k, _ = c.First()
+	} else {
+		k, _ = c.Seek(lo)
+	}
+	for k != nil && (hi == nil || string(k) < string(hi)) {
+		if owned(k) {
+			k, _ = c.Next()
+			continue
+		}
+		cur := append([]byte(nil), k...)
+		if err := c.Delete(); err != nil {
+			return err
+		}
+		// Delete moves the cursor unpredictably; seek past the deleted key.
+		k, _ = c.Seek(cur)
+	}
+	return nil
+}

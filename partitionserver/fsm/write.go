@@ -1,0 +1,159 @@
+package fsm
+
+import (
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	"google.golang.org/protobuf/proto"
+
+	"tablestore/internal/edm"
+	"tablestore/internal/keys"
+	pb "tablestore/proto/tablestorepb"
+)
+
+func init() { register(pb.CommandKind_COMMAND_KIND_WRITE, applyWrite) }
+
+// tick is Azure's Timestamp resolution.
+const tick = 100 * time.Nanosecond
+
+// EncodeWrite returns the log entry for a write command.
+func EncodeWrite(w *pb.WriteCommand) ([]byte, error) {
+	payload, err := proto.Marshal(w)
+	if err != nil {
+		return nil, err
+	}
+	return proto.Marshal(&pb.Command{Kind: pb.CommandKind_COMMAND_KIND_WRITE, Payload: payload})
+}
+
+// nextTimestamp gives every write of a range a distinct, increasing
+// Timestamp: the proposer's clock unless that would not move past the last
+// one. Deterministic, so every replica computes the same ETag.
+func nextTimestamp(st *pb.RangeState, proposed int64) int64 {
+	ts := proposed - proposed%int64(tick)
+	if last := st.GetLastTimestampUnixNano(); ts <= last {
+		ts = last + int64(tick)
+	}
+	st.LastTimestampUnixNano = ts
+	return ts
+}
+
+type pendingWrite struct {
+	value   []byte // nil: deleted
+	oldSize int    // size of the stored value before this command, -1 if absent
+}
+
+func applyWrite(c *applyCtx, payload []byte) *Result {
+	var cmd pb.WriteCommand
+	if err := proto.Unmarshal(payload, &cmd); err != nil {
+		return &Result{Err: fmt.Errorf("%w: %v", ErrBadCommand, err)}
+	}
+	desc := c.state.GetRange()
+	bucket, err := tableBucket(c.tx, desc.GetTableId(), true)
+	if err != nil {
+		return &Result{Err: err}
+	}
+	// The timestamp is consumed only when the command succeeds.
+	saved := c.state.GetLastTimestampUnixNano()
+	ts := nextTimestamp(c.state, cmd.GetProposedUnixNano())
+	stamp := time.Unix(0, ts).UTC()
+
+	// Validate every operation against the stored data plus the command's own
+	// earlier operations before writing anything: a write is all or nothing.
+	pending := make(map[string]*pendingWrite, len(cmd.GetOps()))
+	order := make([]string, 0, len(cmd.GetOps()))
+	for i, op := range cmd.GetOps() {
+		if err := applyOp(bucket, desc, op, stamp, pending, &order); err != nil {
+			c.state.LastTimestampUnixNano = saved
+			return &Result{Err: &OpError{Index: i, Err: err}}
+		}
+	}
+	for _, k := range order {
+		p := pending[k]
+		var err error
+		if p.value == nil {
+			if p.oldSize >= 0 {
+				err = bucket.Delete([]byte(k))
+				c.state.EntityCount--
+				c.state.Bytes -= uint64(p.oldSize)
+			}
+		} else {
+			err = bucket.Put([]byte(k), p.value)
+			if p.oldSize < 0 {
+				c.state.EntityCount++
+			} else {
+				c.state.Bytes -= uint64(p.oldSize)
+			}
+			c.state.Bytes += uint64(len(p.value))
+		}
+		if err != nil {
+			return &Result{Err: err}
+		}
+	}
+	return &Result{TimestampUnixNano: ts}
+}
+
+func applyOp(bucket *bolt.Bucket, desc *pb.RangeDescriptor, op *pb.EntityOp, stamp time.Time,
+	pending map[string]*pendingWrite, order *[]string) error {
+	if !InRange(desc, op.GetPartitionKey()) {
+		return ErrKeyOutOfRange
+	}
+	key := string(keys.Encode(op.GetPartitionKey(), op.GetRowKey()))
+	p, seen := pending[key]
+	if !seen {
+		old := bucket.Get([]byte(key))
+		p = &pendingWrite{value: old, oldSize: -1}
+		if old != nil {
+			p.oldSize = len(old)
+		}
+	}
+	cur := p.value
+	kind := op.GetKind()
+
+	mustExist := kind == pb.OpKind_OP_KIND_REPLACE || kind == pb.OpKind_OP_KIND_MERGE || kind == pb.OpKind_OP_KIND_DELETE
+	switch {
+	case kind == pb.OpKind_OP_KIND_INSERT && cur != nil:
+		return ErrEntityExists
+	case mustExist && cur == nil:
+		return ErrEntityNotFound
+	}
+	var existing *edm.Entity
+	if cur != nil && (kind == pb.OpKind_OP_KIND_MERGE || kind == pb.OpKind_OP_KIND_INSERT_OR_MERGE || (!op.GetIfMatchAny() && op.GetIfMatchUnixNano() != 0)) {
+		var err error
+		if existing, err = edm.UnmarshalBinary(cur); err != nil {
+			return err
+		}
+		if !op.GetIfMatchAny() && op.GetIfMatchUnixNano() != 0 && existing.Timestamp.UnixNano() != op.GetIfMatchUnixNano() {
+			return ErrConditionFailed
+		}
+	}
+
+	var next []byte
+	switch kind {
+	case pb.OpKind_OP_KIND_DELETE:
+		next = nil
+	case pb.OpKind_OP_KIND_INSERT, pb.OpKind_OP_KIND_REPLACE, pb.OpKind_OP_KIND_MERGE,
+		pb.OpKind_OP_KIND_INSERT_OR_REPLACE, pb.OpKind_OP_KIND_INSERT_OR_MERGE:
+		e, err := edm.UnmarshalBinary(op.GetEntity())
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrInvalidEntity, err)
+		}
+		if existing != nil && (kind == pb.OpKind_OP_KIND_MERGE || kind == pb.OpKind_OP_KIND_INSERT_OR_MERGE) {
+			existing.MergeFrom(e)
+			e = existing
+		}
+		e.PartitionKey, e.RowKey, e.Timestamp = op.GetPartitionKey(), op.GetRowKey(), stamp
+		if err := e.Validate(); err != nil {
+			return err
+		}
+		next = edm.MarshalBinary(e)
+	default:
+		return fmt.Errorf("%w: operation kind %v", ErrBadCommand, kind)
+	}
+	if !seen {
+		pending[key] = p
+		*order = append(*order, key)
+	}
+	p.value = next
+	return nil
+}

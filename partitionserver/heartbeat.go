@@ -1,0 +1,105 @@
+package partitionserver
+
+import (
+	"context"
+	"time"
+
+	pb "tablestore/proto/tablestorepb"
+)
+
+func (s *Server) heartbeatLoop() {
+	t := time.NewTicker(s.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		s.heartbeat()
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (s *Server) statuses() []*pb.RangeStatus {
+	s.mu.RLock()
+	reps := make([]*replica, 0, len(s.replicas))
+	for _, r := range s.replicas {
+		reps = append(reps, r)
+	}
+	s.mu.RUnlock()
+	out := make([]*pb.RangeStatus, 0, len(reps))
+	for _, r := range reps {
+		st := r.fsm.State()
+		rs, ws, es := r.load.rates()
+		out = append(out, &pb.RangeStatus{
+			RangeId:      r.id,
+			Generation:   st.GetRange().GetGeneration(),
+			Leader:       r.isLeader(),
+			AppliedIndex: st.GetAppliedIndex(),
+			Range:   st.GetRange(),
+			Load: &pb.RangeLoad{
+				ReadsPerSec: rs, WritesPerSec: ws, EntitiesPerSec: es,
+				EntityCount: st.GetEntityCount(), Bytes: st.GetBytes(),
+			},
+		})
+	}
+	return out
+}
+
+func (s *Server) heartbeat() {
+	req := &pb.HeartbeatRequest{
+		Server: &pb.ServerInfo{ServerId: s.id, GrpcAddr: s.GRPCAddr(), RaftAddr: s.RaftAddr()},
+		Ranges: s.statuses(),
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, 3*time.Second)
+	defer cancel()
+	var resp *pb.HeartbeatResponse
+	err := s.master.Call(ctx, func(ctx context.Context, mc pb.MasterServiceClient) error {
+		var err error
+		resp, err = mc.Heartbeat(ctx, req)
+		return err
+	})
+	if err != nil {
+		if s.ctx.Err() == nil {
+			s.logger.Debug("heartbeat failed", "err", err)
+		}
+		return
+	}
+	for id, a := range resp.GetRaftAddrs() {
+		s.addrs.set(id, a)
+	}
+	s.reconcile(resp)
+}
+
+// reconcile creates assigned replicas this server misses and removes
+// replicas of deleted tables.
+func (s *Server) reconcile(resp *pb.HeartbeatResponse) {
+	for _, d := range resp.GetAssigned() {
+		if _, ok := s.replica(d.GetRangeId()); ok {
+			continue
+		}
+		// A range still at generation 1 has its initial voters, so joining
+		// by bootstrapping the same configuration is safe.
+		if err := s.createReplica(d, d.GetGeneration() == 1, resp.GetRaftAddrs()); err != nil {
+			s.logger.Warn("create assigned replica failed", "range", d.GetRangeId(), "err", err)
+		}
+	}
+	live := make(map[uint64]bool, len(resp.GetLiveTableIds()))
+	for _, id := range resp.GetLiveTableIds() {
+		live[id] = true
+	}
+	s.mu.RLock()
+	var doomed []uint64
+	for id, r := range s.replicas {
+		tid := r.fsm.Descriptor().GetTableId()
+		if tid < resp.GetNextTableId() && !live[tid] {
+			doomed = append(doomed, id)
+		}
+	}
+	s.mu.RUnlock()
+	for _, id := range doomed {
+		if err := s.deleteReplica(id); err != nil {
+			s.logger.Warn("delete replica of dropped table failed", "range", id, "err", err)
+		}
+	}
+}

@@ -1,0 +1,289 @@
+package partitionserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	bolt "go.etcd.io/bbolt"
+
+	"tablestore/internal/logging"
+	"tablestore/partitionserver/fsm"
+	"tablestore/partitionserver/raftmux"
+	pb "tablestore/proto/tablestorepb"
+)
+
+// Errors of the replica layer.
+var (
+	ErrNotLeader   = errors.New("partitionserver: not the range leader")
+	ErrUnknownOutcome = errors.New("partitionserver: write outcome unknown")
+	ErrShuttingDown   = errors.New("partitionserver: shutting down")
+)
+
+// replica is one range's Raft group member on this server.
+type replica struct {
+	id        uint64
+	serverID  string
+	logger    *slog.Logger
+	fsm       *fsm.Range
+	raft      *raft.Raft
+	transport *raft.NetworkTransport
+	logStore  *raftboltdb.BoltStore
+	dir       string
+
+	// readyTerm is the last term in which this leader committed an entry
+	// of its own (a barrier); before that its commit index may lag behind
+	// entries committed by the previous leader.
+	readyTerm atomic.Uint64
+	readyMu   sync.Mutex
+
+	verify verifyCoalescer
+	load   loadMeter
+}
+
+type replicaDeps struct {
+	serverID string
+	cfg      *Config
+	store    *fsm.Store
+	mux      *raftmux.Mux
+	addrs    raft.ServerAddressProvider
+	logger   *slog.Logger
+}
+
+func replicaDir(dataDir string, id uint64) string {
+	return filepath.Join(dataDir, "ranges", fmt.Sprintf("%d", id))
+}
+
+// openReplica starts the Raft group member of a range whose state is in the
+// store. bootstrap, with voters, starts a new group.
+func openReplica(d replicaDeps, id uint64, bootstrap bool, voters []raft.Server) (*replica, error) {
+	logger := d.logger.With("range", id)
+	rfsm, err := d.store.OpenRange(id, logger)
+	if err != nil {
+		return nil, err
+	}
+	dir := replicaDir(d.cfg.DataDir, id)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	logStore, err := raftboltdb.New(raftboltdb.Options{
+		Path:        filepath.Join(dir, "raft.db"),
+		BoltOptions: &bolt.Options{Timeout: 5 * time.Second, NoFreelistSync: true, FreelistType: bolt.FreelistMapType},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("partitionserver: range %d log: %w", id, err)
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, logging.HCLog(logger, "snapshot"))
+	if err != nil {
+		logStore.Close()
+		return nil, fmt.Errorf("partitionserver: range %d snapshots: %w", id, err)
+	}
+	layer, err := d.mux.Layer(id)
+	if err != nil {
+		logStore.Close()
+		return nil, err
+	}
+	transport := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		ServerAddressProvider: d.addrs,
+		Logger:                logging.HCLog(logger, "raft-net"),
+		Stream:                layer,
+		MaxPool:               3,
+		Timeout:               10 * time.Second,
+	})
+
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(d.serverID)
+	rc.Logger = logging.HCLog(logger, "raft")
+	rc.HeartbeatTimeout = d.cfg.RaftHeartbeatTimeout
+	rc.ElectionTimeout = d.cfg.RaftElectionTimeout
+	rc.LeaderLeaseTimeout = d.cfg.RaftLeaderLease
+	rc.CommitTimeout = d.cfg.RaftCommitTimeout
+	rc.MaxAppendEntries = d.cfg.RaftMaxAppendEntries
+	rc.BatchApplyCh = true
+	rc.SnapshotThreshold = d.cfg.SnapshotThreshold
+	rc.SnapshotInterval = d.cfg.SnapshotInterval
+	rc.TrailingLogs = d.cfg.TrailingLogs
+	// The bbolt file already holds everything up to its applied index.
+	rc.NoSnapshotRestoreOnStart = true
+
+	if bootstrap {
+		has, err := raft.HasExistingState(logStore, logStore, snaps)
+		if err != nil {
+			transport.Close()
+			logStore.Close()
+			return nil, err
+		}
+		if !has {
+			if err := raft.BootstrapCluster(rc, logStore, logStore, snaps, transport, raft.Configuration{Servers: voters}); err != nil {
+				transport.Close()
+				logStore.Close()
+				return nil, fmt.Errorf("partitionserver: bootstrap range %d: %w", id, err)
+			}
+		}
+	}
+	r, err := raft.NewRaft(rc, rfsm, logStore, logStore, snaps, transport)
+	if err != nil {
+		transport.Close()
+		logStore.Close()
+		return nil, fmt.Errorf("partitionserver: start range %d: %w", id, err)
+	}
+	rep := &replica{
+		id: id, serverID: d.serverID, logger: logger, fsm: rfsm, raft: r,
+		transport: transport, logStore: logStore, dir: dir,
+	}
+	rep.verify.raft = r
+	return rep, nil
+}
+
+// close stops the Raft member and releases its files.
+func (r *replica) close() error {
+	err := r.raft.Shutdown().Error()
+	r.transport.Close()
+	if cerr := r.logStore.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func (r *replica) isLeader() bool { return r.raft.State() == raft.Leader }
+
+func (r *replica) leaderID() string {
+	_, id := r.raft.LeaderWithID()
+	return string(id)
+}
+
+// write proposes a write and waits for it to be applied.
+func (r *replica) write(ctx context.Context, ops []*pb.EntityOp, timeout time.Duration) (*fsm.Result, error) {
+	if !r.isLeader() {
+		return nil, ErrNotLeader
+	}
+	data, err := fsm.EncodeWrite(&pb.WriteCommand{ProposedUnixNano: time.Now().UnixNano(), Ops: ops})
+	if err != nil {
+		return nil, err
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		if d := time.Until(dl); d < timeout {
+			timeout = d
+		}
+	}
+	f := r.raft.Apply(data, timeout)
+	if err := f.Error(); err != nil {
+		switch {
+		case errors.Is(err, raft.ErrNotLeader):
+			return nil, ErrNotLeader
+		case errors.Is(err, raft.ErrRaftShutdown):
+			return nil, ErrShuttingDown
+		default:
+			// Leadership lost or timed out after dispatch: the entry may
+			// still commit.
+			return nil, fmt.Errorf("%w: %v", ErrUnknownOutcome, err)
+		}
+	}
+	res, ok := f.Response().(*fsm.Result)
+	if !ok || res == nil {
+		return nil, fmt.Errorf("%w: no apply result", ErrUnknownOutcome)
+	}
+	return res, nil
+}
+
+// linearizable waits until a read on this replica sees every write committed
+// before the call: it is the leader, has committed in its term, confirms its
+// leadership with a quorum, and has applied up to the commit index it saw.
+func (r *replica) linearizable(ctx context.Context) error {
+	if !r.isLeader() {
+		return ErrNotLeader
+	}
+	term := r.raft.CurrentTerm()
+	if r.readyTerm.Load() != term {
+		r.readyMu.Lock()
+		if r.readyTerm.Load() != term {
+			if err := r.raft.Barrier(5 * time.Second).Error(); err != nil {
+				r.readyMu.Unlock()
+				return ErrNotLeader
+			}
+			r.readyTerm.Store(term)
+		}
+		r.readyMu.Unlock()
+	}
+	idx := r.raft.CommitIndex()
+	if err := r.verify.verify(ctx); err != nil {
+		return ErrNotLeader
+	}
+	return r.fsm.WaitApplied(ctx, idx)
+}
+
+// verifyCoalescer shares one VerifyLeader round among all reads that arrive
+// while no round has started yet.
+type verifyCoalescer struct {
+	raft    *raft.Raft
+	mu      sync.Mutex
+	waiting []chan error
+	running bool
+}
+
+func (v *verifyCoalescer) verify(ctx context.Context) error {
+	ch := make(chan error, 1)
+	v.mu.Lock()
+	v.waiting = append(v.waiting, ch)
+	if !v.running {
+		v.running = true
+		go v.loop()
+	}
+	v.mu.Unlock()
+	select {
+	case err := <-ch:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (v *verifyCoalescer) loop() {
+	for {
+		v.mu.Lock()
+		batch := v.waiting
+		v.waiting = nil
+		if len(batch) == 0 {
+			v.running = false
+			v.mu.Unlock()
+			return
+		}
+		v.mu.Unlock()
+		// Every waiter in batch enqueued before this round started.
+		err := v.raft.VerifyLeader().Error()
+		for _, ch := range batch {
+			ch <- err
+		}
+	}
+}
+
+// loadMeter counts operations for the load report.
+type loadMeter struct {
+	reads, writes, entities atomic.Uint64
+	mu                      sync.Mutex
+	lastAt                  time.Time
+	lastR, lastW, lastE     uint64
+}
+
+func (m *loadMeter) rates() (r, w, e float64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := time.Now()
+	cr, cw, ce := m.reads.Load(), m.writes.Load(), m.entities.Load()
+	if !m.lastAt.IsZero() {
+		d := now.Sub(m.lastAt).Seconds()
+		if d > 0 {
+			r, w, e = float64(cr-m.lastR)/d, float64(cw-m.lastW)/d, float64(ce-m.lastE)/d
+		}
+	}
+	m.lastAt, m.lastR, m.lastW, m.lastE = now, cr, cw, ce
+	return r, w, e
+}

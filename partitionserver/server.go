@@ -1,0 +1,304 @@
+package partitionserver
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc"
+
+	"tablestore/internal/masterclient"
+	"tablestore/partitionserver/fsm"
+	"tablestore/partitionserver/raftmux"
+	pb "tablestore/proto/tablestorepb"
+)
+
+// Server is a running partition server.
+type Server struct {
+	cfg    Config
+	logger *slog.Logger
+	id     string
+
+	store   *fsm.Store
+	mux     *raftmux.Mux
+	grpcLn  net.Listener
+	grpcSrv *grpc.Server
+	master  *masterclient.Client
+	addrs   *addressBook
+
+	mu       sync.RWMutex
+	replicas map[uint64]*replica
+	closed   bool
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// New validates cfg and prepares a server; Start runs it.
+func New(cfg Config, logger *slog.Logger) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Server{cfg: cfg, logger: logger, replicas: make(map[uint64]*replica), addrs: newAddressBook()}, nil
+}
+
+// ID is the server id (valid after Start).
+func (s *Server) ID() string { return s.id }
+
+// GRPCAddr is the address the gRPC service is reachable at.
+func (s *Server) GRPCAddr() string {
+	if s.cfg.AdvertiseGRPC != "" {
+		return s.cfg.AdvertiseGRPC
+	}
+	return s.grpcLn.Addr().String()
+}
+
+// RaftAddr is the address the Raft listener is reachable at.
+func (s *Server) RaftAddr() string {
+	if s.cfg.AdvertiseRaft != "" {
+		return s.cfg.AdvertiseRaft
+	}
+	return s.mux.Addr().String()
+}
+
+func loadOrCreateID(dir, configured string) (string, error) {
+	path := filepath.Join(dir, "server-id")
+	if b, err := os.ReadFile(path); err == nil {
+		stored := strings.TrimSpace(string(b))
+		if configured != "" && configured != stored {
+			return "", fmt.Errorf("partitionserver: data dir belongs to server %q, not %q", stored, configured)
+		}
+		return stored, nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", err
+	}
+	id := configured
+	if id == "" {
+		var b [4]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return "", err
+		}
+		id = "ps-" + hex.EncodeToString(b[:])
+	}
+	return id, os.WriteFile(path, []byte(id+"\n"), 0o644)
+}
+
+// Start opens the data directory, starts every stored replica, serves gRPC
+// and begins heartbeating.
+func (s *Server) Start() (err error) {
+	if err := os.MkdirAll(s.cfg.DataDir, 0o755); err != nil {
+		return err
+	}
+	if s.id, err = loadOrCreateID(s.cfg.DataDir, s.cfg.ID); err != nil {
+		return err
+	}
+	s.logger = s.logger.With("server", s.id)
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	cleanup := []func(){}
+	defer func() {
+		if err != nil {
+			for i := len(cleanup) - 1; i >= 0; i-- {
+				cleanup[i]()
+			}
+		}
+	}()
+	if s.store, err = fsm.Open(filepath.Join(s.cfg.DataDir, "state.db")); err != nil {
+		return err
+	}
+	cleanup = append(cleanup, func() { s.store.Close() })
+	raftLn, err := net.Listen("tcp", s.cfg.RaftAddr)
+	if err != nil {
+		return fmt.Errorf("partitionserver: raft listen: %w", err)
+	}
+	s.mux = raftmux.New(raftLn, s.logger)
+	cleanup = append(cleanup, func() { s.mux.Close() })
+	if s.grpcLn, err = net.Listen("tcp", s.cfg.GRPCAddr); err != nil {
+		return fmt.Errorf("partitionserver: grpc listen: %w", err)
+	}
+	cleanup = append(cleanup, func() { s.grpcLn.Close() })
+	if s.master, err = masterclient.New(s.cfg.Masters); err != nil {
+		return err
+	}
+	cleanup = append(cleanup, func() { s.master.Close() })
+	s.addrs.set(s.id, s.RaftAddr())
+
+	states, err := s.store.RangeStates()
+	if err != nil {
+		return err
+	}
+	for _, st := range states {
+		d := st.GetRange()
+		for _, r := range d.GetReplicas() {
+			_ = r // addresses arrive with the first heartbeat; raft falls back to the configured ones
+		}
+		rep, err := openReplica(s.deps(), d.GetRangeId(), false, nil)
+		if err != nil {
+			return err
+		}
+		s.replicas[d.GetRangeId()] = rep
+	}
+	cleanup = append(cleanup, func() {
+		for _, r := range s.replicas {
+			r.close()
+		}
+	})
+
+	s.grpcSrv = grpc.NewServer(grpc.MaxRecvMsgSize(64<<20), grpc.MaxSendMsgSize(64<<20))
+	pb.RegisterPartitionServiceServer(s.grpcSrv, &service{s: s})
+	s.wg.Add(2)
+	go func() {
+		defer s.wg.Done()
+		if err := s.grpcSrv.Serve(s.grpcLn); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			s.logger.Error("grpc serve failed", "err", err)
+		}
+	}()
+	go func() {
+		defer s.wg.Done()
+		s.heartbeatLoop()
+	}()
+	s.logger.Info("partition server started", "grpc", s.GRPCAddr(), "raft", s.RaftAddr(), "replicas", len(s.replicas))
+	return nil
+}
+
+func (s *Server) deps() replicaDeps {
+	return replicaDeps{serverID: s.id, cfg: &s.cfg, store: s.store, mux: s.mux, addrs: s.addrs, logger: s.logger}
+}
+
+// Close stops serving and shuts every replica down; data stays on disk.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	reps := s.replicas
+	s.replicas = map[uint64]*replica{}
+	s.mu.Unlock()
+	s.cancel()
+	stopped := make(chan struct{})
+	go func() { s.grpcSrv.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(2 * time.Second):
+		s.grpcSrv.Stop()
+	}
+	var wg sync.WaitGroup
+	for _, r := range reps {
+		wg.Add(1)
+		go func(r *replica) { defer wg.Done(); r.close() }(r)
+	}
+	wg.Wait()
+	s.wg.Wait()
+	s.mux.Close()
+	s.master.Close()
+	return s.store.Close()
+}
+
+// SetIsolated cuts (true) or restores (false) this server's Raft traffic,
+// as a network partition would (fault injection).
+func (s *Server) SetIsolated(v bool) { s.mux.SetIsolated(v) }
+
+func (s *Server) replica(id uint64) (*replica, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	r, ok := s.replicas[id]
+	return r, ok
+}
+
+// createReplica stores the range and starts its Raft member; it is a no-op
+// when the replica already runs here.
+func (s *Server) createReplica(desc *pb.RangeDescriptor, bootstrap bool, raftAddrs map[string]string) error {
+	for id, a := range raftAddrs {
+		s.addrs.set(id, a)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrShuttingDown
+	}
+	if _, ok := s.replicas[desc.GetRangeId()]; ok {
+		return nil
+	}
+	if err := s.store.CreateRange(desc); err != nil && !errors.Is(err, fsm.ErrRangeExists) {
+		return err
+	}
+	var voters []raft.Server
+	for _, r := range desc.GetReplicas() {
+		addr, _ := s.addrs.get(r.GetServerId())
+		voters = append(voters, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(r.GetServerId()), Address: raft.ServerAddress(addr)})
+	}
+	sort.Slice(voters, func(i, j int) bool { return voters[i].ID < voters[j].ID })
+	rep, err := openReplica(s.deps(), desc.GetRangeId(), bootstrap, voters)
+	if err != nil {
+		return err
+	}
+	s.replicas[desc.GetRangeId()] = rep
+	s.logger.Info("replica created", "range", desc.GetRangeId(), "table", desc.GetTable(), "bootstrap", bootstrap)
+	return nil
+}
+
+// deleteReplica stops a replica and removes its data and Raft files.
+func (s *Server) deleteReplica(id uint64) error {
+	s.mu.Lock()
+	rep, ok := s.replicas[id]
+	delete(s.replicas, id)
+	s.mu.Unlock()
+	if ok {
+		rep.close()
+	}
+	if err := s.store.DeleteRange(id); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(replicaDir(s.cfg.DataDir, id)); err != nil {
+		return err
+	}
+	if ok {
+		s.logger.Info("replica deleted", "range", id)
+	}
+	return nil
+}
+
+// addressBook maps server ids to Raft addresses for every group's transport.
+type addressBook struct {
+	mu sync.RWMutex
+	m  map[string]string
+}
+
+func newAddressBook() *addressBook { return &addressBook{m: map[string]string{}} }
+
+func (b *addressBook) set(id, addr string) {
+	if id == "" || addr == "" {
+		return
+	}
+	b.mu.Lock()
+	b.m[id] = addr
+	b.mu.Unlock()
+}
+
+func (b *addressBook) get(id string) (string, bool) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	a, ok := b.m[id]
+	return a, ok
+}
+
+// ServerAddr implements raft.ServerAddressProvider.
+func (b *addressBook) ServerAddr(id raft.ServerID) (raft.ServerAddress, error) {
+	if a, ok := b.get(string(id)); ok {
+		return raft.ServerAddress(a), nil
+	}
+	return "", fmt.Errorf("partitionserver: no address for server %s", id)
+}

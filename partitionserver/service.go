@@ -1,0 +1,216 @@
+package partitionserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"tablestore/internal/edm"
+	"tablestore/internal/filter"
+	"tablestore/internal/keys"
+	"tablestore/internal/rpcerr"
+	"tablestore/partitionserver/fsm"
+	pb "tablestore/proto/tablestorepb"
+)
+
+// service implements the PartitionService gRPC API; it translates errors
+// into gRPC statuses once, in toStatus.
+type service struct {
+	pb.UnimplementedPartitionServiceServer
+	s *Server
+}
+
+func (v *service) replica(id uint64) (*replica, error) {
+	r, ok := v.s.replica(id)
+	if !ok {
+		return nil, rpcerr.New(codes.NotFound, rpcerr.ReasonRangeNotFound, fmt.Sprintf("range %d is not hosted on %s", id, v.s.id), nil)
+	}
+	return r, nil
+}
+
+func (v *service) Write(ctx context.Context, req *pb.WriteRequest) (*pb.WriteResponse, error) {
+	start := time.Now()
+	r, err := v.replica(req.GetRangeId())
+	if err != nil {
+		return nil, err
+	}
+	if len(req.GetOps()) == 0 {
+		return nil, rpcerr.New(codes.InvalidArgument, rpcerr.ReasonInvalidInput, "write without operations", nil)
+	}
+	res, err := r.write(ctx, req.GetOps(), v.s.cfg.ApplyTimeout)
+	if err == nil {
+		err = res.Err
+	}
+	observe("write", start, err)
+	if err != nil {
+		return nil, toStatus(r, err)
+	}
+	r.load.writes.Add(1)
+	r.load.entities.Add(uint64(len(req.GetOps())))
+	return &pb.WriteResponse{TimestampUnixNano: res.TimestampUnixNano}, nil
+}
+
+func (v *service) Get(ctx context.Context, req *pb.GetRequest) (*pb.GetResponse, error) {
+	start := time.Now()
+	r, err := v.replica(req.GetRangeId())
+	if err != nil {
+		return nil, err
+	}
+	var b []byte
+	err = r.linearizable(ctx)
+	if err == nil {
+		b, err = r.fsm.Get(req.GetPartitionKey(), req.GetRowKey())
+	}
+	observe("get", start, err)
+	if err != nil {
+		return nil, toStatus(r, err)
+	}
+	r.load.reads.Add(1)
+	r.load.entities.Add(1)
+	return &pb.GetResponse{Entity: b}, nil
+}
+
+func (v *service) Query(ctx context.Context, req *pb.QueryRequest) (*pb.QueryResponse, error) {
+	start := time.Now()
+	r, err := v.replica(req.GetRangeId())
+	if err != nil {
+		return nil, err
+	}
+	f, err := filter.Parse(req.GetFilter())
+	if err != nil {
+		return nil, rpcerr.New(codes.InvalidArgument, rpcerr.ReasonFilterInvalid, err.Error(), nil)
+	}
+	limit := int(req.GetLimit())
+	if limit <= 0 || limit > 1000 {
+		limit = 1000
+	}
+	budget := v.s.cfg.QueryBudget
+	if b := time.Duration(req.GetBudgetMs()) * time.Millisecond; b > 0 && b < budget {
+		budget = b
+	}
+	opts := fsm.ScanOptions{
+		HasLower: req.GetHasLower(), Lower: req.GetLowerPartitionKey(),
+		HasUpper: req.GetHasUpper(), Upper: req.GetUpperPartitionKey(),
+		Limit: limit, Deadline: start.Add(budget),
+	}
+	if req.GetHasStart() {
+		opts.Start = keys.Encode(req.GetStartPartitionKey(), req.GetStartRowKey())
+		opts.StartPK = req.GetStartPartitionKey()
+	}
+	if req.GetFilter() != "" {
+		opts.Match = func(e *edm.Entity) bool { return f.Match(e) }
+	}
+	if sel := req.GetSelect(); len(sel) > 0 {
+		opts.Project = func(e *edm.Entity) *edm.Entity { return e.Project(sel) }
+	}
+	if err := r.linearizable(ctx); err != nil {
+		observe("query", start, err)
+		return nil, toStatus(r, err)
+	}
+	res, err := r.fsm.Scan(opts)
+	observe("query", start, err)
+	if err != nil {
+		return nil, toStatus(r, err)
+	}
+	r.load.reads.Add(1)
+	r.load.entities.Add(uint64(len(res.Entities)))
+	out := &pb.QueryResponse{Entities: res.Entities, Range: res.Descriptor}
+	if res.Next != nil {
+		pk, rk, err := keys.Decode(res.Next)
+		if err != nil {
+			return nil, toStatus(r, err)
+		}
+		out.HasNext, out.NextPartitionKey, out.NextRowKey = true, pk, rk
+	}
+	return out, nil
+}
+
+func (v *service) CreateReplica(ctx context.Context, req *pb.CreateReplicaRequest) (*pb.CreateReplicaResponse, error) {
+	if req.GetRange() == nil || req.GetRange().GetRangeId() == 0 {
+		return nil, rpcerr.New(codes.InvalidArgument, rpcerr.ReasonInvalidInput, "descriptor required", nil)
+	}
+	if err := v.s.createReplica(req.GetRange(), req.GetBootstrap(), req.GetRaftAddrs()); err != nil {
+		return nil, toStatus(nil, err)
+	}
+	return &pb.CreateReplicaResponse{}, nil
+}
+
+func (v *service) DeleteReplica(ctx context.Context, req *pb.DeleteReplicaRequest) (*pb.DeleteReplicaResponse, error) {
+	if err := v.s.deleteReplica(req.GetRangeId()); err != nil {
+		return nil, toStatus(nil, err)
+	}
+	return &pb.DeleteReplicaResponse{}, nil
+}
+
+func (v *service) RangeInfo(ctx context.Context, req *pb.RangeInfoRequest) (*pb.RangeInfoResponse, error) {
+	r, err := v.replica(req.GetRangeId())
+	if err != nil {
+		return nil, err
+	}
+	st := r.fsm.State()
+	return &pb.RangeInfoResponse{
+		Status: &pb.RangeStatus{
+			RangeId: r.id, Generation: st.GetRange().GetGeneration(), Leader: r.isLeader(),
+			AppliedIndex: st.GetAppliedIndex(), Range: st.GetRange(),
+		},
+		LeaderServerId: r.leaderID(),
+	}, nil
+}
+
+// toStatus translates an internal error into the gRPC status contract of
+// package rpcerr.
+func toStatus(r *replica, err error) error {
+	var md map[string]string
+	index := -1
+	var opErr *fsm.OpError
+	if errors.As(err, &opErr) {
+		index = opErr.Index
+	}
+	withIndex := func(code codes.Code, reason string) error {
+		if index >= 0 {
+			return rpcerr.WithIndex(code, reason, err.Error(), index)
+		}
+		return rpcerr.New(code, reason, err.Error(), md)
+	}
+	switch {
+	case errors.Is(err, ErrNotLeader):
+		if r != nil {
+			if l := r.leaderID(); l != "" && l != r.serverID {
+				md = map[string]string{rpcerr.MetaLeader: l}
+			}
+		}
+		return rpcerr.New(codes.Unavailable, rpcerr.ReasonNotLeader, err.Error(), md)
+	case errors.Is(err, fsm.ErrEntityExists):
+		return withIndex(codes.AlreadyExists, rpcerr.ReasonEntityAlreadyExists)
+	case errors.Is(err, fsm.ErrEntityNotFound):
+		return withIndex(codes.NotFound, rpcerr.ReasonEntityNotFound)
+	case errors.Is(err, fsm.ErrConditionFailed):
+		return withIndex(codes.FailedPrecondition, rpcerr.ReasonConditionNotSatisfied)
+	case errors.Is(err, fsm.ErrKeyOutOfRange), errors.Is(err, fsm.ErrStaleGeneration):
+		return withIndex(codes.FailedPrecondition, rpcerr.ReasonStaleRange)
+	case errors.Is(err, fsm.ErrRangeNotFound):
+		return rpcerr.New(codes.NotFound, rpcerr.ReasonRangeNotFound, err.Error(), nil)
+	case errors.Is(err, fsm.ErrInvalidEntity), errors.Is(err, fsm.ErrBadCommand):
+		return withIndex(codes.InvalidArgument, rpcerr.ReasonInvalidInput)
+	case errors.Is(err, ErrShuttingDown):
+		return rpcerr.New(codes.Unavailable, rpcerr.ReasonUnavailable, err.Error(), nil)
+	case errors.Is(err, ErrUnknownOutcome):
+		return rpcerr.New(codes.DeadlineExceeded, rpcerr.ReasonUnavailable, err.Error(), nil)
+	case errors.Is(err, context.DeadlineExceeded):
+		return rpcerr.New(codes.DeadlineExceeded, rpcerr.ReasonUnavailable, err.Error(), nil)
+	case errors.Is(err, context.Canceled):
+		return rpcerr.New(codes.Canceled, rpcerr.ReasonUnavailable, err.Error(), nil)
+	}
+	if code, _, ok := edm.AzureError(err); ok {
+		md := map[string]string{rpcerr.MetaAzureCode: code}
+		if index >= 0 {
+			md[rpcerr.MetaIndex] = strconv.Itoa(index)
+		}
+		return rpcerr.New(codes.InvalidArgument, rpcerr.ReasonInvalidEntity, err.Error(), md)
+	}
+	return rpcerr.New(codes.Internal, "", err.Error(), nil)
+}
