@@ -59,7 +59,8 @@ func (a *applier) apply(ops ...*pb.EntityOp) *Result {
 		a.t.Fatal(err)
 	}
 	res := a.r.ApplyBatch([]*raft.Log{{Index: a.index, Term: 1, Type: raft.LogCommand, Data: data}})
-	return res[0].(*Result)
+	r, _ := res[0].(*Result)
+	return r
 }
 
 func op(kind pb.OpKind, pk, rk string, ent []byte) *pb.EntityOp {
