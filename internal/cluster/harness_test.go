@@ -1,0 +1,106 @@
+package cluster
+
+import (
+	"context"
+	"math/rand"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
+	"tablestore/internal/logging"
+	"tablestore/partitionserver"
+)
+
+// startCluster runs a cluster for one test with fast failure detection.
+func startCluster(t *testing.T, masters, servers int) *Cluster {
+	t.Helper()
+	c, err := Start(Options{
+		Masters: masters, Servers: servers, Frontends: 1, DataDir: t.TempDir(),
+		Logger: logging.FromEnv(""),
+		TuneServer: func(cfg *partitionserver.Config) {
+			cfg.HeartbeatInterval = 200 * time.Millisecond
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// serviceClient is the official SDK client on front-end i, with retries
+// tuned so a failover shows up as retried requests rather than long sleeps.
+func serviceClient(t *testing.T, c *Cluster, i int) *aztables.ServiceClient {
+	t.Helper()
+	opts := &aztables.ClientOptions{}
+	opts.Retry = policy.RetryOptions{MaxRetries: 8, RetryDelay: 50 * time.Millisecond, MaxRetryDelay: 500 * time.Millisecond, TryTimeout: 15 * time.Second}
+	sc, err := aztables.NewServiceClientFromConnectionString(c.ConnectionString(i), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sc
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// rangeLeader returns the index of the partition server leading the first
+// range of table, as the master leader reports it.
+func rangeLeader(c *Cluster, table string) int {
+	for _, m := range c.Masters {
+		if m.Server == nil || !m.Server.IsLeader() {
+			continue
+		}
+		pm := m.Server.PartitionMap()
+		for _, r := range pm.GetRanges() {
+			if r.GetTable() == table {
+				if l, ok := pm.GetLeaders()[r.GetRangeId()]; ok {
+					return c.ServerIndex(l)
+				}
+			}
+		}
+	}
+	return -1
+}
+
+func ctxT(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// freeBasePort finds a port p such that p..p+400 in the cluster's layout are
+// free right now.
+func freeBasePort(t *testing.T) int {
+	t.Helper()
+	for try := 0; try < 50; try++ {
+		base := 20000 + rand.Intn(300)*100
+		ok := true
+		for _, off := range []int{0, 100, 200, 201, 202, 300, 301, 302, 400} {
+			ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(base+off))
+			if err != nil {
+				ok = false
+				break
+			}
+			ln.Close()
+		}
+		if ok {
+			return base
+		}
+	}
+	t.Fatal("no free port block")
+	return 0
+}
