@@ -22,7 +22,7 @@ test-short:
 	$(GO) test -count=1 -short ./...
 
 bench: build
-	$(GO) run ./cmd/tablestore bench-local
+	$(GO) run ./bench -binary ./bin/tablestore
 
 fuzz:
 	./scripts/fuzz.sh 60s

@@ -36,7 +36,7 @@ func (s *Server) statuses() []*pb.RangeStatus {
 			Generation:   st.GetRange().GetGeneration(),
 			Leader:       r.isLeader(),
 			AppliedIndex: st.GetAppliedIndex(),
-			Range:   st.GetRange(),
+			Range:        st.GetRange(),
 			Load: &pb.RangeLoad{
 				ReadsPerSec: rs, WritesPerSec: ws, EntitiesPerSec: es,
 				EntityCount: st.GetEntityCount(), Bytes: st.GetBytes(),

@@ -164,8 +164,8 @@ func Start(opts Options) (c *Cluster, err error) {
 	for i := 0; i < opts.Frontends; i++ {
 		n := &FrontendNode{Config: frontend.DefaultConfig()}
 		if i < len(opts.FrontendAddrs) {
-			n.Config.Addr = opts.FrontendAddrs[i]
-		} else if n.Config.Addr, err = opts.addr(400, i); err != nil {
+			n.Config.HTTPAddr = opts.FrontendAddrs[i]
+		} else if n.Config.HTTPAddr, err = opts.addr(400, i); err != nil {
 			return nil, err
 		}
 		if opts.TuneFrontend != nil {
@@ -198,7 +198,7 @@ func (c *Cluster) startFrontend(n *FrontendNode, rcfg router.Config) (err error)
 		n.Router.Close()
 		return err
 	}
-	ln, err := net.Listen("tcp", n.Config.Addr)
+	ln, err := net.Listen("tcp", n.Config.HTTPAddr)
 	if err != nil {
 		n.Router.Close()
 		return fmt.Errorf("cluster: front-end listen: %w", err)
@@ -241,14 +241,14 @@ func (c *Cluster) WaitServersRegistered(timeout time.Duration) error {
 
 // Endpoint is the front-end i's Azure Table endpoint (path-style).
 func (c *Cluster) Endpoint(i int) string {
-	return "http://" + c.Frontends[i].Addr + "/" + c.Frontends[i].Config.Account
+	return "http://" + c.Frontends[i].Addr + "/" + c.Frontends[i].Config.AccountName
 }
 
 // ConnectionString is an Azure storage connection string for front-end i.
 func (c *Cluster) ConnectionString(i int) string {
 	n := c.Frontends[i]
 	return fmt.Sprintf("DefaultEndpointsProtocol=http;AccountName=%s;AccountKey=%s;TableEndpoint=%s;",
-		n.Config.Account, n.Config.AccountKey, c.Endpoint(i))
+		n.Config.AccountName, n.Config.AccountKey, c.Endpoint(i))
 }
 
 // StopServer stops partition server i (its data stays).

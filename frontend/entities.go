@@ -1,0 +1,396 @@
+package frontend
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"tablestore/frontend/auth"
+	"tablestore/internal/edm"
+	"tablestore/internal/filter"
+	pb "tablestore/proto/tablestorepb"
+)
+
+// readBody reads the request body into a pooled buffer, refusing more than
+// Config.MaxBodyBytes with 413 RequestBodyTooLarge. The caller releases the
+// buffer with putBuf.
+func (s *Server) readBody(rc *reqCtx) (*byteBuf, error) {
+	r := rc.r
+	max := s.cfg.MaxBodyBytes
+	if r.ContentLength > max {
+		return nil, errBodyTooLarge
+	}
+	buf := getBuf()
+	b := buf.b[:0]
+	if r.ContentLength > 0 && int64(cap(b)) < r.ContentLength {
+		b = make([]byte, 0, r.ContentLength)
+	}
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Body.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if int64(len(b)) > max {
+			buf.b = b
+			putBuf(buf)
+			return nil, errBodyTooLarge
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			buf.b = b
+			putBuf(buf)
+			return nil, errInvalidInput("reading body: " + err.Error())
+		}
+	}
+	buf.b = b
+	return buf, nil
+}
+
+// decodeEntity reads and decodes the entity in the body, checking it
+// against Azure's limits. urlKeys is set for operations addressed by key:
+// keys missing from the body are taken from the URL and keys present must
+// match it (an entity cannot be renamed by Update or Merge).
+func (s *Server) decodeEntity(rc *reqCtx, rt *route) (*edm.Entity, error) {
+	buf, err := s.readBody(rc)
+	if err != nil {
+		return nil, err
+	}
+	e, hasPK, hasRK, err := edm.DecodeJSONKeys(buf.b)
+	putBuf(buf) // the decoded entity never aliases the buffer
+	if err != nil {
+		return nil, err
+	}
+	if rt != nil {
+		if hasPK && e.PartitionKey != rt.pk {
+			return nil, errInvalidInput("body PartitionKey " + strconv.Quote(e.PartitionKey) + " differs from the URL's " + strconv.Quote(rt.pk))
+		}
+		if hasRK && e.RowKey != rt.rk {
+			return nil, errInvalidInput("body RowKey " + strconv.Quote(e.RowKey) + " differs from the URL's " + strconv.Quote(rt.rk))
+		}
+		e.PartitionKey, e.RowKey = rt.pk, rt.rk
+	} else if !hasPK || !hasRK {
+		return nil, newAPIError(http.StatusBadRequest, "PropertiesNeedValue", edmMessages["PropertiesNeedValue"], "the body lacks PartitionKey or RowKey")
+	}
+	if err := e.Validate(); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// insertEntity is Insert Entity: POST /t with the entity.
+func (s *Server) insertEntity(ctx context.Context, w http.ResponseWriter, rc *reqCtx, table string) error {
+	e, err := s.decodeEntity(rc, nil)
+	if err != nil {
+		return err
+	}
+	if err := rc.principal.Authorize(auth.Access{Kind: auth.EntityAdd, Table: table, PartitionKey: e.PartitionKey, RowKey: e.RowKey}); err != nil {
+		return err
+	}
+	op := &pb.EntityOp{Kind: pb.OpKind_OP_KIND_INSERT, PartitionKey: e.PartitionKey, RowKey: e.RowKey, Entity: edm.MarshalBinary(e)}
+	ts, err := s.backend.Write(ctx, table, e.PartitionKey, []*pb.EntityOp{op})
+	if err != nil {
+		return err
+	}
+	e.Timestamp = ts
+
+	buf := getBuf()
+	defer putBuf(buf)
+	b := buf.b[:0]
+	h := w.Header()
+	b = edm.AppendETag(b, ts)
+	h["Etag"] = []string{string(b)}
+	b = append(b[:0], s.baseURL(rc)...)
+	b = append(b, '/')
+	b = appendEntityPath(b, table, e.PartitionKey, e.RowKey)
+	loc := []string{string(b)}
+	h["Location"] = loc
+	h["Dataserviceid"] = loc
+	switch prefer(rc.r) {
+	case preferNoContent:
+		h["Preference-Applied"] = returnNoContent
+		h["Dataserviceversion"] = dataServiceVersion
+		rc.wrote = true
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	case preferContent:
+		h["Preference-Applied"] = returnContent
+	}
+	b = edm.AppendJSON(b[:0], e, s.encodeOptions(rc, table, true, nil))
+	buf.b = b
+	s.writeJSON(w, rc, http.StatusCreated, b)
+	return nil
+}
+
+// ifMatch reads If-Match into an op. present is false when the header is
+// absent; a value that is neither "*" nor a datetime ETag is Azure's 400
+// InvalidInput naming the value.
+func ifMatch(r *http.Request, op *pb.EntityOp) (present bool, err error) {
+	v := r.Header["If-Match"]
+	if len(v) == 0 {
+		return false, nil
+	}
+	if len(v) > 1 {
+		return true, errInvalidETag(strings.Join(v, ","))
+	}
+	tag := strings.TrimSpace(v[0])
+	if tag == "*" {
+		op.IfMatchAny = true
+		return true, nil
+	}
+	t, err := edm.ParseETag(tag)
+	if err != nil || t.IsZero() {
+		return true, errInvalidETag(tag)
+	}
+	op.IfMatchUnixNano = t.UnixNano()
+	return true, nil
+}
+
+// updateEntity is Update Entity (PUT) and Merge Entity (PATCH, MERGE, or
+// POST with X-HTTP-Method: MERGE). Without If-Match they are Insert Or
+// Replace and Insert Or Merge.
+func (s *Server) updateEntity(ctx context.Context, w http.ResponseWriter, rc *reqCtx, rt route, merge bool) error {
+	op := &pb.EntityOp{PartitionKey: rt.pk, RowKey: rt.rk}
+	conditional, err := ifMatch(rc.r, op)
+	if err != nil {
+		return err
+	}
+	if !merge && len(rc.r.Header["If-None-Match"]) > 0 {
+		return errInvalidInput("If-None-Match HTTP header cannot be specified for PUT operations.")
+	}
+	kind := auth.EntityUpsert
+	switch {
+	case merge && conditional:
+		op.Kind, kind = pb.OpKind_OP_KIND_MERGE, auth.EntityUpdate
+	case merge:
+		op.Kind = pb.OpKind_OP_KIND_INSERT_OR_MERGE
+	case conditional:
+		op.Kind, kind = pb.OpKind_OP_KIND_REPLACE, auth.EntityUpdate
+	default:
+		op.Kind = pb.OpKind_OP_KIND_INSERT_OR_REPLACE
+	}
+	if err := rc.principal.Authorize(auth.Access{Kind: kind, Table: rt.table, PartitionKey: rt.pk, RowKey: rt.rk}); err != nil {
+		return err
+	}
+	e, err := s.decodeEntity(rc, &rt)
+	if err != nil {
+		return err
+	}
+	op.Entity = edm.MarshalBinary(e)
+	ts, err := s.backend.Write(ctx, rt.table, rt.pk, []*pb.EntityOp{op})
+	if err != nil {
+		return err
+	}
+	s.writeNoContentETag(w, rc, ts)
+	return nil
+}
+
+// deleteEntity is Delete Entity; If-Match ("*" or an ETag) is required.
+func (s *Server) deleteEntity(ctx context.Context, w http.ResponseWriter, rc *reqCtx, rt route) error {
+	op := &pb.EntityOp{Kind: pb.OpKind_OP_KIND_DELETE, PartitionKey: rt.pk, RowKey: rt.rk}
+	present, err := ifMatch(rc.r, op)
+	if err != nil {
+		return err
+	}
+	if !present {
+		return errMissingIfMatch
+	}
+	if len(rc.r.Header["If-None-Match"]) > 0 {
+		return errInvalidInput("If-None-Match HTTP header cannot be specified for DELETE operations.")
+	}
+	if err := rc.principal.Authorize(auth.Access{Kind: auth.EntityDelete, Table: rt.table, PartitionKey: rt.pk, RowKey: rt.rk}); err != nil {
+		return err
+	}
+	if _, err := s.backend.Write(ctx, rt.table, rt.pk, []*pb.EntityOp{op}); err != nil {
+		return err
+	}
+	rc.wrote = true
+	w.Header()["Dataserviceversion"] = dataServiceVersion
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) writeNoContentETag(w http.ResponseWriter, rc *reqCtx, ts time.Time) {
+	var tag [64]byte
+	h := w.Header()
+	h["Etag"] = []string{string(edm.AppendETag(tag[:0], ts))}
+	h["Dataserviceversion"] = dataServiceVersion
+	rc.wrote = true
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// getEntity is the point read GET /t(PartitionKey='p',RowKey='r').
+func (s *Server) getEntity(ctx context.Context, w http.ResponseWriter, rc *reqCtx, rt route) error {
+	if err := rc.principal.Authorize(auth.Access{Kind: auth.EntityRead, Table: rt.table, PartitionKey: rt.pk, RowKey: rt.rk}); err != nil {
+		return err
+	}
+	var sel []string
+	if rc.query != nil {
+		sel = parseSelect(rc.q("$select"))
+		if f := rc.q("$filter"); f != "" {
+			// A filter on a point read is evaluated too: a mismatch is a miss.
+			flt, err := filter.Parse(f)
+			if err != nil {
+				return err
+			}
+			e, err := s.backend.Get(ctx, rt.table, rt.pk, rt.rk)
+			if err != nil {
+				return err
+			}
+			if !flt.Match(e) {
+				return newAPIError(http.StatusNotFound, "ResourceNotFound", msgResourceNotFound, "entity does not match $filter")
+			}
+			return s.writeEntity(w, rc, rt.table, e, sel)
+		}
+	}
+	e, err := s.backend.Get(ctx, rt.table, rt.pk, rt.rk)
+	if err != nil {
+		return err
+	}
+	return s.writeEntity(w, rc, rt.table, e, sel)
+}
+
+func (s *Server) writeEntity(w http.ResponseWriter, rc *reqCtx, table string, e *edm.Entity, sel []string) error {
+	buf := getBuf()
+	defer putBuf(buf)
+	b := edm.AppendETag(buf.b[:0], e.Timestamp)
+	w.Header()["Etag"] = []string{string(b)}
+	b = edm.AppendJSON(b[:0], e, s.encodeOptions(rc, table, true, sel))
+	buf.b = b
+	s.writeJSON(w, rc, http.StatusOK, b)
+	return nil
+}
+
+func (s *Server) encodeOptions(rc *reqCtx, table string, element bool, sel []string) edm.EncodeOptions {
+	o := edm.EncodeOptions{Metadata: rc.meta, Table: table, Account: s.cfg.AccountName, Element: element, Select: sel}
+	if rc.meta != edm.NoMetadata {
+		o.BaseURL = s.baseURL(rc)
+	}
+	return o
+}
+
+// queryEntities is Query Entities: GET /t() or /t with $filter, $select,
+// $top and NextPartitionKey/NextRowKey.
+func (s *Server) queryEntities(ctx context.Context, w http.ResponseWriter, rc *reqCtx, table string) error {
+	if err := rc.principal.Authorize(auth.Access{Kind: auth.EntityQuery, Table: table}); err != nil {
+		return err
+	}
+	var q Query
+	var err error
+	if ft := rc.q("$filter"); ft != "" {
+		if q.Filter, err = filter.Parse(ft); err != nil {
+			return err
+		}
+		if q.Filter != nil {
+			q.FilterText = q.Filter.String()
+		}
+	}
+	q.Select = parseSelect(rc.q("$select"))
+	if q.Top, err = parseTop(rc.q("$top")); err != nil {
+		return err
+	}
+	if npk := rc.q("NextPartitionKey"); npk != "" {
+		q.HasNext, q.NextPK = true, decodeToken(npk)
+		if nrk := rc.q("NextRowKey"); nrk != "" {
+			q.NextRK = decodeToken(nrk)
+		}
+	}
+	kr, clip := rc.principal.KeyRange()
+	if clip {
+		clipStart(&q, kr)
+	}
+	page, err := s.backend.Query(ctx, table, q)
+	if err != nil {
+		return err
+	}
+	ents := page.Entities
+	if clip {
+		ents = clipPage(page, kr)
+	}
+
+	h := w.Header()
+	if page.HasNext {
+		var tb [256]byte
+		h["X-Ms-Continuation-Nextpartitionkey"] = []string{string(appendToken(tb[:0], page.NextPK))}
+		h["X-Ms-Continuation-Nextrowkey"] = []string{string(appendToken(tb[:0], page.NextRK))}
+	}
+	buf := getBuf()
+	defer putBuf(buf)
+	b := buf.b[:0]
+	b = append(b, '{')
+	if rc.meta != edm.NoMetadata {
+		b = append(b, `"odata.metadata":"`...)
+		b = appendJSONBody(b, s.baseURL(rc))
+		b = append(b, "/$metadata#"...)
+		b = appendJSONBody(b, table)
+		if q.Select != nil {
+			b = append(b, "&$select="...)
+			b = appendJSONBody(b, strings.Join(q.Select, ","))
+		}
+		b = append(b, `",`...)
+	}
+	b = append(b, `"value":[`...)
+	opts := s.encodeOptions(rc, table, false, q.Select)
+	for i, e := range ents {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = edm.AppendJSON(b, e, opts)
+	}
+	b = append(b, "]}"...)
+	buf.b = b
+	s.writeJSON(w, rc, http.StatusOK, b)
+	return nil
+}
+
+// appendJSONBody appends s escaped for the inside of a JSON string.
+func appendJSONBody(b []byte, s string) []byte {
+	start := len(b)
+	b = appendJSONString(b, s)
+	// appendJSONString added the quotes; drop them.
+	copy(b[start:], b[start+1:len(b)-1])
+	return b[:len(b)-2]
+}
+
+// clipStart moves a query's start to a service SAS's lower key bound.
+func clipStart(q *Query, kr auth.KeyRange) {
+	if kr.StartPartitionKey == "" {
+		return
+	}
+	if !q.HasNext || q.NextPK < kr.StartPartitionKey || (q.NextPK == kr.StartPartitionKey && q.NextRK < kr.StartRowKey) {
+		q.HasNext, q.NextPK, q.NextRK = true, kr.StartPartitionKey, kr.StartRowKey
+	}
+}
+
+// clipPage keeps the entities inside a service SAS's key range, as Azure
+// answers such queries, and ends the query once it passes the upper bound.
+func clipPage(page *Page, kr auth.KeyRange) []*edm.Entity {
+	out := page.Entities[:0:0]
+	for _, e := range page.Entities {
+		if kr.Contains(e.PartitionKey, e.RowKey) {
+			out = append(out, e)
+		} else if pastEnd(kr, e.PartitionKey, e.RowKey) {
+			page.HasNext = false
+			break
+		}
+	}
+	if page.HasNext && pastEnd(kr, page.NextPK, page.NextRK) {
+		page.HasNext = false
+	}
+	return out
+}
+
+func pastEnd(kr auth.KeyRange, pk, rk string) bool {
+	if kr.EndPartitionKey == "" {
+		return false
+	}
+	if pk != kr.EndPartitionKey {
+		return pk > kr.EndPartitionKey
+	}
+	return kr.EndRowKey != "" && rk > kr.EndRowKey
+}

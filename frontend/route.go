@@ -1,0 +1,289 @@
+package frontend
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+
+	"tablestore/internal/edm"
+)
+
+// routeKind is the resource a URL addresses.
+type routeKind uint8
+
+const (
+	routeService   routeKind = iota + 1 // "/" (service properties, stats)
+	routeTables                         // "/Tables", "/Tables()"
+	routeTable                          // "/Tables('t')"
+	routeBatch                          // "/$batch"
+	routeEntitySet                      // "/t", "/t()"
+	routeEntity                         // "/t(PartitionKey='p',RowKey='r')"
+)
+
+// route is a parsed resource path.
+type route struct {
+	kind  routeKind
+	table string // routeTable, routeEntitySet, routeEntity
+	pk    string // routeEntity
+	rk    string
+}
+
+// resourcePath strips the account from the request path (see Config for
+// path-style vs host-style) and returns the rest, still escaped unless
+// decoded is set, plus whether the request is host-style.
+//
+// The path is read from URL.RawPath when net/http kept one (the client's
+// escaping differs from Go's canonical one, which is always the case for
+// entity URLs with their literal quotes), so that an escaped '/' inside a
+// key cannot split the path; otherwise URL.Path is already the decoded
+// path and is equivalent.
+func (s *Server) resourcePath(r *http.Request) (p string, decoded, hostStyle bool, err error) {
+	p, decoded = r.URL.RawPath, false
+	if p == "" {
+		p, decoded = r.URL.Path, true
+	}
+	acct := s.cfg.AccountName
+	if len(p) > len(acct) && p[0] == '/' && p[1:1+len(acct)] == acct && (len(p) == 1+len(acct) || p[1+len(acct)] == '/') {
+		return p[1+len(acct):], decoded, false, nil
+	}
+	if s.cfg.HostStyle {
+		host := r.Host
+		if i := strings.IndexByte(host, '.'); i >= 0 && strings.EqualFold(host[:i], acct) {
+			return p, decoded, true, nil
+		}
+	}
+	return "", decoded, false, newAPIError(http.StatusBadRequest, "InvalidUri", msgInvalidURI,
+		"path "+p+" does not start with the account /"+acct)
+}
+
+// parseRoute parses the resource path (after the account).
+func parseRoute(p string, decoded bool) (route, error) {
+	if p == "" || p == "/" {
+		return route{kind: routeService}, nil
+	}
+	seg := p[1:]
+	if strings.IndexByte(seg, '/') >= 0 {
+		return route{}, errInvalidURI
+	}
+	name, inner, hasParens, err := splitSegment(seg)
+	if err != nil {
+		return route{}, err
+	}
+	if !decoded {
+		if name, err = unescape(name); err != nil {
+			return route{}, err
+		}
+	}
+	switch {
+	case strings.EqualFold(name, "Tables"):
+		if !hasParens || inner == "" {
+			return route{kind: routeTables}, nil
+		}
+		if !decoded {
+			if inner, err = unescape(inner); err != nil {
+				return route{}, err
+			}
+		}
+		t, err := parseTableKey(inner)
+		if err != nil {
+			return route{}, err
+		}
+		return route{kind: routeTable, table: t}, nil
+	case name == "$batch":
+		if hasParens {
+			return route{}, errInvalidURI
+		}
+		return route{kind: routeBatch}, nil
+	}
+	if err := validateTableName(name); err != nil {
+		return route{}, err
+	}
+	if !hasParens || inner == "" {
+		return route{kind: routeEntitySet, table: name}, nil
+	}
+	if !decoded {
+		if inner, err = unescape(inner); err != nil {
+			return route{}, err
+		}
+	}
+	pk, rk, err := parseEntityKeys(inner)
+	if err != nil {
+		return route{}, err
+	}
+	return route{kind: routeEntity, table: name, pk: pk, rk: rk}, nil
+}
+
+// splitSegment splits "name(inner)" (or "name") at the parentheses.
+func splitSegment(seg string) (name, inner string, hasParens bool, err error) {
+	i := strings.IndexByte(seg, '(')
+	if i < 0 {
+		if strings.IndexByte(seg, ')') >= 0 {
+			return "", "", false, errQuerySyntax
+		}
+		return seg, "", false, nil
+	}
+	if seg[len(seg)-1] != ')' {
+		return "", "", false, errQuerySyntax
+	}
+	return seg[:i], seg[i+1 : len(seg)-1], true, nil
+}
+
+func unescape(s string) (string, error) {
+	if strings.IndexByte(s, '%') < 0 {
+		return s, nil
+	}
+	u, err := url.PathUnescape(s)
+	if err != nil {
+		return "", errQuerySyntax
+	}
+	return u, nil
+}
+
+// parseTableKey reads the key of "Tables('t')" (or "Tables(TableName='t')").
+func parseTableKey(inner string) (string, error) {
+	inner = strings.TrimSpace(inner)
+	if rest, ok := strings.CutPrefix(inner, "TableName"); ok {
+		rest = strings.TrimSpace(rest)
+		if !strings.HasPrefix(rest, "=") {
+			return "", errQuerySyntax
+		}
+		inner = strings.TrimSpace(rest[1:])
+	}
+	v, rest, err := parseStringLiteral(inner)
+	if err != nil {
+		return "", err
+	}
+	if strings.TrimSpace(rest) != "" {
+		return "", errKeyCount
+	}
+	return v, nil
+}
+
+// parseEntityKeys reads "PartitionKey='p',RowKey='r'" (either order) from
+// the decoded text inside an entity URL's parentheses. Quotes inside a key
+// are doubled. Anything but exactly those two keys is Azure's InvalidInput:
+// malformed text "Bad Request - Error in query syntax.", a missing or
+// extra key "The number of keys specified in the URI does not match…".
+func parseEntityKeys(inner string) (pk, rk string, err error) {
+	var havePK, haveRK bool
+	s := inner
+	n := 0
+	for {
+		s = strings.TrimLeft(s, " ")
+		eq := strings.IndexByte(s, '=')
+		if eq < 0 {
+			// A positional key such as t('a') names one key of two.
+			if _, rest, err := parseStringLiteral(s); err == nil && strings.TrimSpace(rest) == "" {
+				return "", "", errKeyCount
+			}
+			return "", "", errQuerySyntax
+		}
+		name := strings.TrimSpace(s[:eq])
+		v, rest, err := parseStringLiteral(strings.TrimLeft(s[eq+1:], " "))
+		if err != nil {
+			return "", "", err
+		}
+		n++
+		switch name {
+		case "PartitionKey":
+			if havePK {
+				return "", "", errQuerySyntax
+			}
+			pk, havePK = v, true
+		case "RowKey":
+			if haveRK {
+				return "", "", errQuerySyntax
+			}
+			rk, haveRK = v, true
+		default:
+			return "", "", errQuerySyntax
+		}
+		rest = strings.TrimLeft(rest, " ")
+		if rest == "" {
+			break
+		}
+		if rest[0] != ',' {
+			return "", "", errQuerySyntax
+		}
+		s = rest[1:]
+	}
+	if !havePK || !haveRK || n != 2 {
+		return "", "", errKeyCount
+	}
+	return pk, rk, nil
+}
+
+// parseStringLiteral reads an OData string literal (single-quoted, a quote
+// inside written twice) at the start of s and returns its value and the
+// rest of s.
+func parseStringLiteral(s string) (val, rest string, err error) {
+	if len(s) == 0 || s[0] != '\'' {
+		return "", "", errQuerySyntax
+	}
+	// Fast path: no doubled quote.
+	end := strings.IndexByte(s[1:], '\'')
+	if end < 0 {
+		return "", "", errQuerySyntax
+	}
+	end++
+	if end+1 >= len(s) || s[end+1] != '\'' {
+		return s[1:end], s[end+1:], nil
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	i := 1
+	for i < len(s) {
+		c := s[i]
+		if c == '\'' {
+			if i+1 < len(s) && s[i+1] == '\'' {
+				b.WriteByte('\'')
+				i += 2
+				continue
+			}
+			return b.String(), s[i+1:], nil
+		}
+		b.WriteByte(c)
+		i++
+	}
+	return "", "", errQuerySyntax
+}
+
+// validateTableName applies Azure's table name rule,
+// ^[A-Za-z][A-Za-z0-9]{2,62}$: a wrong length is OutOfRangeInput, a wrong
+// character InvalidResourceName (both 400, for every table and entity
+// operation, as the service answers). The reserved name "tables" is handled
+// by the callers, since it only reaches here through Create Table.
+func validateTableName(name string) error {
+	if len(name) < 3 || len(name) > 63 {
+		return errTableName(name)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		letter := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+		if !letter && (i == 0 || c < '0' || c > '9') {
+			return errTableName(name)
+		}
+	}
+	return nil
+}
+
+// validateURLKey checks a key read from the URL.
+func validateURLKey(which, v string) error {
+	if err := edm.ValidateKey(v); err != nil {
+		if which == "RowKey" {
+			return wrapKeyErr("RowKey", err)
+		}
+		return wrapKeyErr("PartitionKey", err)
+	}
+	return nil
+}
+
+type keyErr struct {
+	which string
+	err   error
+}
+
+func (e *keyErr) Error() string { return e.which + ": " + e.err.Error() }
+func (e *keyErr) Unwrap() error { return e.err }
+
+func wrapKeyErr(which string, err error) error { return &keyErr{which: which, err: err} }

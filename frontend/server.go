@@ -1,0 +1,403 @@
+package frontend
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"tablestore/frontend/auth"
+	"tablestore/internal/edm"
+)
+
+// Server is the Azure Table REST API front-end: a stateless net/http
+// handler over a Backend.
+type Server struct {
+	cfg     Config
+	backend Backend
+	logger  *slog.Logger
+	auth    *auth.Authenticator
+	acct    auth.Account
+	http    *http.Server
+	handler http.Handler
+
+	date atomic.Pointer[dateValue]
+}
+
+// NewServer validates cfg and returns a server answering with b. A nil
+// logger discards logs.
+func NewServer(cfg Config, b Backend, logger *slog.Logger) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if b == nil {
+		return nil, errors.New("frontend: nil Backend")
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	acct, err := auth.NewAccount(cfg.AccountName, cfg.AccountKey)
+	if err != nil {
+		return nil, fmt.Errorf("frontend: %w", err)
+	}
+	s := &Server{
+		cfg:     cfg,
+		backend: b,
+		logger:  logger,
+		acct:    acct,
+		auth:    auth.NewAuthenticator(acct, auth.Options{ClockSkew: cfg.ClockSkew}),
+	}
+	s.handler = http.HandlerFunc(s.serveHTTP)
+	s.http = &http.Server{
+		Addr:              cfg.HTTPAddr,
+		Handler:           s.handler,
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+		IdleTimeout:       cfg.IdleTimeout,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	return s, nil
+}
+
+// Handler returns the HTTP handler (for tests and for embedding).
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Serve answers requests on ln until Shutdown; it returns nil after a
+// clean shutdown.
+func (s *Server) Serve(ln net.Listener) error {
+	s.logger.Info("frontend listening", "addr", ln.Addr().String(), "account", s.cfg.AccountName)
+	err := s.http.Serve(ln)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// ListenAndServe listens on Config.HTTPAddr and serves.
+func (s *Server) ListenAndServe() error {
+	ln, err := net.Listen("tcp", s.cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("frontend: %w", err)
+	}
+	return s.Serve(ln)
+}
+
+// Shutdown stops accepting requests and waits for those in flight until ctx
+// ends.
+func (s *Server) Shutdown(ctx context.Context) error { return s.http.Shutdown(ctx) }
+
+// reqCtx is the per-request state shared by the handlers.
+type reqCtx struct {
+	r         *http.Request
+	id        string
+	meta      edm.Metadata
+	xmlErrors bool // service endpoints answer errors in XML
+	hostStyle bool
+	principal *auth.Principal
+	query     url.Values
+	base      string // service root for odata.metadata, built on demand
+	wrote     bool   // a response has been started
+}
+
+func (rc *reqCtx) method() string {
+	if rc.r == nil {
+		return ""
+	}
+	return rc.r.Method
+}
+
+func (rc *reqCtx) path() string {
+	if rc.r == nil {
+		return ""
+	}
+	return rc.r.URL.Path
+}
+
+// q returns a query parameter (first value).
+func (rc *reqCtx) q(name string) string {
+	if rc.query == nil {
+		return ""
+	}
+	if v := rc.query[name]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+// baseURL is the service root as the client addressed it:
+// http://127.0.0.1:10002/devstoreaccount1 path-style,
+// http://devstoreaccount1.table.example host-style.
+func (s *Server) baseURL(rc *reqCtx) string {
+	if rc.base != "" {
+		return rc.base
+	}
+	scheme := "http://"
+	if rc.r.TLS != nil {
+		scheme = "https://"
+	}
+	if rc.hostStyle {
+		rc.base = scheme + rc.r.Host
+	} else {
+		rc.base = scheme + rc.r.Host + "/" + s.cfg.AccountName
+	}
+	return rc.base
+}
+
+// serveHTTP is the single entry point: common headers, panic recovery,
+// routing, authentication, authorization and dispatch.
+func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	rc := &reqCtx{r: r, id: newRequestID()}
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			s.logger.Error("panic serving request", "request_id", rc.id, "method", r.Method, "path", r.URL.Path,
+				"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			if !rc.wrote {
+				s.writeError(w, rc, errors.New("internal panic"))
+			}
+		}
+	}()
+
+	h := w.Header()
+	h["X-Ms-Request-Id"] = []string{rc.id}
+	if v := r.Header["X-Ms-Version"]; len(v) > 0 && v[0] != "" {
+		h["X-Ms-Version"] = v[:1]
+	} else {
+		h["X-Ms-Version"] = defaultVersion
+	}
+	h["Date"] = s.dateHeader()
+	if v := r.Header["X-Ms-Client-Request-Id"]; len(v) > 0 {
+		h["X-Ms-Client-Request-Id"] = v[:1]
+	}
+	h["X-Content-Type-Options"] = noSniff
+	h["Cache-Control"] = noCache
+
+	var queryErr error
+	if r.URL.RawQuery != "" {
+		q, err := url.ParseQuery(r.URL.RawQuery)
+		if err != nil && strings.IndexByte(r.URL.RawQuery, ';') >= 0 {
+			// "$format=application/json;odata=nometadata" sent unescaped:
+			// Go refuses ';' in queries, Azure reads it as part of the value.
+			q, err = url.ParseQuery(strings.ReplaceAll(r.URL.RawQuery, ";", "%3B"))
+		}
+		rc.query = q // keep what parsed; an error is answered after authentication
+		if err != nil {
+			queryErr = errInvalidQueryParam("query", r.URL.RawQuery)
+		}
+	}
+
+	p, decoded, hostStyle, routeErr := s.resourcePath(r)
+	rc.hostStyle = hostStyle
+	var rt route
+	if routeErr == nil {
+		rt, routeErr = parseRoute(p, decoded)
+	}
+	if rt.kind == routeService || rc.q("restype") == "service" {
+		rc.xmlErrors = true
+	}
+	meta, metaErr := negotiate(rc.q("$format"), r.Header["Accept"])
+	rc.meta = meta
+
+	principal, err := s.auth.Authenticate(r)
+	if err != nil {
+		s.finish(w, rc, err)
+		return
+	}
+	rc.principal = principal
+	if routeErr == nil {
+		routeErr = queryErr
+	}
+	if routeErr != nil {
+		s.finish(w, rc, routeErr)
+		return
+	}
+	if metaErr != nil && !rc.xmlErrors {
+		s.finish(w, rc, metaErr)
+		return
+	}
+	if ct := r.Header["Content-Type"]; len(ct) > 0 && isAtomContentType(ct[0]) {
+		s.finish(w, rc, errAtomNotSupported)
+		return
+	}
+
+	timeout := s.cfg.RequestTimeout
+	if t := rc.q("timeout"); t != "" {
+		secs, err := strconv.Atoi(t)
+		if err != nil || secs <= 0 {
+			s.finish(w, rc, errInvalidQueryParam("timeout", t))
+			return
+		}
+		if d := time.Duration(secs) * time.Second; d < timeout {
+			timeout = d
+		}
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	defer cancel()
+
+	s.finish(w, rc, s.dispatch(ctx, w, rc, rt))
+}
+
+// finish answers err when the handler did not already answer.
+func (s *Server) finish(w http.ResponseWriter, rc *reqCtx, err error) {
+	if err == nil || rc.wrote {
+		if err != nil {
+			s.logger.Warn("error after response started", "request_id", rc.id, "err", err)
+		}
+		return
+	}
+	rc.wrote = true
+	s.writeError(w, rc, err)
+}
+
+// dispatch selects the operation from the route and the (possibly
+// tunnelled) method.
+func (s *Server) dispatch(ctx context.Context, w http.ResponseWriter, rc *reqCtx, rt route) error {
+	method, err := effectiveMethod(rc.r)
+	if err != nil {
+		return err
+	}
+	switch rt.kind {
+	case routeService:
+		if method == http.MethodOptions {
+			return errCORS
+		}
+		return errNotImplemented("service properties and stats are not implemented yet")
+	case routeBatch:
+		if method != http.MethodPost {
+			return errMethodNotAllowed
+		}
+		return errBatchNotSupported
+	case routeTables:
+		switch method {
+		case http.MethodGet:
+			return s.queryTables(ctx, w, rc, "")
+		case http.MethodPost:
+			return s.createTable(ctx, w, rc)
+		case http.MethodOptions:
+			return errCORS
+		}
+	case routeTable:
+		switch method {
+		case http.MethodGet:
+			return s.queryTables(ctx, w, rc, rt.table)
+		case http.MethodDelete:
+			return s.deleteTable(ctx, w, rc, rt.table)
+		case http.MethodOptions:
+			return errCORS
+		}
+	case routeEntitySet:
+		if rc.q("comp") == "acl" {
+			return errNotImplemented("table ACLs are not implemented yet")
+		}
+		switch method {
+		case http.MethodGet:
+			return s.queryEntities(ctx, w, rc, rt.table)
+		case http.MethodPost:
+			return s.insertEntity(ctx, w, rc, rt.table)
+		case http.MethodOptions:
+			return errCORS
+		}
+	case routeEntity:
+		if err := validateURLKey("PartitionKey", rt.pk); err != nil {
+			return err
+		}
+		if err := validateURLKey("RowKey", rt.rk); err != nil {
+			return err
+		}
+		switch method {
+		case http.MethodGet:
+			return s.getEntity(ctx, w, rc, rt)
+		case http.MethodPut:
+			return s.updateEntity(ctx, w, rc, rt, false)
+		case http.MethodPatch, "MERGE":
+			return s.updateEntity(ctx, w, rc, rt, true)
+		case http.MethodDelete:
+			return s.deleteEntity(ctx, w, rc, rt)
+		case http.MethodOptions:
+			return errCORS
+		}
+	}
+	return errMethodNotAllowed
+}
+
+// errCORS answers a CORS preflight: no CORS rules are configurable yet
+// (service properties), so every preflight fails as Azure's does without a
+// matching rule.
+var errCORS = newAPIError(http.StatusForbidden, "CorsPreflightFailure",
+	"CORS not enabled or no matching rule found for this request.", "")
+
+// effectiveMethod applies X-HTTP-Method tunnelling: allowed only on POST,
+// once, with MERGE, PUT or DELETE (the verbs clients tunnel).
+func effectiveMethod(r *http.Request) (string, error) {
+	x := r.Header["X-Http-Method"]
+	if len(x) == 0 {
+		return r.Method, nil
+	}
+	if len(x) > 1 {
+		return "", errXMethodCount
+	}
+	if r.Method != http.MethodPost {
+		return "", errXMethodNotPost
+	}
+	switch x[0] {
+	case "MERGE", "PUT", "DELETE", "PATCH":
+		return x[0], nil
+	}
+	return "", errXMethodValue
+}
+
+func isAtomContentType(ct string) bool {
+	if strings.HasPrefix(ct, "application/json") {
+		return false
+	}
+	_, err := mediaType(ct, false)
+	return err == errAtomNotSupported
+}
+
+// dateValue caches the Date header for one second.
+type dateValue struct {
+	sec int64
+	val []string
+}
+
+func (s *Server) dateHeader() []string {
+	now := time.Now()
+	if d := s.date.Load(); d != nil && d.sec == now.Unix() {
+		return d.val
+	}
+	d := &dateValue{sec: now.Unix(), val: []string{now.UTC().Format(http.TimeFormat)}}
+	s.date.Store(d)
+	return d.val
+}
+
+// newRequestID returns a random (version 4) UUID, as Azure's request ids.
+func newRequestID() string {
+	var b [16]byte
+	binary.LittleEndian.PutUint64(b[:8], rand.Uint64())
+	binary.LittleEndian.PutUint64(b[8:], rand.Uint64())
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	var out [36]byte
+	j := 0
+	for i, c := range b {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			out[j] = '-'
+			j++
+		}
+		out[j] = hexDigits[c>>4]
+		out[j+1] = hexDigits[c&0xF]
+		j += 2
+	}
+	return string(out[:])
+}

@@ -1,0 +1,287 @@
+package frontend
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	"tablestore/frontend/auth"
+	"tablestore/internal/edm"
+	"tablestore/internal/filter"
+	pb "tablestore/proto/tablestorepb"
+)
+
+// MaxPageSize is Azure's largest page: $top above it is rejected and
+// queries without $top return at most this many results per page.
+const MaxPageSize = 1000
+
+// createTable is Create Table: POST /Tables {"TableName":"t"}.
+func (s *Server) createTable(ctx context.Context, w http.ResponseWriter, rc *reqCtx) error {
+	buf, err := s.readBody(rc)
+	if err != nil {
+		return err
+	}
+	var body struct {
+		TableName *string `json:"TableName"`
+	}
+	err = json.Unmarshal(buf.b, &body)
+	putBuf(buf)
+	if err != nil {
+		return errInvalidInput("create table body: " + err.Error())
+	}
+	if body.TableName == nil {
+		return newAPIError(http.StatusBadRequest, "PropertiesNeedValue", edmMessages["PropertiesNeedValue"], "create table body has no TableName")
+	}
+	name := *body.TableName
+	if strings.EqualFold(name, "tables") {
+		return errTableNameReserved
+	}
+	if err := validateTableName(name); err != nil {
+		return err
+	}
+	if err := rc.principal.Authorize(auth.Access{Kind: auth.TableCreate, Table: name}); err != nil {
+		return err
+	}
+	t, err := s.backend.CreateTable(ctx, name)
+	if err != nil {
+		return err
+	}
+	if t != nil && t.GetName() != "" {
+		name = t.GetName()
+	}
+	h := w.Header()
+	loc := s.baseURL(rc) + "/Tables('" + name + "')"
+	h["Location"] = []string{loc}
+	h["Dataserviceid"] = []string{loc}
+	h["Dataserviceversion"] = dataServiceVersion
+	switch prefer(rc.r) {
+	case preferNoContent:
+		h["Preference-Applied"] = returnNoContent
+		rc.wrote = true
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	case preferContent:
+		h["Preference-Applied"] = returnContent
+	}
+	buf = getBuf()
+	defer putBuf(buf)
+	buf.b = s.appendTableJSON(buf.b[:0], rc, name, true, nil)
+	s.writeJSON(w, rc, http.StatusCreated, buf.b)
+	return nil
+}
+
+// deleteTable is Delete Table: DELETE /Tables('t').
+func (s *Server) deleteTable(ctx context.Context, w http.ResponseWriter, rc *reqCtx, name string) error {
+	if err := validateTableName(name); err != nil {
+		return err
+	}
+	if err := rc.principal.Authorize(auth.Access{Kind: auth.TableDelete, Table: name}); err != nil {
+		return err
+	}
+	if err := s.backend.DeleteTable(ctx, name); err != nil {
+		return err
+	}
+	rc.wrote = true
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// tableGetter exposes a table to $filter as the single property TableName.
+type tableGetter string
+
+func (g tableGetter) Get(name string) (edm.Value, bool) {
+	if name == "TableName" {
+		return edm.StringValue(string(g)), true
+	}
+	return edm.Value{}, false
+}
+
+// queryTables is Query Tables: GET /Tables with $filter (on TableName),
+// $top, $select and NextTableName, or GET /Tables('t') for one table.
+func (s *Server) queryTables(ctx context.Context, w http.ResponseWriter, rc *reqCtx, single string) error {
+	if err := rc.principal.Authorize(auth.Access{Kind: auth.TableList}); err != nil {
+		return err
+	}
+	sel := parseSelect(rc.q("$select"))
+	if single != "" {
+		if err := validateTableName(single); err != nil {
+			return err
+		}
+		t, err := s.backend.Table(ctx, single)
+		if err != nil {
+			return err
+		}
+		buf := getBuf()
+		defer putBuf(buf)
+		buf.b = s.appendTableJSON(buf.b[:0], rc, t.GetName(), true, sel)
+		s.writeJSON(w, rc, http.StatusOK, buf.b)
+		return nil
+	}
+	f, err := filter.Parse(rc.q("$filter"))
+	if err != nil {
+		return err
+	}
+	top, err := parseTop(rc.q("$top"))
+	if err != nil {
+		return err
+	}
+	next := ""
+	if v := rc.q("NextTableName"); v != "" {
+		next = decodeToken(v)
+	}
+	tables, err := s.backend.Tables(ctx)
+	if err != nil {
+		return err
+	}
+	if !slices.IsSortedFunc(tables, func(a, b *pb.Table) int { return strings.Compare(a.GetName(), b.GetName()) }) {
+		tables = slices.Clone(tables)
+		slices.SortFunc(tables, func(a, b *pb.Table) int { return strings.Compare(a.GetName(), b.GetName()) })
+	}
+	var page []string
+	nextName, more := "", false
+	for _, t := range tables {
+		n := t.GetName()
+		if n < next || !f.Match(tableGetter(n)) {
+			continue
+		}
+		if len(page) == top {
+			nextName, more = n, true
+			break
+		}
+		page = append(page, n)
+	}
+
+	h := w.Header()
+	if more {
+		h["X-Ms-Continuation-Nexttablename"] = []string{encodeToken(nextName)}
+	}
+	buf := getBuf()
+	defer putBuf(buf)
+	b := buf.b[:0]
+	b = append(b, '{')
+	if rc.meta != edm.NoMetadata {
+		b = append(b, `"odata.metadata":`...)
+		b = appendJSONString(b, s.baseURL(rc)+"/$metadata#Tables")
+		b = append(b, ',')
+	}
+	b = append(b, `"value":[`...)
+	for i, n := range page {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = s.appendTableJSON(b, rc, n, false, sel)
+	}
+	b = append(b, "]}"...)
+	buf.b = b
+	s.writeJSON(w, rc, http.StatusOK, b)
+	return nil
+}
+
+// appendTableJSON writes one table object at the request's metadata level.
+func (s *Server) appendTableJSON(b []byte, rc *reqCtx, name string, element bool, sel []string) []byte {
+	b = append(b, '{')
+	first := true
+	sep := func() {
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+	}
+	if rc.meta != edm.NoMetadata && element {
+		sep()
+		b = append(b, `"odata.metadata":`...)
+		b = appendJSONString(b, s.baseURL(rc)+"/$metadata#Tables/@Element")
+	}
+	if rc.meta == edm.FullMetadata {
+		sep()
+		b = append(b, `"odata.type":`...)
+		b = appendJSONString(b, s.cfg.AccountName+".Tables")
+		b = append(b, `,"odata.id":`...)
+		b = appendJSONString(b, s.baseURL(rc)+"/Tables('"+name+"')")
+		b = append(b, `,"odata.editLink":`...)
+		b = appendJSONString(b, "Tables('"+name+"')")
+	}
+	if sel == nil || slices.Contains(sel, "*") || slices.Contains(sel, "TableName") {
+		sep()
+		b = append(b, `"TableName":`...)
+		b = appendJSONString(b, name)
+	}
+	return append(b, '}')
+}
+
+// parseSelect splits a $select list; nil when absent.
+func parseSelect(v string) []string {
+	if strings.TrimSpace(v) == "" {
+		return nil
+	}
+	parts := strings.Split(v, ",")
+	out := parts[:0]
+	for _, p := range parts {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// parseTop reads $top: 1..1000, MaxPageSize when absent. Larger values are
+// rejected as Azure does (400 InvalidInput) rather than clipped.
+func parseTop(v string) (int, error) {
+	if v == "" {
+		return MaxPageSize, nil
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil {
+		return 0, errInvalidQueryParam("$top", v)
+	}
+	if n < 1 || n > MaxPageSize {
+		return 0, errInvalidInput("$top=" + v + " is outside 1.." + strconv.Itoa(MaxPageSize))
+	}
+	return n, nil
+}
+
+// preference is the Prefer header of an insert.
+type preference uint8
+
+const (
+	preferNone preference = iota
+	preferContent
+	preferNoContent
+)
+
+func prefer(r *http.Request) preference {
+	v := r.Header["Prefer"]
+	if len(v) == 0 {
+		return preferNone
+	}
+	for _, p := range v {
+		for part := range strings.SplitSeq(p, ",") {
+			switch strings.ToLower(strings.TrimSpace(part)) {
+			case "return-no-content":
+				return preferNoContent
+			case "return-content":
+				return preferContent
+			}
+		}
+	}
+	return preferNone
+}
+
+// writeJSON sends a JSON body with the OData headers.
+func (s *Server) writeJSON(w http.ResponseWriter, rc *reqCtx, status int, body []byte) {
+	h := w.Header()
+	h["Content-Type"] = contentTypeFor(rc.meta)
+	h["Dataserviceversion"] = dataServiceVersion
+	h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	rc.wrote = true
+	w.WriteHeader(status)
+	if rc.r.Method != http.MethodHead {
+		_, _ = w.Write(body)
+	}
+}
