@@ -56,3 +56,16 @@ type Page struct {
 	NextPK   string
 	NextRK   string
 }
+
+// Settings is the Backend's ability to keep per-table stored access policies
+// and the service properties, replicated by the master. Tables carry their
+// policies (pb.Table.Acl); changes reach every front-end through the map.
+type Settings interface {
+	// SetTableACL replaces a table's stored access policies (at most 5).
+	SetTableACL(ctx context.Context, table string, acl []*pb.SignedIdentifier) error
+	// ServiceProperties returns the last document stored by
+	// SetServiceProperties; empty means none was set.
+	ServiceProperties(ctx context.Context) ([]byte, error)
+	// SetServiceProperties stores the service properties document.
+	SetServiceProperties(ctx context.Context, doc []byte) error
+}

@@ -44,6 +44,8 @@ func init() {
 	register(pb.MasterCommandKind_MASTER_COMMAND_KIND_REGISTER_SERVER, applyRegisterServer)
 	register(pb.MasterCommandKind_MASTER_COMMAND_KIND_CREATE_TABLE, applyCreateTable)
 	register(pb.MasterCommandKind_MASTER_COMMAND_KIND_DELETE_TABLE, applyDeleteTable)
+	register(pb.MasterCommandKind_MASTER_COMMAND_KIND_SET_TABLE_ACL, applySetTableACL)
+	register(pb.MasterCommandKind_MASTER_COMMAND_KIND_SET_SERVICE_PROPERTIES, applySetServiceProperties)
 }
 
 // state is the replicated state. Tables are keyed by lower-case name
@@ -54,6 +56,8 @@ type state struct {
 	servers     map[string]*pb.ServerInfo
 	nextTableID uint64
 	nextRangeID uint64
+	// serviceProperties is the XML document of Set Table Service Properties.
+	serviceProperties []byte
 }
 
 func newState() *state {
@@ -64,7 +68,7 @@ func newState() *state {
 }
 
 func (s *state) snapshot() *pb.MasterSnapshot {
-	out := &pb.MasterSnapshot{NextTableId: s.nextTableID, NextRangeId: s.nextRangeID}
+	out := &pb.MasterSnapshot{NextTableId: s.nextTableID, NextRangeId: s.nextRangeID, ServiceProperties: s.serviceProperties}
 	for _, t := range s.tables {
 		out.Tables = append(out.Tables, t)
 	}
@@ -92,6 +96,7 @@ func stateFromSnapshot(m *pb.MasterSnapshot) *state {
 		s.servers[sv.GetServerId()] = sv
 	}
 	s.nextTableID, s.nextRangeID = m.GetNextTableId(), m.GetNextRangeId()
+	s.serviceProperties = m.GetServiceProperties()
 	return s
 }
 
@@ -145,6 +150,32 @@ func applyDeleteTable(s *state, payload []byte) *applyResult {
 		}
 	}
 	return &applyResult{table: t, ranges: gone}
+}
+
+func applySetTableACL(s *state, payload []byte) *applyResult {
+	var c pb.SetTableACLCommand
+	if err := proto.Unmarshal(payload, &c); err != nil {
+		return &applyResult{err: ErrBadCommand}
+	}
+	t, ok := s.tables[strings.ToLower(c.GetName())]
+	if !ok {
+		return &applyResult{err: ErrTableNotFound}
+	}
+	// Tables are shared with readers of earlier snapshots; replace, never
+	// mutate.
+	nt := proto.Clone(t).(*pb.Table)
+	nt.Acl = c.GetAcl()
+	s.tables[strings.ToLower(c.GetName())] = nt
+	return &applyResult{table: nt}
+}
+
+func applySetServiceProperties(s *state, payload []byte) *applyResult {
+	var c pb.SetServicePropertiesCommand
+	if err := proto.Unmarshal(payload, &c); err != nil {
+		return &applyResult{err: ErrBadCommand}
+	}
+	s.serviceProperties = c.GetProperties()
+	return &applyResult{}
 }
 
 // fsm is the master's raft.FSM; onChange runs after every applied command.

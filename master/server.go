@@ -261,6 +261,7 @@ func (s *Server) partitionMap() (*pb.PartitionMap, <-chan struct{}) {
 	s.fsm.read(func(st *state) {
 		snap := st.snapshot()
 		m.Tables, m.Ranges = snap.GetTables(), snap.GetRanges()
+		m.ServiceProperties = snap.GetServiceProperties()
 		for _, sv := range snap.GetServers() {
 			c := proto.Clone(sv).(*pb.ServerInfo)
 			if t, ok := seen[sv.GetServerId()]; ok {

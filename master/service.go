@@ -190,6 +190,26 @@ func (v *service) DeleteTable(ctx context.Context, req *pb.DeleteTableRequest) (
 	return &pb.DeleteTableResponse{}, nil
 }
 
+// maxSignedIdentifiers is Azure's limit of stored access policies per table.
+const maxSignedIdentifiers = 5
+
+func (v *service) SetTableACL(ctx context.Context, req *pb.SetTableACLRequest) (*pb.SetTableACLResponse, error) {
+	if len(req.GetAcl()) > maxSignedIdentifiers {
+		return nil, toStatus(fmt.Errorf("%w: more than %d signed identifiers", ErrBadCommand, maxSignedIdentifiers))
+	}
+	if _, err := v.s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_SET_TABLE_ACL, &pb.SetTableACLCommand{Name: req.GetName(), Acl: req.GetAcl()}); err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.SetTableACLResponse{}, nil
+}
+
+func (v *service) SetServiceProperties(ctx context.Context, req *pb.SetServicePropertiesRequest) (*pb.SetServicePropertiesResponse, error) {
+	if _, err := v.s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_SET_SERVICE_PROPERTIES, &pb.SetServicePropertiesCommand{Properties: req.GetProperties()}); err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.SetServicePropertiesResponse{}, nil
+}
+
 func (v *service) GetPartitionMap(ctx context.Context, req *pb.GetPartitionMapRequest) (*pb.PartitionMap, error) {
 	if err := v.s.ready(); err != nil {
 		return nil, toStatus(err)

@@ -134,7 +134,15 @@ func openReplica(d replicaDeps, id uint64, bootstrap bool, voters []raft.Server)
 			}
 		}
 	}
-	r, err := raft.NewRaft(rc, rfsm, logStore, logStore, snaps, transport)
+	// The leader reads back every entry it just wrote to replicate it; the
+	// cache answers those reads from memory.
+	cached, err := raft.NewLogCache(1024, logStore)
+	if err != nil {
+		transport.Close()
+		logStore.Close()
+		return nil, err
+	}
+	r, err := raft.NewRaft(rc, rfsm, cached, logStore, snaps, transport)
 	if err != nil {
 		transport.Close()
 		logStore.Close()

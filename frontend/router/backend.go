@@ -174,3 +174,39 @@ func (r *Router) Query(ctx context.Context, table string, q frontend.Query) (*fr
 		startPK, startRK = end, ""
 	}
 }
+
+// SetTableACL replaces a table's stored access policies through the master.
+func (r *Router) SetTableACL(ctx context.Context, table string, acl []*pb.SignedIdentifier) error {
+	t, err := r.lookupTable(ctx, table)
+	if err != nil {
+		return err
+	}
+	err = r.master.Call(ctx, func(ctx context.Context, mc pb.MasterServiceClient) error {
+		_, err := mc.SetTableACL(ctx, &pb.SetTableACLRequest{Name: t.GetName(), Acl: acl})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return r.refresh(ctx)
+}
+
+// ServiceProperties returns the service properties document from the
+// cached map (empty: defaults).
+func (r *Router) ServiceProperties(ctx context.Context) ([]byte, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.serviceProperties, nil
+}
+
+// SetServiceProperties stores the service properties document.
+func (r *Router) SetServiceProperties(ctx context.Context, doc []byte) error {
+	err := r.master.Call(ctx, func(ctx context.Context, mc pb.MasterServiceClient) error {
+		_, err := mc.SetServiceProperties(ctx, &pb.SetServicePropertiesRequest{Properties: doc})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return r.refresh(ctx)
+}

@@ -50,13 +50,14 @@ type Router struct {
 	master *masterclient.Client
 	pool   *connpool.Pool
 
-	mu      sync.RWMutex
-	version uint64
-	tables  map[string]*pb.Table               // lower-case name
-	ranges  map[uint64][]*pb.RangeDescriptor   // table id -> ranges by start
-	servers map[string]*pb.ServerInfo
-	leaders map[uint64]string                  // range id -> server id
-	hinted  map[uint64]string                  // leader learned from a partition server
+	mu                sync.RWMutex
+	version           uint64
+	tables            map[string]*pb.Table             // lower-case name
+	ranges            map[uint64][]*pb.RangeDescriptor // table id -> ranges by start
+	servers           map[string]*pb.ServerInfo
+	leaders           map[uint64]string // range id -> server id
+	hinted            map[uint64]string // leader learned from a partition server
+	serviceProperties []byte
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -167,6 +168,7 @@ func (r *Router) install(m *pb.PartitionMap) {
 	r.mu.Lock()
 	r.version = m.GetVersion()
 	r.tables, r.ranges, r.servers = tables, ranges, servers
+	r.serviceProperties = m.GetServiceProperties()
 	r.leaders = m.GetLeaders()
 	if r.leaders == nil {
 		r.leaders = map[uint64]string{}

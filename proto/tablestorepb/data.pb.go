@@ -136,10 +136,12 @@ func (CommandKind) EnumDescriptor() ([]byte, []int) {
 type MasterCommandKind int32
 
 const (
-	MasterCommandKind_MASTER_COMMAND_KIND_UNSPECIFIED     MasterCommandKind = 0
-	MasterCommandKind_MASTER_COMMAND_KIND_REGISTER_SERVER MasterCommandKind = 1
-	MasterCommandKind_MASTER_COMMAND_KIND_CREATE_TABLE    MasterCommandKind = 2
-	MasterCommandKind_MASTER_COMMAND_KIND_DELETE_TABLE    MasterCommandKind = 3
+	MasterCommandKind_MASTER_COMMAND_KIND_UNSPECIFIED            MasterCommandKind = 0
+	MasterCommandKind_MASTER_COMMAND_KIND_REGISTER_SERVER        MasterCommandKind = 1
+	MasterCommandKind_MASTER_COMMAND_KIND_CREATE_TABLE           MasterCommandKind = 2
+	MasterCommandKind_MASTER_COMMAND_KIND_DELETE_TABLE           MasterCommandKind = 3
+	MasterCommandKind_MASTER_COMMAND_KIND_SET_TABLE_ACL          MasterCommandKind = 4
+	MasterCommandKind_MASTER_COMMAND_KIND_SET_SERVICE_PROPERTIES MasterCommandKind = 5
 )
 
 // Enum value maps for MasterCommandKind.
@@ -149,12 +151,16 @@ var (
 		1: "MASTER_COMMAND_KIND_REGISTER_SERVER",
 		2: "MASTER_COMMAND_KIND_CREATE_TABLE",
 		3: "MASTER_COMMAND_KIND_DELETE_TABLE",
+		4: "MASTER_COMMAND_KIND_SET_TABLE_ACL",
+		5: "MASTER_COMMAND_KIND_SET_SERVICE_PROPERTIES",
 	}
 	MasterCommandKind_value = map[string]int32{
-		"MASTER_COMMAND_KIND_UNSPECIFIED":     0,
-		"MASTER_COMMAND_KIND_REGISTER_SERVER": 1,
-		"MASTER_COMMAND_KIND_CREATE_TABLE":    2,
-		"MASTER_COMMAND_KIND_DELETE_TABLE":    3,
+		"MASTER_COMMAND_KIND_UNSPECIFIED":            0,
+		"MASTER_COMMAND_KIND_REGISTER_SERVER":        1,
+		"MASTER_COMMAND_KIND_CREATE_TABLE":           2,
+		"MASTER_COMMAND_KIND_DELETE_TABLE":           3,
+		"MASTER_COMMAND_KIND_SET_TABLE_ACL":          4,
+		"MASTER_COMMAND_KIND_SET_SERVICE_PROPERTIES": 5,
 	}
 )
 
@@ -331,8 +337,10 @@ type Table struct {
 	Name            string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	TableId         uint64                 `protobuf:"varint,2,opt,name=table_id,json=tableId,proto3" json:"table_id,omitempty"`
 	CreatedUnixNano int64                  `protobuf:"varint,3,opt,name=created_unix_nano,json=createdUnixNano,proto3" json:"created_unix_nano,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Stored access policies (Set Table ACL), at most 5.
+	Acl           []*SignedIdentifier `protobuf:"bytes,4,rep,name=acl,proto3" json:"acl,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Table) Reset() {
@@ -386,6 +394,91 @@ func (x *Table) GetCreatedUnixNano() int64 {
 	return 0
 }
 
+func (x *Table) GetAcl() []*SignedIdentifier {
+	if x != nil {
+		return x.Acl
+	}
+	return nil
+}
+
+// SignedIdentifier is one stored access policy of a table. Times and
+// permissions are kept as the client sent them (Azure echoes them back).
+type SignedIdentifier struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Start         string                 `protobuf:"bytes,2,opt,name=start,proto3" json:"start,omitempty"`
+	Expiry        string                 `protobuf:"bytes,3,opt,name=expiry,proto3" json:"expiry,omitempty"`
+	Permission    string                 `protobuf:"bytes,4,opt,name=permission,proto3" json:"permission,omitempty"`
+	HasPolicy     bool                   `protobuf:"varint,5,opt,name=has_policy,json=hasPolicy,proto3" json:"has_policy,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SignedIdentifier) Reset() {
+	*x = SignedIdentifier{}
+	mi := &file_tablestore_v1_data_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SignedIdentifier) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SignedIdentifier) ProtoMessage() {}
+
+func (x *SignedIdentifier) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_data_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SignedIdentifier.ProtoReflect.Descriptor instead.
+func (*SignedIdentifier) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *SignedIdentifier) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *SignedIdentifier) GetStart() string {
+	if x != nil {
+		return x.Start
+	}
+	return ""
+}
+
+func (x *SignedIdentifier) GetExpiry() string {
+	if x != nil {
+		return x.Expiry
+	}
+	return ""
+}
+
+func (x *SignedIdentifier) GetPermission() string {
+	if x != nil {
+		return x.Permission
+	}
+	return ""
+}
+
+func (x *SignedIdentifier) GetHasPolicy() bool {
+	if x != nil {
+		return x.HasPolicy
+	}
+	return false
+}
+
 // ServerInfo is a registered partition server.
 type ServerInfo struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
@@ -401,7 +494,7 @@ type ServerInfo struct {
 
 func (x *ServerInfo) Reset() {
 	*x = ServerInfo{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[3]
+	mi := &file_tablestore_v1_data_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -413,7 +506,7 @@ func (x *ServerInfo) String() string {
 func (*ServerInfo) ProtoMessage() {}
 
 func (x *ServerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[3]
+	mi := &file_tablestore_v1_data_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -426,7 +519,7 @@ func (x *ServerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerInfo.ProtoReflect.Descriptor instead.
 func (*ServerInfo) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{3}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ServerInfo) GetServerId() string {
@@ -478,7 +571,7 @@ type RangeLoad struct {
 
 func (x *RangeLoad) Reset() {
 	*x = RangeLoad{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[4]
+	mi := &file_tablestore_v1_data_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -490,7 +583,7 @@ func (x *RangeLoad) String() string {
 func (*RangeLoad) ProtoMessage() {}
 
 func (x *RangeLoad) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[4]
+	mi := &file_tablestore_v1_data_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -503,7 +596,7 @@ func (x *RangeLoad) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeLoad.ProtoReflect.Descriptor instead.
 func (*RangeLoad) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{4}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *RangeLoad) GetReadsPerSec() float64 {
@@ -556,7 +649,7 @@ type RangeStatus struct {
 
 func (x *RangeStatus) Reset() {
 	*x = RangeStatus{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[5]
+	mi := &file_tablestore_v1_data_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -568,7 +661,7 @@ func (x *RangeStatus) String() string {
 func (*RangeStatus) ProtoMessage() {}
 
 func (x *RangeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[5]
+	mi := &file_tablestore_v1_data_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -581,7 +674,7 @@ func (x *RangeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeStatus.ProtoReflect.Descriptor instead.
 func (*RangeStatus) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{5}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RangeStatus) GetRangeId() uint64 {
@@ -634,14 +727,17 @@ type PartitionMap struct {
 	Ranges  []*RangeDescriptor     `protobuf:"bytes,3,rep,name=ranges,proto3" json:"ranges,omitempty"`
 	Servers []*ServerInfo          `protobuf:"bytes,4,rep,name=servers,proto3" json:"servers,omitempty"`
 	// range_id -> server_id of the last reported leader.
-	Leaders       map[uint64]string `protobuf:"bytes,5,rep,name=leaders,proto3" json:"leaders,omitempty" protobuf_key:"varint,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Leaders map[uint64]string `protobuf:"bytes,5,rep,name=leaders,proto3" json:"leaders,omitempty" protobuf_key:"varint,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Table service properties (logging, metrics, CORS) as the XML document
+	// last set; empty means the defaults.
+	ServiceProperties []byte `protobuf:"bytes,6,opt,name=service_properties,json=serviceProperties,proto3" json:"service_properties,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *PartitionMap) Reset() {
 	*x = PartitionMap{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[6]
+	mi := &file_tablestore_v1_data_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -653,7 +749,7 @@ func (x *PartitionMap) String() string {
 func (*PartitionMap) ProtoMessage() {}
 
 func (x *PartitionMap) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[6]
+	mi := &file_tablestore_v1_data_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -666,7 +762,7 @@ func (x *PartitionMap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionMap.ProtoReflect.Descriptor instead.
 func (*PartitionMap) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{6}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *PartitionMap) GetVersion() uint64 {
@@ -704,6 +800,13 @@ func (x *PartitionMap) GetLeaders() map[uint64]string {
 	return nil
 }
 
+func (x *PartitionMap) GetServiceProperties() []byte {
+	if x != nil {
+		return x.ServiceProperties
+	}
+	return nil
+}
+
 // EntityOp is one entity operation of a write. The entity is in the edm
 // binary encoding; its Timestamp is ignored (the state machine sets it).
 type EntityOp struct {
@@ -722,7 +825,7 @@ type EntityOp struct {
 
 func (x *EntityOp) Reset() {
 	*x = EntityOp{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[7]
+	mi := &file_tablestore_v1_data_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -734,7 +837,7 @@ func (x *EntityOp) String() string {
 func (*EntityOp) ProtoMessage() {}
 
 func (x *EntityOp) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[7]
+	mi := &file_tablestore_v1_data_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -747,7 +850,7 @@ func (x *EntityOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EntityOp.ProtoReflect.Descriptor instead.
 func (*EntityOp) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{7}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *EntityOp) GetKind() OpKind {
@@ -803,7 +906,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[8]
+	mi := &file_tablestore_v1_data_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -815,7 +918,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[8]
+	mi := &file_tablestore_v1_data_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -828,7 +931,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{8}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Command) GetKind() CommandKind {
@@ -856,7 +959,7 @@ type WriteCommand struct {
 
 func (x *WriteCommand) Reset() {
 	*x = WriteCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[9]
+	mi := &file_tablestore_v1_data_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -868,7 +971,7 @@ func (x *WriteCommand) String() string {
 func (*WriteCommand) ProtoMessage() {}
 
 func (x *WriteCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[9]
+	mi := &file_tablestore_v1_data_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -881,7 +984,7 @@ func (x *WriteCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteCommand.ProtoReflect.Descriptor instead.
 func (*WriteCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{9}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *WriteCommand) GetProposedUnixNano() int64 {
@@ -913,7 +1016,7 @@ type RangeState struct {
 
 func (x *RangeState) Reset() {
 	*x = RangeState{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[10]
+	mi := &file_tablestore_v1_data_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -925,7 +1028,7 @@ func (x *RangeState) String() string {
 func (*RangeState) ProtoMessage() {}
 
 func (x *RangeState) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[10]
+	mi := &file_tablestore_v1_data_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -938,7 +1041,7 @@ func (x *RangeState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeState.ProtoReflect.Descriptor instead.
 func (*RangeState) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{10}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RangeState) GetRange() *RangeDescriptor {
@@ -987,7 +1090,7 @@ type MasterCommand struct {
 
 func (x *MasterCommand) Reset() {
 	*x = MasterCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[11]
+	mi := &file_tablestore_v1_data_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -999,7 +1102,7 @@ func (x *MasterCommand) String() string {
 func (*MasterCommand) ProtoMessage() {}
 
 func (x *MasterCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[11]
+	mi := &file_tablestore_v1_data_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1012,7 +1115,7 @@ func (x *MasterCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterCommand.ProtoReflect.Descriptor instead.
 func (*MasterCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{11}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *MasterCommand) GetKind() MasterCommandKind {
@@ -1038,7 +1141,7 @@ type RegisterServerCommand struct {
 
 func (x *RegisterServerCommand) Reset() {
 	*x = RegisterServerCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[12]
+	mi := &file_tablestore_v1_data_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1050,7 +1153,7 @@ func (x *RegisterServerCommand) String() string {
 func (*RegisterServerCommand) ProtoMessage() {}
 
 func (x *RegisterServerCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[12]
+	mi := &file_tablestore_v1_data_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1063,7 +1166,7 @@ func (x *RegisterServerCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterServerCommand.ProtoReflect.Descriptor instead.
 func (*RegisterServerCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{12}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RegisterServerCommand) GetServer() *ServerInfo {
@@ -1084,7 +1187,7 @@ type CreateTableCommand struct {
 
 func (x *CreateTableCommand) Reset() {
 	*x = CreateTableCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[13]
+	mi := &file_tablestore_v1_data_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1096,7 +1199,7 @@ func (x *CreateTableCommand) String() string {
 func (*CreateTableCommand) ProtoMessage() {}
 
 func (x *CreateTableCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[13]
+	mi := &file_tablestore_v1_data_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1109,7 +1212,7 @@ func (x *CreateTableCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTableCommand.ProtoReflect.Descriptor instead.
 func (*CreateTableCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{13}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CreateTableCommand) GetName() string {
@@ -1142,7 +1245,7 @@ type DeleteTableCommand struct {
 
 func (x *DeleteTableCommand) Reset() {
 	*x = DeleteTableCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[14]
+	mi := &file_tablestore_v1_data_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1154,7 +1257,7 @@ func (x *DeleteTableCommand) String() string {
 func (*DeleteTableCommand) ProtoMessage() {}
 
 func (x *DeleteTableCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[14]
+	mi := &file_tablestore_v1_data_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1167,7 +1270,7 @@ func (x *DeleteTableCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTableCommand.ProtoReflect.Descriptor instead.
 func (*DeleteTableCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{14}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DeleteTableCommand) GetName() string {
@@ -1177,21 +1280,118 @@ func (x *DeleteTableCommand) GetName() string {
 	return ""
 }
 
-// MasterSnapshot is the master's whole replicated state.
-type MasterSnapshot struct {
+type SetTableACLCommand struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Tables        []*Table               `protobuf:"bytes,1,rep,name=tables,proto3" json:"tables,omitempty"`
-	Ranges        []*RangeDescriptor     `protobuf:"bytes,2,rep,name=ranges,proto3" json:"ranges,omitempty"`
-	Servers       []*ServerInfo          `protobuf:"bytes,3,rep,name=servers,proto3" json:"servers,omitempty"`
-	NextTableId   uint64                 `protobuf:"varint,4,opt,name=next_table_id,json=nextTableId,proto3" json:"next_table_id,omitempty"`
-	NextRangeId   uint64                 `protobuf:"varint,5,opt,name=next_range_id,json=nextRangeId,proto3" json:"next_range_id,omitempty"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Acl           []*SignedIdentifier    `protobuf:"bytes,2,rep,name=acl,proto3" json:"acl,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
+func (x *SetTableACLCommand) Reset() {
+	*x = SetTableACLCommand{}
+	mi := &file_tablestore_v1_data_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetTableACLCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetTableACLCommand) ProtoMessage() {}
+
+func (x *SetTableACLCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_data_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetTableACLCommand.ProtoReflect.Descriptor instead.
+func (*SetTableACLCommand) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *SetTableACLCommand) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SetTableACLCommand) GetAcl() []*SignedIdentifier {
+	if x != nil {
+		return x.Acl
+	}
+	return nil
+}
+
+type SetServicePropertiesCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Properties    []byte                 `protobuf:"bytes,1,opt,name=properties,proto3" json:"properties,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetServicePropertiesCommand) Reset() {
+	*x = SetServicePropertiesCommand{}
+	mi := &file_tablestore_v1_data_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetServicePropertiesCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetServicePropertiesCommand) ProtoMessage() {}
+
+func (x *SetServicePropertiesCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_data_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetServicePropertiesCommand.ProtoReflect.Descriptor instead.
+func (*SetServicePropertiesCommand) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *SetServicePropertiesCommand) GetProperties() []byte {
+	if x != nil {
+		return x.Properties
+	}
+	return nil
+}
+
+// MasterSnapshot is the master's whole replicated state.
+type MasterSnapshot struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	Tables            []*Table               `protobuf:"bytes,1,rep,name=tables,proto3" json:"tables,omitempty"`
+	Ranges            []*RangeDescriptor     `protobuf:"bytes,2,rep,name=ranges,proto3" json:"ranges,omitempty"`
+	Servers           []*ServerInfo          `protobuf:"bytes,3,rep,name=servers,proto3" json:"servers,omitempty"`
+	NextTableId       uint64                 `protobuf:"varint,4,opt,name=next_table_id,json=nextTableId,proto3" json:"next_table_id,omitempty"`
+	NextRangeId       uint64                 `protobuf:"varint,5,opt,name=next_range_id,json=nextRangeId,proto3" json:"next_range_id,omitempty"`
+	ServiceProperties []byte                 `protobuf:"bytes,6,opt,name=service_properties,json=serviceProperties,proto3" json:"service_properties,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
 func (x *MasterSnapshot) Reset() {
 	*x = MasterSnapshot{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[15]
+	mi := &file_tablestore_v1_data_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1203,7 +1403,7 @@ func (x *MasterSnapshot) String() string {
 func (*MasterSnapshot) ProtoMessage() {}
 
 func (x *MasterSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[15]
+	mi := &file_tablestore_v1_data_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1216,7 +1416,7 @@ func (x *MasterSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterSnapshot.ProtoReflect.Descriptor instead.
 func (*MasterSnapshot) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{15}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *MasterSnapshot) GetTables() []*Table {
@@ -1254,6 +1454,13 @@ func (x *MasterSnapshot) GetNextRangeId() uint64 {
 	return 0
 }
 
+func (x *MasterSnapshot) GetServiceProperties() []byte {
+	if x != nil {
+		return x.ServiceProperties
+	}
+	return nil
+}
+
 var File_tablestore_v1_data_proto protoreflect.FileDescriptor
 
 const file_tablestore_v1_data_proto_rawDesc = "" +
@@ -1270,11 +1477,21 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\x06 \x01(\x04R\n" +
 	"generation\x122\n" +
-	"\breplicas\x18\a \x03(\v2\x16.tablestore.v1.ReplicaR\breplicas\"b\n" +
+	"\breplicas\x18\a \x03(\v2\x16.tablestore.v1.ReplicaR\breplicas\"\x95\x01\n" +
 	"\x05Table\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x19\n" +
 	"\btable_id\x18\x02 \x01(\x04R\atableId\x12*\n" +
-	"\x11created_unix_nano\x18\x03 \x01(\x03R\x0fcreatedUnixNano\"\xb2\x01\n" +
+	"\x11created_unix_nano\x18\x03 \x01(\x03R\x0fcreatedUnixNano\x121\n" +
+	"\x03acl\x18\x04 \x03(\v2\x1f.tablestore.v1.SignedIdentifierR\x03acl\"\x8f\x01\n" +
+	"\x10SignedIdentifier\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
+	"\x05start\x18\x02 \x01(\tR\x05start\x12\x16\n" +
+	"\x06expiry\x18\x03 \x01(\tR\x06expiry\x12\x1e\n" +
+	"\n" +
+	"permission\x18\x04 \x01(\tR\n" +
+	"permission\x12\x1d\n" +
+	"\n" +
+	"has_policy\x18\x05 \x01(\bR\thasPolicy\"\xb2\x01\n" +
 	"\n" +
 	"ServerInfo\x12\x1b\n" +
 	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x1b\n" +
@@ -1296,13 +1513,14 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x06leader\x18\x03 \x01(\bR\x06leader\x12#\n" +
 	"\rapplied_index\x18\x04 \x01(\x04R\fappliedIndex\x12,\n" +
 	"\x04load\x18\x05 \x01(\v2\x18.tablestore.v1.RangeLoadR\x04load\x124\n" +
-	"\x05range\x18\x06 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\"\xc3\x02\n" +
+	"\x05range\x18\x06 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\"\xf2\x02\n" +
 	"\fPartitionMap\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12,\n" +
 	"\x06tables\x18\x02 \x03(\v2\x14.tablestore.v1.TableR\x06tables\x126\n" +
 	"\x06ranges\x18\x03 \x03(\v2\x1e.tablestore.v1.RangeDescriptorR\x06ranges\x123\n" +
 	"\aservers\x18\x04 \x03(\v2\x19.tablestore.v1.ServerInfoR\aservers\x12B\n" +
-	"\aleaders\x18\x05 \x03(\v2(.tablestore.v1.PartitionMap.LeadersEntryR\aleaders\x1a:\n" +
+	"\aleaders\x18\x05 \x03(\v2(.tablestore.v1.PartitionMap.LeadersEntryR\aleaders\x12-\n" +
+	"\x12service_properties\x18\x06 \x01(\fR\x11serviceProperties\x1a:\n" +
 	"\fLeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\x04R\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xda\x01\n" +
@@ -1337,13 +1555,21 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x11created_unix_nano\x18\x02 \x01(\x03R\x0fcreatedUnixNano\x122\n" +
 	"\breplicas\x18\x03 \x03(\v2\x16.tablestore.v1.ReplicaR\breplicas\"(\n" +
 	"\x12DeleteTableCommand\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\xf3\x01\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"[\n" +
+	"\x12SetTableACLCommand\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x121\n" +
+	"\x03acl\x18\x02 \x03(\v2\x1f.tablestore.v1.SignedIdentifierR\x03acl\"=\n" +
+	"\x1bSetServicePropertiesCommand\x12\x1e\n" +
+	"\n" +
+	"properties\x18\x01 \x01(\fR\n" +
+	"properties\"\xa2\x02\n" +
 	"\x0eMasterSnapshot\x12,\n" +
 	"\x06tables\x18\x01 \x03(\v2\x14.tablestore.v1.TableR\x06tables\x126\n" +
 	"\x06ranges\x18\x02 \x03(\v2\x1e.tablestore.v1.RangeDescriptorR\x06ranges\x123\n" +
 	"\aservers\x18\x03 \x03(\v2\x19.tablestore.v1.ServerInfoR\aservers\x12\"\n" +
 	"\rnext_table_id\x18\x04 \x01(\x04R\vnextTableId\x12\"\n" +
-	"\rnext_range_id\x18\x05 \x01(\x04R\vnextRangeId*\xad\x01\n" +
+	"\rnext_range_id\x18\x05 \x01(\x04R\vnextRangeId\x12-\n" +
+	"\x12service_properties\x18\x06 \x01(\fR\x11serviceProperties*\xad\x01\n" +
 	"\x06OpKind\x12\x17\n" +
 	"\x13OP_KIND_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eOP_KIND_INSERT\x10\x01\x12\x13\n" +
@@ -1354,12 +1580,14 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x0eOP_KIND_DELETE\x10\x06*C\n" +
 	"\vCommandKind\x12\x1c\n" +
 	"\x18COMMAND_KIND_UNSPECIFIED\x10\x00\x12\x16\n" +
-	"\x12COMMAND_KIND_WRITE\x10\x01*\xad\x01\n" +
+	"\x12COMMAND_KIND_WRITE\x10\x01*\x84\x02\n" +
 	"\x11MasterCommandKind\x12#\n" +
 	"\x1fMASTER_COMMAND_KIND_UNSPECIFIED\x10\x00\x12'\n" +
 	"#MASTER_COMMAND_KIND_REGISTER_SERVER\x10\x01\x12$\n" +
 	" MASTER_COMMAND_KIND_CREATE_TABLE\x10\x02\x12$\n" +
-	" MASTER_COMMAND_KIND_DELETE_TABLE\x10\x03B\x1fZ\x1dtablestore/proto/tablestorepbb\x06proto3"
+	" MASTER_COMMAND_KIND_DELETE_TABLE\x10\x03\x12%\n" +
+	"!MASTER_COMMAND_KIND_SET_TABLE_ACL\x10\x04\x12.\n" +
+	"*MASTER_COMMAND_KIND_SET_SERVICE_PROPERTIES\x10\x05B\x1fZ\x1dtablestore/proto/tablestorepbb\x06proto3"
 
 var (
 	file_tablestore_v1_data_proto_rawDescOnce sync.Once
@@ -1374,52 +1602,57 @@ func file_tablestore_v1_data_proto_rawDescGZIP() []byte {
 }
 
 var file_tablestore_v1_data_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_tablestore_v1_data_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_tablestore_v1_data_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_tablestore_v1_data_proto_goTypes = []any{
-	(OpKind)(0),                   // 0: tablestore.v1.OpKind
-	(CommandKind)(0),              // 1: tablestore.v1.CommandKind
-	(MasterCommandKind)(0),        // 2: tablestore.v1.MasterCommandKind
-	(*Replica)(nil),               // 3: tablestore.v1.Replica
-	(*RangeDescriptor)(nil),       // 4: tablestore.v1.RangeDescriptor
-	(*Table)(nil),                 // 5: tablestore.v1.Table
-	(*ServerInfo)(nil),            // 6: tablestore.v1.ServerInfo
-	(*RangeLoad)(nil),             // 7: tablestore.v1.RangeLoad
-	(*RangeStatus)(nil),           // 8: tablestore.v1.RangeStatus
-	(*PartitionMap)(nil),          // 9: tablestore.v1.PartitionMap
-	(*EntityOp)(nil),              // 10: tablestore.v1.EntityOp
-	(*Command)(nil),               // 11: tablestore.v1.Command
-	(*WriteCommand)(nil),          // 12: tablestore.v1.WriteCommand
-	(*RangeState)(nil),            // 13: tablestore.v1.RangeState
-	(*MasterCommand)(nil),         // 14: tablestore.v1.MasterCommand
-	(*RegisterServerCommand)(nil), // 15: tablestore.v1.RegisterServerCommand
-	(*CreateTableCommand)(nil),    // 16: tablestore.v1.CreateTableCommand
-	(*DeleteTableCommand)(nil),    // 17: tablestore.v1.DeleteTableCommand
-	(*MasterSnapshot)(nil),        // 18: tablestore.v1.MasterSnapshot
-	nil,                           // 19: tablestore.v1.PartitionMap.LeadersEntry
+	(OpKind)(0),                         // 0: tablestore.v1.OpKind
+	(CommandKind)(0),                    // 1: tablestore.v1.CommandKind
+	(MasterCommandKind)(0),              // 2: tablestore.v1.MasterCommandKind
+	(*Replica)(nil),                     // 3: tablestore.v1.Replica
+	(*RangeDescriptor)(nil),             // 4: tablestore.v1.RangeDescriptor
+	(*Table)(nil),                       // 5: tablestore.v1.Table
+	(*SignedIdentifier)(nil),            // 6: tablestore.v1.SignedIdentifier
+	(*ServerInfo)(nil),                  // 7: tablestore.v1.ServerInfo
+	(*RangeLoad)(nil),                   // 8: tablestore.v1.RangeLoad
+	(*RangeStatus)(nil),                 // 9: tablestore.v1.RangeStatus
+	(*PartitionMap)(nil),                // 10: tablestore.v1.PartitionMap
+	(*EntityOp)(nil),                    // 11: tablestore.v1.EntityOp
+	(*Command)(nil),                     // 12: tablestore.v1.Command
+	(*WriteCommand)(nil),                // 13: tablestore.v1.WriteCommand
+	(*RangeState)(nil),                  // 14: tablestore.v1.RangeState
+	(*MasterCommand)(nil),               // 15: tablestore.v1.MasterCommand
+	(*RegisterServerCommand)(nil),       // 16: tablestore.v1.RegisterServerCommand
+	(*CreateTableCommand)(nil),          // 17: tablestore.v1.CreateTableCommand
+	(*DeleteTableCommand)(nil),          // 18: tablestore.v1.DeleteTableCommand
+	(*SetTableACLCommand)(nil),          // 19: tablestore.v1.SetTableACLCommand
+	(*SetServicePropertiesCommand)(nil), // 20: tablestore.v1.SetServicePropertiesCommand
+	(*MasterSnapshot)(nil),              // 21: tablestore.v1.MasterSnapshot
+	nil,                                 // 22: tablestore.v1.PartitionMap.LeadersEntry
 }
 var file_tablestore_v1_data_proto_depIdxs = []int32{
 	3,  // 0: tablestore.v1.RangeDescriptor.replicas:type_name -> tablestore.v1.Replica
-	7,  // 1: tablestore.v1.RangeStatus.load:type_name -> tablestore.v1.RangeLoad
-	4,  // 2: tablestore.v1.RangeStatus.range:type_name -> tablestore.v1.RangeDescriptor
-	5,  // 3: tablestore.v1.PartitionMap.tables:type_name -> tablestore.v1.Table
-	4,  // 4: tablestore.v1.PartitionMap.ranges:type_name -> tablestore.v1.RangeDescriptor
-	6,  // 5: tablestore.v1.PartitionMap.servers:type_name -> tablestore.v1.ServerInfo
-	19, // 6: tablestore.v1.PartitionMap.leaders:type_name -> tablestore.v1.PartitionMap.LeadersEntry
-	0,  // 7: tablestore.v1.EntityOp.kind:type_name -> tablestore.v1.OpKind
-	1,  // 8: tablestore.v1.Command.kind:type_name -> tablestore.v1.CommandKind
-	10, // 9: tablestore.v1.WriteCommand.ops:type_name -> tablestore.v1.EntityOp
-	4,  // 10: tablestore.v1.RangeState.range:type_name -> tablestore.v1.RangeDescriptor
-	2,  // 11: tablestore.v1.MasterCommand.kind:type_name -> tablestore.v1.MasterCommandKind
-	6,  // 12: tablestore.v1.RegisterServerCommand.server:type_name -> tablestore.v1.ServerInfo
-	3,  // 13: tablestore.v1.CreateTableCommand.replicas:type_name -> tablestore.v1.Replica
-	5,  // 14: tablestore.v1.MasterSnapshot.tables:type_name -> tablestore.v1.Table
-	4,  // 15: tablestore.v1.MasterSnapshot.ranges:type_name -> tablestore.v1.RangeDescriptor
-	6,  // 16: tablestore.v1.MasterSnapshot.servers:type_name -> tablestore.v1.ServerInfo
-	17, // [17:17] is the sub-list for method output_type
-	17, // [17:17] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	6,  // 1: tablestore.v1.Table.acl:type_name -> tablestore.v1.SignedIdentifier
+	8,  // 2: tablestore.v1.RangeStatus.load:type_name -> tablestore.v1.RangeLoad
+	4,  // 3: tablestore.v1.RangeStatus.range:type_name -> tablestore.v1.RangeDescriptor
+	5,  // 4: tablestore.v1.PartitionMap.tables:type_name -> tablestore.v1.Table
+	4,  // 5: tablestore.v1.PartitionMap.ranges:type_name -> tablestore.v1.RangeDescriptor
+	7,  // 6: tablestore.v1.PartitionMap.servers:type_name -> tablestore.v1.ServerInfo
+	22, // 7: tablestore.v1.PartitionMap.leaders:type_name -> tablestore.v1.PartitionMap.LeadersEntry
+	0,  // 8: tablestore.v1.EntityOp.kind:type_name -> tablestore.v1.OpKind
+	1,  // 9: tablestore.v1.Command.kind:type_name -> tablestore.v1.CommandKind
+	11, // 10: tablestore.v1.WriteCommand.ops:type_name -> tablestore.v1.EntityOp
+	4,  // 11: tablestore.v1.RangeState.range:type_name -> tablestore.v1.RangeDescriptor
+	2,  // 12: tablestore.v1.MasterCommand.kind:type_name -> tablestore.v1.MasterCommandKind
+	7,  // 13: tablestore.v1.RegisterServerCommand.server:type_name -> tablestore.v1.ServerInfo
+	3,  // 14: tablestore.v1.CreateTableCommand.replicas:type_name -> tablestore.v1.Replica
+	6,  // 15: tablestore.v1.SetTableACLCommand.acl:type_name -> tablestore.v1.SignedIdentifier
+	5,  // 16: tablestore.v1.MasterSnapshot.tables:type_name -> tablestore.v1.Table
+	4,  // 17: tablestore.v1.MasterSnapshot.ranges:type_name -> tablestore.v1.RangeDescriptor
+	7,  // 18: tablestore.v1.MasterSnapshot.servers:type_name -> tablestore.v1.ServerInfo
+	19, // [19:19] is the sub-list for method output_type
+	19, // [19:19] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_tablestore_v1_data_proto_init() }
@@ -1433,7 +1666,7 @@ func file_tablestore_v1_data_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tablestore_v1_data_proto_rawDesc), len(file_tablestore_v1_data_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   17,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -398,6 +398,174 @@ func (x *HeartbeatResponse) GetNextTableId() uint64 {
 	return 0
 }
 
+type SetTableACLRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Acl           []*SignedIdentifier    `protobuf:"bytes,2,rep,name=acl,proto3" json:"acl,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetTableACLRequest) Reset() {
+	*x = SetTableACLRequest{}
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetTableACLRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetTableACLRequest) ProtoMessage() {}
+
+func (x *SetTableACLRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetTableACLRequest.ProtoReflect.Descriptor instead.
+func (*SetTableACLRequest) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *SetTableACLRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SetTableACLRequest) GetAcl() []*SignedIdentifier {
+	if x != nil {
+		return x.Acl
+	}
+	return nil
+}
+
+type SetTableACLResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetTableACLResponse) Reset() {
+	*x = SetTableACLResponse{}
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetTableACLResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetTableACLResponse) ProtoMessage() {}
+
+func (x *SetTableACLResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetTableACLResponse.ProtoReflect.Descriptor instead.
+func (*SetTableACLResponse) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{9}
+}
+
+type SetServicePropertiesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Properties    []byte                 `protobuf:"bytes,1,opt,name=properties,proto3" json:"properties,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetServicePropertiesRequest) Reset() {
+	*x = SetServicePropertiesRequest{}
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetServicePropertiesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetServicePropertiesRequest) ProtoMessage() {}
+
+func (x *SetServicePropertiesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetServicePropertiesRequest.ProtoReflect.Descriptor instead.
+func (*SetServicePropertiesRequest) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *SetServicePropertiesRequest) GetProperties() []byte {
+	if x != nil {
+		return x.Properties
+	}
+	return nil
+}
+
+type SetServicePropertiesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetServicePropertiesResponse) Reset() {
+	*x = SetServicePropertiesResponse{}
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetServicePropertiesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetServicePropertiesResponse) ProtoMessage() {}
+
+func (x *SetServicePropertiesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetServicePropertiesResponse.ProtoReflect.Descriptor instead.
+func (*SetServicePropertiesResponse) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{11}
+}
+
 var File_tablestore_v1_master_service_proto protoreflect.FileDescriptor
 
 const file_tablestore_v1_master_service_proto_rawDesc = "" +
@@ -424,12 +592,23 @@ const file_tablestore_v1_master_service_proto_rawDesc = "" +
 	"\rnext_table_id\x18\x04 \x01(\x04R\vnextTableId\x1a<\n" +
 	"\x0eRaftAddrsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x012\xbf\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"[\n" +
+	"\x12SetTableACLRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x121\n" +
+	"\x03acl\x18\x02 \x03(\v2\x1f.tablestore.v1.SignedIdentifierR\x03acl\"\x15\n" +
+	"\x13SetTableACLResponse\"=\n" +
+	"\x1bSetServicePropertiesRequest\x12\x1e\n" +
+	"\n" +
+	"properties\x18\x01 \x01(\fR\n" +
+	"properties\"\x1e\n" +
+	"\x1cSetServicePropertiesResponse2\x86\x05\n" +
 	"\rMasterService\x12T\n" +
 	"\vCreateTable\x12!.tablestore.v1.CreateTableRequest\x1a\".tablestore.v1.CreateTableResponse\x12T\n" +
 	"\vDeleteTable\x12!.tablestore.v1.DeleteTableRequest\x1a\".tablestore.v1.DeleteTableResponse\x12U\n" +
 	"\x0fGetPartitionMap\x12%.tablestore.v1.GetPartitionMapRequest\x1a\x1b.tablestore.v1.PartitionMap\x12[\n" +
-	"\x11WatchPartitionMap\x12'.tablestore.v1.WatchPartitionMapRequest\x1a\x1b.tablestore.v1.PartitionMap0\x01\x12N\n" +
+	"\x11WatchPartitionMap\x12'.tablestore.v1.WatchPartitionMapRequest\x1a\x1b.tablestore.v1.PartitionMap0\x01\x12T\n" +
+	"\vSetTableACL\x12!.tablestore.v1.SetTableACLRequest\x1a\".tablestore.v1.SetTableACLResponse\x12o\n" +
+	"\x14SetServiceProperties\x12*.tablestore.v1.SetServicePropertiesRequest\x1a+.tablestore.v1.SetServicePropertiesResponse\x12N\n" +
 	"\tHeartbeat\x12\x1f.tablestore.v1.HeartbeatRequest\x1a .tablestore.v1.HeartbeatResponseB\x1fZ\x1dtablestore/proto/tablestorepbb\x06proto3"
 
 var (
@@ -444,44 +623,54 @@ func file_tablestore_v1_master_service_proto_rawDescGZIP() []byte {
 	return file_tablestore_v1_master_service_proto_rawDescData
 }
 
-var file_tablestore_v1_master_service_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_tablestore_v1_master_service_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_tablestore_v1_master_service_proto_goTypes = []any{
-	(*CreateTableRequest)(nil),       // 0: tablestore.v1.CreateTableRequest
-	(*CreateTableResponse)(nil),      // 1: tablestore.v1.CreateTableResponse
-	(*DeleteTableRequest)(nil),       // 2: tablestore.v1.DeleteTableRequest
-	(*DeleteTableResponse)(nil),      // 3: tablestore.v1.DeleteTableResponse
-	(*GetPartitionMapRequest)(nil),   // 4: tablestore.v1.GetPartitionMapRequest
-	(*WatchPartitionMapRequest)(nil), // 5: tablestore.v1.WatchPartitionMapRequest
-	(*HeartbeatRequest)(nil),         // 6: tablestore.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),        // 7: tablestore.v1.HeartbeatResponse
-	nil,                              // 8: tablestore.v1.HeartbeatResponse.RaftAddrsEntry
-	(*Table)(nil),                    // 9: tablestore.v1.Table
-	(*ServerInfo)(nil),               // 10: tablestore.v1.ServerInfo
-	(*RangeStatus)(nil),              // 11: tablestore.v1.RangeStatus
-	(*RangeDescriptor)(nil),          // 12: tablestore.v1.RangeDescriptor
-	(*PartitionMap)(nil),             // 13: tablestore.v1.PartitionMap
+	(*CreateTableRequest)(nil),           // 0: tablestore.v1.CreateTableRequest
+	(*CreateTableResponse)(nil),          // 1: tablestore.v1.CreateTableResponse
+	(*DeleteTableRequest)(nil),           // 2: tablestore.v1.DeleteTableRequest
+	(*DeleteTableResponse)(nil),          // 3: tablestore.v1.DeleteTableResponse
+	(*GetPartitionMapRequest)(nil),       // 4: tablestore.v1.GetPartitionMapRequest
+	(*WatchPartitionMapRequest)(nil),     // 5: tablestore.v1.WatchPartitionMapRequest
+	(*HeartbeatRequest)(nil),             // 6: tablestore.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),            // 7: tablestore.v1.HeartbeatResponse
+	(*SetTableACLRequest)(nil),           // 8: tablestore.v1.SetTableACLRequest
+	(*SetTableACLResponse)(nil),          // 9: tablestore.v1.SetTableACLResponse
+	(*SetServicePropertiesRequest)(nil),  // 10: tablestore.v1.SetServicePropertiesRequest
+	(*SetServicePropertiesResponse)(nil), // 11: tablestore.v1.SetServicePropertiesResponse
+	nil,                                  // 12: tablestore.v1.HeartbeatResponse.RaftAddrsEntry
+	(*Table)(nil),                        // 13: tablestore.v1.Table
+	(*ServerInfo)(nil),                   // 14: tablestore.v1.ServerInfo
+	(*RangeStatus)(nil),                  // 15: tablestore.v1.RangeStatus
+	(*RangeDescriptor)(nil),              // 16: tablestore.v1.RangeDescriptor
+	(*SignedIdentifier)(nil),             // 17: tablestore.v1.SignedIdentifier
+	(*PartitionMap)(nil),                 // 18: tablestore.v1.PartitionMap
 }
 var file_tablestore_v1_master_service_proto_depIdxs = []int32{
-	9,  // 0: tablestore.v1.CreateTableResponse.table:type_name -> tablestore.v1.Table
-	10, // 1: tablestore.v1.HeartbeatRequest.server:type_name -> tablestore.v1.ServerInfo
-	11, // 2: tablestore.v1.HeartbeatRequest.ranges:type_name -> tablestore.v1.RangeStatus
-	12, // 3: tablestore.v1.HeartbeatResponse.assigned:type_name -> tablestore.v1.RangeDescriptor
-	8,  // 4: tablestore.v1.HeartbeatResponse.raft_addrs:type_name -> tablestore.v1.HeartbeatResponse.RaftAddrsEntry
-	0,  // 5: tablestore.v1.MasterService.CreateTable:input_type -> tablestore.v1.CreateTableRequest
-	2,  // 6: tablestore.v1.MasterService.DeleteTable:input_type -> tablestore.v1.DeleteTableRequest
-	4,  // 7: tablestore.v1.MasterService.GetPartitionMap:input_type -> tablestore.v1.GetPartitionMapRequest
-	5,  // 8: tablestore.v1.MasterService.WatchPartitionMap:input_type -> tablestore.v1.WatchPartitionMapRequest
-	6,  // 9: tablestore.v1.MasterService.Heartbeat:input_type -> tablestore.v1.HeartbeatRequest
-	1,  // 10: tablestore.v1.MasterService.CreateTable:output_type -> tablestore.v1.CreateTableResponse
-	3,  // 11: tablestore.v1.MasterService.DeleteTable:output_type -> tablestore.v1.DeleteTableResponse
-	13, // 12: tablestore.v1.MasterService.GetPartitionMap:output_type -> tablestore.v1.PartitionMap
-	13, // 13: tablestore.v1.MasterService.WatchPartitionMap:output_type -> tablestore.v1.PartitionMap
-	7,  // 14: tablestore.v1.MasterService.Heartbeat:output_type -> tablestore.v1.HeartbeatResponse
-	10, // [10:15] is the sub-list for method output_type
-	5,  // [5:10] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	13, // 0: tablestore.v1.CreateTableResponse.table:type_name -> tablestore.v1.Table
+	14, // 1: tablestore.v1.HeartbeatRequest.server:type_name -> tablestore.v1.ServerInfo
+	15, // 2: tablestore.v1.HeartbeatRequest.ranges:type_name -> tablestore.v1.RangeStatus
+	16, // 3: tablestore.v1.HeartbeatResponse.assigned:type_name -> tablestore.v1.RangeDescriptor
+	12, // 4: tablestore.v1.HeartbeatResponse.raft_addrs:type_name -> tablestore.v1.HeartbeatResponse.RaftAddrsEntry
+	17, // 5: tablestore.v1.SetTableACLRequest.acl:type_name -> tablestore.v1.SignedIdentifier
+	0,  // 6: tablestore.v1.MasterService.CreateTable:input_type -> tablestore.v1.CreateTableRequest
+	2,  // 7: tablestore.v1.MasterService.DeleteTable:input_type -> tablestore.v1.DeleteTableRequest
+	4,  // 8: tablestore.v1.MasterService.GetPartitionMap:input_type -> tablestore.v1.GetPartitionMapRequest
+	5,  // 9: tablestore.v1.MasterService.WatchPartitionMap:input_type -> tablestore.v1.WatchPartitionMapRequest
+	8,  // 10: tablestore.v1.MasterService.SetTableACL:input_type -> tablestore.v1.SetTableACLRequest
+	10, // 11: tablestore.v1.MasterService.SetServiceProperties:input_type -> tablestore.v1.SetServicePropertiesRequest
+	6,  // 12: tablestore.v1.MasterService.Heartbeat:input_type -> tablestore.v1.HeartbeatRequest
+	1,  // 13: tablestore.v1.MasterService.CreateTable:output_type -> tablestore.v1.CreateTableResponse
+	3,  // 14: tablestore.v1.MasterService.DeleteTable:output_type -> tablestore.v1.DeleteTableResponse
+	18, // 15: tablestore.v1.MasterService.GetPartitionMap:output_type -> tablestore.v1.PartitionMap
+	18, // 16: tablestore.v1.MasterService.WatchPartitionMap:output_type -> tablestore.v1.PartitionMap
+	9,  // 17: tablestore.v1.MasterService.SetTableACL:output_type -> tablestore.v1.SetTableACLResponse
+	11, // 18: tablestore.v1.MasterService.SetServiceProperties:output_type -> tablestore.v1.SetServicePropertiesResponse
+	7,  // 19: tablestore.v1.MasterService.Heartbeat:output_type -> tablestore.v1.HeartbeatResponse
+	13, // [13:20] is the sub-list for method output_type
+	6,  // [6:13] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_tablestore_v1_master_service_proto_init() }
@@ -496,7 +685,7 @@ func file_tablestore_v1_master_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tablestore_v1_master_service_proto_rawDesc), len(file_tablestore_v1_master_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -22,11 +22,13 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	MasterService_CreateTable_FullMethodName       = "/tablestore.v1.MasterService/CreateTable"
-	MasterService_DeleteTable_FullMethodName       = "/tablestore.v1.MasterService/DeleteTable"
-	MasterService_GetPartitionMap_FullMethodName   = "/tablestore.v1.MasterService/GetPartitionMap"
-	MasterService_WatchPartitionMap_FullMethodName = "/tablestore.v1.MasterService/WatchPartitionMap"
-	MasterService_Heartbeat_FullMethodName         = "/tablestore.v1.MasterService/Heartbeat"
+	MasterService_CreateTable_FullMethodName          = "/tablestore.v1.MasterService/CreateTable"
+	MasterService_DeleteTable_FullMethodName          = "/tablestore.v1.MasterService/DeleteTable"
+	MasterService_GetPartitionMap_FullMethodName      = "/tablestore.v1.MasterService/GetPartitionMap"
+	MasterService_WatchPartitionMap_FullMethodName    = "/tablestore.v1.MasterService/WatchPartitionMap"
+	MasterService_SetTableACL_FullMethodName          = "/tablestore.v1.MasterService/SetTableACL"
+	MasterService_SetServiceProperties_FullMethodName = "/tablestore.v1.MasterService/SetServiceProperties"
+	MasterService_Heartbeat_FullMethodName            = "/tablestore.v1.MasterService/Heartbeat"
 )
 
 // MasterServiceClient is the client API for MasterService service.
@@ -40,6 +42,10 @@ type MasterServiceClient interface {
 	// WatchPartitionMap streams the map each time it changes, starting with
 	// the current one.
 	WatchPartitionMap(ctx context.Context, in *WatchPartitionMapRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[PartitionMap], error)
+	// SetTableACL replaces a table's stored access policies.
+	SetTableACL(ctx context.Context, in *SetTableACLRequest, opts ...grpc.CallOption) (*SetTableACLResponse, error)
+	// SetServiceProperties replaces the table service properties.
+	SetServiceProperties(ctx context.Context, in *SetServicePropertiesRequest, opts ...grpc.CallOption) (*SetServicePropertiesResponse, error)
 	// Heartbeat registers a partition server and reports its replicas.
 	Heartbeat(ctx context.Context, in *HeartbeatRequest, opts ...grpc.CallOption) (*HeartbeatResponse, error)
 }
@@ -101,6 +107,26 @@ func (c *masterServiceClient) WatchPartitionMap(ctx context.Context, in *WatchPa
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type MasterService_WatchPartitionMapClient = grpc.ServerStreamingClient[PartitionMap]
 
+func (c *masterServiceClient) SetTableACL(ctx context.Context, in *SetTableACLRequest, opts ...grpc.CallOption) (*SetTableACLResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetTableACLResponse)
+	err := c.cc.Invoke(ctx, MasterService_SetTableACL_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *masterServiceClient) SetServiceProperties(ctx context.Context, in *SetServicePropertiesRequest, opts ...grpc.CallOption) (*SetServicePropertiesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetServicePropertiesResponse)
+	err := c.cc.Invoke(ctx, MasterService_SetServiceProperties_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *masterServiceClient) Heartbeat(ctx context.Context, in *HeartbeatRequest, opts ...grpc.CallOption) (*HeartbeatResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(HeartbeatResponse)
@@ -122,6 +148,10 @@ type MasterServiceServer interface {
 	// WatchPartitionMap streams the map each time it changes, starting with
 	// the current one.
 	WatchPartitionMap(*WatchPartitionMapRequest, grpc.ServerStreamingServer[PartitionMap]) error
+	// SetTableACL replaces a table's stored access policies.
+	SetTableACL(context.Context, *SetTableACLRequest) (*SetTableACLResponse, error)
+	// SetServiceProperties replaces the table service properties.
+	SetServiceProperties(context.Context, *SetServicePropertiesRequest) (*SetServicePropertiesResponse, error)
 	// Heartbeat registers a partition server and reports its replicas.
 	Heartbeat(context.Context, *HeartbeatRequest) (*HeartbeatResponse, error)
 	mustEmbedUnimplementedMasterServiceServer()
@@ -145,6 +175,12 @@ func (UnimplementedMasterServiceServer) GetPartitionMap(context.Context, *GetPar
 }
 func (UnimplementedMasterServiceServer) WatchPartitionMap(*WatchPartitionMapRequest, grpc.ServerStreamingServer[PartitionMap]) error {
 	return status.Errorf(codes.Unimplemented, "method WatchPartitionMap not implemented")
+}
+func (UnimplementedMasterServiceServer) SetTableACL(context.Context, *SetTableACLRequest) (*SetTableACLResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method SetTableACL not implemented")
+}
+func (UnimplementedMasterServiceServer) SetServiceProperties(context.Context, *SetServicePropertiesRequest) (*SetServicePropertiesResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method SetServiceProperties not implemented")
 }
 func (UnimplementedMasterServiceServer) Heartbeat(context.Context, *HeartbeatRequest) (*HeartbeatResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Heartbeat not implemented")
@@ -235,6 +271,42 @@ func _MasterService_WatchPartitionMap_Handler(srv interface{}, stream grpc.Serve
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type MasterService_WatchPartitionMapServer = grpc.ServerStreamingServer[PartitionMap]
 
+func _MasterService_SetTableACL_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetTableACLRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServiceServer).SetTableACL(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MasterService_SetTableACL_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServiceServer).SetTableACL(ctx, req.(*SetTableACLRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MasterService_SetServiceProperties_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetServicePropertiesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServiceServer).SetServiceProperties(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MasterService_SetServiceProperties_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServiceServer).SetServiceProperties(ctx, req.(*SetServicePropertiesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _MasterService_Heartbeat_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(HeartbeatRequest)
 	if err := dec(in); err != nil {
@@ -271,6 +343,14 @@ var MasterService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetPartitionMap",
 			Handler:    _MasterService_GetPartitionMap_Handler,
+		},
+		{
+			MethodName: "SetTableACL",
+			Handler:    _MasterService_SetTableACL_Handler,
+		},
+		{
+			MethodName: "SetServiceProperties",
+			Handler:    _MasterService_SetServiceProperties_Handler,
 		},
 		{
 			MethodName: "Heartbeat",
