@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,6 +33,7 @@ func main() {
 	duration := flag.Duration("duration", 10*time.Second, "length of each scenario")
 	size := flag.Int("entity-size", 1024, "approximate entity size in bytes")
 	partitions := flag.Int("partitions", 256, "partitions of the spread-insert scenario")
+	idle := flag.Int("idle-conns", 0, "idle HTTP connections kept per host; 0 keeps the SDK default transport (10 per host, so 32 workers keep dialing)")
 	only := flag.String("scenarios", "insert-one-partition,insert-many-partitions,point-read", "scenarios to run")
 	flag.Parse()
 
@@ -46,6 +48,11 @@ func main() {
 	}
 	opts := &aztables.ClientOptions{}
 	opts.Retry = policy.RetryOptions{MaxRetries: -1}
+	if *idle > 0 {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConns, tr.MaxIdleConnsPerHost = *idle, *idle
+		opts.Transport = &http.Client{Transport: tr}
+	}
 	sc, err := aztables.NewServiceClientFromConnectionString(*conn, opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)

@@ -23,6 +23,80 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// EventKind is what an event records.
+type EventKind int32
+
+const (
+	EventKind_EVENT_KIND_UNSPECIFIED     EventKind = 0
+	EventKind_EVENT_KIND_SPLIT           EventKind = 1
+	EventKind_EVENT_KIND_MERGE           EventKind = 2
+	EventKind_EVENT_KIND_MOVE            EventKind = 3
+	EventKind_EVENT_KIND_LEADER_TRANSFER EventKind = 4
+	EventKind_EVENT_KIND_THROTTLE        EventKind = 5
+	EventKind_EVENT_KIND_SERVER_DOWN     EventKind = 6
+	EventKind_EVENT_KIND_SERVER_UP       EventKind = 7
+	EventKind_EVENT_KIND_RE_REPLICATE    EventKind = 8
+	EventKind_EVENT_KIND_TABLE_CREATED   EventKind = 9
+	EventKind_EVENT_KIND_TABLE_DELETED   EventKind = 10
+)
+
+// Enum value maps for EventKind.
+var (
+	EventKind_name = map[int32]string{
+		0:  "EVENT_KIND_UNSPECIFIED",
+		1:  "EVENT_KIND_SPLIT",
+		2:  "EVENT_KIND_MERGE",
+		3:  "EVENT_KIND_MOVE",
+		4:  "EVENT_KIND_LEADER_TRANSFER",
+		5:  "EVENT_KIND_THROTTLE",
+		6:  "EVENT_KIND_SERVER_DOWN",
+		7:  "EVENT_KIND_SERVER_UP",
+		8:  "EVENT_KIND_RE_REPLICATE",
+		9:  "EVENT_KIND_TABLE_CREATED",
+		10: "EVENT_KIND_TABLE_DELETED",
+	}
+	EventKind_value = map[string]int32{
+		"EVENT_KIND_UNSPECIFIED":     0,
+		"EVENT_KIND_SPLIT":           1,
+		"EVENT_KIND_MERGE":           2,
+		"EVENT_KIND_MOVE":            3,
+		"EVENT_KIND_LEADER_TRANSFER": 4,
+		"EVENT_KIND_THROTTLE":        5,
+		"EVENT_KIND_SERVER_DOWN":     6,
+		"EVENT_KIND_SERVER_UP":       7,
+		"EVENT_KIND_RE_REPLICATE":    8,
+		"EVENT_KIND_TABLE_CREATED":   9,
+		"EVENT_KIND_TABLE_DELETED":   10,
+	}
+)
+
+func (x EventKind) Enum() *EventKind {
+	p := new(EventKind)
+	*p = x
+	return p
+}
+
+func (x EventKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (EventKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_tablestore_v1_data_proto_enumTypes[0].Descriptor()
+}
+
+func (EventKind) Type() protoreflect.EnumType {
+	return &file_tablestore_v1_data_proto_enumTypes[0]
+}
+
+func (x EventKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use EventKind.Descriptor instead.
+func (EventKind) EnumDescriptor() ([]byte, []int) {
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{0}
+}
+
 // OpKind is the kind of one entity operation.
 type OpKind int32
 
@@ -69,11 +143,11 @@ func (x OpKind) String() string {
 }
 
 func (OpKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_tablestore_v1_data_proto_enumTypes[0].Descriptor()
+	return file_tablestore_v1_data_proto_enumTypes[1].Descriptor()
 }
 
 func (OpKind) Type() protoreflect.EnumType {
-	return &file_tablestore_v1_data_proto_enumTypes[0]
+	return &file_tablestore_v1_data_proto_enumTypes[1]
 }
 
 func (x OpKind) Number() protoreflect.EnumNumber {
@@ -82,15 +156,19 @@ func (x OpKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use OpKind.Descriptor instead.
 func (OpKind) EnumDescriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{0}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{1}
 }
 
 // CommandKind selects the handler of a range state-machine command.
 type CommandKind int32
 
 const (
-	CommandKind_COMMAND_KIND_UNSPECIFIED CommandKind = 0
-	CommandKind_COMMAND_KIND_WRITE       CommandKind = 1
+	CommandKind_COMMAND_KIND_UNSPECIFIED  CommandKind = 0
+	CommandKind_COMMAND_KIND_WRITE        CommandKind = 1
+	CommandKind_COMMAND_KIND_SPLIT        CommandKind = 2
+	CommandKind_COMMAND_KIND_FREEZE       CommandKind = 3
+	CommandKind_COMMAND_KIND_ABSORB       CommandKind = 4
+	CommandKind_COMMAND_KIND_SET_REPLICAS CommandKind = 5
 )
 
 // Enum value maps for CommandKind.
@@ -98,10 +176,18 @@ var (
 	CommandKind_name = map[int32]string{
 		0: "COMMAND_KIND_UNSPECIFIED",
 		1: "COMMAND_KIND_WRITE",
+		2: "COMMAND_KIND_SPLIT",
+		3: "COMMAND_KIND_FREEZE",
+		4: "COMMAND_KIND_ABSORB",
+		5: "COMMAND_KIND_SET_REPLICAS",
 	}
 	CommandKind_value = map[string]int32{
-		"COMMAND_KIND_UNSPECIFIED": 0,
-		"COMMAND_KIND_WRITE":       1,
+		"COMMAND_KIND_UNSPECIFIED":  0,
+		"COMMAND_KIND_WRITE":        1,
+		"COMMAND_KIND_SPLIT":        2,
+		"COMMAND_KIND_FREEZE":       3,
+		"COMMAND_KIND_ABSORB":       4,
+		"COMMAND_KIND_SET_REPLICAS": 5,
 	}
 )
 
@@ -116,11 +202,11 @@ func (x CommandKind) String() string {
 }
 
 func (CommandKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_tablestore_v1_data_proto_enumTypes[1].Descriptor()
+	return file_tablestore_v1_data_proto_enumTypes[2].Descriptor()
 }
 
 func (CommandKind) Type() protoreflect.EnumType {
-	return &file_tablestore_v1_data_proto_enumTypes[1]
+	return &file_tablestore_v1_data_proto_enumTypes[2]
 }
 
 func (x CommandKind) Number() protoreflect.EnumNumber {
@@ -129,7 +215,7 @@ func (x CommandKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use CommandKind.Descriptor instead.
 func (CommandKind) EnumDescriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{1}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{2}
 }
 
 // MasterCommandKind selects the handler of a master state-machine command.
@@ -142,6 +228,10 @@ const (
 	MasterCommandKind_MASTER_COMMAND_KIND_DELETE_TABLE           MasterCommandKind = 3
 	MasterCommandKind_MASTER_COMMAND_KIND_SET_TABLE_ACL          MasterCommandKind = 4
 	MasterCommandKind_MASTER_COMMAND_KIND_SET_SERVICE_PROPERTIES MasterCommandKind = 5
+	MasterCommandKind_MASTER_COMMAND_KIND_UPDATE_RANGES          MasterCommandKind = 6
+	MasterCommandKind_MASTER_COMMAND_KIND_ALLOCATE_RANGE_ID      MasterCommandKind = 7
+	MasterCommandKind_MASTER_COMMAND_KIND_APPEND_EVENT           MasterCommandKind = 8
+	MasterCommandKind_MASTER_COMMAND_KIND_REMOVE_RANGE           MasterCommandKind = 9
 )
 
 // Enum value maps for MasterCommandKind.
@@ -153,6 +243,10 @@ var (
 		3: "MASTER_COMMAND_KIND_DELETE_TABLE",
 		4: "MASTER_COMMAND_KIND_SET_TABLE_ACL",
 		5: "MASTER_COMMAND_KIND_SET_SERVICE_PROPERTIES",
+		6: "MASTER_COMMAND_KIND_UPDATE_RANGES",
+		7: "MASTER_COMMAND_KIND_ALLOCATE_RANGE_ID",
+		8: "MASTER_COMMAND_KIND_APPEND_EVENT",
+		9: "MASTER_COMMAND_KIND_REMOVE_RANGE",
 	}
 	MasterCommandKind_value = map[string]int32{
 		"MASTER_COMMAND_KIND_UNSPECIFIED":            0,
@@ -161,6 +255,10 @@ var (
 		"MASTER_COMMAND_KIND_DELETE_TABLE":           3,
 		"MASTER_COMMAND_KIND_SET_TABLE_ACL":          4,
 		"MASTER_COMMAND_KIND_SET_SERVICE_PROPERTIES": 5,
+		"MASTER_COMMAND_KIND_UPDATE_RANGES":          6,
+		"MASTER_COMMAND_KIND_ALLOCATE_RANGE_ID":      7,
+		"MASTER_COMMAND_KIND_APPEND_EVENT":           8,
+		"MASTER_COMMAND_KIND_REMOVE_RANGE":           9,
 	}
 )
 
@@ -175,11 +273,11 @@ func (x MasterCommandKind) String() string {
 }
 
 func (MasterCommandKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_tablestore_v1_data_proto_enumTypes[2].Descriptor()
+	return file_tablestore_v1_data_proto_enumTypes[3].Descriptor()
 }
 
 func (MasterCommandKind) Type() protoreflect.EnumType {
-	return &file_tablestore_v1_data_proto_enumTypes[2]
+	return &file_tablestore_v1_data_proto_enumTypes[3]
 }
 
 func (x MasterCommandKind) Number() protoreflect.EnumNumber {
@@ -188,7 +286,7 @@ func (x MasterCommandKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use MasterCommandKind.Descriptor instead.
 func (MasterCommandKind) EnumDescriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{2}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{3}
 }
 
 // Replica names one member of a range's Raft group.
@@ -565,8 +663,16 @@ type RangeLoad struct {
 	EntitiesPerSec float64                `protobuf:"fixed64,3,opt,name=entities_per_sec,json=entitiesPerSec,proto3" json:"entities_per_sec,omitempty"`
 	EntityCount    uint64                 `protobuf:"varint,4,opt,name=entity_count,json=entityCount,proto3" json:"entity_count,omitempty"`
 	Bytes          uint64                 `protobuf:"varint,5,opt,name=bytes,proto3" json:"bytes,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The busiest PartitionKeys of the last window with their entities/s
+	// (a load-weighted sample: enough to pick a split key that halves the
+	// load, and to tell one hot key from a hot range).
+	HotKeys []*KeyLoad `protobuf:"bytes,6,rep,name=hot_keys,json=hotKeys,proto3" json:"hot_keys,omitempty"`
+	// Distinct PartitionKeys touched in the last window.
+	DistinctKeys uint32 `protobuf:"varint,7,opt,name=distinct_keys,json=distinctKeys,proto3" json:"distinct_keys,omitempty"`
+	// Requests refused by the per-partition throttle, per second.
+	ThrottledPerSec float64 `protobuf:"fixed64,8,opt,name=throttled_per_sec,json=throttledPerSec,proto3" json:"throttled_per_sec,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *RangeLoad) Reset() {
@@ -634,6 +740,200 @@ func (x *RangeLoad) GetBytes() uint64 {
 	return 0
 }
 
+func (x *RangeLoad) GetHotKeys() []*KeyLoad {
+	if x != nil {
+		return x.HotKeys
+	}
+	return nil
+}
+
+func (x *RangeLoad) GetDistinctKeys() uint32 {
+	if x != nil {
+		return x.DistinctKeys
+	}
+	return 0
+}
+
+func (x *RangeLoad) GetThrottledPerSec() float64 {
+	if x != nil {
+		return x.ThrottledPerSec
+	}
+	return 0
+}
+
+// KeyLoad is the load on one PartitionKey.
+type KeyLoad struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	PartitionKey   string                 `protobuf:"bytes,1,opt,name=partition_key,json=partitionKey,proto3" json:"partition_key,omitempty"`
+	EntitiesPerSec float64                `protobuf:"fixed64,2,opt,name=entities_per_sec,json=entitiesPerSec,proto3" json:"entities_per_sec,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *KeyLoad) Reset() {
+	*x = KeyLoad{}
+	mi := &file_tablestore_v1_data_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KeyLoad) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KeyLoad) ProtoMessage() {}
+
+func (x *KeyLoad) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_data_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KeyLoad.ProtoReflect.Descriptor instead.
+func (*KeyLoad) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *KeyLoad) GetPartitionKey() string {
+	if x != nil {
+		return x.PartitionKey
+	}
+	return ""
+}
+
+func (x *KeyLoad) GetEntitiesPerSec() float64 {
+	if x != nil {
+		return x.EntitiesPerSec
+	}
+	return 0
+}
+
+// Event is one entry of the master's event log.
+type Event struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Seq      uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	UnixNano int64                  `protobuf:"varint,2,opt,name=unix_nano,json=unixNano,proto3" json:"unix_nano,omitempty"`
+	Kind     EventKind              `protobuf:"varint,3,opt,name=kind,proto3,enum=tablestore.v1.EventKind" json:"kind,omitempty"`
+	Table    string                 `protobuf:"bytes,4,opt,name=table,proto3" json:"table,omitempty"`
+	RangeIds []uint64               `protobuf:"varint,5,rep,packed,name=range_ids,json=rangeIds,proto3" json:"range_ids,omitempty"`
+	Servers  []string               `protobuf:"bytes,6,rep,name=servers,proto3" json:"servers,omitempty"`
+	// Why: the figures that triggered the decision (e.g. entities_per_sec).
+	Figures map[string]float64 `protobuf:"bytes,7,rep,name=figures,proto3" json:"figures,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`
+	Message string             `protobuf:"bytes,8,opt,name=message,proto3" json:"message,omitempty"`
+	// How long the operation took, when it is one.
+	DurationSeconds float64 `protobuf:"fixed64,9,opt,name=duration_seconds,json=durationSeconds,proto3" json:"duration_seconds,omitempty"`
+	// Who decided: "policy" or "operator".
+	Cause         string `protobuf:"bytes,10,opt,name=cause,proto3" json:"cause,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Event) Reset() {
+	*x = Event{}
+	mi := &file_tablestore_v1_data_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Event) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Event) ProtoMessage() {}
+
+func (x *Event) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_data_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Event.ProtoReflect.Descriptor instead.
+func (*Event) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *Event) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *Event) GetUnixNano() int64 {
+	if x != nil {
+		return x.UnixNano
+	}
+	return 0
+}
+
+func (x *Event) GetKind() EventKind {
+	if x != nil {
+		return x.Kind
+	}
+	return EventKind_EVENT_KIND_UNSPECIFIED
+}
+
+func (x *Event) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *Event) GetRangeIds() []uint64 {
+	if x != nil {
+		return x.RangeIds
+	}
+	return nil
+}
+
+func (x *Event) GetServers() []string {
+	if x != nil {
+		return x.Servers
+	}
+	return nil
+}
+
+func (x *Event) GetFigures() map[string]float64 {
+	if x != nil {
+		return x.Figures
+	}
+	return nil
+}
+
+func (x *Event) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *Event) GetDurationSeconds() float64 {
+	if x != nil {
+		return x.DurationSeconds
+	}
+	return 0
+}
+
+func (x *Event) GetCause() string {
+	if x != nil {
+		return x.Cause
+	}
+	return ""
+}
+
 // RangeStatus is what a partition server reports about one of its replicas.
 type RangeStatus struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -649,7 +949,7 @@ type RangeStatus struct {
 
 func (x *RangeStatus) Reset() {
 	*x = RangeStatus{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[6]
+	mi := &file_tablestore_v1_data_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -661,7 +961,7 @@ func (x *RangeStatus) String() string {
 func (*RangeStatus) ProtoMessage() {}
 
 func (x *RangeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[6]
+	mi := &file_tablestore_v1_data_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -674,7 +974,7 @@ func (x *RangeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeStatus.ProtoReflect.Descriptor instead.
 func (*RangeStatus) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{6}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RangeStatus) GetRangeId() uint64 {
@@ -731,13 +1031,15 @@ type PartitionMap struct {
 	// Table service properties (logging, metrics, CORS) as the XML document
 	// last set; empty means the defaults.
 	ServiceProperties []byte `protobuf:"bytes,6,opt,name=service_properties,json=serviceProperties,proto3" json:"service_properties,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// range_id -> last load reported by the range's leader.
+	Loads         map[uint64]*RangeLoad `protobuf:"bytes,7,rep,name=loads,proto3" json:"loads,omitempty" protobuf_key:"varint,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PartitionMap) Reset() {
 	*x = PartitionMap{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[7]
+	mi := &file_tablestore_v1_data_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -749,7 +1051,7 @@ func (x *PartitionMap) String() string {
 func (*PartitionMap) ProtoMessage() {}
 
 func (x *PartitionMap) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[7]
+	mi := &file_tablestore_v1_data_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -762,7 +1064,7 @@ func (x *PartitionMap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionMap.ProtoReflect.Descriptor instead.
 func (*PartitionMap) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{7}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PartitionMap) GetVersion() uint64 {
@@ -807,6 +1109,13 @@ func (x *PartitionMap) GetServiceProperties() []byte {
 	return nil
 }
 
+func (x *PartitionMap) GetLoads() map[uint64]*RangeLoad {
+	if x != nil {
+		return x.Loads
+	}
+	return nil
+}
+
 // EntityOp is one entity operation of a write. The entity is in the edm
 // binary encoding; its Timestamp is ignored (the state machine sets it).
 type EntityOp struct {
@@ -825,7 +1134,7 @@ type EntityOp struct {
 
 func (x *EntityOp) Reset() {
 	*x = EntityOp{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[8]
+	mi := &file_tablestore_v1_data_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -837,7 +1146,7 @@ func (x *EntityOp) String() string {
 func (*EntityOp) ProtoMessage() {}
 
 func (x *EntityOp) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[8]
+	mi := &file_tablestore_v1_data_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -850,7 +1159,7 @@ func (x *EntityOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EntityOp.ProtoReflect.Descriptor instead.
 func (*EntityOp) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{8}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *EntityOp) GetKind() OpKind {
@@ -906,7 +1215,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[9]
+	mi := &file_tablestore_v1_data_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -918,7 +1227,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[9]
+	mi := &file_tablestore_v1_data_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -931,7 +1240,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{9}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Command) GetKind() CommandKind {
@@ -959,7 +1268,7 @@ type WriteCommand struct {
 
 func (x *WriteCommand) Reset() {
 	*x = WriteCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[10]
+	mi := &file_tablestore_v1_data_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -971,7 +1280,7 @@ func (x *WriteCommand) String() string {
 func (*WriteCommand) ProtoMessage() {}
 
 func (x *WriteCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[10]
+	mi := &file_tablestore_v1_data_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -984,7 +1293,7 @@ func (x *WriteCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteCommand.ProtoReflect.Descriptor instead.
 func (*WriteCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{10}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *WriteCommand) GetProposedUnixNano() int64 {
@@ -1001,6 +1310,266 @@ func (x *WriteCommand) GetOps() []*EntityOp {
 	return nil
 }
 
+// SplitCommand shrinks the range to [start, split_key) and creates the
+// right-hand range [split_key, end) with the same replicas.
+type SplitCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SplitKey      string                 `protobuf:"bytes,1,opt,name=split_key,json=splitKey,proto3" json:"split_key,omitempty"`
+	NewRangeId    uint64                 `protobuf:"varint,2,opt,name=new_range_id,json=newRangeId,proto3" json:"new_range_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SplitCommand) Reset() {
+	*x = SplitCommand{}
+	mi := &file_tablestore_v1_data_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SplitCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SplitCommand) ProtoMessage() {}
+
+func (x *SplitCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_data_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SplitCommand.ProtoReflect.Descriptor instead.
+func (*SplitCommand) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *SplitCommand) GetSplitKey() string {
+	if x != nil {
+		return x.SplitKey
+	}
+	return ""
+}
+
+func (x *SplitCommand) GetNewRangeId() uint64 {
+	if x != nil {
+		return x.NewRangeId
+	}
+	return 0
+}
+
+// FreezeCommand stops writes to a range about to be merged into its left
+// neighbour.
+type FreezeCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Generation    uint64                 `protobuf:"varint,1,opt,name=generation,proto3" json:"generation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FreezeCommand) Reset() {
+	*x = FreezeCommand{}
+	mi := &file_tablestore_v1_data_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FreezeCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FreezeCommand) ProtoMessage() {}
+
+func (x *FreezeCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_data_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FreezeCommand.ProtoReflect.Descriptor instead.
+func (*FreezeCommand) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *FreezeCommand) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+// KV is one stored entity (encoded key, edm binary value).
+type KV struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Value         []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KV) Reset() {
+	*x = KV{}
+	mi := &file_tablestore_v1_data_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KV) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KV) ProtoMessage() {}
+
+func (x *KV) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_data_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KV.ProtoReflect.Descriptor instead.
+func (*KV) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *KV) GetKey() []byte {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *KV) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+// AbsorbCommand extends the left range over its frozen right neighbour,
+// carrying the neighbour's entities so every replica applies the same data.
+type AbsorbCommand struct {
+	state                      protoimpl.MessageState `protogen:"open.v1"`
+	Right                      *RangeDescriptor       `protobuf:"bytes,1,opt,name=right,proto3" json:"right,omitempty"`
+	Rows                       []*KV                  `protobuf:"bytes,2,rep,name=rows,proto3" json:"rows,omitempty"`
+	RightLastTimestampUnixNano int64                  `protobuf:"varint,3,opt,name=right_last_timestamp_unix_nano,json=rightLastTimestampUnixNano,proto3" json:"right_last_timestamp_unix_nano,omitempty"`
+	unknownFields              protoimpl.UnknownFields
+	sizeCache                  protoimpl.SizeCache
+}
+
+func (x *AbsorbCommand) Reset() {
+	*x = AbsorbCommand{}
+	mi := &file_tablestore_v1_data_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AbsorbCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AbsorbCommand) ProtoMessage() {}
+
+func (x *AbsorbCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_data_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AbsorbCommand.ProtoReflect.Descriptor instead.
+func (*AbsorbCommand) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *AbsorbCommand) GetRight() *RangeDescriptor {
+	if x != nil {
+		return x.Right
+	}
+	return nil
+}
+
+func (x *AbsorbCommand) GetRows() []*KV {
+	if x != nil {
+		return x.Rows
+	}
+	return nil
+}
+
+func (x *AbsorbCommand) GetRightLastTimestampUnixNano() int64 {
+	if x != nil {
+		return x.RightLastTimestampUnixNano
+	}
+	return 0
+}
+
+// SetReplicasCommand records a membership change in the descriptor.
+type SetReplicasCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Replicas      []*Replica             `protobuf:"bytes,1,rep,name=replicas,proto3" json:"replicas,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetReplicasCommand) Reset() {
+	*x = SetReplicasCommand{}
+	mi := &file_tablestore_v1_data_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetReplicasCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetReplicasCommand) ProtoMessage() {}
+
+func (x *SetReplicasCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_data_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetReplicasCommand.ProtoReflect.Descriptor instead.
+func (*SetReplicasCommand) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *SetReplicasCommand) GetReplicas() []*Replica {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
 // RangeState is what a partition server stores per range beside the data,
 // in the same bbolt transaction.
 type RangeState struct {
@@ -1010,13 +1579,22 @@ type RangeState struct {
 	LastTimestampUnixNano int64                  `protobuf:"varint,3,opt,name=last_timestamp_unix_nano,json=lastTimestampUnixNano,proto3" json:"last_timestamp_unix_nano,omitempty"`
 	EntityCount           uint64                 `protobuf:"varint,4,opt,name=entity_count,json=entityCount,proto3" json:"entity_count,omitempty"`
 	Bytes                 uint64                 `protobuf:"varint,5,opt,name=bytes,proto3" json:"bytes,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// Bootstrap the Raft group with the descriptor's replicas when it has no
+	// Raft state yet (initial replicas and right-hand sides of splits).
+	Bootstrap bool `protobuf:"varint,6,opt,name=bootstrap,proto3" json:"bootstrap,omitempty"`
+	// Frozen ranges refuse writes: they are being merged into their left
+	// neighbour.
+	Frozen bool `protobuf:"varint,7,opt,name=frozen,proto3" json:"frozen,omitempty"`
+	// The range's log does not hold all its data (it was created by a
+	// split): compact it into a snapshot before adding a voter.
+	NeedsCompaction bool `protobuf:"varint,8,opt,name=needs_compaction,json=needsCompaction,proto3" json:"needs_compaction,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *RangeState) Reset() {
 	*x = RangeState{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[11]
+	mi := &file_tablestore_v1_data_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1028,7 +1606,7 @@ func (x *RangeState) String() string {
 func (*RangeState) ProtoMessage() {}
 
 func (x *RangeState) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[11]
+	mi := &file_tablestore_v1_data_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1041,7 +1619,7 @@ func (x *RangeState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeState.ProtoReflect.Descriptor instead.
 func (*RangeState) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{11}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RangeState) GetRange() *RangeDescriptor {
@@ -1079,6 +1657,208 @@ func (x *RangeState) GetBytes() uint64 {
 	return 0
 }
 
+func (x *RangeState) GetBootstrap() bool {
+	if x != nil {
+		return x.Bootstrap
+	}
+	return false
+}
+
+func (x *RangeState) GetFrozen() bool {
+	if x != nil {
+		return x.Frozen
+	}
+	return false
+}
+
+func (x *RangeState) GetNeedsCompaction() bool {
+	if x != nil {
+		return x.NeedsCompaction
+	}
+	return false
+}
+
+// UpdateRangesCommand records descriptors that changed (split, merge,
+// move); a descriptor replaces the stored one only with a higher
+// generation.
+type UpdateRangesCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ranges        []*RangeDescriptor     `protobuf:"bytes,1,rep,name=ranges,proto3" json:"ranges,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateRangesCommand) Reset() {
+	*x = UpdateRangesCommand{}
+	mi := &file_tablestore_v1_data_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateRangesCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateRangesCommand) ProtoMessage() {}
+
+func (x *UpdateRangesCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_data_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateRangesCommand.ProtoReflect.Descriptor instead.
+func (*UpdateRangesCommand) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *UpdateRangesCommand) GetRanges() []*RangeDescriptor {
+	if x != nil {
+		return x.Ranges
+	}
+	return nil
+}
+
+type AllocateRangeIDCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AllocateRangeIDCommand) Reset() {
+	*x = AllocateRangeIDCommand{}
+	mi := &file_tablestore_v1_data_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AllocateRangeIDCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AllocateRangeIDCommand) ProtoMessage() {}
+
+func (x *AllocateRangeIDCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_data_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AllocateRangeIDCommand.ProtoReflect.Descriptor instead.
+func (*AllocateRangeIDCommand) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{20}
+}
+
+type AppendEventCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Event         *Event                 `protobuf:"bytes,1,opt,name=event,proto3" json:"event,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppendEventCommand) Reset() {
+	*x = AppendEventCommand{}
+	mi := &file_tablestore_v1_data_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendEventCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendEventCommand) ProtoMessage() {}
+
+func (x *AppendEventCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_data_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendEventCommand.ProtoReflect.Descriptor instead.
+func (*AppendEventCommand) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *AppendEventCommand) GetEvent() *Event {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+// RemoveRangeCommand drops a range retired by a merge.
+type RemoveRangeCommand struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	RangeId uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
+	// The left neighbour that absorbed it, at its new generation.
+	AbsorbedBy    *RangeDescriptor `protobuf:"bytes,2,opt,name=absorbed_by,json=absorbedBy,proto3" json:"absorbed_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveRangeCommand) Reset() {
+	*x = RemoveRangeCommand{}
+	mi := &file_tablestore_v1_data_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveRangeCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveRangeCommand) ProtoMessage() {}
+
+func (x *RemoveRangeCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_data_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveRangeCommand.ProtoReflect.Descriptor instead.
+func (*RemoveRangeCommand) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *RemoveRangeCommand) GetRangeId() uint64 {
+	if x != nil {
+		return x.RangeId
+	}
+	return 0
+}
+
+func (x *RemoveRangeCommand) GetAbsorbedBy() *RangeDescriptor {
+	if x != nil {
+		return x.AbsorbedBy
+	}
+	return nil
+}
+
 // MasterCommand is one entry of the master's Raft log.
 type MasterCommand struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1090,7 +1870,7 @@ type MasterCommand struct {
 
 func (x *MasterCommand) Reset() {
 	*x = MasterCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[12]
+	mi := &file_tablestore_v1_data_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1102,7 +1882,7 @@ func (x *MasterCommand) String() string {
 func (*MasterCommand) ProtoMessage() {}
 
 func (x *MasterCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[12]
+	mi := &file_tablestore_v1_data_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1115,7 +1895,7 @@ func (x *MasterCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterCommand.ProtoReflect.Descriptor instead.
 func (*MasterCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{12}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *MasterCommand) GetKind() MasterCommandKind {
@@ -1141,7 +1921,7 @@ type RegisterServerCommand struct {
 
 func (x *RegisterServerCommand) Reset() {
 	*x = RegisterServerCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[13]
+	mi := &file_tablestore_v1_data_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1153,7 +1933,7 @@ func (x *RegisterServerCommand) String() string {
 func (*RegisterServerCommand) ProtoMessage() {}
 
 func (x *RegisterServerCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[13]
+	mi := &file_tablestore_v1_data_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1166,7 +1946,7 @@ func (x *RegisterServerCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterServerCommand.ProtoReflect.Descriptor instead.
 func (*RegisterServerCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{13}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RegisterServerCommand) GetServer() *ServerInfo {
@@ -1187,7 +1967,7 @@ type CreateTableCommand struct {
 
 func (x *CreateTableCommand) Reset() {
 	*x = CreateTableCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[14]
+	mi := &file_tablestore_v1_data_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1199,7 +1979,7 @@ func (x *CreateTableCommand) String() string {
 func (*CreateTableCommand) ProtoMessage() {}
 
 func (x *CreateTableCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[14]
+	mi := &file_tablestore_v1_data_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1212,7 +1992,7 @@ func (x *CreateTableCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTableCommand.ProtoReflect.Descriptor instead.
 func (*CreateTableCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{14}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CreateTableCommand) GetName() string {
@@ -1245,7 +2025,7 @@ type DeleteTableCommand struct {
 
 func (x *DeleteTableCommand) Reset() {
 	*x = DeleteTableCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[15]
+	mi := &file_tablestore_v1_data_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1257,7 +2037,7 @@ func (x *DeleteTableCommand) String() string {
 func (*DeleteTableCommand) ProtoMessage() {}
 
 func (x *DeleteTableCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[15]
+	mi := &file_tablestore_v1_data_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1270,7 +2050,7 @@ func (x *DeleteTableCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTableCommand.ProtoReflect.Descriptor instead.
 func (*DeleteTableCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{15}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DeleteTableCommand) GetName() string {
@@ -1290,7 +2070,7 @@ type SetTableACLCommand struct {
 
 func (x *SetTableACLCommand) Reset() {
 	*x = SetTableACLCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[16]
+	mi := &file_tablestore_v1_data_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1302,7 +2082,7 @@ func (x *SetTableACLCommand) String() string {
 func (*SetTableACLCommand) ProtoMessage() {}
 
 func (x *SetTableACLCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[16]
+	mi := &file_tablestore_v1_data_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1315,7 +2095,7 @@ func (x *SetTableACLCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTableACLCommand.ProtoReflect.Descriptor instead.
 func (*SetTableACLCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{16}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SetTableACLCommand) GetName() string {
@@ -1341,7 +2121,7 @@ type SetServicePropertiesCommand struct {
 
 func (x *SetServicePropertiesCommand) Reset() {
 	*x = SetServicePropertiesCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[17]
+	mi := &file_tablestore_v1_data_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1353,7 +2133,7 @@ func (x *SetServicePropertiesCommand) String() string {
 func (*SetServicePropertiesCommand) ProtoMessage() {}
 
 func (x *SetServicePropertiesCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[17]
+	mi := &file_tablestore_v1_data_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1366,7 +2146,7 @@ func (x *SetServicePropertiesCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetServicePropertiesCommand.ProtoReflect.Descriptor instead.
 func (*SetServicePropertiesCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{17}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SetServicePropertiesCommand) GetProperties() []byte {
@@ -1385,13 +2165,15 @@ type MasterSnapshot struct {
 	NextTableId       uint64                 `protobuf:"varint,4,opt,name=next_table_id,json=nextTableId,proto3" json:"next_table_id,omitempty"`
 	NextRangeId       uint64                 `protobuf:"varint,5,opt,name=next_range_id,json=nextRangeId,proto3" json:"next_range_id,omitempty"`
 	ServiceProperties []byte                 `protobuf:"bytes,6,opt,name=service_properties,json=serviceProperties,proto3" json:"service_properties,omitempty"`
+	Events            []*Event               `protobuf:"bytes,7,rep,name=events,proto3" json:"events,omitempty"`
+	NextEventSeq      uint64                 `protobuf:"varint,8,opt,name=next_event_seq,json=nextEventSeq,proto3" json:"next_event_seq,omitempty"`
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
 }
 
 func (x *MasterSnapshot) Reset() {
 	*x = MasterSnapshot{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[18]
+	mi := &file_tablestore_v1_data_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1403,7 +2185,7 @@ func (x *MasterSnapshot) String() string {
 func (*MasterSnapshot) ProtoMessage() {}
 
 func (x *MasterSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[18]
+	mi := &file_tablestore_v1_data_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1416,7 +2198,7 @@ func (x *MasterSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterSnapshot.ProtoReflect.Descriptor instead.
 func (*MasterSnapshot) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{18}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *MasterSnapshot) GetTables() []*Table {
@@ -1461,6 +2243,20 @@ func (x *MasterSnapshot) GetServiceProperties() []byte {
 	return nil
 }
 
+func (x *MasterSnapshot) GetEvents() []*Event {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+func (x *MasterSnapshot) GetNextEventSeq() uint64 {
+	if x != nil {
+		return x.NextEventSeq
+	}
+	return 0
+}
+
 var File_tablestore_v1_data_proto protoreflect.FileDescriptor
 
 const file_tablestore_v1_data_proto_rawDesc = "" +
@@ -1498,13 +2294,34 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x1b\n" +
 	"\traft_addr\x18\x03 \x01(\tR\braftAddr\x12\x14\n" +
 	"\x05alive\x18\x04 \x01(\bR\x05alive\x127\n" +
-	"\x18last_heartbeat_unix_nano\x18\x05 \x01(\x03R\x15lastHeartbeatUnixNano\"\xb8\x01\n" +
+	"\x18last_heartbeat_unix_nano\x18\x05 \x01(\x03R\x15lastHeartbeatUnixNano\"\xbc\x02\n" +
 	"\tRangeLoad\x12\"\n" +
 	"\rreads_per_sec\x18\x01 \x01(\x01R\vreadsPerSec\x12$\n" +
 	"\x0ewrites_per_sec\x18\x02 \x01(\x01R\fwritesPerSec\x12(\n" +
 	"\x10entities_per_sec\x18\x03 \x01(\x01R\x0eentitiesPerSec\x12!\n" +
 	"\fentity_count\x18\x04 \x01(\x04R\ventityCount\x12\x14\n" +
-	"\x05bytes\x18\x05 \x01(\x04R\x05bytes\"\xe9\x01\n" +
+	"\x05bytes\x18\x05 \x01(\x04R\x05bytes\x121\n" +
+	"\bhot_keys\x18\x06 \x03(\v2\x16.tablestore.v1.KeyLoadR\ahotKeys\x12#\n" +
+	"\rdistinct_keys\x18\a \x01(\rR\fdistinctKeys\x12*\n" +
+	"\x11throttled_per_sec\x18\b \x01(\x01R\x0fthrottledPerSec\"X\n" +
+	"\aKeyLoad\x12#\n" +
+	"\rpartition_key\x18\x01 \x01(\tR\fpartitionKey\x12(\n" +
+	"\x10entities_per_sec\x18\x02 \x01(\x01R\x0eentitiesPerSec\"\x85\x03\n" +
+	"\x05Event\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x1b\n" +
+	"\tunix_nano\x18\x02 \x01(\x03R\bunixNano\x12,\n" +
+	"\x04kind\x18\x03 \x01(\x0e2\x18.tablestore.v1.EventKindR\x04kind\x12\x14\n" +
+	"\x05table\x18\x04 \x01(\tR\x05table\x12\x1b\n" +
+	"\trange_ids\x18\x05 \x03(\x04R\brangeIds\x12\x18\n" +
+	"\aservers\x18\x06 \x03(\tR\aservers\x12;\n" +
+	"\afigures\x18\a \x03(\v2!.tablestore.v1.Event.FiguresEntryR\afigures\x12\x18\n" +
+	"\amessage\x18\b \x01(\tR\amessage\x12)\n" +
+	"\x10duration_seconds\x18\t \x01(\x01R\x0fdurationSeconds\x12\x14\n" +
+	"\x05cause\x18\n" +
+	" \x01(\tR\x05cause\x1a:\n" +
+	"\fFiguresEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\xe9\x01\n" +
 	"\vRangeStatus\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x1e\n" +
 	"\n" +
@@ -1513,17 +2330,22 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x06leader\x18\x03 \x01(\bR\x06leader\x12#\n" +
 	"\rapplied_index\x18\x04 \x01(\x04R\fappliedIndex\x12,\n" +
 	"\x04load\x18\x05 \x01(\v2\x18.tablestore.v1.RangeLoadR\x04load\x124\n" +
-	"\x05range\x18\x06 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\"\xf2\x02\n" +
+	"\x05range\x18\x06 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\"\x84\x04\n" +
 	"\fPartitionMap\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12,\n" +
 	"\x06tables\x18\x02 \x03(\v2\x14.tablestore.v1.TableR\x06tables\x126\n" +
 	"\x06ranges\x18\x03 \x03(\v2\x1e.tablestore.v1.RangeDescriptorR\x06ranges\x123\n" +
 	"\aservers\x18\x04 \x03(\v2\x19.tablestore.v1.ServerInfoR\aservers\x12B\n" +
 	"\aleaders\x18\x05 \x03(\v2(.tablestore.v1.PartitionMap.LeadersEntryR\aleaders\x12-\n" +
-	"\x12service_properties\x18\x06 \x01(\fR\x11serviceProperties\x1a:\n" +
+	"\x12service_properties\x18\x06 \x01(\fR\x11serviceProperties\x12<\n" +
+	"\x05loads\x18\a \x03(\v2&.tablestore.v1.PartitionMap.LoadsEntryR\x05loads\x1a:\n" +
 	"\fLeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\x04R\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xda\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aR\n" +
+	"\n" +
+	"LoadsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\x04R\x03key\x12.\n" +
+	"\x05value\x18\x02 \x01(\v2\x18.tablestore.v1.RangeLoadR\x05value:\x028\x01\"\xda\x01\n" +
 	"\bEntityOp\x12)\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x15.tablestore.v1.OpKindR\x04kind\x12#\n" +
 	"\rpartition_key\x18\x02 \x01(\tR\fpartitionKey\x12\x17\n" +
@@ -1537,14 +2359,43 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\apayload\x18\x02 \x01(\fR\apayload\"g\n" +
 	"\fWriteCommand\x12,\n" +
 	"\x12proposed_unix_nano\x18\x01 \x01(\x03R\x10proposedUnixNano\x12)\n" +
-	"\x03ops\x18\x02 \x03(\v2\x17.tablestore.v1.EntityOpR\x03ops\"\xd9\x01\n" +
+	"\x03ops\x18\x02 \x03(\v2\x17.tablestore.v1.EntityOpR\x03ops\"M\n" +
+	"\fSplitCommand\x12\x1b\n" +
+	"\tsplit_key\x18\x01 \x01(\tR\bsplitKey\x12 \n" +
+	"\fnew_range_id\x18\x02 \x01(\x04R\n" +
+	"newRangeId\"/\n" +
+	"\rFreezeCommand\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x01 \x01(\x04R\n" +
+	"generation\",\n" +
+	"\x02KV\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\"\xb0\x01\n" +
+	"\rAbsorbCommand\x124\n" +
+	"\x05right\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05right\x12%\n" +
+	"\x04rows\x18\x02 \x03(\v2\x11.tablestore.v1.KVR\x04rows\x12B\n" +
+	"\x1eright_last_timestamp_unix_nano\x18\x03 \x01(\x03R\x1arightLastTimestampUnixNano\"H\n" +
+	"\x12SetReplicasCommand\x122\n" +
+	"\breplicas\x18\x01 \x03(\v2\x16.tablestore.v1.ReplicaR\breplicas\"\xba\x02\n" +
 	"\n" +
 	"RangeState\x124\n" +
 	"\x05range\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\x12#\n" +
 	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x127\n" +
 	"\x18last_timestamp_unix_nano\x18\x03 \x01(\x03R\x15lastTimestampUnixNano\x12!\n" +
 	"\fentity_count\x18\x04 \x01(\x04R\ventityCount\x12\x14\n" +
-	"\x05bytes\x18\x05 \x01(\x04R\x05bytes\"_\n" +
+	"\x05bytes\x18\x05 \x01(\x04R\x05bytes\x12\x1c\n" +
+	"\tbootstrap\x18\x06 \x01(\bR\tbootstrap\x12\x16\n" +
+	"\x06frozen\x18\a \x01(\bR\x06frozen\x12)\n" +
+	"\x10needs_compaction\x18\b \x01(\bR\x0fneedsCompaction\"M\n" +
+	"\x13UpdateRangesCommand\x126\n" +
+	"\x06ranges\x18\x01 \x03(\v2\x1e.tablestore.v1.RangeDescriptorR\x06ranges\"\x18\n" +
+	"\x16AllocateRangeIDCommand\"@\n" +
+	"\x12AppendEventCommand\x12*\n" +
+	"\x05event\x18\x01 \x01(\v2\x14.tablestore.v1.EventR\x05event\"p\n" +
+	"\x12RemoveRangeCommand\x12\x19\n" +
+	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12?\n" +
+	"\vabsorbed_by\x18\x02 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\n" +
+	"absorbedBy\"_\n" +
 	"\rMasterCommand\x124\n" +
 	"\x04kind\x18\x01 \x01(\x0e2 .tablestore.v1.MasterCommandKindR\x04kind\x12\x18\n" +
 	"\apayload\x18\x02 \x01(\fR\apayload\"J\n" +
@@ -1562,14 +2413,29 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x1bSetServicePropertiesCommand\x12\x1e\n" +
 	"\n" +
 	"properties\x18\x01 \x01(\fR\n" +
-	"properties\"\xa2\x02\n" +
+	"properties\"\xf6\x02\n" +
 	"\x0eMasterSnapshot\x12,\n" +
 	"\x06tables\x18\x01 \x03(\v2\x14.tablestore.v1.TableR\x06tables\x126\n" +
 	"\x06ranges\x18\x02 \x03(\v2\x1e.tablestore.v1.RangeDescriptorR\x06ranges\x123\n" +
 	"\aservers\x18\x03 \x03(\v2\x19.tablestore.v1.ServerInfoR\aservers\x12\"\n" +
 	"\rnext_table_id\x18\x04 \x01(\x04R\vnextTableId\x12\"\n" +
 	"\rnext_range_id\x18\x05 \x01(\x04R\vnextRangeId\x12-\n" +
-	"\x12service_properties\x18\x06 \x01(\fR\x11serviceProperties*\xad\x01\n" +
+	"\x12service_properties\x18\x06 \x01(\fR\x11serviceProperties\x12,\n" +
+	"\x06events\x18\a \x03(\v2\x14.tablestore.v1.EventR\x06events\x12$\n" +
+	"\x0enext_event_seq\x18\b \x01(\x04R\fnextEventSeq*\xb0\x02\n" +
+	"\tEventKind\x12\x1a\n" +
+	"\x16EVENT_KIND_UNSPECIFIED\x10\x00\x12\x14\n" +
+	"\x10EVENT_KIND_SPLIT\x10\x01\x12\x14\n" +
+	"\x10EVENT_KIND_MERGE\x10\x02\x12\x13\n" +
+	"\x0fEVENT_KIND_MOVE\x10\x03\x12\x1e\n" +
+	"\x1aEVENT_KIND_LEADER_TRANSFER\x10\x04\x12\x17\n" +
+	"\x13EVENT_KIND_THROTTLE\x10\x05\x12\x1a\n" +
+	"\x16EVENT_KIND_SERVER_DOWN\x10\x06\x12\x18\n" +
+	"\x14EVENT_KIND_SERVER_UP\x10\a\x12\x1b\n" +
+	"\x17EVENT_KIND_RE_REPLICATE\x10\b\x12\x1c\n" +
+	"\x18EVENT_KIND_TABLE_CREATED\x10\t\x12\x1c\n" +
+	"\x18EVENT_KIND_TABLE_DELETED\x10\n" +
+	"*\xad\x01\n" +
 	"\x06OpKind\x12\x17\n" +
 	"\x13OP_KIND_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eOP_KIND_INSERT\x10\x01\x12\x13\n" +
@@ -1577,17 +2443,25 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\rOP_KIND_MERGE\x10\x03\x12\x1d\n" +
 	"\x19OP_KIND_INSERT_OR_REPLACE\x10\x04\x12\x1b\n" +
 	"\x17OP_KIND_INSERT_OR_MERGE\x10\x05\x12\x12\n" +
-	"\x0eOP_KIND_DELETE\x10\x06*C\n" +
+	"\x0eOP_KIND_DELETE\x10\x06*\xac\x01\n" +
 	"\vCommandKind\x12\x1c\n" +
 	"\x18COMMAND_KIND_UNSPECIFIED\x10\x00\x12\x16\n" +
-	"\x12COMMAND_KIND_WRITE\x10\x01*\x84\x02\n" +
+	"\x12COMMAND_KIND_WRITE\x10\x01\x12\x16\n" +
+	"\x12COMMAND_KIND_SPLIT\x10\x02\x12\x17\n" +
+	"\x13COMMAND_KIND_FREEZE\x10\x03\x12\x17\n" +
+	"\x13COMMAND_KIND_ABSORB\x10\x04\x12\x1d\n" +
+	"\x19COMMAND_KIND_SET_REPLICAS\x10\x05*\xa2\x03\n" +
 	"\x11MasterCommandKind\x12#\n" +
 	"\x1fMASTER_COMMAND_KIND_UNSPECIFIED\x10\x00\x12'\n" +
 	"#MASTER_COMMAND_KIND_REGISTER_SERVER\x10\x01\x12$\n" +
 	" MASTER_COMMAND_KIND_CREATE_TABLE\x10\x02\x12$\n" +
 	" MASTER_COMMAND_KIND_DELETE_TABLE\x10\x03\x12%\n" +
 	"!MASTER_COMMAND_KIND_SET_TABLE_ACL\x10\x04\x12.\n" +
-	"*MASTER_COMMAND_KIND_SET_SERVICE_PROPERTIES\x10\x05B\x1fZ\x1dtablestore/proto/tablestorepbb\x06proto3"
+	"*MASTER_COMMAND_KIND_SET_SERVICE_PROPERTIES\x10\x05\x12%\n" +
+	"!MASTER_COMMAND_KIND_UPDATE_RANGES\x10\x06\x12)\n" +
+	"%MASTER_COMMAND_KIND_ALLOCATE_RANGE_ID\x10\a\x12$\n" +
+	" MASTER_COMMAND_KIND_APPEND_EVENT\x10\b\x12$\n" +
+	" MASTER_COMMAND_KIND_REMOVE_RANGE\x10\tB\x1fZ\x1dtablestore/proto/tablestorepbb\x06proto3"
 
 var (
 	file_tablestore_v1_data_proto_rawDescOnce sync.Once
@@ -1601,58 +2475,84 @@ func file_tablestore_v1_data_proto_rawDescGZIP() []byte {
 	return file_tablestore_v1_data_proto_rawDescData
 }
 
-var file_tablestore_v1_data_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_tablestore_v1_data_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_tablestore_v1_data_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_tablestore_v1_data_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_tablestore_v1_data_proto_goTypes = []any{
-	(OpKind)(0),                         // 0: tablestore.v1.OpKind
-	(CommandKind)(0),                    // 1: tablestore.v1.CommandKind
-	(MasterCommandKind)(0),              // 2: tablestore.v1.MasterCommandKind
-	(*Replica)(nil),                     // 3: tablestore.v1.Replica
-	(*RangeDescriptor)(nil),             // 4: tablestore.v1.RangeDescriptor
-	(*Table)(nil),                       // 5: tablestore.v1.Table
-	(*SignedIdentifier)(nil),            // 6: tablestore.v1.SignedIdentifier
-	(*ServerInfo)(nil),                  // 7: tablestore.v1.ServerInfo
-	(*RangeLoad)(nil),                   // 8: tablestore.v1.RangeLoad
-	(*RangeStatus)(nil),                 // 9: tablestore.v1.RangeStatus
-	(*PartitionMap)(nil),                // 10: tablestore.v1.PartitionMap
-	(*EntityOp)(nil),                    // 11: tablestore.v1.EntityOp
-	(*Command)(nil),                     // 12: tablestore.v1.Command
-	(*WriteCommand)(nil),                // 13: tablestore.v1.WriteCommand
-	(*RangeState)(nil),                  // 14: tablestore.v1.RangeState
-	(*MasterCommand)(nil),               // 15: tablestore.v1.MasterCommand
-	(*RegisterServerCommand)(nil),       // 16: tablestore.v1.RegisterServerCommand
-	(*CreateTableCommand)(nil),          // 17: tablestore.v1.CreateTableCommand
-	(*DeleteTableCommand)(nil),          // 18: tablestore.v1.DeleteTableCommand
-	(*SetTableACLCommand)(nil),          // 19: tablestore.v1.SetTableACLCommand
-	(*SetServicePropertiesCommand)(nil), // 20: tablestore.v1.SetServicePropertiesCommand
-	(*MasterSnapshot)(nil),              // 21: tablestore.v1.MasterSnapshot
-	nil,                                 // 22: tablestore.v1.PartitionMap.LeadersEntry
+	(EventKind)(0),                      // 0: tablestore.v1.EventKind
+	(OpKind)(0),                         // 1: tablestore.v1.OpKind
+	(CommandKind)(0),                    // 2: tablestore.v1.CommandKind
+	(MasterCommandKind)(0),              // 3: tablestore.v1.MasterCommandKind
+	(*Replica)(nil),                     // 4: tablestore.v1.Replica
+	(*RangeDescriptor)(nil),             // 5: tablestore.v1.RangeDescriptor
+	(*Table)(nil),                       // 6: tablestore.v1.Table
+	(*SignedIdentifier)(nil),            // 7: tablestore.v1.SignedIdentifier
+	(*ServerInfo)(nil),                  // 8: tablestore.v1.ServerInfo
+	(*RangeLoad)(nil),                   // 9: tablestore.v1.RangeLoad
+	(*KeyLoad)(nil),                     // 10: tablestore.v1.KeyLoad
+	(*Event)(nil),                       // 11: tablestore.v1.Event
+	(*RangeStatus)(nil),                 // 12: tablestore.v1.RangeStatus
+	(*PartitionMap)(nil),                // 13: tablestore.v1.PartitionMap
+	(*EntityOp)(nil),                    // 14: tablestore.v1.EntityOp
+	(*Command)(nil),                     // 15: tablestore.v1.Command
+	(*WriteCommand)(nil),                // 16: tablestore.v1.WriteCommand
+	(*SplitCommand)(nil),                // 17: tablestore.v1.SplitCommand
+	(*FreezeCommand)(nil),               // 18: tablestore.v1.FreezeCommand
+	(*KV)(nil),                          // 19: tablestore.v1.KV
+	(*AbsorbCommand)(nil),               // 20: tablestore.v1.AbsorbCommand
+	(*SetReplicasCommand)(nil),          // 21: tablestore.v1.SetReplicasCommand
+	(*RangeState)(nil),                  // 22: tablestore.v1.RangeState
+	(*UpdateRangesCommand)(nil),         // 23: tablestore.v1.UpdateRangesCommand
+	(*AllocateRangeIDCommand)(nil),      // 24: tablestore.v1.AllocateRangeIDCommand
+	(*AppendEventCommand)(nil),          // 25: tablestore.v1.AppendEventCommand
+	(*RemoveRangeCommand)(nil),          // 26: tablestore.v1.RemoveRangeCommand
+	(*MasterCommand)(nil),               // 27: tablestore.v1.MasterCommand
+	(*RegisterServerCommand)(nil),       // 28: tablestore.v1.RegisterServerCommand
+	(*CreateTableCommand)(nil),          // 29: tablestore.v1.CreateTableCommand
+	(*DeleteTableCommand)(nil),          // 30: tablestore.v1.DeleteTableCommand
+	(*SetTableACLCommand)(nil),          // 31: tablestore.v1.SetTableACLCommand
+	(*SetServicePropertiesCommand)(nil), // 32: tablestore.v1.SetServicePropertiesCommand
+	(*MasterSnapshot)(nil),              // 33: tablestore.v1.MasterSnapshot
+	nil,                                 // 34: tablestore.v1.Event.FiguresEntry
+	nil,                                 // 35: tablestore.v1.PartitionMap.LeadersEntry
+	nil,                                 // 36: tablestore.v1.PartitionMap.LoadsEntry
 }
 var file_tablestore_v1_data_proto_depIdxs = []int32{
-	3,  // 0: tablestore.v1.RangeDescriptor.replicas:type_name -> tablestore.v1.Replica
-	6,  // 1: tablestore.v1.Table.acl:type_name -> tablestore.v1.SignedIdentifier
-	8,  // 2: tablestore.v1.RangeStatus.load:type_name -> tablestore.v1.RangeLoad
-	4,  // 3: tablestore.v1.RangeStatus.range:type_name -> tablestore.v1.RangeDescriptor
-	5,  // 4: tablestore.v1.PartitionMap.tables:type_name -> tablestore.v1.Table
-	4,  // 5: tablestore.v1.PartitionMap.ranges:type_name -> tablestore.v1.RangeDescriptor
-	7,  // 6: tablestore.v1.PartitionMap.servers:type_name -> tablestore.v1.ServerInfo
-	22, // 7: tablestore.v1.PartitionMap.leaders:type_name -> tablestore.v1.PartitionMap.LeadersEntry
-	0,  // 8: tablestore.v1.EntityOp.kind:type_name -> tablestore.v1.OpKind
-	1,  // 9: tablestore.v1.Command.kind:type_name -> tablestore.v1.CommandKind
-	11, // 10: tablestore.v1.WriteCommand.ops:type_name -> tablestore.v1.EntityOp
-	4,  // 11: tablestore.v1.RangeState.range:type_name -> tablestore.v1.RangeDescriptor
-	2,  // 12: tablestore.v1.MasterCommand.kind:type_name -> tablestore.v1.MasterCommandKind
-	7,  // 13: tablestore.v1.RegisterServerCommand.server:type_name -> tablestore.v1.ServerInfo
-	3,  // 14: tablestore.v1.CreateTableCommand.replicas:type_name -> tablestore.v1.Replica
-	6,  // 15: tablestore.v1.SetTableACLCommand.acl:type_name -> tablestore.v1.SignedIdentifier
-	5,  // 16: tablestore.v1.MasterSnapshot.tables:type_name -> tablestore.v1.Table
-	4,  // 17: tablestore.v1.MasterSnapshot.ranges:type_name -> tablestore.v1.RangeDescriptor
-	7,  // 18: tablestore.v1.MasterSnapshot.servers:type_name -> tablestore.v1.ServerInfo
-	19, // [19:19] is the sub-list for method output_type
-	19, // [19:19] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	4,  // 0: tablestore.v1.RangeDescriptor.replicas:type_name -> tablestore.v1.Replica
+	7,  // 1: tablestore.v1.Table.acl:type_name -> tablestore.v1.SignedIdentifier
+	10, // 2: tablestore.v1.RangeLoad.hot_keys:type_name -> tablestore.v1.KeyLoad
+	0,  // 3: tablestore.v1.Event.kind:type_name -> tablestore.v1.EventKind
+	34, // 4: tablestore.v1.Event.figures:type_name -> tablestore.v1.Event.FiguresEntry
+	9,  // 5: tablestore.v1.RangeStatus.load:type_name -> tablestore.v1.RangeLoad
+	5,  // 6: tablestore.v1.RangeStatus.range:type_name -> tablestore.v1.RangeDescriptor
+	6,  // 7: tablestore.v1.PartitionMap.tables:type_name -> tablestore.v1.Table
+	5,  // 8: tablestore.v1.PartitionMap.ranges:type_name -> tablestore.v1.RangeDescriptor
+	8,  // 9: tablestore.v1.PartitionMap.servers:type_name -> tablestore.v1.ServerInfo
+	35, // 10: tablestore.v1.PartitionMap.leaders:type_name -> tablestore.v1.PartitionMap.LeadersEntry
+	36, // 11: tablestore.v1.PartitionMap.loads:type_name -> tablestore.v1.PartitionMap.LoadsEntry
+	1,  // 12: tablestore.v1.EntityOp.kind:type_name -> tablestore.v1.OpKind
+	2,  // 13: tablestore.v1.Command.kind:type_name -> tablestore.v1.CommandKind
+	14, // 14: tablestore.v1.WriteCommand.ops:type_name -> tablestore.v1.EntityOp
+	5,  // 15: tablestore.v1.AbsorbCommand.right:type_name -> tablestore.v1.RangeDescriptor
+	19, // 16: tablestore.v1.AbsorbCommand.rows:type_name -> tablestore.v1.KV
+	4,  // 17: tablestore.v1.SetReplicasCommand.replicas:type_name -> tablestore.v1.Replica
+	5,  // 18: tablestore.v1.RangeState.range:type_name -> tablestore.v1.RangeDescriptor
+	5,  // 19: tablestore.v1.UpdateRangesCommand.ranges:type_name -> tablestore.v1.RangeDescriptor
+	11, // 20: tablestore.v1.AppendEventCommand.event:type_name -> tablestore.v1.Event
+	5,  // 21: tablestore.v1.RemoveRangeCommand.absorbed_by:type_name -> tablestore.v1.RangeDescriptor
+	3,  // 22: tablestore.v1.MasterCommand.kind:type_name -> tablestore.v1.MasterCommandKind
+	8,  // 23: tablestore.v1.RegisterServerCommand.server:type_name -> tablestore.v1.ServerInfo
+	4,  // 24: tablestore.v1.CreateTableCommand.replicas:type_name -> tablestore.v1.Replica
+	7,  // 25: tablestore.v1.SetTableACLCommand.acl:type_name -> tablestore.v1.SignedIdentifier
+	6,  // 26: tablestore.v1.MasterSnapshot.tables:type_name -> tablestore.v1.Table
+	5,  // 27: tablestore.v1.MasterSnapshot.ranges:type_name -> tablestore.v1.RangeDescriptor
+	8,  // 28: tablestore.v1.MasterSnapshot.servers:type_name -> tablestore.v1.ServerInfo
+	11, // 29: tablestore.v1.MasterSnapshot.events:type_name -> tablestore.v1.Event
+	9,  // 30: tablestore.v1.PartitionMap.LoadsEntry.value:type_name -> tablestore.v1.RangeLoad
+	31, // [31:31] is the sub-list for method output_type
+	31, // [31:31] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_tablestore_v1_data_proto_init() }
@@ -1665,8 +2565,8 @@ func file_tablestore_v1_data_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tablestore_v1_data_proto_rawDesc), len(file_tablestore_v1_data_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   20,
+			NumEnums:      4,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

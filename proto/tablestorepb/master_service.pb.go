@@ -566,6 +566,443 @@ func (*SetServicePropertiesResponse) Descriptor() ([]byte, []int) {
 	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{11}
 }
 
+type EventsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SinceSeq      uint64                 `protobuf:"varint,1,opt,name=since_seq,json=sinceSeq,proto3" json:"since_seq,omitempty"`
+	Follow        bool                   `protobuf:"varint,2,opt,name=follow,proto3" json:"follow,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EventsRequest) Reset() {
+	*x = EventsRequest{}
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EventsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EventsRequest) ProtoMessage() {}
+
+func (x *EventsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EventsRequest.ProtoReflect.Descriptor instead.
+func (*EventsRequest) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *EventsRequest) GetSinceSeq() uint64 {
+	if x != nil {
+		return x.SinceSeq
+	}
+	return 0
+}
+
+func (x *EventsRequest) GetFollow() bool {
+	if x != nil {
+		return x.Follow
+	}
+	return false
+}
+
+type SplitRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Table         string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	PartitionKey  string                 `protobuf:"bytes,2,opt,name=partition_key,json=partitionKey,proto3" json:"partition_key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SplitRequest) Reset() {
+	*x = SplitRequest{}
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SplitRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SplitRequest) ProtoMessage() {}
+
+func (x *SplitRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SplitRequest.ProtoReflect.Descriptor instead.
+func (*SplitRequest) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *SplitRequest) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *SplitRequest) GetPartitionKey() string {
+	if x != nil {
+		return x.PartitionKey
+	}
+	return ""
+}
+
+type SplitResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Left          *RangeDescriptor       `protobuf:"bytes,1,opt,name=left,proto3" json:"left,omitempty"`
+	Right         *RangeDescriptor       `protobuf:"bytes,2,opt,name=right,proto3" json:"right,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SplitResponse) Reset() {
+	*x = SplitResponse{}
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SplitResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SplitResponse) ProtoMessage() {}
+
+func (x *SplitResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SplitResponse.ProtoReflect.Descriptor instead.
+func (*SplitResponse) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *SplitResponse) GetLeft() *RangeDescriptor {
+	if x != nil {
+		return x.Left
+	}
+	return nil
+}
+
+func (x *SplitResponse) GetRight() *RangeDescriptor {
+	if x != nil {
+		return x.Right
+	}
+	return nil
+}
+
+type MergeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RangeId       uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MergeRequest) Reset() {
+	*x = MergeRequest{}
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MergeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MergeRequest) ProtoMessage() {}
+
+func (x *MergeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MergeRequest.ProtoReflect.Descriptor instead.
+func (*MergeRequest) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *MergeRequest) GetRangeId() uint64 {
+	if x != nil {
+		return x.RangeId
+	}
+	return 0
+}
+
+type MergeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Range         *RangeDescriptor       `protobuf:"bytes,1,opt,name=range,proto3" json:"range,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MergeResponse) Reset() {
+	*x = MergeResponse{}
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MergeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MergeResponse) ProtoMessage() {}
+
+func (x *MergeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MergeResponse.ProtoReflect.Descriptor instead.
+func (*MergeResponse) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *MergeResponse) GetRange() *RangeDescriptor {
+	if x != nil {
+		return x.Range
+	}
+	return nil
+}
+
+type MoveRequest struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	RangeId    uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
+	ToServerId string                 `protobuf:"bytes,2,opt,name=to_server_id,json=toServerId,proto3" json:"to_server_id,omitempty"`
+	// Which replica to move; empty picks the one with the most load.
+	FromServerId  string `protobuf:"bytes,3,opt,name=from_server_id,json=fromServerId,proto3" json:"from_server_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MoveRequest) Reset() {
+	*x = MoveRequest{}
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MoveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MoveRequest) ProtoMessage() {}
+
+func (x *MoveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MoveRequest.ProtoReflect.Descriptor instead.
+func (*MoveRequest) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *MoveRequest) GetRangeId() uint64 {
+	if x != nil {
+		return x.RangeId
+	}
+	return 0
+}
+
+func (x *MoveRequest) GetToServerId() string {
+	if x != nil {
+		return x.ToServerId
+	}
+	return ""
+}
+
+func (x *MoveRequest) GetFromServerId() string {
+	if x != nil {
+		return x.FromServerId
+	}
+	return ""
+}
+
+type MoveResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Range         *RangeDescriptor       `protobuf:"bytes,1,opt,name=range,proto3" json:"range,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MoveResponse) Reset() {
+	*x = MoveResponse{}
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MoveResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MoveResponse) ProtoMessage() {}
+
+func (x *MoveResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MoveResponse.ProtoReflect.Descriptor instead.
+func (*MoveResponse) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *MoveResponse) GetRange() *RangeDescriptor {
+	if x != nil {
+		return x.Range
+	}
+	return nil
+}
+
+type MasterTransferLeaderRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RangeId       uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
+	ToServerId    string                 `protobuf:"bytes,2,opt,name=to_server_id,json=toServerId,proto3" json:"to_server_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MasterTransferLeaderRequest) Reset() {
+	*x = MasterTransferLeaderRequest{}
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MasterTransferLeaderRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MasterTransferLeaderRequest) ProtoMessage() {}
+
+func (x *MasterTransferLeaderRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MasterTransferLeaderRequest.ProtoReflect.Descriptor instead.
+func (*MasterTransferLeaderRequest) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *MasterTransferLeaderRequest) GetRangeId() uint64 {
+	if x != nil {
+		return x.RangeId
+	}
+	return 0
+}
+
+func (x *MasterTransferLeaderRequest) GetToServerId() string {
+	if x != nil {
+		return x.ToServerId
+	}
+	return ""
+}
+
+type MasterTransferLeaderResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MasterTransferLeaderResponse) Reset() {
+	*x = MasterTransferLeaderResponse{}
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MasterTransferLeaderResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MasterTransferLeaderResponse) ProtoMessage() {}
+
+func (x *MasterTransferLeaderResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MasterTransferLeaderResponse.ProtoReflect.Descriptor instead.
+func (*MasterTransferLeaderResponse) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{20}
+}
+
 var File_tablestore_v1_master_service_proto protoreflect.FileDescriptor
 
 const file_tablestore_v1_master_service_proto_rawDesc = "" +
@@ -601,14 +1038,44 @@ const file_tablestore_v1_master_service_proto_rawDesc = "" +
 	"\n" +
 	"properties\x18\x01 \x01(\fR\n" +
 	"properties\"\x1e\n" +
-	"\x1cSetServicePropertiesResponse2\x86\x05\n" +
+	"\x1cSetServicePropertiesResponse\"D\n" +
+	"\rEventsRequest\x12\x1b\n" +
+	"\tsince_seq\x18\x01 \x01(\x04R\bsinceSeq\x12\x16\n" +
+	"\x06follow\x18\x02 \x01(\bR\x06follow\"I\n" +
+	"\fSplitRequest\x12\x14\n" +
+	"\x05table\x18\x01 \x01(\tR\x05table\x12#\n" +
+	"\rpartition_key\x18\x02 \x01(\tR\fpartitionKey\"y\n" +
+	"\rSplitResponse\x122\n" +
+	"\x04left\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x04left\x124\n" +
+	"\x05right\x18\x02 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05right\")\n" +
+	"\fMergeRequest\x12\x19\n" +
+	"\brange_id\x18\x01 \x01(\x04R\arangeId\"E\n" +
+	"\rMergeResponse\x124\n" +
+	"\x05range\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\"p\n" +
+	"\vMoveRequest\x12\x19\n" +
+	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12 \n" +
+	"\fto_server_id\x18\x02 \x01(\tR\n" +
+	"toServerId\x12$\n" +
+	"\x0efrom_server_id\x18\x03 \x01(\tR\ffromServerId\"D\n" +
+	"\fMoveResponse\x124\n" +
+	"\x05range\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\"Z\n" +
+	"\x1bMasterTransferLeaderRequest\x12\x19\n" +
+	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12 \n" +
+	"\fto_server_id\x18\x02 \x01(\tR\n" +
+	"toServerId\"\x1e\n" +
+	"\x1cMasterTransferLeaderResponse2\xfa\a\n" +
 	"\rMasterService\x12T\n" +
 	"\vCreateTable\x12!.tablestore.v1.CreateTableRequest\x1a\".tablestore.v1.CreateTableResponse\x12T\n" +
 	"\vDeleteTable\x12!.tablestore.v1.DeleteTableRequest\x1a\".tablestore.v1.DeleteTableResponse\x12U\n" +
 	"\x0fGetPartitionMap\x12%.tablestore.v1.GetPartitionMapRequest\x1a\x1b.tablestore.v1.PartitionMap\x12[\n" +
 	"\x11WatchPartitionMap\x12'.tablestore.v1.WatchPartitionMapRequest\x1a\x1b.tablestore.v1.PartitionMap0\x01\x12T\n" +
 	"\vSetTableACL\x12!.tablestore.v1.SetTableACLRequest\x1a\".tablestore.v1.SetTableACLResponse\x12o\n" +
-	"\x14SetServiceProperties\x12*.tablestore.v1.SetServicePropertiesRequest\x1a+.tablestore.v1.SetServicePropertiesResponse\x12N\n" +
+	"\x14SetServiceProperties\x12*.tablestore.v1.SetServicePropertiesRequest\x1a+.tablestore.v1.SetServicePropertiesResponse\x12>\n" +
+	"\x06Events\x12\x1c.tablestore.v1.EventsRequest\x1a\x14.tablestore.v1.Event0\x01\x12B\n" +
+	"\x05Split\x12\x1b.tablestore.v1.SplitRequest\x1a\x1c.tablestore.v1.SplitResponse\x12B\n" +
+	"\x05Merge\x12\x1b.tablestore.v1.MergeRequest\x1a\x1c.tablestore.v1.MergeResponse\x12?\n" +
+	"\x04Move\x12\x1a.tablestore.v1.MoveRequest\x1a\x1b.tablestore.v1.MoveResponse\x12i\n" +
+	"\x0eTransferLeader\x12*.tablestore.v1.MasterTransferLeaderRequest\x1a+.tablestore.v1.MasterTransferLeaderResponse\x12N\n" +
 	"\tHeartbeat\x12\x1f.tablestore.v1.HeartbeatRequest\x1a .tablestore.v1.HeartbeatResponseB\x1fZ\x1dtablestore/proto/tablestorepbb\x06proto3"
 
 var (
@@ -623,7 +1090,7 @@ func file_tablestore_v1_master_service_proto_rawDescGZIP() []byte {
 	return file_tablestore_v1_master_service_proto_rawDescData
 }
 
-var file_tablestore_v1_master_service_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_tablestore_v1_master_service_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_tablestore_v1_master_service_proto_goTypes = []any{
 	(*CreateTableRequest)(nil),           // 0: tablestore.v1.CreateTableRequest
 	(*CreateTableResponse)(nil),          // 1: tablestore.v1.CreateTableResponse
@@ -637,40 +1104,64 @@ var file_tablestore_v1_master_service_proto_goTypes = []any{
 	(*SetTableACLResponse)(nil),          // 9: tablestore.v1.SetTableACLResponse
 	(*SetServicePropertiesRequest)(nil),  // 10: tablestore.v1.SetServicePropertiesRequest
 	(*SetServicePropertiesResponse)(nil), // 11: tablestore.v1.SetServicePropertiesResponse
-	nil,                                  // 12: tablestore.v1.HeartbeatResponse.RaftAddrsEntry
-	(*Table)(nil),                        // 13: tablestore.v1.Table
-	(*ServerInfo)(nil),                   // 14: tablestore.v1.ServerInfo
-	(*RangeStatus)(nil),                  // 15: tablestore.v1.RangeStatus
-	(*RangeDescriptor)(nil),              // 16: tablestore.v1.RangeDescriptor
-	(*SignedIdentifier)(nil),             // 17: tablestore.v1.SignedIdentifier
-	(*PartitionMap)(nil),                 // 18: tablestore.v1.PartitionMap
+	(*EventsRequest)(nil),                // 12: tablestore.v1.EventsRequest
+	(*SplitRequest)(nil),                 // 13: tablestore.v1.SplitRequest
+	(*SplitResponse)(nil),                // 14: tablestore.v1.SplitResponse
+	(*MergeRequest)(nil),                 // 15: tablestore.v1.MergeRequest
+	(*MergeResponse)(nil),                // 16: tablestore.v1.MergeResponse
+	(*MoveRequest)(nil),                  // 17: tablestore.v1.MoveRequest
+	(*MoveResponse)(nil),                 // 18: tablestore.v1.MoveResponse
+	(*MasterTransferLeaderRequest)(nil),  // 19: tablestore.v1.MasterTransferLeaderRequest
+	(*MasterTransferLeaderResponse)(nil), // 20: tablestore.v1.MasterTransferLeaderResponse
+	nil,                                  // 21: tablestore.v1.HeartbeatResponse.RaftAddrsEntry
+	(*Table)(nil),                        // 22: tablestore.v1.Table
+	(*ServerInfo)(nil),                   // 23: tablestore.v1.ServerInfo
+	(*RangeStatus)(nil),                  // 24: tablestore.v1.RangeStatus
+	(*RangeDescriptor)(nil),              // 25: tablestore.v1.RangeDescriptor
+	(*SignedIdentifier)(nil),             // 26: tablestore.v1.SignedIdentifier
+	(*PartitionMap)(nil),                 // 27: tablestore.v1.PartitionMap
+	(*Event)(nil),                        // 28: tablestore.v1.Event
 }
 var file_tablestore_v1_master_service_proto_depIdxs = []int32{
-	13, // 0: tablestore.v1.CreateTableResponse.table:type_name -> tablestore.v1.Table
-	14, // 1: tablestore.v1.HeartbeatRequest.server:type_name -> tablestore.v1.ServerInfo
-	15, // 2: tablestore.v1.HeartbeatRequest.ranges:type_name -> tablestore.v1.RangeStatus
-	16, // 3: tablestore.v1.HeartbeatResponse.assigned:type_name -> tablestore.v1.RangeDescriptor
-	12, // 4: tablestore.v1.HeartbeatResponse.raft_addrs:type_name -> tablestore.v1.HeartbeatResponse.RaftAddrsEntry
-	17, // 5: tablestore.v1.SetTableACLRequest.acl:type_name -> tablestore.v1.SignedIdentifier
-	0,  // 6: tablestore.v1.MasterService.CreateTable:input_type -> tablestore.v1.CreateTableRequest
-	2,  // 7: tablestore.v1.MasterService.DeleteTable:input_type -> tablestore.v1.DeleteTableRequest
-	4,  // 8: tablestore.v1.MasterService.GetPartitionMap:input_type -> tablestore.v1.GetPartitionMapRequest
-	5,  // 9: tablestore.v1.MasterService.WatchPartitionMap:input_type -> tablestore.v1.WatchPartitionMapRequest
-	8,  // 10: tablestore.v1.MasterService.SetTableACL:input_type -> tablestore.v1.SetTableACLRequest
-	10, // 11: tablestore.v1.MasterService.SetServiceProperties:input_type -> tablestore.v1.SetServicePropertiesRequest
-	6,  // 12: tablestore.v1.MasterService.Heartbeat:input_type -> tablestore.v1.HeartbeatRequest
-	1,  // 13: tablestore.v1.MasterService.CreateTable:output_type -> tablestore.v1.CreateTableResponse
-	3,  // 14: tablestore.v1.MasterService.DeleteTable:output_type -> tablestore.v1.DeleteTableResponse
-	18, // 15: tablestore.v1.MasterService.GetPartitionMap:output_type -> tablestore.v1.PartitionMap
-	18, // 16: tablestore.v1.MasterService.WatchPartitionMap:output_type -> tablestore.v1.PartitionMap
-	9,  // 17: tablestore.v1.MasterService.SetTableACL:output_type -> tablestore.v1.SetTableACLResponse
-	11, // 18: tablestore.v1.MasterService.SetServiceProperties:output_type -> tablestore.v1.SetServicePropertiesResponse
-	7,  // 19: tablestore.v1.MasterService.Heartbeat:output_type -> tablestore.v1.HeartbeatResponse
-	13, // [13:20] is the sub-list for method output_type
-	6,  // [6:13] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	22, // 0: tablestore.v1.CreateTableResponse.table:type_name -> tablestore.v1.Table
+	23, // 1: tablestore.v1.HeartbeatRequest.server:type_name -> tablestore.v1.ServerInfo
+	24, // 2: tablestore.v1.HeartbeatRequest.ranges:type_name -> tablestore.v1.RangeStatus
+	25, // 3: tablestore.v1.HeartbeatResponse.assigned:type_name -> tablestore.v1.RangeDescriptor
+	21, // 4: tablestore.v1.HeartbeatResponse.raft_addrs:type_name -> tablestore.v1.HeartbeatResponse.RaftAddrsEntry
+	26, // 5: tablestore.v1.SetTableACLRequest.acl:type_name -> tablestore.v1.SignedIdentifier
+	25, // 6: tablestore.v1.SplitResponse.left:type_name -> tablestore.v1.RangeDescriptor
+	25, // 7: tablestore.v1.SplitResponse.right:type_name -> tablestore.v1.RangeDescriptor
+	25, // 8: tablestore.v1.MergeResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	25, // 9: tablestore.v1.MoveResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	0,  // 10: tablestore.v1.MasterService.CreateTable:input_type -> tablestore.v1.CreateTableRequest
+	2,  // 11: tablestore.v1.MasterService.DeleteTable:input_type -> tablestore.v1.DeleteTableRequest
+	4,  // 12: tablestore.v1.MasterService.GetPartitionMap:input_type -> tablestore.v1.GetPartitionMapRequest
+	5,  // 13: tablestore.v1.MasterService.WatchPartitionMap:input_type -> tablestore.v1.WatchPartitionMapRequest
+	8,  // 14: tablestore.v1.MasterService.SetTableACL:input_type -> tablestore.v1.SetTableACLRequest
+	10, // 15: tablestore.v1.MasterService.SetServiceProperties:input_type -> tablestore.v1.SetServicePropertiesRequest
+	12, // 16: tablestore.v1.MasterService.Events:input_type -> tablestore.v1.EventsRequest
+	13, // 17: tablestore.v1.MasterService.Split:input_type -> tablestore.v1.SplitRequest
+	15, // 18: tablestore.v1.MasterService.Merge:input_type -> tablestore.v1.MergeRequest
+	17, // 19: tablestore.v1.MasterService.Move:input_type -> tablestore.v1.MoveRequest
+	19, // 20: tablestore.v1.MasterService.TransferLeader:input_type -> tablestore.v1.MasterTransferLeaderRequest
+	6,  // 21: tablestore.v1.MasterService.Heartbeat:input_type -> tablestore.v1.HeartbeatRequest
+	1,  // 22: tablestore.v1.MasterService.CreateTable:output_type -> tablestore.v1.CreateTableResponse
+	3,  // 23: tablestore.v1.MasterService.DeleteTable:output_type -> tablestore.v1.DeleteTableResponse
+	27, // 24: tablestore.v1.MasterService.GetPartitionMap:output_type -> tablestore.v1.PartitionMap
+	27, // 25: tablestore.v1.MasterService.WatchPartitionMap:output_type -> tablestore.v1.PartitionMap
+	9,  // 26: tablestore.v1.MasterService.SetTableACL:output_type -> tablestore.v1.SetTableACLResponse
+	11, // 27: tablestore.v1.MasterService.SetServiceProperties:output_type -> tablestore.v1.SetServicePropertiesResponse
+	28, // 28: tablestore.v1.MasterService.Events:output_type -> tablestore.v1.Event
+	14, // 29: tablestore.v1.MasterService.Split:output_type -> tablestore.v1.SplitResponse
+	16, // 30: tablestore.v1.MasterService.Merge:output_type -> tablestore.v1.MergeResponse
+	18, // 31: tablestore.v1.MasterService.Move:output_type -> tablestore.v1.MoveResponse
+	20, // 32: tablestore.v1.MasterService.TransferLeader:output_type -> tablestore.v1.MasterTransferLeaderResponse
+	7,  // 33: tablestore.v1.MasterService.Heartbeat:output_type -> tablestore.v1.HeartbeatResponse
+	22, // [22:34] is the sub-list for method output_type
+	10, // [10:22] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_tablestore_v1_master_service_proto_init() }
@@ -685,7 +1176,7 @@ func file_tablestore_v1_master_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tablestore_v1_master_service_proto_rawDesc), len(file_tablestore_v1_master_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -28,6 +28,11 @@ const (
 	MasterService_WatchPartitionMap_FullMethodName    = "/tablestore.v1.MasterService/WatchPartitionMap"
 	MasterService_SetTableACL_FullMethodName          = "/tablestore.v1.MasterService/SetTableACL"
 	MasterService_SetServiceProperties_FullMethodName = "/tablestore.v1.MasterService/SetServiceProperties"
+	MasterService_Events_FullMethodName               = "/tablestore.v1.MasterService/Events"
+	MasterService_Split_FullMethodName                = "/tablestore.v1.MasterService/Split"
+	MasterService_Merge_FullMethodName                = "/tablestore.v1.MasterService/Merge"
+	MasterService_Move_FullMethodName                 = "/tablestore.v1.MasterService/Move"
+	MasterService_TransferLeader_FullMethodName       = "/tablestore.v1.MasterService/TransferLeader"
 	MasterService_Heartbeat_FullMethodName            = "/tablestore.v1.MasterService/Heartbeat"
 )
 
@@ -46,6 +51,17 @@ type MasterServiceClient interface {
 	SetTableACL(ctx context.Context, in *SetTableACLRequest, opts ...grpc.CallOption) (*SetTableACLResponse, error)
 	// SetServiceProperties replaces the table service properties.
 	SetServiceProperties(ctx context.Context, in *SetServicePropertiesRequest, opts ...grpc.CallOption) (*SetServicePropertiesResponse, error)
+	// Events streams the event log from a sequence number; with follow it
+	// keeps streaming new events.
+	Events(ctx context.Context, in *EventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Event], error)
+	// Split splits the range holding (table, partition_key) at that key.
+	Split(ctx context.Context, in *SplitRequest, opts ...grpc.CallOption) (*SplitResponse, error)
+	// Merge merges a range with its right neighbour.
+	Merge(ctx context.Context, in *MergeRequest, opts ...grpc.CallOption) (*MergeResponse, error)
+	// Move moves one replica of a range to another server.
+	Move(ctx context.Context, in *MoveRequest, opts ...grpc.CallOption) (*MoveResponse, error)
+	// TransferLeader moves a range's leadership to another replica.
+	TransferLeader(ctx context.Context, in *MasterTransferLeaderRequest, opts ...grpc.CallOption) (*MasterTransferLeaderResponse, error)
 	// Heartbeat registers a partition server and reports its replicas.
 	Heartbeat(ctx context.Context, in *HeartbeatRequest, opts ...grpc.CallOption) (*HeartbeatResponse, error)
 }
@@ -127,6 +143,65 @@ func (c *masterServiceClient) SetServiceProperties(ctx context.Context, in *SetS
 	return out, nil
 }
 
+func (c *masterServiceClient) Events(ctx context.Context, in *EventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Event], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &MasterService_ServiceDesc.Streams[1], MasterService_Events_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[EventsRequest, Event]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type MasterService_EventsClient = grpc.ServerStreamingClient[Event]
+
+func (c *masterServiceClient) Split(ctx context.Context, in *SplitRequest, opts ...grpc.CallOption) (*SplitResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SplitResponse)
+	err := c.cc.Invoke(ctx, MasterService_Split_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *masterServiceClient) Merge(ctx context.Context, in *MergeRequest, opts ...grpc.CallOption) (*MergeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MergeResponse)
+	err := c.cc.Invoke(ctx, MasterService_Merge_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *masterServiceClient) Move(ctx context.Context, in *MoveRequest, opts ...grpc.CallOption) (*MoveResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MoveResponse)
+	err := c.cc.Invoke(ctx, MasterService_Move_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *masterServiceClient) TransferLeader(ctx context.Context, in *MasterTransferLeaderRequest, opts ...grpc.CallOption) (*MasterTransferLeaderResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MasterTransferLeaderResponse)
+	err := c.cc.Invoke(ctx, MasterService_TransferLeader_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *masterServiceClient) Heartbeat(ctx context.Context, in *HeartbeatRequest, opts ...grpc.CallOption) (*HeartbeatResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(HeartbeatResponse)
@@ -152,6 +227,17 @@ type MasterServiceServer interface {
 	SetTableACL(context.Context, *SetTableACLRequest) (*SetTableACLResponse, error)
 	// SetServiceProperties replaces the table service properties.
 	SetServiceProperties(context.Context, *SetServicePropertiesRequest) (*SetServicePropertiesResponse, error)
+	// Events streams the event log from a sequence number; with follow it
+	// keeps streaming new events.
+	Events(*EventsRequest, grpc.ServerStreamingServer[Event]) error
+	// Split splits the range holding (table, partition_key) at that key.
+	Split(context.Context, *SplitRequest) (*SplitResponse, error)
+	// Merge merges a range with its right neighbour.
+	Merge(context.Context, *MergeRequest) (*MergeResponse, error)
+	// Move moves one replica of a range to another server.
+	Move(context.Context, *MoveRequest) (*MoveResponse, error)
+	// TransferLeader moves a range's leadership to another replica.
+	TransferLeader(context.Context, *MasterTransferLeaderRequest) (*MasterTransferLeaderResponse, error)
 	// Heartbeat registers a partition server and reports its replicas.
 	Heartbeat(context.Context, *HeartbeatRequest) (*HeartbeatResponse, error)
 	mustEmbedUnimplementedMasterServiceServer()
@@ -181,6 +267,21 @@ func (UnimplementedMasterServiceServer) SetTableACL(context.Context, *SetTableAC
 }
 func (UnimplementedMasterServiceServer) SetServiceProperties(context.Context, *SetServicePropertiesRequest) (*SetServicePropertiesResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method SetServiceProperties not implemented")
+}
+func (UnimplementedMasterServiceServer) Events(*EventsRequest, grpc.ServerStreamingServer[Event]) error {
+	return status.Errorf(codes.Unimplemented, "method Events not implemented")
+}
+func (UnimplementedMasterServiceServer) Split(context.Context, *SplitRequest) (*SplitResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Split not implemented")
+}
+func (UnimplementedMasterServiceServer) Merge(context.Context, *MergeRequest) (*MergeResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Merge not implemented")
+}
+func (UnimplementedMasterServiceServer) Move(context.Context, *MoveRequest) (*MoveResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Move not implemented")
+}
+func (UnimplementedMasterServiceServer) TransferLeader(context.Context, *MasterTransferLeaderRequest) (*MasterTransferLeaderResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method TransferLeader not implemented")
 }
 func (UnimplementedMasterServiceServer) Heartbeat(context.Context, *HeartbeatRequest) (*HeartbeatResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Heartbeat not implemented")
@@ -307,6 +408,89 @@ func _MasterService_SetServiceProperties_Handler(srv interface{}, ctx context.Co
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MasterService_Events_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(EventsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(MasterServiceServer).Events(m, &grpc.GenericServerStream[EventsRequest, Event]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type MasterService_EventsServer = grpc.ServerStreamingServer[Event]
+
+func _MasterService_Split_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SplitRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServiceServer).Split(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MasterService_Split_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServiceServer).Split(ctx, req.(*SplitRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MasterService_Merge_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MergeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServiceServer).Merge(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MasterService_Merge_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServiceServer).Merge(ctx, req.(*MergeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MasterService_Move_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MoveRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServiceServer).Move(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MasterService_Move_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServiceServer).Move(ctx, req.(*MoveRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MasterService_TransferLeader_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MasterTransferLeaderRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServiceServer).TransferLeader(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MasterService_TransferLeader_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServiceServer).TransferLeader(ctx, req.(*MasterTransferLeaderRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _MasterService_Heartbeat_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(HeartbeatRequest)
 	if err := dec(in); err != nil {
@@ -353,6 +537,22 @@ var MasterService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _MasterService_SetServiceProperties_Handler,
 		},
 		{
+			MethodName: "Split",
+			Handler:    _MasterService_Split_Handler,
+		},
+		{
+			MethodName: "Merge",
+			Handler:    _MasterService_Merge_Handler,
+		},
+		{
+			MethodName: "Move",
+			Handler:    _MasterService_Move_Handler,
+		},
+		{
+			MethodName: "TransferLeader",
+			Handler:    _MasterService_TransferLeader_Handler,
+		},
+		{
 			MethodName: "Heartbeat",
 			Handler:    _MasterService_Heartbeat_Handler,
 		},
@@ -361,6 +561,11 @@ var MasterService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "WatchPartitionMap",
 			Handler:       _MasterService_WatchPartitionMap_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "Events",
+			Handler:       _MasterService_Events_Handler,
 			ServerStreams: true,
 		},
 	},

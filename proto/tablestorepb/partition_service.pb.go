@@ -24,6 +24,719 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type SplitRangeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RangeId       uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
+	SplitKey      string                 `protobuf:"bytes,2,opt,name=split_key,json=splitKey,proto3" json:"split_key,omitempty"`
+	NewRangeId    uint64                 `protobuf:"varint,3,opt,name=new_range_id,json=newRangeId,proto3" json:"new_range_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SplitRangeRequest) Reset() {
+	*x = SplitRangeRequest{}
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SplitRangeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SplitRangeRequest) ProtoMessage() {}
+
+func (x *SplitRangeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SplitRangeRequest.ProtoReflect.Descriptor instead.
+func (*SplitRangeRequest) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *SplitRangeRequest) GetRangeId() uint64 {
+	if x != nil {
+		return x.RangeId
+	}
+	return 0
+}
+
+func (x *SplitRangeRequest) GetSplitKey() string {
+	if x != nil {
+		return x.SplitKey
+	}
+	return ""
+}
+
+func (x *SplitRangeRequest) GetNewRangeId() uint64 {
+	if x != nil {
+		return x.NewRangeId
+	}
+	return 0
+}
+
+type SplitRangeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Left          *RangeDescriptor       `protobuf:"bytes,1,opt,name=left,proto3" json:"left,omitempty"`
+	Right         *RangeDescriptor       `protobuf:"bytes,2,opt,name=right,proto3" json:"right,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SplitRangeResponse) Reset() {
+	*x = SplitRangeResponse{}
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SplitRangeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SplitRangeResponse) ProtoMessage() {}
+
+func (x *SplitRangeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SplitRangeResponse.ProtoReflect.Descriptor instead.
+func (*SplitRangeResponse) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *SplitRangeResponse) GetLeft() *RangeDescriptor {
+	if x != nil {
+		return x.Left
+	}
+	return nil
+}
+
+func (x *SplitRangeResponse) GetRight() *RangeDescriptor {
+	if x != nil {
+		return x.Right
+	}
+	return nil
+}
+
+type FreezeRangeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RangeId       uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FreezeRangeRequest) Reset() {
+	*x = FreezeRangeRequest{}
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FreezeRangeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FreezeRangeRequest) ProtoMessage() {}
+
+func (x *FreezeRangeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FreezeRangeRequest.ProtoReflect.Descriptor instead.
+func (*FreezeRangeRequest) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *FreezeRangeRequest) GetRangeId() uint64 {
+	if x != nil {
+		return x.RangeId
+	}
+	return 0
+}
+
+type FreezeRangeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Range         *RangeDescriptor       `protobuf:"bytes,1,opt,name=range,proto3" json:"range,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FreezeRangeResponse) Reset() {
+	*x = FreezeRangeResponse{}
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FreezeRangeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FreezeRangeResponse) ProtoMessage() {}
+
+func (x *FreezeRangeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FreezeRangeResponse.ProtoReflect.Descriptor instead.
+func (*FreezeRangeResponse) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *FreezeRangeResponse) GetRange() *RangeDescriptor {
+	if x != nil {
+		return x.Range
+	}
+	return nil
+}
+
+type ExportRangeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RangeId       uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExportRangeRequest) Reset() {
+	*x = ExportRangeRequest{}
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExportRangeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExportRangeRequest) ProtoMessage() {}
+
+func (x *ExportRangeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExportRangeRequest.ProtoReflect.Descriptor instead.
+func (*ExportRangeRequest) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ExportRangeRequest) GetRangeId() uint64 {
+	if x != nil {
+		return x.RangeId
+	}
+	return 0
+}
+
+type ExportRangeResponse struct {
+	state                 protoimpl.MessageState `protogen:"open.v1"`
+	Range                 *RangeDescriptor       `protobuf:"bytes,1,opt,name=range,proto3" json:"range,omitempty"`
+	Rows                  []*KV                  `protobuf:"bytes,2,rep,name=rows,proto3" json:"rows,omitempty"`
+	LastTimestampUnixNano int64                  `protobuf:"varint,3,opt,name=last_timestamp_unix_nano,json=lastTimestampUnixNano,proto3" json:"last_timestamp_unix_nano,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *ExportRangeResponse) Reset() {
+	*x = ExportRangeResponse{}
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExportRangeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExportRangeResponse) ProtoMessage() {}
+
+func (x *ExportRangeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExportRangeResponse.ProtoReflect.Descriptor instead.
+func (*ExportRangeResponse) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ExportRangeResponse) GetRange() *RangeDescriptor {
+	if x != nil {
+		return x.Range
+	}
+	return nil
+}
+
+func (x *ExportRangeResponse) GetRows() []*KV {
+	if x != nil {
+		return x.Rows
+	}
+	return nil
+}
+
+func (x *ExportRangeResponse) GetLastTimestampUnixNano() int64 {
+	if x != nil {
+		return x.LastTimestampUnixNano
+	}
+	return 0
+}
+
+type AbsorbRangeRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	RangeId uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
+	Right   *RangeDescriptor       `protobuf:"bytes,2,opt,name=right,proto3" json:"right,omitempty"`
+	// gRPC address of a replica of the right range (its leader, if known).
+	RightAddrs    []string `protobuf:"bytes,3,rep,name=right_addrs,json=rightAddrs,proto3" json:"right_addrs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AbsorbRangeRequest) Reset() {
+	*x = AbsorbRangeRequest{}
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AbsorbRangeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AbsorbRangeRequest) ProtoMessage() {}
+
+func (x *AbsorbRangeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AbsorbRangeRequest.ProtoReflect.Descriptor instead.
+func (*AbsorbRangeRequest) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *AbsorbRangeRequest) GetRangeId() uint64 {
+	if x != nil {
+		return x.RangeId
+	}
+	return 0
+}
+
+func (x *AbsorbRangeRequest) GetRight() *RangeDescriptor {
+	if x != nil {
+		return x.Right
+	}
+	return nil
+}
+
+func (x *AbsorbRangeRequest) GetRightAddrs() []string {
+	if x != nil {
+		return x.RightAddrs
+	}
+	return nil
+}
+
+type AbsorbRangeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Range         *RangeDescriptor       `protobuf:"bytes,1,opt,name=range,proto3" json:"range,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AbsorbRangeResponse) Reset() {
+	*x = AbsorbRangeResponse{}
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AbsorbRangeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AbsorbRangeResponse) ProtoMessage() {}
+
+func (x *AbsorbRangeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AbsorbRangeResponse.ProtoReflect.Descriptor instead.
+func (*AbsorbRangeResponse) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *AbsorbRangeResponse) GetRange() *RangeDescriptor {
+	if x != nil {
+		return x.Range
+	}
+	return nil
+}
+
+type ChangeReplicasRequest struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	RangeId        uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
+	AddServerId    string                 `protobuf:"bytes,2,opt,name=add_server_id,json=addServerId,proto3" json:"add_server_id,omitempty"`
+	RemoveServerId string                 `protobuf:"bytes,3,opt,name=remove_server_id,json=removeServerId,proto3" json:"remove_server_id,omitempty"`
+	RaftAddrs      map[string]string      `protobuf:"bytes,4,rep,name=raft_addrs,json=raftAddrs,proto3" json:"raft_addrs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ChangeReplicasRequest) Reset() {
+	*x = ChangeReplicasRequest{}
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChangeReplicasRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChangeReplicasRequest) ProtoMessage() {}
+
+func (x *ChangeReplicasRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChangeReplicasRequest.ProtoReflect.Descriptor instead.
+func (*ChangeReplicasRequest) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ChangeReplicasRequest) GetRangeId() uint64 {
+	if x != nil {
+		return x.RangeId
+	}
+	return 0
+}
+
+func (x *ChangeReplicasRequest) GetAddServerId() string {
+	if x != nil {
+		return x.AddServerId
+	}
+	return ""
+}
+
+func (x *ChangeReplicasRequest) GetRemoveServerId() string {
+	if x != nil {
+		return x.RemoveServerId
+	}
+	return ""
+}
+
+func (x *ChangeReplicasRequest) GetRaftAddrs() map[string]string {
+	if x != nil {
+		return x.RaftAddrs
+	}
+	return nil
+}
+
+type ChangeReplicasResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Range         *RangeDescriptor       `protobuf:"bytes,1,opt,name=range,proto3" json:"range,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChangeReplicasResponse) Reset() {
+	*x = ChangeReplicasResponse{}
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChangeReplicasResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChangeReplicasResponse) ProtoMessage() {}
+
+func (x *ChangeReplicasResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChangeReplicasResponse.ProtoReflect.Descriptor instead.
+func (*ChangeReplicasResponse) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ChangeReplicasResponse) GetRange() *RangeDescriptor {
+	if x != nil {
+		return x.Range
+	}
+	return nil
+}
+
+type TransferLeaderRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RangeId       uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
+	ToServerId    string                 `protobuf:"bytes,2,opt,name=to_server_id,json=toServerId,proto3" json:"to_server_id,omitempty"`
+	ToRaftAddr    string                 `protobuf:"bytes,3,opt,name=to_raft_addr,json=toRaftAddr,proto3" json:"to_raft_addr,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TransferLeaderRequest) Reset() {
+	*x = TransferLeaderRequest{}
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransferLeaderRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransferLeaderRequest) ProtoMessage() {}
+
+func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransferLeaderRequest.ProtoReflect.Descriptor instead.
+func (*TransferLeaderRequest) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *TransferLeaderRequest) GetRangeId() uint64 {
+	if x != nil {
+		return x.RangeId
+	}
+	return 0
+}
+
+func (x *TransferLeaderRequest) GetToServerId() string {
+	if x != nil {
+		return x.ToServerId
+	}
+	return ""
+}
+
+func (x *TransferLeaderRequest) GetToRaftAddr() string {
+	if x != nil {
+		return x.ToRaftAddr
+	}
+	return ""
+}
+
+type TransferLeaderResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TransferLeaderResponse) Reset() {
+	*x = TransferLeaderResponse{}
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransferLeaderResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransferLeaderResponse) ProtoMessage() {}
+
+func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransferLeaderResponse.ProtoReflect.Descriptor instead.
+func (*TransferLeaderResponse) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{11}
+}
+
+type SplitKeyRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RangeId       uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SplitKeyRequest) Reset() {
+	*x = SplitKeyRequest{}
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SplitKeyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SplitKeyRequest) ProtoMessage() {}
+
+func (x *SplitKeyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SplitKeyRequest.ProtoReflect.Descriptor instead.
+func (*SplitKeyRequest) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *SplitKeyRequest) GetRangeId() uint64 {
+	if x != nil {
+		return x.RangeId
+	}
+	return 0
+}
+
+type SplitKeyResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SplitKey      string                 `protobuf:"bytes,1,opt,name=split_key,json=splitKey,proto3" json:"split_key,omitempty"`
+	Ok            bool                   `protobuf:"varint,2,opt,name=ok,proto3" json:"ok,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SplitKeyResponse) Reset() {
+	*x = SplitKeyResponse{}
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SplitKeyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SplitKeyResponse) ProtoMessage() {}
+
+func (x *SplitKeyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SplitKeyResponse.ProtoReflect.Descriptor instead.
+func (*SplitKeyResponse) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *SplitKeyResponse) GetSplitKey() string {
+	if x != nil {
+		return x.SplitKey
+	}
+	return ""
+}
+
+func (x *SplitKeyResponse) GetOk() bool {
+	if x != nil {
+		return x.Ok
+	}
+	return false
+}
+
 type WriteRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	RangeId       uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
@@ -35,7 +748,7 @@ type WriteRequest struct {
 
 func (x *WriteRequest) Reset() {
 	*x = WriteRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[0]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -47,7 +760,7 @@ func (x *WriteRequest) String() string {
 func (*WriteRequest) ProtoMessage() {}
 
 func (x *WriteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[0]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -60,7 +773,7 @@ func (x *WriteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteRequest.ProtoReflect.Descriptor instead.
 func (*WriteRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{0}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *WriteRequest) GetRangeId() uint64 {
@@ -93,7 +806,7 @@ type WriteResponse struct {
 
 func (x *WriteResponse) Reset() {
 	*x = WriteResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[1]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -105,7 +818,7 @@ func (x *WriteResponse) String() string {
 func (*WriteResponse) ProtoMessage() {}
 
 func (x *WriteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[1]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -118,7 +831,7 @@ func (x *WriteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteResponse.ProtoReflect.Descriptor instead.
 func (*WriteResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{1}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *WriteResponse) GetTimestampUnixNano() int64 {
@@ -140,7 +853,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[2]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -152,7 +865,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[2]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -165,7 +878,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{2}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetRequest) GetRangeId() uint64 {
@@ -205,7 +918,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[3]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -217,7 +930,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[3]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -230,7 +943,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{3}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetResponse) GetEntity() []byte {
@@ -268,7 +981,7 @@ type QueryRequest struct {
 
 func (x *QueryRequest) Reset() {
 	*x = QueryRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[4]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -280,7 +993,7 @@ func (x *QueryRequest) String() string {
 func (*QueryRequest) ProtoMessage() {}
 
 func (x *QueryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[4]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -293,7 +1006,7 @@ func (x *QueryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryRequest.ProtoReflect.Descriptor instead.
 func (*QueryRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{4}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *QueryRequest) GetRangeId() uint64 {
@@ -402,7 +1115,7 @@ type QueryResponse struct {
 
 func (x *QueryResponse) Reset() {
 	*x = QueryResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[5]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -414,7 +1127,7 @@ func (x *QueryResponse) String() string {
 func (*QueryResponse) ProtoMessage() {}
 
 func (x *QueryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[5]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -427,7 +1140,7 @@ func (x *QueryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryResponse.ProtoReflect.Descriptor instead.
 func (*QueryResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{5}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *QueryResponse) GetEntities() [][]byte {
@@ -478,7 +1191,7 @@ type CreateReplicaRequest struct {
 
 func (x *CreateReplicaRequest) Reset() {
 	*x = CreateReplicaRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[6]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -490,7 +1203,7 @@ func (x *CreateReplicaRequest) String() string {
 func (*CreateReplicaRequest) ProtoMessage() {}
 
 func (x *CreateReplicaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[6]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -503,7 +1216,7 @@ func (x *CreateReplicaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateReplicaRequest.ProtoReflect.Descriptor instead.
 func (*CreateReplicaRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{6}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CreateReplicaRequest) GetRange() *RangeDescriptor {
@@ -535,7 +1248,7 @@ type CreateReplicaResponse struct {
 
 func (x *CreateReplicaResponse) Reset() {
 	*x = CreateReplicaResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[7]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -547,7 +1260,7 @@ func (x *CreateReplicaResponse) String() string {
 func (*CreateReplicaResponse) ProtoMessage() {}
 
 func (x *CreateReplicaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[7]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -560,7 +1273,7 @@ func (x *CreateReplicaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateReplicaResponse.ProtoReflect.Descriptor instead.
 func (*CreateReplicaResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{7}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{21}
 }
 
 type DeleteReplicaRequest struct {
@@ -572,7 +1285,7 @@ type DeleteReplicaRequest struct {
 
 func (x *DeleteReplicaRequest) Reset() {
 	*x = DeleteReplicaRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[8]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -584,7 +1297,7 @@ func (x *DeleteReplicaRequest) String() string {
 func (*DeleteReplicaRequest) ProtoMessage() {}
 
 func (x *DeleteReplicaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[8]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -597,7 +1310,7 @@ func (x *DeleteReplicaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteReplicaRequest.ProtoReflect.Descriptor instead.
 func (*DeleteReplicaRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{8}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DeleteReplicaRequest) GetRangeId() uint64 {
@@ -615,7 +1328,7 @@ type DeleteReplicaResponse struct {
 
 func (x *DeleteReplicaResponse) Reset() {
 	*x = DeleteReplicaResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[9]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -627,7 +1340,7 @@ func (x *DeleteReplicaResponse) String() string {
 func (*DeleteReplicaResponse) ProtoMessage() {}
 
 func (x *DeleteReplicaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[9]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -640,7 +1353,7 @@ func (x *DeleteReplicaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteReplicaResponse.ProtoReflect.Descriptor instead.
 func (*DeleteReplicaResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{9}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{23}
 }
 
 type RangeInfoRequest struct {
@@ -652,7 +1365,7 @@ type RangeInfoRequest struct {
 
 func (x *RangeInfoRequest) Reset() {
 	*x = RangeInfoRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[10]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -664,7 +1377,7 @@ func (x *RangeInfoRequest) String() string {
 func (*RangeInfoRequest) ProtoMessage() {}
 
 func (x *RangeInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[10]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -677,7 +1390,7 @@ func (x *RangeInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeInfoRequest.ProtoReflect.Descriptor instead.
 func (*RangeInfoRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{10}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RangeInfoRequest) GetRangeId() uint64 {
@@ -697,7 +1410,7 @@ type RangeInfoResponse struct {
 
 func (x *RangeInfoResponse) Reset() {
 	*x = RangeInfoResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[11]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -709,7 +1422,7 @@ func (x *RangeInfoResponse) String() string {
 func (*RangeInfoResponse) ProtoMessage() {}
 
 func (x *RangeInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[11]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -722,7 +1435,7 @@ func (x *RangeInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeInfoResponse.ProtoReflect.Descriptor instead.
 func (*RangeInfoResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{11}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RangeInfoResponse) GetStatus() *RangeStatus {
@@ -743,7 +1456,55 @@ var File_tablestore_v1_partition_service_proto protoreflect.FileDescriptor
 
 const file_tablestore_v1_partition_service_proto_rawDesc = "" +
 	"\n" +
-	"%tablestore/v1/partition_service.proto\x12\rtablestore.v1\x1a\x18tablestore/v1/data.proto\"t\n" +
+	"%tablestore/v1/partition_service.proto\x12\rtablestore.v1\x1a\x18tablestore/v1/data.proto\"m\n" +
+	"\x11SplitRangeRequest\x12\x19\n" +
+	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x1b\n" +
+	"\tsplit_key\x18\x02 \x01(\tR\bsplitKey\x12 \n" +
+	"\fnew_range_id\x18\x03 \x01(\x04R\n" +
+	"newRangeId\"~\n" +
+	"\x12SplitRangeResponse\x122\n" +
+	"\x04left\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x04left\x124\n" +
+	"\x05right\x18\x02 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05right\"/\n" +
+	"\x12FreezeRangeRequest\x12\x19\n" +
+	"\brange_id\x18\x01 \x01(\x04R\arangeId\"K\n" +
+	"\x13FreezeRangeResponse\x124\n" +
+	"\x05range\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\"/\n" +
+	"\x12ExportRangeRequest\x12\x19\n" +
+	"\brange_id\x18\x01 \x01(\x04R\arangeId\"\xab\x01\n" +
+	"\x13ExportRangeResponse\x124\n" +
+	"\x05range\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\x12%\n" +
+	"\x04rows\x18\x02 \x03(\v2\x11.tablestore.v1.KVR\x04rows\x127\n" +
+	"\x18last_timestamp_unix_nano\x18\x03 \x01(\x03R\x15lastTimestampUnixNano\"\x86\x01\n" +
+	"\x12AbsorbRangeRequest\x12\x19\n" +
+	"\brange_id\x18\x01 \x01(\x04R\arangeId\x124\n" +
+	"\x05right\x18\x02 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05right\x12\x1f\n" +
+	"\vright_addrs\x18\x03 \x03(\tR\n" +
+	"rightAddrs\"K\n" +
+	"\x13AbsorbRangeResponse\x124\n" +
+	"\x05range\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\"\x92\x02\n" +
+	"\x15ChangeReplicasRequest\x12\x19\n" +
+	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\"\n" +
+	"\radd_server_id\x18\x02 \x01(\tR\vaddServerId\x12(\n" +
+	"\x10remove_server_id\x18\x03 \x01(\tR\x0eremoveServerId\x12R\n" +
+	"\n" +
+	"raft_addrs\x18\x04 \x03(\v23.tablestore.v1.ChangeReplicasRequest.RaftAddrsEntryR\traftAddrs\x1a<\n" +
+	"\x0eRaftAddrsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"N\n" +
+	"\x16ChangeReplicasResponse\x124\n" +
+	"\x05range\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\"v\n" +
+	"\x15TransferLeaderRequest\x12\x19\n" +
+	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12 \n" +
+	"\fto_server_id\x18\x02 \x01(\tR\n" +
+	"toServerId\x12 \n" +
+	"\fto_raft_addr\x18\x03 \x01(\tR\n" +
+	"toRaftAddr\"\x18\n" +
+	"\x16TransferLeaderResponse\",\n" +
+	"\x0fSplitKeyRequest\x12\x19\n" +
+	"\brange_id\x18\x01 \x01(\x04R\arangeId\"?\n" +
+	"\x10SplitKeyResponse\x12\x1b\n" +
+	"\tsplit_key\x18\x01 \x01(\tR\bsplitKey\x12\x0e\n" +
+	"\x02ok\x18\x02 \x01(\bR\x02ok\"t\n" +
 	"\fWriteRequest\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x1e\n" +
 	"\n" +
@@ -802,14 +1563,22 @@ const file_tablestore_v1_partition_service_proto_rawDesc = "" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\"q\n" +
 	"\x11RangeInfoResponse\x122\n" +
 	"\x06status\x18\x01 \x01(\v2\x1a.tablestore.v1.RangeStatusR\x06status\x12(\n" +
-	"\x10leader_server_id\x18\x02 \x01(\tR\x0eleaderServerId2\xe0\x03\n" +
+	"\x10leader_server_id\x18\x02 \x01(\tR\x0eleaderServerId2\xc0\b\n" +
 	"\x10PartitionService\x12B\n" +
 	"\x05Write\x12\x1b.tablestore.v1.WriteRequest\x1a\x1c.tablestore.v1.WriteResponse\x12<\n" +
 	"\x03Get\x12\x19.tablestore.v1.GetRequest\x1a\x1a.tablestore.v1.GetResponse\x12B\n" +
 	"\x05Query\x12\x1b.tablestore.v1.QueryRequest\x1a\x1c.tablestore.v1.QueryResponse\x12Z\n" +
 	"\rCreateReplica\x12#.tablestore.v1.CreateReplicaRequest\x1a$.tablestore.v1.CreateReplicaResponse\x12Z\n" +
 	"\rDeleteReplica\x12#.tablestore.v1.DeleteReplicaRequest\x1a$.tablestore.v1.DeleteReplicaResponse\x12N\n" +
-	"\tRangeInfo\x12\x1f.tablestore.v1.RangeInfoRequest\x1a .tablestore.v1.RangeInfoResponseB\x1fZ\x1dtablestore/proto/tablestorepbb\x06proto3"
+	"\tRangeInfo\x12\x1f.tablestore.v1.RangeInfoRequest\x1a .tablestore.v1.RangeInfoResponse\x12Q\n" +
+	"\n" +
+	"SplitRange\x12 .tablestore.v1.SplitRangeRequest\x1a!.tablestore.v1.SplitRangeResponse\x12T\n" +
+	"\vFreezeRange\x12!.tablestore.v1.FreezeRangeRequest\x1a\".tablestore.v1.FreezeRangeResponse\x12T\n" +
+	"\vExportRange\x12!.tablestore.v1.ExportRangeRequest\x1a\".tablestore.v1.ExportRangeResponse\x12T\n" +
+	"\vAbsorbRange\x12!.tablestore.v1.AbsorbRangeRequest\x1a\".tablestore.v1.AbsorbRangeResponse\x12]\n" +
+	"\x0eChangeReplicas\x12$.tablestore.v1.ChangeReplicasRequest\x1a%.tablestore.v1.ChangeReplicasResponse\x12]\n" +
+	"\x0eTransferLeader\x12$.tablestore.v1.TransferLeaderRequest\x1a%.tablestore.v1.TransferLeaderResponse\x12K\n" +
+	"\bSplitKey\x12\x1e.tablestore.v1.SplitKeyRequest\x1a\x1f.tablestore.v1.SplitKeyResponseB\x1fZ\x1dtablestore/proto/tablestorepbb\x06proto3"
 
 var (
 	file_tablestore_v1_partition_service_proto_rawDescOnce sync.Once
@@ -823,48 +1592,87 @@ func file_tablestore_v1_partition_service_proto_rawDescGZIP() []byte {
 	return file_tablestore_v1_partition_service_proto_rawDescData
 }
 
-var file_tablestore_v1_partition_service_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_tablestore_v1_partition_service_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_tablestore_v1_partition_service_proto_goTypes = []any{
-	(*WriteRequest)(nil),          // 0: tablestore.v1.WriteRequest
-	(*WriteResponse)(nil),         // 1: tablestore.v1.WriteResponse
-	(*GetRequest)(nil),            // 2: tablestore.v1.GetRequest
-	(*GetResponse)(nil),           // 3: tablestore.v1.GetResponse
-	(*QueryRequest)(nil),          // 4: tablestore.v1.QueryRequest
-	(*QueryResponse)(nil),         // 5: tablestore.v1.QueryResponse
-	(*CreateReplicaRequest)(nil),  // 6: tablestore.v1.CreateReplicaRequest
-	(*CreateReplicaResponse)(nil), // 7: tablestore.v1.CreateReplicaResponse
-	(*DeleteReplicaRequest)(nil),  // 8: tablestore.v1.DeleteReplicaRequest
-	(*DeleteReplicaResponse)(nil), // 9: tablestore.v1.DeleteReplicaResponse
-	(*RangeInfoRequest)(nil),      // 10: tablestore.v1.RangeInfoRequest
-	(*RangeInfoResponse)(nil),     // 11: tablestore.v1.RangeInfoResponse
-	nil,                           // 12: tablestore.v1.CreateReplicaRequest.RaftAddrsEntry
-	(*EntityOp)(nil),              // 13: tablestore.v1.EntityOp
-	(*RangeDescriptor)(nil),       // 14: tablestore.v1.RangeDescriptor
-	(*RangeStatus)(nil),           // 15: tablestore.v1.RangeStatus
+	(*SplitRangeRequest)(nil),      // 0: tablestore.v1.SplitRangeRequest
+	(*SplitRangeResponse)(nil),     // 1: tablestore.v1.SplitRangeResponse
+	(*FreezeRangeRequest)(nil),     // 2: tablestore.v1.FreezeRangeRequest
+	(*FreezeRangeResponse)(nil),    // 3: tablestore.v1.FreezeRangeResponse
+	(*ExportRangeRequest)(nil),     // 4: tablestore.v1.ExportRangeRequest
+	(*ExportRangeResponse)(nil),    // 5: tablestore.v1.ExportRangeResponse
+	(*AbsorbRangeRequest)(nil),     // 6: tablestore.v1.AbsorbRangeRequest
+	(*AbsorbRangeResponse)(nil),    // 7: tablestore.v1.AbsorbRangeResponse
+	(*ChangeReplicasRequest)(nil),  // 8: tablestore.v1.ChangeReplicasRequest
+	(*ChangeReplicasResponse)(nil), // 9: tablestore.v1.ChangeReplicasResponse
+	(*TransferLeaderRequest)(nil),  // 10: tablestore.v1.TransferLeaderRequest
+	(*TransferLeaderResponse)(nil), // 11: tablestore.v1.TransferLeaderResponse
+	(*SplitKeyRequest)(nil),        // 12: tablestore.v1.SplitKeyRequest
+	(*SplitKeyResponse)(nil),       // 13: tablestore.v1.SplitKeyResponse
+	(*WriteRequest)(nil),           // 14: tablestore.v1.WriteRequest
+	(*WriteResponse)(nil),          // 15: tablestore.v1.WriteResponse
+	(*GetRequest)(nil),             // 16: tablestore.v1.GetRequest
+	(*GetResponse)(nil),            // 17: tablestore.v1.GetResponse
+	(*QueryRequest)(nil),           // 18: tablestore.v1.QueryRequest
+	(*QueryResponse)(nil),          // 19: tablestore.v1.QueryResponse
+	(*CreateReplicaRequest)(nil),   // 20: tablestore.v1.CreateReplicaRequest
+	(*CreateReplicaResponse)(nil),  // 21: tablestore.v1.CreateReplicaResponse
+	(*DeleteReplicaRequest)(nil),   // 22: tablestore.v1.DeleteReplicaRequest
+	(*DeleteReplicaResponse)(nil),  // 23: tablestore.v1.DeleteReplicaResponse
+	(*RangeInfoRequest)(nil),       // 24: tablestore.v1.RangeInfoRequest
+	(*RangeInfoResponse)(nil),      // 25: tablestore.v1.RangeInfoResponse
+	nil,                            // 26: tablestore.v1.ChangeReplicasRequest.RaftAddrsEntry
+	nil,                            // 27: tablestore.v1.CreateReplicaRequest.RaftAddrsEntry
+	(*RangeDescriptor)(nil),        // 28: tablestore.v1.RangeDescriptor
+	(*KV)(nil),                     // 29: tablestore.v1.KV
+	(*EntityOp)(nil),               // 30: tablestore.v1.EntityOp
+	(*RangeStatus)(nil),            // 31: tablestore.v1.RangeStatus
 }
 var file_tablestore_v1_partition_service_proto_depIdxs = []int32{
-	13, // 0: tablestore.v1.WriteRequest.ops:type_name -> tablestore.v1.EntityOp
-	14, // 1: tablestore.v1.QueryResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	14, // 2: tablestore.v1.CreateReplicaRequest.range:type_name -> tablestore.v1.RangeDescriptor
-	12, // 3: tablestore.v1.CreateReplicaRequest.raft_addrs:type_name -> tablestore.v1.CreateReplicaRequest.RaftAddrsEntry
-	15, // 4: tablestore.v1.RangeInfoResponse.status:type_name -> tablestore.v1.RangeStatus
-	0,  // 5: tablestore.v1.PartitionService.Write:input_type -> tablestore.v1.WriteRequest
-	2,  // 6: tablestore.v1.PartitionService.Get:input_type -> tablestore.v1.GetRequest
-	4,  // 7: tablestore.v1.PartitionService.Query:input_type -> tablestore.v1.QueryRequest
-	6,  // 8: tablestore.v1.PartitionService.CreateReplica:input_type -> tablestore.v1.CreateReplicaRequest
-	8,  // 9: tablestore.v1.PartitionService.DeleteReplica:input_type -> tablestore.v1.DeleteReplicaRequest
-	10, // 10: tablestore.v1.PartitionService.RangeInfo:input_type -> tablestore.v1.RangeInfoRequest
-	1,  // 11: tablestore.v1.PartitionService.Write:output_type -> tablestore.v1.WriteResponse
-	3,  // 12: tablestore.v1.PartitionService.Get:output_type -> tablestore.v1.GetResponse
-	5,  // 13: tablestore.v1.PartitionService.Query:output_type -> tablestore.v1.QueryResponse
-	7,  // 14: tablestore.v1.PartitionService.CreateReplica:output_type -> tablestore.v1.CreateReplicaResponse
-	9,  // 15: tablestore.v1.PartitionService.DeleteReplica:output_type -> tablestore.v1.DeleteReplicaResponse
-	11, // 16: tablestore.v1.PartitionService.RangeInfo:output_type -> tablestore.v1.RangeInfoResponse
-	11, // [11:17] is the sub-list for method output_type
-	5,  // [5:11] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	28, // 0: tablestore.v1.SplitRangeResponse.left:type_name -> tablestore.v1.RangeDescriptor
+	28, // 1: tablestore.v1.SplitRangeResponse.right:type_name -> tablestore.v1.RangeDescriptor
+	28, // 2: tablestore.v1.FreezeRangeResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	28, // 3: tablestore.v1.ExportRangeResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	29, // 4: tablestore.v1.ExportRangeResponse.rows:type_name -> tablestore.v1.KV
+	28, // 5: tablestore.v1.AbsorbRangeRequest.right:type_name -> tablestore.v1.RangeDescriptor
+	28, // 6: tablestore.v1.AbsorbRangeResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	26, // 7: tablestore.v1.ChangeReplicasRequest.raft_addrs:type_name -> tablestore.v1.ChangeReplicasRequest.RaftAddrsEntry
+	28, // 8: tablestore.v1.ChangeReplicasResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	30, // 9: tablestore.v1.WriteRequest.ops:type_name -> tablestore.v1.EntityOp
+	28, // 10: tablestore.v1.QueryResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	28, // 11: tablestore.v1.CreateReplicaRequest.range:type_name -> tablestore.v1.RangeDescriptor
+	27, // 12: tablestore.v1.CreateReplicaRequest.raft_addrs:type_name -> tablestore.v1.CreateReplicaRequest.RaftAddrsEntry
+	31, // 13: tablestore.v1.RangeInfoResponse.status:type_name -> tablestore.v1.RangeStatus
+	14, // 14: tablestore.v1.PartitionService.Write:input_type -> tablestore.v1.WriteRequest
+	16, // 15: tablestore.v1.PartitionService.Get:input_type -> tablestore.v1.GetRequest
+	18, // 16: tablestore.v1.PartitionService.Query:input_type -> tablestore.v1.QueryRequest
+	20, // 17: tablestore.v1.PartitionService.CreateReplica:input_type -> tablestore.v1.CreateReplicaRequest
+	22, // 18: tablestore.v1.PartitionService.DeleteReplica:input_type -> tablestore.v1.DeleteReplicaRequest
+	24, // 19: tablestore.v1.PartitionService.RangeInfo:input_type -> tablestore.v1.RangeInfoRequest
+	0,  // 20: tablestore.v1.PartitionService.SplitRange:input_type -> tablestore.v1.SplitRangeRequest
+	2,  // 21: tablestore.v1.PartitionService.FreezeRange:input_type -> tablestore.v1.FreezeRangeRequest
+	4,  // 22: tablestore.v1.PartitionService.ExportRange:input_type -> tablestore.v1.ExportRangeRequest
+	6,  // 23: tablestore.v1.PartitionService.AbsorbRange:input_type -> tablestore.v1.AbsorbRangeRequest
+	8,  // 24: tablestore.v1.PartitionService.ChangeReplicas:input_type -> tablestore.v1.ChangeReplicasRequest
+	10, // 25: tablestore.v1.PartitionService.TransferLeader:input_type -> tablestore.v1.TransferLeaderRequest
+	12, // 26: tablestore.v1.PartitionService.SplitKey:input_type -> tablestore.v1.SplitKeyRequest
+	15, // 27: tablestore.v1.PartitionService.Write:output_type -> tablestore.v1.WriteResponse
+	17, // 28: tablestore.v1.PartitionService.Get:output_type -> tablestore.v1.GetResponse
+	19, // 29: tablestore.v1.PartitionService.Query:output_type -> tablestore.v1.QueryResponse
+	21, // 30: tablestore.v1.PartitionService.CreateReplica:output_type -> tablestore.v1.CreateReplicaResponse
+	23, // 31: tablestore.v1.PartitionService.DeleteReplica:output_type -> tablestore.v1.DeleteReplicaResponse
+	25, // 32: tablestore.v1.PartitionService.RangeInfo:output_type -> tablestore.v1.RangeInfoResponse
+	1,  // 33: tablestore.v1.PartitionService.SplitRange:output_type -> tablestore.v1.SplitRangeResponse
+	3,  // 34: tablestore.v1.PartitionService.FreezeRange:output_type -> tablestore.v1.FreezeRangeResponse
+	5,  // 35: tablestore.v1.PartitionService.ExportRange:output_type -> tablestore.v1.ExportRangeResponse
+	7,  // 36: tablestore.v1.PartitionService.AbsorbRange:output_type -> tablestore.v1.AbsorbRangeResponse
+	9,  // 37: tablestore.v1.PartitionService.ChangeReplicas:output_type -> tablestore.v1.ChangeReplicasResponse
+	11, // 38: tablestore.v1.PartitionService.TransferLeader:output_type -> tablestore.v1.TransferLeaderResponse
+	13, // 39: tablestore.v1.PartitionService.SplitKey:output_type -> tablestore.v1.SplitKeyResponse
+	27, // [27:40] is the sub-list for method output_type
+	14, // [14:27] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_tablestore_v1_partition_service_proto_init() }
@@ -879,7 +1687,7 @@ func file_tablestore_v1_partition_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tablestore_v1_partition_service_proto_rawDesc), len(file_tablestore_v1_partition_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -22,12 +22,19 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	PartitionService_Write_FullMethodName         = "/tablestore.v1.PartitionService/Write"
-	PartitionService_Get_FullMethodName           = "/tablestore.v1.PartitionService/Get"
-	PartitionService_Query_FullMethodName         = "/tablestore.v1.PartitionService/Query"
-	PartitionService_CreateReplica_FullMethodName = "/tablestore.v1.PartitionService/CreateReplica"
-	PartitionService_DeleteReplica_FullMethodName = "/tablestore.v1.PartitionService/DeleteReplica"
-	PartitionService_RangeInfo_FullMethodName     = "/tablestore.v1.PartitionService/RangeInfo"
+	PartitionService_Write_FullMethodName          = "/tablestore.v1.PartitionService/Write"
+	PartitionService_Get_FullMethodName            = "/tablestore.v1.PartitionService/Get"
+	PartitionService_Query_FullMethodName          = "/tablestore.v1.PartitionService/Query"
+	PartitionService_CreateReplica_FullMethodName  = "/tablestore.v1.PartitionService/CreateReplica"
+	PartitionService_DeleteReplica_FullMethodName  = "/tablestore.v1.PartitionService/DeleteReplica"
+	PartitionService_RangeInfo_FullMethodName      = "/tablestore.v1.PartitionService/RangeInfo"
+	PartitionService_SplitRange_FullMethodName     = "/tablestore.v1.PartitionService/SplitRange"
+	PartitionService_FreezeRange_FullMethodName    = "/tablestore.v1.PartitionService/FreezeRange"
+	PartitionService_ExportRange_FullMethodName    = "/tablestore.v1.PartitionService/ExportRange"
+	PartitionService_AbsorbRange_FullMethodName    = "/tablestore.v1.PartitionService/AbsorbRange"
+	PartitionService_ChangeReplicas_FullMethodName = "/tablestore.v1.PartitionService/ChangeReplicas"
+	PartitionService_TransferLeader_FullMethodName = "/tablestore.v1.PartitionService/TransferLeader"
+	PartitionService_SplitKey_FullMethodName       = "/tablestore.v1.PartitionService/SplitKey"
 )
 
 // PartitionServiceClient is the client API for PartitionService service.
@@ -46,6 +53,22 @@ type PartitionServiceClient interface {
 	DeleteReplica(ctx context.Context, in *DeleteReplicaRequest, opts ...grpc.CallOption) (*DeleteReplicaResponse, error)
 	// RangeInfo reports this server's view of a range.
 	RangeInfo(ctx context.Context, in *RangeInfoRequest, opts ...grpc.CallOption) (*RangeInfoResponse, error)
+	// SplitRange splits a range at a PartitionKey through its Raft log
+	// (leader only).
+	SplitRange(ctx context.Context, in *SplitRangeRequest, opts ...grpc.CallOption) (*SplitRangeResponse, error)
+	// FreezeRange stops writes to a range before a merge (leader only).
+	FreezeRange(ctx context.Context, in *FreezeRangeRequest, opts ...grpc.CallOption) (*FreezeRangeResponse, error)
+	// ExportRange returns every entity of a frozen range (leader only).
+	ExportRange(ctx context.Context, in *ExportRangeRequest, opts ...grpc.CallOption) (*ExportRangeResponse, error)
+	// AbsorbRange extends a range over its frozen right neighbour (leader of
+	// the left range only); it fetches the neighbour's entities itself.
+	AbsorbRange(ctx context.Context, in *AbsorbRangeRequest, opts ...grpc.CallOption) (*AbsorbRangeResponse, error)
+	// ChangeReplicas adds and/or removes a voter (leader only).
+	ChangeReplicas(ctx context.Context, in *ChangeReplicasRequest, opts ...grpc.CallOption) (*ChangeReplicasResponse, error)
+	// TransferLeader hands the range's leadership to another replica.
+	TransferLeader(ctx context.Context, in *TransferLeaderRequest, opts ...grpc.CallOption) (*TransferLeaderResponse, error)
+	// SplitKey proposes a PartitionKey that halves the range by size.
+	SplitKey(ctx context.Context, in *SplitKeyRequest, opts ...grpc.CallOption) (*SplitKeyResponse, error)
 }
 
 type partitionServiceClient struct {
@@ -116,6 +139,76 @@ func (c *partitionServiceClient) RangeInfo(ctx context.Context, in *RangeInfoReq
 	return out, nil
 }
 
+func (c *partitionServiceClient) SplitRange(ctx context.Context, in *SplitRangeRequest, opts ...grpc.CallOption) (*SplitRangeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SplitRangeResponse)
+	err := c.cc.Invoke(ctx, PartitionService_SplitRange_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *partitionServiceClient) FreezeRange(ctx context.Context, in *FreezeRangeRequest, opts ...grpc.CallOption) (*FreezeRangeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(FreezeRangeResponse)
+	err := c.cc.Invoke(ctx, PartitionService_FreezeRange_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *partitionServiceClient) ExportRange(ctx context.Context, in *ExportRangeRequest, opts ...grpc.CallOption) (*ExportRangeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ExportRangeResponse)
+	err := c.cc.Invoke(ctx, PartitionService_ExportRange_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *partitionServiceClient) AbsorbRange(ctx context.Context, in *AbsorbRangeRequest, opts ...grpc.CallOption) (*AbsorbRangeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AbsorbRangeResponse)
+	err := c.cc.Invoke(ctx, PartitionService_AbsorbRange_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *partitionServiceClient) ChangeReplicas(ctx context.Context, in *ChangeReplicasRequest, opts ...grpc.CallOption) (*ChangeReplicasResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ChangeReplicasResponse)
+	err := c.cc.Invoke(ctx, PartitionService_ChangeReplicas_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *partitionServiceClient) TransferLeader(ctx context.Context, in *TransferLeaderRequest, opts ...grpc.CallOption) (*TransferLeaderResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TransferLeaderResponse)
+	err := c.cc.Invoke(ctx, PartitionService_TransferLeader_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *partitionServiceClient) SplitKey(ctx context.Context, in *SplitKeyRequest, opts ...grpc.CallOption) (*SplitKeyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SplitKeyResponse)
+	err := c.cc.Invoke(ctx, PartitionService_SplitKey_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PartitionServiceServer is the server API for PartitionService service.
 // All implementations must embed UnimplementedPartitionServiceServer
 // for forward compatibility.
@@ -132,6 +225,22 @@ type PartitionServiceServer interface {
 	DeleteReplica(context.Context, *DeleteReplicaRequest) (*DeleteReplicaResponse, error)
 	// RangeInfo reports this server's view of a range.
 	RangeInfo(context.Context, *RangeInfoRequest) (*RangeInfoResponse, error)
+	// SplitRange splits a range at a PartitionKey through its Raft log
+	// (leader only).
+	SplitRange(context.Context, *SplitRangeRequest) (*SplitRangeResponse, error)
+	// FreezeRange stops writes to a range before a merge (leader only).
+	FreezeRange(context.Context, *FreezeRangeRequest) (*FreezeRangeResponse, error)
+	// ExportRange returns every entity of a frozen range (leader only).
+	ExportRange(context.Context, *ExportRangeRequest) (*ExportRangeResponse, error)
+	// AbsorbRange extends a range over its frozen right neighbour (leader of
+	// the left range only); it fetches the neighbour's entities itself.
+	AbsorbRange(context.Context, *AbsorbRangeRequest) (*AbsorbRangeResponse, error)
+	// ChangeReplicas adds and/or removes a voter (leader only).
+	ChangeReplicas(context.Context, *ChangeReplicasRequest) (*ChangeReplicasResponse, error)
+	// TransferLeader hands the range's leadership to another replica.
+	TransferLeader(context.Context, *TransferLeaderRequest) (*TransferLeaderResponse, error)
+	// SplitKey proposes a PartitionKey that halves the range by size.
+	SplitKey(context.Context, *SplitKeyRequest) (*SplitKeyResponse, error)
 	mustEmbedUnimplementedPartitionServiceServer()
 }
 
@@ -159,6 +268,27 @@ func (UnimplementedPartitionServiceServer) DeleteReplica(context.Context, *Delet
 }
 func (UnimplementedPartitionServiceServer) RangeInfo(context.Context, *RangeInfoRequest) (*RangeInfoResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method RangeInfo not implemented")
+}
+func (UnimplementedPartitionServiceServer) SplitRange(context.Context, *SplitRangeRequest) (*SplitRangeResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method SplitRange not implemented")
+}
+func (UnimplementedPartitionServiceServer) FreezeRange(context.Context, *FreezeRangeRequest) (*FreezeRangeResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method FreezeRange not implemented")
+}
+func (UnimplementedPartitionServiceServer) ExportRange(context.Context, *ExportRangeRequest) (*ExportRangeResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ExportRange not implemented")
+}
+func (UnimplementedPartitionServiceServer) AbsorbRange(context.Context, *AbsorbRangeRequest) (*AbsorbRangeResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method AbsorbRange not implemented")
+}
+func (UnimplementedPartitionServiceServer) ChangeReplicas(context.Context, *ChangeReplicasRequest) (*ChangeReplicasResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ChangeReplicas not implemented")
+}
+func (UnimplementedPartitionServiceServer) TransferLeader(context.Context, *TransferLeaderRequest) (*TransferLeaderResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method TransferLeader not implemented")
+}
+func (UnimplementedPartitionServiceServer) SplitKey(context.Context, *SplitKeyRequest) (*SplitKeyResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method SplitKey not implemented")
 }
 func (UnimplementedPartitionServiceServer) mustEmbedUnimplementedPartitionServiceServer() {}
 func (UnimplementedPartitionServiceServer) testEmbeddedByValue()                          {}
@@ -289,6 +419,132 @@ func _PartitionService_RangeInfo_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _PartitionService_SplitRange_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SplitRangeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PartitionServiceServer).SplitRange(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PartitionService_SplitRange_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PartitionServiceServer).SplitRange(ctx, req.(*SplitRangeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _PartitionService_FreezeRange_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(FreezeRangeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PartitionServiceServer).FreezeRange(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PartitionService_FreezeRange_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PartitionServiceServer).FreezeRange(ctx, req.(*FreezeRangeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _PartitionService_ExportRange_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ExportRangeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PartitionServiceServer).ExportRange(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PartitionService_ExportRange_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PartitionServiceServer).ExportRange(ctx, req.(*ExportRangeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _PartitionService_AbsorbRange_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AbsorbRangeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PartitionServiceServer).AbsorbRange(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PartitionService_AbsorbRange_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PartitionServiceServer).AbsorbRange(ctx, req.(*AbsorbRangeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _PartitionService_ChangeReplicas_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ChangeReplicasRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PartitionServiceServer).ChangeReplicas(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PartitionService_ChangeReplicas_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PartitionServiceServer).ChangeReplicas(ctx, req.(*ChangeReplicasRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _PartitionService_TransferLeader_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TransferLeaderRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PartitionServiceServer).TransferLeader(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PartitionService_TransferLeader_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PartitionServiceServer).TransferLeader(ctx, req.(*TransferLeaderRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _PartitionService_SplitKey_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SplitKeyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PartitionServiceServer).SplitKey(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PartitionService_SplitKey_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PartitionServiceServer).SplitKey(ctx, req.(*SplitKeyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // PartitionService_ServiceDesc is the grpc.ServiceDesc for PartitionService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -319,6 +575,34 @@ var PartitionService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RangeInfo",
 			Handler:    _PartitionService_RangeInfo_Handler,
+		},
+		{
+			MethodName: "SplitRange",
+			Handler:    _PartitionService_SplitRange_Handler,
+		},
+		{
+			MethodName: "FreezeRange",
+			Handler:    _PartitionService_FreezeRange_Handler,
+		},
+		{
+			MethodName: "ExportRange",
+			Handler:    _PartitionService_ExportRange_Handler,
+		},
+		{
+			MethodName: "AbsorbRange",
+			Handler:    _PartitionService_AbsorbRange_Handler,
+		},
+		{
+			MethodName: "ChangeReplicas",
+			Handler:    _PartitionService_ChangeReplicas_Handler,
+		},
+		{
+			MethodName: "TransferLeader",
+			Handler:    _PartitionService_TransferLeader_Handler,
+		},
+		{
+			MethodName: "SplitKey",
+			Handler:    _PartitionService_SplitKey_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
