@@ -43,6 +43,13 @@ type Config struct {
 	ApplyTimeout time.Duration
 	// QueryBudget is the default work budget of one query page (Azure: 5 s).
 	QueryBudget time.Duration
+	// PartitionThrottle is the most entities per second one PartitionKey
+	// may read or write before requests get 503 ServerBusy (Azure's target
+	// is 2,000); 0 disables throttling.
+	PartitionThrottle float64
+	// HotKeys is how many of the busiest PartitionKeys a load report
+	// carries.
+	HotKeys int
 }
 
 // DefaultConfig returns the documented defaults.
@@ -63,6 +70,8 @@ func DefaultConfig() Config {
 		TrailingLogs:         10240,
 		ApplyTimeout:         10 * time.Second,
 		QueryBudget:          5 * time.Second,
+		PartitionThrottle:    2000,
+		HotKeys:              16,
 	}
 }
 
@@ -84,6 +93,12 @@ func (c *Config) Validate() error {
 	}
 	if c.RaftLeaderLease > c.RaftHeartbeatTimeout {
 		errs = append(errs, errors.New("raft-leader-lease must not exceed raft-heartbeat-timeout"))
+	}
+	if c.PartitionThrottle < 0 {
+		errs = append(errs, errors.New("partition-throttle must not be negative"))
+	}
+	if c.HotKeys < 2 {
+		errs = append(errs, errors.New("hot-keys must be at least 2"))
 	}
 	if c.RaftMaxAppendEntries <= 0 || c.RaftMaxAppendEntries > 1024 {
 		errs = append(errs, errors.New("raft-max-append-entries must be in 1..1024"))
@@ -117,6 +132,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Uint64Var(&c.TrailingLogs, "trailing-logs", c.TrailingLogs, "log entries kept after a snapshot for slow followers")
 	fs.DurationVar(&c.ApplyTimeout, "apply-timeout", c.ApplyTimeout, "longest wait for a write to commit")
 	fs.DurationVar(&c.QueryBudget, "query-budget", c.QueryBudget, "work budget of one query page (Azure: 5s)")
+	fs.Float64Var(&c.PartitionThrottle, "partition-throttle", c.PartitionThrottle, "entities/s one PartitionKey may use before 503 ServerBusy (Azure: 2000; 0 disables)")
+	fs.IntVar(&c.HotKeys, "hot-keys", c.HotKeys, "busiest PartitionKeys reported per range")
 }
 
 func splitList(s string) []string {

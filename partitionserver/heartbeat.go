@@ -2,6 +2,7 @@ package partitionserver
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	pb "tablestore/proto/tablestorepb"
@@ -31,15 +32,24 @@ func (s *Server) statuses() []*pb.RangeStatus {
 	for _, r := range reps {
 		st := r.fsm.State()
 		rs, ws, es := r.load.rates()
+		hot, distinct, throttled := r.keys.roll(s.cfg.HotKeys)
+		leader := r.isLeader()
+		if leader {
+			rangeEntitiesPerSec.WithLabelValues(strconv.FormatUint(r.id, 10), st.GetRange().GetTable()).Set(es)
+		} else {
+			rangeEntitiesPerSec.DeleteLabelValues(strconv.FormatUint(r.id, 10), st.GetRange().GetTable())
+		}
 		out = append(out, &pb.RangeStatus{
 			RangeId:      r.id,
 			Generation:   st.GetRange().GetGeneration(),
-			Leader:       r.isLeader(),
+			Leader:       leader,
 			AppliedIndex: st.GetAppliedIndex(),
 			Range:        st.GetRange(),
+			Frozen:       st.GetFrozen(),
 			Load: &pb.RangeLoad{
 				ReadsPerSec: rs, WritesPerSec: ws, EntitiesPerSec: es,
 				EntityCount: st.GetEntityCount(), Bytes: st.GetBytes(),
+				HotKeys: hot, DistinctKeys: uint32(distinct), ThrottledPerSec: throttled,
 			},
 		})
 	}

@@ -50,8 +50,13 @@ type replica struct {
 	gapMu          sync.Mutex
 	gapFrom, gapTo uint64
 
-	verify verifyCoalescer
-	load   loadMeter
+	verify   verifyCoalescer
+	load     loadMeter
+	keys     *keyMeter
+	throttle *throttle
+	// normal is the group's reloadable config, restored after temporary
+	// changes (fast first election, compaction).
+	normal raft.ReloadableConfig
 }
 
 type replicaDeps struct {
@@ -60,6 +65,7 @@ type replicaDeps struct {
 	store    *fsm.Store
 	mux      *raftmux.Mux
 	addrs    raft.ServerAddressProvider
+	hooks    fsm.Hooks
 	logger   *slog.Logger
 }
 
@@ -68,13 +74,17 @@ func replicaDir(dataDir string, id uint64) string {
 }
 
 // openReplica starts the Raft group member of a range whose state is in the
-// store. bootstrap, with voters, starts a new group.
-func openReplica(d replicaDeps, id uint64, bootstrap bool, voters []raft.Server) (*replica, error) {
+// store. bootstrap, with voters, starts a new group. fast makes this member
+// campaign at once (the right-hand side of a split on the server that led
+// the left-hand side), so the new range has a leader in tens of
+// milliseconds instead of an election timeout.
+func openReplica(d replicaDeps, id uint64, bootstrap bool, voters []raft.Server, fast bool) (*replica, error) {
 	logger := d.logger.With("range", id)
 	rfsm, err := d.store.OpenRange(id, logger)
 	if err != nil {
 		return nil, err
 	}
+	rfsm.SetHooks(d.hooks)
 	dir := replicaDir(d.cfg.DataDir, id)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -118,6 +128,14 @@ func openReplica(d replicaDeps, id uint64, bootstrap bool, voters []raft.Server)
 	rc.TrailingLogs = d.cfg.TrailingLogs
 	// The bbolt file already holds everything up to its applied index.
 	rc.NoSnapshotRestoreOnStart = true
+	normal := raft.ReloadableConfig{
+		TrailingLogs: rc.TrailingLogs, SnapshotInterval: rc.SnapshotInterval, SnapshotThreshold: rc.SnapshotThreshold,
+		HeartbeatTimeout: rc.HeartbeatTimeout, ElectionTimeout: rc.ElectionTimeout,
+	}
+	if fast {
+		rc.HeartbeatTimeout, rc.ElectionTimeout = fastElection, fastElection
+		rc.LeaderLeaseTimeout = min(rc.LeaderLeaseTimeout, fastElection)
+	}
 
 	if bootstrap {
 		has, err := raft.HasExistingState(logStore, logStore, snaps)
@@ -150,10 +168,80 @@ func openReplica(d replicaDeps, id uint64, bootstrap bool, voters []raft.Server)
 	}
 	rep := &replica{
 		id: id, serverID: d.serverID, logger: logger, fsm: rfsm, raft: r,
-		transport: transport, logStore: logStore, dir: dir,
+		transport: transport, logStore: logStore, dir: dir, normal: normal,
+		keys: newKeyMeter(), throttle: newThrottle(d.cfg.PartitionThrottle),
 	}
 	rep.verify.raft = r
+	if fast {
+		go rep.slowDownAfterElection()
+	}
 	return rep, nil
+}
+
+// fastElection is the follower timeout of a split's new right-hand member on
+// the server that led the left-hand side.
+const fastElection = 100 * time.Millisecond
+
+// slowDownAfterElection restores the normal timeouts once the fast member
+// has won (or after a while).
+func (r *replica) slowDownAfterElection() {
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) && r.leaderID() == "" {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := r.raft.ReloadConfig(r.normal); err != nil {
+		r.logger.Warn("restoring raft timeouts failed", "err", err)
+	}
+}
+
+// propose appends a command to the range's log and waits for its result.
+func (r *replica) propose(ctx context.Context, data []byte, timeout time.Duration) (*fsm.Result, error) {
+	if !r.isLeader() {
+		return nil, ErrNotLeader
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		if d := time.Until(dl); d < timeout {
+			timeout = d
+		}
+	}
+	f := r.raft.Apply(data, timeout)
+	if err := f.Error(); err != nil {
+		switch {
+		case errors.Is(err, raft.ErrNotLeader):
+			return nil, ErrNotLeader
+		case errors.Is(err, raft.ErrRaftShutdown):
+			return nil, ErrShuttingDown
+		default:
+			// Leadership lost or timed out after dispatch: the entry may
+			// still commit.
+			return nil, fmt.Errorf("%w: %v", ErrUnknownOutcome, err)
+		}
+	}
+	res, ok := f.Response().(*fsm.Result)
+	if !ok || res == nil {
+		return nil, fmt.Errorf("%w: no apply result", ErrUnknownOutcome)
+	}
+	return res, nil
+}
+
+// compact snapshots the range and drops its whole log, so a voter added
+// next receives the data as a snapshot. A range created by a split holds
+// data its log never carried; replaying that log would give a new voter an
+// empty range.
+func (r *replica) compact() error {
+	if err := r.raft.Barrier(10 * time.Second).Error(); err != nil {
+		return err
+	}
+	zero := r.normal
+	zero.TrailingLogs = 0
+	if err := r.raft.ReloadConfig(zero); err != nil {
+		return err
+	}
+	defer r.raft.ReloadConfig(r.normal)
+	if err := r.raft.Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
+		return err
+	}
+	return nil
 }
 
 // close stops the Raft member and releases its files.
@@ -182,29 +270,7 @@ func (r *replica) write(ctx context.Context, ops []*pb.EntityOp, timeout time.Du
 	if err != nil {
 		return nil, err
 	}
-	if dl, ok := ctx.Deadline(); ok {
-		if d := time.Until(dl); d < timeout {
-			timeout = d
-		}
-	}
-	f := r.raft.Apply(data, timeout)
-	if err := f.Error(); err != nil {
-		switch {
-		case errors.Is(err, raft.ErrNotLeader):
-			return nil, ErrNotLeader
-		case errors.Is(err, raft.ErrRaftShutdown):
-			return nil, ErrShuttingDown
-		default:
-			// Leadership lost or timed out after dispatch: the entry may
-			// still commit.
-			return nil, fmt.Errorf("%w: %v", ErrUnknownOutcome, err)
-		}
-	}
-	res, ok := f.Response().(*fsm.Result)
-	if !ok || res == nil {
-		return nil, fmt.Errorf("%w: no apply result", ErrUnknownOutcome)
-	}
-	return res, nil
+	return r.propose(ctx, data, timeout)
 }
 
 // linearizable waits until a read on this replica sees every write committed

@@ -140,10 +140,9 @@ func (s *Server) Start() (err error) {
 	}
 	for _, st := range states {
 		d := st.GetRange()
-		for _, r := range d.GetReplicas() {
-			_ = r // addresses arrive with the first heartbeat; raft falls back to the configured ones
-		}
-		rep, err := openReplica(s.deps(), d.GetRangeId(), false, nil)
+		// A replica that was to bootstrap but crashed before its Raft
+		// state was written bootstraps now; with state, bootstrap is a no-op.
+		rep, err := openReplica(s.deps(), d.GetRangeId(), st.GetBootstrap(), s.voters(d), false)
 		if err != nil {
 			return err
 		}
@@ -173,7 +172,7 @@ func (s *Server) Start() (err error) {
 }
 
 func (s *Server) deps() replicaDeps {
-	return replicaDeps{serverID: s.id, cfg: &s.cfg, store: s.store, mux: s.mux, addrs: s.addrs, logger: s.logger}
+	return replicaDeps{serverID: s.id, cfg: &s.cfg, store: s.store, mux: s.mux, addrs: s.addrs, hooks: s, logger: s.logger}
 }
 
 // Close stops serving and shuts every replica down; data stays on disk.
@@ -232,22 +231,59 @@ func (s *Server) createReplica(desc *pb.RangeDescriptor, bootstrap bool, raftAdd
 	if _, ok := s.replicas[desc.GetRangeId()]; ok {
 		return nil
 	}
-	if err := s.store.CreateRange(desc); err != nil && !errors.Is(err, fsm.ErrRangeExists) {
+	if err := s.store.CreateRange(desc, bootstrap); err != nil && !errors.Is(err, fsm.ErrRangeExists) {
 		return err
 	}
-	var voters []raft.Server
-	for _, r := range desc.GetReplicas() {
-		addr, _ := s.addrs.get(r.GetServerId())
-		voters = append(voters, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(r.GetServerId()), Address: raft.ServerAddress(addr)})
-	}
-	sort.Slice(voters, func(i, j int) bool { return voters[i].ID < voters[j].ID })
-	rep, err := openReplica(s.deps(), desc.GetRangeId(), bootstrap, voters)
+	rep, err := openReplica(s.deps(), desc.GetRangeId(), bootstrap, s.voters(desc), false)
 	if err != nil {
 		return err
 	}
 	s.replicas[desc.GetRangeId()] = rep
 	s.logger.Info("replica created", "range", desc.GetRangeId(), "table", desc.GetTable(), "bootstrap", bootstrap)
 	return nil
+}
+
+// voters is the initial Raft configuration of a range: its replicas, with
+// the addresses known now (the address provider resolves ids later; an
+// unknown address is a placeholder, never dialed while the provider knows).
+func (s *Server) voters(d *pb.RangeDescriptor) []raft.Server {
+	var out []raft.Server
+	for _, r := range d.GetReplicas() {
+		addr, ok := s.addrs.get(r.GetServerId())
+		if !ok {
+			addr = r.GetServerId()
+		}
+		out = append(out, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(r.GetServerId()), Address: raft.ServerAddress(addr)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// RangeCreated starts the Raft group of a split's right-hand range. Every
+// replica of the left range applies the split and bootstraps the same
+// voters; the one that led the left range campaigns at once.
+func (s *Server) RangeCreated(parent uint64, desc *pb.RangeDescriptor) {
+	fast := false
+	if p, ok := s.replica(parent); ok && p.isLeader() {
+		fast = true
+	}
+	go func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.closed {
+			return
+		}
+		if _, ok := s.replicas[desc.GetRangeId()]; ok {
+			return
+		}
+		rep, err := openReplica(s.deps(), desc.GetRangeId(), true, s.voters(desc), fast)
+		if err != nil {
+			s.logger.Error("starting split range failed", "range", desc.GetRangeId(), "err", err)
+			return
+		}
+		s.replicas[desc.GetRangeId()] = rep
+		s.logger.Info("split range started", "range", desc.GetRangeId(), "parent", parent, "start", desc.GetStart(), "end", desc.GetEnd())
+	}()
 }
 
 // deleteReplica stops a replica and removes its data and Raft files.

@@ -41,6 +41,11 @@ func (v *service) Write(ctx context.Context, req *pb.WriteRequest) (*pb.WriteRes
 	if len(req.GetOps()) == 0 {
 		return nil, rpcerr.New(codes.InvalidArgument, rpcerr.ReasonInvalidInput, "write without operations", nil)
 	}
+	pk := req.GetOps()[0].GetPartitionKey()
+	if err := v.admit(r, pk, len(req.GetOps())); err != nil {
+		observe("write", start, err)
+		return nil, err
+	}
 	res, err := r.write(ctx, req.GetOps(), v.s.cfg.ApplyTimeout)
 	if err == nil {
 		err = res.Err
@@ -51,6 +56,7 @@ func (v *service) Write(ctx context.Context, req *pb.WriteRequest) (*pb.WriteRes
 	}
 	r.load.writes.Add(1)
 	r.load.entities.Add(uint64(len(req.GetOps())))
+	r.keys.add(pk, len(req.GetOps()))
 	return &pb.WriteResponse{TimestampUnixNano: res.TimestampUnixNano}, nil
 }
 
@@ -58,6 +64,10 @@ func (v *service) Get(ctx context.Context, req *pb.GetRequest) (*pb.GetResponse,
 	start := time.Now()
 	r, err := v.replica(req.GetRangeId())
 	if err != nil {
+		return nil, err
+	}
+	if err := v.admit(r, req.GetPartitionKey(), 1); err != nil {
+		observe("get", start, err)
 		return nil, err
 	}
 	var b []byte
@@ -71,6 +81,7 @@ func (v *service) Get(ctx context.Context, req *pb.GetRequest) (*pb.GetResponse,
 	}
 	r.load.reads.Add(1)
 	r.load.entities.Add(1)
+	r.keys.add(req.GetPartitionKey(), 1)
 	return &pb.GetResponse{Entity: b}, nil
 }
 
@@ -107,6 +118,12 @@ func (v *service) Query(ctx context.Context, req *pb.QueryRequest) (*pb.QueryRes
 	if sel := req.GetSelect(); len(sel) > 0 {
 		opts.Project = func(e *edm.Entity) *edm.Entity { return e.Project(sel) }
 	}
+	if pk, ok := f.Bounds().PK.Point(); ok {
+		if err := v.admit(r, pk, 1); err != nil {
+			observe("query", start, err)
+			return nil, err
+		}
+	}
 	if err := r.linearizable(ctx); err != nil {
 		observe("query", start, err)
 		return nil, toStatus(r, err)
@@ -118,6 +135,7 @@ func (v *service) Query(ctx context.Context, req *pb.QueryRequest) (*pb.QueryRes
 	}
 	r.load.reads.Add(1)
 	r.load.entities.Add(uint64(len(res.Entities)))
+	r.keys.add(req.GetStartPartitionKey(), max(1, len(res.Entities)))
 	out := &pb.QueryResponse{Entities: res.Entities, Range: res.Descriptor}
 	if res.Next != nil {
 		pk, rk, err := keys.Decode(res.Next)
@@ -161,6 +179,20 @@ func (v *service) RangeInfo(ctx context.Context, req *pb.RangeInfoRequest) (*pb.
 	}, nil
 }
 
+// admit applies the per-partition throttle: Azure serves one PartitionKey
+// up to a fixed rate and answers 503 ServerBusy beyond it.
+func (v *service) admit(r *replica, pk string, n int) error {
+	ok, wait := r.throttle.allow(pk, n, time.Now())
+	if ok {
+		return nil
+	}
+	r.keys.throttle()
+	throttledTotal.Inc()
+	return rpcerr.New(codes.ResourceExhausted, rpcerr.ReasonServerBusy,
+		fmt.Sprintf("partition %q is over its target of %.0f entities/s", pk, v.s.cfg.PartitionThrottle),
+		map[string]string{rpcerr.MetaRetryAfterMs: strconv.FormatInt(max(1, wait.Milliseconds()), 10)})
+}
+
 // toStatus translates an internal error into the gRPC status contract of
 // package rpcerr.
 func toStatus(r *replica, err error) error {
@@ -190,10 +222,12 @@ func toStatus(r *replica, err error) error {
 		return withIndex(codes.NotFound, rpcerr.ReasonEntityNotFound)
 	case errors.Is(err, fsm.ErrConditionFailed):
 		return withIndex(codes.FailedPrecondition, rpcerr.ReasonConditionNotSatisfied)
-	case errors.Is(err, fsm.ErrKeyOutOfRange), errors.Is(err, fsm.ErrStaleGeneration):
+	case errors.Is(err, fsm.ErrKeyOutOfRange), errors.Is(err, fsm.ErrStaleGeneration), errors.Is(err, fsm.ErrRangeFrozen):
 		return withIndex(codes.FailedPrecondition, rpcerr.ReasonStaleRange)
 	case errors.Is(err, fsm.ErrRangeNotFound):
 		return rpcerr.New(codes.NotFound, rpcerr.ReasonRangeNotFound, err.Error(), nil)
+	case errors.Is(err, fsm.ErrBadSplitKey), errors.Is(err, fsm.ErrNotAdjacent), errors.Is(err, fsm.ErrRangeExists):
+		return rpcerr.New(codes.FailedPrecondition, rpcerr.ReasonInvalidInput, err.Error(), nil)
 	case errors.Is(err, fsm.ErrInvalidEntity), errors.Is(err, fsm.ErrBadCommand):
 		return withIndex(codes.InvalidArgument, rpcerr.ReasonInvalidInput)
 	case errors.Is(err, ErrShuttingDown):

@@ -24,7 +24,7 @@ func openTestRange(t *testing.T, desc *pb.RangeDescriptor) (*Store, *Range) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	if err := s.CreateRange(desc); err != nil {
+	if err := s.CreateRange(desc, true); err != nil {
 		t.Fatal(err)
 	}
 	r, err := s.OpenRange(desc.GetRangeId(), logging.Discard())
@@ -218,7 +218,7 @@ func TestReplayedEntriesAreSkipped(t *testing.T) {
 		t.Fatal(err)
 	}
 	desc := &pb.RangeDescriptor{RangeId: 3, TableId: 1, Generation: 1}
-	if err := s.CreateRange(desc); err != nil {
+	if err := s.CreateRange(desc, true); err != nil {
 		t.Fatal(err)
 	}
 	r, _ := s.OpenRange(3, logging.Discard())
@@ -273,7 +273,7 @@ func TestSnapshotRestore(t *testing.T) {
 	// Restore into a replica on another server whose file also holds a
 	// neighbouring range of the same table, which must survive.
 	s2, r2 := openTestRange(t, &pb.RangeDescriptor{RangeId: 1, TableId: 9, Start: "b", End: "y", Generation: 1})
-	if err := s2.CreateRange(&pb.RangeDescriptor{RangeId: 2, TableId: 9, Start: "y", Generation: 1}); err != nil {
+	if err := s2.CreateRange(&pb.RangeDescriptor{RangeId: 2, TableId: 9, Start: "y", Generation: 1}, true); err != nil {
 		t.Fatal(err)
 	}
 	n, _ := s2.OpenRange(2, logging.Discard())

@@ -21,15 +21,29 @@ type Result struct {
 	// TimestampUnixNano is the Timestamp (and ETag) given to every entity
 	// the command wrote.
 	TimestampUnixNano int64
-	Err               error
+	// Range is the range's descriptor after a split, absorb or membership
+	// change; Right is the new right-hand range of a split.
+	Range *pb.RangeDescriptor
+	Right *pb.RangeDescriptor
+	Err   error
+}
+
+// Hooks lets the server react to ranges a command created; they run after
+// the command's transaction committed, on the apply goroutine, so they must
+// not block.
+type Hooks interface {
+	// RangeCreated reports the right-hand range of a split of range
+	// parent, now stored.
+	RangeCreated(parent uint64, desc *pb.RangeDescriptor)
 }
 
 // applyCtx is what a command handler may touch: the open write transaction
 // and the range's state, which the batch writes back once at its end.
 type applyCtx struct {
-	tx    *bolt.Tx
-	state *pb.RangeState
-	log   *raft.Log
+	tx      *bolt.Tx
+	state   *pb.RangeState
+	log     *raft.Log
+	created []*pb.RangeDescriptor
 }
 
 // handler applies one command's payload.
@@ -57,6 +71,8 @@ type Range struct {
 	mu    sync.RWMutex
 	state *pb.RangeState
 
+	hooks Hooks
+
 	applied  atomic.Uint64
 	waitMu   sync.Mutex
 	appliedC chan struct{} // closed and replaced on every applied batch
@@ -79,6 +95,9 @@ func (s *Store) OpenRange(rangeID uint64, logger *slog.Logger) (*Range, error) {
 	r.applied.Store(st.GetAppliedIndex())
 	return r, nil
 }
+
+// SetHooks installs the server's hooks; call before the Raft group starts.
+func (r *Range) SetHooks(h Hooks) { r.hooks = h }
 
 // ID is the range id.
 func (r *Range) ID() uint64 { return r.id }
@@ -143,8 +162,10 @@ func (r *Range) ApplyBatch(logs []*raft.Log) []interface{} {
 	if len(logs) == 0 || logs[len(logs)-1].Index <= applied {
 		return results
 	}
+	var created []*pb.RangeDescriptor
 	err := r.store.db.Update(func(tx *bolt.Tx) error {
 		c := &applyCtx{tx: tx, state: state}
+		defer func() { created = c.created }()
 		for i, l := range logs {
 			if l.Index <= applied {
 				continue
@@ -166,6 +187,11 @@ func (r *Range) ApplyBatch(logs []*raft.Log) []interface{} {
 	r.state = state
 	r.mu.Unlock()
 	r.notifyApplied(state.GetAppliedIndex())
+	if r.hooks != nil {
+		for _, d := range created {
+			r.hooks.RangeCreated(r.id, d)
+		}
+	}
 	return results
 }
 

@@ -26,6 +26,9 @@ var (
 	ErrInvalidEntity    = errors.New("fsm: invalid entity")
 	ErrStaleGeneration  = errors.New("fsm: stale range generation")
 	ErrRangeExists      = errors.New("fsm: range already exists")
+	ErrRangeFrozen      = errors.New("fsm: range is frozen for a merge")
+	ErrBadSplitKey      = errors.New("fsm: split key not inside the range")
+	ErrNotAdjacent      = errors.New("fsm: ranges are not adjacent")
 	errRangeStateAbsent = errors.New("fsm: range state absent")
 )
 
@@ -102,15 +105,16 @@ func (s *Store) RangeStates() ([]*pb.RangeState, error) {
 	return out, err
 }
 
-// CreateRange records a new range replica with applied index 0. It fails with
+// CreateRange records a new range replica with applied index 0; bootstrap
+// marks a member of the group's initial configuration. It fails with
 // ErrRangeExists if the range is already stored.
-func (s *Store) CreateRange(desc *pb.RangeDescriptor) error {
+func (s *Store) CreateRange(desc *pb.RangeDescriptor, bootstrap bool) error {
 	return s.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketRanges)
 		if b.Get(u64(desc.GetRangeId())) != nil {
 			return ErrRangeExists
 		}
-		st := &pb.RangeState{Range: desc}
+		st := &pb.RangeState{Range: desc, Bootstrap: bootstrap}
 		if _, err := tx.Bucket(bucketData).CreateBucketIfNotExists(u64(desc.GetTableId())); err != nil {
 			return err
 		}

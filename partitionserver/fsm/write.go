@@ -49,6 +49,9 @@ func applyWrite(c *applyCtx, payload []byte) *Result {
 		return &Result{Err: fmt.Errorf("%w: %v", ErrBadCommand, err)}
 	}
 	desc := c.state.GetRange()
+	if c.state.GetFrozen() {
+		return &Result{Err: &OpError{Index: 0, Err: ErrRangeFrozen}}
+	}
 	bucket, err := tableBucket(c.tx, desc.GetTableId(), true)
 	if err != nil {
 		return &Result{Err: err}

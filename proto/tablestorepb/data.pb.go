@@ -943,6 +943,7 @@ type RangeStatus struct {
 	AppliedIndex  uint64                 `protobuf:"varint,4,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
 	Load          *RangeLoad             `protobuf:"bytes,5,opt,name=load,proto3" json:"load,omitempty"`
 	Range         *RangeDescriptor       `protobuf:"bytes,6,opt,name=range,proto3" json:"range,omitempty"`
+	Frozen        bool                   `protobuf:"varint,7,opt,name=frozen,proto3" json:"frozen,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1017,6 +1018,13 @@ func (x *RangeStatus) GetRange() *RangeDescriptor {
 		return x.Range
 	}
 	return nil
+}
+
+func (x *RangeStatus) GetFrozen() bool {
+	if x != nil {
+		return x.Frozen
+	}
+	return false
 }
 
 // PartitionMap is the cluster's view of tables, ranges and servers.
@@ -1584,12 +1592,9 @@ type RangeState struct {
 	Bootstrap bool `protobuf:"varint,6,opt,name=bootstrap,proto3" json:"bootstrap,omitempty"`
 	// Frozen ranges refuse writes: they are being merged into their left
 	// neighbour.
-	Frozen bool `protobuf:"varint,7,opt,name=frozen,proto3" json:"frozen,omitempty"`
-	// The range's log does not hold all its data (it was created by a
-	// split): compact it into a snapshot before adding a voter.
-	NeedsCompaction bool `protobuf:"varint,8,opt,name=needs_compaction,json=needsCompaction,proto3" json:"needs_compaction,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	Frozen        bool `protobuf:"varint,7,opt,name=frozen,proto3" json:"frozen,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RangeState) Reset() {
@@ -1667,13 +1672,6 @@ func (x *RangeState) GetBootstrap() bool {
 func (x *RangeState) GetFrozen() bool {
 	if x != nil {
 		return x.Frozen
-	}
-	return false
-}
-
-func (x *RangeState) GetNeedsCompaction() bool {
-	if x != nil {
-		return x.NeedsCompaction
 	}
 	return false
 }
@@ -2321,7 +2319,7 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	" \x01(\tR\x05cause\x1a:\n" +
 	"\fFiguresEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\xe9\x01\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\x81\x02\n" +
 	"\vRangeStatus\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x1e\n" +
 	"\n" +
@@ -2330,7 +2328,8 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x06leader\x18\x03 \x01(\bR\x06leader\x12#\n" +
 	"\rapplied_index\x18\x04 \x01(\x04R\fappliedIndex\x12,\n" +
 	"\x04load\x18\x05 \x01(\v2\x18.tablestore.v1.RangeLoadR\x04load\x124\n" +
-	"\x05range\x18\x06 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\"\x84\x04\n" +
+	"\x05range\x18\x06 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\x12\x16\n" +
+	"\x06frozen\x18\a \x01(\bR\x06frozen\"\x84\x04\n" +
 	"\fPartitionMap\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12,\n" +
 	"\x06tables\x18\x02 \x03(\v2\x14.tablestore.v1.TableR\x06tables\x126\n" +
@@ -2376,7 +2375,7 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x04rows\x18\x02 \x03(\v2\x11.tablestore.v1.KVR\x04rows\x12B\n" +
 	"\x1eright_last_timestamp_unix_nano\x18\x03 \x01(\x03R\x1arightLastTimestampUnixNano\"H\n" +
 	"\x12SetReplicasCommand\x122\n" +
-	"\breplicas\x18\x01 \x03(\v2\x16.tablestore.v1.ReplicaR\breplicas\"\xba\x02\n" +
+	"\breplicas\x18\x01 \x03(\v2\x16.tablestore.v1.ReplicaR\breplicas\"\x8f\x02\n" +
 	"\n" +
 	"RangeState\x124\n" +
 	"\x05range\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\x12#\n" +
@@ -2385,8 +2384,7 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\fentity_count\x18\x04 \x01(\x04R\ventityCount\x12\x14\n" +
 	"\x05bytes\x18\x05 \x01(\x04R\x05bytes\x12\x1c\n" +
 	"\tbootstrap\x18\x06 \x01(\bR\tbootstrap\x12\x16\n" +
-	"\x06frozen\x18\a \x01(\bR\x06frozen\x12)\n" +
-	"\x10needs_compaction\x18\b \x01(\bR\x0fneedsCompaction\"M\n" +
+	"\x06frozen\x18\a \x01(\bR\x06frozen\"M\n" +
 	"\x13UpdateRangesCommand\x126\n" +
 	"\x06ranges\x18\x01 \x03(\v2\x1e.tablestore.v1.RangeDescriptorR\x06ranges\"\x18\n" +
 	"\x16AllocateRangeIDCommand\"@\n" +

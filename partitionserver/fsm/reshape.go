@@ -1,0 +1,257 @@
+package fsm
+
+import (
+	"bytes"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+	"google.golang.org/protobuf/proto"
+
+	"tablestore/internal/keys"
+	pb "tablestore/proto/tablestorepb"
+)
+
+func init() {
+	register(pb.CommandKind_COMMAND_KIND_SPLIT, applySplit)
+	register(pb.CommandKind_COMMAND_KIND_FREEZE, applyFreeze)
+	register(pb.CommandKind_COMMAND_KIND_ABSORB, applyAbsorb)
+	register(pb.CommandKind_COMMAND_KIND_SET_REPLICAS, applySetReplicas)
+}
+
+// Encode returns the log entry of a command.
+func Encode(kind pb.CommandKind, m proto.Message) ([]byte, error) {
+	payload, err := proto.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	return proto.Marshal(&pb.Command{Kind: kind, Payload: payload})
+}
+
+// countSpan counts the entities and bytes of a descriptor's span.
+func countSpan(tx *bolt.Tx, d *pb.RangeDescriptor) (n, size uint64, err error) {
+	b, err := tableBucket(tx, d.GetTableId(), false)
+	if err != nil || b == nil {
+		return 0, 0, err
+	}
+	lo, hi := span(d)
+	c := b.Cursor()
+	var k, v []byte
+	if lo == nil {
+		k, v = c.First()
+	} else {
+		k, v = c.Seek(lo)
+	}
+	for ; k != nil && (hi == nil || bytes.Compare(k, hi) < 0); k, v = c.Next() {
+		n++
+		size += uint64(len(v))
+	}
+	return n, size, nil
+}
+
+// applySplit shrinks the range to [start, key) and stores the right-hand
+// range [key, end) with the same replicas, in the same transaction. The data
+// stays where it is: both ranges share the table's bucket.
+func applySplit(c *applyCtx, payload []byte) *Result {
+	var cmd pb.SplitCommand
+	if err := proto.Unmarshal(payload, &cmd); err != nil || cmd.GetNewRangeId() == 0 {
+		return &Result{Err: fmt.Errorf("%w: split", ErrBadCommand)}
+	}
+	desc := c.state.GetRange()
+	key := cmd.GetSplitKey()
+	if c.state.GetFrozen() {
+		return &Result{Err: ErrRangeFrozen}
+	}
+	if key <= desc.GetStart() || !InRange(desc, key) {
+		return &Result{Err: fmt.Errorf("%w: %q", ErrBadSplitKey, key)}
+	}
+	if _, err := getState(c.tx, cmd.GetNewRangeId()); err == nil {
+		return &Result{Err: fmt.Errorf("%w: range %d", ErrRangeExists, cmd.GetNewRangeId())}
+	}
+	right := &pb.RangeDescriptor{
+		RangeId: cmd.GetNewRangeId(), Table: desc.GetTable(), TableId: desc.GetTableId(),
+		Start: key, End: desc.GetEnd(), Generation: desc.GetGeneration() + 1, Replicas: desc.GetReplicas(),
+	}
+	n, size, err := countSpan(c.tx, right)
+	if err != nil {
+		return &Result{Err: err}
+	}
+	left := proto.Clone(desc).(*pb.RangeDescriptor)
+	left.End = key
+	left.Generation++
+	c.state.Range = left
+	c.state.EntityCount -= min(n, c.state.GetEntityCount())
+	c.state.Bytes -= min(size, c.state.GetBytes())
+	rs := &pb.RangeState{
+		Range: right, LastTimestampUnixNano: c.state.GetLastTimestampUnixNano(),
+		EntityCount: n, Bytes: size, Bootstrap: true,
+	}
+	if err := putState(c.tx, rs); err != nil {
+		return &Result{Err: err}
+	}
+	c.created = append(c.created, right)
+	return &Result{Range: left, Right: right}
+}
+
+// applyFreeze stops writes: the range is about to be absorbed.
+func applyFreeze(c *applyCtx, payload []byte) *Result {
+	c.state.Frozen = true
+	return &Result{Range: c.state.GetRange()}
+}
+
+// applyAbsorb extends the range over its frozen right neighbour with the
+// neighbour's entities, carried in the command so that every replica writes
+// the same data whatever its copy of the neighbour holds.
+func applyAbsorb(c *applyCtx, payload []byte) *Result {
+	var cmd pb.AbsorbCommand
+	if err := proto.Unmarshal(payload, &cmd); err != nil {
+		return &Result{Err: fmt.Errorf("%w: absorb", ErrBadCommand)}
+	}
+	desc := c.state.GetRange()
+	right := cmd.GetRight()
+	if right.GetTableId() != desc.GetTableId() || desc.GetEnd() == "" || right.GetStart() != desc.GetEnd() {
+		return &Result{Err: fmt.Errorf("%w: %q..%q after %q..%q", ErrNotAdjacent, right.GetStart(), right.GetEnd(), desc.GetStart(), desc.GetEnd())}
+	}
+	b, err := tableBucket(c.tx, desc.GetTableId(), true)
+	if err != nil {
+		return &Result{Err: err}
+	}
+	lo, hi := span(right)
+	for _, kv := range cmd.GetRows() {
+		k := kv.GetKey()
+		if bytes.Compare(k, lo) < 0 || (hi != nil && bytes.Compare(k, hi) >= 0) {
+			return &Result{Err: fmt.Errorf("%w: absorbed key outside the right range", ErrBadCommand)}
+		}
+	}
+	// Whatever this file held in the span (a local replica of the right
+	// range, possibly behind) is replaced by the frozen range's rows.
+	if err := deleteSpanAll(b, right); err != nil {
+		return &Result{Err: err}
+	}
+	var n, size uint64
+	for _, kv := range cmd.GetRows() {
+		if err := b.Put(kv.GetKey(), kv.GetValue()); err != nil {
+			return &Result{Err: err}
+		}
+		n++
+		size += uint64(len(kv.GetValue()))
+	}
+	merged := proto.Clone(desc).(*pb.RangeDescriptor)
+	merged.End = right.GetEnd()
+	merged.Generation = max(desc.GetGeneration(), right.GetGeneration()) + 1
+	c.state.Range = merged
+	c.state.EntityCount += n
+	c.state.Bytes += size
+	if ts := cmd.GetRightLastTimestampUnixNano(); ts > c.state.GetLastTimestampUnixNano() {
+		c.state.LastTimestampUnixNano = ts
+	}
+	return &Result{Range: merged}
+}
+
+// deleteSpanAll removes every key of a descriptor's span from b.
+func deleteSpanAll(b *bolt.Bucket, d *pb.RangeDescriptor) error {
+	lo, hi := span(d)
+	c := b.Cursor()
+	var k []byte
+	if lo == nil {
+		k, _ = c.First()
+	} else {
+		k, _ = c.Seek(lo)
+	}
+	for k != nil && (hi == nil || bytes.Compare(k, hi) < 0) {
+		cur := append([]byte(nil), k...)
+		if err := c.Delete(); err != nil {
+			return err
+		}
+		k, _ = c.Seek(cur)
+	}
+	return nil
+}
+
+// applySetReplicas records the group's membership in the descriptor.
+func applySetReplicas(c *applyCtx, payload []byte) *Result {
+	var cmd pb.SetReplicasCommand
+	if err := proto.Unmarshal(payload, &cmd); err != nil || len(cmd.GetReplicas()) == 0 {
+		return &Result{Err: fmt.Errorf("%w: set replicas", ErrBadCommand)}
+	}
+	d := proto.Clone(c.state.GetRange()).(*pb.RangeDescriptor)
+	d.Replicas = cmd.GetReplicas()
+	d.Generation++
+	c.state.Range = d
+	return &Result{Range: d}
+}
+
+// Export returns every entity of the range and its last timestamp, for an
+// absorb by the left neighbour.
+func (r *Range) Export() (*pb.RangeDescriptor, []*pb.KV, int64, error) {
+	var rows []*pb.KV
+	var desc *pb.RangeDescriptor
+	var last int64
+	err := r.store.db.View(func(tx *bolt.Tx) error {
+		st, err := getState(tx, r.id)
+		if err != nil {
+			return ErrRangeNotFound
+		}
+		desc, last = st.GetRange(), st.GetLastTimestampUnixNano()
+		b, err := tableBucket(tx, desc.GetTableId(), false)
+		if err != nil || b == nil {
+			return err
+		}
+		lo, hi := span(desc)
+		c := b.Cursor()
+		var k, v []byte
+		if lo == nil {
+			k, v = c.First()
+		} else {
+			k, v = c.Seek(lo)
+		}
+		for ; k != nil && (hi == nil || bytes.Compare(k, hi) < 0); k, v = c.Next() {
+			rows = append(rows, &pb.KV{Key: append([]byte(nil), k...), Value: append([]byte(nil), v...)})
+		}
+		return nil
+	})
+	return desc, rows, last, err
+}
+
+// MedianKey returns the PartitionKey at which the range splits into two
+// halves by size, if there is one above the range's start.
+func (r *Range) MedianKey() (string, bool, error) {
+	var key string
+	var ok bool
+	err := r.store.db.View(func(tx *bolt.Tx) error {
+		st, err := getState(tx, r.id)
+		if err != nil {
+			return ErrRangeNotFound
+		}
+		desc := st.GetRange()
+		half := st.GetBytes() / 2
+		b, err := tableBucket(tx, desc.GetTableId(), false)
+		if err != nil || b == nil {
+			return err
+		}
+		lo, hi := span(desc)
+		c := b.Cursor()
+		var k, v []byte
+		if lo == nil {
+			k, v = c.First()
+		} else {
+			k, v = c.Seek(lo)
+		}
+		var acc uint64
+		for ; k != nil && (hi == nil || bytes.Compare(k, hi) < 0); k, v = c.Next() {
+			acc += uint64(len(v))
+			if acc < half {
+				continue
+			}
+			pk, err := keys.DecodePartitionKey(k)
+			if err != nil {
+				return err
+			}
+			if pk > desc.GetStart() {
+				key, ok = pk, true
+				return nil
+			}
+		}
+		return nil
+	})
+	return key, ok, err
+}

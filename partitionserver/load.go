@@ -1,0 +1,124 @@
+package partitionserver
+
+import (
+	"sort"
+	"sync"
+	"time"
+
+	pb "tablestore/proto/tablestorepb"
+)
+
+// maxTrackedKeys bounds the per-window key map: past it, new keys are only
+// counted as distinct, so a scan over millions of keys costs no memory.
+const maxTrackedKeys = 4096
+
+// keyMeter measures the load per PartitionKey over one report window. The
+// busiest keys with their rates are the load-weighted sample the master uses
+// to choose a split key and to tell one hot key from a hot range.
+type keyMeter struct {
+	mu        sync.Mutex
+	cur       map[string]float64
+	distinct  int
+	throttled int
+	start     time.Time
+}
+
+func newKeyMeter() *keyMeter {
+	return &keyMeter{cur: make(map[string]float64), start: time.Now()}
+}
+
+func (m *keyMeter) add(pk string, n int) {
+	m.mu.Lock()
+	if _, ok := m.cur[pk]; ok || len(m.cur) < maxTrackedKeys {
+		if !ok {
+			m.distinct++
+		}
+		m.cur[pk] += float64(n)
+	} else {
+		m.distinct++ // an overestimate once the map is full; fine for a report
+	}
+	m.mu.Unlock()
+}
+
+func (m *keyMeter) throttle() {
+	m.mu.Lock()
+	m.throttled++
+	m.mu.Unlock()
+}
+
+// roll closes the window and returns its top keys by rate, the number of
+// distinct keys and the throttled requests per second.
+func (m *keyMeter) roll(top int) ([]*pb.KeyLoad, int, float64) {
+	m.mu.Lock()
+	cur, distinct, throttled, start := m.cur, m.distinct, m.throttled, m.start
+	m.cur, m.distinct, m.throttled, m.start = make(map[string]float64, len(cur)), 0, 0, time.Now()
+	m.mu.Unlock()
+	secs := time.Since(start).Seconds()
+	if secs <= 0 {
+		secs = 1
+	}
+	out := make([]*pb.KeyLoad, 0, len(cur))
+	for k, v := range cur {
+		out = append(out, &pb.KeyLoad{PartitionKey: k, EntitiesPerSec: v / secs})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].EntitiesPerSec != out[j].EntitiesPerSec {
+			return out[i].EntitiesPerSec > out[j].EntitiesPerSec
+		}
+		return out[i].PartitionKey < out[j].PartitionKey
+	})
+	if len(out) > top {
+		out = out[:top]
+	}
+	return out, distinct, float64(throttled) / secs
+}
+
+// throttle is a token bucket per PartitionKey: Azure serves one partition up
+// to a fixed rate and answers 503 ServerBusy beyond it.
+type throttle struct {
+	rate float64
+	mu   sync.Mutex
+	bkts map[string]*bucket
+	last time.Time
+}
+
+type bucket struct {
+	tokens float64
+	at     time.Time
+}
+
+func newThrottle(rate float64) *throttle {
+	return &throttle{rate: rate, bkts: make(map[string]*bucket), last: time.Now()}
+}
+
+// allow takes n tokens for pk, or says how long until they would be there.
+func (t *throttle) allow(pk string, n int, now time.Time) (bool, time.Duration) {
+	if t == nil || t.rate <= 0 {
+		return true, 0
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	// Forget idle keys now and then so the map stays small.
+	if now.Sub(t.last) > 10*time.Second {
+		for k, b := range t.bkts {
+			if now.Sub(b.at) > 10*time.Second {
+				delete(t.bkts, k)
+			}
+		}
+		t.last = now
+	}
+	b, ok := t.bkts[pk]
+	if !ok {
+		b = &bucket{tokens: t.rate, at: now}
+		t.bkts[pk] = b
+	}
+	b.tokens = min(t.rate, b.tokens+now.Sub(b.at).Seconds()*t.rate)
+	b.at = now
+	need := float64(n)
+	if b.tokens >= need || (b.tokens >= t.rate && need > t.rate) {
+		b.tokens -= need
+		return true, 0
+	}
+	wait := time.Duration((need - b.tokens) / t.rate * float64(time.Second))
+	return false, max(wait, 10*time.Millisecond)
+}

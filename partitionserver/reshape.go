@@ -1,0 +1,272 @@
+package partitionserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"tablestore/internal/rpcerr"
+	"tablestore/partitionserver/fsm"
+	pb "tablestore/proto/tablestorepb"
+)
+
+// ErrNotFrozen refuses an export of a range that still takes writes.
+var ErrNotFrozen = errors.New("partitionserver: range is not frozen")
+
+func (v *service) leaderReplica(id uint64) (*replica, error) {
+	r, err := v.replica(id)
+	if err != nil {
+		return nil, err
+	}
+	if !r.isLeader() {
+		return nil, toStatus(r, ErrNotLeader)
+	}
+	return r, nil
+}
+
+// SplitRange splits through the range's log and waits (bounded) until the
+// right-hand range has a leader, so routing to it works when this returns.
+func (v *service) SplitRange(ctx context.Context, req *pb.SplitRangeRequest) (*pb.SplitRangeResponse, error) {
+	start := time.Now()
+	defer func() { reshapeSeconds.WithLabelValues("split").Observe(time.Since(start).Seconds()) }()
+	r, err := v.leaderReplica(req.GetRangeId())
+	if err != nil {
+		return nil, err
+	}
+	data, err := fsm.Encode(pb.CommandKind_COMMAND_KIND_SPLIT, &pb.SplitCommand{SplitKey: req.GetSplitKey(), NewRangeId: req.GetNewRangeId()})
+	if err != nil {
+		return nil, err
+	}
+	res, err := r.propose(ctx, data, v.s.cfg.ApplyTimeout)
+	if err == nil {
+		err = res.Err
+	}
+	if err != nil {
+		return nil, toStatus(r, err)
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		if rhs, ok := v.s.replica(req.GetNewRangeId()); ok && rhs.leaderID() != "" {
+			break
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	v.s.logger.Info("range split", "range", req.GetRangeId(), "key", req.GetSplitKey(), "new_range", req.GetNewRangeId(), "took", time.Since(start))
+	return &pb.SplitRangeResponse{Left: res.Range, Right: res.Right}, nil
+}
+
+// FreezeRange stops writes to a range that is about to be merged.
+func (v *service) FreezeRange(ctx context.Context, req *pb.FreezeRangeRequest) (*pb.FreezeRangeResponse, error) {
+	start := time.Now()
+	defer func() { reshapeSeconds.WithLabelValues("freeze").Observe(time.Since(start).Seconds()) }()
+	r, err := v.leaderReplica(req.GetRangeId())
+	if err != nil {
+		return nil, err
+	}
+	if r.fsm.State().GetFrozen() {
+		return &pb.FreezeRangeResponse{Range: r.fsm.Descriptor()}, nil
+	}
+	data, err := fsm.Encode(pb.CommandKind_COMMAND_KIND_FREEZE, &pb.FreezeCommand{Generation: r.fsm.Descriptor().GetGeneration()})
+	if err != nil {
+		return nil, err
+	}
+	res, err := r.propose(ctx, data, v.s.cfg.ApplyTimeout)
+	if err == nil {
+		err = res.Err
+	}
+	if err != nil {
+		return nil, toStatus(r, err)
+	}
+	return &pb.FreezeRangeResponse{Range: res.Range}, nil
+}
+
+// ExportRange returns the entities of a frozen range, read linearizably.
+func (v *service) ExportRange(ctx context.Context, req *pb.ExportRangeRequest) (*pb.ExportRangeResponse, error) {
+	r, err := v.leaderReplica(req.GetRangeId())
+	if err != nil {
+		return nil, err
+	}
+	if err := r.linearizable(ctx); err != nil {
+		return nil, toStatus(r, err)
+	}
+	if !r.fsm.State().GetFrozen() {
+		return nil, rpcerr.New(codes.FailedPrecondition, rpcerr.ReasonInvalidInput, ErrNotFrozen.Error(), nil)
+	}
+	desc, rows, last, err := r.fsm.Export()
+	if err != nil {
+		return nil, toStatus(r, err)
+	}
+	return &pb.ExportRangeResponse{Range: desc, Rows: rows, LastTimestampUnixNano: last}, nil
+}
+
+// AbsorbRange extends the range over its frozen right neighbour. It is
+// idempotent: a range that already covers the neighbour answers at once.
+func (v *service) AbsorbRange(ctx context.Context, req *pb.AbsorbRangeRequest) (*pb.AbsorbRangeResponse, error) {
+	start := time.Now()
+	defer func() { reshapeSeconds.WithLabelValues("absorb").Observe(time.Since(start).Seconds()) }()
+	r, err := v.leaderReplica(req.GetRangeId())
+	if err != nil {
+		return nil, err
+	}
+	if err := r.linearizable(ctx); err != nil {
+		return nil, toStatus(r, err)
+	}
+	desc := r.fsm.Descriptor()
+	right := req.GetRight()
+	if desc.GetEnd() == right.GetEnd() && desc.GetStart() < right.GetStart() {
+		return &pb.AbsorbRangeResponse{Range: desc}, nil
+	}
+	var export *pb.ExportRangeResponse
+	var lastErr error
+	for attempt := 0; attempt < 50 && export == nil && ctx.Err() == nil; attempt++ {
+		for _, addr := range req.GetRightAddrs() {
+			export, lastErr = exportFrom(ctx, addr, right.GetRangeId())
+			if lastErr == nil {
+				break
+			}
+		}
+		if export == nil {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	if export == nil {
+		return nil, rpcerr.New(codes.Unavailable, rpcerr.ReasonUnavailable, fmt.Sprintf("export of range %d: %v", right.GetRangeId(), lastErr), nil)
+	}
+	data, err := fsm.Encode(pb.CommandKind_COMMAND_KIND_ABSORB, &pb.AbsorbCommand{
+		Right: export.GetRange(), Rows: export.GetRows(), RightLastTimestampUnixNano: export.GetLastTimestampUnixNano(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	res, err := r.propose(ctx, data, v.s.cfg.ApplyTimeout)
+	if err == nil {
+		err = res.Err
+	}
+	if err != nil {
+		return nil, toStatus(r, err)
+	}
+	v.s.logger.Info("range absorbed its right neighbour", "range", r.id, "right", right.GetRangeId(), "rows", len(export.GetRows()), "took", time.Since(start))
+	return &pb.AbsorbRangeResponse{Range: res.Range}, nil
+}
+
+func exportFrom(ctx context.Context, addr string, rangeID uint64) (*pb.ExportRangeResponse, error) {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(256<<20)))
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return pb.NewPartitionServiceClient(conn).ExportRange(cctx, &pb.ExportRangeRequest{RangeId: rangeID})
+}
+
+// ChangeReplicas adds and/or removes one voter, then records the new
+// membership in the descriptor through the log.
+func (v *service) ChangeReplicas(ctx context.Context, req *pb.ChangeReplicasRequest) (*pb.ChangeReplicasResponse, error) {
+	start := time.Now()
+	defer func() { reshapeSeconds.WithLabelValues("change_replicas").Observe(time.Since(start).Seconds()) }()
+	r, err := v.leaderReplica(req.GetRangeId())
+	if err != nil {
+		return nil, err
+	}
+	for id, a := range req.GetRaftAddrs() {
+		v.s.addrs.set(id, a)
+	}
+	timeout := v.s.cfg.ApplyTimeout
+	if add := req.GetAddServerId(); add != "" {
+		if err := r.compact(); err != nil {
+			return nil, toStatus(r, fmt.Errorf("compact before adding a voter: %w", err))
+		}
+		addr, _ := v.s.addrs.get(add)
+		if err := r.raft.AddVoter(raft.ServerID(add), raft.ServerAddress(addr), 0, timeout).Error(); err != nil {
+			return nil, toStatus(r, raftErr(err))
+		}
+	}
+	if rm := req.GetRemoveServerId(); rm != "" {
+		if rm == v.s.id {
+			return nil, rpcerr.New(codes.FailedPrecondition, rpcerr.ReasonInvalidInput, "transfer leadership before removing the leader", nil)
+		}
+		if err := r.raft.RemoveServer(raft.ServerID(rm), 0, timeout).Error(); err != nil {
+			return nil, toStatus(r, raftErr(err))
+		}
+	}
+	cf := r.raft.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		return nil, toStatus(r, raftErr(err))
+	}
+	var reps []*pb.Replica
+	for _, s := range cf.Configuration().Servers {
+		if s.Suffrage == raft.Voter {
+			reps = append(reps, &pb.Replica{ServerId: string(s.ID)})
+		}
+	}
+	sort.Slice(reps, func(i, j int) bool { return reps[i].GetServerId() < reps[j].GetServerId() })
+	data, err := fsm.Encode(pb.CommandKind_COMMAND_KIND_SET_REPLICAS, &pb.SetReplicasCommand{Replicas: reps})
+	if err != nil {
+		return nil, err
+	}
+	res, err := r.propose(ctx, data, timeout)
+	if err == nil {
+		err = res.Err
+	}
+	if err != nil {
+		return nil, toStatus(r, err)
+	}
+	return &pb.ChangeReplicasResponse{Range: res.Range}, nil
+}
+
+// TransferLeader hands leadership to another voter and waits for it.
+func (v *service) TransferLeader(ctx context.Context, req *pb.TransferLeaderRequest) (*pb.TransferLeaderResponse, error) {
+	start := time.Now()
+	defer func() { reshapeSeconds.WithLabelValues("transfer_leader").Observe(time.Since(start).Seconds()) }()
+	r, err := v.replica(req.GetRangeId())
+	if err != nil {
+		return nil, err
+	}
+	if r.leaderID() == req.GetToServerId() {
+		return &pb.TransferLeaderResponse{}, nil
+	}
+	if !r.isLeader() {
+		return nil, toStatus(r, ErrNotLeader)
+	}
+	addr := req.GetToRaftAddr()
+	if a, ok := v.s.addrs.get(req.GetToServerId()); ok {
+		addr = a
+	}
+	if err := r.raft.LeadershipTransferToServer(raft.ServerID(req.GetToServerId()), raft.ServerAddress(addr)).Error(); err != nil {
+		return nil, toStatus(r, raftErr(err))
+	}
+	return &pb.TransferLeaderResponse{}, nil
+}
+
+// SplitKey proposes the PartitionKey halving the range by size.
+func (v *service) SplitKey(ctx context.Context, req *pb.SplitKeyRequest) (*pb.SplitKeyResponse, error) {
+	r, err := v.replica(req.GetRangeId())
+	if err != nil {
+		return nil, err
+	}
+	key, ok, err := r.fsm.MedianKey()
+	if err != nil {
+		return nil, toStatus(r, err)
+	}
+	return &pb.SplitKeyResponse{SplitKey: key, Ok: ok}, nil
+}
+
+// raftErr maps raft's membership errors onto the replica layer's.
+func raftErr(err error) error {
+	switch {
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrLeadershipTransferInProgress):
+		return ErrNotLeader
+	case errors.Is(err, raft.ErrRaftShutdown):
+		return ErrShuttingDown
+	}
+	return err
+}
