@@ -34,6 +34,9 @@ type Config struct {
 	RaftHeartbeatTimeout time.Duration
 	RaftElectionTimeout  time.Duration
 	RaftLeaderLease      time.Duration
+
+	// Policy holds the split, merge, balance and re-replication thresholds.
+	Policy PolicyConfig
 }
 
 // DefaultConfig returns the documented defaults.
@@ -49,6 +52,7 @@ func DefaultConfig() Config {
 		RaftHeartbeatTimeout: 500 * time.Millisecond,
 		RaftElectionTimeout:  500 * time.Millisecond,
 		RaftLeaderLease:      250 * time.Millisecond,
+		Policy:               DefaultPolicyConfig(),
 	}
 }
 
@@ -71,6 +75,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ServerTimeout <= 0 || c.CreateTableWait <= 0 || c.RaftHeartbeatTimeout <= 0 || c.RaftElectionTimeout <= 0 || c.RaftLeaderLease <= 0 {
 		errs = append(errs, errors.New("durations must be positive"))
+	}
+	if err := c.Policy.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("master: invalid config: %w", err)
@@ -112,4 +119,5 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.RaftHeartbeatTimeout, "raft-heartbeat-timeout", c.RaftHeartbeatTimeout, "Raft follower timeout before an election")
 	fs.DurationVar(&c.RaftElectionTimeout, "raft-election-timeout", c.RaftElectionTimeout, "Raft candidate election timeout")
 	fs.DurationVar(&c.RaftLeaderLease, "raft-leader-lease", c.RaftLeaderLease, "Raft leader lease timeout")
+	c.Policy.RegisterFlags(fs)
 }

@@ -24,9 +24,10 @@ var (
 
 // applyResult is returned through raft's ApplyFuture.Response.
 type applyResult struct {
-	table  *pb.Table
-	ranges []*pb.RangeDescriptor
-	err    error
+	table   *pb.Table
+	ranges  []*pb.RangeDescriptor
+	rangeID uint64
+	err     error
 }
 
 type handler func(s *state, payload []byte) *applyResult
@@ -46,6 +47,10 @@ func init() {
 	register(pb.MasterCommandKind_MASTER_COMMAND_KIND_DELETE_TABLE, applyDeleteTable)
 	register(pb.MasterCommandKind_MASTER_COMMAND_KIND_SET_TABLE_ACL, applySetTableACL)
 	register(pb.MasterCommandKind_MASTER_COMMAND_KIND_SET_SERVICE_PROPERTIES, applySetServiceProperties)
+	register(pb.MasterCommandKind_MASTER_COMMAND_KIND_UPDATE_RANGES, applyUpdateRanges)
+	register(pb.MasterCommandKind_MASTER_COMMAND_KIND_ALLOCATE_RANGE_ID, applyAllocateRangeID)
+	register(pb.MasterCommandKind_MASTER_COMMAND_KIND_APPEND_EVENT, applyAppendEvent)
+	register(pb.MasterCommandKind_MASTER_COMMAND_KIND_REMOVE_RANGE, applyRemoveRange)
 }
 
 // state is the replicated state. Tables are keyed by lower-case name
@@ -58,17 +63,26 @@ type state struct {
 	nextRangeID uint64
 	// serviceProperties is the XML document of Set Table Service Properties.
 	serviceProperties []byte
+	// events is the most recent part of the event log, oldest first.
+	events       []*pb.Event
+	nextEventSeq uint64
 }
+
+// maxEvents bounds the replicated event log.
+const maxEvents = 2000
 
 func newState() *state {
 	return &state{
 		tables: map[string]*pb.Table{}, ranges: map[uint64]*pb.RangeDescriptor{},
-		servers: map[string]*pb.ServerInfo{}, nextTableID: 1, nextRangeID: 1,
+		servers: map[string]*pb.ServerInfo{}, nextTableID: 1, nextRangeID: 1, nextEventSeq: 1,
 	}
 }
 
 func (s *state) snapshot() *pb.MasterSnapshot {
-	out := &pb.MasterSnapshot{NextTableId: s.nextTableID, NextRangeId: s.nextRangeID, ServiceProperties: s.serviceProperties}
+	out := &pb.MasterSnapshot{
+		NextTableId: s.nextTableID, NextRangeId: s.nextRangeID, ServiceProperties: s.serviceProperties,
+		Events: s.events, NextEventSeq: s.nextEventSeq,
+	}
 	for _, t := range s.tables {
 		out.Tables = append(out.Tables, t)
 	}
@@ -97,6 +111,10 @@ func stateFromSnapshot(m *pb.MasterSnapshot) *state {
 	}
 	s.nextTableID, s.nextRangeID = m.GetNextTableId(), m.GetNextRangeId()
 	s.serviceProperties = m.GetServiceProperties()
+	s.events = m.GetEvents()
+	if m.GetNextEventSeq() > 0 {
+		s.nextEventSeq = m.GetNextEventSeq()
+	}
 	return s
 }
 
@@ -175,6 +193,106 @@ func applySetServiceProperties(s *state, payload []byte) *applyResult {
 		return &applyResult{err: ErrBadCommand}
 	}
 	s.serviceProperties = c.GetProperties()
+	return &applyResult{}
+}
+
+// applyUpdateRanges stores descriptors that are newer (higher generation)
+// than what the map holds, and drops older ranges of the same table that a
+// newer descriptor overlaps: the ranges' own Raft state is the truth, and
+// the highest generation is the latest of it.
+func applyUpdateRanges(s *state, payload []byte) *applyResult {
+	var c pb.UpdateRangesCommand
+	if err := proto.Unmarshal(payload, &c); err != nil {
+		return &applyResult{err: ErrBadCommand}
+	}
+	var changed []*pb.RangeDescriptor
+	for _, d := range c.GetRanges() {
+		if !s.tableLive(d.GetTableId()) {
+			continue
+		}
+		if old, ok := s.ranges[d.GetRangeId()]; ok && old.GetGeneration() >= d.GetGeneration() {
+			continue
+		}
+		if s.coveredByNewer(d) {
+			// A range a merge already absorbed, reported late.
+			continue
+		}
+		for id, o := range s.ranges {
+			if id != d.GetRangeId() && o.GetTableId() == d.GetTableId() && overlaps(o, d) && o.GetGeneration() < d.GetGeneration() {
+				delete(s.ranges, id)
+			}
+		}
+		s.ranges[d.GetRangeId()] = d
+		if d.GetRangeId() >= s.nextRangeID {
+			s.nextRangeID = d.GetRangeId() + 1
+		}
+		changed = append(changed, d)
+	}
+	return &applyResult{ranges: changed}
+}
+
+// coveredByNewer reports whether another range of the table overlapping d
+// has a generation at least as high: d is stale.
+func (s *state) coveredByNewer(d *pb.RangeDescriptor) bool {
+	for id, o := range s.ranges {
+		if id != d.GetRangeId() && o.GetTableId() == d.GetTableId() && overlaps(o, d) && o.GetGeneration() >= d.GetGeneration() {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *state) tableLive(id uint64) bool {
+	for _, t := range s.tables {
+		if t.GetTableId() == id {
+			return true
+		}
+	}
+	return false
+}
+
+// overlaps reports whether two ranges of a table share a PartitionKey.
+func overlaps(a, b *pb.RangeDescriptor) bool {
+	aEndsBeforeB := a.GetEnd() != "" && a.GetEnd() <= b.GetStart()
+	bEndsBeforeA := b.GetEnd() != "" && b.GetEnd() <= a.GetStart()
+	return !aEndsBeforeB && !bEndsBeforeA
+}
+
+func applyAllocateRangeID(s *state, payload []byte) *applyResult {
+	id := s.nextRangeID
+	s.nextRangeID++
+	return &applyResult{rangeID: id}
+}
+
+func applyAppendEvent(s *state, payload []byte) *applyResult {
+	var c pb.AppendEventCommand
+	if err := proto.Unmarshal(payload, &c); err != nil || c.GetEvent() == nil {
+		return &applyResult{err: ErrBadCommand}
+	}
+	e := c.GetEvent()
+	e.Seq = s.nextEventSeq
+	s.nextEventSeq++
+	s.events = append(s.events, e)
+	if len(s.events) > maxEvents {
+		s.events = append([]*pb.Event(nil), s.events[len(s.events)-maxEvents:]...)
+	}
+	return &applyResult{}
+}
+
+// applyRemoveRange retires a range absorbed by its left neighbour.
+func applyRemoveRange(s *state, payload []byte) *applyResult {
+	var c pb.RemoveRangeCommand
+	if err := proto.Unmarshal(payload, &c); err != nil {
+		return &applyResult{err: ErrBadCommand}
+	}
+	delete(s.ranges, c.GetRangeId())
+	if l := c.GetAbsorbedBy(); l != nil {
+		if old, ok := s.ranges[l.GetRangeId()]; !ok || old.GetGeneration() < l.GetGeneration() {
+			if s.tableLive(l.GetTableId()) {
+				s.ranges[l.GetRangeId()] = l
+			}
+		}
+	}
 	return &applyResult{}
 }
 

@@ -51,6 +51,11 @@ type Server struct {
 	lastSeen  map[string]time.Time
 	leaders   map[uint64]string
 	loads     map[uint64]*pb.RangeLoad
+	history   map[uint64]*loadHistory
+	frozen    map[uint64]bool
+	busy      map[uint64]bool
+	inflight  int
+	adopting  bool
 	version   uint64
 	changed   chan struct{} // closed and replaced on every map change
 
@@ -67,6 +72,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	s := &Server{
 		cfg: cfg, logger: logger.With("master", cfg.ID), pool: connpool.New(),
 		lastSeen: map[string]time.Time{}, leaders: map[uint64]string{}, loads: map[uint64]*pb.RangeLoad{},
+		history: map[uint64]*loadHistory{}, frozen: map[uint64]bool{}, busy: map[uint64]bool{},
 		changed: make(chan struct{}),
 	}
 	s.fsm = &fsm{st: newState(), onChange: s.bump}
@@ -142,7 +148,11 @@ func (s *Server) Start() (err error) {
 	}
 	s.grpcSrv = grpc.NewServer()
 	pb.RegisterMasterServiceServer(s.grpcSrv, &service{s: s})
-	s.wg.Add(2)
+	s.wg.Add(3)
+	go func() {
+		defer s.wg.Done()
+		s.policyLoop()
+	}()
 	go func() {
 		defer s.wg.Done()
 		if err := s.grpcSrv.Serve(s.grpcLn); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
@@ -245,12 +255,15 @@ func (s *Server) bump() {
 // partitionMap builds the current map and the channel closed on its next
 // change.
 func (s *Server) partitionMap() (*pb.PartitionMap, <-chan struct{}) {
-	m := &pb.PartitionMap{Leaders: map[uint64]string{}}
+	m := &pb.PartitionMap{Leaders: map[uint64]string{}, Loads: map[uint64]*pb.RangeLoad{}}
 	s.softMu.Lock()
 	m.Version = s.version
 	ch := s.changed
 	for id, l := range s.leaders {
 		m.Leaders[id] = l
+	}
+	for id, l := range s.loads {
+		m.Loads[id] = l
 	}
 	now := time.Now()
 	seen := make(map[string]time.Time, len(s.lastSeen))
@@ -271,16 +284,18 @@ func (s *Server) partitionMap() (*pb.PartitionMap, <-chan struct{}) {
 			m.Servers = append(m.Servers, c)
 		}
 	})
+	known := make(map[uint64]bool, len(m.Ranges))
+	for _, r := range m.Ranges {
+		known[r.GetRangeId()] = true
+	}
 	for id := range m.Leaders {
-		found := false
-		for _, r := range m.Ranges {
-			if r.GetRangeId() == id {
-				found = true
-				break
-			}
-		}
-		if !found {
+		if !known[id] {
 			delete(m.Leaders, id)
+		}
+	}
+	for id := range m.Loads {
+		if !known[id] {
+			delete(m.Loads, id)
 		}
 	}
 	return m, ch
@@ -303,18 +318,30 @@ func (s *Server) livenessLoop() {
 		}
 		changed := false
 		now := time.Now()
+		var events []*pb.Event
 		s.softMu.Lock()
 		for id, at := range s.lastSeen {
 			a := now.Sub(at) < s.cfg.ServerTimeout
 			if prev, ok := alive[id]; !ok || prev != a {
 				if ok {
 					changed = true
-					s.logger.Info("partition server liveness changed", "server", id, "alive", a)
+					kind := pb.EventKind_EVENT_KIND_SERVER_DOWN
+					if a {
+						kind = pb.EventKind_EVENT_KIND_SERVER_UP
+					}
+					e := &pb.Event{Kind: kind, Servers: []string{id}, Cause: causePolicy,
+						Figures: map[string]float64{"silent_seconds": now.Sub(at).Seconds()},
+						Message: fmt.Sprintf("partition server %s is %s", id, map[bool]string{true: "up", false: "down"}[a])}
+					events = append(events, e)
 				}
 				alive[id] = a
 			}
 		}
 		s.softMu.Unlock()
+		s.fsm.read(func(st *state) { rangesGauge.Set(float64(len(st.ranges))) })
+		for _, e := range events {
+			s.event(e)
+		}
 		if changed {
 			s.bump()
 		}

@@ -107,7 +107,8 @@ func (v *service) CreateTable(ctx context.Context, req *pb.CreateTableRequest) (
 	for _, r := range res.ranges {
 		s.startRange(ctx, r, addrs)
 	}
-	s.logger.Info("table created", "table", res.table.GetName(), "table_id", res.table.GetTableId())
+	s.event(&pb.Event{Kind: pb.EventKind_EVENT_KIND_TABLE_CREATED, Table: res.table.GetName(), RangeIds: []uint64{res.ranges[0].GetRangeId()},
+		Cause: causeOperator, Message: fmt.Sprintf("table %s created with range %d", res.table.GetName(), res.ranges[0].GetRangeId())})
 	return &pb.CreateTableResponse{Table: res.table}, nil
 }
 
@@ -186,7 +187,8 @@ func (v *service) DeleteTable(ctx context.Context, req *pb.DeleteTableRequest) (
 			}
 		}
 	}
-	s.logger.Info("table deleted", "table", res.table.GetName())
+	s.event(&pb.Event{Kind: pb.EventKind_EVENT_KIND_TABLE_DELETED, Table: res.table.GetName(), Cause: causeOperator,
+		Message: fmt.Sprintf("table %s deleted", res.table.GetName())})
 	return &pb.DeleteTableResponse{}, nil
 }
 
@@ -247,6 +249,26 @@ func (v *service) WatchPartitionMap(req *pb.WatchPartitionMapRequest, stream pb.
 	}
 }
 
+// adopt records descriptors reported newer than the map's, one batch at a
+// time.
+func (s *Server) adopt(descs []*pb.RangeDescriptor) {
+	s.softMu.Lock()
+	if s.adopting {
+		s.softMu.Unlock()
+		return
+	}
+	s.adopting = true
+	s.softMu.Unlock()
+	defer func() {
+		s.softMu.Lock()
+		s.adopting = false
+		s.softMu.Unlock()
+	}()
+	if _, err := s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_UPDATE_RANGES, &pb.UpdateRangesCommand{Ranges: descs}); err != nil {
+		s.logger.Debug("adopting reported ranges failed", "err", err)
+	}
+}
+
 func (v *service) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.HeartbeatResponse, error) {
 	s := v.s
 	if err := s.ready(); err != nil {
@@ -265,23 +287,69 @@ func (v *service) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.
 		s.logger.Info("partition server registered", "server", sv.GetServerId(), "grpc", sv.GetGrpcAddr(), "raft", sv.GetRaftAddr())
 	}
 	changed := false
+	now := time.Now()
+	var events []*pb.Event
 	s.softMu.Lock()
-	s.lastSeen[sv.GetServerId()] = time.Now()
+	s.lastSeen[sv.GetServerId()] = now
 	for _, rs := range req.GetRanges() {
+		id := rs.GetRangeId()
+		s.frozen[id] = rs.GetFrozen()
 		if rs.GetLeader() {
-			if s.leaders[rs.GetRangeId()] != sv.GetServerId() {
-				s.leaders[rs.GetRangeId()] = sv.GetServerId()
+			if s.leaders[id] != sv.GetServerId() {
+				s.leaders[id] = sv.GetServerId()
 				changed = true
 			}
-			s.loads[rs.GetRangeId()] = rs.GetLoad()
-		} else if s.leaders[rs.GetRangeId()] == sv.GetServerId() {
-			delete(s.leaders, rs.GetRangeId())
+			s.loads[id] = rs.GetLoad()
+			s.observeLoad(id, rs.GetLoad(), now)
+			if t := rs.GetLoad().GetThrottledPerSec(); t > 0 {
+				if h := s.history[id]; now.Sub(h.lastThrottleEvent) > 10*time.Second {
+					h.lastThrottleEvent = now
+					var top string
+					if hk := rs.GetLoad().GetHotKeys(); len(hk) > 0 {
+						top = hk[0].GetPartitionKey()
+					}
+					events = append(events, &pb.Event{
+						Kind: pb.EventKind_EVENT_KIND_THROTTLE, Table: rs.GetRange().GetTable(), RangeIds: []uint64{id},
+						Servers: []string{sv.GetServerId()}, Cause: causePolicy,
+						Figures: map[string]float64{"throttled_per_sec": t, "entities_per_sec": rs.GetLoad().GetEntitiesPerSec()},
+						Message: fmt.Sprintf("partition %q of range %d over its target: %.0f requests/s refused", top, id, t),
+					})
+				}
+			}
+		} else if s.leaders[id] == sv.GetServerId() {
+			delete(s.leaders, id)
 			changed = true
 		}
 	}
 	s.softMu.Unlock()
+	for _, e := range events {
+		s.event(e)
+	}
 	if changed {
 		s.bump()
+	}
+	// The ranges' own Raft state is the truth: adopt newer descriptors
+	// (a split or merge the master did not record, e.g. across a failover).
+	var newer []*pb.RangeDescriptor
+	var retired []uint64
+	s.fsm.read(func(st *state) {
+		for _, rs := range req.GetRanges() {
+			d := rs.GetRange()
+			known, ok := st.ranges[d.GetRangeId()]
+			switch {
+			case ok && known.GetGeneration() < d.GetGeneration():
+				newer = append(newer, d)
+			case !ok && !st.tableLive(d.GetTableId()):
+				// Deleted tables are cleaned up by live_table_ids.
+			case !ok && st.coveredByNewer(d):
+				retired = append(retired, d.GetRangeId())
+			case !ok:
+				newer = append(newer, d)
+			}
+		}
+	})
+	if len(newer) > 0 {
+		go s.adopt(newer)
 	}
 	resp := &pb.HeartbeatResponse{RaftAddrs: map[string]string{}}
 	s.fsm.read(func(st *state) {
@@ -300,5 +368,6 @@ func (v *service) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.
 		}
 		resp.NextTableId = st.nextTableID
 	})
+	resp.RetiredRangeIds = retired
 	return resp, nil
 }

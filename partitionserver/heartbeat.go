@@ -94,6 +94,11 @@ func (s *Server) reconcile(resp *pb.HeartbeatResponse) {
 			s.logger.Warn("create assigned replica failed", "range", d.GetRangeId(), "err", err)
 		}
 	}
+	for _, id := range resp.GetRetiredRangeIds() {
+		if err := s.deleteReplica(id); err != nil {
+			s.logger.Warn("delete retired replica failed", "range", id, "err", err)
+		}
+	}
 	live := make(map[uint64]bool, len(resp.GetLiveTableIds()))
 	for _, id := range resp.GetLiveTableIds() {
 		live[id] = true

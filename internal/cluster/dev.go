@@ -60,6 +60,9 @@ func (c *DevConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.BasePort, "base-port", c.BasePort, "first internal port: master gRPC; +100 master Raft; +200+i / +300+i partition server gRPC / Raft")
 	fs.IntVar(&c.Servers, "servers", c.Servers, "number of partition servers")
 	fs.IntVar(&c.Master.ReplicationFactor, "replication-factor", c.Master.ReplicationFactor, "replicas per range (at most -servers)")
+	c.Master.Policy.RegisterFlags(fs)
+	fs.Float64Var(&c.Server.PartitionThrottle, "partition-throttle", c.Server.PartitionThrottle, "entities/s one PartitionKey may use before 503 ServerBusy (Azure: 2000; 0 disables)")
+	fs.IntVar(&c.Server.HotKeys, "hot-keys", c.Server.HotKeys, "busiest PartitionKeys reported per range")
 }
 
 // StartDev starts the dev cluster.

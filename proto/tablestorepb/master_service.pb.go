@@ -335,9 +335,11 @@ type HeartbeatResponse struct {
 	RaftAddrs map[string]string `protobuf:"bytes,3,rep,name=raft_addrs,json=raftAddrs,proto3" json:"raft_addrs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// Every table id below this was allocated; a replica of such a table
 	// that is not live belongs to a deleted table.
-	NextTableId   uint64 `protobuf:"varint,4,opt,name=next_table_id,json=nextTableId,proto3" json:"next_table_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	NextTableId uint64 `protobuf:"varint,4,opt,name=next_table_id,json=nextTableId,proto3" json:"next_table_id,omitempty"`
+	// Replicas this server should stop and delete: ranges a merge retired.
+	RetiredRangeIds []uint64 `protobuf:"varint,5,rep,packed,name=retired_range_ids,json=retiredRangeIds,proto3" json:"retired_range_ids,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *HeartbeatResponse) Reset() {
@@ -396,6 +398,13 @@ func (x *HeartbeatResponse) GetNextTableId() uint64 {
 		return x.NextTableId
 	}
 	return 0
+}
+
+func (x *HeartbeatResponse) GetRetiredRangeIds() []uint64 {
+	if x != nil {
+		return x.RetiredRangeIds
+	}
+	return nil
 }
 
 type SetTableACLRequest struct {
@@ -1020,13 +1029,14 @@ const file_tablestore_v1_master_service_proto_rawDesc = "" +
 	"\rknown_version\x18\x01 \x01(\x04R\fknownVersion\"y\n" +
 	"\x10HeartbeatRequest\x121\n" +
 	"\x06server\x18\x01 \x01(\v2\x19.tablestore.v1.ServerInfoR\x06server\x122\n" +
-	"\x06ranges\x18\x02 \x03(\v2\x1a.tablestore.v1.RangeStatusR\x06ranges\"\xa7\x02\n" +
+	"\x06ranges\x18\x02 \x03(\v2\x1a.tablestore.v1.RangeStatusR\x06ranges\"\xd3\x02\n" +
 	"\x11HeartbeatResponse\x12:\n" +
 	"\bassigned\x18\x01 \x03(\v2\x1e.tablestore.v1.RangeDescriptorR\bassigned\x12$\n" +
 	"\x0elive_table_ids\x18\x02 \x03(\x04R\fliveTableIds\x12N\n" +
 	"\n" +
 	"raft_addrs\x18\x03 \x03(\v2/.tablestore.v1.HeartbeatResponse.RaftAddrsEntryR\traftAddrs\x12\"\n" +
-	"\rnext_table_id\x18\x04 \x01(\x04R\vnextTableId\x1a<\n" +
+	"\rnext_table_id\x18\x04 \x01(\x04R\vnextTableId\x12*\n" +
+	"\x11retired_range_ids\x18\x05 \x03(\x04R\x0fretiredRangeIds\x1a<\n" +
 	"\x0eRaftAddrsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"[\n" +

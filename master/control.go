@@ -1,0 +1,177 @@
+package master
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"tablestore/internal/rpcerr"
+	pb "tablestore/proto/tablestorepb"
+)
+
+// opStatus translates operation errors for ctl.
+func opStatus(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrRangeNotFound), errors.Is(err, ErrNoNeighbour):
+		return rpcerr.New(codes.NotFound, rpcerr.ReasonRangeNotFound, err.Error(), nil)
+	case errors.Is(err, ErrBusy):
+		return rpcerr.New(codes.Aborted, rpcerr.ReasonUnavailable, err.Error(), nil)
+	case errors.Is(err, ErrBadTarget), errors.Is(err, ErrBadCommand):
+		return rpcerr.New(codes.InvalidArgument, rpcerr.ReasonInvalidInput, err.Error(), nil)
+	case errors.Is(err, ErrNotLeader), errors.Is(err, ErrTableNotFound):
+		return toStatus(err)
+	}
+	if info := rpcerr.Parse(err); info.Reason != "" {
+		return err
+	}
+	return rpcerr.New(codes.Internal, "", err.Error(), nil)
+}
+
+// Events streams the event log.
+func (v *service) Events(req *pb.EventsRequest, stream pb.MasterService_EventsServer) error {
+	s := v.s
+	if err := s.ready(); err != nil {
+		return toStatus(err)
+	}
+	next := req.GetSinceSeq()
+	for {
+		_, ch := s.partitionMap()
+		var batch []*pb.Event
+		s.fsm.read(func(st *state) {
+			for _, e := range st.events {
+				if e.GetSeq() >= next {
+					batch = append(batch, e)
+				}
+			}
+		})
+		for _, e := range batch {
+			if err := stream.Send(e); err != nil {
+				return err
+			}
+			next = e.GetSeq() + 1
+		}
+		if !req.GetFollow() {
+			return nil
+		}
+		select {
+		case <-stream.Context().Done():
+			return nil
+		case <-s.ctx.Done():
+			return toStatus(ErrNotLeader)
+		case <-ch:
+		case <-time.After(time.Second):
+		}
+		if !s.IsLeader() {
+			return toStatus(ErrNotLeader)
+		}
+	}
+}
+
+// Split splits the range holding (table, partition_key) at that key.
+func (v *service) Split(ctx context.Context, req *pb.SplitRequest) (*pb.SplitResponse, error) {
+	s := v.s
+	if err := s.ready(); err != nil {
+		return nil, toStatus(err)
+	}
+	var d *pb.RangeDescriptor
+	var tableOK bool
+	s.fsm.read(func(st *state) {
+		t, ok := st.tables[strings.ToLower(req.GetTable())]
+		if !ok {
+			return
+		}
+		tableOK = true
+		for _, r := range st.ranges {
+			if r.GetTableId() == t.GetTableId() && req.GetPartitionKey() >= r.GetStart() && (r.GetEnd() == "" || req.GetPartitionKey() < r.GetEnd()) {
+				d = r
+			}
+		}
+	})
+	if !tableOK {
+		return nil, toStatus(ErrTableNotFound)
+	}
+	if d == nil {
+		return nil, opStatus(fmt.Errorf("%w: no range holds %q", ErrRangeNotFound, req.GetPartitionKey()))
+	}
+	if req.GetPartitionKey() == d.GetStart() {
+		return nil, opStatus(fmt.Errorf("%w: %q already starts range %d", ErrBadCommand, req.GetPartitionKey(), d.GetRangeId()))
+	}
+	if err := s.claim(d.GetRangeId()); err != nil {
+		return nil, opStatus(err)
+	}
+	defer s.release(d.GetRangeId())
+	resp, err := s.split(ctx, d.GetRangeId(), req.GetPartitionKey(), causeOperator, nil)
+	return resp, opStatus(err)
+}
+
+// Merge merges a range with its right neighbour.
+func (v *service) Merge(ctx context.Context, req *pb.MergeRequest) (*pb.MergeResponse, error) {
+	s := v.s
+	if err := s.ready(); err != nil {
+		return nil, toStatus(err)
+	}
+	d, ok := s.rangeDesc(req.GetRangeId())
+	if !ok {
+		return nil, opStatus(fmt.Errorf("%w: %d", ErrRangeNotFound, req.GetRangeId()))
+	}
+	right := s.rightNeighbour(d)
+	if right == nil {
+		return nil, opStatus(fmt.Errorf("%w: %d", ErrNoNeighbour, req.GetRangeId()))
+	}
+	if err := s.claim(d.GetRangeId(), right.GetRangeId()); err != nil {
+		return nil, opStatus(err)
+	}
+	defer s.release(d.GetRangeId(), right.GetRangeId())
+	merged, err := s.merge(ctx, d.GetRangeId(), causeOperator, nil)
+	if err != nil {
+		return nil, opStatus(err)
+	}
+	return &pb.MergeResponse{Range: merged}, nil
+}
+
+// Move moves one replica of a range.
+func (v *service) Move(ctx context.Context, req *pb.MoveRequest) (*pb.MoveResponse, error) {
+	s := v.s
+	if err := s.ready(); err != nil {
+		return nil, toStatus(err)
+	}
+	if err := s.claim(req.GetRangeId()); err != nil {
+		return nil, opStatus(err)
+	}
+	defer s.release(req.GetRangeId())
+	d, err := s.move(ctx, req.GetRangeId(), req.GetFromServerId(), req.GetToServerId(), causeOperator, "operator request", nil)
+	if err != nil {
+		return nil, opStatus(err)
+	}
+	return &pb.MoveResponse{Range: d}, nil
+}
+
+// TransferLeader moves a range's leadership.
+func (v *service) TransferLeader(ctx context.Context, req *pb.MasterTransferLeaderRequest) (*pb.MasterTransferLeaderResponse, error) {
+	s := v.s
+	if err := s.ready(); err != nil {
+		return nil, toStatus(err)
+	}
+	if err := s.claim(req.GetRangeId()); err != nil {
+		return nil, opStatus(err)
+	}
+	defer s.release(req.GetRangeId())
+	start := time.Now()
+	from := s.leaderOf(req.GetRangeId())
+	if err := s.transfer(ctx, req.GetRangeId(), req.GetToServerId()); err != nil {
+		return nil, opStatus(err)
+	}
+	d, _ := s.rangeDesc(req.GetRangeId())
+	s.event(&pb.Event{
+		Kind: pb.EventKind_EVENT_KIND_LEADER_TRANSFER, Table: d.GetTable(), RangeIds: []uint64{req.GetRangeId()},
+		Servers: []string{from, req.GetToServerId()}, Cause: causeOperator, DurationSeconds: time.Since(start).Seconds(),
+		Message: fmt.Sprintf("moved leadership of range %d from %s to %s", req.GetRangeId(), from, req.GetToServerId()),
+	})
+	return &pb.MasterTransferLeaderResponse{}, nil
+}
