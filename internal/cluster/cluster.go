@@ -90,14 +90,14 @@ func (o *Options) addr(base, i int) (string, error) {
 
 // Start launches the cluster and waits until every partition server has
 // registered and the front-ends have a map.
-func Start(opts Options) (c *Cluster, err error) {
+func Start(opts Options) (_ *Cluster, err error) {
 	if opts.Masters <= 0 || opts.Servers <= 0 || opts.Frontends < 0 {
 		return nil, errors.New("cluster: need at least one master and one partition server")
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	c = &Cluster{opts: opts}
+	c := &Cluster{opts: opts}
 	defer func() {
 		if err != nil {
 			c.Close()

@@ -1,0 +1,343 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
+	"tablestore/internal/logging"
+	"tablestore/master"
+	"tablestore/partitionserver"
+	pb "tablestore/proto/tablestorepb"
+)
+
+// quietPolicies turns the automatic policies off, for tests that reshape by
+// hand.
+func quietPolicies(m *master.Config) { m.Policy.Enabled = false }
+
+func startTuned(t *testing.T, servers int, tuneM func(*master.Config), tuneS func(*partitionserver.Config)) *Cluster {
+	t.Helper()
+	c, err := Start(Options{
+		Masters: 1, Servers: servers, Frontends: 1, DataDir: t.TempDir(), Logger: logging.FromEnv(""),
+		TuneMaster: func(m *master.Config) {
+			m.ServerTimeout = 2 * time.Second
+			if tuneM != nil {
+				tuneM(m)
+			}
+		},
+		TuneServer: func(s *partitionserver.Config) {
+			s.HeartbeatInterval = 200 * time.Millisecond
+			if tuneS != nil {
+				tuneS(s)
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+func spreadKeys(w, i int) (string, string) {
+	return fmt.Sprintf("k%02d", (w*7+i)%26), fmt.Sprintf("w%d-%06d", w, i)
+}
+
+// TestManualSplitMergeMove drives every reshaping operation through the
+// master's operator API while clients write, and checks the data after.
+func TestManualSplitMergeMove(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := startTuned(t, 4, quietPolicies, nil)
+	sc := serviceClient(t, c, 0)
+	ctx := ctxT(t, 3*time.Minute)
+	const table = "manual"
+	if _, err := sc.CreateTable(ctx, table, nil); err != nil {
+		t.Fatal(err)
+	}
+	tc := sc.NewClient(table)
+	mc := masterClient(t, c)
+	w := startWorkload(t, tc, 4, spreadKeys)
+	time.Sleep(300 * time.Millisecond)
+
+	var split *pb.SplitResponse
+	t.Run("split", func(t *testing.T) {
+		err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
+			var err error
+			split, err = m.Split(ctx, &pb.SplitRequest{Table: table, PartitionKey: "k13"})
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if split.GetLeft().GetEnd() != "k13" || split.GetRight().GetStart() != "k13" {
+			t.Fatalf("split = %v / %v", split.GetLeft(), split.GetRight())
+		}
+		waitFor(t, 5*time.Second, "two ranges in the map", func() bool { return len(tableRanges(partitionMap(t, mc), table)) == 2 })
+		m := partitionMap(t, mc)
+		if l, r := m.GetLeaders()[split.GetLeft().GetRangeId()], m.GetLeaders()[split.GetRight().GetRangeId()]; l == r {
+			t.Errorf("both halves led by %s after the split", l)
+		}
+	})
+	time.Sleep(300 * time.Millisecond)
+
+	t.Run("move", func(t *testing.T) {
+		right := split.GetRight()
+		have := map[string]bool{}
+		for _, r := range right.GetReplicas() {
+			have[r.GetServerId()] = true
+		}
+		to := ""
+		for _, n := range c.Servers {
+			if !have[n.Config.ID] {
+				to = n.Config.ID
+			}
+		}
+		var moved *pb.MoveResponse
+		err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
+			var err error
+			moved, err = m.Move(ctx, &pb.MoveRequest{RangeId: right.GetRangeId(), ToServerId: to})
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !hasServer(moved.GetRange(), to) || len(moved.GetRange().GetReplicas()) != 3 {
+			t.Fatalf("after move: replicas %v, want %s among 3", moved.GetRange().GetReplicas(), to)
+		}
+	})
+	time.Sleep(300 * time.Millisecond)
+
+	t.Run("transfer leader", func(t *testing.T) {
+		right := split.GetRight()
+		m := partitionMap(t, mc)
+		var d *pb.RangeDescriptor
+		for _, r := range m.GetRanges() {
+			if r.GetRangeId() == right.GetRangeId() {
+				d = r
+			}
+		}
+		to := ""
+		for _, r := range d.GetReplicas() {
+			if r.GetServerId() != m.GetLeaders()[d.GetRangeId()] {
+				to = r.GetServerId()
+			}
+		}
+		err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
+			_, err := m.TransferLeader(ctx, &pb.MasterTransferLeaderRequest{RangeId: d.GetRangeId(), ToServerId: to})
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 5*time.Second, "the new leader reported", func() bool { return partitionMap(t, mc).GetLeaders()[d.GetRangeId()] == to })
+	})
+	time.Sleep(300 * time.Millisecond)
+
+	t.Run("merge", func(t *testing.T) {
+		err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
+			_, err := m.Merge(ctx, &pb.MergeRequest{RangeId: split.GetLeft().GetRangeId()})
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs := tableRanges(partitionMap(t, mc), table)
+		if len(rs) != 1 || rs[0].GetStart() != "" || rs[0].GetEnd() != "" {
+			t.Fatalf("after merge: %v", rs)
+		}
+	})
+	time.Sleep(300 * time.Millisecond)
+	acked := w.halt()
+	if w.failed.Load() > 0 {
+		t.Errorf("%d client writes failed during reshaping", w.failed.Load())
+	}
+	t.Logf("%d writes acknowledged; longest pause between writes of one client: %v", len(acked), time.Duration(w.maxGap.Load()))
+	verifyExactlyOnce(t, tc, acked)
+	checkEvents(t, mc, pb.EventKind_EVENT_KIND_SPLIT, pb.EventKind_EVENT_KIND_MOVE, pb.EventKind_EVENT_KIND_LEADER_TRANSFER, pb.EventKind_EVENT_KIND_MERGE)
+}
+
+func hasServer(d *pb.RangeDescriptor, id string) bool {
+	for _, r := range d.GetReplicas() {
+		if r.GetServerId() == id {
+			return true
+		}
+	}
+	return false
+}
+
+// checkEvents asserts the event log holds each kind.
+func checkEvents(t *testing.T, mc interface {
+	Call(context.Context, func(context.Context, pb.MasterServiceClient) error) error
+}, kinds ...pb.EventKind) {
+	t.Helper()
+	got := map[pb.EventKind]bool{}
+	waitFor(t, 5*time.Second, "events recorded", func() bool {
+		mc.Call(context.Background(), func(ctx context.Context, m pb.MasterServiceClient) error {
+			st, err := m.Events(ctx, &pb.EventsRequest{})
+			if err != nil {
+				return err
+			}
+			for {
+				e, err := st.Recv()
+				if err != nil {
+					return nil
+				}
+				got[e.GetKind()] = true
+			}
+		})
+		for _, k := range kinds {
+			if !got[k] {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// TestHotRangeSplitsAndSpreads: load over many PartitionKeys above the
+// threshold gets the range split and its leaders spread over the servers;
+// when the load stops, the ranges merge back after the cooldown.
+func TestHotRangeSplitsAndSpreads(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := startTuned(t, 3, func(m *master.Config) {
+		m.Policy.SplitLoad = 150
+		m.Policy.SplitWindow = time.Second
+		m.Policy.MergeLoad = 20
+		m.Policy.MergeCooldown = 3 * time.Second
+	}, nil)
+	sc := serviceClient(t, c, 0)
+	ctx := ctxT(t, 3*time.Minute)
+	const table = "hotrange"
+	if _, err := sc.CreateTable(ctx, table, nil); err != nil {
+		t.Fatal(err)
+	}
+	tc := sc.NewClient(table)
+	mc := masterClient(t, c)
+	start := time.Now()
+	w := startWorkload(t, tc, 8, spreadKeys)
+	waitFor(t, 30*time.Second, "the hot range split", func() bool { return len(tableRanges(partitionMap(t, mc), table)) >= 2 })
+	t.Logf("split after %v of load", time.Since(start).Round(time.Millisecond))
+	waitFor(t, 30*time.Second, "leaders on several servers", func() bool {
+		m := partitionMap(t, mc)
+		leaders := map[string]bool{}
+		for _, r := range tableRanges(m, table) {
+			if l := m.GetLeaders()[r.GetRangeId()]; l != "" {
+				leaders[l] = true
+			}
+		}
+		return len(leaders) >= 2
+	})
+	acked := w.halt()
+	if w.failed.Load() > 0 {
+		t.Errorf("%d client writes failed", w.failed.Load())
+	}
+	t.Logf("%d ranges while loaded; longest client write pause %v", len(tableRanges(partitionMap(t, mc), table)), time.Duration(w.maxGap.Load()))
+	waitFor(t, 60*time.Second, "cold ranges merged back", func() bool { return len(tableRanges(partitionMap(t, mc), table)) == 1 })
+	verifyExactlyOnce(t, tc, acked)
+	checkEvents(t, mc, pb.EventKind_EVENT_KIND_SPLIT, pb.EventKind_EVENT_KIND_MERGE)
+}
+
+// TestHotPartitionThrottledNotSplit: one PartitionKey over its target gets
+// 503 ServerBusy and its range is not split.
+func TestHotPartitionThrottledNotSplit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := startTuned(t, 3, func(m *master.Config) {
+		m.Policy.SplitLoad = 50
+		m.Policy.MergeLoad = 5
+		m.Policy.SplitWindow = 500 * time.Millisecond
+	}, func(s *partitionserver.Config) { s.PartitionThrottle = 100 })
+	sc := serviceClient(t, c, 0)
+	ctx := ctxT(t, time.Minute)
+	const table = "hotkey"
+	if _, err := sc.CreateTable(ctx, table, nil); err != nil {
+		t.Fatal(err)
+	}
+	// No SDK retries: the 503s must reach the client.
+	tc := noRetryClient(t, c).NewClient(table)
+	busy, ok := 0, 0
+	deadline := time.Now().Add(4 * time.Second)
+	for i := 0; time.Now().Before(deadline); i++ {
+		body := []byte(fmt.Sprintf(`{"PartitionKey":"hot","RowKey":"%06d"}`, i))
+		_, err := tc.AddEntity(ctx, body, nil)
+		switch {
+		case err == nil:
+			ok++
+		case isStatus(err, 503):
+			busy++
+		default:
+			t.Fatalf("insert: %v", err)
+		}
+	}
+	if busy == 0 {
+		t.Fatalf("no 503 ServerBusy for one partition over its target (%d accepted)", ok)
+	}
+	t.Logf("%d accepted, %d refused with 503", ok, busy)
+	mc := masterClient(t, c)
+	if rs := tableRanges(partitionMap(t, mc), table); len(rs) != 1 {
+		t.Fatalf("a single hot partition was split: %d ranges", len(rs))
+	}
+	checkEvents(t, mc, pb.EventKind_EVENT_KIND_THROTTLE)
+}
+
+// TestDeadServerReplicasRecreated: the replicas of a server that stays
+// down are re-created on another server.
+func TestDeadServerReplicasRecreated(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := startTuned(t, 4, func(m *master.Config) {
+		m.ServerTimeout = time.Second
+		m.Policy.ReplicateAfter = 2 * time.Second
+		m.Policy.BalanceLeaders = false
+	}, nil)
+	sc := serviceClient(t, c, 0)
+	ctx := ctxT(t, 2*time.Minute)
+	const table = "rerep"
+	if _, err := sc.CreateTable(ctx, table, nil); err != nil {
+		t.Fatal(err)
+	}
+	tc := sc.NewClient(table)
+	mc := masterClient(t, c)
+	w := startWorkload(t, tc, 4, spreadKeys)
+	time.Sleep(500 * time.Millisecond)
+	rs := tableRanges(partitionMap(t, mc), table)
+	victim := rs[0].GetReplicas()[0].GetServerId()
+	t.Logf("stopping %s", victim)
+	if err := c.StopServer(c.ServerIndex(victim)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, "replicas re-created away from the dead server", func() bool {
+		for _, r := range tableRanges(partitionMap(t, mc), table) {
+			if hasServer(r, victim) || len(r.GetReplicas()) != 3 {
+				return false
+			}
+		}
+		return true
+	})
+	acked := w.halt()
+	if w.failed.Load() > 0 {
+		t.Errorf("%d client writes failed", w.failed.Load())
+	}
+	verifyExactlyOnce(t, tc, acked)
+	checkEvents(t, mc, pb.EventKind_EVENT_KIND_SERVER_DOWN, pb.EventKind_EVENT_KIND_RE_REPLICATE)
+}
+
+func noRetryClient(t *testing.T, c *Cluster) *aztables.ServiceClient {
+	t.Helper()
+	opts := &aztables.ClientOptions{}
+	opts.Retry.MaxRetries = -1
+	sc, err := aztables.NewServiceClientFromConnectionString(c.ConnectionString(0), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sc
+}
