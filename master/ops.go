@@ -177,11 +177,14 @@ func (s *Server) split(ctx context.Context, id uint64, key, cause string, figure
 	if err != nil {
 		return nil, err
 	}
+	// The new right range is led from the start by the replica whose server
+	// leads the least load, so the load halves without a later transfer.
+	leftLeader := s.leaderOf(id)
+	preferred := s.coolestReplica(d, leftLeader)
 	var resp *pb.SplitRangeResponse
-	var leftLeader string
 	err = s.onLeader(ctx, id, func(ctx context.Context, c pb.PartitionServiceClient) error {
 		var err error
-		resp, err = c.SplitRange(ctx, &pb.SplitRangeRequest{RangeId: id, SplitKey: key, NewRangeId: res.rangeID})
+		resp, err = c.SplitRange(ctx, &pb.SplitRangeRequest{RangeId: id, SplitKey: key, NewRangeId: res.rangeID, PreferredLeader: preferred})
 		return err
 	})
 	if err != nil {
@@ -193,18 +196,18 @@ func (s *Server) split(ctx context.Context, id uint64, key, cause string, figure
 		return nil, err
 	}
 	right := resp.GetRight()
-	// The right range campaigned on the left leader's server; hand it to
-	// the replica whose server leads the least load, so the load halves.
-	s.setLeader(right.GetRangeId(), leftLeader)
-	moved := time.Duration(0)
-	if to := s.coolestReplica(right, leftLeader); to != "" && to != leftLeader {
-		t0 := time.Now()
-		if err := s.transfer(ctx, right.GetRangeId(), to); err != nil {
-			s.logger.Warn("moving the new range's leadership failed", "range", right.GetRangeId(), "to", to, "err", err)
-		} else {
-			moved = time.Since(t0)
-		}
+	if preferred == "" {
+		preferred = leftLeader
 	}
+	s.setLeader(right.GetRangeId(), preferred)
+	leaderAt := s.awaitLeader(ctx, right, preferred, 2*time.Second)
+	if got := s.leaderOf(right.GetRangeId()); got != preferred && preferred != "" {
+		if err := s.transfer(ctx, right.GetRangeId(), preferred); err != nil {
+			s.logger.Warn("moving the new range's leadership failed", "range", right.GetRangeId(), "to", preferred, "err", err)
+		}
+		leaderAt = time.Since(start) - splitDone
+	}
+	moved := leaderAt
 	if figures == nil {
 		figures = map[string]float64{}
 	}
@@ -218,6 +221,33 @@ func (s *Server) split(ctx context.Context, id uint64, key, cause string, figure
 	})
 	opSeconds.WithLabelValues("split").Observe(time.Since(start).Seconds())
 	return &pb.SplitResponse{Left: resp.GetLeft(), Right: right}, nil
+}
+
+// awaitLeader polls the replicas of a new range until one reports that it
+// leads, and returns how long that took.
+func (s *Server) awaitLeader(ctx context.Context, d *pb.RangeDescriptor, first string, limit time.Duration) time.Duration {
+	start := time.Now()
+	order := []string{first}
+	for _, r := range d.GetReplicas() {
+		if r.GetServerId() != first {
+			order = append(order, r.GetServerId())
+		}
+	}
+	for time.Since(start) < limit && ctx.Err() == nil {
+		for _, id := range order {
+			c, err := s.pool.Partition(s.grpcAddrOf(id))
+			if err != nil {
+				continue
+			}
+			info, err := c.RangeInfo(ctx, &pb.RangeInfoRequest{RangeId: d.GetRangeId()})
+			if err == nil && info.GetStatus().GetLeader() {
+				s.setLeader(d.GetRangeId(), id)
+				return time.Since(start)
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return time.Since(start)
 }
 
 // coolestReplica returns the replica of d, other than avoid, whose server

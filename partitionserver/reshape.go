@@ -40,7 +40,9 @@ func (v *service) SplitRange(ctx context.Context, req *pb.SplitRangeRequest) (*p
 	if err != nil {
 		return nil, err
 	}
-	data, err := fsm.Encode(pb.CommandKind_COMMAND_KIND_SPLIT, &pb.SplitCommand{SplitKey: req.GetSplitKey(), NewRangeId: req.GetNewRangeId()})
+	data, err := fsm.Encode(pb.CommandKind_COMMAND_KIND_SPLIT, &pb.SplitCommand{
+		SplitKey: req.GetSplitKey(), NewRangeId: req.GetNewRangeId(), PreferredLeader: req.GetPreferredLeader(),
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -51,13 +53,8 @@ func (v *service) SplitRange(ctx context.Context, req *pb.SplitRangeRequest) (*p
 	if err != nil {
 		return nil, toStatus(r, err)
 	}
-	deadline := time.Now().Add(3 * time.Second)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		if rhs, ok := v.s.replica(req.GetNewRangeId()); ok && rhs.leaderID() != "" {
-			break
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	// No wait for the right range's election: the master publishes the new
+	// map at once and front-ends find the leader as it emerges.
 	v.s.logger.Info("range split", "range", req.GetRangeId(), "key", req.GetSplitKey(), "new_range", req.GetNewRangeId(), "took", time.Since(start))
 	return &pb.SplitRangeResponse{Left: res.Range, Right: res.Right}, nil
 }

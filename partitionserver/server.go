@@ -261,11 +261,14 @@ func (s *Server) voters(d *pb.RangeDescriptor) []raft.Server {
 
 // RangeCreated starts the Raft group of a split's right-hand range. Every
 // replica of the left range applies the split and bootstraps the same
-// voters; the one that led the left range campaigns at once.
-func (s *Server) RangeCreated(parent uint64, desc *pb.RangeDescriptor) {
-	fast := false
-	if p, ok := s.replica(parent); ok && p.isLeader() {
-		fast = true
+// voters; the preferred leader (else the left range's leader) campaigns at
+// once.
+func (s *Server) RangeCreated(parent uint64, desc *pb.RangeDescriptor, preferredLeader string) {
+	fast := preferredLeader == s.id
+	if preferredLeader == "" {
+		if p, ok := s.replica(parent); ok && p.isLeader() {
+			fast = true
+		}
 	}
 	go func() {
 		s.mu.Lock()

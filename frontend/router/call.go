@@ -32,33 +32,44 @@ func retryable(info rpcerr.Info) (retry, stale bool) {
 func (r *Router) call(ctx context.Context, table *pb.Table, pk string, fn rangeCall) error {
 	deadline := time.Now().Add(r.cfg.RetryTimeout)
 	skip := map[string]bool{}
-	backoff := 2 * time.Millisecond
+	backoff := time.Millisecond
 	var last error
-	for attempt := 0; ; attempt++ {
-		if attempt > 0 {
-			if time.Now().After(deadline) {
-				return last
-			}
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(backoff):
-			}
-			if backoff < 100*time.Millisecond {
-				backoff *= 2
-			}
+	pause := func() error {
+		if time.Now().After(deadline) {
+			return last
 		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+		// Leader changes and splits settle in tens of milliseconds; keep
+		// retries frequent so the client sees a short pause.
+		if backoff < 50*time.Millisecond {
+			backoff *= 2
+		}
+		return nil
+	}
+	for {
 		d, ok := r.locate(table, pk)
 		if !ok {
 			last = rpcerr.New(codes.Unavailable, rpcerr.ReasonStaleRange, "no range holds the key in the cached map", nil)
 			r.refresh(ctx)
+			if err := pause(); err != nil {
+				return err
+			}
 			continue
 		}
 		id, addr, ok := r.target(d, skip)
 		if !ok {
+			// Every replica refused: wait a moment for an election, then
+			// start over with a fresh map.
 			last = rpcerr.New(codes.Unavailable, rpcerr.ReasonUnavailable, "no reachable replica for the range", nil)
 			skip = map[string]bool{}
 			r.refresh(ctx)
+			if err := pause(); err != nil {
+				return err
+			}
 			continue
 		}
 		c, err := r.pool.Partition(addr)
@@ -75,14 +86,23 @@ func (r *Router) call(ctx context.Context, table *pb.Table, pk string, fn rangeC
 		if !retry || ctx.Err() != nil {
 			return err
 		}
-		if leader := info.Metadata[rpcerr.MetaLeader]; info.Reason == rpcerr.ReasonNotLeader && leader != "" && leader != id {
+		if time.Now().After(deadline) {
+			return err
+		}
+		if leader := info.Metadata[rpcerr.MetaLeader]; info.Reason == rpcerr.ReasonNotLeader && leader != "" && leader != id && !skip[leader] {
+			// Follow the hint at once.
 			r.hint(d.GetRangeId(), leader)
+			skip[id] = true
 			continue
 		}
 		skip[id] = true
 		r.hint(d.GetRangeId(), "")
 		if stale {
 			r.refresh(ctx)
+			skip = map[string]bool{}
+			if err := pause(); err != nil {
+				return err
+			}
 		}
 	}
 }

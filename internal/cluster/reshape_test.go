@@ -63,6 +63,7 @@ func TestManualSplitMergeMove(t *testing.T) {
 	mc := masterClient(t, c)
 	w := startWorkload(t, tc, 4, spreadKeys)
 	time.Sleep(300 * time.Millisecond)
+	t.Logf("pause before split: %v", time.Duration(w.maxGap.Swap(0)))
 
 	var split *pb.SplitResponse
 	t.Run("split", func(t *testing.T) {
@@ -84,6 +85,7 @@ func TestManualSplitMergeMove(t *testing.T) {
 		}
 	})
 	time.Sleep(300 * time.Millisecond)
+	t.Logf("pause after split: %v", time.Duration(w.maxGap.Swap(0)))
 
 	t.Run("move", func(t *testing.T) {
 		right := split.GetRight()
@@ -111,6 +113,7 @@ func TestManualSplitMergeMove(t *testing.T) {
 		}
 	})
 	time.Sleep(300 * time.Millisecond)
+	t.Logf("pause after move: %v", time.Duration(w.maxGap.Swap(0)))
 
 	t.Run("transfer leader", func(t *testing.T) {
 		right := split.GetRight()
@@ -137,6 +140,7 @@ func TestManualSplitMergeMove(t *testing.T) {
 		waitFor(t, 5*time.Second, "the new leader reported", func() bool { return partitionMap(t, mc).GetLeaders()[d.GetRangeId()] == to })
 	})
 	time.Sleep(300 * time.Millisecond)
+	t.Logf("pause after transfer: %v", time.Duration(w.maxGap.Swap(0)))
 
 	t.Run("merge", func(t *testing.T) {
 		err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
@@ -153,6 +157,7 @@ func TestManualSplitMergeMove(t *testing.T) {
 	})
 	time.Sleep(300 * time.Millisecond)
 	acked := w.halt()
+	t.Logf("pause after merge: %v", time.Duration(w.maxGap.Swap(0)))
 	if w.failed.Load() > 0 {
 		t.Errorf("%d client writes failed during reshaping", w.failed.Load())
 	}

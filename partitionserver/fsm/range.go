@@ -33,8 +33,8 @@ type Result struct {
 // not block.
 type Hooks interface {
 	// RangeCreated reports the right-hand range of a split of range
-	// parent, now stored.
-	RangeCreated(parent uint64, desc *pb.RangeDescriptor)
+	// parent, now stored, and the replica meant to lead it.
+	RangeCreated(parent uint64, desc *pb.RangeDescriptor, preferredLeader string)
 }
 
 // applyCtx is what a command handler may touch: the open write transaction
@@ -43,7 +43,13 @@ type applyCtx struct {
 	tx      *bolt.Tx
 	state   *pb.RangeState
 	log     *raft.Log
-	created []*pb.RangeDescriptor
+	created []created
+}
+
+// created is a range a command created, for the hooks.
+type created struct {
+	desc            *pb.RangeDescriptor
+	preferredLeader string
 }
 
 // handler applies one command's payload.
@@ -162,10 +168,10 @@ func (r *Range) ApplyBatch(logs []*raft.Log) []interface{} {
 	if len(logs) == 0 || logs[len(logs)-1].Index <= applied {
 		return results
 	}
-	var created []*pb.RangeDescriptor
+	var made []created
 	err := r.store.db.Update(func(tx *bolt.Tx) error {
 		c := &applyCtx{tx: tx, state: state}
-		defer func() { created = c.created }()
+		defer func() { made = c.created }()
 		for i, l := range logs {
 			if l.Index <= applied {
 				continue
@@ -188,8 +194,8 @@ func (r *Range) ApplyBatch(logs []*raft.Log) []interface{} {
 	r.mu.Unlock()
 	r.notifyApplied(state.GetAppliedIndex())
 	if r.hooks != nil {
-		for _, d := range created {
-			r.hooks.RangeCreated(r.id, d)
+		for _, m := range made {
+			r.hooks.RangeCreated(r.id, m.desc, m.preferredLeader)
 		}
 	}
 	return results

@@ -88,7 +88,7 @@ func applySplit(c *applyCtx, payload []byte) *Result {
 	if err := putState(c.tx, rs); err != nil {
 		return &Result{Err: err}
 	}
-	c.created = append(c.created, right)
+	c.created = append(c.created, created{desc: right, preferredLeader: cmd.GetPreferredLeader()})
 	return &Result{Range: left, Right: right}
 }
 

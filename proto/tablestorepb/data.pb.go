@@ -1321,11 +1321,14 @@ func (x *WriteCommand) GetOps() []*EntityOp {
 // SplitCommand shrinks the range to [start, split_key) and creates the
 // right-hand range [split_key, end) with the same replicas.
 type SplitCommand struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SplitKey      string                 `protobuf:"bytes,1,opt,name=split_key,json=splitKey,proto3" json:"split_key,omitempty"`
-	NewRangeId    uint64                 `protobuf:"varint,2,opt,name=new_range_id,json=newRangeId,proto3" json:"new_range_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	SplitKey   string                 `protobuf:"bytes,1,opt,name=split_key,json=splitKey,proto3" json:"split_key,omitempty"`
+	NewRangeId uint64                 `protobuf:"varint,2,opt,name=new_range_id,json=newRangeId,proto3" json:"new_range_id,omitempty"`
+	// The replica that should lead the right-hand range: it campaigns at
+	// once, so the new range's load lands on it without a later transfer.
+	PreferredLeader string `protobuf:"bytes,3,opt,name=preferred_leader,json=preferredLeader,proto3" json:"preferred_leader,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *SplitCommand) Reset() {
@@ -1370,6 +1373,13 @@ func (x *SplitCommand) GetNewRangeId() uint64 {
 		return x.NewRangeId
 	}
 	return 0
+}
+
+func (x *SplitCommand) GetPreferredLeader() string {
+	if x != nil {
+		return x.PreferredLeader
+	}
+	return ""
 }
 
 // FreezeCommand stops writes to a range about to be merged into its left
@@ -2358,11 +2368,12 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\apayload\x18\x02 \x01(\fR\apayload\"g\n" +
 	"\fWriteCommand\x12,\n" +
 	"\x12proposed_unix_nano\x18\x01 \x01(\x03R\x10proposedUnixNano\x12)\n" +
-	"\x03ops\x18\x02 \x03(\v2\x17.tablestore.v1.EntityOpR\x03ops\"M\n" +
+	"\x03ops\x18\x02 \x03(\v2\x17.tablestore.v1.EntityOpR\x03ops\"x\n" +
 	"\fSplitCommand\x12\x1b\n" +
 	"\tsplit_key\x18\x01 \x01(\tR\bsplitKey\x12 \n" +
 	"\fnew_range_id\x18\x02 \x01(\x04R\n" +
-	"newRangeId\"/\n" +
+	"newRangeId\x12)\n" +
+	"\x10preferred_leader\x18\x03 \x01(\tR\x0fpreferredLeader\"/\n" +
 	"\rFreezeCommand\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\x04R\n" +

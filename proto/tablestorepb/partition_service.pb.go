@@ -25,12 +25,14 @@ const (
 )
 
 type SplitRangeRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RangeId       uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
-	SplitKey      string                 `protobuf:"bytes,2,opt,name=split_key,json=splitKey,proto3" json:"split_key,omitempty"`
-	NewRangeId    uint64                 `protobuf:"varint,3,opt,name=new_range_id,json=newRangeId,proto3" json:"new_range_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	RangeId    uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
+	SplitKey   string                 `protobuf:"bytes,2,opt,name=split_key,json=splitKey,proto3" json:"split_key,omitempty"`
+	NewRangeId uint64                 `protobuf:"varint,3,opt,name=new_range_id,json=newRangeId,proto3" json:"new_range_id,omitempty"`
+	// Replica to lead the right-hand range (empty: this leader's server).
+	PreferredLeader string `protobuf:"bytes,4,opt,name=preferred_leader,json=preferredLeader,proto3" json:"preferred_leader,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *SplitRangeRequest) Reset() {
@@ -82,6 +84,13 @@ func (x *SplitRangeRequest) GetNewRangeId() uint64 {
 		return x.NewRangeId
 	}
 	return 0
+}
+
+func (x *SplitRangeRequest) GetPreferredLeader() string {
+	if x != nil {
+		return x.PreferredLeader
+	}
+	return ""
 }
 
 type SplitRangeResponse struct {
@@ -1456,12 +1465,13 @@ var File_tablestore_v1_partition_service_proto protoreflect.FileDescriptor
 
 const file_tablestore_v1_partition_service_proto_rawDesc = "" +
 	"\n" +
-	"%tablestore/v1/partition_service.proto\x12\rtablestore.v1\x1a\x18tablestore/v1/data.proto\"m\n" +
+	"%tablestore/v1/partition_service.proto\x12\rtablestore.v1\x1a\x18tablestore/v1/data.proto\"\x98\x01\n" +
 	"\x11SplitRangeRequest\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x1b\n" +
 	"\tsplit_key\x18\x02 \x01(\tR\bsplitKey\x12 \n" +
 	"\fnew_range_id\x18\x03 \x01(\x04R\n" +
-	"newRangeId\"~\n" +
+	"newRangeId\x12)\n" +
+	"\x10preferred_leader\x18\x04 \x01(\tR\x0fpreferredLeader\"~\n" +
 	"\x12SplitRangeResponse\x122\n" +
 	"\x04left\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x04left\x124\n" +
 	"\x05right\x18\x02 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05right\"/\n" +
