@@ -47,17 +47,17 @@ type Server struct {
 	readyMu   sync.Mutex
 
 	// Soft state, rebuilt from heartbeats by whichever master leads.
-	softMu    sync.Mutex
-	lastSeen  map[string]time.Time
-	leaders   map[uint64]string
-	loads     map[uint64]*pb.RangeLoad
-	history   map[uint64]*loadHistory
-	frozen    map[uint64]bool
-	busy      map[uint64]bool
-	inflight  int
-	adopting  bool
-	version   uint64
-	changed   chan struct{} // closed and replaced on every map change
+	softMu   sync.Mutex
+	lastSeen map[string]time.Time
+	leaders  map[uint64]string
+	loads    map[uint64]*pb.RangeLoad
+	history  map[uint64]*loadHistory
+	frozen   map[uint64]bool
+	busy     map[uint64]bool
+	inflight int
+	adopting bool
+	version  uint64
+	changed  chan struct{} // closed and replaced on every map change
 
 	ctx    context.Context
 	cancel context.CancelFunc

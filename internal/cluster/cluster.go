@@ -32,10 +32,10 @@ type Options struct {
 	FrontendAddrs []string
 	Logger        *slog.Logger
 	// Tune adjusts the role configs before start.
-	TuneMaster    func(*master.Config)
-	TuneServer    func(*partitionserver.Config)
-	TuneFrontend  func(*frontend.Config)
-	TuneRouter    func(*router.Config)
+	TuneMaster   func(*master.Config)
+	TuneServer   func(*partitionserver.Config)
+	TuneFrontend func(*frontend.Config)
+	TuneRouter   func(*router.Config)
 }
 
 // Cluster is a running in-process cluster.
