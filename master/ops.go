@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 
+	"tablestore/internal/failpoint"
 	"tablestore/internal/rpcerr"
 	pb "tablestore/proto/tablestorepb"
 )
@@ -181,6 +182,9 @@ func (s *Server) split(ctx context.Context, id uint64, key, cause string, figure
 	// leads the least load, so the load halves without a later transfer.
 	leftLeader := s.leaderOf(id)
 	preferred := s.coolestReplica(d, leftLeader)
+	if err := failpoint.Inject("master/split/before-split"); err != nil {
+		return nil, err
+	}
 	var resp *pb.SplitRangeResponse
 	err = s.onLeader(ctx, id, func(ctx context.Context, c pb.PartitionServiceClient) error {
 		var err error
@@ -188,6 +192,9 @@ func (s *Server) split(ctx context.Context, id uint64, key, cause string, figure
 		return err
 	})
 	if err != nil {
+		return nil, err
+	}
+	if err := failpoint.Inject("master/split/after-split"); err != nil {
 		return nil, err
 	}
 	leftLeader = s.leaderOf(id)
@@ -325,6 +332,9 @@ func (s *Server) merge(ctx context.Context, id uint64, cause string, figures map
 	if err != nil {
 		return nil, fmt.Errorf("freeze range %d: %w", right.GetRangeId(), err)
 	}
+	if err := failpoint.Inject("master/merge/after-freeze"); err != nil {
+		return nil, err
+	}
 	frozenAt := time.Now()
 	var addrs []string
 	if l := s.leaderOf(right.GetRangeId()); l != "" {
@@ -344,7 +354,13 @@ func (s *Server) merge(ctx context.Context, id uint64, cause string, figures map
 	if err != nil {
 		return nil, fmt.Errorf("absorb range %d into %d: %w", right.GetRangeId(), id, err)
 	}
+	if err := failpoint.Inject("master/merge/after-absorb"); err != nil {
+		return nil, err
+	}
 	if _, err := s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_REMOVE_RANGE, &pb.RemoveRangeCommand{RangeId: right.GetRangeId(), AbsorbedBy: merged}); err != nil {
+		return nil, err
+	}
+	if err := failpoint.Inject("master/merge/after-remove"); err != nil {
 		return nil, err
 	}
 	pause := time.Since(frozenAt)
@@ -411,6 +427,8 @@ func (s *Server) retire(d *pb.RangeDescriptor) {
 	s.softMu.Lock()
 	delete(s.leaders, d.GetRangeId())
 	delete(s.loads, d.GetRangeId())
+	delete(s.frozen, d.GetRangeId())
+	delete(s.history, d.GetRangeId())
 	s.softMu.Unlock()
 }
 
@@ -573,10 +591,15 @@ func (s *Server) policyLoop() {
 			return
 		case <-t.C:
 		}
-		if !s.cfg.Policy.Enabled || s.ready() != nil {
+		if s.ready() != nil {
 			continue
 		}
+		// Finishing a half-done merge is recovery, not policy: it runs
+		// even with the policies off.
 		s.resumeMerges()
+		if !s.cfg.Policy.Enabled {
+			continue
+		}
 		v := s.view()
 		s.softMu.Lock()
 		slots := s.cfg.Policy.MaxInFlight - s.inflight
@@ -626,6 +649,9 @@ func (s *Server) resumeMerges() {
 	for _, id := range frozen {
 		d, ok := s.rangeDesc(id)
 		if !ok {
+			s.softMu.Lock()
+			delete(s.frozen, id)
+			s.softMu.Unlock()
 			continue
 		}
 		left := s.leftNeighbour(d)

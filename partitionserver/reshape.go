@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"tablestore/internal/failpoint"
 	"tablestore/internal/rpcerr"
 	"tablestore/partitionserver/fsm"
 	pb "tablestore/proto/tablestorepb"
@@ -46,11 +47,17 @@ func (v *service) SplitRange(ctx context.Context, req *pb.SplitRangeRequest) (*p
 	if err != nil {
 		return nil, err
 	}
+	if err := failpoint.Inject("partitionserver/split/before-propose"); err != nil {
+		return nil, toStatus(r, err)
+	}
 	res, err := r.propose(ctx, data, v.s.cfg.ApplyTimeout)
 	if err == nil {
 		err = res.Err
 	}
 	if err != nil {
+		return nil, toStatus(r, err)
+	}
+	if err := failpoint.Inject("partitionserver/split/after-apply"); err != nil {
 		return nil, toStatus(r, err)
 	}
 	// No wait for the right range's election: the master publishes the new
@@ -135,6 +142,9 @@ func (v *service) AbsorbRange(ctx context.Context, req *pb.AbsorbRangeRequest) (
 	}
 	if export == nil {
 		return nil, rpcerr.New(codes.Unavailable, rpcerr.ReasonUnavailable, fmt.Sprintf("export of range %d: %v", right.GetRangeId(), lastErr), nil)
+	}
+	if err := failpoint.Inject("partitionserver/absorb/after-export"); err != nil {
+		return nil, toStatus(r, err)
 	}
 	data, err := fsm.Encode(pb.CommandKind_COMMAND_KIND_ABSORB, &pb.AbsorbCommand{
 		Right: export.GetRange(), Rows: export.GetRows(), RightLastTimestampUnixNano: export.GetLastTimestampUnixNano(),

@@ -1,0 +1,150 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"testing"
+	"time"
+
+	"tablestore/internal/failpoint"
+	pb "tablestore/proto/tablestorepb"
+)
+
+// TestSplitMergeCrashes stops a split or a merge at each of its steps (a
+// failpoint makes the step fail as if its process died there), kills the
+// master and/or the range leader, restarts them, and checks that the
+// cluster converges: the table's ranges tile the key space, and every
+// acknowledged entity is readable exactly once and writable.
+func TestSplitMergeCrashes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	cases := []struct {
+		name      string
+		merge     bool // else split
+		point     string
+		killMast  bool
+		killLeadr bool
+	}{
+		{"split: master dies before the split", false, "master/split/before-split", true, false},
+		{"split: master dies after the split, before recording it", false, "master/split/after-split", true, false},
+		{"split: leader dies before proposing", false, "partitionserver/split/before-propose", false, true},
+		{"split: leader dies after applying", false, "partitionserver/split/after-apply", false, true},
+		{"split: master and leader die after applying", false, "partitionserver/split/after-apply", true, true},
+		{"merge: master dies after the freeze", true, "master/merge/after-freeze", true, false},
+		{"merge: master dies after the absorb", true, "master/merge/after-absorb", true, false},
+		{"merge: master dies after removing the range", true, "master/merge/after-remove", true, false},
+		{"merge: left leader dies after the export", true, "partitionserver/absorb/after-export", false, true},
+		{"merge: master and left leader die after the freeze", true, "master/merge/after-freeze", true, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := startTuned(t, 3, quietPolicies, nil)
+			sc := serviceClient(t, c, 0)
+			ctx := ctxT(t, 3*time.Minute)
+			const table = "crash"
+			if _, err := sc.CreateTable(ctx, table, nil); err != nil {
+				t.Fatal(err)
+			}
+			tcl := sc.NewClient(table)
+			mc := masterClient(t, c)
+			w := startWorkload(t, tcl, 3, spreadKeys)
+			time.Sleep(200 * time.Millisecond)
+
+			var target *pb.RangeDescriptor // range the failing operation works on
+			if tc.merge {
+				var split *pb.SplitResponse
+				err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
+					var err error
+					split, err = m.Split(ctx, &pb.SplitRequest{Table: table, PartitionKey: "k13"})
+					return err
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				target = split.GetLeft()
+				time.Sleep(300 * time.Millisecond)
+			} else {
+				target = tableRanges(partitionMap(t, mc), table)[0]
+			}
+			leader := partitionMap(t, mc).GetLeaders()[target.GetRangeId()]
+
+			failpoint.Enable(tc.point, nil)
+			err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
+				if tc.merge {
+					_, err := m.Merge(ctx, &pb.MergeRequest{RangeId: target.GetRangeId()})
+					return err
+				}
+				_, err := m.Split(ctx, &pb.SplitRequest{Table: table, PartitionKey: "k13"})
+				return err
+			})
+			failpoint.Disable(tc.point)
+			if err == nil {
+				t.Fatalf("operation succeeded through failpoint %s", tc.point)
+			}
+			if tc.killLeadr && leader != "" {
+				i := c.ServerIndex(leader)
+				c.StopServer(i)
+				defer c.RestartServer(i)
+			}
+			if tc.killMast {
+				if err := c.StopMaster(0); err != nil {
+					t.Fatal(err)
+				}
+				if err := c.RestartMaster(0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			time.Sleep(time.Second)
+			if tc.killLeadr && leader != "" {
+				if err := c.RestartServer(c.ServerIndex(leader)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			waitFor(t, 60*time.Second, "the table's ranges tiling the key space", func() bool {
+				return tiles(tableRanges(partitionMap(t, mc), table))
+			})
+			if tc.merge {
+				// An interrupted merge is finished, not left half done.
+				waitFor(t, 60*time.Second, "the merge finished", func() bool { return len(tableRanges(partitionMap(t, mc), table)) == 1 })
+			}
+			time.Sleep(500 * time.Millisecond)
+			acked := w.halt()
+			t.Logf("%d acknowledged writes, %d failed, ranges %s", len(acked), w.failed.Load(), describe(tableRanges(partitionMap(t, mc), table)))
+			verifyExactlyOnce(t, tcl, acked)
+			for k := 0; k < 26; k++ {
+				body := []byte(fmt.Sprintf(`{"PartitionKey":"k%02d","RowKey":"after"}`, k))
+				if _, err := tcl.UpsertEntity(ctx, body, nil); err != nil {
+					t.Fatalf("write to k%02d after recovery: %v", k, err)
+				}
+			}
+		})
+	}
+}
+
+// tiles reports whether ranges cover the whole key space with no gap and no
+// overlap.
+func tiles(rs []*pb.RangeDescriptor) bool {
+	if len(rs) == 0 {
+		return false
+	}
+	sort.Slice(rs, func(i, j int) bool { return rs[i].GetStart() < rs[j].GetStart() })
+	if rs[0].GetStart() != "" || rs[len(rs)-1].GetEnd() != "" {
+		return false
+	}
+	for i := 1; i < len(rs); i++ {
+		if rs[i-1].GetEnd() != rs[i].GetStart() {
+			return false
+		}
+	}
+	return true
+}
+
+func describe(rs []*pb.RangeDescriptor) string {
+	out := ""
+	for _, r := range rs {
+		out += fmt.Sprintf("[%d %q..%q g%d]", r.GetRangeId(), r.GetStart(), r.GetEnd(), r.GetGeneration())
+	}
+	return out
+}
