@@ -206,6 +206,10 @@ func (s *Server) Close() error {
 	return s.store.Close()
 }
 
+// Service returns the server's gRPC service implementation, for callers in
+// the same process (see connpool.RegisterLocal).
+func (s *Server) Service() pb.PartitionServiceServer { return &service{s: s} }
+
 // SetIsolated cuts (true) or restores (false) this server's Raft traffic,
 // as a network partition would (fault injection).
 func (s *Server) SetIsolated(v bool) { s.mux.SetIsolated(v) }

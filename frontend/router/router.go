@@ -82,6 +82,15 @@ func New(cfg Config, logger *slog.Logger) (*Router, error) {
 	return r, nil
 }
 
+// RegisterLocal routes calls for a partition server at addr in this process
+// directly to it (see connpool.RegisterLocal).
+func (r *Router) RegisterLocal(addr string, srv pb.PartitionServiceServer) {
+	r.pool.RegisterLocal(addr, srv)
+}
+
+// UnregisterLocal undoes RegisterLocal.
+func (r *Router) UnregisterLocal(addr string) { r.pool.UnregisterLocal(addr) }
+
 // Start fetches the map (waiting up to ctx for a master) and keeps it fresh.
 func (r *Router) Start(ctx context.Context) error {
 	if err := r.refresh(ctx); err != nil {

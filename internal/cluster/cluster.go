@@ -31,6 +31,10 @@ type Options struct {
 	// FrontendAddrs fixes the front-ends' listen addresses (else free ports).
 	FrontendAddrs []string
 	Logger        *slog.Logger
+	// LocalCalls lets front-ends call the partition servers of this process
+	// directly instead of over loopback gRPC (dev mode; see
+	// connpool.RegisterLocal).
+	LocalCalls bool
 	// Tune adjusts the role configs before start.
 	TuneMaster   func(*master.Config)
 	TuneServer   func(*partitionserver.Config)
@@ -194,6 +198,13 @@ func (c *Cluster) startFrontend(n *FrontendNode, rcfg router.Config) (err error)
 		n.Router.Close()
 		return err
 	}
+	if c.opts.LocalCalls {
+		for _, s := range c.Servers {
+			if s.Server != nil {
+				n.Router.RegisterLocal(s.Server.GRPCAddr(), s.Server.Service())
+			}
+		}
+	}
 	if n.Server, err = frontend.NewServer(n.Config, n.Router, c.opts.Logger); err != nil {
 		n.Router.Close()
 		return err
@@ -259,6 +270,9 @@ func (c *Cluster) StopServer(i int) error {
 	if n.Server == nil {
 		return nil
 	}
+	for _, f := range c.Frontends {
+		f.Router.UnregisterLocal(n.Server.GRPCAddr())
+	}
 	err := n.Server.Close()
 	n.Server = nil
 	return err
@@ -280,6 +294,11 @@ func (c *Cluster) RestartServer(i int) error {
 		return err
 	}
 	n.Server = s
+	if c.opts.LocalCalls {
+		for _, f := range c.Frontends {
+			f.Router.RegisterLocal(s.GRPCAddr(), s.Service())
+		}
+	}
 	return nil
 }
 

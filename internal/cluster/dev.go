@@ -25,6 +25,9 @@ type DevConfig struct {
 	BasePort int
 	// Servers is the number of partition servers.
 	Servers int
+	// LocalCalls lets the front-end call the partition servers in this
+	// process directly rather than over loopback gRPC.
+	LocalCalls bool
 	// Master and Server carry the role settings (policies, timings) that
 	// dev passes through.
 	Master master.Config
@@ -34,7 +37,7 @@ type DevConfig struct {
 // DefaultDevConfig returns the documented defaults.
 func DefaultDevConfig() DevConfig {
 	return DevConfig{
-		DataDir: "./data", FrontendAddr: "127.0.0.1:10002", BasePort: 7000, Servers: 3,
+		DataDir: "./data", FrontendAddr: "127.0.0.1:10002", BasePort: 7000, Servers: 3, LocalCalls: true,
 		Master: master.DefaultConfig(), Server: partitionserver.DefaultConfig(),
 	}
 }
@@ -59,6 +62,7 @@ func (c *DevConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.FrontendAddr, "frontend-addr", c.FrontendAddr, "listen address of the Azure Table endpoint")
 	fs.IntVar(&c.BasePort, "base-port", c.BasePort, "first internal port: master gRPC; +100 master Raft; +200+i / +300+i partition server gRPC / Raft")
 	fs.IntVar(&c.Servers, "servers", c.Servers, "number of partition servers")
+	fs.BoolVar(&c.LocalCalls, "local-calls", c.LocalCalls, "front-end calls the in-process partition servers directly instead of over loopback gRPC")
 	fs.IntVar(&c.Master.ReplicationFactor, "replication-factor", c.Master.ReplicationFactor, "replicas per range (at most -servers)")
 	c.Master.Policy.RegisterFlags(fs)
 	fs.Float64Var(&c.Server.PartitionThrottle, "partition-throttle", c.Server.PartitionThrottle, "entities/s one PartitionKey may use before 503 ServerBusy (Azure: 2000; 0 disables)")
@@ -76,7 +80,7 @@ func StartDev(cfg DevConfig, logger *slog.Logger) (*Cluster, error) {
 	}
 	return Start(Options{
 		Masters: 1, Servers: cfg.Servers, Frontends: 1, DataDir: abs, BasePort: cfg.BasePort,
-		FrontendAddrs: []string{cfg.FrontendAddr}, Logger: logger,
+		FrontendAddrs: []string{cfg.FrontendAddr}, Logger: logger, LocalCalls: cfg.LocalCalls,
 		TuneMaster: func(m *master.Config) {
 			id, dir, g, r, peers := m.ID, m.DataDir, m.GRPCAddr, m.RaftAddr, m.Peers
 			*m = cfg.Master

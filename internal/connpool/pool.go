@@ -14,6 +14,7 @@ import (
 type Pool struct {
 	mu    sync.Mutex
 	conns map[string]*grpc.ClientConn
+	local map[string]pb.PartitionServiceClient
 }
 
 // New returns an empty pool.
@@ -38,6 +39,12 @@ func (p *Pool) Conn(addr string) (*grpc.ClientConn, error) {
 
 // Partition returns a PartitionService client for addr.
 func (p *Pool) Partition(addr string) (pb.PartitionServiceClient, error) {
+	p.mu.Lock()
+	l, ok := p.local[addr]
+	p.mu.Unlock()
+	if ok {
+		return l, nil
+	}
 	c, err := p.Conn(addr)
 	if err != nil {
 		return nil, err
