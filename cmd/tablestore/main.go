@@ -12,11 +12,13 @@ import (
 	"sort"
 	"syscall"
 
+	"tablestore/ctl"
 	"tablestore/frontend"
 	"tablestore/frontend/router"
 	"tablestore/internal/cluster"
 	"tablestore/internal/logging"
 	"tablestore/internal/metricsbridge"
+	"tablestore/loadgen"
 	"tablestore/master"
 	"tablestore/partitionserver"
 )
@@ -31,6 +33,8 @@ var commands = map[string]command{
 	"master":          {"a master (control plane) of a Raft group of masters", runMaster},
 	"partitionserver": {"a partition server hosting range replicas", runPartitionServer},
 	"frontend":        {"an Azure Table REST API front-end", runFrontend},
+	"ctl":             {"operator commands on the master: ranges, servers, events, split, merge, move, transfer-leader", runCtl},
+	"loadgen":         {"load generator through the Azure SDK: uniform, hot-partition, append, zipf", runLoadgen},
 }
 
 func main() {
@@ -196,3 +200,7 @@ func runFrontend(args []string) error {
 	n.Close()
 	return nil
 }
+
+func runCtl(args []string) error { return ctl.Run(args, os.Stdout, os.Stderr) }
+
+func runLoadgen(args []string) error { return loadgen.Run(args, os.Stdout, os.Stderr) }

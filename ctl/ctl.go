@@ -1,0 +1,433 @@
+package ctl
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"tablestore/internal/masterclient"
+	pb "tablestore/proto/tablestorepb"
+)
+
+// Sentinel errors; wrapped with details.
+var (
+	// ErrUsage means the command line is wrong (unknown flag, missing or
+	// malformed argument).
+	ErrUsage = errors.New("ctl: usage")
+	// ErrUnknownCommand means the command name is not one of ctl's.
+	ErrUnknownCommand = errors.New("ctl: unknown command")
+	// ErrTableNotFound means `ranges --table` named a table the map lacks.
+	ErrTableNotFound = errors.New("ctl: table not found")
+)
+
+// command is one ctl subcommand.
+type command struct {
+	name    string
+	args    string // synopsis of flags and positional arguments
+	summary string
+	// nargs is the number of positional arguments required.
+	nargs int
+	// flags registers the command's own flags into opts.
+	flags func(fs *flag.FlagSet, o *opts)
+	run   func(r *runner, ctx context.Context, o *opts, args []string) error
+	// streams is set for commands whose --timeout is not a deadline for
+	// the whole run (events --follow).
+	streams func(o *opts) bool
+}
+
+// opts collects every command's own flags; each command reads its own.
+type opts struct {
+	table  string
+	follow bool
+	since  uint64
+	to     string
+	from   string
+}
+
+var commands = []command{
+	{name: "ranges", args: "[--table T]", summary: "ranges with generation, replicas, leader and load",
+		flags: func(fs *flag.FlagSet, o *opts) {
+			fs.StringVar(&o.table, "table", "", "only the ranges of this table (case-insensitive)")
+		},
+		run: (*runner).ranges},
+	{name: "servers", summary: "partition servers: addresses, liveness, replica and leader counts",
+		run: (*runner).servers},
+	{name: "events", args: "[--follow] [--since N]", summary: "the master's event log: splits, merges, moves, throttling, failures",
+		flags: func(fs *flag.FlagSet, o *opts) {
+			fs.BoolVar(&o.follow, "follow", false, "keep printing new events until interrupted (Ctrl-C)")
+			fs.Uint64Var(&o.since, "since", 0, "first event sequence number to print (0: the whole log the master keeps)")
+		},
+		run: (*runner).events, streams: func(o *opts) bool { return o.follow }},
+	{name: "split", args: "TABLE PARTITIONKEY", nargs: 2, summary: "split the range holding PARTITIONKEY at that key",
+		run: (*runner).split},
+	{name: "merge", args: "RANGE_ID", nargs: 1, summary: "merge a range with its right neighbour",
+		run: (*runner).merge},
+	{name: "move", args: "RANGE_ID --to SERVER [--from SERVER]", nargs: 1, summary: "move one replica of a range to another server",
+		flags: func(fs *flag.FlagSet, o *opts) {
+			fs.StringVar(&o.to, "to", "", "server id to move the replica to (required)")
+			fs.StringVar(&o.from, "from", "", "server id of the replica to move (empty: the master picks the busiest)")
+		},
+		run: (*runner).move},
+	{name: "transfer-leader", args: "RANGE_ID --to SERVER", nargs: 1, summary: "move a range's leadership to another of its replicas",
+		flags: func(fs *flag.FlagSet, o *opts) {
+			fs.StringVar(&o.to, "to", "", "server id of the replica to lead (required)")
+		},
+		run: (*runner).transferLeader},
+}
+
+func findCommand(name string) (command, bool) {
+	for _, c := range commands {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return command{}, false
+}
+
+// env is what the output depends on besides the master's answers; tests fix
+// it.
+type env struct {
+	now func() time.Time
+	loc *time.Location
+}
+
+// Run runs `tablestore ctl` with args (the words after "ctl"): tables or
+// JSON lines on stdout, usage on stderr. Ctrl-C (SIGINT) or SIGTERM stops
+// it; a followed event stream then ends without error.
+func Run(args []string, stdout, stderr io.Writer) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return RunContext(ctx, args, stdout, stderr)
+}
+
+// RunContext is Run under a caller's context.
+func RunContext(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return run(ctx, args, stdout, stderr, env{now: time.Now, loc: time.Local})
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, e env) error {
+	cfg := DefaultConfig()
+	fs := flag.NewFlagSet("ctl", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfg.RegisterFlags(fs)
+	fs.Usage = func() { usage(stderr, fs) }
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	if fs.NArg() == 0 {
+		usage(stderr, fs)
+		return fmt.Errorf("%w: no command given", ErrUsage)
+	}
+	name := fs.Arg(0)
+	if name == "help" {
+		if c, ok := findCommand(fs.Arg(1)); ok {
+			sub := commandFlags(c, &cfg, &opts{}, stderr)
+			sub.Usage()
+		} else {
+			usage(stderr, fs)
+		}
+		return nil
+	}
+	c, ok := findCommand(name)
+	if !ok {
+		usage(stderr, fs)
+		return fmt.Errorf("%w %q", ErrUnknownCommand, name)
+	}
+	var o opts
+	sub := commandFlags(c, &cfg, &o, stderr)
+	pos, err := parseInterleaved(sub, fs.Args()[1:])
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return fmt.Errorf("%w: %s: %v", ErrUsage, c.name, err)
+	}
+	if len(pos) != c.nargs {
+		return fmt.Errorf("%w: %s takes %d argument(s), got %d: tablestore ctl %s %s", ErrUsage, c.name, c.nargs, len(pos), c.name, c.args)
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	mc, err := masterclient.New(masterclient.ParseAddrs(cfg.Masters))
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	defer mc.Close()
+	r := &runner{cfg: cfg, out: stdout, mc: mc, env: e}
+	if cfg.JSON {
+		r.json = newJSONLines(stdout)
+	}
+	if c.streams == nil || !c.streams(&o) {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, cfg.Timeout)
+		defer cancel()
+	}
+	return c.run(r, ctx, &o, pos)
+}
+
+// commandFlags builds a command's flag set: the common flags again (so they
+// may follow the command name) and the command's own.
+func commandFlags(c command, cfg *Config, o *opts, stderr io.Writer) *flag.FlagSet {
+	sub := flag.NewFlagSet("ctl "+c.name, flag.ContinueOnError)
+	sub.SetOutput(stderr)
+	cfg.RegisterFlags(sub)
+	if c.flags != nil {
+		c.flags(sub, o)
+	}
+	sub.Usage = func() {
+		fmt.Fprintf(stderr, "usage: tablestore ctl %s %s\n\n%s\n\nflags:\n", c.name, c.args, c.summary)
+		sub.PrintDefaults()
+	}
+	return sub
+}
+
+// parseInterleaved parses flags anywhere among the positional arguments
+// (`split orders p5 --json` as well as `split --json orders p5`), since the
+// flag package stops at the first positional one. After "--" everything is
+// positional, for a PartitionKey that starts with '-'.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+func usage(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprintln(w, "usage: tablestore ctl [flags] <command> [command flags] [arguments]")
+	fmt.Fprintln(w, "\ncommands:")
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-50s %s\n", strings.TrimSpace(c.name+" "+c.args), c.summary)
+	}
+	fmt.Fprintln(w, "\nflags (before or after the command; `tablestore ctl help <command>` for its own):")
+	fs.PrintDefaults()
+}
+
+// runner carries what every command needs.
+type runner struct {
+	cfg  Config
+	out  io.Writer
+	json *jsonLines // nil: human tables
+	mc   *masterclient.Client
+	env  env
+}
+
+func (r *runner) partitionMap(ctx context.Context, op string) (*pb.PartitionMap, error) {
+	var pm *pb.PartitionMap
+	err := r.mc.Call(ctx, func(ctx context.Context, c pb.MasterServiceClient) error {
+		var err error
+		pm, err = c.GetPartitionMap(ctx, &pb.GetPartitionMapRequest{})
+		return err
+	})
+	if err != nil {
+		return nil, r.masterError(op, err)
+	}
+	return pm, nil
+}
+
+// masterError names the masters tried when none answered, the usual
+// mistake being a wrong --master.
+func (r *runner) masterError(op string, err error) error {
+	if errors.Is(err, masterclient.ErrNoMaster) {
+		return fmt.Errorf("ctl: %s: no master leader answered at %s within %v: %w", op, r.cfg.Masters, r.cfg.Timeout, err)
+	}
+	return masterError(op, err)
+}
+
+func (r *runner) ranges(ctx context.Context, o *opts, _ []string) error {
+	pm, err := r.partitionMap(ctx, "ranges")
+	if err != nil {
+		return err
+	}
+	if o.table != "" && !hasTable(pm, o.table) {
+		return fmt.Errorf("%w: %q", ErrTableNotFound, o.table)
+	}
+	rs := rangesFromMap(pm, o.table)
+	if r.json != nil {
+		for _, x := range rs {
+			if err := r.json.write(x); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return writeRangesTable(r.out, rs)
+}
+
+func hasTable(pm *pb.PartitionMap, name string) bool {
+	for _, t := range pm.GetTables() {
+		if strings.EqualFold(t.GetName(), name) {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *runner) servers(ctx context.Context, _ *opts, _ []string) error {
+	pm, err := r.partitionMap(ctx, "servers")
+	if err != nil {
+		return err
+	}
+	ss := serversFromMap(pm)
+	if r.json != nil {
+		for _, x := range ss {
+			if err := r.json.write(x); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return writeServersTable(r.out, ss, r.env.now())
+}
+
+func (r *runner) events(ctx context.Context, o *opts, _ []string) error {
+	if r.json == nil {
+		if err := writeEventHeader(r.out); err != nil {
+			return err
+		}
+	}
+	err := streamEvents(ctx, r.mc, o.since, o.follow, r.cfg.Timeout, func(e *pb.Event) error {
+		ev := eventFromPB(e)
+		if r.json != nil {
+			return r.json.write(ev)
+		}
+		return writeEventRow(r.out, ev, r.env.loc)
+	})
+	if err != nil {
+		return r.masterError("events", err)
+	}
+	return nil
+}
+
+func parseRangeID(s string) (uint64, error) {
+	id, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || id == 0 {
+		return 0, fmt.Errorf("%w: RANGE_ID must be a positive number, got %q", ErrUsage, s)
+	}
+	return id, nil
+}
+
+// result prints an operation's outcome: a sentence and the ranges it
+// returned, or one Result object.
+func (r *runner) result(res Result, sentence string) error {
+	if r.json != nil {
+		return r.json.write(res)
+	}
+	if _, err := fmt.Fprintln(r.out, sentence); err != nil {
+		return err
+	}
+	if len(res.Ranges) == 0 {
+		return nil
+	}
+	return writeDescriptorsTable(r.out, res.Ranges)
+}
+
+func descriptors(ds ...*pb.RangeDescriptor) []Range {
+	out := []Range{}
+	for _, d := range ds {
+		if d != nil {
+			out = append(out, rangeFromPB(d, nil))
+		}
+	}
+	return out
+}
+
+func (r *runner) split(ctx context.Context, _ *opts, args []string) error {
+	table, key := args[0], args[1]
+	if table == "" || key == "" {
+		// Splitting at "" would split at the start of the table.
+		return fmt.Errorf("%w: split needs a table and a non-empty PartitionKey", ErrUsage)
+	}
+	var resp *pb.SplitResponse
+	err := leaderCall(ctx, r.mc, func(ctx context.Context, c pb.MasterServiceClient) (err error) {
+		resp, err = c.Split(ctx, &pb.SplitRequest{Table: table, PartitionKey: key})
+		return err
+	})
+	if err != nil {
+		return r.masterError("split", err)
+	}
+	res := Result{Op: "split", Table: table, PartitionKey: key, Ranges: descriptors(resp.GetLeft(), resp.GetRight())}
+	return r.result(res, fmt.Sprintf("split table %s at %s: range %d keeps the keys below, range %d serves from it",
+		table, quoteIfNeeded(key), resp.GetLeft().GetRangeId(), resp.GetRight().GetRangeId()))
+}
+
+func (r *runner) merge(ctx context.Context, _ *opts, args []string) error {
+	id, err := parseRangeID(args[0])
+	if err != nil {
+		return err
+	}
+	var resp *pb.MergeResponse
+	err = leaderCall(ctx, r.mc, func(ctx context.Context, c pb.MasterServiceClient) (err error) {
+		resp, err = c.Merge(ctx, &pb.MergeRequest{RangeId: id})
+		return err
+	})
+	if err != nil {
+		return r.masterError("merge", err)
+	}
+	res := Result{Op: "merge", RangeID: id, Ranges: descriptors(resp.GetRange())}
+	return r.result(res, fmt.Sprintf("merged range %d with its right neighbour", id))
+}
+
+func (r *runner) move(ctx context.Context, o *opts, args []string) error {
+	id, err := parseRangeID(args[0])
+	if err != nil {
+		return err
+	}
+	if o.to == "" {
+		return fmt.Errorf("%w: move needs --to SERVER", ErrUsage)
+	}
+	var resp *pb.MoveResponse
+	err = leaderCall(ctx, r.mc, func(ctx context.Context, c pb.MasterServiceClient) (err error) {
+		resp, err = c.Move(ctx, &pb.MoveRequest{RangeId: id, ToServerId: o.to, FromServerId: o.from})
+		return err
+	})
+	if err != nil {
+		return r.masterError("move", err)
+	}
+	res := Result{Op: "move", RangeID: id, To: o.to, From: o.from, Ranges: descriptors(resp.GetRange())}
+	from := o.from
+	if from == "" {
+		from = "the replica the master picked"
+	}
+	return r.result(res, fmt.Sprintf("moved a replica of range %d from %s to %s", id, from, o.to))
+}
+
+func (r *runner) transferLeader(ctx context.Context, o *opts, args []string) error {
+	id, err := parseRangeID(args[0])
+	if err != nil {
+		return err
+	}
+	if o.to == "" {
+		return fmt.Errorf("%w: transfer-leader needs --to SERVER", ErrUsage)
+	}
+	err = leaderCall(ctx, r.mc, func(ctx context.Context, c pb.MasterServiceClient) error {
+		_, err := c.TransferLeader(ctx, &pb.MasterTransferLeaderRequest{RangeId: id, ToServerId: o.to})
+		return err
+	})
+	if err != nil {
+		return r.masterError("transfer-leader", err)
+	}
+	res := Result{Op: "transfer-leader", RangeID: id, To: o.to, Ranges: []Range{}}
+	return r.result(res, fmt.Sprintf("leadership of range %d transferred to %s", id, o.to))
+}

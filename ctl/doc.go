@@ -1,0 +1,15 @@
+// Package ctl owns `tablestore ctl`, the operator's command line for the
+// master: it shows the partition map (ranges with their load, partition
+// servers), reads and follows the master's event log, and asks the master to
+// split, merge, move or transfer the leadership of a range.
+//
+// Every command prints either aligned human tables or, with --json, one JSON
+// object per line (per range, server, event or operation result) whose field
+// names are stable and documented in docs/operations.md. Errors the master
+// answers (gRPC statuses carrying an internal/rpcerr reason) are returned as
+// *MasterError so the caller prints code, reason and message and exits
+// non-zero.
+//
+// ctl reaches the master group through internal/masterclient, following the
+// Raft leader; it holds no state of its own.
+package ctl

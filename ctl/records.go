@@ -1,0 +1,256 @@
+package ctl
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	pb "tablestore/proto/tablestorepb"
+)
+
+// The record types below are ctl's JSON contract (docs/operations.md lists
+// the fields): one object per line, snake_case names, every field always
+// present unless marked omitempty, so scripts can rely on them.
+
+// Range is one range of the partition map with its last reported load.
+type Range struct {
+	RangeID    uint64   `json:"range_id"`
+	Table      string   `json:"table"`
+	TableID    uint64   `json:"table_id"`
+	Start      string   `json:"start"` // "" is the start of the table
+	End        string   `json:"end"`   // "" is the end of the table
+	Generation uint64   `json:"generation"`
+	Replicas   []string `json:"replicas"`
+	Leader     string   `json:"leader"` // "" when no leader was reported
+	// LoadReported is false when the range's leader has not reported a
+	// load yet: the figures are zero because nothing is known, not because
+	// the range is idle.
+	LoadReported    bool     `json:"load_reported"`
+	ReadsPerSec     float64  `json:"reads_per_sec"`
+	WritesPerSec    float64  `json:"writes_per_sec"`
+	EntitiesPerSec  float64  `json:"entities_per_sec"`
+	ThrottledPerSec float64  `json:"throttled_per_sec"`
+	EntityCount     uint64   `json:"entity_count"`
+	Bytes           uint64   `json:"bytes"`
+	DistinctKeys    uint32   `json:"distinct_keys"`
+	HotKeys         []HotKey `json:"hot_keys"`
+}
+
+// HotKey is one of a range's busiest PartitionKeys.
+type HotKey struct {
+	PartitionKey   string  `json:"partition_key"`
+	EntitiesPerSec float64 `json:"entities_per_sec"`
+}
+
+// Server is one registered partition server.
+type Server struct {
+	ServerID string `json:"server_id"`
+	GRPCAddr string `json:"grpc_addr"`
+	RaftAddr string `json:"raft_addr"`
+	Alive    bool   `json:"alive"`
+	// LastHeartbeat is RFC 3339 (UTC, nanoseconds), "" if never heard from
+	// by the current master leader.
+	LastHeartbeat         string `json:"last_heartbeat"`
+	LastHeartbeatUnixNano int64  `json:"last_heartbeat_unix_nano"`
+	// Replicas and Leaders count the ranges the server holds and leads.
+	Replicas int `json:"replicas"`
+	Leaders  int `json:"leaders"`
+	// LeaderEntitiesPerSec sums entities/s over the ranges it leads: the
+	// load the server carries, the figure leader balancing evens out.
+	LeaderEntitiesPerSec float64 `json:"leader_entities_per_sec"`
+}
+
+// Event is one entry of the master's event log.
+type Event struct {
+	Seq      uint64 `json:"seq"`
+	Time     string `json:"time"` // RFC 3339, UTC, nanoseconds
+	UnixNano int64  `json:"unix_nano"`
+	// Kind is split, merge, move, leader-transfer, throttle, server-down,
+	// server-up, re-replicate, table-created, table-deleted (the EventKind
+	// name in lower case with dashes).
+	Kind            string             `json:"kind"`
+	Table           string             `json:"table"`
+	RangeIDs        []uint64           `json:"range_ids"`
+	Servers         []string           `json:"servers"`
+	Figures         map[string]float64 `json:"figures"`
+	Message         string             `json:"message"`
+	Cause           string             `json:"cause"`
+	DurationSeconds float64            `json:"duration_seconds"`
+}
+
+// Result is what an operation (split, merge, move, transfer-leader) did.
+type Result struct {
+	Op           string `json:"op"`
+	Table        string `json:"table,omitempty"`
+	PartitionKey string `json:"partition_key,omitempty"`
+	RangeID      uint64 `json:"range_id,omitempty"`
+	To           string `json:"to,omitempty"`
+	From         string `json:"from,omitempty"`
+	// Ranges are the descriptors the master answered (split: left then
+	// right; merge and move: the range); their load fields are unset.
+	Ranges []Range `json:"ranges"`
+}
+
+// finite keeps JSON encodable: encoding/json refuses NaN and ±Inf, and a
+// rate computed over an empty window could be one.
+func finite(f float64) float64 {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0
+	}
+	return f
+}
+
+// rangeFromPB converts a descriptor; pm, when not nil, supplies the leader
+// and the load.
+func rangeFromPB(d *pb.RangeDescriptor, pm *pb.PartitionMap) Range {
+	r := Range{
+		RangeID: d.GetRangeId(), Table: d.GetTable(), TableID: d.GetTableId(),
+		Start: d.GetStart(), End: d.GetEnd(), Generation: d.GetGeneration(),
+		Replicas: []string{}, HotKeys: []HotKey{},
+	}
+	for _, rep := range d.GetReplicas() {
+		r.Replicas = append(r.Replicas, rep.GetServerId())
+	}
+	if pm == nil {
+		return r
+	}
+	r.Leader = pm.GetLeaders()[d.GetRangeId()]
+	if l, ok := pm.GetLoads()[d.GetRangeId()]; ok && l != nil {
+		r.LoadReported = true
+		r.ReadsPerSec = finite(l.GetReadsPerSec())
+		r.WritesPerSec = finite(l.GetWritesPerSec())
+		r.EntitiesPerSec = finite(l.GetEntitiesPerSec())
+		r.ThrottledPerSec = finite(l.GetThrottledPerSec())
+		r.EntityCount = l.GetEntityCount()
+		r.Bytes = l.GetBytes()
+		r.DistinctKeys = l.GetDistinctKeys()
+		for _, k := range l.GetHotKeys() {
+			r.HotKeys = append(r.HotKeys, HotKey{PartitionKey: k.GetPartitionKey(), EntitiesPerSec: finite(k.GetEntitiesPerSec())})
+		}
+		// Busiest first whatever order the server sent.
+		slices.SortStableFunc(r.HotKeys, func(a, b HotKey) int { return cmp.Compare(b.EntitiesPerSec, a.EntitiesPerSec) })
+	}
+	return r
+}
+
+// rangesFromMap lists the ranges of table (all tables if empty; the name
+// matches case-insensitively, as table lookups do) in key order.
+func rangesFromMap(pm *pb.PartitionMap, table string) []Range {
+	out := []Range{}
+	for _, d := range pm.GetRanges() {
+		if table != "" && !strings.EqualFold(d.GetTable(), table) {
+			continue
+		}
+		out = append(out, rangeFromPB(d, pm))
+	}
+	sortRanges(out)
+	return out
+}
+
+// sortRanges orders by table, then by start key; "" (the table's start)
+// sorts first naturally because keys compare ordinally.
+func sortRanges(rs []Range) {
+	slices.SortFunc(rs, func(a, b Range) int {
+		if c := cmp.Compare(a.Table, b.Table); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.Start, b.Start); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.RangeID, b.RangeID)
+	})
+}
+
+// serversFromMap lists the servers with the replicas and leaderships the map
+// gives them, in natural id order (ps2 before ps10).
+func serversFromMap(pm *pb.PartitionMap) []Server {
+	replicas := map[string]int{}
+	for _, d := range pm.GetRanges() {
+		for _, rep := range d.GetReplicas() {
+			replicas[rep.GetServerId()]++
+		}
+	}
+	leaders := map[string]int{}
+	load := map[string]float64{}
+	for id, s := range pm.GetLeaders() {
+		leaders[s]++
+		if l, ok := pm.GetLoads()[id]; ok {
+			load[s] += finite(l.GetEntitiesPerSec())
+		}
+	}
+	out := []Server{}
+	for _, s := range pm.GetServers() {
+		sv := Server{
+			ServerID: s.GetServerId(), GRPCAddr: s.GetGrpcAddr(), RaftAddr: s.GetRaftAddr(),
+			Alive: s.GetAlive(), LastHeartbeatUnixNano: s.GetLastHeartbeatUnixNano(),
+			Replicas: replicas[s.GetServerId()], Leaders: leaders[s.GetServerId()],
+			LeaderEntitiesPerSec: load[s.GetServerId()],
+		}
+		if sv.LastHeartbeatUnixNano != 0 {
+			sv.LastHeartbeat = time.Unix(0, sv.LastHeartbeatUnixNano).UTC().Format(time.RFC3339Nano)
+		}
+		out = append(out, sv)
+	}
+	slices.SortFunc(out, func(a, b Server) int { return naturalCompare(a.ServerID, b.ServerID) })
+	return out
+}
+
+// eventKind names an EventKind the way ctl prints it: EVENT_KIND_LEADER_TRANSFER
+// becomes leader-transfer. An unknown number (a newer master) stays a number.
+func eventKind(k pb.EventKind) string {
+	name, ok := pb.EventKind_name[int32(k)]
+	if !ok {
+		return k.String()
+	}
+	return strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(name, "EVENT_KIND_")), "_", "-")
+}
+
+func eventFromPB(e *pb.Event) Event {
+	ev := Event{
+		Seq: e.GetSeq(), UnixNano: e.GetUnixNano(), Kind: eventKind(e.GetKind()),
+		Table: e.GetTable(), RangeIDs: append([]uint64{}, e.GetRangeIds()...),
+		Servers: append([]string{}, e.GetServers()...), Figures: map[string]float64{},
+		Message: e.GetMessage(), Cause: e.GetCause(), DurationSeconds: finite(e.GetDurationSeconds()),
+	}
+	if ev.UnixNano != 0 {
+		ev.Time = time.Unix(0, ev.UnixNano).UTC().Format(time.RFC3339Nano)
+	}
+	for k, v := range e.GetFigures() {
+		ev.Figures[k] = finite(v)
+	}
+	return ev
+}
+
+// naturalCompare orders strings with embedded numbers by value, so server
+// ids sort ps1, ps2, ps10.
+func naturalCompare(a, b string) int {
+	for a != "" && b != "" {
+		da, db := digitsPrefix(a), digitsPrefix(b)
+		if da != "" && db != "" {
+			na, nb := strings.TrimLeft(da, "0"), strings.TrimLeft(db, "0")
+			if c := cmp.Compare(len(na), len(nb)); c != 0 {
+				return c
+			}
+			if c := cmp.Compare(na, nb); c != 0 {
+				return c
+			}
+			a, b = a[len(da):], b[len(db):]
+			continue
+		}
+		if a[0] != b[0] {
+			return cmp.Compare(a[0], b[0])
+		}
+		a, b = a[1:], b[1:]
+	}
+	return cmp.Compare(len(a), len(b))
+}
+
+func digitsPrefix(s string) string {
+	i := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	return s[:i]
+}
