@@ -8,13 +8,15 @@
 // # Requests
 //
 // Server (server.go) is one http.Handler. For every request it sets
-// x-ms-request-id (a random UUID), x-ms-version (the client's, else
-// 2019-02-02), Date and x-ms-client-request-id (echoed); parses the path
+// x-ms-request-id (a random UUID), x-ms-version (the client's, else a SAS's
+// sv, else 2019-02-02), Date and x-ms-client-request-id (echoed); parses the path
 // (route.go: path-style /<account>/… or host-style, see Config); negotiates
-// the JSON metadata level (odata.go); authenticates with package auth
-// (403 before anything else is revealed); then reports any routing error,
-// authorizes the operation with auth.Principal.Authorize and calls the
-// Backend under Config.RequestTimeout (or the smaller "timeout" query
+// the JSON metadata level (odata.go); answers an OPTIONS preflight from the
+// CORS rules without authentication (cors.go); wraps the writer when the
+// service's CORS rules apply to the request; authenticates with package
+// auth (403 before anything else is revealed); then reports any routing
+// error, authorizes the operation with auth.Principal.Authorize and calls
+// the Backend under Config.RequestTimeout (or the smaller "timeout" query
 // parameter). A recover turns a panic into 500 InternalError.
 //
 //	POST   /Tables                      Create Table (201, or 204 with Prefer: return-no-content)
@@ -28,9 +30,31 @@
 //	PATCH, MERGE, POST+X-HTTP-Method: MERGE
 //	       …(…)                         Merge Entity; without If-Match Insert Or Merge (204 + ETag)
 //	DELETE …(…)  If-Match required      Delete Entity (204)
-//	POST   /$batch                      501 NotImplemented for now
-//	/?restype=service…, ?comp=acl       501 NotImplemented for now (XML error on service endpoints)
-//	OPTIONS                             403 CorsPreflightFailure (no CORS rules yet)
+//	POST   /$batch                      Entity Group Transaction (202 multipart/mixed; transaction.go)
+//	GET|PUT /t?comp=acl                 Get (200) / Set (204) Table ACL, XML (acl.go)
+//	GET|PUT /?restype=service&comp=properties
+//	                                    Get (200) / Set (202) Table Service Properties, XML (service.go)
+//	GET    /?restype=service&comp=stats Get Table Service Stats (200), XML
+//	OPTIONS any                         CORS preflight (200 or 403 CorsPreflightFailure)
+//
+// Entity group transactions (transaction.go, wire format in package batch)
+// are checked operation by operation in order: at most 100 (else
+// "0:The batch request operation exceeds the maximum 100 changes per change
+// set."), one table and PartitionKey (CommandsInBatchActOnDifferentPartitions
+// at the first operation that differs), each RowKey once
+// (InvalidDuplicateRow at the repeat), a query only alone, every body
+// decoded and validated, every operation authorized (a service SAS key
+// range applies to each). The first failure is the 202 response's single
+// sub-response, its message prefixed with "<index>:". Then Backend.Write is
+// called once with every operation (one Raft command, all or nothing); an
+// error carrying an operation index (rpcerr.Info.Index) is reported the
+// same way, an unindexed 5xx (busy, timeout) as the whole request's error
+// so that SDK retry policies see it. A body over 4 MiB is 413
+// RequestBodyTooLarge; a malformed body 400 InvalidInput.
+//
+// The service and ACL endpoints answer errors as the service does there,
+// an OData XML error (<m:error><m:code>…</m:code><m:message>…); a request
+// that asks for Atom gets 415 AtomFormatNotSupported as an XML <error>.
 //
 // Keys in entity URLs are OData string literals: quotes doubled, then
 // percent-encoded (the delimiters may be encoded too); a '+' in the path is
@@ -47,9 +71,13 @@
 //
 // Continuation tokens have the service's shape, "1!<n>!<base64>" with '-'
 // for padding, and are decoded leniently (any padding, URL-safe alphabet,
-// a raw key). A service SAS with a key range sees queries clipped to it.
+// a raw key). A service SAS with a key range sees queries clipped to it;
+// its point reads and writes outside the range are 403. A service SAS
+// naming a stored access policy (si) is resolved against the table's ACL
+// (policyLookup in acl.go).
 //
 // Errors are mapped in one table in errors.go; bodies are
 // {"odata.error":{"code":…,"message":{"lang":"en-US","value":"<msg>\nRequestId:<id>\nTime:<time>"}}}
-// with the code also in x-ms-error-code.
+// with the code also in x-ms-error-code (XML on the service and ACL
+// endpoints, see above).
 package frontend

@@ -66,6 +66,12 @@ func (s *Server) decodeEntity(rc *reqCtx, rt *route) (*edm.Entity, error) {
 	if err != nil {
 		return nil, err
 	}
+	return checkEntity(e, hasPK, hasRK, rt)
+}
+
+// checkEntity applies the key rules of decodeEntity to a decoded body and
+// validates the entity against Azure's limits.
+func checkEntity(e *edm.Entity, hasPK, hasRK bool, rt *route) (*edm.Entity, error) {
 	if rt != nil {
 		if hasPK && e.PartitionKey != rt.pk {
 			return nil, errInvalidInput("body PartitionKey " + strconv.Quote(e.PartitionKey) + " differs from the URL's " + strconv.Quote(rt.pk))
@@ -131,7 +137,12 @@ func (s *Server) insertEntity(ctx context.Context, w http.ResponseWriter, rc *re
 // absent; a value that is neither "*" nor a datetime ETag is Azure's 400
 // InvalidInput naming the value.
 func ifMatch(r *http.Request, op *pb.EntityOp) (present bool, err error) {
-	v := r.Header["If-Match"]
+	return ifMatchValues(r.Header["If-Match"], op)
+}
+
+// ifMatchValues is ifMatch on the header's values (batch sub-requests
+// carry their own headers).
+func ifMatchValues(v []string, op *pb.EntityOp) (present bool, err error) {
 	if len(v) == 0 {
 		return false, nil
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 
 	"tablestore/internal/edm"
 	"tablestore/internal/rpcerr"
@@ -26,6 +27,8 @@ type fakeBackend struct {
 	now    time.Time
 	// failNext, when set, is returned by the next call (then cleared).
 	failNext error
+	// serviceProps is the stored service properties document.
+	serviceProps []byte
 }
 
 type fakeTable struct {
@@ -254,4 +257,39 @@ func (f *fakeBackend) Query(ctx context.Context, table string, q Query) (*Page, 
 		page.Entities = append(page.Entities, e.Project(q.Select))
 	}
 	return page, nil
+}
+
+// The fake keeps table ACLs and service properties too (Settings).
+var _ Settings = (*fakeBackend)(nil)
+
+func (f *fakeBackend) SetTableACL(ctx context.Context, table string, acl []*pb.SignedIdentifier) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.takeFailure(); err != nil {
+		return err
+	}
+	t, ok := f.tables[strings.ToLower(table)]
+	if !ok {
+		return tableNotFound(table)
+	}
+	nt := proto.Clone(t.t).(*pb.Table)
+	nt.Acl = acl
+	t.t = nt
+	return nil
+}
+
+func (f *fakeBackend) ServiceProperties(ctx context.Context) ([]byte, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.serviceProps, nil
+}
+
+func (f *fakeBackend) SetServiceProperties(ctx context.Context, doc []byte) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.takeFailure(); err != nil {
+		return err
+	}
+	f.serviceProps = doc
+	return nil
 }

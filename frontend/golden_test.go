@@ -5,6 +5,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -30,14 +31,18 @@ var update = flag.Bool("update", false, "rewrite the golden response files under
 // lines, a blank line and the body. Every request is signed with
 // SharedKeyLite for the dev account unless it carries "X-Test-Unsigned:
 // true"; "X-Test-Fail: <reason>" makes the fake backend fail the next call
-// with that rpcerr reason. <case>.golden holds the responses: status line,
-// the headers in goldenHeaders (sorted), a blank line and the body, with
-// request ids and times normalised. Run "go test ./frontend -run Golden
+// with that rpcerr reason; "X-Test-CRLF: true" turns the body's line ends
+// into CRLF (multipart bodies as the SDKs send them). <case>.golden holds
+// the responses: status line, the headers in goldenHeaders (sorted), a
+// blank line and the body, with request ids, times and batch boundaries
+// normalised and carriage returns shown as ␍. Run "go test ./frontend -run Golden
 // -update" to rewrite them after an intended change, and review the diff.
 
 var goldenHeaders = []string{
+	"Access-Control-Allow-Credentials", "Access-Control-Allow-Headers", "Access-Control-Allow-Methods",
+	"Access-Control-Allow-Origin", "Access-Control-Expose-Headers", "Access-Control-Max-Age",
 	"Content-Type", "Dataserviceid", "Dataserviceversion", "Etag", "Location", "Preference-Applied",
-	"Retry-After", "X-Ms-Client-Request-Id", "X-Ms-Continuation-Nextpartitionkey",
+	"Retry-After", "Vary", "X-Ms-Client-Request-Id", "X-Ms-Continuation-Nextpartitionkey",
 	"X-Ms-Continuation-Nextrowkey", "X-Ms-Continuation-Nexttablename", "X-Ms-Error-Code",
 	"X-Ms-Retry-After-Ms", "X-Ms-Version",
 }
@@ -46,6 +51,8 @@ var (
 	reRequestID = regexp.MustCompile(`RequestId:[0-9a-f-]{36}`)
 	reErrTime   = regexp.MustCompile(`Time:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{7}Z`)
 	reUUID      = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+	reBoundary  = regexp.MustCompile(`(batchresponse_|changesetresponse_)[0-9a-f-]{36}`)
+	reSyncTime  = regexp.MustCompile(`<LastSyncTime>[^<]*</LastSyncTime>`)
 )
 
 // newTestServer returns a server over a fresh fake backend holding the
@@ -116,10 +123,10 @@ func parseRawRequest(t *testing.T, raw string) (*http.Request, string) {
 	}
 	target = strings.TrimSuffix(target, " HTTP/1.1")
 	body = strings.TrimSuffix(body, "\n")
-	r := httptest.NewRequest(method, "http://127.0.0.1:10002"+target, strings.NewReader(body))
+	r := httptest.NewRequest(method, "http://127.0.0.1:10002"+target, nil)
 	r.RemoteAddr = "127.0.0.1:50000"
 	fail := ""
-	sign := true
+	sign, crlf := true, false
 	for _, l := range lines[1:] {
 		if strings.TrimSpace(l) == "" {
 			continue
@@ -134,15 +141,19 @@ func parseRawRequest(t *testing.T, raw string) (*http.Request, string) {
 			sign = false
 		case strings.EqualFold(k, "X-Test-Fail"):
 			fail = v
+		case strings.EqualFold(k, "X-Test-CRLF"):
+			crlf = true
 		case strings.EqualFold(k, "Host"):
 			r.Host = v
 		default:
 			r.Header.Add(k, v)
 		}
 	}
-	if body == "" {
-		r.ContentLength = 0
+	if crlf {
+		body = strings.ReplaceAll(body, "\n", "\r\n")
 	}
+	r.Body = io.NopCloser(strings.NewReader(body))
+	r.ContentLength = int64(len(body))
 	if sign {
 		if err := auth.SignSharedKeyLite(r, auth.DevAccount()); err != nil {
 			t.Fatal(err)
@@ -165,12 +176,17 @@ func renderResponse(t *testing.T, rec *httptest.ResponseRecorder) string {
 	slices.Sort(names)
 	for _, k := range names {
 		for _, v := range h[k] {
-			fmt.Fprintf(&b, "%s: %s\n", k, v)
+			fmt.Fprintf(&b, "%s: %s\n", k, reBoundary.ReplaceAllString(v, "${1}<id>"))
 		}
 	}
 	b.WriteString("\n")
 	body := reRequestID.ReplaceAllString(rec.Body.String(), "RequestId:<request-id>")
 	body = reErrTime.ReplaceAllString(body, "Time:<time>")
+	body = reBoundary.ReplaceAllString(body, "${1}<id>")
+	body = reSyncTime.ReplaceAllString(body, "<LastSyncTime><time></LastSyncTime>")
+	// Multipart bodies end their lines in CRLF: show the CR so that the
+	// golden file both records it and stays readable.
+	body = strings.ReplaceAll(body, "\r", "␍")
 	b.WriteString(body)
 	b.WriteString("\n")
 	return b.String()
@@ -197,7 +213,9 @@ func checkCommonHeaders(t *testing.T, req *http.Request, rec *httptest.ResponseR
 		if code == "" {
 			t.Errorf("error %d without x-ms-error-code", rec.Code)
 		}
-		if !strings.Contains(rec.Body.String(), `"code":"`+code+`"`) && !strings.Contains(rec.Body.String(), "<Code>"+code+"</Code>") {
+		body := rec.Body.String()
+		if !strings.Contains(body, `"code":"`+code+`"`) && !strings.Contains(body, "<m:code>"+code+"</m:code>") &&
+			!strings.Contains(body, "<code>"+code+"</code>") && !strings.Contains(body, "batchresponse_") {
 			t.Errorf("error body does not carry code %q: %s", code, rec.Body.String())
 		}
 	}

@@ -15,6 +15,7 @@ var (
 	contentTypeMinimalMeta = []string{"application/json;odata=minimalmetadata;streaming=true;charset=utf-8"}
 	contentTypeFullMeta    = []string{"application/json;odata=fullmetadata;streaming=true;charset=utf-8"}
 	contentTypeXML         = []string{"application/xml"}
+	contentTypeXMLUTF8     = []string{"application/xml; charset=utf-8"}
 	dataServiceVersion     = []string{"3.0;"}
 	noSniff                = []string{"nosniff"}
 	noCache                = []string{"no-cache"}

@@ -23,15 +23,17 @@ import (
 // Server is the Azure Table REST API front-end: a stateless net/http
 // handler over a Backend.
 type Server struct {
-	cfg     Config
-	backend Backend
-	logger  *slog.Logger
-	auth    *auth.Authenticator
-	acct    auth.Account
-	http    *http.Server
-	handler http.Handler
+	cfg      Config
+	backend  Backend
+	settings Settings // nil when the backend keeps no settings
+	logger   *slog.Logger
+	auth     *auth.Authenticator
+	acct     auth.Account
+	http     *http.Server
+	handler  http.Handler
 
-	date atomic.Pointer[dateValue]
+	date  atomic.Pointer[dateValue]
+	props atomic.Pointer[propsCache]
 }
 
 // NewServer validates cfg and returns a server answering with b. A nil
@@ -55,8 +57,12 @@ func NewServer(cfg Config, b Backend, logger *slog.Logger) (*Server, error) {
 		backend: b,
 		logger:  logger,
 		acct:    acct,
-		auth:    auth.NewAuthenticator(acct, auth.Options{ClockSkew: cfg.ClockSkew}),
+		auth: auth.NewAuthenticator(acct, auth.Options{
+			ClockSkew: cfg.ClockSkew,
+			Policies:  policyLookup{backend: b, timeout: cfg.RequestTimeout},
+		}),
 	}
+	s.settings, _ = b.(Settings)
 	s.handler = http.HandlerFunc(s.serveHTTP)
 	s.http = &http.Server{
 		Addr:              cfg.HTTPAddr,
@@ -203,11 +209,19 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if routeErr == nil {
 		rt, routeErr = parseRoute(p, decoded)
 	}
-	if rt.kind == routeService || rc.q("restype") == "service" {
+	if rt.kind == routeService || rc.q("restype") == "service" || rc.q("comp") == "acl" {
 		rc.xmlErrors = true
 	}
 	meta, metaErr := negotiate(rc.q("$format"), r.Header["Accept"])
 	rc.meta = meta
+
+	if r.Method == http.MethodOptions {
+		// A browser's preflight carries no credentials: it is answered
+		// from the CORS rules alone, before authentication.
+		s.finish(w, rc, s.preflight(w, rc))
+		return
+	}
+	w = s.corsWriter(w, r)
 
 	principal, err := s.auth.Authenticate(r)
 	if err != nil {
@@ -215,6 +229,10 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rc.principal = principal
+	if v := principal.SignedVersion(); v != "" && len(r.Header["X-Ms-Version"]) == 0 {
+		// A SAS request without x-ms-version runs at the SAS's sv.
+		h["X-Ms-Version"] = []string{v}
+	}
 	if routeErr == nil {
 		routeErr = queryErr
 	}
@@ -226,7 +244,9 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		s.finish(w, rc, metaErr)
 		return
 	}
-	if ct := r.Header["Content-Type"]; len(ct) > 0 && isAtomContentType(ct[0]) {
+	// The service and ACL endpoints speak XML; elsewhere an XML body is
+	// Atom, which the service no longer accepts.
+	if ct := r.Header["Content-Type"]; len(ct) > 0 && !rc.xmlErrors && isAtomContentType(ct[0]) {
 		s.finish(w, rc, errAtomNotSupported)
 		return
 	}
@@ -269,23 +289,18 @@ func (s *Server) dispatch(ctx context.Context, w http.ResponseWriter, rc *reqCtx
 	}
 	switch rt.kind {
 	case routeService:
-		if method == http.MethodOptions {
-			return errCORS
-		}
-		return errNotImplemented("service properties and stats are not implemented yet")
+		return s.serveService(ctx, w, rc, method)
 	case routeBatch:
 		if method != http.MethodPost {
 			return errMethodNotAllowed
 		}
-		return errBatchNotSupported
+		return s.submitTransaction(ctx, w, rc)
 	case routeTables:
 		switch method {
 		case http.MethodGet:
 			return s.queryTables(ctx, w, rc, "")
 		case http.MethodPost:
 			return s.createTable(ctx, w, rc)
-		case http.MethodOptions:
-			return errCORS
 		}
 	case routeTable:
 		switch method {
@@ -293,20 +308,22 @@ func (s *Server) dispatch(ctx context.Context, w http.ResponseWriter, rc *reqCtx
 			return s.queryTables(ctx, w, rc, rt.table)
 		case http.MethodDelete:
 			return s.deleteTable(ctx, w, rc, rt.table)
-		case http.MethodOptions:
-			return errCORS
 		}
 	case routeEntitySet:
 		if rc.q("comp") == "acl" {
-			return errNotImplemented("table ACLs are not implemented yet")
+			switch method {
+			case http.MethodGet, http.MethodHead:
+				return s.getTableACL(ctx, w, rc, rt.table)
+			case http.MethodPut:
+				return s.setTableACL(ctx, w, rc, rt.table)
+			}
+			return errMethodNotAllowed
 		}
 		switch method {
 		case http.MethodGet:
 			return s.queryEntities(ctx, w, rc, rt.table)
 		case http.MethodPost:
 			return s.insertEntity(ctx, w, rc, rt.table)
-		case http.MethodOptions:
-			return errCORS
 		}
 	case routeEntity:
 		if err := validateURLKey("PartitionKey", rt.pk); err != nil {
@@ -324,18 +341,10 @@ func (s *Server) dispatch(ctx context.Context, w http.ResponseWriter, rc *reqCtx
 			return s.updateEntity(ctx, w, rc, rt, true)
 		case http.MethodDelete:
 			return s.deleteEntity(ctx, w, rc, rt)
-		case http.MethodOptions:
-			return errCORS
 		}
 	}
 	return errMethodNotAllowed
 }
-
-// errCORS answers a CORS preflight: no CORS rules are configurable yet
-// (service properties), so every preflight fails as Azure's does without a
-// matching rule.
-var errCORS = newAPIError(http.StatusForbidden, "CorsPreflightFailure",
-	"CORS not enabled or no matching rule found for this request.", "")
 
 // effectiveMethod applies X-HTTP-Method tunnelling: allowed only on POST,
 // once, with MERGE, PUT or DELETE (the verbs clients tunnel).

@@ -255,8 +255,10 @@ const (
 	preferNoContent
 )
 
-func prefer(r *http.Request) preference {
-	v := r.Header["Prefer"]
+func prefer(r *http.Request) preference { return preferValues(r.Header["Prefer"]) }
+
+// preferValues reads the values of a Prefer header.
+func preferValues(v []string) preference {
 	if len(v) == 0 {
 		return preferNone
 	}

@@ -1,0 +1,139 @@
+package frontend
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
+	"tablestore/frontend/auth"
+)
+
+func TestParseSignedIdentifiers(t *testing.T) {
+	si := func(inner string) string { return "<SignedIdentifiers>" + inner + "</SignedIdentifiers>" }
+	tests := []struct {
+		name string
+		body string
+		n    int
+		want string // Start|Expiry|Permission|HasPolicy of the first identifier
+		bad  bool
+	}{
+		{name: "empty body clears", body: "", n: 0},
+		{name: "empty element", body: "<SignedIdentifiers />", n: 0},
+		{name: "BOM and declaration", body: "\uFEFF<?xml version=\"1.0\" encoding=\"utf-8\"?>" + si("<SignedIdentifier><Id>a</Id></SignedIdentifier>"), n: 1, want: "|||false"},
+		{name: "times normalised", body: si("<SignedIdentifier><Id>a</Id><AccessPolicy><Start>2020-01-01T00:00:00Z</Start><Expiry>2024-01-01T01:00:00.25+01:00</Expiry><Permission>ra</Permission></AccessPolicy></SignedIdentifier>"),
+			n: 1, want: "2020-01-01T00:00:00.0000000Z|2024-01-01T00:00:00.2500000Z|ra|true"},
+		{name: "date only", body: si("<SignedIdentifier><Id>a</Id><AccessPolicy><Expiry>2024-01-01</Expiry></AccessPolicy></SignedIdentifier>"), n: 1, want: "|2024-01-01T00:00:00.0000000Z||true"},
+		{name: "five", body: si(strings.Repeat("<SignedIdentifier><Id>x</Id></SignedIdentifier>", 1) + "<SignedIdentifier><Id>2</Id></SignedIdentifier><SignedIdentifier><Id>3</Id></SignedIdentifier><SignedIdentifier><Id>4</Id></SignedIdentifier><SignedIdentifier><Id>5</Id></SignedIdentifier>"), n: 5, want: "|||false"},
+		{name: "six", body: si(strings.Repeat("<SignedIdentifier><Id>5</Id></SignedIdentifier>", 6)), bad: true},
+		{name: "no id", body: si("<SignedIdentifier><AccessPolicy><Permission>r</Permission></AccessPolicy></SignedIdentifier>"), bad: true},
+		{name: "id too long", body: si("<SignedIdentifier><Id>" + strings.Repeat("i", 65) + "</Id></SignedIdentifier>"), bad: true},
+		{name: "duplicate id", body: si("<SignedIdentifier><Id>a</Id></SignedIdentifier><SignedIdentifier><Id>a</Id></SignedIdentifier>"), bad: true},
+		{name: "nanoseconds", body: si("<SignedIdentifier><Id>a</Id><AccessPolicy><Expiry>2042-01-01T01:01:01.000000001Z</Expiry></AccessPolicy></SignedIdentifier>"), bad: true},
+		{name: "not a time", body: si("<SignedIdentifier><Id>a</Id><AccessPolicy><Start>tomorrow</Start></AccessPolicy></SignedIdentifier>"), bad: true},
+		{name: "bad permission", body: si("<SignedIdentifier><Id>a</Id><AccessPolicy><Permission>rw</Permission></AccessPolicy></SignedIdentifier>"), bad: true},
+		{name: "repeated permission", body: si("<SignedIdentifier><Id>a</Id><AccessPolicy><Permission>rr</Permission></AccessPolicy></SignedIdentifier>"), bad: true},
+		{name: "wrong root", body: "<Identifiers/>", bad: true},
+		{name: "truncated", body: "<SignedIdentifiers><SignedIdentifier>", bad: true},
+		{name: "trailing element", body: "<SignedIdentifiers/><More/>", bad: true},
+		{name: "not xml", body: `{"a":1}`, bad: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			acl, err := parseSignedIdentifiers([]byte(tc.body))
+			if tc.bad {
+				var ae *apiError
+				if !errors.As(err, &ae) || ae.code != "InvalidXmlDocument" || ae.status != 400 {
+					t.Fatalf("got %v, want InvalidXmlDocument", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(acl) != tc.n {
+				t.Fatalf("%d identifiers, want %d", len(acl), tc.n)
+			}
+			if tc.n > 0 {
+				a := acl[0]
+				got := a.Start + "|" + a.Expiry + "|" + a.Permission + "|" + map[bool]string{true: "true", false: "false"}[a.HasPolicy]
+				if got != tc.want {
+					t.Fatalf("got %s, want %s", got, tc.want)
+				}
+			}
+		})
+	}
+}
+
+// TestSDKAccessPolicy sets and reads policies with the SDK, then uses a
+// service SAS naming one (si).
+func TestSDKAccessPolicy(t *testing.T) {
+	ctx := context.Background()
+	svc, endpoint := newSDKClient(t)
+	if _, err := svc.CreateTable(ctx, "acltable", nil); err != nil {
+		t.Fatal(err)
+	}
+	c := svc.NewClient("acltable")
+	if _, err := c.AddEntity(ctx, []byte(`{"PartitionKey":"p","RowKey":"r","V":1}`), nil); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now().Add(-time.Hour).UTC().Truncate(time.Second)
+	expiry := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	_, err := c.SetAccessPolicy(ctx, &aztables.SetAccessPolicyOptions{TableACL: []*aztables.SignedIdentifier{
+		{ID: to.Ptr("readonly"), AccessPolicy: &aztables.AccessPolicy{Start: &start, Expiry: &expiry, Permission: to.Ptr("r")}},
+		{ID: to.Ptr("bare")},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.GetAccessPolicy(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.SignedIdentifiers) != 2 || *got.SignedIdentifiers[0].ID != "readonly" ||
+		!got.SignedIdentifiers[0].AccessPolicy.Expiry.Equal(expiry) || *got.SignedIdentifiers[0].AccessPolicy.Permission != "r" ||
+		got.SignedIdentifiers[1].AccessPolicy != nil {
+		t.Fatalf("policies %+v", got.SignedIdentifiers)
+	}
+
+	// A SAS naming the policy reads but cannot write.
+	v, err := auth.ServiceSAS{Table: "acltable", Identifier: "readonly"}.Encode(auth.DevAccount())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sasClient, err := aztables.NewClientWithNoCredential(endpoint+"/acltable?"+v.Encode(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sasClient.GetEntity(ctx, "p", "r", nil); err != nil {
+		t.Fatalf("read with si: %v", err)
+	}
+	_, err = sasClient.AddEntity(ctx, []byte(`{"PartitionKey":"p","RowKey":"new"}`), nil)
+	if st, code := respCode(err); st != http.StatusForbidden || code != "AuthorizationPermissionMismatch" {
+		t.Fatalf("write with read-only si: %d %s", st, code)
+	}
+	v, _ = auth.ServiceSAS{Table: "acltable", Identifier: "nosuch"}.Encode(auth.DevAccount())
+	bad, _ := aztables.NewClientWithNoCredential(endpoint+"/acltable?"+v.Encode(), nil)
+	_, err = bad.GetEntity(ctx, "p", "r", nil)
+	if st, code := respCode(err); st != http.StatusForbidden || code != "AuthenticationFailed" {
+		t.Fatalf("unknown si: %d %s", st, code)
+	}
+
+	// Clearing.
+	if _, err := c.SetAccessPolicy(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	got, err = c.GetAccessPolicy(ctx, nil)
+	if err != nil || len(got.SignedIdentifiers) != 0 {
+		t.Fatalf("after clearing: %+v %v", got.SignedIdentifiers, err)
+	}
+	_, err = sasClient.GetEntity(ctx, "p", "r", nil)
+	if st, _ := respCode(err); st != http.StatusForbidden {
+		t.Fatalf("si of a removed policy still works: %v", err)
+	}
+}
