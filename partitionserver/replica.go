@@ -323,6 +323,8 @@ func (r *replica) waitApplied(ctx context.Context, target uint64) error {
 		if r.raft.AppliedIndex() >= target && !r.fsmEntriesBetween(fa+1, target) {
 			return nil
 		}
+		// The entries may be applied but waiting for their group commit.
+		r.fsm.Urge()
 		wctx, cancel := context.WithTimeout(ctx, 2*time.Millisecond)
 		_ = r.fsm.WaitApplied(wctx, fa+1)
 		cancel()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"path/filepath"
 	"strconv"
@@ -72,14 +73,35 @@ type FrontendNode struct {
 	done   chan struct{}
 }
 
+// freePort picks a free port below the kernel's ephemeral range
+// (32768–60999 on Linux): a port the kernel handed out for a listener on :0
+// and that was closed again can be taken meanwhile as the source port of an
+// outgoing connection, so restarting a node on it could fail.
 func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+	handedMu.Lock()
+	defer handedMu.Unlock()
+	for try := 0; try < 200; try++ {
+		p := 20000 + rand.IntN(12000)
+		if handed[p] {
+			continue
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		handed[p] = true
+		return p, nil
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	return 0, errors.New("cluster: no free port")
 }
+
+// handed remembers the ports given out in this process, so two nodes never
+// get the same one while neither listens yet.
+var (
+	handedMu sync.Mutex
+	handed   = map[int]bool{}
+)
 
 func (o *Options) addr(base, i int) (string, error) {
 	if o.BasePort != 0 {

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -59,6 +60,10 @@ func (a *applier) apply(ops ...*pb.EntityOp) *Result {
 		a.t.Fatal(err)
 	}
 	res := a.r.ApplyBatch([]*raft.Log{{Index: a.index, Term: 1, Type: raft.LogCommand, Data: data}})
+	// Readers see applied commands once the group commit ran.
+	if err := a.r.store.Flush(); err != nil {
+		a.t.Fatal(err)
+	}
 	r, _ := res[0].(*Result)
 	return r
 }
@@ -328,4 +333,60 @@ func TestScanPagesInKeyOrder(t *testing.T) {
 			t.Fatalf("out of order: %s then %s", got[i-1], got[i])
 		}
 	}
+}
+
+func TestGroupCommit(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenWithInterval(filepath.Join(dir, "state.db"), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	desc := &pb.RangeDescriptor{RangeId: 1, TableId: 1, Generation: 1}
+	if err := s.CreateRange(desc, true); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := s.OpenRange(1, logging.Discard())
+	data, _ := EncodeWrite(&pb.WriteCommand{ProposedUnixNano: 1000, Ops: []*pb.EntityOp{op(pb.OpKind_OP_KIND_INSERT, "p", "r", entityBytes(t, nil))}})
+	res := r.ApplyBatch([]*raft.Log{{Index: 1, Type: raft.LogCommand, Data: data}})
+	if res[0].(*Result).Err != nil {
+		t.Fatal(res[0].(*Result).Err)
+	}
+	t.Run("applied but not committed is invisible", func(t *testing.T) {
+		if r.AppliedIndex() != 0 {
+			t.Fatalf("applied index %d before the commit", r.AppliedIndex())
+		}
+		if _, err := r.Get("p", "r"); !errors.Is(err, ErrEntityNotFound) {
+			t.Fatalf("uncommitted entity visible: %v", err)
+		}
+	})
+	t.Run("a waiting reader gets the commit at once", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		go func() {
+			time.Sleep(10 * time.Millisecond)
+			r.Urge()
+		}()
+		if err := r.WaitApplied(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.Get("p", "r"); err != nil {
+			t.Fatalf("committed entity: %v", err)
+		}
+	})
+	t.Run("close commits what is pending", func(t *testing.T) {
+		data, _ := EncodeWrite(&pb.WriteCommand{ProposedUnixNano: 2000, Ops: []*pb.EntityOp{op(pb.OpKind_OP_KIND_INSERT, "p", "r2", entityBytes(t, nil))}})
+		r.ApplyBatch([]*raft.Log{{Index: 2, Type: raft.LogCommand, Data: data}})
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		s2, err := Open(filepath.Join(dir, "state.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s2.Close()
+		r2, _ := s2.OpenRange(1, logging.Discard())
+		if r2.AppliedIndex() != 2 {
+			t.Fatalf("applied index after reopen = %d, want 2", r2.AppliedIndex())
+		}
+	})
 }

@@ -122,7 +122,10 @@ func (r *Range) State() *pb.RangeState {
 	return proto.Clone(r.state).(*pb.RangeState)
 }
 
-// AppliedIndex is the index of the last log entry in the file.
+// Urge asks for the pending group commit now (a reader waits for it).
+func (r *Range) Urge() { r.store.Urge() }
+
+// AppliedIndex is the index of the last log entry committed to the file.
 func (r *Range) AppliedIndex() uint64 { return r.applied.Load() }
 
 // WaitApplied blocks until the applied index reaches idx.
@@ -169,7 +172,8 @@ func (r *Range) ApplyBatch(logs []*raft.Log) []interface{} {
 		return results
 	}
 	var made []created
-	err := r.store.db.Update(func(tx *bolt.Tx) error {
+	last := state.GetAppliedIndex()
+	err := r.store.apply(func(tx *bolt.Tx) error {
 		c := &applyCtx{tx: tx, state: state}
 		defer func() { made = c.created }()
 		for i, l := range logs {
@@ -182,22 +186,25 @@ func (r *Range) ApplyBatch(logs []*raft.Log) []interface{} {
 			}
 			state.AppliedIndex = l.Index
 		}
+		last = state.GetAppliedIndex()
 		return putState(tx, state)
+	}, func() {
+		// Committed: readers may see it, and ranges it created exist.
+		r.notifyApplied(last)
+		if r.hooks != nil {
+			for _, m := range made {
+				r.hooks.RangeCreated(r.id, m.desc, m.preferredLeader)
+			}
+		}
 	})
 	if err != nil {
 		// The file can no longer follow the log; continuing would diverge
 		// from the other replicas.
-		panic(fmt.Sprintf("fsm: range %d: apply transaction failed: %v", r.id, err))
+		panic(fmt.Sprintf("fsm: range %d: apply failed: %v", r.id, err))
 	}
 	r.mu.Lock()
 	r.state = state
 	r.mu.Unlock()
-	r.notifyApplied(state.GetAppliedIndex())
-	if r.hooks != nil {
-		for _, m := range made {
-			r.hooks.RangeCreated(r.id, m.desc, m.preferredLeader)
-		}
-	}
 	return results
 }
 
@@ -214,8 +221,13 @@ func (r *Range) applyCommand(c *applyCtx, data []byte) *Result {
 }
 
 // Snapshot captures the range at the current applied index. The bbolt read
-// transaction it opens keeps that view until Release.
+// transaction it opens keeps that view until Release; what is applied but
+// not yet committed is committed first, so the view holds every entry raft
+// handed to the state machine.
 func (r *Range) Snapshot() (raft.FSMSnapshot, error) {
+	if err := r.store.Flush(); err != nil {
+		return nil, err
+	}
 	tx, err := r.store.db.Begin(false)
 	if err != nil {
 		return nil, err
@@ -232,7 +244,7 @@ func (r *Range) Snapshot() (raft.FSMSnapshot, error) {
 func (r *Range) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	var state *pb.RangeState
-	err := r.store.db.Update(func(tx *bolt.Tx) error {
+	err := r.store.update(func(tx *bolt.Tx) error {
 		var err error
 		state, err = restoreInto(tx, rc, r.id)
 		return err

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -48,12 +49,39 @@ var (
 )
 
 // Store is a partition server's bbolt file.
+//
+// Commands of every range on the server are applied into one shared write
+// transaction that a committer commits (with fsync) every commit interval,
+// or at once when a reader needs it: group commit, as etcd's backend does.
+// Applying does not wait for the fsync: the Raft log, where every applied
+// entry already is durable on a majority, is the source of truth, and a
+// restart replays what the file missed. A range's applied index (what
+// readers wait for) advances only when its changes are committed.
 type Store struct {
 	db *bolt.DB
+
+	wmu    sync.Mutex
+	tx     *bolt.Tx
+	afters []func()
+
+	interval  time.Duration
+	kick      chan struct{}
+	urgent    chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+	wg        sync.WaitGroup
 }
 
-// Open opens (creating if needed) the state file at path.
-func Open(path string) (*Store, error) {
+// DefaultCommitInterval is how long applied commands wait for their group
+// commit when no reader is waiting for them.
+const DefaultCommitInterval = 5 * time.Millisecond
+
+// Open opens (creating if needed) the state file at path with the default
+// commit interval.
+func Open(path string) (*Store, error) { return OpenWithInterval(path, DefaultCommitInterval) }
+
+// OpenWithInterval opens the state file with a given group-commit interval.
+func OpenWithInterval(path string, interval time.Duration) (*Store, error) {
 	db, err := bolt.Open(path, 0o600, &bolt.Options{
 		Timeout: 5 * time.Second,
 		// Snapshots hold read transactions for long; a large initial mmap
@@ -77,11 +105,121 @@ func Open(path string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("fsm: init %s: %w", path, err)
 	}
-	return &Store{db: db}, nil
+	if interval <= 0 {
+		interval = DefaultCommitInterval
+	}
+	s := &Store{db: db, interval: interval, kick: make(chan struct{}, 1), urgent: make(chan struct{}, 1), done: make(chan struct{})}
+	s.wg.Add(1)
+	go s.committer()
+	return s, nil
 }
 
-// Close closes the file.
-func (s *Store) Close() error { return s.db.Close() }
+// Close commits what is pending and closes the file.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() { close(s.done) })
+	s.wg.Wait()
+	if err := s.Flush(); err != nil {
+		s.db.Close()
+		return err
+	}
+	return s.db.Close()
+}
+
+// apply runs fn in the shared write transaction; after runs once the
+// transaction is committed.
+func (s *Store) apply(fn func(tx *bolt.Tx) error, after func()) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.tx == nil {
+		tx, err := s.db.Begin(true)
+		if err != nil {
+			return err
+		}
+		s.tx = tx
+		select {
+		case s.kick <- struct{}{}:
+		default:
+		}
+	}
+	if err := fn(s.tx); err != nil {
+		return err
+	}
+	if after != nil {
+		s.afters = append(s.afters, after)
+	}
+	return nil
+}
+
+// Flush commits the pending transaction now.
+func (s *Store) Flush() error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	return s.commitLocked()
+}
+
+// Urge asks the committer to commit without waiting for the interval: a
+// reader waits for an applied index.
+func (s *Store) Urge() {
+	select {
+	case s.urgent <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Store) commitLocked() error {
+	if s.tx == nil {
+		return nil
+	}
+	err := s.tx.Commit()
+	s.tx = nil
+	afters := s.afters
+	s.afters = nil
+	if err != nil {
+		return err
+	}
+	for _, f := range afters {
+		f()
+	}
+	return nil
+}
+
+func (s *Store) committer() {
+	defer s.wg.Done()
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-s.kick:
+		case <-s.urgent:
+		}
+		timer.Reset(s.interval)
+		select {
+		case <-s.done:
+			timer.Stop()
+			return
+		case <-timer.C:
+		case <-s.urgent:
+			timer.Stop()
+		}
+		if err := s.Flush(); err != nil {
+			// The file can no longer follow the log.
+			panic(fmt.Sprintf("fsm: group commit failed: %v", err))
+		}
+	}
+}
+
+// update commits what is pending, then runs fn in its own transaction
+// (range creation and deletion, snapshot restore).
+func (s *Store) update(fn func(tx *bolt.Tx) error) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if err := s.commitLocked(); err != nil {
+		return err
+	}
+	return s.db.Update(fn)
+}
 
 func u64(v uint64) []byte {
 	var b [8]byte
@@ -109,7 +247,7 @@ func (s *Store) RangeStates() ([]*pb.RangeState, error) {
 // marks a member of the group's initial configuration. It fails with
 // ErrRangeExists if the range is already stored.
 func (s *Store) CreateRange(desc *pb.RangeDescriptor, bootstrap bool) error {
-	return s.db.Update(func(tx *bolt.Tx) error {
+	return s.update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketRanges)
 		if b.Get(u64(desc.GetRangeId())) != nil {
 			return ErrRangeExists
@@ -124,7 +262,7 @@ func (s *Store) CreateRange(desc *pb.RangeDescriptor, bootstrap bool) error {
 
 // DeleteRange removes a range's state and its entities.
 func (s *Store) DeleteRange(rangeID uint64) error {
-	return s.db.Update(func(tx *bolt.Tx) error {
+	return s.update(func(tx *bolt.Tx) error {
 		st, err := getState(tx, rangeID)
 		if errors.Is(err, errRangeStateAbsent) {
 			return nil
