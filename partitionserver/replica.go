@@ -272,11 +272,11 @@ func (r *replica) leaderID() string {
 }
 
 // write proposes a write and waits for it to be applied.
-func (r *replica) write(ctx context.Context, ops []*pb.EntityOp, timeout time.Duration) (*fsm.Result, error) {
+func (r *replica) write(ctx context.Context, ops []*pb.EntityOp, requestID []byte, timeout time.Duration) (*fsm.Result, error) {
 	if !r.isLeader() {
 		return nil, ErrNotLeader
 	}
-	data, err := fsm.EncodeWrite(&pb.WriteCommand{ProposedUnixNano: time.Now().UnixNano(), Ops: ops})
+	data, err := fsm.EncodeWrite(&pb.WriteCommand{ProposedUnixNano: time.Now().UnixNano(), Ops: ops, RequestId: requestID})
 	if err != nil {
 		return nil, err
 	}

@@ -46,7 +46,7 @@ func (v *service) Write(ctx context.Context, req *pb.WriteRequest) (*pb.WriteRes
 		observe("write", start, err)
 		return nil, err
 	}
-	res, err := r.write(ctx, req.GetOps(), v.s.cfg.ApplyTimeout)
+	res, err := r.write(ctx, req.GetOps(), req.GetRequestId(), v.s.cfg.ApplyTimeout)
 	if err == nil {
 		err = res.Err
 	}

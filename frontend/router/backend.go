@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"crypto/rand"
 	"sort"
 	"time"
 
@@ -67,9 +68,16 @@ func (r *Router) Write(ctx context.Context, table, pk string, ops []*pb.EntityOp
 	if err != nil {
 		return time.Time{}, err
 	}
+	// One id for every attempt: a retry after an ambiguous failure (the
+	// leader changed after appending the entry) gets the first attempt's
+	// result instead of applying the write twice.
+	var id [16]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return time.Time{}, err
+	}
 	var ts int64
 	err = r.call(ctx, t, pk, func(ctx context.Context, c pb.PartitionServiceClient, d *pb.RangeDescriptor) error {
-		resp, err := c.Write(ctx, &pb.WriteRequest{RangeId: d.GetRangeId(), Generation: d.GetGeneration(), Ops: ops})
+		resp, err := c.Write(ctx, &pb.WriteRequest{RangeId: d.GetRangeId(), Generation: d.GetGeneration(), Ops: ops, RequestId: id[:]})
 		if err == nil {
 			ts = resp.GetTimestampUnixNano()
 		}

@@ -18,7 +18,10 @@ type rangeCall func(ctx context.Context, c pb.PartitionServiceClient, d *pb.Rang
 func retryable(info rpcerr.Info) (retry, stale bool) {
 	switch info.Reason {
 	case rpcerr.ReasonNotLeader, rpcerr.ReasonUnavailable:
-		return info.Code != codes.DeadlineExceeded, false
+		// Including an outcome the server could not learn (leadership lost
+		// after the entry was appended): writes carry a request id, so a
+		// retry returns the first attempt's result if it was applied.
+		return true, false
 	case rpcerr.ReasonStaleRange, rpcerr.ReasonRangeNotFound:
 		return true, true
 	}

@@ -390,3 +390,46 @@ func TestGroupCommit(t *testing.T) {
 		}
 	})
 }
+
+func TestRetriedWriteAppliesOnce(t *testing.T) {
+	_, r := openTestRange(t, &pb.RangeDescriptor{RangeId: 1, TableId: 7, Generation: 1})
+	a := &applier{t: t, r: r, clock: 1_000_000}
+	id := []byte("request-0000001")
+	applyWithID := func() *Result {
+		a.index++
+		a.clock += 1000
+		data, _ := EncodeWrite(&pb.WriteCommand{ProposedUnixNano: a.clock, RequestId: id,
+			Ops: []*pb.EntityOp{op(pb.OpKind_OP_KIND_INSERT, "p", "r", entityBytes(t, nil))}})
+		res := r.ApplyBatch([]*raft.Log{{Index: a.index, Type: raft.LogCommand, Data: data}})
+		r.store.Flush()
+		return res[0].(*Result)
+	}
+	first := applyWithID()
+	if first.Err != nil {
+		t.Fatal(first.Err)
+	}
+	again := applyWithID()
+	if again.Err != nil || again.TimestampUnixNano != first.TimestampUnixNano {
+		t.Fatalf("retry = %+v, want the first result %d", again, first.TimestampUnixNano)
+	}
+	t.Run("a snapshot carries the request records", func(t *testing.T) {
+		snap, _ := r.Snapshot()
+		var out sink
+		if err := snap.Persist(&out); err != nil {
+			t.Fatal(err)
+		}
+		snap.Release()
+		_, r2 := openTestRange(t, &pb.RangeDescriptor{RangeId: 1, TableId: 7, Generation: 1})
+		if err := r2.Restore(io.NopCloser(&out.Buffer)); err != nil {
+			t.Fatal(err)
+		}
+		a2 := &applier{t: t, r: r2, index: a.index, clock: a.clock}
+		a2.index++
+		data, _ := EncodeWrite(&pb.WriteCommand{ProposedUnixNano: a.clock + 5000, RequestId: id,
+			Ops: []*pb.EntityOp{op(pb.OpKind_OP_KIND_INSERT, "p", "r", entityBytes(t, nil))}})
+		res := r2.ApplyBatch([]*raft.Log{{Index: a2.index, Type: raft.LogCommand, Data: data}})
+		if got := res[0].(*Result); got.Err != nil || got.TimestampUnixNano != first.TimestampUnixNano {
+			t.Fatalf("retry on the restored replica = %+v", got)
+		}
+	})
+}

@@ -185,6 +185,11 @@ func (r *Range) ApplyBatch(logs []*raft.Log) []interface{} {
 				results[i] = r.applyCommand(c, l.Data)
 			}
 			state.AppliedIndex = l.Index
+			if l.Index%pruneEvery == 0 {
+				if err := pruneRequests(tx, state); err != nil {
+					return err
+				}
+			}
 		}
 		last = state.GetAppliedIndex()
 		return putState(tx, state)

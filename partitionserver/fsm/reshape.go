@@ -88,6 +88,9 @@ func applySplit(c *applyCtx, payload []byte) *Result {
 	if err := putState(c.tx, rs); err != nil {
 		return &Result{Err: err}
 	}
+	if err := copyRequests(c.tx, desc.GetRangeId(), right); err != nil {
+		return &Result{Err: err}
+	}
 	c.created = append(c.created, created{desc: right, preferredLeader: cmd.GetPreferredLeader()})
 	return &Result{Range: left, Right: right}
 }

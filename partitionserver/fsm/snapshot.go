@@ -16,8 +16,9 @@ import (
 
 // Snapshot stream: magic, uvarint-prefixed RangeState, then records of
 // uvarint-prefixed key and value, ended by a zero-length key (encoded keys are
-// never empty).
-const snapshotMagic = "TSRNG001"
+// never empty); then the range's request records (request id, value) in the
+// same form, ended the same way.
+const snapshotMagic = "TSRNG002"
 
 type snapshot struct {
 	tx    *bolt.Tx
@@ -77,6 +78,18 @@ func (s *snapshot) write(w io.Writer) error {
 				return err
 			}
 		}
+	}
+	if err := putBytes(nil); err != nil {
+		return err
+	}
+	err = forEachRequest(s.tx, desc.GetRangeId(), func(k, v []byte) error {
+		if err := putBytes(k[8:]); err != nil {
+			return err
+		}
+		return putBytes(v)
+	})
+	if err != nil {
+		return err
 	}
 	if err := putBytes(nil); err != nil {
 		return err
@@ -145,6 +158,25 @@ func restoreInto(tx *bolt.Tx, r io.Reader, rangeID uint64) (*pb.RangeState, erro
 			return nil, fmt.Errorf("%w: record: %v", ErrCorruptSnapshot, err)
 		}
 		if err := b.Put(k, v); err != nil {
+			return nil, err
+		}
+	}
+	if err := deleteRequests(tx, rangeID, nil); err != nil {
+		return nil, err
+	}
+	for {
+		id, err := readBytes()
+		if err != nil {
+			return nil, fmt.Errorf("%w: request record: %v", ErrCorruptSnapshot, err)
+		}
+		if len(id) == 0 {
+			break
+		}
+		v, err := readBytes()
+		if err != nil {
+			return nil, fmt.Errorf("%w: request record: %v", ErrCorruptSnapshot, err)
+		}
+		if err := tx.Bucket(bucketRequests).Put(requestKey(rangeID, id), v); err != nil {
 			return nil, err
 		}
 	}

@@ -94,7 +94,7 @@ func OpenWithInterval(path string, interval time.Duration) (*Store, error) {
 		return nil, fmt.Errorf("fsm: open %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketRanges, bucketData} {
+		for _, b := range [][]byte{bucketRanges, bucketData, bucketRequests} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -271,6 +271,9 @@ func (s *Store) DeleteRange(rangeID uint64) error {
 			return err
 		}
 		if err := deleteSpan(tx, st.GetRange()); err != nil {
+			return err
+		}
+		if err := deleteRequests(tx, rangeID, nil); err != nil {
 			return err
 		}
 		if err := tx.Bucket(bucketRanges).Delete(u64(rangeID)); err != nil {

@@ -52,6 +52,12 @@ func applyWrite(c *applyCtx, payload []byte) *Result {
 	if c.state.GetFrozen() {
 		return &Result{Err: &OpError{Index: 0, Err: ErrRangeFrozen}}
 	}
+	if id := cmd.GetRequestId(); len(id) > 0 {
+		if ts, ok := lookupRequest(c.tx, desc.GetRangeId(), id); ok {
+			// A retry of a write already applied: its result, not again.
+			return &Result{TimestampUnixNano: ts}
+		}
+	}
 	bucket, err := tableBucket(c.tx, desc.GetTableId(), true)
 	if err != nil {
 		return &Result{Err: err}
@@ -90,6 +96,11 @@ func applyWrite(c *applyCtx, payload []byte) *Result {
 			c.state.Bytes += uint64(len(p.value))
 		}
 		if err != nil {
+			return &Result{Err: err}
+		}
+	}
+	if id := cmd.GetRequestId(); len(id) > 0 {
+		if err := recordRequest(c.tx, desc.GetRangeId(), id, ts, cmd.GetProposedUnixNano(), cmd.GetOps()[0].GetPartitionKey()); err != nil {
 			return &Result{Err: err}
 		}
 	}

@@ -1270,8 +1270,10 @@ type WriteCommand struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
 	ProposedUnixNano int64                  `protobuf:"varint,1,opt,name=proposed_unix_nano,json=proposedUnixNano,proto3" json:"proposed_unix_nano,omitempty"`
 	Ops              []*EntityOp            `protobuf:"bytes,2,rep,name=ops,proto3" json:"ops,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// See WriteRequest.request_id; empty: no deduplication.
+	RequestId     []byte `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WriteCommand) Reset() {
@@ -1314,6 +1316,13 @@ func (x *WriteCommand) GetProposedUnixNano() int64 {
 func (x *WriteCommand) GetOps() []*EntityOp {
 	if x != nil {
 		return x.Ops
+	}
+	return nil
+}
+
+func (x *WriteCommand) GetRequestId() []byte {
+	if x != nil {
+		return x.RequestId
 	}
 	return nil
 }
@@ -2365,10 +2374,12 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x12if_match_unix_nano\x18\x06 \x01(\x03R\x0fifMatchUnixNano\"S\n" +
 	"\aCommand\x12.\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1a.tablestore.v1.CommandKindR\x04kind\x12\x18\n" +
-	"\apayload\x18\x02 \x01(\fR\apayload\"g\n" +
+	"\apayload\x18\x02 \x01(\fR\apayload\"\x86\x01\n" +
 	"\fWriteCommand\x12,\n" +
 	"\x12proposed_unix_nano\x18\x01 \x01(\x03R\x10proposedUnixNano\x12)\n" +
-	"\x03ops\x18\x02 \x03(\v2\x17.tablestore.v1.EntityOpR\x03ops\"x\n" +
+	"\x03ops\x18\x02 \x03(\v2\x17.tablestore.v1.EntityOpR\x03ops\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x03 \x01(\fR\trequestId\"x\n" +
 	"\fSplitCommand\x12\x1b\n" +
 	"\tsplit_key\x18\x01 \x01(\tR\bsplitKey\x12 \n" +
 	"\fnew_range_id\x18\x02 \x01(\x04R\n" +

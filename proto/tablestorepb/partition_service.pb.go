@@ -747,10 +747,14 @@ func (x *SplitKeyResponse) GetOk() bool {
 }
 
 type WriteRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RangeId       uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
-	Generation    uint64                 `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
-	Ops           []*EntityOp            `protobuf:"bytes,3,rep,name=ops,proto3" json:"ops,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	RangeId    uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
+	Generation uint64                 `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
+	Ops        []*EntityOp            `protobuf:"bytes,3,rep,name=ops,proto3" json:"ops,omitempty"`
+	// Identifies the client request across retries: a retried write whose
+	// first attempt was applied returns that attempt's result instead of
+	// applying again.
+	RequestId     []byte `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -802,6 +806,13 @@ func (x *WriteRequest) GetGeneration() uint64 {
 func (x *WriteRequest) GetOps() []*EntityOp {
 	if x != nil {
 		return x.Ops
+	}
+	return nil
+}
+
+func (x *WriteRequest) GetRequestId() []byte {
+	if x != nil {
+		return x.RequestId
 	}
 	return nil
 }
@@ -1514,13 +1525,15 @@ const file_tablestore_v1_partition_service_proto_rawDesc = "" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\"?\n" +
 	"\x10SplitKeyResponse\x12\x1b\n" +
 	"\tsplit_key\x18\x01 \x01(\tR\bsplitKey\x12\x0e\n" +
-	"\x02ok\x18\x02 \x01(\bR\x02ok\"t\n" +
+	"\x02ok\x18\x02 \x01(\bR\x02ok\"\x93\x01\n" +
 	"\fWriteRequest\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x02 \x01(\x04R\n" +
 	"generation\x12)\n" +
-	"\x03ops\x18\x03 \x03(\v2\x17.tablestore.v1.EntityOpR\x03ops\"?\n" +
+	"\x03ops\x18\x03 \x03(\v2\x17.tablestore.v1.EntityOpR\x03ops\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x04 \x01(\fR\trequestId\"?\n" +
 	"\rWriteResponse\x12.\n" +
 	"\x13timestamp_unix_nano\x18\x01 \x01(\x03R\x11timestampUnixNano\"\x85\x01\n" +
 	"\n" +
