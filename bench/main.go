@@ -25,7 +25,6 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 )
 
-
 func main() {
 	conn := flag.String("conn", "", "connection string of the endpoint to measure (default: start tablestore dev)")
 	bin := flag.String("binary", "./bin/tablestore", "tablestore binary to start when -conn is empty")
