@@ -37,6 +37,8 @@ type PolicyConfig struct {
 	MaxInFlight int
 	// BalanceLeaders moves leaders to even out leader counts and load.
 	BalanceLeaders bool
+	// BalanceReplicas moves replicas to even out replica counts.
+	BalanceReplicas bool
 	// ReplicateAfter re-creates the replicas of a server down this long
 	// (0 disables).
 	ReplicateAfter time.Duration
@@ -45,18 +47,19 @@ type PolicyConfig struct {
 // DefaultPolicyConfig returns the documented defaults.
 func DefaultPolicyConfig() PolicyConfig {
 	return PolicyConfig{
-		Enabled:        true,
-		Interval:       250 * time.Millisecond,
-		SplitLoad:      1000,
-		SplitWindow:    2 * time.Second,
-		SingleKeyShare: 0.9,
-		SplitBytes:     512 << 20,
-		MergeLoad:      100,
-		MergeCooldown:  60 * time.Second,
-		MergeBytes:     32 << 20,
-		MaxInFlight:    2,
-		BalanceLeaders: true,
-		ReplicateAfter: 30 * time.Second,
+		Enabled:         true,
+		Interval:        250 * time.Millisecond,
+		SplitLoad:       1000,
+		SplitWindow:     2 * time.Second,
+		SingleKeyShare:  0.9,
+		SplitBytes:      512 << 20,
+		MergeLoad:       100,
+		MergeCooldown:   60 * time.Second,
+		MergeBytes:      32 << 20,
+		MaxInFlight:     2,
+		BalanceLeaders:  true,
+		BalanceReplicas: true,
+		ReplicateAfter:  30 * time.Second,
 	}
 }
 
@@ -90,6 +93,7 @@ func (c *PolicyConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.Uint64Var(&c.MergeBytes, "merge-bytes", c.MergeBytes, "largest combined size of two ranges merged")
 	fs.IntVar(&c.MaxInFlight, "max-in-flight", c.MaxInFlight, "most split/merge/move operations at once")
 	fs.BoolVar(&c.BalanceLeaders, "balance-leaders", c.BalanceLeaders, "move range leaders to even out leader counts and load across servers")
+	fs.BoolVar(&c.BalanceReplicas, "balance-replicas", c.BalanceReplicas, "move replicas to even out replica counts across servers")
 	fs.DurationVar(&c.ReplicateAfter, "replicate-after", c.ReplicateAfter, "re-create the replicas of a server down this long (0: never)")
 }
 
@@ -225,7 +229,64 @@ func plan(cfg PolicyConfig, v clusterView, slots int) []op {
 			add(o)
 		}
 	}
+	if cfg.BalanceReplicas {
+		if o, ok := balanceReplicas(v); ok {
+			add(o)
+		}
+	}
 	return out
+}
+
+// balanceReplicas moves one replica from the live server holding the most
+// to the one holding the fewest when they differ by two or more (a server
+// joined, or came back after its replicas were re-created elsewhere).
+func balanceReplicas(v clusterView) (op, bool) {
+	count := map[string]int{}
+	for _, s := range v.servers {
+		if v.live[s] {
+			count[s] = 0
+		}
+	}
+	if len(count) < 2 {
+		return op{}, false
+	}
+	for _, r := range v.ranges {
+		for _, rep := range r.desc.GetReplicas() {
+			if _, ok := count[rep.GetServerId()]; ok {
+				count[rep.GetServerId()]++
+			}
+		}
+	}
+	most, fewest := "", ""
+	for _, s := range v.servers {
+		if _, ok := count[s]; !ok {
+			continue
+		}
+		if most == "" || count[s] > count[most] {
+			most = s
+		}
+		if fewest == "" || count[s] < count[fewest] {
+			fewest = s
+		}
+	}
+	if count[most]-count[fewest] < 2 {
+		return op{}, false
+	}
+	// Prefer a range the busy server does not lead, so no leadership moves.
+	for pass := 0; pass < 2; pass++ {
+		for _, r := range v.ranges {
+			if r.frozen || v.busy[r.desc.GetRangeId()] || !hasReplica(r.desc, most) || hasReplica(r.desc, fewest) {
+				continue
+			}
+			if pass == 0 && r.leader == most {
+				continue
+			}
+			return op{kind: opMove, rangeID: r.desc.GetRangeId(), from: most, to: fewest,
+				figures: map[string]float64{"from_replicas": float64(count[most]), "to_replicas": float64(count[fewest])},
+				reason:  "balance replicas"}, true
+		}
+	}
+	return op{}, false
 }
 
 // loadSplitKey picks the load-weighted median PartitionKey of the sampled

@@ -198,3 +198,26 @@ func TestPlanRespectsSlotsAndBusy(t *testing.T) {
 		t.Fatalf("plan = %+v, want only range 1 (one slot, range 2 busy)", ops)
 	}
 }
+
+func TestPlanBalancesReplicas(t *testing.T) {
+	cfg := DefaultPolicyConfig()
+	cfg.BalanceLeaders = false
+	mk := func(id uint64, start, end, leader string, servers ...string) *rangeView {
+		return &rangeView{desc: desc(id, start, end, servers...), leader: leader, load: &pb.RangeLoad{}}
+	}
+	v := view(t0, mk(1, "", "g", "a", "a", "b", "c"), mk(2, "g", "p", "a", "a", "b", "c"), mk(3, "p", "", "b", "a", "b", "c"))
+	v.servers = []string{"a", "b", "c", "d"}
+	v.live["d"] = true
+	t.Run("a new server gets replicas, from one it does not lead", func(t *testing.T) {
+		ops := plan(cfg, v, 4)
+		if len(ops) != 1 || ops[0].kind != opMove || ops[0].to != "d" || ops[0].from != "a" || ops[0].rangeID != 3 {
+			t.Fatalf("plan = %+v, want range 3 moved from a to d", ops)
+		}
+	})
+	t.Run("even counts stay", func(t *testing.T) {
+		v := view(t0, mk(1, "", "", "a", "a", "b", "c"))
+		if ops := plan(cfg, v, 4); len(ops) != 0 {
+			t.Fatalf("plan = %+v, want nothing", ops)
+		}
+	})
+}

@@ -2,7 +2,9 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"sort"
 	"testing"
 	"time"
 
@@ -345,4 +347,87 @@ func noRetryClient(t *testing.T, c *Cluster) *aztables.ServiceClient {
 		t.Fatal(err)
 	}
 	return sc
+}
+
+// TestContinuationAcrossSplitAndMerge pages through a table while its range
+// is split and merged between pages: every entity comes back exactly once.
+func TestContinuationAcrossSplitAndMerge(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := startTuned(t, 3, quietPolicies, nil)
+	sc := serviceClient(t, c, 0)
+	ctx := ctxT(t, 2*time.Minute)
+	const table = "paging"
+	if _, err := sc.CreateTable(ctx, table, nil); err != nil {
+		t.Fatal(err)
+	}
+	tc := sc.NewClient(table)
+	want := map[string]bool{}
+	for i := 0; i < 260; i++ {
+		pk, rk := fmt.Sprintf("k%02d", i%26), fmt.Sprintf("r%03d", i)
+		if _, err := tc.AddEntity(ctx, []byte(fmt.Sprintf(`{"PartitionKey":%q,"RowKey":%q}`, pk, rk)), nil); err != nil {
+			t.Fatal(err)
+		}
+		want[pk+"/"+rk] = true
+	}
+	mc := masterClient(t, c)
+	reshape := []func() error{
+		func() error { // split ahead of the cursor
+			return mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
+				_, err := m.Split(ctx, &pb.SplitRequest{Table: table, PartitionKey: "k13"})
+				return err
+			})
+		},
+		func() error { // split behind and around it
+			return mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
+				_, err := m.Split(ctx, &pb.SplitRequest{Table: table, PartitionKey: "k05"})
+				return err
+			})
+		},
+		func() error { // merge everything back
+			for {
+				rs := tableRanges(partitionMap(t, mc), table)
+				if len(rs) == 1 {
+					return nil
+				}
+				sort.Slice(rs, func(i, j int) bool { return rs[i].GetStart() < rs[j].GetStart() })
+				if err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
+					_, err := m.Merge(ctx, &pb.MergeRequest{RangeId: rs[0].GetRangeId()})
+					return err
+				}); err != nil {
+					return err
+				}
+			}
+		},
+	}
+	seen := map[string]int{}
+	top := int32(23)
+	pager := tc.NewListEntitiesPager(&aztables.ListEntitiesOptions{Top: &top})
+	for page := 0; pager.More(); page++ {
+		resp, err := pager.NextPage(ctx)
+		if err != nil {
+			t.Fatalf("page %d: %v", page, err)
+		}
+		for _, raw := range resp.Entities {
+			var e aztables.EDMEntity
+			if err := json.Unmarshal(raw, &e); err != nil {
+				t.Fatal(err)
+			}
+			seen[e.PartitionKey+"/"+e.RowKey]++
+		}
+		if page < len(reshape) {
+			if err := reshape[page](); err != nil {
+				t.Fatalf("reshape after page %d: %v", page, err)
+			}
+		}
+	}
+	for k := range want {
+		if seen[k] != 1 {
+			t.Errorf("%s seen %d times", k, seen[k])
+		}
+	}
+	if len(seen) != len(want) {
+		t.Errorf("%d distinct entities, want %d", len(seen), len(want))
+	}
 }
