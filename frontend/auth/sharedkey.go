@@ -153,6 +153,17 @@ func candidatePaths(r *http.Request, account string) []string {
 
 // verifySharedKey checks an Authorization header against every candidate
 // canonicalized resource; comparisons are constant-time per candidate.
+// signatureMatches checks the signature over one canonicalized resource.
+func (a *Authenticator) signatureMatches(r *http.Request, hdr sharedKeyHeader, date, cr string) bool {
+	var sts string
+	if hdr.scheme == SchemeSharedKeyLite {
+		sts = sharedKeyLiteStringToSign(date, cr)
+	} else {
+		sts = sharedKeyStringToSign(r.Header, r.Method, date, cr)
+	}
+	return hmac.Equal(a.acct.mac(sts), hdr.signature)
+}
+
 func (a *Authenticator) verifySharedKey(r *http.Request, hdr sharedKeyHeader) (*Principal, error) {
 	if hdr.account != a.acct.Name {
 		return nil, authFailed("unknown account %q", hdr.account)
@@ -162,7 +173,10 @@ func (a *Authenticator) verifySharedKey(r *http.Request, hdr sharedKeyHeader) (*
 		return nil, authFailed("request has neither x-ms-date nor Date")
 	}
 	comp := compSuffix(r.URL)
-	paths := candidatePaths(r, a.acct.Name)
+	// The path as sent is what every SDK signs; the other spellings are
+	// only worked out when it does not match.
+	var paths []string
+	first := r.URL.EscapedPath()
 	now := a.now()
 	var dateErr error
 	checked := false
@@ -182,15 +196,14 @@ func (a *Authenticator) verifySharedKey(r *http.Request, hdr sharedKeyHeader) (*
 			continue
 		}
 		checked = true
-		for _, p := range paths {
-			cr := "/" + a.acct.Name + p + comp
-			var sts string
-			if hdr.scheme == SchemeSharedKeyLite {
-				sts = sharedKeyLiteStringToSign(date, cr)
-			} else {
-				sts = sharedKeyStringToSign(r.Header, r.Method, date, cr)
+		if paths == nil {
+			if a.signatureMatches(r, hdr, date, "/"+a.acct.Name+first+comp) {
+				return &Principal{kind: PrincipalSharedKey, account: a.acct.Name, scheme: hdr.scheme}, nil
 			}
-			if hmac.Equal(a.acct.mac(sts), hdr.signature) {
+			paths = candidatePaths(r, a.acct.Name)
+		}
+		for _, p := range paths {
+			if a.signatureMatches(r, hdr, date, "/"+a.acct.Name+p+comp) {
 				return &Principal{kind: PrincipalSharedKey, account: a.acct.Name, scheme: hdr.scheme}, nil
 			}
 		}
