@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
 
 	"tablestore/internal/failpoint"
 	"tablestore/internal/rpcerr"
@@ -41,21 +42,14 @@ func (v *service) SplitRange(ctx context.Context, req *pb.SplitRangeRequest) (*p
 	if err != nil {
 		return nil, err
 	}
-	data, err := fsm.Encode(pb.CommandKind_COMMAND_KIND_SPLIT, &pb.SplitCommand{
+	if err := failpoint.Inject("partitionserver/split/before-propose"); err != nil {
+		return nil, toStatus(r, err)
+	}
+	res, err := v.run(ctx, r, pb.CommandKind_COMMAND_KIND_SPLIT, &pb.SplitCommand{
 		SplitKey: req.GetSplitKey(), NewRangeId: req.GetNewRangeId(), PreferredLeader: req.GetPreferredLeader(),
 	})
 	if err != nil {
 		return nil, err
-	}
-	if err := failpoint.Inject("partitionserver/split/before-propose"); err != nil {
-		return nil, toStatus(r, err)
-	}
-	res, err := r.propose(ctx, data, v.s.cfg.ApplyTimeout)
-	if err == nil {
-		err = res.Err
-	}
-	if err != nil {
-		return nil, toStatus(r, err)
 	}
 	if err := failpoint.Inject("partitionserver/split/after-apply"); err != nil {
 		return nil, toStatus(r, err)
@@ -77,16 +71,9 @@ func (v *service) FreezeRange(ctx context.Context, req *pb.FreezeRangeRequest) (
 	if r.fsm.State().GetFrozen() {
 		return &pb.FreezeRangeResponse{Range: r.fsm.Descriptor()}, nil
 	}
-	data, err := fsm.Encode(pb.CommandKind_COMMAND_KIND_FREEZE, &pb.FreezeCommand{Generation: r.fsm.Descriptor().GetGeneration()})
+	res, err := v.run(ctx, r, pb.CommandKind_COMMAND_KIND_FREEZE, &pb.FreezeCommand{Generation: r.fsm.Descriptor().GetGeneration()})
 	if err != nil {
 		return nil, err
-	}
-	res, err := r.propose(ctx, data, v.s.cfg.ApplyTimeout)
-	if err == nil {
-		err = res.Err
-	}
-	if err != nil {
-		return nil, toStatus(r, err)
 	}
 	return &pb.FreezeRangeResponse{Range: res.Range}, nil
 }
@@ -146,9 +133,20 @@ func (v *service) AbsorbRange(ctx context.Context, req *pb.AbsorbRangeRequest) (
 	if err := failpoint.Inject("partitionserver/absorb/after-export"); err != nil {
 		return nil, toStatus(r, err)
 	}
-	data, err := fsm.Encode(pb.CommandKind_COMMAND_KIND_ABSORB, &pb.AbsorbCommand{
+	res, err := v.run(ctx, r, pb.CommandKind_COMMAND_KIND_ABSORB, &pb.AbsorbCommand{
 		Right: export.GetRange(), Rows: export.GetRows(), RightLastTimestampUnixNano: export.GetLastTimestampUnixNano(),
 	})
+	if err != nil {
+		return nil, err
+	}
+	v.s.logger.Info("range absorbed its right neighbour", "range", r.id, "right", right.GetRangeId(), "rows", len(export.GetRows()), "took", time.Since(start))
+	return &pb.AbsorbRangeResponse{Range: res.Range}, nil
+}
+
+// run proposes a reshaping command on r's log and returns its result, with
+// errors already translated for the caller.
+func (v *service) run(ctx context.Context, r *replica, kind pb.CommandKind, m proto.Message) (*fsm.Result, error) {
+	data, err := fsm.Encode(kind, m)
 	if err != nil {
 		return nil, err
 	}
@@ -159,8 +157,7 @@ func (v *service) AbsorbRange(ctx context.Context, req *pb.AbsorbRangeRequest) (
 	if err != nil {
 		return nil, toStatus(r, err)
 	}
-	v.s.logger.Info("range absorbed its right neighbour", "range", r.id, "right", right.GetRangeId(), "rows", len(export.GetRows()), "took", time.Since(start))
-	return &pb.AbsorbRangeResponse{Range: res.Range}, nil
+	return res, nil
 }
 
 func exportFrom(ctx context.Context, addr string, rangeID uint64) (*pb.ExportRangeResponse, error) {
@@ -216,16 +213,9 @@ func (v *service) ChangeReplicas(ctx context.Context, req *pb.ChangeReplicasRequ
 		}
 	}
 	sort.Slice(reps, func(i, j int) bool { return reps[i].GetServerId() < reps[j].GetServerId() })
-	data, err := fsm.Encode(pb.CommandKind_COMMAND_KIND_SET_REPLICAS, &pb.SetReplicasCommand{Replicas: reps})
+	res, err := v.run(ctx, r, pb.CommandKind_COMMAND_KIND_SET_REPLICAS, &pb.SetReplicasCommand{Replicas: reps})
 	if err != nil {
 		return nil, err
-	}
-	res, err := r.propose(ctx, data, timeout)
-	if err == nil {
-		err = res.Err
-	}
-	if err != nil {
-		return nil, toStatus(r, err)
 	}
 	return &pb.ChangeReplicasResponse{Range: res.Range}, nil
 }

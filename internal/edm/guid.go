@@ -81,3 +81,7 @@ func appendGuid(dst []byte, g [16]byte) []byte {
 	}
 	return dst
 }
+
+// GuidBytes parses a Guid in its 8-4-4-4-12 form into its 16 bytes, in
+// text order (the order Azure compares Guids in).
+func GuidBytes(s string) ([16]byte, bool) { return parseGuid(s) }

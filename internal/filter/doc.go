@@ -113,7 +113,7 @@
 //
 // Choices without direct evidence: a DateTime literal without a zone is
 // UTC; fraction digits beyond the seventh (100 ns, Azure's precision) are
-// dropped; Guid literals must use the 8-4-4-4-12 form; INF, -INF and NaN are
+// dropped; Guid literals are read as entity Guids are (edm.GuidBytes); INF, -INF and NaN are
 // read as Double literals as in OData v3.
 //
 // # Bounds

@@ -33,19 +33,12 @@ func countSpan(tx *bolt.Tx, d *pb.RangeDescriptor) (n, size uint64, err error) {
 	if err != nil || b == nil {
 		return 0, 0, err
 	}
-	lo, hi := span(d)
-	c := b.Cursor()
-	var k, v []byte
-	if lo == nil {
-		k, v = c.First()
-	} else {
-		k, v = c.Seek(lo)
-	}
-	for ; k != nil && (hi == nil || bytes.Compare(k, hi) < 0); k, v = c.Next() {
+	err = walkSpan(b, d, func(_, v []byte) error {
 		n++
 		size += uint64(len(v))
-	}
-	return n, size, nil
+		return nil
+	})
+	return n, size, err
 }
 
 // applySplit shrinks the range to [start, key) and stores the right-hand
@@ -199,18 +192,10 @@ func (r *Range) Export() (*pb.RangeDescriptor, []*pb.KV, int64, error) {
 		if err != nil || b == nil {
 			return err
 		}
-		lo, hi := span(desc)
-		c := b.Cursor()
-		var k, v []byte
-		if lo == nil {
-			k, v = c.First()
-		} else {
-			k, v = c.Seek(lo)
-		}
-		for ; k != nil && (hi == nil || bytes.Compare(k, hi) < 0); k, v = c.Next() {
+		return walkSpan(b, desc, func(k, v []byte) error {
 			rows = append(rows, &pb.KV{Key: append([]byte(nil), k...), Value: append([]byte(nil), v...)})
-		}
-		return nil
+			return nil
+		})
 	})
 	return desc, rows, last, err
 }
@@ -231,19 +216,11 @@ func (r *Range) MedianKey() (string, bool, error) {
 		if err != nil || b == nil {
 			return err
 		}
-		lo, hi := span(desc)
-		c := b.Cursor()
-		var k, v []byte
-		if lo == nil {
-			k, v = c.First()
-		} else {
-			k, v = c.Seek(lo)
-		}
 		var acc uint64
-		for ; k != nil && (hi == nil || bytes.Compare(k, hi) < 0); k, v = c.Next() {
+		return walkSpan(b, desc, func(k, v []byte) error {
 			acc += uint64(len(v))
 			if acc < half {
-				continue
+				return nil
 			}
 			pk, err := keys.DecodePartitionKey(k)
 			if err != nil {
@@ -251,10 +228,10 @@ func (r *Range) MedianKey() (string, bool, error) {
 			}
 			if pk > desc.GetStart() {
 				key, ok = pk, true
-				return nil
+				return errStopWalk
 			}
-		}
-		return nil
+			return nil
+		})
 	})
 	return key, ok, err
 }

@@ -62,21 +62,14 @@ func (s *snapshot) write(w io.Writer) error {
 		return err
 	}
 	if b != nil {
-		lo, hi := span(desc)
-		c := b.Cursor()
-		var k, v []byte
-		if lo == nil {
-			k, v = c.First()
-		} else {
-			k, v = c.Seek(lo)
-		}
-		for ; k != nil && (hi == nil || string(k) < string(hi)); k, v = c.Next() {
+		err := walkSpan(b, desc, func(k, v []byte) error {
 			if err := putBytes(k); err != nil {
 				return err
 			}
-			if err := putBytes(v); err != nil {
-				return err
-			}
+			return putBytes(v)
+		})
+		if err != nil {
+			return err
 		}
 	}
 	if err := putBytes(nil); err != nil {

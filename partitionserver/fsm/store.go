@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -328,6 +329,32 @@ func span(d *pb.RangeDescriptor) (lo, hi []byte) {
 		hi = keys.PartitionStart(d.GetEnd())
 	}
 	return lo, hi
+}
+
+// errStopWalk ends a walkSpan early without an error.
+var errStopWalk = errors.New("fsm: stop walk")
+
+// walkSpan calls fn for every entity key and value of the descriptor's span
+// in b, in key order, until fn returns an error (errStopWalk: stop quietly).
+// fn must not modify b.
+func walkSpan(b *bolt.Bucket, d *pb.RangeDescriptor, fn func(k, v []byte) error) error {
+	lo, hi := span(d)
+	c := b.Cursor()
+	var k, v []byte
+	if lo == nil {
+		k, v = c.First()
+	} else {
+		k, v = c.Seek(lo)
+	}
+	for ; k != nil && (hi == nil || bytes.Compare(k, hi) < 0); k, v = c.Next() {
+		if err := fn(k, v); err != nil {
+			if errors.Is(err, errStopWalk) {
+				return nil
+			}
+			return err
+		}
+	}
+	return nil
 }
 
 // InRange reports whether PartitionKey pk belongs to the descriptor.
