@@ -102,12 +102,14 @@ func waitForSignal() os.Signal {
 	return <-ch
 }
 
-func runDev(args []string) error {
-	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
-	cfg := cluster.DefaultDevConfig()
-	cfg.RegisterFlags(fs)
+// serve parses a server role's flags, starts it, and stops it on SIGINT or
+// SIGTERM.
+func serve(name string, args []string, metricsDefault string, register func(*flag.FlagSet),
+	start func(*slog.Logger) (stop func() error, err error)) error {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	register(fs)
 	var cm common
-	cm.register(fs, "127.0.0.1:9090")
+	cm.register(fs, metricsDefault)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -115,90 +117,62 @@ func runDev(args []string) error {
 	if err != nil {
 		return err
 	}
-	c, err := cluster.StartDev(cfg, logger)
+	stop, err := start(logger)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("tablestore dev is ready.\nTable endpoint: %s\nConnection string:\n%s\n", c.Endpoint(0), c.ConnectionString(0))
 	sig := waitForSignal()
 	logger.Info("shutting down", "signal", sig.String())
-	c.Close()
-	return nil
+	return stop()
+}
+
+func runDev(args []string) error {
+	cfg := cluster.DefaultDevConfig()
+	return serve("dev", args, "127.0.0.1:9090", cfg.RegisterFlags, func(logger *slog.Logger) (func() error, error) {
+		c, err := cluster.StartDev(cfg, logger)
+		if err != nil {
+			return nil, err
+		}
+		fmt.Printf("tablestore dev is ready.\nTable endpoint: %s\nConnection string:\n%s\n", c.Endpoint(0), c.ConnectionString(0))
+		return func() error { c.Close(); return nil }, nil
+	})
 }
 
 func runMaster(args []string) error {
-	fs := flag.NewFlagSet("master", flag.ContinueOnError)
 	cfg := master.DefaultConfig()
-	cfg.RegisterFlags(fs)
-	var cm common
-	cm.register(fs, "")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	logger, err := cm.start()
-	if err != nil {
-		return err
-	}
-	s, err := master.New(cfg, logger)
-	if err != nil {
-		return err
-	}
-	if err := s.Start(); err != nil {
-		return err
-	}
-	sig := waitForSignal()
-	logger.Info("shutting down", "signal", sig.String())
-	return s.Close()
+	return serve("master", args, "", cfg.RegisterFlags, func(logger *slog.Logger) (func() error, error) {
+		s, err := master.New(cfg, logger)
+		if err != nil {
+			return nil, err
+		}
+		return s.Close, s.Start()
+	})
 }
 
 func runPartitionServer(args []string) error {
-	fs := flag.NewFlagSet("partitionserver", flag.ContinueOnError)
 	cfg := partitionserver.DefaultConfig()
-	cfg.RegisterFlags(fs)
-	var cm common
-	cm.register(fs, "")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	logger, err := cm.start()
-	if err != nil {
-		return err
-	}
-	s, err := partitionserver.New(cfg, logger)
-	if err != nil {
-		return err
-	}
-	if err := s.Start(); err != nil {
-		return err
-	}
-	sig := waitForSignal()
-	logger.Info("shutting down", "signal", sig.String())
-	return s.Close()
+	return serve("partitionserver", args, "", cfg.RegisterFlags, func(logger *slog.Logger) (func() error, error) {
+		s, err := partitionserver.New(cfg, logger)
+		if err != nil {
+			return nil, err
+		}
+		return s.Close, s.Start()
+	})
 }
 
 func runFrontend(args []string) error {
-	fs := flag.NewFlagSet("frontend", flag.ContinueOnError)
-	fcfg := frontend.DefaultConfig()
-	fcfg.RegisterFlags(fs)
-	rcfg := router.DefaultConfig()
-	rcfg.RegisterFlags(fs)
-	var cm common
-	cm.register(fs, "")
-	if err := fs.Parse(args); err != nil {
-		return err
+	fcfg, rcfg := frontend.DefaultConfig(), router.DefaultConfig()
+	register := func(fs *flag.FlagSet) {
+		fcfg.RegisterFlags(fs)
+		rcfg.RegisterFlags(fs)
 	}
-	logger, err := cm.start()
-	if err != nil {
-		return err
-	}
-	n, err := cluster.StartFrontend(fcfg, rcfg, logger)
-	if err != nil {
-		return err
-	}
-	sig := waitForSignal()
-	logger.Info("shutting down", "signal", sig.String())
-	n.Close()
-	return nil
+	return serve("frontend", args, "", register, func(logger *slog.Logger) (func() error, error) {
+		n, err := cluster.StartFrontend(fcfg, rcfg, logger)
+		if err != nil {
+			return nil, err
+		}
+		return func() error { n.Close(); return nil }, nil
+	})
 }
 
 func runCtl(args []string) error { return ctl.Run(args, os.Stdout, os.Stderr) }
