@@ -188,7 +188,7 @@ func plan(cfg PolicyConfig, v clusterView, slots int) []op {
 		}
 		l := r.load.GetEntitiesPerSec()
 		if !r.hotSince.IsZero() && v.now.Sub(r.hotSince) >= cfg.SplitWindow {
-			if key, share, ok := loadSplitKey(r.desc, r.load.GetHotKeys()); ok && share < cfg.SingleKeyShare {
+			if key, share, ok := loadSplitKey(r.desc, r.load); ok && share < cfg.SingleKeyShare {
 				add(op{kind: opSplit, rangeID: r.desc.GetRangeId(), key: key,
 					figures: map[string]float64{"entities_per_sec": l, "top_key_share": share, "window_seconds": v.now.Sub(r.hotSince).Seconds()},
 					reason:  fmt.Sprintf("load %.0f entities/s over %.0f for %v", l, cfg.SplitLoad, v.now.Sub(r.hotSince).Round(time.Millisecond))})
@@ -289,12 +289,20 @@ func balanceReplicas(v clusterView) (op, bool) {
 	return op{}, false
 }
 
-// loadSplitKey picks the load-weighted median PartitionKey of the sampled
-// keys inside the range, and the busiest key's share of the sample.
-func loadSplitKey(d *pb.RangeDescriptor, hot []*pb.KeyLoad) (string, float64, bool) {
+// loadSplitKey picks the load-weighted median PartitionKey of the range's
+// load sample, and the busiest key's share of the load (from the hot keys;
+// a range whose load is one key cannot be split usefully).
+func loadSplitKey(d *pb.RangeDescriptor, l *pb.RangeLoad) (string, float64, bool) {
+	sample := l.GetLoadSample()
+	if len(sample) == 0 {
+		sample = l.GetHotKeys()
+	}
 	var keys []*pb.KeyLoad
 	total, top := 0.0, 0.0
-	for _, k := range hot {
+	for _, k := range l.GetHotKeys() {
+		top = max(top, k.GetEntitiesPerSec())
+	}
+	for _, k := range sample {
 		if k.GetPartitionKey() < d.GetStart() || (d.GetEnd() != "" && k.GetPartitionKey() >= d.GetEnd()) {
 			continue
 		}

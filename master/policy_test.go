@@ -1,6 +1,7 @@
 package master
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -49,14 +50,14 @@ func TestLoadSplitKey(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			key, share, ok := loadSplitKey(d, c.hot)
+			key, share, ok := loadSplitKey(d, &pb.RangeLoad{HotKeys: c.hot})
 			if key != c.wantKey || ok != c.wantOK || (ok && share != c.wantShare) {
 				t.Fatalf("loadSplitKey = %q, %.3f, %v; want %q, %.3f, %v", key, share, ok, c.wantKey, c.wantShare, c.wantOK)
 			}
 		})
 	}
 	t.Run("keys outside the range are ignored", func(t *testing.T) {
-		key, _, ok := loadSplitKey(desc(2, "m", "t"), keys("a", 900.0, "n", 100.0, "p", 100.0, "z", 900.0))
+		key, _, ok := loadSplitKey(desc(2, "m", "t"), &pb.RangeLoad{HotKeys: keys("a", 900.0, "n", 100.0, "p", 100.0, "z", 900.0)})
 		if !ok || key != "p" {
 			t.Fatalf("got %q %v, want p", key, ok)
 		}
@@ -220,4 +221,18 @@ func TestPlanBalancesReplicas(t *testing.T) {
 			t.Fatalf("plan = %+v, want nothing", ops)
 		}
 	})
+}
+
+func TestLoadSplitKeyUsesTheLoadSample(t *testing.T) {
+	// 200 keys of equal load: the busiest-keys list is arbitrary, the
+	// sample is not; the split must land near the middle.
+	var sample []*pb.KeyLoad
+	for i := 0; i < 16; i++ {
+		sample = append(sample, &pb.KeyLoad{PartitionKey: fmt.Sprintf("p%04d", (i+1)*200/16-1), EntitiesPerSec: 100})
+	}
+	l := &pb.RangeLoad{EntitiesPerSec: 1600, HotKeys: keys("p0000", 10.0, "p0001", 10.0), LoadSample: sample}
+	key, share, ok := loadSplitKey(desc(1, "", ""), l)
+	if !ok || key < "p0080" || key > "p0120" || share > 0.5 {
+		t.Fatalf("loadSplitKey = %q, %.2f, %v; want a key near p0100", key, share, ok)
+	}
 }

@@ -32,7 +32,7 @@ func (s *Server) statuses() []*pb.RangeStatus {
 	for _, r := range reps {
 		st := r.fsm.State()
 		rs, ws, es := r.load.rates()
-		hot, distinct, throttled := r.keys.roll(s.cfg.HotKeys)
+		hot, sample, distinct, throttled := r.keys.roll(s.cfg.HotKeys)
 		leader := r.isLeader()
 		if leader {
 			rangeEntitiesPerSec.WithLabelValues(strconv.FormatUint(r.id, 10), st.GetRange().GetTable()).Set(es)
@@ -49,7 +49,7 @@ func (s *Server) statuses() []*pb.RangeStatus {
 			Load: &pb.RangeLoad{
 				ReadsPerSec: rs, WritesPerSec: ws, EntitiesPerSec: es,
 				EntityCount: st.GetEntityCount(), Bytes: st.GetBytes(),
-				HotKeys: hot, DistinctKeys: uint32(distinct), ThrottledPerSec: throttled,
+				HotKeys: hot, LoadSample: sample, DistinctKeys: uint32(distinct), ThrottledPerSec: throttled,
 			},
 		})
 	}

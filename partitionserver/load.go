@@ -46,9 +46,10 @@ func (m *keyMeter) throttle() {
 	m.mu.Unlock()
 }
 
-// roll closes the window and returns its top keys by rate, the number of
-// distinct keys and the throttled requests per second.
-func (m *keyMeter) roll(top int) ([]*pb.KeyLoad, int, float64) {
+// roll closes the window and returns its busiest keys by rate, a
+// load-weighted sample of top keys in key order (see loadSample), the number
+// of distinct keys and the throttled requests per second.
+func (m *keyMeter) roll(top int) (hot, sample []*pb.KeyLoad, distinct int, throttledPerSec float64) {
 	m.mu.Lock()
 	cur, distinct, throttled, start := m.cur, m.distinct, m.throttled, m.start
 	m.cur, m.distinct, m.throttled, m.start = make(map[string]float64, len(cur)), 0, 0, time.Now()
@@ -57,20 +58,47 @@ func (m *keyMeter) roll(top int) ([]*pb.KeyLoad, int, float64) {
 	if secs <= 0 {
 		secs = 1
 	}
-	out := make([]*pb.KeyLoad, 0, len(cur))
+	all := make([]*pb.KeyLoad, 0, len(cur))
 	for k, v := range cur {
-		out = append(out, &pb.KeyLoad{PartitionKey: k, EntitiesPerSec: v / secs})
+		all = append(all, &pb.KeyLoad{PartitionKey: k, EntitiesPerSec: v / secs})
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].EntitiesPerSec != out[j].EntitiesPerSec {
-			return out[i].EntitiesPerSec > out[j].EntitiesPerSec
+	sort.Slice(all, func(i, j int) bool { return all[i].PartitionKey < all[j].PartitionKey })
+	sample = loadSample(all, top)
+	hot = append([]*pb.KeyLoad(nil), all...)
+	sort.SliceStable(hot, func(i, j int) bool { return hot[i].EntitiesPerSec > hot[j].EntitiesPerSec })
+	if len(hot) > top {
+		hot = hot[:top]
+	}
+	return hot, sample, distinct, float64(throttled) / secs
+}
+
+// loadSample reduces keys (in key order) to at most n entries at even steps
+// of cumulative load, each carrying the load since the previous entry: the
+// weighted median of the sample is the key that halves the range's load,
+// whatever the number of keys. A key with most of the load crosses many
+// steps at once and appears once with that weight.
+func loadSample(keys []*pb.KeyLoad, n int) []*pb.KeyLoad {
+	if len(keys) <= n {
+		return keys
+	}
+	total := 0.0
+	for _, k := range keys {
+		total += k.GetEntitiesPerSec()
+	}
+	if total <= 0 {
+		return nil
+	}
+	step := total / float64(n)
+	var out []*pb.KeyLoad
+	acc, emitted := 0.0, 0.0
+	for _, k := range keys {
+		acc += k.GetEntitiesPerSec()
+		if acc >= emitted+step || k == keys[len(keys)-1] {
+			out = append(out, &pb.KeyLoad{PartitionKey: k.GetPartitionKey(), EntitiesPerSec: acc - emitted})
+			emitted = acc
 		}
-		return out[i].PartitionKey < out[j].PartitionKey
-	})
-	if len(out) > top {
-		out = out[:top]
 	}
-	return out, distinct, float64(throttled) / secs
+	return out
 }
 
 // throttle is a token bucket per PartitionKey: Azure serves one partition up

@@ -76,6 +76,7 @@ func usage(w io.Writer) {
 type common struct {
 	logLevel    string
 	metricsAddr string
+	metrics     *metricsbridge.Listener
 }
 
 func (c *common) register(fs *flag.FlagSet, metricsDefault string) {
@@ -90,9 +91,11 @@ func (c *common) start() (*slog.Logger, error) {
 	}
 	slog.SetDefault(logger)
 	metricsbridge.InstallRaftSink()
-	if _, err := metricsbridge.Serve(c.metricsAddr); err != nil {
+	m, err := metricsbridge.Serve(c.metricsAddr)
+	if err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
+	c.metrics = m
 	return logger, nil
 }
 
@@ -105,7 +108,7 @@ func waitForSignal() os.Signal {
 // serve parses a server role's flags, starts it, and stops it on SIGINT or
 // SIGTERM.
 func serve(name string, args []string, metricsDefault string, register func(*flag.FlagSet),
-	start func(*slog.Logger) (stop func() error, err error)) error {
+	start func(*slog.Logger, *metricsbridge.Listener) (stop func() error, err error)) error {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	register(fs)
 	var cm common
@@ -117,7 +120,7 @@ func serve(name string, args []string, metricsDefault string, register func(*fla
 	if err != nil {
 		return err
 	}
-	stop, err := start(logger)
+	stop, err := start(logger, cm.metrics)
 	if err != nil {
 		return err
 	}
@@ -128,11 +131,13 @@ func serve(name string, args []string, metricsDefault string, register func(*fla
 
 func runDev(args []string) error {
 	cfg := cluster.DefaultDevConfig()
-	return serve("dev", args, "127.0.0.1:9090", cfg.RegisterFlags, func(logger *slog.Logger) (func() error, error) {
+	return serve("dev", args, "127.0.0.1:9090", cfg.RegisterFlags, func(logger *slog.Logger, m *metricsbridge.Listener) (func() error, error) {
 		c, err := cluster.StartDev(cfg, logger)
 		if err != nil {
 			return nil, err
 		}
+		m.Handle("/dashboard", c.Masters[0].Server.DashboardHandler())
+		m.Handle("/dashboard/", c.Masters[0].Server.DashboardHandler())
 		fmt.Printf("tablestore dev is ready.\nTable endpoint: %s\nConnection string:\n%s\n", c.Endpoint(0), c.ConnectionString(0))
 		return func() error { c.Close(); return nil }, nil
 	})
@@ -140,18 +145,20 @@ func runDev(args []string) error {
 
 func runMaster(args []string) error {
 	cfg := master.DefaultConfig()
-	return serve("master", args, "", cfg.RegisterFlags, func(logger *slog.Logger) (func() error, error) {
+	return serve("master", args, "", cfg.RegisterFlags, func(logger *slog.Logger, m *metricsbridge.Listener) (func() error, error) {
 		s, err := master.New(cfg, logger)
 		if err != nil {
 			return nil, err
 		}
+		m.Handle("/dashboard", s.DashboardHandler())
+		m.Handle("/dashboard/", s.DashboardHandler())
 		return s.Close, s.Start()
 	})
 }
 
 func runPartitionServer(args []string) error {
 	cfg := partitionserver.DefaultConfig()
-	return serve("partitionserver", args, "", cfg.RegisterFlags, func(logger *slog.Logger) (func() error, error) {
+	return serve("partitionserver", args, "", cfg.RegisterFlags, func(logger *slog.Logger, _ *metricsbridge.Listener) (func() error, error) {
 		s, err := partitionserver.New(cfg, logger)
 		if err != nil {
 			return nil, err
@@ -166,7 +173,7 @@ func runFrontend(args []string) error {
 		fcfg.RegisterFlags(fs)
 		rcfg.RegisterFlags(fs)
 	}
-	return serve("frontend", args, "", register, func(logger *slog.Logger) (func() error, error) {
+	return serve("frontend", args, "", register, func(logger *slog.Logger, _ *metricsbridge.Listener) (func() error, error) {
 		n, err := cluster.StartFrontend(fcfg, rcfg, logger)
 		if err != nil {
 			return nil, err

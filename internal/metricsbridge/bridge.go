@@ -38,9 +38,22 @@ func InstallRaftSink() {
 	})
 }
 
-// Serve serves /metrics on addr until the listener is closed; an empty
-// addr serves nothing.
-func Serve(addr string) (*http.Server, error) {
+// Listener is the process's metrics listener; roles mount more pages on it
+// (the master's dashboard).
+type Listener struct {
+	mux *http.ServeMux
+}
+
+// Handle mounts h at pattern; a nil Listener (metrics off) ignores it.
+func (l *Listener) Handle(pattern string, h http.Handler) {
+	if l != nil {
+		l.mux.Handle(pattern, h)
+	}
+}
+
+// Serve serves /metrics and /debug/pprof on addr until the process ends; an
+// empty addr serves nothing and returns a nil Listener.
+func Serve(addr string) (*Listener, error) {
 	if addr == "" {
 		return nil, nil
 	}
@@ -59,5 +72,5 @@ func Serve(addr string) (*http.Server, error) {
 			_ = err
 		}
 	}()
-	return srv, nil
+	return &Listener{mux: mux}, nil
 }

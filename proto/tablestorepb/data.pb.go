@@ -671,8 +671,12 @@ type RangeLoad struct {
 	DistinctKeys uint32 `protobuf:"varint,7,opt,name=distinct_keys,json=distinctKeys,proto3" json:"distinct_keys,omitempty"`
 	// Requests refused by the per-partition throttle, per second.
 	ThrottledPerSec float64 `protobuf:"fixed64,8,opt,name=throttled_per_sec,json=throttledPerSec,proto3" json:"throttled_per_sec,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// A load-weighted sample for choosing split keys: PartitionKeys in key
+	// order at even steps of cumulative load, each with the load of the keys
+	// since the previous one (all keys when there are few).
+	LoadSample    []*KeyLoad `protobuf:"bytes,9,rep,name=load_sample,json=loadSample,proto3" json:"load_sample,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RangeLoad) Reset() {
@@ -759,6 +763,13 @@ func (x *RangeLoad) GetThrottledPerSec() float64 {
 		return x.ThrottledPerSec
 	}
 	return 0
+}
+
+func (x *RangeLoad) GetLoadSample() []*KeyLoad {
+	if x != nil {
+		return x.LoadSample
+	}
+	return nil
 }
 
 // KeyLoad is the load on one PartitionKey.
@@ -2311,7 +2322,7 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x1b\n" +
 	"\traft_addr\x18\x03 \x01(\tR\braftAddr\x12\x14\n" +
 	"\x05alive\x18\x04 \x01(\bR\x05alive\x127\n" +
-	"\x18last_heartbeat_unix_nano\x18\x05 \x01(\x03R\x15lastHeartbeatUnixNano\"\xbc\x02\n" +
+	"\x18last_heartbeat_unix_nano\x18\x05 \x01(\x03R\x15lastHeartbeatUnixNano\"\xf5\x02\n" +
 	"\tRangeLoad\x12\"\n" +
 	"\rreads_per_sec\x18\x01 \x01(\x01R\vreadsPerSec\x12$\n" +
 	"\x0ewrites_per_sec\x18\x02 \x01(\x01R\fwritesPerSec\x12(\n" +
@@ -2320,7 +2331,9 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x05bytes\x18\x05 \x01(\x04R\x05bytes\x121\n" +
 	"\bhot_keys\x18\x06 \x03(\v2\x16.tablestore.v1.KeyLoadR\ahotKeys\x12#\n" +
 	"\rdistinct_keys\x18\a \x01(\rR\fdistinctKeys\x12*\n" +
-	"\x11throttled_per_sec\x18\b \x01(\x01R\x0fthrottledPerSec\"X\n" +
+	"\x11throttled_per_sec\x18\b \x01(\x01R\x0fthrottledPerSec\x127\n" +
+	"\vload_sample\x18\t \x03(\v2\x16.tablestore.v1.KeyLoadR\n" +
+	"loadSample\"X\n" +
 	"\aKeyLoad\x12#\n" +
 	"\rpartition_key\x18\x01 \x01(\tR\fpartitionKey\x12(\n" +
 	"\x10entities_per_sec\x18\x02 \x01(\x01R\x0eentitiesPerSec\"\x85\x03\n" +
@@ -2540,39 +2553,40 @@ var file_tablestore_v1_data_proto_depIdxs = []int32{
 	4,  // 0: tablestore.v1.RangeDescriptor.replicas:type_name -> tablestore.v1.Replica
 	7,  // 1: tablestore.v1.Table.acl:type_name -> tablestore.v1.SignedIdentifier
 	10, // 2: tablestore.v1.RangeLoad.hot_keys:type_name -> tablestore.v1.KeyLoad
-	0,  // 3: tablestore.v1.Event.kind:type_name -> tablestore.v1.EventKind
-	34, // 4: tablestore.v1.Event.figures:type_name -> tablestore.v1.Event.FiguresEntry
-	9,  // 5: tablestore.v1.RangeStatus.load:type_name -> tablestore.v1.RangeLoad
-	5,  // 6: tablestore.v1.RangeStatus.range:type_name -> tablestore.v1.RangeDescriptor
-	6,  // 7: tablestore.v1.PartitionMap.tables:type_name -> tablestore.v1.Table
-	5,  // 8: tablestore.v1.PartitionMap.ranges:type_name -> tablestore.v1.RangeDescriptor
-	8,  // 9: tablestore.v1.PartitionMap.servers:type_name -> tablestore.v1.ServerInfo
-	35, // 10: tablestore.v1.PartitionMap.leaders:type_name -> tablestore.v1.PartitionMap.LeadersEntry
-	36, // 11: tablestore.v1.PartitionMap.loads:type_name -> tablestore.v1.PartitionMap.LoadsEntry
-	1,  // 12: tablestore.v1.EntityOp.kind:type_name -> tablestore.v1.OpKind
-	2,  // 13: tablestore.v1.Command.kind:type_name -> tablestore.v1.CommandKind
-	14, // 14: tablestore.v1.WriteCommand.ops:type_name -> tablestore.v1.EntityOp
-	5,  // 15: tablestore.v1.AbsorbCommand.right:type_name -> tablestore.v1.RangeDescriptor
-	19, // 16: tablestore.v1.AbsorbCommand.rows:type_name -> tablestore.v1.KV
-	4,  // 17: tablestore.v1.SetReplicasCommand.replicas:type_name -> tablestore.v1.Replica
-	5,  // 18: tablestore.v1.RangeState.range:type_name -> tablestore.v1.RangeDescriptor
-	5,  // 19: tablestore.v1.UpdateRangesCommand.ranges:type_name -> tablestore.v1.RangeDescriptor
-	11, // 20: tablestore.v1.AppendEventCommand.event:type_name -> tablestore.v1.Event
-	5,  // 21: tablestore.v1.RemoveRangeCommand.absorbed_by:type_name -> tablestore.v1.RangeDescriptor
-	3,  // 22: tablestore.v1.MasterCommand.kind:type_name -> tablestore.v1.MasterCommandKind
-	8,  // 23: tablestore.v1.RegisterServerCommand.server:type_name -> tablestore.v1.ServerInfo
-	4,  // 24: tablestore.v1.CreateTableCommand.replicas:type_name -> tablestore.v1.Replica
-	7,  // 25: tablestore.v1.SetTableACLCommand.acl:type_name -> tablestore.v1.SignedIdentifier
-	6,  // 26: tablestore.v1.MasterSnapshot.tables:type_name -> tablestore.v1.Table
-	5,  // 27: tablestore.v1.MasterSnapshot.ranges:type_name -> tablestore.v1.RangeDescriptor
-	8,  // 28: tablestore.v1.MasterSnapshot.servers:type_name -> tablestore.v1.ServerInfo
-	11, // 29: tablestore.v1.MasterSnapshot.events:type_name -> tablestore.v1.Event
-	9,  // 30: tablestore.v1.PartitionMap.LoadsEntry.value:type_name -> tablestore.v1.RangeLoad
-	31, // [31:31] is the sub-list for method output_type
-	31, // [31:31] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	10, // 3: tablestore.v1.RangeLoad.load_sample:type_name -> tablestore.v1.KeyLoad
+	0,  // 4: tablestore.v1.Event.kind:type_name -> tablestore.v1.EventKind
+	34, // 5: tablestore.v1.Event.figures:type_name -> tablestore.v1.Event.FiguresEntry
+	9,  // 6: tablestore.v1.RangeStatus.load:type_name -> tablestore.v1.RangeLoad
+	5,  // 7: tablestore.v1.RangeStatus.range:type_name -> tablestore.v1.RangeDescriptor
+	6,  // 8: tablestore.v1.PartitionMap.tables:type_name -> tablestore.v1.Table
+	5,  // 9: tablestore.v1.PartitionMap.ranges:type_name -> tablestore.v1.RangeDescriptor
+	8,  // 10: tablestore.v1.PartitionMap.servers:type_name -> tablestore.v1.ServerInfo
+	35, // 11: tablestore.v1.PartitionMap.leaders:type_name -> tablestore.v1.PartitionMap.LeadersEntry
+	36, // 12: tablestore.v1.PartitionMap.loads:type_name -> tablestore.v1.PartitionMap.LoadsEntry
+	1,  // 13: tablestore.v1.EntityOp.kind:type_name -> tablestore.v1.OpKind
+	2,  // 14: tablestore.v1.Command.kind:type_name -> tablestore.v1.CommandKind
+	14, // 15: tablestore.v1.WriteCommand.ops:type_name -> tablestore.v1.EntityOp
+	5,  // 16: tablestore.v1.AbsorbCommand.right:type_name -> tablestore.v1.RangeDescriptor
+	19, // 17: tablestore.v1.AbsorbCommand.rows:type_name -> tablestore.v1.KV
+	4,  // 18: tablestore.v1.SetReplicasCommand.replicas:type_name -> tablestore.v1.Replica
+	5,  // 19: tablestore.v1.RangeState.range:type_name -> tablestore.v1.RangeDescriptor
+	5,  // 20: tablestore.v1.UpdateRangesCommand.ranges:type_name -> tablestore.v1.RangeDescriptor
+	11, // 21: tablestore.v1.AppendEventCommand.event:type_name -> tablestore.v1.Event
+	5,  // 22: tablestore.v1.RemoveRangeCommand.absorbed_by:type_name -> tablestore.v1.RangeDescriptor
+	3,  // 23: tablestore.v1.MasterCommand.kind:type_name -> tablestore.v1.MasterCommandKind
+	8,  // 24: tablestore.v1.RegisterServerCommand.server:type_name -> tablestore.v1.ServerInfo
+	4,  // 25: tablestore.v1.CreateTableCommand.replicas:type_name -> tablestore.v1.Replica
+	7,  // 26: tablestore.v1.SetTableACLCommand.acl:type_name -> tablestore.v1.SignedIdentifier
+	6,  // 27: tablestore.v1.MasterSnapshot.tables:type_name -> tablestore.v1.Table
+	5,  // 28: tablestore.v1.MasterSnapshot.ranges:type_name -> tablestore.v1.RangeDescriptor
+	8,  // 29: tablestore.v1.MasterSnapshot.servers:type_name -> tablestore.v1.ServerInfo
+	11, // 30: tablestore.v1.MasterSnapshot.events:type_name -> tablestore.v1.Event
+	9,  // 31: tablestore.v1.PartitionMap.LoadsEntry.value:type_name -> tablestore.v1.RangeLoad
+	32, // [32:32] is the sub-list for method output_type
+	32, // [32:32] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_tablestore_v1_data_proto_init() }

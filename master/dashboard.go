@@ -1,0 +1,170 @@
+package master
+
+import (
+	"embed"
+	"encoding/json"
+	"net/http"
+	"sort"
+	"time"
+
+	pb "tablestore/proto/tablestorepb"
+)
+
+//go:embed dashboard/index.html
+var dashboardFS embed.FS
+
+// dashboardState is what the dashboard page polls: the partition map with
+// leaders and load, the servers, and the latest events.
+type dashboardState struct {
+	Leader  bool             `json:"leader"`
+	Time    time.Time        `json:"time"`
+	Tables  []dashboardTable `json:"tables"`
+	Servers []dashboardSrv   `json:"servers"`
+	Events  []dashboardEvent `json:"events"`
+}
+
+type dashboardTable struct {
+	Name   string           `json:"name"`
+	Ranges []dashboardRange `json:"ranges"`
+}
+
+type dashboardRange struct {
+	ID              uint64   `json:"id"`
+	Start           string   `json:"start"`
+	End             string   `json:"end"`
+	Generation      uint64   `json:"generation"`
+	Replicas        []string `json:"replicas"`
+	Leader          string   `json:"leader"`
+	EntitiesPerSec  float64  `json:"entities_per_sec"`
+	ThrottledPerSec float64  `json:"throttled_per_sec"`
+	Entities        uint64   `json:"entities"`
+	Bytes           uint64   `json:"bytes"`
+	HotKeys         []string `json:"hot_keys"`
+}
+
+type dashboardSrv struct {
+	ID             string  `json:"id"`
+	Alive          bool    `json:"alive"`
+	Replicas       int     `json:"replicas"`
+	Leaders        int     `json:"leaders"`
+	EntitiesPerSec float64 `json:"entities_per_sec"`
+}
+
+type dashboardEvent struct {
+	Seq      uint64             `json:"seq"`
+	Time     time.Time          `json:"time"`
+	Kind     string             `json:"kind"`
+	Table    string             `json:"table"`
+	Message  string             `json:"message"`
+	Cause    string             `json:"cause"`
+	Duration float64            `json:"duration_seconds"`
+	Figures  map[string]float64 `json:"figures"`
+}
+
+// DashboardHandler serves the live dashboard (/dashboard) and its data
+// (/dashboard/state): the partition map per table with load heat and
+// leaders, the servers, and the event timeline. Only the leader has load
+// and leaders; a follower says so.
+func (s *Server) DashboardHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/dashboard", func(w http.ResponseWriter, r *http.Request) {
+		b, _ := dashboardFS.ReadFile("dashboard/index.html")
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.Write(b)
+	})
+	mux.HandleFunc("/dashboard/state", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(s.dashboardState())
+	})
+	return mux
+}
+
+func (s *Server) dashboardState() dashboardState {
+	m := s.PartitionMap()
+	st := dashboardState{Leader: s.IsLeader(), Time: time.Now()}
+	byTable := map[uint64]*dashboardTable{}
+	for _, t := range m.GetTables() {
+		byTable[t.GetTableId()] = &dashboardTable{Name: t.GetName()}
+	}
+	srv := map[string]*dashboardSrv{}
+	for _, sv := range m.GetServers() {
+		srv[sv.GetServerId()] = &dashboardSrv{ID: sv.GetServerId(), Alive: sv.GetAlive()}
+	}
+	for _, r := range m.GetRanges() {
+		t := byTable[r.GetTableId()]
+		if t == nil {
+			continue
+		}
+		load := m.GetLoads()[r.GetRangeId()]
+		dr := dashboardRange{
+			ID: r.GetRangeId(), Start: r.GetStart(), End: r.GetEnd(), Generation: r.GetGeneration(),
+			Leader: m.GetLeaders()[r.GetRangeId()], EntitiesPerSec: load.GetEntitiesPerSec(),
+			ThrottledPerSec: load.GetThrottledPerSec(), Entities: load.GetEntityCount(), Bytes: load.GetBytes(),
+		}
+		for _, rep := range r.GetReplicas() {
+			dr.Replicas = append(dr.Replicas, rep.GetServerId())
+			if sv := srv[rep.GetServerId()]; sv != nil {
+				sv.Replicas++
+			}
+		}
+		if sv := srv[dr.Leader]; sv != nil {
+			sv.Leaders++
+			sv.EntitiesPerSec += dr.EntitiesPerSec
+		}
+		for i, k := range load.GetHotKeys() {
+			if i == 3 {
+				break
+			}
+			dr.HotKeys = append(dr.HotKeys, k.GetPartitionKey())
+		}
+		t.Ranges = append(t.Ranges, dr)
+	}
+	for _, t := range byTable {
+		sort.Slice(t.Ranges, func(i, j int) bool { return t.Ranges[i].Start < t.Ranges[j].Start })
+		st.Tables = append(st.Tables, *t)
+	}
+	sort.Slice(st.Tables, func(i, j int) bool { return st.Tables[i].Name < st.Tables[j].Name })
+	for _, sv := range srv {
+		st.Servers = append(st.Servers, *sv)
+	}
+	sort.Slice(st.Servers, func(i, j int) bool { return st.Servers[i].ID < st.Servers[j].ID })
+	var events []*pb.Event
+	s.fsm.read(func(fs *state) {
+		n := len(fs.events)
+		events = append(events, fs.events[max(0, n-50):]...)
+	})
+	for i := len(events) - 1; i >= 0; i-- {
+		e := events[i]
+		st.Events = append(st.Events, dashboardEvent{
+			Seq: e.GetSeq(), Time: time.Unix(0, e.GetUnixNano()), Kind: eventKindName(e.GetKind()), Table: e.GetTable(),
+			Message: e.GetMessage(), Cause: e.GetCause(), Duration: e.GetDurationSeconds(), Figures: e.GetFigures(),
+		})
+	}
+	return st
+}
+
+func eventKindName(k pb.EventKind) string {
+	switch k {
+	case pb.EventKind_EVENT_KIND_SPLIT:
+		return "split"
+	case pb.EventKind_EVENT_KIND_MERGE:
+		return "merge"
+	case pb.EventKind_EVENT_KIND_MOVE:
+		return "move"
+	case pb.EventKind_EVENT_KIND_LEADER_TRANSFER:
+		return "leader-transfer"
+	case pb.EventKind_EVENT_KIND_THROTTLE:
+		return "throttle"
+	case pb.EventKind_EVENT_KIND_SERVER_DOWN:
+		return "server-down"
+	case pb.EventKind_EVENT_KIND_SERVER_UP:
+		return "server-up"
+	case pb.EventKind_EVENT_KIND_RE_REPLICATE:
+		return "re-replicate"
+	case pb.EventKind_EVENT_KIND_TABLE_CREATED:
+		return "table-created"
+	case pb.EventKind_EVENT_KIND_TABLE_DELETED:
+		return "table-deleted"
+	}
+	return "unknown"
+}
