@@ -608,6 +608,11 @@ func (s *Server) policyLoop() {
 			continue
 		}
 		for _, o := range plan(s.cfg.Policy, v, slots) {
+			if o.balance {
+				s.softMu.Lock()
+				s.lastBalance = time.Now()
+				s.softMu.Unlock()
+			}
 			ids := []uint64{o.rangeID}
 			if o.kind == opMerge {
 				if d, ok := s.rangeDesc(o.rangeID); ok {
@@ -690,6 +695,7 @@ func (s *Server) view() clusterView {
 	})
 	s.softMu.Lock()
 	defer s.softMu.Unlock()
+	v.lastBalance = s.lastBalance
 	for _, id := range v.servers {
 		t, ok := s.lastSeen[id]
 		if ok && v.now.Sub(t) < s.cfg.ServerTimeout {

@@ -116,7 +116,14 @@ type clusterView struct {
 	down    map[string]time.Time // server -> last heartbeat, for servers down
 	busy    map[uint64]bool      // ranges with an operation in flight
 	servers []string             // every registered server, sorted
+	// lastBalance is when the last balancing move started; balancing waits
+	// balanceCooldown after it so load reports reflect the move first.
+	lastBalance time.Time
 }
+
+// balanceCooldown spaces balancing moves: a leader move changes where load
+// is reported only from the next report on, and acting before that thrashes.
+const balanceCooldown = 3 * time.Second
 
 // opKind names a planned operation.
 type opKind int
@@ -151,6 +158,8 @@ type op struct {
 	from, to string // move and transfer
 	figures  map[string]float64
 	reason   string
+	// balance marks a balancing move (spaced by balanceCooldown).
+	balance bool
 }
 
 // plan decides the next operations. It is a pure function of the view so
@@ -224,14 +233,16 @@ func plan(cfg PolicyConfig, v clusterView, slots int) []op {
 			i++
 		}
 	}
-	if cfg.BalanceLeaders {
-		if o, ok := balanceLeaders(v); ok {
-			add(o)
+	if v.now.Sub(v.lastBalance) >= balanceCooldown {
+		if cfg.BalanceLeaders {
+			if o, ok := balanceLeaders(v); ok && add(o) {
+				return out
+			}
 		}
-	}
-	if cfg.BalanceReplicas {
-		if o, ok := balanceReplicas(v); ok {
-			add(o)
+		if cfg.BalanceReplicas {
+			if o, ok := balanceReplicas(v); ok {
+				add(o)
+			}
 		}
 	}
 	return out
@@ -283,7 +294,7 @@ func balanceReplicas(v clusterView) (op, bool) {
 			}
 			return op{kind: opMove, rangeID: r.desc.GetRangeId(), from: most, to: fewest,
 				figures: map[string]float64{"from_replicas": float64(count[most]), "to_replicas": float64(count[fewest])},
-				reason:  "balance replicas"}, true
+				reason:  "balance replicas", balance: true}, true
 		}
 	}
 	return op{}, false
@@ -402,16 +413,18 @@ func balanceLeaders(v clusterView) (op, bool) {
 		if r.load != nil {
 			l = r.load.GetEntitiesPerSec()
 		}
-		if gap > 0 && l > 0 && l < gap {
+		// Moving it must narrow the gap, not flip it.
+		if gap > 0 && l > 0 && l <= gap/2 {
 			if best == nil || l > best.load.GetEntitiesPerSec() {
 				best = r
 			}
 		}
 	}
-	if best != nil && gap > 100 {
+	// Only a clear imbalance is worth a leader move (reports are noisy).
+	if best != nil && gap > 100 && load[hi] > 1.3*load[lo] {
 		return op{kind: opTransfer, rangeID: best.desc.GetRangeId(), from: hi, to: lo,
 			figures: map[string]float64{"from_entities_per_sec": load[hi], "to_entities_per_sec": load[lo]},
-			reason:  "balance leader load"}, true
+			reason:  "balance leader load", balance: true}, true
 	}
 	if count[hi]-count[lo] >= 2 || countGap(count) >= 2 {
 		// Even out counts: most leaders to fewest.
@@ -431,7 +444,7 @@ func balanceLeaders(v clusterView) (op, bool) {
 			if r.leader == most && !v.busy[r.desc.GetRangeId()] && !r.frozen && hasReplica(r.desc, fewest) {
 				return op{kind: opTransfer, rangeID: r.desc.GetRangeId(), from: most, to: fewest,
 					figures: map[string]float64{"from_leaders": float64(count[most]), "to_leaders": float64(count[fewest])},
-					reason:  "balance leader count"}, true
+					reason:  "balance leader count", balance: true}, true
 			}
 		}
 	}

@@ -146,6 +146,19 @@ func TestPlanBalancesLeaders(t *testing.T) {
 			t.Fatalf("plan = %+v, want a leader moved from a to c", ops)
 		}
 	})
+	t.Run("no balancing right after the last move", func(t *testing.T) {
+		v := view(t0, mk(1, "", "g", "a", 900), mk(2, "g", "p", "a", 800), mk(3, "p", "", "b", 100))
+		v.lastBalance = t0.Add(-time.Second)
+		if ops := plan(cfg, v, 4); len(ops) != 0 {
+			t.Fatalf("plan = %+v, want nothing during the cooldown", ops)
+		}
+	})
+	t.Run("a move that would flip the imbalance is not made", func(t *testing.T) {
+		ops := plan(cfg, view(t0, mk(1, "", "g", "a", 900), mk(2, "g", "p", "b", 500), mk(3, "p", "", "c", 450)), 4)
+		if len(ops) != 0 {
+			t.Fatalf("plan = %+v, want nothing (moving range 1 would only move the hot spot)", ops)
+		}
+	})
 	t.Run("balanced cluster is left alone", func(t *testing.T) {
 		ops := plan(cfg, view(t0, mk(1, "", "g", "a", 100), mk(2, "g", "p", "b", 100), mk(3, "p", "", "c", 100)), 4)
 		if len(ops) != 0 {

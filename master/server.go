@@ -56,8 +56,10 @@ type Server struct {
 	busy     map[uint64]bool
 	inflight int
 	adopting bool
-	version  uint64
-	changed  chan struct{} // closed and replaced on every map change
+	// lastBalance is when the policies last started a balancing move.
+	lastBalance time.Time
+	version     uint64
+	changed     chan struct{} // closed and replaced on every map change
 
 	ctx    context.Context
 	cancel context.CancelFunc
