@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 	"github.com/anishathalye/porcupine"
+
+	pb "tablestore/proto/tablestorepb"
 )
 
 // registerInput is one operation on a key: a read (put false) or a write
@@ -63,28 +66,15 @@ var registerModel = porcupine.Model{
 	},
 }
 
-// TestLinearizableUnderLeaderFailure runs concurrent reads and writes on a
-// few keys through the SDK while the range leader is killed and restarted,
-// and checks the history with porcupine: every read returns the value of
-// the latest write linearized before it. A write whose outcome the client
-// did not learn (an error after retries) may or may not have happened: it
-// is kept with no end time.
-func TestLinearizableUnderLeaderFailure(t *testing.T) {
-	if testing.Short() {
-		t.Skip("cluster test")
-	}
-	c := startTuned(t, 3, quietPolicies, nil)
-	sc := serviceClient(t, c, 0)
+// registerHistory runs six clients reading and writing keys (each its own
+// PartitionKey) through tc until disrupt returns, and returns the history.
+// A write whose outcome the client did not learn (an error after retries)
+// may or may not have happened: it is kept with no end time.
+func registerHistory(t *testing.T, tc *aztables.Client, keys []string, disrupt func()) []porcupine.Operation {
+	t.Helper()
 	ctx := ctxT(t, 2*time.Minute)
-	const table = "linear"
-	if _, err := sc.CreateTable(ctx, table, nil); err != nil {
-		t.Fatal(err)
-	}
-	tc := sc.NewClient(table)
-	keys := []string{"k0", "k1", "k2"}
 	start := time.Now()
 	now := func() int64 { return int64(time.Since(start)) }
-
 	var mu sync.Mutex
 	var history []porcupine.Operation
 	record := func(op porcupine.Operation) {
@@ -107,19 +97,18 @@ func TestLinearizableUnderLeaderFailure(t *testing.T) {
 				key := keys[(client+i)%len(keys)]
 				if (client+i)%2 == 0 {
 					v := client*1_000_000 + i
-					in := registerInput{key: key, put: true, value: v}
 					call := now()
-					body, _ := json.Marshal(map[string]any{"PartitionKey": "lin", "RowKey": key, "V": v})
+					body, _ := json.Marshal(map[string]any{"PartitionKey": key, "RowKey": "r", "V": v})
 					_, err := tc.UpsertEntity(ctx, body, &aztables.UpsertEntityOptions{UpdateMode: aztables.UpdateModeReplace})
 					ret := now()
 					if err != nil {
 						ret = math.MaxInt64 // outcome unknown: may take effect any time after the call
 					}
-					record(porcupine.Operation{ClientId: client, Input: in, Call: call, Output: registerOutput{}, Return: ret})
+					record(porcupine.Operation{ClientId: client, Input: registerInput{key: key, put: true, value: v}, Call: call, Output: registerOutput{}, Return: ret})
 					continue
 				}
 				call := now()
-				resp, err := tc.GetEntity(ctx, "lin", key, nil)
+				resp, err := tc.GetEntity(ctx, key, "r", nil)
 				ret := now()
 				out := registerOutput{value: -1}
 				switch {
@@ -138,20 +127,14 @@ func TestLinearizableUnderLeaderFailure(t *testing.T) {
 			}
 		}(client)
 	}
-	time.Sleep(time.Second)
-	waitFor(t, 10*time.Second, "a reported range leader", func() bool { return rangeLeader(c, table) >= 0 })
-	leader := rangeLeader(c, table)
-	if err := c.StopServer(leader); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(1500 * time.Millisecond)
-	if err := c.RestartServer(leader); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(1500 * time.Millisecond)
+	disrupt()
 	close(stop)
 	wg.Wait()
+	return history
+}
 
+func checkLinearizable(t *testing.T, history []porcupine.Operation) {
+	t.Helper()
 	t.Logf("%d operations recorded", len(history))
 	switch res := porcupine.CheckOperationsTimeout(registerModel, history, 60*time.Second); res {
 	case porcupine.Ok:
@@ -160,4 +143,70 @@ func TestLinearizableUnderLeaderFailure(t *testing.T) {
 	default:
 		t.Fatalf("linearizability check did not finish: %v", res)
 	}
+}
+
+// TestLinearizableUnderLeaderFailure: the range leader is killed and
+// restarted while clients read and write.
+func TestLinearizableUnderLeaderFailure(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := startTuned(t, 3, quietPolicies, nil)
+	sc := serviceClient(t, c, 0)
+	const table = "linear"
+	if _, err := sc.CreateTable(ctxT(t, time.Minute), table, nil); err != nil {
+		t.Fatal(err)
+	}
+	history := registerHistory(t, sc.NewClient(table), []string{"k0", "k1", "k2"}, func() {
+		time.Sleep(time.Second)
+		waitFor(t, 10*time.Second, "a reported range leader", func() bool { return rangeLeader(c, table) >= 0 })
+		leader := rangeLeader(c, table)
+		if err := c.StopServer(leader); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(1500 * time.Millisecond)
+		if err := c.RestartServer(leader); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(1500 * time.Millisecond)
+	})
+	checkLinearizable(t, history)
+}
+
+// TestLinearizableAcrossSplitAndMerge: the keys' range is split (keys end
+// up on both sides) and merged back while clients read and write.
+func TestLinearizableAcrossSplitAndMerge(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := startTuned(t, 3, quietPolicies, nil)
+	sc := serviceClient(t, c, 0)
+	ctx := ctxT(t, 2*time.Minute)
+	const table = "linearsplit"
+	if _, err := sc.CreateTable(ctx, table, nil); err != nil {
+		t.Fatal(err)
+	}
+	mc := masterClient(t, c)
+	history := registerHistory(t, sc.NewClient(table), []string{"k0", "k1", "k2", "k3"}, func() {
+		time.Sleep(time.Second)
+		var split *pb.SplitResponse
+		err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
+			var err error
+			split, err = m.Split(ctx, &pb.SplitRequest{Table: table, PartitionKey: "k2"})
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+		err = mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
+			_, err := m.Merge(ctx, &pb.MergeRequest{RangeId: split.GetLeft().GetRangeId()})
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+	})
+	checkLinearizable(t, history)
 }
