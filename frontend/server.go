@@ -63,7 +63,7 @@ func NewServer(cfg Config, b Backend, logger *slog.Logger) (*Server, error) {
 		}),
 	}
 	s.settings, _ = b.(Settings)
-	s.handler = http.HandlerFunc(s.serveHTTP)
+	s.handler = instrument(http.HandlerFunc(s.serveHTTP))
 	s.http = &http.Server{
 		Addr:              cfg.HTTPAddr,
 		Handler:           s.handler,

@@ -89,6 +89,11 @@ func (r *Router) call(ctx context.Context, table *pb.Table, pk string, fn rangeC
 		if !retry || ctx.Err() != nil {
 			return err
 		}
+		reason := info.Reason
+		if reason == "" {
+			reason = info.Code.String()
+		}
+		retriesTotal.WithLabelValues(reason).Inc()
 		if time.Now().After(deadline) {
 			return err
 		}

@@ -145,6 +145,7 @@ func (r *Router) watchLoop() {
 
 // refresh fetches the map from the master leader now.
 func (r *Router) refresh(ctx context.Context) error {
+	refreshesTotal.Inc()
 	var m *pb.PartitionMap
 	err := r.master.Call(ctx, func(ctx context.Context, mc pb.MasterServiceClient) error {
 		var err error
