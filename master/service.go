@@ -133,7 +133,9 @@ func (s *Server) startRange(ctx context.Context, r *pb.RangeDescriptor, addrs ma
 			if err != nil {
 				return
 			}
-			if _, err := c.CreateReplica(ctx, &pb.CreateReplicaRequest{Range: r, Bootstrap: true, RaftAddrs: addrs}); err != nil {
+			// The first replica (the least loaded server) campaigns at once.
+			campaign := id == r.GetReplicas()[0].GetServerId()
+			if _, err := c.CreateReplica(ctx, &pb.CreateReplicaRequest{Range: r, Bootstrap: true, Campaign: campaign, RaftAddrs: addrs}); err != nil {
 				s.logger.Warn("create replica failed; the server will catch up by heartbeat", "range", r.GetRangeId(), "server", id, "err", err)
 			}
 		}(rep.GetServerId())

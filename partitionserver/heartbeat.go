@@ -90,7 +90,7 @@ func (s *Server) reconcile(resp *pb.HeartbeatResponse) {
 		}
 		// A range still at generation 1 has its initial voters, so joining
 		// by bootstrapping the same configuration is safe.
-		if err := s.createReplica(d, d.GetGeneration() == 1, resp.GetRaftAddrs()); err != nil {
+		if err := s.createReplica(d, d.GetGeneration() == 1, false, resp.GetRaftAddrs()); err != nil {
 			s.logger.Warn("create assigned replica failed", "range", d.GetRangeId(), "err", err)
 		}
 	}

@@ -223,7 +223,7 @@ func (s *Server) replica(id uint64) (*replica, bool) {
 
 // createReplica stores the range and starts its Raft member; it is a no-op
 // when the replica already runs here.
-func (s *Server) createReplica(desc *pb.RangeDescriptor, bootstrap bool, raftAddrs map[string]string) error {
+func (s *Server) createReplica(desc *pb.RangeDescriptor, bootstrap, campaign bool, raftAddrs map[string]string) error {
 	for id, a := range raftAddrs {
 		s.addrs.set(id, a)
 	}
@@ -238,7 +238,7 @@ func (s *Server) createReplica(desc *pb.RangeDescriptor, bootstrap bool, raftAdd
 	if err := s.store.CreateRange(desc, bootstrap); err != nil && !errors.Is(err, fsm.ErrRangeExists) {
 		return err
 	}
-	rep, err := openReplica(s.deps(), desc.GetRangeId(), bootstrap, s.voters(desc), false)
+	rep, err := openReplica(s.deps(), desc.GetRangeId(), bootstrap, s.voters(desc), bootstrap && campaign)
 	if err != nil {
 		return err
 	}

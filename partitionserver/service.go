@@ -151,7 +151,7 @@ func (v *service) CreateReplica(ctx context.Context, req *pb.CreateReplicaReques
 	if req.GetRange() == nil || req.GetRange().GetRangeId() == 0 {
 		return nil, rpcerr.New(codes.InvalidArgument, rpcerr.ReasonInvalidInput, "descriptor required", nil)
 	}
-	if err := v.s.createReplica(req.GetRange(), req.GetBootstrap(), req.GetRaftAddrs()); err != nil {
+	if err := v.s.createReplica(req.GetRange(), req.GetBootstrap(), req.GetCampaign(), req.GetRaftAddrs()); err != nil {
 		return nil, toStatus(nil, err)
 	}
 	return &pb.CreateReplicaResponse{}, nil

@@ -1204,7 +1204,10 @@ type CreateReplicaRequest struct {
 	// Bootstrap the Raft group with the descriptor's replicas as voters.
 	Bootstrap bool `protobuf:"varint,2,opt,name=bootstrap,proto3" json:"bootstrap,omitempty"`
 	// Addresses of the replicas' servers (server_id -> raft address).
-	RaftAddrs     map[string]string `protobuf:"bytes,3,rep,name=raft_addrs,json=raftAddrs,proto3" json:"raft_addrs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	RaftAddrs map[string]string `protobuf:"bytes,3,rep,name=raft_addrs,json=raftAddrs,proto3" json:"raft_addrs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// With bootstrap: this replica campaigns at once, so a new table's range
+	// has a leader in tens of milliseconds instead of an election timeout.
+	Campaign      bool `protobuf:"varint,4,opt,name=campaign,proto3" json:"campaign,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1258,6 +1261,13 @@ func (x *CreateReplicaRequest) GetRaftAddrs() map[string]string {
 		return x.RaftAddrs
 	}
 	return nil
+}
+
+func (x *CreateReplicaRequest) GetCampaign() bool {
+	if x != nil {
+		return x.Campaign
+	}
+	return false
 }
 
 type CreateReplicaResponse struct {
@@ -1569,12 +1579,13 @@ const file_tablestore_v1_partition_service_proto_rawDesc = "" +
 	"\x12next_partition_key\x18\x03 \x01(\tR\x10nextPartitionKey\x12 \n" +
 	"\fnext_row_key\x18\x04 \x01(\tR\n" +
 	"nextRowKey\x124\n" +
-	"\x05range\x18\x05 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\"\xfb\x01\n" +
+	"\x05range\x18\x05 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\"\x97\x02\n" +
 	"\x14CreateReplicaRequest\x124\n" +
 	"\x05range\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\x12\x1c\n" +
 	"\tbootstrap\x18\x02 \x01(\bR\tbootstrap\x12Q\n" +
 	"\n" +
-	"raft_addrs\x18\x03 \x03(\v22.tablestore.v1.CreateReplicaRequest.RaftAddrsEntryR\traftAddrs\x1a<\n" +
+	"raft_addrs\x18\x03 \x03(\v22.tablestore.v1.CreateReplicaRequest.RaftAddrsEntryR\traftAddrs\x12\x1a\n" +
+	"\bcampaign\x18\x04 \x01(\bR\bcampaign\x1a<\n" +
 	"\x0eRaftAddrsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x17\n" +
