@@ -90,11 +90,11 @@ func (v *service) ExportRange(ctx context.Context, req *pb.ExportRangeRequest) (
 	if !r.fsm.State().GetFrozen() {
 		return nil, rpcerr.New(codes.FailedPrecondition, rpcerr.ReasonInvalidInput, ErrNotFrozen.Error(), nil)
 	}
-	desc, rows, last, err := r.fsm.Export()
+	desc, rows, requests, last, err := r.fsm.Export()
 	if err != nil {
 		return nil, toStatus(r, err)
 	}
-	return &pb.ExportRangeResponse{Range: desc, Rows: rows, LastTimestampUnixNano: last}, nil
+	return &pb.ExportRangeResponse{Range: desc, Rows: rows, Requests: requests, LastTimestampUnixNano: last}, nil
 }
 
 // AbsorbRange extends the range over its frozen right neighbour. It is
@@ -135,6 +135,7 @@ func (v *service) AbsorbRange(ctx context.Context, req *pb.AbsorbRangeRequest) (
 	}
 	res, err := v.run(ctx, r, pb.CommandKind_COMMAND_KIND_ABSORB, &pb.AbsorbCommand{
 		Right: export.GetRange(), Rows: export.GetRows(), RightLastTimestampUnixNano: export.GetLastTimestampUnixNano(),
+		Requests: export.GetRequests(),
 	})
 	if err != nil {
 		return nil, err

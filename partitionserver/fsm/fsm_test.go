@@ -433,3 +433,39 @@ func TestRetriedWriteAppliesOnce(t *testing.T) {
 		}
 	})
 }
+
+func TestAbsorbCarriesRowsAndRequests(t *testing.T) {
+	s, left := openTestRange(t, &pb.RangeDescriptor{RangeId: 1, TableId: 7, End: "m", Generation: 2})
+	if err := s.CreateRange(&pb.RangeDescriptor{RangeId: 2, TableId: 7, Start: "m", Generation: 2}, true); err != nil {
+		t.Fatal(err)
+	}
+	right, _ := s.OpenRange(2, logging.Discard())
+	ra := &applier{t: t, r: right, clock: 1_000_000}
+	id := []byte("retry-me")
+	data, _ := EncodeWrite(&pb.WriteCommand{ProposedUnixNano: 2_000_000, RequestId: id,
+		Ops: []*pb.EntityOp{op(pb.OpKind_OP_KIND_INSERT, "x", "r", entityBytes(t, nil))}})
+	first := right.ApplyBatch([]*raft.Log{{Index: 1, Type: raft.LogCommand, Data: data}})[0].(*Result)
+	s.Flush()
+	ra.index = 1
+	ra.apply(&pb.EntityOp{Kind: pb.OpKind_OP_KIND_INSERT, PartitionKey: "y", RowKey: "r", Entity: entityBytes(t, nil)})
+
+	desc, rows, requests, last, err := right.Export()
+	if err != nil || len(rows) != 2 || len(requests) != 1 {
+		t.Fatalf("export: %d rows, %d requests, %v", len(rows), len(requests), err)
+	}
+	absorb, _ := Encode(pb.CommandKind_COMMAND_KIND_ABSORB, &pb.AbsorbCommand{Right: desc, Rows: rows, Requests: requests, RightLastTimestampUnixNano: last})
+	res := left.ApplyBatch([]*raft.Log{{Index: 1, Type: raft.LogCommand, Data: absorb}})[0].(*Result)
+	s.Flush()
+	if res.Err != nil || res.Range.GetEnd() != "" || res.Range.GetGeneration() != 3 {
+		t.Fatalf("absorb = %+v", res)
+	}
+	for _, pk := range []string{"x", "y"} {
+		if _, err := left.Get(pk, "r"); err != nil {
+			t.Fatalf("absorbed entity %s: %v", pk, err)
+		}
+	}
+	retry := left.ApplyBatch([]*raft.Log{{Index: 2, Type: raft.LogCommand, Data: data}})[0].(*Result)
+	if retry.Err != nil || retry.TimestampUnixNano != first.TimestampUnixNano {
+		t.Fatalf("retry after the merge = %+v, want the first result %d", retry, first.TimestampUnixNano)
+	}
+}

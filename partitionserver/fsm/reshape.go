@@ -131,6 +131,12 @@ func applyAbsorb(c *applyCtx, payload []byte) *Result {
 		n++
 		size += uint64(len(kv.GetValue()))
 	}
+	rb := c.tx.Bucket(bucketRequests)
+	for _, kv := range cmd.GetRequests() {
+		if err := rb.Put(requestKey(desc.GetRangeId(), kv.GetKey()), kv.GetValue()); err != nil {
+			return &Result{Err: err}
+		}
+	}
 	merged := proto.Clone(desc).(*pb.RangeDescriptor)
 	merged.End = right.GetEnd()
 	merged.Generation = max(desc.GetGeneration(), right.GetGeneration()) + 1
@@ -176,10 +182,10 @@ func applySetReplicas(c *applyCtx, payload []byte) *Result {
 	return &Result{Range: d}
 }
 
-// Export returns every entity of the range and its last timestamp, for an
-// absorb by the left neighbour.
-func (r *Range) Export() (*pb.RangeDescriptor, []*pb.KV, int64, error) {
-	var rows []*pb.KV
+// Export returns every entity of the range, its remembered write requests
+// and its last timestamp, for an absorb by the left neighbour.
+func (r *Range) Export() (*pb.RangeDescriptor, []*pb.KV, []*pb.KV, int64, error) {
+	var rows, requests []*pb.KV
 	var desc *pb.RangeDescriptor
 	var last int64
 	err := r.store.db.View(func(tx *bolt.Tx) error {
@@ -188,6 +194,13 @@ func (r *Range) Export() (*pb.RangeDescriptor, []*pb.KV, int64, error) {
 			return ErrRangeNotFound
 		}
 		desc, last = st.GetRange(), st.GetLastTimestampUnixNano()
+		err = forEachRequest(tx, r.id, func(k, v []byte) error {
+			requests = append(requests, &pb.KV{Key: append([]byte(nil), k[8:]...), Value: append([]byte(nil), v...)})
+			return nil
+		})
+		if err != nil {
+			return err
+		}
 		b, err := tableBucket(tx, desc.GetTableId(), false)
 		if err != nil || b == nil {
 			return err
@@ -197,7 +210,7 @@ func (r *Range) Export() (*pb.RangeDescriptor, []*pb.KV, int64, error) {
 			return nil
 		})
 	})
-	return desc, rows, last, err
+	return desc, rows, requests, last, err
 }
 
 // MedianKey returns the PartitionKey at which the range splits into two

@@ -1508,8 +1508,11 @@ type AbsorbCommand struct {
 	Right                      *RangeDescriptor       `protobuf:"bytes,1,opt,name=right,proto3" json:"right,omitempty"`
 	Rows                       []*KV                  `protobuf:"bytes,2,rep,name=rows,proto3" json:"rows,omitempty"`
 	RightLastTimestampUnixNano int64                  `protobuf:"varint,3,opt,name=right_last_timestamp_unix_nano,json=rightLastTimestampUnixNano,proto3" json:"right_last_timestamp_unix_nano,omitempty"`
-	unknownFields              protoimpl.UnknownFields
-	sizeCache                  protoimpl.SizeCache
+	// The right range's remembered write requests (request id, record), so
+	// a retry that lands on the merged range still applies once.
+	Requests      []*KV `protobuf:"bytes,4,rep,name=requests,proto3" json:"requests,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AbsorbCommand) Reset() {
@@ -1561,6 +1564,13 @@ func (x *AbsorbCommand) GetRightLastTimestampUnixNano() int64 {
 		return x.RightLastTimestampUnixNano
 	}
 	return 0
+}
+
+func (x *AbsorbCommand) GetRequests() []*KV {
+	if x != nil {
+		return x.Requests
+	}
+	return nil
 }
 
 // SetReplicasCommand records a membership change in the descriptor.
@@ -2404,11 +2414,12 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"generation\",\n" +
 	"\x02KV\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value\"\xb0\x01\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\"\xdf\x01\n" +
 	"\rAbsorbCommand\x124\n" +
 	"\x05right\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05right\x12%\n" +
 	"\x04rows\x18\x02 \x03(\v2\x11.tablestore.v1.KVR\x04rows\x12B\n" +
-	"\x1eright_last_timestamp_unix_nano\x18\x03 \x01(\x03R\x1arightLastTimestampUnixNano\"H\n" +
+	"\x1eright_last_timestamp_unix_nano\x18\x03 \x01(\x03R\x1arightLastTimestampUnixNano\x12-\n" +
+	"\brequests\x18\x04 \x03(\v2\x11.tablestore.v1.KVR\brequests\"H\n" +
 	"\x12SetReplicasCommand\x122\n" +
 	"\breplicas\x18\x01 \x03(\v2\x16.tablestore.v1.ReplicaR\breplicas\"\x8f\x02\n" +
 	"\n" +
@@ -2568,25 +2579,26 @@ var file_tablestore_v1_data_proto_depIdxs = []int32{
 	14, // 15: tablestore.v1.WriteCommand.ops:type_name -> tablestore.v1.EntityOp
 	5,  // 16: tablestore.v1.AbsorbCommand.right:type_name -> tablestore.v1.RangeDescriptor
 	19, // 17: tablestore.v1.AbsorbCommand.rows:type_name -> tablestore.v1.KV
-	4,  // 18: tablestore.v1.SetReplicasCommand.replicas:type_name -> tablestore.v1.Replica
-	5,  // 19: tablestore.v1.RangeState.range:type_name -> tablestore.v1.RangeDescriptor
-	5,  // 20: tablestore.v1.UpdateRangesCommand.ranges:type_name -> tablestore.v1.RangeDescriptor
-	11, // 21: tablestore.v1.AppendEventCommand.event:type_name -> tablestore.v1.Event
-	5,  // 22: tablestore.v1.RemoveRangeCommand.absorbed_by:type_name -> tablestore.v1.RangeDescriptor
-	3,  // 23: tablestore.v1.MasterCommand.kind:type_name -> tablestore.v1.MasterCommandKind
-	8,  // 24: tablestore.v1.RegisterServerCommand.server:type_name -> tablestore.v1.ServerInfo
-	4,  // 25: tablestore.v1.CreateTableCommand.replicas:type_name -> tablestore.v1.Replica
-	7,  // 26: tablestore.v1.SetTableACLCommand.acl:type_name -> tablestore.v1.SignedIdentifier
-	6,  // 27: tablestore.v1.MasterSnapshot.tables:type_name -> tablestore.v1.Table
-	5,  // 28: tablestore.v1.MasterSnapshot.ranges:type_name -> tablestore.v1.RangeDescriptor
-	8,  // 29: tablestore.v1.MasterSnapshot.servers:type_name -> tablestore.v1.ServerInfo
-	11, // 30: tablestore.v1.MasterSnapshot.events:type_name -> tablestore.v1.Event
-	9,  // 31: tablestore.v1.PartitionMap.LoadsEntry.value:type_name -> tablestore.v1.RangeLoad
-	32, // [32:32] is the sub-list for method output_type
-	32, // [32:32] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	19, // 18: tablestore.v1.AbsorbCommand.requests:type_name -> tablestore.v1.KV
+	4,  // 19: tablestore.v1.SetReplicasCommand.replicas:type_name -> tablestore.v1.Replica
+	5,  // 20: tablestore.v1.RangeState.range:type_name -> tablestore.v1.RangeDescriptor
+	5,  // 21: tablestore.v1.UpdateRangesCommand.ranges:type_name -> tablestore.v1.RangeDescriptor
+	11, // 22: tablestore.v1.AppendEventCommand.event:type_name -> tablestore.v1.Event
+	5,  // 23: tablestore.v1.RemoveRangeCommand.absorbed_by:type_name -> tablestore.v1.RangeDescriptor
+	3,  // 24: tablestore.v1.MasterCommand.kind:type_name -> tablestore.v1.MasterCommandKind
+	8,  // 25: tablestore.v1.RegisterServerCommand.server:type_name -> tablestore.v1.ServerInfo
+	4,  // 26: tablestore.v1.CreateTableCommand.replicas:type_name -> tablestore.v1.Replica
+	7,  // 27: tablestore.v1.SetTableACLCommand.acl:type_name -> tablestore.v1.SignedIdentifier
+	6,  // 28: tablestore.v1.MasterSnapshot.tables:type_name -> tablestore.v1.Table
+	5,  // 29: tablestore.v1.MasterSnapshot.ranges:type_name -> tablestore.v1.RangeDescriptor
+	8,  // 30: tablestore.v1.MasterSnapshot.servers:type_name -> tablestore.v1.ServerInfo
+	11, // 31: tablestore.v1.MasterSnapshot.events:type_name -> tablestore.v1.Event
+	9,  // 32: tablestore.v1.PartitionMap.LoadsEntry.value:type_name -> tablestore.v1.RangeLoad
+	33, // [33:33] is the sub-list for method output_type
+	33, // [33:33] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_tablestore_v1_data_proto_init() }

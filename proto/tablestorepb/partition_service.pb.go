@@ -282,8 +282,10 @@ type ExportRangeResponse struct {
 	Range                 *RangeDescriptor       `protobuf:"bytes,1,opt,name=range,proto3" json:"range,omitempty"`
 	Rows                  []*KV                  `protobuf:"bytes,2,rep,name=rows,proto3" json:"rows,omitempty"`
 	LastTimestampUnixNano int64                  `protobuf:"varint,3,opt,name=last_timestamp_unix_nano,json=lastTimestampUnixNano,proto3" json:"last_timestamp_unix_nano,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// Remembered write requests (request id, record).
+	Requests      []*KV `protobuf:"bytes,4,rep,name=requests,proto3" json:"requests,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ExportRangeResponse) Reset() {
@@ -335,6 +337,13 @@ func (x *ExportRangeResponse) GetLastTimestampUnixNano() int64 {
 		return x.LastTimestampUnixNano
 	}
 	return 0
+}
+
+func (x *ExportRangeResponse) GetRequests() []*KV {
+	if x != nil {
+		return x.Requests
+	}
+	return nil
 }
 
 type AbsorbRangeRequest struct {
@@ -1501,11 +1510,12 @@ const file_tablestore_v1_partition_service_proto_rawDesc = "" +
 	"\x13FreezeRangeResponse\x124\n" +
 	"\x05range\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\"/\n" +
 	"\x12ExportRangeRequest\x12\x19\n" +
-	"\brange_id\x18\x01 \x01(\x04R\arangeId\"\xab\x01\n" +
+	"\brange_id\x18\x01 \x01(\x04R\arangeId\"\xda\x01\n" +
 	"\x13ExportRangeResponse\x124\n" +
 	"\x05range\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\x12%\n" +
 	"\x04rows\x18\x02 \x03(\v2\x11.tablestore.v1.KVR\x04rows\x127\n" +
-	"\x18last_timestamp_unix_nano\x18\x03 \x01(\x03R\x15lastTimestampUnixNano\"\x86\x01\n" +
+	"\x18last_timestamp_unix_nano\x18\x03 \x01(\x03R\x15lastTimestampUnixNano\x12-\n" +
+	"\brequests\x18\x04 \x03(\v2\x11.tablestore.v1.KVR\brequests\"\x86\x01\n" +
 	"\x12AbsorbRangeRequest\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x124\n" +
 	"\x05right\x18\x02 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05right\x12\x1f\n" +
@@ -1667,46 +1677,47 @@ var file_tablestore_v1_partition_service_proto_depIdxs = []int32{
 	28, // 2: tablestore.v1.FreezeRangeResponse.range:type_name -> tablestore.v1.RangeDescriptor
 	28, // 3: tablestore.v1.ExportRangeResponse.range:type_name -> tablestore.v1.RangeDescriptor
 	29, // 4: tablestore.v1.ExportRangeResponse.rows:type_name -> tablestore.v1.KV
-	28, // 5: tablestore.v1.AbsorbRangeRequest.right:type_name -> tablestore.v1.RangeDescriptor
-	28, // 6: tablestore.v1.AbsorbRangeResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	26, // 7: tablestore.v1.ChangeReplicasRequest.raft_addrs:type_name -> tablestore.v1.ChangeReplicasRequest.RaftAddrsEntry
-	28, // 8: tablestore.v1.ChangeReplicasResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	30, // 9: tablestore.v1.WriteRequest.ops:type_name -> tablestore.v1.EntityOp
-	28, // 10: tablestore.v1.QueryResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	28, // 11: tablestore.v1.CreateReplicaRequest.range:type_name -> tablestore.v1.RangeDescriptor
-	27, // 12: tablestore.v1.CreateReplicaRequest.raft_addrs:type_name -> tablestore.v1.CreateReplicaRequest.RaftAddrsEntry
-	31, // 13: tablestore.v1.RangeInfoResponse.status:type_name -> tablestore.v1.RangeStatus
-	14, // 14: tablestore.v1.PartitionService.Write:input_type -> tablestore.v1.WriteRequest
-	16, // 15: tablestore.v1.PartitionService.Get:input_type -> tablestore.v1.GetRequest
-	18, // 16: tablestore.v1.PartitionService.Query:input_type -> tablestore.v1.QueryRequest
-	20, // 17: tablestore.v1.PartitionService.CreateReplica:input_type -> tablestore.v1.CreateReplicaRequest
-	22, // 18: tablestore.v1.PartitionService.DeleteReplica:input_type -> tablestore.v1.DeleteReplicaRequest
-	24, // 19: tablestore.v1.PartitionService.RangeInfo:input_type -> tablestore.v1.RangeInfoRequest
-	0,  // 20: tablestore.v1.PartitionService.SplitRange:input_type -> tablestore.v1.SplitRangeRequest
-	2,  // 21: tablestore.v1.PartitionService.FreezeRange:input_type -> tablestore.v1.FreezeRangeRequest
-	4,  // 22: tablestore.v1.PartitionService.ExportRange:input_type -> tablestore.v1.ExportRangeRequest
-	6,  // 23: tablestore.v1.PartitionService.AbsorbRange:input_type -> tablestore.v1.AbsorbRangeRequest
-	8,  // 24: tablestore.v1.PartitionService.ChangeReplicas:input_type -> tablestore.v1.ChangeReplicasRequest
-	10, // 25: tablestore.v1.PartitionService.TransferLeader:input_type -> tablestore.v1.TransferLeaderRequest
-	12, // 26: tablestore.v1.PartitionService.SplitKey:input_type -> tablestore.v1.SplitKeyRequest
-	15, // 27: tablestore.v1.PartitionService.Write:output_type -> tablestore.v1.WriteResponse
-	17, // 28: tablestore.v1.PartitionService.Get:output_type -> tablestore.v1.GetResponse
-	19, // 29: tablestore.v1.PartitionService.Query:output_type -> tablestore.v1.QueryResponse
-	21, // 30: tablestore.v1.PartitionService.CreateReplica:output_type -> tablestore.v1.CreateReplicaResponse
-	23, // 31: tablestore.v1.PartitionService.DeleteReplica:output_type -> tablestore.v1.DeleteReplicaResponse
-	25, // 32: tablestore.v1.PartitionService.RangeInfo:output_type -> tablestore.v1.RangeInfoResponse
-	1,  // 33: tablestore.v1.PartitionService.SplitRange:output_type -> tablestore.v1.SplitRangeResponse
-	3,  // 34: tablestore.v1.PartitionService.FreezeRange:output_type -> tablestore.v1.FreezeRangeResponse
-	5,  // 35: tablestore.v1.PartitionService.ExportRange:output_type -> tablestore.v1.ExportRangeResponse
-	7,  // 36: tablestore.v1.PartitionService.AbsorbRange:output_type -> tablestore.v1.AbsorbRangeResponse
-	9,  // 37: tablestore.v1.PartitionService.ChangeReplicas:output_type -> tablestore.v1.ChangeReplicasResponse
-	11, // 38: tablestore.v1.PartitionService.TransferLeader:output_type -> tablestore.v1.TransferLeaderResponse
-	13, // 39: tablestore.v1.PartitionService.SplitKey:output_type -> tablestore.v1.SplitKeyResponse
-	27, // [27:40] is the sub-list for method output_type
-	14, // [14:27] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	29, // 5: tablestore.v1.ExportRangeResponse.requests:type_name -> tablestore.v1.KV
+	28, // 6: tablestore.v1.AbsorbRangeRequest.right:type_name -> tablestore.v1.RangeDescriptor
+	28, // 7: tablestore.v1.AbsorbRangeResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	26, // 8: tablestore.v1.ChangeReplicasRequest.raft_addrs:type_name -> tablestore.v1.ChangeReplicasRequest.RaftAddrsEntry
+	28, // 9: tablestore.v1.ChangeReplicasResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	30, // 10: tablestore.v1.WriteRequest.ops:type_name -> tablestore.v1.EntityOp
+	28, // 11: tablestore.v1.QueryResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	28, // 12: tablestore.v1.CreateReplicaRequest.range:type_name -> tablestore.v1.RangeDescriptor
+	27, // 13: tablestore.v1.CreateReplicaRequest.raft_addrs:type_name -> tablestore.v1.CreateReplicaRequest.RaftAddrsEntry
+	31, // 14: tablestore.v1.RangeInfoResponse.status:type_name -> tablestore.v1.RangeStatus
+	14, // 15: tablestore.v1.PartitionService.Write:input_type -> tablestore.v1.WriteRequest
+	16, // 16: tablestore.v1.PartitionService.Get:input_type -> tablestore.v1.GetRequest
+	18, // 17: tablestore.v1.PartitionService.Query:input_type -> tablestore.v1.QueryRequest
+	20, // 18: tablestore.v1.PartitionService.CreateReplica:input_type -> tablestore.v1.CreateReplicaRequest
+	22, // 19: tablestore.v1.PartitionService.DeleteReplica:input_type -> tablestore.v1.DeleteReplicaRequest
+	24, // 20: tablestore.v1.PartitionService.RangeInfo:input_type -> tablestore.v1.RangeInfoRequest
+	0,  // 21: tablestore.v1.PartitionService.SplitRange:input_type -> tablestore.v1.SplitRangeRequest
+	2,  // 22: tablestore.v1.PartitionService.FreezeRange:input_type -> tablestore.v1.FreezeRangeRequest
+	4,  // 23: tablestore.v1.PartitionService.ExportRange:input_type -> tablestore.v1.ExportRangeRequest
+	6,  // 24: tablestore.v1.PartitionService.AbsorbRange:input_type -> tablestore.v1.AbsorbRangeRequest
+	8,  // 25: tablestore.v1.PartitionService.ChangeReplicas:input_type -> tablestore.v1.ChangeReplicasRequest
+	10, // 26: tablestore.v1.PartitionService.TransferLeader:input_type -> tablestore.v1.TransferLeaderRequest
+	12, // 27: tablestore.v1.PartitionService.SplitKey:input_type -> tablestore.v1.SplitKeyRequest
+	15, // 28: tablestore.v1.PartitionService.Write:output_type -> tablestore.v1.WriteResponse
+	17, // 29: tablestore.v1.PartitionService.Get:output_type -> tablestore.v1.GetResponse
+	19, // 30: tablestore.v1.PartitionService.Query:output_type -> tablestore.v1.QueryResponse
+	21, // 31: tablestore.v1.PartitionService.CreateReplica:output_type -> tablestore.v1.CreateReplicaResponse
+	23, // 32: tablestore.v1.PartitionService.DeleteReplica:output_type -> tablestore.v1.DeleteReplicaResponse
+	25, // 33: tablestore.v1.PartitionService.RangeInfo:output_type -> tablestore.v1.RangeInfoResponse
+	1,  // 34: tablestore.v1.PartitionService.SplitRange:output_type -> tablestore.v1.SplitRangeResponse
+	3,  // 35: tablestore.v1.PartitionService.FreezeRange:output_type -> tablestore.v1.FreezeRangeResponse
+	5,  // 36: tablestore.v1.PartitionService.ExportRange:output_type -> tablestore.v1.ExportRangeResponse
+	7,  // 37: tablestore.v1.PartitionService.AbsorbRange:output_type -> tablestore.v1.AbsorbRangeResponse
+	9,  // 38: tablestore.v1.PartitionService.ChangeReplicas:output_type -> tablestore.v1.ChangeReplicasResponse
+	11, // 39: tablestore.v1.PartitionService.TransferLeader:output_type -> tablestore.v1.TransferLeaderResponse
+	13, // 40: tablestore.v1.PartitionService.SplitKey:output_type -> tablestore.v1.SplitKeyResponse
+	28, // [28:41] is the sub-list for method output_type
+	15, // [15:28] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_tablestore_v1_partition_service_proto_init() }
