@@ -336,6 +336,10 @@ func appendKeyLiteral(dst []byte, s string) []byte {
 	return dst
 }
 
+// AppendJSONString appends s as a JSON string (invalid UTF-8 becomes
+// U+FFFD); the front-end writes its other JSON documents with it too.
+func AppendJSONString(dst []byte, s string) []byte { return appendJSONString(dst, s) }
+
 func appendJSONString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	dst = appendJSONStringBody(dst, s)
