@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -21,6 +20,7 @@ import (
 
 	"tablestore/internal/connpool"
 	"tablestore/internal/logging"
+	"tablestore/internal/termbarrier"
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -43,8 +43,7 @@ type Server struct {
 	grpcSrv   *grpc.Server
 	pool      *connpool.Pool
 
-	readyTerm atomic.Uint64
-	readyMu   sync.Mutex
+	leaderGate termbarrier.Gate
 
 	// Soft state, rebuilt from heartbeats by whichever master leads.
 	softMu   sync.Mutex
@@ -196,19 +195,13 @@ func (s *Server) ready() error {
 	if !s.IsLeader() {
 		return ErrNotLeader
 	}
-	term := s.raft.CurrentTerm()
-	if s.readyTerm.Load() == term {
-		return nil
-	}
-	s.readyMu.Lock()
-	defer s.readyMu.Unlock()
-	if s.readyTerm.Load() == term {
-		return nil
-	}
-	if err := s.raft.Barrier(5 * time.Second).Error(); err != nil {
+	fresh, err := s.leaderGate.Ensure(s.raft, 5*time.Second)
+	if err != nil {
 		return ErrNotLeader
 	}
-	s.readyTerm.Store(term)
+	if !fresh {
+		return nil
+	}
 	// A new leader learns liveness afresh; give servers a full timeout.
 	s.softMu.Lock()
 	now := time.Now()

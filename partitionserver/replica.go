@@ -16,6 +16,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"tablestore/internal/logging"
+	"tablestore/internal/termbarrier"
 	"tablestore/partitionserver/fsm"
 	"tablestore/partitionserver/raftmux"
 	pb "tablestore/proto/tablestorepb"
@@ -39,11 +40,9 @@ type replica struct {
 	logStore  *raftboltdb.BoltStore
 	dir       string
 
-	// readyTerm is the last term in which this leader committed an entry
-	// of its own (a barrier); before that its commit index may lag behind
-	// entries committed by the previous leader.
-	readyTerm atomic.Uint64
-	readyMu   sync.Mutex
+	// ready: this leader has committed in its term, so its commit index
+	// covers what earlier leaders committed.
+	ready termbarrier.Gate
 
 	// gapFrom..gapTo is the last log span found to hold no state-machine
 	// entries.
@@ -290,17 +289,8 @@ func (r *replica) linearizable(ctx context.Context) error {
 	if !r.isLeader() {
 		return ErrNotLeader
 	}
-	term := r.raft.CurrentTerm()
-	if r.readyTerm.Load() != term {
-		r.readyMu.Lock()
-		if r.readyTerm.Load() != term {
-			if err := r.raft.Barrier(5 * time.Second).Error(); err != nil {
-				r.readyMu.Unlock()
-				return ErrNotLeader
-			}
-			r.readyTerm.Store(term)
-		}
-		r.readyMu.Unlock()
+	if _, err := r.ready.Ensure(r.raft, 5*time.Second); err != nil {
+		return ErrNotLeader
 	}
 	idx := r.raft.CommitIndex()
 	if err := r.verify.verify(ctx); err != nil {
