@@ -33,10 +33,7 @@ func TestSDKRoundTripWithLeaderFailover(t *testing.T) {
 	sc := serviceClient(t, c, 0)
 	ctx := ctxT(t, 4*time.Minute)
 	const table = "failover"
-	if _, err := sc.CreateTable(ctx, table, nil); err != nil {
-		t.Fatal(err)
-	}
-	tc := sc.NewClient(table)
+	tc := newTable(t, sc, table)
 
 	var mu sync.Mutex
 	acked := map[string]written{}

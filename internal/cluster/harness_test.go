@@ -104,3 +104,12 @@ func freeBasePort(t *testing.T) int {
 	t.Fatal("no free port block")
 	return 0
 }
+
+// newTable creates a table through sc and returns its client.
+func newTable(t *testing.T, sc *aztables.ServiceClient, name string) *aztables.Client {
+	t.Helper()
+	if _, err := sc.CreateTable(ctxT(t, time.Minute), name, nil); err != nil {
+		t.Fatalf("create table %s: %v", name, err)
+	}
+	return sc.NewClient(name)
+}

@@ -15,12 +15,8 @@ func TestIsolatedLeader(t *testing.T) {
 	}
 	c := startTuned(t, 3, quietPolicies, nil)
 	sc := serviceClient(t, c, 0)
-	ctx := ctxT(t, 2*time.Minute)
 	const table = "isolated"
-	if _, err := sc.CreateTable(ctx, table, nil); err != nil {
-		t.Fatal(err)
-	}
-	tc := sc.NewClient(table)
+	tc := newTable(t, sc, table)
 	w := startWorkload(t, tc, 4, spreadKeys)
 	time.Sleep(300 * time.Millisecond)
 	waitFor(t, 10*time.Second, "a reported range leader", func() bool { return rangeLeader(c, table) >= 0 })

@@ -58,10 +58,7 @@ func TestManualSplitMergeMove(t *testing.T) {
 	sc := serviceClient(t, c, 0)
 	ctx := ctxT(t, 3*time.Minute)
 	const table = "manual"
-	if _, err := sc.CreateTable(ctx, table, nil); err != nil {
-		t.Fatal(err)
-	}
-	tc := sc.NewClient(table)
+	tc := newTable(t, sc, table)
 	mc := masterClient(t, c)
 	w := startWorkload(t, tc, 4, spreadKeys)
 	time.Sleep(300 * time.Millisecond)
@@ -220,12 +217,8 @@ func TestHotRangeSplitsAndSpreads(t *testing.T) {
 		m.Policy.MergeCooldown = 3 * time.Second
 	}, nil)
 	sc := serviceClient(t, c, 0)
-	ctx := ctxT(t, 3*time.Minute)
 	const table = "hotrange"
-	if _, err := sc.CreateTable(ctx, table, nil); err != nil {
-		t.Fatal(err)
-	}
-	tc := sc.NewClient(table)
+	tc := newTable(t, sc, table)
 	mc := masterClient(t, c)
 	start := time.Now()
 	w := startWorkload(t, tc, 8, spreadKeys)
@@ -307,12 +300,8 @@ func TestDeadServerReplicasRecreated(t *testing.T) {
 		m.Policy.BalanceLeaders = false
 	}, nil)
 	sc := serviceClient(t, c, 0)
-	ctx := ctxT(t, 2*time.Minute)
 	const table = "rerep"
-	if _, err := sc.CreateTable(ctx, table, nil); err != nil {
-		t.Fatal(err)
-	}
-	tc := sc.NewClient(table)
+	tc := newTable(t, sc, table)
 	mc := masterClient(t, c)
 	w := startWorkload(t, tc, 4, spreadKeys)
 	time.Sleep(500 * time.Millisecond)
@@ -359,10 +348,7 @@ func TestContinuationAcrossSplitAndMerge(t *testing.T) {
 	sc := serviceClient(t, c, 0)
 	ctx := ctxT(t, 2*time.Minute)
 	const table = "paging"
-	if _, err := sc.CreateTable(ctx, table, nil); err != nil {
-		t.Fatal(err)
-	}
-	tc := sc.NewClient(table)
+	tc := newTable(t, sc, table)
 	want := map[string]bool{}
 	for i := 0; i < 260; i++ {
 		pk, rk := fmt.Sprintf("k%02d", i%26), fmt.Sprintf("r%03d", i)
