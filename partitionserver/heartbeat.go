@@ -88,9 +88,16 @@ func (s *Server) reconcile(resp *pb.HeartbeatResponse) {
 		if _, ok := s.replica(d.GetRangeId()); ok {
 			continue
 		}
-		// A range still at generation 1 has its initial voters, so joining
-		// by bootstrapping the same configuration is safe.
-		if err := s.createReplica(d, d.GetGeneration() == 1, false, resp.GetRaftAddrs()); err != nil {
+		// Only a range still at generation 1 is created from a heartbeat: it
+		// has its initial voters, so joining by bootstrapping the same
+		// configuration is safe. A later range is born from a split this
+		// server applies through the parent's log (creating it earlier would
+		// make that split fail here and nowhere else), or is added by an
+		// explicit move.
+		if d.GetGeneration() != 1 {
+			continue
+		}
+		if err := s.createReplica(d, true, false, resp.GetRaftAddrs()); err != nil {
 			s.logger.Warn("create assigned replica failed", "range", d.GetRangeId(), "err", err)
 		}
 	}

@@ -469,3 +469,25 @@ func TestAbsorbCarriesRowsAndRequests(t *testing.T) {
 		t.Fatalf("retry after the merge = %+v, want the first result %d", retry, first.TimestampUnixNano)
 	}
 }
+
+func TestSplitAppliesEvenIfTheNewRangeWasPrecreated(t *testing.T) {
+	s, r := openTestRange(t, &pb.RangeDescriptor{RangeId: 1, TableId: 7, Generation: 1})
+	a := &applier{t: t, r: r, clock: 1_000_000}
+	a.apply(op(pb.OpKind_OP_KIND_INSERT, "z", "r", entityBytes(t, nil)))
+	// A replica of the right-hand range recorded before this replica applied
+	// the split (as a heartbeat used to do).
+	if err := s.CreateRange(&pb.RangeDescriptor{RangeId: 2, TableId: 7, Start: "m", Generation: 2}, false); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := Encode(pb.CommandKind_COMMAND_KIND_SPLIT, &pb.SplitCommand{SplitKey: "m", NewRangeId: 2})
+	a.index++
+	res := r.ApplyBatch([]*raft.Log{{Index: a.index, Type: raft.LogCommand, Data: data}})[0].(*Result)
+	s.Flush()
+	if res.Err != nil || res.Range.GetEnd() != "m" {
+		t.Fatalf("split = %+v; it must apply on every replica alike", res)
+	}
+	right, _ := s.OpenRange(2, logging.Discard())
+	if st := right.State(); st.GetEntityCount() != 1 || !st.GetBootstrap() {
+		t.Fatalf("right range state = %+v", st)
+	}
+}

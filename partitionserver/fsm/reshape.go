@@ -57,9 +57,10 @@ func applySplit(c *applyCtx, payload []byte) *Result {
 	if key <= desc.GetStart() || !InRange(desc, key) {
 		return &Result{Err: fmt.Errorf("%w: %q", ErrBadSplitKey, key)}
 	}
-	if _, err := getState(c.tx, cmd.GetNewRangeId()); err == nil {
-		return &Result{Err: fmt.Errorf("%w: range %d", ErrRangeExists, cmd.GetNewRangeId())}
-	}
+	// A split must apply on every replica or on none: were the new range's
+	// state already stored here (created ahead of the split by mistake),
+	// failing on this replica alone would fork the group. The split is the
+	// authority on the new range, so its state replaces any such record.
 	right := &pb.RangeDescriptor{
 		RangeId: cmd.GetNewRangeId(), Table: desc.GetTable(), TableId: desc.GetTableId(),
 		Start: key, End: desc.GetEnd(), Generation: desc.GetGeneration() + 1, Replicas: desc.GetReplicas(),
