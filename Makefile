@@ -6,7 +6,7 @@ PROTOC_GEN_GO_GRPC_VERSION := v1.5.1
 GOBIN         ?= $(shell $(GO) env GOPATH)/bin
 DATA          ?= ./data
 
-.PHONY: build run test test-short bench fuzz proto vet fmt clean
+.PHONY: build run test test-short bench bench-tables fuzz proto vet fmt clean
 
 build:
 	$(GO) build -o bin/tablestore ./cmd/tablestore
@@ -23,8 +23,16 @@ test:
 test-short:
 	$(GO) test -count=1 -short ./...
 
+# The SDK workloads against `tablestore dev`, the deployment shape (roles as
+# separate processes) and, when azurite-table is on the PATH, Azurite, with
+# ratios and server CPU per entity. BENCH_ARGS adds flags (go run ./bench -h).
 bench: build
-	$(GO) run ./bench -binary ./bin/tablestore
+	$(GO) run ./bench -binary ./bin/tablestore $(BENCH_ARGS)
+
+# Many tables: creation time, idle CPU/RSS/fds, first read of an idle table,
+# listing with continuation.
+bench-tables: build
+	$(GO) run ./bench -binary ./bin/tablestore -mode tables -target dev $(BENCH_ARGS)
 
 fuzz:
 	./scripts/fuzz.sh 60s

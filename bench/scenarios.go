@@ -1,0 +1,455 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+)
+
+// env is what a scenario works on: one target, its clients, and the keys
+// written so far (for reads).
+type env struct {
+	o       options
+	t       *target
+	sc      *aztables.ServiceClient
+	tc      *aztables.Client // the scenarios' shared table
+	table   string
+	payload string
+
+	mu      sync.Mutex
+	written []string // "pk\x00rk"
+}
+
+func (e *env) body(pk, rk string) []byte {
+	b, _ := json.Marshal(map[string]any{"PartitionKey": pk, "RowKey": rk, "Payload": e.payload, "N": 42,
+		"When": "2024-01-02T03:04:05Z", "When@odata.type": "Edm.DateTime"})
+	return b
+}
+
+func (e *env) record(pk, rk string) {
+	e.mu.Lock()
+	if len(e.written) < 200000 {
+		e.written = append(e.written, pk+"\x00"+rk)
+	}
+	e.mu.Unlock()
+}
+
+// scenario is one workload. op does one request and says how many entities
+// it carried; setup (optional) prepares the table it uses.
+type scenario struct {
+	name    string
+	about   string
+	workers func(o options) int
+	// tablestoreOnly scenarios need the master (ctl) and are skipped
+	// elsewhere.
+	tablestoreOnly bool
+	setup          func(ctx context.Context, e *env) (op func(w, i int) (int, error), err error)
+}
+
+var defaultScenarios = []string{"insert-one-partition", "insert-many-partitions", "batch", "point-read", "insert-one-writer", "insert-presplit"}
+
+var scenarios = []scenario{
+	{name: "insert-one-partition", about: "inserts into one PartitionKey",
+		setup: func(ctx context.Context, e *env) (func(w, i int) (int, error), error) {
+			return func(w, i int) (int, error) {
+				rk := fmt.Sprintf("w%02d-%09d", w, i)
+				_, err := e.tc.AddEntity(ctx, e.body("hot", rk), nil)
+				if err == nil {
+					e.record("hot", rk)
+				}
+				return 1, err
+			}, nil
+		}},
+	{name: "insert-many-partitions", about: "inserts spread over -partitions PartitionKeys",
+		setup: func(ctx context.Context, e *env) (func(w, i int) (int, error), error) {
+			return spreadInserts(ctx, e, e.tc, "m"), nil
+		}},
+	{name: "batch", about: "entity group transactions of -batch-size inserts",
+		setup: func(ctx context.Context, e *env) (func(w, i int) (int, error), error) {
+			return func(w, i int) (int, error) {
+				pk := fmt.Sprintf("b%04d", (w*7919+i)%e.o.partitions)
+				actions := make([]aztables.TransactionAction, e.o.batchSize)
+				for j := range actions {
+					actions[j] = aztables.TransactionAction{ActionType: aztables.TransactionTypeAdd,
+						Entity: e.body(pk, fmt.Sprintf("w%02d-%09d-%03d", w, i, j))}
+				}
+				_, err := e.tc.SubmitTransaction(ctx, actions, nil)
+				return e.o.batchSize, err
+			}, nil
+		}},
+	{name: "point-read", about: "reads of entities written before",
+		setup: func(ctx context.Context, e *env) (func(w, i int) (int, error), error) {
+			if len(e.written) == 0 {
+				for i := 0; i < 2000; i++ {
+					pk, rk := fmt.Sprintf("p%04d", i%64), fmt.Sprintf("seed%06d", i)
+					if _, err := e.tc.AddEntity(ctx, e.body(pk, rk), nil); err == nil {
+						e.record(pk, rk)
+					}
+				}
+			}
+			if len(e.written) == 0 {
+				return nil, errors.New("no entity to read")
+			}
+			return func(w, i int) (int, error) {
+				e.mu.Lock()
+				k := e.written[(w*104729+i*31)%len(e.written)]
+				e.mu.Unlock()
+				pk, rk, _ := strings.Cut(k, "\x00")
+				_, err := e.tc.GetEntity(ctx, pk, rk, nil)
+				return 1, err
+			}, nil
+		}},
+	{name: "insert-one-writer", about: "one writer inserting (latency)", workers: func(options) int { return 1 },
+		setup: func(ctx context.Context, e *env) (func(w, i int) (int, error), error) {
+			return func(w, i int) (int, error) {
+				rk := fmt.Sprintf("solo-%09d", i)
+				_, err := e.tc.AddEntity(ctx, e.body("solo", rk), nil)
+				return 1, err
+			}, nil
+		}},
+	{name: "insert-presplit", about: "inserts over -partitions PartitionKeys into a table pre-split into 4 ranges led by different servers",
+		tablestoreOnly: true,
+		setup: func(ctx context.Context, e *env) (func(w, i int) (int, error), error) {
+			table := e.table + "split"
+			if _, err := e.sc.CreateTable(ctx, table, nil); err != nil {
+				return nil, fmt.Errorf("create %s: %w", table, err)
+			}
+			if err := presplit(ctx, e, table, 4); err != nil {
+				return nil, err
+			}
+			return spreadInserts(ctx, e, e.sc.NewClient(table), "s"), nil
+		}},
+}
+
+func spreadInserts(ctx context.Context, e *env, tc *aztables.Client, prefix string) func(w, i int) (int, error) {
+	return func(w, i int) (int, error) {
+		pk := fmt.Sprintf("p%04d", (w*7919+i)%e.o.partitions)
+		rk := fmt.Sprintf("%s%02d-%09d", prefix, w, i)
+		_, err := tc.AddEntity(ctx, e.body(pk, rk), nil)
+		if err == nil {
+			e.record(pk, rk)
+		}
+		return 1, err
+	}
+}
+
+func scenarioByName(name string) (scenario, bool) {
+	for _, s := range scenarios {
+		if s.name == name {
+			return s, true
+		}
+	}
+	return scenario{}, false
+}
+
+func allScenarios() []string {
+	var out []string
+	for _, s := range scenarios {
+		out = append(out, s.name)
+	}
+	return out
+}
+
+// presplit splits table into n ranges at evenly spaced PartitionKeys of the
+// spread scenarios and moves their leaderships round-robin over the
+// replicas, through `tablestore ctl` as an operator would.
+func presplit(ctx context.Context, e *env, table string, n int) error {
+	ctl := func(args ...string) ([]byte, error) {
+		full := append([]string{"ctl", "--master", e.t.masters, "--json"}, args...)
+		out, err := exec.CommandContext(ctx, e.o.bin, full...).CombinedOutput()
+		if err != nil {
+			return out, fmt.Errorf("ctl %s: %w: %s", strings.Join(args, " "), err, out)
+		}
+		return out, nil
+	}
+	for k := 1; k < n; k++ {
+		if _, err := ctl("split", table, fmt.Sprintf("p%04d", k*e.o.partitions/n)); err != nil {
+			return err
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out, err := ctl("ranges", "--table", table)
+		if err != nil {
+			return err
+		}
+		type rng struct {
+			RangeID  uint64   `json:"range_id"`
+			Start    string   `json:"start"`
+			Replicas []string `json:"replicas"`
+			Leader   string   `json:"leader"`
+		}
+		var rs []rng
+		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			var r rng
+			if json.Unmarshal([]byte(line), &r) == nil && r.RangeID != 0 {
+				rs = append(rs, r)
+			}
+		}
+		sort.Slice(rs, func(i, j int) bool { return rs[i].Start < rs[j].Start })
+		done := len(rs) == n
+		for k, r := range rs {
+			if len(r.Replicas) == 0 {
+				done = false
+				continue
+			}
+			reps := append([]string(nil), r.Replicas...)
+			sort.Strings(reps)
+			want := reps[k%len(reps)]
+			if r.Leader != want {
+				done = false
+				ctl("transfer-leader", fmt.Sprint(r.RangeID), "--to", want)
+			}
+		}
+		if done {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("table %s: ranges not split and spread within 30s: %s", table, out)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// result is one scenario's figures on one target.
+type result struct {
+	Target     string             `json:"target"`
+	Scenario   string             `json:"scenario"`
+	Workers    int                `json:"workers"`
+	Rate       float64            `json:"entities_per_sec"`
+	Requests   float64            `json:"requests_per_sec"`
+	P50        float64            `json:"p50_ms"`
+	P99        float64            `json:"p99_ms"`
+	Errors     int64              `json:"errors"`
+	FirstError string             `json:"first_error,omitempty"`
+	CPUPerOp   map[string]float64 `json:"cpu_us_per_entity"` // by role, plus "servers" (all but client)
+	Skipped    string             `json:"skipped,omitempty"`
+}
+
+// run drives op from workers goroutines for d and measures the rate of
+// entities carried by successful calls, latency and CPU.
+func run(t *target, name string, workers int, d time.Duration, op func(w, i int) (int, error)) result {
+	var errs atomic.Int64
+	var firstErr atomic.Value
+	var entities atomic.Int64
+	lat := make([][]time.Duration, workers)
+	var wg sync.WaitGroup
+	before := t.cpu()
+	start := time.Now()
+	end := start.Add(d)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := 0; time.Now().Before(end); i++ {
+				t0 := time.Now()
+				n, err := op(w, i)
+				if err != nil {
+					if errs.Add(1) == 1 {
+						firstErr.Store(err.Error())
+					}
+					continue
+				}
+				entities.Add(int64(n))
+				lat[w] = append(lat[w], time.Since(t0))
+			}
+		}(w)
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	after := t.cpu()
+	var all []time.Duration
+	for _, l := range lat {
+		all = append(all, l...)
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
+	r := result{Target: t.name, Scenario: name, Workers: workers, Errors: errs.Load(),
+		Rate: float64(entities.Load()) / elapsed.Seconds(), Requests: float64(len(all)) / elapsed.Seconds(),
+		CPUPerOp: map[string]float64{}}
+	if s, ok := firstErr.Load().(string); ok {
+		if len(s) > 300 {
+			s = s[:300]
+		}
+		r.FirstError = s
+	}
+	if len(all) > 0 {
+		r.P50 = ms(all[len(all)/2])
+		r.P99 = ms(all[len(all)*99/100])
+	}
+	if n := entities.Load(); n > 0 {
+		var servers float64
+		for role, c := range after {
+			us := (c - before[role]) / float64(n) * 1e6
+			r.CPUPerOp[role] = us
+			if role != "client" {
+				servers += us
+			}
+		}
+		r.CPUPerOp["servers"] = servers
+	}
+	return r
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func newService(o options, conn string) (*aztables.ServiceClient, error) {
+	opts := &aztables.ClientOptions{}
+	opts.Retry = policy.RetryOptions{MaxRetries: -1}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = o.idle, o.idle
+	opts.Transport = &http.Client{Transport: tr}
+	return aztables.NewServiceClientFromConnectionString(conn, opts)
+}
+
+// runThroughput measures every scenario on every target and prints the
+// figures, the ratios to Azurite and the CPU per entity.
+func runThroughput(o options, targets []string) error {
+	fmt.Printf("tablestore bench: %d workers, %v per scenario, ~%d B entities, %d PartitionKeys, batches of %d\n",
+		o.workers, o.duration, o.size, o.partitions, o.batchSize)
+	var results []result
+	for _, name := range targets {
+		t, err := startTarget(name, o)
+		if errors.Is(err, errSkip) {
+			fmt.Printf("\n[%s] skipped: azurite-table is not on the PATH (npm install -g azurite@3.37.0)\n", name)
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("target %s: %w", name, err)
+		}
+		rs, err := measure(o, t)
+		t.stop()
+		if err != nil {
+			return fmt.Errorf("target %s: %w", name, err)
+		}
+		results = append(results, rs...)
+	}
+	printRatios(results, targets)
+	if o.jsonOut != "" {
+		data, _ := json.MarshalIndent(results, "", "  ")
+		if err := os.WriteFile(o.jsonOut, data, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func measure(o options, t *target) ([]result, error) {
+	sc, err := newService(o, t.conn)
+	if err != nil {
+		return nil, err
+	}
+	ctx := context.Background()
+	e := &env{o: o, t: t, sc: sc, table: fmt.Sprintf("bench%d", time.Now().Unix()%1e6),
+		payload: strings.Repeat("x", max(0, o.size-100))}
+	if _, err := sc.CreateTable(ctx, e.table, nil); err != nil {
+		return nil, fmt.Errorf("create table: %w", err)
+	}
+	e.tc = sc.NewClient(e.table)
+	fmt.Printf("\n[%s]\n%-24s %12s %10s %10s %8s  %s\n", t.name, "scenario", "entities/s", "p50 ms", "p99 ms", "errors", "server CPU us/entity")
+	var out []result
+	for _, name := range o.scenarios {
+		s, _ := scenarioByName(name)
+		if s.tablestoreOnly && t.masters == "" {
+			out = append(out, result{Target: t.name, Scenario: name, Skipped: "needs a tablestore master"})
+			continue
+		}
+		workers := o.workers
+		if s.workers != nil {
+			workers = s.workers(o)
+		}
+		op, err := s.setup(ctx, e)
+		if err != nil {
+			return out, fmt.Errorf("%s: %w", name, err)
+		}
+		r := run(t, name, workers, o.duration, op)
+		out = append(out, r)
+		fmt.Printf("%-24s %12.0f %10.2f %10.2f %8d  %s\n", name, r.Rate, r.P50, r.P99, r.Errors, cpuLine(r.CPUPerOp))
+		if r.FirstError != "" {
+			fmt.Printf("    first error: %s\n", r.FirstError)
+		}
+	}
+	return out, nil
+}
+
+func cpuLine(m map[string]float64) string {
+	var roles []string
+	for role := range m {
+		if role != "servers" && role != "client" {
+			roles = append(roles, role)
+		}
+	}
+	sort.Strings(roles)
+	var b strings.Builder
+	fmt.Fprintf(&b, "%.0f", m["servers"])
+	if len(roles) > 1 {
+		b.WriteString(" (")
+		for i, role := range roles {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "%s %.0f", role, m[role])
+		}
+		b.WriteString(")")
+	}
+	fmt.Fprintf(&b, "; client %.0f", m["client"])
+	return b.String()
+}
+
+// printRatios prints one line per scenario with each target's rate and its
+// ratio to Azurite's.
+func printRatios(rs []result, targets []string) {
+	by := map[string]map[string]result{}
+	for _, r := range rs {
+		if by[r.Scenario] == nil {
+			by[r.Scenario] = map[string]result{}
+		}
+		by[r.Scenario][r.Target] = r
+	}
+	var present []string
+	for _, t := range targets {
+		for _, r := range rs {
+			if r.Target == t {
+				present = append(present, t)
+				break
+			}
+		}
+	}
+	fmt.Printf("\nentities/s (ratio to azurite)\n%-24s", "scenario")
+	for _, t := range present {
+		fmt.Printf(" %22s", t)
+	}
+	fmt.Println()
+	seen := map[string]bool{}
+	for _, r := range rs {
+		if seen[r.Scenario] {
+			continue
+		}
+		seen[r.Scenario] = true
+		fmt.Printf("%-24s", r.Scenario)
+		az, hasAz := by[r.Scenario]["azurite"]
+		for _, t := range present {
+			x, ok := by[r.Scenario][t]
+			switch {
+			case !ok || x.Skipped != "":
+				fmt.Printf(" %22s", "-")
+			case hasAz && az.Skipped == "" && az.Rate > 0 && t != "azurite":
+				fmt.Printf(" %14.0f (%4.2fx)", x.Rate, x.Rate/az.Rate)
+			default:
+				fmt.Printf(" %22.0f", x.Rate)
+			}
+		}
+		fmt.Println()
+	}
+}

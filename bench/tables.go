@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+)
+
+// runTables is the many-tables benchmark (issue 9's targets): create
+// -tables tables through the SDK, write one entity into each, then measure
+// what the idle tables cost (CPU, RSS, file descriptors) once -quiet-after
+// has passed since the last request, how fast a first request to an idle
+// table is served, and listing every table with continuation.
+func runTables(o options, targets []string) error {
+	for _, name := range targets {
+		t, err := startTarget(name, o)
+		if errors.Is(err, errSkip) {
+			fmt.Printf("\n[%s] skipped: azurite-table is not on the PATH\n", name)
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("target %s: %w", name, err)
+		}
+		err = measureTables(o, t)
+		stopStart := time.Now()
+		t.stop()
+		fmt.Printf("%-34s %v\n", "shutdown (SIGTERM to exit)", time.Since(stopStart).Round(10*time.Millisecond))
+		if err != nil {
+			return fmt.Errorf("target %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+func measureTables(o options, t *target) error {
+	sc, err := newService(o, t.conn)
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	fmt.Printf("\n[%s] %d tables, one entity each\n", t.name, o.tables)
+	prefix := fmt.Sprintf("t%d", time.Now().Unix()%1e5)
+	name := func(i int) string { return fmt.Sprintf("%sn%05d", prefix, i) }
+
+	var failed atomic.Int64
+	var firstErr atomic.Value
+	var next atomic.Int64
+	start := time.Now()
+	var wg sync.WaitGroup
+	workers := min(o.workers, 16)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= o.tables {
+					return
+				}
+				c, cancel := context.WithTimeout(ctx, 30*time.Second)
+				_, err := sc.CreateTable(c, name(i), nil)
+				if err == nil {
+					_, err = sc.NewClient(name(i)).AddEntity(c, []byte(`{"PartitionKey":"p","RowKey":"r","N":1}`), nil)
+				}
+				cancel()
+				if err != nil && failed.Add(1) == 1 {
+					firstErr.Store(err.Error())
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	created := time.Since(start)
+	fmt.Printf("%-34s %v (%.1f tables/s), %d failed\n", "create + write once", created.Round(10*time.Millisecond),
+		float64(o.tables)/created.Seconds(), failed.Load())
+	if s, ok := firstErr.Load().(string); ok {
+		fmt.Printf("    first error: %.300s\n", s)
+	}
+
+	// Idle cost, measured over 10 s once quiet-after has passed.
+	time.Sleep(o.quietAfter)
+	before := t.cpu()
+	time.Sleep(10 * time.Second)
+	after := t.cpu()
+	var roles []string
+	for _, p := range t.procs {
+		roles = append(roles, p.role)
+	}
+	sort.Strings(roles)
+	for _, p := range t.procs {
+		fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", p.cmd.Process.Pid))
+		fmt.Printf("%-34s %5.1f%% of a core, RSS %4d MiB, %d fds\n", "idle "+p.role,
+			(after[p.role]-before[p.role])/10*100, rssBytes(p.cmd.Process.Pid)>>20, len(fds))
+	}
+
+	// First request to an idle table: one read each of a random sample, one
+	// at a time so each finds its range quiet.
+	sample := rand.Perm(o.tables)[:min(o.tables, 200)]
+	var lat []time.Duration
+	var readFailed int
+	for _, i := range sample {
+		t0 := time.Now()
+		c, cancel := context.WithTimeout(ctx, 30*time.Second)
+		_, err := sc.NewClient(name(i)).GetEntity(c, "p", "r", nil)
+		cancel()
+		if err != nil {
+			readFailed++
+			continue
+		}
+		lat = append(lat, time.Since(t0))
+		time.Sleep(5 * time.Millisecond)
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	if len(lat) > 0 {
+		fmt.Printf("%-34s p50 %.2f ms, p99 %.2f ms, max %.2f ms (%d reads, %d failed)\n", "first read of an idle table",
+			ms(lat[len(lat)/2]), ms(lat[len(lat)*99/100]), ms(lat[len(lat)-1]), len(lat), readFailed)
+	}
+
+	// Listing every table with continuation.
+	t0 := time.Now()
+	pager := sc.NewListTablesPager(&aztables.ListTablesOptions{})
+	var pages, listed int
+	for pager.More() {
+		page, err := pager.NextPage(ctx)
+		if err != nil {
+			return fmt.Errorf("list tables: %w", err)
+		}
+		pages++
+		listed += len(page.Tables)
+	}
+	fmt.Printf("%-34s %d tables in %d pages, %v\n", "list tables", listed, pages, time.Since(t0).Round(time.Millisecond))
+	return nil
+}

@@ -1,0 +1,354 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+)
+
+// devConnString is the Azurite account that tablestore dev, the front-end's
+// defaults and azurite-table all serve.
+const (
+	devAccount = "devstoreaccount1"
+	devKey     = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+)
+
+func connString(addr string) string {
+	return fmt.Sprintf("DefaultEndpointsProtocol=http;AccountName=%s;AccountKey=%s;TableEndpoint=http://%s/%s;", devAccount, devKey, addr, devAccount)
+}
+
+// process is one server process a target started, measured for CPU.
+type process struct {
+	role string
+	cmd  *exec.Cmd
+	log  string
+}
+
+// target is one endpoint under test and the processes behind it.
+type target struct {
+	name    string
+	conn    string
+	masters string // master gRPC addresses for ctl; empty when not tablestore
+	procs   []*process
+	dir     string
+}
+
+func (t *target) stop() {
+	for _, p := range t.procs {
+		p.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	for _, p := range t.procs {
+		done := make(chan struct{})
+		go func() { p.cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			p.cmd.Process.Kill()
+			<-done
+		}
+	}
+	if t.dir != "" {
+		os.RemoveAll(t.dir)
+	}
+}
+
+// start launches a process whose output goes to a log file in the target's
+// directory (shown when the target fails to come up).
+func (t *target) start(role string, bin string, args ...string) (*process, error) {
+	logPath := filepath.Join(t.dir, role+".log")
+	f, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("start %s: %w", role, err)
+	}
+	f.Close()
+	p := &process{role: role, cmd: cmd, log: logPath}
+	t.procs = append(t.procs, p)
+	return p, nil
+}
+
+func (t *target) logs() string {
+	var b strings.Builder
+	for _, p := range t.procs {
+		data, _ := os.ReadFile(p.log)
+		if len(data) > 2000 {
+			data = data[len(data)-2000:]
+		}
+		fmt.Fprintf(&b, "--- %s (%s)\n%s\n", p.role, p.log, data)
+	}
+	return b.String()
+}
+
+func startTarget(name string, o options) (*target, error) {
+	switch name {
+	case "dev":
+		return startDev(o)
+	case "processes":
+		return startProcesses(o)
+	case "azurite":
+		return startAzurite()
+	case "conn":
+		if o.conn == "" {
+			return nil, errors.New("target conn needs -conn")
+		}
+		return &target{name: "conn", conn: o.conn}, nil
+	}
+	return nil, fmt.Errorf("unknown target %q (dev, processes, azurite, conn)", name)
+}
+
+// freePorts asks the OS for n distinct free loopback ports.
+func freePorts(n int) ([]int, error) {
+	var lns []net.Listener
+	defer func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}()
+	var out []int
+	for i := 0; i < n; i++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		lns = append(lns, ln)
+		out = append(out, ln.Addr().(*net.TCPAddr).Port)
+	}
+	return out, nil
+}
+
+func addr(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
+
+func throttleFlag(o options) string {
+	if o.throttle {
+		return "2000"
+	}
+	return "0"
+}
+
+// startDev runs `tablestore dev` on a scratch directory and waits for the
+// connection string it prints. Policies are off so that every figure is of
+// the range layout the scenario sets up; the pre-split scenario splits by
+// hand.
+func startDev(o options) (*target, error) {
+	dir, err := os.MkdirTemp("", "tablestore-bench-dev-")
+	if err != nil {
+		return nil, err
+	}
+	t := &target{name: "dev", dir: dir}
+	ports, err := freePorts(2)
+	if err != nil {
+		return nil, err
+	}
+	// dev's internal listeners are --base-port and the next seven.
+	base, err := freeRange(8)
+	if err != nil {
+		return nil, err
+	}
+	fe, metrics := addr(ports[0]), addr(ports[1])
+	args := []string{"dev", "--data-dir", filepath.Join(dir, "data"), "--frontend-addr", fe,
+		"--base-port", strconv.Itoa(base), "--metrics-addr", metrics, "--log-level", "warn",
+		"--partition-throttle", throttleFlag(o), "--policies=false"}
+	if _, err := t.start("dev", o.bin, args...); err != nil {
+		return nil, err
+	}
+	t.conn = connString(fe)
+	t.masters = addr(base)
+	return t, t.waitReady()
+}
+
+// freeRange finds n consecutive free loopback ports.
+func freeRange(n int) (int, error) {
+	for try := 0; try < 50; try++ {
+		ps, err := freePorts(1)
+		if err != nil {
+			return 0, err
+		}
+		base := ps[0]
+		if base+n > 65535 {
+			continue
+		}
+		ok := true
+		var lns []net.Listener
+		for p := base; p < base+n; p++ {
+			ln, err := net.Listen("tcp", addr(p))
+			if err != nil {
+				ok = false
+				break
+			}
+			lns = append(lns, ln)
+		}
+		for _, ln := range lns {
+			ln.Close()
+		}
+		if ok {
+			return base, nil
+		}
+	}
+	return 0, errors.New("no run of free ports found")
+}
+
+// startProcesses runs the deployment shape: one master, three partition
+// servers and one front-end, each its own process, as the README shows.
+func startProcesses(o options) (*target, error) {
+	dir, err := os.MkdirTemp("", "tablestore-bench-procs-")
+	if err != nil {
+		return nil, err
+	}
+	t := &target{name: "processes", dir: dir}
+	p, err := freePorts(9)
+	if err != nil {
+		return nil, err
+	}
+	master := addr(p[0])
+	if _, err := t.start("master", o.bin, "master", "--id", "m1", "--data-dir", filepath.Join(dir, "m1"),
+		"--grpc-addr", master, "--raft-addr", addr(p[1]), "--peers", "m1="+addr(p[1]),
+		"--policies=false", "--log-level", "warn"); err != nil {
+		t.stop()
+		return nil, err
+	}
+	for i := 1; i <= 3; i++ {
+		if _, err := t.start(fmt.Sprintf("ps%d", i), o.bin, "partitionserver", "--id", fmt.Sprintf("ps%d", i),
+			"--data-dir", filepath.Join(dir, fmt.Sprintf("ps%d", i)),
+			"--grpc-addr", addr(p[2*i]), "--raft-addr", addr(p[2*i+1]), "--masters", master,
+			"--partition-throttle", throttleFlag(o), "--log-level", "warn"); err != nil {
+			t.stop()
+			return nil, err
+		}
+	}
+	fe := addr(p[8])
+	if _, err := t.start("frontend", o.bin, "frontend", "--http-addr", fe, "--masters", master, "--log-level", "warn"); err != nil {
+		t.stop()
+		return nil, err
+	}
+	t.conn = connString(fe)
+	t.masters = master
+	return t, t.waitReady()
+}
+
+// startAzurite runs azurite-table (its default, on-disk persistence) on a
+// scratch directory.
+func startAzurite() (*target, error) {
+	bin, err := exec.LookPath("azurite-table")
+	if err != nil {
+		return nil, errSkip
+	}
+	dir, err := os.MkdirTemp("", "tablestore-bench-azurite-")
+	if err != nil {
+		return nil, err
+	}
+	t := &target{name: "azurite", dir: dir}
+	p, err := freePorts(1)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := t.start("azurite", bin, "--tableHost", "127.0.0.1", "--tablePort", strconv.Itoa(p[0]),
+		"--location", dir, "--skipApiVersionCheck", "--silent"); err != nil {
+		return nil, err
+	}
+	t.conn = connString(addr(p[0]))
+	return t, t.waitReady()
+}
+
+// errSkip marks a target that cannot run on this machine.
+var errSkip = errors.New("skipped")
+
+// waitReady polls until a table can be created and deleted (every role up,
+// the first range led).
+func (t *target) waitReady() error {
+	sc, err := aztables.NewServiceClientFromConnectionString(t.conn, nil)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(90 * time.Second)
+	var last error
+	for time.Now().Before(deadline) {
+		for _, p := range t.procs {
+			if p.cmd.ProcessState != nil {
+				return fmt.Errorf("%s exited early\n%s", p.role, t.logs())
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		name := fmt.Sprintf("ready%d", time.Now().UnixNano()%1e9)
+		_, last = sc.CreateTable(ctx, name, nil)
+		if last == nil {
+			sc.DeleteTable(ctx, name, nil)
+			cancel()
+			return nil
+		}
+		cancel()
+		time.Sleep(250 * time.Millisecond)
+	}
+	t.stop()
+	return fmt.Errorf("%s did not become ready: %v\n%s", t.name, last, t.logs())
+}
+
+// cpuSeconds is the user+system CPU time a process has used so far.
+func cpuSeconds(pid int) float64 {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	line, err := bufio.NewReader(f).ReadString('\n')
+	if err != nil && err != io.EOF {
+		return 0
+	}
+	// The command name (field 2) may hold spaces; fields after its ')'.
+	i := strings.LastIndexByte(line, ')')
+	if i < 0 {
+		return 0
+	}
+	fields := strings.Fields(line[i+1:])
+	if len(fields) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseFloat(fields[11], 64)
+	stime, _ := strconv.ParseFloat(fields[12], 64)
+	return (utime + stime) / clockTicks
+}
+
+// clockTicks is USER_HZ, 100 on every Linux this runs on.
+const clockTicks = 100
+
+// rssBytes is a process's resident set size.
+func rssBytes(pid int) int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb * 1024
+		}
+	}
+	return 0
+}
+
+// cpuSnapshot is every started process's CPU time plus this process's own.
+type cpuSnapshot map[string]float64
+
+func (t *target) cpu() cpuSnapshot {
+	s := cpuSnapshot{"client": cpuSeconds(os.Getpid())}
+	for _, p := range t.procs {
+		s[p.role] = cpuSeconds(p.cmd.Process.Pid)
+	}
+	return s
+}
