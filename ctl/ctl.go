@@ -33,8 +33,10 @@ type command struct {
 	name    string
 	args    string // synopsis of flags and positional arguments
 	summary string
-	// nargs is the number of positional arguments required.
-	nargs int
+	// nargs is the number of positional arguments required; with varargs
+	// the least number, the command checking the rest itself.
+	nargs   int
+	varargs bool
 	// flags registers the command's own flags into opts.
 	flags func(fs *flag.FlagSet, o *opts)
 	run   func(r *runner, ctx context.Context, o *opts, args []string) error
@@ -81,6 +83,9 @@ var commands = []command{
 			fs.StringVar(&o.to, "to", "", "server id of the replica to lead (required)")
 		},
 		run: (*runner).transferLeader},
+	{name: "master", args: "list | add ID RAFT_ADDR | remove ID", nargs: 1, varargs: true,
+		summary: "the master group's members; add a master started with --join, remove one",
+		run: (*runner).master},
 }
 
 func findCommand(name string) (command, bool) {
@@ -153,7 +158,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, e env) er
 		}
 		return fmt.Errorf("%w: %s: %v", ErrUsage, c.name, err)
 	}
-	if len(pos) != c.nargs {
+	if len(pos) != c.nargs && !(c.varargs && len(pos) >= c.nargs) {
 		return fmt.Errorf("%w: %s takes %d argument(s), got %d: tablestore ctl %s %s", ErrUsage, c.name, c.nargs, len(pos), c.name, c.args)
 	}
 	if err := cfg.Validate(); err != nil {
@@ -430,4 +435,53 @@ func (r *runner) transferLeader(ctx context.Context, o *opts, args []string) err
 	}
 	res := Result{Op: "transfer-leader", RangeID: id, To: o.to, Ranges: []Range{}}
 	return r.result(res, fmt.Sprintf("leadership of range %d transferred to %s", id, o.to))
+}
+
+// master lists, adds or removes members of the master group.
+func (r *runner) master(ctx context.Context, _ *opts, args []string) error {
+	verb, rest := args[0], args[1:]
+	want := map[string]int{"list": 0, "add": 2, "remove": 1}
+	n, ok := want[verb]
+	if !ok || len(rest) != n {
+		return fmt.Errorf("%w: master takes list, add ID RAFT_ADDR or remove ID, got %q", ErrUsage, strings.Join(args, " "))
+	}
+	var resp *pb.ListMembersResponse
+	call := func(ctx context.Context, c pb.MasterServiceClient) (err error) {
+		switch verb {
+		case "list":
+			resp, err = c.ListMembers(ctx, &pb.ListMembersRequest{})
+		case "add":
+			resp, err = c.AddMember(ctx, &pb.AddMemberRequest{Id: rest[0], RaftAddr: rest[1]})
+		case "remove":
+			resp, err = c.RemoveMember(ctx, &pb.RemoveMemberRequest{Id: rest[0]})
+		}
+		return err
+	}
+	if err := leaderCall(ctx, r.mc, call); err != nil {
+		return r.masterError("master "+verb, err)
+	}
+	members := make([]Member, 0, len(resp.GetMembers()))
+	for _, m := range resp.GetMembers() {
+		members = append(members, Member{ID: m.GetId(), RaftAddr: m.GetRaftAddr(), Voter: m.GetVoter(), Leader: m.GetLeader()})
+	}
+	if r.json != nil {
+		for _, m := range members {
+			if err := r.json.write(m); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	switch verb {
+	case "add":
+		fmt.Fprintf(r.out, "master %s (%s) added\n", rest[0], rest[1])
+	case "remove":
+		fmt.Fprintf(r.out, "master %s removed\n", rest[0])
+	}
+	tw := newTable("ID", "RAFT ADDRESS", "VOTER", "LEADER")
+	yes := map[bool]string{true: "yes", false: "no"}
+	for _, m := range members {
+		tw.add(m.ID, m.RaftAddr, yes[m.Voter], yes[m.Leader])
+	}
+	return tw.write(r.out)
 }

@@ -62,6 +62,14 @@ type Server struct {
 	LeaderEntitiesPerSec float64 `json:"leader_entities_per_sec"`
 }
 
+// Member is one member of the master group (`ctl master`).
+type Member struct {
+	ID       string `json:"id"`
+	RaftAddr string `json:"raft_addr"`
+	Voter    bool   `json:"voter"`
+	Leader   bool   `json:"leader"`
+}
+
 // Event is one entry of the master's event log.
 type Event struct {
 	Seq      uint64 `json:"seq"`

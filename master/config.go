@@ -22,6 +22,10 @@ type Config struct {
 	// Peers lists every master as id=raftaddr (including this one). Empty
 	// means a single-master group of this master alone.
 	Peers map[string]string
+	// Join starts a master with empty state that does not bootstrap a
+	// group: it waits until the group's leader adds it (`tablestore ctl
+	// master add`). Ignored once the master has Raft state.
+	Join bool
 	// ReplicationFactor is the number of replicas of every range.
 	ReplicationFactor int
 	// ServerTimeout marks a partition server down after this long without
@@ -64,6 +68,9 @@ func (c *Config) Validate() error {
 	}
 	if c.DataDir == "" || c.GRPCAddr == "" || c.RaftAddr == "" {
 		errs = append(errs, errors.New("data-dir, grpc-addr and raft-addr are required"))
+	}
+	if c.Join && len(c.Peers) > 0 {
+		errs = append(errs, errors.New("join and peers exclude each other: a joining master learns its peers from the group"))
 	}
 	if len(c.Peers) > 0 {
 		if _, ok := c.Peers[c.ID]; !ok {
@@ -113,6 +120,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		c.Peers = p
 		return err
 	})
+	fs.BoolVar(&c.Join, "join", c.Join, "start empty and wait to be added to an existing master group (tablestore ctl master add) instead of bootstrapping one")
 	fs.IntVar(&c.ReplicationFactor, "replication-factor", c.ReplicationFactor, "replicas per range")
 	fs.DurationVar(&c.ServerTimeout, "server-timeout", c.ServerTimeout, "a partition server without heartbeat for this long is down")
 	fs.DurationVar(&c.CreateTableWait, "create-table-wait", c.CreateTableWait, "how long CreateTable waits for the new range's leader")

@@ -126,7 +126,7 @@ func (s *Server) Start() (err error) {
 	if err != nil {
 		return err
 	}
-	if !has {
+	if !has && !s.cfg.Join {
 		peers := s.cfg.Peers
 		if len(peers) == 0 {
 			peers = map[string]string{s.cfg.ID: string(s.transport.LocalAddr())}

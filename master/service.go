@@ -34,8 +34,12 @@ func toStatus(err error) error {
 		return rpcerr.New(codes.NotFound, rpcerr.ReasonTableNotFound, err.Error(), nil)
 	case errors.Is(err, ErrNotEnoughServers):
 		return rpcerr.New(codes.Unavailable, rpcerr.ReasonUnavailable, err.Error(), nil)
-	case errors.Is(err, ErrBadCommand):
+	case errors.Is(err, ErrBadCommand), errors.Is(err, ErrBadMember):
 		return rpcerr.New(codes.InvalidArgument, rpcerr.ReasonInvalidInput, err.Error(), nil)
+	case errors.Is(err, ErrUnknownMember):
+		return rpcerr.New(codes.NotFound, "", err.Error(), nil)
+	case errors.Is(err, ErrMemberExists), errors.Is(err, ErrLastMember):
+		return rpcerr.New(codes.FailedPrecondition, "", err.Error(), nil)
 	}
 	return rpcerr.New(codes.Internal, "", err.Error(), nil)
 }

@@ -38,6 +38,8 @@ const (
 	EventKind_EVENT_KIND_RE_REPLICATE    EventKind = 8
 	EventKind_EVENT_KIND_TABLE_CREATED   EventKind = 9
 	EventKind_EVENT_KIND_TABLE_DELETED   EventKind = 10
+	// A master joined or left the master group.
+	EventKind_EVENT_KIND_MASTER_MEMBER EventKind = 11
 )
 
 // Enum value maps for EventKind.
@@ -54,6 +56,7 @@ var (
 		8:  "EVENT_KIND_RE_REPLICATE",
 		9:  "EVENT_KIND_TABLE_CREATED",
 		10: "EVENT_KIND_TABLE_DELETED",
+		11: "EVENT_KIND_MASTER_MEMBER",
 	}
 	EventKind_value = map[string]int32{
 		"EVENT_KIND_UNSPECIFIED":     0,
@@ -67,6 +70,7 @@ var (
 		"EVENT_KIND_RE_REPLICATE":    8,
 		"EVENT_KIND_TABLE_CREATED":   9,
 		"EVENT_KIND_TABLE_DELETED":   10,
+		"EVENT_KIND_MASTER_MEMBER":   11,
 	}
 )
 
@@ -2466,7 +2470,7 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\rnext_range_id\x18\x05 \x01(\x04R\vnextRangeId\x12-\n" +
 	"\x12service_properties\x18\x06 \x01(\fR\x11serviceProperties\x12,\n" +
 	"\x06events\x18\a \x03(\v2\x14.tablestore.v1.EventR\x06events\x12$\n" +
-	"\x0enext_event_seq\x18\b \x01(\x04R\fnextEventSeq*\xb0\x02\n" +
+	"\x0enext_event_seq\x18\b \x01(\x04R\fnextEventSeq*\xce\x02\n" +
 	"\tEventKind\x12\x1a\n" +
 	"\x16EVENT_KIND_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10EVENT_KIND_SPLIT\x10\x01\x12\x14\n" +
@@ -2479,7 +2483,8 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x17EVENT_KIND_RE_REPLICATE\x10\b\x12\x1c\n" +
 	"\x18EVENT_KIND_TABLE_CREATED\x10\t\x12\x1c\n" +
 	"\x18EVENT_KIND_TABLE_DELETED\x10\n" +
-	"*\xad\x01\n" +
+	"\x12\x1c\n" +
+	"\x18EVENT_KIND_MASTER_MEMBER\x10\v*\xad\x01\n" +
 	"\x06OpKind\x12\x17\n" +
 	"\x13OP_KIND_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eOP_KIND_INSERT\x10\x01\x12\x13\n" +

@@ -34,6 +34,9 @@ const (
 	MasterService_Move_FullMethodName                 = "/tablestore.v1.MasterService/Move"
 	MasterService_TransferLeader_FullMethodName       = "/tablestore.v1.MasterService/TransferLeader"
 	MasterService_Heartbeat_FullMethodName            = "/tablestore.v1.MasterService/Heartbeat"
+	MasterService_ListMembers_FullMethodName          = "/tablestore.v1.MasterService/ListMembers"
+	MasterService_AddMember_FullMethodName            = "/tablestore.v1.MasterService/AddMember"
+	MasterService_RemoveMember_FullMethodName         = "/tablestore.v1.MasterService/RemoveMember"
 )
 
 // MasterServiceClient is the client API for MasterService service.
@@ -64,6 +67,12 @@ type MasterServiceClient interface {
 	TransferLeader(ctx context.Context, in *MasterTransferLeaderRequest, opts ...grpc.CallOption) (*MasterTransferLeaderResponse, error)
 	// Heartbeat registers a partition server and reports its replicas.
 	Heartbeat(ctx context.Context, in *HeartbeatRequest, opts ...grpc.CallOption) (*HeartbeatResponse, error)
+	// ListMembers returns the master group's Raft configuration.
+	ListMembers(ctx context.Context, in *ListMembersRequest, opts ...grpc.CallOption) (*ListMembersResponse, error)
+	// AddMember adds a master (started with --join) as a voter.
+	AddMember(ctx context.Context, in *AddMemberRequest, opts ...grpc.CallOption) (*ListMembersResponse, error)
+	// RemoveMember removes a master from the group.
+	RemoveMember(ctx context.Context, in *RemoveMemberRequest, opts ...grpc.CallOption) (*ListMembersResponse, error)
 }
 
 type masterServiceClient struct {
@@ -212,6 +221,36 @@ func (c *masterServiceClient) Heartbeat(ctx context.Context, in *HeartbeatReques
 	return out, nil
 }
 
+func (c *masterServiceClient) ListMembers(ctx context.Context, in *ListMembersRequest, opts ...grpc.CallOption) (*ListMembersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListMembersResponse)
+	err := c.cc.Invoke(ctx, MasterService_ListMembers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *masterServiceClient) AddMember(ctx context.Context, in *AddMemberRequest, opts ...grpc.CallOption) (*ListMembersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListMembersResponse)
+	err := c.cc.Invoke(ctx, MasterService_AddMember_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *masterServiceClient) RemoveMember(ctx context.Context, in *RemoveMemberRequest, opts ...grpc.CallOption) (*ListMembersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListMembersResponse)
+	err := c.cc.Invoke(ctx, MasterService_RemoveMember_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MasterServiceServer is the server API for MasterService service.
 // All implementations must embed UnimplementedMasterServiceServer
 // for forward compatibility.
@@ -240,6 +279,12 @@ type MasterServiceServer interface {
 	TransferLeader(context.Context, *MasterTransferLeaderRequest) (*MasterTransferLeaderResponse, error)
 	// Heartbeat registers a partition server and reports its replicas.
 	Heartbeat(context.Context, *HeartbeatRequest) (*HeartbeatResponse, error)
+	// ListMembers returns the master group's Raft configuration.
+	ListMembers(context.Context, *ListMembersRequest) (*ListMembersResponse, error)
+	// AddMember adds a master (started with --join) as a voter.
+	AddMember(context.Context, *AddMemberRequest) (*ListMembersResponse, error)
+	// RemoveMember removes a master from the group.
+	RemoveMember(context.Context, *RemoveMemberRequest) (*ListMembersResponse, error)
 	mustEmbedUnimplementedMasterServiceServer()
 }
 
@@ -285,6 +330,15 @@ func (UnimplementedMasterServiceServer) TransferLeader(context.Context, *MasterT
 }
 func (UnimplementedMasterServiceServer) Heartbeat(context.Context, *HeartbeatRequest) (*HeartbeatResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Heartbeat not implemented")
+}
+func (UnimplementedMasterServiceServer) ListMembers(context.Context, *ListMembersRequest) (*ListMembersResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListMembers not implemented")
+}
+func (UnimplementedMasterServiceServer) AddMember(context.Context, *AddMemberRequest) (*ListMembersResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method AddMember not implemented")
+}
+func (UnimplementedMasterServiceServer) RemoveMember(context.Context, *RemoveMemberRequest) (*ListMembersResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method RemoveMember not implemented")
 }
 func (UnimplementedMasterServiceServer) mustEmbedUnimplementedMasterServiceServer() {}
 func (UnimplementedMasterServiceServer) testEmbeddedByValue()                       {}
@@ -509,6 +563,60 @@ func _MasterService_Heartbeat_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MasterService_ListMembers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListMembersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServiceServer).ListMembers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MasterService_ListMembers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServiceServer).ListMembers(ctx, req.(*ListMembersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MasterService_AddMember_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AddMemberRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServiceServer).AddMember(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MasterService_AddMember_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServiceServer).AddMember(ctx, req.(*AddMemberRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MasterService_RemoveMember_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RemoveMemberRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServiceServer).RemoveMember(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MasterService_RemoveMember_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServiceServer).RemoveMember(ctx, req.(*RemoveMemberRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // MasterService_ServiceDesc is the grpc.ServiceDesc for MasterService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -555,6 +663,18 @@ var MasterService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Heartbeat",
 			Handler:    _MasterService_Heartbeat_Handler,
+		},
+		{
+			MethodName: "ListMembers",
+			Handler:    _MasterService_ListMembers_Handler,
+		},
+		{
+			MethodName: "AddMember",
+			Handler:    _MasterService_AddMember_Handler,
+		},
+		{
+			MethodName: "RemoveMember",
+			Handler:    _MasterService_RemoveMember_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

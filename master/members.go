@@ -1,0 +1,153 @@
+package master
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	pb "tablestore/proto/tablestorepb"
+)
+
+// Errors of master membership changes.
+var (
+	// ErrUnknownMember: the id is not in the master group's configuration.
+	ErrUnknownMember = errors.New("master: no such member")
+	// ErrMemberExists: the id or address is already a member.
+	ErrMemberExists = errors.New("master: member already exists")
+	// ErrLastMember: removing it would leave the group without a voter.
+	ErrLastMember = errors.New("master: cannot remove the last voter")
+	// ErrBadMember: an empty id or address.
+	ErrBadMember = errors.New("master: member needs an id and a raft address")
+)
+
+// membershipTimeout bounds one configuration change.
+const membershipTimeout = 10 * time.Second
+
+// Members returns the master group's current Raft configuration, as this
+// master knows it, and the configuration's index.
+func (s *Server) Members() (*pb.ListMembersResponse, error) {
+	f := s.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, err
+	}
+	_, leaderID := s.raft.LeaderWithID()
+	resp := &pb.ListMembersResponse{Index: f.Index()}
+	for _, sv := range f.Configuration().Servers {
+		resp.Members = append(resp.Members, &pb.MasterMember{
+			Id: string(sv.ID), RaftAddr: string(sv.Address),
+			Voter: sv.Suffrage == raft.Voter, Leader: sv.ID == leaderID,
+		})
+	}
+	sort.Slice(resp.Members, func(i, j int) bool { return resp.Members[i].Id < resp.Members[j].Id })
+	return resp, nil
+}
+
+// AddMember adds a master as a voter. The new master must be running with
+// --join (an empty Raft state that waits to be added): the leader then sends
+// it a snapshot and the log, as to any lagging follower. Like etcd's
+// `member add`, the group's quorum grows at once, so add one member at a
+// time and remove the one being replaced afterwards.
+func (s *Server) AddMember(id, addr string) (*pb.ListMembersResponse, error) {
+	if id == "" || addr == "" {
+		return nil, ErrBadMember
+	}
+	if err := s.ready(); err != nil {
+		return nil, err
+	}
+	cur, err := s.Members()
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range cur.GetMembers() {
+		if m.GetId() == id || m.GetRaftAddr() == addr {
+			return nil, fmt.Errorf("%w: %s at %s", ErrMemberExists, m.GetId(), m.GetRaftAddr())
+		}
+	}
+	// prevIndex makes the change conditional on the configuration read
+	// above, so two concurrent changes cannot both pass the checks.
+	f := s.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), cur.GetIndex(), membershipTimeout)
+	if err := membershipError(f.Error()); err != nil {
+		return nil, err
+	}
+	s.logger.Info("master member added", "member", id, "raft", addr)
+	s.event(&pb.Event{Kind: pb.EventKind_EVENT_KIND_MASTER_MEMBER, Cause: causeOperator,
+		Message: fmt.Sprintf("master %s (%s) added to the master group", id, addr)})
+	return s.Members()
+}
+
+// RemoveMember removes a master from the group. Removing the leader itself
+// is allowed: it steps down once the change commits and another member
+// leads.
+func (s *Server) RemoveMember(id string) (*pb.ListMembersResponse, error) {
+	if id == "" {
+		return nil, ErrBadMember
+	}
+	if err := s.ready(); err != nil {
+		return nil, err
+	}
+	cur, err := s.Members()
+	if err != nil {
+		return nil, err
+	}
+	found, voters := false, 0
+	for _, m := range cur.GetMembers() {
+		if m.GetVoter() {
+			voters++
+		}
+		if m.GetId() == id {
+			found = true
+		}
+	}
+	if !found {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownMember, id)
+	}
+	if voters <= 1 {
+		return nil, ErrLastMember
+	}
+	s.event(&pb.Event{Kind: pb.EventKind_EVENT_KIND_MASTER_MEMBER, Cause: causeOperator,
+		Message: fmt.Sprintf("master %s removed from the master group", id)})
+	f := s.raft.RemoveServer(raft.ServerID(id), cur.GetIndex(), membershipTimeout)
+	if err := membershipError(f.Error()); err != nil {
+		return nil, err
+	}
+	s.logger.Info("master member removed", "member", id)
+	if string(s.cfg.ID) == id {
+		// This master is no longer a member; it cannot answer for the
+		// group.
+		return cur, nil
+	}
+	return s.Members()
+}
+
+func membershipError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost):
+		return ErrNotLeader
+	}
+	return err
+}
+
+// ListMembers answers from any master, not only the leader, so an operator
+// can see the group from a member that lost it.
+func (v *service) ListMembers(_ context.Context, _ *pb.ListMembersRequest) (*pb.ListMembersResponse, error) {
+	resp, err := v.s.Members()
+	return resp, toStatus(err)
+}
+
+// AddMember adds a master started with --join.
+func (v *service) AddMember(_ context.Context, req *pb.AddMemberRequest) (*pb.ListMembersResponse, error) {
+	resp, err := v.s.AddMember(req.GetId(), req.GetRaftAddr())
+	return resp, toStatus(err)
+}
+
+// RemoveMember removes a master from the group.
+func (v *service) RemoveMember(_ context.Context, req *pb.RemoveMemberRequest) (*pb.ListMembersResponse, error) {
+	resp, err := v.s.RemoveMember(req.GetId())
+	return resp, toStatus(err)
+}

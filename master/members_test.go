@@ -1,0 +1,215 @@
+package master
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	pb "tablestore/proto/tablestorepb"
+)
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+type testMaster struct {
+	cfg Config
+	s   *Server
+}
+
+func startMaster(t *testing.T, cfg Config) *Server {
+	t.Helper()
+	s, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func waitUntil(t *testing.T, d time.Duration, what string, f func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !f() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func props(s *Server) string { return string(s.PartitionMap().GetServiceProperties()) }
+
+// TestReplaceMaster replaces a lost master the way docs/deploy.md says:
+// remove it, start an empty master with --join, add it; then the group
+// survives the loss of one of the original masters, which needs the new one.
+func TestReplaceMaster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts Raft groups")
+	}
+	ms := make([]*testMaster, 4)
+	peers := map[string]string{}
+	for i := range ms {
+		cfg := DefaultConfig()
+		cfg.ID = fmt.Sprintf("m%d", i+1)
+		cfg.DataDir = t.TempDir()
+		cfg.GRPCAddr, cfg.RaftAddr = freeAddr(t), freeAddr(t)
+		cfg.Policy.Enabled = false
+		ms[i] = &testMaster{cfg: cfg}
+		if i < 3 {
+			peers[cfg.ID] = cfg.RaftAddr
+		}
+	}
+	for i := 0; i < 3; i++ {
+		ms[i].cfg.Peers = peers
+		ms[i].s = startMaster(t, ms[i].cfg)
+	}
+	t.Cleanup(func() {
+		for _, m := range ms {
+			if m.s != nil {
+				m.s.Close()
+			}
+		}
+	})
+	leader := func() *testMaster {
+		for _, m := range ms {
+			if m.s != nil && m.s.IsLeader() {
+				return m
+			}
+		}
+		return nil
+	}
+	waitUntil(t, 10*time.Second, "a master leader", func() bool { return leader() != nil })
+	setProps := func(v string) {
+		t.Helper()
+		waitUntil(t, 10*time.Second, "a leader to take "+v, func() bool {
+			l := leader()
+			if l == nil {
+				return false
+			}
+			_, err := (&service{s: l.s}).SetServiceProperties(context.Background(), &pb.SetServicePropertiesRequest{Properties: []byte(v)})
+			return err == nil
+		})
+	}
+	setProps("before")
+
+	// The operator's commands, through the real gRPC service.
+	ctl := func(m *testMaster, args ...string) ([]*pb.MasterMember, error) {
+		t.Helper()
+		conn := pb.NewMasterServiceClient(dial(t, m.s.GRPCAddr()))
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		var resp *pb.ListMembersResponse
+		var err error
+		switch args[0] {
+		case "list":
+			resp, err = conn.ListMembers(ctx, &pb.ListMembersRequest{})
+		case "add":
+			resp, err = conn.AddMember(ctx, &pb.AddMemberRequest{Id: args[1], RaftAddr: args[2]})
+		case "remove":
+			resp, err = conn.RemoveMember(ctx, &pb.RemoveMemberRequest{Id: args[1]})
+		}
+		return resp.GetMembers(), err
+	}
+	ids := func(members []*pb.MasterMember) string {
+		var out []string
+		for _, m := range members {
+			out = append(out, m.GetId())
+		}
+		return strings.Join(out, ",")
+	}
+	l := leader()
+	got, err := ctl(l, "list")
+	if err != nil || ids(got) != "m1,m2,m3" {
+		t.Fatalf("list: %v %v", ids(got), err)
+	}
+	if _, err := ctl(l, "remove", "m9"); err == nil {
+		t.Fatal("removing an unknown member succeeded")
+	}
+	if _, err := ctl(l, "add", "m2", "127.0.0.1:1"); err == nil {
+		t.Fatal("adding an existing member succeeded")
+	}
+
+	// m3 is lost (its disk too): remove it, start m4 empty with --join, add.
+	lost := ms[2]
+	if lost == l {
+		lost = ms[1]
+	}
+	lost.s.Close()
+	lost.s = nil
+	waitUntil(t, 10*time.Second, "a leader after the loss", func() bool { return leader() != nil })
+	got, err = ctl(leader(), "remove", lost.cfg.ID)
+	if err != nil || strings.Contains(ids(got), lost.cfg.ID) {
+		t.Fatalf("remove %s: %v %v", lost.cfg.ID, ids(got), err)
+	}
+	ms[3].cfg.Join = true
+	ms[3].s = startMaster(t, ms[3].cfg)
+	got, err = ctl(leader(), "add", "m4", ms[3].cfg.RaftAddr)
+	if err != nil || !strings.Contains(ids(got), "m4") {
+		t.Fatalf("add m4: %v %v", ids(got), err)
+	}
+	waitUntil(t, 10*time.Second, "m4 to catch up", func() bool { return props(ms[3].s) == "before" })
+
+	// Lose the leader: the survivor and m4 are a majority only together.
+	old := leader()
+	old.s.Close()
+	old.s = nil
+	setProps("after")
+	for _, m := range ms {
+		if m.s != nil {
+			waitUntil(t, 10*time.Second, m.cfg.ID+" to apply", func() bool { return props(m.s) == "after" })
+		}
+	}
+	if leader() == nil {
+		t.Fatal("no leader")
+	}
+}
+
+func TestJoinExcludesPeers(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Join = true
+	cfg.Peers = map[string]string{"m1": "127.0.0.1:1"}
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "join") {
+		t.Fatalf("Validate = %v, want a join/peers error", err)
+	}
+}
+
+func TestMembershipErrors(t *testing.T) {
+	for _, err := range []error{ErrUnknownMember, ErrMemberExists, ErrLastMember, ErrBadMember} {
+		st := toStatus(fmt.Errorf("wrapped: %w", err))
+		if st == nil || !bytes.Contains([]byte(st.Error()), []byte(err.Error())) {
+			t.Errorf("toStatus(%v) = %v", err, st)
+		}
+		if errors.Is(st, ErrNotLeader) {
+			t.Errorf("%v translated as not-leader", err)
+		}
+	}
+}
+
+func dial(t *testing.T, addr string) *grpc.ClientConn {
+	t.Helper()
+	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
