@@ -85,7 +85,7 @@ var commands = []command{
 		run: (*runner).transferLeader},
 	{name: "master", args: "list | add ID RAFT_ADDR | remove ID", nargs: 1, varargs: true,
 		summary: "the master group's members; add a master started with --join, remove one",
-		run: (*runner).master},
+		run:     (*runner).master},
 }
 
 func findCommand(name string) (command, bool) {
