@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"tablestore/internal/masterclient"
+	"tablestore/internal/peertls"
 )
 
 // Config holds the flags every ctl command accepts, before or after the
@@ -21,6 +22,8 @@ type Config struct {
 	// `events --follow` it bounds how long ctl keeps trying to reach a master
 	// after losing the stream, not the whole run.
 	Timeout time.Duration
+	// TLS is the client certificate for masters that require mutual TLS.
+	TLS peertls.Config
 }
 
 // DefaultConfig returns the documented defaults: the dev master.
@@ -37,6 +40,9 @@ func (c *Config) Validate() error {
 	if c.Timeout <= 0 {
 		errs = append(errs, errors.New("--timeout must be positive"))
 	}
+	if err := c.TLS.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("%w: %w", ErrUsage, err)
 	}
@@ -50,4 +56,5 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Masters, "master", c.Masters, "comma-separated master gRPC addresses (any member; ctl follows the leader)")
 	fs.BoolVar(&c.JSON, "json", c.JSON, "print one JSON object per line instead of tables")
 	fs.DurationVar(&c.Timeout, "timeout", c.Timeout, "time limit of the command, finding the master leader included (events --follow: of each reconnection)")
+	c.TLS.RegisterFlags(fs)
 }

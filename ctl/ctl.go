@@ -164,7 +164,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, e env) er
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	mc, err := masterclient.New(masterclient.ParseAddrs(cfg.Masters))
+	creds, err := cfg.TLS.Load()
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	mc, err := masterclient.New(masterclient.ParseAddrs(cfg.Masters), creds.DialOption())
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrUsage, err)
 	}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"tablestore/internal/peertls"
 )
 
 // Config configures a master. Defaults are in DefaultConfig and documented
@@ -41,6 +43,9 @@ type Config struct {
 
 	// Policy holds the split, merge, balance and re-replication thresholds.
 	Policy PolicyConfig
+	// TLS is mutual TLS for the master service and the masters' Raft
+	// traffic (and the master's calls to partition servers).
+	TLS peertls.Config
 }
 
 // DefaultConfig returns the documented defaults.
@@ -86,6 +91,9 @@ func (c *Config) Validate() error {
 	if err := c.Policy.Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	if err := c.TLS.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("master: invalid config: %w", err)
 	}
@@ -128,4 +136,5 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.RaftElectionTimeout, "raft-election-timeout", c.RaftElectionTimeout, "Raft candidate election timeout")
 	fs.DurationVar(&c.RaftLeaderLease, "raft-leader-lease", c.RaftLeaderLease, "Raft leader lease timeout")
 	c.Policy.RegisterFlags(fs)
+	c.TLS.RegisterFlags(fs)
 }

@@ -20,6 +20,7 @@ import (
 
 	"tablestore/internal/connpool"
 	"tablestore/internal/logging"
+	"tablestore/internal/peertls"
 	"tablestore/internal/termbarrier"
 	pb "tablestore/proto/tablestorepb"
 )
@@ -42,6 +43,7 @@ type Server struct {
 	grpcLn    net.Listener
 	grpcSrv   *grpc.Server
 	pool      *connpool.Pool
+	creds     *peertls.Creds // nil: plaintext
 
 	leaderGate termbarrier.Gate
 
@@ -70,8 +72,12 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	creds, err := cfg.TLS.Load()
+	if err != nil {
+		return nil, err
+	}
 	s := &Server{
-		cfg: cfg, logger: logger.With("master", cfg.ID), pool: connpool.New(),
+		cfg: cfg, logger: logger.With("master", cfg.ID), pool: connpool.New(creds.DialOption()), creds: creds,
 		lastSeen: map[string]time.Time{}, leaders: map[uint64]string{}, loads: map[uint64]*pb.RangeLoad{},
 		history: map[uint64]*loadHistory{}, frozen: map[uint64]bool{}, busy: map[uint64]bool{},
 		changed: make(chan struct{}),
@@ -109,11 +115,15 @@ func (s *Server) Start() (err error) {
 		s.logStore.Close()
 		return err
 	}
-	s.transport, err = raft.NewTCPTransportWithLogger(s.cfg.RaftAddr, addr, 3, 10*time.Second, logging.HCLog(s.logger, "raft-net"))
+	raftLn, err := net.Listen("tcp", s.cfg.RaftAddr)
 	if err != nil {
 		s.logStore.Close()
 		return fmt.Errorf("master: raft listen: %w", err)
 	}
+	s.transport = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream: s.creds.NewStreamLayer(raftLn, addr), MaxPool: 3, Timeout: 10 * time.Second,
+		Logger: logging.HCLog(s.logger, "raft-net"),
+	})
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(s.cfg.ID)
 	rc.Logger = logging.HCLog(s.logger, "raft")
@@ -147,7 +157,7 @@ func (s *Server) Start() (err error) {
 		s.raft.Shutdown()
 		return fmt.Errorf("master: grpc listen: %w", err)
 	}
-	s.grpcSrv = grpc.NewServer()
+	s.grpcSrv = grpc.NewServer(s.creds.ServerOption())
 	pb.RegisterMasterServiceServer(s.grpcSrv, &service{s: s})
 	s.wg.Add(3)
 	go func() {

@@ -1,6 +1,8 @@
 package partitionserver
 
 import (
+	"tablestore/internal/peertls"
+
 	"errors"
 	"flag"
 	"fmt"
@@ -26,6 +28,9 @@ type Config struct {
 	AdvertiseRaft string
 	// Masters lists the master gRPC addresses.
 	Masters []string
+	// TLS is mutual TLS for the partition service, the range groups' Raft
+	// traffic and the calls to masters.
+	TLS peertls.Config
 	// HeartbeatInterval is how often the server reports to the master.
 	HeartbeatInterval time.Duration
 
@@ -103,6 +108,9 @@ func (c *Config) Validate() error {
 	if c.RaftMaxAppendEntries <= 0 || c.RaftMaxAppendEntries > 1024 {
 		errs = append(errs, errors.New("raft-max-append-entries must be in 1..1024"))
 	}
+	if err := c.TLS.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("partitionserver: invalid config: %w", err)
 	}
@@ -134,6 +142,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.QueryBudget, "query-budget", c.QueryBudget, "work budget of one query page (Azure: 5s)")
 	fs.Float64Var(&c.PartitionThrottle, "partition-throttle", c.PartitionThrottle, "entities/s one PartitionKey may use before 503 ServerBusy (Azure: 2000; 0 disables)")
 	fs.IntVar(&c.HotKeys, "hot-keys", c.HotKeys, "busiest PartitionKeys reported per range")
+	c.TLS.RegisterFlags(fs)
 }
 
 func splitList(s string) []string {

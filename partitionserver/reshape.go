@@ -10,10 +10,10 @@ import (
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
 	"tablestore/internal/failpoint"
+	"tablestore/internal/peertls"
 	"tablestore/internal/rpcerr"
 	"tablestore/partitionserver/fsm"
 	pb "tablestore/proto/tablestorepb"
@@ -118,7 +118,7 @@ func (v *service) AbsorbRange(ctx context.Context, req *pb.AbsorbRangeRequest) (
 	var lastErr error
 	for attempt := 0; attempt < 50 && export == nil && ctx.Err() == nil; attempt++ {
 		for _, addr := range req.GetRightAddrs() {
-			export, lastErr = exportFrom(ctx, addr, right.GetRangeId())
+			export, lastErr = exportFrom(ctx, v.s.creds, addr, right.GetRangeId())
 			if lastErr == nil {
 				break
 			}
@@ -161,8 +161,8 @@ func (v *service) run(ctx context.Context, r *replica, kind pb.CommandKind, m pr
 	return res, nil
 }
 
-func exportFrom(ctx context.Context, addr string, rangeID uint64) (*pb.ExportRangeResponse, error) {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+func exportFrom(ctx context.Context, creds *peertls.Creds, addr string, rangeID uint64) (*pb.ExportRangeResponse, error) {
+	conn, err := grpc.NewClient(addr, creds.DialOption(),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(256<<20)))
 	if err != nil {
 		return nil, err

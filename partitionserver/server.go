@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc"
 
 	"tablestore/internal/masterclient"
+	"tablestore/internal/peertls"
 	"tablestore/partitionserver/fsm"
 	"tablestore/partitionserver/raftmux"
 	pb "tablestore/proto/tablestorepb"
@@ -36,6 +37,7 @@ type Server struct {
 	grpcSrv *grpc.Server
 	master  *masterclient.Client
 	addrs   *addressBook
+	creds   *peertls.Creds // nil: plaintext
 
 	mu       sync.RWMutex
 	replicas map[uint64]*replica
@@ -118,17 +120,23 @@ func (s *Server) Start() (err error) {
 		return err
 	}
 	cleanup = append(cleanup, func() { s.store.Close() })
+	if s.creds, err = s.cfg.TLS.Load(); err != nil {
+		return err
+	}
 	raftLn, err := net.Listen("tcp", s.cfg.RaftAddr)
 	if err != nil {
 		return fmt.Errorf("partitionserver: raft listen: %w", err)
 	}
-	s.mux = raftmux.New(raftLn, s.logger)
+	s.mux = raftmux.New(s.creds.Listener(raftLn), s.logger)
+	if s.creds != nil {
+		s.mux.SetDialer(s.creds.Dial)
+	}
 	cleanup = append(cleanup, func() { s.mux.Close() })
 	if s.grpcLn, err = net.Listen("tcp", s.cfg.GRPCAddr); err != nil {
 		return fmt.Errorf("partitionserver: grpc listen: %w", err)
 	}
 	cleanup = append(cleanup, func() { s.grpcLn.Close() })
-	if s.master, err = masterclient.New(s.cfg.Masters); err != nil {
+	if s.master, err = masterclient.New(s.cfg.Masters, s.creds.DialOption()); err != nil {
 		return err
 	}
 	cleanup = append(cleanup, func() { s.master.Close() })
@@ -154,7 +162,7 @@ func (s *Server) Start() (err error) {
 		}
 	})
 
-	s.grpcSrv = grpc.NewServer(grpc.MaxRecvMsgSize(64<<20), grpc.MaxSendMsgSize(64<<20))
+	s.grpcSrv = grpc.NewServer(grpc.MaxRecvMsgSize(64<<20), grpc.MaxSendMsgSize(64<<20), s.creds.ServerOption())
 	pb.RegisterPartitionServiceServer(s.grpcSrv, &service{s: s})
 	s.wg.Add(2)
 	go func() {

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -49,11 +48,8 @@ func TestMultiProcessCluster(t *testing.T) {
 		t.Skip("multi-process test")
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "tablestore")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	ps := newProcSet(t, buildBinary(t))
+	start := func(name string, args ...string) { ps.start(name, args...) }
 	p := freePorts(t, 13)
 	addr := func(i int) string { return "127.0.0.1:" + strconv.Itoa(p[i]) }
 	var peers, masters []string
@@ -61,34 +57,6 @@ func TestMultiProcessCluster(t *testing.T) {
 		peers = append(peers, fmt.Sprintf("m%d=%s", i+1, addr(3+i)))
 		masters = append(masters, addr(i))
 	}
-	var procs []*proc
-	start := func(name string, args ...string) {
-		out := &bytes.Buffer{}
-		cmd := exec.Command(bin, args...)
-		cmd.Stdout, cmd.Stderr = out, out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		procs = append(procs, &proc{name: name, cmd: cmd, out: out})
-	}
-	t.Cleanup(func() {
-		for _, pr := range procs {
-			pr.cmd.Process.Signal(syscall.SIGTERM)
-		}
-		for _, pr := range procs {
-			done := make(chan struct{})
-			go func() { pr.cmd.Wait(); close(done) }()
-			select {
-			case <-done:
-			case <-time.After(10 * time.Second):
-				pr.cmd.Process.Kill()
-				<-done
-			}
-			if t.Failed() {
-				t.Logf("--- %s output:\n%s", pr.name, pr.out.String())
-			}
-		}
-	})
 	for i := 0; i < 3; i++ {
 		start(fmt.Sprintf("master%d", i+1), "master",
 			"--id", fmt.Sprintf("m%d", i+1), "--data-dir", filepath.Join(dir, fmt.Sprintf("m%d", i+1)),
@@ -101,10 +69,17 @@ func TestMultiProcessCluster(t *testing.T) {
 	}
 	start("frontend", "frontend", "--http-addr", addr(12), "--masters", strings.Join(masters, ","), "--log-level", "warn")
 
+	sdkRoundTrip(t, addr(12), "multiproc")
+}
+
+// sdkRoundTrip creates table through the front-end at addr (waiting for
+// the cluster to come up), writes 30 entities and reads them back.
+func sdkRoundTrip(t *testing.T, addr, table string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	conn := fmt.Sprintf("DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=%s;TableEndpoint=http://%s/devstoreaccount1;",
-		"Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==", addr(12))
+		"Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==", addr)
 	opts := &aztables.ClientOptions{}
 	opts.Retry = policy.RetryOptions{MaxRetries: 10, RetryDelay: 200 * time.Millisecond, MaxRetryDelay: time.Second}
 	sc, err := aztables.NewServiceClientFromConnectionString(conn, opts)
@@ -115,7 +90,7 @@ func TestMultiProcessCluster(t *testing.T) {
 	// need a moment to elect and register.
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		_, err = sc.CreateTable(ctx, "multiproc", nil)
+		_, err = sc.CreateTable(ctx, table, nil)
 		if err == nil || time.Now().After(deadline) {
 			break
 		}
@@ -124,7 +99,7 @@ func TestMultiProcessCluster(t *testing.T) {
 	if err != nil {
 		t.Fatalf("create table: %v", err)
 	}
-	tc := sc.NewClient("multiproc")
+	tc := sc.NewClient(table)
 	for i := 0; i < 30; i++ {
 		body, _ := json.Marshal(map[string]any{"PartitionKey": fmt.Sprintf("p%d", i%3), "RowKey": fmt.Sprint(i), "V": i})
 		if _, err := tc.AddEntity(ctx, body, nil); err != nil {

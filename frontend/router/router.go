@@ -15,6 +15,7 @@ import (
 
 	"tablestore/internal/connpool"
 	"tablestore/internal/masterclient"
+	"tablestore/internal/peertls"
 	"tablestore/internal/rpcerr"
 	pb "tablestore/proto/tablestorepb"
 )
@@ -25,6 +26,8 @@ type Config struct {
 	Masters []string
 	// RetryTimeout bounds the transparent retries of one request.
 	RetryTimeout time.Duration
+	// TLS is mutual TLS for the calls to masters and partition servers.
+	TLS peertls.Config
 }
 
 // DefaultConfig returns the documented defaults.
@@ -40,7 +43,7 @@ func (c *Config) Validate() error {
 	if c.RetryTimeout <= 0 {
 		return errors.New("router: retry timeout must be positive")
 	}
-	return nil
+	return c.TLS.Validate()
 }
 
 // Router routes requests to partition servers.
@@ -69,12 +72,16 @@ func New(cfg Config, logger *slog.Logger) (*Router, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	mc, err := masterclient.New(cfg.Masters)
+	creds, err := cfg.TLS.Load()
+	if err != nil {
+		return nil, err
+	}
+	mc, err := masterclient.New(cfg.Masters, creds.DialOption())
 	if err != nil {
 		return nil, err
 	}
 	r := &Router{
-		cfg: cfg, logger: logger, master: mc, pool: connpool.New(),
+		cfg: cfg, logger: logger, master: mc, pool: connpool.New(creds.DialOption()),
 		tables: map[string]*pb.Table{}, ranges: map[uint64][]*pb.RangeDescriptor{},
 		servers: map[string]*pb.ServerInfo{}, leaders: map[uint64]string{}, hinted: map[uint64]string{},
 	}
@@ -283,4 +290,5 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		return nil
 	})
 	fs.DurationVar(&c.RetryTimeout, "retry-timeout", c.RetryTimeout, "how long to retry a request across leader changes and stale maps")
+	c.TLS.RegisterFlags(fs)
 }

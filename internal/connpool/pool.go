@@ -12,13 +12,18 @@ import (
 
 // Pool keeps one connection per address; gRPC multiplexes calls over it.
 type Pool struct {
+	// dial are extra dial options (TLS credentials).
+	dial  []grpc.DialOption
 	mu    sync.Mutex
 	conns map[string]*grpc.ClientConn
 	local map[string]pb.PartitionServiceClient
 }
 
 // New returns an empty pool.
-func New() *Pool { return &Pool{conns: map[string]*grpc.ClientConn{}} }
+// opts replace the default plaintext credentials (peertls.Creds.DialOption).
+func New(opts ...grpc.DialOption) *Pool {
+	return &Pool{conns: map[string]*grpc.ClientConn{}, dial: opts}
+}
 
 // Conn returns the connection to addr, creating it on first use.
 func (p *Pool) Conn(addr string) (*grpc.ClientConn, error) {
@@ -27,9 +32,9 @@ func (p *Pool) Conn(addr string) (*grpc.ClientConn, error) {
 	if c, ok := p.conns[addr]; ok {
 		return c, nil
 	}
-	c, err := grpc.NewClient(addr,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)))
+	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20))}, p.dial...)
+	c, err := grpc.NewClient(addr, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("connpool: dial %s: %w", addr, err)
 	}

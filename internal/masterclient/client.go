@@ -29,13 +29,14 @@ type Client struct {
 }
 
 // New dials every address lazily (gRPC connects on first use).
-func New(addrs []string) (*Client, error) {
+// opts replace the default plaintext credentials (peertls.Creds.DialOption).
+func New(addrs []string, opts ...grpc.DialOption) (*Client, error) {
 	if len(addrs) == 0 {
 		return nil, fmt.Errorf("masterclient: no master address")
 	}
 	c := &Client{addrs: addrs}
 	for _, a := range addrs {
-		conn, err := grpc.NewClient(a, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		conn, err := grpc.NewClient(a, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)...)
 		if err != nil {
 			c.Close()
 			return nil, fmt.Errorf("masterclient: dial %s: %w", a, err)
