@@ -71,10 +71,11 @@ func (s *Server) heartbeat() {
 	})
 	if err != nil {
 		if s.ctx.Err() == nil {
-			s.logger.Debug("heartbeat failed", "err", err)
+			s.heartbeatFailed(err)
 		}
 		return
 	}
+	s.heartbeatAccepted()
 	for id, a := range resp.GetRaftAddrs() {
 		s.addrs.set(id, a)
 	}

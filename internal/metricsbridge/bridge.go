@@ -2,6 +2,7 @@ package metricsbridge
 
 import (
 	"errors"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -39,9 +40,10 @@ func InstallRaftSink() {
 }
 
 // Listener is the process's metrics listener; roles mount more pages on it
-// (the master's dashboard).
+// (the master's dashboard, /healthz and /readyz).
 type Listener struct {
-	mux *http.ServeMux
+	mux  *http.ServeMux
+	addr string
 }
 
 // Handle mounts h at pattern; a nil Listener (metrics off) ignores it.
@@ -51,26 +53,58 @@ func (l *Listener) Handle(pattern string, h http.Handler) {
 	}
 }
 
-// Serve serves /metrics and /debug/pprof on addr until the process ends; an
-// empty addr serves nothing and returns a nil Listener.
+// Addr is the address the listener is bound to ("" when off).
+func (l *Listener) Addr() string {
+	if l == nil {
+		return ""
+	}
+	return l.addr
+}
+
+// Serve serves /metrics on addr until the process ends; an empty addr
+// serves nothing and returns a nil Listener.
 func Serve(addr string) (*Listener, error) {
 	if addr == "" {
 		return nil, nil
 	}
-	ln, err := net.Listen("tcp", addr)
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.Handler())
+	bound, err := serveMux(addr, mux)
 	if err != nil {
 		return nil, err
 	}
+	return &Listener{mux: mux, addr: bound}, nil
+}
+
+// ServePprof serves /debug/pprof on its own listener (opt-in: profiles and
+// traces expose internals and cost CPU, so they never share the metrics
+// port that Prometheus and probes reach); an empty addr serves nothing.
+func ServePprof(addr string) error {
+	if addr == "" {
+		return nil
+	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.Handler())
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	_, err := serveMux(addr, mux)
+	return err
+}
+
+func serveMux(addr string, mux *http.ServeMux) (string, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", err
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
+		// Serve only returns when the process exits or the listener fails;
+		// there is no one to report to but the log.
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			_ = err
+			slog.Error("metrics listener stopped", "addr", addr, "err", err)
 		}
 	}()
-	return &Listener{mux: mux}, nil
+	return ln.Addr().String(), nil
 }
