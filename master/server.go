@@ -326,6 +326,7 @@ func (s *Server) livenessLoop() {
 		case <-t.C:
 		}
 		if !s.IsLeader() {
+			clusterHealth{}.publish(false)
 			continue
 		}
 		changed := false
@@ -349,8 +350,19 @@ func (s *Server) livenessLoop() {
 				alive[id] = a
 			}
 		}
+		leaders := make(map[uint64]string, len(s.leaders))
+		for id, l := range s.leaders {
+			leaders[id] = l
+		}
 		s.softMu.Unlock()
-		s.fsm.read(func(st *state) { rangesGauge.Set(float64(len(st.ranges))) })
+		s.fsm.read(func(st *state) {
+			rangesGauge.Set(float64(len(st.ranges)))
+			servers := make([]string, 0, len(st.servers))
+			for id := range st.servers {
+				servers = append(servers, id)
+			}
+			assessCluster(st.ranges, servers, alive, leaders, s.cfg.ReplicationFactor).publish(true)
+		})
 		for _, e := range events {
 			s.event(e)
 		}

@@ -210,6 +210,7 @@ func (s *Server) Close() error {
 	s.wg.Wait()
 	s.mux.Close()
 	s.master.Close()
+	s.forgetGauges()
 	return s.store.Close()
 }
 

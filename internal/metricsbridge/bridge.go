@@ -10,31 +10,26 @@ import (
 	"time"
 
 	gometrics "github.com/hashicorp/go-metrics/compat"
-	gmprom "github.com/hashicorp/go-metrics/compat/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 var once sync.Once
 
-// InstallRaftSink makes raft's go-metrics land in the Prometheus default
-// registry. Safe to call more than once (in-process clusters).
+// InstallRaftSink makes hashicorp/raft's go-metrics land in the Prometheus
+// default registry as the fixed tablestore_raft_* families (see
+// raftFamilies). Safe to call more than once (in-process clusters).
 func InstallRaftSink() {
 	once.Do(func() {
-		sink, err := gmprom.NewPrometheusSinkFrom(gmprom.PrometheusOpts{Expiration: time.Minute, Registerer: prometheus.DefaultRegisterer})
+		sink, err := newRaftSink(prometheus.DefaultRegisterer)
 		if err != nil {
+			slog.Error("raft metrics off", "err", err)
 			return
 		}
-		cfg := gometrics.DefaultConfig("tablestore")
+		cfg := gometrics.DefaultConfig("")
 		cfg.EnableHostname = false
 		cfg.EnableRuntimeMetrics = false
-		// Per-RPC timers of every group's replication and heartbeats cost
-		// more than they tell (each linearizable read sends heartbeats);
-		// the apply, commit, FSM, log store and election series remain.
-		cfg.BlockedPrefixes = []string{
-			"raft.replication.heartbeat", "raft.replication.appendEntries",
-			"raft.rpc.appendEntries", "raft.net",
-		}
+		cfg.BlockedPrefixes = blockedPrefixes
 		_, _ = gometrics.NewGlobal(cfg, sink)
 	})
 }
