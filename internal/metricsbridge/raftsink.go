@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// family is one Prometheus family that go-metrics keys map onto.
+// family says which Prometheus family a go-metrics key maps onto.
 type family struct {
 	name   string // full name, tablestore_raft_…
 	help   string
@@ -18,8 +18,12 @@ type family struct {
 	from map[string]string
 	// fixed gives label values fixed by the key (state="leader").
 	fixed map[string]string
-	scale float64 // multiply samples by this (ms → s)
+}
 
+// binding is a family with its registered vector.
+type binding struct {
+	family
+	scale     float64 // multiply samples by this (ms → s)
 	counter   *prometheus.CounterVec
 	histogram *prometheus.HistogramVec
 }
@@ -40,7 +44,7 @@ var peerLabel = map[string]string{"peer_id": "peer"}
 // (raft's legacy copies with the peer id in the key, per-group gauges that
 // many groups in one process would overwrite, and per-RPC network timers)
 // are dropped, so a server exports the same families whatever its peers.
-var raftFamilies = map[string]*family{
+var raftFamilies = map[string]family{
 	"raft.apply":                           {name: "apply_total", kind: counterKind, help: "Commands submitted to Raft groups this process leads."},
 	"raft.barrier":                         {name: "barriers_total", kind: counterKind, help: "Raft barriers issued (a new leader's first read, splits)."},
 	"raft.verify_leader":                   {name: "verify_leader_total", kind: counterKind, help: "Leadership verifications (linearizable reads)."},
@@ -83,8 +87,8 @@ var raftFamilies = map[string]*family{
 // linearizable read sends heartbeats).
 var blockedPrefixes = []string{"raft.replication.heartbeat", "raft.net"}
 
-// newRaftSink builds the families once and registers them on reg.
-// Keys sharing a family name (state_changes_total) share its vector.
+// newRaftSink registers the families on reg. Keys sharing a family name
+// (state_changes_total) share its vector.
 func newRaftSink(reg prometheus.Registerer) (*raftSink, error) {
 	help := map[string]string{}
 	for _, f := range raftFamilies {
@@ -92,35 +96,36 @@ func newRaftSink(reg prometheus.Registerer) (*raftSink, error) {
 			help[f.name] = f.help
 		}
 	}
-	made := map[string]*family{}
+	s := &raftSink{bound: map[string]*binding{}}
+	made := map[string]*binding{}
 	for _, key := range sortedKeys(raftFamilies) {
-		f := raftFamilies[key]
-		f.scale = 1
-		if f.kind == secondsKind {
-			f.scale = 1.0 / 1000
+		b := &binding{family: raftFamilies[key], scale: 1}
+		if b.kind == secondsKind {
+			b.scale = 1.0 / 1000
 		}
-		if m, ok := made[f.name]; ok {
-			f.counter, f.histogram = m.counter, m.histogram
+		s.bound[key] = b
+		if m, ok := made[b.name]; ok {
+			b.counter, b.histogram = m.counter, m.histogram
 			continue
 		}
-		name := "tablestore_raft_" + f.name
+		name := "tablestore_raft_" + b.name
 		var c prometheus.Collector
-		if f.kind == counterKind {
-			f.counter = prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help[f.name]}, f.labels)
-			c = f.counter
+		if b.kind == counterKind {
+			b.counter = prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help[b.name]}, b.labels)
+			c = b.counter
 		} else {
-			f.histogram = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help[f.name], Buckets: buckets(f.kind)}, f.labels)
-			c = f.histogram
+			b.histogram = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help[b.name], Buckets: buckets(b.kind)}, b.labels)
+			c = b.histogram
 		}
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
-		made[f.name] = f
+		made[b.name] = b
 	}
-	return &raftSink{}, nil
+	return s, nil
 }
 
-func sortedKeys(m map[string]*family) []string {
+func sortedKeys(m map[string]family) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
 		out = append(out, k)
@@ -141,10 +146,8 @@ func buckets(k kind) []float64 {
 }
 
 // raftSink is a go-metrics sink that writes into the fixed families.
-type raftSink struct{}
-
-func (s *raftSink) lookup(key []string) *family {
-	return raftFamilies[strings.Join(key, ".")]
+type raftSink struct {
+	bound map[string]*binding // read-only after newRaftSink
 }
 
 func (f *family) values(labels []gometrics.Label) []string {
@@ -168,7 +171,7 @@ func (f *family) values(labels []gometrics.Label) []string {
 }
 
 func (s *raftSink) add(key []string, val float32, labels []gometrics.Label) {
-	f := s.lookup(key)
+	f := s.bound[strings.Join(key, ".")]
 	if f == nil {
 		return
 	}
