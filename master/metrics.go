@@ -96,5 +96,8 @@ func init() {
 	for _, op := range []string{"split", "merge", "move"} {
 		opSeconds.WithLabelValues(op)
 	}
+	for k := opSplit; k <= opTransfer; k++ {
+		opFailuresTotal.WithLabelValues(k.String())
+	}
 	clusterHealth{}.publish(false)
 }
