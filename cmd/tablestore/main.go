@@ -18,6 +18,7 @@ import (
 
 	"tablestore/ctl"
 	"tablestore/frontend"
+	"tablestore/frontend/auth"
 	"tablestore/frontend/router"
 	"tablestore/internal/cluster"
 	"tablestore/internal/health"
@@ -257,6 +258,9 @@ func runFrontend(args []string) error {
 	return serve("frontend", args, "", register, func(logger *slog.Logger, _ *common) (role, error) {
 		if err := keys.Resolve(&fcfg, os.Getenv); err != nil {
 			return role{}, err
+		}
+		if fcfg.AccountKey == auth.DevAccountKey {
+			logger.Warn("serving Azurite's well-known public account key: set --account-key-file or $" + frontend.AccountKeyEnv + " before storing anything that matters")
 		}
 		n, err := cluster.StartFrontend(fcfg, rcfg, logger)
 		if err != nil {

@@ -49,11 +49,7 @@ func TestMultiProcessCluster(t *testing.T) {
 		t.Skip("multi-process test")
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "tablestore")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := binary(t)
 	p := freePorts(t, 13)
 	addr := func(i int) string { return "127.0.0.1:" + strconv.Itoa(p[i]) }
 	var peers, masters []string
