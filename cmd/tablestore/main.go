@@ -11,9 +11,11 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/debug"
 	"sort"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"tablestore/ctl"
@@ -195,8 +197,11 @@ func runDev(args []string) error {
 		cm.metrics.Handle("/dashboard/", c.Masters[0].Server.DashboardHandler())
 		fmt.Printf("tablestore dev is ready.\nTable endpoint: %s\nConnection string:\n%s\n", c.Endpoint(0), c.ConnectionString(0))
 		if a := cm.metrics.Addr(); a != "" {
-			fmt.Printf("Dashboard: http://%s/dashboard  Metrics: http://%s/metrics\n", a, a)
+			fmt.Printf("Dashboard: http://%s/dashboard  Metrics: http://%s/metrics  Ready: http://%s/readyz\n", a, a, a)
 		}
+		// Internal ports are picked at start unless --base-port is given, so
+		// ctl needs the master's address.
+		fmt.Printf("Control:   tablestore ctl --master %s ranges\n", strings.Join(c.MasterAddrs(), ","))
 		return role{stop: func() error { c.Close(); return nil }, ready: c.Ready}, nil
 	})
 }
@@ -270,7 +275,34 @@ func runFrontend(args []string) error {
 	})
 }
 
-func runCtl(args []string) error { return ctl.Run(args, os.Stdout, os.Stderr) }
+// runCtl runs ctl; without --master it talks to the dev cluster whose data
+// is in dev's default --data-dir (dev writes its master's address there).
+func runCtl(args []string) error {
+	if !hasFlag(args, "master") {
+		path := filepath.Join(cluster.DefaultDevConfig().DataDir, cluster.MasterAddrFile)
+		if b, err := os.ReadFile(path); err == nil && strings.TrimSpace(string(b)) != "" {
+			args = append([]string{"--master=" + strings.TrimSpace(string(b))}, args...)
+		}
+	}
+	return ctl.Run(args, os.Stdout, os.Stderr)
+}
+
+// hasFlag reports whether args set flag name (-name, --name, -name=v).
+func hasFlag(args []string, name string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		if !strings.HasPrefix(a, "-") {
+			continue
+		}
+		a = strings.TrimLeft(a, "-")
+		if a == name || strings.HasPrefix(a, name+"=") {
+			return true
+		}
+	}
+	return false
+}
 
 func runLoadgen(args []string) error { return loadgen.Run(args, os.Stdout, os.Stderr) }
 

@@ -48,10 +48,16 @@ func binary(t *testing.T) string {
 // returns its exit code, stdout and stderr.
 func runExit(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
+	return runIn(t, t.TempDir(), args...)
+}
+
+// runIn is runExit in directory dir.
+func runIn(t *testing.T, dir string, args ...string) (int, string, string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary(t), args...)
-	cmd.Dir = t.TempDir()
+	cmd.Dir = dir
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -243,7 +249,7 @@ func TestDevFirstRun(t *testing.T) {
 	keyFile := filepath.Join(t.TempDir(), "account-key")
 	const key = "c2VjcmV0LWtleS1mcm9tLWEtZmlsZQ=="
 	os.WriteFile(keyFile, []byte(key+"\n"), 0o600)
-	_, out := startProc(t, "dev", "--data-dir", "data", "--frontend-addr", "127.0.0.1:"+strconv.Itoa(port),
+	dev, out := startProc(t, "dev", "--data-dir", "data", "--frontend-addr", "127.0.0.1:"+strconv.Itoa(port),
 		"--account-key-file", keyFile, "--pprof-addr", "127.0.0.1:"+strconv.Itoa(pprofPort), "--log-level", "warn")
 	metrics := "http://127.0.0.1:" + strconv.Itoa(port+1)
 	waitStatus(t, metrics+"/healthz", 200)
@@ -265,6 +271,10 @@ func TestDevFirstRun(t *testing.T) {
 	}
 	if code, _, _ := get("http://127.0.0.1:" + strconv.Itoa(pprofPort) + "/debug/pprof/"); code != 200 {
 		t.Errorf("pprof on --pprof-addr: %d, want 200", code)
+	}
+	// ctl finds the dev master from ./data without --master.
+	if code, stdout, stderr := runIn(t, dev.Dir, "ctl", "servers"); code != 0 || !strings.Contains(stdout, "ps1") {
+		t.Errorf("ctl servers beside dev's data: exit %d\n%s%s", code, stdout, stderr)
 	}
 }
 

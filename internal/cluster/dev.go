@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"tablestore/frontend"
 	"tablestore/frontend/router"
@@ -115,8 +116,18 @@ func StartDev(cfg DevConfig, logger *slog.Logger) (*Cluster, error) {
 	if err != nil {
 		return nil, devError(err, cfg)
 	}
+	// ctl without --master finds this cluster's master here (the port is
+	// picked at start unless --base-port is given).
+	if err := os.WriteFile(filepath.Join(abs, MasterAddrFile), []byte(strings.Join(c.MasterAddrs(), ",")+"\n"), 0o644); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("dev: --data-dir %s: %w", cfg.DataDir, err)
+	}
 	return c, nil
 }
+
+// MasterAddrFile, in dev's data directory, holds the master's gRPC
+// address for `tablestore ctl`.
+const MasterAddrFile = "master-addr"
 
 // devError names the dev flag behind a port a role could not listen on:
 // the roles' own messages name their flags (--grpc-addr, --http-addr),
