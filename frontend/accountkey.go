@@ -28,7 +28,7 @@ type KeySource struct {
 func (k *KeySource) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&k.File, "account-key-file", k.File, "file holding the base64 account key (beats --account-key and $"+AccountKeyEnv+")")
 	if f := fs.Lookup("account-key"); f != nil {
-		f.Value = givenValue{f.Value, &k.flagGiven}
+		f.Value = &givenValue{f.Value, &k.flagGiven}
 	}
 }
 
@@ -38,7 +38,15 @@ type givenValue struct {
 	given *bool
 }
 
-func (g givenValue) Set(s string) error { *g.given = true; return g.Value.Set(s) }
+// String is safe on the zero value, which flag's help output builds.
+func (g *givenValue) String() string {
+	if g == nil || g.Value == nil {
+		return ""
+	}
+	return g.Value.String()
+}
+
+func (g *givenValue) Set(s string) error { *g.given = true; return g.Value.Set(s) }
 
 // Resolve sets c.AccountKey from, in order: --account-key-file, an explicit
 // --account-key, $TABLESTORE_ACCOUNT_KEY, the default. getenv is os.Getenv
