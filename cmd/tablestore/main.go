@@ -127,30 +127,45 @@ type role struct {
 	ready func() health.Verdict
 }
 
+// spec describes a server role's command.
+type spec struct {
+	name           string
+	metricsDefault string
+	metricsHelp    string // "" for the default wording
+	register       func(*flag.FlagSet)
+	// prepare runs after flag parsing, before any listener opens (optional).
+	prepare func(*common) error
+	start   func(*slog.Logger, *common) (role, error)
+}
+
 // serve parses a server role's flags, starts it, serves /healthz and
 // /readyz beside /metrics, and stops it on SIGINT or SIGTERM.
-func serve(name string, args []string, metricsDefault string, register func(*flag.FlagSet),
-	start func(*slog.Logger, *common) (role, error)) error {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+func serve(sp spec, args []string) error {
+	fs := flag.NewFlagSet(sp.name, flag.ContinueOnError)
 	fs.SetOutput(os.Stdout)
-	register(fs)
+	sp.register(fs)
+	help := sp.metricsHelp
+	if help == "" {
+		help = "listen address of /metrics, /healthz and /readyz (empty: off)"
+	}
 	var cm common
-	cm.register(fs, metricsDefault, "listen address of /metrics, /healthz and /readyz (empty: off)")
+	cm.register(fs, sp.metricsDefault, help)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("%s: unexpected argument %q (flags are --name=value)", name, fs.Arg(0))
+		return fmt.Errorf("%s: unexpected argument %q (flags are --name=value)", sp.name, fs.Arg(0))
 	}
-	return run(name, fs, &cm, start)
-}
-
-func run(name string, fs *flag.FlagSet, cm *common, start func(*slog.Logger, *common) (role, error)) error {
+	if sp.prepare != nil {
+		if err := sp.prepare(&cm); err != nil {
+			return err
+		}
+	}
 	logger, err := cm.start()
 	if err != nil {
-		return fmt.Errorf("%s: %w", name, err)
+		return fmt.Errorf("%s: %w", sp.name, err)
 	}
-	r, err := start(logger, cm)
+	r, err := sp.start(logger, &cm)
 	if err != nil {
 		return err
 	}
@@ -166,29 +181,20 @@ const devMetricsAuto = "auto"
 
 func runDev(args []string) error {
 	cfg := cluster.DefaultDevConfig()
-	help := "listen address of /metrics, /healthz, /readyz and /dashboard (auto: the --frontend-addr port + 1; empty: off)"
-	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
-	fs.SetOutput(os.Stdout)
-	cfg.RegisterFlags(fs)
-	var cm common
-	cm.register(fs, devMetricsAuto, help)
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("dev: unexpected argument %q (flags are --name=value)", fs.Arg(0))
-	}
-	if cm.metricsAddr == devMetricsAuto {
-		addr, err := nextPort(cfg.FrontendAddr)
-		if err != nil {
-			return fmt.Errorf("dev: --frontend-addr %s: %w", cfg.FrontendAddr, err)
+	prepare := func(cm *common) error {
+		if cm.metricsAddr == devMetricsAuto {
+			addr, err := nextPort(cfg.FrontendAddr)
+			if err != nil {
+				return fmt.Errorf("dev: --frontend-addr %s: %w", cfg.FrontendAddr, err)
+			}
+			cm.metricsAddr, cm.metricsNote = addr, " (the --frontend-addr port + 1; set --metrics-addr to move it)"
 		}
-		cm.metricsAddr, cm.metricsNote = addr, " (the --frontend-addr port + 1; set --metrics-addr to move it)"
+		if err := cfg.Keys.Resolve(&cfg.Frontend, os.Getenv); err != nil {
+			return fmt.Errorf("dev: %w", err)
+		}
+		return nil
 	}
-	if err := cfg.Keys.Resolve(&cfg.Frontend, os.Getenv); err != nil {
-		return fmt.Errorf("dev: %w", err)
-	}
-	return run("dev", fs, &cm, func(logger *slog.Logger, cm *common) (role, error) {
+	start := func(logger *slog.Logger, cm *common) (role, error) {
 		c, err := cluster.StartDev(cfg, logger)
 		if err != nil {
 			return role{}, err
@@ -203,7 +209,9 @@ func runDev(args []string) error {
 		// ctl needs the master's address.
 		fmt.Printf("Control:   tablestore ctl --master %s ranges\n", strings.Join(c.MasterAddrs(), ","))
 		return role{stop: func() error { c.Close(); return nil }, ready: c.Ready}, nil
-	})
+	}
+	return serve(spec{name: "dev", metricsDefault: devMetricsAuto, register: cfg.RegisterFlags, prepare: prepare, start: start,
+		metricsHelp: "listen address of /metrics, /healthz, /readyz and /dashboard (auto: the --frontend-addr port + 1; empty: off)"}, args)
 }
 
 // nextPort is addr with its port plus one (":0" stays ":0").
@@ -224,7 +232,7 @@ func nextPort(addr string) (string, error) {
 
 func runMaster(args []string) error {
 	cfg := master.DefaultConfig()
-	return serve("master", args, "", cfg.RegisterFlags, func(logger *slog.Logger, cm *common) (role, error) {
+	return serve(spec{name: "master", register: cfg.RegisterFlags, start: func(logger *slog.Logger, cm *common) (role, error) {
 		s, err := master.New(cfg, logger)
 		if err != nil {
 			return role{}, err
@@ -235,12 +243,12 @@ func runMaster(args []string) error {
 		cm.metrics.Handle("/dashboard", s.DashboardHandler())
 		cm.metrics.Handle("/dashboard/", s.DashboardHandler())
 		return role{stop: s.Close, ready: s.Ready}, nil
-	})
+	}}, args)
 }
 
 func runPartitionServer(args []string) error {
 	cfg := partitionserver.DefaultConfig()
-	return serve("partitionserver", args, "", cfg.RegisterFlags, func(logger *slog.Logger, _ *common) (role, error) {
+	return serve(spec{name: "partitionserver", register: cfg.RegisterFlags, start: func(logger *slog.Logger, _ *common) (role, error) {
 		s, err := partitionserver.New(cfg, logger)
 		if err != nil {
 			return role{}, err
@@ -249,7 +257,7 @@ func runPartitionServer(args []string) error {
 			return role{}, err
 		}
 		return role{stop: s.Close, ready: s.Ready}, nil
-	})
+	}}, args)
 }
 
 func runFrontend(args []string) error {
@@ -260,10 +268,8 @@ func runFrontend(args []string) error {
 		keys.RegisterFlags(fs)
 		rcfg.RegisterFlags(fs)
 	}
-	return serve("frontend", args, "", register, func(logger *slog.Logger, _ *common) (role, error) {
-		if err := keys.Resolve(&fcfg, os.Getenv); err != nil {
-			return role{}, err
-		}
+	prepare := func(*common) error { return keys.Resolve(&fcfg, os.Getenv) }
+	start := func(logger *slog.Logger, _ *common) (role, error) {
 		if fcfg.AccountKey == auth.DevAccountKey {
 			logger.Warn("serving Azurite's well-known public account key: set --account-key-file or $" + frontend.AccountKeyEnv + " before storing anything that matters")
 		}
@@ -272,7 +278,8 @@ func runFrontend(args []string) error {
 			return role{}, err
 		}
 		return role{stop: func() error { n.Close(); return nil }, ready: n.Router.Ready}, nil
-	})
+	}
+	return serve(spec{name: "frontend", register: register, prepare: prepare, start: start}, args)
 }
 
 // runCtl runs ctl; without --master it talks to the dev cluster whose data
