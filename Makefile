@@ -5,14 +5,18 @@ PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.5.1
 GOBIN         ?= $(shell $(GO) env GOPATH)/bin
 DATA          ?= ./data
+# Extra flags for `make run`, e.g. make run ARGS='--frontend-addr=127.0.0.1:20002 --base-port=21000'
+ARGS          ?=
 
 .PHONY: build run test test-short bench bench-tables fuzz proto vet fmt clean
 
+# -buildvcs=auto: stamp the git commit into `tablestore version` when built
+# in a checkout (overrides a GOFLAGS=-buildvcs=false).
 build:
-	$(GO) build -o bin/tablestore ./cmd/tablestore
+	$(GO) build -buildvcs=auto -o bin/tablestore ./cmd/tablestore
 
 run: build
-	./bin/tablestore dev --data-dir $(DATA)
+	./bin/tablestore dev --data-dir $(DATA) $(ARGS)
 
 # Packages run one at a time (-p 1): several start whole clusters with real
 # Raft timeouts, and on 2 cores running them side by side starves heartbeats.

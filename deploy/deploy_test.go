@@ -913,26 +913,27 @@ func TestKubernetes(t *testing.T) {
 			continue
 		}
 		t.Run("service/"+o.name(), func(t *testing.T) {
+			// A Service may select several workloads (tablestore-metrics
+			// selects all): each must have every targeted port.
 			sel := labels(get(o.doc, "spec", "selector"))
-			var target *k8sWorkload
+			var targets []*k8sWorkload
 			for _, w := range workloads {
 				if subset(sel, labels(get(w.obj.doc, "spec", "template", "metadata", "labels"))) {
-					if target != nil {
-						t.Fatalf("selector %v matches %s and %s", sel, target.obj.id(), w.obj.id())
-					}
-					target = w
+					targets = append(targets, w)
 				}
 			}
-			if target == nil {
+			if len(targets) == 0 {
 				t.Fatalf("selector %v matches no workload", sel)
 			}
 			ports := listAt(o.doc, "spec", "ports")
 			if len(ports) == 0 {
 				t.Fatal("no ports")
 			}
-			for _, sp := range ports {
-				if _, ok := target.ports[targetPort(sp)]; !ok {
-					t.Errorf("port %s targets %q, not a container port of %s", str(sp, "port"), targetPort(sp), target.obj.id())
+			for _, target := range targets {
+				for _, sp := range ports {
+					if _, ok := target.ports[targetPort(sp)]; !ok {
+						t.Errorf("port %s targets %q, not a container port of %s", str(sp, "port"), targetPort(sp), target.obj.id())
+					}
 				}
 			}
 		})
@@ -1000,9 +1001,20 @@ func checkWorkload(t *testing.T, w *k8sWorkload, ns string, byID map[string]k8sO
 	if sel := labels(get(spec, "selector", "matchLabels")); !subset(sel, podLabels) {
 		t.Errorf("selector %v does not match the pod labels %v", sel, podLabels)
 	}
+	replicas := str(spec, "replicas")
+	if replicas == "" && o.kind() == "Deployment" {
+		// A HorizontalPodAutoscaler owns the count: it runs at least
+		// minReplicas.
+		for _, h := range byID {
+			if h.kind() == "HorizontalPodAutoscaler" && str(h.doc, "spec", "scaleTargetRef", "kind") == "Deployment" &&
+				str(h.doc, "spec", "scaleTargetRef", "name") == o.name() {
+				replicas = str(h.doc, "spec", "minReplicas")
+			}
+		}
+	}
 	var err error
-	if w.replicas, err = strconv.Atoi(str(spec, "replicas")); err != nil {
-		t.Fatalf("spec.replicas: %v", err)
+	if w.replicas, err = strconv.Atoi(replicas); err != nil {
+		t.Fatalf("spec.replicas (or its HorizontalPodAutoscaler's minReplicas): %v", err)
 	}
 	containers := listAt(tmpl, "spec", "containers")
 	if len(containers) != 1 {
@@ -1029,7 +1041,7 @@ func checkWorkload(t *testing.T, w *k8sWorkload, ns string, byID map[string]k8sO
 			w.ports[n] = num
 		}
 	}
-	for _, probe := range []string{"readinessProbe", "livenessProbe"} {
+	for _, probe := range []string{"startupProbe", "readinessProbe", "livenessProbe"} {
 		pr := mapAt(c, probe)
 		if pr == nil {
 			t.Errorf("no %s", probe)

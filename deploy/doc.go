@@ -1,5 +1,6 @@
 // Package deploy holds the container image (Dockerfile), the docker compose
-// file and the Kubernetes manifests (kubernetes/, a kustomization) of a
+// file, the Kubernetes manifests (kubernetes/, a kustomization) and the
+// monitoring files (monitoring/) of a
 // production-shaped tablestore cluster: three masters, three partition
 // servers and stateless front-ends. docs/deploy.md explains how to use them.
 //
@@ -16,7 +17,12 @@
 // Prometheus annotations point at declared ports, and masters and partition
 // servers keep --data-dir on a persistent volume.
 //
-// The module has no YAML dependency, so the test parses the block-style YAML
-// subset these files are written in (see yaml_test.go) and rejects anything
-// outside it; commands are written as lists of "--flag=value" items.
+// Every manifest is also decoded strictly into its Kubernetes API type
+// (k8s.io/api via sigs.k8s.io/yaml) and checked there: HTTP probes on
+// /healthz and /readyz, topology spread, the front-ends' autoscaler, the
+// account key as a Secret file. The monitoring files (monitoring/: alert
+// rules, Grafana dashboard; kubernetes/monitoring/: ServiceMonitor,
+// PrometheusRule) are checked with promtool and against the metric names a
+// running in-process cluster exports. Commands are written as lists of
+// "--flag=value" items.
 package deploy

@@ -1,6 +1,10 @@
 package master
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	pb "tablestore/proto/tablestorepb"
+)
 
 var (
 	eventsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -20,8 +24,80 @@ var (
 		Namespace: "tablestore", Subsystem: "master", Name: "ranges",
 		Help: "Ranges in the partition map.",
 	})
+	isLeaderGauge = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: "tablestore", Subsystem: "master", Name: "is_leader",
+		Help: "1 on the master that leads the group, else 0.",
+	})
+	serversGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: "tablestore", Subsystem: "master", Name: "servers",
+		Help: "Registered partition servers by liveness (up, down); set by the leader, 0 elsewhere.",
+	}, []string{"state"})
+	underReplicatedGauge = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: "tablestore", Subsystem: "master", Name: "under_replicated_ranges",
+		Help: "Ranges with fewer replicas on live servers than the replication factor; set by the leader, 0 elsewhere.",
+	})
+	leaderlessGauge = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: "tablestore", Subsystem: "master", Name: "leaderless_ranges",
+		Help: "Ranges no live partition server reports leading; set by the leader, 0 elsewhere.",
+	})
 )
 
+// clusterHealth are the leader's health figures of the whole cluster.
+type clusterHealth struct {
+	up, down, underReplicated, leaderless int
+}
+
+// assessCluster counts servers by liveness and the ranges that lack
+// replicas on live servers or a leader.
+func assessCluster(ranges map[uint64]*pb.RangeDescriptor, servers []string, alive map[string]bool, leaders map[uint64]string, rf int) clusterHealth {
+	var h clusterHealth
+	for _, id := range servers {
+		if alive[id] {
+			h.up++
+		} else {
+			h.down++
+		}
+	}
+	for id, d := range ranges {
+		live := 0
+		for _, r := range d.GetReplicas() {
+			if alive[r.GetServerId()] {
+				live++
+			}
+		}
+		if live < rf {
+			h.underReplicated++
+		}
+		if l, ok := leaders[id]; !ok || !alive[l] {
+			h.leaderless++
+		}
+	}
+	return h
+}
+
+func (h clusterHealth) publish(leader bool) {
+	isLeaderGauge.Set(map[bool]float64{true: 1}[leader])
+	serversGauge.WithLabelValues("up").Set(float64(h.up))
+	serversGauge.WithLabelValues("down").Set(float64(h.down))
+	underReplicatedGauge.Set(float64(h.underReplicated))
+	leaderlessGauge.Set(float64(h.leaderless))
+}
+
 func init() {
-	prometheus.MustRegister(eventsTotal, opSeconds, opFailuresTotal, rangesGauge)
+	prometheus.MustRegister(eventsTotal, opSeconds, opFailuresTotal, rangesGauge,
+		isLeaderGauge, serversGauge, underReplicatedGauge, leaderlessGauge)
+	// Every series exists from the start, so rate() and alerts see zeros
+	// rather than nothing before the first event.
+	for k, name := range pb.EventKind_name {
+		if k != 0 {
+			eventsTotal.WithLabelValues(name)
+		}
+	}
+	for _, op := range []string{"split", "merge", "move"} {
+		opSeconds.WithLabelValues(op)
+	}
+	for k := opSplit; k <= opTransfer; k++ {
+		opFailuresTotal.WithLabelValues(k.String())
+	}
+	clusterHealth{}.publish(false)
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -62,9 +63,10 @@ type Server struct {
 	version     uint64
 	changed     chan struct{} // closed and replaced on every map change
 
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	started atomic.Bool // Start succeeded and Close has not run
 }
 
 // New validates cfg and prepares a master; Start runs it.
@@ -93,37 +95,45 @@ func (s *Server) GRPCAddr() string { return s.grpcLn.Addr().String() }
 func (s *Server) RaftAddr() string { return string(s.transport.LocalAddr()) }
 
 // Start opens the Raft group (bootstrapping it on first start) and serves.
+// On error it has released everything it opened, and Close is a no-op.
 func (s *Server) Start() (err error) {
 	if err := os.MkdirAll(s.cfg.DataDir, 0o755); err != nil {
-		return err
+		return fmt.Errorf("master: --data-dir %s: %w", s.cfg.DataDir, err)
 	}
-	s.ctx, s.cancel = context.WithCancel(context.Background())
+	var cleanup []func()
+	defer func() {
+		if err != nil {
+			for i := len(cleanup) - 1; i >= 0; i-- {
+				cleanup[i]()
+			}
+		}
+	}()
+	logPath := filepath.Join(s.cfg.DataDir, "raft.db")
 	s.logStore, err = raftboltdb.New(raftboltdb.Options{
-		Path:        filepath.Join(s.cfg.DataDir, "raft.db"),
+		Path:        logPath,
 		BoltOptions: &bolt.Options{Timeout: 5 * time.Second},
 	})
 	if err != nil {
-		return fmt.Errorf("master: raft log: %w", err)
+		return fmt.Errorf("master: raft log %s: %w", logPath, err)
 	}
+	cleanup = append(cleanup, func() { s.logStore.Close() })
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(s.cfg.DataDir, 2, logging.HCLog(s.logger, "snapshot"))
 	if err != nil {
-		s.logStore.Close()
-		return err
+		return fmt.Errorf("master: --data-dir %s: snapshots: %w", s.cfg.DataDir, err)
 	}
 	addr, err := net.ResolveTCPAddr("tcp", s.cfg.RaftAddr)
 	if err != nil {
-		s.logStore.Close()
-		return err
+		return fmt.Errorf("master: --raft-addr %s: %w", s.cfg.RaftAddr, err)
 	}
 	raftLn, err := net.Listen("tcp", s.cfg.RaftAddr)
 	if err != nil {
-		s.logStore.Close()
-		return fmt.Errorf("master: raft listen: %w", err)
+		return fmt.Errorf("master: --raft-addr %s: %w", s.cfg.RaftAddr, err)
 	}
 	s.transport = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: s.creds.NewStreamLayer(raftLn, addr), MaxPool: 3, Timeout: 10 * time.Second,
 		Logger: logging.HCLog(s.logger, "raft-net"),
 	})
+	cleanup = append(cleanup, func() { s.transport.Close() })
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(s.cfg.ID)
 	rc.Logger = logging.HCLog(s.logger, "raft")
@@ -134,7 +144,7 @@ func (s *Server) Start() (err error) {
 
 	has, err := raft.HasExistingState(s.logStore, s.logStore, snaps)
 	if err != nil {
-		return err
+		return fmt.Errorf("master: raft log %s: %w", logPath, err)
 	}
 	if !has && !s.cfg.Join {
 		peers := s.cfg.Peers
@@ -150,12 +160,13 @@ func (s *Server) Start() (err error) {
 			return fmt.Errorf("master: bootstrap: %w", err)
 		}
 	}
-	if s.raft, err = raft.NewRaft(rc, s.fsm, s.logStore, s.logStore, snaps, s.transport); err != nil {
-		return fmt.Errorf("master: start raft: %w", err)
-	}
 	if s.grpcLn, err = net.Listen("tcp", s.cfg.GRPCAddr); err != nil {
-		s.raft.Shutdown()
-		return fmt.Errorf("master: grpc listen: %w", err)
+		return fmt.Errorf("master: --grpc-addr %s: %w", s.cfg.GRPCAddr, err)
+	}
+	cleanup = append(cleanup, func() { s.grpcLn.Close() })
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	if s.raft, err = raft.NewRaft(rc, s.fsm, s.logStore, s.logStore, snaps, s.transport); err != nil {
+		return fmt.Errorf("master: start raft (--data-dir %s): %w", s.cfg.DataDir, err)
 	}
 	s.grpcSrv = grpc.NewServer(s.creds.ServerOption())
 	pb.RegisterMasterServiceServer(s.grpcSrv, &service{s: s})
@@ -174,12 +185,18 @@ func (s *Server) Start() (err error) {
 		defer s.wg.Done()
 		s.livenessLoop()
 	}()
+	s.started.Store(true)
 	s.logger.Info("master started", "grpc", s.GRPCAddr(), "raft", s.RaftAddr())
 	return nil
 }
 
 // Close stops the master; its Raft state stays on disk.
+// Close of a master whose Start failed or never ran is a no-op (Start has
+// released what it opened).
 func (s *Server) Close() error {
+	if !s.started.Swap(false) {
+		return nil
+	}
 	s.cancel()
 	stopped := make(chan struct{})
 	go func() { s.grpcSrv.GracefulStop(); close(stopped) }()
@@ -319,6 +336,7 @@ func (s *Server) livenessLoop() {
 		case <-t.C:
 		}
 		if !s.IsLeader() {
+			clusterHealth{}.publish(false)
 			continue
 		}
 		changed := false
@@ -342,8 +360,19 @@ func (s *Server) livenessLoop() {
 				alive[id] = a
 			}
 		}
+		leaders := make(map[uint64]string, len(s.leaders))
+		for id, l := range s.leaders {
+			leaders[id] = l
+		}
 		s.softMu.Unlock()
-		s.fsm.read(func(st *state) { rangesGauge.Set(float64(len(st.ranges))) })
+		s.fsm.read(func(st *state) {
+			rangesGauge.Set(float64(len(st.ranges)))
+			servers := make([]string, 0, len(st.servers))
+			for id := range st.servers {
+				servers = append(servers, id)
+			}
+			assessCluster(st.ranges, servers, alive, leaders, s.cfg.ReplicationFactor).publish(true)
+		})
 		for _, e := range events {
 			s.event(e)
 		}

@@ -2,7 +2,6 @@ package partitionserver
 
 import (
 	"context"
-	"strconv"
 	"time"
 
 	pb "tablestore/proto/tablestorepb"
@@ -29,15 +28,15 @@ func (s *Server) statuses() []*pb.RangeStatus {
 	}
 	s.mu.RUnlock()
 	out := make([]*pb.RangeStatus, 0, len(reps))
+	var led []rangeRate
+	defer func() { s.publishGauges(len(out), led) }()
 	for _, r := range reps {
 		st := r.fsm.State()
 		rs, ws, es := r.load.rates()
 		hot, sample, distinct, throttled := r.keys.roll(s.cfg.HotKeys)
 		leader := r.isLeader()
 		if leader {
-			rangeEntitiesPerSec.WithLabelValues(strconv.FormatUint(r.id, 10), st.GetRange().GetTable()).Set(es)
-		} else {
-			rangeEntitiesPerSec.DeleteLabelValues(strconv.FormatUint(r.id, 10), st.GetRange().GetTable())
+			led = append(led, rangeRate{rangeID: r.id, table: st.GetRange().GetTable(), entitiesPerSec: es})
 		}
 		out = append(out, &pb.RangeStatus{
 			RangeId:      r.id,
@@ -71,10 +70,11 @@ func (s *Server) heartbeat() {
 	})
 	if err != nil {
 		if s.ctx.Err() == nil {
-			s.logger.Debug("heartbeat failed", "err", err)
+			s.heartbeatFailed(err)
 		}
 		return
 	}
+	s.heartbeatAccepted()
 	for id, a := range resp.GetRaftAddrs() {
 		s.addrs.set(id, a)
 	}

@@ -30,12 +30,29 @@ var (
 	}, []string{"op"})
 	rangeEntitiesPerSec = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: "tablestore", Subsystem: "partitionserver", Name: "range_entities_per_second",
-		Help: "Entities read and written per second on ranges this server leads.",
-	}, []string{"range", "table"})
+		Help: "Entities read and written per second on the busiest ranges (at most 10) this server leads.",
+	}, []string{"server", "table", "range"})
+	replicasGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: "tablestore", Subsystem: "partitionserver", Name: "replicas",
+		Help: "Range replicas this server hosts.",
+	}, []string{"server"})
+	leadersGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: "tablestore", Subsystem: "partitionserver", Name: "leaders",
+		Help: "Ranges this server leads.",
+	}, []string{"server"})
+	diskAvailableBytes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: "tablestore", Subsystem: "partitionserver", Name: "data_dir_available_bytes",
+		Help: "Free bytes available to this server on the file system of its data directory.",
+	}, []string{"server"})
+	diskCapacityBytes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: "tablestore", Subsystem: "partitionserver", Name: "data_dir_capacity_bytes",
+		Help: "Size in bytes of the file system of this server's data directory.",
+	}, []string{"server"})
 )
 
 func init() {
-	prometheus.MustRegister(requestsTotal, requestSeconds, throttledTotal, reshapeSeconds, rangeEntitiesPerSec)
+	prometheus.MustRegister(requestsTotal, requestSeconds, throttledTotal, reshapeSeconds, rangeEntitiesPerSec,
+		replicasGauge, leadersGauge, diskAvailableBytes, diskCapacityBytes)
 }
 
 func observe(op string, start time.Time, err error) {

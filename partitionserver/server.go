@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -42,6 +43,8 @@ type Server struct {
 	mu       sync.RWMutex
 	replicas map[uint64]*replica
 	closed   bool
+	started  atomic.Bool // Start succeeded; a failed Start released what it opened
+	health   healthState
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -101,12 +104,13 @@ func loadOrCreateID(dir, configured string) (string, error) {
 // and begins heartbeating.
 func (s *Server) Start() (err error) {
 	if err := os.MkdirAll(s.cfg.DataDir, 0o755); err != nil {
-		return err
+		return fmt.Errorf("partitionserver: --data-dir %s: %w", s.cfg.DataDir, err)
 	}
 	if s.id, err = loadOrCreateID(s.cfg.DataDir, s.cfg.ID); err != nil {
-		return err
+		return fmt.Errorf("partitionserver: --data-dir %s: %w", s.cfg.DataDir, err)
 	}
 	s.logger = s.logger.With("server", s.id)
+	s.health.startup = map[uint64]bool{}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	cleanup := []func(){}
 	defer func() {
@@ -116,8 +120,9 @@ func (s *Server) Start() (err error) {
 			}
 		}
 	}()
-	if s.store, err = fsm.Open(filepath.Join(s.cfg.DataDir, "state.db")); err != nil {
-		return err
+	statePath := filepath.Join(s.cfg.DataDir, "state.db")
+	if s.store, err = fsm.Open(statePath); err != nil {
+		return fmt.Errorf("partitionserver: state file %s: %w", statePath, err)
 	}
 	cleanup = append(cleanup, func() { s.store.Close() })
 	if s.creds, err = s.cfg.TLS.Load(); err != nil {
@@ -125,7 +130,7 @@ func (s *Server) Start() (err error) {
 	}
 	raftLn, err := net.Listen("tcp", s.cfg.RaftAddr)
 	if err != nil {
-		return fmt.Errorf("partitionserver: raft listen: %w", err)
+		return fmt.Errorf("partitionserver: --raft-addr %s: %w", s.cfg.RaftAddr, err)
 	}
 	s.mux = raftmux.New(s.creds.Listener(raftLn), s.logger)
 	if s.creds != nil {
@@ -133,34 +138,35 @@ func (s *Server) Start() (err error) {
 	}
 	cleanup = append(cleanup, func() { s.mux.Close() })
 	if s.grpcLn, err = net.Listen("tcp", s.cfg.GRPCAddr); err != nil {
-		return fmt.Errorf("partitionserver: grpc listen: %w", err)
+		return fmt.Errorf("partitionserver: --grpc-addr %s: %w", s.cfg.GRPCAddr, err)
 	}
 	cleanup = append(cleanup, func() { s.grpcLn.Close() })
 	if s.master, err = masterclient.New(s.cfg.Masters, s.creds.DialOption()); err != nil {
-		return err
+		return fmt.Errorf("partitionserver: --masters: %w", err)
 	}
 	cleanup = append(cleanup, func() { s.master.Close() })
 	s.addrs.set(s.id, s.RaftAddr())
 
 	states, err := s.store.RangeStates()
 	if err != nil {
-		return err
-	}
-	for _, st := range states {
-		d := st.GetRange()
-		// A replica that was to bootstrap but crashed before its Raft
-		// state was written bootstraps now; with state, bootstrap is a no-op.
-		rep, err := openReplica(s.deps(), d.GetRangeId(), st.GetBootstrap(), s.voters(d), false)
-		if err != nil {
-			return err
-		}
-		s.replicas[d.GetRangeId()] = rep
+		return fmt.Errorf("partitionserver: state file %s: %w", statePath, err)
 	}
 	cleanup = append(cleanup, func() {
 		for _, r := range s.replicas {
 			r.close()
 		}
 	})
+	for _, st := range states {
+		d := st.GetRange()
+		// A replica that was to bootstrap but crashed before its Raft
+		// state was written bootstraps now; with state, bootstrap is a no-op.
+		rep, err := openReplica(s.deps(), d.GetRangeId(), st.GetBootstrap(), s.voters(d), false)
+		if err != nil {
+			return fmt.Errorf("partitionserver: range %d in --data-dir %s: %w", d.GetRangeId(), s.cfg.DataDir, err)
+		}
+		s.replicas[d.GetRangeId()] = rep
+		s.health.startup[d.GetRangeId()] = true
+	}
 
 	s.grpcSrv = grpc.NewServer(grpc.MaxRecvMsgSize(64<<20), grpc.MaxSendMsgSize(64<<20), s.creds.ServerOption())
 	pb.RegisterPartitionServiceServer(s.grpcSrv, &service{s: s})
@@ -175,6 +181,7 @@ func (s *Server) Start() (err error) {
 		defer s.wg.Done()
 		s.heartbeatLoop()
 	}()
+	s.started.Store(true)
 	s.logger.Info("partition server started", "grpc", s.GRPCAddr(), "raft", s.RaftAddr(), "replicas", len(s.replicas))
 	return nil
 }
@@ -186,7 +193,7 @@ func (s *Server) deps() replicaDeps {
 // Close stops serving and shuts every replica down; data stays on disk.
 func (s *Server) Close() error {
 	s.mu.Lock()
-	if s.closed {
+	if s.closed || !s.started.Load() {
 		s.mu.Unlock()
 		return nil
 	}
@@ -211,6 +218,7 @@ func (s *Server) Close() error {
 	s.wg.Wait()
 	s.mux.Close()
 	s.master.Close()
+	s.forgetGauges()
 	return s.store.Close()
 }
 

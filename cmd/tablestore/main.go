@@ -3,19 +3,27 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"runtime/debug"
 	"sort"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"tablestore/ctl"
 	"tablestore/frontend"
+	"tablestore/frontend/auth"
 	"tablestore/frontend/router"
 	"tablestore/internal/cluster"
+	"tablestore/internal/health"
 	"tablestore/internal/logging"
 	"tablestore/internal/metricsbridge"
 	"tablestore/loadgen"
@@ -35,6 +43,7 @@ var commands = map[string]command{
 	"frontend":        {"an Azure Table REST API front-end", runFrontend},
 	"ctl":             {"operator commands on the master: ranges, servers, events, split, merge, move, transfer-leader", runCtl},
 	"loadgen":         {"load generator through the Azure SDK: uniform, hot-partition, append, zipf", runLoadgen},
+	"version":         {"print the module version and VCS commit this binary was built from", runVersion},
 }
 
 func main() {
@@ -54,6 +63,9 @@ func main() {
 		os.Exit(2)
 	}
 	if err := c.run(os.Args[2:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return
+		}
 		fmt.Fprintln(os.Stderr, "tablestore:", err)
 		os.Exit(1)
 	}
@@ -72,30 +84,34 @@ func usage(w io.Writer) {
 	}
 }
 
-// common are the flags every role has.
+// common are the flags every server role has.
 type common struct {
 	logLevel    string
 	metricsAddr string
+	pprofAddr   string
+	metricsNote string // how a derived metricsAddr came about
 	metrics     *metricsbridge.Listener
 }
 
-func (c *common) register(fs *flag.FlagSet, metricsDefault string) {
+func (c *common) register(fs *flag.FlagSet, metricsDefault, metricsHelp string) {
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
-	fs.StringVar(&c.metricsAddr, "metrics-addr", metricsDefault, "listen address of /metrics (empty: off)")
+	fs.StringVar(&c.metricsAddr, "metrics-addr", metricsDefault, metricsHelp)
+	fs.StringVar(&c.pprofAddr, "pprof-addr", "", "listen address of /debug/pprof (empty: off; keep it on loopback)")
 }
 
 func (c *common) start() (*slog.Logger, error) {
 	logger, err := logging.New(os.Stderr, c.logLevel)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("--log-level: %w", err)
 	}
 	slog.SetDefault(logger)
 	metricsbridge.InstallRaftSink()
-	m, err := metricsbridge.Serve(c.metricsAddr)
-	if err != nil {
-		return nil, fmt.Errorf("metrics: %w", err)
+	if c.metrics, err = metricsbridge.Serve(c.metricsAddr); err != nil {
+		return nil, fmt.Errorf("--metrics-addr %s%s: %w", c.metricsAddr, c.metricsNote, err)
 	}
-	c.metrics = m
+	if err := metricsbridge.ServePprof(c.pprofAddr); err != nil {
+		return nil, fmt.Errorf("--pprof-addr %s: %w", c.pprofAddr, err)
+	}
 	return logger, nil
 }
 
@@ -105,83 +121,230 @@ func waitForSignal() os.Signal {
 	return <-ch
 }
 
-// serve parses a server role's flags, starts it, and stops it on SIGINT or
-// SIGTERM.
-func serve(name string, args []string, metricsDefault string, register func(*flag.FlagSet),
-	start func(*slog.Logger, *metricsbridge.Listener) (stop func() error, err error)) error {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	register(fs)
+// role is a started server role: how to stop it and whether it is ready.
+type role struct {
+	stop  func() error
+	ready func() health.Verdict
+}
+
+// spec describes a server role's command.
+type spec struct {
+	name           string
+	metricsDefault string
+	metricsHelp    string // "" for the default wording
+	register       func(*flag.FlagSet)
+	// prepare runs after flag parsing, before any listener opens (optional).
+	prepare func(*common) error
+	start   func(*slog.Logger, *common) (role, error)
+}
+
+// serve parses a server role's flags, starts it, serves /healthz and
+// /readyz beside /metrics, and stops it on SIGINT or SIGTERM.
+func serve(sp spec, args []string) error {
+	fs := flag.NewFlagSet(sp.name, flag.ContinueOnError)
+	fs.SetOutput(os.Stdout)
+	sp.register(fs)
+	help := sp.metricsHelp
+	if help == "" {
+		help = "listen address of /metrics, /healthz and /readyz (empty: off)"
+	}
 	var cm common
-	cm.register(fs, metricsDefault)
+	cm.register(fs, sp.metricsDefault, help)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%s: unexpected argument %q (flags are --name=value)", sp.name, fs.Arg(0))
+	}
+	if sp.prepare != nil {
+		if err := sp.prepare(&cm); err != nil {
+			return err
+		}
+	}
 	logger, err := cm.start()
 	if err != nil {
-		return err
+		return fmt.Errorf("%s: %w", sp.name, err)
 	}
-	stop, err := start(logger, cm.metrics)
+	r, err := sp.start(logger, &cm)
 	if err != nil {
 		return err
 	}
+	health.Mount(cm.metrics, r.ready)
 	sig := waitForSignal()
 	logger.Info("shutting down", "signal", sig.String())
-	return stop()
+	return r.stop()
 }
+
+// devMetricsAuto is dev's --metrics-addr default: the port after the
+// endpoint's (10003 beside 10002), so a first run needs no free 9090.
+const devMetricsAuto = "auto"
 
 func runDev(args []string) error {
 	cfg := cluster.DefaultDevConfig()
-	return serve("dev", args, "127.0.0.1:9090", cfg.RegisterFlags, func(logger *slog.Logger, m *metricsbridge.Listener) (func() error, error) {
+	prepare := func(cm *common) error {
+		if cm.metricsAddr == devMetricsAuto {
+			addr, err := nextPort(cfg.FrontendAddr)
+			if err != nil {
+				return fmt.Errorf("dev: --frontend-addr %s: %w", cfg.FrontendAddr, err)
+			}
+			cm.metricsAddr, cm.metricsNote = addr, " (the --frontend-addr port + 1; set --metrics-addr to move it)"
+		}
+		if err := cfg.Keys.Resolve(&cfg.Frontend, os.Getenv); err != nil {
+			return fmt.Errorf("dev: %w", err)
+		}
+		return nil
+	}
+	start := func(logger *slog.Logger, cm *common) (role, error) {
 		c, err := cluster.StartDev(cfg, logger)
 		if err != nil {
-			return nil, err
+			return role{}, err
 		}
-		m.Handle("/dashboard", c.Masters[0].Server.DashboardHandler())
-		m.Handle("/dashboard/", c.Masters[0].Server.DashboardHandler())
+		cm.metrics.Handle("/dashboard", c.Masters[0].Server.DashboardHandler())
+		cm.metrics.Handle("/dashboard/", c.Masters[0].Server.DashboardHandler())
 		fmt.Printf("tablestore dev is ready.\nTable endpoint: %s\nConnection string:\n%s\n", c.Endpoint(0), c.ConnectionString(0))
-		return func() error { c.Close(); return nil }, nil
-	})
+		if a := cm.metrics.Addr(); a != "" {
+			fmt.Printf("Dashboard: http://%s/dashboard  Metrics: http://%s/metrics  Ready: http://%s/readyz\n", a, a, a)
+		}
+		// Internal ports are picked at start unless --base-port is given, so
+		// ctl needs the master's address.
+		fmt.Printf("Control:   tablestore ctl --master %s ranges\n", strings.Join(c.MasterAddrs(), ","))
+		return role{stop: func() error { c.Close(); return nil }, ready: c.Ready}, nil
+	}
+	return serve(spec{name: "dev", metricsDefault: devMetricsAuto, register: cfg.RegisterFlags, prepare: prepare, start: start,
+		metricsHelp: "listen address of /metrics, /healthz, /readyz and /dashboard (auto: the --frontend-addr port + 1; empty: off)"}, args)
+}
+
+// nextPort is addr with its port plus one (":0" stays ":0").
+func nextPort(addr string) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", err
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 0 || p >= 65535 {
+		return "", fmt.Errorf("bad port %q", port)
+	}
+	if p == 0 {
+		return addr, nil
+	}
+	return net.JoinHostPort(host, strconv.Itoa(p+1)), nil
 }
 
 func runMaster(args []string) error {
 	cfg := master.DefaultConfig()
-	return serve("master", args, "", cfg.RegisterFlags, func(logger *slog.Logger, m *metricsbridge.Listener) (func() error, error) {
+	return serve(spec{name: "master", register: cfg.RegisterFlags, start: func(logger *slog.Logger, cm *common) (role, error) {
 		s, err := master.New(cfg, logger)
 		if err != nil {
-			return nil, err
+			return role{}, err
 		}
-		m.Handle("/dashboard", s.DashboardHandler())
-		m.Handle("/dashboard/", s.DashboardHandler())
-		return s.Close, s.Start()
-	})
+		if err := s.Start(); err != nil {
+			return role{}, err
+		}
+		cm.metrics.Handle("/dashboard", s.DashboardHandler())
+		cm.metrics.Handle("/dashboard/", s.DashboardHandler())
+		return role{stop: s.Close, ready: s.Ready}, nil
+	}}, args)
 }
 
 func runPartitionServer(args []string) error {
 	cfg := partitionserver.DefaultConfig()
-	return serve("partitionserver", args, "", cfg.RegisterFlags, func(logger *slog.Logger, _ *metricsbridge.Listener) (func() error, error) {
+	return serve(spec{name: "partitionserver", register: cfg.RegisterFlags, start: func(logger *slog.Logger, _ *common) (role, error) {
 		s, err := partitionserver.New(cfg, logger)
 		if err != nil {
-			return nil, err
+			return role{}, err
 		}
-		return s.Close, s.Start()
-	})
+		if err := s.Start(); err != nil {
+			return role{}, err
+		}
+		return role{stop: s.Close, ready: s.Ready}, nil
+	}}, args)
 }
 
 func runFrontend(args []string) error {
 	fcfg, rcfg := frontend.DefaultConfig(), router.DefaultConfig()
+	var keys frontend.KeySource
 	register := func(fs *flag.FlagSet) {
 		fcfg.RegisterFlags(fs)
+		keys.RegisterFlags(fs)
 		rcfg.RegisterFlags(fs)
 	}
-	return serve("frontend", args, "", register, func(logger *slog.Logger, _ *metricsbridge.Listener) (func() error, error) {
+	prepare := func(*common) error { return keys.Resolve(&fcfg, os.Getenv) }
+	start := func(logger *slog.Logger, _ *common) (role, error) {
+		if fcfg.AccountKey == auth.DevAccountKey {
+			logger.Warn("serving Azurite's well-known public account key: set --account-key-file or $" + frontend.AccountKeyEnv + " before storing anything that matters")
+		}
 		n, err := cluster.StartFrontend(fcfg, rcfg, logger)
 		if err != nil {
-			return nil, err
+			return role{}, err
 		}
-		return func() error { n.Close(); return nil }, nil
-	})
+		return role{stop: func() error { n.Close(); return nil }, ready: n.Router.Ready}, nil
+	}
+	return serve(spec{name: "frontend", register: register, prepare: prepare, start: start}, args)
 }
 
-func runCtl(args []string) error { return ctl.Run(args, os.Stdout, os.Stderr) }
+// runCtl runs ctl; without --master it talks to the dev cluster whose data
+// is in dev's default --data-dir (dev writes its master's address there).
+func runCtl(args []string) error {
+	if !hasFlag(args, "master") {
+		path := filepath.Join(cluster.DefaultDevConfig().DataDir, cluster.MasterAddrFile)
+		if b, err := os.ReadFile(path); err == nil && strings.TrimSpace(string(b)) != "" {
+			args = append([]string{"--master=" + strings.TrimSpace(string(b))}, args...)
+		}
+	}
+	return ctl.Run(args, os.Stdout, os.Stderr)
+}
+
+// hasFlag reports whether args set flag name (-name, --name, -name=v).
+func hasFlag(args []string, name string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		if !strings.HasPrefix(a, "-") {
+			continue
+		}
+		a = strings.TrimLeft(a, "-")
+		if a == name || strings.HasPrefix(a, name+"=") {
+			return true
+		}
+	}
+	return false
+}
 
 func runLoadgen(args []string) error { return loadgen.Run(args, os.Stdout, os.Stderr) }
+
+func runVersion(args []string) error {
+	fs := flag.NewFlagSet("version", flag.ContinueOnError)
+	fs.SetOutput(os.Stdout)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	fmt.Println(versionLine())
+	return nil
+}
+
+// versionLine is "tablestore VERSION commit REV[+dirty] (TIME) GOVERSION"
+// from the build information Go embeds (the commit needs a build inside a
+// git checkout, as `make build` does).
+func versionLine() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "tablestore unknown (no build information)"
+	}
+	set := map[string]string{}
+	for _, kv := range bi.Settings {
+		set[kv.Key] = kv.Value
+	}
+	commit := set["vcs.revision"]
+	if commit == "" {
+		commit = "unknown"
+	}
+	if set["vcs.modified"] == "true" {
+		commit += "+dirty"
+	}
+	line := fmt.Sprintf("tablestore %s commit %s", bi.Main.Version, commit)
+	if t := set["vcs.time"]; t != "" {
+		line += " (" + t + ")"
+	}
+	return line + " " + bi.GoVersion
+}

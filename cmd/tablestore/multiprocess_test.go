@@ -48,7 +48,7 @@ func TestMultiProcessCluster(t *testing.T) {
 		t.Skip("multi-process test")
 	}
 	dir := t.TempDir()
-	ps := newProcSet(t, buildBinary(t))
+	ps := newProcSet(t, binary(t))
 	start := func(name string, args ...string) { ps.start(name, args...) }
 	p := freePorts(t, 13)
 	addr := func(i int) string { return "127.0.0.1:" + strconv.Itoa(p[i]) }

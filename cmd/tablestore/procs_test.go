@@ -3,22 +3,10 @@ package main
 import (
 	"bytes"
 	"os/exec"
-	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
 )
-
-// buildBinary builds the tablestore binary into a test directory.
-func buildBinary(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "tablestore")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	return bin
-}
 
 // procSet starts processes of the real binary and stops them (SIGTERM,
 // then SIGKILL after 10 s) when the test ends, printing their output if it

@@ -20,7 +20,7 @@ func TestMultiProcessTLS(t *testing.T) {
 		t.Skip("multi-process test")
 	}
 	dir := t.TempDir()
-	bin := buildBinary(t)
+	bin := binary(t)
 	tlsCfg, err := peertls.WriteTestPKI(dir, "127.0.0.1", "localhost")
 	if err != nil {
 		t.Fatal(err)

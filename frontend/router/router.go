@@ -28,11 +28,14 @@ type Config struct {
 	RetryTimeout time.Duration
 	// TLS is mutual TLS for the calls to masters and partition servers.
 	TLS peertls.Config
+	// StartTimeout bounds how long a starting front-end waits for a
+	// master to hand it the partition map.
+	StartTimeout time.Duration
 }
 
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config {
-	return Config{Masters: []string{"127.0.0.1:7000"}, RetryTimeout: 10 * time.Second}
+	return Config{Masters: []string{"127.0.0.1:7000"}, RetryTimeout: 10 * time.Second, StartTimeout: 30 * time.Second}
 }
 
 // Validate reports invalid settings.
@@ -40,8 +43,8 @@ func (c *Config) Validate() error {
 	if len(c.Masters) == 0 {
 		return errors.New("router: at least one master address is required")
 	}
-	if c.RetryTimeout <= 0 {
-		return errors.New("router: retry timeout must be positive")
+	if c.RetryTimeout <= 0 || c.StartTimeout <= 0 {
+		return errors.New("router: retry-timeout and start-timeout must be positive")
 	}
 	return c.TLS.Validate()
 }
@@ -61,6 +64,7 @@ type Router struct {
 	leaders           map[uint64]string // range id -> server id
 	hinted            map[uint64]string // leader learned from a partition server
 	serviceProperties []byte
+	watch             watchState
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -86,6 +90,7 @@ func New(cfg Config, logger *slog.Logger) (*Router, error) {
 		servers: map[string]*pb.ServerInfo{}, leaders: map[uint64]string{}, hinted: map[uint64]string{},
 	}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
+	r.watch.lostAt.Store(time.Now().UnixNano())
 	return r, nil
 }
 
@@ -100,8 +105,11 @@ func (r *Router) UnregisterLocal(addr string) { r.pool.UnregisterLocal(addr) }
 
 // Start fetches the map (waiting up to ctx for a master) and keeps it fresh.
 func (r *Router) Start(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.StartTimeout)
+	defer cancel()
 	if err := r.refresh(ctx); err != nil {
-		return err
+		return fmt.Errorf("router: no partition map from --masters %s within --start-timeout %v: %w",
+			strings.Join(r.cfg.Masters, ","), r.cfg.StartTimeout, err)
 	}
 	r.wg.Add(1)
 	go func() {
@@ -132,8 +140,12 @@ func (r *Router) watchLoop() {
 					break
 				}
 				r.install(m)
+				r.watch.watching.Store(true)
 				backoff = 50 * time.Millisecond
 			}
+		}
+		if r.watch.watching.Swap(false) {
+			r.watch.lostAt.Store(time.Now().UnixNano())
 		}
 		if r.ctx.Err() != nil {
 			return
@@ -198,6 +210,7 @@ func (r *Router) install(m *pb.PartitionMap) {
 		}
 	}
 	r.mu.Unlock()
+	r.watch.installed.Store(true)
 }
 
 // tableErr is the error for an unknown table.
@@ -290,5 +303,6 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		return nil
 	})
 	fs.DurationVar(&c.RetryTimeout, "retry-timeout", c.RetryTimeout, "how long to retry a request across leader changes and stale maps")
+	fs.DurationVar(&c.StartTimeout, "start-timeout", c.StartTimeout, "how long a starting front-end waits for a master's partition map before it gives up")
 	c.TLS.RegisterFlags(fs)
 }

@@ -14,6 +14,7 @@ import (
 
 	"tablestore/frontend"
 	"tablestore/frontend/router"
+	"tablestore/internal/health"
 	"tablestore/master"
 	"tablestore/partitionserver"
 )
@@ -214,9 +215,7 @@ func (c *Cluster) startFrontend(n *FrontendNode, rcfg router.Config) (err error)
 	if n.Router, err = router.New(rcfg, c.opts.Logger); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err = n.Router.Start(ctx); err != nil {
+	if err = n.Router.Start(context.Background()); err != nil {
 		n.Router.Close()
 		return err
 	}
@@ -234,7 +233,7 @@ func (c *Cluster) startFrontend(n *FrontendNode, rcfg router.Config) (err error)
 	ln, err := net.Listen("tcp", n.Config.HTTPAddr)
 	if err != nil {
 		n.Router.Close()
-		return fmt.Errorf("cluster: front-end listen: %w", err)
+		return fmt.Errorf("frontend: --http-addr %s: %w", n.Config.HTTPAddr, err)
 	}
 	n.Addr = ln.Addr().String()
 	n.done = make(chan struct{})
@@ -373,6 +372,30 @@ func (c *Cluster) ServerIndex(id string) int {
 		}
 	}
 	return -1
+}
+
+// Ready is the readiness of every node of the cluster (dev serves it as
+// /readyz): ready when each master, partition server and front-end is.
+func (c *Cluster) Ready() health.Verdict {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	named := map[string]health.Verdict{}
+	for _, m := range c.Masters {
+		if m.Server != nil {
+			named["master "+m.Config.ID] = m.Server.Ready()
+		}
+	}
+	for _, n := range c.Servers {
+		if n.Server != nil {
+			named["partitionserver "+n.Config.ID] = n.Server.Ready()
+		}
+	}
+	for i, f := range c.Frontends {
+		if f.Router != nil {
+			named["frontend "+strconv.Itoa(i)] = f.Router.Ready()
+		}
+	}
+	return health.Join(named)
 }
 
 // Close stops everything.

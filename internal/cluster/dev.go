@@ -1,10 +1,14 @@
 package cluster
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
+	"os"
 	"path/filepath"
+	"strings"
 
 	"tablestore/frontend"
 	"tablestore/frontend/router"
@@ -21,7 +25,8 @@ type DevConfig struct {
 	// FrontendAddr is where the Azure Table endpoint listens.
 	FrontendAddr string
 	// BasePort places the master (BasePort, +100) and partition servers
-	// (+200+i, +300+i).
+	// (+200+i, +300+i); 0 picks free ports at every start (the servers
+	// find each other by id, so changing ports across restarts is fine).
 	BasePort int
 	// Servers is the number of partition servers.
 	Servers int
@@ -32,13 +37,17 @@ type DevConfig struct {
 	// dev passes through.
 	Master master.Config
 	Server partitionserver.Config
+	// Frontend carries the account the endpoint serves (name and key);
+	// Keys says where the key comes from besides --account-key.
+	Frontend frontend.Config
+	Keys     frontend.KeySource
 }
 
 // DefaultDevConfig returns the documented defaults.
 func DefaultDevConfig() DevConfig {
 	return DevConfig{
-		DataDir: "./data", FrontendAddr: "127.0.0.1:10002", BasePort: 7000, Servers: 3, LocalCalls: true,
-		Master: master.DefaultConfig(), Server: partitionserver.DefaultConfig(),
+		DataDir: "./data", FrontendAddr: "127.0.0.1:10002", Servers: 3, LocalCalls: true,
+		Master: master.DefaultConfig(), Server: partitionserver.DefaultConfig(), Frontend: frontend.DefaultConfig(),
 	}
 }
 
@@ -50,8 +59,8 @@ func (c *DevConfig) Validate() error {
 	if c.Servers < 1 {
 		return fmt.Errorf("cluster: dev needs at least one partition server")
 	}
-	if c.BasePort <= 0 || c.BasePort > 65000-400 {
-		return fmt.Errorf("cluster: base-port out of range")
+	if c.BasePort < 0 || c.BasePort > 65000-400 {
+		return fmt.Errorf("dev: --base-port %d out of range (0 picks free ports)", c.BasePort)
 	}
 	return nil
 }
@@ -60,7 +69,10 @@ func (c *DevConfig) Validate() error {
 func (c *DevConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory for all nodes' data")
 	fs.StringVar(&c.FrontendAddr, "frontend-addr", c.FrontendAddr, "listen address of the Azure Table endpoint")
-	fs.IntVar(&c.BasePort, "base-port", c.BasePort, "first internal port: master gRPC; +100 master Raft; +200+i / +300+i partition server gRPC / Raft")
+	fs.IntVar(&c.BasePort, "base-port", c.BasePort, "first internal port: master gRPC; +100 master Raft; +200+i / +300+i partition server gRPC / Raft (0: free ports picked at start)")
+	fs.StringVar(&c.Frontend.AccountName, "account-name", c.Frontend.AccountName, "storage account name served")
+	fs.StringVar(&c.Frontend.AccountKey, "account-key", c.Frontend.AccountKey, "base64 account key (default: Azurite's well-known key; prefer --account-key-file or $"+frontend.AccountKeyEnv+")")
+	c.Keys.RegisterFlags(fs)
 	fs.IntVar(&c.Servers, "servers", c.Servers, "number of partition servers")
 	fs.BoolVar(&c.LocalCalls, "local-calls", c.LocalCalls, "front-end calls the in-process partition servers directly instead of over loopback gRPC")
 	fs.IntVar(&c.Master.ReplicationFactor, "replication-factor", c.Master.ReplicationFactor, "replicas per range (at most -servers)")
@@ -76,9 +88,12 @@ func StartDev(cfg DevConfig, logger *slog.Logger) (*Cluster, error) {
 	}
 	abs, err := filepath.Abs(cfg.DataDir)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("dev: --data-dir %s: %w", cfg.DataDir, err)
 	}
-	return Start(Options{
+	if err := os.MkdirAll(abs, 0o755); err != nil {
+		return nil, fmt.Errorf("dev: --data-dir %s: %w", cfg.DataDir, err)
+	}
+	c, err := Start(Options{
 		Masters: 1, Servers: cfg.Servers, Frontends: 1, DataDir: abs, BasePort: cfg.BasePort,
 		FrontendAddrs: []string{cfg.FrontendAddr}, Logger: logger, LocalCalls: cfg.LocalCalls,
 		TuneMaster: func(m *master.Config) {
@@ -94,7 +109,42 @@ func StartDev(cfg DevConfig, logger *slog.Logger) (*Cluster, error) {
 			*s = cfg.Server
 			s.ID, s.DataDir, s.GRPCAddr, s.RaftAddr, s.Masters = id, dir, g, r, ms
 		},
+		TuneFrontend: func(f *frontend.Config) {
+			f.AccountName, f.AccountKey = cfg.Frontend.AccountName, cfg.Frontend.AccountKey
+		},
 	})
+	if err != nil {
+		return nil, devError(err, cfg)
+	}
+	// ctl without --master finds this cluster's master here (the port is
+	// picked at start unless --base-port is given).
+	if err := os.WriteFile(filepath.Join(abs, MasterAddrFile), []byte(strings.Join(c.MasterAddrs(), ",")+"\n"), 0o644); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("dev: --data-dir %s: %w", cfg.DataDir, err)
+	}
+	return c, nil
+}
+
+// MasterAddrFile, in dev's data directory, holds the master's gRPC
+// address for `tablestore ctl`.
+const MasterAddrFile = "master-addr"
+
+// devError names the dev flag behind a port a role could not listen on:
+// the roles' own messages name their flags (--grpc-addr, --http-addr),
+// which dev sets from --base-port and --frontend-addr.
+func devError(err error, cfg DevConfig) error {
+	var op *net.OpError
+	if !errors.As(err, &op) || op.Op != "listen" || op.Addr == nil {
+		return fmt.Errorf("dev: %w", err)
+	}
+	addr := op.Addr.String()
+	if addr == cfg.FrontendAddr {
+		return fmt.Errorf("dev: --frontend-addr %s: port in use (%v)", addr, op.Err)
+	}
+	if cfg.BasePort != 0 {
+		return fmt.Errorf("dev: internal port %s (from --base-port %d) in use: %v; omit --base-port to pick free ports", addr, cfg.BasePort, op.Err)
+	}
+	return fmt.Errorf("dev: internal port %s: %v", addr, op.Err)
 }
 
 // StartFrontend runs one front-end process role: a router on the masters and

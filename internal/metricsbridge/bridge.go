@@ -2,6 +2,7 @@ package metricsbridge
 
 import (
 	"errors"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -9,39 +10,35 @@ import (
 	"time"
 
 	gometrics "github.com/hashicorp/go-metrics/compat"
-	gmprom "github.com/hashicorp/go-metrics/compat/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 var once sync.Once
 
-// InstallRaftSink makes raft's go-metrics land in the Prometheus default
-// registry. Safe to call more than once (in-process clusters).
+// InstallRaftSink makes hashicorp/raft's go-metrics land in the Prometheus
+// default registry as the fixed tablestore_raft_* families (see
+// raftFamilies). Safe to call more than once (in-process clusters).
 func InstallRaftSink() {
 	once.Do(func() {
-		sink, err := gmprom.NewPrometheusSinkFrom(gmprom.PrometheusOpts{Expiration: time.Minute, Registerer: prometheus.DefaultRegisterer})
+		sink, err := newRaftSink(prometheus.DefaultRegisterer)
 		if err != nil {
+			slog.Error("raft metrics off", "err", err)
 			return
 		}
-		cfg := gometrics.DefaultConfig("tablestore")
+		cfg := gometrics.DefaultConfig("")
 		cfg.EnableHostname = false
 		cfg.EnableRuntimeMetrics = false
-		// Per-RPC timers of every group's replication and heartbeats cost
-		// more than they tell (each linearizable read sends heartbeats);
-		// the apply, commit, FSM, log store and election series remain.
-		cfg.BlockedPrefixes = []string{
-			"raft.replication.heartbeat", "raft.replication.appendEntries",
-			"raft.rpc.appendEntries", "raft.net",
-		}
+		cfg.BlockedPrefixes = blockedPrefixes
 		_, _ = gometrics.NewGlobal(cfg, sink)
 	})
 }
 
 // Listener is the process's metrics listener; roles mount more pages on it
-// (the master's dashboard).
+// (the master's dashboard, /healthz and /readyz).
 type Listener struct {
-	mux *http.ServeMux
+	mux  *http.ServeMux
+	addr string
 }
 
 // Handle mounts h at pattern; a nil Listener (metrics off) ignores it.
@@ -51,26 +48,58 @@ func (l *Listener) Handle(pattern string, h http.Handler) {
 	}
 }
 
-// Serve serves /metrics and /debug/pprof on addr until the process ends; an
-// empty addr serves nothing and returns a nil Listener.
+// Addr is the address the listener is bound to ("" when off).
+func (l *Listener) Addr() string {
+	if l == nil {
+		return ""
+	}
+	return l.addr
+}
+
+// Serve serves /metrics on addr until the process ends; an empty addr
+// serves nothing and returns a nil Listener.
 func Serve(addr string) (*Listener, error) {
 	if addr == "" {
 		return nil, nil
 	}
-	ln, err := net.Listen("tcp", addr)
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.Handler())
+	bound, err := serveMux(addr, mux)
 	if err != nil {
 		return nil, err
 	}
+	return &Listener{mux: mux, addr: bound}, nil
+}
+
+// ServePprof serves /debug/pprof on its own listener (opt-in: profiles and
+// traces expose internals and cost CPU, so they never share the metrics
+// port that Prometheus and probes reach); an empty addr serves nothing.
+func ServePprof(addr string) error {
+	if addr == "" {
+		return nil
+	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.Handler())
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	_, err := serveMux(addr, mux)
+	return err
+}
+
+func serveMux(addr string, mux *http.ServeMux) (string, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", err
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
+		// Serve only returns when the process exits or the listener fails;
+		// there is no one to report to but the log.
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			_ = err
+			slog.Error("metrics listener stopped", "addr", addr, "err", err)
 		}
 	}()
-	return &Listener{mux: mux}, nil
+	return ln.Addr().String(), nil
 }
