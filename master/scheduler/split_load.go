@@ -32,15 +32,15 @@ func (splitLoad) Schedule(p *Plan) {
 			continue
 		}
 		l := r.Load.EntitiesPerSec
-		p.add(r, Op{Kind: Split, Range: r.ID, Key: key, To: p.rightLeader(r), Rule: RuleSplitLoad,
+		p.add(r, Op{Kind: Split, Range: r.ID, Key: key, To: p.RightLeader(r), Rule: RuleSplitLoad,
 			Reason:  fmt.Sprintf("load %.0f entities/s over %.0f for %v", l, p.cfg.SplitLoad, hot.Round(time.Millisecond)),
 			Figures: map[string]float64{"entities_per_sec": l, "top_key_share": share, "window_seconds": hot.Seconds()}})
 	}
 }
 
-// rightLeader is the replica that should lead the right half of a split of
+// RightLeader is the replica that should lead the right half of a split of
 // r: the coolest follower, so the load halves across servers at once.
-func (p *Plan) rightLeader(r *Range) string {
+func (p *Plan) RightLeader(r *Range) string {
 	if st := p.coolestFollower(r, r.Leader); st != nil {
 		return st.id
 	}

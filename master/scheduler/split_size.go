@@ -19,7 +19,7 @@ func (splitSize) Schedule(p *Plan) {
 		if !p.free(r) || r.bytes() <= p.cfg.SplitBytes {
 			continue
 		}
-		p.add(r, Op{Kind: Split, Range: r.ID, To: p.rightLeader(r), Rule: RuleSplitSize,
+		p.add(r, Op{Kind: Split, Range: r.ID, To: p.RightLeader(r), Rule: RuleSplitSize,
 			Reason:  fmt.Sprintf("size %d bytes over %d", r.bytes(), p.cfg.SplitBytes),
 			Figures: map[string]float64{"bytes": float64(r.bytes())}})
 	}
