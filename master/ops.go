@@ -511,7 +511,6 @@ const (
 	causeRecovery    = "recovery"
 )
 
-
 func hasReplica(d *pb.RangeDescriptor, server string) bool {
 	for _, r := range d.GetReplicas() {
 		if r.GetServerId() == server {

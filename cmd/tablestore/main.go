@@ -21,6 +21,7 @@ import (
 	"tablestore/loadgen"
 	"tablestore/master"
 	"tablestore/partitionserver"
+	"tablestore/sim"
 )
 
 type command struct {
@@ -35,6 +36,7 @@ var commands = map[string]command{
 	"frontend":        {"an Azure Table REST API front-end", runFrontend},
 	"ctl":             {"operator commands on the master: ranges, servers, events, split, merge, move, transfer-leader", runCtl},
 	"loadgen":         {"load generator through the Azure SDK: uniform, hot-partition, append, zipf", runLoadgen},
+	"sim":             {"run the master's scheduler against a simulated cluster (e.g. 1,000 servers) and report", runSim},
 }
 
 func main() {
@@ -185,3 +187,5 @@ func runFrontend(args []string) error {
 func runCtl(args []string) error { return ctl.Run(args, os.Stdout, os.Stderr) }
 
 func runLoadgen(args []string) error { return loadgen.Run(args, os.Stdout, os.Stderr) }
+
+func runSim(args []string) error { return sim.Main(args, os.Stdout) }

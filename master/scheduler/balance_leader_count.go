@@ -1,9 +1,11 @@
 package scheduler
 
-// balanceLeaderCount evens out leader counts when no server is overloaded
-// (an idle cluster, or one whose load is even): a leader moves from a
-// server leading two or more above the fewest to a caught-up follower with
-// fewer, when that does not flip their load.
+// balanceLeaderCount evens out leader counts in an idle cluster (mean
+// leader load under LeaderMinGap, where load gives no direction): a leader
+// moves from a server leading two or more above the fewest to a caught-up
+// follower with fewer, when that does not flip their load. Under load,
+// balanceLeaderLoad alone decides (a server that shed a hot range should
+// lead fewer ranges, and moving cold leaders back would fight it).
 type balanceLeaderCount struct{}
 
 func (balanceLeaderCount) Name() string { return RuleBalanceLeaders }
@@ -14,6 +16,13 @@ func (balanceLeaderCount) Schedule(p *Plan) {
 	}
 	servers := p.eligible(func(s *serverStat) float64 { return float64(s.leaders) })
 	if len(servers) < 2 {
+		return
+	}
+	total := 0.0
+	for _, s := range servers {
+		total += s.leaderLoad
+	}
+	if total/float64(len(servers)) >= p.cfg.LeaderMinGap {
 		return
 	}
 	fewest := servers[len(servers)-1].leaders

@@ -34,10 +34,11 @@ func (mergeCold) Schedule(p *Plan) {
 // mergeable reports whether a and b are free, adjacent, cold for long
 // enough, small enough together, and not split lately.
 func (p *Plan) mergeable(a, b *Range) bool {
-	if a.TableID != b.TableID || a.End != b.Start || a.End == "" || !p.free(a) || !p.free(b) {
+	// Cheapest and most selective checks first: this runs over every pair.
+	if !p.coldFor(a) || !p.coldFor(b) || a.bytes()+b.bytes() > p.cfg.MergeBytes || !p.free(a) || !p.free(b) {
 		return false
 	}
-	if !p.coldFor(a) || !p.coldFor(b) || a.bytes()+b.bytes() > p.cfg.MergeBytes {
+	if a.TableID != b.TableID || a.End != b.Start || a.End == "" {
 		return false
 	}
 	return !p.splitLately(a.ID) && !p.splitLately(b.ID)

@@ -43,7 +43,7 @@ type Plan struct {
 	cfg     Config
 	snap    *Snapshot
 	out     []Op
-	busy    map[uint64]bool
+	busy    idSet
 	servers map[string]*serverStat
 	order   []*serverStat // as in snap.Servers
 	held    map[string][]*Range
@@ -64,7 +64,7 @@ type serverStat struct {
 
 // NewPlan indexes snap for the policies.
 func NewPlan(cfg Config, snap *Snapshot) *Plan {
-	p := &Plan{cfg: cfg, snap: snap, busy: map[uint64]bool{}, servers: make(map[string]*serverStat, len(snap.Servers))}
+	p := &Plan{cfg: cfg, snap: snap, servers: make(map[string]*serverStat, len(snap.Servers))}
 	for _, s := range snap.Servers {
 		st := &serverStat{id: s.ID, live: s.Live, draining: s.Draining}
 		if !s.Live && !s.LastSeen.IsZero() {
@@ -120,7 +120,7 @@ func (p *Plan) add(r *Range, o Op) bool {
 		return false
 	}
 	for _, id := range o.Ranges() {
-		if p.busy[id] {
+		if p.busy.has(id) {
 			return false
 		}
 	}
@@ -134,7 +134,7 @@ func (p *Plan) add(r *Range, o Op) bool {
 
 func (p *Plan) occupy(o Op) {
 	for _, id := range o.Ranges() {
-		p.busy[id] = true
+		p.busy.add(id)
 	}
 	if o.Kind == Move {
 		for _, s := range []string{o.From, o.To} {
@@ -181,7 +181,22 @@ func (p *Plan) apply(r *Range, o Op) {
 }
 
 // free reports whether r can be the subject of a new operation.
-func (p *Plan) free(r *Range) bool { return !r.Frozen && !p.busy[r.ID] }
+func (p *Plan) free(r *Range) bool { return !r.Frozen && !p.busy.has(r.ID) }
+
+// idSet is a set of range ids: a bitmap, since ids are dense and every
+// policy asks it about every range.
+type idSet []uint64
+
+func (s idSet) has(id uint64) bool {
+	return id/64 < uint64(len(s)) && s[id/64]&(1<<(id%64)) != 0
+}
+
+func (s *idSet) add(id uint64) {
+	for uint64(len(*s)) <= id/64 {
+		*s = append(*s, 0)
+	}
+	(*s)[id/64] |= 1 << (id % 64)
+}
 
 // canHost reports whether server may receive a new replica now.
 func (p *Plan) canHost(st *serverStat) bool {
