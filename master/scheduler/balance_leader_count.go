@@ -33,7 +33,7 @@ func (balanceLeaderCount) Schedule(p *Plan) {
 		if p.cooling(s) {
 			continue
 		}
-		for _, r := range s.led {
+		for _, r := range p.ledBy(s.id) {
 			to := p.fewestLeadersFollower(r, s)
 			if to == nil || !p.free(r) {
 				continue

@@ -55,7 +55,7 @@ func (p *Plan) sheddableLeader(s *serverStat) (*Range, *serverStat) {
 	var best *Range
 	var bestTo *serverStat
 	bestMax := s.leaderLoad
-	for _, r := range s.led {
+	for _, r := range p.ledBy(s.id) {
 		l := r.entitiesPerSec()
 		if l <= 0 || !p.free(r) {
 			continue

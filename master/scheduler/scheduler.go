@@ -47,6 +47,7 @@ type Plan struct {
 	servers map[string]*serverStat
 	order   []*serverStat // as in snap.Servers
 	held    map[string][]*Range
+	led     map[string][]*Range
 }
 
 // serverStat is what the plan knows of one server.
@@ -59,7 +60,6 @@ type serverStat struct {
 	leaderLoad     float64
 	moving         int       // replica moves in flight into or out of it
 	coolUntil      time.Time // leader balancing leaves it alone until then
-	led            []*Range
 }
 
 // NewPlan indexes snap for the policies.
@@ -82,7 +82,6 @@ func NewPlan(cfg Config, snap *Snapshot) *Plan {
 		if st := p.servers[r.Leader]; st != nil {
 			st.leaders++
 			st.leaderLoad += r.entitiesPerSec()
-			st.led = append(st.led, r)
 		}
 	}
 	for _, o := range snap.InFlight {
@@ -289,6 +288,20 @@ func (p *Plan) heldBy(server string) []*Range {
 		}
 	}
 	return p.held[server]
+}
+
+// ledBy returns the ranges server leads, in snapshot order (built on first
+// use: most runs of a balanced cluster never need it).
+func (p *Plan) ledBy(server string) []*Range {
+	if p.led == nil {
+		p.led = map[string][]*Range{}
+		for _, r := range p.snap.Ranges {
+			if r.Leader != "" {
+				p.led[r.Leader] = append(p.led[r.Leader], r)
+			}
+		}
+	}
+	return p.led[server]
 }
 
 // cooling reports whether leader balancing should leave st alone.
