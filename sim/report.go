@@ -15,17 +15,17 @@ import (
 
 // Report is the result of a simulation.
 type Report struct {
-	Workload     string  `json:"workload"`
-	Servers      int     `json:"servers"`
-	Ranges       int     `json:"ranges_at_start"`
-	Seed         int64   `json:"seed"`
-	DurationSec  float64 `json:"simulated_seconds"`
-	EventAtSec   float64 `json:"event_at_seconds"`
-	Capacity     float64 `json:"server_capacity_entities_per_sec"`
-	Target       float64 `json:"target_spread"`
-	ElapsedSec   float64 `json:"elapsed_seconds"`
-	Points       []Point `json:"points"`
-	OpsPerMinute []Minute
+	Workload     string         `json:"workload"`
+	Servers      int            `json:"servers"`
+	Ranges       int            `json:"ranges_at_start"`
+	Seed         int64          `json:"seed"`
+	DurationSec  float64        `json:"simulated_seconds"`
+	EventAtSec   float64        `json:"event_at_seconds"`
+	Capacity     float64        `json:"server_capacity_entities_per_sec"`
+	Target       float64        `json:"target_spread"`
+	ElapsedSec   float64        `json:"elapsed_seconds"`
+	Points       []Point        `json:"points"`
+	OpsPerMinute []Minute       `json:"ops_per_minute"`
 	OpsByRule    map[string]int `json:"ops_by_rule"`
 	Failed       int            `json:"ops_not_applicable"`
 	SpreadBefore float64        `json:"spread_before_event"`
