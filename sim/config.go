@@ -60,13 +60,9 @@ var ErrInvalidConfig = errors.New("sim: invalid config")
 
 // Validate reports invalid settings.
 func (c *Config) Validate() error {
-	known := false
-	for _, w := range Workloads {
-		known = known || w == c.Workload
-	}
 	var msg string
 	switch {
-	case !known:
+	case !knownWorkload(c.Workload):
 		msg = fmt.Sprintf("unknown workload %q (one of %v)", c.Workload, Workloads)
 	case c.Servers < 3 || c.Ranges < 1:
 		msg = "servers must be at least 3 and ranges at least 1"
@@ -80,6 +76,15 @@ func (c *Config) Validate() error {
 		return c.Scheduler.Validate()
 	}
 	return fmt.Errorf("%w: %s", ErrInvalidConfig, msg)
+}
+
+func knownWorkload(name string) bool {
+	for _, w := range Workloads {
+		if w == name {
+			return true
+		}
+	}
+	return false
 }
 
 // RegisterFlags binds the config to flags (the scheduler's thresholds

@@ -294,19 +294,24 @@ func (w *world) parseRange(l string) (*Range, error) {
 
 func (w *world) rangeAttr(r *Range, a string) error {
 	k, v, isKV := strings.Cut(a, "=")
-	if !isKV {
-		switch {
-		case a == "frozen":
-			r.Frozen = true
-		case strings.HasSuffix(a, "*"):
-			r.Leader = strings.TrimSuffix(a, "*")
-			r.Replicas = append(r.Replicas, Replica{Server: r.Leader})
-		default:
-			r.Replicas = append(r.Replicas, Replica{Server: a})
-		}
-		return nil
+	switch {
+	case !isKV && a == "frozen":
+		r.Frozen = true
+	case !isKV && strings.HasSuffix(a, "*"):
+		r.Leader = strings.TrimSuffix(a, "*")
+		r.Replicas = append(r.Replicas, Replica{Server: r.Leader})
+	case !isKV:
+		r.Replicas = append(r.Replicas, Replica{Server: a})
+	case k == "eps" || k == "bytes" || k == "keys" || k == "sample":
+		return loadAttr(r, k, v)
+	default:
+		return w.otherAttr(r, k, v)
 	}
-	if r.Load == nil && (k == "eps" || k == "bytes" || k == "keys" || k == "sample") {
+	return nil
+}
+
+func loadAttr(r *Range, k, v string) error {
+	if r.Load == nil {
 		r.Load = &Load{}
 	}
 	var err error
@@ -319,6 +324,13 @@ func (w *world) rangeAttr(r *Range, a string) error {
 		r.Load.HotKeys, err = parseKeys(v)
 	case "sample":
 		r.Load.Sample, err = parseKeys(v)
+	}
+	return err
+}
+
+func (w *world) otherAttr(r *Range, k, v string) error {
+	var err error
+	switch k {
 	case "table":
 		r.TableID, err = strconv.ParseUint(v, 10, 64)
 	case "hot", "cold":
@@ -336,7 +348,7 @@ func (w *world) rangeAttr(r *Range, a string) error {
 			rep.Missing = true
 		}
 	default:
-		err = fmt.Errorf("unknown range attribute %q", a)
+		err = fmt.Errorf("unknown range attribute %q", k)
 	}
 	return err
 }
