@@ -2,6 +2,9 @@ package sim
 
 import (
 	"bytes"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -72,5 +75,39 @@ func TestServerAddedGetsReplicas(t *testing.T) {
 	}
 	if rep.OpsByRule["balance-replica-count"] == 0 {
 		t.Fatalf("no replica moved to the new server\n%s", rep.Summary())
+	}
+}
+
+// TestFullScaleTarget checks the simulator's target: 1,000 servers and
+// 100,000 ranges for one simulated hour in under 60 s, and a 10x hot spot
+// on 1% of the ranges spread to within 1.25x of the mean in 2 simulated
+// minutes. It takes a minute of CPU, so it runs only from `make sim`
+// (TABLESTORE_SIM_TARGET=1), which also keeps the reports.
+func TestFullScaleTarget(t *testing.T) {
+	if os.Getenv("TABLESTORE_SIM_TARGET") == "" {
+		t.Skip("set TABLESTORE_SIM_TARGET=1 (make sim)")
+	}
+	rep, err := Run(DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(rep.Summary())
+	for name, write := range map[string]func(io.Writer) error{"sim-report.html": rep.WriteHTML, "sim-report.json": rep.WriteJSON} {
+		if dir := os.Getenv("TABLESTORE_SIM_REPORT_DIR"); dir != "" {
+			f, err := os.Create(filepath.Join(dir, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := write(f); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+		}
+	}
+	if rep.ElapsedSec >= 60 {
+		t.Errorf("took %.0f s, want under 60", rep.ElapsedSec)
+	}
+	if rep.AbsorbSec < 0 || rep.AbsorbSec > 120 {
+		t.Errorf("hot spot absorbed after %.0f s, want within 120", rep.AbsorbSec)
 	}
 }
