@@ -283,11 +283,11 @@ func (v *service) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.
 	if changed {
 		s.bump()
 	}
-	newer, retired := s.reconcile(req.GetRanges())
+	newer, retired := s.fsm.reconcile(req.GetRanges())
 	if len(newer) > 0 {
 		go s.adopt(newer)
 	}
-	resp := s.assignments(sv.GetServerId())
+	resp := s.fsm.assignments(sv.GetServerId())
 	resp.RetiredRangeIds = retired
 	return resp, nil
 }
@@ -326,8 +326,8 @@ func (s *Server) throttleEvent(server string, rs *pb.RangeStatus) {
 // Raft state is the truth: newer descriptors (a split or merge the master
 // did not record, e.g. across a failover) are to be adopted; replicas of
 // ranges a newer one covers are retired.
-func (s *Server) reconcile(ranges []*pb.RangeStatus) (newer []*pb.RangeDescriptor, retired []uint64) {
-	s.fsm.read(func(st *state) {
+func (f *fsm) reconcile(ranges []*pb.RangeStatus) (newer []*pb.RangeDescriptor, retired []uint64) {
+	f.read(func(st *state) {
 		for _, rs := range ranges {
 			d := rs.GetRange()
 			known, ok := st.ranges[d.GetRangeId()]
@@ -348,9 +348,9 @@ func (s *Server) reconcile(ranges []*pb.RangeStatus) (newer []*pb.RangeDescripto
 
 // assignments is the catalog's answer to a heartbeat: the server's ranges,
 // the live tables, the servers' Raft addresses.
-func (s *Server) assignments(server string) *pb.HeartbeatResponse {
+func (f *fsm) assignments(server string) *pb.HeartbeatResponse {
 	resp := &pb.HeartbeatResponse{RaftAddrs: map[string]string{}}
-	s.fsm.read(func(st *state) {
+	f.read(func(st *state) {
 		for _, r := range st.ranges {
 			for _, rep := range r.GetReplicas() {
 				if rep.GetServerId() == server {
