@@ -244,7 +244,7 @@ func (r *Report) WriteHTML(w io.Writer) error {
 	mark := r.EventAtSec
 	charts := []template.HTML{
 		chart("Throughput (entities/s)", x, []line{{"offered", colors[0], off}, {"served", colors[2], srv}}, mark, 0),
-		chart("Load spread: most-loaded server / mean (red: target)", x, []line{{"max/mean leader load", colors[1], spr}}, mark, r.Target),
+		chart("Load spread: most-loaded server / mean (red: target)", x, []line{{"max/mean leader load", colors[0], spr}}, mark, r.Target),
 		r.opsChart(mark),
 		chart("Ranges", x, []line{{"ranges", colors[4], rng}}, mark, 0),
 	}
