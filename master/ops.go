@@ -411,7 +411,13 @@ func (s *Server) move(ctx context.Context, id uint64, from, to, cause, reason st
 		return nil, err
 	}
 	if s.leaderOf(id) == from {
-		if err := s.transfer(ctx, id, to); err != nil {
+		// Hand leadership to a live, caught-up follower (the scheduler's
+		// rule); the new voter, still catching up, only if there is none.
+		target := s.rightLeader(id)
+		if target == "" {
+			target = to
+		}
+		if err := s.transfer(ctx, id, target); err != nil {
 			// Refresh the descriptor so transfer sees the new voter.
 			s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_UPDATE_RANGES, &pb.UpdateRangesCommand{Ranges: []*pb.RangeDescriptor{cur}})
 			if err := s.transfer(ctx, id, to); err != nil {

@@ -172,9 +172,10 @@ func (s *Server) resumeMerges() {
 	}
 }
 
-// rightLeader is the replica the scheduler would have lead the right half
-// of a split of range id (operator splits, which the scheduler did not
-// plan): the coolest live, caught-up follower.
+// rightLeader is the follower of range id the scheduler would give its
+// leadership to: the coolest live, caught-up one ("" if none). It leads the
+// right half of an operator's split, and takes over from a leader whose
+// replica moves away.
 func (s *Server) rightLeader(id uint64) string {
 	snap := s.snapshot(time.Now())
 	for _, r := range snap.Ranges {
