@@ -27,16 +27,17 @@ type srange struct {
 
 // cluster is the simulated cluster's state.
 type cluster struct {
-	cfg      Config
-	rng      *rand.Rand
-	servers  []scheduler.Server
-	index    map[string]int
-	ranges   []*srange // in key order
-	byID     map[uint64]*srange
-	view     []*scheduler.Range
-	dirty    bool // ranges changed shape: view and masses must be rebuilt
-	nextID   uint64
-	capacity float64
+	cfg     Config
+	rng     *rand.Rand
+	servers []scheduler.Server
+	index   map[string]int
+	ranges  []*srange // in key order
+	byID    map[uint64]*srange
+	view    []*scheduler.Range
+	dirty   bool // ranges changed shape: view and masses must be rebuilt
+	nextID  uint64
+	// leaderless counts ranges waiting for an election.
+	leaderless int
 }
 
 func serverID(i int) string { return fmt.Sprintf("s%04d", i) }
@@ -72,9 +73,10 @@ func newCluster(cfg Config, rng *rand.Rand) *cluster {
 			hi = keySpace
 		}
 		r := &srange{lo: uint64(i) * width, hi: hi, leader: slots[0][i]}
-		r.sched = scheduler.Range{ID: c.nextID, TableID: 1, Table: "sim", Start: keyOf(r.lo), End: endKey(hi), Leader: serverID(slots[0][i])}
+		// Server ids are the servers' own strings, shared by every replica.
+		r.sched = scheduler.Range{ID: c.nextID, TableID: 1, Table: "sim", Start: keyOf(r.lo), End: endKey(hi), Leader: c.servers[slots[0][i]].ID}
 		for j := range slots {
-			r.sched.Replicas = append(r.sched.Replicas, scheduler.Replica{Server: serverID(slots[j][i])})
+			r.sched.Replicas = append(r.sched.Replicas, scheduler.Replica{Server: c.servers[slots[j][i]].ID})
 		}
 		r.load.Bytes = cfg.RangeBytes
 		c.nextID++
@@ -149,6 +151,7 @@ func (c *cluster) fail(i int, now time.Duration) {
 		if r.leader == i {
 			r.leader, r.electAt = -1, now+3*time.Second
 			r.sched.Leader = ""
+			c.leaderless++
 		}
 	}
 }
@@ -156,13 +159,17 @@ func (c *cluster) fail(i int, now time.Duration) {
 // elect gives leaderless ranges whose election is due a live replica as
 // leader.
 func (c *cluster) elect(now time.Duration) {
+	if c.leaderless == 0 {
+		return
+	}
 	for _, r := range c.ranges {
 		if r.leader >= 0 || now < r.electAt {
 			continue
 		}
 		for _, rep := range r.sched.Replicas {
 			if i := c.index[rep.Server]; c.servers[i].Live {
-				r.leader, r.sched.Leader = i, rep.Server
+				r.leader, r.sched.Leader = i, c.servers[i].ID
+				c.leaderless--
 				break
 			}
 		}
@@ -206,7 +213,7 @@ func (c *cluster) apply(o scheduler.Op) bool {
 		if !ok || !c.servers[t].Live || !r.sched.HasReplica(o.To) || r.leader < 0 {
 			return false
 		}
-		r.leader, r.sched.Leader = t, o.To
+		r.leader, r.sched.Leader = t, c.servers[t].ID
 	}
 	return true
 }
@@ -227,7 +234,7 @@ func (c *cluster) split(i int, r *srange, o scheduler.Op) bool {
 	right.sched = scheduler.Range{ID: c.nextID, TableID: 1, Table: "sim", Start: keyOf(pos), End: r.sched.End,
 		Replicas: append([]scheduler.Replica(nil), r.sched.Replicas...), Leader: r.sched.Leader}
 	if t, ok := c.index[o.To]; ok && c.servers[t].Live && r.leader >= 0 {
-		right.leader, right.sched.Leader = t, o.To
+		right.leader, right.sched.Leader = t, c.servers[t].ID
 	}
 	c.nextID++
 	share := float64(pos-r.lo) / float64(r.hi-r.lo)
@@ -263,13 +270,13 @@ func (c *cluster) move(r *srange, from, to string) bool {
 	reps := make([]scheduler.Replica, 0, len(r.sched.Replicas))
 	for _, rep := range r.sched.Replicas {
 		if rep.Server == from {
-			rep = scheduler.Replica{Server: to}
+			rep = scheduler.Replica{Server: c.servers[t].ID}
 		}
 		reps = append(reps, rep)
 	}
 	r.sched.Replicas = reps
 	if r.sched.Leader == from {
-		r.leader, r.sched.Leader = t, to
+		r.leader, r.sched.Leader = t, c.servers[t].ID
 	}
 	return true
 }

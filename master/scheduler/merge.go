@@ -12,12 +12,17 @@ func (mergeCold) Name() string { return RuleMergeCold }
 
 func (mergeCold) Schedule(p *Plan) {
 	rs := p.snap.Ranges
+	// Whether a range is cold and small enough is asked once per range
+	// (as the right of one pair, then the left of the next).
+	small := len(rs) > 0 && p.candidate(rs[0])
 	for i := 0; i+1 < len(rs); i++ {
 		if p.Full() {
 			return
 		}
 		a, b := rs[i], rs[i+1]
-		if !p.mergeable(a, b) {
+		leftOK := small
+		small = p.candidate(b)
+		if !leftOK || !small || !p.mergeable(a, b) {
 			continue
 		}
 		size := a.bytes() + b.bytes()
@@ -31,11 +36,16 @@ func (mergeCold) Schedule(p *Plan) {
 	}
 }
 
-// mergeable reports whether a and b are free, adjacent, cold for long
-// enough, small enough together, and not split lately.
+// candidate reports whether r could be half of a merge: cold for long
+// enough, free, and under merge-bytes alone.
+func (p *Plan) candidate(r *Range) bool {
+	return p.coldFor(r) && r.bytes() <= p.cfg.MergeBytes && p.free(r)
+}
+
+// mergeable reports whether candidates a and b are adjacent, small enough
+// together, and not split lately.
 func (p *Plan) mergeable(a, b *Range) bool {
-	// Cheapest and most selective checks first: this runs over every pair.
-	if !p.coldFor(a) || !p.coldFor(b) || a.bytes()+b.bytes() > p.cfg.MergeBytes || !p.free(a) || !p.free(b) {
+	if a.bytes()+b.bytes() > p.cfg.MergeBytes {
 		return false
 	}
 	if a.TableID != b.TableID || a.End != b.Start || a.End == "" {

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"sort"
 	"time"
+	"unsafe"
 )
 
 // Policy is one rule of the scheduler. Schedule looks at the plan's
@@ -48,6 +49,28 @@ type Plan struct {
 	order   []*serverStat // as in snap.Servers
 	held    map[string][]*Range
 	led     map[string][]*Range
+	cache   [4096]statCache
+}
+
+// statCache remembers which serverStat a server id string (by its bytes'
+// address) resolved to: a snapshot usually repeats the same few id strings
+// across many replicas, and hashing each of them dominates large runs.
+type statCache struct {
+	ptr *byte
+	n   int
+	st  *serverStat
+}
+
+// stat returns the figures of server id (nil: not in the snapshot).
+func (p *Plan) stat(id string) *serverStat {
+	ptr := unsafe.StringData(id)
+	e := &p.cache[(uintptr(unsafe.Pointer(ptr))>>3)%uintptr(len(p.cache))]
+	if e.ptr == ptr && e.n == len(id) && ptr != nil {
+		return e.st
+	}
+	st := p.servers[id]
+	*e = statCache{ptr: ptr, n: len(id), st: st}
+	return st
 }
 
 // serverStat is what the plan knows of one server.
@@ -75,11 +98,11 @@ func NewPlan(cfg Config, snap *Snapshot) *Plan {
 	}
 	for _, r := range snap.Ranges {
 		for _, rep := range r.Replicas {
-			if st := p.servers[rep.Server]; st != nil {
+			if st := p.stat(rep.Server); st != nil {
 				st.replicas++
 			}
 		}
-		if st := p.servers[r.Leader]; st != nil {
+		if st := p.stat(r.Leader); st != nil {
 			st.leaders++
 			st.leaderLoad += r.entitiesPerSec()
 		}
