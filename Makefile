@@ -8,7 +8,7 @@ DATA          ?= ./data
 # Extra flags for `make run`, e.g. make run ARGS='--frontend-addr=127.0.0.1:20002 --base-port=21000'
 ARGS          ?=
 
-.PHONY: build run test test-short bench bench-tables fuzz proto vet fmt clean
+.PHONY: build run test test-short bench bench-tables fuzz proto vet fmt clean sim
 
 # -buildvcs=auto: stamp the git commit into `tablestore version` when built
 # in a checkout (overrides a GOFLAGS=-buildvcs=false).
@@ -30,6 +30,12 @@ test-short:
 # The SDK workloads against `tablestore dev`, the deployment shape (roles as
 # separate processes) and, when azurite-table is on the PATH, Azurite, with
 # ratios and server CPU per entity. BENCH_ARGS adds flags (go run ./bench -h).
+# The simulator's target (docs/split-merge.md#the-simulator): 1,000 servers,
+# 100,000 ranges, one simulated hour in under 60 s, a 10x hot spot on 1% of
+# the ranges absorbed within 2 simulated minutes; reports in ./sim-report.*.
+sim:
+	TABLESTORE_SIM_TARGET=1 TABLESTORE_SIM_REPORT_DIR=$(CURDIR) $(GO) test -count=1 -v -run TestFullScaleTarget -timeout 10m ./sim
+
 bench: build
 	$(GO) run ./bench -binary ./bin/tablestore $(BENCH_ARGS)
 

@@ -102,11 +102,11 @@ func (v *service) Split(ctx context.Context, req *pb.SplitRequest) (*pb.SplitRes
 	if req.GetPartitionKey() == d.GetStart() {
 		return nil, opStatus(fmt.Errorf("%w: %q already starts range %d", ErrBadCommand, req.GetPartitionKey(), d.GetRangeId()))
 	}
-	if err := s.claim(d.GetRangeId()); err != nil {
+	if err := s.ops.claim(d.GetRangeId()); err != nil {
 		return nil, opStatus(err)
 	}
-	defer s.release(d.GetRangeId())
-	resp, err := s.split(ctx, d.GetRangeId(), req.GetPartitionKey(), causeOperator, nil)
+	defer s.ops.release(d.GetRangeId())
+	resp, err := s.split(ctx, d.GetRangeId(), req.GetPartitionKey(), "", causeOperator, nil)
 	return resp, opStatus(err)
 }
 
@@ -124,10 +124,10 @@ func (v *service) Merge(ctx context.Context, req *pb.MergeRequest) (*pb.MergeRes
 	if right == nil {
 		return nil, opStatus(fmt.Errorf("%w: %d", ErrNoNeighbour, req.GetRangeId()))
 	}
-	if err := s.claim(d.GetRangeId(), right.GetRangeId()); err != nil {
+	if err := s.ops.claim(d.GetRangeId(), right.GetRangeId()); err != nil {
 		return nil, opStatus(err)
 	}
-	defer s.release(d.GetRangeId(), right.GetRangeId())
+	defer s.ops.release(d.GetRangeId(), right.GetRangeId())
 	merged, err := s.merge(ctx, d.GetRangeId(), causeOperator, nil)
 	if err != nil {
 		return nil, opStatus(err)
@@ -141,10 +141,10 @@ func (v *service) Move(ctx context.Context, req *pb.MoveRequest) (*pb.MoveRespon
 	if err := s.ready(); err != nil {
 		return nil, toStatus(err)
 	}
-	if err := s.claim(req.GetRangeId()); err != nil {
+	if err := s.ops.claim(req.GetRangeId()); err != nil {
 		return nil, opStatus(err)
 	}
-	defer s.release(req.GetRangeId())
+	defer s.ops.release(req.GetRangeId())
 	d, err := s.move(ctx, req.GetRangeId(), req.GetFromServerId(), req.GetToServerId(), causeOperator, "operator request", nil)
 	if err != nil {
 		return nil, opStatus(err)
@@ -158,20 +158,13 @@ func (v *service) TransferLeader(ctx context.Context, req *pb.MasterTransferLead
 	if err := s.ready(); err != nil {
 		return nil, toStatus(err)
 	}
-	if err := s.claim(req.GetRangeId()); err != nil {
+	if err := s.ops.claim(req.GetRangeId()); err != nil {
 		return nil, opStatus(err)
 	}
-	defer s.release(req.GetRangeId())
-	start := time.Now()
+	defer s.ops.release(req.GetRangeId())
 	from := s.leaderOf(req.GetRangeId())
-	if err := s.transfer(ctx, req.GetRangeId(), req.GetToServerId()); err != nil {
+	if err := s.transferWithEvent(ctx, req.GetRangeId(), from, req.GetToServerId(), causeOperator, "", nil); err != nil {
 		return nil, opStatus(err)
 	}
-	d, _ := s.rangeDesc(req.GetRangeId())
-	s.event(&pb.Event{
-		Kind: pb.EventKind_EVENT_KIND_LEADER_TRANSFER, Table: d.GetTable(), RangeIds: []uint64{req.GetRangeId()},
-		Servers: []string{from, req.GetToServerId()}, Cause: causeOperator, DurationSeconds: time.Since(start).Seconds(),
-		Message: fmt.Sprintf("moved leadership of range %d from %s to %s", req.GetRangeId(), from, req.GetToServerId()),
-	})
 	return &pb.MasterTransferLeaderResponse{}, nil
 }

@@ -128,19 +128,26 @@ func (s *Server) dashboardState() dashboardState {
 		st.Servers = append(st.Servers, *sv)
 	}
 	sort.Slice(st.Servers, func(i, j int) bool { return st.Servers[i].ID < st.Servers[j].ID })
+	st.Events = s.dashboardEvents()
+	return st
+}
+
+// dashboardEvents returns the last 50 events, newest first.
+func (s *Server) dashboardEvents() []dashboardEvent {
 	var events []*pb.Event
 	s.fsm.read(func(fs *state) {
 		n := len(fs.events)
 		events = append(events, fs.events[max(0, n-50):]...)
 	})
+	var out []dashboardEvent
 	for i := len(events) - 1; i >= 0; i-- {
 		e := events[i]
-		st.Events = append(st.Events, dashboardEvent{
+		out = append(out, dashboardEvent{
 			Seq: e.GetSeq(), Time: time.Unix(0, e.GetUnixNano()), Kind: eventKindName(e.GetKind()), Table: e.GetTable(),
 			Message: e.GetMessage(), Cause: e.GetCause(), Duration: e.GetDurationSeconds(), Figures: e.GetFigures(),
 		})
 	}
-	return st
+	return out
 }
 
 func eventKindName(k pb.EventKind) string {

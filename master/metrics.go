@@ -3,6 +3,7 @@ package master
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"tablestore/master/scheduler"
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -96,7 +97,7 @@ func init() {
 	for _, op := range []string{"split", "merge", "move"} {
 		opSeconds.WithLabelValues(op)
 	}
-	for k := opSplit; k <= opTransfer; k++ {
+	for k := scheduler.Split; k <= scheduler.TransferLeader; k++ {
 		opFailuresTotal.WithLabelValues(k.String())
 	}
 	clusterHealth{}.publish(false)

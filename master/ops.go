@@ -51,18 +51,10 @@ func (s *Server) raftAddrs() map[string]string {
 	return out
 }
 
-func (s *Server) leaderOf(id uint64) string {
-	s.softMu.Lock()
-	defer s.softMu.Unlock()
-	return s.leaders[id]
-}
+func (s *Server) leaderOf(id uint64) string { return s.reports.leaderOf(id) }
 
 func (s *Server) setLeader(id uint64, server string) {
-	s.softMu.Lock()
-	changed := s.leaders[id] != server
-	s.leaders[id] = server
-	s.softMu.Unlock()
-	if changed {
+	if s.reports.setLeader(id, server) {
 		s.bump()
 	}
 }
@@ -128,60 +120,44 @@ func (s *Server) event(e *pb.Event) {
 	s.logger.Info("event", "kind", e.GetKind().String(), "table", e.GetTable(), "ranges", e.GetRangeIds(), "message", e.GetMessage())
 }
 
-// claim marks ranges busy; it fails if one already is.
-func (s *Server) claim(ids ...uint64) error {
-	s.softMu.Lock()
-	defer s.softMu.Unlock()
-	for _, id := range ids {
-		if s.busy[id] {
-			return fmt.Errorf("%w: %d", ErrBusy, id)
+// sizeSplitKey asks the range's leader for its size median.
+func (s *Server) sizeSplitKey(ctx context.Context, id uint64) (string, error) {
+	var key string
+	err := s.onLeader(ctx, id, func(ctx context.Context, c pb.PartitionServiceClient) error {
+		resp, err := c.SplitKey(ctx, &pb.SplitKeyRequest{RangeId: id})
+		if err == nil && resp.GetOk() {
+			key = resp.GetSplitKey()
 		}
+		return err
+	})
+	if err == nil && key == "" {
+		err = fmt.Errorf("%w: range %d has no split key", ErrBadCommand, id)
 	}
-	for _, id := range ids {
-		s.busy[id] = true
-	}
-	return nil
+	return key, err
 }
 
-func (s *Server) release(ids ...uint64) {
-	s.softMu.Lock()
-	for _, id := range ids {
-		delete(s.busy, id)
-	}
-	s.softMu.Unlock()
-}
-
-// split splits range id at key (or at its size median when key is empty)
-// and moves the new right range's leadership to the least-loaded replica.
-func (s *Server) split(ctx context.Context, id uint64, key, cause string, figures map[string]float64) (*pb.SplitResponse, error) {
+// split splits range id at key (or at its size median when key is empty).
+// The new right range is led from the start by preferred (the scheduler's
+// choice; "" asks it), so the load halves without a later transfer.
+func (s *Server) split(ctx context.Context, id uint64, key, preferred, cause string, figures map[string]float64) (*pb.SplitResponse, error) {
 	start := time.Now()
 	d, ok := s.rangeDesc(id)
 	if !ok {
 		return nil, fmt.Errorf("%w: %d", ErrRangeNotFound, id)
 	}
+	var err error
 	if key == "" {
-		err := s.onLeader(ctx, id, func(ctx context.Context, c pb.PartitionServiceClient) error {
-			resp, err := c.SplitKey(ctx, &pb.SplitKeyRequest{RangeId: id})
-			if err == nil && resp.GetOk() {
-				key = resp.GetSplitKey()
-			}
-			return err
-		})
-		if err != nil {
+		if key, err = s.sizeSplitKey(ctx, id); err != nil {
 			return nil, err
-		}
-		if key == "" {
-			return nil, fmt.Errorf("%w: range %d has no split key", ErrBadCommand, id)
 		}
 	}
 	res, err := s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_ALLOCATE_RANGE_ID, &pb.AllocateRangeIDCommand{})
 	if err != nil {
 		return nil, err
 	}
-	// The new right range is led from the start by the replica whose server
-	// leads the least load, so the load halves without a later transfer.
-	leftLeader := s.leaderOf(id)
-	preferred := s.coolestReplica(d, leftLeader)
+	if preferred == "" {
+		preferred = s.rightLeader(id)
+	}
 	if err := failpoint.Inject("master/split/before-split"); err != nil {
 		return nil, err
 	}
@@ -197,15 +173,27 @@ func (s *Server) split(ctx context.Context, id uint64, key, cause string, figure
 	if err := failpoint.Inject("master/split/after-split"); err != nil {
 		return nil, err
 	}
-	leftLeader = s.leaderOf(id)
 	splitDone := time.Since(start)
 	if _, err := s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_UPDATE_RANGES, &pb.UpdateRangesCommand{Ranges: []*pb.RangeDescriptor{resp.GetLeft(), resp.GetRight()}}); err != nil {
 		return nil, err
 	}
-	right := resp.GetRight()
 	if preferred == "" {
-		preferred = leftLeader
+		preferred = s.leaderOf(id)
 	}
+	moved := s.leadRight(ctx, resp.GetRight(), preferred, start, splitDone)
+	if figures == nil {
+		figures = map[string]float64{}
+	}
+	figures["split_seconds"] = splitDone.Seconds()
+	figures["leader_move_seconds"] = moved.Seconds()
+	s.splitEvent(d, key, resp, cause, figures, start)
+	return &pb.SplitResponse{Left: resp.GetLeft(), Right: resp.GetRight()}, nil
+}
+
+// leadRight waits for the new right range's first leader and moves the
+// leadership to preferred if another replica won; it returns how long after
+// the split the right range had its leader.
+func (s *Server) leadRight(ctx context.Context, right *pb.RangeDescriptor, preferred string, start time.Time, splitDone time.Duration) time.Duration {
 	s.setLeader(right.GetRangeId(), preferred)
 	leaderAt := s.awaitLeader(ctx, right, preferred, 2*time.Second)
 	if got := s.leaderOf(right.GetRangeId()); got != preferred && preferred != "" {
@@ -214,20 +202,18 @@ func (s *Server) split(ctx context.Context, id uint64, key, cause string, figure
 		}
 		leaderAt = time.Since(start) - splitDone
 	}
-	moved := leaderAt
-	if figures == nil {
-		figures = map[string]float64{}
-	}
-	figures["split_seconds"] = splitDone.Seconds()
-	figures["leader_move_seconds"] = moved.Seconds()
+	return leaderAt
+}
+
+func (s *Server) splitEvent(d *pb.RangeDescriptor, key string, resp *pb.SplitRangeResponse, cause string, figures map[string]float64, start time.Time) {
+	left, right := resp.GetLeft(), resp.GetRight()
 	s.event(&pb.Event{
-		Kind: pb.EventKind_EVENT_KIND_SPLIT, Table: d.GetTable(), RangeIds: []uint64{id, right.GetRangeId()},
-		Servers: []string{leftLeader, s.leaderOf(right.GetRangeId())}, Figures: figures, Cause: cause,
-		Message:         fmt.Sprintf("split range %d at %q: [%q, %q) + range %d [%q, %q)", id, key, resp.GetLeft().GetStart(), resp.GetLeft().GetEnd(), right.GetRangeId(), right.GetStart(), right.GetEnd()),
+		Kind: pb.EventKind_EVENT_KIND_SPLIT, Table: d.GetTable(), RangeIds: []uint64{left.GetRangeId(), right.GetRangeId()},
+		Servers: []string{s.leaderOf(left.GetRangeId()), s.leaderOf(right.GetRangeId())}, Figures: figures, Cause: cause,
+		Message:         fmt.Sprintf("split range %d at %q: [%q, %q) + range %d [%q, %q)", left.GetRangeId(), key, left.GetStart(), left.GetEnd(), right.GetRangeId(), right.GetStart(), right.GetEnd()),
 		DurationSeconds: time.Since(start).Seconds(),
 	})
 	opSeconds.WithLabelValues("split").Observe(time.Since(start).Seconds())
-	return &pb.SplitResponse{Left: resp.GetLeft(), Right: right}, nil
 }
 
 // awaitLeader polls the replicas of a new range until one reports that it
@@ -255,39 +241,6 @@ func (s *Server) awaitLeader(ctx context.Context, d *pb.RangeDescriptor, first s
 		time.Sleep(5 * time.Millisecond)
 	}
 	return time.Since(start)
-}
-
-// coolestReplica returns the replica of d, other than avoid, whose server
-// leads the least load (ties: fewest leaders).
-func (s *Server) coolestReplica(d *pb.RangeDescriptor, avoid string) string {
-	load := map[string]float64{}
-	count := map[string]int{}
-	s.softMu.Lock()
-	for id, l := range s.leaders {
-		count[l]++
-		if ld, ok := s.loads[id]; ok {
-			load[l] += ld.GetEntitiesPerSec()
-		}
-	}
-	s.softMu.Unlock()
-	best := ""
-	for _, r := range d.GetReplicas() {
-		id := r.GetServerId()
-		if id == avoid || !s.alive(id) {
-			continue
-		}
-		if best == "" || load[id] < load[best] || (load[id] == load[best] && count[id] < count[best]) {
-			best = id
-		}
-	}
-	return best
-}
-
-func (s *Server) alive(server string) bool {
-	s.softMu.Lock()
-	defer s.softMu.Unlock()
-	t, ok := s.lastSeen[server]
-	return ok && time.Since(t) < s.cfg.ServerTimeout
 }
 
 // transfer moves a range's leadership to server to.
@@ -336,13 +289,7 @@ func (s *Server) merge(ctx context.Context, id uint64, cause string, figures map
 		return nil, err
 	}
 	frozenAt := time.Now()
-	var addrs []string
-	if l := s.leaderOf(right.GetRangeId()); l != "" {
-		addrs = append(addrs, s.grpcAddrOf(l))
-	}
-	for _, r := range right.GetReplicas() {
-		addrs = append(addrs, s.grpcAddrOf(r.GetServerId()))
-	}
+	addrs := s.replicaAddrs(right)
 	var merged *pb.RangeDescriptor
 	err = s.onLeader(ctx, id, func(ctx context.Context, c pb.PartitionServiceClient) error {
 		resp, err := c.AbsorbRange(ctx, &pb.AbsorbRangeRequest{RangeId: id, Right: right, RightAddrs: addrs})
@@ -376,6 +323,18 @@ func (s *Server) merge(ctx context.Context, id uint64, cause string, figures map
 	})
 	opSeconds.WithLabelValues("merge").Observe(time.Since(start).Seconds())
 	return merged, nil
+}
+
+// replicaAddrs lists the gRPC addresses of d's replicas, its leader first.
+func (s *Server) replicaAddrs(d *pb.RangeDescriptor) []string {
+	var addrs []string
+	if l := s.leaderOf(d.GetRangeId()); l != "" {
+		addrs = append(addrs, s.grpcAddrOf(l))
+	}
+	for _, r := range d.GetReplicas() {
+		addrs = append(addrs, s.grpcAddrOf(r.GetServerId()))
+	}
+	return addrs
 }
 
 // rightNeighbour returns the range of the same table starting where d ends.
@@ -424,12 +383,7 @@ func (s *Server) retire(d *pb.RangeDescriptor) {
 			c.DeleteReplica(ctx, &pb.DeleteReplicaRequest{RangeId: d.GetRangeId()})
 		}(c)
 	}
-	s.softMu.Lock()
-	delete(s.leaders, d.GetRangeId())
-	delete(s.loads, d.GetRangeId())
-	delete(s.frozen, d.GetRangeId())
-	delete(s.history, d.GetRangeId())
-	s.softMu.Unlock()
+	s.reports.forget(d.GetRangeId())
 }
 
 // move moves range id's replica from server from to server to: add the new
@@ -452,26 +406,18 @@ func (s *Server) move(ctx context.Context, id uint64, from, to, cause, reason st
 		return nil, fmt.Errorf("%w: %s holds no replica of range %d", ErrBadTarget, from, id)
 	}
 	addrs := s.raftAddrs()
-	c, err := s.pool.Partition(s.grpcAddrOf(to))
+	cur, err := s.addVoter(ctx, d, to, addrs)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := c.CreateReplica(ctx, &pb.CreateReplicaRequest{Range: d, Bootstrap: false, RaftAddrs: addrs}); err != nil {
-		return nil, fmt.Errorf("create replica on %s: %w", to, err)
-	}
-	var cur *pb.RangeDescriptor
-	err = s.onLeader(ctx, id, func(ctx context.Context, c pb.PartitionServiceClient) error {
-		resp, err := c.ChangeReplicas(ctx, &pb.ChangeReplicasRequest{RangeId: id, AddServerId: to, RaftAddrs: addrs})
-		if err == nil {
-			cur = resp.GetRange()
-		}
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("add voter %s: %w", to, err)
-	}
 	if s.leaderOf(id) == from {
-		if err := s.transfer(ctx, id, to); err != nil {
+		// Hand leadership to a live, caught-up follower (the scheduler's
+		// rule); the new voter, still catching up, only if there is none.
+		target := s.rightLeader(id)
+		if target == "" {
+			target = to
+		}
+		if err := s.transfer(ctx, id, target); err != nil {
 			// Refresh the descriptor so transfer sees the new voter.
 			s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_UPDATE_RANGES, &pb.UpdateRangesCommand{Ranges: []*pb.RangeDescriptor{cur}})
 			if err := s.transfer(ctx, id, to); err != nil {
@@ -499,17 +445,46 @@ func (s *Server) move(ctx context.Context, id uint64, from, to, cause, reason st
 			oc.DeleteReplica(dctx, &pb.DeleteReplicaRequest{RangeId: id})
 		}()
 	}
+	s.moveEvent(d, from, to, cause, reason, figures, start)
+	return cur, nil
+}
+
+// addVoter creates a replica of d on server to and adds it to d's Raft
+// group as a voter (it catches up by snapshot).
+func (s *Server) addVoter(ctx context.Context, d *pb.RangeDescriptor, to string, addrs map[string]string) (*pb.RangeDescriptor, error) {
+	id := d.GetRangeId()
+	c, err := s.pool.Partition(s.grpcAddrOf(to))
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.CreateReplica(ctx, &pb.CreateReplicaRequest{Range: d, Bootstrap: false, RaftAddrs: addrs}); err != nil {
+		return nil, fmt.Errorf("create replica on %s: %w", to, err)
+	}
+	var cur *pb.RangeDescriptor
+	err = s.onLeader(ctx, id, func(ctx context.Context, c pb.PartitionServiceClient) error {
+		resp, err := c.ChangeReplicas(ctx, &pb.ChangeReplicasRequest{RangeId: id, AddServerId: to, RaftAddrs: addrs})
+		if err == nil {
+			cur = resp.GetRange()
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("add voter %s: %w", to, err)
+	}
+	return cur, nil
+}
+
+func (s *Server) moveEvent(d *pb.RangeDescriptor, from, to, cause, reason string, figures map[string]float64, start time.Time) {
 	kind := pb.EventKind_EVENT_KIND_MOVE
 	if cause == causeReReplicate {
 		kind = pb.EventKind_EVENT_KIND_RE_REPLICATE
 	}
 	s.event(&pb.Event{
-		Kind: kind, Table: d.GetTable(), RangeIds: []uint64{id}, Servers: []string{from, to},
+		Kind: kind, Table: d.GetTable(), RangeIds: []uint64{d.GetRangeId()}, Servers: []string{from, to},
 		Figures: figures, Cause: cause, DurationSeconds: time.Since(start).Seconds(),
-		Message: fmt.Sprintf("moved range %d from %s to %s (%s)", id, from, to, reason),
+		Message: fmt.Sprintf("moved range %d from %s to %s (%s)", d.GetRangeId(), from, to, reason),
 	})
 	opSeconds.WithLabelValues("move").Observe(time.Since(start).Seconds())
-	return cur, nil
 }
 
 // busiestReplica picks the replica (not the leader) on the server holding
@@ -542,210 +517,11 @@ const (
 	causeRecovery    = "recovery"
 )
 
-// runOp executes a planned operation.
-func (s *Server) runOp(o op) {
-	ctx, cancel := context.WithTimeout(s.ctx, opTimeout)
-	defer cancel()
-	var err error
-	switch o.kind {
-	case opSplit:
-		key := o.key
-		if o.bySize {
-			key = ""
-		}
-		_, err = s.split(ctx, o.rangeID, key, causePolicy, o.figures)
-	case opMerge:
-		_, err = s.merge(ctx, o.rangeID, causePolicy, o.figures)
-	case opMove:
-		cause := causePolicy
-		if o.reason != "" && len(o.reason) >= 12 && o.reason[:12] == "re-replicate" {
-			cause = causeReReplicate
-		}
-		_, err = s.move(ctx, o.rangeID, o.from, o.to, cause, o.reason, o.figures)
-	case opTransfer:
-		start := time.Now()
-		err = s.transfer(ctx, o.rangeID, o.to)
-		if err == nil {
-			d, _ := s.rangeDesc(o.rangeID)
-			s.event(&pb.Event{
-				Kind: pb.EventKind_EVENT_KIND_LEADER_TRANSFER, Table: d.GetTable(), RangeIds: []uint64{o.rangeID},
-				Servers: []string{o.from, o.to}, Figures: o.figures, Cause: causePolicy,
-				DurationSeconds: time.Since(start).Seconds(), Message: fmt.Sprintf("moved leadership of range %d from %s to %s (%s)", o.rangeID, o.from, o.to, o.reason),
-			})
+func hasReplica(d *pb.RangeDescriptor, server string) bool {
+	for _, r := range d.GetReplicas() {
+		if r.GetServerId() == server {
+			return true
 		}
 	}
-	if err != nil {
-		s.logger.Warn("operation failed", "op", o.kind.String(), "range", o.rangeID, "err", err)
-		opFailuresTotal.WithLabelValues(o.kind.String()).Inc()
-	}
-}
-
-// policyLoop evaluates the policies on the leader and starts what they
-// plan, at most MaxInFlight at a time.
-func (s *Server) policyLoop() {
-	t := time.NewTicker(s.cfg.Policy.Interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.ctx.Done():
-			return
-		case <-t.C:
-		}
-		if s.ready() != nil {
-			continue
-		}
-		// Finishing a half-done merge is recovery, not policy: it runs
-		// even with the policies off.
-		s.resumeMerges()
-		if !s.cfg.Policy.Enabled {
-			continue
-		}
-		v := s.view()
-		s.softMu.Lock()
-		slots := s.cfg.Policy.MaxInFlight - s.inflight
-		s.softMu.Unlock()
-		if slots <= 0 {
-			continue
-		}
-		for _, o := range plan(s.cfg.Policy, v, slots) {
-			if o.balance {
-				s.softMu.Lock()
-				s.lastBalance = time.Now()
-				s.softMu.Unlock()
-			}
-			ids := []uint64{o.rangeID}
-			if o.kind == opMerge {
-				if d, ok := s.rangeDesc(o.rangeID); ok {
-					if r := s.rightNeighbour(d); r != nil {
-						ids = append(ids, r.GetRangeId())
-					}
-				}
-			}
-			if s.claim(ids...) != nil {
-				continue
-			}
-			s.softMu.Lock()
-			s.inflight++
-			s.softMu.Unlock()
-			go func(o op, ids []uint64) {
-				defer func() {
-					s.release(ids...)
-					s.softMu.Lock()
-					s.inflight--
-					s.softMu.Unlock()
-				}()
-				s.runOp(o)
-			}(o, ids)
-		}
-	}
-}
-
-// resumeMerges finishes merges a previous master left half done: a frozen
-// range is merged into its left neighbour.
-func (s *Server) resumeMerges() {
-	s.softMu.Lock()
-	var frozen []uint64
-	for id, f := range s.frozen {
-		if f && !s.busy[id] {
-			frozen = append(frozen, id)
-		}
-	}
-	s.softMu.Unlock()
-	for _, id := range frozen {
-		d, ok := s.rangeDesc(id)
-		if !ok {
-			s.softMu.Lock()
-			delete(s.frozen, id)
-			s.softMu.Unlock()
-			continue
-		}
-		left := s.leftNeighbour(d)
-		if left == nil || s.claim(left.GetRangeId(), id) != nil {
-			continue
-		}
-		go func(l, r uint64) {
-			defer s.release(l, r)
-			ctx, cancel := context.WithTimeout(s.ctx, opTimeout)
-			defer cancel()
-			if _, err := s.merge(ctx, l, causeRecovery, nil); err != nil {
-				s.logger.Warn("resuming merge failed", "left", l, "right", r, "err", err)
-			}
-		}(left.GetRangeId(), id)
-	}
-}
-
-// view builds the policies' input from the map and the soft state.
-func (s *Server) view() clusterView {
-	v := clusterView{now: time.Now(), live: map[string]bool{}, down: map[string]time.Time{}, busy: map[uint64]bool{}}
-	var ranges []*pb.RangeDescriptor
-	s.fsm.read(func(st *state) {
-		for _, r := range st.ranges {
-			ranges = append(ranges, r)
-		}
-		for id := range st.servers {
-			v.servers = append(v.servers, id)
-		}
-	})
-	sort.Strings(v.servers)
-	sort.Slice(ranges, func(i, j int) bool {
-		if ranges[i].GetTableId() != ranges[j].GetTableId() {
-			return ranges[i].GetTableId() < ranges[j].GetTableId()
-		}
-		return ranges[i].GetStart() < ranges[j].GetStart()
-	})
-	s.softMu.Lock()
-	defer s.softMu.Unlock()
-	v.lastBalance = s.lastBalance
-	for _, id := range v.servers {
-		t, ok := s.lastSeen[id]
-		if ok && v.now.Sub(t) < s.cfg.ServerTimeout {
-			v.live[id] = true
-		} else if ok {
-			v.down[id] = t
-		}
-	}
-	for id := range s.busy {
-		v.busy[id] = true
-	}
-	for _, d := range ranges {
-		h := s.history[d.GetRangeId()]
-		rv := &rangeView{desc: d, leader: s.leaders[d.GetRangeId()], load: s.loads[d.GetRangeId()], frozen: s.frozen[d.GetRangeId()]}
-		if h != nil {
-			rv.hotSince, rv.coldSince = h.hotSince, h.coldSince
-		}
-		v.ranges = append(v.ranges, rv)
-	}
-	return v
-}
-
-// loadHistory remembers since when a range's load stayed above the split
-// threshold or below the merge threshold.
-type loadHistory struct {
-	hotSince, coldSince time.Time
-	lastThrottleEvent   time.Time
-}
-
-// observeLoad updates the history with a leader's report. Called with
-// softMu held.
-func (s *Server) observeLoad(id uint64, l *pb.RangeLoad, now time.Time) {
-	h := s.history[id]
-	if h == nil {
-		h = &loadHistory{}
-		s.history[id] = h
-	}
-	e := l.GetEntitiesPerSec()
-	if e >= s.cfg.Policy.SplitLoad {
-		if h.hotSince.IsZero() {
-			h.hotSince = now
-		}
-	} else {
-		h.hotSince = time.Time{}
-	}
-	if e <= s.cfg.Policy.MergeLoad {
-		if h.coldSince.IsZero() {
-			h.coldSince = now
-		}
-	} else {
-		h.coldSince = time.Time{}
-	}
+	return false
 }

@@ -48,20 +48,15 @@ type Server struct {
 
 	leaderGate termbarrier.Gate
 
-	// Soft state, rebuilt from heartbeats by whichever master leads.
+	// reports is the soft state rebuilt from heartbeats; ops runs the
+	// operations (the scheduler's and the operator's).
+	reports *reports
+	ops     *runner
+
 	softMu   sync.Mutex
-	lastSeen map[string]time.Time
-	leaders  map[uint64]string
-	loads    map[uint64]*pb.RangeLoad
-	history  map[uint64]*loadHistory
-	frozen   map[uint64]bool
-	busy     map[uint64]bool
-	inflight int
 	adopting bool
-	// lastBalance is when the policies last started a balancing move.
-	lastBalance time.Time
-	version     uint64
-	changed     chan struct{} // closed and replaced on every map change
+	version  uint64
+	changed  chan struct{} // closed and replaced on every map change
 
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -80,10 +75,11 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	}
 	s := &Server{
 		cfg: cfg, logger: logger.With("master", cfg.ID), pool: connpool.New(creds.DialOption()), creds: creds,
-		lastSeen: map[string]time.Time{}, leaders: map[uint64]string{}, loads: map[uint64]*pb.RangeLoad{},
-		history: map[uint64]*loadHistory{}, frozen: map[uint64]bool{}, busy: map[uint64]bool{},
-		changed: make(chan struct{}),
+		reports: newReports(), changed: make(chan struct{}),
 	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	keep := max(cfg.Policy.MergeCooldown, cfg.Policy.BalanceCooldown)
+	s.ops = newRunner(s.ctx, cfg.Policy.MaxInFlight, opTimeout, keep, s.execute)
 	s.fsm = &fsm{st: newState(), onChange: s.bump}
 	return s, nil
 }
@@ -121,6 +117,32 @@ func (s *Server) Start() (err error) {
 	if err != nil {
 		return fmt.Errorf("master: --data-dir %s: snapshots: %w", s.cfg.DataDir, err)
 	}
+	if err := s.openTransport(); err != nil {
+		return err
+	}
+	cleanup = append(cleanup, func() { s.transport.Close() })
+	rc := s.raftConfig()
+	if err := s.bootstrap(rc, snaps); err != nil {
+		return fmt.Errorf("master: raft log %s: %w", logPath, err)
+	}
+	if s.grpcLn, err = net.Listen("tcp", s.cfg.GRPCAddr); err != nil {
+		return fmt.Errorf("master: --grpc-addr %s: %w", s.cfg.GRPCAddr, err)
+	}
+	cleanup = append(cleanup, func() { s.grpcLn.Close() })
+	if s.raft, err = raft.NewRaft(rc, s.fsm, s.logStore, s.logStore, snaps, s.transport); err != nil {
+		return fmt.Errorf("master: start raft (--data-dir %s): %w", s.cfg.DataDir, err)
+	}
+	s.grpcSrv = grpc.NewServer(s.creds.ServerOption())
+	pb.RegisterMasterServiceServer(s.grpcSrv, &service{s: s})
+	s.serve()
+	s.started.Store(true)
+	s.logger.Info("master started", "grpc", s.GRPCAddr(), "raft", s.RaftAddr())
+	return nil
+}
+
+// openTransport listens for the masters' Raft traffic (over mutual TLS when
+// configured).
+func (s *Server) openTransport() error {
 	addr, err := net.ResolveTCPAddr("tcp", s.cfg.RaftAddr)
 	if err != nil {
 		return fmt.Errorf("master: --raft-addr %s: %w", s.cfg.RaftAddr, err)
@@ -133,43 +155,11 @@ func (s *Server) Start() (err error) {
 		Stream: s.creds.NewStreamLayer(raftLn, addr), MaxPool: 3, Timeout: 10 * time.Second,
 		Logger: logging.HCLog(s.logger, "raft-net"),
 	})
-	cleanup = append(cleanup, func() { s.transport.Close() })
-	rc := raft.DefaultConfig()
-	rc.LocalID = raft.ServerID(s.cfg.ID)
-	rc.Logger = logging.HCLog(s.logger, "raft")
-	rc.HeartbeatTimeout = s.cfg.RaftHeartbeatTimeout
-	rc.ElectionTimeout = s.cfg.RaftElectionTimeout
-	rc.LeaderLeaseTimeout = s.cfg.RaftLeaderLease
-	rc.SnapshotThreshold = 1024
+	return nil
+}
 
-	has, err := raft.HasExistingState(s.logStore, s.logStore, snaps)
-	if err != nil {
-		return fmt.Errorf("master: raft log %s: %w", logPath, err)
-	}
-	if !has && !s.cfg.Join {
-		peers := s.cfg.Peers
-		if len(peers) == 0 {
-			peers = map[string]string{s.cfg.ID: string(s.transport.LocalAddr())}
-		}
-		var servers []raft.Server
-		for id, a := range peers {
-			servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(id), Address: raft.ServerAddress(a)})
-		}
-		sort.Slice(servers, func(i, j int) bool { return servers[i].ID < servers[j].ID })
-		if err := raft.BootstrapCluster(rc, s.logStore, s.logStore, snaps, s.transport, raft.Configuration{Servers: servers}); err != nil {
-			return fmt.Errorf("master: bootstrap: %w", err)
-		}
-	}
-	if s.grpcLn, err = net.Listen("tcp", s.cfg.GRPCAddr); err != nil {
-		return fmt.Errorf("master: --grpc-addr %s: %w", s.cfg.GRPCAddr, err)
-	}
-	cleanup = append(cleanup, func() { s.grpcLn.Close() })
-	s.ctx, s.cancel = context.WithCancel(context.Background())
-	if s.raft, err = raft.NewRaft(rc, s.fsm, s.logStore, s.logStore, snaps, s.transport); err != nil {
-		return fmt.Errorf("master: start raft (--data-dir %s): %w", s.cfg.DataDir, err)
-	}
-	s.grpcSrv = grpc.NewServer(s.creds.ServerOption())
-	pb.RegisterMasterServiceServer(s.grpcSrv, &service{s: s})
+// serve starts the policy loop, the gRPC service and the liveness loop.
+func (s *Server) serve() {
 	s.wg.Add(3)
 	go func() {
 		defer s.wg.Done()
@@ -185,16 +175,48 @@ func (s *Server) Start() (err error) {
 		defer s.wg.Done()
 		s.livenessLoop()
 	}()
-	s.started.Store(true)
-	s.logger.Info("master started", "grpc", s.GRPCAddr(), "raft", s.RaftAddr())
+}
+
+func (s *Server) raftConfig() *raft.Config {
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(s.cfg.ID)
+	rc.Logger = logging.HCLog(s.logger, "raft")
+	rc.HeartbeatTimeout = s.cfg.RaftHeartbeatTimeout
+	rc.ElectionTimeout = s.cfg.RaftElectionTimeout
+	rc.LeaderLeaseTimeout = s.cfg.RaftLeaderLease
+	rc.SnapshotThreshold = 1024
+	return rc
+}
+
+// bootstrap creates the master group's first configuration (every peer a
+// voter) unless the log already has state or the master joins an existing
+// group (--join: it waits to be added by `ctl master add`).
+func (s *Server) bootstrap(rc *raft.Config, snaps raft.SnapshotStore) error {
+	has, err := raft.HasExistingState(s.logStore, s.logStore, snaps)
+	if err != nil || has || s.cfg.Join {
+		return err
+	}
+	peers := s.cfg.Peers
+	if len(peers) == 0 {
+		peers = map[string]string{s.cfg.ID: string(s.transport.LocalAddr())}
+	}
+	var servers []raft.Server
+	for id, a := range peers {
+		servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(id), Address: raft.ServerAddress(a)})
+	}
+	sort.Slice(servers, func(i, j int) bool { return servers[i].ID < servers[j].ID })
+	if err := raft.BootstrapCluster(rc, s.logStore, s.logStore, snaps, s.transport, raft.Configuration{Servers: servers}); err != nil {
+		return fmt.Errorf("master: bootstrap: %w", err)
+	}
 	return nil
 }
 
-// Close stops the master; its Raft state stays on disk.
-// Close of a master whose Start failed or never ran is a no-op (Start has
+// Close stops the master; its Raft state stays on disk. Close of a master
+// whose Start failed or never ran only stops what New started (Start has
 // released what it opened).
 func (s *Server) Close() error {
 	if !s.started.Swap(false) {
+		s.cancel()
 		return nil
 	}
 	s.cancel()
@@ -206,6 +228,7 @@ func (s *Server) Close() error {
 		s.grpcSrv.Stop()
 	}
 	s.wg.Wait()
+	s.ops.wait()
 	err := s.raft.Shutdown().Error()
 	s.transport.Close()
 	s.logStore.Close()
@@ -230,16 +253,13 @@ func (s *Server) ready() error {
 		return nil
 	}
 	// A new leader learns liveness afresh; give servers a full timeout.
-	s.softMu.Lock()
-	now := time.Now()
+	var ids []string
 	s.fsm.read(func(st *state) {
 		for id := range st.servers {
-			if _, ok := s.lastSeen[id]; !ok {
-				s.lastSeen[id] = now
-			}
+			ids = append(ids, id)
 		}
 	})
-	s.softMu.Unlock()
+	s.reports.greet(ids, time.Now())
 	return nil
 }
 
@@ -277,22 +297,14 @@ func (s *Server) bump() {
 // partitionMap builds the current map and the channel closed on its next
 // change.
 func (s *Server) partitionMap() (*pb.PartitionMap, <-chan struct{}) {
-	m := &pb.PartitionMap{Leaders: map[uint64]string{}, Loads: map[uint64]*pb.RangeLoad{}}
+	m := &pb.PartitionMap{}
 	s.softMu.Lock()
 	m.Version = s.version
 	ch := s.changed
-	for id, l := range s.leaders {
-		m.Leaders[id] = l
-	}
-	for id, l := range s.loads {
-		m.Loads[id] = l
-	}
-	now := time.Now()
-	seen := make(map[string]time.Time, len(s.lastSeen))
-	for id, t := range s.lastSeen {
-		seen[id] = t
-	}
 	s.softMu.Unlock()
+	m.Leaders, m.Loads = s.reports.maps()
+	now := time.Now()
+	seen := s.reports.seen()
 	s.fsm.read(func(st *state) {
 		snap := st.snapshot()
 		m.Tables, m.Ranges = snap.GetTables(), snap.GetRanges()
@@ -336,14 +348,12 @@ func (s *Server) livenessLoop() {
 		case <-t.C:
 		}
 		if !s.IsLeader() {
-			clusterHealth{}.publish(false)
 			continue
 		}
 		changed := false
 		now := time.Now()
 		var events []*pb.Event
-		s.softMu.Lock()
-		for id, at := range s.lastSeen {
+		for id, at := range s.reports.seen() {
 			a := now.Sub(at) < s.cfg.ServerTimeout
 			if prev, ok := alive[id]; !ok || prev != a {
 				if ok {
@@ -360,19 +370,7 @@ func (s *Server) livenessLoop() {
 				alive[id] = a
 			}
 		}
-		leaders := make(map[uint64]string, len(s.leaders))
-		for id, l := range s.leaders {
-			leaders[id] = l
-		}
-		s.softMu.Unlock()
-		s.fsm.read(func(st *state) {
-			rangesGauge.Set(float64(len(st.ranges)))
-			servers := make([]string, 0, len(st.servers))
-			for id := range st.servers {
-				servers = append(servers, id)
-			}
-			assessCluster(st.ranges, servers, alive, leaders, s.cfg.ReplicationFactor).publish(true)
-		})
+		s.fsm.read(func(st *state) { rangesGauge.Set(float64(len(st.ranges))) })
 		for _, e := range events {
 			s.event(e)
 		}
@@ -385,10 +383,8 @@ func (s *Server) livenessLoop() {
 // LiveServers counts the partition servers heard from within the server
 // timeout.
 func (s *Server) LiveServers() int {
-	s.softMu.Lock()
-	defer s.softMu.Unlock()
 	n := 0
-	for _, t := range s.lastSeen {
+	for _, t := range s.reports.seen() {
 		if time.Since(t) < s.cfg.ServerTimeout {
 			n++
 		}

@@ -50,12 +50,7 @@ func (s *Server) placement() ([]*pb.Replica, map[string]string, error) {
 	counts := map[string]int{}
 	var live []string
 	addrs := map[string]string{}
-	s.softMu.Lock()
-	seen := make(map[string]time.Time, len(s.lastSeen))
-	for k, v := range s.lastSeen {
-		seen[k] = v
-	}
-	s.softMu.Unlock()
+	seen := s.reports.seen()
 	s.fsm.read(func(st *state) {
 		for _, r := range st.ranges {
 			for _, rep := range r.GetReplicas() {
@@ -153,9 +148,7 @@ func (s *Server) startRange(ctx context.Context, r *pb.RangeDescriptor, addrs ma
 			}
 			info, err := c.RangeInfo(ctx, &pb.RangeInfoRequest{RangeId: r.GetRangeId()})
 			if err == nil && info.GetStatus().GetLeader() {
-				s.softMu.Lock()
-				s.leaders[r.GetRangeId()] = rep.GetServerId()
-				s.softMu.Unlock()
+				s.reports.setLeader(r.GetRangeId(), rep.GetServerId())
 				s.bump()
 				return
 			}
@@ -284,62 +277,62 @@ func (v *service) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.
 	if sv.GetServerId() == "" {
 		return nil, toStatus(ErrBadCommand)
 	}
-	var known *pb.ServerInfo
-	s.fsm.read(func(st *state) { known = st.servers[sv.GetServerId()] })
-	if known == nil || known.GetGrpcAddr() != sv.GetGrpcAddr() || known.GetRaftAddr() != sv.GetRaftAddr() {
-		if _, err := s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_REGISTER_SERVER, &pb.RegisterServerCommand{Server: sv}); err != nil {
-			return nil, toStatus(err)
-		}
-		s.logger.Info("partition server registered", "server", sv.GetServerId(), "grpc", sv.GetGrpcAddr(), "raft", sv.GetRaftAddr())
+	if err := s.register(sv); err != nil {
+		return nil, toStatus(err)
 	}
-	changed := false
-	now := time.Now()
-	var events []*pb.Event
-	s.softMu.Lock()
-	s.lastSeen[sv.GetServerId()] = now
-	for _, rs := range req.GetRanges() {
-		id := rs.GetRangeId()
-		s.frozen[id] = rs.GetFrozen()
-		if rs.GetLeader() {
-			if s.leaders[id] != sv.GetServerId() {
-				s.leaders[id] = sv.GetServerId()
-				changed = true
-			}
-			s.loads[id] = rs.GetLoad()
-			s.observeLoad(id, rs.GetLoad(), now)
-			if t := rs.GetLoad().GetThrottledPerSec(); t > 0 {
-				if h := s.history[id]; now.Sub(h.lastThrottleEvent) > 10*time.Second {
-					h.lastThrottleEvent = now
-					var top string
-					if hk := rs.GetLoad().GetHotKeys(); len(hk) > 0 {
-						top = hk[0].GetPartitionKey()
-					}
-					events = append(events, &pb.Event{
-						Kind: pb.EventKind_EVENT_KIND_THROTTLE, Table: rs.GetRange().GetTable(), RangeIds: []uint64{id},
-						Servers: []string{sv.GetServerId()}, Cause: causePolicy,
-						Figures: map[string]float64{"throttled_per_sec": t, "entities_per_sec": rs.GetLoad().GetEntitiesPerSec()},
-						Message: fmt.Sprintf("partition %q of range %d over its target: %.0f requests/s refused", top, id, t),
-					})
-				}
-			}
-		} else if s.leaders[id] == sv.GetServerId() {
-			delete(s.leaders, id)
-			changed = true
-		}
-	}
-	s.softMu.Unlock()
-	for _, e := range events {
-		s.event(e)
+	changed, throttled := s.reports.heartbeat(s.cfg.Policy.Config, sv.GetServerId(), req.GetRanges(), time.Now())
+	for _, rs := range throttled {
+		s.throttleEvent(sv.GetServerId(), rs)
 	}
 	if changed {
 		s.bump()
 	}
-	// The ranges' own Raft state is the truth: adopt newer descriptors
-	// (a split or merge the master did not record, e.g. across a failover).
-	var newer []*pb.RangeDescriptor
-	var retired []uint64
-	s.fsm.read(func(st *state) {
-		for _, rs := range req.GetRanges() {
+	newer, retired := s.fsm.reconcile(req.GetRanges())
+	if len(newer) > 0 {
+		go s.adopt(newer)
+	}
+	resp := s.fsm.assignments(sv.GetServerId())
+	resp.RetiredRangeIds = retired
+	return resp, nil
+}
+
+// register records a new server, or a server's new addresses.
+func (s *Server) register(sv *pb.ServerInfo) error {
+	var known *pb.ServerInfo
+	s.fsm.read(func(st *state) { known = st.servers[sv.GetServerId()] })
+	if known != nil && known.GetGrpcAddr() == sv.GetGrpcAddr() && known.GetRaftAddr() == sv.GetRaftAddr() {
+		return nil
+	}
+	if _, err := s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_REGISTER_SERVER, &pb.RegisterServerCommand{Server: sv}); err != nil {
+		return err
+	}
+	s.logger.Info("partition server registered", "server", sv.GetServerId(), "grpc", sv.GetGrpcAddr(), "raft", sv.GetRaftAddr())
+	return nil
+}
+
+// throttleEvent records that a range's partition server refuses requests
+// over a partition's target.
+func (s *Server) throttleEvent(server string, rs *pb.RangeStatus) {
+	var top string
+	if hk := rs.GetLoad().GetHotKeys(); len(hk) > 0 {
+		top = hk[0].GetPartitionKey()
+	}
+	t := rs.GetLoad().GetThrottledPerSec()
+	s.event(&pb.Event{
+		Kind: pb.EventKind_EVENT_KIND_THROTTLE, Table: rs.GetRange().GetTable(), RangeIds: []uint64{rs.GetRangeId()},
+		Servers: []string{server}, Cause: causePolicy,
+		Figures: map[string]float64{"throttled_per_sec": t, "entities_per_sec": rs.GetLoad().GetEntitiesPerSec()},
+		Message: fmt.Sprintf("partition %q of range %d over its target: %.0f requests/s refused", top, rs.GetRangeId(), t),
+	})
+}
+
+// reconcile compares reported descriptors with the catalog. The ranges' own
+// Raft state is the truth: newer descriptors (a split or merge the master
+// did not record, e.g. across a failover) are to be adopted; replicas of
+// ranges a newer one covers are retired.
+func (f *fsm) reconcile(ranges []*pb.RangeStatus) (newer []*pb.RangeDescriptor, retired []uint64) {
+	f.read(func(st *state) {
+		for _, rs := range ranges {
 			d := rs.GetRange()
 			known, ok := st.ranges[d.GetRangeId()]
 			switch {
@@ -354,14 +347,17 @@ func (v *service) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.
 			}
 		}
 	})
-	if len(newer) > 0 {
-		go s.adopt(newer)
-	}
+	return newer, retired
+}
+
+// assignments is the catalog's answer to a heartbeat: the server's ranges,
+// the live tables, the servers' Raft addresses.
+func (f *fsm) assignments(server string) *pb.HeartbeatResponse {
 	resp := &pb.HeartbeatResponse{RaftAddrs: map[string]string{}}
-	s.fsm.read(func(st *state) {
+	f.read(func(st *state) {
 		for _, r := range st.ranges {
 			for _, rep := range r.GetReplicas() {
-				if rep.GetServerId() == sv.GetServerId() {
+				if rep.GetServerId() == server {
 					resp.Assigned = append(resp.Assigned, proto.Clone(r).(*pb.RangeDescriptor))
 				}
 			}
@@ -374,6 +370,5 @@ func (v *service) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.
 		}
 		resp.NextTableId = st.nextTableID
 	})
-	resp.RetiredRangeIds = retired
-	return resp, nil
+	return resp
 }

@@ -29,6 +29,7 @@ import (
 	"tablestore/loadgen"
 	"tablestore/master"
 	"tablestore/partitionserver"
+	"tablestore/sim"
 )
 
 type command struct {
@@ -44,6 +45,7 @@ var commands = map[string]command{
 	"ctl":             {"operator commands on the master: ranges, servers, events, split, merge, move, transfer-leader", runCtl},
 	"loadgen":         {"load generator through the Azure SDK: uniform, hot-partition, append, zipf", runLoadgen},
 	"version":         {"print the module version and VCS commit this binary was built from", runVersion},
+	"sim":             {"run the master's scheduler against a simulated cluster (e.g. 1,000 servers) and report", runSim},
 }
 
 func main() {
@@ -348,3 +350,4 @@ func versionLine() string {
 	}
 	return line + " " + bi.GoVersion
 }
+func runSim(args []string) error { return sim.Main(args, os.Stdout) }

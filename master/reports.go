@@ -1,0 +1,165 @@
+package master
+
+import (
+	"sync"
+	"time"
+
+	"tablestore/master/scheduler"
+	pb "tablestore/proto/tablestorepb"
+)
+
+// reports is the soft state the leading master rebuilds from heartbeats:
+// when each server was last heard from, which server leads each range, the
+// leaders' load reports and their trends, and what every server says about
+// each replica it hosts. It is not replicated: a new leader learns it anew.
+type reports struct {
+	mu       sync.Mutex
+	lastSeen map[string]time.Time
+	leaders  map[uint64]string
+	loads    map[uint64]*pb.RangeLoad
+	trends   map[uint64]*rangeTrend
+	frozen   map[uint64]bool
+	// hosted is, per server, the ranges its last heartbeat reported with
+	// their applied index: a follower's progress, and whether it has the
+	// replica at all.
+	hosted map[string]map[uint64]uint64
+}
+
+// rangeTrend is the scheduler's trend of a range plus when its throttling
+// was last recorded as an event.
+type rangeTrend struct {
+	scheduler.Trend
+	lastThrottleEvent time.Time
+}
+
+func newReports() *reports {
+	return &reports{
+		lastSeen: map[string]time.Time{}, leaders: map[uint64]string{}, loads: map[uint64]*pb.RangeLoad{},
+		trends: map[uint64]*rangeTrend{}, frozen: map[uint64]bool{}, hosted: map[string]map[uint64]uint64{},
+	}
+}
+
+// heartbeat folds one server's report in. It returns whether a range's
+// leader changed, and the reports of ranges throttled since their last
+// throttle event over 10 s ago.
+func (r *reports) heartbeat(cfg scheduler.Config, server string, ranges []*pb.RangeStatus, now time.Time) (changed bool, throttled []*pb.RangeStatus) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lastSeen[server] = now
+	hosted := make(map[uint64]uint64, len(ranges))
+	for _, rs := range ranges {
+		id := rs.GetRangeId()
+		hosted[id] = rs.GetAppliedIndex()
+		r.frozen[id] = rs.GetFrozen()
+		if !rs.GetLeader() {
+			if r.leaders[id] == server {
+				delete(r.leaders, id)
+				changed = true
+			}
+			continue
+		}
+		changed = changed || r.leaders[id] != server
+		r.leaders[id] = server
+		r.loads[id] = rs.GetLoad()
+		t := r.trend(id)
+		t.Observe(cfg, rs.GetLoad().GetEntitiesPerSec(), now)
+		if rs.GetLoad().GetThrottledPerSec() > 0 && now.Sub(t.lastThrottleEvent) > 10*time.Second {
+			t.lastThrottleEvent = now
+			throttled = append(throttled, rs)
+		}
+	}
+	r.hosted[server] = hosted
+	return changed, throttled
+}
+
+func (r *reports) trend(id uint64) *rangeTrend {
+	t := r.trends[id]
+	if t == nil {
+		t = &rangeTrend{}
+		r.trends[id] = t
+	}
+	return t
+}
+
+func (r *reports) leaderOf(id uint64) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.leaders[id]
+}
+
+// setLeader records server as id's leader and reports whether that changed.
+func (r *reports) setLeader(id uint64, server string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	changed := r.leaders[id] != server
+	r.leaders[id] = server
+	return changed
+}
+
+// forget drops what is known of a range that no longer exists.
+func (r *reports) forget(id uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.leaders, id)
+	delete(r.loads, id)
+	delete(r.frozen, id)
+	delete(r.trends, id)
+}
+
+// seen returns a copy of the last heartbeat times.
+func (r *reports) seen() map[string]time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]time.Time, len(r.lastSeen))
+	for k, v := range r.lastSeen {
+		out[k] = v
+	}
+	return out
+}
+
+// greet gives servers this master has not heard from a full timeout from
+// now (a new leader learns liveness afresh).
+func (r *reports) greet(servers []string, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, id := range servers {
+		if _, ok := r.lastSeen[id]; !ok {
+			r.lastSeen[id] = now
+		}
+	}
+}
+
+// frozenRanges returns the ranges reported frozen.
+func (r *reports) frozenRanges() []uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []uint64
+	for id, f := range r.frozen {
+		if f {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// unfreeze forgets that a range was frozen (it is gone).
+func (r *reports) unfreeze(id uint64) {
+	r.mu.Lock()
+	delete(r.frozen, id)
+	r.mu.Unlock()
+}
+
+// maps returns copies of the leaders and loads.
+func (r *reports) maps() (map[uint64]string, map[uint64]*pb.RangeLoad) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	leaders := make(map[uint64]string, len(r.leaders))
+	for id, l := range r.leaders {
+		leaders[id] = l
+	}
+	loads := make(map[uint64]*pb.RangeLoad, len(r.loads))
+	for id, l := range r.loads {
+		loads[id] = l
+	}
+	return leaders, loads
+}

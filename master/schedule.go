@@ -1,0 +1,187 @@
+package master
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"tablestore/master/scheduler"
+	pb "tablestore/proto/tablestorepb"
+)
+
+// policyLoop runs the scheduler on the leader and hands what it plans to
+// the runner.
+func (s *Server) policyLoop() {
+	t := time.NewTicker(s.cfg.Policy.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+		if s.ready() != nil {
+			continue
+		}
+		// Finishing a half-done merge is recovery, not policy: it runs
+		// even with the policies off.
+		s.resumeMerges()
+		if !s.cfg.Policy.Enabled || s.ops.slots() <= 0 {
+			continue
+		}
+		for _, o := range scheduler.Schedule(s.cfg.Policy.Config, s.snapshot(time.Now())) {
+			s.ops.start(o)
+		}
+	}
+}
+
+// snapshot gathers the scheduler's input from the catalog, the heartbeat
+// reports and the runner.
+func (s *Server) snapshot(now time.Time) *scheduler.Snapshot {
+	snap := &scheduler.Snapshot{Now: now, Slots: s.ops.slots()}
+	snap.InFlight, snap.Recent = s.ops.state(now)
+	var descs []*pb.RangeDescriptor
+	s.fsm.read(func(st *state) {
+		for _, r := range st.ranges {
+			descs = append(descs, r)
+		}
+		for id := range st.servers {
+			// Draining comes from the catalog's server record once it
+			// has one (issue 13): Draining: st.servers[id].GetDraining().
+			snap.Servers = append(snap.Servers, scheduler.Server{ID: id})
+		}
+	})
+	sort.Slice(snap.Servers, func(i, j int) bool { return snap.Servers[i].ID < snap.Servers[j].ID })
+	sort.Slice(descs, func(i, j int) bool {
+		if descs[i].GetTableId() != descs[j].GetTableId() {
+			return descs[i].GetTableId() < descs[j].GetTableId()
+		}
+		return descs[i].GetStart() < descs[j].GetStart()
+	})
+	s.reports.mu.Lock()
+	defer s.reports.mu.Unlock()
+	for i := range snap.Servers {
+		sv := &snap.Servers[i]
+		t, ok := s.reports.lastSeen[sv.ID]
+		sv.LastSeen = t
+		sv.Live = ok && now.Sub(t) < s.cfg.ServerTimeout
+	}
+	for _, d := range descs {
+		snap.Ranges = append(snap.Ranges, s.schedRange(d, snap.Servers))
+	}
+	return snap
+}
+
+// schedRange converts a descriptor and what the reports say of it. Called
+// with reports.mu held.
+func (s *Server) schedRange(d *pb.RangeDescriptor, servers []scheduler.Server) *scheduler.Range {
+	rp := s.reports
+	id := d.GetRangeId()
+	r := &scheduler.Range{ID: id, TableID: d.GetTableId(), Table: d.GetTable(), Start: d.GetStart(), End: d.GetEnd(),
+		Leader: rp.leaders[id], Frozen: rp.frozen[id]}
+	if t := rp.trends[id]; t != nil {
+		r.Trend = t.Trend
+	}
+	if l, ok := rp.loads[id]; ok {
+		r.Load = &scheduler.Load{EntitiesPerSec: l.GetEntitiesPerSec(), Bytes: l.GetBytes(),
+			HotKeys: keyLoads(l.GetHotKeys()), Sample: keyLoads(l.GetLoadSample())}
+	}
+	for _, rep := range d.GetReplicas() {
+		sid := rep.GetServerId()
+		applied, reported := rp.hosted[sid][id]
+		i := sort.Search(len(servers), func(i int) bool { return servers[i].ID >= sid })
+		live := i < len(servers) && servers[i].ID == sid && servers[i].Live
+		r.Replicas = append(r.Replicas, scheduler.Replica{Server: sid, Applied: applied, Missing: live && !reported})
+	}
+	return r
+}
+
+func keyLoads(ks []*pb.KeyLoad) []scheduler.KeyLoad {
+	out := make([]scheduler.KeyLoad, 0, len(ks))
+	for _, k := range ks {
+		out = append(out, scheduler.KeyLoad{Key: k.GetPartitionKey(), EntitiesPerSec: k.GetEntitiesPerSec()})
+	}
+	return out
+}
+
+// execute runs one scheduled operation (the runner's executor).
+func (s *Server) execute(ctx context.Context, o scheduler.Op) error {
+	var err error
+	cause := causePolicy
+	switch o.Kind {
+	case scheduler.Split:
+		_, err = s.split(ctx, o.Range, o.Key, o.To, cause, o.Figures)
+	case scheduler.Merge:
+		_, err = s.merge(ctx, o.Range, cause, o.Figures)
+	case scheduler.Move:
+		if o.Rule == scheduler.RuleReReplicate {
+			cause = causeReReplicate
+		}
+		_, err = s.move(ctx, o.Range, o.From, o.To, cause, o.Reason+" ["+o.Rule+"]", o.Figures)
+	case scheduler.TransferLeader:
+		err = s.transferWithEvent(ctx, o.Range, o.From, o.To, cause, o.Reason+" ["+o.Rule+"]", o.Figures)
+	}
+	if err != nil {
+		s.logger.Warn("operation failed", "op", o.String(), "err", err)
+	}
+	return err
+}
+
+// transferWithEvent moves a range's leadership and records the event.
+func (s *Server) transferWithEvent(ctx context.Context, id uint64, from, to, cause, reason string, figures map[string]float64) error {
+	start := time.Now()
+	if err := s.transfer(ctx, id, to); err != nil {
+		return err
+	}
+	d, _ := s.rangeDesc(id)
+	msg := fmt.Sprintf("moved leadership of range %d from %s to %s", id, from, to)
+	if reason != "" {
+		msg += " (" + strings.TrimSpace(reason) + ")"
+	}
+	s.event(&pb.Event{
+		Kind: pb.EventKind_EVENT_KIND_LEADER_TRANSFER, Table: d.GetTable(), RangeIds: []uint64{id},
+		Servers: []string{from, to}, Figures: figures, Cause: cause,
+		DurationSeconds: time.Since(start).Seconds(), Message: msg,
+	})
+	return nil
+}
+
+// resumeMerges finishes merges a previous master left half done: a frozen
+// range is merged into its left neighbour.
+func (s *Server) resumeMerges() {
+	for _, id := range s.reports.frozenRanges() {
+		d, ok := s.rangeDesc(id)
+		if !ok {
+			s.reports.unfreeze(id)
+			continue
+		}
+		left := s.leftNeighbour(d)
+		if left == nil || s.ops.claim(left.GetRangeId(), id) != nil {
+			continue
+		}
+		go func(l, r uint64) {
+			defer s.ops.release(l, r)
+			ctx, cancel := context.WithTimeout(s.ctx, opTimeout)
+			defer cancel()
+			if _, err := s.merge(ctx, l, causeRecovery, nil); err != nil {
+				s.logger.Warn("resuming merge failed", "left", l, "right", r, "err", err)
+			}
+		}(left.GetRangeId(), id)
+	}
+}
+
+// rightLeader is the follower of range id the scheduler would give its
+// leadership to: the coolest live, caught-up one ("" if none). It leads the
+// right half of an operator's split, and takes over from a leader whose
+// replica moves away.
+func (s *Server) rightLeader(id uint64) string {
+	snap := s.snapshot(time.Now())
+	for _, r := range snap.Ranges {
+		if r.ID == id {
+			return scheduler.NewPlan(s.cfg.Policy.Config, snap).RightLeader(r)
+		}
+	}
+	return ""
+}

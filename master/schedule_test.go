@@ -1,0 +1,81 @@
+package master
+
+import (
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"tablestore/master/scheduler"
+	pb "tablestore/proto/tablestorepb"
+)
+
+// TestSnapshotFromHeartbeats: the scheduler's input is built from the
+// catalog and the heartbeats without a network: liveness, leaders, load
+// trends, and each replica's applied index (a replica its live server does
+// not report is missing), so leadership goes only to caught-up followers.
+func TestSnapshotFromHeartbeats(t *testing.T) {
+	cfg := DefaultConfig()
+	s, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.cancel()
+	st := s.fsm.st
+	for _, id := range []string{"a", "b", "c", "d"} {
+		st.servers[id] = &pb.ServerInfo{ServerId: id}
+	}
+	reps := func(ids ...string) []*pb.Replica {
+		var out []*pb.Replica
+		for _, id := range ids {
+			out = append(out, &pb.Replica{ServerId: id})
+		}
+		return out
+	}
+	st.ranges[1] = &pb.RangeDescriptor{RangeId: 1, TableId: 1, Table: "t", End: "m", Replicas: reps("a", "b", "c")}
+	st.ranges[2] = &pb.RangeDescriptor{RangeId: 2, TableId: 1, Table: "t", Start: "m", Replicas: reps("a", "b", "d")}
+	now := time.Now()
+	hb := func(server string, at time.Time, rs ...*pb.RangeStatus) {
+		s.reports.heartbeat(cfg.Policy.Config, server, rs, at)
+	}
+	led := func(id uint64, applied uint64, eps float64) *pb.RangeStatus {
+		return &pb.RangeStatus{RangeId: id, Leader: true, AppliedIndex: applied, Load: &pb.RangeLoad{EntitiesPerSec: eps}}
+	}
+	hb("a", now.Add(-3*time.Second), led(1, 100000, 2000), led(2, 5000, 1500))
+	hb("a", now, led(1, 100000, 2000), led(2, 5000, 1500))
+	hb("b", now, &pb.RangeStatus{RangeId: 1, AppliedIndex: 99990})
+	hb("c", now, &pb.RangeStatus{RangeId: 1, AppliedIndex: 40000})
+	hb("d", now.Add(-time.Minute), &pb.RangeStatus{RangeId: 2, AppliedIndex: 5000})
+
+	snap := s.snapshot(now)
+	live := map[string]bool{}
+	for _, sv := range snap.Servers {
+		live[sv.ID] = sv.Live
+	}
+	if !live["a"] || !live["b"] || !live["c"] || live["d"] {
+		t.Fatalf("liveness %v, want a b c live and d down", live)
+	}
+	if len(snap.Ranges) != 2 || snap.Ranges[0].ID != 1 || snap.Ranges[0].Leader != "a" || snap.Ranges[0].Load.EntitiesPerSec != 2000 {
+		t.Fatalf("ranges %+v", snap.Ranges)
+	}
+	if got := snap.Ranges[0].HotSince; !got.Equal(now.Add(-3 * time.Second)) {
+		t.Fatalf("range 1 hot since %v, want since the first report", got)
+	}
+	r2 := snap.Ranges[1]
+	if r2.Replicas[1].Server != "b" || !r2.Replicas[1].Missing || r2.Replicas[2].Missing {
+		t.Fatalf("range 2 replicas %+v: b is live and does not report it (missing); d is down (not known missing)", r2.Replicas)
+	}
+	// a leads everything: the only caught-up, live follower holding a
+	// reported replica is b on range 1.
+	snap.Slots = 4
+	moved := false
+	for _, o := range scheduler.Schedule(cfg.Policy.Config, snap) {
+		if o.Kind == scheduler.TransferLeader && (o.Range != 1 || o.To != "b") {
+			t.Fatalf("transfer %s: only range 1 to b is allowed", o)
+		}
+		moved = moved || o.Kind == scheduler.TransferLeader
+	}
+	if !moved {
+		t.Fatal("a leads all the load: range 1's leadership should move to b")
+	}
+}

@@ -1,0 +1,114 @@
+package scheduler
+
+import (
+	"errors"
+	"flag"
+	"time"
+)
+
+// Config holds the thresholds of the policies. Defaults are documented in
+// docs/operations.md.
+type Config struct {
+	// SplitLoad is the entities/s above which a range is split when the
+	// load lasts SplitWindow and spreads over at least two PartitionKeys.
+	SplitLoad   float64
+	SplitWindow time.Duration
+	// SingleKeyShare: a range whose busiest key carries at least this share
+	// of its load is one hot partition; it cannot be split (it is
+	// throttled instead).
+	SingleKeyShare float64
+	// SplitBytes splits a range larger than this by size (0 disables).
+	SplitBytes uint64
+	// MergeLoad: neighbours each below this many entities/s for
+	// MergeCooldown are merged when their combined size is under
+	// MergeBytes. A range split within MergeCooldown is never merged.
+	MergeLoad     float64
+	MergeCooldown time.Duration
+	MergeBytes    uint64
+	// BalanceLeaders moves leaders to even out leader load and counts.
+	BalanceLeaders bool
+	// BalanceReplicas moves replicas to even out replica counts.
+	BalanceReplicas bool
+	// BalanceCooldown: a server a leader was moved to or from is left
+	// alone this long, so that load reports reflect the move first.
+	BalanceCooldown time.Duration
+	// LeaderLoadTolerance: a server leading more than (1+tolerance) times
+	// the mean load, and at least LeaderMinGap entities/s above it, sheds
+	// leaders.
+	LeaderLoadTolerance float64
+	LeaderMinGap        float64
+	// MaxLeaderLag is the most Raft entries a follower may be behind its
+	// leader and still receive leadership.
+	MaxLeaderLag uint64
+	// ReplicateAfter re-creates the replicas of a server down this long
+	// (0 disables).
+	ReplicateAfter time.Duration
+	// MaxPerServer bounds the operations in flight that add or remove a
+	// replica on one server (snapshots are the expensive part of a move).
+	MaxPerServer int
+}
+
+// DefaultConfig returns the documented defaults.
+func DefaultConfig() Config {
+	return Config{
+		SplitLoad:           1000,
+		SplitWindow:         2 * time.Second,
+		SingleKeyShare:      0.9,
+		SplitBytes:          512 << 20,
+		MergeLoad:           100,
+		MergeCooldown:       60 * time.Second,
+		MergeBytes:          32 << 20,
+		BalanceLeaders:      true,
+		BalanceReplicas:     true,
+		BalanceCooldown:     3 * time.Second,
+		LeaderLoadTolerance: 0.15,
+		LeaderMinGap:        100,
+		MaxLeaderLag:        1024,
+		ReplicateAfter:      30 * time.Second,
+		MaxPerServer:        1,
+	}
+}
+
+// ErrInvalidConfig wraps every validation error.
+var ErrInvalidConfig = errors.New("scheduler: invalid config")
+
+// Validate reports invalid thresholds.
+func (c *Config) Validate() error {
+	var msg string
+	switch {
+	case c.SplitWindow < 0 || c.MergeCooldown < 0 || c.ReplicateAfter < 0 || c.BalanceCooldown < 0:
+		msg = "policy durations must not be negative"
+	case c.SplitLoad <= 0 || c.MergeLoad < 0:
+		msg = "split-load must be positive and merge-load not negative"
+	case c.MergeLoad >= c.SplitLoad:
+		msg = "merge-load must be well below split-load (no thrash)"
+	case c.SingleKeyShare <= 0.5 || c.SingleKeyShare > 1:
+		msg = "single-key-share must be in (0.5, 1]"
+	case c.LeaderLoadTolerance < 0 || c.LeaderMinGap < 0:
+		msg = "leader-load-tolerance and leader-min-gap must not be negative"
+	case c.MaxPerServer < 1:
+		msg = "max-per-server must be at least 1"
+	default:
+		return nil
+	}
+	return errors.Join(ErrInvalidConfig, errors.New(msg))
+}
+
+// RegisterFlags binds the thresholds to flags.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.Float64Var(&c.SplitLoad, "split-load", c.SplitLoad, "entities/s above which a range spreading over 2+ PartitionKeys is split")
+	fs.DurationVar(&c.SplitWindow, "split-window", c.SplitWindow, "how long the load must stay above split-load")
+	fs.Float64Var(&c.SingleKeyShare, "single-key-share", c.SingleKeyShare, "share of a range's load on one key that makes it one hot partition (not split)")
+	fs.Uint64Var(&c.SplitBytes, "split-bytes", c.SplitBytes, "split ranges larger than this many bytes (0: never by size)")
+	fs.Float64Var(&c.MergeLoad, "merge-load", c.MergeLoad, "entities/s below which neighbours count as cold")
+	fs.DurationVar(&c.MergeCooldown, "merge-cooldown", c.MergeCooldown, "how long neighbours must stay cold before they merge (and how long after a split a range is not merged)")
+	fs.Uint64Var(&c.MergeBytes, "merge-bytes", c.MergeBytes, "largest combined size of two ranges merged")
+	fs.BoolVar(&c.BalanceLeaders, "balance-leaders", c.BalanceLeaders, "move range leaders to even out leader counts and load across servers")
+	fs.BoolVar(&c.BalanceReplicas, "balance-replicas", c.BalanceReplicas, "move replicas to even out replica counts across servers")
+	fs.DurationVar(&c.BalanceCooldown, "balance-cooldown", c.BalanceCooldown, "how long a server a leader moved to or from is left alone")
+	fs.Float64Var(&c.LeaderLoadTolerance, "leader-load-tolerance", c.LeaderLoadTolerance, "a server leading more than (1+this) x the mean load sheds leaders")
+	fs.Float64Var(&c.LeaderMinGap, "leader-min-gap", c.LeaderMinGap, "entities/s above the mean a server must lead before it sheds leaders")
+	fs.Uint64Var(&c.MaxLeaderLag, "max-leader-lag", c.MaxLeaderLag, "most Raft entries a follower may lag and still be given leadership")
+	fs.DurationVar(&c.ReplicateAfter, "replicate-after", c.ReplicateAfter, "re-create the replicas of a server down this long (0: never)")
+	fs.IntVar(&c.MaxPerServer, "max-per-server", c.MaxPerServer, "most replica moves in flight into or out of one server")
+}

@@ -1,0 +1,110 @@
+package scheduler
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Kind is the kind of an operation.
+type Kind int
+
+// The operations the master knows how to run.
+const (
+	Split Kind = iota + 1
+	Merge
+	Move
+	TransferLeader
+)
+
+func (k Kind) String() string {
+	switch k {
+	case Split:
+		return "split"
+	case Merge:
+		return "merge"
+	case Move:
+		return "move"
+	case TransferLeader:
+		return "transfer-leader"
+	}
+	return "unknown"
+}
+
+// Rules name why an operation was planned; events and metrics carry them.
+const (
+	RuleReReplicate       = "re-replicate"
+	RuleDrainLeader       = "drain-leader"
+	RuleDrainReplica      = "drain-replica"
+	RuleSplitLoad         = "split-load"
+	RuleSplitSize         = "split-size"
+	RuleMergeCold         = "merge-cold"
+	RuleBalanceLeaderLoad = "balance-leader-load"
+	RuleBalanceLeaders    = "balance-leader-count"
+	RuleBalanceReplicas   = "balance-replica-count"
+)
+
+// Op is one operation with the rule and figures that caused it.
+type Op struct {
+	Kind  Kind
+	Range uint64
+	// Right is the right neighbour a Merge absorbs.
+	Right uint64
+	// Key is the split key; "" with a size split (the range picks its
+	// size median).
+	Key string
+	// From and To are the servers of a Move or TransferLeader; a Split's To
+	// is the replica that should lead the new right-hand range.
+	From, To string
+	Rule     string
+	Reason   string
+	Figures  map[string]float64
+	// At is when the operation started (set by whoever runs it).
+	At time.Time
+}
+
+// Ranges are the ranges the operation occupies.
+func (o Op) Ranges() []uint64 {
+	if o.Kind == Merge && o.Right != 0 {
+		return []uint64{o.Range, o.Right}
+	}
+	return []uint64{o.Range}
+}
+
+// balancing reports whether the op moves a leader for balance (and so
+// starts the cooldown of its servers).
+func (o Op) balancing() bool {
+	return o.Rule == RuleBalanceLeaderLoad || o.Rule == RuleBalanceLeaders
+}
+
+// String renders the op on one line, figures in name order: the form of
+// the golden files and of the logs.
+func (o Op) String() string {
+	var b strings.Builder
+	switch o.Kind {
+	case Split:
+		if o.Key == "" {
+			fmt.Fprintf(&b, "split r%d at its size median", o.Range)
+		} else {
+			fmt.Fprintf(&b, "split r%d at %q", o.Range, o.Key)
+		}
+		if o.To != "" {
+			fmt.Fprintf(&b, ", right led by %s", o.To)
+		}
+	case Merge:
+		fmt.Fprintf(&b, "merge r%d + r%d", o.Range, o.Right)
+	default:
+		fmt.Fprintf(&b, "%s r%d %s -> %s", o.Kind, o.Range, o.From, o.To)
+	}
+	fmt.Fprintf(&b, " [%s]", o.Rule)
+	names := make([]string, 0, len(o.Figures))
+	for n := range o.Figures {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(&b, " %s=%.4g", n, o.Figures[n])
+	}
+	return b.String()
+}

@@ -1,0 +1,619 @@
+package scheduler
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+var update = flag.Bool("update", false, "rewrite the expected output of the scenarios in testdata/")
+
+// TestScenarios runs every scripted scenario in testdata/: a text file of
+// directives (a command line, input lines, "----", the expected output,
+// a blank line), in the form of etcd-io/raft's datadriven tests. With
+// -update the expected outputs are rewritten from what the scheduler does.
+func TestScenarios(t *testing.T) {
+	files, err := filepath.Glob("testdata/*.txt")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no scenarios: %v", err)
+	}
+	for _, f := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(f), ".txt"), func(t *testing.T) { runScenario(t, f) })
+	}
+}
+
+// directive is one block of a scenario file.
+type directive struct {
+	pre      []string // comments and blank lines before the command
+	line     int
+	cmd      string
+	args     map[string]string
+	input    []string
+	expected string
+}
+
+func parseScenario(t *testing.T, path string) ([]*directive, []string) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	var out []*directive
+	var pre []string
+	for i := 0; i < len(lines); i++ {
+		l := lines[i]
+		if strings.TrimSpace(l) == "" || strings.HasPrefix(l, "#") {
+			pre = append(pre, l)
+			continue
+		}
+		d := &directive{pre: pre, line: i + 1, args: map[string]string{}}
+		pre = nil
+		fields := strings.Fields(l)
+		d.cmd = fields[0]
+		for _, a := range fields[1:] {
+			k, v, _ := strings.Cut(a, "=")
+			d.args[k] = v
+		}
+		for i++; i < len(lines) && lines[i] != "----"; i++ {
+			d.input = append(d.input, lines[i])
+		}
+		var exp []string
+		for i++; i < len(lines) && lines[i] != ""; i++ {
+			exp = append(exp, lines[i])
+		}
+		d.expected = strings.Join(exp, "\n")
+		out = append(out, d)
+	}
+	return out, pre
+}
+
+func runScenario(t *testing.T, path string) {
+	ds, tail := parseScenario(t, path)
+	w := newWorld()
+	var rewritten strings.Builder
+	for _, d := range ds {
+		got, err := w.run(d)
+		if err != nil {
+			t.Fatalf("%s:%d: %s: %v", path, d.line, d.cmd, err)
+		}
+		got = strings.TrimRight(got, "\n")
+		if !*update && got != d.expected {
+			t.Errorf("%s:%d: %s\n got:\n%s\nwant:\n%s", path, d.line, d.cmd, got, d.expected)
+		}
+		for _, l := range d.pre {
+			rewritten.WriteString(l + "\n")
+		}
+		fmt.Fprintf(&rewritten, "%s\n", strings.Join(append([]string{d.cmd}, argStrings(d)...), " "))
+		for _, l := range d.input {
+			rewritten.WriteString(l + "\n")
+		}
+		rewritten.WriteString("----\n")
+		if got != "" {
+			rewritten.WriteString(got + "\n")
+		}
+		rewritten.WriteString("\n")
+	}
+	for _, l := range tail {
+		rewritten.WriteString(l + "\n")
+	}
+	if *update {
+		out := strings.TrimRight(rewritten.String(), "\n") + "\n"
+		if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func argStrings(d *directive) []string {
+	var out []string
+	for k, v := range d.args {
+		if v == "" {
+			out = append(out, k)
+		} else {
+			out = append(out, k+"="+v)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// world is the cluster a scenario scripts: the scheduler's input, kept up
+// to date as planned operations are applied.
+type world struct {
+	cfg      Config
+	slots    int
+	now      time.Time
+	servers  []Server
+	ranges   []*Range
+	workload map[string]float64 // PartitionKey -> entities/s, table 1
+	inflight []Op
+	recent   []Op
+	last     []Op
+	nextID   uint64
+}
+
+func newWorld() *world {
+	return &world{cfg: DefaultConfig(), slots: 4, now: t0, nextID: 1}
+}
+
+func (w *world) run(d *directive) (string, error) {
+	switch d.cmd {
+	case "config":
+		return "", w.config(d.args)
+	case "servers":
+		return "", w.setServers(d.input)
+	case "ranges":
+		return "", w.setRanges(d.input)
+	case "workload":
+		return "", w.setWorkload(d.input)
+	case "busy":
+		return "", w.setBusy(d.input)
+	case "advance":
+		dur, err := time.ParseDuration(d.args["by"])
+		w.now = w.now.Add(dur)
+		return "", err
+	case "schedule":
+		return w.schedule(d.args)
+	case "apply":
+		return w.applyLast(), nil
+	case "run":
+		return w.runFor(d.args)
+	case "state":
+		return w.state(), nil
+	}
+	return "", fmt.Errorf("unknown command %q", d.cmd)
+}
+
+func (w *world) config(args map[string]string) error {
+	for k, v := range args {
+		var err error
+		switch k {
+		case "slots":
+			w.slots, err = strconv.Atoi(v)
+		case "split-load":
+			w.cfg.SplitLoad, err = strconv.ParseFloat(v, 64)
+		case "merge-load":
+			w.cfg.MergeLoad, err = strconv.ParseFloat(v, 64)
+		case "split-window":
+			w.cfg.SplitWindow, err = time.ParseDuration(v)
+		case "merge-cooldown":
+			w.cfg.MergeCooldown, err = time.ParseDuration(v)
+		case "replicate-after":
+			w.cfg.ReplicateAfter, err = time.ParseDuration(v)
+		case "balance-leaders":
+			w.cfg.BalanceLeaders = v == "true"
+		case "balance-replicas":
+			w.cfg.BalanceReplicas = v == "true"
+		case "max-per-server":
+			w.cfg.MaxPerServer, err = strconv.Atoi(v)
+		case "split-bytes", "merge-bytes":
+			var n uint64
+			n, err = parseBytes(v)
+			if k == "split-bytes" {
+				w.cfg.SplitBytes = n
+			} else {
+				w.cfg.MergeBytes = n
+			}
+		default:
+			return fmt.Errorf("unknown config %q", k)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return w.cfg.Validate()
+}
+
+func parseBytes(s string) (uint64, error) {
+	mult := uint64(1)
+	switch {
+	case strings.HasSuffix(s, "M"):
+		mult, s = 1<<20, strings.TrimSuffix(s, "M")
+	case strings.HasSuffix(s, "K"):
+		mult, s = 1<<10, strings.TrimSuffix(s, "K")
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	return n * mult, err
+}
+
+// setServers reads "id [down=DUR] [draining] [unseen]" lines.
+func (w *world) setServers(lines []string) error {
+	w.servers = nil
+	for _, l := range lines {
+		f := strings.Fields(l)
+		s := Server{ID: f[0], Live: true, LastSeen: w.now}
+		for _, a := range f[1:] {
+			k, v, _ := strings.Cut(a, "=")
+			switch k {
+			case "down":
+				d, err := time.ParseDuration(v)
+				if err != nil {
+					return err
+				}
+				s.Live, s.LastSeen = false, w.now.Add(-d)
+			case "draining":
+				s.Draining = true
+			case "unseen":
+				s.Live, s.LastSeen = false, time.Time{}
+			default:
+				return fmt.Errorf("unknown server attribute %q", a)
+			}
+		}
+		w.servers = append(w.servers, s)
+	}
+	sort.Slice(w.servers, func(i, j int) bool { return w.servers[i].ID < w.servers[j].ID })
+	return nil
+}
+
+// setRanges reads "rID [start,end) a* b c [eps=N] [bytes=N] [keys=k:n,...]
+// [table=N] [frozen] [hot=DUR] [cold=DUR] [applied=a:N,...] [missing=a]"
+// lines; * marks the leader.
+func (w *world) setRanges(lines []string) error {
+	w.ranges = nil
+	for _, l := range lines {
+		r, err := w.parseRange(l)
+		if err != nil {
+			return fmt.Errorf("%q: %w", l, err)
+		}
+		w.ranges = append(w.ranges, r)
+		w.nextID = max(w.nextID, r.ID+1)
+	}
+	w.sortRanges()
+	return nil
+}
+
+func (w *world) parseRange(l string) (*Range, error) {
+	f := strings.Fields(l)
+	if len(f) < 2 || !strings.HasPrefix(f[0], "r") {
+		return nil, fmt.Errorf("want rID [start,end) replicas...")
+	}
+	id, err := strconv.ParseUint(f[0][1:], 10, 64)
+	if err != nil {
+		return nil, err
+	}
+	start, end, ok := strings.Cut(strings.Trim(f[1], "[)"), ",")
+	if !ok {
+		return nil, fmt.Errorf("bad bounds %q", f[1])
+	}
+	r := &Range{ID: id, TableID: 1, Table: "t", Start: start, End: end}
+	for _, a := range f[2:] {
+		if err := w.rangeAttr(r, a); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+func (w *world) rangeAttr(r *Range, a string) error {
+	k, v, isKV := strings.Cut(a, "=")
+	switch {
+	case !isKV && a == "frozen":
+		r.Frozen = true
+	case !isKV && strings.HasSuffix(a, "*"):
+		r.Leader = strings.TrimSuffix(a, "*")
+		r.Replicas = append(r.Replicas, Replica{Server: r.Leader})
+	case !isKV:
+		r.Replicas = append(r.Replicas, Replica{Server: a})
+	case k == "eps" || k == "bytes" || k == "keys" || k == "sample":
+		return loadAttr(r, k, v)
+	default:
+		return w.otherAttr(r, k, v)
+	}
+	return nil
+}
+
+func loadAttr(r *Range, k, v string) error {
+	if r.Load == nil {
+		r.Load = &Load{}
+	}
+	var err error
+	switch k {
+	case "eps":
+		r.Load.EntitiesPerSec, err = strconv.ParseFloat(v, 64)
+	case "bytes":
+		r.Load.Bytes, err = parseBytes(v)
+	case "keys":
+		r.Load.HotKeys, err = parseKeys(v)
+	case "sample":
+		r.Load.Sample, err = parseKeys(v)
+	}
+	return err
+}
+
+func (w *world) otherAttr(r *Range, k, v string) error {
+	var err error
+	switch k {
+	case "table":
+		r.TableID, err = strconv.ParseUint(v, 10, 64)
+	case "hot", "cold":
+		var d time.Duration
+		d, err = time.ParseDuration(v)
+		if k == "hot" {
+			r.HotSince = w.now.Add(-d)
+		} else {
+			r.ColdSince = w.now.Add(-d)
+		}
+	case "applied":
+		err = setApplied(r, v)
+	case "missing":
+		if rep := r.replica(v); rep != nil {
+			rep.Missing = true
+		}
+	default:
+		err = fmt.Errorf("unknown range attribute %q", k)
+	}
+	return err
+}
+
+func parseKeys(v string) ([]KeyLoad, error) {
+	var out []KeyLoad
+	for _, kv := range strings.Split(v, ",") {
+		k, n, _ := strings.Cut(kv, ":")
+		f, err := strconv.ParseFloat(n, 64)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, KeyLoad{Key: k, EntitiesPerSec: f})
+	}
+	return out, nil
+}
+
+func setApplied(r *Range, v string) error {
+	for _, kv := range strings.Split(v, ",") {
+		s, n, _ := strings.Cut(kv, ":")
+		i, err := strconv.ParseUint(n, 10, 64)
+		if err != nil {
+			return err
+		}
+		if rep := r.replica(s); rep != nil {
+			rep.Applied = i
+		}
+	}
+	return nil
+}
+
+// setWorkload reads "key:rate ..." lines: the load of table 1 per
+// PartitionKey, from which every range's load is derived on each step of
+// run.
+func (w *world) setWorkload(lines []string) error {
+	w.workload = map[string]float64{}
+	for _, l := range lines {
+		ks, err := parseKeys(strings.Join(strings.Fields(l), ","))
+		if err != nil {
+			return err
+		}
+		for _, k := range ks {
+			w.workload[k.Key] = k.EntitiesPerSec
+		}
+	}
+	return nil
+}
+
+// setBusy reads "rID" lines: operations in flight on those ranges.
+func (w *world) setBusy(lines []string) error {
+	w.inflight = nil
+	for _, l := range lines {
+		id, err := strconv.ParseUint(strings.TrimPrefix(strings.TrimSpace(l), "r"), 10, 64)
+		if err != nil {
+			return err
+		}
+		w.inflight = append(w.inflight, Op{Kind: TransferLeader, Range: id})
+	}
+	return nil
+}
+
+func (w *world) snapshot() *Snapshot {
+	var recent []Op
+	for _, o := range w.recent {
+		if w.now.Sub(o.At) < max(w.cfg.MergeCooldown, w.cfg.BalanceCooldown) {
+			recent = append(recent, o)
+		}
+	}
+	w.recent = recent
+	return &Snapshot{Now: w.now, Servers: w.servers, Ranges: w.ranges, InFlight: w.inflight, Recent: recent, Slots: w.slots}
+}
+
+func (w *world) schedule(args map[string]string) (string, error) {
+	if at, ok := args["at"]; ok {
+		d, err := time.ParseDuration(at)
+		if err != nil {
+			return "", err
+		}
+		w.now = t0.Add(d)
+	}
+	w.last = Schedule(w.cfg, w.snapshot())
+	return formatOps(w.last), nil
+}
+
+func formatOps(ops []Op) string {
+	if len(ops) == 0 {
+		return "(none)"
+	}
+	var b strings.Builder
+	for _, o := range ops {
+		b.WriteString(o.String() + "\n")
+	}
+	return b.String()
+}
+
+// runFor steps the world: each step derives loads from the workload (if
+// any), folds them into the trends, schedules, and applies what was
+// planned as if it completed at once.
+func (w *world) runFor(args map[string]string) (string, error) {
+	total, err := time.ParseDuration(args["for"])
+	if err != nil {
+		return "", err
+	}
+	step := time.Second
+	if s, ok := args["every"]; ok {
+		if step, err = time.ParseDuration(s); err != nil {
+			return "", err
+		}
+	}
+	var b strings.Builder
+	for end := w.now.Add(total); !w.now.After(end); w.now = w.now.Add(step) {
+		w.observe()
+		w.last = Schedule(w.cfg, w.snapshot())
+		for _, o := range w.last {
+			fmt.Fprintf(&b, "%v: %s\n", w.now.Sub(t0), o)
+		}
+		w.applyLast()
+	}
+	w.now = w.now.Add(-step)
+	if b.Len() == 0 {
+		return "(none)", nil
+	}
+	return b.String(), nil
+}
+
+func (w *world) observe() {
+	for _, r := range w.ranges {
+		if w.workload != nil {
+			w.deriveLoad(r)
+		}
+		if r.Load != nil {
+			r.Observe(w.cfg, r.Load.EntitiesPerSec, w.now)
+		}
+	}
+}
+
+func (w *world) deriveLoad(r *Range) {
+	var bytes uint64
+	if r.Load != nil {
+		bytes = r.Load.Bytes
+	}
+	l := &Load{Bytes: bytes}
+	for k, v := range w.workload {
+		if k >= r.Start && (r.End == "" || k < r.End) {
+			l.EntitiesPerSec += v
+			l.Sample = append(l.Sample, KeyLoad{Key: k, EntitiesPerSec: v})
+		}
+	}
+	sort.Slice(l.Sample, func(i, j int) bool { return l.Sample[i].Key < l.Sample[j].Key })
+	l.HotKeys = append([]KeyLoad(nil), l.Sample...)
+	sort.SliceStable(l.HotKeys, func(i, j int) bool { return l.HotKeys[i].EntitiesPerSec > l.HotKeys[j].EntitiesPerSec })
+	r.Load = l
+}
+
+func (w *world) sortRanges() {
+	sort.Slice(w.ranges, func(i, j int) bool {
+		a, b := w.ranges[i], w.ranges[j]
+		if a.TableID != b.TableID {
+			return a.TableID < b.TableID
+		}
+		return a.Start < b.Start
+	})
+}
+
+func (w *world) find(id uint64) *Range {
+	for _, r := range w.ranges {
+		if r.ID == id {
+			return r
+		}
+	}
+	return nil
+}
+
+// applyLast applies the last planned operations as if they completed.
+func (w *world) applyLast() string {
+	var b strings.Builder
+	for _, o := range w.last {
+		r := w.find(o.Range)
+		if r == nil {
+			continue
+		}
+		switch o.Kind {
+		case Split:
+			o.Right = w.split(r, o)
+		case Merge:
+			w.merge(r, w.find(o.Right))
+		case Move:
+			if rep := r.replica(o.From); rep != nil {
+				*rep = Replica{Server: o.To, Applied: rep.Applied}
+			}
+			if r.Leader == o.From {
+				r.Leader = o.To
+			}
+		case TransferLeader:
+			r.Leader = o.To
+		}
+		w.recent = append(w.recent, o)
+	}
+	w.last = nil
+	w.sortRanges()
+	b.WriteString(w.state())
+	return b.String()
+}
+
+func (w *world) split(r *Range, o Op) uint64 {
+	key := o.Key
+	if key == "" {
+		key = r.Start + "m" // a size split: the range picks its median
+	}
+	right := &Range{ID: w.nextID, TableID: r.TableID, Table: r.Table, Start: key, End: r.End,
+		Replicas: append([]Replica(nil), r.Replicas...), Leader: r.Leader}
+	if o.To != "" {
+		right.Leader = o.To
+	}
+	w.nextID++
+	r.End = key
+	if r.Load != nil {
+		right.Load = &Load{Bytes: r.Load.Bytes / 2}
+		r.Load = &Load{Bytes: r.Load.Bytes - r.Load.Bytes/2}
+	}
+	r.Trend, right.Trend = Trend{}, Trend{}
+	w.ranges = append(w.ranges, right)
+	return right.ID
+}
+
+func (w *world) merge(l, r *Range) {
+	if r == nil {
+		return
+	}
+	l.End = r.End
+	if l.Load != nil && r.Load != nil {
+		l.Load = &Load{EntitiesPerSec: l.Load.EntitiesPerSec + r.Load.EntitiesPerSec, Bytes: l.Load.Bytes + r.Load.Bytes}
+	}
+	l.Trend = Trend{}
+	for i, x := range w.ranges {
+		if x == r {
+			w.ranges = append(w.ranges[:i], w.ranges[i+1:]...)
+			break
+		}
+	}
+}
+
+// state prints the ranges and per-server leader load and counts.
+func (w *world) state() string {
+	var b strings.Builder
+	load := map[string]float64{}
+	leaders := map[string]int{}
+	replicas := map[string]int{}
+	for _, r := range w.ranges {
+		var reps []string
+		for _, rep := range r.Replicas {
+			s := rep.Server
+			if s == r.Leader {
+				s += "*"
+			}
+			reps = append(reps, s)
+			replicas[rep.Server]++
+		}
+		eps := r.entitiesPerSec()
+		fmt.Fprintf(&b, "r%d [%s,%s) %s eps=%.0f\n", r.ID, r.Start, r.End, strings.Join(reps, " "), eps)
+		load[r.Leader] += eps
+		leaders[r.Leader]++
+	}
+	for _, s := range w.servers {
+		fmt.Fprintf(&b, "server %s: leaders=%d replicas=%d leader_eps=%.0f\n", s.ID, leaders[s.ID], replicas[s.ID], load[s.ID])
+	}
+	return b.String()
+}

@@ -1,0 +1,331 @@
+package scheduler
+
+import (
+	"sort"
+	"time"
+	"unsafe"
+)
+
+// Policy is one rule of the scheduler. Schedule looks at the plan's
+// snapshot and adds operations to the plan; Plan.Add refuses operations on
+// busy ranges or beyond the free slots, so a policy need not check either.
+type Policy interface {
+	Name() string
+	Schedule(p *Plan)
+}
+
+// Policies are the policies in the order they run: data safety first
+// (re-replication, draining), then load (splits, merges), then balance.
+func Policies() []Policy {
+	return []Policy{
+		reReplicate{}, drain{}, splitLoad{}, splitSize{}, mergeCold{},
+		balanceLeaderLoad{}, balanceLeaderCount{}, balanceReplicas{},
+	}
+}
+
+// Schedule runs every policy over snap and returns the operations to start,
+// at most snap.Slots of them, none on a range already busy.
+func Schedule(cfg Config, snap *Snapshot) []Op {
+	p := NewPlan(cfg, snap)
+	for _, pol := range Policies() {
+		if p.Full() {
+			break
+		}
+		pol.Schedule(p)
+	}
+	return p.Ops()
+}
+
+// Plan is a snapshot with the figures the policies share (per-server
+// counts and load, which ranges are busy) and the operations planned so
+// far. Adding an operation updates the figures as if it were done, so that
+// later decisions of the same run build on it.
+type Plan struct {
+	cfg     Config
+	snap    *Snapshot
+	out     []Op
+	busy    idSet
+	servers map[string]*serverStat
+	order   []*serverStat // as in snap.Servers
+	held    map[string][]*Range
+	led     map[string][]*Range
+	cache   [4096]statCache
+}
+
+// statCache remembers which serverStat a server id string (by its bytes'
+// address) resolved to: a snapshot usually repeats the same few id strings
+// across many replicas, and hashing each of them dominates large runs.
+type statCache struct {
+	ptr *byte
+	n   int
+	st  *serverStat
+}
+
+// stat returns the figures of server id (nil: not in the snapshot).
+func (p *Plan) stat(id string) *serverStat {
+	ptr := unsafe.StringData(id)
+	e := &p.cache[(uintptr(unsafe.Pointer(ptr))>>3)%uintptr(len(p.cache))]
+	if e.ptr == ptr && e.n == len(id) && ptr != nil {
+		return e.st
+	}
+	st := p.servers[id]
+	*e = statCache{ptr: ptr, n: len(id), st: st}
+	return st
+}
+
+// serverStat is what the plan knows of one server.
+type serverStat struct {
+	id             string
+	live, draining bool
+	downFor        time.Duration // > 0: known down this long
+	replicas       int
+	leaders        int
+	leaderLoad     float64
+	moving         int       // replica moves in flight into or out of it
+	coolUntil      time.Time // leader balancing leaves it alone until then
+}
+
+// NewPlan indexes snap for the policies.
+func NewPlan(cfg Config, snap *Snapshot) *Plan {
+	p := &Plan{cfg: cfg, snap: snap, servers: make(map[string]*serverStat, len(snap.Servers))}
+	for _, s := range snap.Servers {
+		st := &serverStat{id: s.ID, live: s.Live, draining: s.Draining}
+		if !s.Live && !s.LastSeen.IsZero() {
+			st.downFor = max(snap.Now.Sub(s.LastSeen), time.Nanosecond)
+		}
+		p.servers[s.ID] = st
+		p.order = append(p.order, st)
+	}
+	for _, r := range snap.Ranges {
+		for _, rep := range r.Replicas {
+			if st := p.stat(rep.Server); st != nil {
+				st.replicas++
+			}
+		}
+		if st := p.stat(r.Leader); st != nil {
+			st.leaders++
+			st.leaderLoad += r.entitiesPerSec()
+		}
+	}
+	for _, o := range snap.InFlight {
+		p.occupy(o)
+	}
+	for _, o := range snap.Recent {
+		p.cool(o, o.At)
+	}
+	return p
+}
+
+// Ops returns the operations planned.
+func (p *Plan) Ops() []Op { return p.out }
+
+// Full reports whether every slot is taken.
+func (p *Plan) Full() bool { return len(p.out) >= p.snap.Slots }
+
+// Now is the snapshot's time.
+func (p *Plan) Now() time.Time { return p.snap.Now }
+
+// Add plans o unless a slot or one of its ranges is not free. It reports
+// whether o was planned.
+func (p *Plan) Add(o Op) bool {
+	for _, r := range p.snap.Ranges {
+		if r.ID == o.Range {
+			return p.add(r, o)
+		}
+	}
+	return false
+}
+
+// add is Add for policies, which know o's range.
+func (p *Plan) add(r *Range, o Op) bool {
+	if p.Full() {
+		return false
+	}
+	for _, id := range o.Ranges() {
+		if p.busy.has(id) {
+			return false
+		}
+	}
+	o.At = p.snap.Now
+	p.occupy(o)
+	p.cool(o, o.At)
+	p.apply(r, o)
+	p.out = append(p.out, o)
+	return true
+}
+
+func (p *Plan) occupy(o Op) {
+	for _, id := range o.Ranges() {
+		p.busy.add(id)
+	}
+	if o.Kind == Move {
+		for _, s := range []string{o.From, o.To} {
+			if st := p.servers[s]; st != nil {
+				st.moving++
+			}
+		}
+	}
+}
+
+func (p *Plan) cool(o Op, at time.Time) {
+	if !o.balancing() {
+		return
+	}
+	for _, s := range []string{o.From, o.To} {
+		if st := p.servers[s]; st != nil && at.Add(p.cfg.BalanceCooldown).After(st.coolUntil) {
+			st.coolUntil = at.Add(p.cfg.BalanceCooldown)
+		}
+	}
+}
+
+// apply updates the per-server figures as if o were done.
+func (p *Plan) apply(r *Range, o Op) {
+	from, to := p.servers[o.From], p.servers[o.To]
+	switch o.Kind {
+	case Move:
+		if from != nil {
+			from.replicas--
+		}
+		if to != nil {
+			to.replicas++
+		}
+	case TransferLeader:
+		l := r.entitiesPerSec()
+		if from != nil {
+			from.leaders--
+			from.leaderLoad -= l
+		}
+		if to != nil {
+			to.leaders++
+			to.leaderLoad += l
+		}
+	}
+}
+
+// free reports whether r can be the subject of a new operation.
+func (p *Plan) free(r *Range) bool { return !r.Frozen && !p.busy.has(r.ID) }
+
+// idSet is a set of range ids: a bitmap, since ids are dense and every
+// policy asks it about every range.
+type idSet []uint64
+
+func (s idSet) has(id uint64) bool {
+	return id/64 < uint64(len(s)) && s[id/64]&(1<<(id%64)) != 0
+}
+
+func (s *idSet) add(id uint64) {
+	for uint64(len(*s)) <= id/64 {
+		*s = append(*s, 0)
+	}
+	(*s)[id/64] |= 1 << (id % 64)
+}
+
+// canHost reports whether server may receive a new replica now.
+func (p *Plan) canHost(st *serverStat) bool {
+	return st != nil && st.live && !st.draining && st.moving < p.cfg.MaxPerServer
+}
+
+// canLead reports whether the replica of r on server may take over r's
+// leadership: its server is live and not draining, it reports the replica,
+// and it is no more than MaxLeaderLag entries behind the leader.
+func (p *Plan) canLead(r *Range, server string) bool {
+	st := p.servers[server]
+	rep := r.replica(server)
+	if st == nil || rep == nil || !st.live || st.draining || rep.Missing {
+		return false
+	}
+	if l := r.replica(r.Leader); l != nil && l.Applied > rep.Applied {
+		return l.Applied-rep.Applied <= p.cfg.MaxLeaderLag
+	}
+	return true
+}
+
+// coolestFollower returns the replica of r other than avoid that may lead
+// and whose server leads the least load (ties: fewest leaders, then id).
+func (p *Plan) coolestFollower(r *Range, avoid string) *serverStat {
+	var best *serverStat
+	for _, rep := range r.Replicas {
+		if rep.Server == avoid || !p.canLead(r, rep.Server) {
+			continue
+		}
+		st := p.servers[rep.Server]
+		if best == nil || less(st, best) {
+			best = st
+		}
+	}
+	return best
+}
+
+func less(a, b *serverStat) bool {
+	if a.leaderLoad != b.leaderLoad {
+		return a.leaderLoad < b.leaderLoad
+	}
+	if a.leaders != b.leaders {
+		return a.leaders < b.leaders
+	}
+	return a.id < b.id
+}
+
+// replicaTarget returns the server with the fewest replicas that may host
+// a new replica of r and holds none.
+func (p *Plan) replicaTarget(r *Range) *serverStat {
+	var best *serverStat
+	for _, st := range p.order {
+		if !p.canHost(st) || r.HasReplica(st.id) {
+			continue
+		}
+		if best == nil || st.replicas < best.replicas {
+			best = st
+		}
+	}
+	return best
+}
+
+// eligible returns the live servers that are not draining, sorted by key
+// descending (ties by id).
+func (p *Plan) eligible(key func(*serverStat) float64) []*serverStat {
+	var out []*serverStat
+	for _, st := range p.order {
+		if st.live && !st.draining {
+			out = append(out, st)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		ki, kj := key(out[i]), key(out[j])
+		if ki != kj {
+			return ki > kj
+		}
+		return out[i].id < out[j].id
+	})
+	return out
+}
+
+// heldBy returns the ranges server holds a replica of, in snapshot order.
+func (p *Plan) heldBy(server string) []*Range {
+	if p.held == nil {
+		p.held = map[string][]*Range{}
+		for _, r := range p.snap.Ranges {
+			for _, rep := range r.Replicas {
+				p.held[rep.Server] = append(p.held[rep.Server], r)
+			}
+		}
+	}
+	return p.held[server]
+}
+
+// ledBy returns the ranges server leads, in snapshot order (built on first
+// use: most runs of a balanced cluster never need it).
+func (p *Plan) ledBy(server string) []*Range {
+	if p.led == nil {
+		p.led = map[string][]*Range{}
+		for _, r := range p.snap.Ranges {
+			if r.Leader != "" {
+				p.led[r.Leader] = append(p.led[r.Leader], r)
+			}
+		}
+	}
+	return p.led[server]
+}
+
+// cooling reports whether leader balancing should leave st alone.
+func (p *Plan) cooling(st *serverStat) bool { return p.snap.Now.Before(st.coolUntil) }

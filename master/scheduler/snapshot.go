@@ -1,0 +1,126 @@
+package scheduler
+
+import "time"
+
+// Snapshot is everything the policies know about the cluster at one moment.
+type Snapshot struct {
+	// Now is the time of the snapshot; every duration is measured to it.
+	Now time.Time
+	// Servers are the registered partition servers, sorted by ID.
+	Servers []Server
+	// Ranges are sorted by table id, then start key.
+	Ranges []*Range
+	// InFlight are the operations running now: their ranges are busy and
+	// they count against the per-server limits.
+	InFlight []Op
+	// Recent are operations started within the longest cooldown (At set):
+	// balancing and merging wait on them.
+	Recent []Op
+	// Slots is how many new operations may start.
+	Slots int
+}
+
+// Server is one partition server.
+type Server struct {
+	ID string
+	// Live: heard from within the master's server timeout.
+	Live bool
+	// LastSeen is the last heartbeat (zero: never heard from by this
+	// master, so neither live nor known to be down).
+	LastSeen time.Time
+	// Draining servers get no new replicas or leaders and have theirs
+	// moved off.
+	Draining bool
+}
+
+// Range is one range of a table with what its replicas last reported.
+type Range struct {
+	ID      uint64
+	TableID uint64
+	Table   string
+	// Start and End bound the PartitionKeys [Start, End); End "" is +inf.
+	Start, End string
+	Replicas   []Replica
+	// Leader is the server last reported leading ("" unknown).
+	Leader string
+	// Load is the leader's last report; nil when none arrived yet.
+	Load *Load
+	// Frozen: a merge froze the range; nothing else may touch it.
+	Frozen bool
+	Trend
+}
+
+// Replica is one member of a range's Raft group.
+type Replica struct {
+	Server string
+	// Applied is the Raft index the replica last reported applied.
+	Applied uint64
+	// Missing: the replica's server is live but does not report hosting
+	// it (it was never created, or was lost); it may not lead.
+	Missing bool
+}
+
+// Load is a leader's load report of a range.
+type Load struct {
+	EntitiesPerSec float64
+	Bytes          uint64
+	// HotKeys are the busiest PartitionKeys; Sample is a load-weighted
+	// sample in key order (each key with the load since the previous).
+	HotKeys []KeyLoad
+	Sample  []KeyLoad
+}
+
+// KeyLoad is the load on one PartitionKey.
+type KeyLoad struct {
+	Key            string
+	EntitiesPerSec float64
+}
+
+// Trend remembers since when a range's load stayed above the split
+// threshold (HotSince) or below the merge threshold (ColdSince); zero when
+// it is not.
+type Trend struct {
+	HotSince, ColdSince time.Time
+}
+
+// Observe folds one load report taken at now into the trend.
+func (t *Trend) Observe(cfg Config, entitiesPerSec float64, now time.Time) {
+	if entitiesPerSec < cfg.SplitLoad {
+		t.HotSince = time.Time{}
+	} else if t.HotSince.IsZero() {
+		t.HotSince = now
+	}
+	if entitiesPerSec > cfg.MergeLoad {
+		t.ColdSince = time.Time{}
+	} else if t.ColdSince.IsZero() {
+		t.ColdSince = now
+	}
+}
+
+// HasReplica reports whether server holds a replica of r.
+func (r *Range) HasReplica(server string) bool {
+	return r.replica(server) != nil
+}
+
+func (r *Range) replica(server string) *Replica {
+	for i := range r.Replicas {
+		if r.Replicas[i].Server == server {
+			return &r.Replicas[i]
+		}
+	}
+	return nil
+}
+
+func (r *Range) entitiesPerSec() float64 {
+	if r.Load == nil {
+		return 0
+	}
+	return r.Load.EntitiesPerSec
+}
+
+func (r *Range) bytes() uint64 {
+	if r.Load == nil {
+		return 0
+	}
+	return r.Load.Bytes
+}

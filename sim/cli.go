@@ -1,0 +1,49 @@
+package sim
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+)
+
+// Main is `tablestore sim`: it parses args, runs the simulation, prints a
+// summary to out and writes the reports asked for.
+func Main(args []string, out io.Writer) error {
+	cfg := DefaultConfig()
+	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
+	fs.SetOutput(out)
+	cfg.RegisterFlags(fs)
+	htmlPath := fs.String("report-html", "", "write the report as a self-contained HTML page to this file")
+	jsonPath := fs.String("report-json", "", "write the report as JSON to this file")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("sim: unexpected argument %q", fs.Arg(0))
+	}
+	rep, err := Run(cfg)
+	if err != nil {
+		return err
+	}
+	fmt.Fprint(out, rep.Summary())
+	if err := writeFile(*htmlPath, rep.WriteHTML); err != nil {
+		return err
+	}
+	return writeFile(*jsonPath, rep.WriteJSON)
+}
+
+func writeFile(path string, write func(io.Writer) error) error {
+	if path == "" {
+		return nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("sim: report: %w", err)
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return fmt.Errorf("sim: report %s: %w", path, err)
+	}
+	return f.Close()
+}

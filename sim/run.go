@@ -1,0 +1,192 @@
+package sim
+
+import (
+	"math/rand"
+	"time"
+
+	"tablestore/master/scheduler"
+)
+
+// pending is an operation under way until done.
+type pending struct {
+	op   scheduler.Op
+	done time.Duration
+}
+
+// runner is one simulation in progress.
+type runner struct {
+	cfg      Config
+	rng      *rand.Rand
+	c        *cluster
+	wl       *workload
+	now      time.Duration
+	inflight []pending
+	recent   []scheduler.Op
+	rep      *Report
+	lead     []float64 // per server: entities/s offered to the ranges it leads
+}
+
+// Run simulates cfg and returns its report.
+func Run(cfg Config) (*Report, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	rng := rand.New(rand.NewSource(cfg.Seed))
+	r := &runner{cfg: cfg, rng: rng, c: newCluster(cfg, rng), wl: newWorkload(cfg, rng)}
+	if r.cfg.Capacity == 0 {
+		r.cfg.Capacity = 1.5 * r.wl.base / float64(cfg.Servers)
+	}
+	r.rep = newReport(r.cfg)
+	every := int(cfg.ScheduleEvery / cfg.Step)
+	for step := 0; r.now <= cfg.Duration; step++ {
+		r.event()
+		r.finish()
+		r.c.elect(r.now)
+		r.measure()
+		if step%every == 0 {
+			r.schedule()
+		}
+		r.now += cfg.Step
+	}
+	r.rep.finish(time.Since(start))
+	return r.rep, nil
+}
+
+// event applies the workload's event (hot spot, failure, new server).
+func (r *runner) event() {
+	if r.wl.advance(r.now, r.rng) {
+		r.c.dirty = true
+	}
+	if r.now != r.cfg.EventAt {
+		return
+	}
+	switch r.cfg.Workload {
+	case "server-failure":
+		r.c.fail(0, r.now)
+	case "server-added":
+		r.c.addServer(r.now)
+	}
+}
+
+// finish applies the operations done by now.
+func (r *runner) finish() {
+	kept := r.inflight[:0]
+	for _, p := range r.inflight {
+		if p.done > r.now {
+			kept = append(kept, p)
+			continue
+		}
+		if !r.c.apply(p.op) {
+			r.rep.Failed++
+		}
+	}
+	r.inflight = kept
+}
+
+// measure turns the workload into load reports and records what the
+// servers served.
+func (r *runner) measure() {
+	c := r.c
+	if c.dirty {
+		c.rebuild(r.wl.shape)
+	}
+	total := r.wl.total(r.now)
+	if len(r.lead) != len(c.servers) {
+		r.lead = make([]float64, len(c.servers))
+	}
+	for i := range r.lead {
+		r.lead[i] = 0
+	}
+	at := epoch.Add(r.now)
+	offered, unled := 0.0, 0.0
+	for _, x := range c.ranges {
+		eps := total * x.mass
+		if r.wl.pointRate > 0 && r.wl.point >= x.lo && r.wl.point < x.hi {
+			eps += r.wl.pointRate
+		}
+		offered += eps
+		x.load.Bytes += uint64(eps * 512 * r.cfg.Step.Seconds()) // half the entities are 1 KiB writes
+		if x.leader < 0 {
+			unled += eps
+			x.sched.Load = nil
+			continue
+		}
+		x.load.EntitiesPerSec = eps
+		x.sched.Load = &x.load
+		if eps >= r.cfg.Scheduler.SplitLoad {
+			c.sample(x, r.wl.shape, total, r.wl.point, r.wl.pointRate)
+		} else if len(x.load.Sample) > 0 {
+			x.load.Sample, x.load.HotKeys = x.load.Sample[:0], x.load.HotKeys[:0]
+		}
+		x.sched.Observe(r.cfg.Scheduler, eps, at)
+		r.lead[x.leader] += eps
+	}
+	served := 0.0
+	for i, l := range r.lead {
+		if c.servers[i].Live {
+			served += min(l, r.cfg.Capacity)
+		}
+	}
+	r.rep.sample(r.now, offered, served, r.spread(), len(c.ranges))
+}
+
+// spread is the most-loaded live server's leader load over the mean.
+func (r *runner) spread() float64 {
+	sum, top, n := 0.0, 0.0, 0
+	for i, l := range r.lead {
+		if r.c.servers[i].Live {
+			sum += l
+			top = max(top, l)
+			n++
+		}
+	}
+	if sum == 0 {
+		return 1
+	}
+	return top / (sum / float64(n))
+}
+
+// schedule runs the scheduler like the master's policy loop and starts
+// what it plans.
+func (r *runner) schedule() {
+	at := epoch.Add(r.now)
+	keep := max(r.cfg.Scheduler.MergeCooldown, r.cfg.Scheduler.BalanceCooldown)
+	recent := r.recent[:0]
+	for _, o := range r.recent {
+		if at.Sub(o.At) < keep {
+			recent = append(recent, o)
+		}
+	}
+	r.recent = recent
+	running := make([]scheduler.Op, 0, len(r.inflight))
+	for _, p := range r.inflight {
+		running = append(running, p.op)
+	}
+	snap := &scheduler.Snapshot{Now: at, Servers: r.c.servers, Ranges: r.c.view, InFlight: running,
+		Recent: r.recent, Slots: r.cfg.MaxInFlight - len(r.inflight)}
+	for _, o := range scheduler.Schedule(r.cfg.Scheduler, snap) {
+		r.inflight = append(r.inflight, pending{op: o, done: r.now + r.duration(o)})
+		r.recent = append(r.recent, o)
+		r.rep.op(r.now, o)
+	}
+}
+
+// duration is how long an operation takes in simulated time: a leader
+// transfer half a second, a split one, a merge two, a move two plus the
+// range's snapshot at 100 MB/s.
+func (r *runner) duration(o scheduler.Op) time.Duration {
+	switch o.Kind {
+	case scheduler.TransferLeader:
+		return 500 * time.Millisecond
+	case scheduler.Split:
+		return time.Second
+	case scheduler.Merge:
+		return 2 * time.Second
+	}
+	bytes := uint64(0)
+	if _, x := r.c.find(o.Range); x != nil {
+		bytes = x.load.Bytes
+	}
+	return 2*time.Second + time.Duration(float64(bytes)/(100<<20)*float64(time.Second))
+}

@@ -1,0 +1,113 @@
+package sim
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func small(workload string) Config {
+	cfg := DefaultConfig()
+	cfg.Servers, cfg.Ranges, cfg.Duration, cfg.EventAt, cfg.Workload = 20, 400, 6*time.Minute, 2*time.Minute, workload
+	cfg.HotShare = 0.05
+	return cfg
+}
+
+// TestHotSpotAbsorbed: a 10x hot spot on 5% of the ranges of a small
+// cluster is spread under the target by the real scheduler.
+func TestHotSpotAbsorbed(t *testing.T) {
+	rep, err := Run(small("hot-partition"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(rep.Summary())
+	if rep.PeakSpread <= rep.Target {
+		t.Fatalf("the hot spot did not unbalance the cluster (peak %.2f): the test proves nothing", rep.PeakSpread)
+	}
+	if rep.AbsorbSec < 0 || rep.AbsorbSec > 120 {
+		t.Fatalf("absorbed after %.0f s, want within 120 s", rep.AbsorbSec)
+	}
+}
+
+func TestWorkloads(t *testing.T) {
+	for _, w := range Workloads {
+		t.Run(w, func(t *testing.T) {
+			rep, err := Run(small(w))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rep.Points) == 0 || rep.ServedShare <= 0 || rep.ServedShare > 1.0000001 {
+				t.Fatalf("report %+v", rep)
+			}
+			var html, js bytes.Buffer
+			if err := rep.WriteHTML(&html); err != nil {
+				t.Fatal(err)
+			}
+			if err := rep.WriteJSON(&js); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(html.String(), "<svg") || strings.Contains(html.String(), "http://") && strings.Count(html.String(), "http://www.w3.org/2000/svg") != strings.Count(html.String(), "http://") {
+				t.Fatal("the page must be self-contained with inline SVG")
+			}
+		})
+	}
+}
+
+func TestServerFailureReReplicates(t *testing.T) {
+	rep, err := Run(small("server-failure"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 400 ranges x 3 replicas over 20 servers: 60 replicas to re-create.
+	if got := rep.OpsByRule["re-replicate"]; got != 60 {
+		t.Fatalf("re-replicated %d replicas, want 60\n%s", got, rep.Summary())
+	}
+}
+
+func TestServerAddedGetsReplicas(t *testing.T) {
+	rep, err := Run(small("server-added"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.OpsByRule["balance-replica-count"] == 0 {
+		t.Fatalf("no replica moved to the new server\n%s", rep.Summary())
+	}
+}
+
+// TestFullScaleTarget checks the simulator's target: 1,000 servers and
+// 100,000 ranges for one simulated hour in under 60 s, and a 10x hot spot
+// on 1% of the ranges spread to within 1.25x of the mean in 2 simulated
+// minutes. It takes a minute of CPU, so it runs only from `make sim`
+// (TABLESTORE_SIM_TARGET=1), which also keeps the reports.
+func TestFullScaleTarget(t *testing.T) {
+	if os.Getenv("TABLESTORE_SIM_TARGET") == "" {
+		t.Skip("set TABLESTORE_SIM_TARGET=1 (make sim)")
+	}
+	rep, err := Run(DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(rep.Summary())
+	for name, write := range map[string]func(io.Writer) error{"sim-report.html": rep.WriteHTML, "sim-report.json": rep.WriteJSON} {
+		if dir := os.Getenv("TABLESTORE_SIM_REPORT_DIR"); dir != "" {
+			f, err := os.Create(filepath.Join(dir, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := write(f); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+		}
+	}
+	if rep.ElapsedSec >= 60 {
+		t.Errorf("took %.0f s, want under 60", rep.ElapsedSec)
+	}
+	if rep.AbsorbSec < 0 || rep.AbsorbSec > 120 {
+		t.Errorf("hot spot absorbed after %.0f s, want within 120", rep.AbsorbSec)
+	}
+}
