@@ -52,6 +52,8 @@ type opts struct {
 	since  uint64
 	to     string
 	from   string
+	undo   bool
+	wait   time.Duration
 }
 
 var commands = []command{
@@ -83,6 +85,13 @@ var commands = []command{
 			fs.StringVar(&o.to, "to", "", "server id of the replica to lead (required)")
 		},
 		run: (*runner).transferLeader},
+	{name: "drain", args: "SERVER [--wait D] [--undo]", nargs: 1,
+		summary: "take a partition server out: move its replicas and leaderships away, place nothing new there",
+		flags: func(fs *flag.FlagSet, o *opts) {
+			fs.DurationVar(&o.wait, "wait", 30*time.Minute, "follow the progress until the server is empty or this long (0: return at once)")
+			fs.BoolVar(&o.undo, "undo", false, "clear the drain mark instead (the server takes new replicas again)")
+		},
+		run: (*runner).drain, streams: func(o *opts) bool { return o.wait > 0 && !o.undo }},
 	{name: "master", args: "list | add ID RAFT_ADDR | remove ID", nargs: 1, varargs: true,
 		summary: "the master group's members; add a master started with --join, remove one",
 		run:     (*runner).master},
@@ -488,4 +497,88 @@ func (r *runner) master(ctx context.Context, _ *opts, args []string) error {
 		tw.add(m.ID, m.RaftAddr, yes[m.Voter], yes[m.Leader])
 	}
 	return tw.write(r.out)
+}
+
+// drain marks a server draining and follows the partition map until it
+// holds no replica, printing its counts as they fall.
+func (r *runner) drain(ctx context.Context, o *opts, args []string) error {
+	id := args[0]
+	call := func(ctx context.Context) error {
+		return leaderCall(ctx, r.mc, func(ctx context.Context, c pb.MasterServiceClient) error {
+			_, err := c.DrainServer(ctx, &pb.DrainServerRequest{ServerId: id, Undo: o.undo})
+			return err
+		})
+	}
+	cctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
+	err := call(cctx)
+	cancel()
+	if err != nil {
+		return r.masterError("drain", err)
+	}
+	if o.undo || o.wait <= 0 {
+		return r.drainProgress(ctx, id, o.undo)
+	}
+	deadline := time.Now().Add(o.wait)
+	last := ""
+	for {
+		cctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
+		pm, err := r.partitionMap(cctx, "drain")
+		cancel()
+		if err != nil {
+			return err
+		}
+		sv, ok := findServer(pm, id)
+		if !ok {
+			return fmt.Errorf("ctl: drain: server %s left the partition map", id)
+		}
+		line := fmt.Sprintf("%s: %d replicas, %d leaders", id, sv.Replicas, sv.Leaders)
+		if line != last && r.json == nil {
+			fmt.Fprintf(r.out, "%s  %s\n", r.env.now().Format("15:04:05"), line)
+			last = line
+		}
+		if sv.Replicas == 0 {
+			if r.json != nil {
+				return r.json.write(sv)
+			}
+			fmt.Fprintf(r.out, "%s is drained: it holds no replica and can be removed\n", id)
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("ctl: drain: %s still holds %d replicas after %v (it stays marked draining; ctl drain %s again to keep waiting)", id, sv.Replicas, o.wait, id)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// drainProgress prints the server's state once (drain --wait 0, --undo).
+func (r *runner) drainProgress(ctx context.Context, id string, undo bool) error {
+	cctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
+	defer cancel()
+	pm, err := r.partitionMap(cctx, "drain")
+	if err != nil {
+		return err
+	}
+	sv, _ := findServer(pm, id)
+	if r.json != nil {
+		return r.json.write(sv)
+	}
+	state := "draining"
+	if undo {
+		state = "no longer draining"
+	}
+	_, err = fmt.Fprintf(r.out, "%s is %s: %d replicas, %d leaders\n", id, state, sv.Replicas, sv.Leaders)
+	return err
+}
+
+func findServer(pm *pb.PartitionMap, id string) (Server, bool) {
+	for _, s := range serversFromMap(pm) {
+		if s.ServerID == id {
+			return s, true
+		}
+	}
+	return Server{}, false
 }

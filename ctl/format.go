@@ -183,6 +183,9 @@ func writeServersTable(w io.Writer, ss []Server, now time.Time) error {
 		if s.Alive {
 			alive = "yes"
 		}
+		if s.Draining {
+			alive += ", draining"
+		}
 		hb := "never"
 		if s.LastHeartbeatUnixNano != 0 {
 			age := max(0, now.Sub(time.Unix(0, s.LastHeartbeatUnixNano)))

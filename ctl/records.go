@@ -50,6 +50,9 @@ type Server struct {
 	GRPCAddr string `json:"grpc_addr"`
 	RaftAddr string `json:"raft_addr"`
 	Alive    bool   `json:"alive"`
+	// Draining is set by `ctl drain`: nothing new is placed there and its
+	// replicas and leaderships move away.
+	Draining bool `json:"draining"`
 	// LastHeartbeat is RFC 3339 (UTC, nanoseconds), "" if never heard from
 	// by the current master leader.
 	LastHeartbeat         string `json:"last_heartbeat"`
@@ -192,7 +195,7 @@ func serversFromMap(pm *pb.PartitionMap) []Server {
 	for _, s := range pm.GetServers() {
 		sv := Server{
 			ServerID: s.GetServerId(), GRPCAddr: s.GetGrpcAddr(), RaftAddr: s.GetRaftAddr(),
-			Alive: s.GetAlive(), LastHeartbeatUnixNano: s.GetLastHeartbeatUnixNano(),
+			Alive: s.GetAlive(), Draining: s.GetDraining(), LastHeartbeatUnixNano: s.GetLastHeartbeatUnixNano(),
 			Replicas: replicas[s.GetServerId()], Leaders: leaders[s.GetServerId()],
 			LeaderEntitiesPerSec: load[s.GetServerId()],
 		}

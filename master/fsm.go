@@ -20,6 +20,7 @@ var (
 	ErrTableNotFound  = errors.New("master: table not found")
 	ErrBadCommand     = errors.New("master: malformed command")
 	ErrUnknownCommand = errors.New("master: unknown command kind")
+	ErrUnknownServer  = errors.New("master: no such partition server")
 )
 
 // applyResult is returned through raft's ApplyFuture.Response.
@@ -51,6 +52,7 @@ func init() {
 	register(pb.MasterCommandKind_MASTER_COMMAND_KIND_ALLOCATE_RANGE_ID, applyAllocateRangeID)
 	register(pb.MasterCommandKind_MASTER_COMMAND_KIND_APPEND_EVENT, applyAppendEvent)
 	register(pb.MasterCommandKind_MASTER_COMMAND_KIND_REMOVE_RANGE, applyRemoveRange)
+	register(pb.MasterCommandKind_MASTER_COMMAND_KIND_SET_SERVER_DRAINING, applySetServerDraining)
 }
 
 // state is the replicated state. Tables are keyed by lower-case name
@@ -124,7 +126,25 @@ func applyRegisterServer(s *state, payload []byte) *applyResult {
 		return &applyResult{err: ErrBadCommand}
 	}
 	sv := c.GetServer()
-	s.servers[sv.GetServerId()] = &pb.ServerInfo{ServerId: sv.GetServerId(), GrpcAddr: sv.GetGrpcAddr(), RaftAddr: sv.GetRaftAddr()}
+	// Re-registering (a new address) keeps the operator's drain mark.
+	draining := s.servers[sv.GetServerId()].GetDraining()
+	s.servers[sv.GetServerId()] = &pb.ServerInfo{ServerId: sv.GetServerId(), GrpcAddr: sv.GetGrpcAddr(), RaftAddr: sv.GetRaftAddr(), Draining: draining}
+	return &applyResult{}
+}
+
+// applySetServerDraining sets or clears a server's drain mark.
+func applySetServerDraining(s *state, payload []byte) *applyResult {
+	var c pb.SetServerDrainingCommand
+	if err := proto.Unmarshal(payload, &c); err != nil || c.GetServerId() == "" {
+		return &applyResult{err: ErrBadCommand}
+	}
+	sv, ok := s.servers[c.GetServerId()]
+	if !ok {
+		return &applyResult{err: fmt.Errorf("%w: %q", ErrUnknownServer, c.GetServerId())}
+	}
+	c2 := proto.Clone(sv).(*pb.ServerInfo)
+	c2.Draining = c.GetDraining()
+	s.servers[c.GetServerId()] = c2
 	return &applyResult{}
 }
 

@@ -36,9 +36,9 @@ func toStatus(err error) error {
 		return rpcerr.New(codes.Unavailable, rpcerr.ReasonUnavailable, err.Error(), nil)
 	case errors.Is(err, ErrBadCommand), errors.Is(err, ErrBadMember):
 		return rpcerr.New(codes.InvalidArgument, rpcerr.ReasonInvalidInput, err.Error(), nil)
-	case errors.Is(err, ErrUnknownMember):
+	case errors.Is(err, ErrUnknownMember), errors.Is(err, ErrUnknownServer):
 		return rpcerr.New(codes.NotFound, "", err.Error(), nil)
-	case errors.Is(err, ErrMemberExists), errors.Is(err, ErrLastMember):
+	case errors.Is(err, ErrMemberExists), errors.Is(err, ErrLastMember), errors.Is(err, ErrDrainTooFew):
 		return rpcerr.New(codes.FailedPrecondition, "", err.Error(), nil)
 	}
 	return rpcerr.New(codes.Internal, "", err.Error(), nil)
@@ -59,13 +59,14 @@ func (s *Server) placement() ([]*pb.Replica, map[string]string, error) {
 		}
 		for id, sv := range st.servers {
 			addrs[id] = sv.GetRaftAddr()
-			if t, ok := seen[id]; ok && now.Sub(t) < s.cfg.ServerTimeout {
+			// Nothing new goes to a server being drained.
+			if t, ok := seen[id]; ok && now.Sub(t) < s.cfg.ServerTimeout && !sv.GetDraining() {
 				live = append(live, id)
 			}
 		}
 	})
 	if len(live) < s.cfg.ReplicationFactor {
-		return nil, nil, fmt.Errorf("%w: %d live, %d needed", ErrNotEnoughServers, len(live), s.cfg.ReplicationFactor)
+		return nil, nil, fmt.Errorf("%w: %d live and not draining, %d needed", ErrNotEnoughServers, len(live), s.cfg.ReplicationFactor)
 	}
 	sort.Slice(live, func(i, j int) bool {
 		if counts[live[i]] != counts[live[j]] {

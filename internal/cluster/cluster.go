@@ -51,6 +51,8 @@ type Cluster struct {
 	Masters   []*MasterNode
 	Servers   []*ServerNode
 	Frontends []*FrontendNode
+	// masterGRPC are the masters' service addresses servers report to.
+	masterGRPC []string
 }
 
 // MasterNode is one master and the config it restarts with.
@@ -162,28 +164,11 @@ func Start(opts Options) (_ *Cluster, err error) {
 			return nil, err
 		}
 	}
+	c.masterGRPC = masterGRPC
 	for i := 0; i < opts.Servers; i++ {
-		cfg := partitionserver.DefaultConfig()
-		cfg.ID = "ps" + strconv.Itoa(i+1)
-		cfg.DataDir = filepath.Join(opts.DataDir, cfg.ID)
-		cfg.Masters = masterGRPC
-		if cfg.GRPCAddr, err = opts.addr(200, i); err != nil {
+		if err := c.startServer(i); err != nil {
 			return nil, err
 		}
-		if cfg.RaftAddr, err = opts.addr(300, i); err != nil {
-			return nil, err
-		}
-		if opts.TuneServer != nil {
-			opts.TuneServer(&cfg)
-		}
-		n := &ServerNode{Config: cfg}
-		if n.Server, err = partitionserver.New(cfg, opts.Logger); err != nil {
-			return nil, err
-		}
-		if err = n.Server.Start(); err != nil {
-			return nil, err
-		}
-		c.Servers = append(c.Servers, n)
 	}
 	if err = c.WaitServersRegistered(30 * time.Second); err != nil {
 		return nil, err
@@ -209,6 +194,50 @@ func Start(opts Options) (_ *Cluster, err error) {
 		c.Frontends = append(c.Frontends, n)
 	}
 	return c, nil
+}
+
+// startServer starts partition server number i (ps<i+1>) and appends it.
+func (c *Cluster) startServer(i int) (err error) {
+	cfg := partitionserver.DefaultConfig()
+	cfg.ID = "ps" + strconv.Itoa(i+1)
+	cfg.DataDir = filepath.Join(c.opts.DataDir, cfg.ID)
+	cfg.Masters = c.masterGRPC
+	if cfg.GRPCAddr, err = c.opts.addr(200, i); err != nil {
+		return err
+	}
+	if cfg.RaftAddr, err = c.opts.addr(300, i); err != nil {
+		return err
+	}
+	if c.opts.TuneServer != nil {
+		c.opts.TuneServer(&cfg)
+	}
+	n := &ServerNode{Config: cfg}
+	if n.Server, err = partitionserver.New(cfg, c.opts.Logger); err != nil {
+		return err
+	}
+	if err = n.Server.Start(); err != nil {
+		return err
+	}
+	c.Servers = append(c.Servers, n)
+	return nil
+}
+
+// AddServer starts one more partition server (scale-out) and returns its
+// index; the front-ends learn it from the map like any other.
+func (c *Cluster) AddServer() (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i := len(c.Servers)
+	if err := c.startServer(i); err != nil {
+		return 0, err
+	}
+	if c.opts.LocalCalls {
+		s := c.Servers[i].Server
+		for _, f := range c.Frontends {
+			f.Router.RegisterLocal(s.GRPCAddr(), s.Service())
+		}
+	}
+	return i, nil
 }
 
 func (c *Cluster) startFrontend(n *FrontendNode, rcfg router.Config) (err error) {

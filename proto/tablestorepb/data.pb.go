@@ -40,6 +40,8 @@ const (
 	EventKind_EVENT_KIND_TABLE_DELETED   EventKind = 10
 	// A master joined or left the master group.
 	EventKind_EVENT_KIND_MASTER_MEMBER EventKind = 11
+	// A partition server was marked draining or no longer draining.
+	EventKind_EVENT_KIND_SERVER_DRAIN EventKind = 12
 )
 
 // Enum value maps for EventKind.
@@ -57,6 +59,7 @@ var (
 		9:  "EVENT_KIND_TABLE_CREATED",
 		10: "EVENT_KIND_TABLE_DELETED",
 		11: "EVENT_KIND_MASTER_MEMBER",
+		12: "EVENT_KIND_SERVER_DRAIN",
 	}
 	EventKind_value = map[string]int32{
 		"EVENT_KIND_UNSPECIFIED":     0,
@@ -71,6 +74,7 @@ var (
 		"EVENT_KIND_TABLE_CREATED":   9,
 		"EVENT_KIND_TABLE_DELETED":   10,
 		"EVENT_KIND_MASTER_MEMBER":   11,
+		"EVENT_KIND_SERVER_DRAIN":    12,
 	}
 )
 
@@ -236,21 +240,23 @@ const (
 	MasterCommandKind_MASTER_COMMAND_KIND_ALLOCATE_RANGE_ID      MasterCommandKind = 7
 	MasterCommandKind_MASTER_COMMAND_KIND_APPEND_EVENT           MasterCommandKind = 8
 	MasterCommandKind_MASTER_COMMAND_KIND_REMOVE_RANGE           MasterCommandKind = 9
+	MasterCommandKind_MASTER_COMMAND_KIND_SET_SERVER_DRAINING    MasterCommandKind = 16
 )
 
 // Enum value maps for MasterCommandKind.
 var (
 	MasterCommandKind_name = map[int32]string{
-		0: "MASTER_COMMAND_KIND_UNSPECIFIED",
-		1: "MASTER_COMMAND_KIND_REGISTER_SERVER",
-		2: "MASTER_COMMAND_KIND_CREATE_TABLE",
-		3: "MASTER_COMMAND_KIND_DELETE_TABLE",
-		4: "MASTER_COMMAND_KIND_SET_TABLE_ACL",
-		5: "MASTER_COMMAND_KIND_SET_SERVICE_PROPERTIES",
-		6: "MASTER_COMMAND_KIND_UPDATE_RANGES",
-		7: "MASTER_COMMAND_KIND_ALLOCATE_RANGE_ID",
-		8: "MASTER_COMMAND_KIND_APPEND_EVENT",
-		9: "MASTER_COMMAND_KIND_REMOVE_RANGE",
+		0:  "MASTER_COMMAND_KIND_UNSPECIFIED",
+		1:  "MASTER_COMMAND_KIND_REGISTER_SERVER",
+		2:  "MASTER_COMMAND_KIND_CREATE_TABLE",
+		3:  "MASTER_COMMAND_KIND_DELETE_TABLE",
+		4:  "MASTER_COMMAND_KIND_SET_TABLE_ACL",
+		5:  "MASTER_COMMAND_KIND_SET_SERVICE_PROPERTIES",
+		6:  "MASTER_COMMAND_KIND_UPDATE_RANGES",
+		7:  "MASTER_COMMAND_KIND_ALLOCATE_RANGE_ID",
+		8:  "MASTER_COMMAND_KIND_APPEND_EVENT",
+		9:  "MASTER_COMMAND_KIND_REMOVE_RANGE",
+		16: "MASTER_COMMAND_KIND_SET_SERVER_DRAINING",
 	}
 	MasterCommandKind_value = map[string]int32{
 		"MASTER_COMMAND_KIND_UNSPECIFIED":            0,
@@ -263,6 +269,7 @@ var (
 		"MASTER_COMMAND_KIND_ALLOCATE_RANGE_ID":      7,
 		"MASTER_COMMAND_KIND_APPEND_EVENT":           8,
 		"MASTER_COMMAND_KIND_REMOVE_RANGE":           9,
+		"MASTER_COMMAND_KIND_SET_SERVER_DRAINING":    16,
 	}
 )
 
@@ -590,8 +597,11 @@ type ServerInfo struct {
 	// Soft state filled in by the master leader; not replicated.
 	Alive                 bool  `protobuf:"varint,4,opt,name=alive,proto3" json:"alive,omitempty"`
 	LastHeartbeatUnixNano int64 `protobuf:"varint,5,opt,name=last_heartbeat_unix_nano,json=lastHeartbeatUnixNano,proto3" json:"last_heartbeat_unix_nano,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// draining (replicated): the operator is taking the server out; nothing
+	// new is placed on it and its replicas and leaderships move off.
+	Draining      bool `protobuf:"varint,6,opt,name=draining,proto3" json:"draining,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ServerInfo) Reset() {
@@ -657,6 +667,13 @@ func (x *ServerInfo) GetLastHeartbeatUnixNano() int64 {
 		return x.LastHeartbeatUnixNano
 	}
 	return 0
+}
+
+func (x *ServerInfo) GetDraining() bool {
+	if x != nil {
+		return x.Draining
+	}
+	return false
 }
 
 // RangeLoad is the load of one range replica as measured by its leader.
@@ -1998,6 +2015,58 @@ func (x *RegisterServerCommand) GetServer() *ServerInfo {
 	return nil
 }
 
+type SetServerDrainingCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ServerId      string                 `protobuf:"bytes,1,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	Draining      bool                   `protobuf:"varint,2,opt,name=draining,proto3" json:"draining,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetServerDrainingCommand) Reset() {
+	*x = SetServerDrainingCommand{}
+	mi := &file_tablestore_v1_data_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetServerDrainingCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetServerDrainingCommand) ProtoMessage() {}
+
+func (x *SetServerDrainingCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_data_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetServerDrainingCommand.ProtoReflect.Descriptor instead.
+func (*SetServerDrainingCommand) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *SetServerDrainingCommand) GetServerId() string {
+	if x != nil {
+		return x.ServerId
+	}
+	return ""
+}
+
+func (x *SetServerDrainingCommand) GetDraining() bool {
+	if x != nil {
+		return x.Draining
+	}
+	return false
+}
+
 type CreateTableCommand struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	Name            string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -2009,7 +2078,7 @@ type CreateTableCommand struct {
 
 func (x *CreateTableCommand) Reset() {
 	*x = CreateTableCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[25]
+	mi := &file_tablestore_v1_data_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2021,7 +2090,7 @@ func (x *CreateTableCommand) String() string {
 func (*CreateTableCommand) ProtoMessage() {}
 
 func (x *CreateTableCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[25]
+	mi := &file_tablestore_v1_data_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2034,7 +2103,7 @@ func (x *CreateTableCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTableCommand.ProtoReflect.Descriptor instead.
 func (*CreateTableCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{25}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CreateTableCommand) GetName() string {
@@ -2067,7 +2136,7 @@ type DeleteTableCommand struct {
 
 func (x *DeleteTableCommand) Reset() {
 	*x = DeleteTableCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[26]
+	mi := &file_tablestore_v1_data_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2079,7 +2148,7 @@ func (x *DeleteTableCommand) String() string {
 func (*DeleteTableCommand) ProtoMessage() {}
 
 func (x *DeleteTableCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[26]
+	mi := &file_tablestore_v1_data_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2092,7 +2161,7 @@ func (x *DeleteTableCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTableCommand.ProtoReflect.Descriptor instead.
 func (*DeleteTableCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{26}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DeleteTableCommand) GetName() string {
@@ -2112,7 +2181,7 @@ type SetTableACLCommand struct {
 
 func (x *SetTableACLCommand) Reset() {
 	*x = SetTableACLCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[27]
+	mi := &file_tablestore_v1_data_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2124,7 +2193,7 @@ func (x *SetTableACLCommand) String() string {
 func (*SetTableACLCommand) ProtoMessage() {}
 
 func (x *SetTableACLCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[27]
+	mi := &file_tablestore_v1_data_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2137,7 +2206,7 @@ func (x *SetTableACLCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTableACLCommand.ProtoReflect.Descriptor instead.
 func (*SetTableACLCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{27}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SetTableACLCommand) GetName() string {
@@ -2163,7 +2232,7 @@ type SetServicePropertiesCommand struct {
 
 func (x *SetServicePropertiesCommand) Reset() {
 	*x = SetServicePropertiesCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[28]
+	mi := &file_tablestore_v1_data_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2175,7 +2244,7 @@ func (x *SetServicePropertiesCommand) String() string {
 func (*SetServicePropertiesCommand) ProtoMessage() {}
 
 func (x *SetServicePropertiesCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[28]
+	mi := &file_tablestore_v1_data_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2188,7 +2257,7 @@ func (x *SetServicePropertiesCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetServicePropertiesCommand.ProtoReflect.Descriptor instead.
 func (*SetServicePropertiesCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{28}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SetServicePropertiesCommand) GetProperties() []byte {
@@ -2215,7 +2284,7 @@ type MasterSnapshot struct {
 
 func (x *MasterSnapshot) Reset() {
 	*x = MasterSnapshot{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[29]
+	mi := &file_tablestore_v1_data_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2227,7 +2296,7 @@ func (x *MasterSnapshot) String() string {
 func (*MasterSnapshot) ProtoMessage() {}
 
 func (x *MasterSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[29]
+	mi := &file_tablestore_v1_data_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2240,7 +2309,7 @@ func (x *MasterSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterSnapshot.ProtoReflect.Descriptor instead.
 func (*MasterSnapshot) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{29}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *MasterSnapshot) GetTables() []*Table {
@@ -2329,14 +2398,15 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"permission\x18\x04 \x01(\tR\n" +
 	"permission\x12\x1d\n" +
 	"\n" +
-	"has_policy\x18\x05 \x01(\bR\thasPolicy\"\xb2\x01\n" +
+	"has_policy\x18\x05 \x01(\bR\thasPolicy\"\xce\x01\n" +
 	"\n" +
 	"ServerInfo\x12\x1b\n" +
 	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x1b\n" +
 	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x1b\n" +
 	"\traft_addr\x18\x03 \x01(\tR\braftAddr\x12\x14\n" +
 	"\x05alive\x18\x04 \x01(\bR\x05alive\x127\n" +
-	"\x18last_heartbeat_unix_nano\x18\x05 \x01(\x03R\x15lastHeartbeatUnixNano\"\xf5\x02\n" +
+	"\x18last_heartbeat_unix_nano\x18\x05 \x01(\x03R\x15lastHeartbeatUnixNano\x12\x1a\n" +
+	"\bdraining\x18\x06 \x01(\bR\bdraining\"\xf5\x02\n" +
 	"\tRangeLoad\x12\"\n" +
 	"\rreads_per_sec\x18\x01 \x01(\x01R\vreadsPerSec\x12$\n" +
 	"\x0ewrites_per_sec\x18\x02 \x01(\x01R\fwritesPerSec\x12(\n" +
@@ -2448,7 +2518,10 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x04kind\x18\x01 \x01(\x0e2 .tablestore.v1.MasterCommandKindR\x04kind\x12\x18\n" +
 	"\apayload\x18\x02 \x01(\fR\apayload\"J\n" +
 	"\x15RegisterServerCommand\x121\n" +
-	"\x06server\x18\x01 \x01(\v2\x19.tablestore.v1.ServerInfoR\x06server\"\x88\x01\n" +
+	"\x06server\x18\x01 \x01(\v2\x19.tablestore.v1.ServerInfoR\x06server\"S\n" +
+	"\x18SetServerDrainingCommand\x12\x1b\n" +
+	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x1a\n" +
+	"\bdraining\x18\x02 \x01(\bR\bdraining\"\x88\x01\n" +
 	"\x12CreateTableCommand\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12*\n" +
 	"\x11created_unix_nano\x18\x02 \x01(\x03R\x0fcreatedUnixNano\x122\n" +
@@ -2470,7 +2543,7 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\rnext_range_id\x18\x05 \x01(\x04R\vnextRangeId\x12-\n" +
 	"\x12service_properties\x18\x06 \x01(\fR\x11serviceProperties\x12,\n" +
 	"\x06events\x18\a \x03(\v2\x14.tablestore.v1.EventR\x06events\x12$\n" +
-	"\x0enext_event_seq\x18\b \x01(\x04R\fnextEventSeq*\xce\x02\n" +
+	"\x0enext_event_seq\x18\b \x01(\x04R\fnextEventSeq*\xeb\x02\n" +
 	"\tEventKind\x12\x1a\n" +
 	"\x16EVENT_KIND_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10EVENT_KIND_SPLIT\x10\x01\x12\x14\n" +
@@ -2484,7 +2557,8 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x18EVENT_KIND_TABLE_CREATED\x10\t\x12\x1c\n" +
 	"\x18EVENT_KIND_TABLE_DELETED\x10\n" +
 	"\x12\x1c\n" +
-	"\x18EVENT_KIND_MASTER_MEMBER\x10\v*\xad\x01\n" +
+	"\x18EVENT_KIND_MASTER_MEMBER\x10\v\x12\x1b\n" +
+	"\x17EVENT_KIND_SERVER_DRAIN\x10\f*\xad\x01\n" +
 	"\x06OpKind\x12\x17\n" +
 	"\x13OP_KIND_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eOP_KIND_INSERT\x10\x01\x12\x13\n" +
@@ -2499,7 +2573,7 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x12COMMAND_KIND_SPLIT\x10\x02\x12\x17\n" +
 	"\x13COMMAND_KIND_FREEZE\x10\x03\x12\x17\n" +
 	"\x13COMMAND_KIND_ABSORB\x10\x04\x12\x1d\n" +
-	"\x19COMMAND_KIND_SET_REPLICAS\x10\x05*\xa2\x03\n" +
+	"\x19COMMAND_KIND_SET_REPLICAS\x10\x05*\xcf\x03\n" +
 	"\x11MasterCommandKind\x12#\n" +
 	"\x1fMASTER_COMMAND_KIND_UNSPECIFIED\x10\x00\x12'\n" +
 	"#MASTER_COMMAND_KIND_REGISTER_SERVER\x10\x01\x12$\n" +
@@ -2510,7 +2584,8 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"!MASTER_COMMAND_KIND_UPDATE_RANGES\x10\x06\x12)\n" +
 	"%MASTER_COMMAND_KIND_ALLOCATE_RANGE_ID\x10\a\x12$\n" +
 	" MASTER_COMMAND_KIND_APPEND_EVENT\x10\b\x12$\n" +
-	" MASTER_COMMAND_KIND_REMOVE_RANGE\x10\tB\x1fZ\x1dtablestore/proto/tablestorepbb\x06proto3"
+	" MASTER_COMMAND_KIND_REMOVE_RANGE\x10\t\x12+\n" +
+	"'MASTER_COMMAND_KIND_SET_SERVER_DRAINING\x10\x10B\x1fZ\x1dtablestore/proto/tablestorepbb\x06proto3"
 
 var (
 	file_tablestore_v1_data_proto_rawDescOnce sync.Once
@@ -2525,7 +2600,7 @@ func file_tablestore_v1_data_proto_rawDescGZIP() []byte {
 }
 
 var file_tablestore_v1_data_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_tablestore_v1_data_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_tablestore_v1_data_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_tablestore_v1_data_proto_goTypes = []any{
 	(EventKind)(0),                      // 0: tablestore.v1.EventKind
 	(OpKind)(0),                         // 1: tablestore.v1.OpKind
@@ -2556,14 +2631,15 @@ var file_tablestore_v1_data_proto_goTypes = []any{
 	(*RemoveRangeCommand)(nil),          // 26: tablestore.v1.RemoveRangeCommand
 	(*MasterCommand)(nil),               // 27: tablestore.v1.MasterCommand
 	(*RegisterServerCommand)(nil),       // 28: tablestore.v1.RegisterServerCommand
-	(*CreateTableCommand)(nil),          // 29: tablestore.v1.CreateTableCommand
-	(*DeleteTableCommand)(nil),          // 30: tablestore.v1.DeleteTableCommand
-	(*SetTableACLCommand)(nil),          // 31: tablestore.v1.SetTableACLCommand
-	(*SetServicePropertiesCommand)(nil), // 32: tablestore.v1.SetServicePropertiesCommand
-	(*MasterSnapshot)(nil),              // 33: tablestore.v1.MasterSnapshot
-	nil,                                 // 34: tablestore.v1.Event.FiguresEntry
-	nil,                                 // 35: tablestore.v1.PartitionMap.LeadersEntry
-	nil,                                 // 36: tablestore.v1.PartitionMap.LoadsEntry
+	(*SetServerDrainingCommand)(nil),    // 29: tablestore.v1.SetServerDrainingCommand
+	(*CreateTableCommand)(nil),          // 30: tablestore.v1.CreateTableCommand
+	(*DeleteTableCommand)(nil),          // 31: tablestore.v1.DeleteTableCommand
+	(*SetTableACLCommand)(nil),          // 32: tablestore.v1.SetTableACLCommand
+	(*SetServicePropertiesCommand)(nil), // 33: tablestore.v1.SetServicePropertiesCommand
+	(*MasterSnapshot)(nil),              // 34: tablestore.v1.MasterSnapshot
+	nil,                                 // 35: tablestore.v1.Event.FiguresEntry
+	nil,                                 // 36: tablestore.v1.PartitionMap.LeadersEntry
+	nil,                                 // 37: tablestore.v1.PartitionMap.LoadsEntry
 }
 var file_tablestore_v1_data_proto_depIdxs = []int32{
 	4,  // 0: tablestore.v1.RangeDescriptor.replicas:type_name -> tablestore.v1.Replica
@@ -2571,14 +2647,14 @@ var file_tablestore_v1_data_proto_depIdxs = []int32{
 	10, // 2: tablestore.v1.RangeLoad.hot_keys:type_name -> tablestore.v1.KeyLoad
 	10, // 3: tablestore.v1.RangeLoad.load_sample:type_name -> tablestore.v1.KeyLoad
 	0,  // 4: tablestore.v1.Event.kind:type_name -> tablestore.v1.EventKind
-	34, // 5: tablestore.v1.Event.figures:type_name -> tablestore.v1.Event.FiguresEntry
+	35, // 5: tablestore.v1.Event.figures:type_name -> tablestore.v1.Event.FiguresEntry
 	9,  // 6: tablestore.v1.RangeStatus.load:type_name -> tablestore.v1.RangeLoad
 	5,  // 7: tablestore.v1.RangeStatus.range:type_name -> tablestore.v1.RangeDescriptor
 	6,  // 8: tablestore.v1.PartitionMap.tables:type_name -> tablestore.v1.Table
 	5,  // 9: tablestore.v1.PartitionMap.ranges:type_name -> tablestore.v1.RangeDescriptor
 	8,  // 10: tablestore.v1.PartitionMap.servers:type_name -> tablestore.v1.ServerInfo
-	35, // 11: tablestore.v1.PartitionMap.leaders:type_name -> tablestore.v1.PartitionMap.LeadersEntry
-	36, // 12: tablestore.v1.PartitionMap.loads:type_name -> tablestore.v1.PartitionMap.LoadsEntry
+	36, // 11: tablestore.v1.PartitionMap.leaders:type_name -> tablestore.v1.PartitionMap.LeadersEntry
+	37, // 12: tablestore.v1.PartitionMap.loads:type_name -> tablestore.v1.PartitionMap.LoadsEntry
 	1,  // 13: tablestore.v1.EntityOp.kind:type_name -> tablestore.v1.OpKind
 	2,  // 14: tablestore.v1.Command.kind:type_name -> tablestore.v1.CommandKind
 	14, // 15: tablestore.v1.WriteCommand.ops:type_name -> tablestore.v1.EntityOp
@@ -2617,7 +2693,7 @@ func file_tablestore_v1_data_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tablestore_v1_data_proto_rawDesc), len(file_tablestore_v1_data_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   33,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

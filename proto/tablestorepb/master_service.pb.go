@@ -24,6 +24,102 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type DrainServerRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ServerId      string                 `protobuf:"bytes,1,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	Undo          bool                   `protobuf:"varint,2,opt,name=undo,proto3" json:"undo,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DrainServerRequest) Reset() {
+	*x = DrainServerRequest{}
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainServerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainServerRequest) ProtoMessage() {}
+
+func (x *DrainServerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainServerRequest.ProtoReflect.Descriptor instead.
+func (*DrainServerRequest) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *DrainServerRequest) GetServerId() string {
+	if x != nil {
+		return x.ServerId
+	}
+	return ""
+}
+
+func (x *DrainServerRequest) GetUndo() bool {
+	if x != nil {
+		return x.Undo
+	}
+	return false
+}
+
+type DrainServerResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Server        *ServerInfo            `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DrainServerResponse) Reset() {
+	*x = DrainServerResponse{}
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainServerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainServerResponse) ProtoMessage() {}
+
+func (x *DrainServerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainServerResponse.ProtoReflect.Descriptor instead.
+func (*DrainServerResponse) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *DrainServerResponse) GetServer() *ServerInfo {
+	if x != nil {
+		return x.Server
+	}
+	return nil
+}
+
 type ListMembersRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -32,7 +128,7 @@ type ListMembersRequest struct {
 
 func (x *ListMembersRequest) Reset() {
 	*x = ListMembersRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[0]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -44,7 +140,7 @@ func (x *ListMembersRequest) String() string {
 func (*ListMembersRequest) ProtoMessage() {}
 
 func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[0]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -57,7 +153,7 @@ func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersRequest.ProtoReflect.Descriptor instead.
 func (*ListMembersRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{0}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{2}
 }
 
 // MasterMember is one member of the master group's Raft configuration.
@@ -73,7 +169,7 @@ type MasterMember struct {
 
 func (x *MasterMember) Reset() {
 	*x = MasterMember{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[1]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -85,7 +181,7 @@ func (x *MasterMember) String() string {
 func (*MasterMember) ProtoMessage() {}
 
 func (x *MasterMember) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[1]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -98,7 +194,7 @@ func (x *MasterMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterMember.ProtoReflect.Descriptor instead.
 func (*MasterMember) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{1}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *MasterMember) GetId() string {
@@ -140,7 +236,7 @@ type ListMembersResponse struct {
 
 func (x *ListMembersResponse) Reset() {
 	*x = ListMembersResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[2]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -152,7 +248,7 @@ func (x *ListMembersResponse) String() string {
 func (*ListMembersResponse) ProtoMessage() {}
 
 func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[2]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -165,7 +261,7 @@ func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersResponse.ProtoReflect.Descriptor instead.
 func (*ListMembersResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{2}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ListMembersResponse) GetMembers() []*MasterMember {
@@ -192,7 +288,7 @@ type AddMemberRequest struct {
 
 func (x *AddMemberRequest) Reset() {
 	*x = AddMemberRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[3]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -204,7 +300,7 @@ func (x *AddMemberRequest) String() string {
 func (*AddMemberRequest) ProtoMessage() {}
 
 func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[3]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -217,7 +313,7 @@ func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberRequest.ProtoReflect.Descriptor instead.
 func (*AddMemberRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{3}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *AddMemberRequest) GetId() string {
@@ -243,7 +339,7 @@ type RemoveMemberRequest struct {
 
 func (x *RemoveMemberRequest) Reset() {
 	*x = RemoveMemberRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[4]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -255,7 +351,7 @@ func (x *RemoveMemberRequest) String() string {
 func (*RemoveMemberRequest) ProtoMessage() {}
 
 func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[4]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -268,7 +364,7 @@ func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
 func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{4}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RemoveMemberRequest) GetId() string {
@@ -287,7 +383,7 @@ type CreateTableRequest struct {
 
 func (x *CreateTableRequest) Reset() {
 	*x = CreateTableRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[5]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -299,7 +395,7 @@ func (x *CreateTableRequest) String() string {
 func (*CreateTableRequest) ProtoMessage() {}
 
 func (x *CreateTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[5]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -312,7 +408,7 @@ func (x *CreateTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTableRequest.ProtoReflect.Descriptor instead.
 func (*CreateTableRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{5}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CreateTableRequest) GetName() string {
@@ -331,7 +427,7 @@ type CreateTableResponse struct {
 
 func (x *CreateTableResponse) Reset() {
 	*x = CreateTableResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[6]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -343,7 +439,7 @@ func (x *CreateTableResponse) String() string {
 func (*CreateTableResponse) ProtoMessage() {}
 
 func (x *CreateTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[6]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -356,7 +452,7 @@ func (x *CreateTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTableResponse.ProtoReflect.Descriptor instead.
 func (*CreateTableResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{6}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CreateTableResponse) GetTable() *Table {
@@ -375,7 +471,7 @@ type DeleteTableRequest struct {
 
 func (x *DeleteTableRequest) Reset() {
 	*x = DeleteTableRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[7]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -387,7 +483,7 @@ func (x *DeleteTableRequest) String() string {
 func (*DeleteTableRequest) ProtoMessage() {}
 
 func (x *DeleteTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[7]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -400,7 +496,7 @@ func (x *DeleteTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTableRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTableRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{7}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *DeleteTableRequest) GetName() string {
@@ -418,7 +514,7 @@ type DeleteTableResponse struct {
 
 func (x *DeleteTableResponse) Reset() {
 	*x = DeleteTableResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[8]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -430,7 +526,7 @@ func (x *DeleteTableResponse) String() string {
 func (*DeleteTableResponse) ProtoMessage() {}
 
 func (x *DeleteTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[8]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -443,7 +539,7 @@ func (x *DeleteTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTableResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTableResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{8}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{10}
 }
 
 type GetPartitionMapRequest struct {
@@ -454,7 +550,7 @@ type GetPartitionMapRequest struct {
 
 func (x *GetPartitionMapRequest) Reset() {
 	*x = GetPartitionMapRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[9]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -466,7 +562,7 @@ func (x *GetPartitionMapRequest) String() string {
 func (*GetPartitionMapRequest) ProtoMessage() {}
 
 func (x *GetPartitionMapRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[9]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -479,7 +575,7 @@ func (x *GetPartitionMapRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPartitionMapRequest.ProtoReflect.Descriptor instead.
 func (*GetPartitionMapRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{9}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{11}
 }
 
 type WatchPartitionMapRequest struct {
@@ -491,7 +587,7 @@ type WatchPartitionMapRequest struct {
 
 func (x *WatchPartitionMapRequest) Reset() {
 	*x = WatchPartitionMapRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[10]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -503,7 +599,7 @@ func (x *WatchPartitionMapRequest) String() string {
 func (*WatchPartitionMapRequest) ProtoMessage() {}
 
 func (x *WatchPartitionMapRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[10]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -516,7 +612,7 @@ func (x *WatchPartitionMapRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchPartitionMapRequest.ProtoReflect.Descriptor instead.
 func (*WatchPartitionMapRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{10}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *WatchPartitionMapRequest) GetKnownVersion() uint64 {
@@ -536,7 +632,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[11]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -548,7 +644,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[11]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -561,7 +657,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{11}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *HeartbeatRequest) GetServer() *ServerInfo {
@@ -598,7 +694,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[12]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -610,7 +706,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[12]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -623,7 +719,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{12}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *HeartbeatResponse) GetAssigned() []*RangeDescriptor {
@@ -671,7 +767,7 @@ type SetTableACLRequest struct {
 
 func (x *SetTableACLRequest) Reset() {
 	*x = SetTableACLRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[13]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -683,7 +779,7 @@ func (x *SetTableACLRequest) String() string {
 func (*SetTableACLRequest) ProtoMessage() {}
 
 func (x *SetTableACLRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[13]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -696,7 +792,7 @@ func (x *SetTableACLRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTableACLRequest.ProtoReflect.Descriptor instead.
 func (*SetTableACLRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{13}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SetTableACLRequest) GetName() string {
@@ -721,7 +817,7 @@ type SetTableACLResponse struct {
 
 func (x *SetTableACLResponse) Reset() {
 	*x = SetTableACLResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[14]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -733,7 +829,7 @@ func (x *SetTableACLResponse) String() string {
 func (*SetTableACLResponse) ProtoMessage() {}
 
 func (x *SetTableACLResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[14]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -746,7 +842,7 @@ func (x *SetTableACLResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTableACLResponse.ProtoReflect.Descriptor instead.
 func (*SetTableACLResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{14}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{16}
 }
 
 type SetServicePropertiesRequest struct {
@@ -758,7 +854,7 @@ type SetServicePropertiesRequest struct {
 
 func (x *SetServicePropertiesRequest) Reset() {
 	*x = SetServicePropertiesRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[15]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -770,7 +866,7 @@ func (x *SetServicePropertiesRequest) String() string {
 func (*SetServicePropertiesRequest) ProtoMessage() {}
 
 func (x *SetServicePropertiesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[15]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -783,7 +879,7 @@ func (x *SetServicePropertiesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetServicePropertiesRequest.ProtoReflect.Descriptor instead.
 func (*SetServicePropertiesRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{15}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SetServicePropertiesRequest) GetProperties() []byte {
@@ -801,7 +897,7 @@ type SetServicePropertiesResponse struct {
 
 func (x *SetServicePropertiesResponse) Reset() {
 	*x = SetServicePropertiesResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[16]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -813,7 +909,7 @@ func (x *SetServicePropertiesResponse) String() string {
 func (*SetServicePropertiesResponse) ProtoMessage() {}
 
 func (x *SetServicePropertiesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[16]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -826,7 +922,7 @@ func (x *SetServicePropertiesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetServicePropertiesResponse.ProtoReflect.Descriptor instead.
 func (*SetServicePropertiesResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{16}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{18}
 }
 
 type EventsRequest struct {
@@ -839,7 +935,7 @@ type EventsRequest struct {
 
 func (x *EventsRequest) Reset() {
 	*x = EventsRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[17]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -851,7 +947,7 @@ func (x *EventsRequest) String() string {
 func (*EventsRequest) ProtoMessage() {}
 
 func (x *EventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[17]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -864,7 +960,7 @@ func (x *EventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsRequest.ProtoReflect.Descriptor instead.
 func (*EventsRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{17}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *EventsRequest) GetSinceSeq() uint64 {
@@ -891,7 +987,7 @@ type SplitRequest struct {
 
 func (x *SplitRequest) Reset() {
 	*x = SplitRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[18]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -903,7 +999,7 @@ func (x *SplitRequest) String() string {
 func (*SplitRequest) ProtoMessage() {}
 
 func (x *SplitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[18]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -916,7 +1012,7 @@ func (x *SplitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitRequest.ProtoReflect.Descriptor instead.
 func (*SplitRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{18}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SplitRequest) GetTable() string {
@@ -943,7 +1039,7 @@ type SplitResponse struct {
 
 func (x *SplitResponse) Reset() {
 	*x = SplitResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[19]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -955,7 +1051,7 @@ func (x *SplitResponse) String() string {
 func (*SplitResponse) ProtoMessage() {}
 
 func (x *SplitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[19]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -968,7 +1064,7 @@ func (x *SplitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitResponse.ProtoReflect.Descriptor instead.
 func (*SplitResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{19}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SplitResponse) GetLeft() *RangeDescriptor {
@@ -994,7 +1090,7 @@ type MergeRequest struct {
 
 func (x *MergeRequest) Reset() {
 	*x = MergeRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[20]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1006,7 +1102,7 @@ func (x *MergeRequest) String() string {
 func (*MergeRequest) ProtoMessage() {}
 
 func (x *MergeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[20]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1019,7 +1115,7 @@ func (x *MergeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeRequest.ProtoReflect.Descriptor instead.
 func (*MergeRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{20}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *MergeRequest) GetRangeId() uint64 {
@@ -1038,7 +1134,7 @@ type MergeResponse struct {
 
 func (x *MergeResponse) Reset() {
 	*x = MergeResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[21]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1050,7 +1146,7 @@ func (x *MergeResponse) String() string {
 func (*MergeResponse) ProtoMessage() {}
 
 func (x *MergeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[21]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1063,7 +1159,7 @@ func (x *MergeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeResponse.ProtoReflect.Descriptor instead.
 func (*MergeResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{21}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *MergeResponse) GetRange() *RangeDescriptor {
@@ -1085,7 +1181,7 @@ type MoveRequest struct {
 
 func (x *MoveRequest) Reset() {
 	*x = MoveRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[22]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1097,7 +1193,7 @@ func (x *MoveRequest) String() string {
 func (*MoveRequest) ProtoMessage() {}
 
 func (x *MoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[22]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1110,7 +1206,7 @@ func (x *MoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveRequest.ProtoReflect.Descriptor instead.
 func (*MoveRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{22}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *MoveRequest) GetRangeId() uint64 {
@@ -1143,7 +1239,7 @@ type MoveResponse struct {
 
 func (x *MoveResponse) Reset() {
 	*x = MoveResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[23]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1155,7 +1251,7 @@ func (x *MoveResponse) String() string {
 func (*MoveResponse) ProtoMessage() {}
 
 func (x *MoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[23]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1168,7 +1264,7 @@ func (x *MoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveResponse.ProtoReflect.Descriptor instead.
 func (*MoveResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{23}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *MoveResponse) GetRange() *RangeDescriptor {
@@ -1188,7 +1284,7 @@ type MasterTransferLeaderRequest struct {
 
 func (x *MasterTransferLeaderRequest) Reset() {
 	*x = MasterTransferLeaderRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[24]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1200,7 +1296,7 @@ func (x *MasterTransferLeaderRequest) String() string {
 func (*MasterTransferLeaderRequest) ProtoMessage() {}
 
 func (x *MasterTransferLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[24]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1213,7 +1309,7 @@ func (x *MasterTransferLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterTransferLeaderRequest.ProtoReflect.Descriptor instead.
 func (*MasterTransferLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{24}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *MasterTransferLeaderRequest) GetRangeId() uint64 {
@@ -1238,7 +1334,7 @@ type MasterTransferLeaderResponse struct {
 
 func (x *MasterTransferLeaderResponse) Reset() {
 	*x = MasterTransferLeaderResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[25]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1250,7 +1346,7 @@ func (x *MasterTransferLeaderResponse) String() string {
 func (*MasterTransferLeaderResponse) ProtoMessage() {}
 
 func (x *MasterTransferLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[25]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1263,14 +1359,19 @@ func (x *MasterTransferLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterTransferLeaderResponse.ProtoReflect.Descriptor instead.
 func (*MasterTransferLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{25}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{27}
 }
 
 var File_tablestore_v1_master_service_proto protoreflect.FileDescriptor
 
 const file_tablestore_v1_master_service_proto_rawDesc = "" +
 	"\n" +
-	"\"tablestore/v1/master_service.proto\x12\rtablestore.v1\x1a\x18tablestore/v1/data.proto\"\x14\n" +
+	"\"tablestore/v1/master_service.proto\x12\rtablestore.v1\x1a\x18tablestore/v1/data.proto\"E\n" +
+	"\x12DrainServerRequest\x12\x1b\n" +
+	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x12\n" +
+	"\x04undo\x18\x02 \x01(\bR\x04undo\"H\n" +
+	"\x13DrainServerResponse\x121\n" +
+	"\x06server\x18\x01 \x01(\v2\x19.tablestore.v1.ServerInfoR\x06server\"\x14\n" +
 	"\x12ListMembersRequest\"i\n" +
 	"\fMasterMember\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
@@ -1341,7 +1442,8 @@ const file_tablestore_v1_master_service_proto_rawDesc = "" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12 \n" +
 	"\fto_server_id\x18\x02 \x01(\tR\n" +
 	"toServerId\"\x1e\n" +
-	"\x1cMasterTransferLeaderResponse2\xfa\t\n" +
+	"\x1cMasterTransferLeaderResponse2\xd0\n" +
+	"\n" +
 	"\rMasterService\x12T\n" +
 	"\vCreateTable\x12!.tablestore.v1.CreateTableRequest\x1a\".tablestore.v1.CreateTableResponse\x12T\n" +
 	"\vDeleteTable\x12!.tablestore.v1.DeleteTableRequest\x1a\".tablestore.v1.DeleteTableResponse\x12U\n" +
@@ -1355,6 +1457,7 @@ const file_tablestore_v1_master_service_proto_rawDesc = "" +
 	"\x04Move\x12\x1a.tablestore.v1.MoveRequest\x1a\x1b.tablestore.v1.MoveResponse\x12i\n" +
 	"\x0eTransferLeader\x12*.tablestore.v1.MasterTransferLeaderRequest\x1a+.tablestore.v1.MasterTransferLeaderResponse\x12N\n" +
 	"\tHeartbeat\x12\x1f.tablestore.v1.HeartbeatRequest\x1a .tablestore.v1.HeartbeatResponse\x12T\n" +
+	"\vDrainServer\x12!.tablestore.v1.DrainServerRequest\x1a\".tablestore.v1.DrainServerResponse\x12T\n" +
 	"\vListMembers\x12!.tablestore.v1.ListMembersRequest\x1a\".tablestore.v1.ListMembersResponse\x12P\n" +
 	"\tAddMember\x12\x1f.tablestore.v1.AddMemberRequest\x1a\".tablestore.v1.ListMembersResponse\x12V\n" +
 	"\fRemoveMember\x12\".tablestore.v1.RemoveMemberRequest\x1a\".tablestore.v1.ListMembersResponseB\x1fZ\x1dtablestore/proto/tablestorepbb\x06proto3"
@@ -1371,90 +1474,95 @@ func file_tablestore_v1_master_service_proto_rawDescGZIP() []byte {
 	return file_tablestore_v1_master_service_proto_rawDescData
 }
 
-var file_tablestore_v1_master_service_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_tablestore_v1_master_service_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_tablestore_v1_master_service_proto_goTypes = []any{
-	(*ListMembersRequest)(nil),           // 0: tablestore.v1.ListMembersRequest
-	(*MasterMember)(nil),                 // 1: tablestore.v1.MasterMember
-	(*ListMembersResponse)(nil),          // 2: tablestore.v1.ListMembersResponse
-	(*AddMemberRequest)(nil),             // 3: tablestore.v1.AddMemberRequest
-	(*RemoveMemberRequest)(nil),          // 4: tablestore.v1.RemoveMemberRequest
-	(*CreateTableRequest)(nil),           // 5: tablestore.v1.CreateTableRequest
-	(*CreateTableResponse)(nil),          // 6: tablestore.v1.CreateTableResponse
-	(*DeleteTableRequest)(nil),           // 7: tablestore.v1.DeleteTableRequest
-	(*DeleteTableResponse)(nil),          // 8: tablestore.v1.DeleteTableResponse
-	(*GetPartitionMapRequest)(nil),       // 9: tablestore.v1.GetPartitionMapRequest
-	(*WatchPartitionMapRequest)(nil),     // 10: tablestore.v1.WatchPartitionMapRequest
-	(*HeartbeatRequest)(nil),             // 11: tablestore.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),            // 12: tablestore.v1.HeartbeatResponse
-	(*SetTableACLRequest)(nil),           // 13: tablestore.v1.SetTableACLRequest
-	(*SetTableACLResponse)(nil),          // 14: tablestore.v1.SetTableACLResponse
-	(*SetServicePropertiesRequest)(nil),  // 15: tablestore.v1.SetServicePropertiesRequest
-	(*SetServicePropertiesResponse)(nil), // 16: tablestore.v1.SetServicePropertiesResponse
-	(*EventsRequest)(nil),                // 17: tablestore.v1.EventsRequest
-	(*SplitRequest)(nil),                 // 18: tablestore.v1.SplitRequest
-	(*SplitResponse)(nil),                // 19: tablestore.v1.SplitResponse
-	(*MergeRequest)(nil),                 // 20: tablestore.v1.MergeRequest
-	(*MergeResponse)(nil),                // 21: tablestore.v1.MergeResponse
-	(*MoveRequest)(nil),                  // 22: tablestore.v1.MoveRequest
-	(*MoveResponse)(nil),                 // 23: tablestore.v1.MoveResponse
-	(*MasterTransferLeaderRequest)(nil),  // 24: tablestore.v1.MasterTransferLeaderRequest
-	(*MasterTransferLeaderResponse)(nil), // 25: tablestore.v1.MasterTransferLeaderResponse
-	nil,                                  // 26: tablestore.v1.HeartbeatResponse.RaftAddrsEntry
-	(*Table)(nil),                        // 27: tablestore.v1.Table
-	(*ServerInfo)(nil),                   // 28: tablestore.v1.ServerInfo
-	(*RangeStatus)(nil),                  // 29: tablestore.v1.RangeStatus
-	(*RangeDescriptor)(nil),              // 30: tablestore.v1.RangeDescriptor
-	(*SignedIdentifier)(nil),             // 31: tablestore.v1.SignedIdentifier
-	(*PartitionMap)(nil),                 // 32: tablestore.v1.PartitionMap
-	(*Event)(nil),                        // 33: tablestore.v1.Event
+	(*DrainServerRequest)(nil),           // 0: tablestore.v1.DrainServerRequest
+	(*DrainServerResponse)(nil),          // 1: tablestore.v1.DrainServerResponse
+	(*ListMembersRequest)(nil),           // 2: tablestore.v1.ListMembersRequest
+	(*MasterMember)(nil),                 // 3: tablestore.v1.MasterMember
+	(*ListMembersResponse)(nil),          // 4: tablestore.v1.ListMembersResponse
+	(*AddMemberRequest)(nil),             // 5: tablestore.v1.AddMemberRequest
+	(*RemoveMemberRequest)(nil),          // 6: tablestore.v1.RemoveMemberRequest
+	(*CreateTableRequest)(nil),           // 7: tablestore.v1.CreateTableRequest
+	(*CreateTableResponse)(nil),          // 8: tablestore.v1.CreateTableResponse
+	(*DeleteTableRequest)(nil),           // 9: tablestore.v1.DeleteTableRequest
+	(*DeleteTableResponse)(nil),          // 10: tablestore.v1.DeleteTableResponse
+	(*GetPartitionMapRequest)(nil),       // 11: tablestore.v1.GetPartitionMapRequest
+	(*WatchPartitionMapRequest)(nil),     // 12: tablestore.v1.WatchPartitionMapRequest
+	(*HeartbeatRequest)(nil),             // 13: tablestore.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),            // 14: tablestore.v1.HeartbeatResponse
+	(*SetTableACLRequest)(nil),           // 15: tablestore.v1.SetTableACLRequest
+	(*SetTableACLResponse)(nil),          // 16: tablestore.v1.SetTableACLResponse
+	(*SetServicePropertiesRequest)(nil),  // 17: tablestore.v1.SetServicePropertiesRequest
+	(*SetServicePropertiesResponse)(nil), // 18: tablestore.v1.SetServicePropertiesResponse
+	(*EventsRequest)(nil),                // 19: tablestore.v1.EventsRequest
+	(*SplitRequest)(nil),                 // 20: tablestore.v1.SplitRequest
+	(*SplitResponse)(nil),                // 21: tablestore.v1.SplitResponse
+	(*MergeRequest)(nil),                 // 22: tablestore.v1.MergeRequest
+	(*MergeResponse)(nil),                // 23: tablestore.v1.MergeResponse
+	(*MoveRequest)(nil),                  // 24: tablestore.v1.MoveRequest
+	(*MoveResponse)(nil),                 // 25: tablestore.v1.MoveResponse
+	(*MasterTransferLeaderRequest)(nil),  // 26: tablestore.v1.MasterTransferLeaderRequest
+	(*MasterTransferLeaderResponse)(nil), // 27: tablestore.v1.MasterTransferLeaderResponse
+	nil,                                  // 28: tablestore.v1.HeartbeatResponse.RaftAddrsEntry
+	(*ServerInfo)(nil),                   // 29: tablestore.v1.ServerInfo
+	(*Table)(nil),                        // 30: tablestore.v1.Table
+	(*RangeStatus)(nil),                  // 31: tablestore.v1.RangeStatus
+	(*RangeDescriptor)(nil),              // 32: tablestore.v1.RangeDescriptor
+	(*SignedIdentifier)(nil),             // 33: tablestore.v1.SignedIdentifier
+	(*PartitionMap)(nil),                 // 34: tablestore.v1.PartitionMap
+	(*Event)(nil),                        // 35: tablestore.v1.Event
 }
 var file_tablestore_v1_master_service_proto_depIdxs = []int32{
-	1,  // 0: tablestore.v1.ListMembersResponse.members:type_name -> tablestore.v1.MasterMember
-	27, // 1: tablestore.v1.CreateTableResponse.table:type_name -> tablestore.v1.Table
-	28, // 2: tablestore.v1.HeartbeatRequest.server:type_name -> tablestore.v1.ServerInfo
-	29, // 3: tablestore.v1.HeartbeatRequest.ranges:type_name -> tablestore.v1.RangeStatus
-	30, // 4: tablestore.v1.HeartbeatResponse.assigned:type_name -> tablestore.v1.RangeDescriptor
-	26, // 5: tablestore.v1.HeartbeatResponse.raft_addrs:type_name -> tablestore.v1.HeartbeatResponse.RaftAddrsEntry
-	31, // 6: tablestore.v1.SetTableACLRequest.acl:type_name -> tablestore.v1.SignedIdentifier
-	30, // 7: tablestore.v1.SplitResponse.left:type_name -> tablestore.v1.RangeDescriptor
-	30, // 8: tablestore.v1.SplitResponse.right:type_name -> tablestore.v1.RangeDescriptor
-	30, // 9: tablestore.v1.MergeResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	30, // 10: tablestore.v1.MoveResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	5,  // 11: tablestore.v1.MasterService.CreateTable:input_type -> tablestore.v1.CreateTableRequest
-	7,  // 12: tablestore.v1.MasterService.DeleteTable:input_type -> tablestore.v1.DeleteTableRequest
-	9,  // 13: tablestore.v1.MasterService.GetPartitionMap:input_type -> tablestore.v1.GetPartitionMapRequest
-	10, // 14: tablestore.v1.MasterService.WatchPartitionMap:input_type -> tablestore.v1.WatchPartitionMapRequest
-	13, // 15: tablestore.v1.MasterService.SetTableACL:input_type -> tablestore.v1.SetTableACLRequest
-	15, // 16: tablestore.v1.MasterService.SetServiceProperties:input_type -> tablestore.v1.SetServicePropertiesRequest
-	17, // 17: tablestore.v1.MasterService.Events:input_type -> tablestore.v1.EventsRequest
-	18, // 18: tablestore.v1.MasterService.Split:input_type -> tablestore.v1.SplitRequest
-	20, // 19: tablestore.v1.MasterService.Merge:input_type -> tablestore.v1.MergeRequest
-	22, // 20: tablestore.v1.MasterService.Move:input_type -> tablestore.v1.MoveRequest
-	24, // 21: tablestore.v1.MasterService.TransferLeader:input_type -> tablestore.v1.MasterTransferLeaderRequest
-	11, // 22: tablestore.v1.MasterService.Heartbeat:input_type -> tablestore.v1.HeartbeatRequest
-	0,  // 23: tablestore.v1.MasterService.ListMembers:input_type -> tablestore.v1.ListMembersRequest
-	3,  // 24: tablestore.v1.MasterService.AddMember:input_type -> tablestore.v1.AddMemberRequest
-	4,  // 25: tablestore.v1.MasterService.RemoveMember:input_type -> tablestore.v1.RemoveMemberRequest
-	6,  // 26: tablestore.v1.MasterService.CreateTable:output_type -> tablestore.v1.CreateTableResponse
-	8,  // 27: tablestore.v1.MasterService.DeleteTable:output_type -> tablestore.v1.DeleteTableResponse
-	32, // 28: tablestore.v1.MasterService.GetPartitionMap:output_type -> tablestore.v1.PartitionMap
-	32, // 29: tablestore.v1.MasterService.WatchPartitionMap:output_type -> tablestore.v1.PartitionMap
-	14, // 30: tablestore.v1.MasterService.SetTableACL:output_type -> tablestore.v1.SetTableACLResponse
-	16, // 31: tablestore.v1.MasterService.SetServiceProperties:output_type -> tablestore.v1.SetServicePropertiesResponse
-	33, // 32: tablestore.v1.MasterService.Events:output_type -> tablestore.v1.Event
-	19, // 33: tablestore.v1.MasterService.Split:output_type -> tablestore.v1.SplitResponse
-	21, // 34: tablestore.v1.MasterService.Merge:output_type -> tablestore.v1.MergeResponse
-	23, // 35: tablestore.v1.MasterService.Move:output_type -> tablestore.v1.MoveResponse
-	25, // 36: tablestore.v1.MasterService.TransferLeader:output_type -> tablestore.v1.MasterTransferLeaderResponse
-	12, // 37: tablestore.v1.MasterService.Heartbeat:output_type -> tablestore.v1.HeartbeatResponse
-	2,  // 38: tablestore.v1.MasterService.ListMembers:output_type -> tablestore.v1.ListMembersResponse
-	2,  // 39: tablestore.v1.MasterService.AddMember:output_type -> tablestore.v1.ListMembersResponse
-	2,  // 40: tablestore.v1.MasterService.RemoveMember:output_type -> tablestore.v1.ListMembersResponse
-	26, // [26:41] is the sub-list for method output_type
-	11, // [11:26] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	29, // 0: tablestore.v1.DrainServerResponse.server:type_name -> tablestore.v1.ServerInfo
+	3,  // 1: tablestore.v1.ListMembersResponse.members:type_name -> tablestore.v1.MasterMember
+	30, // 2: tablestore.v1.CreateTableResponse.table:type_name -> tablestore.v1.Table
+	29, // 3: tablestore.v1.HeartbeatRequest.server:type_name -> tablestore.v1.ServerInfo
+	31, // 4: tablestore.v1.HeartbeatRequest.ranges:type_name -> tablestore.v1.RangeStatus
+	32, // 5: tablestore.v1.HeartbeatResponse.assigned:type_name -> tablestore.v1.RangeDescriptor
+	28, // 6: tablestore.v1.HeartbeatResponse.raft_addrs:type_name -> tablestore.v1.HeartbeatResponse.RaftAddrsEntry
+	33, // 7: tablestore.v1.SetTableACLRequest.acl:type_name -> tablestore.v1.SignedIdentifier
+	32, // 8: tablestore.v1.SplitResponse.left:type_name -> tablestore.v1.RangeDescriptor
+	32, // 9: tablestore.v1.SplitResponse.right:type_name -> tablestore.v1.RangeDescriptor
+	32, // 10: tablestore.v1.MergeResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	32, // 11: tablestore.v1.MoveResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	7,  // 12: tablestore.v1.MasterService.CreateTable:input_type -> tablestore.v1.CreateTableRequest
+	9,  // 13: tablestore.v1.MasterService.DeleteTable:input_type -> tablestore.v1.DeleteTableRequest
+	11, // 14: tablestore.v1.MasterService.GetPartitionMap:input_type -> tablestore.v1.GetPartitionMapRequest
+	12, // 15: tablestore.v1.MasterService.WatchPartitionMap:input_type -> tablestore.v1.WatchPartitionMapRequest
+	15, // 16: tablestore.v1.MasterService.SetTableACL:input_type -> tablestore.v1.SetTableACLRequest
+	17, // 17: tablestore.v1.MasterService.SetServiceProperties:input_type -> tablestore.v1.SetServicePropertiesRequest
+	19, // 18: tablestore.v1.MasterService.Events:input_type -> tablestore.v1.EventsRequest
+	20, // 19: tablestore.v1.MasterService.Split:input_type -> tablestore.v1.SplitRequest
+	22, // 20: tablestore.v1.MasterService.Merge:input_type -> tablestore.v1.MergeRequest
+	24, // 21: tablestore.v1.MasterService.Move:input_type -> tablestore.v1.MoveRequest
+	26, // 22: tablestore.v1.MasterService.TransferLeader:input_type -> tablestore.v1.MasterTransferLeaderRequest
+	13, // 23: tablestore.v1.MasterService.Heartbeat:input_type -> tablestore.v1.HeartbeatRequest
+	0,  // 24: tablestore.v1.MasterService.DrainServer:input_type -> tablestore.v1.DrainServerRequest
+	2,  // 25: tablestore.v1.MasterService.ListMembers:input_type -> tablestore.v1.ListMembersRequest
+	5,  // 26: tablestore.v1.MasterService.AddMember:input_type -> tablestore.v1.AddMemberRequest
+	6,  // 27: tablestore.v1.MasterService.RemoveMember:input_type -> tablestore.v1.RemoveMemberRequest
+	8,  // 28: tablestore.v1.MasterService.CreateTable:output_type -> tablestore.v1.CreateTableResponse
+	10, // 29: tablestore.v1.MasterService.DeleteTable:output_type -> tablestore.v1.DeleteTableResponse
+	34, // 30: tablestore.v1.MasterService.GetPartitionMap:output_type -> tablestore.v1.PartitionMap
+	34, // 31: tablestore.v1.MasterService.WatchPartitionMap:output_type -> tablestore.v1.PartitionMap
+	16, // 32: tablestore.v1.MasterService.SetTableACL:output_type -> tablestore.v1.SetTableACLResponse
+	18, // 33: tablestore.v1.MasterService.SetServiceProperties:output_type -> tablestore.v1.SetServicePropertiesResponse
+	35, // 34: tablestore.v1.MasterService.Events:output_type -> tablestore.v1.Event
+	21, // 35: tablestore.v1.MasterService.Split:output_type -> tablestore.v1.SplitResponse
+	23, // 36: tablestore.v1.MasterService.Merge:output_type -> tablestore.v1.MergeResponse
+	25, // 37: tablestore.v1.MasterService.Move:output_type -> tablestore.v1.MoveResponse
+	27, // 38: tablestore.v1.MasterService.TransferLeader:output_type -> tablestore.v1.MasterTransferLeaderResponse
+	14, // 39: tablestore.v1.MasterService.Heartbeat:output_type -> tablestore.v1.HeartbeatResponse
+	1,  // 40: tablestore.v1.MasterService.DrainServer:output_type -> tablestore.v1.DrainServerResponse
+	4,  // 41: tablestore.v1.MasterService.ListMembers:output_type -> tablestore.v1.ListMembersResponse
+	4,  // 42: tablestore.v1.MasterService.AddMember:output_type -> tablestore.v1.ListMembersResponse
+	4,  // 43: tablestore.v1.MasterService.RemoveMember:output_type -> tablestore.v1.ListMembersResponse
+	28, // [28:44] is the sub-list for method output_type
+	12, // [12:28] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_tablestore_v1_master_service_proto_init() }
@@ -1469,7 +1577,7 @@ func file_tablestore_v1_master_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tablestore_v1_master_service_proto_rawDesc), len(file_tablestore_v1_master_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   27,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -34,6 +34,7 @@ const (
 	MasterService_Move_FullMethodName                 = "/tablestore.v1.MasterService/Move"
 	MasterService_TransferLeader_FullMethodName       = "/tablestore.v1.MasterService/TransferLeader"
 	MasterService_Heartbeat_FullMethodName            = "/tablestore.v1.MasterService/Heartbeat"
+	MasterService_DrainServer_FullMethodName          = "/tablestore.v1.MasterService/DrainServer"
 	MasterService_ListMembers_FullMethodName          = "/tablestore.v1.MasterService/ListMembers"
 	MasterService_AddMember_FullMethodName            = "/tablestore.v1.MasterService/AddMember"
 	MasterService_RemoveMember_FullMethodName         = "/tablestore.v1.MasterService/RemoveMember"
@@ -67,6 +68,10 @@ type MasterServiceClient interface {
 	TransferLeader(ctx context.Context, in *MasterTransferLeaderRequest, opts ...grpc.CallOption) (*MasterTransferLeaderResponse, error)
 	// Heartbeat registers a partition server and reports its replicas.
 	Heartbeat(ctx context.Context, in *HeartbeatRequest, opts ...grpc.CallOption) (*HeartbeatResponse, error)
+	// DrainServer marks a partition server draining (or, with undo, not):
+	// the master moves its replicas and leaderships away and places nothing
+	// new on it. It answers at once with what the server still holds.
+	DrainServer(ctx context.Context, in *DrainServerRequest, opts ...grpc.CallOption) (*DrainServerResponse, error)
 	// ListMembers returns the master group's Raft configuration.
 	ListMembers(ctx context.Context, in *ListMembersRequest, opts ...grpc.CallOption) (*ListMembersResponse, error)
 	// AddMember adds a master (started with --join) as a voter.
@@ -221,6 +226,16 @@ func (c *masterServiceClient) Heartbeat(ctx context.Context, in *HeartbeatReques
 	return out, nil
 }
 
+func (c *masterServiceClient) DrainServer(ctx context.Context, in *DrainServerRequest, opts ...grpc.CallOption) (*DrainServerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DrainServerResponse)
+	err := c.cc.Invoke(ctx, MasterService_DrainServer_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *masterServiceClient) ListMembers(ctx context.Context, in *ListMembersRequest, opts ...grpc.CallOption) (*ListMembersResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListMembersResponse)
@@ -279,6 +294,10 @@ type MasterServiceServer interface {
 	TransferLeader(context.Context, *MasterTransferLeaderRequest) (*MasterTransferLeaderResponse, error)
 	// Heartbeat registers a partition server and reports its replicas.
 	Heartbeat(context.Context, *HeartbeatRequest) (*HeartbeatResponse, error)
+	// DrainServer marks a partition server draining (or, with undo, not):
+	// the master moves its replicas and leaderships away and places nothing
+	// new on it. It answers at once with what the server still holds.
+	DrainServer(context.Context, *DrainServerRequest) (*DrainServerResponse, error)
 	// ListMembers returns the master group's Raft configuration.
 	ListMembers(context.Context, *ListMembersRequest) (*ListMembersResponse, error)
 	// AddMember adds a master (started with --join) as a voter.
@@ -330,6 +349,9 @@ func (UnimplementedMasterServiceServer) TransferLeader(context.Context, *MasterT
 }
 func (UnimplementedMasterServiceServer) Heartbeat(context.Context, *HeartbeatRequest) (*HeartbeatResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Heartbeat not implemented")
+}
+func (UnimplementedMasterServiceServer) DrainServer(context.Context, *DrainServerRequest) (*DrainServerResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method DrainServer not implemented")
 }
 func (UnimplementedMasterServiceServer) ListMembers(context.Context, *ListMembersRequest) (*ListMembersResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ListMembers not implemented")
@@ -563,6 +585,24 @@ func _MasterService_Heartbeat_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MasterService_DrainServer_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DrainServerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServiceServer).DrainServer(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MasterService_DrainServer_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServiceServer).DrainServer(ctx, req.(*DrainServerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _MasterService_ListMembers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ListMembersRequest)
 	if err := dec(in); err != nil {
@@ -663,6 +703,10 @@ var MasterService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Heartbeat",
 			Handler:    _MasterService_Heartbeat_Handler,
+		},
+		{
+			MethodName: "DrainServer",
+			Handler:    _MasterService_DrainServer_Handler,
 		},
 		{
 			MethodName: "ListMembers",
