@@ -47,10 +47,8 @@ func (s *Server) snapshot(now time.Time) *scheduler.Snapshot {
 		for _, r := range st.ranges {
 			descs = append(descs, r)
 		}
-		for id := range st.servers {
-			// Draining comes from the catalog's server record once it
-			// has one (issue 13): Draining: st.servers[id].GetDraining().
-			snap.Servers = append(snap.Servers, scheduler.Server{ID: id})
+		for id, sv := range st.servers {
+			snap.Servers = append(snap.Servers, scheduler.Server{ID: id, Draining: sv.GetDraining()})
 		}
 	})
 	sort.Slice(snap.Servers, func(i, j int) bool { return snap.Servers[i].ID < snap.Servers[j].ID })
