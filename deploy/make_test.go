@@ -20,3 +20,19 @@ func TestMakeRunPassesArgs(t *testing.T) {
 		t.Errorf("make run does not pass ARGS to dev:\n%s", out)
 	}
 }
+
+// TestComposeKeyNotInArgv: compose hands the account key to the front-end
+// in its environment, never on its command line.
+func TestComposeKeyNotInArgv(t *testing.T) {
+	docs := loadYAML(t, "docker-compose.yml")
+	services := mapAt(docs[0], "services")
+	fe := mapAt(services, "frontend")
+	for _, a := range stringList(t, get(fe, "command"), "frontend command") {
+		if strings.HasPrefix(a, "--account-key=") {
+			t.Errorf("command item %q puts the key on the command line", a)
+		}
+	}
+	if str(fe, "environment", "TABLESTORE_ACCOUNT_KEY") == "" {
+		t.Error("frontend environment lacks TABLESTORE_ACCOUNT_KEY")
+	}
+}

@@ -20,20 +20,27 @@ import (
 
 var (
 	binOnce sync.Once
+	binDir  string
 	binPath string
 	binErr  error
 )
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
 
 // binary builds the tablestore binary once per test run.
 func binary(t *testing.T) string {
 	t.Helper()
 	binOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "tablestore-bin-")
-		if err != nil {
-			binErr = err
+		if binDir, binErr = os.MkdirTemp("", "tablestore-bin-"); binErr != nil {
 			return
 		}
-		binPath = filepath.Join(dir, "tablestore")
+		binPath = filepath.Join(binDir, "tablestore")
 		if out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput(); err != nil {
 			binErr = errors.New("build: " + err.Error() + "\n" + string(out))
 		}
