@@ -99,7 +99,9 @@ func TestScaleOutAndDrain(t *testing.T) {
 	// Drain ps1: it ends with nothing, and stays marked.
 	var out bytes.Buffer
 	if err := ctl.RunContext(ctx, []string{"--master", strings.Join(c.MasterAddrs(), ","), "drain", "ps1", "--wait", "2m"}, &out, &out); err != nil {
-		t.Fatalf("ctl drain: %v\n%s", err, out.String())
+		var ranges bytes.Buffer
+		ctl.RunContext(ctx, []string{"--master", strings.Join(c.MasterAddrs(), ","), "ranges"}, &ranges, &ranges)
+		t.Fatalf("ctl drain: %v\n%s\nranges:\n%s", err, out.String(), ranges.String())
 	}
 	if !strings.Contains(out.String(), "ps1 is drained") {
 		t.Fatalf("ctl drain output:\n%s", out.String())
