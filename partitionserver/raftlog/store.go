@@ -597,7 +597,15 @@ func (s *Store) Groups() []uint64 {
 }
 
 // Drop deletes a group's log and stable keys (its range left this server).
+// Dropping a group without state writes nothing. The group's writers must
+// have stopped.
 func (s *Store) Drop(id uint64) error {
+	s.mu.RLock()
+	_, ok := s.groups[id]
+	s.mu.RUnlock()
+	if !ok {
+		return nil
+	}
 	return s.submit(encodeDrop(id))
 }
 
