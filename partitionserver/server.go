@@ -245,6 +245,16 @@ func (s *Server) dropOrphanLogs(states []*pb.RangeState) error {
 // the same process (see connpool.RegisterLocal).
 func (s *Server) Service() pb.PartitionServiceServer { return &service{s: s} }
 
+// Crash stops the server as a kill -9 or power loss would leave its disk
+// (fault injection): Raft writes not yet durable fail and never land, then
+// the server shuts down.
+func (s *Server) Crash() error {
+	if s.logs != nil {
+		s.logs.Fail()
+	}
+	return s.Close()
+}
+
 // SetIsolated cuts (true) or restores (false) this server's Raft traffic,
 // as a network partition would (fault injection).
 func (s *Server) SetIsolated(v bool) { s.mux.SetIsolated(v) }

@@ -94,7 +94,9 @@ func TestKill9KeepsAckedEntries(t *testing.T) {
 			}
 			close(lines)
 		}()
-		kill := time.After(time.Duration(150+round*100) * time.Millisecond)
+		// The kill comes a while after the first acknowledgement.
+		var kill <-chan time.Time
+		deadline := time.After(30 * time.Second)
 		seen := 0
 	read:
 		for {
@@ -102,6 +104,9 @@ func TestKill9KeepsAckedEntries(t *testing.T) {
 			case <-kill:
 				cmd.Process.Signal(syscall.SIGKILL)
 				kill = nil
+			case <-deadline:
+				cmd.Process.Signal(syscall.SIGKILL)
+				t.Fatalf("round %d: child acknowledged nothing in 30s", round)
 			case line, ok := <-lines:
 				if !ok {
 					break read
@@ -111,6 +116,9 @@ func TestKill9KeepsAckedEntries(t *testing.T) {
 					t.Fatalf("child: %s", line)
 				}
 				seen++
+				if seen == 1 {
+					kill = time.After(time.Duration(50+round*100) * time.Millisecond)
+				}
 				if idx > acked[g] {
 					acked[g] = idx
 				}

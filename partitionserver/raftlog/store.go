@@ -38,7 +38,8 @@ type Store struct {
 	// qmu guards the batch being gathered.
 	qmu     sync.Mutex
 	pending *batch
-	err     error // sticky: ErrClosed, or the write/sync failure
+	err     error // sticky: ErrClosed, ErrFailed or the write/sync failure
+	closing bool
 	kick    chan struct{}
 	stop    chan struct{}
 	stopped chan struct{}
@@ -69,10 +70,39 @@ func (g *group) last() uint64 {
 }
 
 type segment struct {
-	id   uint64
-	f    *os.File
-	size int64
-	live int // entries of any group the index points into this segment
+	id    uint64
+	f     *os.File
+	size  int64 // end of the records
+	alloc int64 // end of the zeros written ahead of the records
+	live  int   // entries of any group the index points into this segment
+}
+
+// preallocChunk is how far ahead of the records a segment is zero-filled.
+// Overwriting blocks that are already written keeps the file size, so
+// fdatasync flushes only data; appending past the end would change the
+// size and make every sync a journal commit, which on a shared file system
+// waits for everyone else's metadata too.
+const preallocChunk = 1 << 20
+
+var zeros = make([]byte, preallocChunk)
+
+// writeRecords writes buf at the segment's end, zero-filling ahead first
+// when the records would pass the preallocated part. The caller syncs.
+func (seg *segment) writeRecords(buf []byte) error {
+	end := seg.size + int64(len(buf))
+	if end > seg.alloc {
+		to := (end/preallocChunk + 1) * preallocChunk
+		for off := max(seg.alloc, end); off < to; {
+			n := min(int64(len(zeros)), to-off)
+			if _, err := seg.f.WriteAt(zeros[:n], off); err != nil {
+				return err
+			}
+			off += n
+		}
+		seg.alloc = to
+	}
+	_, err := seg.f.WriteAt(buf, seg.size)
+	return err
 }
 
 // batch is the records gathered while the previous write was syncing; one
@@ -195,6 +225,9 @@ func (s *Store) replay(id uint64, newest bool) error {
 	off := 0
 	for off < len(data) {
 		kind, payload, n, err := nextFrame(data[off:])
+		if err != nil && allZero(data[off:]) {
+			break // preallocated space
+		}
 		if err != nil {
 			if !newest {
 				return fmt.Errorf("%w: %s at offset %d", ErrCorrupt, path, off)
@@ -205,6 +238,7 @@ func (s *Store) replay(id uint64, newest bool) error {
 			if err := f.Sync(); err != nil {
 				return err
 			}
+			data = data[:off]
 			break
 		}
 		ev, err := decodeRecord(kind, payload)
@@ -215,7 +249,17 @@ func (s *Store) replay(id uint64, newest bool) error {
 		off += n
 	}
 	seg.size = int64(off)
+	seg.alloc = int64(len(data))
 	return nil
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // newSegment creates segment id holding a checkpoint of the index followed
@@ -230,7 +274,8 @@ func (s *Store) newSegment(id uint64, data []byte) (*segment, error) {
 	buf := s.appendCheckpoint(nil)
 	s.mu.RUnlock()
 	buf = append(buf, data...)
-	if _, err := f.WriteAt(buf, 0); err == nil {
+	seg := &segment{id: id, f: f}
+	if err = seg.writeRecords(buf); err == nil {
 		err = fdatasync(f)
 	}
 	if err == nil {
@@ -242,7 +287,8 @@ func (s *Store) newSegment(id uint64, data []byte) (*segment, error) {
 		return nil, err
 	}
 	s.syncs.Add(1)
-	return &segment{id: id, f: f, size: int64(len(buf))}, nil
+	seg.size = int64(len(buf))
+	return seg, nil
 }
 
 // appendCheckpoint encodes every group's bounds and stable keys. Callers
@@ -361,7 +407,7 @@ func (s *Store) flush(b *batch) error {
 		s.mu.Unlock()
 	} else {
 		base = cur.size
-		if _, err := cur.f.WriteAt(b.buf, base); err != nil {
+		if err := cur.writeRecords(b.buf); err != nil {
 			return fmt.Errorf("raftlog: write: %w", err)
 		}
 		if err := fdatasync(cur.f); err != nil {
@@ -550,11 +596,14 @@ func (s *Store) bound(g *group, first, count uint64) {
 // Close waits for the queued writes and closes the files.
 func (s *Store) Close() error {
 	s.qmu.Lock()
-	if errors.Is(s.err, ErrClosed) {
+	if s.closing {
 		s.qmu.Unlock()
 		return nil
 	}
-	s.err = ErrClosed
+	s.closing = true
+	if s.err == nil {
+		s.err = ErrClosed
+	}
 	s.qmu.Unlock()
 	close(s.stop)
 	<-s.stopped
@@ -567,6 +616,27 @@ func (s *Store) Close() error {
 		}
 	}
 	return err
+}
+
+// ErrFailed is returned for writes after Fail.
+var ErrFailed = errors.New("raftlog: failed")
+
+// Fail makes every write not yet on its way to disk fail, as if the
+// process had died at this instant (fault injection): what was
+// acknowledged before is durable, nothing later lands. Close still
+// releases the files.
+func (s *Store) Fail() {
+	s.qmu.Lock()
+	if s.err == nil {
+		s.err = ErrFailed
+	}
+	b := s.pending
+	s.pending = nil
+	s.qmu.Unlock()
+	if b != nil {
+		b.err = ErrFailed
+		close(b.done)
+	}
 }
 
 // Stats are counters of the store's work.
