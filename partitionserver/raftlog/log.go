@@ -98,34 +98,63 @@ func (l *Log) StoreLogs(logs []*raft.Log) error {
 	}
 	l.s.mu.RUnlock()
 
-	bp := encodePool.Get().(*[]byte)
-	buf, start := beginFrame((*bp)[:0], recEntries)
-	buf = binary.AppendUvarint(buf, l.id)
-	buf = binary.AppendUvarint(buf, uint64(len(logs)))
-	payload := start + frameHeader + 1
-	refs := make([]entryRef, len(logs))
-	var scratch [binary.MaxVarintLen64]byte
-	for i, e := range logs {
-		if i > 0 && e.Index != logs[i-1].Index+1 {
-			encodePool.Put(bp)
-			return fmt.Errorf("raftlog: entries %d and %d not contiguous", logs[i-1].Index, e.Index)
+	for i := 1; i < len(logs); i++ {
+		if logs[i].Index != logs[i-1].Index+1 {
+			return fmt.Errorf("raftlog: entries %d and %d not contiguous", logs[i-1].Index, logs[i].Index)
 		}
+	}
+	var bufs []*[]byte
+	defer func() {
+		for _, bp := range bufs {
+			encodePool.Put(bp)
+		}
+	}()
+	for len(logs) > 0 {
+		bp := encodePool.Get().(*[]byte)
+		bufs = append(bufs, bp)
+		var rec record
+		rec, logs = l.encodeEntries((*bp)[:0], logs)
+		*bp = rec.frame
+		recs = append(recs, rec)
+	}
+	return l.s.submit(recs...)
+}
+
+// recordTarget is the payload size after which StoreLogs starts another
+// record, well below maxRecord.
+var recordTarget = 32 << 20
+
+// encodeEntries encodes a prefix of logs as one entries record into buf
+// and returns the rest.
+func (l *Log) encodeEntries(buf []byte, logs []*raft.Log) (record, []*raft.Log) {
+	buf, start := beginFrame(buf, recEntries)
+	buf = binary.AppendUvarint(buf, l.id)
+	n := len(logs)
+	size := 0
+	for i, e := range logs {
+		size += len(e.Data) + len(e.Extensions) + 64
+		if i > 0 && size > recordTarget {
+			n = i
+			break
+		}
+	}
+	buf = binary.AppendUvarint(buf, uint64(n))
+	payload := start + frameHeader + 1
+	refs := make([]entryRef, n)
+	var scratch [binary.MaxVarintLen64]byte
+	for i, e := range logs[:n] {
 		// Length prefix, then the entry; the length is patched in after.
 		mark := len(buf)
 		buf = appendEntry(buf, e)
-		n := len(buf) - mark
-		pre := binary.PutUvarint(scratch[:], uint64(n))
+		size := len(buf) - mark
+		pre := binary.PutUvarint(scratch[:], uint64(size))
 		buf = append(buf, scratch[:pre]...)
-		copy(buf[mark+pre:], buf[mark:mark+n])
+		copy(buf[mark+pre:], buf[mark:mark+size])
 		copy(buf[mark:], scratch[:pre])
-		refs[i] = entryRef{index: e.Index, off: mark + pre - payload, n: n}
+		refs[i] = entryRef{index: e.Index, off: mark + pre - payload, n: size}
 	}
 	buf = endFrame(buf, start)
-	recs = append(recs, record{frame: buf, ev: event{kind: recEntries, group: l.id, entries: refs}})
-	err := l.s.submit(recs...)
-	*bp = buf
-	encodePool.Put(bp)
-	return err
+	return record{frame: buf, ev: event{kind: recEntries, group: l.id, entries: refs}}, logs[n:]
 }
 
 // DeleteRange implements raft.LogStore for suffix truncation and prefix

@@ -393,3 +393,29 @@ type countFSM struct{ n int }
 func (f *countFSM) Apply(*raft.Log) any                 { f.n++; return nil }
 func (f *countFSM) Snapshot() (raft.FSMSnapshot, error) { return nil, errors.New("no snapshots") }
 func (f *countFSM) Restore(r io.ReadCloser) error       { return r.Close() }
+
+// TestLargeAppendSpansRecords checks that a StoreLogs bigger than one
+// record's target is split into several records and reads back whole.
+func TestLargeAppendSpansRecords(t *testing.T) {
+	defer func(v int) { recordTarget = v }(recordTarget)
+	recordTarget = 1000
+	dir := t.TempDir()
+	s := open(t, dir, Options{})
+	want := map[uint64]string{}
+	var batch []*raft.Log
+	for i := uint64(1); i <= 40; i++ {
+		d := fmt.Sprintf("%d-%s", i, bytes.Repeat([]byte{'q'}, 300))
+		batch = append(batch, entry(i, 1, d))
+		want[i] = d
+	}
+	if err := s.Log(1).StoreLogs(batch); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.Stats().Records; n < 10 {
+		t.Fatalf("%d records for 12 KB of entries with a 1 KB target", n)
+	}
+	s.Close()
+	s = open(t, dir, Options{})
+	defer s.Close()
+	check(t, s, map[uint64]*model{1: {entries: want, kv: map[string]string{}}})
+}
