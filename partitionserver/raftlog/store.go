@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 )
 
 // Options tune a Store.
@@ -377,7 +378,9 @@ func (s *Store) run() {
 		if b == nil {
 			continue
 		}
+		start := time.Now()
 		b.err = s.flush(b)
+		syncSeconds.Observe(time.Since(start).Seconds())
 		if b.err != nil {
 			s.qmu.Lock()
 			if s.err == nil {
@@ -419,6 +422,8 @@ func (s *Store) flush(b *batch) error {
 		s.mu.Unlock()
 	}
 	s.records.Add(uint64(len(b.ops)))
+	recordsTotal.Add(float64(len(b.ops)))
+	bytesTotal.Add(float64(len(b.buf)))
 	s.mu.Lock()
 	for i := range b.ops {
 		s.apply(&b.ops[i].ev, s.cur.id, base+int64(b.ops[i].payloadOff))
