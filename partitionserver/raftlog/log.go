@@ -141,17 +141,12 @@ func (l *Log) encodeEntries(buf []byte, logs []*raft.Log) (record, []*raft.Log) 
 	buf = binary.AppendUvarint(buf, uint64(n))
 	payload := start + frameHeader + 1
 	refs := make([]entryRef, n)
-	var scratch [binary.MaxVarintLen64]byte
 	for i, e := range logs[:n] {
-		// Length prefix, then the entry; the length is patched in after.
+		size := entrySize(e)
+		buf = binary.AppendUvarint(buf, uint64(size))
 		mark := len(buf)
 		buf = appendEntry(buf, e)
-		size := len(buf) - mark
-		pre := binary.PutUvarint(scratch[:], uint64(size))
-		buf = append(buf, scratch[:pre]...)
-		copy(buf[mark+pre:], buf[mark:mark+size])
-		copy(buf[mark:], scratch[:pre])
-		refs[i] = entryRef{index: e.Index, off: mark + pre - payload, n: size}
+		refs[i] = entryRef{index: e.Index, off: mark - payload, n: size}
 	}
 	buf = endFrame(buf, start)
 	return record{frame: buf, ev: event{kind: recEntries, group: l.id, entries: refs}}, logs[n:]

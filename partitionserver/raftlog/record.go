@@ -161,6 +161,28 @@ func appendEntry(buf []byte, l *raft.Log) []byte {
 	return binary.AppendVarint(buf, at)
 }
 
+// entrySize is the length appendEntry gives l.
+func entrySize(l *raft.Log) int {
+	var at int64
+	if !l.AppendedAt.IsZero() {
+		at = l.AppendedAt.UnixNano()
+	}
+	return uvarintLen(l.Index) + uvarintLen(l.Term) + 1 +
+		uvarintLen(uint64(len(l.Data))) + len(l.Data) +
+		uvarintLen(uint64(len(l.Extensions))) + len(l.Extensions) +
+		varintLen(at)
+}
+
+func uvarintLen(v uint64) int {
+	var b [binary.MaxVarintLen64]byte
+	return binary.PutUvarint(b[:], v)
+}
+
+func varintLen(v int64) int {
+	var b [binary.MaxVarintLen64]byte
+	return binary.PutVarint(b[:], v)
+}
+
 // entryFields parses an entry encoded by appendEntry; data and ext alias b.
 func entryFields(b []byte) (index, term uint64, typ raft.LogType, data, ext []byte, at int64, err error) {
 	r := reader{b: b}
