@@ -598,7 +598,8 @@ func (s *Store) bound(g *group, first, count uint64) {
 	}
 }
 
-// Close waits for the queued writes and closes the files.
+// Close fails the writes still queued (their callers get ErrClosed; a
+// batch being written completes) and closes the files.
 func (s *Store) Close() error {
 	s.qmu.Lock()
 	if s.closing {
