@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -38,22 +40,79 @@ func freePorts(t *testing.T, n int) []int {
 
 type proc struct {
 	name string
+	args []string
 	cmd  *exec.Cmd
 	out  *bytes.Buffer
 }
 
-// TestMultiProcessCluster runs the real binary as 3 masters, 3 partition
-// servers and 1 front-end and does a round trip through the official SDK.
-func TestMultiProcessCluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("multi-process test")
+// processCluster is the real binary running as 3 masters, 3 partition
+// servers and 1 front-end, each its own process.
+type processCluster struct {
+	t       *testing.T
+	bin     string
+	procs   []*proc
+	servers []*proc // the partition servers
+	sc      *aztables.ServiceClient
+}
+
+func (c *processCluster) start(name string, args ...string) *proc {
+	pr := &proc{name: name, args: args}
+	c.run(pr)
+	c.procs = append(c.procs, pr)
+	return pr
+}
+
+func (c *processCluster) run(pr *proc) {
+	pr.out = &bytes.Buffer{}
+	pr.cmd = exec.Command(c.bin, pr.args...)
+	pr.cmd.Stdout, pr.cmd.Stderr = pr.out, pr.out
+	if err := pr.cmd.Start(); err != nil {
+		c.t.Fatal(err)
 	}
+}
+
+// kill9 kills a process with SIGKILL and reaps it.
+func (c *processCluster) kill9(pr *proc) {
+	pr.cmd.Process.Signal(syscall.SIGKILL)
+	pr.cmd.Wait()
+}
+
+var (
+	buildOnce sync.Once
+	buildDir  string
+	buildErr  error
+)
+
+// buildBinary builds the binary once for every test of the package.
+func buildBinary(t *testing.T) string {
+	buildOnce.Do(func() {
+		if buildDir, buildErr = os.MkdirTemp("", "tablestore-bin-"); buildErr != nil {
+			return
+		}
+		out, err := exec.Command("go", "build", "-o", filepath.Join(buildDir, "tablestore"), ".").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return filepath.Join(buildDir, "tablestore")
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if buildDir != "" {
+		os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
+}
+
+// startProcessCluster builds the binary, starts the processes and waits
+// until table can be created through the SDK.
+func startProcessCluster(t *testing.T, table string) *processCluster {
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "tablestore")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	c := &processCluster{t: t, bin: buildBinary(t)}
 	p := freePorts(t, 13)
 	addr := func(i int) string { return "127.0.0.1:" + strconv.Itoa(p[i]) }
 	var peers, masters []string
@@ -61,21 +120,11 @@ func TestMultiProcessCluster(t *testing.T) {
 		peers = append(peers, fmt.Sprintf("m%d=%s", i+1, addr(3+i)))
 		masters = append(masters, addr(i))
 	}
-	var procs []*proc
-	start := func(name string, args ...string) {
-		out := &bytes.Buffer{}
-		cmd := exec.Command(bin, args...)
-		cmd.Stdout, cmd.Stderr = out, out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		procs = append(procs, &proc{name: name, cmd: cmd, out: out})
-	}
 	t.Cleanup(func() {
-		for _, pr := range procs {
+		for _, pr := range c.procs {
 			pr.cmd.Process.Signal(syscall.SIGTERM)
 		}
-		for _, pr := range procs {
+		for _, pr := range c.procs {
 			done := make(chan struct{})
 			go func() { pr.cmd.Wait(); close(done) }()
 			select {
@@ -90,16 +139,16 @@ func TestMultiProcessCluster(t *testing.T) {
 		}
 	})
 	for i := 0; i < 3; i++ {
-		start(fmt.Sprintf("master%d", i+1), "master",
+		c.start(fmt.Sprintf("master%d", i+1), "master",
 			"--id", fmt.Sprintf("m%d", i+1), "--data-dir", filepath.Join(dir, fmt.Sprintf("m%d", i+1)),
 			"--grpc-addr", addr(i), "--raft-addr", addr(3+i), "--peers", strings.Join(peers, ","), "--log-level", "warn")
 	}
 	for i := 0; i < 3; i++ {
-		start(fmt.Sprintf("ps%d", i+1), "partitionserver",
+		c.servers = append(c.servers, c.start(fmt.Sprintf("ps%d", i+1), "partitionserver",
 			"--id", fmt.Sprintf("ps%d", i+1), "--data-dir", filepath.Join(dir, fmt.Sprintf("ps%d", i+1)),
-			"--grpc-addr", addr(6+i), "--raft-addr", addr(9+i), "--masters", strings.Join(masters, ","), "--log-level", "warn")
+			"--grpc-addr", addr(6+i), "--raft-addr", addr(9+i), "--masters", strings.Join(masters, ","), "--log-level", "warn"))
 	}
-	start("frontend", "frontend", "--http-addr", addr(12), "--masters", strings.Join(masters, ","), "--log-level", "warn")
+	c.start("frontend", "frontend", "--http-addr", addr(12), "--masters", strings.Join(masters, ","), "--log-level", "warn")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -107,15 +156,15 @@ func TestMultiProcessCluster(t *testing.T) {
 		"Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==", addr(12))
 	opts := &aztables.ClientOptions{}
 	opts.Retry = policy.RetryOptions{MaxRetries: 10, RetryDelay: 200 * time.Millisecond, MaxRetryDelay: time.Second}
-	sc, err := aztables.NewServiceClientFromConnectionString(conn, opts)
-	if err != nil {
+	var err error
+	if c.sc, err = aztables.NewServiceClientFromConnectionString(conn, opts); err != nil {
 		t.Fatal(err)
 	}
 	// The front-end listens once it has a map; the masters and servers
 	// need a moment to elect and register.
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		_, err = sc.CreateTable(ctx, "multiproc", nil)
+		_, err = c.sc.CreateTable(ctx, table, nil)
 		if err == nil || time.Now().After(deadline) {
 			break
 		}
@@ -124,7 +173,19 @@ func TestMultiProcessCluster(t *testing.T) {
 	if err != nil {
 		t.Fatalf("create table: %v", err)
 	}
-	tc := sc.NewClient("multiproc")
+	return c
+}
+
+// TestMultiProcessCluster runs the real binary as 3 masters, 3 partition
+// servers and 1 front-end and does a round trip through the official SDK.
+func TestMultiProcessCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	c := startProcessCluster(t, "multiproc")
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	tc := c.sc.NewClient("multiproc")
 	for i := 0; i < 30; i++ {
 		body, _ := json.Marshal(map[string]any{"PartitionKey": fmt.Sprintf("p%d", i%3), "RowKey": fmt.Sprint(i), "V": i})
 		if _, err := tc.AddEntity(ctx, body, nil); err != nil {
