@@ -12,12 +12,11 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	bolt "go.etcd.io/bbolt"
 
 	"tablestore/internal/logging"
 	"tablestore/internal/termbarrier"
 	"tablestore/partitionserver/fsm"
+	"tablestore/partitionserver/raftlog"
 	"tablestore/partitionserver/raftmux"
 	pb "tablestore/proto/tablestorepb"
 )
@@ -37,7 +36,7 @@ type replica struct {
 	fsm       *fsm.Range
 	raft      *raft.Raft
 	transport *raft.NetworkTransport
-	logStore  *raftboltdb.BoltStore
+	logStore  *raftlog.Log
 	dir       string
 
 	// ready: this leader has committed in its term, so its commit index
@@ -62,6 +61,7 @@ type replicaDeps struct {
 	serverID string
 	cfg      *Config
 	store    *fsm.Store
+	logs     *raftlog.Store
 	mux      *raftmux.Mux
 	addrs    raft.ServerAddressProvider
 	hooks    fsm.Hooks
@@ -88,21 +88,18 @@ func openReplica(d replicaDeps, id uint64, bootstrap bool, voters []raft.Server,
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	logStore, err := raftboltdb.New(raftboltdb.Options{
-		Path:        filepath.Join(dir, "raft.db"),
-		BoltOptions: &bolt.Options{Timeout: 5 * time.Second, NoFreelistSync: true, FreelistType: bolt.FreelistMapType},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("partitionserver: range %d log: %w", id, err)
+	// The range's Raft log and stable keys are its group in the server's
+	// shared log.
+	logStore := d.logs.Log(id)
+	if err := importLegacyLog(filepath.Join(dir, legacyLogFile), logStore, logger); err != nil {
+		return nil, fmt.Errorf("partitionserver: range %d: %w", id, err)
 	}
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, logging.HCLog(logger, "snapshot"))
 	if err != nil {
-		logStore.Close()
 		return nil, fmt.Errorf("partitionserver: range %d snapshots: %w", id, err)
 	}
 	layer, err := d.mux.Layer(id)
 	if err != nil {
-		logStore.Close()
 		return nil, err
 	}
 	transport := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
@@ -140,13 +137,11 @@ func openReplica(d replicaDeps, id uint64, bootstrap bool, voters []raft.Server,
 		has, err := raft.HasExistingState(logStore, logStore, snaps)
 		if err != nil {
 			transport.Close()
-			logStore.Close()
 			return nil, err
 		}
 		if !has {
 			if err := raft.BootstrapCluster(rc, logStore, logStore, snaps, transport, raft.Configuration{Servers: voters}); err != nil {
 				transport.Close()
-				logStore.Close()
 				return nil, fmt.Errorf("partitionserver: bootstrap range %d: %w", id, err)
 			}
 		}
@@ -156,13 +151,11 @@ func openReplica(d replicaDeps, id uint64, bootstrap bool, voters []raft.Server,
 	cached, err := raft.NewLogCache(1024, logStore)
 	if err != nil {
 		transport.Close()
-		logStore.Close()
 		return nil, err
 	}
 	r, err := raft.NewRaft(rc, rfsm, cached, logStore, snaps, transport)
 	if err != nil {
 		transport.Close()
-		logStore.Close()
 		return nil, fmt.Errorf("partitionserver: start range %d: %w", id, err)
 	}
 	rep := &replica{
@@ -253,13 +246,10 @@ func (r *replica) compact() error {
 	return nil
 }
 
-// close stops the Raft member and releases its files.
+// close stops the Raft member; its log stays in the shared store.
 func (r *replica) close() error {
 	err := r.raft.Shutdown().Error()
 	r.transport.Close()
-	if cerr := r.logStore.Close(); err == nil {
-		err = cerr
-	}
 	return err
 }
 

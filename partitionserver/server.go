@@ -22,6 +22,7 @@ import (
 	"tablestore/internal/masterclient"
 	"tablestore/internal/peertls"
 	"tablestore/partitionserver/fsm"
+	"tablestore/partitionserver/raftlog"
 	"tablestore/partitionserver/raftmux"
 	pb "tablestore/proto/tablestorepb"
 )
@@ -33,6 +34,7 @@ type Server struct {
 	id     string
 
 	store   *fsm.Store
+	logs    *raftlog.Store
 	mux     *raftmux.Mux
 	grpcLn  net.Listener
 	grpcSrv *grpc.Server
@@ -128,6 +130,10 @@ func (s *Server) Start() (err error) {
 	if s.creds, err = s.cfg.TLS.Load(); err != nil {
 		return err
 	}
+	if s.logs, err = raftlog.Open(filepath.Join(s.cfg.DataDir, raftLogDir), raftlog.Options{}); err != nil {
+		return fmt.Errorf("partitionserver: raft log in --data-dir %s: %w", s.cfg.DataDir, err)
+	}
+	cleanup = append(cleanup, func() { s.logs.Close() })
 	raftLn, err := net.Listen("tcp", s.cfg.RaftAddr)
 	if err != nil {
 		return fmt.Errorf("partitionserver: --raft-addr %s: %w", s.cfg.RaftAddr, err)
@@ -150,6 +156,9 @@ func (s *Server) Start() (err error) {
 	states, err := s.store.RangeStates()
 	if err != nil {
 		return fmt.Errorf("partitionserver: state file %s: %w", statePath, err)
+	}
+	if err := s.dropOrphanLogs(states); err != nil {
+		return fmt.Errorf("partitionserver: raft log in --data-dir %s: %w", s.cfg.DataDir, err)
 	}
 	cleanup = append(cleanup, func() {
 		for _, r := range s.replicas {
@@ -187,7 +196,7 @@ func (s *Server) Start() (err error) {
 }
 
 func (s *Server) deps() replicaDeps {
-	return replicaDeps{serverID: s.id, cfg: &s.cfg, store: s.store, mux: s.mux, addrs: s.addrs, hooks: s, logger: s.logger}
+	return replicaDeps{serverID: s.id, cfg: &s.cfg, store: s.store, logs: s.logs, mux: s.mux, addrs: s.addrs, hooks: s, logger: s.logger}
 }
 
 // Close stops serving and shuts every replica down; data stays on disk.
@@ -219,12 +228,48 @@ func (s *Server) Close() error {
 	s.mux.Close()
 	s.master.Close()
 	s.forgetGauges()
-	return s.store.Close()
+	err := s.logs.Close()
+	if serr := s.store.Close(); err == nil {
+		err = serr
+	}
+	return err
+}
+
+// raftLogDir is the shared Raft log of every range replica, under the
+// data directory.
+const raftLogDir = "raftlog"
+
+// dropOrphanLogs deletes the logs of groups whose range state is gone (a
+// crash between deleting a range and dropping its log).
+func (s *Server) dropOrphanLogs(states []*pb.RangeState) error {
+	known := make(map[uint64]bool, len(states))
+	for _, st := range states {
+		known[st.GetRange().GetRangeId()] = true
+	}
+	for _, id := range s.logs.Groups() {
+		if !known[id] {
+			if err := s.logs.Drop(id); err != nil {
+				return err
+			}
+			s.logger.Info("dropped the raft log of a deleted range", "range", id)
+		}
+	}
+	return nil
 }
 
 // Service returns the server's gRPC service implementation, for callers in
 // the same process (see connpool.RegisterLocal).
 func (s *Server) Service() pb.PartitionServiceServer { return &service{s: s} }
+
+// Crash stops the server as a kill -9 or power loss would leave its disk
+// (fault injection): Raft writes not yet durable fail and never land, then
+// the server shuts down.
+func (s *Server) Crash() error {
+	if s.logs != nil {
+		s.logs.Fail()
+	}
+	return s.Close()
+}
 
 // SetIsolated cuts (true) or restores (false) this server's Raft traffic,
 // as a network partition would (fault injection).
@@ -309,7 +354,8 @@ func (s *Server) RangeCreated(parent uint64, desc *pb.RangeDescriptor, preferred
 	}()
 }
 
-// deleteReplica stops a replica and removes its data and Raft files.
+// deleteReplica stops a replica and removes its data, its group of the
+// shared Raft log and its snapshots.
 func (s *Server) deleteReplica(id uint64) error {
 	s.mu.Lock()
 	rep, ok := s.replicas[id]
@@ -319,6 +365,9 @@ func (s *Server) deleteReplica(id uint64) error {
 		rep.close()
 	}
 	if err := s.store.DeleteRange(id); err != nil {
+		return err
+	}
+	if err := s.logs.Drop(id); err != nil {
 		return err
 	}
 	if err := os.RemoveAll(replicaDir(s.cfg.DataDir, id)); err != nil {

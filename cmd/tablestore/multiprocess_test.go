@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -37,19 +38,50 @@ func freePorts(t *testing.T, n int) []int {
 
 type proc struct {
 	name string
+	args []string
 	cmd  *exec.Cmd
 	out  *bytes.Buffer
 }
 
-// TestMultiProcessCluster runs the real binary as 3 masters, 3 partition
-// servers and 1 front-end and does a round trip through the official SDK.
-func TestMultiProcessCluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("multi-process test")
+// processCluster is the real binary running as 3 masters, 3 partition
+// servers and 1 front-end, each its own process.
+type processCluster struct {
+	t       *testing.T
+	bin     string
+	procs   []*proc
+	servers []*proc // the partition servers
+	masters []string
+	sc      *aztables.ServiceClient
+}
+
+func (c *processCluster) start(name string, args ...string) *proc {
+	pr := &proc{name: name, args: args}
+	c.run(pr)
+	c.procs = append(c.procs, pr)
+	return pr
+}
+
+func (c *processCluster) run(pr *proc) {
+	pr.out = &bytes.Buffer{}
+	pr.cmd = exec.Command(c.bin, pr.args...)
+	pr.cmd.Stdout, pr.cmd.Stderr = pr.out, pr.out
+	if err := pr.cmd.Start(); err != nil {
+		c.t.Fatal(err)
 	}
+}
+
+// kill9 kills a process with SIGKILL and reaps it.
+func (c *processCluster) kill9(pr *proc) {
+	pr.cmd.Process.Signal(syscall.SIGKILL)
+	pr.cmd.Wait()
+}
+
+// startProcessCluster builds the binary, starts the processes (each with
+// extra appended to its flags) and waits until table can be created
+// through the SDK.
+func startProcessCluster(t *testing.T, table string, extra ...string) *processCluster {
 	dir := t.TempDir()
-	ps := newProcSet(t, binary(t))
-	start := func(name string, args ...string) { ps.start(name, args...) }
+	c := &processCluster{t: t, bin: binary(t)}
 	p := freePorts(t, 13)
 	addr := func(i int) string { return "127.0.0.1:" + strconv.Itoa(p[i]) }
 	var peers, masters []string
@@ -57,40 +89,52 @@ func TestMultiProcessCluster(t *testing.T) {
 		peers = append(peers, fmt.Sprintf("m%d=%s", i+1, addr(3+i)))
 		masters = append(masters, addr(i))
 	}
+	t.Cleanup(func() {
+		for _, pr := range c.procs {
+			pr.cmd.Process.Signal(syscall.SIGTERM)
+		}
+		for _, pr := range c.procs {
+			done := make(chan struct{})
+			go func() { pr.cmd.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				pr.cmd.Process.Kill()
+				<-done
+			}
+			if t.Failed() {
+				t.Logf("--- %s output:\n%s", pr.name, pr.out.String())
+			}
+		}
+	})
 	for i := 0; i < 3; i++ {
-		start(fmt.Sprintf("master%d", i+1), "master",
+		c.start(fmt.Sprintf("master%d", i+1), append([]string{"master",
 			"--id", fmt.Sprintf("m%d", i+1), "--data-dir", filepath.Join(dir, fmt.Sprintf("m%d", i+1)),
-			"--grpc-addr", addr(i), "--raft-addr", addr(3+i), "--peers", strings.Join(peers, ","), "--log-level", "warn")
+			"--grpc-addr", addr(i), "--raft-addr", addr(3 + i), "--peers", strings.Join(peers, ","), "--log-level", "warn"}, extra...)...)
 	}
 	for i := 0; i < 3; i++ {
-		start(fmt.Sprintf("ps%d", i+1), "partitionserver",
+		c.servers = append(c.servers, c.start(fmt.Sprintf("ps%d", i+1), append([]string{"partitionserver",
 			"--id", fmt.Sprintf("ps%d", i+1), "--data-dir", filepath.Join(dir, fmt.Sprintf("ps%d", i+1)),
-			"--grpc-addr", addr(6+i), "--raft-addr", addr(9+i), "--masters", strings.Join(masters, ","), "--log-level", "warn")
+			"--grpc-addr", addr(6 + i), "--raft-addr", addr(9 + i), "--masters", strings.Join(masters, ","), "--log-level", "warn"}, extra...)...))
 	}
-	start("frontend", "frontend", "--http-addr", addr(12), "--masters", strings.Join(masters, ","), "--log-level", "warn")
+	c.start("frontend", append([]string{"frontend", "--http-addr", addr(12), "--masters", strings.Join(masters, ","), "--log-level", "warn"}, extra...)...)
+	c.masters = masters
 
-	sdkRoundTrip(t, addr(12), "multiproc")
-}
-
-// sdkRoundTrip creates table through the front-end at addr (waiting for
-// the cluster to come up), writes 30 entities and reads them back.
-func sdkRoundTrip(t *testing.T, addr, table string) {
-	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	conn := fmt.Sprintf("DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=%s;TableEndpoint=http://%s/devstoreaccount1;",
-		"Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==", addr)
+		"Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==", addr(12))
 	opts := &aztables.ClientOptions{}
 	opts.Retry = policy.RetryOptions{MaxRetries: 10, RetryDelay: 200 * time.Millisecond, MaxRetryDelay: time.Second}
-	sc, err := aztables.NewServiceClientFromConnectionString(conn, opts)
-	if err != nil {
+	var err error
+	if c.sc, err = aztables.NewServiceClientFromConnectionString(conn, opts); err != nil {
 		t.Fatal(err)
 	}
 	// The front-end listens once it has a map; the masters and servers
 	// need a moment to elect and register.
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		_, err = sc.CreateTable(ctx, table, nil)
+		_, err = c.sc.CreateTable(ctx, table, nil)
 		if err == nil || time.Now().After(deadline) {
 			break
 		}
@@ -99,7 +143,19 @@ func sdkRoundTrip(t *testing.T, addr, table string) {
 	if err != nil {
 		t.Fatalf("create table: %v", err)
 	}
-	tc := sc.NewClient(table)
+	return c
+}
+
+// TestMultiProcessCluster runs the real binary as 3 masters, 3 partition
+// servers and 1 front-end and does a round trip through the official SDK.
+func TestMultiProcessCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	c := startProcessCluster(t, "multiproc")
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	tc := c.sc.NewClient("multiproc")
 	for i := 0; i < 30; i++ {
 		body, _ := json.Marshal(map[string]any{"PartitionKey": fmt.Sprintf("p%d", i%3), "RowKey": fmt.Sprint(i), "V": i})
 		if _, err := tc.AddEntity(ctx, body, nil); err != nil {

@@ -1,10 +1,7 @@
 package main
 
 import (
-	"fmt"
 	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -19,37 +16,15 @@ func TestMultiProcessTLS(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process test")
 	}
-	dir := t.TempDir()
-	bin := binary(t)
-	tlsCfg, err := peertls.WriteTestPKI(dir, "127.0.0.1", "localhost")
+	tlsCfg, err := peertls.WriteTestPKI(t.TempDir(), "127.0.0.1", "localhost")
 	if err != nil {
 		t.Fatal(err)
 	}
 	tlsArgs := []string{"--tls-cert", tlsCfg.CertFile, "--tls-key", tlsCfg.KeyFile, "--tls-ca", tlsCfg.CAFile}
-	ps := newProcSet(t, bin)
-	p := freePorts(t, 13)
-	addr := func(i int) string { return "127.0.0.1:" + strconv.Itoa(p[i]) }
-	var peers, masters []string
-	for i := 0; i < 3; i++ {
-		peers = append(peers, fmt.Sprintf("m%d=%s", i+1, addr(3+i)))
-		masters = append(masters, addr(i))
-	}
-	for i := 0; i < 3; i++ {
-		ps.start(fmt.Sprintf("master%d", i+1), append([]string{"master",
-			"--id", fmt.Sprintf("m%d", i+1), "--data-dir", filepath.Join(dir, fmt.Sprintf("m%d", i+1)),
-			"--grpc-addr", addr(i), "--raft-addr", addr(3+i), "--peers", strings.Join(peers, ","), "--log-level", "warn"}, tlsArgs...)...)
-	}
-	for i := 0; i < 3; i++ {
-		ps.start(fmt.Sprintf("ps%d", i+1), append([]string{"partitionserver",
-			"--id", fmt.Sprintf("ps%d", i+1), "--data-dir", filepath.Join(dir, fmt.Sprintf("ps%d", i+1)),
-			"--grpc-addr", addr(6+i), "--raft-addr", addr(9+i), "--masters", strings.Join(masters, ","), "--log-level", "warn"}, tlsArgs...)...)
-	}
-	ps.start("frontend", append([]string{"frontend", "--http-addr", addr(12), "--masters", strings.Join(masters, ","), "--log-level", "warn"}, tlsArgs...)...)
-	sdkRoundTrip(t, addr(12), "mtls")
-
+	c := startProcessCluster(t, "mtls", tlsArgs...)
 	ctl := func(extra ...string) (string, error) {
-		args := append([]string{"ctl", "--master", strings.Join(masters, ","), "--timeout", "5s"}, extra...)
-		out, err := exec.Command(bin, append(args, "master", "list")...).CombinedOutput()
+		args := append([]string{"ctl", "--master", strings.Join(c.masters, ","), "--timeout", "5s"}, extra...)
+		out, err := exec.Command(c.bin, append(args, "master", "list")...).CombinedOutput()
 		return string(out), err
 	}
 	if out, err := ctl(tlsArgs...); err != nil || strings.Count(out, "127.0.0.1:") != 3 {

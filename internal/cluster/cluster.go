@@ -328,6 +328,25 @@ func (c *Cluster) StopServer(i int) error {
 	return err
 }
 
+// CrashServer stops partition server i as a kill -9 would: its Raft log
+// writes in flight fail and never reach disk (see partitionserver.Crash).
+func (c *Cluster) CrashServer(i int) error {
+	c.mu.Lock()
+	n := c.Servers[i]
+	s := n.Server
+	n.Server = nil
+	if s != nil {
+		for _, f := range c.Frontends {
+			f.Router.UnregisterLocal(s.GRPCAddr())
+		}
+	}
+	c.mu.Unlock()
+	if s == nil {
+		return nil
+	}
+	return s.Crash()
+}
+
 // RestartServer starts partition server i again on its data and ports.
 func (c *Cluster) RestartServer(i int) error {
 	c.mu.Lock()
