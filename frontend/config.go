@@ -11,12 +11,13 @@ import (
 	"tablestore/frontend/auth"
 )
 
-// Default limits. DefaultMaxBodyBytes leaves room for a full 4 MiB entity
-// group transaction ($batch) plus its multipart framing; a single entity is
-// capped at 1 MiB by edm.Validate long before that.
+// Default limits. DefaultMaxBodyBytes is the service's: a request body
+// (a $batch with its multipart framing included) over 4 MiB is 413
+// RequestBodyTooLarge; a single entity is capped at 1 MiB by edm.Validate
+// long before that.
 const (
 	DefaultHTTPAddr       = "127.0.0.1:10002"
-	DefaultMaxBodyBytes   = 4<<20 + 64<<10
+	DefaultMaxBodyBytes   = 4 << 20
 	DefaultRequestTimeout = 30 * time.Second
 )
 
@@ -59,6 +60,10 @@ type Config struct {
 	// (flags -read-header-timeout, -idle-timeout).
 	ReadHeaderTimeout time.Duration
 	IdleTimeout       time.Duration
+	// SkipAPIVersionCheck accepts any x-ms-version instead of answering an
+	// unknown one with 400 InvalidHeaderValue (flag -skip-api-version-check,
+	// Azurite's --skipApiVersionCheck).
+	SkipAPIVersionCheck bool
 	// ClockSkew is how far a SharedKey request date may be from the server's
 	// clock (flag -clock-skew; Azure allows 15 minutes).
 	ClockSkew time.Duration

@@ -124,16 +124,19 @@ var edmMessages = map[string]string{
 }
 
 var (
-	errQuerySyntax       = newAPIError(http.StatusBadRequest, "InvalidInput", msgQuerySyntax, "")
-	errKeyCount          = newAPIError(http.StatusBadRequest, "InvalidInput", msgKeyCount, "")
-	errInvalidURI        = newAPIError(http.StatusBadRequest, "InvalidUri", msgInvalidURI, "")
-	errMethodNotAllowed  = newAPIError(http.StatusMethodNotAllowed, "MethodNotAllowed", msgMethodNotAllowed, "")
-	errXMethodNotPost    = newAPIError(http.StatusBadRequest, "XMethodNotUsingPost", msgXMethodNotUsingPost, "")
-	errXMethodCount      = newAPIError(http.StatusBadRequest, "XMethodIncorrectCount", msgXMethodIncorrectCount, "")
-	errXMethodValue      = newAPIError(http.StatusBadRequest, "XMethodIncorrectValue", msgXMethodIncorrectValue, "")
-	errAtomNotSupported  = newAPIError(http.StatusUnsupportedMediaType, "AtomFormatNotSupported", msgAtomNotSupported, "")
-	errMissingIfMatch    = newAPIError(http.StatusBadRequest, "MissingRequiredHeader", msgMissingHeader, "If-Match is required")
-	errBodyTooLarge      = newAPIError(http.StatusRequestEntityTooLarge, "RequestBodyTooLarge", msgBodyTooLarge, "")
+	errQuerySyntax      = newAPIError(http.StatusBadRequest, "InvalidInput", msgQuerySyntax, "")
+	errKeyCount         = newAPIError(http.StatusBadRequest, "InvalidInput", msgKeyCount, "")
+	errInvalidURI       = newAPIError(http.StatusBadRequest, "InvalidUri", msgInvalidURI, "")
+	errMethodNotAllowed = newAPIError(http.StatusMethodNotAllowed, "MethodNotAllowed", msgMethodNotAllowed, "")
+	errXMethodNotPost   = newAPIError(http.StatusBadRequest, "XMethodNotUsingPost", msgXMethodNotUsingPost, "")
+	errXMethodCount     = newAPIError(http.StatusBadRequest, "XMethodIncorrectCount", msgXMethodIncorrectCount, "")
+	errXMethodValue     = newAPIError(http.StatusBadRequest, "XMethodIncorrectValue", msgXMethodIncorrectValue, "")
+	errAtomNotSupported = newAPIError(http.StatusUnsupportedMediaType, "AtomFormatNotSupported", msgAtomNotSupported, "")
+	errMissingIfMatch   = newAPIError(http.StatusBadRequest, "MissingRequiredHeader", msgMissingHeader, "If-Match is required")
+	errBodyTooLarge     = newAPIError(http.StatusRequestEntityTooLarge, "RequestBodyTooLarge", msgBodyTooLarge, "")
+	// The read-access secondary is read-only; Azure refuses writes there with
+	// 403 "Write operations are not allowed." (what AzCopy logs report).
+	errSecondaryWrite    = newAPIError(http.StatusForbidden, "AuthorizationFailure", "Write operations are not allowed.", "write on the secondary endpoint")
 	errTableNameReserved = newAPIError(http.StatusBadRequest, "InvalidInput", msgInvalidInput, `"tables" is a reserved table name`)
 )
 
@@ -324,7 +327,7 @@ func (s *Server) writeError(w http.ResponseWriter, rc *reqCtx, err error) {
 	buf := getBuf()
 	defer putBuf(buf)
 	b := buf.b[:0]
-	msg := a.msg + "\nRequestId:" + rc.id + "\nTime:" + time.Now().UTC().Format(errorTimeLayout)
+	msg := rc.msgPrefix + a.msg + "\nRequestId:" + rc.id + "\nTime:" + time.Now().UTC().Format(errorTimeLayout)
 	switch {
 	case rc.xmlErrors:
 		// The service's answer on its XML endpoints (service properties,

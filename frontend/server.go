@@ -108,6 +108,9 @@ type reqCtx struct {
 	meta      edm.Metadata
 	xmlErrors bool // service endpoints answer errors in XML
 	hostStyle bool
+	account   string // the account addressed
+	secondary bool   // addressed at the account's read-only secondary endpoint
+	msgPrefix string // prepended to error messages ("0:" in a batch's query)
 	principal *auth.Principal
 	query     url.Values
 	base      string // service root for odata.metadata, built on demand
@@ -152,8 +155,10 @@ func (s *Server) baseURL(rc *reqCtx) string {
 	}
 	if rc.hostStyle {
 		rc.base = scheme + rc.r.Host
+	} else if rc.secondary {
+		rc.base = scheme + rc.r.Host + "/" + rc.account + secondarySuffix
 	} else {
-		rc.base = scheme + rc.r.Host + "/" + s.cfg.AccountName
+		rc.base = scheme + rc.r.Host + "/" + rc.account
 	}
 	return rc.base
 }
@@ -177,7 +182,8 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 
 	h := w.Header()
 	h["X-Ms-Request-Id"] = []string{rc.id}
-	if v := r.Header["X-Ms-Version"]; len(v) > 0 && v[0] != "" {
+	versionErr := s.checkVersion(r)
+	if v := r.Header["X-Ms-Version"]; len(v) > 0 && v[0] != "" && versionErr == nil {
 		h["X-Ms-Version"] = v[:1]
 	} else {
 		h["X-Ms-Version"] = defaultVersion
@@ -203,8 +209,8 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 
-	p, decoded, hostStyle, routeErr := s.resourcePath(r)
-	rc.hostStyle = hostStyle
+	p, decoded, addressed, routeErr := s.resourcePath(r)
+	rc.hostStyle, rc.account, rc.secondary = addressed.hostStyle, addressed.name, addressed.secondary
 	var rt route
 	if routeErr == nil {
 		rt, routeErr = parseRoute(p, decoded)
@@ -222,6 +228,12 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w = s.corsWriter(w, r)
+	if versionErr != nil {
+		// Checked before authentication, as the service and Azurite do:
+		// the version decides how the request is signed and read.
+		s.finish(w, rc, versionErr)
+		return
+	}
 
 	principal, err := s.auth.Authenticate(r)
 	if err != nil {
@@ -286,6 +298,9 @@ func (s *Server) dispatch(ctx context.Context, w http.ResponseWriter, rc *reqCtx
 	method, err := effectiveMethod(rc.r)
 	if err != nil {
 		return err
+	}
+	if rc.secondary && method != http.MethodGet && method != http.MethodHead {
+		return errSecondaryWrite
 	}
 	switch rt.kind {
 	case routeService:

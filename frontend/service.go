@@ -36,10 +36,10 @@ import (
 //     required elements, Days below 1, a method outside DELETE GET HEAD
 //     MERGE PATCH POST OPTIONS PUT, more than 64 origins or literal
 //     headers, more than two prefixed headers, values over 256 characters);
-//   - stats answer <StorageServiceStats><GeoReplication><Status>live
-//     </Status><LastSyncTime>RFC 1123</LastSyncTime>. Every write here is
-//     replicated before it is acknowledged, so replication is always live
-//     and in sync as of now.
+//   - stats exist only on the secondary endpoint (/<account>-secondary/;
+//     on the primary they are 400 InvalidQueryParameterValue) and answer
+//     <StorageServiceStats><GeoReplication><Status>live</Status>
+//     <LastSyncTime>RFC 1123</LastSyncTime>.
 
 // maxCORSRules is Azure's limit of CORS rules per service.
 const maxCORSRules = 5
@@ -524,6 +524,10 @@ func (s *Server) serveService(ctx context.Context, w http.ResponseWriter, rc *re
 		}
 		return errMethodNotAllowed
 	case "stats":
+		if !rc.secondary {
+			// Only the secondary endpoint reports replication, as in Azure.
+			return errInvalidQueryParam("comp", "stats on the primary endpoint")
+		}
 		if method == http.MethodGet || method == http.MethodHead {
 			return s.getServiceStats(ctx, w, rc)
 		}

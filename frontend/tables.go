@@ -198,7 +198,7 @@ func (s *Server) appendTableJSON(b []byte, rc *reqCtx, name string, element bool
 	if rc.meta == edm.FullMetadata {
 		sep()
 		b = append(b, `"odata.type":`...)
-		b = appendJSONString(b, s.cfg.AccountName+".Tables")
+		b = appendJSONString(b, rc.account+".Tables")
 		b = append(b, `,"odata.id":`...)
 		b = appendJSONString(b, s.baseURL(rc)+"/Tables('"+name+"')")
 		b = append(b, `,"odata.editLink":`...)
@@ -230,8 +230,9 @@ func parseSelect(v string) []string {
 	return out
 }
 
-// parseTop reads $top: 1..1000, MaxPageSize when absent. Larger values are
-// rejected as Azure does (400 InvalidInput) rather than clipped.
+// parseTop reads $top: 0..1000, MaxPageSize when absent. Larger values are
+// rejected as Azure does (400 InvalidInput) rather than clipped; 0 asks for
+// an empty page (200 {"value":[]}), as the service answers it.
 func parseTop(v string) (int, error) {
 	if v == "" {
 		return MaxPageSize, nil
@@ -240,8 +241,8 @@ func parseTop(v string) (int, error) {
 	if err != nil {
 		return 0, errInvalidQueryParam("$top", v)
 	}
-	if n < 1 || n > MaxPageSize {
-		return 0, errInvalidInput("$top=" + v + " is outside 1.." + strconv.Itoa(MaxPageSize))
+	if n < 0 || n > MaxPageSize {
+		return 0, errInvalidInput("$top=" + v + " is outside 0.." + strconv.Itoa(MaxPageSize))
 	}
 	return n, nil
 }

@@ -11,6 +11,10 @@ import (
 	"time"
 )
 
+// secondarySuffix ends the account segment of the read-access secondary
+// endpoint (/<account>-secondary/…).
+const secondarySuffix = "-secondary"
+
 // Authorization header schemes of the Table service.
 const (
 	SchemeSharedKey     = "SharedKey"
@@ -140,12 +144,18 @@ func candidatePaths(r *http.Request, account string) []string {
 			out = append(out, p)
 		}
 	}
+	secondary := prefix + secondarySuffix
 	for _, p := range forms {
 		push(p)
-		if p == prefix {
+		if p == prefix || p == secondary {
 			push("/")
 		} else if strings.HasPrefix(p, prefix+"/") {
 			push(p[len(prefix):])
+		} else if strings.HasPrefix(p, secondary+"/") {
+			// The read-access secondary (/<account>-secondary/…): clients
+			// sign the path as sent or the primary's, as Azurite accepts.
+			push(prefix + p[len(secondary):])
+			push(p[len(secondary):])
 		}
 	}
 	return out
