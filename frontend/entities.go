@@ -99,7 +99,7 @@ func (s *Server) insertEntity(ctx context.Context, w http.ResponseWriter, rc *re
 		return err
 	}
 	op := &pb.EntityOp{Kind: pb.OpKind_OP_KIND_INSERT, PartitionKey: e.PartitionKey, RowKey: e.RowKey, Entity: edm.MarshalBinary(e)}
-	ts, err := s.backend.Write(ctx, table, e.PartitionKey, []*pb.EntityOp{op})
+	ts, err := s.backend.Write(ctx, s.tableID(rc.account, table), e.PartitionKey, []*pb.EntityOp{op})
 	if err != nil {
 		return err
 	}
@@ -202,7 +202,7 @@ func (s *Server) updateEntity(ctx context.Context, w http.ResponseWriter, rc *re
 		return err
 	}
 	op.Entity = edm.MarshalBinary(e)
-	ts, err := s.backend.Write(ctx, rt.table, rt.pk, []*pb.EntityOp{op})
+	ts, err := s.backend.Write(ctx, s.tableID(rc.account, rt.table), rt.pk, []*pb.EntityOp{op})
 	if err != nil {
 		return err
 	}
@@ -226,7 +226,7 @@ func (s *Server) deleteEntity(ctx context.Context, w http.ResponseWriter, rc *re
 	if err := rc.principal.Authorize(auth.Access{Kind: auth.EntityDelete, Table: rt.table, PartitionKey: rt.pk, RowKey: rt.rk}); err != nil {
 		return err
 	}
-	if _, err := s.backend.Write(ctx, rt.table, rt.pk, []*pb.EntityOp{op}); err != nil {
+	if _, err := s.backend.Write(ctx, s.tableID(rc.account, rt.table), rt.pk, []*pb.EntityOp{op}); err != nil {
 		return err
 	}
 	rc.wrote = true
@@ -258,7 +258,7 @@ func (s *Server) getEntity(ctx context.Context, w http.ResponseWriter, rc *reqCt
 			if err != nil {
 				return err
 			}
-			e, err := s.backend.Get(ctx, rt.table, rt.pk, rt.rk)
+			e, err := s.backend.Get(ctx, s.tableID(rc.account, rt.table), rt.pk, rt.rk)
 			if err != nil {
 				return err
 			}
@@ -268,7 +268,7 @@ func (s *Server) getEntity(ctx context.Context, w http.ResponseWriter, rc *reqCt
 			return s.writeEntity(w, rc, rt.table, e, sel)
 		}
 	}
-	e, err := s.backend.Get(ctx, rt.table, rt.pk, rt.rk)
+	e, err := s.backend.Get(ctx, s.tableID(rc.account, rt.table), rt.pk, rt.rk)
 	if err != nil {
 		return err
 	}
@@ -330,7 +330,7 @@ func (s *Server) queryEntities(ctx context.Context, w http.ResponseWriter, rc *r
 		// table) and return none, continuing at that entity.
 		q.Top = 1
 	}
-	page, err := s.backend.Query(ctx, table, q)
+	page, err := s.backend.Query(ctx, s.tableID(rc.account, table), q)
 	if err != nil {
 		return err
 	}

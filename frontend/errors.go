@@ -101,6 +101,7 @@ const (
 	msgOperationTimedOut     = "Operation could not be completed within the specified time."
 	msgInternalError         = "Server encountered an internal error. Please try again after some time."
 	msgAuthenticationFailed  = "Server failed to authenticate the request. Make sure the value of Authorization header is formed correctly including the signature."
+	msgInvalidAuthInfo       = "Server failed to authenticate the request. Please refer to the information in the www-authenticate header."
 	msgAuthorization         = "This request is not authorized to perform this operation."
 	msgPermissionMismatch    = "This request is not authorized to perform this operation using this permission."
 	msgResourceTypeMismatch  = "This request is not authorized to perform this operation using this resource type."
@@ -182,6 +183,9 @@ func classify(err error) answer {
 		return answer{status: errBodyTooLarge.status, code: errBodyTooLarge.code, msg: errBodyTooLarge.msg}
 	}
 	if code, ok := auth.ErrorCode(err); ok {
+		if code == "InvalidAuthenticationInfo" {
+			return answer{status: http.StatusUnauthorized, code: code, msg: msgInvalidAuthInfo}
+		}
 		return answer{status: http.StatusForbidden, code: code, msg: authMessage(code)}
 	}
 	switch {
@@ -319,6 +323,10 @@ func (s *Server) writeError(w http.ResponseWriter, rc *reqCtx, err error) {
 		secs := int64((a.retryAfter + time.Second - 1) / time.Second)
 		h["Retry-After"] = []string{strconv.FormatInt(secs, 10)}
 		h["X-Ms-Retry-After-Ms"] = []string{strconv.FormatInt(a.retryAfter.Milliseconds(), 10)}
+	}
+	if a.status == http.StatusUnauthorized {
+		// What Azure sends with a refused bearer token: where to get one.
+		h["Www-Authenticate"] = wwwAuthenticate
 	}
 	delete(h, "Etag")
 	delete(h, "Location")

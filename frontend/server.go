@@ -2,6 +2,7 @@ package frontend
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -28,7 +29,8 @@ type Server struct {
 	settings Settings // nil when the backend keeps no settings
 	logger   *slog.Logger
 	auth     *auth.Authenticator
-	acct     auth.Account
+	accounts map[string]bool // names served
+	tls      *tls.Config     // nil: plain HTTP
 	http     *http.Server
 	handler  http.Handler
 
@@ -48,20 +50,30 @@ func NewServer(cfg Config, b Backend, logger *slog.Logger) (*Server, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	acct, err := auth.NewAccount(cfg.AccountName, cfg.AccountKey)
+	accts, err := cfg.servedAccounts()
 	if err != nil {
-		return nil, fmt.Errorf("frontend: %w", err)
+		return nil, err
+	}
+	tlsConfig, err := cfg.loadTLS()
+	if err != nil {
+		return nil, err
 	}
 	s := &Server{
-		cfg:     cfg,
-		backend: b,
-		logger:  logger,
-		acct:    acct,
-		auth: auth.NewAuthenticator(acct, auth.Options{
-			ClockSkew: cfg.ClockSkew,
-			Policies:  policyLookup{backend: b, timeout: cfg.RequestTimeout},
-		}),
+		cfg:      cfg,
+		backend:  b,
+		logger:   logger,
+		accounts: map[string]bool{},
+		tls:      tlsConfig,
 	}
+	for _, a := range accts {
+		s.accounts[a.Name] = true
+	}
+	s.auth = auth.NewAuthenticator(accts[0], auth.Options{
+		ClockSkew: cfg.ClockSkew,
+		Policies:  policyLookup{backend: b, timeout: cfg.RequestTimeout, tableID: s.tableID},
+		Accounts:  accts[1:],
+		OAuth:     cfg.OAuth == "basic",
+	})
 	s.settings, _ = b.(Settings)
 	s.handler = instrument(http.HandlerFunc(s.serveHTTP))
 	s.http = &http.Server{
@@ -80,7 +92,10 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // Serve answers requests on ln until Shutdown; it returns nil after a
 // clean shutdown.
 func (s *Server) Serve(ln net.Listener) error {
-	s.logger.Info("frontend listening", "addr", ln.Addr().String(), "account", s.cfg.AccountName)
+	s.logger.Info("frontend listening", "addr", ln.Addr().String(), "scheme", s.cfg.Scheme(), "accounts", len(s.accounts))
+	if s.tls != nil {
+		ln = tls.NewListener(ln, s.tls)
+	}
 	err := s.http.Serve(ln)
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
@@ -235,7 +250,13 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	principal, err := s.auth.Authenticate(r)
+	authAccount := rc.account
+	if authAccount == "" {
+		// An unknown account is answered as InvalidUri once the caller
+		// is known; authenticate against the default one until then.
+		authAccount, _ = s.cfg.Endpoint()
+	}
+	principal, err := s.auth.AuthenticateAccount(r, authAccount)
 	if err != nil {
 		s.finish(w, rc, err)
 		return

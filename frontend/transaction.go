@@ -112,7 +112,7 @@ func (s *Server) submitTransaction(ctx context.Context, w http.ResponseWriter, r
 		txn = append(txn, t)
 	}
 
-	ts, err := s.backend.Write(ctx, table, pk, ops)
+	ts, err := s.backend.Write(ctx, s.tableID(rc.account, table), pk, ops)
 	if err != nil {
 		i := rpcerr.Parse(err).Index()
 		if i < 0 || i >= len(txn) {

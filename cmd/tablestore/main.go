@@ -131,6 +131,7 @@ func serve(name string, args []string, metricsDefault string, register func(*fla
 
 func runDev(args []string) error {
 	cfg := cluster.DefaultDevConfig()
+	cfg.Frontend.Accounts = os.Getenv(frontend.AccountsEnv)
 	return serve("dev", args, "127.0.0.1:9090", cfg.RegisterFlags, func(logger *slog.Logger, m *metricsbridge.Listener) (func() error, error) {
 		c, err := cluster.StartDev(cfg, logger)
 		if err != nil {
@@ -169,6 +170,7 @@ func runPartitionServer(args []string) error {
 
 func runFrontend(args []string) error {
 	fcfg, rcfg := frontend.DefaultConfig(), router.DefaultConfig()
+	fcfg.Accounts = os.Getenv(frontend.AccountsEnv)
 	register := func(fs *flag.FlagSet) {
 		fcfg.RegisterFlags(fs)
 		rcfg.RegisterFlags(fs)

@@ -28,17 +28,18 @@ type DevConfig struct {
 	// LocalCalls lets the front-end call the partition servers in this
 	// process directly rather than over loopback gRPC.
 	LocalCalls bool
-	// Master and Server carry the role settings (policies, timings) that
-	// dev passes through.
-	Master master.Config
-	Server partitionserver.Config
+	// Master, Server and Frontend carry the role settings (policies,
+	// timings, Azurite's switches) that dev passes through.
+	Master   master.Config
+	Server   partitionserver.Config
+	Frontend frontend.Config
 }
 
 // DefaultDevConfig returns the documented defaults.
 func DefaultDevConfig() DevConfig {
 	return DevConfig{
 		DataDir: "./data", FrontendAddr: "127.0.0.1:10002", BasePort: 7000, Servers: 3, LocalCalls: true,
-		Master: master.DefaultConfig(), Server: partitionserver.DefaultConfig(),
+		Master: master.DefaultConfig(), Server: partitionserver.DefaultConfig(), Frontend: frontend.DefaultConfig(),
 	}
 }
 
@@ -67,6 +68,7 @@ func (c *DevConfig) RegisterFlags(fs *flag.FlagSet) {
 	c.Master.Policy.RegisterFlags(fs)
 	fs.Float64Var(&c.Server.PartitionThrottle, "partition-throttle", c.Server.PartitionThrottle, "entities/s one PartitionKey may use before 503 ServerBusy (Azure: 2000; 0 disables)")
 	fs.IntVar(&c.Server.HotKeys, "hot-keys", c.Server.HotKeys, "busiest PartitionKeys reported per range")
+	c.Frontend.RegisterEmulatorFlags(fs)
 }
 
 // StartDev starts the dev cluster.
@@ -88,6 +90,11 @@ func StartDev(cfg DevConfig, logger *slog.Logger) (*Cluster, error) {
 			if m.ReplicationFactor > cfg.Servers {
 				m.ReplicationFactor = cfg.Servers
 			}
+		},
+		TuneFrontend: func(f *frontend.Config) {
+			addr := f.HTTPAddr
+			*f = cfg.Frontend
+			f.HTTPAddr = addr
 		},
 		TuneServer: func(s *partitionserver.Config) {
 			id, dir, g, r, ms := s.ID, s.DataDir, s.GRPCAddr, s.RaftAddr, s.Masters
