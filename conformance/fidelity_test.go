@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
@@ -141,9 +142,18 @@ func TestWireDifferences(t *testing.T) {
 		}
 		_, err = sec.AddEntity(ctx, mustJSON(t, map[string]any{"PartitionKey": "p", "RowKey": "sec"}), nil)
 		wantCode(t, err, 403, "AuthorizationFailure")
-		got, err := sec.GetEntity(ctx, "p", "r", nil)
-		if err != nil || !strings.Contains(string(got.Value), `"N":2`) {
-			t.Fatalf("read on the secondary: %v %s", err, got.Value)
+		// Followers serve the secondary and apply writes a moment after
+		// the leader acknowledges them.
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			got, err := sec.GetEntity(ctx, "p", "r", nil)
+			if err == nil && strings.Contains(string(got.Value), `"N":2`) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("read on the secondary: %v %s", err, got.Value)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
 	})
 }

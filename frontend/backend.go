@@ -32,6 +32,19 @@ type Backend interface {
 	Query(ctx context.Context, table string, q Query) (*Page, error)
 }
 
+// SecondaryReader is the Backend's ability to serve the read-access
+// secondary endpoint (/<account>-secondary/): reads from range followers
+// that never wait on a leader, and how current they are.
+type SecondaryReader interface {
+	// SecondaryGet and SecondaryQuery are Get and Query served by any
+	// replica from its applied state, possibly behind the leader.
+	SecondaryGet(ctx context.Context, table, pk, rk string) (*edm.Entity, error)
+	SecondaryQuery(ctx context.Context, table string, q Query) (*Page, error)
+	// SecondarySync is the time up to which the followers hold every
+	// write (Get Service Stats' LastSyncTime); zero when unknown.
+	SecondarySync(ctx context.Context) (time.Time, error)
+}
+
 // Query is one page request of an entity query.
 type Query struct {
 	// Filter is the parsed $filter (nil matches everything) and FilterText

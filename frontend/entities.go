@@ -258,7 +258,7 @@ func (s *Server) getEntity(ctx context.Context, w http.ResponseWriter, rc *reqCt
 			if err != nil {
 				return err
 			}
-			e, err := s.backend.Get(ctx, s.tableID(rc.account, rt.table), rt.pk, rt.rk)
+			e, err := s.get(ctx, rc, rt.table, rt.pk, rt.rk)
 			if err != nil {
 				return err
 			}
@@ -268,7 +268,7 @@ func (s *Server) getEntity(ctx context.Context, w http.ResponseWriter, rc *reqCt
 			return s.writeEntity(w, rc, rt.table, e, sel)
 		}
 	}
-	e, err := s.backend.Get(ctx, s.tableID(rc.account, rt.table), rt.pk, rt.rk)
+	e, err := s.get(ctx, rc, rt.table, rt.pk, rt.rk)
 	if err != nil {
 		return err
 	}
@@ -330,7 +330,7 @@ func (s *Server) queryEntities(ctx context.Context, w http.ResponseWriter, rc *r
 		// table) and return none, continuing at that entity.
 		q.Top = 1
 	}
-	page, err := s.backend.Query(ctx, s.tableID(rc.account, table), q)
+	page, err := s.query(ctx, rc, table, q)
 	if err != nil {
 		return err
 	}
