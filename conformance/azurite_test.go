@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -269,24 +270,90 @@ func newSuffix() string {
 	return strings.ReplaceAll(time.Now().Format("150405.000"), ".", "") + string(rune('a'+suffixSeq%26))
 }
 
+// The multi-account cluster: its first front-end starts with the default
+// account and creates a table; a second front-end then starts with
+// AZURITE_ACCOUNTS, which it publishes to the master, and from then on both
+// serve exactly those accounts.
+var multi struct {
+	once sync.Once
+	c    *cluster.Cluster
+	fe   *cluster.FrontendNode // started with the accounts
+	err  error
+}
+
+func multiKey(s string) string {
+	return base64.StdEncoding.EncodeToString([]byte(s + strings.Repeat("k", 32)))
+}
+
+var (
+	multiK1, multiK2, multiK3 = multiKey("one-1"), multiKey("one-2"), multiKey("two-1")
+	// multiAccounts is acctone (two keys) and accttwo; the front-end's
+	// AZURITE_ACCOUNTS also keeps devstoreaccount1.
+	multiAccounts = "acctone:" + multiK1 + ":" + multiK2 + ";accttwo:" + multiK3
+)
+
+func multiCluster(t *testing.T) (*cluster.Cluster, *cluster.FrontendNode) {
+	t.Helper()
+	multi.once.Do(func() {
+		multi.c, multi.err = cluster.Start(cluster.Options{Masters: 1, Servers: 3, Frontends: 1, DataDir: filepath.Join(dataDir, "multi"), Logger: logging.FromEnv("")})
+		if multi.err != nil {
+			return
+		}
+		closers = append(closers, multi.c.Close)
+		dev, err := aztables.NewServiceClientWithSharedKey(multi.c.Endpoint(0), cred, clientOptions())
+		if err == nil {
+			_, err = dev.CreateTable(context.Background(), "legacy", nil)
+		}
+		if err == nil {
+			_, err = dev.NewClient("legacy").AddEntity(context.Background(), []byte(`{"PartitionKey":"p","RowKey":"r"}`), nil)
+		}
+		if err != nil {
+			multi.err = err
+			return
+		}
+		fcfg, rcfg := frontend.DefaultConfig(), router.DefaultConfig()
+		fcfg.HTTPAddr, rcfg.Masters = "127.0.0.1:0", multi.c.MasterAddrs()
+		fcfg.Accounts = auth.DevAccountName + ":" + auth.DevAccountKey + ";" + multiAccounts
+		if multi.fe, multi.err = cluster.StartFrontend(fcfg, rcfg, logging.FromEnv("")); multi.err == nil {
+			closers = append(closers, multi.fe.Close)
+		}
+	})
+	if multi.err != nil {
+		t.Fatalf("multi-account cluster: %v", multi.err)
+	}
+	return multi.c, multi.fe
+}
+
 func TestAccounts(t *testing.T) {
-	key := func(s string) string { return base64.StdEncoding.EncodeToString([]byte(s + strings.Repeat("k", 32))) }
-	k1, k2, k3 := key("one-1"), key("one-2"), key("two-1")
-	n := startFrontend(t, func(c *frontend.Config) { c.Accounts = "acctone:" + k1 + ":" + k2 + ";accttwo:" + k3 })
+	mc, fe := multiCluster(t)
+	// The first front-end was started without accounts: it serves the
+	// master's registry, which the second one published.
+	plain := mc.Frontends[0].Addr
+	k1, k2, k3 := multiK1, multiK2, multiK3
 	opts := clientOptions()
-	svcFor := func(account, k string) *aztables.ServiceClient {
+	svcAt := func(addr, account, k string) *aztables.ServiceClient {
 		cred, err := aztables.NewSharedKeyCredential(account, k)
 		if err != nil {
 			t.Fatal(err)
 		}
-		svc, err := aztables.NewServiceClientWithSharedKey("http://"+n.Addr+"/"+account, cred, opts)
+		svc, err := aztables.NewServiceClientWithSharedKey("http://"+addr+"/"+account, cred, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return svc
 	}
+	svcFor := func(account, k string) *aztables.ServiceClient { return svcAt(plain, account, k) }
 	ctx := context.Background()
 	one1, one2, two := svcFor("acctone", k1), svcFor("acctone", k2), svcFor("accttwo", k3)
+
+	t.Run("Replicated", func(t *testing.T) {
+		// Written through one front-end, read through the other: both
+		// serve the registry.
+		roundTrip(t, svcAt(fe.Addr, "acctone", k1), "replicated")
+		if _, err := one2.NewClient("replicated").GetEntity(ctx, "p", "r", nil); err != nil {
+			t.Fatal(err)
+		}
+	})
 
 	t.Run("BothKeys", func(t *testing.T) {
 		roundTrip(t, one1, "keyone")
@@ -296,7 +363,7 @@ func TestAccounts(t *testing.T) {
 		}
 		// SharedKey (not Lite) and a service SAS signed with the second key.
 		acct2, _ := auth.NewAccount("acctone", k2)
-		req, _ := http.NewRequest("GET", "http://"+n.Addr+"/acctone/Tables", nil)
+		req, _ := http.NewRequest("GET", "http://"+plain+"/acctone/Tables", nil)
 		req.Header.Set("x-ms-version", "2019-02-02")
 		req.Header.Set("Accept", "application/json;odata=nometadata")
 		if err := auth.SignSharedKey(req, acct2); err != nil {
@@ -314,7 +381,7 @@ func TestAccounts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sc, err := aztables.NewClientWithNoCredential("http://"+n.Addr+"/acctone/keyone?"+q.Encode(), opts)
+		sc, err := aztables.NewClientWithNoCredential("http://"+plain+"/acctone/keyone?"+q.Encode(), opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -350,29 +417,22 @@ func TestAccounts(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, n := range names(two) {
-			if n == "onlyinone" || strings.Contains(n, "/") {
+			if n == "onlyinone" || n == "legacy" || strings.Contains(n, "/") {
 				t.Fatalf("accttwo lists %q", n)
 			}
 		}
 		_, err := two.NewClient("onlyinone").GetEntity(ctx, "p", "r", nil)
 		wantCode(t, err, 404, "TableNotFound")
-		// devstoreaccount1's tables (on the shared front-end) are not
-		// acctone's, and acctone's are not devstoreaccount1's.
-		for _, n := range names(one1) {
-			if strings.HasPrefix(n, "wire") || strings.HasPrefix(n, "ents") {
-				t.Fatalf("acctone lists devstoreaccount1's %q", n)
-			}
+		_, err = one1.NewClient("legacy").GetEntity(ctx, "p", "r", nil)
+		wantCode(t, err, 404, "TableNotFound")
+		// devstoreaccount1's table from before the accounts stays its own.
+		dev := svcFor(auth.DevAccountName, auth.DevAccountKey)
+		if _, err := dev.NewClient("legacy").GetEntity(ctx, "p", "r", nil); err != nil {
+			t.Fatalf("devstoreaccount1's existing data: %v", err)
 		}
-		p := svc.NewListTablesPager(nil)
-		for p.More() {
-			page, err := p.NextPage(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, tb := range page.Tables {
-				if *tb.Name == "onlyinone" || strings.Contains(*tb.Name, "/") {
-					t.Fatalf("devstoreaccount1 lists %q", *tb.Name)
-				}
+		for _, n := range names(dev) {
+			if n == "onlyinone" || strings.Contains(n, "/") {
+				t.Fatalf("devstoreaccount1 lists %q", n)
 			}
 		}
 	})
@@ -381,7 +441,7 @@ func TestAccounts(t *testing.T) {
 		// accttwo's key presented for acctone, and acctone's name signed
 		// with accttwo's key, are both refused.
 		cred, _ := aztables.NewSharedKeyCredential("accttwo", k3)
-		other, err := aztables.NewServiceClientWithSharedKey("http://"+n.Addr+"/acctone", cred, opts)
+		other, err := aztables.NewServiceClientWithSharedKey("http://"+plain+"/acctone", cred, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -389,14 +449,6 @@ func TestAccounts(t *testing.T) {
 		wantCode(t, err, 403, "AuthenticationFailed")
 		_, err = svcFor("acctone", k3).CreateTable(ctx, "stolen", nil)
 		wantCode(t, err, 403, "AuthenticationFailed")
-	})
-
-	t.Run("DefaultAccountReplaced", func(t *testing.T) {
-		// As in Azurite, AZURITE_ACCOUNTS replaces devstoreaccount1.
-		_, err := svcFor(auth.DevAccountName, auth.DevAccountKey).CreateTable(ctx, "devgone", nil)
-		if st, _ := respCode(err); st < 400 {
-			t.Fatalf("devstoreaccount1 still served: %v", err)
-		}
 	})
 }
 

@@ -2,11 +2,9 @@ package conformance
 
 import (
 	"context"
-	"encoding/base64"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -16,8 +14,8 @@ import (
 
 // TestJSSDK runs the node test project in conformance/js (the official
 // @azure/data-tables SDK, pinned by its package-lock.json) against the
-// shared cluster and two extra front-ends: HTTPS with --oauth basic, and
-// several accounts. It needs node and npm; without node it is skipped.
+// shared cluster, an extra front-end with HTTPS and --oauth basic, and the
+// multi-account cluster. It needs node and npm; without node it is skipped.
 // node_modules comes from `npm ci` (.ci/run does it; the test does it too
 // when the directory is missing).
 func TestJSSDK(t *testing.T) {
@@ -41,9 +39,7 @@ func TestJSSDK(t *testing.T) {
 	https := startFrontend(t, func(c *frontend.Config) {
 		c.CertFile, c.KeyFile, c.OAuth = cert.certPEM, cert.keyPEM, "basic"
 	})
-	key := func(s string) string { return base64.StdEncoding.EncodeToString([]byte(s + strings.Repeat("j", 32))) }
-	accounts := "jsone:" + key("1") + ":" + key("2") + ";jstwo:" + key("3")
-	multi := startFrontend(t, func(c *frontend.Config) { c.Accounts = accounts })
+	_, multiFE := multiCluster(t)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -56,8 +52,8 @@ func TestJSSDK(t *testing.T) {
 		"TS_HTTPS_ENDPOINT=https://"+https.Addr+"/"+auth.DevAccountName,
 		"TS_TOKEN="+jwt(t, tokenClaims("https://storage.azure.com", time.Now().Add(time.Hour))),
 		"NODE_EXTRA_CA_CERTS="+cert.caFile(),
-		"TS_MULTI_ENDPOINT=http://"+multi.Addr,
-		"TS_MULTI_ACCOUNTS="+accounts,
+		"TS_MULTI_ENDPOINT=http://"+multiFE.Addr,
+		"TS_MULTI_ACCOUNTS="+multiAccounts,
 	)
 	out, err := cmd.CombinedOutput()
 	if err != nil {

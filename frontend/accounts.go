@@ -1,10 +1,12 @@
 package frontend
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
 	"tablestore/frontend/auth"
+	pb "tablestore/proto/tablestorepb"
 )
 
 // AccountsEnv is the environment variable that, as for Azurite, lists the
@@ -93,4 +95,82 @@ func (c *Config) Scheme() string {
 		return "https"
 	}
 	return "http"
+}
+
+// authState is what authenticating a request needs: the accounts served
+// and an authenticator for their keys.
+type authState struct {
+	auth     *auth.Authenticator
+	accounts map[string]bool
+	src      []*pb.StorageAccount // the registry it was built from; nil: configuration
+}
+
+func (s *Server) newAuthState(accts []auth.Account, src []*pb.StorageAccount) *authState {
+	st := &authState{accounts: map[string]bool{}, src: src}
+	for _, a := range accts {
+		st.accounts[a.Name] = true
+	}
+	st.auth = auth.NewAuthenticator(accts[0], auth.Options{
+		ClockSkew: s.cfg.ClockSkew,
+		Policies:  policyLookup{backend: s.backend, timeout: s.cfg.RequestTimeout, tableID: s.tableID},
+		Accounts:  accts[1:],
+		OAuth:     s.cfg.OAuth == "basic",
+	})
+	return st
+}
+
+// currentAuth returns the accounts in force: the master's registry when
+// the backend keeps one and it is not empty, else this front-end's
+// configuration (Config.Accounts, or AccountName with AccountKey).
+func (s *Server) currentAuth() *authState {
+	reg, ok := s.backend.(AccountRegistry)
+	if !ok {
+		return s.configured
+	}
+	src := reg.RegisteredAccounts()
+	if len(src) == 0 {
+		return s.configured
+	}
+	if cur := s.registered.Load(); cur != nil && len(cur.src) == len(src) && &cur.src[0] == &src[0] {
+		return cur
+	}
+	var accts []auth.Account
+	for _, a := range src {
+		for _, k := range a.GetKeys() {
+			accts = append(accts, auth.Account{Name: a.GetName(), Key: k})
+		}
+	}
+	if len(accts) == 0 {
+		return s.configured
+	}
+	st := s.newAuthState(accts, src)
+	s.registered.Store(st)
+	return st
+}
+
+// PublishAccounts stores this front-end's Config.Accounts in the master's
+// registry, so that every front-end serves them; it does nothing when
+// Accounts is not set or the backend keeps no registry. As with Azurite's
+// AZURITE_ACCOUNTS, the list replaces the accounts served before.
+func (s *Server) PublishAccounts(ctx context.Context) error {
+	reg, ok := s.backend.(AccountRegistry)
+	if !ok || strings.TrimSpace(s.cfg.Accounts) == "" {
+		return nil
+	}
+	accts, err := ParseAccounts(s.cfg.Accounts)
+	if err != nil {
+		return err
+	}
+	var out []*pb.StorageAccount
+	for _, a := range accts {
+		if n := len(out); n > 0 && out[n-1].GetName() == a.Name {
+			out[n-1].Keys = append(out[n-1].Keys, a.Key)
+			continue
+		}
+		out = append(out, &pb.StorageAccount{Name: a.Name, Keys: [][]byte{a.Key}})
+	}
+	if err := reg.SetAccounts(ctx, out); err != nil {
+		return fmt.Errorf("frontend: publishing accounts to the master: %w", err)
+	}
+	return nil
 }

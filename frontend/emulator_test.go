@@ -3,8 +3,12 @@ package frontend
 import (
 	"flag"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"tablestore/frontend/auth"
 )
 
 // TestEmulatorFlags parses Azurite command lines translated to tablestore
@@ -57,5 +61,32 @@ func TestEmulatorFlags(t *testing.T) {
 				t.Fatalf("Validate = %v, config %+v", err, c)
 			}
 		})
+	}
+}
+
+// TestAccountsReplaceDefault checks that, as in Azurite, configured
+// accounts replace devstoreaccount1 on a backend without a registry.
+func TestAccountsReplaceDefault(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Accounts = "solo:c29sb2tleQ=="
+	s, err := NewServer(cfg, newFakeBackend(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	solo, _ := auth.NewAccount("solo", "c29sb2tleQ==")
+	for _, tc := range []struct {
+		acct auth.Account
+		want int
+	}{{solo, http.StatusOK}, {auth.DevAccount(), http.StatusForbidden}} {
+		r := httptest.NewRequest("GET", "http://127.0.0.1:10002/"+tc.acct.Name+"/Tables", nil)
+		r.Header.Set("x-ms-version", "2019-02-02")
+		if err := auth.SignSharedKeyLite(r, tc.acct); err != nil {
+			t.Fatal(err)
+		}
+		rec := httptest.NewRecorder()
+		s.Handler().ServeHTTP(rec, r)
+		if rec.Code != tc.want {
+			t.Fatalf("%s: %d %s, want %d", tc.acct.Name, rec.Code, rec.Header().Get("x-ms-error-code"), tc.want)
+		}
 	}
 }

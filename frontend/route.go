@@ -42,7 +42,7 @@ type addressedAccount struct {
 }
 
 // hasAccount reports whether name is an account this server serves.
-func (s *Server) hasAccount(name string) bool { return s.accounts[name] }
+func (s *Server) hasAccount(name string) bool { return s.currentAuth().accounts[name] }
 
 // accountOf reads an account name (possibly with the secondary suffix) and
 // reports whether it is one this server serves.

@@ -28,11 +28,14 @@ type Server struct {
 	backend  Backend
 	settings Settings // nil when the backend keeps no settings
 	logger   *slog.Logger
-	auth     *auth.Authenticator
-	accounts map[string]bool // names served
-	tls      *tls.Config     // nil: plain HTTP
-	http     *http.Server
-	handler  http.Handler
+	// configured are the accounts of this front-end's configuration;
+	// registered, those of the master's registry last seen (see
+	// currentAuth).
+	configured *authState
+	registered atomic.Pointer[authState]
+	tls        *tls.Config // nil: plain HTTP
+	http       *http.Server
+	handler    http.Handler
 
 	date  atomic.Pointer[dateValue]
 	props atomic.Pointer[propsCache]
@@ -59,21 +62,12 @@ func NewServer(cfg Config, b Backend, logger *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		cfg:      cfg,
-		backend:  b,
-		logger:   logger,
-		accounts: map[string]bool{},
-		tls:      tlsConfig,
+		cfg:     cfg,
+		backend: b,
+		logger:  logger,
+		tls:     tlsConfig,
 	}
-	for _, a := range accts {
-		s.accounts[a.Name] = true
-	}
-	s.auth = auth.NewAuthenticator(accts[0], auth.Options{
-		ClockSkew: cfg.ClockSkew,
-		Policies:  policyLookup{backend: b, timeout: cfg.RequestTimeout, tableID: s.tableID},
-		Accounts:  accts[1:],
-		OAuth:     cfg.OAuth == "basic",
-	})
+	s.configured = s.newAuthState(accts, nil)
 	s.settings, _ = b.(Settings)
 	s.handler = instrument(http.HandlerFunc(s.serveHTTP))
 	s.http = &http.Server{
@@ -92,7 +86,7 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // Serve answers requests on ln until Shutdown; it returns nil after a
 // clean shutdown.
 func (s *Server) Serve(ln net.Listener) error {
-	s.logger.Info("frontend listening", "addr", ln.Addr().String(), "scheme", s.cfg.Scheme(), "accounts", len(s.accounts))
+	s.logger.Info("frontend listening", "addr", ln.Addr().String(), "scheme", s.cfg.Scheme(), "accounts", len(s.currentAuth().accounts))
 	if s.tls != nil {
 		ln = tls.NewListener(ln, s.tls)
 	}
@@ -256,7 +250,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		// is known; authenticate against the default one until then.
 		authAccount, _ = s.cfg.Endpoint()
 	}
-	principal, err := s.auth.AuthenticateAccount(r, authAccount)
+	principal, err := s.currentAuth().auth.AuthenticateAccount(r, authAccount)
 	if err != nil {
 		s.finish(w, rc, err)
 		return

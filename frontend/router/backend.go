@@ -225,6 +225,26 @@ func (r *Router) ServiceProperties(ctx context.Context) ([]byte, error) {
 	return r.serviceProperties, nil
 }
 
+// RegisteredAccounts returns the master's account registry from the cached
+// map.
+func (r *Router) RegisteredAccounts() []*pb.StorageAccount {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.accounts
+}
+
+// SetAccounts replaces the master's account registry.
+func (r *Router) SetAccounts(ctx context.Context, accts []*pb.StorageAccount) error {
+	err := r.master.Call(ctx, func(ctx context.Context, mc pb.MasterServiceClient) error {
+		_, err := mc.SetAccounts(ctx, &pb.SetAccountsRequest{Accounts: accts})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return r.refresh(ctx)
+}
+
 // SetServiceProperties stores the service properties document.
 func (r *Router) SetServiceProperties(ctx context.Context, doc []byte) error {
 	err := r.master.Call(ctx, func(ctx context.Context, mc pb.MasterServiceClient) error {

@@ -58,6 +58,7 @@ type Router struct {
 	leaders           map[uint64]string // range id -> server id
 	hinted            map[uint64]string // leader learned from a partition server
 	serviceProperties []byte
+	accounts          []*pb.StorageAccount
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -179,6 +180,7 @@ func (r *Router) install(m *pb.PartitionMap) {
 	r.version = m.GetVersion()
 	r.tables, r.ranges, r.servers = tables, ranges, servers
 	r.serviceProperties = m.GetServiceProperties()
+	r.accounts = m.GetAccounts()
 	r.leaders = m.GetLeaders()
 	if r.leaders == nil {
 		r.leaders = map[uint64]string{}

@@ -231,6 +231,10 @@ func (c *Cluster) startFrontend(n *FrontendNode, rcfg router.Config) (err error)
 		n.Router.Close()
 		return err
 	}
+	if err = n.Server.PublishAccounts(ctx); err != nil {
+		n.Router.Close()
+		return err
+	}
 	ln, err := net.Listen("tcp", n.Config.HTTPAddr)
 	if err != nil {
 		n.Router.Close()

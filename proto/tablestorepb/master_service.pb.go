@@ -575,6 +575,86 @@ func (*SetServicePropertiesResponse) Descriptor() ([]byte, []int) {
 	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{11}
 }
 
+type SetAccountsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Accounts      []*StorageAccount      `protobuf:"bytes,1,rep,name=accounts,proto3" json:"accounts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetAccountsRequest) Reset() {
+	*x = SetAccountsRequest{}
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetAccountsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetAccountsRequest) ProtoMessage() {}
+
+func (x *SetAccountsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetAccountsRequest.ProtoReflect.Descriptor instead.
+func (*SetAccountsRequest) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *SetAccountsRequest) GetAccounts() []*StorageAccount {
+	if x != nil {
+		return x.Accounts
+	}
+	return nil
+}
+
+type SetAccountsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetAccountsResponse) Reset() {
+	*x = SetAccountsResponse{}
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetAccountsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetAccountsResponse) ProtoMessage() {}
+
+func (x *SetAccountsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetAccountsResponse.ProtoReflect.Descriptor instead.
+func (*SetAccountsResponse) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{13}
+}
+
 type EventsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SinceSeq      uint64                 `protobuf:"varint,1,opt,name=since_seq,json=sinceSeq,proto3" json:"since_seq,omitempty"`
@@ -585,7 +665,7 @@ type EventsRequest struct {
 
 func (x *EventsRequest) Reset() {
 	*x = EventsRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[12]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -597,7 +677,7 @@ func (x *EventsRequest) String() string {
 func (*EventsRequest) ProtoMessage() {}
 
 func (x *EventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[12]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -610,7 +690,7 @@ func (x *EventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsRequest.ProtoReflect.Descriptor instead.
 func (*EventsRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{12}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *EventsRequest) GetSinceSeq() uint64 {
@@ -637,7 +717,7 @@ type SplitRequest struct {
 
 func (x *SplitRequest) Reset() {
 	*x = SplitRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[13]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -649,7 +729,7 @@ func (x *SplitRequest) String() string {
 func (*SplitRequest) ProtoMessage() {}
 
 func (x *SplitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[13]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -662,7 +742,7 @@ func (x *SplitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitRequest.ProtoReflect.Descriptor instead.
 func (*SplitRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{13}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SplitRequest) GetTable() string {
@@ -689,7 +769,7 @@ type SplitResponse struct {
 
 func (x *SplitResponse) Reset() {
 	*x = SplitResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[14]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -701,7 +781,7 @@ func (x *SplitResponse) String() string {
 func (*SplitResponse) ProtoMessage() {}
 
 func (x *SplitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[14]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -714,7 +794,7 @@ func (x *SplitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitResponse.ProtoReflect.Descriptor instead.
 func (*SplitResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{14}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SplitResponse) GetLeft() *RangeDescriptor {
@@ -740,7 +820,7 @@ type MergeRequest struct {
 
 func (x *MergeRequest) Reset() {
 	*x = MergeRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[15]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -752,7 +832,7 @@ func (x *MergeRequest) String() string {
 func (*MergeRequest) ProtoMessage() {}
 
 func (x *MergeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[15]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -765,7 +845,7 @@ func (x *MergeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeRequest.ProtoReflect.Descriptor instead.
 func (*MergeRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{15}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *MergeRequest) GetRangeId() uint64 {
@@ -784,7 +864,7 @@ type MergeResponse struct {
 
 func (x *MergeResponse) Reset() {
 	*x = MergeResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[16]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -796,7 +876,7 @@ func (x *MergeResponse) String() string {
 func (*MergeResponse) ProtoMessage() {}
 
 func (x *MergeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[16]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -809,7 +889,7 @@ func (x *MergeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeResponse.ProtoReflect.Descriptor instead.
 func (*MergeResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{16}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *MergeResponse) GetRange() *RangeDescriptor {
@@ -831,7 +911,7 @@ type MoveRequest struct {
 
 func (x *MoveRequest) Reset() {
 	*x = MoveRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[17]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -843,7 +923,7 @@ func (x *MoveRequest) String() string {
 func (*MoveRequest) ProtoMessage() {}
 
 func (x *MoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[17]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -856,7 +936,7 @@ func (x *MoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveRequest.ProtoReflect.Descriptor instead.
 func (*MoveRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{17}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *MoveRequest) GetRangeId() uint64 {
@@ -889,7 +969,7 @@ type MoveResponse struct {
 
 func (x *MoveResponse) Reset() {
 	*x = MoveResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[18]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -901,7 +981,7 @@ func (x *MoveResponse) String() string {
 func (*MoveResponse) ProtoMessage() {}
 
 func (x *MoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[18]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -914,7 +994,7 @@ func (x *MoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveResponse.ProtoReflect.Descriptor instead.
 func (*MoveResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{18}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *MoveResponse) GetRange() *RangeDescriptor {
@@ -934,7 +1014,7 @@ type MasterTransferLeaderRequest struct {
 
 func (x *MasterTransferLeaderRequest) Reset() {
 	*x = MasterTransferLeaderRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[19]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -946,7 +1026,7 @@ func (x *MasterTransferLeaderRequest) String() string {
 func (*MasterTransferLeaderRequest) ProtoMessage() {}
 
 func (x *MasterTransferLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[19]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -959,7 +1039,7 @@ func (x *MasterTransferLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterTransferLeaderRequest.ProtoReflect.Descriptor instead.
 func (*MasterTransferLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{19}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *MasterTransferLeaderRequest) GetRangeId() uint64 {
@@ -984,7 +1064,7 @@ type MasterTransferLeaderResponse struct {
 
 func (x *MasterTransferLeaderResponse) Reset() {
 	*x = MasterTransferLeaderResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[20]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -996,7 +1076,7 @@ func (x *MasterTransferLeaderResponse) String() string {
 func (*MasterTransferLeaderResponse) ProtoMessage() {}
 
 func (x *MasterTransferLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[20]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1009,7 +1089,7 @@ func (x *MasterTransferLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterTransferLeaderResponse.ProtoReflect.Descriptor instead.
 func (*MasterTransferLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{20}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{22}
 }
 
 var File_tablestore_v1_master_service_proto protoreflect.FileDescriptor
@@ -1048,7 +1128,10 @@ const file_tablestore_v1_master_service_proto_rawDesc = "" +
 	"\n" +
 	"properties\x18\x01 \x01(\fR\n" +
 	"properties\"\x1e\n" +
-	"\x1cSetServicePropertiesResponse\"D\n" +
+	"\x1cSetServicePropertiesResponse\"O\n" +
+	"\x12SetAccountsRequest\x129\n" +
+	"\baccounts\x18\x01 \x03(\v2\x1d.tablestore.v1.StorageAccountR\baccounts\"\x15\n" +
+	"\x13SetAccountsResponse\"D\n" +
 	"\rEventsRequest\x12\x1b\n" +
 	"\tsince_seq\x18\x01 \x01(\x04R\bsinceSeq\x12\x16\n" +
 	"\x06follow\x18\x02 \x01(\bR\x06follow\"I\n" +
@@ -1073,14 +1156,15 @@ const file_tablestore_v1_master_service_proto_rawDesc = "" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12 \n" +
 	"\fto_server_id\x18\x02 \x01(\tR\n" +
 	"toServerId\"\x1e\n" +
-	"\x1cMasterTransferLeaderResponse2\xfa\a\n" +
+	"\x1cMasterTransferLeaderResponse2\xd0\b\n" +
 	"\rMasterService\x12T\n" +
 	"\vCreateTable\x12!.tablestore.v1.CreateTableRequest\x1a\".tablestore.v1.CreateTableResponse\x12T\n" +
 	"\vDeleteTable\x12!.tablestore.v1.DeleteTableRequest\x1a\".tablestore.v1.DeleteTableResponse\x12U\n" +
 	"\x0fGetPartitionMap\x12%.tablestore.v1.GetPartitionMapRequest\x1a\x1b.tablestore.v1.PartitionMap\x12[\n" +
 	"\x11WatchPartitionMap\x12'.tablestore.v1.WatchPartitionMapRequest\x1a\x1b.tablestore.v1.PartitionMap0\x01\x12T\n" +
 	"\vSetTableACL\x12!.tablestore.v1.SetTableACLRequest\x1a\".tablestore.v1.SetTableACLResponse\x12o\n" +
-	"\x14SetServiceProperties\x12*.tablestore.v1.SetServicePropertiesRequest\x1a+.tablestore.v1.SetServicePropertiesResponse\x12>\n" +
+	"\x14SetServiceProperties\x12*.tablestore.v1.SetServicePropertiesRequest\x1a+.tablestore.v1.SetServicePropertiesResponse\x12T\n" +
+	"\vSetAccounts\x12!.tablestore.v1.SetAccountsRequest\x1a\".tablestore.v1.SetAccountsResponse\x12>\n" +
 	"\x06Events\x12\x1c.tablestore.v1.EventsRequest\x1a\x14.tablestore.v1.Event0\x01\x12B\n" +
 	"\x05Split\x12\x1b.tablestore.v1.SplitRequest\x1a\x1c.tablestore.v1.SplitResponse\x12B\n" +
 	"\x05Merge\x12\x1b.tablestore.v1.MergeRequest\x1a\x1c.tablestore.v1.MergeResponse\x12?\n" +
@@ -1100,7 +1184,7 @@ func file_tablestore_v1_master_service_proto_rawDescGZIP() []byte {
 	return file_tablestore_v1_master_service_proto_rawDescData
 }
 
-var file_tablestore_v1_master_service_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_tablestore_v1_master_service_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_tablestore_v1_master_service_proto_goTypes = []any{
 	(*CreateTableRequest)(nil),           // 0: tablestore.v1.CreateTableRequest
 	(*CreateTableResponse)(nil),          // 1: tablestore.v1.CreateTableResponse
@@ -1114,64 +1198,70 @@ var file_tablestore_v1_master_service_proto_goTypes = []any{
 	(*SetTableACLResponse)(nil),          // 9: tablestore.v1.SetTableACLResponse
 	(*SetServicePropertiesRequest)(nil),  // 10: tablestore.v1.SetServicePropertiesRequest
 	(*SetServicePropertiesResponse)(nil), // 11: tablestore.v1.SetServicePropertiesResponse
-	(*EventsRequest)(nil),                // 12: tablestore.v1.EventsRequest
-	(*SplitRequest)(nil),                 // 13: tablestore.v1.SplitRequest
-	(*SplitResponse)(nil),                // 14: tablestore.v1.SplitResponse
-	(*MergeRequest)(nil),                 // 15: tablestore.v1.MergeRequest
-	(*MergeResponse)(nil),                // 16: tablestore.v1.MergeResponse
-	(*MoveRequest)(nil),                  // 17: tablestore.v1.MoveRequest
-	(*MoveResponse)(nil),                 // 18: tablestore.v1.MoveResponse
-	(*MasterTransferLeaderRequest)(nil),  // 19: tablestore.v1.MasterTransferLeaderRequest
-	(*MasterTransferLeaderResponse)(nil), // 20: tablestore.v1.MasterTransferLeaderResponse
-	nil,                                  // 21: tablestore.v1.HeartbeatResponse.RaftAddrsEntry
-	(*Table)(nil),                        // 22: tablestore.v1.Table
-	(*ServerInfo)(nil),                   // 23: tablestore.v1.ServerInfo
-	(*RangeStatus)(nil),                  // 24: tablestore.v1.RangeStatus
-	(*RangeDescriptor)(nil),              // 25: tablestore.v1.RangeDescriptor
-	(*SignedIdentifier)(nil),             // 26: tablestore.v1.SignedIdentifier
-	(*PartitionMap)(nil),                 // 27: tablestore.v1.PartitionMap
-	(*Event)(nil),                        // 28: tablestore.v1.Event
+	(*SetAccountsRequest)(nil),           // 12: tablestore.v1.SetAccountsRequest
+	(*SetAccountsResponse)(nil),          // 13: tablestore.v1.SetAccountsResponse
+	(*EventsRequest)(nil),                // 14: tablestore.v1.EventsRequest
+	(*SplitRequest)(nil),                 // 15: tablestore.v1.SplitRequest
+	(*SplitResponse)(nil),                // 16: tablestore.v1.SplitResponse
+	(*MergeRequest)(nil),                 // 17: tablestore.v1.MergeRequest
+	(*MergeResponse)(nil),                // 18: tablestore.v1.MergeResponse
+	(*MoveRequest)(nil),                  // 19: tablestore.v1.MoveRequest
+	(*MoveResponse)(nil),                 // 20: tablestore.v1.MoveResponse
+	(*MasterTransferLeaderRequest)(nil),  // 21: tablestore.v1.MasterTransferLeaderRequest
+	(*MasterTransferLeaderResponse)(nil), // 22: tablestore.v1.MasterTransferLeaderResponse
+	nil,                                  // 23: tablestore.v1.HeartbeatResponse.RaftAddrsEntry
+	(*Table)(nil),                        // 24: tablestore.v1.Table
+	(*ServerInfo)(nil),                   // 25: tablestore.v1.ServerInfo
+	(*RangeStatus)(nil),                  // 26: tablestore.v1.RangeStatus
+	(*RangeDescriptor)(nil),              // 27: tablestore.v1.RangeDescriptor
+	(*SignedIdentifier)(nil),             // 28: tablestore.v1.SignedIdentifier
+	(*StorageAccount)(nil),               // 29: tablestore.v1.StorageAccount
+	(*PartitionMap)(nil),                 // 30: tablestore.v1.PartitionMap
+	(*Event)(nil),                        // 31: tablestore.v1.Event
 }
 var file_tablestore_v1_master_service_proto_depIdxs = []int32{
-	22, // 0: tablestore.v1.CreateTableResponse.table:type_name -> tablestore.v1.Table
-	23, // 1: tablestore.v1.HeartbeatRequest.server:type_name -> tablestore.v1.ServerInfo
-	24, // 2: tablestore.v1.HeartbeatRequest.ranges:type_name -> tablestore.v1.RangeStatus
-	25, // 3: tablestore.v1.HeartbeatResponse.assigned:type_name -> tablestore.v1.RangeDescriptor
-	21, // 4: tablestore.v1.HeartbeatResponse.raft_addrs:type_name -> tablestore.v1.HeartbeatResponse.RaftAddrsEntry
-	26, // 5: tablestore.v1.SetTableACLRequest.acl:type_name -> tablestore.v1.SignedIdentifier
-	25, // 6: tablestore.v1.SplitResponse.left:type_name -> tablestore.v1.RangeDescriptor
-	25, // 7: tablestore.v1.SplitResponse.right:type_name -> tablestore.v1.RangeDescriptor
-	25, // 8: tablestore.v1.MergeResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	25, // 9: tablestore.v1.MoveResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	0,  // 10: tablestore.v1.MasterService.CreateTable:input_type -> tablestore.v1.CreateTableRequest
-	2,  // 11: tablestore.v1.MasterService.DeleteTable:input_type -> tablestore.v1.DeleteTableRequest
-	4,  // 12: tablestore.v1.MasterService.GetPartitionMap:input_type -> tablestore.v1.GetPartitionMapRequest
-	5,  // 13: tablestore.v1.MasterService.WatchPartitionMap:input_type -> tablestore.v1.WatchPartitionMapRequest
-	8,  // 14: tablestore.v1.MasterService.SetTableACL:input_type -> tablestore.v1.SetTableACLRequest
-	10, // 15: tablestore.v1.MasterService.SetServiceProperties:input_type -> tablestore.v1.SetServicePropertiesRequest
-	12, // 16: tablestore.v1.MasterService.Events:input_type -> tablestore.v1.EventsRequest
-	13, // 17: tablestore.v1.MasterService.Split:input_type -> tablestore.v1.SplitRequest
-	15, // 18: tablestore.v1.MasterService.Merge:input_type -> tablestore.v1.MergeRequest
-	17, // 19: tablestore.v1.MasterService.Move:input_type -> tablestore.v1.MoveRequest
-	19, // 20: tablestore.v1.MasterService.TransferLeader:input_type -> tablestore.v1.MasterTransferLeaderRequest
-	6,  // 21: tablestore.v1.MasterService.Heartbeat:input_type -> tablestore.v1.HeartbeatRequest
-	1,  // 22: tablestore.v1.MasterService.CreateTable:output_type -> tablestore.v1.CreateTableResponse
-	3,  // 23: tablestore.v1.MasterService.DeleteTable:output_type -> tablestore.v1.DeleteTableResponse
-	27, // 24: tablestore.v1.MasterService.GetPartitionMap:output_type -> tablestore.v1.PartitionMap
-	27, // 25: tablestore.v1.MasterService.WatchPartitionMap:output_type -> tablestore.v1.PartitionMap
-	9,  // 26: tablestore.v1.MasterService.SetTableACL:output_type -> tablestore.v1.SetTableACLResponse
-	11, // 27: tablestore.v1.MasterService.SetServiceProperties:output_type -> tablestore.v1.SetServicePropertiesResponse
-	28, // 28: tablestore.v1.MasterService.Events:output_type -> tablestore.v1.Event
-	14, // 29: tablestore.v1.MasterService.Split:output_type -> tablestore.v1.SplitResponse
-	16, // 30: tablestore.v1.MasterService.Merge:output_type -> tablestore.v1.MergeResponse
-	18, // 31: tablestore.v1.MasterService.Move:output_type -> tablestore.v1.MoveResponse
-	20, // 32: tablestore.v1.MasterService.TransferLeader:output_type -> tablestore.v1.MasterTransferLeaderResponse
-	7,  // 33: tablestore.v1.MasterService.Heartbeat:output_type -> tablestore.v1.HeartbeatResponse
-	22, // [22:34] is the sub-list for method output_type
-	10, // [10:22] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	24, // 0: tablestore.v1.CreateTableResponse.table:type_name -> tablestore.v1.Table
+	25, // 1: tablestore.v1.HeartbeatRequest.server:type_name -> tablestore.v1.ServerInfo
+	26, // 2: tablestore.v1.HeartbeatRequest.ranges:type_name -> tablestore.v1.RangeStatus
+	27, // 3: tablestore.v1.HeartbeatResponse.assigned:type_name -> tablestore.v1.RangeDescriptor
+	23, // 4: tablestore.v1.HeartbeatResponse.raft_addrs:type_name -> tablestore.v1.HeartbeatResponse.RaftAddrsEntry
+	28, // 5: tablestore.v1.SetTableACLRequest.acl:type_name -> tablestore.v1.SignedIdentifier
+	29, // 6: tablestore.v1.SetAccountsRequest.accounts:type_name -> tablestore.v1.StorageAccount
+	27, // 7: tablestore.v1.SplitResponse.left:type_name -> tablestore.v1.RangeDescriptor
+	27, // 8: tablestore.v1.SplitResponse.right:type_name -> tablestore.v1.RangeDescriptor
+	27, // 9: tablestore.v1.MergeResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	27, // 10: tablestore.v1.MoveResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	0,  // 11: tablestore.v1.MasterService.CreateTable:input_type -> tablestore.v1.CreateTableRequest
+	2,  // 12: tablestore.v1.MasterService.DeleteTable:input_type -> tablestore.v1.DeleteTableRequest
+	4,  // 13: tablestore.v1.MasterService.GetPartitionMap:input_type -> tablestore.v1.GetPartitionMapRequest
+	5,  // 14: tablestore.v1.MasterService.WatchPartitionMap:input_type -> tablestore.v1.WatchPartitionMapRequest
+	8,  // 15: tablestore.v1.MasterService.SetTableACL:input_type -> tablestore.v1.SetTableACLRequest
+	10, // 16: tablestore.v1.MasterService.SetServiceProperties:input_type -> tablestore.v1.SetServicePropertiesRequest
+	12, // 17: tablestore.v1.MasterService.SetAccounts:input_type -> tablestore.v1.SetAccountsRequest
+	14, // 18: tablestore.v1.MasterService.Events:input_type -> tablestore.v1.EventsRequest
+	15, // 19: tablestore.v1.MasterService.Split:input_type -> tablestore.v1.SplitRequest
+	17, // 20: tablestore.v1.MasterService.Merge:input_type -> tablestore.v1.MergeRequest
+	19, // 21: tablestore.v1.MasterService.Move:input_type -> tablestore.v1.MoveRequest
+	21, // 22: tablestore.v1.MasterService.TransferLeader:input_type -> tablestore.v1.MasterTransferLeaderRequest
+	6,  // 23: tablestore.v1.MasterService.Heartbeat:input_type -> tablestore.v1.HeartbeatRequest
+	1,  // 24: tablestore.v1.MasterService.CreateTable:output_type -> tablestore.v1.CreateTableResponse
+	3,  // 25: tablestore.v1.MasterService.DeleteTable:output_type -> tablestore.v1.DeleteTableResponse
+	30, // 26: tablestore.v1.MasterService.GetPartitionMap:output_type -> tablestore.v1.PartitionMap
+	30, // 27: tablestore.v1.MasterService.WatchPartitionMap:output_type -> tablestore.v1.PartitionMap
+	9,  // 28: tablestore.v1.MasterService.SetTableACL:output_type -> tablestore.v1.SetTableACLResponse
+	11, // 29: tablestore.v1.MasterService.SetServiceProperties:output_type -> tablestore.v1.SetServicePropertiesResponse
+	13, // 30: tablestore.v1.MasterService.SetAccounts:output_type -> tablestore.v1.SetAccountsResponse
+	31, // 31: tablestore.v1.MasterService.Events:output_type -> tablestore.v1.Event
+	16, // 32: tablestore.v1.MasterService.Split:output_type -> tablestore.v1.SplitResponse
+	18, // 33: tablestore.v1.MasterService.Merge:output_type -> tablestore.v1.MergeResponse
+	20, // 34: tablestore.v1.MasterService.Move:output_type -> tablestore.v1.MoveResponse
+	22, // 35: tablestore.v1.MasterService.TransferLeader:output_type -> tablestore.v1.MasterTransferLeaderResponse
+	7,  // 36: tablestore.v1.MasterService.Heartbeat:output_type -> tablestore.v1.HeartbeatResponse
+	24, // [24:37] is the sub-list for method output_type
+	11, // [11:24] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_tablestore_v1_master_service_proto_init() }
@@ -1186,7 +1276,7 @@ func file_tablestore_v1_master_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tablestore_v1_master_service_proto_rawDesc), len(file_tablestore_v1_master_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   22,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
