@@ -35,9 +35,10 @@ const (
 //     account name (devstoreaccount1.table.example.com) and the path is the
 //     resource itself (/tbl()). Disable with HostStyle=false.
 //
-// A request is host-style when HostStyle is set, the Host's first label
-// equals the account name (case-insensitively) and the first path segment is
-// not the account name; so with a Host such as
+// A request is host-style (Azurite's "production-style URL") when HostStyle
+// is set, the Host is not an IP address, has a dot, its first label is a
+// served account (or its -secondary) and the first path segment is not an
+// account; so with a Host such as
 // devstoreaccount1.table.localhost the path-style URL works too. A table
 // named exactly like the account is therefore unreachable host-style when
 // its path starts with it; Azure account names (3-24 lowercase letters and
