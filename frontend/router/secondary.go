@@ -33,19 +33,32 @@ func (r *Router) followerCall(ctx context.Context, t *pb.Table, pk string, fn ra
 		}
 	}
 	var last error = rpcerr.New(codes.Unavailable, rpcerr.ReasonUnavailable, "the range has no replica", nil)
-	for _, addr := range r.followersFirst(d) {
-		c, err := r.pool.Partition(addr)
-		if err != nil {
+	for attempt := 0; attempt < 2; attempt++ {
+		stale := false
+		for _, addr := range r.followersFirst(d) {
+			c, err := r.pool.Partition(addr)
+			if err != nil {
+				last = err
+				continue
+			}
+			err = fn(ctx, c, d)
+			if err == nil {
+				return nil
+			}
 			last = err
-			continue
+			retry, staleMap := retryable(rpcerr.Parse(err))
+			if !retry || ctx.Err() != nil {
+				return err
+			}
+			stale = stale || staleMap
 		}
-		err = fn(ctx, c, d)
-		if err == nil {
-			return nil
+		// Every replica refused; a split or merge the cached map has not
+		// seen yet is worth one refresh (an outage is not).
+		if !stale || r.refresh(ctx) != nil {
+			break
 		}
-		last = err
-		if retry, _ := retryable(rpcerr.Parse(err)); !retry || ctx.Err() != nil {
-			return err
+		if d, ok = r.locate(t, pk); !ok {
+			break
 		}
 	}
 	return last
