@@ -36,6 +36,10 @@ var (
 	acct     = auth.DevAccount()
 	checker  = &headerChecker{next: http.DefaultTransport}
 	tableSeq atomic.Int64
+	// dataDir holds every cluster's data; closers stop the extra clusters
+	// some tests start (once) after the tests end.
+	dataDir string
+	closers []func()
 )
 
 func TestMain(m *testing.M) {
@@ -49,6 +53,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
+	dataDir = dir
 	// The harness picks free ports by listening and closing, so a test
 	// binary running in parallel can take one before the cluster binds it:
 	// retry start-up a few times on a fresh directory.
@@ -73,6 +78,9 @@ func run(m *testing.M) int {
 		return 1
 	}
 	code := m.Run()
+	for i := len(closers) - 1; i >= 0; i-- {
+		closers[i]()
+	}
 	if bad := checker.failures(); len(bad) > 0 {
 		fmt.Fprintf(os.Stderr, "responses without x-ms-request-id, x-ms-version or Date:\n  %s\n", strings.Join(bad, "\n  "))
 		code = 1

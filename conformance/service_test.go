@@ -103,7 +103,11 @@ func TestServiceProperties(t *testing.T) {
 		}
 	})
 	t.Run("Stats", func(t *testing.T) {
-		st, err := svc.GetStatistics(ctx, nil)
+		sec, err := aztables.NewServiceClientWithSharedKey(endpoint+"-secondary", cred, clientOptions())
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := sec.GetStatistics(ctx, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

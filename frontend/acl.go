@@ -78,7 +78,7 @@ func (s *Server) getTableACL(ctx context.Context, w http.ResponseWriter, rc *req
 	if err := rc.principal.Authorize(auth.Access{Kind: auth.ACLRead, Table: table}); err != nil {
 		return err
 	}
-	t, err := s.backend.Table(ctx, table)
+	t, err := s.backend.Table(ctx, s.tableID(rc.account, table))
 	if err != nil {
 		return err
 	}
@@ -143,7 +143,7 @@ func (s *Server) setTableACL(ctx context.Context, w http.ResponseWriter, rc *req
 	}
 	// The table must exist (TableNotFound otherwise) before the master is
 	// asked, which also resolves the name's case.
-	t, err := s.backend.Table(ctx, table)
+	t, err := s.backend.Table(ctx, s.tableID(rc.account, table))
 	if err != nil {
 		return err
 	}
@@ -302,13 +302,14 @@ func (s *Server) writeXML(w http.ResponseWriter, rc *reqCtx, status int, body []
 type policyLookup struct {
 	backend Backend
 	timeout time.Duration
+	tableID func(account, table string) string
 }
 
 // AccessPolicy implements auth.PolicyLookup.
-func (p policyLookup) AccessPolicy(table, id string) (auth.Policy, bool, error) {
+func (p policyLookup) AccessPolicy(account, table, id string) (auth.Policy, bool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), p.timeout)
 	defer cancel()
-	t, err := p.backend.Table(ctx, table)
+	t, err := p.backend.Table(ctx, p.tableID(account, table))
 	if err != nil {
 		if rpcerr.Is(err, rpcerr.ReasonTableNotFound) {
 			return auth.Policy{}, false, nil

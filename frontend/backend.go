@@ -32,6 +32,29 @@ type Backend interface {
 	Query(ctx context.Context, table string, q Query) (*Page, error)
 }
 
+// AccountRegistry is the Backend's replicated list of storage accounts
+// (kept by the master, so every front-end serves the same ones).
+type AccountRegistry interface {
+	// RegisteredAccounts returns the registry as last seen, without I/O;
+	// empty when none was set. The slice is replaced, never modified.
+	RegisteredAccounts() []*pb.StorageAccount
+	// SetAccounts replaces the registry.
+	SetAccounts(ctx context.Context, accts []*pb.StorageAccount) error
+}
+
+// SecondaryReader is the Backend's ability to serve the read-access
+// secondary endpoint (/<account>-secondary/): reads from range followers
+// that never wait on a leader, and how current they are.
+type SecondaryReader interface {
+	// SecondaryGet and SecondaryQuery are Get and Query served by any
+	// replica from its applied state, possibly behind the leader.
+	SecondaryGet(ctx context.Context, table, pk, rk string) (*edm.Entity, error)
+	SecondaryQuery(ctx context.Context, table string, q Query) (*Page, error)
+	// SecondarySync is the time up to which the followers hold every
+	// write (Get Service Stats' LastSyncTime); zero when unknown.
+	SecondarySync(ctx context.Context) (time.Time, error)
+}
+
 // Query is one page request of an entity query.
 type Query struct {
 	// Filter is the parsed $filter (nil matches everything) and FilterText

@@ -17,7 +17,18 @@
 // auth (403 before anything else is revealed); then reports any routing
 // error, authorizes the operation with auth.Principal.Authorize and calls
 // the Backend under Config.RequestTimeout (or the smaller "timeout" query
-// parameter). A recover turns a panic into 500 InternalError.
+// parameter). A recover turns a panic into 500 InternalError. An
+// x-ms-version outside the published versions is 400 InvalidHeaderValue
+// before authentication (version.go).
+//
+// # Accounts, endpoints and Azurite's switches
+//
+// The accounts served come from the master's registry when it has one,
+// else from Config (accounts.go); tables of accounts other than
+// Config.AccountName are namespaced "<account>/<table>" in the cluster.
+// /<account>-secondary/ is the read-only secondary, its reads served by
+// range followers (secondary.go). HTTPS (tls.go), OAuth bearer tokens
+// (auth/bearer.go) and the other Azurite switches are Config settings.
 //
 //	POST   /Tables                      Create Table (201, or 204 with Prefer: return-no-content)
 //	GET    /Tables[()]                  Query Tables ($filter on TableName, $top, $select, NextTableName)

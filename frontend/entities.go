@@ -99,7 +99,7 @@ func (s *Server) insertEntity(ctx context.Context, w http.ResponseWriter, rc *re
 		return err
 	}
 	op := &pb.EntityOp{Kind: pb.OpKind_OP_KIND_INSERT, PartitionKey: e.PartitionKey, RowKey: e.RowKey, Entity: edm.MarshalBinary(e)}
-	ts, err := s.backend.Write(ctx, table, e.PartitionKey, []*pb.EntityOp{op})
+	ts, err := s.backend.Write(ctx, s.tableID(rc.account, table), e.PartitionKey, []*pb.EntityOp{op})
 	if err != nil {
 		return err
 	}
@@ -134,14 +134,21 @@ func (s *Server) insertEntity(ctx context.Context, w http.ResponseWriter, rc *re
 }
 
 // ifMatch reads If-Match into an op. present is false when the header is
-// absent; a value that is neither "*" nor a datetime ETag is Azure's 400
-// InvalidInput naming the value.
+// absent.
 func ifMatch(r *http.Request, op *pb.EntityOp) (present bool, err error) {
 	return ifMatchValues(r.Header["If-Match"], op)
 }
 
+// neverMatches is an IfMatchUnixNano no entity has: Timestamps are whole
+// 100 ns ticks, so one nanosecond past the epoch is never one.
+const neverMatches = 1
+
 // ifMatchValues is ifMatch on the header's values (batch sub-requests
-// carry their own headers).
+// carry their own headers). The service's rule: "*" matches any entity; a
+// weak ETag W/"…" (or w/"…") is a well-formed condition, which holds only
+// for the entity whose ETag it is (anything else in the quotes is simply
+// stale: 412 UpdateConditionNotSatisfied); a strong "…" or unquoted value
+// is 400 InvalidInput naming the value.
 func ifMatchValues(v []string, op *pb.EntityOp) (present bool, err error) {
 	if len(v) == 0 {
 		return false, nil
@@ -154,11 +161,13 @@ func ifMatchValues(v []string, op *pb.EntityOp) (present bool, err error) {
 		op.IfMatchAny = true
 		return true, nil
 	}
-	t, err := edm.ParseETag(tag)
-	if err != nil || t.IsZero() {
+	if len(tag) < 4 || (tag[0] != 'W' && tag[0] != 'w') || tag[1] != '/' || tag[2] != '"' || tag[len(tag)-1] != '"' {
 		return true, errInvalidETag(tag)
 	}
-	op.IfMatchUnixNano = t.UnixNano()
+	op.IfMatchUnixNano = neverMatches
+	if t, err := edm.ParseETag(tag); err == nil && !t.IsZero() {
+		op.IfMatchUnixNano = t.UnixNano()
+	}
 	return true, nil
 }
 
@@ -193,7 +202,7 @@ func (s *Server) updateEntity(ctx context.Context, w http.ResponseWriter, rc *re
 		return err
 	}
 	op.Entity = edm.MarshalBinary(e)
-	ts, err := s.backend.Write(ctx, rt.table, rt.pk, []*pb.EntityOp{op})
+	ts, err := s.backend.Write(ctx, s.tableID(rc.account, rt.table), rt.pk, []*pb.EntityOp{op})
 	if err != nil {
 		return err
 	}
@@ -217,7 +226,7 @@ func (s *Server) deleteEntity(ctx context.Context, w http.ResponseWriter, rc *re
 	if err := rc.principal.Authorize(auth.Access{Kind: auth.EntityDelete, Table: rt.table, PartitionKey: rt.pk, RowKey: rt.rk}); err != nil {
 		return err
 	}
-	if _, err := s.backend.Write(ctx, rt.table, rt.pk, []*pb.EntityOp{op}); err != nil {
+	if _, err := s.backend.Write(ctx, s.tableID(rc.account, rt.table), rt.pk, []*pb.EntityOp{op}); err != nil {
 		return err
 	}
 	rc.wrote = true
@@ -249,7 +258,7 @@ func (s *Server) getEntity(ctx context.Context, w http.ResponseWriter, rc *reqCt
 			if err != nil {
 				return err
 			}
-			e, err := s.backend.Get(ctx, rt.table, rt.pk, rt.rk)
+			e, err := s.get(ctx, rc, rt.table, rt.pk, rt.rk)
 			if err != nil {
 				return err
 			}
@@ -259,7 +268,7 @@ func (s *Server) getEntity(ctx context.Context, w http.ResponseWriter, rc *reqCt
 			return s.writeEntity(w, rc, rt.table, e, sel)
 		}
 	}
-	e, err := s.backend.Get(ctx, rt.table, rt.pk, rt.rk)
+	e, err := s.get(ctx, rc, rt.table, rt.pk, rt.rk)
 	if err != nil {
 		return err
 	}
@@ -278,7 +287,7 @@ func (s *Server) writeEntity(w http.ResponseWriter, rc *reqCtx, table string, e 
 }
 
 func (s *Server) encodeOptions(rc *reqCtx, table string, element bool, sel []string) edm.EncodeOptions {
-	o := edm.EncodeOptions{Metadata: rc.meta, Table: table, Account: s.cfg.AccountName, Element: element, Select: sel}
+	o := edm.EncodeOptions{Metadata: rc.meta, Table: table, Account: rc.account, Element: element, Select: sel}
 	if rc.meta != edm.NoMetadata {
 		o.BaseURL = s.baseURL(rc)
 	}
@@ -315,11 +324,23 @@ func (s *Server) queryEntities(ctx context.Context, w http.ResponseWriter, rc *r
 	if clip {
 		clipStart(&q, kr)
 	}
-	page, err := s.backend.Query(ctx, table, q)
+	emptyPage := q.Top == 0
+	if emptyPage {
+		// $top=0: look one entity ahead (which also answers a missing
+		// table) and return none, continuing at that entity.
+		q.Top = 1
+	}
+	page, err := s.query(ctx, rc, table, q)
 	if err != nil {
 		return err
 	}
 	ents := page.Entities
+	if emptyPage {
+		if len(ents) > 0 {
+			page.HasNext, page.NextPK, page.NextRK = true, ents[0].PartitionKey, ents[0].RowKey
+		}
+		page.Entities, ents = nil, nil
+	}
 	if clip {
 		ents = clipPage(page, kr)
 	}

@@ -101,6 +101,7 @@ const (
 	msgOperationTimedOut     = "Operation could not be completed within the specified time."
 	msgInternalError         = "Server encountered an internal error. Please try again after some time."
 	msgAuthenticationFailed  = "Server failed to authenticate the request. Make sure the value of Authorization header is formed correctly including the signature."
+	msgInvalidAuthInfo       = "Server failed to authenticate the request. Please refer to the information in the www-authenticate header."
 	msgAuthorization         = "This request is not authorized to perform this operation."
 	msgPermissionMismatch    = "This request is not authorized to perform this operation using this permission."
 	msgResourceTypeMismatch  = "This request is not authorized to perform this operation using this resource type."
@@ -124,16 +125,19 @@ var edmMessages = map[string]string{
 }
 
 var (
-	errQuerySyntax       = newAPIError(http.StatusBadRequest, "InvalidInput", msgQuerySyntax, "")
-	errKeyCount          = newAPIError(http.StatusBadRequest, "InvalidInput", msgKeyCount, "")
-	errInvalidURI        = newAPIError(http.StatusBadRequest, "InvalidUri", msgInvalidURI, "")
-	errMethodNotAllowed  = newAPIError(http.StatusMethodNotAllowed, "MethodNotAllowed", msgMethodNotAllowed, "")
-	errXMethodNotPost    = newAPIError(http.StatusBadRequest, "XMethodNotUsingPost", msgXMethodNotUsingPost, "")
-	errXMethodCount      = newAPIError(http.StatusBadRequest, "XMethodIncorrectCount", msgXMethodIncorrectCount, "")
-	errXMethodValue      = newAPIError(http.StatusBadRequest, "XMethodIncorrectValue", msgXMethodIncorrectValue, "")
-	errAtomNotSupported  = newAPIError(http.StatusUnsupportedMediaType, "AtomFormatNotSupported", msgAtomNotSupported, "")
-	errMissingIfMatch    = newAPIError(http.StatusBadRequest, "MissingRequiredHeader", msgMissingHeader, "If-Match is required")
-	errBodyTooLarge      = newAPIError(http.StatusRequestEntityTooLarge, "RequestBodyTooLarge", msgBodyTooLarge, "")
+	errQuerySyntax      = newAPIError(http.StatusBadRequest, "InvalidInput", msgQuerySyntax, "")
+	errKeyCount         = newAPIError(http.StatusBadRequest, "InvalidInput", msgKeyCount, "")
+	errInvalidURI       = newAPIError(http.StatusBadRequest, "InvalidUri", msgInvalidURI, "")
+	errMethodNotAllowed = newAPIError(http.StatusMethodNotAllowed, "MethodNotAllowed", msgMethodNotAllowed, "")
+	errXMethodNotPost   = newAPIError(http.StatusBadRequest, "XMethodNotUsingPost", msgXMethodNotUsingPost, "")
+	errXMethodCount     = newAPIError(http.StatusBadRequest, "XMethodIncorrectCount", msgXMethodIncorrectCount, "")
+	errXMethodValue     = newAPIError(http.StatusBadRequest, "XMethodIncorrectValue", msgXMethodIncorrectValue, "")
+	errAtomNotSupported = newAPIError(http.StatusUnsupportedMediaType, "AtomFormatNotSupported", msgAtomNotSupported, "")
+	errMissingIfMatch   = newAPIError(http.StatusBadRequest, "MissingRequiredHeader", msgMissingHeader, "If-Match is required")
+	errBodyTooLarge     = newAPIError(http.StatusRequestEntityTooLarge, "RequestBodyTooLarge", msgBodyTooLarge, "")
+	// The read-access secondary is read-only; Azure refuses writes there with
+	// 403 "Write operations are not allowed." (what AzCopy logs report).
+	errSecondaryWrite    = newAPIError(http.StatusForbidden, "AuthorizationFailure", "Write operations are not allowed.", "write on the secondary endpoint")
 	errTableNameReserved = newAPIError(http.StatusBadRequest, "InvalidInput", msgInvalidInput, `"tables" is a reserved table name`)
 )
 
@@ -179,6 +183,9 @@ func classify(err error) answer {
 		return answer{status: errBodyTooLarge.status, code: errBodyTooLarge.code, msg: errBodyTooLarge.msg}
 	}
 	if code, ok := auth.ErrorCode(err); ok {
+		if code == "InvalidAuthenticationInfo" {
+			return answer{status: http.StatusUnauthorized, code: code, msg: msgInvalidAuthInfo}
+		}
 		return answer{status: http.StatusForbidden, code: code, msg: authMessage(code)}
 	}
 	switch {
@@ -317,6 +324,10 @@ func (s *Server) writeError(w http.ResponseWriter, rc *reqCtx, err error) {
 		h["Retry-After"] = []string{strconv.FormatInt(secs, 10)}
 		h["X-Ms-Retry-After-Ms"] = []string{strconv.FormatInt(a.retryAfter.Milliseconds(), 10)}
 	}
+	if a.status == http.StatusUnauthorized {
+		// What Azure sends with a refused bearer token: where to get one.
+		h["Www-Authenticate"] = wwwAuthenticate
+	}
 	delete(h, "Etag")
 	delete(h, "Location")
 	delete(h, "Dataserviceid")
@@ -324,7 +335,7 @@ func (s *Server) writeError(w http.ResponseWriter, rc *reqCtx, err error) {
 	buf := getBuf()
 	defer putBuf(buf)
 	b := buf.b[:0]
-	msg := a.msg + "\nRequestId:" + rc.id + "\nTime:" + time.Now().UTC().Format(errorTimeLayout)
+	msg := rc.msgPrefix + a.msg + "\nRequestId:" + rc.id + "\nTime:" + time.Now().UTC().Format(errorTimeLayout)
 	switch {
 	case rc.xmlErrors:
 		// The service's answer on its XML endpoints (service properties,

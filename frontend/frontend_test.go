@@ -92,10 +92,10 @@ func TestParseRoute(t *testing.T) {
 func TestResourcePath(t *testing.T) {
 	s, _ := newTestServer(t)
 	tests := []struct {
-		name, host, target string
-		wantPath           string
-		hostStyle          bool
-		wantErr            bool
+		name, host, target   string
+		wantPath             string
+		hostStyle, secondary bool
+		wantErr              bool
 	}{
 		{name: "path style", host: "127.0.0.1:10002", target: "/devstoreaccount1/people()", wantPath: "/people()"},
 		{name: "path style root", host: "127.0.0.1:10002", target: "/devstoreaccount1", wantPath: ""},
@@ -103,16 +103,19 @@ func TestResourcePath(t *testing.T) {
 		{name: "host style with account path", host: "devstoreaccount1.table.localhost", target: "/devstoreaccount1/people()", wantPath: "/people()"},
 		{name: "other account", host: "127.0.0.1", target: "/other/people()", wantErr: true},
 		{name: "account prefix only", host: "127.0.0.1", target: "/devstoreaccount12/people()", wantErr: true},
+		{name: "secondary path style", host: "127.0.0.1:10002", target: "/devstoreaccount1-secondary/people()", wantPath: "/people()", secondary: true},
+		{name: "secondary host style", host: "devstoreaccount1-secondary.table.localhost:10002", target: "/people()", wantPath: "/people()", hostStyle: true, secondary: true},
+		{name: "IP host is never production style", host: "127.0.0.1:10002", target: "/people()", wantErr: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			r := httptest.NewRequest("GET", "http://"+tc.host+tc.target, nil)
-			p, _, hs, err := s.resourcePath(r)
+			p, _, a, err := s.resourcePath(r)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("err %v", err)
 			}
-			if err == nil && (p != tc.wantPath || hs != tc.hostStyle) {
-				t.Fatalf("got %q hostStyle=%v", p, hs)
+			if err == nil && (p != tc.wantPath || a.hostStyle != tc.hostStyle || a.secondary != tc.secondary || a.name != "devstoreaccount1") {
+				t.Fatalf("got %q %+v", p, a)
 			}
 		})
 	}

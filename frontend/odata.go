@@ -21,6 +21,7 @@ var (
 	defaultVersion         = []string{"2019-02-02"}
 	returnContent          = []string{"return-content"}
 	returnNoContent        = []string{"return-no-content"}
+	wwwAuthenticate        = []string{"Bearer authorization_uri=https://login.microsoftonline.com/common/oauth2/authorize resource_id=https://storage.azure.com"}
 )
 
 func contentTypeFor(m edm.Metadata) []string {

@@ -1,6 +1,7 @@
 package frontend
 
 import (
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -28,32 +29,84 @@ type route struct {
 	rk    string
 }
 
+// secondarySuffix marks the read-access secondary endpoint of an account
+// (RA-GRS): /<account>-secondary/… path-style, <account>-secondary.… host-style.
+const secondarySuffix = "-secondary"
+
+// addressedAccount is the account a request names and whether it names the
+// account's secondary endpoint.
+type addressedAccount struct {
+	name      string
+	secondary bool
+	hostStyle bool
+}
+
+// hasAccount reports whether name is an account this server serves.
+func (s *Server) hasAccount(name string) bool { return s.currentAuth().accounts[name] }
+
+// accountOf reads an account name (possibly with the secondary suffix) and
+// reports whether it is one this server serves.
+func (s *Server) accountOf(label string) (addressedAccount, bool) {
+	if s.hasAccount(label) {
+		return addressedAccount{name: label}, true
+	}
+	if name, ok := strings.CutSuffix(label, secondarySuffix); ok && s.hasAccount(name) {
+		return addressedAccount{name: name, secondary: true}, true
+	}
+	return addressedAccount{}, false
+}
+
 // resourcePath strips the account from the request path (see Config for
 // path-style vs host-style) and returns the rest, still escaped unless
-// decoded is set, plus whether the request is host-style.
+// decoded is set, plus the account addressed.
 //
 // The path is read from URL.RawPath when net/http kept one (the client's
 // escaping differs from Go's canonical one, which is always the case for
 // entity URLs with their literal quotes), so that an escaped '/' inside a
 // key cannot split the path; otherwise URL.Path is already the decoded
 // path and is equivalent.
-func (s *Server) resourcePath(r *http.Request) (p string, decoded, hostStyle bool, err error) {
+func (s *Server) resourcePath(r *http.Request) (p string, decoded bool, acct addressedAccount, err error) {
 	p, decoded = r.URL.RawPath, false
 	if p == "" {
 		p, decoded = r.URL.Path, true
 	}
-	acct := s.cfg.AccountName
-	if len(p) > len(acct) && p[0] == '/' && p[1:1+len(acct)] == acct && (len(p) == 1+len(acct) || p[1+len(acct)] == '/') {
-		return p[1+len(acct):], decoded, false, nil
+	first := p
+	if len(first) > 0 && first[0] == '/' {
+		first = first[1:]
+	}
+	if i := strings.IndexByte(first, '/'); i >= 0 {
+		first = first[:i]
+	}
+	if a, ok := s.accountOf(first); ok {
+		return p[1+len(first):], decoded, a, nil
 	}
 	if s.cfg.HostStyle {
-		host := r.Host
-		if i := strings.IndexByte(host, '.'); i >= 0 && strings.EqualFold(host[:i], acct) {
-			return p, decoded, true, nil
+		if label, ok := productionStyleLabel(r.Host); ok {
+			if a, ok := s.accountOf(strings.ToLower(label)); ok {
+				a.hostStyle = true
+				return p, decoded, a, nil
+			}
 		}
 	}
-	return "", decoded, false, newAPIError(http.StatusBadRequest, "InvalidUri", msgInvalidURI,
-		"path "+p+" does not start with the account /"+acct)
+	return "", decoded, addressedAccount{}, newAPIError(http.StatusBadRequest, "InvalidUri", msgInvalidURI,
+		"path "+p+" does not start with an account this server serves")
+}
+
+// productionStyleLabel returns the first label of a production-style host
+// (account.table.localhost:10002), as Azurite reads it: a host that is
+// neither an IP address nor host.docker.internal and has a dot.
+func productionStyleLabel(host string) (string, bool) {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	if net.ParseIP(strings.Trim(host, "[]")) != nil || strings.EqualFold(host, "host.docker.internal") {
+		return "", false
+	}
+	i := strings.IndexByte(host, '.')
+	if i <= 0 {
+		return "", false
+	}
+	return host[:i], true
 }
 
 // parseRoute parses the resource path (after the account).

@@ -23,6 +23,14 @@ import (
 // SharedKeyLite with the well-known key).
 func newSDKClient(t *testing.T) (*aztables.ServiceClient, string) {
 	t.Helper()
+	svc, endpoint, _, _ := newSDKClientParts(t)
+	return svc, endpoint
+}
+
+// newSDKClientParts is newSDKClient with the credential and options, for
+// clients of other endpoints of the same server.
+func newSDKClientParts(t *testing.T) (*aztables.ServiceClient, string, *aztables.SharedKeyCredential, *aztables.ClientOptions) {
+	t.Helper()
 	fb := newFakeBackend()
 	s, err := NewServer(DefaultConfig(), fb, nil)
 	if err != nil {
@@ -43,7 +51,7 @@ func newSDKClient(t *testing.T) (*aztables.ServiceClient, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return svc, endpoint
+	return svc, endpoint, cred, opts
 }
 
 func respCode(err error) (int, string) {

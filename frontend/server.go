@@ -2,6 +2,7 @@ package frontend
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -27,10 +28,14 @@ type Server struct {
 	backend  Backend
 	settings Settings // nil when the backend keeps no settings
 	logger   *slog.Logger
-	auth     *auth.Authenticator
-	acct     auth.Account
-	http     *http.Server
-	handler  http.Handler
+	// configured are the accounts of this front-end's configuration;
+	// registered, those of the master's registry last seen (see
+	// currentAuth).
+	configured *authState
+	registered atomic.Pointer[authState]
+	tls        *tls.Config // nil: plain HTTP
+	http       *http.Server
+	handler    http.Handler
 
 	date  atomic.Pointer[dateValue]
 	props atomic.Pointer[propsCache]
@@ -48,20 +53,21 @@ func NewServer(cfg Config, b Backend, logger *slog.Logger) (*Server, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	acct, err := auth.NewAccount(cfg.AccountName, cfg.AccountKey)
+	accts, err := cfg.servedAccounts()
 	if err != nil {
-		return nil, fmt.Errorf("frontend: %w", err)
+		return nil, err
+	}
+	tlsConfig, err := cfg.loadTLS()
+	if err != nil {
+		return nil, err
 	}
 	s := &Server{
 		cfg:     cfg,
 		backend: b,
 		logger:  logger,
-		acct:    acct,
-		auth: auth.NewAuthenticator(acct, auth.Options{
-			ClockSkew: cfg.ClockSkew,
-			Policies:  policyLookup{backend: b, timeout: cfg.RequestTimeout},
-		}),
+		tls:     tlsConfig,
 	}
+	s.configured = s.newAuthState(accts, nil)
 	s.settings, _ = b.(Settings)
 	s.handler = instrument(http.HandlerFunc(s.serveHTTP))
 	s.http = &http.Server{
@@ -80,7 +86,10 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // Serve answers requests on ln until Shutdown; it returns nil after a
 // clean shutdown.
 func (s *Server) Serve(ln net.Listener) error {
-	s.logger.Info("frontend listening", "addr", ln.Addr().String(), "account", s.cfg.AccountName)
+	s.logger.Info("frontend listening", "addr", ln.Addr().String(), "scheme", s.cfg.Scheme(), "accounts", len(s.currentAuth().accounts))
+	if s.tls != nil {
+		ln = tls.NewListener(ln, s.tls)
+	}
 	err := s.http.Serve(ln)
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
@@ -108,6 +117,9 @@ type reqCtx struct {
 	meta      edm.Metadata
 	xmlErrors bool // service endpoints answer errors in XML
 	hostStyle bool
+	account   string // the account addressed
+	secondary bool   // addressed at the account's read-only secondary endpoint
+	msgPrefix string // prepended to error messages ("0:" in a batch's query)
 	principal *auth.Principal
 	query     url.Values
 	base      string // service root for odata.metadata, built on demand
@@ -152,8 +164,10 @@ func (s *Server) baseURL(rc *reqCtx) string {
 	}
 	if rc.hostStyle {
 		rc.base = scheme + rc.r.Host
+	} else if rc.secondary {
+		rc.base = scheme + rc.r.Host + "/" + rc.account + secondarySuffix
 	} else {
-		rc.base = scheme + rc.r.Host + "/" + s.cfg.AccountName
+		rc.base = scheme + rc.r.Host + "/" + rc.account
 	}
 	return rc.base
 }
@@ -177,7 +191,8 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 
 	h := w.Header()
 	h["X-Ms-Request-Id"] = []string{rc.id}
-	if v := r.Header["X-Ms-Version"]; len(v) > 0 && v[0] != "" {
+	versionErr := s.checkVersion(r)
+	if v := r.Header["X-Ms-Version"]; len(v) > 0 && v[0] != "" && versionErr == nil {
 		h["X-Ms-Version"] = v[:1]
 	} else {
 		h["X-Ms-Version"] = defaultVersion
@@ -203,8 +218,8 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 
-	p, decoded, hostStyle, routeErr := s.resourcePath(r)
-	rc.hostStyle = hostStyle
+	p, decoded, addressed, routeErr := s.resourcePath(r)
+	rc.hostStyle, rc.account, rc.secondary = addressed.hostStyle, addressed.name, addressed.secondary
 	var rt route
 	if routeErr == nil {
 		rt, routeErr = parseRoute(p, decoded)
@@ -222,8 +237,20 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w = s.corsWriter(w, r)
+	if versionErr != nil {
+		// Checked before authentication, as the service and Azurite do:
+		// the version decides how the request is signed and read.
+		s.finish(w, rc, versionErr)
+		return
+	}
 
-	principal, err := s.auth.Authenticate(r)
+	authAccount := rc.account
+	if authAccount == "" {
+		// An unknown account is answered as InvalidUri once the caller
+		// is known; authenticate against the default one until then.
+		authAccount, _ = s.cfg.Endpoint()
+	}
+	principal, err := s.currentAuth().auth.AuthenticateAccount(r, authAccount)
 	if err != nil {
 		s.finish(w, rc, err)
 		return
@@ -286,6 +313,9 @@ func (s *Server) dispatch(ctx context.Context, w http.ResponseWriter, rc *reqCtx
 	method, err := effectiveMethod(rc.r)
 	if err != nil {
 		return err
+	}
+	if rc.secondary && method != http.MethodGet && method != http.MethodHead {
+		return errSecondaryWrite
 	}
 	switch rt.kind {
 	case routeService:

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"tablestore/frontend/auth"
 )
@@ -36,10 +35,11 @@ import (
 //     required elements, Days below 1, a method outside DELETE GET HEAD
 //     MERGE PATCH POST OPTIONS PUT, more than 64 origins or literal
 //     headers, more than two prefixed headers, values over 256 characters);
-//   - stats answer <StorageServiceStats><GeoReplication><Status>live
-//     </Status><LastSyncTime>RFC 1123</LastSyncTime>. Every write here is
-//     replicated before it is acknowledged, so replication is always live
-//     and in sync as of now.
+//   - stats exist only on the secondary endpoint (/<account>-secondary/;
+//     on the primary they are 400 InvalidQueryParameterValue) and answer
+//     <StorageServiceStats><GeoReplication><Status>live</Status>
+//     <LastSyncTime>RFC 1123</LastSyncTime>, the oldest time up to which
+//     one follower of every range holds all writes (SecondaryReader).
 
 // maxCORSRules is Azure's limit of CORS rules per service.
 const maxCORSRules = 5
@@ -498,12 +498,23 @@ func (s *Server) getServiceStats(ctx context.Context, w http.ResponseWriter, rc 
 	if err := rc.principal.Authorize(auth.Access{Kind: auth.ServiceRead}); err != nil {
 		return err
 	}
+	synced, known, err := s.lastSyncTime(ctx)
+	if err != nil {
+		return err
+	}
 	buf := getBuf()
 	defer putBuf(buf)
 	b := append(buf.b[:0], xmlBOM+xmlDecl...)
-	b = append(b, "<StorageServiceStats><GeoReplication><Status>live</Status><LastSyncTime>"...)
-	b = time.Now().UTC().AppendFormat(b, http.TimeFormat)
-	b = append(b, "</LastSyncTime></GeoReplication></StorageServiceStats>"...)
+	if known {
+		b = append(b, "<StorageServiceStats><GeoReplication><Status>live</Status><LastSyncTime>"...)
+		b = synced.AppendFormat(b, http.TimeFormat)
+		b = append(b, "</LastSyncTime></GeoReplication></StorageServiceStats>"...)
+	} else {
+		// A follower still catching up cannot say how current it is: the
+		// service's answer while the secondary is not in sync.
+		// LastSyncTime is left out rather than empty: SDKs parse it as a date.
+		b = append(b, "<StorageServiceStats><GeoReplication><Status>bootstrap</Status></GeoReplication></StorageServiceStats>"...)
+	}
 	buf.b = b
 	s.writeXML(w, rc, http.StatusOK, b)
 	return nil
@@ -524,6 +535,10 @@ func (s *Server) serveService(ctx context.Context, w http.ResponseWriter, rc *re
 		}
 		return errMethodNotAllowed
 	case "stats":
+		if !rc.secondary {
+			// Only the secondary endpoint reports replication, as in Azure.
+			return errInvalidQueryParam("comp", "stats on the primary endpoint")
+		}
 		if method == http.MethodGet || method == http.MethodHead {
 			return s.getServiceStats(ctx, w, rc)
 		}

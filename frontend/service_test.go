@@ -93,7 +93,7 @@ func TestExposedHeaders(t *testing.T) {
 // TestSDKServiceProperties sets and reads properties and stats with the SDK.
 func TestSDKServiceProperties(t *testing.T) {
 	ctx := context.Background()
-	svc, _ := newSDKClient(t)
+	svc, endpoint, cred, opts := newSDKClientParts(t)
 	got, err := svc.GetProperties(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -123,7 +123,15 @@ func TestSDKServiceProperties(t *testing.T) {
 	if st, code := respCode(err); st != http.StatusBadRequest || code != "InvalidXmlDocument" {
 		t.Fatalf("retention 366: %d %s (%v)", st, code, err)
 	}
-	stats, err := svc.GetStatistics(ctx, nil)
+	_, err = svc.GetStatistics(ctx, nil)
+	if st, code := respCode(err); st != http.StatusBadRequest || code != "InvalidQueryParameterValue" {
+		t.Fatalf("stats on the primary: %d %s (%v)", st, code, err)
+	}
+	secondary, err := aztables.NewServiceClientWithSharedKey(endpoint+"-secondary", cred, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stats, err := secondary.GetStatistics(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

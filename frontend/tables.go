@@ -45,12 +45,12 @@ func (s *Server) createTable(ctx context.Context, w http.ResponseWriter, rc *req
 	if err := rc.principal.Authorize(auth.Access{Kind: auth.TableCreate, Table: name}); err != nil {
 		return err
 	}
-	t, err := s.backend.CreateTable(ctx, name)
+	t, err := s.backend.CreateTable(ctx, s.tableID(rc.account, name))
 	if err != nil {
 		return err
 	}
 	if t != nil && t.GetName() != "" {
-		name = t.GetName()
+		name, _ = s.userTable(rc.account, t.GetName())
 	}
 	h := w.Header()
 	loc := s.baseURL(rc) + "/Tables('" + name + "')"
@@ -81,12 +81,38 @@ func (s *Server) deleteTable(ctx context.Context, w http.ResponseWriter, rc *req
 	if err := rc.principal.Authorize(auth.Access{Kind: auth.TableDelete, Table: name}); err != nil {
 		return err
 	}
-	if err := s.backend.DeleteTable(ctx, name); err != nil {
+	if err := s.backend.DeleteTable(ctx, s.tableID(rc.account, name)); err != nil {
 		return err
 	}
 	rc.wrote = true
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// Accounts share the cluster's tables by name: the primary account's
+// (Config.AccountName, devstoreaccount1 by default) are stored under their
+// own names, as they always were, and every other account's under
+// "<account>/<table>". No table name contains '/', so no account sees or
+// reaches another's tables, and a single-account deployment's data stays
+// where it is.
+const accountTableSep = "/"
+
+// tableID is the cluster's name of an account's table.
+func (s *Server) tableID(account, table string) string {
+	if account == "" || account == s.cfg.AccountName {
+		return table
+	}
+	return account + accountTableSep + table
+}
+
+// userTable turns a cluster table name back into the name account sees;
+// mine is false when the table belongs to another account.
+func (s *Server) userTable(account, id string) (name string, mine bool) {
+	acct, name, namespaced := strings.Cut(id, accountTableSep)
+	if !namespaced {
+		return id, account == "" || account == s.cfg.AccountName
+	}
+	return name, acct == account
 }
 
 // tableGetter exposes a table to $filter as the single property TableName.
@@ -110,13 +136,14 @@ func (s *Server) queryTables(ctx context.Context, w http.ResponseWriter, rc *req
 		if err := validateTableName(single); err != nil {
 			return err
 		}
-		t, err := s.backend.Table(ctx, single)
+		t, err := s.backend.Table(ctx, s.tableID(rc.account, single))
 		if err != nil {
 			return err
 		}
+		name, _ := s.userTable(rc.account, t.GetName())
 		buf := getBuf()
 		defer putBuf(buf)
-		buf.b = s.appendTableJSON(buf.b[:0], rc, t.GetName(), true, sel)
+		buf.b = s.appendTableJSON(buf.b[:0], rc, name, true, sel)
 		s.writeJSON(w, rc, http.StatusOK, buf.b)
 		return nil
 	}
@@ -143,8 +170,8 @@ func (s *Server) queryTables(ctx context.Context, w http.ResponseWriter, rc *req
 	var page []string
 	nextName, more := "", false
 	for _, t := range tables {
-		n := t.GetName()
-		if n < next || !f.Match(tableGetter(n)) {
+		n, mine := s.userTable(rc.account, t.GetName())
+		if !mine || n < next || !f.Match(tableGetter(n)) {
 			continue
 		}
 		if len(page) == top {
@@ -198,7 +225,7 @@ func (s *Server) appendTableJSON(b []byte, rc *reqCtx, name string, element bool
 	if rc.meta == edm.FullMetadata {
 		sep()
 		b = append(b, `"odata.type":`...)
-		b = appendJSONString(b, s.cfg.AccountName+".Tables")
+		b = appendJSONString(b, rc.account+".Tables")
 		b = append(b, `,"odata.id":`...)
 		b = appendJSONString(b, s.baseURL(rc)+"/Tables('"+name+"')")
 		b = append(b, `,"odata.editLink":`...)
@@ -230,8 +257,9 @@ func parseSelect(v string) []string {
 	return out
 }
 
-// parseTop reads $top: 1..1000, MaxPageSize when absent. Larger values are
-// rejected as Azure does (400 InvalidInput) rather than clipped.
+// parseTop reads $top: 0..1000, MaxPageSize when absent. Larger values are
+// rejected as Azure does (400 InvalidInput) rather than clipped; 0 asks for
+// an empty page (200 {"value":[]}), as the service answers it.
 func parseTop(v string) (int, error) {
 	if v == "" {
 		return MaxPageSize, nil
@@ -240,8 +268,8 @@ func parseTop(v string) (int, error) {
 	if err != nil {
 		return 0, errInvalidQueryParam("$top", v)
 	}
-	if n < 1 || n > MaxPageSize {
-		return 0, errInvalidInput("$top=" + v + " is outside 1.." + strconv.Itoa(MaxPageSize))
+	if n < 0 || n > MaxPageSize {
+		return 0, errInvalidInput("$top=" + v + " is outside 0.." + strconv.Itoa(MaxPageSize))
 	}
 	return n, nil
 }

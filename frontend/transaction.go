@@ -112,7 +112,7 @@ func (s *Server) submitTransaction(ctx context.Context, w http.ResponseWriter, r
 		txn = append(txn, t)
 	}
 
-	ts, err := s.backend.Write(ctx, table, pk, ops)
+	ts, err := s.backend.Write(ctx, s.tableID(rc.account, table), pk, ops)
 	if err != nil {
 		i := rpcerr.Parse(err).Index()
 		if i < 0 || i >= len(txn) {
@@ -136,7 +136,7 @@ func (s *Server) submitTransaction(ctx context.Context, w http.ResponseWriter, r
 // for the failure sub-response.
 func (s *Server) parseTxnOp(rc *reqCtx, sub *batch.Request) (txnOp, error) {
 	var t txnOp
-	p, rawQuery := s.subRequestPath(sub.Target)
+	p, rawQuery := subRequestPath(rc, sub.Target)
 	if rawQuery != "" {
 		q, _ := url.ParseQuery(strings.ReplaceAll(rawQuery, ";", "%3B"))
 		t.meta, _ = negotiate(q.Get("$format"), sub.Header["Accept"])
@@ -249,7 +249,7 @@ func (s *Server) parseTxnOp(rc *reqCtx, sub *batch.Request) (txnOp, error) {
 // subRequestPath returns the escaped resource path of a sub-request target
 // (after the account, as resourcePath does for the outer request) and its
 // raw query. Targets are absolute URLs (what the SDKs write) or paths.
-func (s *Server) subRequestPath(target string) (path, rawQuery string) {
+func subRequestPath(rc *reqCtx, target string) (path, rawQuery string) {
 	if i := strings.Index(target, "://"); i >= 0 {
 		rest := target[i+3:]
 		if j := strings.IndexByte(rest, '/'); j >= 0 {
@@ -259,9 +259,10 @@ func (s *Server) subRequestPath(target string) (path, rawQuery string) {
 		}
 	}
 	path, rawQuery, _ = strings.Cut(target, "?")
-	acct := s.cfg.AccountName
-	if strings.HasPrefix(path, "/"+acct) && (len(path) == 1+len(acct) || path[1+len(acct)] == '/') {
-		path = path[1+len(acct):]
+	for _, acct := range [...]string{rc.account, rc.account + secondarySuffix} {
+		if strings.HasPrefix(path, "/"+acct) && (len(path) == 1+len(acct) || path[1+len(acct)] == '/') {
+			return path[1+len(acct):], rawQuery
+		}
 	}
 	return path, rawQuery
 }
@@ -399,13 +400,16 @@ func (s *Server) writeBatchBody(w http.ResponseWriter, rc *reqCtx, boundary stri
 // batchQuery runs the single query of a query batch through the ordinary
 // read handlers and wraps their answer as the batch's only sub-response.
 func (s *Server) batchQuery(ctx context.Context, w http.ResponseWriter, rc *reqCtx, sub *batch.Request) error {
-	p, rawQuery := s.subRequestPath(sub.Target)
+	p, rawQuery := subRequestPath(rc, sub.Target)
 	u := &url.URL{RawPath: p, RawQuery: rawQuery}
 	if dec, err := url.PathUnescape(p); err == nil {
 		u.Path = dec
 	}
 	r := (&http.Request{Method: http.MethodGet, URL: u, Header: sub.Header, Host: rc.r.Host, TLS: rc.r.TLS, RemoteAddr: rc.r.RemoteAddr}).WithContext(ctx)
-	src := &reqCtx{r: r, id: rc.id, hostStyle: rc.hostStyle, principal: rc.principal, base: rc.base}
+	// A failing query is the batch's operation 0, and its message says so
+	// like every other batch failure ("0:The specified resource does not exist.").
+	src := &reqCtx{r: r, id: rc.id, hostStyle: rc.hostStyle, account: rc.account, secondary: rc.secondary,
+		principal: rc.principal, base: rc.base, msgPrefix: "0:"}
 	bw := &bufferedWriter{h: http.Header{}}
 	err := func() error {
 		if rawQuery != "" {

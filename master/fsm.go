@@ -53,6 +53,7 @@ func init() {
 	register(pb.MasterCommandKind_MASTER_COMMAND_KIND_APPEND_EVENT, applyAppendEvent)
 	register(pb.MasterCommandKind_MASTER_COMMAND_KIND_REMOVE_RANGE, applyRemoveRange)
 	register(pb.MasterCommandKind_MASTER_COMMAND_KIND_SET_SERVER_DRAINING, applySetServerDraining)
+	register(pb.MasterCommandKind_MASTER_COMMAND_KIND_SET_ACCOUNTS, applySetAccounts)
 }
 
 // state is the replicated state. Tables are keyed by lower-case name
@@ -65,6 +66,9 @@ type state struct {
 	nextRangeID uint64
 	// serviceProperties is the XML document of Set Table Service Properties.
 	serviceProperties []byte
+	// accounts are the storage accounts the front-ends serve; empty: each
+	// serves its configured account.
+	accounts []*pb.StorageAccount
 	// events is the most recent part of the event log, oldest first.
 	events       []*pb.Event
 	nextEventSeq uint64
@@ -83,7 +87,7 @@ func newState() *state {
 func (s *state) snapshot() *pb.MasterSnapshot {
 	out := &pb.MasterSnapshot{
 		NextTableId: s.nextTableID, NextRangeId: s.nextRangeID, ServiceProperties: s.serviceProperties,
-		Events: s.events, NextEventSeq: s.nextEventSeq,
+		Events: s.events, NextEventSeq: s.nextEventSeq, Accounts: s.accounts,
 	}
 	for _, t := range s.tables {
 		out.Tables = append(out.Tables, t)
@@ -113,6 +117,7 @@ func stateFromSnapshot(m *pb.MasterSnapshot) *state {
 	}
 	s.nextTableID, s.nextRangeID = m.GetNextTableId(), m.GetNextRangeId()
 	s.serviceProperties = m.GetServiceProperties()
+	s.accounts = m.GetAccounts()
 	s.events = m.GetEvents()
 	if m.GetNextEventSeq() > 0 {
 		s.nextEventSeq = m.GetNextEventSeq()
@@ -213,6 +218,16 @@ func applySetServiceProperties(s *state, payload []byte) *applyResult {
 		return &applyResult{err: ErrBadCommand}
 	}
 	s.serviceProperties = c.GetProperties()
+	return &applyResult{}
+}
+
+func applySetAccounts(s *state, payload []byte) *applyResult {
+	var c pb.SetAccountsCommand
+	if err := proto.Unmarshal(payload, &c); err != nil {
+		return &applyResult{err: ErrBadCommand}
+	}
+	// The slice is shared with readers of earlier snapshots: replace it.
+	s.accounts = c.GetAccounts()
 	return &applyResult{}
 }
 

@@ -309,6 +309,7 @@ func (s *Server) partitionMap() (*pb.PartitionMap, <-chan struct{}) {
 		snap := st.snapshot()
 		m.Tables, m.Ranges = snap.GetTables(), snap.GetRanges()
 		m.ServiceProperties = snap.GetServiceProperties()
+		m.Accounts = snap.GetAccounts()
 		for _, sv := range snap.GetServers() {
 			c := proto.Clone(sv).(*pb.ServerInfo)
 			if t, ok := seen[sv.GetServerId()]; ok {

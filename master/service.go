@@ -212,6 +212,48 @@ func (v *service) SetServiceProperties(ctx context.Context, req *pb.SetServicePr
 	return &pb.SetServicePropertiesResponse{}, nil
 }
 
+// maxAccounts bounds the account registry (it travels with every map).
+const maxAccounts = 100
+
+func (v *service) SetAccounts(ctx context.Context, req *pb.SetAccountsRequest) (*pb.SetAccountsResponse, error) {
+	if err := validateAccounts(req.GetAccounts()); err != nil {
+		return nil, toStatus(err)
+	}
+	if _, err := v.s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_SET_ACCOUNTS, &pb.SetAccountsCommand{Accounts: req.GetAccounts()}); err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.SetAccountsResponse{}, nil
+}
+
+// validateAccounts applies Azure's account name rule (3-24 lowercase
+// letters and digits), one or two non-empty keys, and no name twice.
+func validateAccounts(accts []*pb.StorageAccount) error {
+	if len(accts) > maxAccounts {
+		return fmt.Errorf("%w: more than %d accounts", ErrBadCommand, maxAccounts)
+	}
+	seen := map[string]bool{}
+	for _, a := range accts {
+		n := a.GetName()
+		ok := len(n) >= 3 && len(n) <= 24 && !seen[n]
+		for i := 0; i < len(n); i++ {
+			ok = ok && (n[i] >= 'a' && n[i] <= 'z' || n[i] >= '0' && n[i] <= '9')
+		}
+		if !ok {
+			return fmt.Errorf("%w: account name %q", ErrBadCommand, n)
+		}
+		seen[n] = true
+		if len(a.GetKeys()) == 0 || len(a.GetKeys()) > 2 {
+			return fmt.Errorf("%w: account %q needs one or two keys", ErrBadCommand, n)
+		}
+		for _, k := range a.GetKeys() {
+			if len(k) == 0 {
+				return fmt.Errorf("%w: account %q has an empty key", ErrBadCommand, n)
+			}
+		}
+	}
+	return nil
+}
+
 func (v *service) GetPartitionMap(ctx context.Context, req *pb.GetPartitionMapRequest) (*pb.PartitionMap, error) {
 	if err := v.s.ready(); err != nil {
 		return nil, toStatus(err)

@@ -71,7 +71,7 @@ func (v *service) Get(ctx context.Context, req *pb.GetRequest) (*pb.GetResponse,
 		return nil, err
 	}
 	var b []byte
-	err = r.linearizable(ctx)
+	synced, err := r.readCheck(req.GetFollowerRead(), func() error { return r.linearizable(ctx) })
 	if err == nil {
 		b, err = r.fsm.Get(req.GetPartitionKey(), req.GetRowKey())
 	}
@@ -82,7 +82,7 @@ func (v *service) Get(ctx context.Context, req *pb.GetRequest) (*pb.GetResponse,
 	r.load.reads.Add(1)
 	r.load.entities.Add(1)
 	r.keys.add(req.GetPartitionKey(), 1)
-	return &pb.GetResponse{Entity: b}, nil
+	return &pb.GetResponse{Entity: b, SyncedUnixNano: synced}, nil
 }
 
 func (v *service) Query(ctx context.Context, req *pb.QueryRequest) (*pb.QueryResponse, error) {
@@ -124,7 +124,8 @@ func (v *service) Query(ctx context.Context, req *pb.QueryRequest) (*pb.QueryRes
 			return nil, err
 		}
 	}
-	if err := r.linearizable(ctx); err != nil {
+	synced, err := r.readCheck(req.GetFollowerRead(), func() error { return r.linearizable(ctx) })
+	if err != nil {
 		observe("query", start, err)
 		return nil, toStatus(r, err)
 	}
@@ -136,7 +137,7 @@ func (v *service) Query(ctx context.Context, req *pb.QueryRequest) (*pb.QueryRes
 	r.load.reads.Add(1)
 	r.load.entities.Add(uint64(len(res.Entities)))
 	r.keys.add(req.GetStartPartitionKey(), max(1, len(res.Entities)))
-	out := &pb.QueryResponse{Entities: res.Entities, Range: res.Descriptor}
+	out := &pb.QueryResponse{Entities: res.Entities, Range: res.Descriptor, SyncedUnixNano: synced}
 	if res.Next != nil {
 		pk, rk, err := keys.Decode(res.Next)
 		if err != nil {

@@ -183,6 +183,7 @@ const devMetricsAuto = "auto"
 
 func runDev(args []string) error {
 	cfg := cluster.DefaultDevConfig()
+	cfg.Frontend.Accounts = os.Getenv(frontend.AccountsEnv)
 	prepare := func(cm *common) error {
 		if cm.metricsAddr == devMetricsAuto {
 			addr, err := nextPort(cfg.FrontendAddr)
@@ -265,6 +266,7 @@ func runPartitionServer(args []string) error {
 func runFrontend(args []string) error {
 	fcfg, rcfg := frontend.DefaultConfig(), router.DefaultConfig()
 	var keys frontend.KeySource
+	fcfg.Accounts = os.Getenv(frontend.AccountsEnv)
 	register := func(fs *flag.FlagSet) {
 		fcfg.RegisterFlags(fs)
 		keys.RegisterFlags(fs)

@@ -43,8 +43,13 @@ func DevAccount() Account {
 	return acct
 }
 
-func (a Account) mac(stringToSign string) []byte {
-	h := hmac.New(sha256.New, a.Key)
+// Base64Key is the key as connection strings carry it.
+func (a Account) Base64Key() string { return base64.StdEncoding.EncodeToString(a.Key) }
+
+func (a Account) mac(stringToSign string) []byte { return mac(a.Key, stringToSign) }
+
+func mac(key []byte, stringToSign string) []byte {
+	h := hmac.New(sha256.New, key)
 	h.Write([]byte(stringToSign))
 	return h.Sum(nil)
 }

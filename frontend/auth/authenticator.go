@@ -22,11 +22,12 @@ type Policy struct {
 }
 
 // PolicyLookup resolves the si of a service SAS to the table's stored access
-// policy. table is the SAS tn (Azure table names compare case-insensitively).
+// policy. account is the account the request addresses and table the SAS tn
+// (Azure table names compare case-insensitively).
 // found is false when the table has no policy with that id; an error means
 // the lookup itself failed and is passed through unwrapped by Authenticate.
 type PolicyLookup interface {
-	AccessPolicy(table, id string) (p Policy, found bool, err error)
+	AccessPolicy(account, table, id string) (p Policy, found bool, err error)
 }
 
 // Options tune an Authenticator; the zero value is usable.
@@ -39,19 +40,34 @@ type Options struct {
 	// Policies resolves stored access policies; without it a SAS naming one
 	// (si) fails authentication.
 	Policies PolicyLookup
+	// Accounts are further accounts and keys accepted besides the one given
+	// to NewAuthenticator; an account named twice has two keys, each valid
+	// for SharedKey, SharedKeyLite and SAS (Azurite's AZURITE_ACCOUNTS).
+	Accounts []Account
+	// OAuth accepts "Authorization: Bearer <JWT>" at Azurite's "basic"
+	// level (see verifyBearer).
+	OAuth bool
 }
 
-// Authenticator verifies requests for a single account.
+// Authenticator verifies requests for its accounts.
 type Authenticator struct {
-	acct     Account
+	acct     Account             // the default account (Authenticate)
+	keys     map[string][][]byte // account name → its keys
 	skew     time.Duration
 	now      func() time.Time
 	policies PolicyLookup
+	oauth    bool
 }
 
-// NewAuthenticator returns an Authenticator for acct.
+// NewAuthenticator returns an Authenticator for acct and opts.Accounts.
 func NewAuthenticator(acct Account, opts Options) *Authenticator {
-	a := &Authenticator{acct: acct, skew: opts.ClockSkew, now: opts.Now, policies: opts.Policies}
+	a := &Authenticator{acct: acct, skew: opts.ClockSkew, now: opts.Now, policies: opts.Policies, oauth: opts.OAuth,
+		keys: map[string][][]byte{}}
+	for _, ac := range append([]Account{acct}, opts.Accounts...) {
+		if ac.Name != "" && len(ac.Key) > 0 {
+			a.keys[ac.Name] = append(a.keys[ac.Name], ac.Key)
+		}
+	}
 	if a.skew <= 0 {
 		a.skew = DefaultClockSkew
 	}
@@ -61,41 +77,52 @@ func NewAuthenticator(acct Account, opts Options) *Authenticator {
 	return a
 }
 
-// Authenticate identifies the caller of r: an Authorization header when
+// Authenticate is AuthenticateAccount for the default account.
+func (a *Authenticator) Authenticate(r *http.Request) (*Principal, error) {
+	return a.AuthenticateAccount(r, a.acct.Name)
+}
+
+// AuthenticateAccount identifies the caller of r, a request addressed to
+// account (the URL's): an Authorization header when
 // present, otherwise a SAS in the query (a "sig" parameter). It does not
 // decide whether the operation is allowed; call Principal.Authorize for that.
 //
 // Errors wrap ErrAuthenticationFailed, or for a valid SAS used from the wrong
 // place ErrAuthorizationSourceIPMismatch / ErrAuthorizationProtocolMismatch;
 // a failing PolicyLookup is returned wrapped but as none of those.
-func (a *Authenticator) Authenticate(r *http.Request) (*Principal, error) {
-	if len(a.acct.Key) == 0 || a.acct.Name == "" {
-		return nil, authFailed("server has no account key configured")
+func (a *Authenticator) AuthenticateAccount(r *http.Request, account string) (*Principal, error) {
+	keys := a.keys[account]
+	if len(keys) == 0 {
+		return nil, authFailed("account %q is not served here", account)
 	}
 	if h := r.Header.Values("Authorization"); len(h) > 0 {
 		if len(h) > 1 {
 			return nil, authFailed("more than one Authorization header")
 		}
+		if token, ok := bearerToken(h[0]); ok && a.oauth {
+			return a.verifyBearer(r, account, token)
+		}
 		hdr, err := parseAuthorization(h[0])
 		if err != nil {
 			return nil, authFailed("%v", err)
 		}
-		return a.verifySharedKey(r, hdr)
+		return a.verifySharedKey(r, hdr, account, keys)
 	}
 	q := r.URL.Query()
 	if _, ok := q["sig"]; ok {
-		return a.verifySAS(r, q)
+		return a.verifySAS(r, q, account, keys)
 	}
 	return nil, authFailed("request carries no Authorization header and no SAS; anonymous access is not supported")
 }
 
-func (a *Authenticator) verifySAS(r *http.Request, q map[string][]string) (*Principal, error) {
+func (a *Authenticator) verifySAS(r *http.Request, q map[string][]string, account string, keys [][]byte) (*Principal, error) {
 	t, err := parseSAS(q)
 	if err != nil {
 		return nil, authFailed("%v", err)
 	}
 	// Nothing in the token is trusted until the signature verifies.
-	if sts := t.stringToSign(a.acct.Name); !hmac.Equal(a.acct.mac(sts), t.sig) {
+	sts := t.stringToSign(account)
+	if !anyKeyMatches(keys, sts, t.sig) {
 		return nil, authFailed("SAS signature does not match; the string to sign used was %q", sts)
 	}
 
@@ -105,7 +132,7 @@ func (a *Authenticator) verifySAS(r *http.Request, q map[string][]string) (*Prin
 		if a.policies == nil {
 			return nil, authFailed("SAS names stored access policy %q but the server has none", t.identifier)
 		}
-		p, found, err := a.policies.AccessPolicy(t.table, t.identifier)
+		p, found, err := a.policies.AccessPolicy(account, t.table, t.identifier)
 		if err != nil {
 			return nil, fmt.Errorf("auth: looking up stored access policy %q of table %q: %w", t.identifier, t.table, err)
 		}
@@ -157,7 +184,7 @@ func (a *Authenticator) verifySAS(r *http.Request, q map[string][]string) (*Prin
 		return nil, fmt.Errorf("%w: the SAS allows https only and the request came over http", ErrAuthorizationProtocolMismatch)
 	}
 
-	p := &Principal{account: a.acct.Name, version: t.version, permissions: perms}
+	p := &Principal{account: account, version: t.version, permissions: perms}
 	if t.kind == sasService {
 		p.kind = PrincipalServiceSAS
 		p.table = strings.ToLower(t.table)
@@ -182,4 +209,15 @@ func remoteIP(r *http.Request) (netip.Addr, bool) {
 		return netip.Addr{}, false
 	}
 	return ip.Unmap(), true
+}
+
+// anyKeyMatches reports whether sig is the HMAC of sts under one of keys
+// (an account's two keys are equally valid).
+func anyKeyMatches(keys [][]byte, sts string, sig []byte) bool {
+	for _, k := range keys {
+		if hmac.Equal(mac(k, sts), sig) {
+			return true
+		}
+	}
+	return false
 }

@@ -1,7 +1,8 @@
 // Package auth owns request authentication and authorization for the Azure
 // Table REST front-end: verifying SharedKey / SharedKeyLite Authorization
 // headers and service / account shared access signatures (SAS) against the
-// account key, enforcing the SAS time window, source-IP and protocol
+// keys of the account a request addresses (several accounts, two keys each),
+// OAuth bearer tokens at Azurite's "basic" level, enforcing the SAS time window, source-IP and protocol
 // restrictions, and deciding whether an authenticated Principal may perform a
 // given operation (permissions, resource types, table name, key ranges).
 //

@@ -15,6 +15,11 @@ var (
 	// outside the allowed skew, or a SAS outside its validity window.
 	ErrAuthenticationFailed = errors.New("auth: authentication failed")
 
+	// ErrInvalidAuthenticationInfo: an OAuth bearer token that is malformed,
+	// expired, or for another audience or issuer. Azure answers it with 401
+	// (the only error here that is not 403) and a WWW-Authenticate header.
+	ErrInvalidAuthenticationInfo = errors.New("auth: invalid authentication info")
+
 	// ErrAuthorizationFailure is Azure's catch-all for operations a SAS can
 	// never grant (table create/delete/list or service properties with a
 	// service SAS, ACL operations with any SAS, a table other than tn).
@@ -45,7 +50,7 @@ var (
 )
 
 // ErrorCode maps an error from this package to the x-ms-error-code Azure
-// sends for it (always with status 403). ok is false for errors that are not
+// sends for it (status 403, but 401 for InvalidAuthenticationInfo). ok is false for errors that are not
 // authentication or authorization failures, such as a failing PolicyLookup,
 // which the front-end should answer as an internal error.
 func ErrorCode(err error) (code string, ok bool) {
@@ -65,6 +70,8 @@ func ErrorCode(err error) (code string, ok bool) {
 		return "AuthorizationFailure", true
 	case errors.Is(err, ErrAuthenticationFailed):
 		return "AuthenticationFailed", true
+	case errors.Is(err, ErrInvalidAuthenticationInfo):
+		return "InvalidAuthenticationInfo", true
 	}
 	return "", false
 }

@@ -13,6 +13,7 @@ const (
 	PrincipalSharedKey  PrincipalKind = iota + 1 // SharedKey or SharedKeyLite header: the account owner
 	PrincipalServiceSAS                          // table service SAS (tn)
 	PrincipalAccountSAS                          // account SAS (ss, srt)
+	PrincipalBearer                              // OAuth bearer token (--oauth basic)
 )
 
 // String names the kind for logs.
@@ -24,6 +25,8 @@ func (k PrincipalKind) String() string {
 		return "ServiceSAS"
 	case PrincipalAccountSAS:
 		return "AccountSAS"
+	case PrincipalBearer:
+		return "Bearer"
 	}
 	return fmt.Sprintf("PrincipalKind(%d)", int(k))
 }
@@ -50,7 +53,7 @@ func (p *Principal) Kind() PrincipalKind { return p.kind }
 // Account is the authenticated account name.
 func (p *Principal) Account() string { return p.account }
 
-// Scheme is "SharedKey" or "SharedKeyLite" for header authentication, "" for SAS.
+// Scheme is "SharedKey", "SharedKeyLite" or "Bearer" for header authentication, "" for SAS.
 func (p *Principal) Scheme() string { return p.scheme }
 
 // SignedVersion is the SAS sv, which Azure also uses as the request version
@@ -146,6 +149,13 @@ func (p *Principal) Authorize(req Access) error {
 	}
 	switch p.kind {
 	case PrincipalSharedKey:
+		return nil
+	case PrincipalBearer:
+		// Table ACLs cannot be read or set with OAuth (the service and
+		// Azurite refuse them); everything else is the owner's.
+		if req.Kind == ACLRead || req.Kind == ACLWrite {
+			return fmt.Errorf("%w: %s is not available with OAuth", ErrAuthorizationFailure, req.Kind)
+		}
 		return nil
 	case PrincipalServiceSAS:
 		return p.authorizeServiceSAS(req)

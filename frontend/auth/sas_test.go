@@ -305,7 +305,7 @@ func TestParseSASMalformed(t *testing.T) {
 
 type policyMap map[string]Policy
 
-func (m policyMap) AccessPolicy(table, id string) (Policy, bool, error) {
+func (m policyMap) AccessPolicy(_, table, id string) (Policy, bool, error) {
 	if id == "broken" {
 		return Policy{}, false, errors.New("store unavailable")
 	}

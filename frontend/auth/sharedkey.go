@@ -1,7 +1,6 @@
 package auth
 
 import (
-	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
@@ -10,6 +9,10 @@ import (
 	"strings"
 	"time"
 )
+
+// secondarySuffix ends the account segment of the read-access secondary
+// endpoint (/<account>-secondary/…).
+const secondarySuffix = "-secondary"
 
 // Authorization header schemes of the Table service.
 const (
@@ -140,12 +143,18 @@ func candidatePaths(r *http.Request, account string) []string {
 			out = append(out, p)
 		}
 	}
+	secondary := prefix + secondarySuffix
 	for _, p := range forms {
 		push(p)
-		if p == prefix {
+		if p == prefix || p == secondary {
 			push("/")
 		} else if strings.HasPrefix(p, prefix+"/") {
 			push(p[len(prefix):])
+		} else if strings.HasPrefix(p, secondary+"/") {
+			// The read-access secondary (/<account>-secondary/…): clients
+			// sign the path as sent or the primary's, as Azurite accepts.
+			push(prefix + p[len(secondary):])
+			push(p[len(secondary):])
 		}
 	}
 	return out
@@ -154,19 +163,21 @@ func candidatePaths(r *http.Request, account string) []string {
 // verifySharedKey checks an Authorization header against every candidate
 // canonicalized resource; comparisons are constant-time per candidate.
 // signatureMatches checks the signature over one canonicalized resource.
-func (a *Authenticator) signatureMatches(r *http.Request, hdr sharedKeyHeader, date, cr string) bool {
+func signatureMatches(r *http.Request, hdr sharedKeyHeader, keys [][]byte, date, cr string) bool {
 	var sts string
 	if hdr.scheme == SchemeSharedKeyLite {
 		sts = sharedKeyLiteStringToSign(date, cr)
 	} else {
 		sts = sharedKeyStringToSign(r.Header, r.Method, date, cr)
 	}
-	return hmac.Equal(a.acct.mac(sts), hdr.signature)
+	return anyKeyMatches(keys, sts, hdr.signature)
 }
 
-func (a *Authenticator) verifySharedKey(r *http.Request, hdr sharedKeyHeader) (*Principal, error) {
-	if hdr.account != a.acct.Name {
-		return nil, authFailed("unknown account %q", hdr.account)
+func (a *Authenticator) verifySharedKey(r *http.Request, hdr sharedKeyHeader, account string, keys [][]byte) (*Principal, error) {
+	if hdr.account != account {
+		// A key of one account never opens another, even one this
+		// server serves.
+		return nil, authFailed("the Authorization header names account %q but the request addresses %q", hdr.account, account)
 	}
 	dates := candidateDates(r.Header)
 	if len(dates) == 0 {
@@ -197,14 +208,14 @@ func (a *Authenticator) verifySharedKey(r *http.Request, hdr sharedKeyHeader) (*
 		}
 		checked = true
 		if paths == nil {
-			if a.signatureMatches(r, hdr, date, "/"+a.acct.Name+first+comp) {
-				return &Principal{kind: PrincipalSharedKey, account: a.acct.Name, scheme: hdr.scheme}, nil
+			if signatureMatches(r, hdr, keys, date, "/"+account+first+comp) {
+				return &Principal{kind: PrincipalSharedKey, account: account, scheme: hdr.scheme}, nil
 			}
-			paths = candidatePaths(r, a.acct.Name)
+			paths = candidatePaths(r, account)
 		}
 		for _, p := range paths {
-			if a.signatureMatches(r, hdr, date, "/"+a.acct.Name+p+comp) {
-				return &Principal{kind: PrincipalSharedKey, account: a.acct.Name, scheme: hdr.scheme}, nil
+			if signatureMatches(r, hdr, keys, date, "/"+account+p+comp) {
+				return &Principal{kind: PrincipalSharedKey, account: account, scheme: hdr.scheme}, nil
 			}
 		}
 	}
@@ -213,7 +224,7 @@ func (a *Authenticator) verifySharedKey(r *http.Request, hdr sharedKeyHeader) (*
 	}
 	// Like Azure, show the expected string-to-sign: it is what a client
 	// author needs and reveals nothing about the key.
-	cr := "/" + a.acct.Name + clientPath(r.URL) + comp
+	cr := "/" + account + clientPath(r.URL) + comp
 	want := sharedKeyLiteStringToSign(dates[0], cr)
 	if hdr.scheme == SchemeSharedKey {
 		want = sharedKeyStringToSign(r.Header, r.Method, dates[0], cr)

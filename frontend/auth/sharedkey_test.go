@@ -193,7 +193,7 @@ func TestSharedKeyFailures(t *testing.T) {
 		{name: "two auth headers", mutate: func(_ *testing.T, r *http.Request) { r.Header.Add("Authorization", r.Header.Get("Authorization")) }, reason: "more than one"},
 		{name: "unknown account", mutate: func(t *testing.T, r *http.Request) {
 			r.Header.Set("Authorization", "SharedKey someoneelse:"+refSign(t, "x"))
-		}, reason: "unknown account"},
+		}, reason: "names account \"someoneelse\""},
 		{name: "bad signature", mutate: func(t *testing.T, r *http.Request) {
 			r.Header.Set("Authorization", "SharedKey devstoreaccount1:"+refSign(t, "something else"))
 		}, reason: "does not match"},

@@ -91,13 +91,26 @@ func (r *Router) Write(ctx context.Context, table, pk string, ops []*pb.EntityOp
 
 // Get reads one entity from the leader of its range.
 func (r *Router) Get(ctx context.Context, table, pk, rk string) (*edm.Entity, error) {
+	return r.get(ctx, table, pk, rk, false)
+}
+
+// caller picks how a read reaches its range: through the leader
+// (linearizable) or any replica, followers first (the secondary endpoint).
+func (r *Router) caller(follower bool) func(context.Context, *pb.Table, string, rangeCall) error {
+	if follower {
+		return r.followerCall
+	}
+	return r.call
+}
+
+func (r *Router) get(ctx context.Context, table, pk, rk string, follower bool) (*edm.Entity, error) {
 	t, err := r.lookupTable(ctx, table)
 	if err != nil {
 		return nil, err
 	}
 	var b []byte
-	err = r.call(ctx, t, pk, func(ctx context.Context, c pb.PartitionServiceClient, d *pb.RangeDescriptor) error {
-		resp, err := c.Get(ctx, &pb.GetRequest{RangeId: d.GetRangeId(), Generation: d.GetGeneration(), PartitionKey: pk, RowKey: rk})
+	err = r.caller(follower)(ctx, t, pk, func(ctx context.Context, c pb.PartitionServiceClient, d *pb.RangeDescriptor) error {
+		resp, err := c.Get(ctx, &pb.GetRequest{RangeId: d.GetRangeId(), Generation: d.GetGeneration(), PartitionKey: pk, RowKey: rk, FollowerRead: follower})
 		if err == nil {
 			b = resp.GetEntity()
 		}
@@ -117,6 +130,10 @@ const queryBudget = 5 * time.Second
 // the page still needs. A page ends early at the work budget with a
 // continuation, which may fall on a range boundary.
 func (r *Router) Query(ctx context.Context, table string, q frontend.Query) (*frontend.Page, error) {
+	return r.query(ctx, table, q, false)
+}
+
+func (r *Router) query(ctx context.Context, table string, q frontend.Query, follower bool) (*frontend.Page, error) {
 	t, err := r.lookupTable(ctx, table)
 	if err != nil {
 		return nil, err
@@ -144,14 +161,15 @@ func (r *Router) Query(ctx context.Context, table string, q frontend.Query) (*fr
 	for {
 		remaining := top - len(page.Entities)
 		var resp *pb.QueryResponse
-		err := r.call(ctx, t, startPK, func(ctx context.Context, c pb.PartitionServiceClient, d *pb.RangeDescriptor) error {
+		err := r.caller(follower)(ctx, t, startPK, func(ctx context.Context, c pb.PartitionServiceClient, d *pb.RangeDescriptor) error {
 			req := &pb.QueryRequest{
 				RangeId: d.GetRangeId(), Generation: d.GetGeneration(),
 				Filter: q.FilterText, Select: q.Select, Limit: uint32(remaining),
 				HasStart: true, StartPartitionKey: startPK, StartRowKey: startRK,
 				HasLower: bounds.PK.HasLower, LowerPartitionKey: bounds.PK.Lower,
 				HasUpper: bounds.PK.HasUpper, UpperPartitionKey: bounds.PK.Upper,
-				BudgetMs: uint32(max(1, time.Until(budgetEnd).Milliseconds())),
+				BudgetMs:     uint32(max(1, time.Until(budgetEnd).Milliseconds())),
+				FollowerRead: follower,
 			}
 			var err error
 			resp, err = c.Query(ctx, req)
@@ -205,6 +223,26 @@ func (r *Router) ServiceProperties(ctx context.Context) ([]byte, error) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	return r.serviceProperties, nil
+}
+
+// RegisteredAccounts returns the master's account registry from the cached
+// map.
+func (r *Router) RegisteredAccounts() []*pb.StorageAccount {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.accounts
+}
+
+// SetAccounts replaces the master's account registry.
+func (r *Router) SetAccounts(ctx context.Context, accts []*pb.StorageAccount) error {
+	err := r.master.Call(ctx, func(ctx context.Context, mc pb.MasterServiceClient) error {
+		_, err := mc.SetAccounts(ctx, &pb.SetAccountsRequest{Accounts: accts})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return r.refresh(ctx)
 }
 
 // SetServiceProperties stores the service properties document.

@@ -65,6 +65,7 @@ type Router struct {
 	hinted            map[uint64]string // leader learned from a partition server
 	serviceProperties []byte
 	watch             watchState
+	accounts          []*pb.StorageAccount
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -198,6 +199,7 @@ func (r *Router) install(m *pb.PartitionMap) {
 	r.version = m.GetVersion()
 	r.tables, r.ranges, r.servers = tables, ranges, servers
 	r.serviceProperties = m.GetServiceProperties()
+	r.accounts = m.GetAccounts()
 	r.leaders = m.GetLeaders()
 	if r.leaders == nil {
 		r.leaders = map[uint64]string{}

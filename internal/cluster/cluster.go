@@ -259,6 +259,14 @@ func (c *Cluster) startFrontend(n *FrontendNode, rcfg router.Config) (err error)
 		n.Router.Close()
 		return err
 	}
+	// A front-end started with AZURITE_ACCOUNTS publishes the list to the
+	// master, which hands it to every front-end.
+	pctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err = n.Server.PublishAccounts(pctx); err != nil {
+		n.Router.Close()
+		return err
+	}
 	ln, err := net.Listen("tcp", n.Config.HTTPAddr)
 	if err != nil {
 		n.Router.Close()
@@ -300,16 +308,20 @@ func (c *Cluster) WaitServersRegistered(timeout time.Duration) error {
 	return fmt.Errorf("cluster: partition servers not registered within %v", timeout)
 }
 
-// Endpoint is the front-end i's Azure Table endpoint (path-style).
+// Endpoint is the front-end i's Azure Table endpoint (path-style, https
+// when it serves TLS) for its first account.
 func (c *Cluster) Endpoint(i int) string {
-	return "http://" + c.Frontends[i].Addr + "/" + c.Frontends[i].Config.AccountName
+	n := c.Frontends[i]
+	name, _ := n.Config.Endpoint()
+	return n.Config.Scheme() + "://" + n.Addr + "/" + name
 }
 
 // ConnectionString is an Azure storage connection string for front-end i.
 func (c *Cluster) ConnectionString(i int) string {
 	n := c.Frontends[i]
-	return fmt.Sprintf("DefaultEndpointsProtocol=http;AccountName=%s;AccountKey=%s;TableEndpoint=%s;",
-		n.Config.AccountName, n.Config.AccountKey, c.Endpoint(i))
+	name, key := n.Config.Endpoint()
+	return fmt.Sprintf("DefaultEndpointsProtocol=%s;AccountName=%s;AccountKey=%s;TableEndpoint=%s;",
+		n.Config.Scheme(), name, key, c.Endpoint(i))
 }
 
 // StopServer stops partition server i (its data stays).

@@ -33,12 +33,11 @@ type DevConfig struct {
 	// LocalCalls lets the front-end call the partition servers in this
 	// process directly rather than over loopback gRPC.
 	LocalCalls bool
-	// Master and Server carry the role settings (policies, timings) that
-	// dev passes through.
-	Master master.Config
-	Server partitionserver.Config
-	// Frontend carries the account the endpoint serves (name and key);
+	// Master, Server and Frontend carry the role settings (policies,
+	// timings, the account, Azurite's switches) that dev passes through;
 	// Keys says where the key comes from besides --account-key.
+	Master   master.Config
+	Server   partitionserver.Config
 	Frontend frontend.Config
 	Keys     frontend.KeySource
 }
@@ -79,6 +78,7 @@ func (c *DevConfig) RegisterFlags(fs *flag.FlagSet) {
 	c.Master.Policy.RegisterFlags(fs)
 	fs.Float64Var(&c.Server.PartitionThrottle, "partition-throttle", c.Server.PartitionThrottle, "entities/s one PartitionKey may use before 503 ServerBusy (Azure: 2000; 0 disables)")
 	fs.IntVar(&c.Server.HotKeys, "hot-keys", c.Server.HotKeys, "busiest PartitionKeys reported per range")
+	c.Frontend.RegisterEmulatorFlags(fs)
 }
 
 // StartDev starts the dev cluster.
@@ -104,13 +104,15 @@ func StartDev(cfg DevConfig, logger *slog.Logger) (*Cluster, error) {
 				m.ReplicationFactor = cfg.Servers
 			}
 		},
+		TuneFrontend: func(f *frontend.Config) {
+			addr := f.HTTPAddr
+			*f = cfg.Frontend
+			f.HTTPAddr = addr
+		},
 		TuneServer: func(s *partitionserver.Config) {
 			id, dir, g, r, ms := s.ID, s.DataDir, s.GRPCAddr, s.RaftAddr, s.Masters
 			*s = cfg.Server
 			s.ID, s.DataDir, s.GRPCAddr, s.RaftAddr, s.Masters = id, dir, g, r, ms
-		},
-		TuneFrontend: func(f *frontend.Config) {
-			f.AccountName, f.AccountKey = cfg.Frontend.AccountName, cfg.Frontend.AccountKey
 		},
 	})
 	if err != nil {

@@ -39,8 +39,10 @@ const maxMembers = 4096
 //     "@odata.*" instance annotations are ignored, whatever their value,
 //     and so is a client-sent Timestamp: the server owns it; property values
 //     themselves cannot be objects or arrays;
-//   - a null value means the property is absent: Azure has no null, and a
-//     null in a Merge does not delete the stored property;
+//   - an untyped null value means the property is absent: Azure has no
+//     null, and a null in a Merge does not delete the stored property; a
+//     null with an @odata.type annotation is InvalidInput, as the service
+//     answers it;
 //   - PartitionKey and RowKey must be strings when present; absent (or null)
 //     is allowed because the URL may carry them, and DecodeJSONKeys tells
 //     the caller which were present.
@@ -605,6 +607,12 @@ func (st *decodeState) resolve() error {
 		t, ok := parseTypeName(string(a.typ))
 		if !ok {
 			return st.invalid("property %q has unknown type %q", a.name, a.typ)
+		}
+		if fields[order[j]].kind == jNull {
+			// The SDKs send a typed null for values JSON cannot carry (an
+			// invalid Date, Infinity); the service refuses it rather than
+			// dropping the property.
+			return st.invalid("property %q is null with type %q", a.name, a.typ)
 		}
 		fields[order[j]].typ = t
 	}

@@ -30,8 +30,9 @@
 //	guid'…'                Guid, 8-4-4-4-12 hex digits
 //	X'…', binary'…'        Binary, an even number of hex digits
 //
-// Keywords, operators and true/false are case-sensitive (lower case only);
-// the literal prefixes datetime, guid, binary and X are not. Whitespace
+// Keywords and operators are case-sensitive (lower case only); true/false
+// and the literal prefixes datetime, guid, binary and X are not, as in the
+// service (eq True, eq FALSE match Booleans). Whitespace
 // (any Unicode space) separates tokens and is needed only where two words
 // would otherwise run together: "(A eq 1)and(B eq 2)" and "A eq'x'" parse.
 //

@@ -416,14 +416,17 @@ func (p *parser) scanWord() error {
 		p.tok.kind, p.tok.kw = tokKeyword, kw // "eq'x'" is eq then 'x'
 		return nil
 	}
-	if i < len(s) && s[i] == '\'' && word != "true" && word != "false" && word != "INF" && word != "NaN" {
+	// The service reads boolean literals case-insensitively (eq True,
+	// eq FALSE), so a property named like one cannot be compared by name.
+	isTrue, isFalse := strings.EqualFold(word, "true"), strings.EqualFold(word, "false")
+	if i < len(s) && s[i] == '\'' && !isTrue && !isFalse && word != "INF" && word != "NaN" {
 		return p.scanPrefixed(word)
 	}
-	switch word {
-	case "true", "false":
+	switch {
+	case isTrue || isFalse:
 		p.tok.kind = tokLiteral
-		p.tok.lit.Type, p.tok.lit.Bool = edm.TypeBoolean, word == "true"
-	case "INF", "NaN":
+		p.tok.lit.Type, p.tok.lit.Bool = edm.TypeBoolean, isTrue
+	case word == "INF" || word == "NaN":
 		p.tok.kind = tokLiteral
 		p.tok.lit.Type, p.tok.lit.Float = edm.TypeDouble, math.Inf(1)
 		if word == "NaN" {

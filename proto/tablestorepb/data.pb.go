@@ -240,6 +240,7 @@ const (
 	MasterCommandKind_MASTER_COMMAND_KIND_ALLOCATE_RANGE_ID      MasterCommandKind = 7
 	MasterCommandKind_MASTER_COMMAND_KIND_APPEND_EVENT           MasterCommandKind = 8
 	MasterCommandKind_MASTER_COMMAND_KIND_REMOVE_RANGE           MasterCommandKind = 9
+	MasterCommandKind_MASTER_COMMAND_KIND_SET_ACCOUNTS           MasterCommandKind = 10
 	MasterCommandKind_MASTER_COMMAND_KIND_SET_SERVER_DRAINING    MasterCommandKind = 16
 )
 
@@ -256,6 +257,7 @@ var (
 		7:  "MASTER_COMMAND_KIND_ALLOCATE_RANGE_ID",
 		8:  "MASTER_COMMAND_KIND_APPEND_EVENT",
 		9:  "MASTER_COMMAND_KIND_REMOVE_RANGE",
+		10: "MASTER_COMMAND_KIND_SET_ACCOUNTS",
 		16: "MASTER_COMMAND_KIND_SET_SERVER_DRAINING",
 	}
 	MasterCommandKind_value = map[string]int32{
@@ -269,6 +271,7 @@ var (
 		"MASTER_COMMAND_KIND_ALLOCATE_RANGE_ID":      7,
 		"MASTER_COMMAND_KIND_APPEND_EVENT":           8,
 		"MASTER_COMMAND_KIND_REMOVE_RANGE":           9,
+		"MASTER_COMMAND_KIND_SET_ACCOUNTS":           10,
 		"MASTER_COMMAND_KIND_SET_SERVER_DRAINING":    16,
 	}
 )
@@ -1072,7 +1075,10 @@ type PartitionMap struct {
 	// last set; empty means the defaults.
 	ServiceProperties []byte `protobuf:"bytes,6,opt,name=service_properties,json=serviceProperties,proto3" json:"service_properties,omitempty"`
 	// range_id -> last load reported by the range's leader.
-	Loads         map[uint64]*RangeLoad `protobuf:"bytes,7,rep,name=loads,proto3" json:"loads,omitempty" protobuf_key:"varint,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Loads map[uint64]*RangeLoad `protobuf:"bytes,7,rep,name=loads,proto3" json:"loads,omitempty" protobuf_key:"varint,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The storage accounts the front-ends serve (Azurite's AZURITE_ACCOUNTS);
+	// empty: each front-end serves its configured account.
+	Accounts      []*StorageAccount `protobuf:"bytes,8,rep,name=accounts,proto3" json:"accounts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1156,6 +1162,68 @@ func (x *PartitionMap) GetLoads() map[uint64]*RangeLoad {
 	return nil
 }
 
+func (x *PartitionMap) GetAccounts() []*StorageAccount {
+	if x != nil {
+		return x.Accounts
+	}
+	return nil
+}
+
+// StorageAccount is a storage account with its keys.
+type StorageAccount struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The decoded keys (one or two); each is valid for SharedKey,
+	// SharedKeyLite and SAS.
+	Keys          [][]byte `protobuf:"bytes,2,rep,name=keys,proto3" json:"keys,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StorageAccount) Reset() {
+	*x = StorageAccount{}
+	mi := &file_tablestore_v1_data_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StorageAccount) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StorageAccount) ProtoMessage() {}
+
+func (x *StorageAccount) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_data_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StorageAccount.ProtoReflect.Descriptor instead.
+func (*StorageAccount) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *StorageAccount) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *StorageAccount) GetKeys() [][]byte {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
 // EntityOp is one entity operation of a write. The entity is in the edm
 // binary encoding; its Timestamp is ignored (the state machine sets it).
 type EntityOp struct {
@@ -1174,7 +1242,7 @@ type EntityOp struct {
 
 func (x *EntityOp) Reset() {
 	*x = EntityOp{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[10]
+	mi := &file_tablestore_v1_data_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1186,7 +1254,7 @@ func (x *EntityOp) String() string {
 func (*EntityOp) ProtoMessage() {}
 
 func (x *EntityOp) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[10]
+	mi := &file_tablestore_v1_data_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1199,7 +1267,7 @@ func (x *EntityOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EntityOp.ProtoReflect.Descriptor instead.
 func (*EntityOp) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{10}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *EntityOp) GetKind() OpKind {
@@ -1255,7 +1323,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[11]
+	mi := &file_tablestore_v1_data_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1267,7 +1335,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[11]
+	mi := &file_tablestore_v1_data_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1280,7 +1348,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{11}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Command) GetKind() CommandKind {
@@ -1310,7 +1378,7 @@ type WriteCommand struct {
 
 func (x *WriteCommand) Reset() {
 	*x = WriteCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[12]
+	mi := &file_tablestore_v1_data_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1322,7 +1390,7 @@ func (x *WriteCommand) String() string {
 func (*WriteCommand) ProtoMessage() {}
 
 func (x *WriteCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[12]
+	mi := &file_tablestore_v1_data_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1335,7 +1403,7 @@ func (x *WriteCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteCommand.ProtoReflect.Descriptor instead.
 func (*WriteCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{12}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *WriteCommand) GetProposedUnixNano() int64 {
@@ -1374,7 +1442,7 @@ type SplitCommand struct {
 
 func (x *SplitCommand) Reset() {
 	*x = SplitCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[13]
+	mi := &file_tablestore_v1_data_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1386,7 +1454,7 @@ func (x *SplitCommand) String() string {
 func (*SplitCommand) ProtoMessage() {}
 
 func (x *SplitCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[13]
+	mi := &file_tablestore_v1_data_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1399,7 +1467,7 @@ func (x *SplitCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitCommand.ProtoReflect.Descriptor instead.
 func (*SplitCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{13}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SplitCommand) GetSplitKey() string {
@@ -1434,7 +1502,7 @@ type FreezeCommand struct {
 
 func (x *FreezeCommand) Reset() {
 	*x = FreezeCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[14]
+	mi := &file_tablestore_v1_data_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1446,7 +1514,7 @@ func (x *FreezeCommand) String() string {
 func (*FreezeCommand) ProtoMessage() {}
 
 func (x *FreezeCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[14]
+	mi := &file_tablestore_v1_data_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1459,7 +1527,7 @@ func (x *FreezeCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreezeCommand.ProtoReflect.Descriptor instead.
 func (*FreezeCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{14}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *FreezeCommand) GetGeneration() uint64 {
@@ -1480,7 +1548,7 @@ type KV struct {
 
 func (x *KV) Reset() {
 	*x = KV{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[15]
+	mi := &file_tablestore_v1_data_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1492,7 +1560,7 @@ func (x *KV) String() string {
 func (*KV) ProtoMessage() {}
 
 func (x *KV) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[15]
+	mi := &file_tablestore_v1_data_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1505,7 +1573,7 @@ func (x *KV) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KV.ProtoReflect.Descriptor instead.
 func (*KV) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{15}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *KV) GetKey() []byte {
@@ -1538,7 +1606,7 @@ type AbsorbCommand struct {
 
 func (x *AbsorbCommand) Reset() {
 	*x = AbsorbCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[16]
+	mi := &file_tablestore_v1_data_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1550,7 +1618,7 @@ func (x *AbsorbCommand) String() string {
 func (*AbsorbCommand) ProtoMessage() {}
 
 func (x *AbsorbCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[16]
+	mi := &file_tablestore_v1_data_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1563,7 +1631,7 @@ func (x *AbsorbCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbsorbCommand.ProtoReflect.Descriptor instead.
 func (*AbsorbCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{16}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AbsorbCommand) GetRight() *RangeDescriptor {
@@ -1604,7 +1672,7 @@ type SetReplicasCommand struct {
 
 func (x *SetReplicasCommand) Reset() {
 	*x = SetReplicasCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[17]
+	mi := &file_tablestore_v1_data_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1616,7 +1684,7 @@ func (x *SetReplicasCommand) String() string {
 func (*SetReplicasCommand) ProtoMessage() {}
 
 func (x *SetReplicasCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[17]
+	mi := &file_tablestore_v1_data_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1629,7 +1697,7 @@ func (x *SetReplicasCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetReplicasCommand.ProtoReflect.Descriptor instead.
 func (*SetReplicasCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{17}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SetReplicasCommand) GetReplicas() []*Replica {
@@ -1660,7 +1728,7 @@ type RangeState struct {
 
 func (x *RangeState) Reset() {
 	*x = RangeState{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[18]
+	mi := &file_tablestore_v1_data_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1672,7 +1740,7 @@ func (x *RangeState) String() string {
 func (*RangeState) ProtoMessage() {}
 
 func (x *RangeState) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[18]
+	mi := &file_tablestore_v1_data_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1685,7 +1753,7 @@ func (x *RangeState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeState.ProtoReflect.Descriptor instead.
 func (*RangeState) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{18}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RangeState) GetRange() *RangeDescriptor {
@@ -1749,7 +1817,7 @@ type UpdateRangesCommand struct {
 
 func (x *UpdateRangesCommand) Reset() {
 	*x = UpdateRangesCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[19]
+	mi := &file_tablestore_v1_data_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1761,7 +1829,7 @@ func (x *UpdateRangesCommand) String() string {
 func (*UpdateRangesCommand) ProtoMessage() {}
 
 func (x *UpdateRangesCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[19]
+	mi := &file_tablestore_v1_data_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1774,7 +1842,7 @@ func (x *UpdateRangesCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateRangesCommand.ProtoReflect.Descriptor instead.
 func (*UpdateRangesCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{19}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *UpdateRangesCommand) GetRanges() []*RangeDescriptor {
@@ -1792,7 +1860,7 @@ type AllocateRangeIDCommand struct {
 
 func (x *AllocateRangeIDCommand) Reset() {
 	*x = AllocateRangeIDCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[20]
+	mi := &file_tablestore_v1_data_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1804,7 +1872,7 @@ func (x *AllocateRangeIDCommand) String() string {
 func (*AllocateRangeIDCommand) ProtoMessage() {}
 
 func (x *AllocateRangeIDCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[20]
+	mi := &file_tablestore_v1_data_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1817,7 +1885,7 @@ func (x *AllocateRangeIDCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateRangeIDCommand.ProtoReflect.Descriptor instead.
 func (*AllocateRangeIDCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{20}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{21}
 }
 
 type AppendEventCommand struct {
@@ -1829,7 +1897,7 @@ type AppendEventCommand struct {
 
 func (x *AppendEventCommand) Reset() {
 	*x = AppendEventCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[21]
+	mi := &file_tablestore_v1_data_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1841,7 +1909,7 @@ func (x *AppendEventCommand) String() string {
 func (*AppendEventCommand) ProtoMessage() {}
 
 func (x *AppendEventCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[21]
+	mi := &file_tablestore_v1_data_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1854,7 +1922,7 @@ func (x *AppendEventCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendEventCommand.ProtoReflect.Descriptor instead.
 func (*AppendEventCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{21}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *AppendEventCommand) GetEvent() *Event {
@@ -1876,7 +1944,7 @@ type RemoveRangeCommand struct {
 
 func (x *RemoveRangeCommand) Reset() {
 	*x = RemoveRangeCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[22]
+	mi := &file_tablestore_v1_data_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1888,7 +1956,7 @@ func (x *RemoveRangeCommand) String() string {
 func (*RemoveRangeCommand) ProtoMessage() {}
 
 func (x *RemoveRangeCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[22]
+	mi := &file_tablestore_v1_data_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1901,7 +1969,7 @@ func (x *RemoveRangeCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveRangeCommand.ProtoReflect.Descriptor instead.
 func (*RemoveRangeCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{22}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RemoveRangeCommand) GetRangeId() uint64 {
@@ -1929,7 +1997,7 @@ type MasterCommand struct {
 
 func (x *MasterCommand) Reset() {
 	*x = MasterCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[23]
+	mi := &file_tablestore_v1_data_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1941,7 +2009,7 @@ func (x *MasterCommand) String() string {
 func (*MasterCommand) ProtoMessage() {}
 
 func (x *MasterCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[23]
+	mi := &file_tablestore_v1_data_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1954,7 +2022,7 @@ func (x *MasterCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterCommand.ProtoReflect.Descriptor instead.
 func (*MasterCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{23}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *MasterCommand) GetKind() MasterCommandKind {
@@ -1980,7 +2048,7 @@ type RegisterServerCommand struct {
 
 func (x *RegisterServerCommand) Reset() {
 	*x = RegisterServerCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[24]
+	mi := &file_tablestore_v1_data_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1992,7 +2060,7 @@ func (x *RegisterServerCommand) String() string {
 func (*RegisterServerCommand) ProtoMessage() {}
 
 func (x *RegisterServerCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[24]
+	mi := &file_tablestore_v1_data_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2005,7 +2073,7 @@ func (x *RegisterServerCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterServerCommand.ProtoReflect.Descriptor instead.
 func (*RegisterServerCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{24}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RegisterServerCommand) GetServer() *ServerInfo {
@@ -2025,7 +2093,7 @@ type SetServerDrainingCommand struct {
 
 func (x *SetServerDrainingCommand) Reset() {
 	*x = SetServerDrainingCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[25]
+	mi := &file_tablestore_v1_data_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2037,7 +2105,7 @@ func (x *SetServerDrainingCommand) String() string {
 func (*SetServerDrainingCommand) ProtoMessage() {}
 
 func (x *SetServerDrainingCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[25]
+	mi := &file_tablestore_v1_data_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2050,7 +2118,7 @@ func (x *SetServerDrainingCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetServerDrainingCommand.ProtoReflect.Descriptor instead.
 func (*SetServerDrainingCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{25}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *SetServerDrainingCommand) GetServerId() string {
@@ -2078,7 +2146,7 @@ type CreateTableCommand struct {
 
 func (x *CreateTableCommand) Reset() {
 	*x = CreateTableCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[26]
+	mi := &file_tablestore_v1_data_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2090,7 +2158,7 @@ func (x *CreateTableCommand) String() string {
 func (*CreateTableCommand) ProtoMessage() {}
 
 func (x *CreateTableCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[26]
+	mi := &file_tablestore_v1_data_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2103,7 +2171,7 @@ func (x *CreateTableCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTableCommand.ProtoReflect.Descriptor instead.
 func (*CreateTableCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{26}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CreateTableCommand) GetName() string {
@@ -2136,7 +2204,7 @@ type DeleteTableCommand struct {
 
 func (x *DeleteTableCommand) Reset() {
 	*x = DeleteTableCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[27]
+	mi := &file_tablestore_v1_data_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2148,7 +2216,7 @@ func (x *DeleteTableCommand) String() string {
 func (*DeleteTableCommand) ProtoMessage() {}
 
 func (x *DeleteTableCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[27]
+	mi := &file_tablestore_v1_data_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2161,7 +2229,7 @@ func (x *DeleteTableCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTableCommand.ProtoReflect.Descriptor instead.
 func (*DeleteTableCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{27}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DeleteTableCommand) GetName() string {
@@ -2181,7 +2249,7 @@ type SetTableACLCommand struct {
 
 func (x *SetTableACLCommand) Reset() {
 	*x = SetTableACLCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[28]
+	mi := &file_tablestore_v1_data_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2193,7 +2261,7 @@ func (x *SetTableACLCommand) String() string {
 func (*SetTableACLCommand) ProtoMessage() {}
 
 func (x *SetTableACLCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[28]
+	mi := &file_tablestore_v1_data_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2206,7 +2274,7 @@ func (x *SetTableACLCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTableACLCommand.ProtoReflect.Descriptor instead.
 func (*SetTableACLCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{28}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SetTableACLCommand) GetName() string {
@@ -2232,7 +2300,7 @@ type SetServicePropertiesCommand struct {
 
 func (x *SetServicePropertiesCommand) Reset() {
 	*x = SetServicePropertiesCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[29]
+	mi := &file_tablestore_v1_data_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2244,7 +2312,7 @@ func (x *SetServicePropertiesCommand) String() string {
 func (*SetServicePropertiesCommand) ProtoMessage() {}
 
 func (x *SetServicePropertiesCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[29]
+	mi := &file_tablestore_v1_data_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2257,12 +2325,57 @@ func (x *SetServicePropertiesCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetServicePropertiesCommand.ProtoReflect.Descriptor instead.
 func (*SetServicePropertiesCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{29}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SetServicePropertiesCommand) GetProperties() []byte {
 	if x != nil {
 		return x.Properties
+	}
+	return nil
+}
+
+// SetAccountsCommand replaces the served storage accounts.
+type SetAccountsCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Accounts      []*StorageAccount      `protobuf:"bytes,1,rep,name=accounts,proto3" json:"accounts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetAccountsCommand) Reset() {
+	*x = SetAccountsCommand{}
+	mi := &file_tablestore_v1_data_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetAccountsCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetAccountsCommand) ProtoMessage() {}
+
+func (x *SetAccountsCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_data_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetAccountsCommand.ProtoReflect.Descriptor instead.
+func (*SetAccountsCommand) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *SetAccountsCommand) GetAccounts() []*StorageAccount {
+	if x != nil {
+		return x.Accounts
 	}
 	return nil
 }
@@ -2278,13 +2391,14 @@ type MasterSnapshot struct {
 	ServiceProperties []byte                 `protobuf:"bytes,6,opt,name=service_properties,json=serviceProperties,proto3" json:"service_properties,omitempty"`
 	Events            []*Event               `protobuf:"bytes,7,rep,name=events,proto3" json:"events,omitempty"`
 	NextEventSeq      uint64                 `protobuf:"varint,8,opt,name=next_event_seq,json=nextEventSeq,proto3" json:"next_event_seq,omitempty"`
+	Accounts          []*StorageAccount      `protobuf:"bytes,9,rep,name=accounts,proto3" json:"accounts,omitempty"`
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
 }
 
 func (x *MasterSnapshot) Reset() {
 	*x = MasterSnapshot{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[30]
+	mi := &file_tablestore_v1_data_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2296,7 +2410,7 @@ func (x *MasterSnapshot) String() string {
 func (*MasterSnapshot) ProtoMessage() {}
 
 func (x *MasterSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[30]
+	mi := &file_tablestore_v1_data_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2309,7 +2423,7 @@ func (x *MasterSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterSnapshot.ProtoReflect.Descriptor instead.
 func (*MasterSnapshot) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{30}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *MasterSnapshot) GetTables() []*Table {
@@ -2366,6 +2480,13 @@ func (x *MasterSnapshot) GetNextEventSeq() uint64 {
 		return x.NextEventSeq
 	}
 	return 0
+}
+
+func (x *MasterSnapshot) GetAccounts() []*StorageAccount {
+	if x != nil {
+		return x.Accounts
+	}
+	return nil
 }
 
 var File_tablestore_v1_data_proto protoreflect.FileDescriptor
@@ -2445,7 +2566,7 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\rapplied_index\x18\x04 \x01(\x04R\fappliedIndex\x12,\n" +
 	"\x04load\x18\x05 \x01(\v2\x18.tablestore.v1.RangeLoadR\x04load\x124\n" +
 	"\x05range\x18\x06 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\x12\x16\n" +
-	"\x06frozen\x18\a \x01(\bR\x06frozen\"\x84\x04\n" +
+	"\x06frozen\x18\a \x01(\bR\x06frozen\"\xbf\x04\n" +
 	"\fPartitionMap\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12,\n" +
 	"\x06tables\x18\x02 \x03(\v2\x14.tablestore.v1.TableR\x06tables\x126\n" +
@@ -2453,14 +2574,18 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\aservers\x18\x04 \x03(\v2\x19.tablestore.v1.ServerInfoR\aservers\x12B\n" +
 	"\aleaders\x18\x05 \x03(\v2(.tablestore.v1.PartitionMap.LeadersEntryR\aleaders\x12-\n" +
 	"\x12service_properties\x18\x06 \x01(\fR\x11serviceProperties\x12<\n" +
-	"\x05loads\x18\a \x03(\v2&.tablestore.v1.PartitionMap.LoadsEntryR\x05loads\x1a:\n" +
+	"\x05loads\x18\a \x03(\v2&.tablestore.v1.PartitionMap.LoadsEntryR\x05loads\x129\n" +
+	"\baccounts\x18\b \x03(\v2\x1d.tablestore.v1.StorageAccountR\baccounts\x1a:\n" +
 	"\fLeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\x04R\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aR\n" +
 	"\n" +
 	"LoadsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\x04R\x03key\x12.\n" +
-	"\x05value\x18\x02 \x01(\v2\x18.tablestore.v1.RangeLoadR\x05value:\x028\x01\"\xda\x01\n" +
+	"\x05value\x18\x02 \x01(\v2\x18.tablestore.v1.RangeLoadR\x05value:\x028\x01\"8\n" +
+	"\x0eStorageAccount\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04keys\x18\x02 \x03(\fR\x04keys\"\xda\x01\n" +
 	"\bEntityOp\x12)\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x15.tablestore.v1.OpKindR\x04kind\x12#\n" +
 	"\rpartition_key\x18\x02 \x01(\tR\fpartitionKey\x12\x17\n" +
@@ -2534,7 +2659,9 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x1bSetServicePropertiesCommand\x12\x1e\n" +
 	"\n" +
 	"properties\x18\x01 \x01(\fR\n" +
-	"properties\"\xf6\x02\n" +
+	"properties\"O\n" +
+	"\x12SetAccountsCommand\x129\n" +
+	"\baccounts\x18\x01 \x03(\v2\x1d.tablestore.v1.StorageAccountR\baccounts\"\xb1\x03\n" +
 	"\x0eMasterSnapshot\x12,\n" +
 	"\x06tables\x18\x01 \x03(\v2\x14.tablestore.v1.TableR\x06tables\x126\n" +
 	"\x06ranges\x18\x02 \x03(\v2\x1e.tablestore.v1.RangeDescriptorR\x06ranges\x123\n" +
@@ -2543,7 +2670,8 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\rnext_range_id\x18\x05 \x01(\x04R\vnextRangeId\x12-\n" +
 	"\x12service_properties\x18\x06 \x01(\fR\x11serviceProperties\x12,\n" +
 	"\x06events\x18\a \x03(\v2\x14.tablestore.v1.EventR\x06events\x12$\n" +
-	"\x0enext_event_seq\x18\b \x01(\x04R\fnextEventSeq*\xeb\x02\n" +
+	"\x0enext_event_seq\x18\b \x01(\x04R\fnextEventSeq\x129\n" +
+	"\baccounts\x18\t \x03(\v2\x1d.tablestore.v1.StorageAccountR\baccounts*\xeb\x02\n" +
 	"\tEventKind\x12\x1a\n" +
 	"\x16EVENT_KIND_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10EVENT_KIND_SPLIT\x10\x01\x12\x14\n" +
@@ -2573,7 +2701,7 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x12COMMAND_KIND_SPLIT\x10\x02\x12\x17\n" +
 	"\x13COMMAND_KIND_FREEZE\x10\x03\x12\x17\n" +
 	"\x13COMMAND_KIND_ABSORB\x10\x04\x12\x1d\n" +
-	"\x19COMMAND_KIND_SET_REPLICAS\x10\x05*\xcf\x03\n" +
+	"\x19COMMAND_KIND_SET_REPLICAS\x10\x05*\xf5\x03\n" +
 	"\x11MasterCommandKind\x12#\n" +
 	"\x1fMASTER_COMMAND_KIND_UNSPECIFIED\x10\x00\x12'\n" +
 	"#MASTER_COMMAND_KIND_REGISTER_SERVER\x10\x01\x12$\n" +
@@ -2584,7 +2712,9 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"!MASTER_COMMAND_KIND_UPDATE_RANGES\x10\x06\x12)\n" +
 	"%MASTER_COMMAND_KIND_ALLOCATE_RANGE_ID\x10\a\x12$\n" +
 	" MASTER_COMMAND_KIND_APPEND_EVENT\x10\b\x12$\n" +
-	" MASTER_COMMAND_KIND_REMOVE_RANGE\x10\t\x12+\n" +
+	" MASTER_COMMAND_KIND_REMOVE_RANGE\x10\t\x12$\n" +
+	" MASTER_COMMAND_KIND_SET_ACCOUNTS\x10\n" +
+	"\x12+\n" +
 	"'MASTER_COMMAND_KIND_SET_SERVER_DRAINING\x10\x10B\x1fZ\x1dtablestore/proto/tablestorepbb\x06proto3"
 
 var (
@@ -2600,7 +2730,7 @@ func file_tablestore_v1_data_proto_rawDescGZIP() []byte {
 }
 
 var file_tablestore_v1_data_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_tablestore_v1_data_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_tablestore_v1_data_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_tablestore_v1_data_proto_goTypes = []any{
 	(EventKind)(0),                      // 0: tablestore.v1.EventKind
 	(OpKind)(0),                         // 1: tablestore.v1.OpKind
@@ -2616,30 +2746,32 @@ var file_tablestore_v1_data_proto_goTypes = []any{
 	(*Event)(nil),                       // 11: tablestore.v1.Event
 	(*RangeStatus)(nil),                 // 12: tablestore.v1.RangeStatus
 	(*PartitionMap)(nil),                // 13: tablestore.v1.PartitionMap
-	(*EntityOp)(nil),                    // 14: tablestore.v1.EntityOp
-	(*Command)(nil),                     // 15: tablestore.v1.Command
-	(*WriteCommand)(nil),                // 16: tablestore.v1.WriteCommand
-	(*SplitCommand)(nil),                // 17: tablestore.v1.SplitCommand
-	(*FreezeCommand)(nil),               // 18: tablestore.v1.FreezeCommand
-	(*KV)(nil),                          // 19: tablestore.v1.KV
-	(*AbsorbCommand)(nil),               // 20: tablestore.v1.AbsorbCommand
-	(*SetReplicasCommand)(nil),          // 21: tablestore.v1.SetReplicasCommand
-	(*RangeState)(nil),                  // 22: tablestore.v1.RangeState
-	(*UpdateRangesCommand)(nil),         // 23: tablestore.v1.UpdateRangesCommand
-	(*AllocateRangeIDCommand)(nil),      // 24: tablestore.v1.AllocateRangeIDCommand
-	(*AppendEventCommand)(nil),          // 25: tablestore.v1.AppendEventCommand
-	(*RemoveRangeCommand)(nil),          // 26: tablestore.v1.RemoveRangeCommand
-	(*MasterCommand)(nil),               // 27: tablestore.v1.MasterCommand
-	(*RegisterServerCommand)(nil),       // 28: tablestore.v1.RegisterServerCommand
-	(*SetServerDrainingCommand)(nil),    // 29: tablestore.v1.SetServerDrainingCommand
-	(*CreateTableCommand)(nil),          // 30: tablestore.v1.CreateTableCommand
-	(*DeleteTableCommand)(nil),          // 31: tablestore.v1.DeleteTableCommand
-	(*SetTableACLCommand)(nil),          // 32: tablestore.v1.SetTableACLCommand
-	(*SetServicePropertiesCommand)(nil), // 33: tablestore.v1.SetServicePropertiesCommand
-	(*MasterSnapshot)(nil),              // 34: tablestore.v1.MasterSnapshot
-	nil,                                 // 35: tablestore.v1.Event.FiguresEntry
-	nil,                                 // 36: tablestore.v1.PartitionMap.LeadersEntry
-	nil,                                 // 37: tablestore.v1.PartitionMap.LoadsEntry
+	(*StorageAccount)(nil),              // 14: tablestore.v1.StorageAccount
+	(*EntityOp)(nil),                    // 15: tablestore.v1.EntityOp
+	(*Command)(nil),                     // 16: tablestore.v1.Command
+	(*WriteCommand)(nil),                // 17: tablestore.v1.WriteCommand
+	(*SplitCommand)(nil),                // 18: tablestore.v1.SplitCommand
+	(*FreezeCommand)(nil),               // 19: tablestore.v1.FreezeCommand
+	(*KV)(nil),                          // 20: tablestore.v1.KV
+	(*AbsorbCommand)(nil),               // 21: tablestore.v1.AbsorbCommand
+	(*SetReplicasCommand)(nil),          // 22: tablestore.v1.SetReplicasCommand
+	(*RangeState)(nil),                  // 23: tablestore.v1.RangeState
+	(*UpdateRangesCommand)(nil),         // 24: tablestore.v1.UpdateRangesCommand
+	(*AllocateRangeIDCommand)(nil),      // 25: tablestore.v1.AllocateRangeIDCommand
+	(*AppendEventCommand)(nil),          // 26: tablestore.v1.AppendEventCommand
+	(*RemoveRangeCommand)(nil),          // 27: tablestore.v1.RemoveRangeCommand
+	(*MasterCommand)(nil),               // 28: tablestore.v1.MasterCommand
+	(*RegisterServerCommand)(nil),       // 29: tablestore.v1.RegisterServerCommand
+	(*SetServerDrainingCommand)(nil),    // 30: tablestore.v1.SetServerDrainingCommand
+	(*CreateTableCommand)(nil),          // 31: tablestore.v1.CreateTableCommand
+	(*DeleteTableCommand)(nil),          // 32: tablestore.v1.DeleteTableCommand
+	(*SetTableACLCommand)(nil),          // 33: tablestore.v1.SetTableACLCommand
+	(*SetServicePropertiesCommand)(nil), // 34: tablestore.v1.SetServicePropertiesCommand
+	(*SetAccountsCommand)(nil),          // 35: tablestore.v1.SetAccountsCommand
+	(*MasterSnapshot)(nil),              // 36: tablestore.v1.MasterSnapshot
+	nil,                                 // 37: tablestore.v1.Event.FiguresEntry
+	nil,                                 // 38: tablestore.v1.PartitionMap.LeadersEntry
+	nil,                                 // 39: tablestore.v1.PartitionMap.LoadsEntry
 }
 var file_tablestore_v1_data_proto_depIdxs = []int32{
 	4,  // 0: tablestore.v1.RangeDescriptor.replicas:type_name -> tablestore.v1.Replica
@@ -2647,39 +2779,42 @@ var file_tablestore_v1_data_proto_depIdxs = []int32{
 	10, // 2: tablestore.v1.RangeLoad.hot_keys:type_name -> tablestore.v1.KeyLoad
 	10, // 3: tablestore.v1.RangeLoad.load_sample:type_name -> tablestore.v1.KeyLoad
 	0,  // 4: tablestore.v1.Event.kind:type_name -> tablestore.v1.EventKind
-	35, // 5: tablestore.v1.Event.figures:type_name -> tablestore.v1.Event.FiguresEntry
+	37, // 5: tablestore.v1.Event.figures:type_name -> tablestore.v1.Event.FiguresEntry
 	9,  // 6: tablestore.v1.RangeStatus.load:type_name -> tablestore.v1.RangeLoad
 	5,  // 7: tablestore.v1.RangeStatus.range:type_name -> tablestore.v1.RangeDescriptor
 	6,  // 8: tablestore.v1.PartitionMap.tables:type_name -> tablestore.v1.Table
 	5,  // 9: tablestore.v1.PartitionMap.ranges:type_name -> tablestore.v1.RangeDescriptor
 	8,  // 10: tablestore.v1.PartitionMap.servers:type_name -> tablestore.v1.ServerInfo
-	36, // 11: tablestore.v1.PartitionMap.leaders:type_name -> tablestore.v1.PartitionMap.LeadersEntry
-	37, // 12: tablestore.v1.PartitionMap.loads:type_name -> tablestore.v1.PartitionMap.LoadsEntry
-	1,  // 13: tablestore.v1.EntityOp.kind:type_name -> tablestore.v1.OpKind
-	2,  // 14: tablestore.v1.Command.kind:type_name -> tablestore.v1.CommandKind
-	14, // 15: tablestore.v1.WriteCommand.ops:type_name -> tablestore.v1.EntityOp
-	5,  // 16: tablestore.v1.AbsorbCommand.right:type_name -> tablestore.v1.RangeDescriptor
-	19, // 17: tablestore.v1.AbsorbCommand.rows:type_name -> tablestore.v1.KV
-	19, // 18: tablestore.v1.AbsorbCommand.requests:type_name -> tablestore.v1.KV
-	4,  // 19: tablestore.v1.SetReplicasCommand.replicas:type_name -> tablestore.v1.Replica
-	5,  // 20: tablestore.v1.RangeState.range:type_name -> tablestore.v1.RangeDescriptor
-	5,  // 21: tablestore.v1.UpdateRangesCommand.ranges:type_name -> tablestore.v1.RangeDescriptor
-	11, // 22: tablestore.v1.AppendEventCommand.event:type_name -> tablestore.v1.Event
-	5,  // 23: tablestore.v1.RemoveRangeCommand.absorbed_by:type_name -> tablestore.v1.RangeDescriptor
-	3,  // 24: tablestore.v1.MasterCommand.kind:type_name -> tablestore.v1.MasterCommandKind
-	8,  // 25: tablestore.v1.RegisterServerCommand.server:type_name -> tablestore.v1.ServerInfo
-	4,  // 26: tablestore.v1.CreateTableCommand.replicas:type_name -> tablestore.v1.Replica
-	7,  // 27: tablestore.v1.SetTableACLCommand.acl:type_name -> tablestore.v1.SignedIdentifier
-	6,  // 28: tablestore.v1.MasterSnapshot.tables:type_name -> tablestore.v1.Table
-	5,  // 29: tablestore.v1.MasterSnapshot.ranges:type_name -> tablestore.v1.RangeDescriptor
-	8,  // 30: tablestore.v1.MasterSnapshot.servers:type_name -> tablestore.v1.ServerInfo
-	11, // 31: tablestore.v1.MasterSnapshot.events:type_name -> tablestore.v1.Event
-	9,  // 32: tablestore.v1.PartitionMap.LoadsEntry.value:type_name -> tablestore.v1.RangeLoad
-	33, // [33:33] is the sub-list for method output_type
-	33, // [33:33] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	38, // 11: tablestore.v1.PartitionMap.leaders:type_name -> tablestore.v1.PartitionMap.LeadersEntry
+	39, // 12: tablestore.v1.PartitionMap.loads:type_name -> tablestore.v1.PartitionMap.LoadsEntry
+	14, // 13: tablestore.v1.PartitionMap.accounts:type_name -> tablestore.v1.StorageAccount
+	1,  // 14: tablestore.v1.EntityOp.kind:type_name -> tablestore.v1.OpKind
+	2,  // 15: tablestore.v1.Command.kind:type_name -> tablestore.v1.CommandKind
+	15, // 16: tablestore.v1.WriteCommand.ops:type_name -> tablestore.v1.EntityOp
+	5,  // 17: tablestore.v1.AbsorbCommand.right:type_name -> tablestore.v1.RangeDescriptor
+	20, // 18: tablestore.v1.AbsorbCommand.rows:type_name -> tablestore.v1.KV
+	20, // 19: tablestore.v1.AbsorbCommand.requests:type_name -> tablestore.v1.KV
+	4,  // 20: tablestore.v1.SetReplicasCommand.replicas:type_name -> tablestore.v1.Replica
+	5,  // 21: tablestore.v1.RangeState.range:type_name -> tablestore.v1.RangeDescriptor
+	5,  // 22: tablestore.v1.UpdateRangesCommand.ranges:type_name -> tablestore.v1.RangeDescriptor
+	11, // 23: tablestore.v1.AppendEventCommand.event:type_name -> tablestore.v1.Event
+	5,  // 24: tablestore.v1.RemoveRangeCommand.absorbed_by:type_name -> tablestore.v1.RangeDescriptor
+	3,  // 25: tablestore.v1.MasterCommand.kind:type_name -> tablestore.v1.MasterCommandKind
+	8,  // 26: tablestore.v1.RegisterServerCommand.server:type_name -> tablestore.v1.ServerInfo
+	4,  // 27: tablestore.v1.CreateTableCommand.replicas:type_name -> tablestore.v1.Replica
+	7,  // 28: tablestore.v1.SetTableACLCommand.acl:type_name -> tablestore.v1.SignedIdentifier
+	14, // 29: tablestore.v1.SetAccountsCommand.accounts:type_name -> tablestore.v1.StorageAccount
+	6,  // 30: tablestore.v1.MasterSnapshot.tables:type_name -> tablestore.v1.Table
+	5,  // 31: tablestore.v1.MasterSnapshot.ranges:type_name -> tablestore.v1.RangeDescriptor
+	8,  // 32: tablestore.v1.MasterSnapshot.servers:type_name -> tablestore.v1.ServerInfo
+	11, // 33: tablestore.v1.MasterSnapshot.events:type_name -> tablestore.v1.Event
+	14, // 34: tablestore.v1.MasterSnapshot.accounts:type_name -> tablestore.v1.StorageAccount
+	9,  // 35: tablestore.v1.PartitionMap.LoadsEntry.value:type_name -> tablestore.v1.RangeLoad
+	36, // [36:36] is the sub-list for method output_type
+	36, // [36:36] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_tablestore_v1_data_proto_init() }
@@ -2693,7 +2828,7 @@ func file_tablestore_v1_data_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tablestore_v1_data_proto_rawDesc), len(file_tablestore_v1_data_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   34,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

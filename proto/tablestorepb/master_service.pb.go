@@ -925,6 +925,86 @@ func (*SetServicePropertiesResponse) Descriptor() ([]byte, []int) {
 	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{18}
 }
 
+type SetAccountsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Accounts      []*StorageAccount      `protobuf:"bytes,1,rep,name=accounts,proto3" json:"accounts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetAccountsRequest) Reset() {
+	*x = SetAccountsRequest{}
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetAccountsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetAccountsRequest) ProtoMessage() {}
+
+func (x *SetAccountsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetAccountsRequest.ProtoReflect.Descriptor instead.
+func (*SetAccountsRequest) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *SetAccountsRequest) GetAccounts() []*StorageAccount {
+	if x != nil {
+		return x.Accounts
+	}
+	return nil
+}
+
+type SetAccountsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetAccountsResponse) Reset() {
+	*x = SetAccountsResponse{}
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetAccountsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetAccountsResponse) ProtoMessage() {}
+
+func (x *SetAccountsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetAccountsResponse.ProtoReflect.Descriptor instead.
+func (*SetAccountsResponse) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{20}
+}
+
 type EventsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SinceSeq      uint64                 `protobuf:"varint,1,opt,name=since_seq,json=sinceSeq,proto3" json:"since_seq,omitempty"`
@@ -935,7 +1015,7 @@ type EventsRequest struct {
 
 func (x *EventsRequest) Reset() {
 	*x = EventsRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[19]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -947,7 +1027,7 @@ func (x *EventsRequest) String() string {
 func (*EventsRequest) ProtoMessage() {}
 
 func (x *EventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[19]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -960,7 +1040,7 @@ func (x *EventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsRequest.ProtoReflect.Descriptor instead.
 func (*EventsRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{19}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *EventsRequest) GetSinceSeq() uint64 {
@@ -987,7 +1067,7 @@ type SplitRequest struct {
 
 func (x *SplitRequest) Reset() {
 	*x = SplitRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[20]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -999,7 +1079,7 @@ func (x *SplitRequest) String() string {
 func (*SplitRequest) ProtoMessage() {}
 
 func (x *SplitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[20]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1012,7 +1092,7 @@ func (x *SplitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitRequest.ProtoReflect.Descriptor instead.
 func (*SplitRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{20}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SplitRequest) GetTable() string {
@@ -1039,7 +1119,7 @@ type SplitResponse struct {
 
 func (x *SplitResponse) Reset() {
 	*x = SplitResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[21]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1051,7 +1131,7 @@ func (x *SplitResponse) String() string {
 func (*SplitResponse) ProtoMessage() {}
 
 func (x *SplitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[21]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1064,7 +1144,7 @@ func (x *SplitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitResponse.ProtoReflect.Descriptor instead.
 func (*SplitResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{21}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SplitResponse) GetLeft() *RangeDescriptor {
@@ -1090,7 +1170,7 @@ type MergeRequest struct {
 
 func (x *MergeRequest) Reset() {
 	*x = MergeRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[22]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1102,7 +1182,7 @@ func (x *MergeRequest) String() string {
 func (*MergeRequest) ProtoMessage() {}
 
 func (x *MergeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[22]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1115,7 +1195,7 @@ func (x *MergeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeRequest.ProtoReflect.Descriptor instead.
 func (*MergeRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{22}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *MergeRequest) GetRangeId() uint64 {
@@ -1134,7 +1214,7 @@ type MergeResponse struct {
 
 func (x *MergeResponse) Reset() {
 	*x = MergeResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[23]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1146,7 +1226,7 @@ func (x *MergeResponse) String() string {
 func (*MergeResponse) ProtoMessage() {}
 
 func (x *MergeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[23]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1159,7 +1239,7 @@ func (x *MergeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeResponse.ProtoReflect.Descriptor instead.
 func (*MergeResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{23}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *MergeResponse) GetRange() *RangeDescriptor {
@@ -1181,7 +1261,7 @@ type MoveRequest struct {
 
 func (x *MoveRequest) Reset() {
 	*x = MoveRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[24]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1193,7 +1273,7 @@ func (x *MoveRequest) String() string {
 func (*MoveRequest) ProtoMessage() {}
 
 func (x *MoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[24]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1206,7 +1286,7 @@ func (x *MoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveRequest.ProtoReflect.Descriptor instead.
 func (*MoveRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{24}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *MoveRequest) GetRangeId() uint64 {
@@ -1239,7 +1319,7 @@ type MoveResponse struct {
 
 func (x *MoveResponse) Reset() {
 	*x = MoveResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[25]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1251,7 +1331,7 @@ func (x *MoveResponse) String() string {
 func (*MoveResponse) ProtoMessage() {}
 
 func (x *MoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[25]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1264,7 +1344,7 @@ func (x *MoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveResponse.ProtoReflect.Descriptor instead.
 func (*MoveResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{25}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *MoveResponse) GetRange() *RangeDescriptor {
@@ -1284,7 +1364,7 @@ type MasterTransferLeaderRequest struct {
 
 func (x *MasterTransferLeaderRequest) Reset() {
 	*x = MasterTransferLeaderRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[26]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1296,7 +1376,7 @@ func (x *MasterTransferLeaderRequest) String() string {
 func (*MasterTransferLeaderRequest) ProtoMessage() {}
 
 func (x *MasterTransferLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[26]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1309,7 +1389,7 @@ func (x *MasterTransferLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterTransferLeaderRequest.ProtoReflect.Descriptor instead.
 func (*MasterTransferLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{26}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *MasterTransferLeaderRequest) GetRangeId() uint64 {
@@ -1334,7 +1414,7 @@ type MasterTransferLeaderResponse struct {
 
 func (x *MasterTransferLeaderResponse) Reset() {
 	*x = MasterTransferLeaderResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[27]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1346,7 +1426,7 @@ func (x *MasterTransferLeaderResponse) String() string {
 func (*MasterTransferLeaderResponse) ProtoMessage() {}
 
 func (x *MasterTransferLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[27]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1359,7 +1439,7 @@ func (x *MasterTransferLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterTransferLeaderResponse.ProtoReflect.Descriptor instead.
 func (*MasterTransferLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{27}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{29}
 }
 
 var File_tablestore_v1_master_service_proto protoreflect.FileDescriptor
@@ -1417,7 +1497,10 @@ const file_tablestore_v1_master_service_proto_rawDesc = "" +
 	"\n" +
 	"properties\x18\x01 \x01(\fR\n" +
 	"properties\"\x1e\n" +
-	"\x1cSetServicePropertiesResponse\"D\n" +
+	"\x1cSetServicePropertiesResponse\"O\n" +
+	"\x12SetAccountsRequest\x129\n" +
+	"\baccounts\x18\x01 \x03(\v2\x1d.tablestore.v1.StorageAccountR\baccounts\"\x15\n" +
+	"\x13SetAccountsResponse\"D\n" +
 	"\rEventsRequest\x12\x1b\n" +
 	"\tsince_seq\x18\x01 \x01(\x04R\bsinceSeq\x12\x16\n" +
 	"\x06follow\x18\x02 \x01(\bR\x06follow\"I\n" +
@@ -1442,15 +1525,15 @@ const file_tablestore_v1_master_service_proto_rawDesc = "" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12 \n" +
 	"\fto_server_id\x18\x02 \x01(\tR\n" +
 	"toServerId\"\x1e\n" +
-	"\x1cMasterTransferLeaderResponse2\xd0\n" +
-	"\n" +
+	"\x1cMasterTransferLeaderResponse2\xa6\v\n" +
 	"\rMasterService\x12T\n" +
 	"\vCreateTable\x12!.tablestore.v1.CreateTableRequest\x1a\".tablestore.v1.CreateTableResponse\x12T\n" +
 	"\vDeleteTable\x12!.tablestore.v1.DeleteTableRequest\x1a\".tablestore.v1.DeleteTableResponse\x12U\n" +
 	"\x0fGetPartitionMap\x12%.tablestore.v1.GetPartitionMapRequest\x1a\x1b.tablestore.v1.PartitionMap\x12[\n" +
 	"\x11WatchPartitionMap\x12'.tablestore.v1.WatchPartitionMapRequest\x1a\x1b.tablestore.v1.PartitionMap0\x01\x12T\n" +
 	"\vSetTableACL\x12!.tablestore.v1.SetTableACLRequest\x1a\".tablestore.v1.SetTableACLResponse\x12o\n" +
-	"\x14SetServiceProperties\x12*.tablestore.v1.SetServicePropertiesRequest\x1a+.tablestore.v1.SetServicePropertiesResponse\x12>\n" +
+	"\x14SetServiceProperties\x12*.tablestore.v1.SetServicePropertiesRequest\x1a+.tablestore.v1.SetServicePropertiesResponse\x12T\n" +
+	"\vSetAccounts\x12!.tablestore.v1.SetAccountsRequest\x1a\".tablestore.v1.SetAccountsResponse\x12>\n" +
 	"\x06Events\x12\x1c.tablestore.v1.EventsRequest\x1a\x14.tablestore.v1.Event0\x01\x12B\n" +
 	"\x05Split\x12\x1b.tablestore.v1.SplitRequest\x1a\x1c.tablestore.v1.SplitResponse\x12B\n" +
 	"\x05Merge\x12\x1b.tablestore.v1.MergeRequest\x1a\x1c.tablestore.v1.MergeResponse\x12?\n" +
@@ -1474,7 +1557,7 @@ func file_tablestore_v1_master_service_proto_rawDescGZIP() []byte {
 	return file_tablestore_v1_master_service_proto_rawDescData
 }
 
-var file_tablestore_v1_master_service_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_tablestore_v1_master_service_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_tablestore_v1_master_service_proto_goTypes = []any{
 	(*DrainServerRequest)(nil),           // 0: tablestore.v1.DrainServerRequest
 	(*DrainServerResponse)(nil),          // 1: tablestore.v1.DrainServerResponse
@@ -1495,74 +1578,80 @@ var file_tablestore_v1_master_service_proto_goTypes = []any{
 	(*SetTableACLResponse)(nil),          // 16: tablestore.v1.SetTableACLResponse
 	(*SetServicePropertiesRequest)(nil),  // 17: tablestore.v1.SetServicePropertiesRequest
 	(*SetServicePropertiesResponse)(nil), // 18: tablestore.v1.SetServicePropertiesResponse
-	(*EventsRequest)(nil),                // 19: tablestore.v1.EventsRequest
-	(*SplitRequest)(nil),                 // 20: tablestore.v1.SplitRequest
-	(*SplitResponse)(nil),                // 21: tablestore.v1.SplitResponse
-	(*MergeRequest)(nil),                 // 22: tablestore.v1.MergeRequest
-	(*MergeResponse)(nil),                // 23: tablestore.v1.MergeResponse
-	(*MoveRequest)(nil),                  // 24: tablestore.v1.MoveRequest
-	(*MoveResponse)(nil),                 // 25: tablestore.v1.MoveResponse
-	(*MasterTransferLeaderRequest)(nil),  // 26: tablestore.v1.MasterTransferLeaderRequest
-	(*MasterTransferLeaderResponse)(nil), // 27: tablestore.v1.MasterTransferLeaderResponse
-	nil,                                  // 28: tablestore.v1.HeartbeatResponse.RaftAddrsEntry
-	(*ServerInfo)(nil),                   // 29: tablestore.v1.ServerInfo
-	(*Table)(nil),                        // 30: tablestore.v1.Table
-	(*RangeStatus)(nil),                  // 31: tablestore.v1.RangeStatus
-	(*RangeDescriptor)(nil),              // 32: tablestore.v1.RangeDescriptor
-	(*SignedIdentifier)(nil),             // 33: tablestore.v1.SignedIdentifier
-	(*PartitionMap)(nil),                 // 34: tablestore.v1.PartitionMap
-	(*Event)(nil),                        // 35: tablestore.v1.Event
+	(*SetAccountsRequest)(nil),           // 19: tablestore.v1.SetAccountsRequest
+	(*SetAccountsResponse)(nil),          // 20: tablestore.v1.SetAccountsResponse
+	(*EventsRequest)(nil),                // 21: tablestore.v1.EventsRequest
+	(*SplitRequest)(nil),                 // 22: tablestore.v1.SplitRequest
+	(*SplitResponse)(nil),                // 23: tablestore.v1.SplitResponse
+	(*MergeRequest)(nil),                 // 24: tablestore.v1.MergeRequest
+	(*MergeResponse)(nil),                // 25: tablestore.v1.MergeResponse
+	(*MoveRequest)(nil),                  // 26: tablestore.v1.MoveRequest
+	(*MoveResponse)(nil),                 // 27: tablestore.v1.MoveResponse
+	(*MasterTransferLeaderRequest)(nil),  // 28: tablestore.v1.MasterTransferLeaderRequest
+	(*MasterTransferLeaderResponse)(nil), // 29: tablestore.v1.MasterTransferLeaderResponse
+	nil,                                  // 30: tablestore.v1.HeartbeatResponse.RaftAddrsEntry
+	(*ServerInfo)(nil),                   // 31: tablestore.v1.ServerInfo
+	(*Table)(nil),                        // 32: tablestore.v1.Table
+	(*RangeStatus)(nil),                  // 33: tablestore.v1.RangeStatus
+	(*RangeDescriptor)(nil),              // 34: tablestore.v1.RangeDescriptor
+	(*SignedIdentifier)(nil),             // 35: tablestore.v1.SignedIdentifier
+	(*StorageAccount)(nil),               // 36: tablestore.v1.StorageAccount
+	(*PartitionMap)(nil),                 // 37: tablestore.v1.PartitionMap
+	(*Event)(nil),                        // 38: tablestore.v1.Event
 }
 var file_tablestore_v1_master_service_proto_depIdxs = []int32{
-	29, // 0: tablestore.v1.DrainServerResponse.server:type_name -> tablestore.v1.ServerInfo
+	31, // 0: tablestore.v1.DrainServerResponse.server:type_name -> tablestore.v1.ServerInfo
 	3,  // 1: tablestore.v1.ListMembersResponse.members:type_name -> tablestore.v1.MasterMember
-	30, // 2: tablestore.v1.CreateTableResponse.table:type_name -> tablestore.v1.Table
-	29, // 3: tablestore.v1.HeartbeatRequest.server:type_name -> tablestore.v1.ServerInfo
-	31, // 4: tablestore.v1.HeartbeatRequest.ranges:type_name -> tablestore.v1.RangeStatus
-	32, // 5: tablestore.v1.HeartbeatResponse.assigned:type_name -> tablestore.v1.RangeDescriptor
-	28, // 6: tablestore.v1.HeartbeatResponse.raft_addrs:type_name -> tablestore.v1.HeartbeatResponse.RaftAddrsEntry
-	33, // 7: tablestore.v1.SetTableACLRequest.acl:type_name -> tablestore.v1.SignedIdentifier
-	32, // 8: tablestore.v1.SplitResponse.left:type_name -> tablestore.v1.RangeDescriptor
-	32, // 9: tablestore.v1.SplitResponse.right:type_name -> tablestore.v1.RangeDescriptor
-	32, // 10: tablestore.v1.MergeResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	32, // 11: tablestore.v1.MoveResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	7,  // 12: tablestore.v1.MasterService.CreateTable:input_type -> tablestore.v1.CreateTableRequest
-	9,  // 13: tablestore.v1.MasterService.DeleteTable:input_type -> tablestore.v1.DeleteTableRequest
-	11, // 14: tablestore.v1.MasterService.GetPartitionMap:input_type -> tablestore.v1.GetPartitionMapRequest
-	12, // 15: tablestore.v1.MasterService.WatchPartitionMap:input_type -> tablestore.v1.WatchPartitionMapRequest
-	15, // 16: tablestore.v1.MasterService.SetTableACL:input_type -> tablestore.v1.SetTableACLRequest
-	17, // 17: tablestore.v1.MasterService.SetServiceProperties:input_type -> tablestore.v1.SetServicePropertiesRequest
-	19, // 18: tablestore.v1.MasterService.Events:input_type -> tablestore.v1.EventsRequest
-	20, // 19: tablestore.v1.MasterService.Split:input_type -> tablestore.v1.SplitRequest
-	22, // 20: tablestore.v1.MasterService.Merge:input_type -> tablestore.v1.MergeRequest
-	24, // 21: tablestore.v1.MasterService.Move:input_type -> tablestore.v1.MoveRequest
-	26, // 22: tablestore.v1.MasterService.TransferLeader:input_type -> tablestore.v1.MasterTransferLeaderRequest
-	13, // 23: tablestore.v1.MasterService.Heartbeat:input_type -> tablestore.v1.HeartbeatRequest
-	0,  // 24: tablestore.v1.MasterService.DrainServer:input_type -> tablestore.v1.DrainServerRequest
-	2,  // 25: tablestore.v1.MasterService.ListMembers:input_type -> tablestore.v1.ListMembersRequest
-	5,  // 26: tablestore.v1.MasterService.AddMember:input_type -> tablestore.v1.AddMemberRequest
-	6,  // 27: tablestore.v1.MasterService.RemoveMember:input_type -> tablestore.v1.RemoveMemberRequest
-	8,  // 28: tablestore.v1.MasterService.CreateTable:output_type -> tablestore.v1.CreateTableResponse
-	10, // 29: tablestore.v1.MasterService.DeleteTable:output_type -> tablestore.v1.DeleteTableResponse
-	34, // 30: tablestore.v1.MasterService.GetPartitionMap:output_type -> tablestore.v1.PartitionMap
-	34, // 31: tablestore.v1.MasterService.WatchPartitionMap:output_type -> tablestore.v1.PartitionMap
-	16, // 32: tablestore.v1.MasterService.SetTableACL:output_type -> tablestore.v1.SetTableACLResponse
-	18, // 33: tablestore.v1.MasterService.SetServiceProperties:output_type -> tablestore.v1.SetServicePropertiesResponse
-	35, // 34: tablestore.v1.MasterService.Events:output_type -> tablestore.v1.Event
-	21, // 35: tablestore.v1.MasterService.Split:output_type -> tablestore.v1.SplitResponse
-	23, // 36: tablestore.v1.MasterService.Merge:output_type -> tablestore.v1.MergeResponse
-	25, // 37: tablestore.v1.MasterService.Move:output_type -> tablestore.v1.MoveResponse
-	27, // 38: tablestore.v1.MasterService.TransferLeader:output_type -> tablestore.v1.MasterTransferLeaderResponse
-	14, // 39: tablestore.v1.MasterService.Heartbeat:output_type -> tablestore.v1.HeartbeatResponse
-	1,  // 40: tablestore.v1.MasterService.DrainServer:output_type -> tablestore.v1.DrainServerResponse
-	4,  // 41: tablestore.v1.MasterService.ListMembers:output_type -> tablestore.v1.ListMembersResponse
-	4,  // 42: tablestore.v1.MasterService.AddMember:output_type -> tablestore.v1.ListMembersResponse
-	4,  // 43: tablestore.v1.MasterService.RemoveMember:output_type -> tablestore.v1.ListMembersResponse
-	28, // [28:44] is the sub-list for method output_type
-	12, // [12:28] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	32, // 2: tablestore.v1.CreateTableResponse.table:type_name -> tablestore.v1.Table
+	31, // 3: tablestore.v1.HeartbeatRequest.server:type_name -> tablestore.v1.ServerInfo
+	33, // 4: tablestore.v1.HeartbeatRequest.ranges:type_name -> tablestore.v1.RangeStatus
+	34, // 5: tablestore.v1.HeartbeatResponse.assigned:type_name -> tablestore.v1.RangeDescriptor
+	30, // 6: tablestore.v1.HeartbeatResponse.raft_addrs:type_name -> tablestore.v1.HeartbeatResponse.RaftAddrsEntry
+	35, // 7: tablestore.v1.SetTableACLRequest.acl:type_name -> tablestore.v1.SignedIdentifier
+	36, // 8: tablestore.v1.SetAccountsRequest.accounts:type_name -> tablestore.v1.StorageAccount
+	34, // 9: tablestore.v1.SplitResponse.left:type_name -> tablestore.v1.RangeDescriptor
+	34, // 10: tablestore.v1.SplitResponse.right:type_name -> tablestore.v1.RangeDescriptor
+	34, // 11: tablestore.v1.MergeResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	34, // 12: tablestore.v1.MoveResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	7,  // 13: tablestore.v1.MasterService.CreateTable:input_type -> tablestore.v1.CreateTableRequest
+	9,  // 14: tablestore.v1.MasterService.DeleteTable:input_type -> tablestore.v1.DeleteTableRequest
+	11, // 15: tablestore.v1.MasterService.GetPartitionMap:input_type -> tablestore.v1.GetPartitionMapRequest
+	12, // 16: tablestore.v1.MasterService.WatchPartitionMap:input_type -> tablestore.v1.WatchPartitionMapRequest
+	15, // 17: tablestore.v1.MasterService.SetTableACL:input_type -> tablestore.v1.SetTableACLRequest
+	17, // 18: tablestore.v1.MasterService.SetServiceProperties:input_type -> tablestore.v1.SetServicePropertiesRequest
+	19, // 19: tablestore.v1.MasterService.SetAccounts:input_type -> tablestore.v1.SetAccountsRequest
+	21, // 20: tablestore.v1.MasterService.Events:input_type -> tablestore.v1.EventsRequest
+	22, // 21: tablestore.v1.MasterService.Split:input_type -> tablestore.v1.SplitRequest
+	24, // 22: tablestore.v1.MasterService.Merge:input_type -> tablestore.v1.MergeRequest
+	26, // 23: tablestore.v1.MasterService.Move:input_type -> tablestore.v1.MoveRequest
+	28, // 24: tablestore.v1.MasterService.TransferLeader:input_type -> tablestore.v1.MasterTransferLeaderRequest
+	13, // 25: tablestore.v1.MasterService.Heartbeat:input_type -> tablestore.v1.HeartbeatRequest
+	0,  // 26: tablestore.v1.MasterService.DrainServer:input_type -> tablestore.v1.DrainServerRequest
+	2,  // 27: tablestore.v1.MasterService.ListMembers:input_type -> tablestore.v1.ListMembersRequest
+	5,  // 28: tablestore.v1.MasterService.AddMember:input_type -> tablestore.v1.AddMemberRequest
+	6,  // 29: tablestore.v1.MasterService.RemoveMember:input_type -> tablestore.v1.RemoveMemberRequest
+	8,  // 30: tablestore.v1.MasterService.CreateTable:output_type -> tablestore.v1.CreateTableResponse
+	10, // 31: tablestore.v1.MasterService.DeleteTable:output_type -> tablestore.v1.DeleteTableResponse
+	37, // 32: tablestore.v1.MasterService.GetPartitionMap:output_type -> tablestore.v1.PartitionMap
+	37, // 33: tablestore.v1.MasterService.WatchPartitionMap:output_type -> tablestore.v1.PartitionMap
+	16, // 34: tablestore.v1.MasterService.SetTableACL:output_type -> tablestore.v1.SetTableACLResponse
+	18, // 35: tablestore.v1.MasterService.SetServiceProperties:output_type -> tablestore.v1.SetServicePropertiesResponse
+	20, // 36: tablestore.v1.MasterService.SetAccounts:output_type -> tablestore.v1.SetAccountsResponse
+	38, // 37: tablestore.v1.MasterService.Events:output_type -> tablestore.v1.Event
+	23, // 38: tablestore.v1.MasterService.Split:output_type -> tablestore.v1.SplitResponse
+	25, // 39: tablestore.v1.MasterService.Merge:output_type -> tablestore.v1.MergeResponse
+	27, // 40: tablestore.v1.MasterService.Move:output_type -> tablestore.v1.MoveResponse
+	29, // 41: tablestore.v1.MasterService.TransferLeader:output_type -> tablestore.v1.MasterTransferLeaderResponse
+	14, // 42: tablestore.v1.MasterService.Heartbeat:output_type -> tablestore.v1.HeartbeatResponse
+	1,  // 43: tablestore.v1.MasterService.DrainServer:output_type -> tablestore.v1.DrainServerResponse
+	4,  // 44: tablestore.v1.MasterService.ListMembers:output_type -> tablestore.v1.ListMembersResponse
+	4,  // 45: tablestore.v1.MasterService.AddMember:output_type -> tablestore.v1.ListMembersResponse
+	4,  // 46: tablestore.v1.MasterService.RemoveMember:output_type -> tablestore.v1.ListMembersResponse
+	30, // [30:47] is the sub-list for method output_type
+	13, // [13:30] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_tablestore_v1_master_service_proto_init() }
@@ -1577,7 +1666,7 @@ func file_tablestore_v1_master_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tablestore_v1_master_service_proto_rawDesc), len(file_tablestore_v1_master_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   29,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -28,6 +28,7 @@ const (
 	MasterService_WatchPartitionMap_FullMethodName    = "/tablestore.v1.MasterService/WatchPartitionMap"
 	MasterService_SetTableACL_FullMethodName          = "/tablestore.v1.MasterService/SetTableACL"
 	MasterService_SetServiceProperties_FullMethodName = "/tablestore.v1.MasterService/SetServiceProperties"
+	MasterService_SetAccounts_FullMethodName          = "/tablestore.v1.MasterService/SetAccounts"
 	MasterService_Events_FullMethodName               = "/tablestore.v1.MasterService/Events"
 	MasterService_Split_FullMethodName                = "/tablestore.v1.MasterService/Split"
 	MasterService_Merge_FullMethodName                = "/tablestore.v1.MasterService/Merge"
@@ -55,6 +56,8 @@ type MasterServiceClient interface {
 	SetTableACL(ctx context.Context, in *SetTableACLRequest, opts ...grpc.CallOption) (*SetTableACLResponse, error)
 	// SetServiceProperties replaces the table service properties.
 	SetServiceProperties(ctx context.Context, in *SetServicePropertiesRequest, opts ...grpc.CallOption) (*SetServicePropertiesResponse, error)
+	// SetAccounts replaces the storage accounts the front-ends serve.
+	SetAccounts(ctx context.Context, in *SetAccountsRequest, opts ...grpc.CallOption) (*SetAccountsResponse, error)
 	// Events streams the event log from a sequence number; with follow it
 	// keeps streaming new events.
 	Events(ctx context.Context, in *EventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Event], error)
@@ -151,6 +154,16 @@ func (c *masterServiceClient) SetServiceProperties(ctx context.Context, in *SetS
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(SetServicePropertiesResponse)
 	err := c.cc.Invoke(ctx, MasterService_SetServiceProperties_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *masterServiceClient) SetAccounts(ctx context.Context, in *SetAccountsRequest, opts ...grpc.CallOption) (*SetAccountsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetAccountsResponse)
+	err := c.cc.Invoke(ctx, MasterService_SetAccounts_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -281,6 +294,8 @@ type MasterServiceServer interface {
 	SetTableACL(context.Context, *SetTableACLRequest) (*SetTableACLResponse, error)
 	// SetServiceProperties replaces the table service properties.
 	SetServiceProperties(context.Context, *SetServicePropertiesRequest) (*SetServicePropertiesResponse, error)
+	// SetAccounts replaces the storage accounts the front-ends serve.
+	SetAccounts(context.Context, *SetAccountsRequest) (*SetAccountsResponse, error)
 	// Events streams the event log from a sequence number; with follow it
 	// keeps streaming new events.
 	Events(*EventsRequest, grpc.ServerStreamingServer[Event]) error
@@ -331,6 +346,9 @@ func (UnimplementedMasterServiceServer) SetTableACL(context.Context, *SetTableAC
 }
 func (UnimplementedMasterServiceServer) SetServiceProperties(context.Context, *SetServicePropertiesRequest) (*SetServicePropertiesResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method SetServiceProperties not implemented")
+}
+func (UnimplementedMasterServiceServer) SetAccounts(context.Context, *SetAccountsRequest) (*SetAccountsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method SetAccounts not implemented")
 }
 func (UnimplementedMasterServiceServer) Events(*EventsRequest, grpc.ServerStreamingServer[Event]) error {
 	return status.Errorf(codes.Unimplemented, "method Events not implemented")
@@ -480,6 +498,24 @@ func _MasterService_SetServiceProperties_Handler(srv interface{}, ctx context.Co
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(MasterServiceServer).SetServiceProperties(ctx, req.(*SetServicePropertiesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MasterService_SetAccounts_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetAccountsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServiceServer).SetAccounts(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MasterService_SetAccounts_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServiceServer).SetAccounts(ctx, req.(*SetAccountsRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -683,6 +719,10 @@ var MasterService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetServiceProperties",
 			Handler:    _MasterService_SetServiceProperties_Handler,
+		},
+		{
+			MethodName: "SetAccounts",
+			Handler:    _MasterService_SetAccounts_Handler,
 		},
 		{
 			MethodName: "Split",

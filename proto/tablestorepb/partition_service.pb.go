@@ -871,11 +871,14 @@ func (x *WriteResponse) GetTimestampUnixNano() int64 {
 }
 
 type GetRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RangeId       uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
-	Generation    uint64                 `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
-	PartitionKey  string                 `protobuf:"bytes,3,opt,name=partition_key,json=partitionKey,proto3" json:"partition_key,omitempty"`
-	RowKey        string                 `protobuf:"bytes,4,opt,name=row_key,json=rowKey,proto3" json:"row_key,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	RangeId      uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
+	Generation   uint64                 `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
+	PartitionKey string                 `protobuf:"bytes,3,opt,name=partition_key,json=partitionKey,proto3" json:"partition_key,omitempty"`
+	RowKey       string                 `protobuf:"bytes,4,opt,name=row_key,json=rowKey,proto3" json:"row_key,omitempty"`
+	// Serve from this replica's applied state, leader or follower, without
+	// confirming leadership (the read-access secondary endpoint).
+	FollowerRead  bool `protobuf:"varint,5,opt,name=follower_read,json=followerRead,proto3" json:"follower_read,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -938,11 +941,22 @@ func (x *GetRequest) GetRowKey() string {
 	return ""
 }
 
+func (x *GetRequest) GetFollowerRead() bool {
+	if x != nil {
+		return x.FollowerRead
+	}
+	return false
+}
+
 type GetResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Entity        []byte                 `protobuf:"bytes,1,opt,name=entity,proto3" json:"entity,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Entity []byte                 `protobuf:"bytes,1,opt,name=entity,proto3" json:"entity,omitempty"`
+	// With follower_read: the time up to which this replica is known to hold
+	// every committed write (now on the leader, the leader's last contact on
+	// a caught-up follower), in Unix nanoseconds.
+	SyncedUnixNano int64 `protobuf:"varint,2,opt,name=synced_unix_nano,json=syncedUnixNano,proto3" json:"synced_unix_nano,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *GetResponse) Reset() {
@@ -982,6 +996,13 @@ func (x *GetResponse) GetEntity() []byte {
 	return nil
 }
 
+func (x *GetResponse) GetSyncedUnixNano() int64 {
+	if x != nil {
+		return x.SyncedUnixNano
+	}
+	return 0
+}
+
 type QueryRequest struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	RangeId    uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
@@ -1003,7 +1024,9 @@ type QueryRequest struct {
 	HasUpper          bool   `protobuf:"varint,11,opt,name=has_upper,json=hasUpper,proto3" json:"has_upper,omitempty"`
 	UpperPartitionKey string `protobuf:"bytes,12,opt,name=upper_partition_key,json=upperPartitionKey,proto3" json:"upper_partition_key,omitempty"`
 	// Work budget in milliseconds; 0 means the server default.
-	BudgetMs      uint32 `protobuf:"varint,13,opt,name=budget_ms,json=budgetMs,proto3" json:"budget_ms,omitempty"`
+	BudgetMs uint32 `protobuf:"varint,13,opt,name=budget_ms,json=budgetMs,proto3" json:"budget_ms,omitempty"`
+	// As GetRequest.follower_read.
+	FollowerRead  bool `protobuf:"varint,14,opt,name=follower_read,json=followerRead,proto3" json:"follower_read,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1129,6 +1152,13 @@ func (x *QueryRequest) GetBudgetMs() uint32 {
 	return 0
 }
 
+func (x *QueryRequest) GetFollowerRead() bool {
+	if x != nil {
+		return x.FollowerRead
+	}
+	return false
+}
+
 type QueryResponse struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Entities [][]byte               `protobuf:"bytes,1,rep,name=entities,proto3" json:"entities,omitempty"`
@@ -1137,9 +1167,11 @@ type QueryResponse struct {
 	NextPartitionKey string `protobuf:"bytes,3,opt,name=next_partition_key,json=nextPartitionKey,proto3" json:"next_partition_key,omitempty"`
 	NextRowKey       string `protobuf:"bytes,4,opt,name=next_row_key,json=nextRowKey,proto3" json:"next_row_key,omitempty"`
 	// The descriptor the range had while scanning.
-	Range         *RangeDescriptor `protobuf:"bytes,5,opt,name=range,proto3" json:"range,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Range *RangeDescriptor `protobuf:"bytes,5,opt,name=range,proto3" json:"range,omitempty"`
+	// As GetResponse.synced_unix_nano.
+	SyncedUnixNano int64 `protobuf:"varint,6,opt,name=synced_unix_nano,json=syncedUnixNano,proto3" json:"synced_unix_nano,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *QueryResponse) Reset() {
@@ -1205,6 +1237,13 @@ func (x *QueryResponse) GetRange() *RangeDescriptor {
 		return x.Range
 	}
 	return nil
+}
+
+func (x *QueryResponse) GetSyncedUnixNano() int64 {
+	if x != nil {
+		return x.SyncedUnixNano
+	}
+	return 0
 }
 
 type CreateReplicaRequest struct {
@@ -1555,7 +1594,7 @@ const file_tablestore_v1_partition_service_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x04 \x01(\fR\trequestId\"?\n" +
 	"\rWriteResponse\x12.\n" +
-	"\x13timestamp_unix_nano\x18\x01 \x01(\x03R\x11timestampUnixNano\"\x85\x01\n" +
+	"\x13timestamp_unix_nano\x18\x01 \x01(\x03R\x11timestampUnixNano\"\xaa\x01\n" +
 	"\n" +
 	"GetRequest\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x1e\n" +
@@ -1563,9 +1602,11 @@ const file_tablestore_v1_partition_service_proto_rawDesc = "" +
 	"generation\x18\x02 \x01(\x04R\n" +
 	"generation\x12#\n" +
 	"\rpartition_key\x18\x03 \x01(\tR\fpartitionKey\x12\x17\n" +
-	"\arow_key\x18\x04 \x01(\tR\x06rowKey\"%\n" +
+	"\arow_key\x18\x04 \x01(\tR\x06rowKey\x12#\n" +
+	"\rfollower_read\x18\x05 \x01(\bR\ffollowerRead\"O\n" +
 	"\vGetResponse\x12\x16\n" +
-	"\x06entity\x18\x01 \x01(\fR\x06entity\"\xb7\x03\n" +
+	"\x06entity\x18\x01 \x01(\fR\x06entity\x12(\n" +
+	"\x10synced_unix_nano\x18\x02 \x01(\x03R\x0esyncedUnixNano\"\xdc\x03\n" +
 	"\fQueryRequest\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x1e\n" +
 	"\n" +
@@ -1582,14 +1623,16 @@ const file_tablestore_v1_partition_service_proto_rawDesc = "" +
 	" \x01(\tR\x11lowerPartitionKey\x12\x1b\n" +
 	"\thas_upper\x18\v \x01(\bR\bhasUpper\x12.\n" +
 	"\x13upper_partition_key\x18\f \x01(\tR\x11upperPartitionKey\x12\x1b\n" +
-	"\tbudget_ms\x18\r \x01(\rR\bbudgetMs\"\xcc\x01\n" +
+	"\tbudget_ms\x18\r \x01(\rR\bbudgetMs\x12#\n" +
+	"\rfollower_read\x18\x0e \x01(\bR\ffollowerRead\"\xf6\x01\n" +
 	"\rQueryResponse\x12\x1a\n" +
 	"\bentities\x18\x01 \x03(\fR\bentities\x12\x19\n" +
 	"\bhas_next\x18\x02 \x01(\bR\ahasNext\x12,\n" +
 	"\x12next_partition_key\x18\x03 \x01(\tR\x10nextPartitionKey\x12 \n" +
 	"\fnext_row_key\x18\x04 \x01(\tR\n" +
 	"nextRowKey\x124\n" +
-	"\x05range\x18\x05 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\"\x97\x02\n" +
+	"\x05range\x18\x05 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\x12(\n" +
+	"\x10synced_unix_nano\x18\x06 \x01(\x03R\x0esyncedUnixNano\"\x97\x02\n" +
 	"\x14CreateReplicaRequest\x124\n" +
 	"\x05range\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\x12\x1c\n" +
 	"\tbootstrap\x18\x02 \x01(\bR\tbootstrap\x12Q\n" +
