@@ -99,23 +99,24 @@ func (r *runner) measure() {
 		r.lead[i] = 0
 	}
 	at := epoch.Add(r.now)
-	offered, unled := 0.0, 0.0
+	offered := 0.0
+	point := r.wl.pointAt(r.now)
 	for _, x := range c.ranges {
 		eps := total * x.mass
-		if r.wl.pointRate > 0 && r.wl.point >= x.lo && r.wl.point < x.hi {
+		if r.wl.pointRate > 0 && point >= x.lo && point < x.hi {
 			eps += r.wl.pointRate
 		}
 		offered += eps
 		x.load.Bytes += uint64(eps * 512 * r.cfg.Step.Seconds()) // half the entities are 1 KiB writes
 		if x.leader < 0 {
-			unled += eps
+			// No leader (an election after a failure): offered, not served.
 			x.sched.Load = nil
 			continue
 		}
 		x.load.EntitiesPerSec = eps
 		x.sched.Load = &x.load
 		if eps >= r.cfg.Scheduler.SplitLoad {
-			c.sample(x, r.wl.shape, total, r.wl.point, r.wl.pointRate)
+			c.sample(x, r.wl.shape, total, point, r.wl.pointRate)
 		} else if len(x.load.Sample) > 0 {
 			x.load.Sample, x.load.HotKeys = x.load.Sample[:0], x.load.HotKeys[:0]
 		}

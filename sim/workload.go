@@ -127,12 +127,22 @@ func (w *workload) advance(t time.Duration, rng *rand.Rand) bool {
 		w.extra = w.base * float64(seg.hi-seg.lo) / keySpace * seg.weight
 		return true
 	case "append":
-		// Monotonic PartitionKeys: every new write lands on the newest key,
-		// at the end of the key space.
-		w.point, w.pointRate = keySpace-1, 20*w.cfg.HotFactor*w.cfg.RangeLoad
+		// Monotonic PartitionKeys: every write lands on the newest key,
+		// which moves towards the end of the key space (see pointAt).
+		w.point, w.pointRate = keySpace-w.rangeSlot(), 20*w.cfg.HotFactor*w.cfg.RangeLoad
 		return true
 	}
 	return false
+}
+
+// pointAt is the newest key at t: it advances through the last initial
+// range's key space over the rest of the run.
+func (w *workload) pointAt(t time.Duration) uint64 {
+	if w.pointRate == 0 || t <= w.cfg.EventAt {
+		return w.point
+	}
+	f := float64(t-w.cfg.EventAt) / float64(w.cfg.Duration-w.cfg.EventAt+1)
+	return w.point + uint64(f*float64(keySpace-1-w.point))
 }
 
 // total is the entities/s the shape carries at t (diurnal: a day is the

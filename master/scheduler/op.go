@@ -41,6 +41,7 @@ const (
 	RuleSplitSize         = "split-size"
 	RuleMergeCold         = "merge-cold"
 	RuleBalanceLeaderLoad = "balance-leader-load"
+	RuleBalanceLeaderFill = "balance-leader-fill"
 	RuleBalanceLeaders    = "balance-leader-count"
 	RuleBalanceReplicas   = "balance-replica-count"
 )
@@ -75,7 +76,7 @@ func (o Op) Ranges() []uint64 {
 // balancing reports whether the op moves a leader for balance (and so
 // starts the cooldown of its servers).
 func (o Op) balancing() bool {
-	return o.Rule == RuleBalanceLeaderLoad || o.Rule == RuleBalanceLeaders
+	return o.Rule == RuleBalanceLeaderLoad || o.Rule == RuleBalanceLeaderFill || o.Rule == RuleBalanceLeaders
 }
 
 // String renders the op on one line, figures in name order: the form of
