@@ -140,19 +140,27 @@ func TestAgainstCluster(t *testing.T) {
 		if n := strings.Count(out, "\n"); n != 1 {
 			t.Fatalf("%d ranges after the merge, want 1:\n%s", n, out)
 		}
+		// Events are appended to the log after the operation answers, so
+		// poll for them.
 		kinds := map[string]bool{}
-		dec := json.NewDecoder(strings.NewReader(ctl(t, "events", "--json")))
-		for dec.More() {
-			var e Event
-			if err := dec.Decode(&e); err != nil {
-				t.Fatal(err)
+		for deadline := time.Now().Add(15 * time.Second); ; {
+			dec := json.NewDecoder(strings.NewReader(ctl(t, "events", "--json")))
+			for dec.More() {
+				var e Event
+				if err := dec.Decode(&e); err != nil {
+					t.Fatal(err)
+				}
+				if e.Table == "ctltest" {
+					kinds[e.Kind] = true
+				}
 			}
-			if e.Table == "ctltest" {
-				kinds[e.Kind] = true
+			if kinds["split"] && kinds["merge"] {
+				break
 			}
-		}
-		if !kinds["split"] || !kinds["merge"] {
-			t.Errorf("event kinds for the table %v, want split and merge", kinds)
+			if time.Now().After(deadline) {
+				t.Fatalf("event kinds for the table %v, want split and merge", kinds)
+			}
+			time.Sleep(200 * time.Millisecond)
 		}
 	})
 }
