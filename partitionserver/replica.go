@@ -18,7 +18,7 @@ import (
 	"tablestore/internal/logging"
 	"tablestore/internal/termbarrier"
 	"tablestore/partitionserver/fsm"
-	"tablestore/partitionserver/raftmux"
+	"tablestore/partitionserver/grouptransport"
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -36,7 +36,7 @@ type replica struct {
 	logger    *slog.Logger
 	fsm       *fsm.Range
 	raft      *raft.Raft
-	transport *raft.NetworkTransport
+	transport *grouptransport.Group
 	logStore  *raftboltdb.BoltStore
 	dir       string
 
@@ -62,7 +62,7 @@ type replicaDeps struct {
 	serverID string
 	cfg      *Config
 	store    *fsm.Store
-	mux      *raftmux.Mux
+	raftNet  *grouptransport.Transport
 	addrs    raft.ServerAddressProvider
 	hooks    fsm.Hooks
 	logger   *slog.Logger
@@ -100,18 +100,12 @@ func openReplica(d replicaDeps, id uint64, bootstrap bool, voters []raft.Server,
 		logStore.Close()
 		return nil, fmt.Errorf("partitionserver: range %d snapshots: %w", id, err)
 	}
-	layer, err := d.mux.Layer(id)
+	// The group's view of the server's shared Raft connections.
+	transport, err := d.raftNet.Group(id, d.addrs)
 	if err != nil {
 		logStore.Close()
 		return nil, err
 	}
-	transport := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		ServerAddressProvider: d.addrs,
-		Logger:                logging.HCLog(logger, "raft-net"),
-		Stream:                layer,
-		MaxPool:               3,
-		Timeout:               10 * time.Second,
-	})
 
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(d.serverID)

@@ -20,9 +20,13 @@ import (
 
 	"tablestore/internal/masterclient"
 	"tablestore/partitionserver/fsm"
-	"tablestore/partitionserver/raftmux"
+	"tablestore/partitionserver/grouptransport"
 	pb "tablestore/proto/tablestorepb"
 )
+
+// raftRPCTimeout bounds one Raft RPC between servers (and a snapshot per
+// 256 KiB), as NetworkTransport's Timeout did.
+const raftRPCTimeout = 10 * time.Second
 
 // Server is a running partition server.
 type Server struct {
@@ -31,7 +35,7 @@ type Server struct {
 	id     string
 
 	store   *fsm.Store
-	mux     *raftmux.Mux
+	raftNet *grouptransport.Transport
 	grpcLn  net.Listener
 	grpcSrv *grpc.Server
 	master  *masterclient.Client
@@ -70,7 +74,7 @@ func (s *Server) RaftAddr() string {
 	if s.cfg.AdvertiseRaft != "" {
 		return s.cfg.AdvertiseRaft
 	}
-	return s.mux.Addr().String()
+	return s.raftNet.Addr().String()
 }
 
 func loadOrCreateID(dir, configured string) (string, error) {
@@ -122,8 +126,12 @@ func (s *Server) Start() (err error) {
 	if err != nil {
 		return fmt.Errorf("partitionserver: raft listen: %w", err)
 	}
-	s.mux = raftmux.New(raftLn, s.logger)
-	cleanup = append(cleanup, func() { s.mux.Close() })
+	advertise := s.cfg.AdvertiseRaft
+	if advertise == "" {
+		advertise = raftLn.Addr().String()
+	}
+	s.raftNet = grouptransport.New(grouptransport.Config{Listener: raftLn, LocalAddr: advertise, Timeout: raftRPCTimeout, Logger: s.logger})
+	cleanup = append(cleanup, func() { s.raftNet.Close() })
 	if s.grpcLn, err = net.Listen("tcp", s.cfg.GRPCAddr); err != nil {
 		return fmt.Errorf("partitionserver: grpc listen: %w", err)
 	}
@@ -172,7 +180,7 @@ func (s *Server) Start() (err error) {
 }
 
 func (s *Server) deps() replicaDeps {
-	return replicaDeps{serverID: s.id, cfg: &s.cfg, store: s.store, mux: s.mux, addrs: s.addrs, hooks: s, logger: s.logger}
+	return replicaDeps{serverID: s.id, cfg: &s.cfg, store: s.store, raftNet: s.raftNet, addrs: s.addrs, hooks: s, logger: s.logger}
 }
 
 // Close stops serving and shuts every replica down; data stays on disk.
@@ -201,7 +209,7 @@ func (s *Server) Close() error {
 	}
 	wg.Wait()
 	s.wg.Wait()
-	s.mux.Close()
+	s.raftNet.Close()
 	s.master.Close()
 	return s.store.Close()
 }
@@ -212,7 +220,11 @@ func (s *Server) Service() pb.PartitionServiceServer { return &service{s: s} }
 
 // SetIsolated cuts (true) or restores (false) this server's Raft traffic,
 // as a network partition would (fault injection).
-func (s *Server) SetIsolated(v bool) { s.mux.SetIsolated(v) }
+func (s *Server) SetIsolated(v bool) { s.raftNet.SetIsolated(v) }
+
+// SetRaftFault installs (nil removes) a hook that may drop or delay this
+// server's Raft traffic per peer (chaos tests).
+func (s *Server) SetRaftFault(f grouptransport.Fault) { s.raftNet.SetFault(f) }
 
 func (s *Server) replica(id uint64) (*replica, bool) {
 	s.mu.RLock()
