@@ -84,7 +84,6 @@ type frame struct {
 	group   uint64
 	id      uint64
 	payload []byte
-	msg     any // the decoded request, when the reader decoded it
 }
 
 // readFrame reads one frame into a fresh buffer: decoded log entries alias

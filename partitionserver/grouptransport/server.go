@@ -19,7 +19,6 @@ type serverConn struct {
 	br   *bufio.Reader
 	w    *writer
 	peer string
-	lane byte
 
 	mu      sync.Mutex
 	inboxes map[uint64]*inbox
@@ -29,7 +28,10 @@ type serverConn struct {
 
 // inbox keeps one group's requests on one connection in order; a goroutine
 // runs only while it holds any, so a group that is slow to answer delays
-// only its own requests.
+// only its own requests. Heartbeats go through it too: answering them in
+// the reading goroutine (as NetworkTransport does, one connection per
+// group) let one group whose raft was installing a snapshot stall the
+// heartbeats of every group on the lane.
 type inbox struct {
 	q       []frame
 	running bool
@@ -54,14 +56,6 @@ func (sc *serverConn) readLoop() {
 		}
 		if f.kind&respFlag != 0 {
 			return
-		}
-		if sc.lane == laneControl && f.kind == kindAppendEntries {
-			if f.msg, err = decodeRequest(f.kind, f.payload); err != nil {
-				return
-			}
-			if sc.heartbeat(f) {
-				continue
-			}
 		}
 		sc.mu.Lock()
 		ib := sc.inboxes[f.group]
@@ -105,13 +99,10 @@ func (sc *serverConn) handle(f frame) bool {
 	if !sc.t.faulted(sc.peer) {
 		return true // dropped: the sender times out, as on a lossy network
 	}
-	msg := f.msg
-	if msg == nil {
-		var err error
-		if msg, err = decodeRequest(f.kind, f.payload); err != nil {
-			sc.t.logger.Warn("raft transport: bad request", "from", sc.peer, "err", err)
-			return false
-		}
+	msg, err := decodeRequest(f.kind, f.payload)
+	if err != nil {
+		sc.t.logger.Warn("raft transport: bad request", "from", sc.peer, "err", err)
+		return false
 	}
 	resp, rerr, ok := sc.deliver(f.group, msg, nil)
 	if !ok {
@@ -124,41 +115,6 @@ func (sc *serverConn) respond(f frame, resp any, rerr error) bool {
 	b := getBuf()
 	*b = endFrame(appendResponse(startFrame((*b)[:0], f.kind|respFlag, f.group, f.id), resp, rerr))
 	return sc.w.send(b)
-}
-
-// heartbeat answers a heartbeat in the reading goroutine, through raft's
-// fast path, which answers at once without touching the disk. It declines
-// (false) when the group has requests waiting here (order), has no fast
-// path, or a fault hook is set (its delays must not hold the lane).
-func (sc *serverConn) heartbeat(f frame) bool {
-	ae := f.msg.(*raft.AppendEntriesRequest)
-	if !isHeartbeat(ae) || sc.t.fault.Load() != nil {
-		return false
-	}
-	sc.mu.Lock()
-	busy := sc.inboxes[f.group] != nil
-	sc.mu.Unlock()
-	if busy {
-		return false
-	}
-	g := sc.t.group(f.group)
-	if g == nil {
-		return false
-	}
-	fn := g.heartbeatFn.Load()
-	if fn == nil {
-		return false
-	}
-	respCh := make(chan raft.RPCResponse, 1)
-	(*fn)(raft.RPC{Command: ae, RespChan: respCh})
-	select {
-	case r := <-respCh:
-		sc.respond(f, r.Response, r.Error)
-	default:
-		// raft ignores heartbeats once it is shutting down.
-		sc.respond(f, nil, ErrUnknownGroup)
-	}
-	return true
 }
 
 // deliver hands a request to its group and waits for raft's answer; ok is

@@ -378,7 +378,7 @@ func (t *Transport) serve(conn net.Conn) {
 		return
 	}
 	_ = conn.SetReadDeadline(time.Time{})
-	sc := &serverConn{t: t, conn: conn, br: br, peer: string(from), lane: h[5], inboxes: map[uint64]*inbox{}, stop: make(chan struct{})}
+	sc := &serverConn{t: t, conn: conn, br: br, peer: string(from), inboxes: map[uint64]*inbox{}, stop: make(chan struct{})}
 	if err := t.track(sc); err != nil {
 		conn.Close()
 		return

@@ -58,14 +58,18 @@ func TestSnapshotInstallDoesNotStallOtherGroups(t *testing.T) {
 	c.startGroup(1, big, []int{0, 1}, nil)
 	c.waitLeaders(append([]uint64{big}, others...))
 	c.apply(big, 200, 32<<10) // 6.4 MB of state
-	l := c.leader(big)
-	r := c.nodes[l].rafts[big]
-	if err := r.ReloadConfig(raft.ReloadableConfig{TrailingLogs: 0, SnapshotInterval: time.Hour, SnapshotThreshold: 1 << 30,
-		HeartbeatTimeout: 400 * time.Millisecond, ElectionTimeout: 400 * time.Millisecond}); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Snapshot().Error(); err != nil {
-		t.Fatal(err)
+	// Both members compact their whole log, so whichever leads sends the
+	// new member a snapshot.
+	c.waitReplicated([]uint64{big}, []int{0, 1}, 200)
+	for _, i := range []int{0, 1} {
+		r := c.nodes[i].rafts[big]
+		if err := r.ReloadConfig(raft.ReloadableConfig{TrailingLogs: 0, SnapshotInterval: time.Hour, SnapshotThreshold: 1 << 30,
+			HeartbeatTimeout: 400 * time.Millisecond, ElectionTimeout: 400 * time.Millisecond}); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Snapshot().Error(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	c.waitLeaders(others)
 	terms := map[uint64]uint64{}
@@ -76,9 +80,10 @@ func TestSnapshotInstallDoesNotStallOtherGroups(t *testing.T) {
 	}
 	// The new member restores slowly (about 2 s), holding the stream open.
 	c.startGroup(2, big, nil, &listFSM{restoreWait: 10 * time.Millisecond})
-	if err := r.AddVoter(raft.ServerID(c.nodes[2].addr), raft.ServerAddress(c.nodes[2].addr), 0, 10*time.Second).Error(); err != nil {
-		t.Fatal(err)
-	}
+	c.waitFor("the new member added", 30*time.Second, func() bool {
+		l := c.leader(big)
+		return l >= 0 && c.nodes[l].rafts[big].AddVoter(raft.ServerID(c.nodes[2].addr), raft.ServerAddress(c.nodes[2].addr), 0, 10*time.Second).Error() == nil
+	})
 	var worst time.Duration
 	c.waitFor("the snapshot installed", 60*time.Second, func() bool {
 		for _, id := range others {
