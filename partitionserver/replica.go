@@ -16,8 +16,8 @@ import (
 	"tablestore/internal/logging"
 	"tablestore/internal/termbarrier"
 	"tablestore/partitionserver/fsm"
+	"tablestore/partitionserver/grouptransport"
 	"tablestore/partitionserver/raftlog"
-	"tablestore/partitionserver/raftmux"
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -35,7 +35,7 @@ type replica struct {
 	logger    *slog.Logger
 	fsm       *fsm.Range
 	raft      *raft.Raft
-	transport *raft.NetworkTransport
+	transport *grouptransport.Group
 	logStore  *raftlog.Log
 	dir       string
 
@@ -62,7 +62,7 @@ type replicaDeps struct {
 	cfg      *Config
 	store    *fsm.Store
 	logs     *raftlog.Store
-	mux      *raftmux.Mux
+	raftNet  *grouptransport.Transport
 	addrs    raft.ServerAddressProvider
 	hooks    fsm.Hooks
 	logger   *slog.Logger
@@ -98,17 +98,11 @@ func openReplica(d replicaDeps, id uint64, bootstrap bool, voters []raft.Server,
 	if err != nil {
 		return nil, fmt.Errorf("partitionserver: range %d snapshots: %w", id, err)
 	}
-	layer, err := d.mux.Layer(id)
+	// The group's view of the server's shared Raft connections.
+	transport, err := d.raftNet.Group(id, d.addrs)
 	if err != nil {
 		return nil, err
 	}
-	transport := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		ServerAddressProvider: d.addrs,
-		Logger:                logging.HCLog(logger, "raft-net"),
-		Stream:                layer,
-		MaxPool:               3,
-		Timeout:               10 * time.Second,
-	})
 
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(d.serverID)

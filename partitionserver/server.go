@@ -22,10 +22,14 @@ import (
 	"tablestore/internal/masterclient"
 	"tablestore/internal/peertls"
 	"tablestore/partitionserver/fsm"
+	"tablestore/partitionserver/grouptransport"
 	"tablestore/partitionserver/raftlog"
-	"tablestore/partitionserver/raftmux"
 	pb "tablestore/proto/tablestorepb"
 )
+
+// raftRPCTimeout bounds one Raft RPC between servers (and a snapshot per
+// 256 KiB), as NetworkTransport's Timeout did.
+const raftRPCTimeout = 10 * time.Second
 
 // Server is a running partition server.
 type Server struct {
@@ -35,7 +39,7 @@ type Server struct {
 
 	store   *fsm.Store
 	logs    *raftlog.Store
-	mux     *raftmux.Mux
+	raftNet *grouptransport.Transport
 	grpcLn  net.Listener
 	grpcSrv *grpc.Server
 	master  *masterclient.Client
@@ -77,7 +81,7 @@ func (s *Server) RaftAddr() string {
 	if s.cfg.AdvertiseRaft != "" {
 		return s.cfg.AdvertiseRaft
 	}
-	return s.mux.Addr().String()
+	return s.raftNet.Addr().String()
 }
 
 func loadOrCreateID(dir, configured string) (string, error) {
@@ -138,11 +142,18 @@ func (s *Server) Start() (err error) {
 	if err != nil {
 		return fmt.Errorf("partitionserver: --raft-addr %s: %w", s.cfg.RaftAddr, err)
 	}
-	s.mux = raftmux.New(s.creds.Listener(raftLn), s.logger)
-	if s.creds != nil {
-		s.mux.SetDialer(s.creds.Dial)
+	advertise := s.cfg.AdvertiseRaft
+	if advertise == "" {
+		advertise = raftLn.Addr().String()
 	}
-	cleanup = append(cleanup, func() { s.mux.Close() })
+	// With --tls-*, every Raft connection between servers is mutual TLS.
+	var dial grouptransport.DialFunc
+	if s.creds != nil {
+		dial = s.creds.DialContext
+	}
+	s.raftNet = grouptransport.New(grouptransport.Config{Listener: s.creds.Listener(raftLn), Dial: dial,
+		LocalAddr: advertise, Timeout: raftRPCTimeout, Logger: s.logger})
+	cleanup = append(cleanup, func() { s.raftNet.Close() })
 	if s.grpcLn, err = net.Listen("tcp", s.cfg.GRPCAddr); err != nil {
 		return fmt.Errorf("partitionserver: --grpc-addr %s: %w", s.cfg.GRPCAddr, err)
 	}
@@ -196,7 +207,7 @@ func (s *Server) Start() (err error) {
 }
 
 func (s *Server) deps() replicaDeps {
-	return replicaDeps{serverID: s.id, cfg: &s.cfg, store: s.store, logs: s.logs, mux: s.mux, addrs: s.addrs, hooks: s, logger: s.logger}
+	return replicaDeps{serverID: s.id, cfg: &s.cfg, store: s.store, logs: s.logs, raftNet: s.raftNet, addrs: s.addrs, hooks: s, logger: s.logger}
 }
 
 // Close stops serving and shuts every replica down; data stays on disk.
@@ -225,7 +236,7 @@ func (s *Server) Close() error {
 	}
 	wg.Wait()
 	s.wg.Wait()
-	s.mux.Close()
+	s.raftNet.Close()
 	s.master.Close()
 	s.forgetGauges()
 	err := s.logs.Close()
@@ -273,7 +284,11 @@ func (s *Server) Crash() error {
 
 // SetIsolated cuts (true) or restores (false) this server's Raft traffic,
 // as a network partition would (fault injection).
-func (s *Server) SetIsolated(v bool) { s.mux.SetIsolated(v) }
+func (s *Server) SetIsolated(v bool) { s.raftNet.SetIsolated(v) }
+
+// SetRaftFault installs (nil removes) a hook that may drop or delay this
+// server's Raft traffic per peer (chaos tests).
+func (s *Server) SetRaftFault(f grouptransport.Fault) { s.raftNet.SetFault(f) }
 
 func (s *Server) replica(id uint64) (*replica, bool) {
 	s.mu.RLock()

@@ -249,3 +249,18 @@ func (s *StreamLayer) Addr() net.Addr {
 	}
 	return s.Listener.Addr()
 }
+
+// DialContext connects to address over TLS (plain TCP when c is nil) within
+// ctx, handshake included.
+func (c *Creds) DialContext(ctx context.Context, address string) (net.Conn, error) {
+	var d net.Dialer
+	if c == nil {
+		return d.DialContext(ctx, "tcp", address)
+	}
+	host, _, err := net.SplitHostPort(address)
+	if err != nil {
+		return nil, err
+	}
+	td := &tls.Dialer{NetDialer: &d, Config: c.ClientConfig(host)}
+	return td.DialContext(ctx, "tcp", address)
+}

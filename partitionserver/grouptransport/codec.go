@@ -1,0 +1,331 @@
+package grouptransport
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// Frame kinds. A response carries the kind of its request with respFlag set.
+const (
+	kindAppendEntries byte = iota + 1
+	kindRequestVote
+	kindRequestPreVote
+	kindTimeoutNow
+	kindInstallSnapshot
+
+	respFlag byte = 0x80
+)
+
+// Response status, the first byte of a response payload.
+const (
+	statusOK byte = iota
+	statusRaftError
+	statusUnknownGroup
+)
+
+// Lanes of a connection, named in its hello.
+const (
+	laneControl byte = iota
+	laneAppend
+	laneSnapshot
+	numLanes = 2 // long-lived lanes per peer; snapshots dial their own
+)
+
+// A frame is a 4-byte big-endian length of the rest, then kind (1), group
+// (8), request id (8) and the payload.
+const (
+	frameHeader  = 4 + 1 + 8 + 8
+	maxFrameSize = 1 << 30
+)
+
+var (
+	// ErrFrame reports a malformed frame or message; the connection is closed.
+	ErrFrame   = errors.New("grouptransport: malformed frame")
+	helloMagic = [4]byte{'T', 'S', 'G', 'T'}
+)
+
+const helloVersion = 1
+
+// bufPool holds encode buffers; very large ones are not kept.
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+const maxPooledBuf = 1 << 20
+
+func getBuf() *[]byte { return bufPool.Get().(*[]byte) }
+
+func putBuf(b *[]byte) {
+	if cap(*b) > maxPooledBuf {
+		return
+	}
+	*b = (*b)[:0]
+	bufPool.Put(b)
+}
+
+// startFrame appends a frame header whose length is filled by endFrame.
+func startFrame(b []byte, kind byte, group, id uint64) []byte {
+	b = append(b, 0, 0, 0, 0, kind)
+	b = binary.BigEndian.AppendUint64(b, group)
+	return binary.BigEndian.AppendUint64(b, id)
+}
+
+func endFrame(b []byte) []byte {
+	binary.BigEndian.PutUint32(b[:4], uint32(len(b)-4))
+	return b
+}
+
+type frame struct {
+	kind    byte
+	group   uint64
+	id      uint64
+	payload []byte
+}
+
+// readFrame reads one frame into a fresh buffer: decoded log entries alias
+// it, so it is never reused.
+func readFrame(r io.Reader, hdr *[frameHeader]byte) (frame, error) {
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return frame{}, err
+	}
+	n := binary.BigEndian.Uint32(hdr[:4])
+	if n < frameHeader-4 || n > maxFrameSize {
+		return frame{}, fmt.Errorf("%w: length %d", ErrFrame, n)
+	}
+	f := frame{kind: hdr[4], group: binary.BigEndian.Uint64(hdr[5:13]), id: binary.BigEndian.Uint64(hdr[13:21])}
+	if rest := int(n) - (frameHeader - 4); rest > 0 {
+		f.payload = make([]byte, rest)
+		if _, err := io.ReadFull(r, f.payload); err != nil {
+			return frame{}, err
+		}
+	}
+	return f, nil
+}
+
+// enc appends the binary form of raft's messages.
+type enc []byte
+
+func (e enc) u(v uint64) enc     { return binary.AppendUvarint(e, v) }
+func (e enc) i(v int64) enc      { return binary.AppendVarint(e, v) }
+func (e enc) bytes(p []byte) enc { return append(e.u(uint64(len(p))), p...) }
+func (e enc) bool(v bool) enc {
+	if v {
+		return append(e, 1)
+	}
+	return append(e, 0)
+}
+
+func (e enc) header(h raft.RPCHeader) enc {
+	return e.i(int64(h.ProtocolVersion)).bytes(h.ID).bytes(h.Addr)
+}
+
+// dec reads what enc wrote; the first error sticks and later reads return
+// zero values. Byte slices alias the input.
+type dec struct {
+	b   []byte
+	err error
+}
+
+func (d *dec) fail() {
+	if d.err == nil {
+		d.err = ErrFrame
+	}
+	d.b = nil
+}
+
+func (d *dec) u() uint64 {
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail()
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *dec) i() int64 {
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail()
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *dec) bytes() []byte {
+	n := d.u()
+	if d.err != nil || n > uint64(len(d.b)) {
+		d.fail()
+		return nil
+	}
+	if n == 0 {
+		return nil
+	}
+	p := d.b[:n:n]
+	d.b = d.b[n:]
+	return p
+}
+
+func (d *dec) bool() bool {
+	if len(d.b) == 0 {
+		d.fail()
+		return false
+	}
+	v := d.b[0]
+	d.b = d.b[1:]
+	if v > 1 {
+		d.fail()
+	}
+	return v == 1
+}
+
+func (d *dec) header() raft.RPCHeader {
+	return raft.RPCHeader{ProtocolVersion: raft.ProtocolVersion(d.i()), ID: d.bytes(), Addr: d.bytes()}
+}
+
+// done reports the decode error, or trailing bytes as one.
+func (d *dec) done() error {
+	if d.err == nil && len(d.b) != 0 {
+		return fmt.Errorf("%w: %d trailing bytes", ErrFrame, len(d.b))
+	}
+	return d.err
+}
+
+func encodeLog(e enc, l *raft.Log) enc {
+	e = e.u(l.Index).u(l.Term).u(uint64(l.Type)).bytes(l.Data).bytes(l.Extensions)
+	if l.AppendedAt.IsZero() {
+		return e.bool(false)
+	}
+	return e.bool(true).i(l.AppendedAt.UnixNano())
+}
+
+func decodeLog(d *dec) *raft.Log {
+	l := &raft.Log{Index: d.u(), Term: d.u()}
+	t := d.u()
+	if t > 255 {
+		d.fail()
+	}
+	l.Type = raft.LogType(t)
+	l.Data = d.bytes()
+	l.Extensions = d.bytes()
+	if d.bool() {
+		l.AppendedAt = time.Unix(0, d.i())
+	}
+	return l
+}
+
+// encodeRequest appends the payload of a request.
+func encodeRequest(e enc, msg any) (enc, byte, error) {
+	switch m := msg.(type) {
+	case *raft.AppendEntriesRequest:
+		e = e.header(m.RPCHeader).u(m.Term).bytes(m.Leader).u(m.PrevLogEntry).u(m.PrevLogTerm).u(m.LeaderCommitIndex)
+		e = e.u(uint64(len(m.Entries)))
+		for _, l := range m.Entries {
+			e = encodeLog(e, l)
+		}
+		return e, kindAppendEntries, nil
+	case *raft.RequestVoteRequest:
+		return e.header(m.RPCHeader).u(m.Term).bytes(m.Candidate).u(m.LastLogIndex).u(m.LastLogTerm).bool(m.LeadershipTransfer), kindRequestVote, nil
+	case *raft.RequestPreVoteRequest:
+		return e.header(m.RPCHeader).u(m.Term).u(m.LastLogIndex).u(m.LastLogTerm), kindRequestPreVote, nil
+	case *raft.TimeoutNowRequest:
+		return e.header(m.RPCHeader), kindTimeoutNow, nil
+	case *raft.InstallSnapshotRequest:
+		e = e.header(m.RPCHeader).i(int64(m.SnapshotVersion)).u(m.Term).bytes(m.Leader).u(m.LastLogIndex).u(m.LastLogTerm)
+		return e.bytes(m.Peers).bytes(m.Configuration).u(m.ConfigurationIndex).i(m.Size), kindInstallSnapshot, nil
+	}
+	return e, 0, fmt.Errorf("grouptransport: cannot encode %T", msg)
+}
+
+// decodeRequest decodes a request payload of the given kind.
+func decodeRequest(kind byte, p []byte) (any, error) {
+	d := &dec{b: p}
+	var msg any
+	switch kind {
+	case kindAppendEntries:
+		m := &raft.AppendEntriesRequest{RPCHeader: d.header(), Term: d.u(), Leader: d.bytes(), PrevLogEntry: d.u(), PrevLogTerm: d.u(), LeaderCommitIndex: d.u()}
+		n := d.u()
+		if n > uint64(len(d.b)) { // every entry takes several bytes
+			d.fail()
+		}
+		if n > 0 && d.err == nil {
+			m.Entries = make([]*raft.Log, n)
+			for i := range m.Entries {
+				m.Entries[i] = decodeLog(d)
+			}
+		}
+		msg = m
+	case kindRequestVote:
+		msg = &raft.RequestVoteRequest{RPCHeader: d.header(), Term: d.u(), Candidate: d.bytes(), LastLogIndex: d.u(), LastLogTerm: d.u(), LeadershipTransfer: d.bool()}
+	case kindRequestPreVote:
+		msg = &raft.RequestPreVoteRequest{RPCHeader: d.header(), Term: d.u(), LastLogIndex: d.u(), LastLogTerm: d.u()}
+	case kindTimeoutNow:
+		msg = &raft.TimeoutNowRequest{RPCHeader: d.header()}
+	case kindInstallSnapshot:
+		m := &raft.InstallSnapshotRequest{RPCHeader: d.header(), SnapshotVersion: raft.SnapshotVersion(d.i()), Term: d.u(), Leader: d.bytes(), LastLogIndex: d.u(), LastLogTerm: d.u()}
+		m.Peers, m.Configuration, m.ConfigurationIndex, m.Size = d.bytes(), d.bytes(), d.u(), d.i()
+		if m.Size < 0 {
+			d.fail()
+		}
+		msg = m
+	default:
+		return nil, fmt.Errorf("%w: kind %d", ErrFrame, kind)
+	}
+	if err := d.done(); err != nil {
+		return nil, err
+	}
+	return msg, nil
+}
+
+// encodeResponse appends the payload of a successful response.
+func encodeResponse(e enc, msg any) (enc, error) {
+	switch m := msg.(type) {
+	case *raft.AppendEntriesResponse:
+		return e.header(m.RPCHeader).u(m.Term).u(m.LastLog).bool(m.Success).bool(m.NoRetryBackoff), nil
+	case *raft.RequestVoteResponse:
+		return e.header(m.RPCHeader).u(m.Term).bytes(m.Peers).bool(m.Granted), nil
+	case *raft.RequestPreVoteResponse:
+		return e.header(m.RPCHeader).u(m.Term).bool(m.Granted), nil
+	case *raft.TimeoutNowResponse:
+		return e.header(m.RPCHeader), nil
+	case *raft.InstallSnapshotResponse:
+		return e.header(m.RPCHeader).u(m.Term).bool(m.Success), nil
+	}
+	return e, fmt.Errorf("grouptransport: cannot encode response %T", msg)
+}
+
+// decodeResponse fills resp, which must be the response type of the request.
+func decodeResponse(p []byte, resp any) error {
+	d := &dec{b: p}
+	switch m := resp.(type) {
+	case *raft.AppendEntriesResponse:
+		*m = raft.AppendEntriesResponse{RPCHeader: d.header(), Term: d.u(), LastLog: d.u(), Success: d.bool(), NoRetryBackoff: d.bool()}
+	case *raft.RequestVoteResponse:
+		*m = raft.RequestVoteResponse{RPCHeader: d.header(), Term: d.u(), Peers: d.bytes(), Granted: d.bool()}
+	case *raft.RequestPreVoteResponse:
+		*m = raft.RequestPreVoteResponse{RPCHeader: d.header(), Term: d.u(), Granted: d.bool()}
+	case *raft.TimeoutNowResponse:
+		*m = raft.TimeoutNowResponse{RPCHeader: d.header()}
+	case *raft.InstallSnapshotResponse:
+		*m = raft.InstallSnapshotResponse{RPCHeader: d.header(), Term: d.u(), Success: d.bool()}
+	default:
+		return fmt.Errorf("grouptransport: cannot decode response %T", resp)
+	}
+	return d.done()
+}
+
+// isHeartbeat is raft's own test (net_transport.go): a heartbeat carries a
+// term and leader and nothing else.
+func isHeartbeat(m *raft.AppendEntriesRequest) bool {
+	leader := m.RPCHeader.Addr
+	if len(leader) == 0 {
+		leader = m.Leader
+	}
+	return m.Term != 0 && leader != nil && m.PrevLogEntry == 0 && m.PrevLogTerm == 0 &&
+		len(m.Entries) == 0 && m.LeaderCommitIndex == 0
+}

@@ -1,0 +1,314 @@
+package grouptransport
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// Group is one range group's raft.Transport over the server's shared
+// connections. Closing it stops deliveries to the group; the connections
+// stay open for the other groups.
+type Group struct {
+	t           *Transport
+	id          uint64
+	addrs       raft.ServerAddressProvider
+	consumeCh   chan raft.RPC
+	heartbeatFn atomic.Pointer[func(raft.RPC)]
+	shutdown    chan struct{}
+	once        sync.Once
+}
+
+var (
+	_ raft.Transport   = (*Group)(nil)
+	_ raft.WithClose   = (*Group)(nil)
+	_ raft.WithPreVote = (*Group)(nil)
+)
+
+// pipelineDepth is how many AppendEntries a leader may have in flight to
+// one follower of one group.
+const pipelineDepth = 32
+
+// Consumer implements raft.Transport.
+func (g *Group) Consumer() <-chan raft.RPC { return g.consumeCh }
+
+// LocalAddr implements raft.Transport.
+func (g *Group) LocalAddr() raft.ServerAddress { return raft.ServerAddress(g.t.localAddr) }
+
+// EncodePeer implements raft.Transport.
+func (g *Group) EncodePeer(id raft.ServerID, addr raft.ServerAddress) []byte {
+	return []byte(g.resolve(id, addr))
+}
+
+// DecodePeer implements raft.Transport.
+func (g *Group) DecodePeer(b []byte) raft.ServerAddress { return raft.ServerAddress(b) }
+
+// SetHeartbeatHandler implements raft.Transport: heartbeats skip the
+// consumer channel, so they never wait behind the group's disk writes.
+func (g *Group) SetHeartbeatHandler(cb func(raft.RPC)) {
+	if cb == nil {
+		g.heartbeatFn.Store(nil)
+		return
+	}
+	g.heartbeatFn.Store(&cb)
+}
+
+// Close implements raft.WithClose; it is idempotent.
+func (g *Group) Close() error {
+	g.once.Do(func() {
+		close(g.shutdown)
+		g.t.removeGroup(g)
+	})
+	return nil
+}
+
+func (g *Group) resolve(id raft.ServerID, target raft.ServerAddress) string {
+	if g.addrs != nil {
+		if a, err := g.addrs.ServerAddr(id); err == nil && a != "" {
+			return string(a)
+		}
+	}
+	return string(target)
+}
+
+// AppendEntries implements raft.Transport. Heartbeats use the control lane,
+// entries the append lane.
+func (g *Group) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	lane := laneAppend
+	if isHeartbeat(args) {
+		lane = laneControl
+	}
+	return g.rpc(id, target, lane, args, resp)
+}
+
+// RequestVote implements raft.Transport.
+func (g *Group) RequestVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestVoteRequest, resp *raft.RequestVoteResponse) error {
+	return g.rpc(id, target, laneControl, args, resp)
+}
+
+// RequestPreVote implements raft.WithPreVote.
+func (g *Group) RequestPreVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
+	return g.rpc(id, target, laneControl, args, resp)
+}
+
+// TimeoutNow implements raft.Transport.
+func (g *Group) TimeoutNow(id raft.ServerID, target raft.ServerAddress, args *raft.TimeoutNowRequest, resp *raft.TimeoutNowResponse) error {
+	return g.rpc(id, target, laneControl, args, resp)
+}
+
+func (g *Group) rpc(id raft.ServerID, target raft.ServerAddress, lane byte, args, resp any) error {
+	addr := g.resolve(id, target)
+	if !g.t.faulted(addr) {
+		return fmt.Errorf("%w: to %s", ErrDropped, addr)
+	}
+	cc, err := g.t.conn(addr, lane)
+	if err != nil {
+		return err
+	}
+	rid, c, err := cc.send(g.id, args)
+	if err != nil {
+		return err
+	}
+	payload, err := cc.wait(rid, c, g.t.timeout, g.shutdown)
+	if err != nil {
+		return err
+	}
+	return result(payload, resp)
+}
+
+// deliver hands one request to raft and waits for its answer.
+func (g *Group) deliver(msg any, reader io.Reader, stop <-chan struct{}) (any, error, bool) {
+	respCh := make(chan raft.RPCResponse, 1)
+	rpc := raft.RPC{Command: msg, Reader: reader, RespChan: respCh}
+	fast := false
+	if ae, ok := msg.(*raft.AppendEntriesRequest); ok && isHeartbeat(ae) {
+		if fn := g.heartbeatFn.Load(); fn != nil {
+			(*fn)(rpc)
+			fast = true
+		}
+	}
+	if !fast {
+		select {
+		case g.consumeCh <- rpc:
+		case <-g.shutdown:
+			return nil, ErrUnknownGroup, true
+		case <-stop:
+			return nil, nil, false
+		}
+	}
+	select {
+	case r := <-respCh:
+		return r.Response, r.Error, true
+	case <-g.shutdown:
+		return nil, ErrUnknownGroup, true
+	case <-stop:
+		return nil, nil, false
+	}
+}
+
+// snapshotChunk is the size per which a snapshot's deadline grows by one
+// Timeout, as NetworkTransport's TimeoutScale.
+const snapshotChunk = 256 << 10
+
+// InstallSnapshot implements raft.Transport over a connection of its own,
+// so the stream never delays another group's traffic.
+func (g *Group) InstallSnapshot(id raft.ServerID, target raft.ServerAddress, args *raft.InstallSnapshotRequest, resp *raft.InstallSnapshotResponse, data io.Reader) error {
+	addr := g.resolve(id, target)
+	if !g.t.faulted(addr) {
+		return fmt.Errorf("%w: to %s", ErrDropped, addr)
+	}
+	conn, err := g.t.connect(addr, laneSnapshot)
+	if err != nil {
+		return err
+	}
+	sc := &snapshotConn{conn: conn}
+	if err := g.t.track(sc); err != nil {
+		conn.Close()
+		return err
+	}
+	defer g.t.untrack(sc)
+	defer conn.Close()
+	timeout := g.t.timeout * time.Duration(max(1, args.Size/snapshotChunk))
+	_ = conn.SetDeadline(time.Now().Add(timeout))
+	e, kind, err := encodeRequest(enc(startFrame(nil, 0, g.id, 1)), args)
+	if err != nil {
+		return err
+	}
+	frameBytes := endFrame(e)
+	frameBytes[4] = kind
+	bw := bufio.NewWriterSize(conn, writeBufferSize)
+	if _, err := bw.Write(frameBytes); err != nil {
+		return err
+	}
+	if n, err := io.Copy(bw, data); err != nil {
+		return err
+	} else if n != args.Size {
+		return fmt.Errorf("grouptransport: snapshot of %d bytes had %d", args.Size, n)
+	}
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	var hdr [frameHeader]byte
+	f, err := readFrame(bufio.NewReader(conn), &hdr)
+	if err != nil {
+		return err
+	}
+	if f.kind != kindInstallSnapshot|respFlag {
+		return fmt.Errorf("%w: snapshot response kind %d", ErrFrame, f.kind)
+	}
+	return result(f.payload, resp)
+}
+
+// snapshotConn lets Close and isolation cut a snapshot stream.
+type snapshotConn struct{ conn io.Closer }
+
+func (s *snapshotConn) shut(error) { s.conn.Close() }
+
+// AppendEntriesPipeline implements raft.Transport: appends of this group to
+// one follower stream on the append lane without waiting for each other.
+func (g *Group) AppendEntriesPipeline(id raft.ServerID, target raft.ServerAddress) (raft.AppendPipeline, error) {
+	addr := g.resolve(id, target)
+	if !g.t.faulted(addr) {
+		return nil, fmt.Errorf("%w: to %s", ErrDropped, addr)
+	}
+	cc, err := g.t.conn(addr, laneAppend)
+	if err != nil {
+		return nil, err
+	}
+	p := &pipeline{
+		g: g, cc: cc, addr: addr,
+		inflight: make(chan *appendFuture, pipelineDepth),
+		doneCh:   make(chan raft.AppendFuture, pipelineDepth),
+		stop:     make(chan struct{}),
+	}
+	go p.collect()
+	return p, nil
+}
+
+type pipeline struct {
+	g        *Group
+	cc       *clientConn
+	addr     string
+	inflight chan *appendFuture
+	doneCh   chan raft.AppendFuture
+	stop     chan struct{}
+	once     sync.Once
+}
+
+// AppendEntries implements raft.AppendPipeline; it blocks when
+// pipelineDepth requests are in flight.
+func (p *pipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) (raft.AppendFuture, error) {
+	if !p.g.t.faulted(p.addr) {
+		return nil, fmt.Errorf("%w: to %s", ErrDropped, p.addr)
+	}
+	f := &appendFuture{start: time.Now(), args: args, resp: resp, done: make(chan struct{})}
+	id, c, err := p.cc.send(p.g.id, args)
+	if err != nil {
+		return nil, err
+	}
+	f.id, f.call = id, c
+	select {
+	case p.inflight <- f:
+		return f, nil
+	case <-p.stop:
+		p.cc.forget(id)
+		return nil, raft.ErrPipelineShutdown
+	}
+}
+
+// collect resolves futures in the order they were sent (responses of one
+// group on one connection come back in that order) and hands them to raft.
+func (p *pipeline) collect() {
+	for {
+		select {
+		case f := <-p.inflight:
+			payload, err := p.cc.wait(f.id, f.call, p.g.t.timeout, p.stop)
+			if err == nil {
+				err = result(payload, f.resp)
+			}
+			f.err = err
+			close(f.done)
+			select {
+			case p.doneCh <- f:
+			case <-p.stop:
+				return
+			}
+		case <-p.stop:
+			return
+		}
+	}
+}
+
+// Consumer implements raft.AppendPipeline.
+func (p *pipeline) Consumer() <-chan raft.AppendFuture { return p.doneCh }
+
+// Close implements raft.AppendPipeline; the shared connection stays open.
+func (p *pipeline) Close() error {
+	p.once.Do(func() { close(p.stop) })
+	return nil
+}
+
+type appendFuture struct {
+	start time.Time
+	args  *raft.AppendEntriesRequest
+	resp  *raft.AppendEntriesResponse
+	id    uint64
+	call  *call
+	done  chan struct{}
+	err   error
+}
+
+// Error implements raft.Future.
+func (f *appendFuture) Error() error {
+	<-f.done
+	return f.err
+}
+
+func (f *appendFuture) Start() time.Time                      { return f.start }
+func (f *appendFuture) Request() *raft.AppendEntriesRequest   { return f.args }
+func (f *appendFuture) Response() *raft.AppendEntriesResponse { return f.resp }

@@ -1,0 +1,5 @@
+//go:build !race
+
+package grouptransport
+
+const raceEnabled = false

@@ -1,0 +1,171 @@
+package grouptransport
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// serverConn is one connection another server dialed to this one.
+type serverConn struct {
+	t    *Transport
+	conn net.Conn
+	br   *bufio.Reader
+	w    *writer
+	peer string
+
+	mu      sync.Mutex
+	inboxes map[uint64]*inbox
+	stop    chan struct{}
+	once    sync.Once
+}
+
+// inbox keeps one group's requests on one connection in order; a goroutine
+// runs only while it holds any, so a group that is slow to answer delays
+// only its own requests. Heartbeats go through it too: answering them in
+// the reading goroutine (as NetworkTransport does, one connection per
+// group) let one group whose raft was installing a snapshot stall the
+// heartbeats of every group on the lane.
+type inbox struct {
+	q       []frame
+	running bool
+}
+
+func (sc *serverConn) shut(error) {
+	sc.once.Do(func() {
+		close(sc.stop)
+		if sc.w != nil {
+			sc.w.close()
+		}
+		sc.conn.Close()
+	})
+}
+
+func (sc *serverConn) readLoop() {
+	var hdr [frameHeader]byte
+	for {
+		f, err := readFrame(sc.br, &hdr)
+		if err != nil {
+			return
+		}
+		if f.kind&respFlag != 0 {
+			return
+		}
+		sc.mu.Lock()
+		ib := sc.inboxes[f.group]
+		if ib == nil {
+			ib = &inbox{}
+			sc.inboxes[f.group] = ib
+		}
+		ib.q = append(ib.q, f)
+		start := !ib.running
+		ib.running = true
+		sc.mu.Unlock()
+		if start {
+			go sc.drain(f.group, ib)
+		}
+	}
+}
+
+func (sc *serverConn) drain(group uint64, ib *inbox) {
+	for {
+		sc.mu.Lock()
+		if len(ib.q) == 0 {
+			ib.running = false
+			delete(sc.inboxes, group)
+			sc.mu.Unlock()
+			return
+		}
+		f := ib.q[0]
+		ib.q[0] = frame{}
+		ib.q = ib.q[1:]
+		sc.mu.Unlock()
+		if !sc.handle(f) {
+			sc.shut(nil)
+			return
+		}
+	}
+}
+
+// handle delivers one request to its group and queues the response; false
+// means the connection is unusable.
+func (sc *serverConn) handle(f frame) bool {
+	if !sc.t.faulted(sc.peer) {
+		return true // dropped: the sender times out, as on a lossy network
+	}
+	msg, err := decodeRequest(f.kind, f.payload)
+	if err != nil {
+		sc.t.logger.Warn("raft transport: bad request", "from", sc.peer, "err", err)
+		return false
+	}
+	resp, rerr, ok := sc.deliver(f.group, msg, nil)
+	if !ok {
+		return true
+	}
+	return sc.respond(f, resp, rerr)
+}
+
+func (sc *serverConn) respond(f frame, resp any, rerr error) bool {
+	b := getBuf()
+	*b = endFrame(appendResponse(startFrame((*b)[:0], f.kind|respFlag, f.group, f.id), resp, rerr))
+	return sc.w.send(b)
+}
+
+// deliver hands a request to its group and waits for raft's answer; ok is
+// false when the connection or transport closed first.
+func (sc *serverConn) deliver(group uint64, msg any, reader io.Reader) (resp any, err error, ok bool) {
+	g := sc.t.group(group)
+	if g == nil {
+		return nil, ErrUnknownGroup, true
+	}
+	return g.deliver(msg, reader, sc.stop)
+}
+
+// appendResponse appends a response payload: the status, then the message
+// or the error text.
+func appendResponse(b []byte, resp any, rerr error) []byte {
+	switch {
+	case errors.Is(rerr, ErrUnknownGroup):
+		return append(b, statusUnknownGroup)
+	case rerr != nil:
+		return append(append(b, statusRaftError), rerr.Error()...)
+	}
+	out, err := encodeResponse(enc(append(b, statusOK)), resp)
+	if err != nil {
+		return append(append(b, statusRaftError), err.Error()...)
+	}
+	return out
+}
+
+// serveSnapshot handles a snapshot lane: one InstallSnapshot request with
+// its data streamed after it, one response, then the connection closes.
+func (sc *serverConn) serveSnapshot() {
+	var hdr [frameHeader]byte
+	f, err := readFrame(sc.br, &hdr)
+	if err != nil || f.kind != kindInstallSnapshot {
+		return
+	}
+	msg, err := decodeRequest(f.kind, f.payload)
+	if err != nil {
+		return
+	}
+	req := msg.(*raft.InstallSnapshotRequest)
+	if !sc.t.faulted(sc.peer) {
+		return
+	}
+	resp, rerr, ok := sc.deliver(f.group, req, io.LimitReader(sc.br, req.Size))
+	if !ok {
+		return
+	}
+	b := appendResponse(startFrame(nil, f.kind|respFlag, f.group, f.id), resp, rerr)
+	_ = sc.conn.SetWriteDeadline(time.Now().Add(sc.t.timeout))
+	if _, err := sc.conn.Write(endFrame(b)); err != nil {
+		sc.t.logger.Debug("raft transport: snapshot response not sent", "to", sc.peer, "err", fmt.Sprint(err))
+	}
+}

@@ -1,0 +1,395 @@
+package grouptransport
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// Errors of the transport.
+var (
+	ErrClosed        = errors.New("grouptransport: closed")
+	ErrIsolated      = errors.New("grouptransport: isolated")
+	ErrDropped       = errors.New("grouptransport: dropped by fault hook")
+	ErrUnknownGroup  = errors.New("grouptransport: group not open on the receiving server")
+	ErrGroupOpen     = errors.New("grouptransport: group already open")
+	ErrTimeout       = errors.New("grouptransport: rpc timed out")
+	ErrConnectFailed = errors.New("grouptransport: connect failed recently")
+)
+
+// DialFunc opens a connection to another server's transport listener. TLS
+// (or any other wrapping) goes here.
+type DialFunc func(ctx context.Context, address string) (net.Conn, error)
+
+// Fault decides, before a request is sent to or delivered from peer (a Raft
+// address), whether to drop it or how long to hold it. Chaos tests install
+// one; it is consulted only when set.
+type Fault interface {
+	Outgoing(peer string) (delay time.Duration, drop bool)
+}
+
+// Config configures a Transport.
+type Config struct {
+	// Listener accepts the connections of other servers; the transport
+	// owns it and closes it on Close.
+	Listener net.Listener
+	// Dial connects to other servers; nil dials plain TCP.
+	Dial DialFunc
+	// LocalAddr is the address other servers dial to reach this one (the
+	// listener's when empty).
+	LocalAddr string
+	// Timeout bounds one RPC, a connection attempt and each write (10 s
+	// when zero). A snapshot gets this per 256 KiB.
+	Timeout time.Duration
+	Logger  *slog.Logger
+}
+
+// Transport is a server's Raft transport, shared by all its groups.
+type Transport struct {
+	ln        net.Listener
+	dial      DialFunc
+	localAddr string
+	timeout   time.Duration
+	logger    *slog.Logger
+	fault     atomic.Pointer[faultBox]
+
+	mu       sync.RWMutex
+	groups   map[uint64]*Group
+	peers    map[string]*peer
+	conns    map[shutter]struct{}
+	isolated bool
+	closed   bool
+
+	closing chan struct{}
+	wg      sync.WaitGroup
+}
+
+type faultBox struct{ f Fault }
+
+// shutter is an open connection the transport closes on Close or isolation.
+type shutter interface{ shut(error) }
+
+// dialRetryAfter is how long a failed connection attempt to a peer's lane is
+// remembered: raft retries heartbeats every few milliseconds to a dead
+// server, and each should not cost a dial.
+const dialRetryAfter = 50 * time.Millisecond
+
+// New starts serving cfg.Listener.
+func New(cfg Config) *Transport {
+	t := &Transport{
+		ln: cfg.Listener, dial: cfg.Dial, localAddr: cfg.LocalAddr, timeout: cfg.Timeout, logger: cfg.Logger,
+		groups: map[uint64]*Group{}, peers: map[string]*peer{}, conns: map[shutter]struct{}{},
+		closing: make(chan struct{}),
+	}
+	if t.timeout <= 0 {
+		t.timeout = 10 * time.Second
+	}
+	if t.logger == nil {
+		t.logger = slog.New(slog.DiscardHandler)
+	}
+	if t.localAddr == "" {
+		t.localAddr = cfg.Listener.Addr().String()
+	}
+	if t.dial == nil {
+		d := &net.Dialer{}
+		t.dial = func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
+	}
+	t.wg.Add(1)
+	go t.acceptLoop()
+	return t
+}
+
+// Addr is the listener's address.
+func (t *Transport) Addr() net.Addr { return t.ln.Addr() }
+
+// SetFault installs (or, with nil, removes) the fault hook.
+func (t *Transport) SetFault(f Fault) {
+	if f == nil {
+		t.fault.Store(nil)
+		return
+	}
+	t.fault.Store(&faultBox{f})
+}
+
+// faulted applies the fault hook to one request; it reports false to drop.
+func (t *Transport) faulted(peer string) bool {
+	fb := t.fault.Load()
+	if fb == nil {
+		return true
+	}
+	delay, drop := fb.f.Outgoing(peer)
+	if drop {
+		return false
+	}
+	if delay > 0 {
+		select {
+		case <-time.After(delay):
+		case <-t.closing:
+		}
+	}
+	return true
+}
+
+// SetIsolated cuts (true) or restores (false) all traffic of this server,
+// closing its connections, as a network partition would.
+func (t *Transport) SetIsolated(v bool) {
+	t.mu.Lock()
+	t.isolated = v
+	var open []shutter
+	if v {
+		for c := range t.conns {
+			open = append(open, c)
+		}
+	}
+	t.mu.Unlock()
+	for _, c := range open {
+		c.shut(ErrIsolated)
+	}
+}
+
+// Conns is the number of open connections this server dialed and accepted.
+func (t *Transport) Conns() (dialed, accepted int) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	for c := range t.conns {
+		switch c.(type) {
+		case *clientConn:
+			dialed++
+		default:
+			accepted++
+		}
+	}
+	return dialed, accepted
+}
+
+// track registers an open connection; it refuses when closed or isolated.
+func (t *Transport) track(c shutter) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return ErrClosed
+	}
+	if t.isolated {
+		return ErrIsolated
+	}
+	t.conns[c] = struct{}{}
+	return nil
+}
+
+func (t *Transport) untrack(c shutter) {
+	t.mu.Lock()
+	delete(t.conns, c)
+	t.mu.Unlock()
+}
+
+// Close stops the listener and closes every connection; groups still open
+// get ErrClosed from then on.
+func (t *Transport) Close() error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	t.closed = true
+	close(t.closing)
+	var open []shutter
+	for c := range t.conns {
+		open = append(open, c)
+	}
+	t.mu.Unlock()
+	err := t.ln.Close()
+	for _, c := range open {
+		c.shut(ErrClosed)
+	}
+	t.wg.Wait()
+	return err
+}
+
+// Group opens the raft.Transport view of one range group. addrs resolves
+// server ids to addresses (as NetworkTransport's ServerAddressProvider);
+// nil uses the addresses raft passes.
+func (t *Transport) Group(id uint64, addrs raft.ServerAddressProvider) (*Group, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil, ErrClosed
+	}
+	if _, ok := t.groups[id]; ok {
+		return nil, fmt.Errorf("%w: %d", ErrGroupOpen, id)
+	}
+	g := &Group{t: t, id: id, addrs: addrs, consumeCh: make(chan raft.RPC), shutdown: make(chan struct{})}
+	t.groups[id] = g
+	return g, nil
+}
+
+func (t *Transport) group(id uint64) *Group {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.groups[id]
+}
+
+func (t *Transport) removeGroup(g *Group) {
+	t.mu.Lock()
+	if t.groups[g.id] == g {
+		delete(t.groups, g.id)
+	}
+	t.mu.Unlock()
+}
+
+// peer holds the long-lived lanes to one remote server.
+type peer struct {
+	addr  string
+	lanes [numLanes]laneSlot
+}
+
+type laneSlot struct {
+	mu       sync.Mutex
+	cc       *clientConn
+	failedAt time.Time
+	err      error
+}
+
+// conn returns the open connection of a lane to addr, dialing if needed.
+func (t *Transport) conn(addr string, lane byte) (*clientConn, error) {
+	t.mu.RLock()
+	p := t.peers[addr]
+	closed, isolated := t.closed, t.isolated
+	t.mu.RUnlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	if isolated {
+		return nil, ErrIsolated
+	}
+	if p == nil {
+		t.mu.Lock()
+		if p = t.peers[addr]; p == nil {
+			p = &peer{addr: addr}
+			t.peers[addr] = p
+		}
+		t.mu.Unlock()
+	}
+	s := &p.lanes[lane]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cc != nil && !s.cc.broken() {
+		return s.cc, nil
+	}
+	if !s.failedAt.IsZero() && time.Since(s.failedAt) < dialRetryAfter {
+		return nil, fmt.Errorf("%w: %s: %w", ErrConnectFailed, addr, s.err)
+	}
+	conn, err := t.connect(addr, lane)
+	if err != nil {
+		s.failedAt, s.err = time.Now(), err
+		return nil, err
+	}
+	s.failedAt, s.err = time.Time{}, nil
+	cc := &clientConn{t: t, addr: addr, conn: conn, pending: map[uint64]*call{}}
+	cc.w = newWriter(conn, t.timeout, cc.shut)
+	if err := t.track(cc); err != nil {
+		cc.w.close()
+		conn.Close()
+		return nil, err
+	}
+	s.cc = cc
+	t.wg.Add(1)
+	go cc.readLoop()
+	return cc, nil
+}
+
+// connect dials addr and sends the hello naming the lane and this server.
+func (t *Transport) connect(addr string, lane byte) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), t.timeout)
+	defer cancel()
+	conn, err := t.dial(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	hello := append(helloMagic[:], helloVersion, lane)
+	hello = binary.AppendUvarint(hello, uint64(len(t.localAddr)))
+	hello = append(hello, t.localAddr...)
+	_ = conn.SetWriteDeadline(time.Now().Add(t.timeout))
+	if _, err := conn.Write(hello); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	_ = conn.SetWriteDeadline(time.Time{})
+	return conn, nil
+}
+
+func (t *Transport) acceptLoop() {
+	defer t.wg.Done()
+	for {
+		conn, err := t.ln.Accept()
+		if err != nil {
+			select {
+			case <-t.closing:
+				return
+			default:
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			t.logger.Warn("raft transport accept failed", "err", err)
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		t.wg.Add(1)
+		go func() {
+			defer t.wg.Done()
+			t.serve(conn)
+		}()
+	}
+}
+
+const helloTimeout = 5 * time.Second
+
+// serve reads a connection's hello and runs its lane.
+func (t *Transport) serve(conn net.Conn) {
+	br := bufio.NewReaderSize(conn, 64<<10)
+	_ = conn.SetReadDeadline(time.Now().Add(helloTimeout))
+	var h [6]byte
+	if _, err := io.ReadFull(br, h[:]); err != nil || [4]byte(h[:4]) != helloMagic || h[4] != helloVersion {
+		conn.Close()
+		return
+	}
+	n, err := binary.ReadUvarint(br)
+	if err != nil || n > 1024 {
+		conn.Close()
+		return
+	}
+	from := make([]byte, n)
+	if _, err := io.ReadFull(br, from); err != nil {
+		conn.Close()
+		return
+	}
+	_ = conn.SetReadDeadline(time.Time{})
+	sc := &serverConn{t: t, conn: conn, br: br, peer: string(from), inboxes: map[uint64]*inbox{}, stop: make(chan struct{})}
+	if err := t.track(sc); err != nil {
+		conn.Close()
+		return
+	}
+	defer t.untrack(sc)
+	switch h[5] {
+	case laneControl, laneAppend:
+		sc.w = newWriter(conn, t.timeout, sc.shut)
+		sc.readLoop()
+	case laneSnapshot:
+		sc.serveSnapshot()
+	}
+	sc.shut(io.EOF)
+}

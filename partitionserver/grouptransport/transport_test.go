@@ -1,0 +1,243 @@
+package grouptransport
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// Connections between two servers stay at the lane count however many
+// groups they share.
+func TestManyGroupsShareConnections(t *testing.T) {
+	for _, groups := range []int{1, 40} {
+		t.Run(map[int]string{1: "one group", 40: "forty groups"}[groups], func(t *testing.T) {
+			c := newTestCluster(t, 3)
+			ids := groupIDs(groups)
+			for _, id := range ids {
+				for i := range c.nodes {
+					c.startGroup(i, id, all(3), nil)
+				}
+			}
+			c.waitLeaders(ids)
+			for _, id := range ids {
+				c.apply(id, 10, 100)
+			}
+			c.waitReplicated(ids, all(3), 10)
+			// Per server: one connection per lane to each of two peers,
+			// both ways.
+			const bound = numLanes * 2
+			for i, n := range c.nodes {
+				dialed, accepted := n.tr.Conns()
+				if dialed > bound || accepted > bound {
+					t.Errorf("server %d: %d dialed, %d accepted connections with %d groups; want <= %d each", i, dialed, accepted, groups, bound)
+				}
+				if total := n.ln.n.Load(); total > bound {
+					t.Errorf("server %d accepted %d connections over the test; want <= %d", i, total, bound)
+				}
+			}
+		})
+	}
+}
+
+// A large, slow snapshot install of one group leaves the heartbeats of the
+// other groups on the same servers flowing: no election anywhere else.
+func TestSnapshotInstallDoesNotStallOtherGroups(t *testing.T) {
+	c := newTestCluster(t, 3)
+	others := groupIDs(8)[1:]
+	const big = 1
+	for _, id := range others {
+		for i := range c.nodes {
+			c.startGroup(i, id, all(3), nil)
+		}
+	}
+	// The big group starts on two servers only.
+	c.startGroup(0, big, []int{0, 1}, nil)
+	c.startGroup(1, big, []int{0, 1}, nil)
+	c.waitLeaders(append([]uint64{big}, others...))
+	c.apply(big, 200, 32<<10) // 6.4 MB of state
+	// Both members compact their whole log, so whichever leads sends the
+	// new member a snapshot.
+	c.waitReplicated([]uint64{big}, []int{0, 1}, 200)
+	for _, i := range []int{0, 1} {
+		r := c.nodes[i].rafts[big]
+		if err := r.ReloadConfig(raft.ReloadableConfig{TrailingLogs: 0, SnapshotInterval: time.Hour, SnapshotThreshold: 1 << 30,
+			HeartbeatTimeout: 400 * time.Millisecond, ElectionTimeout: 400 * time.Millisecond}); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Snapshot().Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.waitLeaders(others)
+	terms := map[uint64]uint64{}
+	leaders := map[uint64]int{}
+	for _, id := range others {
+		leaders[id] = c.leader(id)
+		terms[id] = c.nodes[leaders[id]].rafts[id].CurrentTerm()
+	}
+	// The new member restores slowly (about 2 s), holding the stream open.
+	c.startGroup(2, big, nil, &listFSM{restoreWait: 10 * time.Millisecond})
+	c.waitFor("the new member added", 30*time.Second, func() bool {
+		l := c.leader(big)
+		return l >= 0 && c.nodes[l].rafts[big].AddVoter(raft.ServerID(c.nodes[2].addr), raft.ServerAddress(c.nodes[2].addr), 0, 10*time.Second).Error() == nil
+	})
+	var worst time.Duration
+	c.waitFor("the snapshot installed", 60*time.Second, func() bool {
+		for _, id := range others {
+			for i, n := range c.nodes {
+				if i == leaders[id] {
+					continue
+				}
+				if gap := time.Since(n.rafts[id].LastContact()); gap > worst {
+					worst = gap
+				}
+			}
+		}
+		return c.nodes[2].fsms[big].len() >= 200
+	})
+	if raceEnabled {
+		return
+	}
+	for _, id := range others {
+		if got := c.leader(id); got != leaders[id] || c.nodes[got].rafts[id].CurrentTerm() != terms[id] {
+			t.Errorf("group %d changed leader or term during the snapshot install", id)
+		}
+	}
+	t.Logf("worst contact gap of another group during the install: %v", worst)
+	if worst > 300*time.Millisecond {
+		t.Errorf("a follower of another group went %v without contact during the install", worst)
+	}
+}
+
+// A server that restarts is reconnected to, and its groups catch up.
+func TestPeerRestart(t *testing.T) {
+	c := newTestCluster(t, 3)
+	ids := groupIDs(6)
+	for _, id := range ids {
+		for i := range c.nodes {
+			c.startGroup(i, id, all(3), nil)
+		}
+	}
+	c.waitLeaders(ids)
+	for _, id := range ids {
+		c.apply(id, 5, 64)
+	}
+	c.waitReplicated(ids, all(3), 5)
+	c.stop(c.nodes[2])
+	for _, id := range ids {
+		c.apply(id, 5, 64) // the other two still form a quorum
+	}
+	c.restart(2)
+	for _, id := range ids {
+		c.apply(id, 5, 64)
+	}
+	c.waitReplicated(ids, all(3), 15)
+}
+
+// dropPeers is a fault hook cutting traffic to and from some addresses.
+type dropPeers struct {
+	mu   sync.Mutex
+	drop map[string]bool
+}
+
+func (d *dropPeers) Outgoing(peer string) (time.Duration, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return 0, d.drop[peer]
+}
+
+// The fault hook cuts a server off: its groups elect leaders elsewhere, and
+// once healed it catches up.
+func TestFaultHookCutsServerOff(t *testing.T) {
+	c := newTestCluster(t, 3)
+	ids := groupIDs(6)
+	for _, id := range ids {
+		for i := range c.nodes {
+			c.startGroup(i, id, all(3), nil)
+		}
+	}
+	c.waitLeaders(ids)
+	victim := c.leader(ids[0])
+	hook := &dropPeers{drop: map[string]bool{}}
+	for i, n := range c.nodes {
+		if i != victim {
+			hook.drop[n.addr] = true
+		}
+	}
+	c.nodes[victim].tr.SetFault(hook)
+	c.waitFor("every group led off the cut server", 30*time.Second, func() bool {
+		for _, id := range ids {
+			l := -1
+			for i, n := range c.nodes {
+				if i != victim && n.rafts[id].State() == raft.Leader {
+					l = i
+				}
+			}
+			if l < 0 {
+				return false
+			}
+		}
+		return true
+	})
+	for _, id := range ids {
+		c.apply(id, 3, 64)
+	}
+	c.nodes[victim].tr.SetFault(nil)
+	c.waitReplicated(ids, all(3), 3)
+}
+
+// A request for a group this server does not host is refused at once.
+func TestUnknownGroupAnswered(t *testing.T) {
+	c := newTestCluster(t, 2)
+	g, err := c.nodes[0].tr.Group(7, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	var resp raft.RequestVoteResponse
+	err = g.RequestVote("x", raft.ServerAddress(c.nodes[1].addr), &raft.RequestVoteRequest{Term: 1}, &resp)
+	if !errors.Is(err, ErrUnknownGroup) {
+		t.Fatalf("got %v, want ErrUnknownGroup", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("refusal took %v", d)
+	}
+}
+
+// Closing one group leaves the shared connections to the others open;
+// closing the transport closes everything promptly.
+func TestCloseGroupKeepsConnections(t *testing.T) {
+	c := newTestCluster(t, 3)
+	ids := groupIDs(3)
+	for _, id := range ids {
+		for i := range c.nodes {
+			c.startGroup(i, id, all(3), nil)
+		}
+	}
+	c.waitLeaders(ids)
+	n := c.nodes[0]
+	before := n.ln.n.Load()
+	dialedBefore, _ := n.tr.Conns()
+	n.rafts[1].Shutdown().Error() // closes its Group
+	delete(n.rafts, 1)
+	c.apply(2, 5, 64)
+	c.apply(3, 5, 64)
+	c.waitReplicated([]uint64{2, 3}, all(3), 5)
+	if dialed, _ := n.tr.Conns(); dialed < dialedBefore {
+		t.Errorf("closing a group closed connections: %d dialed, was %d", dialed, dialedBefore)
+	}
+	if n.ln.n.Load() != before {
+		t.Errorf("peers reconnected after a group closed")
+	}
+	start := time.Now()
+	c.stop(n)
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("closing the server took %v", d)
+	}
+	if dialed, accepted := n.tr.Conns(); dialed+accepted != 0 {
+		t.Errorf("%d connections open after Close", dialed+accepted)
+	}
+}
