@@ -20,6 +20,7 @@ import (
 
 	"tablestore/internal/masterclient"
 	"tablestore/internal/peertls"
+	"tablestore/partitionserver/admission"
 	"tablestore/partitionserver/fsm"
 	"tablestore/partitionserver/raftmux"
 	pb "tablestore/proto/tablestorepb"
@@ -38,6 +39,8 @@ type Server struct {
 	master  *masterclient.Client
 	addrs   *addressBook
 	creds   *peertls.Creds // nil: plaintext
+	// capacity admits leader work up to cfg.ServerCapacity (nil: off).
+	capacity *admission.Bucket
 
 	mu       sync.RWMutex
 	replicas map[uint64]*replica
@@ -53,7 +56,8 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Server{cfg: cfg, logger: logger, replicas: make(map[uint64]*replica), addrs: newAddressBook()}, nil
+	return &Server{cfg: cfg, logger: logger, replicas: make(map[uint64]*replica), addrs: newAddressBook(),
+		capacity: admission.New(cfg.ServerCapacity, cfg.ServerCapacity*capacityBurst.Seconds(), cfg.ServerQueueWait, time.Now())}, nil
 }
 
 // ID is the server id (valid after Start).

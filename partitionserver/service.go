@@ -184,7 +184,7 @@ func (v *service) RangeInfo(ctx context.Context, req *pb.RangeInfoRequest) (*pb.
 func (v *service) admit(r *replica, pk string, n int) error {
 	ok, wait := r.throttle.allow(pk, n, time.Now())
 	if ok {
-		return nil
+		return v.admitCapacity(r, n)
 	}
 	r.keys.throttle()
 	throttledTotal.Inc()

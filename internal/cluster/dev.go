@@ -34,6 +34,10 @@ type DevConfig struct {
 	Server partitionserver.Config
 }
 
+// MaxDevServers bounds -servers: dev places them at BasePort+200+i and
+// +300+i, and more than ten on one host show nothing more.
+const MaxDevServers = 10
+
 // DefaultDevConfig returns the documented defaults.
 func DefaultDevConfig() DevConfig {
 	return DevConfig{
@@ -47,8 +51,8 @@ func (c *DevConfig) Validate() error {
 	if c.DataDir == "" || c.FrontendAddr == "" {
 		return fmt.Errorf("cluster: dev needs data-dir and frontend-addr")
 	}
-	if c.Servers < 1 {
-		return fmt.Errorf("cluster: dev needs at least one partition server")
+	if c.Servers < 1 || c.Servers > MaxDevServers {
+		return fmt.Errorf("cluster: -servers must be in 1..%d", MaxDevServers)
 	}
 	if c.BasePort <= 0 || c.BasePort > 65000-400 {
 		return fmt.Errorf("cluster: base-port out of range")
@@ -61,12 +65,13 @@ func (c *DevConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory for all nodes' data")
 	fs.StringVar(&c.FrontendAddr, "frontend-addr", c.FrontendAddr, "listen address of the Azure Table endpoint")
 	fs.IntVar(&c.BasePort, "base-port", c.BasePort, "first internal port: master gRPC; +100 master Raft; +200+i / +300+i partition server gRPC / Raft")
-	fs.IntVar(&c.Servers, "servers", c.Servers, "number of partition servers")
+	fs.IntVar(&c.Servers, "servers", c.Servers, "number of partition servers (1..10; replication factor becomes at most this)")
 	fs.BoolVar(&c.LocalCalls, "local-calls", c.LocalCalls, "front-end calls the in-process partition servers directly instead of over loopback gRPC")
 	fs.IntVar(&c.Master.ReplicationFactor, "replication-factor", c.Master.ReplicationFactor, "replicas per range (at most -servers)")
 	c.Master.Policy.RegisterFlags(fs)
 	fs.Float64Var(&c.Server.PartitionThrottle, "partition-throttle", c.Server.PartitionThrottle, "entities/s one PartitionKey may use before 503 ServerBusy (Azure: 2000; 0 disables)")
 	fs.IntVar(&c.Server.HotKeys, "hot-keys", c.Server.HotKeys, "busiest PartitionKeys reported per range")
+	c.Server.RegisterCapacityFlags(fs)
 }
 
 // StartDev starts the dev cluster.
