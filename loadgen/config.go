@@ -69,6 +69,13 @@ type Config struct {
 	Seed uint64
 	// JSON prints JSON lines instead of text.
 	JSON bool
+	// Report is a file the run's report is written to at the end: JSON if
+	// it ends in .json, one self-contained page if .html; empty: none.
+	Report string
+	// Master lists the master gRPC addresses the report reads the range
+	// count, the servers' load and the event log from; empty: the report
+	// has the client's figures only.
+	Master string
 }
 
 // DefaultConfig returns the documented defaults: the dev endpoint, uniform
@@ -86,6 +93,7 @@ func DefaultConfig() Config {
 		RequestTimeout: 10 * time.Second,
 		Backoff:        true,
 		ReportInterval: time.Second,
+		Master:         "127.0.0.1:7000",
 	}
 }
 
@@ -135,6 +143,11 @@ func (c *Config) Validate() error {
 	if c.RequestTimeout <= 0 || c.ReportInterval <= 0 {
 		errs = append(errs, errors.New("--request-timeout and --report-interval must be positive"))
 	}
+	if c.Report != "" {
+		if _, err := reportFormat(c.Report); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
@@ -159,4 +172,6 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.ReportInterval, "report-interval", c.ReportInterval, "period of the progress lines")
 	fs.Uint64Var(&c.Seed, "seed", c.Seed, "seed of the key choices; 0 picks one from the clock")
 	fs.BoolVar(&c.JSON, "json", c.JSON, "print JSON lines instead of text")
+	fs.StringVar(&c.Report, "report", c.Report, "write the run's report to this file at the end: FILE.json, or FILE.html (one self-contained page with charts)")
+	fs.StringVar(&c.Master, "master", c.Master, "comma-separated master gRPC addresses the report reads ranges, server load and events from (empty: client figures only)")
 }
