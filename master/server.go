@@ -65,6 +65,8 @@ type Server struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	dashboardHistoryState
 }
 
 // New validates cfg and prepares a master; Start runs it.
