@@ -18,10 +18,14 @@ const (
 	ScenarioHotPartition = "hot-partition"
 	ScenarioAppend       = "append"
 	ScenarioZipf         = "zipf"
+	// ScenarioAppendHashed is the fix of append: a bucket prefix.
+	ScenarioAppendHashed = "append-hashed"
+	// ScenarioMovingHot is a hot spot that moves through the key space.
+	ScenarioMovingHot = "moving-hot"
 )
 
 // Scenarios lists the scenarios in the order the help shows them.
-var Scenarios = []string{ScenarioUniform, ScenarioHotPartition, ScenarioAppend, ScenarioZipf}
+var Scenarios = []string{ScenarioUniform, ScenarioHotPartition, ScenarioAppend, ScenarioAppendHashed, ScenarioZipf, ScenarioMovingHot}
 
 // MaxEntitySize bounds --entity-size. Azure counts a string property's
 // characters twice (UTF-16) against its 1 MiB entity limit; 256 KiB of
@@ -158,7 +162,7 @@ func (c *Config) Validate() error {
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Conn, "conn", c.Conn, "Azure storage connection string of the endpoint (default: tablestore dev)")
 	fs.StringVar(&c.Table, "table", c.Table, "table to write (created if missing)")
-	fs.StringVar(&c.Scenario, "scenario", c.Scenario, "PartitionKey pattern: uniform | hot-partition | append | zipf")
+	fs.StringVar(&c.Scenario, "scenario", c.Scenario, "PartitionKey pattern: uniform | hot-partition | append | append-hashed (append with a bucket prefix, -partitions buckets) | zipf | moving-hot (90% on 1/8 of the keys, moving every 15 s)")
 	fs.IntVar(&c.Partitions, "partitions", c.Partitions, "number of PartitionKeys of uniform and zipf")
 	fs.Float64Var(&c.ZipfS, "zipf-s", c.ZipfS, "Zipf exponent of the zipf scenario (> 1; larger is more skewed)")
 	fs.Float64Var(&c.Rate, "rate", c.Rate, "target entities (requests) per second over all workers; 0: as fast as possible")
