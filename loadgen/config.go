@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 )
 
@@ -73,8 +74,9 @@ type Config struct {
 	Seed uint64
 	// JSON prints JSON lines instead of text.
 	JSON bool
-	// Report is a file the run's report is written to at the end: JSON if
-	// it ends in .json, one self-contained page if .html; empty: none.
+	// Report lists (comma-separated) the files the run's report is written
+	// to at the end: JSON if one ends in .json, one self-contained page if
+	// .html; empty: none.
 	Report string
 	// Master lists the master gRPC addresses the report reads the range
 	// count, the servers' load and the event log from; empty: the report
@@ -147,8 +149,8 @@ func (c *Config) Validate() error {
 	if c.RequestTimeout <= 0 || c.ReportInterval <= 0 {
 		errs = append(errs, errors.New("--request-timeout and --report-interval must be positive"))
 	}
-	if c.Report != "" {
-		if _, err := reportFormat(c.Report); err != nil {
+	for _, path := range c.reportPaths() {
+		if _, err := reportFormat(path); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -176,6 +178,17 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.ReportInterval, "report-interval", c.ReportInterval, "period of the progress lines")
 	fs.Uint64Var(&c.Seed, "seed", c.Seed, "seed of the key choices; 0 picks one from the clock")
 	fs.BoolVar(&c.JSON, "json", c.JSON, "print JSON lines instead of text")
-	fs.StringVar(&c.Report, "report", c.Report, "write the run's report to this file at the end: FILE.json, or FILE.html (one self-contained page with charts)")
+	fs.StringVar(&c.Report, "report", c.Report, "write the run's report at the end to FILE.json and/or FILE.html (one self-contained page with charts); comma-separated for both")
 	fs.StringVar(&c.Master, "master", c.Master, "comma-separated master gRPC addresses the report reads ranges, server load and events from (empty: client figures only)")
+}
+
+// reportPaths splits --report.
+func (c *Config) reportPaths() []string {
+	var out []string
+	for _, p := range strings.Split(c.Report, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }

@@ -177,8 +177,10 @@ func (r *reporter) finish(ctx context.Context, s Summary) error {
 		}
 	}
 	r.rep.Summary = s
-	if err := r.rep.WriteFile(r.cfg.Report); err != nil {
-		return fmt.Errorf("loadgen: --report: %w", err)
+	for _, path := range r.cfg.reportPaths() {
+		if err := r.rep.WriteFile(path); err != nil {
+			return fmt.Errorf("loadgen: --report: %w", err)
+		}
 	}
 	return nil
 }
