@@ -81,11 +81,12 @@ func TestDashboardInBrowser(t *testing.T) {
 	  return {points: p.length ? Math.max(...p) : 0, cells: document.querySelectorAll('#h-heat rect.cell').length,
 	    servers: document.querySelectorAll('#h-servers path.series').length,
 	    ranges: document.querySelectorAll('#h-ranges path.series').length,
+	    latency: document.querySelectorAll('#h-tables-lat path.series, #h-servers-lat path.series').length,
 	    event: (document.querySelector('#events tbody td') || {}).textContent || ''};
 	})()`
 	type view struct {
-		Points, Cells, Servers, Ranges int
-		Event                          string
+		Points, Cells, Servers, Ranges, Latency int
+		Event                                   string
 	}
 	waitFor := func(what string, ok func(view) bool) view {
 		t.Helper()
@@ -107,7 +108,9 @@ func TestDashboardInBrowser(t *testing.T) {
 	if _, err := chromedp.Run(ctx, chromedp.Navigate(srv.URL+"/dashboard")); err != nil {
 		t.Fatal(err)
 	}
-	first := waitFor("charts render", func(v view) bool { return v.Points >= 2 && v.Cells > 0 && v.Servers == 3 && v.Ranges > 0 })
+	first := waitFor("charts render", func(v view) bool {
+		return v.Points >= 2 && v.Cells > 0 && v.Servers == 3 && v.Ranges > 0 && v.Latency >= 4
+	})
 	waitFor("charts update", func(v view) bool { return v.Points >= first.Points+2 && v.Cells > first.Cells })
 	v := waitFor("an event with date and zone", func(v view) bool { return v.Event != "" })
 	if !strings.Contains(v.Event, "20") || !(strings.Contains(v.Event, "UTC") || strings.Contains(v.Event, "GMT")) {

@@ -21,12 +21,18 @@ type histSample struct {
 	UnixMs  int64                 `json:"t"`
 	Tables  map[string]*histTable `json:"tables"`
 	Servers map[string]float64    `json:"servers"` // entities/s led
+	// ServerLatencyMs is the mean latency of the requests each server
+	// served as leader (weighted by the ranges' load).
+	ServerLatencyMs map[string]float64 `json:"server_latency_ms"`
 }
 
 type histTable struct {
-	EntitiesPerSec  float64     `json:"eps"`
-	ThrottledPerSec float64     `json:"throttled"`
-	Ranges          []histRange `json:"ranges"` // in key order
+	EntitiesPerSec  float64 `json:"eps"`
+	ThrottledPerSec float64 `json:"throttled"`
+	// LatencyMs is the mean latency of the table's requests as its range
+	// leaders measured them (weighted by the ranges' load).
+	LatencyMs float64     `json:"latency_ms"`
+	Ranges    []histRange `json:"ranges"` // in key order
 }
 
 // histRange is one cell column entry of the key visualizer: a range's key
@@ -40,10 +46,13 @@ type histRange struct {
 
 // sampleOf summarises a partition map at now.
 func sampleOf(m *pb.PartitionMap, now time.Time) histSample {
-	h := histSample{UnixMs: now.UnixMilli(), Tables: map[string]*histTable{}, Servers: map[string]float64{}}
+	h := histSample{UnixMs: now.UnixMilli(), Tables: map[string]*histTable{}, Servers: map[string]float64{},
+		ServerLatencyMs: map[string]float64{}}
 	for _, sv := range m.GetServers() {
 		h.Servers[sv.GetServerId()] = 0
 	}
+	// Sums of latency × load, divided by the load at the end.
+	tableLat, serverLat := map[string]float64{}, map[string]float64{}
 	for _, r := range m.GetRanges() {
 		t := h.Tables[r.GetTable()]
 		if t == nil {
@@ -54,13 +63,23 @@ func sampleOf(m *pb.PartitionMap, now time.Time) histSample {
 		v := load.GetEntitiesPerSec()
 		t.EntitiesPerSec += v
 		t.ThrottledPerSec += load.GetThrottledPerSec()
+		tableLat[r.GetTable()] += v * load.GetMeanLatencyMs()
 		t.Ranges = append(t.Ranges, histRange{ID: r.GetRangeId(), Start: r.GetStart(), End: r.GetEnd(), EntitiesPerSec: v})
 		if l := m.GetLeaders()[r.GetRangeId()]; l != "" {
 			h.Servers[l] += v
+			serverLat[l] += v * load.GetMeanLatencyMs()
 		}
 	}
-	for _, t := range h.Tables {
+	for name, t := range h.Tables {
 		sort.Slice(t.Ranges, func(i, j int) bool { return t.Ranges[i].Start < t.Ranges[j].Start })
+		if t.EntitiesPerSec > 0 {
+			t.LatencyMs = tableLat[name] / t.EntitiesPerSec
+		}
+	}
+	for id, v := range h.Servers {
+		if v > 0 {
+			h.ServerLatencyMs[id] = serverLat[id] / v
+		}
 	}
 	return h
 }

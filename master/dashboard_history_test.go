@@ -14,7 +14,8 @@ func TestSampleOf(t *testing.T) {
 			{RangeId: 2, Table: "t", Start: "m"}, {RangeId: 1, Table: "t", End: "m"}, {RangeId: 3, Table: "u"},
 		},
 		Leaders: map[uint64]string{1: "a", 2: "b", 3: "b"},
-		Loads:   map[uint64]*pb.RangeLoad{1: {EntitiesPerSec: 10}, 2: {EntitiesPerSec: 30, ThrottledPerSec: 2}, 3: {EntitiesPerSec: 5}},
+		Loads: map[uint64]*pb.RangeLoad{1: {EntitiesPerSec: 10, MeanLatencyMs: 4}, 2: {EntitiesPerSec: 30, ThrottledPerSec: 2, MeanLatencyMs: 8},
+			3: {EntitiesPerSec: 5, MeanLatencyMs: 1}},
 	}
 	s := sampleOf(m, time.UnixMilli(42))
 	tt := s.Tables["t"]
@@ -23,6 +24,10 @@ func TestSampleOf(t *testing.T) {
 	}
 	if s.Servers["a"] != 10 || s.Servers["b"] != 35 {
 		t.Errorf("servers %v", s.Servers)
+	}
+	// Load-weighted means: t = (10*4 + 30*8) / 40, b = (30*8 + 5*1) / 35.
+	if tt.LatencyMs != 7 || s.ServerLatencyMs["a"] != 4 || s.ServerLatencyMs["b"] != 7 {
+		t.Errorf("latency: table %v, servers %v", tt.LatencyMs, s.ServerLatencyMs)
 	}
 }
 

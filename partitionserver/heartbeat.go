@@ -50,6 +50,7 @@ func (s *Server) statuses() []*pb.RangeStatus {
 				ReadsPerSec: rs, WritesPerSec: ws, EntitiesPerSec: es,
 				EntityCount: st.GetEntityCount(), Bytes: st.GetBytes(),
 				HotKeys: hot, LoadSample: sample, DistinctKeys: uint32(distinct), ThrottledPerSec: throttled,
+				MeanLatencyMs: r.keys.rollLatency(),
 			},
 		})
 	}

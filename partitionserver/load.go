@@ -21,6 +21,10 @@ type keyMeter struct {
 	distinct  int
 	throttled int
 	start     time.Time
+	// nServed and servedTime sum the window's successful requests and the
+	// time they took, for the mean latency.
+	nServed    int
+	servedTime time.Duration
 }
 
 func newKeyMeter() *keyMeter {
@@ -38,6 +42,27 @@ func (m *keyMeter) add(pk string, n int) {
 		m.distinct++ // an overestimate once the map is full; fine for a report
 	}
 	m.mu.Unlock()
+}
+
+// served counts one successful request that took d.
+func (m *keyMeter) served(d time.Duration) {
+	m.mu.Lock()
+	m.nServed++
+	m.servedTime += d
+	m.mu.Unlock()
+}
+
+// rollLatency returns the mean latency in milliseconds of the requests
+// counted since the last call (0 without any) and starts over.
+func (m *keyMeter) rollLatency() float64 {
+	m.mu.Lock()
+	n, d := m.nServed, m.servedTime
+	m.nServed, m.servedTime = 0, 0
+	m.mu.Unlock()
+	if n == 0 {
+		return 0
+	}
+	return float64(d) / float64(n) / float64(time.Millisecond)
 }
 
 func (m *keyMeter) throttle() {

@@ -83,3 +83,18 @@ func TestThrottle(t *testing.T) {
 		t.Fatal("a nil (disabled) throttle refused")
 	}
 }
+
+func TestKeyMeterLatency(t *testing.T) {
+	m := newKeyMeter()
+	if got := m.rollLatency(); got != 0 {
+		t.Fatalf("empty window: %v ms", got)
+	}
+	m.served(2 * time.Millisecond)
+	m.served(4 * time.Millisecond)
+	if got := m.rollLatency(); got != 3 {
+		t.Fatalf("mean of 2 and 4 ms: %v", got)
+	}
+	if got := m.rollLatency(); got != 0 {
+		t.Fatalf("the window did not start over: %v", got)
+	}
+}

@@ -678,7 +678,10 @@ type RangeLoad struct {
 	// A load-weighted sample for choosing split keys: PartitionKeys in key
 	// order at even steps of cumulative load, each with the load of the keys
 	// since the previous one (all keys when there are few).
-	LoadSample    []*KeyLoad `protobuf:"bytes,9,rep,name=load_sample,json=loadSample,proto3" json:"load_sample,omitempty"`
+	LoadSample []*KeyLoad `protobuf:"bytes,9,rep,name=load_sample,json=loadSample,proto3" json:"load_sample,omitempty"`
+	// Mean time the leader took to serve the window's successful requests
+	// (queueing for the server's capacity included), in milliseconds.
+	MeanLatencyMs float64 `protobuf:"fixed64,10,opt,name=mean_latency_ms,json=meanLatencyMs,proto3" json:"mean_latency_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -774,6 +777,13 @@ func (x *RangeLoad) GetLoadSample() []*KeyLoad {
 		return x.LoadSample
 	}
 	return nil
+}
+
+func (x *RangeLoad) GetMeanLatencyMs() float64 {
+	if x != nil {
+		return x.MeanLatencyMs
+	}
+	return 0
 }
 
 // KeyLoad is the load on one PartitionKey.
@@ -2336,7 +2346,7 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x1b\n" +
 	"\traft_addr\x18\x03 \x01(\tR\braftAddr\x12\x14\n" +
 	"\x05alive\x18\x04 \x01(\bR\x05alive\x127\n" +
-	"\x18last_heartbeat_unix_nano\x18\x05 \x01(\x03R\x15lastHeartbeatUnixNano\"\xf5\x02\n" +
+	"\x18last_heartbeat_unix_nano\x18\x05 \x01(\x03R\x15lastHeartbeatUnixNano\"\x9d\x03\n" +
 	"\tRangeLoad\x12\"\n" +
 	"\rreads_per_sec\x18\x01 \x01(\x01R\vreadsPerSec\x12$\n" +
 	"\x0ewrites_per_sec\x18\x02 \x01(\x01R\fwritesPerSec\x12(\n" +
@@ -2347,7 +2357,9 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\rdistinct_keys\x18\a \x01(\rR\fdistinctKeys\x12*\n" +
 	"\x11throttled_per_sec\x18\b \x01(\x01R\x0fthrottledPerSec\x127\n" +
 	"\vload_sample\x18\t \x03(\v2\x16.tablestore.v1.KeyLoadR\n" +
-	"loadSample\"X\n" +
+	"loadSample\x12&\n" +
+	"\x0fmean_latency_ms\x18\n" +
+	" \x01(\x01R\rmeanLatencyMs\"X\n" +
 	"\aKeyLoad\x12#\n" +
 	"\rpartition_key\x18\x01 \x01(\tR\fpartitionKey\x12(\n" +
 	"\x10entities_per_sec\x18\x02 \x01(\x01R\x0eentitiesPerSec\"\x85\x03\n" +
