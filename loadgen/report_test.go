@@ -115,3 +115,13 @@ func TestReportFormat(t *testing.T) {
 		}
 	}
 }
+
+// TestReportEmptyListsAreLists: a run without events or cluster samples
+// has [] in its JSON, not null, so readers need no special case.
+func TestReportEmptyListsAreLists(t *testing.T) {
+	w := newClusterWatch(nil, "t", time.Now())
+	samples, events, err := w.result()
+	if samples == nil || events == nil || err != nil {
+		t.Fatalf("result() = %v, %v, %v", samples, events, err)
+	}
+}

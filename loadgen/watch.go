@@ -122,5 +122,6 @@ func (w *clusterWatch) result() ([]ClusterSample, []ReportEvent, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	sort.SliceStable(w.events, func(i, j int) bool { return w.events[i].Seq < w.events[j].Seq })
-	return w.samples, w.events, w.err
+	// Empty lists, not null, in the JSON.
+	return append([]ClusterSample{}, w.samples...), append([]ReportEvent{}, w.events...), w.err
 }
