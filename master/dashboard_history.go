@@ -29,6 +29,8 @@ type histSample struct {
 type histTable struct {
 	EntitiesPerSec  float64 `json:"eps"`
 	ThrottledPerSec float64 `json:"throttled"`
+	// BusyPerSec is requests refused for the leaders' server capacity.
+	BusyPerSec float64 `json:"busy"`
 	// LatencyMs is the mean latency of the table's requests as its range
 	// leaders measured them (weighted by the ranges' load).
 	LatencyMs float64     `json:"latency_ms"`
@@ -63,6 +65,7 @@ func sampleOf(m *pb.PartitionMap, now time.Time) histSample {
 		v := load.GetEntitiesPerSec()
 		t.EntitiesPerSec += v
 		t.ThrottledPerSec += load.GetThrottledPerSec()
+		t.BusyPerSec += load.GetServerBusyPerSec()
 		tableLat[r.GetTable()] += v * load.GetMeanLatencyMs()
 		t.Ranges = append(t.Ranges, histRange{ID: r.GetRangeId(), Start: r.GetStart(), End: r.GetEnd(), EntitiesPerSec: v})
 		if l := m.GetLeaders()[r.GetRangeId()]; l != "" {

@@ -30,8 +30,10 @@ func (v *service) admitCapacity(r *replica, n int) error {
 		}
 		return nil
 	}
-	// Not counted as the range's throttling: that names a hot partition
-	// in the master's events, and this is the server being full.
+	// Not counted as the range's throttling (that names a hot partition
+	// in the master's events) but as its unserved demand, which the load
+	// report carries for the master's policies.
+	r.keys.refusedBusy()
 	capacityRefusedTotal.Inc()
 	return rpcerr.New(codes.ResourceExhausted, rpcerr.ReasonServerBusy,
 		fmt.Sprintf("server %s is over its capacity of %.0f entities/s", v.s.id, v.s.cfg.ServerCapacity),

@@ -33,6 +33,7 @@ func (s *Server) statuses() []*pb.RangeStatus {
 		st := r.fsm.State()
 		rs, ws, es := r.load.rates()
 		hot, sample, distinct, throttled := r.keys.roll(s.cfg.HotKeys)
+		latency, busy := r.keys.rollService(time.Now())
 		leader := r.isLeader()
 		if leader {
 			rangeEntitiesPerSec.WithLabelValues(strconv.FormatUint(r.id, 10), st.GetRange().GetTable()).Set(es)
@@ -50,7 +51,7 @@ func (s *Server) statuses() []*pb.RangeStatus {
 				ReadsPerSec: rs, WritesPerSec: ws, EntitiesPerSec: es,
 				EntityCount: st.GetEntityCount(), Bytes: st.GetBytes(),
 				HotKeys: hot, LoadSample: sample, DistinctKeys: uint32(distinct), ThrottledPerSec: throttled,
-				MeanLatencyMs: r.keys.rollLatency(),
+				MeanLatencyMs: latency, ServerBusyPerSec: busy,
 			},
 		})
 	}

@@ -25,10 +25,14 @@ type keyMeter struct {
 	// time they took, for the mean latency.
 	nServed    int
 	servedTime time.Duration
+	// busy counts the window's requests refused for server capacity.
+	busy         int
+	serviceStart time.Time
 }
 
 func newKeyMeter() *keyMeter {
-	return &keyMeter{cur: make(map[string]float64), start: time.Now()}
+	now := time.Now()
+	return &keyMeter{cur: make(map[string]float64), start: now, serviceStart: now}
 }
 
 func (m *keyMeter) add(pk string, n int) {
@@ -52,17 +56,28 @@ func (m *keyMeter) served(d time.Duration) {
 	m.mu.Unlock()
 }
 
-// rollLatency returns the mean latency in milliseconds of the requests
-// counted since the last call (0 without any) and starts over.
-func (m *keyMeter) rollLatency() float64 {
+// refusedBusy counts one request refused for server capacity.
+func (m *keyMeter) refusedBusy() {
 	m.mu.Lock()
-	n, d := m.nServed, m.servedTime
-	m.nServed, m.servedTime = 0, 0
+	m.busy++
 	m.mu.Unlock()
-	if n == 0 {
-		return 0
+}
+
+// rollService returns the mean latency in milliseconds of the requests
+// served since the last call (0 without any) and the requests refused for
+// server capacity per second since then, and starts over at now.
+func (m *keyMeter) rollService(now time.Time) (latencyMs, busyPerSec float64) {
+	m.mu.Lock()
+	n, d, busy, elapsed := m.nServed, m.servedTime, m.busy, now.Sub(m.serviceStart)
+	m.nServed, m.servedTime, m.busy, m.serviceStart = 0, 0, 0, now
+	m.mu.Unlock()
+	if n > 0 {
+		latencyMs = float64(d) / float64(n) / float64(time.Millisecond)
 	}
-	return float64(d) / float64(n) / float64(time.Millisecond)
+	if elapsed > 0 {
+		busyPerSec = float64(busy) / elapsed.Seconds()
+	}
+	return latencyMs, busyPerSec
 }
 
 func (m *keyMeter) throttle() {
