@@ -41,7 +41,7 @@ var webchart = (function () {
       el('text', {x: L - 4, y: sy(yv) + 4, 'font-size': 10, 'text-anchor': 'end'}, svg).textContent = fmt(yv);
       if (i) el('line', {x1: L, y1: sy(yv), x2: W - R, y2: sy(yv), stroke: '#eee'}, svg);
       var xv = x0 + (x1 - x0) * i / 4;
-      el('text', {x: sx(xv), y: H - 6, 'font-size': 10, 'text-anchor': 'middle'}, svg).textContent = spec.xLabel ? spec.xLabel(xv) : fmt(xv);
+      el('text', {x: sx(xv), y: H - 6, 'font-size': 10, 'text-anchor': i === 4 ? 'end' : i === 0 ? 'start' : 'middle'}, svg).textContent = spec.xLabel ? spec.xLabel(xv) : fmt(xv);
     }
     (spec.markers || []).forEach(function (m) {
       var ln = el('line', {x1: sx(m.x), y1: T, x2: sx(m.x), y2: H - B, stroke: MARK[m.kind] || '#aaa', 'stroke-dasharray': '3,2', 'class': 'marker'}, svg);
