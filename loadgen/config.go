@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 )
 
@@ -18,10 +19,14 @@ const (
 	ScenarioHotPartition = "hot-partition"
 	ScenarioAppend       = "append"
 	ScenarioZipf         = "zipf"
+	// ScenarioAppendHashed is the fix of append: a bucket prefix.
+	ScenarioAppendHashed = "append-hashed"
+	// ScenarioMovingHot is a hot spot that moves through the key space.
+	ScenarioMovingHot = "moving-hot"
 )
 
 // Scenarios lists the scenarios in the order the help shows them.
-var Scenarios = []string{ScenarioUniform, ScenarioHotPartition, ScenarioAppend, ScenarioZipf}
+var Scenarios = []string{ScenarioUniform, ScenarioHotPartition, ScenarioAppend, ScenarioAppendHashed, ScenarioZipf, ScenarioMovingHot}
 
 // MaxEntitySize bounds --entity-size. Azure counts a string property's
 // characters twice (UTF-16) against its 1 MiB entity limit; 256 KiB of
@@ -69,6 +74,14 @@ type Config struct {
 	Seed uint64
 	// JSON prints JSON lines instead of text.
 	JSON bool
+	// Report lists (comma-separated) the files the run's report is written
+	// to at the end: JSON if one ends in .json, one self-contained page if
+	// .html; empty: none.
+	Report string
+	// Master lists the master gRPC addresses the report reads the range
+	// count, the servers' load and the event log from; empty: the report
+	// has the client's figures only.
+	Master string
 }
 
 // DefaultConfig returns the documented defaults: the dev endpoint, uniform
@@ -86,6 +99,7 @@ func DefaultConfig() Config {
 		RequestTimeout: 10 * time.Second,
 		Backoff:        true,
 		ReportInterval: time.Second,
+		Master:         "127.0.0.1:7000",
 	}
 }
 
@@ -135,6 +149,11 @@ func (c *Config) Validate() error {
 	if c.RequestTimeout <= 0 || c.ReportInterval <= 0 {
 		errs = append(errs, errors.New("--request-timeout and --report-interval must be positive"))
 	}
+	for _, path := range c.reportPaths() {
+		if _, err := reportFormat(path); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
@@ -145,7 +164,7 @@ func (c *Config) Validate() error {
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Conn, "conn", c.Conn, "Azure storage connection string of the endpoint (default: tablestore dev)")
 	fs.StringVar(&c.Table, "table", c.Table, "table to write (created if missing)")
-	fs.StringVar(&c.Scenario, "scenario", c.Scenario, "PartitionKey pattern: uniform | hot-partition | append | zipf")
+	fs.StringVar(&c.Scenario, "scenario", c.Scenario, "PartitionKey pattern: uniform | hot-partition | append | append-hashed (append with a bucket prefix, -partitions buckets) | zipf | moving-hot (90% on 1/8 of the keys, moving every 15 s)")
 	fs.IntVar(&c.Partitions, "partitions", c.Partitions, "number of PartitionKeys of uniform and zipf")
 	fs.Float64Var(&c.ZipfS, "zipf-s", c.ZipfS, "Zipf exponent of the zipf scenario (> 1; larger is more skewed)")
 	fs.Float64Var(&c.Rate, "rate", c.Rate, "target entities (requests) per second over all workers; 0: as fast as possible")
@@ -159,4 +178,17 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.ReportInterval, "report-interval", c.ReportInterval, "period of the progress lines")
 	fs.Uint64Var(&c.Seed, "seed", c.Seed, "seed of the key choices; 0 picks one from the clock")
 	fs.BoolVar(&c.JSON, "json", c.JSON, "print JSON lines instead of text")
+	fs.StringVar(&c.Report, "report", c.Report, "write the run's report at the end to FILE.json and/or FILE.html (one self-contained page with charts); comma-separated for both")
+	fs.StringVar(&c.Master, "master", c.Master, "comma-separated master gRPC addresses the report reads ranges, server load and events from (empty: client figures only)")
+}
+
+// reportPaths splits --report.
+func (c *Config) reportPaths() []string {
+	var out []string
+	for _, p := range strings.Split(c.Report, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }

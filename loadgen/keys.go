@@ -37,6 +37,16 @@ func NewKeyGen(scenario string, partitions int, zipfS float64, clock func() time
 			clock = time.Now
 		}
 		return &appendKeys{now: clock}, nil
+	case ScenarioAppendHashed:
+		if clock == nil {
+			clock = time.Now
+		}
+		return &hashedAppendKeys{appendKeys: appendKeys{now: clock}, buckets: partitions, width: keyWidth(partitions)}, nil
+	case ScenarioMovingHot:
+		if clock == nil {
+			clock = time.Now
+		}
+		return movingHotKeys{n: partitions, width: keyWidth(partitions), now: clock, start: clock()}, nil
 	case ScenarioZipf:
 		if zipfS <= 1 {
 			return nil, fmt.Errorf("%w: zipf exponent must be greater than 1", ErrInvalidConfig)
@@ -107,4 +117,43 @@ func (a *appendKeys) next() string {
 		}
 	}
 	return fmt.Sprintf("%0*d", appendKeyDigits, t)
+}
+
+// hashedAppendKeys is the fix of the append anti-pattern from the table
+// design guide: the time-ordered key gets a bucket prefix ("b07-<ms>"), so
+// writes of one moment spread over buckets the master can split apart,
+// while a reader can still scan a time window with one query per bucket.
+type hashedAppendKeys struct {
+	appendKeys
+	buckets, width int
+}
+
+func (h *hashedAppendKeys) Worker(r *rand.Rand) func() string {
+	return func() string { return fmt.Sprintf("b%0*d-%s", h.width, r.IntN(h.buckets), h.next()) }
+}
+
+// Moving hot spot: hotShare of the requests go to a window of
+// 1/hotWindows of the key space, which moves to the next window every
+// hotPeriod; the rest are uniform.
+const (
+	hotShare   = 0.9
+	hotWindows = 8
+	hotPeriod  = 15 * time.Second
+)
+
+type movingHotKeys struct {
+	n, width int
+	now      func() time.Time
+	start    time.Time
+}
+
+func (m movingHotKeys) Worker(r *rand.Rand) func() string {
+	return func() string {
+		if r.Float64() >= hotShare {
+			return partitionKey(r.IntN(m.n), m.width)
+		}
+		size := max(1, m.n/hotWindows)
+		w := int(m.now().Sub(m.start)/hotPeriod) % hotWindows
+		return partitionKey(min(m.n-1, w*size+r.IntN(size)), m.width)
+	}
 }

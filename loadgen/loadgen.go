@@ -93,11 +93,12 @@ func Generate(ctx context.Context, cfg Config, out io.Writer) (Summary, error) {
 	}
 
 	p := newPrinter(out, cfg.JSON)
-	if err := p.start(Start{
+	st := Start{
 		Type: "start", Endpoint: endpointOf(cfg.Conn), Table: cfg.Table, Scenario: cfg.Scenario,
 		Partitions: cfg.Partitions, Workers: cfg.Workers, RateTarget: cfg.Rate,
 		DurationSeconds: cfg.Duration.Seconds(), EntitySize: cfg.EntitySize, ReadRatio: cfg.ReadRatio, Seed: seed,
-	}); err != nil {
+	}
+	if err := p.start(st); err != nil {
 		return Summary{}, err
 	}
 
@@ -112,6 +113,9 @@ func Generate(ctx context.Context, cfg Config, out io.Writer) (Summary, error) {
 	}
 	runCtx, cancel := context.WithTimeout(ctx, cfg.Duration)
 	defer cancel()
+	rep := newReporter(cfg, st, begin)
+	defer rep.close()
+	rep.watch(runCtx)
 	var wg sync.WaitGroup
 	for w := range cfg.Workers {
 		wg.Add(1)
@@ -128,7 +132,9 @@ loop:
 		case <-runCtx.Done():
 			break loop
 		case now := <-ticker.C:
-			if err := p.interval(g.col.Interval(now)); err != nil && printErr == nil {
+			iv := g.col.Interval(now)
+			rep.interval(iv)
+			if err := p.interval(iv); err != nil && printErr == nil {
 				printErr = err
 			}
 		}
@@ -139,6 +145,7 @@ loop:
 	// The last, partial period, unless it is too short to mean anything.
 	if g.col.Pending() && end.Sub(begin) > 0 {
 		if iv := g.col.Interval(end); iv.IntervalSeconds >= 0.1 {
+			rep.interval(iv)
 			if err := p.interval(iv); err != nil && printErr == nil {
 				printErr = err
 			}
@@ -148,6 +155,9 @@ loop:
 	s.Scenario, s.Table, s.Workers, s.RateTarget = cfg.Scenario, cfg.Table, cfg.Workers, cfg.Rate
 	s.Interrupted = ctx.Err() != nil
 	if err := p.summary(s); err != nil && printErr == nil {
+		printErr = err
+	}
+	if err := rep.finish(ctx, s); err != nil && printErr == nil {
 		printErr = err
 	}
 	return s, printErr

@@ -472,3 +472,50 @@ func TestEndpointOf(t *testing.T) {
 		}
 	}
 }
+
+func TestGuideScenarioKeys(t *testing.T) {
+	now := time.UnixMilli(1_000_000)
+	clock := func() time.Time { return now }
+	t.Run("append-hashed spreads one moment over buckets", func(t *testing.T) {
+		g, err := NewKeyGen(ScenarioAppendHashed, 16, 0, clock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pick := g.Worker(rand.New(rand.NewPCG(1, 2)))
+		seen := map[string]bool{}
+		for range 200 {
+			k := pick()
+			b, ts, ok := strings.Cut(k, "-")
+			if !ok || len(b) != 5 || ts != "000000001000000" {
+				t.Fatalf("key %q", k)
+			}
+			seen[b] = true
+		}
+		if len(seen) != 16 {
+			t.Errorf("%d buckets used, want 16", len(seen))
+		}
+	})
+	t.Run("moving-hot moves its window", func(t *testing.T) {
+		g, err := NewKeyGen(ScenarioMovingHot, 800, 0, clock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pick := g.Worker(rand.New(rand.NewPCG(3, 4)))
+		share := func(lo, hi string) float64 {
+			in := 0
+			for range 1000 {
+				if k := pick(); k >= lo && k < hi {
+					in++
+				}
+			}
+			return float64(in) / 1000
+		}
+		if s := share("p0000", "p0100"); s < 0.85 {
+			t.Errorf("first window has %.2f of the load", s)
+		}
+		now = now.Add(hotPeriod)
+		if s := share("p0100", "p0200"); s < 0.85 {
+			t.Errorf("second window has %.2f of the load", s)
+		}
+	})
+}

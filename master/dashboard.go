@@ -1,17 +1,29 @@
 package master
 
 import (
+	"bytes"
 	"embed"
 	"encoding/json"
 	"net/http"
 	"sort"
+	"strconv"
+	"sync"
 	"time"
+
+	"tablestore/internal/webchart"
 
 	pb "tablestore/proto/tablestorepb"
 )
 
 //go:embed dashboard/index.html
 var dashboardFS embed.FS
+
+// dashboardHistoryState is the Server's part for the dashboard's history.
+type dashboardHistoryState struct {
+	historyMu      sync.Mutex
+	historyRing    *historyRing
+	historyStarted bool
+}
 
 // dashboardState is what the dashboard page polls: the partition map with
 // leaders and load, the servers, and the latest events.
@@ -62,21 +74,62 @@ type dashboardEvent struct {
 }
 
 // DashboardHandler serves the live dashboard (/dashboard) and its data
-// (/dashboard/state): the partition map per table with load heat and
-// leaders, the servers, and the event timeline. Only the leader has load
+// (/dashboard/state, /dashboard/history?after=UNIX_MS): the partition map
+// per table with load heat and leaders, the servers, the event timeline,
+// and the last ten minutes of load per table, per server and per range. Only the leader has load
 // and leaders; a follower says so.
 func (s *Server) DashboardHandler() http.Handler {
+	ring := s.dashboardHistory()
+	page := dashboardPage()
 	mux := http.NewServeMux()
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.dashboardHistory()
+		mux.ServeHTTP(w, r)
+	})
 	mux.HandleFunc("/dashboard", func(w http.ResponseWriter, r *http.Request) {
-		b, _ := dashboardFS.ReadFile("dashboard/index.html")
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		w.Write(b)
+		w.Write(page)
+	})
+	mux.HandleFunc("/dashboard/history", func(w http.ResponseWriter, r *http.Request) {
+		after, err := strconv.ParseInt(r.URL.Query().Get("after"), 10, 64)
+		if err != nil {
+			after = 0
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(ring.after(after))
 	})
 	mux.HandleFunc("/dashboard/state", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(s.dashboardState())
 	})
-	return mux
+	return handler
+}
+
+// dashboardPage is the page with the chart library inlined, so it is one
+// self-contained file.
+func dashboardPage() []byte {
+	b, _ := dashboardFS.ReadFile("dashboard/index.html")
+	return bytes.Replace(b, []byte("<!--webchart-->"), []byte("<script>"+webchart.JS+"</script>"), 1)
+}
+
+// dashboardHistory returns the dashboard's history and starts its sampler
+// once the master has started: at once if it has, else on the first
+// dashboard request (a master process builds its handler before Start).
+func (s *Server) dashboardHistory() *historyRing {
+	s.historyMu.Lock()
+	defer s.historyMu.Unlock()
+	if s.historyRing == nil {
+		s.historyRing = newHistoryRing(historySamples)
+	}
+	if !s.historyStarted && s.ctx != nil {
+		s.historyStarted = true
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.recordHistory(s.historyRing)
+		}()
+	}
+	return s.historyRing
 }
 
 func (s *Server) dashboardState() dashboardState {

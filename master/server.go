@@ -62,6 +62,8 @@ type Server struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	started atomic.Bool // Start succeeded and Close has not run
+
+	dashboardHistoryState
 }
 
 // New validates cfg and prepares a master; Start runs it.

@@ -55,6 +55,12 @@ type Config struct {
 	// HotKeys is how many of the busiest PartitionKeys a load report
 	// carries.
 	HotKeys int
+	// ServerCapacity is the entities per second this server serves as
+	// leader of its ranges, all together; beyond it requests queue up to
+	// ServerQueueWait and then get 503 ServerBusy (package admission). It
+	// models separate machines on one host; 0 disables it.
+	ServerCapacity  float64
+	ServerQueueWait time.Duration
 }
 
 // DefaultConfig returns the documented defaults.
@@ -77,6 +83,7 @@ func DefaultConfig() Config {
 		QueryBudget:          5 * time.Second,
 		PartitionThrottle:    2000,
 		HotKeys:              16,
+		ServerQueueWait:      50 * time.Millisecond,
 	}
 }
 
@@ -101,6 +108,9 @@ func (c *Config) Validate() error {
 	}
 	if c.PartitionThrottle < 0 {
 		errs = append(errs, errors.New("partition-throttle must not be negative"))
+	}
+	if c.ServerCapacity < 0 || c.ServerQueueWait < 0 {
+		errs = append(errs, errors.New("server-capacity and server-queue-wait must not be negative"))
 	}
 	if c.HotKeys < 2 {
 		errs = append(errs, errors.New("hot-keys must be at least 2"))
@@ -142,6 +152,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.QueryBudget, "query-budget", c.QueryBudget, "work budget of one query page (Azure: 5s)")
 	fs.Float64Var(&c.PartitionThrottle, "partition-throttle", c.PartitionThrottle, "entities/s one PartitionKey may use before 503 ServerBusy (Azure: 2000; 0 disables)")
 	fs.IntVar(&c.HotKeys, "hot-keys", c.HotKeys, "busiest PartitionKeys reported per range")
+	c.RegisterCapacityFlags(fs)
 	c.TLS.RegisterFlags(fs)
 }
 
@@ -153,4 +164,11 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// RegisterCapacityFlags binds the capacity model's settings; dev shares
+// them.
+func (c *Config) RegisterCapacityFlags(fs *flag.FlagSet) {
+	fs.Float64Var(&c.ServerCapacity, "server-capacity", c.ServerCapacity, "entities/s this server serves as leader before requests queue and then get 503 ServerBusy (models a separate machine; 0 disables)")
+	fs.DurationVar(&c.ServerQueueWait, "server-queue-wait", c.ServerQueueWait, "longest queueing of a request over -server-capacity before 503 ServerBusy")
 }

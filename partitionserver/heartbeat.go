@@ -34,6 +34,7 @@ func (s *Server) statuses() []*pb.RangeStatus {
 		st := r.fsm.State()
 		rs, ws, es := r.load.rates()
 		hot, sample, distinct, throttled := r.keys.roll(s.cfg.HotKeys)
+		latency, busy := r.keys.rollService(time.Now())
 		leader := r.isLeader()
 		if leader {
 			led = append(led, rangeRate{rangeID: r.id, table: st.GetRange().GetTable(), entitiesPerSec: es})
@@ -49,6 +50,7 @@ func (s *Server) statuses() []*pb.RangeStatus {
 				ReadsPerSec: rs, WritesPerSec: ws, EntitiesPerSec: es,
 				EntityCount: st.GetEntityCount(), Bytes: st.GetBytes(),
 				HotKeys: hot, LoadSample: sample, DistinctKeys: uint32(distinct), ThrottledPerSec: throttled,
+				MeanLatencyMs: latency, ServerBusyPerSec: busy,
 			},
 		})
 	}

@@ -21,10 +21,18 @@ type keyMeter struct {
 	distinct  int
 	throttled int
 	start     time.Time
+	// nServed and servedTime sum the window's successful requests and the
+	// time they took, for the mean latency.
+	nServed    int
+	servedTime time.Duration
+	// busy counts the window's requests refused for server capacity.
+	busy         int
+	serviceStart time.Time
 }
 
 func newKeyMeter() *keyMeter {
-	return &keyMeter{cur: make(map[string]float64), start: time.Now()}
+	now := time.Now()
+	return &keyMeter{cur: make(map[string]float64), start: now, serviceStart: now}
 }
 
 func (m *keyMeter) add(pk string, n int) {
@@ -38,6 +46,38 @@ func (m *keyMeter) add(pk string, n int) {
 		m.distinct++ // an overestimate once the map is full; fine for a report
 	}
 	m.mu.Unlock()
+}
+
+// served counts one successful request that took d.
+func (m *keyMeter) served(d time.Duration) {
+	m.mu.Lock()
+	m.nServed++
+	m.servedTime += d
+	m.mu.Unlock()
+}
+
+// refusedBusy counts one request refused for server capacity.
+func (m *keyMeter) refusedBusy() {
+	m.mu.Lock()
+	m.busy++
+	m.mu.Unlock()
+}
+
+// rollService returns the mean latency in milliseconds of the requests
+// served since the last call (0 without any) and the requests refused for
+// server capacity per second since then, and starts over at now.
+func (m *keyMeter) rollService(now time.Time) (latencyMs, busyPerSec float64) {
+	m.mu.Lock()
+	n, d, busy, elapsed := m.nServed, m.servedTime, m.busy, now.Sub(m.serviceStart)
+	m.nServed, m.servedTime, m.busy, m.serviceStart = 0, 0, 0, now
+	m.mu.Unlock()
+	if n > 0 {
+		latencyMs = float64(d) / float64(n) / float64(time.Millisecond)
+	}
+	if elapsed > 0 {
+		busyPerSec = float64(busy) / elapsed.Seconds()
+	}
+	return latencyMs, busyPerSec
 }
 
 func (m *keyMeter) throttle() {

@@ -83,3 +83,22 @@ func TestThrottle(t *testing.T) {
 		t.Fatal("a nil (disabled) throttle refused")
 	}
 }
+
+func TestKeyMeterService(t *testing.T) {
+	m := newKeyMeter()
+	t0 := m.serviceStart
+	if lat, busy := m.rollService(t0.Add(time.Second)); lat != 0 || busy != 0 {
+		t.Fatalf("empty window: %v ms, %v busy/s", lat, busy)
+	}
+	m.served(2 * time.Millisecond)
+	m.served(4 * time.Millisecond)
+	for range 6 {
+		m.refusedBusy()
+	}
+	if lat, busy := m.rollService(t0.Add(3 * time.Second)); lat != 3 || busy != 3 {
+		t.Fatalf("mean of 2 and 4 ms, 6 refused in 2 s: %v ms, %v busy/s", lat, busy)
+	}
+	if lat, busy := m.rollService(t0.Add(4 * time.Second)); lat != 0 || busy != 0 {
+		t.Fatalf("the window did not start over: %v ms, %v busy/s", lat, busy)
+	}
+}

@@ -23,6 +23,10 @@ var (
 		Namespace: "tablestore", Subsystem: "partitionserver", Name: "throttled_total",
 		Help: "Requests refused with ServerBusy by the per-partition throttle.",
 	})
+	capacityRefusedTotal = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "tablestore", Subsystem: "partitionserver", Name: "capacity_refused_total",
+		Help: "Requests refused with ServerBusy because the server was over its -server-capacity.",
+	})
 	reshapeSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: "tablestore", Subsystem: "partitionserver", Name: "reshape_seconds",
 		Help:    "Time a split, freeze, absorb, replica change or leader transfer took on the range leader.",
@@ -51,7 +55,7 @@ var (
 )
 
 func init() {
-	prometheus.MustRegister(requestsTotal, requestSeconds, throttledTotal, reshapeSeconds, rangeEntitiesPerSec,
+	prometheus.MustRegister(requestsTotal, requestSeconds, throttledTotal, capacityRefusedTotal, reshapeSeconds, rangeEntitiesPerSec,
 		replicasGauge, leadersGauge, diskAvailableBytes, diskCapacityBytes)
 }
 

@@ -21,6 +21,7 @@ import (
 
 	"tablestore/internal/masterclient"
 	"tablestore/internal/peertls"
+	"tablestore/partitionserver/admission"
 	"tablestore/partitionserver/fsm"
 	"tablestore/partitionserver/grouptransport"
 	"tablestore/partitionserver/raftlog"
@@ -45,6 +46,8 @@ type Server struct {
 	master  *masterclient.Client
 	addrs   *addressBook
 	creds   *peertls.Creds // nil: plaintext
+	// capacity admits leader work up to cfg.ServerCapacity (nil: off).
+	capacity *admission.Bucket
 
 	mu       sync.RWMutex
 	replicas map[uint64]*replica
@@ -62,7 +65,8 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Server{cfg: cfg, logger: logger, replicas: make(map[uint64]*replica), addrs: newAddressBook()}, nil
+	return &Server{cfg: cfg, logger: logger, replicas: make(map[uint64]*replica), addrs: newAddressBook(),
+		capacity: admission.New(cfg.ServerCapacity, cfg.ServerCapacity*capacityBurst.Seconds(), cfg.ServerQueueWait, time.Now())}, nil
 }
 
 // ID is the server id (valid after Start).

@@ -57,6 +57,7 @@ func (v *service) Write(ctx context.Context, req *pb.WriteRequest) (*pb.WriteRes
 	r.load.writes.Add(1)
 	r.load.entities.Add(uint64(len(req.GetOps())))
 	r.keys.add(pk, len(req.GetOps()))
+	r.keys.served(time.Since(start))
 	return &pb.WriteResponse{TimestampUnixNano: res.TimestampUnixNano}, nil
 }
 
@@ -82,6 +83,7 @@ func (v *service) Get(ctx context.Context, req *pb.GetRequest) (*pb.GetResponse,
 	r.load.reads.Add(1)
 	r.load.entities.Add(1)
 	r.keys.add(req.GetPartitionKey(), 1)
+	r.keys.served(time.Since(start))
 	return &pb.GetResponse{Entity: b, SyncedUnixNano: synced}, nil
 }
 
@@ -137,6 +139,7 @@ func (v *service) Query(ctx context.Context, req *pb.QueryRequest) (*pb.QueryRes
 	r.load.reads.Add(1)
 	r.load.entities.Add(uint64(len(res.Entities)))
 	r.keys.add(req.GetStartPartitionKey(), max(1, len(res.Entities)))
+	r.keys.served(time.Since(start))
 	out := &pb.QueryResponse{Entities: res.Entities, Range: res.Descriptor, SyncedUnixNano: synced}
 	if res.Next != nil {
 		pk, rk, err := keys.Decode(res.Next)
@@ -185,7 +188,7 @@ func (v *service) RangeInfo(ctx context.Context, req *pb.RangeInfoRequest) (*pb.
 func (v *service) admit(r *replica, pk string, n int) error {
 	ok, wait := r.throttle.allow(pk, n, time.Now())
 	if ok {
-		return nil
+		return v.admitCapacity(r, n)
 	}
 	r.keys.throttle()
 	throttledTotal.Inc()

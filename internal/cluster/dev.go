@@ -42,6 +42,10 @@ type DevConfig struct {
 	Keys     frontend.KeySource
 }
 
+// MaxDevServers bounds -servers: dev places them at BasePort+200+i and
+// +300+i, and more than ten on one host show nothing more.
+const MaxDevServers = 10
+
 // DefaultDevConfig returns the documented defaults.
 func DefaultDevConfig() DevConfig {
 	return DevConfig{
@@ -55,8 +59,8 @@ func (c *DevConfig) Validate() error {
 	if c.DataDir == "" || c.FrontendAddr == "" {
 		return fmt.Errorf("cluster: dev needs data-dir and frontend-addr")
 	}
-	if c.Servers < 1 {
-		return fmt.Errorf("cluster: dev needs at least one partition server")
+	if c.Servers < 1 || c.Servers > MaxDevServers {
+		return fmt.Errorf("cluster: -servers must be in 1..%d", MaxDevServers)
 	}
 	if c.BasePort < 0 || c.BasePort > 65000-400 {
 		return fmt.Errorf("dev: --base-port %d out of range (0 picks free ports)", c.BasePort)
@@ -72,13 +76,14 @@ func (c *DevConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Frontend.AccountName, "account-name", c.Frontend.AccountName, "storage account name served")
 	fs.StringVar(&c.Frontend.AccountKey, "account-key", c.Frontend.AccountKey, "base64 account key (default: Azurite's well-known key; prefer --account-key-file or $"+frontend.AccountKeyEnv+")")
 	c.Keys.RegisterFlags(fs)
-	fs.IntVar(&c.Servers, "servers", c.Servers, "number of partition servers")
+	fs.IntVar(&c.Servers, "servers", c.Servers, "number of partition servers (1..10; replication factor becomes at most this)")
 	fs.BoolVar(&c.LocalCalls, "local-calls", c.LocalCalls, "front-end calls the in-process partition servers directly instead of over loopback gRPC")
 	fs.IntVar(&c.Master.ReplicationFactor, "replication-factor", c.Master.ReplicationFactor, "replicas per range (at most -servers)")
 	c.Master.Policy.RegisterFlags(fs)
 	fs.Float64Var(&c.Server.PartitionThrottle, "partition-throttle", c.Server.PartitionThrottle, "entities/s one PartitionKey may use before 503 ServerBusy (Azure: 2000; 0 disables)")
 	fs.IntVar(&c.Server.HotKeys, "hot-keys", c.Server.HotKeys, "busiest PartitionKeys reported per range")
 	c.Frontend.RegisterEmulatorFlags(fs)
+	c.Server.RegisterCapacityFlags(fs)
 }
 
 // StartDev starts the dev cluster.

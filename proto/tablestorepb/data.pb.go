@@ -698,9 +698,15 @@ type RangeLoad struct {
 	// A load-weighted sample for choosing split keys: PartitionKeys in key
 	// order at even steps of cumulative load, each with the load of the keys
 	// since the previous one (all keys when there are few).
-	LoadSample    []*KeyLoad `protobuf:"bytes,9,rep,name=load_sample,json=loadSample,proto3" json:"load_sample,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	LoadSample []*KeyLoad `protobuf:"bytes,9,rep,name=load_sample,json=loadSample,proto3" json:"load_sample,omitempty"`
+	// Mean time the leader took to serve the window's successful requests
+	// (queueing for the server's capacity included), in milliseconds.
+	MeanLatencyMs float64 `protobuf:"fixed64,10,opt,name=mean_latency_ms,json=meanLatencyMs,proto3" json:"mean_latency_ms,omitempty"`
+	// Requests on this range refused per second because the server was over
+	// its --server-capacity: demand the range did not serve.
+	ServerBusyPerSec float64 `protobuf:"fixed64,11,opt,name=server_busy_per_sec,json=serverBusyPerSec,proto3" json:"server_busy_per_sec,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *RangeLoad) Reset() {
@@ -794,6 +800,20 @@ func (x *RangeLoad) GetLoadSample() []*KeyLoad {
 		return x.LoadSample
 	}
 	return nil
+}
+
+func (x *RangeLoad) GetMeanLatencyMs() float64 {
+	if x != nil {
+		return x.MeanLatencyMs
+	}
+	return 0
+}
+
+func (x *RangeLoad) GetServerBusyPerSec() float64 {
+	if x != nil {
+		return x.ServerBusyPerSec
+	}
+	return 0
 }
 
 // KeyLoad is the load on one PartitionKey.
@@ -2527,7 +2547,7 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\traft_addr\x18\x03 \x01(\tR\braftAddr\x12\x14\n" +
 	"\x05alive\x18\x04 \x01(\bR\x05alive\x127\n" +
 	"\x18last_heartbeat_unix_nano\x18\x05 \x01(\x03R\x15lastHeartbeatUnixNano\x12\x1a\n" +
-	"\bdraining\x18\x06 \x01(\bR\bdraining\"\xf5\x02\n" +
+	"\bdraining\x18\x06 \x01(\bR\bdraining\"\xcc\x03\n" +
 	"\tRangeLoad\x12\"\n" +
 	"\rreads_per_sec\x18\x01 \x01(\x01R\vreadsPerSec\x12$\n" +
 	"\x0ewrites_per_sec\x18\x02 \x01(\x01R\fwritesPerSec\x12(\n" +
@@ -2538,7 +2558,10 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\rdistinct_keys\x18\a \x01(\rR\fdistinctKeys\x12*\n" +
 	"\x11throttled_per_sec\x18\b \x01(\x01R\x0fthrottledPerSec\x127\n" +
 	"\vload_sample\x18\t \x03(\v2\x16.tablestore.v1.KeyLoadR\n" +
-	"loadSample\"X\n" +
+	"loadSample\x12&\n" +
+	"\x0fmean_latency_ms\x18\n" +
+	" \x01(\x01R\rmeanLatencyMs\x12-\n" +
+	"\x13server_busy_per_sec\x18\v \x01(\x01R\x10serverBusyPerSec\"X\n" +
 	"\aKeyLoad\x12#\n" +
 	"\rpartition_key\x18\x01 \x01(\tR\fpartitionKey\x12(\n" +
 	"\x10entities_per_sec\x18\x02 \x01(\x01R\x0eentitiesPerSec\"\x85\x03\n" +

@@ -1,0 +1,119 @@
+package master_test
+
+import (
+	"context"
+	"io"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"tablestore/internal/cluster"
+	"tablestore/internal/logging"
+	"tablestore/loadgen"
+)
+
+// findChromium returns the path of a Chromium (or Chrome), or "".
+func findChromium() string {
+	if p := os.Getenv("CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// TestDashboardInBrowser loads the live dashboard in headless Chromium
+// against a running cluster under load and checks that the history charts
+// and the key visualizer render and grow as samples arrive, and that event
+// times carry a date and a zone.
+func TestDashboardInBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster and a browser")
+	}
+	chrome := findChromium()
+	if chrome == "" {
+		t.Skip("no Chromium found (apt-get install -y chromium, or set CHROMIUM); .ci/run installs it")
+	}
+	c, err := cluster.Start(cluster.Options{Masters: 1, Servers: 3, Frontends: 1, DataDir: t.TempDir(), Logger: logging.FromEnv("")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	srv := httptest.NewServer(c.Masters[0].Server.DashboardHandler())
+	t.Cleanup(srv.Close)
+
+	loadCtx, stopLoad := context.WithCancel(context.Background())
+	loadDone := make(chan error, 1)
+	go func() {
+		cfg := loadgen.DefaultConfig()
+		cfg.Conn, cfg.Table, cfg.Duration, cfg.Workers, cfg.Partitions, cfg.EntitySize = c.ConnectionString(0), "dashload", time.Minute, 2, 20, 128
+		_, err := loadgen.Generate(loadCtx, cfg, io.Discard)
+		loadDone <- err
+	}()
+	t.Cleanup(func() { stopLoad(); <-loadDone })
+
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chrome), chromedp.UserDataDir(t.TempDir()),
+		chromedp.Flag("headless", true), chromedp.Flag("no-sandbox", true), chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-quic", true), chromedp.Flag("no-first-run", true),
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelAlloc()
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	defer cancelBrowser()
+	ctx, cancel := context.WithTimeout(bctx, 60*time.Second)
+	defer cancel()
+
+	// points is the number of samples drawn in the per-table chart's
+	// longest line; cells the key visualizer's rectangles.
+	const probe = `(() => {
+	  const p = [...document.querySelectorAll('#h-tables path.series')].map(e => +e.getAttribute('data-points'));
+	  return {points: p.length ? Math.max(...p) : 0, cells: document.querySelectorAll('#h-heat rect.cell').length,
+	    servers: document.querySelectorAll('#h-servers path.series').length,
+	    ranges: document.querySelectorAll('#h-ranges path.series').length,
+	    latency: document.querySelectorAll('#h-tables-lat path.series, #h-servers-lat path.series').length,
+	    event: (document.querySelector('#events tbody td') || {}).textContent || ''};
+	})()`
+	type view struct {
+		Points, Cells, Servers, Ranges, Latency int
+		Event                                   string
+	}
+	waitFor := func(what string, ok func(view) bool) view {
+		t.Helper()
+		for {
+			v, err := chromedp.Run(ctx, chromedp.Evaluate[view](probe))
+			if err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+			if ok(v) {
+				return v
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("%s: page shows %+v", what, v)
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Navigate(srv.URL+"/dashboard")); err != nil {
+		t.Fatal(err)
+	}
+	first := waitFor("charts render", func(v view) bool {
+		return v.Points >= 2 && v.Cells > 0 && v.Servers == 3 && v.Ranges > 0 && v.Latency >= 4
+	})
+	waitFor("charts update", func(v view) bool { return v.Points >= first.Points+2 && v.Cells > first.Cells })
+	v := waitFor("an event with date and zone", func(v view) bool { return v.Event != "" })
+	if !strings.Contains(v.Event, "20") || !(strings.Contains(v.Event, "UTC") || strings.Contains(v.Event, "GMT")) {
+		t.Errorf("event time %q lacks a date or zone", v.Event)
+	}
+}
