@@ -54,7 +54,8 @@ type replica struct {
 	keys     *keyMeter
 	throttle *throttle
 	// normal is the group's reloadable config, restored after temporary
-	// changes (fast first election, compaction).
+	// changes (fast first election, compaction); cfgMu serialises those.
+	cfgMu  sync.Mutex
 	normal raft.ReloadableConfig
 }
 
@@ -174,7 +175,48 @@ func openReplica(d replicaDeps, id uint64, bootstrap bool, voters []raft.Server,
 	if fast {
 		go rep.slowDownAfterElection()
 	}
+	if rfsm.Descriptor().GetGeneration() > 1 {
+		go rep.compactBirthLog()
+	}
 	return rep, nil
+}
+
+// compactBirthLog drops the log of a range that still holds its bootstrap
+// entry once this member has applied past it. A range born from a split
+// holds data its log never carried, so a member that joins it empty (one
+// that was down across the split and caught the parent up by a snapshot)
+// must get a snapshot, never that log: with the log starting after index 1
+// on every member, any future leader sends one.
+func (r *replica) compactBirthLog() {
+	deadline := time.Now().Add(2 * time.Minute)
+	for r.raft.AppliedIndex() < 2 {
+		if time.Now().After(deadline) || r.raft.State() == raft.Shutdown {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if first, err := r.logStore.FirstIndex(); err != nil || first > 1 {
+		return
+	}
+	if err := r.snapshotAll(); err != nil && !errors.Is(err, raft.ErrRaftShutdown) {
+		r.logger.Warn("compacting a split-born range's log failed", "err", err)
+	}
+}
+
+// snapshotAll snapshots the state machine and drops the whole log.
+func (r *replica) snapshotAll() error {
+	r.cfgMu.Lock()
+	defer r.cfgMu.Unlock()
+	zero := r.normal
+	zero.TrailingLogs = 0
+	if err := r.raft.ReloadConfig(zero); err != nil {
+		return err
+	}
+	defer r.raft.ReloadConfig(r.normal)
+	if err := r.raft.Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
+		return err
+	}
+	return nil
 }
 
 // fastElection is the follower timeout (and leader lease) of a split's new
@@ -194,6 +236,8 @@ func (r *replica) slowDownAfterElection() {
 	for time.Now().Before(deadline) && r.leaderID() == "" {
 		time.Sleep(2 * time.Millisecond)
 	}
+	r.cfgMu.Lock()
+	defer r.cfgMu.Unlock()
 	relaxed := r.normal
 	relaxed.HeartbeatTimeout = min(relaxed.HeartbeatTimeout, afterFastElection)
 	relaxed.ElectionTimeout = min(relaxed.ElectionTimeout, afterFastElection)
@@ -241,16 +285,7 @@ func (r *replica) compact() error {
 	if err := r.raft.Barrier(10 * time.Second).Error(); err != nil {
 		return err
 	}
-	zero := r.normal
-	zero.TrailingLogs = 0
-	if err := r.raft.ReloadConfig(zero); err != nil {
-		return err
-	}
-	defer r.raft.ReloadConfig(r.normal)
-	if err := r.raft.Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
-		return err
-	}
-	return nil
+	return r.snapshotAll()
 }
 
 // close stops the Raft member and releases its files.
