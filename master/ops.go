@@ -299,6 +299,9 @@ func (s *Server) transfer(ctx context.Context, id uint64, to string) error {
 	if !hasReplica(d, to) {
 		return fmt.Errorf("%w: %s holds no replica of range %d", ErrBadTarget, to, id)
 	}
+	if err := s.awaitTransferable(ctx, id, to); err != nil {
+		return err
+	}
 	addr := s.raftAddrs()[to]
 	err := s.onLeader(ctx, id, func(ctx context.Context, c pb.PartitionServiceClient) error {
 		_, err := c.TransferLeader(ctx, &pb.TransferLeaderRequest{RangeId: id, ToServerId: to, ToRaftAddr: addr})

@@ -59,6 +59,8 @@ type Server struct {
 	lastBalance time.Time
 	version     uint64
 	changed     chan struct{} // closed and replaced on every map change
+	// progress: every replica's last reported applied index.
+	progress *progress
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -74,7 +76,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		cfg: cfg, logger: logger.With("master", cfg.ID), pool: connpool.New(),
 		lastSeen: map[string]time.Time{}, leaders: map[uint64]string{}, loads: map[uint64]*pb.RangeLoad{},
 		history: map[uint64]*loadHistory{}, frozen: map[uint64]bool{}, busy: map[uint64]bool{},
-		changed: make(chan struct{}),
+		changed: make(chan struct{}), progress: newProgress(),
 	}
 	s.fsm = &fsm{st: newState(), onChange: s.bump}
 	return s, nil

@@ -291,6 +291,7 @@ func (v *service) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.
 	changed := false
 	now := time.Now()
 	var events []*pb.Event
+	s.progress.observe(sv.GetServerId(), req.GetRanges(), now)
 	s.softMu.Lock()
 	s.lastSeen[sv.GetServerId()] = now
 	for _, rs := range req.GetRanges() {

@@ -28,6 +28,10 @@ var (
 		Help:    "Time a split, freeze, absorb, replica change or leader transfer took on the range leader.",
 		Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
 	}, []string{"op"})
+	transferRestartsTotal = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "tablestore", Subsystem: "partitionserver", Name: "transfer_restarts_total",
+		Help: "Range Raft members restarted because a failed leadership transfer kept refusing writes.",
+	})
 	rangeEntitiesPerSec = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: "tablestore", Subsystem: "partitionserver", Name: "range_entities_per_second",
 		Help: "Entities read and written per second on ranges this server leads.",
@@ -35,7 +39,7 @@ var (
 )
 
 func init() {
-	prometheus.MustRegister(requestsTotal, requestSeconds, throttledTotal, reshapeSeconds, rangeEntitiesPerSec)
+	prometheus.MustRegister(requestsTotal, requestSeconds, throttledTotal, reshapeSeconds, rangeEntitiesPerSec, transferRestartsTotal)
 }
 
 func observe(op string, start time.Time, err error) {

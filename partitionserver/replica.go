@@ -27,6 +27,10 @@ var (
 	ErrNotLeader      = errors.New("partitionserver: not the range leader")
 	ErrUnknownOutcome = errors.New("partitionserver: write outcome unknown")
 	ErrShuttingDown   = errors.New("partitionserver: shutting down")
+	// ErrBusy: the write was refused before it was proposed (a leadership
+	// transfer in progress, a full apply queue); it was not applied and
+	// may be retried after a moment.
+	ErrBusy = errors.New("partitionserver: range busy, write not applied")
 )
 
 // replica is one range's Raft group member on this server.
@@ -57,6 +61,8 @@ type replica struct {
 	// changes (fast first election, compaction); cfgMu serialises those.
 	cfgMu  sync.Mutex
 	normal raft.ReloadableConfig
+	// watching: a failed leadership transfer is being watched.
+	watching atomic.Bool
 }
 
 type replicaDeps struct {
@@ -160,7 +166,7 @@ func openReplica(d replicaDeps, id uint64, bootstrap bool, voters []raft.Server,
 		logStore.Close()
 		return nil, err
 	}
-	r, err := raft.NewRaft(rc, rfsm, cached, logStore, snaps, transport)
+	r, err := raft.NewRaft(rc, rfsm, cached, logStore, snaps, boundedTimeoutNow{transport, 2 * rc.ElectionTimeout})
 	if err != nil {
 		transport.Close()
 		logStore.Close()
@@ -264,6 +270,8 @@ func (r *replica) propose(ctx context.Context, data []byte, timeout time.Duratio
 			return nil, ErrNotLeader
 		case errors.Is(err, raft.ErrRaftShutdown):
 			return nil, ErrShuttingDown
+		case errors.Is(err, raft.ErrLeadershipTransferInProgress), errors.Is(err, raft.ErrEnqueueTimeout):
+			return nil, fmt.Errorf("%w: %v", ErrBusy, err)
 		default:
 			// Leadership lost or timed out after dispatch: the entry may
 			// still commit.

@@ -235,11 +235,17 @@ func (v *service) TransferLeader(ctx context.Context, req *pb.TransferLeaderRequ
 	if !r.isLeader() {
 		return nil, toStatus(r, ErrNotLeader)
 	}
+	if !r.isVoter(req.GetToServerId()) {
+		return nil, rpcerr.New(codes.FailedPrecondition, rpcerr.ReasonInvalidInput,
+			fmt.Sprintf("%s is not a voter of range %d", req.GetToServerId(), r.id), nil)
+	}
 	addr := req.GetToRaftAddr()
 	if a, ok := v.s.addrs.get(req.GetToServerId()); ok {
 		addr = a
 	}
 	if err := r.raft.LeadershipTransferToServer(raft.ServerID(req.GetToServerId()), raft.ServerAddress(addr)).Error(); err != nil {
+		// raft may keep refusing writes after a failed transfer.
+		go v.s.watchTransfer(r, start)
 		return nil, toStatus(r, raftErr(err))
 	}
 	return &pb.TransferLeaderResponse{}, nil

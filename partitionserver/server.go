@@ -214,6 +214,11 @@ func (s *Server) Service() pb.PartitionServiceServer { return &service{s: s} }
 // as a network partition would (fault injection).
 func (s *Server) SetIsolated(v bool) { s.mux.SetIsolated(v) }
 
+// SetPaused stalls (true) or resumes (false) this server's Raft traffic
+// with its connections left open, as a stopped process would (fault
+// injection).
+func (s *Server) SetPaused(v bool) { s.mux.SetPaused(v) }
+
 func (s *Server) replica(id uint64) (*replica, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()

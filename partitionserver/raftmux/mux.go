@@ -31,7 +31,37 @@ type Mux struct {
 	dialer func(address string, timeout time.Duration) (net.Conn, error)
 	// isolated drops every Raft connection in and out (fault injection).
 	isolated bool
-	conns    map[net.Conn]struct{}
+	// conns maps every open connection to the group it serves (0 until
+	// an accepted one is routed), so a closed layer drops its own.
+	conns map[net.Conn]uint64
+	// resume is non-nil while the mux is paused (fault injection): every
+	// connection stalls in both directions until it is closed, as the
+	// connections of a stopped (SIGSTOP) process do.
+	resume chan struct{}
+}
+
+// SetPaused stalls (true) or resumes (false) all Raft traffic of this
+// server without closing anything: peers' connections stay open and time
+// out, as with a stopped process.
+func (m *Mux) SetPaused(v bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch {
+	case v && m.resume == nil:
+		m.resume = make(chan struct{})
+	case !v && m.resume != nil:
+		close(m.resume)
+		m.resume = nil
+	}
+}
+
+func (m *Mux) waitResumed() {
+	m.mu.Lock()
+	ch := m.resume
+	m.mu.Unlock()
+	if ch != nil {
+		<-ch
+	}
 }
 
 // ErrIsolated is returned by Dial while the mux is isolated.
@@ -62,7 +92,7 @@ func (m *Mux) track(c net.Conn) net.Conn {
 		c.Close()
 		return nil
 	}
-	m.conns[c] = struct{}{}
+	m.conns[c] = 0
 	return &trackedConn{Conn: c, m: m}
 }
 
@@ -70,6 +100,27 @@ type trackedConn struct {
 	net.Conn
 	m    *Mux
 	once sync.Once
+}
+
+// setGroup records the group a tracked connection serves; m.mu is held.
+func (m *Mux) setGroup(c net.Conn, id uint64) {
+	if t, ok := c.(*trackedConn); ok {
+		if _, open := m.conns[t.Conn]; open {
+			m.conns[t.Conn] = id
+		}
+	}
+}
+
+func (t *trackedConn) Read(b []byte) (int, error) {
+	t.m.waitResumed()
+	n, err := t.Conn.Read(b)
+	t.m.waitResumed()
+	return n, err
+}
+
+func (t *trackedConn) Write(b []byte) (int, error) {
+	t.m.waitResumed()
+	return t.Conn.Write(b)
 }
 
 func (t *trackedConn) Close() error {
@@ -83,7 +134,7 @@ func (t *trackedConn) Close() error {
 
 // New starts serving ln.
 func New(ln net.Listener, logger *slog.Logger) *Mux {
-	m := &Mux{ln: ln, logger: logger, layers: make(map[uint64]*Layer), conns: make(map[net.Conn]struct{})}
+	m := &Mux{ln: ln, logger: logger, layers: make(map[uint64]*Layer), conns: make(map[net.Conn]uint64)}
 	m.dialer = func(address string, timeout time.Duration) (net.Conn, error) {
 		return net.DialTimeout("tcp", address, timeout)
 	}
@@ -133,6 +184,7 @@ func (m *Mux) route(conn net.Conn) {
 	id := binary.BigEndian.Uint64(hdr[:])
 	m.mu.Lock()
 	l := m.layers[id]
+	m.setGroup(conn, id)
 	m.mu.Unlock()
 	if l == nil {
 		// The group is not (yet) hosted here; the sender retries.
@@ -217,7 +269,18 @@ func (l *Layer) Close() error {
 	if l.mux.layers[l.id] == l {
 		delete(l.mux.layers, l.id)
 	}
+	// Its connections go too: an RPC stalled on a dead peer would
+	// otherwise hold the group's shutdown for the transport's timeout.
+	var open []net.Conn
+	for c, id := range l.mux.conns {
+		if id == l.id {
+			open = append(open, c)
+		}
+	}
 	l.mux.mu.Unlock()
+	for _, c := range open {
+		c.Close()
+	}
 	return nil
 }
 
@@ -226,6 +289,13 @@ func (l *Layer) Addr() net.Addr { return l.mux.ln.Addr() }
 
 // Dial connects to another server's mux for this group.
 func (l *Layer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	select {
+	case <-l.done:
+		// A closed group's last RPCs (raft's best-effort replication at
+		// shutdown) must not wait on a silent peer.
+		return nil, ErrClosed
+	default:
+	}
 	l.mux.mu.Lock()
 	dial := l.mux.dialer
 	l.mux.mu.Unlock()
@@ -237,6 +307,9 @@ func (l *Layer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Con
 	if conn == nil {
 		return nil, ErrIsolated
 	}
+	l.mux.mu.Lock()
+	l.mux.setGroup(conn, l.id)
+	l.mux.mu.Unlock()
 	var hdr [8]byte
 	binary.BigEndian.PutUint64(hdr[:], l.id)
 	_ = conn.SetWriteDeadline(time.Now().Add(timeout))
