@@ -6,7 +6,7 @@ PROTOC_GEN_GO_GRPC_VERSION := v1.5.1
 GOBIN         ?= $(shell $(GO) env GOPATH)/bin
 DATA          ?= ./data
 
-.PHONY: build run test test-short bench fuzz proto vet fmt clean
+.PHONY: build run test test-short bench fuzz proto vet fmt clean chaos
 
 build:
 	$(GO) build -o bin/tablestore ./cmd/tablestore
@@ -46,3 +46,10 @@ fmt:
 
 clean:
 	rm -rf bin
+
+# Jepsen-style fault injection against separate processes (chaos/): SEEDS
+# seeds of CHAOS_DURATION faults each; results go to docs/reliability.md.
+SEEDS          ?= 10
+CHAOS_DURATION ?= 45s
+chaos:
+	$(GO) test -count=1 -timeout 0 -run 'TestChaos$$' ./chaos -v -args -chaos.seeds=$(SEEDS) -chaos.duration=$(CHAOS_DURATION) -chaos.dir=$(DATA)/chaos

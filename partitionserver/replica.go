@@ -194,6 +194,11 @@ func openReplica(d replicaDeps, id uint64, bootstrap bool, voters []raft.Server,
 // must get a snapshot, never that log: with the log starting after index 1
 // on every member, any future leader sends one.
 func (r *replica) compactBirthLog() {
+	// Not in the first seconds: a split's fast-elected leader keeps a
+	// short lease then, and a snapshot's I/O must not cost it its term. A
+	// member that needs the snapshot comes much later (after its parent's
+	// own log was compacted past the split).
+	time.Sleep(birthCompactionDelay)
 	deadline := time.Now().Add(2 * time.Minute)
 	for r.raft.AppliedIndex() < 2 {
 		if time.Now().After(deadline) || r.raft.State() == raft.Shutdown {
@@ -209,16 +214,23 @@ func (r *replica) compactBirthLog() {
 	}
 }
 
+// birthCompactionDelay is how long a split-born member waits before
+// dropping its bootstrap log.
+const birthCompactionDelay = 3 * time.Second
+
 // snapshotAll snapshots the state machine and drops the whole log.
 func (r *replica) snapshotAll() error {
 	r.cfgMu.Lock()
 	defer r.cfgMu.Unlock()
-	zero := r.normal
+	// Only TrailingLogs changes: the timeouts in force may be a fast
+	// member's, whose leader lease needs its short heartbeats.
+	cur := r.raft.ReloadableConfig()
+	zero := cur
 	zero.TrailingLogs = 0
 	if err := r.raft.ReloadConfig(zero); err != nil {
 		return err
 	}
-	defer r.raft.ReloadConfig(r.normal)
+	defer r.raft.ReloadConfig(cur)
 	if err := r.raft.Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 	"tablestore/frontend"
 	"tablestore/frontend/router"
 	"tablestore/internal/cluster"
+	"tablestore/internal/failpoint"
 	"tablestore/internal/logging"
 	"tablestore/internal/metricsbridge"
 	"tablestore/loadgen"
@@ -46,6 +47,10 @@ func main() {
 			}
 		}
 		return
+	}
+	if err := failpoint.EnableFromEnv(); err != nil {
+		fmt.Fprintln(os.Stderr, "tablestore:", err)
+		os.Exit(2)
 	}
 	c, ok := commands[os.Args[1]]
 	if !ok {
