@@ -121,9 +121,10 @@ func Run(o Options) (*Result, error) {
 		}
 	}
 
-	res.Converged, res.ConvergedOK = converge(c, 30*time.Second)
+	var why string
+	res.Converged, res.ConvergedOK, why = converge(c, 30*time.Second)
 	if !res.ConvergedOK {
-		res.problem("ranges not all led and fully replicated 30s after healing")
+		res.problem("ranges not all led and fully replicated 30s after healing: %s", why)
 	} else {
 		res.Converged = time.Since(healed)
 	}
@@ -311,23 +312,26 @@ func (c *cluster) rangeIDs() []uint64 {
 
 // converge waits until every range of the table is led and each of its
 // three replicas has applied what its leader has.
-func converge(c *cluster, limit time.Duration) (time.Duration, bool) {
+func converge(c *cluster, limit time.Duration) (time.Duration, bool, string) {
 	start := time.Now()
 	pool := connpool.New()
 	defer pool.Close()
+	why := ""
 	for time.Since(start) < limit {
-		if fullyReplicated(c, pool) {
-			return time.Since(start), true
+		if why = fullyReplicated(c, pool); why == "" {
+			return time.Since(start), true, ""
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
-	return limit, false
+	return limit, false, why
 }
 
-func fullyReplicated(c *cluster, pool *connpool.Pool) bool {
+// fullyReplicated says why the table is not yet led and fully replicated
+// ("" when it is).
+func fullyReplicated(c *cluster, pool *connpool.Pool) string {
 	pm, err := c.partitionMap()
 	if err != nil {
-		return false
+		return fmt.Sprintf("no partition map: %v", err)
 	}
 	n := 0
 	for _, r := range pm.GetRanges() {
@@ -337,31 +341,37 @@ func fullyReplicated(c *cluster, pool *connpool.Pool) bool {
 		n++
 		leader := pm.GetLeaders()[r.GetRangeId()]
 		if leader == "" || len(r.GetReplicas()) != 3 {
-			return false
+			return fmt.Sprintf("range %d: leader %q, %d replicas", r.GetRangeId(), leader, len(r.GetReplicas()))
 		}
 		var top uint64
 		applied := map[string]uint64{}
 		for _, rep := range r.GetReplicas() {
 			cl, err := pool.Partition(c.serverDirect[rep.GetServerId()])
 			if err != nil {
-				return false
+				return err.Error()
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			info, err := cl.RangeInfo(ctx, &pb.RangeInfoRequest{RangeId: r.GetRangeId()})
 			cancel()
-			if err != nil || info.GetLeaderServerId() != leader {
-				return false
+			if err != nil {
+				return fmt.Sprintf("range %d on %s: %v", r.GetRangeId(), rep.GetServerId(), err)
+			}
+			if info.GetLeaderServerId() != leader {
+				return fmt.Sprintf("range %d: %s follows %q, the map says %q", r.GetRangeId(), rep.GetServerId(), info.GetLeaderServerId(), leader)
 			}
 			applied[rep.GetServerId()] = info.GetStatus().GetAppliedIndex()
 			top = max(top, info.GetStatus().GetAppliedIndex())
 		}
-		for _, a := range applied {
+		for s, a := range applied {
 			if a+2 < top {
-				return false
+				return fmt.Sprintf("range %d: %s applied %d of %d", r.GetRangeId(), s, a, top)
 			}
 		}
 	}
-	return n > 0
+	if n == 0 {
+		return "no range of the table in the map"
+	}
+	return ""
 }
 
 // verify reads the whole table back and compares it with what the
