@@ -251,23 +251,45 @@ func (c *cluster) masterLeader() *role {
 	return c.masters[0]
 }
 
-// reshape asks the master for a split, merge or move through ctl.
+// reshape asks the master for a split, merge or move through ctl, with
+// arguments that make sense for the current map.
 func reshape(c *cluster, rng *rand.Rand, logf func(string, ...any)) {
 	var args []string
-	switch rng.Intn(3) {
-	case 0:
+	var rs []*pb.RangeDescriptor
+	if pm, err := c.partitionMap(); err == nil {
+		for _, r := range pm.GetRanges() {
+			if r.GetTable() == table {
+				rs = append(rs, r)
+			}
+		}
+	}
+	switch op := rng.Intn(3); {
+	case op == 0 || len(rs) == 0:
 		args = []string{"split", table, fmt.Sprintf("p%02d", 1+rng.Intn(dataPartitions-1))}
+	case op == 1 && len(rs) > 1:
+		var merge []*pb.RangeDescriptor
+		for _, r := range rs {
+			if r.GetEnd() != "" {
+				merge = append(merge, r)
+			}
+		}
+		args = []string{"merge", fmt.Sprint(merge[rng.Intn(len(merge))].GetRangeId())}
 	default:
-		ids := c.rangeIDs()
-		if len(ids) == 0 {
+		r := rs[rng.Intn(len(rs))]
+		var free []string
+		for _, s := range c.servers {
+			held := false
+			for _, rep := range r.GetReplicas() {
+				held = held || rep.GetServerId() == s.name
+			}
+			if !held {
+				free = append(free, s.name)
+			}
+		}
+		if len(free) == 0 {
 			return
 		}
-		id := fmt.Sprint(ids[rng.Intn(len(ids))])
-		if rng.Intn(2) == 0 {
-			args = []string{"merge", id}
-		} else {
-			args = []string{"move", id, "--to", c.servers[rng.Intn(len(c.servers))].name}
-		}
+		args = []string{"move", fmt.Sprint(r.GetRangeId()), "--to", free[rng.Intn(len(free))]}
 	}
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
@@ -275,6 +297,8 @@ func reshape(c *cluster, rng *rand.Rand, logf func(string, ...any)) {
 		out, err := c.ctl(ctx, args...)
 		if err != nil {
 			logf("ctl %s: %v %s", strings.Join(args, " "), err, strings.TrimSpace(out))
+		} else {
+			logf("ctl %s: ok", strings.Join(args, " "))
 		}
 	}()
 }
@@ -294,20 +318,6 @@ func (c *cluster) partitionMap() (*pb.PartitionMap, error) {
 		return err
 	})
 	return pm, err
-}
-
-func (c *cluster) rangeIDs() []uint64 {
-	pm, err := c.partitionMap()
-	if err != nil {
-		return nil
-	}
-	var ids []uint64
-	for _, r := range pm.GetRanges() {
-		if r.GetTable() == table {
-			ids = append(ids, r.GetRangeId())
-		}
-	}
-	return ids
 }
 
 // converge waits until every range of the table is led and each of its
