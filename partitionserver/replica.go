@@ -206,7 +206,7 @@ func (r *replica) compactBirthLog() {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if first, err := r.logStore.FirstIndex(); err != nil || first > 1 {
+	if first, err := r.logStore.FirstIndex(); err != nil || first != 1 {
 		return
 	}
 	if err := r.snapshotAll(); err != nil && !errors.Is(err, raft.ErrRaftShutdown) {
