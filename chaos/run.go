@@ -76,7 +76,11 @@ func Run(o Options) (*Result, error) {
 		}
 		c.stop()
 	}()
-	sc, err := newClient(c.connString())
+	sc, err := newClient(c.connString(), true)
+	if err != nil {
+		return nil, err
+	}
+	once, err := newClient(c.connString(), false)
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +88,7 @@ func Run(o Options) (*Result, error) {
 		return nil, err
 	}
 	tc := sc.NewClient(table)
-	w := startWorkload(tc)
+	w := startWorkload(tc, once.NewClient(table))
 
 	// Fault phase: one fault at a time, each healed before the next, with
 	// reshaping operations in between.
@@ -140,11 +144,14 @@ func Run(o Options) (*Result, error) {
 		res.problem("verification read failed: %v", err)
 	}
 	res.HistoryOps = len(w.history)
-	switch porcupine.CheckOperationsTimeout(registerModel, w.history, 60*time.Second) {
+	check, info := porcupine.CheckOperationsVerbose(registerModel, w.history, 60*time.Second)
+	switch check {
 	case porcupine.Ok:
 		res.Linearizable = true
 	case porcupine.Illegal:
-		res.problem("register history is not linearizable")
+		path := filepath.Join(o.Dir, "linearizability.html")
+		porcupine.VisualizePath(registerModel, info, path)
+		res.problem("register history is not linearizable (see %s)", path)
 	default:
 		res.Linearizable = true // undecided in time: not counted as a violation
 		o.Logf("seed %d: linearizability check timed out", o.Seed)
