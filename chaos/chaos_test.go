@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -69,7 +70,7 @@ func TestChaos(t *testing.T) {
 	for s := *firstSeed; s < *firstSeed+int64(*seeds); s++ {
 		res := runSeed(t, bin, s, *duration)
 		results = append(results, res)
-		t.Logf("seed %d: faults %v", s, res.Faults)
+		fmt.Printf("seed %d: faults %s\n", s, strings.Join(res.Faults, ", "))
 		fmt.Print(Summary([]*Result{res}))
 	}
 	sum := Summary(results)

@@ -49,6 +49,7 @@ type Result struct {
 	Refused                    int64         // connections the fault layer cut
 	MaxGap                     time.Duration // longest window without a successful write to one key
 	MaxGapKey                  string
+	MaxGapEnd                  time.Duration // since the workload started
 	Problems                   []string
 	Notes                      []string // findings that are not violations
 }
@@ -95,7 +96,7 @@ func Run(o Options) (*Result, error) {
 	end := time.Now().Add(o.Duration)
 	for time.Now().Before(end) {
 		f := inject(c, rng)
-		res.Faults = append(res.Faults, f.name)
+		res.Faults = append(res.Faults, fmt.Sprintf("t+%.1fs %s", time.Since(w.start).Seconds(), f.name))
 		o.Logf("seed %d: %s", o.Seed, f.name)
 		reshape(c, rng, o.Logf)
 		time.Sleep(time.Duration(2000+rng.Intn(3000)) * time.Millisecond)
@@ -123,6 +124,7 @@ func Run(o Options) (*Result, error) {
 	for k, g := range w.maxGap {
 		if g > res.MaxGap {
 			res.MaxGap, res.MaxGapKey = g, k
+			res.MaxGapEnd = w.gapEnd[k]
 		}
 	}
 
@@ -499,8 +501,8 @@ func Summary(rs []*Result) string {
 			status = "FAIL: " + strings.Join(r.Problems[:min(3, len(r.Problems))], "; ")
 			bad++
 		}
-		fmt.Fprintf(&b, "seed %d: %d faults, %d acked (%d unknown), %d increments, %d history ops, %d connections cut, converged %v, max write gap %v (%s): %s\n",
-			r.Seed, len(r.Faults), r.Acked, r.Unknown, r.Increments, r.HistoryOps, r.Refused, r.Converged.Round(time.Millisecond), r.MaxGap.Round(time.Millisecond), r.MaxGapKey, status)
+		fmt.Fprintf(&b, "seed %d: %d faults, %d acked (%d unknown), %d increments, %d history ops, %d connections cut, converged %v, max write gap %v (%s, ended t+%.1fs): %s\n",
+			r.Seed, len(r.Faults), r.Acked, r.Unknown, r.Increments, r.HistoryOps, r.Refused, r.Converged.Round(time.Millisecond), r.MaxGap.Round(time.Millisecond), r.MaxGapKey, r.MaxGapEnd.Seconds(), status)
 		worstGap = max(worstGap, r.MaxGap)
 		if r.ConvergedOK {
 			worstConv = max(worstConv, r.Converged)

@@ -53,6 +53,7 @@ type workload struct {
 	// writes and when the last one returned.
 	lastWrite map[string]time.Time
 	maxGap    map[string]time.Duration
+	gapEnd    map[string]time.Duration // when (since start) the longest gap ended
 	writes    atomic.Int64
 	failures  atomic.Int64
 }
@@ -100,7 +101,7 @@ func newClient(conn string, retries bool) (*aztables.ServiceClient, error) {
 
 func startWorkload(tc, reg *aztables.Client) *workload {
 	w := &workload{tc: tc, reg: reg, start: time.Now(), stop: make(chan struct{}), inserts: map[string]insertRec{},
-		lastWrite: map[string]time.Time{}, maxGap: map[string]time.Duration{}}
+		lastWrite: map[string]time.Time{}, maxGap: map[string]time.Duration{}, gapEnd: map[string]time.Duration{}}
 	for i := 0; i < 3; i++ {
 		w.spawn(func() { w.insertLoop(i) })
 	}
@@ -147,6 +148,7 @@ func (w *workload) succeeded(pk string) {
 	}
 	if g := now.Sub(last); g > w.maxGap[pk] {
 		w.maxGap[pk] = g
+		w.gapEnd[pk] = now.Sub(w.start)
 	}
 	w.lastWrite[pk] = now
 }
