@@ -39,6 +39,9 @@ type cluster struct {
 	masterGRPC, masterDirect []string
 	serverDirect             map[string]string // server id -> direct gRPC
 	endpoint                 string
+	// ctlRunning counts reshaping commands in flight: the read-back waits
+	// for them.
+	ctlRunning sync.WaitGroup
 }
 
 const accountKey = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="

@@ -119,6 +119,7 @@ func Run(o Options) (*Result, error) {
 	healed := time.Now()
 	time.Sleep(2 * time.Second)
 	w.halt()
+	c.ctlRunning.Wait()
 	res.Writes, res.Failures = w.writes.Load(), w.failures.Load()
 	res.Refused = c.net.refused.Load()
 	for k, g := range w.maxGap {
@@ -308,7 +309,9 @@ func reshape(c *cluster, rng *rand.Rand, logf func(string, ...any)) {
 		}
 		args = []string{"move", fmt.Sprint(r.GetRangeId()), "--to", free[rng.Intn(len(free))]}
 	}
+	c.ctlRunning.Add(1)
 	go func() {
+		defer c.ctlRunning.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
 		defer cancel()
 		out, err := c.ctl(ctx, args...)
