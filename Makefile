@@ -8,7 +8,7 @@ DATA          ?= ./data
 # Extra flags for `make run`, e.g. make run ARGS='--frontend-addr=127.0.0.1:20002 --base-port=21000'
 ARGS          ?=
 
-.PHONY: build run test test-short bench bench-tables fuzz proto vet fmt clean sim
+.PHONY: build run test test-short bench bench-tables fuzz proto vet fmt clean sim chaos
 
 # -buildvcs=auto: stamp the git commit into `tablestore version` when built
 # in a checkout (overrides a GOFLAGS=-buildvcs=false).
@@ -64,3 +64,10 @@ fmt:
 
 clean:
 	rm -rf bin
+
+# Jepsen-style fault injection against separate processes (chaos/): SEEDS
+# seeds of CHAOS_DURATION faults each; results go to docs/reliability.md.
+SEEDS          ?= 10
+CHAOS_DURATION ?= 45s
+chaos:
+	$(GO) test -count=1 -timeout 0 -run 'TestChaos$$' ./chaos -v -args -chaos.seeds=$(SEEDS) -chaos.duration=$(CHAOS_DURATION) -chaos.dir=$(DATA)/chaos

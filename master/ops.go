@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"tablestore/internal/failpoint"
+	"tablestore/internal/rangeclient"
 	"tablestore/internal/rpcerr"
 	pb "tablestore/proto/tablestorepb"
 )
@@ -60,51 +61,30 @@ func (s *Server) setLeader(id uint64, server string) {
 }
 
 // onLeader runs fn against the range's leader, following NOT_LEADER hints
-// and trying every replica until it succeeds or ctx ends.
+// and trying every replica until it succeeds or ctx ends
+// (internal/rangeclient's retry rule).
 func (s *Server) onLeader(ctx context.Context, id uint64, fn func(ctx context.Context, c pb.PartitionServiceClient) error) error {
-	var last error
-	for attempt := 0; ctx.Err() == nil; attempt++ {
+	candidates := func() ([]string, error) {
 		d, ok := s.rangeDesc(id)
 		if !ok {
-			return fmt.Errorf("%w: %d", ErrRangeNotFound, id)
+			return nil, fmt.Errorf("%w: %d", ErrRangeNotFound, id)
 		}
-		candidates := []string{}
-		if l := s.leaderOf(id); l != "" {
-			candidates = append(candidates, l)
-		}
+		out := []string{s.leaderOf(id)}
 		for _, r := range d.GetReplicas() {
-			candidates = append(candidates, r.GetServerId())
+			out = append(out, r.GetServerId())
 		}
-		for _, server := range candidates {
-			c, err := s.pool.Partition(s.grpcAddrOf(server))
-			if err != nil {
-				last = err
-				continue
-			}
-			err = fn(ctx, c)
-			if err == nil {
-				s.setLeader(id, server)
-				return nil
-			}
-			last = err
-			info := rpcerr.Parse(err)
-			if info.Reason == rpcerr.ReasonNotLeader || info.Code == codes.Unavailable || info.Reason == rpcerr.ReasonRangeNotFound {
-				if l := info.Metadata[rpcerr.MetaLeader]; l != "" {
-					s.setLeader(id, l)
-				}
-				continue
-			}
-			return err
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Duration(min(attempt+1, 10)) * 20 * time.Millisecond):
-		}
+		return out, nil
 	}
-	if last == nil {
-		last = ctx.Err()
+	attempt := func(ctx context.Context, server string) error {
+		c, err := s.pool.Partition(s.grpcAddrOf(server))
+		if err != nil {
+			return rpcerr.New(codes.Unavailable, "", err.Error(), nil)
+		}
+		return fn(ctx, c)
 	}
-	return last
+	return rangeclient.Call(ctx, candidates, attempt, rangeclient.Options{
+		RetryBusy: true, OnLeader: func(server string) { s.setLeader(id, server) },
+	})
 }
 
 // event appends to the replicated event log (best effort: an event lost to
@@ -251,6 +231,9 @@ func (s *Server) transfer(ctx context.Context, id uint64, to string) error {
 	}
 	if !hasReplica(d, to) {
 		return fmt.Errorf("%w: %s holds no replica of range %d", ErrBadTarget, to, id)
+	}
+	if err := s.awaitTransferable(ctx, id, to); err != nil {
+		return err
 	}
 	addr := s.raftAddrs()[to]
 	err := s.onLeader(ctx, id, func(ctx context.Context, c pb.PartitionServiceClient) error {

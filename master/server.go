@@ -52,6 +52,9 @@ type Server struct {
 	// operations (the scheduler's and the operator's).
 	reports *reports
 	ops     *runner
+	// progress: every replica's last reported applied index, for the
+	// transfer guard (a transfer only to a live, caught-up follower).
+	progress *progress
 
 	softMu   sync.Mutex
 	adopting bool
@@ -77,7 +80,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	}
 	s := &Server{
 		cfg: cfg, logger: logger.With("master", cfg.ID), pool: connpool.New(creds.DialOption()), creds: creds,
-		reports: newReports(), changed: make(chan struct{}),
+		reports: newReports(), changed: make(chan struct{}), progress: newProgress(),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	keep := max(cfg.Policy.MergeCooldown, cfg.Policy.BalanceCooldown)

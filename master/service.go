@@ -323,7 +323,9 @@ func (v *service) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.
 	if err := s.register(sv); err != nil {
 		return nil, toStatus(err)
 	}
-	changed, throttled := s.reports.heartbeat(s.cfg.Policy.Config, sv.GetServerId(), req.GetRanges(), time.Now())
+	now := time.Now()
+	s.progress.observe(sv.GetServerId(), req.GetRanges(), now)
+	changed, throttled := s.reports.heartbeat(s.cfg.Policy.Config, sv.GetServerId(), req.GetRanges(), now)
 	for _, rs := range throttled {
 		s.throttleEvent(sv.GetServerId(), rs)
 	}

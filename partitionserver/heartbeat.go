@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"tablestore/partitionserver/fsm"
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -90,16 +91,16 @@ func (s *Server) reconcile(resp *pb.HeartbeatResponse) {
 		if _, ok := s.replica(d.GetRangeId()); ok {
 			continue
 		}
-		// Only a range still at generation 1 is created from a heartbeat: it
-		// has its initial voters, so joining by bootstrapping the same
-		// configuration is safe. A later range is born from a split this
-		// server applies through the parent's log (creating it earlier would
-		// make that split fail here and nowhere else), or is added by an
-		// explicit move.
-		if d.GetGeneration() != 1 {
+		// A range still at generation 1 has its initial voters, so joining
+		// by bootstrapping the same configuration is safe. A later range is
+		// born from a split this server applies through the parent's log
+		// (creating it earlier would fork that split), unless no replica here
+		// will ever apply it: then it joins empty and gets a snapshot.
+		bootstrap := d.GetGeneration() == 1
+		if !bootstrap && !s.orphaned(d) {
 			continue
 		}
-		if err := s.createReplica(d, true, false, resp.GetRaftAddrs()); err != nil {
+		if err := s.createReplica(d, bootstrap, false, resp.GetRaftAddrs()); err != nil {
 			s.logger.Warn("create assigned replica failed", "range", d.GetRangeId(), "err", err)
 		}
 	}
@@ -126,4 +127,26 @@ func (s *Server) reconcile(resp *pb.HeartbeatResponse) {
 			s.logger.Warn("delete replica of dropped table failed", "range", id, "err", err)
 		}
 	}
+}
+
+// orphaned reports whether range d, assigned here, will not be created by
+// a split on this server: no replica here holds its state (a split applied
+// but not yet started) and none of its table still covers its start key
+// (which would bring the split through its log or a snapshot). That is the
+// case of a replica that was down across the split and caught up its
+// parent by a snapshot taken after it, or that was added to the parent by
+// a move whose snapshot already held the split.
+func (s *Server) orphaned(d *pb.RangeDescriptor) bool {
+	if _, err := s.store.OpenRange(d.GetRangeId(), s.logger); err == nil {
+		return false
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, r := range s.replicas {
+		local := r.fsm.Descriptor()
+		if local.GetTableId() == d.GetTableId() && fsm.InRange(local, d.GetStart()) {
+			return false
+		}
+	}
+	return true
 }

@@ -32,6 +32,10 @@ var (
 		Help:    "Time a split, freeze, absorb, replica change or leader transfer took on the range leader.",
 		Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
 	}, []string{"op"})
+	transferRestartsTotal = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "tablestore", Subsystem: "partitionserver", Name: "transfer_restarts_total",
+		Help: "Range Raft members restarted because a failed leadership transfer kept refusing writes.",
+	})
 	rangeEntitiesPerSec = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: "tablestore", Subsystem: "partitionserver", Name: "range_entities_per_second",
 		Help: "Entities read and written per second on the busiest ranges (at most 10) this server leads.",
@@ -56,7 +60,7 @@ var (
 
 func init() {
 	prometheus.MustRegister(requestsTotal, requestSeconds, throttledTotal, capacityRefusedTotal, reshapeSeconds, rangeEntitiesPerSec,
-		replicasGauge, leadersGauge, diskAvailableBytes, diskCapacityBytes)
+		replicasGauge, leadersGauge, diskAvailableBytes, diskCapacityBytes, transferRestartsTotal)
 }
 
 func observe(op string, start time.Time, err error) {

@@ -26,6 +26,10 @@ var (
 	ErrNotLeader      = errors.New("partitionserver: not the range leader")
 	ErrUnknownOutcome = errors.New("partitionserver: write outcome unknown")
 	ErrShuttingDown   = errors.New("partitionserver: shutting down")
+	// ErrBusy: the write was refused before it was proposed (a leadership
+	// transfer in progress, a full apply queue); it was not applied and
+	// may be retried after a moment.
+	ErrBusy = errors.New("partitionserver: range busy, write not applied")
 )
 
 // replica is one range's Raft group member on this server.
@@ -53,8 +57,11 @@ type replica struct {
 	keys     *keyMeter
 	throttle *throttle
 	// normal is the group's reloadable config, restored after temporary
-	// changes (fast first election, compaction).
+	// changes (fast first election, compaction); cfgMu serialises those.
+	cfgMu  sync.Mutex
 	normal raft.ReloadableConfig
+	// watching: a failed leadership transfer is being watched.
+	watching atomic.Bool
 }
 
 type replicaDeps struct {
@@ -147,7 +154,7 @@ func openReplica(d replicaDeps, id uint64, bootstrap bool, voters []raft.Server,
 		transport.Close()
 		return nil, err
 	}
-	r, err := raft.NewRaft(rc, rfsm, cached, logStore, snaps, transport)
+	r, err := raft.NewRaft(rc, rfsm, cached, logStore, snaps, boundedTimeoutNow{transport, 2 * rc.ElectionTimeout})
 	if err != nil {
 		transport.Close()
 		return nil, fmt.Errorf("partitionserver: start range %d: %w", id, err)
@@ -161,7 +168,60 @@ func openReplica(d replicaDeps, id uint64, bootstrap bool, voters []raft.Server,
 	if fast {
 		go rep.slowDownAfterElection()
 	}
+	if rfsm.Descriptor().GetGeneration() > 1 {
+		go rep.compactBirthLog()
+	}
 	return rep, nil
+}
+
+// compactBirthLog drops the log of a range that still holds its bootstrap
+// entry once this member has applied past it. A range born from a split
+// holds data its log never carried, so a member that joins it empty (one
+// that was down across the split and caught the parent up by a snapshot)
+// must get a snapshot, never that log: with the log starting after index 1
+// on every member, any future leader sends one.
+func (r *replica) compactBirthLog() {
+	// Not in the first seconds: a split's fast-elected leader keeps a
+	// short lease then, and a snapshot's I/O must not cost it its term. A
+	// member that needs the snapshot comes much later (after its parent's
+	// own log was compacted past the split).
+	time.Sleep(birthCompactionDelay)
+	deadline := time.Now().Add(2 * time.Minute)
+	for r.raft.AppliedIndex() < 2 {
+		if time.Now().After(deadline) || r.raft.State() == raft.Shutdown {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if first, err := r.logStore.FirstIndex(); err != nil || first != 1 {
+		return
+	}
+	if err := r.snapshotAll(); err != nil && !errors.Is(err, raft.ErrRaftShutdown) {
+		r.logger.Warn("compacting a split-born range's log failed", "err", err)
+	}
+}
+
+// birthCompactionDelay is how long a split-born member waits before
+// dropping its bootstrap log.
+const birthCompactionDelay = 3 * time.Second
+
+// snapshotAll snapshots the state machine and drops the whole log.
+func (r *replica) snapshotAll() error {
+	r.cfgMu.Lock()
+	defer r.cfgMu.Unlock()
+	// Only TrailingLogs changes: the timeouts in force may be a fast
+	// member's, whose leader lease needs its short heartbeats.
+	cur := r.raft.ReloadableConfig()
+	zero := cur
+	zero.TrailingLogs = 0
+	if err := r.raft.ReloadConfig(zero); err != nil {
+		return err
+	}
+	defer r.raft.ReloadConfig(cur)
+	if err := r.raft.Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
+		return err
+	}
+	return nil
 }
 
 // fastElection is the follower timeout (and leader lease) of a split's new
@@ -181,6 +241,8 @@ func (r *replica) slowDownAfterElection() {
 	for time.Now().Before(deadline) && r.leaderID() == "" {
 		time.Sleep(2 * time.Millisecond)
 	}
+	r.cfgMu.Lock()
+	defer r.cfgMu.Unlock()
 	relaxed := r.normal
 	relaxed.HeartbeatTimeout = min(relaxed.HeartbeatTimeout, afterFastElection)
 	relaxed.ElectionTimeout = min(relaxed.ElectionTimeout, afterFastElection)
@@ -207,6 +269,8 @@ func (r *replica) propose(ctx context.Context, data []byte, timeout time.Duratio
 			return nil, ErrNotLeader
 		case errors.Is(err, raft.ErrRaftShutdown):
 			return nil, ErrShuttingDown
+		case errors.Is(err, raft.ErrLeadershipTransferInProgress), errors.Is(err, raft.ErrEnqueueTimeout):
+			return nil, fmt.Errorf("%w: %v", ErrBusy, err)
 		default:
 			// Leadership lost or timed out after dispatch: the entry may
 			// still commit.
@@ -228,16 +292,7 @@ func (r *replica) compact() error {
 	if err := r.raft.Barrier(10 * time.Second).Error(); err != nil {
 		return err
 	}
-	zero := r.normal
-	zero.TrailingLogs = 0
-	if err := r.raft.ReloadConfig(zero); err != nil {
-		return err
-	}
-	defer r.raft.ReloadConfig(r.normal)
-	if err := r.raft.Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
-		return err
-	}
-	return nil
+	return r.snapshotAll()
 }
 
 // close stops the Raft member; its log stays in the shared store.

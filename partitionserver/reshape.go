@@ -14,6 +14,7 @@ import (
 
 	"tablestore/internal/failpoint"
 	"tablestore/internal/peertls"
+	"tablestore/internal/rangeclient"
 	"tablestore/internal/rpcerr"
 	"tablestore/partitionserver/fsm"
 	pb "tablestore/proto/tablestorepb"
@@ -115,20 +116,16 @@ func (v *service) AbsorbRange(ctx context.Context, req *pb.AbsorbRangeRequest) (
 		return &pb.AbsorbRangeResponse{Range: desc}, nil
 	}
 	var export *pb.ExportRangeResponse
-	var lastErr error
-	for attempt := 0; attempt < 50 && export == nil && ctx.Err() == nil; attempt++ {
-		for _, addr := range req.GetRightAddrs() {
-			export, lastErr = exportFrom(ctx, v.s.creds, addr, right.GetRangeId())
-			if lastErr == nil {
-				break
-			}
-		}
-		if export == nil {
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-	if export == nil {
-		return nil, rpcerr.New(codes.Unavailable, rpcerr.ReasonUnavailable, fmt.Sprintf("export of range %d: %v", right.GetRangeId(), lastErr), nil)
+	ectx, cancel := context.WithTimeout(ctx, exportTimeout)
+	err = rangeclient.Call(ectx, func() ([]string, error) { return req.GetRightAddrs(), nil },
+		func(ctx context.Context, addr string) error {
+			var err error
+			export, err = exportFrom(ctx, v.s.creds, addr, right.GetRangeId())
+			return err
+		}, rangeclient.Options{RetryBusy: true})
+	cancel()
+	if err != nil {
+		return nil, rpcerr.New(codes.Unavailable, rpcerr.ReasonUnavailable, fmt.Sprintf("export of range %d: %v", right.GetRangeId(), err), nil)
 	}
 	if err := failpoint.Inject("partitionserver/absorb/after-export"); err != nil {
 		return nil, toStatus(r, err)
@@ -161,11 +158,14 @@ func (v *service) run(ctx context.Context, r *replica, kind pb.CommandKind, m pr
 	return res, nil
 }
 
+// exportTimeout bounds the search for the frozen range's leader.
+const exportTimeout = 10 * time.Second
+
 func exportFrom(ctx context.Context, creds *peertls.Creds, addr string, rangeID uint64) (*pb.ExportRangeResponse, error) {
 	conn, err := grpc.NewClient(addr, creds.DialOption(),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(256<<20)))
 	if err != nil {
-		return nil, err
+		return nil, rpcerr.New(codes.Unavailable, "", err.Error(), nil)
 	}
 	defer conn.Close()
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -235,11 +235,17 @@ func (v *service) TransferLeader(ctx context.Context, req *pb.TransferLeaderRequ
 	if !r.isLeader() {
 		return nil, toStatus(r, ErrNotLeader)
 	}
+	if !r.isVoter(req.GetToServerId()) {
+		return nil, rpcerr.New(codes.FailedPrecondition, rpcerr.ReasonInvalidInput,
+			fmt.Sprintf("%s is not a voter of range %d", req.GetToServerId(), r.id), nil)
+	}
 	addr := req.GetToRaftAddr()
 	if a, ok := v.s.addrs.get(req.GetToServerId()); ok {
 		addr = a
 	}
 	if err := r.raft.LeadershipTransferToServer(raft.ServerID(req.GetToServerId()), raft.ServerAddress(addr)).Error(); err != nil {
+		// raft may keep refusing writes after a failed transfer.
+		go v.s.watchTransfer(r, start)
 		return nil, toStatus(r, raftErr(err))
 	}
 	return &pb.TransferLeaderResponse{}, nil

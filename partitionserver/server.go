@@ -46,6 +46,9 @@ type Server struct {
 	master  *masterclient.Client
 	addrs   *addressBook
 	creds   *peertls.Creds // nil: plaintext
+	// paused is the fault hook of SetPaused, nil when not paused.
+	pauseMu sync.Mutex
+	paused  *pauser
 	// capacity admits leader work up to cfg.ServerCapacity (nil: off).
 	capacity *admission.Bucket
 
@@ -293,6 +296,40 @@ func (s *Server) SetIsolated(v bool) { s.raftNet.SetIsolated(v) }
 // SetRaftFault installs (nil removes) a hook that may drop or delay this
 // server's Raft traffic per peer (chaos tests).
 func (s *Server) SetRaftFault(f grouptransport.Fault) { s.raftNet.SetFault(f) }
+
+// SetPaused stalls (true) or resumes (false) this server's Raft traffic
+// with its connections left open, as a stopped process would (fault
+// injection).
+func (s *Server) SetPaused(v bool) {
+	s.pauseMu.Lock()
+	defer s.pauseMu.Unlock()
+	switch {
+	case v && s.paused == nil:
+		p := &pauser{resume: make(chan struct{}), closing: s.ctx.Done()}
+		s.paused = p
+		s.raftNet.SetFault(p)
+	case !v && s.paused != nil:
+		s.raftNet.SetFault(nil)
+		close(s.paused.resume)
+		s.paused = nil
+	}
+}
+
+// pauser is the fault hook of a paused server: every Raft request in or
+// out waits until the pause ends (or the server closes), connections open.
+type pauser struct {
+	resume  chan struct{}
+	closing <-chan struct{}
+}
+
+func (p *pauser) Outgoing(string) (time.Duration, bool) {
+	select {
+	case <-p.resume:
+		return 0, false
+	case <-p.closing:
+		return 0, true
+	}
+}
 
 func (s *Server) replica(id uint64) (*replica, bool) {
 	s.mu.RLock()

@@ -183,6 +183,10 @@ func (v *service) RangeInfo(ctx context.Context, req *pb.RangeInfoRequest) (*pb.
 	}, nil
 }
 
+// busyRetryAfter is the retry delay suggested with ErrBusy: about one
+// election timeout, the time a leadership transfer takes.
+const busyRetryAfter = 500 * time.Millisecond
+
 // admit applies the per-partition throttle: Azure serves one PartitionKey
 // up to a fixed rate and answers 503 ServerBusy beyond it.
 func (v *service) admit(r *replica, pk string, n int) error {
@@ -234,6 +238,9 @@ func toStatus(r *replica, err error) error {
 		return rpcerr.New(codes.FailedPrecondition, rpcerr.ReasonInvalidInput, err.Error(), nil)
 	case errors.Is(err, fsm.ErrInvalidEntity), errors.Is(err, fsm.ErrBadCommand):
 		return withIndex(codes.InvalidArgument, rpcerr.ReasonInvalidInput)
+	case errors.Is(err, ErrBusy):
+		return rpcerr.New(codes.Unavailable, rpcerr.ReasonServerBusy, err.Error(),
+			map[string]string{rpcerr.MetaRetryAfterMs: strconv.FormatInt(busyRetryAfter.Milliseconds(), 10)})
 	case errors.Is(err, ErrShuttingDown):
 		return rpcerr.New(codes.Unavailable, rpcerr.ReasonUnavailable, err.Error(), nil)
 	case errors.Is(err, ErrUnknownOutcome):

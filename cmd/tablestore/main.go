@@ -24,6 +24,7 @@ import (
 	"tablestore/frontend/router"
 	"tablestore/internal/cluster"
 	"tablestore/internal/health"
+	"tablestore/internal/failpoint"
 	"tablestore/internal/logging"
 	"tablestore/internal/metricsbridge"
 	"tablestore/loadgen"
@@ -57,6 +58,10 @@ func main() {
 			}
 		}
 		return
+	}
+	if err := failpoint.EnableFromEnv(); err != nil {
+		fmt.Fprintln(os.Stderr, "tablestore:", err)
+		os.Exit(2)
 	}
 	c, ok := commands[os.Args[1]]
 	if !ok {

@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 
+	"tablestore/internal/rangeclient"
 	"tablestore/internal/rpcerr"
 	pb "tablestore/proto/tablestorepb"
 )
@@ -13,20 +14,13 @@ import (
 // rangeCall is one attempt of a request on a range.
 type rangeCall func(ctx context.Context, c pb.PartitionServiceClient, d *pb.RangeDescriptor) error
 
-// retryable classifies a failed attempt: whether to retry, and whether the
-// map (not just the leader guess) is stale.
-func retryable(info rpcerr.Info) (retry, stale bool) {
-	switch info.Reason {
-	case rpcerr.ReasonNotLeader, rpcerr.ReasonUnavailable:
-		// Including an outcome the server could not learn (leadership lost
-		// after the entry was appended): writes carry a request id, so a
-		// retry returns the first attempt's result if it was applied.
-		return true, false
-	case rpcerr.ReasonStaleRange, rpcerr.ReasonRangeNotFound:
-		return true, true
-	}
-	// A transport failure before the server answered (refused, reset).
-	return info.Reason == "" && info.Code == codes.Unavailable, false
+// retryable classifies a failed attempt with the shared rule
+// (internal/rangeclient): whether to retry, and whether the map (not just
+// the leader guess) is stale. ServerBusy goes back to the client with its
+// Retry-After, as Azure answers.
+func retryable(err error) (retry, stale bool) {
+	d := rangeclient.Classify(err)
+	return d.Retry && !d.Busy, d.Stale
 }
 
 // call runs fn on the range holding (table, pk), following leader changes,
@@ -85,7 +79,7 @@ func (r *Router) call(ctx context.Context, table *pb.Table, pk string, fn rangeC
 		}
 		last = err
 		info := rpcerr.Parse(err)
-		retry, stale := retryable(info)
+		retry, stale := retryable(err)
 		if !retry || ctx.Err() != nil {
 			return err
 		}

@@ -46,7 +46,7 @@ func (r *Router) followerCall(ctx context.Context, t *pb.Table, pk string, fn ra
 				return nil
 			}
 			last = err
-			retry, staleMap := retryable(rpcerr.Parse(err))
+			retry, staleMap := retryable(err)
 			if !retry || ctx.Err() != nil {
 				return err
 			}

@@ -392,6 +392,16 @@ func (c *Cluster) IsolateServer(i int, v bool) {
 	}
 }
 
+// PauseServer stalls (true) or resumes (false) server i's Raft traffic
+// with its connections left open, as SIGSTOP and SIGCONT would.
+func (c *Cluster) PauseServer(i int, v bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s := c.Servers[i].Server; s != nil {
+		s.SetPaused(v)
+	}
+}
+
 // StopMaster stops master i.
 func (c *Cluster) StopMaster(i int) error {
 	c.mu.Lock()

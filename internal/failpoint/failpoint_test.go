@@ -35,3 +35,30 @@ func TestEnableDisable(t *testing.T) {
 }
 
 var errTest = errors.New("test")
+
+func TestEnableFromEnv(t *testing.T) {
+	cases := []struct {
+		spec string
+		ok   bool
+	}{
+		{"", true},
+		{"a=delay:1ms;b=error", true},
+		{"a", false},
+		{"a=delay:x", false},
+		{"a=explode", false},
+	}
+	for _, c := range cases {
+		t.Run(c.spec, func(t *testing.T) {
+			t.Setenv(EnvVar, c.spec)
+			err := EnableFromEnv()
+			defer Disable("a")
+			defer Disable("b")
+			if (err == nil) != c.ok {
+				t.Fatalf("EnableFromEnv(%q) = %v", c.spec, err)
+			}
+			if c.spec == "a=delay:1ms;b=error" && (Inject("a") != nil || Inject("b") == nil) {
+				t.Fatal("points not armed as specified")
+			}
+		})
+	}
+}

@@ -11,6 +11,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	"google.golang.org/protobuf/proto"
 
+	"tablestore/internal/failpoint"
 	"tablestore/internal/keys"
 	pb "tablestore/proto/tablestorepb"
 )
@@ -171,7 +172,12 @@ func (s *Store) commitLocked() error {
 	if s.tx == nil {
 		return nil
 	}
-	err := s.tx.Commit()
+	err := failpoint.Inject("partitionserver/fsm/commit")
+	if err == nil {
+		err = s.tx.Commit()
+	} else {
+		s.tx.Rollback()
+	}
 	s.tx = nil
 	afters := s.afters
 	s.afters = nil

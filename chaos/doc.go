@@ -1,0 +1,10 @@
+// Package chaos is a Jepsen-style fault-injection harness: it runs the
+// roles as separate processes of the real binary, injects crashes, pauses,
+// master-leader kills, network cuts and slow or failing disks (by seed)
+// while the official Azure SDK writes, reshapes the key space with
+// `tablestore ctl`, then heals everything and checks that no acknowledged
+// write was lost, duplicated or changed, that no counter increment was
+// lost, that a sample of keys has a linearizable history, and that every
+// range is led and fully replicated again. `make chaos SEEDS=N` runs it;
+// docs/reliability.md has the results.
+package chaos

@@ -1,0 +1,259 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+
+	"tablestore/internal/failpoint"
+)
+
+// role is one process of the cluster.
+type role struct {
+	name string
+	args []string
+	env  []string
+	cmd  *exec.Cmd
+	out  *tailBuffer
+	done chan struct{}
+}
+
+// cluster is 3 masters, 4 partition servers and a front-end, each behind
+// proxies of the fault layer.
+type cluster struct {
+	bin     string
+	dir     string
+	net     *faultNet
+	mu      sync.Mutex
+	masters []*role
+	servers []*role
+	front   *role
+	// masterGRPC are the masters' gRPC addresses as clients reach them
+	// (through proxies); direct ones bypass the fault layer for checks.
+	masterGRPC, masterDirect []string
+	serverDirect             map[string]string // server id -> direct gRPC
+	endpoint                 string
+	// ctlRunning counts reshaping commands in flight: the read-back waits
+	// for them.
+	ctlRunning sync.WaitGroup
+}
+
+const accountKey = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+
+func (c *cluster) connString() string {
+	return fmt.Sprintf("DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=%s;TableEndpoint=http://%s/devstoreaccount1;", accountKey, c.endpoint)
+}
+
+// startCluster starts every role of a fresh cluster in dir.
+func startCluster(bin, dir string) (*cluster, error) {
+	c := &cluster{bin: bin, dir: dir, net: newFaultNet(), serverDirect: map[string]string{}}
+	ports, err := freeAddrs(3*2 + 4*2 + 1)
+	if err != nil {
+		return nil, err
+	}
+	next := func() string { a := ports[0]; ports = ports[1:]; return a }
+	var peers []string
+	type m struct{ id, grpc, raft string }
+	var ms []m
+	for i := 1; i <= 3; i++ {
+		x := m{fmt.Sprintf("m%d", i), next(), next()}
+		ms = append(ms, x)
+		rp, err := c.net.listen(x.id, x.raft)
+		if err != nil {
+			return nil, err
+		}
+		gp, err := c.net.listen(x.id, x.grpc)
+		if err != nil {
+			return nil, err
+		}
+		peers = append(peers, x.id+"="+rp.addr())
+		c.masterGRPC = append(c.masterGRPC, gp.addr())
+		c.masterDirect = append(c.masterDirect, x.grpc)
+	}
+	for _, x := range ms {
+		c.masters = append(c.masters, &role{name: x.id, args: []string{"master", "--id", x.id,
+			"--data-dir", filepath.Join(dir, x.id), "--grpc-addr", x.grpc, "--raft-addr", x.raft,
+			"--peers", strings.Join(peers, ","), "--server-timeout", "3s", "--replicate-after", "20s",
+			"--log-level", "warn", "--metrics-addr", ""}})
+	}
+	for i := 1; i <= 4; i++ {
+		id := fmt.Sprintf("ps%d", i)
+		g, r := next(), next()
+		gp, err := c.net.listen(id, g)
+		if err != nil {
+			return nil, err
+		}
+		rp, err := c.net.listen(id, r)
+		if err != nil {
+			return nil, err
+		}
+		c.serverDirect[id] = g
+		c.servers = append(c.servers, &role{name: id, args: []string{"partitionserver", "--id", id,
+			"--data-dir", filepath.Join(dir, id), "--grpc-addr", g, "--raft-addr", r,
+			"--advertise-grpc", gp.addr(), "--advertise-raft", rp.addr(),
+			"--masters", strings.Join(c.masterGRPC, ","), "--snapshot-threshold", "2048",
+			"--trailing-logs", "512", "--snapshot-interval", "5s", "--log-level", "warn", "--metrics-addr", ""}})
+	}
+	c.endpoint = next()
+	c.front = &role{name: "fe", args: []string{"frontend", "--http-addr", c.endpoint,
+		"--masters", strings.Join(c.masterGRPC, ","), "--log-level", "warn", "--metrics-addr", ""}}
+	for _, r := range c.all() {
+		if err := c.start(r); err != nil {
+			c.stop()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+func (c *cluster) all() []*role {
+	out := append([]*role{}, c.masters...)
+	out = append(out, c.servers...)
+	return append(out, c.front)
+}
+
+// start runs r (again) with its environment.
+func (c *cluster) start(r *role) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r.cmd != nil {
+		return nil
+	}
+	if r.out == nil {
+		r.out = &tailBuffer{max: 64 << 10}
+	}
+	cmd := exec.Command(c.bin, r.args...)
+	cmd.Env = append(os.Environ(), r.env...)
+	cmd.Stdout, cmd.Stderr = r.out, r.out
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", r.name, err)
+	}
+	r.cmd, r.done = cmd, make(chan struct{})
+	c.net.setPID(cmd.Process.Pid, r.name)
+	go func(done chan struct{}) { cmd.Wait(); close(done) }(r.done)
+	return nil
+}
+
+// kill stops r with SIGKILL and waits for it.
+func (c *cluster) kill(r *role) {
+	c.mu.Lock()
+	cmd, done := r.cmd, r.done
+	r.cmd = nil
+	c.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	cmd.Process.Signal(syscall.SIGCONT)
+	cmd.Process.Kill()
+	<-done
+	c.net.setPID(0, r.name)
+}
+
+// signal sends sig to r if it runs.
+func (c *cluster) signal(r *role, sig syscall.Signal) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r.cmd != nil {
+		r.cmd.Process.Signal(sig)
+	}
+}
+
+// exited reports roles that died on their own (a failing disk panics),
+// restarting them.
+func (c *cluster) reviveExited() []string {
+	var out []string
+	for _, r := range c.all() {
+		c.mu.Lock()
+		dead := r.cmd != nil && isClosed(r.done)
+		if dead {
+			r.cmd = nil
+		}
+		c.mu.Unlock()
+		if dead {
+			out = append(out, r.name)
+			r.env = nil
+			c.start(r)
+		}
+	}
+	return out
+}
+
+func isClosed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// setFailpoints restarts server r with the given failpoints armed ("" to
+// disarm).
+func (c *cluster) setFailpoints(r *role, spec string) {
+	c.kill(r)
+	r.env = nil
+	if spec != "" {
+		r.env = []string{failpoint.EnvVar + "=" + spec}
+	}
+	c.start(r)
+}
+
+func (c *cluster) stop() {
+	for _, r := range c.all() {
+		c.kill(r)
+	}
+	for _, p := range c.net.proxies {
+		p.close()
+	}
+}
+
+// ctl runs `tablestore ctl` against the masters.
+func (c *cluster) ctl(ctx context.Context, args ...string) (string, error) {
+	full := append([]string{"ctl", "--master", strings.Join(c.masterDirect, ","), "--timeout", "20s"}, args...)
+	out, err := exec.CommandContext(ctx, c.bin, full...).CombinedOutput()
+	return string(out), err
+}
+
+// tailBuffer keeps the last max bytes a process wrote.
+type tailBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+	max int
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf.Write(p)
+	if t.buf.Len() > t.max {
+		b := t.buf.Bytes()[t.buf.Len()-t.max/2:]
+		t.buf.Reset()
+		t.buf.Write(b)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.buf.String()
+}
+
+func freeAddrs(n int) ([]string, error) {
+	var out []string
+	for i := 0; i < n; i++ {
+		ln, err := netListen()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ln.Addr().String())
+		defer ln.Close()
+	}
+	return out, nil
+}

@@ -1,0 +1,524 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+	"github.com/anishathalye/porcupine"
+
+	"tablestore/internal/connpool"
+	"tablestore/internal/masterclient"
+	pb "tablestore/proto/tablestorepb"
+)
+
+const table = "chaos"
+
+// Options configure one run.
+type Options struct {
+	Seed     int64
+	Binary   string        // the tablestore binary
+	Dir      string        // data directories
+	Duration time.Duration // of the fault phase
+	Logf     func(format string, args ...any)
+}
+
+// Result is what one seed found.
+type Result struct {
+	Seed                       int64
+	Faults                     []string
+	Acked, Unknown             int // inserts and batch entities
+	Lost, Duplicated, WrongVal int
+	BatchTorn                  int // a batch partly applied
+	LostUpdates                int // counter below its acknowledged increments
+	PhantomUpdates             int // counter above acknowledged + unknown
+	Increments                 int
+	HistoryOps                 int
+	Linearizable               bool
+	Converged                  time.Duration // heal -> every range led and fully replicated
+	ConvergedOK                bool
+	Writes, Failures           int64
+	Refused                    int64         // connections the fault layer cut
+	MaxGap                     time.Duration // longest window without a successful write to one key
+	MaxGapKey                  string
+	MaxGapEnd                  time.Duration // since the workload started
+	Problems                   []string
+	Notes                      []string // findings that are not violations
+}
+
+// OK reports whether the run found no violation.
+func (r *Result) OK() bool { return len(r.Problems) == 0 }
+
+func (r *Result) problem(format string, args ...any) {
+	r.Problems = append(r.Problems, fmt.Sprintf(format, args...))
+}
+
+// Run runs one seed end to end.
+func Run(o Options) (*Result, error) {
+	res := &Result{Seed: o.Seed}
+	rng := rand.New(rand.NewSource(o.Seed))
+	c, err := startCluster(o.Binary, o.Dir)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if !res.OK() {
+			for _, r := range c.all() {
+				os.WriteFile(filepath.Join(o.Dir, r.name+".log"), []byte(r.out.String()), 0o644)
+			}
+		}
+		c.stop()
+	}()
+	sc, err := newClient(c.connString(), true)
+	if err != nil {
+		return nil, err
+	}
+	once, err := newClient(c.connString(), false)
+	if err != nil {
+		return nil, err
+	}
+	if err := setup(sc); err != nil {
+		return nil, err
+	}
+	tc := sc.NewClient(table)
+	w := startWorkload(tc, once.NewClient(table))
+
+	// Fault phase: one fault at a time, each healed before the next, with
+	// reshaping operations in between.
+	end := time.Now().Add(o.Duration)
+	for time.Now().Before(end) {
+		f := inject(c, rng)
+		res.Faults = append(res.Faults, fmt.Sprintf("t+%.1fs %s", time.Since(w.start).Seconds(), f.name))
+		o.Logf("seed %d: %s", o.Seed, f.name)
+		reshape(c, rng, o.Logf)
+		time.Sleep(time.Duration(2000+rng.Intn(3000)) * time.Millisecond)
+		f.heal()
+		if dead := c.reviveExited(); len(dead) > 0 {
+			o.Logf("seed %d: restarted %v after they exited", o.Seed, dead)
+		}
+		time.Sleep(time.Duration(500+rng.Intn(1500)) * time.Millisecond)
+	}
+	// Heal everything, let the writers see the healed cluster briefly.
+	c.net.heal()
+	for _, r := range c.all() {
+		c.signal(r, syscall.SIGCONT)
+		if r.cmd == nil || isClosed(r.done) {
+			c.kill(r)
+			r.env = nil
+			c.start(r)
+		}
+	}
+	healed := time.Now()
+	time.Sleep(2 * time.Second)
+	w.halt()
+	c.ctlRunning.Wait()
+	res.Writes, res.Failures = w.writes.Load(), w.failures.Load()
+	res.Refused = c.net.refused.Load()
+	for k, g := range w.maxGap {
+		if g > res.MaxGap {
+			res.MaxGap, res.MaxGapKey = g, k
+			res.MaxGapEnd = w.gapEnd[k]
+		}
+	}
+
+	var why string
+	res.Converged, res.ConvergedOK, why = converge(c, 30*time.Second)
+	if !res.ConvergedOK {
+		res.problem("ranges not all led and fully replicated 30s after healing: %s", why)
+	} else {
+		res.Converged = time.Since(healed)
+	}
+	if pm, err := c.partitionMap(); err == nil {
+		for _, r := range pm.GetRanges() {
+			if r.GetTable() == table && len(r.GetReplicas()) > 3 {
+				res.Notes = append(res.Notes, fmt.Sprintf("range %d has %d replicas", r.GetRangeId(), len(r.GetReplicas())))
+			}
+		}
+	}
+	if err := verify(tc, w, res); err != nil {
+		res.problem("verification read failed: %v", err)
+	}
+	res.HistoryOps = len(w.history)
+	check, info := porcupine.CheckOperationsVerbose(registerModel, w.history, 60*time.Second)
+	switch check {
+	case porcupine.Ok:
+		res.Linearizable = true
+	case porcupine.Illegal:
+		path := filepath.Join(o.Dir, "linearizability.html")
+		porcupine.VisualizePath(registerModel, info, path)
+		res.problem("register history is not linearizable (see %s)", path)
+	default:
+		res.Linearizable = true // undecided in time: not counted as a violation
+		o.Logf("seed %d: linearizability check timed out", o.Seed)
+	}
+	return res, nil
+}
+
+// setup creates the table and the counters, retrying while the cluster
+// elects and registers.
+func setup(sc *aztables.ServiceClient) error {
+	deadline := time.Now().Add(90 * time.Second)
+	var err error
+	for time.Now().Before(deadline) {
+		ctx, cancel := opCtx()
+		_, err = sc.CreateTable(ctx, table, nil)
+		cancel()
+		if err == nil || statusOf(err) == 409 {
+			break
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	if err != nil && statusOf(err) != 409 {
+		return fmt.Errorf("create table: %w", err)
+	}
+	tc := sc.NewClient(table)
+	for i := 0; i < counters; i++ {
+		body, _ := json.Marshal(map[string]any{"PartitionKey": fmt.Sprintf("cnt%d", i), "RowKey": "c", "V": "0", "V@odata.type": "Edm.Int64"})
+		ctx, cancel := opCtx()
+		_, err := tc.UpsertEntity(ctx, body, nil)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("create counter: %w", err)
+		}
+	}
+	return nil
+}
+
+type fault struct {
+	name string
+	heal func()
+}
+
+// inject starts one fault chosen by rng.
+func inject(c *cluster, rng *rand.Rand) fault {
+	ps := c.servers[rng.Intn(len(c.servers))]
+	switch rng.Intn(8) {
+	case 0:
+		c.kill(ps)
+		return fault{"kill -9 " + ps.name, func() { c.start(ps) }}
+	case 1:
+		c.signal(ps, syscall.SIGSTOP)
+		return fault{"SIGSTOP " + ps.name, func() { c.signal(ps, syscall.SIGCONT) }}
+	case 2:
+		m := c.masterLeader()
+		c.kill(m)
+		return fault{"kill -9 master leader " + m.name, func() { c.start(m) }}
+	case 3:
+		isolate(c, ps.name, true)
+		return fault{"partition: " + ps.name + " cut off", func() { isolate(c, ps.name, false) }}
+	case 4:
+		other := c.servers[(indexOf(c.servers, ps)+1+rng.Intn(len(c.servers)-1))%len(c.servers)]
+		c.net.setCut(ps.name, other.name, true)
+		return fault{"one-way: " + ps.name + " cannot reach " + other.name, func() { c.net.setCut(ps.name, other.name, false) }}
+	case 5:
+		m := c.masters[rng.Intn(len(c.masters))]
+		isolate(c, m.name, true)
+		return fault{"partition: master " + m.name + " cut off", func() { isolate(c, m.name, false) }}
+	case 6:
+		c.setFailpoints(ps, "partitionserver/fsm/commit=delay:150ms")
+		return fault{"slow fsync on " + ps.name, func() { c.setFailpoints(ps, "") }}
+	default:
+		c.setFailpoints(ps, "partitionserver/fsm/commit=error")
+		return fault{"failing fsync on " + ps.name, func() { c.setFailpoints(ps, "") }}
+	}
+}
+
+func indexOf(rs []*role, r *role) int {
+	for i, x := range rs {
+		if x == r {
+			return i
+		}
+	}
+	return 0
+}
+
+// isolate cuts name off from every other role, both ways.
+func isolate(c *cluster, name string, v bool) {
+	for _, r := range c.all() {
+		if r.name != name {
+			c.net.setCut(name, r.name, v)
+			c.net.setCut(r.name, name, v)
+		}
+	}
+}
+
+// masterLeader finds the leading master (else any).
+func (c *cluster) masterLeader() *role {
+	for i, addr := range c.masterDirect {
+		mc, err := masterclient.New([]string{addr})
+		if err != nil {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		conn, _ := mc.Conn()
+		_, err = pb.NewMasterServiceClient(conn).GetPartitionMap(ctx, &pb.GetPartitionMapRequest{})
+		cancel()
+		mc.Close()
+		if err == nil {
+			return c.masters[i]
+		}
+	}
+	return c.masters[0]
+}
+
+// reshape asks the master for a split, merge or move through ctl, with
+// arguments that make sense for the current map.
+func reshape(c *cluster, rng *rand.Rand, logf func(string, ...any)) {
+	var args []string
+	var rs []*pb.RangeDescriptor
+	if pm, err := c.partitionMap(); err == nil {
+		for _, r := range pm.GetRanges() {
+			if r.GetTable() == table {
+				rs = append(rs, r)
+			}
+		}
+	}
+	switch op := rng.Intn(3); {
+	case op == 0 || len(rs) == 0:
+		args = []string{"split", table, fmt.Sprintf("p%02d", 1+rng.Intn(dataPartitions-1))}
+	case op == 1 && len(rs) > 1:
+		var merge []*pb.RangeDescriptor
+		for _, r := range rs {
+			if r.GetEnd() != "" {
+				merge = append(merge, r)
+			}
+		}
+		args = []string{"merge", fmt.Sprint(merge[rng.Intn(len(merge))].GetRangeId())}
+	default:
+		r := rs[rng.Intn(len(rs))]
+		var free []string
+		for _, s := range c.servers {
+			held := false
+			for _, rep := range r.GetReplicas() {
+				held = held || rep.GetServerId() == s.name
+			}
+			if !held {
+				free = append(free, s.name)
+			}
+		}
+		if len(free) == 0 {
+			return
+		}
+		args = []string{"move", fmt.Sprint(r.GetRangeId()), "--to", free[rng.Intn(len(free))]}
+	}
+	c.ctlRunning.Add(1)
+	go func() {
+		defer c.ctlRunning.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
+		defer cancel()
+		out, err := c.ctl(ctx, args...)
+		if err != nil {
+			logf("ctl %s: %v %s", strings.Join(args, " "), err, strings.TrimSpace(out))
+		} else {
+			logf("ctl %s: ok", strings.Join(args, " "))
+		}
+	}()
+}
+
+func (c *cluster) partitionMap() (*pb.PartitionMap, error) {
+	mc, err := masterclient.New(c.masterDirect)
+	if err != nil {
+		return nil, err
+	}
+	defer mc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	var pm *pb.PartitionMap
+	err = mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
+		var err error
+		pm, err = m.GetPartitionMap(ctx, &pb.GetPartitionMapRequest{})
+		return err
+	})
+	return pm, err
+}
+
+// converge waits until every range of the table is led and each of its
+// three replicas has applied what its leader has.
+func converge(c *cluster, limit time.Duration) (time.Duration, bool, string) {
+	start := time.Now()
+	pool := connpool.New()
+	defer pool.Close()
+	why := ""
+	for time.Since(start) < limit {
+		if why = fullyReplicated(c, pool); why == "" {
+			return time.Since(start), true, ""
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	return limit, false, why
+}
+
+// fullyReplicated says why the table is not yet led and fully replicated
+// ("" when it is).
+func fullyReplicated(c *cluster, pool *connpool.Pool) string {
+	pm, err := c.partitionMap()
+	if err != nil {
+		return fmt.Sprintf("no partition map: %v", err)
+	}
+	n := 0
+	for _, r := range pm.GetRanges() {
+		if r.GetTable() != table {
+			continue
+		}
+		n++
+		leader := pm.GetLeaders()[r.GetRangeId()]
+		// More than three (a move interrupted between adding the new voter
+		// and removing the old) is noted by the caller, not a failure.
+		if leader == "" || len(r.GetReplicas()) < 3 {
+			return fmt.Sprintf("range %d: leader %q, %d replicas", r.GetRangeId(), leader, len(r.GetReplicas()))
+		}
+		var top uint64
+		applied := map[string]uint64{}
+		for _, rep := range r.GetReplicas() {
+			cl, err := pool.Partition(c.serverDirect[rep.GetServerId()])
+			if err != nil {
+				return err.Error()
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			info, err := cl.RangeInfo(ctx, &pb.RangeInfoRequest{RangeId: r.GetRangeId()})
+			cancel()
+			if err != nil {
+				return fmt.Sprintf("range %d on %s: %v", r.GetRangeId(), rep.GetServerId(), err)
+			}
+			if info.GetLeaderServerId() != leader {
+				return fmt.Sprintf("range %d: %s follows %q, the map says %q", r.GetRangeId(), rep.GetServerId(), info.GetLeaderServerId(), leader)
+			}
+			applied[rep.GetServerId()] = info.GetStatus().GetAppliedIndex()
+			top = max(top, info.GetStatus().GetAppliedIndex())
+		}
+		for s, a := range applied {
+			if a+2 < top {
+				return fmt.Sprintf("range %d: %s applied %d of %d", r.GetRangeId(), s, a, top)
+			}
+		}
+	}
+	if n == 0 {
+		return "no range of the table in the map"
+	}
+	return ""
+}
+
+// verify reads the whole table back and compares it with what the
+// clients were told.
+func verify(tc *aztables.Client, w *workload, res *Result) error {
+	seen := map[string]int{}
+	vals := map[string]int64{}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	top := int32(500)
+	pager := tc.NewListEntitiesPager(&aztables.ListEntitiesOptions{Top: &top})
+	for pager.More() {
+		page, err := pager.NextPage(ctx)
+		if err != nil {
+			return err
+		}
+		for _, raw := range page.Entities {
+			var e map[string]any
+			if err := json.Unmarshal(raw, &e); err != nil {
+				return err
+			}
+			k := fmt.Sprint(e["PartitionKey"]) + "/" + fmt.Sprint(e["RowKey"])
+			seen[k]++
+			v, _ := parseInt(e["V"])
+			vals[k] = v
+		}
+	}
+	for k, n := range seen {
+		if n > 1 {
+			res.Duplicated++
+			res.problem("%s seen %d times", k, n)
+		}
+	}
+	check := func(k string, v int64, out outcome) {
+		if out == applied {
+			res.Acked++
+		} else {
+			res.Unknown++
+		}
+		if seen[k] == 0 {
+			if out == applied {
+				res.Lost++
+				res.problem("acknowledged %s lost", k)
+			}
+			return
+		}
+		if vals[k] != v {
+			res.WrongVal++
+			res.problem("%s = %d, want %d", k, vals[k], v)
+		}
+	}
+	for k, r := range w.inserts {
+		check(k, r.value, r.out)
+	}
+	for _, b := range w.batches {
+		present := 0
+		for i, rk := range b.rks {
+			k := b.pk + "/" + rk
+			check(k, b.vals[i], b.out)
+			if seen[k] > 0 {
+				present++
+			}
+		}
+		if present != 0 && present != len(b.rks) {
+			res.BatchTorn++
+			res.problem("batch %s/%s partly applied (%d of %d)", b.pk, b.rks[0], present, len(b.rks))
+		}
+	}
+	for i := 0; i < counters; i++ {
+		k := fmt.Sprintf("cnt%d/c", i)
+		got := vals[k]
+		res.Increments += w.incAcked[i]
+		if got < int64(w.incAcked[i]) {
+			res.LostUpdates++
+			res.problem("counter %d = %d below its %d acknowledged increments", i, got, w.incAcked[i])
+		}
+		if got > int64(w.incAcked[i]+w.incUnknown[i]) {
+			res.PhantomUpdates++
+			res.problem("counter %d = %d above %d acknowledged + %d unknown increments", i, got, w.incAcked[i], w.incUnknown[i])
+		}
+	}
+	return nil
+}
+
+// Summary is one line per result plus totals.
+func Summary(rs []*Result) string {
+	var b strings.Builder
+	sort.Slice(rs, func(i, j int) bool { return rs[i].Seed < rs[j].Seed })
+	var bad int
+	var worstGap, worstConv time.Duration
+	var acked, lost, dup, lu, lin int
+	for _, r := range rs {
+		status := "ok"
+		if len(r.Notes) > 0 {
+			status = "ok (" + strings.Join(r.Notes, "; ") + ")"
+		}
+		if !r.OK() {
+			status = "FAIL: " + strings.Join(r.Problems[:min(3, len(r.Problems))], "; ")
+			bad++
+		}
+		fmt.Fprintf(&b, "seed %d: %d faults, %d acked (%d unknown), %d increments, %d history ops, %d connections cut, converged %v, max write gap %v (%s, ended t+%.1fs): %s\n",
+			r.Seed, len(r.Faults), r.Acked, r.Unknown, r.Increments, r.HistoryOps, r.Refused, r.Converged.Round(time.Millisecond), r.MaxGap.Round(time.Millisecond), r.MaxGapKey, r.MaxGapEnd.Seconds(), status)
+		worstGap = max(worstGap, r.MaxGap)
+		if r.ConvergedOK {
+			worstConv = max(worstConv, r.Converged)
+		}
+		acked += r.Acked
+		lost += r.Lost
+		dup += r.Duplicated
+		lu += r.LostUpdates
+		if !r.Linearizable {
+			lin++
+		}
+	}
+	fmt.Fprintf(&b, "%d seeds, %d failed: %d acknowledged entities, %d lost, %d duplicated, %d lost updates, %d non-linearizable histories; worst convergence %v, worst write gap %v\n",
+		len(rs), bad, acked, lost, dup, lu, lin, worstConv.Round(time.Millisecond), worstGap.Round(time.Millisecond))
+	return b.String()
+}

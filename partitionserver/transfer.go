@@ -1,0 +1,131 @@
+package partitionserver
+
+import (
+	"errors"
+	"fmt"
+	"tablestore/partitionserver/grouptransport"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// Leadership transfers and hashicorp/raft v1.7.3.
+//
+// raft keeps its "leadership transfer in progress" flag set until its
+// transfer goroutine returns, and that goroutine can block long after the
+// transfer timed out: on a TimeoutNow RPC to a target that accepts the
+// connection but does not answer (a paused process; up to the transport's
+// timeout), or on the replication channel of a target that is lagging or
+// gone (upstream issue #696; the fix, PR #708, is unreleased). While the
+// flag is set the leader refuses every write. Rather than carry a patched
+// raft, the server guards around it (docs/reliability.md):
+//   - a transfer goes only to a voter of the current configuration (and the
+//     master asks only for live, caught-up followers);
+//   - TimeoutNow is bounded (boundedTimeoutNow), so a silent target cannot
+//     hold the flag for the transport's timeout;
+//   - a transfer that did not complete is watched: if the flag is still set
+//     after transferGrace, the replica restarts its Raft member from its
+//     durable state (log, stable store, state machine file), which clears
+//     it. Writes refused meanwhile are answered ServerBusy (ErrBusy): they
+//     were never proposed.
+
+// transferGrace is how long a failed transfer may keep writes refused
+// before the replica restarts its Raft member.
+func (s *Server) transferGrace() time.Duration {
+	return max(2*time.Second, 4*s.cfg.RaftElectionTimeout)
+}
+
+// errTimeoutNowBound reports a TimeoutNow RPC given up on.
+var errTimeoutNowBound = errors.New("partitionserver: TimeoutNow not answered in time")
+
+// boundedTimeoutNow is the Raft transport with TimeoutNow bounded: raft
+// waits for that RPC with its transfer flag set.
+type boundedTimeoutNow struct {
+	*grouptransport.Group
+	limit time.Duration
+}
+
+// TimeoutNow implements raft.Transport; past the limit the call is left to
+// finish (or time out) on its own.
+func (t boundedTimeoutNow) TimeoutNow(id raft.ServerID, target raft.ServerAddress, args *raft.TimeoutNowRequest, resp *raft.TimeoutNowResponse) error {
+	type result struct {
+		resp raft.TimeoutNowResponse
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var r raft.TimeoutNowResponse
+		err := t.Group.TimeoutNow(id, target, args, &r)
+		done <- result{r, err}
+	}()
+	select {
+	case res := <-done:
+		*resp = res.resp
+		return res.err
+	case <-time.After(t.limit):
+		return fmt.Errorf("%w: %s after %v", errTimeoutNowBound, id, t.limit)
+	}
+}
+
+// isVoter reports whether server id is a voter of r's current
+// configuration.
+func (r *replica) isVoter(id string) bool {
+	f := r.raft.GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	for _, s := range f.Configuration().Servers {
+		if string(s.ID) == id {
+			return s.Suffrage == raft.Voter
+		}
+	}
+	return false
+}
+
+// watchTransfer clears a transfer raft failed to finish: while r leads and
+// its writes are refused with the transfer flag, it waits until started +
+// transferGrace, then restarts r's Raft member.
+func (s *Server) watchTransfer(r *replica, started time.Time) {
+	if !r.watching.CompareAndSwap(false, true) {
+		return
+	}
+	defer r.watching.Store(false)
+	grace := s.transferGrace()
+	for s.ctx.Err() == nil && r.isLeader() {
+		err := r.raft.Barrier(grace).Error()
+		if !errors.Is(err, raft.ErrLeadershipTransferInProgress) {
+			return
+		}
+		if time.Since(started) >= grace {
+			r.logger.Warn("leadership transfer stuck; restarting the range's raft member", "since", started)
+			transferRestartsTotal.Inc()
+			s.restartReplica(r)
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// restartReplica stops r's Raft member and starts it again from its
+// durable state, in place.
+func (s *Server) restartReplica(old *replica) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.replicas[old.id] != old {
+		return
+	}
+	// Closing the transport first drops its connections, so RPCs stalled
+	// on a silent peer do not hold the shutdown.
+	old.transport.Close()
+	if err := old.close(); err != nil && !errors.Is(err, raft.ErrRaftShutdown) {
+		old.logger.Warn("closing raft member for restart", "err", err)
+	}
+	st := old.fsm.State()
+	rep, err := openReplica(s.deps(), old.id, st.GetBootstrap(), s.voters(st.GetRange()), false)
+	if err != nil {
+		delete(s.replicas, old.id)
+		old.logger.Error("restarting raft member failed; the master will re-create the replica", "err", err)
+		return
+	}
+	s.replicas[old.id] = rep
+}
