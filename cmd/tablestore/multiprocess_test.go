@@ -51,6 +51,8 @@ type processCluster struct {
 	procs   []*proc
 	servers []*proc // the partition servers
 	masters []string
+	dir     string   // data directories live under it
+	extra   []string // flags every process gets
 	sc      *aztables.ServiceClient
 }
 
@@ -74,6 +76,20 @@ func (c *processCluster) run(pr *proc) {
 func (c *processCluster) kill9(pr *proc) {
 	pr.cmd.Process.Signal(syscall.SIGKILL)
 	pr.cmd.Wait()
+}
+
+// addServer starts one more partition server process (ps4, ps5, ...) on
+// free ports, registered with the same masters.
+func (c *processCluster) addServer() *proc {
+	c.t.Helper()
+	i := len(c.servers) + 1
+	p := freePorts(c.t, 2)
+	pr := c.start(fmt.Sprintf("ps%d", i), append([]string{"partitionserver",
+		"--id", fmt.Sprintf("ps%d", i), "--data-dir", filepath.Join(c.dir, fmt.Sprintf("ps%d", i)),
+		"--grpc-addr", "127.0.0.1:" + strconv.Itoa(p[0]), "--raft-addr", "127.0.0.1:" + strconv.Itoa(p[1]),
+		"--masters", strings.Join(c.masters, ","), "--log-level", "warn"}, c.extra...)...)
+	c.servers = append(c.servers, pr)
+	return pr
 }
 
 // startProcessCluster builds the binary, starts the processes (each with
@@ -118,7 +134,7 @@ func startProcessCluster(t *testing.T, table string, extra ...string) *processCl
 			"--grpc-addr", addr(6 + i), "--raft-addr", addr(9 + i), "--masters", strings.Join(masters, ","), "--log-level", "warn"}, extra...)...))
 	}
 	c.start("frontend", append([]string{"frontend", "--http-addr", addr(12), "--masters", strings.Join(masters, ","), "--log-level", "warn"}, extra...)...)
-	c.masters = masters
+	c.masters, c.dir, c.extra = masters, dir, extra
 
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
