@@ -53,7 +53,7 @@ func applyWrite(c *applyCtx, payload []byte) *Result {
 		return &Result{Err: &OpError{Index: 0, Err: ErrRangeFrozen}}
 	}
 	if id := cmd.GetRequestId(); len(id) > 0 {
-		if ts, ok := lookupRequest(c.tx, desc.GetRangeId(), id); ok {
+		if ts, ok := lookupRequest(c.tx, desc, id); ok {
 			// A retry of a write already applied: its result, not again.
 			return &Result{TimestampUnixNano: ts}
 		}
@@ -100,7 +100,7 @@ func applyWrite(c *applyCtx, payload []byte) *Result {
 		}
 	}
 	if id := cmd.GetRequestId(); len(id) > 0 {
-		if err := recordRequest(c.tx, desc.GetRangeId(), id, ts, cmd.GetProposedUnixNano(), cmd.GetOps()[0].GetPartitionKey()); err != nil {
+		if err := recordRequest(c.tx, desc.GetTableId(), id, ts, cmd.GetProposedUnixNano(), cmd.GetOps()[0].GetPartitionKey()); err != nil {
 			return &Result{Err: err}
 		}
 	}

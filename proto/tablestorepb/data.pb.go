@@ -163,12 +163,15 @@ func (OpKind) EnumDescriptor() ([]byte, []int) {
 type CommandKind int32
 
 const (
-	CommandKind_COMMAND_KIND_UNSPECIFIED  CommandKind = 0
-	CommandKind_COMMAND_KIND_WRITE        CommandKind = 1
-	CommandKind_COMMAND_KIND_SPLIT        CommandKind = 2
-	CommandKind_COMMAND_KIND_FREEZE       CommandKind = 3
+	CommandKind_COMMAND_KIND_UNSPECIFIED CommandKind = 0
+	CommandKind_COMMAND_KIND_WRITE       CommandKind = 1
+	CommandKind_COMMAND_KIND_SPLIT       CommandKind = 2
+	CommandKind_COMMAND_KIND_FREEZE      CommandKind = 3
+	// Merges before the O(1) merge carried the right range's rows; still
+	// applied when an old log is replayed.
 	CommandKind_COMMAND_KIND_ABSORB       CommandKind = 4
 	CommandKind_COMMAND_KIND_SET_REPLICAS CommandKind = 5
+	CommandKind_COMMAND_KIND_MERGE        CommandKind = 6
 )
 
 // Enum value maps for CommandKind.
@@ -180,6 +183,7 @@ var (
 		3: "COMMAND_KIND_FREEZE",
 		4: "COMMAND_KIND_ABSORB",
 		5: "COMMAND_KIND_SET_REPLICAS",
+		6: "COMMAND_KIND_MERGE",
 	}
 	CommandKind_value = map[string]int32{
 		"COMMAND_KIND_UNSPECIFIED":  0,
@@ -188,6 +192,7 @@ var (
 		"COMMAND_KIND_FREEZE":       3,
 		"COMMAND_KIND_ABSORB":       4,
 		"COMMAND_KIND_SET_REPLICAS": 5,
+		"COMMAND_KIND_MERGE":        6,
 	}
 )
 
@@ -1573,6 +1578,62 @@ func (x *AbsorbCommand) GetRequests() []*KV {
 	return nil
 }
 
+// MergeCommand extends the left range over its frozen right neighbour.
+// Each replica of the left range shares its server's state file with a
+// replica of the right range that has applied the freeze, so the rows are
+// already in place: the merge changes metadata only.
+type MergeCommand struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Right            *RangeDescriptor       `protobuf:"bytes,1,opt,name=right,proto3" json:"right,omitempty"`
+	RightFreezeIndex uint64                 `protobuf:"varint,2,opt,name=right_freeze_index,json=rightFreezeIndex,proto3" json:"right_freeze_index,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *MergeCommand) Reset() {
+	*x = MergeCommand{}
+	mi := &file_tablestore_v1_data_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MergeCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MergeCommand) ProtoMessage() {}
+
+func (x *MergeCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_data_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MergeCommand.ProtoReflect.Descriptor instead.
+func (*MergeCommand) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *MergeCommand) GetRight() *RangeDescriptor {
+	if x != nil {
+		return x.Right
+	}
+	return nil
+}
+
+func (x *MergeCommand) GetRightFreezeIndex() uint64 {
+	if x != nil {
+		return x.RightFreezeIndex
+	}
+	return 0
+}
+
 // SetReplicasCommand records a membership change in the descriptor.
 type SetReplicasCommand struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1583,7 +1644,7 @@ type SetReplicasCommand struct {
 
 func (x *SetReplicasCommand) Reset() {
 	*x = SetReplicasCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[17]
+	mi := &file_tablestore_v1_data_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1595,7 +1656,7 @@ func (x *SetReplicasCommand) String() string {
 func (*SetReplicasCommand) ProtoMessage() {}
 
 func (x *SetReplicasCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[17]
+	mi := &file_tablestore_v1_data_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1608,7 +1669,7 @@ func (x *SetReplicasCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetReplicasCommand.ProtoReflect.Descriptor instead.
 func (*SetReplicasCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{17}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SetReplicasCommand) GetReplicas() []*Replica {
@@ -1630,16 +1691,18 @@ type RangeState struct {
 	// Bootstrap the Raft group with the descriptor's replicas when it has no
 	// Raft state yet (initial replicas and right-hand sides of splits).
 	Bootstrap bool `protobuf:"varint,6,opt,name=bootstrap,proto3" json:"bootstrap,omitempty"`
-	// Frozen ranges refuse writes: they are being merged into their left
-	// neighbour.
-	Frozen        bool `protobuf:"varint,7,opt,name=frozen,proto3" json:"frozen,omitempty"`
+	// Frozen ranges refuse reads and writes: they are being merged into
+	// their left neighbour.
+	Frozen bool `protobuf:"varint,7,opt,name=frozen,proto3" json:"frozen,omitempty"`
+	// Log index of the freeze.
+	FrozenIndex   uint64 `protobuf:"varint,8,opt,name=frozen_index,json=frozenIndex,proto3" json:"frozen_index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RangeState) Reset() {
 	*x = RangeState{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[18]
+	mi := &file_tablestore_v1_data_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1651,7 +1714,7 @@ func (x *RangeState) String() string {
 func (*RangeState) ProtoMessage() {}
 
 func (x *RangeState) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[18]
+	mi := &file_tablestore_v1_data_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1664,7 +1727,7 @@ func (x *RangeState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeState.ProtoReflect.Descriptor instead.
 func (*RangeState) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{18}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RangeState) GetRange() *RangeDescriptor {
@@ -1716,6 +1779,13 @@ func (x *RangeState) GetFrozen() bool {
 	return false
 }
 
+func (x *RangeState) GetFrozenIndex() uint64 {
+	if x != nil {
+		return x.FrozenIndex
+	}
+	return 0
+}
+
 // UpdateRangesCommand records descriptors that changed (split, merge,
 // move); a descriptor replaces the stored one only with a higher
 // generation.
@@ -1728,7 +1798,7 @@ type UpdateRangesCommand struct {
 
 func (x *UpdateRangesCommand) Reset() {
 	*x = UpdateRangesCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[19]
+	mi := &file_tablestore_v1_data_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1740,7 +1810,7 @@ func (x *UpdateRangesCommand) String() string {
 func (*UpdateRangesCommand) ProtoMessage() {}
 
 func (x *UpdateRangesCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[19]
+	mi := &file_tablestore_v1_data_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1753,7 +1823,7 @@ func (x *UpdateRangesCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateRangesCommand.ProtoReflect.Descriptor instead.
 func (*UpdateRangesCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{19}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *UpdateRangesCommand) GetRanges() []*RangeDescriptor {
@@ -1771,7 +1841,7 @@ type AllocateRangeIDCommand struct {
 
 func (x *AllocateRangeIDCommand) Reset() {
 	*x = AllocateRangeIDCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[20]
+	mi := &file_tablestore_v1_data_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1783,7 +1853,7 @@ func (x *AllocateRangeIDCommand) String() string {
 func (*AllocateRangeIDCommand) ProtoMessage() {}
 
 func (x *AllocateRangeIDCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[20]
+	mi := &file_tablestore_v1_data_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1796,7 +1866,7 @@ func (x *AllocateRangeIDCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateRangeIDCommand.ProtoReflect.Descriptor instead.
 func (*AllocateRangeIDCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{20}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{21}
 }
 
 type AppendEventCommand struct {
@@ -1808,7 +1878,7 @@ type AppendEventCommand struct {
 
 func (x *AppendEventCommand) Reset() {
 	*x = AppendEventCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[21]
+	mi := &file_tablestore_v1_data_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1820,7 +1890,7 @@ func (x *AppendEventCommand) String() string {
 func (*AppendEventCommand) ProtoMessage() {}
 
 func (x *AppendEventCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[21]
+	mi := &file_tablestore_v1_data_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1833,7 +1903,7 @@ func (x *AppendEventCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendEventCommand.ProtoReflect.Descriptor instead.
 func (*AppendEventCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{21}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *AppendEventCommand) GetEvent() *Event {
@@ -1855,7 +1925,7 @@ type RemoveRangeCommand struct {
 
 func (x *RemoveRangeCommand) Reset() {
 	*x = RemoveRangeCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[22]
+	mi := &file_tablestore_v1_data_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1867,7 +1937,7 @@ func (x *RemoveRangeCommand) String() string {
 func (*RemoveRangeCommand) ProtoMessage() {}
 
 func (x *RemoveRangeCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[22]
+	mi := &file_tablestore_v1_data_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1880,7 +1950,7 @@ func (x *RemoveRangeCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveRangeCommand.ProtoReflect.Descriptor instead.
 func (*RemoveRangeCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{22}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RemoveRangeCommand) GetRangeId() uint64 {
@@ -1908,7 +1978,7 @@ type MasterCommand struct {
 
 func (x *MasterCommand) Reset() {
 	*x = MasterCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[23]
+	mi := &file_tablestore_v1_data_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1920,7 +1990,7 @@ func (x *MasterCommand) String() string {
 func (*MasterCommand) ProtoMessage() {}
 
 func (x *MasterCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[23]
+	mi := &file_tablestore_v1_data_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1933,7 +2003,7 @@ func (x *MasterCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterCommand.ProtoReflect.Descriptor instead.
 func (*MasterCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{23}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *MasterCommand) GetKind() MasterCommandKind {
@@ -1959,7 +2029,7 @@ type RegisterServerCommand struct {
 
 func (x *RegisterServerCommand) Reset() {
 	*x = RegisterServerCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[24]
+	mi := &file_tablestore_v1_data_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1971,7 +2041,7 @@ func (x *RegisterServerCommand) String() string {
 func (*RegisterServerCommand) ProtoMessage() {}
 
 func (x *RegisterServerCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[24]
+	mi := &file_tablestore_v1_data_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1984,7 +2054,7 @@ func (x *RegisterServerCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterServerCommand.ProtoReflect.Descriptor instead.
 func (*RegisterServerCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{24}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RegisterServerCommand) GetServer() *ServerInfo {
@@ -2005,7 +2075,7 @@ type CreateTableCommand struct {
 
 func (x *CreateTableCommand) Reset() {
 	*x = CreateTableCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[25]
+	mi := &file_tablestore_v1_data_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2017,7 +2087,7 @@ func (x *CreateTableCommand) String() string {
 func (*CreateTableCommand) ProtoMessage() {}
 
 func (x *CreateTableCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[25]
+	mi := &file_tablestore_v1_data_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2030,7 +2100,7 @@ func (x *CreateTableCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTableCommand.ProtoReflect.Descriptor instead.
 func (*CreateTableCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{25}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CreateTableCommand) GetName() string {
@@ -2063,7 +2133,7 @@ type DeleteTableCommand struct {
 
 func (x *DeleteTableCommand) Reset() {
 	*x = DeleteTableCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[26]
+	mi := &file_tablestore_v1_data_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2075,7 +2145,7 @@ func (x *DeleteTableCommand) String() string {
 func (*DeleteTableCommand) ProtoMessage() {}
 
 func (x *DeleteTableCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[26]
+	mi := &file_tablestore_v1_data_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2088,7 +2158,7 @@ func (x *DeleteTableCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTableCommand.ProtoReflect.Descriptor instead.
 func (*DeleteTableCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{26}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DeleteTableCommand) GetName() string {
@@ -2108,7 +2178,7 @@ type SetTableACLCommand struct {
 
 func (x *SetTableACLCommand) Reset() {
 	*x = SetTableACLCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[27]
+	mi := &file_tablestore_v1_data_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2120,7 +2190,7 @@ func (x *SetTableACLCommand) String() string {
 func (*SetTableACLCommand) ProtoMessage() {}
 
 func (x *SetTableACLCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[27]
+	mi := &file_tablestore_v1_data_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2133,7 +2203,7 @@ func (x *SetTableACLCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTableACLCommand.ProtoReflect.Descriptor instead.
 func (*SetTableACLCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{27}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SetTableACLCommand) GetName() string {
@@ -2159,7 +2229,7 @@ type SetServicePropertiesCommand struct {
 
 func (x *SetServicePropertiesCommand) Reset() {
 	*x = SetServicePropertiesCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[28]
+	mi := &file_tablestore_v1_data_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2171,7 +2241,7 @@ func (x *SetServicePropertiesCommand) String() string {
 func (*SetServicePropertiesCommand) ProtoMessage() {}
 
 func (x *SetServicePropertiesCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[28]
+	mi := &file_tablestore_v1_data_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2184,7 +2254,7 @@ func (x *SetServicePropertiesCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetServicePropertiesCommand.ProtoReflect.Descriptor instead.
 func (*SetServicePropertiesCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{28}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SetServicePropertiesCommand) GetProperties() []byte {
@@ -2211,7 +2281,7 @@ type MasterSnapshot struct {
 
 func (x *MasterSnapshot) Reset() {
 	*x = MasterSnapshot{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[29]
+	mi := &file_tablestore_v1_data_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2223,7 +2293,7 @@ func (x *MasterSnapshot) String() string {
 func (*MasterSnapshot) ProtoMessage() {}
 
 func (x *MasterSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[29]
+	mi := &file_tablestore_v1_data_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2236,7 +2306,7 @@ func (x *MasterSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterSnapshot.ProtoReflect.Descriptor instead.
 func (*MasterSnapshot) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{29}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *MasterSnapshot) GetTables() []*Table {
@@ -2419,9 +2489,12 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x05right\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05right\x12%\n" +
 	"\x04rows\x18\x02 \x03(\v2\x11.tablestore.v1.KVR\x04rows\x12B\n" +
 	"\x1eright_last_timestamp_unix_nano\x18\x03 \x01(\x03R\x1arightLastTimestampUnixNano\x12-\n" +
-	"\brequests\x18\x04 \x03(\v2\x11.tablestore.v1.KVR\brequests\"H\n" +
+	"\brequests\x18\x04 \x03(\v2\x11.tablestore.v1.KVR\brequests\"r\n" +
+	"\fMergeCommand\x124\n" +
+	"\x05right\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05right\x12,\n" +
+	"\x12right_freeze_index\x18\x02 \x01(\x04R\x10rightFreezeIndex\"H\n" +
 	"\x12SetReplicasCommand\x122\n" +
-	"\breplicas\x18\x01 \x03(\v2\x16.tablestore.v1.ReplicaR\breplicas\"\x8f\x02\n" +
+	"\breplicas\x18\x01 \x03(\v2\x16.tablestore.v1.ReplicaR\breplicas\"\xb2\x02\n" +
 	"\n" +
 	"RangeState\x124\n" +
 	"\x05range\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\x12#\n" +
@@ -2430,7 +2503,8 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\fentity_count\x18\x04 \x01(\x04R\ventityCount\x12\x14\n" +
 	"\x05bytes\x18\x05 \x01(\x04R\x05bytes\x12\x1c\n" +
 	"\tbootstrap\x18\x06 \x01(\bR\tbootstrap\x12\x16\n" +
-	"\x06frozen\x18\a \x01(\bR\x06frozen\"M\n" +
+	"\x06frozen\x18\a \x01(\bR\x06frozen\x12!\n" +
+	"\ffrozen_index\x18\b \x01(\x04R\vfrozenIndex\"M\n" +
 	"\x13UpdateRangesCommand\x126\n" +
 	"\x06ranges\x18\x01 \x03(\v2\x1e.tablestore.v1.RangeDescriptorR\x06ranges\"\x18\n" +
 	"\x16AllocateRangeIDCommand\"@\n" +
@@ -2487,14 +2561,15 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\rOP_KIND_MERGE\x10\x03\x12\x1d\n" +
 	"\x19OP_KIND_INSERT_OR_REPLACE\x10\x04\x12\x1b\n" +
 	"\x17OP_KIND_INSERT_OR_MERGE\x10\x05\x12\x12\n" +
-	"\x0eOP_KIND_DELETE\x10\x06*\xac\x01\n" +
+	"\x0eOP_KIND_DELETE\x10\x06*\xc4\x01\n" +
 	"\vCommandKind\x12\x1c\n" +
 	"\x18COMMAND_KIND_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12COMMAND_KIND_WRITE\x10\x01\x12\x16\n" +
 	"\x12COMMAND_KIND_SPLIT\x10\x02\x12\x17\n" +
 	"\x13COMMAND_KIND_FREEZE\x10\x03\x12\x17\n" +
 	"\x13COMMAND_KIND_ABSORB\x10\x04\x12\x1d\n" +
-	"\x19COMMAND_KIND_SET_REPLICAS\x10\x05*\xa2\x03\n" +
+	"\x19COMMAND_KIND_SET_REPLICAS\x10\x05\x12\x16\n" +
+	"\x12COMMAND_KIND_MERGE\x10\x06*\xa2\x03\n" +
 	"\x11MasterCommandKind\x12#\n" +
 	"\x1fMASTER_COMMAND_KIND_UNSPECIFIED\x10\x00\x12'\n" +
 	"#MASTER_COMMAND_KIND_REGISTER_SERVER\x10\x01\x12$\n" +
@@ -2520,7 +2595,7 @@ func file_tablestore_v1_data_proto_rawDescGZIP() []byte {
 }
 
 var file_tablestore_v1_data_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_tablestore_v1_data_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_tablestore_v1_data_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_tablestore_v1_data_proto_goTypes = []any{
 	(EventKind)(0),                      // 0: tablestore.v1.EventKind
 	(OpKind)(0),                         // 1: tablestore.v1.OpKind
@@ -2543,22 +2618,23 @@ var file_tablestore_v1_data_proto_goTypes = []any{
 	(*FreezeCommand)(nil),               // 18: tablestore.v1.FreezeCommand
 	(*KV)(nil),                          // 19: tablestore.v1.KV
 	(*AbsorbCommand)(nil),               // 20: tablestore.v1.AbsorbCommand
-	(*SetReplicasCommand)(nil),          // 21: tablestore.v1.SetReplicasCommand
-	(*RangeState)(nil),                  // 22: tablestore.v1.RangeState
-	(*UpdateRangesCommand)(nil),         // 23: tablestore.v1.UpdateRangesCommand
-	(*AllocateRangeIDCommand)(nil),      // 24: tablestore.v1.AllocateRangeIDCommand
-	(*AppendEventCommand)(nil),          // 25: tablestore.v1.AppendEventCommand
-	(*RemoveRangeCommand)(nil),          // 26: tablestore.v1.RemoveRangeCommand
-	(*MasterCommand)(nil),               // 27: tablestore.v1.MasterCommand
-	(*RegisterServerCommand)(nil),       // 28: tablestore.v1.RegisterServerCommand
-	(*CreateTableCommand)(nil),          // 29: tablestore.v1.CreateTableCommand
-	(*DeleteTableCommand)(nil),          // 30: tablestore.v1.DeleteTableCommand
-	(*SetTableACLCommand)(nil),          // 31: tablestore.v1.SetTableACLCommand
-	(*SetServicePropertiesCommand)(nil), // 32: tablestore.v1.SetServicePropertiesCommand
-	(*MasterSnapshot)(nil),              // 33: tablestore.v1.MasterSnapshot
-	nil,                                 // 34: tablestore.v1.Event.FiguresEntry
-	nil,                                 // 35: tablestore.v1.PartitionMap.LeadersEntry
-	nil,                                 // 36: tablestore.v1.PartitionMap.LoadsEntry
+	(*MergeCommand)(nil),                // 21: tablestore.v1.MergeCommand
+	(*SetReplicasCommand)(nil),          // 22: tablestore.v1.SetReplicasCommand
+	(*RangeState)(nil),                  // 23: tablestore.v1.RangeState
+	(*UpdateRangesCommand)(nil),         // 24: tablestore.v1.UpdateRangesCommand
+	(*AllocateRangeIDCommand)(nil),      // 25: tablestore.v1.AllocateRangeIDCommand
+	(*AppendEventCommand)(nil),          // 26: tablestore.v1.AppendEventCommand
+	(*RemoveRangeCommand)(nil),          // 27: tablestore.v1.RemoveRangeCommand
+	(*MasterCommand)(nil),               // 28: tablestore.v1.MasterCommand
+	(*RegisterServerCommand)(nil),       // 29: tablestore.v1.RegisterServerCommand
+	(*CreateTableCommand)(nil),          // 30: tablestore.v1.CreateTableCommand
+	(*DeleteTableCommand)(nil),          // 31: tablestore.v1.DeleteTableCommand
+	(*SetTableACLCommand)(nil),          // 32: tablestore.v1.SetTableACLCommand
+	(*SetServicePropertiesCommand)(nil), // 33: tablestore.v1.SetServicePropertiesCommand
+	(*MasterSnapshot)(nil),              // 34: tablestore.v1.MasterSnapshot
+	nil,                                 // 35: tablestore.v1.Event.FiguresEntry
+	nil,                                 // 36: tablestore.v1.PartitionMap.LeadersEntry
+	nil,                                 // 37: tablestore.v1.PartitionMap.LoadsEntry
 }
 var file_tablestore_v1_data_proto_depIdxs = []int32{
 	4,  // 0: tablestore.v1.RangeDescriptor.replicas:type_name -> tablestore.v1.Replica
@@ -2566,39 +2642,40 @@ var file_tablestore_v1_data_proto_depIdxs = []int32{
 	10, // 2: tablestore.v1.RangeLoad.hot_keys:type_name -> tablestore.v1.KeyLoad
 	10, // 3: tablestore.v1.RangeLoad.load_sample:type_name -> tablestore.v1.KeyLoad
 	0,  // 4: tablestore.v1.Event.kind:type_name -> tablestore.v1.EventKind
-	34, // 5: tablestore.v1.Event.figures:type_name -> tablestore.v1.Event.FiguresEntry
+	35, // 5: tablestore.v1.Event.figures:type_name -> tablestore.v1.Event.FiguresEntry
 	9,  // 6: tablestore.v1.RangeStatus.load:type_name -> tablestore.v1.RangeLoad
 	5,  // 7: tablestore.v1.RangeStatus.range:type_name -> tablestore.v1.RangeDescriptor
 	6,  // 8: tablestore.v1.PartitionMap.tables:type_name -> tablestore.v1.Table
 	5,  // 9: tablestore.v1.PartitionMap.ranges:type_name -> tablestore.v1.RangeDescriptor
 	8,  // 10: tablestore.v1.PartitionMap.servers:type_name -> tablestore.v1.ServerInfo
-	35, // 11: tablestore.v1.PartitionMap.leaders:type_name -> tablestore.v1.PartitionMap.LeadersEntry
-	36, // 12: tablestore.v1.PartitionMap.loads:type_name -> tablestore.v1.PartitionMap.LoadsEntry
+	36, // 11: tablestore.v1.PartitionMap.leaders:type_name -> tablestore.v1.PartitionMap.LeadersEntry
+	37, // 12: tablestore.v1.PartitionMap.loads:type_name -> tablestore.v1.PartitionMap.LoadsEntry
 	1,  // 13: tablestore.v1.EntityOp.kind:type_name -> tablestore.v1.OpKind
 	2,  // 14: tablestore.v1.Command.kind:type_name -> tablestore.v1.CommandKind
 	14, // 15: tablestore.v1.WriteCommand.ops:type_name -> tablestore.v1.EntityOp
 	5,  // 16: tablestore.v1.AbsorbCommand.right:type_name -> tablestore.v1.RangeDescriptor
 	19, // 17: tablestore.v1.AbsorbCommand.rows:type_name -> tablestore.v1.KV
 	19, // 18: tablestore.v1.AbsorbCommand.requests:type_name -> tablestore.v1.KV
-	4,  // 19: tablestore.v1.SetReplicasCommand.replicas:type_name -> tablestore.v1.Replica
-	5,  // 20: tablestore.v1.RangeState.range:type_name -> tablestore.v1.RangeDescriptor
-	5,  // 21: tablestore.v1.UpdateRangesCommand.ranges:type_name -> tablestore.v1.RangeDescriptor
-	11, // 22: tablestore.v1.AppendEventCommand.event:type_name -> tablestore.v1.Event
-	5,  // 23: tablestore.v1.RemoveRangeCommand.absorbed_by:type_name -> tablestore.v1.RangeDescriptor
-	3,  // 24: tablestore.v1.MasterCommand.kind:type_name -> tablestore.v1.MasterCommandKind
-	8,  // 25: tablestore.v1.RegisterServerCommand.server:type_name -> tablestore.v1.ServerInfo
-	4,  // 26: tablestore.v1.CreateTableCommand.replicas:type_name -> tablestore.v1.Replica
-	7,  // 27: tablestore.v1.SetTableACLCommand.acl:type_name -> tablestore.v1.SignedIdentifier
-	6,  // 28: tablestore.v1.MasterSnapshot.tables:type_name -> tablestore.v1.Table
-	5,  // 29: tablestore.v1.MasterSnapshot.ranges:type_name -> tablestore.v1.RangeDescriptor
-	8,  // 30: tablestore.v1.MasterSnapshot.servers:type_name -> tablestore.v1.ServerInfo
-	11, // 31: tablestore.v1.MasterSnapshot.events:type_name -> tablestore.v1.Event
-	9,  // 32: tablestore.v1.PartitionMap.LoadsEntry.value:type_name -> tablestore.v1.RangeLoad
-	33, // [33:33] is the sub-list for method output_type
-	33, // [33:33] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	5,  // 19: tablestore.v1.MergeCommand.right:type_name -> tablestore.v1.RangeDescriptor
+	4,  // 20: tablestore.v1.SetReplicasCommand.replicas:type_name -> tablestore.v1.Replica
+	5,  // 21: tablestore.v1.RangeState.range:type_name -> tablestore.v1.RangeDescriptor
+	5,  // 22: tablestore.v1.UpdateRangesCommand.ranges:type_name -> tablestore.v1.RangeDescriptor
+	11, // 23: tablestore.v1.AppendEventCommand.event:type_name -> tablestore.v1.Event
+	5,  // 24: tablestore.v1.RemoveRangeCommand.absorbed_by:type_name -> tablestore.v1.RangeDescriptor
+	3,  // 25: tablestore.v1.MasterCommand.kind:type_name -> tablestore.v1.MasterCommandKind
+	8,  // 26: tablestore.v1.RegisterServerCommand.server:type_name -> tablestore.v1.ServerInfo
+	4,  // 27: tablestore.v1.CreateTableCommand.replicas:type_name -> tablestore.v1.Replica
+	7,  // 28: tablestore.v1.SetTableACLCommand.acl:type_name -> tablestore.v1.SignedIdentifier
+	6,  // 29: tablestore.v1.MasterSnapshot.tables:type_name -> tablestore.v1.Table
+	5,  // 30: tablestore.v1.MasterSnapshot.ranges:type_name -> tablestore.v1.RangeDescriptor
+	8,  // 31: tablestore.v1.MasterSnapshot.servers:type_name -> tablestore.v1.ServerInfo
+	11, // 32: tablestore.v1.MasterSnapshot.events:type_name -> tablestore.v1.Event
+	9,  // 33: tablestore.v1.PartitionMap.LoadsEntry.value:type_name -> tablestore.v1.RangeLoad
+	34, // [34:34] is the sub-list for method output_type
+	34, // [34:34] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_tablestore_v1_data_proto_init() }
@@ -2612,7 +2689,7 @@ func file_tablestore_v1_data_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tablestore_v1_data_proto_rawDesc), len(file_tablestore_v1_data_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   33,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
