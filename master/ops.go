@@ -353,9 +353,11 @@ func (s *Server) merge(ctx context.Context, id uint64, cause string, figures map
 	if err != nil {
 		return nil, fmt.Errorf("freeze range %d: %w", right.GetRangeId(), err)
 	}
+	frozen := time.Now()
 	if err := s.waitApplied(ctx, freeze.GetRange(), freeze.GetFreezeIndex()); err != nil {
 		return nil, fmt.Errorf("wait for range %d's freeze on every replica: %w", right.GetRangeId(), err)
 	}
+	caughtUp := time.Now()
 	if err := failpoint.Inject("master/merge/after-freeze"); err != nil {
 		return nil, err
 	}
@@ -370,21 +372,27 @@ func (s *Server) merge(ctx context.Context, id uint64, cause string, figures map
 	if err != nil {
 		return nil, fmt.Errorf("merge range %d into %d: %w", right.GetRangeId(), id, err)
 	}
+	mergedAt := time.Now()
 	if err := failpoint.Inject("master/merge/after-merge"); err != nil {
 		return nil, err
 	}
 	if _, err := s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_REMOVE_RANGE, &pb.RemoveRangeCommand{RangeId: right.GetRangeId(), AbsorbedBy: merged}); err != nil {
 		return nil, err
 	}
+	removed := time.Now()
 	if err := failpoint.Inject("master/merge/after-remove"); err != nil {
 		return nil, err
 	}
-	pause := time.Since(frozenAt)
+	pause := removed.Sub(frozenAt)
 	s.retire(right)
 	if figures == nil {
 		figures = map[string]float64{}
 	}
 	figures["write_pause_seconds"] = pause.Seconds()
+	figures["freeze_seconds"] = frozen.Sub(frozenAt).Seconds()
+	figures["freeze_applied_everywhere_seconds"] = caughtUp.Sub(frozen).Seconds()
+	figures["merge_command_seconds"] = mergedAt.Sub(caughtUp).Seconds()
+	figures["map_update_seconds"] = removed.Sub(mergedAt).Seconds()
 	s.event(&pb.Event{
 		Kind: pb.EventKind_EVENT_KIND_MERGE, Table: left.GetTable(), RangeIds: []uint64{id, right.GetRangeId()},
 		Figures: figures, Cause: cause, DurationSeconds: time.Since(start).Seconds(),
