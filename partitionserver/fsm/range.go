@@ -22,7 +22,7 @@ type Result struct {
 	// TimestampUnixNano is the Timestamp (and ETag) given to every entity
 	// the command wrote.
 	TimestampUnixNano int64
-	// Range is the range's descriptor after a split, absorb or membership
+	// Range is the range's descriptor after a split, merge or membership
 	// change; Right is the new right-hand range of a split.
 	Range *pb.RangeDescriptor
 	Right *pb.RangeDescriptor
