@@ -45,6 +45,10 @@ func (v *service) Write(ctx context.Context, req *pb.WriteRequest) (*pb.WriteRes
 		// Refused before the log: the range is being merged away.
 		return nil, toStatus(r, fsm.ErrRangeFrozen)
 	}
+	if err := fsm.ValidateOps(req.GetOps()); err != nil {
+		observe("write", start, err)
+		return nil, toStatus(r, err)
+	}
 	pk := req.GetOps()[0].GetPartitionKey()
 	if err := v.admit(r, pk, len(req.GetOps())); err != nil {
 		observe("write", start, err)

@@ -19,7 +19,7 @@ import (
 	pb "tablestore/proto/tablestorepb"
 )
 
-func openTestRange(t *testing.T, desc *pb.RangeDescriptor) (*Store, *Range) {
+func openTestRange(t testing.TB, desc *pb.RangeDescriptor) (*Store, *Range) {
 	t.Helper()
 	s, err := Open(filepath.Join(t.TempDir(), "state.db"))
 	if err != nil {

@@ -242,15 +242,15 @@ func (r *Range) ApplyBatch(logs []*raft.Log) []interface{} {
 }
 
 func (r *Range) applyCommand(c *applyCtx, data []byte) *Result {
-	var cmd pb.Command
-	if err := proto.Unmarshal(data, &cmd); err != nil {
-		return &Result{Err: fmt.Errorf("%w: %v", ErrBadCommand, err)}
+	kind, payload, err := decodeCommand(data)
+	if err != nil {
+		return &Result{Err: err}
 	}
-	h, ok := handlers[cmd.GetKind()]
+	h, ok := handlers[kind]
 	if !ok {
-		return &Result{Err: fmt.Errorf("%w: %v", ErrUnknownCommand, cmd.GetKind())}
+		return &Result{Err: fmt.Errorf("%w: %v", ErrUnknownCommand, kind)}
 	}
-	return h(c, cmd.GetPayload())
+	return h(c, payload)
 }
 
 // Snapshot captures the range at the current applied index. The bbolt read
@@ -323,9 +323,9 @@ func (r *Range) waitMerges(logs []*raft.Log, applied uint64) {
 		if l.Index <= applied || l.Type != raft.LogCommand || len(l.Data) < 2 || l.Data[0] != mergeKind[0] || l.Data[1] != mergeKind[1] {
 			continue
 		}
-		var cmd pb.Command
+		kind, payload, err := decodeCommand(l.Data)
 		var m pb.MergeCommand
-		if proto.Unmarshal(l.Data, &cmd) != nil || proto.Unmarshal(cmd.GetPayload(), &m) != nil {
+		if err != nil || kind != pb.CommandKind_COMMAND_KIND_MERGE || proto.Unmarshal(payload, &m) != nil {
 			continue
 		}
 		right := m.GetRight().GetRangeId()

@@ -19,15 +19,6 @@ func init() {
 	register(pb.CommandKind_COMMAND_KIND_MERGE, applyMerge)
 }
 
-// Encode returns the log entry of a command.
-func Encode(kind pb.CommandKind, m proto.Message) ([]byte, error) {
-	payload, err := proto.Marshal(m)
-	if err != nil {
-		return nil, err
-	}
-	return proto.Marshal(&pb.Command{Kind: kind, Payload: payload})
-}
-
 // countSpan counts the entities and bytes of a descriptor's span.
 func countSpan(tx *bolt.Tx, d *pb.RangeDescriptor) (n, size uint64, err error) {
 	b, err := tableBucket(tx, d.GetTableId(), false)
