@@ -24,7 +24,8 @@ type Backend interface {
 	Table(ctx context.Context, name string) (*pb.Table, error)
 
 	// Write applies ops (all on PartitionKey pk) atomically and returns the
-	// Timestamp given to every written entity (its ETag).
+	// Timestamp given to every written entity (its ETag). It does not
+	// keep the ops' Entity bytes after it returns (callers pool them).
 	Write(ctx context.Context, table, pk string, ops []*pb.EntityOp) (time.Time, error)
 	// Get reads one entity.
 	Get(ctx context.Context, table, pk, rk string) (*edm.Entity, error)

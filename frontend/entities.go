@@ -98,7 +98,10 @@ func (s *Server) insertEntity(ctx context.Context, w http.ResponseWriter, rc *re
 	if err := rc.principal.Authorize(auth.Access{Kind: auth.EntityAdd, Table: table, PartitionKey: e.PartitionKey, RowKey: e.RowKey}); err != nil {
 		return err
 	}
-	op := &pb.EntityOp{Kind: pb.OpKind_OP_KIND_INSERT, PartitionKey: e.PartitionKey, RowKey: e.RowKey, Entity: edm.MarshalBinary(e)}
+	eb := getBuf()
+	defer putBuf(eb)
+	eb.b = edm.AppendBinary(eb.b[:0], e)
+	op := &pb.EntityOp{Kind: pb.OpKind_OP_KIND_INSERT, PartitionKey: e.PartitionKey, RowKey: e.RowKey, Entity: eb.b}
 	ts, err := s.backend.Write(ctx, s.tableID(rc.account, table), e.PartitionKey, []*pb.EntityOp{op})
 	if err != nil {
 		return err
@@ -201,7 +204,10 @@ func (s *Server) updateEntity(ctx context.Context, w http.ResponseWriter, rc *re
 	if err != nil {
 		return err
 	}
-	op.Entity = edm.MarshalBinary(e)
+	eb := getBuf()
+	defer putBuf(eb)
+	eb.b = edm.AppendBinary(eb.b[:0], e)
+	op.Entity = eb.b
 	ts, err := s.backend.Write(ctx, s.tableID(rc.account, rt.table), rt.pk, []*pb.EntityOp{op})
 	if err != nil {
 		return err

@@ -21,6 +21,11 @@ var (
 		Namespace: "tablestore", Subsystem: "master", Name: "operation_failures_total",
 		Help: "Split, merge, move and leader-transfer operations that failed.",
 	}, []string{"op"})
+	mergePauseSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: "tablestore", Subsystem: "master", Name: "merge_pause_seconds",
+		Help:    "Time a merged-away range served nothing: from its freeze to its removal from the map.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
+	})
 	rangesGauge = prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: "tablestore", Subsystem: "master", Name: "ranges",
 		Help: "Ranges in the partition map.",
@@ -85,7 +90,7 @@ func (h clusterHealth) publish(leader bool) {
 }
 
 func init() {
-	prometheus.MustRegister(eventsTotal, opSeconds, opFailuresTotal, rangesGauge,
+	prometheus.MustRegister(eventsTotal, opSeconds, opFailuresTotal, mergePauseSeconds, rangesGauge,
 		isLeaderGauge, serversGauge, underReplicatedGauge, leaderlessGauge)
 	// Every series exists from the start, so rate() and alerts see zeros
 	// rather than nothing before the first event.

@@ -247,10 +247,21 @@ func (s *Server) transfer(ctx context.Context, id uint64, to string) error {
 	return nil
 }
 
-// merge merges range id with its right neighbour: freeze the right range,
-// let the left one absorb its entities through its own log, retire the
-// right one. Every step is idempotent, so a master that dies mid-way
-// finishes the merge when it (or its successor) sees the frozen range.
+// merge merges range id with its right neighbour R without moving a row
+// through Raft (CockroachDB's merge protocol, on a shared state file):
+//
+//  1. co-locate: R's replicas move onto L's servers, so every server of L
+//     holds R's rows in the same bbolt file;
+//  2. freeze (subsume): R's log gets Freeze; R serves nothing from then on,
+//     and the master waits until every replica of R has applied it, so R's
+//     rows are final on every server;
+//  3. merge: L's log gets Merge{R, freeze index}; each L replica widens its
+//     span over R's keys and drops R's state in one local transaction;
+//  4. retire: R leaves the map and its groups stop.
+//
+// Every step is idempotent: a master that dies before the freeze leaves two
+// healthy ranges (co-location is just placement), and a frozen range seen
+// by any master is merged into its left neighbour at once (resumeMerges).
 func (s *Server) merge(ctx context.Context, id uint64, cause string, figures map[string]float64) (*pb.RangeDescriptor, error) {
 	start := time.Now()
 	left, ok := s.rangeDesc(id)
@@ -261,63 +272,128 @@ func (s *Server) merge(ctx context.Context, id uint64, cause string, figures map
 	if right == nil {
 		return nil, fmt.Errorf("%w: %d", ErrNoNeighbour, id)
 	}
-	err := s.onLeader(ctx, right.GetRangeId(), func(ctx context.Context, c pb.PartitionServiceClient) error {
-		_, err := c.FreezeRange(ctx, &pb.FreezeRangeRequest{RangeId: right.GetRangeId()})
+	right, err := s.colocate(ctx, left, right, cause)
+	if err != nil {
+		return nil, fmt.Errorf("co-locate range %d with %d: %w", right.GetRangeId(), id, err)
+	}
+	if err := failpoint.Inject("master/merge/after-colocate"); err != nil {
+		return nil, err
+	}
+	frozenAt := time.Now()
+	var freeze *pb.FreezeRangeResponse
+	err = s.onLeader(ctx, right.GetRangeId(), func(ctx context.Context, c pb.PartitionServiceClient) error {
+		var err error
+		freeze, err = c.FreezeRange(ctx, &pb.FreezeRangeRequest{RangeId: right.GetRangeId()})
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("freeze range %d: %w", right.GetRangeId(), err)
 	}
+	frozen := time.Now()
+	if err := s.waitApplied(ctx, freeze.GetRange(), freeze.GetFreezeIndex()); err != nil {
+		return nil, fmt.Errorf("wait for range %d's freeze on every replica: %w", right.GetRangeId(), err)
+	}
+	caughtUp := time.Now()
 	if err := failpoint.Inject("master/merge/after-freeze"); err != nil {
 		return nil, err
 	}
-	frozenAt := time.Now()
-	addrs := s.replicaAddrs(right)
 	var merged *pb.RangeDescriptor
 	err = s.onLeader(ctx, id, func(ctx context.Context, c pb.PartitionServiceClient) error {
-		resp, err := c.AbsorbRange(ctx, &pb.AbsorbRangeRequest{RangeId: id, Right: right, RightAddrs: addrs})
+		resp, err := c.MergeRange(ctx, &pb.MergeRangeRequest{RangeId: id, Right: freeze.GetRange(), RightFreezeIndex: freeze.GetFreezeIndex()})
 		if err == nil {
 			merged = resp.GetRange()
 		}
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("absorb range %d into %d: %w", right.GetRangeId(), id, err)
+		return nil, fmt.Errorf("merge range %d into %d: %w", right.GetRangeId(), id, err)
 	}
-	if err := failpoint.Inject("master/merge/after-absorb"); err != nil {
+	mergedAt := time.Now()
+	if err := failpoint.Inject("master/merge/after-merge"); err != nil {
 		return nil, err
 	}
 	if _, err := s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_REMOVE_RANGE, &pb.RemoveRangeCommand{RangeId: right.GetRangeId(), AbsorbedBy: merged}); err != nil {
 		return nil, err
 	}
+	removed := time.Now()
 	if err := failpoint.Inject("master/merge/after-remove"); err != nil {
 		return nil, err
 	}
-	pause := time.Since(frozenAt)
+	pause := removed.Sub(frozenAt)
 	s.retire(right)
 	if figures == nil {
 		figures = map[string]float64{}
 	}
 	figures["write_pause_seconds"] = pause.Seconds()
+	figures["freeze_seconds"] = frozen.Sub(frozenAt).Seconds()
+	figures["freeze_applied_everywhere_seconds"] = caughtUp.Sub(frozen).Seconds()
+	figures["merge_command_seconds"] = mergedAt.Sub(caughtUp).Seconds()
+	figures["map_update_seconds"] = removed.Sub(mergedAt).Seconds()
 	s.event(&pb.Event{
 		Kind: pb.EventKind_EVENT_KIND_MERGE, Table: left.GetTable(), RangeIds: []uint64{id, right.GetRangeId()},
 		Figures: figures, Cause: cause, DurationSeconds: time.Since(start).Seconds(),
 		Message: fmt.Sprintf("merged range %d [%q, %q) into range %d, now [%q, %q)", right.GetRangeId(), right.GetStart(), right.GetEnd(), id, merged.GetStart(), merged.GetEnd()),
 	})
 	opSeconds.WithLabelValues("merge").Observe(time.Since(start).Seconds())
+	mergePauseSeconds.Observe(pause.Seconds())
 	return merged, nil
 }
 
-// replicaAddrs lists the gRPC addresses of d's replicas, its leader first.
-func (s *Server) replicaAddrs(d *pb.RangeDescriptor) []string {
-	var addrs []string
-	if l := s.leaderOf(d.GetRangeId()); l != "" {
-		addrs = append(addrs, s.grpcAddrOf(l))
+// colocate moves the right range's replicas, one at a time, onto the left
+// range's servers, and returns its descriptor once both have the same.
+func (s *Server) colocate(ctx context.Context, left, right *pb.RangeDescriptor, cause string) (*pb.RangeDescriptor, error) {
+	for ctx.Err() == nil {
+		l, okL := s.rangeDesc(left.GetRangeId())
+		r, okR := s.rangeDesc(right.GetRangeId())
+		if !okL || !okR {
+			return right, ErrRangeNotFound
+		}
+		var missing, extra []string
+		for _, rep := range l.GetReplicas() {
+			if !hasReplica(r, rep.GetServerId()) {
+				missing = append(missing, rep.GetServerId())
+			}
+		}
+		for _, rep := range r.GetReplicas() {
+			if !hasReplica(l, rep.GetServerId()) {
+				extra = append(extra, rep.GetServerId())
+			}
+		}
+		switch {
+		case len(missing) == 0 && len(extra) == 0:
+			return r, nil
+		case len(missing) == 0 || len(extra) == 0:
+			return r, fmt.Errorf("%w: ranges %d and %d have different replica counts", ErrBadTarget, l.GetRangeId(), r.GetRangeId())
+		}
+		reason := fmt.Sprintf("co-locate with range %d for a merge", l.GetRangeId())
+		if _, err := s.move(ctx, r.GetRangeId(), extra[0], missing[0], cause, reason, nil); err != nil {
+			return r, err
+		}
 	}
-	for _, r := range d.GetReplicas() {
-		addrs = append(addrs, s.grpcAddrOf(r.GetServerId()))
+	return right, ctx.Err()
+}
+
+// waitApplied waits until every replica of d reports an applied index of at
+// least index (committed to its state file).
+func (s *Server) waitApplied(ctx context.Context, d *pb.RangeDescriptor, index uint64) error {
+	for _, rep := range d.GetReplicas() {
+		for delay := time.Millisecond; ; delay = min(2*delay, 20*time.Millisecond) {
+			c, err := s.pool.Partition(s.grpcAddrOf(rep.GetServerId()))
+			if err == nil {
+				var resp *pb.RangeInfoResponse
+				resp, err = c.RangeInfo(ctx, &pb.RangeInfoRequest{RangeId: d.GetRangeId()})
+				if err == nil && resp.GetStatus().GetAppliedIndex() >= index {
+					break
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("replica on %s: %w (last error %v)", rep.GetServerId(), ctx.Err(), err)
+			case <-time.After(delay):
+			}
+		}
 	}
-	return addrs
+	return nil
 }
 
 // rightNeighbour returns the range of the same table starting where d ends.

@@ -29,7 +29,7 @@ var (
 	})
 	reshapeSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: "tablestore", Subsystem: "partitionserver", Name: "reshape_seconds",
-		Help:    "Time a split, freeze, absorb, replica change or leader transfer took on the range leader.",
+		Help:    "Time a split, freeze, merge, replica change or leader transfer took on the range leader.",
 		Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
 	}, []string{"op"})
 	transferRestartsTotal = prometheus.NewCounter(prometheus.CounterOpts{

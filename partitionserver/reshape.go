@@ -8,20 +8,14 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
 	"tablestore/internal/failpoint"
-	"tablestore/internal/peertls"
-	"tablestore/internal/rangeclient"
 	"tablestore/internal/rpcerr"
 	"tablestore/partitionserver/fsm"
 	pb "tablestore/proto/tablestorepb"
 )
-
-// ErrNotFrozen refuses an export of a range that still takes writes.
-var ErrNotFrozen = errors.New("partitionserver: range is not frozen")
 
 func (v *service) leaderReplica(id uint64) (*replica, error) {
 	r, err := v.replica(id)
@@ -61,7 +55,8 @@ func (v *service) SplitRange(ctx context.Context, req *pb.SplitRangeRequest) (*p
 	return &pb.SplitRangeResponse{Left: res.Range, Right: res.Right}, nil
 }
 
-// FreezeRange stops writes to a range that is about to be merged.
+// FreezeRange stops reads and writes of a range that is about to be merged
+// and reports the log index of its freeze.
 func (v *service) FreezeRange(ctx context.Context, req *pb.FreezeRangeRequest) (*pb.FreezeRangeResponse, error) {
 	start := time.Now()
 	defer func() { reshapeSeconds.WithLabelValues("freeze").Observe(time.Since(start).Seconds()) }()
@@ -69,76 +64,40 @@ func (v *service) FreezeRange(ctx context.Context, req *pb.FreezeRangeRequest) (
 	if err != nil {
 		return nil, err
 	}
-	if r.fsm.State().GetFrozen() {
-		return &pb.FreezeRangeResponse{Range: r.fsm.Descriptor()}, nil
+	if st := r.fsm.State(); st.GetFrozen() {
+		return &pb.FreezeRangeResponse{Range: st.GetRange(), FreezeIndex: st.GetFrozenIndex()}, nil
 	}
 	res, err := v.run(ctx, r, pb.CommandKind_COMMAND_KIND_FREEZE, &pb.FreezeCommand{Generation: r.fsm.Descriptor().GetGeneration()})
 	if err != nil {
 		return nil, err
 	}
-	return &pb.FreezeRangeResponse{Range: res.Range}, nil
+	return &pb.FreezeRangeResponse{Range: res.Range, FreezeIndex: res.Index}, nil
 }
 
-// ExportRange returns the entities of a frozen range, read linearizably.
-func (v *service) ExportRange(ctx context.Context, req *pb.ExportRangeRequest) (*pb.ExportRangeResponse, error) {
-	r, err := v.leaderReplica(req.GetRangeId())
-	if err != nil {
-		return nil, err
-	}
-	if err := r.linearizable(ctx); err != nil {
-		return nil, toStatus(r, err)
-	}
-	if !r.fsm.State().GetFrozen() {
-		return nil, rpcerr.New(codes.FailedPrecondition, rpcerr.ReasonInvalidInput, ErrNotFrozen.Error(), nil)
-	}
-	desc, rows, requests, last, err := r.fsm.Export()
-	if err != nil {
-		return nil, toStatus(r, err)
-	}
-	return &pb.ExportRangeResponse{Range: desc, Rows: rows, Requests: requests, LastTimestampUnixNano: last}, nil
-}
-
-// AbsorbRange extends the range over its frozen right neighbour. It is
-// idempotent: a range that already covers the neighbour answers at once.
-func (v *service) AbsorbRange(ctx context.Context, req *pb.AbsorbRangeRequest) (*pb.AbsorbRangeResponse, error) {
+// MergeRange extends the range over its frozen right neighbour through the
+// range's own log; no entity travels (fsm's applyMerge). It is idempotent:
+// a range that already covers the neighbour answers at once.
+func (v *service) MergeRange(ctx context.Context, req *pb.MergeRangeRequest) (*pb.MergeRangeResponse, error) {
 	start := time.Now()
-	defer func() { reshapeSeconds.WithLabelValues("absorb").Observe(time.Since(start).Seconds()) }()
+	defer func() { reshapeSeconds.WithLabelValues("merge").Observe(time.Since(start).Seconds()) }()
 	r, err := v.leaderReplica(req.GetRangeId())
 	if err != nil {
 		return nil, err
-	}
-	if err := r.linearizable(ctx); err != nil {
-		return nil, toStatus(r, err)
 	}
 	desc := r.fsm.Descriptor()
 	right := req.GetRight()
 	if desc.GetEnd() == right.GetEnd() && desc.GetStart() < right.GetStart() {
-		return &pb.AbsorbRangeResponse{Range: desc}, nil
+		return &pb.MergeRangeResponse{Range: desc}, nil
 	}
-	var export *pb.ExportRangeResponse
-	ectx, cancel := context.WithTimeout(ctx, exportTimeout)
-	err = rangeclient.Call(ectx, func() ([]string, error) { return req.GetRightAddrs(), nil },
-		func(ctx context.Context, addr string) error {
-			var err error
-			export, err = exportFrom(ctx, v.s.creds, addr, right.GetRangeId())
-			return err
-		}, rangeclient.Options{RetryBusy: true})
-	cancel()
-	if err != nil {
-		return nil, rpcerr.New(codes.Unavailable, rpcerr.ReasonUnavailable, fmt.Sprintf("export of range %d: %v", right.GetRangeId(), err), nil)
-	}
-	if err := failpoint.Inject("partitionserver/absorb/after-export"); err != nil {
+	if err := failpoint.Inject("partitionserver/merge/before-propose"); err != nil {
 		return nil, toStatus(r, err)
 	}
-	res, err := v.run(ctx, r, pb.CommandKind_COMMAND_KIND_ABSORB, &pb.AbsorbCommand{
-		Right: export.GetRange(), Rows: export.GetRows(), RightLastTimestampUnixNano: export.GetLastTimestampUnixNano(),
-		Requests: export.GetRequests(),
-	})
+	res, err := v.run(ctx, r, pb.CommandKind_COMMAND_KIND_MERGE, &pb.MergeCommand{Right: right, RightFreezeIndex: req.GetRightFreezeIndex()})
 	if err != nil {
 		return nil, err
 	}
-	v.s.logger.Info("range absorbed its right neighbour", "range", r.id, "right", right.GetRangeId(), "rows", len(export.GetRows()), "took", time.Since(start))
-	return &pb.AbsorbRangeResponse{Range: res.Range}, nil
+	v.s.logger.Info("range merged its right neighbour", "range", r.id, "right", right.GetRangeId(), "took", time.Since(start))
+	return &pb.MergeRangeResponse{Range: res.Range}, nil
 }
 
 // run proposes a reshaping command on r's log and returns its result, with
@@ -156,21 +115,6 @@ func (v *service) run(ctx context.Context, r *replica, kind pb.CommandKind, m pr
 		return nil, toStatus(r, err)
 	}
 	return res, nil
-}
-
-// exportTimeout bounds the search for the frozen range's leader.
-const exportTimeout = 10 * time.Second
-
-func exportFrom(ctx context.Context, creds *peertls.Creds, addr string, rangeID uint64) (*pb.ExportRangeResponse, error) {
-	conn, err := grpc.NewClient(addr, creds.DialOption(),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(256<<20)))
-	if err != nil {
-		return nil, rpcerr.New(codes.Unavailable, "", err.Error(), nil)
-	}
-	defer conn.Close()
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	return pb.NewPartitionServiceClient(conn).ExportRange(cctx, &pb.ExportRangeRequest{RangeId: rangeID})
 }
 
 // ChangeReplicas adds and/or removes one voter, then records the new

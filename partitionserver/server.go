@@ -410,9 +410,39 @@ func (s *Server) RangeCreated(parent uint64, desc *pb.RangeDescriptor, preferred
 	}()
 }
 
+// RangeMerged stops the group of a range its left neighbour took over here
+// (the merge already deleted its state) and removes its Raft files.
+func (s *Server) RangeMerged(into, right uint64) {
+	go func() {
+		s.mu.Lock()
+		rep, ok := s.replicas[right]
+		delete(s.replicas, right)
+		closed := s.closed
+		s.mu.Unlock()
+		if ok {
+			rep.close()
+		}
+		if closed {
+			return
+		}
+		if err := s.logs.Drop(right); err != nil {
+			s.logger.Warn("dropping a merged range's raft log failed", "range", right, "err", err)
+		}
+		if err := os.RemoveAll(replicaDir(s.cfg.DataDir, right)); err != nil {
+			s.logger.Warn("removing a merged range's files failed", "range", right, "err", err)
+		}
+		s.logger.Info("range merged into its left neighbour here", "range", right, "into", into)
+	}()
+}
+
 // deleteReplica stops a replica and removes its data, its group of the
-// shared Raft log and its snapshots.
+// shared Raft log and its snapshots. A
+// frozen replica whose left neighbour here has yet to apply the merge stays
+// (fsm.ErrMergePending): the merge takes it over.
 func (s *Server) deleteReplica(id uint64) error {
+	if err := s.store.CheckDelete(id); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	rep, ok := s.replicas[id]
 	delete(s.replicas, id)

@@ -41,6 +41,14 @@ func (v *service) Write(ctx context.Context, req *pb.WriteRequest) (*pb.WriteRes
 	if len(req.GetOps()) == 0 {
 		return nil, rpcerr.New(codes.InvalidArgument, rpcerr.ReasonInvalidInput, "write without operations", nil)
 	}
+	if r.fsm.Frozen() {
+		// Refused before the log: the range is being merged away.
+		return nil, toStatus(r, fsm.ErrRangeFrozen)
+	}
+	if err := fsm.ValidateOps(req.GetOps()); err != nil {
+		observe("write", start, err)
+		return nil, toStatus(r, err)
+	}
 	pk := req.GetOps()[0].GetPartitionKey()
 	if err := v.admit(r, pk, len(req.GetOps())); err != nil {
 		observe("write", start, err)
@@ -177,7 +185,7 @@ func (v *service) RangeInfo(ctx context.Context, req *pb.RangeInfoRequest) (*pb.
 	return &pb.RangeInfoResponse{
 		Status: &pb.RangeStatus{
 			RangeId: r.id, Generation: st.GetRange().GetGeneration(), Leader: r.isLeader(),
-			AppliedIndex: st.GetAppliedIndex(), Range: st.GetRange(),
+			AppliedIndex: st.GetAppliedIndex(), Range: st.GetRange(), Frozen: st.GetFrozen(),
 		},
 		LeaderServerId: r.leaderID(),
 	}, nil
@@ -234,7 +242,7 @@ func toStatus(r *replica, err error) error {
 		return withIndex(codes.FailedPrecondition, rpcerr.ReasonStaleRange)
 	case errors.Is(err, fsm.ErrRangeNotFound):
 		return rpcerr.New(codes.NotFound, rpcerr.ReasonRangeNotFound, err.Error(), nil)
-	case errors.Is(err, fsm.ErrBadSplitKey), errors.Is(err, fsm.ErrNotAdjacent), errors.Is(err, fsm.ErrRangeExists):
+	case errors.Is(err, fsm.ErrBadSplitKey), errors.Is(err, fsm.ErrNotAdjacent), errors.Is(err, fsm.ErrRangeExists), errors.Is(err, fsm.ErrMergePending):
 		return rpcerr.New(codes.FailedPrecondition, rpcerr.ReasonInvalidInput, err.Error(), nil)
 	case errors.Is(err, fsm.ErrInvalidEntity), errors.Is(err, fsm.ErrBadCommand):
 		return withIndex(codes.InvalidArgument, rpcerr.ReasonInvalidInput)

@@ -67,12 +67,8 @@ func (l localClient) FreezeRange(ctx context.Context, in *pb.FreezeRangeRequest,
 	return l.s.FreezeRange(ctx, in)
 }
 
-func (l localClient) ExportRange(ctx context.Context, in *pb.ExportRangeRequest, _ ...grpc.CallOption) (*pb.ExportRangeResponse, error) {
-	return l.s.ExportRange(ctx, in)
-}
-
-func (l localClient) AbsorbRange(ctx context.Context, in *pb.AbsorbRangeRequest, _ ...grpc.CallOption) (*pb.AbsorbRangeResponse, error) {
-	return l.s.AbsorbRange(ctx, in)
+func (l localClient) MergeRange(ctx context.Context, in *pb.MergeRangeRequest, _ ...grpc.CallOption) (*pb.MergeRangeResponse, error) {
+	return l.s.MergeRange(ctx, in)
 }
 
 func (l localClient) ChangeReplicas(ctx context.Context, in *pb.ChangeReplicasRequest, _ ...grpc.CallOption) (*pb.ChangeReplicasResponse, error) {

@@ -234,3 +234,34 @@ func (r *binReader) time() (time.Time, bool) {
 	}
 	return time.Unix(sec, int64(nsec)).UTC(), true
 }
+
+// Restamp appends to dst the binary entity b with its keys and Timestamp
+// replaced, copying its properties as they are: a state machine stamping a
+// validated entity need not decode it. Only the header is checked.
+func Restamp(dst, b []byte, pk, rk string, ts time.Time) ([]byte, error) {
+	if len(b) < 2 || b[0] != binaryVersion || b[1]&^flagTimestamp != 0 {
+		return dst, corrupt("bad header")
+	}
+	r := binReader{b: b, pos: 2}
+	skip := func() bool {
+		n, ok := r.uvarint()
+		if !ok || n > uint64(len(b)-r.pos) {
+			return false
+		}
+		r.pos += int(n)
+		return true
+	}
+	if !skip() || !skip() {
+		return dst, corrupt("bad keys")
+	}
+	if b[1]&flagTimestamp != 0 {
+		if _, ok := r.time(); !ok {
+			return dst, corrupt("bad Timestamp")
+		}
+	}
+	dst = append(dst, binaryVersion, flagTimestamp)
+	dst = appendBytes(dst, pk)
+	dst = appendBytes(dst, rk)
+	dst = appendTime(dst, ts)
+	return append(dst, b[r.pos:]...), nil
+}

@@ -1,6 +1,7 @@
 package edm
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"math"
@@ -137,5 +138,33 @@ func TestUnmarshalBinaryCorrupt(t *testing.T) {
 				t.Fatalf("UnmarshalBinary = %v, %v", e, err)
 			}
 		})
+	}
+}
+
+func TestRestampMatchesReencoding(t *testing.T) {
+	e := &Entity{PartitionKey: "old", RowKey: "keys", Properties: []Property{
+		{Name: "A", Value: Value{Type: TypeString, Str: "x"}},
+		{Name: "B", Value: Value{Type: TypeInt64, Int: -5}},
+	}}
+	ts := time.Date(2026, 11, 23, 22, 0, 0, 123456700, time.UTC)
+	for _, withTS := range []bool{false, true} {
+		in := *e
+		if withTS {
+			in.Timestamp = ts.Add(-time.Hour)
+		}
+		got, err := Restamp(nil, MarshalBinary(&in), "p", "r", ts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := *e
+		want.PartitionKey, want.RowKey, want.Timestamp = "p", "r", ts
+		if !bytes.Equal(got, MarshalBinary(&want)) {
+			t.Fatalf("Restamp (timestamp before: %v) = %x, want %x", withTS, got, MarshalBinary(&want))
+		}
+	}
+	for _, bad := range [][]byte{nil, {9, 0}, {binaryVersion, 0, 50, 'a'}} {
+		if _, err := Restamp(nil, bad, "p", "r", ts); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("Restamp(%x) = %v, want ErrCorrupt", bad, err)
+		}
 	}
 }

@@ -10,19 +10,24 @@ import (
 	pb "tablestore/proto/tablestorepb"
 )
 
-// Write requests are remembered per range so that a client's retry of a
-// write whose outcome it did not learn (the leader changed after the entry
-// was appended) returns the first attempt's result rather than applying it
-// twice: without it a retried insert that had committed would answer
-// EntityAlreadyExists.
+// Write requests are remembered so that a client's retry of a write whose
+// outcome it did not learn (the leader changed after the entry was appended)
+// returns the first attempt's result rather than applying it twice: without
+// it a retried insert that had committed would answer EntityAlreadyExists.
 //
-//	requests/<range id, 8 bytes><request id> -> timestamp (8) | proposed (8) | PartitionKey
+//	table-requests/<table id, 8 bytes><request id> -> timestamp (8) | proposed (8) | PartitionKey
 //
-// Records live in the state machine (same transaction as the write, carried
-// in snapshots, split with the range), and are pruned deterministically by
-// the log's own clock.
+// Records are keyed by table, not by range, like the entities: a range owns
+// the records whose PartitionKey it serves, so a split or a merge moves no
+// record (a range is only a key span). They live in the state machine (same
+// transaction as the write, carried in snapshots), and are pruned
+// deterministically by the log's own clock.
 
-var bucketRequests = []byte("requests")
+var bucketRequests = []byte("table-requests")
+
+// bucketRangeRequests is the layout before records were keyed by table
+// (<range id><request id>); Open migrates it.
+var bucketRangeRequests = []byte("requests")
 
 // requestTTL is how long a request id is remembered.
 const requestTTL = 10 * time.Minute
@@ -31,33 +36,46 @@ const requestTTL = 10 * time.Minute
 // of it, which every replica does at the same entry.
 const pruneEvery = 1024
 
-func requestKey(rangeID uint64, id []byte) []byte {
+func requestKey(tableID uint64, id []byte) []byte {
 	k := make([]byte, 0, 8+len(id))
-	k = binary.BigEndian.AppendUint64(k, rangeID)
+	k = binary.BigEndian.AppendUint64(k, tableID)
 	return append(k, id...)
 }
 
-func lookupRequest(tx *bolt.Tx, rangeID uint64, id []byte) (int64, bool) {
-	v := tx.Bucket(bucketRequests).Get(requestKey(rangeID, id))
+// requestPK is the PartitionKey a record was written for.
+func requestPK(v []byte) (string, bool) {
 	if len(v) < 16 {
+		return "", false
+	}
+	return string(v[16:]), true
+}
+
+func lookupRequest(tx *bolt.Tx, d *pb.RangeDescriptor, id []byte) (int64, bool) {
+	v := tx.Bucket(bucketRequests).Get(requestKey(d.GetTableId(), id))
+	pk, ok := requestPK(v)
+	if !ok || !InRange(d, pk) {
 		return 0, false
 	}
 	return int64(binary.BigEndian.Uint64(v)), true
 }
 
-func recordRequest(tx *bolt.Tx, rangeID uint64, id []byte, ts, proposed int64, pk string) error {
+func recordRequest(tx *bolt.Tx, tableID uint64, id []byte, ts, proposed int64, pk string) error {
 	v := make([]byte, 0, 16+len(pk))
 	v = binary.BigEndian.AppendUint64(v, uint64(ts))
 	v = binary.BigEndian.AppendUint64(v, uint64(proposed))
 	v = append(v, pk...)
-	return tx.Bucket(bucketRequests).Put(requestKey(rangeID, id), v)
+	return tx.Bucket(bucketRequests).Put(requestKey(tableID, id), v)
 }
 
-// forEachRequest visits the range's request records.
-func forEachRequest(tx *bolt.Tx, rangeID uint64, fn func(k, v []byte) error) error {
-	prefix := binary.BigEndian.AppendUint64(nil, rangeID)
+// forEachRequest visits the records of the range's span (key: table id and
+// request id).
+func forEachRequest(tx *bolt.Tx, d *pb.RangeDescriptor, fn func(k, v []byte) error) error {
+	prefix := binary.BigEndian.AppendUint64(nil, d.GetTableId())
 	c := tx.Bucket(bucketRequests).Cursor()
 	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+		if pk, ok := requestPK(v); !ok || !InRange(d, pk) {
+			continue
+		}
 		if err := fn(k, v); err != nil {
 			return err
 		}
@@ -65,12 +83,13 @@ func forEachRequest(tx *bolt.Tx, rangeID uint64, fn func(k, v []byte) error) err
 	return nil
 }
 
-// deleteRequests removes the range's records, or only those keep rejects.
-func deleteRequests(tx *bolt.Tx, rangeID uint64, keep func(v []byte) bool) error {
-	var doomed [][]byte
-	err := forEachRequest(tx, rangeID, func(k, v []byte) error {
-		if keep == nil || !keep(v) {
-			doomed = append(doomed, append([]byte(nil), k...))
+// deleteRequests removes the records of the range's span that doomed
+// selects (nil: all).
+func deleteRequests(tx *bolt.Tx, d *pb.RangeDescriptor, doomed func(v []byte) bool) error {
+	var ks [][]byte
+	err := forEachRequest(tx, d, func(k, v []byte) error {
+		if doomed == nil || doomed(v) {
+			ks = append(ks, append([]byte(nil), k...))
 		}
 		return nil
 	})
@@ -78,7 +97,7 @@ func deleteRequests(tx *bolt.Tx, rangeID uint64, keep func(v []byte) bool) error
 		return err
 	}
 	b := tx.Bucket(bucketRequests)
-	for _, k := range doomed {
+	for _, k := range ks {
 		if err := b.Delete(k); err != nil {
 			return err
 		}
@@ -90,30 +109,43 @@ func deleteRequests(tx *bolt.Tx, rangeID uint64, keep func(v []byte) bool) error
 // (the range's last timestamp: the log's clock, the same on every replica).
 func pruneRequests(tx *bolt.Tx, st *pb.RangeState) error {
 	horizon := st.GetLastTimestampUnixNano() - int64(requestTTL)
-	return deleteRequests(tx, st.GetRange().GetRangeId(), func(v []byte) bool {
-		return len(v) >= 16 && int64(binary.BigEndian.Uint64(v[8:16])) >= horizon
+	return deleteRequests(tx, st.GetRange(), func(v []byte) bool {
+		return int64(binary.BigEndian.Uint64(v[8:16])) < horizon
 	})
 }
 
-// copyRequests gives the right-hand range of a split the records of the
-// keys it now serves.
-func copyRequests(tx *bolt.Tx, from uint64, to *pb.RangeDescriptor) error {
-	type rec struct{ id, v []byte }
-	var moved []rec
-	err := forEachRequest(tx, from, func(k, v []byte) error {
-		if len(v) >= 16 && InRange(to, string(v[16:])) {
-			moved = append(moved, rec{append([]byte(nil), k[8:]...), append([]byte(nil), v...)})
-		}
+// migrateRequests moves records of the per-range layout to the per-table
+// one, once, when a file written before the change is opened. Records of a
+// range no longer stored are dropped (their range is gone).
+func migrateRequests(tx *bolt.Tx) error {
+	old := tx.Bucket(bucketRangeRequests)
+	if old == nil {
 		return nil
+	}
+	tables := map[uint64]uint64{}
+	ranges := tx.Bucket(bucketRanges)
+	nb := tx.Bucket(bucketRequests)
+	err := old.ForEach(func(k, v []byte) error {
+		if len(k) < 8 {
+			return nil
+		}
+		rangeID := binary.BigEndian.Uint64(k)
+		tableID, ok := tables[rangeID]
+		if !ok {
+			if ranges.Get(u64(rangeID)) == nil {
+				return nil
+			}
+			st, err := getState(tx, rangeID)
+			if err != nil {
+				return err
+			}
+			tableID = st.GetRange().GetTableId()
+			tables[rangeID] = tableID
+		}
+		return nb.Put(requestKey(tableID, k[8:]), append([]byte(nil), v...))
 	})
 	if err != nil {
 		return err
 	}
-	b := tx.Bucket(bucketRequests)
-	for _, r := range moved {
-		if err := b.Put(requestKey(to.GetRangeId(), r.id), r.v); err != nil {
-			return err
-		}
-	}
-	return nil
+	return tx.DeleteBucket(bucketRangeRequests)
 }

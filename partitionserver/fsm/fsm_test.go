@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	bolt "go.etcd.io/bbolt"
 
 	"tablestore/internal/edm"
 	"tablestore/internal/keys"
@@ -18,7 +19,7 @@ import (
 	pb "tablestore/proto/tablestorepb"
 )
 
-func openTestRange(t *testing.T, desc *pb.RangeDescriptor) (*Store, *Range) {
+func openTestRange(t testing.TB, desc *pb.RangeDescriptor) (*Store, *Range) {
 	t.Helper()
 	s, err := Open(filepath.Join(t.TempDir(), "state.db"))
 	if err != nil {
@@ -434,40 +435,205 @@ func TestRetriedWriteAppliesOnce(t *testing.T) {
 	})
 }
 
-func TestAbsorbCarriesRowsAndRequests(t *testing.T) {
-	s, left := openTestRange(t, &pb.RangeDescriptor{RangeId: 1, TableId: 7, End: "m", Generation: 2})
+// mergeHooks records the ranges merges retire.
+type mergeHooks struct{ merged []uint64 }
+
+func (h *mergeHooks) RangeCreated(uint64, *pb.RangeDescriptor, string) {}
+func (h *mergeHooks) RangeMerged(_, right uint64)                      { h.merged = append(h.merged, right) }
+
+// mergeFixture: range 1 [.., m) and a frozen range 2 [m, ..) of table 7 in
+// one file; range 2 holds x/r (written with a request id) and y/r.
+func mergeFixture(t *testing.T) (s *Store, left, right *Range, retry []byte, first *Result, freezeIndex uint64) {
+	t.Helper()
+	s, left = openTestRange(t, &pb.RangeDescriptor{RangeId: 1, TableId: 7, End: "m", Generation: 2})
 	if err := s.CreateRange(&pb.RangeDescriptor{RangeId: 2, TableId: 7, Start: "m", Generation: 2}, true); err != nil {
 		t.Fatal(err)
 	}
-	right, _ := s.OpenRange(2, logging.Discard())
+	right, _ = s.OpenRange(2, logging.Discard())
 	ra := &applier{t: t, r: right, clock: 1_000_000}
-	id := []byte("retry-me")
-	data, _ := EncodeWrite(&pb.WriteCommand{ProposedUnixNano: 2_000_000, RequestId: id,
+	retry, _ = EncodeWrite(&pb.WriteCommand{ProposedUnixNano: 9_000_000, RequestId: []byte("retry-me"),
 		Ops: []*pb.EntityOp{op(pb.OpKind_OP_KIND_INSERT, "x", "r", entityBytes(t, nil))}})
-	first := right.ApplyBatch([]*raft.Log{{Index: 1, Type: raft.LogCommand, Data: data}})[0].(*Result)
-	s.Flush()
+	first = right.ApplyBatch([]*raft.Log{{Index: 1, Type: raft.LogCommand, Data: retry}})[0].(*Result)
 	ra.index = 1
 	ra.apply(&pb.EntityOp{Kind: pb.OpKind_OP_KIND_INSERT, PartitionKey: "y", RowKey: "r", Entity: entityBytes(t, nil)})
-
-	desc, rows, requests, last, err := right.Export()
-	if err != nil || len(rows) != 2 || len(requests) != 1 {
-		t.Fatalf("export: %d rows, %d requests, %v", len(rows), len(requests), err)
+	freeze, _ := Encode(pb.CommandKind_COMMAND_KIND_FREEZE, &pb.FreezeCommand{})
+	fr := right.ApplyBatch([]*raft.Log{{Index: 3, Type: raft.LogCommand, Data: freeze}})[0].(*Result)
+	s.Flush()
+	if fr.Index != 3 || !right.Frozen() {
+		t.Fatalf("freeze = %+v", fr)
 	}
-	absorb, _ := Encode(pb.CommandKind_COMMAND_KIND_ABSORB, &pb.AbsorbCommand{Right: desc, Rows: rows, Requests: requests, RightLastTimestampUnixNano: last})
-	res := left.ApplyBatch([]*raft.Log{{Index: 1, Type: raft.LogCommand, Data: absorb}})[0].(*Result)
+	return s, left, right, retry, first, fr.Index
+}
+
+func TestMergeTakesOverRowsInPlace(t *testing.T) {
+	s, left, right, retry, first, freezeIndex := mergeFixture(t)
+	hooks := &mergeHooks{}
+	left.SetHooks(hooks)
+	if _, err := right.Get("x", "r"); !errors.Is(err, ErrRangeFrozen) {
+		t.Fatalf("read of a frozen range = %v, want ErrRangeFrozen", err)
+	}
+	rightState := right.State()
+	merge, _ := Encode(pb.CommandKind_COMMAND_KIND_MERGE, &pb.MergeCommand{Right: rightState.GetRange(), RightFreezeIndex: freezeIndex})
+	res := left.ApplyBatch([]*raft.Log{{Index: 1, Type: raft.LogCommand, Data: merge}})[0].(*Result)
 	s.Flush()
 	if res.Err != nil || res.Range.GetEnd() != "" || res.Range.GetGeneration() != 3 {
-		t.Fatalf("absorb = %+v", res)
+		t.Fatalf("merge = %+v", res)
+	}
+	if len(merge) > 200 {
+		t.Errorf("merge entry is %d bytes; it must not carry rows", len(merge))
 	}
 	for _, pk := range []string{"x", "y"} {
 		if _, err := left.Get(pk, "r"); err != nil {
-			t.Fatalf("absorbed entity %s: %v", pk, err)
+			t.Fatalf("merged entity %s: %v", pk, err)
 		}
 	}
-	retry := left.ApplyBatch([]*raft.Log{{Index: 2, Type: raft.LogCommand, Data: data}})[0].(*Result)
-	if retry.Err != nil || retry.TimestampUnixNano != first.TimestampUnixNano {
-		t.Fatalf("retry after the merge = %+v, want the first result %d", retry, first.TimestampUnixNano)
+	st := left.State()
+	if st.GetEntityCount() != 2 || st.GetLastTimestampUnixNano() < rightState.GetLastTimestampUnixNano() {
+		t.Fatalf("merged state = %+v, right was %+v", st, rightState)
 	}
+	if len(hooks.merged) != 1 || hooks.merged[0] != 2 {
+		t.Fatalf("RangeMerged calls = %v", hooks.merged)
+	}
+	// The right range is over: its state is gone and a late batch of its
+	// group does not bring it back.
+	noop, _ := Encode(pb.CommandKind_COMMAND_KIND_FREEZE, &pb.FreezeCommand{})
+	if got := right.ApplyBatch([]*raft.Log{{Index: 4, Type: raft.LogCommand, Data: noop}})[0].(*Result); !errors.Is(got.Err, ErrRangeNotFound) {
+		t.Fatalf("apply on the merged-away range = %+v", got)
+	}
+	s.Flush()
+	if _, err := s.OpenRange(2, logging.Discard()); !errors.Is(err, ErrRangeNotFound) {
+		t.Fatalf("merged-away range still stored: %v", err)
+	}
+	// A retry of a write the right range applied answers its first result.
+	again := left.ApplyBatch([]*raft.Log{{Index: 2, Type: raft.LogCommand, Data: retry}})[0].(*Result)
+	if again.Err != nil || again.TimestampUnixNano != first.TimestampUnixNano {
+		t.Fatalf("retry after the merge = %+v, want the first result %d", again, first.TimestampUnixNano)
+	}
+	// A repeated merge proposal is a no-op.
+	if res := left.ApplyBatch([]*raft.Log{{Index: 3, Type: raft.LogCommand, Data: merge}})[0].(*Result); res.Err != nil || res.Range.GetGeneration() != 3 {
+		t.Fatalf("repeated merge = %+v", res)
+	}
+	// The left range's snapshot now carries the merged keys and records.
+	snap, err := left.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out sink
+	if err := snap.Persist(&out); err != nil {
+		t.Fatal(err)
+	}
+	snap.Release()
+	_, r2 := openTestRange(t, &pb.RangeDescriptor{RangeId: 1, TableId: 7, Generation: 1})
+	if err := r2.Restore(io.NopCloser(&out.Buffer)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r2.Get("y", "r"); err != nil {
+		t.Fatalf("restored merged entity: %v", err)
+	}
+}
+
+func TestDeleteWaitsForPendingMerge(t *testing.T) {
+	s, left, right, _, _, freezeIndex := mergeFixture(t)
+	if err := s.DeleteRange(2); !errors.Is(err, ErrMergePending) {
+		t.Fatalf("delete of a frozen range whose neighbour has not merged = %v", err)
+	}
+	merge, _ := Encode(pb.CommandKind_COMMAND_KIND_MERGE, &pb.MergeCommand{Right: right.Descriptor(), RightFreezeIndex: freezeIndex})
+	left.ApplyBatch([]*raft.Log{{Index: 1, Type: raft.LogCommand, Data: merge}})
+	s.Flush()
+	if err := s.DeleteRange(2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := left.Get("x", "r"); err != nil {
+		t.Fatalf("deleting the merged-away range removed its rows: %v", err)
+	}
+}
+
+// A replica that missed the merge entry and receives the merged range's
+// snapshot drops its stale copy of the right range.
+func TestRestoreDropsSubsumedRange(t *testing.T) {
+	s, left, right, _, _, freezeIndex := mergeFixture(t)
+	merge, _ := Encode(pb.CommandKind_COMMAND_KIND_MERGE, &pb.MergeCommand{Right: right.Descriptor(), RightFreezeIndex: freezeIndex})
+	left.ApplyBatch([]*raft.Log{{Index: 1, Type: raft.LogCommand, Data: merge}})
+	a := &applier{t: t, r: left, index: 1, clock: 50_000_000}
+	a.apply(op(pb.OpKind_OP_KIND_DELETE, "y", "r", nil))
+	snap, err := left.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out sink
+	if err := snap.Persist(&out); err != nil {
+		t.Fatal(err)
+	}
+	snap.Release()
+
+	s2, behind, _, _, _, _ := mergeFixture(t)
+	hooks := &mergeHooks{}
+	behind.SetHooks(hooks)
+	if err := behind.Restore(io.NopCloser(&out.Buffer)); err != nil {
+		t.Fatal(err)
+	}
+	if len(hooks.merged) != 1 || hooks.merged[0] != 2 {
+		t.Fatalf("RangeMerged calls = %v", hooks.merged)
+	}
+	if _, err := s2.OpenRange(2, logging.Discard()); !errors.Is(err, ErrRangeNotFound) {
+		t.Fatalf("subsumed range still stored: %v", err)
+	}
+	if _, err := behind.Get("y", "r"); !errors.Is(err, ErrEntityNotFound) {
+		t.Fatalf("entity deleted after the merge came back: %v", err)
+	}
+	_ = s
+}
+
+// A file written when request records were keyed by range is migrated.
+func TestRequestRecordsMigrated(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateRange(&pb.RangeDescriptor{RangeId: 5, TableId: 9, Generation: 1}, true); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := s.OpenRange(5, logging.Discard())
+	data, _ := EncodeWrite(&pb.WriteCommand{ProposedUnixNano: 1_000_000, RequestId: []byte("old-id"),
+		Ops: []*pb.EntityOp{op(pb.OpKind_OP_KIND_INSERT, "p", "r", entityBytes(t, nil))}})
+	first := r.ApplyBatch([]*raft.Log{{Index: 1, Type: raft.LogCommand, Data: data}})[0].(*Result)
+	s.Flush()
+	// Rewrite the record in the old layout.
+	err = s.db.Update(func(tx *bolt.Tx) error {
+		v := append([]byte(nil), tx.Bucket(bucketRequests).Get(requestKey(9, []byte("old-id")))...)
+		if err := tx.Bucket(bucketRequests).Delete(requestKey(9, []byte("old-id"))); err != nil {
+			return err
+		}
+		old, err := tx.CreateBucket(bucketRangeRequests)
+		if err != nil {
+			return err
+		}
+		if err := old.Put(requestKey(5, []byte("old-id")), v); err != nil {
+			return err
+		}
+		return old.Put(requestKey(77, []byte("gone")), v) // a range no longer stored
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s, err = Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	r, _ = s.OpenRange(5, logging.Discard())
+	again := r.ApplyBatch([]*raft.Log{{Index: 2, Type: raft.LogCommand, Data: data}})[0].(*Result)
+	if again.Err != nil || again.TimestampUnixNano != first.TimestampUnixNano {
+		t.Fatalf("retry after migration = %+v, want %d", again, first.TimestampUnixNano)
+	}
+	s.db.View(func(tx *bolt.Tx) error {
+		if tx.Bucket(bucketRangeRequests) != nil {
+			t.Error("old request bucket kept")
+		}
+		return nil
+	})
 }
 
 func TestSplitAppliesEvenIfTheNewRangeWasPrecreated(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/raft"
 	bolt "go.etcd.io/bbolt"
@@ -21,10 +22,12 @@ type Result struct {
 	// TimestampUnixNano is the Timestamp (and ETag) given to every entity
 	// the command wrote.
 	TimestampUnixNano int64
-	// Range is the range's descriptor after a split, absorb or membership
+	// Range is the range's descriptor after a split, merge or membership
 	// change; Right is the new right-hand range of a split.
 	Range *pb.RangeDescriptor
 	Right *pb.RangeDescriptor
+	// Index is the log index of a freeze.
+	Index uint64
 	Err   error
 }
 
@@ -35,6 +38,9 @@ type Hooks interface {
 	// RangeCreated reports the right-hand range of a split of range
 	// parent, now stored, and the replica meant to lead it.
 	RangeCreated(parent uint64, desc *pb.RangeDescriptor, preferredLeader string)
+	// RangeMerged reports that range into took over range right here:
+	// right's state is gone from the file and its group must stop.
+	RangeMerged(into, right uint64)
 }
 
 // applyCtx is what a command handler may touch: the open write transaction
@@ -44,6 +50,7 @@ type applyCtx struct {
 	state   *pb.RangeState
 	log     *raft.Log
 	created []created
+	merged  []uint64
 }
 
 // created is a range a command created, for the hooks.
@@ -80,6 +87,7 @@ type Range struct {
 	hooks Hooks
 
 	applied  atomic.Uint64
+	retired  atomic.Bool // merged away: serves nothing
 	waitMu   sync.Mutex
 	appliedC chan struct{} // closed and replaced on every applied batch
 }
@@ -171,11 +179,21 @@ func (r *Range) ApplyBatch(logs []*raft.Log) []interface{} {
 	if len(logs) == 0 || logs[len(logs)-1].Index <= applied {
 		return results
 	}
+	r.waitMerges(logs, applied)
 	var made []created
+	var merged []uint64
+	gone := false
 	last := state.GetAppliedIndex()
 	err := r.store.apply(func(tx *bolt.Tx) error {
+		if tx.Bucket(bucketRanges).Get(u64(r.id)) == nil {
+			// Merged into the left neighbour (or deleted) by an entry of
+			// another group: this group is over, and writing its state
+			// back would resurrect it.
+			gone = true
+			return nil
+		}
 		c := &applyCtx{tx: tx, state: state}
-		defer func() { made = c.created }()
+		defer func() { made, merged = c.created, c.merged }()
 		for i, l := range logs {
 			if l.Index <= applied {
 				continue
@@ -200,12 +218,22 @@ func (r *Range) ApplyBatch(logs []*raft.Log) []interface{} {
 			for _, m := range made {
 				r.hooks.RangeCreated(r.id, m.desc, m.preferredLeader)
 			}
+			for _, id := range merged {
+				r.hooks.RangeMerged(r.id, id)
+			}
 		}
 	})
 	if err != nil {
 		// The file can no longer follow the log; continuing would diverge
 		// from the other replicas.
 		panic(fmt.Sprintf("fsm: range %d: apply failed: %v", r.id, err))
+	}
+	if gone {
+		r.retired.Store(true)
+		for i := range results {
+			results[i] = &Result{Err: ErrRangeNotFound}
+		}
+		return results
 	}
 	r.mu.Lock()
 	r.state = state
@@ -214,15 +242,15 @@ func (r *Range) ApplyBatch(logs []*raft.Log) []interface{} {
 }
 
 func (r *Range) applyCommand(c *applyCtx, data []byte) *Result {
-	var cmd pb.Command
-	if err := proto.Unmarshal(data, &cmd); err != nil {
-		return &Result{Err: fmt.Errorf("%w: %v", ErrBadCommand, err)}
+	kind, payload, err := decodeCommand(data)
+	if err != nil {
+		return &Result{Err: err}
 	}
-	h, ok := handlers[cmd.GetKind()]
+	h, ok := handlers[kind]
 	if !ok {
-		return &Result{Err: fmt.Errorf("%w: %v", ErrUnknownCommand, cmd.GetKind())}
+		return &Result{Err: fmt.Errorf("%w: %v", ErrUnknownCommand, kind)}
 	}
-	return h(c, cmd.GetPayload())
+	return h(c, payload)
 }
 
 // Snapshot captures the range at the current applied index. The bbolt read
@@ -249,9 +277,10 @@ func (r *Range) Snapshot() (raft.FSMSnapshot, error) {
 func (r *Range) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	var state *pb.RangeState
+	var subsumed []uint64
 	err := r.store.update(func(tx *bolt.Tx) error {
 		var err error
-		state, err = restoreInto(tx, rc, r.id)
+		state, subsumed, err = restoreInto(tx, rc, r.id)
 		return err
 	})
 	if err != nil {
@@ -261,5 +290,59 @@ func (r *Range) Restore(rc io.ReadCloser) error {
 	r.state = state
 	r.mu.Unlock()
 	r.notifyApplied(state.GetAppliedIndex())
+	if r.hooks != nil {
+		for _, id := range subsumed {
+			r.hooks.RangeMerged(r.id, id)
+		}
+	}
 	return nil
+}
+
+// Frozen reports whether the range is frozen for a merge, or merged away:
+// it serves neither reads nor writes.
+func (r *Range) Frozen() bool {
+	if r.retired.Load() {
+		return true
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.state.GetFrozen()
+}
+
+// mergeKind is the first two bytes of an encoded merge Command (field 1,
+// varint): the apply loop spots merges without decoding every entry.
+var mergeKind = [2]byte{0x08, byte(pb.CommandKind_COMMAND_KIND_MERGE)}
+
+// waitMerges blocks until, for every merge among logs, the right range's
+// replica in this file has applied its freeze. The master proposes a merge
+// only after every replica of the right range reported that, so this
+// returns at once unless the file is being rebuilt; it runs outside the
+// shared transaction, which the right range's own apply needs.
+func (r *Range) waitMerges(logs []*raft.Log, applied uint64) {
+	for _, l := range logs {
+		if l.Index <= applied || l.Type != raft.LogCommand || len(l.Data) < 2 || l.Data[0] != mergeKind[0] || l.Data[1] != mergeKind[1] {
+			continue
+		}
+		kind, payload, err := decodeCommand(l.Data)
+		var m pb.MergeCommand
+		if err != nil || kind != pb.CommandKind_COMMAND_KIND_MERGE || proto.Unmarshal(payload, &m) != nil {
+			continue
+		}
+		right := m.GetRight().GetRangeId()
+		for waited := time.Duration(0); ; waited += 5 * time.Millisecond {
+			var st *pb.RangeState
+			_ = r.store.db.View(func(tx *bolt.Tx) error {
+				st, _ = getState(tx, right)
+				return nil
+			})
+			if st == nil || st.GetAppliedIndex() >= m.GetRightFreezeIndex() {
+				break // absent: applyMerge reports it
+			}
+			if waited%(5*time.Second) == 0 && waited > 0 {
+				r.logger.Warn("merge waits for the right range's replica to apply its freeze", "range", r.id, "right", right, "applied", st.GetAppliedIndex(), "freeze", m.GetRightFreezeIndex())
+			}
+			r.store.Urge()
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
 }

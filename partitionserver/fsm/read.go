@@ -19,6 +19,11 @@ func (r *Range) Get(pk, rk string) ([]byte, error) {
 		if err != nil {
 			return ErrRangeNotFound
 		}
+		if st.GetFrozen() {
+			// A frozen range's keys may already be served by the left
+			// neighbour that merged it: reading here could miss its writes.
+			return ErrRangeFrozen
+		}
 		if !InRange(st.GetRange(), pk) {
 			return ErrKeyOutOfRange
 		}
@@ -77,6 +82,9 @@ func (r *Range) Scan(o ScanOptions) (*ScanResult, error) {
 		st, err := getState(tx, r.id)
 		if err != nil {
 			return ErrRangeNotFound
+		}
+		if st.GetFrozen() {
+			return ErrRangeFrozen
 		}
 		desc := st.GetRange()
 		res.Descriptor = desc

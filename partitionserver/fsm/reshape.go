@@ -16,15 +16,7 @@ func init() {
 	register(pb.CommandKind_COMMAND_KIND_FREEZE, applyFreeze)
 	register(pb.CommandKind_COMMAND_KIND_ABSORB, applyAbsorb)
 	register(pb.CommandKind_COMMAND_KIND_SET_REPLICAS, applySetReplicas)
-}
-
-// Encode returns the log entry of a command.
-func Encode(kind pb.CommandKind, m proto.Message) ([]byte, error) {
-	payload, err := proto.Marshal(m)
-	if err != nil {
-		return nil, err
-	}
-	return proto.Marshal(&pb.Command{Kind: kind, Payload: payload})
+	register(pb.CommandKind_COMMAND_KIND_MERGE, applyMerge)
 }
 
 // countSpan counts the entities and bytes of a descriptor's span.
@@ -82,22 +74,71 @@ func applySplit(c *applyCtx, payload []byte) *Result {
 	if err := putState(c.tx, rs); err != nil {
 		return &Result{Err: err}
 	}
-	if err := copyRequests(c.tx, desc.GetRangeId(), right); err != nil {
-		return &Result{Err: err}
-	}
 	c.created = append(c.created, created{desc: right, preferredLeader: cmd.GetPreferredLeader()})
 	return &Result{Range: left, Right: right}
 }
 
-// applyFreeze stops writes: the range is about to be absorbed.
+// applyFreeze stops reads and writes: the range is about to be merged into
+// its left neighbour. The freeze's index is remembered: the merge waits
+// until every replica has applied it.
 func applyFreeze(c *applyCtx, payload []byte) *Result {
-	c.state.Frozen = true
-	return &Result{Range: c.state.GetRange()}
+	if !c.state.GetFrozen() {
+		c.state.Frozen = true
+		c.state.FrozenIndex = c.log.Index
+	}
+	return &Result{Range: c.state.GetRange(), Index: c.state.GetFrozenIndex()}
+}
+
+// applyMerge extends the range over its frozen right neighbour without
+// moving a row: on every server holding a replica of this range the
+// neighbour's replica shares the state file, has applied the freeze (the
+// master waited for it before proposing, and the apply loop waits again,
+// see waitMerges), and cannot change after it, so its entities and request
+// records, keyed by table and PartitionKey, already sit in this range's
+// new span. The merge takes over the neighbour's counters and clock and
+// deletes its state in the same transaction: the neighbour's replica here
+// ends with this entry (Hooks.RangeMerged stops its group).
+func applyMerge(c *applyCtx, payload []byte) *Result {
+	var cmd pb.MergeCommand
+	if err := proto.Unmarshal(payload, &cmd); err != nil || cmd.GetRight() == nil {
+		return &Result{Err: fmt.Errorf("%w: merge", ErrBadCommand)}
+	}
+	desc := c.state.GetRange()
+	right := cmd.GetRight()
+	if right.GetTableId() == desc.GetTableId() && desc.GetStart() < right.GetStart() && desc.GetEnd() == right.GetEnd() {
+		return &Result{Range: desc} // a retried proposal: merged already
+	}
+	if right.GetTableId() != desc.GetTableId() || desc.GetEnd() == "" || right.GetStart() != desc.GetEnd() {
+		return &Result{Err: fmt.Errorf("%w: %q..%q after %q..%q", ErrNotAdjacent, right.GetStart(), right.GetEnd(), desc.GetStart(), desc.GetEnd())}
+	}
+	rs, err := getState(c.tx, right.GetRangeId())
+	if err != nil || !rs.GetFrozen() || rs.GetAppliedIndex() < cmd.GetRightFreezeIndex() ||
+		rs.GetRange().GetStart() != right.GetStart() || rs.GetRange().GetEnd() != right.GetEnd() {
+		// The master only proposes a merge once every replica of the right
+		// range has applied its freeze on this range's servers; without it
+		// this replica cannot take over the rows, and going on would diverge.
+		panic(fmt.Sprintf("fsm: range %d: merge of range %d at freeze index %d, but its replica here is %v (err %v)",
+			desc.GetRangeId(), right.GetRangeId(), cmd.GetRightFreezeIndex(), rs, err))
+	}
+	if err := c.tx.Bucket(bucketRanges).Delete(u64(right.GetRangeId())); err != nil {
+		return &Result{Err: err}
+	}
+	merged := proto.Clone(desc).(*pb.RangeDescriptor)
+	merged.End = right.GetEnd()
+	merged.Generation = max(desc.GetGeneration(), rs.GetRange().GetGeneration()) + 1
+	c.state.Range = merged
+	c.state.EntityCount += rs.GetEntityCount()
+	c.state.Bytes += rs.GetBytes()
+	if ts := rs.GetLastTimestampUnixNano(); ts > c.state.GetLastTimestampUnixNano() {
+		c.state.LastTimestampUnixNano = ts
+	}
+	c.merged = append(c.merged, right.GetRangeId())
+	return &Result{Range: merged}
 }
 
 // applyAbsorb extends the range over its frozen right neighbour with the
-// neighbour's entities, carried in the command so that every replica writes
-// the same data whatever its copy of the neighbour holds.
+// neighbour's entities, carried in the command. Merges no longer propose
+// it (see applyMerge); it stays so that a log written before still replays.
 func applyAbsorb(c *applyCtx, payload []byte) *Result {
 	var cmd pb.AbsorbCommand
 	if err := proto.Unmarshal(payload, &cmd); err != nil {
@@ -134,7 +175,7 @@ func applyAbsorb(c *applyCtx, payload []byte) *Result {
 	}
 	rb := c.tx.Bucket(bucketRequests)
 	for _, kv := range cmd.GetRequests() {
-		if err := rb.Put(requestKey(desc.GetRangeId(), kv.GetKey()), kv.GetValue()); err != nil {
+		if err := rb.Put(requestKey(desc.GetTableId(), kv.GetKey()), kv.GetValue()); err != nil {
 			return &Result{Err: err}
 		}
 	}
@@ -181,37 +222,6 @@ func applySetReplicas(c *applyCtx, payload []byte) *Result {
 	d.Generation++
 	c.state.Range = d
 	return &Result{Range: d}
-}
-
-// Export returns every entity of the range, its remembered write requests
-// and its last timestamp, for an absorb by the left neighbour.
-func (r *Range) Export() (*pb.RangeDescriptor, []*pb.KV, []*pb.KV, int64, error) {
-	var rows, requests []*pb.KV
-	var desc *pb.RangeDescriptor
-	var last int64
-	err := r.store.db.View(func(tx *bolt.Tx) error {
-		st, err := getState(tx, r.id)
-		if err != nil {
-			return ErrRangeNotFound
-		}
-		desc, last = st.GetRange(), st.GetLastTimestampUnixNano()
-		err = forEachRequest(tx, r.id, func(k, v []byte) error {
-			requests = append(requests, &pb.KV{Key: append([]byte(nil), k[8:]...), Value: append([]byte(nil), v...)})
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		b, err := tableBucket(tx, desc.GetTableId(), false)
-		if err != nil || b == nil {
-			return err
-		}
-		return walkSpan(b, desc, func(k, v []byte) error {
-			rows = append(rows, &pb.KV{Key: append([]byte(nil), k...), Value: append([]byte(nil), v...)})
-			return nil
-		})
-	})
-	return desc, rows, requests, last, err
 }
 
 // MedianKey returns the PartitionKey at which the range splits into two

@@ -75,7 +75,7 @@ func (s *snapshot) write(w io.Writer) error {
 	if err := putBytes(nil); err != nil {
 		return err
 	}
-	err = forEachRequest(s.tx, desc.GetRangeId(), func(k, v []byte) error {
+	err = forEachRequest(s.tx, desc, func(k, v []byte) error {
 		if err := putBytes(k[8:]); err != nil {
 			return err
 		}
@@ -93,13 +93,16 @@ func (s *snapshot) write(w io.Writer) error {
 func (s *snapshot) Release() { _ = s.tx.Rollback() }
 
 // restoreInto replaces the range's span of entities with the snapshot's and
-// returns the snapshot's state. Entities outside the snapshot's descriptor
-// are left alone: they belong to other ranges of the table on this server.
-func restoreInto(tx *bolt.Tx, r io.Reader, rangeID uint64) (*pb.RangeState, error) {
+// returns the snapshot's state and the ranges it subsumed. Entities outside
+// the snapshot's descriptor are left alone: they belong to other ranges of
+// the table on this server. An older range stored here whose span the
+// snapshot's range covers was merged into it (this replica missed the
+// merge's log entry): its state goes, and the snapshot brings its keys.
+func restoreInto(tx *bolt.Tx, r io.Reader, rangeID uint64) (*pb.RangeState, []uint64, error) {
 	br := bufio.NewReaderSize(r, 256<<10)
 	magic := make([]byte, len(snapshotMagic))
 	if _, err := io.ReadFull(br, magic); err != nil || string(magic) != snapshotMagic {
-		return nil, fmt.Errorf("%w: bad magic", ErrCorruptSnapshot)
+		return nil, nil, fmt.Errorf("%w: bad magic", ErrCorruptSnapshot)
 	}
 	readBytes := func() ([]byte, error) {
 		n, err := binary.ReadUvarint(br)
@@ -115,66 +118,115 @@ func restoreInto(tx *bolt.Tx, r io.Reader, rangeID uint64) (*pb.RangeState, erro
 	}
 	hdr, err := readBytes()
 	if err != nil {
-		return nil, fmt.Errorf("%w: header: %v", ErrCorruptSnapshot, err)
+		return nil, nil, fmt.Errorf("%w: header: %v", ErrCorruptSnapshot, err)
 	}
 	state := &pb.RangeState{}
 	if err := proto.Unmarshal(hdr, state); err != nil {
-		return nil, fmt.Errorf("%w: header: %v", ErrCorruptSnapshot, err)
+		return nil, nil, fmt.Errorf("%w: header: %v", ErrCorruptSnapshot, err)
 	}
 	if state.GetRange().GetRangeId() != rangeID {
-		return nil, fmt.Errorf("%w: snapshot of range %d restored into range %d", ErrCorruptSnapshot, state.GetRange().GetRangeId(), rangeID)
+		return nil, nil, fmt.Errorf("%w: snapshot of range %d restored into range %d", ErrCorruptSnapshot, state.GetRange().GetRangeId(), rangeID)
+	}
+	subsumed, err := dropSubsumed(tx, state.GetRange())
+	if err != nil {
+		return nil, nil, err
 	}
 	if old, err := getState(tx, rangeID); err == nil {
-		if err := deleteSpan(tx, old.GetRange()); err != nil {
-			return nil, err
+		if err := clearSpan(tx, old.GetRange()); err != nil {
+			return nil, nil, err
 		}
 	} else if !errors.Is(err, errRangeStateAbsent) {
-		return nil, err
+		return nil, nil, err
 	}
-	if err := deleteSpan(tx, state.GetRange()); err != nil {
-		return nil, err
+	if err := clearSpan(tx, state.GetRange()); err != nil {
+		return nil, nil, err
 	}
 	b, err := tableBucket(tx, state.GetRange().GetTableId(), true)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for {
 		k, err := readBytes()
 		if err != nil {
-			return nil, fmt.Errorf("%w: record: %v", ErrCorruptSnapshot, err)
+			return nil, nil, fmt.Errorf("%w: record: %v", ErrCorruptSnapshot, err)
 		}
 		if len(k) == 0 {
 			break
 		}
 		v, err := readBytes()
 		if err != nil {
-			return nil, fmt.Errorf("%w: record: %v", ErrCorruptSnapshot, err)
+			return nil, nil, fmt.Errorf("%w: record: %v", ErrCorruptSnapshot, err)
 		}
 		if err := b.Put(k, v); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-	}
-	if err := deleteRequests(tx, rangeID, nil); err != nil {
-		return nil, err
 	}
 	for {
 		id, err := readBytes()
 		if err != nil {
-			return nil, fmt.Errorf("%w: request record: %v", ErrCorruptSnapshot, err)
+			return nil, nil, fmt.Errorf("%w: request record: %v", ErrCorruptSnapshot, err)
 		}
 		if len(id) == 0 {
 			break
 		}
 		v, err := readBytes()
 		if err != nil {
-			return nil, fmt.Errorf("%w: request record: %v", ErrCorruptSnapshot, err)
+			return nil, nil, fmt.Errorf("%w: request record: %v", ErrCorruptSnapshot, err)
 		}
-		if err := tx.Bucket(bucketRequests).Put(requestKey(rangeID, id), v); err != nil {
-			return nil, err
+		if err := tx.Bucket(bucketRequests).Put(requestKey(state.GetRange().GetTableId(), id), v); err != nil {
+			return nil, nil, err
 		}
 	}
 	if err := putState(tx, state); err != nil {
+		return nil, nil, err
+	}
+	return state, subsumed, nil
+}
+
+// clearSpan deletes the entities and request records of d's span that no
+// other range stored here serves.
+func clearSpan(tx *bolt.Tx, d *pb.RangeDescriptor) error {
+	owned, err := ownedElsewhere(tx, d)
+	if err != nil {
+		return err
+	}
+	if err := deleteSpan(tx, d, owned); err != nil {
+		return err
+	}
+	return deleteRequests(tx, d, func(v []byte) bool {
+		pk, _ := requestPK(v)
+		return !owned(pk)
+	})
+}
+
+// dropSubsumed deletes the state of every older range of d's table stored
+// here whose span d covers, and returns their ids.
+func dropSubsumed(tx *bolt.Tx, d *pb.RangeDescriptor) ([]uint64, error) {
+	var ids []uint64
+	err := tx.Bucket(bucketRanges).ForEach(func(k, v []byte) error {
+		o := &pb.RangeState{}
+		if err := proto.Unmarshal(v, o); err != nil {
+			return err
+		}
+		od := o.GetRange()
+		if od.GetRangeId() != d.GetRangeId() && od.GetTableId() == d.GetTableId() &&
+			od.GetGeneration() < d.GetGeneration() && covers(d, od) {
+			ids = append(ids, od.GetRangeId())
+		}
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
-	return state, nil
+	for _, id := range ids {
+		if err := tx.Bucket(bucketRanges).Delete(u64(id)); err != nil {
+			return nil, err
+		}
+	}
+	return ids, nil
+}
+
+// covers reports whether d's span contains o's.
+func covers(d, o *pb.RangeDescriptor) bool {
+	return o.GetStart() >= d.GetStart() && (d.GetEnd() == "" || (o.GetEnd() != "" && o.GetEnd() <= d.GetEnd()))
 }

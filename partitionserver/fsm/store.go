@@ -32,6 +32,7 @@ var (
 	ErrRangeFrozen      = errors.New("fsm: range is frozen for a merge")
 	ErrBadSplitKey      = errors.New("fsm: split key not inside the range")
 	ErrNotAdjacent      = errors.New("fsm: ranges are not adjacent")
+	ErrMergePending     = errors.New("fsm: range is frozen and its left neighbour here has not merged it yet")
 	errRangeStateAbsent = errors.New("fsm: range state absent")
 )
 
@@ -101,7 +102,7 @@ func OpenWithInterval(path string, interval time.Duration) (*Store, error) {
 				return err
 			}
 		}
-		return nil
+		return migrateRequests(tx)
 	})
 	if err != nil {
 		db.Close()
@@ -267,7 +268,9 @@ func (s *Store) CreateRange(desc *pb.RangeDescriptor, bootstrap bool) error {
 	})
 }
 
-// DeleteRange removes a range's state and its entities.
+// DeleteRange removes a range's state and its entities. A frozen range
+// whose left neighbour here has not applied the merge yet is kept
+// (ErrMergePending): its keys are about to become the neighbour's.
 func (s *Store) DeleteRange(rangeID uint64) error {
 	return s.update(func(tx *bolt.Tx) error {
 		st, err := getState(tx, rangeID)
@@ -277,10 +280,10 @@ func (s *Store) DeleteRange(rangeID uint64) error {
 		if err != nil {
 			return err
 		}
-		if err := deleteSpan(tx, st.GetRange()); err != nil {
-			return err
+		if mergePending(tx, st) {
+			return ErrMergePending
 		}
-		if err := deleteRequests(tx, rangeID, nil); err != nil {
+		if err := clearSpan(tx, st.GetRange()); err != nil {
 			return err
 		}
 		if err := tx.Bucket(bucketRanges).Delete(u64(rangeID)); err != nil {
@@ -303,6 +306,35 @@ func (s *Store) DeleteRange(rangeID uint64) error {
 		}
 		return nil
 	})
+}
+
+// CheckDelete reports ErrMergePending when DeleteRange would keep the range.
+func (s *Store) CheckDelete(rangeID uint64) error {
+	return s.db.View(func(tx *bolt.Tx) error {
+		st, err := getState(tx, rangeID)
+		if err != nil || !mergePending(tx, st) {
+			return nil
+		}
+		return ErrMergePending
+	})
+}
+
+// mergePending: st is frozen and a range stored here still ends where it
+// starts, so the merge into that neighbour may yet apply here.
+func mergePending(tx *bolt.Tx, st *pb.RangeState) bool {
+	if !st.GetFrozen() || st.GetRange().GetStart() == "" {
+		return false
+	}
+	d := st.GetRange()
+	pending := false
+	_ = tx.Bucket(bucketRanges).ForEach(func(k, v []byte) error {
+		o := &pb.RangeState{}
+		if proto.Unmarshal(v, o) == nil && o.GetRange().GetTableId() == d.GetTableId() && o.GetRange().GetEnd() == d.GetStart() {
+			pending = true
+		}
+		return nil
+	})
+	return pending
 }
 
 func getState(tx *bolt.Tx, rangeID uint64) (*pb.RangeState, error) {
@@ -379,9 +411,9 @@ func tableBucket(tx *bolt.Tx, tableID uint64, create bool) (*bolt.Bucket, error)
 	return data.CreateBucket(u64(tableID))
 }
 
-// deleteSpan deletes the entities of a descriptor's span, except those that
-// belong to another range of the table hosted in the same file.
-func deleteSpan(tx *bolt.Tx, d *pb.RangeDescriptor) error {
+// ownedElsewhere reports whether a PartitionKey of d's table belongs to
+// another range of the table stored in the same file.
+func ownedElsewhere(tx *bolt.Tx, d *pb.RangeDescriptor) (func(pk string) bool, error) {
 	var others []*pb.RangeDescriptor
 	err := tx.Bucket(bucketRanges).ForEach(func(k, v []byte) error {
 		o := &pb.RangeState{}
@@ -394,23 +426,25 @@ func deleteSpan(tx *bolt.Tx, d *pb.RangeDescriptor) error {
 		}
 		return nil
 	})
-	if err != nil {
-		return err
-	}
-	owned := func(k []byte) bool {
-		if len(others) == 0 {
-			return false
-		}
-		pk, err := keys.DecodePartitionKey(k)
-		if err != nil {
-			return false
-		}
+	return func(pk string) bool {
 		for _, od := range others {
 			if InRange(od, pk) {
 				return true
 			}
 		}
 		return false
+	}, err
+}
+
+// deleteSpan deletes the entities of a descriptor's span, except those of
+// PartitionKeys owned selects (nil: none).
+func deleteSpan(tx *bolt.Tx, d *pb.RangeDescriptor, owned func(pk string) bool) error {
+	keep := func(k []byte) bool {
+		if owned == nil {
+			return false
+		}
+		pk, err := keys.DecodePartitionKey(k)
+		return err == nil && owned(pk)
 	}
 	b, err := tableBucket(tx, d.GetTableId(), false)
 	if err != nil || b == nil {
@@ -425,7 +459,7 @@ func deleteSpan(tx *bolt.Tx, d *pb.RangeDescriptor) error {
 		k, _ = c.Seek(lo)
 	}
 	for k != nil && (hi == nil || string(k) < string(hi)) {
-		if owned(k) {
+		if keep(k) {
 			k, _ = c.Next()
 			continue
 		}

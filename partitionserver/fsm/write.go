@@ -17,15 +17,6 @@ func init() { register(pb.CommandKind_COMMAND_KIND_WRITE, applyWrite) }
 // tick is Azure's Timestamp resolution.
 const tick = 100 * time.Nanosecond
 
-// EncodeWrite returns the log entry for a write command.
-func EncodeWrite(w *pb.WriteCommand) ([]byte, error) {
-	payload, err := proto.Marshal(w)
-	if err != nil {
-		return nil, err
-	}
-	return proto.Marshal(&pb.Command{Kind: pb.CommandKind_COMMAND_KIND_WRITE, Payload: payload})
-}
-
 // nextTimestamp gives every write of a range a distinct, increasing
 // Timestamp: the proposer's clock unless that would not move past the last
 // one. Deterministic, so every replica computes the same ETag.
@@ -53,7 +44,7 @@ func applyWrite(c *applyCtx, payload []byte) *Result {
 		return &Result{Err: &OpError{Index: 0, Err: ErrRangeFrozen}}
 	}
 	if id := cmd.GetRequestId(); len(id) > 0 {
-		if ts, ok := lookupRequest(c.tx, desc.GetRangeId(), id); ok {
+		if ts, ok := lookupRequest(c.tx, desc, id); ok {
 			// A retry of a write already applied: its result, not again.
 			return &Result{TimestampUnixNano: ts}
 		}
@@ -100,11 +91,32 @@ func applyWrite(c *applyCtx, payload []byte) *Result {
 		}
 	}
 	if id := cmd.GetRequestId(); len(id) > 0 {
-		if err := recordRequest(c.tx, desc.GetRangeId(), id, ts, cmd.GetProposedUnixNano(), cmd.GetOps()[0].GetPartitionKey()); err != nil {
+		if err := recordRequest(c.tx, desc.GetTableId(), id, ts, cmd.GetProposedUnixNano(), cmd.GetOps()[0].GetPartitionKey()); err != nil {
 			return &Result{Err: err}
 		}
 	}
 	return &Result{TimestampUnixNano: ts}
+}
+
+// ValidateOps checks the entities of a write before it is proposed: the
+// leader does it once, so that replicas applying the entry only stamp each
+// entity (a merge with a stored entity is validated again after merging).
+// A failure is an *OpError naming the operation.
+func ValidateOps(ops []*pb.EntityOp) error {
+	for i, op := range ops {
+		if op.GetKind() == pb.OpKind_OP_KIND_DELETE {
+			continue
+		}
+		e, err := edm.UnmarshalBinary(op.GetEntity())
+		if err != nil {
+			return &OpError{Index: i, Err: fmt.Errorf("%w: %v", ErrInvalidEntity, err)}
+		}
+		e.PartitionKey, e.RowKey = op.GetPartitionKey(), op.GetRowKey()
+		if err := e.Validate(); err != nil {
+			return &OpError{Index: i, Err: err}
+		}
+	}
+	return nil
 }
 
 func applyOp(bucket *bolt.Bucket, desc *pb.RangeDescriptor, op *pb.EntityOp, stamp time.Time,
@@ -148,14 +160,21 @@ func applyOp(bucket *bolt.Bucket, desc *pb.RangeDescriptor, op *pb.EntityOp, sta
 		next = nil
 	case pb.OpKind_OP_KIND_INSERT, pb.OpKind_OP_KIND_REPLACE, pb.OpKind_OP_KIND_MERGE,
 		pb.OpKind_OP_KIND_INSERT_OR_REPLACE, pb.OpKind_OP_KIND_INSERT_OR_MERGE:
+		if existing == nil || (kind != pb.OpKind_OP_KIND_MERGE && kind != pb.OpKind_OP_KIND_INSERT_OR_MERGE) {
+			// The leader validated the entity before proposing
+			// (ValidateOps): stamp it without decoding it.
+			var err error
+			if next, err = edm.Restamp(nil, op.GetEntity(), op.GetPartitionKey(), op.GetRowKey(), stamp); err != nil {
+				return fmt.Errorf("%w: %v", ErrInvalidEntity, err)
+			}
+			break
+		}
 		e, err := edm.UnmarshalBinary(op.GetEntity())
 		if err != nil {
 			return fmt.Errorf("%w: %v", ErrInvalidEntity, err)
 		}
-		if existing != nil && (kind == pb.OpKind_OP_KIND_MERGE || kind == pb.OpKind_OP_KIND_INSERT_OR_MERGE) {
-			existing.MergeFrom(e)
-			e = existing
-		}
+		existing.MergeFrom(e)
+		e = existing
 		e.PartitionKey, e.RowKey, e.Timestamp = op.GetPartitionKey(), op.GetRowKey(), stamp
 		if err := e.Validate(); err != nil {
 			return err

@@ -171,12 +171,15 @@ func (OpKind) EnumDescriptor() ([]byte, []int) {
 type CommandKind int32
 
 const (
-	CommandKind_COMMAND_KIND_UNSPECIFIED  CommandKind = 0
-	CommandKind_COMMAND_KIND_WRITE        CommandKind = 1
-	CommandKind_COMMAND_KIND_SPLIT        CommandKind = 2
-	CommandKind_COMMAND_KIND_FREEZE       CommandKind = 3
+	CommandKind_COMMAND_KIND_UNSPECIFIED CommandKind = 0
+	CommandKind_COMMAND_KIND_WRITE       CommandKind = 1
+	CommandKind_COMMAND_KIND_SPLIT       CommandKind = 2
+	CommandKind_COMMAND_KIND_FREEZE      CommandKind = 3
+	// Merges before the O(1) merge carried the right range's rows; still
+	// applied when an old log is replayed.
 	CommandKind_COMMAND_KIND_ABSORB       CommandKind = 4
 	CommandKind_COMMAND_KIND_SET_REPLICAS CommandKind = 5
+	CommandKind_COMMAND_KIND_MERGE        CommandKind = 6
 )
 
 // Enum value maps for CommandKind.
@@ -188,6 +191,7 @@ var (
 		3: "COMMAND_KIND_FREEZE",
 		4: "COMMAND_KIND_ABSORB",
 		5: "COMMAND_KIND_SET_REPLICAS",
+		6: "COMMAND_KIND_MERGE",
 	}
 	CommandKind_value = map[string]int32{
 		"COMMAND_KIND_UNSPECIFIED":  0,
@@ -196,6 +200,7 @@ var (
 		"COMMAND_KIND_FREEZE":       3,
 		"COMMAND_KIND_ABSORB":       4,
 		"COMMAND_KIND_SET_REPLICAS": 5,
+		"COMMAND_KIND_MERGE":        6,
 	}
 )
 
@@ -1682,6 +1687,62 @@ func (x *AbsorbCommand) GetRequests() []*KV {
 	return nil
 }
 
+// MergeCommand extends the left range over its frozen right neighbour.
+// Each replica of the left range shares its server's state file with a
+// replica of the right range that has applied the freeze, so the rows are
+// already in place: the merge changes metadata only.
+type MergeCommand struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Right            *RangeDescriptor       `protobuf:"bytes,1,opt,name=right,proto3" json:"right,omitempty"`
+	RightFreezeIndex uint64                 `protobuf:"varint,2,opt,name=right_freeze_index,json=rightFreezeIndex,proto3" json:"right_freeze_index,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *MergeCommand) Reset() {
+	*x = MergeCommand{}
+	mi := &file_tablestore_v1_data_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MergeCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MergeCommand) ProtoMessage() {}
+
+func (x *MergeCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_data_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MergeCommand.ProtoReflect.Descriptor instead.
+func (*MergeCommand) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *MergeCommand) GetRight() *RangeDescriptor {
+	if x != nil {
+		return x.Right
+	}
+	return nil
+}
+
+func (x *MergeCommand) GetRightFreezeIndex() uint64 {
+	if x != nil {
+		return x.RightFreezeIndex
+	}
+	return 0
+}
+
 // SetReplicasCommand records a membership change in the descriptor.
 type SetReplicasCommand struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1692,7 +1753,7 @@ type SetReplicasCommand struct {
 
 func (x *SetReplicasCommand) Reset() {
 	*x = SetReplicasCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[18]
+	mi := &file_tablestore_v1_data_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1704,7 +1765,7 @@ func (x *SetReplicasCommand) String() string {
 func (*SetReplicasCommand) ProtoMessage() {}
 
 func (x *SetReplicasCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[18]
+	mi := &file_tablestore_v1_data_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1717,7 +1778,7 @@ func (x *SetReplicasCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetReplicasCommand.ProtoReflect.Descriptor instead.
 func (*SetReplicasCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{18}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SetReplicasCommand) GetReplicas() []*Replica {
@@ -1739,16 +1800,18 @@ type RangeState struct {
 	// Bootstrap the Raft group with the descriptor's replicas when it has no
 	// Raft state yet (initial replicas and right-hand sides of splits).
 	Bootstrap bool `protobuf:"varint,6,opt,name=bootstrap,proto3" json:"bootstrap,omitempty"`
-	// Frozen ranges refuse writes: they are being merged into their left
-	// neighbour.
-	Frozen        bool `protobuf:"varint,7,opt,name=frozen,proto3" json:"frozen,omitempty"`
+	// Frozen ranges refuse reads and writes: they are being merged into
+	// their left neighbour.
+	Frozen bool `protobuf:"varint,7,opt,name=frozen,proto3" json:"frozen,omitempty"`
+	// Log index of the freeze.
+	FrozenIndex   uint64 `protobuf:"varint,8,opt,name=frozen_index,json=frozenIndex,proto3" json:"frozen_index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RangeState) Reset() {
 	*x = RangeState{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[19]
+	mi := &file_tablestore_v1_data_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1760,7 +1823,7 @@ func (x *RangeState) String() string {
 func (*RangeState) ProtoMessage() {}
 
 func (x *RangeState) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[19]
+	mi := &file_tablestore_v1_data_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1773,7 +1836,7 @@ func (x *RangeState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeState.ProtoReflect.Descriptor instead.
 func (*RangeState) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{19}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RangeState) GetRange() *RangeDescriptor {
@@ -1825,6 +1888,13 @@ func (x *RangeState) GetFrozen() bool {
 	return false
 }
 
+func (x *RangeState) GetFrozenIndex() uint64 {
+	if x != nil {
+		return x.FrozenIndex
+	}
+	return 0
+}
+
 // UpdateRangesCommand records descriptors that changed (split, merge,
 // move); a descriptor replaces the stored one only with a higher
 // generation.
@@ -1837,7 +1907,7 @@ type UpdateRangesCommand struct {
 
 func (x *UpdateRangesCommand) Reset() {
 	*x = UpdateRangesCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[20]
+	mi := &file_tablestore_v1_data_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1849,7 +1919,7 @@ func (x *UpdateRangesCommand) String() string {
 func (*UpdateRangesCommand) ProtoMessage() {}
 
 func (x *UpdateRangesCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[20]
+	mi := &file_tablestore_v1_data_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1862,7 +1932,7 @@ func (x *UpdateRangesCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateRangesCommand.ProtoReflect.Descriptor instead.
 func (*UpdateRangesCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{20}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *UpdateRangesCommand) GetRanges() []*RangeDescriptor {
@@ -1880,7 +1950,7 @@ type AllocateRangeIDCommand struct {
 
 func (x *AllocateRangeIDCommand) Reset() {
 	*x = AllocateRangeIDCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[21]
+	mi := &file_tablestore_v1_data_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1892,7 +1962,7 @@ func (x *AllocateRangeIDCommand) String() string {
 func (*AllocateRangeIDCommand) ProtoMessage() {}
 
 func (x *AllocateRangeIDCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[21]
+	mi := &file_tablestore_v1_data_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1905,7 +1975,7 @@ func (x *AllocateRangeIDCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateRangeIDCommand.ProtoReflect.Descriptor instead.
 func (*AllocateRangeIDCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{21}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{22}
 }
 
 type AppendEventCommand struct {
@@ -1917,7 +1987,7 @@ type AppendEventCommand struct {
 
 func (x *AppendEventCommand) Reset() {
 	*x = AppendEventCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[22]
+	mi := &file_tablestore_v1_data_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1929,7 +1999,7 @@ func (x *AppendEventCommand) String() string {
 func (*AppendEventCommand) ProtoMessage() {}
 
 func (x *AppendEventCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[22]
+	mi := &file_tablestore_v1_data_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1942,7 +2012,7 @@ func (x *AppendEventCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendEventCommand.ProtoReflect.Descriptor instead.
 func (*AppendEventCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{22}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *AppendEventCommand) GetEvent() *Event {
@@ -1964,7 +2034,7 @@ type RemoveRangeCommand struct {
 
 func (x *RemoveRangeCommand) Reset() {
 	*x = RemoveRangeCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[23]
+	mi := &file_tablestore_v1_data_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1976,7 +2046,7 @@ func (x *RemoveRangeCommand) String() string {
 func (*RemoveRangeCommand) ProtoMessage() {}
 
 func (x *RemoveRangeCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[23]
+	mi := &file_tablestore_v1_data_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1989,7 +2059,7 @@ func (x *RemoveRangeCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveRangeCommand.ProtoReflect.Descriptor instead.
 func (*RemoveRangeCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{23}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RemoveRangeCommand) GetRangeId() uint64 {
@@ -2017,7 +2087,7 @@ type MasterCommand struct {
 
 func (x *MasterCommand) Reset() {
 	*x = MasterCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[24]
+	mi := &file_tablestore_v1_data_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2029,7 +2099,7 @@ func (x *MasterCommand) String() string {
 func (*MasterCommand) ProtoMessage() {}
 
 func (x *MasterCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[24]
+	mi := &file_tablestore_v1_data_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2042,7 +2112,7 @@ func (x *MasterCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterCommand.ProtoReflect.Descriptor instead.
 func (*MasterCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{24}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *MasterCommand) GetKind() MasterCommandKind {
@@ -2068,7 +2138,7 @@ type RegisterServerCommand struct {
 
 func (x *RegisterServerCommand) Reset() {
 	*x = RegisterServerCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[25]
+	mi := &file_tablestore_v1_data_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2080,7 +2150,7 @@ func (x *RegisterServerCommand) String() string {
 func (*RegisterServerCommand) ProtoMessage() {}
 
 func (x *RegisterServerCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[25]
+	mi := &file_tablestore_v1_data_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2093,7 +2163,7 @@ func (x *RegisterServerCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterServerCommand.ProtoReflect.Descriptor instead.
 func (*RegisterServerCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{25}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RegisterServerCommand) GetServer() *ServerInfo {
@@ -2113,7 +2183,7 @@ type SetServerDrainingCommand struct {
 
 func (x *SetServerDrainingCommand) Reset() {
 	*x = SetServerDrainingCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[26]
+	mi := &file_tablestore_v1_data_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2125,7 +2195,7 @@ func (x *SetServerDrainingCommand) String() string {
 func (*SetServerDrainingCommand) ProtoMessage() {}
 
 func (x *SetServerDrainingCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[26]
+	mi := &file_tablestore_v1_data_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2138,7 +2208,7 @@ func (x *SetServerDrainingCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetServerDrainingCommand.ProtoReflect.Descriptor instead.
 func (*SetServerDrainingCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{26}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SetServerDrainingCommand) GetServerId() string {
@@ -2166,7 +2236,7 @@ type CreateTableCommand struct {
 
 func (x *CreateTableCommand) Reset() {
 	*x = CreateTableCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[27]
+	mi := &file_tablestore_v1_data_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2178,7 +2248,7 @@ func (x *CreateTableCommand) String() string {
 func (*CreateTableCommand) ProtoMessage() {}
 
 func (x *CreateTableCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[27]
+	mi := &file_tablestore_v1_data_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2191,7 +2261,7 @@ func (x *CreateTableCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTableCommand.ProtoReflect.Descriptor instead.
 func (*CreateTableCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{27}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CreateTableCommand) GetName() string {
@@ -2224,7 +2294,7 @@ type DeleteTableCommand struct {
 
 func (x *DeleteTableCommand) Reset() {
 	*x = DeleteTableCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[28]
+	mi := &file_tablestore_v1_data_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2236,7 +2306,7 @@ func (x *DeleteTableCommand) String() string {
 func (*DeleteTableCommand) ProtoMessage() {}
 
 func (x *DeleteTableCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[28]
+	mi := &file_tablestore_v1_data_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2249,7 +2319,7 @@ func (x *DeleteTableCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTableCommand.ProtoReflect.Descriptor instead.
 func (*DeleteTableCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{28}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *DeleteTableCommand) GetName() string {
@@ -2269,7 +2339,7 @@ type SetTableACLCommand struct {
 
 func (x *SetTableACLCommand) Reset() {
 	*x = SetTableACLCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[29]
+	mi := &file_tablestore_v1_data_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2281,7 +2351,7 @@ func (x *SetTableACLCommand) String() string {
 func (*SetTableACLCommand) ProtoMessage() {}
 
 func (x *SetTableACLCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[29]
+	mi := &file_tablestore_v1_data_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2294,7 +2364,7 @@ func (x *SetTableACLCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTableACLCommand.ProtoReflect.Descriptor instead.
 func (*SetTableACLCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{29}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SetTableACLCommand) GetName() string {
@@ -2320,7 +2390,7 @@ type SetServicePropertiesCommand struct {
 
 func (x *SetServicePropertiesCommand) Reset() {
 	*x = SetServicePropertiesCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[30]
+	mi := &file_tablestore_v1_data_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2332,7 +2402,7 @@ func (x *SetServicePropertiesCommand) String() string {
 func (*SetServicePropertiesCommand) ProtoMessage() {}
 
 func (x *SetServicePropertiesCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[30]
+	mi := &file_tablestore_v1_data_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2345,7 +2415,7 @@ func (x *SetServicePropertiesCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetServicePropertiesCommand.ProtoReflect.Descriptor instead.
 func (*SetServicePropertiesCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{30}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SetServicePropertiesCommand) GetProperties() []byte {
@@ -2365,7 +2435,7 @@ type SetAccountsCommand struct {
 
 func (x *SetAccountsCommand) Reset() {
 	*x = SetAccountsCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[31]
+	mi := &file_tablestore_v1_data_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2377,7 +2447,7 @@ func (x *SetAccountsCommand) String() string {
 func (*SetAccountsCommand) ProtoMessage() {}
 
 func (x *SetAccountsCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[31]
+	mi := &file_tablestore_v1_data_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2390,7 +2460,7 @@ func (x *SetAccountsCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAccountsCommand.ProtoReflect.Descriptor instead.
 func (*SetAccountsCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{31}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SetAccountsCommand) GetAccounts() []*StorageAccount {
@@ -2418,7 +2488,7 @@ type MasterSnapshot struct {
 
 func (x *MasterSnapshot) Reset() {
 	*x = MasterSnapshot{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[32]
+	mi := &file_tablestore_v1_data_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2430,7 +2500,7 @@ func (x *MasterSnapshot) String() string {
 func (*MasterSnapshot) ProtoMessage() {}
 
 func (x *MasterSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[32]
+	mi := &file_tablestore_v1_data_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2443,7 +2513,7 @@ func (x *MasterSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterSnapshot.ProtoReflect.Descriptor instead.
 func (*MasterSnapshot) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{32}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *MasterSnapshot) GetTables() []*Table {
@@ -2641,9 +2711,12 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x05right\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05right\x12%\n" +
 	"\x04rows\x18\x02 \x03(\v2\x11.tablestore.v1.KVR\x04rows\x12B\n" +
 	"\x1eright_last_timestamp_unix_nano\x18\x03 \x01(\x03R\x1arightLastTimestampUnixNano\x12-\n" +
-	"\brequests\x18\x04 \x03(\v2\x11.tablestore.v1.KVR\brequests\"H\n" +
+	"\brequests\x18\x04 \x03(\v2\x11.tablestore.v1.KVR\brequests\"r\n" +
+	"\fMergeCommand\x124\n" +
+	"\x05right\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05right\x12,\n" +
+	"\x12right_freeze_index\x18\x02 \x01(\x04R\x10rightFreezeIndex\"H\n" +
 	"\x12SetReplicasCommand\x122\n" +
-	"\breplicas\x18\x01 \x03(\v2\x16.tablestore.v1.ReplicaR\breplicas\"\x8f\x02\n" +
+	"\breplicas\x18\x01 \x03(\v2\x16.tablestore.v1.ReplicaR\breplicas\"\xb2\x02\n" +
 	"\n" +
 	"RangeState\x124\n" +
 	"\x05range\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\x12#\n" +
@@ -2652,7 +2725,8 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\fentity_count\x18\x04 \x01(\x04R\ventityCount\x12\x14\n" +
 	"\x05bytes\x18\x05 \x01(\x04R\x05bytes\x12\x1c\n" +
 	"\tbootstrap\x18\x06 \x01(\bR\tbootstrap\x12\x16\n" +
-	"\x06frozen\x18\a \x01(\bR\x06frozen\"M\n" +
+	"\x06frozen\x18\a \x01(\bR\x06frozen\x12!\n" +
+	"\ffrozen_index\x18\b \x01(\x04R\vfrozenIndex\"M\n" +
 	"\x13UpdateRangesCommand\x126\n" +
 	"\x06ranges\x18\x01 \x03(\v2\x1e.tablestore.v1.RangeDescriptorR\x06ranges\"\x18\n" +
 	"\x16AllocateRangeIDCommand\"@\n" +
@@ -2717,14 +2791,15 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\rOP_KIND_MERGE\x10\x03\x12\x1d\n" +
 	"\x19OP_KIND_INSERT_OR_REPLACE\x10\x04\x12\x1b\n" +
 	"\x17OP_KIND_INSERT_OR_MERGE\x10\x05\x12\x12\n" +
-	"\x0eOP_KIND_DELETE\x10\x06*\xac\x01\n" +
+	"\x0eOP_KIND_DELETE\x10\x06*\xc4\x01\n" +
 	"\vCommandKind\x12\x1c\n" +
 	"\x18COMMAND_KIND_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12COMMAND_KIND_WRITE\x10\x01\x12\x16\n" +
 	"\x12COMMAND_KIND_SPLIT\x10\x02\x12\x17\n" +
 	"\x13COMMAND_KIND_FREEZE\x10\x03\x12\x17\n" +
 	"\x13COMMAND_KIND_ABSORB\x10\x04\x12\x1d\n" +
-	"\x19COMMAND_KIND_SET_REPLICAS\x10\x05*\xf5\x03\n" +
+	"\x19COMMAND_KIND_SET_REPLICAS\x10\x05\x12\x16\n" +
+	"\x12COMMAND_KIND_MERGE\x10\x06*\xf5\x03\n" +
 	"\x11MasterCommandKind\x12#\n" +
 	"\x1fMASTER_COMMAND_KIND_UNSPECIFIED\x10\x00\x12'\n" +
 	"#MASTER_COMMAND_KIND_REGISTER_SERVER\x10\x01\x12$\n" +
@@ -2753,7 +2828,7 @@ func file_tablestore_v1_data_proto_rawDescGZIP() []byte {
 }
 
 var file_tablestore_v1_data_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_tablestore_v1_data_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_tablestore_v1_data_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_tablestore_v1_data_proto_goTypes = []any{
 	(EventKind)(0),                      // 0: tablestore.v1.EventKind
 	(OpKind)(0),                         // 1: tablestore.v1.OpKind
@@ -2777,24 +2852,25 @@ var file_tablestore_v1_data_proto_goTypes = []any{
 	(*FreezeCommand)(nil),               // 19: tablestore.v1.FreezeCommand
 	(*KV)(nil),                          // 20: tablestore.v1.KV
 	(*AbsorbCommand)(nil),               // 21: tablestore.v1.AbsorbCommand
-	(*SetReplicasCommand)(nil),          // 22: tablestore.v1.SetReplicasCommand
-	(*RangeState)(nil),                  // 23: tablestore.v1.RangeState
-	(*UpdateRangesCommand)(nil),         // 24: tablestore.v1.UpdateRangesCommand
-	(*AllocateRangeIDCommand)(nil),      // 25: tablestore.v1.AllocateRangeIDCommand
-	(*AppendEventCommand)(nil),          // 26: tablestore.v1.AppendEventCommand
-	(*RemoveRangeCommand)(nil),          // 27: tablestore.v1.RemoveRangeCommand
-	(*MasterCommand)(nil),               // 28: tablestore.v1.MasterCommand
-	(*RegisterServerCommand)(nil),       // 29: tablestore.v1.RegisterServerCommand
-	(*SetServerDrainingCommand)(nil),    // 30: tablestore.v1.SetServerDrainingCommand
-	(*CreateTableCommand)(nil),          // 31: tablestore.v1.CreateTableCommand
-	(*DeleteTableCommand)(nil),          // 32: tablestore.v1.DeleteTableCommand
-	(*SetTableACLCommand)(nil),          // 33: tablestore.v1.SetTableACLCommand
-	(*SetServicePropertiesCommand)(nil), // 34: tablestore.v1.SetServicePropertiesCommand
-	(*SetAccountsCommand)(nil),          // 35: tablestore.v1.SetAccountsCommand
-	(*MasterSnapshot)(nil),              // 36: tablestore.v1.MasterSnapshot
-	nil,                                 // 37: tablestore.v1.Event.FiguresEntry
-	nil,                                 // 38: tablestore.v1.PartitionMap.LeadersEntry
-	nil,                                 // 39: tablestore.v1.PartitionMap.LoadsEntry
+	(*MergeCommand)(nil),                // 22: tablestore.v1.MergeCommand
+	(*SetReplicasCommand)(nil),          // 23: tablestore.v1.SetReplicasCommand
+	(*RangeState)(nil),                  // 24: tablestore.v1.RangeState
+	(*UpdateRangesCommand)(nil),         // 25: tablestore.v1.UpdateRangesCommand
+	(*AllocateRangeIDCommand)(nil),      // 26: tablestore.v1.AllocateRangeIDCommand
+	(*AppendEventCommand)(nil),          // 27: tablestore.v1.AppendEventCommand
+	(*RemoveRangeCommand)(nil),          // 28: tablestore.v1.RemoveRangeCommand
+	(*MasterCommand)(nil),               // 29: tablestore.v1.MasterCommand
+	(*RegisterServerCommand)(nil),       // 30: tablestore.v1.RegisterServerCommand
+	(*SetServerDrainingCommand)(nil),    // 31: tablestore.v1.SetServerDrainingCommand
+	(*CreateTableCommand)(nil),          // 32: tablestore.v1.CreateTableCommand
+	(*DeleteTableCommand)(nil),          // 33: tablestore.v1.DeleteTableCommand
+	(*SetTableACLCommand)(nil),          // 34: tablestore.v1.SetTableACLCommand
+	(*SetServicePropertiesCommand)(nil), // 35: tablestore.v1.SetServicePropertiesCommand
+	(*SetAccountsCommand)(nil),          // 36: tablestore.v1.SetAccountsCommand
+	(*MasterSnapshot)(nil),              // 37: tablestore.v1.MasterSnapshot
+	nil,                                 // 38: tablestore.v1.Event.FiguresEntry
+	nil,                                 // 39: tablestore.v1.PartitionMap.LeadersEntry
+	nil,                                 // 40: tablestore.v1.PartitionMap.LoadsEntry
 }
 var file_tablestore_v1_data_proto_depIdxs = []int32{
 	4,  // 0: tablestore.v1.RangeDescriptor.replicas:type_name -> tablestore.v1.Replica
@@ -2802,14 +2878,14 @@ var file_tablestore_v1_data_proto_depIdxs = []int32{
 	10, // 2: tablestore.v1.RangeLoad.hot_keys:type_name -> tablestore.v1.KeyLoad
 	10, // 3: tablestore.v1.RangeLoad.load_sample:type_name -> tablestore.v1.KeyLoad
 	0,  // 4: tablestore.v1.Event.kind:type_name -> tablestore.v1.EventKind
-	37, // 5: tablestore.v1.Event.figures:type_name -> tablestore.v1.Event.FiguresEntry
+	38, // 5: tablestore.v1.Event.figures:type_name -> tablestore.v1.Event.FiguresEntry
 	9,  // 6: tablestore.v1.RangeStatus.load:type_name -> tablestore.v1.RangeLoad
 	5,  // 7: tablestore.v1.RangeStatus.range:type_name -> tablestore.v1.RangeDescriptor
 	6,  // 8: tablestore.v1.PartitionMap.tables:type_name -> tablestore.v1.Table
 	5,  // 9: tablestore.v1.PartitionMap.ranges:type_name -> tablestore.v1.RangeDescriptor
 	8,  // 10: tablestore.v1.PartitionMap.servers:type_name -> tablestore.v1.ServerInfo
-	38, // 11: tablestore.v1.PartitionMap.leaders:type_name -> tablestore.v1.PartitionMap.LeadersEntry
-	39, // 12: tablestore.v1.PartitionMap.loads:type_name -> tablestore.v1.PartitionMap.LoadsEntry
+	39, // 11: tablestore.v1.PartitionMap.leaders:type_name -> tablestore.v1.PartitionMap.LeadersEntry
+	40, // 12: tablestore.v1.PartitionMap.loads:type_name -> tablestore.v1.PartitionMap.LoadsEntry
 	14, // 13: tablestore.v1.PartitionMap.accounts:type_name -> tablestore.v1.StorageAccount
 	1,  // 14: tablestore.v1.EntityOp.kind:type_name -> tablestore.v1.OpKind
 	2,  // 15: tablestore.v1.Command.kind:type_name -> tablestore.v1.CommandKind
@@ -2817,27 +2893,28 @@ var file_tablestore_v1_data_proto_depIdxs = []int32{
 	5,  // 17: tablestore.v1.AbsorbCommand.right:type_name -> tablestore.v1.RangeDescriptor
 	20, // 18: tablestore.v1.AbsorbCommand.rows:type_name -> tablestore.v1.KV
 	20, // 19: tablestore.v1.AbsorbCommand.requests:type_name -> tablestore.v1.KV
-	4,  // 20: tablestore.v1.SetReplicasCommand.replicas:type_name -> tablestore.v1.Replica
-	5,  // 21: tablestore.v1.RangeState.range:type_name -> tablestore.v1.RangeDescriptor
-	5,  // 22: tablestore.v1.UpdateRangesCommand.ranges:type_name -> tablestore.v1.RangeDescriptor
-	11, // 23: tablestore.v1.AppendEventCommand.event:type_name -> tablestore.v1.Event
-	5,  // 24: tablestore.v1.RemoveRangeCommand.absorbed_by:type_name -> tablestore.v1.RangeDescriptor
-	3,  // 25: tablestore.v1.MasterCommand.kind:type_name -> tablestore.v1.MasterCommandKind
-	8,  // 26: tablestore.v1.RegisterServerCommand.server:type_name -> tablestore.v1.ServerInfo
-	4,  // 27: tablestore.v1.CreateTableCommand.replicas:type_name -> tablestore.v1.Replica
-	7,  // 28: tablestore.v1.SetTableACLCommand.acl:type_name -> tablestore.v1.SignedIdentifier
-	14, // 29: tablestore.v1.SetAccountsCommand.accounts:type_name -> tablestore.v1.StorageAccount
-	6,  // 30: tablestore.v1.MasterSnapshot.tables:type_name -> tablestore.v1.Table
-	5,  // 31: tablestore.v1.MasterSnapshot.ranges:type_name -> tablestore.v1.RangeDescriptor
-	8,  // 32: tablestore.v1.MasterSnapshot.servers:type_name -> tablestore.v1.ServerInfo
-	11, // 33: tablestore.v1.MasterSnapshot.events:type_name -> tablestore.v1.Event
-	14, // 34: tablestore.v1.MasterSnapshot.accounts:type_name -> tablestore.v1.StorageAccount
-	9,  // 35: tablestore.v1.PartitionMap.LoadsEntry.value:type_name -> tablestore.v1.RangeLoad
-	36, // [36:36] is the sub-list for method output_type
-	36, // [36:36] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	5,  // 20: tablestore.v1.MergeCommand.right:type_name -> tablestore.v1.RangeDescriptor
+	4,  // 21: tablestore.v1.SetReplicasCommand.replicas:type_name -> tablestore.v1.Replica
+	5,  // 22: tablestore.v1.RangeState.range:type_name -> tablestore.v1.RangeDescriptor
+	5,  // 23: tablestore.v1.UpdateRangesCommand.ranges:type_name -> tablestore.v1.RangeDescriptor
+	11, // 24: tablestore.v1.AppendEventCommand.event:type_name -> tablestore.v1.Event
+	5,  // 25: tablestore.v1.RemoveRangeCommand.absorbed_by:type_name -> tablestore.v1.RangeDescriptor
+	3,  // 26: tablestore.v1.MasterCommand.kind:type_name -> tablestore.v1.MasterCommandKind
+	8,  // 27: tablestore.v1.RegisterServerCommand.server:type_name -> tablestore.v1.ServerInfo
+	4,  // 28: tablestore.v1.CreateTableCommand.replicas:type_name -> tablestore.v1.Replica
+	7,  // 29: tablestore.v1.SetTableACLCommand.acl:type_name -> tablestore.v1.SignedIdentifier
+	14, // 30: tablestore.v1.SetAccountsCommand.accounts:type_name -> tablestore.v1.StorageAccount
+	6,  // 31: tablestore.v1.MasterSnapshot.tables:type_name -> tablestore.v1.Table
+	5,  // 32: tablestore.v1.MasterSnapshot.ranges:type_name -> tablestore.v1.RangeDescriptor
+	8,  // 33: tablestore.v1.MasterSnapshot.servers:type_name -> tablestore.v1.ServerInfo
+	11, // 34: tablestore.v1.MasterSnapshot.events:type_name -> tablestore.v1.Event
+	14, // 35: tablestore.v1.MasterSnapshot.accounts:type_name -> tablestore.v1.StorageAccount
+	9,  // 36: tablestore.v1.PartitionMap.LoadsEntry.value:type_name -> tablestore.v1.RangeLoad
+	37, // [37:37] is the sub-list for method output_type
+	37, // [37:37] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_tablestore_v1_data_proto_init() }
@@ -2851,7 +2928,7 @@ func file_tablestore_v1_data_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tablestore_v1_data_proto_rawDesc), len(file_tablestore_v1_data_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   36,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -190,8 +190,10 @@ func (x *FreezeRangeRequest) GetRangeId() uint64 {
 }
 
 type FreezeRangeResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Range         *RangeDescriptor       `protobuf:"bytes,1,opt,name=range,proto3" json:"range,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Range *RangeDescriptor       `protobuf:"bytes,1,opt,name=range,proto3" json:"range,omitempty"`
+	// Log index at which the range froze.
+	FreezeIndex   uint64 `protobuf:"varint,2,opt,name=freeze_index,json=freezeIndex,proto3" json:"freeze_index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -233,27 +235,39 @@ func (x *FreezeRangeResponse) GetRange() *RangeDescriptor {
 	return nil
 }
 
-type ExportRangeRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RangeId       uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+func (x *FreezeRangeResponse) GetFreezeIndex() uint64 {
+	if x != nil {
+		return x.FreezeIndex
+	}
+	return 0
 }
 
-func (x *ExportRangeRequest) Reset() {
-	*x = ExportRangeRequest{}
+type MergeRangeRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	RangeId uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
+	// The frozen right neighbour, as its freeze reported it.
+	Right *RangeDescriptor `protobuf:"bytes,2,opt,name=right,proto3" json:"right,omitempty"`
+	// Log index of the right range's freeze; every replica of it has applied
+	// at least this far.
+	RightFreezeIndex uint64 `protobuf:"varint,3,opt,name=right_freeze_index,json=rightFreezeIndex,proto3" json:"right_freeze_index,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *MergeRangeRequest) Reset() {
+	*x = MergeRangeRequest{}
 	mi := &file_tablestore_v1_partition_service_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *ExportRangeRequest) String() string {
+func (x *MergeRangeRequest) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*ExportRangeRequest) ProtoMessage() {}
+func (*MergeRangeRequest) ProtoMessage() {}
 
-func (x *ExportRangeRequest) ProtoReflect() protoreflect.Message {
+func (x *MergeRangeRequest) ProtoReflect() protoreflect.Message {
 	mi := &file_tablestore_v1_partition_service_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -265,170 +279,54 @@ func (x *ExportRangeRequest) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use ExportRangeRequest.ProtoReflect.Descriptor instead.
-func (*ExportRangeRequest) Descriptor() ([]byte, []int) {
+// Deprecated: Use MergeRangeRequest.ProtoReflect.Descriptor instead.
+func (*MergeRangeRequest) Descriptor() ([]byte, []int) {
 	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{4}
 }
 
-func (x *ExportRangeRequest) GetRangeId() uint64 {
+func (x *MergeRangeRequest) GetRangeId() uint64 {
 	if x != nil {
 		return x.RangeId
 	}
 	return 0
 }
 
-type ExportRangeResponse struct {
-	state                 protoimpl.MessageState `protogen:"open.v1"`
-	Range                 *RangeDescriptor       `protobuf:"bytes,1,opt,name=range,proto3" json:"range,omitempty"`
-	Rows                  []*KV                  `protobuf:"bytes,2,rep,name=rows,proto3" json:"rows,omitempty"`
-	LastTimestampUnixNano int64                  `protobuf:"varint,3,opt,name=last_timestamp_unix_nano,json=lastTimestampUnixNano,proto3" json:"last_timestamp_unix_nano,omitempty"`
-	// Remembered write requests (request id, record).
-	Requests      []*KV `protobuf:"bytes,4,rep,name=requests,proto3" json:"requests,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ExportRangeResponse) Reset() {
-	*x = ExportRangeResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[5]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ExportRangeResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ExportRangeResponse) ProtoMessage() {}
-
-func (x *ExportRangeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[5]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ExportRangeResponse.ProtoReflect.Descriptor instead.
-func (*ExportRangeResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{5}
-}
-
-func (x *ExportRangeResponse) GetRange() *RangeDescriptor {
-	if x != nil {
-		return x.Range
-	}
-	return nil
-}
-
-func (x *ExportRangeResponse) GetRows() []*KV {
-	if x != nil {
-		return x.Rows
-	}
-	return nil
-}
-
-func (x *ExportRangeResponse) GetLastTimestampUnixNano() int64 {
-	if x != nil {
-		return x.LastTimestampUnixNano
-	}
-	return 0
-}
-
-func (x *ExportRangeResponse) GetRequests() []*KV {
-	if x != nil {
-		return x.Requests
-	}
-	return nil
-}
-
-type AbsorbRangeRequest struct {
-	state   protoimpl.MessageState `protogen:"open.v1"`
-	RangeId uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
-	Right   *RangeDescriptor       `protobuf:"bytes,2,opt,name=right,proto3" json:"right,omitempty"`
-	// gRPC address of a replica of the right range (its leader, if known).
-	RightAddrs    []string `protobuf:"bytes,3,rep,name=right_addrs,json=rightAddrs,proto3" json:"right_addrs,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *AbsorbRangeRequest) Reset() {
-	*x = AbsorbRangeRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[6]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *AbsorbRangeRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*AbsorbRangeRequest) ProtoMessage() {}
-
-func (x *AbsorbRangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[6]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use AbsorbRangeRequest.ProtoReflect.Descriptor instead.
-func (*AbsorbRangeRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{6}
-}
-
-func (x *AbsorbRangeRequest) GetRangeId() uint64 {
-	if x != nil {
-		return x.RangeId
-	}
-	return 0
-}
-
-func (x *AbsorbRangeRequest) GetRight() *RangeDescriptor {
+func (x *MergeRangeRequest) GetRight() *RangeDescriptor {
 	if x != nil {
 		return x.Right
 	}
 	return nil
 }
 
-func (x *AbsorbRangeRequest) GetRightAddrs() []string {
+func (x *MergeRangeRequest) GetRightFreezeIndex() uint64 {
 	if x != nil {
-		return x.RightAddrs
+		return x.RightFreezeIndex
 	}
-	return nil
+	return 0
 }
 
-type AbsorbRangeResponse struct {
+type MergeRangeResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Range         *RangeDescriptor       `protobuf:"bytes,1,opt,name=range,proto3" json:"range,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *AbsorbRangeResponse) Reset() {
-	*x = AbsorbRangeResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[7]
+func (x *MergeRangeResponse) Reset() {
+	*x = MergeRangeResponse{}
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *AbsorbRangeResponse) String() string {
+func (x *MergeRangeResponse) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*AbsorbRangeResponse) ProtoMessage() {}
+func (*MergeRangeResponse) ProtoMessage() {}
 
-func (x *AbsorbRangeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[7]
+func (x *MergeRangeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -439,12 +337,12 @@ func (x *AbsorbRangeResponse) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use AbsorbRangeResponse.ProtoReflect.Descriptor instead.
-func (*AbsorbRangeResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{7}
+// Deprecated: Use MergeRangeResponse.ProtoReflect.Descriptor instead.
+func (*MergeRangeResponse) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{5}
 }
 
-func (x *AbsorbRangeResponse) GetRange() *RangeDescriptor {
+func (x *MergeRangeResponse) GetRange() *RangeDescriptor {
 	if x != nil {
 		return x.Range
 	}
@@ -463,7 +361,7 @@ type ChangeReplicasRequest struct {
 
 func (x *ChangeReplicasRequest) Reset() {
 	*x = ChangeReplicasRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[8]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -475,7 +373,7 @@ func (x *ChangeReplicasRequest) String() string {
 func (*ChangeReplicasRequest) ProtoMessage() {}
 
 func (x *ChangeReplicasRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[8]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -488,7 +386,7 @@ func (x *ChangeReplicasRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeReplicasRequest.ProtoReflect.Descriptor instead.
 func (*ChangeReplicasRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{8}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ChangeReplicasRequest) GetRangeId() uint64 {
@@ -528,7 +426,7 @@ type ChangeReplicasResponse struct {
 
 func (x *ChangeReplicasResponse) Reset() {
 	*x = ChangeReplicasResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[9]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -540,7 +438,7 @@ func (x *ChangeReplicasResponse) String() string {
 func (*ChangeReplicasResponse) ProtoMessage() {}
 
 func (x *ChangeReplicasResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[9]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -553,7 +451,7 @@ func (x *ChangeReplicasResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeReplicasResponse.ProtoReflect.Descriptor instead.
 func (*ChangeReplicasResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{9}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ChangeReplicasResponse) GetRange() *RangeDescriptor {
@@ -574,7 +472,7 @@ type TransferLeaderRequest struct {
 
 func (x *TransferLeaderRequest) Reset() {
 	*x = TransferLeaderRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[10]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -586,7 +484,7 @@ func (x *TransferLeaderRequest) String() string {
 func (*TransferLeaderRequest) ProtoMessage() {}
 
 func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[10]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -599,7 +497,7 @@ func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{10}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *TransferLeaderRequest) GetRangeId() uint64 {
@@ -631,7 +529,7 @@ type TransferLeaderResponse struct {
 
 func (x *TransferLeaderResponse) Reset() {
 	*x = TransferLeaderResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[11]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -643,7 +541,7 @@ func (x *TransferLeaderResponse) String() string {
 func (*TransferLeaderResponse) ProtoMessage() {}
 
 func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[11]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -656,7 +554,7 @@ func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{11}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{9}
 }
 
 type SplitKeyRequest struct {
@@ -668,7 +566,7 @@ type SplitKeyRequest struct {
 
 func (x *SplitKeyRequest) Reset() {
 	*x = SplitKeyRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[12]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -680,7 +578,7 @@ func (x *SplitKeyRequest) String() string {
 func (*SplitKeyRequest) ProtoMessage() {}
 
 func (x *SplitKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[12]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -693,7 +591,7 @@ func (x *SplitKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitKeyRequest.ProtoReflect.Descriptor instead.
 func (*SplitKeyRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{12}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SplitKeyRequest) GetRangeId() uint64 {
@@ -713,7 +611,7 @@ type SplitKeyResponse struct {
 
 func (x *SplitKeyResponse) Reset() {
 	*x = SplitKeyResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[13]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -725,7 +623,7 @@ func (x *SplitKeyResponse) String() string {
 func (*SplitKeyResponse) ProtoMessage() {}
 
 func (x *SplitKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[13]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -738,7 +636,7 @@ func (x *SplitKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitKeyResponse.ProtoReflect.Descriptor instead.
 func (*SplitKeyResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{13}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SplitKeyResponse) GetSplitKey() string {
@@ -770,7 +668,7 @@ type WriteRequest struct {
 
 func (x *WriteRequest) Reset() {
 	*x = WriteRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[14]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -782,7 +680,7 @@ func (x *WriteRequest) String() string {
 func (*WriteRequest) ProtoMessage() {}
 
 func (x *WriteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[14]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -795,7 +693,7 @@ func (x *WriteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteRequest.ProtoReflect.Descriptor instead.
 func (*WriteRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{14}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *WriteRequest) GetRangeId() uint64 {
@@ -835,7 +733,7 @@ type WriteResponse struct {
 
 func (x *WriteResponse) Reset() {
 	*x = WriteResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[15]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -847,7 +745,7 @@ func (x *WriteResponse) String() string {
 func (*WriteResponse) ProtoMessage() {}
 
 func (x *WriteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[15]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -860,7 +758,7 @@ func (x *WriteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteResponse.ProtoReflect.Descriptor instead.
 func (*WriteResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{15}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *WriteResponse) GetTimestampUnixNano() int64 {
@@ -885,7 +783,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[16]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -897,7 +795,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[16]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -910,7 +808,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{16}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GetRequest) GetRangeId() uint64 {
@@ -961,7 +859,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[17]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -973,7 +871,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[17]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -986,7 +884,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{17}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetResponse) GetEntity() []byte {
@@ -1033,7 +931,7 @@ type QueryRequest struct {
 
 func (x *QueryRequest) Reset() {
 	*x = QueryRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[18]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1045,7 +943,7 @@ func (x *QueryRequest) String() string {
 func (*QueryRequest) ProtoMessage() {}
 
 func (x *QueryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[18]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1058,7 +956,7 @@ func (x *QueryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryRequest.ProtoReflect.Descriptor instead.
 func (*QueryRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{18}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *QueryRequest) GetRangeId() uint64 {
@@ -1176,7 +1074,7 @@ type QueryResponse struct {
 
 func (x *QueryResponse) Reset() {
 	*x = QueryResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[19]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1188,7 +1086,7 @@ func (x *QueryResponse) String() string {
 func (*QueryResponse) ProtoMessage() {}
 
 func (x *QueryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[19]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1201,7 +1099,7 @@ func (x *QueryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryResponse.ProtoReflect.Descriptor instead.
 func (*QueryResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{19}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *QueryResponse) GetEntities() [][]byte {
@@ -1262,7 +1160,7 @@ type CreateReplicaRequest struct {
 
 func (x *CreateReplicaRequest) Reset() {
 	*x = CreateReplicaRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[20]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1274,7 +1172,7 @@ func (x *CreateReplicaRequest) String() string {
 func (*CreateReplicaRequest) ProtoMessage() {}
 
 func (x *CreateReplicaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[20]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1287,7 +1185,7 @@ func (x *CreateReplicaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateReplicaRequest.ProtoReflect.Descriptor instead.
 func (*CreateReplicaRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{20}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CreateReplicaRequest) GetRange() *RangeDescriptor {
@@ -1326,7 +1224,7 @@ type CreateReplicaResponse struct {
 
 func (x *CreateReplicaResponse) Reset() {
 	*x = CreateReplicaResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[21]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1338,7 +1236,7 @@ func (x *CreateReplicaResponse) String() string {
 func (*CreateReplicaResponse) ProtoMessage() {}
 
 func (x *CreateReplicaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[21]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1351,7 +1249,7 @@ func (x *CreateReplicaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateReplicaResponse.ProtoReflect.Descriptor instead.
 func (*CreateReplicaResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{21}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{19}
 }
 
 type DeleteReplicaRequest struct {
@@ -1363,7 +1261,7 @@ type DeleteReplicaRequest struct {
 
 func (x *DeleteReplicaRequest) Reset() {
 	*x = DeleteReplicaRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[22]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1375,7 +1273,7 @@ func (x *DeleteReplicaRequest) String() string {
 func (*DeleteReplicaRequest) ProtoMessage() {}
 
 func (x *DeleteReplicaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[22]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1388,7 +1286,7 @@ func (x *DeleteReplicaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteReplicaRequest.ProtoReflect.Descriptor instead.
 func (*DeleteReplicaRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{22}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DeleteReplicaRequest) GetRangeId() uint64 {
@@ -1406,7 +1304,7 @@ type DeleteReplicaResponse struct {
 
 func (x *DeleteReplicaResponse) Reset() {
 	*x = DeleteReplicaResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[23]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1418,7 +1316,7 @@ func (x *DeleteReplicaResponse) String() string {
 func (*DeleteReplicaResponse) ProtoMessage() {}
 
 func (x *DeleteReplicaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[23]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1431,7 +1329,7 @@ func (x *DeleteReplicaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteReplicaResponse.ProtoReflect.Descriptor instead.
 func (*DeleteReplicaResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{23}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{21}
 }
 
 type RangeInfoRequest struct {
@@ -1443,7 +1341,7 @@ type RangeInfoRequest struct {
 
 func (x *RangeInfoRequest) Reset() {
 	*x = RangeInfoRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[24]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1455,7 +1353,7 @@ func (x *RangeInfoRequest) String() string {
 func (*RangeInfoRequest) ProtoMessage() {}
 
 func (x *RangeInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[24]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1468,7 +1366,7 @@ func (x *RangeInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeInfoRequest.ProtoReflect.Descriptor instead.
 func (*RangeInfoRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{24}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RangeInfoRequest) GetRangeId() uint64 {
@@ -1488,7 +1386,7 @@ type RangeInfoResponse struct {
 
 func (x *RangeInfoResponse) Reset() {
 	*x = RangeInfoResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[25]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1500,7 +1398,7 @@ func (x *RangeInfoResponse) String() string {
 func (*RangeInfoResponse) ProtoMessage() {}
 
 func (x *RangeInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[25]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1513,7 +1411,7 @@ func (x *RangeInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeInfoResponse.ProtoReflect.Descriptor instead.
 func (*RangeInfoResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{25}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RangeInfoResponse) GetStatus() *RangeStatus {
@@ -1545,22 +1443,15 @@ const file_tablestore_v1_partition_service_proto_rawDesc = "" +
 	"\x04left\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x04left\x124\n" +
 	"\x05right\x18\x02 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05right\"/\n" +
 	"\x12FreezeRangeRequest\x12\x19\n" +
-	"\brange_id\x18\x01 \x01(\x04R\arangeId\"K\n" +
+	"\brange_id\x18\x01 \x01(\x04R\arangeId\"n\n" +
 	"\x13FreezeRangeResponse\x124\n" +
-	"\x05range\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\"/\n" +
-	"\x12ExportRangeRequest\x12\x19\n" +
-	"\brange_id\x18\x01 \x01(\x04R\arangeId\"\xda\x01\n" +
-	"\x13ExportRangeResponse\x124\n" +
-	"\x05range\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\x12%\n" +
-	"\x04rows\x18\x02 \x03(\v2\x11.tablestore.v1.KVR\x04rows\x127\n" +
-	"\x18last_timestamp_unix_nano\x18\x03 \x01(\x03R\x15lastTimestampUnixNano\x12-\n" +
-	"\brequests\x18\x04 \x03(\v2\x11.tablestore.v1.KVR\brequests\"\x86\x01\n" +
-	"\x12AbsorbRangeRequest\x12\x19\n" +
+	"\x05range\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\x12!\n" +
+	"\ffreeze_index\x18\x02 \x01(\x04R\vfreezeIndex\"\x92\x01\n" +
+	"\x11MergeRangeRequest\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x124\n" +
-	"\x05right\x18\x02 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05right\x12\x1f\n" +
-	"\vright_addrs\x18\x03 \x03(\tR\n" +
-	"rightAddrs\"K\n" +
-	"\x13AbsorbRangeResponse\x124\n" +
+	"\x05right\x18\x02 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05right\x12,\n" +
+	"\x12right_freeze_index\x18\x03 \x01(\x04R\x10rightFreezeIndex\"J\n" +
+	"\x12MergeRangeResponse\x124\n" +
 	"\x05range\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\"\x92\x02\n" +
 	"\x15ChangeReplicasRequest\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\"\n" +
@@ -1650,7 +1541,7 @@ const file_tablestore_v1_partition_service_proto_rawDesc = "" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\"q\n" +
 	"\x11RangeInfoResponse\x122\n" +
 	"\x06status\x18\x01 \x01(\v2\x1a.tablestore.v1.RangeStatusR\x06status\x12(\n" +
-	"\x10leader_server_id\x18\x02 \x01(\tR\x0eleaderServerId2\xc0\b\n" +
+	"\x10leader_server_id\x18\x02 \x01(\tR\x0eleaderServerId2\xe7\a\n" +
 	"\x10PartitionService\x12B\n" +
 	"\x05Write\x12\x1b.tablestore.v1.WriteRequest\x1a\x1c.tablestore.v1.WriteResponse\x12<\n" +
 	"\x03Get\x12\x19.tablestore.v1.GetRequest\x1a\x1a.tablestore.v1.GetResponse\x12B\n" +
@@ -1660,9 +1551,9 @@ const file_tablestore_v1_partition_service_proto_rawDesc = "" +
 	"\tRangeInfo\x12\x1f.tablestore.v1.RangeInfoRequest\x1a .tablestore.v1.RangeInfoResponse\x12Q\n" +
 	"\n" +
 	"SplitRange\x12 .tablestore.v1.SplitRangeRequest\x1a!.tablestore.v1.SplitRangeResponse\x12T\n" +
-	"\vFreezeRange\x12!.tablestore.v1.FreezeRangeRequest\x1a\".tablestore.v1.FreezeRangeResponse\x12T\n" +
-	"\vExportRange\x12!.tablestore.v1.ExportRangeRequest\x1a\".tablestore.v1.ExportRangeResponse\x12T\n" +
-	"\vAbsorbRange\x12!.tablestore.v1.AbsorbRangeRequest\x1a\".tablestore.v1.AbsorbRangeResponse\x12]\n" +
+	"\vFreezeRange\x12!.tablestore.v1.FreezeRangeRequest\x1a\".tablestore.v1.FreezeRangeResponse\x12Q\n" +
+	"\n" +
+	"MergeRange\x12 .tablestore.v1.MergeRangeRequest\x1a!.tablestore.v1.MergeRangeResponse\x12]\n" +
 	"\x0eChangeReplicas\x12$.tablestore.v1.ChangeReplicasRequest\x1a%.tablestore.v1.ChangeReplicasResponse\x12]\n" +
 	"\x0eTransferLeader\x12$.tablestore.v1.TransferLeaderRequest\x1a%.tablestore.v1.TransferLeaderResponse\x12K\n" +
 	"\bSplitKey\x12\x1e.tablestore.v1.SplitKeyRequest\x1a\x1f.tablestore.v1.SplitKeyResponseB\x1fZ\x1dtablestore/proto/tablestorepbb\x06proto3"
@@ -1679,88 +1570,80 @@ func file_tablestore_v1_partition_service_proto_rawDescGZIP() []byte {
 	return file_tablestore_v1_partition_service_proto_rawDescData
 }
 
-var file_tablestore_v1_partition_service_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_tablestore_v1_partition_service_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_tablestore_v1_partition_service_proto_goTypes = []any{
 	(*SplitRangeRequest)(nil),      // 0: tablestore.v1.SplitRangeRequest
 	(*SplitRangeResponse)(nil),     // 1: tablestore.v1.SplitRangeResponse
 	(*FreezeRangeRequest)(nil),     // 2: tablestore.v1.FreezeRangeRequest
 	(*FreezeRangeResponse)(nil),    // 3: tablestore.v1.FreezeRangeResponse
-	(*ExportRangeRequest)(nil),     // 4: tablestore.v1.ExportRangeRequest
-	(*ExportRangeResponse)(nil),    // 5: tablestore.v1.ExportRangeResponse
-	(*AbsorbRangeRequest)(nil),     // 6: tablestore.v1.AbsorbRangeRequest
-	(*AbsorbRangeResponse)(nil),    // 7: tablestore.v1.AbsorbRangeResponse
-	(*ChangeReplicasRequest)(nil),  // 8: tablestore.v1.ChangeReplicasRequest
-	(*ChangeReplicasResponse)(nil), // 9: tablestore.v1.ChangeReplicasResponse
-	(*TransferLeaderRequest)(nil),  // 10: tablestore.v1.TransferLeaderRequest
-	(*TransferLeaderResponse)(nil), // 11: tablestore.v1.TransferLeaderResponse
-	(*SplitKeyRequest)(nil),        // 12: tablestore.v1.SplitKeyRequest
-	(*SplitKeyResponse)(nil),       // 13: tablestore.v1.SplitKeyResponse
-	(*WriteRequest)(nil),           // 14: tablestore.v1.WriteRequest
-	(*WriteResponse)(nil),          // 15: tablestore.v1.WriteResponse
-	(*GetRequest)(nil),             // 16: tablestore.v1.GetRequest
-	(*GetResponse)(nil),            // 17: tablestore.v1.GetResponse
-	(*QueryRequest)(nil),           // 18: tablestore.v1.QueryRequest
-	(*QueryResponse)(nil),          // 19: tablestore.v1.QueryResponse
-	(*CreateReplicaRequest)(nil),   // 20: tablestore.v1.CreateReplicaRequest
-	(*CreateReplicaResponse)(nil),  // 21: tablestore.v1.CreateReplicaResponse
-	(*DeleteReplicaRequest)(nil),   // 22: tablestore.v1.DeleteReplicaRequest
-	(*DeleteReplicaResponse)(nil),  // 23: tablestore.v1.DeleteReplicaResponse
-	(*RangeInfoRequest)(nil),       // 24: tablestore.v1.RangeInfoRequest
-	(*RangeInfoResponse)(nil),      // 25: tablestore.v1.RangeInfoResponse
-	nil,                            // 26: tablestore.v1.ChangeReplicasRequest.RaftAddrsEntry
-	nil,                            // 27: tablestore.v1.CreateReplicaRequest.RaftAddrsEntry
-	(*RangeDescriptor)(nil),        // 28: tablestore.v1.RangeDescriptor
-	(*KV)(nil),                     // 29: tablestore.v1.KV
-	(*EntityOp)(nil),               // 30: tablestore.v1.EntityOp
-	(*RangeStatus)(nil),            // 31: tablestore.v1.RangeStatus
+	(*MergeRangeRequest)(nil),      // 4: tablestore.v1.MergeRangeRequest
+	(*MergeRangeResponse)(nil),     // 5: tablestore.v1.MergeRangeResponse
+	(*ChangeReplicasRequest)(nil),  // 6: tablestore.v1.ChangeReplicasRequest
+	(*ChangeReplicasResponse)(nil), // 7: tablestore.v1.ChangeReplicasResponse
+	(*TransferLeaderRequest)(nil),  // 8: tablestore.v1.TransferLeaderRequest
+	(*TransferLeaderResponse)(nil), // 9: tablestore.v1.TransferLeaderResponse
+	(*SplitKeyRequest)(nil),        // 10: tablestore.v1.SplitKeyRequest
+	(*SplitKeyResponse)(nil),       // 11: tablestore.v1.SplitKeyResponse
+	(*WriteRequest)(nil),           // 12: tablestore.v1.WriteRequest
+	(*WriteResponse)(nil),          // 13: tablestore.v1.WriteResponse
+	(*GetRequest)(nil),             // 14: tablestore.v1.GetRequest
+	(*GetResponse)(nil),            // 15: tablestore.v1.GetResponse
+	(*QueryRequest)(nil),           // 16: tablestore.v1.QueryRequest
+	(*QueryResponse)(nil),          // 17: tablestore.v1.QueryResponse
+	(*CreateReplicaRequest)(nil),   // 18: tablestore.v1.CreateReplicaRequest
+	(*CreateReplicaResponse)(nil),  // 19: tablestore.v1.CreateReplicaResponse
+	(*DeleteReplicaRequest)(nil),   // 20: tablestore.v1.DeleteReplicaRequest
+	(*DeleteReplicaResponse)(nil),  // 21: tablestore.v1.DeleteReplicaResponse
+	(*RangeInfoRequest)(nil),       // 22: tablestore.v1.RangeInfoRequest
+	(*RangeInfoResponse)(nil),      // 23: tablestore.v1.RangeInfoResponse
+	nil,                            // 24: tablestore.v1.ChangeReplicasRequest.RaftAddrsEntry
+	nil,                            // 25: tablestore.v1.CreateReplicaRequest.RaftAddrsEntry
+	(*RangeDescriptor)(nil),        // 26: tablestore.v1.RangeDescriptor
+	(*EntityOp)(nil),               // 27: tablestore.v1.EntityOp
+	(*RangeStatus)(nil),            // 28: tablestore.v1.RangeStatus
 }
 var file_tablestore_v1_partition_service_proto_depIdxs = []int32{
-	28, // 0: tablestore.v1.SplitRangeResponse.left:type_name -> tablestore.v1.RangeDescriptor
-	28, // 1: tablestore.v1.SplitRangeResponse.right:type_name -> tablestore.v1.RangeDescriptor
-	28, // 2: tablestore.v1.FreezeRangeResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	28, // 3: tablestore.v1.ExportRangeResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	29, // 4: tablestore.v1.ExportRangeResponse.rows:type_name -> tablestore.v1.KV
-	29, // 5: tablestore.v1.ExportRangeResponse.requests:type_name -> tablestore.v1.KV
-	28, // 6: tablestore.v1.AbsorbRangeRequest.right:type_name -> tablestore.v1.RangeDescriptor
-	28, // 7: tablestore.v1.AbsorbRangeResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	26, // 8: tablestore.v1.ChangeReplicasRequest.raft_addrs:type_name -> tablestore.v1.ChangeReplicasRequest.RaftAddrsEntry
-	28, // 9: tablestore.v1.ChangeReplicasResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	30, // 10: tablestore.v1.WriteRequest.ops:type_name -> tablestore.v1.EntityOp
-	28, // 11: tablestore.v1.QueryResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	28, // 12: tablestore.v1.CreateReplicaRequest.range:type_name -> tablestore.v1.RangeDescriptor
-	27, // 13: tablestore.v1.CreateReplicaRequest.raft_addrs:type_name -> tablestore.v1.CreateReplicaRequest.RaftAddrsEntry
-	31, // 14: tablestore.v1.RangeInfoResponse.status:type_name -> tablestore.v1.RangeStatus
-	14, // 15: tablestore.v1.PartitionService.Write:input_type -> tablestore.v1.WriteRequest
-	16, // 16: tablestore.v1.PartitionService.Get:input_type -> tablestore.v1.GetRequest
-	18, // 17: tablestore.v1.PartitionService.Query:input_type -> tablestore.v1.QueryRequest
-	20, // 18: tablestore.v1.PartitionService.CreateReplica:input_type -> tablestore.v1.CreateReplicaRequest
-	22, // 19: tablestore.v1.PartitionService.DeleteReplica:input_type -> tablestore.v1.DeleteReplicaRequest
-	24, // 20: tablestore.v1.PartitionService.RangeInfo:input_type -> tablestore.v1.RangeInfoRequest
-	0,  // 21: tablestore.v1.PartitionService.SplitRange:input_type -> tablestore.v1.SplitRangeRequest
-	2,  // 22: tablestore.v1.PartitionService.FreezeRange:input_type -> tablestore.v1.FreezeRangeRequest
-	4,  // 23: tablestore.v1.PartitionService.ExportRange:input_type -> tablestore.v1.ExportRangeRequest
-	6,  // 24: tablestore.v1.PartitionService.AbsorbRange:input_type -> tablestore.v1.AbsorbRangeRequest
-	8,  // 25: tablestore.v1.PartitionService.ChangeReplicas:input_type -> tablestore.v1.ChangeReplicasRequest
-	10, // 26: tablestore.v1.PartitionService.TransferLeader:input_type -> tablestore.v1.TransferLeaderRequest
-	12, // 27: tablestore.v1.PartitionService.SplitKey:input_type -> tablestore.v1.SplitKeyRequest
-	15, // 28: tablestore.v1.PartitionService.Write:output_type -> tablestore.v1.WriteResponse
-	17, // 29: tablestore.v1.PartitionService.Get:output_type -> tablestore.v1.GetResponse
-	19, // 30: tablestore.v1.PartitionService.Query:output_type -> tablestore.v1.QueryResponse
-	21, // 31: tablestore.v1.PartitionService.CreateReplica:output_type -> tablestore.v1.CreateReplicaResponse
-	23, // 32: tablestore.v1.PartitionService.DeleteReplica:output_type -> tablestore.v1.DeleteReplicaResponse
-	25, // 33: tablestore.v1.PartitionService.RangeInfo:output_type -> tablestore.v1.RangeInfoResponse
-	1,  // 34: tablestore.v1.PartitionService.SplitRange:output_type -> tablestore.v1.SplitRangeResponse
-	3,  // 35: tablestore.v1.PartitionService.FreezeRange:output_type -> tablestore.v1.FreezeRangeResponse
-	5,  // 36: tablestore.v1.PartitionService.ExportRange:output_type -> tablestore.v1.ExportRangeResponse
-	7,  // 37: tablestore.v1.PartitionService.AbsorbRange:output_type -> tablestore.v1.AbsorbRangeResponse
-	9,  // 38: tablestore.v1.PartitionService.ChangeReplicas:output_type -> tablestore.v1.ChangeReplicasResponse
-	11, // 39: tablestore.v1.PartitionService.TransferLeader:output_type -> tablestore.v1.TransferLeaderResponse
-	13, // 40: tablestore.v1.PartitionService.SplitKey:output_type -> tablestore.v1.SplitKeyResponse
-	28, // [28:41] is the sub-list for method output_type
-	15, // [15:28] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	26, // 0: tablestore.v1.SplitRangeResponse.left:type_name -> tablestore.v1.RangeDescriptor
+	26, // 1: tablestore.v1.SplitRangeResponse.right:type_name -> tablestore.v1.RangeDescriptor
+	26, // 2: tablestore.v1.FreezeRangeResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	26, // 3: tablestore.v1.MergeRangeRequest.right:type_name -> tablestore.v1.RangeDescriptor
+	26, // 4: tablestore.v1.MergeRangeResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	24, // 5: tablestore.v1.ChangeReplicasRequest.raft_addrs:type_name -> tablestore.v1.ChangeReplicasRequest.RaftAddrsEntry
+	26, // 6: tablestore.v1.ChangeReplicasResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	27, // 7: tablestore.v1.WriteRequest.ops:type_name -> tablestore.v1.EntityOp
+	26, // 8: tablestore.v1.QueryResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	26, // 9: tablestore.v1.CreateReplicaRequest.range:type_name -> tablestore.v1.RangeDescriptor
+	25, // 10: tablestore.v1.CreateReplicaRequest.raft_addrs:type_name -> tablestore.v1.CreateReplicaRequest.RaftAddrsEntry
+	28, // 11: tablestore.v1.RangeInfoResponse.status:type_name -> tablestore.v1.RangeStatus
+	12, // 12: tablestore.v1.PartitionService.Write:input_type -> tablestore.v1.WriteRequest
+	14, // 13: tablestore.v1.PartitionService.Get:input_type -> tablestore.v1.GetRequest
+	16, // 14: tablestore.v1.PartitionService.Query:input_type -> tablestore.v1.QueryRequest
+	18, // 15: tablestore.v1.PartitionService.CreateReplica:input_type -> tablestore.v1.CreateReplicaRequest
+	20, // 16: tablestore.v1.PartitionService.DeleteReplica:input_type -> tablestore.v1.DeleteReplicaRequest
+	22, // 17: tablestore.v1.PartitionService.RangeInfo:input_type -> tablestore.v1.RangeInfoRequest
+	0,  // 18: tablestore.v1.PartitionService.SplitRange:input_type -> tablestore.v1.SplitRangeRequest
+	2,  // 19: tablestore.v1.PartitionService.FreezeRange:input_type -> tablestore.v1.FreezeRangeRequest
+	4,  // 20: tablestore.v1.PartitionService.MergeRange:input_type -> tablestore.v1.MergeRangeRequest
+	6,  // 21: tablestore.v1.PartitionService.ChangeReplicas:input_type -> tablestore.v1.ChangeReplicasRequest
+	8,  // 22: tablestore.v1.PartitionService.TransferLeader:input_type -> tablestore.v1.TransferLeaderRequest
+	10, // 23: tablestore.v1.PartitionService.SplitKey:input_type -> tablestore.v1.SplitKeyRequest
+	13, // 24: tablestore.v1.PartitionService.Write:output_type -> tablestore.v1.WriteResponse
+	15, // 25: tablestore.v1.PartitionService.Get:output_type -> tablestore.v1.GetResponse
+	17, // 26: tablestore.v1.PartitionService.Query:output_type -> tablestore.v1.QueryResponse
+	19, // 27: tablestore.v1.PartitionService.CreateReplica:output_type -> tablestore.v1.CreateReplicaResponse
+	21, // 28: tablestore.v1.PartitionService.DeleteReplica:output_type -> tablestore.v1.DeleteReplicaResponse
+	23, // 29: tablestore.v1.PartitionService.RangeInfo:output_type -> tablestore.v1.RangeInfoResponse
+	1,  // 30: tablestore.v1.PartitionService.SplitRange:output_type -> tablestore.v1.SplitRangeResponse
+	3,  // 31: tablestore.v1.PartitionService.FreezeRange:output_type -> tablestore.v1.FreezeRangeResponse
+	5,  // 32: tablestore.v1.PartitionService.MergeRange:output_type -> tablestore.v1.MergeRangeResponse
+	7,  // 33: tablestore.v1.PartitionService.ChangeReplicas:output_type -> tablestore.v1.ChangeReplicasResponse
+	9,  // 34: tablestore.v1.PartitionService.TransferLeader:output_type -> tablestore.v1.TransferLeaderResponse
+	11, // 35: tablestore.v1.PartitionService.SplitKey:output_type -> tablestore.v1.SplitKeyResponse
+	24, // [24:36] is the sub-list for method output_type
+	12, // [12:24] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_tablestore_v1_partition_service_proto_init() }
@@ -1775,7 +1658,7 @@ func file_tablestore_v1_partition_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tablestore_v1_partition_service_proto_rawDesc), len(file_tablestore_v1_partition_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   28,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -30,8 +30,7 @@ const (
 	PartitionService_RangeInfo_FullMethodName      = "/tablestore.v1.PartitionService/RangeInfo"
 	PartitionService_SplitRange_FullMethodName     = "/tablestore.v1.PartitionService/SplitRange"
 	PartitionService_FreezeRange_FullMethodName    = "/tablestore.v1.PartitionService/FreezeRange"
-	PartitionService_ExportRange_FullMethodName    = "/tablestore.v1.PartitionService/ExportRange"
-	PartitionService_AbsorbRange_FullMethodName    = "/tablestore.v1.PartitionService/AbsorbRange"
+	PartitionService_MergeRange_FullMethodName     = "/tablestore.v1.PartitionService/MergeRange"
 	PartitionService_ChangeReplicas_FullMethodName = "/tablestore.v1.PartitionService/ChangeReplicas"
 	PartitionService_TransferLeader_FullMethodName = "/tablestore.v1.PartitionService/TransferLeader"
 	PartitionService_SplitKey_FullMethodName       = "/tablestore.v1.PartitionService/SplitKey"
@@ -56,13 +55,14 @@ type PartitionServiceClient interface {
 	// SplitRange splits a range at a PartitionKey through its Raft log
 	// (leader only).
 	SplitRange(ctx context.Context, in *SplitRangeRequest, opts ...grpc.CallOption) (*SplitRangeResponse, error)
-	// FreezeRange stops writes to a range before a merge (leader only).
+	// FreezeRange stops reads and writes to a range before a merge (leader
+	// only) and reports the log index of the freeze.
 	FreezeRange(ctx context.Context, in *FreezeRangeRequest, opts ...grpc.CallOption) (*FreezeRangeResponse, error)
-	// ExportRange returns every entity of a frozen range (leader only).
-	ExportRange(ctx context.Context, in *ExportRangeRequest, opts ...grpc.CallOption) (*ExportRangeResponse, error)
-	// AbsorbRange extends a range over its frozen right neighbour (leader of
-	// the left range only); it fetches the neighbour's entities itself.
-	AbsorbRange(ctx context.Context, in *AbsorbRangeRequest, opts ...grpc.CallOption) (*AbsorbRangeResponse, error)
+	// MergeRange extends a range over its frozen right neighbour through its
+	// own log (leader of the left range only). No entity travels: every
+	// replica of the left range takes over the keys the co-located replica
+	// of the right range holds in the same state file.
+	MergeRange(ctx context.Context, in *MergeRangeRequest, opts ...grpc.CallOption) (*MergeRangeResponse, error)
 	// ChangeReplicas adds and/or removes a voter (leader only).
 	ChangeReplicas(ctx context.Context, in *ChangeReplicasRequest, opts ...grpc.CallOption) (*ChangeReplicasResponse, error)
 	// TransferLeader hands the range's leadership to another replica.
@@ -159,20 +159,10 @@ func (c *partitionServiceClient) FreezeRange(ctx context.Context, in *FreezeRang
 	return out, nil
 }
 
-func (c *partitionServiceClient) ExportRange(ctx context.Context, in *ExportRangeRequest, opts ...grpc.CallOption) (*ExportRangeResponse, error) {
+func (c *partitionServiceClient) MergeRange(ctx context.Context, in *MergeRangeRequest, opts ...grpc.CallOption) (*MergeRangeResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(ExportRangeResponse)
-	err := c.cc.Invoke(ctx, PartitionService_ExportRange_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func (c *partitionServiceClient) AbsorbRange(ctx context.Context, in *AbsorbRangeRequest, opts ...grpc.CallOption) (*AbsorbRangeResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(AbsorbRangeResponse)
-	err := c.cc.Invoke(ctx, PartitionService_AbsorbRange_FullMethodName, in, out, cOpts...)
+	out := new(MergeRangeResponse)
+	err := c.cc.Invoke(ctx, PartitionService_MergeRange_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -228,13 +218,14 @@ type PartitionServiceServer interface {
 	// SplitRange splits a range at a PartitionKey through its Raft log
 	// (leader only).
 	SplitRange(context.Context, *SplitRangeRequest) (*SplitRangeResponse, error)
-	// FreezeRange stops writes to a range before a merge (leader only).
+	// FreezeRange stops reads and writes to a range before a merge (leader
+	// only) and reports the log index of the freeze.
 	FreezeRange(context.Context, *FreezeRangeRequest) (*FreezeRangeResponse, error)
-	// ExportRange returns every entity of a frozen range (leader only).
-	ExportRange(context.Context, *ExportRangeRequest) (*ExportRangeResponse, error)
-	// AbsorbRange extends a range over its frozen right neighbour (leader of
-	// the left range only); it fetches the neighbour's entities itself.
-	AbsorbRange(context.Context, *AbsorbRangeRequest) (*AbsorbRangeResponse, error)
+	// MergeRange extends a range over its frozen right neighbour through its
+	// own log (leader of the left range only). No entity travels: every
+	// replica of the left range takes over the keys the co-located replica
+	// of the right range holds in the same state file.
+	MergeRange(context.Context, *MergeRangeRequest) (*MergeRangeResponse, error)
 	// ChangeReplicas adds and/or removes a voter (leader only).
 	ChangeReplicas(context.Context, *ChangeReplicasRequest) (*ChangeReplicasResponse, error)
 	// TransferLeader hands the range's leadership to another replica.
@@ -275,11 +266,8 @@ func (UnimplementedPartitionServiceServer) SplitRange(context.Context, *SplitRan
 func (UnimplementedPartitionServiceServer) FreezeRange(context.Context, *FreezeRangeRequest) (*FreezeRangeResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method FreezeRange not implemented")
 }
-func (UnimplementedPartitionServiceServer) ExportRange(context.Context, *ExportRangeRequest) (*ExportRangeResponse, error) {
-	return nil, status.Errorf(codes.Unimplemented, "method ExportRange not implemented")
-}
-func (UnimplementedPartitionServiceServer) AbsorbRange(context.Context, *AbsorbRangeRequest) (*AbsorbRangeResponse, error) {
-	return nil, status.Errorf(codes.Unimplemented, "method AbsorbRange not implemented")
+func (UnimplementedPartitionServiceServer) MergeRange(context.Context, *MergeRangeRequest) (*MergeRangeResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method MergeRange not implemented")
 }
 func (UnimplementedPartitionServiceServer) ChangeReplicas(context.Context, *ChangeReplicasRequest) (*ChangeReplicasResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ChangeReplicas not implemented")
@@ -455,38 +443,20 @@ func _PartitionService_FreezeRange_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
-func _PartitionService_ExportRange_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(ExportRangeRequest)
+func _PartitionService_MergeRange_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MergeRangeRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
 	if interceptor == nil {
-		return srv.(PartitionServiceServer).ExportRange(ctx, in)
+		return srv.(PartitionServiceServer).MergeRange(ctx, in)
 	}
 	info := &grpc.UnaryServerInfo{
 		Server:     srv,
-		FullMethod: PartitionService_ExportRange_FullMethodName,
+		FullMethod: PartitionService_MergeRange_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(PartitionServiceServer).ExportRange(ctx, req.(*ExportRangeRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
-func _PartitionService_AbsorbRange_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(AbsorbRangeRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(PartitionServiceServer).AbsorbRange(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: PartitionService_AbsorbRange_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(PartitionServiceServer).AbsorbRange(ctx, req.(*AbsorbRangeRequest))
+		return srv.(PartitionServiceServer).MergeRange(ctx, req.(*MergeRangeRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -585,12 +555,8 @@ var PartitionService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _PartitionService_FreezeRange_Handler,
 		},
 		{
-			MethodName: "ExportRange",
-			Handler:    _PartitionService_ExportRange_Handler,
-		},
-		{
-			MethodName: "AbsorbRange",
-			Handler:    _PartitionService_AbsorbRange_Handler,
+			MethodName: "MergeRange",
+			Handler:    _PartitionService_MergeRange_Handler,
 		},
 		{
 			MethodName: "ChangeReplicas",
