@@ -29,7 +29,7 @@ import (
 	"tablestore/frontend"
 	"tablestore/frontend/auth"
 	"tablestore/frontend/router"
-	"tablestore/internal/cluster"
+	"tablestore/cluster"
 	"tablestore/internal/logging"
 )
 

@@ -22,7 +22,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"tablestore/frontend/auth"
-	"tablestore/internal/cluster"
+	"tablestore/cluster"
 	"tablestore/internal/logging"
 )
 

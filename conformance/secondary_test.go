@@ -7,7 +7,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
-	"tablestore/internal/cluster"
+	"tablestore/cluster"
 	"tablestore/internal/logging"
 )
 

@@ -19,7 +19,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 	"sigs.k8s.io/yaml"
 
-	"tablestore/internal/cluster"
+	"tablestore/cluster"
 	"tablestore/internal/metricsbridge"
 )
 

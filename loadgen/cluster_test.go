@@ -11,7 +11,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
-	"tablestore/internal/cluster"
+	"tablestore/cluster"
 	"tablestore/internal/logging"
 )
 

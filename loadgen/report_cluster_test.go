@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"tablestore/internal/cluster"
+	"tablestore/cluster"
 	"tablestore/internal/logging"
 	"tablestore/internal/masterclient"
 	"tablestore/master"

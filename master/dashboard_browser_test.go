@@ -12,7 +12,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"tablestore/internal/cluster"
+	"tablestore/cluster"
 	"tablestore/internal/logging"
 	"tablestore/loadgen"
 )

@@ -22,7 +22,7 @@ import (
 	"tablestore/frontend"
 	"tablestore/frontend/auth"
 	"tablestore/frontend/router"
-	"tablestore/internal/cluster"
+	"tablestore/cluster"
 	"tablestore/internal/failpoint"
 	"tablestore/internal/health"
 	"tablestore/internal/logging"

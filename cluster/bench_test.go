@@ -19,7 +19,7 @@ import (
 // leader, Raft on three partition servers with fsync, bbolt) and reports
 // the process CPU per insert, all roles and the client together:
 //
-//	go test ./internal/cluster -run '^$' -bench InsertPath -benchtime 3000x -cpuprofile cpu.out
+//	go test ./cluster -run '^$' -bench InsertPath -benchtime 3000x -cpuprofile cpu.out
 //
 // The client side is a plain HTTP client with pre-signed requests, small
 // next to the servers' share (see docs/performance.md for the profile).
