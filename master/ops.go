@@ -279,22 +279,9 @@ func (s *Server) merge(ctx context.Context, id uint64, cause string, figures map
 	if err := failpoint.Inject("master/merge/after-colocate"); err != nil {
 		return nil, err
 	}
-	frozenAt := time.Now()
-	var freeze *pb.FreezeRangeResponse
-	err = s.onLeader(ctx, right.GetRangeId(), func(ctx context.Context, c pb.PartitionServiceClient) error {
-		var err error
-		freeze, err = c.FreezeRange(ctx, &pb.FreezeRangeRequest{RangeId: right.GetRangeId()})
-		return err
-	})
+	t := mergeTimes{frozenAt: time.Now()}
+	freeze, err := s.freezeEverywhere(ctx, right, &t)
 	if err != nil {
-		return nil, fmt.Errorf("freeze range %d: %w", right.GetRangeId(), err)
-	}
-	frozen := time.Now()
-	if err := s.waitApplied(ctx, freeze.GetRange(), freeze.GetFreezeIndex()); err != nil {
-		return nil, fmt.Errorf("wait for range %d's freeze on every replica: %w", right.GetRangeId(), err)
-	}
-	caughtUp := time.Now()
-	if err := failpoint.Inject("master/merge/after-freeze"); err != nil {
 		return nil, err
 	}
 	var merged *pb.RangeDescriptor
@@ -308,35 +295,69 @@ func (s *Server) merge(ctx context.Context, id uint64, cause string, figures map
 	if err != nil {
 		return nil, fmt.Errorf("merge range %d into %d: %w", right.GetRangeId(), id, err)
 	}
-	mergedAt := time.Now()
+	t.mergedAt = time.Now()
 	if err := failpoint.Inject("master/merge/after-merge"); err != nil {
 		return nil, err
 	}
 	if _, err := s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_REMOVE_RANGE, &pb.RemoveRangeCommand{RangeId: right.GetRangeId(), AbsorbedBy: merged}); err != nil {
 		return nil, err
 	}
-	removed := time.Now()
+	t.removed = time.Now()
 	if err := failpoint.Inject("master/merge/after-remove"); err != nil {
 		return nil, err
 	}
-	pause := removed.Sub(frozenAt)
 	s.retire(right)
+	s.mergeEvent(left, right, merged, cause, figures, start, t)
+	return merged, nil
+}
+
+// mergeTimes are the moments of a merge's steps, for its event.
+type mergeTimes struct {
+	frozenAt, frozen, caughtUp, mergedAt, removed time.Time
+}
+
+// freezeEverywhere freezes right at its leader and waits until every
+// replica has applied the freeze (steps 2 of merge).
+func (s *Server) freezeEverywhere(ctx context.Context, right *pb.RangeDescriptor, t *mergeTimes) (*pb.FreezeRangeResponse, error) {
+	var freeze *pb.FreezeRangeResponse
+	err := s.onLeader(ctx, right.GetRangeId(), func(ctx context.Context, c pb.PartitionServiceClient) error {
+		var err error
+		freeze, err = c.FreezeRange(ctx, &pb.FreezeRangeRequest{RangeId: right.GetRangeId()})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("freeze range %d: %w", right.GetRangeId(), err)
+	}
+	t.frozen = time.Now()
+	if err := s.waitApplied(ctx, freeze.GetRange(), freeze.GetFreezeIndex()); err != nil {
+		return nil, fmt.Errorf("wait for range %d's freeze on every replica: %w", right.GetRangeId(), err)
+	}
+	t.caughtUp = time.Now()
+	if err := failpoint.Inject("master/merge/after-freeze"); err != nil {
+		return nil, err
+	}
+	return freeze, nil
+}
+
+// mergeEvent records a finished merge with the time of each step; the
+// write pause is from the freeze to the map update.
+func (s *Server) mergeEvent(left, right, merged *pb.RangeDescriptor, cause string, figures map[string]float64, start time.Time, t mergeTimes) {
+	pause := t.removed.Sub(t.frozenAt)
 	if figures == nil {
 		figures = map[string]float64{}
 	}
 	figures["write_pause_seconds"] = pause.Seconds()
-	figures["freeze_seconds"] = frozen.Sub(frozenAt).Seconds()
-	figures["freeze_applied_everywhere_seconds"] = caughtUp.Sub(frozen).Seconds()
-	figures["merge_command_seconds"] = mergedAt.Sub(caughtUp).Seconds()
-	figures["map_update_seconds"] = removed.Sub(mergedAt).Seconds()
+	figures["freeze_seconds"] = t.frozen.Sub(t.frozenAt).Seconds()
+	figures["freeze_applied_everywhere_seconds"] = t.caughtUp.Sub(t.frozen).Seconds()
+	figures["merge_command_seconds"] = t.mergedAt.Sub(t.caughtUp).Seconds()
+	figures["map_update_seconds"] = t.removed.Sub(t.mergedAt).Seconds()
 	s.event(&pb.Event{
-		Kind: pb.EventKind_EVENT_KIND_MERGE, Table: left.GetTable(), RangeIds: []uint64{id, right.GetRangeId()},
+		Kind: pb.EventKind_EVENT_KIND_MERGE, Table: left.GetTable(), RangeIds: []uint64{left.GetRangeId(), right.GetRangeId()},
 		Figures: figures, Cause: cause, DurationSeconds: time.Since(start).Seconds(),
-		Message: fmt.Sprintf("merged range %d [%q, %q) into range %d, now [%q, %q)", right.GetRangeId(), right.GetStart(), right.GetEnd(), id, merged.GetStart(), merged.GetEnd()),
+		Message: fmt.Sprintf("merged range %d [%q, %q) into range %d, now [%q, %q)", right.GetRangeId(), right.GetStart(), right.GetEnd(), left.GetRangeId(), merged.GetStart(), merged.GetEnd()),
 	})
 	opSeconds.WithLabelValues("merge").Observe(time.Since(start).Seconds())
 	mergePauseSeconds.Observe(pause.Seconds())
-	return merged, nil
 }
 
 // colocate moves the right range's replicas, one at a time, onto the left
