@@ -87,7 +87,10 @@ func ctxT(t *testing.T, d time.Duration) context.Context {
 func freeBasePort(t *testing.T) int {
 	t.Helper()
 	for try := 0; try < 50; try++ {
-		base := 20000 + rand.Intn(300)*100
+		// Below the ephemeral range (32768 and up on Linux), where the
+		// cluster's own outgoing connections could take a port between this
+		// check and the restart's listen.
+		base := 20000 + rand.Intn(120)*100
 		ok := true
 		for _, off := range []int{0, 100, 200, 201, 202, 300, 301, 302, 400} {
 			ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(base+off))
