@@ -156,52 +156,26 @@ func startDev(o options) (*target, error) {
 	if err != nil {
 		return nil, err
 	}
-	// dev's internal listeners are --base-port and the next seven.
-	base, err := freeRange(8)
-	if err != nil {
-		return nil, err
-	}
 	fe, metrics := addr(ports[0]), addr(ports[1])
-	args := []string{"dev", "--data-dir", filepath.Join(dir, "data"), "--frontend-addr", fe,
-		"--base-port", strconv.Itoa(base), "--metrics-addr", metrics, "--log-level", "warn",
+	// dev picks its internal ports itself and writes the master's address
+	// into its data directory (for ctl).
+	data := filepath.Join(dir, "data")
+	args := []string{"dev", "--data-dir", data, "--frontend-addr", fe, "--metrics-addr", metrics, "--log-level", "warn",
 		"--partition-throttle", throttleFlag(o), "--policies=false"}
 	if _, err := t.start("dev", o.bin, args...); err != nil {
 		return nil, err
 	}
 	t.conn = connString(fe)
-	t.masters = addr(base)
-	return t, t.waitReady()
-}
-
-// freeRange finds n consecutive free loopback ports.
-func freeRange(n int) (int, error) {
-	for try := 0; try < 50; try++ {
-		ps, err := freePorts(1)
-		if err != nil {
-			return 0, err
-		}
-		base := ps[0]
-		if base+n > 65535 {
-			continue
-		}
-		ok := true
-		var lns []net.Listener
-		for p := base; p < base+n; p++ {
-			ln, err := net.Listen("tcp", addr(p))
-			if err != nil {
-				ok = false
-				break
-			}
-			lns = append(lns, ln)
-		}
-		for _, ln := range lns {
-			ln.Close()
-		}
-		if ok {
-			return base, nil
-		}
+	if err := t.waitReady(); err != nil {
+		return nil, err
 	}
-	return 0, errors.New("no run of free ports found")
+	m, err := os.ReadFile(filepath.Join(data, "master-addr"))
+	if err != nil {
+		t.stop()
+		return nil, fmt.Errorf("dev wrote no master address: %w", err)
+	}
+	t.masters = strings.TrimSpace(string(m))
+	return t, nil
 }
 
 // startProcesses runs the deployment shape: one master, three partition
