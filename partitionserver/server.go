@@ -384,18 +384,21 @@ func (s *Server) voters(d *pb.RangeDescriptor) []raft.Server {
 // replica of the left range applies the split and bootstraps the same
 // voters; the preferred leader (else the left range's leader) campaigns at
 // once.
+//
+// It runs inside the state store's commit (an after-commit hook), which a
+// caller holding s.mu can trigger (createReplica's CreateRange commits the
+// pending batch), so it must not take s.mu itself: everything happens in
+// the goroutine.
 func (s *Server) RangeCreated(parent uint64, desc *pb.RangeDescriptor, preferredLeader string) {
-	fast := preferredLeader == s.id
-	if preferredLeader == "" {
-		if p, ok := s.replica(parent); ok && p.isLeader() {
-			fast = true
-		}
-	}
 	go func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if s.closed {
 			return
+		}
+		fast := preferredLeader == s.id
+		if p, ok := s.replicas[parent]; preferredLeader == "" && ok && p.isLeader() {
+			fast = true
 		}
 		if _, ok := s.replicas[desc.GetRangeId()]; ok {
 			return
