@@ -11,18 +11,20 @@ type mergeCold struct{}
 func (mergeCold) Name() string { return RuleMergeCold }
 
 func (mergeCold) Schedule(p *Plan) {
-	rs := p.snap.Ranges
-	// Whether a range is cold and small enough is asked once per range
-	// (as the right of one pair, then the left of the next).
-	small := len(rs) > 0 && p.candidate(rs[0])
-	for i := 0; i+1 < len(rs); i++ {
+	rs, cold := p.snap.Ranges, p.cold
+	// cold lists, in order, the ranges cold and small enough to be half of
+	// a merge; a pair is two neighbours of that list that are neighbours in
+	// the snapshot, both still free.
+	for k := 0; k+1 < len(cold); k++ {
 		if p.Full() {
 			return
 		}
+		i := cold[k]
+		if cold[k+1] != i+1 {
+			continue
+		}
 		a, b := rs[i], rs[i+1]
-		leftOK := small
-		small = p.candidate(b)
-		if !leftOK || !small || !p.mergeable(a, b) {
+		if !p.free(a) || !p.free(b) || !p.mergeable(a, b) {
 			continue
 		}
 		size := a.bytes() + b.bytes()
@@ -31,15 +33,9 @@ func (mergeCold) Schedule(p *Plan) {
 			Figures: map[string]float64{"left_entities_per_sec": a.entitiesPerSec(), "right_entities_per_sec": b.entitiesPerSec(),
 				"bytes": float64(size)}}
 		if p.add(a, o) {
-			i++
+			k++ // b is taken: it cannot be the left of the next pair
 		}
 	}
-}
-
-// candidate reports whether r could be half of a merge: cold for long
-// enough, free, and under merge-bytes alone.
-func (p *Plan) candidate(r *Range) bool {
-	return p.coldFor(r) && r.bytes() <= p.cfg.MergeBytes && p.free(r)
 }
 
 // mergeable reports whether candidates a and b are adjacent, small enough

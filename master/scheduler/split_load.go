@@ -16,11 +16,11 @@ type splitLoad struct{}
 func (splitLoad) Name() string { return RuleSplitLoad }
 
 func (splitLoad) Schedule(p *Plan) {
-	for _, r := range p.snap.Ranges {
+	for _, r := range p.hot {
 		if p.Full() {
 			return
 		}
-		if !p.free(r) || r.Load == nil || r.HotSince.IsZero() {
+		if !p.free(r) {
 			continue
 		}
 		hot := p.snap.Now.Sub(r.HotSince)

@@ -9,14 +9,11 @@ type splitSize struct{}
 func (splitSize) Name() string { return RuleSplitSize }
 
 func (splitSize) Schedule(p *Plan) {
-	if p.cfg.SplitBytes == 0 {
-		return
-	}
-	for _, r := range p.snap.Ranges {
+	for _, r := range p.big {
 		if p.Full() {
 			return
 		}
-		if !p.free(r) || r.bytes() <= p.cfg.SplitBytes {
+		if !p.free(r) {
 			continue
 		}
 		p.add(r, Op{Kind: Split, Range: r.ID, To: p.RightLeader(r), Rule: RuleSplitSize,
