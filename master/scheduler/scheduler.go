@@ -52,9 +52,9 @@ type Plan struct {
 	// hot, big and cold index the ranges (in snapshot order) the split and
 	// merge policies can act on, found in NewPlan's one pass over the
 	// ranges: at 100,000 ranges a pass per policy dominated a run.
-	hot  []*Range // load report and HotSince set
-	big  []*Range // over SplitBytes (SplitBytes > 0)
-	cold []int    // indices of ranges cold for MergeCooldown and under MergeBytes
+	hot   []*Range // load report and HotSince set
+	big   []*Range // over SplitBytes (SplitBytes > 0)
+	cold  []int    // indices of ranges cold for MergeCooldown and under MergeBytes
 	cache [4096]statCache
 }
 
