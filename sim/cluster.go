@@ -23,6 +23,11 @@ type srange struct {
 	// is under way until electAt).
 	leader  int
 	electAt time.Duration
+	// eps is the entities/s offered since the last full pass; grown is
+	// the last step whose writes load.Bytes includes (bytes grow lazily:
+	// most steps change no range's load).
+	eps   float64
+	grown int
 }
 
 // cluster is the simulated cluster's state.
@@ -38,6 +43,21 @@ type cluster struct {
 	nextID  uint64
 	// leaderless counts ranges waiting for an election.
 	leaderless int
+	// moved: a leadership changed since the last full pass.
+	moved bool
+	// step is the current step; stepBytes the bytes one entity/s writes
+	// in a step.
+	step      int
+	stepBytes float64
+}
+
+// grow adds to x.load.Bytes the writes of the steps after x.grown up to
+// step, at x.eps: the same sum as adding each step's writes at that step.
+func (c *cluster) grow(x *srange, step int) {
+	if n := step - x.grown; n > 0 {
+		x.load.Bytes += uint64(x.eps*c.stepBytes) * uint64(n)
+		x.grown = step
+	}
 }
 
 func serverID(i int) string { return fmt.Sprintf("s%04d", i) }
@@ -61,7 +81,8 @@ func posOf(key string) (uint64, bool) {
 // server leads the same number of ranges and holds the same number of
 // replicas, with followers spread at random.
 func newCluster(cfg Config, rng *rand.Rand) *cluster {
-	c := &cluster{cfg: cfg, rng: rng, index: map[string]int{}, byID: map[uint64]*srange{}, nextID: 1, dirty: true}
+	c := &cluster{cfg: cfg, rng: rng, index: map[string]int{}, byID: map[uint64]*srange{}, nextID: 1, dirty: true,
+		step: -1, stepBytes: 512 * cfg.Step.Seconds()} // half the entities are 1 KiB writes
 	for i := 0; i < cfg.Servers; i++ {
 		c.addServer(0)
 	}
@@ -72,7 +93,7 @@ func newCluster(cfg Config, rng *rand.Rand) *cluster {
 		if i == cfg.Ranges-1 {
 			hi = keySpace
 		}
-		r := &srange{lo: uint64(i) * width, hi: hi, leader: slots[0][i]}
+		r := &srange{lo: uint64(i) * width, hi: hi, leader: slots[0][i], grown: -1}
 		// Server ids are the servers' own strings, shared by every replica.
 		r.sched = scheduler.Range{ID: c.nextID, TableID: 1, Table: "sim", Start: keyOf(r.lo), End: endKey(hi), Leader: c.servers[slots[0][i]].ID}
 		for j := range slots {
@@ -152,6 +173,7 @@ func (c *cluster) fail(i int, now time.Duration) {
 			r.leader, r.electAt = -1, now+3*time.Second
 			r.sched.Leader = ""
 			c.leaderless++
+			c.moved = true
 		}
 	}
 }
@@ -170,6 +192,7 @@ func (c *cluster) elect(now time.Duration) {
 			if i := c.index[rep.Server]; c.servers[i].Live {
 				r.leader, r.sched.Leader = i, c.servers[i].ID
 				c.leaderless--
+				c.moved = true
 				break
 			}
 		}
@@ -214,6 +237,7 @@ func (c *cluster) apply(o scheduler.Op) bool {
 			return false
 		}
 		r.leader, r.sched.Leader = t, c.servers[t].ID
+		c.moved = true
 	}
 	return true
 }
@@ -230,7 +254,8 @@ func (c *cluster) split(i int, r *srange, o scheduler.Op) bool {
 	if pos <= r.lo || pos >= r.hi {
 		return false
 	}
-	right := &srange{lo: pos, hi: r.hi, leader: r.leader}
+	c.grow(r, c.step-1)
+	right := &srange{lo: pos, hi: r.hi, leader: r.leader, grown: c.step - 1}
 	right.sched = scheduler.Range{ID: c.nextID, TableID: 1, Table: "sim", Start: keyOf(pos), End: r.sched.End,
 		Replicas: append([]scheduler.Replica(nil), r.sched.Replicas...), Leader: r.sched.Leader}
 	if t, ok := c.index[o.To]; ok && c.servers[t].Live && r.leader >= 0 {
@@ -254,6 +279,8 @@ func (c *cluster) merge(i int, r *srange, rightID uint64) bool {
 		return false
 	}
 	right := c.ranges[i+1]
+	c.grow(r, c.step-1)
+	c.grow(right, c.step-1)
 	r.hi, r.sched.End = right.hi, right.sched.End
 	r.load.Bytes += right.load.Bytes
 	c.ranges = append(c.ranges[:i+1], c.ranges[i+2:]...)
@@ -277,6 +304,7 @@ func (c *cluster) move(r *srange, from, to string) bool {
 	r.sched.Replicas = reps
 	if r.sched.Leader == from {
 		r.leader, r.sched.Leader = t, c.servers[t].ID
+		c.moved = true
 	}
 	return true
 }

@@ -24,6 +24,11 @@ type runner struct {
 	recent   []scheduler.Op
 	rep      *Report
 	lead     []float64 // per server: entities/s offered to the ranges it leads
+	// offered, total and point are the last full pass's figures: while
+	// neither the ranges, their leaders, the total rate nor the hot key
+	// change, no range's load does, and a step needs no pass over them.
+	offered, total float64
+	point          uint64
 }
 
 // Run simulates cfg and returns its report.
@@ -40,10 +45,11 @@ func Run(cfg Config) (*Report, error) {
 	r.rep = newReport(r.cfg)
 	every := int(cfg.ScheduleEvery / cfg.Step)
 	for step := 0; r.now <= cfg.Duration; step++ {
+		r.c.step = step
 		r.event()
 		r.finish()
 		r.c.elect(r.now)
-		r.measure()
+		r.measure(step%every == 0)
 		if step%every == 0 {
 			r.schedule()
 		}
@@ -85,13 +91,36 @@ func (r *runner) finish() {
 }
 
 // measure turns the workload into load reports and records what the
-// servers served.
-func (r *runner) measure() {
+// servers served. The ranges are visited only when their loads changed or
+// the scheduler is about to read their sizes.
+func (r *runner) measure(scheduling bool) {
 	c := r.c
-	if c.dirty {
-		c.rebuild(r.wl.shape)
+	total, point := r.wl.total(r.now), r.wl.pointAt(r.now)
+	switch {
+	case c.dirty || c.moved || total != r.total || point != r.point || len(r.lead) != len(c.servers):
+		if c.dirty {
+			c.rebuild(r.wl.shape)
+		}
+		r.pass(total, point)
+	case scheduling:
+		for _, x := range c.ranges {
+			c.grow(x, c.step)
+		}
 	}
-	total := r.wl.total(r.now)
+	served := 0.0
+	for i, l := range r.lead {
+		if c.servers[i].Live {
+			served += min(l, r.cfg.Capacity)
+		}
+	}
+	r.rep.sample(r.now, r.offered, served, r.spread(), len(c.ranges))
+}
+
+// pass computes every range's load report and every server's load as
+// leader.
+func (r *runner) pass(total float64, point uint64) {
+	c := r.c
+	c.moved, r.total, r.point = false, total, point
 	if len(r.lead) != len(c.servers) {
 		r.lead = make([]float64, len(c.servers))
 	}
@@ -99,15 +128,16 @@ func (r *runner) measure() {
 		r.lead[i] = 0
 	}
 	at := epoch.Add(r.now)
-	offered := 0.0
-	point := r.wl.pointAt(r.now)
+	r.offered = 0
 	for _, x := range c.ranges {
 		eps := total * x.mass
 		if r.wl.pointRate > 0 && point >= x.lo && point < x.hi {
 			eps += r.wl.pointRate
 		}
-		offered += eps
-		x.load.Bytes += uint64(eps * 512 * r.cfg.Step.Seconds()) // half the entities are 1 KiB writes
+		r.offered += eps
+		c.grow(x, c.step-1)
+		x.eps = eps
+		c.grow(x, c.step)
 		if x.leader < 0 {
 			// No leader (an election after a failure): offered, not served.
 			x.sched.Load = nil
@@ -123,13 +153,6 @@ func (r *runner) measure() {
 		x.sched.Observe(r.cfg.Scheduler, eps, at)
 		r.lead[x.leader] += eps
 	}
-	served := 0.0
-	for i, l := range r.lead {
-		if c.servers[i].Live {
-			served += min(l, r.cfg.Capacity)
-		}
-	}
-	r.rep.sample(r.now, offered, served, r.spread(), len(c.ranges))
 }
 
 // spread is the most-loaded live server's leader load over the mean.
