@@ -44,20 +44,30 @@ func (p *Plan) fewestReplicas(servers []*serverStat) *serverStat {
 	return best
 }
 
-// movableReplica is a free range with a replica on from and none on to,
-// preferably one from does not lead.
+// movableReplica is a free range with a replica on from and none on to:
+// preferably one from does not lead (no leadership has to move), and of
+// those the one carrying the most load. A new server given only replicas
+// of cold ranges (the first in snapshot order are often an idle table's)
+// could never be given a leadership that takes load off the others; one
+// holding followers of busy ranges can (balance-leader-fill).
 func (p *Plan) movableReplica(from, to *serverStat) *Range {
-	var led *Range
+	var follower, led *Range
 	for _, r := range p.heldBy(from.id) {
 		if !p.free(r) || r.HasReplica(to.id) {
 			continue
 		}
-		if r.Leader != from.id {
-			return r
+		if r.Leader == from.id {
+			if led == nil {
+				led = r
+			}
+			continue
 		}
-		if led == nil {
-			led = r
+		if follower == nil || r.entitiesPerSec() > follower.entitiesPerSec() {
+			follower = r
 		}
+	}
+	if follower != nil {
+		return follower
 	}
 	return led
 }
