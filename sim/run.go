@@ -37,12 +37,7 @@ func Run(cfg Config) (*Report, error) {
 		return nil, err
 	}
 	start := time.Now()
-	rng := rand.New(rand.NewSource(cfg.Seed))
-	r := &runner{cfg: cfg, rng: rng, c: newCluster(cfg, rng), wl: newWorkload(cfg, rng)}
-	if r.cfg.Capacity == 0 {
-		r.cfg.Capacity = 1.5 * r.wl.base / float64(cfg.Servers)
-	}
-	r.rep = newReport(r.cfg)
+	r := newRunner(cfg)
 	every := int(cfg.ScheduleEvery / cfg.Step)
 	for step := 0; r.now <= cfg.Duration; step++ {
 		r.c.step = step
@@ -57,6 +52,16 @@ func Run(cfg Config) (*Report, error) {
 	}
 	r.rep.finish(time.Since(start))
 	return r.rep, nil
+}
+
+func newRunner(cfg Config) *runner {
+	rng := rand.New(rand.NewSource(cfg.Seed))
+	r := &runner{cfg: cfg, rng: rng, c: newCluster(cfg, rng), wl: newWorkload(cfg, rng)}
+	if r.cfg.Capacity == 0 {
+		r.cfg.Capacity = 1.5 * r.wl.base / float64(cfg.Servers)
+	}
+	r.rep = newReport(r.cfg)
+	return r
 }
 
 // event applies the workload's event (hot spot, failure, new server).
@@ -183,17 +188,21 @@ func (r *runner) schedule() {
 		}
 	}
 	r.recent = recent
-	running := make([]scheduler.Op, 0, len(r.inflight))
-	for _, p := range r.inflight {
-		running = append(running, p.op)
-	}
-	snap := &scheduler.Snapshot{Now: at, Servers: r.c.servers, Ranges: r.c.view, InFlight: running,
-		Recent: r.recent, Slots: r.cfg.MaxInFlight - len(r.inflight)}
-	for _, o := range scheduler.Schedule(r.cfg.Scheduler, snap) {
+	for _, o := range scheduler.Schedule(r.cfg.Scheduler, r.snapshot()) {
 		r.inflight = append(r.inflight, pending{op: o, done: r.now + r.duration(o)})
 		r.recent = append(r.recent, o)
 		r.rep.op(r.now, o)
 	}
+}
+
+// snapshot is the scheduler's input now.
+func (r *runner) snapshot() *scheduler.Snapshot {
+	running := make([]scheduler.Op, 0, len(r.inflight))
+	for _, p := range r.inflight {
+		running = append(running, p.op)
+	}
+	return &scheduler.Snapshot{Now: epoch.Add(r.now), Servers: r.c.servers, Ranges: r.c.view, InFlight: running,
+		Recent: r.recent, Slots: r.cfg.MaxInFlight - len(r.inflight)}
 }
 
 // duration is how long an operation takes in simulated time: a leader
