@@ -11,7 +11,8 @@ type balanceLeaderCount struct{}
 func (balanceLeaderCount) Name() string { return RuleBalanceLeaders }
 
 func (balanceLeaderCount) Schedule(p *Plan) {
-	if !p.cfg.BalanceLeaders || p.planned(RuleBalanceLeaderLoad) || p.planned(RuleBalanceLeaderFill) {
+	if !p.cfg.BalanceLeaders || p.planned(RuleBalanceLeaderLoad) || p.planned(RuleBalanceLeaderFill) ||
+		p.planned(RuleSplitBalance) {
 		return
 	}
 	servers := p.eligible(func(s *serverStat) float64 { return float64(s.leaders) })

@@ -42,6 +42,7 @@ const (
 	RuleMergeCold         = "merge-cold"
 	RuleBalanceLeaderLoad = "balance-leader-load"
 	RuleBalanceLeaderFill = "balance-leader-fill"
+	RuleSplitBalance      = "split-balance"
 	RuleBalanceLeaders    = "balance-leader-count"
 	RuleBalanceReplicas   = "balance-replica-count"
 )
@@ -56,7 +57,8 @@ type Op struct {
 	// size median).
 	Key string
 	// From and To are the servers of a Move or TransferLeader; a Split's To
-	// is the replica that should lead the new right-hand range.
+	// is the replica that should lead the new right-hand range (and its
+	// From, for a split-balance, the server the load moves off).
 	From, To string
 	Rule     string
 	Reason   string
@@ -76,7 +78,11 @@ func (o Op) Ranges() []uint64 {
 // balancing reports whether the op moves a leader for balance (and so
 // starts the cooldown of its servers).
 func (o Op) balancing() bool {
-	return o.Rule == RuleBalanceLeaderLoad || o.Rule == RuleBalanceLeaderFill || o.Rule == RuleBalanceLeaders
+	switch o.Rule {
+	case RuleBalanceLeaderLoad, RuleBalanceLeaderFill, RuleBalanceLeaders, RuleSplitBalance:
+		return true
+	}
+	return false
 }
 
 // String renders the op on one line, figures in name order: the form of

@@ -19,7 +19,7 @@ type Policy interface {
 func Policies() []Policy {
 	return []Policy{
 		reReplicate{}, drain{}, splitLoad{}, splitSize{}, mergeCold{},
-		balanceLeaderLoad{}, balanceLeaderFill{}, balanceLeaderCount{}, balanceReplicas{},
+		balanceLeaderLoad{}, balanceLeaderFill{}, splitBalance{}, balanceLeaderCount{}, balanceReplicas{},
 	}
 }
 
