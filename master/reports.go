@@ -1,6 +1,7 @@
 package master
 
 import (
+	"math"
 	"sync"
 	"time"
 
@@ -30,6 +31,25 @@ type reports struct {
 type rangeTrend struct {
 	scheduler.Trend
 	lastThrottleEvent time.Time
+	// eps is the leaders' entities/s smoothed over about loadSmoothing,
+	// kept per range across leader changes: what the balancing policies
+	// see. One report covers half a second; on a busy host a window in
+	// which a server served nothing moved leaders back and forth.
+	eps   float64
+	epsAt time.Time
+}
+
+// loadSmoothing is the time constant of a range's smoothed load.
+const loadSmoothing = 2 * time.Second
+
+// smooth folds one report's entities/s taken at now into t.eps.
+func (t *rangeTrend) smooth(v float64, now time.Time) {
+	if t.epsAt.IsZero() {
+		t.eps = v
+	} else if dt := now.Sub(t.epsAt); dt > 0 {
+		t.eps += (1 - math.Exp(-dt.Seconds()/loadSmoothing.Seconds())) * (v - t.eps)
+	}
+	t.epsAt = now
 }
 
 func newReports() *reports {
@@ -63,6 +83,7 @@ func (r *reports) heartbeat(cfg scheduler.Config, server string, ranges []*pb.Ra
 		r.loads[id] = rs.GetLoad()
 		t := r.trend(id)
 		t.Observe(cfg, rs.GetLoad().GetEntitiesPerSec(), now)
+		t.smooth(rs.GetLoad().GetEntitiesPerSec(), now)
 		if rs.GetLoad().GetThrottledPerSec() > 0 && now.Sub(t.lastThrottleEvent) > 10*time.Second {
 			t.lastThrottleEvent = now
 			throttled = append(throttled, rs)

@@ -79,12 +79,17 @@ func (s *Server) schedRange(d *pb.RangeDescriptor, servers []scheduler.Server) *
 	id := d.GetRangeId()
 	r := &scheduler.Range{ID: id, TableID: d.GetTableId(), Table: d.GetTable(), Start: d.GetStart(), End: d.GetEnd(),
 		Leader: rp.leaders[id], Frozen: rp.frozen[id]}
-	if t := rp.trends[id]; t != nil {
-		r.Trend = t.Trend
-	}
 	if l, ok := rp.loads[id]; ok {
 		r.Load = &scheduler.Load{EntitiesPerSec: l.GetEntitiesPerSec(), Bytes: l.GetBytes(),
 			HotKeys: keyLoads(l.GetHotKeys()), Sample: keyLoads(l.GetLoadSample())}
+	}
+	if t := rp.trends[id]; t != nil {
+		r.Trend = t.Trend
+		if r.Load != nil && !t.epsAt.IsZero() {
+			// Split and merge windows follow the raw reports (Trend); the
+			// load figure the policies weigh is the smoothed one.
+			r.Load.EntitiesPerSec = t.eps
+		}
 	}
 	for _, rep := range d.GetReplicas() {
 		sid := rep.GetServerId()

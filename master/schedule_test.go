@@ -79,3 +79,30 @@ func TestSnapshotFromHeartbeats(t *testing.T) {
 		t.Fatal("a leads all the load: range 1's leadership should move to b")
 	}
 }
+
+// TestSnapshotSmoothsLoad: one half-second report in which a leader served
+// nothing (a busy host, a transfer) must not make its range look idle to the
+// balancing policies, while the split window still follows the raw reports.
+func TestSnapshotSmoothsLoad(t *testing.T) {
+	cfg := DefaultConfig()
+	s, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.cancel()
+	s.fsm.st.servers["a"] = &pb.ServerInfo{ServerId: "a"}
+	s.fsm.st.ranges[1] = &pb.RangeDescriptor{RangeId: 1, TableId: 1, Table: "t", Replicas: []*pb.Replica{{ServerId: "a"}}}
+	now := time.Now()
+	for i, eps := range []float64{1200, 1200, 1200, 1200, 0} {
+		st := &pb.RangeStatus{RangeId: 1, Leader: true, Load: &pb.RangeLoad{EntitiesPerSec: eps}}
+		s.reports.heartbeat(cfg.Policy.Config, "a", []*pb.RangeStatus{st}, now.Add(time.Duration(i)*500*time.Millisecond))
+	}
+	r := s.snapshot(now.Add(2 * time.Second)).Ranges[0]
+	// One 0 after 1,200s: 1200 * exp(-0.5 s / 2 s) = 935.
+	if got := r.Load.EntitiesPerSec; got < 900 || got > 970 {
+		t.Fatalf("smoothed load %.0f, want about 935", got)
+	}
+	if !r.HotSince.IsZero() {
+		t.Fatalf("hot since %v: the raw report fell below split-load, the window must restart", r.HotSince)
+	}
+}
