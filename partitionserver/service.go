@@ -186,6 +186,7 @@ func (v *service) RangeInfo(ctx context.Context, req *pb.RangeInfoRequest) (*pb.
 		Status: &pb.RangeStatus{
 			RangeId: r.id, Generation: st.GetRange().GetGeneration(), Leader: r.isLeader(),
 			AppliedIndex: st.GetAppliedIndex(), Range: st.GetRange(), Frozen: st.GetFrozen(),
+			Voters: r.voters(r.isLeader()),
 		},
 		LeaderServerId: r.leaderID(),
 	}, nil
