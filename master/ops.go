@@ -521,20 +521,23 @@ func (s *Server) move(ctx context.Context, id uint64, from, to, cause, reason st
 	if _, err := s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_UPDATE_RANGES, &pb.UpdateRangesCommand{Ranges: []*pb.RangeDescriptor{cur}}); err != nil {
 		return nil, err
 	}
-	s.deleteReplicaLater(from, id)
+	s.deleteReplicaLater(from, id, cur.GetGeneration())
 	s.moveEvent(d, from, to, cause, reason, figures, start)
 	return cur, nil
 }
 
 // deleteReplicaLater asks server, in the background, to delete its replica
-// of range id, which is no longer a voter (best effort: a server that is
-// down then keeps an idle replica outside the range's configuration).
-func (s *Server) deleteReplicaLater(server string, id uint64) {
+// of range id, which generation removed from the range (best effort: a
+// server that is down then keeps an idle replica outside the range's
+// configuration). The request may run long after (a stopped process runs
+// it when it resumes), so it names the generation: a replica a later move
+// re-created on the server is not deleted.
+func (s *Server) deleteReplicaLater(server string, id, generation uint64) {
 	if oc, err := s.pool.Partition(s.grpcAddrOf(server)); err == nil {
 		go func() {
 			dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			oc.DeleteReplica(dctx, &pb.DeleteReplicaRequest{RangeId: id})
+			oc.DeleteReplica(dctx, &pb.DeleteReplicaRequest{RangeId: id, BeforeGeneration: generation})
 		}()
 	}
 }

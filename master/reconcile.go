@@ -239,7 +239,7 @@ func (s *Server) fixReplicas(ctx context.Context, id uint64, fix replicaFix) err
 	if fix.remove != "" {
 		msg = fmt.Sprintf("finished an interrupted move of range %d: removed the voter on %s (%s)", id, fix.remove, fix.reason)
 		servers = []string{fix.remove}
-		s.deleteReplicaLater(fix.remove, id)
+		s.deleteReplicaLater(fix.remove, id, cur.GetGeneration())
 	}
 	s.event(&pb.Event{
 		Kind: pb.EventKind_EVENT_KIND_MOVE, Table: d.GetTable(), RangeIds: []uint64{id}, Servers: servers,
