@@ -490,6 +490,9 @@ func (s *Server) move(ctx context.Context, id uint64, from, to, cause, reason st
 	if err != nil {
 		return nil, err
 	}
+	if err := failpoint.Inject("master/move/after-add"); err != nil {
+		return nil, err
+	}
 	if s.leaderOf(id) == from {
 		// Hand leadership to a live, caught-up follower (the scheduler's
 		// rule); the new voter, still catching up, only if there is none.
@@ -518,15 +521,25 @@ func (s *Server) move(ctx context.Context, id uint64, from, to, cause, reason st
 	if _, err := s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_UPDATE_RANGES, &pb.UpdateRangesCommand{Ranges: []*pb.RangeDescriptor{cur}}); err != nil {
 		return nil, err
 	}
-	if oc, err := s.pool.Partition(s.grpcAddrOf(from)); err == nil {
+	s.deleteReplicaLater(from, id, cur.GetGeneration())
+	s.moveEvent(d, from, to, cause, reason, figures, start)
+	return cur, nil
+}
+
+// deleteReplicaLater asks server, in the background, to delete its replica
+// of range id, which generation removed from the range (best effort: a
+// server that is down then keeps an idle replica outside the range's
+// configuration). The request may run long after (a stopped process runs
+// it when it resumes), so it names the generation: a replica a later move
+// re-created on the server is not deleted.
+func (s *Server) deleteReplicaLater(server string, id, generation uint64) {
+	if oc, err := s.pool.Partition(s.grpcAddrOf(server)); err == nil {
 		go func() {
 			dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			oc.DeleteReplica(dctx, &pb.DeleteReplicaRequest{RangeId: id})
+			oc.DeleteReplica(dctx, &pb.DeleteReplicaRequest{RangeId: id, BeforeGeneration: generation})
 		}()
 	}
-	s.moveEvent(d, from, to, cause, reason, figures, start)
-	return cur, nil
 }
 
 // addVoter creates a replica of d on server to and adds it to d's Raft

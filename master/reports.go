@@ -24,6 +24,9 @@ type reports struct {
 	// their applied index: a follower's progress, and whether it has the
 	// replica at all.
 	hosted map[string]map[uint64]uint64
+	// voters is, per range, its leader's last report of the voters of its
+	// Raft configuration (the replica-set check, reconcile.go).
+	voters map[uint64]voterReport
 }
 
 // rangeTrend is the scheduler's trend of a range plus when its throttling
@@ -56,6 +59,7 @@ func newReports() *reports {
 	return &reports{
 		lastSeen: map[string]time.Time{}, leaders: map[uint64]string{}, loads: map[uint64]*pb.RangeLoad{},
 		trends: map[uint64]*rangeTrend{}, frozen: map[uint64]bool{}, hosted: map[string]map[uint64]uint64{},
+		voters: map[uint64]voterReport{},
 	}
 }
 
@@ -81,6 +85,9 @@ func (r *reports) heartbeat(cfg scheduler.Config, server string, ranges []*pb.Ra
 		changed = changed || r.leaders[id] != server
 		r.leaders[id] = server
 		r.loads[id] = rs.GetLoad()
+		if len(rs.GetVoters()) > 0 {
+			r.voters[id] = voterReport{server: server, generation: rs.GetGeneration(), voters: rs.GetVoters(), at: now}
+		}
 		t := r.trend(id)
 		t.Observe(cfg, rs.GetLoad().GetEntitiesPerSec(), now)
 		t.smooth(rs.GetLoad().GetEntitiesPerSec(), now)
@@ -125,6 +132,7 @@ func (r *reports) forget(id uint64) {
 	delete(r.loads, id)
 	delete(r.frozen, id)
 	delete(r.trends, id)
+	delete(r.voters, id)
 }
 
 // seen returns a copy of the last heartbeat times.

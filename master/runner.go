@@ -116,5 +116,26 @@ func (r *runner) start(o scheduler.Op) bool {
 	return true
 }
 
+// recover runs fn, a recovery of something a previous master left half
+// done, in the background under timeout with ids claimed, outside the
+// in-flight limit (recovery is not policy). It reports whether fn started
+// (false: a range is busy).
+func (r *runner) recover(ids []uint64, timeout time.Duration, fn func(ctx context.Context) error) bool {
+	if r.claim(ids...) != nil {
+		return false
+	}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		defer r.release(ids...)
+		ctx, cancel := context.WithTimeout(r.parent, timeout)
+		defer cancel()
+		if err := fn(ctx); err != nil {
+			opFailuresTotal.WithLabelValues("recovery").Inc()
+		}
+	}()
+	return true
+}
+
 // wait waits for the operations running to end.
 func (r *runner) wait() { r.wg.Wait() }

@@ -16,6 +16,7 @@ import (
 func (s *Server) policyLoop() {
 	t := time.NewTicker(s.cfg.Policy.Interval)
 	defer t.Stop()
+	differing := map[uint64]time.Time{}
 	for {
 		select {
 		case <-s.ctx.Done():
@@ -23,11 +24,13 @@ func (s *Server) policyLoop() {
 		case <-t.C:
 		}
 		if s.ready() != nil {
+			clear(differing)
 			continue
 		}
 		// Finishing a half-done merge is recovery, not policy: it runs
 		// even with the policies off.
 		s.resumeMerges()
+		s.reconcileReplicas(differing)
 		if !s.cfg.Policy.Enabled || s.ops.slots() <= 0 {
 			continue
 		}

@@ -47,6 +47,7 @@ func (s *Server) statuses() []*pb.RangeStatus {
 			AppliedIndex: st.GetAppliedIndex(),
 			Range:        st.GetRange(),
 			Frozen:       st.GetFrozen(),
+			Voters:       r.voters(leader),
 			Load: &pb.RangeLoad{
 				ReadsPerSec: rs, WritesPerSec: ws, EntitiesPerSec: es,
 				EntityCount: st.GetEntityCount(), Bytes: st.GetBytes(),

@@ -170,10 +170,38 @@ func (v *service) CreateReplica(ctx context.Context, req *pb.CreateReplicaReques
 }
 
 func (v *service) DeleteReplica(ctx context.Context, req *pb.DeleteReplicaRequest) (*pb.DeleteReplicaResponse, error) {
+	if before := req.GetBeforeGeneration(); before > 0 {
+		if gen, ok := v.s.replicaGeneration(req.GetRangeId()); ok && gen >= before {
+			// A late delete of a replica a later move re-created: it is a
+			// voter, and wiping its log and vote could lose committed
+			// writes.
+			v.s.logger.Warn("late replica delete refused", "range", req.GetRangeId(), "generation", gen, "before", before)
+			return nil, rpcerr.New(codes.FailedPrecondition, rpcerr.ReasonStaleRange,
+				fmt.Sprintf("replica of range %d is at generation %d, the delete was for below %d", req.GetRangeId(), gen, before), nil)
+		}
+	}
 	if err := v.s.deleteReplica(req.GetRangeId()); err != nil {
 		return nil, toStatus(nil, err)
 	}
 	return &pb.DeleteReplicaResponse{}, nil
+}
+
+// replicaGeneration is the descriptor generation of this server's replica
+// of range id, running or only stored.
+func (s *Server) replicaGeneration(id uint64) (uint64, bool) {
+	if r, ok := s.replica(id); ok {
+		return r.fsm.Descriptor().GetGeneration(), true
+	}
+	states, err := s.store.RangeStates()
+	if err != nil {
+		return 0, false
+	}
+	for _, st := range states {
+		if st.GetRange().GetRangeId() == id {
+			return st.GetRange().GetGeneration(), true
+		}
+	}
+	return 0, false
 }
 
 func (v *service) RangeInfo(ctx context.Context, req *pb.RangeInfoRequest) (*pb.RangeInfoResponse, error) {
@@ -186,6 +214,7 @@ func (v *service) RangeInfo(ctx context.Context, req *pb.RangeInfoRequest) (*pb.
 		Status: &pb.RangeStatus{
 			RangeId: r.id, Generation: st.GetRange().GetGeneration(), Leader: r.isLeader(),
 			AppliedIndex: st.GetAppliedIndex(), Range: st.GetRange(), Frozen: st.GetFrozen(),
+			Voters: r.voters(r.isLeader()),
 		},
 		LeaderServerId: r.leaderID(),
 	}, nil

@@ -3,6 +3,7 @@ package partitionserver
 import (
 	"errors"
 	"fmt"
+	"sort"
 	"tablestore/partitionserver/grouptransport"
 	"time"
 
@@ -80,6 +81,26 @@ func (r *replica) isVoter(id string) bool {
 		}
 	}
 	return false
+}
+
+// voters lists, on the leader, the voters of r's latest Raft configuration
+// (sorted; nil elsewhere or on error), for the master's replica-set check.
+func (r *replica) voters(leader bool) []string {
+	if !leader {
+		return nil
+	}
+	f := r.raft.GetConfiguration()
+	if f.Error() != nil {
+		return nil
+	}
+	var out []string
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage == raft.Voter {
+			out = append(out, string(s.ID))
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // watchTransfer clears a transfer raft failed to finish: while r leads and

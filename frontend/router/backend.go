@@ -76,7 +76,7 @@ func (r *Router) Write(ctx context.Context, table, pk string, ops []*pb.EntityOp
 		return time.Time{}, err
 	}
 	var ts int64
-	err = r.call(ctx, t, pk, func(ctx context.Context, c pb.PartitionServiceClient, d *pb.RangeDescriptor) error {
+	err = r.call(ctx, t, pk, r.writeAttemptTimeout(len(ops)), func(ctx context.Context, c pb.PartitionServiceClient, d *pb.RangeDescriptor) error {
 		resp, err := c.Write(ctx, &pb.WriteRequest{RangeId: d.GetRangeId(), Generation: d.GetGeneration(), Ops: ops, RequestId: id[:]})
 		if err == nil {
 			ts = resp.GetTimestampUnixNano()
@@ -96,7 +96,7 @@ func (r *Router) Get(ctx context.Context, table, pk, rk string) (*edm.Entity, er
 
 // caller picks how a read reaches its range: through the leader
 // (linearizable) or any replica, followers first (the secondary endpoint).
-func (r *Router) caller(follower bool) func(context.Context, *pb.Table, string, rangeCall) error {
+func (r *Router) caller(follower bool) func(context.Context, *pb.Table, string, time.Duration, rangeCall) error {
 	if follower {
 		return r.followerCall
 	}
@@ -109,7 +109,7 @@ func (r *Router) get(ctx context.Context, table, pk, rk string, follower bool) (
 		return nil, err
 	}
 	var b []byte
-	err = r.caller(follower)(ctx, t, pk, func(ctx context.Context, c pb.PartitionServiceClient, d *pb.RangeDescriptor) error {
+	err = r.caller(follower)(ctx, t, pk, r.cfg.AttemptTimeout, func(ctx context.Context, c pb.PartitionServiceClient, d *pb.RangeDescriptor) error {
 		resp, err := c.Get(ctx, &pb.GetRequest{RangeId: d.GetRangeId(), Generation: d.GetGeneration(), PartitionKey: pk, RowKey: rk, FollowerRead: follower})
 		if err == nil {
 			b = resp.GetEntity()
@@ -161,7 +161,9 @@ func (r *Router) query(ctx context.Context, table string, q frontend.Query, foll
 	for {
 		remaining := top - len(page.Entities)
 		var resp *pb.QueryResponse
-		err := r.caller(follower)(ctx, t, startPK, func(ctx context.Context, c pb.PartitionServiceClient, d *pb.RangeDescriptor) error {
+		// A page may work up to its budget before it answers.
+		attemptTimeout := r.cfg.AttemptTimeout + time.Until(budgetEnd)
+		err := r.caller(follower)(ctx, t, startPK, attemptTimeout, func(ctx context.Context, c pb.PartitionServiceClient, d *pb.RangeDescriptor) error {
 			req := &pb.QueryRequest{
 				RangeId: d.GetRangeId(), Generation: d.GetGeneration(),
 				Filter: q.FilterText, Select: q.Select, Limit: uint32(remaining),

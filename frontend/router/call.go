@@ -14,97 +14,73 @@ import (
 // rangeCall is one attempt of a request on a range.
 type rangeCall func(ctx context.Context, c pb.PartitionServiceClient, d *pb.RangeDescriptor) error
 
-// retryable classifies a failed attempt with the shared rule
-// (internal/rangeclient): whether to retry, and whether the map (not just
-// the leader guess) is stale. ServerBusy goes back to the client with its
-// Retry-After, as Azure answers.
-func retryable(err error) (retry, stale bool) {
-	d := rangeclient.Classify(err)
-	return d.Retry && !d.Busy, d.Stale
+// errNoRange is a key that no range of the cached map holds (a split or
+// merge it has not seen): retried after a map refresh.
+func errNoRange() error {
+	return rpcerr.New(codes.Unavailable, rpcerr.ReasonStaleRange, "no range holds the key in the cached map", nil)
 }
 
-// call runs fn on the range holding (table, pk), following leader changes,
-// stale maps and dead servers until it succeeds, fails for good, or the
-// retry budget is spent.
-func (r *Router) call(ctx context.Context, table *pb.Table, pk string, fn rangeCall) error {
-	deadline := time.Now().Add(r.cfg.RetryTimeout)
-	skip := map[string]bool{}
-	backoff := time.Millisecond
-	var last error
-	pause := func() error {
-		if time.Now().After(deadline) {
-			return last
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(backoff):
-		}
-		// Leader changes and splits settle in tens of milliseconds; keep
-		// retries frequent so the client sees a short pause.
-		if backoff < 50*time.Millisecond {
-			backoff *= 2
-		}
-		return nil
-	}
-	for {
+// call runs fn on the leader of the range holding (table, pk) through the
+// shared range client (internal/rangeclient): it follows leader hints,
+// leader changes, stale maps and dead or silent servers until it succeeds,
+// fails for good, or the retry budget (--retry-timeout) is spent. An
+// attempt with no answer within attemptTimeout is abandoned for the next
+// replica; every caller's attempt is safe to repeat (reads, writes with a
+// request id). ServerBusy goes back to the client with its Retry-After,
+// as Azure answers.
+func (r *Router) call(ctx context.Context, table *pb.Table, pk string, attemptTimeout time.Duration, fn rangeCall) error {
+	var cur *pb.RangeDescriptor
+	candidates := func() ([]string, error) {
 		d, ok := r.locate(table, pk)
 		if !ok {
-			last = rpcerr.New(codes.Unavailable, rpcerr.ReasonStaleRange, "no range holds the key in the cached map", nil)
-			r.refresh(ctx)
-			if err := pause(); err != nil {
-				return err
-			}
-			continue
+			return nil, errNoRange()
 		}
-		id, addr, ok := r.target(d, skip)
-		if !ok {
-			// Every replica refused: wait a moment for an election, then
-			// start over with a fresh map.
-			last = rpcerr.New(codes.Unavailable, rpcerr.ReasonUnavailable, "no reachable replica for the range", nil)
-			skip = map[string]bool{}
-			r.refresh(ctx)
-			if err := pause(); err != nil {
-				return err
+		cur = d
+		return r.candidates(d), nil
+	}
+	return rangeclient.Call(ctx, candidates, r.attempt(&cur, fn), rangeclient.Options{
+		OnLeader: func(server string) { r.hint(cur.GetRangeId(), server) },
+		OnFailure: func(server string, err error, d rangeclient.Decision) {
+			r.countRetry(err)
+			if d.Leader == "" {
+				r.unhint(cur.GetRangeId(), server)
 			}
-			continue
+		},
+		Refresh: func(ctx context.Context) { _ = r.refresh(ctx) },
+		// Leader changes and splits settle in tens of milliseconds; keep
+		// retries frequent so the client sees a short pause.
+		MinBackoff: time.Millisecond, MaxBackoff: 50 * time.Millisecond,
+		AttemptTimeout: attemptTimeout,
+		Deadline:       time.Now().Add(r.cfg.RetryTimeout),
+	})
+}
+
+// attempt sends fn to one server, named by id, for the range *cur.
+func (r *Router) attempt(cur **pb.RangeDescriptor, fn rangeCall) rangeclient.Attempt {
+	return func(ctx context.Context, server string) error {
+		addr, ok := r.addrOf(server)
+		if !ok {
+			return rpcerr.New(codes.Unavailable, rpcerr.ReasonUnavailable, "server "+server+" is not in the cached map", nil)
 		}
 		c, err := r.pool.Partition(addr)
 		if err != nil {
 			return err
 		}
-		err = fn(ctx, c, d)
-		if err == nil {
-			return nil
-		}
-		last = err
-		info := rpcerr.Parse(err)
-		retry, stale := retryable(err)
-		if !retry || ctx.Err() != nil {
-			return err
-		}
-		reason := info.Reason
-		if reason == "" {
-			reason = info.Code.String()
-		}
-		retriesTotal.WithLabelValues(reason).Inc()
-		if time.Now().After(deadline) {
-			return err
-		}
-		if leader := info.Metadata[rpcerr.MetaLeader]; info.Reason == rpcerr.ReasonNotLeader && leader != "" && leader != id && !skip[leader] {
-			// Follow the hint at once.
-			r.hint(d.GetRangeId(), leader)
-			skip[id] = true
-			continue
-		}
-		skip[id] = true
-		r.hint(d.GetRangeId(), "")
-		if stale {
-			r.refresh(ctx)
-			skip = map[string]bool{}
-			if err := pause(); err != nil {
-				return err
-			}
-		}
+		return fn(ctx, c, *cur)
 	}
+}
+
+func (r *Router) countRetry(err error) {
+	info := rpcerr.Parse(err)
+	reason := info.Reason
+	if reason == "" {
+		reason = info.Code.String()
+	}
+	retriesTotal.WithLabelValues(reason).Inc()
+}
+
+// writeAttemptTimeout bounds one attempt of a write of n operations: a
+// batch takes longer to validate and apply.
+func (r *Router) writeAttemptTimeout(n int) time.Duration {
+	return r.cfg.AttemptTimeout + time.Duration(n)*r.cfg.AttemptTimeout/50
 }

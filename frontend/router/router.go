@@ -26,6 +26,11 @@ type Config struct {
 	Masters []string
 	// RetryTimeout bounds the transparent retries of one request.
 	RetryTimeout time.Duration
+	// AttemptTimeout bounds one attempt of a request on a server before
+	// the next replica is tried (a paused or partitioned leader answers
+	// nothing); a write of n entities gets n/50 of it more, a query page
+	// its work budget more.
+	AttemptTimeout time.Duration
 	// TLS is mutual TLS for the calls to masters and partition servers.
 	TLS peertls.Config
 	// StartTimeout bounds how long a starting front-end waits for a
@@ -35,7 +40,7 @@ type Config struct {
 
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config {
-	return Config{Masters: []string{"127.0.0.1:7000"}, RetryTimeout: 10 * time.Second, StartTimeout: 30 * time.Second}
+	return Config{Masters: []string{"127.0.0.1:7000"}, RetryTimeout: 10 * time.Second, AttemptTimeout: 500 * time.Millisecond, StartTimeout: 30 * time.Second}
 }
 
 // Validate reports invalid settings.
@@ -43,8 +48,8 @@ func (c *Config) Validate() error {
 	if len(c.Masters) == 0 {
 		return errors.New("router: at least one master address is required")
 	}
-	if c.RetryTimeout <= 0 || c.StartTimeout <= 0 {
-		return errors.New("router: retry-timeout and start-timeout must be positive")
+	if c.RetryTimeout <= 0 || c.StartTimeout <= 0 || c.AttemptTimeout <= 0 {
+		return errors.New("router: retry-timeout, attempt-timeout and start-timeout must be positive")
 	}
 	return c.TLS.Validate()
 }
@@ -258,42 +263,45 @@ func (r *Router) locate(t *pb.Table, pk string) (*pb.RangeDescriptor, bool) {
 	return d, true
 }
 
-// target picks the server to send a range request to: the hinted or
-// reported leader, else the replica after the one that failed last.
-func (r *Router) target(d *pb.RangeDescriptor, skip map[string]bool) (string, string, bool) {
+// candidates lists the servers to try for a range, by id: the hinted or
+// reported leader first, then the replicas in the descriptor's order.
+func (r *Router) candidates(d *pb.RangeDescriptor) []string {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	pick := func(id string) (string, string, bool) {
-		s, ok := r.servers[id]
-		if !ok || skip[id] {
-			return "", "", false
-		}
-		return id, s.GetGrpcAddr(), true
-	}
+	out := make([]string, 0, len(d.GetReplicas())+2)
 	if id, ok := r.hinted[d.GetRangeId()]; ok {
-		if a, b, ok := pick(id); ok {
-			return a, b, true
-		}
+		out = append(out, id)
 	}
 	if id, ok := r.leaders[d.GetRangeId()]; ok {
-		if a, b, ok := pick(id); ok {
-			return a, b, true
-		}
+		out = append(out, id)
 	}
 	for _, rep := range d.GetReplicas() {
-		if a, b, ok := pick(rep.GetServerId()); ok {
-			return a, b, true
-		}
+		out = append(out, rep.GetServerId())
 	}
-	return "", "", false
+	return out
 }
 
+// addrOf is the gRPC address of a server in the cached map.
+func (r *Router) addrOf(server string) (string, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	s, ok := r.servers[server]
+	return s.GetGrpcAddr(), ok
+}
+
+// hint records the leader of a range learned from a partition server.
 func (r *Router) hint(rangeID uint64, server string) {
 	r.mu.Lock()
-	if server == "" {
+	r.hinted[rangeID] = server
+	r.mu.Unlock()
+}
+
+// unhint drops the hint for a range if it names server (which just failed
+// without naming another leader).
+func (r *Router) unhint(rangeID uint64, server string) {
+	r.mu.Lock()
+	if r.hinted[rangeID] == server {
 		delete(r.hinted, rangeID)
-	} else {
-		r.hinted[rangeID] = server
 	}
 	r.mu.Unlock()
 }
@@ -305,6 +313,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		return nil
 	})
 	fs.DurationVar(&c.RetryTimeout, "retry-timeout", c.RetryTimeout, "how long to retry a request across leader changes and stale maps")
+	fs.DurationVar(&c.AttemptTimeout, "attempt-timeout", c.AttemptTimeout, "how long one attempt of a request waits for a partition server before trying the next replica (writes get more per entity, queries their work budget more)")
 	fs.DurationVar(&c.StartTimeout, "start-timeout", c.StartTimeout, "how long a starting front-end waits for a master's partition map before it gives up")
 	c.TLS.RegisterFlags(fs)
 }

@@ -2,12 +2,14 @@ package router
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"google.golang.org/grpc/codes"
 
 	"tablestore/frontend"
 	"tablestore/internal/edm"
+	"tablestore/internal/rangeclient"
 	"tablestore/internal/rpcerr"
 	pb "tablestore/proto/tablestorepb"
 )
@@ -20,71 +22,50 @@ import (
 var _ frontend.SecondaryReader = (*Router)(nil)
 
 // followerCall runs fn on one replica of the range holding (table, pk),
-// followers first, moving on when a replica is unreachable or no longer
-// hosts the range.
-func (r *Router) followerCall(ctx context.Context, t *pb.Table, pk string, fn rangeCall) error {
-	d, ok := r.locate(t, pk)
-	if !ok {
-		if err := r.refresh(ctx); err != nil {
-			return err
+// followers first, moving on when a replica is unreachable, silent or no
+// longer hosts the range; a stale map is refreshed once (an outage is not
+// worth waiting for: two rounds).
+func (r *Router) followerCall(ctx context.Context, t *pb.Table, pk string, attemptTimeout time.Duration, fn rangeCall) error {
+	var cur *pb.RangeDescriptor
+	candidates := func() ([]string, error) {
+		d, ok := r.locate(t, pk)
+		if !ok {
+			return nil, errNoRange()
 		}
-		if d, ok = r.locate(t, pk); !ok {
-			return rpcerr.New(codes.Unavailable, rpcerr.ReasonStaleRange, "no range holds the key in the map", nil)
-		}
+		cur = d
+		return r.followersFirst(d), nil
 	}
-	var last error = rpcerr.New(codes.Unavailable, rpcerr.ReasonUnavailable, "the range has no replica", nil)
-	for attempt := 0; attempt < 2; attempt++ {
-		stale := false
-		for _, addr := range r.followersFirst(d) {
-			c, err := r.pool.Partition(addr)
-			if err != nil {
-				last = err
-				continue
-			}
-			err = fn(ctx, c, d)
-			if err == nil {
-				return nil
-			}
-			last = err
-			retry, staleMap := retryable(err)
-			if !retry || ctx.Err() != nil {
-				return err
-			}
-			stale = stale || staleMap
-		}
-		// Every replica refused; a split or merge the cached map has not
-		// seen yet is worth one refresh (an outage is not).
-		if !stale || r.refresh(ctx) != nil {
-			break
-		}
-		if d, ok = r.locate(t, pk); !ok {
-			break
-		}
+	err := rangeclient.Call(ctx, candidates, r.attempt(&cur, fn), rangeclient.Options{
+		OnFailure:      func(_ string, err error, _ rangeclient.Decision) { r.countRetry(err) },
+		Refresh:        func(ctx context.Context) { _ = r.refresh(ctx) },
+		MinBackoff:     time.Millisecond,
+		AttemptTimeout: attemptTimeout,
+		Deadline:       time.Now().Add(r.cfg.RetryTimeout),
+		Rounds:         2,
+	})
+	if errors.Is(err, rangeclient.ErrNoCandidate) {
+		err = rpcerr.New(codes.Unavailable, rpcerr.ReasonUnavailable, "the range has no replica", nil)
 	}
-	return last
+	return err
 }
 
-// followersFirst lists the gRPC addresses of a range's replicas, the
-// presumed leader last.
+// followersFirst lists the ids of a range's replicas, the presumed leader
+// last.
 func (r *Router) followersFirst(d *pb.RangeDescriptor) []string {
 	r.mu.RLock()
-	defer r.mu.RUnlock()
 	leader := r.leaders[d.GetRangeId()]
+	r.mu.RUnlock()
 	var out []string
-	var leaderAddr string
+	hasLeader := false
 	for _, rep := range d.GetReplicas() {
-		s, ok := r.servers[rep.GetServerId()]
-		if !ok {
-			continue
-		}
 		if rep.GetServerId() == leader {
-			leaderAddr = s.GetGrpcAddr()
+			hasLeader = true
 			continue
 		}
-		out = append(out, s.GetGrpcAddr())
+		out = append(out, rep.GetServerId())
 	}
-	if leaderAddr != "" {
-		out = append(out, leaderAddr)
+	if hasLeader {
+		out = append(out, leader)
 	}
 	return out
 }
@@ -118,7 +99,7 @@ func (r *Router) SecondarySync(ctx context.Context) (time.Time, error) {
 	oldest := time.Now()
 	for _, p := range probes {
 		var synced int64
-		err := r.followerCall(ctx, p.t, p.d.GetStart(), func(ctx context.Context, c pb.PartitionServiceClient, d *pb.RangeDescriptor) error {
+		err := r.followerCall(ctx, p.t, p.d.GetStart(), r.cfg.AttemptTimeout, func(ctx context.Context, c pb.PartitionServiceClient, d *pb.RangeDescriptor) error {
 			// One entity from the range's start: cheap, and an empty
 			// range reports the sync time too.
 			resp, err := c.Query(ctx, &pb.QueryRequest{RangeId: d.GetRangeId(), Generation: d.GetGeneration(), Limit: 1,

@@ -3,6 +3,7 @@ package rangeclient
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -51,7 +52,9 @@ func Classify(err error) Decision {
 type Attempt func(ctx context.Context, server string) error
 
 // Candidates returns, for one round, the servers to try in order (the
-// believed leader first).
+// believed leader first). An error that Classify says to retry (a key no
+// range of the cached map holds: STALE_RANGE) ends the round instead of
+// the call.
 type Candidates func() ([]string, error)
 
 // Options tune Call.
@@ -60,36 +63,77 @@ type Options struct {
 	RetryBusy bool
 	// OnLeader learns the server that succeeded or that a refusal named.
 	OnLeader func(server string)
-	// MaxBackoff caps the pause between rounds (default 200 ms).
-	MaxBackoff time.Duration
+	// OnFailure learns each failed attempt that Call retries (metrics; a
+	// caller drops its leader guess for a server that failed without
+	// naming another leader).
+	OnFailure func(server string, err error, d Decision)
+	// Refresh re-reads the caller's map: after a stale answer, and after
+	// a round in which every candidate failed. The next round asks
+	// Candidates again.
+	Refresh func(ctx context.Context)
+	// MinBackoff and MaxBackoff bound the pause between rounds, which
+	// doubles from MinBackoff (defaults 10 ms, 200 ms).
+	MinBackoff, MaxBackoff time.Duration
+	// AttemptTimeout, when positive, abandons an attempt that has not
+	// answered within it (a paused or partitioned server keeps its
+	// connections open and answers nothing) and tries the next candidate.
+	// Set it only when an abandoned attempt is safe to repeat: reads, and
+	// writes carrying the request id the partition server deduplicates
+	// on.
+	AttemptTimeout time.Duration
+	// Deadline, when set, is when Call stops starting attempts and returns
+	// the last error (ctx still bounds the attempt in flight).
+	Deadline time.Time
+	// Rounds, when positive, caps the rounds over the candidates.
+	Rounds int
 }
 
 // Call runs attempt on the candidates, leader hints first, round after
-// round with a growing pause, until it succeeds, fails for good, or ctx
-// ends. It returns the last error.
+// round with a growing pause, until it succeeds, fails for good, the
+// deadline or the round cap is reached, or ctx ends. It returns the last
+// error.
 func Call(ctx context.Context, cands Candidates, attempt Attempt, o Options) error {
-	maxBackoff := o.MaxBackoff
+	backoff, maxBackoff := o.MinBackoff, o.MaxBackoff
+	if backoff <= 0 {
+		backoff = 10 * time.Millisecond
+	}
 	if maxBackoff <= 0 {
 		maxBackoff = 200 * time.Millisecond
 	}
-	backoff := 10 * time.Millisecond
+	late := func() bool { return !o.Deadline.IsZero() && time.Now().After(o.Deadline) }
 	var last error
-	for ctx.Err() == nil {
-		servers, err := cands()
-		if err != nil {
-			return err
+	refresh := func() {
+		if o.Refresh != nil {
+			o.Refresh(ctx)
 		}
-		if len(servers) == 0 {
+	}
+	for round := 0; ctx.Err() == nil; round++ {
+		if o.Rounds > 0 && round >= o.Rounds {
+			break
+		}
+		servers, err := cands()
+		stale := false
+		if err != nil {
+			d := Classify(err)
+			if !d.Retry {
+				return err
+			}
+			last, stale = err, d.Stale
+			servers = nil
+		} else if len(servers) == 0 {
 			last = ErrNoCandidate
 		}
 		tried := map[string]bool{}
-		for i := 0; i < len(servers); i++ {
+		for i := 0; i < len(servers) && !stale; i++ {
 			s := servers[i]
 			if s == "" || tried[s] {
 				continue
 			}
+			if late() && last != nil {
+				return last
+			}
 			tried[s] = true
-			err := attempt(ctx, s)
+			err := try(ctx, s, attempt, o.AttemptTimeout)
 			if err == nil {
 				if o.OnLeader != nil {
 					o.OnLeader(s)
@@ -101,6 +145,13 @@ func Call(ctx context.Context, cands Candidates, attempt Attempt, o Options) err
 			if !d.Retry || (d.Busy && !o.RetryBusy) || ctx.Err() != nil {
 				return err
 			}
+			if o.OnFailure != nil {
+				o.OnFailure(s, err, d)
+			}
+			if d.Stale {
+				stale = true
+				break
+			}
 			if d.Leader != "" && !tried[d.Leader] {
 				if o.OnLeader != nil {
 					o.OnLeader(d.Leader)
@@ -108,6 +159,12 @@ func Call(ctx context.Context, cands Candidates, attempt Attempt, o Options) err
 				// Follow the hint next.
 				servers = append(servers[:i+1], append([]string{d.Leader}, servers[i+1:]...)...)
 			}
+		}
+		// Every candidate failed, or the map is stale: a fresh map may
+		// name new servers or a new range.
+		refresh()
+		if late() {
+			break
 		}
 		select {
 		case <-ctx.Done():
@@ -119,4 +176,22 @@ func Call(ctx context.Context, cands Candidates, attempt Attempt, o Options) err
 		last = ctx.Err()
 	}
 	return last
+}
+
+// try runs one attempt, abandoning it after timeout (when positive) with
+// an UNAVAILABLE error Classify retries.
+func try(ctx context.Context, server string, attempt Attempt, timeout time.Duration) error {
+	if timeout <= 0 {
+		return attempt(ctx, server)
+	}
+	actx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	err := attempt(actx, server)
+	if err != nil && ctx.Err() == nil && errors.Is(actx.Err(), context.DeadlineExceeded) {
+		// UNAVAILABLE: the outcome is unknown, and the caller chose the
+		// option because a repeat is safe.
+		return rpcerr.New(codes.Unavailable, rpcerr.ReasonUnavailable,
+			fmt.Sprintf("rangeclient: %s gave no answer within the attempt timeout %v (%v)", server, timeout, err), nil)
+	}
+	return err
 }

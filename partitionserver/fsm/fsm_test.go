@@ -15,6 +15,7 @@ import (
 
 	"tablestore/internal/edm"
 	"tablestore/internal/keys"
+	"tablestore/internal/failpoint"
 	"tablestore/internal/logging"
 	pb "tablestore/proto/tablestorepb"
 )
@@ -655,5 +656,45 @@ func TestSplitAppliesEvenIfTheNewRangeWasPrecreated(t *testing.T) {
 	right, _ := s.OpenRange(2, logging.Discard())
 	if st := right.State(); st.GetEntityCount() != 1 || !st.GetBootstrap() {
 		t.Fatalf("right range state = %+v", st)
+	}
+}
+
+// TestFailedCommitStops: a group commit that fails outside the committer
+// (here in a snapshot's flush) must not drop applied entries and go on: the
+// next commit would record a later applied index over a hole.
+func TestFailedCommitStops(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenWithInterval(filepath.Join(dir, "state.db"), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.CreateRange(&pb.RangeDescriptor{RangeId: 1, TableId: 1, Generation: 1}, true); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := s.OpenRange(1, logging.Discard())
+	write := func(index uint64, rk string) {
+		data, _ := EncodeWrite(&pb.WriteCommand{ProposedUnixNano: int64(index) * 1000, Ops: []*pb.EntityOp{op(pb.OpKind_OP_KIND_INSERT, "p", rk, entityBytes(t, nil))}})
+		if res := r.ApplyBatch([]*raft.Log{{Index: index, Type: raft.LogCommand, Data: data}}); res[0].(*Result).Err != nil {
+			t.Fatal(res[0].(*Result).Err)
+		}
+	}
+	write(1, "first")
+	failpoint.Enable("partitionserver/fsm/commit", nil)
+	panicked := func() (p bool) {
+		defer func() { p = recover() != nil }()
+		_, _ = r.Snapshot()
+		return false
+	}()
+	failpoint.Disable("partitionserver/fsm/commit")
+	if panicked {
+		return
+	}
+	write(2, "second")
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Get("p", "first"); r.AppliedIndex() >= 1 && err != nil {
+		t.Fatalf("applied index %d but entry 1's entity is gone (%v): a failed commit left a hole", r.AppliedIndex(), err)
 	}
 }

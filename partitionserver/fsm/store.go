@@ -183,7 +183,13 @@ func (s *Store) commitLocked() error {
 	afters := s.afters
 	s.afters = nil
 	if err != nil {
-		return err
+		// The pending transaction held applied log entries that raft
+		// will not hand over again, while the ranges' in-memory state
+		// has moved past them: going on would leave a hole in the file
+		// under a later applied index. Stop; a restart replays them from
+		// the log (whoever called: the committer, a snapshot, a range
+		// creation).
+		panic(fmt.Sprintf("fsm: commit of applied entries failed: %v", err))
 	}
 	for _, f := range afters {
 		f()

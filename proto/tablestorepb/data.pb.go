@@ -996,14 +996,18 @@ func (x *Event) GetCause() string {
 
 // RangeStatus is what a partition server reports about one of its replicas.
 type RangeStatus struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RangeId       uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
-	Generation    uint64                 `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
-	Leader        bool                   `protobuf:"varint,3,opt,name=leader,proto3" json:"leader,omitempty"`
-	AppliedIndex  uint64                 `protobuf:"varint,4,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
-	Load          *RangeLoad             `protobuf:"bytes,5,opt,name=load,proto3" json:"load,omitempty"`
-	Range         *RangeDescriptor       `protobuf:"bytes,6,opt,name=range,proto3" json:"range,omitempty"`
-	Frozen        bool                   `protobuf:"varint,7,opt,name=frozen,proto3" json:"frozen,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	RangeId      uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
+	Generation   uint64                 `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
+	Leader       bool                   `protobuf:"varint,3,opt,name=leader,proto3" json:"leader,omitempty"`
+	AppliedIndex uint64                 `protobuf:"varint,4,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	Load         *RangeLoad             `protobuf:"bytes,5,opt,name=load,proto3" json:"load,omitempty"`
+	Range        *RangeDescriptor       `protobuf:"bytes,6,opt,name=range,proto3" json:"range,omitempty"`
+	Frozen       bool                   `protobuf:"varint,7,opt,name=frozen,proto3" json:"frozen,omitempty"`
+	// On the leader: the voters of the range's latest Raft configuration,
+	// sorted. The master compares them with the descriptor to finish a
+	// replica change a failover interrupted.
+	Voters        []string `protobuf:"bytes,8,rep,name=voters,proto3" json:"voters,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1085,6 +1089,13 @@ func (x *RangeStatus) GetFrozen() bool {
 		return x.Frozen
 	}
 	return false
+}
+
+func (x *RangeStatus) GetVoters() []string {
+	if x != nil {
+		return x.Voters
+	}
+	return nil
 }
 
 // PartitionMap is the cluster's view of tables, ranges and servers.
@@ -2649,7 +2660,7 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	" \x01(\tR\x05cause\x1a:\n" +
 	"\fFiguresEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\x81\x02\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\x99\x02\n" +
 	"\vRangeStatus\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x1e\n" +
 	"\n" +
@@ -2659,7 +2670,8 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\rapplied_index\x18\x04 \x01(\x04R\fappliedIndex\x12,\n" +
 	"\x04load\x18\x05 \x01(\v2\x18.tablestore.v1.RangeLoadR\x04load\x124\n" +
 	"\x05range\x18\x06 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\x12\x16\n" +
-	"\x06frozen\x18\a \x01(\bR\x06frozen\"\xbf\x04\n" +
+	"\x06frozen\x18\a \x01(\bR\x06frozen\x12\x16\n" +
+	"\x06voters\x18\b \x03(\tR\x06voters\"\xbf\x04\n" +
 	"\fPartitionMap\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12,\n" +
 	"\x06tables\x18\x02 \x03(\v2\x14.tablestore.v1.TableR\x06tables\x126\n" +

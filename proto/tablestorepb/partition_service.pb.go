@@ -1253,10 +1253,16 @@ func (*CreateReplicaResponse) Descriptor() ([]byte, []int) {
 }
 
 type DeleteReplicaRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RangeId       uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	RangeId uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
+	// When set, delete only a replica whose descriptor generation is below
+	// it: the generation that removed this server from the range. A replica
+	// created since (a later move added the server back) is a voter whose
+	// log and vote Raft's safety depends on, and stays. A delete can arrive
+	// late: sent to a stopped process, it runs when the process resumes.
+	BeforeGeneration uint64 `protobuf:"varint,2,opt,name=before_generation,json=beforeGeneration,proto3" json:"before_generation,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *DeleteReplicaRequest) Reset() {
@@ -1292,6 +1298,13 @@ func (*DeleteReplicaRequest) Descriptor() ([]byte, []int) {
 func (x *DeleteReplicaRequest) GetRangeId() uint64 {
 	if x != nil {
 		return x.RangeId
+	}
+	return 0
+}
+
+func (x *DeleteReplicaRequest) GetBeforeGeneration() uint64 {
+	if x != nil {
+		return x.BeforeGeneration
 	}
 	return 0
 }
@@ -1533,9 +1546,10 @@ const file_tablestore_v1_partition_service_proto_rawDesc = "" +
 	"\x0eRaftAddrsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x17\n" +
-	"\x15CreateReplicaResponse\"1\n" +
+	"\x15CreateReplicaResponse\"^\n" +
 	"\x14DeleteReplicaRequest\x12\x19\n" +
-	"\brange_id\x18\x01 \x01(\x04R\arangeId\"\x17\n" +
+	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12+\n" +
+	"\x11before_generation\x18\x02 \x01(\x04R\x10beforeGeneration\"\x17\n" +
 	"\x15DeleteReplicaResponse\"-\n" +
 	"\x10RangeInfoRequest\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\"q\n" +

@@ -1,0 +1,226 @@
+package cluster
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"tablestore/internal/failpoint"
+	pb "tablestore/proto/tablestorepb"
+)
+
+// TestMoveInterruptedByMasterFailover stops a move after it added the new
+// voter and before it removed the old one (a failpoint, as if the master
+// died there), restarts the master, and requires the range back at three
+// replicas with its descriptor equal to its Raft configuration (the
+// leading master finishes the move), then every acknowledged write there
+// once, and the range movable again (an interrupted move once stalled a
+// drain).
+func TestMoveInterruptedByMasterFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := startTuned(t, 5, quietPolicies, nil)
+	sc := serviceClient(t, c, 0)
+	ctx := ctxT(t, 3*time.Minute)
+	const table = "movecrash"
+	tcl := newTable(t, sc, table)
+	mc := masterClient(t, c)
+	w := startWorkload(t, tcl, 3, spreadKeys)
+	time.Sleep(300 * time.Millisecond)
+
+	rng := tableRanges(partitionMap(t, mc), table)[0]
+	var leader string
+	waitFor(t, 10*time.Second, "a range leader", func() bool {
+		leader = partitionMap(t, mc).GetLeaders()[rng.GetRangeId()]
+		return leader != ""
+	})
+	from, to := "", ""
+	for _, r := range rng.GetReplicas() {
+		if r.GetServerId() != leader {
+			from = r.GetServerId()
+		}
+	}
+	for _, n := range c.Servers {
+		if !hasServer(rng, n.Config.ID) {
+			to = n.Config.ID
+			break
+		}
+	}
+	failpoint.Enable("master/move/after-add", nil)
+	err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
+		_, err := m.Move(ctx, &pb.MoveRequest{RangeId: rng.GetRangeId(), ToServerId: to, FromServerId: from})
+		return err
+	})
+	failpoint.Disable("master/move/after-add")
+	if err == nil {
+		t.Fatal("move succeeded through the failpoint")
+	}
+	if err := c.StopMaster(0); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.RestartMaster(0); err != nil {
+		t.Fatal(err)
+	}
+	var got *pb.RangeDescriptor
+	waitFor(t, 20*time.Second, "the range with four voters reported (the add survived)", func() bool {
+		got = tableRanges(partitionMap(t, mc), table)[0]
+		return len(got.GetReplicas()) == 4 || (len(got.GetReplicas()) == 3 && hasServer(got, to))
+	})
+	start := time.Now()
+	waitFor(t, 30*time.Second, "the interrupted move finished: three replicas", func() bool {
+		got = tableRanges(partitionMap(t, mc), table)[0]
+		return len(got.GetReplicas()) == 3
+	})
+	t.Logf("back to 3 replicas %v in %v (moved %s -> %s)", got.GetReplicas(), time.Since(start).Round(time.Millisecond), from, to)
+	// The descriptor is the Raft configuration: the leader's own view.
+	waitFor(t, 10*time.Second, "the leader's Raft configuration equal to the descriptor", func() bool {
+		m := partitionMap(t, mc)
+		d := tableRanges(m, table)[0]
+		l := m.GetLeaders()[d.GetRangeId()]
+		if l == "" {
+			return false
+		}
+		s := c.Servers[c.ServerIndex(l)].Server
+		info, err := s.Service().RangeInfo(context.Background(), &pb.RangeInfoRequest{RangeId: d.GetRangeId()})
+		return err == nil && sameIDs(info.GetStatus().GetVoters(), d.GetReplicas())
+	})
+	// The range moves again (an interrupted move once stalled a drain:
+	// the range was never movable again).
+	got = tableRanges(partitionMap(t, mc), table)[0]
+	to = ""
+	for _, n := range c.Servers {
+		if !hasServer(got, n.Config.ID) {
+			to = n.Config.ID
+		}
+	}
+	err = mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
+		_, err := m.Move(ctx, &pb.MoveRequest{RangeId: got.GetRangeId(), ToServerId: to})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("move to %s after recovery: %v", to, err)
+	}
+	if got = tableRanges(partitionMap(t, mc), table)[0]; len(got.GetReplicas()) != 3 || !hasServer(got, to) {
+		t.Fatalf("after the second move: replicas %v, want %s among 3", got.GetReplicas(), to)
+	}
+	acked := w.halt()
+	t.Logf("%d acknowledged writes, %d failed", len(acked), w.failed.Load())
+	verifyExactlyOnce(t, tcl, acked)
+}
+
+func sameIDs(ids []string, reps []*pb.Replica) bool {
+	if len(ids) != len(reps) {
+		return false
+	}
+	for _, id := range ids {
+		found := false
+		for _, r := range reps {
+			found = found || r.GetServerId() == id
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// TestLateReplicaDelete moves a range's replica off a server and back, then
+// delivers the first move's delete of that replica late (as a server
+// stopped with SIGSTOP runs a queued request when it resumes), at the worst
+// moment: the other follower is paused, so writes are committed by the
+// leader and the re-created replica alone; then the leader crashes and the
+// paused follower resumes. The re-created replica is a voter: it must keep
+// its log, its vote and its data, or the two survivors elect a leader
+// without the acknowledged writes.
+func TestLateReplicaDelete(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := startTuned(t, 4, quietPolicies, nil)
+	sc := serviceClient(t, c, 0)
+	ctx := ctxT(t, 2*time.Minute)
+	const table = "latedelete"
+	tcl := newTable(t, sc, table)
+	mc := masterClient(t, c)
+	acked := map[string]int64{}
+	writeSeq(t, tcl, acked, "before", 20)
+	rng := tableRanges(partitionMap(t, mc), table)[0]
+	id := rng.GetRangeId()
+	var leader string
+	waitFor(t, 10*time.Second, "a range leader", func() bool {
+		leader = partitionMap(t, mc).GetLeaders()[id]
+		return leader != ""
+	})
+	victim, spare := "", ""
+	for _, r := range rng.GetReplicas() {
+		if r.GetServerId() != leader {
+			victim = r.GetServerId()
+		}
+	}
+	for _, n := range c.Servers {
+		if !hasServer(rng, n.Config.ID) {
+			spare = n.Config.ID
+		}
+	}
+	move := func(from, to string) *pb.RangeDescriptor {
+		t.Helper()
+		var resp *pb.MoveResponse
+		err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
+			var err error
+			resp, err = m.Move(ctx, &pb.MoveRequest{RangeId: id, ToServerId: to, FromServerId: from})
+			return err
+		})
+		if err != nil {
+			t.Fatalf("move %s -> %s: %v", from, to, err)
+		}
+		return resp.GetRange()
+	}
+	away := move(victim, spare)
+	vi := c.ServerIndex(victim)
+	waitFor(t, 20*time.Second, "the moved-off replica deleted", func() bool {
+		return rangeInfo(c.Servers[vi].Server, id) == nil
+	})
+	// Back onto the victim, off the follower that is not the victim.
+	m := partitionMap(t, mc)
+	leader = m.GetLeaders()[id]
+	from := ""
+	for _, r := range tableRanges(m, table)[0].GetReplicas() {
+		if r.GetServerId() != leader {
+			from = r.GetServerId()
+		}
+	}
+	back := move(from, victim)
+	t.Logf("moved %s -> %s (generation %d), %s -> %s (generation %d)", victim, spare, away.GetGeneration(), from, victim, back.GetGeneration())
+	m = partitionMap(t, mc)
+	leader = m.GetLeaders()[id]
+	other := ""
+	for _, r := range back.GetReplicas() {
+		if r.GetServerId() != leader && r.GetServerId() != victim {
+			other = r.GetServerId()
+		}
+	}
+	if leader == victim || other == "" {
+		t.Fatalf("leader %s, victim %s, other %q: want the victim a follower", leader, victim, other)
+	}
+	li, oi := c.ServerIndex(leader), c.ServerIndex(other)
+	waitFor(t, 20*time.Second, "the re-created replica caught up", func() bool {
+		v, l := rangeInfo(c.Servers[vi].Server, id), rangeInfo(c.Servers[li].Server, id)
+		return v != nil && l != nil && v.GetAppliedIndex() >= l.GetAppliedIndex()
+	})
+	// Writes committed by the leader and the victim only.
+	c.PauseServer(oi, true)
+	writeSeq(t, tcl, acked, "paused", 30)
+	// The first move's delete, arriving now.
+	_, err := c.Servers[vi].Server.Service().DeleteReplica(ctx, &pb.DeleteReplicaRequest{RangeId: id, BeforeGeneration: away.GetGeneration()})
+	t.Logf("late delete on %s: %v", victim, err)
+	if rangeInfo(c.Servers[vi].Server, id) == nil {
+		t.Errorf("the replica a move re-created on %s was deleted by a late delete", victim)
+	}
+	if err := c.CrashServer(li); err != nil {
+		t.Fatal(err)
+	}
+	c.PauseServer(oi, false)
+	t.Logf("crashed the leader %s, resumed %s", leader, other)
+	verifyExactlyOnce(t, tcl, acked)
+}

@@ -1,0 +1,249 @@
+package master
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	pb "tablestore/proto/tablestorepb"
+)
+
+var replicaFixesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Namespace: "tablestore", Subsystem: "master", Name: "replica_set_fixes_total",
+	Help: "Replica changes a failover interrupted, finished by the leading master: sync (descriptor set to the Raft configuration) or remove (a voter beyond the replication factor).",
+}, []string{"fix"})
+
+func init() { prometheus.MustRegister(replicaFixesTotal) }
+
+// The replica-set check finishes replica changes a failover interrupted. A
+// move adds the new voter, then removes the old one, each step a
+// ChangeReplicas on the range's leader that also records the voters in the
+// range's descriptor (a new generation the master adopts from heartbeats).
+// A master that dies between the steps leaves the range with a voter too
+// many; one that dies inside a step can leave the range's descriptor behind
+// its Raft configuration. Nothing else would ever fix either: the next
+// master does not know the operation existed. So the leading master
+// compares, per range, the descriptor with the voters its leader reports
+// and the replication factor, and once a difference has lasted
+// reconcileGrace (an operation of the previous master may still be
+// finishing) it:
+//
+//   - records the Raft configuration in the descriptor when they differ
+//     (ChangeReplicas with nothing to add or remove);
+//   - else removes voters beyond the replication factor, never the leader:
+//     one on a down server first (a re-replication was interrupted), then
+//     one on a draining server (a drain), then one on the server with the
+//     most replicas (a balancing move; ties: the greater id).
+
+// reconcileGrace is how long a difference must last before it is fixed.
+const reconcileGrace = 5 * time.Second
+
+// voterReport is a range leader's report of its Raft configuration.
+type voterReport struct {
+	server     string
+	generation uint64
+	voters     []string
+	at         time.Time
+}
+
+// replicaCheck is the input of planReplicaFix for one range.
+type replicaCheck struct {
+	factor   int
+	replicas []string // the descriptor's
+	voters   []string // the leader's Raft configuration; nil: not known
+	leader   string
+	down     map[string]bool
+	draining map[string]bool
+	counts   map[string]int // replicas per server, over every range
+}
+
+// replicaFix is what to do about a range: nothing, record its Raft
+// configuration, or remove one voter.
+type replicaFix struct {
+	sync   bool
+	remove string
+	reason string
+}
+
+func (f replicaFix) none() bool { return !f.sync && f.remove == "" }
+
+// planReplicaFix is the replica-set rule (see above).
+func planReplicaFix(c replicaCheck) replicaFix {
+	if c.voters != nil && !sameSet(c.voters, c.replicas) {
+		return replicaFix{sync: true, reason: fmt.Sprintf("Raft configuration %v, descriptor %v", c.voters, c.replicas)}
+	}
+	if len(c.replicas) <= c.factor || c.leader == "" {
+		return replicaFix{}
+	}
+	var cands []string
+	for _, r := range c.replicas {
+		if r != c.leader {
+			cands = append(cands, r)
+		}
+	}
+	rank := func(s string) int {
+		switch {
+		case c.down[s]:
+			return 0
+		case c.draining[s]:
+			return 1
+		}
+		return 2
+	}
+	sort.Slice(cands, func(i, j int) bool {
+		a, b := cands[i], cands[j]
+		if rank(a) != rank(b) {
+			return rank(a) < rank(b)
+		}
+		if c.counts[a] != c.counts[b] {
+			return c.counts[a] > c.counts[b]
+		}
+		return a > b
+	})
+	if len(cands) == 0 {
+		return replicaFix{}
+	}
+	return replicaFix{remove: cands[0], reason: fmt.Sprintf("%d voters %v, replication factor %d", len(c.replicas), c.replicas, c.factor)}
+}
+
+func sameSet(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	x, y := slices.Clone(a), slices.Clone(b)
+	slices.Sort(x)
+	slices.Sort(y)
+	return slices.Equal(x, y)
+}
+
+// reconcileReplicas runs the replica-set check on the leader (policyLoop,
+// even with the policies off: it is recovery). pending remembers since when
+// each range has differed.
+func (s *Server) reconcileReplicas(pending map[uint64]time.Time) {
+	now := time.Now()
+	checks := s.replicaChecks(now)
+	for id := range pending {
+		// A range without a fresh report (its leader is changing) keeps
+		// its place: only a check that finds nothing to fix resets it.
+		if _, ok := s.rangeDesc(id); !ok {
+			delete(pending, id)
+		}
+	}
+	for id, c := range checks {
+		fix := planReplicaFix(c)
+		if fix.none() {
+			delete(pending, id)
+			continue
+		}
+		since, ok := pending[id]
+		if !ok {
+			pending[id] = now
+			continue
+		}
+		if now.Sub(since) < reconcileGrace {
+			continue
+		}
+		id, fix := id, fix
+		s.ops.recover([]uint64{id}, opTimeout, func(ctx context.Context) error {
+			err := s.fixReplicas(ctx, id, fix)
+			if err != nil {
+				s.logger.Warn("replica-set fix failed", "range", id, "reason", fix.reason, "err", err)
+			}
+			return err
+		})
+		delete(pending, id)
+	}
+}
+
+// replicaChecks gathers the check's input for every range that has a
+// fresh report from its leader at the descriptor's generation (or, for the
+// replication factor alone, a known leader). Frozen ranges (a merge in
+// progress) are left to the merge.
+func (s *Server) replicaChecks(now time.Time) map[uint64]replicaCheck {
+	seen := s.reports.seen()
+	frozen := map[uint64]bool{}
+	for _, id := range s.reports.frozenRanges() {
+		frozen[id] = true
+	}
+	s.reports.mu.Lock()
+	leaders := make(map[uint64]string, len(s.reports.leaders))
+	for id, l := range s.reports.leaders {
+		leaders[id] = l
+	}
+	voters := make(map[uint64]voterReport, len(s.reports.voters))
+	for id, v := range s.reports.voters {
+		voters[id] = v
+	}
+	s.reports.mu.Unlock()
+	out := map[uint64]replicaCheck{}
+	s.fsm.read(func(st *state) {
+		down, draining, counts := map[string]bool{}, map[string]bool{}, map[string]int{}
+		for id, sv := range st.servers {
+			if t, ok := seen[id]; !ok || now.Sub(t) >= s.cfg.ServerTimeout {
+				down[id] = true
+			}
+			draining[id] = sv.GetDraining()
+		}
+		for _, d := range st.ranges {
+			for _, r := range d.GetReplicas() {
+				counts[r.GetServerId()]++
+			}
+		}
+		for id, d := range st.ranges {
+			leader := leaders[id]
+			if leader == "" || frozen[id] || down[leader] {
+				continue
+			}
+			c := replicaCheck{factor: s.cfg.ReplicationFactor, leader: leader, down: down, draining: draining, counts: counts}
+			for _, r := range d.GetReplicas() {
+				c.replicas = append(c.replicas, r.GetServerId())
+			}
+			if v, ok := voters[id]; ok && v.server == leader && v.generation == d.GetGeneration() && now.Sub(v.at) < 3*time.Second {
+				c.voters = v.voters
+			}
+			out[id] = c
+		}
+	})
+	return out
+}
+
+// fixReplicas carries out a replica-set fix on range id's leader.
+func (s *Server) fixReplicas(ctx context.Context, id uint64, fix replicaFix) error {
+	start := time.Now()
+	d, ok := s.rangeDesc(id)
+	if !ok {
+		return fmt.Errorf("%w: %d", ErrRangeNotFound, id)
+	}
+	addrs := s.raftAddrs()
+	var cur *pb.RangeDescriptor
+	err := s.onLeader(ctx, id, func(ctx context.Context, c pb.PartitionServiceClient) error {
+		resp, err := c.ChangeReplicas(ctx, &pb.ChangeReplicasRequest{RangeId: id, RemoveServerId: fix.remove, RaftAddrs: addrs})
+		if err == nil {
+			cur = resp.GetRange()
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if _, err := s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_UPDATE_RANGES, &pb.UpdateRangesCommand{Ranges: []*pb.RangeDescriptor{cur}}); err != nil {
+		return err
+	}
+	replicaFixesTotal.WithLabelValues(map[bool]string{true: "sync", false: "remove"}[fix.sync]).Inc()
+	msg := fmt.Sprintf("recorded range %d's Raft configuration in its descriptor (%s)", id, fix.reason)
+	servers := []string(nil)
+	if fix.remove != "" {
+		msg = fmt.Sprintf("finished an interrupted move of range %d: removed the voter on %s (%s)", id, fix.remove, fix.reason)
+		servers = []string{fix.remove}
+		s.deleteReplicaLater(fix.remove, id, cur.GetGeneration())
+	}
+	s.event(&pb.Event{
+		Kind: pb.EventKind_EVENT_KIND_MOVE, Table: d.GetTable(), RangeIds: []uint64{id}, Servers: servers,
+		Cause: causeRecovery, DurationSeconds: time.Since(start).Seconds(), Message: msg,
+	})
+	return nil
+}
