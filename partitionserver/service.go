@@ -25,9 +25,12 @@ type service struct {
 }
 
 func (v *service) replica(id uint64) (*replica, error) {
-	r, ok := v.s.replica(id)
-	if !ok {
+	r, err := v.s.acquire(id)
+	switch {
+	case errors.Is(err, ErrRangeNotHosted):
 		return nil, rpcerr.New(codes.NotFound, rpcerr.ReasonRangeNotFound, fmt.Sprintf("range %d is not hosted on %s", id, v.s.id), nil)
+	case err != nil:
+		return nil, toStatus(nil, err)
 	}
 	return r, nil
 }
@@ -177,18 +180,19 @@ func (v *service) DeleteReplica(ctx context.Context, req *pb.DeleteReplicaReques
 }
 
 func (v *service) RangeInfo(ctx context.Context, req *pb.RangeInfoRequest) (*pb.RangeInfoResponse, error) {
-	r, err := v.replica(req.GetRangeId())
-	if err != nil {
-		return nil, err
+	// An observation: it does not wake a quiet range, which reports the
+	// leader it knew when it closed.
+	sl := v.s.slot(req.GetRangeId())
+	if sl == nil || sl.fsm == nil {
+		return nil, rpcerr.New(codes.NotFound, rpcerr.ReasonRangeNotFound, fmt.Sprintf("range %d is not hosted on %s", req.GetRangeId(), v.s.id), nil)
 	}
-	st := r.fsm.State()
-	return &pb.RangeInfoResponse{
-		Status: &pb.RangeStatus{
-			RangeId: r.id, Generation: st.GetRange().GetGeneration(), Leader: r.isLeader(),
-			AppliedIndex: st.GetAppliedIndex(), Range: st.GetRange(), Frozen: st.GetFrozen(),
-		},
-		LeaderServerId: r.leaderID(),
-	}, nil
+	resp := &pb.RangeInfoResponse{Status: v.s.status(sl, false)}
+	if r := sl.open(); r != nil {
+		resp.LeaderServerId = r.leaderID()
+	} else if l := sl.lastLeader.Load(); l != nil {
+		resp.LeaderServerId = *l
+	}
+	return resp, nil
 }
 
 // busyRetryAfter is the retry delay suggested with ErrBusy: about one
@@ -249,7 +253,7 @@ func toStatus(r *replica, err error) error {
 	case errors.Is(err, ErrBusy):
 		return rpcerr.New(codes.Unavailable, rpcerr.ReasonServerBusy, err.Error(),
 			map[string]string{rpcerr.MetaRetryAfterMs: strconv.FormatInt(busyRetryAfter.Milliseconds(), 10)})
-	case errors.Is(err, ErrShuttingDown):
+	case errors.Is(err, ErrShuttingDown), errors.Is(err, errWakeTimeout):
 		return rpcerr.New(codes.Unavailable, rpcerr.ReasonUnavailable, err.Error(), nil)
 	case errors.Is(err, ErrUnknownOutcome):
 		return rpcerr.New(codes.DeadlineExceeded, rpcerr.ReasonUnavailable, err.Error(), nil)
