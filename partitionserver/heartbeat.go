@@ -60,7 +60,7 @@ func (s *Server) status(sl *slot, withLoad bool) *pb.RangeStatus {
 	r := sl.open()
 	if r == nil {
 		rs.Leader = sl.wasLeader.Load()
-		rs.Load = &pb.RangeLoad{EntityCount: st.GetEntityCount(), Bytes: st.GetBytes()}
+		rs.Load = &pb.RangeLoad{EntityCount: st.GetEntityCount(), Bytes: st.GetBytes(), Lifecycle: rs.Lifecycle}
 		return rs
 	}
 	rs.Leader = r.isLeader()
@@ -76,7 +76,7 @@ func (s *Server) status(sl *slot, withLoad bool) *pb.RangeStatus {
 		ReadsPerSec: rates, WritesPerSec: ws, EntitiesPerSec: es,
 		EntityCount: st.GetEntityCount(), Bytes: st.GetBytes(),
 		HotKeys: hot, LoadSample: sample, DistinctKeys: uint32(distinct), ThrottledPerSec: throttled,
-		MeanLatencyMs: latency, ServerBusyPerSec: busy,
+		MeanLatencyMs: latency, ServerBusyPerSec: busy, Lifecycle: rs.Lifecycle,
 	}
 	return rs
 }

@@ -715,8 +715,11 @@ type RangeLoad struct {
 	// Requests on this range refused per second because the server was over
 	// its --server-capacity: demand the range did not serve.
 	ServerBusyPerSec float64 `protobuf:"fixed64,11,opt,name=server_busy_per_sec,json=serverBusyPerSec,proto3" json:"server_busy_per_sec,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The reporting replica's lifecycle state (active, quiet, ...): a quiet
+	// leader's range costs nothing until its next request wakes it.
+	Lifecycle     string `protobuf:"bytes,12,opt,name=lifecycle,proto3" json:"lifecycle,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RangeLoad) Reset() {
@@ -824,6 +827,13 @@ func (x *RangeLoad) GetServerBusyPerSec() float64 {
 		return x.ServerBusyPerSec
 	}
 	return 0
+}
+
+func (x *RangeLoad) GetLifecycle() string {
+	if x != nil {
+		return x.Lifecycle
+	}
+	return ""
 }
 
 // KeyLoad is the load on one PartitionKey.
@@ -2671,7 +2681,7 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\traft_addr\x18\x03 \x01(\tR\braftAddr\x12\x14\n" +
 	"\x05alive\x18\x04 \x01(\bR\x05alive\x127\n" +
 	"\x18last_heartbeat_unix_nano\x18\x05 \x01(\x03R\x15lastHeartbeatUnixNano\x12\x1a\n" +
-	"\bdraining\x18\x06 \x01(\bR\bdraining\"\xcc\x03\n" +
+	"\bdraining\x18\x06 \x01(\bR\bdraining\"\xea\x03\n" +
 	"\tRangeLoad\x12\"\n" +
 	"\rreads_per_sec\x18\x01 \x01(\x01R\vreadsPerSec\x12$\n" +
 	"\x0ewrites_per_sec\x18\x02 \x01(\x01R\fwritesPerSec\x12(\n" +
@@ -2685,7 +2695,8 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"loadSample\x12&\n" +
 	"\x0fmean_latency_ms\x18\n" +
 	" \x01(\x01R\rmeanLatencyMs\x12-\n" +
-	"\x13server_busy_per_sec\x18\v \x01(\x01R\x10serverBusyPerSec\"X\n" +
+	"\x13server_busy_per_sec\x18\v \x01(\x01R\x10serverBusyPerSec\x12\x1c\n" +
+	"\tlifecycle\x18\f \x01(\tR\tlifecycle\"X\n" +
 	"\aKeyLoad\x12#\n" +
 	"\rpartition_key\x18\x01 \x01(\tR\fpartitionKey\x12(\n" +
 	"\x10entities_per_sec\x18\x02 \x01(\x01R\x0eentitiesPerSec\"\x85\x03\n" +
