@@ -84,6 +84,7 @@ func (c *DevConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.Server.HotKeys, "hot-keys", c.Server.HotKeys, "busiest PartitionKeys reported per range")
 	c.Frontend.RegisterEmulatorFlags(fs)
 	c.Server.RegisterCapacityFlags(fs)
+	c.Server.RegisterLifecycleFlags(fs)
 }
 
 // StartDev starts the dev cluster.

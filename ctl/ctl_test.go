@@ -188,7 +188,7 @@ func sampleMap() *pb.PartitionMap {
 			1: {ReadsPerSec: 12.5, WritesPerSec: 1800, EntitiesPerSec: 1812.5, EntityCount: 52000, Bytes: 60 << 20,
 				HotKeys: []*pb.KeyLoad{{PartitionKey: "p0001", EntitiesPerSec: 400}, {PartitionKey: "p0007", EntitiesPerSec: 900},
 					{PartitionKey: "p 2", EntitiesPerSec: 100}, {PartitionKey: "p0003", EntitiesPerSec: 50}},
-				DistinctKeys: 50},
+				DistinctKeys: 50, Lifecycle: "active"},
 			4: {WritesPerSec: 2000, EntitiesPerSec: 2000, ThrottledPerSec: 150, EntityCount: 900, Bytes: 900 * 1024,
 				HotKeys: []*pb.KeyLoad{{PartitionKey: "p0077", EntitiesPerSec: 2000}}, DistinctKeys: 1},
 		},
@@ -223,13 +223,13 @@ func TestHumanOutput(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"ranges", []string{"ranges"}, `RANGE  TABLE   START  END    GEN  REPLICAS      LEADER  READS/S  WRITES/S  ENTITIES/S  THROTTLED/S  ENTITIES       SIZE  HOT KEYS (entities/s)
-2      logs    -inf   +inf     1  ps1,ps2,ps3   ps1           -         -           -            -         -          -  -
-1      orders  -inf   p0050    2  ps1,ps2,ps3   ps1        12.5    1800.0      1812.5          0.0     52000   60.0 MiB  p0007=900 p0001=400 "p 2"=100 +1 more
-4      orders  p0050  +inf     1  ps2,ps3,ps10  ps2         0.0    2000.0      2000.0        150.0       900  900.0 KiB  p0077=2000
+		{"ranges", []string{"ranges"}, `RANGE  TABLE   START  END    GEN  REPLICAS      LEADER  STATE   READS/S  WRITES/S  ENTITIES/S  THROTTLED/S  ENTITIES       SIZE  HOT KEYS (entities/s)
+2      logs    -inf   +inf     1  ps1,ps2,ps3   ps1     -             -         -           -            -         -          -  -
+1      orders  -inf   p0050    2  ps1,ps2,ps3   ps1     active     12.5    1800.0      1812.5          0.0     52000   60.0 MiB  p0007=900 p0001=400 "p 2"=100 +1 more
+4      orders  p0050  +inf     1  ps2,ps3,ps10  ps2     -           0.0    2000.0      2000.0        150.0       900  900.0 KiB  p0077=2000
 `},
-		{"ranges of one table, any case", []string{"ranges", "--table", "LOGS"}, `RANGE  TABLE  START  END   GEN  REPLICAS     LEADER  READS/S  WRITES/S  ENTITIES/S  THROTTLED/S  ENTITIES  SIZE  HOT KEYS (entities/s)
-2      logs   -inf   +inf    1  ps1,ps2,ps3  ps1           -         -           -            -         -     -  -
+		{"ranges of one table, any case", []string{"ranges", "--table", "LOGS"}, `RANGE  TABLE  START  END   GEN  REPLICAS     LEADER  STATE  READS/S  WRITES/S  ENTITIES/S  THROTTLED/S  ENTITIES  SIZE  HOT KEYS (entities/s)
+2      logs   -inf   +inf    1  ps1,ps2,ps3  ps1     -            -         -           -            -         -     -  -
 `},
 		{"servers", []string{"servers"}, `SERVER  GRPC ADDR       RAFT ADDR       ALIVE  LAST HEARTBEAT  REPLICAS  LEADERS  LED ENTITIES/S
 ps1     127.0.0.1:7201  127.0.0.1:7301  yes          1.2s ago         2        2          1812.5
@@ -297,7 +297,7 @@ func keysOf(m map[string]any) string {
 func TestJSONOutput(t *testing.T) {
 	f := &fakeMaster{pm: sampleMap(), events: sampleEvents()}
 	addr := startFake(t, f)
-	const rangeKeys = "bytes,distinct_keys,end,entities_per_sec,entity_count,generation,hot_keys,leader,load_reported,range_id,reads_per_sec,replicas,start,table,table_id,throttled_per_sec,writes_per_sec"
+	const rangeKeys = "bytes,distinct_keys,end,entities_per_sec,entity_count,generation,hot_keys,leader,load_reported,range_id,reads_per_sec,replicas,start,state,table,table_id,throttled_per_sec,writes_per_sec"
 	tests := []struct {
 		name  string
 		args  []string

@@ -146,12 +146,12 @@ func hotKeys(ks []HotKey) string {
 }
 
 func writeRangesTable(w io.Writer, rs []Range) error {
-	t := newTable("RANGE", "TABLE", "START", "END", ">GEN", "REPLICAS", "LEADER",
+	t := newTable("RANGE", "TABLE", "START", "END", ">GEN", "REPLICAS", "LEADER", "STATE",
 		">READS/S", ">WRITES/S", ">ENTITIES/S", ">THROTTLED/S", ">ENTITIES", ">SIZE", "HOT KEYS (entities/s)")
 	for _, r := range rs {
 		cells := []string{
 			strconv.FormatUint(r.RangeID, 10), r.Table, showKey(r.Start, false), showKey(r.End, true),
-			strconv.FormatUint(r.Generation, 10), orDash(strings.Join(r.Replicas, ",")), orDash(r.Leader),
+			strconv.FormatUint(r.Generation, 10), orDash(strings.Join(r.Replicas, ",")), orDash(r.Leader), orDash(r.State),
 		}
 		if r.LoadReported {
 			cells = append(cells, rate(r.ReadsPerSec), rate(r.WritesPerSec), rate(r.EntitiesPerSec), rate(r.ThrottledPerSec),

@@ -24,6 +24,9 @@ type Range struct {
 	Generation uint64   `json:"generation"`
 	Replicas   []string `json:"replicas"`
 	Leader     string   `json:"leader"` // "" when no leader was reported
+	// State is the leader's lifecycle state of the range (active, quiet:
+	// closed until its next request); "" when not reported.
+	State string `json:"state"`
 	// LoadReported is false when the range's leader has not reported a
 	// load yet: the figures are zero because nothing is known, not because
 	// the range is idle.
@@ -130,6 +133,7 @@ func rangeFromPB(d *pb.RangeDescriptor, pm *pb.PartitionMap) Range {
 	r.Leader = pm.GetLeaders()[d.GetRangeId()]
 	if l, ok := pm.GetLoads()[d.GetRangeId()]; ok && l != nil {
 		r.LoadReported = true
+		r.State = l.GetLifecycle()
 		r.ReadsPerSec = finite(l.GetReadsPerSec())
 		r.WritesPerSec = finite(l.GetWritesPerSec())
 		r.EntitiesPerSec = finite(l.GetEntitiesPerSec())

@@ -61,6 +61,16 @@ type Config struct {
 	// models separate machines on one host; 0 disables it.
 	ServerCapacity  float64
 	ServerQueueWait time.Duration
+
+	// QuiesceAfter is how long a range led here must see no request and no
+	// new log entry before its leader commits a QUIESCE marker and every
+	// member closes its Raft member (the range goes quiet and costs
+	// nothing until used). Replicas found at start also stay closed until
+	// used. 0 disables both: every replica runs all the time.
+	QuiesceAfter time.Duration
+	// ShutdownTimeout bounds Close (SIGTERM): members still closing when
+	// it passes are left as a crash would leave them.
+	ShutdownTimeout time.Duration
 }
 
 // DefaultConfig returns the documented defaults.
@@ -84,6 +94,8 @@ func DefaultConfig() Config {
 		PartitionThrottle:    2000,
 		HotKeys:              16,
 		ServerQueueWait:      50 * time.Millisecond,
+		QuiesceAfter:         5 * time.Second,
+		ShutdownTimeout:      8 * time.Second,
 	}
 }
 
@@ -111,6 +123,12 @@ func (c *Config) Validate() error {
 	}
 	if c.ServerCapacity < 0 || c.ServerQueueWait < 0 {
 		errs = append(errs, errors.New("server-capacity and server-queue-wait must not be negative"))
+	}
+	if c.QuiesceAfter < 0 {
+		errs = append(errs, errors.New("quiesce-after must not be negative"))
+	}
+	if c.ShutdownTimeout < time.Second {
+		errs = append(errs, errors.New("shutdown-timeout must be at least 1s"))
 	}
 	if c.HotKeys < 2 {
 		errs = append(errs, errors.New("hot-keys must be at least 2"))
@@ -152,6 +170,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.QueryBudget, "query-budget", c.QueryBudget, "work budget of one query page (Azure: 5s)")
 	fs.Float64Var(&c.PartitionThrottle, "partition-throttle", c.PartitionThrottle, "entities/s one PartitionKey may use before 503 ServerBusy (Azure: 2000; 0 disables)")
 	fs.IntVar(&c.HotKeys, "hot-keys", c.HotKeys, "busiest PartitionKeys reported per range")
+	c.RegisterLifecycleFlags(fs)
 	c.RegisterCapacityFlags(fs)
 	c.TLS.RegisterFlags(fs)
 }
@@ -171,4 +190,11 @@ func splitList(s string) []string {
 func (c *Config) RegisterCapacityFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&c.ServerCapacity, "server-capacity", c.ServerCapacity, "entities/s this server serves as leader before requests queue and then get 503 ServerBusy (models a separate machine; 0 disables)")
 	fs.DurationVar(&c.ServerQueueWait, "server-queue-wait", c.ServerQueueWait, "longest queueing of a request over -server-capacity before 503 ServerBusy")
+}
+
+// RegisterLifecycleFlags binds the replica lifecycle settings; dev shares
+// them.
+func (c *Config) RegisterLifecycleFlags(fs *flag.FlagSet) {
+	fs.DurationVar(&c.QuiesceAfter, "quiesce-after", c.QuiesceAfter, "idle time after which a range closes its Raft members until used (0: never; replicas then also open at start)")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "longest a shutdown waits for the ranges' Raft members to close")
 }

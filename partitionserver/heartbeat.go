@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"tablestore/partitionserver/fsm"
+	"tablestore/partitionserver/lifecycle"
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -22,41 +23,63 @@ func (s *Server) heartbeatLoop() {
 }
 
 func (s *Server) statuses() []*pb.RangeStatus {
-	s.mu.RLock()
-	reps := make([]*replica, 0, len(s.replicas))
-	for _, r := range s.replicas {
-		reps = append(reps, r)
-	}
-	s.mu.RUnlock()
-	out := make([]*pb.RangeStatus, 0, len(reps))
+	slots := s.slotList()
+	out := make([]*pb.RangeStatus, 0, len(slots))
 	var led []rangeRate
 	defer func() { s.publishGauges(len(out), led) }()
-	for _, r := range reps {
-		st := r.fsm.State()
-		rs, ws, es := r.load.rates()
-		hot, sample, distinct, throttled := r.keys.roll(s.cfg.HotKeys)
-		latency, busy := r.keys.rollService(time.Now())
-		leader := r.isLeader()
-		if leader {
-			led = append(led, rangeRate{rangeID: r.id, table: st.GetRange().GetTable(), entitiesPerSec: es})
+	for _, sl := range slots {
+		rs := s.status(sl, true)
+		if rs == nil {
+			continue
 		}
-		out = append(out, &pb.RangeStatus{
-			RangeId:      r.id,
-			Generation:   st.GetRange().GetGeneration(),
-			Leader:       leader,
-			AppliedIndex: st.GetAppliedIndex(),
-			Range:        st.GetRange(),
-			Frozen:       st.GetFrozen(),
-			Voters:       r.voters(leader),
-			Load: &pb.RangeLoad{
-				ReadsPerSec: rs, WritesPerSec: ws, EntitiesPerSec: es,
-				EntityCount: st.GetEntityCount(), Bytes: st.GetBytes(),
-				HotKeys: hot, LoadSample: sample, DistinctKeys: uint32(distinct), ThrottledPerSec: throttled,
-				MeanLatencyMs: latency, ServerBusyPerSec: busy,
-			},
-		})
+		if rs.GetLeader() && rs.GetLifecycle() == lifecycle.Active.String() {
+			led = append(led, rangeRate{rangeID: sl.id, table: rs.GetRange().GetTable(), entitiesPerSec: rs.GetLoad().GetEntitiesPerSec()})
+		}
+		out = append(out, rs)
 	}
 	return out
+}
+
+// status is a replica's report; nil for one not (or no longer) hosted. A
+// quiet replica reports itself leader if it led when it closed: the range
+// has that leader once woken, and the master must not count it
+// leaderless.
+func (s *Server) status(sl *slot, withLoad bool) *pb.RangeStatus {
+	if sl.fsm == nil {
+		return nil
+	}
+	st := sl.fsm.State()
+	rs := &pb.RangeStatus{
+		RangeId:      sl.id,
+		Generation:   st.GetRange().GetGeneration(),
+		AppliedIndex: st.GetAppliedIndex(),
+		Range:        st.GetRange(),
+		Frozen:       st.GetFrozen(),
+		Lifecycle:    lifecycleOf(sl),
+	}
+	r := sl.open()
+	if r == nil {
+		rs.Leader = sl.wasLeader.Load()
+		rs.Load = &pb.RangeLoad{EntityCount: st.GetEntityCount(), Bytes: st.GetBytes(), Lifecycle: rs.Lifecycle}
+		return rs
+	}
+	rs.Leader = r.isLeader()
+	rs.Voters = r.voters(rs.Leader)
+	if !withLoad {
+		// The meters report rates since their last roll: only the
+		// heartbeat rolls them.
+		return rs
+	}
+	rates, ws, es := r.load.rates()
+	hot, sample, distinct, throttled := r.keys.roll(s.cfg.HotKeys)
+	latency, busy := r.keys.rollService(time.Now())
+	rs.Load = &pb.RangeLoad{
+		ReadsPerSec: rates, WritesPerSec: ws, EntitiesPerSec: es,
+		EntityCount: st.GetEntityCount(), Bytes: st.GetBytes(),
+		HotKeys: hot, LoadSample: sample, DistinctKeys: uint32(distinct), ThrottledPerSec: throttled,
+		MeanLatencyMs: latency, ServerBusyPerSec: busy, Lifecycle: rs.Lifecycle,
+	}
+	return rs
 }
 
 func (s *Server) heartbeat() {
@@ -89,7 +112,7 @@ func (s *Server) heartbeat() {
 // replicas of deleted tables.
 func (s *Server) reconcile(resp *pb.HeartbeatResponse) {
 	for _, d := range resp.GetAssigned() {
-		if _, ok := s.replica(d.GetRangeId()); ok {
+		if s.hosts(d.GetRangeId()) {
 			continue
 		}
 		// A range still at generation 1 has its initial voters, so joining
@@ -106,7 +129,7 @@ func (s *Server) reconcile(resp *pb.HeartbeatResponse) {
 		}
 	}
 	for _, id := range resp.GetRetiredRangeIds() {
-		if err := s.deleteReplica(id); err != nil {
+		if err := s.deleteReplica(id, 0); err != nil {
 			s.logger.Warn("delete retired replica failed", "range", id, "err", err)
 		}
 	}
@@ -114,17 +137,18 @@ func (s *Server) reconcile(resp *pb.HeartbeatResponse) {
 	for _, id := range resp.GetLiveTableIds() {
 		live[id] = true
 	}
-	s.mu.RLock()
 	var doomed []uint64
-	for id, r := range s.replicas {
-		tid := r.fsm.Descriptor().GetTableId()
+	for _, sl := range s.slotList() {
+		if sl.fsm == nil {
+			continue
+		}
+		tid := sl.fsm.Descriptor().GetTableId()
 		if tid < resp.GetNextTableId() && !live[tid] {
-			doomed = append(doomed, id)
+			doomed = append(doomed, sl.id)
 		}
 	}
-	s.mu.RUnlock()
 	for _, id := range doomed {
-		if err := s.deleteReplica(id); err != nil {
+		if err := s.deleteReplica(id, 0); err != nil {
 			s.logger.Warn("delete replica of dropped table failed", "range", id, "err", err)
 		}
 	}
@@ -141,10 +165,11 @@ func (s *Server) orphaned(d *pb.RangeDescriptor) bool {
 	if _, err := s.store.OpenRange(d.GetRangeId(), s.logger); err == nil {
 		return false
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	for _, r := range s.replicas {
-		local := r.fsm.Descriptor()
+	for _, sl := range s.slotList() {
+		if sl.fsm == nil {
+			continue
+		}
+		local := sl.fsm.Descriptor()
 		if local.GetTableId() == d.GetTableId() && fsm.InRange(local, d.GetStart()) {
 			return false
 		}

@@ -71,3 +71,28 @@ func observe(op string, start time.Time, err error) {
 	}
 	requestsTotal.WithLabelValues(op, code).Inc()
 }
+
+// Replica lifecycle metrics (registry.go).
+var (
+	lifecycleTransitionsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "tablestore", Subsystem: "partitionserver", Name: "replica_transitions_total",
+		Help: "Replica lifecycle transitions, by the state entered.",
+	}, []string{"to"})
+	quiescedTotal = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "tablestore", Subsystem: "partitionserver", Name: "quiesced_total",
+		Help: "Range Raft members closed after applying a QUIESCE marker as their last entry.",
+	})
+	quietAnswersTotal = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "tablestore", Subsystem: "partitionserver", Name: "quiet_answers_total",
+		Help: "Raft AppendEntries answered for a quiet range without opening it.",
+	})
+	wakeSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: "tablestore", Subsystem: "partitionserver", Name: "wake_seconds",
+		Help:    "Time from a request to a quiet range until it was open with a known leader.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+	})
+)
+
+func init() {
+	prometheus.MustRegister(lifecycleTransitionsTotal, quiescedTotal, quietAnswersTotal, wakeSeconds)
+}

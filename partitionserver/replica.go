@@ -53,7 +53,7 @@ type replica struct {
 	gapFrom, gapTo uint64
 
 	verify   verifyCoalescer
-	load     loadMeter
+	load     *loadMeter
 	keys     *keyMeter
 	throttle *throttle
 	// normal is the group's reloadable config, restored after temporary
@@ -62,6 +62,10 @@ type replica struct {
 	normal raft.ReloadableConfig
 	// watching: a failed leadership transfer is being watched.
 	watching atomic.Bool
+	// birthPending: compactBirthLog has yet to run; the range does not go
+	// quiet before (a reopen would run it again, but never finish it if
+	// the range kept going quiet first).
+	birthPending atomic.Bool
 }
 
 type replicaDeps struct {
@@ -80,16 +84,14 @@ func replicaDir(dataDir string, id uint64) string {
 }
 
 // openReplica starts the Raft group member of a range whose state is in the
-// store. bootstrap, with voters, starts a new group. fast makes this member
-// campaign at once (the right-hand side of a split on the server that led
-// the left-hand side), so the new range has a leader in tens of
-// milliseconds instead of an election timeout.
-func openReplica(d replicaDeps, id uint64, bootstrap bool, voters []raft.Server, fast bool) (*replica, error) {
+// store (sl's state machine). bootstrap, with voters, starts a new group.
+// fast makes this member campaign at once (the right-hand side of a split
+// on the server that led the left-hand side), so the new range has a
+// leader in tens of milliseconds instead of an election timeout.
+func openReplica(d replicaDeps, sl *slot, bootstrap bool, voters []raft.Server, fast bool) (*replica, error) {
+	id := sl.id
 	logger := d.logger.With("range", id)
-	rfsm, err := d.store.OpenRange(id, logger)
-	if err != nil {
-		return nil, err
-	}
+	rfsm := sl.fsm
 	rfsm.SetHooks(d.hooks)
 	dir := replicaDir(d.cfg.DataDir, id)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -162,13 +164,14 @@ func openReplica(d replicaDeps, id uint64, bootstrap bool, voters []raft.Server,
 	rep := &replica{
 		id: id, serverID: d.serverID, logger: logger, fsm: rfsm, raft: r,
 		transport: transport, logStore: logStore, dir: dir, normal: normal,
-		keys: newKeyMeter(), throttle: newThrottle(d.cfg.PartitionThrottle),
+		load: sl.load, keys: sl.keys, throttle: sl.throttle,
 	}
 	rep.verify.raft = r
 	if fast {
 		go rep.slowDownAfterElection()
 	}
 	if rfsm.Descriptor().GetGeneration() > 1 {
+		rep.birthPending.Store(true)
 		go rep.compactBirthLog()
 	}
 	return rep, nil
@@ -181,6 +184,7 @@ func openReplica(d replicaDeps, id uint64, bootstrap bool, voters []raft.Server,
 // must get a snapshot, never that log: with the log starting after index 1
 // on every member, any future leader sends one.
 func (r *replica) compactBirthLog() {
+	defer r.birthPending.Store(false)
 	// Not in the first seconds: a split's fast-elected leader keeps a
 	// short lease then, and a snapshot's I/O must not cost it its term. A
 	// member that needs the snapshot comes much later (after its parent's

@@ -52,11 +52,13 @@ type Server struct {
 	// capacity admits leader work up to cfg.ServerCapacity (nil: off).
 	capacity *admission.Bucket
 
-	mu       sync.RWMutex
-	replicas map[uint64]*replica
-	closed   bool
-	started  atomic.Bool // Start succeeded; a failed Start released what it opened
-	health   healthState
+	// mu guards slots and closed; each slot's own lock guards its
+	// transitions (registry.go).
+	mu      sync.RWMutex
+	slots   map[uint64]*slot
+	closed  bool
+	started atomic.Bool // Start succeeded; a failed Start released what it opened
+	health  healthState
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -68,7 +70,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Server{cfg: cfg, logger: logger, replicas: make(map[uint64]*replica), addrs: newAddressBook(),
+	return &Server{cfg: cfg, logger: logger, slots: make(map[uint64]*slot), addrs: newAddressBook(),
 		capacity: admission.New(cfg.ServerCapacity, cfg.ServerCapacity*capacityBurst.Seconds(), cfg.ServerQueueWait, time.Now())}, nil
 }
 
@@ -159,7 +161,7 @@ func (s *Server) Start() (err error) {
 		dial = s.creds.DialContext
 	}
 	s.raftNet = grouptransport.New(grouptransport.Config{Listener: s.creds.Listener(raftLn), Dial: dial,
-		LocalAddr: advertise, Timeout: raftRPCTimeout, Logger: s.logger})
+		LocalAddr: advertise, Timeout: raftRPCTimeout, Logger: s.logger, Dormant: s})
 	cleanup = append(cleanup, func() { s.raftNet.Close() })
 	if s.grpcLn, err = net.Listen("tcp", s.cfg.GRPCAddr); err != nil {
 		return fmt.Errorf("partitionserver: --grpc-addr %s: %w", s.cfg.GRPCAddr, err)
@@ -178,26 +180,26 @@ func (s *Server) Start() (err error) {
 	if err := s.dropOrphanLogs(states); err != nil {
 		return fmt.Errorf("partitionserver: raft log in --data-dir %s: %w", s.cfg.DataDir, err)
 	}
-	cleanup = append(cleanup, func() {
-		for _, r := range s.replicas {
-			r.close()
-		}
-	})
+	cleanup = append(cleanup, func() { s.closeAll(s.slotList(), shutdownReplicasWithin) })
 	for _, st := range states {
-		d := st.GetRange()
-		// A replica that was to bootstrap but crashed before its Raft
-		// state was written bootstraps now; with state, bootstrap is a no-op.
-		rep, err := openReplica(s.deps(), d.GetRangeId(), st.GetBootstrap(), s.voters(d), false)
-		if err != nil {
-			return fmt.Errorf("partitionserver: range %d in --data-dir %s: %w", d.GetRangeId(), s.cfg.DataDir, err)
+		// Quiet until used, unless it must run now; a replica that was to
+		// bootstrap but crashed before its Raft state was written
+		// bootstraps now.
+		if err := s.found(st); err != nil {
+			return fmt.Errorf("partitionserver: range %d in --data-dir %s: %w", st.GetRange().GetRangeId(), s.cfg.DataDir, err)
 		}
-		s.replicas[d.GetRangeId()] = rep
-		s.health.startup[d.GetRangeId()] = true
+		s.health.startup[st.GetRange().GetRangeId()] = true
 	}
 
 	s.grpcSrv = grpc.NewServer(grpc.MaxRecvMsgSize(64<<20), grpc.MaxSendMsgSize(64<<20), s.creds.ServerOption())
 	pb.RegisterPartitionServiceServer(s.grpcSrv, &service{s: s})
-	s.wg.Add(2)
+	s.wg.Add(3)
+	go func() {
+		defer s.wg.Done()
+		if s.cfg.QuiesceAfter > 0 {
+			s.quiesceLoop()
+		}
+	}()
 	go func() {
 		defer s.wg.Done()
 		if err := s.grpcSrv.Serve(s.grpcLn); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
@@ -209,7 +211,7 @@ func (s *Server) Start() (err error) {
 		s.heartbeatLoop()
 	}()
 	s.started.Store(true)
-	s.logger.Info("partition server started", "grpc", s.GRPCAddr(), "raft", s.RaftAddr(), "replicas", len(s.replicas))
+	s.logger.Info("partition server started", "grpc", s.GRPCAddr(), "raft", s.RaftAddr(), "replicas", len(s.slots))
 	return nil
 }
 
@@ -218,6 +220,7 @@ func (s *Server) deps() replicaDeps {
 }
 
 // Close stops serving and shuts every replica down; data stays on disk.
+// It returns within about ShutdownTimeout whatever the groups are doing.
 func (s *Server) Close() error {
 	s.mu.Lock()
 	if s.closed || !s.started.Load() {
@@ -225,24 +228,23 @@ func (s *Server) Close() error {
 		return nil
 	}
 	s.closed = true
-	reps := s.replicas
-	s.replicas = map[uint64]*replica{}
 	s.mu.Unlock()
+	start := time.Now()
 	s.cancel()
 	stopped := make(chan struct{})
 	go func() { s.grpcSrv.GracefulStop(); close(stopped) }()
 	select {
 	case <-stopped:
-	case <-time.After(2 * time.Second):
+	case <-time.After(min(2*time.Second, s.cfg.ShutdownTimeout/4)):
 		s.grpcSrv.Stop()
 	}
-	var wg sync.WaitGroup
-	for _, r := range reps {
-		wg.Add(1)
-		go func(r *replica) { defer wg.Done(); r.close() }(r)
-	}
-	wg.Wait()
+	s.closeAll(s.slotList(), max(s.cfg.ShutdownTimeout-time.Since(start), time.Second)/2)
+	s.mu.Lock()
+	s.slots = map[uint64]*slot{}
+	s.mu.Unlock()
 	s.wg.Wait()
+	// Closing the transport ends RPCs that members still open are stuck
+	// in, so those finish closing now.
 	s.raftNet.Close()
 	s.master.Close()
 	s.forgetGauges()
@@ -250,8 +252,12 @@ func (s *Server) Close() error {
 	if serr := s.store.Close(); err == nil {
 		err = serr
 	}
+	s.logger.Info("partition server stopped", "took", time.Since(start))
 	return err
 }
+
+// shutdownReplicasWithin bounds closing the replicas of a failed start.
+const shutdownReplicasWithin = 5 * time.Second
 
 // raftLogDir is the shared Raft log of every range replica, under the
 // data directory.
@@ -331,39 +337,6 @@ func (p *pauser) Outgoing(string) (time.Duration, bool) {
 	}
 }
 
-func (s *Server) replica(id uint64) (*replica, bool) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	r, ok := s.replicas[id]
-	return r, ok
-}
-
-// createReplica stores the range and starts its Raft member; it is a no-op
-// when the replica already runs here.
-func (s *Server) createReplica(desc *pb.RangeDescriptor, bootstrap, campaign bool, raftAddrs map[string]string) error {
-	for id, a := range raftAddrs {
-		s.addrs.set(id, a)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return ErrShuttingDown
-	}
-	if _, ok := s.replicas[desc.GetRangeId()]; ok {
-		return nil
-	}
-	if err := s.store.CreateRange(desc, bootstrap); err != nil && !errors.Is(err, fsm.ErrRangeExists) {
-		return err
-	}
-	rep, err := openReplica(s.deps(), desc.GetRangeId(), bootstrap, s.voters(desc), bootstrap && campaign)
-	if err != nil {
-		return err
-	}
-	s.replicas[desc.GetRangeId()] = rep
-	s.logger.Info("replica created", "range", desc.GetRangeId(), "table", desc.GetTable(), "bootstrap", bootstrap)
-	return nil
-}
-
 // voters is the initial Raft configuration of a range: its replicas, with
 // the addresses known now (the address provider resolves ids later; an
 // unknown address is a placeholder, never dialed while the provider knows).
@@ -378,94 +351,6 @@ func (s *Server) voters(d *pb.RangeDescriptor) []raft.Server {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
-}
-
-// RangeCreated starts the Raft group of a split's right-hand range. Every
-// replica of the left range applies the split and bootstraps the same
-// voters; the preferred leader (else the left range's leader) campaigns at
-// once.
-//
-// It runs inside the state store's commit (an after-commit hook), which a
-// caller holding s.mu can trigger (createReplica's CreateRange commits the
-// pending batch), so it must not take s.mu itself: everything happens in
-// the goroutine.
-func (s *Server) RangeCreated(parent uint64, desc *pb.RangeDescriptor, preferredLeader string) {
-	go func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if s.closed {
-			return
-		}
-		fast := preferredLeader == s.id
-		if p, ok := s.replicas[parent]; preferredLeader == "" && ok && p.isLeader() {
-			fast = true
-		}
-		if _, ok := s.replicas[desc.GetRangeId()]; ok {
-			return
-		}
-		rep, err := openReplica(s.deps(), desc.GetRangeId(), true, s.voters(desc), fast)
-		if err != nil {
-			s.logger.Error("starting split range failed", "range", desc.GetRangeId(), "err", err)
-			return
-		}
-		s.replicas[desc.GetRangeId()] = rep
-		s.logger.Info("split range started", "range", desc.GetRangeId(), "parent", parent, "start", desc.GetStart(), "end", desc.GetEnd())
-	}()
-}
-
-// RangeMerged stops the group of a range its left neighbour took over here
-// (the merge already deleted its state) and removes its Raft files.
-func (s *Server) RangeMerged(into, right uint64) {
-	go func() {
-		s.mu.Lock()
-		rep, ok := s.replicas[right]
-		delete(s.replicas, right)
-		closed := s.closed
-		s.mu.Unlock()
-		if ok {
-			rep.close()
-		}
-		if closed {
-			return
-		}
-		if err := s.logs.Drop(right); err != nil {
-			s.logger.Warn("dropping a merged range's raft log failed", "range", right, "err", err)
-		}
-		if err := os.RemoveAll(replicaDir(s.cfg.DataDir, right)); err != nil {
-			s.logger.Warn("removing a merged range's files failed", "range", right, "err", err)
-		}
-		s.logger.Info("range merged into its left neighbour here", "range", right, "into", into)
-	}()
-}
-
-// deleteReplica stops a replica and removes its data, its group of the
-// shared Raft log and its snapshots. A
-// frozen replica whose left neighbour here has yet to apply the merge stays
-// (fsm.ErrMergePending): the merge takes it over.
-func (s *Server) deleteReplica(id uint64) error {
-	if err := s.store.CheckDelete(id); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	rep, ok := s.replicas[id]
-	delete(s.replicas, id)
-	s.mu.Unlock()
-	if ok {
-		rep.close()
-	}
-	if err := s.store.DeleteRange(id); err != nil {
-		return err
-	}
-	if err := s.logs.Drop(id); err != nil {
-		return err
-	}
-	if err := os.RemoveAll(replicaDir(s.cfg.DataDir, id)); err != nil {
-		return err
-	}
-	if ok {
-		s.logger.Info("replica deleted", "range", id)
-	}
-	return nil
 }
 
 // addressBook maps server ids to Raft addresses for every group's transport.

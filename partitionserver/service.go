@@ -25,9 +25,12 @@ type service struct {
 }
 
 func (v *service) replica(id uint64) (*replica, error) {
-	r, ok := v.s.replica(id)
-	if !ok {
+	r, err := v.s.acquire(id)
+	switch {
+	case errors.Is(err, ErrRangeNotHosted):
 		return nil, rpcerr.New(codes.NotFound, rpcerr.ReasonRangeNotFound, fmt.Sprintf("range %d is not hosted on %s", id, v.s.id), nil)
+	case err != nil:
+		return nil, toStatus(nil, err)
 	}
 	return r, nil
 }
@@ -170,54 +173,26 @@ func (v *service) CreateReplica(ctx context.Context, req *pb.CreateReplicaReques
 }
 
 func (v *service) DeleteReplica(ctx context.Context, req *pb.DeleteReplicaRequest) (*pb.DeleteReplicaResponse, error) {
-	if before := req.GetBeforeGeneration(); before > 0 {
-		if gen, ok := v.s.replicaGeneration(req.GetRangeId()); ok && gen >= before {
-			// A late delete of a replica a later move re-created: it is a
-			// voter, and wiping its log and vote could lose committed
-			// writes.
-			v.s.logger.Warn("late replica delete refused", "range", req.GetRangeId(), "generation", gen, "before", before)
-			return nil, rpcerr.New(codes.FailedPrecondition, rpcerr.ReasonStaleRange,
-				fmt.Sprintf("replica of range %d is at generation %d, the delete was for below %d", req.GetRangeId(), gen, before), nil)
-		}
-	}
-	if err := v.s.deleteReplica(req.GetRangeId()); err != nil {
+	if err := v.s.deleteReplica(req.GetRangeId(), req.GetBeforeGeneration()); err != nil {
 		return nil, toStatus(nil, err)
 	}
 	return &pb.DeleteReplicaResponse{}, nil
 }
 
-// replicaGeneration is the descriptor generation of this server's replica
-// of range id, running or only stored.
-func (s *Server) replicaGeneration(id uint64) (uint64, bool) {
-	if r, ok := s.replica(id); ok {
-		return r.fsm.Descriptor().GetGeneration(), true
-	}
-	states, err := s.store.RangeStates()
-	if err != nil {
-		return 0, false
-	}
-	for _, st := range states {
-		if st.GetRange().GetRangeId() == id {
-			return st.GetRange().GetGeneration(), true
-		}
-	}
-	return 0, false
-}
-
 func (v *service) RangeInfo(ctx context.Context, req *pb.RangeInfoRequest) (*pb.RangeInfoResponse, error) {
-	r, err := v.replica(req.GetRangeId())
-	if err != nil {
-		return nil, err
+	// An observation: it does not wake a quiet range, which reports the
+	// leader it knew when it closed.
+	sl := v.s.slot(req.GetRangeId())
+	if sl == nil || sl.fsm == nil {
+		return nil, rpcerr.New(codes.NotFound, rpcerr.ReasonRangeNotFound, fmt.Sprintf("range %d is not hosted on %s", req.GetRangeId(), v.s.id), nil)
 	}
-	st := r.fsm.State()
-	return &pb.RangeInfoResponse{
-		Status: &pb.RangeStatus{
-			RangeId: r.id, Generation: st.GetRange().GetGeneration(), Leader: r.isLeader(),
-			AppliedIndex: st.GetAppliedIndex(), Range: st.GetRange(), Frozen: st.GetFrozen(),
-			Voters: r.voters(r.isLeader()),
-		},
-		LeaderServerId: r.leaderID(),
-	}, nil
+	resp := &pb.RangeInfoResponse{Status: v.s.status(sl, false)}
+	if r := sl.open(); r != nil {
+		resp.LeaderServerId = r.leaderID()
+	} else if l := sl.lastLeader.Load(); l != nil {
+		resp.LeaderServerId = *l
+	}
+	return resp, nil
 }
 
 // busyRetryAfter is the retry delay suggested with ErrBusy: about one
@@ -269,6 +244,8 @@ func toStatus(r *replica, err error) error {
 		return withIndex(codes.FailedPrecondition, rpcerr.ReasonConditionNotSatisfied)
 	case errors.Is(err, fsm.ErrKeyOutOfRange), errors.Is(err, fsm.ErrStaleGeneration), errors.Is(err, fsm.ErrRangeFrozen):
 		return withIndex(codes.FailedPrecondition, rpcerr.ReasonStaleRange)
+	case errors.Is(err, ErrLateDelete):
+		return rpcerr.New(codes.FailedPrecondition, rpcerr.ReasonStaleRange, err.Error(), nil)
 	case errors.Is(err, fsm.ErrRangeNotFound):
 		return rpcerr.New(codes.NotFound, rpcerr.ReasonRangeNotFound, err.Error(), nil)
 	case errors.Is(err, fsm.ErrBadSplitKey), errors.Is(err, fsm.ErrNotAdjacent), errors.Is(err, fsm.ErrRangeExists), errors.Is(err, fsm.ErrMergePending):
@@ -278,7 +255,7 @@ func toStatus(r *replica, err error) error {
 	case errors.Is(err, ErrBusy):
 		return rpcerr.New(codes.Unavailable, rpcerr.ReasonServerBusy, err.Error(),
 			map[string]string{rpcerr.MetaRetryAfterMs: strconv.FormatInt(busyRetryAfter.Milliseconds(), 10)})
-	case errors.Is(err, ErrShuttingDown):
+	case errors.Is(err, ErrShuttingDown), errors.Is(err, errWakeTimeout):
 		return rpcerr.New(codes.Unavailable, rpcerr.ReasonUnavailable, err.Error(), nil)
 	case errors.Is(err, ErrUnknownOutcome):
 		return rpcerr.New(codes.DeadlineExceeded, rpcerr.ReasonUnavailable, err.Error(), nil)

@@ -126,27 +126,3 @@ func (s *Server) watchTransfer(r *replica, started time.Time) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
-
-// restartReplica stops r's Raft member and starts it again from its
-// durable state, in place.
-func (s *Server) restartReplica(old *replica) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed || s.replicas[old.id] != old {
-		return
-	}
-	// Closing the transport first drops its connections, so RPCs stalled
-	// on a silent peer do not hold the shutdown.
-	old.transport.Close()
-	if err := old.close(); err != nil && !errors.Is(err, raft.ErrRaftShutdown) {
-		old.logger.Warn("closing raft member for restart", "err", err)
-	}
-	st := old.fsm.State()
-	rep, err := openReplica(s.deps(), old.id, st.GetBootstrap(), s.voters(st.GetRange()), false)
-	if err != nil {
-		delete(s.replicas, old.id)
-		old.logger.Error("restarting raft member failed; the master will re-create the replica", "err", err)
-		return
-	}
-	s.replicas[old.id] = rep
-}

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"tablestore/ctl"
 	"tablestore/frontend"
@@ -179,7 +180,32 @@ func serve(sp spec, args []string) error {
 	health.Mount(cm.metrics, r.ready)
 	sig := waitForSignal()
 	logger.Info("shutting down", "signal", sig.String())
-	return r.stop()
+	return stopWithin(r.stop, shutdownBound, logger)
+}
+
+// shutdownBound is the longest a role may take to stop after SIGTERM; the
+// roles bound their own work well within it (partitionserver's
+// --shutdown-timeout), this is the backstop.
+const shutdownBound = 10 * time.Second
+
+// stopWithin runs stop and returns its error, or gives up after d (or on
+// a second signal) so the process exits: what a role had not finished is
+// what a crash would leave, which every role recovers from.
+func stopWithin(stop func() error, d time.Duration, logger *slog.Logger) error {
+	done := make(chan error, 1)
+	go func() { done <- stop() }()
+	again := make(chan os.Signal, 1)
+	signal.Notify(again, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(again)
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(d):
+		logger.Error("shutdown did not finish in time; exiting", "after", d)
+	case sig := <-again:
+		logger.Error("second signal during shutdown; exiting", "signal", sig.String())
+	}
+	return nil
 }
 
 // devMetricsAuto is dev's --metrics-addr default: the port after the

@@ -51,6 +51,8 @@ type applyCtx struct {
 	log     *raft.Log
 	created []created
 	merged  []uint64
+	// quiesced is the index of the last QUIESCE marker applied.
+	quiesced uint64
 }
 
 // created is a range a command created, for the hooks.
@@ -182,6 +184,7 @@ func (r *Range) ApplyBatch(logs []*raft.Log) []interface{} {
 	r.waitMerges(logs, applied)
 	var made []created
 	var merged []uint64
+	var quiesced uint64
 	gone := false
 	last := state.GetAppliedIndex()
 	err := r.store.apply(func(tx *bolt.Tx) error {
@@ -193,7 +196,7 @@ func (r *Range) ApplyBatch(logs []*raft.Log) []interface{} {
 			return nil
 		}
 		c := &applyCtx{tx: tx, state: state}
-		defer func() { made, merged = c.created, c.merged }()
+		defer func() { made, merged, quiesced = c.created, c.merged, c.quiesced }()
 		for i, l := range logs {
 			if l.Index <= applied {
 				continue
@@ -220,6 +223,9 @@ func (r *Range) ApplyBatch(logs []*raft.Log) []interface{} {
 			}
 			for _, id := range merged {
 				r.hooks.RangeMerged(r.id, id)
+			}
+			if q, ok := r.hooks.(QuiesceHook); ok && quiesced != 0 {
+				q.Quiesced(r.id, quiesced)
 			}
 		}
 	})

@@ -312,3 +312,18 @@ func (f *appendFuture) Error() error {
 func (f *appendFuture) Start() time.Time                      { return f.start }
 func (f *appendFuture) Request() *raft.AppendEntriesRequest   { return f.args }
 func (f *appendFuture) Response() *raft.AppendEntriesResponse { return f.resp }
+
+// Campaign makes the group's raft member start an election at once, as a
+// leader's TimeoutNow would: a range woken by a request gets a leader in
+// one round trip instead of an election timeout. It waits at most limit
+// for raft to take the request.
+func (g *Group) Campaign(limit time.Duration) error {
+	stop := make(chan struct{})
+	t := time.AfterFunc(limit, func() { close(stop) })
+	defer t.Stop()
+	_, err, ok := g.deliver(&raft.TimeoutNowRequest{RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, Addr: []byte(g.t.localAddr)}}, nil, stop)
+	if !ok {
+		return fmt.Errorf("%w: campaign not taken within %v", ErrTimeout, limit)
+	}
+	return err
+}

@@ -121,6 +121,16 @@ func (sc *serverConn) respond(f frame, resp any, rerr error) bool {
 // false when the connection or transport closed first.
 func (sc *serverConn) deliver(group uint64, msg any, reader io.Reader) (resp any, err error, ok bool) {
 	g := sc.t.group(group)
+	if g == nil && sc.t.dormant != nil {
+		if resp := sc.t.dormant.Answer(group, msg); resp != nil {
+			return resp, nil, true
+		}
+		// The request waits (bounded) while its group opens, rather
+		// than failing and being retried after raft's backoff.
+		if sc.t.dormant.Wake(group) {
+			g = sc.t.group(group)
+		}
+	}
 	if g == nil {
 		return nil, ErrUnknownGroup, true
 	}

@@ -52,6 +52,21 @@ type Config struct {
 	// when zero). A snapshot gets this per 256 KiB.
 	Timeout time.Duration
 	Logger  *slog.Logger
+	// Dormant answers requests for groups not open here; nil answers them
+	// all with ErrUnknownGroup.
+	Dormant Dormant
+}
+
+// Dormant is the server's side of groups that are hosted but not open (a
+// quiet range): a request for one is answered without opening it, or
+// waits while it opens.
+type Dormant interface {
+	// Answer returns the response to msg for group, or nil when the group
+	// must be opened to answer (or is not hosted here).
+	Answer(group uint64, msg any) any
+	// Wake opens group and reports whether it is open now; it returns
+	// within a bounded time.
+	Wake(group uint64) bool
 }
 
 // Transport is a server's Raft transport, shared by all its groups.
@@ -62,6 +77,7 @@ type Transport struct {
 	timeout   time.Duration
 	logger    *slog.Logger
 	fault     atomic.Pointer[faultBox]
+	dormant   Dormant
 
 	mu       sync.RWMutex
 	groups   map[uint64]*Group
@@ -87,7 +103,7 @@ const dialRetryAfter = 50 * time.Millisecond
 // New starts serving cfg.Listener.
 func New(cfg Config) *Transport {
 	t := &Transport{
-		ln: cfg.Listener, dial: cfg.Dial, localAddr: cfg.LocalAddr, timeout: cfg.Timeout, logger: cfg.Logger,
+		ln: cfg.Listener, dial: cfg.Dial, localAddr: cfg.LocalAddr, timeout: cfg.Timeout, logger: cfg.Logger, dormant: cfg.Dormant,
 		groups: map[uint64]*Group{}, peers: map[string]*peer{}, conns: map[shutter]struct{}{},
 		closing: make(chan struct{}),
 	}

@@ -180,6 +180,9 @@ const (
 	CommandKind_COMMAND_KIND_ABSORB       CommandKind = 4
 	CommandKind_COMMAND_KIND_SET_REPLICAS CommandKind = 5
 	CommandKind_COMMAND_KIND_MERGE        CommandKind = 6
+	// A leader that saw no traffic commits it; members that apply it as
+	// their last entry close their Raft member (the range goes quiet).
+	CommandKind_COMMAND_KIND_QUIESCE CommandKind = 7
 )
 
 // Enum value maps for CommandKind.
@@ -192,6 +195,7 @@ var (
 		4: "COMMAND_KIND_ABSORB",
 		5: "COMMAND_KIND_SET_REPLICAS",
 		6: "COMMAND_KIND_MERGE",
+		7: "COMMAND_KIND_QUIESCE",
 	}
 	CommandKind_value = map[string]int32{
 		"COMMAND_KIND_UNSPECIFIED":  0,
@@ -201,6 +205,7 @@ var (
 		"COMMAND_KIND_ABSORB":       4,
 		"COMMAND_KIND_SET_REPLICAS": 5,
 		"COMMAND_KIND_MERGE":        6,
+		"COMMAND_KIND_QUIESCE":      7,
 	}
 )
 
@@ -710,8 +715,11 @@ type RangeLoad struct {
 	// Requests on this range refused per second because the server was over
 	// its --server-capacity: demand the range did not serve.
 	ServerBusyPerSec float64 `protobuf:"fixed64,11,opt,name=server_busy_per_sec,json=serverBusyPerSec,proto3" json:"server_busy_per_sec,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The reporting replica's lifecycle state (active, quiet, ...): a quiet
+	// leader's range costs nothing until its next request wakes it.
+	Lifecycle     string `protobuf:"bytes,12,opt,name=lifecycle,proto3" json:"lifecycle,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RangeLoad) Reset() {
@@ -819,6 +827,13 @@ func (x *RangeLoad) GetServerBusyPerSec() float64 {
 		return x.ServerBusyPerSec
 	}
 	return 0
+}
+
+func (x *RangeLoad) GetLifecycle() string {
+	if x != nil {
+		return x.Lifecycle
+	}
+	return ""
 }
 
 // KeyLoad is the load on one PartitionKey.
@@ -1007,7 +1022,11 @@ type RangeStatus struct {
 	// On the leader: the voters of the range's latest Raft configuration,
 	// sorted. The master compares them with the descriptor to finish a
 	// replica change a failover interrupted.
-	Voters        []string `protobuf:"bytes,8,rep,name=voters,proto3" json:"voters,omitempty"`
+	Voters []string `protobuf:"bytes,9,rep,name=voters,proto3" json:"voters,omitempty"`
+	// The replica's lifecycle state on the reporting server (active, quiet,
+	// opening, ...). A quiet replica reports leader as it was when it went
+	// quiet: the range has a leader that will answer once woken.
+	Lifecycle     string `protobuf:"bytes,8,opt,name=lifecycle,proto3" json:"lifecycle,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1096,6 +1115,13 @@ func (x *RangeStatus) GetVoters() []string {
 		return x.Voters
 	}
 	return nil
+}
+
+func (x *RangeStatus) GetLifecycle() string {
+	if x != nil {
+		return x.Lifecycle
+	}
+	return ""
 }
 
 // PartitionMap is the cluster's view of tables, ranges and servers.
@@ -1348,6 +1374,44 @@ func (x *EntityOp) GetIfMatchUnixNano() int64 {
 	return 0
 }
 
+// QuiesceCommand carries nothing: its log index and term are the point the
+// range went quiet at.
+type QuiesceCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QuiesceCommand) Reset() {
+	*x = QuiesceCommand{}
+	mi := &file_tablestore_v1_data_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QuiesceCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QuiesceCommand) ProtoMessage() {}
+
+func (x *QuiesceCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_data_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QuiesceCommand.ProtoReflect.Descriptor instead.
+func (*QuiesceCommand) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{12}
+}
+
 // Command is one entry of a range's Raft log.
 type Command struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1359,7 +1423,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[12]
+	mi := &file_tablestore_v1_data_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1371,7 +1435,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[12]
+	mi := &file_tablestore_v1_data_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1384,7 +1448,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{12}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Command) GetKind() CommandKind {
@@ -1414,7 +1478,7 @@ type WriteCommand struct {
 
 func (x *WriteCommand) Reset() {
 	*x = WriteCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[13]
+	mi := &file_tablestore_v1_data_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1426,7 +1490,7 @@ func (x *WriteCommand) String() string {
 func (*WriteCommand) ProtoMessage() {}
 
 func (x *WriteCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[13]
+	mi := &file_tablestore_v1_data_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1439,7 +1503,7 @@ func (x *WriteCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteCommand.ProtoReflect.Descriptor instead.
 func (*WriteCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{13}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *WriteCommand) GetProposedUnixNano() int64 {
@@ -1478,7 +1542,7 @@ type SplitCommand struct {
 
 func (x *SplitCommand) Reset() {
 	*x = SplitCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[14]
+	mi := &file_tablestore_v1_data_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1490,7 +1554,7 @@ func (x *SplitCommand) String() string {
 func (*SplitCommand) ProtoMessage() {}
 
 func (x *SplitCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[14]
+	mi := &file_tablestore_v1_data_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1503,7 +1567,7 @@ func (x *SplitCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitCommand.ProtoReflect.Descriptor instead.
 func (*SplitCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{14}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SplitCommand) GetSplitKey() string {
@@ -1538,7 +1602,7 @@ type FreezeCommand struct {
 
 func (x *FreezeCommand) Reset() {
 	*x = FreezeCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[15]
+	mi := &file_tablestore_v1_data_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1550,7 +1614,7 @@ func (x *FreezeCommand) String() string {
 func (*FreezeCommand) ProtoMessage() {}
 
 func (x *FreezeCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[15]
+	mi := &file_tablestore_v1_data_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1563,7 +1627,7 @@ func (x *FreezeCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreezeCommand.ProtoReflect.Descriptor instead.
 func (*FreezeCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{15}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *FreezeCommand) GetGeneration() uint64 {
@@ -1584,7 +1648,7 @@ type KV struct {
 
 func (x *KV) Reset() {
 	*x = KV{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[16]
+	mi := &file_tablestore_v1_data_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1596,7 +1660,7 @@ func (x *KV) String() string {
 func (*KV) ProtoMessage() {}
 
 func (x *KV) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[16]
+	mi := &file_tablestore_v1_data_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1609,7 +1673,7 @@ func (x *KV) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KV.ProtoReflect.Descriptor instead.
 func (*KV) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{16}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *KV) GetKey() []byte {
@@ -1642,7 +1706,7 @@ type AbsorbCommand struct {
 
 func (x *AbsorbCommand) Reset() {
 	*x = AbsorbCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[17]
+	mi := &file_tablestore_v1_data_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1654,7 +1718,7 @@ func (x *AbsorbCommand) String() string {
 func (*AbsorbCommand) ProtoMessage() {}
 
 func (x *AbsorbCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[17]
+	mi := &file_tablestore_v1_data_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1667,7 +1731,7 @@ func (x *AbsorbCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbsorbCommand.ProtoReflect.Descriptor instead.
 func (*AbsorbCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{17}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AbsorbCommand) GetRight() *RangeDescriptor {
@@ -1712,7 +1776,7 @@ type MergeCommand struct {
 
 func (x *MergeCommand) Reset() {
 	*x = MergeCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[18]
+	mi := &file_tablestore_v1_data_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1724,7 +1788,7 @@ func (x *MergeCommand) String() string {
 func (*MergeCommand) ProtoMessage() {}
 
 func (x *MergeCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[18]
+	mi := &file_tablestore_v1_data_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1737,7 +1801,7 @@ func (x *MergeCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeCommand.ProtoReflect.Descriptor instead.
 func (*MergeCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{18}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *MergeCommand) GetRight() *RangeDescriptor {
@@ -1764,7 +1828,7 @@ type SetReplicasCommand struct {
 
 func (x *SetReplicasCommand) Reset() {
 	*x = SetReplicasCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[19]
+	mi := &file_tablestore_v1_data_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1776,7 +1840,7 @@ func (x *SetReplicasCommand) String() string {
 func (*SetReplicasCommand) ProtoMessage() {}
 
 func (x *SetReplicasCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[19]
+	mi := &file_tablestore_v1_data_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1789,7 +1853,7 @@ func (x *SetReplicasCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetReplicasCommand.ProtoReflect.Descriptor instead.
 func (*SetReplicasCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{19}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SetReplicasCommand) GetReplicas() []*Replica {
@@ -1822,7 +1886,7 @@ type RangeState struct {
 
 func (x *RangeState) Reset() {
 	*x = RangeState{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[20]
+	mi := &file_tablestore_v1_data_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1834,7 +1898,7 @@ func (x *RangeState) String() string {
 func (*RangeState) ProtoMessage() {}
 
 func (x *RangeState) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[20]
+	mi := &file_tablestore_v1_data_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1847,7 +1911,7 @@ func (x *RangeState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeState.ProtoReflect.Descriptor instead.
 func (*RangeState) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{20}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RangeState) GetRange() *RangeDescriptor {
@@ -1918,7 +1982,7 @@ type UpdateRangesCommand struct {
 
 func (x *UpdateRangesCommand) Reset() {
 	*x = UpdateRangesCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[21]
+	mi := &file_tablestore_v1_data_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1930,7 +1994,7 @@ func (x *UpdateRangesCommand) String() string {
 func (*UpdateRangesCommand) ProtoMessage() {}
 
 func (x *UpdateRangesCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[21]
+	mi := &file_tablestore_v1_data_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1943,7 +2007,7 @@ func (x *UpdateRangesCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateRangesCommand.ProtoReflect.Descriptor instead.
 func (*UpdateRangesCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{21}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *UpdateRangesCommand) GetRanges() []*RangeDescriptor {
@@ -1961,7 +2025,7 @@ type AllocateRangeIDCommand struct {
 
 func (x *AllocateRangeIDCommand) Reset() {
 	*x = AllocateRangeIDCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[22]
+	mi := &file_tablestore_v1_data_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1973,7 +2037,7 @@ func (x *AllocateRangeIDCommand) String() string {
 func (*AllocateRangeIDCommand) ProtoMessage() {}
 
 func (x *AllocateRangeIDCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[22]
+	mi := &file_tablestore_v1_data_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1986,7 +2050,7 @@ func (x *AllocateRangeIDCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateRangeIDCommand.ProtoReflect.Descriptor instead.
 func (*AllocateRangeIDCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{22}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{23}
 }
 
 type AppendEventCommand struct {
@@ -1998,7 +2062,7 @@ type AppendEventCommand struct {
 
 func (x *AppendEventCommand) Reset() {
 	*x = AppendEventCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[23]
+	mi := &file_tablestore_v1_data_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2010,7 +2074,7 @@ func (x *AppendEventCommand) String() string {
 func (*AppendEventCommand) ProtoMessage() {}
 
 func (x *AppendEventCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[23]
+	mi := &file_tablestore_v1_data_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2023,7 +2087,7 @@ func (x *AppendEventCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendEventCommand.ProtoReflect.Descriptor instead.
 func (*AppendEventCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{23}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *AppendEventCommand) GetEvent() *Event {
@@ -2045,7 +2109,7 @@ type RemoveRangeCommand struct {
 
 func (x *RemoveRangeCommand) Reset() {
 	*x = RemoveRangeCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[24]
+	mi := &file_tablestore_v1_data_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2057,7 +2121,7 @@ func (x *RemoveRangeCommand) String() string {
 func (*RemoveRangeCommand) ProtoMessage() {}
 
 func (x *RemoveRangeCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[24]
+	mi := &file_tablestore_v1_data_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2070,7 +2134,7 @@ func (x *RemoveRangeCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveRangeCommand.ProtoReflect.Descriptor instead.
 func (*RemoveRangeCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{24}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RemoveRangeCommand) GetRangeId() uint64 {
@@ -2098,7 +2162,7 @@ type MasterCommand struct {
 
 func (x *MasterCommand) Reset() {
 	*x = MasterCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[25]
+	mi := &file_tablestore_v1_data_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2110,7 +2174,7 @@ func (x *MasterCommand) String() string {
 func (*MasterCommand) ProtoMessage() {}
 
 func (x *MasterCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[25]
+	mi := &file_tablestore_v1_data_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2123,7 +2187,7 @@ func (x *MasterCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterCommand.ProtoReflect.Descriptor instead.
 func (*MasterCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{25}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *MasterCommand) GetKind() MasterCommandKind {
@@ -2149,7 +2213,7 @@ type RegisterServerCommand struct {
 
 func (x *RegisterServerCommand) Reset() {
 	*x = RegisterServerCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[26]
+	mi := &file_tablestore_v1_data_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2161,7 +2225,7 @@ func (x *RegisterServerCommand) String() string {
 func (*RegisterServerCommand) ProtoMessage() {}
 
 func (x *RegisterServerCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[26]
+	mi := &file_tablestore_v1_data_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2174,7 +2238,7 @@ func (x *RegisterServerCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterServerCommand.ProtoReflect.Descriptor instead.
 func (*RegisterServerCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{26}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RegisterServerCommand) GetServer() *ServerInfo {
@@ -2194,7 +2258,7 @@ type SetServerDrainingCommand struct {
 
 func (x *SetServerDrainingCommand) Reset() {
 	*x = SetServerDrainingCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[27]
+	mi := &file_tablestore_v1_data_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2206,7 +2270,7 @@ func (x *SetServerDrainingCommand) String() string {
 func (*SetServerDrainingCommand) ProtoMessage() {}
 
 func (x *SetServerDrainingCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[27]
+	mi := &file_tablestore_v1_data_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2219,7 +2283,7 @@ func (x *SetServerDrainingCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetServerDrainingCommand.ProtoReflect.Descriptor instead.
 func (*SetServerDrainingCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{27}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SetServerDrainingCommand) GetServerId() string {
@@ -2247,7 +2311,7 @@ type CreateTableCommand struct {
 
 func (x *CreateTableCommand) Reset() {
 	*x = CreateTableCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[28]
+	mi := &file_tablestore_v1_data_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2259,7 +2323,7 @@ func (x *CreateTableCommand) String() string {
 func (*CreateTableCommand) ProtoMessage() {}
 
 func (x *CreateTableCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[28]
+	mi := &file_tablestore_v1_data_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2272,7 +2336,7 @@ func (x *CreateTableCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTableCommand.ProtoReflect.Descriptor instead.
 func (*CreateTableCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{28}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CreateTableCommand) GetName() string {
@@ -2305,7 +2369,7 @@ type DeleteTableCommand struct {
 
 func (x *DeleteTableCommand) Reset() {
 	*x = DeleteTableCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[29]
+	mi := &file_tablestore_v1_data_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2317,7 +2381,7 @@ func (x *DeleteTableCommand) String() string {
 func (*DeleteTableCommand) ProtoMessage() {}
 
 func (x *DeleteTableCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[29]
+	mi := &file_tablestore_v1_data_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2330,7 +2394,7 @@ func (x *DeleteTableCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTableCommand.ProtoReflect.Descriptor instead.
 func (*DeleteTableCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{29}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DeleteTableCommand) GetName() string {
@@ -2350,7 +2414,7 @@ type SetTableACLCommand struct {
 
 func (x *SetTableACLCommand) Reset() {
 	*x = SetTableACLCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[30]
+	mi := &file_tablestore_v1_data_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2362,7 +2426,7 @@ func (x *SetTableACLCommand) String() string {
 func (*SetTableACLCommand) ProtoMessage() {}
 
 func (x *SetTableACLCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[30]
+	mi := &file_tablestore_v1_data_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2375,7 +2439,7 @@ func (x *SetTableACLCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTableACLCommand.ProtoReflect.Descriptor instead.
 func (*SetTableACLCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{30}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SetTableACLCommand) GetName() string {
@@ -2401,7 +2465,7 @@ type SetServicePropertiesCommand struct {
 
 func (x *SetServicePropertiesCommand) Reset() {
 	*x = SetServicePropertiesCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[31]
+	mi := &file_tablestore_v1_data_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2413,7 +2477,7 @@ func (x *SetServicePropertiesCommand) String() string {
 func (*SetServicePropertiesCommand) ProtoMessage() {}
 
 func (x *SetServicePropertiesCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[31]
+	mi := &file_tablestore_v1_data_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2426,7 +2490,7 @@ func (x *SetServicePropertiesCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetServicePropertiesCommand.ProtoReflect.Descriptor instead.
 func (*SetServicePropertiesCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{31}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SetServicePropertiesCommand) GetProperties() []byte {
@@ -2446,7 +2510,7 @@ type SetAccountsCommand struct {
 
 func (x *SetAccountsCommand) Reset() {
 	*x = SetAccountsCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[32]
+	mi := &file_tablestore_v1_data_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2458,7 +2522,7 @@ func (x *SetAccountsCommand) String() string {
 func (*SetAccountsCommand) ProtoMessage() {}
 
 func (x *SetAccountsCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[32]
+	mi := &file_tablestore_v1_data_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2471,7 +2535,7 @@ func (x *SetAccountsCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAccountsCommand.ProtoReflect.Descriptor instead.
 func (*SetAccountsCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{32}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SetAccountsCommand) GetAccounts() []*StorageAccount {
@@ -2499,7 +2563,7 @@ type MasterSnapshot struct {
 
 func (x *MasterSnapshot) Reset() {
 	*x = MasterSnapshot{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[33]
+	mi := &file_tablestore_v1_data_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2511,7 +2575,7 @@ func (x *MasterSnapshot) String() string {
 func (*MasterSnapshot) ProtoMessage() {}
 
 func (x *MasterSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[33]
+	mi := &file_tablestore_v1_data_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2524,7 +2588,7 @@ func (x *MasterSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterSnapshot.ProtoReflect.Descriptor instead.
 func (*MasterSnapshot) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{33}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *MasterSnapshot) GetTables() []*Table {
@@ -2628,7 +2692,7 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\traft_addr\x18\x03 \x01(\tR\braftAddr\x12\x14\n" +
 	"\x05alive\x18\x04 \x01(\bR\x05alive\x127\n" +
 	"\x18last_heartbeat_unix_nano\x18\x05 \x01(\x03R\x15lastHeartbeatUnixNano\x12\x1a\n" +
-	"\bdraining\x18\x06 \x01(\bR\bdraining\"\xcc\x03\n" +
+	"\bdraining\x18\x06 \x01(\bR\bdraining\"\xea\x03\n" +
 	"\tRangeLoad\x12\"\n" +
 	"\rreads_per_sec\x18\x01 \x01(\x01R\vreadsPerSec\x12$\n" +
 	"\x0ewrites_per_sec\x18\x02 \x01(\x01R\fwritesPerSec\x12(\n" +
@@ -2642,7 +2706,8 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"loadSample\x12&\n" +
 	"\x0fmean_latency_ms\x18\n" +
 	" \x01(\x01R\rmeanLatencyMs\x12-\n" +
-	"\x13server_busy_per_sec\x18\v \x01(\x01R\x10serverBusyPerSec\"X\n" +
+	"\x13server_busy_per_sec\x18\v \x01(\x01R\x10serverBusyPerSec\x12\x1c\n" +
+	"\tlifecycle\x18\f \x01(\tR\tlifecycle\"X\n" +
 	"\aKeyLoad\x12#\n" +
 	"\rpartition_key\x18\x01 \x01(\tR\fpartitionKey\x12(\n" +
 	"\x10entities_per_sec\x18\x02 \x01(\x01R\x0eentitiesPerSec\"\x85\x03\n" +
@@ -2660,7 +2725,7 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	" \x01(\tR\x05cause\x1a:\n" +
 	"\fFiguresEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\x99\x02\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\xb7\x02\n" +
 	"\vRangeStatus\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x1e\n" +
 	"\n" +
@@ -2671,7 +2736,8 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x04load\x18\x05 \x01(\v2\x18.tablestore.v1.RangeLoadR\x04load\x124\n" +
 	"\x05range\x18\x06 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\x12\x16\n" +
 	"\x06frozen\x18\a \x01(\bR\x06frozen\x12\x16\n" +
-	"\x06voters\x18\b \x03(\tR\x06voters\"\xbf\x04\n" +
+	"\x06voters\x18\t \x03(\tR\x06voters\x12\x1c\n" +
+	"\tlifecycle\x18\b \x01(\tR\tlifecycle\"\xbf\x04\n" +
 	"\fPartitionMap\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12,\n" +
 	"\x06tables\x18\x02 \x03(\v2\x14.tablestore.v1.TableR\x06tables\x126\n" +
@@ -2698,7 +2764,8 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x06entity\x18\x04 \x01(\fR\x06entity\x12 \n" +
 	"\fif_match_any\x18\x05 \x01(\bR\n" +
 	"ifMatchAny\x12+\n" +
-	"\x12if_match_unix_nano\x18\x06 \x01(\x03R\x0fifMatchUnixNano\"S\n" +
+	"\x12if_match_unix_nano\x18\x06 \x01(\x03R\x0fifMatchUnixNano\"\x10\n" +
+	"\x0eQuiesceCommand\"S\n" +
 	"\aCommand\x12.\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1a.tablestore.v1.CommandKindR\x04kind\x12\x18\n" +
 	"\apayload\x18\x02 \x01(\fR\apayload\"\x86\x01\n" +
@@ -2803,7 +2870,7 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\rOP_KIND_MERGE\x10\x03\x12\x1d\n" +
 	"\x19OP_KIND_INSERT_OR_REPLACE\x10\x04\x12\x1b\n" +
 	"\x17OP_KIND_INSERT_OR_MERGE\x10\x05\x12\x12\n" +
-	"\x0eOP_KIND_DELETE\x10\x06*\xc4\x01\n" +
+	"\x0eOP_KIND_DELETE\x10\x06*\xde\x01\n" +
 	"\vCommandKind\x12\x1c\n" +
 	"\x18COMMAND_KIND_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12COMMAND_KIND_WRITE\x10\x01\x12\x16\n" +
@@ -2811,7 +2878,8 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x13COMMAND_KIND_FREEZE\x10\x03\x12\x17\n" +
 	"\x13COMMAND_KIND_ABSORB\x10\x04\x12\x1d\n" +
 	"\x19COMMAND_KIND_SET_REPLICAS\x10\x05\x12\x16\n" +
-	"\x12COMMAND_KIND_MERGE\x10\x06*\xf5\x03\n" +
+	"\x12COMMAND_KIND_MERGE\x10\x06\x12\x18\n" +
+	"\x14COMMAND_KIND_QUIESCE\x10\a*\xf5\x03\n" +
 	"\x11MasterCommandKind\x12#\n" +
 	"\x1fMASTER_COMMAND_KIND_UNSPECIFIED\x10\x00\x12'\n" +
 	"#MASTER_COMMAND_KIND_REGISTER_SERVER\x10\x01\x12$\n" +
@@ -2840,7 +2908,7 @@ func file_tablestore_v1_data_proto_rawDescGZIP() []byte {
 }
 
 var file_tablestore_v1_data_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_tablestore_v1_data_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_tablestore_v1_data_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_tablestore_v1_data_proto_goTypes = []any{
 	(EventKind)(0),                      // 0: tablestore.v1.EventKind
 	(OpKind)(0),                         // 1: tablestore.v1.OpKind
@@ -2858,31 +2926,32 @@ var file_tablestore_v1_data_proto_goTypes = []any{
 	(*PartitionMap)(nil),                // 13: tablestore.v1.PartitionMap
 	(*StorageAccount)(nil),              // 14: tablestore.v1.StorageAccount
 	(*EntityOp)(nil),                    // 15: tablestore.v1.EntityOp
-	(*Command)(nil),                     // 16: tablestore.v1.Command
-	(*WriteCommand)(nil),                // 17: tablestore.v1.WriteCommand
-	(*SplitCommand)(nil),                // 18: tablestore.v1.SplitCommand
-	(*FreezeCommand)(nil),               // 19: tablestore.v1.FreezeCommand
-	(*KV)(nil),                          // 20: tablestore.v1.KV
-	(*AbsorbCommand)(nil),               // 21: tablestore.v1.AbsorbCommand
-	(*MergeCommand)(nil),                // 22: tablestore.v1.MergeCommand
-	(*SetReplicasCommand)(nil),          // 23: tablestore.v1.SetReplicasCommand
-	(*RangeState)(nil),                  // 24: tablestore.v1.RangeState
-	(*UpdateRangesCommand)(nil),         // 25: tablestore.v1.UpdateRangesCommand
-	(*AllocateRangeIDCommand)(nil),      // 26: tablestore.v1.AllocateRangeIDCommand
-	(*AppendEventCommand)(nil),          // 27: tablestore.v1.AppendEventCommand
-	(*RemoveRangeCommand)(nil),          // 28: tablestore.v1.RemoveRangeCommand
-	(*MasterCommand)(nil),               // 29: tablestore.v1.MasterCommand
-	(*RegisterServerCommand)(nil),       // 30: tablestore.v1.RegisterServerCommand
-	(*SetServerDrainingCommand)(nil),    // 31: tablestore.v1.SetServerDrainingCommand
-	(*CreateTableCommand)(nil),          // 32: tablestore.v1.CreateTableCommand
-	(*DeleteTableCommand)(nil),          // 33: tablestore.v1.DeleteTableCommand
-	(*SetTableACLCommand)(nil),          // 34: tablestore.v1.SetTableACLCommand
-	(*SetServicePropertiesCommand)(nil), // 35: tablestore.v1.SetServicePropertiesCommand
-	(*SetAccountsCommand)(nil),          // 36: tablestore.v1.SetAccountsCommand
-	(*MasterSnapshot)(nil),              // 37: tablestore.v1.MasterSnapshot
-	nil,                                 // 38: tablestore.v1.Event.FiguresEntry
-	nil,                                 // 39: tablestore.v1.PartitionMap.LeadersEntry
-	nil,                                 // 40: tablestore.v1.PartitionMap.LoadsEntry
+	(*QuiesceCommand)(nil),              // 16: tablestore.v1.QuiesceCommand
+	(*Command)(nil),                     // 17: tablestore.v1.Command
+	(*WriteCommand)(nil),                // 18: tablestore.v1.WriteCommand
+	(*SplitCommand)(nil),                // 19: tablestore.v1.SplitCommand
+	(*FreezeCommand)(nil),               // 20: tablestore.v1.FreezeCommand
+	(*KV)(nil),                          // 21: tablestore.v1.KV
+	(*AbsorbCommand)(nil),               // 22: tablestore.v1.AbsorbCommand
+	(*MergeCommand)(nil),                // 23: tablestore.v1.MergeCommand
+	(*SetReplicasCommand)(nil),          // 24: tablestore.v1.SetReplicasCommand
+	(*RangeState)(nil),                  // 25: tablestore.v1.RangeState
+	(*UpdateRangesCommand)(nil),         // 26: tablestore.v1.UpdateRangesCommand
+	(*AllocateRangeIDCommand)(nil),      // 27: tablestore.v1.AllocateRangeIDCommand
+	(*AppendEventCommand)(nil),          // 28: tablestore.v1.AppendEventCommand
+	(*RemoveRangeCommand)(nil),          // 29: tablestore.v1.RemoveRangeCommand
+	(*MasterCommand)(nil),               // 30: tablestore.v1.MasterCommand
+	(*RegisterServerCommand)(nil),       // 31: tablestore.v1.RegisterServerCommand
+	(*SetServerDrainingCommand)(nil),    // 32: tablestore.v1.SetServerDrainingCommand
+	(*CreateTableCommand)(nil),          // 33: tablestore.v1.CreateTableCommand
+	(*DeleteTableCommand)(nil),          // 34: tablestore.v1.DeleteTableCommand
+	(*SetTableACLCommand)(nil),          // 35: tablestore.v1.SetTableACLCommand
+	(*SetServicePropertiesCommand)(nil), // 36: tablestore.v1.SetServicePropertiesCommand
+	(*SetAccountsCommand)(nil),          // 37: tablestore.v1.SetAccountsCommand
+	(*MasterSnapshot)(nil),              // 38: tablestore.v1.MasterSnapshot
+	nil,                                 // 39: tablestore.v1.Event.FiguresEntry
+	nil,                                 // 40: tablestore.v1.PartitionMap.LeadersEntry
+	nil,                                 // 41: tablestore.v1.PartitionMap.LoadsEntry
 }
 var file_tablestore_v1_data_proto_depIdxs = []int32{
 	4,  // 0: tablestore.v1.RangeDescriptor.replicas:type_name -> tablestore.v1.Replica
@@ -2890,21 +2959,21 @@ var file_tablestore_v1_data_proto_depIdxs = []int32{
 	10, // 2: tablestore.v1.RangeLoad.hot_keys:type_name -> tablestore.v1.KeyLoad
 	10, // 3: tablestore.v1.RangeLoad.load_sample:type_name -> tablestore.v1.KeyLoad
 	0,  // 4: tablestore.v1.Event.kind:type_name -> tablestore.v1.EventKind
-	38, // 5: tablestore.v1.Event.figures:type_name -> tablestore.v1.Event.FiguresEntry
+	39, // 5: tablestore.v1.Event.figures:type_name -> tablestore.v1.Event.FiguresEntry
 	9,  // 6: tablestore.v1.RangeStatus.load:type_name -> tablestore.v1.RangeLoad
 	5,  // 7: tablestore.v1.RangeStatus.range:type_name -> tablestore.v1.RangeDescriptor
 	6,  // 8: tablestore.v1.PartitionMap.tables:type_name -> tablestore.v1.Table
 	5,  // 9: tablestore.v1.PartitionMap.ranges:type_name -> tablestore.v1.RangeDescriptor
 	8,  // 10: tablestore.v1.PartitionMap.servers:type_name -> tablestore.v1.ServerInfo
-	39, // 11: tablestore.v1.PartitionMap.leaders:type_name -> tablestore.v1.PartitionMap.LeadersEntry
-	40, // 12: tablestore.v1.PartitionMap.loads:type_name -> tablestore.v1.PartitionMap.LoadsEntry
+	40, // 11: tablestore.v1.PartitionMap.leaders:type_name -> tablestore.v1.PartitionMap.LeadersEntry
+	41, // 12: tablestore.v1.PartitionMap.loads:type_name -> tablestore.v1.PartitionMap.LoadsEntry
 	14, // 13: tablestore.v1.PartitionMap.accounts:type_name -> tablestore.v1.StorageAccount
 	1,  // 14: tablestore.v1.EntityOp.kind:type_name -> tablestore.v1.OpKind
 	2,  // 15: tablestore.v1.Command.kind:type_name -> tablestore.v1.CommandKind
 	15, // 16: tablestore.v1.WriteCommand.ops:type_name -> tablestore.v1.EntityOp
 	5,  // 17: tablestore.v1.AbsorbCommand.right:type_name -> tablestore.v1.RangeDescriptor
-	20, // 18: tablestore.v1.AbsorbCommand.rows:type_name -> tablestore.v1.KV
-	20, // 19: tablestore.v1.AbsorbCommand.requests:type_name -> tablestore.v1.KV
+	21, // 18: tablestore.v1.AbsorbCommand.rows:type_name -> tablestore.v1.KV
+	21, // 19: tablestore.v1.AbsorbCommand.requests:type_name -> tablestore.v1.KV
 	5,  // 20: tablestore.v1.MergeCommand.right:type_name -> tablestore.v1.RangeDescriptor
 	4,  // 21: tablestore.v1.SetReplicasCommand.replicas:type_name -> tablestore.v1.Replica
 	5,  // 22: tablestore.v1.RangeState.range:type_name -> tablestore.v1.RangeDescriptor
@@ -2940,7 +3009,7 @@ func file_tablestore_v1_data_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tablestore_v1_data_proto_rawDesc), len(file_tablestore_v1_data_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   37,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,276 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"net/http"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+	"github.com/anishathalye/porcupine"
+
+	"tablestore/internal/masterclient"
+	"tablestore/partitionserver"
+	pb "tablestore/proto/tablestorepb"
+)
+
+// quiesceFast makes ranges go quiet after a short idle time.
+func quiesceFast(s *partitionserver.Config) { s.QuiesceAfter = 300 * time.Millisecond }
+
+// waitQuiet waits until every replica of table's ranges on a running
+// server is quiet.
+func waitQuiet(t *testing.T, c *Cluster, mc *masterclient.Client, table string, timeout time.Duration) {
+	t.Helper()
+	waitFor(t, timeout, "table "+table+" quiet on every replica", func() bool {
+		m := partitionMap(t, mc)
+		for _, d := range tableRanges(m, table) {
+			for _, r := range d.GetReplicas() {
+				i := c.ServerIndex(r.GetServerId())
+				if i < 0 || c.Servers[i].Server == nil {
+					continue
+				}
+				if st := c.Servers[i].Server.ReplicaState(d.GetRangeId()); st != "quiet" {
+					if time.Now().Second()%3 == 0 {
+						t.Logf("range %d on %s: %s", d.GetRangeId(), r.GetServerId(), st)
+					}
+					return false
+				}
+			}
+		}
+		return true
+	})
+}
+
+func putV(ctx context.Context, tc *aztables.Client, pk string, v int) error {
+	body, _ := json.Marshal(map[string]any{"PartitionKey": pk, "RowKey": "r", "V": v})
+	_, err := tc.UpsertEntity(ctx, body, &aztables.UpsertEntityOptions{UpdateMode: aztables.UpdateModeReplace})
+	return err
+}
+
+func getV(ctx context.Context, tc *aztables.Client, pk string) (int, error) {
+	resp, err := tc.GetEntity(ctx, pk, "r", nil)
+	if err != nil {
+		return 0, err
+	}
+	var e struct{ V int }
+	if err := json.Unmarshal(resp.Value, &e); err != nil {
+		return 0, err
+	}
+	return e.V, nil
+}
+
+// TestQuietRangeWakesAndFailsOver: an idle range goes quiet on every
+// replica; a read wakes it quickly; with the quiet leader's server killed
+// the range is writable again within the election time plus the master's
+// server timeout.
+func TestQuietRangeWakesAndFailsOver(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := startTuned(t, 3, quietPolicies, quiesceFast)
+	sc := serviceClient(t, c, 0)
+	mc := masterClient(t, c)
+	ctx := ctxT(t, 2*time.Minute)
+	const table = "quiet"
+	tc := newTable(t, sc, table)
+	if err := putV(ctx, tc, "k", 1); err != nil {
+		t.Fatal(err)
+	}
+	var wakes []time.Duration
+	for i := 0; i < 5; i++ {
+		waitQuiet(t, c, mc, table, 10*time.Second)
+		start := time.Now()
+		v, err := getV(ctx, tc, "k")
+		wakes = append(wakes, time.Since(start))
+		if err != nil || v != 1 {
+			t.Fatalf("read after quiet: %v, %v", v, err)
+		}
+	}
+	sort.Slice(wakes, func(i, j int) bool { return wakes[i] < wakes[j] })
+	t.Logf("first read of a quiet range through the front-end: %v", wakes)
+
+	waitQuiet(t, c, mc, table, 10*time.Second)
+	leader := rangeLeader(c, table)
+	if leader < 0 {
+		t.Fatal("a quiet range reports no leader to the master")
+	}
+	if err := c.CrashServer(leader); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	// Election (500 ms) + the master's server timeout (2 s) + routing.
+	const bound = 2*time.Second + 500*time.Millisecond + 2*time.Second
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		err := putV(wctx, tc, "k", 2)
+		if err == nil {
+			break
+		}
+		if wctx.Err() != nil {
+			t.Fatalf("range not writable after its quiet leader's server died: %v", err)
+		}
+	}
+	took := time.Since(start)
+	t.Logf("writable %v after the quiet leader's server was killed", took)
+	if took > bound {
+		t.Errorf("writable after %v, want within %v", took, bound)
+	}
+	if v, err := getV(ctx, tc, "k"); err != nil || v != 2 {
+		t.Fatalf("read after failover: %v, %v", v, err)
+	}
+}
+
+// TestQuietRangeSplitMergeMove: each reshaping operation is applied to a
+// quiet range, and every entity stays readable.
+func TestQuietRangeSplitMergeMove(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := startTuned(t, 4, quietPolicies, quiesceFast)
+	sc := serviceClient(t, c, 0)
+	mc := masterClient(t, c)
+	ctx := ctxT(t, 2*time.Minute)
+	const table = "quietreshape"
+	tc := newTable(t, sc, table)
+	keys := []string{"a", "c", "e", "g", "m", "p", "t", "x"}
+	for i, k := range keys {
+		if err := putV(ctx, tc, k, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(step string) {
+		t.Helper()
+		for i, k := range keys {
+			if v, err := getV(ctx, tc, k); err != nil || v != i {
+				t.Fatalf("after %s: %s = %v, %v", step, k, v, err)
+			}
+		}
+	}
+	call := func(fn func(ctx context.Context, m pb.MasterServiceClient) error) {
+		t.Helper()
+		if err := mc.Call(ctx, fn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitQuiet(t, c, mc, table, 10*time.Second)
+	var split *pb.SplitResponse
+	call(func(ctx context.Context, m pb.MasterServiceClient) error {
+		var err error
+		split, err = m.Split(ctx, &pb.SplitRequest{Table: table, PartitionKey: "m"})
+		return err
+	})
+	check("split")
+
+	waitQuiet(t, c, mc, table, 15*time.Second)
+	right := split.GetRight()
+	have := map[string]bool{}
+	for _, r := range right.GetReplicas() {
+		have[r.GetServerId()] = true
+	}
+	to := ""
+	for _, n := range c.Servers {
+		if !have[n.Config.ID] {
+			to = n.Config.ID
+		}
+	}
+	call(func(ctx context.Context, m pb.MasterServiceClient) error {
+		_, err := m.Move(ctx, &pb.MoveRequest{RangeId: right.GetRangeId(), ToServerId: to})
+		return err
+	})
+	check("move")
+
+	waitQuiet(t, c, mc, table, 15*time.Second)
+	call(func(ctx context.Context, m pb.MasterServiceClient) error {
+		_, err := m.Merge(ctx, &pb.MergeRequest{RangeId: split.GetLeft().GetRangeId()})
+		return err
+	})
+	check("merge")
+	waitFor(t, 10*time.Second, "one range in the map", func() bool { return len(tableRanges(partitionMap(t, mc), table)) == 1 })
+	waitQuiet(t, c, mc, table, 15*time.Second)
+	check("quiet again")
+}
+
+// TestLinearizableAcrossQuiesce: clients work in bursts separated by idle
+// gaps long enough for the range to go quiet, so every burst starts by
+// waking it (several clients at once); one gap also loses the quiet
+// leader's server. The history must be linearizable.
+func TestLinearizableAcrossQuiesce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := startTuned(t, 3, quietPolicies, quiesceFast)
+	sc := serviceClient(t, c, 0)
+	mc := masterClient(t, c)
+	const table = "linearquiet"
+	tc := newTable(t, sc, table)
+	ctx := ctxT(t, 2*time.Minute)
+	keys := []string{"k0", "k1", "k2"}
+	start := time.Now()
+	now := func() int64 { return int64(time.Since(start)) }
+	var mu sync.Mutex
+	var history []porcupine.Operation
+	record := func(op porcupine.Operation) {
+		mu.Lock()
+		history = append(history, op)
+		mu.Unlock()
+	}
+	burst := func(round int) {
+		var wg sync.WaitGroup
+		for client := 0; client < 4; client++ {
+			wg.Add(1)
+			go func(client int) {
+				defer wg.Done()
+				for i := 0; i < 12; i++ {
+					key := keys[(client+i)%len(keys)]
+					if (client+i)%2 == 0 {
+						v := round*1_000_000 + client*1000 + i
+						call := now()
+						err := putV(ctx, tc, key, v)
+						ret := now()
+						if err != nil {
+							ret = math.MaxInt64
+						}
+						record(porcupine.Operation{ClientId: client, Input: registerInput{key: key, put: true, value: v}, Call: call, Output: registerOutput{}, Return: ret})
+						continue
+					}
+					call := now()
+					v, err := getV(ctx, tc, key)
+					ret := now()
+					out := registerOutput{value: v}
+					switch {
+					case err == nil:
+					case isStatus(err, http.StatusNotFound):
+						out.value = -1
+					default:
+						continue
+					}
+					record(porcupine.Operation{ClientId: client, Input: registerInput{key: key}, Call: call, Output: out, Return: ret})
+				}
+			}(client)
+		}
+		wg.Wait()
+	}
+	for round := 0; round < 4; round++ {
+		burst(round)
+		waitQuiet(t, c, mc, table, 15*time.Second)
+		if round == 2 {
+			leader := rangeLeader(c, table)
+			if leader < 0 {
+				t.Fatal("no leader reported for the quiet range")
+			}
+			if err := c.StopServer(leader); err != nil {
+				t.Fatal(err)
+			}
+			burst(10 + round)
+			if err := c.RestartServer(leader); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	checkLinearizable(t, history)
+}

@@ -1,0 +1,133 @@
+package lifecycle
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+// TestScripts runs every testdata/*.txt script and compares the transcript
+// with its .golden file. A script line is a machine command:
+//
+//	machine                  start a new replica (Absent)
+//	<event> [campaign] [must-open]
+//	answer term=T prev=I,T commit=C entries=N mark=T,I,T,A
+//
+// Lines starting with # and blank lines are copied.
+func TestScripts(t *testing.T) {
+	files, err := filepath.Glob("testdata/*.txt")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no scripts: %v", err)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			got := run(t, f)
+			golden := strings.TrimSuffix(f, ".txt") + ".golden"
+			if *update {
+				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run with -update)", err)
+			}
+			if got != string(want) {
+				t.Errorf("%s differs from %s:\n%s", f, golden, got)
+			}
+		})
+	}
+}
+
+func run(t *testing.T, path string) string {
+	file, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	var out strings.Builder
+	var m Machine
+	sc := bufio.NewScanner(file)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		out.WriteString(sc.Text() + "\n")
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		fields := strings.Fields(line)
+		switch fields[0] {
+		case "machine":
+			m = Machine{}
+			fmt.Fprintf(&out, "  = %s\n", m.State())
+		case "answer":
+			fmt.Fprintf(&out, "  = %s\n", answerLine(t, fields[1:]))
+		default:
+			ev, ok := ParseEvent(fields[0])
+			if !ok {
+				t.Fatalf("%s: unknown event %q", path, fields[0])
+			}
+			in := Input{Event: ev}
+			for _, f := range fields[1:] {
+				switch f {
+				case "campaign":
+					in.Campaign = true
+				case "must-open":
+					in.MustOpen = true
+				default:
+					t.Fatalf("%s: unknown flag %q", path, f)
+				}
+			}
+			fmt.Fprintf(&out, "  = %s\n", m.Step(in))
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out.String()
+}
+
+func answerLine(t *testing.T, args []string) string {
+	var m Mark
+	var a Append
+	nums := func(s string) []uint64 {
+		var out []uint64
+		for _, p := range strings.Split(s, ",") {
+			v, err := strconv.ParseUint(p, 10, 64)
+			if err != nil {
+				t.Fatalf("bad number %q", p)
+			}
+			out = append(out, v)
+		}
+		return out
+	}
+	for _, arg := range args {
+		k, v, _ := strings.Cut(arg, "=")
+		n := nums(v)
+		switch k {
+		case "term":
+			a.Term = n[0]
+		case "prev":
+			a.PrevLogEntry, a.PrevLogTerm = n[0], n[1]
+		case "commit":
+			a.LeaderCommit = n[0]
+		case "entries":
+			a.Entries = int(n[0])
+		case "mark":
+			m = Mark{Term: n[0], LastIndex: n[1], LastTerm: n[2], Applied: n[3]}
+		default:
+			t.Fatalf("unknown answer field %q", k)
+		}
+	}
+	if Answer(m, a) == Ack {
+		return "ack"
+	}
+	return "wake"
+}

@@ -1,0 +1,667 @@
+package partitionserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"tablestore/partitionserver/fsm"
+	"tablestore/partitionserver/lifecycle"
+	pb "tablestore/proto/tablestorepb"
+)
+
+// The registry: the one place that decides whether a replica is hosted on
+// this server and whether its Raft member runs. Every rule that creates,
+// opens, closes, deletes or re-creates a replica is an event fed to the
+// replica's lifecycle.Machine here; this file executes the actions the
+// machine returns and logs each transition with its cause.
+
+// slot is one hosted replica: its state machine (kept while it is hosted,
+// open or quiet) and, while Active, its Raft member.
+type slot struct {
+	id uint64
+	// sem serialises transitions and their actions (a lock that can be
+	// given up on: a Raft message waits for an open only so long).
+	sem chan struct{}
+	m   lifecycle.Machine
+	// state mirrors m.State() for readers that do not take sem.
+	state atomic.Int32
+	rep   atomic.Pointer[replica]
+	fsm   *fsm.Range
+	// mark is set while quiet: what Answer needs of the closed member.
+	mark atomic.Pointer[lifecycle.Mark]
+	// wasLeader and lastLeader: the member's view when it last closed, so
+	// a quiet replica reports the leader that will answer once woken.
+	wasLeader  atomic.Bool
+	lastLeader atomic.Pointer[string]
+	// lastUse is when a request last asked for the replica (Unix ns).
+	lastUse atomic.Int64
+	// seenIndex, seenAt: the quiesce scan's view of the last log index.
+	seenIndex uint64
+	seenAt    time.Time
+	quiescing atomic.Bool
+	// quietAt is the index of the QUIESCE marker the member closed at.
+	quietAt atomic.Uint64
+
+	// Meters outlive the Raft member.
+	load     *loadMeter
+	keys     *keyMeter
+	throttle *throttle
+}
+
+func newSlot(id uint64, rfsm *fsm.Range, cfg *Config) *slot {
+	return &slot{id: id, sem: make(chan struct{}, 1), fsm: rfsm, load: &loadMeter{}, keys: newKeyMeter(), throttle: newThrottle(cfg.PartitionThrottle)}
+}
+
+func (sl *slot) lock()   { sl.sem <- struct{}{} }
+func (sl *slot) unlock() { <-sl.sem }
+
+// lockWithin takes the slot's lock unless d passes first.
+func (sl *slot) lockWithin(d time.Duration) bool {
+	select {
+	case sl.sem <- struct{}{}:
+		return true
+	default:
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case sl.sem <- struct{}{}:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+func (sl *slot) State() lifecycle.State { return lifecycle.State(sl.state.Load()) }
+
+// open returns the running member, nil when not Active.
+func (sl *slot) open() *replica {
+	if sl.State() != lifecycle.Active {
+		return nil
+	}
+	return sl.rep.Load()
+}
+
+// Errors of the registry.
+var (
+	ErrRangeNotHosted = errors.New("partitionserver: range not hosted here")
+	errWakeTimeout    = errors.New("partitionserver: range did not open in time")
+	// ErrLateDelete: a delete ordered for an older generation of a replica
+	// that a later change re-created.
+	ErrLateDelete = errors.New("partitionserver: late replica delete refused")
+)
+
+// openSpec is how an Open action starts the member.
+type openSpec struct {
+	bootstrap bool
+	voters    []raft.Server
+	fast      bool
+}
+
+// step feeds one event to sl's machine and executes its actions; the
+// caller holds sl's lock. spec is used by Open actions (nil: from the
+// stored state).
+func (s *Server) step(sl *slot, in lifecycle.Input, cause string, spec *openSpec) (lifecycle.Output, error) {
+	out := sl.m.Step(in)
+	sl.state.Store(int32(out.To))
+	if out.Changed() || len(out.Actions) > 0 {
+		s.logger.Debug("replica lifecycle", "range", sl.id, "event", in.Event.String(), "cause", cause, "transition", out.String())
+		if out.Changed() {
+			lifecycleTransitionsTotal.WithLabelValues(out.To.String()).Inc()
+		}
+	}
+	var err error
+	for _, a := range out.Actions {
+		if err = s.execute(sl, a, spec); err != nil {
+			break
+		}
+	}
+	// Opening, Closing and Removing end with the action that began them.
+	switch out.To {
+	case lifecycle.Opening:
+		if err != nil || sl.rep.Load() == nil {
+			s.logger.Warn("opening replica failed", "range", sl.id, "cause", cause, "err", err)
+			s.finish(sl, lifecycle.OpenFailed, cause)
+			if err == nil {
+				err = errWakeTimeout
+			}
+		} else {
+			s.finish(sl, lifecycle.Opened, cause)
+		}
+	case lifecycle.Closing:
+		s.finish(sl, lifecycle.Closed, cause)
+	case lifecycle.Removing:
+		if err == nil {
+			s.finish(sl, lifecycle.Removed, cause)
+			s.mu.Lock()
+			if s.slots[sl.id] == sl {
+				delete(s.slots, sl.id)
+			}
+			s.mu.Unlock()
+		}
+	}
+	return out, err
+}
+
+// finish feeds the event that ends a transient state.
+func (s *Server) finish(sl *slot, ev lifecycle.Event, cause string) {
+	out := sl.m.Step(lifecycle.Input{Event: ev})
+	sl.state.Store(int32(out.To))
+	if out.Changed() {
+		lifecycleTransitionsTotal.WithLabelValues(out.To.String()).Inc()
+	}
+	s.logger.Debug("replica lifecycle", "range", sl.id, "event", ev.String(), "cause", cause, "transition", out.String())
+}
+
+// execute performs one action.
+func (s *Server) execute(sl *slot, a lifecycle.Action, spec *openSpec) error {
+	switch a {
+	case lifecycle.Open, lifecycle.OpenCampaign:
+		if spec == nil {
+			st := sl.fsm.State()
+			spec = &openSpec{bootstrap: st.GetBootstrap(), voters: s.voters(st.GetRange())}
+		}
+		sl.mark.Store(nil)
+		rep, err := openReplica(s.deps(), sl, spec.bootstrap, spec.voters, spec.fast)
+		if err != nil {
+			return err
+		}
+		sl.rep.Store(rep)
+		if a == lifecycle.OpenCampaign && !spec.fast {
+			if err := rep.transport.Campaign(time.Second); err != nil {
+				s.logger.Debug("campaign after wake failed", "range", sl.id, "err", err)
+			}
+		}
+	case lifecycle.Close:
+		rep := sl.rep.Swap(nil)
+		if rep == nil {
+			return nil
+		}
+		sl.wasLeader.Store(rep.isLeader())
+		l := rep.leaderID()
+		sl.lastLeader.Store(&l)
+		if err := rep.close(); err != nil && !errors.Is(err, raft.ErrRaftShutdown) {
+			s.logger.Warn("closing raft member", "range", sl.id, "err", err)
+		}
+	case lifecycle.RecordQuiet:
+		mark, err := s.readMark(sl)
+		if err != nil {
+			// Without a mark every message wakes it: correct, only
+			// slower.
+			s.logger.Warn("reading a quiet replica's raft state", "range", sl.id, "err", err)
+			return nil
+		}
+		sl.mark.Store(mark)
+	case lifecycle.DeleteState:
+		if err := s.store.DeleteRange(sl.id); err != nil && !errors.Is(err, fsm.ErrRangeNotFound) {
+			return err
+		}
+	case lifecycle.DropLog:
+		if err := s.logs.Drop(sl.id); err != nil {
+			return err
+		}
+		if err := os.RemoveAll(replicaDir(s.cfg.DataDir, sl.id)); err != nil {
+			return err
+		}
+	case lifecycle.Wait, lifecycle.Refuse:
+		// Only a machine driven from outside the lock would see these.
+	}
+	return nil
+}
+
+// readMark reads the closed member's durable Raft state.
+func (s *Server) readMark(sl *slot) (*lifecycle.Mark, error) {
+	lg := s.logs.Log(sl.id)
+	term, err := lg.GetUint64([]byte("CurrentTerm"))
+	if err != nil {
+		return nil, err
+	}
+	last, err := lg.LastIndex()
+	if err != nil {
+		return nil, err
+	}
+	m := &lifecycle.Mark{Term: term, LastIndex: last, Applied: sl.fsm.AppliedIndex()}
+	if q := sl.quietAt.Load(); q != 0 && q <= last {
+		m.Applied = max(m.Applied, q)
+	}
+	if last > 0 {
+		var l raft.Log
+		if err := lg.GetLog(last, &l); err != nil {
+			return nil, err
+		}
+		m.LastTerm = l.Term
+	}
+	return m, nil
+}
+
+// slot returns the hosted replica's slot, nil if not hosted.
+func (s *Server) slot(id uint64) *slot {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.slots[id]
+}
+
+// slotList returns every slot.
+func (s *Server) slotList() []*slot {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]*slot, 0, len(s.slots))
+	for _, sl := range s.slots {
+		out = append(out, sl)
+	}
+	return out
+}
+
+// hosts reports whether the range is hosted here (open or quiet).
+func (s *Server) hosts(id uint64) bool { return s.slot(id) != nil }
+
+// addSlot returns the slot of a stored range, creating it (Absent) if
+// needed; nil when shutting down.
+func (s *Server) addSlot(id uint64) (*slot, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, false, ErrShuttingDown
+	}
+	if sl := s.slots[id]; sl != nil {
+		return sl, false, nil
+	}
+	rfsm, err := s.store.OpenRange(id, s.logger.With("range", id))
+	if err != nil {
+		return nil, false, err
+	}
+	sl := newSlot(id, rfsm, &s.cfg)
+	s.slots[id] = sl
+	return sl, true, nil
+}
+
+// found registers a range the start found in the state file: quiet unless
+// it must run now (a bootstrap not yet written, or quiescence off).
+func (s *Server) found(st *pb.RangeState) error {
+	d := st.GetRange()
+	sl, _, err := s.addSlot(d.GetRangeId())
+	if err != nil {
+		return err
+	}
+	sl.lock()
+	defer sl.unlock()
+	must := st.GetBootstrap() || s.cfg.QuiesceAfter == 0
+	_, err = s.step(sl, lifecycle.Input{Event: lifecycle.Found, MustOpen: must}, "start", &openSpec{bootstrap: st.GetBootstrap(), voters: s.voters(d)})
+	return err
+}
+
+// acquire returns the running member of a hosted range for a request,
+// opening a quiet one (which then campaigns, so it answers as leader).
+func (s *Server) acquire(id uint64) (*replica, error) {
+	sl := s.slot(id)
+	if sl == nil {
+		return nil, ErrRangeNotHosted
+	}
+	sl.lastUse.Store(time.Now().UnixNano())
+	if rep := sl.open(); rep != nil {
+		return rep, nil
+	}
+	start := time.Now()
+	rep, err := s.wake(sl, lifecycle.Request, "request", s.wakeWait())
+	if err != nil {
+		return nil, err
+	}
+	// Wait (bounded) for the election it started, so the request finds a
+	// leader rather than bouncing with NOT_LEADER.
+	deadline := start.Add(s.wakeWait())
+	for rep.leaderID() == "" && time.Now().Before(deadline) && rep.raft.State() != raft.Shutdown {
+		time.Sleep(500 * time.Microsecond)
+	}
+	wakeSeconds.Observe(time.Since(start).Seconds())
+	return rep, nil
+}
+
+// wakeWait bounds how long a request or Raft message waits for a quiet
+// range to open and elect.
+func (s *Server) wakeWait() time.Duration { return max(time.Second, 2*s.cfg.RaftElectionTimeout) }
+
+// wake opens a quiet replica for ev (Request: it campaigns; RaftMessage:
+// it follows).
+func (s *Server) wake(sl *slot, ev lifecycle.Event, cause string, within time.Duration) (*replica, error) {
+	if !sl.lockWithin(within) {
+		return nil, errWakeTimeout
+	}
+	defer sl.unlock()
+	if rep := sl.open(); rep != nil {
+		return rep, nil
+	}
+	s.mu.RLock()
+	closed := s.closed
+	s.mu.RUnlock()
+	if closed {
+		return nil, ErrShuttingDown
+	}
+	if _, err := s.step(sl, lifecycle.Input{Event: ev}, cause, nil); err != nil {
+		return nil, err
+	}
+	if rep := sl.open(); rep != nil {
+		return rep, nil
+	}
+	return nil, ErrRangeNotHosted
+}
+
+// Answer implements grouptransport.Dormant: a quiet replica acknowledges
+// the traffic of the leader that quiesced it without opening.
+func (s *Server) Answer(group uint64, msg any) any {
+	ae, ok := msg.(*raft.AppendEntriesRequest)
+	if !ok {
+		return nil
+	}
+	sl := s.slot(group)
+	if sl == nil || sl.State() != lifecycle.Quiet {
+		return nil
+	}
+	m := sl.mark.Load()
+	if m == nil {
+		return nil
+	}
+	a := lifecycle.Append{Term: ae.Term, PrevLogEntry: ae.PrevLogEntry, PrevLogTerm: ae.PrevLogTerm,
+		LeaderCommit: ae.LeaderCommitIndex, Entries: len(ae.Entries)}
+	if lifecycle.Answer(*m, a) != lifecycle.Ack {
+		return nil
+	}
+	quietAnswersTotal.Inc()
+	return &raft.AppendEntriesResponse{
+		RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(s.id), Addr: []byte(s.RaftAddr())},
+		Term:      m.Term, LastLog: m.LastIndex, Success: true,
+	}
+}
+
+// Wake implements grouptransport.Dormant: a Raft message the quiet answer
+// cannot give opens the group (without a campaign: someone else is).
+func (s *Server) Wake(group uint64) bool {
+	sl := s.slot(group)
+	if sl == nil {
+		return false
+	}
+	_, err := s.wake(sl, lifecycle.RaftMessage, "raft message", s.wakeWait())
+	return err == nil
+}
+
+// createReplica stores the range and starts its Raft member; it is a no-op
+// when the replica is already hosted here.
+func (s *Server) createReplica(desc *pb.RangeDescriptor, bootstrap, campaign bool, raftAddrs map[string]string) error {
+	for id, a := range raftAddrs {
+		s.addrs.set(id, a)
+	}
+	id := desc.GetRangeId()
+	if s.hosts(id) {
+		return nil
+	}
+	if err := s.store.CreateRange(desc, bootstrap); err != nil && !errors.Is(err, fsm.ErrRangeExists) {
+		return err
+	}
+	return s.create(desc, bootstrap, campaign && bootstrap, bootstrap && campaign, "master")
+}
+
+// create registers and opens a stored range.
+func (s *Server) create(desc *pb.RangeDescriptor, bootstrap, campaign, fast bool, cause string) error {
+	sl, _, err := s.addSlot(desc.GetRangeId())
+	if err != nil {
+		return err
+	}
+	sl.lock()
+	defer sl.unlock()
+	out, err := s.step(sl, lifecycle.Input{Event: lifecycle.Create, Campaign: campaign}, cause,
+		&openSpec{bootstrap: bootstrap, voters: s.voters(desc), fast: fast})
+	if err == nil && out.Changed() {
+		s.logger.Info("replica created", "range", desc.GetRangeId(), "table", desc.GetTable(), "bootstrap", bootstrap, "cause", cause)
+	}
+	return err
+}
+
+// RangeCreated starts the Raft group of a split's right-hand range. Every
+// replica of the left range applies the split and bootstraps the same
+// voters; the preferred leader (else the left range's leader) campaigns at
+// once.
+//
+// It runs inside the state store's commit (an after-commit hook), which a
+// caller holding a lock of the registry can trigger, so everything happens
+// in the goroutine.
+func (s *Server) RangeCreated(parent uint64, desc *pb.RangeDescriptor, preferredLeader string) {
+	go func() {
+		fast := preferredLeader == s.id
+		if p := s.slot(parent); preferredLeader == "" && p != nil {
+			if rep := p.open(); rep != nil && rep.isLeader() {
+				fast = true
+			}
+		}
+		if s.hosts(desc.GetRangeId()) {
+			return
+		}
+		if err := s.create(desc, true, fast, fast, "split"); err != nil {
+			if !errors.Is(err, ErrShuttingDown) {
+				s.logger.Error("starting split range failed", "range", desc.GetRangeId(), "err", err)
+			}
+			return
+		}
+		s.logger.Info("split range started", "range", desc.GetRangeId(), "parent", parent, "start", desc.GetStart(), "end", desc.GetEnd())
+	}()
+}
+
+// RangeMerged stops the group of a range its left neighbour took over here
+// (the merge already deleted its state) and removes its Raft files.
+func (s *Server) RangeMerged(into, right uint64) {
+	go func() {
+		sl := s.slot(right)
+		if sl == nil {
+			return
+		}
+		sl.lock()
+		defer sl.unlock()
+		if _, err := s.step(sl, lifecycle.Input{Event: lifecycle.Merged}, "merge", nil); err != nil {
+			s.logger.Warn("removing a merged range's raft log failed", "range", right, "err", err)
+			return
+		}
+		s.logger.Info("range merged into its left neighbour here", "range", right, "into", into)
+	}()
+}
+
+// deleteReplica stops a replica and removes its data, its group of the
+// shared Raft log and its snapshots. A frozen replica whose left neighbour
+// here has yet to apply the merge stays (fsm.ErrMergePending): the merge
+// takes it over.
+//
+// before, when not zero, is the descriptor generation of the change that
+// removed this server: a replica at that generation or later was
+// re-created by a later move and is a voter, and wiping its log and vote
+// could lose committed writes (a delete queued to a stopped process runs
+// when it resumes), so the delete is refused with ErrLateDelete.
+func (s *Server) deleteReplica(id, before uint64) error {
+	if err := s.store.CheckDelete(id); err != nil {
+		return err
+	}
+	sl := s.slot(id)
+	hosted := sl != nil
+	if sl == nil {
+		// Leftovers of an interrupted delete go too.
+		sl = newSlot(id, nil, &s.cfg)
+	}
+	sl.lock()
+	defer sl.unlock()
+	if before > 0 && sl.fsm != nil {
+		if gen := sl.fsm.Descriptor().GetGeneration(); gen >= before {
+			s.logger.Warn("late replica delete refused", "range", id, "generation", gen, "before", before)
+			return fmt.Errorf("%w: range %d is at generation %d, the delete was for below %d", ErrLateDelete, id, gen, before)
+		}
+	}
+	if _, err := s.step(sl, lifecycle.Input{Event: lifecycle.Delete}, "delete", nil); err != nil {
+		return err
+	}
+	if hosted {
+		s.logger.Info("replica deleted", "range", id)
+	}
+	return nil
+}
+
+// restartReplica stops old's Raft member and starts it again from its
+// durable state, in place.
+func (s *Server) restartReplica(old *replica) {
+	sl := s.slot(old.id)
+	if sl == nil {
+		return
+	}
+	sl.lock()
+	defer sl.unlock()
+	if sl.rep.Load() != old {
+		return
+	}
+	// Closing the transport first drops its connections, so RPCs stalled
+	// on a silent peer do not hold the shutdown.
+	old.transport.Close()
+	if _, err := s.step(sl, lifecycle.Input{Event: lifecycle.Restart}, "stuck leadership transfer", nil); err != nil {
+		old.logger.Error("restarting raft member failed; the next request retries", "err", err)
+	}
+}
+
+// Quiesced implements fsm.QuiesceHook. It runs in the state machine's
+// commit, so the work happens in a goroutine.
+func (s *Server) Quiesced(id, index uint64) {
+	go s.onQuiesced(id, index)
+}
+
+// onQuiesced closes the member if the QUIESCE marker at index is still its
+// last entry and nothing used the range since. The leader first waits a
+// little so its followers learn the marker's commit (and close) before its
+// replication stops.
+func (s *Server) onQuiesced(id, index uint64) {
+	sl := s.slot(id)
+	if sl == nil {
+		return
+	}
+	rep := sl.open()
+	if rep == nil {
+		return
+	}
+	grace := s.quiesceGrace()
+	if rep.isLeader() {
+		select {
+		case <-time.After(grace):
+		case <-s.ctx.Done():
+			return
+		}
+	}
+	sl.lock()
+	defer sl.unlock()
+	if sl.open() != rep || rep.raft.LastIndex() != index || rep.raft.AppliedIndex() < index {
+		return
+	}
+	if time.Since(time.Unix(0, sl.lastUse.Load())) < grace {
+		return
+	}
+	sl.quietAt.Store(index)
+	if _, err := s.step(sl, lifecycle.Input{Event: lifecycle.Quiesced}, "quiesce marker", nil); err != nil {
+		s.logger.Warn("closing a quiet range", "range", id, "err", err)
+	}
+	quiescedTotal.Inc()
+}
+
+// quiesceGrace is how long the leader keeps replicating after its QUIESCE
+// marker committed, and how recent a request keeps a range open.
+func (s *Server) quiesceGrace() time.Duration {
+	return max(100*time.Millisecond, 10*s.cfg.RaftCommitTimeout)
+}
+
+// quiesceLoop proposes a QUIESCE marker on every range this server leads
+// that has seen no request and no new log entry for cfg.QuiesceAfter.
+func (s *Server) quiesceLoop() {
+	every := min(max(s.cfg.QuiesceAfter/4, 50*time.Millisecond), time.Second)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		for _, sl := range s.slotList() {
+			rep := sl.open()
+			if rep == nil || sl.quiescing.Load() {
+				continue
+			}
+			last := rep.raft.LastIndex()
+			if last != sl.seenIndex || sl.seenAt.IsZero() {
+				sl.seenIndex, sl.seenAt = last, now
+				continue
+			}
+			used := sl.seenAt
+			if u := time.Unix(0, sl.lastUse.Load()); u.After(used) {
+				used = u
+			}
+			idle := now.Sub(used)
+			if idle < s.cfg.QuiesceAfter || !rep.isLeader() || rep.raft.AppliedIndex() < last || rep.watching.Load() || rep.birthPending.Load() {
+				continue
+			}
+			sl.quiescing.Store(true)
+			go func() {
+				defer sl.quiescing.Store(false)
+				s.quiesce(rep)
+			}()
+		}
+	}
+}
+
+// quiesce commits a QUIESCE marker on rep's log; the marker's apply closes
+// the members (Quiesced).
+func (s *Server) quiesce(rep *replica) {
+	data, err := fsm.EncodeQuiesce()
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.ApplyTimeout)
+	defer cancel()
+	if _, err := rep.propose(ctx, data, s.cfg.ApplyTimeout); err != nil {
+		s.logger.Debug("quiesce marker not committed", "range", rep.id, "err", err)
+	}
+}
+
+// closeAll stops every member in parallel; past deadline it stops waiting
+// (the process is exiting: what a member had not finished is what a crash
+// leaves, which Raft and the state file recover from).
+func (s *Server) closeAll(slots []*slot, deadline time.Duration) {
+	var wg sync.WaitGroup
+	for _, sl := range slots {
+		wg.Add(1)
+		go func(sl *slot) {
+			defer wg.Done()
+			sl.lock()
+			defer sl.unlock()
+			if _, err := s.step(sl, lifecycle.Input{Event: lifecycle.Shutdown}, "shutdown", nil); err != nil {
+				s.logger.Warn("closing replica", "range", sl.id, "err", err)
+			}
+		}(sl)
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(deadline):
+		s.logger.Warn("replicas still closing at the shutdown deadline; leaving them", "deadline", deadline)
+	}
+}
+
+// lifecycleOf names a slot's state for status reports.
+func lifecycleOf(sl *slot) string { return sl.State().String() }
+
+// ReplicaState names the lifecycle state of range id's replica here
+// ("absent" when not hosted); tests and tools watch it.
+func (s *Server) ReplicaState(id uint64) string {
+	sl := s.slot(id)
+	if sl == nil {
+		return lifecycle.Absent.String()
+	}
+	return sl.State().String()
+}
