@@ -59,12 +59,16 @@ func init() {
 // state is the replicated state. Tables are keyed by lower-case name
 // because Azure table names are case-insensitive.
 type state struct {
-	tables      map[string]*pb.Table
-	tableIDs    map[uint64]struct{} // the live tables' ids
-	ranges      map[uint64]*pb.RangeDescriptor
-	servers     map[string]*pb.ServerInfo
-	nextTableID uint64
-	nextRangeID uint64
+	tables   map[string]*pb.Table
+	tableIDs map[uint64]struct{} // the live tables' ids
+	ranges   map[uint64]*pb.RangeDescriptor
+	// Indexes of ranges, kept by putRange and dropRange: the ranges of each
+	// table, and how many replicas each server holds (for placement).
+	tableRanges  map[uint64]map[uint64]struct{}
+	replicaCount map[string]int
+	servers      map[string]*pb.ServerInfo
+	nextTableID  uint64
+	nextRangeID  uint64
 	// serviceProperties is the XML document of Set Table Service Properties.
 	serviceProperties []byte
 	// accounts are the storage accounts the front-ends serve; empty: each
@@ -93,6 +97,7 @@ const maxEvents = 2000
 func newState() *state {
 	return &state{
 		tables: map[string]*pb.Table{}, tableIDs: map[uint64]struct{}{}, ranges: map[uint64]*pb.RangeDescriptor{},
+		tableRanges: map[uint64]map[uint64]struct{}{}, replicaCount: map[string]int{},
 		servers: map[string]*pb.ServerInfo{}, nextTableID: 1, nextRangeID: 1, nextEventSeq: 1,
 		byID: map[string]*pb.TableRequestRecord{},
 	}
@@ -158,13 +163,24 @@ func (s *state) dropTable(key string) {
 }
 
 func (s *state) putRange(r *pb.RangeDescriptor) {
+	s.unindexRange(r.GetRangeId())
 	s.ranges[r.GetRangeId()] = r
+	ids := s.tableRanges[r.GetTableId()]
+	if ids == nil {
+		ids = map[uint64]struct{}{}
+		s.tableRanges[r.GetTableId()] = ids
+	}
+	ids[r.GetRangeId()] = struct{}{}
+	for _, rep := range r.GetReplicas() {
+		s.replicaCount[rep.GetServerId()]++
+	}
 	if s.changes != nil {
 		s.changes.rangeID(r.GetRangeId())
 	}
 }
 
 func (s *state) dropRange(id uint64) {
+	s.unindexRange(id)
 	delete(s.ranges, id)
 	if s.changes != nil {
 		s.changes.rangeID(id)
@@ -176,6 +192,35 @@ func (s *state) changedOther() {
 	if s.changes != nil {
 		s.changes.other = true
 	}
+}
+
+// unindexRange removes a range from the indexes (before it is replaced or
+// dropped).
+func (s *state) unindexRange(id uint64) {
+	old, ok := s.ranges[id]
+	if !ok {
+		return
+	}
+	if ids := s.tableRanges[old.GetTableId()]; ids != nil {
+		delete(ids, id)
+		if len(ids) == 0 {
+			delete(s.tableRanges, old.GetTableId())
+		}
+	}
+	for _, rep := range old.GetReplicas() {
+		if s.replicaCount[rep.GetServerId()]--; s.replicaCount[rep.GetServerId()] <= 0 {
+			delete(s.replicaCount, rep.GetServerId())
+		}
+	}
+}
+
+// rangesOf returns the ids of a table's ranges.
+func (s *state) rangesOf(tableID uint64) []uint64 {
+	out := make([]uint64, 0, len(s.tableRanges[tableID]))
+	for id := range s.tableRanges[tableID] {
+		out = append(out, id)
+	}
+	return out
 }
 
 // requestKey is the index of a table request record: the id, the command
@@ -269,7 +314,7 @@ func stateFromSnapshot(m *pb.MasterSnapshot) *state {
 		s.putTable(strings.ToLower(t.GetName()), t)
 	}
 	for _, r := range m.GetRanges() {
-		s.ranges[r.GetRangeId()] = r
+		s.putRange(r)
 	}
 	for _, sv := range m.GetServers() {
 		s.servers[sv.GetServerId()] = sv
@@ -372,11 +417,9 @@ func deleteTable(s *state, name string) *applyResult {
 	}
 	s.dropTable(key)
 	var gone []*pb.RangeDescriptor
-	for id, r := range s.ranges {
-		if r.GetTableId() == t.GetTableId() {
-			gone = append(gone, r)
-			s.dropRange(id)
-		}
+	for _, id := range s.rangesOf(t.GetTableId()) {
+		gone = append(gone, s.ranges[id])
+		s.dropRange(id)
 	}
 	return &applyResult{table: t, ranges: gone}
 }

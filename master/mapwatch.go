@@ -141,10 +141,8 @@ func (s *Server) tableDelta(name string) *pb.PartitionMap {
 		if !ok {
 			return
 		}
-		for id, r := range st.ranges {
-			if r.GetTableId() == t.GetTableId() {
-				cs.rangeID(id)
-			}
+		for _, id := range st.rangesOf(t.GetTableId()) {
+			cs.rangeID(id)
 		}
 	})
 	s.softMu.Lock()

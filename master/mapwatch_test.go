@@ -146,6 +146,7 @@ func TestMapDeltas(t *testing.T) {
 			t.Fatalf("batch %d: delta names %d tables for at most 5 changes", batch, n)
 		}
 		view.apply(d)
+		s.fsm.read(func(st *state) { checkIndexes(t, st) })
 		whole, _ := s.partitionMap()
 		if want := viewOf(whole); view.String() != want.String() {
 			t.Fatalf("batch %d: map from deltas\n%v\nwhole map\n%v", batch, view, want)
@@ -166,6 +167,29 @@ func TestMapDeltas(t *testing.T) {
 	}
 	if _, _, _, full, _ := s.take(w); !full {
 		t.Fatal("no whole map asked for after a restore")
+	}
+}
+
+// checkIndexes compares the state's range indexes with a recount.
+func checkIndexes(t *testing.T, st *state) {
+	t.Helper()
+	perTable, perServer := map[uint64]int{}, map[string]int{}
+	for id, r := range st.ranges {
+		perTable[r.GetTableId()]++
+		if _, ok := st.tableRanges[r.GetTableId()][id]; !ok {
+			t.Fatalf("range %d missing from its table's index", id)
+		}
+		for _, rep := range r.GetReplicas() {
+			perServer[rep.GetServerId()]++
+		}
+	}
+	for tid, ids := range st.tableRanges {
+		if len(ids) != perTable[tid] {
+			t.Fatalf("table %d: %d ranges indexed, %d held", tid, len(ids), perTable[tid])
+		}
+	}
+	if fmt.Sprint(perServer) != fmt.Sprint(st.replicaCount) {
+		t.Fatalf("replica counts %v, recounted %v", st.replicaCount, perServer)
 	}
 }
 

@@ -52,10 +52,8 @@ func (s *Server) placement() ([]*pb.Replica, map[string]string, error) {
 	addrs := map[string]string{}
 	seen := s.reports.seen()
 	s.fsm.read(func(st *state) {
-		for _, r := range st.ranges {
-			for _, rep := range r.GetReplicas() {
-				counts[rep.GetServerId()]++
-			}
+		for id, n := range st.replicaCount {
+			counts[id] = n
 		}
 		for id, sv := range st.servers {
 			addrs[id] = sv.GetRaftAddr()
@@ -120,15 +118,19 @@ func (v *service) CreateTable(ctx context.Context, req *pb.CreateTableRequest) (
 	if err != nil {
 		return nil, toStatus(err)
 	}
+	start := time.Now()
 	res, err := s.apply(kind, &pb.CreateTableCommand{
 		Name: req.GetName(), CreatedUnixNano: time.Now().UnixNano(), Replicas: replicas, RequestId: req.GetRequestId(),
 	})
 	if err != nil {
 		return nil, toStatus(err)
 	}
+	applied := time.Now()
+	resp, err := s.created(ctx, res, addrs)
 	s.event(&pb.Event{Kind: pb.EventKind_EVENT_KIND_TABLE_CREATED, Table: res.table.GetName(), RangeIds: []uint64{res.ranges[0].GetRangeId()},
 		Cause: causeOperator, Message: fmt.Sprintf("table %s created with range %d", res.table.GetName(), res.ranges[0].GetRangeId())})
-	return s.created(ctx, res, addrs)
+	s.logger.Debug("table created", "table", res.table.GetName(), "commit", applied.Sub(start), "start_range", time.Since(applied), "leader", resp.GetLeader())
+	return resp, err
 }
 
 // created starts a new table's ranges and answers CreateTable with the
@@ -156,6 +158,8 @@ func (s *Server) startRange(ctx context.Context, r *pb.RangeDescriptor, addrs ma
 			grpcAddrs[id] = sv.GetGrpcAddr()
 		}
 	})
+	t0 := time.Now()
+	defer func() { s.logger.Debug("range started", "range", r.GetRangeId(), "took", time.Since(t0)) }()
 	var wg sync.WaitGroup
 	for _, rep := range r.GetReplicas() {
 		wg.Add(1)
@@ -173,6 +177,7 @@ func (s *Server) startRange(ctx context.Context, r *pb.RangeDescriptor, addrs ma
 		}(rep.GetServerId())
 	}
 	wg.Wait()
+	s.logger.Debug("range replicas created", "range", r.GetRangeId(), "took", time.Since(t0))
 	for ctx.Err() == nil {
 		for _, rep := range r.GetReplicas() {
 			c, err := s.pool.Partition(grpcAddrs[rep.GetServerId()])
