@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
+	"tablestore/internal/failpoint"
 	"tablestore/internal/rpcerr"
 	pb "tablestore/proto/tablestorepb"
 )
@@ -126,6 +127,11 @@ func (v *service) CreateTable(ctx context.Context, req *pb.CreateTableRequest) (
 		return nil, toStatus(err)
 	}
 	applied := time.Now()
+	if err := failpoint.Inject("master/create-table/after-commit"); err != nil {
+		// The answer is lost after the commit (a timeout, a dropped
+		// connection): the client's retry must find the table created.
+		return nil, rpcerr.New(codes.Unavailable, rpcerr.ReasonUnavailable, err.Error(), nil)
+	}
 	resp, err := s.created(ctx, res, addrs)
 	s.event(&pb.Event{Kind: pb.EventKind_EVENT_KIND_TABLE_CREATED, Table: res.table.GetName(), RangeIds: []uint64{res.ranges[0].GetRangeId()},
 		Cause: causeOperator, Message: fmt.Sprintf("table %s created with range %d", res.table.GetName(), res.ranges[0].GetRangeId())})
