@@ -138,6 +138,7 @@ func (r *Router) watchLoop() {
 		conn, i := r.master.Conn()
 		sctx, cancel := context.WithCancel(r.ctx)
 		stream, err := pb.NewMasterServiceClient(conn).WatchPartitionMap(sctx, &pb.WatchPartitionMapRequest{Deltas: true})
+		resync := false
 		if err == nil {
 			for {
 				m, rerr := stream.Recv()
@@ -149,6 +150,7 @@ func (r *Router) watchLoop() {
 					if !r.applyStreamDelta(m) {
 						// The map came from another master since: start
 						// over from a whole map of this stream's.
+						resync = true
 						break
 					}
 				} else {
@@ -159,6 +161,9 @@ func (r *Router) watchLoop() {
 			}
 		}
 		cancel()
+		if resync {
+			continue
+		}
 		if r.watch.watching.Swap(false) {
 			r.watch.lostAt.Store(time.Now().UnixNano())
 		}
