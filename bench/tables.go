@@ -7,6 +7,7 @@ import (
 	"math/rand"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,10 +16,13 @@ import (
 )
 
 // runTables is the many-tables benchmark (issue 9's targets): create
-// -tables tables through the SDK, write one entity into each, then measure
-// what the idle tables cost (CPU, RSS, file descriptors) once -quiet-after
-// has passed since the last request, how fast a first request to an idle
-// table is served, and listing every table with continuation.
+// -tables tables through the SDK, write one entity into each (CreateTable
+// and first-write latencies, what each process spent), then measure what
+// the idle tables cost (CPU, RSS, file descriptors per process) once
+// -quiet-after has passed since the last request, how fast a first request
+// to an idle table is served, listing every table with continuation
+// (checked complete and in order), and with -read-all reading the entity
+// of every table.
 func runTables(o options, targets []string) error {
 	for _, name := range targets {
 		t, err := startTarget(name, o)
@@ -53,6 +57,9 @@ func measureTables(o options, t *target) error {
 	var failed atomic.Int64
 	var firstErr atomic.Value
 	var next atomic.Int64
+	createLat := make([]time.Duration, o.tables)
+	writeLat := make([]time.Duration, o.tables)
+	cpu0 := t.cpu()
 	start := time.Now()
 	var wg sync.WaitGroup
 	workers := min(o.workers, 16)
@@ -66,9 +73,13 @@ func measureTables(o options, t *target) error {
 					return
 				}
 				c, cancel := context.WithTimeout(ctx, 30*time.Second)
+				t0 := time.Now()
 				_, err := sc.CreateTable(c, name(i), nil)
+				createLat[i] = time.Since(t0)
 				if err == nil {
+					t0 = time.Now()
 					_, err = sc.NewClient(name(i)).AddEntity(c, []byte(`{"PartitionKey":"p","RowKey":"r","N":1}`), nil)
+					writeLat[i] = time.Since(t0)
 				}
 				cancel()
 				if err != nil && failed.Add(1) == 1 {
@@ -83,6 +94,14 @@ func measureTables(o options, t *target) error {
 		float64(o.tables)/created.Seconds(), failed.Load())
 	if s, ok := firstErr.Load().(string); ok {
 		fmt.Printf("    first error: %.300s\n", s)
+	}
+	fmt.Printf("%-34s %s\n", "CreateTable latency", percentiles(createLat))
+	fmt.Printf("%-34s %s\n", "first write latency", percentiles(writeLat))
+	cpu1 := t.cpu()
+	for _, p := range t.procs {
+		fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", p.cmd.Process.Pid))
+		fmt.Printf("%-34s %5.1f%% of a core, RSS %4d MiB, %d fds\n", "creating: "+p.role,
+			(cpu1[p.role]-cpu0[p.role])/created.Seconds()*100, rssBytes(p.cmd.Process.Pid)>>20, len(fds))
 	}
 
 	// Idle cost, measured over 10 s once quiet-after has passed.
@@ -124,18 +143,88 @@ func measureTables(o options, t *target) error {
 			ms(lat[len(lat)/2]), ms(lat[len(lat)*99/100]), ms(lat[len(lat)-1]), len(lat), readFailed)
 	}
 
-	// Listing every table with continuation.
+	// Listing every table with continuation: complete, in order, once.
 	t0 := time.Now()
 	pager := sc.NewListTablesPager(&aztables.ListTablesOptions{})
-	var pages, listed int
+	var pages, listed, mine, maxPage int
+	last := ""
+	var slowest time.Duration
 	for pager.More() {
+		p0 := time.Now()
 		page, err := pager.NextPage(ctx)
 		if err != nil {
 			return fmt.Errorf("list tables: %w", err)
 		}
+		slowest = max(slowest, time.Since(p0))
 		pages++
+		maxPage = max(maxPage, len(page.Tables))
+		for _, tp := range page.Tables {
+			n := *tp.Name
+			if n <= last {
+				return fmt.Errorf("list tables: %q after %q: not in order or listed twice", n, last)
+			}
+			last = n
+			if strings.HasPrefix(n, prefix+"n") {
+				mine++
+			}
+		}
 		listed += len(page.Tables)
 	}
-	fmt.Printf("%-34s %d tables in %d pages, %v\n", "list tables", listed, pages, time.Since(t0).Round(time.Millisecond))
+	fmt.Printf("%-34s %d tables (%d of this run) in %d pages of at most %d, %v (slowest page %v)\n", "list tables", listed, mine, pages, maxPage,
+		time.Since(t0).Round(time.Millisecond), slowest.Round(100*time.Microsecond))
+	if want := o.tables - int(failed.Load()); mine < want {
+		return fmt.Errorf("list tables: %d of this run's tables listed, %d were created", mine, want)
+	}
+	if o.readAll {
+		readAll(o, sc, name)
+	}
 	return nil
+}
+
+// readAll reads the one entity of every table, in parallel.
+func readAll(o options, sc *aztables.ServiceClient, name func(int) string) {
+	var next atomic.Int64
+	var failed atomic.Int64
+	lat := make([]time.Duration, o.tables)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := 0; w < min(o.workers, 16); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= o.tables {
+					return
+				}
+				c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				t0 := time.Now()
+				_, err := sc.NewClient(name(i)).GetEntity(c, "p", "r", nil)
+				lat[i] = time.Since(t0)
+				cancel()
+				if err != nil {
+					failed.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	fmt.Printf("%-34s %d in %v, %d failed; %s\n", "read one entity of every table", o.tables,
+		time.Since(start).Round(10*time.Millisecond), failed.Load(), percentiles(lat))
+}
+
+// percentiles formats p50/p99/max of latencies (zeros, from failed calls
+// that never started, are left out).
+func percentiles(lat []time.Duration) string {
+	var l []time.Duration
+	for _, d := range lat {
+		if d > 0 {
+			l = append(l, d)
+		}
+	}
+	if len(l) == 0 {
+		return "no samples"
+	}
+	sort.Slice(l, func(i, j int) bool { return l[i] < l[j] })
+	return fmt.Sprintf("p50 %.1f ms, p99 %.1f ms, max %.1f ms", ms(l[len(l)/2]), ms(l[len(l)*99/100]), ms(l[len(l)-1]))
 }

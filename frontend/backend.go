@@ -33,6 +33,33 @@ type Backend interface {
 	Query(ctx context.Context, table string, q Query) (*Page, error)
 }
 
+// TableLister is the Backend's ordered walk of its tables, so that a Query
+// Tables page costs its own length rather than a copy of every table.
+type TableLister interface {
+	// TablesFrom calls fn with the tables whose names are >= from
+	// (ordinal), in name order, until fn returns false.
+	TablesFrom(ctx context.Context, from string, fn func(*pb.Table) bool) error
+}
+
+// requestIDKey is the context key of the client's request id.
+type requestIDKey struct{}
+
+// WithClientRequestID returns ctx carrying the client's request id
+// (x-ms-client-request-id), which the Backend may use to recognise a
+// retry of the same request.
+func WithClientRequestID(ctx context.Context, id string) context.Context {
+	if id == "" {
+		return ctx
+	}
+	return context.WithValue(ctx, requestIDKey{}, id)
+}
+
+// ClientRequestID is the client's request id carried by ctx, "" if none.
+func ClientRequestID(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey{}).(string)
+	return id
+}
+
 // AccountRegistry is the Backend's replicated list of storage accounts
 // (kept by the master, so every front-end serves the same ones).
 type AccountRegistry interface {

@@ -39,6 +39,10 @@ type Server struct {
 
 	date  atomic.Pointer[dateValue]
 	props atomic.Pointer[propsCache]
+
+	// tablePage is the most tables a Query Tables page holds without $top
+	// (MaxPageSize; tests lower it to page over few tables).
+	tablePage int
 }
 
 // NewServer validates cfg and returns a server answering with b. A nil
@@ -66,6 +70,8 @@ func NewServer(cfg Config, b Backend, logger *slog.Logger) (*Server, error) {
 		backend: b,
 		logger:  logger,
 		tls:     tlsConfig,
+
+		tablePage: MaxPageSize,
 	}
 	s.configured = s.newAuthState(accts, nil)
 	s.settings, _ = b.(Settings)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -45,7 +46,7 @@ func (s *Server) createTable(ctx context.Context, w http.ResponseWriter, rc *req
 	if err := rc.principal.Authorize(auth.Access{Kind: auth.TableCreate, Table: name}); err != nil {
 		return err
 	}
-	t, err := s.backend.CreateTable(ctx, s.tableID(rc.account, name))
+	t, err := s.backend.CreateTable(withRequestID(ctx, rc), s.tableID(rc.account, name))
 	if err != nil {
 		return err
 	}
@@ -81,12 +82,22 @@ func (s *Server) deleteTable(ctx context.Context, w http.ResponseWriter, rc *req
 	if err := rc.principal.Authorize(auth.Access{Kind: auth.TableDelete, Table: name}); err != nil {
 		return err
 	}
-	if err := s.backend.DeleteTable(ctx, s.tableID(rc.account, name)); err != nil {
+	if err := s.backend.DeleteTable(withRequestID(ctx, rc), s.tableID(rc.account, name)); err != nil {
 		return err
 	}
 	rc.wrote = true
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// withRequestID passes the client's x-ms-client-request-id on to the
+// Backend: the same on an SDK's retries of one request, it lets the master
+// answer a retried create or delete with its first outcome (not 409 or 404).
+func withRequestID(ctx context.Context, rc *reqCtx) context.Context {
+	if v := rc.r.Header["X-Ms-Client-Request-Id"]; len(v) > 0 {
+		return WithClientRequestID(ctx, v[0])
+	}
+	return ctx
 }
 
 // Accounts share the cluster's tables by name: the primary account's
@@ -151,34 +162,59 @@ func (s *Server) queryTables(ctx context.Context, w http.ResponseWriter, rc *req
 	if err != nil {
 		return err
 	}
-	top, err := parseTop(rc.q("$top"))
-	if err != nil {
-		return err
+	top := s.tablePage
+	if rc.q("$top") != "" {
+		if top, err = parseTop(rc.q("$top")); err != nil {
+			return err
+		}
 	}
 	next := ""
 	if v := rc.q("NextTableName"); v != "" {
 		next = decodeToken(v)
 	}
-	tables, err := s.backend.Tables(ctx)
-	if err != nil {
-		return err
-	}
-	if !slices.IsSortedFunc(tables, func(a, b *pb.Table) int { return strings.Compare(a.GetName(), b.GetName()) }) {
-		tables = slices.Clone(tables)
-		slices.SortFunc(tables, func(a, b *pb.Table) int { return strings.Compare(a.GetName(), b.GetName()) })
-	}
 	var page []string
 	nextName, more := "", false
-	for _, t := range tables {
+	// The account's tables sort together: the primary account's have no
+	// '/', another's all start with "<account>/"; the walk starts at the
+	// continuation and stops one past the page.
+	from := s.tableID(rc.account, next)
+	primary := s.tableID(rc.account, "") == ""
+	visit := func(t *pb.Table) bool {
 		n, mine := s.userTable(rc.account, t.GetName())
-		if !mine || n < next || !f.Match(tableGetter(n)) {
-			continue
+		if !mine {
+			// The primary account's tables are interleaved with the
+			// others'; another account's end where its prefix does.
+			return primary
+		}
+		if n < next || !f.Match(tableGetter(n)) {
+			return true
 		}
 		if len(page) == top {
 			nextName, more = n, true
-			break
+			return false
 		}
 		page = append(page, n)
+		return true
+	}
+	if l, ok := s.backend.(TableLister); ok {
+		if err := l.TablesFrom(ctx, from, visit); err != nil {
+			return err
+		}
+	} else {
+		tables, err := s.backend.Tables(ctx)
+		if err != nil {
+			return err
+		}
+		if !slices.IsSortedFunc(tables, func(a, b *pb.Table) int { return strings.Compare(a.GetName(), b.GetName()) }) {
+			tables = slices.Clone(tables)
+			slices.SortFunc(tables, func(a, b *pb.Table) int { return strings.Compare(a.GetName(), b.GetName()) })
+		}
+		i := sort.Search(len(tables), func(i int) bool { return tables[i].GetName() >= from })
+		for _, t := range tables[i:] {
+			if !visit(t) {
+				break
+			}
+		}
 	}
 
 	h := w.Header()

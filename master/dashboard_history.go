@@ -74,6 +74,13 @@ func sampleOf(m *pb.PartitionMap, now time.Time) histSample {
 		}
 	}
 	for name, t := range h.Tables {
+		// An idle table with one range draws nothing (the charts read a
+		// missing table as zero); leaving it out keeps ten minutes of
+		// samples small with thousands of idle tables.
+		if len(t.Ranges) == 1 && t.EntitiesPerSec == 0 && t.ThrottledPerSec == 0 && t.BusyPerSec == 0 {
+			delete(h.Tables, name)
+			continue
+		}
 		sort.Slice(t.Ranges, func(i, j int) bool { return t.Ranges[i].Start < t.Ranges[j].Start })
 		if t.EntitiesPerSec > 0 {
 			t.LatencyMs = tableLat[name] / t.EntitiesPerSec

@@ -59,11 +59,16 @@ func init() {
 // state is the replicated state. Tables are keyed by lower-case name
 // because Azure table names are case-insensitive.
 type state struct {
-	tables      map[string]*pb.Table
-	ranges      map[uint64]*pb.RangeDescriptor
-	servers     map[string]*pb.ServerInfo
-	nextTableID uint64
-	nextRangeID uint64
+	tables   map[string]*pb.Table
+	tableIDs map[uint64]struct{} // the live tables' ids
+	ranges   map[uint64]*pb.RangeDescriptor
+	// Indexes of ranges, kept by putRange and dropRange: the ranges of each
+	// table, and how many replicas each server holds (for placement).
+	tableRanges  map[uint64]map[uint64]struct{}
+	replicaCount map[string]int
+	servers      map[string]*pb.ServerInfo
+	nextTableID  uint64
+	nextRangeID  uint64
 	// serviceProperties is the XML document of Set Table Service Properties.
 	serviceProperties []byte
 	// accounts are the storage accounts the front-ends serve; empty: each
@@ -72,22 +77,221 @@ type state struct {
 	// events is the most recent part of the event log, oldest first.
 	events       []*pb.Event
 	nextEventSeq uint64
+	// requests are the outcomes of the last maxRequests table commands that
+	// carried a request id, oldest first, and byID indexes them.
+	requests []*pb.TableRequestRecord
+	byID     map[string]*pb.TableRequestRecord
+
+	// changes, when set, collects what the command being applied touched
+	// (for the partition map's deltas); not replicated.
+	changes *changeSet
 }
+
+// maxRequests bounds the table request records: at 100 creates a second
+// they cover the last ~160 s, far beyond an SDK's retries of one request.
+const maxRequests = 16384
 
 // maxEvents bounds the replicated event log.
 const maxEvents = 2000
 
 func newState() *state {
 	return &state{
-		tables: map[string]*pb.Table{}, ranges: map[uint64]*pb.RangeDescriptor{},
+		tables: map[string]*pb.Table{}, tableIDs: map[uint64]struct{}{}, ranges: map[uint64]*pb.RangeDescriptor{},
+		tableRanges: map[uint64]map[uint64]struct{}{}, replicaCount: map[string]int{},
 		servers: map[string]*pb.ServerInfo{}, nextTableID: 1, nextRangeID: 1, nextEventSeq: 1,
+		byID: map[string]*pb.TableRequestRecord{},
 	}
+}
+
+// changeSet names the tables (lower-case) and ranges a command touched;
+// other is set when it changed what every map carries whole (servers,
+// service properties, accounts).
+type changeSet struct {
+	tables map[string]struct{}
+	ranges map[uint64]struct{}
+	other  bool
+}
+
+func (c *changeSet) empty() bool {
+	return c == nil || len(c.tables) == 0 && len(c.ranges) == 0 && !c.other
+}
+
+func (c *changeSet) table(key string) {
+	if c.tables == nil {
+		c.tables = map[string]struct{}{}
+	}
+	c.tables[key] = struct{}{}
+}
+
+func (c *changeSet) rangeID(id uint64) {
+	if c.ranges == nil {
+		c.ranges = map[uint64]struct{}{}
+	}
+	c.ranges[id] = struct{}{}
+}
+
+// merge adds o's changes to c.
+func (c *changeSet) merge(o *changeSet) {
+	for k := range o.tables {
+		c.table(k)
+	}
+	for id := range o.ranges {
+		c.rangeID(id)
+	}
+	c.other = c.other || o.other
+}
+
+// Every change to tables and ranges goes through these, so that the
+// partition map's deltas see it.
+
+func (s *state) putTable(key string, t *pb.Table) {
+	s.tables[key] = t
+	s.tableIDs[t.GetTableId()] = struct{}{}
+	if s.changes != nil {
+		s.changes.table(key)
+	}
+}
+
+func (s *state) dropTable(key string) {
+	if t, ok := s.tables[key]; ok {
+		delete(s.tableIDs, t.GetTableId())
+	}
+	delete(s.tables, key)
+	if s.changes != nil {
+		s.changes.table(key)
+	}
+}
+
+func (s *state) putRange(r *pb.RangeDescriptor) {
+	s.unindexRange(r.GetRangeId())
+	s.ranges[r.GetRangeId()] = r
+	ids := s.tableRanges[r.GetTableId()]
+	if ids == nil {
+		ids = map[uint64]struct{}{}
+		s.tableRanges[r.GetTableId()] = ids
+	}
+	ids[r.GetRangeId()] = struct{}{}
+	for _, rep := range r.GetReplicas() {
+		s.replicaCount[rep.GetServerId()]++
+	}
+	if s.changes != nil {
+		s.changes.rangeID(r.GetRangeId())
+	}
+}
+
+func (s *state) dropRange(id uint64) {
+	s.unindexRange(id)
+	delete(s.ranges, id)
+	if s.changes != nil {
+		s.changes.rangeID(id)
+	}
+}
+
+// changedOther notes a change of what every map carries whole.
+func (s *state) changedOther() {
+	if s.changes != nil {
+		s.changes.other = true
+	}
+}
+
+// unindexRange removes a range from the indexes (before it is replaced or
+// dropped).
+func (s *state) unindexRange(id uint64) {
+	old, ok := s.ranges[id]
+	if !ok {
+		return
+	}
+	if ids := s.tableRanges[old.GetTableId()]; ids != nil {
+		delete(ids, id)
+		if len(ids) == 0 {
+			delete(s.tableRanges, old.GetTableId())
+		}
+	}
+	for _, rep := range old.GetReplicas() {
+		if s.replicaCount[rep.GetServerId()]--; s.replicaCount[rep.GetServerId()] <= 0 {
+			delete(s.replicaCount, rep.GetServerId())
+		}
+	}
+}
+
+// rangesOf returns the ids of a table's ranges.
+func (s *state) rangesOf(tableID uint64) []uint64 {
+	out := make([]uint64, 0, len(s.tableRanges[tableID]))
+	for id := range s.tableRanges[tableID] {
+		out = append(out, id)
+	}
+	return out
+}
+
+// requestKey is the index of a table request record: the id, the command
+// and the table, so a client that reuses an id for another table or
+// command gets a new request.
+func requestKey(id []byte, kind pb.MasterCommandKind, name string) string {
+	return fmt.Sprintf("%x/%d/%s", id, kind, strings.ToLower(name))
+}
+
+// request returns the recorded outcome of a table request, if any.
+func (s *state) request(id []byte, kind pb.MasterCommandKind, name string) (*pb.TableRequestRecord, bool) {
+	if len(id) == 0 {
+		return nil, false
+	}
+	r, ok := s.byID[requestKey(id, kind, name)]
+	return r, ok
+}
+
+// record keeps a table request's outcome, forgetting the oldest beyond
+// maxRequests (the same on every replica: the order is the log's).
+func (s *state) record(id []byte, kind pb.MasterCommandKind, name string, res *applyResult) {
+	if len(id) == 0 {
+		return
+	}
+	r := &pb.TableRequestRecord{RequestId: id, Kind: kind, Name: strings.ToLower(name), Table: res.table, Ranges: res.ranges}
+	switch {
+	case errors.Is(res.err, ErrTableExists):
+		r.Error = recordExists
+	case errors.Is(res.err, ErrTableNotFound):
+		r.Error = recordNotFound
+	case res.err != nil:
+		return // malformed: nothing happened that a retry must see
+	}
+	s.addRecord(r)
+}
+
+func (s *state) addRecord(r *pb.TableRequestRecord) {
+	s.requests = append(s.requests, r)
+	s.byID[requestKey(r.GetRequestId(), r.GetKind(), r.GetName())] = r
+	if len(s.requests) > maxRequests {
+		old := s.requests[0]
+		if k := requestKey(old.GetRequestId(), old.GetKind(), old.GetName()); s.byID[k] == old {
+			delete(s.byID, k)
+		}
+		s.requests[0] = nil
+		s.requests = s.requests[1:]
+	}
+}
+
+// The recorded errors of TableRequestRecord.error.
+const (
+	recordExists   = "exists"
+	recordNotFound = "not_found"
+)
+
+// replay is a recorded outcome as the command's result.
+func replay(r *pb.TableRequestRecord) *applyResult {
+	res := &applyResult{table: r.GetTable(), ranges: r.GetRanges()}
+	switch r.GetError() {
+	case recordExists:
+		res.err = ErrTableExists
+	case recordNotFound:
+		res.err = ErrTableNotFound
+	}
+	return res
 }
 
 func (s *state) snapshot() *pb.MasterSnapshot {
 	out := &pb.MasterSnapshot{
 		NextTableId: s.nextTableID, NextRangeId: s.nextRangeID, ServiceProperties: s.serviceProperties,
-		Events: s.events, NextEventSeq: s.nextEventSeq, Accounts: s.accounts,
+		Events: s.events, NextEventSeq: s.nextEventSeq, Accounts: s.accounts, Requests: s.requests,
 	}
 	for _, t := range s.tables {
 		out.Tables = append(out.Tables, t)
@@ -107,10 +311,10 @@ func (s *state) snapshot() *pb.MasterSnapshot {
 func stateFromSnapshot(m *pb.MasterSnapshot) *state {
 	s := newState()
 	for _, t := range m.GetTables() {
-		s.tables[strings.ToLower(t.GetName())] = t
+		s.putTable(strings.ToLower(t.GetName()), t)
 	}
 	for _, r := range m.GetRanges() {
-		s.ranges[r.GetRangeId()] = r
+		s.putRange(r)
 	}
 	for _, sv := range m.GetServers() {
 		s.servers[sv.GetServerId()] = sv
@@ -121,6 +325,9 @@ func stateFromSnapshot(m *pb.MasterSnapshot) *state {
 	s.events = m.GetEvents()
 	if m.GetNextEventSeq() > 0 {
 		s.nextEventSeq = m.GetNextEventSeq()
+	}
+	for _, r := range m.GetRequests() {
+		s.addRecord(r)
 	}
 	return s
 }
@@ -134,6 +341,7 @@ func applyRegisterServer(s *state, payload []byte) *applyResult {
 	// Re-registering (a new address) keeps the operator's drain mark.
 	draining := s.servers[sv.GetServerId()].GetDraining()
 	s.servers[sv.GetServerId()] = &pb.ServerInfo{ServerId: sv.GetServerId(), GrpcAddr: sv.GetGrpcAddr(), RaftAddr: sv.GetRaftAddr(), Draining: draining}
+	s.changedOther()
 	return &applyResult{}
 }
 
@@ -150,6 +358,7 @@ func applySetServerDraining(s *state, payload []byte) *applyResult {
 	c2 := proto.Clone(sv).(*pb.ServerInfo)
 	c2.Draining = c.GetDraining()
 	s.servers[c.GetServerId()] = c2
+	s.changedOther()
 	return &applyResult{}
 }
 
@@ -158,6 +367,16 @@ func applyCreateTable(s *state, payload []byte) *applyResult {
 	if err := proto.Unmarshal(payload, &c); err != nil || c.GetName() == "" {
 		return &applyResult{err: ErrBadCommand}
 	}
+	kind := pb.MasterCommandKind_MASTER_COMMAND_KIND_CREATE_TABLE
+	if r, ok := s.request(c.GetRequestId(), kind, c.GetName()); ok {
+		return replay(r)
+	}
+	res := createTable(s, &c)
+	s.record(c.GetRequestId(), kind, c.GetName(), res)
+	return res
+}
+
+func createTable(s *state, c *pb.CreateTableCommand) *applyResult {
 	key := strings.ToLower(c.GetName())
 	if _, ok := s.tables[key]; ok {
 		return &applyResult{err: ErrTableExists}
@@ -169,8 +388,8 @@ func applyCreateTable(s *state, payload []byte) *applyResult {
 		Generation: 1, Replicas: c.GetReplicas(),
 	}
 	s.nextRangeID++
-	s.tables[key] = t
-	s.ranges[r.GetRangeId()] = r
+	s.putTable(key, t)
+	s.putRange(r)
 	return &applyResult{table: t, ranges: []*pb.RangeDescriptor{r}}
 }
 
@@ -179,18 +398,28 @@ func applyDeleteTable(s *state, payload []byte) *applyResult {
 	if err := proto.Unmarshal(payload, &c); err != nil {
 		return &applyResult{err: ErrBadCommand}
 	}
-	key := strings.ToLower(c.GetName())
+	kind := pb.MasterCommandKind_MASTER_COMMAND_KIND_DELETE_TABLE
+	if r, ok := s.request(c.GetRequestId(), kind, c.GetName()); ok {
+		return replay(r)
+	}
+	res := deleteTable(s, c.GetName())
+	// The record keeps no ranges: they are gone, and a retry needs only
+	// the answer.
+	s.record(c.GetRequestId(), kind, c.GetName(), &applyResult{table: res.table, err: res.err})
+	return res
+}
+
+func deleteTable(s *state, name string) *applyResult {
+	key := strings.ToLower(name)
 	t, ok := s.tables[key]
 	if !ok {
 		return &applyResult{err: ErrTableNotFound}
 	}
-	delete(s.tables, key)
+	s.dropTable(key)
 	var gone []*pb.RangeDescriptor
-	for id, r := range s.ranges {
-		if r.GetTableId() == t.GetTableId() {
-			gone = append(gone, r)
-			delete(s.ranges, id)
-		}
+	for _, id := range s.rangesOf(t.GetTableId()) {
+		gone = append(gone, s.ranges[id])
+		s.dropRange(id)
 	}
 	return &applyResult{table: t, ranges: gone}
 }
@@ -208,7 +437,7 @@ func applySetTableACL(s *state, payload []byte) *applyResult {
 	// mutate.
 	nt := proto.Clone(t).(*pb.Table)
 	nt.Acl = c.GetAcl()
-	s.tables[strings.ToLower(c.GetName())] = nt
+	s.putTable(strings.ToLower(c.GetName()), nt)
 	return &applyResult{table: nt}
 }
 
@@ -218,6 +447,7 @@ func applySetServiceProperties(s *state, payload []byte) *applyResult {
 		return &applyResult{err: ErrBadCommand}
 	}
 	s.serviceProperties = c.GetProperties()
+	s.changedOther()
 	return &applyResult{}
 }
 
@@ -228,6 +458,7 @@ func applySetAccounts(s *state, payload []byte) *applyResult {
 	}
 	// The slice is shared with readers of earlier snapshots: replace it.
 	s.accounts = c.GetAccounts()
+	s.changedOther()
 	return &applyResult{}
 }
 
@@ -254,10 +485,10 @@ func applyUpdateRanges(s *state, payload []byte) *applyResult {
 		}
 		for id, o := range s.ranges {
 			if id != d.GetRangeId() && o.GetTableId() == d.GetTableId() && overlaps(o, d) && o.GetGeneration() < d.GetGeneration() {
-				delete(s.ranges, id)
+				s.dropRange(id)
 			}
 		}
-		s.ranges[d.GetRangeId()] = d
+		s.putRange(d)
 		if d.GetRangeId() >= s.nextRangeID {
 			s.nextRangeID = d.GetRangeId() + 1
 		}
@@ -278,12 +509,8 @@ func (s *state) coveredByNewer(d *pb.RangeDescriptor) bool {
 }
 
 func (s *state) tableLive(id uint64) bool {
-	for _, t := range s.tables {
-		if t.GetTableId() == id {
-			return true
-		}
-	}
-	return false
+	_, ok := s.tableIDs[id]
+	return ok
 }
 
 // overlaps reports whether two ranges of a table share a PartitionKey.
@@ -320,22 +547,24 @@ func applyRemoveRange(s *state, payload []byte) *applyResult {
 	if err := proto.Unmarshal(payload, &c); err != nil {
 		return &applyResult{err: ErrBadCommand}
 	}
-	delete(s.ranges, c.GetRangeId())
+	s.dropRange(c.GetRangeId())
 	if l := c.GetAbsorbedBy(); l != nil {
 		if old, ok := s.ranges[l.GetRangeId()]; !ok || old.GetGeneration() < l.GetGeneration() {
 			if s.tableLive(l.GetTableId()) {
-				s.ranges[l.GetRangeId()] = l
+				s.putRange(l)
 			}
 		}
 	}
 	return &applyResult{}
 }
 
-// fsm is the master's raft.FSM; onChange runs after every applied command.
+// fsm is the master's raft.FSM; onChange runs after every applied command
+// with the tables and ranges it touched, and with nil after a restore
+// (anything may have changed).
 type fsm struct {
 	mu       sync.RWMutex
 	st       *state
-	onChange func()
+	onChange func(*changeSet)
 }
 
 func (f *fsm) Apply(l *raft.Log) interface{} {
@@ -347,11 +576,14 @@ func (f *fsm) Apply(l *raft.Log) interface{} {
 	if !ok {
 		return &applyResult{err: fmt.Errorf("%w: %v", ErrUnknownCommand, cmd.GetKind())}
 	}
+	cs := &changeSet{}
 	f.mu.Lock()
+	f.st.changes = cs
 	res := h(f.st, cmd.GetPayload())
+	f.st.changes = nil
 	f.mu.Unlock()
 	if f.onChange != nil {
-		f.onChange()
+		f.onChange(cs)
 	}
 	return res
 }
@@ -380,7 +612,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	f.st = stateFromSnapshot(&m)
 	f.mu.Unlock()
 	if f.onChange != nil {
-		f.onChange()
+		f.onChange(nil)
 	}
 	return nil
 }

@@ -42,6 +42,10 @@ var (
 		Namespace: "tablestore", Subsystem: "master", Name: "under_replicated_ranges",
 		Help: "Ranges with fewer replicas on live servers than the replication factor; set by the leader, 0 elsewhere.",
 	})
+	mapSendsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "tablestore", Subsystem: "master", Name: "map_watch_sends_total",
+		Help: "Messages sent to partition map watchers that take deltas, by kind (full: the whole map; delta).",
+	}, []string{"kind"})
 	leaderlessGauge = prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: "tablestore", Subsystem: "master", Name: "leaderless_ranges",
 		Help: "Ranges no live partition server reports leading; set by the leader, 0 elsewhere.",
@@ -90,7 +94,7 @@ func (h clusterHealth) publish(leader bool) {
 }
 
 func init() {
-	prometheus.MustRegister(eventsTotal, opSeconds, opFailuresTotal, mergePauseSeconds, rangesGauge,
+	prometheus.MustRegister(mapSendsTotal, eventsTotal, opSeconds, opFailuresTotal, mergePauseSeconds, rangesGauge,
 		isLeaderGauge, serversGauge, underReplicatedGauge, leaderlessGauge)
 	// Every series exists from the start, so rate() and alerts see zeros
 	// rather than nothing before the first event.

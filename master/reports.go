@@ -27,6 +27,9 @@ type reports struct {
 	// voters is, per range, its leader's last report of the voters of its
 	// Raft configuration (the replica-set check, reconcile.go).
 	voters map[uint64]voterReport
+	// changedLeaders are the ranges whose leader changed since the last
+	// takeChangedLeaders (for the partition map's deltas).
+	changedLeaders map[uint64]struct{}
 }
 
 // rangeTrend is the scheduler's trend of a range plus when its throttling
@@ -60,6 +63,7 @@ func newReports() *reports {
 		lastSeen: map[string]time.Time{}, leaders: map[uint64]string{}, loads: map[uint64]*pb.RangeLoad{},
 		trends: map[uint64]*rangeTrend{}, frozen: map[uint64]bool{}, hosted: map[string]map[uint64]uint64{},
 		voters: map[uint64]voterReport{},
+		changedLeaders: map[uint64]struct{}{},
 	}
 }
 
@@ -78,11 +82,15 @@ func (r *reports) heartbeat(cfg scheduler.Config, server string, ranges []*pb.Ra
 		if !rs.GetLeader() {
 			if r.leaders[id] == server {
 				delete(r.leaders, id)
+				r.changedLeaders[id] = struct{}{}
 				changed = true
 			}
 			continue
 		}
-		changed = changed || r.leaders[id] != server
+		if r.leaders[id] != server {
+			changed = true
+			r.changedLeaders[id] = struct{}{}
+		}
 		r.leaders[id] = server
 		r.loads[id] = rs.GetLoad()
 		if len(rs.GetVoters()) > 0 {
@@ -121,6 +129,9 @@ func (r *reports) setLeader(id uint64, server string) bool {
 	defer r.mu.Unlock()
 	changed := r.leaders[id] != server
 	r.leaders[id] = server
+	if changed {
+		r.changedLeaders[id] = struct{}{}
+	}
 	return changed
 }
 
@@ -128,6 +139,9 @@ func (r *reports) setLeader(id uint64, server string) bool {
 func (r *reports) forget(id uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if _, ok := r.leaders[id]; ok {
+		r.changedLeaders[id] = struct{}{}
+	}
 	delete(r.leaders, id)
 	delete(r.loads, id)
 	delete(r.frozen, id)
@@ -191,4 +205,19 @@ func (r *reports) maps() (map[uint64]string, map[uint64]*pb.RangeLoad) {
 		loads[id] = l
 	}
 	return leaders, loads
+}
+
+// takeChangedLeaders returns and clears the ranges whose leader changed.
+func (r *reports) takeChangedLeaders() []uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.changedLeaders) == 0 {
+		return nil
+	}
+	out := make([]uint64, 0, len(r.changedLeaders))
+	for id := range r.changedLeaders {
+		out = append(out, id)
+	}
+	clear(r.changedLeaders)
+	return out
 }

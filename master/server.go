@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -60,6 +61,9 @@ type Server struct {
 	adopting bool
 	version  uint64
 	changed  chan struct{} // closed and replaced on every map change
+	watchers map[*mapWatcher]struct{}
+	// epoch names this process's numbering of versions (random).
+	epoch uint64
 
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -85,7 +89,9 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	keep := max(cfg.Policy.MergeCooldown, cfg.Policy.BalanceCooldown)
 	s.ops = newRunner(s.ctx, cfg.Policy.MaxInFlight, opTimeout, keep, s.execute)
-	s.fsm = &fsm{st: newState(), onChange: s.bump}
+	s.fsm = &fsm{st: newState(), onChange: s.bumpChanges}
+	s.watchers = map[*mapWatcher]struct{}{}
+	s.epoch = rand.Uint64()
 	return s, nil
 }
 
@@ -290,19 +296,10 @@ func (s *Server) apply(kind pb.MasterCommandKind, m proto.Message) (*applyResult
 	return res, res.err
 }
 
-// bump records a change of the partition map and wakes watchers.
-func (s *Server) bump() {
-	s.softMu.Lock()
-	s.version++
-	close(s.changed)
-	s.changed = make(chan struct{})
-	s.softMu.Unlock()
-}
-
 // partitionMap builds the current map and the channel closed on its next
 // change.
 func (s *Server) partitionMap() (*pb.PartitionMap, <-chan struct{}) {
-	m := &pb.PartitionMap{}
+	m := &pb.PartitionMap{Epoch: s.epoch}
 	s.softMu.Lock()
 	m.Version = s.version
 	ch := s.changed
@@ -311,19 +308,18 @@ func (s *Server) partitionMap() (*pb.PartitionMap, <-chan struct{}) {
 	now := time.Now()
 	seen := s.reports.seen()
 	s.fsm.read(func(st *state) {
-		snap := st.snapshot()
-		m.Tables, m.Ranges = snap.GetTables(), snap.GetRanges()
-		m.ServiceProperties = snap.GetServiceProperties()
-		m.Accounts = snap.GetAccounts()
-		for _, sv := range snap.GetServers() {
-			c := proto.Clone(sv).(*pb.ServerInfo)
-			if t, ok := seen[sv.GetServerId()]; ok {
-				c.LastHeartbeatUnixNano = t.UnixNano()
-				c.Alive = now.Sub(t) < s.cfg.ServerTimeout
-			}
-			m.Servers = append(m.Servers, c)
+		m.Tables = make([]*pb.Table, 0, len(st.tables))
+		for _, t := range st.tables {
+			m.Tables = append(m.Tables, t)
 		}
+		m.Ranges = make([]*pb.RangeDescriptor, 0, len(st.ranges))
+		for _, r := range st.ranges {
+			m.Ranges = append(m.Ranges, r)
+		}
+		s.fillShared(m, st, seen, now)
 	})
+	sort.Slice(m.Tables, func(i, j int) bool { return m.Tables[i].GetTableId() < m.Tables[j].GetTableId() })
+	sort.Slice(m.Ranges, func(i, j int) bool { return m.Ranges[i].GetRangeId() < m.Ranges[j].GetRangeId() })
 	known := make(map[uint64]bool, len(m.Ranges))
 	for _, r := range m.Ranges {
 		known[r.GetRangeId()] = true
@@ -403,4 +399,8 @@ func (s *Server) LiveServers() int {
 func (s *Server) PartitionMap() *pb.PartitionMap {
 	m, _ := s.partitionMap()
 	return m
+}
+
+func sortServers(sv []*pb.ServerInfo) {
+	sort.Slice(sv, func(i, j int) bool { return sv[i].GetServerId() < sv[j].GetServerId() })
 }

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
+	"tablestore/internal/failpoint"
 	"tablestore/internal/rpcerr"
 	pb "tablestore/proto/tablestorepb"
 )
@@ -52,10 +53,8 @@ func (s *Server) placement() ([]*pb.Replica, map[string]string, error) {
 	addrs := map[string]string{}
 	seen := s.reports.seen()
 	s.fsm.read(func(st *state) {
-		for _, r := range st.ranges {
-			for _, rep := range r.GetReplicas() {
-				counts[rep.GetServerId()]++
-			}
+		for id, n := range st.replicaCount {
+			counts[id] = n
 		}
 		for id, sv := range st.servers {
 			addrs[id] = sv.GetRaftAddr()
@@ -89,8 +88,30 @@ func (v *service) CreateTable(ctx context.Context, req *pb.CreateTableRequest) (
 	if err := s.ready(); err != nil {
 		return nil, toStatus(err)
 	}
-	exists := false
-	s.fsm.read(func(st *state) { _, exists = st.tables[strings.ToLower(req.GetName())] })
+	kind := pb.MasterCommandKind_MASTER_COMMAND_KIND_CREATE_TABLE
+	var (
+		exists   bool
+		recorded *pb.TableRequestRecord
+	)
+	s.fsm.read(func(st *state) {
+		_, exists = st.tables[strings.ToLower(req.GetName())]
+		recorded, _ = st.request(req.GetRequestId(), kind, req.GetName())
+	})
+	if recorded != nil {
+		// A retry of a request already applied gets its first answer. The
+		// first attempt started the range (or the servers pick it up from
+		// their heartbeats); the range may even be gone since, so nothing
+		// is started again.
+		res := replay(recorded)
+		if res.err != nil {
+			return nil, toStatus(res.err)
+		}
+		resp := &pb.CreateTableResponse{Table: res.table, Ranges: res.ranges}
+		if len(res.ranges) > 0 {
+			resp.Leader = s.reports.leaderOf(res.ranges[0].GetRangeId())
+		}
+		return resp, nil
+	}
 	if exists {
 		return nil, toStatus(ErrTableExists)
 	}
@@ -98,24 +119,43 @@ func (v *service) CreateTable(ctx context.Context, req *pb.CreateTableRequest) (
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	res, err := s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_CREATE_TABLE, &pb.CreateTableCommand{
-		Name: req.GetName(), CreatedUnixNano: time.Now().UnixNano(), Replicas: replicas,
+	start := time.Now()
+	res, err := s.apply(kind, &pb.CreateTableCommand{
+		Name: req.GetName(), CreatedUnixNano: time.Now().UnixNano(), Replicas: replicas, RequestId: req.GetRequestId(),
 	})
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	for _, r := range res.ranges {
-		s.startRange(ctx, r, addrs)
+	applied := time.Now()
+	if err := failpoint.Inject("master/create-table/after-commit"); err != nil {
+		// The answer is lost after the commit (a timeout, a dropped
+		// connection): the client's retry must find the table created.
+		return nil, rpcerr.New(codes.Unavailable, rpcerr.ReasonUnavailable, err.Error(), nil)
 	}
+	resp, err := s.created(ctx, res, addrs)
 	s.event(&pb.Event{Kind: pb.EventKind_EVENT_KIND_TABLE_CREATED, Table: res.table.GetName(), RangeIds: []uint64{res.ranges[0].GetRangeId()},
 		Cause: causeOperator, Message: fmt.Sprintf("table %s created with range %d", res.table.GetName(), res.ranges[0].GetRangeId())})
-	return &pb.CreateTableResponse{Table: res.table}, nil
+	s.logger.Debug("table created", "table", res.table.GetName(), "commit", applied.Sub(start), "start_range", time.Since(applied), "leader", resp.GetLeader())
+	return resp, err
+}
+
+// created starts a new table's ranges and answers CreateTable with the
+// table, its ranges and the first range's leader.
+func (s *Server) created(ctx context.Context, res *applyResult, addrs map[string]string) (*pb.CreateTableResponse, error) {
+	resp := &pb.CreateTableResponse{Table: res.table, Ranges: res.ranges}
+	for i, r := range res.ranges {
+		if l := s.startRange(ctx, r, addrs); i == 0 {
+			resp.Leader = l
+		}
+	}
+	return resp, nil
 }
 
 // startRange asks the replicas to bootstrap a new range and waits (bounded)
 // until one of them leads it, so the first write after CreateTable need not
-// wait for an election.
-func (s *Server) startRange(ctx context.Context, r *pb.RangeDescriptor, addrs map[string]string) {
+// wait for an election. It returns the leader, "" when none was seen in
+// time.
+func (s *Server) startRange(ctx context.Context, r *pb.RangeDescriptor, addrs map[string]string) string {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.CreateTableWait)
 	defer cancel()
 	grpcAddrs := map[string]string{}
@@ -124,6 +164,8 @@ func (s *Server) startRange(ctx context.Context, r *pb.RangeDescriptor, addrs ma
 			grpcAddrs[id] = sv.GetGrpcAddr()
 		}
 	})
+	t0 := time.Now()
+	defer func() { s.logger.Debug("range started", "range", r.GetRangeId(), "took", time.Since(t0)) }()
 	var wg sync.WaitGroup
 	for _, rep := range r.GetReplicas() {
 		wg.Add(1)
@@ -141,6 +183,7 @@ func (s *Server) startRange(ctx context.Context, r *pb.RangeDescriptor, addrs ma
 		}(rep.GetServerId())
 	}
 	wg.Wait()
+	s.logger.Debug("range replicas created", "range", r.GetRangeId(), "took", time.Since(t0))
 	for ctx.Err() == nil {
 		for _, rep := range r.GetReplicas() {
 			c, err := s.pool.Partition(grpcAddrs[rep.GetServerId()])
@@ -149,9 +192,10 @@ func (s *Server) startRange(ctx context.Context, r *pb.RangeDescriptor, addrs ma
 			}
 			info, err := c.RangeInfo(ctx, &pb.RangeInfoRequest{RangeId: r.GetRangeId()})
 			if err == nil && info.GetStatus().GetLeader() {
-				s.reports.setLeader(r.GetRangeId(), rep.GetServerId())
-				s.bump()
-				return
+				if s.reports.setLeader(r.GetRangeId(), rep.GetServerId()) {
+					s.bump()
+				}
+				return rep.GetServerId()
 			}
 		}
 		select {
@@ -160,11 +204,12 @@ func (s *Server) startRange(ctx context.Context, r *pb.RangeDescriptor, addrs ma
 		}
 	}
 	s.logger.Warn("new range has no leader yet", "range", r.GetRangeId())
+	return ""
 }
 
 func (v *service) DeleteTable(ctx context.Context, req *pb.DeleteTableRequest) (*pb.DeleteTableResponse, error) {
 	s := v.s
-	res, err := s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_DELETE_TABLE, &pb.DeleteTableCommand{Name: req.GetName()})
+	res, err := s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_DELETE_TABLE, &pb.DeleteTableCommand{Name: req.GetName(), RequestId: req.GetRequestId()})
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -258,6 +303,9 @@ func (v *service) GetPartitionMap(ctx context.Context, req *pb.GetPartitionMapRe
 	if err := v.s.ready(); err != nil {
 		return nil, toStatus(err)
 	}
+	if req.GetTable() != "" {
+		return v.s.tableDelta(req.GetTable()), nil
+	}
 	m, _ := v.s.partitionMap()
 	return m, nil
 }
@@ -266,6 +314,9 @@ func (v *service) WatchPartitionMap(req *pb.WatchPartitionMapRequest, stream pb.
 	s := v.s
 	if err := s.ready(); err != nil {
 		return toStatus(err)
+	}
+	if req.GetDeltas() {
+		return s.watchDeltas(stream)
 	}
 	sent := uint64(0)
 	first := true
@@ -287,6 +338,44 @@ func (v *service) WatchPartitionMap(req *pb.WatchPartitionMapRequest, stream pb.
 		}
 		if !s.IsLeader() {
 			return toStatus(ErrNotLeader)
+		}
+	}
+}
+
+// watchDeltas serves a watch that asked for deltas: the whole map, then
+// what changed, at most one message per change batch.
+func (s *Server) watchDeltas(stream pb.MasterService_WatchPartitionMapServer) error {
+	w := s.addWatcher()
+	defer s.removeWatcher(w)
+	m, _ := s.partitionMap()
+	if err := stream.Send(m); err != nil {
+		return err
+	}
+	mapSendsTotal.WithLabelValues("full").Inc()
+	for {
+		select {
+		case <-stream.Context().Done():
+			return nil
+		case <-s.ctx.Done():
+			return toStatus(ErrNotLeader)
+		case <-w.wake:
+		case <-time.After(time.Second):
+		}
+		if !s.IsLeader() {
+			return toStatus(ErrNotLeader)
+		}
+		cs, leaders, soft, full, version := s.take(w)
+		switch {
+		case full:
+			m, _ = s.partitionMap()
+		case len(cs.tables) > 0 || len(cs.ranges) > 0 || len(leaders) > 0 || soft || cs.other:
+			m = s.partitionDelta(cs, leaders, version)
+		default:
+			continue
+		}
+		mapSendsTotal.WithLabelValues(map[bool]string{true: "full", false: "delta"}[full]).Inc()
+		if err := stream.Send(m); err != nil {
+			return err
 		}
 	}
 }

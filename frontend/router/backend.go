@@ -3,7 +3,7 @@ package router
 import (
 	"context"
 	"crypto/rand"
-	"sort"
+	"slices"
 	"time"
 
 	"tablestore/frontend"
@@ -14,47 +14,94 @@ import (
 
 var _ frontend.Backend = (*Router)(nil)
 
-// CreateTable creates a table through the master and refreshes the map so
-// the new range is routable at once.
+// requestID is the id of a table request for the master's deduplication:
+// the client's x-ms-client-request-id when it sent one (the same on its
+// retries), else one made up for this call and kept across the retries
+// master.Call makes.
+func requestID(ctx context.Context) ([]byte, error) {
+	if id := frontend.ClientRequestID(ctx); id != "" {
+		return []byte(id), nil
+	}
+	var id [16]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return nil, err
+	}
+	return id[:], nil
+}
+
+// CreateTable creates a table through the master and adds it, its ranges
+// and their leader to the held map, so the new range is routable at once
+// without fetching the whole map.
 func (r *Router) CreateTable(ctx context.Context, name string) (*pb.Table, error) {
-	var t *pb.Table
-	err := r.master.Call(ctx, func(ctx context.Context, mc pb.MasterServiceClient) error {
-		resp, err := mc.CreateTable(ctx, &pb.CreateTableRequest{Name: name})
-		if err == nil {
-			t = resp.GetTable()
-		}
+	id, err := requestID(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var resp *pb.CreateTableResponse
+	err = r.master.Call(ctx, func(ctx context.Context, mc pb.MasterServiceClient) error {
+		var err error
+		resp, err = mc.CreateTable(ctx, &pb.CreateTableRequest{Name: name, RequestId: id})
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	_ = r.refresh(ctx)
-	return t, nil
+	if len(resp.GetRanges()) == 0 {
+		// A master that does not send the ranges.
+		_ = r.refreshTable(ctx, name)
+		return resp.GetTable(), nil
+	}
+	local := &pb.PartitionMap{Delta: true, Tables: []*pb.Table{resp.GetTable()}, Ranges: resp.GetRanges()}
+	if resp.GetLeader() != "" {
+		local.Leaders = map[uint64]string{resp.GetRanges()[0].GetRangeId(): resp.GetLeader()}
+	}
+	r.mu.Lock()
+	r.applyLocked(local)
+	r.mu.Unlock()
+	return resp.GetTable(), nil
 }
 
-// DeleteTable deletes a table through the master.
+// DeleteTable deletes a table through the master and drops it from the
+// held map.
 func (r *Router) DeleteTable(ctx context.Context, name string) error {
-	err := r.master.Call(ctx, func(ctx context.Context, mc pb.MasterServiceClient) error {
-		_, err := mc.DeleteTable(ctx, &pb.DeleteTableRequest{Name: name})
+	id, err := requestID(ctx)
+	if err != nil {
+		return err
+	}
+	err = r.master.Call(ctx, func(ctx context.Context, mc pb.MasterServiceClient) error {
+		_, err := mc.DeleteTable(ctx, &pb.DeleteTableRequest{Name: name, RequestId: id})
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	_ = r.refresh(ctx)
+	r.mu.Lock()
+	r.applyLocked(&pb.PartitionMap{Delta: true, RemovedTables: []string{name}})
+	r.mu.Unlock()
 	return nil
 }
 
 // Tables lists the cached tables sorted by name.
 func (r *Router) Tables(ctx context.Context) ([]*pb.Table, error) {
 	r.mu.RLock()
-	out := make([]*pb.Table, 0, len(r.tables))
-	for _, t := range r.tables {
-		out = append(out, t)
-	}
+	out := slices.Clone(r.sorted)
 	r.mu.RUnlock()
-	sort.Slice(out, func(i, j int) bool { return out[i].GetName() < out[j].GetName() })
 	return out, nil
+}
+
+// TablesFrom calls fn with the cached tables named from on, in name order,
+// until fn returns false: a page of Query Tables costs its own length, not
+// the number of tables.
+func (r *Router) TablesFrom(ctx context.Context, from string, fn func(*pb.Table) bool) error {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	i, _ := r.sortedIndex(from)
+	for _, t := range r.sorted[i:] {
+		if !fn(t) {
+			break
+		}
+	}
+	return nil
 }
 
 // Table looks a table up.

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -63,8 +64,11 @@ type Router struct {
 
 	mu                sync.RWMutex
 	version           uint64
+	epoch             uint64                           // the master process that numbered version
 	tables            map[string]*pb.Table             // lower-case name
+	sorted            []*pb.Table                      // the tables by name (ordinal), for listing
 	ranges            map[uint64][]*pb.RangeDescriptor // table id -> ranges by start
+	rangeTable        map[uint64]uint64                // range id -> table id
 	servers           map[string]*pb.ServerInfo
 	leaders           map[uint64]string // range id -> server id
 	hinted            map[uint64]string // leader learned from a partition server
@@ -92,7 +96,7 @@ func New(cfg Config, logger *slog.Logger) (*Router, error) {
 	}
 	r := &Router{
 		cfg: cfg, logger: logger, master: mc, pool: connpool.New(creds.DialOption()),
-		tables: map[string]*pb.Table{}, ranges: map[uint64][]*pb.RangeDescriptor{},
+		tables: map[string]*pb.Table{}, ranges: map[uint64][]*pb.RangeDescriptor{}, rangeTable: map[uint64]uint64{},
 		servers: map[string]*pb.ServerInfo{}, leaders: map[uint64]string{}, hinted: map[uint64]string{},
 	}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
@@ -137,7 +141,9 @@ func (r *Router) watchLoop() {
 	backoff := 50 * time.Millisecond
 	for r.ctx.Err() == nil {
 		conn, i := r.master.Conn()
-		stream, err := pb.NewMasterServiceClient(conn).WatchPartitionMap(r.ctx, &pb.WatchPartitionMapRequest{})
+		sctx, cancel := context.WithCancel(r.ctx)
+		stream, err := pb.NewMasterServiceClient(conn).WatchPartitionMap(sctx, &pb.WatchPartitionMapRequest{Deltas: true})
+		resync := false
 		if err == nil {
 			for {
 				m, rerr := stream.Recv()
@@ -145,10 +151,23 @@ func (r *Router) watchLoop() {
 					err = rerr
 					break
 				}
-				r.install(m)
+				if m.GetDelta() {
+					if !r.applyStreamDelta(m) {
+						// The map came from another master since: start
+						// over from a whole map of this stream's.
+						resync = true
+						break
+					}
+				} else {
+					r.installStream(m)
+				}
 				r.watch.watching.Store(true)
 				backoff = 50 * time.Millisecond
 			}
+		}
+		cancel()
+		if resync {
+			continue
 		}
 		if r.watch.watching.Swap(false) {
 			r.watch.lostAt.Store(time.Now().UnixNano())
@@ -180,18 +199,175 @@ func (r *Router) refresh(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r.install(m)
+	r.mu.Lock()
+	newer := m.GetEpoch() != r.epoch || m.GetVersion() >= r.version
+	r.mu.Unlock()
+	// A map older than the one held (a slow answer overtaken by the
+	// watch) would undo changes the watch already delivered.
+	if newer {
+		r.install(m)
+	}
 	return nil
 }
 
+// refreshTable fetches what the master knows of one table (it, its ranges
+// and their leaders, or that it does not exist) and applies it.
+func (r *Router) refreshTable(ctx context.Context, name string) error {
+	refreshesTotal.Inc()
+	var m *pb.PartitionMap
+	err := r.master.Call(ctx, func(ctx context.Context, mc pb.MasterServiceClient) error {
+		var err error
+		m, err = mc.GetPartitionMap(ctx, &pb.GetPartitionMapRequest{Table: name})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if !m.GetDelta() {
+		// A master that does not know table lookups sent the whole map.
+		r.install(m)
+		return nil
+	}
+	r.mu.Lock()
+	r.applyLocked(m)
+	r.mu.Unlock()
+	return nil
+}
+
+// installStream installs the whole map a watch starts with. Every change
+// after it reaches the watch as a delta, so it replaces whatever is held.
+func (r *Router) installStream(m *pb.PartitionMap) { r.install(m) }
+
+// applyStreamDelta applies a delta of the watch. A delta numbered at or
+// below the held map's version is already in it (a whole map fetched
+// since). It reports false when the held map came from another master than
+// the delta (its versions do not compare): the watch must start over.
+func (r *Router) applyStreamDelta(m *pb.PartitionMap) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if m.GetEpoch() != r.epoch {
+		return false
+	}
+	if m.GetVersion() <= r.version {
+		return true
+	}
+	r.applyLocked(m)
+	r.version = m.GetVersion()
+	return true
+}
+
+// applyLocked applies a delta (upserts and removals of tables, ranges and
+// leaders; servers, properties and accounts whole). r.mu is held.
+func (r *Router) applyLocked(m *pb.PartitionMap) {
+	for _, key := range m.GetRemovedTables() {
+		r.dropTableLocked(strings.ToLower(key))
+	}
+	for _, t := range m.GetTables() {
+		key := strings.ToLower(t.GetName())
+		if old, ok := r.tables[key]; ok && old.GetTableId() != t.GetTableId() {
+			r.dropTableLocked(key)
+		}
+		r.putTableLocked(key, t)
+	}
+	for _, id := range m.GetRemovedRanges() {
+		r.dropRangeLocked(id)
+	}
+	for _, d := range m.GetRanges() {
+		r.putRangeLocked(d)
+	}
+	for _, id := range m.GetRemovedLeaders() {
+		delete(r.leaders, id)
+	}
+	for id, l := range m.GetLeaders() {
+		r.leaders[id] = l
+		delete(r.hinted, id)
+	}
+	if len(m.GetServers()) > 0 {
+		servers := make(map[string]*pb.ServerInfo, len(m.GetServers()))
+		for _, s := range m.GetServers() {
+			servers[s.GetServerId()] = s
+		}
+		r.servers = servers
+	}
+	if m.GetEpoch() != 0 || len(m.GetServers()) > 0 {
+		// A master's delta carries the service properties and accounts
+		// whole; a local one (CreateTable's answer) carries no servers.
+		r.serviceProperties = m.GetServiceProperties()
+		r.accounts = m.GetAccounts()
+	}
+}
+
+// sortedIndex is where a table named name is or would be in r.sorted.
+func (r *Router) sortedIndex(name string) (int, bool) {
+	return sort.Find(len(r.sorted), func(i int) int { return strings.Compare(name, r.sorted[i].GetName()) })
+}
+
+func (r *Router) putTableLocked(key string, t *pb.Table) {
+	if old, ok := r.tables[key]; ok {
+		if i, found := r.sortedIndex(old.GetName()); found {
+			r.sorted = slices.Delete(r.sorted, i, i+1)
+		}
+	}
+	r.tables[key] = t
+	i, found := r.sortedIndex(t.GetName())
+	if found {
+		r.sorted[i] = t
+	} else {
+		r.sorted = slices.Insert(r.sorted, i, t)
+	}
+}
+
+func (r *Router) dropTableLocked(key string) {
+	t, ok := r.tables[key]
+	if !ok {
+		return
+	}
+	delete(r.tables, key)
+	if i, found := r.sortedIndex(t.GetName()); found {
+		r.sorted = slices.Delete(r.sorted, i, i+1)
+	}
+	for _, d := range r.ranges[t.GetTableId()] {
+		delete(r.rangeTable, d.GetRangeId())
+		delete(r.leaders, d.GetRangeId())
+	}
+	delete(r.ranges, t.GetTableId())
+}
+
+func (r *Router) dropRangeLocked(id uint64) {
+	tid, ok := r.rangeTable[id]
+	if !ok {
+		return
+	}
+	delete(r.rangeTable, id)
+	rs := r.ranges[tid]
+	if i := slices.IndexFunc(rs, func(d *pb.RangeDescriptor) bool { return d.GetRangeId() == id }); i >= 0 {
+		// Copy: readers may hold the old slice.
+		r.ranges[tid] = slices.Delete(slices.Clone(rs), i, i+1)
+	}
+}
+
+func (r *Router) putRangeLocked(d *pb.RangeDescriptor) {
+	r.dropRangeLocked(d.GetRangeId())
+	rs := slices.Clone(r.ranges[d.GetTableId()])
+	i := sort.Search(len(rs), func(i int) bool { return rs[i].GetStart() >= d.GetStart() })
+	r.ranges[d.GetTableId()] = slices.Insert(rs, i, d)
+	r.rangeTable[d.GetRangeId()] = d.GetTableId()
+}
+
+// install replaces the held map with a whole one.
 func (r *Router) install(m *pb.PartitionMap) {
 	tables := make(map[string]*pb.Table, len(m.GetTables()))
+	sorted := make([]*pb.Table, 0, len(m.GetTables()))
 	for _, t := range m.GetTables() {
 		tables[strings.ToLower(t.GetName())] = t
+		sorted = append(sorted, t)
 	}
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].GetName() < sorted[j].GetName() })
 	ranges := map[uint64][]*pb.RangeDescriptor{}
+	rangeTable := make(map[uint64]uint64, len(m.GetRanges()))
 	for _, d := range m.GetRanges() {
 		ranges[d.GetTableId()] = append(ranges[d.GetTableId()], d)
+		rangeTable[d.GetRangeId()] = d.GetTableId()
 	}
 	for _, rs := range ranges {
 		sort.Slice(rs, func(i, j int) bool { return rs[i].GetStart() < rs[j].GetStart() })
@@ -201,8 +377,8 @@ func (r *Router) install(m *pb.PartitionMap) {
 		servers[s.GetServerId()] = s
 	}
 	r.mu.Lock()
-	r.version = m.GetVersion()
-	r.tables, r.ranges, r.servers = tables, ranges, servers
+	r.version, r.epoch = m.GetVersion(), m.GetEpoch()
+	r.tables, r.sorted, r.ranges, r.rangeTable, r.servers = tables, sorted, ranges, rangeTable, servers
 	r.serviceProperties = m.GetServiceProperties()
 	r.accounts = m.GetAccounts()
 	r.leaders = m.GetLeaders()
@@ -235,7 +411,7 @@ func (r *Router) lookupTable(ctx context.Context, name string) (*pb.Table, error
 	if ok {
 		return t, nil
 	}
-	if err := r.refresh(ctx); err != nil {
+	if err := r.refreshTable(ctx, name); err != nil {
 		return nil, err
 	}
 	r.mu.RLock()

@@ -1140,7 +1140,19 @@ type PartitionMap struct {
 	Loads map[uint64]*RangeLoad `protobuf:"bytes,7,rep,name=loads,proto3" json:"loads,omitempty" protobuf_key:"varint,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// The storage accounts the front-ends serve (Azurite's AZURITE_ACCOUNTS);
 	// empty: each front-end serves its configured account.
-	Accounts      []*StorageAccount `protobuf:"bytes,8,rep,name=accounts,proto3" json:"accounts,omitempty"`
+	Accounts []*StorageAccount `protobuf:"bytes,8,rep,name=accounts,proto3" json:"accounts,omitempty"`
+	// delta marks a change to apply to the map the receiver holds rather
+	// than a whole map: tables and ranges are upserts (tables by
+	// case-insensitive name, ranges by range_id), leaders are set, and the
+	// removed_* fields name what is gone. A delta carries no loads; servers,
+	// service_properties and accounts are always complete.
+	Delta          bool     `protobuf:"varint,9,opt,name=delta,proto3" json:"delta,omitempty"`
+	RemovedTables  []string `protobuf:"bytes,10,rep,name=removed_tables,json=removedTables,proto3" json:"removed_tables,omitempty"`
+	RemovedRanges  []uint64 `protobuf:"varint,11,rep,packed,name=removed_ranges,json=removedRanges,proto3" json:"removed_ranges,omitempty"`
+	RemovedLeaders []uint64 `protobuf:"varint,12,rep,packed,name=removed_leaders,json=removedLeaders,proto3" json:"removed_leaders,omitempty"`
+	// epoch identifies the master process that numbered version: versions
+	// of different epochs do not compare.
+	Epoch         uint64 `protobuf:"varint,13,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1229,6 +1241,41 @@ func (x *PartitionMap) GetAccounts() []*StorageAccount {
 		return x.Accounts
 	}
 	return nil
+}
+
+func (x *PartitionMap) GetDelta() bool {
+	if x != nil {
+		return x.Delta
+	}
+	return false
+}
+
+func (x *PartitionMap) GetRemovedTables() []string {
+	if x != nil {
+		return x.RemovedTables
+	}
+	return nil
+}
+
+func (x *PartitionMap) GetRemovedRanges() []uint64 {
+	if x != nil {
+		return x.RemovedRanges
+	}
+	return nil
+}
+
+func (x *PartitionMap) GetRemovedLeaders() []uint64 {
+	if x != nil {
+		return x.RemovedLeaders
+	}
+	return nil
+}
+
+func (x *PartitionMap) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
 }
 
 // StorageAccount is a storage account with its keys.
@@ -2305,8 +2352,10 @@ type CreateTableCommand struct {
 	Name            string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	CreatedUnixNano int64                  `protobuf:"varint,2,opt,name=created_unix_nano,json=createdUnixNano,proto3" json:"created_unix_nano,omitempty"`
 	Replicas        []*Replica             `protobuf:"bytes,3,rep,name=replicas,proto3" json:"replicas,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// request_id: the client request's id (CreateTableRequest.request_id).
+	RequestId     []byte `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateTableCommand) Reset() {
@@ -2360,9 +2409,17 @@ func (x *CreateTableCommand) GetReplicas() []*Replica {
 	return nil
 }
 
+func (x *CreateTableCommand) GetRequestId() []byte {
+	if x != nil {
+		return x.RequestId
+	}
+	return nil
+}
+
 type DeleteTableCommand struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	RequestId     []byte                 `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2404,6 +2461,103 @@ func (x *DeleteTableCommand) GetName() string {
 	return ""
 }
 
+func (x *DeleteTableCommand) GetRequestId() []byte {
+	if x != nil {
+		return x.RequestId
+	}
+	return nil
+}
+
+// TableRequestRecord is the outcome of one table command that carried a
+// request id, kept so that a retry of the request answers the same.
+type TableRequestRecord struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	RequestId []byte                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Kind      MasterCommandKind      `protobuf:"varint,2,opt,name=kind,proto3,enum=tablestore.v1.MasterCommandKind" json:"kind,omitempty"`
+	// name is the lower-case table name the request was for: a request id
+	// reused for another table is a new request.
+	Name   string             `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	Table  *Table             `protobuf:"bytes,4,opt,name=table,proto3" json:"table,omitempty"`
+	Ranges []*RangeDescriptor `protobuf:"bytes,5,rep,name=ranges,proto3" json:"ranges,omitempty"`
+	// error is the sentinel the command failed with: "" (success),
+	// "exists" or "not_found".
+	Error         string `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TableRequestRecord) Reset() {
+	*x = TableRequestRecord{}
+	mi := &file_tablestore_v1_data_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TableRequestRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TableRequestRecord) ProtoMessage() {}
+
+func (x *TableRequestRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_data_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TableRequestRecord.ProtoReflect.Descriptor instead.
+func (*TableRequestRecord) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *TableRequestRecord) GetRequestId() []byte {
+	if x != nil {
+		return x.RequestId
+	}
+	return nil
+}
+
+func (x *TableRequestRecord) GetKind() MasterCommandKind {
+	if x != nil {
+		return x.Kind
+	}
+	return MasterCommandKind_MASTER_COMMAND_KIND_UNSPECIFIED
+}
+
+func (x *TableRequestRecord) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *TableRequestRecord) GetTable() *Table {
+	if x != nil {
+		return x.Table
+	}
+	return nil
+}
+
+func (x *TableRequestRecord) GetRanges() []*RangeDescriptor {
+	if x != nil {
+		return x.Ranges
+	}
+	return nil
+}
+
+func (x *TableRequestRecord) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 type SetTableACLCommand struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -2414,7 +2568,7 @@ type SetTableACLCommand struct {
 
 func (x *SetTableACLCommand) Reset() {
 	*x = SetTableACLCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[31]
+	mi := &file_tablestore_v1_data_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2426,7 +2580,7 @@ func (x *SetTableACLCommand) String() string {
 func (*SetTableACLCommand) ProtoMessage() {}
 
 func (x *SetTableACLCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[31]
+	mi := &file_tablestore_v1_data_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2439,7 +2593,7 @@ func (x *SetTableACLCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTableACLCommand.ProtoReflect.Descriptor instead.
 func (*SetTableACLCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{31}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SetTableACLCommand) GetName() string {
@@ -2465,7 +2619,7 @@ type SetServicePropertiesCommand struct {
 
 func (x *SetServicePropertiesCommand) Reset() {
 	*x = SetServicePropertiesCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[32]
+	mi := &file_tablestore_v1_data_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2477,7 +2631,7 @@ func (x *SetServicePropertiesCommand) String() string {
 func (*SetServicePropertiesCommand) ProtoMessage() {}
 
 func (x *SetServicePropertiesCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[32]
+	mi := &file_tablestore_v1_data_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2490,7 +2644,7 @@ func (x *SetServicePropertiesCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetServicePropertiesCommand.ProtoReflect.Descriptor instead.
 func (*SetServicePropertiesCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{32}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SetServicePropertiesCommand) GetProperties() []byte {
@@ -2510,7 +2664,7 @@ type SetAccountsCommand struct {
 
 func (x *SetAccountsCommand) Reset() {
 	*x = SetAccountsCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[33]
+	mi := &file_tablestore_v1_data_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2522,7 +2676,7 @@ func (x *SetAccountsCommand) String() string {
 func (*SetAccountsCommand) ProtoMessage() {}
 
 func (x *SetAccountsCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[33]
+	mi := &file_tablestore_v1_data_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2535,7 +2689,7 @@ func (x *SetAccountsCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAccountsCommand.ProtoReflect.Descriptor instead.
 func (*SetAccountsCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{33}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SetAccountsCommand) GetAccounts() []*StorageAccount {
@@ -2557,13 +2711,15 @@ type MasterSnapshot struct {
 	Events            []*Event               `protobuf:"bytes,7,rep,name=events,proto3" json:"events,omitempty"`
 	NextEventSeq      uint64                 `protobuf:"varint,8,opt,name=next_event_seq,json=nextEventSeq,proto3" json:"next_event_seq,omitempty"`
 	Accounts          []*StorageAccount      `protobuf:"bytes,9,rep,name=accounts,proto3" json:"accounts,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// requests are the most recent table commands' outcomes, oldest first.
+	Requests      []*TableRequestRecord `protobuf:"bytes,10,rep,name=requests,proto3" json:"requests,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *MasterSnapshot) Reset() {
 	*x = MasterSnapshot{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[34]
+	mi := &file_tablestore_v1_data_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2575,7 +2731,7 @@ func (x *MasterSnapshot) String() string {
 func (*MasterSnapshot) ProtoMessage() {}
 
 func (x *MasterSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[34]
+	mi := &file_tablestore_v1_data_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2588,7 +2744,7 @@ func (x *MasterSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterSnapshot.ProtoReflect.Descriptor instead.
 func (*MasterSnapshot) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{34}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *MasterSnapshot) GetTables() []*Table {
@@ -2650,6 +2806,13 @@ func (x *MasterSnapshot) GetNextEventSeq() uint64 {
 func (x *MasterSnapshot) GetAccounts() []*StorageAccount {
 	if x != nil {
 		return x.Accounts
+	}
+	return nil
+}
+
+func (x *MasterSnapshot) GetRequests() []*TableRequestRecord {
+	if x != nil {
+		return x.Requests
 	}
 	return nil
 }
@@ -2737,7 +2900,7 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x05range\x18\x06 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\x12\x16\n" +
 	"\x06frozen\x18\a \x01(\bR\x06frozen\x12\x16\n" +
 	"\x06voters\x18\t \x03(\tR\x06voters\x12\x1c\n" +
-	"\tlifecycle\x18\b \x01(\tR\tlifecycle\"\xbf\x04\n" +
+	"\tlifecycle\x18\b \x01(\tR\tlifecycle\"\xe2\x05\n" +
 	"\fPartitionMap\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12,\n" +
 	"\x06tables\x18\x02 \x03(\v2\x14.tablestore.v1.TableR\x06tables\x126\n" +
@@ -2746,7 +2909,13 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\aleaders\x18\x05 \x03(\v2(.tablestore.v1.PartitionMap.LeadersEntryR\aleaders\x12-\n" +
 	"\x12service_properties\x18\x06 \x01(\fR\x11serviceProperties\x12<\n" +
 	"\x05loads\x18\a \x03(\v2&.tablestore.v1.PartitionMap.LoadsEntryR\x05loads\x129\n" +
-	"\baccounts\x18\b \x03(\v2\x1d.tablestore.v1.StorageAccountR\baccounts\x1a:\n" +
+	"\baccounts\x18\b \x03(\v2\x1d.tablestore.v1.StorageAccountR\baccounts\x12\x14\n" +
+	"\x05delta\x18\t \x01(\bR\x05delta\x12%\n" +
+	"\x0eremoved_tables\x18\n" +
+	" \x03(\tR\rremovedTables\x12%\n" +
+	"\x0eremoved_ranges\x18\v \x03(\x04R\rremovedRanges\x12'\n" +
+	"\x0fremoved_leaders\x18\f \x03(\x04R\x0eremovedLeaders\x12\x14\n" +
+	"\x05epoch\x18\r \x01(\x04R\x05epoch\x1a:\n" +
 	"\fLeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\x04R\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aR\n" +
@@ -2822,13 +2991,25 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x06server\x18\x01 \x01(\v2\x19.tablestore.v1.ServerInfoR\x06server\"S\n" +
 	"\x18SetServerDrainingCommand\x12\x1b\n" +
 	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x1a\n" +
-	"\bdraining\x18\x02 \x01(\bR\bdraining\"\x88\x01\n" +
+	"\bdraining\x18\x02 \x01(\bR\bdraining\"\xa7\x01\n" +
 	"\x12CreateTableCommand\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12*\n" +
 	"\x11created_unix_nano\x18\x02 \x01(\x03R\x0fcreatedUnixNano\x122\n" +
-	"\breplicas\x18\x03 \x03(\v2\x16.tablestore.v1.ReplicaR\breplicas\"(\n" +
+	"\breplicas\x18\x03 \x03(\v2\x16.tablestore.v1.ReplicaR\breplicas\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x04 \x01(\fR\trequestId\"G\n" +
 	"\x12DeleteTableCommand\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"[\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\fR\trequestId\"\xf7\x01\n" +
+	"\x12TableRequestRecord\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\fR\trequestId\x124\n" +
+	"\x04kind\x18\x02 \x01(\x0e2 .tablestore.v1.MasterCommandKindR\x04kind\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12*\n" +
+	"\x05table\x18\x04 \x01(\v2\x14.tablestore.v1.TableR\x05table\x126\n" +
+	"\x06ranges\x18\x05 \x03(\v2\x1e.tablestore.v1.RangeDescriptorR\x06ranges\x12\x14\n" +
+	"\x05error\x18\x06 \x01(\tR\x05error\"[\n" +
 	"\x12SetTableACLCommand\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x121\n" +
 	"\x03acl\x18\x02 \x03(\v2\x1f.tablestore.v1.SignedIdentifierR\x03acl\"=\n" +
@@ -2837,7 +3018,7 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"properties\x18\x01 \x01(\fR\n" +
 	"properties\"O\n" +
 	"\x12SetAccountsCommand\x129\n" +
-	"\baccounts\x18\x01 \x03(\v2\x1d.tablestore.v1.StorageAccountR\baccounts\"\xb1\x03\n" +
+	"\baccounts\x18\x01 \x03(\v2\x1d.tablestore.v1.StorageAccountR\baccounts\"\xf0\x03\n" +
 	"\x0eMasterSnapshot\x12,\n" +
 	"\x06tables\x18\x01 \x03(\v2\x14.tablestore.v1.TableR\x06tables\x126\n" +
 	"\x06ranges\x18\x02 \x03(\v2\x1e.tablestore.v1.RangeDescriptorR\x06ranges\x123\n" +
@@ -2847,7 +3028,9 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x12service_properties\x18\x06 \x01(\fR\x11serviceProperties\x12,\n" +
 	"\x06events\x18\a \x03(\v2\x14.tablestore.v1.EventR\x06events\x12$\n" +
 	"\x0enext_event_seq\x18\b \x01(\x04R\fnextEventSeq\x129\n" +
-	"\baccounts\x18\t \x03(\v2\x1d.tablestore.v1.StorageAccountR\baccounts*\xeb\x02\n" +
+	"\baccounts\x18\t \x03(\v2\x1d.tablestore.v1.StorageAccountR\baccounts\x12=\n" +
+	"\brequests\x18\n" +
+	" \x03(\v2!.tablestore.v1.TableRequestRecordR\brequests*\xeb\x02\n" +
 	"\tEventKind\x12\x1a\n" +
 	"\x16EVENT_KIND_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10EVENT_KIND_SPLIT\x10\x01\x12\x14\n" +
@@ -2908,7 +3091,7 @@ func file_tablestore_v1_data_proto_rawDescGZIP() []byte {
 }
 
 var file_tablestore_v1_data_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_tablestore_v1_data_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_tablestore_v1_data_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_tablestore_v1_data_proto_goTypes = []any{
 	(EventKind)(0),                      // 0: tablestore.v1.EventKind
 	(OpKind)(0),                         // 1: tablestore.v1.OpKind
@@ -2945,13 +3128,14 @@ var file_tablestore_v1_data_proto_goTypes = []any{
 	(*SetServerDrainingCommand)(nil),    // 32: tablestore.v1.SetServerDrainingCommand
 	(*CreateTableCommand)(nil),          // 33: tablestore.v1.CreateTableCommand
 	(*DeleteTableCommand)(nil),          // 34: tablestore.v1.DeleteTableCommand
-	(*SetTableACLCommand)(nil),          // 35: tablestore.v1.SetTableACLCommand
-	(*SetServicePropertiesCommand)(nil), // 36: tablestore.v1.SetServicePropertiesCommand
-	(*SetAccountsCommand)(nil),          // 37: tablestore.v1.SetAccountsCommand
-	(*MasterSnapshot)(nil),              // 38: tablestore.v1.MasterSnapshot
-	nil,                                 // 39: tablestore.v1.Event.FiguresEntry
-	nil,                                 // 40: tablestore.v1.PartitionMap.LeadersEntry
-	nil,                                 // 41: tablestore.v1.PartitionMap.LoadsEntry
+	(*TableRequestRecord)(nil),          // 35: tablestore.v1.TableRequestRecord
+	(*SetTableACLCommand)(nil),          // 36: tablestore.v1.SetTableACLCommand
+	(*SetServicePropertiesCommand)(nil), // 37: tablestore.v1.SetServicePropertiesCommand
+	(*SetAccountsCommand)(nil),          // 38: tablestore.v1.SetAccountsCommand
+	(*MasterSnapshot)(nil),              // 39: tablestore.v1.MasterSnapshot
+	nil,                                 // 40: tablestore.v1.Event.FiguresEntry
+	nil,                                 // 41: tablestore.v1.PartitionMap.LeadersEntry
+	nil,                                 // 42: tablestore.v1.PartitionMap.LoadsEntry
 }
 var file_tablestore_v1_data_proto_depIdxs = []int32{
 	4,  // 0: tablestore.v1.RangeDescriptor.replicas:type_name -> tablestore.v1.Replica
@@ -2959,14 +3143,14 @@ var file_tablestore_v1_data_proto_depIdxs = []int32{
 	10, // 2: tablestore.v1.RangeLoad.hot_keys:type_name -> tablestore.v1.KeyLoad
 	10, // 3: tablestore.v1.RangeLoad.load_sample:type_name -> tablestore.v1.KeyLoad
 	0,  // 4: tablestore.v1.Event.kind:type_name -> tablestore.v1.EventKind
-	39, // 5: tablestore.v1.Event.figures:type_name -> tablestore.v1.Event.FiguresEntry
+	40, // 5: tablestore.v1.Event.figures:type_name -> tablestore.v1.Event.FiguresEntry
 	9,  // 6: tablestore.v1.RangeStatus.load:type_name -> tablestore.v1.RangeLoad
 	5,  // 7: tablestore.v1.RangeStatus.range:type_name -> tablestore.v1.RangeDescriptor
 	6,  // 8: tablestore.v1.PartitionMap.tables:type_name -> tablestore.v1.Table
 	5,  // 9: tablestore.v1.PartitionMap.ranges:type_name -> tablestore.v1.RangeDescriptor
 	8,  // 10: tablestore.v1.PartitionMap.servers:type_name -> tablestore.v1.ServerInfo
-	40, // 11: tablestore.v1.PartitionMap.leaders:type_name -> tablestore.v1.PartitionMap.LeadersEntry
-	41, // 12: tablestore.v1.PartitionMap.loads:type_name -> tablestore.v1.PartitionMap.LoadsEntry
+	41, // 11: tablestore.v1.PartitionMap.leaders:type_name -> tablestore.v1.PartitionMap.LeadersEntry
+	42, // 12: tablestore.v1.PartitionMap.loads:type_name -> tablestore.v1.PartitionMap.LoadsEntry
 	14, // 13: tablestore.v1.PartitionMap.accounts:type_name -> tablestore.v1.StorageAccount
 	1,  // 14: tablestore.v1.EntityOp.kind:type_name -> tablestore.v1.OpKind
 	2,  // 15: tablestore.v1.Command.kind:type_name -> tablestore.v1.CommandKind
@@ -2983,19 +3167,23 @@ var file_tablestore_v1_data_proto_depIdxs = []int32{
 	3,  // 26: tablestore.v1.MasterCommand.kind:type_name -> tablestore.v1.MasterCommandKind
 	8,  // 27: tablestore.v1.RegisterServerCommand.server:type_name -> tablestore.v1.ServerInfo
 	4,  // 28: tablestore.v1.CreateTableCommand.replicas:type_name -> tablestore.v1.Replica
-	7,  // 29: tablestore.v1.SetTableACLCommand.acl:type_name -> tablestore.v1.SignedIdentifier
-	14, // 30: tablestore.v1.SetAccountsCommand.accounts:type_name -> tablestore.v1.StorageAccount
-	6,  // 31: tablestore.v1.MasterSnapshot.tables:type_name -> tablestore.v1.Table
-	5,  // 32: tablestore.v1.MasterSnapshot.ranges:type_name -> tablestore.v1.RangeDescriptor
-	8,  // 33: tablestore.v1.MasterSnapshot.servers:type_name -> tablestore.v1.ServerInfo
-	11, // 34: tablestore.v1.MasterSnapshot.events:type_name -> tablestore.v1.Event
-	14, // 35: tablestore.v1.MasterSnapshot.accounts:type_name -> tablestore.v1.StorageAccount
-	9,  // 36: tablestore.v1.PartitionMap.LoadsEntry.value:type_name -> tablestore.v1.RangeLoad
-	37, // [37:37] is the sub-list for method output_type
-	37, // [37:37] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	3,  // 29: tablestore.v1.TableRequestRecord.kind:type_name -> tablestore.v1.MasterCommandKind
+	6,  // 30: tablestore.v1.TableRequestRecord.table:type_name -> tablestore.v1.Table
+	5,  // 31: tablestore.v1.TableRequestRecord.ranges:type_name -> tablestore.v1.RangeDescriptor
+	7,  // 32: tablestore.v1.SetTableACLCommand.acl:type_name -> tablestore.v1.SignedIdentifier
+	14, // 33: tablestore.v1.SetAccountsCommand.accounts:type_name -> tablestore.v1.StorageAccount
+	6,  // 34: tablestore.v1.MasterSnapshot.tables:type_name -> tablestore.v1.Table
+	5,  // 35: tablestore.v1.MasterSnapshot.ranges:type_name -> tablestore.v1.RangeDescriptor
+	8,  // 36: tablestore.v1.MasterSnapshot.servers:type_name -> tablestore.v1.ServerInfo
+	11, // 37: tablestore.v1.MasterSnapshot.events:type_name -> tablestore.v1.Event
+	14, // 38: tablestore.v1.MasterSnapshot.accounts:type_name -> tablestore.v1.StorageAccount
+	35, // 39: tablestore.v1.MasterSnapshot.requests:type_name -> tablestore.v1.TableRequestRecord
+	9,  // 40: tablestore.v1.PartitionMap.LoadsEntry.value:type_name -> tablestore.v1.RangeLoad
+	41, // [41:41] is the sub-list for method output_type
+	41, // [41:41] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_tablestore_v1_data_proto_init() }
@@ -3009,7 +3197,7 @@ func file_tablestore_v1_data_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tablestore_v1_data_proto_rawDesc), len(file_tablestore_v1_data_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   38,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

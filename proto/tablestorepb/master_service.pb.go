@@ -375,8 +375,13 @@ func (x *RemoveMemberRequest) GetId() string {
 }
 
 type CreateTableRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// request_id names the client's request (x-ms-client-request-id, or one
+	// the front-end made up) and is the same on every retry of it: a retry
+	// after an ambiguous failure gets the first attempt's answer instead of
+	// 409 TableAlreadyExists. Empty: no deduplication.
+	RequestId     []byte `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -418,9 +423,21 @@ func (x *CreateTableRequest) GetName() string {
 	return ""
 }
 
+func (x *CreateTableRequest) GetRequestId() []byte {
+	if x != nil {
+		return x.RequestId
+	}
+	return nil
+}
+
 type CreateTableResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Table         *Table                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Table *Table                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	// The new table's ranges and the server leading the first one (empty
+	// when no leader was seen in time), so the front-end can route to it at
+	// once without fetching the whole map.
+	Ranges        []*RangeDescriptor `protobuf:"bytes,2,rep,name=ranges,proto3" json:"ranges,omitempty"`
+	Leader        string             `protobuf:"bytes,3,opt,name=leader,proto3" json:"leader,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -462,9 +479,26 @@ func (x *CreateTableResponse) GetTable() *Table {
 	return nil
 }
 
+func (x *CreateTableResponse) GetRanges() []*RangeDescriptor {
+	if x != nil {
+		return x.Ranges
+	}
+	return nil
+}
+
+func (x *CreateTableResponse) GetLeader() string {
+	if x != nil {
+		return x.Leader
+	}
+	return ""
+}
+
 type DeleteTableRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// request_id: as CreateTableRequest's (a retried delete answers its
+	// first attempt's result, not 404).
+	RequestId     []byte `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -506,6 +540,13 @@ func (x *DeleteTableRequest) GetName() string {
 	return ""
 }
 
+func (x *DeleteTableRequest) GetRequestId() []byte {
+	if x != nil {
+		return x.RequestId
+	}
+	return nil
+}
+
 type DeleteTableResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -543,7 +584,12 @@ func (*DeleteTableResponse) Descriptor() ([]byte, []int) {
 }
 
 type GetPartitionMapRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// table, when set, asks only for that table (case-insensitive): the
+	// answer is a delta (PartitionMap.delta) holding the table and its
+	// ranges and leaders, or naming it in removed_tables when it does not
+	// exist. Empty: the whole map.
+	Table         string `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -578,9 +624,19 @@ func (*GetPartitionMapRequest) Descriptor() ([]byte, []int) {
 	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{11}
 }
 
+func (x *GetPartitionMapRequest) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
 type WatchPartitionMapRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	KnownVersion  uint64                 `protobuf:"varint,1,opt,name=known_version,json=knownVersion,proto3" json:"known_version,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	KnownVersion uint64                 `protobuf:"varint,1,opt,name=known_version,json=knownVersion,proto3" json:"known_version,omitempty"`
+	// deltas asks for the whole map first and then only what changed
+	// (PartitionMap.delta) instead of the whole map on every change.
+	Deltas        bool `protobuf:"varint,2,opt,name=deltas,proto3" json:"deltas,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -620,6 +676,13 @@ func (x *WatchPartitionMapRequest) GetKnownVersion() uint64 {
 		return x.KnownVersion
 	}
 	return 0
+}
+
+func (x *WatchPartitionMapRequest) GetDeltas() bool {
+	if x != nil {
+		return x.Deltas
+	}
+	return false
 }
 
 type HeartbeatRequest struct {
@@ -1465,17 +1528,25 @@ const file_tablestore_v1_master_service_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\traft_addr\x18\x02 \x01(\tR\braftAddr\"%\n" +
 	"\x13RemoveMemberRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"(\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"G\n" +
 	"\x12CreateTableRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"A\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\fR\trequestId\"\x91\x01\n" +
 	"\x13CreateTableResponse\x12*\n" +
-	"\x05table\x18\x01 \x01(\v2\x14.tablestore.v1.TableR\x05table\"(\n" +
+	"\x05table\x18\x01 \x01(\v2\x14.tablestore.v1.TableR\x05table\x126\n" +
+	"\x06ranges\x18\x02 \x03(\v2\x1e.tablestore.v1.RangeDescriptorR\x06ranges\x12\x16\n" +
+	"\x06leader\x18\x03 \x01(\tR\x06leader\"G\n" +
 	"\x12DeleteTableRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\x15\n" +
-	"\x13DeleteTableResponse\"\x18\n" +
-	"\x16GetPartitionMapRequest\"?\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\fR\trequestId\"\x15\n" +
+	"\x13DeleteTableResponse\".\n" +
+	"\x16GetPartitionMapRequest\x12\x14\n" +
+	"\x05table\x18\x01 \x01(\tR\x05table\"W\n" +
 	"\x18WatchPartitionMapRequest\x12#\n" +
-	"\rknown_version\x18\x01 \x01(\x04R\fknownVersion\"y\n" +
+	"\rknown_version\x18\x01 \x01(\x04R\fknownVersion\x12\x16\n" +
+	"\x06deltas\x18\x02 \x01(\bR\x06deltas\"y\n" +
 	"\x10HeartbeatRequest\x121\n" +
 	"\x06server\x18\x01 \x01(\v2\x19.tablestore.v1.ServerInfoR\x06server\x122\n" +
 	"\x06ranges\x18\x02 \x03(\v2\x1a.tablestore.v1.RangeStatusR\x06ranges\"\xd3\x02\n" +
@@ -1592,8 +1663,8 @@ var file_tablestore_v1_master_service_proto_goTypes = []any{
 	nil,                                  // 30: tablestore.v1.HeartbeatResponse.RaftAddrsEntry
 	(*ServerInfo)(nil),                   // 31: tablestore.v1.ServerInfo
 	(*Table)(nil),                        // 32: tablestore.v1.Table
-	(*RangeStatus)(nil),                  // 33: tablestore.v1.RangeStatus
-	(*RangeDescriptor)(nil),              // 34: tablestore.v1.RangeDescriptor
+	(*RangeDescriptor)(nil),              // 33: tablestore.v1.RangeDescriptor
+	(*RangeStatus)(nil),                  // 34: tablestore.v1.RangeStatus
 	(*SignedIdentifier)(nil),             // 35: tablestore.v1.SignedIdentifier
 	(*StorageAccount)(nil),               // 36: tablestore.v1.StorageAccount
 	(*PartitionMap)(nil),                 // 37: tablestore.v1.PartitionMap
@@ -1603,55 +1674,56 @@ var file_tablestore_v1_master_service_proto_depIdxs = []int32{
 	31, // 0: tablestore.v1.DrainServerResponse.server:type_name -> tablestore.v1.ServerInfo
 	3,  // 1: tablestore.v1.ListMembersResponse.members:type_name -> tablestore.v1.MasterMember
 	32, // 2: tablestore.v1.CreateTableResponse.table:type_name -> tablestore.v1.Table
-	31, // 3: tablestore.v1.HeartbeatRequest.server:type_name -> tablestore.v1.ServerInfo
-	33, // 4: tablestore.v1.HeartbeatRequest.ranges:type_name -> tablestore.v1.RangeStatus
-	34, // 5: tablestore.v1.HeartbeatResponse.assigned:type_name -> tablestore.v1.RangeDescriptor
-	30, // 6: tablestore.v1.HeartbeatResponse.raft_addrs:type_name -> tablestore.v1.HeartbeatResponse.RaftAddrsEntry
-	35, // 7: tablestore.v1.SetTableACLRequest.acl:type_name -> tablestore.v1.SignedIdentifier
-	36, // 8: tablestore.v1.SetAccountsRequest.accounts:type_name -> tablestore.v1.StorageAccount
-	34, // 9: tablestore.v1.SplitResponse.left:type_name -> tablestore.v1.RangeDescriptor
-	34, // 10: tablestore.v1.SplitResponse.right:type_name -> tablestore.v1.RangeDescriptor
-	34, // 11: tablestore.v1.MergeResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	34, // 12: tablestore.v1.MoveResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	7,  // 13: tablestore.v1.MasterService.CreateTable:input_type -> tablestore.v1.CreateTableRequest
-	9,  // 14: tablestore.v1.MasterService.DeleteTable:input_type -> tablestore.v1.DeleteTableRequest
-	11, // 15: tablestore.v1.MasterService.GetPartitionMap:input_type -> tablestore.v1.GetPartitionMapRequest
-	12, // 16: tablestore.v1.MasterService.WatchPartitionMap:input_type -> tablestore.v1.WatchPartitionMapRequest
-	15, // 17: tablestore.v1.MasterService.SetTableACL:input_type -> tablestore.v1.SetTableACLRequest
-	17, // 18: tablestore.v1.MasterService.SetServiceProperties:input_type -> tablestore.v1.SetServicePropertiesRequest
-	19, // 19: tablestore.v1.MasterService.SetAccounts:input_type -> tablestore.v1.SetAccountsRequest
-	21, // 20: tablestore.v1.MasterService.Events:input_type -> tablestore.v1.EventsRequest
-	22, // 21: tablestore.v1.MasterService.Split:input_type -> tablestore.v1.SplitRequest
-	24, // 22: tablestore.v1.MasterService.Merge:input_type -> tablestore.v1.MergeRequest
-	26, // 23: tablestore.v1.MasterService.Move:input_type -> tablestore.v1.MoveRequest
-	28, // 24: tablestore.v1.MasterService.TransferLeader:input_type -> tablestore.v1.MasterTransferLeaderRequest
-	13, // 25: tablestore.v1.MasterService.Heartbeat:input_type -> tablestore.v1.HeartbeatRequest
-	0,  // 26: tablestore.v1.MasterService.DrainServer:input_type -> tablestore.v1.DrainServerRequest
-	2,  // 27: tablestore.v1.MasterService.ListMembers:input_type -> tablestore.v1.ListMembersRequest
-	5,  // 28: tablestore.v1.MasterService.AddMember:input_type -> tablestore.v1.AddMemberRequest
-	6,  // 29: tablestore.v1.MasterService.RemoveMember:input_type -> tablestore.v1.RemoveMemberRequest
-	8,  // 30: tablestore.v1.MasterService.CreateTable:output_type -> tablestore.v1.CreateTableResponse
-	10, // 31: tablestore.v1.MasterService.DeleteTable:output_type -> tablestore.v1.DeleteTableResponse
-	37, // 32: tablestore.v1.MasterService.GetPartitionMap:output_type -> tablestore.v1.PartitionMap
-	37, // 33: tablestore.v1.MasterService.WatchPartitionMap:output_type -> tablestore.v1.PartitionMap
-	16, // 34: tablestore.v1.MasterService.SetTableACL:output_type -> tablestore.v1.SetTableACLResponse
-	18, // 35: tablestore.v1.MasterService.SetServiceProperties:output_type -> tablestore.v1.SetServicePropertiesResponse
-	20, // 36: tablestore.v1.MasterService.SetAccounts:output_type -> tablestore.v1.SetAccountsResponse
-	38, // 37: tablestore.v1.MasterService.Events:output_type -> tablestore.v1.Event
-	23, // 38: tablestore.v1.MasterService.Split:output_type -> tablestore.v1.SplitResponse
-	25, // 39: tablestore.v1.MasterService.Merge:output_type -> tablestore.v1.MergeResponse
-	27, // 40: tablestore.v1.MasterService.Move:output_type -> tablestore.v1.MoveResponse
-	29, // 41: tablestore.v1.MasterService.TransferLeader:output_type -> tablestore.v1.MasterTransferLeaderResponse
-	14, // 42: tablestore.v1.MasterService.Heartbeat:output_type -> tablestore.v1.HeartbeatResponse
-	1,  // 43: tablestore.v1.MasterService.DrainServer:output_type -> tablestore.v1.DrainServerResponse
-	4,  // 44: tablestore.v1.MasterService.ListMembers:output_type -> tablestore.v1.ListMembersResponse
-	4,  // 45: tablestore.v1.MasterService.AddMember:output_type -> tablestore.v1.ListMembersResponse
-	4,  // 46: tablestore.v1.MasterService.RemoveMember:output_type -> tablestore.v1.ListMembersResponse
-	30, // [30:47] is the sub-list for method output_type
-	13, // [13:30] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	33, // 3: tablestore.v1.CreateTableResponse.ranges:type_name -> tablestore.v1.RangeDescriptor
+	31, // 4: tablestore.v1.HeartbeatRequest.server:type_name -> tablestore.v1.ServerInfo
+	34, // 5: tablestore.v1.HeartbeatRequest.ranges:type_name -> tablestore.v1.RangeStatus
+	33, // 6: tablestore.v1.HeartbeatResponse.assigned:type_name -> tablestore.v1.RangeDescriptor
+	30, // 7: tablestore.v1.HeartbeatResponse.raft_addrs:type_name -> tablestore.v1.HeartbeatResponse.RaftAddrsEntry
+	35, // 8: tablestore.v1.SetTableACLRequest.acl:type_name -> tablestore.v1.SignedIdentifier
+	36, // 9: tablestore.v1.SetAccountsRequest.accounts:type_name -> tablestore.v1.StorageAccount
+	33, // 10: tablestore.v1.SplitResponse.left:type_name -> tablestore.v1.RangeDescriptor
+	33, // 11: tablestore.v1.SplitResponse.right:type_name -> tablestore.v1.RangeDescriptor
+	33, // 12: tablestore.v1.MergeResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	33, // 13: tablestore.v1.MoveResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	7,  // 14: tablestore.v1.MasterService.CreateTable:input_type -> tablestore.v1.CreateTableRequest
+	9,  // 15: tablestore.v1.MasterService.DeleteTable:input_type -> tablestore.v1.DeleteTableRequest
+	11, // 16: tablestore.v1.MasterService.GetPartitionMap:input_type -> tablestore.v1.GetPartitionMapRequest
+	12, // 17: tablestore.v1.MasterService.WatchPartitionMap:input_type -> tablestore.v1.WatchPartitionMapRequest
+	15, // 18: tablestore.v1.MasterService.SetTableACL:input_type -> tablestore.v1.SetTableACLRequest
+	17, // 19: tablestore.v1.MasterService.SetServiceProperties:input_type -> tablestore.v1.SetServicePropertiesRequest
+	19, // 20: tablestore.v1.MasterService.SetAccounts:input_type -> tablestore.v1.SetAccountsRequest
+	21, // 21: tablestore.v1.MasterService.Events:input_type -> tablestore.v1.EventsRequest
+	22, // 22: tablestore.v1.MasterService.Split:input_type -> tablestore.v1.SplitRequest
+	24, // 23: tablestore.v1.MasterService.Merge:input_type -> tablestore.v1.MergeRequest
+	26, // 24: tablestore.v1.MasterService.Move:input_type -> tablestore.v1.MoveRequest
+	28, // 25: tablestore.v1.MasterService.TransferLeader:input_type -> tablestore.v1.MasterTransferLeaderRequest
+	13, // 26: tablestore.v1.MasterService.Heartbeat:input_type -> tablestore.v1.HeartbeatRequest
+	0,  // 27: tablestore.v1.MasterService.DrainServer:input_type -> tablestore.v1.DrainServerRequest
+	2,  // 28: tablestore.v1.MasterService.ListMembers:input_type -> tablestore.v1.ListMembersRequest
+	5,  // 29: tablestore.v1.MasterService.AddMember:input_type -> tablestore.v1.AddMemberRequest
+	6,  // 30: tablestore.v1.MasterService.RemoveMember:input_type -> tablestore.v1.RemoveMemberRequest
+	8,  // 31: tablestore.v1.MasterService.CreateTable:output_type -> tablestore.v1.CreateTableResponse
+	10, // 32: tablestore.v1.MasterService.DeleteTable:output_type -> tablestore.v1.DeleteTableResponse
+	37, // 33: tablestore.v1.MasterService.GetPartitionMap:output_type -> tablestore.v1.PartitionMap
+	37, // 34: tablestore.v1.MasterService.WatchPartitionMap:output_type -> tablestore.v1.PartitionMap
+	16, // 35: tablestore.v1.MasterService.SetTableACL:output_type -> tablestore.v1.SetTableACLResponse
+	18, // 36: tablestore.v1.MasterService.SetServiceProperties:output_type -> tablestore.v1.SetServicePropertiesResponse
+	20, // 37: tablestore.v1.MasterService.SetAccounts:output_type -> tablestore.v1.SetAccountsResponse
+	38, // 38: tablestore.v1.MasterService.Events:output_type -> tablestore.v1.Event
+	23, // 39: tablestore.v1.MasterService.Split:output_type -> tablestore.v1.SplitResponse
+	25, // 40: tablestore.v1.MasterService.Merge:output_type -> tablestore.v1.MergeResponse
+	27, // 41: tablestore.v1.MasterService.Move:output_type -> tablestore.v1.MoveResponse
+	29, // 42: tablestore.v1.MasterService.TransferLeader:output_type -> tablestore.v1.MasterTransferLeaderResponse
+	14, // 43: tablestore.v1.MasterService.Heartbeat:output_type -> tablestore.v1.HeartbeatResponse
+	1,  // 44: tablestore.v1.MasterService.DrainServer:output_type -> tablestore.v1.DrainServerResponse
+	4,  // 45: tablestore.v1.MasterService.ListMembers:output_type -> tablestore.v1.ListMembersResponse
+	4,  // 46: tablestore.v1.MasterService.AddMember:output_type -> tablestore.v1.ListMembersResponse
+	4,  // 47: tablestore.v1.MasterService.RemoveMember:output_type -> tablestore.v1.ListMembersResponse
+	31, // [31:48] is the sub-list for method output_type
+	14, // [14:31] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_tablestore_v1_master_service_proto_init() }

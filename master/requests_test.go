@@ -1,0 +1,124 @@
+package master
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	pb "tablestore/proto/tablestorepb"
+)
+
+// applyTableCmd applies one create or delete to s as the FSM would.
+func applyTableCmd(t *testing.T, s *state, op, name, id string) *applyResult {
+	t.Helper()
+	var (
+		kind pb.MasterCommandKind
+		m    proto.Message
+	)
+	switch op {
+	case "create":
+		kind = pb.MasterCommandKind_MASTER_COMMAND_KIND_CREATE_TABLE
+		m = &pb.CreateTableCommand{Name: name, RequestId: []byte(id), Replicas: []*pb.Replica{{ServerId: "a"}}}
+	case "delete":
+		kind = pb.MasterCommandKind_MASTER_COMMAND_KIND_DELETE_TABLE
+		m = &pb.DeleteTableCommand{Name: name, RequestId: []byte(id)}
+	default:
+		t.Fatalf("unknown op %q", op)
+	}
+	payload, err := proto.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return handlers[kind](s, payload)
+}
+
+// TestTableRequestIDs scripts retries of table commands: a retry with the
+// request's id answers the first outcome (also after a snapshot); another
+// id, or none, is a new request.
+func TestTableRequestIDs(t *testing.T) {
+	type step struct {
+		op, name, id string
+		want         error // nil: success
+		wantTableID  uint64
+	}
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{"retried create answers success", []step{
+			{"create", "t1", "r1", nil, 1},
+			{"create", "t1", "r1", nil, 1},
+			{"create", "T1", "r1", nil, 1}, // names are case-insensitive
+		}},
+		{"another request gets 409", []step{
+			{"create", "t1", "r1", nil, 1},
+			{"create", "t1", "r2", ErrTableExists, 0},
+			{"create", "t1", "", ErrTableExists, 0},
+		}},
+		{"a retried failure fails the same", []step{
+			{"create", "t1", "r1", nil, 1},
+			{"create", "t1", "r2", ErrTableExists, 0},
+			{"delete", "t1", "r3", nil, 1},
+			{"create", "t1", "r2", ErrTableExists, 0},
+		}},
+		{"retried delete answers success", []step{
+			{"create", "t1", "r1", nil, 1},
+			{"delete", "t1", "r2", nil, 1},
+			{"delete", "t1", "r2", nil, 1},
+			{"delete", "t1", "r3", ErrTableNotFound, 0},
+		}},
+		{"an id reused for another table is a new request", []step{
+			{"create", "t1", "r1", nil, 1},
+			{"create", "t2", "r1", nil, 2},
+			{"delete", "t1", "r1", nil, 1},
+		}},
+		{"a retried create after the table was deleted still answers success", []step{
+			{"create", "t1", "r1", nil, 1},
+			{"delete", "t1", "r2", nil, 1},
+			{"create", "t1", "r1", nil, 1},
+			{"create", "t1", "r3", nil, 2},
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newState()
+			for i, st := range tc.steps {
+				// Every step also runs on a state restored from a snapshot
+				// of the one before: records are replicated state.
+				r := stateFromSnapshot(s.snapshot())
+				for _, s := range []*state{s, r} {
+					res := applyTableCmd(t, s, st.op, st.name, st.id)
+					if !errors.Is(res.err, st.want) || (st.want == nil) != (res.err == nil) {
+						t.Fatalf("step %d %v: err %v, want %v", i, st, res.err, st.want)
+					}
+					if res.err == nil && res.table.GetTableId() != st.wantTableID {
+						t.Fatalf("step %d %v: table id %d, want %d", i, st, res.table.GetTableId(), st.wantTableID)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestTableRequestsBounded checks that the records stay within maxRequests,
+// forgetting the oldest first.
+func TestTableRequestsBounded(t *testing.T) {
+	s := newState()
+	for i := 0; i < maxRequests+10; i++ {
+		if res := applyTableCmd(t, s, "create", fmt.Sprintf("t%d", i), fmt.Sprintf("r%d", i)); res.err != nil {
+			t.Fatal(res.err)
+		}
+	}
+	if len(s.requests) != maxRequests || len(s.byID) != maxRequests {
+		t.Fatalf("%d records, %d indexed; want %d", len(s.requests), len(s.byID), maxRequests)
+	}
+	kind := pb.MasterCommandKind_MASTER_COMMAND_KIND_CREATE_TABLE
+	if _, ok := s.request([]byte("r0"), kind, "t0"); ok {
+		t.Fatal("the oldest record was kept")
+	}
+	if _, ok := s.request([]byte(fmt.Sprint("r", maxRequests+9)), kind, fmt.Sprint("t", maxRequests+9)); !ok {
+		t.Fatal("the newest record was dropped")
+	}
+}
