@@ -28,6 +28,9 @@ type Result struct {
 	Right *pb.RangeDescriptor
 	// Index is the log index of a freeze.
 	Index uint64
+	// Batch holds one result per write of a coalesced write batch, in the
+	// batch's order.
+	Batch []*Result
 	Err   error
 }
 

@@ -180,6 +180,8 @@ const (
 	CommandKind_COMMAND_KIND_ABSORB       CommandKind = 4
 	CommandKind_COMMAND_KIND_SET_REPLICAS CommandKind = 5
 	CommandKind_COMMAND_KIND_MERGE        CommandKind = 6
+	// Concurrent client writes the leader coalesced into one entry.
+	CommandKind_COMMAND_KIND_WRITE_BATCH CommandKind = 7
 )
 
 // Enum value maps for CommandKind.
@@ -192,6 +194,7 @@ var (
 		4: "COMMAND_KIND_ABSORB",
 		5: "COMMAND_KIND_SET_REPLICAS",
 		6: "COMMAND_KIND_MERGE",
+		7: "COMMAND_KIND_WRITE_BATCH",
 	}
 	CommandKind_value = map[string]int32{
 		"COMMAND_KIND_UNSPECIFIED":  0,
@@ -201,6 +204,7 @@ var (
 		"COMMAND_KIND_ABSORB":       4,
 		"COMMAND_KIND_SET_REPLICAS": 5,
 		"COMMAND_KIND_MERGE":        6,
+		"COMMAND_KIND_WRITE_BATCH":  7,
 	}
 )
 
@@ -1452,6 +1456,55 @@ func (x *WriteCommand) GetRequestId() []byte {
 	return nil
 }
 
+// WriteBatchCommand is client writes that reached the range leader while
+// an earlier proposal was in flight, coalesced into one log entry (one
+// append, one replication message, one apply transaction). Each write is
+// applied on its own, all or nothing, with its own request id and result:
+// one failing write does not fail the others.
+type WriteBatchCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Writes        []*WriteCommand        `protobuf:"bytes,1,rep,name=writes,proto3" json:"writes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WriteBatchCommand) Reset() {
+	*x = WriteBatchCommand{}
+	mi := &file_tablestore_v1_data_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WriteBatchCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WriteBatchCommand) ProtoMessage() {}
+
+func (x *WriteBatchCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_data_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WriteBatchCommand.ProtoReflect.Descriptor instead.
+func (*WriteBatchCommand) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *WriteBatchCommand) GetWrites() []*WriteCommand {
+	if x != nil {
+		return x.Writes
+	}
+	return nil
+}
+
 // SplitCommand shrinks the range to [start, split_key) and creates the
 // right-hand range [split_key, end) with the same replicas.
 type SplitCommand struct {
@@ -1467,7 +1520,7 @@ type SplitCommand struct {
 
 func (x *SplitCommand) Reset() {
 	*x = SplitCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[14]
+	mi := &file_tablestore_v1_data_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1479,7 +1532,7 @@ func (x *SplitCommand) String() string {
 func (*SplitCommand) ProtoMessage() {}
 
 func (x *SplitCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[14]
+	mi := &file_tablestore_v1_data_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1492,7 +1545,7 @@ func (x *SplitCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitCommand.ProtoReflect.Descriptor instead.
 func (*SplitCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{14}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SplitCommand) GetSplitKey() string {
@@ -1527,7 +1580,7 @@ type FreezeCommand struct {
 
 func (x *FreezeCommand) Reset() {
 	*x = FreezeCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[15]
+	mi := &file_tablestore_v1_data_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1539,7 +1592,7 @@ func (x *FreezeCommand) String() string {
 func (*FreezeCommand) ProtoMessage() {}
 
 func (x *FreezeCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[15]
+	mi := &file_tablestore_v1_data_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1552,7 +1605,7 @@ func (x *FreezeCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreezeCommand.ProtoReflect.Descriptor instead.
 func (*FreezeCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{15}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *FreezeCommand) GetGeneration() uint64 {
@@ -1573,7 +1626,7 @@ type KV struct {
 
 func (x *KV) Reset() {
 	*x = KV{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[16]
+	mi := &file_tablestore_v1_data_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1585,7 +1638,7 @@ func (x *KV) String() string {
 func (*KV) ProtoMessage() {}
 
 func (x *KV) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[16]
+	mi := &file_tablestore_v1_data_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1598,7 +1651,7 @@ func (x *KV) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KV.ProtoReflect.Descriptor instead.
 func (*KV) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{16}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *KV) GetKey() []byte {
@@ -1631,7 +1684,7 @@ type AbsorbCommand struct {
 
 func (x *AbsorbCommand) Reset() {
 	*x = AbsorbCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[17]
+	mi := &file_tablestore_v1_data_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1643,7 +1696,7 @@ func (x *AbsorbCommand) String() string {
 func (*AbsorbCommand) ProtoMessage() {}
 
 func (x *AbsorbCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[17]
+	mi := &file_tablestore_v1_data_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1656,7 +1709,7 @@ func (x *AbsorbCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbsorbCommand.ProtoReflect.Descriptor instead.
 func (*AbsorbCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{17}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AbsorbCommand) GetRight() *RangeDescriptor {
@@ -1701,7 +1754,7 @@ type MergeCommand struct {
 
 func (x *MergeCommand) Reset() {
 	*x = MergeCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[18]
+	mi := &file_tablestore_v1_data_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1713,7 +1766,7 @@ func (x *MergeCommand) String() string {
 func (*MergeCommand) ProtoMessage() {}
 
 func (x *MergeCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[18]
+	mi := &file_tablestore_v1_data_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1726,7 +1779,7 @@ func (x *MergeCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeCommand.ProtoReflect.Descriptor instead.
 func (*MergeCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{18}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *MergeCommand) GetRight() *RangeDescriptor {
@@ -1753,7 +1806,7 @@ type SetReplicasCommand struct {
 
 func (x *SetReplicasCommand) Reset() {
 	*x = SetReplicasCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[19]
+	mi := &file_tablestore_v1_data_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1765,7 +1818,7 @@ func (x *SetReplicasCommand) String() string {
 func (*SetReplicasCommand) ProtoMessage() {}
 
 func (x *SetReplicasCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[19]
+	mi := &file_tablestore_v1_data_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1778,7 +1831,7 @@ func (x *SetReplicasCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetReplicasCommand.ProtoReflect.Descriptor instead.
 func (*SetReplicasCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{19}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SetReplicasCommand) GetReplicas() []*Replica {
@@ -1811,7 +1864,7 @@ type RangeState struct {
 
 func (x *RangeState) Reset() {
 	*x = RangeState{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[20]
+	mi := &file_tablestore_v1_data_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1823,7 +1876,7 @@ func (x *RangeState) String() string {
 func (*RangeState) ProtoMessage() {}
 
 func (x *RangeState) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[20]
+	mi := &file_tablestore_v1_data_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1836,7 +1889,7 @@ func (x *RangeState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeState.ProtoReflect.Descriptor instead.
 func (*RangeState) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{20}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RangeState) GetRange() *RangeDescriptor {
@@ -1907,7 +1960,7 @@ type UpdateRangesCommand struct {
 
 func (x *UpdateRangesCommand) Reset() {
 	*x = UpdateRangesCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[21]
+	mi := &file_tablestore_v1_data_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1919,7 +1972,7 @@ func (x *UpdateRangesCommand) String() string {
 func (*UpdateRangesCommand) ProtoMessage() {}
 
 func (x *UpdateRangesCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[21]
+	mi := &file_tablestore_v1_data_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1932,7 +1985,7 @@ func (x *UpdateRangesCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateRangesCommand.ProtoReflect.Descriptor instead.
 func (*UpdateRangesCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{21}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *UpdateRangesCommand) GetRanges() []*RangeDescriptor {
@@ -1950,7 +2003,7 @@ type AllocateRangeIDCommand struct {
 
 func (x *AllocateRangeIDCommand) Reset() {
 	*x = AllocateRangeIDCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[22]
+	mi := &file_tablestore_v1_data_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1962,7 +2015,7 @@ func (x *AllocateRangeIDCommand) String() string {
 func (*AllocateRangeIDCommand) ProtoMessage() {}
 
 func (x *AllocateRangeIDCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[22]
+	mi := &file_tablestore_v1_data_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1975,7 +2028,7 @@ func (x *AllocateRangeIDCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateRangeIDCommand.ProtoReflect.Descriptor instead.
 func (*AllocateRangeIDCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{22}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{23}
 }
 
 type AppendEventCommand struct {
@@ -1987,7 +2040,7 @@ type AppendEventCommand struct {
 
 func (x *AppendEventCommand) Reset() {
 	*x = AppendEventCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[23]
+	mi := &file_tablestore_v1_data_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1999,7 +2052,7 @@ func (x *AppendEventCommand) String() string {
 func (*AppendEventCommand) ProtoMessage() {}
 
 func (x *AppendEventCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[23]
+	mi := &file_tablestore_v1_data_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2012,7 +2065,7 @@ func (x *AppendEventCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendEventCommand.ProtoReflect.Descriptor instead.
 func (*AppendEventCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{23}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *AppendEventCommand) GetEvent() *Event {
@@ -2034,7 +2087,7 @@ type RemoveRangeCommand struct {
 
 func (x *RemoveRangeCommand) Reset() {
 	*x = RemoveRangeCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[24]
+	mi := &file_tablestore_v1_data_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2046,7 +2099,7 @@ func (x *RemoveRangeCommand) String() string {
 func (*RemoveRangeCommand) ProtoMessage() {}
 
 func (x *RemoveRangeCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[24]
+	mi := &file_tablestore_v1_data_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2059,7 +2112,7 @@ func (x *RemoveRangeCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveRangeCommand.ProtoReflect.Descriptor instead.
 func (*RemoveRangeCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{24}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RemoveRangeCommand) GetRangeId() uint64 {
@@ -2087,7 +2140,7 @@ type MasterCommand struct {
 
 func (x *MasterCommand) Reset() {
 	*x = MasterCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[25]
+	mi := &file_tablestore_v1_data_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2099,7 +2152,7 @@ func (x *MasterCommand) String() string {
 func (*MasterCommand) ProtoMessage() {}
 
 func (x *MasterCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[25]
+	mi := &file_tablestore_v1_data_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2112,7 +2165,7 @@ func (x *MasterCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterCommand.ProtoReflect.Descriptor instead.
 func (*MasterCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{25}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *MasterCommand) GetKind() MasterCommandKind {
@@ -2138,7 +2191,7 @@ type RegisterServerCommand struct {
 
 func (x *RegisterServerCommand) Reset() {
 	*x = RegisterServerCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[26]
+	mi := &file_tablestore_v1_data_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2150,7 +2203,7 @@ func (x *RegisterServerCommand) String() string {
 func (*RegisterServerCommand) ProtoMessage() {}
 
 func (x *RegisterServerCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[26]
+	mi := &file_tablestore_v1_data_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2163,7 +2216,7 @@ func (x *RegisterServerCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterServerCommand.ProtoReflect.Descriptor instead.
 func (*RegisterServerCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{26}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RegisterServerCommand) GetServer() *ServerInfo {
@@ -2183,7 +2236,7 @@ type SetServerDrainingCommand struct {
 
 func (x *SetServerDrainingCommand) Reset() {
 	*x = SetServerDrainingCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[27]
+	mi := &file_tablestore_v1_data_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2195,7 +2248,7 @@ func (x *SetServerDrainingCommand) String() string {
 func (*SetServerDrainingCommand) ProtoMessage() {}
 
 func (x *SetServerDrainingCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[27]
+	mi := &file_tablestore_v1_data_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2208,7 +2261,7 @@ func (x *SetServerDrainingCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetServerDrainingCommand.ProtoReflect.Descriptor instead.
 func (*SetServerDrainingCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{27}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SetServerDrainingCommand) GetServerId() string {
@@ -2236,7 +2289,7 @@ type CreateTableCommand struct {
 
 func (x *CreateTableCommand) Reset() {
 	*x = CreateTableCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[28]
+	mi := &file_tablestore_v1_data_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2248,7 +2301,7 @@ func (x *CreateTableCommand) String() string {
 func (*CreateTableCommand) ProtoMessage() {}
 
 func (x *CreateTableCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[28]
+	mi := &file_tablestore_v1_data_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2261,7 +2314,7 @@ func (x *CreateTableCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTableCommand.ProtoReflect.Descriptor instead.
 func (*CreateTableCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{28}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CreateTableCommand) GetName() string {
@@ -2294,7 +2347,7 @@ type DeleteTableCommand struct {
 
 func (x *DeleteTableCommand) Reset() {
 	*x = DeleteTableCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[29]
+	mi := &file_tablestore_v1_data_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2306,7 +2359,7 @@ func (x *DeleteTableCommand) String() string {
 func (*DeleteTableCommand) ProtoMessage() {}
 
 func (x *DeleteTableCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[29]
+	mi := &file_tablestore_v1_data_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2319,7 +2372,7 @@ func (x *DeleteTableCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTableCommand.ProtoReflect.Descriptor instead.
 func (*DeleteTableCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{29}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DeleteTableCommand) GetName() string {
@@ -2339,7 +2392,7 @@ type SetTableACLCommand struct {
 
 func (x *SetTableACLCommand) Reset() {
 	*x = SetTableACLCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[30]
+	mi := &file_tablestore_v1_data_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2351,7 +2404,7 @@ func (x *SetTableACLCommand) String() string {
 func (*SetTableACLCommand) ProtoMessage() {}
 
 func (x *SetTableACLCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[30]
+	mi := &file_tablestore_v1_data_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2364,7 +2417,7 @@ func (x *SetTableACLCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTableACLCommand.ProtoReflect.Descriptor instead.
 func (*SetTableACLCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{30}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SetTableACLCommand) GetName() string {
@@ -2390,7 +2443,7 @@ type SetServicePropertiesCommand struct {
 
 func (x *SetServicePropertiesCommand) Reset() {
 	*x = SetServicePropertiesCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[31]
+	mi := &file_tablestore_v1_data_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2402,7 +2455,7 @@ func (x *SetServicePropertiesCommand) String() string {
 func (*SetServicePropertiesCommand) ProtoMessage() {}
 
 func (x *SetServicePropertiesCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[31]
+	mi := &file_tablestore_v1_data_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2415,7 +2468,7 @@ func (x *SetServicePropertiesCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetServicePropertiesCommand.ProtoReflect.Descriptor instead.
 func (*SetServicePropertiesCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{31}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SetServicePropertiesCommand) GetProperties() []byte {
@@ -2435,7 +2488,7 @@ type SetAccountsCommand struct {
 
 func (x *SetAccountsCommand) Reset() {
 	*x = SetAccountsCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[32]
+	mi := &file_tablestore_v1_data_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2447,7 +2500,7 @@ func (x *SetAccountsCommand) String() string {
 func (*SetAccountsCommand) ProtoMessage() {}
 
 func (x *SetAccountsCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[32]
+	mi := &file_tablestore_v1_data_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2460,7 +2513,7 @@ func (x *SetAccountsCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAccountsCommand.ProtoReflect.Descriptor instead.
 func (*SetAccountsCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{32}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SetAccountsCommand) GetAccounts() []*StorageAccount {
@@ -2488,7 +2541,7 @@ type MasterSnapshot struct {
 
 func (x *MasterSnapshot) Reset() {
 	*x = MasterSnapshot{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[33]
+	mi := &file_tablestore_v1_data_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2500,7 +2553,7 @@ func (x *MasterSnapshot) String() string {
 func (*MasterSnapshot) ProtoMessage() {}
 
 func (x *MasterSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[33]
+	mi := &file_tablestore_v1_data_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2513,7 +2566,7 @@ func (x *MasterSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterSnapshot.ProtoReflect.Descriptor instead.
 func (*MasterSnapshot) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{33}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *MasterSnapshot) GetTables() []*Table {
@@ -2694,7 +2747,9 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x12proposed_unix_nano\x18\x01 \x01(\x03R\x10proposedUnixNano\x12)\n" +
 	"\x03ops\x18\x02 \x03(\v2\x17.tablestore.v1.EntityOpR\x03ops\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x03 \x01(\fR\trequestId\"x\n" +
+	"request_id\x18\x03 \x01(\fR\trequestId\"H\n" +
+	"\x11WriteBatchCommand\x123\n" +
+	"\x06writes\x18\x01 \x03(\v2\x1b.tablestore.v1.WriteCommandR\x06writes\"x\n" +
 	"\fSplitCommand\x12\x1b\n" +
 	"\tsplit_key\x18\x01 \x01(\tR\bsplitKey\x12 \n" +
 	"\fnew_range_id\x18\x02 \x01(\x04R\n" +
@@ -2791,7 +2846,7 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\rOP_KIND_MERGE\x10\x03\x12\x1d\n" +
 	"\x19OP_KIND_INSERT_OR_REPLACE\x10\x04\x12\x1b\n" +
 	"\x17OP_KIND_INSERT_OR_MERGE\x10\x05\x12\x12\n" +
-	"\x0eOP_KIND_DELETE\x10\x06*\xc4\x01\n" +
+	"\x0eOP_KIND_DELETE\x10\x06*\xe2\x01\n" +
 	"\vCommandKind\x12\x1c\n" +
 	"\x18COMMAND_KIND_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12COMMAND_KIND_WRITE\x10\x01\x12\x16\n" +
@@ -2799,7 +2854,8 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x13COMMAND_KIND_FREEZE\x10\x03\x12\x17\n" +
 	"\x13COMMAND_KIND_ABSORB\x10\x04\x12\x1d\n" +
 	"\x19COMMAND_KIND_SET_REPLICAS\x10\x05\x12\x16\n" +
-	"\x12COMMAND_KIND_MERGE\x10\x06*\xf5\x03\n" +
+	"\x12COMMAND_KIND_MERGE\x10\x06\x12\x1c\n" +
+	"\x18COMMAND_KIND_WRITE_BATCH\x10\a*\xf5\x03\n" +
 	"\x11MasterCommandKind\x12#\n" +
 	"\x1fMASTER_COMMAND_KIND_UNSPECIFIED\x10\x00\x12'\n" +
 	"#MASTER_COMMAND_KIND_REGISTER_SERVER\x10\x01\x12$\n" +
@@ -2828,7 +2884,7 @@ func file_tablestore_v1_data_proto_rawDescGZIP() []byte {
 }
 
 var file_tablestore_v1_data_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_tablestore_v1_data_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_tablestore_v1_data_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_tablestore_v1_data_proto_goTypes = []any{
 	(EventKind)(0),                      // 0: tablestore.v1.EventKind
 	(OpKind)(0),                         // 1: tablestore.v1.OpKind
@@ -2848,29 +2904,30 @@ var file_tablestore_v1_data_proto_goTypes = []any{
 	(*EntityOp)(nil),                    // 15: tablestore.v1.EntityOp
 	(*Command)(nil),                     // 16: tablestore.v1.Command
 	(*WriteCommand)(nil),                // 17: tablestore.v1.WriteCommand
-	(*SplitCommand)(nil),                // 18: tablestore.v1.SplitCommand
-	(*FreezeCommand)(nil),               // 19: tablestore.v1.FreezeCommand
-	(*KV)(nil),                          // 20: tablestore.v1.KV
-	(*AbsorbCommand)(nil),               // 21: tablestore.v1.AbsorbCommand
-	(*MergeCommand)(nil),                // 22: tablestore.v1.MergeCommand
-	(*SetReplicasCommand)(nil),          // 23: tablestore.v1.SetReplicasCommand
-	(*RangeState)(nil),                  // 24: tablestore.v1.RangeState
-	(*UpdateRangesCommand)(nil),         // 25: tablestore.v1.UpdateRangesCommand
-	(*AllocateRangeIDCommand)(nil),      // 26: tablestore.v1.AllocateRangeIDCommand
-	(*AppendEventCommand)(nil),          // 27: tablestore.v1.AppendEventCommand
-	(*RemoveRangeCommand)(nil),          // 28: tablestore.v1.RemoveRangeCommand
-	(*MasterCommand)(nil),               // 29: tablestore.v1.MasterCommand
-	(*RegisterServerCommand)(nil),       // 30: tablestore.v1.RegisterServerCommand
-	(*SetServerDrainingCommand)(nil),    // 31: tablestore.v1.SetServerDrainingCommand
-	(*CreateTableCommand)(nil),          // 32: tablestore.v1.CreateTableCommand
-	(*DeleteTableCommand)(nil),          // 33: tablestore.v1.DeleteTableCommand
-	(*SetTableACLCommand)(nil),          // 34: tablestore.v1.SetTableACLCommand
-	(*SetServicePropertiesCommand)(nil), // 35: tablestore.v1.SetServicePropertiesCommand
-	(*SetAccountsCommand)(nil),          // 36: tablestore.v1.SetAccountsCommand
-	(*MasterSnapshot)(nil),              // 37: tablestore.v1.MasterSnapshot
-	nil,                                 // 38: tablestore.v1.Event.FiguresEntry
-	nil,                                 // 39: tablestore.v1.PartitionMap.LeadersEntry
-	nil,                                 // 40: tablestore.v1.PartitionMap.LoadsEntry
+	(*WriteBatchCommand)(nil),           // 18: tablestore.v1.WriteBatchCommand
+	(*SplitCommand)(nil),                // 19: tablestore.v1.SplitCommand
+	(*FreezeCommand)(nil),               // 20: tablestore.v1.FreezeCommand
+	(*KV)(nil),                          // 21: tablestore.v1.KV
+	(*AbsorbCommand)(nil),               // 22: tablestore.v1.AbsorbCommand
+	(*MergeCommand)(nil),                // 23: tablestore.v1.MergeCommand
+	(*SetReplicasCommand)(nil),          // 24: tablestore.v1.SetReplicasCommand
+	(*RangeState)(nil),                  // 25: tablestore.v1.RangeState
+	(*UpdateRangesCommand)(nil),         // 26: tablestore.v1.UpdateRangesCommand
+	(*AllocateRangeIDCommand)(nil),      // 27: tablestore.v1.AllocateRangeIDCommand
+	(*AppendEventCommand)(nil),          // 28: tablestore.v1.AppendEventCommand
+	(*RemoveRangeCommand)(nil),          // 29: tablestore.v1.RemoveRangeCommand
+	(*MasterCommand)(nil),               // 30: tablestore.v1.MasterCommand
+	(*RegisterServerCommand)(nil),       // 31: tablestore.v1.RegisterServerCommand
+	(*SetServerDrainingCommand)(nil),    // 32: tablestore.v1.SetServerDrainingCommand
+	(*CreateTableCommand)(nil),          // 33: tablestore.v1.CreateTableCommand
+	(*DeleteTableCommand)(nil),          // 34: tablestore.v1.DeleteTableCommand
+	(*SetTableACLCommand)(nil),          // 35: tablestore.v1.SetTableACLCommand
+	(*SetServicePropertiesCommand)(nil), // 36: tablestore.v1.SetServicePropertiesCommand
+	(*SetAccountsCommand)(nil),          // 37: tablestore.v1.SetAccountsCommand
+	(*MasterSnapshot)(nil),              // 38: tablestore.v1.MasterSnapshot
+	nil,                                 // 39: tablestore.v1.Event.FiguresEntry
+	nil,                                 // 40: tablestore.v1.PartitionMap.LeadersEntry
+	nil,                                 // 41: tablestore.v1.PartitionMap.LoadsEntry
 }
 var file_tablestore_v1_data_proto_depIdxs = []int32{
 	4,  // 0: tablestore.v1.RangeDescriptor.replicas:type_name -> tablestore.v1.Replica
@@ -2878,43 +2935,44 @@ var file_tablestore_v1_data_proto_depIdxs = []int32{
 	10, // 2: tablestore.v1.RangeLoad.hot_keys:type_name -> tablestore.v1.KeyLoad
 	10, // 3: tablestore.v1.RangeLoad.load_sample:type_name -> tablestore.v1.KeyLoad
 	0,  // 4: tablestore.v1.Event.kind:type_name -> tablestore.v1.EventKind
-	38, // 5: tablestore.v1.Event.figures:type_name -> tablestore.v1.Event.FiguresEntry
+	39, // 5: tablestore.v1.Event.figures:type_name -> tablestore.v1.Event.FiguresEntry
 	9,  // 6: tablestore.v1.RangeStatus.load:type_name -> tablestore.v1.RangeLoad
 	5,  // 7: tablestore.v1.RangeStatus.range:type_name -> tablestore.v1.RangeDescriptor
 	6,  // 8: tablestore.v1.PartitionMap.tables:type_name -> tablestore.v1.Table
 	5,  // 9: tablestore.v1.PartitionMap.ranges:type_name -> tablestore.v1.RangeDescriptor
 	8,  // 10: tablestore.v1.PartitionMap.servers:type_name -> tablestore.v1.ServerInfo
-	39, // 11: tablestore.v1.PartitionMap.leaders:type_name -> tablestore.v1.PartitionMap.LeadersEntry
-	40, // 12: tablestore.v1.PartitionMap.loads:type_name -> tablestore.v1.PartitionMap.LoadsEntry
+	40, // 11: tablestore.v1.PartitionMap.leaders:type_name -> tablestore.v1.PartitionMap.LeadersEntry
+	41, // 12: tablestore.v1.PartitionMap.loads:type_name -> tablestore.v1.PartitionMap.LoadsEntry
 	14, // 13: tablestore.v1.PartitionMap.accounts:type_name -> tablestore.v1.StorageAccount
 	1,  // 14: tablestore.v1.EntityOp.kind:type_name -> tablestore.v1.OpKind
 	2,  // 15: tablestore.v1.Command.kind:type_name -> tablestore.v1.CommandKind
 	15, // 16: tablestore.v1.WriteCommand.ops:type_name -> tablestore.v1.EntityOp
-	5,  // 17: tablestore.v1.AbsorbCommand.right:type_name -> tablestore.v1.RangeDescriptor
-	20, // 18: tablestore.v1.AbsorbCommand.rows:type_name -> tablestore.v1.KV
-	20, // 19: tablestore.v1.AbsorbCommand.requests:type_name -> tablestore.v1.KV
-	5,  // 20: tablestore.v1.MergeCommand.right:type_name -> tablestore.v1.RangeDescriptor
-	4,  // 21: tablestore.v1.SetReplicasCommand.replicas:type_name -> tablestore.v1.Replica
-	5,  // 22: tablestore.v1.RangeState.range:type_name -> tablestore.v1.RangeDescriptor
-	5,  // 23: tablestore.v1.UpdateRangesCommand.ranges:type_name -> tablestore.v1.RangeDescriptor
-	11, // 24: tablestore.v1.AppendEventCommand.event:type_name -> tablestore.v1.Event
-	5,  // 25: tablestore.v1.RemoveRangeCommand.absorbed_by:type_name -> tablestore.v1.RangeDescriptor
-	3,  // 26: tablestore.v1.MasterCommand.kind:type_name -> tablestore.v1.MasterCommandKind
-	8,  // 27: tablestore.v1.RegisterServerCommand.server:type_name -> tablestore.v1.ServerInfo
-	4,  // 28: tablestore.v1.CreateTableCommand.replicas:type_name -> tablestore.v1.Replica
-	7,  // 29: tablestore.v1.SetTableACLCommand.acl:type_name -> tablestore.v1.SignedIdentifier
-	14, // 30: tablestore.v1.SetAccountsCommand.accounts:type_name -> tablestore.v1.StorageAccount
-	6,  // 31: tablestore.v1.MasterSnapshot.tables:type_name -> tablestore.v1.Table
-	5,  // 32: tablestore.v1.MasterSnapshot.ranges:type_name -> tablestore.v1.RangeDescriptor
-	8,  // 33: tablestore.v1.MasterSnapshot.servers:type_name -> tablestore.v1.ServerInfo
-	11, // 34: tablestore.v1.MasterSnapshot.events:type_name -> tablestore.v1.Event
-	14, // 35: tablestore.v1.MasterSnapshot.accounts:type_name -> tablestore.v1.StorageAccount
-	9,  // 36: tablestore.v1.PartitionMap.LoadsEntry.value:type_name -> tablestore.v1.RangeLoad
-	37, // [37:37] is the sub-list for method output_type
-	37, // [37:37] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	17, // 17: tablestore.v1.WriteBatchCommand.writes:type_name -> tablestore.v1.WriteCommand
+	5,  // 18: tablestore.v1.AbsorbCommand.right:type_name -> tablestore.v1.RangeDescriptor
+	21, // 19: tablestore.v1.AbsorbCommand.rows:type_name -> tablestore.v1.KV
+	21, // 20: tablestore.v1.AbsorbCommand.requests:type_name -> tablestore.v1.KV
+	5,  // 21: tablestore.v1.MergeCommand.right:type_name -> tablestore.v1.RangeDescriptor
+	4,  // 22: tablestore.v1.SetReplicasCommand.replicas:type_name -> tablestore.v1.Replica
+	5,  // 23: tablestore.v1.RangeState.range:type_name -> tablestore.v1.RangeDescriptor
+	5,  // 24: tablestore.v1.UpdateRangesCommand.ranges:type_name -> tablestore.v1.RangeDescriptor
+	11, // 25: tablestore.v1.AppendEventCommand.event:type_name -> tablestore.v1.Event
+	5,  // 26: tablestore.v1.RemoveRangeCommand.absorbed_by:type_name -> tablestore.v1.RangeDescriptor
+	3,  // 27: tablestore.v1.MasterCommand.kind:type_name -> tablestore.v1.MasterCommandKind
+	8,  // 28: tablestore.v1.RegisterServerCommand.server:type_name -> tablestore.v1.ServerInfo
+	4,  // 29: tablestore.v1.CreateTableCommand.replicas:type_name -> tablestore.v1.Replica
+	7,  // 30: tablestore.v1.SetTableACLCommand.acl:type_name -> tablestore.v1.SignedIdentifier
+	14, // 31: tablestore.v1.SetAccountsCommand.accounts:type_name -> tablestore.v1.StorageAccount
+	6,  // 32: tablestore.v1.MasterSnapshot.tables:type_name -> tablestore.v1.Table
+	5,  // 33: tablestore.v1.MasterSnapshot.ranges:type_name -> tablestore.v1.RangeDescriptor
+	8,  // 34: tablestore.v1.MasterSnapshot.servers:type_name -> tablestore.v1.ServerInfo
+	11, // 35: tablestore.v1.MasterSnapshot.events:type_name -> tablestore.v1.Event
+	14, // 36: tablestore.v1.MasterSnapshot.accounts:type_name -> tablestore.v1.StorageAccount
+	9,  // 37: tablestore.v1.PartitionMap.LoadsEntry.value:type_name -> tablestore.v1.RangeLoad
+	38, // [38:38] is the sub-list for method output_type
+	38, // [38:38] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_tablestore_v1_data_proto_init() }
@@ -2928,7 +2986,7 @@ func file_tablestore_v1_data_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tablestore_v1_data_proto_rawDesc), len(file_tablestore_v1_data_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   37,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
