@@ -89,6 +89,9 @@ type Range struct {
 
 	hooks Hooks
 
+	// readState caches the decoded committed state for reads.
+	readState atomic.Pointer[stateView]
+
 	applied  atomic.Uint64
 	retired  atomic.Bool // merged away: serves nothing
 	waitMu   sync.Mutex

@@ -32,7 +32,7 @@ func TestWriteBatchAppliesEachWriteOnItsOwn(t *testing.T) {
 			op(pb.OpKind_OP_KIND_INSERT, "a", "3", entityBytes(t, nil)),
 			op(pb.OpKind_OP_KIND_INSERT, "a", "exists", entityBytes(t, nil)),
 		}},
-		ins("a", "1", "id-7"), // inserted by the first write of the batch
+		ins("a", "1", "id-7"),         // inserted by the first write of the batch
 		{ProposedUnixNano: 2_000_000}, // malformed: no operation
 	}
 	data, err := EncodeWriteBatch(writes)
