@@ -1,6 +1,7 @@
 package partitionserver
 
 import (
+	"context"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -25,16 +26,22 @@ func (r *replica) syncedAt(now time.Time) time.Time {
 	return r.raft.LastContact()
 }
 
-// readCheck prepares a read: a follower read needs nothing and returns the
-// replica's sync time (Unix nanoseconds, 0 if unknown); any other read
-// must be linearizable.
-func (r *replica) readCheck(followerRead bool, linearizable func() error) (int64, error) {
+// readCheck prepares a read: a follower read returns the replica's sync
+// time (Unix nanoseconds, 0 if unknown) once the state file holds what raft
+// has handed to the state machine (applied entries wait up to the state
+// file's group-commit interval otherwise, and the sync time would claim
+// writes the read cannot see); any other read must be linearizable.
+func (r *replica) readCheck(ctx context.Context, followerRead bool, linearizable func() error) (int64, error) {
 	if !followerRead {
 		return 0, linearizable()
 	}
 	t := r.syncedAt(time.Now())
 	if t.IsZero() {
 		return 0, nil
+	}
+	// Read after syncedAt: at least the commit index that t vouches for.
+	if err := r.waitApplied(ctx, r.raft.AppliedIndex()); err != nil {
+		return 0, err
 	}
 	return t.UnixNano(), nil
 }

@@ -52,6 +52,11 @@ var (
 		Namespace: "tablestore", Subsystem: "partitionserver", Name: "data_dir_available_bytes",
 		Help: "Free bytes available to this server on the file system of its data directory.",
 	}, []string{"server"})
+	batchedWrites = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: "tablestore", Subsystem: "partitionserver", Name: "write_batch_writes",
+		Help:    "Client writes coalesced into one Raft entry by a range leader (entries of two or more writes).",
+		Buckets: prometheus.ExponentialBuckets(2, 2, 8),
+	})
 	diskCapacityBytes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: "tablestore", Subsystem: "partitionserver", Name: "data_dir_capacity_bytes",
 		Help: "Size in bytes of the file system of this server's data directory.",
@@ -59,7 +64,7 @@ var (
 )
 
 func init() {
-	prometheus.MustRegister(requestsTotal, requestSeconds, throttledTotal, capacityRefusedTotal, reshapeSeconds, rangeEntitiesPerSec,
+	prometheus.MustRegister(batchedWrites, requestsTotal, requestSeconds, throttledTotal, capacityRefusedTotal, reshapeSeconds, rangeEntitiesPerSec,
 		replicasGauge, leadersGauge, diskAvailableBytes, diskCapacityBytes, transferRestartsTotal)
 }
 

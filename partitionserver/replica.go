@@ -53,6 +53,7 @@ type replica struct {
 	gapFrom, gapTo uint64
 
 	verify   verifyCoalescer
+	batcher  writeBatcher
 	load     *loadMeter
 	keys     *keyMeter
 	throttle *throttle
@@ -313,12 +314,19 @@ func (r *replica) leaderID() string {
 	return string(id)
 }
 
-// write proposes a write and waits for it to be applied.
+// write proposes a write, alone or coalesced with concurrent ones
+// (writebatch.go), and waits for it to be applied.
 func (r *replica) write(ctx context.Context, ops []*pb.EntityOp, requestID []byte, timeout time.Duration) (*fsm.Result, error) {
 	if !r.isLeader() {
 		return nil, ErrNotLeader
 	}
-	data, err := fsm.EncodeWrite(&pb.WriteCommand{ProposedUnixNano: time.Now().UnixNano(), Ops: ops, RequestId: requestID})
+	cmd := &pb.WriteCommand{ProposedUnixNano: time.Now().UnixNano(), Ops: ops, RequestId: requestID}
+	return r.batcher.write(ctx, r, cmd, timeout)
+}
+
+// proposeWrite proposes one write as its own entry.
+func (r *replica) proposeWrite(ctx context.Context, cmd *pb.WriteCommand, timeout time.Duration) (*fsm.Result, error) {
+	data, err := fsm.EncodeWrite(cmd)
 	if err != nil {
 		return nil, err
 	}

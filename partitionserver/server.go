@@ -136,7 +136,7 @@ func (s *Server) Start() (err error) {
 		}
 	}()
 	statePath := filepath.Join(s.cfg.DataDir, "state.db")
-	if s.store, err = fsm.Open(statePath); err != nil {
+	if s.store, err = fsm.OpenWithInterval(statePath, s.cfg.StateCommitInterval); err != nil {
 		return fmt.Errorf("partitionserver: state file %s: %w", statePath, err)
 	}
 	cleanup = append(cleanup, func() { s.store.Close() })

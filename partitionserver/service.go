@@ -83,7 +83,7 @@ func (v *service) Get(ctx context.Context, req *pb.GetRequest) (*pb.GetResponse,
 		return nil, err
 	}
 	var b []byte
-	synced, err := r.readCheck(req.GetFollowerRead(), func() error { return r.linearizable(ctx) })
+	synced, err := r.readCheck(ctx, req.GetFollowerRead(), func() error { return r.linearizable(ctx) })
 	if err == nil {
 		b, err = r.fsm.Get(req.GetPartitionKey(), req.GetRowKey())
 	}
@@ -137,7 +137,7 @@ func (v *service) Query(ctx context.Context, req *pb.QueryRequest) (*pb.QueryRes
 			return nil, err
 		}
 	}
-	synced, err := r.readCheck(req.GetFollowerRead(), func() error { return r.linearizable(ctx) })
+	synced, err := r.readCheck(ctx, req.GetFollowerRead(), func() error { return r.linearizable(ctx) })
 	if err != nil {
 		observe("query", start, err)
 		return nil, toStatus(r, err)

@@ -31,6 +31,12 @@ func EncodeWrite(w *pb.WriteCommand) ([]byte, error) {
 	return Encode(pb.CommandKind_COMMAND_KIND_WRITE, w)
 }
 
+// EncodeWriteBatch returns the log entry of writes coalesced into one
+// entry (see pb.WriteBatchCommand).
+func EncodeWriteBatch(writes []*pb.WriteCommand) ([]byte, error) {
+	return Encode(pb.CommandKind_COMMAND_KIND_WRITE_BATCH, &pb.WriteBatchCommand{Writes: writes})
+}
+
 // decodeCommand splits a log entry into its kind and payload; the payload
 // aliases data. It accepts what proto.Marshal of a pb.Command produces,
 // fields in any order, unknown fields skipped.

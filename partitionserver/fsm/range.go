@@ -28,6 +28,9 @@ type Result struct {
 	Right *pb.RangeDescriptor
 	// Index is the log index of a freeze.
 	Index uint64
+	// Batch holds one result per write of a coalesced write batch, in the
+	// batch's order.
+	Batch []*Result
 	Err   error
 }
 
@@ -87,6 +90,9 @@ type Range struct {
 	state *pb.RangeState
 
 	hooks Hooks
+
+	// readState caches the decoded committed state for reads.
+	readState atomic.Pointer[stateView]
 
 	applied  atomic.Uint64
 	retired  atomic.Bool // merged away: serves nothing

@@ -2,9 +2,11 @@ package fsm
 
 import (
 	"bytes"
+	"fmt"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	"google.golang.org/protobuf/proto"
 
 	"tablestore/internal/edm"
 	"tablestore/internal/keys"
@@ -15,7 +17,7 @@ import (
 func (r *Range) Get(pk, rk string) ([]byte, error) {
 	var out []byte
 	err := r.store.db.View(func(tx *bolt.Tx) error {
-		st, err := getState(tx, r.id)
+		st, err := r.committedState(tx)
 		if err != nil {
 			return ErrRangeNotFound
 		}
@@ -79,7 +81,7 @@ type ScanResult struct {
 func (r *Range) Scan(o ScanOptions) (*ScanResult, error) {
 	res := &ScanResult{}
 	err := r.store.db.View(func(tx *bolt.Tx) error {
-		st, err := getState(tx, r.id)
+		st, err := r.committedState(tx)
 		if err != nil {
 			return ErrRangeNotFound
 		}
@@ -87,7 +89,8 @@ func (r *Range) Scan(o ScanOptions) (*ScanResult, error) {
 			return ErrRangeFrozen
 		}
 		desc := st.GetRange()
-		res.Descriptor = desc
+		// The caller owns the result; st is shared.
+		res.Descriptor = proto.Clone(desc).(*pb.RangeDescriptor)
 		if o.Start != nil && !InRange(desc, o.StartPK) {
 			return ErrKeyOutOfRange
 		}
@@ -147,4 +150,31 @@ func (r *Range) Scan(o ScanOptions) (*ScanResult, error) {
 		return nil
 	})
 	return res, err
+}
+
+// stateView is a decoded copy of a range's stored state and the bytes it
+// was decoded from.
+type stateView struct {
+	raw []byte
+	st  *pb.RangeState
+}
+
+// committedState returns the range's state as stored in tx, for reads: the
+// same transaction as the data they read, so the two agree. Reads between
+// two writes see the same bytes, so the decoded state is reused while the
+// stored bytes are unchanged. The result is shared: read it, never modify.
+func (r *Range) committedState(tx *bolt.Tx) (*pb.RangeState, error) {
+	v := tx.Bucket(bucketRanges).Get(u64(r.id))
+	if v == nil {
+		return nil, errRangeStateAbsent
+	}
+	if c := r.readState.Load(); c != nil && bytes.Equal(c.raw, v) {
+		return c.st, nil
+	}
+	st := &pb.RangeState{}
+	if err := proto.Unmarshal(v, st); err != nil {
+		return nil, fmt.Errorf("fsm: range state %d: %w", r.id, err)
+	}
+	r.readState.Store(&stateView{raw: bytes.Clone(v), st: st})
+	return st, nil
 }

@@ -77,7 +77,7 @@ type Store struct {
 
 // DefaultCommitInterval is how long applied commands wait for their group
 // commit when no reader is waiting for them.
-const DefaultCommitInterval = 5 * time.Millisecond
+const DefaultCommitInterval = 25 * time.Millisecond
 
 // Open opens (creating if needed) the state file at path with the default
 // commit interval.

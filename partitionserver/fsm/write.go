@@ -12,7 +12,10 @@ import (
 	pb "tablestore/proto/tablestorepb"
 )
 
-func init() { register(pb.CommandKind_COMMAND_KIND_WRITE, applyWrite) }
+func init() {
+	register(pb.CommandKind_COMMAND_KIND_WRITE, applyWrite)
+	register(pb.CommandKind_COMMAND_KIND_WRITE_BATCH, applyWriteBatch)
+}
 
 // tick is Azure's Timestamp resolution.
 const tick = 100 * time.Nanosecond
@@ -38,6 +41,30 @@ func applyWrite(c *applyCtx, payload []byte) *Result {
 	var cmd pb.WriteCommand
 	if err := proto.Unmarshal(payload, &cmd); err != nil {
 		return &Result{Err: fmt.Errorf("%w: %v", ErrBadCommand, err)}
+	}
+	return applyWriteCommand(c, &cmd)
+}
+
+// applyWriteBatch applies coalesced writes one after the other in the
+// entry's transaction, each all or nothing with its own result in
+// Result.Batch: a failing write leaves the others' effects in place, as if
+// each had been its own entry.
+func applyWriteBatch(c *applyCtx, payload []byte) *Result {
+	var batch pb.WriteBatchCommand
+	if err := proto.Unmarshal(payload, &batch); err != nil {
+		return &Result{Err: fmt.Errorf("%w: %v", ErrBadCommand, err)}
+	}
+	out := &Result{Batch: make([]*Result, len(batch.GetWrites()))}
+	for i, w := range batch.GetWrites() {
+		out.Batch[i] = applyWriteCommand(c, w)
+	}
+	return out
+}
+
+// applyWriteCommand applies one client write.
+func applyWriteCommand(c *applyCtx, cmd *pb.WriteCommand) *Result {
+	if len(cmd.GetOps()) == 0 {
+		return &Result{Err: fmt.Errorf("%w: write without operations", ErrBadCommand)}
 	}
 	desc := c.state.GetRange()
 	if c.state.GetFrozen() {

@@ -50,7 +50,12 @@ var (
 	helloMagic = [4]byte{'T', 'S', 'G', 'T'}
 )
 
-const helloVersion = 1
+// helloVersion is the replication protocol's version; a server refuses
+// connections of another. 2: range leaders may propose WriteBatchCommand
+// entries, which a server of version 1 would not apply (it would answer
+// "unknown command" and diverge), so the two must not replicate with each
+// other: partition servers are upgraded together.
+const helloVersion = 2
 
 // bufPool holds encode buffers; very large ones are not kept.
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
