@@ -198,7 +198,7 @@ func (r *runner) spread() float64 {
 // what it plans.
 func (r *runner) schedule() {
 	at := epoch.Add(r.now)
-	keep := max(r.cfg.Scheduler.MergeCooldown, r.cfg.Scheduler.BalanceCooldown)
+	keep := r.cfg.Scheduler.RecentWindow()
 	recent := r.recent[:0]
 	for _, o := range r.recent {
 		if at.Sub(o.At) < keep {
