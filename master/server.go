@@ -87,7 +87,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		reports: newReports(), changed: make(chan struct{}), progress: newProgress(),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	keep := max(cfg.Policy.MergeCooldown, cfg.Policy.BalanceCooldown)
+	keep := cfg.Policy.RecentWindow()
 	s.ops = newRunner(s.ctx, cfg.Policy.MaxInFlight, opTimeout, keep, s.execute)
 	s.fsm = &fsm{st: newState(), onChange: s.bumpChanges}
 	s.watchers = map[*mapWatcher]struct{}{}

@@ -88,14 +88,20 @@ func newCluster(cfg Config, rng *rand.Rand) *cluster {
 	}
 	slots := placement(cfg.Servers, cfg.Ranges, rng)
 	width := uint64(keySpace / cfg.Ranges)
+	// One allocation each for the ranges and their replicas, in key order:
+	// the scheduler's pass over 100,000 ranges then reads memory in order.
+	slab := make([]srange, cfg.Ranges)
+	reps := make([]scheduler.Replica, 3*cfg.Ranges)
 	for i := 0; i < cfg.Ranges; i++ {
 		hi := uint64(i+1) * width
 		if i == cfg.Ranges-1 {
 			hi = keySpace
 		}
-		r := &srange{lo: uint64(i) * width, hi: hi, leader: slots[0][i], grown: -1}
+		r := &slab[i]
+		*r = srange{lo: uint64(i) * width, hi: hi, leader: slots[0][i], grown: -1}
 		// Server ids are the servers' own strings, shared by every replica.
 		r.sched = scheduler.Range{ID: c.nextID, TableID: 1, Table: "sim", Start: keyOf(r.lo), End: endKey(hi), Leader: c.servers[slots[0][i]].ID}
+		r.sched.Replicas = reps[3*i : 3*i : 3*i+3]
 		for j := range slots {
 			r.sched.Replicas = append(r.sched.Replicas, scheduler.Replica{Server: c.servers[slots[j][i]].ID})
 		}

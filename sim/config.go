@@ -28,6 +28,10 @@ type Config struct {
 	// Capacity is the entities/s one server serves as leader (0: 1.5 x
 	// the mean offered per server at the start).
 	Capacity float64
+	// ReportServed: load reports carry what each range's leader served
+	// (its server's capacity shared over its ranges), as partition servers
+	// under --server-capacity do, instead of the demand.
+	ReportServed bool
 	// RangeBytes is the initial size of every range.
 	RangeBytes uint64
 	// EventAt is when the workload's event happens: the hot spot starts,
@@ -99,6 +103,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Int64Var(&c.Seed, "seed", c.Seed, "random seed (placement, zipf keys)")
 	fs.Float64Var(&c.RangeLoad, "range-load", c.RangeLoad, "mean offered entities/s per range at the start")
 	fs.Float64Var(&c.Capacity, "server-capacity", c.Capacity, "entities/s a server serves as leader (0: 1.5 x the mean offered per server)")
+	fs.BoolVar(&c.ReportServed, "report-served", c.ReportServed, "load reports carry the entities/s served (capped by -server-capacity), as a partition server's do, not the demand")
 	fs.Uint64Var(&c.RangeBytes, "range-bytes", c.RangeBytes, "initial size of every range")
 	fs.DurationVar(&c.EventAt, "event-at", c.EventAt, "when the hot spot starts, the server fails or is added")
 	fs.Float64Var(&c.HotFactor, "hot-factor", c.HotFactor, "load multiplier of the hot spot")

@@ -148,16 +148,34 @@ func (r *runner) pass(total float64, point uint64) {
 			x.sched.Load = nil
 			continue
 		}
-		x.load.EntitiesPerSec = eps
 		x.sched.Load = &x.load
-		if eps >= r.cfg.Scheduler.SplitLoad {
-			c.sample(x, r.wl.shape, total, point, r.wl.pointRate)
-		} else if len(x.load.Sample) > 0 {
-			x.load.Sample, x.load.HotKeys = x.load.Sample[:0], x.load.HotKeys[:0]
-		}
-		x.sched.Observe(r.cfg.Scheduler, eps, at)
 		r.lead[x.leader] += eps
+		if !r.cfg.ReportServed {
+			r.report(x, eps, at)
+		}
 	}
+	if r.cfg.ReportServed {
+		// A leader reports what it served: a server over its capacity
+		// serves each of its ranges the same share of their demand.
+		for _, x := range c.ranges {
+			if x.leader >= 0 {
+				r.report(x, x.eps*min(1, r.cfg.Capacity/r.lead[x.leader]), at)
+			}
+		}
+	}
+}
+
+// report sets x's load report to eps entities/s: its leader's sample (for
+// ranges a split policy may look at: split-load, and split-balance above
+// twice merge-load) and its trend.
+func (r *runner) report(x *srange, eps float64, at time.Time) {
+	x.load.EntitiesPerSec = eps
+	if eps >= min(r.cfg.Scheduler.SplitLoad, 2*r.cfg.Scheduler.MergeLoad) {
+		r.c.sample(x, r.wl.shape, r.total, r.point, r.wl.pointRate)
+	} else if len(x.load.Sample) > 0 {
+		x.load.Sample, x.load.HotKeys = x.load.Sample[:0], x.load.HotKeys[:0]
+	}
+	x.sched.Observe(r.cfg.Scheduler, eps, at)
 }
 
 // spread is the most-loaded live server's leader load over the mean.
@@ -180,7 +198,7 @@ func (r *runner) spread() float64 {
 // what it plans.
 func (r *runner) schedule() {
 	at := epoch.Add(r.now)
-	keep := max(r.cfg.Scheduler.MergeCooldown, r.cfg.Scheduler.BalanceCooldown)
+	keep := r.cfg.Scheduler.RecentWindow()
 	recent := r.recent[:0]
 	for _, o := range r.recent {
 		if at.Sub(o.At) < keep {

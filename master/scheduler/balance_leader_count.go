@@ -36,7 +36,7 @@ func (balanceLeaderCount) Schedule(p *Plan) {
 		}
 		for _, r := range p.ledBy(s.id) {
 			to := p.fewestLeadersFollower(r, s)
-			if to == nil || !p.free(r) {
+			if to == nil || !p.movable(r) {
 				continue
 			}
 			p.add(r, Op{Kind: TransferLeader, Range: r.ID, From: s.id, To: to.id, Rule: RuleBalanceLeaders,

@@ -54,7 +54,7 @@ func (p *Plan) leaderToTake(s *serverStat) (*Range, *serverStat) {
 	for _, r := range p.heldBy(s.id) {
 		from := p.stat(r.Leader)
 		l := r.entitiesPerSec()
-		if from == nil || from == s || l <= 0 || !p.free(r) || p.cooling(from) || !p.canLead(r, s.id) {
+		if from == nil || from == s || l <= 0 || !p.movable(r) || p.cooling(from) || !p.canLead(r, s.id) {
 			continue
 		}
 		if s.leaderLoad+l >= from.leaderLoad || (bestFrom != nil && from.leaderLoad <= bestFrom.leaderLoad) {

@@ -57,7 +57,7 @@ func (p *Plan) sheddableLeader(s *serverStat) (*Range, *serverStat) {
 	bestMax := s.leaderLoad
 	for _, r := range p.ledBy(s.id) {
 		l := r.entitiesPerSec()
-		if l <= 0 || !p.free(r) {
+		if l <= 0 || !p.movable(r) {
 			continue
 		}
 		to := p.coolestFollower(r, s.id)

@@ -32,6 +32,10 @@ type Config struct {
 	// BalanceCooldown: a server a leader was moved to or from is left
 	// alone this long, so that load reports reflect the move first.
 	BalanceCooldown time.Duration
+	// LeaderMoveCooldown: a range whose leadership a balancing rule moved
+	// is not moved again for balance this long, so that noisy load reports
+	// cannot bounce it between servers.
+	LeaderMoveCooldown time.Duration
 	// LeaderLoadTolerance: a server leading more than (1+tolerance) times
 	// the mean load, and at least LeaderMinGap entities/s above it, sheds
 	// leaders.
@@ -61,6 +65,7 @@ func DefaultConfig() Config {
 		BalanceLeaders:      true,
 		BalanceReplicas:     true,
 		BalanceCooldown:     3 * time.Second,
+		LeaderMoveCooldown:  30 * time.Second,
 		LeaderLoadTolerance: 0.15,
 		LeaderMinGap:        100,
 		MaxLeaderLag:        1024,
@@ -76,7 +81,7 @@ var ErrInvalidConfig = errors.New("scheduler: invalid config")
 func (c *Config) Validate() error {
 	var msg string
 	switch {
-	case c.SplitWindow < 0 || c.MergeCooldown < 0 || c.ReplicateAfter < 0 || c.BalanceCooldown < 0:
+	case c.SplitWindow < 0 || c.MergeCooldown < 0 || c.ReplicateAfter < 0 || c.BalanceCooldown < 0 || c.LeaderMoveCooldown < 0:
 		msg = "policy durations must not be negative"
 	case c.SplitLoad <= 0 || c.MergeLoad < 0:
 		msg = "split-load must be positive and merge-load not negative"
@@ -94,6 +99,12 @@ func (c *Config) Validate() error {
 	return errors.Join(ErrInvalidConfig, errors.New(msg))
 }
 
+// RecentWindow is how long the scheduler needs to see an operation in
+// Snapshot.Recent: the longest of its cooldowns.
+func (c *Config) RecentWindow() time.Duration {
+	return max(c.MergeCooldown, c.BalanceCooldown, c.LeaderMoveCooldown)
+}
+
 // RegisterFlags binds the thresholds to flags.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&c.SplitLoad, "split-load", c.SplitLoad, "entities/s above which a range spreading over 2+ PartitionKeys is split")
@@ -106,6 +117,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.BalanceLeaders, "balance-leaders", c.BalanceLeaders, "move range leaders to even out leader counts and load across servers")
 	fs.BoolVar(&c.BalanceReplicas, "balance-replicas", c.BalanceReplicas, "move replicas to even out replica counts across servers")
 	fs.DurationVar(&c.BalanceCooldown, "balance-cooldown", c.BalanceCooldown, "how long a server a leader moved to or from is left alone")
+	fs.DurationVar(&c.LeaderMoveCooldown, "leader-move-cooldown", c.LeaderMoveCooldown, "how long a range whose leader was moved for balance is not moved again for balance")
 	fs.Float64Var(&c.LeaderLoadTolerance, "leader-load-tolerance", c.LeaderLoadTolerance, "a server leading more than (1+this) x the mean load sheds leaders")
 	fs.Float64Var(&c.LeaderMinGap, "leader-min-gap", c.LeaderMinGap, "entities/s above the mean a server must lead before it sheds leaders")
 	fs.Uint64Var(&c.MaxLeaderLag, "max-leader-lag", c.MaxLeaderLag, "most Raft entries a follower may lag and still be given leadership")

@@ -413,7 +413,7 @@ func (w *world) setBusy(lines []string) error {
 func (w *world) snapshot() *Snapshot {
 	var recent []Op
 	for _, o := range w.recent {
-		if w.now.Sub(o.At) < max(w.cfg.MergeCooldown, w.cfg.BalanceCooldown) {
+		if w.now.Sub(o.At) < w.cfg.RecentWindow() {
 			recent = append(recent, o)
 		}
 	}

@@ -52,9 +52,12 @@ type Plan struct {
 	// hot, big and cold index the ranges (in snapshot order) the split and
 	// merge policies can act on, found in NewPlan's one pass over the
 	// ranges: at 100,000 ranges a pass per policy dominated a run.
-	hot   []*Range // load report and HotSince set
-	big   []*Range // over SplitBytes (SplitBytes > 0)
-	cold  []int    // indices of ranges cold for MergeCooldown and under MergeBytes
+	hot  []*Range // load report and HotSince set
+	big  []*Range // over SplitBytes (SplitBytes > 0)
+	cold []int    // indices of ranges cold for MergeCooldown and under MergeBytes
+	// moved holds the ranges whose leadership a balancing rule moved
+	// within LeaderMoveCooldown.
+	moved idSet
 	cache [4096]statCache
 }
 
@@ -119,6 +122,9 @@ func NewPlan(cfg Config, snap *Snapshot) *Plan {
 	}
 	for _, o := range snap.Recent {
 		p.cool(o, o.At)
+		if o.Kind == TransferLeader && o.balancing() && snap.Now.Sub(o.At) < cfg.LeaderMoveCooldown {
+			p.moved.add(o.Range)
+		}
 	}
 	return p
 }
@@ -170,6 +176,9 @@ func (p *Plan) add(r *Range, o Op) bool {
 		}
 	}
 	o.At = p.snap.Now
+	if o.Kind == TransferLeader && o.balancing() {
+		p.moved.add(o.Range)
+	}
 	p.occupy(o)
 	p.cool(o, o.At)
 	p.apply(r, o)
@@ -189,6 +198,10 @@ func (p *Plan) occupy(o Op) {
 		}
 	}
 }
+
+// movable reports whether a balancing rule may move r's leadership: it is
+// free and was not moved for balance within LeaderMoveCooldown.
+func (p *Plan) movable(r *Range) bool { return p.free(r) && !p.moved.has(r.ID) }
 
 func (p *Plan) cool(o Op, at time.Time) {
 	if !o.balancing() {
