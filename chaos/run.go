@@ -136,13 +136,6 @@ func Run(o Options) (*Result, error) {
 	} else {
 		res.Converged = time.Since(healed)
 	}
-	if pm, err := c.partitionMap(); err == nil {
-		for _, r := range pm.GetRanges() {
-			if r.GetTable() == table && len(r.GetReplicas()) > 3 {
-				res.Notes = append(res.Notes, fmt.Sprintf("range %d has %d replicas", r.GetRangeId(), len(r.GetReplicas())))
-			}
-		}
-	}
 	if err := verify(tc, w, res); err != nil {
 		res.problem("verification read failed: %v", err)
 	}
@@ -370,9 +363,9 @@ func fullyReplicated(c *cluster, pool *connpool.Pool) string {
 		}
 		n++
 		leader := pm.GetLeaders()[r.GetRangeId()]
-		// More than three (a move interrupted between adding the new voter
-		// and removing the old) is noted by the caller, not a failure.
-		if leader == "" || len(r.GetReplicas()) < 3 {
+		// Exactly three: the master finishes a move a failover
+		// interrupted between adding the new voter and removing the old.
+		if leader == "" || len(r.GetReplicas()) != 3 {
 			return fmt.Sprintf("range %d: leader %q, %d replicas", r.GetRangeId(), leader, len(r.GetReplicas()))
 		}
 		var top uint64

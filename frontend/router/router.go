@@ -465,8 +465,16 @@ func (r *Router) addrOf(server string) (string, bool) {
 	return s.GetGrpcAddr(), ok
 }
 
-// hint records the leader of a range learned from a partition server.
+// hint records the leader of a range learned from a partition server
+// (called on every success: the common case, no change, takes no write
+// lock).
 func (r *Router) hint(rangeID uint64, server string) {
+	r.mu.RLock()
+	same := r.hinted[rangeID] == server || (r.leaders[rangeID] == server && r.hinted[rangeID] == "")
+	r.mu.RUnlock()
+	if same {
+		return
+	}
 	r.mu.Lock()
 	r.hinted[rangeID] = server
 	r.mu.Unlock()
