@@ -165,12 +165,18 @@ func (s *Server) execute(sl *slot, a lifecycle.Action, spec *openSpec) error {
 			spec = &openSpec{bootstrap: st.GetBootstrap(), voters: s.voters(st.GetRange())}
 		}
 		sl.mark.Store(nil)
-		rep, err := openReplica(s.deps(), sl, spec.bootstrap, spec.voters, spec.fast)
+		// Always the normal timeouts: a member that must lead at once (a
+		// new range's first replica, a split's preferred leader, a woken
+		// range) campaigns by a local TimeoutNow instead of the 40 ms
+		// "fast" timeouts, whose 40 ms leader lease (raft cannot reload
+		// it) was lost again and again under load: the election storm of
+		// issue 9.
+		rep, err := openReplica(s.deps(), sl, spec.bootstrap, spec.voters, false)
 		if err != nil {
 			return err
 		}
 		sl.rep.Store(rep)
-		if a == lifecycle.OpenCampaign && !spec.fast {
+		if a == lifecycle.OpenCampaign {
 			if err := rep.transport.Campaign(time.Second); err != nil {
 				s.logger.Debug("campaign after wake failed", "range", sl.id, "err", err)
 			}
@@ -356,7 +362,18 @@ func (s *Server) Answer(group uint64, msg any) any {
 		return nil
 	}
 	sl := s.slot(group)
-	if sl == nil || sl.State() != lifecycle.Quiet {
+	if sl == nil {
+		return nil
+	}
+	if sl.State() == lifecycle.Closing {
+		// The quiescing leader's next heartbeat often arrives while a
+		// follower closes: wait for the close rather than reopen.
+		if !sl.lockWithin(s.wakeWait()) {
+			return nil
+		}
+		sl.unlock()
+	}
+	if sl.State() != lifecycle.Quiet {
 		return nil
 	}
 	m := sl.mark.Load()
@@ -375,10 +392,25 @@ func (s *Server) Answer(group uint64, msg any) any {
 	}
 }
 
+// absentWait is how long a Raft message for a range not hosted here waits
+// for it to be created.
+const absentWait = 250 * time.Millisecond
+
 // Wake implements grouptransport.Dormant: a Raft message the quiet answer
 // cannot give opens the group (without a campaign: someone else is).
 func (s *Server) Wake(group uint64) bool {
 	sl := s.slot(group)
+	// A new range's first vote request can arrive before this server's
+	// CreateReplica (or its apply of the split) created the replica:
+	// hold it briefly rather than fail it into an election timeout.
+	for deadline := time.Now().Add(absentWait); sl == nil && time.Now().Before(deadline); {
+		select {
+		case <-time.After(5 * time.Millisecond):
+		case <-s.ctx.Done():
+			return false
+		}
+		sl = s.slot(group)
+	}
 	if sl == nil {
 		return false
 	}
@@ -410,7 +442,7 @@ func (s *Server) create(desc *pb.RangeDescriptor, bootstrap, campaign, fast bool
 	}
 	sl.lock()
 	defer sl.unlock()
-	out, err := s.step(sl, lifecycle.Input{Event: lifecycle.Create, Campaign: campaign}, cause,
+	out, err := s.step(sl, lifecycle.Input{Event: lifecycle.Create, Campaign: campaign || fast}, cause,
 		&openSpec{bootstrap: bootstrap, voters: s.voters(desc), fast: fast})
 	if err == nil && out.Changed() {
 		s.logger.Info("replica created", "range", desc.GetRangeId(), "table", desc.GetTable(), "bootstrap", bootstrap, "cause", cause)
