@@ -613,12 +613,15 @@ func (s *Server) quiesceLoop() {
 				sl.seenIndex, sl.seenAt = last, now
 				continue
 			}
-			used := sl.seenAt
-			if u := time.Unix(0, sl.lastUse.Load()); u.After(used) {
-				used = u
-			}
-			idle := now.Sub(used)
-			if idle < s.cfg.QuiesceAfter || !rep.isLeader() || rep.raft.AppliedIndex() < last || rep.watching.Load() || rep.birthPending.Load() {
+			// Idle means no request here for QuiesceAfter, and a log that
+			// has not moved for a moment (an election's no-op, a reshaping
+			// entry just proposed). Not "no log entry for QuiesceAfter": a
+			// range whose leaders keep changing under load (each election
+			// appends an entry) would then never go quiet, and its
+			// heartbeats are what starve the others into more elections.
+			stable := min(s.cfg.QuiesceAfter, time.Second)
+			if now.Sub(time.Unix(0, sl.lastUse.Load())) < s.cfg.QuiesceAfter || now.Sub(sl.seenAt) < stable ||
+				!rep.isLeader() || rep.raft.AppliedIndex() < last || rep.watching.Load() || rep.birthPending.Load() {
 				continue
 			}
 			sl.quiescing.Store(true)
