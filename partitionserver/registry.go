@@ -357,8 +357,9 @@ func (s *Server) wake(sl *slot, ev lifecycle.Event, cause string, within time.Du
 // Answer implements grouptransport.Dormant: a quiet replica acknowledges
 // the traffic of the leader that quiesced it without opening.
 func (s *Server) Answer(group uint64, msg any) any {
-	ae, ok := msg.(*raft.AppendEntriesRequest)
-	if !ok {
+	ae, isAppend := msg.(*raft.AppendEntriesRequest)
+	_, isPreVote := msg.(*raft.RequestPreVoteRequest)
+	if !isAppend && !isPreVote {
 		return nil
 	}
 	sl := s.slot(group)
@@ -380,16 +381,21 @@ func (s *Server) Answer(group uint64, msg any) any {
 	if m == nil {
 		return nil
 	}
+	header := raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(s.id), Addr: []byte(s.RaftAddr())}
+	if isPreVote {
+		if lifecycle.AnswerPreVote(*m) != lifecycle.Deny {
+			return nil
+		}
+		quietAnswersTotal.Inc()
+		return &raft.RequestPreVoteResponse{RPCHeader: header, Term: m.Term, Granted: false}
+	}
 	a := lifecycle.Append{Term: ae.Term, PrevLogEntry: ae.PrevLogEntry, PrevLogTerm: ae.PrevLogTerm,
 		LeaderCommit: ae.LeaderCommitIndex, Entries: len(ae.Entries)}
 	if lifecycle.Answer(*m, a) != lifecycle.Ack {
 		return nil
 	}
 	quietAnswersTotal.Inc()
-	return &raft.AppendEntriesResponse{
-		RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(s.id), Addr: []byte(s.RaftAddr())},
-		Term:      m.Term, LastLog: m.LastIndex, Success: true,
-	}
+	return &raft.AppendEntriesResponse{RPCHeader: header, Term: m.Term, LastLog: m.LastIndex, Success: true}
 }
 
 // absentWait is how long a Raft message for a range not hosted here waits
@@ -587,7 +593,11 @@ func (s *Server) onQuiesced(id, index uint64) {
 // quiesceGrace is how long the leader keeps replicating after its QUIESCE
 // marker committed, and how recent a request keeps a range open.
 func (s *Server) quiesceGrace() time.Duration {
-	return max(100*time.Millisecond, 10*s.cfg.RaftCommitTimeout)
+	// Followers learn the commit on the leader's next AppendEntries (a
+	// commit timeout away) but, on a loaded machine, hundreds of
+	// milliseconds later; one that has not when the leader closes times
+	// out and campaigns.
+	return max(s.cfg.RaftHeartbeatTimeout/2, 10*s.cfg.RaftCommitTimeout)
 }
 
 // quiesceLoop proposes a QUIESCE marker on every range this server leads
