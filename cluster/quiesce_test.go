@@ -80,6 +80,15 @@ func TestQuietRangeWakesAndFailsOver(t *testing.T) {
 	if err := putV(ctx, tc, "k", 1); err != nil {
 		t.Fatal(err)
 	}
+	// Once quiet it stays quiet: nothing reopens it (a follower that
+	// missed the marker's commit would time out and wake the others).
+	waitQuiet(t, c, mc, table, 10*time.Second)
+	time.Sleep(1500 * time.Millisecond)
+	for i, n := range c.Servers {
+		if st := n.Server.ReplicaState(tableRanges(partitionMap(t, mc), table)[0].GetRangeId()); st != "quiet" {
+			t.Errorf("server %d: replica %s 1.5s after the range went quiet", i, st)
+		}
+	}
 	var wakes []time.Duration
 	for i := 0; i < 5; i++ {
 		waitQuiet(t, c, mc, table, 10*time.Second)

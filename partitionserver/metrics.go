@@ -89,7 +89,7 @@ var (
 	})
 	quietAnswersTotal = prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: "tablestore", Subsystem: "partitionserver", Name: "quiet_answers_total",
-		Help: "Raft AppendEntries answered for a quiet range without opening it.",
+		Help: "Raft AppendEntries and pre-votes answered for a quiet range without opening it.",
 	})
 	wakeSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Namespace: "tablestore", Subsystem: "partitionserver", Name: "wake_seconds",

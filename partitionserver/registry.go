@@ -169,12 +169,18 @@ func (s *Server) execute(sl *slot, a lifecycle.Action, spec *openSpec) error {
 			spec = &openSpec{bootstrap: st.GetBootstrap(), voters: s.voters(st.GetRange())}
 		}
 		sl.mark.Store(nil)
-		rep, err := openReplica(s.deps(), sl, spec.bootstrap, spec.voters, spec.fast)
+		// Always the normal timeouts: a member that must lead at once (a
+		// new range's first replica, a split's preferred leader, a woken
+		// range) campaigns by a local TimeoutNow instead of the 40 ms
+		// "fast" timeouts, whose 40 ms leader lease (raft cannot reload
+		// it) was lost again and again under load: the election storm of
+		// issue 9.
+		rep, err := openReplica(s.deps(), sl, spec.bootstrap, spec.voters, false)
 		if err != nil {
 			return err
 		}
 		sl.rep.Store(rep)
-		if a == lifecycle.OpenCampaign && !spec.fast {
+		if a == lifecycle.OpenCampaign {
 			if err := rep.transport.Campaign(time.Second); err != nil {
 				s.logger.Debug("campaign after wake failed", "range", sl.id, "err", err)
 			}
@@ -355,17 +361,37 @@ func (s *Server) wake(sl *slot, ev lifecycle.Event, cause string, within time.Du
 // Answer implements grouptransport.Dormant: a quiet replica acknowledges
 // the traffic of the leader that quiesced it without opening.
 func (s *Server) Answer(group uint64, msg any) any {
-	ae, ok := msg.(*raft.AppendEntriesRequest)
-	if !ok {
+	ae, isAppend := msg.(*raft.AppendEntriesRequest)
+	_, isPreVote := msg.(*raft.RequestPreVoteRequest)
+	if !isAppend && !isPreVote {
 		return nil
 	}
 	sl := s.slot(group)
-	if sl == nil || sl.State() != lifecycle.Quiet {
+	if sl == nil {
+		return nil
+	}
+	if sl.State() == lifecycle.Closing {
+		// The quiescing leader's next heartbeat often arrives while a
+		// follower closes: wait for the close rather than reopen.
+		if !sl.lockWithin(s.wakeWait()) {
+			return nil
+		}
+		sl.unlock()
+	}
+	if sl.State() != lifecycle.Quiet {
 		return nil
 	}
 	m := sl.mark.Load()
 	if m == nil {
 		return nil
+	}
+	header := raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(s.id), Addr: []byte(s.RaftAddr())}
+	if isPreVote {
+		if lifecycle.AnswerPreVote(*m) != lifecycle.Deny {
+			return nil
+		}
+		quietAnswersTotal.Inc()
+		return &raft.RequestPreVoteResponse{RPCHeader: header, Term: m.Term, Granted: false}
 	}
 	a := lifecycle.Append{Term: ae.Term, PrevLogEntry: ae.PrevLogEntry, PrevLogTerm: ae.PrevLogTerm,
 		LeaderCommit: ae.LeaderCommitIndex, Entries: len(ae.Entries)}
@@ -373,16 +399,28 @@ func (s *Server) Answer(group uint64, msg any) any {
 		return nil
 	}
 	quietAnswersTotal.Inc()
-	return &raft.AppendEntriesResponse{
-		RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(s.id), Addr: []byte(s.RaftAddr())},
-		Term:      m.Term, LastLog: m.LastIndex, Success: true,
-	}
+	return &raft.AppendEntriesResponse{RPCHeader: header, Term: m.Term, LastLog: m.LastIndex, Success: true}
 }
+
+// absentWait is how long a Raft message for a range not hosted here waits
+// for it to be created.
+const absentWait = 250 * time.Millisecond
 
 // Wake implements grouptransport.Dormant: a Raft message the quiet answer
 // cannot give opens the group (without a campaign: someone else is).
 func (s *Server) Wake(group uint64) bool {
 	sl := s.slot(group)
+	// A new range's first vote request can arrive before this server's
+	// CreateReplica (or its apply of the split) created the replica:
+	// hold it briefly rather than fail it into an election timeout.
+	for deadline := time.Now().Add(absentWait); sl == nil && time.Now().Before(deadline); {
+		select {
+		case <-time.After(5 * time.Millisecond):
+		case <-s.ctx.Done():
+			return false
+		}
+		sl = s.slot(group)
+	}
 	if sl == nil {
 		return false
 	}
@@ -414,7 +452,7 @@ func (s *Server) create(desc *pb.RangeDescriptor, bootstrap, campaign, fast bool
 	}
 	sl.lock()
 	defer sl.unlock()
-	out, err := s.step(sl, lifecycle.Input{Event: lifecycle.Create, Campaign: campaign}, cause,
+	out, err := s.step(sl, lifecycle.Input{Event: lifecycle.Create, Campaign: campaign || fast}, cause,
 		&openSpec{bootstrap: bootstrap, voters: s.voters(desc), fast: fast})
 	if err == nil && out.Changed() {
 		s.logger.Info("replica created", "range", desc.GetRangeId(), "table", desc.GetTable(), "bootstrap", bootstrap, "cause", cause)
@@ -571,7 +609,11 @@ func (s *Server) onQuiesced(id, index uint64) {
 // quiesceGrace is how long the leader keeps replicating after its QUIESCE
 // marker committed, and how recent a request keeps a range open.
 func (s *Server) quiesceGrace() time.Duration {
-	return max(100*time.Millisecond, 10*s.cfg.RaftCommitTimeout)
+	// Followers learn the commit on the leader's next AppendEntries (a
+	// commit timeout away) but, on a loaded machine, hundreds of
+	// milliseconds later; one that has not when the leader closes times
+	// out and campaigns.
+	return max(s.cfg.RaftHeartbeatTimeout/2, 10*s.cfg.RaftCommitTimeout)
 }
 
 // quiesceLoop proposes a QUIESCE marker on every range this server leads
@@ -597,12 +639,15 @@ func (s *Server) quiesceLoop() {
 				sl.seenIndex, sl.seenAt = last, now
 				continue
 			}
-			used := sl.seenAt
-			if u := time.Unix(0, sl.lastUse.Load()); u.After(used) {
-				used = u
-			}
-			idle := now.Sub(used)
-			if idle < s.cfg.QuiesceAfter || !rep.isLeader() || rep.raft.AppliedIndex() < last || rep.watching.Load() || rep.birthPending.Load() {
+			// Idle means no request here for QuiesceAfter, and a log that
+			// has not moved for a moment (an election's no-op, a reshaping
+			// entry just proposed). Not "no log entry for QuiesceAfter": a
+			// range whose leaders keep changing under load (each election
+			// appends an entry) would then never go quiet, and its
+			// heartbeats are what starve the others into more elections.
+			stable := min(s.cfg.QuiesceAfter, time.Second)
+			if now.Sub(time.Unix(0, sl.lastUse.Load())) < s.cfg.QuiesceAfter || now.Sub(sl.seenAt) < stable ||
+				!rep.isLeader() || rep.raft.AppliedIndex() < last || rep.watching.Load() || rep.birthPending.Load() {
 				continue
 			}
 			sl.quiescing.Store(true)

@@ -24,7 +24,19 @@ const (
 	// closed member would: it is a follower of that term that holds
 	// everything the leader asks about.
 	Ack
+	// Deny: answer "not granted" with the mark's term.
+	Deny
 )
+
+// AnswerPreVote decides how a quiet replica answers a pre-vote: it refuses,
+// as a follower that still has a leader does. The candidate is a member
+// that missed the QUIESCE marker's commit and timed out; granting would
+// lead to a real election that opens every member again, and again each
+// time the range goes quiet. Refusing a pre-vote is always safe (it
+// decides nothing), and liveness comes from requests: a request to the
+// range opens a member that campaigns without a pre-vote (TimeoutNow),
+// whose RequestVote opens this one.
+func AnswerPreVote(Mark) Reply { return Deny }
 
 // Answer decides how a quiet replica answers an AppendEntries (heartbeats
 // included). The leader that committed the QUIESCE marker keeps

@@ -69,6 +69,8 @@ func run(t *testing.T, path string) string {
 			fmt.Fprintf(&out, "  = %s\n", m.State())
 		case "answer":
 			fmt.Fprintf(&out, "  = %s\n", answerLine(t, fields[1:]))
+		case "prevote":
+			fmt.Fprintf(&out, "  = %s\n", replyName(AnswerPreVote(Mark{})))
 		default:
 			ev, ok := ParseEvent(fields[0])
 			if !ok {
@@ -126,8 +128,9 @@ func answerLine(t *testing.T, args []string) string {
 			t.Fatalf("unknown answer field %q", k)
 		}
 	}
-	if Answer(m, a) == Ack {
-		return "ack"
-	}
-	return "wake"
+	return replyName(Answer(m, a))
+}
+
+func replyName(r Reply) string {
+	return map[Reply]string{Wake: "wake", Ack: "ack", Deny: "deny"}[r]
 }
