@@ -2,6 +2,7 @@ package master
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -50,5 +51,27 @@ func BenchmarkMapPerCreate(b *testing.B) {
 			}
 			b.ReportMetric(float64(size), "bytes/op")
 		})
+	}
+}
+
+// BenchmarkStateBytesPerTable reports the master's heap per table (the
+// table, its range, its request record and the indexes) at 10,000 tables.
+func BenchmarkStateBytesPerTable(b *testing.B) {
+	const n = 10000
+	reps := []*pb.Replica{{ServerId: "ps1"}, {ServerId: "ps2"}, {ServerId: "ps3"}}
+	for i := 0; i < b.N; i++ {
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		f := &fsm{st: newState()}
+		for j := 0; j < n; j++ {
+			name := fmt.Sprintf("table%06d", j)
+			data, _ := encodeCommand(pb.MasterCommandKind_MASTER_COMMAND_KIND_CREATE_TABLE, &pb.CreateTableCommand{Name: name, Replicas: reps, RequestId: []byte(name + "-request-id-0123")})
+			f.Apply(&raft.Log{Index: uint64(j + 1), Data: data})
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "bytes/table")
+		runtime.KeepAlive(f)
 	}
 }

@@ -156,6 +156,11 @@ func (s *Server) created(ctx context.Context, res *applyResult, addrs map[string
 // wait for an election. It returns the leader, "" when none was seen in
 // time.
 func (s *Server) startRange(ctx context.Context, r *pb.RangeDescriptor, addrs map[string]string) string {
+	// The replicas are created even when the caller gives up first (its
+	// retry is answered from the request record and does not create them):
+	// otherwise they wait for the servers' next heartbeats.
+	createCtx, cancelCreate := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.CreateTableWait)
+	defer cancelCreate()
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.CreateTableWait)
 	defer cancel()
 	grpcAddrs := map[string]string{}
@@ -177,7 +182,7 @@ func (s *Server) startRange(ctx context.Context, r *pb.RangeDescriptor, addrs ma
 			}
 			// The first replica (the least loaded server) campaigns at once.
 			campaign := id == r.GetReplicas()[0].GetServerId()
-			if _, err := c.CreateReplica(ctx, &pb.CreateReplicaRequest{Range: r, Bootstrap: true, Campaign: campaign, RaftAddrs: addrs}); err != nil {
+			if _, err := c.CreateReplica(createCtx, &pb.CreateReplicaRequest{Range: r, Bootstrap: true, Campaign: campaign, RaftAddrs: addrs}); err != nil {
 				s.logger.Warn("create replica failed; the server will catch up by heartbeat", "range", r.GetRangeId(), "server", id, "err", err)
 			}
 		}(rep.GetServerId())
