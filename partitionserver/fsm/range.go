@@ -192,6 +192,11 @@ func (r *Range) ApplyBatch(logs []*raft.Log) []interface{} {
 	var merged []uint64
 	var quiesced uint64
 	gone := false
+	// Entries other than client writes (splits, freezes, merges, membership)
+	// are rare and others wait for their effects (hooks that run after the
+	// commit, the master's reshaping steps): commit them at once instead of
+	// after the group-commit interval.
+	urgent := false
 	last := state.GetAppliedIndex()
 	err := r.store.apply(func(tx *bolt.Tx) error {
 		if tx.Bucket(bucketRanges).Get(u64(r.id)) == nil {
@@ -208,8 +213,12 @@ func (r *Range) ApplyBatch(logs []*raft.Log) []interface{} {
 				continue
 			}
 			c.log = l
-			if l.Type == raft.LogCommand {
+			switch l.Type {
+			case raft.LogCommand:
 				results[i] = r.applyCommand(c, l.Data)
+				urgent = urgent || !isClientWrite(l.Data)
+			case raft.LogConfiguration:
+				urgent = true
 			}
 			state.AppliedIndex = l.Index
 			if l.Index%pruneEvery == 0 {
@@ -239,6 +248,9 @@ func (r *Range) ApplyBatch(logs []*raft.Log) []interface{} {
 		// The file can no longer follow the log; continuing would diverge
 		// from the other replicas.
 		panic(fmt.Sprintf("fsm: range %d: apply failed: %v", r.id, err))
+	}
+	if urgent {
+		r.store.Urge()
 	}
 	if gone {
 		r.retired.Store(true)
@@ -319,6 +331,14 @@ func (r *Range) Frozen() bool {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	return r.state.GetFrozen()
+}
+
+// isClientWrite reports whether a log entry is a client write (field 1,
+// the kind, comes first in an encoded Command; anything else counts as not
+// a write).
+func isClientWrite(data []byte) bool {
+	return len(data) >= 2 && data[0] == 0x08 &&
+		(data[1] == byte(pb.CommandKind_COMMAND_KIND_WRITE) || data[1] == byte(pb.CommandKind_COMMAND_KIND_WRITE_BATCH))
 }
 
 // mergeKind is the first two bytes of an encoded merge Command (field 1,

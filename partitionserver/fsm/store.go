@@ -202,20 +202,26 @@ func (s *Store) committer() {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	for {
+		urgent := false
 		select {
 		case <-s.done:
 			return
 		case <-s.kick:
 		case <-s.urgent:
+			// Do not wait out the interval: the urge may have been
+			// taken here, before its transaction's kick.
+			urgent = true
 		}
-		timer.Reset(s.interval)
-		select {
-		case <-s.done:
-			timer.Stop()
-			return
-		case <-timer.C:
-		case <-s.urgent:
-			timer.Stop()
+		if !urgent {
+			timer.Reset(s.interval)
+			select {
+			case <-s.done:
+				timer.Stop()
+				return
+			case <-timer.C:
+			case <-s.urgent:
+				timer.Stop()
+			}
 		}
 		if err := s.Flush(); err != nil {
 			// The file can no longer follow the log.
