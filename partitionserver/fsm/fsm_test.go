@@ -14,8 +14,8 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"tablestore/internal/edm"
-	"tablestore/internal/keys"
 	"tablestore/internal/failpoint"
+	"tablestore/internal/keys"
 	"tablestore/internal/logging"
 	pb "tablestore/proto/tablestorepb"
 )
