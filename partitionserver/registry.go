@@ -175,7 +175,7 @@ func (s *Server) execute(sl *slot, a lifecycle.Action, spec *openSpec) error {
 		// "fast" timeouts, whose 40 ms leader lease (raft cannot reload
 		// it) was lost again and again under load: the election storm of
 		// issue 9.
-		rep, err := openReplica(s.deps(), sl, spec.bootstrap, spec.voters, false)
+		rep, err := openReplica(s.deps(), sl, spec.bootstrap, spec.voters)
 		if err != nil {
 			return err
 		}

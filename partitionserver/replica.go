@@ -85,11 +85,10 @@ func replicaDir(dataDir string, id uint64) string {
 }
 
 // openReplica starts the Raft group member of a range whose state is in the
-// store (sl's state machine). bootstrap, with voters, starts a new group.
-// fast makes this member campaign at once (the right-hand side of a split
-// on the server that led the left-hand side), so the new range has a
-// leader in tens of milliseconds instead of an election timeout.
-func openReplica(d replicaDeps, sl *slot, bootstrap bool, voters []raft.Server, fast bool) (*replica, error) {
+// store (sl's state machine). bootstrap, with voters, starts a new group. A
+// member that must lead at once is made to campaign by the registry
+// (Group.Campaign), with these same timeouts.
+func openReplica(d replicaDeps, sl *slot, bootstrap bool, voters []raft.Server) (*replica, error) {
 	id := sl.id
 	logger := d.logger.With("range", id)
 	rfsm := sl.fsm
@@ -132,10 +131,6 @@ func openReplica(d replicaDeps, sl *slot, bootstrap bool, voters []raft.Server, 
 		TrailingLogs: rc.TrailingLogs, SnapshotInterval: rc.SnapshotInterval, SnapshotThreshold: rc.SnapshotThreshold,
 		HeartbeatTimeout: rc.HeartbeatTimeout, ElectionTimeout: rc.ElectionTimeout,
 	}
-	if fast {
-		rc.HeartbeatTimeout, rc.ElectionTimeout = fastElection, fastElection
-		rc.LeaderLeaseTimeout = min(rc.LeaderLeaseTimeout, fastElection)
-	}
 
 	if bootstrap {
 		has, err := raft.HasExistingState(logStore, logStore, snaps)
@@ -168,9 +163,6 @@ func openReplica(d replicaDeps, sl *slot, bootstrap bool, voters []raft.Server, 
 		load: sl.load, keys: sl.keys, throttle: sl.throttle,
 	}
 	rep.verify.raft = r
-	if fast {
-		go rep.slowDownAfterElection()
-	}
 	if rfsm.Descriptor().GetGeneration() > 1 {
 		rep.birthPending.Store(true)
 		go rep.compactBirthLog()
@@ -227,34 +219,6 @@ func (r *replica) snapshotAll() error {
 		return err
 	}
 	return nil
-}
-
-// fastElection is the follower timeout (and leader lease) of a split's new
-// right-hand member on its preferred leader: it campaigns before anyone
-// else, within tens of milliseconds.
-const fastElection = 40 * time.Millisecond
-
-// afterFastElection is the follower timeout that member keeps afterwards:
-// its leader lease stays fastElection (raft cannot reload it), so its
-// heartbeats (a tenth of this) must come well within the lease.
-const afterFastElection = 200 * time.Millisecond
-
-// slowDownAfterElection relaxes the timeouts once the fast member has won
-// (or after a while).
-func (r *replica) slowDownAfterElection() {
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) && r.leaderID() == "" {
-		time.Sleep(2 * time.Millisecond)
-	}
-	r.cfgMu.Lock()
-	defer r.cfgMu.Unlock()
-	relaxed := r.normal
-	relaxed.HeartbeatTimeout = min(relaxed.HeartbeatTimeout, afterFastElection)
-	relaxed.ElectionTimeout = min(relaxed.ElectionTimeout, afterFastElection)
-	r.normal = relaxed
-	if err := r.raft.ReloadConfig(relaxed); err != nil {
-		r.logger.Warn("relaxing raft timeouts failed", "err", err)
-	}
 }
 
 // propose appends a command to the range's log and waits for its result.
