@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
+	"crypto/sha256"
 	"slices"
 	"time"
 
@@ -15,12 +16,21 @@ import (
 
 var _ frontend.Backend = (*Router)(nil)
 
+// maxRequestIDLen is the longest client request id kept as it is (a UUID
+// is 36 bytes).
+const maxRequestIDLen = 64
+
 // requestID is the id of a table request for the master's deduplication:
 // the client's x-ms-client-request-id when it sent one (the same on its
 // retries), else one made up for this call and kept across the retries
 // master.Call makes.
 func requestID(ctx context.Context) ([]byte, error) {
 	if id := frontend.ClientRequestID(ctx); id != "" {
+		if len(id) > maxRequestIDLen {
+			// The master keeps thousands of them: a long one by its hash.
+			sum := sha256.Sum256([]byte(id))
+			return sum[:], nil
+		}
 		return []byte(id), nil
 	}
 	var id [16]byte
