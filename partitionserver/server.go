@@ -48,6 +48,11 @@ type Server struct {
 	creds   *peertls.Creds // nil: plaintext
 	// paused is the fault hook of SetPaused, nil when not paused.
 	pauseMu sync.Mutex
+	// lifeMu serializes creating and deleting replicas: a delete goes on
+	// after it takes the replica out of the map (closing it, dropping its
+	// state, log group and files), and a create of the same range
+	// meanwhile would lose them.
+	lifeMu sync.Mutex
 	paused  *pauser
 	// capacity admits leader work up to cfg.ServerCapacity (nil: off).
 	capacity *admission.Bucket
@@ -344,6 +349,8 @@ func (s *Server) createReplica(desc *pb.RangeDescriptor, bootstrap, campaign boo
 	for id, a := range raftAddrs {
 		s.addrs.set(id, a)
 	}
+	s.lifeMu.Lock()
+	defer s.lifeMu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -442,7 +449,23 @@ func (s *Server) RangeMerged(into, right uint64) {
 // shared Raft log and its snapshots. A
 // frozen replica whose left neighbour here has yet to apply the merge stays
 // (fsm.ErrMergePending): the merge takes it over.
-func (s *Server) deleteReplica(id uint64) error {
+func (s *Server) deleteReplica(id uint64) error { return s.deleteReplicaBefore(id, 0) }
+
+// ErrLateDelete refuses to delete a replica created after the delete was
+// decided.
+var ErrLateDelete = errors.New("partitionserver: replica re-created since the delete was decided")
+
+// deleteReplicaBefore is deleteReplica of a replica whose generation is
+// below before (0: any), ErrLateDelete otherwise: a replica created since
+// the delete was decided (a later move added this server back) is a voter.
+func (s *Server) deleteReplicaBefore(id, before uint64) error {
+	s.lifeMu.Lock()
+	defer s.lifeMu.Unlock()
+	if before > 0 {
+		if gen, ok := s.replicaGeneration(id); ok && gen >= before {
+			return fmt.Errorf("%w: range %d is at generation %d, the delete was for below %d", ErrLateDelete, id, gen, before)
+		}
+	}
 	if err := s.store.CheckDelete(id); err != nil {
 		return err
 	}

@@ -170,17 +170,14 @@ func (v *service) CreateReplica(ctx context.Context, req *pb.CreateReplicaReques
 }
 
 func (v *service) DeleteReplica(ctx context.Context, req *pb.DeleteReplicaRequest) (*pb.DeleteReplicaResponse, error) {
-	if before := req.GetBeforeGeneration(); before > 0 {
-		if gen, ok := v.s.replicaGeneration(req.GetRangeId()); ok && gen >= before {
+	if err := v.s.deleteReplicaBefore(req.GetRangeId(), req.GetBeforeGeneration()); err != nil {
+		if errors.Is(err, ErrLateDelete) {
 			// A late delete of a replica a later move re-created: it is a
 			// voter, and wiping its log and vote could lose committed
 			// writes.
-			v.s.logger.Warn("late replica delete refused", "range", req.GetRangeId(), "generation", gen, "before", before)
-			return nil, rpcerr.New(codes.FailedPrecondition, rpcerr.ReasonStaleRange,
-				fmt.Sprintf("replica of range %d is at generation %d, the delete was for below %d", req.GetRangeId(), gen, before), nil)
+			v.s.logger.Warn("late replica delete refused", "range", req.GetRangeId(), "err", err)
+			return nil, rpcerr.New(codes.FailedPrecondition, rpcerr.ReasonStaleRange, err.Error(), nil)
 		}
-	}
-	if err := v.s.deleteReplica(req.GetRangeId()); err != nil {
 		return nil, toStatus(nil, err)
 	}
 	return &pb.DeleteReplicaResponse{}, nil
