@@ -28,7 +28,7 @@ func (p fixedRequestID) Do(req *policy.Request) (*http.Response, error) {
 	return req.Next()
 }
 
-func status(err error) int {
+func httpStatus(err error) int {
 	var re *azcore.ResponseError
 	if errors.As(err, &re) {
 		return re.StatusCode
@@ -75,7 +75,7 @@ func TestCreateTableRetriedAfterAmbiguousFailure(t *testing.T) {
 	if _, err := sc.NewClient("ambiguous").AddEntity(ctx, []byte(`{"PartitionKey":"p","RowKey":"r"}`), nil); err != nil {
 		t.Fatalf("write to the table: %v", err)
 	}
-	if _, err := sc.CreateTable(ctx, "ambiguous", nil); status(err) != http.StatusConflict {
+	if _, err := sc.CreateTable(ctx, "ambiguous", nil); httpStatus(err) != http.StatusConflict {
 		t.Fatalf("a new create of an existing table: %v, want 409", err)
 	}
 
@@ -99,7 +99,7 @@ func TestCreateTableRetriedAfterAmbiguousFailure(t *testing.T) {
 		} else {
 			_, err = sc.DeleteTable(ctx, st.table, nil)
 		}
-		if got := status(err); got != st.want {
+		if got := httpStatus(err); got != st.want {
 			t.Fatalf("step %d %+v: %v, want status %d", i, st, err, st.want)
 		}
 	}

@@ -26,10 +26,10 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 	"software.sslmate.com/src/go-pkcs12"
 
+	"tablestore/cluster"
 	"tablestore/frontend"
 	"tablestore/frontend/auth"
 	"tablestore/frontend/router"
-	"tablestore/cluster"
 	"tablestore/internal/logging"
 )
 

@@ -21,8 +21,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
-	"tablestore/frontend/auth"
 	"tablestore/cluster"
+	"tablestore/frontend/auth"
 	"tablestore/internal/logging"
 )
 

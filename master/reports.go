@@ -62,7 +62,7 @@ func newReports() *reports {
 	return &reports{
 		lastSeen: map[string]time.Time{}, leaders: map[uint64]string{}, loads: map[uint64]*pb.RangeLoad{},
 		trends: map[uint64]*rangeTrend{}, frozen: map[uint64]bool{}, hosted: map[string]map[uint64]uint64{},
-		voters: map[uint64]voterReport{},
+		voters:         map[uint64]voterReport{},
 		changedLeaders: map[uint64]struct{}{},
 	}
 }

@@ -19,11 +19,11 @@ import (
 	"syscall"
 	"time"
 
+	"tablestore/cluster"
 	"tablestore/ctl"
 	"tablestore/frontend"
 	"tablestore/frontend/auth"
 	"tablestore/frontend/router"
-	"tablestore/cluster"
 	"tablestore/internal/failpoint"
 	"tablestore/internal/health"
 	"tablestore/internal/logging"

@@ -3,8 +3,8 @@ package router
 import (
 	"context"
 	"crypto/rand"
-	"encoding/binary"
 	"crypto/sha256"
+	"encoding/binary"
 	"slices"
 	"time"
 
