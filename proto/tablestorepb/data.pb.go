@@ -182,9 +182,9 @@ const (
 	CommandKind_COMMAND_KIND_MERGE        CommandKind = 6
 	// A leader that saw no traffic commits it; members that apply it as
 	// their last entry close their Raft member (the range goes quiet).
-	CommandKind_COMMAND_KIND_QUIESCE CommandKind = 7
+	CommandKind_COMMAND_KIND_QUIESCE CommandKind = 8
 	// Concurrent client writes the leader coalesced into one entry.
-	CommandKind_COMMAND_KIND_WRITE_BATCH CommandKind = 8
+	CommandKind_COMMAND_KIND_WRITE_BATCH CommandKind = 7
 )
 
 // Enum value maps for CommandKind.
@@ -197,8 +197,8 @@ var (
 		4: "COMMAND_KIND_ABSORB",
 		5: "COMMAND_KIND_SET_REPLICAS",
 		6: "COMMAND_KIND_MERGE",
-		7: "COMMAND_KIND_QUIESCE",
-		8: "COMMAND_KIND_WRITE_BATCH",
+		8: "COMMAND_KIND_QUIESCE",
+		7: "COMMAND_KIND_WRITE_BATCH",
 	}
 	CommandKind_value = map[string]int32{
 		"COMMAND_KIND_UNSPECIFIED":  0,
@@ -208,8 +208,8 @@ var (
 		"COMMAND_KIND_ABSORB":       4,
 		"COMMAND_KIND_SET_REPLICAS": 5,
 		"COMMAND_KIND_MERGE":        6,
-		"COMMAND_KIND_QUIESCE":      7,
-		"COMMAND_KIND_WRITE_BATCH":  8,
+		"COMMAND_KIND_QUIESCE":      8,
+		"COMMAND_KIND_WRITE_BATCH":  7,
 	}
 )
 
@@ -1026,11 +1026,11 @@ type RangeStatus struct {
 	// On the leader: the voters of the range's latest Raft configuration,
 	// sorted. The master compares them with the descriptor to finish a
 	// replica change a failover interrupted.
-	Voters []string `protobuf:"bytes,9,rep,name=voters,proto3" json:"voters,omitempty"`
+	Voters []string `protobuf:"bytes,8,rep,name=voters,proto3" json:"voters,omitempty"`
 	// The replica's lifecycle state on the reporting server (active, quiet,
 	// opening, ...). A quiet replica reports leader as it was when it went
 	// quiet: the range has a leader that will answer once woken.
-	Lifecycle     string `protobuf:"bytes,8,opt,name=lifecycle,proto3" json:"lifecycle,omitempty"`
+	Lifecycle     string `protobuf:"bytes,9,opt,name=lifecycle,proto3" json:"lifecycle,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2952,8 +2952,8 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x04load\x18\x05 \x01(\v2\x18.tablestore.v1.RangeLoadR\x04load\x124\n" +
 	"\x05range\x18\x06 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\x12\x16\n" +
 	"\x06frozen\x18\a \x01(\bR\x06frozen\x12\x16\n" +
-	"\x06voters\x18\t \x03(\tR\x06voters\x12\x1c\n" +
-	"\tlifecycle\x18\b \x01(\tR\tlifecycle\"\xe2\x05\n" +
+	"\x06voters\x18\b \x03(\tR\x06voters\x12\x1c\n" +
+	"\tlifecycle\x18\t \x01(\tR\tlifecycle\"\xe2\x05\n" +
 	"\fPartitionMap\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12,\n" +
 	"\x06tables\x18\x02 \x03(\v2\x14.tablestore.v1.TableR\x06tables\x126\n" +
@@ -3117,8 +3117,8 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x13COMMAND_KIND_ABSORB\x10\x04\x12\x1d\n" +
 	"\x19COMMAND_KIND_SET_REPLICAS\x10\x05\x12\x16\n" +
 	"\x12COMMAND_KIND_MERGE\x10\x06\x12\x18\n" +
-	"\x14COMMAND_KIND_QUIESCE\x10\a\x12\x1c\n" +
-	"\x18COMMAND_KIND_WRITE_BATCH\x10\b*\xf5\x03\n" +
+	"\x14COMMAND_KIND_QUIESCE\x10\b\x12\x1c\n" +
+	"\x18COMMAND_KIND_WRITE_BATCH\x10\a*\xf5\x03\n" +
 	"\x11MasterCommandKind\x12#\n" +
 	"\x1fMASTER_COMMAND_KIND_UNSPECIFIED\x10\x00\x12'\n" +
 	"#MASTER_COMMAND_KIND_REGISTER_SERVER\x10\x01\x12$\n" +
