@@ -145,6 +145,15 @@ func openReplica(d replicaDeps, sl *slot, bootstrap bool, voters []raft.Server) 
 			}
 		}
 	}
+	gate, err := snapshotFirst(rfsm.Descriptor().GetGeneration(), rfsm.State().GetAppliedIndex(), bootstrap, logStore, snaps)
+	if err != nil {
+		transport.Close()
+		return nil, fmt.Errorf("partitionserver: range %d: %w", id, err)
+	}
+	transport.SetGate(gate)
+	if gate != nil {
+		logger.Info("empty member of a split-born range: log entries refused until a snapshot arrives")
+	}
 	// The leader reads back every entry it just wrote to replicate it; the
 	// cache answers those reads from memory.
 	cached, err := raft.NewLogCache(1024, logStore)

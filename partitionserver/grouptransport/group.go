@@ -20,6 +20,7 @@ type Group struct {
 	addrs       raft.ServerAddressProvider
 	consumeCh   chan raft.RPC
 	heartbeatFn atomic.Pointer[func(raft.RPC)]
+	gate        atomic.Pointer[func(any) error]
 	shutdown    chan struct{}
 	once        sync.Once
 }
@@ -121,8 +122,24 @@ func (g *Group) rpc(id raft.ServerID, target raft.ServerAddress, lane byte, args
 	return result(payload, resp)
 }
 
+// SetGate installs a check run on every request to this group before raft
+// sees it: a non-nil error is the answer, which the sender's raft takes as
+// a failed RPC (it backs off and retries). nil removes the check.
+func (g *Group) SetGate(fn func(msg any) error) {
+	if fn == nil {
+		g.gate.Store(nil)
+		return
+	}
+	g.gate.Store(&fn)
+}
+
 // deliver hands one request to raft and waits for its answer.
 func (g *Group) deliver(msg any, reader io.Reader, stop <-chan struct{}) (any, error, bool) {
+	if fn := g.gate.Load(); fn != nil {
+		if err := (*fn)(msg); err != nil {
+			return nil, err, true
+		}
+	}
 	respCh := make(chan raft.RPCResponse, 1)
 	rpc := raft.RPC{Command: msg, Reader: reader, RespChan: respCh}
 	fast := false
