@@ -46,6 +46,8 @@ type Server struct {
 	master  *masterclient.Client
 	addrs   *addressBook
 	creds   *peertls.Creds // nil: plaintext
+	// crashing: Crash is stopping the server (no graceful drain).
+	crashing atomic.Bool
 	// paused is the fault hook of SetPaused, nil when not paused.
 	pauseMu sync.Mutex
 	paused  *pauser
@@ -231,12 +233,18 @@ func (s *Server) Close() error {
 	s.mu.Unlock()
 	start := time.Now()
 	s.cancel()
-	stopped := make(chan struct{})
-	go func() { s.grpcSrv.GracefulStop(); close(stopped) }()
-	select {
-	case <-stopped:
-	case <-time.After(min(2*time.Second, s.cfg.ShutdownTimeout/4)):
+	if s.crashing.Load() {
+		// A crash does not drain requests; its members close at once,
+		// before their election timers can fire against the failed log.
 		s.grpcSrv.Stop()
+	} else {
+		stopped := make(chan struct{})
+		go func() { s.grpcSrv.GracefulStop(); close(stopped) }()
+		select {
+		case <-stopped:
+		case <-time.After(min(2*time.Second, s.cfg.ShutdownTimeout/4)):
+			s.grpcSrv.Stop()
+		}
 	}
 	s.closeAll(s.slotList(), max(s.cfg.ShutdownTimeout-time.Since(start), time.Second)/2)
 	s.mu.Lock()
@@ -289,6 +297,13 @@ func (s *Server) Service() pb.PartitionServiceServer { return &service{s: s} }
 // (fault injection): Raft writes not yet durable fail and never land, then
 // the server shuts down.
 func (s *Server) Crash() error {
+	// Cut Raft traffic first: a member that took a newer term from a
+	// peer after the log failed would find its term unsaveable, and
+	// hashicorp/raft panics then; a dead process hears nothing.
+	if s.raftNet != nil {
+		s.raftNet.SetIsolated(true)
+	}
+	s.crashing.Store(true)
 	if s.logs != nil {
 		s.logs.Fail()
 	}
