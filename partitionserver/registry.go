@@ -362,7 +362,7 @@ func (s *Server) wake(sl *slot, ev lifecycle.Event, cause string, within time.Du
 // the traffic of the leader that quiesced it without opening.
 func (s *Server) Answer(group uint64, msg any) any {
 	ae, isAppend := msg.(*raft.AppendEntriesRequest)
-	_, isPreVote := msg.(*raft.RequestPreVoteRequest)
+	pv, isPreVote := msg.(*raft.RequestPreVoteRequest)
 	if !isAppend && !isPreVote {
 		return nil
 	}
@@ -387,7 +387,7 @@ func (s *Server) Answer(group uint64, msg any) any {
 	}
 	header := raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(s.id), Addr: []byte(s.RaftAddr())}
 	if isPreVote {
-		if lifecycle.AnswerPreVote(*m) != lifecycle.Deny {
+		if lifecycle.AnswerPreVote(*m, pv.LastLogIndex) != lifecycle.Deny {
 			return nil
 		}
 		quietAnswersTotal.Inc()

@@ -28,15 +28,27 @@ const (
 	Deny
 )
 
-// AnswerPreVote decides how a quiet replica answers a pre-vote: it refuses,
-// as a follower that still has a leader does. The candidate is a member
-// that missed the QUIESCE marker's commit and timed out; granting would
-// lead to a real election that opens every member again, and again each
-// time the range goes quiet. Refusing a pre-vote is always safe (it
-// decides nothing), and liveness comes from requests: a request to the
-// range opens a member that campaigns without a pre-vote (TimeoutNow),
-// whose RequestVote opens this one.
-func AnswerPreVote(Mark) Reply { return Deny }
+// AnswerPreVote decides how a quiet replica answers a pre-vote from a
+// candidate whose log ends at candidateLast. A candidate that missed only
+// the QUIESCE marker (its log ends at the marker or just before it) timed
+// out after the others closed: it is refused, as a follower that still has
+// a leader refuses, because granting would lead to a real election that
+// opens every member again, and again each time the range goes quiet.
+// Refusing a pre-vote is always safe (it decides nothing), and liveness
+// comes from requests: a request to the range opens a member that
+// campaigns without a pre-vote (TimeoutNow), whose RequestVote opens this
+// one. A candidate further behind (a member that was down or cut off and
+// came back after the range went quiet) cannot catch up while every
+// up-to-date member is closed, and nobody would ever send it the entries
+// it lacks (or the split those entries carry): this member wakes, times
+// out as a follower with no leader and, its log being the longer, wins the
+// election and replicates to the candidate.
+func AnswerPreVote(m Mark, candidateLast uint64) Reply {
+	if candidateLast+1 < m.LastIndex {
+		return Wake
+	}
+	return Deny
+}
 
 // Answer decides how a quiet replica answers an AppendEntries (heartbeats
 // included). The leader that committed the QUIESCE marker keeps

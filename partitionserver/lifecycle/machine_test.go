@@ -70,7 +70,7 @@ func run(t *testing.T, path string) string {
 		case "answer":
 			fmt.Fprintf(&out, "  = %s\n", answerLine(t, fields[1:]))
 		case "prevote":
-			fmt.Fprintf(&out, "  = %s\n", replyName(AnswerPreVote(Mark{})))
+			fmt.Fprintf(&out, "  = %s\n", preVoteLine(t, fields[1:]))
 		default:
 			ev, ok := ParseEvent(fields[0])
 			if !ok {
@@ -94,6 +94,32 @@ func run(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return out.String()
+}
+
+// preVoteLine parses "prevote candidate-last=N mark=term,last,lastterm,applied".
+func preVoteLine(t *testing.T, args []string) string {
+	var m Mark
+	var last uint64
+	for _, arg := range args {
+		k, v, _ := strings.Cut(arg, "=")
+		var n []uint64
+		for _, p := range strings.Split(v, ",") {
+			x, err := strconv.ParseUint(p, 10, 64)
+			if err != nil {
+				t.Fatalf("bad number %q", p)
+			}
+			n = append(n, x)
+		}
+		switch k {
+		case "candidate-last":
+			last = n[0]
+		case "mark":
+			m = Mark{Term: n[0], LastIndex: n[1], LastTerm: n[2], Applied: n[3]}
+		default:
+			t.Fatalf("unknown prevote field %q", k)
+		}
+	}
+	return replyName(AnswerPreVote(m, last))
 }
 
 func answerLine(t *testing.T, args []string) string {
