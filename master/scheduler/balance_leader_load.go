@@ -20,15 +20,10 @@ func (balanceLeaderLoad) Schedule(p *Plan) {
 	if !p.cfg.BalanceLeaders {
 		return
 	}
-	servers := p.eligible(func(s *serverStat) float64 { return s.leaderLoad })
-	if len(servers) < 2 {
+	servers, mean := p.byLeaderLoad(true)
+	if servers == nil {
 		return
 	}
-	mean := 0.0
-	for _, s := range servers {
-		mean += s.leaderLoad
-	}
-	mean /= float64(len(servers))
 	for _, s := range servers {
 		if p.Full() || !p.overloaded(s, mean) {
 			return

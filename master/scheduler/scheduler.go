@@ -317,6 +317,25 @@ func (p *Plan) replicaTarget(r *Range) *serverStat {
 	return best
 }
 
+// byLeaderLoad is the eligible servers ordered by the load they lead
+// (busiest first when desc) and their mean leader load; nil when fewer
+// than two servers can take part.
+func (p *Plan) byLeaderLoad(desc bool) ([]*serverStat, float64) {
+	key := func(s *serverStat) float64 { return s.leaderLoad }
+	if !desc {
+		key = func(s *serverStat) float64 { return -s.leaderLoad }
+	}
+	servers := p.eligible(key)
+	if len(servers) < 2 {
+		return nil, 0
+	}
+	mean := 0.0
+	for _, s := range servers {
+		mean += s.leaderLoad
+	}
+	return servers, mean / float64(len(servers))
+}
+
 // eligible returns the live servers that are not draining, sorted by key
 // descending (ties by id).
 func (p *Plan) eligible(key func(*serverStat) float64) []*serverStat {
