@@ -57,10 +57,9 @@ type replica struct {
 	load     *loadMeter
 	keys     *keyMeter
 	throttle *throttle
-	// normal is the group's reloadable config, restored after temporary
-	// changes (fast first election, compaction); cfgMu serialises those.
-	cfgMu  sync.Mutex
-	normal raft.ReloadableConfig
+	// cfgMu serialises temporary changes of the group's reloadable config
+	// (compaction).
+	cfgMu sync.Mutex
 	// watching: a failed leadership transfer is being watched.
 	watching atomic.Bool
 	// birthPending: compactBirthLog has yet to run; the range does not go
@@ -127,10 +126,6 @@ func openReplica(d replicaDeps, sl *slot, bootstrap bool, voters []raft.Server) 
 	rc.TrailingLogs = d.cfg.TrailingLogs
 	// The bbolt file already holds everything up to its applied index.
 	rc.NoSnapshotRestoreOnStart = true
-	normal := raft.ReloadableConfig{
-		TrailingLogs: rc.TrailingLogs, SnapshotInterval: rc.SnapshotInterval, SnapshotThreshold: rc.SnapshotThreshold,
-		HeartbeatTimeout: rc.HeartbeatTimeout, ElectionTimeout: rc.ElectionTimeout,
-	}
 
 	if bootstrap {
 		has, err := raft.HasExistingState(logStore, logStore, snaps)
@@ -168,7 +163,7 @@ func openReplica(d replicaDeps, sl *slot, bootstrap bool, voters []raft.Server) 
 	}
 	rep := &replica{
 		id: id, serverID: d.serverID, logger: logger, fsm: rfsm, raft: r,
-		transport: transport, logStore: logStore, dir: dir, normal: normal,
+		transport: transport, logStore: logStore, dir: dir,
 		load: sl.load, keys: sl.keys, throttle: sl.throttle,
 	}
 	rep.verify.raft = r

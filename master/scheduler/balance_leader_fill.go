@@ -14,27 +14,14 @@ type balanceLeaderFill struct{}
 func (balanceLeaderFill) Name() string { return RuleBalanceLeaderFill }
 
 func (balanceLeaderFill) Schedule(p *Plan) {
-	if !p.cfg.BalanceLeaders {
-		return
-	}
-	servers, mean := p.byLeaderLoad(false)
-	if servers == nil {
-		return
-	}
-	for _, s := range servers {
-		if p.Full() || !p.underloaded(s, mean) {
-			return
-		}
-		if p.cooling(s) {
-			continue
-		}
+	p.eachImbalanced(false, func(s *serverStat, mean float64) {
 		if r, from := p.leaderToTake(s); r != nil {
 			p.add(r, Op{Kind: TransferLeader, Range: r.ID, From: from.id, To: s.id, Rule: RuleBalanceLeaderFill,
 				Reason: fmt.Sprintf("server leads %.0f entities/s, mean %.0f", s.leaderLoad, mean),
 				Figures: map[string]float64{"from_entities_per_sec": from.leaderLoad, "to_entities_per_sec": s.leaderLoad,
 					"mean_entities_per_sec": mean, "range_entities_per_sec": r.entitiesPerSec()}})
 		}
-	}
+	})
 }
 
 func (p *Plan) underloaded(s *serverStat, mean float64) bool {

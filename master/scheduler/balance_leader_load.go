@@ -17,27 +17,14 @@ type balanceLeaderLoad struct{}
 func (balanceLeaderLoad) Name() string { return RuleBalanceLeaderLoad }
 
 func (balanceLeaderLoad) Schedule(p *Plan) {
-	if !p.cfg.BalanceLeaders {
-		return
-	}
-	servers, mean := p.byLeaderLoad(true)
-	if servers == nil {
-		return
-	}
-	for _, s := range servers {
-		if p.Full() || !p.overloaded(s, mean) {
-			return
-		}
-		if p.cooling(s) {
-			continue
-		}
+	p.eachImbalanced(true, func(s *serverStat, mean float64) {
 		if r, to := p.sheddableLeader(s); r != nil {
 			p.add(r, Op{Kind: TransferLeader, Range: r.ID, From: s.id, To: to.id, Rule: RuleBalanceLeaderLoad,
 				Reason: fmt.Sprintf("server leads %.0f entities/s, mean %.0f", s.leaderLoad, mean),
 				Figures: map[string]float64{"from_entities_per_sec": s.leaderLoad, "to_entities_per_sec": to.leaderLoad,
 					"mean_entities_per_sec": mean, "range_entities_per_sec": r.entitiesPerSec()}})
 		}
-	}
+	})
 }
 
 func (p *Plan) overloaded(s *serverStat, mean float64) bool {

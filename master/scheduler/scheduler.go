@@ -317,23 +317,38 @@ func (p *Plan) replicaTarget(r *Range) *serverStat {
 	return best
 }
 
-// byLeaderLoad is the eligible servers ordered by the load they lead
-// (busiest first when desc) and their mean leader load; nil when fewer
-// than two servers can take part.
-func (p *Plan) byLeaderLoad(desc bool) ([]*serverStat, float64) {
+// eachImbalanced calls fn for each server, not cooling down, that leads
+// clearly more (over) or less than the mean leader load of the eligible
+// servers, the furthest from the mean first, while the plan has room. It is
+// the walk the leader-balance policies share; it does nothing when leader
+// balancing is off or fewer than two servers can take part.
+func (p *Plan) eachImbalanced(over bool, fn func(s *serverStat, mean float64)) {
+	if !p.cfg.BalanceLeaders {
+		return
+	}
 	key := func(s *serverStat) float64 { return s.leaderLoad }
-	if !desc {
+	off := p.overloaded
+	if !over {
 		key = func(s *serverStat) float64 { return -s.leaderLoad }
+		off = p.underloaded
 	}
 	servers := p.eligible(key)
 	if len(servers) < 2 {
-		return nil, 0
+		return
 	}
 	mean := 0.0
 	for _, s := range servers {
 		mean += s.leaderLoad
 	}
-	return servers, mean / float64(len(servers))
+	mean /= float64(len(servers))
+	for _, s := range servers {
+		if p.Full() || !off(s, mean) {
+			return
+		}
+		if !p.cooling(s) {
+			fn(s, mean)
+		}
+	}
 }
 
 // eligible returns the live servers that are not draining, sorted by key

@@ -20,22 +20,9 @@ type splitBalance struct{}
 func (splitBalance) Name() string { return RuleSplitBalance }
 
 func (splitBalance) Schedule(p *Plan) {
-	if !p.cfg.BalanceLeaders {
-		return
-	}
-	servers, mean := p.byLeaderLoad(true)
-	if servers == nil {
-		return
-	}
-	for _, s := range servers {
-		if p.Full() || !p.overloaded(s, mean) {
-			return
-		}
-		if p.cooling(s) {
-			continue
-		}
+	p.eachImbalanced(true, func(s *serverStat, mean float64) {
 		if r, _ := p.sheddableLeader(s); r != nil {
-			continue // balanceLeaderLoad's move was only refused for a slot or a busy range
+			return // balanceLeaderLoad's move was only refused for a slot or a busy range
 		}
 		if r, key, to := p.balanceSplit(s); r != nil {
 			l := r.entitiesPerSec()
@@ -44,7 +31,7 @@ func (splitBalance) Schedule(p *Plan) {
 				Figures: map[string]float64{"from_entities_per_sec": s.leaderLoad, "to_entities_per_sec": to.leaderLoad,
 					"mean_entities_per_sec": mean, "range_entities_per_sec": l}})
 		}
-	}
+	})
 }
 
 // balanceSplit picks the busiest range led by s that can be split (two or
