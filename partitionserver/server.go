@@ -233,6 +233,11 @@ func (s *Server) Close() error {
 	s.mu.Unlock()
 	start := time.Now()
 	s.cancel()
+	// No Raft traffic from here on: a request delivered to a member while
+	// the shared log closes under it would fail to save a newer term, and
+	// hashicorp/raft panics then. Cutting the connections also ends RPCs
+	// that members are stuck in on silent peers.
+	s.raftNet.SetIsolated(true)
 	if s.crashing.Load() {
 		// A crash does not drain requests; its members close at once,
 		// before their election timers can fire against the failed log.
