@@ -244,6 +244,18 @@ func (g *Group) AppendEntriesPipeline(id raft.ServerID, target raft.ServerAddres
 		stop:     make(chan struct{}),
 	}
 	go p.collect()
+	// raft shuts a member down without closing its pipelines first: its
+	// send loop can sit in AppendEntries on a full pipeline to a silent
+	// follower. Closing the group closes the pipeline, so neither that
+	// send nor collect's wait outlives the group (a paused peer held a
+	// restarting member for the transport's timeout).
+	go func() {
+		select {
+		case <-g.shutdown:
+			p.Close()
+		case <-p.stop:
+		}
+	}()
 	return p, nil
 }
 
