@@ -224,3 +224,74 @@ func TestLateReplicaDelete(t *testing.T) {
 	t.Logf("crashed the leader %s, resumed %s", leader, other)
 	verifyExactlyOnce(t, tcl, acked)
 }
+
+// TestUnderReplicatedRangeRepaired removes a follower of a range straight
+// on its leader (as a stray operator call or a move whose add never
+// happened would leave it), so the range runs on two voters while every
+// server is up. The leading master must record that and add a voter back
+// (here the only server without one: the removed server, whose stale
+// replica catches up), with every acknowledged write kept.
+func TestUnderReplicatedRangeRepaired(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := startTuned(t, 3, quietPolicies, nil)
+	sc := serviceClient(t, c, 0)
+	const table = "underrep"
+	tcl := newTable(t, sc, table)
+	mc := masterClient(t, c)
+	w := startWorkload(t, tcl, 2, spreadKeys)
+	rng := tableRanges(partitionMap(t, mc), table)[0]
+	var leader string
+	waitFor(t, 10*time.Second, "a range leader", func() bool {
+		leader = partitionMap(t, mc).GetLeaders()[rng.GetRangeId()]
+		return leader != ""
+	})
+	removed := ""
+	for _, r := range rng.GetReplicas() {
+		if r.GetServerId() != leader {
+			removed = r.GetServerId()
+			break
+		}
+	}
+	ctx := ctxT(t, time.Minute)
+	ls := c.Servers[c.ServerIndex(leader)].Server
+	if _, err := ls.Service().ChangeReplicas(ctx, &pb.ChangeReplicasRequest{RangeId: rng.GetRangeId(), RemoveServerId: removed}); err != nil {
+		t.Fatalf("remove %s on the leader %s: %v", removed, leader, err)
+	}
+	start := time.Now()
+	waitFor(t, 30*time.Second, "the descriptor at two replicas (the removal recorded)", func() bool {
+		return len(tableRanges(partitionMap(t, mc), table)[0].GetReplicas()) == 2
+	})
+	waitFor(t, 45*time.Second, "three voters again, descriptor equal to the leader's Raft configuration", func() bool {
+		m := partitionMap(t, mc)
+		d := tableRanges(m, table)[0]
+		l := m.GetLeaders()[d.GetRangeId()]
+		if len(d.GetReplicas()) != 3 || l == "" {
+			return false
+		}
+		info := rangeInfo(c.Servers[c.ServerIndex(l)].Server, d.GetRangeId())
+		return info != nil && sameIDs(info.GetVoters(), d.GetReplicas())
+	})
+	t.Logf("replication factor restored in %v", time.Since(start).Round(time.Millisecond))
+	acked := w.halt()
+	t.Logf("%d acknowledged writes, %d failed", len(acked), w.failed.Load())
+	// The re-added replica holds the data: every replica reaches the
+	// leader's applied index.
+	waitFor(t, 30*time.Second, "every replica at the leader's applied index", func() bool {
+		m := partitionMap(t, mc)
+		d := tableRanges(m, table)[0]
+		li := rangeInfo(c.Servers[c.ServerIndex(m.GetLeaders()[d.GetRangeId()])].Server, d.GetRangeId())
+		if li == nil {
+			return false
+		}
+		for _, r := range d.GetReplicas() {
+			ri := rangeInfo(c.Servers[c.ServerIndex(r.GetServerId())].Server, d.GetRangeId())
+			if ri == nil || ri.GetAppliedIndex() < li.GetAppliedIndex() {
+				return false
+			}
+		}
+		return true
+	})
+	verifyExactlyOnce(t, tcl, acked)
+}

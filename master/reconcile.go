@@ -14,7 +14,7 @@ import (
 
 var replicaFixesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Namespace: "tablestore", Subsystem: "master", Name: "replica_set_fixes_total",
-	Help: "Replica changes a failover interrupted, finished by the leading master: sync (descriptor set to the Raft configuration) or remove (a voter beyond the replication factor).",
+	Help: "Replica-set fixes by the leading master: sync (descriptor set to the Raft configuration), remove (a voter beyond the replication factor) or add (a voter missing below it).",
 }, []string{"fix"})
 
 func init() { prometheus.MustRegister(replicaFixesTotal) }
@@ -37,7 +37,13 @@ func init() { prometheus.MustRegister(replicaFixesTotal) }
 //   - else removes voters beyond the replication factor, never the leader:
 //     one on a down server first (a re-replication was interrupted), then
 //     one on a draining server (a drain), then one on the server with the
-//     most replicas (a balancing move; ties: the greater id).
+//     most replicas (a balancing move; ties: the greater id);
+//   - else adds a voter to a range with fewer than the replication factor
+//     (an operator's removal, or a remove whose add never happened): on a
+//     live, not draining server without one, the one holding the fewest
+//     replicas (ties: the smaller id). Down servers' replicas still count
+//     as voters here; replacing them is re-replication's (the scheduler),
+//     after --replicate-after.
 
 // reconcileGrace is how long a difference must last before it is fixed.
 const reconcileGrace = 5 * time.Second
@@ -59,24 +65,32 @@ type replicaCheck struct {
 	down     map[string]bool
 	draining map[string]bool
 	counts   map[string]int // replicas per server, over every range
+	servers  []string       // every registered server
 }
 
 // replicaFix is what to do about a range: nothing, record its Raft
-// configuration, or remove one voter.
+// configuration, remove one voter or add one.
 type replicaFix struct {
 	sync   bool
 	remove string
+	add    string
 	reason string
 }
 
-func (f replicaFix) none() bool { return !f.sync && f.remove == "" }
+func (f replicaFix) none() bool { return !f.sync && f.remove == "" && f.add == "" }
 
 // planReplicaFix is the replica-set rule (see above).
 func planReplicaFix(c replicaCheck) replicaFix {
 	if c.voters != nil && !sameSet(c.voters, c.replicas) {
 		return replicaFix{sync: true, reason: fmt.Sprintf("Raft configuration %v, descriptor %v", c.voters, c.replicas)}
 	}
-	if len(c.replicas) <= c.factor || c.leader == "" {
+	if c.leader == "" {
+		return replicaFix{}
+	}
+	if len(c.replicas) < c.factor {
+		return planReplicaAdd(c)
+	}
+	if len(c.replicas) == c.factor {
 		return replicaFix{}
 	}
 	var cands []string
@@ -108,6 +122,24 @@ func planReplicaFix(c replicaCheck) replicaFix {
 		return replicaFix{}
 	}
 	return replicaFix{remove: cands[0], reason: fmt.Sprintf("%d voters %v, replication factor %d", len(c.replicas), c.replicas, c.factor)}
+}
+
+// planReplicaAdd picks the server that gets the missing voter of an
+// under-replicated range (see the rule above); none if no server fits.
+func planReplicaAdd(c replicaCheck) replicaFix {
+	best := ""
+	for _, s := range c.servers {
+		if c.down[s] || c.draining[s] || slices.Contains(c.replicas, s) {
+			continue
+		}
+		if best == "" || c.counts[s] < c.counts[best] || (c.counts[s] == c.counts[best] && s < best) {
+			best = s
+		}
+	}
+	if best == "" {
+		return replicaFix{}
+	}
+	return replicaFix{add: best, reason: fmt.Sprintf("%d voters %v, replication factor %d", len(c.replicas), c.replicas, c.factor)}
 }
 
 func sameSet(a, b []string) bool {
@@ -182,7 +214,9 @@ func (s *Server) replicaChecks(now time.Time) map[uint64]replicaCheck {
 	out := map[uint64]replicaCheck{}
 	s.fsm.read(func(st *state) {
 		down, draining, counts := map[string]bool{}, map[string]bool{}, map[string]int{}
+		servers := make([]string, 0, len(st.servers))
 		for id, sv := range st.servers {
+			servers = append(servers, id)
 			if t, ok := seen[id]; !ok || now.Sub(t) >= s.cfg.ServerTimeout {
 				down[id] = true
 			}
@@ -198,7 +232,7 @@ func (s *Server) replicaChecks(now time.Time) map[uint64]replicaCheck {
 			if leader == "" || frozen[id] || down[leader] {
 				continue
 			}
-			c := replicaCheck{factor: s.cfg.ReplicationFactor, leader: leader, down: down, draining: draining, counts: counts}
+			c := replicaCheck{factor: s.cfg.ReplicationFactor, leader: leader, down: down, draining: draining, counts: counts, servers: servers}
 			for _, r := range d.GetReplicas() {
 				c.replicas = append(c.replicas, r.GetServerId())
 			}
@@ -220,27 +254,38 @@ func (s *Server) fixReplicas(ctx context.Context, id uint64, fix replicaFix) err
 	}
 	addrs := s.raftAddrs()
 	var cur *pb.RangeDescriptor
-	err := s.onLeader(ctx, id, func(ctx context.Context, c pb.PartitionServiceClient) error {
-		resp, err := c.ChangeReplicas(ctx, &pb.ChangeReplicasRequest{RangeId: id, RemoveServerId: fix.remove, RaftAddrs: addrs})
-		if err == nil {
-			cur = resp.GetRange()
-		}
-		return err
-	})
+	var err error
+	if fix.add != "" {
+		// The new server's replica is created first and catches up by
+		// snapshot, as in a move.
+		cur, err = s.addVoter(ctx, d, fix.add, addrs)
+	} else {
+		err = s.onLeader(ctx, id, func(ctx context.Context, c pb.PartitionServiceClient) error {
+			resp, err := c.ChangeReplicas(ctx, &pb.ChangeReplicasRequest{RangeId: id, RemoveServerId: fix.remove, RaftAddrs: addrs})
+			if err == nil {
+				cur = resp.GetRange()
+			}
+			return err
+		})
+	}
 	if err != nil {
 		return err
 	}
 	if _, err := s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_UPDATE_RANGES, &pb.UpdateRangesCommand{Ranges: []*pb.RangeDescriptor{cur}}); err != nil {
 		return err
 	}
-	replicaFixesTotal.WithLabelValues(map[bool]string{true: "sync", false: "remove"}[fix.sync]).Inc()
 	msg := fmt.Sprintf("recorded range %d's Raft configuration in its descriptor (%s)", id, fix.reason)
-	servers := []string(nil)
-	if fix.remove != "" {
+	kind, servers := "sync", []string(nil)
+	switch {
+	case fix.remove != "":
+		kind, servers = "remove", []string{fix.remove}
 		msg = fmt.Sprintf("finished an interrupted move of range %d: removed the voter on %s (%s)", id, fix.remove, fix.reason)
-		servers = []string{fix.remove}
 		s.deleteReplicaLater(fix.remove, id, cur.GetGeneration())
+	case fix.add != "":
+		kind, servers = "add", []string{fix.add}
+		msg = fmt.Sprintf("restored range %d's replication factor: added a voter on %s (%s)", id, fix.add, fix.reason)
 	}
+	replicaFixesTotal.WithLabelValues(kind).Inc()
 	s.event(&pb.Event{
 		Kind: pb.EventKind_EVENT_KIND_MOVE, Table: d.GetTable(), RangeIds: []uint64{id}, Servers: servers,
 		Cause: causeRecovery, DurationSeconds: time.Since(start).Seconds(), Message: msg,

@@ -11,8 +11,10 @@ func TestPlanReplicaFix(t *testing.T) {
 		down       []string
 		draining   []string
 		counts     map[string]int
+		servers    []string
 		wantSync   bool
 		wantRemove string
+		wantAdd    string
 	}{
 		{name: "in step", replicas: []string{"a", "b", "c"}, voters: []string{"c", "a", "b"}, leader: "a"},
 		{name: "voters unknown, three replicas", replicas: []string{"a", "b", "c"}, leader: "a"},
@@ -28,7 +30,15 @@ func TestPlanReplicaFix(t *testing.T) {
 			counts: map[string]int{"a": 5, "b": 9, "c": 4, "d": 1}, wantRemove: "d"},
 		{name: "ties: the greater id", replicas: []string{"a", "b", "c", "d"}, leader: "a", wantRemove: "d"},
 		{name: "no leader known: wait", replicas: []string{"a", "b", "c", "d"}},
-		{name: "under-replicated: not this rule's", replicas: []string{"a", "b"}, voters: []string{"a", "b"}, leader: "a"},
+		{name: "under-replicated: the live server with the fewest replicas gets a voter", replicas: []string{"a", "b"}, voters: []string{"a", "b"}, leader: "a",
+			servers: []string{"a", "b", "c", "d", "e"}, counts: map[string]int{"a": 5, "b": 5, "c": 7, "d": 2, "e": 3}, wantAdd: "d"},
+		{name: "under-replicated: never a down or draining server", replicas: []string{"a", "b"}, voters: []string{"a", "b"}, leader: "a",
+			servers: []string{"a", "b", "c", "d", "e"}, down: []string{"d"}, draining: []string{"e"}, counts: map[string]int{"c": 7, "d": 2, "e": 3}, wantAdd: "c"},
+		{name: "under-replicated: ties go to the smaller id", replicas: []string{"b"}, leader: "b", servers: []string{"d", "c", "b"}, wantAdd: "c"},
+		{name: "under-replicated, no server to add: nothing", replicas: []string{"a", "b"}, leader: "a", servers: []string{"a", "b", "c"}, down: []string{"c"}},
+		{name: "under-replicated, descriptor behind the Raft configuration: sync first", replicas: []string{"a", "b"}, voters: []string{"a", "b", "c"}, leader: "a",
+			servers: []string{"a", "b", "c", "d"}, wantSync: true},
+		{name: "under-replicated, no leader known: wait", replicas: []string{"a", "b"}, servers: []string{"a", "b", "c"}},
 	}
 	set := func(ids []string) map[string]bool {
 		m := map[string]bool{}
@@ -40,9 +50,9 @@ func TestPlanReplicaFix(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			got := planReplicaFix(replicaCheck{factor: 3, replicas: c.replicas, voters: c.voters, leader: c.leader,
-				down: set(c.down), draining: set(c.draining), counts: c.counts})
-			if got.sync != c.wantSync || got.remove != c.wantRemove {
-				t.Fatalf("fix %+v, want sync %v remove %q", got, c.wantSync, c.wantRemove)
+				down: set(c.down), draining: set(c.draining), counts: c.counts, servers: c.servers})
+			if got.sync != c.wantSync || got.remove != c.wantRemove || got.add != c.wantAdd {
+				t.Fatalf("fix %+v, want sync %v remove %q add %q", got, c.wantSync, c.wantRemove, c.wantAdd)
 			}
 			if !got.none() && got.reason == "" {
 				t.Fatal("a fix without a reason")
