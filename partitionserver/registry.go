@@ -164,6 +164,15 @@ func (s *Server) finish(sl *slot, ev lifecycle.Event, cause string) {
 func (s *Server) execute(sl *slot, a lifecycle.Action, spec *openSpec) error {
 	switch a {
 	case lifecycle.Open, lifecycle.OpenCampaign:
+		// Close takes its list of members to close after marking the
+		// server closed: a member opened after that (a split's hook, a
+		// late CreateReplica) would outlive the shared log it writes.
+		s.mu.RLock()
+		closed := s.closed
+		s.mu.RUnlock()
+		if closed {
+			return ErrShuttingDown
+		}
 		if spec == nil {
 			st := sl.fsm.State()
 			spec = &openSpec{bootstrap: st.GetBootstrap(), voters: s.voters(st.GetRange())}

@@ -68,7 +68,14 @@ func (sc *serverConn) readLoop() {
 		ib.running = true
 		sc.mu.Unlock()
 		if start {
-			go sc.drain(f.group, ib)
+			// Tracked, so Close waits for requests being handled: a
+			// heartbeat runs raft's handler in this goroutine, and one
+			// still running when the server's log closes panics raft.
+			sc.t.wg.Add(1)
+			go func() {
+				defer sc.t.wg.Done()
+				sc.drain(f.group, ib)
+			}()
 		}
 	}
 }
@@ -96,6 +103,11 @@ func (sc *serverConn) drain(group uint64, ib *inbox) {
 // handle delivers one request to its group and queues the response; false
 // means the connection is unusable.
 func (sc *serverConn) handle(f frame) bool {
+	if sc.t.cut() {
+		// Frames read before the cut are not delivered either: one could
+		// wake a quiet range while the server closes its members.
+		return false
+	}
 	if !sc.t.faulted(sc.peer) {
 		return true // dropped: the sender times out, as on a lossy network
 	}
@@ -166,7 +178,7 @@ func (sc *serverConn) serveSnapshot() {
 		return
 	}
 	req := msg.(*raft.InstallSnapshotRequest)
-	if !sc.t.faulted(sc.peer) {
+	if sc.t.cut() || !sc.t.faulted(sc.peer) {
 		return
 	}
 	resp, rerr, ok := sc.deliver(f.group, req, io.LimitReader(sc.br, req.Size))

@@ -85,6 +85,7 @@ type Transport struct {
 	conns    map[shutter]struct{}
 	isolated bool
 	closed   bool
+	cutFlag  atomic.Bool // isolated || closed, read per request frame
 
 	closing chan struct{}
 	wg      sync.WaitGroup
@@ -156,11 +157,15 @@ func (t *Transport) faulted(peer string) bool {
 	return true
 }
 
+// cut reports whether the transport is isolated or closed.
+func (t *Transport) cut() bool { return t.cutFlag.Load() }
+
 // SetIsolated cuts (true) or restores (false) all traffic of this server,
 // closing its connections, as a network partition would.
 func (t *Transport) SetIsolated(v bool) {
 	t.mu.Lock()
 	t.isolated = v
+	t.cutFlag.Store(v || t.closed)
 	var open []shutter
 	if v {
 		for c := range t.conns {
@@ -217,6 +222,7 @@ func (t *Transport) Close() error {
 		return nil
 	}
 	t.closed = true
+	t.cutFlag.Store(true)
 	close(t.closing)
 	var open []shutter
 	for c := range t.conns {
