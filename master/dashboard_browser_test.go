@@ -89,7 +89,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	})()`
 	type view struct {
 		Points, Cells, Servers, Ranges, Latency, Markers int
-		Event                                   string
+		Event                                            string
 	}
 	waitFor := func(what string, ok func(view) bool) view {
 		t.Helper()
