@@ -155,6 +155,7 @@ func (s *Server) split(ctx context.Context, id uint64, key, preferred, cause, re
 		return nil, err
 	}
 	splitDone := time.Since(start)
+	s.reports.splitOff(id)
 	if _, err := s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_UPDATE_RANGES, &pb.UpdateRangesCommand{Ranges: []*pb.RangeDescriptor{resp.GetLeft(), resp.GetRight()}}); err != nil {
 		return nil, err
 	}
