@@ -106,7 +106,7 @@ func (v *service) Split(ctx context.Context, req *pb.SplitRequest) (*pb.SplitRes
 		return nil, opStatus(err)
 	}
 	defer s.ops.release(d.GetRangeId())
-	resp, err := s.split(ctx, d.GetRangeId(), req.GetPartitionKey(), "", causeOperator, nil)
+	resp, err := s.split(ctx, d.GetRangeId(), req.GetPartitionKey(), "", causeOperator, "", nil)
 	return resp, opStatus(err)
 }
 
@@ -128,7 +128,7 @@ func (v *service) Merge(ctx context.Context, req *pb.MergeRequest) (*pb.MergeRes
 		return nil, opStatus(err)
 	}
 	defer s.ops.release(d.GetRangeId(), right.GetRangeId())
-	merged, err := s.merge(ctx, d.GetRangeId(), causeOperator, nil)
+	merged, err := s.merge(ctx, d.GetRangeId(), causeOperator, "", nil)
 	if err != nil {
 		return nil, opStatus(err)
 	}

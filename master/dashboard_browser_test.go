@@ -14,7 +14,9 @@ import (
 
 	"tablestore/cluster"
 	"tablestore/internal/logging"
+	"tablestore/internal/masterclient"
 	"tablestore/loadgen"
+	pb "tablestore/proto/tablestorepb"
 )
 
 // findChromium returns the path of a Chromium (or Chrome), or "".
@@ -82,11 +84,12 @@ func TestDashboardInBrowser(t *testing.T) {
 	    servers: document.querySelectorAll('#h-servers path.series').length,
 	    ranges: document.querySelectorAll('#h-ranges path.series').length,
 	    latency: document.querySelectorAll('#h-tables-lat path.series, #h-servers-lat path.series').length,
+	    markers: document.querySelectorAll('#h-ranges line.marker').length,
 	    event: (document.querySelector('#events tbody td') || {}).textContent || ''};
 	})()`
 	type view struct {
-		Points, Cells, Servers, Ranges, Latency int
-		Event                                   string
+		Points, Cells, Servers, Ranges, Latency, Markers int
+		Event                                            string
 	}
 	waitFor := func(what string, ok func(view) bool) view {
 		t.Helper()
@@ -112,6 +115,21 @@ func TestDashboardInBrowser(t *testing.T) {
 		return v.Points >= 2 && v.Cells > 0 && v.Servers == 3 && v.Ranges > 0 && v.Latency >= 4
 	})
 	waitFor("charts update", func(v view) bool { return v.Points >= first.Points+2 && v.Cells > first.Cells })
+
+	// A split under load must show on the time axis of the range chart
+	// (the policies may split too; an operator's split makes one certain).
+	mc, err := masterclient.New(c.MasterAddrs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mc.Close()
+	if err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
+		_, err := m.Split(ctx, &pb.SplitRequest{Table: "dashload", PartitionKey: "p0010"})
+		return err
+	}); err != nil {
+		t.Fatalf("split: %v", err)
+	}
+	waitFor("a split marker on the range chart", func(v view) bool { return v.Markers > 0 })
 	v := waitFor("an event with date and zone", func(v view) bool { return v.Event != "" })
 	if !strings.Contains(v.Event, "20") || !(strings.Contains(v.Event, "UTC") || strings.Contains(v.Event, "GMT")) {
 		t.Errorf("event time %q lacks a date or zone", v.Event)

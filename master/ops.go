@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -119,7 +120,7 @@ func (s *Server) sizeSplitKey(ctx context.Context, id uint64) (string, error) {
 // split splits range id at key (or at its size median when key is empty).
 // The new right range is led from the start by preferred (the scheduler's
 // choice; "" asks it), so the load halves without a later transfer.
-func (s *Server) split(ctx context.Context, id uint64, key, preferred, cause string, figures map[string]float64) (*pb.SplitResponse, error) {
+func (s *Server) split(ctx context.Context, id uint64, key, preferred, cause, reason string, figures map[string]float64) (*pb.SplitResponse, error) {
 	start := time.Now()
 	d, ok := s.rangeDesc(id)
 	if !ok {
@@ -154,6 +155,7 @@ func (s *Server) split(ctx context.Context, id uint64, key, preferred, cause str
 		return nil, err
 	}
 	splitDone := time.Since(start)
+	s.reports.splitOff(id)
 	if _, err := s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_UPDATE_RANGES, &pb.UpdateRangesCommand{Ranges: []*pb.RangeDescriptor{resp.GetLeft(), resp.GetRight()}}); err != nil {
 		return nil, err
 	}
@@ -166,7 +168,7 @@ func (s *Server) split(ctx context.Context, id uint64, key, preferred, cause str
 	}
 	figures["split_seconds"] = splitDone.Seconds()
 	figures["leader_move_seconds"] = moved.Seconds()
-	s.splitEvent(d, key, resp, cause, figures, start)
+	s.splitEvent(d, key, resp, cause, reason, figures, start)
 	return &pb.SplitResponse{Left: resp.GetLeft(), Right: resp.GetRight()}, nil
 }
 
@@ -185,12 +187,12 @@ func (s *Server) leadRight(ctx context.Context, right *pb.RangeDescriptor, prefe
 	return leaderAt
 }
 
-func (s *Server) splitEvent(d *pb.RangeDescriptor, key string, resp *pb.SplitRangeResponse, cause string, figures map[string]float64, start time.Time) {
+func (s *Server) splitEvent(d *pb.RangeDescriptor, key string, resp *pb.SplitRangeResponse, cause, reason string, figures map[string]float64, start time.Time) {
 	left, right := resp.GetLeft(), resp.GetRight()
 	s.event(&pb.Event{
 		Kind: pb.EventKind_EVENT_KIND_SPLIT, Table: d.GetTable(), RangeIds: []uint64{left.GetRangeId(), right.GetRangeId()},
 		Servers: []string{s.leaderOf(left.GetRangeId()), s.leaderOf(right.GetRangeId())}, Figures: figures, Cause: cause,
-		Message:         fmt.Sprintf("split range %d at %q: [%q, %q) + range %d [%q, %q)", left.GetRangeId(), key, left.GetStart(), left.GetEnd(), right.GetRangeId(), right.GetStart(), right.GetEnd()),
+		Message:         fmt.Sprintf("split range %d at %q: [%q, %q) + range %d [%q, %q)", left.GetRangeId(), key, left.GetStart(), left.GetEnd(), right.GetRangeId(), right.GetStart(), right.GetEnd()) + withReason(reason),
 		DurationSeconds: time.Since(start).Seconds(),
 	})
 	opSeconds.WithLabelValues("split").Observe(time.Since(start).Seconds())
@@ -262,7 +264,7 @@ func (s *Server) transfer(ctx context.Context, id uint64, to string) error {
 // Every step is idempotent: a master that dies before the freeze leaves two
 // healthy ranges (co-location is just placement), and a frozen range seen
 // by any master is merged into its left neighbour at once (resumeMerges).
-func (s *Server) merge(ctx context.Context, id uint64, cause string, figures map[string]float64) (*pb.RangeDescriptor, error) {
+func (s *Server) merge(ctx context.Context, id uint64, cause, reason string, figures map[string]float64) (*pb.RangeDescriptor, error) {
 	start := time.Now()
 	left, ok := s.rangeDesc(id)
 	if !ok {
@@ -307,7 +309,7 @@ func (s *Server) merge(ctx context.Context, id uint64, cause string, figures map
 		return nil, err
 	}
 	s.retire(right)
-	s.mergeEvent(left, right, merged, cause, figures, start, t)
+	s.mergeEvent(left, right, merged, cause, reason, figures, start, t)
 	return merged, nil
 }
 
@@ -341,7 +343,7 @@ func (s *Server) freezeEverywhere(ctx context.Context, right *pb.RangeDescriptor
 
 // mergeEvent records a finished merge with the time of each step; the
 // write pause is from the freeze to the map update.
-func (s *Server) mergeEvent(left, right, merged *pb.RangeDescriptor, cause string, figures map[string]float64, start time.Time, t mergeTimes) {
+func (s *Server) mergeEvent(left, right, merged *pb.RangeDescriptor, cause, reason string, figures map[string]float64, start time.Time, t mergeTimes) {
 	pause := t.removed.Sub(t.frozenAt)
 	if figures == nil {
 		figures = map[string]float64{}
@@ -354,7 +356,7 @@ func (s *Server) mergeEvent(left, right, merged *pb.RangeDescriptor, cause strin
 	s.event(&pb.Event{
 		Kind: pb.EventKind_EVENT_KIND_MERGE, Table: left.GetTable(), RangeIds: []uint64{left.GetRangeId(), right.GetRangeId()},
 		Figures: figures, Cause: cause, DurationSeconds: time.Since(start).Seconds(),
-		Message: fmt.Sprintf("merged range %d [%q, %q) into range %d, now [%q, %q)", right.GetRangeId(), right.GetStart(), right.GetEnd(), left.GetRangeId(), merged.GetStart(), merged.GetEnd()),
+		Message: fmt.Sprintf("merged range %d [%q, %q) into range %d, now [%q, %q)", right.GetRangeId(), right.GetStart(), right.GetEnd(), left.GetRangeId(), merged.GetStart(), merged.GetEnd()) + withReason(reason),
 	})
 	opSeconds.WithLabelValues("merge").Observe(time.Since(start).Seconds())
 	mergePauseSeconds.Observe(pause.Seconds())
@@ -617,4 +619,13 @@ func hasReplica(d *pb.RangeDescriptor, server string) bool {
 		}
 	}
 	return false
+}
+
+// withReason is the suffix of an event message naming why the operation
+// ran (a policy's reason and rule), as leader transfers and moves carry it.
+func withReason(reason string) string {
+	if reason = strings.TrimSpace(reason); reason == "" {
+		return ""
+	}
+	return " (" + reason + ")"
 }

@@ -135,6 +135,19 @@ func (r *reports) setLeader(id uint64, server string) bool {
 	return changed
 }
 
+// splitOff restarts the smoothed load of range id, which a split just cut
+// in two: the left half keeps the id, and folding its reports into the old
+// range's average made it look as loaded as the whole range for seconds
+// after the split (to the balancing policies). Its next report is taken as
+// it is. The split window is the scheduler's (Plan.hotFor).
+func (r *reports) splitOff(id uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if t := r.trends[id]; t != nil {
+		t.epsAt = time.Time{}
+	}
+}
+
 // forget drops what is known of a range that no longer exists.
 func (r *reports) forget(id uint64) {
 	r.mu.Lock()

@@ -118,9 +118,9 @@ func (s *Server) execute(ctx context.Context, o scheduler.Op) error {
 	cause := causePolicy
 	switch o.Kind {
 	case scheduler.Split:
-		_, err = s.split(ctx, o.Range, o.Key, o.To, cause, o.Figures)
+		_, err = s.split(ctx, o.Range, o.Key, o.To, cause, o.Reason+" ["+o.Rule+"]", o.Figures)
 	case scheduler.Merge:
-		_, err = s.merge(ctx, o.Range, cause, o.Figures)
+		_, err = s.merge(ctx, o.Range, cause, o.Reason+" ["+o.Rule+"]", o.Figures)
 	case scheduler.Move:
 		if o.Rule == scheduler.RuleReReplicate {
 			cause = causeReReplicate
@@ -171,7 +171,7 @@ func (s *Server) resumeMerges() {
 			defer s.ops.release(l, r)
 			ctx, cancel := context.WithTimeout(s.ctx, opTimeout)
 			defer cancel()
-			if _, err := s.merge(ctx, l, causeRecovery, nil); err != nil {
+			if _, err := s.merge(ctx, l, causeRecovery, "finishing a merge a previous master left half done", nil); err != nil {
 				s.logger.Warn("resuming merge failed", "left", l, "right", r, "err", err)
 			}
 		}(left.GetRangeId(), id)

@@ -3,6 +3,7 @@ package master
 import (
 	"io"
 	"log/slog"
+	"math"
 	"testing"
 	"time"
 
@@ -104,5 +105,42 @@ func TestSnapshotSmoothsLoad(t *testing.T) {
 	}
 	if !r.HotSince.IsZero() {
 		t.Fatalf("hot since %v: the raw report fell below split-load, the window must restart", r.HotSince)
+	}
+}
+
+// TestSnapshotLoadAfterSplit: after a split, the left half's load is its
+// own reports', not the old range's average decaying towards it.
+func TestSnapshotLoadAfterSplit(t *testing.T) {
+	cfg := DefaultConfig()
+	s, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.cancel()
+	s.fsm.st.servers["a"] = &pb.ServerInfo{ServerId: "a"}
+	s.fsm.st.ranges[1] = &pb.RangeDescriptor{RangeId: 1, TableId: 1, Table: "t", End: "m", Replicas: []*pb.Replica{{ServerId: "a"}}}
+	now := time.Now()
+	report := func(i int, eps float64) {
+		st := &pb.RangeStatus{RangeId: 1, Leader: true, Load: &pb.RangeLoad{EntitiesPerSec: eps}}
+		s.reports.heartbeat(cfg.Policy.Config, "a", []*pb.RangeStatus{st}, now.Add(time.Duration(i)*500*time.Millisecond))
+	}
+	for i := range 4 {
+		report(i, 1200)
+	}
+	for _, c := range []struct {
+		split bool
+		want  float64
+	}{
+		{false, 1200 - 600*(1-math.Exp(-0.25))}, // no split: smoothed, 1,067
+		{true, 600},                             // the same report after a split: as it is
+	} {
+		if c.split {
+			s.reports.splitOff(1)
+		}
+		report(4, 600)
+		got := s.snapshot(now.Add(2 * time.Second)).Ranges[0].Load.EntitiesPerSec
+		if math.Abs(got-c.want) > 1 {
+			t.Errorf("split=%v: load %.0f after 1,200s then 600, want %.0f", c.split, got, c.want)
+		}
 	}
 }

@@ -102,7 +102,7 @@ func (c *Config) Validate() error {
 // RecentWindow is how long the scheduler needs to see an operation in
 // Snapshot.Recent: the longest of its cooldowns.
 func (c *Config) RecentWindow() time.Duration {
-	return max(c.MergeCooldown, c.BalanceCooldown, c.LeaderMoveCooldown)
+	return max(c.MergeCooldown, c.BalanceCooldown, c.LeaderMoveCooldown, c.SplitWindow)
 }
 
 // RegisterFlags binds the thresholds to flags.

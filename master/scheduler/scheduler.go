@@ -58,7 +58,10 @@ type Plan struct {
 	// moved holds the ranges whose leadership a balancing rule moved
 	// within LeaderMoveCooldown.
 	moved idSet
-	cache [4096]statCache
+	// splitAt is when each range was last split (as the left half, which
+	// keeps its id), from the operations in flight and recent.
+	splitAt map[uint64]time.Time
+	cache   [4096]statCache
 }
 
 // statCache remembers which serverStat a server id string (by its bytes'
@@ -119,14 +122,49 @@ func NewPlan(cfg Config, snap *Snapshot) *Plan {
 	}
 	for _, o := range snap.InFlight {
 		p.occupy(o)
+		p.noteSplit(o)
 	}
 	for _, o := range snap.Recent {
+		p.noteSplit(o)
 		p.cool(o, o.At)
 		if o.Kind == TransferLeader && o.balancing() && snap.Now.Sub(o.At) < cfg.LeaderMoveCooldown {
 			p.moved.add(o.Range)
 		}
 	}
 	return p
+}
+
+// noteSplit remembers when o split its range.
+func (p *Plan) noteSplit(o Op) {
+	if o.Kind != Split {
+		return
+	}
+	if p.splitAt == nil {
+		p.splitAt = map[uint64]time.Time{}
+	}
+	if o.At.After(p.splitAt[o.Range]) {
+		p.splitAt[o.Range] = o.At
+	}
+}
+
+// hotFor is how long r has carried more than SplitLoad as it is now: since
+// its trend turned hot or since it was last split, whichever is later. Until
+// its leader reports again, a split range's report and trend describe the
+// range before the split (the left half keeps the id), so a window begun
+// before the split says nothing of the half.
+func (p *Plan) hotFor(r *Range) time.Duration {
+	since := r.HotSince
+	if t := p.splitAt[r.ID]; t.After(since) {
+		since = t
+	}
+	return p.snap.Now.Sub(since)
+}
+
+// justSplit reports whether r was split within SplitWindow: its report
+// may still describe the range before the split.
+func (p *Plan) justSplit(r *Range) bool {
+	t, ok := p.splitAt[r.ID]
+	return ok && p.snap.Now.Sub(t) < p.cfg.SplitWindow
 }
 
 // index files range i in the lists of the policies that may act on it.
@@ -180,6 +218,7 @@ func (p *Plan) add(r *Range, o Op) bool {
 		p.moved.add(o.Range)
 	}
 	p.occupy(o)
+	p.noteSplit(o)
 	p.cool(o, o.At)
 	p.apply(r, o)
 	p.out = append(p.out, o)

@@ -36,15 +36,15 @@ func (splitBalance) Schedule(p *Plan) {
 
 // balanceSplit picks the busiest range led by s that can be split (two or
 // more keys, none carrying SingleKeyShare, both halves above MergeLoad, not
-// above SplitLoad) and
-// whose right half, led by its coolest follower, lowers the pair's maximum.
+// above SplitLoad, not split within SplitWindow: its report may predate
+// the split) and whose right half, led by its coolest follower, lowers the pair's maximum.
 func (p *Plan) balanceSplit(s *serverStat) (*Range, string, *serverStat) {
 	var best *Range
 	var bestKey string
 	var bestTo *serverStat
 	for _, r := range p.ledBy(s.id) {
 		l := r.entitiesPerSec()
-		if l <= 2*p.cfg.MergeLoad || !r.HotSince.IsZero() || !p.free(r) || (best != nil && l <= best.entitiesPerSec()) {
+		if l <= 2*p.cfg.MergeLoad || !r.HotSince.IsZero() || !p.free(r) || p.justSplit(r) || (best != nil && l <= best.entitiesPerSec()) {
 			continue
 		}
 		to := p.coolestFollower(r, s.id)

@@ -7,7 +7,8 @@ import (
 )
 
 // splitLoad splits a range that has carried more than SplitLoad for
-// SplitWindow at the load-weighted median PartitionKey, unless one key
+// SplitWindow (counted from its last split: see Plan.hotFor) at the
+// load-weighted median PartitionKey, unless one key
 // carries SingleKeyShare of its load (a PartitionKey never spans ranges, so
 // such a range cannot be divided; the partition server throttles it). The
 // new right-hand range is led by the coolest caught-up replica.
@@ -23,7 +24,7 @@ func (splitLoad) Schedule(p *Plan) {
 		if !p.free(r) {
 			continue
 		}
-		hot := p.snap.Now.Sub(r.HotSince)
+		hot := p.hotFor(r)
 		if hot < p.cfg.SplitWindow {
 			continue
 		}
