@@ -68,7 +68,8 @@ func (sc *serverConn) readLoop() {
 		ib.running = true
 		sc.mu.Unlock()
 		if start {
-			go sc.drain(f.group, ib)
+			group := f.group
+			sc.t.workers.run(func() { sc.drain(group, ib) })
 		}
 	}
 }

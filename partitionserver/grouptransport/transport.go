@@ -88,6 +88,7 @@ type Transport struct {
 
 	closing chan struct{}
 	wg      sync.WaitGroup
+	workers *workers // run the inboxes' drains
 }
 
 type faultBox struct{ f Fault }
@@ -107,6 +108,7 @@ func New(cfg Config) *Transport {
 		groups: map[uint64]*Group{}, peers: map[string]*peer{}, conns: map[shutter]struct{}{},
 		closing: make(chan struct{}),
 	}
+	t.workers = newWorkers(t.closing)
 	if t.timeout <= 0 {
 		t.timeout = 10 * time.Second
 	}
