@@ -68,8 +68,7 @@ func (sc *serverConn) readLoop() {
 		ib.running = true
 		sc.mu.Unlock()
 		if start {
-			group := f.group
-			sc.t.workers.run(func() { sc.drain(group, ib) })
+			go sc.drain(f.group, ib)
 		}
 	}
 }

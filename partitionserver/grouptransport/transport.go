@@ -88,7 +88,6 @@ type Transport struct {
 
 	closing chan struct{}
 	wg      sync.WaitGroup
-	workers *workers // run the inboxes' drains
 }
 
 type faultBox struct{ f Fault }
@@ -108,7 +107,6 @@ func New(cfg Config) *Transport {
 		groups: map[uint64]*Group{}, peers: map[string]*peer{}, conns: map[shutter]struct{}{},
 		closing: make(chan struct{}),
 	}
-	t.workers = newWorkers(t.closing)
 	if t.timeout <= 0 {
 		t.timeout = 10 * time.Second
 	}
