@@ -40,6 +40,7 @@ type options struct {
 	tables     int
 	quietAfter time.Duration
 	readAll    bool
+	profileDir string
 }
 
 func main() {
@@ -59,6 +60,7 @@ func main() {
 	flag.StringVar(&o.jsonOut, "json", "", "also write the results as JSON to this file")
 	flag.IntVar(&o.tables, "tables", 1000, "tables mode: how many tables to create")
 	flag.BoolVar(&o.readAll, "read-all", false, "tables mode: also read the entity of every table (the 10,000-table check)")
+	flag.StringVar(&o.profileDir, "profile-dir", "", "processes target: start every process with --pprof-addr and save a CPU profile of each per scenario into this directory (<scenario>-<role>.pprof)")
 	flag.DurationVar(&o.quietAfter, "quiet-after", 30*time.Second, "tables mode: how long after the last request idle CPU is measured")
 	flag.Parse()
 	o.scenarios = splitList(*only)
@@ -68,6 +70,11 @@ func main() {
 		}
 	}
 
+	if o.profileDir != "" {
+		if err := os.MkdirAll(o.profileDir, 0o755); err != nil {
+			fail(err)
+		}
+	}
 	var err error
 	switch *mode {
 	case "throughput":

@@ -249,6 +249,8 @@ func run(t *target, name string, workers int, d time.Duration, op func(w, i int)
 	before := t.cpu()
 	start := time.Now()
 	end := start.Add(d)
+	profiles := t.profile(name, d)
+	defer profiles.Wait()
 	for w := 0; w < workers; w++ {
 		wg.Add(1)
 		go func(w int) {

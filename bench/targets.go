@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -31,9 +33,10 @@ func connString(addr string) string {
 
 // process is one server process a target started, measured for CPU.
 type process struct {
-	role string
-	cmd  *exec.Cmd
-	log  string
+	role  string
+	cmd   *exec.Cmd
+	log   string
+	pprof string // --pprof-addr, when -profile-dir asked for profiles
 }
 
 // target is one endpoint under test and the processes behind it.
@@ -43,6 +46,9 @@ type target struct {
 	masters string // master gRPC addresses for ctl; empty when not tablestore
 	procs   []*process
 	dir     string
+	// profileDir is -profile-dir: where run saves each process's CPU
+	// profile per scenario (processes target only).
+	profileDir string
 }
 
 func (t *target) stop() {
@@ -185,30 +191,46 @@ func startProcesses(o options) (*target, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &target{name: "processes", dir: dir}
-	p, err := freePorts(9)
+	t := &target{name: "processes", dir: dir, profileDir: o.profileDir}
+	p, err := freePorts(14)
 	if err != nil {
 		return nil, err
 	}
+	// With -profile-dir every process serves /debug/pprof on its own port
+	// (p[9:14]) so that run can profile each role during a scenario.
+	profiled := func(i int, args ...string) []string {
+		if o.profileDir == "" {
+			return args
+		}
+		return append(args, "--pprof-addr", addr(p[9+i]))
+	}
+	start := func(i int, role string, args ...string) error {
+		pr, err := t.start(role, o.bin, profiled(i, args...)...)
+		if err != nil {
+			t.stop()
+			return err
+		}
+		if o.profileDir != "" {
+			pr.pprof = addr(p[9+i])
+		}
+		return nil
+	}
 	master := addr(p[0])
-	if _, err := t.start("master", o.bin, "master", "--id", "m1", "--data-dir", filepath.Join(dir, "m1"),
+	if err := start(0, "master", "master", "--id", "m1", "--data-dir", filepath.Join(dir, "m1"),
 		"--grpc-addr", master, "--raft-addr", addr(p[1]), "--peers", "m1="+addr(p[1]),
 		"--policies=false", "--log-level", "warn"); err != nil {
-		t.stop()
 		return nil, err
 	}
 	for i := 1; i <= 3; i++ {
-		if _, err := t.start(fmt.Sprintf("ps%d", i), o.bin, "partitionserver", "--id", fmt.Sprintf("ps%d", i),
+		if err := start(i, fmt.Sprintf("ps%d", i), "partitionserver", "--id", fmt.Sprintf("ps%d", i),
 			"--data-dir", filepath.Join(dir, fmt.Sprintf("ps%d", i)),
 			"--grpc-addr", addr(p[2*i]), "--raft-addr", addr(p[2*i+1]), "--masters", master,
 			"--partition-throttle", throttleFlag(o), "--log-level", "warn"); err != nil {
-			t.stop()
 			return nil, err
 		}
 	}
 	fe := addr(p[8])
-	if _, err := t.start("frontend", o.bin, "frontend", "--http-addr", fe, "--masters", master, "--log-level", "warn"); err != nil {
-		t.stop()
+	if err := start(4, "frontend", "frontend", "--http-addr", fe, "--masters", master, "--log-level", "warn"); err != nil {
 		return nil, err
 	}
 	t.conn = connString(fe)
@@ -325,4 +347,52 @@ func (t *target) cpu() cpuSnapshot {
 		s[p.role] = cpuSeconds(p.cmd.Process.Pid)
 	}
 	return s
+}
+
+// profile takes a CPU profile of every process that serves pprof, over the
+// middle of a scenario of length d (the first and last half second left
+// out), into -profile-dir as <scenario>-<role>.pprof, and the allocation
+// profile at its end as <scenario>-<role>.allocs. The caller waits on
+// the group before starting the next scenario.
+func (t *target) profile(scenario string, d time.Duration) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	secs := int((d - time.Second) / time.Second)
+	if t.profileDir == "" || secs < 1 {
+		return &wg
+	}
+	for _, p := range t.procs {
+		if p.pprof == "" {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			time.Sleep(500 * time.Millisecond)
+			url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", p.pprof, secs)
+			resp, err := http.Get(url)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "bench: profile %s: %v\n", p.role, err)
+				return
+			}
+			defer resp.Body.Close()
+			data, err := io.ReadAll(resp.Body)
+			if err == nil && resp.StatusCode == http.StatusOK {
+				err = os.WriteFile(filepath.Join(t.profileDir, scenario+"-"+p.role+".pprof"), data, 0o644)
+			} else if err == nil {
+				err = fmt.Errorf("%s: %s", url, resp.Status)
+			}
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "bench: profile %s: %v\n", p.role, err)
+			}
+			// The allocation profile is cumulative since the process
+			// started: diff two scenarios' files with pprof -base.
+			if resp, err := http.Get("http://" + p.pprof + "/debug/pprof/allocs"); err == nil {
+				if data, err := io.ReadAll(resp.Body); err == nil && resp.StatusCode == http.StatusOK {
+					_ = os.WriteFile(filepath.Join(t.profileDir, scenario+"-"+p.role+".allocs"), data, 0o644)
+				}
+				resp.Body.Close()
+			}
+		}()
+	}
+	return &wg
 }

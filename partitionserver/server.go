@@ -32,6 +32,14 @@ import (
 // 256 KiB), as NetworkTransport's Timeout did.
 const raftRPCTimeout = 10 * time.Second
 
+// grpcStreamWorkers is how many goroutines serve gRPC calls and stay for
+// the next one. Without them gRPC starts a goroutine per call, and every
+// call's handler (Write waiting for its commit, Get for its leadership
+// round) grew a fresh stack: 8-9 % of a range leader's CPU under point
+// reads went to runtime.newstack. A worker keeps its grown stack; calls
+// beyond this many in flight still get their own goroutine.
+const grpcStreamWorkers = 128
+
 // Server is a running partition server.
 type Server struct {
 	cfg    Config
@@ -193,7 +201,8 @@ func (s *Server) Start() (err error) {
 		s.health.startup[st.GetRange().GetRangeId()] = true
 	}
 
-	s.grpcSrv = grpc.NewServer(grpc.MaxRecvMsgSize(64<<20), grpc.MaxSendMsgSize(64<<20), s.creds.ServerOption())
+	s.grpcSrv = grpc.NewServer(grpc.MaxRecvMsgSize(64<<20), grpc.MaxSendMsgSize(64<<20),
+		grpc.NumStreamWorkers(grpcStreamWorkers), s.creds.ServerOption())
 	pb.RegisterPartitionServiceServer(s.grpcSrv, &service{s: s})
 	s.wg.Add(3)
 	go func() {

@@ -162,6 +162,13 @@ func TestRestampMatchesReencoding(t *testing.T) {
 			t.Fatalf("Restamp (timestamp before: %v) = %x, want %x", withTS, got, MarshalBinary(&want))
 		}
 	}
+	// Every replica stamps every write it applies: one allocation.
+	big := *e
+	big.Properties = append(big.Properties, Property{Name: "Payload", Value: Value{Type: TypeString, Str: string(make([]byte, 1000))}})
+	b := MarshalBinary(&big)
+	if n := testing.AllocsPerRun(50, func() { _, _ = Restamp(nil, b, "partition-key", "row-key", ts) }); n != 1 {
+		t.Errorf("Restamp of a 1 KB entity: %.0f allocations, want 1", n)
+	}
 	for _, bad := range [][]byte{nil, {9, 0}, {binaryVersion, 0, 50, 'a'}} {
 		if _, err := Restamp(nil, bad, "p", "r", ts); !errors.Is(err, ErrCorrupt) {
 			t.Errorf("Restamp(%x) = %v, want ErrCorrupt", bad, err)

@@ -2,7 +2,6 @@ package metricsbridge
 
 import (
 	"sort"
-	"strings"
 
 	gometrics "github.com/hashicorp/go-metrics/compat"
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,6 +25,11 @@ type binding struct {
 	scale     float64 // multiply samples by this (ms → s)
 	counter   *prometheus.CounterVec
 	histogram *prometheus.HistogramVec
+	// fixedCounter and fixedObserver are the one child of a family whose
+	// label values the key alone fixes (no label comes from raft's):
+	// resolved once, as raft reports some of them per read or write.
+	fixedCounter  prometheus.Counter
+	fixedObserver prometheus.Observer
 }
 
 type kind int
@@ -82,11 +86,6 @@ var raftFamilies = map[string]family{
 	"raft.boltdb.logsPerBatch":             {name: "log_store_batch_entries", kind: countKind, help: "Entries per batch appended to a Raft log store."},
 }
 
-// blockedPrefixes are go-metrics keys not even handed to the sink: per-RPC
-// heartbeat and network timers cost more than they tell (every
-// linearizable read sends heartbeats).
-var blockedPrefixes = []string{"raft.replication.heartbeat", "raft.net"}
-
 // newRaftSink registers the families on reg. Keys sharing a family name
 // (state_changes_total) share its vector.
 func newRaftSink(reg prometheus.Registerer) (*raftSink, error) {
@@ -121,6 +120,16 @@ func newRaftSink(reg prometheus.Registerer) (*raftSink, error) {
 			return nil, err
 		}
 		made[b.name] = b
+	}
+	for _, b := range s.bound {
+		if len(b.from) > 0 {
+			continue
+		}
+		if b.counter != nil {
+			b.fixedCounter = b.counter.WithLabelValues(b.values(nil)...)
+		} else {
+			b.fixedObserver = b.histogram.WithLabelValues(b.values(nil)...)
+		}
 	}
 	return s, nil
 }
@@ -171,8 +180,26 @@ func (f *family) values(labels []gometrics.Label) []string {
 }
 
 func (s *raftSink) add(key []string, val float32, labels []gometrics.Label) {
-	f := s.bound[strings.Join(key, ".")]
+	// Joined on the stack: the lookup of string(bytes) does not allocate,
+	// and raft reports a few keys per read and per write.
+	var buf [96]byte
+	k := buf[:0]
+	for i, part := range key {
+		if i > 0 {
+			k = append(k, '.')
+		}
+		k = append(k, part...)
+	}
+	f := s.bound[string(k)]
 	if f == nil {
+		return
+	}
+	switch {
+	case f.fixedCounter != nil:
+		f.fixedCounter.Add(float64(val))
+		return
+	case f.fixedObserver != nil:
+		f.fixedObserver.Observe(float64(val) * f.scale)
 		return
 	}
 	if f.counter != nil {

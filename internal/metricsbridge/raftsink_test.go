@@ -123,3 +123,17 @@ func TestRaftSinkValues(t *testing.T) {
 		t.Errorf("state_changes_total = %v", states)
 	}
 }
+
+// Raft reports a few keys per read and per write (verify_leader, apply,
+// commitTime): the ones the key alone places must not allocate.
+func TestRaftSinkFixedKeysDoNotAllocate(t *testing.T) {
+	s, err := newRaftSink(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range [][]string{{"raft", "verify_leader"}, {"raft", "apply"}, {"raft", "commitTime"}, {"raft", "state", "leader"}, {"raft", "net", "unknown"}} {
+		if n := testing.AllocsPerRun(100, func() { s.IncrCounter(key, 1); s.AddSample(key, 1) }); n != 0 {
+			t.Errorf("%v: %.0f allocations per report, want 0", key, n)
+		}
+	}
+}
