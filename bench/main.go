@@ -40,6 +40,7 @@ type options struct {
 	tables     int
 	quietAfter time.Duration
 	readAll    bool
+	profileDir string
 }
 
 func main() {
@@ -59,6 +60,7 @@ func main() {
 	flag.StringVar(&o.jsonOut, "json", "", "also write the results as JSON to this file")
 	flag.IntVar(&o.tables, "tables", 1000, "tables mode: how many tables to create")
 	flag.BoolVar(&o.readAll, "read-all", false, "tables mode: also read the entity of every table (the 10,000-table check)")
+	flag.StringVar(&o.profileDir, "profile-dir", "", "tables mode, dev target: write the process's CPU profile over the idle window (idle.pprof) and over the first reads (reads.pprof) into this directory")
 	flag.DurationVar(&o.quietAfter, "quiet-after", 30*time.Second, "tables mode: how long after the last request idle CPU is measured")
 	flag.Parse()
 	o.scenarios = splitList(*only)
