@@ -418,8 +418,15 @@ func (v *service) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.
 		return nil, toStatus(err)
 	}
 	now := time.Now()
-	s.progress.observe(sv.GetServerId(), req.GetRanges(), now)
-	changed, throttled := s.reports.heartbeat(s.cfg.Policy.Config, sv.GetServerId(), req.GetRanges(), now)
+	take, wantFull, span := s.reports.accept(sv.GetServerId(), req, now)
+	resp := s.fsm.assignments(sv.GetServerId(), req.GetAssignmentsVersion())
+	resp.WantFullReport = wantFull
+	if !take {
+		return resp, nil
+	}
+	full := reportIsFull(req)
+	s.progress.observe(sv.GetServerId(), req.GetRanges(), req.GetRemovedRangeIds(), full, now)
+	changed, throttled := s.reports.heartbeat(s.cfg.Policy.Config, sv.GetServerId(), req.GetRanges(), req.GetRemovedRangeIds(), full, span, now)
 	for _, rs := range throttled {
 		s.throttleEvent(sv.GetServerId(), rs)
 	}
@@ -430,7 +437,6 @@ func (v *service) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.
 	if len(newer) > 0 {
 		go s.adopt(newer)
 	}
-	resp := s.fsm.assignments(sv.GetServerId())
 	resp.RetiredRangeIds = retired
 	return resp, nil
 }
@@ -490,10 +496,18 @@ func (f *fsm) reconcile(ranges []*pb.RangeStatus) (newer []*pb.RangeDescriptor, 
 }
 
 // assignments is the catalog's answer to a heartbeat: the server's ranges,
-// the live tables, the servers' Raft addresses.
-func (f *fsm) assignments(server string) *pb.HeartbeatResponse {
-	resp := &pb.HeartbeatResponse{RaftAddrs: map[string]string{}}
+// the live tables, the servers' Raft addresses; or, when the server holds
+// them already (have is the catalog's version), only that they are
+// unchanged: an idle cluster's heartbeats no longer carry the catalog.
+func (f *fsm) assignments(server string, have uint64) *pb.HeartbeatResponse {
+	resp := &pb.HeartbeatResponse{}
 	f.read(func(st *state) {
+		resp.AssignmentsVersion = f.version
+		if have != 0 && have == f.version {
+			resp.AssignmentsUnchanged = true
+			return
+		}
+		resp.RaftAddrs = map[string]string{}
 		for _, r := range st.ranges {
 			for _, rep := range r.GetReplicas() {
 				if rep.GetServerId() == server {

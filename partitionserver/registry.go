@@ -40,6 +40,9 @@ type slot struct {
 	// a quiet replica reports the leader that will answer once woken.
 	wasLeader  atomic.Bool
 	lastLeader atomic.Pointer[string]
+	// closedReport is the last status report built while the member was
+	// closed (heartbeat.go).
+	closedReport atomic.Pointer[pb.RangeStatus]
 	// lastUse is when a request last asked for the replica (Unix ns).
 	lastUse atomic.Int64
 	// seenIndex, seenAt: the quiesce scan's view of the last log index.
