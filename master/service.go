@@ -171,23 +171,12 @@ func (s *Server) startRange(ctx context.Context, r *pb.RangeDescriptor, addrs ma
 	})
 	t0 := time.Now()
 	defer func() { s.logger.Debug("range started", "range", r.GetRangeId(), "took", time.Since(t0)) }()
-	var wg sync.WaitGroup
-	for _, rep := range r.GetReplicas() {
-		wg.Add(1)
-		go func(id string) {
-			defer wg.Done()
-			c, err := s.pool.Partition(grpcAddrs[id])
-			if err != nil {
-				return
-			}
-			// The first replica (the least loaded server) campaigns at once.
-			campaign := id == r.GetReplicas()[0].GetServerId()
-			if _, err := c.CreateReplica(createCtx, &pb.CreateReplicaRequest{Range: r, Bootstrap: true, Campaign: campaign, RaftAddrs: addrs}); err != nil {
-				s.logger.Warn("create replica failed; the server will catch up by heartbeat", "range", r.GetRangeId(), "server", id, "err", err)
-			}
-		}(rep.GetServerId())
+	if leader := s.createReplicas(createCtx, r, addrs, grpcAddrs); leader != "" {
+		if s.reports.setLeader(r.GetRangeId(), leader) {
+			s.bump()
+		}
+		return leader
 	}
-	wg.Wait()
 	s.logger.Debug("range replicas created", "range", r.GetRangeId(), "took", time.Since(t0))
 	for ctx.Err() == nil {
 		for _, rep := range r.GetReplicas() {
@@ -210,6 +199,40 @@ func (s *Server) startRange(ctx context.Context, r *pb.RangeDescriptor, addrs ma
 	}
 	s.logger.Warn("new range has no leader yet", "range", r.GetRangeId())
 	return ""
+}
+
+// createReplicas asks every replica of new range r to bootstrap it and
+// returns its leader when the campaigning replica reports it won.
+func (s *Server) createReplicas(ctx context.Context, r *pb.RangeDescriptor, addrs, grpcAddrs map[string]string) string {
+	var wg sync.WaitGroup
+	var leaderMu sync.Mutex
+	leader := ""
+	for _, rep := range r.GetReplicas() {
+		wg.Add(1)
+		go func(id string) {
+			defer wg.Done()
+			c, err := s.pool.Partition(grpcAddrs[id])
+			if err != nil {
+				return
+			}
+			// The first replica (the least loaded server) campaigns at once,
+			// and answers once its election settled.
+			campaign := id == r.GetReplicas()[0].GetServerId()
+			resp, err := c.CreateReplica(ctx, &pb.CreateReplicaRequest{Range: r, Bootstrap: true, Campaign: campaign, RaftAddrs: addrs})
+			if err != nil {
+				s.logger.Warn("create replica failed; the server will catch up by heartbeat", "range", r.GetRangeId(), "server", id, "err", err)
+				return
+			}
+			if resp.GetLeaderServerId() == id {
+				// A replica's word for itself, as RangeInfo's below.
+				leaderMu.Lock()
+				leader = id
+				leaderMu.Unlock()
+			}
+		}(rep.GetServerId())
+	}
+	wg.Wait()
+	return leader
 }
 
 func (v *service) DeleteTable(ctx context.Context, req *pb.DeleteTableRequest) (*pb.DeleteTableResponse, error) {
