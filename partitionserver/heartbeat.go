@@ -221,22 +221,23 @@ func (s *Server) heartbeatOnce() (wantFull bool) {
 // split, a delete.
 func (s *Server) reconcile(rp *reportState, retired []uint64) (pending bool) {
 	for _, d := range rp.assigned {
-		if s.hosts(d.GetRangeId()) {
+		a, parent := s.assignment(d)
+		p := lifecycle.Assigned(a)
+		if p == lifecycle.Keep {
 			continue
 		}
 		pending = true
-		// A range still at generation 1 has its initial voters, so joining
-		// by bootstrapping the same configuration is safe. A later range is
-		// born from a split this server applies through the parent's log
-		// (creating it earlier would fork that split), unless no replica here
-		// will ever apply it: then it joins empty and gets a snapshot.
-		bootstrap := d.GetGeneration() == 1
-		if !bootstrap && !s.orphaned(d) {
-			s.wakeParent(d)
-			continue
-		}
-		if err := s.createReplica(d, bootstrap, false, rp.raftAddrs); err != nil {
-			s.logger.Warn("create assigned replica failed", "range", d.GetRangeId(), "err", err)
+		switch p {
+		case lifecycle.Bootstrap, lifecycle.Join:
+			if err := s.createReplica(d, p == lifecycle.Bootstrap, false, rp.raftAddrs); err != nil {
+				s.logger.Warn("create assigned replica failed", "range", d.GetRangeId(), "placement", p.String(), "err", err)
+			}
+		case lifecycle.WakeParent:
+			go func() {
+				if _, err := s.wake(parent, lifecycle.Request, "assigned range still in its parent", s.wakeWait()); err != nil {
+					s.logger.Warn("waking the parent of an assigned range failed", "range", parent.id, "assigned", d.GetRangeId(), "err", err)
+				}
+			}()
 		}
 	}
 	for _, id := range retired {
@@ -264,51 +265,31 @@ func (s *Server) reconcile(rp *reportState, retired []uint64) (pending bool) {
 	return pending
 }
 
-// wakeParent wakes the quiet replica here whose span still holds the
-// start of range d, assigned here but not yet split off by it. Quiet, that
-// member would never apply the split: after a restart (replicas start
-// quiet) or a cut-off it may lack entries its quiet peers hold, and nobody
-// talks to a quiet range until a request comes (chaos seed 6 left range 2
-// unhosted on ps1 30 s after healing). Woken for a request, it campaigns:
-// it wins and commits if its log is current, or its vote request opens
-// the others, whose longer log wins and replicates the split to it.
-func (s *Server) wakeParent(d *pb.RangeDescriptor) {
+// assignment gathers what lifecycle.Assigned decides range d's placement
+// from, and the replica here that still covers d's start key (its parent,
+// nil when none), preferring a quiet one (only a quiet parent is woken).
+func (s *Server) assignment(d *pb.RangeDescriptor) (lifecycle.Assignment, *slot) {
+	a := lifecycle.Assignment{Hosted: s.hosts(d.GetRangeId()), Generation: d.GetGeneration()}
+	if a.Hosted || a.Generation == 1 {
+		return a, nil
+	}
+	if _, err := s.store.OpenRange(d.GetRangeId(), s.logger); err == nil {
+		a.Stored = true
+	}
+	var parent *slot
 	for _, sl := range s.slotList() {
-		if sl.fsm == nil || sl.State() != lifecycle.Quiet {
+		if sl.fsm == nil {
 			continue
 		}
 		local := sl.fsm.Descriptor()
 		if local.GetTableId() != d.GetTableId() || !fsm.InRange(local, d.GetStart()) {
 			continue
 		}
-		go func() {
-			if _, err := s.wake(sl, lifecycle.Request, "assigned range still in its parent", s.wakeWait()); err != nil {
-				s.logger.Warn("waking the parent of an assigned range failed", "range", sl.id, "assigned", d.GetRangeId(), "err", err)
-			}
-		}()
-		return
-	}
-}
-
-// orphaned reports whether range d, assigned here, will not be created by
-// a split on this server: no replica here holds its state (a split applied
-// but not yet started) and none of its table still covers its start key
-// (which would bring the split through its log or a snapshot). That is the
-// case of a replica that was down across the split and caught up its
-// parent by a snapshot taken after it, or that was added to the parent by
-// a move whose snapshot already held the split.
-func (s *Server) orphaned(d *pb.RangeDescriptor) bool {
-	if _, err := s.store.OpenRange(d.GetRangeId(), s.logger); err == nil {
-		return false
-	}
-	for _, sl := range s.slotList() {
-		if sl.fsm == nil {
-			continue
-		}
-		local := sl.fsm.Descriptor()
-		if local.GetTableId() == d.GetTableId() && fsm.InRange(local, d.GetStart()) {
-			return false
+		a.Parent = true
+		if sl.State() == lifecycle.Quiet {
+			a.ParentQuiet, parent = true, sl
+			break
 		}
 	}
-	return true
+	return a, parent
 }
