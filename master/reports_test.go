@@ -1,9 +1,13 @@
 package master
 
 import (
+	"bytes"
+	"io"
 	"math"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/raft"
 
 	"tablestore/master/scheduler"
 	pb "tablestore/proto/tablestorepb"
@@ -137,5 +141,51 @@ func TestSmoothingAcrossLeftOutReports(t *testing.T) {
 				t.Fatalf("smoothed %.1f, want %.1f", got, c.want)
 			}
 		})
+	}
+}
+
+// TestAssignmentsVersion: a heartbeat answer carries the catalog only when
+// it changed since the version the server holds, and whole after a restore.
+func TestAssignmentsVersion(t *testing.T) {
+	f := &fsm{st: newState()}
+	var index uint64
+	create := func(name string) {
+		t.Helper()
+		data, err := encodeCommand(pb.MasterCommandKind_MASTER_COMMAND_KIND_CREATE_TABLE,
+			&pb.CreateTableCommand{Name: name, Replicas: []*pb.Replica{{ServerId: "a"}, {ServerId: "b"}, {ServerId: "c"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		index++
+		if res := f.Apply(&raft.Log{Index: index, Data: data}).(*applyResult); res.err != nil {
+			t.Fatal(res.err)
+		}
+	}
+	create("t1")
+	first := f.assignments("a", 0)
+	if first.GetAssignmentsUnchanged() || len(first.GetAssigned()) != 1 || len(first.GetLiveTableIds()) != 1 {
+		t.Fatalf("first answer %v: want the whole catalog", first)
+	}
+	if again := f.assignments("a", first.GetAssignmentsVersion()); !again.GetAssignmentsUnchanged() || len(again.GetAssigned()) != 0 {
+		t.Fatalf("answer at the same version %v: want unchanged and empty", again)
+	}
+	create("t2")
+	if next := f.assignments("a", first.GetAssignmentsVersion()); next.GetAssignmentsUnchanged() || len(next.GetAssigned()) != 2 {
+		t.Fatalf("answer after a create %v: want both ranges", next)
+	}
+	held := f.assignments("a", 0).GetAssignmentsVersion()
+	snap, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &memSink{}
+	if err := snap.Persist(sink); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
+		t.Fatal(err)
+	}
+	if after := f.assignments("a", held); after.GetAssignmentsUnchanged() || len(after.GetAssigned()) != 2 {
+		t.Fatalf("answer after a restore %v: want the whole catalog", after)
 	}
 }
