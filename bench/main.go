@@ -60,7 +60,7 @@ func main() {
 	flag.StringVar(&o.jsonOut, "json", "", "also write the results as JSON to this file")
 	flag.IntVar(&o.tables, "tables", 1000, "tables mode: how many tables to create")
 	flag.BoolVar(&o.readAll, "read-all", false, "tables mode: also read the entity of every table (the 10,000-table check)")
-	flag.StringVar(&o.profileDir, "profile-dir", "", "processes target: start every process with --pprof-addr and save a CPU profile of each per scenario into this directory (<scenario>-<role>.pprof)")
+	flag.StringVar(&o.profileDir, "profile-dir", "", "save CPU profiles into this directory: throughput mode, processes target: every process with --pprof-addr, a CPU and an allocation profile of each per scenario (<scenario>-<role>.pprof); tables mode, dev target: the process over the idle window (idle.pprof) and over the first reads (reads.pprof)")
 	flag.DurationVar(&o.quietAfter, "quiet-after", 30*time.Second, "tables mode: how long after the last request idle CPU is measured")
 	flag.Parse()
 	o.scenarios = splitList(*only)

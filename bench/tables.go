@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand"
+	"net/http"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -109,8 +112,10 @@ func measureTables(o options, t *target) error {
 	// Idle cost, measured over 10 s once quiet-after has passed.
 	time.Sleep(o.quietAfter)
 	before := t.cpu()
+	idleProfile := t.profileDev(o, "idle.pprof", 10*time.Second)
 	time.Sleep(10 * time.Second)
 	after := t.cpu()
+	idleProfile()
 	var roles []string
 	for _, p := range t.procs {
 		roles = append(roles, p.role)
@@ -134,6 +139,7 @@ func measureTables(o options, t *target) error {
 	sample := readable[:min(len(readable), 200)]
 	var lat []time.Duration
 	var readFailed int
+	readsProfile := t.profileDev(o, "reads.pprof", 5*time.Second)
 	for _, i := range sample {
 		t0 := time.Now()
 		c, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -146,6 +152,7 @@ func measureTables(o options, t *target) error {
 		lat = append(lat, time.Since(t0))
 		time.Sleep(5 * time.Millisecond)
 	}
+	readsProfile()
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	if len(lat) > 0 {
 		fmt.Printf("%-34s p50 %.2f ms, p99 %.2f ms, max %.2f ms (%d reads, %d failed)\n", "first read of an idle table",
@@ -246,4 +253,32 @@ func percentiles(lat []time.Duration) string {
 	}
 	sort.Slice(l, func(i, j int) bool { return l[i] < l[j] })
 	return fmt.Sprintf("p50 %.1f ms, p99 %.1f ms, max %.1f ms", ms(l[len(l)/2]), ms(l[len(l)*99/100]), ms(l[len(l)-1]))
+}
+
+// profileDev starts fetching a CPU profile of d from the (dev) target's
+// /debug/pprof into -profile-dir/name; the returned func waits for it.
+// A no-op unless -profile-dir is set and the target serves pprof.
+func (t *target) profileDev(o options, name string, d time.Duration) (wait func()) {
+	if o.profileDir == "" || t.pprof == "" {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", t.pprof, int(d.Seconds()))
+		resp, err := http.Get(url)
+		if err != nil {
+			fmt.Printf("    profile %s: %v\n", name, err)
+			return
+		}
+		defer resp.Body.Close()
+		data, err := io.ReadAll(resp.Body)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(o.profileDir, name), data, 0o644)
+		}
+		if err != nil {
+			fmt.Printf("    profile %s: %v\n", name, err)
+		}
+	}()
+	return func() { <-done }
 }

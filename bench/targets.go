@@ -44,6 +44,7 @@ type target struct {
 	name    string
 	conn    string
 	masters string // master gRPC addresses for ctl; empty when not tablestore
+	pprof   string // address of the process's /debug/pprof (dev with -profile-dir)
 	procs   []*process
 	dir     string
 	// profileDir is -profile-dir: where run saves each process's CPU
@@ -163,11 +164,21 @@ func startDev(o options) (*target, error) {
 		return nil, err
 	}
 	fe, metrics := addr(ports[0]), addr(ports[1])
+	var extra []string
+	if o.profileDir != "" {
+		p, err := freePorts(1)
+		if err != nil {
+			return nil, err
+		}
+		t.pprof = addr(p[0])
+		extra = append(extra, "--pprof-addr", t.pprof)
+	}
 	// dev picks its internal ports itself and writes the master's address
 	// into its data directory (for ctl).
 	data := filepath.Join(dir, "data")
 	args := []string{"dev", "--data-dir", data, "--frontend-addr", fe, "--metrics-addr", metrics, "--log-level", "warn",
 		"--partition-throttle", throttleFlag(o), "--policies=false"}
+	args = append(args, extra...)
 	if _, err := t.start("dev", o.bin, args...); err != nil {
 		return nil, err
 	}

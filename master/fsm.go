@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"sort"
 	"strings"
 	"sync"
@@ -565,6 +566,11 @@ type fsm struct {
 	mu       sync.RWMutex
 	st       *state
 	onChange func(*changeSet)
+	// version names the state for heartbeat answers (assignments): the
+	// index of the last command applied, so every master that applied the
+	// same log names the same state alike; after a restore, a number no
+	// log index reaches (the next answer to every server is sent whole).
+	version uint64
 }
 
 func (f *fsm) Apply(l *raft.Log) interface{} {
@@ -581,6 +587,7 @@ func (f *fsm) Apply(l *raft.Log) interface{} {
 	f.st.changes = cs
 	res := h(f.st, cmd.GetPayload())
 	f.st.changes = nil
+	f.version = l.Index
 	f.mu.Unlock()
 	if f.onChange != nil {
 		f.onChange(cs)
@@ -610,6 +617,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	}
 	f.mu.Lock()
 	f.st = stateFromSnapshot(&m)
+	f.version = rand.Uint64() | 1<<63
 	f.mu.Unlock()
 	if f.onChange != nil {
 		f.onChange(nil)

@@ -30,14 +30,34 @@ type replicaReport struct {
 type progress struct {
 	mu sync.Mutex
 	m  map[uint64]map[string]replicaReport
+	// since and seen are, per server, when its last full report and its
+	// last report were taken: a report since the last full one stands
+	// until the last (a delta leaves out what did not change).
+	since, seen map[string]time.Time
 }
 
-func newProgress() *progress { return &progress{m: map[uint64]map[string]replicaReport{}} }
+func newProgress() *progress {
+	return &progress{m: map[uint64]map[string]replicaReport{}, since: map[string]time.Time{}, seen: map[string]time.Time{}}
+}
 
-// observe records a heartbeat's range statuses from server.
-func (p *progress) observe(server string, ranges []*pb.RangeStatus, now time.Time) {
+// observe records a heartbeat's range statuses from server: with full,
+// every replica it hosts; otherwise those that changed, and removed.
+func (p *progress) observe(server string, ranges []*pb.RangeStatus, removed []uint64, full bool, now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if full {
+		for id, byServer := range p.m {
+			delete(byServer, server)
+			if len(byServer) == 0 {
+				delete(p.m, id)
+			}
+		}
+		p.since[server] = now
+	}
+	p.seen[server] = now
+	for _, id := range removed {
+		delete(p.m[id], server)
+	}
 	for _, rs := range ranges {
 		byServer := p.m[rs.GetRangeId()]
 		if byServer == nil {
@@ -56,12 +76,12 @@ func (p *progress) transferable(id uint64, to string, now time.Time, maxAge time
 	defer p.mu.Unlock()
 	reports := p.m[id]
 	r, ok := reports[to]
-	if !ok || now.Sub(r.at) > maxAge {
+	if !ok || now.Sub(p.reportedAt(to, r)) > maxAge {
 		return fmt.Errorf("%w: %s has not reported range %d for %v", ErrTargetBehind, to, id, maxAge)
 	}
 	var best uint64
-	for _, o := range reports {
-		if now.Sub(o.at) <= maxAge {
+	for sv, o := range reports {
+		if now.Sub(p.reportedAt(sv, o)) <= maxAge {
 			best = max(best, o.applied)
 		}
 	}
@@ -69,6 +89,14 @@ func (p *progress) transferable(id uint64, to string, now time.Time, maxAge time
 		return fmt.Errorf("%w: %s applied range %d to %d, others to %d", ErrTargetBehind, to, id, r.applied, best)
 	}
 	return nil
+}
+
+// reportedAt is when server's report r last held. Called with p.mu held.
+func (p *progress) reportedAt(server string, r replicaReport) time.Time {
+	if since, ok := p.since[server]; ok && !r.at.Before(since) {
+		return p.seen[server]
+	}
+	return r.at
 }
 
 // transferWait bounds how long a transfer waits for its target to catch up

@@ -11,7 +11,7 @@ import (
 func TestTransferable(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	report := func(p *progress, server string, applied uint64, at time.Time) {
-		p.observe(server, []*pb.RangeStatus{{RangeId: 7, AppliedIndex: applied}}, at)
+		p.observe(server, []*pb.RangeStatus{{RangeId: 7, AppliedIndex: applied}}, nil, true, at)
 	}
 	cases := []struct {
 		name  string
@@ -30,6 +30,21 @@ func TestTransferable(t *testing.T) {
 		{"lagging", func(p *progress) {
 			report(p, "a", 50000, t0)
 			report(p, "b", 100, t0)
+		}, false},
+		{"unchanged since a full report, still heartbeating", func(p *progress) {
+			report(p, "a", 5000, t0)
+			report(p, "b", 5000, t0.Add(-10*time.Second))
+			p.observe("b", nil, nil, false, t0)
+		}, true},
+		{"removed in a delta", func(p *progress) {
+			report(p, "a", 5000, t0)
+			report(p, "b", 5000, t0.Add(-time.Second))
+			p.observe("b", nil, []uint64{7}, false, t0)
+		}, false},
+		{"left out of a later full report", func(p *progress) {
+			report(p, "a", 5000, t0)
+			report(p, "b", 5000, t0.Add(-10*time.Second))
+			p.observe("b", []*pb.RangeStatus{{RangeId: 8}}, nil, true, t0)
 		}, false},
 		{"lagging only behind a stale report", func(p *progress) {
 			report(p, "a", 50000, t0.Add(-10*time.Second))

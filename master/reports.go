@@ -30,6 +30,76 @@ type reports struct {
 	// changedLeaders are the ranges whose leader changed since the last
 	// takeChangedLeaders (for the partition map's deltas).
 	changedLeaders map[uint64]struct{}
+	// sessions is, per server, its report session (accept).
+	sessions map[string]*reportSession
+	// gen counts changes to what the reports say of ranges (a report
+	// taken with ranges in it, a leader set or forgotten): the replica
+	// check skips a tick when it and the catalog did not change.
+	gen uint64
+}
+
+// reportSession is what the master knows of one server's reports. A
+// server reports every replica in a full report and, between full ones,
+// only the replicas whose report changed: the view built from a full
+// report and the deltas after it is complete, and every report in it
+// stands as of the server's last heartbeat.
+type reportSession struct {
+	incarnation, seq uint64
+	// since is when the full report the view is built on came; zero when
+	// this master holds no complete view (deltas are refused and a full
+	// report asked for).
+	since time.Time
+}
+
+// reportIsFull: a request that carries no incarnation is from a server
+// that reports every replica every time.
+func reportIsFull(req *pb.HeartbeatRequest) bool {
+	return req.GetFull() || req.GetIncarnation() == 0
+}
+
+// accept decides what to do with a heartbeat and records the server's
+// liveness. take: fold its ranges in. wantFull: the master has no
+// complete view to fold a delta into (it just took the lead, or the
+// server restarted); the delta is dropped and a full report asked for.
+// A report older than one taken (a retried heartbeat's late original) is
+// not taken. span is the time since the server's previous heartbeat: what
+// one report's rates cover.
+func (r *reports) accept(server string, req *pb.HeartbeatRequest, now time.Time) (take, wantFull bool, span time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ss := r.sessions[server]
+	if ss == nil || ss.incarnation != req.GetIncarnation() {
+		ss = &reportSession{incarnation: req.GetIncarnation()}
+		r.sessions[server] = ss
+	}
+	if req.GetIncarnation() != 0 {
+		if req.GetSeq() <= ss.seq {
+			return false, false, 0
+		}
+		ss.seq = req.GetSeq()
+	}
+	if prev, ok := r.lastSeen[server]; ok {
+		span = now.Sub(prev)
+	}
+	r.lastSeen[server] = now
+	if reportIsFull(req) {
+		ss.since = now
+		return true, false, span
+	}
+	if ss.since.IsZero() {
+		return false, true, span
+	}
+	return true, false, span
+}
+
+// reportedAt is when a report from server recorded at `at` last held: a
+// report of the server's current session stands until its last
+// heartbeat. Called with r.mu held.
+func (r *reports) reportedAt(server string, at time.Time) time.Time {
+	if ss := r.sessions[server]; ss != nil && !ss.since.IsZero() && !at.Before(ss.since) {
+		return r.lastSeen[server]
+	}
+	return at
 }
 
 // rangeTrend is the scheduler's trend of a range plus when its throttling
@@ -43,19 +113,47 @@ type rangeTrend struct {
 	// which a server served nothing moved leaders back and forth.
 	eps   float64
 	epsAt time.Time
+	// last is the last report's entities/s: a delta leaves out an idle
+	// range whose last report was idle, so until the next report the
+	// range's load stays last.
+	last float64
 }
 
 // loadSmoothing is the time constant of a range's smoothed load.
 const loadSmoothing = 2 * time.Second
 
-// smooth folds one report's entities/s taken at now into t.eps.
-func (t *rangeTrend) smooth(v float64, now time.Time) {
+// smooth folds one report's entities/s taken at now, covering span
+// before it, into t.eps. The time before the span, since the last report
+// folded in, had the last report's load (the reports between were left
+// out as unchanged).
+func (t *rangeTrend) smooth(v float64, span time.Duration, now time.Time) {
 	if t.epsAt.IsZero() {
 		t.eps = v
-	} else if dt := now.Sub(t.epsAt); dt > 0 {
-		t.eps += (1 - math.Exp(-dt.Seconds()/loadSmoothing.Seconds())) * (v - t.eps)
+	} else {
+		if from := now.Add(-span); span > 0 && from.After(t.epsAt) {
+			t.eps, t.epsAt = t.at(from), from
+		}
+		t.eps = t.toward(v, now)
 	}
-	t.epsAt = now
+	t.epsAt, t.last = now, v
+}
+
+// at is the smoothed load as of now: the reports left out since the last
+// one repeated it.
+func (t *rangeTrend) at(now time.Time) float64 {
+	if t.epsAt.IsZero() {
+		return t.eps
+	}
+	return t.toward(t.last, now)
+}
+
+// toward is t.eps moved toward v for the time from t.epsAt to now.
+func (t *rangeTrend) toward(v float64, now time.Time) float64 {
+	dt := now.Sub(t.epsAt)
+	if dt <= 0 {
+		return t.eps
+	}
+	return t.eps + (1-math.Exp(-dt.Seconds()/loadSmoothing.Seconds()))*(v-t.eps)
 }
 
 func newReports() *reports {
@@ -64,17 +162,28 @@ func newReports() *reports {
 		trends: map[uint64]*rangeTrend{}, frozen: map[uint64]bool{}, hosted: map[string]map[uint64]uint64{},
 		voters:         map[uint64]voterReport{},
 		changedLeaders: map[uint64]struct{}{},
+		sessions:       map[string]*reportSession{},
 	}
 }
 
-// heartbeat folds one server's report in. It returns whether a range's
-// leader changed, and the reports of ranges throttled since their last
-// throttle event over 10 s ago.
-func (r *reports) heartbeat(cfg scheduler.Config, server string, ranges []*pb.RangeStatus, now time.Time) (changed bool, throttled []*pb.RangeStatus) {
+// heartbeat folds one server's report in (accept took it): a full one
+// replaces what the server hosts, a delta changes it. It returns whether
+// a range's leader changed, and the reports of ranges throttled since
+// their last throttle event over 10 s ago.
+func (r *reports) heartbeat(cfg scheduler.Config, server string, ranges []*pb.RangeStatus, removed []uint64, full bool, span time.Duration, now time.Time) (changed bool, throttled []*pb.RangeStatus) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.lastSeen[server] = now
-	hosted := make(map[uint64]uint64, len(ranges))
+	if full || len(ranges) > 0 || len(removed) > 0 {
+		r.gen++
+	}
+	hosted := r.hosted[server]
+	if full || hosted == nil {
+		hosted = make(map[uint64]uint64, len(ranges))
+		r.hosted[server] = hosted
+	}
+	for _, id := range removed {
+		delete(hosted, id)
+	}
 	for _, rs := range ranges {
 		id := rs.GetRangeId()
 		hosted[id] = rs.GetAppliedIndex()
@@ -98,13 +207,12 @@ func (r *reports) heartbeat(cfg scheduler.Config, server string, ranges []*pb.Ra
 		}
 		t := r.trend(id)
 		t.Observe(cfg, rs.GetLoad().GetEntitiesPerSec(), now)
-		t.smooth(rs.GetLoad().GetEntitiesPerSec(), now)
+		t.smooth(rs.GetLoad().GetEntitiesPerSec(), span, now)
 		if rs.GetLoad().GetThrottledPerSec() > 0 && now.Sub(t.lastThrottleEvent) > 10*time.Second {
 			t.lastThrottleEvent = now
 			throttled = append(throttled, rs)
 		}
 	}
-	r.hosted[server] = hosted
 	return changed, throttled
 }
 
@@ -131,6 +239,7 @@ func (r *reports) setLeader(id uint64, server string) bool {
 	r.leaders[id] = server
 	if changed {
 		r.changedLeaders[id] = struct{}{}
+		r.gen++
 	}
 	return changed
 }
@@ -155,6 +264,7 @@ func (r *reports) forget(id uint64) {
 	if _, ok := r.leaders[id]; ok {
 		r.changedLeaders[id] = struct{}{}
 	}
+	r.gen++
 	delete(r.leaders, id)
 	delete(r.loads, id)
 	delete(r.frozen, id)
@@ -183,6 +293,12 @@ func (r *reports) greet(servers []string, now time.Time) {
 			r.lastSeen[id] = now
 		}
 	}
+	// What the servers reported to this master before it lost the lead
+	// missed what they reported to another since: each sends a full
+	// report again.
+	for _, ss := range r.sessions {
+		ss.since = time.Time{}
+	}
 }
 
 // frozenRanges returns the ranges reported frozen.
@@ -202,6 +318,7 @@ func (r *reports) frozenRanges() []uint64 {
 func (r *reports) unfreeze(id uint64) {
 	r.mu.Lock()
 	delete(r.frozen, id)
+	r.gen++
 	r.mu.Unlock()
 }
 

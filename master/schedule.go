@@ -17,6 +17,7 @@ func (s *Server) policyLoop() {
 	t := time.NewTicker(s.cfg.Policy.Interval)
 	defer t.Stop()
 	differing := map[uint64]time.Time{}
+	var checked checkInputs
 	for {
 		select {
 		case <-s.ctx.Done():
@@ -30,7 +31,7 @@ func (s *Server) policyLoop() {
 		// Finishing a half-done merge is recovery, not policy: it runs
 		// even with the policies off.
 		s.resumeMerges()
-		s.reconcileReplicas(differing)
+		s.reconcileReplicas(differing, &checked)
 		if !s.cfg.Policy.Enabled || s.ops.slots() <= 0 {
 			continue
 		}
@@ -70,14 +71,14 @@ func (s *Server) snapshot(now time.Time) *scheduler.Snapshot {
 		sv.Live = ok && now.Sub(t) < s.cfg.ServerTimeout
 	}
 	for _, d := range descs {
-		snap.Ranges = append(snap.Ranges, s.schedRange(d, snap.Servers))
+		snap.Ranges = append(snap.Ranges, s.schedRange(d, snap.Servers, now))
 	}
 	return snap
 }
 
 // schedRange converts a descriptor and what the reports say of it. Called
 // with reports.mu held.
-func (s *Server) schedRange(d *pb.RangeDescriptor, servers []scheduler.Server) *scheduler.Range {
+func (s *Server) schedRange(d *pb.RangeDescriptor, servers []scheduler.Server, now time.Time) *scheduler.Range {
 	rp := s.reports
 	id := d.GetRangeId()
 	r := &scheduler.Range{ID: id, TableID: d.GetTableId(), Table: d.GetTable(), Start: d.GetStart(), End: d.GetEnd(),
@@ -91,7 +92,7 @@ func (s *Server) schedRange(d *pb.RangeDescriptor, servers []scheduler.Server) *
 		if r.Load != nil && !t.epsAt.IsZero() {
 			// Split and merge windows follow the raw reports (Trend); the
 			// load figure the policies weigh is the smoothed one.
-			r.Load.EntitiesPerSec = t.eps
+			r.Load.EntitiesPerSec = t.at(now)
 		}
 	}
 	for _, rep := range d.GetReplicas() {

@@ -37,7 +37,7 @@ func TestSnapshotFromHeartbeats(t *testing.T) {
 	st.ranges[2] = &pb.RangeDescriptor{RangeId: 2, TableId: 1, Table: "t", Start: "m", Replicas: reps("a", "b", "d")}
 	now := time.Now()
 	hb := func(server string, at time.Time, rs ...*pb.RangeStatus) {
-		s.reports.heartbeat(cfg.Policy.Config, server, rs, at)
+		foldReport(s.reports, cfg.Policy.Config, server, rs, at)
 	}
 	led := func(id uint64, applied uint64, eps float64) *pb.RangeStatus {
 		return &pb.RangeStatus{RangeId: id, Leader: true, AppliedIndex: applied, Load: &pb.RangeLoad{EntitiesPerSec: eps}}
@@ -96,7 +96,7 @@ func TestSnapshotSmoothsLoad(t *testing.T) {
 	now := time.Now()
 	for i, eps := range []float64{1200, 1200, 1200, 1200, 0} {
 		st := &pb.RangeStatus{RangeId: 1, Leader: true, Load: &pb.RangeLoad{EntitiesPerSec: eps}}
-		s.reports.heartbeat(cfg.Policy.Config, "a", []*pb.RangeStatus{st}, now.Add(time.Duration(i)*500*time.Millisecond))
+		foldReport(s.reports, cfg.Policy.Config, "a", []*pb.RangeStatus{st}, now.Add(time.Duration(i)*500*time.Millisecond))
 	}
 	r := s.snapshot(now.Add(2 * time.Second)).Ranges[0]
 	// One 0 after 1,200s: 1200 * exp(-0.5 s / 2 s) = 935.

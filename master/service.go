@@ -171,23 +171,12 @@ func (s *Server) startRange(ctx context.Context, r *pb.RangeDescriptor, addrs ma
 	})
 	t0 := time.Now()
 	defer func() { s.logger.Debug("range started", "range", r.GetRangeId(), "took", time.Since(t0)) }()
-	var wg sync.WaitGroup
-	for _, rep := range r.GetReplicas() {
-		wg.Add(1)
-		go func(id string) {
-			defer wg.Done()
-			c, err := s.pool.Partition(grpcAddrs[id])
-			if err != nil {
-				return
-			}
-			// The first replica (the least loaded server) campaigns at once.
-			campaign := id == r.GetReplicas()[0].GetServerId()
-			if _, err := c.CreateReplica(createCtx, &pb.CreateReplicaRequest{Range: r, Bootstrap: true, Campaign: campaign, RaftAddrs: addrs}); err != nil {
-				s.logger.Warn("create replica failed; the server will catch up by heartbeat", "range", r.GetRangeId(), "server", id, "err", err)
-			}
-		}(rep.GetServerId())
+	if leader := s.createReplicas(createCtx, r, addrs, grpcAddrs); leader != "" {
+		if s.reports.setLeader(r.GetRangeId(), leader) {
+			s.bump()
+		}
+		return leader
 	}
-	wg.Wait()
 	s.logger.Debug("range replicas created", "range", r.GetRangeId(), "took", time.Since(t0))
 	for ctx.Err() == nil {
 		for _, rep := range r.GetReplicas() {
@@ -210,6 +199,40 @@ func (s *Server) startRange(ctx context.Context, r *pb.RangeDescriptor, addrs ma
 	}
 	s.logger.Warn("new range has no leader yet", "range", r.GetRangeId())
 	return ""
+}
+
+// createReplicas asks every replica of new range r to bootstrap it and
+// returns its leader when the campaigning replica reports it won.
+func (s *Server) createReplicas(ctx context.Context, r *pb.RangeDescriptor, addrs, grpcAddrs map[string]string) string {
+	var wg sync.WaitGroup
+	var leaderMu sync.Mutex
+	leader := ""
+	for _, rep := range r.GetReplicas() {
+		wg.Add(1)
+		go func(id string) {
+			defer wg.Done()
+			c, err := s.pool.Partition(grpcAddrs[id])
+			if err != nil {
+				return
+			}
+			// The first replica (the least loaded server) campaigns at once,
+			// and answers once its election settled.
+			campaign := id == r.GetReplicas()[0].GetServerId()
+			resp, err := c.CreateReplica(ctx, &pb.CreateReplicaRequest{Range: r, Bootstrap: true, Campaign: campaign, RaftAddrs: addrs})
+			if err != nil {
+				s.logger.Warn("create replica failed; the server will catch up by heartbeat", "range", r.GetRangeId(), "server", id, "err", err)
+				return
+			}
+			if resp.GetLeaderServerId() == id {
+				// A replica's word for itself, as RangeInfo's below.
+				leaderMu.Lock()
+				leader = id
+				leaderMu.Unlock()
+			}
+		}(rep.GetServerId())
+	}
+	wg.Wait()
+	return leader
 }
 
 func (v *service) DeleteTable(ctx context.Context, req *pb.DeleteTableRequest) (*pb.DeleteTableResponse, error) {
@@ -418,8 +441,15 @@ func (v *service) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.
 		return nil, toStatus(err)
 	}
 	now := time.Now()
-	s.progress.observe(sv.GetServerId(), req.GetRanges(), now)
-	changed, throttled := s.reports.heartbeat(s.cfg.Policy.Config, sv.GetServerId(), req.GetRanges(), now)
+	take, wantFull, span := s.reports.accept(sv.GetServerId(), req, now)
+	resp := s.fsm.assignments(sv.GetServerId(), req.GetAssignmentsVersion())
+	resp.WantFullReport = wantFull
+	if !take {
+		return resp, nil
+	}
+	full := reportIsFull(req)
+	s.progress.observe(sv.GetServerId(), req.GetRanges(), req.GetRemovedRangeIds(), full, now)
+	changed, throttled := s.reports.heartbeat(s.cfg.Policy.Config, sv.GetServerId(), req.GetRanges(), req.GetRemovedRangeIds(), full, span, now)
 	for _, rs := range throttled {
 		s.throttleEvent(sv.GetServerId(), rs)
 	}
@@ -430,7 +460,6 @@ func (v *service) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.
 	if len(newer) > 0 {
 		go s.adopt(newer)
 	}
-	resp := s.fsm.assignments(sv.GetServerId())
 	resp.RetiredRangeIds = retired
 	return resp, nil
 }
@@ -490,10 +519,18 @@ func (f *fsm) reconcile(ranges []*pb.RangeStatus) (newer []*pb.RangeDescriptor, 
 }
 
 // assignments is the catalog's answer to a heartbeat: the server's ranges,
-// the live tables, the servers' Raft addresses.
-func (f *fsm) assignments(server string) *pb.HeartbeatResponse {
-	resp := &pb.HeartbeatResponse{RaftAddrs: map[string]string{}}
+// the live tables, the servers' Raft addresses; or, when the server holds
+// them already (have is the catalog's version), only that they are
+// unchanged: an idle cluster's heartbeats no longer carry the catalog.
+func (f *fsm) assignments(server string, have uint64) *pb.HeartbeatResponse {
+	resp := &pb.HeartbeatResponse{}
 	f.read(func(st *state) {
+		resp.AssignmentsVersion = f.version
+		if have != 0 && have == f.version {
+			resp.AssignmentsUnchanged = true
+			return
+		}
+		resp.RaftAddrs = map[string]string{}
 		for _, r := range st.ranges {
 			for _, rep := range r.GetReplicas() {
 				if rep.GetServerId() == server {

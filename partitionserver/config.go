@@ -34,6 +34,11 @@ type Config struct {
 	TLS peertls.Config
 	// HeartbeatInterval is how often the server reports to the master.
 	HeartbeatInterval time.Duration
+	// FullReportInterval is how often a heartbeat reports every hosted
+	// replica; the others carry only the replicas whose report changed (an
+	// idle range costs nothing between full reports). A master without a
+	// complete view asks for a full report at once.
+	FullReportInterval time.Duration
 
 	// Raft timings of every range group.
 	RaftHeartbeatTimeout time.Duration
@@ -88,6 +93,7 @@ func DefaultConfig() Config {
 		RaftAddr:             "127.0.0.1:7300",
 		Masters:              []string{"127.0.0.1:7000"},
 		HeartbeatInterval:    500 * time.Millisecond,
+		FullReportInterval:   10 * time.Second,
 		RaftHeartbeatTimeout: 500 * time.Millisecond,
 		RaftElectionTimeout:  500 * time.Millisecond,
 		RaftLeaderLease:      250 * time.Millisecond,
@@ -119,7 +125,7 @@ func (c *Config) Validate() error {
 	if len(c.Masters) == 0 {
 		errs = append(errs, errors.New("at least one master address is required"))
 	}
-	if c.HeartbeatInterval <= 0 || c.RaftHeartbeatTimeout <= 0 || c.RaftElectionTimeout <= 0 ||
+	if c.HeartbeatInterval <= 0 || c.FullReportInterval <= 0 || c.RaftHeartbeatTimeout <= 0 || c.RaftElectionTimeout <= 0 ||
 		c.RaftLeaderLease <= 0 || c.RaftCommitTimeout <= 0 || c.StateCommitInterval <= 0 || c.ApplyTimeout <= 0 || c.QueryBudget <= 0 {
 		errs = append(errs, errors.New("durations must be positive"))
 	}
@@ -166,6 +172,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		return nil
 	})
 	fs.DurationVar(&c.HeartbeatInterval, "heartbeat-interval", c.HeartbeatInterval, "how often to report to the master")
+	fs.DurationVar(&c.FullReportInterval, "full-report-interval", c.FullReportInterval, "how often a heartbeat reports every hosted replica (the others carry only changed ones)")
 	fs.DurationVar(&c.RaftHeartbeatTimeout, "raft-heartbeat-timeout", c.RaftHeartbeatTimeout, "Raft follower timeout before an election")
 	fs.DurationVar(&c.RaftElectionTimeout, "raft-election-timeout", c.RaftElectionTimeout, "Raft candidate election timeout")
 	fs.DurationVar(&c.RaftLeaderLease, "raft-leader-lease", c.RaftLeaderLease, "Raft leader lease timeout")

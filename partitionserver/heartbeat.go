@@ -2,6 +2,7 @@ package partitionserver
 
 import (
 	"context"
+	"math/rand/v2"
 	"time"
 
 	"tablestore/partitionserver/fsm"
@@ -20,6 +21,40 @@ func (s *Server) heartbeatLoop() {
 		case <-t.C:
 		}
 	}
+}
+
+// reportState is what the heartbeat loop keeps between heartbeats: the
+// report the master last acknowledged (a delta is taken against it) and
+// the assignments of the last answer that carried them. Only the loop's
+// goroutine touches it.
+type reportState struct {
+	incarnation uint64
+	seq         uint64
+	// acked is, per range, the status the master holds; nil when it holds
+	// no complete view (the next report is full).
+	acked    map[uint64]*pb.RangeStatus
+	lastFull time.Time
+	// The assignments held, from the answer at version.
+	version     uint64
+	assigned    []*pb.RangeDescriptor
+	raftAddrs   map[string]string
+	live        map[uint64]bool
+	nextTableID uint64
+	// pending: the last reconcile left work (a create that failed or
+	// waits for a split, a delete): the next answer reconciles again.
+	pending bool
+}
+
+// take holds the assignments of an answer that carries them.
+func (rp *reportState) take(resp *pb.HeartbeatResponse) {
+	rp.version = resp.GetAssignmentsVersion()
+	rp.assigned = resp.GetAssigned()
+	rp.raftAddrs = resp.GetRaftAddrs()
+	rp.live = make(map[uint64]bool, len(resp.GetLiveTableIds()))
+	for _, id := range resp.GetLiveTableIds() {
+		rp.live[id] = true
+	}
+	rp.nextTableID = resp.GetNextTableId()
 }
 
 func (s *Server) statuses() []*pb.RangeStatus {
@@ -48,20 +83,34 @@ func (s *Server) status(sl *slot, withLoad bool) *pb.RangeStatus {
 	if sl.fsm == nil {
 		return nil
 	}
-	st := sl.fsm.State()
-	rs := &pb.RangeStatus{
-		RangeId:      sl.id,
-		Generation:   st.GetRange().GetGeneration(),
-		AppliedIndex: st.GetAppliedIndex(),
-		Range:        st.GetRange(),
-		Frozen:       st.GetFrozen(),
-		Lifecycle:    lifecycleOf(sl),
-	}
+	st := sl.fsm.Summary()
+	lc := lifecycleOf(sl)
 	r := sl.open()
 	if r == nil {
-		rs.Leader = sl.wasLeader.Load()
-		rs.Load = &pb.RangeLoad{EntityCount: st.GetEntityCount(), Bytes: st.GetBytes(), Lifecycle: rs.Lifecycle}
+		// A closed replica's report changes only with its state: the
+		// last one is reused (reports are read, never changed), which
+		// also lets the heartbeat's delta see it unchanged at a glance.
+		leader := sl.wasLeader.Load()
+		if c := sl.closedReport.Load(); c != nil && c.GetRange() == st.Range && c.GetAppliedIndex() == st.AppliedIndex &&
+			c.GetFrozen() == st.Frozen && c.GetLifecycle() == lc && c.GetLeader() == leader &&
+			c.GetLoad().GetEntityCount() == st.EntityCount && c.GetLoad().GetBytes() == st.Bytes {
+			return c
+		}
+		rs := &pb.RangeStatus{
+			RangeId: sl.id, Generation: st.Range.GetGeneration(), AppliedIndex: st.AppliedIndex, Range: st.Range,
+			Frozen: st.Frozen, Lifecycle: lc, Leader: leader,
+			Load: &pb.RangeLoad{EntityCount: st.EntityCount, Bytes: st.Bytes, Lifecycle: lc},
+		}
+		sl.closedReport.Store(rs)
 		return rs
+	}
+	rs := &pb.RangeStatus{
+		RangeId:      sl.id,
+		Generation:   st.Range.GetGeneration(),
+		AppliedIndex: st.AppliedIndex,
+		Range:        st.Range,
+		Frozen:       st.Frozen,
+		Lifecycle:    lc,
 	}
 	rs.Leader = r.isLeader()
 	rs.Voters = r.voters(rs.Leader)
@@ -75,17 +124,44 @@ func (s *Server) status(sl *slot, withLoad bool) *pb.RangeStatus {
 	latency, busy := r.keys.rollService(time.Now())
 	rs.Load = &pb.RangeLoad{
 		ReadsPerSec: rates, WritesPerSec: ws, EntitiesPerSec: es,
-		EntityCount: st.GetEntityCount(), Bytes: st.GetBytes(),
+		EntityCount: st.EntityCount, Bytes: st.Bytes,
 		HotKeys: hot, LoadSample: sample, DistinctKeys: uint32(distinct), ThrottledPerSec: throttled,
 		MeanLatencyMs: latency, ServerBusyPerSec: busy, Lifecycle: rs.Lifecycle,
 	}
 	return rs
 }
 
+// heartbeat reports to the master and carries out its answer. A master
+// that holds no complete view of this server asks for a full report: it
+// is sent at once (once; a master that keeps asking gets it next tick).
 func (s *Server) heartbeat() {
+	if s.heartbeatOnce() {
+		s.heartbeatOnce()
+	}
+}
+
+// heartbeatOnce sends one report and reports whether the master asked for
+// a full one.
+func (s *Server) heartbeatOnce() (wantFull bool) {
+	rp := &s.report
+	if rp.incarnation == 0 {
+		rp.incarnation = rand.Uint64() | 1
+	}
+	rp.seq++
+	cur := s.statuses()
+	now := time.Now()
+	full := rp.acked == nil || now.Sub(rp.lastFull) >= s.cfg.FullReportInterval
 	req := &pb.HeartbeatRequest{
-		Server: &pb.ServerInfo{ServerId: s.id, GrpcAddr: s.GRPCAddr(), RaftAddr: s.RaftAddr()},
-		Ranges: s.statuses(),
+		Server:             &pb.ServerInfo{ServerId: s.id, GrpcAddr: s.GRPCAddr(), RaftAddr: s.RaftAddr()},
+		Full:               full,
+		Incarnation:        rp.incarnation,
+		Seq:                rp.seq,
+		AssignmentsVersion: rp.version,
+	}
+	if full {
+		req.Ranges = cur
+	} else {
+		req.Ranges, req.RemovedRangeIds = reportDelta(rp.acked, cur)
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, 3*time.Second)
 	defer cancel()
@@ -96,47 +172,79 @@ func (s *Server) heartbeat() {
 		return err
 	})
 	if err != nil {
+		// The master may or may not have taken it: the next delta is taken
+		// against the last acknowledged report again (a report is absolute,
+		// so sending a change twice is harmless).
 		if s.ctx.Err() == nil {
 			s.heartbeatFailed(err)
 		}
-		return
+		return false
 	}
 	s.heartbeatAccepted()
-	for id, a := range resp.GetRaftAddrs() {
-		s.addrs.set(id, a)
+	heartbeatReportsTotal.WithLabelValues(map[bool]string{true: "full", false: "delta"}[full]).Inc()
+	heartbeatReportedRanges.Add(float64(len(req.Ranges)))
+	if resp.GetWantFullReport() {
+		rp.acked = nil
+		return true
 	}
-	s.reconcile(resp)
+	if full {
+		rp.acked = make(map[uint64]*pb.RangeStatus, len(cur))
+		rp.lastFull = now
+	}
+	for _, rs := range req.Ranges {
+		rp.acked[rs.GetRangeId()] = rs
+	}
+	for _, id := range req.RemovedRangeIds {
+		delete(rp.acked, id)
+	}
+	due := full || rp.pending || len(req.RemovedRangeIds) > 0 || len(resp.GetRetiredRangeIds()) > 0
+	if !resp.GetAssignmentsUnchanged() {
+		rp.take(resp)
+		for id, a := range rp.raftAddrs {
+			s.addrs.set(id, a)
+		}
+		due = true
+	}
+	if due {
+		// Nothing else changes what reconcile would do: the catalog did
+		// not change, nor did the replicas hosted here since the last
+		// pass found nothing to do (a full report reconciles anyway).
+		rp.pending = s.reconcile(rp, resp.GetRetiredRangeIds())
+	}
+	return false
 }
 
 // reconcile creates assigned replicas this server misses and removes
-// replicas of deleted tables.
-func (s *Server) reconcile(resp *pb.HeartbeatResponse) {
-	for _, d := range resp.GetAssigned() {
-		if s.hosts(d.GetRangeId()) {
+// replicas of deleted tables and retired ranges, against the assignments
+// held (an unchanged catalog is not sent again). It reports whether it
+// left work for the next pass: a create that failed or waits for a
+// split, a delete.
+func (s *Server) reconcile(rp *reportState, retired []uint64) (pending bool) {
+	for _, d := range rp.assigned {
+		a, parent := s.assignment(d)
+		p := lifecycle.Assigned(a)
+		if p == lifecycle.Keep {
 			continue
 		}
-		// A range still at generation 1 has its initial voters, so joining
-		// by bootstrapping the same configuration is safe. A later range is
-		// born from a split this server applies through the parent's log
-		// (creating it earlier would fork that split), unless no replica here
-		// will ever apply it: then it joins empty and gets a snapshot.
-		bootstrap := d.GetGeneration() == 1
-		if !bootstrap && !s.orphaned(d) {
-			s.wakeParent(d)
-			continue
-		}
-		if err := s.createReplica(d, bootstrap, false, resp.GetRaftAddrs()); err != nil {
-			s.logger.Warn("create assigned replica failed", "range", d.GetRangeId(), "err", err)
+		pending = true
+		switch p {
+		case lifecycle.Bootstrap, lifecycle.Join:
+			if err := s.createReplica(d, p == lifecycle.Bootstrap, false, rp.raftAddrs); err != nil {
+				s.logger.Warn("create assigned replica failed", "range", d.GetRangeId(), "placement", p.String(), "err", err)
+			}
+		case lifecycle.WakeParent:
+			go func() {
+				if _, err := s.wake(parent, lifecycle.Request, "assigned range still in its parent", s.wakeWait()); err != nil {
+					s.logger.Warn("waking the parent of an assigned range failed", "range", parent.id, "assigned", d.GetRangeId(), "err", err)
+				}
+			}()
 		}
 	}
-	for _, id := range resp.GetRetiredRangeIds() {
+	for _, id := range retired {
+		pending = true
 		if err := s.deleteReplica(id, 0); err != nil {
 			s.logger.Warn("delete retired replica failed", "range", id, "err", err)
 		}
-	}
-	live := make(map[uint64]bool, len(resp.GetLiveTableIds()))
-	for _, id := range resp.GetLiveTableIds() {
-		live[id] = true
 	}
 	var doomed []uint64
 	for _, sl := range s.slotList() {
@@ -144,62 +252,44 @@ func (s *Server) reconcile(resp *pb.HeartbeatResponse) {
 			continue
 		}
 		tid := sl.fsm.Descriptor().GetTableId()
-		if tid < resp.GetNextTableId() && !live[tid] {
+		if tid < rp.nextTableID && !rp.live[tid] {
 			doomed = append(doomed, sl.id)
 		}
 	}
 	for _, id := range doomed {
+		pending = true
 		if err := s.deleteReplica(id, 0); err != nil {
 			s.logger.Warn("delete replica of dropped table failed", "range", id, "err", err)
 		}
 	}
+	return pending
 }
 
-// wakeParent wakes the quiet replica here whose span still holds the
-// start of range d, assigned here but not yet split off by it. Quiet, that
-// member would never apply the split: after a restart (replicas start
-// quiet) or a cut-off it may lack entries its quiet peers hold, and nobody
-// talks to a quiet range until a request comes (chaos seed 6 left range 2
-// unhosted on ps1 30 s after healing). Woken for a request, it campaigns:
-// it wins and commits if its log is current, or its vote request opens
-// the others, whose longer log wins and replicates the split to it.
-func (s *Server) wakeParent(d *pb.RangeDescriptor) {
+// assignment gathers what lifecycle.Assigned decides range d's placement
+// from, and the replica here that still covers d's start key (its parent,
+// nil when none), preferring a quiet one (only a quiet parent is woken).
+func (s *Server) assignment(d *pb.RangeDescriptor) (lifecycle.Assignment, *slot) {
+	a := lifecycle.Assignment{Hosted: s.hosts(d.GetRangeId()), Generation: d.GetGeneration()}
+	if a.Hosted || a.Generation == 1 {
+		return a, nil
+	}
+	if _, err := s.store.OpenRange(d.GetRangeId(), s.logger); err == nil {
+		a.Stored = true
+	}
+	var parent *slot
 	for _, sl := range s.slotList() {
-		if sl.fsm == nil || sl.State() != lifecycle.Quiet {
+		if sl.fsm == nil {
 			continue
 		}
 		local := sl.fsm.Descriptor()
 		if local.GetTableId() != d.GetTableId() || !fsm.InRange(local, d.GetStart()) {
 			continue
 		}
-		go func() {
-			if _, err := s.wake(sl, lifecycle.Request, "assigned range still in its parent", s.wakeWait()); err != nil {
-				s.logger.Warn("waking the parent of an assigned range failed", "range", sl.id, "assigned", d.GetRangeId(), "err", err)
-			}
-		}()
-		return
-	}
-}
-
-// orphaned reports whether range d, assigned here, will not be created by
-// a split on this server: no replica here holds its state (a split applied
-// but not yet started) and none of its table still covers its start key
-// (which would bring the split through its log or a snapshot). That is the
-// case of a replica that was down across the split and caught up its
-// parent by a snapshot taken after it, or that was added to the parent by
-// a move whose snapshot already held the split.
-func (s *Server) orphaned(d *pb.RangeDescriptor) bool {
-	if _, err := s.store.OpenRange(d.GetRangeId(), s.logger); err == nil {
-		return false
-	}
-	for _, sl := range s.slotList() {
-		if sl.fsm == nil {
-			continue
-		}
-		local := sl.fsm.Descriptor()
-		if local.GetTableId() == d.GetTableId() && fsm.InRange(local, d.GetStart()) {
-			return false
+		a.Parent = true
+		if sl.State() == lifecycle.Quiet {
+			a.ParentQuiet, parent = true, sl
+			break
 		}
 	}
-	return true
+	return a, parent
 }

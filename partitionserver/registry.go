@@ -40,6 +40,9 @@ type slot struct {
 	// a quiet replica reports the leader that will answer once woken.
 	wasLeader  atomic.Bool
 	lastLeader atomic.Pointer[string]
+	// closedReport is the last status report built while the member was
+	// closed (heartbeat.go).
+	closedReport atomic.Pointer[pb.RangeStatus]
 	// lastUse is when a request last asked for the replica (Unix ns).
 	lastUse atomic.Int64
 	// seenIndex, seenAt: the quiesce scan's view of the last log index.
@@ -336,6 +339,28 @@ func (s *Server) acquire(id uint64) (*replica, error) {
 	}
 	wakeSeconds.Observe(time.Since(start).Seconds())
 	return rep, nil
+}
+
+// settledLeader is the leader range id's member here knows. With wait
+// (it campaigned), it first waits, bounded like a wake, for the election
+// to settle: the master then learns a new range's leader from the create
+// itself instead of polling every replica for it.
+func (s *Server) settledLeader(ctx context.Context, id uint64, wait bool) string {
+	sl := s.slot(id)
+	if sl == nil {
+		return ""
+	}
+	rep := sl.open()
+	if rep == nil {
+		return ""
+	}
+	if wait {
+		deadline := time.Now().Add(s.wakeWait())
+		for rep.leaderID() == "" && time.Now().Before(deadline) && ctx.Err() == nil && rep.raft.State() != raft.Shutdown {
+			time.Sleep(500 * time.Microsecond)
+		}
+	}
+	return rep.leaderID()
 }
 
 // wakeWait bounds how long a request or Raft message waits for a quiet

@@ -14,7 +14,6 @@ import (
 	"github.com/hashicorp/raft"
 
 	"tablestore/internal/logging"
-	"tablestore/internal/termbarrier"
 	"tablestore/partitionserver/fsm"
 	"tablestore/partitionserver/grouptransport"
 	"tablestore/partitionserver/raftlog"
@@ -43,9 +42,9 @@ type replica struct {
 	logStore  *raftlog.Log
 	dir       string
 
-	// ready: this leader has committed in its term, so its commit index
-	// covers what earlier leaders committed.
-	ready termbarrier.Gate
+	// readyTerm is the last term in which this member, leading, saw an
+	// entry of its own term committed (termCommitted).
+	readyTerm atomic.Uint64
 
 	// gapFrom..gapTo is the last log span found to hold no state-machine
 	// entries.
@@ -308,14 +307,58 @@ func (r *replica) linearizable(ctx context.Context) error {
 	if !r.isLeader() {
 		return ErrNotLeader
 	}
-	if _, err := r.ready.Ensure(r.raft, 5*time.Second); err != nil {
-		return ErrNotLeader
+	if err := r.termCommitted(ctx); err != nil {
+		return err
 	}
 	idx := r.raft.CommitIndex()
 	if err := r.verify.verify(ctx); err != nil {
 		return ErrNotLeader
 	}
 	return r.waitApplied(ctx, idx)
+}
+
+// termCommitted returns once this leader has committed an entry of its
+// current term, so its commit index covers everything earlier leaders
+// committed. Raft appends a no-op when a member takes the lead; waiting for
+// that entry's commit rather than proposing a barrier of our own (what
+// termbarrier does) saves a woken range's first read one more append and
+// its fsyncs on a quorum. The read's leadership check (VerifyLeader) still
+// follows: the no-op's acknowledgements may predate the read.
+func (r *replica) termCommitted(ctx context.Context) error {
+	deadline := time.NewTimer(5 * time.Second)
+	defer deadline.Stop()
+	var target, targetTerm uint64
+	for {
+		term := r.raft.CurrentTerm()
+		if r.readyTerm.Load() == term {
+			return nil
+		}
+		if !r.isLeader() {
+			return ErrNotLeader
+		}
+		if targetTerm != term {
+			// Only this term's leader appends entries of this term, and
+			// its commit index reaches none before the first of its term
+			// committed. The target is fixed once found: under a stream
+			// of writes the last index keeps moving ahead of the commit.
+			last := r.raft.LastIndex()
+			var l raft.Log
+			if err := r.logStore.GetLog(last, &l); err == nil && l.Term == term {
+				target, targetTerm = last, term
+			}
+		}
+		if targetTerm == term && r.raft.CommitIndex() >= target && r.raft.CurrentTerm() == term {
+			r.readyTerm.Store(term)
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ErrNotLeader
+		case <-deadline.C:
+			return ErrNotLeader
+		case <-time.After(200 * time.Microsecond):
+		}
+	}
 }
 
 // waitApplied waits until the state machine reflects every entry up to

@@ -69,6 +69,8 @@ type Server struct {
 	closed  bool
 	started atomic.Bool // Start succeeded; a failed Start released what it opened
 	health  healthState
+	// report is the heartbeat loop's own state (heartbeat.go).
+	report reportState
 
 	ctx    context.Context
 	cancel context.CancelFunc

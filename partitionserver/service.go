@@ -169,7 +169,7 @@ func (v *service) CreateReplica(ctx context.Context, req *pb.CreateReplicaReques
 	if err := v.s.createReplica(req.GetRange(), req.GetBootstrap(), req.GetCampaign(), req.GetRaftAddrs()); err != nil {
 		return nil, toStatus(nil, err)
 	}
-	return &pb.CreateReplicaResponse{}, nil
+	return &pb.CreateReplicaResponse{LeaderServerId: v.s.settledLeader(ctx, req.GetRange().GetRangeId(), req.GetCampaign())}, nil
 }
 
 func (v *service) DeleteReplica(ctx context.Context, req *pb.DeleteReplicaRequest) (*pb.DeleteReplicaResponse, error) {

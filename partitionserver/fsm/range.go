@@ -138,6 +138,26 @@ func (r *Range) State() *pb.RangeState {
 	return proto.Clone(r.state).(*pb.RangeState)
 }
 
+// Summary is what a status report needs of the state.
+type Summary struct {
+	Range        *pb.RangeDescriptor
+	AppliedIndex uint64
+	Frozen       bool
+	EntityCount  uint64
+	Bytes        uint64
+}
+
+// Summary returns the reported part of the state without copying it (the
+// heartbeat reads it for every hosted range twice a second; State's deep
+// copy was a tenth of an idle server's CPU at 1,000 ranges).
+func (r *Range) Summary() Summary {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	st := r.state
+	return Summary{Range: st.GetRange(), AppliedIndex: st.GetAppliedIndex(), Frozen: st.GetFrozen(),
+		EntityCount: st.GetEntityCount(), Bytes: st.GetBytes()}
+}
+
 // Urge asks for the pending group commit now (a reader waits for it).
 func (r *Range) Urge() { r.store.Urge() }
 

@@ -3,8 +3,9 @@
 // machine per replica (Machine) fed with every event that used to be a
 // rule of its own in the server (found at start, created by the master or
 // a split, merged away, deleted, a request or a Raft message arriving, the
-// range going quiet, shutdown), and the answer a quiet replica gives to
-// Raft traffic without being opened (Answer). It performs nothing: the
+// range going quiet, shutdown), the answer a quiet replica gives to
+// Raft traffic without being opened (Answer), and what to do about a range
+// the master assigns to this server (Assigned). It performs nothing: the
 // server's registry executes the actions it returns and logs each
 // transition with its cause.
 package lifecycle

@@ -19,6 +19,7 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 //	machine                  start a new replica (Absent)
 //	<event> [campaign] [must-open]
 //	answer term=T prev=I,T commit=C entries=N mark=T,I,T,A
+//	assigned gen=G [hosted] [stored] [parent] [parent-quiet]
 //
 // Lines starting with # and blank lines are copied.
 func TestScripts(t *testing.T) {
@@ -71,6 +72,8 @@ func run(t *testing.T, path string) string {
 			fmt.Fprintf(&out, "  = %s\n", answerLine(t, fields[1:]))
 		case "prevote":
 			fmt.Fprintf(&out, "  = %s\n", preVoteLine(t, fields[1:]))
+		case "assigned":
+			fmt.Fprintf(&out, "  = %s\n", assignedLine(t, fields[1:]))
 		default:
 			ev, ok := ParseEvent(fields[0])
 			if !ok {
@@ -159,4 +162,30 @@ func answerLine(t *testing.T, args []string) string {
 
 func replyName(r Reply) string {
 	return map[Reply]string{Wake: "wake", Ack: "ack", Deny: "deny"}[r]
+}
+
+// assignedLine parses "assigned gen=G [hosted] [stored] [parent] [parent-quiet]".
+func assignedLine(t *testing.T, args []string) string {
+	var a Assignment
+	for _, arg := range args {
+		switch k, v, _ := strings.Cut(arg, "="); k {
+		case "gen":
+			g, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				t.Fatalf("bad generation %q", v)
+			}
+			a.Generation = g
+		case "hosted":
+			a.Hosted = true
+		case "stored":
+			a.Stored = true
+		case "parent":
+			a.Parent = true
+		case "parent-quiet":
+			a.Parent, a.ParentQuiet = true, true
+		default:
+			t.Fatalf("unknown assigned field %q", k)
+		}
+	}
+	return Assigned(a).String()
 }

@@ -686,11 +686,26 @@ func (x *WatchPartitionMapRequest) GetDeltas() bool {
 }
 
 type HeartbeatRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Server        *ServerInfo            `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
-	Ranges        []*RangeStatus         `protobuf:"bytes,2,rep,name=ranges,proto3" json:"ranges,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Server *ServerInfo            `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
+	// With full, every replica the server hosts; otherwise only those whose
+	// report changed since the last report the master acknowledged (an idle
+	// range is left out), plus removed_range_ids.
+	Ranges []*RangeStatus `protobuf:"bytes,2,rep,name=ranges,proto3" json:"ranges,omitempty"`
+	// ranges is complete. A request without an incarnation is always full.
+	Full bool `protobuf:"varint,3,opt,name=full,proto3" json:"full,omitempty"`
+	// In a delta: replicas no longer hosted since the acknowledged report.
+	RemovedRangeIds []uint64 `protobuf:"varint,4,rep,packed,name=removed_range_ids,json=removedRangeIds,proto3" json:"removed_range_ids,omitempty"`
+	// Random per server process: a new one starts a new report session.
+	Incarnation uint64 `protobuf:"varint,5,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	// Increases with every report of an incarnation; the master ignores the
+	// ranges of a report older than one it has (a late, timed-out request).
+	Seq uint64 `protobuf:"varint,6,opt,name=seq,proto3" json:"seq,omitempty"`
+	// The assignments_version of the last answer whose assignments the
+	// server holds (0: none); an unchanged catalog is not sent again.
+	AssignmentsVersion uint64 `protobuf:"varint,7,opt,name=assignments_version,json=assignmentsVersion,proto3" json:"assignments_version,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *HeartbeatRequest) Reset() {
@@ -737,6 +752,41 @@ func (x *HeartbeatRequest) GetRanges() []*RangeStatus {
 	return nil
 }
 
+func (x *HeartbeatRequest) GetFull() bool {
+	if x != nil {
+		return x.Full
+	}
+	return false
+}
+
+func (x *HeartbeatRequest) GetRemovedRangeIds() []uint64 {
+	if x != nil {
+		return x.RemovedRangeIds
+	}
+	return nil
+}
+
+func (x *HeartbeatRequest) GetIncarnation() uint64 {
+	if x != nil {
+		return x.Incarnation
+	}
+	return 0
+}
+
+func (x *HeartbeatRequest) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *HeartbeatRequest) GetAssignmentsVersion() uint64 {
+	if x != nil {
+		return x.AssignmentsVersion
+	}
+	return 0
+}
+
 type HeartbeatResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Ranges this server should host (so a server that missed a CreateReplica
@@ -751,8 +801,18 @@ type HeartbeatResponse struct {
 	NextTableId uint64 `protobuf:"varint,4,opt,name=next_table_id,json=nextTableId,proto3" json:"next_table_id,omitempty"`
 	// Replicas this server should stop and delete: ranges a merge retired.
 	RetiredRangeIds []uint64 `protobuf:"varint,5,rep,packed,name=retired_range_ids,json=retiredRangeIds,proto3" json:"retired_range_ids,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The master holds no complete view of this server's replicas (it just
+	// took the lead, or missed a report): send a full report now. The
+	// ranges of the delta that got this answer were not taken.
+	WantFullReport bool `protobuf:"varint,6,opt,name=want_full_report,json=wantFullReport,proto3" json:"want_full_report,omitempty"`
+	// Version of the catalog the assignments (assigned, live_table_ids,
+	// raft_addrs, next_table_id) come from.
+	AssignmentsVersion uint64 `protobuf:"varint,7,opt,name=assignments_version,json=assignmentsVersion,proto3" json:"assignments_version,omitempty"`
+	// The catalog is at the request's assignments_version: those four
+	// fields are left empty and the server keeps what it holds.
+	AssignmentsUnchanged bool `protobuf:"varint,8,opt,name=assignments_unchanged,json=assignmentsUnchanged,proto3" json:"assignments_unchanged,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *HeartbeatResponse) Reset() {
@@ -818,6 +878,27 @@ func (x *HeartbeatResponse) GetRetiredRangeIds() []uint64 {
 		return x.RetiredRangeIds
 	}
 	return nil
+}
+
+func (x *HeartbeatResponse) GetWantFullReport() bool {
+	if x != nil {
+		return x.WantFullReport
+	}
+	return false
+}
+
+func (x *HeartbeatResponse) GetAssignmentsVersion() uint64 {
+	if x != nil {
+		return x.AssignmentsVersion
+	}
+	return 0
+}
+
+func (x *HeartbeatResponse) GetAssignmentsUnchanged() bool {
+	if x != nil {
+		return x.AssignmentsUnchanged
+	}
+	return false
 }
 
 type SetTableACLRequest struct {
@@ -1546,17 +1627,25 @@ const file_tablestore_v1_master_service_proto_rawDesc = "" +
 	"\x05table\x18\x01 \x01(\tR\x05table\"W\n" +
 	"\x18WatchPartitionMapRequest\x12#\n" +
 	"\rknown_version\x18\x01 \x01(\x04R\fknownVersion\x12\x16\n" +
-	"\x06deltas\x18\x02 \x01(\bR\x06deltas\"y\n" +
+	"\x06deltas\x18\x02 \x01(\bR\x06deltas\"\x9e\x02\n" +
 	"\x10HeartbeatRequest\x121\n" +
 	"\x06server\x18\x01 \x01(\v2\x19.tablestore.v1.ServerInfoR\x06server\x122\n" +
-	"\x06ranges\x18\x02 \x03(\v2\x1a.tablestore.v1.RangeStatusR\x06ranges\"\xd3\x02\n" +
+	"\x06ranges\x18\x02 \x03(\v2\x1a.tablestore.v1.RangeStatusR\x06ranges\x12\x12\n" +
+	"\x04full\x18\x03 \x01(\bR\x04full\x12*\n" +
+	"\x11removed_range_ids\x18\x04 \x03(\x04R\x0fremovedRangeIds\x12 \n" +
+	"\vincarnation\x18\x05 \x01(\x04R\vincarnation\x12\x10\n" +
+	"\x03seq\x18\x06 \x01(\x04R\x03seq\x12/\n" +
+	"\x13assignments_version\x18\a \x01(\x04R\x12assignmentsVersion\"\xe3\x03\n" +
 	"\x11HeartbeatResponse\x12:\n" +
 	"\bassigned\x18\x01 \x03(\v2\x1e.tablestore.v1.RangeDescriptorR\bassigned\x12$\n" +
 	"\x0elive_table_ids\x18\x02 \x03(\x04R\fliveTableIds\x12N\n" +
 	"\n" +
 	"raft_addrs\x18\x03 \x03(\v2/.tablestore.v1.HeartbeatResponse.RaftAddrsEntryR\traftAddrs\x12\"\n" +
 	"\rnext_table_id\x18\x04 \x01(\x04R\vnextTableId\x12*\n" +
-	"\x11retired_range_ids\x18\x05 \x03(\x04R\x0fretiredRangeIds\x1a<\n" +
+	"\x11retired_range_ids\x18\x05 \x03(\x04R\x0fretiredRangeIds\x12(\n" +
+	"\x10want_full_report\x18\x06 \x01(\bR\x0ewantFullReport\x12/\n" +
+	"\x13assignments_version\x18\a \x01(\x04R\x12assignmentsVersion\x123\n" +
+	"\x15assignments_unchanged\x18\b \x01(\bR\x14assignmentsUnchanged\x1a<\n" +
 	"\x0eRaftAddrsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"[\n" +

@@ -1217,9 +1217,13 @@ func (x *CreateReplicaRequest) GetCampaign() bool {
 }
 
 type CreateReplicaResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The range's leader as this replica knows it when answering ("" when
+	// none yet). A campaigning replica answers once its election settled
+	// (bounded), so the master learns a new range's leader without polling.
+	LeaderServerId string `protobuf:"bytes,1,opt,name=leader_server_id,json=leaderServerId,proto3" json:"leader_server_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *CreateReplicaResponse) Reset() {
@@ -1250,6 +1254,13 @@ func (x *CreateReplicaResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use CreateReplicaResponse.ProtoReflect.Descriptor instead.
 func (*CreateReplicaResponse) Descriptor() ([]byte, []int) {
 	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *CreateReplicaResponse) GetLeaderServerId() string {
+	if x != nil {
+		return x.LeaderServerId
+	}
+	return ""
 }
 
 type DeleteReplicaRequest struct {
@@ -1545,8 +1556,9 @@ const file_tablestore_v1_partition_service_proto_rawDesc = "" +
 	"\bcampaign\x18\x04 \x01(\bR\bcampaign\x1a<\n" +
 	"\x0eRaftAddrsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x17\n" +
-	"\x15CreateReplicaResponse\"^\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"A\n" +
+	"\x15CreateReplicaResponse\x12(\n" +
+	"\x10leader_server_id\x18\x01 \x01(\tR\x0eleaderServerId\"^\n" +
 	"\x14DeleteReplicaRequest\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12+\n" +
 	"\x11before_generation\x18\x02 \x01(\x04R\x10beforeGeneration\"\x17\n" +

@@ -1,0 +1,191 @@
+package master
+
+import (
+	"bytes"
+	"io"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"tablestore/master/scheduler"
+	pb "tablestore/proto/tablestorepb"
+)
+
+// foldReport takes one full report from a server that reports every
+// replica every time (no incarnation), as the master's handler does.
+func foldReport(r *reports, cfg scheduler.Config, server string, ranges []*pb.RangeStatus, now time.Time) {
+	req := &pb.HeartbeatRequest{Server: &pb.ServerInfo{ServerId: server}, Ranges: ranges}
+	if take, _, span := r.accept(server, req, now); take {
+		r.heartbeat(cfg, server, ranges, nil, true, span, now)
+	}
+}
+
+// TestReportSessions: which reports the master takes, and when it asks
+// for a full one, over scripted sequences of one server's heartbeats.
+func TestReportSessions(t *testing.T) {
+	type hb struct {
+		inc, seq       uint64
+		full           bool
+		greet          bool // the master takes the lead before this heartbeat
+		take, wantFull bool
+	}
+	cases := []struct {
+		name string
+		hbs  []hb
+	}{
+		{"legacy reports are full", []hb{{take: true}, {take: true}}},
+		{"a delta first is refused", []hb{{inc: 7, seq: 1, wantFull: true}, {inc: 7, seq: 2, full: true, take: true}, {inc: 7, seq: 3, take: true}}},
+		{"full then deltas", []hb{{inc: 7, seq: 1, full: true, take: true}, {inc: 7, seq: 2, take: true}, {inc: 7, seq: 3, take: true}}},
+		{"a late report is dropped", []hb{{inc: 7, seq: 5, full: true, take: true}, {inc: 7, seq: 4}, {inc: 7, seq: 6, take: true}}},
+		{"a restarted server starts anew", []hb{{inc: 7, seq: 5, full: true, take: true}, {inc: 8, seq: 1, wantFull: true}, {inc: 8, seq: 2, full: true, take: true}}},
+		{"a new lead asks again", []hb{{inc: 7, seq: 1, full: true, take: true}, {inc: 7, seq: 2, greet: true, wantFull: true}, {inc: 7, seq: 3, full: true, take: true}, {inc: 7, seq: 4, take: true}}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := newReports()
+			now := time.Unix(1000, 0)
+			for i, h := range c.hbs {
+				now = now.Add(500 * time.Millisecond)
+				if h.greet {
+					r.greet([]string{"a"}, now)
+				}
+				req := &pb.HeartbeatRequest{Server: &pb.ServerInfo{ServerId: "a"}, Incarnation: h.inc, Seq: h.seq, Full: h.full}
+				take, wantFull, _ := r.accept("a", req, now)
+				if take != h.take || wantFull != h.wantFull {
+					t.Fatalf("heartbeat %d: take %v wantFull %v, want %v %v", i, take, wantFull, h.take, h.wantFull)
+				}
+			}
+		})
+	}
+}
+
+// TestDeltaView: the view built from a full report and deltas is the one
+// full reports would have built.
+func TestDeltaView(t *testing.T) {
+	cfg := scheduler.DefaultConfig()
+	r := newReports()
+	t0 := time.Unix(1000, 0)
+	st := func(id, applied uint64, leader bool) *pb.RangeStatus {
+		return &pb.RangeStatus{RangeId: id, AppliedIndex: applied, Leader: leader, Voters: []string{"a", "b", "c"}}
+	}
+	send := func(at time.Time, seq uint64, full bool, removed []uint64, ranges ...*pb.RangeStatus) {
+		req := &pb.HeartbeatRequest{Server: &pb.ServerInfo{ServerId: "a"}, Incarnation: 9, Seq: seq, Full: full, Ranges: ranges, RemovedRangeIds: removed}
+		take, _, span := r.accept("a", req, at)
+		if !take {
+			t.Fatalf("report %d not taken", seq)
+		}
+		r.heartbeat(cfg, "a", ranges, removed, full, span, at)
+	}
+	send(t0, 1, true, nil, st(1, 10, true), st(2, 20, false), st(3, 30, true))
+	send(t0.Add(time.Second), 2, false, []uint64{3}, st(2, 21, true))
+	send(t0.Add(20*time.Second), 3, false, nil)
+	want := map[uint64]uint64{1: 10, 2: 21}
+	if got := r.hosted["a"]; len(got) != len(want) || got[1] != 10 || got[2] != 21 {
+		t.Fatalf("hosted %v, want %v", got, want)
+	}
+	if r.leaders[1] != "a" || r.leaders[2] != "a" {
+		t.Fatalf("leaders %v: ranges 1 and 2 are led by a", r.leaders)
+	}
+	// Range 1's voters were reported 20 s ago and stand: a reported
+	// nothing new of it since.
+	r.mu.Lock()
+	at := r.reportedAt("a", r.voters[1].at)
+	r.mu.Unlock()
+	if !at.Equal(t0.Add(20 * time.Second)) {
+		t.Fatalf("range 1's voter report holds until %v, want the last heartbeat", at)
+	}
+	// A new full report without range 1: what was said of it no longer
+	// stands beyond the time it was said.
+	send(t0.Add(21*time.Second), 4, true, nil, st(2, 21, true))
+	r.mu.Lock()
+	at = r.reportedAt("a", r.voters[1].at)
+	r.mu.Unlock()
+	if !at.Equal(t0) {
+		t.Fatalf("range 1's voter report holds until %v after a full report without it, want %v", at, t0)
+	}
+}
+
+// TestSmoothingAcrossLeftOutReports: an idle range's reports are left out
+// of deltas; its smoothed load follows as if they had come.
+func TestSmoothingAcrossLeftOutReports(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	tau := loadSmoothing.Seconds()
+	cases := []struct {
+		name string
+		run  func(tr *rangeTrend) float64
+		want float64
+	}{
+		{"decays after the last idle report", func(tr *rangeTrend) float64 {
+			tr.smooth(1000, 0, t0)
+			tr.smooth(0, 500*time.Millisecond, t0.Add(500*time.Millisecond))
+			return tr.at(t0.Add(4500 * time.Millisecond))
+		}, 1000 * math.Exp(-4.5/tau)},
+		{"a burst after a long idle covers one report", func(tr *rangeTrend) float64 {
+			tr.smooth(0, 0, t0)
+			tr.smooth(1000, 500*time.Millisecond, t0.Add(60*time.Second))
+			return tr.at(t0.Add(60 * time.Second))
+		}, 1000 * (1 - math.Exp(-0.5/tau))},
+		{"every report sent", func(tr *rangeTrend) float64 {
+			for i := 0; i <= 4; i++ {
+				tr.smooth(1000, 500*time.Millisecond, t0.Add(time.Duration(i)*500*time.Millisecond))
+			}
+			return tr.at(t0.Add(2 * time.Second))
+		}, 1000},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := c.run(&rangeTrend{})
+			if math.Abs(got-c.want) > 0.5 {
+				t.Fatalf("smoothed %.1f, want %.1f", got, c.want)
+			}
+		})
+	}
+}
+
+// TestAssignmentsVersion: a heartbeat answer carries the catalog only when
+// it changed since the version the server holds, and whole after a restore.
+func TestAssignmentsVersion(t *testing.T) {
+	f := &fsm{st: newState()}
+	var index uint64
+	create := func(name string) {
+		t.Helper()
+		data, err := encodeCommand(pb.MasterCommandKind_MASTER_COMMAND_KIND_CREATE_TABLE,
+			&pb.CreateTableCommand{Name: name, Replicas: []*pb.Replica{{ServerId: "a"}, {ServerId: "b"}, {ServerId: "c"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		index++
+		if res := f.Apply(&raft.Log{Index: index, Data: data}).(*applyResult); res.err != nil {
+			t.Fatal(res.err)
+		}
+	}
+	create("t1")
+	first := f.assignments("a", 0)
+	if first.GetAssignmentsUnchanged() || len(first.GetAssigned()) != 1 || len(first.GetLiveTableIds()) != 1 {
+		t.Fatalf("first answer %v: want the whole catalog", first)
+	}
+	if again := f.assignments("a", first.GetAssignmentsVersion()); !again.GetAssignmentsUnchanged() || len(again.GetAssigned()) != 0 {
+		t.Fatalf("answer at the same version %v: want unchanged and empty", again)
+	}
+	create("t2")
+	if next := f.assignments("a", first.GetAssignmentsVersion()); next.GetAssignmentsUnchanged() || len(next.GetAssigned()) != 2 {
+		t.Fatalf("answer after a create %v: want both ranges", next)
+	}
+	held := f.assignments("a", 0).GetAssignmentsVersion()
+	snap, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &memSink{}
+	if err := snap.Persist(sink); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
+		t.Fatal(err)
+	}
+	if after := f.assignments("a", held); after.GetAssignmentsUnchanged() || len(after.GetAssigned()) != 2 {
+		t.Fatalf("answer after a restore %v: want the whole catalog", after)
+	}
+}

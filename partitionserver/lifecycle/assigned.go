@@ -1,0 +1,66 @@
+package lifecycle
+
+// Assignment is what the server knows of a range the master assigns to it
+// (its heartbeat answer's assigned descriptors).
+type Assignment struct {
+	// Hosted: a replica of the range is registered here.
+	Hosted bool
+	// Generation is the assigned descriptor's.
+	Generation uint64
+	// Stored: the state file holds the range (a split applied here that
+	// has not started it yet).
+	Stored bool
+	// Parent: a replica here of the same table still covers the range's
+	// start key (the split that creates the range has yet to reach it,
+	// through its log or a snapshot); ParentQuiet: that replica is quiet.
+	Parent, ParentQuiet bool
+}
+
+// Placement is what to do about an assigned range.
+type Placement int
+
+// The placements.
+const (
+	// Keep: hosted already.
+	Keep Placement = iota
+	// Bootstrap: create it with the descriptor's voters. A range still at
+	// generation 1 has its initial voters, so every member bootstrapping
+	// the same configuration is safe.
+	Bootstrap
+	// Join: create it empty, without bootstrapping; the leader sends a
+	// snapshot. No replica here will ever apply the split that created it
+	// (a replica down across the split that caught its parent up by a
+	// snapshot taken after it, or added to the parent by a move whose
+	// snapshot already held the split).
+	Join
+	// WakeParent: the quiet replica that covers the range's start must
+	// apply the split: quiet, it never would (after a restart or a cut-off
+	// it may lack the entries its quiet peers hold, and nobody talks to a
+	// quiet range until a request comes). Woken, it campaigns: it wins if
+	// its log is current, or its vote request opens the others, whose
+	// longer log wins and replicates the split to it.
+	WakeParent
+	// AwaitSplit: the split comes through this server's own replica of
+	// the parent (creating the range earlier would fork it).
+	AwaitSplit
+)
+
+func (p Placement) String() string {
+	return [...]string{"keep", "bootstrap", "join", "wake-parent", "await-split"}[p]
+}
+
+// Assigned decides what to do about an assigned range.
+func Assigned(a Assignment) Placement {
+	switch {
+	case a.Hosted:
+		return Keep
+	case a.Generation == 1:
+		return Bootstrap
+	case !a.Stored && !a.Parent:
+		return Join
+	case a.Parent && a.ParentQuiet:
+		return WakeParent
+	default:
+		return AwaitSplit
+	}
+}
