@@ -122,7 +122,7 @@ func TestSnapshotLoadAfterSplit(t *testing.T) {
 	now := time.Now()
 	report := func(i int, eps float64) {
 		st := &pb.RangeStatus{RangeId: 1, Leader: true, Load: &pb.RangeLoad{EntitiesPerSec: eps}}
-		s.reports.heartbeat(cfg.Policy.Config, "a", []*pb.RangeStatus{st}, now.Add(time.Duration(i)*500*time.Millisecond))
+		s.reports.heartbeat(cfg.Policy.Config, "a", []*pb.RangeStatus{st}, nil, true, 500*time.Millisecond, now.Add(time.Duration(i)*500*time.Millisecond))
 	}
 	for i := range 4 {
 		report(i, 1200)
