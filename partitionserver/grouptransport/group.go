@@ -20,7 +20,7 @@ type Group struct {
 	addrs       raft.ServerAddressProvider
 	consumeCh   chan raft.RPC
 	heartbeatFn atomic.Pointer[func(raft.RPC)]
-	gate        atomic.Pointer[func(any) error]
+	gate        atomic.Pointer[func(any) (any, error)]
 	shutdown    chan struct{}
 	once        sync.Once
 }
@@ -123,9 +123,12 @@ func (g *Group) rpc(id raft.ServerID, target raft.ServerAddress, lane byte, args
 }
 
 // SetGate installs a check run on every request to this group before raft
-// sees it: a non-nil error is the answer, which the sender's raft takes as
-// a failed RPC (it backs off and retries). nil removes the check.
-func (g *Group) SetGate(fn func(msg any) error) {
+// sees it. A non-nil response is the answer (raft acts on it as on one of
+// its own: a rejected AppendEntries makes the leader step back to an
+// earlier index, or to a snapshot); a non-nil error is the answer too,
+// which the sender's raft takes as a failed RPC (it backs off and retries
+// the same request). nil removes the check.
+func (g *Group) SetGate(fn func(msg any) (resp any, err error)) {
 	if fn == nil {
 		g.gate.Store(nil)
 		return
@@ -136,8 +139,8 @@ func (g *Group) SetGate(fn func(msg any) error) {
 // deliver hands one request to raft and waits for its answer.
 func (g *Group) deliver(msg any, reader io.Reader, stop <-chan struct{}) (any, error, bool) {
 	if fn := g.gate.Load(); fn != nil {
-		if err := (*fn)(msg); err != nil {
-			return nil, err, true
+		if resp, err := (*fn)(msg); resp != nil || err != nil {
+			return resp, err, true
 		}
 	}
 	respCh := make(chan raft.RPCResponse, 1)
