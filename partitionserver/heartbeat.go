@@ -188,10 +188,18 @@ func (s *Server) wakeParent(d *pb.RangeDescriptor) {
 // case of a replica that was down across the split and caught up its
 // parent by a snapshot taken after it, or that was added to the parent by
 // a move whose snapshot already held the split.
+//
+// The replicas' spans are read before the state file: a split narrows its
+// parent's in-memory span as it applies, but its new range is in the file
+// only once the group commit after it is (an fsync, long on a loaded
+// disk). Read the other way round, a heartbeat in between found neither
+// and created the new range here as an empty joiner: it waited for a
+// snapshot although the split gave it its rows, and, being the split's
+// preferred leader, a leadership transfer to it timed out
+// (TestManualSplitMergeMove/split, "both halves led by ps1"). A span read
+// first that misses the key means the split was applied; committing the
+// pending transaction then makes its range visible to OpenRange.
 func (s *Server) orphaned(d *pb.RangeDescriptor) bool {
-	if _, err := s.store.OpenRange(d.GetRangeId(), s.logger); err == nil {
-		return false
-	}
 	for _, sl := range s.slotList() {
 		if sl.fsm == nil {
 			continue
@@ -200,6 +208,12 @@ func (s *Server) orphaned(d *pb.RangeDescriptor) bool {
 		if local.GetTableId() == d.GetTableId() && fsm.InRange(local, d.GetStart()) {
 			return false
 		}
+	}
+	if err := s.store.Flush(); err != nil {
+		return false // not decided: the next heartbeat asks again
+	}
+	if _, err := s.store.OpenRange(d.GetRangeId(), s.logger); err == nil {
+		return false
 	}
 	return true
 }
