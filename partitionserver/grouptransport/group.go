@@ -23,6 +23,11 @@ type Group struct {
 	gate        atomic.Pointer[func(any) (any, error)]
 	shutdown    chan struct{}
 	once        sync.Once
+	// fast is held (read) while a heartbeat runs in raft's handler, which
+	// is called from the transport's goroutine, not raft's; Close takes it
+	// (write), so none is running in raft once Close returns.
+	fast       sync.RWMutex
+	fastClosed bool
 }
 
 var (
@@ -59,9 +64,18 @@ func (g *Group) SetHeartbeatHandler(cb func(raft.RPC)) {
 	g.heartbeatFn.Store(&cb)
 }
 
-// Close implements raft.WithClose; it is idempotent.
+// Close implements raft.WithClose; it is idempotent. It returns once no
+// heartbeat is running in raft's handler, and none starts after: raft
+// closes its transport last when it shuts down, and the server closes the
+// shared log after that. A heartbeat handler still running then (its
+// goroutine descheduled on a loaded machine between raft's shutdown check
+// and its write of a newer term) failed to save the term to the closed log,
+// and raft panics on that (TestManualSplitMergeMove, at cluster Close).
 func (g *Group) Close() error {
 	g.once.Do(func() {
+		g.fast.Lock()
+		g.fastClosed = true
+		g.fast.Unlock()
 		close(g.shutdown)
 		g.t.removeGroup(g)
 	})
@@ -148,7 +162,13 @@ func (g *Group) deliver(msg any, reader io.Reader, stop <-chan struct{}) (any, e
 	fast := false
 	if ae, ok := msg.(*raft.AppendEntriesRequest); ok && isHeartbeat(ae) {
 		if fn := g.heartbeatFn.Load(); fn != nil {
+			g.fast.RLock()
+			if g.fastClosed {
+				g.fast.RUnlock()
+				return nil, ErrUnknownGroup, true
+			}
 			(*fn)(rpc)
+			g.fast.RUnlock()
 			fast = true
 		}
 	}

@@ -96,6 +96,13 @@ func (sc *serverConn) drain(group uint64, ib *inbox) {
 // handle delivers one request to its group and queues the response; false
 // means the connection is unusable.
 func (sc *serverConn) handle(f frame) bool {
+	// A connection shut (isolation, Close) delivers nothing more, not
+	// even what it had read and queued before.
+	select {
+	case <-sc.stop:
+		return false
+	default:
+	}
 	if !sc.t.faulted(sc.peer) {
 		return true // dropped: the sender times out, as on a lossy network
 	}

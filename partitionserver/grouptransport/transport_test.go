@@ -3,6 +3,7 @@ package grouptransport
 import (
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -312,5 +313,55 @@ func TestCloseGroupKeepsConnections(t *testing.T) {
 	}
 	if dialed, accepted := n.tr.Conns(); dialed+accepted != 0 {
 		t.Errorf("%d connections open after Close", dialed+accepted)
+	}
+}
+
+// Closing a group waits for a heartbeat running in raft's handler, and no
+// heartbeat reaches the handler after: the server closes the shared log
+// once its members' transports are closed, and raft panics when a
+// heartbeat's newer term cannot be saved.
+func TestCloseWaitsForHeartbeatHandler(t *testing.T) {
+	c := newTestCluster(t, 2)
+	recv, err := c.nodes[1].tr.Group(5, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entered, release := make(chan struct{}), make(chan struct{})
+	var calls atomic.Int32
+	recv.SetHeartbeatHandler(func(rpc raft.RPC) {
+		if calls.Add(1) == 1 {
+			close(entered)
+			<-release // raft's handler, descheduled mid-way
+		}
+		rpc.Respond(&raft.AppendEntriesResponse{Term: 1, Success: true}, nil)
+	})
+	send, err := c.nodes[0].tr.Group(5, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	heartbeat := func() error {
+		req := &raft.AppendEntriesRequest{RPCHeader: raft.RPCHeader{Addr: []byte(c.nodes[0].addr)}, Term: 1}
+		return send.AppendEntries(raft.ServerID(c.nodes[1].addr), raft.ServerAddress(c.nodes[1].addr), req, &raft.AppendEntriesResponse{})
+	}
+	go heartbeat()
+	<-entered
+	closed := make(chan struct{})
+	go func() { recv.Close(); close(closed) }()
+	select {
+	case <-closed:
+		t.Fatal("Close returned while a heartbeat was still in raft's handler")
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(release)
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not return after the handler finished")
+	}
+	if err := heartbeat(); err == nil {
+		t.Fatal("a heartbeat to a closed group was answered")
+	}
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("the handler ran %d times; want 1 (none after Close)", n)
 	}
 }
