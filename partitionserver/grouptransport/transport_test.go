@@ -50,9 +50,10 @@ func TestManyGroupsShareConnections(t *testing.T) {
 // process is sometimes not scheduled for a second or more: every goroutine
 // stops, the test's own polling loop included, leaders miss their lease
 // and elections follow. No transport can keep heartbeats flowing through
-// that, so an attempt in which the process itself stalled longer than the
-// leader lease proves nothing either way and is run again, on a fresh
-// cluster, up to three times. A transport that holds heartbeats behind a
+// that, so an attempt in which the process itself stalled for half the
+// leader lease or more (a leader's last contact is already up to a
+// heartbeat interval old when a stall begins) proves nothing either way
+// and is run again, on a fresh cluster, up to three times. A transport that holds heartbeats behind a
 // snapshot delays them by the install (about 2 s) while the process runs
 // freely, and fails every attempt.
 func TestSnapshotInstallDoesNotStallOtherGroups(t *testing.T) {
@@ -64,7 +65,7 @@ func TestSnapshotInstallDoesNotStallOtherGroups(t *testing.T) {
 		}
 		t.Logf("attempt %d: worst contact gap of another group during the install: %v; longest stall of the test process itself: %v",
 			i, r.worstGap, r.stall)
-		if r.stall > leaderLease {
+		if r.stall >= leaderLease/2 {
 			continue
 		}
 		for _, id := range r.changed {
@@ -75,7 +76,7 @@ func TestSnapshotInstallDoesNotStallOtherGroups(t *testing.T) {
 		}
 		return
 	}
-	t.Skipf("the test process itself stalled longer than the leader lease (%v) in all %d attempts: too loaded a machine to measure", leaderLease, attempts)
+	t.Skipf("the test process itself stalled for half the leader lease (%v) or more in all %d attempts: too loaded a machine to measure", leaderLease/2, attempts)
 }
 
 // leaderLease is the harness's LeaderLeaseTimeout: a leader that has not
