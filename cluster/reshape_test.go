@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -263,24 +265,42 @@ func TestHotPartitionThrottledNotSplit(t *testing.T) {
 	}
 	// No SDK retries: the 503s must reach the client.
 	tc := noRetryClient(t, c).NewClient(table)
-	busy, ok := 0, 0
+	// Several writers at once: one writer waiting for each insert offers
+	// less than the target when an insert takes over 10 ms (a loaded 2-core
+	// box: 200 accepted, none refused, in 4 s), and then nothing is over
+	// the target to refuse.
+	const writers = 8
+	var busy, ok atomic.Int64
+	var firstErr atomic.Pointer[error]
+	var wg sync.WaitGroup
 	deadline := time.Now().Add(4 * time.Second)
-	for i := 0; time.Now().Before(deadline); i++ {
-		body := []byte(fmt.Sprintf(`{"PartitionKey":"hot","RowKey":"%06d"}`, i))
-		_, err := tc.AddEntity(ctx, body, nil)
-		switch {
-		case err == nil:
-			ok++
-		case isStatus(err, 503):
-			busy++
-		default:
-			t.Fatalf("insert: %v", err)
-		}
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; time.Now().Before(deadline); i++ {
+				body := []byte(fmt.Sprintf(`{"PartitionKey":"hot","RowKey":"%d-%06d"}`, w, i))
+				_, err := tc.AddEntity(ctx, body, nil)
+				switch {
+				case err == nil:
+					ok.Add(1)
+				case isStatus(err, 503):
+					busy.Add(1)
+				default:
+					firstErr.CompareAndSwap(nil, &err)
+					return
+				}
+			}
+		}()
 	}
-	if busy == 0 {
-		t.Fatalf("no 503 ServerBusy for one partition over its target (%d accepted)", ok)
+	wg.Wait()
+	if err := firstErr.Load(); err != nil {
+		t.Fatalf("insert: %v", *err)
 	}
-	t.Logf("%d accepted, %d refused with 503", ok, busy)
+	if busy.Load() == 0 {
+		t.Fatalf("no 503 ServerBusy for one partition over its target (%d accepted)", ok.Load())
+	}
+	t.Logf("%d accepted, %d refused with 503", ok.Load(), busy.Load())
 	mc := masterClient(t, c)
 	if rs := tableRanges(partitionMap(t, mc), table); len(rs) != 1 {
 		t.Fatalf("a single hot partition was split: %d ranges", len(rs))

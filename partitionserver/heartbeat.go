@@ -273,9 +273,6 @@ func (s *Server) assignment(d *pb.RangeDescriptor) (lifecycle.Assignment, *slot)
 	if a.Hosted || a.Generation == 1 {
 		return a, nil
 	}
-	if _, err := s.store.OpenRange(d.GetRangeId(), s.logger); err == nil {
-		a.Stored = true
-	}
 	var parent *slot
 	for _, sl := range s.slotList() {
 		if sl.fsm == nil {
@@ -291,5 +288,25 @@ func (s *Server) assignment(d *pb.RangeDescriptor) (lifecycle.Assignment, *slot)
 			break
 		}
 	}
-	return a, parent
+	if a.Parent {
+		return a, parent
+	}
+	// The replicas' spans are read before the state file: a split narrows
+	// its parent's in-memory span as it applies, but its new range is in
+	// the file only once the group commit after it is (an fsync, long on a
+	// loaded disk). Read the other way round, a heartbeat in between found
+	// neither and created the new range here as an empty joiner: it waited
+	// for a snapshot although the split gave it its rows, and, being the
+	// split's preferred leader, a leadership transfer to it timed out
+	// (TestManualSplitMergeMove/split, "both halves led by ps1"). A span
+	// read first that misses the key means the split was applied;
+	// committing the pending transaction makes its range visible.
+	if err := s.store.Flush(); err != nil {
+		a.Stored = true // not decided: wait for the next pass
+		return a, nil
+	}
+	if _, err := s.store.OpenRange(d.GetRangeId(), s.logger); err == nil {
+		a.Stored = true
+	}
+	return a, nil
 }

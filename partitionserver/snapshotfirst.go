@@ -1,20 +1,15 @@
 package partitionserver
 
 import (
-	"errors"
 	"sync/atomic"
 
 	"github.com/hashicorp/raft"
 )
 
-// errAwaitingSnapshot answers log entries sent to an empty member of a
-// split-born range before it has a snapshot.
-var errAwaitingSnapshot = errors.New("partitionserver: empty member of a split-born range takes a snapshot before log entries")
-
 // snapshotFirst returns the transport gate of a member that joins a
 // split-born range empty (it was down across the split and caught its
 // parent up by a snapshot taken after it, so the registry created it
-// empty), or nil when the member needs none.
+// empty; or a move added it), or nil when the member needs none.
 //
 // A range born from a split holds rows its own log never carried: they
 // came with the split, through the parent's log. Its members drop that
@@ -23,10 +18,20 @@ var errAwaitingSnapshot = errors.New("partitionserver: empty member of a split-b
 // replay the log from index 1, and the joiner would reach the others'
 // applied index without the rows from before the split: acknowledged
 // writes missing on that replica, lost for good if it later leads (chaos
-// seeds 27 and 51). The gate refuses log entries until a snapshot is
-// installed; the leader backs off and, once its birth log is compacted,
-// sends the snapshot. Heartbeats, votes and the snapshot itself pass.
-func snapshotFirst(generation, applied uint64, bootstrap bool, logs raft.LogStore, snaps raft.SnapshotStore) (func(any) error, error) {
+// seeds 27 and 51). The gate rejects log entries until a snapshot is
+// installed. Heartbeats, votes and the snapshot itself pass.
+//
+// The rejection is a refused AppendEntries saying the member's log is
+// empty, not a failed RPC: on a failed RPC raft backs off and resends the
+// same entries, forever, so a joiner first sent entries past its (empty)
+// log never got the snapshot it needs (a move adds its voter after
+// compacting, and a write landing between the two made the first request
+// carry entries: the joiner stayed empty until the next compaction, the
+// range ran a replica short, and a leadership transfer to it timed out).
+// Told the log is empty, the leader steps back to index 1: it sends the
+// snapshot once the birth log is compacted, and until then backs off on
+// each rejection.
+func snapshotFirst(generation, applied uint64, bootstrap bool, logs raft.LogStore, snaps raft.SnapshotStore) (func(any) (any, error), error) {
 	if bootstrap || generation <= 1 || applied > 0 {
 		return nil, nil
 	}
@@ -43,15 +48,17 @@ func snapshotFirst(generation, applied uint64, bootstrap bool, logs raft.LogStor
 		return nil, nil
 	}
 	var done atomic.Bool
-	return func(msg any) error {
+	return func(msg any) (any, error) {
 		ae, ok := msg.(*raft.AppendEntriesRequest)
 		if !ok || len(ae.Entries) == 0 || done.Load() {
-			return nil
+			return nil, nil
 		}
 		if list, err := snaps.List(); err == nil && len(list) > 0 {
 			done.Store(true)
-			return nil
+			return nil, nil
 		}
-		return errAwaitingSnapshot
+		// The request's own term: a member that has not seen it yet would
+		// adopt it, and a leader steps down only on a newer one.
+		return &raft.AppendEntriesResponse{RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax}, Term: ae.Term, LastLog: 0, Success: false}, nil
 	}, nil
 }

@@ -20,9 +20,14 @@ type Group struct {
 	addrs       raft.ServerAddressProvider
 	consumeCh   chan raft.RPC
 	heartbeatFn atomic.Pointer[func(raft.RPC)]
-	gate        atomic.Pointer[func(any) error]
+	gate        atomic.Pointer[func(any) (any, error)]
 	shutdown    chan struct{}
 	once        sync.Once
+	// fast is held (read) while a heartbeat runs in raft's handler, which
+	// is called from the transport's goroutine, not raft's; Close takes it
+	// (write), so none is running in raft once Close returns.
+	fast       sync.RWMutex
+	fastClosed bool
 }
 
 var (
@@ -59,9 +64,18 @@ func (g *Group) SetHeartbeatHandler(cb func(raft.RPC)) {
 	g.heartbeatFn.Store(&cb)
 }
 
-// Close implements raft.WithClose; it is idempotent.
+// Close implements raft.WithClose; it is idempotent. It returns once no
+// heartbeat is running in raft's handler, and none starts after: raft
+// closes its transport last when it shuts down, and the server closes the
+// shared log after that. A heartbeat handler still running then (its
+// goroutine descheduled on a loaded machine between raft's shutdown check
+// and its write of a newer term) failed to save the term to the closed log,
+// and raft panics on that (TestManualSplitMergeMove, at cluster Close).
 func (g *Group) Close() error {
 	g.once.Do(func() {
+		g.fast.Lock()
+		g.fastClosed = true
+		g.fast.Unlock()
 		close(g.shutdown)
 		g.t.removeGroup(g)
 	})
@@ -123,9 +137,12 @@ func (g *Group) rpc(id raft.ServerID, target raft.ServerAddress, lane byte, args
 }
 
 // SetGate installs a check run on every request to this group before raft
-// sees it: a non-nil error is the answer, which the sender's raft takes as
-// a failed RPC (it backs off and retries). nil removes the check.
-func (g *Group) SetGate(fn func(msg any) error) {
+// sees it. A non-nil response is the answer (raft acts on it as on one of
+// its own: a rejected AppendEntries makes the leader step back to an
+// earlier index, or to a snapshot); a non-nil error is the answer too,
+// which the sender's raft takes as a failed RPC (it backs off and retries
+// the same request). nil removes the check.
+func (g *Group) SetGate(fn func(msg any) (resp any, err error)) {
 	if fn == nil {
 		g.gate.Store(nil)
 		return
@@ -136,8 +153,8 @@ func (g *Group) SetGate(fn func(msg any) error) {
 // deliver hands one request to raft and waits for its answer.
 func (g *Group) deliver(msg any, reader io.Reader, stop <-chan struct{}) (any, error, bool) {
 	if fn := g.gate.Load(); fn != nil {
-		if err := (*fn)(msg); err != nil {
-			return nil, err, true
+		if resp, err := (*fn)(msg); resp != nil || err != nil {
+			return resp, err, true
 		}
 	}
 	respCh := make(chan raft.RPCResponse, 1)
@@ -145,7 +162,13 @@ func (g *Group) deliver(msg any, reader io.Reader, stop <-chan struct{}) (any, e
 	fast := false
 	if ae, ok := msg.(*raft.AppendEntriesRequest); ok && isHeartbeat(ae) {
 		if fn := g.heartbeatFn.Load(); fn != nil {
+			g.fast.RLock()
+			if g.fastClosed {
+				g.fast.RUnlock()
+				return nil, ErrUnknownGroup, true
+			}
 			(*fn)(rpc)
+			g.fast.RUnlock()
 			fast = true
 		}
 	}

@@ -108,6 +108,13 @@ func (sc *serverConn) handle(f frame) bool {
 		// wake a quiet range while the server closes its members.
 		return false
 	}
+	// A connection shut (isolation, Close) delivers nothing more, not
+	// even what it had read and queued before.
+	select {
+	case <-sc.stop:
+		return false
+	default:
+	}
 	if !sc.t.faulted(sc.peer) {
 		return true // dropped: the sender times out, as on a lossy network
 	}

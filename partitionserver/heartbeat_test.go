@@ -1,0 +1,102 @@
+package partitionserver
+
+import (
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"tablestore/internal/failpoint"
+	"tablestore/partitionserver/fsm"
+	"tablestore/partitionserver/lifecycle"
+	pb "tablestore/proto/tablestorepb"
+)
+
+// A range assigned here joins empty (and waits for a snapshot) only when
+// no replica here will create it by applying a split: assignment must not
+// report "no parent, not stored" while a split it applied is still being
+// committed to the state file.
+func TestAssignmentJoin(t *testing.T) {
+	parent := &pb.RangeDescriptor{RangeId: 1, Table: "t", TableId: 7, Generation: 1}
+	right := &pb.RangeDescriptor{RangeId: 2, Table: "t", TableId: 7, Start: "m", Generation: 2}
+	otherTable := &pb.RangeDescriptor{RangeId: 3, Table: "u", TableId: 8, Generation: 1}
+	tests := []struct {
+		name    string
+		local   *pb.RangeDescriptor // the replica hosted here
+		split   bool                // it applied the split creating right
+		stalled bool                // and the state file's commit of it is slow
+		want    bool
+	}{
+		{name: "parent here has not split yet", local: parent, want: false},
+		{name: "parent here applied the split", local: parent, split: true, want: false},
+		// The split narrowed the parent's span in memory while its
+		// commit, which stores the new range, is still running.
+		{name: "parent here applied the split, commit in progress", local: parent, split: true, stalled: true, want: false},
+		{name: "no replica of the table here", local: otherTable, want: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			store, err := fsm.OpenWithInterval(filepath.Join(t.TempDir(), "state.db"), time.Hour)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { store.Close() })
+			if err := store.CreateRange(tc.local, true); err != nil {
+				t.Fatal(err)
+			}
+			if err := store.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			r, err := store.OpenRange(tc.local.GetRangeId(), slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := DefaultConfig()
+			s := &Server{store: store, logger: slog.New(slog.DiscardHandler), slots: map[uint64]*slot{r.ID(): newSlot(r.ID(), r, &cfg)}}
+			// Every path out of the subtest lets a held commit go: the
+			// store's Close waits for it.
+			release := make(chan struct{})
+			var once sync.Once
+			let := func() { once.Do(func() { close(release) }) }
+			defer let()
+			if tc.stalled {
+				failpoint.Enable("partitionserver/fsm/commit", func() error { <-release; return nil })
+				t.Cleanup(func() {
+					let()
+					failpoint.Disable("partitionserver/fsm/commit")
+				})
+			}
+			if tc.split {
+				data, err := fsm.Encode(pb.CommandKind_COMMAND_KIND_SPLIT, &pb.SplitCommand{SplitKey: "m", NewRangeId: 2})
+				if err != nil {
+					t.Fatal(err)
+				}
+				res := r.ApplyBatch([]*raft.Log{{Index: 1, Term: 1, Type: raft.LogCommand, Data: data}})
+				if e := res[0].(*fsm.Result).Err; e != nil {
+					t.Fatal(e)
+				}
+			}
+			got := make(chan bool, 1)
+			go func() { a, _ := s.assignment(right); got <- lifecycle.Assigned(a) == lifecycle.Join }()
+			if tc.stalled {
+				// The commit completes a while later; the join must not
+				// have decided on the half-applied split meanwhile.
+				select {
+				case v := <-got:
+					if v {
+						t.Fatal("join while the split's commit was in progress")
+					}
+					return
+				case <-time.After(100 * time.Millisecond):
+				}
+				let()
+			}
+			if v := <-got; v != tc.want {
+				t.Fatalf("join = %v, want %v", v, tc.want)
+			}
+		})
+	}
+}
