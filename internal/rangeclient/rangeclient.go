@@ -20,8 +20,9 @@ type Decision struct {
 	Retry bool
 	// Stale: the caller's map of the range is out of date.
 	Stale bool
-	// Busy: the server refused for now (ServerBusy); callers facing a
-	// client may prefer to hand it back with its Retry-After.
+	// Busy: the server refused for load (ServerBusy, ResourceExhausted);
+	// callers facing a client may prefer to hand it back with its
+	// Retry-After.
 	Busy bool
 	// Leader is the leader the server named, if any.
 	Leader string
@@ -40,7 +41,13 @@ func Classify(err error) Decision {
 	case rpcerr.ReasonStaleRange, rpcerr.ReasonRangeNotFound:
 		d.Retry, d.Stale = true, true
 	case rpcerr.ReasonServerBusy:
-		d.Retry, d.Busy = true, true
+		// Unavailable: a leader refused a write it never proposed
+		// because its leadership is moving (a transfer settles within an
+		// election), so every caller retries it, and a client sees a
+		// slower write rather than a 503. ResourceExhausted: a throttle
+		// or the capacity model, whose 503 and Retry-After a client
+		// should see, as Azure's.
+		d.Retry, d.Busy = true, info.Code != codes.Unavailable
 	case "":
 		// A transport failure before the server answered.
 		d.Retry = info.Code == codes.Unavailable

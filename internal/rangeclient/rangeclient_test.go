@@ -22,7 +22,8 @@ func TestClassify(t *testing.T) {
 		{"outcome unknown", rpcerr.New(codes.DeadlineExceeded, rpcerr.ReasonUnavailable, "x", nil), Decision{Retry: true}},
 		{"stale range", rpcerr.New(codes.FailedPrecondition, rpcerr.ReasonStaleRange, "x", nil), Decision{Retry: true, Stale: true}},
 		{"range not hosted", rpcerr.New(codes.NotFound, rpcerr.ReasonRangeNotFound, "x", nil), Decision{Retry: true, Stale: true}},
-		{"busy", rpcerr.New(codes.Unavailable, rpcerr.ReasonServerBusy, "x", nil), Decision{Retry: true, Busy: true}},
+		{"busy (throttled)", rpcerr.New(codes.ResourceExhausted, rpcerr.ReasonServerBusy, "x", nil), Decision{Retry: true, Busy: true}},
+		{"busy (leadership transfer)", rpcerr.New(codes.Unavailable, rpcerr.ReasonServerBusy, "x", nil), Decision{Retry: true}},
 		{"connection refused", rpcerr.New(codes.Unavailable, "", "x", nil), Decision{Retry: true}},
 		{"condition failed", rpcerr.New(codes.FailedPrecondition, rpcerr.ReasonConditionNotSatisfied, "x", nil), Decision{}},
 		{"internal", errors.New("boom"), Decision{}},
@@ -64,7 +65,7 @@ func TestCallFollowsHintAndGivesUp(t *testing.T) {
 		t.Fatalf("final error retried: %v after %d attempts", err, n)
 	}
 	n = 0
-	busy := rpcerr.New(codes.Unavailable, rpcerr.ReasonServerBusy, "busy", nil)
+	busy := rpcerr.New(codes.ResourceExhausted, rpcerr.ReasonServerBusy, "busy", nil)
 	err = Call(ctx, func() ([]string, error) { return []string{"a"}, nil },
 		func(context.Context, string) error { n++; return busy }, Options{RetryBusy: true})
 	if !errors.Is(err, busy) && rpcerr.Parse(err).Reason != rpcerr.ReasonServerBusy || n < 2 {
@@ -73,7 +74,8 @@ func TestCallFollowsHintAndGivesUp(t *testing.T) {
 }
 
 // script is a scripted fake range: per server, the answers of its
-// successive attempts ("ok", "leader:X", "stale", "busy", "down",
+// successive attempts ("ok", "leader:X", "stale", "busy" (throttled),
+// "transfer" (busy: leadership moving), "down",
 // "silent" (no answer until the attempt's context ends), "final"); a
 // server's last answer repeats.
 type script map[string][]string
@@ -92,7 +94,9 @@ func (s script) answer(ctx context.Context, server string, n int) error {
 	case a == "stale":
 		return rpcerr.New(codes.FailedPrecondition, rpcerr.ReasonStaleRange, "stale", nil)
 	case a == "busy":
-		return rpcerr.New(codes.Unavailable, rpcerr.ReasonServerBusy, "busy", nil)
+		return rpcerr.New(codes.ResourceExhausted, rpcerr.ReasonServerBusy, "busy", nil)
+	case a == "transfer":
+		return rpcerr.New(codes.Unavailable, rpcerr.ReasonServerBusy, "transfer in progress", nil)
 	case a == "silent":
 		<-ctx.Done()
 		return rpcerr.New(codes.DeadlineExceeded, "", ctx.Err().Error(), nil)
@@ -162,6 +166,11 @@ func TestCallScripted(t *testing.T) {
 		{
 			name: "busy handed back", maps: [][]string{{"a", "b"}},
 			script: script{"a": {"busy"}}, wantTried: []string{"a"}, wantReason: rpcerr.ReasonServerBusy,
+		},
+		{
+			name: "busy in a leadership transfer retried by every caller", maps: [][]string{{"a"}},
+			script: script{"a": {"transfer", "transfer", "ok"}},
+			wantOK: true, wantTried: []string{"a", "a", "a"}, wantLeader: "a",
 		},
 		{
 			name: "busy retried by internal callers", maps: [][]string{{"a"}},
