@@ -49,6 +49,11 @@ type reportSession struct {
 	// this master holds no complete view (deltas are refused and a full
 	// report asked for).
 	since time.Time
+	// refresh asks the server for a full report with its next answer: a
+	// range it hosts lost its recorded leader, and its leader's report,
+	// unchanged since acknowledged, would not come before the next
+	// periodic full report.
+	refresh bool
 }
 
 // reportIsFull: a request that carries no incarnation is from a server
@@ -61,6 +66,8 @@ func reportIsFull(req *pb.HeartbeatRequest) bool {
 // liveness. take: fold its ranges in. wantFull: the master has no
 // complete view to fold a delta into (it just took the lead, or the
 // server restarted); the delta is dropped and a full report asked for.
+// A delta is also answered wantFull, though taken, when a range the
+// server hosts lost its recorded leader (leaderLost).
 // A report older than one taken (a retried heartbeat's late original) is
 // not taken. span is the time since the server's previous heartbeat: what
 // one report's rates cover.
@@ -83,13 +90,30 @@ func (r *reports) accept(server string, req *pb.HeartbeatRequest, now time.Time)
 	}
 	r.lastSeen[server] = now
 	if reportIsFull(req) {
-		ss.since = now
+		ss.since, ss.refresh = now, false
 		return true, false, span
 	}
 	if ss.since.IsZero() {
 		return false, true, span
 	}
+	if ss.refresh {
+		// The delta is taken; the full report follows at once.
+		ss.refresh = false
+		return true, true, span
+	}
 	return true, false, span
+}
+
+// leaderLost asks every other server that reported hosting range id for a
+// full report (reportSession.refresh). Called with r.mu held.
+func (r *reports) leaderLost(id uint64, reporter string) {
+	for server, hosted := range r.hosted {
+		if _, ok := hosted[id]; ok && server != reporter {
+			if ss := r.sessions[server]; ss != nil {
+				ss.refresh = true
+			}
+		}
+	}
 }
 
 // reportedAt is when a report from server recorded at `at` last held: a
@@ -190,9 +214,13 @@ func (r *reports) heartbeat(cfg scheduler.Config, server string, ranges []*pb.Ra
 		r.frozen[id] = rs.GetFrozen()
 		if !rs.GetLeader() {
 			if r.leaders[id] == server {
+				// Its new leader (say, the target of a transfer whose
+				// old leader's late report was taken after it) may have
+				// reported already and stay silent while nothing changes.
 				delete(r.leaders, id)
 				r.changedLeaders[id] = struct{}{}
 				changed = true
+				r.leaderLost(id, server)
 			}
 			continue
 		}

@@ -189,3 +189,57 @@ func TestAssignmentsVersion(t *testing.T) {
 		t.Fatalf("answer after a restore %v: want the whole catalog", after)
 	}
 }
+
+// TestLeaderLostAsksForFullReports: when a server reports it no longer
+// leads a range the master recorded it as leading, the other servers
+// hosting the range are asked for a full report with their next answer
+// (their leader's report, unchanged since acknowledged, would not come
+// in a delta), and only once.
+func TestLeaderLostAsksForFullReports(t *testing.T) {
+	cfg := scheduler.DefaultConfig()
+	r := newReports()
+	now := time.Unix(1000, 0)
+	st := func(id uint64, leader bool) *pb.RangeStatus {
+		return &pb.RangeStatus{RangeId: id, AppliedIndex: 5, Leader: leader}
+	}
+	seq := map[string]uint64{}
+	send := func(server string, full bool, ranges ...*pb.RangeStatus) (take, wantFull bool) {
+		now = now.Add(100 * time.Millisecond)
+		seq[server]++
+		req := &pb.HeartbeatRequest{Server: &pb.ServerInfo{ServerId: server}, Incarnation: 3, Seq: seq[server], Full: full, Ranges: ranges}
+		take, wantFull, span := r.accept(server, req, now)
+		if take {
+			r.heartbeat(cfg, server, ranges, nil, full, span, now)
+		}
+		return take, wantFull
+	}
+	send("x", true, st(1, true), st(2, false))
+	send("y", true, st(1, false), st(2, true))
+	send("z", true, st(1, false))
+	// y's late claim of range 1 (built before a transfer to x) is taken
+	// after x's report, then y reports it no longer leads.
+	send("y", false, st(1, true))
+	if got := r.leaderOf(1); got != "y" {
+		t.Fatalf("leader %q, want y", got)
+	}
+	send("y", false, st(1, false))
+	if got := r.leaderOf(1); got != "" {
+		t.Fatalf("leader %q after y's denial, want none", got)
+	}
+	for _, c := range []struct {
+		server   string
+		wantFull bool
+	}{{"x", true}, {"z", true}, {"y", false}} {
+		take, wantFull := send(c.server, false)
+		if !take || wantFull != c.wantFull {
+			t.Fatalf("%s's delta: take %v wantFull %v, want true %v", c.server, take, wantFull, c.wantFull)
+		}
+	}
+	send("x", true, st(1, true), st(2, false))
+	if got := r.leaderOf(1); got != "x" {
+		t.Fatalf("leader %q after x's full report, want x", got)
+	}
+	if _, wantFull := send("x", false); wantFull {
+		t.Fatal("a full report asked for again")
+	}
+}

@@ -135,20 +135,25 @@ func (s *Server) status(sl *slot, withLoad bool) *pb.RangeStatus {
 // that holds no complete view of this server asks for a full report: it
 // is sent at once (once; a master that keeps asking gets it next tick).
 func (s *Server) heartbeat() {
-	if s.heartbeatOnce() {
-		s.heartbeatOnce()
+	if again, cur := s.heartbeatOnce(nil); again {
+		// The same statuses: building them anew would roll the load
+		// meters again, and a report covering a few milliseconds would
+		// turn one request into hundreds per second.
+		s.heartbeatOnce(cur)
 	}
 }
 
-// heartbeatOnce sends one report and reports whether the master asked for
-// a full one.
-func (s *Server) heartbeatOnce() (wantFull bool) {
+// heartbeatOnce sends one report (of cur, or of the replicas' statuses now
+// when cur is nil) and reports whether the master asked for a full one.
+func (s *Server) heartbeatOnce(cur []*pb.RangeStatus) (wantFull bool, sent []*pb.RangeStatus) {
 	rp := &s.report
 	if rp.incarnation == 0 {
 		rp.incarnation = rand.Uint64() | 1
 	}
 	rp.seq++
-	cur := s.statuses()
+	if cur == nil {
+		cur = s.statuses()
+	}
 	now := time.Now()
 	full := rp.acked == nil || now.Sub(rp.lastFull) >= s.cfg.FullReportInterval
 	req := &pb.HeartbeatRequest{
@@ -172,20 +177,25 @@ func (s *Server) heartbeatOnce() (wantFull bool) {
 		return err
 	})
 	if err != nil {
-		// The master may or may not have taken it: the next delta is taken
-		// against the last acknowledged report again (a report is absolute,
-		// so sending a change twice is harmless).
+		// The master may or may not have taken it: what it carried is
+		// sent again (a report is absolute, so sending a change twice is
+		// harmless). Left as acknowledged, a range whose report went back
+		// to the acknowledged one (busy, then idle again) would never
+		// correct the master's view of it before the next full report.
+		for _, rs := range req.Ranges {
+			delete(rp.acked, rs.GetRangeId())
+		}
 		if s.ctx.Err() == nil {
 			s.heartbeatFailed(err)
 		}
-		return false
+		return false, nil
 	}
 	s.heartbeatAccepted()
 	heartbeatReportsTotal.WithLabelValues(map[bool]string{true: "full", false: "delta"}[full]).Inc()
 	heartbeatReportedRanges.Add(float64(len(req.Ranges)))
 	if resp.GetWantFullReport() {
 		rp.acked = nil
-		return true
+		return true, cur
 	}
 	if full {
 		rp.acked = make(map[uint64]*pb.RangeStatus, len(cur))
@@ -211,7 +221,7 @@ func (s *Server) heartbeatOnce() (wantFull bool) {
 		// pass found nothing to do (a full report reconciles anyway).
 		rp.pending = s.reconcile(rp, resp.GetRetiredRangeIds())
 	}
-	return false
+	return false, nil
 }
 
 // reconcile creates assigned replicas this server misses and removes
