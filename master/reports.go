@@ -32,6 +32,9 @@ type reports struct {
 	changedLeaders map[uint64]struct{}
 	// sessions is, per server, its report session (accept).
 	sessions map[string]*reportSession
+	// folding serialises, per server, a heartbeat's accept with its fold
+	// (serverTurn).
+	folding map[string]*sync.Mutex
 	// gen counts changes to what the reports say of ranges (a report
 	// taken with ranges in it, a leader set or forgotten): the replica
 	// check skips a tick when it and the catalog did not change.
@@ -187,7 +190,26 @@ func newReports() *reports {
 		voters:         map[uint64]voterReport{},
 		changedLeaders: map[uint64]struct{}{},
 		sessions:       map[string]*reportSession{},
+		folding:        map[string]*sync.Mutex{},
 	}
+}
+
+// serverTurn takes server's turn to have a heartbeat accepted and folded
+// in; the returned func gives it back. accept drops a report older than
+// one taken, but a retried heartbeat and its slow original can both pass
+// it and fold in the other order: the older report would then stand
+// until the next full one, since the server's acknowledged state is the
+// newer.
+func (r *reports) serverTurn(server string) (done func()) {
+	r.mu.Lock()
+	m := r.folding[server]
+	if m == nil {
+		m = &sync.Mutex{}
+		r.folding[server] = m
+	}
+	r.mu.Unlock()
+	m.Lock()
+	return m.Unlock
 }
 
 // heartbeat folds one server's report in (accept took it): a full one

@@ -440,6 +440,7 @@ func (v *service) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.
 	if err := s.register(sv); err != nil {
 		return nil, toStatus(err)
 	}
+	defer s.reports.serverTurn(sv.GetServerId())()
 	now := time.Now()
 	take, wantFull, span := s.reports.accept(sv.GetServerId(), req, now)
 	resp := s.fsm.assignments(sv.GetServerId(), req.GetAssignmentsVersion())

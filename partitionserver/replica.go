@@ -353,7 +353,9 @@ func (r *replica) termCommitted(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return ErrNotLeader
+			// The caller's deadline, not a lost leadership: answered as
+			// a timeout, not a redirect.
+			return ctx.Err()
 		case <-deadline.C:
 			return ErrNotLeader
 		case <-time.After(200 * time.Microsecond):
