@@ -80,7 +80,7 @@ func startCluster(bin, dir string) (*cluster, error) {
 		c.masters = append(c.masters, &role{name: x.id, args: []string{"master", "--id", x.id,
 			"--data-dir", filepath.Join(dir, x.id), "--grpc-addr", x.grpc, "--raft-addr", x.raft,
 			"--peers", strings.Join(peers, ","), "--server-timeout", "3s", "--replicate-after", "20s",
-			"--log-level", "warn", "--metrics-addr", ""}})
+			"--log-level", logLevel(), "--metrics-addr", ""}})
 	}
 	for i := 1; i <= 4; i++ {
 		id := fmt.Sprintf("ps%d", i)
@@ -98,11 +98,11 @@ func startCluster(bin, dir string) (*cluster, error) {
 			"--data-dir", filepath.Join(dir, id), "--grpc-addr", g, "--raft-addr", r,
 			"--advertise-grpc", gp.addr(), "--advertise-raft", rp.addr(),
 			"--masters", strings.Join(c.masterGRPC, ","), "--snapshot-threshold", "2048",
-			"--trailing-logs", "512", "--snapshot-interval", "5s", "--log-level", "warn", "--metrics-addr", ""}})
+			"--trailing-logs", "512", "--snapshot-interval", "5s", "--log-level", logLevel(), "--metrics-addr", ""}})
 	}
 	c.endpoint = next()
 	c.front = &role{name: "fe", args: []string{"frontend", "--http-addr", c.endpoint,
-		"--masters", strings.Join(c.masterGRPC, ","), "--log-level", "warn", "--metrics-addr", ""}}
+		"--masters", strings.Join(c.masterGRPC, ","), "--log-level", logLevel(), "--metrics-addr", ""}}
 	for _, r := range c.all() {
 		if err := c.start(r); err != nil {
 			c.stop()
@@ -256,4 +256,14 @@ func freeAddrs(n int) ([]string, error) {
 		defer ln.Close()
 	}
 	return out, nil
+}
+
+// logLevel is the roles' --log-level: $TABLESTORE_CHAOS_LOG_LEVEL, else
+// warn (info logs every Raft election of every range, megabytes a seed;
+// set it to replay a failed seed with the whole story).
+func logLevel() string {
+	if l := os.Getenv("TABLESTORE_CHAOS_LOG_LEVEL"); l != "" {
+		return l
+	}
+	return "warn"
 }
