@@ -295,3 +295,66 @@ func TestUnderReplicatedRangeRepaired(t *testing.T) {
 	})
 	verifyExactlyOnce(t, tcl, acked)
 }
+
+// TestStaleReplicaCollected moves a range's replica off a server that is
+// down, so the move's delete cannot reach it, and restarts the server: its
+// replica, outside the range's configuration, must be deleted by the
+// master's replica GC (it would otherwise campaign for ever), while the
+// range keeps its three replicas and its data.
+func TestStaleReplicaCollected(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := startTuned(t, 4, quietPolicies, nil)
+	sc := serviceClient(t, c, 0)
+	const table = "stalegc"
+	tcl := newTable(t, sc, table)
+	mc := masterClient(t, c)
+	acked := map[string]int64{}
+	writeSeq(t, tcl, acked, "before", 20)
+	rng := tableRanges(partitionMap(t, mc), table)[0]
+	id := rng.GetRangeId()
+	var leader string
+	waitFor(t, 10*time.Second, "a range leader", func() bool {
+		leader = partitionMap(t, mc).GetLeaders()[id]
+		return leader != ""
+	})
+	from, to := "", ""
+	for _, r := range rng.GetReplicas() {
+		if r.GetServerId() != leader {
+			from = r.GetServerId()
+		}
+	}
+	for _, n := range c.Servers {
+		if !hasServer(rng, n.Config.ID) {
+			to = n.Config.ID
+		}
+	}
+	fi := c.ServerIndex(from)
+	if err := c.StopServer(fi); err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t, time.Minute)
+	err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
+		_, err := m.Move(ctx, &pb.MoveRequest{RangeId: id, ToServerId: to, FromServerId: from})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("move %s -> %s while %s is down: %v", from, to, from, err)
+	}
+	writeSeq(t, tcl, acked, "moved", 20)
+	if err := c.RestartServer(fi); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	waitFor(t, 45*time.Second, "the stale replica on "+from+" deleted", func() bool {
+		return c.Servers[fi].Server.ReplicaState(id) == "absent"
+	})
+	t.Logf("stale replica on %s deleted %v after its restart", from, time.Since(start).Round(time.Millisecond))
+	got := tableRanges(partitionMap(t, mc), table)[0]
+	if len(got.GetReplicas()) != 3 || hasServer(got, from) || !hasServer(got, to) {
+		t.Fatalf("replicas %v after the move %s -> %s", got.GetReplicas(), from, to)
+	}
+	writeSeq(t, tcl, acked, "after", 20)
+	verifyExactlyOnce(t, tcl, acked)
+}

@@ -56,6 +56,9 @@ type Server struct {
 	// progress: every replica's last reported applied index, for the
 	// transfer guard (a transfer only to a live, caught-up follower).
 	progress *progress
+	// replicaGC decides when to delete replicas removed from their
+	// servers while those were away (replicagc.go).
+	replicaGC *replicaGC
 
 	softMu   sync.Mutex
 	adopting bool
@@ -84,7 +87,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	}
 	s := &Server{
 		cfg: cfg, logger: logger.With("master", cfg.ID), pool: connpool.New(creds.DialOption()), creds: creds,
-		reports: newReports(), changed: make(chan struct{}), progress: newProgress(),
+		reports: newReports(), changed: make(chan struct{}), progress: newProgress(), replicaGC: newReplicaGC(),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	keep := cfg.Policy.RecentWindow()

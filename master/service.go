@@ -457,9 +457,17 @@ func (v *service) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.
 	if changed {
 		s.bump()
 	}
-	newer, retired := s.fsm.reconcile(req.GetRanges())
+	newer, retired, stale := s.fsm.reconcile(sv.GetServerId(), req.GetRanges())
 	if len(newer) > 0 {
 		go s.adopt(newer)
+	}
+	for id := range stale {
+		if s.replicaGC.observe(sv.GetServerId(), id, now) {
+			go s.collectStale(sv.GetServerId(), id)
+		}
+	}
+	if full {
+		s.replicaGC.forget(now)
 	}
 	resp.RetiredRangeIds = retired
 	return resp, nil
@@ -499,7 +507,11 @@ func (s *Server) throttleEvent(server string, rs *pb.RangeStatus) {
 // Raft state is the truth: newer descriptors (a split or merge the master
 // did not record, e.g. across a failover) are to be adopted; replicas of
 // ranges a newer one covers are retired.
-func (f *fsm) reconcile(ranges []*pb.RangeStatus) (newer []*pb.RangeDescriptor, retired []uint64) {
+//
+// A replica of a range whose descriptor is of a later generation and does
+// not list server is stale (replicagc.go); its range and that generation
+// are returned.
+func (f *fsm) reconcile(server string, ranges []*pb.RangeStatus) (newer []*pb.RangeDescriptor, retired []uint64, stale map[uint64]uint64) {
 	f.read(func(st *state) {
 		for _, rs := range ranges {
 			d := rs.GetRange()
@@ -507,6 +519,11 @@ func (f *fsm) reconcile(ranges []*pb.RangeStatus) (newer []*pb.RangeDescriptor, 
 			switch {
 			case ok && known.GetGeneration() < d.GetGeneration():
 				newer = append(newer, d)
+			case ok && known.GetGeneration() > d.GetGeneration() && !hasReplica(known, server):
+				if stale == nil {
+					stale = map[uint64]uint64{}
+				}
+				stale[d.GetRangeId()] = known.GetGeneration()
 			case !ok && !st.tableLive(d.GetTableId()):
 				// Deleted tables are cleaned up by live_table_ids.
 			case !ok && st.coveredByNewer(d):
@@ -516,7 +533,7 @@ func (f *fsm) reconcile(ranges []*pb.RangeStatus) (newer []*pb.RangeDescriptor, 
 			}
 		}
 	})
-	return newer, retired
+	return newer, retired, stale
 }
 
 // assignments is the catalog's answer to a heartbeat: the server's ranges,
