@@ -37,9 +37,7 @@ func runTables(o options, targets []string) error {
 			return fmt.Errorf("target %s: %w", name, err)
 		}
 		err = measureTables(o, t)
-		stopStart := time.Now()
-		t.stop()
-		fmt.Printf("%-34s %v\n", "shutdown (SIGTERM to exit)", time.Since(stopStart).Round(10*time.Millisecond))
+		fmt.Printf("%-34s %v\n", "shutdown (SIGTERM to exit)", t.stop().Round(10*time.Millisecond))
 		if err != nil {
 			return fmt.Errorf("target %s: %w", name, err)
 		}
