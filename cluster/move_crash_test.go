@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"tablestore/internal/failpoint"
+	"tablestore/internal/masterclient"
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -30,23 +31,7 @@ func TestMoveInterruptedByMasterFailover(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 
 	rng := tableRanges(partitionMap(t, mc), table)[0]
-	var leader string
-	waitFor(t, 10*time.Second, "a range leader", func() bool {
-		leader = partitionMap(t, mc).GetLeaders()[rng.GetRangeId()]
-		return leader != ""
-	})
-	from, to := "", ""
-	for _, r := range rng.GetReplicas() {
-		if r.GetServerId() != leader {
-			from = r.GetServerId()
-		}
-	}
-	for _, n := range c.Servers {
-		if !hasServer(rng, n.Config.ID) {
-			to = n.Config.ID
-			break
-		}
-	}
+	_, from, to := rangeRoles(t, c, mc, rng)
 	failpoint.Enable("master/move/after-add", nil)
 	err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
 		_, err := m.Move(ctx, &pb.MoveRequest{RangeId: rng.GetRangeId(), ToServerId: to, FromServerId: from})
@@ -147,22 +132,7 @@ func TestLateReplicaDelete(t *testing.T) {
 	writeSeq(t, tcl, acked, "before", 20)
 	rng := tableRanges(partitionMap(t, mc), table)[0]
 	id := rng.GetRangeId()
-	var leader string
-	waitFor(t, 10*time.Second, "a range leader", func() bool {
-		leader = partitionMap(t, mc).GetLeaders()[id]
-		return leader != ""
-	})
-	victim, spare := "", ""
-	for _, r := range rng.GetReplicas() {
-		if r.GetServerId() != leader {
-			victim = r.GetServerId()
-		}
-	}
-	for _, n := range c.Servers {
-		if !hasServer(rng, n.Config.ID) {
-			spare = n.Config.ID
-		}
-	}
+	leader, victim, spare := rangeRoles(t, c, mc, rng)
 	move := func(from, to string) *pb.RangeDescriptor {
 		t.Helper()
 		var resp *pb.MoveResponse
@@ -242,18 +212,7 @@ func TestUnderReplicatedRangeRepaired(t *testing.T) {
 	mc := masterClient(t, c)
 	w := startWorkload(t, tcl, 2, spreadKeys)
 	rng := tableRanges(partitionMap(t, mc), table)[0]
-	var leader string
-	waitFor(t, 10*time.Second, "a range leader", func() bool {
-		leader = partitionMap(t, mc).GetLeaders()[rng.GetRangeId()]
-		return leader != ""
-	})
-	removed := ""
-	for _, r := range rng.GetReplicas() {
-		if r.GetServerId() != leader {
-			removed = r.GetServerId()
-			break
-		}
-	}
+	leader, removed, _ := rangeRoles(t, c, mc, rng)
 	ctx := ctxT(t, time.Minute)
 	ls := c.Servers[c.ServerIndex(leader)].Server
 	if _, err := ls.Service().ChangeReplicas(ctx, &pb.ChangeReplicasRequest{RangeId: rng.GetRangeId(), RemoveServerId: removed}); err != nil {
@@ -314,22 +273,7 @@ func TestStaleReplicaCollected(t *testing.T) {
 	writeSeq(t, tcl, acked, "before", 20)
 	rng := tableRanges(partitionMap(t, mc), table)[0]
 	id := rng.GetRangeId()
-	var leader string
-	waitFor(t, 10*time.Second, "a range leader", func() bool {
-		leader = partitionMap(t, mc).GetLeaders()[id]
-		return leader != ""
-	})
-	from, to := "", ""
-	for _, r := range rng.GetReplicas() {
-		if r.GetServerId() != leader {
-			from = r.GetServerId()
-		}
-	}
-	for _, n := range c.Servers {
-		if !hasServer(rng, n.Config.ID) {
-			to = n.Config.ID
-		}
-	}
+	_, from, to := rangeRoles(t, c, mc, rng)
 	fi := c.ServerIndex(from)
 	if err := c.StopServer(fi); err != nil {
 		t.Fatal(err)
@@ -357,4 +301,25 @@ func TestStaleReplicaCollected(t *testing.T) {
 	}
 	writeSeq(t, tcl, acked, "after", 20)
 	verifyExactlyOnce(t, tcl, acked)
+}
+
+// rangeRoles waits for rng's leader and names it, a follower and a
+// server holding no replica of rng ("" when every server holds one).
+func rangeRoles(t *testing.T, c *Cluster, mc *masterclient.Client, rng *pb.RangeDescriptor) (leader, follower, spare string) {
+	t.Helper()
+	waitFor(t, 10*time.Second, "a range leader", func() bool {
+		leader = partitionMap(t, mc).GetLeaders()[rng.GetRangeId()]
+		return leader != ""
+	})
+	for _, r := range rng.GetReplicas() {
+		if r.GetServerId() != leader {
+			follower = r.GetServerId()
+		}
+	}
+	for _, n := range c.Servers {
+		if !hasServer(rng, n.Config.ID) {
+			spare = n.Config.ID
+		}
+	}
+	return leader, follower, spare
 }
