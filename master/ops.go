@@ -535,13 +535,22 @@ func (s *Server) move(ctx context.Context, id uint64, from, to, cause, reason st
 // it when it resumes), so it names the generation: a replica a later move
 // re-created on the server is not deleted.
 func (s *Server) deleteReplicaLater(server string, id, generation uint64) {
-	if oc, err := s.pool.Partition(s.grpcAddrOf(server)); err == nil {
-		go func() {
-			dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			oc.DeleteReplica(dctx, &pb.DeleteReplicaRequest{RangeId: id, BeforeGeneration: generation})
-		}()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		s.deleteReplica(ctx, server, id, generation)
+	}()
+}
+
+// deleteReplica asks server to delete its replica of range id if older
+// than generation (DeleteReplica's before_generation guard).
+func (s *Server) deleteReplica(ctx context.Context, server string, id, generation uint64) error {
+	oc, err := s.pool.Partition(s.grpcAddrOf(server))
+	if err != nil {
+		return err
 	}
+	_, err = oc.DeleteReplica(ctx, &pb.DeleteReplicaRequest{RangeId: id, BeforeGeneration: generation})
+	return err
 }
 
 // addVoter creates a replica of d on server to and adds it to d's Raft

@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	pb "tablestore/proto/tablestorepb"
 )
 
 var staleReplicasCollectedTotal = prometheus.NewCounter(prometheus.CounterOpts{
@@ -101,13 +99,9 @@ func (s *Server) collectStale(server string, id uint64) {
 	if !ok || hasReplica(d, server) {
 		return
 	}
-	oc, err := s.pool.Partition(s.grpcAddrOf(server))
-	if err != nil {
-		return
-	}
 	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
 	defer cancel()
-	if _, err := oc.DeleteReplica(ctx, &pb.DeleteReplicaRequest{RangeId: id, BeforeGeneration: d.GetGeneration()}); err != nil {
+	if err := s.deleteReplica(ctx, server, id, d.GetGeneration()); err != nil {
 		s.logger.Warn("deleting a stale replica failed", "server", server, "range", id, "err", err)
 		return
 	}
