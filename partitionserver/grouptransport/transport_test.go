@@ -293,7 +293,23 @@ func TestCloseGroupKeepsConnections(t *testing.T) {
 		}
 	}
 	c.waitLeaders(ids)
+	// Every lane between every pair is dialed before counting: a lane
+	// dialed for the first time later (a new leader of group 1 appending
+	// to node 0) is not a reconnect.
+	for _, from := range c.nodes {
+		for _, to := range c.nodes {
+			if from == to {
+				continue
+			}
+			for _, lane := range []byte{laneControl, laneAppend} {
+				if _, err := from.tr.conn(to.addr, lane); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
 	n := c.nodes[0]
+	c.waitFor("node 0 to accept every lane", 5*time.Second, func() bool { _, accepted := n.tr.Conns(); return accepted >= 2*(len(c.nodes)-1) })
 	before := n.ln.n.Load()
 	dialedBefore, _ := n.tr.Conns()
 	n.rafts[1].Shutdown().Error() // closes its Group
