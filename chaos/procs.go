@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"tablestore/internal/failpoint"
 )
@@ -42,6 +44,62 @@ type cluster struct {
 	// ctlRunning counts reshaping commands in flight: the read-back waits
 	// for them.
 	ctlRunning sync.WaitGroup
+
+	// The availability record: when each role was impaired, and the
+	// direct address that answers once a started role listens.
+	evMu   sync.Mutex
+	events []timedEvent
+	direct map[string]string
+}
+
+// timedEvent is a roleEvent at wall-clock time, converted when the run
+// is evaluated.
+type timedEvent struct {
+	at time.Time
+	roleEvent
+}
+
+// mark records an impairment flag of a role.
+func (c *cluster) mark(role, flag string, on bool) {
+	c.evMu.Lock()
+	c.events = append(c.events, timedEvent{time.Now(), roleEvent{role: role, flag: flag, on: on}})
+	c.evMu.Unlock()
+}
+
+// roleEvents returns the record relative to start.
+func (c *cluster) roleEvents(start time.Time) []roleEvent {
+	c.evMu.Lock()
+	defer c.evMu.Unlock()
+	out := make([]roleEvent, 0, len(c.events))
+	for _, e := range c.events {
+		e.roleEvent.at = e.at.Sub(start)
+		out = append(out, e.roleEvent)
+	}
+	return out
+}
+
+// awaitListening clears r's down flag once its direct address accepts a
+// connection, unless the process it was started as has exited by then.
+func (c *cluster) awaitListening(r *role, done chan struct{}) {
+	addr := c.direct[r.name]
+	if addr == "" {
+		c.mark(r.name, flagDown, false)
+		return
+	}
+	for !isClosed(done) {
+		conn, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err == nil {
+			conn.Close()
+			c.mu.Lock()
+			current := r.done == done
+			c.mu.Unlock()
+			if current && !isClosed(done) {
+				c.mark(r.name, flagDown, false)
+			}
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 const accountKey = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
@@ -52,7 +110,7 @@ func (c *cluster) connString() string {
 
 // startCluster starts every role of a fresh cluster in dir.
 func startCluster(bin, dir string) (*cluster, error) {
-	c := &cluster{bin: bin, dir: dir, net: newFaultNet(), serverDirect: map[string]string{}}
+	c := &cluster{bin: bin, dir: dir, net: newFaultNet(), serverDirect: map[string]string{}, direct: map[string]string{}}
 	ports, err := freeAddrs(3*2 + 4*2 + 1)
 	if err != nil {
 		return nil, err
@@ -75,6 +133,7 @@ func startCluster(bin, dir string) (*cluster, error) {
 		peers = append(peers, x.id+"="+rp.addr())
 		c.masterGRPC = append(c.masterGRPC, gp.addr())
 		c.masterDirect = append(c.masterDirect, x.grpc)
+		c.direct[x.id] = x.grpc
 	}
 	for _, x := range ms {
 		c.masters = append(c.masters, &role{name: x.id, args: []string{"master", "--id", x.id,
@@ -94,6 +153,7 @@ func startCluster(bin, dir string) (*cluster, error) {
 			return nil, err
 		}
 		c.serverDirect[id] = g
+		c.direct[id] = g
 		c.servers = append(c.servers, &role{name: id, args: []string{"partitionserver", "--id", id,
 			"--data-dir", filepath.Join(dir, id), "--grpc-addr", g, "--raft-addr", r,
 			"--advertise-grpc", gp.addr(), "--advertise-raft", rp.addr(),
@@ -136,7 +196,13 @@ func (c *cluster) start(r *role) error {
 	}
 	r.cmd, r.done = cmd, make(chan struct{})
 	c.net.setPID(cmd.Process.Pid, r.name)
-	go func(done chan struct{}) { cmd.Wait(); close(done) }(r.done)
+	c.mark(r.name, flagDown, true)
+	go func(done chan struct{}) {
+		cmd.Wait()
+		c.mark(r.name, flagDown, true) // killed, or exited on its own (a failing disk)
+		close(done)
+	}(r.done)
+	go c.awaitListening(r, r.done)
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -50,8 +51,15 @@ type Result struct {
 	MaxGap                     time.Duration // longest window without a successful write to one key
 	MaxGapKey                  string
 	MaxGapEnd                  time.Duration // since the workload started
-	Problems                   []string
-	Notes                      []string // findings that are not violations
+	// The availability figure: the longest part of a write gap
+	// during which a majority of the key's range replicas and of the
+	// masters was up (availability.go), and the faults around it.
+	MajorityGap       time.Duration
+	MajorityGapKey    string
+	MajorityGapEnd    time.Duration
+	MajorityGapFaults []string
+	Problems          []string
+	Notes             []string // findings that are not violations
 }
 
 // OK reports whether the run found no violation.
@@ -90,17 +98,21 @@ func Run(o Options) (*Result, error) {
 	}
 	tc := sc.NewClient(table)
 	w := startWorkload(tc, once.NewClient(table))
+	placements := c.watchPlacement(w.start)
 
 	// Fault phase: one fault at a time, each healed before the next, with
 	// reshaping operations in between.
 	end := time.Now().Add(o.Duration)
+	var faultTimes []faultSpan
 	for time.Now().Before(end) {
+		at := time.Since(w.start)
 		f := inject(c, rng)
-		res.Faults = append(res.Faults, fmt.Sprintf("t+%.1fs %s", time.Since(w.start).Seconds(), f.name))
+		res.Faults = append(res.Faults, fmt.Sprintf("t+%.1fs %s", at.Seconds(), f.name))
 		o.Logf("seed %d: %s", o.Seed, f.name)
 		reshape(c, rng, o.Logf)
 		time.Sleep(time.Duration(2000+rng.Intn(3000)) * time.Millisecond)
 		f.heal()
+		faultTimes = append(faultTimes, faultSpan{f.name, at, time.Since(w.start)})
 		if dead := c.reviveExited(); len(dead) > 0 {
 			o.Logf("seed %d: restarted %v after they exited", o.Seed, dead)
 		}
@@ -109,7 +121,9 @@ func Run(o Options) (*Result, error) {
 	// Heal everything, let the writers see the healed cluster briefly.
 	c.net.heal()
 	for _, r := range c.all() {
+		c.mark(r.name, flagIsolated, false)
 		c.signal(r, syscall.SIGCONT)
+		c.mark(r.name, flagStopped, false)
 		if r.cmd == nil || isClosed(r.done) {
 			c.kill(r)
 			r.env = nil
@@ -128,6 +142,7 @@ func Run(o Options) (*Result, error) {
 			res.MaxGapEnd = w.gapEnd[k]
 		}
 	}
+	majorityGap(res, w.gaps, c.roleEvents(w.start), placements(), c.masterNames(), faultTimes)
 
 	var why string
 	res.Converged, res.ConvergedOK, why = converge(c, 30*time.Second)
@@ -199,7 +214,8 @@ func inject(c *cluster, rng *rand.Rand) fault {
 		return fault{"kill -9 " + ps.name, func() { c.start(ps) }}
 	case 1:
 		c.signal(ps, syscall.SIGSTOP)
-		return fault{"SIGSTOP " + ps.name, func() { c.signal(ps, syscall.SIGCONT) }}
+		c.mark(ps.name, flagStopped, true)
+		return fault{"SIGSTOP " + ps.name, func() { c.signal(ps, syscall.SIGCONT); c.mark(ps.name, flagStopped, false) }}
 	case 2:
 		m := c.masterLeader()
 		c.kill(m)
@@ -235,6 +251,7 @@ func indexOf(rs []*role, r *role) int {
 
 // isolate cuts name off from every other role, both ways.
 func isolate(c *cluster, name string, v bool) {
+	c.mark(name, flagIsolated, v)
 	for _, r := range c.all() {
 		if r.name != name {
 			c.net.setCut(name, r.name, v)
@@ -486,7 +503,7 @@ func Summary(rs []*Result) string {
 	var b strings.Builder
 	sort.Slice(rs, func(i, j int) bool { return rs[i].Seed < rs[j].Seed })
 	var bad int
-	var worstGap, worstConv time.Duration
+	var worstGap, worstMajority, worstConv time.Duration
 	var acked, lost, dup, lu, lin int
 	for _, r := range rs {
 		status := "ok"
@@ -497,9 +514,11 @@ func Summary(rs []*Result) string {
 			status = "FAIL: " + strings.Join(r.Problems[:min(3, len(r.Problems))], "; ")
 			bad++
 		}
-		fmt.Fprintf(&b, "seed %d: %d faults, %d acked (%d unknown), %d increments, %d history ops, %d connections cut, converged %v, max write gap %v (%s, ended t+%.1fs): %s\n",
-			r.Seed, len(r.Faults), r.Acked, r.Unknown, r.Increments, r.HistoryOps, r.Refused, r.Converged.Round(time.Millisecond), r.MaxGap.Round(time.Millisecond), r.MaxGapKey, r.MaxGapEnd.Seconds(), status)
+		fmt.Fprintf(&b, "seed %d: %d faults, %d acked (%d unknown), %d increments, %d history ops, %d connections cut, converged %v, max write gap %v (%s, ended t+%.1fs), with a majority up %v (%s, ended t+%.1fs, around: %s): %s\n",
+			r.Seed, len(r.Faults), r.Acked, r.Unknown, r.Increments, r.HistoryOps, r.Refused, r.Converged.Round(time.Millisecond), r.MaxGap.Round(time.Millisecond), r.MaxGapKey, r.MaxGapEnd.Seconds(),
+			r.MajorityGap.Round(time.Millisecond), r.MajorityGapKey, r.MajorityGapEnd.Seconds(), strings.Join(r.MajorityGapFaults, ", "), status)
 		worstGap = max(worstGap, r.MaxGap)
+		worstMajority = max(worstMajority, r.MajorityGap)
 		if r.ConvergedOK {
 			worstConv = max(worstConv, r.Converged)
 		}
@@ -511,7 +530,89 @@ func Summary(rs []*Result) string {
 			lin++
 		}
 	}
-	fmt.Fprintf(&b, "%d seeds, %d failed: %d acknowledged entities, %d lost, %d duplicated, %d lost updates, %d non-linearizable histories; worst convergence %v, worst write gap %v\n",
-		len(rs), bad, acked, lost, dup, lu, lin, worstConv.Round(time.Millisecond), worstGap.Round(time.Millisecond))
+	fmt.Fprintf(&b, "%d seeds, %d failed: %d acknowledged entities, %d lost, %d duplicated, %d lost updates, %d non-linearizable histories; worst convergence %v, worst write gap %v, %v with a majority up\n",
+		len(rs), bad, acked, lost, dup, lu, lin, worstConv.Round(time.Millisecond), worstGap.Round(time.Millisecond), worstMajority.Round(time.Millisecond))
 	return b.String()
+}
+
+// faultSpan is one injected fault from injection to heal.
+type faultSpan struct {
+	name     string
+	from, to time.Duration
+}
+
+// majorityGap sets the majority-up availability figure of res and names
+// the faults within 3 s of the worst gap.
+func majorityGap(res *Result, gaps []writeGap, events []roleEvent, places []placement, masters []string, faults []faultSpan) {
+	var worst writeGap
+	for _, g := range gaps {
+		if d := majorityUpPart(g, events, places, masters); d > res.MajorityGap {
+			res.MajorityGap, worst = d, g
+		}
+	}
+	if res.MajorityGap == 0 {
+		return
+	}
+	res.MajorityGapKey, res.MajorityGapEnd = worst.key, worst.to
+	for _, f := range faults {
+		if f.to+3*time.Second >= worst.from && f.from <= worst.to {
+			res.MajorityGapFaults = append(res.MajorityGapFaults, fmt.Sprintf("t+%.1f-%.1fs %s", f.from.Seconds(), f.to.Seconds(), f.name))
+		}
+	}
+}
+
+// masterNames are the masters' role names.
+func (c *cluster) masterNames() []string {
+	var out []string
+	for _, m := range c.masters {
+		out = append(out, m.name)
+	}
+	return out
+}
+
+// watchPlacement polls the master's map every 500 ms (through the direct
+// addresses, past the fault layer) until the returned function is called,
+// which returns what it saw, relative to start.
+func (c *cluster) watchPlacement(start time.Time) func() []placement {
+	var (
+		mu  sync.Mutex
+		out []placement
+	)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(500 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if pm, err := c.partitionMap(); err == nil {
+				p := placement{at: time.Since(start)}
+				for _, r := range pm.GetRanges() {
+					if r.GetTable() != table {
+						continue
+					}
+					sp := span{start: r.GetStart(), end: r.GetEnd()}
+					for _, rep := range r.GetReplicas() {
+						sp.servers = append(sp.servers, rep.GetServerId())
+					}
+					p.ranges = append(p.ranges, sp)
+				}
+				mu.Lock()
+				out = append(out, p)
+				mu.Unlock()
+			}
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() []placement {
+		close(stop)
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		return out
+	}
 }

@@ -54,6 +54,7 @@ type workload struct {
 	lastWrite map[string]time.Time
 	maxGap    map[string]time.Duration
 	gapEnd    map[string]time.Duration // when (since start) the longest gap ended
+	gaps      []writeGap               // every gap of at least recordGap, for the majority-up figure
 	writes    atomic.Int64
 	failures  atomic.Int64
 }
@@ -146,9 +147,13 @@ func (w *workload) succeeded(pk string) {
 	if !ok {
 		last = w.start
 	}
-	if g := now.Sub(last); g > w.maxGap[pk] {
+	g := now.Sub(last)
+	if g > w.maxGap[pk] {
 		w.maxGap[pk] = g
 		w.gapEnd[pk] = now.Sub(w.start)
+	}
+	if g >= recordGap {
+		w.gaps = append(w.gaps, writeGap{key: pk, from: last.Sub(w.start), to: now.Sub(w.start)})
 	}
 	w.lastWrite[pk] = now
 }
