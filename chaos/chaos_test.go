@@ -15,7 +15,7 @@ var (
 	seeds     = flag.Int("chaos.seeds", 0, "seeds to run in TestChaos (0: skip it)")
 	firstSeed = flag.Int64("chaos.first-seed", 1, "first seed of TestChaos")
 	duration  = flag.Duration("chaos.duration", 45*time.Second, "fault phase of each seed")
-	keepDir   = flag.String("chaos.dir", "", "keep data and process logs of failed seeds under this directory")
+	keepDir   = flag.String("chaos.dir", "", "keep data and process logs of failed seeds, and of seeds over the write-gap target, under this directory")
 )
 
 // buildBinary builds the tablestore binary once per test binary run.
@@ -40,7 +40,7 @@ func runSeed(t *testing.T, bin string, seed int64, d time.Duration) *Result {
 	if err != nil {
 		t.Fatalf("seed %d: %v", seed, err)
 	}
-	if res.OK() && *keepDir != "" {
+	if !res.KeepLogs() && *keepDir != "" {
 		os.RemoveAll(dir)
 	}
 	return res

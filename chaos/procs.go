@@ -186,7 +186,13 @@ func (c *cluster) start(r *role) error {
 		return nil
 	}
 	if r.out == nil {
-		r.out = &tailBuffer{max: 64 << 10}
+		// A replay at info level (TABLESTORE_CHAOS_LOG_LEVEL) needs the
+		// whole story of a seed, not its last minute of warnings.
+		size := 64 << 10
+		if logLevel() != "warn" {
+			size = 16 << 20
+		}
+		r.out = &tailBuffer{max: size}
 	}
 	cmd := exec.Command(c.bin, r.args...)
 	cmd.Env = append(os.Environ(), r.env...)

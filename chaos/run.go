@@ -65,6 +65,13 @@ type Result struct {
 // OK reports whether the run found no violation.
 func (r *Result) OK() bool { return len(r.Problems) == 0 }
 
+// GapTarget is the bound on a write gap with a majority up.
+const GapTarget = 3 * time.Second
+
+// KeepLogs reports whether the seed's process logs are worth keeping: it
+// failed, or missed the availability target.
+func (r *Result) KeepLogs() bool { return !r.OK() || r.MajorityGap > GapTarget }
+
 func (r *Result) problem(format string, args ...any) {
 	r.Problems = append(r.Problems, fmt.Sprintf(format, args...))
 }
@@ -78,7 +85,7 @@ func Run(o Options) (*Result, error) {
 		return nil, err
 	}
 	defer func() {
-		if !res.OK() {
+		if res.KeepLogs() {
 			for _, r := range c.all() {
 				os.WriteFile(filepath.Join(o.Dir, r.name+".log"), []byte(r.out.String()), 0o644)
 			}
