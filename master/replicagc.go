@@ -31,9 +31,16 @@ func init() { prometheus.MustRegister(staleReplicasCollectedTotal) }
 
 // staleGrace is how long a stale replica must be reported before it is
 // collected; staleRetry is how long before a collected one still reported
-// is asked for again.
+// is asked for again. The grace only debounces: the claim and the
+// before_generation guard make an early delete safe, and a stale replica
+// can hold up its server's replica of a split-born range (the placement
+// waits while a replica here covers the range's start key, see
+// lifecycle.Assigned), which then runs a voter short (chaos seed 10: a
+// server removed from a range by a move just after the range split never
+// applied the split; the new range had two live members of three until
+// the stale parent went, 12 s later).
 const (
-	staleGrace = 5 * time.Second
+	staleGrace = 2 * time.Second
 	staleRetry = 30 * time.Second
 )
 
@@ -54,23 +61,45 @@ type replicaGC struct {
 
 func newReplicaGC() *replicaGC { return &replicaGC{m: map[staleKey]*staleEntry{}} }
 
-// observe records that server reported a stale replica of range id at now
-// and reports whether to ask for its delete now.
-func (g *replicaGC) observe(server string, id uint64, now time.Time) bool {
+// observe records that server reported a stale replica of range id at now.
+func (g *replicaGC) observe(server string, id uint64, now time.Time) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	k := staleKey{server, id}
-	e := g.m[k]
-	if e == nil {
-		g.m[k] = &staleEntry{first: now, last: now}
-		return false
+	if e := g.m[k]; e != nil {
+		e.last = now
+		return
 	}
-	e.last = now
-	if now.Sub(e.first) < staleGrace || (!e.asked.IsZero() && now.Sub(e.asked) < staleRetry) {
-		return false
+	g.m[k] = &staleEntry{first: now, last: now}
+}
+
+// due returns server's stale replicas whose grace is over and that were
+// not asked for within staleRetry, marking them asked. Heartbeats carry
+// only what changed, so a stale replica is reported once and then only in
+// the full report every --full-report-interval: due lets every heartbeat
+// of the server collect it, from the master's view of what it hosts.
+func (g *replicaGC) due(server string, now time.Time) []uint64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []uint64
+	for k, e := range g.m {
+		if k.server != server || now.Sub(e.first) < staleGrace || (!e.asked.IsZero() && now.Sub(e.asked) < staleRetry) {
+			continue
+		}
+		e.asked = now
+		out = append(out, k.rangeID)
 	}
-	e.asked = now
-	return true
+	return out
+}
+
+// unask lets the next heartbeat ask again for a replica whose collection
+// did not start (an operation held the range).
+func (g *replicaGC) unask(server string, id uint64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if e := g.m[staleKey{server, id}]; e != nil {
+		e.asked = time.Time{}
+	}
 }
 
 // forget drops what was not reported for a while (the replica is gone, or
@@ -92,7 +121,8 @@ func (g *replicaGC) forget(now time.Time) {
 // a delete arriving later must not wipe.
 func (s *Server) collectStale(server string, id uint64) {
 	if err := s.ops.claim(id); err != nil {
-		return // an operation runs on the range: a later report decides
+		s.replicaGC.unask(server, id) // an operation runs on the range: a later heartbeat asks again
+		return
 	}
 	defer s.ops.release(id)
 	d, ok := s.rangeDesc(id)

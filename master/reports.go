@@ -275,6 +275,15 @@ func (r *reports) trend(id uint64) *rangeTrend {
 	return t
 }
 
+// hostsReplica reports whether server's reports (its last full report and
+// the deltas since) show a replica of range id.
+func (r *reports) hostsReplica(server string, id uint64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.hosted[server][id]
+	return ok
+}
+
 func (r *reports) leaderOf(id uint64) string {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -462,8 +462,13 @@ func (v *service) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.
 		go s.adopt(newer)
 	}
 	for id := range stale {
-		if s.replicaGC.observe(sv.GetServerId(), id, now) {
+		s.replicaGC.observe(sv.GetServerId(), id, now)
+	}
+	for _, id := range s.replicaGC.due(sv.GetServerId(), now) {
+		if s.reports.hostsReplica(sv.GetServerId(), id) {
 			go s.collectStale(sv.GetServerId(), id)
+		} else {
+			s.replicaGC.unask(sv.GetServerId(), id)
 		}
 	}
 	if full {
