@@ -64,9 +64,10 @@ func getV(ctx context.Context, tc *aztables.Client, pk string) (int, error) {
 }
 
 // TestQuietRangeWakesAndFailsOver: an idle range goes quiet on every
-// replica; a read wakes it quickly; with the quiet leader's server killed
-// the range is writable again within the election time plus the master's
-// server timeout.
+// replica; a read is served quickly (by the quiet leader without waking it,
+// see quietread_test.go); with the quiet leader's server killed the range
+// is writable again (woken elsewhere) within the election time plus the
+// master's server timeout.
 func TestQuietRangeWakesAndFailsOver(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
