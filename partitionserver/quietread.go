@@ -20,15 +20,10 @@ import (
 // falls back to the wake. Why it is safe: docs/architecture.md, "Quiet
 // reads"; the decisions: lifecycle.QuietRead and lifecycle.ConfirmQuiet.
 
-// quietLockWait bounds how long a quiet read waits for the replica's slot
-// lock: held long only while the member opens or closes, and then the
-// read wakes (or finds open) the range anyway.
-const quietLockWait = 5 * time.Millisecond
-
 // Outcomes of a quiet read attempt, the label of quiet_reads_total.
 const (
 	quietServed     = "served"
-	quietBusy       = "busy"       // the slot was opening or closing
+	quietOpened     = "opened"     // the member began to open during the read
 	quietNoVoters   = "no_voters"  // no configuration recorded, or this server not a voter in it
 	quietRefused    = "refused"    // enough voters said no
 	quietUnanswered = "unanswered" // too few answers before the timeout
@@ -48,23 +43,27 @@ func (s *Server) quietRead(ctx context.Context, id uint64, read func(*fsm.Range)
 		return false, nil
 	}
 	start := time.Now()
-	if !sl.lockWithin(quietLockWait) {
-		quietReadsTotal.WithLabelValues(quietBusy).Inc()
-		return false, nil
-	}
-	// Under the lock the member can neither open nor apply: the state file
-	// holds exactly the log up to the mark's last index.
-	pos, why := lifecycle.QuietRead(sl.State(), sl.mark.Load(), sl.wasLeader.Load())
+	// No lock: a long scan must not hold up an open (a write's wake, a
+	// RequestVote). Instead the mark is loaded before and after the read:
+	// an open clears it before the member starts (so before anything is
+	// applied) and a close records a new one, so the same mark on both
+	// sides, with the state Quiet, means no member ran meanwhile and the
+	// state file held exactly the log up to the mark's last index. What
+	// wasLeader and quietVoters hold is written before a mark is recorded
+	// and not again until after it is cleared.
+	m := sl.mark.Load()
+	pos, why := lifecycle.QuietRead(sl.State(), m, sl.wasLeader.Load())
 	var voters []raft.Server
 	if vp := sl.quietVoters.Load(); vp != nil {
 		voters = *vp
 	}
-	if why == lifecycle.QuietOK {
-		err = read(sl.fsm)
-	}
-	sl.unlock()
 	if why != lifecycle.QuietOK {
 		quietReadsTotal.WithLabelValues(why.String()).Inc()
+		return false, nil
+	}
+	err = read(sl.fsm)
+	if sl.State() != lifecycle.Quiet || sl.mark.Load() != m {
+		quietReadsTotal.WithLabelValues(quietOpened).Inc()
 		return false, nil
 	}
 	var others []raft.Server
