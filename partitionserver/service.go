@@ -127,8 +127,10 @@ func (v *service) quietRead(ctx context.Context, id uint64, followerRead bool, p
 	}
 	m = sl.meters()
 	if admitPK {
-		// As the leader it was: the read uses this server's capacity.
-		if err := v.admit(m, true, pk, 1); err != nil {
+		// A quiet leader's read uses this server's capacity, as an open
+		// leader's does; a quiet follower's (it will wake and redirect)
+		// does not.
+		if err := v.admit(m, sl.wasLeader.Load(), pk, 1); err != nil {
 			return false, true, m, err
 		}
 	}
