@@ -63,7 +63,9 @@ type slot struct {
 }
 
 func newSlot(id uint64, rfsm *fsm.Range, cfg *Config) *slot {
-	return &slot{id: id, sem: make(chan struct{}, 1), fsm: rfsm, load: &loadMeter{}, keys: newKeyMeter(), throttle: newThrottle(cfg.PartitionThrottle)}
+	// The load window starts now: a quiet leader's first report of reads
+	// (heartbeat.go) is then a rate, not zero.
+	return &slot{id: id, sem: make(chan struct{}, 1), fsm: rfsm, load: &loadMeter{lastAt: time.Now()}, keys: newKeyMeter(), throttle: newThrottle(cfg.PartitionThrottle)}
 }
 
 func (sl *slot) lock()   { sl.sem <- struct{}{} }
