@@ -77,6 +77,22 @@ func TestQuietReadDoesNotWake(t *testing.T) {
 	}
 	waitQuiet(t, c, mc, table, 15*time.Second)
 	rangeID := tableRanges(partitionMap(t, mc), table)[0].GetRangeId()
+	// The router sends reads to the leader the master knows; a range that
+	// changed leaders just before it went quiet (an election on a loaded
+	// machine) may not be there yet, and a read of a quiet follower wakes.
+	waitFor(t, 10*time.Second, "the master to know the leader the range went quiet with", func() bool {
+		l := rangeLeader(c, table)
+		if l < 0 {
+			return false
+		}
+		for _, s := range c.Servers {
+			info, err := s.Server.Service().RangeInfo(ctx, &pb.RangeInfoRequest{RangeId: rangeID})
+			if err != nil || info.GetLeaderServerId() != c.Servers[l].Config.ID {
+				return false
+			}
+		}
+		return true
+	})
 	opens, served := opensCount(t), quietReadCount(t, "served")
 	const reads = 5
 	var took []time.Duration
