@@ -64,9 +64,10 @@ func getV(ctx context.Context, tc *aztables.Client, pk string) (int, error) {
 }
 
 // TestQuietRangeWakesAndFailsOver: an idle range goes quiet on every
-// replica; a read wakes it quickly; with the quiet leader's server killed
-// the range is writable again within the election time plus the master's
-// server timeout.
+// replica; a read is served quickly (by the quiet leader without waking it,
+// see quietread_test.go); with the quiet leader's server killed the range
+// is writable again (woken elsewhere) within the election time plus the
+// master's server timeout.
 func TestQuietRangeWakesAndFailsOver(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
@@ -207,15 +208,19 @@ func TestQuietRangeSplitMergeMove(t *testing.T) {
 // TestLinearizableAcrossQuiesce: clients work in bursts separated by idle
 // gaps long enough for the range to go quiet, so every burst starts by
 // waking it (several clients at once); one gap also loses the quiet
-// leader's server. The history must be linearizable.
+// leader's server. Each burst opens with reads of every key by every
+// client, which the quiet leader serves without waking (quiet reads),
+// racing the burst's first writes, which wake it. The history must be
+// linearizable.
 func TestLinearizableAcrossQuiesce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	c := startTuned(t, 3, quietPolicies, quiesceFast)
+	c := startTuned(t, 3, quietPolicies, quietReads)
 	sc := serviceClient(t, c, 0)
 	mc := masterClient(t, c)
 	const table = "linearquiet"
+	served := quietReadCount(t, "served")
 	tc := newTable(t, sc, table)
 	ctx := ctxT(t, 2*time.Minute)
 	keys := []string{"k0", "k1", "k2"}
@@ -234,9 +239,9 @@ func TestLinearizableAcrossQuiesce(t *testing.T) {
 			wg.Add(1)
 			go func(client int) {
 				defer wg.Done()
-				for i := 0; i < 12; i++ {
-					key := keys[(client+i)%len(keys)]
-					if (client+i)%2 == 0 {
+				for i := -len(keys); i < 12; i++ {
+					key := keys[(client+i+len(keys))%len(keys)]
+					if i >= 0 && (client+i)%2 == 0 {
 						v := round*1_000_000 + client*1000 + i
 						call := now()
 						err := putV(ctx, tc, key, v)
@@ -280,6 +285,9 @@ func TestLinearizableAcrossQuiesce(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+	}
+	if quietReadCount(t, "served") == served {
+		t.Error("no read of the quiet range was served without waking it")
 	}
 	checkLinearizable(t, history)
 }

@@ -19,8 +19,8 @@ const capacityBurst = 100 * time.Millisecond
 // wait bounded by ServerQueueWait, or with 503 ServerBusy and a retry hint.
 // A follower's request is left to fail as not-leader without using the
 // leader's capacity.
-func (v *service) admitCapacity(r *replica, n int) error {
-	if v.s.capacity == nil || !r.isLeader() {
+func (v *service) admitCapacity(m rangeMeters, leader bool, n int) error {
+	if v.s.capacity == nil || !leader {
 		return nil
 	}
 	d := v.s.capacity.Take(n, time.Now())
@@ -33,7 +33,7 @@ func (v *service) admitCapacity(r *replica, n int) error {
 	// Not counted as the range's throttling (that names a hot partition
 	// in the master's events) but as its unserved demand, which the load
 	// report carries for the master's policies.
-	r.keys.refusedBusy()
+	m.keys.refusedBusy()
 	capacityRefusedTotal.Inc()
 	return rpcerr.New(codes.ResourceExhausted, rpcerr.ReasonServerBusy,
 		fmt.Sprintf("server %s is over its capacity of %.0f entities/s", v.s.id, v.s.cfg.ServerCapacity),

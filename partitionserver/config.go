@@ -80,6 +80,11 @@ type Config struct {
 	// nothing until used). Replicas found at start also stay closed until
 	// used. 0 disables both: every replica runs all the time.
 	QuiesceAfter time.Duration
+	// QuietReadTimeout bounds how long a read of a quiet range this server
+	// led waits for another voter to confirm that the range is still where
+	// it went quiet (quietread.go) before it wakes the range instead. 0
+	// turns quiet reads off: every read of a quiet range wakes it.
+	QuietReadTimeout time.Duration
 	// ShutdownTimeout bounds Close (SIGTERM): members still closing when
 	// it passes are left as a crash would leave them.
 	ShutdownTimeout time.Duration
@@ -109,6 +114,7 @@ func DefaultConfig() Config {
 		HotKeys:              16,
 		ServerQueueWait:      50 * time.Millisecond,
 		QuiesceAfter:         5 * time.Second,
+		QuietReadTimeout:     100 * time.Millisecond,
 		ShutdownTimeout:      8 * time.Second,
 	}
 }
@@ -138,8 +144,8 @@ func (c *Config) Validate() error {
 	if c.ServerCapacity < 0 || c.ServerQueueWait < 0 {
 		errs = append(errs, errors.New("server-capacity and server-queue-wait must not be negative"))
 	}
-	if c.QuiesceAfter < 0 {
-		errs = append(errs, errors.New("quiesce-after must not be negative"))
+	if c.QuiesceAfter < 0 || c.QuietReadTimeout < 0 {
+		errs = append(errs, errors.New("quiesce-after and quiet-read-timeout must not be negative"))
 	}
 	if c.ShutdownTimeout < time.Second {
 		errs = append(errs, errors.New("shutdown-timeout must be at least 1s"))
@@ -212,5 +218,6 @@ func (c *Config) RegisterCapacityFlags(fs *flag.FlagSet) {
 // them.
 func (c *Config) RegisterLifecycleFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.QuiesceAfter, "quiesce-after", c.QuiesceAfter, "idle time after which a range closes its Raft members until used (0: never; replicas then also open at start)")
+	fs.DurationVar(&c.QuietReadTimeout, "quiet-read-timeout", c.QuietReadTimeout, "longest a read of a quiet range waits for another voter's confirmation before it wakes the range (0: every read wakes it)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "longest a shutdown waits for the ranges' Raft members to close")
 }

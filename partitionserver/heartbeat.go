@@ -86,6 +86,17 @@ func (s *Server) status(sl *slot, withLoad bool) *pb.RangeStatus {
 	st := sl.fsm.Summary()
 	lc := lifecycleOf(sl)
 	r := sl.open()
+	if r == nil && withLoad && sl.wasLeader.Load() && sl.load.active() {
+		// A quiet leader that served reads (quiet reads, quietread.go)
+		// reports their load like an open leader: a read-hot range may
+		// stay quiet, and the master's load view and policies must see
+		// it. Not kept as closedReport: the next idle report (reused)
+		// zeroes the rates at the master.
+		return &pb.RangeStatus{
+			RangeId: sl.id, Generation: st.Range.GetGeneration(), AppliedIndex: st.AppliedIndex, Range: st.Range,
+			Frozen: st.Frozen, Lifecycle: lc, Leader: true, Load: s.rollLoad(sl.meters(), st, lc),
+		}
+	}
 	if r == nil {
 		// A closed replica's report changes only with its state: the
 		// last one is reused (reports are read, never changed), which
@@ -119,16 +130,22 @@ func (s *Server) status(sl *slot, withLoad bool) *pb.RangeStatus {
 		// heartbeat rolls them.
 		return rs
 	}
-	rates, ws, es := r.load.rates()
-	hot, sample, distinct, throttled := r.keys.roll(s.cfg.HotKeys)
-	latency, busy := r.keys.rollService(time.Now())
-	rs.Load = &pb.RangeLoad{
+	rs.Load = s.rollLoad(r.meters(), st, lc)
+	return rs
+}
+
+// rollLoad reads a range's load since the last report and starts the next
+// window.
+func (s *Server) rollLoad(m rangeMeters, st fsm.Summary, lc string) *pb.RangeLoad {
+	rates, ws, es := m.load.rates()
+	hot, sample, distinct, throttled := m.keys.roll(s.cfg.HotKeys)
+	latency, busy := m.keys.rollService(time.Now())
+	return &pb.RangeLoad{
 		ReadsPerSec: rates, WritesPerSec: ws, EntitiesPerSec: es,
 		EntityCount: st.EntityCount, Bytes: st.Bytes,
 		HotKeys: hot, LoadSample: sample, DistinctKeys: uint32(distinct), ThrottledPerSec: throttled,
-		MeanLatencyMs: latency, ServerBusyPerSec: busy, Lifecycle: rs.Lifecycle,
+		MeanLatencyMs: latency, ServerBusyPerSec: busy, Lifecycle: lc,
 	}
-	return rs
 }
 
 // heartbeat reports to the master and carries out its answer. A master

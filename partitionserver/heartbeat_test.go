@@ -100,3 +100,54 @@ func TestAssignmentJoin(t *testing.T) {
 		})
 	}
 }
+
+// A quiet leader that served reads without waking reports their load (a
+// read-hot range may stay quiet, and the master's policies follow its
+// load); once idle again its reused idle report zeroes the rates. A quiet
+// follower reports none.
+func TestQuietLeaderReportsReadLoad(t *testing.T) {
+	store, err := fsm.OpenWithInterval(filepath.Join(t.TempDir(), "state.db"), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	desc := &pb.RangeDescriptor{RangeId: 1, Table: "t", TableId: 7, Generation: 1}
+	if err := store.CreateRange(desc, true); err != nil {
+		t.Fatal(err)
+	}
+	r, err := store.OpenRange(1, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	sl := newSlot(1, r, &cfg)
+	s := &Server{store: store, cfg: cfg, logger: slog.New(slog.DiscardHandler), slots: map[uint64]*slot{1: sl}}
+	sl.state.Store(int32(lifecycle.Quiet))
+	sl.wasLeader.Store(true)
+
+	idle := s.status(sl, true)
+	if !idle.GetLeader() || !idleLoad(idle.GetLoad()) {
+		t.Fatalf("idle quiet leader: leader %v, load %v", idle.GetLeader(), idle.GetLoad())
+	}
+	if again := s.status(sl, true); again != idle {
+		t.Fatal("an idle quiet replica's report was rebuilt")
+	}
+	time.Sleep(10 * time.Millisecond)
+	for range 10 {
+		sl.meters().servedRead("p", 1, time.Now())
+	}
+	busy := s.status(sl, true)
+	if !busy.GetLeader() || busy.GetLifecycle() != "quiet" || busy.GetLoad().GetReadsPerSec() <= 0 || len(busy.GetLoad().GetHotKeys()) == 0 {
+		t.Fatalf("quiet leader after reads: leader %v, lifecycle %q, load %v", busy.GetLeader(), busy.GetLifecycle(), busy.GetLoad())
+	}
+	after := s.status(sl, true)
+	if !idleLoad(after.GetLoad()) || sameReport(busy, after) {
+		t.Fatalf("quiet leader idle again: load %v (want idle and reported)", after.GetLoad())
+	}
+
+	sl.wasLeader.Store(false)
+	sl.meters().servedRead("p", 1, time.Now())
+	if f := s.status(sl, true); f.GetLeader() || !idleLoad(f.GetLoad()) {
+		t.Fatalf("quiet follower: leader %v, load %v; want no load", f.GetLeader(), f.GetLoad())
+	}
+}

@@ -91,6 +91,19 @@ var (
 		Namespace: "tablestore", Subsystem: "partitionserver", Name: "quiet_answers_total",
 		Help: "Raft AppendEntries and pre-votes answered for a quiet range without opening it.",
 	})
+	quietReadsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "tablestore", Subsystem: "partitionserver", Name: "quiet_reads_total",
+		Help: "Reads of a quiet range: served without opening it (outcome served), or why they woke it instead.",
+	}, []string{"outcome"})
+	quietReadSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: "tablestore", Subsystem: "partitionserver", Name: "quiet_read_seconds",
+		Help:    "Time to serve a read of a quiet range without opening it (state read and confirmations).",
+		Buckets: prometheus.ExponentialBuckets(0.0002, 2, 14),
+	})
+	quietConfirmsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "tablestore", Subsystem: "partitionserver", Name: "quiet_confirms_total",
+		Help: "Quiet-read confirmations this server answered for other servers, by answer.",
+	}, []string{"answer"})
 	wakeSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Namespace: "tablestore", Subsystem: "partitionserver", Name: "wake_seconds",
 		Help:    "Time from a request to a quiet range until it was open with a known leader.",
@@ -99,5 +112,5 @@ var (
 )
 
 func init() {
-	prometheus.MustRegister(lifecycleTransitionsTotal, quiescedTotal, quietAnswersTotal, wakeSeconds)
+	prometheus.MustRegister(lifecycleTransitionsTotal, quiescedTotal, quietAnswersTotal, wakeSeconds, quietReadsTotal, quietReadSeconds, quietConfirmsTotal)
 }

@@ -51,6 +51,10 @@ type slot struct {
 	quiescing atomic.Bool
 	// quietAt is the index of the QUIESCE marker the member closed at.
 	quietAt atomic.Uint64
+	// quietVoters is the member's configuration when it closed at a
+	// QUIESCE marker: whom a quiet read asks (quietread.go). Cleared with
+	// mark when the member opens.
+	quietVoters atomic.Pointer[[]raft.Server]
 
 	// Meters outlive the Raft member.
 	load     *loadMeter
@@ -59,7 +63,9 @@ type slot struct {
 }
 
 func newSlot(id uint64, rfsm *fsm.Range, cfg *Config) *slot {
-	return &slot{id: id, sem: make(chan struct{}, 1), fsm: rfsm, load: &loadMeter{}, keys: newKeyMeter(), throttle: newThrottle(cfg.PartitionThrottle)}
+	// The load window starts now: a quiet leader's first report of reads
+	// (heartbeat.go) is then a rate, not zero.
+	return &slot{id: id, sem: make(chan struct{}, 1), fsm: rfsm, load: &loadMeter{lastAt: time.Now()}, keys: newKeyMeter(), throttle: newThrottle(cfg.PartitionThrottle)}
 }
 
 func (sl *slot) lock()   { sl.sem <- struct{}{} }
@@ -181,6 +187,7 @@ func (s *Server) execute(sl *slot, a lifecycle.Action, spec *openSpec) error {
 			spec = &openSpec{bootstrap: st.GetBootstrap(), voters: s.voters(st.GetRange())}
 		}
 		sl.mark.Store(nil)
+		sl.quietVoters.Store(nil)
 		// Always the normal timeouts: a member that must lead at once (a
 		// new range's first replica, a split's preferred leader, a woken
 		// range) campaigns by a local TimeoutNow instead of the 40 ms
@@ -634,6 +641,12 @@ func (s *Server) onQuiesced(id, index uint64) {
 		return
 	}
 	sl.quietAt.Store(index)
+	// The configuration at the marker (its last entry): the voters a quiet
+	// read must hear from. Without it quiet reads of this range wake it.
+	if f := rep.raft.GetConfiguration(); f.Error() == nil {
+		voters := f.Configuration().Servers
+		sl.quietVoters.Store(&voters)
+	}
 	if _, err := s.step(sl, lifecycle.Input{Event: lifecycle.Quiesced}, "quiesce marker", nil); err != nil {
 		s.logger.Warn("closing a quiet range", "range", id, "err", err)
 	}

@@ -469,6 +469,13 @@ type loadMeter struct {
 	lastR, lastW, lastE     uint64
 }
 
+// active reports whether anything was counted since the last rates().
+func (m *loadMeter) active() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.reads.Load() != m.lastR || m.writes.Load() != m.lastW || m.entities.Load() != m.lastE
+}
+
 func (m *loadMeter) rates() (r, w, e float64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -14,6 +14,7 @@ import (
 	"tablestore/internal/keys"
 	"tablestore/internal/rpcerr"
 	"tablestore/partitionserver/fsm"
+	"tablestore/partitionserver/lifecycle"
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -53,7 +54,7 @@ func (v *service) Write(ctx context.Context, req *pb.WriteRequest) (*pb.WriteRes
 		return nil, toStatus(r, err)
 	}
 	pk := req.GetOps()[0].GetPartitionKey()
-	if err := v.admit(r, pk, len(req.GetOps())); err != nil {
+	if err := v.admit(r.meters(), r.isLeader(), pk, len(req.GetOps())); err != nil {
 		observe("write", start, err)
 		return nil, err
 	}
@@ -74,36 +75,71 @@ func (v *service) Write(ctx context.Context, req *pb.WriteRequest) (*pb.WriteRes
 
 func (v *service) Get(ctx context.Context, req *pb.GetRequest) (*pb.GetResponse, error) {
 	start := time.Now()
+	var b []byte
+	pk := req.GetPartitionKey()
+	served, admitted, m, err := v.quietRead(ctx, req.GetRangeId(), req.GetFollowerRead(), pk, true, func(rf *fsm.Range) (err error) {
+		b, err = rf.Get(pk, req.GetRowKey())
+		return err
+	})
+	if !served && err != nil {
+		observe("get", start, err)
+		return nil, err
+	}
+	if served {
+		observe("get", start, err)
+		if err != nil {
+			return nil, toStatus(nil, err)
+		}
+		m.servedRead(pk, 1, start)
+		return &pb.GetResponse{Entity: b}, nil
+	}
 	r, err := v.replica(req.GetRangeId())
 	if err != nil {
 		return nil, err
 	}
-	if err := v.admit(r, req.GetPartitionKey(), 1); err != nil {
-		observe("get", start, err)
-		return nil, err
+	if !admitted {
+		if err := v.admit(r.meters(), r.isLeader(), pk, 1); err != nil {
+			observe("get", start, err)
+			return nil, err
+		}
 	}
-	var b []byte
 	synced, err := r.readCheck(ctx, req.GetFollowerRead(), func() error { return r.linearizable(ctx) })
 	if err == nil {
-		b, err = r.fsm.Get(req.GetPartitionKey(), req.GetRowKey())
+		b, err = r.fsm.Get(pk, req.GetRowKey())
 	}
 	observe("get", start, err)
 	if err != nil {
 		return nil, toStatus(r, err)
 	}
-	r.load.reads.Add(1)
-	r.load.entities.Add(1)
-	r.keys.add(req.GetPartitionKey(), 1)
-	r.keys.served(time.Since(start))
+	r.meters().servedRead(pk, 1, start)
 	return &pb.GetResponse{Entity: b, SyncedUnixNano: synced}, nil
+}
+
+// quietRead serves a linearizable read from range id's quiet replica
+// without opening it (quietread.go). The request passes admission first
+// (admitted), with pk when admitPK. served false: take the normal path,
+// which wakes the range, unless err is set: the admission's refusal (a
+// status), to return as it is. served true: err is the read's.
+func (v *service) quietRead(ctx context.Context, id uint64, followerRead bool, pk string, admitPK bool, read func(*fsm.Range) error) (served, admitted bool, m rangeMeters, err error) {
+	sl := v.s.slot(id)
+	if followerRead || sl == nil || sl.State() != lifecycle.Quiet || v.s.cfg.QuietReadTimeout <= 0 {
+		return false, false, rangeMeters{}, nil
+	}
+	m = sl.meters()
+	if admitPK {
+		// A quiet leader's read uses this server's capacity, as an open
+		// leader's does; a quiet follower's (it will wake and redirect)
+		// does not.
+		if err := v.admit(m, sl.wasLeader.Load(), pk, 1); err != nil {
+			return false, true, m, err
+		}
+	}
+	served, err = v.s.quietRead(ctx, id, read)
+	return served, admitPK, m, err
 }
 
 func (v *service) Query(ctx context.Context, req *pb.QueryRequest) (*pb.QueryResponse, error) {
 	start := time.Now()
-	r, err := v.replica(req.GetRangeId())
-	if err != nil {
-		return nil, err
-	}
 	f, err := filter.Parse(req.GetFilter())
 	if err != nil {
 		return nil, rpcerr.New(codes.InvalidArgument, rpcerr.ReasonFilterInvalid, err.Error(), nil)
@@ -131,26 +167,45 @@ func (v *service) Query(ctx context.Context, req *pb.QueryRequest) (*pb.QueryRes
 	if sel := req.GetSelect(); len(sel) > 0 {
 		opts.Project = func(e *edm.Entity) *edm.Entity { return e.Project(sel) }
 	}
-	if pk, ok := f.Bounds().PK.Point(); ok {
-		if err := v.admit(r, pk, 1); err != nil {
-			observe("query", start, err)
+	pointPK, point := f.Bounds().PK.Point()
+	var res *fsm.ScanResult
+	served, admitted, m, err := v.quietRead(ctx, req.GetRangeId(), req.GetFollowerRead(), pointPK, point, func(rf *fsm.Range) (err error) {
+		res, err = rf.Scan(opts)
+		return err
+	})
+	if !served && err != nil {
+		observe("query", start, err)
+		return nil, err
+	}
+	var synced int64
+	var r *replica
+	if served {
+		observe("query", start, err)
+		if err != nil {
+			return nil, toStatus(nil, err)
+		}
+		m.servedRead(req.GetStartPartitionKey(), max(1, len(res.Entities)), start)
+	} else {
+		if r, err = v.replica(req.GetRangeId()); err != nil {
 			return nil, err
 		}
-	}
-	synced, err := r.readCheck(ctx, req.GetFollowerRead(), func() error { return r.linearizable(ctx) })
-	if err != nil {
+		if point && !admitted {
+			if err := v.admit(r.meters(), r.isLeader(), pointPK, 1); err != nil {
+				observe("query", start, err)
+				return nil, err
+			}
+		}
+		if synced, err = r.readCheck(ctx, req.GetFollowerRead(), func() error { return r.linearizable(ctx) }); err != nil {
+			observe("query", start, err)
+			return nil, toStatus(r, err)
+		}
+		res, err = r.fsm.Scan(opts)
 		observe("query", start, err)
-		return nil, toStatus(r, err)
+		if err != nil {
+			return nil, toStatus(r, err)
+		}
+		r.meters().servedRead(req.GetStartPartitionKey(), max(1, len(res.Entities)), start)
 	}
-	res, err := r.fsm.Scan(opts)
-	observe("query", start, err)
-	if err != nil {
-		return nil, toStatus(r, err)
-	}
-	r.load.reads.Add(1)
-	r.load.entities.Add(uint64(len(res.Entities)))
-	r.keys.add(req.GetStartPartitionKey(), max(1, len(res.Entities)))
-	r.keys.served(time.Since(start))
 	out := &pb.QueryResponse{Entities: res.Entities, Range: res.Descriptor, SyncedUnixNano: synced}
 	if res.Next != nil {
 		pk, rk, err := keys.Decode(res.Next)
@@ -195,18 +250,37 @@ func (v *service) RangeInfo(ctx context.Context, req *pb.RangeInfoRequest) (*pb.
 	return resp, nil
 }
 
+// rangeMeters are a range's request meters; they outlive its Raft member,
+// so a quiet read counts in them too.
+type rangeMeters struct {
+	load     *loadMeter
+	keys     *keyMeter
+	throttle *throttle
+}
+
+func (r *replica) meters() rangeMeters { return rangeMeters{r.load, r.keys, r.throttle} }
+func (sl *slot) meters() rangeMeters   { return rangeMeters{sl.load, sl.keys, sl.throttle} }
+
+// servedRead counts a read of n entities (at least one) keyed by pk.
+func (m rangeMeters) servedRead(pk string, n int, start time.Time) {
+	m.load.reads.Add(1)
+	m.load.entities.Add(uint64(n))
+	m.keys.add(pk, n)
+	m.keys.served(time.Since(start))
+}
+
 // busyRetryAfter is the retry delay suggested with ErrBusy: about one
 // election timeout, the time a leadership transfer takes.
 const busyRetryAfter = 500 * time.Millisecond
 
 // admit applies the per-partition throttle: Azure serves one PartitionKey
 // up to a fixed rate and answers 503 ServerBusy beyond it.
-func (v *service) admit(r *replica, pk string, n int) error {
-	ok, wait := r.throttle.allow(pk, n, time.Now())
+func (v *service) admit(m rangeMeters, leader bool, pk string, n int) error {
+	ok, wait := m.throttle.allow(pk, n, time.Now())
 	if ok {
-		return v.admitCapacity(r, n)
+		return v.admitCapacity(m, leader, n)
 	}
-	r.keys.throttle()
+	m.keys.throttle()
 	throttledTotal.Inc()
 	return rpcerr.New(codes.ResourceExhausted, rpcerr.ReasonServerBusy,
 		fmt.Sprintf("partition %q is over its target of %.0f entities/s", pk, v.s.cfg.PartitionThrottle),

@@ -50,6 +50,12 @@ func (cc *clientConn) send(group uint64, msg any) (uint64, *call, error) {
 	}
 	*b = endFrame(e)
 	(*b)[4] = kind
+	return cc.sendFrame(b)
+}
+
+// sendFrame queues an encoded request frame (its id is filled in here) and
+// registers the call waiting for its response.
+func (cc *clientConn) sendFrame(b *[]byte) (uint64, *call, error) {
 	c := &call{ch: make(chan callResult, 1)}
 	cc.mu.Lock()
 	if cc.err != nil {
@@ -151,6 +157,8 @@ func result(payload []byte, resp any) error {
 		return errors.New(string(payload[1:]))
 	case statusUnknownGroup:
 		return ErrUnknownGroup
+	case statusUnsupported:
+		return ErrUnsupported
 	}
 	return fmt.Errorf("%w: status %d", ErrFrame, payload[0])
 }

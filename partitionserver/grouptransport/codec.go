@@ -18,6 +18,9 @@ const (
 	kindRequestPreVote
 	kindTimeoutNow
 	kindInstallSnapshot
+	// kindConfirmQuiet: a quiet read's question to another voter (confirm
+	// lane only; see ConfirmQuiet). Never delivered to raft.
+	kindConfirmQuiet
 
 	respFlag byte = 0x80
 )
@@ -27,6 +30,9 @@ const (
 	statusOK byte = iota
 	statusRaftError
 	statusUnknownGroup
+	// statusUnsupported: a well-formed request of a kind this server does
+	// not handle (a newer server's); the sender treats it as "no".
+	statusUnsupported
 )
 
 // Lanes of a connection, named in its hello.
@@ -34,7 +40,13 @@ const (
 	laneControl byte = iota
 	laneAppend
 	laneSnapshot
-	numLanes = 2 // long-lived lanes per peer; snapshots dial their own
+	// laneConfirm carries quiet-read confirmations, dialed on first use. A
+	// lane of its own because a server that predates it closes the
+	// connection on the hello (an unknown lane) instead of on a request of
+	// an unknown kind in the middle of the control lane, which would fail
+	// the heartbeats of every group queued on it.
+	laneConfirm
+	numLanes = 2 // long-lived raft lanes per peer; snapshots dial their own
 )
 
 // A frame is a 4-byte big-endian length of the rest, then kind (1), group
@@ -45,6 +57,9 @@ const (
 )
 
 var (
+	// errUnknownKind: a request kind this server does not know; it is
+	// answered statusUnsupported, the connection stays.
+	errUnknownKind = errors.New("unknown request kind")
 	// ErrFrame reports a malformed frame or message; the connection is closed.
 	ErrFrame   = errors.New("grouptransport: malformed frame")
 	helloMagic = [4]byte{'T', 'S', 'G', 'T'}
@@ -279,12 +294,29 @@ func decodeRequest(kind byte, p []byte) (any, error) {
 		}
 		msg = m
 	default:
-		return nil, fmt.Errorf("%w: kind %d", ErrFrame, kind)
+		return nil, fmt.Errorf("%w: %w %d", ErrFrame, errUnknownKind, kind)
 	}
 	if err := d.done(); err != nil {
 		return nil, err
 	}
 	return msg, nil
+}
+
+// QuietPosition is a quiet read's question: is the receiving voter's
+// member of the group, right now, at this current term and last log entry?
+type QuietPosition struct {
+	Term, LastIndex, LastTerm uint64
+}
+
+// confirmAnswer is the response to a kindConfirmQuiet request.
+type confirmAnswer struct{ yes bool }
+
+func encodeConfirm(e enc, p QuietPosition) enc { return e.u(p.Term).u(p.LastIndex).u(p.LastTerm) }
+
+func decodeConfirm(p []byte) (QuietPosition, error) {
+	d := &dec{b: p}
+	q := QuietPosition{Term: d.u(), LastIndex: d.u(), LastTerm: d.u()}
+	return q, d.done()
 }
 
 // encodeResponse appends the payload of a successful response.
@@ -300,6 +332,8 @@ func encodeResponse(e enc, msg any) (enc, error) {
 		return e.header(m.RPCHeader), nil
 	case *raft.InstallSnapshotResponse:
 		return e.header(m.RPCHeader).u(m.Term).bool(m.Success), nil
+	case *confirmAnswer:
+		return e.bool(m.yes), nil
 	}
 	return e, fmt.Errorf("grouptransport: cannot encode response %T", msg)
 }
@@ -318,6 +352,8 @@ func decodeResponse(p []byte, resp any) error {
 		*m = raft.TimeoutNowResponse{RPCHeader: d.header()}
 	case *raft.InstallSnapshotResponse:
 		*m = raft.InstallSnapshotResponse{RPCHeader: d.header(), Term: d.u(), Success: d.bool()}
+	case *confirmAnswer:
+		m.yes = d.bool()
 	default:
 		return fmt.Errorf("grouptransport: cannot decode response %T", resp)
 	}

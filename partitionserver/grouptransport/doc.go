@@ -20,6 +20,11 @@
 // others on the same connection. A request for a group not open here is
 // answered at once with ErrUnknownGroup.
 //
+// A third long-lived lane, dialed on first use, carries quiet-read
+// confirmations (ConfirmQuiet): a server asks the other voters of a closed
+// group whether they are still where the group went quiet, answered by the
+// server's Confirmer without opening the group.
+//
 // Connections are made by a dial function and accepted from a net.Listener
 // passed in, so TLS can wrap them without this package knowing. A Fault hook,
 // when set, is consulted before each request is sent or delivered, so chaos

@@ -118,7 +118,15 @@ func (sc *serverConn) handle(f frame) bool {
 	if !sc.t.faulted(sc.peer) {
 		return true // dropped: the sender times out, as on a lossy network
 	}
+	if f.kind == kindConfirmQuiet {
+		return sc.confirm(f)
+	}
 	msg, err := decodeRequest(f.kind, f.payload)
+	if errors.Is(err, errUnknownKind) {
+		// A newer server's request: answered, so it can fall back, and
+		// the connection (other groups' traffic) stays.
+		return sc.respond(f, nil, errUnknownKind)
+	}
 	if err != nil {
 		sc.t.logger.Warn("raft transport: bad request", "from", sc.peer, "err", err)
 		return false
@@ -128,6 +136,22 @@ func (sc *serverConn) handle(f frame) bool {
 		return true
 	}
 	return sc.respond(f, resp, rerr)
+}
+
+// confirm answers a quiet read's question from the server's Confirmer. It
+// never opens the group (unlike raft requests for a quiet group): a closed
+// member's answer comes from its recorded mark.
+func (sc *serverConn) confirm(f frame) bool {
+	p, err := decodeConfirm(f.payload)
+	if err != nil {
+		sc.t.logger.Warn("raft transport: bad confirm request", "from", sc.peer, "err", err)
+		return false
+	}
+	yes := false
+	if c, ok := sc.t.dormant.(Confirmer); ok {
+		yes = c.ConfirmQuiet(f.group, p)
+	}
+	return sc.respond(f, &confirmAnswer{yes: yes}, nil)
 }
 
 func (sc *serverConn) respond(f frame, resp any, rerr error) bool {
@@ -162,6 +186,8 @@ func appendResponse(b []byte, resp any, rerr error) []byte {
 	switch {
 	case errors.Is(rerr, ErrUnknownGroup):
 		return append(b, statusUnknownGroup)
+	case errors.Is(rerr, errUnknownKind):
+		return append(b, statusUnsupported)
 	case rerr != nil:
 		return append(append(b, statusRaftError), rerr.Error()...)
 	}

@@ -25,6 +25,9 @@ var (
 	ErrGroupOpen     = errors.New("grouptransport: group already open")
 	ErrTimeout       = errors.New("grouptransport: rpc timed out")
 	ErrConnectFailed = errors.New("grouptransport: connect failed recently")
+	// ErrUnsupported: the receiving server does not know the request's
+	// kind (it runs an older version).
+	ErrUnsupported = errors.New("grouptransport: request kind not supported by the receiving server")
 )
 
 // DialFunc opens a connection to another server's transport listener. TLS
@@ -67,6 +70,15 @@ type Dormant interface {
 	// Wake opens group and reports whether it is open now; it returns
 	// within a bounded time.
 	Wake(group uint64) bool
+}
+
+// Confirmer is the optional part of a Dormant that answers quiet-read
+// confirmations (ConfirmQuiet); without it every confirmation is a no.
+type Confirmer interface {
+	// ConfirmQuiet reports whether this server's member of group is, right
+	// now, at position p. It must not open the group, and must return
+	// quickly (the asking read waits for it).
+	ConfirmQuiet(group uint64, p QuietPosition) bool
 }
 
 // Transport is a server's Raft transport, shared by all its groups.
@@ -270,8 +282,16 @@ func (t *Transport) removeGroup(g *Group) {
 
 // peer holds the long-lived lanes to one remote server.
 type peer struct {
-	addr  string
-	lanes [numLanes]laneSlot
+	addr    string
+	lanes   [numLanes]laneSlot
+	confirm laneSlot
+}
+
+func (p *peer) slot(lane byte) *laneSlot {
+	if lane == laneConfirm {
+		return &p.confirm
+	}
+	return &p.lanes[lane]
 }
 
 type laneSlot struct {
@@ -301,7 +321,7 @@ func (t *Transport) conn(addr string, lane byte) (*clientConn, error) {
 		}
 		t.mu.Unlock()
 	}
-	s := &p.lanes[lane]
+	s := p.slot(lane)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cc != nil && !s.cc.broken() {
@@ -407,11 +427,47 @@ func (t *Transport) serve(conn net.Conn) {
 	}
 	defer t.untrack(sc)
 	switch h[5] {
-	case laneControl, laneAppend:
+	case laneControl, laneAppend, laneConfirm:
 		sc.w = newWriter(conn, t.timeout, sc.shut)
 		sc.readLoop()
 	case laneSnapshot:
 		sc.serveSnapshot()
 	}
 	sc.shut(io.EOF)
+}
+
+// ConfirmQuiet asks the server at addr whether its member of group is, right
+// now, at position p (Confirmer). It returns false with an error when there
+// is no answer before ctx ends, the request was dropped, or the server does
+// not support the question (ErrUnsupported, or a connection it closed): the
+// caller treats all of those as a no. The question goes on its own lane,
+// so it never waits behind raft traffic, and it is subject to the fault
+// hook and isolation like raft's requests.
+func (t *Transport) ConfirmQuiet(ctx context.Context, addr string, group uint64, p QuietPosition) (bool, error) {
+	if !t.faulted(addr) {
+		return false, fmt.Errorf("%w: to %s", ErrDropped, addr)
+	}
+	cc, err := t.conn(addr, laneConfirm)
+	if err != nil {
+		return false, err
+	}
+	b := getBuf()
+	*b = endFrame(encodeConfirm(enc(startFrame((*b)[:0], kindConfirmQuiet, group, 0)), p))
+	rid, c, err := cc.sendFrame(b)
+	if err != nil {
+		return false, err
+	}
+	timeout := t.timeout
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(dl))
+	}
+	payload, err := cc.wait(rid, c, timeout, ctx.Done())
+	if err != nil {
+		return false, err
+	}
+	var a confirmAnswer
+	if err := result(payload, &a); err != nil {
+		return false, err
+	}
+	return a.yes, nil
 }
