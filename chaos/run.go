@@ -77,7 +77,7 @@ func (r *Result) problem(format string, args ...any) {
 }
 
 // Run runs one seed end to end.
-func Run(o Options) (*Result, error) {
+func Run(o Options) (_ *Result, err error) {
 	res := &Result{Seed: o.Seed}
 	rng := rand.New(rand.NewSource(o.Seed))
 	c, err := startCluster(o.Binary, o.Dir)
@@ -85,7 +85,7 @@ func Run(o Options) (*Result, error) {
 		return nil, err
 	}
 	defer func() {
-		if res.KeepLogs() {
+		if res.KeepLogs() || err != nil {
 			for _, r := range c.all() {
 				os.WriteFile(filepath.Join(o.Dir, r.name+".log"), []byte(r.out.String()), 0o644)
 			}
