@@ -382,3 +382,38 @@ func TestCloseWaitsForHeartbeatHandler(t *testing.T) {
 		t.Fatalf("the handler ran %d times; want 1 (none after Close)", n)
 	}
 }
+
+// An append to a peer that cannot be reached waits, bounded, for it to come
+// back rather than failing at once (raft backs off exponentially after each
+// failure), and goes through as soon as the peer listens again.
+func TestAppendWaitsForDownPeer(t *testing.T) {
+	c := newTestCluster(t, 2)
+	g, err := c.nodes[0].tr.Group(7, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := c.nodes[1]
+	c.stop(down)
+	append := func() error {
+		var resp raft.AppendEntriesResponse
+		req := &raft.AppendEntriesRequest{RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax}, Term: 1,
+			Entries: []*raft.Log{{Index: 1, Term: 1, Type: raft.LogCommand, Data: []byte("x")}}}
+		return g.AppendEntries("n1", raft.ServerAddress(down.addr), req, &resp)
+	}
+	start := time.Now()
+	if err := append(); err == nil {
+		t.Fatal("an append to a stopped server succeeded")
+	}
+	if d := time.Since(start); d < downPeerWait-100*time.Millisecond {
+		t.Fatalf("the append failed after %v, before waiting %v for the peer", d, downPeerWait)
+	}
+	done := make(chan error, 1)
+	go func() { done <- append() }()
+	time.Sleep(100 * time.Millisecond)
+	c.restart(1)
+	// The restarted server hosts no group 7: it answers, which proves the
+	// waiting append reached it.
+	if err := <-done; !errors.Is(err, ErrUnknownGroup) {
+		t.Fatalf("append while the peer restarted: %v, want the peer's ErrUnknownGroup answer", err)
+	}
+}
