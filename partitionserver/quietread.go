@@ -52,11 +52,12 @@ func (s *Server) quietRead(ctx context.Context, id uint64, read func(*fsm.Range)
 	// wasLeader and quietVoters hold is written before a mark is recorded
 	// and not again until after it is cleared.
 	m := sl.mark.Load()
-	pos, why := lifecycle.QuietRead(sl.State(), m, sl.wasLeader.Load())
 	var voters []raft.Server
+	var votersAt uint64
 	if vp := sl.quietVoters.Load(); vp != nil {
-		voters = *vp
+		voters, votersAt = vp.voters, vp.at
 	}
+	pos, why := lifecycle.QuietRead(sl.State(), m, sl.wasLeader.Load(), votersAt)
 	if why != lifecycle.QuietOK {
 		quietReadsTotal.WithLabelValues(why.String()).Inc()
 		return false, nil
@@ -181,4 +182,13 @@ func (s *Server) ConfirmQuiet(group uint64, p grouptransport.QuietPosition) bool
 		quietConfirmsTotal.WithLabelValues("no").Inc()
 	}
 	return yes
+}
+
+// quietVoters is the configuration a member had when it closed at the
+// QUIESCE marker at index at. The close can still take in an entry after
+// the marker check (a request that found the member open); its mark then
+// ends past at, and lifecycle.QuietRead refuses it (NotAtMarker).
+type quietVoters struct {
+	at     uint64
+	voters []raft.Server
 }

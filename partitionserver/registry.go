@@ -54,7 +54,7 @@ type slot struct {
 	// quietVoters is the member's configuration when it closed at a
 	// QUIESCE marker: whom a quiet read asks (quietread.go). Cleared with
 	// mark when the member opens.
-	quietVoters atomic.Pointer[[]raft.Server]
+	quietVoters atomic.Pointer[quietVoters]
 
 	// Meters outlive the Raft member.
 	load     *loadMeter
@@ -644,8 +644,7 @@ func (s *Server) onQuiesced(id, index uint64) {
 	// The configuration at the marker (its last entry): the voters a quiet
 	// read must hear from. Without it quiet reads of this range wake it.
 	if f := rep.raft.GetConfiguration(); f.Error() == nil {
-		voters := f.Configuration().Servers
-		sl.quietVoters.Store(&voters)
+		sl.quietVoters.Store(&quietVoters{at: index, voters: f.Configuration().Servers})
 	}
 	if _, err := s.step(sl, lifecycle.Input{Event: lifecycle.Quiesced}, "quiesce marker", nil); err != nil {
 		s.logger.Warn("closing a quiet range", "range", id, "err", err)

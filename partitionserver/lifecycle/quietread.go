@@ -36,9 +36,14 @@ const (
 	// last entry (entries it has not applied, or a snapshot the log store
 	// does not show).
 	NotApplied
+	// NotAtMarker: the mark's last entry is not the QUIESCE marker the
+	// voters were recorded at (an entry was appended between the marker
+	// check and the close), so the recorded voters may not be the
+	// configuration at the mark.
+	NotAtMarker
 )
 
-var quietReasonNames = [...]string{"ok", "not_quiet", "no_mark", "not_leader", "not_applied"}
+var quietReasonNames = [...]string{"ok", "not_quiet", "no_mark", "not_leader", "not_applied", "not_at_marker"}
 
 func (r QuietReason) String() string {
 	if int(r) < len(quietReasonNames) {
@@ -52,7 +57,11 @@ func (r QuietReason) String() string {
 // serve a read from its state file; on QuietOK it returns the position the
 // other voters must confirm. The state file then holds exactly the entries
 // up to that position's last index, every one of them committed.
-func QuietRead(s State, m *Mark, wasLeader bool) (Position, QuietReason) {
+//
+// votersAt is the index of the QUIESCE marker at which the voters to ask
+// were recorded: the mark must end at it, so that they are the
+// configuration at the mark's last entry.
+func QuietRead(s State, m *Mark, wasLeader bool, votersAt uint64) (Position, QuietReason) {
 	switch {
 	case s != Quiet:
 		return Position{}, NotQuiet
@@ -62,6 +71,8 @@ func QuietRead(s State, m *Mark, wasLeader bool) (Position, QuietReason) {
 		return Position{}, NotLeader
 	case m.Applied != m.LastIndex:
 		return Position{}, NotApplied
+	case m.LastIndex != votersAt:
+		return Position{}, NotAtMarker
 	}
 	return Position{Term: m.Term, LastIndex: m.LastIndex, LastTerm: m.LastTerm}, QuietOK
 }

@@ -21,10 +21,11 @@ func TestQuietRead(t *testing.T) {
 		{"last entry of an older term: deposed before closing", Quiet, &Mark{Term: 5, LastIndex: 20, LastTerm: 4, Applied: 20}, true, NotLeader},
 		{"state file behind the log", Quiet, &Mark{Term: 4, LastIndex: 20, LastTerm: 4, Applied: 19}, true, NotApplied},
 		{"state file past the log (a snapshot)", Quiet, &Mark{Term: 4, LastIndex: 20, LastTerm: 4, Applied: 25}, true, NotApplied},
+		{"an entry appended after the marker before the close", Quiet, &Mark{Term: 4, LastIndex: 21, LastTerm: 4, Applied: 21}, true, NotAtMarker},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			pos, why := QuietRead(c.state, c.mark, c.wasLeader)
+			pos, why := QuietRead(c.state, c.mark, c.wasLeader, 20)
 			if why != c.want {
 				t.Fatalf("reason %v, want %v", why, c.want)
 			}
