@@ -241,3 +241,68 @@ func mergeEventPauses(t *testing.T, mc interface {
 	})
 	return out
 }
+
+// TestMergeRefusedWhileReplicaDown: a merge whose right-hand range has a
+// replica on a stopped server is refused before the freeze (a frozen range
+// serves nothing until every replica has applied the freeze, so it would
+// hold every write to it until the server came back), the range stays
+// writable on its other two replicas, and the merge goes through once the
+// server is back.
+func TestMergeRefusedWhileReplicaDown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := startTuned(t, 3, quietPolicies, nil)
+	sc := serviceClient(t, c, 0)
+	const table = "mergedown"
+	tcl := newTable(t, sc, table)
+	mc := masterClient(t, c)
+	acked := map[string]int64{}
+	writeSeq(t, tcl, acked, "before", 26)
+	ctx := ctxT(t, 2*time.Minute)
+	var split *pb.SplitResponse
+	if err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
+		var err error
+		split, err = m.Split(ctx, &pb.SplitRequest{Table: table, PartitionKey: "k13"})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// Every server holds a replica of both halves (3 servers, RF 3): stop
+	// one that leads neither.
+	var down int
+	waitFor(t, 10*time.Second, "both halves led", func() bool {
+		l := partitionMap(t, mc).GetLeaders()
+		ll, rl := l[split.GetLeft().GetRangeId()], l[split.GetRight().GetRangeId()]
+		for i, s := range c.Servers {
+			if id := s.Server.ID(); ll != "" && rl != "" && id != ll && id != rl {
+				down = i
+				return true
+			}
+		}
+		return false
+	})
+	if err := c.StopServer(down); err != nil {
+		t.Fatal(err)
+	}
+	err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
+		_, err := m.Merge(ctx, &pb.MergeRequest{RangeId: split.GetLeft().GetRangeId()})
+		return err
+	})
+	if err == nil || !strings.Contains(err.Error(), "not ready") {
+		t.Fatalf("merge with a replica's server stopped: %v, want a not-ready refusal", err)
+	}
+	// Not frozen: both halves still take writes.
+	writeSeq(t, tcl, acked, "during", 26)
+	if err := c.RestartServer(down); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the merge after the restart", func() bool {
+		return mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
+			_, err := m.Merge(ctx, &pb.MergeRequest{RangeId: split.GetLeft().GetRangeId()})
+			return err
+		}) == nil
+	})
+	writeSeq(t, tcl, acked, "after", 26)
+	verifyExactlyOnce(t, tcl, acked)
+}
