@@ -644,10 +644,13 @@ func (s *Server) onQuiesced(id, index uint64) {
 // marker committed, and how recent a request keeps a range open.
 func (s *Server) quiesceGrace() time.Duration {
 	// Followers learn the commit on the leader's next AppendEntries (a
-	// commit timeout away) but, on a loaded machine, hundreds of
-	// milliseconds later; one that has not when the leader closes times
-	// out and campaigns.
-	return max(s.cfg.RaftHeartbeatTimeout/2, 10*s.cfg.RaftCommitTimeout)
+	// commit tick: one to two commit timeouts away) but, on a loaded
+	// machine, hundreds of milliseconds later; one that has not when the
+	// leader closes times out and campaigns. Not longer than needed: a
+	// grace past the quiesce loop's stable window (min(QuiesceAfter, 1 s))
+	// has the loop propose another marker before the leader closes, which
+	// reopens the followers, again and again.
+	return max(s.cfg.RaftHeartbeatTimeout/2, 4*s.cfg.RaftCommitTimeout)
 }
 
 // quiesceLoop proposes a QUIESCE marker on every range this server leads
