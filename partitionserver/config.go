@@ -102,7 +102,14 @@ func DefaultConfig() Config {
 		RaftHeartbeatTimeout: 500 * time.Millisecond,
 		RaftElectionTimeout:  500 * time.Millisecond,
 		RaftLeaderLease:      250 * time.Millisecond,
-		RaftCommitTimeout:    10 * time.Millisecond,
+		// Every open range's leader sends each follower an AppendEntries
+		// per commit tick (1 – 2 timeouts apart) even when idle, only to
+		// carry the commit index; at 10 ms that traffic was most of the CPU
+		// of creating tables (each new range stays open QuiesceAfter). A
+		// write's own AppendEntries goes out at once whatever the tick;
+		// what waits for the tick is a follower learning the last commit
+		// of a burst (follower reads, reshaping: see announceCommit).
+		RaftCommitTimeout:    50 * time.Millisecond,
 		RaftMaxAppendEntries: 256,
 		SnapshotThreshold:    16384,
 		SnapshotInterval:     30 * time.Second,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -476,20 +477,51 @@ func (s *Server) createReplica(desc *pb.RangeDescriptor, bootstrap, campaign boo
 		s.addrs.set(id, a)
 	}
 	id := desc.GetRangeId()
+	campaign = campaign && bootstrap
 	if s.hosts(id) {
+		if campaign {
+			s.campaignLeaderless(id)
+		}
 		return nil
 	}
 	if err := s.store.CreateRange(desc, bootstrap); err != nil && !errors.Is(err, fsm.ErrRangeExists) {
 		return err
 	}
-	return s.create(desc, bootstrap, campaign && bootstrap, bootstrap && campaign, "master")
+	campaigned, err := s.create(desc, bootstrap, campaign, campaign, "master")
+	if err == nil && campaign && !campaigned {
+		s.campaignLeaderless(id)
+	}
+	return err
 }
 
-// create registers and opens a stored range.
-func (s *Server) create(desc *pb.RangeDescriptor, bootstrap, campaign, fast bool, cause string) error {
+// campaignLeaderless makes the open member of a new range campaign if it is
+// a follower that knows no leader. The master asks one replica of a new
+// range to campaign, but the servers also create the replicas they are
+// assigned from their heartbeats' answers, without a campaign: when that
+// reconcile ran between the master's commit and its CreateReplica, the
+// range had no candidate until an election timeout (500 ms – 1 s; the
+// CreateTable outliers of ~600 ms). A candidate or a member that knows a
+// leader is left alone: a second TimeoutNow would restart its election.
+func (s *Server) campaignLeaderless(id uint64) {
+	sl := s.slot(id)
+	if sl == nil {
+		return
+	}
+	rep := sl.open()
+	if rep == nil || rep.raft.State() != raft.Follower || rep.leaderID() != "" {
+		return
+	}
+	if err := rep.transport.Campaign(time.Second); err != nil {
+		s.logger.Debug("campaign of a new range opened without one failed", "range", id, "err", err)
+	}
+}
+
+// create registers and opens a stored range; campaigned reports whether
+// this call opened it with a campaign.
+func (s *Server) create(desc *pb.RangeDescriptor, bootstrap, campaign, fast bool, cause string) (campaigned bool, err error) {
 	sl, _, err := s.addSlot(desc.GetRangeId())
 	if err != nil {
-		return err
+		return false, err
 	}
 	sl.lock()
 	defer sl.unlock()
@@ -498,7 +530,7 @@ func (s *Server) create(desc *pb.RangeDescriptor, bootstrap, campaign, fast bool
 	if err == nil && out.Changed() {
 		s.logger.Info("replica created", "range", desc.GetRangeId(), "table", desc.GetTable(), "bootstrap", bootstrap, "cause", cause)
 	}
-	return err
+	return err == nil && slices.Contains(out.Actions, lifecycle.OpenCampaign), err
 }
 
 // RangeCreated starts the Raft group of a split's right-hand range. Every
@@ -520,7 +552,7 @@ func (s *Server) RangeCreated(parent uint64, desc *pb.RangeDescriptor, preferred
 		if s.hosts(desc.GetRangeId()) {
 			return
 		}
-		if err := s.create(desc, true, fast, fast, "split"); err != nil {
+		if _, err := s.create(desc, true, fast, fast, "split"); err != nil {
 			if !errors.Is(err, ErrShuttingDown) {
 				s.logger.Error("starting split range failed", "range", desc.GetRangeId(), "err", err)
 			}
@@ -656,10 +688,13 @@ func (s *Server) onQuiesced(id, index uint64) {
 // marker committed, and how recent a request keeps a range open.
 func (s *Server) quiesceGrace() time.Duration {
 	// Followers learn the commit on the leader's next AppendEntries (a
-	// commit timeout away) but, on a loaded machine, hundreds of
-	// milliseconds later; one that has not when the leader closes times
-	// out and campaigns.
-	return max(s.cfg.RaftHeartbeatTimeout/2, 10*s.cfg.RaftCommitTimeout)
+	// commit tick: one to two commit timeouts away) but, on a loaded
+	// machine, hundreds of milliseconds later; one that has not when the
+	// leader closes times out and campaigns. Not longer than needed: a
+	// grace past the quiesce loop's stable window (min(QuiesceAfter, 1 s))
+	// has the loop propose another marker before the leader closes, which
+	// reopens the followers, again and again.
+	return max(s.cfg.RaftHeartbeatTimeout/2, 4*s.cfg.RaftCommitTimeout)
 }
 
 // quiesceLoop proposes a QUIESCE marker on every range this server leads

@@ -114,7 +114,21 @@ func (v *service) run(ctx context.Context, r *replica, kind pb.CommandKind, m pr
 	if err != nil {
 		return nil, toStatus(r, err)
 	}
+	announceCommit(r.raft)
 	return res, nil
+}
+
+// announceCommit makes the followers learn the commit of the entry the
+// leader just applied at once, rather than on raft's next commit tick
+// (RaftCommitTimeout, up to twice that on an otherwise idle range): it
+// appends a barrier, whose AppendEntries carries the leader's commit index.
+// Reshaping waits on the followers' apply: the master waits until every
+// replica applied a merge's freeze (the write pause), and a split's
+// followers start the new range, whose first election needs them, when
+// they apply the split. The barrier is not waited for (its enqueue at most
+// a second).
+func announceCommit(r *raft.Raft) {
+	_ = r.Barrier(time.Second)
 }
 
 // ChangeReplicas adds and/or removes one voter, then records the new

@@ -1,0 +1,77 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"tablestore/partitionserver"
+	pb "tablestore/proto/tablestorepb"
+)
+
+// TestReshapeAnnouncesCommits: reshaping does not wait for raft's commit
+// tick. With a commit timeout of a minute, a follower of an idle range
+// would learn that an entry committed only a minute after it was sent; yet
+// a split's followers start the new range (they do when they apply the
+// split) and a merge completes (the master waits until every replica
+// applied the freeze) within seconds, because the leader announces each
+// reshaping commit with a barrier.
+func TestReshapeAnnouncesCommits(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := startTuned(t, 3, quietPolicies, func(s *partitionserver.Config) {
+		s.RaftCommitTimeout = time.Minute
+		s.QuiesceAfter = 0
+	})
+	sc := serviceClient(t, c, 0)
+	mc := masterClient(t, c)
+	ctx := ctxT(t, 3*time.Minute)
+	const table = "announced"
+	tc := newTable(t, sc, table)
+	for i := 0; i < 26; i++ {
+		body := fmt.Sprintf(`{"PartitionKey":"k%02d","RowKey":"r"}`, i)
+		if _, err := tc.AddEntity(ctx, []byte(body), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Well below the commit timeout, and generous for a loaded machine.
+	const bound = 20 * time.Second
+
+	var split *pb.SplitResponse
+	err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
+		var err error
+		split, err = m.Split(ctx, &pb.SplitRequest{Table: table, PartitionKey: "k13"})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	right := split.GetRight().GetRangeId()
+	waitFor(t, bound, "the split-off range open on every server", func() bool {
+		for _, n := range c.Servers {
+			if st := n.Server.ReplicaState(right); st != "active" {
+				return false
+			}
+		}
+		return true
+	})
+
+	mctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	start := time.Now()
+	err = mc.Call(mctx, func(ctx context.Context, m pb.MasterServiceClient) error {
+		_, err := m.Merge(ctx, &pb.MergeRequest{RangeId: split.GetLeft().GetRangeId()})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("merge after %v: %v", time.Since(start).Round(time.Millisecond), err)
+	}
+	t.Logf("merge took %v", time.Since(start).Round(time.Millisecond))
+	for i := 0; i < 26; i++ {
+		if _, err := tc.GetEntity(ctx, fmt.Sprintf("k%02d", i), "r", nil); err != nil {
+			t.Fatalf("k%02d after the merge: %v", i, err)
+		}
+	}
+}
