@@ -165,7 +165,8 @@ func openReplica(d replicaDeps, sl *slot, bootstrap bool, voters []raft.Server) 
 		transport: transport, logStore: logStore, dir: dir,
 		load: sl.load, keys: sl.keys, throttle: sl.throttle,
 	}
-	rep.verify.raft = r
+	rep.verify.round = func() error { return r.VerifyLeader().Error() }
+	rep.verify.spacing = verifySpacing
 	if rfsm.Descriptor().GetGeneration() > 1 {
 		rep.birthPending.Store(true)
 		go rep.compactBirthLog()
@@ -419,10 +420,15 @@ func (r *replica) fsmEntriesBetween(from, to uint64) bool {
 // verifyCoalescer shares one VerifyLeader round among all reads that arrive
 // while no round has started yet.
 type verifyCoalescer struct {
-	raft    *raft.Raft
+	round   func() error // one leadership round (raft's VerifyLeader)
+	spacing time.Duration
 	mu      sync.Mutex
 	waiting []chan error
 	running bool
+	// Used by loop alone (one runs at a time: running hands over under mu).
+	last   time.Time // start of the last round
+	shared bool      // the last round served more than one read
+	spaced int       // rounds that waited out the spacing (for tests)
 }
 
 func (v *verifyCoalescer) verify(ctx context.Context) error {
@@ -442,22 +448,44 @@ func (v *verifyCoalescer) verify(ctx context.Context) error {
 	}
 }
 
+// verifySpacing is the least time between the starts of two rounds of one
+// range while concurrent reads share them. Each round costs both followers a
+// heartbeat through the transport and the leader their answers, about 18 % of
+// dev's CPU at 4,000 reads/s with 0.45 - 0.7 rounds per read; spacing the
+// rounds lets more reads share one (0.34 - 0.43). Only reads that come
+// together wait for it: after a round that served a single read, with nobody
+// arriving during it, the next read starts its round at once, so a lone
+// reader's latency is unchanged.
+const verifySpacing = 2 * time.Millisecond
+
 func (v *verifyCoalescer) loop() {
+	continued := false
 	for {
 		v.mu.Lock()
-		batch := v.waiting
-		v.waiting = nil
-		if len(batch) == 0 {
+		if len(v.waiting) == 0 {
 			v.running = false
 			v.mu.Unlock()
 			return
 		}
 		v.mu.Unlock()
+		if continued || v.shared {
+			// Reads come together: let more join this round.
+			if d := v.spacing - time.Since(v.last); d > 0 {
+				v.spaced++
+				time.Sleep(d)
+			}
+		}
+		v.mu.Lock()
+		batch := v.waiting
+		v.waiting = nil
+		v.mu.Unlock()
+		v.last, v.shared = time.Now(), len(batch) > 1
 		// Every waiter in batch enqueued before this round started.
-		err := v.raft.VerifyLeader().Error()
+		err := v.round()
 		for _, ch := range batch {
 			ch <- err
 		}
+		continued = true
 	}
 }
 
