@@ -470,11 +470,16 @@ func (v *verifyCoalescer) queued() int {
 // until as many reads are queued as that round served: readers that come
 // back together (a closed loop of clients) then share one round each time
 // instead of one starting a round alone and the others queueing behind it.
-// After a round that served a single read the next read starts its round
-// at once, so a lone reader's latency is unchanged.
+// Reads that queued while the last round ran (they come faster than rounds
+// finish) wait for at least one more. A read after a round that served only
+// itself, with none queued meanwhile, starts its round at once, so a lone
+// reader's latency is unchanged.
 const verifySpacing = 2 * time.Millisecond
 
 func (v *verifyCoalescer) loop() {
+	// continued: reads queued while the last round ran, so they come
+	// faster than rounds finish.
+	continued := false
 	for {
 		v.mu.Lock()
 		n := len(v.waiting)
@@ -484,8 +489,12 @@ func (v *verifyCoalescer) loop() {
 			return
 		}
 		v.mu.Unlock()
-		if n < v.lastN {
-			v.awaitReads()
+		want := v.lastN
+		if continued {
+			want = max(want, 2)
+		}
+		if n < want {
+			v.awaitReads(want)
 		}
 		v.mu.Lock()
 		batch := v.waiting
@@ -497,12 +506,13 @@ func (v *verifyCoalescer) loop() {
 		for _, ch := range batch {
 			ch <- err
 		}
+		continued = true
 	}
 }
 
-// awaitReads waits until as many reads are queued as the last round served,
-// or until verifySpacing after the last round's start.
-func (v *verifyCoalescer) awaitReads() {
+// awaitReads waits until want reads are queued, or until verifySpacing after
+// the last round's start.
+func (v *verifyCoalescer) awaitReads(want int) {
 	d := v.spacing - time.Since(v.last)
 	if d <= 0 {
 		return
@@ -510,7 +520,7 @@ func (v *verifyCoalescer) awaitReads() {
 	v.spaced.Add(1)
 	t := time.NewTimer(d)
 	defer t.Stop()
-	for v.queued() < v.lastN {
+	for v.queued() < want {
 		select {
 		case <-v.arrived:
 		case <-t.C:

@@ -138,3 +138,28 @@ func TestVerifyCoalescerWaitsForCompany(t *testing.T) {
 		})
 	}
 }
+
+// TestVerifyCoalescerReadsDuringARound: a read that queued while a round of
+// one read ran waits for one more read before its round starts.
+func TestVerifyCoalescerReadsDuringARound(t *testing.T) {
+	f := newFakeRounds(1, time.Minute, nil)
+	v := f.v
+	errs := make(chan error, 3)
+	read := func() { errs <- v.verify(context.Background()) }
+	go read()
+	<-f.started // round 1 serves one read
+	go read()
+	waitFor(t, func() bool { return v.queued() == 1 })
+	f.release <- struct{}{}
+	waitFor(t, func() bool { return v.spaced.Load() == 1 })
+	go read() // starts round 2 well before the minute's spacing
+	for i := 0; i < 3; i++ {
+		if err := <-errs; err != nil {
+			t.Fatalf("read: %v", err)
+		}
+	}
+	waitFor(t, v.idle)
+	if got, want := f.served(), []int{1, 2}; !equalInts(got, want) {
+		t.Errorf("reads per round = %v, want %v", got, want)
+	}
+}
