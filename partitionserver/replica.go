@@ -51,7 +51,7 @@ type replica struct {
 	gapMu          sync.Mutex
 	gapFrom, gapTo uint64
 
-	verify   verifyCoalescer
+	verify   *verifyCoalescer
 	batcher  writeBatcher
 	load     *loadMeter
 	keys     *keyMeter
@@ -171,7 +171,7 @@ func openReplica(d replicaDeps, sl *slot, bootstrap bool, voters []raft.Server) 
 		transport: transport, logStore: logStore, dir: dir,
 		load: sl.load, keys: sl.keys, throttle: sl.throttle,
 	}
-	rep.verify.raft = r
+	rep.verify = newVerifyCoalescer(func() error { return r.VerifyLeader().Error() }, verifySpacing)
 	if rfsm.Descriptor().GetGeneration() > 1 {
 		rep.birthPending.Store(true)
 		go rep.compactBirthLog()
@@ -425,10 +425,20 @@ func (r *replica) fsmEntriesBetween(from, to uint64) bool {
 // verifyCoalescer shares one VerifyLeader round among all reads that arrive
 // while no round has started yet.
 type verifyCoalescer struct {
-	raft    *raft.Raft
+	round   func() error // one leadership round (raft's VerifyLeader)
+	spacing time.Duration
 	mu      sync.Mutex
 	waiting []chan error
 	running bool
+	arrived chan struct{} // a read queued (capacity 1)
+	// Used by loop alone (one runs at a time: running hands over under mu).
+	last   time.Time    // start of the last round
+	lastN  int          // reads the last round served
+	spaced atomic.Int32 // rounds that waited for reads to join (for tests)
+}
+
+func newVerifyCoalescer(round func() error, spacing time.Duration) *verifyCoalescer {
+	return &verifyCoalescer{round: round, spacing: spacing, arrived: make(chan struct{}, 1)}
 }
 
 func (v *verifyCoalescer) verify(ctx context.Context) error {
@@ -441,6 +451,10 @@ func (v *verifyCoalescer) verify(ctx context.Context) error {
 	}
 	v.mu.Unlock()
 	select {
+	case v.arrived <- struct{}{}:
+	default:
+	}
+	select {
 	case err := <-ch:
 		return err
 	case <-ctx.Done():
@@ -448,21 +462,75 @@ func (v *verifyCoalescer) verify(ctx context.Context) error {
 	}
 }
 
+func (v *verifyCoalescer) queued() int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return len(v.waiting)
+}
+
+// verifySpacing bounds how long a round waits for reads to join it. Each
+// round costs both followers a heartbeat through the transport and the
+// leader their answers, about 18 % of dev's CPU at 4,000 reads/s with
+// 0.66 - 0.92 rounds per read. When the last round served several reads, the
+// next one waits, at most until verifySpacing after the last one's start,
+// until as many reads are queued as that round served: readers that come
+// back together (a closed loop of clients) then share one round each time
+// instead of one starting a round alone and the others queueing behind it.
+// Reads that queued while the last round ran (they come faster than rounds
+// finish) wait for at least one more. A read after a round that served only
+// itself, with none queued meanwhile, starts its round at once, so a lone
+// reader's latency is unchanged.
+const verifySpacing = 2 * time.Millisecond
+
 func (v *verifyCoalescer) loop() {
+	// continued: reads queued while the last round ran, so they come
+	// faster than rounds finish.
+	continued := false
 	for {
 		v.mu.Lock()
-		batch := v.waiting
-		v.waiting = nil
-		if len(batch) == 0 {
+		n := len(v.waiting)
+		if n == 0 {
 			v.running = false
 			v.mu.Unlock()
 			return
 		}
 		v.mu.Unlock()
+		want := v.lastN
+		if continued {
+			want = max(want, 2)
+		}
+		if n < want {
+			v.awaitReads(want)
+		}
+		v.mu.Lock()
+		batch := v.waiting
+		v.waiting = nil
+		v.mu.Unlock()
+		v.last, v.lastN = time.Now(), len(batch)
 		// Every waiter in batch enqueued before this round started.
-		err := v.raft.VerifyLeader().Error()
+		err := v.round()
 		for _, ch := range batch {
 			ch <- err
+		}
+		continued = true
+	}
+}
+
+// awaitReads waits until want reads are queued, or until verifySpacing after
+// the last round's start.
+func (v *verifyCoalescer) awaitReads(want int) {
+	d := v.spacing - time.Since(v.last)
+	if d <= 0 {
+		return
+	}
+	v.spaced.Add(1)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for v.queued() < want {
+		select {
+		case <-v.arrived:
+		case <-t.C:
+			return
 		}
 	}
 }
