@@ -133,13 +133,7 @@ func openReplica(d replicaDeps, sl *slot, bootstrap bool, voters []raft.Server) 
 			return nil, err
 		}
 		if !has {
-			// The current term and the first configuration entry become
-			// durable together: one fsync of the shared log, not two in a
-			// row on every new replica's path.
-			err := logStore.Deferred(func(logs raft.LogStore, stable raft.StableStore) error {
-				return raft.BootstrapCluster(rc, logs, stable, snaps, transport, raft.Configuration{Servers: voters})
-			})
-			if err != nil {
+			if err := raft.BootstrapCluster(rc, logStore, logStore, snaps, transport, raft.Configuration{Servers: voters}); err != nil {
 				transport.Close()
 				return nil, fmt.Errorf("partitionserver: bootstrap range %d: %w", id, err)
 			}

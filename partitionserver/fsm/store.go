@@ -265,47 +265,19 @@ func (s *Store) RangeStates() ([]*pb.RangeState, error) {
 
 // CreateRange records a new range replica with applied index 0; bootstrap
 // marks a member of the group's initial configuration. It fails with
-// ErrRangeExists if the range is already stored, and returns once the
-// record is durable.
-//
-// The record joins the shared write transaction and urges its commit
-// rather than committing a transaction of its own: the ranges of
-// concurrent CreateTables, and the writes applied meanwhile, share one
-// commit (two fsyncs of the file) instead of queueing one commit each
-// behind the store's write lock.
+// ErrRangeExists if the range is already stored.
 func (s *Store) CreateRange(desc *pb.RangeDescriptor, bootstrap bool) error {
-	committed := make(chan struct{})
-	err := s.apply(func(tx *bolt.Tx) error {
+	return s.update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketRanges)
 		if b.Get(u64(desc.GetRangeId())) != nil {
 			return ErrRangeExists
 		}
-		// Both checks come before the first change: a failure must leave
-		// nothing of the range in the shared transaction.
-		st, err := proto.Marshal(&pb.RangeState{Range: desc, Bootstrap: bootstrap})
-		if err != nil {
-			return err
-		}
+		st := &pb.RangeState{Range: desc, Bootstrap: bootstrap}
 		if _, err := tx.Bucket(bucketData).CreateBucketIfNotExists(u64(desc.GetTableId())); err != nil {
 			return err
 		}
-		return b.Put(u64(desc.GetRangeId()), st)
-	}, func() { close(committed) })
-	if err != nil {
-		return err
-	}
-	s.Urge()
-	select {
-	case <-committed:
-	case <-s.done:
-		// The committer has stopped: Close commits what is pending, unless
-		// this record came after its last commit; then commit it here.
-		if err := s.Flush(); err != nil {
-			return err
-		}
-		<-committed
-	}
-	return nil
+		return putState(tx, st)
+	})
 }
 
 // DeleteRange removes a range's state and its entities. A frozen range

@@ -178,15 +178,13 @@ func encodeDelete(id, lo, hi uint64) record {
 func (l *Log) IsMonotonic() bool { return true }
 
 // Set implements raft.StableStore.
-func (l *Log) Set(key, val []byte) error { return l.s.submit(l.setRecord(key, val)) }
-
-func (l *Log) setRecord(key, val []byte) record {
+func (l *Log) Set(key, val []byte) error {
 	buf, start := beginFrame(nil, recSet)
 	buf = binary.AppendUvarint(buf, l.id)
 	buf = appendBytes(buf, key)
 	buf = appendBytes(buf, val)
 	ev := event{kind: recSet, group: l.id, key: append([]byte(nil), key...), val: append([]byte(nil), val...)}
-	return record{frame: endFrame(buf, start), ev: ev}
+	return l.s.submit(record{frame: endFrame(buf, start), ev: ev})
 }
 
 // Get implements raft.StableStore.
@@ -220,119 +218,3 @@ func (l *Log) GetUint64(key []byte) (uint64, error) {
 
 // Drop deletes this group's log and stable keys.
 func (l *Log) Drop() error { return l.s.Drop(l.id) }
-
-// ErrReadAfterDeferredWrite is a read through a Deferred view after a write
-// it holds back: the read would not see that write.
-var ErrReadAfterDeferredWrite = errors.New("raftlog: read after a deferred write")
-
-// Deferred runs fn against a view of the group that holds back its stable
-// key writes and appends, then makes them all durable in one record batch
-// (one write and one fsync of the shared log) before returning. It is for
-// a sequence that must be durable as a whole but not step by step, such as
-// raft.BootstrapCluster's current term and first configuration entry,
-// which would otherwise wait for two group commits in a row. Reads through
-// the view fail with ErrReadAfterDeferredWrite once it holds a write. On an
-// error from fn nothing is written.
-func (l *Log) Deferred(fn func(logs raft.LogStore, stable raft.StableStore) error) error {
-	d := &deferred{Log: l}
-	if err := fn(d, d); err != nil {
-		return err
-	}
-	if len(d.recs) == 0 {
-		return nil
-	}
-	return l.s.submit(d.recs...)
-}
-
-// deferred is Deferred's view: writes become records kept until the end.
-type deferred struct {
-	*Log
-	recs []record
-}
-
-func (d *deferred) readable() error {
-	if len(d.recs) > 0 {
-		return ErrReadAfterDeferredWrite
-	}
-	return nil
-}
-
-func (d *deferred) FirstIndex() (uint64, error) {
-	if err := d.readable(); err != nil {
-		return 0, err
-	}
-	return d.Log.FirstIndex()
-}
-
-func (d *deferred) LastIndex() (uint64, error) {
-	if err := d.readable(); err != nil {
-		return 0, err
-	}
-	return d.Log.LastIndex()
-}
-
-func (d *deferred) GetLog(index uint64, out *raft.Log) error {
-	if err := d.readable(); err != nil {
-		return err
-	}
-	return d.Log.GetLog(index, out)
-}
-
-func (d *deferred) Get(key []byte) ([]byte, error) {
-	if err := d.readable(); err != nil {
-		return nil, err
-	}
-	return d.Log.Get(key)
-}
-
-func (d *deferred) GetUint64(key []byte) (uint64, error) {
-	if err := d.readable(); err != nil {
-		return 0, err
-	}
-	return d.Log.GetUint64(key)
-}
-
-func (d *deferred) Set(key, val []byte) error {
-	d.recs = append(d.recs, d.setRecord(key, val))
-	return nil
-}
-
-func (d *deferred) SetUint64(key []byte, val uint64) error {
-	return d.Set(key, binary.BigEndian.AppendUint64(nil, val))
-}
-
-func (d *deferred) StoreLog(e *raft.Log) error { return d.StoreLogs([]*raft.Log{e}) }
-
-// StoreLogs holds back appends that continue the log; anything else (a
-// fresh start after a gap, a rewrite) is not what a deferred sequence is
-// for.
-func (d *deferred) StoreLogs(logs []*raft.Log) error {
-	if len(logs) == 0 {
-		return nil
-	}
-	last, err := d.Log.LastIndex()
-	if err != nil {
-		return err
-	}
-	next := last + 1
-	for _, r := range d.recs {
-		for _, e := range r.ev.entries {
-			next = e.index + 1
-		}
-	}
-	for i, e := range logs {
-		if e.Index != next+uint64(i) {
-			return fmt.Errorf("raftlog: deferred append of entry %d, the log continues at %d", e.Index, next+uint64(i))
-		}
-	}
-	for len(logs) > 0 {
-		var rec record
-		rec, logs = d.encodeEntries(nil, logs)
-		d.recs = append(d.recs, rec)
-	}
-	return nil
-}
-
-func (d *deferred) DeleteRange(lo, hi uint64) error {
-	return fmt.Errorf("raftlog: delete [%d, %d] in a deferred sequence", lo, hi)
-}
