@@ -91,7 +91,8 @@ func (l *Log) StoreLogs(logs []*raft.Log) error {
 	}
 	var recs []record
 	// A gap after the last entry (or a write below the first) starts the
-	// log afresh, as raft expects of a MonotonicLogStore.
+	// log afresh: raft appends after a hole only following a snapshot
+	// install that passed the log's end.
 	l.s.mu.RLock()
 	if g, ok := l.s.groups[l.id]; ok && len(g.locs) > 0 && (logs[0].Index > g.last()+1 || logs[0].Index < g.first) {
 		recs = append(recs, encodeDelete(l.id, 0, ^uint64(0)))
@@ -173,9 +174,17 @@ func encodeDelete(id, lo, hi uint64) record {
 	return record{frame: endFrame(buf, start), ev: event{kind: recDelete, group: id, min: lo, max: hi}}
 }
 
-// IsMonotonic implements raft.MonotonicLogStore: after a snapshot restore
-// raft clears the log instead of leaving a gap.
-func (l *Log) IsMonotonic() bool { return true }
+// IsMonotonic implements raft.MonotonicLogStore, answering false: raft
+// then compacts the log up to an installed snapshot and keeps the entries
+// after it, as with raft-boltdb. Declared monotonic, hashicorp/raft
+// (v1.7.3) deleted the whole log after installing a snapshot but kept its
+// in-memory last index: when the follower's log ran past the snapshot, an
+// AppendEntries naming that stale index as its previous entry was accepted,
+// its entries were stored after a hole, and applying them panicked with
+// "log not found" on every restart (chaos seed 26;
+// TestSnapshotOlderThanTheLog). A gap raft leaves otherwise (a snapshot
+// past the log's end) still starts the log afresh (StoreLogs).
+func (l *Log) IsMonotonic() bool { return false }
 
 // Set implements raft.StableStore.
 func (l *Log) Set(key, val []byte) error {
