@@ -39,15 +39,7 @@ func TestReshapeAnnouncesCommits(t *testing.T) {
 	// Well below the commit timeout, and generous for a loaded machine.
 	const bound = 20 * time.Second
 
-	var split *pb.SplitResponse
-	err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
-		var err error
-		split, err = m.Split(ctx, &pb.SplitRequest{Table: table, PartitionKey: "k13"})
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	split := splitRange(t, ctx, mc, table, "k13")
 	right := split.GetRight().GetRangeId()
 	waitFor(t, bound, "the split-off range open on every server", func() bool {
 		for _, n := range c.Servers {
@@ -61,7 +53,7 @@ func TestReshapeAnnouncesCommits(t *testing.T) {
 	mctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	start := time.Now()
-	err = mc.Call(mctx, func(ctx context.Context, m pb.MasterServiceClient) error {
+	err := mc.Call(mctx, func(ctx context.Context, m pb.MasterServiceClient) error {
 		_, err := m.Merge(ctx, &pb.MergeRequest{RangeId: split.GetLeft().GetRangeId()})
 		return err
 	})

@@ -145,16 +145,7 @@ func TestSDKRoundTripWithLeaderFailover(t *testing.T) {
 	})
 
 	t.Run("one partition by filter", func(t *testing.T) {
-		filter := "PartitionKey eq 'p07'"
-		pager := tc.NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &filter})
-		n := 0
-		for pager.More() {
-			page, err := pager.NextPage(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			n += len(page.Entities)
-		}
+		n, _ := countEntities(t, ctx, tc, "PartitionKey eq 'p07'")
 		want := 0
 		for _, w := range acked {
 			if w.pk == "p07" {

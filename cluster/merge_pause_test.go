@@ -13,6 +13,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
+	"tablestore/internal/masterclient"
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -46,15 +47,7 @@ func TestMergePause(t *testing.T) {
 
 	var pauses, serverPauses, took, baselines []time.Duration
 	for i := 0; i < merges; i++ {
-		var split *pb.SplitResponse
-		err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
-			var err error
-			split, err = m.Split(ctx, &pb.SplitRequest{Table: table, PartitionKey: "m"})
-			return err
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		split := splitRange(t, ctx, mc, table, "m")
 		waitFor(t, 10*time.Second, "both halves led", func() bool {
 			l := partitionMap(t, mc).GetLeaders()
 			return l[split.GetLeft().GetRangeId()] != "" && l[split.GetRight().GetRangeId()] != ""
@@ -67,7 +60,7 @@ func TestMergePause(t *testing.T) {
 		baselines = append(baselines, base)
 		mstart := time.Now()
 		var merged *pb.MergeResponse
-		err = mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
+		err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
 			var err error
 			merged, err = m.Merge(ctx, &pb.MergeRequest{RangeId: split.GetLeft().GetRangeId()})
 			return err
@@ -93,7 +86,7 @@ func TestMergePause(t *testing.T) {
 		t.Logf("merge %d: request to done %v, longest client write pause %v (%v in the 500 ms before)", i, done.Round(time.Millisecond), gap.Round(time.Millisecond), base.Round(time.Millisecond))
 	}
 	serverPauses = mergeEventPauses(t, mc)
-	n, total := countEntities(t, ctx, tc)
+	n, total := countEntities(t, ctx, tc, "")
 	if n < size/1024 {
 		t.Fatalf("%d entities (%d bytes) after the merges, want at least %d", n, total, size/1024)
 	}
@@ -149,9 +142,29 @@ func loadRange(t *testing.T, ctx context.Context, tc *aztables.Client, size int)
 	}
 }
 
-func countEntities(t *testing.T, ctx context.Context, tc *aztables.Client) (n, size int) {
+// splitRange asks the master to split table's range at pk.
+func splitRange(t *testing.T, ctx context.Context, mc *masterclient.Client, table, pk string) *pb.SplitResponse {
 	t.Helper()
-	pager := tc.NewListEntitiesPager(&aztables.ListEntitiesOptions{})
+	var split *pb.SplitResponse
+	if err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
+		var err error
+		split, err = m.Split(ctx, &pb.SplitRequest{Table: table, PartitionKey: pk})
+		return err
+	}); err != nil {
+		t.Fatalf("split %s at %q: %v", table, pk, err)
+	}
+	return split
+}
+
+// countEntities counts the entities matching filter ("" for all) and their
+// bytes.
+func countEntities(t *testing.T, ctx context.Context, tc *aztables.Client, filter string) (n, size int) {
+	t.Helper()
+	opts := &aztables.ListEntitiesOptions{}
+	if filter != "" {
+		opts.Filter = &filter
+	}
+	pager := tc.NewListEntitiesPager(opts)
 	for pager.More() {
 		page, err := pager.NextPage(ctx)
 		if err != nil {
@@ -260,14 +273,7 @@ func TestMergeRefusedWhileReplicaDown(t *testing.T) {
 	acked := map[string]int64{}
 	writeSeq(t, tcl, acked, "before", 26)
 	ctx := ctxT(t, 2*time.Minute)
-	var split *pb.SplitResponse
-	if err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
-		var err error
-		split, err = m.Split(ctx, &pb.SplitRequest{Table: table, PartitionKey: "k13"})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	split := splitRange(t, ctx, mc, table, "k13")
 	// Every server holds a replica of both halves (3 servers, RF 3): stop
 	// one that leads neither.
 	var down int

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"tablestore/internal/edm"
@@ -107,17 +106,7 @@ func TestQuietReadDoesNotWake(t *testing.T) {
 	if _, err := tc.GetEntity(ctx, "absent", "r", nil); !isStatus(err, 404) {
 		t.Fatalf("read of a missing entity of the quiet range: %v, want 404", err)
 	}
-	filter := "PartitionKey eq 'k'"
-	pager := tc.NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &filter})
-	n := 0
-	for pager.More() {
-		page, err := pager.NextPage(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n += len(page.Entities)
-	}
-	if n != 1 {
+	if n, _ := countEntities(t, ctx, tc, "PartitionKey eq 'k'"); n != 1 {
 		t.Fatalf("query of the quiet range found %d entities, want 1", n)
 	}
 	t.Logf("point reads of the quiet range through the front-end: %v", took)
