@@ -352,18 +352,14 @@ func (s *Server) readyToFreeze(ctx context.Context, right *pb.RangeDescriptor) e
 	var top uint64
 	for _, rep := range right.GetReplicas() {
 		server := rep.GetServerId()
-		c, err := s.pool.Partition(s.grpcAddrOf(server))
-		if err != nil {
-			return fmt.Errorf("%w: range %d on %s: %v", ErrNotReady, right.GetRangeId(), server, err)
-		}
 		qctx, cancel := context.WithTimeout(ctx, freezeCheckTimeout)
-		resp, err := c.RangeInfo(qctx, &pb.RangeInfoRequest{RangeId: right.GetRangeId()})
+		a, err := s.appliedOn(qctx, server, right.GetRangeId())
 		cancel()
 		if err != nil {
 			return fmt.Errorf("%w: range %d on %s: %v", ErrNotReady, right.GetRangeId(), server, err)
 		}
-		applied[server] = resp.GetStatus().GetAppliedIndex()
-		top = max(top, applied[server])
+		applied[server] = a
+		top = max(top, a)
 	}
 	for server, a := range applied {
 		if a+freezeLagMax < top {
@@ -456,13 +452,9 @@ func (s *Server) colocate(ctx context.Context, left, right *pb.RangeDescriptor, 
 func (s *Server) waitApplied(ctx context.Context, d *pb.RangeDescriptor, index uint64) error {
 	for _, rep := range d.GetReplicas() {
 		for delay := time.Millisecond; ; delay = min(2*delay, 20*time.Millisecond) {
-			c, err := s.pool.Partition(s.grpcAddrOf(rep.GetServerId()))
-			if err == nil {
-				var resp *pb.RangeInfoResponse
-				resp, err = c.RangeInfo(ctx, &pb.RangeInfoRequest{RangeId: d.GetRangeId()})
-				if err == nil && resp.GetStatus().GetAppliedIndex() >= index {
-					break
-				}
+			applied, err := s.appliedOn(ctx, rep.GetServerId(), d.GetRangeId())
+			if err == nil && applied >= index {
+				break
 			}
 			select {
 			case <-ctx.Done():
@@ -472,6 +464,19 @@ func (s *Server) waitApplied(ctx context.Context, d *pb.RangeDescriptor, index u
 		}
 	}
 	return nil
+}
+
+// appliedOn asks server for the index its replica of range id applied.
+func (s *Server) appliedOn(ctx context.Context, server string, id uint64) (uint64, error) {
+	c, err := s.pool.Partition(s.grpcAddrOf(server))
+	if err != nil {
+		return 0, err
+	}
+	resp, err := c.RangeInfo(ctx, &pb.RangeInfoRequest{RangeId: id})
+	if err != nil {
+		return 0, err
+	}
+	return resp.GetStatus().GetAppliedIndex(), nil
 }
 
 // rightNeighbour returns the range of the same table starting where d ends.

@@ -96,64 +96,68 @@ func (g *Group) resolve(id raft.ServerID, target raft.ServerAddress) string {
 // entries the append lane.
 func (g *Group) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
 	if isHeartbeat(args) {
-		return g.rpc(id, target, laneControl, args, resp)
+		return g.rpc(id, target, laneControl, 0, args, resp)
 	}
-	if err := g.awaitPeer(g.resolve(id, target)); err != nil {
-		return err
-	}
-	return g.rpc(id, target, laneAppend, args, resp)
+	return g.rpc(id, target, laneAppend, downPeerWait, args, resp)
 }
 
 // downPeerWait bounds how long an append waits for a peer it cannot
 // connect to.
 const downPeerWait = time.Second
 
-// awaitPeer waits, up to downPeerWait, until the append lane to addr
-// connects. hashicorp/raft sleeps after every failed append to a follower
-// for a time that doubles with the failures in a row (10 ms, 20 ms, ...,
-// 10 s), and nothing cuts the sleep short when the follower returns: a
-// follower down for 3 s failed about ten appends, each refused at once,
-// and was caught up again only 1.3 - 2.6 s after it came back (chaos seed
-// 6: a merge waited that long for the freeze on the restarted server).
-// Waiting here for the connection makes one failure per downPeerWait
-// instead, and an append in progress when the follower comes back goes
-// through at once. Heartbeats do not wait: they measure contact.
-func (g *Group) awaitPeer(addr string) error {
-	deadline := time.Now().Add(downPeerWait)
-	for {
-		_, err := g.t.conn(addr, laneAppend)
-		if err == nil || errors.Is(err, ErrClosed) || errors.Is(err, ErrIsolated) || time.Now().After(deadline) {
-			return err
-		}
+// connWaiting returns the lane's connection to addr, waiting up to wait
+// (when positive) for a peer it cannot connect to. hashicorp/raft sleeps
+// after every failed append to a follower for a time that doubles with
+// the failures in a row (10 ms, 20 ms, ..., 10 s), and nothing cuts the
+// sleep short when the follower returns: a follower down for 3 s failed
+// about ten appends, each refused at once, and was caught up again only
+// 1.3 - 2.6 s after it came back (chaos seed 6: a merge waited that long
+// for the freeze on the restarted server). Waiting for the connection
+// makes one failure per wait instead, and an append in progress when the
+// follower comes back goes through at once. Heartbeats and votes do not
+// wait: they measure contact. A connected lane costs one lookup, as before.
+func (g *Group) connWaiting(addr string, lane byte, wait time.Duration) (*clientConn, error) {
+	cc, err := g.t.conn(addr, lane)
+	if err == nil || wait <= 0 {
+		return cc, err
+	}
+	deadline := time.Now().Add(wait)
+	for !errors.Is(err, ErrClosed) && !errors.Is(err, ErrIsolated) && time.Now().Before(deadline) {
 		select {
 		case <-g.shutdown:
-			return ErrClosed
+			return nil, ErrClosed
 		case <-time.After(dialRetryAfter):
 		}
+		if cc, err = g.t.conn(addr, lane); err == nil {
+			return cc, nil
+		}
 	}
+	return nil, err
 }
 
 // RequestVote implements raft.Transport.
 func (g *Group) RequestVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestVoteRequest, resp *raft.RequestVoteResponse) error {
-	return g.rpc(id, target, laneControl, args, resp)
+	return g.rpc(id, target, laneControl, 0, args, resp)
 }
 
 // RequestPreVote implements raft.WithPreVote.
 func (g *Group) RequestPreVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
-	return g.rpc(id, target, laneControl, args, resp)
+	return g.rpc(id, target, laneControl, 0, args, resp)
 }
 
 // TimeoutNow implements raft.Transport.
 func (g *Group) TimeoutNow(id raft.ServerID, target raft.ServerAddress, args *raft.TimeoutNowRequest, resp *raft.TimeoutNowResponse) error {
-	return g.rpc(id, target, laneControl, args, resp)
+	return g.rpc(id, target, laneControl, 0, args, resp)
 }
 
-func (g *Group) rpc(id raft.ServerID, target raft.ServerAddress, lane byte, args, resp any) error {
+// rpc sends args on lane and waits for resp; wait bounds how long it
+// waits for a peer it cannot connect to (connWaiting).
+func (g *Group) rpc(id raft.ServerID, target raft.ServerAddress, lane byte, wait time.Duration, args, resp any) error {
 	addr := g.resolve(id, target)
 	if !g.t.faulted(addr) {
 		return fmt.Errorf("%w: to %s", ErrDropped, addr)
 	}
-	cc, err := g.t.conn(addr, lane)
+	cc, err := g.connWaiting(addr, lane, wait)
 	if err != nil {
 		return err
 	}
