@@ -401,11 +401,14 @@ func (s *Server) wake(sl *slot, ev lifecycle.Event, cause string, within time.Du
 }
 
 // Answer implements grouptransport.Dormant: a quiet replica acknowledges
-// the traffic of the leader that quiesced it without opening.
+// the traffic of the leader that quiesced it without opening, and grants
+// the vote of, and stores the entries from, the member a request opened
+// (lifecycle.Answer and AnswerVote say when).
 func (s *Server) Answer(group uint64, msg any) any {
 	ae, isAppend := msg.(*raft.AppendEntriesRequest)
 	pv, isPreVote := msg.(*raft.RequestPreVoteRequest)
-	if !isAppend && !isPreVote {
+	rv, isVote := msg.(*raft.RequestVoteRequest)
+	if !isAppend && !isPreVote && !isVote {
 		return nil
 	}
 	sl := s.slot(group)
@@ -428,20 +431,121 @@ func (s *Server) Answer(group uint64, msg any) any {
 		return nil
 	}
 	header := raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(s.id), Addr: []byte(s.RaftAddr())}
-	if isPreVote {
+	switch {
+	case isPreVote:
 		if lifecycle.AnswerPreVote(*m, pv.LastLogIndex) != lifecycle.Deny {
 			return nil
 		}
 		quietAnswersTotal.Inc()
 		return &raft.RequestPreVoteResponse{RPCHeader: header, Term: m.Term, Granted: false}
+	case isVote:
+		return s.voteClosed(sl, header, rv)
 	}
+	a := appendOf(ae)
+	switch lifecycle.Answer(*m, a) {
+	case lifecycle.Ack:
+		quietAnswersTotal.Inc()
+		return &raft.AppendEntriesResponse{RPCHeader: header, Term: m.Term, LastLog: m.LastIndex, Success: true}
+	case lifecycle.Store:
+		return s.storeClosed(sl, header, ae, a)
+	}
+	return nil
+}
+
+// appendOf is the part of an AppendEntries lifecycle.Answer decides on.
+func appendOf(ae *raft.AppendEntriesRequest) lifecycle.Append {
 	a := lifecycle.Append{Term: ae.Term, PrevLogEntry: ae.PrevLogEntry, PrevLogTerm: ae.PrevLogTerm,
 		LeaderCommit: ae.LeaderCommitIndex, Entries: len(ae.Entries)}
-	if lifecycle.Answer(*m, a) != lifecycle.Ack {
+	if len(ae.Entries) == 0 {
+		return a
+	}
+	first, last := ae.Entries[0], ae.Entries[len(ae.Entries)-1]
+	a.First, a.Last, a.LastTerm = first.Index, last.Index, last.Term
+	a.Plain = true
+	for i, e := range ae.Entries {
+		switch e.Type {
+		case raft.LogCommand, raft.LogNoop, raft.LogBarrier:
+		default:
+			a.Plain = false
+		}
+		if i > 0 && (e.Index != ae.Entries[i-1].Index+1 || e.Term < ae.Entries[i-1].Term) {
+			a.Plain = false
+		}
+	}
+	return a
+}
+
+// voteClosed grants rv on a quiet replica without opening it, when
+// lifecycle.AnswerVote says a running member would grant it; nil otherwise
+// (the request then opens the member). The decision is taken again under
+// the replica's lock, against the mark the vote replaces, and the new mark
+// is recorded before the answer leaves: a quiet read on this server or a
+// confirmation asked of it (quietread.go) sees the term move.
+func (s *Server) voteClosed(sl *slot, header raft.RPCHeader, rv *raft.RequestVoteRequest) any {
+	vp := sl.quietVoters.Load()
+	if vp == nil || len(rv.ID) == 0 {
 		return nil
 	}
+	v := lifecycle.Vote{Term: rv.Term, LastLogIndex: rv.LastLogIndex, LastLogTerm: rv.LastLogTerm}
+	for _, srv := range vp.voters {
+		if srv.ID == raft.ServerID(rv.ID) && srv.Suffrage == raft.Voter {
+			v.Voter = true
+		}
+	}
+	if m := sl.mark.Load(); m == nil || lifecycle.AnswerVote(*m, v) != lifecycle.Grant {
+		return nil
+	}
+	if !sl.lockWithin(s.wakeWait()) {
+		return nil
+	}
+	defer sl.unlock()
+	m := sl.mark.Load()
+	if sl.State() != lifecycle.Quiet || m == nil || lifecycle.AnswerVote(*m, v) != lifecycle.Grant {
+		return nil
+	}
+	candidate := rv.RPCHeader.Addr
+	if len(candidate) == 0 {
+		candidate = rv.Candidate
+	}
+	if err := s.logs.Log(sl.id).SetVote(rv.Term, candidate); err != nil {
+		s.logger.Warn("recording a vote on a quiet replica", "range", sl.id, "err", err)
+		return nil
+	}
+	// Whatever it led, it no longer does: a later term has a candidate.
+	sl.wasLeader.Store(false)
+	none := ""
+	sl.lastLeader.Store(&none)
+	next := m.Voted(rv.Term)
+	sl.mark.Store(&next)
 	quietAnswersTotal.Inc()
-	return &raft.AppendEntriesResponse{RPCHeader: header, Term: m.Term, LastLog: m.LastIndex, Success: true}
+	quietVotesTotal.Inc()
+	return &raft.RequestVoteResponse{RPCHeader: header, Term: rv.Term, Granted: true}
+}
+
+// storeClosed appends ae's entries to a quiet replica's log without opening
+// it (lifecycle.Answer said Store); nil when that is no longer right under
+// the replica's lock, or the write failed (the request then opens it).
+// A commit index past what the replica applied is not acted on here: the
+// leader's next heartbeat carries it too and opens the replica, after the
+// write that brought the entries was answered.
+func (s *Server) storeClosed(sl *slot, header raft.RPCHeader, ae *raft.AppendEntriesRequest, a lifecycle.Append) any {
+	if !sl.lockWithin(s.wakeWait()) {
+		return nil
+	}
+	defer sl.unlock()
+	m := sl.mark.Load()
+	if sl.State() != lifecycle.Quiet || m == nil || lifecycle.Answer(*m, a) != lifecycle.Store {
+		return nil
+	}
+	if err := s.logs.Log(sl.id).StoreLogs(ae.Entries); err != nil {
+		s.logger.Warn("storing entries on a quiet replica", "range", sl.id, "err", err)
+		return nil
+	}
+	next := m.Stored(a)
+	sl.mark.Store(&next)
+	quietAnswersTotal.Inc()
+	quietStoredTotal.Add(float64(len(ae.Entries)))
+	return &raft.AppendEntriesResponse{RPCHeader: header, Term: next.Term, LastLog: next.LastIndex, Success: true}
 }
 
 // absentWait is how long a Raft message for a range not hosted here waits
