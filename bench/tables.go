@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -182,6 +183,8 @@ func measureTables(o options, t *target) error {
 			ms(lat[len(lat)/2]), ms(lat[len(lat)*99/100]), ms(lat[len(lat)-1]), len(lat), writeFailed)
 	}
 
+	t.printWakeMetrics()
+
 	// Listing every table with continuation: complete, in order, once.
 	t0 := time.Now()
 	pager := sc.NewListTablesPager(&aztables.ListTablesOptions{})
@@ -304,4 +307,40 @@ func (t *target) profileDev(o options, name string, d time.Duration) (wait func(
 		}
 	}()
 	return func() { <-done }
+}
+
+// printWakeMetrics prints, per partition-server process, what its wakes
+// cost server-side (tablestore_partitionserver_wake_seconds: from the
+// request to an open member with a known leader) and how often its quiet
+// replicas voted and stored entries without opening.
+func (t *target) printWakeMetrics() {
+	for _, p := range t.procs {
+		if p.metrics == "" {
+			continue
+		}
+		resp, err := http.Get("http://" + p.metrics + "/metrics")
+		if err != nil {
+			continue
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		val := map[string]float64{}
+		for _, line := range strings.Split(string(body), "\n") {
+			name, v, ok := strings.Cut(line, " ")
+			if !ok || strings.HasPrefix(name, "#") {
+				continue
+			}
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err == nil {
+				val[name] = f
+			}
+		}
+		n := val["tablestore_partitionserver_wake_seconds_count"]
+		mean := 0.0
+		if n > 0 {
+			mean = val["tablestore_partitionserver_wake_seconds_sum"] / n * 1000
+		}
+		fmt.Printf("%-34s %d wakes, mean %.2f ms to a leader; closed votes %d, entries stored closed %d\n", "wakes on "+p.role,
+			int(n), mean, int(val["tablestore_partitionserver_quiet_votes_total"]), int(val["tablestore_partitionserver_quiet_stored_entries_total"]))
+	}
 }
