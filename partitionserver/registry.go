@@ -541,6 +541,10 @@ func (s *Server) storeClosed(sl *slot, header raft.RPCHeader, ae *raft.AppendEnt
 		s.logger.Warn("storing entries on a quiet replica", "range", sl.id, "err", err)
 		return nil
 	}
+	// It follows that leader now, as its open member would (RangeInfo).
+	if leader := string(ae.RPCHeader.ID); leader != "" {
+		sl.lastLeader.Store(&leader)
+	}
 	next := m.Stored(a)
 	sl.mark.Store(&next)
 	quietAnswersTotal.Inc()
