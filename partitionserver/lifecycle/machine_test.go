@@ -108,14 +108,7 @@ func preVoteLine(t *testing.T, args []string) string {
 	var last uint64
 	for _, arg := range args {
 		k, v, _ := strings.Cut(arg, "=")
-		var n []uint64
-		for _, p := range strings.Split(v, ",") {
-			x, err := strconv.ParseUint(p, 10, 64)
-			if err != nil {
-				t.Fatalf("bad number %q", p)
-			}
-			n = append(n, x)
-		}
+		n := numbers(t, v)
 		switch k {
 		case "candidate-last":
 			last = n[0]
@@ -131,24 +124,13 @@ func preVoteLine(t *testing.T, args []string) string {
 func answerLine(t *testing.T, args []string) string {
 	var m Mark
 	var a Append
-	nums := func(s string) []uint64 {
-		var out []uint64
-		for _, p := range strings.Split(s, ",") {
-			v, err := strconv.ParseUint(p, 10, 64)
-			if err != nil {
-				t.Fatalf("bad number %q", p)
-			}
-			out = append(out, v)
-		}
-		return out
-	}
 	for _, arg := range args {
 		if arg == "plain" {
 			a.Plain = true
 			continue
 		}
 		k, v, _ := strings.Cut(arg, "=")
-		n := nums(v)
+		n := numbers(t, v)
 		switch k {
 		case "first":
 			a.First = n[0]
@@ -181,14 +163,7 @@ func voteLine(t *testing.T, args []string) string {
 			continue
 		}
 		k, val, _ := strings.Cut(arg, "=")
-		var n []uint64
-		for _, p := range strings.Split(val, ",") {
-			x, err := strconv.ParseUint(p, 10, 64)
-			if err != nil {
-				t.Fatalf("bad number %q", p)
-			}
-			n = append(n, x)
-		}
+		n := numbers(t, val)
 		switch k {
 		case "term":
 			v.Term = n[0]
@@ -201,6 +176,19 @@ func voteLine(t *testing.T, args []string) string {
 		}
 	}
 	return replyName(AnswerVote(m, v))
+}
+
+// numbers parses a comma-separated list of numbers ("5,42,5,42").
+func numbers(t *testing.T, s string) []uint64 {
+	var out []uint64
+	for _, p := range strings.Split(s, ",") {
+		v, err := strconv.ParseUint(p, 10, 64)
+		if err != nil {
+			t.Fatalf("bad number %q", p)
+		}
+		out = append(out, v)
+	}
+	return out
 }
 
 func replyName(r Reply) string {
