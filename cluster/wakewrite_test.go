@@ -68,6 +68,7 @@ func TestQuietWriteSurvivesCrashes(t *testing.T) {
 	if err := putV(ctx, tc, "k", 0); err != nil {
 		t.Fatal(err)
 	}
+	stored0 := metricValue(t, "tablestore_partitionserver_quiet_stored_entries_total", nil)
 	for round := 1; round <= 2; round++ {
 		waitQuiet(t, c, mc, table, 20*time.Second)
 		leader := rangeLeader(c, table)
@@ -110,6 +111,11 @@ func TestQuietWriteSurvivesCrashes(t *testing.T) {
 		if err := c.RestartServer(leader); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// The rounds' writes were stored by quiet followers (the crashes
+	// then took away one of the two closed copies).
+	if metricValue(t, "tablestore_partitionserver_quiet_stored_entries_total", nil) == stored0 {
+		t.Error("no entry was stored by a quiet follower: the rounds did not exercise closed stores")
 	}
 	if err := putV(ctx, tc, "k", 10); err != nil {
 		t.Fatal(err)

@@ -38,9 +38,14 @@ type slot struct {
 	// mark is set while quiet: what Answer needs of the closed member.
 	mark atomic.Pointer[lifecycle.Mark]
 	// wasLeader and lastLeader: the member's view when it last closed, so
-	// a quiet replica reports the leader that will answer once woken.
+	// a quiet replica reports the leader that will answer once woken
+	// (updated by a closed vote or store).
 	wasLeader  atomic.Bool
 	lastLeader atomic.Pointer[string]
+	// followed: since it closed, the quiet replica granted a vote or
+	// stored entries without opening (voteClosed, storeClosed); cleared
+	// when it opens.
+	followed atomic.Bool
 	// closedReport is the last status report built while the member was
 	// closed (heartbeat.go).
 	closedReport atomic.Pointer[pb.RangeStatus]
@@ -53,8 +58,10 @@ type slot struct {
 	// quietAt is the index of the QUIESCE marker the member closed at.
 	quietAt atomic.Uint64
 	// quietVoters is the member's configuration when it closed at a
-	// QUIESCE marker: whom a quiet read asks (quietread.go). Cleared with
-	// mark when the member opens.
+	// QUIESCE marker: whom a quiet read asks (quietread.go), and whom a
+	// closed vote may go to. Cleared with mark when the member opens, and
+	// at close when the member took an entry after the marker (its
+	// configuration may have changed).
 	quietVoters atomic.Pointer[quietVoters]
 
 	// Meters outlive the Raft member.
@@ -189,6 +196,7 @@ func (s *Server) execute(sl *slot, a lifecycle.Action, spec *openSpec) error {
 		}
 		sl.mark.Store(nil)
 		sl.quietVoters.Store(nil)
+		sl.followed.Store(false)
 		// Always the normal timeouts: a member that must lead at once (a
 		// new range's first replica, a split's preferred leader, a woken
 		// range) campaigns by a local TimeoutNow instead of the 40 ms
@@ -223,6 +231,9 @@ func (s *Server) execute(sl *slot, a lifecycle.Action, spec *openSpec) error {
 			// slower.
 			s.logger.Warn("reading a quiet replica's raft state", "range", sl.id, "err", err)
 			return nil
+		}
+		if vp := sl.quietVoters.Load(); vp != nil && vp.at != mark.LastIndex {
+			sl.quietVoters.Store(nil)
 		}
 		sl.mark.Store(mark)
 	case lifecycle.DeleteState:
@@ -391,7 +402,10 @@ func (s *Server) wake(sl *slot, ev lifecycle.Event, cause string, within time.Du
 	if closed {
 		return nil, ErrShuttingDown
 	}
-	if _, err := s.step(sl, lifecycle.Input{Event: ev}, cause, nil); err != nil {
+	// A request opens it with a campaign unless it already follows a
+	// member that campaigned or leads (lifecycle.Input.Followed).
+	in := lifecycle.Input{Event: ev, Followed: ev == lifecycle.Request && sl.followed.Load()}
+	if _, err := s.step(sl, in, cause, nil); err != nil {
 		return nil, err
 	}
 	if rep := sl.open(); rep != nil {
@@ -478,20 +492,15 @@ func appendOf(ae *raft.AppendEntriesRequest) lifecycle.Append {
 // voteClosed grants rv on a quiet replica without opening it, when
 // lifecycle.AnswerVote says a running member would grant it; nil otherwise
 // (the request then opens the member). The decision is taken again under
-// the replica's lock, against the mark the vote replaces, and the new mark
-// is recorded before the answer leaves: a quiet read on this server or a
-// confirmation asked of it (quietread.go) sees the term move.
+// the replica's lock, against the mark the vote replaces and the voters
+// recorded at the close, and the new mark is recorded before the answer
+// leaves: a quiet read on this server or a confirmation asked of it
+// (quietread.go) sees the term move.
 func (s *Server) voteClosed(sl *slot, header raft.RPCHeader, rv *raft.RequestVoteRequest) any {
-	vp := sl.quietVoters.Load()
-	if vp == nil || len(rv.ID) == 0 {
+	if len(rv.ID) == 0 {
 		return nil
 	}
-	v := lifecycle.Vote{Term: rv.Term, LastLogIndex: rv.LastLogIndex, LastLogTerm: rv.LastLogTerm}
-	for _, srv := range vp.voters {
-		if srv.ID == raft.ServerID(rv.ID) && srv.Suffrage == raft.Voter {
-			v.Voter = true
-		}
-	}
+	v := lifecycle.Vote{Term: rv.Term, LastLogIndex: rv.LastLogIndex, LastLogTerm: rv.LastLogTerm, Voter: true}
 	if m := sl.mark.Load(); m == nil || lifecycle.AnswerVote(*m, v) != lifecycle.Grant {
 		return nil
 	}
@@ -499,6 +508,14 @@ func (s *Server) voteClosed(sl *slot, header raft.RPCHeader, rv *raft.RequestVot
 		return nil
 	}
 	defer sl.unlock()
+	v.Voter = false
+	if vp := sl.quietVoters.Load(); vp != nil {
+		for _, srv := range vp.voters {
+			if srv.ID == raft.ServerID(rv.ID) && srv.Suffrage == raft.Voter {
+				v.Voter = true
+			}
+		}
+	}
 	m := sl.mark.Load()
 	if sl.State() != lifecycle.Quiet || m == nil || lifecycle.AnswerVote(*m, v) != lifecycle.Grant {
 		return nil
@@ -515,8 +532,10 @@ func (s *Server) voteClosed(sl *slot, header raft.RPCHeader, rv *raft.RequestVot
 	sl.wasLeader.Store(false)
 	none := ""
 	sl.lastLeader.Store(&none)
+	sl.followed.Store(true)
 	next := m.Voted(rv.Term)
 	sl.mark.Store(&next)
+	s.checkClosedLater(sl)
 	quietAnswersTotal.Inc()
 	quietVotesTotal.Inc()
 	return &raft.RequestVoteResponse{RPCHeader: header, Term: rv.Term, Granted: true}
@@ -526,8 +545,10 @@ func (s *Server) voteClosed(sl *slot, header raft.RPCHeader, rv *raft.RequestVot
 // it (lifecycle.Answer said Store); nil when that is no longer right under
 // the replica's lock, or the write failed (the request then opens it).
 // A commit index past what the replica applied is not acted on here: the
-// leader's next heartbeat carries it too and opens the replica, after the
-// write that brought the entries was answered.
+// leader's next commit tick (an AppendEntries every one to two
+// CommitTimeouts; raft's heartbeats carry no commit index) carries it too
+// and opens the replica, after the write that brought the entries was
+// answered.
 func (s *Server) storeClosed(sl *slot, header raft.RPCHeader, ae *raft.AppendEntriesRequest, a lifecycle.Append) any {
 	if !sl.lockWithin(s.wakeWait()) {
 		return nil
@@ -545,11 +566,32 @@ func (s *Server) storeClosed(sl *slot, header raft.RPCHeader, ae *raft.AppendEnt
 	if leader := string(ae.RPCHeader.ID); leader != "" {
 		sl.lastLeader.Store(&leader)
 	}
+	sl.followed.Store(true)
 	next := m.Stored(a)
 	sl.mark.Store(&next)
+	s.checkClosedLater(sl)
 	quietAnswersTotal.Inc()
 	quietStoredTotal.Add(float64(len(ae.Entries)))
 	return &raft.AppendEntriesResponse{RPCHeader: header, Term: next.Term, LastLog: next.LastIndex, Success: true}
+}
+
+// checkClosedLater opens sl, as a follower, if a wake wait from now it is
+// still quiet with a vote or entries it took closed and never opened for
+// (lifecycle.Mark.Unsettled): the member it voted for, or whose entries it
+// stored, died before its commit tick reached this replica. Open, the
+// replica times out without a leader and the range elects among the
+// survivors, as it would had the vote opened it; without this the range
+// would wait for its next request.
+func (s *Server) checkClosedLater(sl *slot) {
+	time.AfterFunc(s.wakeWait(), func() {
+		if s.ctx == nil || s.ctx.Err() != nil || sl.State() != lifecycle.Quiet {
+			return
+		}
+		if m := sl.mark.Load(); m != nil && m.Unsettled() {
+			s.logger.Debug("quiet replica opens: what it took closed was never committed to it", "range", sl.id)
+			s.Wake(sl.id)
+		}
+	})
 }
 
 // absentWait is how long a Raft message for a range not hosted here waits

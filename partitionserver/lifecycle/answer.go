@@ -33,6 +33,12 @@ func (m Mark) Voted(term uint64) Mark {
 	return m
 }
 
+// Unsettled reports a mark that a closed vote or store moved past what
+// the member applied: a vote in a term it holds no entry of, or entries
+// after its applied index. A mark recorded at a close is settled: the
+// member closed at its QUIESCE marker, applied, in its leader's term.
+func (m Mark) Unsettled() bool { return m.Term != m.LastTerm || m.LastIndex > m.Applied }
+
 // Stored is the mark after storing a's entries.
 func (m Mark) Stored(a Append) Mark {
 	m.LastIndex, m.LastTerm = a.Last, a.LastTerm
@@ -97,7 +103,7 @@ func AnswerPreVote(m Mark, candidateLast uint64) Reply {
 // that from the leader). This takes the followers' open off the path of
 // the first write to a quiet range: its leader opens and campaigns, the
 // others vote (AnswerVote) and store its entries closed, and open when the
-// leader's commit index passes what they applied (a heartbeat, after the
+// leader's commit index passes what they applied (the leader's commit tick, after the
 // write was answered). Not for a member with nothing applied (it may be
 // the empty member of a split-born range that must take a snapshot first)
 // or a configuration change.

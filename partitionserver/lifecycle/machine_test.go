@@ -17,7 +17,7 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 // with its .golden file. A script line is a machine command:
 //
 //	machine                  start a new replica (Absent)
-//	<event> [campaign] [must-open]
+//	<event> [campaign] [must-open] [followed]
 //	answer term=T prev=I,T commit=C entries=N [first=I last=I,T plain] mark=T,I,T,A
 //	vote term=T last=I,T [voter] mark=T,I,T,A
 //	assigned gen=G [hosted] [stored] [parent] [parent-quiet]
@@ -89,6 +89,8 @@ func run(t *testing.T, path string) string {
 					in.Campaign = true
 				case "must-open":
 					in.MustOpen = true
+				case "followed":
+					in.Followed = true
 				default:
 					t.Fatalf("%s: unknown flag %q", path, f)
 				}

@@ -204,17 +204,19 @@ func (l *Log) Get(key []byte) ([]byte, error) {
 }
 
 // SetVote records a vote as hashicorp/raft's RequestVote handling would
-// (its term as the current term, then the vote's term and candidate), in
-// one group commit: one fdatasync instead of three. The records are
-// written in that order, so a torn tail keeps a prefix of them, each of
-// which is safe: the new term alone, or the vote's term paired with an
-// older candidate (the member then believes it voted for that candidate in
-// this term, but it answered nobody, so it still casts at most one vote in
-// it).
+// (its term as the current term, the candidate, the vote's term), in one
+// group commit: one fdatasync instead of three. The records are written
+// in that order, so a torn tail keeps a prefix of them, and every prefix
+// means "no vote in this term": the new term alone, or with the candidate
+// beside an older vote term (raft takes a candidate as voted for only
+// with a vote term equal to the request's, and refuses requests of older
+// terms). Written the other way round, a prefix could pair the new vote
+// term with the previous candidate, whom raft would then grant again in
+// this term without checking its log.
 func (l *Log) SetVote(term uint64, candidate []byte) error {
 	t := binary.BigEndian.AppendUint64(nil, term)
-	return l.s.submit(l.setRecord([]byte("CurrentTerm"), t), l.setRecord([]byte("LastVoteTerm"), t),
-		l.setRecord([]byte("LastVoteCand"), candidate))
+	return l.s.submit(l.setRecord([]byte("CurrentTerm"), t), l.setRecord([]byte("LastVoteCand"), candidate),
+		l.setRecord([]byte("LastVoteTerm"), t))
 }
 
 func (l *Log) setRecord(key, val []byte) record {
