@@ -124,3 +124,50 @@ func TestQuietWriteSurvivesCrashes(t *testing.T) {
 		t.Fatalf("read after the last write: %v, %v", v, err)
 	}
 }
+
+// TestClosedFollowersElectWithoutRequests: the leader a write woke dies
+// right after the write, before its commit tick opened the followers that
+// voted for it and stored its entries closed. With no request to wake the
+// range, those followers open by themselves (checkClosedLater) and elect a
+// leader among the survivors.
+func TestClosedFollowersElectWithoutRequests(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := startTuned(t, 3, quietPolicies, quiesceFast)
+	sc := serviceClient(t, c, 0)
+	mc := masterClient(t, c)
+	ctx := ctxT(t, 2*time.Minute)
+	const table = "closedelect"
+	tc := newTable(t, sc, table)
+	if err := putV(ctx, tc, "k", 0); err != nil {
+		t.Fatal(err)
+	}
+	waitQuiet(t, c, mc, table, 20*time.Second)
+	leader := rangeLeader(c, table)
+	if leader < 0 {
+		t.Fatal("a quiet range reports no leader to the master")
+	}
+	if err := putV(ctx, tc, "k", 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CrashServer(leader); err != nil {
+		t.Fatal(err)
+	}
+	id := tableRanges(partitionMap(t, mc), table)[0].GetRangeId()
+	waitFor(t, 20*time.Second, "a leader among the survivors, with no request", func() bool {
+		for i, n := range c.Servers {
+			if i == leader || n.Server == nil {
+				continue
+			}
+			if n.Server.ReplicaState(id) != "active" {
+				return false
+			}
+		}
+		l := rangeLeader(c, table)
+		return l >= 0 && l != leader
+	})
+	if v, err := getV(ctx, tc, "k"); err != nil || v != 1 {
+		t.Fatalf("read after the survivors elected: %v, %v", v, err)
+	}
+}
