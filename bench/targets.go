@@ -37,6 +37,9 @@ type process struct {
 	cmd   *exec.Cmd
 	log   string
 	pprof string // --pprof-addr, when -profile-dir asked for profiles
+	// metrics is the process's --metrics-addr (partition servers of the
+	// processes target, and dev), read by the tables mode.
+	metrics string
 }
 
 // target is one endpoint under test and the processes behind it.
@@ -185,9 +188,11 @@ func startDev(o options) (*target, error) {
 	args := []string{"dev", "--data-dir", data, "--frontend-addr", fe, "--metrics-addr", metrics, "--log-level", "warn",
 		"--partition-throttle", throttleFlag(o), "--policies=false"}
 	args = append(args, extra...)
-	if _, err := t.start("dev", o.bin, args...); err != nil {
+	pr, err := t.start("dev", o.bin, args...)
+	if err != nil {
 		return nil, err
 	}
+	pr.metrics = metrics
 	t.conn = connString(fe)
 	if err := t.waitReady(); err != nil {
 		return nil, err
@@ -209,7 +214,7 @@ func startProcesses(o options) (*target, error) {
 		return nil, err
 	}
 	t := &target{name: "processes", dir: dir, profileDir: o.profileDir}
-	p, err := freePorts(14)
+	p, err := freePorts(17)
 	if err != nil {
 		return nil, err
 	}
@@ -242,9 +247,11 @@ func startProcesses(o options) (*target, error) {
 		if err := start(i, fmt.Sprintf("ps%d", i), "partitionserver", "--id", fmt.Sprintf("ps%d", i),
 			"--data-dir", filepath.Join(dir, fmt.Sprintf("ps%d", i)),
 			"--grpc-addr", addr(p[2*i]), "--raft-addr", addr(p[2*i+1]), "--masters", master,
+			"--metrics-addr", addr(p[13+i]),
 			"--partition-throttle", throttleFlag(o), "--log-level", "warn"); err != nil {
 			return nil, err
 		}
+		t.procs[len(t.procs)-1].metrics = addr(p[13+i])
 	}
 	fe := addr(p[8])
 	if err := start(4, "frontend", "frontend", "--http-addr", fe, "--masters", master, "--log-level", "warn"); err != nil {

@@ -89,7 +89,15 @@ var (
 	})
 	quietAnswersTotal = prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: "tablestore", Subsystem: "partitionserver", Name: "quiet_answers_total",
-		Help: "Raft AppendEntries and pre-votes answered for a quiet range without opening it.",
+		Help: "Raft AppendEntries, pre-votes and votes answered for a quiet range without opening it.",
+	})
+	quietVotesTotal = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "tablestore", Subsystem: "partitionserver", Name: "quiet_votes_total",
+		Help: "Votes a quiet range's replica granted without opening (the campaign of a member a request woke).",
+	})
+	quietStoredTotal = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "tablestore", Subsystem: "partitionserver", Name: "quiet_stored_entries_total",
+		Help: "Raft entries a quiet range's replica appended to its log without opening.",
 	})
 	quietReadsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "tablestore", Subsystem: "partitionserver", Name: "quiet_reads_total",
@@ -112,5 +120,5 @@ var (
 )
 
 func init() {
-	prometheus.MustRegister(lifecycleTransitionsTotal, quiescedTotal, quietAnswersTotal, wakeSeconds, quietReadsTotal, quietReadSeconds, quietConfirmsTotal)
+	prometheus.MustRegister(lifecycleTransitionsTotal, quiescedTotal, quietAnswersTotal, quietVotesTotal, quietStoredTotal, wakeSeconds, quietReadsTotal, quietReadSeconds, quietConfirmsTotal)
 }

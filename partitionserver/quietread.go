@@ -50,7 +50,9 @@ func (s *Server) quietRead(ctx context.Context, id uint64, read func(*fsm.Range)
 	// sides, with the state Quiet, means no member ran meanwhile and the
 	// state file held exactly the log up to the mark's last index. What
 	// wasLeader and quietVoters hold is written before a mark is recorded
-	// and not again until after it is cleared.
+	// and not again until after it is cleared, except that a closed vote
+	// (voteClosed) sets wasLeader false before it records its new mark:
+	// the read then sees the mark change, or refuses (NotLeader).
 	m := sl.mark.Load()
 	var voters []raft.Server
 	var votersAt uint64

@@ -38,9 +38,14 @@ type slot struct {
 	// mark is set while quiet: what Answer needs of the closed member.
 	mark atomic.Pointer[lifecycle.Mark]
 	// wasLeader and lastLeader: the member's view when it last closed, so
-	// a quiet replica reports the leader that will answer once woken.
+	// a quiet replica reports the leader that will answer once woken
+	// (updated by a closed vote or store).
 	wasLeader  atomic.Bool
 	lastLeader atomic.Pointer[string]
+	// followed: since it closed, the quiet replica granted a vote or
+	// stored entries without opening (voteClosed, storeClosed); cleared
+	// when it opens.
+	followed atomic.Bool
 	// closedReport is the last status report built while the member was
 	// closed (heartbeat.go).
 	closedReport atomic.Pointer[pb.RangeStatus]
@@ -53,8 +58,10 @@ type slot struct {
 	// quietAt is the index of the QUIESCE marker the member closed at.
 	quietAt atomic.Uint64
 	// quietVoters is the member's configuration when it closed at a
-	// QUIESCE marker: whom a quiet read asks (quietread.go). Cleared with
-	// mark when the member opens.
+	// QUIESCE marker: whom a quiet read asks (quietread.go), and whom a
+	// closed vote may go to. Cleared with mark when the member opens, and
+	// at close when the member took an entry after the marker (its
+	// configuration may have changed).
 	quietVoters atomic.Pointer[quietVoters]
 
 	// Meters outlive the Raft member.
@@ -189,6 +196,7 @@ func (s *Server) execute(sl *slot, a lifecycle.Action, spec *openSpec) error {
 		}
 		sl.mark.Store(nil)
 		sl.quietVoters.Store(nil)
+		sl.followed.Store(false)
 		// Always the normal timeouts: a member that must lead at once (a
 		// new range's first replica, a split's preferred leader, a woken
 		// range) campaigns by a local TimeoutNow instead of the 40 ms
@@ -223,6 +231,9 @@ func (s *Server) execute(sl *slot, a lifecycle.Action, spec *openSpec) error {
 			// slower.
 			s.logger.Warn("reading a quiet replica's raft state", "range", sl.id, "err", err)
 			return nil
+		}
+		if vp := sl.quietVoters.Load(); vp != nil && vp.at != mark.LastIndex {
+			sl.quietVoters.Store(nil)
 		}
 		sl.mark.Store(mark)
 	case lifecycle.DeleteState:
@@ -391,7 +402,10 @@ func (s *Server) wake(sl *slot, ev lifecycle.Event, cause string, within time.Du
 	if closed {
 		return nil, ErrShuttingDown
 	}
-	if _, err := s.step(sl, lifecycle.Input{Event: ev}, cause, nil); err != nil {
+	// A request opens it with a campaign unless it already follows a
+	// member that campaigned or leads (lifecycle.Input.Followed).
+	in := lifecycle.Input{Event: ev, Followed: ev == lifecycle.Request && sl.followed.Load()}
+	if _, err := s.step(sl, in, cause, nil); err != nil {
 		return nil, err
 	}
 	if rep := sl.open(); rep != nil {
@@ -401,11 +415,14 @@ func (s *Server) wake(sl *slot, ev lifecycle.Event, cause string, within time.Du
 }
 
 // Answer implements grouptransport.Dormant: a quiet replica acknowledges
-// the traffic of the leader that quiesced it without opening.
+// the traffic of the leader that quiesced it without opening, and grants
+// the vote of, and stores the entries from, the member a request opened
+// (lifecycle.Answer and AnswerVote say when).
 func (s *Server) Answer(group uint64, msg any) any {
 	ae, isAppend := msg.(*raft.AppendEntriesRequest)
 	pv, isPreVote := msg.(*raft.RequestPreVoteRequest)
-	if !isAppend && !isPreVote {
+	rv, isVote := msg.(*raft.RequestVoteRequest)
+	if !isAppend && !isPreVote && !isVote {
 		return nil
 	}
 	sl := s.slot(group)
@@ -428,20 +445,153 @@ func (s *Server) Answer(group uint64, msg any) any {
 		return nil
 	}
 	header := raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(s.id), Addr: []byte(s.RaftAddr())}
-	if isPreVote {
+	switch {
+	case isPreVote:
 		if lifecycle.AnswerPreVote(*m, pv.LastLogIndex) != lifecycle.Deny {
 			return nil
 		}
 		quietAnswersTotal.Inc()
 		return &raft.RequestPreVoteResponse{RPCHeader: header, Term: m.Term, Granted: false}
+	case isVote:
+		return s.voteClosed(sl, header, rv)
 	}
+	a := appendOf(ae)
+	switch lifecycle.Answer(*m, a) {
+	case lifecycle.Ack:
+		quietAnswersTotal.Inc()
+		return &raft.AppendEntriesResponse{RPCHeader: header, Term: m.Term, LastLog: m.LastIndex, Success: true}
+	case lifecycle.Store:
+		return s.storeClosed(sl, header, ae, a)
+	}
+	return nil
+}
+
+// appendOf is the part of an AppendEntries lifecycle.Answer decides on.
+func appendOf(ae *raft.AppendEntriesRequest) lifecycle.Append {
 	a := lifecycle.Append{Term: ae.Term, PrevLogEntry: ae.PrevLogEntry, PrevLogTerm: ae.PrevLogTerm,
 		LeaderCommit: ae.LeaderCommitIndex, Entries: len(ae.Entries)}
-	if lifecycle.Answer(*m, a) != lifecycle.Ack {
+	if len(ae.Entries) == 0 {
+		return a
+	}
+	first, last := ae.Entries[0], ae.Entries[len(ae.Entries)-1]
+	a.First, a.Last, a.LastTerm = first.Index, last.Index, last.Term
+	a.Plain = true
+	for i, e := range ae.Entries {
+		switch e.Type {
+		case raft.LogCommand, raft.LogNoop, raft.LogBarrier:
+		default:
+			a.Plain = false
+		}
+		if i > 0 && (e.Index != ae.Entries[i-1].Index+1 || e.Term < ae.Entries[i-1].Term) {
+			a.Plain = false
+		}
+	}
+	return a
+}
+
+// voteClosed grants rv on a quiet replica without opening it, when
+// lifecycle.AnswerVote says a running member would grant it; nil otherwise
+// (the request then opens the member). The decision is taken again under
+// the replica's lock, against the mark the vote replaces and the voters
+// recorded at the close, and the new mark is recorded before the answer
+// leaves: a quiet read on this server or a confirmation asked of it
+// (quietread.go) sees the term move.
+func (s *Server) voteClosed(sl *slot, header raft.RPCHeader, rv *raft.RequestVoteRequest) any {
+	if len(rv.ID) == 0 {
 		return nil
 	}
+	v := lifecycle.Vote{Term: rv.Term, LastLogIndex: rv.LastLogIndex, LastLogTerm: rv.LastLogTerm, Voter: true}
+	if m := sl.mark.Load(); m == nil || lifecycle.AnswerVote(*m, v) != lifecycle.Grant {
+		return nil
+	}
+	if !sl.lockWithin(s.wakeWait()) {
+		return nil
+	}
+	defer sl.unlock()
+	v.Voter = false
+	if vp := sl.quietVoters.Load(); vp != nil {
+		for _, srv := range vp.voters {
+			if srv.ID == raft.ServerID(rv.ID) && srv.Suffrage == raft.Voter {
+				v.Voter = true
+			}
+		}
+	}
+	m := sl.mark.Load()
+	if sl.State() != lifecycle.Quiet || m == nil || lifecycle.AnswerVote(*m, v) != lifecycle.Grant {
+		return nil
+	}
+	candidate := rv.RPCHeader.Addr
+	if len(candidate) == 0 {
+		candidate = rv.Candidate
+	}
+	if err := s.logs.Log(sl.id).SetVote(rv.Term, candidate); err != nil {
+		s.logger.Warn("recording a vote on a quiet replica", "range", sl.id, "err", err)
+		return nil
+	}
+	// Whatever it led, it no longer does: a later term has a candidate.
+	sl.wasLeader.Store(false)
+	none := ""
+	sl.lastLeader.Store(&none)
+	sl.followed.Store(true)
+	next := m.Voted(rv.Term)
+	sl.mark.Store(&next)
+	s.checkClosedLater(sl)
 	quietAnswersTotal.Inc()
-	return &raft.AppendEntriesResponse{RPCHeader: header, Term: m.Term, LastLog: m.LastIndex, Success: true}
+	quietVotesTotal.Inc()
+	return &raft.RequestVoteResponse{RPCHeader: header, Term: rv.Term, Granted: true}
+}
+
+// storeClosed appends ae's entries to a quiet replica's log without opening
+// it (lifecycle.Answer said Store); nil when that is no longer right under
+// the replica's lock, or the write failed (the request then opens it).
+// A commit index past what the replica applied is not acted on here: the
+// leader's next commit tick (an AppendEntries every one to two
+// CommitTimeouts; raft's heartbeats carry no commit index) carries it too
+// and opens the replica, after the write that brought the entries was
+// answered.
+func (s *Server) storeClosed(sl *slot, header raft.RPCHeader, ae *raft.AppendEntriesRequest, a lifecycle.Append) any {
+	if !sl.lockWithin(s.wakeWait()) {
+		return nil
+	}
+	defer sl.unlock()
+	m := sl.mark.Load()
+	if sl.State() != lifecycle.Quiet || m == nil || lifecycle.Answer(*m, a) != lifecycle.Store {
+		return nil
+	}
+	if err := s.logs.Log(sl.id).StoreLogs(ae.Entries); err != nil {
+		s.logger.Warn("storing entries on a quiet replica", "range", sl.id, "err", err)
+		return nil
+	}
+	// It follows that leader now, as its open member would (RangeInfo).
+	if leader := string(ae.RPCHeader.ID); leader != "" {
+		sl.lastLeader.Store(&leader)
+	}
+	sl.followed.Store(true)
+	next := m.Stored(a)
+	sl.mark.Store(&next)
+	s.checkClosedLater(sl)
+	quietAnswersTotal.Inc()
+	quietStoredTotal.Add(float64(len(ae.Entries)))
+	return &raft.AppendEntriesResponse{RPCHeader: header, Term: next.Term, LastLog: next.LastIndex, Success: true}
+}
+
+// checkClosedLater opens sl, as a follower, if a wake wait from now it is
+// still quiet with a vote or entries it took closed and never opened for
+// (lifecycle.Mark.Unsettled): the member it voted for, or whose entries it
+// stored, died before its commit tick reached this replica. Open, the
+// replica times out without a leader and the range elects among the
+// survivors, as it would had the vote opened it; without this the range
+// would wait for its next request.
+func (s *Server) checkClosedLater(sl *slot) {
+	time.AfterFunc(s.wakeWait(), func() {
+		if s.ctx == nil || s.ctx.Err() != nil || sl.State() != lifecycle.Quiet {
+			return
+		}
+		if m := sl.mark.Load(); m != nil && m.Unsettled() {
+			s.logger.Debug("quiet replica opens: what it took closed was never committed to it", "range", sl.id)
+			s.Wake(sl.id)
+		}
+	})
 }
 
 // absentWait is how long a Raft message for a range not hosted here waits

@@ -101,6 +101,12 @@ type Input struct {
 	// MustOpen (Found): the replica must run now (it was to bootstrap when
 	// the server stopped, or lazy opening is off).
 	MustOpen bool
+	// Followed (Request): the quiet replica voted for, or stored the
+	// entries of, another member since it closed (a closed vote or store,
+	// see AnswerVote): that member is campaigning or leads, so a request
+	// here opens it as a follower instead of starting an election that
+	// would depose it (the request then learns the leader).
+	Followed bool
 }
 
 // Action is one effect the registry must execute, in order.
@@ -238,7 +244,7 @@ func (m *Machine) next(in Input) (State, []Action) {
 	case Quiet:
 		switch in.Event {
 		case Request:
-			return open(true)
+			return open(!in.Followed)
 		case RaftMessage:
 			return open(false)
 		case Create:

@@ -17,8 +17,9 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 // with its .golden file. A script line is a machine command:
 //
 //	machine                  start a new replica (Absent)
-//	<event> [campaign] [must-open]
-//	answer term=T prev=I,T commit=C entries=N mark=T,I,T,A
+//	<event> [campaign] [must-open] [followed]
+//	answer term=T prev=I,T commit=C entries=N [first=I last=I,T plain] mark=T,I,T,A
+//	vote term=T last=I,T [voter] mark=T,I,T,A
 //	assigned gen=G [hosted] [stored] [parent] [parent-quiet]
 //
 // Lines starting with # and blank lines are copied.
@@ -72,6 +73,8 @@ func run(t *testing.T, path string) string {
 			fmt.Fprintf(&out, "  = %s\n", answerLine(t, fields[1:]))
 		case "prevote":
 			fmt.Fprintf(&out, "  = %s\n", preVoteLine(t, fields[1:]))
+		case "vote":
+			fmt.Fprintf(&out, "  = %s\n", voteLine(t, fields[1:]))
 		case "assigned":
 			fmt.Fprintf(&out, "  = %s\n", assignedLine(t, fields[1:]))
 		default:
@@ -86,6 +89,8 @@ func run(t *testing.T, path string) string {
 					in.Campaign = true
 				case "must-open":
 					in.MustOpen = true
+				case "followed":
+					in.Followed = true
 				default:
 					t.Fatalf("%s: unknown flag %q", path, f)
 				}
@@ -105,14 +110,7 @@ func preVoteLine(t *testing.T, args []string) string {
 	var last uint64
 	for _, arg := range args {
 		k, v, _ := strings.Cut(arg, "=")
-		var n []uint64
-		for _, p := range strings.Split(v, ",") {
-			x, err := strconv.ParseUint(p, 10, 64)
-			if err != nil {
-				t.Fatalf("bad number %q", p)
-			}
-			n = append(n, x)
-		}
+		n := numbers(t, v)
 		switch k {
 		case "candidate-last":
 			last = n[0]
@@ -128,21 +126,18 @@ func preVoteLine(t *testing.T, args []string) string {
 func answerLine(t *testing.T, args []string) string {
 	var m Mark
 	var a Append
-	nums := func(s string) []uint64 {
-		var out []uint64
-		for _, p := range strings.Split(s, ",") {
-			v, err := strconv.ParseUint(p, 10, 64)
-			if err != nil {
-				t.Fatalf("bad number %q", p)
-			}
-			out = append(out, v)
-		}
-		return out
-	}
 	for _, arg := range args {
+		if arg == "plain" {
+			a.Plain = true
+			continue
+		}
 		k, v, _ := strings.Cut(arg, "=")
-		n := nums(v)
+		n := numbers(t, v)
 		switch k {
+		case "first":
+			a.First = n[0]
+		case "last":
+			a.Last, a.LastTerm = n[0], n[1]
 		case "term":
 			a.Term = n[0]
 		case "prev":
@@ -160,8 +155,46 @@ func answerLine(t *testing.T, args []string) string {
 	return replyName(Answer(m, a))
 }
 
+// voteLine parses "vote term=T last=I,T [voter] mark=T,I,T,A".
+func voteLine(t *testing.T, args []string) string {
+	var m Mark
+	var v Vote
+	for _, arg := range args {
+		if arg == "voter" {
+			v.Voter = true
+			continue
+		}
+		k, val, _ := strings.Cut(arg, "=")
+		n := numbers(t, val)
+		switch k {
+		case "term":
+			v.Term = n[0]
+		case "last":
+			v.LastLogIndex, v.LastLogTerm = n[0], n[1]
+		case "mark":
+			m = Mark{Term: n[0], LastIndex: n[1], LastTerm: n[2], Applied: n[3]}
+		default:
+			t.Fatalf("unknown vote field %q", k)
+		}
+	}
+	return replyName(AnswerVote(m, v))
+}
+
+// numbers parses a comma-separated list of numbers ("5,42,5,42").
+func numbers(t *testing.T, s string) []uint64 {
+	var out []uint64
+	for _, p := range strings.Split(s, ",") {
+		v, err := strconv.ParseUint(p, 10, 64)
+		if err != nil {
+			t.Fatalf("bad number %q", p)
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
 func replyName(r Reply) string {
-	return map[Reply]string{Wake: "wake", Ack: "ack", Deny: "deny"}[r]
+	return map[Reply]string{Wake: "wake", Ack: "ack", Deny: "deny", Grant: "grant", Store: "store"}[r]
 }
 
 // assignedLine parses "assigned gen=G [hosted] [stored] [parent] [parent-quiet]".

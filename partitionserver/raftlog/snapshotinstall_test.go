@@ -120,3 +120,66 @@ func TestSnapshotOlderThanTheLog(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestSetVoteBindsRaft: a vote SetVote recorded while the member was
+// closed (a quiet range's replica grants it without opening) binds the
+// real member opened afterwards: in that term it grants the same
+// candidate again and refuses any other, so no term gets two leaders.
+func TestSetVoteBindsRaft(t *testing.T) {
+	store := open(t, t.TempDir(), Options{})
+	defer store.Close()
+	logs := store.Log(9)
+	servers := raft.Configuration{Servers: []raft.Server{{ID: "a", Address: "a"}, {ID: "b", Address: "b"}, {ID: "f", Address: "f"}}}
+	if err := logs.StoreLogs([]*raft.Log{
+		{Index: 1, Term: 1, Type: raft.LogConfiguration, Data: raft.EncodeConfiguration(servers)},
+		{Index: 2, Term: 1, Type: raft.LogCommand, Data: []byte("x")},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := logs.SetUint64([]byte("CurrentTerm"), 1); err != nil {
+		t.Fatal(err)
+	}
+	// Closed, it votes for a in term 2.
+	if err := logs.SetVote(2, []byte("a")); err != nil {
+		t.Fatal(err)
+	}
+
+	conf := raft.DefaultConfig()
+	conf.LocalID = "f"
+	conf.HeartbeatTimeout = time.Hour
+	conf.ElectionTimeout = time.Hour
+	conf.LeaderLeaseTimeout = time.Hour
+	conf.LogLevel = "ERROR"
+	_, ftrans := raft.NewInmemTransport("f")
+	_, atrans := raft.NewInmemTransport("a")
+	_, btrans := raft.NewInmemTransport("b")
+	ftrans.Connect("a", atrans)
+	ftrans.Connect("b", btrans)
+	atrans.Connect("f", ftrans)
+	btrans.Connect("f", ftrans)
+	r, err := raft.NewRaft(conf, &indexFSM{}, logs, logs, raft.NewInmemSnapshotStore(), ftrans)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Shutdown()
+
+	vote := func(tr *raft.InmemTransport, cand string, term uint64) bool {
+		t.Helper()
+		req := &raft.RequestVoteRequest{RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(cand), Addr: []byte(cand)},
+			Term: term, LastLogIndex: 2, LastLogTerm: 1}
+		var resp raft.RequestVoteResponse
+		if err := tr.RequestVote("f", "f", req, &resp); err != nil {
+			t.Fatal(err)
+		}
+		return resp.Granted
+	}
+	if vote(btrans, "b", 2) {
+		t.Error("the member granted b a vote in term 2, after its closed vote for a in that term")
+	}
+	if !vote(atrans, "a", 2) {
+		t.Error("the member refused a, which it voted for in term 2 while closed")
+	}
+	if !vote(btrans, "b", 3) {
+		t.Error("the member refused b in term 3")
+	}
+}

@@ -419,3 +419,35 @@ func TestLargeAppendSpansRecords(t *testing.T) {
 	defer s.Close()
 	check(t, s, map[uint64]*model{1: {entries: want, kv: map[string]string{}}})
 }
+
+// TestSetVote: a vote is the three keys hashicorp/raft's RequestVote
+// writes, in one sync, and it is there after a reopen.
+func TestSetVote(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir, Options{})
+	l := s.Log(7)
+	if err := l.SetUint64([]byte("CurrentTerm"), 4); err != nil {
+		t.Fatal(err)
+	}
+	before := s.Stats().Syncs
+	if err := l.SetVote(5, []byte("127.0.0.1:7000")); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.Stats().Syncs - before; n != 1 {
+		t.Errorf("a vote took %d syncs, want 1", n)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, dir, Options{})
+	defer s.Close()
+	l = s.Log(7)
+	for _, k := range []string{"CurrentTerm", "LastVoteTerm"} {
+		if v, err := l.GetUint64([]byte(k)); err != nil || v != 5 {
+			t.Errorf("%s after reopen = %d, %v; want 5", k, v, err)
+		}
+	}
+	if v, err := l.Get([]byte("LastVoteCand")); err != nil || string(v) != "127.0.0.1:7000" {
+		t.Errorf("LastVoteCand after reopen = %q, %v", v, err)
+	}
+}

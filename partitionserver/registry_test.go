@@ -1,0 +1,159 @@
+package partitionserver
+
+import (
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"tablestore/partitionserver/fsm"
+	"tablestore/partitionserver/lifecycle"
+	"tablestore/partitionserver/raftlog"
+	pb "tablestore/proto/tablestorepb"
+)
+
+// quietServer is a server hosting range 1 as a quiet follower that closed
+// at its QUIESCE marker, entry 42 of term 5, with voters a, b and f (this
+// server). No raft member and no transport: Answer decides alone.
+func quietServer(t *testing.T) (*Server, *slot, *raftlog.Log) {
+	t.Helper()
+	dir := t.TempDir()
+	store, err := fsm.OpenWithInterval(filepath.Join(dir, "state.db"), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	if err := store.CreateRange(&pb.RangeDescriptor{RangeId: 1, Table: "t", TableId: 7, Generation: 1}, false); err != nil {
+		t.Fatal(err)
+	}
+	r, err := store.OpenRange(1, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs, err := raftlog.Open(filepath.Join(dir, "raft"), raftlog.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { logs.Close() })
+	lg := logs.Log(1)
+	var entries []*raft.Log
+	for i := uint64(1); i <= 42; i++ {
+		entries = append(entries, &raft.Log{Index: i, Term: 5, Type: raft.LogCommand, Data: []byte("x")})
+	}
+	if err := lg.StoreLogs(entries); err != nil {
+		t.Fatal(err)
+	}
+	if err := lg.SetUint64([]byte("CurrentTerm"), 5); err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.AdvertiseRaft = "f-addr"
+	sl := newSlot(1, r, &cfg)
+	s := &Server{id: "f", store: store, logs: logs, cfg: cfg, logger: slog.New(slog.DiscardHandler), slots: map[uint64]*slot{1: sl}}
+	sl.state.Store(int32(lifecycle.Quiet))
+	sl.mark.Store(&lifecycle.Mark{Term: 5, LastIndex: 42, LastTerm: 5, Applied: 42})
+	sl.quietVoters.Store(&quietVoters{at: 42, voters: []raft.Server{
+		{ID: "a", Address: "a-addr", Suffrage: raft.Voter}, {ID: "b", Address: "b-addr", Suffrage: raft.Voter},
+		{ID: "f", Address: "f-addr", Suffrage: raft.Voter}, {ID: "n", Address: "n-addr", Suffrage: raft.Nonvoter}}})
+	sl.wasLeader.Store(true)
+	return s, sl, lg
+}
+
+func voteReq(cand string, term uint64) *raft.RequestVoteRequest {
+	return &raft.RequestVoteRequest{RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(cand), Addr: []byte(cand + "-addr")},
+		Term: term, LastLogIndex: 42, LastLogTerm: 5}
+}
+
+func appendReq(leader string, term, prev, prevTerm uint64, entries ...*raft.Log) *raft.AppendEntriesRequest {
+	return &raft.AppendEntriesRequest{RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(leader), Addr: []byte(leader + "-addr")},
+		Term: term, PrevLogEntry: prev, PrevLogTerm: prevTerm, LeaderCommitIndex: 42, Entries: entries}
+}
+
+// TestClosedVote: a quiet replica grants one candidate per term without
+// opening, durably, and leaves every other vote to its real member.
+func TestClosedVote(t *testing.T) {
+	s, sl, lg := quietServer(t)
+	if r := s.Answer(1, voteReq("n", 6)); r != nil {
+		t.Fatalf("a non-voter's vote was answered closed: %+v", r)
+	}
+	resp, ok := s.Answer(1, voteReq("a", 6)).(*raft.RequestVoteResponse)
+	if !ok || !resp.Granted || resp.Term != 6 {
+		t.Fatalf("a's vote in term 6: %+v, want granted in term 6", resp)
+	}
+	// The same term again, for another candidate or the same one: the
+	// member decides (it refuses b, grants a again), never closed.
+	if r := s.Answer(1, voteReq("b", 6)); r != nil {
+		t.Fatalf("b's vote in term 6, after a's, was answered closed: %+v", r)
+	}
+	if r := s.Answer(1, voteReq("a", 6)); r != nil {
+		t.Fatalf("a's second vote in term 6 was answered closed: %+v", r)
+	}
+	for k, want := range map[string]string{"CurrentTerm": "\x00\x00\x00\x00\x00\x00\x00\x06", "LastVoteTerm": "\x00\x00\x00\x00\x00\x00\x00\x06", "LastVoteCand": "a-addr"} {
+		if v, err := lg.Get([]byte(k)); err != nil || string(v) != want {
+			t.Errorf("%s = %q, %v; want %q", k, v, err, want)
+		}
+	}
+	if m := sl.mark.Load(); m.Term != 6 || m.LastIndex != 42 || !m.Unsettled() {
+		t.Errorf("mark after the vote: %+v", *m)
+	}
+	if sl.wasLeader.Load() || !sl.followed.Load() || sl.State() != lifecycle.Quiet {
+		t.Errorf("after the vote: wasLeader %v, followed %v, state %v", sl.wasLeader.Load(), sl.followed.Load(), sl.State())
+	}
+	// A candidate behind the replica's log is for the member to refuse.
+	behind := voteReq("b", 7)
+	behind.LastLogIndex = 41
+	if r := s.Answer(1, behind); r != nil {
+		t.Fatalf("a candidate behind the log was answered closed: %+v", r)
+	}
+}
+
+// TestClosedStore: the leader's entries are stored without opening when
+// they extend the log at its end; anything else is for the member.
+func TestClosedStore(t *testing.T) {
+	s, sl, lg := quietServer(t)
+	if _, ok := s.Answer(1, voteReq("a", 6)).(*raft.RequestVoteResponse); !ok {
+		t.Fatal("vote not answered closed")
+	}
+	e := func(i uint64, typ raft.LogType) *raft.Log {
+		return &raft.Log{Index: i, Term: 6, Type: typ, Data: []byte("w")}
+	}
+	refused := []struct {
+		name string
+		req  *raft.AppendEntriesRequest
+	}{
+		{"an older term", appendReq("a", 5, 42, 5, &raft.Log{Index: 43, Term: 5, Type: raft.LogCommand})},
+		{"a previous entry it does not hold", appendReq("a", 6, 43, 6, e(44, raft.LogCommand))},
+		{"a gap after the previous entry", appendReq("a", 6, 42, 5, e(44, raft.LogCommand))},
+		{"overwriting its own entries", appendReq("a", 6, 41, 5, e(42, raft.LogCommand), e(43, raft.LogCommand))},
+		{"a configuration change", appendReq("a", 6, 42, 5, e(43, raft.LogConfiguration))},
+		{"entries of a later term than the request's", appendReq("a", 6, 42, 5, &raft.Log{Index: 43, Term: 7, Type: raft.LogCommand})},
+	}
+	for _, tc := range refused {
+		if r := s.Answer(1, tc.req); r != nil {
+			t.Errorf("%s: answered closed: %+v", tc.name, r)
+		}
+	}
+	if last, _ := lg.LastIndex(); last != 42 {
+		t.Fatalf("refused appends changed the log: last %d", last)
+	}
+	resp, ok := s.Answer(1, appendReq("a", 6, 42, 5, e(43, raft.LogNoop), e(44, raft.LogCommand))).(*raft.AppendEntriesResponse)
+	if !ok || !resp.Success || resp.LastLog != 44 || resp.Term != 6 {
+		t.Fatalf("the leader's entries: %+v, want stored up to 44", resp)
+	}
+	var got raft.Log
+	if err := lg.GetLog(44, &got); err != nil || got.Term != 6 || string(got.Data) != "w" {
+		t.Fatalf("entry 44: %+v, %v", got, err)
+	}
+	if m := sl.mark.Load(); m.LastIndex != 44 || m.LastTerm != 6 || m.Applied != 42 {
+		t.Errorf("mark after the store: %+v", *m)
+	}
+	if l := sl.lastLeader.Load(); l == nil || *l != "a" {
+		t.Errorf("the replica follows %v after storing a's entries, want a", l)
+	}
+	// The next entries continue where the store left the log.
+	if resp, ok := s.Answer(1, appendReq("a", 6, 44, 6, e(45, raft.LogCommand))).(*raft.AppendEntriesResponse); !ok || resp.LastLog != 45 {
+		t.Fatalf("entry 45: %+v", resp)
+	}
+}
