@@ -158,7 +158,8 @@ func startCluster(bin, dir string) (*cluster, error) {
 			"--data-dir", filepath.Join(dir, id), "--grpc-addr", g, "--raft-addr", r,
 			"--advertise-grpc", gp.addr(), "--advertise-raft", rp.addr(),
 			"--masters", strings.Join(c.masterGRPC, ","), "--snapshot-threshold", "2048",
-			"--trailing-logs", "512", "--snapshot-interval", "5s", "--log-level", logLevel(), "--metrics-addr", ""}})
+			"--trailing-logs", "512", "--snapshot-interval", "5s", "--quiesce-after", quiesceAfter(),
+			"--log-level", logLevel(), "--metrics-addr", ""}})
 	}
 	c.endpoint = next()
 	c.front = &role{name: "fe", args: []string{"frontend", "--http-addr", c.endpoint,
@@ -328,6 +329,19 @@ func freeAddrs(n int) ([]string, error) {
 		defer ln.Close()
 	}
 	return out, nil
+}
+
+// quiesceAfter is the partition servers' --quiesce-after:
+// $TABLESTORE_CHAOS_QUIESCE_AFTER, else their default (5 s), which the
+// workload's steady writes rarely leave a range idle for. A short one
+// (300ms) makes ranges go quiet whenever the writers wait on another
+// range, so faults meet quiet replicas: closed answers, votes and stores,
+// quiet reads, wakes.
+func quiesceAfter() string {
+	if d := os.Getenv("TABLESTORE_CHAOS_QUIESCE_AFTER"); d != "" {
+		return d
+	}
+	return "5s"
 }
 
 // logLevel is the roles' --log-level: $TABLESTORE_CHAOS_LOG_LEVEL, else
