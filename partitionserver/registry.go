@@ -536,6 +536,7 @@ func (s *Server) voteClosed(sl *slot, header raft.RPCHeader, rv *raft.RequestVot
 	next := m.Voted(rv.Term)
 	sl.mark.Store(&next)
 	s.checkClosedLater(sl)
+	s.logger.Debug("quiet replica voted closed", "range", sl.id, "term", rv.Term, "candidate", string(rv.ID))
 	quietAnswersTotal.Inc()
 	quietVotesTotal.Inc()
 	return &raft.RequestVoteResponse{RPCHeader: header, Term: rv.Term, Granted: true}
