@@ -105,11 +105,36 @@ func (v *service) WriteMany(ctx context.Context, req *pb.WriteManyRequest) (*pb.
 		r   *replica
 		idx []int
 	}
-	var groups []*group
-	for i, w := range writes {
-		r, err := v.admitWrite(w, start)
+	reps := make([]*replica, len(writes))
+	admitOne := func(i int) {
+		r, err := v.admitWrite(writes[i], start)
 		if err != nil {
 			out.Results[i] = manyResult(nil, err)
+			return
+		}
+		reps[i] = r
+	}
+	if v.s.capacity != nil && len(writes) > 1 {
+		// The capacity model may make a write wait for its turn (a sleep
+		// in admitCapacity): the writes wait side by side, as their own
+		// calls would have, not one after another.
+		var wg sync.WaitGroup
+		for i := range writes {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				admitOne(i)
+			}()
+		}
+		wg.Wait()
+	} else {
+		for i := range writes {
+			admitOne(i)
+		}
+	}
+	var groups []*group
+	for i, r := range reps {
+		if r == nil {
 			continue
 		}
 		var g *group
