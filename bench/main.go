@@ -41,6 +41,7 @@ type options struct {
 	quietAfter time.Duration
 	readAll    bool
 	profileDir string
+	rate       float64
 }
 
 func main() {
@@ -51,6 +52,7 @@ func main() {
 	flag.StringVar(&o.conn, "conn", "", "connection string of the endpoint of the conn target")
 	flag.IntVar(&o.workers, "workers", 32, "concurrent workers")
 	flag.DurationVar(&o.duration, "duration", 10*time.Second, "length of each scenario")
+	flag.Float64Var(&o.rate, "rate", 0, "throughput mode: calls per second all workers together start at most (0: as fast as they can); compares CPU per entity of two builds at the same rate")
 	flag.IntVar(&o.size, "entity-size", 1024, "approximate entity size in bytes")
 	flag.IntVar(&o.partitions, "partitions", 1024, "PartitionKeys of the spread-insert scenarios")
 	flag.IntVar(&o.batchSize, "batch-size", 100, "entities per entity group transaction in the batch scenario")

@@ -239,8 +239,13 @@ type result struct {
 }
 
 // run drives op from workers goroutines for d and measures the rate of
-// entities carried by successful calls, latency and CPU.
-func run(t *target, name string, workers int, d time.Duration, op func(w, i int) (int, error)) result {
+// entities carried by successful calls, latency and CPU. With rate > 0 the
+// workers together start at most rate calls per second, the k-th call not
+// before start + k/rate: CPU per entity of two builds is then compared at
+// the same rate, which a loaded machine's swings in throughput otherwise
+// confound with the per-second costs (heartbeats, group commits).
+func run(t *target, name string, workers int, d time.Duration, rate float64, op func(w, i int) (int, error)) result {
+	var issued atomic.Int64
 	var errs atomic.Int64
 	var firstErr atomic.Value
 	var entities atomic.Int64
@@ -256,6 +261,13 @@ func run(t *target, name string, workers int, d time.Duration, op func(w, i int)
 		go func(w int) {
 			defer wg.Done()
 			for i := 0; time.Now().Before(end); i++ {
+				if rate > 0 {
+					due := start.Add(time.Duration(float64(issued.Add(1)-1) / rate * float64(time.Second)))
+					if !due.Before(end) {
+						return
+					}
+					time.Sleep(time.Until(due))
+				}
 				t0 := time.Now()
 				n, err := op(w, i)
 				if err != nil {
@@ -375,7 +387,7 @@ func measure(o options, t *target) ([]result, error) {
 		if err != nil {
 			return out, fmt.Errorf("%s: %w", name, err)
 		}
-		r := run(t, name, workers, o.duration, op)
+		r := run(t, name, workers, o.duration, o.rate, op)
 		out = append(out, r)
 		fmt.Printf("%-24s %12.0f %10.2f %10.2f %8d  %s\n", name, r.Rate, r.P50, r.P99, r.Errors, cpuLine(r.CPUPerOp))
 		if r.FirstError != "" {

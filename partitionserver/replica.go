@@ -291,6 +291,25 @@ func (r *replica) write(ctx context.Context, ops []*pb.EntityOp, requestID []byt
 	return r.batcher.write(ctx, r, cmd, timeout)
 }
 
+// writeMany proposes several client writes of this range together (one
+// entry when they fit, see writeBatcher.writeMany); each keeps its own
+// request id, result and error.
+func (r *replica) writeMany(ctx context.Context, reqs []*pb.WriteRequest, timeout time.Duration) ([]*fsm.Result, []error) {
+	errs := make([]error, len(reqs))
+	if !r.isLeader() {
+		for i := range errs {
+			errs[i] = ErrNotLeader
+		}
+		return make([]*fsm.Result, len(reqs)), errs
+	}
+	now := time.Now().UnixNano()
+	cmds := make([]*pb.WriteCommand, len(reqs))
+	for i, req := range reqs {
+		cmds[i] = &pb.WriteCommand{ProposedUnixNano: now, Ops: req.GetOps(), RequestId: req.GetRequestId()}
+	}
+	return r.batcher.writeMany(ctx, r, cmds, timeout)
+}
+
 // proposeWrite proposes one write as its own entry.
 func (r *replica) proposeWrite(ctx context.Context, cmd *pb.WriteCommand, timeout time.Duration) (*fsm.Result, error) {
 	data, err := fsm.EncodeWrite(cmd)

@@ -85,6 +85,44 @@ func (b *writeBatcher) write(ctx context.Context, r proposer, cmd *pb.WriteComma
 	}
 }
 
+// writeMany proposes several client writes that came together (a
+// WriteMany call) and waits for their results. Like write, it proposes at
+// once when nothing of the range is in flight — but all of them, as one
+// entry (or as few as the batch bounds allow), not the first alone with
+// the rest queued behind it; otherwise they queue together.
+func (b *writeBatcher) writeMany(ctx context.Context, r proposer, cmds []*pb.WriteCommand, timeout time.Duration) ([]*fsm.Result, []error) {
+	ws := make([]*queuedWrite, len(cmds))
+	for i, cmd := range cmds {
+		ws[i] = &queuedWrite{ctx: ctx, cmd: cmd, done: make(chan struct{})}
+	}
+	b.mu.Lock()
+	if b.inflight < maxInflight && len(b.queue) == 0 {
+		b.inflight++
+		b.mu.Unlock()
+		for rest := ws; len(rest) > 0; {
+			n := fit(rest)
+			b.propose(r, rest[:n], timeout)
+			rest = rest[n:]
+		}
+		b.release(r, timeout)
+	} else {
+		b.queue = append(b.queue, ws...)
+		b.mu.Unlock()
+	}
+	res := make([]*fsm.Result, len(ws))
+	errs := make([]error, len(ws))
+	for i, w := range ws {
+		select {
+		case <-w.done:
+			res[i], errs[i] = w.res, w.err
+		case <-ctx.Done():
+			// As for write: an ambiguous outcome, safe to retry.
+			errs[i] = ctx.Err()
+		}
+	}
+	return res, errs
+}
+
 // release gives back an in-flight slot, or hands it to a goroutine that
 // proposes what queued meanwhile.
 func (b *writeBatcher) release(r proposer, timeout time.Duration) {
@@ -117,18 +155,7 @@ func (b *writeBatcher) drain(r proposer, timeout time.Duration) {
 // take removes the next batch from the queue (mu held). Writes whose caller
 // gave up are dropped: nobody waits for their result.
 func (b *writeBatcher) take() []*queuedWrite {
-	n, bytes := 0, 0
-	for n < len(b.queue) && n < maxBatchWrites {
-		w := b.queue[n]
-		if w.size == 0 {
-			w.size = sizeOfWrite(w.cmd)
-		}
-		if n > 0 && bytes+w.size > maxBatchBytes {
-			break
-		}
-		bytes += w.size
-		n++
-	}
+	n := fit(b.queue)
 	batch := make([]*queuedWrite, 0, n)
 	for _, w := range b.queue[:n] {
 		if w.ctx.Err() == nil {
@@ -175,6 +202,24 @@ func (b *writeBatcher) propose(r proposer, batch []*queuedWrite, timeout time.Du
 		}
 	}
 	batchedWrites.Observe(float64(len(batch)))
+}
+
+// fit is how many writes from the front of ws make one entry: at most
+// maxBatchWrites, and at most maxBatchBytes unless the first alone is larger.
+func fit(ws []*queuedWrite) int {
+	n, bytes := 0, 0
+	for n < len(ws) && n < maxBatchWrites {
+		w := ws[n]
+		if w.size == 0 {
+			w.size = sizeOfWrite(w.cmd)
+		}
+		if n > 0 && bytes+w.size > maxBatchBytes {
+			break
+		}
+		bytes += w.size
+		n++
+	}
+	return n
 }
 
 func sizeOfWrite(cmd *pb.WriteCommand) int {

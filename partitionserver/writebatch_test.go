@@ -189,3 +189,74 @@ func TestAQueuedWriteWhoseCallerLeftIsNotProposed(t *testing.T) {
 		t.Fatalf("writes per entry = %v, want [1]", f.entries)
 	}
 }
+
+// TestWriteManyProposesTogether: writes that come in one WriteMany share
+// an entry whether the range is idle (proposed at once, all of them, not
+// the first alone) or busy (queued together behind the proposal in
+// flight), each keeping its own result.
+func TestWriteManyProposesTogether(t *testing.T) {
+	tests := []struct {
+		name        string
+		busy        bool
+		n           int
+		wantEntries string
+	}{
+		{"idle range, three writes", false, 3, "[3]"},
+		{"idle range, one write", false, 1, "[1]"},
+		{"idle range, more than one entry holds", false, maxBatchWrites + 2, fmt.Sprintf("[%d 2]", maxBatchWrites)},
+		{"busy range, queued behind a proposal", true, 3, "[1 3]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeLeader(t)
+			var b writeBatcher
+			var wg *sync.WaitGroup
+			var firstErrs []error
+			if tt.busy {
+				_, firstErrs, wg = startBlockedWrites(t, &b, f, []*pb.WriteCommand{insertCmd("first")})
+			} else {
+				close(f.gate)
+			}
+			cmds := make([]*pb.WriteCommand, tt.n)
+			for i := range cmds {
+				cmds[i] = insertCmd(fmt.Sprintf("w%03d", i))
+			}
+			cmds[tt.n-1].Ops[0].RowKey = "w000" // the same row as the first: fails alone, unless it is the first
+			type out struct {
+				res  []*fsm.Result
+				errs []error
+			}
+			done := make(chan out, 1)
+			go func() {
+				res, errs := b.writeMany(context.Background(), f, cmds, time.Second)
+				done <- out{res, errs}
+			}()
+			if tt.busy {
+				waitFor(t, func() bool { b.mu.Lock(); defer b.mu.Unlock(); return len(b.queue) == tt.n })
+				close(f.gate)
+				wg.Wait()
+				if firstErrs[0] != nil {
+					t.Fatalf("first write: %v", firstErrs[0])
+				}
+			}
+			o := <-done
+			f.mu.Lock()
+			entries := fmt.Sprint(f.entries)
+			f.mu.Unlock()
+			if entries != tt.wantEntries {
+				t.Fatalf("writes per entry = %s, want %s", entries, tt.wantEntries)
+			}
+			for i := range cmds {
+				err := o.errs[i]
+				if err == nil {
+					err = o.res[i].Err
+				}
+				wantErr := tt.n > 1 && i == tt.n-1
+				if (err != nil) != wantErr || wantErr && !errors.Is(err, fsm.ErrEntityExists) {
+					t.Errorf("write %d: err = %v, want ErrEntityExists %v", i, err, wantErr)
+				}
+			}
+			waitFor(t, func() bool { b.mu.Lock(); defer b.mu.Unlock(); return b.inflight == 0 && len(b.queue) == 0 })
+		})
+	}
+}

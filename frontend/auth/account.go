@@ -1,8 +1,6 @@
 package auth
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
 )
@@ -46,12 +44,9 @@ func DevAccount() Account {
 // Base64Key is the key as connection strings carry it.
 func (a Account) Base64Key() string { return base64.StdEncoding.EncodeToString(a.Key) }
 
-func (a Account) mac(stringToSign string) []byte { return mac(a.Key, stringToSign) }
-
-func mac(key []byte, stringToSign string) []byte {
-	h := hmac.New(sha256.New, key)
-	h.Write([]byte(stringToSign))
-	return h.Sum(nil)
+func (a Account) mac(stringToSign string) []byte {
+	sum := mac(a.Key, stringToSign)
+	return sum[:]
 }
 
 func (a Account) sign(stringToSign string) string {

@@ -215,7 +215,7 @@ func remoteIP(r *http.Request) (netip.Addr, bool) {
 // (an account's two keys are equally valid).
 func anyKeyMatches(keys [][]byte, sts string, sig []byte) bool {
 	for _, k := range keys {
-		if hmac.Equal(mac(k, sts), sig) {
+		if m := mac(k, sts); hmac.Equal(m[:], sig) {
 			return true
 		}
 	}

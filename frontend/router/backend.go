@@ -139,8 +139,8 @@ func (r *Router) Write(ctx context.Context, table, pk string, ops []*pb.EntityOp
 		return time.Time{}, err
 	}
 	var ts int64
-	err = r.call(ctx, t, pk, r.writeAttemptTimeout(len(ops)), func(ctx context.Context, c pb.PartitionServiceClient, d *pb.RangeDescriptor) error {
-		resp, err := c.Write(ctx, &pb.WriteRequest{RangeId: d.GetRangeId(), Generation: d.GetGeneration(), Ops: ops, RequestId: id[:]})
+	err = r.call(ctx, t, pk, r.writeAttemptTimeout(len(ops)), func(ctx context.Context, addr string, c pb.PartitionServiceClient, d *pb.RangeDescriptor) error {
+		resp, err := r.writes.write(ctx, addr, c, &pb.WriteRequest{RangeId: d.GetRangeId(), Generation: d.GetGeneration(), Ops: ops, RequestId: id[:]})
 		if err == nil {
 			ts = resp.GetTimestampUnixNano()
 		}
@@ -172,7 +172,7 @@ func (r *Router) get(ctx context.Context, table, pk, rk string, follower bool) (
 		return nil, err
 	}
 	var b []byte
-	err = r.caller(follower)(ctx, t, pk, r.cfg.AttemptTimeout, func(ctx context.Context, c pb.PartitionServiceClient, d *pb.RangeDescriptor) error {
+	err = r.caller(follower)(ctx, t, pk, r.cfg.AttemptTimeout, func(ctx context.Context, addr string, c pb.PartitionServiceClient, d *pb.RangeDescriptor) error {
 		resp, err := c.Get(ctx, &pb.GetRequest{RangeId: d.GetRangeId(), Generation: d.GetGeneration(), PartitionKey: pk, RowKey: rk, FollowerRead: follower})
 		if err == nil {
 			b = resp.GetEntity()
@@ -226,7 +226,7 @@ func (r *Router) query(ctx context.Context, table string, q frontend.Query, foll
 		var resp *pb.QueryResponse
 		// A page may work up to its budget before it answers.
 		attemptTimeout := r.cfg.AttemptTimeout + time.Until(budgetEnd)
-		err := r.caller(follower)(ctx, t, startPK, attemptTimeout, func(ctx context.Context, c pb.PartitionServiceClient, d *pb.RangeDescriptor) error {
+		err := r.caller(follower)(ctx, t, startPK, attemptTimeout, func(ctx context.Context, addr string, c pb.PartitionServiceClient, d *pb.RangeDescriptor) error {
 			req := &pb.QueryRequest{
 				RangeId: d.GetRangeId(), Generation: d.GetGeneration(),
 				Filter: q.FilterText, Select: q.Select, Limit: uint32(remaining),

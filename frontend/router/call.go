@@ -11,8 +11,9 @@ import (
 	pb "tablestore/proto/tablestorepb"
 )
 
-// rangeCall is one attempt of a request on a range.
-type rangeCall func(ctx context.Context, c pb.PartitionServiceClient, d *pb.RangeDescriptor) error
+// rangeCall is one attempt of a request on a range, at the server whose
+// address is addr.
+type rangeCall func(ctx context.Context, addr string, c pb.PartitionServiceClient, d *pb.RangeDescriptor) error
 
 // errNoRange is a key that no range of the cached map holds (a split or
 // merge it has not seen): retried after a map refresh.
@@ -66,7 +67,7 @@ func (r *Router) attempt(cur **pb.RangeDescriptor, fn rangeCall) rangeclient.Att
 		if err != nil {
 			return err
 		}
-		return fn(ctx, c, *cur)
+		return fn(ctx, addr, c, *cur)
 	}
 }
 

@@ -61,6 +61,7 @@ type Router struct {
 	logger *slog.Logger
 	master *masterclient.Client
 	pool   *connpool.Pool
+	writes *coalescer
 
 	mu                sync.RWMutex
 	version           uint64
@@ -95,7 +96,7 @@ func New(cfg Config, logger *slog.Logger) (*Router, error) {
 		return nil, err
 	}
 	r := &Router{
-		cfg: cfg, logger: logger, master: mc, pool: connpool.New(creds.DialOption()),
+		cfg: cfg, logger: logger, master: mc, pool: connpool.New(creds.DialOption()), writes: newCoalescer(),
 		tables: map[string]*pb.Table{}, ranges: map[uint64][]*pb.RangeDescriptor{}, rangeTable: map[uint64]uint64{},
 		servers: map[string]*pb.ServerInfo{}, leaders: map[uint64]string{}, hinted: map[uint64]string{},
 	}

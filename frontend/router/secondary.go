@@ -99,7 +99,7 @@ func (r *Router) SecondarySync(ctx context.Context) (time.Time, error) {
 	oldest := time.Now()
 	for _, p := range probes {
 		var synced int64
-		err := r.followerCall(ctx, p.t, p.d.GetStart(), r.cfg.AttemptTimeout, func(ctx context.Context, c pb.PartitionServiceClient, d *pb.RangeDescriptor) error {
+		err := r.followerCall(ctx, p.t, p.d.GetStart(), r.cfg.AttemptTimeout, func(ctx context.Context, addr string, c pb.PartitionServiceClient, d *pb.RangeDescriptor) error {
 			// One entity from the range's start: cheap, and an empty
 			// range reports the sync time too.
 			resp, err := c.Query(ctx, &pb.QueryRequest{RangeId: d.GetRangeId(), Generation: d.GetGeneration(), Limit: 1,

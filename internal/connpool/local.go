@@ -39,6 +39,10 @@ func (l localClient) Write(ctx context.Context, in *pb.WriteRequest, _ ...grpc.C
 	return l.s.Write(ctx, in)
 }
 
+func (l localClient) WriteMany(ctx context.Context, in *pb.WriteManyRequest, _ ...grpc.CallOption) (*pb.WriteManyResponse, error) {
+	return l.s.WriteMany(ctx, in)
+}
+
 func (l localClient) Get(ctx context.Context, in *pb.GetRequest, _ ...grpc.CallOption) (*pb.GetResponse, error) {
 	return l.s.Get(ctx, in)
 }

@@ -94,3 +94,16 @@ func FuzzUnmarshalBinary(f *testing.F) {
 		}
 	})
 }
+
+// FuzzSizeBound checks that the byte-length bound Validate uses to skip the
+// exact size is never below the exact size, for any strings, UTF-8 or not.
+func FuzzSizeBound(f *testing.F) {
+	f.Add("pk", "rk", "name", "value")
+	f.Add("😀", "日本", "n", "\xf0\xff\x80")
+	f.Fuzz(func(t *testing.T, pk, rk, name, value string) {
+		e := &Entity{PartitionKey: pk, RowKey: rk, Properties: []Property{{Name: name, Value: StringValue(value)}, {Name: name + "b", Value: BinaryValue([]byte(value))}}}
+		if b, n := e.sizeBound(), e.Size(); b < n {
+			t.Fatalf("sizeBound = %d < Size = %d", b, n)
+		}
+	})
+}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf16"
 )
 
 func TestValidateKey(t *testing.T) {
@@ -137,6 +138,9 @@ func TestValidateLimits(t *testing.T) {
 		{"binary of 64 KiB + 1", one("b", BinaryValue(make([]byte, 64*1024+1))), ErrPropertyValueTooLarge},
 		{"size exactly 1 MiB", sizedEntity(MaxEntitySize), nil},
 		{"size 1 MiB + 1", sizedEntity(MaxEntitySize + 1), ErrEntityTooLarge},
+		{"3-byte strings: bound over 1 MiB, size under", stringsEntity(5, "日"), nil},
+		{"ASCII strings over 1 MiB", stringsEntity(17, "x"), ErrEntityTooLarge},
+		{"surrogate pairs over 1 MiB", stringsEntity(17, "😀"), ErrEntityTooLarge},
 		{"255-char property name", one(strings.Repeat("n", 255), Int32Value(1)), nil},
 		{"256-char property name", one(strings.Repeat("n", 256), Int32Value(1)), ErrPropertyNameTooLong},
 		{"invalid property name", one("a-b", Int32Value(1)), ErrPropertyNameInvalid},
@@ -159,6 +163,42 @@ func TestValidateLimits(t *testing.T) {
 			err := tt.e.Validate()
 			if tt.want == nil && err != nil || tt.want != nil && !errors.Is(err, tt.want) {
 				t.Fatalf("Validate error = %v, want %v", err, tt.want)
+			}
+		})
+	}
+}
+
+// stringsEntity has n string properties of 32K UTF-16 units each, made of
+// the character c (one unit, or two for a surrogate pair).
+func stringsEntity(n int, c string) *Entity {
+	e := &Entity{PartitionKey: "pk", RowKey: "rk"}
+	v := strings.Repeat(c, MaxStringLength/len(utf16.Encode([]rune(c))))
+	for i := 0; i < n; i++ {
+		e.Properties = append(e.Properties, Property{Name: fmt.Sprintf("s%02d", i), Value: StringValue(v)})
+	}
+	return e
+}
+
+func TestSizeBound(t *testing.T) {
+	tests := []struct {
+		name string
+		e    *Entity
+	}{
+		{"empty", &Entity{}},
+		{"ASCII", one("s", StringValue("hello"))},
+		{"2-byte", one("s", StringValue("ñandú"))},
+		{"3-byte", one("s", StringValue("日本語"))},
+		{"surrogate pairs", &Entity{PartitionKey: "😀", RowKey: "😀😀", Properties: []Property{{"s", StringValue("😀")}}}},
+		{"invalid UTF-8, leading bytes only", &Entity{PartitionKey: "\xf0\xf8\xff", Properties: []Property{{"s", StringValue("\xf0\xf0")}}}},
+		{"every type", &Entity{PartitionKey: "p", RowKey: "r", Properties: []Property{
+			{"a", BinaryValue([]byte{1, 2})}, {"b", BoolValue(true)}, {"c", DoubleValue(1)}, {"d", GuidValue("c9da6455-213d-42c9-9a79-3e9149a57833")},
+			{"e", Int32Value(1)}, {"f", Int64Value(1)}, {"g", DateTimeValue(MinDateTime)}}}},
+		{"binary near the limit", sizedEntity(MaxEntitySize)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if b, n := tt.e.sizeBound(), tt.e.Size(); b < n {
+				t.Fatalf("sizeBound = %d < Size = %d", b, n)
 			}
 		})
 	}

@@ -76,8 +76,13 @@ type Store struct {
 }
 
 // DefaultCommitInterval is how long applied commands wait for their group
-// commit when no reader is waiting for them.
-const DefaultCommitInterval = 25 * time.Millisecond
+// commit when no reader is waiting for them. Each commit costs ~1 ms of CPU
+// whatever it holds (two fdatasyncs, the meta page, the freelist) besides its
+// dirty pages: at 25 ms that fixed part was about a quarter of a follower's CPU per
+// insert under load (BenchmarkCommitEvery; docs/performance.md, "Insert CPU,
+// session 6"). Readers urge the commit, so only follower reads and restart
+// replay see the longer interval.
+const DefaultCommitInterval = 100 * time.Millisecond
 
 // Open opens (creating if needed) the state file at path with the default
 // commit interval.

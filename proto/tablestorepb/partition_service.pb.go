@@ -768,6 +768,150 @@ func (x *WriteResponse) GetTimestampUnixNano() int64 {
 	return 0
 }
 
+type WriteManyRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Writes        []*WriteRequest        `protobuf:"bytes,1,rep,name=writes,proto3" json:"writes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WriteManyRequest) Reset() {
+	*x = WriteManyRequest{}
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WriteManyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WriteManyRequest) ProtoMessage() {}
+
+func (x *WriteManyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WriteManyRequest.ProtoReflect.Descriptor instead.
+func (*WriteManyRequest) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *WriteManyRequest) GetWrites() []*WriteRequest {
+	if x != nil {
+		return x.Writes
+	}
+	return nil
+}
+
+type WriteManyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per write, in the order of the request.
+	Results       []*WriteManyResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WriteManyResponse) Reset() {
+	*x = WriteManyResponse{}
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WriteManyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WriteManyResponse) ProtoMessage() {}
+
+func (x *WriteManyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WriteManyResponse.ProtoReflect.Descriptor instead.
+func (*WriteManyResponse) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *WriteManyResponse) GetResults() []*WriteManyResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+type WriteManyResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Set when the write succeeded.
+	Response *WriteResponse `protobuf:"bytes,1,opt,name=response,proto3" json:"response,omitempty"`
+	// When it failed: the google.rpc.Status (with its ErrorInfo) that Write
+	// would have returned, serialized.
+	Status        []byte `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WriteManyResult) Reset() {
+	*x = WriteManyResult{}
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WriteManyResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WriteManyResult) ProtoMessage() {}
+
+func (x *WriteManyResult) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WriteManyResult.ProtoReflect.Descriptor instead.
+func (*WriteManyResult) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *WriteManyResult) GetResponse() *WriteResponse {
+	if x != nil {
+		return x.Response
+	}
+	return nil
+}
+
+func (x *WriteManyResult) GetStatus() []byte {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
 type GetRequest struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	RangeId      uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
@@ -783,7 +927,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[14]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -795,7 +939,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[14]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -808,7 +952,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{14}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetRequest) GetRangeId() uint64 {
@@ -859,7 +1003,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[15]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -871,7 +1015,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[15]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -884,7 +1028,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{15}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetResponse) GetEntity() []byte {
@@ -931,7 +1075,7 @@ type QueryRequest struct {
 
 func (x *QueryRequest) Reset() {
 	*x = QueryRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[16]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -943,7 +1087,7 @@ func (x *QueryRequest) String() string {
 func (*QueryRequest) ProtoMessage() {}
 
 func (x *QueryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[16]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -956,7 +1100,7 @@ func (x *QueryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryRequest.ProtoReflect.Descriptor instead.
 func (*QueryRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{16}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *QueryRequest) GetRangeId() uint64 {
@@ -1074,7 +1218,7 @@ type QueryResponse struct {
 
 func (x *QueryResponse) Reset() {
 	*x = QueryResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[17]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1086,7 +1230,7 @@ func (x *QueryResponse) String() string {
 func (*QueryResponse) ProtoMessage() {}
 
 func (x *QueryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[17]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1099,7 +1243,7 @@ func (x *QueryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryResponse.ProtoReflect.Descriptor instead.
 func (*QueryResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{17}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *QueryResponse) GetEntities() [][]byte {
@@ -1160,7 +1304,7 @@ type CreateReplicaRequest struct {
 
 func (x *CreateReplicaRequest) Reset() {
 	*x = CreateReplicaRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[18]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1172,7 +1316,7 @@ func (x *CreateReplicaRequest) String() string {
 func (*CreateReplicaRequest) ProtoMessage() {}
 
 func (x *CreateReplicaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[18]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1185,7 +1329,7 @@ func (x *CreateReplicaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateReplicaRequest.ProtoReflect.Descriptor instead.
 func (*CreateReplicaRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{18}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CreateReplicaRequest) GetRange() *RangeDescriptor {
@@ -1228,7 +1372,7 @@ type CreateReplicaResponse struct {
 
 func (x *CreateReplicaResponse) Reset() {
 	*x = CreateReplicaResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[19]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1240,7 +1384,7 @@ func (x *CreateReplicaResponse) String() string {
 func (*CreateReplicaResponse) ProtoMessage() {}
 
 func (x *CreateReplicaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[19]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1253,7 +1397,7 @@ func (x *CreateReplicaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateReplicaResponse.ProtoReflect.Descriptor instead.
 func (*CreateReplicaResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{19}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CreateReplicaResponse) GetLeaderServerId() string {
@@ -1278,7 +1422,7 @@ type DeleteReplicaRequest struct {
 
 func (x *DeleteReplicaRequest) Reset() {
 	*x = DeleteReplicaRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[20]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1290,7 +1434,7 @@ func (x *DeleteReplicaRequest) String() string {
 func (*DeleteReplicaRequest) ProtoMessage() {}
 
 func (x *DeleteReplicaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[20]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1303,7 +1447,7 @@ func (x *DeleteReplicaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteReplicaRequest.ProtoReflect.Descriptor instead.
 func (*DeleteReplicaRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{20}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DeleteReplicaRequest) GetRangeId() uint64 {
@@ -1328,7 +1472,7 @@ type DeleteReplicaResponse struct {
 
 func (x *DeleteReplicaResponse) Reset() {
 	*x = DeleteReplicaResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[21]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1340,7 +1484,7 @@ func (x *DeleteReplicaResponse) String() string {
 func (*DeleteReplicaResponse) ProtoMessage() {}
 
 func (x *DeleteReplicaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[21]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1353,7 +1497,7 @@ func (x *DeleteReplicaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteReplicaResponse.ProtoReflect.Descriptor instead.
 func (*DeleteReplicaResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{21}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{24}
 }
 
 type RangeInfoRequest struct {
@@ -1365,7 +1509,7 @@ type RangeInfoRequest struct {
 
 func (x *RangeInfoRequest) Reset() {
 	*x = RangeInfoRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[22]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1377,7 +1521,7 @@ func (x *RangeInfoRequest) String() string {
 func (*RangeInfoRequest) ProtoMessage() {}
 
 func (x *RangeInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[22]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1390,7 +1534,7 @@ func (x *RangeInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeInfoRequest.ProtoReflect.Descriptor instead.
 func (*RangeInfoRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{22}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RangeInfoRequest) GetRangeId() uint64 {
@@ -1410,7 +1554,7 @@ type RangeInfoResponse struct {
 
 func (x *RangeInfoResponse) Reset() {
 	*x = RangeInfoResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[23]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1422,7 +1566,7 @@ func (x *RangeInfoResponse) String() string {
 func (*RangeInfoResponse) ProtoMessage() {}
 
 func (x *RangeInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[23]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1435,7 +1579,7 @@ func (x *RangeInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeInfoResponse.ProtoReflect.Descriptor instead.
 func (*RangeInfoResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{23}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RangeInfoResponse) GetStatus() *RangeStatus {
@@ -1509,7 +1653,14 @@ const file_tablestore_v1_partition_service_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x04 \x01(\fR\trequestId\"?\n" +
 	"\rWriteResponse\x12.\n" +
-	"\x13timestamp_unix_nano\x18\x01 \x01(\x03R\x11timestampUnixNano\"\xaa\x01\n" +
+	"\x13timestamp_unix_nano\x18\x01 \x01(\x03R\x11timestampUnixNano\"G\n" +
+	"\x10WriteManyRequest\x123\n" +
+	"\x06writes\x18\x01 \x03(\v2\x1b.tablestore.v1.WriteRequestR\x06writes\"M\n" +
+	"\x11WriteManyResponse\x128\n" +
+	"\aresults\x18\x01 \x03(\v2\x1e.tablestore.v1.WriteManyResultR\aresults\"c\n" +
+	"\x0fWriteManyResult\x128\n" +
+	"\bresponse\x18\x01 \x01(\v2\x1c.tablestore.v1.WriteResponseR\bresponse\x12\x16\n" +
+	"\x06status\x18\x02 \x01(\fR\x06status\"\xaa\x01\n" +
 	"\n" +
 	"GetRequest\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x1e\n" +
@@ -1567,9 +1718,10 @@ const file_tablestore_v1_partition_service_proto_rawDesc = "" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\"q\n" +
 	"\x11RangeInfoResponse\x122\n" +
 	"\x06status\x18\x01 \x01(\v2\x1a.tablestore.v1.RangeStatusR\x06status\x12(\n" +
-	"\x10leader_server_id\x18\x02 \x01(\tR\x0eleaderServerId2\xe7\a\n" +
+	"\x10leader_server_id\x18\x02 \x01(\tR\x0eleaderServerId2\xb7\b\n" +
 	"\x10PartitionService\x12B\n" +
-	"\x05Write\x12\x1b.tablestore.v1.WriteRequest\x1a\x1c.tablestore.v1.WriteResponse\x12<\n" +
+	"\x05Write\x12\x1b.tablestore.v1.WriteRequest\x1a\x1c.tablestore.v1.WriteResponse\x12N\n" +
+	"\tWriteMany\x12\x1f.tablestore.v1.WriteManyRequest\x1a .tablestore.v1.WriteManyResponse\x12<\n" +
 	"\x03Get\x12\x19.tablestore.v1.GetRequest\x1a\x1a.tablestore.v1.GetResponse\x12B\n" +
 	"\x05Query\x12\x1b.tablestore.v1.QueryRequest\x1a\x1c.tablestore.v1.QueryResponse\x12Z\n" +
 	"\rCreateReplica\x12#.tablestore.v1.CreateReplicaRequest\x1a$.tablestore.v1.CreateReplicaResponse\x12Z\n" +
@@ -1596,7 +1748,7 @@ func file_tablestore_v1_partition_service_proto_rawDescGZIP() []byte {
 	return file_tablestore_v1_partition_service_proto_rawDescData
 }
 
-var file_tablestore_v1_partition_service_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_tablestore_v1_partition_service_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_tablestore_v1_partition_service_proto_goTypes = []any{
 	(*SplitRangeRequest)(nil),      // 0: tablestore.v1.SplitRangeRequest
 	(*SplitRangeResponse)(nil),     // 1: tablestore.v1.SplitRangeResponse
@@ -1612,64 +1764,72 @@ var file_tablestore_v1_partition_service_proto_goTypes = []any{
 	(*SplitKeyResponse)(nil),       // 11: tablestore.v1.SplitKeyResponse
 	(*WriteRequest)(nil),           // 12: tablestore.v1.WriteRequest
 	(*WriteResponse)(nil),          // 13: tablestore.v1.WriteResponse
-	(*GetRequest)(nil),             // 14: tablestore.v1.GetRequest
-	(*GetResponse)(nil),            // 15: tablestore.v1.GetResponse
-	(*QueryRequest)(nil),           // 16: tablestore.v1.QueryRequest
-	(*QueryResponse)(nil),          // 17: tablestore.v1.QueryResponse
-	(*CreateReplicaRequest)(nil),   // 18: tablestore.v1.CreateReplicaRequest
-	(*CreateReplicaResponse)(nil),  // 19: tablestore.v1.CreateReplicaResponse
-	(*DeleteReplicaRequest)(nil),   // 20: tablestore.v1.DeleteReplicaRequest
-	(*DeleteReplicaResponse)(nil),  // 21: tablestore.v1.DeleteReplicaResponse
-	(*RangeInfoRequest)(nil),       // 22: tablestore.v1.RangeInfoRequest
-	(*RangeInfoResponse)(nil),      // 23: tablestore.v1.RangeInfoResponse
-	nil,                            // 24: tablestore.v1.ChangeReplicasRequest.RaftAddrsEntry
-	nil,                            // 25: tablestore.v1.CreateReplicaRequest.RaftAddrsEntry
-	(*RangeDescriptor)(nil),        // 26: tablestore.v1.RangeDescriptor
-	(*EntityOp)(nil),               // 27: tablestore.v1.EntityOp
-	(*RangeStatus)(nil),            // 28: tablestore.v1.RangeStatus
+	(*WriteManyRequest)(nil),       // 14: tablestore.v1.WriteManyRequest
+	(*WriteManyResponse)(nil),      // 15: tablestore.v1.WriteManyResponse
+	(*WriteManyResult)(nil),        // 16: tablestore.v1.WriteManyResult
+	(*GetRequest)(nil),             // 17: tablestore.v1.GetRequest
+	(*GetResponse)(nil),            // 18: tablestore.v1.GetResponse
+	(*QueryRequest)(nil),           // 19: tablestore.v1.QueryRequest
+	(*QueryResponse)(nil),          // 20: tablestore.v1.QueryResponse
+	(*CreateReplicaRequest)(nil),   // 21: tablestore.v1.CreateReplicaRequest
+	(*CreateReplicaResponse)(nil),  // 22: tablestore.v1.CreateReplicaResponse
+	(*DeleteReplicaRequest)(nil),   // 23: tablestore.v1.DeleteReplicaRequest
+	(*DeleteReplicaResponse)(nil),  // 24: tablestore.v1.DeleteReplicaResponse
+	(*RangeInfoRequest)(nil),       // 25: tablestore.v1.RangeInfoRequest
+	(*RangeInfoResponse)(nil),      // 26: tablestore.v1.RangeInfoResponse
+	nil,                            // 27: tablestore.v1.ChangeReplicasRequest.RaftAddrsEntry
+	nil,                            // 28: tablestore.v1.CreateReplicaRequest.RaftAddrsEntry
+	(*RangeDescriptor)(nil),        // 29: tablestore.v1.RangeDescriptor
+	(*EntityOp)(nil),               // 30: tablestore.v1.EntityOp
+	(*RangeStatus)(nil),            // 31: tablestore.v1.RangeStatus
 }
 var file_tablestore_v1_partition_service_proto_depIdxs = []int32{
-	26, // 0: tablestore.v1.SplitRangeResponse.left:type_name -> tablestore.v1.RangeDescriptor
-	26, // 1: tablestore.v1.SplitRangeResponse.right:type_name -> tablestore.v1.RangeDescriptor
-	26, // 2: tablestore.v1.FreezeRangeResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	26, // 3: tablestore.v1.MergeRangeRequest.right:type_name -> tablestore.v1.RangeDescriptor
-	26, // 4: tablestore.v1.MergeRangeResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	24, // 5: tablestore.v1.ChangeReplicasRequest.raft_addrs:type_name -> tablestore.v1.ChangeReplicasRequest.RaftAddrsEntry
-	26, // 6: tablestore.v1.ChangeReplicasResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	27, // 7: tablestore.v1.WriteRequest.ops:type_name -> tablestore.v1.EntityOp
-	26, // 8: tablestore.v1.QueryResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	26, // 9: tablestore.v1.CreateReplicaRequest.range:type_name -> tablestore.v1.RangeDescriptor
-	25, // 10: tablestore.v1.CreateReplicaRequest.raft_addrs:type_name -> tablestore.v1.CreateReplicaRequest.RaftAddrsEntry
-	28, // 11: tablestore.v1.RangeInfoResponse.status:type_name -> tablestore.v1.RangeStatus
-	12, // 12: tablestore.v1.PartitionService.Write:input_type -> tablestore.v1.WriteRequest
-	14, // 13: tablestore.v1.PartitionService.Get:input_type -> tablestore.v1.GetRequest
-	16, // 14: tablestore.v1.PartitionService.Query:input_type -> tablestore.v1.QueryRequest
-	18, // 15: tablestore.v1.PartitionService.CreateReplica:input_type -> tablestore.v1.CreateReplicaRequest
-	20, // 16: tablestore.v1.PartitionService.DeleteReplica:input_type -> tablestore.v1.DeleteReplicaRequest
-	22, // 17: tablestore.v1.PartitionService.RangeInfo:input_type -> tablestore.v1.RangeInfoRequest
-	0,  // 18: tablestore.v1.PartitionService.SplitRange:input_type -> tablestore.v1.SplitRangeRequest
-	2,  // 19: tablestore.v1.PartitionService.FreezeRange:input_type -> tablestore.v1.FreezeRangeRequest
-	4,  // 20: tablestore.v1.PartitionService.MergeRange:input_type -> tablestore.v1.MergeRangeRequest
-	6,  // 21: tablestore.v1.PartitionService.ChangeReplicas:input_type -> tablestore.v1.ChangeReplicasRequest
-	8,  // 22: tablestore.v1.PartitionService.TransferLeader:input_type -> tablestore.v1.TransferLeaderRequest
-	10, // 23: tablestore.v1.PartitionService.SplitKey:input_type -> tablestore.v1.SplitKeyRequest
-	13, // 24: tablestore.v1.PartitionService.Write:output_type -> tablestore.v1.WriteResponse
-	15, // 25: tablestore.v1.PartitionService.Get:output_type -> tablestore.v1.GetResponse
-	17, // 26: tablestore.v1.PartitionService.Query:output_type -> tablestore.v1.QueryResponse
-	19, // 27: tablestore.v1.PartitionService.CreateReplica:output_type -> tablestore.v1.CreateReplicaResponse
-	21, // 28: tablestore.v1.PartitionService.DeleteReplica:output_type -> tablestore.v1.DeleteReplicaResponse
-	23, // 29: tablestore.v1.PartitionService.RangeInfo:output_type -> tablestore.v1.RangeInfoResponse
-	1,  // 30: tablestore.v1.PartitionService.SplitRange:output_type -> tablestore.v1.SplitRangeResponse
-	3,  // 31: tablestore.v1.PartitionService.FreezeRange:output_type -> tablestore.v1.FreezeRangeResponse
-	5,  // 32: tablestore.v1.PartitionService.MergeRange:output_type -> tablestore.v1.MergeRangeResponse
-	7,  // 33: tablestore.v1.PartitionService.ChangeReplicas:output_type -> tablestore.v1.ChangeReplicasResponse
-	9,  // 34: tablestore.v1.PartitionService.TransferLeader:output_type -> tablestore.v1.TransferLeaderResponse
-	11, // 35: tablestore.v1.PartitionService.SplitKey:output_type -> tablestore.v1.SplitKeyResponse
-	24, // [24:36] is the sub-list for method output_type
-	12, // [12:24] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	29, // 0: tablestore.v1.SplitRangeResponse.left:type_name -> tablestore.v1.RangeDescriptor
+	29, // 1: tablestore.v1.SplitRangeResponse.right:type_name -> tablestore.v1.RangeDescriptor
+	29, // 2: tablestore.v1.FreezeRangeResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	29, // 3: tablestore.v1.MergeRangeRequest.right:type_name -> tablestore.v1.RangeDescriptor
+	29, // 4: tablestore.v1.MergeRangeResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	27, // 5: tablestore.v1.ChangeReplicasRequest.raft_addrs:type_name -> tablestore.v1.ChangeReplicasRequest.RaftAddrsEntry
+	29, // 6: tablestore.v1.ChangeReplicasResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	30, // 7: tablestore.v1.WriteRequest.ops:type_name -> tablestore.v1.EntityOp
+	12, // 8: tablestore.v1.WriteManyRequest.writes:type_name -> tablestore.v1.WriteRequest
+	16, // 9: tablestore.v1.WriteManyResponse.results:type_name -> tablestore.v1.WriteManyResult
+	13, // 10: tablestore.v1.WriteManyResult.response:type_name -> tablestore.v1.WriteResponse
+	29, // 11: tablestore.v1.QueryResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	29, // 12: tablestore.v1.CreateReplicaRequest.range:type_name -> tablestore.v1.RangeDescriptor
+	28, // 13: tablestore.v1.CreateReplicaRequest.raft_addrs:type_name -> tablestore.v1.CreateReplicaRequest.RaftAddrsEntry
+	31, // 14: tablestore.v1.RangeInfoResponse.status:type_name -> tablestore.v1.RangeStatus
+	12, // 15: tablestore.v1.PartitionService.Write:input_type -> tablestore.v1.WriteRequest
+	14, // 16: tablestore.v1.PartitionService.WriteMany:input_type -> tablestore.v1.WriteManyRequest
+	17, // 17: tablestore.v1.PartitionService.Get:input_type -> tablestore.v1.GetRequest
+	19, // 18: tablestore.v1.PartitionService.Query:input_type -> tablestore.v1.QueryRequest
+	21, // 19: tablestore.v1.PartitionService.CreateReplica:input_type -> tablestore.v1.CreateReplicaRequest
+	23, // 20: tablestore.v1.PartitionService.DeleteReplica:input_type -> tablestore.v1.DeleteReplicaRequest
+	25, // 21: tablestore.v1.PartitionService.RangeInfo:input_type -> tablestore.v1.RangeInfoRequest
+	0,  // 22: tablestore.v1.PartitionService.SplitRange:input_type -> tablestore.v1.SplitRangeRequest
+	2,  // 23: tablestore.v1.PartitionService.FreezeRange:input_type -> tablestore.v1.FreezeRangeRequest
+	4,  // 24: tablestore.v1.PartitionService.MergeRange:input_type -> tablestore.v1.MergeRangeRequest
+	6,  // 25: tablestore.v1.PartitionService.ChangeReplicas:input_type -> tablestore.v1.ChangeReplicasRequest
+	8,  // 26: tablestore.v1.PartitionService.TransferLeader:input_type -> tablestore.v1.TransferLeaderRequest
+	10, // 27: tablestore.v1.PartitionService.SplitKey:input_type -> tablestore.v1.SplitKeyRequest
+	13, // 28: tablestore.v1.PartitionService.Write:output_type -> tablestore.v1.WriteResponse
+	15, // 29: tablestore.v1.PartitionService.WriteMany:output_type -> tablestore.v1.WriteManyResponse
+	18, // 30: tablestore.v1.PartitionService.Get:output_type -> tablestore.v1.GetResponse
+	20, // 31: tablestore.v1.PartitionService.Query:output_type -> tablestore.v1.QueryResponse
+	22, // 32: tablestore.v1.PartitionService.CreateReplica:output_type -> tablestore.v1.CreateReplicaResponse
+	24, // 33: tablestore.v1.PartitionService.DeleteReplica:output_type -> tablestore.v1.DeleteReplicaResponse
+	26, // 34: tablestore.v1.PartitionService.RangeInfo:output_type -> tablestore.v1.RangeInfoResponse
+	1,  // 35: tablestore.v1.PartitionService.SplitRange:output_type -> tablestore.v1.SplitRangeResponse
+	3,  // 36: tablestore.v1.PartitionService.FreezeRange:output_type -> tablestore.v1.FreezeRangeResponse
+	5,  // 37: tablestore.v1.PartitionService.MergeRange:output_type -> tablestore.v1.MergeRangeResponse
+	7,  // 38: tablestore.v1.PartitionService.ChangeReplicas:output_type -> tablestore.v1.ChangeReplicasResponse
+	9,  // 39: tablestore.v1.PartitionService.TransferLeader:output_type -> tablestore.v1.TransferLeaderResponse
+	11, // 40: tablestore.v1.PartitionService.SplitKey:output_type -> tablestore.v1.SplitKeyResponse
+	28, // [28:41] is the sub-list for method output_type
+	15, // [15:28] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_tablestore_v1_partition_service_proto_init() }
@@ -1684,7 +1844,7 @@ func file_tablestore_v1_partition_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tablestore_v1_partition_service_proto_rawDesc), len(file_tablestore_v1_partition_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   26,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

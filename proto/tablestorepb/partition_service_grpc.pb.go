@@ -23,6 +23,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	PartitionService_Write_FullMethodName          = "/tablestore.v1.PartitionService/Write"
+	PartitionService_WriteMany_FullMethodName      = "/tablestore.v1.PartitionService/WriteMany"
 	PartitionService_Get_FullMethodName            = "/tablestore.v1.PartitionService/Get"
 	PartitionService_Query_FullMethodName          = "/tablestore.v1.PartitionService/Query"
 	PartitionService_CreateReplica_FullMethodName  = "/tablestore.v1.PartitionService/CreateReplica"
@@ -42,6 +43,12 @@ const (
 type PartitionServiceClient interface {
 	// Write applies ops atomically on one range through its Raft log.
 	Write(ctx context.Context, in *WriteRequest, opts ...grpc.CallOption) (*WriteResponse, error)
+	// WriteMany is several independent Writes in one call: the front-end
+	// sends together the writes that queued for one range leader while its
+	// earlier calls were in flight, so each write no longer pays a call of
+	// its own. Each is validated, applied, deduplicated and answered exactly
+	// as if it had come alone; one's failure is not the others'.
+	WriteMany(ctx context.Context, in *WriteManyRequest, opts ...grpc.CallOption) (*WriteManyResponse, error)
 	// Get reads one entity (linearizable).
 	Get(ctx context.Context, in *GetRequest, opts ...grpc.CallOption) (*GetResponse, error)
 	// Query scans one range in key order, filtering where the data is.
@@ -83,6 +90,16 @@ func (c *partitionServiceClient) Write(ctx context.Context, in *WriteRequest, op
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(WriteResponse)
 	err := c.cc.Invoke(ctx, PartitionService_Write_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *partitionServiceClient) WriteMany(ctx context.Context, in *WriteManyRequest, opts ...grpc.CallOption) (*WriteManyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(WriteManyResponse)
+	err := c.cc.Invoke(ctx, PartitionService_WriteMany_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -205,6 +222,12 @@ func (c *partitionServiceClient) SplitKey(ctx context.Context, in *SplitKeyReque
 type PartitionServiceServer interface {
 	// Write applies ops atomically on one range through its Raft log.
 	Write(context.Context, *WriteRequest) (*WriteResponse, error)
+	// WriteMany is several independent Writes in one call: the front-end
+	// sends together the writes that queued for one range leader while its
+	// earlier calls were in flight, so each write no longer pays a call of
+	// its own. Each is validated, applied, deduplicated and answered exactly
+	// as if it had come alone; one's failure is not the others'.
+	WriteMany(context.Context, *WriteManyRequest) (*WriteManyResponse, error)
 	// Get reads one entity (linearizable).
 	Get(context.Context, *GetRequest) (*GetResponse, error)
 	// Query scans one range in key order, filtering where the data is.
@@ -244,6 +267,9 @@ type UnimplementedPartitionServiceServer struct{}
 
 func (UnimplementedPartitionServiceServer) Write(context.Context, *WriteRequest) (*WriteResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Write not implemented")
+}
+func (UnimplementedPartitionServiceServer) WriteMany(context.Context, *WriteManyRequest) (*WriteManyResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method WriteMany not implemented")
 }
 func (UnimplementedPartitionServiceServer) Get(context.Context, *GetRequest) (*GetResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Get not implemented")
@@ -313,6 +339,24 @@ func _PartitionService_Write_Handler(srv interface{}, ctx context.Context, dec f
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(PartitionServiceServer).Write(ctx, req.(*WriteRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _PartitionService_WriteMany_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(WriteManyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PartitionServiceServer).WriteMany(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PartitionService_WriteMany_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PartitionServiceServer).WriteMany(ctx, req.(*WriteManyRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -525,6 +569,10 @@ var PartitionService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Write",
 			Handler:    _PartitionService_Write_Handler,
+		},
+		{
+			MethodName: "WriteMany",
+			Handler:    _PartitionService_WriteMany_Handler,
 		},
 		{
 			MethodName: "Get",

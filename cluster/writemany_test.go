@@ -1,0 +1,114 @@
+package cluster
+
+import (
+	"testing"
+	"time"
+
+	spb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"tablestore/internal/edm"
+	"tablestore/internal/rpcerr"
+	pb "tablestore/proto/tablestorepb"
+)
+
+// manyErr is the error a WriteMany result carries (nil on success).
+func manyErr(t *testing.T, r *pb.WriteManyResult) error {
+	t.Helper()
+	if r.GetResponse() != nil {
+		return nil
+	}
+	var st spb.Status
+	if err := proto.Unmarshal(r.GetStatus(), &st); err != nil {
+		t.Fatalf("undecodable status: %v", err)
+	}
+	return status.ErrorProto(&st)
+}
+
+// TestWriteManyAnswersEachWrite: a range leader serves the writes of one
+// WriteMany call each as Write would: applied, refused for its own reason
+// (an existing row, no operations, a range not hosted) without failing the
+// others, deduplicated by request id when the call is repeated; a follower
+// answers NOT_LEADER for each.
+func TestWriteManyAnswersEachWrite(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := startCluster(t, 1, 3)
+	sc := serviceClient(t, c, 0)
+	mc := masterClient(t, c)
+	ctx := ctxT(t, 2*time.Minute)
+	const table = "writemany"
+	tc := newTable(t, sc, table)
+	if err := putV(ctx, tc, "exists", 1); err != nil {
+		t.Fatal(err)
+	}
+	rangeID := tableRanges(partitionMap(t, mc), table)[0].GetRangeId()
+	ins := func(pk string, v int) *pb.WriteRequest {
+		e := &edm.Entity{PartitionKey: pk, RowKey: "r", Properties: []edm.Property{{Name: "V", Value: edm.Value{Type: edm.TypeInt32, Int: int64(v)}}}}
+		return &pb.WriteRequest{RangeId: rangeID, RequestId: []byte("writemany-" + pk), Ops: []*pb.EntityOp{{
+			Kind: pb.OpKind_OP_KIND_INSERT, PartitionKey: pk, RowKey: "r", Entity: edm.MarshalBinary(e)}}}
+	}
+	elsewhere := ins("b", 3)
+	elsewhere.RangeId = rangeID + 1_000_000
+	req := &pb.WriteManyRequest{Writes: []*pb.WriteRequest{ins("a", 1), ins("exists", 2), {RangeId: rangeID, RequestId: []byte("none")}, elsewhere, ins("c", 4)}}
+	want := []struct {
+		reason string
+		v      int
+	}{{"", 1}, {rpcerr.ReasonEntityAlreadyExists, 1}, {rpcerr.ReasonInvalidInput, 0}, {rpcerr.ReasonRangeNotFound, 0}, {"", 4}}
+
+	var leader int
+	var first *pb.WriteManyResponse
+	waitFor(t, 30*time.Second, "the range leader to serve WriteMany", func() bool {
+		if leader = rangeLeader(c, table); leader < 0 {
+			return false
+		}
+		resp, err := c.Servers[leader].Server.Service().WriteMany(ctx, req)
+		if err != nil {
+			t.Fatalf("WriteMany: %v", err)
+		}
+		first = resp
+		return !rpcerr.Is(manyErr(t, resp.GetResults()[0]), rpcerr.ReasonNotLeader)
+	})
+	if len(first.GetResults()) != len(want) {
+		t.Fatalf("%d results for %d writes", len(first.GetResults()), len(want))
+	}
+	for i, w := range want {
+		err := manyErr(t, first.GetResults()[i])
+		if got := rpcerr.Parse(err).Reason; got != w.reason || (w.reason == "") != (err == nil) {
+			t.Errorf("write %d: err %v (reason %q), want reason %q", i, err, got, w.reason)
+		}
+		if w.v != 0 {
+			pk := req.GetWrites()[i].GetOps()[0].GetPartitionKey()
+			if v, err := directGet(ctx, c, leader, rangeID, pk); err != nil || v != w.v {
+				t.Errorf("write %d: %s reads %v, %v; want %d", i, pk, v, err, w.v)
+			}
+		}
+	}
+	// The same call again: the applied writes answer with their first
+	// attempt's Timestamp instead of applying twice.
+	again, err := c.Servers[leader].Server.Service().WriteMany(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []int{0, 4} {
+		if err := manyErr(t, again.GetResults()[i]); err != nil {
+			t.Fatalf("repeated write %d: %v", i, err)
+		}
+		if a, b := again.GetResults()[i].GetResponse().GetTimestampUnixNano(), first.GetResults()[i].GetResponse().GetTimestampUnixNano(); a != b {
+			t.Errorf("repeated write %d: Timestamp %d, first %d", i, a, b)
+		}
+	}
+	// A follower refuses each write with NOT_LEADER.
+	follower := (leader + 1) % len(c.Servers)
+	resp, err := c.Servers[follower].Server.Service().WriteMany(ctx, &pb.WriteManyRequest{Writes: []*pb.WriteRequest{ins("d", 5), ins("e", 6)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range resp.GetResults() {
+		if err := manyErr(t, r); !rpcerr.Is(err, rpcerr.ReasonNotLeader) {
+			t.Errorf("follower, write %d: %v, want NOT_LEADER", i, err)
+		}
+	}
+}
