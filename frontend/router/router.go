@@ -100,6 +100,7 @@ func New(cfg Config, logger *slog.Logger) (*Router, error) {
 		tables: map[string]*pb.Table{}, ranges: map[uint64][]*pb.RangeDescriptor{}, rangeTable: map[uint64]uint64{},
 		servers: map[string]*pb.ServerInfo{}, leaders: map[uint64]string{}, hinted: map[uint64]string{},
 	}
+	r.writes.logger = logger
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.watch.lostAt.Store(time.Now().UnixNano())
 	return r, nil

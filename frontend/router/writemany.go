@@ -2,6 +2,8 @@ package router
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"tablestore/internal/rpcerr"
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -70,10 +73,11 @@ type coalescer struct {
 	mu     sync.Mutex
 	lanes  map[laneKey]*lane
 	noMany map[string]bool // addresses that answered WriteMany with Unimplemented
+	logger *slog.Logger
 }
 
 func newCoalescer() *coalescer {
-	return &coalescer{lanes: make(map[laneKey]*lane), noMany: make(map[string]bool)}
+	return &coalescer{lanes: make(map[laneKey]*lane), noMany: make(map[string]bool), logger: slog.Default()}
 }
 
 // write sends req to the server at addr through cl, alone or with other
@@ -202,13 +206,23 @@ func (c *coalescer) send(addr string, cl pb.PartitionServiceClient, batch []*pen
 	resp, err := cl.WriteMany(ctx, &pb.WriteManyRequest{Writes: reqs})
 	if status.Code(err) == codes.Unimplemented {
 		c.mu.Lock()
+		first := !c.noMany[addr]
 		c.noMany[addr] = true
 		c.mu.Unlock()
+		if first {
+			// Said once per address: writes to it stay uncoalesced
+			// until this front-end restarts (an older partition
+			// server; restart the front-ends after the servers).
+			c.logger.Warn("partition server has no WriteMany: its writes go one call each", "addr", addr)
+		}
 		c.sendEach(cl, batch)
 		return
 	}
 	if err == nil && len(resp.GetResults()) != len(batch) {
-		err = status.Errorf(codes.Internal, "router: WriteMany answered %d results for %d writes", len(resp.GetResults()), len(batch))
+		// The writes may have applied: an unknown outcome, which the
+		// request ids make safe to retry, not a final failure.
+		err = rpcerr.New(codes.Unavailable, rpcerr.ReasonUnavailable,
+			fmt.Sprintf("router: WriteMany answered %d results for %d writes", len(resp.GetResults()), len(batch)), nil)
 	}
 	for i, p := range batch {
 		if err != nil {
@@ -243,10 +257,10 @@ func manyAnswer(r *pb.WriteManyResult) (*pb.WriteResponse, error) {
 	}
 	var st spb.Status
 	if err := proto.Unmarshal(r.GetStatus(), &st); err != nil {
-		return nil, status.Errorf(codes.Internal, "router: undecodable WriteMany status: %v", err)
+		return nil, rpcerr.New(codes.Unavailable, rpcerr.ReasonUnavailable, fmt.Sprintf("router: undecodable WriteMany status: %v", err), nil)
 	}
 	if codes.Code(st.GetCode()) == codes.OK {
-		return nil, status.Error(codes.Internal, "router: WriteMany result with neither a response nor an error")
+		return nil, rpcerr.New(codes.Unavailable, rpcerr.ReasonUnavailable, "router: WriteMany result with neither a response nor an error", nil)
 	}
 	return nil, status.ErrorProto(&st)
 }
