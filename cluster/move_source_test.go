@@ -1,0 +1,82 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	pb "tablestore/proto/tablestorepb"
+)
+
+// TestMoveReplacesUnreachableReplica: a move whose source the master
+// picks, asked for while one follower's server is down, removes that
+// follower's replica, not a live one. Removing a live replica left the
+// range with the down one, which on its return still held the old
+// configuration and refused the new voter's votes: when the leader failed
+// next, the range had no leader with two of three voters up (chaos seeds
+// 27 and 32).
+func TestMoveReplacesUnreachableReplica(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := startTuned(t, 4, quietPolicies, nil)
+	sc := serviceClient(t, c, 0)
+	mc := masterClient(t, c)
+	acked := map[string]int64{}
+	const table = "movesrc"
+	tcl := newTable(t, sc, table)
+	writeSeq(t, tcl, acked, "before", 10)
+	rng := tableRanges(partitionMap(t, mc), table)[0]
+	leader, _, spare := rangeRoles(t, c, mc, rng)
+	// The master's own pick would be the follower on the server with more
+	// replicas: stop the other one, so that only the fix removes it. More
+	// tables until the two followers' servers hold different counts.
+	var busy, down string
+	for i := 0; busy == ""; i++ {
+		counts := map[string]int{}
+		for _, r := range partitionMap(t, mc).GetRanges() {
+			for _, rep := range r.GetReplicas() {
+				counts[rep.GetServerId()]++
+			}
+		}
+		var fs []string
+		for _, r := range rng.GetReplicas() {
+			if r.GetServerId() != leader {
+				fs = append(fs, r.GetServerId())
+			}
+		}
+		switch {
+		case counts[fs[0]] > counts[fs[1]]:
+			busy, down = fs[0], fs[1]
+		case counts[fs[0]] < counts[fs[1]]:
+			busy, down = fs[1], fs[0]
+		case i == 5:
+			t.Fatalf("followers %v hold as many replicas each after %d more tables", fs, i)
+		default:
+			newTable(t, sc, fmt.Sprintf("movesrcpad%d", i))
+		}
+	}
+	di := c.ServerIndex(down)
+	if err := c.StopServer(di); err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t, time.Minute)
+	var got *pb.RangeDescriptor
+	err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
+		resp, err := m.Move(ctx, &pb.MoveRequest{RangeId: rng.GetRangeId(), ToServerId: spare})
+		got = resp.GetRange()
+		return err
+	})
+	if err != nil {
+		t.Fatalf("move to %s while %s is down: %v", spare, down, err)
+	}
+	if len(got.GetReplicas()) != 3 || hasServer(got, down) || !hasServer(got, leader) || !hasServer(got, busy) || !hasServer(got, spare) {
+		t.Fatalf("replicas %v after a move to %s while %s was down: want %s, %s and %s", got.GetReplicas(), spare, down, leader, busy, spare)
+	}
+	writeSeq(t, tcl, acked, "after", 10)
+	if err := c.RestartServer(di); err != nil {
+		t.Fatal(err)
+	}
+	verifyExactlyOnce(t, tcl, acked)
+}
