@@ -531,10 +531,8 @@ func (s *Server) move(ctx context.Context, id uint64, from, to, cause, reason st
 	if to == "" || hasReplica(d, to) || s.grpcAddrOf(to) == "" {
 		return nil, fmt.Errorf("%w: %q", ErrBadTarget, to)
 	}
-	chosen := from == ""
+	chosen := from == "" // the busiest server's; after the add, maybe another (removalChoice)
 	if chosen {
-		// The replica on the server with the most replicas, not the leader
-		// (or, once the new voter is in, one that does not answer).
 		from = s.busiestReplica(d)
 	}
 	if !hasReplica(d, from) {
@@ -548,7 +546,7 @@ func (s *Server) move(ctx context.Context, id uint64, from, to, cause, reason st
 	if err := failpoint.Inject("master/move/after-add"); err != nil {
 		return nil, err
 	}
-	if chosen {
+	if chosen { // the replica on a server that does not answer, if any
 		from = removalChoice(from, to, s.leaderOf(id), cur, s.unanswering(ctx, cur))
 	}
 	if s.leaderOf(id) == from {

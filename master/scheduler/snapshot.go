@@ -28,6 +28,10 @@ type Server struct {
 	// LastSeen is the last heartbeat (zero: never heard from by this
 	// master, so neither live nor known to be down).
 	LastSeen time.Time
+	// Back is when the server last came back: its first heartbeat after a
+	// restart (a new incarnation) or after a silence (zero: not since this
+	// master leads).
+	Back time.Time
 	// Draining servers get no new replicas or leaders and have theirs
 	// moved off.
 	Draining bool
