@@ -27,6 +27,11 @@ var (
 	// before a merge would freeze it; the merge is not
 	// started (a later request or policy pass tries again).
 	ErrNotReady = errors.New("master: a replica is not ready for the merge")
+	// ErrReplicaDown: a replica of the range, other than the one a move
+	// would remove, did not answer just before the move would add its new
+	// voter; the move is not started (a later request or policy pass tries
+	// again). See addRefusal.
+	ErrReplicaDown = errors.New("master: a replica of the range does not answer")
 )
 
 // freezeCheckTimeout: before a merge freezes its right-hand range, every
@@ -531,12 +536,9 @@ func (s *Server) move(ctx context.Context, id uint64, from, to, cause, reason st
 	if to == "" || hasReplica(d, to) || s.grpcAddrOf(to) == "" {
 		return nil, fmt.Errorf("%w: %q", ErrBadTarget, to)
 	}
-	chosen := from == "" // the busiest server's; after the add, maybe another (removalChoice)
-	if chosen {
-		from = s.busiestReplica(d)
-	}
-	if !hasReplica(d, from) {
-		return nil, fmt.Errorf("%w: %s holds no replica of range %d", ErrBadTarget, from, id)
+	from, err := s.moveSource(ctx, d, from)
+	if err != nil {
+		return nil, err
 	}
 	addrs := s.raftAddrs()
 	cur, err := s.addVoter(ctx, d, to, addrs)
@@ -546,7 +548,7 @@ func (s *Server) move(ctx context.Context, id uint64, from, to, cause, reason st
 	if err := failpoint.Inject("master/move/after-add"); err != nil {
 		return nil, err
 	}
-	from = s.beforeRemoval(ctx, cur, from, to, chosen)
+	s.awaitCaughtUp(ctx, cur, to)
 	if s.leaderOf(id) == from {
 		// Hand leadership to a live, caught-up follower (the scheduler's
 		// rule); the new voter, still catching up, only if there is none.
@@ -647,18 +649,17 @@ func (s *Server) moveEvent(d *pb.RangeDescriptor, from, to, cause, reason string
 // up before it removes the old one.
 const moveCatchUpWait = 5 * time.Second
 
-// beforeRemoval runs between a move's two configuration changes: it waits
-// (up to moveCatchUpWait) until the new voter has applied what the leader
-// had, and returns the voter to remove (from, or, when the master chose it,
-// maybe another: removalChoice). Removing the old voter while the new one
-// was still taking its snapshot left the range one failure from no leader:
-// chaos seed 69, range 1 moved from ps2 to ps4 (restarted 0.5 s before);
-// ps2 was removed 0.1 s after ps4 was added, the leader ps1 was cut off
-// 0.4 s later, and ps3 and ps4, which had just installed a snapshot older
-// than its own admission ("not part of stable configuration, aborting
-// election"), needed 2.3 s to elect a leader. After the wait, the move goes
-// on even if the new voter is behind, as before.
-func (s *Server) beforeRemoval(ctx context.Context, cur *pb.RangeDescriptor, from, to string, chosen bool) string {
+// awaitCaughtUp runs between a move's two configuration changes: it waits
+// (up to moveCatchUpWait) until the new voter to has applied what the
+// leader had. Removing the old voter while the new one was still taking
+// its snapshot left the range one failure from no leader: chaos seed 69,
+// range 1 moved from ps2 to ps4 (restarted 0.5 s before); ps2 was removed
+// 0.1 s after ps4 was added, the leader ps1 was cut off 0.4 s later, and
+// ps3 and ps4, which had just installed a snapshot older than its own
+// admission ("not part of stable configuration, aborting election"),
+// needed 2.3 s to elect a leader. After the wait, the move goes on even if
+// the new voter is behind, as before.
+func (s *Server) awaitCaughtUp(ctx context.Context, cur *pb.RangeDescriptor, to string) {
 	id := cur.GetRangeId()
 	wctx, cancel := context.WithTimeout(ctx, moveCatchUpWait)
 	defer cancel()
@@ -669,7 +670,7 @@ func (s *Server) beforeRemoval(ctx context.Context, cur *pb.RangeDescriptor, fro
 			err = s.waitApplied(wctx, newVoter, index)
 		}
 		if err == nil {
-			break
+			return
 		}
 		select {
 		case <-wctx.Done():
@@ -677,33 +678,60 @@ func (s *Server) beforeRemoval(ctx context.Context, cur *pb.RangeDescriptor, fro
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	if !chosen {
-		return from
-	}
-	return removalChoice(from, to, s.leaderOf(id), cur, s.unanswering(ctx, cur))
 }
 
-// removalChoice is the replica a move whose source the master chose
-// removes: a replica whose server did not answer, if there is one (not the
-// new voter's, not the leader's), else from. Removing a live, caught-up
-// replica while another one is down or cut off leaves the range with no
-// spare: the down one keeps the configuration it had (without the new
-// voter) until it is caught up, and refuses the new voter's votes, so when
-// the leader fails next the range has no leader although two of its three
-// voters are up (chaos seeds 27 and 32: a move right after a kill or a
-// cut-off removed the healthy ps2 and kept the dead ps3; 3.8 - 7.5 s
-// without a leader when ps1 stopped next). Removing the unreachable
-// replica instead heals the range.
-func removalChoice(from, to, leader string, d *pb.RangeDescriptor, unanswering map[string]bool) string {
-	if unanswering[from] {
-		return from
+// moveSource asks every replica of d whether it answers and returns the
+// voter a move removes: from, or, when the caller left it to the master
+// (""), removalChoice's. It refuses the move (ErrReplicaDown) when another
+// replica does not answer (addRefusal).
+func (s *Server) moveSource(ctx context.Context, d *pb.RangeDescriptor, from string) (string, error) {
+	unanswering := s.unanswering(ctx, d)
+	if from == "" {
+		from = removalChoice(s.busiestReplica(d), s.leaderOf(d.GetRangeId()), d, unanswering)
+	}
+	if !hasReplica(d, from) {
+		return "", fmt.Errorf("%w: %s holds no replica of range %d", ErrBadTarget, from, d.GetRangeId())
+	}
+	return from, addRefusal(d, from, unanswering)
+}
+
+// addRefusal says why a move must not add its new voter to d now (nil: it
+// may). Adding a fourth voter raises the quorum to three: with a replica
+// other than the one the move removes down, the range can commit nothing
+// until the new voter has its snapshot, and nothing at all if that fails
+// too (chaos seed 77: a balancing move added ps2 to range 2 0.2 s after
+// ps3, one of its voters, was killed, and ps2 had no replica yet: no
+// quorum of four until ps3 was back, 2.9 s). The down replica is the one
+// to replace (removalChoice), or the move waits until it answers.
+func addRefusal(d *pb.RangeDescriptor, from string, unanswering map[string]bool) error {
+	for _, rep := range d.GetReplicas() {
+		if id := rep.GetServerId(); id != from && unanswering[id] {
+			return fmt.Errorf("%w: range %d on %s (the move would remove %s)", ErrReplicaDown, d.GetRangeId(), id, from)
+		}
+	}
+	return nil
+}
+
+// removalChoice is the replica a move whose source the master chooses
+// removes: one whose server did not answer (not the leader's), if there is
+// one, else busiest. Removing a live, caught-up replica while another one
+// is down or cut off leaves the range with no spare: the down one keeps
+// the configuration it had (without the new voter) until it is caught up,
+// and refuses the new voter's votes, so when the leader fails next the
+// range has no leader although two of its three voters are up (chaos
+// seeds 27 and 32: a move right after a kill or a cut-off removed the
+// healthy ps2 and kept the dead ps3; 3.8 - 7.5 s without a leader when ps1
+// failed next). Removing the unreachable replica instead heals the range.
+func removalChoice(busiest, leader string, d *pb.RangeDescriptor, unanswering map[string]bool) string {
+	if unanswering[busiest] {
+		return busiest
 	}
 	for _, rep := range d.GetReplicas() {
-		if id := rep.GetServerId(); id != to && id != leader && unanswering[id] {
+		if id := rep.GetServerId(); id != leader && unanswering[id] {
 			return id
 		}
 	}
-	return from
+	return busiest
 }
 
 // unanswering asks every replica of d for its applied index
