@@ -133,3 +133,50 @@ func spanAt(key string, at time.Duration, places []placement) (span, bool) {
 	}
 	return span{}, false
 }
+
+// The workload's writers are sequential and each walks over many keys: an
+// insert writer writes p00, p05, p10, ... in turn. While one range is
+// unavailable every writer soon waits on it, and no write to any other key
+// is even attempted: the window between two successful writes to a key on
+// a healthy range then holds the other range's outage (chaos seed 69: p06,
+// on a range led throughout, went 3.4 s without a write while the writers
+// waited on range 4, whose leader was killed). The figure is about
+// a range that does not take writes, so a key's gap is counted from the
+// first attempt to write it after its last successful write (waits): the
+// time a client that wanted to write the key waited. A failed attempt
+// leaves the window open until the next success.
+
+// waits tracks, per key, the writes in flight and since when some write
+// has been wanted without a success.
+type waits struct {
+	pending map[string]int
+	since   map[string]time.Duration
+}
+
+func newWaits() *waits {
+	return &waits{pending: map[string]int{}, since: map[string]time.Duration{}}
+}
+
+// begin notes an attempt to write key starting at at.
+func (w *waits) begin(key string, at time.Duration) {
+	w.pending[key]++
+	if _, ok := w.since[key]; !ok {
+		w.since[key] = at
+	}
+}
+
+// end notes the end of an attempt at at; a success closes the window and
+// returns it (attempts still in flight open the next one at once).
+func (w *waits) end(key string, at time.Duration, ok bool) (writeGap, bool) {
+	w.pending[key]--
+	if !ok {
+		return writeGap{}, false
+	}
+	g := writeGap{key: key, from: w.since[key], to: at}
+	if w.pending[key] > 0 {
+		w.since[key] = at
+	} else {
+		delete(w.since, key)
+	}
+	return g, true
+}

@@ -52,3 +52,47 @@ func TestMajorityUpPart(t *testing.T) {
 		})
 	}
 }
+
+func TestWaits(t *testing.T) {
+	s := func(d float64) time.Duration { return time.Duration(d * float64(time.Second)) }
+	type step struct {
+		begin bool
+		at    float64
+		ok    bool
+	}
+	tests := []struct {
+		name  string
+		steps []step
+		want  []writeGap // the windows the successes close
+	}{
+		{"one write: from its start", []step{{true, 1, false}, {false, 1.2, true}}, []writeGap{{"k", s(1), s(1.2)}}},
+		{"time without an attempt is not counted", []step{{true, 1, false}, {false, 1.1, true}, {true, 5, false}, {false, 5.3, true}},
+			[]writeGap{{"k", s(1), s(1.1)}, {"k", s(5), s(5.3)}}},
+		{"a failed attempt keeps the window open", []step{{true, 1, false}, {false, 3, false}, {true, 4, false}, {false, 4.5, true}},
+			[]writeGap{{"k", s(1), s(4.5)}}},
+		{"overlapping attempts: a success ends the window, the other opens the next", []step{
+			{true, 1, false}, {true, 2, false}, {false, 3, true}, {false, 6, true}},
+			[]writeGap{{"k", s(1), s(3)}, {"k", s(3), s(6)}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWaits()
+			var got []writeGap
+			for _, st := range tc.steps {
+				if st.begin {
+					w.begin("k", s(st.at))
+				} else if g, ok := w.end("k", s(st.at), st.ok); ok {
+					got = append(got, g)
+				}
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("windows %v, want %v", got, tc.want)
+			}
+			for i := range got {
+				if got[i] != tc.want[i] {
+					t.Fatalf("windows %v, want %v", got, tc.want)
+				}
+			}
+		})
+	}
+}

@@ -54,7 +54,9 @@ type workload struct {
 	lastWrite map[string]time.Time
 	maxGap    map[string]time.Duration
 	gapEnd    map[string]time.Duration // when (since start) the longest gap ended
-	gaps      []writeGap               // every gap of at least recordGap, for the majority-up figure
+	gaps      []writeGap               // every gap of at least recordGap between successful writes
+	wait      *waits                   // since when a write to each key is wanted (availability.go)
+	waitGaps  []writeGap               // every wait of at least recordGap, for the majority-up figure
 	writes    atomic.Int64
 	failures  atomic.Int64
 }
@@ -102,7 +104,7 @@ func newClient(conn string, retries bool) (*aztables.ServiceClient, error) {
 
 func startWorkload(tc, reg *aztables.Client) *workload {
 	w := &workload{tc: tc, reg: reg, start: time.Now(), stop: make(chan struct{}), inserts: map[string]insertRec{},
-		lastWrite: map[string]time.Time{}, maxGap: map[string]time.Duration{}, gapEnd: map[string]time.Duration{}}
+		lastWrite: map[string]time.Time{}, maxGap: map[string]time.Duration{}, gapEnd: map[string]time.Duration{}, wait: newWaits()}
 	for i := 0; i < 3; i++ {
 		w.spawn(func() { w.insertLoop(i) })
 	}
@@ -156,6 +158,24 @@ func (w *workload) succeeded(pk string) {
 		w.gaps = append(w.gaps, writeGap{key: pk, from: last.Sub(w.start), to: now.Sub(w.start)})
 	}
 	w.lastWrite[pk] = now
+	if wg, ok := w.wait.end(pk, now.Sub(w.start), true); ok && wg.to-wg.from >= recordGap {
+		w.waitGaps = append(w.waitGaps, wg)
+	}
+}
+
+// attempt notes that a write to pk starts.
+func (w *workload) attempt(pk string) {
+	w.mu.Lock()
+	w.wait.begin(pk, time.Since(w.start))
+	w.mu.Unlock()
+}
+
+// failed notes a write to pk that failed (its outcome may be unknown).
+func (w *workload) failed(pk string) {
+	w.failures.Add(1)
+	w.mu.Lock()
+	w.wait.end(pk, time.Since(w.start), false)
+	w.mu.Unlock()
 }
 
 func opCtx() (context.Context, context.CancelFunc) {
@@ -176,12 +196,13 @@ func (w *workload) insertLoop(worker int) {
 		rk := fmt.Sprintf("i%d-%07d", worker, n)
 		v := int64(worker)<<40 | int64(n)
 		body, _ := json.Marshal(map[string]any{"PartitionKey": pk, "RowKey": rk, "V": fmt.Sprint(v), "V@odata.type": "Edm.Int64"})
+		w.attempt(pk)
 		ctx, cancel := opCtx()
 		_, err := w.tc.AddEntity(ctx, body, nil)
 		cancel()
 		rec := insertRec{value: v, out: applied}
 		if err != nil {
-			w.failures.Add(1)
+			w.failed(pk)
 			rec.out = unknown
 		} else {
 			w.succeeded(pk)
@@ -204,12 +225,13 @@ func (w *workload) batchLoop() {
 			actions = append(actions, aztables.TransactionAction{ActionType: aztables.TransactionTypeAdd, Entity: body})
 			b.rks, b.vals = append(b.rks, rk), append(b.vals, v)
 		}
+		w.attempt(pk)
 		ctx, cancel := opCtx()
 		_, err := w.tc.SubmitTransaction(ctx, actions, nil)
 		cancel()
 		b.out = applied
 		if err != nil {
-			w.failures.Add(1)
+			w.failed(pk)
 			b.out = unknown
 		} else {
 			w.succeeded(pk)
@@ -240,6 +262,7 @@ func (w *workload) counterLoop(worker int) {
 		json.Unmarshal(resp.Value, &e)
 		cur, _ := parseInt(e["V"])
 		body, _ := json.Marshal(map[string]any{"PartitionKey": pk, "RowKey": "c", "V": fmt.Sprint(cur + 1), "V@odata.type": "Edm.Int64"})
+		w.attempt(pk)
 		ctx, cancel = opCtx()
 		var tries atomic.Int32
 		_, err = w.tc.UpdateEntity(context.WithValue(ctx, triesKey{}, &tries), body, &aztables.UpdateEntityOptions{IfMatch: to.Ptr(resp.ETag), UpdateMode: aztables.UpdateModeReplace})
@@ -256,7 +279,7 @@ func (w *workload) counterLoop(worker int) {
 		if err == nil {
 			w.succeeded(pk)
 		} else {
-			w.failures.Add(1)
+			w.failed(pk)
 		}
 	}
 }
@@ -281,13 +304,14 @@ func (w *workload) registerLoop(client int) {
 			v := client*10_000_000 + n
 			call := w.now()
 			body, _ := json.Marshal(map[string]any{"PartitionKey": key, "RowKey": "r", "V": v})
+			w.attempt(key)
 			ctx, cancel := opCtx()
 			_, err := w.reg.UpsertEntity(ctx, body, &aztables.UpsertEntityOptions{UpdateMode: aztables.UpdateModeReplace})
 			cancel()
 			ret := w.now()
 			if err != nil {
 				ret = math.MaxInt64
-				w.failures.Add(1)
+				w.failed(key)
 			} else {
 				w.succeeded(key)
 			}

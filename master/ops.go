@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -26,6 +27,11 @@ var (
 	// before a merge would freeze it; the merge is not
 	// started (a later request or policy pass tries again).
 	ErrNotReady = errors.New("master: a replica is not ready for the merge")
+	// ErrReplicaDown: a replica of the range, other than the one a move
+	// would remove, did not answer just before the move would add its new
+	// voter; the move is not started (a later request or policy pass tries
+	// again). See addRefusal.
+	ErrReplicaDown = errors.New("master: a replica of the range does not answer")
 )
 
 // freezeCheckTimeout: before a merge freezes its right-hand range, every
@@ -530,12 +536,9 @@ func (s *Server) move(ctx context.Context, id uint64, from, to, cause, reason st
 	if to == "" || hasReplica(d, to) || s.grpcAddrOf(to) == "" {
 		return nil, fmt.Errorf("%w: %q", ErrBadTarget, to)
 	}
-	if from == "" {
-		// The replica on the server with the most replicas, not the leader.
-		from = s.busiestReplica(d)
-	}
-	if !hasReplica(d, from) {
-		return nil, fmt.Errorf("%w: %s holds no replica of range %d", ErrBadTarget, from, id)
+	from, err := s.moveSource(ctx, d, from)
+	if err != nil {
+		return nil, err
 	}
 	addrs := s.raftAddrs()
 	cur, err := s.addVoter(ctx, d, to, addrs)
@@ -545,6 +548,7 @@ func (s *Server) move(ctx context.Context, id uint64, from, to, cause, reason st
 	if err := failpoint.Inject("master/move/after-add"); err != nil {
 		return nil, err
 	}
+	s.awaitCaughtUp(ctx, cur, to)
 	if s.leaderOf(id) == from {
 		// Hand leadership to a live, caught-up follower (the scheduler's
 		// rule); the new voter, still catching up, only if there is none.
@@ -639,6 +643,121 @@ func (s *Server) moveEvent(d *pb.RangeDescriptor, from, to, cause, reason string
 		Message: fmt.Sprintf("moved range %d from %s to %s (%s)", d.GetRangeId(), from, to, reason),
 	})
 	opSeconds.WithLabelValues("move").Observe(time.Since(start).Seconds())
+}
+
+// moveCatchUpWait bounds how long a move waits for its new voter to catch
+// up before it removes the old one.
+const moveCatchUpWait = 5 * time.Second
+
+// awaitCaughtUp runs between a move's two configuration changes: it waits
+// (up to moveCatchUpWait) until the new voter to has applied what the
+// leader had. Removing the old voter while the new one was still taking
+// its snapshot left the range one failure from no leader: chaos seed 69,
+// range 1 moved from ps2 to ps4 (restarted 0.5 s before); ps2 was removed
+// 0.1 s after ps4 was added, the leader ps1 was cut off 0.4 s later, and
+// ps3 and ps4, which had just installed a snapshot older than its own
+// admission ("not part of stable configuration, aborting election"),
+// needed 2.3 s to elect a leader. After the wait, the move goes on even if
+// the new voter is behind, as before.
+func (s *Server) awaitCaughtUp(ctx context.Context, cur *pb.RangeDescriptor, to string) {
+	id := cur.GetRangeId()
+	wctx, cancel := context.WithTimeout(ctx, moveCatchUpWait)
+	defer cancel()
+	newVoter := &pb.RangeDescriptor{RangeId: id, Replicas: []*pb.Replica{{ServerId: to}}}
+	for wctx.Err() == nil {
+		index, err := s.appliedOn(wctx, s.leaderOf(id), id)
+		if err == nil {
+			err = s.waitApplied(wctx, newVoter, index)
+		}
+		if err == nil {
+			return
+		}
+		select {
+		case <-wctx.Done():
+			s.logger.Warn("moving on without the new voter caught up", "range", id, "to", to, "err", err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// moveSource asks every replica of d whether it answers and returns the
+// voter a move removes: from, or, when the caller left it to the master
+// (""), removalChoice's. It refuses the move (ErrReplicaDown) when another
+// replica does not answer (addRefusal).
+func (s *Server) moveSource(ctx context.Context, d *pb.RangeDescriptor, from string) (string, error) {
+	unanswering := s.unanswering(ctx, d)
+	if from == "" {
+		from = removalChoice(s.busiestReplica(d), s.leaderOf(d.GetRangeId()), d, unanswering)
+	}
+	if !hasReplica(d, from) {
+		return "", fmt.Errorf("%w: %s holds no replica of range %d", ErrBadTarget, from, d.GetRangeId())
+	}
+	return from, addRefusal(d, from, unanswering)
+}
+
+// addRefusal says why a move must not add its new voter to d now (nil: it
+// may). Adding a fourth voter raises the quorum to three: with a replica
+// other than the one the move removes down, the range can commit nothing
+// until the new voter has its snapshot, and nothing at all if that fails
+// too (chaos seed 77: a balancing move added ps2 to range 2 0.2 s after
+// ps3, one of its voters, was killed, and ps2 had no replica yet: no
+// quorum of four until ps3 was back, 2.9 s). The down replica is the one
+// to replace (removalChoice), or the move waits until it answers.
+func addRefusal(d *pb.RangeDescriptor, from string, unanswering map[string]bool) error {
+	for _, rep := range d.GetReplicas() {
+		if id := rep.GetServerId(); id != from && unanswering[id] {
+			return fmt.Errorf("%w: range %d on %s (the move would remove %s)", ErrReplicaDown, d.GetRangeId(), id, from)
+		}
+	}
+	return nil
+}
+
+// removalChoice is the replica a move whose source the master chooses
+// removes: one whose server did not answer (not the leader's), if there is
+// one, else busiest. Removing a live, caught-up replica while another one
+// is down or cut off leaves the range with no spare: the down one keeps
+// the configuration it had (without the new voter) until it is caught up,
+// and refuses the new voter's votes, so when the leader fails next the
+// range has no leader although two of its three voters are up (chaos
+// seeds 27 and 32: a move right after a kill or a cut-off removed the
+// healthy ps2 and kept the dead ps3; 3.8 - 7.5 s without a leader when ps1
+// failed next). Removing the unreachable replica instead heals the range.
+func removalChoice(busiest, leader string, d *pb.RangeDescriptor, unanswering map[string]bool) string {
+	if unanswering[busiest] {
+		return busiest
+	}
+	for _, rep := range d.GetReplicas() {
+		if id := rep.GetServerId(); id != leader && unanswering[id] {
+			return id
+		}
+	}
+	return busiest
+}
+
+// unanswering asks every replica of d for its applied index
+// (freezeCheckTimeout each, at once) and returns the servers that did not
+// answer.
+func (s *Server) unanswering(ctx context.Context, d *pb.RangeDescriptor) map[string]bool {
+	var (
+		mu  sync.Mutex
+		wg  sync.WaitGroup
+		out = map[string]bool{}
+	)
+	for _, rep := range d.GetReplicas() {
+		wg.Add(1)
+		go func(server string) {
+			defer wg.Done()
+			qctx, cancel := context.WithTimeout(ctx, freezeCheckTimeout)
+			defer cancel()
+			if _, err := s.appliedOn(qctx, server, d.GetRangeId()); err != nil {
+				mu.Lock()
+				out[server] = true
+				mu.Unlock()
+			}
+		}(rep.GetServerId())
+	}
+	wg.Wait()
+	return out
 }
 
 // busiestReplica picks the replica (not the leader) on the server holding

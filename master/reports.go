@@ -16,10 +16,15 @@ import (
 type reports struct {
 	mu       sync.Mutex
 	lastSeen map[string]time.Time
-	leaders  map[uint64]string
-	loads    map[uint64]*pb.RangeLoad
-	trends   map[uint64]*rangeTrend
-	frozen   map[uint64]bool
+	// back is, per server, when it last came back: its first heartbeat of
+	// a new incarnation (a restart) or after a silence of awayAfter or
+	// more (paused, cut off); the scheduler gives it no leadership for a
+	// while (scheduler.Config.LeaderSettle).
+	back    map[string]time.Time
+	leaders map[uint64]string
+	loads   map[uint64]*pb.RangeLoad
+	trends  map[uint64]*rangeTrend
+	frozen  map[uint64]bool
 	// hosted is, per server, the ranges its last heartbeat reported with
 	// their applied index: a follower's progress, and whether it has the
 	// replica at all.
@@ -78,6 +83,7 @@ func (r *reports) accept(server string, req *pb.HeartbeatRequest, now time.Time)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	ss := r.sessions[server]
+	restarted := ss != nil && ss.incarnation != req.GetIncarnation()
 	if ss == nil || ss.incarnation != req.GetIncarnation() {
 		ss = &reportSession{incarnation: req.GetIncarnation()}
 		r.sessions[server] = ss
@@ -90,6 +96,9 @@ func (r *reports) accept(server string, req *pb.HeartbeatRequest, now time.Time)
 	}
 	if prev, ok := r.lastSeen[server]; ok {
 		span = now.Sub(prev)
+	}
+	if restarted || span >= awayAfter {
+		r.back[server] = now
 	}
 	r.lastSeen[server] = now
 	if reportIsFull(req) {
@@ -183,9 +192,13 @@ func (t *rangeTrend) toward(v float64, now time.Time) float64 {
 	return t.eps + (1-math.Exp(-dt.Seconds()/loadSmoothing.Seconds()))*(v-t.eps)
 }
 
+// awayAfter is the silence after which a server's next heartbeat counts as
+// its return (reports.back): four of its default 500 ms intervals.
+const awayAfter = 2 * time.Second
+
 func newReports() *reports {
 	return &reports{
-		lastSeen: map[string]time.Time{}, leaders: map[uint64]string{}, loads: map[uint64]*pb.RangeLoad{},
+		lastSeen: map[string]time.Time{}, back: map[string]time.Time{}, leaders: map[uint64]string{}, loads: map[uint64]*pb.RangeLoad{},
 		trends: map[uint64]*rangeTrend{}, frozen: map[uint64]bool{}, hosted: map[string]map[uint64]uint64{},
 		voters:         map[uint64]voterReport{},
 		changedLeaders: map[uint64]struct{}{},

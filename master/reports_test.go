@@ -243,3 +243,38 @@ func TestLeaderLostAsksForFullReports(t *testing.T) {
 		t.Fatal("a full report asked for again")
 	}
 }
+
+// TestServerBack: a server's return (reports.back) is its first heartbeat
+// of a new incarnation or after a silence of awayAfter, not its first
+// heartbeat to this master nor a regular one.
+func TestServerBack(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	hb := func(inc, seq uint64) *pb.HeartbeatRequest {
+		return &pb.HeartbeatRequest{Server: &pb.ServerInfo{ServerId: "a"}, Incarnation: inc, Seq: seq, Full: true}
+	}
+	cases := []struct {
+		name string
+		// second heartbeat: incarnation and delay after the first
+		inc   uint64
+		after time.Duration
+		back  bool
+	}{
+		{"regular heartbeat", 9, 500 * time.Millisecond, false},
+		{"restarted", 10, 500 * time.Millisecond, true},
+		{"silent, then heard from again", 9, awayAfter, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newReports()
+			r.accept("a", hb(9, 1), t0)
+			if _, ok := r.back["a"]; ok {
+				t.Fatal("the first heartbeat to this master counted as a return")
+			}
+			at := t0.Add(tc.after)
+			r.accept("a", hb(tc.inc, 2), at)
+			if got, ok := r.back["a"]; ok != tc.back || (ok && !got.Equal(at)) {
+				t.Fatalf("back = %v (recorded %v), want recorded %v at %v", got, ok, tc.back, at)
+			}
+		})
+	}
+}

@@ -68,6 +68,8 @@ func (s *Server) snapshot(now time.Time) *scheduler.Snapshot {
 		sv := &snap.Servers[i]
 		t, ok := s.reports.lastSeen[sv.ID]
 		sv.LastSeen = t
+		sv.Back = s.reports.back[sv.ID]
+		sv.Silent = sv.Live && now.Sub(t) >= awayAfter
 		sv.Live = ok && now.Sub(t) < s.cfg.ServerTimeout
 	}
 	for _, d := range descs {

@@ -224,7 +224,8 @@ func parseBytes(s string) (uint64, error) {
 	return n * mult, err
 }
 
-// setServers reads "id [down=DUR] [draining] [unseen]" lines.
+// setServers reads "id [down=DUR] [back=DUR] [silent] [draining] [unseen]"
+// lines.
 func (w *world) setServers(lines []string) error {
 	w.servers = nil
 	for _, l := range lines {
@@ -239,6 +240,14 @@ func (w *world) setServers(lines []string) error {
 					return err
 				}
 				s.Live, s.LastSeen = false, w.now.Add(-d)
+			case "back":
+				d, err := time.ParseDuration(v)
+				if err != nil {
+					return err
+				}
+				s.Back = w.now.Add(-d)
+			case "silent":
+				s.Silent = true
 			case "draining":
 				s.Draining = true
 			case "unseen":

@@ -90,6 +90,8 @@ type serverStat struct {
 	id             string
 	live, draining bool
 	downFor        time.Duration // > 0: known down this long
+	back           time.Time     // came back then (Server.Back)
+	silent         bool          // Server.Silent
 	replicas       int
 	leaders        int
 	leaderLoad     float64
@@ -101,7 +103,7 @@ type serverStat struct {
 func NewPlan(cfg Config, snap *Snapshot) *Plan {
 	p := &Plan{cfg: cfg, snap: snap, servers: make(map[string]*serverStat, len(snap.Servers))}
 	for _, s := range snap.Servers {
-		st := &serverStat{id: s.ID, live: s.Live, draining: s.Draining}
+		st := &serverStat{id: s.ID, live: s.Live, draining: s.Draining, back: s.Back, silent: s.Silent}
 		if !s.Live && !s.LastSeen.IsZero() {
 			st.downFor = max(snap.Now.Sub(s.LastSeen), time.Nanosecond)
 		}
@@ -301,12 +303,13 @@ func (p *Plan) canHost(st *serverStat) bool {
 }
 
 // canLead reports whether the replica of r on server may take over r's
-// leadership: its server is live and not draining, it reports the replica,
-// and it is no more than MaxLeaderLag entries behind the leader.
+// leadership: its server is live, not draining, not silent and not just
+// back (LeaderSettle), it reports the replica, and it is no more than
+// MaxLeaderLag entries behind the leader.
 func (p *Plan) canLead(r *Range, server string) bool {
 	st := p.servers[server]
 	rep := r.replica(server)
-	if st == nil || rep == nil || !st.live || st.draining || rep.Missing {
+	if st == nil || rep == nil || !st.live || st.draining || rep.Missing || p.settling(st) {
 		return false
 	}
 	if l := r.replica(r.Leader); l != nil && l.Applied > rep.Applied {
@@ -437,4 +440,10 @@ func (p *Plan) ledBy(server string) []*Range {
 }
 
 // cooling reports whether leader balancing should leave st alone.
+// settling reports whether st is silent or came back less than
+// LeaderSettle ago.
+func (p *Plan) settling(st *serverStat) bool {
+	return st.silent || !st.back.IsZero() && p.snap.Now.Sub(st.back) < p.cfg.LeaderSettle
+}
+
 func (p *Plan) cooling(st *serverStat) bool { return p.snap.Now.Before(st.coolUntil) }

@@ -28,6 +28,15 @@ type Server struct {
 	// LastSeen is the last heartbeat (zero: never heard from by this
 	// master, so neither live nor known to be down).
 	LastSeen time.Time
+	// Back is when the server last came back: its first heartbeat after a
+	// restart (a new incarnation) or after a silence (zero: not since this
+	// master leads).
+	Back time.Time
+	// Silent: live, but not heard from for several heartbeat intervals (a
+	// pause, a cut or a crash the server timeout has not caught yet); it
+	// receives no leadership (chaos seed 69: a transfer to a server cut
+	// off 2.6 s before held the range's writes until it timed out).
+	Silent bool
 	// Draining servers get no new replicas or leaders and have theirs
 	// moved off.
 	Draining bool

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -22,6 +23,8 @@ type clientConn struct {
 	pending map[uint64]*call
 	nextID  uint64
 	err     error
+	// heard is when (unix ns) the peer last answered on this connection.
+	heard atomic.Int64
 }
 
 // call is one request waiting for its response.
@@ -111,6 +114,7 @@ func (cc *clientConn) readLoop() {
 			cc.shut(err)
 			return
 		}
+		cc.heard.Store(time.Now().UnixNano())
 		cc.mu.Lock()
 		c := cc.pending[f.id]
 		delete(cc.pending, f.id)

@@ -101,38 +101,49 @@ func (g *Group) AppendEntries(id raft.ServerID, target raft.ServerAddress, args 
 	return g.rpc(id, target, laneAppend, downPeerWait, args, resp)
 }
 
-// downPeerWait bounds how long an append waits for a peer it cannot
-// connect to.
+// downPeerWait bounds how long an append retries a peer it cannot reach,
+// and how long a failed snapshot waits to be heard from again.
 const downPeerWait = time.Second
 
-// connWaiting returns the lane's connection to addr, waiting up to wait
-// (when positive) for a peer it cannot connect to. hashicorp/raft sleeps
-// after every failed append to a follower for a time that doubles with
-// the failures in a row (10 ms, 20 ms, ..., 10 s), and nothing cuts the
-// sleep short when the follower returns: a follower down for 3 s failed
-// about ten appends, each refused at once, and was caught up again only
-// 1.3 - 2.6 s after it came back (chaos seed 6: a merge waited that long
-// for the freeze on the restarted server). Waiting for the connection
-// makes one failure per wait instead, and an append in progress when the
-// follower comes back goes through at once. Heartbeats and votes do not
-// wait: they measure contact. A connected lane costs one lookup, as before.
-func (g *Group) connWaiting(addr string, lane byte, wait time.Duration) (*clientConn, error) {
-	cc, err := g.t.conn(addr, lane)
-	if err == nil || wait <= 0 {
-		return cc, err
+// hashicorp/raft sleeps after every failed append or snapshot to a
+// follower for a time that doubles with the failures in a row (10 ms,
+// 20 ms, ..., 10 s), and nothing cuts the sleep short when the follower
+// returns: a follower unreachable for 3 s failed about ten of them, each at
+// once, and was caught up again only 1.3 - 2.6 s after it came back (chaos
+// seed 6: a merge's freeze waited that long on a restarted server; seed 32:
+// a follower cut off across a move kept its old configuration past the
+// heal, refused the new voter's votes when the leader then stopped, and
+// the range had no leader for 3.8 s). So a request that reached no raft on
+// the peer is not failed at once:
+//
+//   - an append (idempotent) is retried until downPeerWait has passed: the
+//     connection could not be made, broke before the answer (a peer cut
+//     off by a proxy or firewall that accepts and resets), or the peer
+//     does not host the group yet (a replica being created). A down
+//     follower costs one failure per second, and an append in progress
+//     when it returns goes through at once;
+//   - a snapshot (its stream cannot be replayed) that failed returns its
+//     error once the peer has answered anything since, or downPeerWait
+//     after it began: raft retries it at once when the follower is back.
+//
+// Heartbeats and votes fail at once: they measure contact.
+
+// unreached reports whether err, from a request on a connection, says the
+// request reached no raft on the peer and is worth retrying: not a local
+// shutdown or isolation, and not a timeout (the peer may hold it; the
+// timeout already exceeds the wait).
+func unreached(err error) bool {
+	return err != nil && !errors.Is(err, ErrClosed) && !errors.Is(err, ErrIsolated) && !errors.Is(err, ErrTimeout) && !errors.Is(err, ErrDropped)
+}
+
+// pause sleeps d unless the group shuts down first.
+func (g *Group) pause(d time.Duration) bool {
+	select {
+	case <-g.shutdown:
+		return false
+	case <-time.After(d):
+		return true
 	}
-	deadline := time.Now().Add(wait)
-	for !errors.Is(err, ErrClosed) && !errors.Is(err, ErrIsolated) && time.Now().Before(deadline) {
-		select {
-		case <-g.shutdown:
-			return nil, ErrClosed
-		case <-time.After(dialRetryAfter):
-		}
-		if cc, err = g.t.conn(addr, lane); err == nil {
-			return cc, nil
-		}
-	}
-	return nil, err
 }
 
 // RequestVote implements raft.Transport.
@@ -150,26 +161,40 @@ func (g *Group) TimeoutNow(id raft.ServerID, target raft.ServerAddress, args *ra
 	return g.rpc(id, target, laneControl, 0, args, resp)
 }
 
-// rpc sends args on lane and waits for resp; wait bounds how long it
-// waits for a peer it cannot connect to (connWaiting).
+// rpc sends args on lane and waits for resp; with wait > 0 a request that
+// reached no raft on the peer is retried until wait has passed (see
+// downPeerWait).
 func (g *Group) rpc(id raft.ServerID, target raft.ServerAddress, lane byte, wait time.Duration, args, resp any) error {
 	addr := g.resolve(id, target)
-	if !g.t.faulted(addr) {
-		return fmt.Errorf("%w: to %s", ErrDropped, addr)
+	deadline := time.Now().Add(wait)
+	for {
+		if !g.t.faulted(addr) {
+			return fmt.Errorf("%w: to %s", ErrDropped, addr)
+		}
+		payload, err := g.call(addr, lane, args)
+		if err == nil {
+			err = result(payload, resp)
+			if !errors.Is(err, ErrUnknownGroup) {
+				return err
+			}
+		}
+		if wait <= 0 || !unreached(err) || !time.Now().Before(deadline) || !g.pause(dialRetryAfter) {
+			return err
+		}
 	}
-	cc, err := g.connWaiting(addr, lane, wait)
+}
+
+// call sends args on lane and returns the answer's payload.
+func (g *Group) call(addr string, lane byte, args any) ([]byte, error) {
+	cc, err := g.t.conn(addr, lane)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	rid, c, err := cc.send(g.id, args)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	payload, err := cc.wait(rid, c, g.t.timeout, g.shutdown)
-	if err != nil {
-		return err
-	}
-	return result(payload, resp)
+	return cc.wait(rid, c, g.t.timeout, g.shutdown)
 }
 
 // SetGate installs a check run on every request to this group before raft
@@ -234,6 +259,21 @@ const snapshotChunk = 256 << 10
 // InstallSnapshot implements raft.Transport over a connection of its own,
 // so the stream never delays another group's traffic.
 func (g *Group) InstallSnapshot(id raft.ServerID, target raft.ServerAddress, args *raft.InstallSnapshotRequest, resp *raft.InstallSnapshotResponse, data io.Reader) error {
+	start := time.Now()
+	err := g.installSnapshot(id, target, args, resp, data)
+	if !unreached(err) {
+		return err
+	}
+	// Wait for the peer to be heard from again (downPeerWait); a peer that
+	// answers without hosting the group yet is only paced.
+	failed, addr := time.Now(), g.resolve(id, target)
+	heard := func() bool { return !errors.Is(err, ErrUnknownGroup) && g.t.heardSince(addr, failed) }
+	for time.Since(start) < downPeerWait && !heard() && g.pause(dialRetryAfter) {
+	}
+	return err
+}
+
+func (g *Group) installSnapshot(id raft.ServerID, target raft.ServerAddress, args *raft.InstallSnapshotRequest, resp *raft.InstallSnapshotResponse, data io.Reader) error {
 	addr := g.resolve(id, target)
 	if !g.t.faulted(addr) {
 		return fmt.Errorf("%w: to %s", ErrDropped, addr)

@@ -301,6 +301,27 @@ type laneSlot struct {
 	err      error
 }
 
+// heardSince reports whether addr answered a request on a raft lane after
+// since (a failed snapshot waits for that, see downPeerWait).
+func (t *Transport) heardSince(addr string, since time.Time) bool {
+	t.mu.RLock()
+	p := t.peers[addr]
+	t.mu.RUnlock()
+	if p == nil {
+		return false
+	}
+	for i := range p.lanes {
+		s := &p.lanes[i]
+		s.mu.Lock()
+		cc := s.cc
+		s.mu.Unlock()
+		if cc != nil && cc.heard.Load() > since.UnixNano() {
+			return true
+		}
+	}
+	return false
+}
+
 // conn returns the open connection of a lane to addr, dialing if needed.
 func (t *Transport) conn(addr string, lane byte) (*clientConn, error) {
 	t.mu.RLock()
