@@ -442,14 +442,20 @@ func (t *Transport) serve(conn net.Conn) {
 	}
 	_ = conn.SetReadDeadline(time.Time{})
 	sc := &serverConn{t: t, conn: conn, br: br, peer: string(from), inboxes: map[uint64]*inbox{}, stop: make(chan struct{})}
+	lane := h[5]
+	if lane == laneControl || lane == laneAppend || lane == laneConfirm {
+		// Before track: a Close or an isolation shuts every tracked
+		// connection, and shut reads w (a data race, and a writer left
+		// on a closed connection, when it was set after).
+		sc.w = newWriter(conn, t.timeout, sc.shut)
+	}
 	if err := t.track(sc); err != nil {
 		conn.Close()
 		return
 	}
 	defer t.untrack(sc)
-	switch h[5] {
+	switch lane {
 	case laneControl, laneAppend, laneConfirm:
-		sc.w = newWriter(conn, t.timeout, sc.shut)
 		sc.readLoop()
 	case laneSnapshot:
 		sc.serveSnapshot()
