@@ -1,10 +1,29 @@
 package cluster
 
 import (
+	"context"
 	"sort"
 	"testing"
 	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
+	"tablestore/internal/masterclient"
 )
+
+// quietTable starts a 3-server cluster whose ranges go quiet after 300 ms
+// and creates table with k = 0 in it.
+func quietTable(t *testing.T, table string, d time.Duration) (*Cluster, *masterclient.Client, *aztables.Client, context.Context) {
+	t.Helper()
+	c := startTuned(t, 3, quietPolicies, quiesceFast)
+	mc := masterClient(t, c)
+	ctx := ctxT(t, d)
+	tc := newTable(t, serviceClient(t, c, 0), table)
+	if err := putV(ctx, tc, "k", 0); err != nil {
+		t.Fatal(err)
+	}
+	return c, mc, tc, ctx
+}
 
 // TestQuietRangeWriteWakes: a write to a quiet range wakes it and is
 // acknowledged; the wake's latency is logged (the figure of issue 9's
@@ -13,15 +32,8 @@ func TestQuietRangeWriteWakes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	c := startTuned(t, 3, quietPolicies, quiesceFast)
-	sc := serviceClient(t, c, 0)
-	mc := masterClient(t, c)
-	ctx := ctxT(t, 2*time.Minute)
 	const table = "wakewrite"
-	tc := newTable(t, sc, table)
-	if err := putV(ctx, tc, "k", 0); err != nil {
-		t.Fatal(err)
-	}
+	c, mc, tc, ctx := quietTable(t, table, 2*time.Minute)
 	votes0 := metricValue(t, "tablestore_partitionserver_quiet_votes_total", nil)
 	stored0 := metricValue(t, "tablestore_partitionserver_quiet_stored_entries_total", nil)
 	var took []time.Duration
@@ -59,15 +71,8 @@ func TestQuietWriteSurvivesCrashes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	c := startTuned(t, 3, quietPolicies, quiesceFast)
-	sc := serviceClient(t, c, 0)
-	mc := masterClient(t, c)
-	ctx := ctxT(t, 3*time.Minute)
 	const table = "wakecrash"
-	tc := newTable(t, sc, table)
-	if err := putV(ctx, tc, "k", 0); err != nil {
-		t.Fatal(err)
-	}
+	c, mc, tc, ctx := quietTable(t, table, 3*time.Minute)
 	stored0 := metricValue(t, "tablestore_partitionserver_quiet_stored_entries_total", nil)
 	for round := 1; round <= 2; round++ {
 		waitQuiet(t, c, mc, table, 20*time.Second)
@@ -134,15 +139,8 @@ func TestClosedFollowersElectWithoutRequests(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	c := startTuned(t, 3, quietPolicies, quiesceFast)
-	sc := serviceClient(t, c, 0)
-	mc := masterClient(t, c)
-	ctx := ctxT(t, 2*time.Minute)
 	const table = "closedelect"
-	tc := newTable(t, sc, table)
-	if err := putV(ctx, tc, "k", 0); err != nil {
-		t.Fatal(err)
-	}
+	c, mc, tc, ctx := quietTable(t, table, 2*time.Minute)
 	waitQuiet(t, c, mc, table, 20*time.Second)
 	leader := rangeLeader(c, table)
 	if leader < 0 {
