@@ -169,3 +169,48 @@ func TestClosedFollowersElectWithoutRequests(t *testing.T) {
 		t.Fatalf("read after the survivors elected: %v, %v", v, err)
 	}
 }
+
+// TestQuiesceBesidePausedFollower: a range quiesces with one follower's
+// server paused (SIGSTOP-like: its connections stay open, nothing
+// answers). The leader's close must not wait for its replication to the
+// paused follower, stuck in an RPC until the Raft RPC timeout: raft's
+// Shutdown waits for its goroutines, so the member's group transport is
+// closed first, which fails the RPCs at once (replica.close). Before, a
+// close (a quiesce, a delete, a restart) beside a paused peer took the
+// whole RPC timeout, and a stale replica's delete held up its server's
+// member of a split-born range for that long (chaos seed 106).
+func TestQuiesceBesidePausedFollower(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	const table = "pausedquiet"
+	c, mc, tc, ctx := quietTable(t, table, 2*time.Minute)
+	waitQuiet(t, c, mc, table, 20*time.Second)
+	leader := rangeLeader(c, table)
+	if leader < 0 {
+		t.Fatal("a quiet range reports no leader to the master")
+	}
+	paused := (leader + 1) % 3
+	if err := putV(ctx, tc, "k", 1); err != nil {
+		t.Fatal(err)
+	}
+	c.PauseServer(paused, true)
+	defer c.PauseServer(paused, false)
+	// The paused follower's replication and heartbeats now hang; a write
+	// keeps the leader's replication busy towards it.
+	if err := putV(ctx, tc, "k", 2); err != nil {
+		t.Fatal(err)
+	}
+	id := tableRanges(partitionMap(t, mc), table)[0].GetRangeId()
+	start := time.Now()
+	waitFor(t, 30*time.Second, "the leader's replica quiet beside a paused follower", func() bool {
+		return c.Servers[leader].Server.ReplicaState(id) == "quiet"
+	})
+	took := time.Since(start)
+	t.Logf("leader's replica quiet %v after the last write, one follower paused", took)
+	// Quiesce after 300 ms, a 250 ms grace, the marker's commit: well
+	// under the 10 s RPC timeout a blocked close used to wait out.
+	if took > 5*time.Second {
+		t.Errorf("the leader's replica took %v to close beside a paused follower", took)
+	}
+}

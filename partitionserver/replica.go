@@ -268,10 +268,17 @@ func (r *replica) compact() error {
 }
 
 // close stops the Raft member; its log stays in the shared store.
+// close stops the member. Its group transport closes first: raft's
+// Shutdown waits for all its goroutines, and a replication or vote
+// goroutine blocked in an RPC to a paused or silent peer returns only when
+// the RPC times out (10 s) or its group closes. Closed, the group fails
+// those RPCs at once (its requests in flight end with ErrClosed, new ones
+// are not sent), and requests arriving for it take the quiet path, which
+// waits for this close (the slot's lock) before it answers.
+// TestQuiesceBesidePausedFollower: 10 s before, under a second after.
 func (r *replica) close() error {
-	err := r.raft.Shutdown().Error()
 	r.transport.Close()
-	return err
+	return r.raft.Shutdown().Error()
 }
 
 func (r *replica) isLeader() bool { return r.raft.State() == raft.Leader }
