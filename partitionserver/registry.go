@@ -532,10 +532,11 @@ func (s *Server) voteClosed(sl *slot, header raft.RPCHeader, rv *raft.RequestVot
 	sl.wasLeader.Store(false)
 	none := ""
 	sl.lastLeader.Store(&none)
-	sl.followed.Store(true)
 	next := m.Voted(rv.Term)
 	sl.mark.Store(&next)
-	s.checkClosedLater(sl)
+	if !sl.followed.Swap(true) {
+		s.checkClosedLater(sl)
+	}
 	s.logger.Debug("quiet replica voted closed", "range", sl.id, "term", rv.Term, "candidate", string(rv.ID))
 	quietAnswersTotal.Inc()
 	quietVotesTotal.Inc()
@@ -567,16 +568,19 @@ func (s *Server) storeClosed(sl *slot, header raft.RPCHeader, ae *raft.AppendEnt
 	if leader := string(ae.RPCHeader.ID); leader != "" {
 		sl.lastLeader.Store(&leader)
 	}
-	sl.followed.Store(true)
 	next := m.Stored(a)
 	sl.mark.Store(&next)
-	s.checkClosedLater(sl)
+	if !sl.followed.Swap(true) {
+		s.checkClosedLater(sl)
+	}
 	quietAnswersTotal.Inc()
 	quietStoredTotal.Add(float64(len(ae.Entries)))
 	return &raft.AppendEntriesResponse{RPCHeader: header, Term: next.Term, LastLog: next.LastIndex, Success: true}
 }
 
-// checkClosedLater opens sl, as a follower, if a wake wait from now it is
+// checkClosedLater (armed by the first closed vote or store since the
+// replica closed: it stays unsettled until it opens) opens sl, as a
+// follower, if a wake wait from now it is
 // still quiet with a vote or entries it took closed and never opened for
 // (lifecycle.Mark.Unsettled): the member it voted for, or whose entries it
 // stored, died before its commit tick reached this replica. Open, the
@@ -780,9 +784,9 @@ func (s *Server) restartReplica(old *replica) {
 	if sl.rep.Load() != old {
 		return
 	}
-	// Closing the transport first drops its connections, so RPCs stalled
-	// on a silent peer do not hold the shutdown.
-	old.transport.Close()
+	// The Restart's close closes the member's transport before raft's
+	// Shutdown (replica.close), so RPCs stalled on a silent peer do not
+	// hold it.
 	if _, err := s.step(sl, lifecycle.Input{Event: lifecycle.Restart}, "stuck leadership transfer", nil); err != nil {
 		old.logger.Error("restarting raft member failed; the next request retries", "err", err)
 	}
