@@ -15,6 +15,14 @@ import (
 // address is addr.
 type rangeCall func(ctx context.Context, addr string, c pb.PartitionServiceClient, d *pb.RangeDescriptor) error
 
+// refreshWait bounds how long a retrying request waits for the map after
+// a failed round before it asks the range's replicas again: the master
+// answers in a millisecond when it has a leader, and while it elects one
+// (a second or more) the replicas' refusals name the range's new leader
+// (issue 10: writes to a range whose leader changed during a master
+// election waited for both elections).
+const refreshWait = 200 * time.Millisecond
+
 // errNoRange is a key that no range of the cached map holds (a split or
 // merge it has not seen): retried after a map refresh.
 func errNoRange() error {
@@ -47,7 +55,8 @@ func (r *Router) call(ctx context.Context, table *pb.Table, pk string, attemptTi
 				r.unhint(cur.GetRangeId(), server)
 			}
 		},
-		Refresh: func(ctx context.Context) { _ = r.refresh(ctx) },
+		Refresh:     r.refreshShared,
+		RefreshWait: refreshWait,
 		// Leader changes and splits settle in tens of milliseconds; keep
 		// retries frequent so the client sees a short pause.
 		MinBackoff: time.Millisecond, MaxBackoff: 50 * time.Millisecond,

@@ -77,6 +77,11 @@ type Router struct {
 	watch             watchState
 	accounts          []*pb.StorageAccount
 
+	// refreshing is closed when the shared map read in flight
+	// (refreshShared) ends; nil when none is.
+	refreshMu  sync.Mutex
+	refreshing chan struct{}
+
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -210,6 +215,36 @@ func (r *Router) refresh(ctx context.Context) error {
 		r.install(m)
 	}
 	return nil
+}
+
+// refreshShared reads the map from the master leader for a retrying
+// request: it joins the read in flight or starts one, and waits for it
+// until ctx ends. The read itself runs on the router's lifetime, so a
+// request that stops waiting (rangeclient's RefreshWait: the master may be
+// electing its leader while the range's replicas already name theirs)
+// leaves it to finish for the next round, and the requests of one outage
+// ask the master once rather than each on its own.
+func (r *Router) refreshShared(ctx context.Context) {
+	r.refreshMu.Lock()
+	done := r.refreshing
+	if done == nil {
+		done = make(chan struct{})
+		r.refreshing = done
+		go func() {
+			rctx, cancel := context.WithTimeout(r.ctx, r.cfg.RetryTimeout)
+			_ = r.refresh(rctx)
+			cancel()
+			r.refreshMu.Lock()
+			r.refreshing = nil
+			r.refreshMu.Unlock()
+			close(done)
+		}()
+	}
+	r.refreshMu.Unlock()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
 }
 
 // refreshTable fetches what the master knows of one table (it, its ranges

@@ -78,6 +78,12 @@ type Options struct {
 	// a round in which every candidate failed. The next round asks
 	// Candidates again.
 	Refresh func(ctx context.Context)
+	// RefreshWait, when positive, bounds how long a round waits for
+	// Refresh (its context ends then). The map's owner may be electing
+	// a leader itself (the master), while the range's replicas already
+	// know their new leader and name it in their refusals: the next
+	// round asks them again instead of waiting for the map.
+	RefreshWait time.Duration
 	// MinBackoff and MaxBackoff bound the pause between rounds, which
 	// doubles from MinBackoff (defaults 10 ms, 200 ms).
 	MinBackoff, MaxBackoff time.Duration
@@ -110,9 +116,16 @@ func Call(ctx context.Context, cands Candidates, attempt Attempt, o Options) err
 	late := func() bool { return !o.Deadline.IsZero() && time.Now().After(o.Deadline) }
 	var last error
 	refresh := func() {
-		if o.Refresh != nil {
-			o.Refresh(ctx)
+		if o.Refresh == nil {
+			return
 		}
+		if o.RefreshWait <= 0 {
+			o.Refresh(ctx)
+			return
+		}
+		rctx, cancel := context.WithTimeout(ctx, o.RefreshWait)
+		defer cancel()
+		o.Refresh(rctx)
 	}
 	for round := 0; ctx.Err() == nil; round++ {
 		if o.Rounds > 0 && round >= o.Rounds {

@@ -244,3 +244,38 @@ func TestCallScripted(t *testing.T) {
 		})
 	}
 }
+
+// TestCallDoesNotWaitForTheMapOwner: while the map's owner (the master)
+// elects a leader, a refresh gets no answer; the range's replicas elect
+// theirs meanwhile, and the next round must ask them rather than wait for
+// the map (issue 10: a range's leader change during a master election
+// cost both elections).
+func TestCallDoesNotWaitForTheMapOwner(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	// a, the old leader, is dead; b and c know no leader in the first
+	// round, b leads from the second.
+	s := script{"a": {"down"}, "b": {"down", "ok"}, "c": {"down"}}
+	calls := map[string]int{}
+	refreshes := 0
+	leader := ""
+	err := Call(ctx, func() ([]string, error) { return []string{"a", "b", "c"}, nil },
+		func(ctx context.Context, server string) error {
+			n := calls[server]
+			calls[server]++
+			return s.answer(ctx, server, n)
+		}, Options{
+			OnLeader: func(s string) { leader = s },
+			// No master leader: the map read answers nothing until its
+			// context ends.
+			Refresh:     func(ctx context.Context) { refreshes++; <-ctx.Done() },
+			RefreshWait: 20 * time.Millisecond,
+			MinBackoff:  time.Millisecond,
+		})
+	if err != nil {
+		t.Fatalf("Call waited for the map: %v (after %d refreshes)", err, refreshes)
+	}
+	if leader != "b" || refreshes != 1 {
+		t.Fatalf("leader %q after %d refreshes, want b after 1", leader, refreshes)
+	}
+}
