@@ -111,10 +111,11 @@ func (c *cluster) connString() string {
 // startCluster starts every role of a fresh cluster in dir.
 func startCluster(bin, dir string) (*cluster, error) {
 	c := &cluster{bin: bin, dir: dir, net: newFaultNet(), serverDirect: map[string]string{}, direct: map[string]string{}}
-	ports, err := freeAddrs(3*2 + 4*2 + 1)
+	ports, release, err := reserveAddrs(3*2 + 4*2 + 1)
 	if err != nil {
 		return nil, err
 	}
+	defer release()
 	next := func() string { a := ports[0]; ports = ports[1:]; return a }
 	var peers []string
 	type m struct{ id, grpc, raft string }
@@ -164,6 +165,8 @@ func startCluster(bin, dir string) (*cluster, error) {
 	c.endpoint = next()
 	c.front = &role{name: "fe", args: []string{"frontend", "--http-addr", c.endpoint,
 		"--masters", strings.Join(c.masterGRPC, ","), "--log-level", logLevel(), "--metrics-addr", ""}}
+	// Every proxy listens: the roles may have their ports now.
+	release()
 	for _, r := range c.all() {
 		if err := c.start(r); err != nil {
 			c.stop()
@@ -318,17 +321,31 @@ func (t *tailBuffer) String() string {
 	return t.buf.String()
 }
 
-func freeAddrs(n int) ([]string, error) {
-	var out []string
+// reserveAddrs picks n free loopback addresses for the roles to listen on
+// and holds them until release. The fault proxies bind 127.0.0.1:0 after
+// the reservation, and the kernel may hand them a port just released: the
+// role meant for it then fails to bind, the proxy answers in its place,
+// and, say, a master's address forwards to a partition server (seed 110's
+// CreateTable answered 501: gRPC Unimplemented). Held until every proxy
+// listens, a reserved port is given to no proxy.
+func reserveAddrs(n int) (addrs []string, release func(), err error) {
+	var lns []net.Listener
+	release = func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+		lns = nil
+	}
 	for i := 0; i < n; i++ {
 		ln, err := netListen()
 		if err != nil {
-			return nil, err
+			release()
+			return nil, nil, err
 		}
-		out = append(out, ln.Addr().String())
-		defer ln.Close()
+		lns = append(lns, ln)
+		addrs = append(addrs, ln.Addr().String())
 	}
-	return out, nil
+	return addrs, release, nil
 }
 
 // quiesceAfter is the partition servers' --quiesce-after:
