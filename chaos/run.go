@@ -110,6 +110,9 @@ func Run(o Options) (_ *Result, err error) {
 	if err := setup(sc); err != nil {
 		return nil, err
 	}
+	if err := c.allRunning(); err != nil {
+		return nil, err
+	}
 	tc := sc.NewClient(table)
 	w := startWorkload(tc, once.NewClient(table))
 	placements := c.watchPlacement(w.start)
