@@ -312,3 +312,64 @@ func TestMergeRefusedWhileReplicaDown(t *testing.T) {
 	writeSeq(t, tcl, acked, "after", 26)
 	verifyExactlyOnce(t, tcl, acked)
 }
+
+// dropTo is a Raft fault hook that drops every request to one address: a
+// one-way cut (the peer's own requests still arrive and are answered).
+type dropTo struct{ addr string }
+
+func (d dropTo) Outgoing(peer string) (time.Duration, bool) { return 0, peer == d.addr }
+
+// TestMergeRefusedWhileLeaderCannotReachReplica: the right range's leader
+// cannot reach one of its followers (a one-way cut: the follower's server
+// still answers the master and sends to the leader). The freeze would
+// never reach that follower and the right range would take no write until
+// the cut healed (chaos seeds 136 and 147: 5.1 and 5.0 s, the whole cut);
+// the leader refuses the freeze instead, the range keeps taking writes,
+// and the merge goes through once the cut heals.
+func TestMergeRefusedWhileLeaderCannotReachReplica(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := startTuned(t, 3, quietPolicies, nil)
+	sc := serviceClient(t, c, 0)
+	const table = "mergecut"
+	tcl := newTable(t, sc, table)
+	mc := masterClient(t, c)
+	acked := map[string]int64{}
+	writeSeq(t, tcl, acked, "before", 26)
+	ctx := ctxT(t, 2*time.Minute)
+	split := splitRange(t, ctx, mc, table, "k13")
+	var leader, cut int
+	waitFor(t, 10*time.Second, "the right half led", func() bool {
+		rl := partitionMap(t, mc).GetLeaders()[split.GetRight().GetRangeId()]
+		if rl == "" {
+			return false
+		}
+		leader = c.ServerIndex(rl)
+		cut = (leader + 1) % len(c.Servers)
+		return leader >= 0
+	})
+	c.Servers[leader].Server.SetRaftFault(dropTo{c.Servers[cut].Server.RaftAddr()})
+	// Past the heard-from window (the Raft heartbeat timeout).
+	time.Sleep(2 * time.Second)
+	mctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	err := mc.Call(mctx, func(ctx context.Context, m pb.MasterServiceClient) error {
+		_, err := m.Merge(ctx, &pb.MergeRequest{RangeId: split.GetLeft().GetRangeId()})
+		return err
+	})
+	cancel()
+	if err == nil || !strings.Contains(err.Error(), "not ready") {
+		t.Fatalf("merge with the right range's leader cut from ps%d: %v, want a not-ready refusal", cut+1, err)
+	}
+	// Not frozen: both halves still take writes.
+	writeSeq(t, tcl, acked, "during", 26)
+	c.Servers[leader].Server.SetRaftFault(nil)
+	waitFor(t, 30*time.Second, "the merge after the cut healed", func() bool {
+		return mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
+			_, err := m.Merge(ctx, &pb.MergeRequest{RangeId: split.GetLeft().GetRangeId()})
+			return err
+		}) == nil
+	})
+	writeSeq(t, tcl, acked, "after", 26)
+	verifyExactlyOnce(t, tcl, acked)
+}

@@ -375,6 +375,10 @@ func (s *Server) freezeEverywhere(ctx context.Context, right *pb.RangeDescriptor
 		return err
 	})
 	if err != nil {
+		if rpcerr.Parse(err).Reason == rpcerr.ReasonNotReady {
+			// Refused before it was proposed: nothing to undo.
+			return nil, fmt.Errorf("%w: freeze range %d: %v", ErrNotReady, right.GetRangeId(), err)
+		}
 		return nil, fmt.Errorf("freeze range %d: %w", right.GetRangeId(), err)
 	}
 	t.frozen = time.Now()

@@ -67,6 +67,14 @@ func (v *service) FreezeRange(ctx context.Context, req *pb.FreezeRangeRequest) (
 	if st := r.fsm.State(); st.GetFrozen() {
 		return &pb.FreezeRangeResponse{Range: st.GetRange(), FreezeIndex: st.GetFrozenIndex()}, nil
 	}
+	// A frozen range serves nothing until every replica has applied the
+	// freeze, and there is no unfreezing: a voter this leader cannot
+	// reach, though it may answer the master, would hold the range's
+	// writes until it is reached again.
+	if id, ok := r.unheardVoter(ctx, freezeReachWait, v.s.cfg.RaftHeartbeatTimeout); ok {
+		err := fmt.Errorf("%w: %s has not answered this server within %v", ErrVoterUnreached, id, v.s.cfg.RaftHeartbeatTimeout)
+		return nil, rpcerr.New(codes.FailedPrecondition, rpcerr.ReasonNotReady, err.Error(), nil)
+	}
 	res, err := v.run(ctx, r, pb.CommandKind_COMMAND_KIND_FREEZE, &pb.FreezeCommand{Generation: r.fsm.Descriptor().GetGeneration()})
 	if err != nil {
 		return nil, err

@@ -35,6 +35,11 @@ const (
 	// the data is (a merge grew it too large); metadata "code" carries the
 	// Azure error code edm.AzureError gave.
 	ReasonInvalidEntity = "INVALID_ENTITY"
+	// ReasonNotReady: a range change that every replica must apply (a
+	// merge's freeze) was refused before it was proposed, because a
+	// replica would not get it now; nothing changed, and a later try may
+	// succeed. Not retried by the range client.
+	ReasonNotReady = "NOT_READY"
 )
 
 // Metadata keys.

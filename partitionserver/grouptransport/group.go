@@ -157,6 +157,14 @@ func (g *Group) RequestPreVote(id raft.ServerID, target raft.ServerAddress, args
 }
 
 // TimeoutNow implements raft.Transport.
+// HeardFrom reports whether the server of Raft peer (id, target) answered
+// a request of this server's on a raft lane, in any group, after since:
+// evidence that requests to it get through now (a server may answer the
+// master and still be out of this one's reach: a one-way cut).
+func (g *Group) HeardFrom(id raft.ServerID, target raft.ServerAddress, since time.Time) bool {
+	return g.t.heardSince(g.resolve(id, target), since)
+}
+
 func (g *Group) TimeoutNow(id raft.ServerID, target raft.ServerAddress, args *raft.TimeoutNowRequest, resp *raft.TimeoutNowResponse) error {
 	return g.rpc(id, target, laneControl, 0, args, resp)
 }
