@@ -20,6 +20,10 @@ type Decision struct {
 	Retry bool
 	// Stale: the caller's map of the range is out of date.
 	Stale bool
+	// NotHosted: the server holds no replica of the range (RANGE_NOT_FOUND;
+	// Stale too): another replica of the same descriptor may, so the round
+	// goes on to the next candidate before the map is refreshed.
+	NotHosted bool
 	// Busy: the server refused for load (ServerBusy, ResourceExhausted);
 	// callers facing a client may prefer to hand it back with its
 	// Retry-After.
@@ -38,8 +42,10 @@ func Classify(err error) Decision {
 		// a request id, so a retry returns the first attempt's result if
 		// it was applied.
 		d.Retry = true
-	case rpcerr.ReasonStaleRange, rpcerr.ReasonRangeNotFound:
+	case rpcerr.ReasonStaleRange:
 		d.Retry, d.Stale = true, true
+	case rpcerr.ReasonRangeNotFound:
+		d.Retry, d.Stale, d.NotHosted = true, true, true
 	case rpcerr.ReasonServerBusy:
 		// Unavailable: a leader refused a write it never proposed
 		// because its leadership is moving (a transfer settles within an
@@ -167,6 +173,13 @@ func Call(ctx context.Context, cands Candidates, attempt Attempt, o Options) err
 			}
 			if o.OnFailure != nil {
 				o.OnFailure(s, err, d)
+			}
+			if d.NotHosted {
+				// A replica the map lists but that is not open there (a
+				// split-born member its server has yet to create, a moved-in
+				// one awaiting its snapshot, one removed): the others of
+				// this descriptor may lead it. Refreshed after the round.
+				continue
 			}
 			if d.Stale {
 				stale = true

@@ -21,7 +21,7 @@ func TestClassify(t *testing.T) {
 		{"not leader with hint", rpcerr.New(codes.Unavailable, rpcerr.ReasonNotLeader, "x", map[string]string{rpcerr.MetaLeader: "ps2"}), Decision{Retry: true, Leader: "ps2"}},
 		{"outcome unknown", rpcerr.New(codes.DeadlineExceeded, rpcerr.ReasonUnavailable, "x", nil), Decision{Retry: true}},
 		{"stale range", rpcerr.New(codes.FailedPrecondition, rpcerr.ReasonStaleRange, "x", nil), Decision{Retry: true, Stale: true}},
-		{"range not hosted", rpcerr.New(codes.NotFound, rpcerr.ReasonRangeNotFound, "x", nil), Decision{Retry: true, Stale: true}},
+		{"range not hosted", rpcerr.New(codes.NotFound, rpcerr.ReasonRangeNotFound, "x", nil), Decision{Retry: true, Stale: true, NotHosted: true}},
 		{"busy (throttled)", rpcerr.New(codes.ResourceExhausted, rpcerr.ReasonServerBusy, "x", nil), Decision{Retry: true, Busy: true}},
 		{"busy (leadership transfer)", rpcerr.New(codes.Unavailable, rpcerr.ReasonServerBusy, "x", nil), Decision{Retry: true}},
 		{"connection refused", rpcerr.New(codes.Unavailable, "", "x", nil), Decision{Retry: true}},
@@ -74,7 +74,7 @@ func TestCallFollowsHintAndGivesUp(t *testing.T) {
 }
 
 // script is a scripted fake range: per server, the answers of its
-// successive attempts ("ok", "leader:X", "stale", "busy" (throttled),
+// successive attempts ("ok", "leader:X", "stale", "nothosted", "busy" (throttled),
 // "transfer" (busy: leadership moving), "down",
 // "silent" (no answer until the attempt's context ends), "final"); a
 // server's last answer repeats.
@@ -93,6 +93,8 @@ func (s script) answer(ctx context.Context, server string, n int) error {
 		return rpcerr.New(codes.Unavailable, rpcerr.ReasonNotLeader, "no", map[string]string{rpcerr.MetaLeader: a[7:]})
 	case a == "stale":
 		return rpcerr.New(codes.FailedPrecondition, rpcerr.ReasonStaleRange, "stale", nil)
+	case a == "nothosted":
+		return rpcerr.New(codes.NotFound, rpcerr.ReasonRangeNotFound, "range not hosted", nil)
 	case a == "busy":
 		return rpcerr.New(codes.ResourceExhausted, rpcerr.ReasonServerBusy, "busy", nil)
 	case a == "transfer":
@@ -154,6 +156,16 @@ func TestCallScripted(t *testing.T) {
 		{
 			name: "stale answer refreshes the map", maps: [][]string{{"a"}, {"d", "e"}},
 			script: script{"a": {"stale"}, "d": {"ok"}}, wantOK: true, wantTried: []string{"a", "d"}, wantLeader: "d",
+		},
+		{
+			// The map names a as the leader, but a never created its member
+			// (a split it did not apply): b, listed too, leads.
+			name: "a replica that does not host the range: the next one", maps: [][]string{{"a", "b", "c"}},
+			script: script{"a": {"nothosted"}, "b": {"ok"}}, wantOK: true, wantTried: []string{"a", "b"}, wantLeader: "b",
+		},
+		{
+			name: "no replica hosts it: a refreshed map", maps: [][]string{{"a", "b"}, {"d"}},
+			script: script{"a": {"nothosted"}, "b": {"nothosted"}, "d": {"ok"}}, wantOK: true, wantTried: []string{"a", "b", "d"}, wantLeader: "d",
 		},
 		{
 			name: "no range for the key until a refresh", maps: [][]string{nil, {"a"}},
