@@ -139,6 +139,10 @@ func (r *Router) Start(ctx context.Context) error {
 // Close stops the watch and closes connections.
 func (r *Router) Close() {
 	r.cancel()
+	// A shared map read starting now has added itself to wg (under
+	// refreshMu, after checking ctx) or will not start.
+	r.refreshMu.Lock()
+	r.refreshMu.Unlock()
 	r.wg.Wait()
 	r.master.Close()
 	r.pool.Close()
@@ -226,11 +230,17 @@ func (r *Router) refresh(ctx context.Context) error {
 // ask the master once rather than each on its own.
 func (r *Router) refreshShared(ctx context.Context) {
 	r.refreshMu.Lock()
+	if r.ctx.Err() != nil {
+		r.refreshMu.Unlock()
+		return
+	}
 	done := r.refreshing
 	if done == nil {
 		done = make(chan struct{})
 		r.refreshing = done
+		r.wg.Add(1)
 		go func() {
+			defer r.wg.Done()
 			rctx, cancel := context.WithTimeout(r.ctx, r.cfg.RetryTimeout)
 			_ = r.refresh(rctx)
 			cancel()
