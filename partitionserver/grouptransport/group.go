@@ -156,7 +156,6 @@ func (g *Group) RequestPreVote(id raft.ServerID, target raft.ServerAddress, args
 	return g.rpc(id, target, laneControl, 0, args, resp)
 }
 
-// TimeoutNow implements raft.Transport.
 // HeardFrom reports whether the server of Raft peer (id, target) answered
 // a request of this server's on a raft lane, in any group, after since:
 // evidence that requests to it get through now (a server may answer the
@@ -165,6 +164,7 @@ func (g *Group) HeardFrom(id raft.ServerID, target raft.ServerAddress, since tim
 	return g.t.heardSince(g.resolve(id, target), since)
 }
 
+// TimeoutNow implements raft.Transport.
 func (g *Group) TimeoutNow(id raft.ServerID, target raft.ServerAddress, args *raft.TimeoutNowRequest, resp *raft.TimeoutNowResponse) error {
 	return g.rpc(id, target, laneControl, 0, args, resp)
 }
