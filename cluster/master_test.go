@@ -93,8 +93,27 @@ func TestWriteFindsNewRangeLeaderWithoutMaster(t *testing.T) {
 	if err := put("before", 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "a reported range leader", func() bool { return rangeLeader(c, table) >= 0 })
-	victim := rangeLeader(c, table)
+	// The victim must lead by its own account, not only in the master's
+	// report (which may be stale): else the write after the crash would
+	// find the live leader at once and test nothing.
+	victim := -1
+	waitFor(t, 10*time.Second, "a range leader, confirmed by its server", func() bool {
+		victim = rangeLeader(c, table)
+		if victim < 0 {
+			return false
+		}
+		for _, m := range c.Masters {
+			if m.Server == nil || !m.Server.IsLeader() {
+				continue
+			}
+			for _, r := range m.Server.PartitionMap().GetRanges() {
+				if r.GetTable() == table {
+					return rangeInfo(c.Servers[victim].Server, r.GetRangeId()).GetLeader()
+				}
+			}
+		}
+		return false
+	})
 	for i := 0; i < 2; i++ {
 		if err := c.StopMaster(i); err != nil {
 			t.Fatal(err)

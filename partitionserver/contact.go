@@ -30,9 +30,14 @@ const freezeReachWait = time.Second
 func (r *replica) unheardVoter(ctx context.Context, wait, window time.Duration) (string, bool) {
 	deadline := time.Now().Add(wait)
 	for {
+		if r.raft.State() != raft.Leader {
+			// Not leading any more: the proposal that follows fails
+			// with NOT_LEADER and its hint, which the master follows.
+			return "", false
+		}
 		f := r.raft.GetConfiguration()
 		if f.Error() != nil {
-			return "", false // not leading any more: the proposal fails on its own
+			return "", false
 		}
 		id, ok := firstUnheard(f.Configuration().Servers, r.serverID, func(s raft.Server) bool {
 			return r.transport.HeardFrom(s.ID, s.Address, time.Now().Add(-window))

@@ -37,7 +37,8 @@ func (r *Router) followerCall(ctx context.Context, t *pb.Table, pk string, attem
 	}
 	err := rangeclient.Call(ctx, candidates, r.attempt(&cur, fn), rangeclient.Options{
 		OnFailure:      func(_ string, err error, _ rangeclient.Decision) { r.countRetry(err) },
-		Refresh:        func(ctx context.Context) { _ = r.refresh(ctx) },
+		Refresh:        r.refreshShared,
+		RefreshWait:    refreshWait,
 		MinBackoff:     time.Millisecond,
 		AttemptTimeout: attemptTimeout,
 		Deadline:       time.Now().Add(r.cfg.RetryTimeout),
