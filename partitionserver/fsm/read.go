@@ -35,8 +35,12 @@ func (r *Range) GetMany(ks []Key) ([][]byte, []error) {
 	out := make([][]byte, len(ks))
 	errs := make([]error, len(ks))
 	err := r.store.db.View(func(tx *bolt.Tx) error {
+		rng, b, err := r.readView(tx)
+		if err != nil {
+			return err
+		}
 		for i, k := range ks {
-			out[i], errs[i] = r.getTx(tx, k.PK, k.RK)
+			out[i], errs[i] = lookup(rng, b, k.PK, k.RK)
 		}
 		return nil
 	})
@@ -49,21 +53,36 @@ func (r *Range) GetMany(ks []Key) ([][]byte, []error) {
 }
 
 func (r *Range) getTx(tx *bolt.Tx, pk, rk string) ([]byte, error) {
+	rng, b, err := r.readView(tx)
+	if err != nil {
+		return nil, err
+	}
+	return lookup(rng, b, pk, rk)
+}
+
+// readView is what a point read of tx needs of the range: its bounds and
+// its table's bucket (nil: the table holds nothing yet).
+func (r *Range) readView(tx *bolt.Tx) (*pb.RangeDescriptor, *bolt.Bucket, error) {
 	st, err := r.committedState(tx)
 	if err != nil {
-		return nil, ErrRangeNotFound
+		return nil, nil, ErrRangeNotFound
 	}
 	if st.GetFrozen() {
 		// A frozen range's keys may already be served by the left
 		// neighbour that merged it: reading here could miss its writes.
-		return nil, ErrRangeFrozen
-	}
-	if !InRange(st.GetRange(), pk) {
-		return nil, ErrKeyOutOfRange
+		return nil, nil, ErrRangeFrozen
 	}
 	b, err := tableBucket(tx, st.GetRange().GetTableId(), false)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	return st.GetRange(), b, nil
+}
+
+// lookup reads one entity of a range's table bucket b.
+func lookup(rng *pb.RangeDescriptor, b *bolt.Bucket, pk, rk string) ([]byte, error) {
+	if !InRange(rng, pk) {
+		return nil, ErrKeyOutOfRange
 	}
 	if b == nil {
 		return nil, ErrEntityNotFound
