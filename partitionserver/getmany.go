@@ -101,21 +101,23 @@ func (v *service) getEach(ctx context.Context, gets []*pb.GetRequest, idx []int,
 // one read check and one read transaction.
 func (v *service) getGroup(ctx context.Context, start time.Time, gets []*pb.GetRequest, idx []int, out *pb.GetManyResponse) {
 	first := gets[idx[0]]
-	fail := func(i int, err error) {
-		observe("get", start, err)
+	// observed as Get observes it (the error before its status), answered
+	// with the status Get returns.
+	fail := func(i int, observed, err error) {
+		observe("get", start, observed)
 		out.Results[i] = getResult(nil, err)
 	}
 	r, err := v.replica(first.GetRangeId())
 	if err != nil {
 		for _, i := range idx {
-			fail(i, err)
+			fail(i, err, err)
 		}
 		return
 	}
 	admitted := make([]int, 0, len(idx))
 	for _, i := range idx {
 		if err := v.admit(r.meters(), r.isLeader(), gets[i].GetPartitionKey(), 1); err != nil {
-			fail(i, err)
+			fail(i, err, err)
 			continue
 		}
 		admitted = append(admitted, i)
@@ -125,9 +127,9 @@ func (v *service) getGroup(ctx context.Context, start time.Time, gets []*pb.GetR
 	}
 	synced, err := r.readCheck(ctx, first.GetFollowerRead(), func() error { return r.linearizable(ctx) })
 	if err != nil {
-		err = toStatus(r, err)
+		st := toStatus(r, err)
 		for _, i := range admitted {
-			fail(i, err)
+			fail(i, err, st)
 		}
 		return
 	}
@@ -138,7 +140,7 @@ func (v *service) getGroup(ctx context.Context, start time.Time, gets []*pb.GetR
 	bs, errs := r.fsm.GetMany(ks)
 	for j, i := range admitted {
 		if errs[j] != nil {
-			fail(i, toStatus(r, errs[j]))
+			fail(i, errs[j], toStatus(r, errs[j]))
 			continue
 		}
 		observe("get", start, nil)
