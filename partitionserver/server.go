@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
 
+	"tablestore/internal/connpool"
 	"tablestore/internal/masterclient"
 	"tablestore/internal/peertls"
 	"tablestore/partitionserver/admission"
@@ -203,8 +204,8 @@ func (s *Server) Start() (err error) {
 		s.health.startup[st.GetRange().GetRangeId()] = true
 	}
 
-	s.grpcSrv = grpc.NewServer(grpc.MaxRecvMsgSize(64<<20), grpc.MaxSendMsgSize(64<<20),
-		grpc.NumStreamWorkers(grpcStreamWorkers), s.creds.ServerOption())
+	s.grpcSrv = grpc.NewServer(append(connpool.ServerOptions(), grpc.MaxRecvMsgSize(64<<20), grpc.MaxSendMsgSize(64<<20),
+		grpc.NumStreamWorkers(grpcStreamWorkers), s.creds.ServerOption())...)
 	pb.RegisterPartitionServiceServer(s.grpcSrv, &service{s: s})
 	s.wg.Add(3)
 	go func() {

@@ -294,6 +294,9 @@ func runPartitionServer(args []string) error {
 	}}, args)
 }
 
+// frontendGCPercent is a front-end's GOGC unless the environment sets one.
+const frontendGCPercent = 400
+
 func runFrontend(args []string) error {
 	fcfg, rcfg := frontend.DefaultConfig(), router.DefaultConfig()
 	var keys frontend.KeySource
@@ -305,6 +308,14 @@ func runFrontend(args []string) error {
 	}
 	prepare := func(*common) error { return keys.Resolve(&fcfg, os.Getenv) }
 	start := func(logger *slog.Logger, _ *common) (role, error) {
+		if os.Getenv("GOGC") == "" {
+			// A front-end's heap is the partition map and per-request
+			// garbage (headers, the entity decoded and re-encoded as
+			// JSON): at the default GOGC its collector and allocation
+			// slow path were ~10 % of its CPU per point read. See
+			// docs/performance.md, "Point reads, session 7".
+			debug.SetGCPercent(frontendGCPercent)
+		}
 		if fcfg.AccountKey == auth.DevAccountKey {
 			logger.Warn("serving Azurite's well-known public account key: set --account-key-file or $" + frontend.AccountKeyEnv + " before storing anything that matters")
 		}

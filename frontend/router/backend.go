@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"tablestore/frontend"
+	"tablestore/internal/connpool"
 	"tablestore/internal/edm"
 	"tablestore/internal/filter"
 	pb "tablestore/proto/tablestorepb"
@@ -173,7 +174,15 @@ func (r *Router) get(ctx context.Context, table, pk, rk string, follower bool) (
 	}
 	var b []byte
 	err = r.caller(follower)(ctx, t, pk, r.cfg.AttemptTimeout, func(ctx context.Context, addr string, c pb.PartitionServiceClient, d *pb.RangeDescriptor) error {
-		resp, err := c.Get(ctx, &pb.GetRequest{RangeId: d.GetRangeId(), Generation: d.GetGeneration(), PartitionKey: pk, RowKey: rk, FollowerRead: follower})
+		req := &pb.GetRequest{RangeId: d.GetRangeId(), Generation: d.GetGeneration(), PartitionKey: pk, RowKey: rk, FollowerRead: follower}
+		var resp *pb.GetResponse
+		var err error
+		if connpool.IsLocal(c) {
+			// No call to save in one process (tablestore dev).
+			resp, err = c.Get(ctx, req)
+		} else {
+			resp, err = r.reads.get(ctx, addr, c, req)
+		}
 		if err == nil {
 			b = resp.GetEntity()
 		}

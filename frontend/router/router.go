@@ -62,6 +62,7 @@ type Router struct {
 	master *masterclient.Client
 	pool   *connpool.Pool
 	writes *coalescer
+	reads  *readCoalescer
 
 	mu                sync.RWMutex
 	version           uint64
@@ -101,11 +102,12 @@ func New(cfg Config, logger *slog.Logger) (*Router, error) {
 		return nil, err
 	}
 	r := &Router{
-		cfg: cfg, logger: logger, master: mc, pool: connpool.New(creds.DialOption()), writes: newCoalescer(),
+		cfg: cfg, logger: logger, master: mc, pool: connpool.New(creds.DialOption()), writes: newCoalescer(), reads: newReadCoalescer(),
 		tables: map[string]*pb.Table{}, ranges: map[uint64][]*pb.RangeDescriptor{}, rangeTable: map[uint64]uint64{},
 		servers: map[string]*pb.ServerInfo{}, leaders: map[uint64]string{}, hinted: map[uint64]string{},
 	}
 	r.writes.logger = logger
+	r.reads.logger = logger
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.watch.lostAt.Store(time.Now().UnixNano())
 	return r, nil

@@ -47,6 +47,18 @@ func (l localClient) Get(ctx context.Context, in *pb.GetRequest, _ ...grpc.CallO
 	return l.s.Get(ctx, in)
 }
 
+func (l localClient) GetMany(ctx context.Context, in *pb.GetManyRequest, _ ...grpc.CallOption) (*pb.GetManyResponse, error) {
+	return l.s.GetMany(ctx, in)
+}
+
+// IsLocal reports whether c calls a partition server of this process
+// directly (RegisterLocal): a call to it costs no more than the work it
+// carries, so there is nothing to gain by coalescing calls to it.
+func IsLocal(c pb.PartitionServiceClient) bool {
+	_, ok := c.(localClient)
+	return ok
+}
+
 func (l localClient) Query(ctx context.Context, in *pb.QueryRequest, _ ...grpc.CallOption) (*pb.QueryResponse, error) {
 	return l.s.Query(ctx, in)
 }

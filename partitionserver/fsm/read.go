@@ -16,34 +16,82 @@ import (
 // Get returns the stored entity (edm binary) or ErrEntityNotFound.
 func (r *Range) Get(pk, rk string) ([]byte, error) {
 	var out []byte
+	err := r.store.db.View(func(tx *bolt.Tx) (err error) {
+		out, err = r.getTx(tx, pk, rk)
+		return err
+	})
+	return out, err
+}
+
+// Key is one entity's key, for GetMany.
+type Key struct{ PK, RK string }
+
+// GetMany reads several entities in one read transaction: each gets what
+// Get would have returned for it (its bytes or its own error), from one
+// snapshot of the committed state. A bbolt read transaction (its locks,
+// the meta page copy, the range state's lookup) was about a tenth of a
+// range leader's CPU per point read when each read opened its own.
+func (r *Range) GetMany(ks []Key) ([][]byte, []error) {
+	out := make([][]byte, len(ks))
+	errs := make([]error, len(ks))
 	err := r.store.db.View(func(tx *bolt.Tx) error {
-		st, err := r.committedState(tx)
-		if err != nil {
-			return ErrRangeNotFound
-		}
-		if st.GetFrozen() {
-			// A frozen range's keys may already be served by the left
-			// neighbour that merged it: reading here could miss its writes.
-			return ErrRangeFrozen
-		}
-		if !InRange(st.GetRange(), pk) {
-			return ErrKeyOutOfRange
-		}
-		b, err := tableBucket(tx, st.GetRange().GetTableId(), false)
+		rng, b, err := r.readView(tx)
 		if err != nil {
 			return err
 		}
-		if b == nil {
-			return ErrEntityNotFound
+		for i, k := range ks {
+			out[i], errs[i] = lookup(rng, b, k.PK, k.RK)
 		}
-		v := b.Get(keys.Encode(pk, rk))
-		if v == nil {
-			return ErrEntityNotFound
-		}
-		out = append([]byte(nil), v...)
 		return nil
 	})
-	return out, err
+	if err != nil {
+		for i := range errs {
+			out[i], errs[i] = nil, err
+		}
+	}
+	return out, errs
+}
+
+func (r *Range) getTx(tx *bolt.Tx, pk, rk string) ([]byte, error) {
+	rng, b, err := r.readView(tx)
+	if err != nil {
+		return nil, err
+	}
+	return lookup(rng, b, pk, rk)
+}
+
+// readView is what a point read of tx needs of the range: its bounds and
+// its table's bucket (nil: the table holds nothing yet).
+func (r *Range) readView(tx *bolt.Tx) (*pb.RangeDescriptor, *bolt.Bucket, error) {
+	st, err := r.committedState(tx)
+	if err != nil {
+		return nil, nil, ErrRangeNotFound
+	}
+	if st.GetFrozen() {
+		// A frozen range's keys may already be served by the left
+		// neighbour that merged it: reading here could miss its writes.
+		return nil, nil, ErrRangeFrozen
+	}
+	b, err := tableBucket(tx, st.GetRange().GetTableId(), false)
+	if err != nil {
+		return nil, nil, err
+	}
+	return st.GetRange(), b, nil
+}
+
+// lookup reads one entity of a range's table bucket b.
+func lookup(rng *pb.RangeDescriptor, b *bolt.Bucket, pk, rk string) ([]byte, error) {
+	if !InRange(rng, pk) {
+		return nil, ErrKeyOutOfRange
+	}
+	if b == nil {
+		return nil, ErrEntityNotFound
+	}
+	v := b.Get(keys.Encode(pk, rk))
+	if v == nil {
+		return nil, ErrEntityNotFound
+	}
+	return append([]byte(nil), v...), nil
 }
 
 // ScanOptions bound a scan of one range.

@@ -1045,6 +1045,150 @@ func (x *GetResponse) GetSyncedUnixNano() int64 {
 	return 0
 }
 
+type GetManyRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Gets          []*GetRequest          `protobuf:"bytes,1,rep,name=gets,proto3" json:"gets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetManyRequest) Reset() {
+	*x = GetManyRequest{}
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetManyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetManyRequest) ProtoMessage() {}
+
+func (x *GetManyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetManyRequest.ProtoReflect.Descriptor instead.
+func (*GetManyRequest) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *GetManyRequest) GetGets() []*GetRequest {
+	if x != nil {
+		return x.Gets
+	}
+	return nil
+}
+
+type GetManyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per read, in the order of the request.
+	Results       []*GetManyResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetManyResponse) Reset() {
+	*x = GetManyResponse{}
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetManyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetManyResponse) ProtoMessage() {}
+
+func (x *GetManyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetManyResponse.ProtoReflect.Descriptor instead.
+func (*GetManyResponse) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *GetManyResponse) GetResults() []*GetManyResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+type GetManyResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Set when the read succeeded.
+	Response *GetResponse `protobuf:"bytes,1,opt,name=response,proto3" json:"response,omitempty"`
+	// When it failed: the google.rpc.Status (with its ErrorInfo) that Get
+	// would have returned, serialized.
+	Status        []byte `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetManyResult) Reset() {
+	*x = GetManyResult{}
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetManyResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetManyResult) ProtoMessage() {}
+
+func (x *GetManyResult) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetManyResult.ProtoReflect.Descriptor instead.
+func (*GetManyResult) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *GetManyResult) GetResponse() *GetResponse {
+	if x != nil {
+		return x.Response
+	}
+	return nil
+}
+
+func (x *GetManyResult) GetStatus() []byte {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
 type QueryRequest struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	RangeId    uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
@@ -1075,7 +1219,7 @@ type QueryRequest struct {
 
 func (x *QueryRequest) Reset() {
 	*x = QueryRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[19]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1087,7 +1231,7 @@ func (x *QueryRequest) String() string {
 func (*QueryRequest) ProtoMessage() {}
 
 func (x *QueryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[19]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1100,7 +1244,7 @@ func (x *QueryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryRequest.ProtoReflect.Descriptor instead.
 func (*QueryRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{19}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *QueryRequest) GetRangeId() uint64 {
@@ -1218,7 +1362,7 @@ type QueryResponse struct {
 
 func (x *QueryResponse) Reset() {
 	*x = QueryResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[20]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1230,7 +1374,7 @@ func (x *QueryResponse) String() string {
 func (*QueryResponse) ProtoMessage() {}
 
 func (x *QueryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[20]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1243,7 +1387,7 @@ func (x *QueryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryResponse.ProtoReflect.Descriptor instead.
 func (*QueryResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{20}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *QueryResponse) GetEntities() [][]byte {
@@ -1304,7 +1448,7 @@ type CreateReplicaRequest struct {
 
 func (x *CreateReplicaRequest) Reset() {
 	*x = CreateReplicaRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[21]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1316,7 +1460,7 @@ func (x *CreateReplicaRequest) String() string {
 func (*CreateReplicaRequest) ProtoMessage() {}
 
 func (x *CreateReplicaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[21]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1329,7 +1473,7 @@ func (x *CreateReplicaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateReplicaRequest.ProtoReflect.Descriptor instead.
 func (*CreateReplicaRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{21}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CreateReplicaRequest) GetRange() *RangeDescriptor {
@@ -1372,7 +1516,7 @@ type CreateReplicaResponse struct {
 
 func (x *CreateReplicaResponse) Reset() {
 	*x = CreateReplicaResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[22]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1384,7 +1528,7 @@ func (x *CreateReplicaResponse) String() string {
 func (*CreateReplicaResponse) ProtoMessage() {}
 
 func (x *CreateReplicaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[22]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1397,7 +1541,7 @@ func (x *CreateReplicaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateReplicaResponse.ProtoReflect.Descriptor instead.
 func (*CreateReplicaResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{22}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CreateReplicaResponse) GetLeaderServerId() string {
@@ -1422,7 +1566,7 @@ type DeleteReplicaRequest struct {
 
 func (x *DeleteReplicaRequest) Reset() {
 	*x = DeleteReplicaRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[23]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1434,7 +1578,7 @@ func (x *DeleteReplicaRequest) String() string {
 func (*DeleteReplicaRequest) ProtoMessage() {}
 
 func (x *DeleteReplicaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[23]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1447,7 +1591,7 @@ func (x *DeleteReplicaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteReplicaRequest.ProtoReflect.Descriptor instead.
 func (*DeleteReplicaRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{23}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DeleteReplicaRequest) GetRangeId() uint64 {
@@ -1472,7 +1616,7 @@ type DeleteReplicaResponse struct {
 
 func (x *DeleteReplicaResponse) Reset() {
 	*x = DeleteReplicaResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[24]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1484,7 +1628,7 @@ func (x *DeleteReplicaResponse) String() string {
 func (*DeleteReplicaResponse) ProtoMessage() {}
 
 func (x *DeleteReplicaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[24]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1497,7 +1641,7 @@ func (x *DeleteReplicaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteReplicaResponse.ProtoReflect.Descriptor instead.
 func (*DeleteReplicaResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{24}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{27}
 }
 
 type RangeInfoRequest struct {
@@ -1509,7 +1653,7 @@ type RangeInfoRequest struct {
 
 func (x *RangeInfoRequest) Reset() {
 	*x = RangeInfoRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[25]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1521,7 +1665,7 @@ func (x *RangeInfoRequest) String() string {
 func (*RangeInfoRequest) ProtoMessage() {}
 
 func (x *RangeInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[25]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1534,7 +1678,7 @@ func (x *RangeInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeInfoRequest.ProtoReflect.Descriptor instead.
 func (*RangeInfoRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{25}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RangeInfoRequest) GetRangeId() uint64 {
@@ -1554,7 +1698,7 @@ type RangeInfoResponse struct {
 
 func (x *RangeInfoResponse) Reset() {
 	*x = RangeInfoResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[26]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1566,7 +1710,7 @@ func (x *RangeInfoResponse) String() string {
 func (*RangeInfoResponse) ProtoMessage() {}
 
 func (x *RangeInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[26]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1579,7 +1723,7 @@ func (x *RangeInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeInfoResponse.ProtoReflect.Descriptor instead.
 func (*RangeInfoResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{26}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RangeInfoResponse) GetStatus() *RangeStatus {
@@ -1672,7 +1816,14 @@ const file_tablestore_v1_partition_service_proto_rawDesc = "" +
 	"\rfollower_read\x18\x05 \x01(\bR\ffollowerRead\"O\n" +
 	"\vGetResponse\x12\x16\n" +
 	"\x06entity\x18\x01 \x01(\fR\x06entity\x12(\n" +
-	"\x10synced_unix_nano\x18\x02 \x01(\x03R\x0esyncedUnixNano\"\xdc\x03\n" +
+	"\x10synced_unix_nano\x18\x02 \x01(\x03R\x0esyncedUnixNano\"?\n" +
+	"\x0eGetManyRequest\x12-\n" +
+	"\x04gets\x18\x01 \x03(\v2\x19.tablestore.v1.GetRequestR\x04gets\"I\n" +
+	"\x0fGetManyResponse\x126\n" +
+	"\aresults\x18\x01 \x03(\v2\x1c.tablestore.v1.GetManyResultR\aresults\"_\n" +
+	"\rGetManyResult\x126\n" +
+	"\bresponse\x18\x01 \x01(\v2\x1a.tablestore.v1.GetResponseR\bresponse\x12\x16\n" +
+	"\x06status\x18\x02 \x01(\fR\x06status\"\xdc\x03\n" +
 	"\fQueryRequest\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x1e\n" +
 	"\n" +
@@ -1718,11 +1869,12 @@ const file_tablestore_v1_partition_service_proto_rawDesc = "" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\"q\n" +
 	"\x11RangeInfoResponse\x122\n" +
 	"\x06status\x18\x01 \x01(\v2\x1a.tablestore.v1.RangeStatusR\x06status\x12(\n" +
-	"\x10leader_server_id\x18\x02 \x01(\tR\x0eleaderServerId2\xb7\b\n" +
+	"\x10leader_server_id\x18\x02 \x01(\tR\x0eleaderServerId2\x81\t\n" +
 	"\x10PartitionService\x12B\n" +
 	"\x05Write\x12\x1b.tablestore.v1.WriteRequest\x1a\x1c.tablestore.v1.WriteResponse\x12N\n" +
 	"\tWriteMany\x12\x1f.tablestore.v1.WriteManyRequest\x1a .tablestore.v1.WriteManyResponse\x12<\n" +
-	"\x03Get\x12\x19.tablestore.v1.GetRequest\x1a\x1a.tablestore.v1.GetResponse\x12B\n" +
+	"\x03Get\x12\x19.tablestore.v1.GetRequest\x1a\x1a.tablestore.v1.GetResponse\x12H\n" +
+	"\aGetMany\x12\x1d.tablestore.v1.GetManyRequest\x1a\x1e.tablestore.v1.GetManyResponse\x12B\n" +
 	"\x05Query\x12\x1b.tablestore.v1.QueryRequest\x1a\x1c.tablestore.v1.QueryResponse\x12Z\n" +
 	"\rCreateReplica\x12#.tablestore.v1.CreateReplicaRequest\x1a$.tablestore.v1.CreateReplicaResponse\x12Z\n" +
 	"\rDeleteReplica\x12#.tablestore.v1.DeleteReplicaRequest\x1a$.tablestore.v1.DeleteReplicaResponse\x12N\n" +
@@ -1748,7 +1900,7 @@ func file_tablestore_v1_partition_service_proto_rawDescGZIP() []byte {
 	return file_tablestore_v1_partition_service_proto_rawDescData
 }
 
-var file_tablestore_v1_partition_service_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_tablestore_v1_partition_service_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_tablestore_v1_partition_service_proto_goTypes = []any{
 	(*SplitRangeRequest)(nil),      // 0: tablestore.v1.SplitRangeRequest
 	(*SplitRangeResponse)(nil),     // 1: tablestore.v1.SplitRangeResponse
@@ -1769,67 +1921,75 @@ var file_tablestore_v1_partition_service_proto_goTypes = []any{
 	(*WriteManyResult)(nil),        // 16: tablestore.v1.WriteManyResult
 	(*GetRequest)(nil),             // 17: tablestore.v1.GetRequest
 	(*GetResponse)(nil),            // 18: tablestore.v1.GetResponse
-	(*QueryRequest)(nil),           // 19: tablestore.v1.QueryRequest
-	(*QueryResponse)(nil),          // 20: tablestore.v1.QueryResponse
-	(*CreateReplicaRequest)(nil),   // 21: tablestore.v1.CreateReplicaRequest
-	(*CreateReplicaResponse)(nil),  // 22: tablestore.v1.CreateReplicaResponse
-	(*DeleteReplicaRequest)(nil),   // 23: tablestore.v1.DeleteReplicaRequest
-	(*DeleteReplicaResponse)(nil),  // 24: tablestore.v1.DeleteReplicaResponse
-	(*RangeInfoRequest)(nil),       // 25: tablestore.v1.RangeInfoRequest
-	(*RangeInfoResponse)(nil),      // 26: tablestore.v1.RangeInfoResponse
-	nil,                            // 27: tablestore.v1.ChangeReplicasRequest.RaftAddrsEntry
-	nil,                            // 28: tablestore.v1.CreateReplicaRequest.RaftAddrsEntry
-	(*RangeDescriptor)(nil),        // 29: tablestore.v1.RangeDescriptor
-	(*EntityOp)(nil),               // 30: tablestore.v1.EntityOp
-	(*RangeStatus)(nil),            // 31: tablestore.v1.RangeStatus
+	(*GetManyRequest)(nil),         // 19: tablestore.v1.GetManyRequest
+	(*GetManyResponse)(nil),        // 20: tablestore.v1.GetManyResponse
+	(*GetManyResult)(nil),          // 21: tablestore.v1.GetManyResult
+	(*QueryRequest)(nil),           // 22: tablestore.v1.QueryRequest
+	(*QueryResponse)(nil),          // 23: tablestore.v1.QueryResponse
+	(*CreateReplicaRequest)(nil),   // 24: tablestore.v1.CreateReplicaRequest
+	(*CreateReplicaResponse)(nil),  // 25: tablestore.v1.CreateReplicaResponse
+	(*DeleteReplicaRequest)(nil),   // 26: tablestore.v1.DeleteReplicaRequest
+	(*DeleteReplicaResponse)(nil),  // 27: tablestore.v1.DeleteReplicaResponse
+	(*RangeInfoRequest)(nil),       // 28: tablestore.v1.RangeInfoRequest
+	(*RangeInfoResponse)(nil),      // 29: tablestore.v1.RangeInfoResponse
+	nil,                            // 30: tablestore.v1.ChangeReplicasRequest.RaftAddrsEntry
+	nil,                            // 31: tablestore.v1.CreateReplicaRequest.RaftAddrsEntry
+	(*RangeDescriptor)(nil),        // 32: tablestore.v1.RangeDescriptor
+	(*EntityOp)(nil),               // 33: tablestore.v1.EntityOp
+	(*RangeStatus)(nil),            // 34: tablestore.v1.RangeStatus
 }
 var file_tablestore_v1_partition_service_proto_depIdxs = []int32{
-	29, // 0: tablestore.v1.SplitRangeResponse.left:type_name -> tablestore.v1.RangeDescriptor
-	29, // 1: tablestore.v1.SplitRangeResponse.right:type_name -> tablestore.v1.RangeDescriptor
-	29, // 2: tablestore.v1.FreezeRangeResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	29, // 3: tablestore.v1.MergeRangeRequest.right:type_name -> tablestore.v1.RangeDescriptor
-	29, // 4: tablestore.v1.MergeRangeResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	27, // 5: tablestore.v1.ChangeReplicasRequest.raft_addrs:type_name -> tablestore.v1.ChangeReplicasRequest.RaftAddrsEntry
-	29, // 6: tablestore.v1.ChangeReplicasResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	30, // 7: tablestore.v1.WriteRequest.ops:type_name -> tablestore.v1.EntityOp
+	32, // 0: tablestore.v1.SplitRangeResponse.left:type_name -> tablestore.v1.RangeDescriptor
+	32, // 1: tablestore.v1.SplitRangeResponse.right:type_name -> tablestore.v1.RangeDescriptor
+	32, // 2: tablestore.v1.FreezeRangeResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	32, // 3: tablestore.v1.MergeRangeRequest.right:type_name -> tablestore.v1.RangeDescriptor
+	32, // 4: tablestore.v1.MergeRangeResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	30, // 5: tablestore.v1.ChangeReplicasRequest.raft_addrs:type_name -> tablestore.v1.ChangeReplicasRequest.RaftAddrsEntry
+	32, // 6: tablestore.v1.ChangeReplicasResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	33, // 7: tablestore.v1.WriteRequest.ops:type_name -> tablestore.v1.EntityOp
 	12, // 8: tablestore.v1.WriteManyRequest.writes:type_name -> tablestore.v1.WriteRequest
 	16, // 9: tablestore.v1.WriteManyResponse.results:type_name -> tablestore.v1.WriteManyResult
 	13, // 10: tablestore.v1.WriteManyResult.response:type_name -> tablestore.v1.WriteResponse
-	29, // 11: tablestore.v1.QueryResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	29, // 12: tablestore.v1.CreateReplicaRequest.range:type_name -> tablestore.v1.RangeDescriptor
-	28, // 13: tablestore.v1.CreateReplicaRequest.raft_addrs:type_name -> tablestore.v1.CreateReplicaRequest.RaftAddrsEntry
-	31, // 14: tablestore.v1.RangeInfoResponse.status:type_name -> tablestore.v1.RangeStatus
-	12, // 15: tablestore.v1.PartitionService.Write:input_type -> tablestore.v1.WriteRequest
-	14, // 16: tablestore.v1.PartitionService.WriteMany:input_type -> tablestore.v1.WriteManyRequest
-	17, // 17: tablestore.v1.PartitionService.Get:input_type -> tablestore.v1.GetRequest
-	19, // 18: tablestore.v1.PartitionService.Query:input_type -> tablestore.v1.QueryRequest
-	21, // 19: tablestore.v1.PartitionService.CreateReplica:input_type -> tablestore.v1.CreateReplicaRequest
-	23, // 20: tablestore.v1.PartitionService.DeleteReplica:input_type -> tablestore.v1.DeleteReplicaRequest
-	25, // 21: tablestore.v1.PartitionService.RangeInfo:input_type -> tablestore.v1.RangeInfoRequest
-	0,  // 22: tablestore.v1.PartitionService.SplitRange:input_type -> tablestore.v1.SplitRangeRequest
-	2,  // 23: tablestore.v1.PartitionService.FreezeRange:input_type -> tablestore.v1.FreezeRangeRequest
-	4,  // 24: tablestore.v1.PartitionService.MergeRange:input_type -> tablestore.v1.MergeRangeRequest
-	6,  // 25: tablestore.v1.PartitionService.ChangeReplicas:input_type -> tablestore.v1.ChangeReplicasRequest
-	8,  // 26: tablestore.v1.PartitionService.TransferLeader:input_type -> tablestore.v1.TransferLeaderRequest
-	10, // 27: tablestore.v1.PartitionService.SplitKey:input_type -> tablestore.v1.SplitKeyRequest
-	13, // 28: tablestore.v1.PartitionService.Write:output_type -> tablestore.v1.WriteResponse
-	15, // 29: tablestore.v1.PartitionService.WriteMany:output_type -> tablestore.v1.WriteManyResponse
-	18, // 30: tablestore.v1.PartitionService.Get:output_type -> tablestore.v1.GetResponse
-	20, // 31: tablestore.v1.PartitionService.Query:output_type -> tablestore.v1.QueryResponse
-	22, // 32: tablestore.v1.PartitionService.CreateReplica:output_type -> tablestore.v1.CreateReplicaResponse
-	24, // 33: tablestore.v1.PartitionService.DeleteReplica:output_type -> tablestore.v1.DeleteReplicaResponse
-	26, // 34: tablestore.v1.PartitionService.RangeInfo:output_type -> tablestore.v1.RangeInfoResponse
-	1,  // 35: tablestore.v1.PartitionService.SplitRange:output_type -> tablestore.v1.SplitRangeResponse
-	3,  // 36: tablestore.v1.PartitionService.FreezeRange:output_type -> tablestore.v1.FreezeRangeResponse
-	5,  // 37: tablestore.v1.PartitionService.MergeRange:output_type -> tablestore.v1.MergeRangeResponse
-	7,  // 38: tablestore.v1.PartitionService.ChangeReplicas:output_type -> tablestore.v1.ChangeReplicasResponse
-	9,  // 39: tablestore.v1.PartitionService.TransferLeader:output_type -> tablestore.v1.TransferLeaderResponse
-	11, // 40: tablestore.v1.PartitionService.SplitKey:output_type -> tablestore.v1.SplitKeyResponse
-	28, // [28:41] is the sub-list for method output_type
-	15, // [15:28] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	17, // 11: tablestore.v1.GetManyRequest.gets:type_name -> tablestore.v1.GetRequest
+	21, // 12: tablestore.v1.GetManyResponse.results:type_name -> tablestore.v1.GetManyResult
+	18, // 13: tablestore.v1.GetManyResult.response:type_name -> tablestore.v1.GetResponse
+	32, // 14: tablestore.v1.QueryResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	32, // 15: tablestore.v1.CreateReplicaRequest.range:type_name -> tablestore.v1.RangeDescriptor
+	31, // 16: tablestore.v1.CreateReplicaRequest.raft_addrs:type_name -> tablestore.v1.CreateReplicaRequest.RaftAddrsEntry
+	34, // 17: tablestore.v1.RangeInfoResponse.status:type_name -> tablestore.v1.RangeStatus
+	12, // 18: tablestore.v1.PartitionService.Write:input_type -> tablestore.v1.WriteRequest
+	14, // 19: tablestore.v1.PartitionService.WriteMany:input_type -> tablestore.v1.WriteManyRequest
+	17, // 20: tablestore.v1.PartitionService.Get:input_type -> tablestore.v1.GetRequest
+	19, // 21: tablestore.v1.PartitionService.GetMany:input_type -> tablestore.v1.GetManyRequest
+	22, // 22: tablestore.v1.PartitionService.Query:input_type -> tablestore.v1.QueryRequest
+	24, // 23: tablestore.v1.PartitionService.CreateReplica:input_type -> tablestore.v1.CreateReplicaRequest
+	26, // 24: tablestore.v1.PartitionService.DeleteReplica:input_type -> tablestore.v1.DeleteReplicaRequest
+	28, // 25: tablestore.v1.PartitionService.RangeInfo:input_type -> tablestore.v1.RangeInfoRequest
+	0,  // 26: tablestore.v1.PartitionService.SplitRange:input_type -> tablestore.v1.SplitRangeRequest
+	2,  // 27: tablestore.v1.PartitionService.FreezeRange:input_type -> tablestore.v1.FreezeRangeRequest
+	4,  // 28: tablestore.v1.PartitionService.MergeRange:input_type -> tablestore.v1.MergeRangeRequest
+	6,  // 29: tablestore.v1.PartitionService.ChangeReplicas:input_type -> tablestore.v1.ChangeReplicasRequest
+	8,  // 30: tablestore.v1.PartitionService.TransferLeader:input_type -> tablestore.v1.TransferLeaderRequest
+	10, // 31: tablestore.v1.PartitionService.SplitKey:input_type -> tablestore.v1.SplitKeyRequest
+	13, // 32: tablestore.v1.PartitionService.Write:output_type -> tablestore.v1.WriteResponse
+	15, // 33: tablestore.v1.PartitionService.WriteMany:output_type -> tablestore.v1.WriteManyResponse
+	18, // 34: tablestore.v1.PartitionService.Get:output_type -> tablestore.v1.GetResponse
+	20, // 35: tablestore.v1.PartitionService.GetMany:output_type -> tablestore.v1.GetManyResponse
+	23, // 36: tablestore.v1.PartitionService.Query:output_type -> tablestore.v1.QueryResponse
+	25, // 37: tablestore.v1.PartitionService.CreateReplica:output_type -> tablestore.v1.CreateReplicaResponse
+	27, // 38: tablestore.v1.PartitionService.DeleteReplica:output_type -> tablestore.v1.DeleteReplicaResponse
+	29, // 39: tablestore.v1.PartitionService.RangeInfo:output_type -> tablestore.v1.RangeInfoResponse
+	1,  // 40: tablestore.v1.PartitionService.SplitRange:output_type -> tablestore.v1.SplitRangeResponse
+	3,  // 41: tablestore.v1.PartitionService.FreezeRange:output_type -> tablestore.v1.FreezeRangeResponse
+	5,  // 42: tablestore.v1.PartitionService.MergeRange:output_type -> tablestore.v1.MergeRangeResponse
+	7,  // 43: tablestore.v1.PartitionService.ChangeReplicas:output_type -> tablestore.v1.ChangeReplicasResponse
+	9,  // 44: tablestore.v1.PartitionService.TransferLeader:output_type -> tablestore.v1.TransferLeaderResponse
+	11, // 45: tablestore.v1.PartitionService.SplitKey:output_type -> tablestore.v1.SplitKeyResponse
+	32, // [32:46] is the sub-list for method output_type
+	18, // [18:32] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_tablestore_v1_partition_service_proto_init() }
@@ -1844,7 +2004,7 @@ func file_tablestore_v1_partition_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tablestore_v1_partition_service_proto_rawDesc), len(file_tablestore_v1_partition_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   29,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -25,6 +25,7 @@ const (
 	PartitionService_Write_FullMethodName          = "/tablestore.v1.PartitionService/Write"
 	PartitionService_WriteMany_FullMethodName      = "/tablestore.v1.PartitionService/WriteMany"
 	PartitionService_Get_FullMethodName            = "/tablestore.v1.PartitionService/Get"
+	PartitionService_GetMany_FullMethodName        = "/tablestore.v1.PartitionService/GetMany"
 	PartitionService_Query_FullMethodName          = "/tablestore.v1.PartitionService/Query"
 	PartitionService_CreateReplica_FullMethodName  = "/tablestore.v1.PartitionService/CreateReplica"
 	PartitionService_DeleteReplica_FullMethodName  = "/tablestore.v1.PartitionService/DeleteReplica"
@@ -51,6 +52,12 @@ type PartitionServiceClient interface {
 	WriteMany(ctx context.Context, in *WriteManyRequest, opts ...grpc.CallOption) (*WriteManyResponse, error)
 	// Get reads one entity (linearizable).
 	Get(ctx context.Context, in *GetRequest, opts ...grpc.CallOption) (*GetResponse, error)
+	// GetMany is several independent Gets in one call: the front-end sends
+	// together the point reads that queued for one server while its earlier
+	// call was in flight (possibly of several ranges). Each is admitted,
+	// checked (leadership for a linearizable read, as Get) and answered
+	// exactly as if it had come alone; one's failure is not the others'.
+	GetMany(ctx context.Context, in *GetManyRequest, opts ...grpc.CallOption) (*GetManyResponse, error)
 	// Query scans one range in key order, filtering where the data is.
 	Query(ctx context.Context, in *QueryRequest, opts ...grpc.CallOption) (*QueryResponse, error)
 	// CreateReplica starts (or bootstraps) a replica of a range on this server.
@@ -110,6 +117,16 @@ func (c *partitionServiceClient) Get(ctx context.Context, in *GetRequest, opts .
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(GetResponse)
 	err := c.cc.Invoke(ctx, PartitionService_Get_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *partitionServiceClient) GetMany(ctx context.Context, in *GetManyRequest, opts ...grpc.CallOption) (*GetManyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetManyResponse)
+	err := c.cc.Invoke(ctx, PartitionService_GetMany_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -230,6 +247,12 @@ type PartitionServiceServer interface {
 	WriteMany(context.Context, *WriteManyRequest) (*WriteManyResponse, error)
 	// Get reads one entity (linearizable).
 	Get(context.Context, *GetRequest) (*GetResponse, error)
+	// GetMany is several independent Gets in one call: the front-end sends
+	// together the point reads that queued for one server while its earlier
+	// call was in flight (possibly of several ranges). Each is admitted,
+	// checked (leadership for a linearizable read, as Get) and answered
+	// exactly as if it had come alone; one's failure is not the others'.
+	GetMany(context.Context, *GetManyRequest) (*GetManyResponse, error)
 	// Query scans one range in key order, filtering where the data is.
 	Query(context.Context, *QueryRequest) (*QueryResponse, error)
 	// CreateReplica starts (or bootstraps) a replica of a range on this server.
@@ -273,6 +296,9 @@ func (UnimplementedPartitionServiceServer) WriteMany(context.Context, *WriteMany
 }
 func (UnimplementedPartitionServiceServer) Get(context.Context, *GetRequest) (*GetResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Get not implemented")
+}
+func (UnimplementedPartitionServiceServer) GetMany(context.Context, *GetManyRequest) (*GetManyResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method GetMany not implemented")
 }
 func (UnimplementedPartitionServiceServer) Query(context.Context, *QueryRequest) (*QueryResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Query not implemented")
@@ -375,6 +401,24 @@ func _PartitionService_Get_Handler(srv interface{}, ctx context.Context, dec fun
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(PartitionServiceServer).Get(ctx, req.(*GetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _PartitionService_GetMany_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetManyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PartitionServiceServer).GetMany(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PartitionService_GetMany_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PartitionServiceServer).GetMany(ctx, req.(*GetManyRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -577,6 +621,10 @@ var PartitionService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Get",
 			Handler:    _PartitionService_Get_Handler,
+		},
+		{
+			MethodName: "GetMany",
+			Handler:    _PartitionService_GetMany_Handler,
 		},
 		{
 			MethodName: "Query",

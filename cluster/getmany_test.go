@@ -1,0 +1,219 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	spb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"tablestore/internal/edm"
+	"tablestore/internal/rangeclient"
+	"tablestore/internal/rpcerr"
+	pb "tablestore/proto/tablestorepb"
+)
+
+// getManyErr is the error a GetMany result carries (nil on success).
+func getManyErr(t *testing.T, r *pb.GetManyResult) error {
+	t.Helper()
+	if r.GetResponse() != nil {
+		return nil
+	}
+	var st spb.Status
+	if err := proto.Unmarshal(r.GetStatus(), &st); err != nil {
+		t.Fatalf("undecodable status: %v", err)
+	}
+	return status.ErrorProto(&st)
+}
+
+// TestGetManyAnswersEachRead: a range leader serves the reads of one
+// GetMany call each as Get would: found, not found, a range not hosted,
+// a key outside the range, each with its own answer; a follower answers
+// NOT_LEADER for each linearizable read and serves the follower reads of
+// the same call.
+func TestGetManyAnswersEachRead(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := startCluster(t, 1, 3)
+	sc := serviceClient(t, c, 0)
+	mc := masterClient(t, c)
+	ctx := ctxT(t, 2*time.Minute)
+	const table = "getmany"
+	tc := newTable(t, sc, table)
+	for i, pk := range []string{"a", "b"} {
+		if err := putV(ctx, tc, pk, i+1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rangeID := tableRanges(partitionMap(t, mc), table)[0].GetRangeId()
+	get := func(pk string) *pb.GetRequest { return &pb.GetRequest{RangeId: rangeID, PartitionKey: pk, RowKey: "r"} }
+	elsewhere := get("a")
+	elsewhere.RangeId = rangeID + 1_000_000
+	req := &pb.GetManyRequest{Gets: []*pb.GetRequest{get("a"), get("missing"), elsewhere, get("b"), get("a")}}
+	want := []struct {
+		reason string
+		v      int
+	}{{"", 1}, {rpcerr.ReasonEntityNotFound, 0}, {rpcerr.ReasonRangeNotFound, 0}, {"", 2}, {"", 1}}
+
+	var resp *pb.GetManyResponse
+	waitFor(t, 30*time.Second, "the range leader to serve GetMany", func() bool {
+		leader := rangeLeader(c, table)
+		if leader < 0 {
+			return false
+		}
+		var err error
+		if resp, err = c.Servers[leader].Server.Service().GetMany(ctx, req); err != nil {
+			t.Fatalf("GetMany: %v", err)
+		}
+		// A leadership change meanwhile (NOT_LEADER) is retried, as the
+		// front-end would.
+		for _, r := range resp.GetResults() {
+			if err := getManyErr(t, r); err != nil && rangeclient.Classify(err).Retry && !rangeclient.Classify(err).Stale {
+				return false
+			}
+		}
+		return true
+	})
+	if len(resp.GetResults()) != len(want) {
+		t.Fatalf("%d results for %d reads", len(resp.GetResults()), len(want))
+	}
+	for i, w := range want {
+		r := resp.GetResults()[i]
+		err := getManyErr(t, r)
+		if got := rpcerr.Parse(err).Reason; got != w.reason || (w.reason == "") != (err == nil) {
+			t.Errorf("read %d: err %v (reason %q), want reason %q", i, err, got, w.reason)
+			continue
+		}
+		if w.v != 0 {
+			if v := entityV(t, r.GetResponse().GetEntity()); v != w.v {
+				t.Errorf("read %d: V = %d, want %d", i, v, w.v)
+			}
+		}
+	}
+
+	// A follower: NOT_LEADER for each linearizable read; the follower
+	// reads of the same call are served from its applied state.
+	leader := rangeLeader(c, table)
+	follower := (leader + 1) % len(c.Servers)
+	fr := get("b")
+	fr.FollowerRead = true
+	mixed := &pb.GetManyRequest{Gets: []*pb.GetRequest{get("a"), fr, get("b")}}
+	waitFor(t, 30*time.Second, "the follower to serve its follower read", func() bool {
+		resp, err := c.Servers[follower].Server.Service().GetMany(ctx, mixed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, i := range []int{0, 2} {
+			if err := getManyErr(t, resp.GetResults()[i]); !rpcerr.Is(err, rpcerr.ReasonNotLeader) {
+				t.Fatalf("follower, read %d: %v, want NOT_LEADER", i, err)
+			}
+		}
+		r := resp.GetResults()[1]
+		return getManyErr(t, r) == nil && entityV(t, r.GetResponse().GetEntity()) == 2
+	})
+}
+
+func entityV(t *testing.T, b []byte) int {
+	t.Helper()
+	e, err := edm.UnmarshalBinary(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, ok := e.Get("V")
+	if !ok {
+		t.Fatal("no property V")
+	}
+	return int(v.Int)
+}
+
+// TestCoalescedReadsSeeLatestWrite: through the front-end, readers that
+// run side by side (so their reads share GetMany calls, across the ranges
+// of two tables) never see a value older than the last write acknowledged
+// before their read began.
+func TestCoalescedReadsSeeLatestWrite(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := startCluster(t, 1, 3)
+	sc := serviceClient(t, c, 0)
+	ctx := ctxT(t, 3*time.Minute)
+	tables := []string{"coalesceda", "coalescedb"}
+	var acked [2]atomic.Int64
+	for _, name := range tables {
+		tc := newTable(t, sc, name)
+		if err := putV(ctx, tc, "k", 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := metricValue(t, "tablestore_router_coalesced_reads_total", nil)
+
+	const writes = 150
+	const readers = 12
+	rctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	errs := make(chan error, 2+readers)
+	for i, name := range tables {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tc := sc.NewClient(name)
+			for v := 1; v <= writes && rctx.Err() == nil; v++ {
+				if err := putV(rctx, tc, "k", v); err != nil {
+					errs <- fmt.Errorf("write %s %d: %w", name, v, err)
+					return
+				}
+				acked[i].Store(int64(v))
+			}
+		}()
+	}
+	var reads atomic.Int64
+	for w := 0; w < readers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			i := w % len(tables)
+			tc := sc.NewClient(tables[i])
+			for rctx.Err() == nil {
+				floor := acked[i].Load()
+				v, err := getV(rctx, tc, "k")
+				if rctx.Err() != nil {
+					return
+				}
+				if err != nil {
+					errs <- fmt.Errorf("read %s: %w", tables[i], err)
+					return
+				}
+				if int64(v) < floor {
+					errs <- fmt.Errorf("read %s: V = %d after write %d was acknowledged", tables[i], v, floor)
+					return
+				}
+				reads.Add(1)
+			}
+		}()
+	}
+	waitFor(t, 2*time.Minute, "every write acknowledged", func() bool {
+		select {
+		case err := <-errs:
+			t.Fatal(err)
+		default:
+		}
+		return acked[0].Load() == writes && acked[1].Load() == writes
+	})
+	stop()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	coalesced := metricValue(t, "tablestore_router_coalesced_reads_total", nil) - before
+	t.Logf("%d reads, %.0f of them coalesced", reads.Load(), coalesced)
+	if coalesced == 0 {
+		t.Fatal("no read went through GetMany: the test did not exercise coalescing")
+	}
+}
