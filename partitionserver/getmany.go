@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"tablestore/internal/rpcerr"
 	"tablestore/partitionserver/fsm"
 	"tablestore/partitionserver/lifecycle"
 	pb "tablestore/proto/tablestorepb"
@@ -51,18 +52,48 @@ func (v *service) GetMany(ctx context.Context, req *pb.GetManyRequest) (*pb.GetM
 	}
 	if len(order) == 1 {
 		serve(order[0])
-		return out, nil
+	} else {
+		var wg sync.WaitGroup
+		for _, k := range order {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				serve(k)
+			}()
+		}
+		wg.Wait()
 	}
-	var wg sync.WaitGroup
-	for _, k := range order {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			serve(k)
-		}()
-	}
-	wg.Wait()
+	capAnswer(out.Results, maxManyAnswerBytes)
 	return out, nil
+}
+
+// maxManyAnswerBytes bounds the entities of one GetMany answer, well
+// below the 64 MiB message limit of both ends: 256 reads of entities near
+// Azure's 1 MiB limit would exceed it, and the whole call would fail.
+const maxManyAnswerBytes = 16 << 20
+
+// capAnswer replaces the responses past budget bytes of entities (all but
+// the first, which is always answered, so a read makes progress) with a
+// retryable refusal: a read has no effect, and the front-end's range
+// client sends it again in a later call.
+func capAnswer(results []*pb.GetManyResult, budget int) {
+	total, answered := 0, false
+	var over []byte
+	for i, r := range results {
+		if r.GetResponse() == nil {
+			continue
+		}
+		total += len(r.GetResponse().GetEntity())
+		if answered && total > budget {
+			if over == nil {
+				over, _ = proto.Marshal(status.Convert(rpcerr.New(codes.Unavailable, rpcerr.ReasonUnavailable,
+					"partitionserver: GetMany answer over its size budget: read again", nil)).Proto())
+			}
+			results[i] = &pb.GetManyResult{Status: over}
+			continue
+		}
+		answered = true
+	}
 }
 
 // sharedRead reports whether reads of range id may share one check and
@@ -109,8 +140,9 @@ func (v *service) getGroup(ctx context.Context, start time.Time, gets []*pb.GetR
 	}
 	r, err := v.replica(first.GetRangeId())
 	if err != nil {
+		// Not observed, as Get does not observe it.
 		for _, i := range idx {
-			fail(i, err, err)
+			out.Results[i] = getResult(nil, err)
 		}
 		return
 	}

@@ -27,10 +27,14 @@ import (
 // flight queue, and when the call returns they go out together as one
 // GetMany call; a lone reader's read is sent at once, alone, as before.
 //
-// A lane is a server address and a kind of read (linearizable or a
-// follower read), not a range: a server leads many ranges, and the reads of
-// all of them can share a call (the server groups them by range). Each
-// read keeps its own attempt context and answer: a GetMany result is the
+// A lane is a server address, a range and a kind of read (linearizable or
+// a follower read). Not the address alone: a GetMany is answered when its
+// slowest range is, and one range's read may be slow for reasons of its
+// own (a quiet range waking, a leader that lost its quorum, the capacity
+// model's queue): with lanes per address, every read of every range of
+// that server would wait behind it (a reviewer's test: a read of one range
+// waited 290 ms behind another range's 300 ms read). Each read keeps its
+// own attempt context and answer: a GetMany result is the
 // status Get would have returned, so the range client's retries (leader
 // hints, stale maps) are the same. If the GetMany call itself fails, every
 // read in it gets that error, as its own call would have. A server that
@@ -57,6 +61,7 @@ func init() { prometheus.MustRegister(coalescedReadsTotal) }
 
 type readLaneKey struct {
 	addr     string
+	rangeID  uint64
 	follower bool
 }
 
@@ -88,8 +93,13 @@ func newReadCoalescer() *readCoalescer {
 // get sends req to the server at addr through cl, alone or with other
 // reads to the same server, and returns what Get would have.
 func (c *readCoalescer) get(ctx context.Context, addr string, cl pb.PartitionServiceClient, req *pb.GetRequest) (*pb.GetResponse, error) {
-	k := readLaneKey{addr: addr, follower: req.GetFollowerRead()}
+	k := readLaneKey{addr: addr, rangeID: req.GetRangeId(), follower: req.GetFollowerRead()}
 	c.mu.Lock()
+	if c.noMany[addr] {
+		// Nothing to save by queueing for a server without GetMany.
+		c.mu.Unlock()
+		return cl.Get(ctx, req)
+	}
 	l := c.lanes[k]
 	if l == nil {
 		l = &readLane{}
@@ -191,9 +201,6 @@ func (c *readCoalescer) send(addr string, cl pb.PartitionServiceClient, batch []
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	resp, err := cl.GetMany(ctx, &pb.GetManyRequest{Gets: reqs})
-	if err == nil {
-		coalescedReadsTotal.Add(float64(len(batch)))
-	}
 	if status.Code(err) == codes.Unimplemented {
 		c.mu.Lock()
 		first := !c.noMany[addr]
@@ -211,6 +218,9 @@ func (c *readCoalescer) send(addr string, cl pb.PartitionServiceClient, batch []
 	if err == nil && len(resp.GetResults()) != len(batch) {
 		err = rpcerr.New(codes.Unavailable, rpcerr.ReasonUnavailable,
 			fmt.Sprintf("router: GetMany answered %d results for %d reads", len(resp.GetResults()), len(batch)), nil)
+	}
+	if err == nil {
+		coalescedReadsTotal.Add(float64(len(batch)))
 	}
 	for i, p := range batch {
 		if err != nil {

@@ -107,7 +107,7 @@ func startReads(t *testing.T, c *readCoalescer, f *fakeReadPS, reqs []*pb.GetReq
 		waitUntil(t, func() bool {
 			c.mu.Lock()
 			defer c.mu.Unlock()
-			l := c.lanes[readLaneKey{"ps1", false}]
+			l := c.lanes[readLaneKey{"ps1", 7, false}]
 			return l != nil && l.inflight+len(l.queue) == i+1
 		})
 	}
@@ -132,8 +132,8 @@ func TestReadCoalescerGroupsQueuedReads(t *testing.T) {
 			},
 		},
 		{
-			name:     "reads beyond the call in flight, of several ranges, go out as one GetMany, each with its own answer",
-			reqs:     []*pb.GetRequest{readReq(7, "r0"), readReq(7, "r1"), readReq(8, "missing"), readReq(9, "moved"), readReq(8, "r4")},
+			name:     "reads of a range beyond the call in flight go out as one GetMany, each with its own answer",
+			reqs:     []*pb.GetRequest{readReq(7, "r0"), readReq(7, "r1"), readReq(7, "missing"), readReq(7, "moved"), readReq(7, "r4")},
 			wantGets: maxReadCalls, wantMany: []int{5 - maxReadCalls},
 			check: func(t *testing.T, i int, o readOutcome) {
 				switch i {
@@ -154,7 +154,7 @@ func TestReadCoalescerGroupsQueuedReads(t *testing.T) {
 		},
 		{
 			name:    "a failed GetMany fails each of its reads with its error",
-			reqs:    []*pb.GetRequest{readReq(7, "a"), readReq(7, "b"), readReq(8, "c"), readReq(7, "d")},
+			reqs:    []*pb.GetRequest{readReq(7, "a"), readReq(7, "b"), readReq(7, "c"), readReq(7, "d")},
 			manyErr: status.Error(codes.Unavailable, "connection reset"), wantGets: maxReadCalls, wantMany: []int{4 - maxReadCalls},
 			check: func(t *testing.T, i int, o readOutcome) {
 				if i < maxReadCalls {
@@ -170,7 +170,7 @@ func TestReadCoalescerGroupsQueuedReads(t *testing.T) {
 		},
 		{
 			name:    "a server without GetMany gets single reads",
-			reqs:    []*pb.GetRequest{readReq(7, "a"), readReq(7, "b"), readReq(8, "missing"), readReq(7, "d")},
+			reqs:    []*pb.GetRequest{readReq(7, "a"), readReq(7, "b"), readReq(7, "missing"), readReq(7, "d")},
 			manyErr: status.Error(codes.Unimplemented, "unknown method GetMany"), wantGets: 4, wantMany: []int{4 - maxReadCalls},
 			check: func(t *testing.T, i int, o readOutcome) {
 				if i == 2 {
@@ -238,7 +238,7 @@ func TestReadCoalescerCallerGivesUp(t *testing.T) {
 	waitUntil(t, func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		return len(c.lanes[readLaneKey{"ps1", false}].queue) == queued+1
+		return len(c.lanes[readLaneKey{"ps1", 7, false}].queue) == queued+1
 	})
 	cancel()
 	if err := <-gone; status.Code(err) != codes.Canceled {
@@ -260,8 +260,10 @@ func TestReadCoalescerCallerGivesUp(t *testing.T) {
 	}
 }
 
-// TestReadCoalescerLanesAreIndependent: follower reads, and reads to
-// another server, do not queue behind a busy lane of linearizable reads.
+// TestReadCoalescerLanesAreIndependent: follower reads, reads of another
+// range of the same server and reads to another server do not queue
+// behind a busy lane of linearizable reads (a slow range must not hold up
+// the others).
 func TestReadCoalescerLanesAreIndependent(t *testing.T) {
 	c := newReadCoalescer()
 	f := newFakeReadPS()
@@ -270,23 +272,24 @@ func TestReadCoalescerLanesAreIndependent(t *testing.T) {
 	close(other.gate)
 	for _, k := range []struct {
 		addr     string
+		rangeID  uint64
 		follower bool
-	}{{"ps1", true}, {"ps2", false}} {
-		req := readReq(7, "x")
+	}{{"ps1", 7, true}, {"ps1", 8, false}, {"ps2", 7, false}} {
+		req := readReq(k.rangeID, "x")
 		req.FollowerRead = k.follower
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		resp, err := c.get(ctx, k.addr, other, req)
 		cancel()
 		if err != nil || string(resp.GetEntity()) != "x" {
-			t.Fatalf("%s follower %v: %v, %v", k.addr, k.follower, resp, err)
+			t.Fatalf("%s range %d follower %v: %v, %v", k.addr, k.rangeID, k.follower, resp, err)
 		}
 	}
 	close(f.gate)
 	for _, ch := range outs {
 		<-ch
 	}
-	if gets, _ := other.counts(); gets != 2 {
-		t.Fatalf("other lanes: %d Get calls, want 2", gets)
+	if gets, _ := other.counts(); gets != 3 {
+		t.Fatalf("other lanes: %d Get calls, want 3", gets)
 	}
 }
 
