@@ -163,8 +163,10 @@ func (c *coalescer) drain(k laneKey, l *lane, cl pb.PartitionServiceClient, batc
 }
 
 // lingerMax bounds how long a lane waits for the writers it just answered
-// to come back (see lingerLocked).
-const lingerMax = time.Millisecond
+// to come back (see lingerLocked). Pre-split table, server CPU per insert
+// (means of 3 – 10 runs, load 9 – 19): no linger ~410 µs, 1 ms 405, 3 ms
+// 359, 5 ms 371 (docs/performance.md, session 7).
+const lingerMax = 3 * time.Millisecond
 
 // lingerLocked decides whether the lane, having just answered answered
 // writes, waits before its next call: only when some writes are queued
