@@ -164,22 +164,27 @@ func (c *coalescer) drain(k laneKey, l *lane, cl pb.PartitionServiceClient, batc
 
 // lingerMax bounds how long a lane waits for the writers it just answered
 // to come back (see lingerLocked). Pre-split table, server CPU per insert
-// (means of 3 – 10 runs, load 9 – 19): no linger ~410 µs, 1 ms 405, 3 ms
-// 359, 5 ms 371 (docs/performance.md, session 7).
+// (means of 3 – 24 alternating runs, load 8.5 – 20, lingering only with
+// writes queued): none ~410 µs, 1 ms 405, 3 ms 376, 5 ms 371
+// (docs/performance.md, session 7).
 const lingerMax = 3 * time.Millisecond
 
 // lingerLocked decides whether the lane, having just answered answered
-// writes, waits before its next call: only when some writes are queued
-// but fewer than half as many as were answered. Under a closed loop (a
-// fixed set of clients, each sending its next write when answered) the
-// writes of the call that just returned come back a client's turnaround
-// later; calling at once would send the few queued now and leave those to
-// the call after, halving every call (and log entry) of a lane whose
-// writers are few — as each of four ranges' leaders has a quarter of
-// them. The wait ends as soon as as many are queued as were answered.
-// It returns the channel to wait on, or nil not to wait.
+// writes, waits before its next call: when it answered several and fewer
+// than half as many are queued. Under a closed loop (a fixed set of
+// clients, each sending its next write when answered) the writers of the
+// call that just returned come back a client's turnaround later; calling
+// at once would send the few queued now and leave those to the call
+// after, halving every call (and log entry) of a lane whose writers are
+// few — as each of four ranges' leaders has a quarter of them. That holds
+// with nothing queued too: giving the slot back would send the first
+// writer to come back alone and queue the rest behind it (calls of 1 and
+// n-1 in turn). The wait ends as soon as as many are queued as were
+// answered; a lane whose writers do not come back gives its slot back
+// after it. A lone writer never waits (one answered). It returns the
+// channel to wait on, or nil not to wait.
 func lingerLocked(l *lane, answered int, linger time.Duration) chan struct{} {
-	if linger <= 0 || len(l.queue) == 0 || 2*len(l.queue) >= answered {
+	if linger <= 0 || answered < 2 || 2*len(l.queue) >= answered {
 		return nil
 	}
 	l.want = min(answered, maxCoalesced)

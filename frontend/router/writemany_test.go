@@ -398,7 +398,8 @@ func TestLingerDecision(t *testing.T) {
 		wait             bool
 		want             int
 	}{
-		{"nothing queued: the slot is given back", time.Millisecond, 0, 10, false, 0},
+		{"nothing queued after several: wait for them", time.Millisecond, 0, 10, true, 10},
+		{"a lone write answered, nothing queued", time.Millisecond, 0, 1, false, 0},
 		{"a lone write answered", time.Millisecond, 1, 1, false, 0},
 		{"half as many queued as answered", time.Millisecond, 5, 10, false, 0},
 		{"fewer than half queued", time.Millisecond, 4, 10, true, 10},
@@ -476,5 +477,57 @@ func TestCoalescerLingersForAnsweredWriters(t *testing.T) {
 	waitUntil(t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.lanes) == 0 })
 	if writes, many := f.counts(); writes != 2 || !reflect.DeepEqual(many, []int{4, 4}) {
 		t.Fatalf("Write calls %d, WriteMany sizes %v; want 2, [4 4]", writes, many)
+	}
+}
+
+// TestCoalescerLingersWithNothingQueued: a WriteMany of two returns with
+// nothing queued; the lane keeps its slot while it waits, so the first
+// writer to come back queues instead of going out alone, and the two go
+// out together.
+func TestCoalescerLingersWithNothingQueued(t *testing.T) {
+	c := newCoalescer()
+	c.linger = time.Hour // the wait must end by the queue, not the timer
+	f := newFakePS()
+	f.manyGate = make(chan struct{})
+	outs := startWrites(t, c, f, []string{"a", "bb", "ccc"})
+	close(f.gate) // "a" is answered; the WriteMany of two is sent and held
+	waitUntil(t, func() bool { _, many := f.counts(); return len(many) == 1 })
+	f.manyGate <- struct{}{}
+	waitUntil(t, func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		l := c.lanes[laneKey{"ps1"}]
+		return l != nil && l.wake != nil && l.inflight == 1
+	})
+	for i, rk := range []string{"d", "e"} {
+		ch := make(chan writeOutcome, 1)
+		go func() {
+			resp, err := c.write(context.Background(), "ps1", f, writeReq(rk))
+			ch <- writeOutcome{resp, err}
+		}()
+		outs = append(outs, ch)
+		if i == 0 {
+			waitUntil(t, func() bool {
+				c.mu.Lock()
+				defer c.mu.Unlock()
+				return len(c.lanes[laneKey{"ps1"}].queue) == 1
+			})
+		}
+	}
+	waitUntil(t, func() bool { _, many := f.counts(); return len(many) == 2 })
+	// After this WriteMany the lane waits for its two writers, who do not
+	// come back: with a short wait it then gives its slot back.
+	c.mu.Lock()
+	c.linger = 10 * time.Millisecond
+	c.mu.Unlock()
+	f.manyGate <- struct{}{}
+	for i, ch := range outs {
+		if o := <-ch; o.err != nil {
+			t.Errorf("write %d: %v", i, o.err)
+		}
+	}
+	waitUntil(t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.lanes) == 0 })
+	if writes, many := f.counts(); writes != 1 || !reflect.DeepEqual(many, []int{2, 2}) {
+		t.Fatalf("Write calls %d, WriteMany sizes %v; want 1, [2 2]", writes, many)
 	}
 }
