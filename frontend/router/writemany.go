@@ -169,9 +169,15 @@ func (c *coalescer) drain(k laneKey, l *lane, cl pb.PartitionServiceClient, batc
 // (docs/performance.md, session 7).
 const lingerMax = 3 * time.Millisecond
 
+// lingerTarget is the most writes a lane waits for: a call of that many
+// already spreads its per-call and per-entry costs thinly (one range
+// under 32 writers: calls of ~16 without waiting, and waiting for all 32
+// cost latency — the slowest writer's turnaround — for no CPU).
+const lingerTarget = 16
+
 // lingerLocked decides whether the lane, having just answered answered
 // writes, waits before its next call: when it answered several and fewer
-// than half as many are queued. Under a closed loop (a fixed set of
+// than half as many (at most lingerTarget) are queued. Under a closed loop (a fixed set of
 // clients, each sending its next write when answered) the writers of the
 // call that just returned come back a client's turnaround later; calling
 // at once would send the few queued now and leave those to the call
@@ -180,14 +186,15 @@ const lingerMax = 3 * time.Millisecond
 // with nothing queued too: giving the slot back would send the first
 // writer to come back alone and queue the rest behind it (calls of 1 and
 // n-1 in turn). The wait ends as soon as as many are queued as were
-// answered; a lane whose writers do not come back gives its slot back
-// after it. A lone writer never waits (one answered). It returns the
-// channel to wait on, or nil not to wait.
+// answered, or lingerTarget; a lane whose writers do not come back gives
+// its slot back after lingerMax. A lone writer never waits (one
+// answered). It returns the channel to wait on, or nil not to wait.
 func lingerLocked(l *lane, answered int, linger time.Duration) chan struct{} {
-	if linger <= 0 || answered < 2 || 2*len(l.queue) >= answered {
+	target := min(answered, lingerTarget)
+	if linger <= 0 || answered < 2 || 2*len(l.queue) >= target {
 		return nil
 	}
-	l.want = min(answered, maxCoalesced)
+	l.want = target
 	l.wake = make(chan struct{})
 	return l.wake
 }

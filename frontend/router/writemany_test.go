@@ -403,7 +403,9 @@ func TestLingerDecision(t *testing.T) {
 		{"a lone write answered", time.Millisecond, 1, 1, false, 0},
 		{"half as many queued as answered", time.Millisecond, 5, 10, false, 0},
 		{"fewer than half queued", time.Millisecond, 4, 10, true, 10},
-		{"the wait is for at most one call's worth", time.Millisecond, 1, 2 * maxCoalesced, true, maxCoalesced},
+		{"the wait is for at most lingerTarget writes", time.Millisecond, 1, 2 * maxCoalesced, true, lingerTarget},
+		{"half of lingerTarget queued after a large call", time.Millisecond, lingerTarget / 2, 2 * lingerTarget, false, 0},
+		{"fewer than half of lingerTarget queued after a large call", time.Millisecond, lingerTarget/2 - 1, 2 * lingerTarget, true, lingerTarget},
 		{"lingering off", 0, 1, 10, false, 0},
 	}
 	for _, tt := range tests {
