@@ -23,10 +23,18 @@ import (
 // of the range leader's CPU per insert, more than the write's own work. The
 // leader already puts the writes that queue while a proposal of the range
 // is in flight into one log entry; the coalescer groups them one hop
-// earlier. Per range and leader address, up to maxWriteCalls calls are in
-// flight; a write that comes while they are queues, and when a call
-// returns, the writes queued meanwhile go out together as one WriteMany
-// call. A lone writer is sent at once, alone, as before.
+// earlier. Per leader address, up to maxWriteCalls calls are in flight; a
+// write that comes while they are queues, and when a call returns, the
+// writes queued meanwhile go out together as one WriteMany call. A lone
+// writer is sent at once, alone, as before.
+//
+// The lane is per address, not per range: a server that leads several
+// ranges of a busy table (a pre-split table spread over the servers) gets
+// one call carrying the writes of all of them, each with its own range id;
+// the server groups them by range and hands each group to that range's
+// write batcher (service.WriteMany), so the ranges' entries are proposed
+// side by side. With a lane per range and address such a server got one
+// call per range, each carrying a share of the writes.
 //
 // Each write keeps its own request id, attempt context and answer: a
 // WriteMany result is the status Write would have returned, so the range
@@ -37,9 +45,9 @@ import (
 // Writes.
 
 const (
-	// maxWriteCalls is how many calls to one range at one address are in
-	// flight at once. One, as the leader keeps one proposal per range in
-	// flight: with two, each call (and each log entry) carried half as
+	// maxWriteCalls is how many calls to one address are in flight at
+	// once. One, as the leader keeps one proposal per range in flight:
+	// with two, each call (and each log entry) carried half as
 	// many writes, and the deployment shape spent 223 – 306 µs of server
 	// CPU per insert against 195 – 245 with one (two alternating rounds,
 	// load 11 – 15), at no loss of throughput.
@@ -50,15 +58,20 @@ const (
 	maxCoalescedBytes = 4 << 20
 )
 
+// laneKey names a lane: the leader's address (see the note on lanes
+// above).
 type laneKey struct {
-	addr    string
-	rangeID uint64
+	addr string
 }
 
-// lane is one range leader's queue of writes waiting for a call.
+// lane is one leader address's queue of writes waiting for a call.
 type lane struct {
 	inflight int
 	queue    []*pendingWrite
+	// wake, while a drain lingers, is closed once the queue holds want
+	// writes.
+	wake chan struct{}
+	want int
 }
 
 type pendingWrite struct {
@@ -73,17 +86,19 @@ type coalescer struct {
 	mu     sync.Mutex
 	lanes  map[laneKey]*lane
 	noMany map[string]bool // addresses that answered WriteMany with Unimplemented
+	linger time.Duration   // lingerMax; 0 turns lingering off
 	logger *slog.Logger
 }
 
 func newCoalescer() *coalescer {
-	return &coalescer{lanes: make(map[laneKey]*lane), noMany: make(map[string]bool), logger: slog.Default()}
+	return &coalescer{lanes: make(map[laneKey]*lane), noMany: make(map[string]bool), linger: lingerMax, logger: slog.Default()}
 }
 
 // write sends req to the server at addr through cl, alone or with other
-// writes to the same range, and returns what Write would have.
+// writes to the same address (of any range), and returns what Write would
+// have.
 func (c *coalescer) write(ctx context.Context, addr string, cl pb.PartitionServiceClient, req *pb.WriteRequest) (*pb.WriteResponse, error) {
-	k := laneKey{addr: addr, rangeID: req.GetRangeId()}
+	k := laneKey{addr: addr}
 	c.mu.Lock()
 	l := c.lanes[k]
 	if l == nil {
@@ -99,6 +114,10 @@ func (c *coalescer) write(ctx context.Context, addr string, cl pb.PartitionServi
 	}
 	p := &pendingWrite{ctx: ctx, req: req, done: make(chan struct{})}
 	l.queue = append(l.queue, p)
+	if l.wake != nil && len(l.queue) >= l.want {
+		close(l.wake)
+		l.wake = nil
+	}
 	c.mu.Unlock()
 	select {
 	case <-p.done:
@@ -126,9 +145,58 @@ func (c *coalescer) drain(k laneKey, l *lane, cl pb.PartitionServiceClient, batc
 	for batch != nil {
 		c.send(k.addr, cl, batch)
 		c.mu.Lock()
+		if wake := lingerLocked(l, len(batch), c.linger); wake != nil {
+			linger := c.linger
+			c.mu.Unlock()
+			t := time.NewTimer(linger)
+			select {
+			case <-wake:
+			case <-t.C:
+			}
+			t.Stop()
+			c.mu.Lock()
+			l.wake = nil
+		}
 		batch = c.takeLocked(k, l)
 		c.mu.Unlock()
 	}
+}
+
+// lingerMax bounds how long a lane waits for the writers it just answered
+// to come back (see lingerLocked). Pre-split table, server CPU per insert
+// (means of 3 – 24 alternating runs, load 8.5 – 20, lingering only with
+// writes queued): none ~410 µs, 1 ms 405, 3 ms 376, 5 ms 371
+// (docs/performance.md, session 7).
+const lingerMax = 3 * time.Millisecond
+
+// lingerTarget is the most writes a lane waits for: a call of that many
+// already spreads its per-call and per-entry costs thinly (one range
+// under 32 writers: calls of ~16 without waiting, and waiting for all 32
+// cost latency — the slowest writer's turnaround — for no CPU).
+const lingerTarget = 16
+
+// lingerLocked decides whether the lane, having just answered answered
+// writes, waits before its next call: when it answered several and fewer
+// than half as many (at most lingerTarget) are queued. Under a closed loop (a fixed set of
+// clients, each sending its next write when answered) the writers of the
+// call that just returned come back a client's turnaround later; calling
+// at once would send the few queued now and leave those to the call
+// after, halving every call (and log entry) of a lane whose writers are
+// few — as each of four ranges' leaders has a quarter of them. That holds
+// with nothing queued too: giving the slot back would send the first
+// writer to come back alone and queue the rest behind it (calls of 1 and
+// n-1 in turn). The wait ends as soon as as many are queued as were
+// answered, or lingerTarget; a lane whose writers do not come back gives
+// its slot back after lingerMax. A lone writer never waits (one
+// answered). It returns the channel to wait on, or nil not to wait.
+func lingerLocked(l *lane, answered int, linger time.Duration) chan struct{} {
+	target := min(answered, lingerTarget)
+	if linger <= 0 || answered < 2 || 2*len(l.queue) >= target {
+		return nil
+	}
+	l.want = target
+	l.wake = make(chan struct{})
+	return l.wake
 }
 
 // takeLocked removes the next batch from l's queue, skipping writes whose

@@ -24,15 +24,24 @@ type fakePS struct {
 	pb.PartitionServiceClient
 	gate    chan struct{}
 	manyErr error
+	refuse  map[uint64]error // a write to one of these ranges fails with its error
+	// manyGate, when set, holds each WriteMany call until it takes a
+	// token from it (after gate).
+	manyGate chan struct{}
 
 	mu     sync.Mutex
 	writes int   // Write calls
 	many   []int // writes per WriteMany call
+	// manyRanges is the range id of each write of each WriteMany call.
+	manyRanges [][]uint64
 }
 
 func newFakePS() *fakePS { return &fakePS{gate: make(chan struct{})} }
 
-func answer(req *pb.WriteRequest) (*pb.WriteResponse, error) {
+func (f *fakePS) answer(req *pb.WriteRequest) (*pb.WriteResponse, error) {
+	if err := f.refuse[req.GetRangeId()]; err != nil {
+		return nil, err
+	}
 	if req.GetOps()[0].GetRowKey() == "dup" {
 		return nil, rpcerr.WithIndex(codes.AlreadyExists, rpcerr.ReasonEntityAlreadyExists, "exists", 0)
 	}
@@ -48,20 +57,28 @@ func (f *fakePS) Write(ctx context.Context, req *pb.WriteRequest, _ ...grpc.Call
 	case <-ctx.Done():
 		return nil, status.FromContextError(ctx.Err()).Err()
 	}
-	return answer(req)
+	return f.answer(req)
 }
 
 func (f *fakePS) WriteMany(ctx context.Context, req *pb.WriteManyRequest, _ ...grpc.CallOption) (*pb.WriteManyResponse, error) {
 	f.mu.Lock()
 	f.many = append(f.many, len(req.GetWrites()))
+	var ids []uint64
+	for _, w := range req.GetWrites() {
+		ids = append(ids, w.GetRangeId())
+	}
+	f.manyRanges = append(f.manyRanges, ids)
 	f.mu.Unlock()
 	<-f.gate
+	if f.manyGate != nil {
+		<-f.manyGate
+	}
 	if f.manyErr != nil {
 		return nil, f.manyErr
 	}
 	out := &pb.WriteManyResponse{}
 	for _, w := range req.GetWrites() {
-		resp, err := answer(w)
+		resp, err := f.answer(w)
 		r := &pb.WriteManyResult{Response: resp}
 		if err != nil {
 			r.Response = nil
@@ -112,7 +129,7 @@ func startWrites(t *testing.T, c *coalescer, f *fakePS, rks []string) []chan wri
 		waitUntil(t, func() bool {
 			c.mu.Lock()
 			defer c.mu.Unlock()
-			l := c.lanes[laneKey{"ps1", 7}]
+			l := c.lanes[laneKey{"ps1"}]
 			return l != nil && l.inflight+len(l.queue) == i+1
 		})
 	}
@@ -222,7 +239,7 @@ func TestCoalescerCallerGivesUp(t *testing.T) {
 	waitUntil(t, func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		return len(c.lanes[laneKey{"ps1", 7}].queue) == queued+1
+		return len(c.lanes[laneKey{"ps1"}].queue) == queued+1
 	})
 	cancel()
 	if err := <-gone; status.Code(err) != codes.Canceled {
@@ -246,25 +263,22 @@ func TestCoalescerCallerGivesUp(t *testing.T) {
 	}
 }
 
-// TestCoalescerLanesAreIndependent: writes to another range, or to the
-// same range at another address, do not queue behind a busy lane.
+// TestCoalescerLanesAreIndependent: writes to another address do not queue
+// behind a busy lane.
 func TestCoalescerLanesAreIndependent(t *testing.T) {
 	c := newCoalescer()
 	f := newFakePS()
 	outs := startWrites(t, c, f, []string{"a", "bb"})
 	other := newFakePS()
 	close(other.gate)
-	for _, k := range []struct {
-		addr    string
-		rangeID uint64
-	}{{"ps1", 8}, {"ps2", 7}} {
+	for _, rangeID := range []uint64{7, 8} {
 		req := writeReq("x")
-		req.RangeId = k.rangeID
+		req.RangeId = rangeID
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_, err := c.write(ctx, k.addr, other, req)
+		_, err := c.write(ctx, "ps2", other, req)
 		cancel()
 		if err != nil {
-			t.Fatalf("%s range %d: %v", k.addr, k.rangeID, err)
+			t.Fatalf("ps2 range %d: %v", rangeID, err)
 		}
 	}
 	close(f.gate)
@@ -272,7 +286,67 @@ func TestCoalescerLanesAreIndependent(t *testing.T) {
 		<-ch
 	}
 	if writes, _ := other.counts(); writes != 2 {
-		t.Fatalf("other lanes: %d Write calls, want 2", writes)
+		t.Fatalf("other address: %d Write calls, want 2", writes)
+	}
+}
+
+// TestCoalescerOneLanePerAddress: the writes of several ranges led by one
+// address queue in one lane and go out as one WriteMany, each with its own
+// range id and its own answer (a refusal of one range's write — NOT_LEADER
+// after a move, STALE_RANGE after a split — fails only that write).
+func TestCoalescerOneLanePerAddress(t *testing.T) {
+	c := newCoalescer()
+	f := newFakePS()
+	f.refuse = map[uint64]error{
+		9:  rpcerr.New(codes.FailedPrecondition, rpcerr.ReasonNotLeader, "not leader", nil),
+		10: rpcerr.New(codes.FailedPrecondition, rpcerr.ReasonStaleRange, "range moved", nil),
+	}
+	type w struct {
+		rk      string
+		rangeID uint64
+		reason  string
+	}
+	ws := []w{{"a", 7, ""}, {"bb", 8, ""}, {"ccc", 9, rpcerr.ReasonNotLeader}, {"dddd", 7, ""}, {"dup", 8, rpcerr.ReasonEntityAlreadyExists}, {"ffffff", 10, rpcerr.ReasonStaleRange}, {"ggggggg", 8, ""}}
+	outs := make([]chan writeOutcome, len(ws))
+	for i, x := range ws {
+		outs[i] = make(chan writeOutcome, 1)
+		go func() {
+			req := writeReq(x.rk)
+			req.RangeId = x.rangeID
+			resp, err := c.write(context.Background(), "ps1", f, req)
+			outs[i] <- writeOutcome{resp, err}
+		}()
+		waitUntil(t, func() bool {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			l := c.lanes[laneKey{"ps1"}]
+			return l != nil && l.inflight+len(l.queue) == i+1
+		})
+	}
+	close(f.gate)
+	for i, ch := range outs {
+		o := <-ch
+		if ws[i].reason == "" {
+			if o.err != nil || o.resp.GetTimestampUnixNano() != int64(len(ws[i].rk)) {
+				t.Errorf("write %d (range %d): %v, %v", i, ws[i].rangeID, o.resp, o.err)
+			}
+			continue
+		}
+		if got := rpcerr.Parse(o.err).Reason; got != ws[i].reason {
+			t.Errorf("write %d (range %d): err %v (reason %q), want %q", i, ws[i].rangeID, o.err, got, ws[i].reason)
+		}
+	}
+	waitUntil(t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.lanes) == 0 })
+	writes, many := f.counts()
+	if writes != maxWriteCalls || !reflect.DeepEqual(many, []int{len(ws) - maxWriteCalls}) {
+		t.Fatalf("Write calls %d, WriteMany sizes %v; want %d, [%d]", writes, many, maxWriteCalls, len(ws)-maxWriteCalls)
+	}
+	f.mu.Lock()
+	ranges := f.manyRanges
+	f.mu.Unlock()
+	want := []uint64{8, 9, 7, 8, 10, 8}[:len(ws)-maxWriteCalls]
+	if !reflect.DeepEqual(ranges[0], want) {
+		t.Fatalf("WriteMany carried ranges %v, want %v (in arrival order)", ranges[0], want)
 	}
 }
 
@@ -314,4 +388,148 @@ func FuzzManyAnswer(f *testing.F) {
 			t.Fatalf("manyAnswer(%x) = %v, %v; want an error", b, resp, err)
 		}
 	})
+}
+
+func TestLingerDecision(t *testing.T) {
+	tests := []struct {
+		name             string
+		linger           time.Duration
+		queued, answered int
+		wait             bool
+		want             int
+	}{
+		{"nothing queued after several: wait for them", time.Millisecond, 0, 10, true, 10},
+		{"a lone write answered, nothing queued", time.Millisecond, 0, 1, false, 0},
+		{"a lone write answered", time.Millisecond, 1, 1, false, 0},
+		{"half as many queued as answered", time.Millisecond, 5, 10, false, 0},
+		{"fewer than half queued", time.Millisecond, 4, 10, true, 10},
+		{"the wait is for at most lingerTarget writes", time.Millisecond, 1, 2 * maxCoalesced, true, lingerTarget},
+		{"half of lingerTarget queued after a large call", time.Millisecond, lingerTarget / 2, 2 * lingerTarget, false, 0},
+		{"fewer than half of lingerTarget queued after a large call", time.Millisecond, lingerTarget/2 - 1, 2 * lingerTarget, true, lingerTarget},
+		{"lingering off", 0, 1, 10, false, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := &lane{queue: make([]*pendingWrite, tt.queued)}
+			wake := lingerLocked(l, tt.answered, tt.linger)
+			if (wake != nil) != tt.wait || l.want != tt.want {
+				t.Fatalf("lingerLocked(%d queued, %d answered) = wait %v for %d; want wait %v for %d", tt.queued, tt.answered, wake != nil, l.want, tt.wait, tt.want)
+			}
+		})
+	}
+}
+
+// TestCoalescerLingersForAnsweredWriters: after a WriteMany of four
+// returns with one write queued, the lane waits until four are queued and
+// sends them as one call; a lane that lingers with too few comes back
+// after lingerMax and sends what it has.
+func TestCoalescerLingersForAnsweredWriters(t *testing.T) {
+	c := newCoalescer()
+	c.linger = time.Hour // the first wait must end by the queue, not the timer
+	f := newFakePS()
+	f.manyGate = make(chan struct{})
+	outs := startWrites(t, c, f, []string{"a", "bb", "ccc", "dddd", "eeeee"})
+	close(f.gate) // "a" is answered; the WriteMany of four is sent and held
+	waitUntil(t, func() bool { _, many := f.counts(); return len(many) == 1 })
+	start := func(rk string) chan writeOutcome {
+		ch := make(chan writeOutcome, 1)
+		go func() {
+			resp, err := c.write(context.Background(), "ps1", f, writeReq(rk))
+			ch <- writeOutcome{resp, err}
+		}()
+		return ch
+	}
+	queued := func(n int) func() bool {
+		return func() bool {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			l := c.lanes[laneKey{"ps1"}]
+			return l != nil && len(l.queue) == n
+		}
+	}
+	outs = append(outs, start("f"))
+	waitUntil(t, queued(1))
+	f.manyGate <- struct{}{} // the four are answered, one is queued: linger
+	waitUntil(t, func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		l := c.lanes[laneKey{"ps1"}]
+		return l != nil && l.wake != nil
+	})
+	for i, rk := range []string{"g", "h"} {
+		outs = append(outs, start(rk))
+		waitUntil(t, queued(2+i))
+	}
+	if _, many := f.counts(); len(many) != 1 {
+		t.Fatalf("WriteMany sizes %v: the lane did not wait", many)
+	}
+	outs = append(outs, start("i"))
+	waitUntil(t, func() bool { _, many := f.counts(); return len(many) == 2 })
+	c.mu.Lock()
+	c.linger = 20 * time.Millisecond
+	c.mu.Unlock()
+	outs = append(outs, start("j"))
+	waitUntil(t, queued(1))
+	f.manyGate <- struct{}{} // four answered, "j" queued: waits, then goes alone
+	for i, ch := range outs {
+		if o := <-ch; o.err != nil {
+			t.Errorf("write %d: %v", i, o.err)
+		}
+	}
+	waitUntil(t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.lanes) == 0 })
+	if writes, many := f.counts(); writes != 2 || !reflect.DeepEqual(many, []int{4, 4}) {
+		t.Fatalf("Write calls %d, WriteMany sizes %v; want 2, [4 4]", writes, many)
+	}
+}
+
+// TestCoalescerLingersWithNothingQueued: a WriteMany of two returns with
+// nothing queued; the lane keeps its slot while it waits, so the first
+// writer to come back queues instead of going out alone, and the two go
+// out together.
+func TestCoalescerLingersWithNothingQueued(t *testing.T) {
+	c := newCoalescer()
+	c.linger = time.Hour // the wait must end by the queue, not the timer
+	f := newFakePS()
+	f.manyGate = make(chan struct{})
+	outs := startWrites(t, c, f, []string{"a", "bb", "ccc"})
+	close(f.gate) // "a" is answered; the WriteMany of two is sent and held
+	waitUntil(t, func() bool { _, many := f.counts(); return len(many) == 1 })
+	f.manyGate <- struct{}{}
+	waitUntil(t, func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		l := c.lanes[laneKey{"ps1"}]
+		return l != nil && l.wake != nil && l.inflight == 1
+	})
+	for i, rk := range []string{"d", "e"} {
+		ch := make(chan writeOutcome, 1)
+		go func() {
+			resp, err := c.write(context.Background(), "ps1", f, writeReq(rk))
+			ch <- writeOutcome{resp, err}
+		}()
+		outs = append(outs, ch)
+		if i == 0 {
+			waitUntil(t, func() bool {
+				c.mu.Lock()
+				defer c.mu.Unlock()
+				return len(c.lanes[laneKey{"ps1"}].queue) == 1
+			})
+		}
+	}
+	waitUntil(t, func() bool { _, many := f.counts(); return len(many) == 2 })
+	// After this WriteMany the lane waits for its two writers, who do not
+	// come back: with a short wait it then gives its slot back.
+	c.mu.Lock()
+	c.linger = 10 * time.Millisecond
+	c.mu.Unlock()
+	f.manyGate <- struct{}{}
+	for i, ch := range outs {
+		if o := <-ch; o.err != nil {
+			t.Errorf("write %d: %v", i, o.err)
+		}
+	}
+	waitUntil(t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.lanes) == 0 })
+	if writes, many := f.counts(); writes != 1 || !reflect.DeepEqual(many, []int{2, 2}) {
+		t.Fatalf("Write calls %d, WriteMany sizes %v; want 1, [2 2]", writes, many)
+	}
 }
