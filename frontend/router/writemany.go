@@ -23,18 +23,23 @@ import (
 // of the range leader's CPU per insert, more than the write's own work. The
 // leader already puts the writes that queue while a proposal of the range
 // is in flight into one log entry; the coalescer groups them one hop
-// earlier. Per leader address, up to maxWriteCalls calls are in flight; a
+// earlier. Per range and leader address, up to maxWriteCalls calls are in flight; a
 // write that comes while they are queues, and when a call returns, the
 // writes queued meanwhile go out together as one WriteMany call. A lone
 // writer is sent at once, alone, as before.
 //
-// The lane is per address, not per range: a server that leads several
-// ranges of a busy table (a pre-split table spread over the servers) gets
-// one call carrying the writes of all of them, each with its own range id;
-// the server groups them by range and hands each group to that range's
-// write batcher (service.WriteMany), so the ranges' entries are proposed
-// side by side. With a lane per range and address such a server got one
-// call per range, each carrying a share of the writes.
+// The lane is per range and address, not per address: a WriteMany is
+// answered when its slowest range's writes are, and one range may stall
+// for reasons of its own (a leader that lost its quorum, a wake, a
+// transfer): with one lane per address, the writes of every other range
+// that server leads would wait behind it, through every front-end, up to
+// an attempt timeout each, and a fault of one range would become a gap of
+// its neighbours (issue 10's bound). A lane per address saved ~11 µs of
+// the leaders' gRPC server per insert in the pre-split table (a server
+// leading two ranges got one call for both) and moved neither ratio of
+// the pre-split benchmark (docs/performance.md, "Pre-split and spread
+// inserts, session 7"). The server still groups a call's writes by range
+// (service.WriteMany), so a call may carry several.
 //
 // Each write keeps its own request id, attempt context and answer: a
 // WriteMany result is the status Write would have returned, so the range
@@ -58,13 +63,14 @@ const (
 	maxCoalescedBytes = 4 << 20
 )
 
-// laneKey names a lane: the leader's address (see the note on lanes
-// above).
+// laneKey names a lane: a range and its leader's address (see the note
+// on lanes above).
 type laneKey struct {
-	addr string
+	addr    string
+	rangeID uint64
 }
 
-// lane is one leader address's queue of writes waiting for a call.
+// lane is one range leader's queue of writes waiting for a call.
 type lane struct {
 	inflight int
 	queue    []*pendingWrite
@@ -95,10 +101,9 @@ func newCoalescer() *coalescer {
 }
 
 // write sends req to the server at addr through cl, alone or with other
-// writes to the same address (of any range), and returns what Write would
-// have.
+// writes to the same range leader, and returns what Write would have.
 func (c *coalescer) write(ctx context.Context, addr string, cl pb.PartitionServiceClient, req *pb.WriteRequest) (*pb.WriteResponse, error) {
-	k := laneKey{addr: addr}
+	k := laneKey{addr: addr, rangeID: req.GetRangeId()}
 	c.mu.Lock()
 	l := c.lanes[k]
 	if l == nil {
