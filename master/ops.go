@@ -269,15 +269,24 @@ func (s *Server) transfer(ctx context.Context, id uint64, to string) error {
 //  1. co-locate: R's replicas move onto L's servers, so every server of L
 //     holds R's rows in the same bbolt file;
 //  2. freeze (subsume): R's log gets Freeze; R serves nothing from then on,
-//     and the master waits until every replica of R has applied it, so R's
-//     rows are final on every server;
-//  3. merge: L's log gets Merge{R, freeze index}; each L replica widens its
-//     span over R's keys and drops R's state in one local transaction;
-//  4. retire: R leaves the map and its groups stop.
+//     and the master waits, at most mergeFreezeWait, until every replica
+//     of R has applied it, so R's rows are final on every server;
+//  3. decide: the master records COMMIT (every replica applied the
+//     freeze) or ABORT (one did not in time) for that freeze in its own
+//     log (mergedecision.go); a recorded decision is final. On ABORT R's
+//     log gets Unfreeze{freeze index}, R serves again and the merge fails
+//     with ErrMergeAborted (a later pass freezes again, at a new index);
+//  4. merge, only after COMMIT: L's log gets Merge{R, freeze index}; each
+//     L replica widens its span over R's keys and drops R's state in one
+//     local transaction;
+//  5. retire: R leaves the map and its groups stop.
 //
 // Every step is idempotent: a master that dies before the freeze leaves two
 // healthy ranges (co-location is just placement), and a frozen range seen
-// by any master is merged into its left neighbour at once (resumeMerges).
+// by any master is resumed (resumeMerges): the decision recorded for its
+// freeze is carried out, and without one the resuming master decides as
+// in step 3. So a replica that fails right after the freeze holds R's
+// writes for about mergeFreezeWait, not until it is back.
 func (s *Server) merge(ctx context.Context, id uint64, cause, reason string, figures map[string]float64) (*pb.RangeDescriptor, error) {
 	start := time.Now()
 	left, ok := s.rangeDesc(id)
@@ -295,15 +304,16 @@ func (s *Server) merge(ctx context.Context, id uint64, cause, reason string, fig
 	if err := failpoint.Inject("master/merge/after-colocate"); err != nil {
 		return nil, err
 	}
-	// A resumed merge finds its right range frozen already: it can only
-	// wait for the replicas.
-	if cause != causeRecovery {
+	// A resumed merge finds its right range frozen already (and must not
+	// freeze it again: the merge it resumes may have been aborted since).
+	resume := cause == causeRecovery
+	if !resume {
 		if err := s.readyToFreeze(ctx, right); err != nil {
 			return nil, fmt.Errorf("merge range %d into %d: %w", right.GetRangeId(), id, err)
 		}
 	}
 	t := mergeTimes{frozenAt: time.Now()}
-	freeze, err := s.freezeEverywhere(ctx, right, &t)
+	freeze, err := s.freezeEverywhere(ctx, right, resume, &t)
 	if err != nil {
 		return nil, err
 	}
@@ -365,13 +375,16 @@ func (s *Server) readyToFreeze(ctx context.Context, right *pb.RangeDescriptor) e
 	return nil
 }
 
-// freezeEverywhere freezes right at its leader and waits until every
-// replica has applied the freeze (steps 2 of merge).
-func (s *Server) freezeEverywhere(ctx context.Context, right *pb.RangeDescriptor, t *mergeTimes) (*pb.FreezeRangeResponse, error) {
+// freezeEverywhere freezes right at its leader (resume: only reports the
+// freeze it has, errNotFrozen if none), then decides the merge (steps 2
+// and 3 of merge): it returns once a COMMIT is recorded for the freeze,
+// or unfreezes right after an ABORT is recorded and returns
+// ErrMergeAborted.
+func (s *Server) freezeEverywhere(ctx context.Context, right *pb.RangeDescriptor, resume bool, t *mergeTimes) (*pb.FreezeRangeResponse, error) {
 	var freeze *pb.FreezeRangeResponse
 	err := s.onLeader(ctx, right.GetRangeId(), func(ctx context.Context, c pb.PartitionServiceClient) error {
 		var err error
-		freeze, err = c.FreezeRange(ctx, &pb.FreezeRangeRequest{RangeId: right.GetRangeId()})
+		freeze, err = c.FreezeRange(ctx, &pb.FreezeRangeRequest{RangeId: right.GetRangeId(), OnlyIfFrozen: resume})
 		return err
 	})
 	if err != nil {
@@ -381,15 +394,151 @@ func (s *Server) freezeEverywhere(ctx context.Context, right *pb.RangeDescriptor
 		}
 		return nil, fmt.Errorf("freeze range %d: %w", right.GetRangeId(), err)
 	}
+	if freeze.GetFreezeIndex() == 0 {
+		return nil, fmt.Errorf("%w: range %d", errNotFrozen, right.GetRangeId())
+	}
 	t.frozen = time.Now()
-	if err := s.waitApplied(ctx, freeze.GetRange(), freeze.GetFreezeIndex()); err != nil {
-		return nil, fmt.Errorf("wait for range %d's freeze on every replica: %w", right.GetRangeId(), err)
+	if err := failpoint.Inject("master/merge/after-freeze-proposed"); err != nil {
+		return nil, err
+	}
+	outcome, err := s.decideMerge(ctx, freeze.GetRange(), freeze.GetFreezeIndex())
+	if err != nil {
+		return nil, fmt.Errorf("decide the merge of range %d (freeze at %d): %w", right.GetRangeId(), freeze.GetFreezeIndex(), err)
+	}
+	if outcome == pb.MergeOutcome_MERGE_OUTCOME_ABORT {
+		if err := failpoint.Inject("master/merge/after-abort"); err != nil {
+			return nil, err
+		}
+		if err := s.unfreeze(ctx, right.GetRangeId(), freeze.GetFreezeIndex()); err != nil {
+			return nil, fmt.Errorf("unfreeze range %d after its merge was aborted: %w", right.GetRangeId(), err)
+		}
+		mergeAbortsTotal.Inc()
+		s.logger.Warn("merge aborted: a replica of the right range did not apply the freeze in time; unfrozen",
+			"range", right.GetRangeId(), "freeze_index", freeze.GetFreezeIndex(), "frozen_for", time.Since(t.frozen))
+		if err := failpoint.Inject("master/merge/after-unfreeze"); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %w: range %d (freeze at %d)", ErrNotReady, ErrMergeAborted, right.GetRangeId(), freeze.GetFreezeIndex())
 	}
 	t.caughtUp = time.Now()
 	if err := failpoint.Inject("master/merge/after-freeze"); err != nil {
 		return nil, err
 	}
 	return freeze, nil
+}
+
+// errNotFrozen: a resumed merge found its right range's leader unfrozen
+// (the merge was aborted and the range unfrozen; the report was stale).
+var errNotFrozen = errors.New("master: the right range is not frozen")
+
+// mergeFreezeWait bounds the wait, after a merge's freeze, for every
+// replica of the right range to apply it: one that has not by then, and
+// has applied nothing new in the last mergeFreezeWait (a failed, paused or
+// cut-off server), aborts the merge. A live replica still catching up
+// gets until mergeFreezeWaitMax. The right range serves nothing while
+// frozen, so these bound its write pause (issue 10: no gap over 3 s),
+// plus the unfreeze's own commit.
+const (
+	mergeFreezeWait    = time.Second
+	mergeFreezeWaitMax = 2 * time.Second
+)
+
+// decideMerge returns the decision recorded for right's freeze at index;
+// without one, it waits (bounded, see waitFreeze) for every replica to
+// apply the freeze and records COMMIT if they did, ABORT if not. The
+// outcome returned is the recorded one, which may be another master's.
+func (s *Server) decideMerge(ctx context.Context, right *pb.RangeDescriptor, index uint64) (pb.MergeOutcome, error) {
+	var outcome pb.MergeOutcome
+	var ok bool
+	s.fsm.read(func(st *state) { outcome, ok = st.mergeDecision(right.GetRangeId(), index) })
+	if ok {
+		return outcome, nil
+	}
+	outcome = pb.MergeOutcome_MERGE_OUTCOME_COMMIT
+	if err := s.waitFreeze(ctx, right, index); err != nil {
+		if ctx.Err() != nil {
+			return 0, err // undecided: whoever resumes decides
+		}
+		s.logger.Warn("aborting a merge", "range", right.GetRangeId(), "freeze_index", index, "err", err)
+		outcome = pb.MergeOutcome_MERGE_OUTCOME_ABORT
+	}
+	res, err := s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_MERGE_DECISION, &pb.MergeDecisionCommand{Decision: &pb.MergeDecision{
+		RightRangeId: right.GetRangeId(), FreezeIndex: index, Outcome: outcome,
+	}})
+	if err != nil {
+		return 0, err
+	}
+	return res.decision.GetOutcome(), nil
+}
+
+// waitFreeze waits until every replica of d has applied index, for at
+// most mergeFreezeWait, or mergeFreezeWaitMax while the replicas that have
+// not are still applying entries.
+func (s *Server) waitFreeze(ctx context.Context, d *pb.RangeDescriptor, index uint64) error {
+	// An error injected here stands for a replica short of the freeze.
+	if err := failpoint.Inject("master/merge/freeze-wait"); err != nil {
+		return err
+	}
+	start := time.Now()
+	wctx, cancel := context.WithTimeout(ctx, mergeFreezeWaitMax)
+	defer cancel()
+	type seen struct {
+		applied uint64
+		moved   time.Time // when applied last grew
+		err     error
+	}
+	pending := map[string]*seen{}
+	for _, rep := range d.GetReplicas() {
+		pending[rep.GetServerId()] = &seen{moved: start}
+	}
+	for delay := time.Millisecond; ; delay = min(2*delay, 20*time.Millisecond) {
+		for server, sn := range pending {
+			qctx, qcancel := context.WithTimeout(wctx, freezeCheckTimeout)
+			applied, err := s.appliedOn(qctx, server, d.GetRangeId())
+			qcancel()
+			sn.err = err
+			switch {
+			case err == nil && applied >= index:
+				delete(pending, server)
+			case err == nil && applied > sn.applied:
+				if sn.applied > 0 {
+					sn.moved = time.Now()
+				}
+				sn.applied = applied
+			}
+		}
+		if len(pending) == 0 {
+			return nil
+		}
+		if now := time.Now(); now.Sub(start) >= mergeFreezeWait {
+			for server, sn := range pending {
+				if now.Sub(sn.moved) >= mergeFreezeWait {
+					return fmt.Errorf("replica on %s applied %d < freeze %d after %v (last error %v)", server, sn.applied, index, now.Sub(start).Round(time.Millisecond), sn.err)
+				}
+			}
+		}
+		select {
+		case <-wctx.Done():
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("%d replicas short of freeze %d after %v", len(pending), index, mergeFreezeWaitMax)
+		case <-time.After(delay):
+		}
+	}
+}
+
+// unfreeze undoes right's freeze at index through its log (only after an
+// ABORT is recorded for it).
+func (s *Server) unfreeze(ctx context.Context, id, index uint64) error {
+	err := s.onLeader(ctx, id, func(ctx context.Context, c pb.PartitionServiceClient) error {
+		_, err := c.UnfreezeRange(ctx, &pb.UnfreezeRangeRequest{RangeId: id, FreezeIndex: index})
+		return err
+	})
+	if err == nil {
+		s.reports.unfreeze(id)
+	}
+	return err
 }
 
 // mergeEvent records a finished merge with the time of each step; the

@@ -2,6 +2,7 @@ package master
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -157,8 +158,9 @@ func (s *Server) transferWithEvent(ctx context.Context, id uint64, from, to, cau
 	return nil
 }
 
-// resumeMerges finishes merges a previous master left half done: a frozen
-// range is merged into its left neighbour.
+// resumeMerges finishes merges a previous master left half done: for a
+// frozen range it carries out the decision recorded for the freeze
+// (merge into the left neighbour, or unfreeze), or decides (see merge).
 func (s *Server) resumeMerges() {
 	for _, id := range s.reports.frozenRanges() {
 		d, ok := s.rangeDesc(id)
@@ -174,7 +176,12 @@ func (s *Server) resumeMerges() {
 			defer s.ops.release(l, r)
 			ctx, cancel := context.WithTimeout(s.ctx, opTimeout)
 			defer cancel()
-			if _, err := s.merge(ctx, l, causeRecovery, "finishing a merge a previous master left half done", nil); err != nil {
+			_, err := s.merge(ctx, l, causeRecovery, "finishing a merge a previous master left half done", nil)
+			switch {
+			case errors.Is(err, errNotFrozen):
+				// Unfrozen since (an aborted merge): the report was stale.
+				s.reports.unfreeze(r)
+			case err != nil:
 				s.logger.Warn("resuming merge failed", "left", l, "right", r, "err", err)
 			}
 		}(left.GetRangeId(), id)
