@@ -27,18 +27,27 @@ func TestSplitMergeCrashes(t *testing.T) {
 		point     string
 		killMast  bool
 		killLeadr bool
+		// also is a second failpoint armed with point: with
+		// master/merge/freeze-wait the merge is aborted (as if a replica
+		// of the right range had not applied the freeze in time), so it
+		// is not finished after the restart either: the right range must
+		// serve again instead.
+		also string
 	}{
-		{"split: master dies before the split", false, "master/split/before-split", true, false},
-		{"split: master dies after the split, before recording it", false, "master/split/after-split", true, false},
-		{"split: leader dies before proposing", false, "partitionserver/split/before-propose", false, true},
-		{"split: leader dies after applying", false, "partitionserver/split/after-apply", false, true},
-		{"split: master and leader die after applying", false, "partitionserver/split/after-apply", true, true},
-		{"merge: master dies after co-locating", true, "master/merge/after-colocate", true, false},
-		{"merge: master dies after the freeze", true, "master/merge/after-freeze", true, false},
-		{"merge: master dies after the merge", true, "master/merge/after-merge", true, false},
-		{"merge: master dies after removing the range", true, "master/merge/after-remove", true, false},
-		{"merge: left leader dies before proposing the merge", true, "partitionserver/merge/before-propose", false, true},
-		{"merge: master and left leader die after the freeze", true, "master/merge/after-freeze", true, true},
+		{"split: master dies before the split", false, "master/split/before-split", true, false, ""},
+		{"split: master dies after the split, before recording it", false, "master/split/after-split", true, false, ""},
+		{"split: leader dies before proposing", false, "partitionserver/split/before-propose", false, true, ""},
+		{"split: leader dies after applying", false, "partitionserver/split/after-apply", false, true, ""},
+		{"split: master and leader die after applying", false, "partitionserver/split/after-apply", true, true, ""},
+		{"merge: master dies after co-locating", true, "master/merge/after-colocate", true, false, ""},
+		{"merge: master dies after the freeze", true, "master/merge/after-freeze", true, false, ""},
+		{"merge: master dies after the merge", true, "master/merge/after-merge", true, false, ""},
+		{"merge: master dies after removing the range", true, "master/merge/after-remove", true, false, ""},
+		{"merge: left leader dies before proposing the merge", true, "partitionserver/merge/before-propose", false, true, ""},
+		{"merge: master and left leader die after the freeze", true, "master/merge/after-freeze", true, true, ""},
+		{"merge: master dies after proposing the freeze, before deciding", true, "master/merge/after-freeze-proposed", true, false, ""},
+		{"merge: master dies after recording an abort, before the unfreeze", true, "master/merge/after-abort", true, false, "master/merge/freeze-wait"},
+		{"merge: master dies after the unfreeze", true, "master/merge/after-unfreeze", true, false, "master/merge/freeze-wait"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -73,6 +82,9 @@ func TestSplitMergeCrashes(t *testing.T) {
 			leader := partitionMap(t, mc).GetLeaders()[target.GetRangeId()]
 
 			failpoint.Enable(tc.point, nil)
+			if tc.also != "" {
+				failpoint.Enable(tc.also, nil)
+			}
 			err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
 				if tc.merge {
 					_, err := m.Merge(ctx, &pb.MergeRequest{RangeId: target.GetRangeId()})
@@ -82,6 +94,9 @@ func TestSplitMergeCrashes(t *testing.T) {
 				return err
 			})
 			failpoint.Disable(tc.point)
+			if tc.also != "" {
+				failpoint.Disable(tc.also)
+			}
 			if err == nil {
 				t.Fatalf("operation succeeded through failpoint %s", tc.point)
 			}
@@ -107,10 +122,18 @@ func TestSplitMergeCrashes(t *testing.T) {
 			waitFor(t, 60*time.Second, "the table's ranges tiling the key space", func() bool {
 				return tiles(tableRanges(partitionMap(t, mc), table))
 			})
-			if tc.merge && tc.point != "master/merge/after-colocate" {
+			if tc.merge && tc.point != "master/merge/after-colocate" && tc.also == "" {
 				// An interrupted merge is finished, not left half done
 				// (before the freeze there is nothing to finish).
 				waitFor(t, 60*time.Second, "the merge finished", func() bool { return len(tableRanges(partitionMap(t, mc), table)) == 1 })
+			}
+			if tc.also != "" {
+				// An aborted merge stays aborted: both halves remain, and
+				// the writes below reach the right one (unfrozen by the
+				// restarted master if the failpoint stopped it before).
+				if rs := tableRanges(partitionMap(t, mc), table); len(rs) != 2 {
+					t.Fatalf("after an aborted merge: %s, want both halves", describe(rs))
+				}
 			}
 			time.Sleep(500 * time.Millisecond)
 			acked := w.halt()

@@ -352,13 +352,14 @@ type mergeTimes struct {
 // readyToFreeze asks every replica of right for its applied index just
 // before the freeze. Once frozen, a range serves nothing until every
 // replica has applied the freeze (its rows must be final on every server
-// before the left range takes them over, and there is no unfreezing), so
-// a replica on a server that was just killed or paused held all writes to
-// the range until the server came back and caught up: 5 - 15 s in chaos
-// seeds 6, 13 and 14, where the harness asks for a merge right after a
-// fault. The master's liveness view is seconds old; a direct question is
-// not. What this cannot exclude is a failure between the question and the
-// freeze (milliseconds).
+// before the left range takes them over) or the merge is aborted after
+// mergeFreezeWait, so before the abort path a replica on a server that
+// was just killed or paused held all writes to the range until the
+// server came back and caught up: 5 - 15 s in chaos seeds 6, 13 and 14,
+// where the harness asks for a merge right after a fault. It still saves
+// that wait and the aborted merge: the master's liveness view is seconds
+// old; a direct question is not. A failure between the question and the
+// freeze (milliseconds) costs the bounded wait (docs/reliability.md 16).
 func (s *Server) readyToFreeze(ctx context.Context, right *pb.RangeDescriptor) error {
 	// Only whether each replica answers: a live one that lags (a voter a
 	// move just added, still taking its snapshot) catches up while the
@@ -483,9 +484,10 @@ func (s *Server) waitFreeze(ctx context.Context, d *pb.RangeDescriptor, index ui
 	wctx, cancel := context.WithTimeout(ctx, mergeFreezeWaitMax)
 	defer cancel()
 	type seen struct {
-		applied uint64
-		moved   time.Time // when applied last grew
-		err     error
+		applied  uint64
+		answered bool
+		moved    time.Time // when applied last grew
+		err      error
 	}
 	pending := map[string]*seen{}
 	for _, rep := range d.GetReplicas() {
@@ -500,11 +502,11 @@ func (s *Server) waitFreeze(ctx context.Context, d *pb.RangeDescriptor, index ui
 			switch {
 			case err == nil && applied >= index:
 				delete(pending, server)
-			case err == nil && applied > sn.applied:
-				if sn.applied > 0 {
-					sn.moved = time.Now()
+			case err == nil && (applied > sn.applied || !sn.answered):
+				if sn.answered {
+					sn.moved = time.Now() // still applying: catching up
 				}
-				sn.applied = applied
+				sn.applied, sn.answered = applied, true
 			}
 		}
 		if len(pending) == 0 {
