@@ -14,9 +14,11 @@ import (
 
 // TestMergeAbortedWhenAReplicaMissesTheFreeze: one server of the right
 // range is cut off from every other server's Raft traffic (it still
-// answers the master) just before the freeze, after the master's and the
-// leader's pre-freeze checks, so its replica never applies the freeze
-// (chaos seed 202: a failing fsync there held the range's writes 4.9 s).
+// answers the master) just before the freeze (failpoint
+// master/merge/before-freeze), after the master's pre-freeze checks and
+// within the leader's heard-from window, so its replica never applies the
+// freeze (chaos seed 202: a failing fsync there held the range's writes
+// 4.9 s).
 // The master records the merge as aborted after its bounded wait and
 // unfreezes the range: the right half takes writes again at once, without
 // the cut server, and the merge goes through once the cut heals, with
@@ -57,7 +59,7 @@ func TestMergeAbortedWhenAReplicaMissesTheFreeze(t *testing.T) {
 	}
 	defer heal()
 	var once sync.Once
-	failpoint.Enable("master/merge/after-colocate", func() error {
+	failpoint.Enable("master/merge/before-freeze", func() error {
 		once.Do(func() {
 			for i, s := range c.Servers {
 				if i == cut {
@@ -74,7 +76,7 @@ func TestMergeAbortedWhenAReplicaMissesTheFreeze(t *testing.T) {
 		_, err := m.Merge(ctx, &pb.MergeRequest{RangeId: left})
 		return err
 	})
-	failpoint.Disable("master/merge/after-colocate")
+	failpoint.Disable("master/merge/before-freeze")
 	aborted := time.Since(start)
 	if err == nil || !strings.Contains(err.Error(), "merge aborted") {
 		t.Fatalf("merge with ps%d cut off right before the freeze: %v, want an abort", cut+1, err)

@@ -312,6 +312,9 @@ func (s *Server) merge(ctx context.Context, id uint64, cause, reason string, fig
 			return nil, fmt.Errorf("merge range %d into %d: %w", right.GetRangeId(), id, err)
 		}
 	}
+	if err := failpoint.Inject("master/merge/before-freeze"); err != nil {
+		return nil, err
+	}
 	t := mergeTimes{frozenAt: time.Now()}
 	freeze, err := s.freezeEverywhere(ctx, right, resume, &t)
 	if err != nil {
@@ -360,20 +363,75 @@ type mergeTimes struct {
 // that wait and the aborted merge: the master's liveness view is seconds
 // old; a direct question is not. A failure between the question and the
 // freeze (milliseconds) costs the bounded wait (docs/reliability.md 16).
+// A live replica behind the others is waited for here, while the range
+// still serves (awaitCatchUp), rather than after the freeze, where the
+// wait is bounded.
 func (s *Server) readyToFreeze(ctx context.Context, right *pb.RangeDescriptor) error {
-	// Only whether each replica answers: a live one that lags (a voter a
-	// move just added, still taking its snapshot) catches up while the
-	// freeze waits, as before this check (TestManualSplitMergeMove merges
-	// right after a move).
+	applied := map[string]uint64{}
+	var target uint64
 	for _, rep := range right.GetReplicas() {
 		qctx, cancel := context.WithTimeout(ctx, freezeCheckTimeout)
-		_, err := s.appliedOn(qctx, rep.GetServerId(), right.GetRangeId())
+		a, err := s.appliedOn(qctx, rep.GetServerId(), right.GetRangeId())
 		cancel()
 		if err != nil {
 			return fmt.Errorf("%w: range %d on %s: %v", ErrNotReady, right.GetRangeId(), rep.GetServerId(), err)
 		}
+		applied[rep.GetServerId()] = a
+		target = max(target, a)
 	}
+	s.awaitCatchUp(ctx, right.GetRangeId(), applied, target)
 	return nil
+}
+
+// mergeCatchUpWait bounds how long a merge waits, before the freeze, for
+// a live replica of the right range that is behind the others but still
+// applying entries (one that just restarted, a voter a move just added).
+const mergeCatchUpWait = 5 * time.Second
+
+// awaitCatchUp waits until every replica has applied target (the most
+// any replica had applied at the pre-freeze question), while the range
+// still serves: the freeze's own wait is bounded (mergeFreezeWait) and a
+// replica still catching up when it ends aborts the merge. A replica
+// that applies nothing new for mergeFreezeWait is not waited for (a cut-
+// off follower: the leader refuses the freeze, or the merge is aborted);
+// nor is anyone beyond mergeCatchUpWait. Healthy followers are at most an
+// entry or two behind and catch up within milliseconds.
+func (s *Server) awaitCatchUp(ctx context.Context, id uint64, applied map[string]uint64, target uint64) {
+	start := time.Now()
+	moved := map[string]time.Time{}
+	for delay := 5 * time.Millisecond; time.Since(start) < mergeCatchUpWait; delay = min(2*delay, 50*time.Millisecond) {
+		behind := false
+		for server, a := range applied {
+			if a >= target {
+				continue
+			}
+			if moved[server].IsZero() {
+				moved[server] = start
+			}
+			if time.Since(moved[server]) < mergeFreezeWait {
+				behind = true
+			}
+		}
+		if !behind {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+		for server, a := range applied {
+			if a >= target {
+				continue
+			}
+			qctx, cancel := context.WithTimeout(ctx, freezeCheckTimeout)
+			got, err := s.appliedOn(qctx, server, id)
+			cancel()
+			if err == nil && got > a {
+				applied[server], moved[server] = got, time.Now()
+			}
+		}
+	}
 }
 
 // freezeEverywhere freezes right at its leader (resume: only reports the
