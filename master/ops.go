@@ -386,7 +386,7 @@ func (s *Server) readyToFreeze(ctx context.Context, right *pb.RangeDescriptor) e
 // mergeCatchUpWait bounds how long a merge waits, before the freeze, for
 // a live replica of the right range that is behind the others but still
 // applying entries (one that just restarted, a voter a move just added).
-const mergeCatchUpWait = 5 * time.Second
+const mergeCatchUpWait = 2 * time.Second
 
 // awaitCatchUp waits until every replica has applied target (the most
 // any replica had applied at the pre-freeze question), while the range
@@ -460,6 +460,11 @@ func (s *Server) freezeEverywhere(ctx context.Context, right *pb.RangeDescriptor
 	if err := failpoint.Inject("master/merge/after-freeze-proposed"); err != nil {
 		return nil, err
 	}
+	// R serves nothing until the decision is carried out: the caller's
+	// deadline (an operator's request) must not leave it frozen until a
+	// later pass resumes the merge.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
+	defer cancel()
 	outcome, err := s.decideMerge(ctx, freeze.GetRange(), freeze.GetFreezeIndex())
 	if err != nil {
 		return nil, fmt.Errorf("decide the merge of range %d (freeze at %d): %w", right.GetRangeId(), freeze.GetFreezeIndex(), err)
