@@ -379,7 +379,9 @@ func (s *Server) readyToFreeze(ctx context.Context, right *pb.RangeDescriptor) e
 		applied[rep.GetServerId()] = a
 		target = max(target, a)
 	}
-	s.awaitCatchUp(ctx, right.GetRangeId(), applied, target)
+	awaitCatchUp(ctx, applied, target, func(ctx context.Context, server string) (uint64, error) {
+		return s.appliedOn(ctx, server, right.GetRangeId())
+	})
 	return nil
 }
 
@@ -396,7 +398,7 @@ const mergeCatchUpWait = 2 * time.Second
 // off follower: the leader refuses the freeze, or the merge is aborted);
 // nor is anyone beyond mergeCatchUpWait. Healthy followers are at most an
 // entry or two behind and catch up within milliseconds.
-func (s *Server) awaitCatchUp(ctx context.Context, id uint64, applied map[string]uint64, target uint64) {
+func awaitCatchUp(ctx context.Context, applied map[string]uint64, target uint64, appliedOn func(ctx context.Context, server string) (uint64, error)) {
 	start := time.Now()
 	moved := map[string]time.Time{}
 	for delay := 5 * time.Millisecond; time.Since(start) < mergeCatchUpWait; delay = min(2*delay, 50*time.Millisecond) {
@@ -425,7 +427,7 @@ func (s *Server) awaitCatchUp(ctx context.Context, id uint64, applied map[string
 				continue
 			}
 			qctx, cancel := context.WithTimeout(ctx, freezeCheckTimeout)
-			got, err := s.appliedOn(qctx, server, id)
+			got, err := appliedOn(qctx, server)
 			cancel()
 			if err == nil && got > a {
 				applied[server], moved[server] = got, time.Now()
@@ -543,6 +545,18 @@ func (s *Server) waitFreeze(ctx context.Context, d *pb.RangeDescriptor, index ui
 	if err := failpoint.Inject("master/merge/freeze-wait"); err != nil {
 		return err
 	}
+	var servers []string
+	for _, rep := range d.GetReplicas() {
+		servers = append(servers, rep.GetServerId())
+	}
+	return waitFreeze(ctx, servers, index, func(ctx context.Context, server string) (uint64, error) {
+		return s.appliedOn(ctx, server, d.GetRangeId())
+	})
+}
+
+// waitFreeze is Server.waitFreeze with the question to a server (its
+// replica's applied index) passed in.
+func waitFreeze(ctx context.Context, servers []string, index uint64, appliedOn func(ctx context.Context, server string) (uint64, error)) error {
 	start := time.Now()
 	wctx, cancel := context.WithTimeout(ctx, mergeFreezeWaitMax)
 	defer cancel()
@@ -553,13 +567,13 @@ func (s *Server) waitFreeze(ctx context.Context, d *pb.RangeDescriptor, index ui
 		err      error
 	}
 	pending := map[string]*seen{}
-	for _, rep := range d.GetReplicas() {
-		pending[rep.GetServerId()] = &seen{moved: start}
+	for _, server := range servers {
+		pending[server] = &seen{moved: start}
 	}
 	for delay := time.Millisecond; ; delay = min(2*delay, 20*time.Millisecond) {
 		for server, sn := range pending {
 			qctx, qcancel := context.WithTimeout(wctx, freezeCheckTimeout)
-			applied, err := s.appliedOn(qctx, server, d.GetRangeId())
+			applied, err := appliedOn(qctx, server)
 			qcancel()
 			sn.err = err
 			switch {
