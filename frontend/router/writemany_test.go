@@ -24,7 +24,6 @@ type fakePS struct {
 	pb.PartitionServiceClient
 	gate    chan struct{}
 	manyErr error
-	refuse  map[uint64]error // a write to one of these ranges fails with its error
 	// manyGate, when set, holds each WriteMany call until it takes a
 	// token from it (after gate).
 	manyGate chan struct{}
@@ -39,9 +38,6 @@ type fakePS struct {
 func newFakePS() *fakePS { return &fakePS{gate: make(chan struct{})} }
 
 func (f *fakePS) answer(req *pb.WriteRequest) (*pb.WriteResponse, error) {
-	if err := f.refuse[req.GetRangeId()]; err != nil {
-		return nil, err
-	}
 	if req.GetOps()[0].GetRowKey() == "dup" {
 		return nil, rpcerr.WithIndex(codes.AlreadyExists, rpcerr.ReasonEntityAlreadyExists, "exists", 0)
 	}
@@ -268,7 +264,7 @@ func TestCoalescerCallerGivesUp(t *testing.T) {
 func TestCoalescerLanesAreIndependent(t *testing.T) {
 	c := newCoalescer()
 	f := newFakePS()
-	outs := startWrites(t, c, f, []string{"a", "bb"})
+	outs := startWrites(t, c, f, []string{"a", "bb", "dd"})
 	other := newFakePS()
 	close(other.gate)
 	for _, rangeID := range []uint64{7, 8} {
@@ -297,7 +293,7 @@ func TestCoalescerLanesAreIndependent(t *testing.T) {
 func TestCoalescerLanePerRange(t *testing.T) {
 	c := newCoalescer()
 	f := newFakePS()
-	outs := startWrites(t, c, f, []string{"a", "bb"})
+	outs := startWrites(t, c, f, []string{"a", "bb", "dd"})
 	other := newFakePS()
 	close(other.gate)
 	req := writeReq("ccc")
@@ -315,14 +311,12 @@ func TestCoalescerLanePerRange(t *testing.T) {
 		}
 	}
 	waitUntil(t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.lanes) == 0 })
+	// The two writes queued behind range 7's call went out together, and
+	// only range 7's.
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for _, ids := range f.manyRanges {
-		for _, id := range ids {
-			if id != 7 {
-				t.Fatalf("range 7's lane carried range %d", id)
-			}
-		}
+	if want := [][]uint64{{7, 7}}; !reflect.DeepEqual(f.manyRanges, want) {
+		t.Fatalf("range 7's lane made WriteMany calls carrying ranges %v, want %v", f.manyRanges, want)
 	}
 }
 
