@@ -60,6 +60,23 @@ func applyMergeDecision(s *state, payload []byte) *applyResult {
 	return &applyResult{decision: d}
 }
 
+// abortedThrough is the highest freeze index of range id that the
+// recorded decisions make an aborted one (0: none): every freeze up to it
+// was aborted (an earlier one than the recorded freeze, or the recorded
+// one if its outcome is ABORT), so no Merge naming it is ever proposed. A
+// replica of the range frozen at such an index awaits no merge
+// (DeleteReplicaRequest.aborted_through).
+func (s *state) abortedThrough(id uint64) uint64 {
+	d, ok := s.mergeDecisions[id]
+	switch {
+	case !ok:
+		return 0
+	case d.GetOutcome() == pb.MergeOutcome_MERGE_OUTCOME_ABORT:
+		return d.GetFreezeIndex()
+	}
+	return d.GetFreezeIndex() - 1
+}
+
 // mergeDecision is the decision recorded for a range's freeze at index,
 // if any (a freeze before the latest recorded one counts as aborted).
 func (s *state) mergeDecision(rangeID, index uint64) (pb.MergeOutcome, bool) {

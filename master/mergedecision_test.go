@@ -90,3 +90,42 @@ func TestMergeDecisionRefusals(t *testing.T) {
 		t.Fatalf("decisions of a removed range kept: %v", s.mergeDecisions)
 	}
 }
+
+// TestAbortedThrough: the freezes a replica delete may treat as aborted
+// (DeleteReplicaRequest.aborted_through) follow the recorded decision.
+func TestAbortedThrough(t *testing.T) {
+	tests := []struct {
+		name  string
+		steps []struct {
+			index uint64
+			o     pb.MergeOutcome
+		}
+		want uint64
+	}{
+		{"no decision", nil, 0},
+		{"an aborted freeze", []struct {
+			index uint64
+			o     pb.MergeOutcome
+		}{{10, abort}}, 10},
+		{"a committed freeze: only the earlier ones", []struct {
+			index uint64
+			o     pb.MergeOutcome
+		}{{10, abort}, {15, commit}}, 14},
+		{"aborted twice", []struct {
+			index uint64
+			o     pb.MergeOutcome
+		}{{10, abort}, {15, abort}}, 15},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newState()
+			s.putRange(&pb.RangeDescriptor{RangeId: 2, TableId: 1, Start: "m"})
+			for _, st := range tt.steps {
+				decide(t, s, st.index, st.o)
+			}
+			if got := s.abortedThrough(2); got != tt.want {
+				t.Fatalf("abortedThrough = %d, want %d", got, tt.want)
+			}
+		})
+	}
+}

@@ -297,28 +297,56 @@ func (s *Server) merge(ctx context.Context, id uint64, cause, reason string, fig
 	if right == nil {
 		return nil, fmt.Errorf("%w: %d", ErrNoNeighbour, id)
 	}
-	right, err := s.colocate(ctx, left, right, cause)
+	var (
+		t      mergeTimes
+		freeze *pb.FreezeRangeResponse
+		err    error
+	)
+	// A resumed merge finds its right range frozen already (and must not
+	// freeze it again: the merge it resumes may have been aborted since).
+	// It reads the freeze and its decision before anything else: an
+	// ABORT goes straight to the unfreeze, without co-locating first.
+	resume := cause == causeRecovery
+	if resume {
+		t.frozenAt = time.Now()
+		if freeze, err = s.freezeEverywhere(ctx, right, true, &t); err != nil {
+			return nil, err
+		}
+	}
+	before := right
+	right, err = s.colocate(ctx, left, right, cause)
 	if err != nil {
 		return nil, fmt.Errorf("co-locate range %d with %d: %w", right.GetRangeId(), id, err)
 	}
 	if err := failpoint.Inject("master/merge/after-colocate"); err != nil {
 		return nil, err
 	}
-	// A resumed merge finds its right range frozen already (and must not
-	// freeze it again: the merge it resumes may have been aborted since).
-	resume := cause == causeRecovery
 	if !resume {
 		if err := s.readyToFreeze(ctx, right); err != nil {
 			return nil, fmt.Errorf("merge range %d into %d: %w", right.GetRangeId(), id, err)
 		}
+		if err := failpoint.Inject("master/merge/before-freeze"); err != nil {
+			return nil, err
+		}
+		t.frozenAt = time.Now()
+		if freeze, err = s.freezeEverywhere(ctx, right, false, &t); err != nil {
+			return nil, err
+		}
 	}
-	if err := failpoint.Inject("master/merge/before-freeze"); err != nil {
-		return nil, err
-	}
-	t := mergeTimes{frozenAt: time.Now()}
-	freeze, err := s.freezeEverywhere(ctx, right, resume, &t)
-	if err != nil {
-		return nil, err
+	// From here on the merge is committed and R serves nothing until L
+	// takes it over: the caller's deadline (an operator's request) must
+	// not leave it frozen until a later pass resumes it.
+	ctx, cancel := context.WithTimeout(s.ctx, opTimeout)
+	defer cancel()
+	if resume && !sameServers(before, right) {
+		// Committed before this co-location (a replica of R moved since
+		// the freeze): the new replicas must apply the freeze before L's
+		// replicas on their servers take R over. Unbounded: a COMMIT is
+		// final.
+		if err := s.waitApplied(ctx, right, freeze.GetFreezeIndex()); err != nil {
+			return nil, fmt.Errorf("wait for range %d's freeze on its co-located replicas: %w", right.GetRangeId(), err)
+		}
+		freeze.Range = right
 	}
 	var merged *pb.RangeDescriptor
 	err = s.onLeader(ctx, id, func(ctx context.Context, c pb.PartitionServiceClient) error {
@@ -456,16 +484,22 @@ func (s *Server) freezeEverywhere(ctx context.Context, right *pb.RangeDescriptor
 		return nil, fmt.Errorf("freeze range %d: %w", right.GetRangeId(), err)
 	}
 	if freeze.GetFreezeIndex() == 0 {
-		return nil, fmt.Errorf("%w: range %d", errNotFrozen, right.GetRangeId())
+		// Only a resumed merge asks without freezing. "Not frozen" from a
+		// leader that applied past the recorded freeze proves it undone;
+		// from one that has not applied it yet (elected a moment ago), it
+		// proves nothing and the range stays on the list.
+		s.reports.observeFreeze(right.GetRangeId(), false, 0, freeze.GetAppliedIndex())
+		return nil, fmt.Errorf("%w: range %d (its leader applied %d)", errNotFrozen, right.GetRangeId(), freeze.GetAppliedIndex())
 	}
 	t.frozen = time.Now()
 	if err := failpoint.Inject("master/merge/after-freeze-proposed"); err != nil {
 		return nil, err
 	}
+	s.reports.observeFreeze(right.GetRangeId(), true, freeze.GetFreezeIndex(), freeze.GetAppliedIndex())
 	// R serves nothing until the decision is carried out: the caller's
 	// deadline (an operator's request) must not leave it frozen until a
 	// later pass resumes the merge.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, opTimeout)
 	defer cancel()
 	outcome, err := s.decideMerge(ctx, freeze.GetRange(), freeze.GetFreezeIndex())
 	if err != nil {
@@ -525,6 +559,13 @@ func (s *Server) decideMerge(ctx context.Context, right *pb.RangeDescriptor, ind
 		if ctx.Err() != nil {
 			return 0, err // undecided: whoever resumes decides
 		}
+		if servers := serversOf(right); !s.reports.canAbort(servers) {
+			// A replica's server runs a build without the unfreeze (a
+			// rolling upgrade): it would stay frozen and miss the writes
+			// after it. Undecided, as before the abort existed: the
+			// range stays frozen and the next pass waits again.
+			return 0, fmt.Errorf("%w; not aborted: a server of %v does not apply unfreezes", err, servers)
+		}
 		s.logger.Warn("aborting a merge", "range", right.GetRangeId(), "freeze_index", index, "err", err)
 		outcome = pb.MergeOutcome_MERGE_OUTCOME_ABORT
 	}
@@ -545,11 +586,7 @@ func (s *Server) waitFreeze(ctx context.Context, d *pb.RangeDescriptor, index ui
 	if err := failpoint.Inject("master/merge/freeze-wait"); err != nil {
 		return err
 	}
-	var servers []string
-	for _, rep := range d.GetReplicas() {
-		servers = append(servers, rep.GetServerId())
-	}
-	return waitFreeze(ctx, servers, index, func(ctx context.Context, server string) (uint64, error) {
+	return waitFreeze(ctx, serversOf(d), index, func(ctx context.Context, server string) (uint64, error) {
 		return s.appliedOn(ctx, server, d.GetRangeId())
 	})
 }
@@ -608,16 +645,46 @@ func waitFreeze(ctx context.Context, servers []string, index uint64, appliedOn f
 }
 
 // unfreeze undoes right's freeze at index through its log (only after an
-// ABORT is recorded for it).
+// ABORT is recorded for it). The leader's answer says where the range
+// stands after it: unfrozen (at an applied index past the freeze), or
+// frozen at another, later freeze, which the master keeps counting
+// (resumeMerges decides it); only the former forgets the freeze.
 func (s *Server) unfreeze(ctx context.Context, id, index uint64) error {
+	var resp *pb.UnfreezeRangeResponse
 	err := s.onLeader(ctx, id, func(ctx context.Context, c pb.PartitionServiceClient) error {
-		_, err := c.UnfreezeRange(ctx, &pb.UnfreezeRangeRequest{RangeId: id, FreezeIndex: index})
+		var err error
+		resp, err = c.UnfreezeRange(ctx, &pb.UnfreezeRangeRequest{RangeId: id, FreezeIndex: index})
 		return err
 	})
-	if err == nil {
-		s.reports.unfreeze(id)
+	if err != nil {
+		return err
 	}
-	return err
+	if s.reports.observeFreeze(id, resp.GetFrozen(), resp.GetFrozenIndex(), resp.GetAppliedIndex()) {
+		s.logger.Info("unfrozen range frozen again since", "range", id, "freeze_index", index, "frozen_at", s.reports.frozenAt(id))
+	}
+	return nil
+}
+
+// serversOf lists the servers of d's replicas.
+func serversOf(d *pb.RangeDescriptor) []string {
+	var out []string
+	for _, rep := range d.GetReplicas() {
+		out = append(out, rep.GetServerId())
+	}
+	return out
+}
+
+// sameServers reports whether a and b have replicas on the same servers.
+func sameServers(a, b *pb.RangeDescriptor) bool {
+	if len(a.GetReplicas()) != len(b.GetReplicas()) {
+		return false
+	}
+	for _, rep := range a.GetReplicas() {
+		if !hasReplica(b, rep.GetServerId()) {
+			return false
+		}
+	}
+	return true
 }
 
 // mergeEvent records a finished merge with the time of each step; the
@@ -829,13 +896,18 @@ func (s *Server) deleteReplicaLater(server string, id, generation uint64) {
 }
 
 // deleteReplica asks server to delete its replica of range id if older
-// than generation (DeleteReplica's before_generation guard).
+// than generation (DeleteReplica's before_generation guard). It names the
+// freezes of the range the recorded merge decisions abort: a replica that
+// applied such a freeze and was removed before the unfreeze stays frozen,
+// and without this would be kept as if a merge were to take it over.
 func (s *Server) deleteReplica(ctx context.Context, server string, id, generation uint64) error {
 	oc, err := s.pool.Partition(s.grpcAddrOf(server))
 	if err != nil {
 		return err
 	}
-	_, err = oc.DeleteReplica(ctx, &pb.DeleteReplicaRequest{RangeId: id, BeforeGeneration: generation})
+	var aborted uint64
+	s.fsm.read(func(st *state) { aborted = st.abortedThrough(id) })
+	_, err = oc.DeleteReplica(ctx, &pb.DeleteReplicaRequest{RangeId: id, BeforeGeneration: generation, AbortedThrough: aborted})
 	return err
 }
 

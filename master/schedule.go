@@ -85,7 +85,7 @@ func (s *Server) schedRange(d *pb.RangeDescriptor, servers []scheduler.Server, n
 	rp := s.reports
 	id := d.GetRangeId()
 	r := &scheduler.Range{ID: id, TableID: d.GetTableId(), Table: d.GetTable(), Start: d.GetStart(), End: d.GetEnd(),
-		Leader: rp.leaders[id], Frozen: rp.frozen[id]}
+		Leader: rp.leaders[id], Frozen: rp.frozen[id] != 0}
 	if l, ok := rp.loads[id]; ok {
 		r.Load = &scheduler.Load{EntitiesPerSec: l.GetEntitiesPerSec(), Bytes: l.GetBytes(),
 			HotKeys: keyLoads(l.GetHotKeys()), Sample: keyLoads(l.GetLoadSample())}
@@ -165,7 +165,7 @@ func (s *Server) resumeMerges() {
 	for _, id := range s.reports.frozenRanges() {
 		d, ok := s.rangeDesc(id)
 		if !ok {
-			s.reports.unfreeze(id)
+			s.reports.forget(id) // merged away, or its table dropped
 			continue
 		}
 		left := s.leftNeighbour(d)
@@ -179,8 +179,9 @@ func (s *Server) resumeMerges() {
 			_, err := s.merge(ctx, l, causeRecovery, "finishing a merge a previous master left half done", nil)
 			switch {
 			case errors.Is(err, errNotFrozen):
-				// Unfrozen since (an aborted merge): the report was stale.
-				s.reports.unfreeze(r)
+				// Its leader is not frozen: freezeEverywhere forgot the
+				// freeze if the answer proves it undone, else the next
+				// pass asks again.
 			case err != nil:
 				s.logger.Warn("resuming merge failed", "left", l, "right", r, "err", err)
 			}

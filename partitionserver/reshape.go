@@ -65,7 +65,9 @@ func (v *service) FreezeRange(ctx context.Context, req *pb.FreezeRangeRequest) (
 		return nil, err
 	}
 	if st := r.fsm.State(); st.GetFrozen() || req.GetOnlyIfFrozen() {
-		return &pb.FreezeRangeResponse{Range: st.GetRange(), FreezeIndex: st.GetFrozenIndex()}, nil
+		// The applied index goes with it: "not frozen" proves a freeze
+		// undone only if this leader applied past it.
+		return &pb.FreezeRangeResponse{Range: st.GetRange(), FreezeIndex: st.GetFrozenIndex(), AppliedIndex: st.GetAppliedIndex()}, nil
 	}
 	// A frozen range serves nothing until every replica has applied the
 	// freeze or the master aborted the merge (a bounded wait): a voter
@@ -124,14 +126,17 @@ func (v *service) UnfreezeRange(ctx context.Context, req *pb.UnfreezeRangeReques
 		// Frozen again since: the freeze asked about was undone long ago.
 		// (An unfrozen leader still proposes: one elected a moment ago
 		// may not have applied the freeze yet.)
-		return &pb.UnfreezeRangeResponse{Range: st.GetRange(), Frozen: true}, nil
+		return &pb.UnfreezeRangeResponse{Range: st.GetRange(), Frozen: true, FrozenIndex: st.GetFrozenIndex(), AppliedIndex: st.GetAppliedIndex()}, nil
 	}
 	res, err := v.run(ctx, r, pb.CommandKind_COMMAND_KIND_UNFREEZE, &pb.UnfreezeCommand{FreezeIndex: req.GetFreezeIndex()})
 	if err != nil {
 		return nil, err
 	}
 	v.s.logger.Info("range unfrozen: its merge was aborted", "range", r.id, "freeze_index", req.GetFreezeIndex(), "took", time.Since(start))
-	return &pb.UnfreezeRangeResponse{Range: res.Range, Frozen: res.Index != 0}, nil
+	// Read back once after the apply: frozen, its index and the applied
+	// index from one state, so the master's proof is consistent.
+	st := r.fsm.State()
+	return &pb.UnfreezeRangeResponse{Range: res.Range, Frozen: st.GetFrozen(), FrozenIndex: st.GetFrozenIndex(), AppliedIndex: st.GetAppliedIndex()}, nil
 }
 
 // run proposes a reshaping command on r's log and returns its result, with

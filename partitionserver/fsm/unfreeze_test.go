@@ -7,6 +7,7 @@ import (
 	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/proto"
 
+	"tablestore/internal/logging"
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -145,4 +146,51 @@ func mustEncode(t *testing.T, kind pb.CommandKind, m proto.Message) []byte {
 		t.Fatal(err)
 	}
 	return data
+}
+
+// TestDeleteOfAnAbortedFreeze: a replica of the right range that applied
+// the freeze and was removed from the range before the unfreeze stays
+// frozen for good. Its left neighbour here will never merge it when the
+// master recorded that freeze's merge as aborted, so the delete that
+// names the freeze as aborted removes it; without that, or naming only
+// earlier freezes, it is kept (the merge may yet apply).
+func TestDeleteOfAnAbortedFreeze(t *testing.T) {
+	tests := []struct {
+		name           string
+		abortedThrough func(freezeIndex uint64) uint64
+		kept           bool
+	}{
+		{"no decision known", func(uint64) uint64 { return 0 }, true},
+		{"only an earlier freeze aborted", func(f uint64) uint64 { return f - 1 }, true},
+		{"this freeze aborted", func(f uint64) uint64 { return f }, false},
+		{"a later freeze decided", func(f uint64) uint64 { return f + 5 }, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, left, right, _, _, freezeIndex := mergeFixture(t)
+			through := tt.abortedThrough(freezeIndex)
+			if err := s.CheckDelete(2, through); errors.Is(err, ErrMergePending) != tt.kept {
+				t.Fatalf("CheckDelete(aborted through %d), frozen at %d = %v, want kept=%v", through, freezeIndex, err, tt.kept)
+			}
+			err := s.DeleteRange(2, through)
+			if tt.kept {
+				if !errors.Is(err, ErrMergePending) {
+					t.Fatalf("DeleteRange(aborted through %d), frozen at %d = %v, want ErrMergePending", through, freezeIndex, err)
+				}
+				if st := right.State(); !st.GetFrozen() || st.GetEntityCount() != 2 {
+					t.Fatalf("a kept replica changed: %+v", st)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("DeleteRange(aborted through %d), frozen at %d = %v", through, freezeIndex, err)
+			}
+			if _, err := s.OpenRange(2, logging.Discard()); !errors.Is(err, ErrRangeNotFound) {
+				t.Fatalf("deleted replica still stored: %v", err)
+			}
+			if left.Descriptor().GetEnd() != "m" {
+				t.Fatalf("the left range changed: %v", left.Descriptor())
+			}
+		})
+	}
 }

@@ -1093,7 +1093,11 @@ type RangeStatus struct {
 	// The replica's lifecycle state on the reporting server (active, quiet,
 	// opening, ...). A quiet replica reports leader as it was when it went
 	// quiet: the range has a leader that will answer once woken.
-	Lifecycle     string `protobuf:"bytes,9,opt,name=lifecycle,proto3" json:"lifecycle,omitempty"`
+	Lifecycle string `protobuf:"bytes,9,opt,name=lifecycle,proto3" json:"lifecycle,omitempty"`
+	// The log index of the freeze when frozen (0 when not frozen). The
+	// master forgets a freeze it saw only on proof that it was undone: a
+	// report "not frozen" at an applied index at or past it.
+	FrozenIndex   uint64 `protobuf:"varint,10,opt,name=frozen_index,json=frozenIndex,proto3" json:"frozen_index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1189,6 +1193,13 @@ func (x *RangeStatus) GetLifecycle() string {
 		return x.Lifecycle
 	}
 	return ""
+}
+
+func (x *RangeStatus) GetFrozenIndex() uint64 {
+	if x != nil {
+		return x.FrozenIndex
+	}
+	return 0
 }
 
 // PartitionMap is the cluster's view of tables, ranges and servers.
@@ -3170,7 +3181,7 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	" \x01(\tR\x05cause\x1a:\n" +
 	"\fFiguresEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\xb7\x02\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\xda\x02\n" +
 	"\vRangeStatus\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x1e\n" +
 	"\n" +
@@ -3182,7 +3193,9 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x05range\x18\x06 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\x12\x16\n" +
 	"\x06frozen\x18\a \x01(\bR\x06frozen\x12\x16\n" +
 	"\x06voters\x18\b \x03(\tR\x06voters\x12\x1c\n" +
-	"\tlifecycle\x18\t \x01(\tR\tlifecycle\"\xe2\x05\n" +
+	"\tlifecycle\x18\t \x01(\tR\tlifecycle\x12!\n" +
+	"\ffrozen_index\x18\n" +
+	" \x01(\x04R\vfrozenIndex\"\xe2\x05\n" +
 	"\fPartitionMap\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12,\n" +
 	"\x06tables\x18\x02 \x03(\v2\x14.tablestore.v1.TableR\x06tables\x126\n" +

@@ -204,7 +204,11 @@ type FreezeRangeResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Range *RangeDescriptor       `protobuf:"bytes,1,opt,name=range,proto3" json:"range,omitempty"`
 	// Log index at which the range froze.
-	FreezeIndex   uint64 `protobuf:"varint,2,opt,name=freeze_index,json=freezeIndex,proto3" json:"freeze_index,omitempty"`
+	FreezeIndex uint64 `protobuf:"varint,2,opt,name=freeze_index,json=freezeIndex,proto3" json:"freeze_index,omitempty"`
+	// The leader's applied index when it answered: with freeze_index 0
+	// (only_if_frozen, not frozen), proof that a freeze at or below it was
+	// undone; a leader elected a moment ago may not have applied it yet.
+	AppliedIndex  uint64 `protobuf:"varint,3,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -249,6 +253,13 @@ func (x *FreezeRangeResponse) GetRange() *RangeDescriptor {
 func (x *FreezeRangeResponse) GetFreezeIndex() uint64 {
 	if x != nil {
 		return x.FreezeIndex
+	}
+	return 0
+}
+
+func (x *FreezeRangeResponse) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
 	}
 	return 0
 }
@@ -418,7 +429,10 @@ type UnfreezeRangeResponse struct {
 	Range *RangeDescriptor       `protobuf:"bytes,1,opt,name=range,proto3" json:"range,omitempty"`
 	// Whether the range is still frozen (at another freeze) after the
 	// unfreeze applied.
-	Frozen        bool `protobuf:"varint,2,opt,name=frozen,proto3" json:"frozen,omitempty"`
+	Frozen bool `protobuf:"varint,2,opt,name=frozen,proto3" json:"frozen,omitempty"`
+	// The freeze it is frozen at (frozen), and the leader's applied index.
+	FrozenIndex   uint64 `protobuf:"varint,3,opt,name=frozen_index,json=frozenIndex,proto3" json:"frozen_index,omitempty"`
+	AppliedIndex  uint64 `protobuf:"varint,4,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -465,6 +479,20 @@ func (x *UnfreezeRangeResponse) GetFrozen() bool {
 		return x.Frozen
 	}
 	return false
+}
+
+func (x *UnfreezeRangeResponse) GetFrozenIndex() uint64 {
+	if x != nil {
+		return x.FrozenIndex
+	}
+	return 0
+}
+
+func (x *UnfreezeRangeResponse) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
 }
 
 type ChangeReplicasRequest struct {
@@ -1678,8 +1706,14 @@ type DeleteReplicaRequest struct {
 	// log and vote Raft's safety depends on, and stays. A delete can arrive
 	// late: sent to a stopped process, it runs when the process resumes.
 	BeforeGeneration uint64 `protobuf:"varint,2,opt,name=before_generation,json=beforeGeneration,proto3" json:"before_generation,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The master's merge decisions for the range make every freeze at or
+	// below this index an aborted one: a replica frozen at such an index
+	// (it applied the freeze but was removed before the unfreeze) awaits no
+	// merge and may be deleted. 0: the frozen replica stays while its left
+	// neighbour here may still merge it (fsm.ErrMergePending).
+	AbortedThrough uint64 `protobuf:"varint,3,opt,name=aborted_through,json=abortedThrough,proto3" json:"aborted_through,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *DeleteReplicaRequest) Reset() {
@@ -1722,6 +1756,13 @@ func (x *DeleteReplicaRequest) GetRangeId() uint64 {
 func (x *DeleteReplicaRequest) GetBeforeGeneration() uint64 {
 	if x != nil {
 		return x.BeforeGeneration
+	}
+	return 0
+}
+
+func (x *DeleteReplicaRequest) GetAbortedThrough() uint64 {
+	if x != nil {
+		return x.AbortedThrough
 	}
 	return 0
 }
@@ -1874,10 +1915,11 @@ const file_tablestore_v1_partition_service_proto_rawDesc = "" +
 	"\x05right\x18\x02 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05right\"U\n" +
 	"\x12FreezeRangeRequest\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12$\n" +
-	"\x0eonly_if_frozen\x18\x02 \x01(\bR\fonlyIfFrozen\"n\n" +
+	"\x0eonly_if_frozen\x18\x02 \x01(\bR\fonlyIfFrozen\"\x93\x01\n" +
 	"\x13FreezeRangeResponse\x124\n" +
 	"\x05range\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\x12!\n" +
-	"\ffreeze_index\x18\x02 \x01(\x04R\vfreezeIndex\"\x92\x01\n" +
+	"\ffreeze_index\x18\x02 \x01(\x04R\vfreezeIndex\x12#\n" +
+	"\rapplied_index\x18\x03 \x01(\x04R\fappliedIndex\"\x92\x01\n" +
 	"\x11MergeRangeRequest\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x124\n" +
 	"\x05right\x18\x02 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05right\x12,\n" +
@@ -1886,10 +1928,12 @@ const file_tablestore_v1_partition_service_proto_rawDesc = "" +
 	"\x05range\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\"T\n" +
 	"\x14UnfreezeRangeRequest\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12!\n" +
-	"\ffreeze_index\x18\x02 \x01(\x04R\vfreezeIndex\"e\n" +
+	"\ffreeze_index\x18\x02 \x01(\x04R\vfreezeIndex\"\xad\x01\n" +
 	"\x15UnfreezeRangeResponse\x124\n" +
 	"\x05range\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\x12\x16\n" +
-	"\x06frozen\x18\x02 \x01(\bR\x06frozen\"\x92\x02\n" +
+	"\x06frozen\x18\x02 \x01(\bR\x06frozen\x12!\n" +
+	"\ffrozen_index\x18\x03 \x01(\x04R\vfrozenIndex\x12#\n" +
+	"\rapplied_index\x18\x04 \x01(\x04R\fappliedIndex\"\x92\x02\n" +
 	"\x15ChangeReplicasRequest\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\"\n" +
 	"\radd_server_id\x18\x02 \x01(\tR\vaddServerId\x12(\n" +
@@ -1985,10 +2029,11 @@ const file_tablestore_v1_partition_service_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"A\n" +
 	"\x15CreateReplicaResponse\x12(\n" +
-	"\x10leader_server_id\x18\x01 \x01(\tR\x0eleaderServerId\"^\n" +
+	"\x10leader_server_id\x18\x01 \x01(\tR\x0eleaderServerId\"\x87\x01\n" +
 	"\x14DeleteReplicaRequest\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12+\n" +
-	"\x11before_generation\x18\x02 \x01(\x04R\x10beforeGeneration\"\x17\n" +
+	"\x11before_generation\x18\x02 \x01(\x04R\x10beforeGeneration\x12'\n" +
+	"\x0faborted_through\x18\x03 \x01(\x04R\x0eabortedThrough\"\x17\n" +
 	"\x15DeleteReplicaResponse\"-\n" +
 	"\x10RangeInfoRequest\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\"q\n" +
