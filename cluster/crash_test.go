@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -81,24 +82,35 @@ func TestSplitMergeCrashes(t *testing.T) {
 			}
 			leader := partitionMap(t, mc).GetLeaders()[target.GetRangeId()]
 
-			failpoint.Enable(tc.point, nil)
+			var fired atomic.Bool
+			failpoint.Enable(tc.point, func() error {
+				fired.Store(true)
+				return failpoint.ErrInjected
+			})
 			if tc.also != "" {
 				failpoint.Enable(tc.also, nil)
 			}
-			err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
-				if tc.merge {
-					_, err := m.Merge(ctx, &pb.MergeRequest{RangeId: target.GetRangeId()})
+			var err error
+			if tc.merge {
+				// A merge aborted for real (a healthy follower that did
+				// not apply the freeze within the master's wait on a
+				// loaded machine) did not reach the step: ask again.
+				_, err = mergeRetrying(ctx, t, mc, target.GetRangeId())
+			} else {
+				err = mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
+					_, err := m.Split(ctx, &pb.SplitRequest{Table: table, PartitionKey: "k13"})
 					return err
-				}
-				_, err := m.Split(ctx, &pb.SplitRequest{Table: table, PartitionKey: "k13"})
-				return err
-			})
+				})
+			}
 			failpoint.Disable(tc.point)
 			if tc.also != "" {
 				failpoint.Disable(tc.also)
 			}
 			if err == nil {
 				t.Fatalf("operation succeeded through failpoint %s", tc.point)
+			}
+			if !fired.Load() {
+				t.Fatalf("failpoint %s never fired (the operation failed before it: %v)", tc.point, err)
 			}
 			if tc.killLeadr && leader != "" {
 				i := c.ServerIndex(leader)
@@ -122,9 +134,29 @@ func TestSplitMergeCrashes(t *testing.T) {
 			waitFor(t, 60*time.Second, "the table's ranges tiling the key space", func() bool {
 				return tiles(tableRanges(partitionMap(t, mc), table))
 			})
-			if tc.merge && tc.point != "master/merge/after-colocate" && tc.also == "" {
-				// An interrupted merge is finished, not left half done
-				// (before the freeze there is nothing to finish).
+			switch {
+			case tc.point == "master/merge/after-freeze-proposed":
+				// Undecided when the master died: the restarted one
+				// decides. COMMIT merges; ABORT (a replica that did not
+				// apply the freeze within its wait, as a loaded machine
+				// may have) unfreezes. Either way not left half done: the
+				// writes below reach every key.
+				waitFor(t, 60*time.Second, "the merge finished, or aborted and the right half serving", func() bool {
+					switch len(tableRanges(partitionMap(t, mc), table)) {
+					case 1:
+						return true
+					case 2:
+						wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+						defer cancel()
+						_, err := tcl.UpsertEntity(wctx, []byte(`{"PartitionKey":"k20","RowKey":"probe"}`), nil)
+						return err == nil
+					}
+					return false
+				})
+			case tc.merge && tc.point != "master/merge/after-colocate" && tc.also == "":
+				// An interrupted merge whose COMMIT was recorded is
+				// finished, not left half done (before the freeze there is
+				// nothing to finish).
 				waitFor(t, 60*time.Second, "the merge finished", func() bool { return len(tableRanges(partitionMap(t, mc), table)) == 1 })
 			}
 			if tc.also != "" {
