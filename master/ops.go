@@ -297,11 +297,9 @@ func (s *Server) merge(ctx context.Context, id uint64, cause, reason string, fig
 	if right == nil {
 		return nil, fmt.Errorf("%w: %d", ErrNoNeighbour, id)
 	}
-	var (
-		t      mergeTimes
-		freeze *pb.FreezeRangeResponse
-		err    error
-	)
+	var t mergeTimes
+	var freeze *pb.FreezeRangeResponse
+	var err error
 	// A resumed merge finds its right range frozen already (and must not
 	// freeze it again: the merge it resumes may have been aborted since).
 	// It reads the freeze and its decision before anything else: an
@@ -322,14 +320,7 @@ func (s *Server) merge(ctx context.Context, id uint64, cause, reason string, fig
 		return nil, err
 	}
 	if !resume {
-		if err := s.readyToFreeze(ctx, right); err != nil {
-			return nil, fmt.Errorf("merge range %d into %d: %w", right.GetRangeId(), id, err)
-		}
-		if err := failpoint.Inject("master/merge/before-freeze"); err != nil {
-			return nil, err
-		}
-		t.frozenAt = time.Now()
-		if freeze, err = s.freezeEverywhere(ctx, right, false, &t); err != nil {
+		if freeze, err = s.freezeAndDecide(ctx, id, right, &t); err != nil {
 			return nil, err
 		}
 	}
@@ -348,8 +339,19 @@ func (s *Server) merge(ctx context.Context, id uint64, cause, reason string, fig
 		}
 		freeze.Range = right
 	}
+	merged, err := s.takeOver(ctx, id, right, freeze, &t)
+	if err != nil {
+		return nil, err
+	}
+	s.mergeEvent(left, right, merged, cause, reason, figures, start, t)
+	return merged, nil
+}
+
+// takeOver is a committed merge's steps 4 and 5: L takes over R's keys
+// (MergeRange with R's freeze), then R leaves the map and its replicas go.
+func (s *Server) takeOver(ctx context.Context, id uint64, right *pb.RangeDescriptor, freeze *pb.FreezeRangeResponse, t *mergeTimes) (*pb.RangeDescriptor, error) {
 	var merged *pb.RangeDescriptor
-	err = s.onLeader(ctx, id, func(ctx context.Context, c pb.PartitionServiceClient) error {
+	err := s.onLeader(ctx, id, func(ctx context.Context, c pb.PartitionServiceClient) error {
 		resp, err := c.MergeRange(ctx, &pb.MergeRangeRequest{RangeId: id, Right: freeze.GetRange(), RightFreezeIndex: freeze.GetFreezeIndex()})
 		if err == nil {
 			merged = resp.GetRange()
@@ -371,8 +373,20 @@ func (s *Server) merge(ctx context.Context, id uint64, cause, reason string, fig
 		return nil, err
 	}
 	s.retire(right)
-	s.mergeEvent(left, right, merged, cause, reason, figures, start, t)
 	return merged, nil
+}
+
+// freezeAndDecide is a fresh merge's steps 2 and 3: once the pre-freeze
+// checks pass, freeze R and decide (freezeEverywhere).
+func (s *Server) freezeAndDecide(ctx context.Context, id uint64, right *pb.RangeDescriptor, t *mergeTimes) (*pb.FreezeRangeResponse, error) {
+	if err := s.readyToFreeze(ctx, right); err != nil {
+		return nil, fmt.Errorf("merge range %d into %d: %w", right.GetRangeId(), id, err)
+	}
+	if err := failpoint.Inject("master/merge/before-freeze"); err != nil {
+		return nil, err
+	}
+	t.frozenAt = time.Now()
+	return s.freezeEverywhere(ctx, right, false, t)
 }
 
 // mergeTimes are the moments of a merge's steps, for its event.

@@ -57,7 +57,7 @@ type slot struct {
 	// abortedThrough is the delete's DeleteReplicaRequest.aborted_through,
 	// set under the slot's lock for the DeleteState action it runs.
 	abortedThrough uint64
-	quiescing atomic.Bool
+	quiescing      atomic.Bool
 	// quietAt is the index of the QUIESCE marker the member closed at.
 	quietAt atomic.Uint64
 	// quietVoters is the member's configuration when it closed at a
