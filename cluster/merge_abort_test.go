@@ -108,3 +108,99 @@ func TestMergeAbortedWhenAReplicaMissesTheFreeze(t *testing.T) {
 	acked["k20/probe"] = 1000000
 	verifyExactlyOnce(t, tcl, acked)
 }
+
+// TestFrozenReplicaOfAbortedMergeDeleted: a replica of the right range
+// that applied the freeze of an aborted merge and was moved off before
+// the unfreeze stays frozen (it is out of the range's group and never
+// gets the unfreeze), beside its server's replica of the left range. The
+// server used to keep such a replica for good (a frozen range next to its
+// left neighbour "will be merged"); the master's delete now names the
+// freezes its decisions abort, and the replica goes. The failpoints
+// record ABORT and stop the master before the unfreeze (each resume too),
+// so the range is still frozen when the move takes the replica off.
+func TestFrozenReplicaOfAbortedMergeDeleted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := startTuned(t, 4, quietPolicies, nil)
+	sc := serviceClient(t, c, 0)
+	const table = "abortmove"
+	tcl := newTable(t, sc, table)
+	mc := masterClient(t, c)
+	acked := map[string]int64{}
+	writeSeq(t, tcl, acked, "before", 26)
+	ctx := ctxT(t, 3*time.Minute)
+	split := splitRange(t, ctx, mc, table, "k13")
+	left, right := split.GetLeft().GetRangeId(), split.GetRight().GetRangeId()
+	waitFor(t, 10*time.Second, "both halves led", func() bool {
+		l := partitionMap(t, mc).GetLeaders()
+		return l[left] != "" && l[right] != ""
+	})
+	// Both halves on the same three servers (a split keeps them); the
+	// replica to move is one that leads neither, the target the fourth.
+	var from, to string
+	for _, d := range tableRanges(partitionMap(t, mc), table) {
+		if d.GetRangeId() != right {
+			continue
+		}
+		l := partitionMap(t, mc).GetLeaders()
+		for _, s := range c.Servers {
+			id := s.Server.ID()
+			switch {
+			case !hasServer(d, id):
+				to = id
+			case id != l[left] && id != l[right]:
+				from = id
+			}
+		}
+	}
+	if from == "" || to == "" {
+		t.Fatalf("no replica to move off or no free server: %s", describe(tableRanges(partitionMap(t, mc), table)))
+	}
+
+	failpoint.Enable("master/merge/freeze-wait", nil) // a replica "short of the freeze": ABORT
+	failpoint.Enable("master/merge/after-abort", nil) // stop before the unfreeze
+	defer failpoint.Disable("master/merge/freeze-wait")
+	defer failpoint.Disable("master/merge/after-abort")
+	if _, err := mergeRetrying(ctx, t, mc, left); err == nil {
+		t.Fatal("merge succeeded through master/merge/after-abort")
+	}
+	fromSrv := c.Servers[c.ServerIndex(from)].Server
+	waitFor(t, 10*time.Second, "the freeze applied on "+from, func() bool {
+		return rangeInfo(fromSrv, right).GetFrozen()
+	})
+	// The move: a resume holding the range (it stops at the failpoint) is
+	// answered busy; ask again.
+	waitFor(t, 60*time.Second, "the right range's replica moved from "+from+" to "+to, func() bool {
+		err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
+			_, err := m.Move(ctx, &pb.MoveRequest{RangeId: right, FromServerId: from, ToServerId: to})
+			return err
+		})
+		if err != nil {
+			t.Logf("move: %v", err)
+		}
+		for _, d := range tableRanges(partitionMap(t, mc), table) {
+			if d.GetRangeId() == right {
+				return hasServer(d, to) && !hasServer(d, from)
+			}
+		}
+		return false
+	})
+	waitFor(t, 30*time.Second, "the frozen replica deleted on "+from, func() bool {
+		return fromSrv.ReplicaState(right) == "absent"
+	})
+	// Let the resume unfreeze the range: the right half takes writes.
+	failpoint.Disable("master/merge/after-abort")
+	failpoint.Disable("master/merge/freeze-wait")
+	waitFor(t, 30*time.Second, "a write to the right half after the unfreeze", func() bool {
+		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		_, err := tcl.UpsertEntity(wctx, []byte(`{"PartitionKey":"k20","RowKey":"probe"}`), nil)
+		return err == nil
+	})
+	writeSeq(t, tcl, acked, "after", 26)
+	if rs := tableRanges(partitionMap(t, mc), table); len(rs) != 2 {
+		t.Fatalf("after an aborted merge: %s, want both halves", describe(rs))
+	}
+	verifyExactlyOnce(t, tcl, acked)
+}
