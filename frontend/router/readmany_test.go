@@ -101,13 +101,13 @@ func startReads(t *testing.T, c *readCoalescer, f *fakeReadPS, reqs []*pb.GetReq
 	for i, req := range reqs {
 		outs[i] = make(chan readOutcome, 1)
 		go func() {
-			resp, err := c.get(context.Background(), "ps1", f, req)
+			resp, err := c.do(context.Background(), "ps1", f, req)
 			outs[i] <- readOutcome{resp, err}
 		}()
 		waitUntil(t, func() bool {
 			c.mu.Lock()
 			defer c.mu.Unlock()
-			l := c.lanes[readLaneKey{"ps1", 7, false}]
+			l := c.lanes[laneKey{"ps1", 7, false}]
 			return l != nil && l.inflight+len(l.queue) == i+1
 		})
 	}
@@ -232,13 +232,13 @@ func TestReadCoalescerCallerGivesUp(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	gone := make(chan error, 1)
 	go func() {
-		_, err := c.get(ctx, "ps1", f, readReq(7, "gone"))
+		_, err := c.do(ctx, "ps1", f, readReq(7, "gone"))
 		gone <- err
 	}()
 	waitUntil(t, func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		return len(c.lanes[readLaneKey{"ps1", 7, false}].queue) == queued+1
+		return len(c.lanes[laneKey{"ps1", 7, false}].queue) == queued+1
 	})
 	cancel()
 	if err := <-gone; status.Code(err) != codes.Canceled {
@@ -278,7 +278,7 @@ func TestReadCoalescerLanesAreIndependent(t *testing.T) {
 		req := readReq(k.rangeID, "x")
 		req.FollowerRead = k.follower
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		resp, err := c.get(ctx, k.addr, other, req)
+		resp, err := c.do(ctx, k.addr, other, req)
 		cancel()
 		if err != nil || string(resp.GetEntity()) != "x" {
 			t.Fatalf("%s range %d follower %v: %v, %v", k.addr, k.rangeID, k.follower, resp, err)

@@ -113,19 +113,19 @@ type writeOutcome struct {
 
 // startWrites starts the writes of rks one after the other, each once the
 // previous one is either in flight or queued.
-func startWrites(t *testing.T, c *coalescer, f *fakePS, rks []string) []chan writeOutcome {
+func startWrites(t *testing.T, c *writeCoalescer, f *fakePS, rks []string) []chan writeOutcome {
 	t.Helper()
 	outs := make([]chan writeOutcome, len(rks))
 	for i, rk := range rks {
 		outs[i] = make(chan writeOutcome, 1)
 		go func() {
-			resp, err := c.write(context.Background(), "ps1", f, writeReq(rk))
+			resp, err := c.do(context.Background(), "ps1", f, writeReq(rk))
 			outs[i] <- writeOutcome{resp, err}
 		}()
 		waitUntil(t, func() bool {
 			c.mu.Lock()
 			defer c.mu.Unlock()
-			l := c.lanes[laneKey{"ps1", 7}]
+			l := c.lanes[laneKey{"ps1", 7, false}]
 			return l != nil && l.inflight+len(l.queue) == i+1
 		})
 	}
@@ -229,13 +229,13 @@ func TestCoalescerCallerGivesUp(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	gone := make(chan error, 1)
 	go func() {
-		_, err := c.write(ctx, "ps1", f, writeReq("gone"))
+		_, err := c.do(ctx, "ps1", f, writeReq("gone"))
 		gone <- err
 	}()
 	waitUntil(t, func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		return len(c.lanes[laneKey{"ps1", 7}].queue) == queued+1
+		return len(c.lanes[laneKey{"ps1", 7, false}].queue) == queued+1
 	})
 	cancel()
 	if err := <-gone; status.Code(err) != codes.Canceled {
@@ -271,7 +271,7 @@ func TestCoalescerLanesAreIndependent(t *testing.T) {
 		req := writeReq("x")
 		req.RangeId = rangeID
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_, err := c.write(ctx, "ps2", other, req)
+		_, err := c.do(ctx, "ps2", other, req)
 		cancel()
 		if err != nil {
 			t.Fatalf("ps2 range %d: %v", rangeID, err)
@@ -299,7 +299,7 @@ func TestCoalescerLanePerRange(t *testing.T) {
 	req := writeReq("ccc")
 	req.RangeId = 8
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	resp, err := c.write(ctx, "ps1", other, req)
+	resp, err := c.do(ctx, "ps1", other, req)
 	cancel()
 	if err != nil || resp.GetTimestampUnixNano() != 3 {
 		t.Fatalf("range 8 behind range 7's stuck call: %v, %v", resp, err)
@@ -380,7 +380,7 @@ func TestLingerDecision(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			l := &lane{queue: make([]*pendingWrite, tt.queued)}
+			l := &lane[*pb.WriteRequest, *pb.WriteResponse]{queue: make([]*pending[*pb.WriteRequest, *pb.WriteResponse], tt.queued)}
 			wake := lingerLocked(l, tt.answered, tt.linger)
 			if (wake != nil) != tt.wait || l.want != tt.want {
 				t.Fatalf("lingerLocked(%d queued, %d answered) = wait %v for %d; want wait %v for %d", tt.queued, tt.answered, wake != nil, l.want, tt.wait, tt.want)
@@ -404,7 +404,7 @@ func TestCoalescerLingersForAnsweredWriters(t *testing.T) {
 	start := func(rk string) chan writeOutcome {
 		ch := make(chan writeOutcome, 1)
 		go func() {
-			resp, err := c.write(context.Background(), "ps1", f, writeReq(rk))
+			resp, err := c.do(context.Background(), "ps1", f, writeReq(rk))
 			ch <- writeOutcome{resp, err}
 		}()
 		return ch
@@ -413,7 +413,7 @@ func TestCoalescerLingersForAnsweredWriters(t *testing.T) {
 		return func() bool {
 			c.mu.Lock()
 			defer c.mu.Unlock()
-			l := c.lanes[laneKey{"ps1", 7}]
+			l := c.lanes[laneKey{"ps1", 7, false}]
 			return l != nil && len(l.queue) == n
 		}
 	}
@@ -423,7 +423,7 @@ func TestCoalescerLingersForAnsweredWriters(t *testing.T) {
 	waitUntil(t, func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		l := c.lanes[laneKey{"ps1", 7}]
+		l := c.lanes[laneKey{"ps1", 7, false}]
 		return l != nil && l.wake != nil
 	})
 	for i, rk := range []string{"g", "h"} {
@@ -468,13 +468,13 @@ func TestCoalescerLingersWithNothingQueued(t *testing.T) {
 	waitUntil(t, func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		l := c.lanes[laneKey{"ps1", 7}]
+		l := c.lanes[laneKey{"ps1", 7, false}]
 		return l != nil && l.wake != nil && l.inflight == 1
 	})
 	for i, rk := range []string{"d", "e"} {
 		ch := make(chan writeOutcome, 1)
 		go func() {
-			resp, err := c.write(context.Background(), "ps1", f, writeReq(rk))
+			resp, err := c.do(context.Background(), "ps1", f, writeReq(rk))
 			ch <- writeOutcome{resp, err}
 		}()
 		outs = append(outs, ch)
@@ -482,7 +482,7 @@ func TestCoalescerLingersWithNothingQueued(t *testing.T) {
 			waitUntil(t, func() bool {
 				c.mu.Lock()
 				defer c.mu.Unlock()
-				return len(c.lanes[laneKey{"ps1", 7}].queue) == 1
+				return len(c.lanes[laneKey{"ps1", 7, false}].queue) == 1
 			})
 		}
 	}
