@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"tablestore/internal/edm"
+	"tablestore/internal/masterclient"
 	"tablestore/internal/rangeclient"
 	"tablestore/internal/rpcerr"
 	pb "tablestore/proto/tablestorepb"
@@ -135,13 +136,31 @@ func entityV(t *testing.T, b []byte) int {
 // TestCoalescedReadsSeeLatestWrite: through the front-end, readers that
 // run side by side (so their reads share GetMany calls, across the ranges
 // of two tables) never see a value older than the last write acknowledged
-// before their read began.
+// before their read began; also while the ranges' leadership moves
+// between servers under them (a coalesced read queued for the old leader
+// is refused NOT_LEADER there, or answered after it stepped down, and is
+// retried at the new one: it must still see every acknowledged write).
 func TestCoalescedReadsSeeLatestWrite(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
+	for _, tt := range []struct {
+		name string
+		// transfers is how many times each table's range changes
+		// leader while the reads and writes run.
+		transfers int
+	}{
+		{"steady leaders", 0},
+		{"leadership transfers", 3},
+	} {
+		t.Run(tt.name, func(t *testing.T) { testCoalescedReadsSeeLatestWrite(t, tt.transfers) })
+	}
+}
+
+func testCoalescedReadsSeeLatestWrite(t *testing.T, transfers int) {
 	c := startCluster(t, 1, 3)
 	sc := serviceClient(t, c, 0)
+	mc := masterClient(t, c)
 	ctx := ctxT(t, 3*time.Minute)
 	tables := []string{"coalesceda", "coalescedb"}
 	var acked [2]atomic.Int64
@@ -153,19 +172,25 @@ func TestCoalescedReadsSeeLatestWrite(t *testing.T) {
 	}
 	before := metricValue(t, "tablestore_router_coalesced_reads_total", nil)
 
+	// The writers and readers run until each table has this many writes
+	// acknowledged, every transfer is done, and the readers have read
+	// on after the last one.
 	const writes = 150
 	const readers = 12
+	const readsAfter = 200
 	rctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	errs := make(chan error, 2+readers)
+	errs := make(chan error, 3+readers)
 	for i, name := range tables {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			tc := sc.NewClient(name)
-			for v := 1; v <= writes && rctx.Err() == nil; v++ {
+			for v := 1; rctx.Err() == nil; v++ {
 				if err := putV(rctx, tc, "k", v); err != nil {
-					errs <- fmt.Errorf("write %s %d: %w", name, v, err)
+					if rctx.Err() == nil {
+						errs <- fmt.Errorf("write %s %d: %w", name, v, err)
+					}
 					return
 				}
 				acked[i].Store(int64(v))
@@ -197,13 +222,41 @@ func TestCoalescedReadsSeeLatestWrite(t *testing.T) {
 			}
 		}()
 	}
-	waitFor(t, 2*time.Minute, "every write acknowledged", func() bool {
+	// The transfers: each once the writes have moved on since the last,
+	// so that reads and writes run through every one.
+	var moved atomic.Int64        // transfers done
+	readsAtLast := atomic.Int64{} // reads done when the last transfer was
+	transfersDone := make(chan struct{})
+	go func() {
+		defer close(transfersDone)
+		for n := 0; n < transfers; n++ {
+			for i, name := range tables {
+				floor := acked[i].Load() + 20
+				if err := pollUntil(rctx, time.Minute, func() bool { return acked[i].Load() >= floor }); err != nil {
+					errs <- fmt.Errorf("transfer %d of %s: the writes did not move on: %w", n, name, err)
+					return
+				}
+				if err := transferRangeLeader(rctx, mc, name); err != nil {
+					errs <- fmt.Errorf("transfer %d of %s: %w", n, name, err)
+					return
+				}
+				moved.Add(1)
+			}
+		}
+		readsAtLast.Store(reads.Load())
+	}()
+	waitFor(t, 2*time.Minute, "every write acknowledged and every transfer done", func() bool {
 		select {
 		case err := <-errs:
 			t.Fatal(err)
 		default:
 		}
-		return acked[0].Load() == writes && acked[1].Load() == writes
+		select {
+		case <-transfersDone:
+		default:
+			return false
+		}
+		return acked[0].Load() >= writes && acked[1].Load() >= writes && reads.Load() >= readsAtLast.Load()+readsAfter
 	})
 	stop()
 	wg.Wait()
@@ -211,9 +264,92 @@ func TestCoalescedReadsSeeLatestWrite(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
+	if got, want := moved.Load(), int64(transfers*len(tables)); got != want {
+		t.Fatalf("%d leadership transfers, want %d", got, want)
+	}
 	coalesced := metricValue(t, "tablestore_router_coalesced_reads_total", nil) - before
-	t.Logf("%d reads, %.0f of them coalesced", reads.Load(), coalesced)
+	t.Logf("%d reads, %.0f of them coalesced, %d and %d writes, %d leadership transfers", reads.Load(), coalesced, acked[0].Load(), acked[1].Load(), moved.Load())
 	if coalesced == 0 {
 		t.Fatal("no read went through GetMany: the test did not exercise coalescing")
 	}
+}
+
+// pollUntil polls cond until it holds, ctx ends or timeout passes.
+func pollUntil(ctx context.Context, timeout time.Duration, cond func() bool) error {
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not within %v", timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return nil
+}
+
+// transferRangeLeader moves the leadership of table's (first) range to
+// another of its replicas through the master, retrying a refused or
+// failed transfer (the master busy with the range, a leader elected
+// meanwhile), until the master's map names a new leader.
+func transferRangeLeader(ctx context.Context, mc *masterclient.Client, table string) error {
+	var rangeID uint64
+	var from string
+	var err error
+	if perr := pollUntil(ctx, time.Minute, func() bool {
+		var m *pb.PartitionMap
+		if m, err = getPartitionMap(ctx, mc); err != nil {
+			return false
+		}
+		rs := tableRanges(m, table)
+		if len(rs) == 0 {
+			err = fmt.Errorf("no range")
+			return false
+		}
+		rangeID, from = rs[0].GetRangeId(), m.GetLeaders()[rs[0].GetRangeId()]
+		return from != ""
+	}); perr != nil {
+		return fmt.Errorf("no leader of %s: %w (last error %v)", table, perr, err)
+	}
+	perr := pollUntil(ctx, time.Minute, func() bool {
+		m, gerr := getPartitionMap(ctx, mc)
+		if gerr != nil {
+			err = gerr
+			return false
+		}
+		rs := tableRanges(m, table)
+		if l := m.GetLeaders()[rangeID]; l != "" && l != from {
+			return true
+		}
+		var to string
+		for _, rep := range rs[0].GetReplicas() {
+			if rep.GetServerId() != from {
+				to = rep.GetServerId()
+				break
+			}
+		}
+		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		defer cancel()
+		err = mc.Call(cctx, func(ctx context.Context, m pb.MasterServiceClient) error {
+			_, err := m.TransferLeader(ctx, &pb.MasterTransferLeaderRequest{RangeId: rangeID, ToServerId: to})
+			return err
+		})
+		return false
+	})
+	if perr != nil {
+		return fmt.Errorf("range %d still led by %s: %w (last error %v)", rangeID, from, perr, err)
+	}
+	return nil
+}
+
+// getPartitionMap is partitionMap for a goroutine of a test.
+func getPartitionMap(ctx context.Context, mc *masterclient.Client) (*pb.PartitionMap, error) {
+	var m *pb.PartitionMap
+	err := mc.Call(ctx, func(ctx context.Context, c pb.MasterServiceClient) error {
+		var err error
+		m, err = c.GetPartitionMap(ctx, &pb.GetPartitionMapRequest{})
+		return err
+	})
+	return m, err
 }

@@ -160,12 +160,7 @@ func masterClient(t *testing.T, c *Cluster) *masterclient.Client {
 
 func partitionMap(t *testing.T, mc *masterclient.Client) *pb.PartitionMap {
 	t.Helper()
-	var m *pb.PartitionMap
-	err := mc.Call(context.Background(), func(ctx context.Context, c pb.MasterServiceClient) error {
-		var err error
-		m, err = c.GetPartitionMap(ctx, &pb.GetPartitionMapRequest{})
-		return err
-	})
+	m, err := getPartitionMap(context.Background(), mc)
 	if err != nil {
 		t.Fatal(err)
 	}

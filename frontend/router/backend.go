@@ -141,7 +141,7 @@ func (r *Router) Write(ctx context.Context, table, pk string, ops []*pb.EntityOp
 	}
 	var ts int64
 	err = r.call(ctx, t, pk, r.writeAttemptTimeout(len(ops)), func(ctx context.Context, addr string, c pb.PartitionServiceClient, d *pb.RangeDescriptor) error {
-		resp, err := r.writes.write(ctx, addr, c, &pb.WriteRequest{RangeId: d.GetRangeId(), Generation: d.GetGeneration(), Ops: ops, RequestId: id[:]})
+		resp, err := r.writes.do(ctx, addr, c, &pb.WriteRequest{RangeId: d.GetRangeId(), Generation: d.GetGeneration(), Ops: ops, RequestId: id[:]})
 		if err == nil {
 			ts = resp.GetTimestampUnixNano()
 		}
@@ -181,7 +181,7 @@ func (r *Router) get(ctx context.Context, table, pk, rk string, follower bool) (
 			// No call to save in one process (tablestore dev).
 			resp, err = c.Get(ctx, req)
 		} else {
-			resp, err = r.reads.get(ctx, addr, c, req)
+			resp, err = r.reads.do(ctx, addr, c, req)
 		}
 		if err == nil {
 			b = resp.GetEntity()

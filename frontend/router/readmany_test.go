@@ -2,7 +2,6 @@ package router
 
 import (
 	"context"
-	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -67,12 +66,8 @@ func (f *fakeReadPS) GetMany(ctx context.Context, req *pb.GetManyRequest, _ ...g
 	}
 	out := &pb.GetManyResponse{}
 	for _, g := range req.GetGets() {
-		resp, err := readAnswer(g)
-		r := &pb.GetManyResult{Response: resp}
-		if err != nil {
-			r.Response = nil
-			r.Status, _ = proto.Marshal(status.Convert(err).Proto())
-		}
+		r := &pb.GetManyResult{}
+		r.Response, r.Status = manyResult(readAnswer(g))
 		out.Results = append(out.Results, r)
 	}
 	return out, nil
@@ -88,31 +83,7 @@ func readReq(rangeID uint64, rk string) *pb.GetRequest {
 	return &pb.GetRequest{RangeId: rangeID, PartitionKey: "p", RowKey: rk}
 }
 
-type readOutcome struct {
-	resp *pb.GetResponse
-	err  error
-}
-
-// startReads starts the reads reqs to ps1 one after the other, each once
-// the previous one is either in flight or queued.
-func startReads(t *testing.T, c *readCoalescer, f *fakeReadPS, reqs []*pb.GetRequest) []chan readOutcome {
-	t.Helper()
-	outs := make([]chan readOutcome, len(reqs))
-	for i, req := range reqs {
-		outs[i] = make(chan readOutcome, 1)
-		go func() {
-			resp, err := c.get(context.Background(), "ps1", f, req)
-			outs[i] <- readOutcome{resp, err}
-		}()
-		waitUntil(t, func() bool {
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			l := c.lanes[readLaneKey{"ps1", 7, false}]
-			return l != nil && l.inflight+len(l.queue) == i+1
-		})
-	}
-	return outs
-}
+type readOutcome = answer[*pb.GetResponse]
 
 func TestReadCoalescerGroupsQueuedReads(t *testing.T) {
 	tests := []struct {
@@ -156,17 +127,7 @@ func TestReadCoalescerGroupsQueuedReads(t *testing.T) {
 			name:    "a failed GetMany fails each of its reads with its error",
 			reqs:    []*pb.GetRequest{readReq(7, "a"), readReq(7, "b"), readReq(7, "c"), readReq(7, "d")},
 			manyErr: status.Error(codes.Unavailable, "connection reset"), wantGets: maxReadCalls, wantMany: []int{4 - maxReadCalls},
-			check: func(t *testing.T, i int, o readOutcome) {
-				if i < maxReadCalls {
-					if o.err != nil {
-						t.Errorf("read %d: %v", i, o.err)
-					}
-					return
-				}
-				if status.Code(o.err) != codes.Unavailable {
-					t.Errorf("read %d: err %v, want Unavailable", i, o.err)
-				}
-			},
+			check: checkManyFailed[*pb.GetResponse](maxReadCalls),
 		},
 		{
 			name:    "a server without GetMany gets single reads",
@@ -190,17 +151,8 @@ func TestReadCoalescerGroupsQueuedReads(t *testing.T) {
 			c := newReadCoalescer()
 			f := newFakeReadPS()
 			f.manyErr = tt.manyErr
-			outs := startReads(t, c, f, tt.reqs)
-			close(f.gate)
-			for i, ch := range outs {
-				tt.check(t, i, <-ch)
-			}
-			waitUntil(t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.lanes) == 0 })
-			gets, many := f.counts()
-			if gets != tt.wantGets || !reflect.DeepEqual(many, tt.wantMany) {
-				t.Fatalf("Get calls %d, GetMany sizes %v; want %d, %v", gets, many, tt.wantGets, tt.wantMany)
-			}
-			if len(many) > 0 {
+			runGroupCase(t, c, f, tt.reqs, func() { close(f.gate) }, f.counts, tt.check, tt.wantGets, tt.wantMany, tt.manyErr)
+			if _, many := f.counts(); len(many) > 0 {
 				// The coalesced reads went out in their order, each as it was.
 				f.mu.Lock()
 				for j, req := range f.reqs {
@@ -209,12 +161,6 @@ func TestReadCoalescerGroupsQueuedReads(t *testing.T) {
 					}
 				}
 				f.mu.Unlock()
-			}
-			c.mu.Lock()
-			remembered := c.noMany["ps1"]
-			c.mu.Unlock()
-			if want := status.Code(tt.manyErr) == codes.Unimplemented; remembered != want {
-				t.Fatalf("server remembered as without GetMany: %v, want %v", remembered, want)
 			}
 		})
 	}
@@ -227,37 +173,7 @@ func TestReadCoalescerCallerGivesUp(t *testing.T) {
 	c := newReadCoalescer()
 	f := newFakeReadPS()
 	reqs := []*pb.GetRequest{readReq(7, "a"), readReq(7, "b"), readReq(7, "c")}
-	queued := len(reqs) - maxReadCalls // besides the abandoned one
-	outs := startReads(t, c, f, reqs)
-	ctx, cancel := context.WithCancel(context.Background())
-	gone := make(chan error, 1)
-	go func() {
-		_, err := c.get(ctx, "ps1", f, readReq(7, "gone"))
-		gone <- err
-	}()
-	waitUntil(t, func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		return len(c.lanes[readLaneKey{"ps1", 7, false}].queue) == queued+1
-	})
-	cancel()
-	if err := <-gone; status.Code(err) != codes.Canceled {
-		t.Fatalf("abandoned read: err %v, want Canceled", err)
-	}
-	close(f.gate)
-	for i, ch := range outs {
-		if o := <-ch; o.err != nil {
-			t.Errorf("read %d: %v", i, o.err)
-		}
-	}
-	waitUntil(t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.lanes) == 0 })
-	wantGets, wantMany := maxReadCalls, []int{queued}
-	if queued == 1 {
-		wantGets, wantMany = len(reqs), nil
-	}
-	if gets, many := f.counts(); gets != wantGets || !reflect.DeepEqual(many, wantMany) {
-		t.Fatalf("Get calls %d, GetMany sizes %v; want %d, %v", gets, many, wantGets, wantMany)
-	}
+	testCallerGivesUp(t, c, f, reqs, readReq(7, "gone"), func() { close(f.gate) }, f.counts)
 }
 
 // TestReadCoalescerLanesAreIndependent: follower reads, reads of another
@@ -267,7 +183,7 @@ func TestReadCoalescerCallerGivesUp(t *testing.T) {
 func TestReadCoalescerLanesAreIndependent(t *testing.T) {
 	c := newReadCoalescer()
 	f := newFakeReadPS()
-	outs := startReads(t, c, f, []*pb.GetRequest{readReq(7, "a"), readReq(7, "b")})
+	outs := startCalls(t, c, f, []*pb.GetRequest{readReq(7, "a"), readReq(7, "b")})
 	other := newFakeReadPS()
 	close(other.gate)
 	for _, k := range []struct {
@@ -278,7 +194,7 @@ func TestReadCoalescerLanesAreIndependent(t *testing.T) {
 		req := readReq(k.rangeID, "x")
 		req.FollowerRead = k.follower
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		resp, err := c.get(ctx, k.addr, other, req)
+		resp, err := c.do(ctx, k.addr, other, req)
 		cancel()
 		if err != nil || string(resp.GetEntity()) != "x" {
 			t.Fatalf("%s range %d follower %v: %v, %v", k.addr, k.rangeID, k.follower, resp, err)
@@ -294,23 +210,7 @@ func TestReadCoalescerLanesAreIndependent(t *testing.T) {
 }
 
 func TestGetManyAnswerMalformed(t *testing.T) {
-	okStatus, _ := proto.Marshal(status.New(codes.OK, "").Proto())
-	tests := []struct {
-		name string
-		r    *pb.GetManyResult
-	}{
-		{"neither response nor status", &pb.GetManyResult{}},
-		{"status OK", &pb.GetManyResult{Status: okStatus}},
-		{"undecodable status", &pb.GetManyResult{Status: []byte{0xff, 0xff, 0xff}}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			resp, err := getManyAnswer(tt.r)
-			if resp != nil || status.Code(err) != codes.Unavailable || !rpcerr.Is(err, rpcerr.ReasonUnavailable) {
-				t.Fatalf("getManyAnswer = %v, %v; want Unavailable, UNAVAILABLE", resp, err)
-			}
-		})
-	}
+	testManyAnswerMalformed(t, func(b []byte) *pb.GetManyResult { return &pb.GetManyResult{Status: b} }, getManyAnswer)
 	if _, err := getManyAnswer(&pb.GetManyResult{Response: &pb.GetResponse{}}); err != nil {
 		t.Fatal(err)
 	}

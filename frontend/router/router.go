@@ -61,7 +61,7 @@ type Router struct {
 	logger *slog.Logger
 	master *masterclient.Client
 	pool   *connpool.Pool
-	writes *coalescer
+	writes *writeCoalescer
 	reads  *readCoalescer
 
 	mu                sync.RWMutex

@@ -74,12 +74,8 @@ func (f *fakePS) WriteMany(ctx context.Context, req *pb.WriteManyRequest, _ ...g
 	}
 	out := &pb.WriteManyResponse{}
 	for _, w := range req.GetWrites() {
-		resp, err := f.answer(w)
-		r := &pb.WriteManyResult{Response: resp}
-		if err != nil {
-			r.Response = nil
-			r.Status, _ = proto.Marshal(status.Convert(err).Proto())
-		}
+		r := &pb.WriteManyResult{}
+		r.Response, r.Status = manyResult(f.answer(w))
 		out.Results = append(out.Results, r)
 	}
 	return out, nil
@@ -95,41 +91,17 @@ func writeReq(rk string) *pb.WriteRequest {
 	return &pb.WriteRequest{RangeId: 7, RequestId: []byte("id-" + rk), Ops: []*pb.EntityOp{{PartitionKey: "p", RowKey: rk}}}
 }
 
-func waitUntil(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached within 5s")
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
-type writeOutcome struct {
-	resp *pb.WriteResponse
-	err  error
-}
+type writeOutcome = answer[*pb.WriteResponse]
 
 // startWrites starts the writes of rks one after the other, each once the
 // previous one is either in flight or queued.
-func startWrites(t *testing.T, c *coalescer, f *fakePS, rks []string) []chan writeOutcome {
+func startWrites(t *testing.T, c *writeCoalescer, f *fakePS, rks []string) []chan writeOutcome {
 	t.Helper()
-	outs := make([]chan writeOutcome, len(rks))
+	reqs := make([]*pb.WriteRequest, len(rks))
 	for i, rk := range rks {
-		outs[i] = make(chan writeOutcome, 1)
-		go func() {
-			resp, err := c.write(context.Background(), "ps1", f, writeReq(rk))
-			outs[i] <- writeOutcome{resp, err}
-		}()
-		waitUntil(t, func() bool {
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			l := c.lanes[laneKey{"ps1", 7}]
-			return l != nil && l.inflight+len(l.queue) == i+1
-		})
+		reqs[i] = writeReq(rk)
 	}
-	return outs
+	return startCalls(t, c, f, reqs)
 }
 
 func TestCoalescerGroupsQueuedWrites(t *testing.T) {
@@ -168,17 +140,7 @@ func TestCoalescerGroupsQueuedWrites(t *testing.T) {
 		{
 			name: "a failed WriteMany fails each of its writes with its error",
 			rks:  []string{"a", "bb", "ccc", "dddd"}, manyErr: status.Error(codes.Unavailable, "connection reset"), wantWrite: maxWriteCalls, wantMany: []int{4 - maxWriteCalls},
-			check: func(t *testing.T, i int, o writeOutcome) {
-				if i < maxWriteCalls {
-					if o.err != nil {
-						t.Errorf("write %d: %v", i, o.err)
-					}
-					return
-				}
-				if status.Code(o.err) != codes.Unavailable {
-					t.Errorf("write %d: err %v, want Unavailable", i, o.err)
-				}
-			},
+			check: checkManyFailed[*pb.WriteResponse](maxWriteCalls),
 		},
 		{
 			name: "a server without WriteMany gets single writes",
@@ -195,24 +157,11 @@ func TestCoalescerGroupsQueuedWrites(t *testing.T) {
 			c := newCoalescer()
 			f := newFakePS()
 			f.manyErr = tt.manyErr
-			outs := startWrites(t, c, f, tt.rks)
-			close(f.gate)
-			for i, ch := range outs {
-				tt.check(t, i, <-ch)
+			reqs := make([]*pb.WriteRequest, len(tt.rks))
+			for i, rk := range tt.rks {
+				reqs[i] = writeReq(rk)
 			}
-			waitUntil(t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.lanes) == 0 })
-			writes, many := f.counts()
-			if writes != tt.wantWrite || !reflect.DeepEqual(many, tt.wantMany) {
-				t.Fatalf("Write calls %d, WriteMany sizes %v; want %d, %v", writes, many, tt.wantWrite, tt.wantMany)
-			}
-			if tt.manyErr != nil && status.Code(tt.manyErr) == codes.Unimplemented {
-				c.mu.Lock()
-				remembered := c.noMany["ps1"]
-				c.mu.Unlock()
-				if !remembered {
-					t.Fatal("the server without WriteMany was not remembered")
-				}
-			}
+			runGroupCase(t, c, f, reqs, func() { close(f.gate) }, f.counts, tt.check, tt.wantWrite, tt.wantMany, tt.manyErr)
 		})
 	}
 }
@@ -223,40 +172,8 @@ func TestCoalescerGroupsQueuedWrites(t *testing.T) {
 func TestCoalescerCallerGivesUp(t *testing.T) {
 	c := newCoalescer()
 	f := newFakePS()
-	rks := []string{"a", "bb", "ccc"}
-	queued := len(rks) - maxWriteCalls // besides the abandoned one
-	outs := startWrites(t, c, f, rks)
-	ctx, cancel := context.WithCancel(context.Background())
-	gone := make(chan error, 1)
-	go func() {
-		_, err := c.write(ctx, "ps1", f, writeReq("gone"))
-		gone <- err
-	}()
-	waitUntil(t, func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		return len(c.lanes[laneKey{"ps1", 7}].queue) == queued+1
-	})
-	cancel()
-	if err := <-gone; status.Code(err) != codes.Canceled {
-		t.Fatalf("abandoned write: err %v, want Canceled", err)
-	}
-	close(f.gate)
-	for i, ch := range outs {
-		if o := <-ch; o.err != nil {
-			t.Errorf("write %d: %v", i, o.err)
-		}
-	}
-	waitUntil(t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.lanes) == 0 })
-	// The abandoned write was dropped from its batch: the others queued
-	// went out as one WriteMany, or alone if only one.
-	wantWrites, wantMany := maxWriteCalls, []int{queued}
-	if queued == 1 {
-		wantWrites, wantMany = len(rks), nil
-	}
-	if writes, many := f.counts(); writes != wantWrites || !reflect.DeepEqual(many, wantMany) {
-		t.Fatalf("Write calls %d, WriteMany sizes %v; want %d, %v", writes, many, wantWrites, wantMany)
-	}
+	reqs := []*pb.WriteRequest{writeReq("a"), writeReq("bb"), writeReq("ccc")}
+	testCallerGivesUp(t, c, f, reqs, writeReq("gone"), func() { close(f.gate) }, f.counts)
 }
 
 // TestCoalescerLanesAreIndependent: writes to another address do not queue
@@ -271,7 +188,7 @@ func TestCoalescerLanesAreIndependent(t *testing.T) {
 		req := writeReq("x")
 		req.RangeId = rangeID
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_, err := c.write(ctx, "ps2", other, req)
+		_, err := c.do(ctx, "ps2", other, req)
 		cancel()
 		if err != nil {
 			t.Fatalf("ps2 range %d: %v", rangeID, err)
@@ -299,7 +216,7 @@ func TestCoalescerLanePerRange(t *testing.T) {
 	req := writeReq("ccc")
 	req.RangeId = 8
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	resp, err := c.write(ctx, "ps1", other, req)
+	resp, err := c.do(ctx, "ps1", other, req)
 	cancel()
 	if err != nil || resp.GetTimestampUnixNano() != 3 {
 		t.Fatalf("range 8 behind range 7's stuck call: %v, %v", resp, err)
@@ -310,7 +227,7 @@ func TestCoalescerLanePerRange(t *testing.T) {
 			t.Fatal(o.err)
 		}
 	}
-	waitUntil(t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.lanes) == 0 })
+	waitUntil(t, laneIdle(c))
 	// The two writes queued behind range 7's call went out together, and
 	// only range 7's.
 	f.mu.Lock()
@@ -321,24 +238,7 @@ func TestCoalescerLanePerRange(t *testing.T) {
 }
 
 func TestManyAnswerMalformed(t *testing.T) {
-	okStatus, _ := proto.Marshal(status.New(codes.OK, "").Proto())
-	tests := []struct {
-		name string
-		r    *pb.WriteManyResult
-	}{
-		{"neither response nor status", &pb.WriteManyResult{}},
-		{"status OK", &pb.WriteManyResult{Status: okStatus}},
-		{"undecodable status", &pb.WriteManyResult{Status: []byte{0xff, 0xff, 0xff}}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			resp, err := manyAnswer(tt.r)
-			// The write may have applied: an unknown outcome, retried.
-			if resp != nil || status.Code(err) != codes.Unavailable || !rpcerr.Is(err, rpcerr.ReasonUnavailable) {
-				t.Fatalf("manyAnswer = %v, %v; want an unknown outcome (Unavailable, UNAVAILABLE)", resp, err)
-			}
-		})
-	}
+	testManyAnswerMalformed(t, func(b []byte) *pb.WriteManyResult { return &pb.WriteManyResult{Status: b} }, manyAnswer)
 	if _, err := manyAnswer(&pb.WriteManyResult{Response: &pb.WriteResponse{}}); err != nil {
 		t.Fatal(err)
 	}
@@ -380,7 +280,7 @@ func TestLingerDecision(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			l := &lane{queue: make([]*pendingWrite, tt.queued)}
+			l := &lane[*pb.WriteRequest, *pb.WriteResponse]{queue: make([]*pending[*pb.WriteRequest, *pb.WriteResponse], tt.queued)}
 			wake := lingerLocked(l, tt.answered, tt.linger)
 			if (wake != nil) != tt.wait || l.want != tt.want {
 				t.Fatalf("lingerLocked(%d queued, %d answered) = wait %v for %d; want wait %v for %d", tt.queued, tt.answered, wake != nil, l.want, tt.wait, tt.want)
@@ -404,7 +304,7 @@ func TestCoalescerLingersForAnsweredWriters(t *testing.T) {
 	start := func(rk string) chan writeOutcome {
 		ch := make(chan writeOutcome, 1)
 		go func() {
-			resp, err := c.write(context.Background(), "ps1", f, writeReq(rk))
+			resp, err := c.do(context.Background(), "ps1", f, writeReq(rk))
 			ch <- writeOutcome{resp, err}
 		}()
 		return ch
@@ -413,7 +313,7 @@ func TestCoalescerLingersForAnsweredWriters(t *testing.T) {
 		return func() bool {
 			c.mu.Lock()
 			defer c.mu.Unlock()
-			l := c.lanes[laneKey{"ps1", 7}]
+			l := c.lanes[laneKey{"ps1", 7, false}]
 			return l != nil && len(l.queue) == n
 		}
 	}
@@ -423,7 +323,7 @@ func TestCoalescerLingersForAnsweredWriters(t *testing.T) {
 	waitUntil(t, func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		l := c.lanes[laneKey{"ps1", 7}]
+		l := c.lanes[laneKey{"ps1", 7, false}]
 		return l != nil && l.wake != nil
 	})
 	for i, rk := range []string{"g", "h"} {
@@ -446,7 +346,7 @@ func TestCoalescerLingersForAnsweredWriters(t *testing.T) {
 			t.Errorf("write %d: %v", i, o.err)
 		}
 	}
-	waitUntil(t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.lanes) == 0 })
+	waitUntil(t, laneIdle(c))
 	if writes, many := f.counts(); writes != 2 || !reflect.DeepEqual(many, []int{4, 4}) {
 		t.Fatalf("Write calls %d, WriteMany sizes %v; want 2, [4 4]", writes, many)
 	}
@@ -468,13 +368,13 @@ func TestCoalescerLingersWithNothingQueued(t *testing.T) {
 	waitUntil(t, func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		l := c.lanes[laneKey{"ps1", 7}]
+		l := c.lanes[laneKey{"ps1", 7, false}]
 		return l != nil && l.wake != nil && l.inflight == 1
 	})
 	for i, rk := range []string{"d", "e"} {
 		ch := make(chan writeOutcome, 1)
 		go func() {
-			resp, err := c.write(context.Background(), "ps1", f, writeReq(rk))
+			resp, err := c.do(context.Background(), "ps1", f, writeReq(rk))
 			ch <- writeOutcome{resp, err}
 		}()
 		outs = append(outs, ch)
@@ -482,7 +382,7 @@ func TestCoalescerLingersWithNothingQueued(t *testing.T) {
 			waitUntil(t, func() bool {
 				c.mu.Lock()
 				defer c.mu.Unlock()
-				return len(c.lanes[laneKey{"ps1", 7}].queue) == 1
+				return len(c.lanes[laneKey{"ps1", 7, false}].queue) == 1
 			})
 		}
 	}
@@ -498,7 +398,7 @@ func TestCoalescerLingersWithNothingQueued(t *testing.T) {
 			t.Errorf("write %d: %v", i, o.err)
 		}
 	}
-	waitUntil(t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.lanes) == 0 })
+	waitUntil(t, laneIdle(c))
 	if writes, many := f.counts(); writes != 1 || !reflect.DeepEqual(many, []int{2, 2}) {
 		t.Fatalf("Write calls %d, WriteMany sizes %v; want 1, [2 2]", writes, many)
 	}

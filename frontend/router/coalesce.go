@@ -1,0 +1,358 @@
+package router
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	spb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"tablestore/internal/rpcerr"
+	pb "tablestore/proto/tablestorepb"
+)
+
+// The lane machinery shared by write and point-read coalescing
+// (writemany.go, readmany.go): one owner for the rules both sides must keep
+// alike.
+//
+// A lane is a server address, a range and a kind of request (the read
+// side's follower reads are a kind of their own). Up to maxCalls calls of a
+// lane are in flight; a request that comes while they are queues, and when
+// a call returns, the requests queued meanwhile go out together as one
+// "many" call (WriteMany, GetMany). A lone caller is sent at once, alone.
+// Lanes are per range, not per address: a many call is answered when its
+// slowest range is, and one range may stall for reasons of its own (a
+// leader that lost its quorum, a wake, a transfer, the capacity model's
+// queue); with lanes per address every other range of that server would
+// wait behind it, through every front-end.
+//
+// Each request keeps its own attempt context and answer: a many call's
+// result is the status the single call would have returned, so the range
+// client's retries are the same. If the many call itself fails, every
+// request in it gets that error, as its own call would have. A server that
+// answers a many call with Unimplemented (an older version) is remembered
+// and gets single calls from then on.
+
+// answer is one request's outcome within a many call.
+type answer[Resp any] struct {
+	resp Resp
+	err  error
+}
+
+// coalescerOps are what a coalescer needs of one kind of request. The
+// client is passed through to the calls (a lane's client is the one its
+// first caller brought: one per address).
+type coalescerOps[Req, Resp any] struct {
+	// many names the batch RPC in logs and errors ("WriteMany").
+	many string
+	// noun names a request in errors ("writes").
+	noun string
+	// key is the range and kind of a request (its lane at an address).
+	key func(Req) (rangeID uint64, kind bool)
+	// one makes the single call; callMany the batch call, answering one
+	// result per request in order (a call error fails them all).
+	one      func(ctx context.Context, cl pb.PartitionServiceClient, req Req) (Resp, error)
+	callMany func(ctx context.Context, cl pb.PartitionServiceClient, reqs []Req) ([]answer[Resp], error)
+	// maxCalls is how many calls of a lane are in flight at once;
+	// maxBatch and, when size is set, maxBytes bound one many call.
+	maxCalls, maxBatch int
+	size               func(Req) int
+	maxBytes           int
+	// bypassWithoutMany sends requests to a server known to lack the
+	// batch RPC at once instead of through the lane (nothing to save by
+	// queueing).
+	bypassWithoutMany bool
+	// coalesced, when set, is told how many requests a successful many
+	// call carried.
+	coalesced func(n int)
+}
+
+// laneKey names a lane (see above).
+type laneKey struct {
+	addr    string
+	rangeID uint64
+	kind    bool
+}
+
+// lane is one lane's queue of requests waiting for a call.
+type lane[Req, Resp any] struct {
+	inflight int
+	queue    []*pending[Req, Resp]
+	// wake, while a drain lingers, is closed once the queue holds want
+	// requests.
+	wake chan struct{}
+	want int
+}
+
+type pending[Req, Resp any] struct {
+	ctx  context.Context
+	req  Req
+	done chan struct{}
+	resp Resp
+	err  error
+}
+
+type coalescer[Req, Resp any] struct {
+	ops    coalescerOps[Req, Resp]
+	mu     sync.Mutex
+	lanes  map[laneKey]*lane[Req, Resp]
+	noMany map[string]bool // addresses that answered the many call with Unimplemented
+	linger time.Duration   // see lingerLocked; 0 turns lingering off
+	logger *slog.Logger
+}
+
+func newLaneCoalescer[Req, Resp any](ops coalescerOps[Req, Resp], linger time.Duration) *coalescer[Req, Resp] {
+	return &coalescer[Req, Resp]{ops: ops, lanes: make(map[laneKey]*lane[Req, Resp]), noMany: make(map[string]bool), linger: linger, logger: slog.Default()}
+}
+
+// do sends req to the server at addr through cl, alone or with other
+// requests of its lane, and returns what the single call would have.
+func (c *coalescer[Req, Resp]) do(ctx context.Context, addr string, cl pb.PartitionServiceClient, req Req) (Resp, error) {
+	rangeID, kind := c.ops.key(req)
+	k := laneKey{addr: addr, rangeID: rangeID, kind: kind}
+	c.mu.Lock()
+	if c.ops.bypassWithoutMany && c.noMany[addr] {
+		c.mu.Unlock()
+		return c.ops.one(ctx, cl, req)
+	}
+	l := c.lanes[k]
+	if l == nil {
+		l = &lane[Req, Resp]{}
+		c.lanes[k] = l
+	}
+	if l.inflight < c.ops.maxCalls && len(l.queue) == 0 {
+		l.inflight++
+		c.mu.Unlock()
+		resp, err := c.ops.one(ctx, cl, req)
+		c.release(k, l, cl)
+		return resp, err
+	}
+	p := &pending[Req, Resp]{ctx: ctx, req: req, done: make(chan struct{})}
+	l.queue = append(l.queue, p)
+	if l.wake != nil && len(l.queue) >= l.want {
+		close(l.wake)
+		l.wake = nil
+	}
+	c.mu.Unlock()
+	select {
+	case <-p.done:
+		return p.resp, p.err
+	case <-ctx.Done():
+		// What the call would have returned; the request may still be
+		// sent (for a write an unknown outcome, which its request id
+		// makes safe to retry).
+		var zero Resp
+		return zero, status.FromContextError(ctx.Err()).Err()
+	}
+}
+
+// release ends one call of lane l: the requests that queued meanwhile go
+// out from a goroutine of their own (the caller returns its answer now).
+func (c *coalescer[Req, Resp]) release(k laneKey, l *lane[Req, Resp], cl pb.PartitionServiceClient) {
+	c.mu.Lock()
+	batch := c.takeLocked(k, l)
+	c.mu.Unlock()
+	if batch != nil {
+		go c.drain(k, l, cl, batch)
+	}
+}
+
+// drain sends batch after batch of lane l until its queue is empty.
+func (c *coalescer[Req, Resp]) drain(k laneKey, l *lane[Req, Resp], cl pb.PartitionServiceClient, batch []*pending[Req, Resp]) {
+	for batch != nil {
+		c.send(k.addr, cl, batch)
+		c.mu.Lock()
+		if wake := lingerLocked(l, len(batch), c.linger); wake != nil {
+			linger := c.linger
+			c.mu.Unlock()
+			t := time.NewTimer(linger)
+			select {
+			case <-wake:
+			case <-t.C:
+			}
+			t.Stop()
+			c.mu.Lock()
+			l.wake = nil
+		}
+		batch = c.takeLocked(k, l)
+		c.mu.Unlock()
+	}
+}
+
+// lingerTarget is the most requests a lane waits for: a call of that many
+// already spreads its per-call and per-entry costs thinly (one range
+// under 32 writers: calls of ~16 without waiting, and waiting for all 32
+// cost latency — the slowest writer's turnaround — for no CPU).
+const lingerTarget = 16
+
+// lingerLocked decides whether the lane, having just answered answered
+// requests, waits before its next call: when it answered several and fewer
+// than half as many (at most lingerTarget) are queued. Under a closed loop (a fixed set of
+// clients, each sending its next request when answered) the callers of the
+// call that just returned come back a client's turnaround later; calling
+// at once would send the few queued now and leave those to the call
+// after, halving every call (and log entry) of a lane whose callers are
+// few — as each of four ranges' leaders has a quarter of them. That holds
+// with nothing queued too: giving the slot back would send the first
+// caller to come back alone and queue the rest behind it (calls of 1 and
+// n-1 in turn). The wait ends as soon as as many are queued as were
+// answered, or lingerTarget; a lane whose callers do not come back gives
+// its slot back after linger. A lone caller never waits (one
+// answered). It returns the channel to wait on, or nil not to wait.
+// Only writes linger (lingerMax in writemany.go); reads pass 0.
+func lingerLocked[Req, Resp any](l *lane[Req, Resp], answered int, linger time.Duration) chan struct{} {
+	target := min(answered, lingerTarget)
+	if linger <= 0 || answered < 2 || 2*len(l.queue) >= target {
+		return nil
+	}
+	l.want = target
+	l.wake = make(chan struct{})
+	return l.wake
+}
+
+// takeLocked removes the next batch from l's queue, skipping requests
+// whose caller gave up, or, with nothing queued, gives back l's call slot
+// (and forgets l once idle) and returns nil.
+func (c *coalescer[Req, Resp]) takeLocked(k laneKey, l *lane[Req, Resp]) []*pending[Req, Resp] {
+	for len(l.queue) > 0 {
+		n := min(len(l.queue), c.ops.maxBatch)
+		if c.ops.size != nil {
+			n = 0
+			for bytes := 0; n < len(l.queue) && n < c.ops.maxBatch; n++ {
+				b := c.ops.size(l.queue[n].req)
+				if n > 0 && bytes+b > c.ops.maxBytes {
+					break
+				}
+				bytes += b
+			}
+		}
+		batch := make([]*pending[Req, Resp], 0, n)
+		for _, p := range l.queue[:n] {
+			if p.ctx.Err() == nil {
+				batch = append(batch, p)
+			}
+		}
+		rest := copy(l.queue, l.queue[n:])
+		clear(l.queue[rest:])
+		l.queue = l.queue[:rest]
+		if len(batch) > 0 {
+			return batch
+		}
+	}
+	l.inflight--
+	if l.inflight == 0 && c.lanes[k] == l {
+		delete(c.lanes, k)
+	}
+	return nil
+}
+
+// send makes one call for batch and hands every request its answer.
+func (c *coalescer[Req, Resp]) send(addr string, cl pb.PartitionServiceClient, batch []*pending[Req, Resp]) {
+	defer func() {
+		for _, p := range batch {
+			close(p.done)
+		}
+	}()
+	c.mu.Lock()
+	single := c.noMany[addr]
+	c.mu.Unlock()
+	if len(batch) == 1 || single {
+		c.sendEach(cl, batch)
+		return
+	}
+	// The call lives as long as the longest attempt it carries; a caller
+	// that gives up earlier stops waiting for it (do above).
+	var deadline time.Time
+	reqs := make([]Req, len(batch))
+	for i, p := range batch {
+		reqs[i] = p.req
+		d, ok := p.ctx.Deadline()
+		if !ok {
+			d = time.Now().Add(time.Hour)
+		}
+		if d.After(deadline) {
+			deadline = d
+		}
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	answers, err := c.ops.callMany(ctx, cl, reqs)
+	if status.Code(err) == codes.Unimplemented {
+		c.mu.Lock()
+		first := !c.noMany[addr]
+		c.noMany[addr] = true
+		c.mu.Unlock()
+		if first {
+			// Said once per address: its requests stay uncoalesced
+			// until this front-end restarts (an older partition
+			// server; restart the front-ends after the servers).
+			c.logger.Warn("partition server has no "+c.ops.many+": its "+c.ops.noun+" go one call each", "addr", addr)
+		}
+		c.sendEach(cl, batch)
+		return
+	}
+	if err == nil && len(answers) != len(batch) {
+		// A write may have applied: an unknown outcome, which the
+		// request ids make safe to retry, not a final failure.
+		err = rpcerr.New(codes.Unavailable, rpcerr.ReasonUnavailable,
+			fmt.Sprintf("router: %s answered %d results for %d %s", c.ops.many, len(answers), len(batch), c.ops.noun), nil)
+	}
+	if err == nil && c.ops.coalesced != nil {
+		c.ops.coalesced(len(batch))
+	}
+	for i, p := range batch {
+		if err != nil {
+			p.err = err
+			continue
+		}
+		p.resp, p.err = answers[i].resp, answers[i].err
+	}
+}
+
+// sendEach sends every request of batch as its own call, concurrently.
+func (c *coalescer[Req, Resp]) sendEach(cl pb.PartitionServiceClient, batch []*pending[Req, Resp]) {
+	if len(batch) == 1 {
+		batch[0].resp, batch[0].err = c.ops.one(batch[0].ctx, cl, batch[0].req)
+		return
+	}
+	var wg sync.WaitGroup
+	for _, p := range batch {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.resp, p.err = c.ops.one(p.ctx, cl, p.req)
+		}()
+	}
+	wg.Wait()
+}
+
+// answersOf turns a many call's results into its requests' answers by
+// conv (nil with the call's error).
+func answersOf[R, Resp any](results []R, err error, conv func(R) (Resp, error)) ([]answer[Resp], error) {
+	if err != nil {
+		return nil, err
+	}
+	out := make([]answer[Resp], len(results))
+	for i, r := range results {
+		out[i].resp, out[i].err = conv(r)
+	}
+	return out, nil
+}
+
+// manyStatus turns one many-call result's status bytes back into the
+// single call's error (a result with a response has no status).
+func manyStatus(many string, b []byte) error {
+	var st spb.Status
+	if err := proto.Unmarshal(b, &st); err != nil {
+		return rpcerr.New(codes.Unavailable, rpcerr.ReasonUnavailable, fmt.Sprintf("router: undecodable %s status: %v", many, err), nil)
+	}
+	if codes.Code(st.GetCode()) == codes.OK {
+		return rpcerr.New(codes.Unavailable, rpcerr.ReasonUnavailable, "router: "+many+" result with neither a response nor an error", nil)
+	}
+	return status.ErrorProto(&st)
+}
