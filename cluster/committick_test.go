@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"tablestore/partitionserver"
-	pb "tablestore/proto/tablestorepb"
 )
 
 // TestReshapeAnnouncesCommits: reshaping does not wait for raft's commit
@@ -53,10 +52,7 @@ func TestReshapeAnnouncesCommits(t *testing.T) {
 	mctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	start := time.Now()
-	err := mc.Call(mctx, func(ctx context.Context, m pb.MasterServiceClient) error {
-		_, err := m.Merge(ctx, &pb.MergeRequest{RangeId: split.GetLeft().GetRangeId()})
-		return err
-	})
+	_, err := mergeRetrying(mctx, t, mc, split.GetLeft().GetRangeId())
 	if err != nil {
 		t.Fatalf("merge after %v: %v", time.Since(start).Round(time.Millisecond), err)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,18 +28,27 @@ func TestSplitMergeCrashes(t *testing.T) {
 		point     string
 		killMast  bool
 		killLeadr bool
+		// also is a second failpoint armed with point: with
+		// master/merge/freeze-wait the merge is aborted (as if a replica
+		// of the right range had not applied the freeze in time), so it
+		// is not finished after the restart either: the right range must
+		// serve again instead.
+		also string
 	}{
-		{"split: master dies before the split", false, "master/split/before-split", true, false},
-		{"split: master dies after the split, before recording it", false, "master/split/after-split", true, false},
-		{"split: leader dies before proposing", false, "partitionserver/split/before-propose", false, true},
-		{"split: leader dies after applying", false, "partitionserver/split/after-apply", false, true},
-		{"split: master and leader die after applying", false, "partitionserver/split/after-apply", true, true},
-		{"merge: master dies after co-locating", true, "master/merge/after-colocate", true, false},
-		{"merge: master dies after the freeze", true, "master/merge/after-freeze", true, false},
-		{"merge: master dies after the merge", true, "master/merge/after-merge", true, false},
-		{"merge: master dies after removing the range", true, "master/merge/after-remove", true, false},
-		{"merge: left leader dies before proposing the merge", true, "partitionserver/merge/before-propose", false, true},
-		{"merge: master and left leader die after the freeze", true, "master/merge/after-freeze", true, true},
+		{"split: master dies before the split", false, "master/split/before-split", true, false, ""},
+		{"split: master dies after the split, before recording it", false, "master/split/after-split", true, false, ""},
+		{"split: leader dies before proposing", false, "partitionserver/split/before-propose", false, true, ""},
+		{"split: leader dies after applying", false, "partitionserver/split/after-apply", false, true, ""},
+		{"split: master and leader die after applying", false, "partitionserver/split/after-apply", true, true, ""},
+		{"merge: master dies after co-locating", true, "master/merge/after-colocate", true, false, ""},
+		{"merge: master dies after the freeze", true, "master/merge/after-freeze", true, false, ""},
+		{"merge: master dies after the merge", true, "master/merge/after-merge", true, false, ""},
+		{"merge: master dies after removing the range", true, "master/merge/after-remove", true, false, ""},
+		{"merge: left leader dies before proposing the merge", true, "partitionserver/merge/before-propose", false, true, ""},
+		{"merge: master and left leader die after the freeze", true, "master/merge/after-freeze", true, true, ""},
+		{"merge: master dies after proposing the freeze, before deciding", true, "master/merge/after-freeze-proposed", true, false, ""},
+		{"merge: master dies after recording an abort, before the unfreeze", true, "master/merge/after-abort", true, false, "master/merge/freeze-wait"},
+		{"merge: master dies after the unfreeze", true, "master/merge/after-unfreeze", true, false, "master/merge/freeze-wait"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -72,18 +82,35 @@ func TestSplitMergeCrashes(t *testing.T) {
 			}
 			leader := partitionMap(t, mc).GetLeaders()[target.GetRangeId()]
 
-			failpoint.Enable(tc.point, nil)
-			err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
-				if tc.merge {
-					_, err := m.Merge(ctx, &pb.MergeRequest{RangeId: target.GetRangeId()})
-					return err
-				}
-				_, err := m.Split(ctx, &pb.SplitRequest{Table: table, PartitionKey: "k13"})
-				return err
+			var fired atomic.Bool
+			failpoint.Enable(tc.point, func() error {
+				fired.Store(true)
+				return failpoint.ErrInjected
 			})
+			if tc.also != "" {
+				failpoint.Enable(tc.also, nil)
+			}
+			var err error
+			if tc.merge {
+				// A merge aborted for real (a healthy follower that did
+				// not apply the freeze within the master's wait on a
+				// loaded machine) did not reach the step: ask again.
+				_, err = mergeRetrying(ctx, t, mc, target.GetRangeId())
+			} else {
+				err = mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
+					_, err := m.Split(ctx, &pb.SplitRequest{Table: table, PartitionKey: "k13"})
+					return err
+				})
+			}
 			failpoint.Disable(tc.point)
+			if tc.also != "" {
+				failpoint.Disable(tc.also)
+			}
 			if err == nil {
 				t.Fatalf("operation succeeded through failpoint %s", tc.point)
+			}
+			if !fired.Load() {
+				t.Fatalf("failpoint %s never fired (the operation failed before it: %v)", tc.point, err)
 			}
 			if tc.killLeadr && leader != "" {
 				i := c.ServerIndex(leader)
@@ -107,10 +134,38 @@ func TestSplitMergeCrashes(t *testing.T) {
 			waitFor(t, 60*time.Second, "the table's ranges tiling the key space", func() bool {
 				return tiles(tableRanges(partitionMap(t, mc), table))
 			})
-			if tc.merge && tc.point != "master/merge/after-colocate" {
-				// An interrupted merge is finished, not left half done
-				// (before the freeze there is nothing to finish).
+			switch {
+			case tc.point == "master/merge/after-freeze-proposed":
+				// Undecided when the master died: the restarted one
+				// decides. COMMIT merges; ABORT (a replica that did not
+				// apply the freeze within its wait, as a loaded machine
+				// may have) unfreezes. Either way not left half done: the
+				// writes below reach every key.
+				waitFor(t, 60*time.Second, "the merge finished, or aborted and the right half serving", func() bool {
+					switch len(tableRanges(partitionMap(t, mc), table)) {
+					case 1:
+						return true
+					case 2:
+						wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+						defer cancel()
+						_, err := tcl.UpsertEntity(wctx, []byte(`{"PartitionKey":"k20","RowKey":"probe"}`), nil)
+						return err == nil
+					}
+					return false
+				})
+			case tc.merge && tc.point != "master/merge/after-colocate" && tc.also == "":
+				// An interrupted merge whose COMMIT was recorded is
+				// finished, not left half done (before the freeze there is
+				// nothing to finish).
 				waitFor(t, 60*time.Second, "the merge finished", func() bool { return len(tableRanges(partitionMap(t, mc), table)) == 1 })
+			}
+			if tc.also != "" {
+				// An aborted merge stays aborted: both halves remain, and
+				// the writes below reach the right one (unfrozen by the
+				// restarted master if the failpoint stopped it before).
+				if rs := tableRanges(partitionMap(t, mc), table); len(rs) != 2 {
+					t.Fatalf("after an aborted merge: %s, want both halves", describe(rs))
+				}
 			}
 			time.Sleep(500 * time.Millisecond)
 			acked := w.halt()

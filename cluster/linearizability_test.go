@@ -199,10 +199,7 @@ func TestLinearizableAcrossSplitAndMerge(t *testing.T) {
 			t.Fatal(err)
 		}
 		time.Sleep(time.Second)
-		err = mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
-			_, err := m.Merge(ctx, &pb.MergeRequest{RangeId: split.GetLeft().GetRangeId()})
-			return err
-		})
+		_, err = mergeRetrying(ctx, t, mc, split.GetLeft().GetRangeId())
 		if err != nil {
 			t.Fatal(err)
 		}

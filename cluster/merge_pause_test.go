@@ -59,12 +59,7 @@ func TestMergePause(t *testing.T) {
 		base := time.Duration(w.gap.Swap(0))
 		baselines = append(baselines, base)
 		mstart := time.Now()
-		var merged *pb.MergeResponse
-		err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
-			var err error
-			merged, err = m.Merge(ctx, &pb.MergeRequest{RangeId: split.GetLeft().GetRangeId()})
-			return err
-		})
+		merged, err := mergeRetrying(ctx, t, mc, split.GetLeft().GetRangeId())
 		if err != nil {
 			t.Fatal(err)
 		}

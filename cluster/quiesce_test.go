@@ -197,10 +197,9 @@ func TestQuietRangeSplitMergeMove(t *testing.T) {
 	check("move")
 
 	waitQuiet(t, c, mc, table, 15*time.Second)
-	call(func(ctx context.Context, m pb.MasterServiceClient) error {
-		_, err := m.Merge(ctx, &pb.MergeRequest{RangeId: split.GetLeft().GetRangeId()})
-		return err
-	})
+	if _, err := mergeRetrying(ctx, t, mc, split.GetLeft().GetRangeId()); err != nil {
+		t.Fatal(err)
+	}
 	check("merge")
 	waitFor(t, 10*time.Second, "one range in the map", func() bool { return len(tableRanges(partitionMap(t, mc), table)) == 1 })
 	waitQuiet(t, c, mc, table, 15*time.Second)

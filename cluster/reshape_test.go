@@ -144,11 +144,7 @@ func TestManualSplitMergeMove(t *testing.T) {
 	t.Logf("pause after transfer: %v", time.Duration(w.maxGap.Swap(0)))
 
 	t.Run("merge", func(t *testing.T) {
-		err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
-			_, err := m.Merge(ctx, &pb.MergeRequest{RangeId: split.GetLeft().GetRangeId()})
-			return err
-		})
-		if err != nil {
+		if _, err := mergeRetrying(ctx, t, mc, split.GetLeft().GetRangeId()); err != nil {
 			t.Fatal(err)
 		}
 		rs := tableRanges(partitionMap(t, mc), table)
@@ -398,10 +394,7 @@ func TestContinuationAcrossSplitAndMerge(t *testing.T) {
 					return nil
 				}
 				sort.Slice(rs, func(i, j int) bool { return rs[i].GetStart() < rs[j].GetStart() })
-				if err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
-					_, err := m.Merge(ctx, &pb.MergeRequest{RangeId: rs[0].GetRangeId()})
-					return err
-				}); err != nil {
+				if _, err := mergeRetrying(ctx, t, mc, rs[0].GetRangeId()); err != nil {
 					return err
 				}
 			}

@@ -18,6 +18,8 @@ func opStatus(err error) error {
 	switch {
 	case err == nil:
 		return nil
+	case errors.Is(err, ErrMergeAborted):
+		return rpcerr.New(codes.Aborted, rpcerr.ReasonMergeAborted, err.Error(), nil)
 	case errors.Is(err, ErrRangeNotFound), errors.Is(err, ErrNoNeighbour):
 		return rpcerr.New(codes.NotFound, rpcerr.ReasonRangeNotFound, err.Error(), nil)
 	case errors.Is(err, ErrBusy), errors.Is(err, ErrNotReady), errors.Is(err, ErrReplicaDown):

@@ -29,7 +29,10 @@ type applyResult struct {
 	table   *pb.Table
 	ranges  []*pb.RangeDescriptor
 	rangeID uint64
-	err     error
+	// decision is the merge decision recorded for the freeze a
+	// MERGE_DECISION command named (see applyMergeDecision).
+	decision *pb.MergeDecision
+	err      error
 }
 
 type handler func(s *state, payload []byte) *applyResult
@@ -55,6 +58,7 @@ func init() {
 	register(pb.MasterCommandKind_MASTER_COMMAND_KIND_REMOVE_RANGE, applyRemoveRange)
 	register(pb.MasterCommandKind_MASTER_COMMAND_KIND_SET_SERVER_DRAINING, applySetServerDraining)
 	register(pb.MasterCommandKind_MASTER_COMMAND_KIND_SET_ACCOUNTS, applySetAccounts)
+	register(pb.MasterCommandKind_MASTER_COMMAND_KIND_MERGE_DECISION, applyMergeDecision)
 }
 
 // state is the replicated state. Tables are keyed by lower-case name
@@ -82,6 +86,10 @@ type state struct {
 	// carried a request id, oldest first, and byID indexes them.
 	requests []*pb.TableRequestRecord
 	byID     map[string]*pb.TableRequestRecord
+	// mergeDecisions is the latest merge decision of each range that has
+	// one, by the right range's id (mergedecision.go); dropped with the
+	// range.
+	mergeDecisions map[uint64]*pb.MergeDecision
 
 	// changes, when set, collects what the command being applied touched
 	// (for the partition map's deltas); not replicated.
@@ -100,7 +108,7 @@ func newState() *state {
 		tables: map[string]*pb.Table{}, tableIDs: map[uint64]struct{}{}, ranges: map[uint64]*pb.RangeDescriptor{},
 		tableRanges: map[uint64]map[uint64]struct{}{}, replicaCount: map[string]int{},
 		servers: map[string]*pb.ServerInfo{}, nextTableID: 1, nextRangeID: 1, nextEventSeq: 1,
-		byID: map[string]*pb.TableRequestRecord{},
+		byID: map[string]*pb.TableRequestRecord{}, mergeDecisions: map[uint64]*pb.MergeDecision{},
 	}
 }
 
@@ -183,6 +191,7 @@ func (s *state) putRange(r *pb.RangeDescriptor) {
 func (s *state) dropRange(id uint64) {
 	s.unindexRange(id)
 	delete(s.ranges, id)
+	delete(s.mergeDecisions, id)
 	if s.changes != nil {
 		s.changes.rangeID(id)
 	}
@@ -306,6 +315,12 @@ func (s *state) snapshot() *pb.MasterSnapshot {
 	sort.Slice(out.Tables, func(i, j int) bool { return out.Tables[i].GetTableId() < out.Tables[j].GetTableId() })
 	sort.Slice(out.Ranges, func(i, j int) bool { return out.Ranges[i].GetRangeId() < out.Ranges[j].GetRangeId() })
 	sort.Slice(out.Servers, func(i, j int) bool { return out.Servers[i].GetServerId() < out.Servers[j].GetServerId() })
+	for _, d := range s.mergeDecisions {
+		out.MergeDecisions = append(out.MergeDecisions, d)
+	}
+	sort.Slice(out.MergeDecisions, func(i, j int) bool {
+		return out.MergeDecisions[i].GetRightRangeId() < out.MergeDecisions[j].GetRightRangeId()
+	})
 	return out
 }
 
@@ -329,6 +344,9 @@ func stateFromSnapshot(m *pb.MasterSnapshot) *state {
 	}
 	for _, r := range m.GetRequests() {
 		s.addRecord(r)
+	}
+	for _, d := range m.GetMergeDecisions() {
+		s.mergeDecisions[d.GetRightRangeId()] = d
 	}
 	return s
 }

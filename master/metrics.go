@@ -26,6 +26,10 @@ var (
 		Help:    "Time a merged-away range served nothing: from its freeze to its removal from the map.",
 		Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
 	})
+	mergeAbortsTotal = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "tablestore", Subsystem: "master", Name: "merge_aborts_total",
+		Help: "Merges aborted after the freeze (a replica of the right range did not apply it in time) and unfrozen.",
+	})
 	rangesGauge = prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: "tablestore", Subsystem: "master", Name: "ranges",
 		Help: "Ranges in the partition map.",
@@ -94,7 +98,7 @@ func (h clusterHealth) publish(leader bool) {
 }
 
 func init() {
-	prometheus.MustRegister(mapSendsTotal, eventsTotal, opSeconds, opFailuresTotal, mergePauseSeconds, rangesGauge,
+	prometheus.MustRegister(mapSendsTotal, eventsTotal, opSeconds, opFailuresTotal, mergePauseSeconds, mergeAbortsTotal, rangesGauge,
 		isLeaderGauge, serversGauge, underReplicatedGauge, leaderlessGauge)
 	// Every series exists from the start, so rate() and alerts see zeros
 	// rather than nothing before the first event.

@@ -269,15 +269,24 @@ func (s *Server) transfer(ctx context.Context, id uint64, to string) error {
 //  1. co-locate: R's replicas move onto L's servers, so every server of L
 //     holds R's rows in the same bbolt file;
 //  2. freeze (subsume): R's log gets Freeze; R serves nothing from then on,
-//     and the master waits until every replica of R has applied it, so R's
-//     rows are final on every server;
-//  3. merge: L's log gets Merge{R, freeze index}; each L replica widens its
-//     span over R's keys and drops R's state in one local transaction;
-//  4. retire: R leaves the map and its groups stop.
+//     and the master waits, at most mergeFreezeWait, until every replica
+//     of R has applied it, so R's rows are final on every server;
+//  3. decide: the master records COMMIT (every replica applied the
+//     freeze) or ABORT (one did not in time) for that freeze in its own
+//     log (mergedecision.go); a recorded decision is final. On ABORT R's
+//     log gets Unfreeze{freeze index}, R serves again and the merge fails
+//     with ErrMergeAborted (a later pass freezes again, at a new index);
+//  4. merge, only after COMMIT: L's log gets Merge{R, freeze index}; each
+//     L replica widens its span over R's keys and drops R's state in one
+//     local transaction;
+//  5. retire: R leaves the map and its groups stop.
 //
 // Every step is idempotent: a master that dies before the freeze leaves two
 // healthy ranges (co-location is just placement), and a frozen range seen
-// by any master is merged into its left neighbour at once (resumeMerges).
+// by any master is resumed (resumeMerges): the decision recorded for its
+// freeze is carried out, and without one the resuming master decides as
+// in step 3. So a replica that fails right after the freeze holds R's
+// writes for about mergeFreezeWait, not until it is back.
 func (s *Server) merge(ctx context.Context, id uint64, cause, reason string, figures map[string]float64) (*pb.RangeDescriptor, error) {
 	start := time.Now()
 	left, ok := s.rangeDesc(id)
@@ -288,27 +297,61 @@ func (s *Server) merge(ctx context.Context, id uint64, cause, reason string, fig
 	if right == nil {
 		return nil, fmt.Errorf("%w: %d", ErrNoNeighbour, id)
 	}
-	right, err := s.colocate(ctx, left, right, cause)
+	var t mergeTimes
+	var freeze *pb.FreezeRangeResponse
+	var err error
+	// A resumed merge finds its right range frozen already (and must not
+	// freeze it again: the merge it resumes may have been aborted since).
+	// It reads the freeze and its decision before anything else: an
+	// ABORT goes straight to the unfreeze, without co-locating first.
+	resume := cause == causeRecovery
+	if resume {
+		t.frozenAt = time.Now()
+		if freeze, err = s.freezeEverywhere(ctx, right, true, &t); err != nil {
+			return nil, err
+		}
+	}
+	before := right
+	right, err = s.colocate(ctx, left, right, cause)
 	if err != nil {
 		return nil, fmt.Errorf("co-locate range %d with %d: %w", right.GetRangeId(), id, err)
 	}
 	if err := failpoint.Inject("master/merge/after-colocate"); err != nil {
 		return nil, err
 	}
-	// A resumed merge finds its right range frozen already: it can only
-	// wait for the replicas.
-	if cause != causeRecovery {
-		if err := s.readyToFreeze(ctx, right); err != nil {
-			return nil, fmt.Errorf("merge range %d into %d: %w", right.GetRangeId(), id, err)
+	if !resume {
+		if freeze, err = s.freezeAndDecide(ctx, id, right, &t); err != nil {
+			return nil, err
 		}
 	}
-	t := mergeTimes{frozenAt: time.Now()}
-	freeze, err := s.freezeEverywhere(ctx, right, &t)
+	// From here on the merge is committed and R serves nothing until L
+	// takes it over: the caller's deadline (an operator's request) must
+	// not leave it frozen until a later pass resumes it.
+	ctx, cancel := context.WithTimeout(s.ctx, opTimeout)
+	defer cancel()
+	if resume && !sameServers(before, right) {
+		// Committed before this co-location (a replica of R moved since
+		// the freeze): the new replicas must apply the freeze before L's
+		// replicas on their servers take R over. Unbounded: a COMMIT is
+		// final.
+		if err := s.waitApplied(ctx, right, freeze.GetFreezeIndex()); err != nil {
+			return nil, fmt.Errorf("wait for range %d's freeze on its co-located replicas: %w", right.GetRangeId(), err)
+		}
+		freeze.Range = right
+	}
+	merged, err := s.takeOver(ctx, id, right, freeze, &t)
 	if err != nil {
 		return nil, err
 	}
+	s.mergeEvent(left, right, merged, cause, reason, figures, start, t)
+	return merged, nil
+}
+
+// takeOver is a committed merge's steps 4 and 5: L takes over R's keys
+// (MergeRange with R's freeze), then R leaves the map and its replicas go.
+func (s *Server) takeOver(ctx context.Context, id uint64, right *pb.RangeDescriptor, freeze *pb.FreezeRangeResponse, t *mergeTimes) (*pb.RangeDescriptor, error) {
 	var merged *pb.RangeDescriptor
-	err = s.onLeader(ctx, id, func(ctx context.Context, c pb.PartitionServiceClient) error {
+	err := s.onLeader(ctx, id, func(ctx context.Context, c pb.PartitionServiceClient) error {
 		resp, err := c.MergeRange(ctx, &pb.MergeRangeRequest{RangeId: id, Right: freeze.GetRange(), RightFreezeIndex: freeze.GetFreezeIndex()})
 		if err == nil {
 			merged = resp.GetRange()
@@ -330,8 +373,20 @@ func (s *Server) merge(ctx context.Context, id uint64, cause, reason string, fig
 		return nil, err
 	}
 	s.retire(right)
-	s.mergeEvent(left, right, merged, cause, reason, figures, start, t)
 	return merged, nil
+}
+
+// freezeAndDecide is a fresh merge's steps 2 and 3: once the pre-freeze
+// checks pass, freeze R and decide (freezeEverywhere).
+func (s *Server) freezeAndDecide(ctx context.Context, id uint64, right *pb.RangeDescriptor, t *mergeTimes) (*pb.FreezeRangeResponse, error) {
+	if err := s.readyToFreeze(ctx, right); err != nil {
+		return nil, fmt.Errorf("merge range %d into %d: %w", right.GetRangeId(), id, err)
+	}
+	if err := failpoint.Inject("master/merge/before-freeze"); err != nil {
+		return nil, err
+	}
+	t.frozenAt = time.Now()
+	return s.freezeEverywhere(ctx, right, false, t)
 }
 
 // mergeTimes are the moments of a merge's steps, for its event.
@@ -342,36 +397,97 @@ type mergeTimes struct {
 // readyToFreeze asks every replica of right for its applied index just
 // before the freeze. Once frozen, a range serves nothing until every
 // replica has applied the freeze (its rows must be final on every server
-// before the left range takes them over, and there is no unfreezing), so
-// a replica on a server that was just killed or paused held all writes to
-// the range until the server came back and caught up: 5 - 15 s in chaos
-// seeds 6, 13 and 14, where the harness asks for a merge right after a
-// fault. The master's liveness view is seconds old; a direct question is
-// not. What this cannot exclude is a failure between the question and the
-// freeze (milliseconds).
+// before the left range takes them over) or the merge is aborted after
+// mergeFreezeWait, so before the abort path a replica on a server that
+// was just killed or paused held all writes to the range until the
+// server came back and caught up: 5 - 15 s in chaos seeds 6, 13 and 14,
+// where the harness asks for a merge right after a fault. It still saves
+// that wait and the aborted merge: the master's liveness view is seconds
+// old; a direct question is not. A failure between the question and the
+// freeze (milliseconds) costs the bounded wait (docs/reliability.md 16).
+// A live replica behind the others is waited for here, while the range
+// still serves (awaitCatchUp), rather than after the freeze, where the
+// wait is bounded.
 func (s *Server) readyToFreeze(ctx context.Context, right *pb.RangeDescriptor) error {
-	// Only whether each replica answers: a live one that lags (a voter a
-	// move just added, still taking its snapshot) catches up while the
-	// freeze waits, as before this check (TestManualSplitMergeMove merges
-	// right after a move).
+	applied := map[string]uint64{}
+	var target uint64
 	for _, rep := range right.GetReplicas() {
 		qctx, cancel := context.WithTimeout(ctx, freezeCheckTimeout)
-		_, err := s.appliedOn(qctx, rep.GetServerId(), right.GetRangeId())
+		a, err := s.appliedOn(qctx, rep.GetServerId(), right.GetRangeId())
 		cancel()
 		if err != nil {
 			return fmt.Errorf("%w: range %d on %s: %v", ErrNotReady, right.GetRangeId(), rep.GetServerId(), err)
 		}
+		applied[rep.GetServerId()] = a
+		target = max(target, a)
 	}
+	awaitCatchUp(ctx, applied, target, func(ctx context.Context, server string) (uint64, error) {
+		return s.appliedOn(ctx, server, right.GetRangeId())
+	})
 	return nil
 }
 
-// freezeEverywhere freezes right at its leader and waits until every
-// replica has applied the freeze (steps 2 of merge).
-func (s *Server) freezeEverywhere(ctx context.Context, right *pb.RangeDescriptor, t *mergeTimes) (*pb.FreezeRangeResponse, error) {
+// mergeCatchUpWait bounds how long a merge waits, before the freeze, for
+// a live replica of the right range that is behind the others but still
+// applying entries (one that just restarted, a voter a move just added).
+const mergeCatchUpWait = 2 * time.Second
+
+// awaitCatchUp waits until every replica has applied target (the most
+// any replica had applied at the pre-freeze question), while the range
+// still serves: the freeze's own wait is bounded (mergeFreezeWait) and a
+// replica still catching up when it ends aborts the merge. A replica
+// that applies nothing new for mergeFreezeWait is not waited for (a cut-
+// off follower: the leader refuses the freeze, or the merge is aborted);
+// nor is anyone beyond mergeCatchUpWait. Healthy followers are at most an
+// entry or two behind and catch up within milliseconds.
+func awaitCatchUp(ctx context.Context, applied map[string]uint64, target uint64, appliedOn func(ctx context.Context, server string) (uint64, error)) {
+	start := time.Now()
+	moved := map[string]time.Time{}
+	for delay := 5 * time.Millisecond; time.Since(start) < mergeCatchUpWait; delay = min(2*delay, 50*time.Millisecond) {
+		behind := false
+		for server, a := range applied {
+			if a >= target {
+				continue
+			}
+			if moved[server].IsZero() {
+				moved[server] = start
+			}
+			if time.Since(moved[server]) < mergeFreezeWait {
+				behind = true
+			}
+		}
+		if !behind {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+		for server, a := range applied {
+			if a >= target {
+				continue
+			}
+			qctx, cancel := context.WithTimeout(ctx, freezeCheckTimeout)
+			got, err := appliedOn(qctx, server)
+			cancel()
+			if err == nil && got > a {
+				applied[server], moved[server] = got, time.Now()
+			}
+		}
+	}
+}
+
+// freezeEverywhere freezes right at its leader (resume: only reports the
+// freeze it has, errNotFrozen if none), then decides the merge (steps 2
+// and 3 of merge): it returns once a COMMIT is recorded for the freeze,
+// or unfreezes right after an ABORT is recorded and returns
+// ErrMergeAborted.
+func (s *Server) freezeEverywhere(ctx context.Context, right *pb.RangeDescriptor, resume bool, t *mergeTimes) (*pb.FreezeRangeResponse, error) {
 	var freeze *pb.FreezeRangeResponse
 	err := s.onLeader(ctx, right.GetRangeId(), func(ctx context.Context, c pb.PartitionServiceClient) error {
 		var err error
-		freeze, err = c.FreezeRange(ctx, &pb.FreezeRangeRequest{RangeId: right.GetRangeId()})
+		freeze, err = c.FreezeRange(ctx, &pb.FreezeRangeRequest{RangeId: right.GetRangeId(), OnlyIfFrozen: resume})
 		return err
 	})
 	if err != nil {
@@ -381,15 +497,208 @@ func (s *Server) freezeEverywhere(ctx context.Context, right *pb.RangeDescriptor
 		}
 		return nil, fmt.Errorf("freeze range %d: %w", right.GetRangeId(), err)
 	}
+	if freeze.GetFreezeIndex() == 0 {
+		// Only a resumed merge asks without freezing. "Not frozen" from a
+		// leader that applied past the recorded freeze proves it undone;
+		// from one that has not applied it yet (elected a moment ago), it
+		// proves nothing and the range stays on the list.
+		s.reports.observeFreeze(right.GetRangeId(), false, 0, freeze.GetAppliedIndex())
+		return nil, fmt.Errorf("%w: range %d (its leader applied %d)", errNotFrozen, right.GetRangeId(), freeze.GetAppliedIndex())
+	}
 	t.frozen = time.Now()
-	if err := s.waitApplied(ctx, freeze.GetRange(), freeze.GetFreezeIndex()); err != nil {
-		return nil, fmt.Errorf("wait for range %d's freeze on every replica: %w", right.GetRangeId(), err)
+	if err := failpoint.Inject("master/merge/after-freeze-proposed"); err != nil {
+		return nil, err
+	}
+	s.reports.observeFreeze(right.GetRangeId(), true, freeze.GetFreezeIndex(), freeze.GetAppliedIndex())
+	// R serves nothing until the decision is carried out: the caller's
+	// deadline (an operator's request) must not leave it frozen until a
+	// later pass resumes the merge.
+	ctx, cancel := context.WithTimeout(s.ctx, opTimeout)
+	defer cancel()
+	outcome, err := s.decideMerge(ctx, freeze.GetRange(), freeze.GetFreezeIndex())
+	if err != nil {
+		return nil, fmt.Errorf("decide the merge of range %d (freeze at %d): %w", right.GetRangeId(), freeze.GetFreezeIndex(), err)
+	}
+	if outcome == pb.MergeOutcome_MERGE_OUTCOME_ABORT {
+		if err := failpoint.Inject("master/merge/after-abort"); err != nil {
+			return nil, err
+		}
+		if err := s.unfreeze(ctx, right.GetRangeId(), freeze.GetFreezeIndex()); err != nil {
+			return nil, fmt.Errorf("unfreeze range %d after its merge was aborted: %w", right.GetRangeId(), err)
+		}
+		mergeAbortsTotal.Inc()
+		s.logger.Warn("merge aborted: a replica of the right range did not apply the freeze in time; unfrozen",
+			"range", right.GetRangeId(), "freeze_index", freeze.GetFreezeIndex(), "frozen_for", time.Since(t.frozen))
+		if err := failpoint.Inject("master/merge/after-unfreeze"); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %w: range %d (freeze at %d)", ErrNotReady, ErrMergeAborted, right.GetRangeId(), freeze.GetFreezeIndex())
 	}
 	t.caughtUp = time.Now()
 	if err := failpoint.Inject("master/merge/after-freeze"); err != nil {
 		return nil, err
 	}
 	return freeze, nil
+}
+
+// errNotFrozen: a resumed merge found its right range's leader unfrozen
+// (the merge was aborted and the range unfrozen; the report was stale).
+var errNotFrozen = errors.New("master: the right range is not frozen")
+
+// mergeFreezeWait bounds the wait, after a merge's freeze, for every
+// replica of the right range to apply it: one that has not by then, and
+// has applied nothing new in the last mergeFreezeWait (a failed, paused or
+// cut-off server), aborts the merge. A live replica still catching up
+// gets until mergeFreezeWaitMax. The right range serves nothing while
+// frozen, so these bound its write pause (issue 10: no gap over 3 s),
+// plus the unfreeze's own commit.
+const (
+	mergeFreezeWait    = time.Second
+	mergeFreezeWaitMax = 2 * time.Second
+)
+
+// decideMerge returns the decision recorded for right's freeze at index;
+// without one, it waits (bounded, see waitFreeze) for every replica to
+// apply the freeze and records COMMIT if they did, ABORT if not. The
+// outcome returned is the recorded one, which may be another master's.
+func (s *Server) decideMerge(ctx context.Context, right *pb.RangeDescriptor, index uint64) (pb.MergeOutcome, error) {
+	var outcome pb.MergeOutcome
+	var ok bool
+	s.fsm.read(func(st *state) { outcome, ok = st.mergeDecision(right.GetRangeId(), index) })
+	if ok {
+		return outcome, nil
+	}
+	outcome = pb.MergeOutcome_MERGE_OUTCOME_COMMIT
+	if err := s.waitFreeze(ctx, right, index); err != nil {
+		if ctx.Err() != nil {
+			return 0, err // undecided: whoever resumes decides
+		}
+		if servers := serversOf(right); !s.reports.canAbort(servers) {
+			// A replica's server runs a build without the unfreeze (a
+			// rolling upgrade): it would stay frozen and miss the writes
+			// after it. Undecided, as before the abort existed: the
+			// range stays frozen and the next pass waits again.
+			return 0, fmt.Errorf("%w; not aborted: a server of %v does not apply unfreezes", err, servers)
+		}
+		s.logger.Warn("aborting a merge", "range", right.GetRangeId(), "freeze_index", index, "err", err)
+		outcome = pb.MergeOutcome_MERGE_OUTCOME_ABORT
+	}
+	res, err := s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_MERGE_DECISION, &pb.MergeDecisionCommand{Decision: &pb.MergeDecision{
+		RightRangeId: right.GetRangeId(), FreezeIndex: index, Outcome: outcome,
+	}})
+	if err != nil {
+		return 0, err
+	}
+	return res.decision.GetOutcome(), nil
+}
+
+// waitFreeze waits until every replica of d has applied index, for at
+// most mergeFreezeWait, or mergeFreezeWaitMax while the replicas that have
+// not are still applying entries.
+func (s *Server) waitFreeze(ctx context.Context, d *pb.RangeDescriptor, index uint64) error {
+	// An error injected here stands for a replica short of the freeze.
+	if err := failpoint.Inject("master/merge/freeze-wait"); err != nil {
+		return err
+	}
+	return waitFreeze(ctx, serversOf(d), index, func(ctx context.Context, server string) (uint64, error) {
+		return s.appliedOn(ctx, server, d.GetRangeId())
+	})
+}
+
+// waitFreeze is Server.waitFreeze with the question to a server (its
+// replica's applied index) passed in.
+func waitFreeze(ctx context.Context, servers []string, index uint64, appliedOn func(ctx context.Context, server string) (uint64, error)) error {
+	start := time.Now()
+	wctx, cancel := context.WithTimeout(ctx, mergeFreezeWaitMax)
+	defer cancel()
+	type seen struct {
+		applied  uint64
+		answered bool
+		moved    time.Time // when applied last grew
+		err      error
+	}
+	pending := map[string]*seen{}
+	for _, server := range servers {
+		pending[server] = &seen{moved: start}
+	}
+	for delay := time.Millisecond; ; delay = min(2*delay, 20*time.Millisecond) {
+		for server, sn := range pending {
+			qctx, qcancel := context.WithTimeout(wctx, freezeCheckTimeout)
+			applied, err := appliedOn(qctx, server)
+			qcancel()
+			sn.err = err
+			switch {
+			case err == nil && applied >= index:
+				delete(pending, server)
+			case err == nil && (applied > sn.applied || !sn.answered):
+				if sn.answered {
+					sn.moved = time.Now() // still applying: catching up
+				}
+				sn.applied, sn.answered = applied, true
+			}
+		}
+		if len(pending) == 0 {
+			return nil
+		}
+		if now := time.Now(); now.Sub(start) >= mergeFreezeWait {
+			for server, sn := range pending {
+				if now.Sub(sn.moved) >= mergeFreezeWait {
+					return fmt.Errorf("replica on %s applied %d < freeze %d after %v (last error %v)", server, sn.applied, index, now.Sub(start).Round(time.Millisecond), sn.err)
+				}
+			}
+		}
+		select {
+		case <-wctx.Done():
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("%d replicas short of freeze %d after %v", len(pending), index, mergeFreezeWaitMax)
+		case <-time.After(delay):
+		}
+	}
+}
+
+// unfreeze undoes right's freeze at index through its log (only after an
+// ABORT is recorded for it). The leader's answer says where the range
+// stands after it: unfrozen (at an applied index past the freeze), or
+// frozen at another, later freeze, which the master keeps counting
+// (resumeMerges decides it); only the former forgets the freeze.
+func (s *Server) unfreeze(ctx context.Context, id, index uint64) error {
+	var resp *pb.UnfreezeRangeResponse
+	err := s.onLeader(ctx, id, func(ctx context.Context, c pb.PartitionServiceClient) error {
+		var err error
+		resp, err = c.UnfreezeRange(ctx, &pb.UnfreezeRangeRequest{RangeId: id, FreezeIndex: index})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if s.reports.observeFreeze(id, resp.GetFrozen(), resp.GetFrozenIndex(), resp.GetAppliedIndex()) {
+		s.logger.Info("unfrozen range frozen again since", "range", id, "freeze_index", index, "frozen_at", s.reports.frozenAt(id))
+	}
+	return nil
+}
+
+// serversOf lists the servers of d's replicas.
+func serversOf(d *pb.RangeDescriptor) []string {
+	var out []string
+	for _, rep := range d.GetReplicas() {
+		out = append(out, rep.GetServerId())
+	}
+	return out
+}
+
+// sameServers reports whether a and b have replicas on the same servers.
+func sameServers(a, b *pb.RangeDescriptor) bool {
+	if len(a.GetReplicas()) != len(b.GetReplicas()) {
+		return false
+	}
+	for _, rep := range a.GetReplicas() {
+		if !hasReplica(b, rep.GetServerId()) {
+			return false
+		}
+	}
+	return true
 }
 
 // mergeEvent records a finished merge with the time of each step; the
@@ -601,13 +910,18 @@ func (s *Server) deleteReplicaLater(server string, id, generation uint64) {
 }
 
 // deleteReplica asks server to delete its replica of range id if older
-// than generation (DeleteReplica's before_generation guard).
+// than generation (DeleteReplica's before_generation guard). It names the
+// freezes of the range the recorded merge decisions abort: a replica that
+// applied such a freeze and was removed before the unfreeze stays frozen,
+// and without this would be kept as if a merge were to take it over.
 func (s *Server) deleteReplica(ctx context.Context, server string, id, generation uint64) error {
 	oc, err := s.pool.Partition(s.grpcAddrOf(server))
 	if err != nil {
 		return err
 	}
-	_, err = oc.DeleteReplica(ctx, &pb.DeleteReplicaRequest{RangeId: id, BeforeGeneration: generation})
+	var aborted uint64
+	s.fsm.read(func(st *state) { aborted = st.abortedThrough(id) })
+	_, err = oc.DeleteReplica(ctx, &pb.DeleteReplicaRequest{RangeId: id, BeforeGeneration: generation, AbortedThrough: aborted})
 	return err
 }
 

@@ -24,7 +24,16 @@ type reports struct {
 	leaders map[uint64]string
 	loads   map[uint64]*pb.RangeLoad
 	trends  map[uint64]*rangeTrend
-	frozen  map[uint64]bool
+	// frozen is, per range, the log index of the freeze the reports and
+	// the leaders' answers last showed (observeFreeze); thawed the highest
+	// applied index at which a replica was seen unfrozen. A freeze is
+	// forgotten only on proof that it was undone, never on a report from
+	// a replica that has not applied it yet.
+	frozen map[uint64]uint64
+	thawed map[uint64]uint64
+	// mergeAbort is, per server, whether its last heartbeat said it
+	// applies unfreezes (HeartbeatRequest.merge_abort).
+	mergeAbort map[string]bool
 	// hosted is, per server, the ranges its last heartbeat reported with
 	// their applied index: a follower's progress, and whether it has the
 	// replica at all.
@@ -199,7 +208,8 @@ const awayAfter = 2 * time.Second
 func newReports() *reports {
 	return &reports{
 		lastSeen: map[string]time.Time{}, back: map[string]time.Time{}, leaders: map[uint64]string{}, loads: map[uint64]*pb.RangeLoad{},
-		trends: map[uint64]*rangeTrend{}, frozen: map[uint64]bool{}, hosted: map[string]map[uint64]uint64{},
+		trends: map[uint64]*rangeTrend{}, frozen: map[uint64]uint64{}, thawed: map[uint64]uint64{},
+		mergeAbort: map[string]bool{}, hosted: map[string]map[uint64]uint64{},
 		voters:         map[uint64]voterReport{},
 		changedLeaders: map[uint64]struct{}{},
 		sessions:       map[string]*reportSession{},
@@ -246,7 +256,7 @@ func (r *reports) heartbeat(cfg scheduler.Config, server string, ranges []*pb.Ra
 	for _, rs := range ranges {
 		id := rs.GetRangeId()
 		hosted[id] = rs.GetAppliedIndex()
-		r.frozen[id] = rs.GetFrozen()
+		r.observeFreezeLocked(id, rs.GetFrozen(), rs.GetFrozenIndex(), rs.GetAppliedIndex())
 		if !rs.GetLeader() {
 			if r.leaders[id] == server {
 				// Its new leader (say, the target of a transfer whose
@@ -340,6 +350,7 @@ func (r *reports) forget(id uint64) {
 	delete(r.leaders, id)
 	delete(r.loads, id)
 	delete(r.frozen, id)
+	delete(r.thawed, id)
 	delete(r.trends, id)
 	delete(r.voters, id)
 }
@@ -373,25 +384,82 @@ func (r *reports) greet(servers []string, now time.Time) {
 	}
 }
 
-// frozenRanges returns the ranges reported frozen.
+// frozenRanges returns the ranges with a freeze not known undone.
 func (r *reports) frozenRanges() []uint64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []uint64
-	for id, f := range r.frozen {
-		if f {
-			out = append(out, id)
-		}
+	for id := range r.frozen {
+		out = append(out, id)
 	}
 	return out
 }
 
-// unfreeze forgets that a range was frozen (it is gone).
-func (r *reports) unfreeze(id uint64) {
+// observeFreeze folds in one replica's account of range id's freeze (a
+// heartbeat's report, a leader's answer to FreezeRange or UnfreezeRange):
+// frozen at index, or not frozen, at applied. It returns whether the
+// master still counts the range frozen.
+func (r *reports) observeFreeze(id uint64, frozen bool, index, applied uint64) bool {
 	r.mu.Lock()
-	delete(r.frozen, id)
+	defer r.mu.Unlock()
 	r.gen++
+	r.observeFreezeLocked(id, frozen, index, applied)
+	return r.frozen[id] != 0
+}
+
+// observeFreezeLocked is the rule, pure over the two maps. A range's
+// freezes are entries of its own log and an unfreeze undoes only the
+// freeze at its index, so:
+//   - "not frozen at applied a" proves every freeze at or below a undone;
+//     a replica that has not applied the recorded freeze yet (a lagging
+//     follower, a leader elected a moment ago) proves nothing;
+//   - "frozen at f" is news only above both the recorded freeze (an older
+//     one comes from a replica that has not applied its unfreeze and the
+//     later freeze) and the highest index seen unfrozen.
+//
+// A server that does not report the index (an older build) reports a
+// freeze as index 1: any "not frozen" undoes it, as before the index was
+// reported.
+func (r *reports) observeFreezeLocked(id uint64, frozen bool, index, applied uint64) {
+	if frozen {
+		index = max(index, 1)
+		if index > r.frozen[id] && index > r.thawed[id] {
+			r.frozen[id] = index
+		}
+		return
+	}
+	if f, ok := r.frozen[id]; ok && applied >= f {
+		delete(r.frozen, id)
+	}
+	r.thawed[id] = max(r.thawed[id], applied)
+}
+
+// frozenAt returns the freeze recorded for range id (0: none).
+func (r *reports) frozenAt(id uint64) uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.frozen[id]
+}
+
+// setMergeAbort records whether server's build applies unfreezes.
+func (r *reports) setMergeAbort(server string, ok bool) {
+	r.mu.Lock()
+	r.mergeAbort[server] = ok
 	r.mu.Unlock()
+}
+
+// canAbort reports whether every one of servers said in its last
+// heartbeat that it applies unfreezes (so an aborted merge's unfreeze
+// reaches every replica of the range).
+func (r *reports) canAbort(servers []string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, s := range servers {
+		if !r.mergeAbort[s] {
+			return false
+		}
+	}
+	return true
 }
 
 // maps returns copies of the leaders and loads.

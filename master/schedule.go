@@ -2,6 +2,7 @@ package master
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -84,7 +85,7 @@ func (s *Server) schedRange(d *pb.RangeDescriptor, servers []scheduler.Server, n
 	rp := s.reports
 	id := d.GetRangeId()
 	r := &scheduler.Range{ID: id, TableID: d.GetTableId(), Table: d.GetTable(), Start: d.GetStart(), End: d.GetEnd(),
-		Leader: rp.leaders[id], Frozen: rp.frozen[id]}
+		Leader: rp.leaders[id], Frozen: rp.frozen[id] != 0}
 	if l, ok := rp.loads[id]; ok {
 		r.Load = &scheduler.Load{EntitiesPerSec: l.GetEntitiesPerSec(), Bytes: l.GetBytes(),
 			HotKeys: keyLoads(l.GetHotKeys()), Sample: keyLoads(l.GetLoadSample())}
@@ -157,13 +158,14 @@ func (s *Server) transferWithEvent(ctx context.Context, id uint64, from, to, cau
 	return nil
 }
 
-// resumeMerges finishes merges a previous master left half done: a frozen
-// range is merged into its left neighbour.
+// resumeMerges finishes merges a previous master left half done: for a
+// frozen range it carries out the decision recorded for the freeze
+// (merge into the left neighbour, or unfreeze), or decides (see merge).
 func (s *Server) resumeMerges() {
 	for _, id := range s.reports.frozenRanges() {
 		d, ok := s.rangeDesc(id)
 		if !ok {
-			s.reports.unfreeze(id)
+			s.reports.forget(id) // merged away, or its table dropped
 			continue
 		}
 		left := s.leftNeighbour(d)
@@ -174,7 +176,13 @@ func (s *Server) resumeMerges() {
 			defer s.ops.release(l, r)
 			ctx, cancel := context.WithTimeout(s.ctx, opTimeout)
 			defer cancel()
-			if _, err := s.merge(ctx, l, causeRecovery, "finishing a merge a previous master left half done", nil); err != nil {
+			_, err := s.merge(ctx, l, causeRecovery, "finishing a merge a previous master left half done", nil)
+			switch {
+			case errors.Is(err, errNotFrozen):
+				// Its leader is not frozen: freezeEverywhere forgot the
+				// freeze if the answer proves it undone, else the next
+				// pass asks again.
+			case err != nil:
 				s.logger.Warn("resuming merge failed", "left", l, "right", r, "err", err)
 			}
 		}(left.GetRangeId(), id)

@@ -166,7 +166,7 @@ func (s *Server) openTransport() error {
 		return fmt.Errorf("master: --raft-addr %s: %w", s.cfg.RaftAddr, err)
 	}
 	s.transport = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream: s.creds.NewStreamLayer(raftLn, addr), MaxPool: 3, Timeout: 10 * time.Second,
+		Stream: helloStream{StreamLayer: s.creds.NewStreamLayer(raftLn, addr), logger: s.logger}, MaxPool: 3, Timeout: 10 * time.Second,
 		Logger: logging.HCLog(s.logger, "raft-net"),
 	})
 	return nil

@@ -443,6 +443,7 @@ func (v *service) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.
 	defer s.reports.serverTurn(sv.GetServerId())()
 	now := time.Now()
 	take, wantFull, span := s.reports.accept(sv.GetServerId(), req, now)
+	s.reports.setMergeAbort(sv.GetServerId(), req.GetMergeAbort())
 	resp := s.fsm.assignments(sv.GetServerId(), req.GetAssignmentsVersion())
 	resp.WantFullReport = wantFull
 	if !take {

@@ -25,8 +25,10 @@ const freezeReachWait = time.Second
 // A server may answer the master yet be out of its leader's reach (a
 // one-way cut, a broken route between two servers): the master's
 // pre-freeze question "does every replica answer?" cannot see that, and a
-// freeze that a follower never receives holds the range's writes until it
-// does (chaos seeds 136 and 147, docs/reliability.md section 15).
+// freeze that a follower never receives held the range's writes until it
+// did (chaos seeds 136 and 147, docs/reliability.md section 15); since the
+// merge abort (section 16) it holds them for the master's bounded wait,
+// still worth saving.
 func (r *replica) unheardVoter(ctx context.Context, wait, window time.Duration) (string, bool) {
 	deadline := time.Now().Add(wait)
 	for {

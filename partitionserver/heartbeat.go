@@ -94,7 +94,7 @@ func (s *Server) status(sl *slot, withLoad bool) *pb.RangeStatus {
 		// zeroes the rates at the master.
 		return &pb.RangeStatus{
 			RangeId: sl.id, Generation: st.Range.GetGeneration(), AppliedIndex: st.AppliedIndex, Range: st.Range,
-			Frozen: st.Frozen, Lifecycle: lc, Leader: true, Load: s.rollLoad(sl.meters(), st, lc),
+			Frozen: st.Frozen, FrozenIndex: st.FrozenIndex, Lifecycle: lc, Leader: true, Load: s.rollLoad(sl.meters(), st, lc),
 		}
 	}
 	if r == nil {
@@ -103,13 +103,13 @@ func (s *Server) status(sl *slot, withLoad bool) *pb.RangeStatus {
 		// also lets the heartbeat's delta see it unchanged at a glance.
 		leader := sl.wasLeader.Load()
 		if c := sl.closedReport.Load(); c != nil && c.GetRange() == st.Range && c.GetAppliedIndex() == st.AppliedIndex &&
-			c.GetFrozen() == st.Frozen && c.GetLifecycle() == lc && c.GetLeader() == leader &&
+			c.GetFrozen() == st.Frozen && c.GetFrozenIndex() == st.FrozenIndex && c.GetLifecycle() == lc && c.GetLeader() == leader &&
 			c.GetLoad().GetEntityCount() == st.EntityCount && c.GetLoad().GetBytes() == st.Bytes {
 			return c
 		}
 		rs := &pb.RangeStatus{
 			RangeId: sl.id, Generation: st.Range.GetGeneration(), AppliedIndex: st.AppliedIndex, Range: st.Range,
-			Frozen: st.Frozen, Lifecycle: lc, Leader: leader,
+			Frozen: st.Frozen, FrozenIndex: st.FrozenIndex, Lifecycle: lc, Leader: leader,
 			Load: &pb.RangeLoad{EntityCount: st.EntityCount, Bytes: st.Bytes, Lifecycle: lc},
 		}
 		sl.closedReport.Store(rs)
@@ -121,6 +121,7 @@ func (s *Server) status(sl *slot, withLoad bool) *pb.RangeStatus {
 		AppliedIndex: st.AppliedIndex,
 		Range:        st.Range,
 		Frozen:       st.Frozen,
+		FrozenIndex:  st.FrozenIndex,
 		Lifecycle:    lc,
 	}
 	rs.Leader = r.isLeader()
@@ -179,6 +180,7 @@ func (s *Server) heartbeatOnce(cur []*pb.RangeStatus) (wantFull bool, sent []*pb
 		Incarnation:        rp.incarnation,
 		Seq:                rp.seq,
 		AssignmentsVersion: rp.version,
+		MergeAbort:         true,
 	}
 	if full {
 		req.Ranges = cur
@@ -269,7 +271,7 @@ func (s *Server) reconcile(rp *reportState, retired []uint64) (pending bool) {
 	}
 	for _, id := range retired {
 		pending = true
-		if err := s.deleteReplica(id, 0); err != nil {
+		if err := s.deleteReplica(id, 0, 0); err != nil {
 			s.logger.Warn("delete retired replica failed", "range", id, "err", err)
 		}
 	}
@@ -285,7 +287,7 @@ func (s *Server) reconcile(rp *reportState, retired []uint64) (pending bool) {
 	}
 	for _, id := range doomed {
 		pending = true
-		if err := s.deleteReplica(id, 0); err != nil {
+		if err := s.deleteReplica(id, 0, 0); err != nil {
 			s.logger.Warn("delete replica of dropped table failed", "range", id, "err", err)
 		}
 	}

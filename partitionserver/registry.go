@@ -54,7 +54,10 @@ type slot struct {
 	// seenIndex, seenAt: the quiesce scan's view of the last log index.
 	seenIndex uint64
 	seenAt    time.Time
-	quiescing atomic.Bool
+	// abortedThrough is the delete's DeleteReplicaRequest.aborted_through,
+	// set under the slot's lock for the DeleteState action it runs.
+	abortedThrough uint64
+	quiescing      atomic.Bool
 	// quietAt is the index of the QUIESCE marker the member closed at.
 	quietAt atomic.Uint64
 	// quietVoters is the member's configuration when it closed at a
@@ -237,7 +240,7 @@ func (s *Server) execute(sl *slot, a lifecycle.Action, spec *openSpec) error {
 		}
 		sl.mark.Store(mark)
 	case lifecycle.DeleteState:
-		if err := s.store.DeleteRange(sl.id); err != nil && !errors.Is(err, fsm.ErrRangeNotFound) {
+		if err := s.store.DeleteRange(sl.id, sl.abortedThrough); err != nil && !errors.Is(err, fsm.ErrRangeNotFound) {
 			return err
 		}
 	case lifecycle.DropLog:
@@ -745,8 +748,11 @@ func (s *Server) RangeMerged(into, right uint64) {
 // re-created by a later move and is a voter, and wiping its log and vote
 // could lose committed writes (a delete queued to a stopped process runs
 // when it resumes), so the delete is refused with ErrLateDelete.
-func (s *Server) deleteReplica(id, before uint64) error {
-	if err := s.store.CheckDelete(id); err != nil {
+//
+// abortedThrough (the master's merge decisions, DeleteReplicaRequest): a
+// frozen replica whose freeze is at or below it awaits no merge.
+func (s *Server) deleteReplica(id, before, abortedThrough uint64) error {
+	if err := s.store.CheckDelete(id, abortedThrough); err != nil {
 		return err
 	}
 	sl := s.slot(id)
@@ -763,6 +769,7 @@ func (s *Server) deleteReplica(id, before uint64) error {
 			return fmt.Errorf("%w: range %d is at generation %d, the delete was for below %d", ErrLateDelete, id, gen, before)
 		}
 	}
+	sl.abortedThrough = abortedThrough
 	if _, err := s.step(sl, lifecycle.Input{Event: lifecycle.Delete}, "delete", nil); err != nil {
 		return err
 	}

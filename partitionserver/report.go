@@ -53,7 +53,7 @@ func sameReport(a, b *pb.RangeStatus) bool {
 		return a == b
 	}
 	if a.GetRangeId() != b.GetRangeId() || a.GetGeneration() != b.GetGeneration() || a.GetLeader() != b.GetLeader() ||
-		a.GetAppliedIndex() != b.GetAppliedIndex() || a.GetFrozen() != b.GetFrozen() || a.GetLifecycle() != b.GetLifecycle() ||
+		a.GetAppliedIndex() != b.GetAppliedIndex() || a.GetFrozen() != b.GetFrozen() || a.GetFrozenIndex() != b.GetFrozenIndex() || a.GetLifecycle() != b.GetLifecycle() ||
 		!slices.Equal(a.GetVoters(), b.GetVoters()) {
 		return false
 	}

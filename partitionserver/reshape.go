@@ -64,13 +64,16 @@ func (v *service) FreezeRange(ctx context.Context, req *pb.FreezeRangeRequest) (
 	if err != nil {
 		return nil, err
 	}
-	if st := r.fsm.State(); st.GetFrozen() {
-		return &pb.FreezeRangeResponse{Range: st.GetRange(), FreezeIndex: st.GetFrozenIndex()}, nil
+	if st := r.fsm.State(); st.GetFrozen() || req.GetOnlyIfFrozen() {
+		// The applied index goes with it: "not frozen" proves a freeze
+		// undone only if this leader applied past it.
+		return &pb.FreezeRangeResponse{Range: st.GetRange(), FreezeIndex: st.GetFrozenIndex(), AppliedIndex: st.GetAppliedIndex()}, nil
 	}
 	// A frozen range serves nothing until every replica has applied the
-	// freeze, and there is no unfreezing: a voter this leader cannot
-	// reach, though it may answer the master, would hold the range's
-	// writes until it is reached again.
+	// freeze or the master aborted the merge (a bounded wait): a voter
+	// this leader cannot reach, though it may answer the master, would
+	// hold the range's writes for that wait and the merge would not
+	// happen anyway.
 	if id, ok := r.unheardVoter(ctx, freezeReachWait, v.s.cfg.RaftHeartbeatTimeout); ok {
 		err := fmt.Errorf("%w: %s has not answered this server within %v", ErrVoterUnreached, id, v.s.cfg.RaftHeartbeatTimeout)
 		return nil, rpcerr.New(codes.FailedPrecondition, rpcerr.ReasonNotReady, err.Error(), nil)
@@ -106,6 +109,34 @@ func (v *service) MergeRange(ctx context.Context, req *pb.MergeRangeRequest) (*p
 	}
 	v.s.logger.Info("range merged its right neighbour", "range", r.id, "right", right.GetRangeId(), "took", time.Since(start))
 	return &pb.MergeRangeResponse{Range: res.Range}, nil
+}
+
+// UnfreezeRange undoes a freeze through the range's own log; the master
+// sends it only once it recorded the freeze's merge as aborted. The apply
+// undoes only the freeze at the given index (fsm's applyUnfreeze), so a
+// repeated or late request is harmless.
+func (v *service) UnfreezeRange(ctx context.Context, req *pb.UnfreezeRangeRequest) (*pb.UnfreezeRangeResponse, error) {
+	start := time.Now()
+	defer func() { reshapeSeconds.WithLabelValues("unfreeze").Observe(time.Since(start).Seconds()) }()
+	r, err := v.leaderReplica(req.GetRangeId())
+	if err != nil {
+		return nil, err
+	}
+	if st := r.fsm.State(); st.GetFrozen() && st.GetFrozenIndex() > req.GetFreezeIndex() {
+		// Frozen again since: the freeze asked about was undone long ago.
+		// (An unfrozen leader still proposes: one elected a moment ago
+		// may not have applied the freeze yet.)
+		return &pb.UnfreezeRangeResponse{Range: st.GetRange(), Frozen: true, FrozenIndex: st.GetFrozenIndex(), AppliedIndex: st.GetAppliedIndex()}, nil
+	}
+	res, err := v.run(ctx, r, pb.CommandKind_COMMAND_KIND_UNFREEZE, &pb.UnfreezeCommand{FreezeIndex: req.GetFreezeIndex()})
+	if err != nil {
+		return nil, err
+	}
+	v.s.logger.Info("range unfrozen: its merge was aborted", "range", r.id, "freeze_index", req.GetFreezeIndex(), "took", time.Since(start))
+	// Read back once after the apply: frozen, its index and the applied
+	// index from one state, so the master's proof is consistent.
+	st := r.fsm.State()
+	return &pb.UnfreezeRangeResponse{Range: res.Range, Frozen: st.GetFrozen(), FrozenIndex: st.GetFrozenIndex(), AppliedIndex: st.GetAppliedIndex()}, nil
 }
 
 // run proposes a reshaping command on r's log and returns its result, with

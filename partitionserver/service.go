@@ -344,7 +344,7 @@ func (v *service) CreateReplica(ctx context.Context, req *pb.CreateReplicaReques
 }
 
 func (v *service) DeleteReplica(ctx context.Context, req *pb.DeleteReplicaRequest) (*pb.DeleteReplicaResponse, error) {
-	if err := v.s.deleteReplica(req.GetRangeId(), req.GetBeforeGeneration()); err != nil {
+	if err := v.s.deleteReplica(req.GetRangeId(), req.GetBeforeGeneration(), req.GetAbortedThrough()); err != nil {
 		return nil, toStatus(nil, err)
 	}
 	return &pb.DeleteReplicaResponse{}, nil

@@ -87,6 +87,10 @@ func (l localClient) MergeRange(ctx context.Context, in *pb.MergeRangeRequest, _
 	return l.s.MergeRange(ctx, in)
 }
 
+func (l localClient) UnfreezeRange(ctx context.Context, in *pb.UnfreezeRangeRequest, _ ...grpc.CallOption) (*pb.UnfreezeRangeResponse, error) {
+	return l.s.UnfreezeRange(ctx, in)
+}
+
 func (l localClient) ChangeReplicas(ctx context.Context, in *pb.ChangeReplicasRequest, _ ...grpc.CallOption) (*pb.ChangeReplicasResponse, error) {
 	return l.s.ChangeReplicas(ctx, in)
 }

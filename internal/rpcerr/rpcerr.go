@@ -40,6 +40,11 @@ const (
 	// replica would not get it now; nothing changed, and a later try may
 	// succeed. Not retried by the range client.
 	ReasonNotReady = "NOT_READY"
+	// ReasonMergeAborted: the master froze a merge's right range, a
+	// replica did not apply the freeze within its bounded wait, and it
+	// recorded the merge as aborted and unfroze the range (master
+	// ErrMergeAborted). Nothing changed; a later request freezes anew.
+	ReasonMergeAborted = "MERGE_ABORTED"
 )
 
 // Metadata keys.

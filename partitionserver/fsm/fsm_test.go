@@ -535,13 +535,13 @@ func TestMergeTakesOverRowsInPlace(t *testing.T) {
 
 func TestDeleteWaitsForPendingMerge(t *testing.T) {
 	s, left, right, _, _, freezeIndex := mergeFixture(t)
-	if err := s.DeleteRange(2); !errors.Is(err, ErrMergePending) {
+	if err := s.DeleteRange(2, 0); !errors.Is(err, ErrMergePending) {
 		t.Fatalf("delete of a frozen range whose neighbour has not merged = %v", err)
 	}
 	merge, _ := Encode(pb.CommandKind_COMMAND_KIND_MERGE, &pb.MergeCommand{Right: right.Descriptor(), RightFreezeIndex: freezeIndex})
 	left.ApplyBatch([]*raft.Log{{Index: 1, Type: raft.LogCommand, Data: merge}})
 	s.Flush()
-	if err := s.DeleteRange(2); err != nil {
+	if err := s.DeleteRange(2, 0); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := left.Get("x", "r"); err != nil {

@@ -143,6 +143,7 @@ type Summary struct {
 	Range        *pb.RangeDescriptor
 	AppliedIndex uint64
 	Frozen       bool
+	FrozenIndex  uint64
 	EntityCount  uint64
 	Bytes        uint64
 }
@@ -155,7 +156,7 @@ func (r *Range) Summary() Summary {
 	defer r.mu.RUnlock()
 	st := r.state
 	return Summary{Range: st.GetRange(), AppliedIndex: st.GetAppliedIndex(), Frozen: st.GetFrozen(),
-		EntityCount: st.GetEntityCount(), Bytes: st.GetBytes()}
+		FrozenIndex: st.GetFrozenIndex(), EntityCount: st.GetEntityCount(), Bytes: st.GetBytes()}
 }
 
 // Urge asks for the pending group commit now (a reader waits for it).

@@ -17,6 +17,7 @@ func init() {
 	register(pb.CommandKind_COMMAND_KIND_ABSORB, applyAbsorb)
 	register(pb.CommandKind_COMMAND_KIND_SET_REPLICAS, applySetReplicas)
 	register(pb.CommandKind_COMMAND_KIND_MERGE, applyMerge)
+	register(pb.CommandKind_COMMAND_KIND_UNFREEZE, applyUnfreeze)
 }
 
 // countSpan counts the entities and bytes of a descriptor's span.
@@ -89,6 +90,25 @@ func applyFreeze(c *applyCtx, payload []byte) *Result {
 	return &Result{Range: c.state.GetRange(), Index: c.state.GetFrozenIndex()}
 }
 
+// applyUnfreeze lets the range serve again after a freeze whose merge the
+// master recorded as aborted (the master sends it only then, so no Merge
+// for this freeze is ever proposed to the left range). It undoes only the
+// freeze at the command's index: a late unfreeze of an earlier freeze,
+// arriving after the range froze again, must not undo the new one, and a
+// repeated one finds the range unfrozen. Either way a no-op, the same on
+// every replica (the state it reads is the log's).
+func applyUnfreeze(c *applyCtx, payload []byte) *Result {
+	var cmd pb.UnfreezeCommand
+	if err := proto.Unmarshal(payload, &cmd); err != nil || cmd.GetFreezeIndex() == 0 {
+		return &Result{Err: fmt.Errorf("%w: unfreeze", ErrBadCommand)}
+	}
+	if c.state.GetFrozen() && c.state.GetFrozenIndex() == cmd.GetFreezeIndex() {
+		c.state.Frozen = false
+		c.state.FrozenIndex = 0
+	}
+	return &Result{Range: c.state.GetRange(), Index: c.state.GetFrozenIndex()}
+}
+
 // applyMerge extends the range over its frozen right neighbour without
 // moving a row: on every server holding a replica of this range the
 // neighbour's replica shares the state file, has applied the freeze (the
@@ -113,10 +133,15 @@ func applyMerge(c *applyCtx, payload []byte) *Result {
 	}
 	rs, err := getState(c.tx, right.GetRangeId())
 	if err != nil || !rs.GetFrozen() || rs.GetAppliedIndex() < cmd.GetRightFreezeIndex() ||
+		rs.GetFrozenIndex() != cmd.GetRightFreezeIndex() ||
 		rs.GetRange().GetStart() != right.GetStart() || rs.GetRange().GetEnd() != right.GetEnd() {
 		// The master only proposes a merge once every replica of the right
-		// range has applied its freeze on this range's servers; without it
-		// this replica cannot take over the rows, and going on would diverge.
+		// range has applied its freeze on this range's servers, and after
+		// recording the merge as committed for that freeze, so the right
+		// range is never unfrozen from it (an unfreeze is sent only for a
+		// freeze recorded as aborted): every replica here is frozen at
+		// exactly that index from it on. Without it this replica cannot
+		// take over the rows, and going on would diverge.
 		panic(fmt.Sprintf("fsm: range %d: merge of range %d at freeze index %d, but its replica here is %v (err %v)",
 			desc.GetRangeId(), right.GetRangeId(), cmd.GetRightFreezeIndex(), rs, err))
 	}

@@ -287,8 +287,10 @@ func (s *Store) CreateRange(desc *pb.RangeDescriptor, bootstrap bool) error {
 
 // DeleteRange removes a range's state and its entities. A frozen range
 // whose left neighbour here has not applied the merge yet is kept
-// (ErrMergePending): its keys are about to become the neighbour's.
-func (s *Store) DeleteRange(rangeID uint64) error {
+// (ErrMergePending): its keys are about to become the neighbour's, unless
+// its freeze is at or below abortedThrough (the master recorded that
+// freeze's merge as aborted: no merge will take it over; 0 when unknown).
+func (s *Store) DeleteRange(rangeID, abortedThrough uint64) error {
 	return s.update(func(tx *bolt.Tx) error {
 		st, err := getState(tx, rangeID)
 		if errors.Is(err, errRangeStateAbsent) {
@@ -297,7 +299,7 @@ func (s *Store) DeleteRange(rangeID uint64) error {
 		if err != nil {
 			return err
 		}
-		if mergePending(tx, st) {
+		if mergePending(tx, st, abortedThrough) {
 			return ErrMergePending
 		}
 		if err := clearSpan(tx, st.GetRange()); err != nil {
@@ -326,10 +328,10 @@ func (s *Store) DeleteRange(rangeID uint64) error {
 }
 
 // CheckDelete reports ErrMergePending when DeleteRange would keep the range.
-func (s *Store) CheckDelete(rangeID uint64) error {
+func (s *Store) CheckDelete(rangeID, abortedThrough uint64) error {
 	return s.db.View(func(tx *bolt.Tx) error {
 		st, err := getState(tx, rangeID)
-		if err != nil || !mergePending(tx, st) {
+		if err != nil || !mergePending(tx, st, abortedThrough) {
 			return nil
 		}
 		return ErrMergePending
@@ -337,9 +339,18 @@ func (s *Store) CheckDelete(rangeID uint64) error {
 }
 
 // mergePending: st is frozen and a range stored here still ends where it
-// starts, so the merge into that neighbour may yet apply here.
-func mergePending(tx *bolt.Tx, st *pb.RangeState) bool {
+// starts, so the merge into that neighbour may yet apply here. Frozen is
+// not proof of a merge to come: since the merge abort, a replica that
+// applied a freeze and was then removed from its range before the
+// unfreeze stays frozen for good. The master's decisions settle it: a
+// freeze at or below abortedThrough was aborted, and no Merge naming it
+// is ever proposed (master/mergedecision.go), so such a replica is not
+// pending.
+func mergePending(tx *bolt.Tx, st *pb.RangeState, abortedThrough uint64) bool {
 	if !st.GetFrozen() || st.GetRange().GetStart() == "" {
+		return false
+	}
+	if f := st.GetFrozenIndex(); f != 0 && f <= abortedThrough {
 		return false
 	}
 	d := st.GetRange()

@@ -69,8 +69,11 @@ var (
 // connections of another. 2: range leaders may propose WriteBatchCommand
 // entries, which a server of version 1 would not apply (it would answer
 // "unknown command" and diverge), so the two must not replicate with each
-// other: partition servers are upgraded together.
-const helloVersion = 2
+// other. 3: a range's log may hold COMMAND_KIND_UNFREEZE (an aborted
+// merge, docs/reliability.md 16), which a server of version 2 would skip
+// and stay frozen, missing every write after it. A server of another
+// version is a down peer; docs/operations.md has the upgrade rule.
+const helloVersion = 3
 
 // bufPool holds encode buffers; very large ones are not kept.
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}

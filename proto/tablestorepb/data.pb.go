@@ -185,6 +185,8 @@ const (
 	CommandKind_COMMAND_KIND_QUIESCE CommandKind = 8
 	// Concurrent client writes the leader coalesced into one entry.
 	CommandKind_COMMAND_KIND_WRITE_BATCH CommandKind = 7
+	// Undoes a freeze whose merge the master recorded as aborted.
+	CommandKind_COMMAND_KIND_UNFREEZE CommandKind = 9
 )
 
 // Enum value maps for CommandKind.
@@ -199,6 +201,7 @@ var (
 		6: "COMMAND_KIND_MERGE",
 		8: "COMMAND_KIND_QUIESCE",
 		7: "COMMAND_KIND_WRITE_BATCH",
+		9: "COMMAND_KIND_UNFREEZE",
 	}
 	CommandKind_value = map[string]int32{
 		"COMMAND_KIND_UNSPECIFIED":  0,
@@ -210,6 +213,7 @@ var (
 		"COMMAND_KIND_MERGE":        6,
 		"COMMAND_KIND_QUIESCE":      8,
 		"COMMAND_KIND_WRITE_BATCH":  7,
+		"COMMAND_KIND_UNFREEZE":     9,
 	}
 )
 
@@ -256,6 +260,7 @@ const (
 	MasterCommandKind_MASTER_COMMAND_KIND_REMOVE_RANGE           MasterCommandKind = 9
 	MasterCommandKind_MASTER_COMMAND_KIND_SET_ACCOUNTS           MasterCommandKind = 10
 	MasterCommandKind_MASTER_COMMAND_KIND_SET_SERVER_DRAINING    MasterCommandKind = 16
+	MasterCommandKind_MASTER_COMMAND_KIND_MERGE_DECISION         MasterCommandKind = 17
 )
 
 // Enum value maps for MasterCommandKind.
@@ -273,6 +278,7 @@ var (
 		9:  "MASTER_COMMAND_KIND_REMOVE_RANGE",
 		10: "MASTER_COMMAND_KIND_SET_ACCOUNTS",
 		16: "MASTER_COMMAND_KIND_SET_SERVER_DRAINING",
+		17: "MASTER_COMMAND_KIND_MERGE_DECISION",
 	}
 	MasterCommandKind_value = map[string]int32{
 		"MASTER_COMMAND_KIND_UNSPECIFIED":            0,
@@ -287,6 +293,7 @@ var (
 		"MASTER_COMMAND_KIND_REMOVE_RANGE":           9,
 		"MASTER_COMMAND_KIND_SET_ACCOUNTS":           10,
 		"MASTER_COMMAND_KIND_SET_SERVER_DRAINING":    16,
+		"MASTER_COMMAND_KIND_MERGE_DECISION":         17,
 	}
 )
 
@@ -315,6 +322,62 @@ func (x MasterCommandKind) Number() protoreflect.EnumNumber {
 // Deprecated: Use MasterCommandKind.Descriptor instead.
 func (MasterCommandKind) EnumDescriptor() ([]byte, []int) {
 	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{3}
+}
+
+// MergeOutcome is what the master decided for a freeze of a merge's right
+// range.
+type MergeOutcome int32
+
+const (
+	MergeOutcome_MERGE_OUTCOME_UNSPECIFIED MergeOutcome = 0
+	// Every replica applied the freeze: the left range takes the right
+	// range's keys (MergeRange). The right range is never unfrozen.
+	MergeOutcome_MERGE_OUTCOME_COMMIT MergeOutcome = 1
+	// Some replica had not applied the freeze in time: the right range is
+	// unfrozen (UnfreezeRange) and the merge is tried again later, with a
+	// new freeze.
+	MergeOutcome_MERGE_OUTCOME_ABORT MergeOutcome = 2
+)
+
+// Enum value maps for MergeOutcome.
+var (
+	MergeOutcome_name = map[int32]string{
+		0: "MERGE_OUTCOME_UNSPECIFIED",
+		1: "MERGE_OUTCOME_COMMIT",
+		2: "MERGE_OUTCOME_ABORT",
+	}
+	MergeOutcome_value = map[string]int32{
+		"MERGE_OUTCOME_UNSPECIFIED": 0,
+		"MERGE_OUTCOME_COMMIT":      1,
+		"MERGE_OUTCOME_ABORT":       2,
+	}
+)
+
+func (x MergeOutcome) Enum() *MergeOutcome {
+	p := new(MergeOutcome)
+	*p = x
+	return p
+}
+
+func (x MergeOutcome) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (MergeOutcome) Descriptor() protoreflect.EnumDescriptor {
+	return file_tablestore_v1_data_proto_enumTypes[4].Descriptor()
+}
+
+func (MergeOutcome) Type() protoreflect.EnumType {
+	return &file_tablestore_v1_data_proto_enumTypes[4]
+}
+
+func (x MergeOutcome) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use MergeOutcome.Descriptor instead.
+func (MergeOutcome) EnumDescriptor() ([]byte, []int) {
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{4}
 }
 
 // Replica names one member of a range's Raft group.
@@ -1030,7 +1093,11 @@ type RangeStatus struct {
 	// The replica's lifecycle state on the reporting server (active, quiet,
 	// opening, ...). A quiet replica reports leader as it was when it went
 	// quiet: the range has a leader that will answer once woken.
-	Lifecycle     string `protobuf:"bytes,9,opt,name=lifecycle,proto3" json:"lifecycle,omitempty"`
+	Lifecycle string `protobuf:"bytes,9,opt,name=lifecycle,proto3" json:"lifecycle,omitempty"`
+	// The log index of the freeze when frozen (0 when not frozen). The
+	// master forgets a freeze it saw only on proof that it was undone: a
+	// report "not frozen" at an applied index at or past it.
+	FrozenIndex   uint64 `protobuf:"varint,10,opt,name=frozen_index,json=frozenIndex,proto3" json:"frozen_index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1126,6 +1193,13 @@ func (x *RangeStatus) GetLifecycle() string {
 		return x.Lifecycle
 	}
 	return ""
+}
+
+func (x *RangeStatus) GetFrozenIndex() uint64 {
+	if x != nil {
+		return x.FrozenIndex
+	}
+	return 0
 }
 
 // PartitionMap is the cluster's view of tables, ranges and servers.
@@ -1737,6 +1811,53 @@ func (x *FreezeCommand) GetGeneration() uint64 {
 	return 0
 }
 
+// UnfreezeCommand lets a frozen range serve again: the master recorded its
+// merge as aborted (MergeDecision). It applies only to the freeze at
+// freeze_index; any other (an earlier freeze's late unfreeze) is a no-op.
+type UnfreezeCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	FreezeIndex   uint64                 `protobuf:"varint,1,opt,name=freeze_index,json=freezeIndex,proto3" json:"freeze_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnfreezeCommand) Reset() {
+	*x = UnfreezeCommand{}
+	mi := &file_tablestore_v1_data_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnfreezeCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnfreezeCommand) ProtoMessage() {}
+
+func (x *UnfreezeCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_data_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnfreezeCommand.ProtoReflect.Descriptor instead.
+func (*UnfreezeCommand) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *UnfreezeCommand) GetFreezeIndex() uint64 {
+	if x != nil {
+		return x.FreezeIndex
+	}
+	return 0
+}
+
 // KV is one stored entity (encoded key, edm binary value).
 type KV struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1748,7 +1869,7 @@ type KV struct {
 
 func (x *KV) Reset() {
 	*x = KV{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[18]
+	mi := &file_tablestore_v1_data_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1760,7 +1881,7 @@ func (x *KV) String() string {
 func (*KV) ProtoMessage() {}
 
 func (x *KV) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[18]
+	mi := &file_tablestore_v1_data_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1773,7 +1894,7 @@ func (x *KV) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KV.ProtoReflect.Descriptor instead.
 func (*KV) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{18}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *KV) GetKey() []byte {
@@ -1806,7 +1927,7 @@ type AbsorbCommand struct {
 
 func (x *AbsorbCommand) Reset() {
 	*x = AbsorbCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[19]
+	mi := &file_tablestore_v1_data_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1818,7 +1939,7 @@ func (x *AbsorbCommand) String() string {
 func (*AbsorbCommand) ProtoMessage() {}
 
 func (x *AbsorbCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[19]
+	mi := &file_tablestore_v1_data_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1831,7 +1952,7 @@ func (x *AbsorbCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbsorbCommand.ProtoReflect.Descriptor instead.
 func (*AbsorbCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{19}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *AbsorbCommand) GetRight() *RangeDescriptor {
@@ -1876,7 +1997,7 @@ type MergeCommand struct {
 
 func (x *MergeCommand) Reset() {
 	*x = MergeCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[20]
+	mi := &file_tablestore_v1_data_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1888,7 +2009,7 @@ func (x *MergeCommand) String() string {
 func (*MergeCommand) ProtoMessage() {}
 
 func (x *MergeCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[20]
+	mi := &file_tablestore_v1_data_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1901,7 +2022,7 @@ func (x *MergeCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeCommand.ProtoReflect.Descriptor instead.
 func (*MergeCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{20}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *MergeCommand) GetRight() *RangeDescriptor {
@@ -1928,7 +2049,7 @@ type SetReplicasCommand struct {
 
 func (x *SetReplicasCommand) Reset() {
 	*x = SetReplicasCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[21]
+	mi := &file_tablestore_v1_data_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1940,7 +2061,7 @@ func (x *SetReplicasCommand) String() string {
 func (*SetReplicasCommand) ProtoMessage() {}
 
 func (x *SetReplicasCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[21]
+	mi := &file_tablestore_v1_data_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1953,7 +2074,7 @@ func (x *SetReplicasCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetReplicasCommand.ProtoReflect.Descriptor instead.
 func (*SetReplicasCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{21}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SetReplicasCommand) GetReplicas() []*Replica {
@@ -1986,7 +2107,7 @@ type RangeState struct {
 
 func (x *RangeState) Reset() {
 	*x = RangeState{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[22]
+	mi := &file_tablestore_v1_data_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1998,7 +2119,7 @@ func (x *RangeState) String() string {
 func (*RangeState) ProtoMessage() {}
 
 func (x *RangeState) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[22]
+	mi := &file_tablestore_v1_data_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2011,7 +2132,7 @@ func (x *RangeState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeState.ProtoReflect.Descriptor instead.
 func (*RangeState) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{22}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RangeState) GetRange() *RangeDescriptor {
@@ -2070,6 +2191,116 @@ func (x *RangeState) GetFrozenIndex() uint64 {
 	return 0
 }
 
+// MergeDecision is the master's single, final decision for one freeze of
+// a merge's right range (the freeze's index in that range's log).
+type MergeDecision struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RightRangeId  uint64                 `protobuf:"varint,1,opt,name=right_range_id,json=rightRangeId,proto3" json:"right_range_id,omitempty"`
+	FreezeIndex   uint64                 `protobuf:"varint,2,opt,name=freeze_index,json=freezeIndex,proto3" json:"freeze_index,omitempty"`
+	Outcome       MergeOutcome           `protobuf:"varint,3,opt,name=outcome,proto3,enum=tablestore.v1.MergeOutcome" json:"outcome,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MergeDecision) Reset() {
+	*x = MergeDecision{}
+	mi := &file_tablestore_v1_data_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MergeDecision) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MergeDecision) ProtoMessage() {}
+
+func (x *MergeDecision) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_data_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MergeDecision.ProtoReflect.Descriptor instead.
+func (*MergeDecision) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *MergeDecision) GetRightRangeId() uint64 {
+	if x != nil {
+		return x.RightRangeId
+	}
+	return 0
+}
+
+func (x *MergeDecision) GetFreezeIndex() uint64 {
+	if x != nil {
+		return x.FreezeIndex
+	}
+	return 0
+}
+
+func (x *MergeDecision) GetOutcome() MergeOutcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return MergeOutcome_MERGE_OUTCOME_UNSPECIFIED
+}
+
+// MergeDecisionCommand records a decision unless one is recorded for the
+// same freeze (the recorded one stands) or for a later freeze of the
+// range (this freeze was aborted, or the range could not have frozen
+// again).
+type MergeDecisionCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Decision      *MergeDecision         `protobuf:"bytes,1,opt,name=decision,proto3" json:"decision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MergeDecisionCommand) Reset() {
+	*x = MergeDecisionCommand{}
+	mi := &file_tablestore_v1_data_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MergeDecisionCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MergeDecisionCommand) ProtoMessage() {}
+
+func (x *MergeDecisionCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_data_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MergeDecisionCommand.ProtoReflect.Descriptor instead.
+func (*MergeDecisionCommand) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *MergeDecisionCommand) GetDecision() *MergeDecision {
+	if x != nil {
+		return x.Decision
+	}
+	return nil
+}
+
 // UpdateRangesCommand records descriptors that changed (split, merge,
 // move); a descriptor replaces the stored one only with a higher
 // generation.
@@ -2082,7 +2313,7 @@ type UpdateRangesCommand struct {
 
 func (x *UpdateRangesCommand) Reset() {
 	*x = UpdateRangesCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[23]
+	mi := &file_tablestore_v1_data_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2094,7 +2325,7 @@ func (x *UpdateRangesCommand) String() string {
 func (*UpdateRangesCommand) ProtoMessage() {}
 
 func (x *UpdateRangesCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[23]
+	mi := &file_tablestore_v1_data_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2107,7 +2338,7 @@ func (x *UpdateRangesCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateRangesCommand.ProtoReflect.Descriptor instead.
 func (*UpdateRangesCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{23}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *UpdateRangesCommand) GetRanges() []*RangeDescriptor {
@@ -2125,7 +2356,7 @@ type AllocateRangeIDCommand struct {
 
 func (x *AllocateRangeIDCommand) Reset() {
 	*x = AllocateRangeIDCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[24]
+	mi := &file_tablestore_v1_data_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2137,7 +2368,7 @@ func (x *AllocateRangeIDCommand) String() string {
 func (*AllocateRangeIDCommand) ProtoMessage() {}
 
 func (x *AllocateRangeIDCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[24]
+	mi := &file_tablestore_v1_data_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2150,7 +2381,7 @@ func (x *AllocateRangeIDCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateRangeIDCommand.ProtoReflect.Descriptor instead.
 func (*AllocateRangeIDCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{24}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{27}
 }
 
 type AppendEventCommand struct {
@@ -2162,7 +2393,7 @@ type AppendEventCommand struct {
 
 func (x *AppendEventCommand) Reset() {
 	*x = AppendEventCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[25]
+	mi := &file_tablestore_v1_data_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2174,7 +2405,7 @@ func (x *AppendEventCommand) String() string {
 func (*AppendEventCommand) ProtoMessage() {}
 
 func (x *AppendEventCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[25]
+	mi := &file_tablestore_v1_data_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2187,7 +2418,7 @@ func (x *AppendEventCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendEventCommand.ProtoReflect.Descriptor instead.
 func (*AppendEventCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{25}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *AppendEventCommand) GetEvent() *Event {
@@ -2209,7 +2440,7 @@ type RemoveRangeCommand struct {
 
 func (x *RemoveRangeCommand) Reset() {
 	*x = RemoveRangeCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[26]
+	mi := &file_tablestore_v1_data_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2221,7 +2452,7 @@ func (x *RemoveRangeCommand) String() string {
 func (*RemoveRangeCommand) ProtoMessage() {}
 
 func (x *RemoveRangeCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[26]
+	mi := &file_tablestore_v1_data_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2234,7 +2465,7 @@ func (x *RemoveRangeCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveRangeCommand.ProtoReflect.Descriptor instead.
 func (*RemoveRangeCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{26}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RemoveRangeCommand) GetRangeId() uint64 {
@@ -2262,7 +2493,7 @@ type MasterCommand struct {
 
 func (x *MasterCommand) Reset() {
 	*x = MasterCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[27]
+	mi := &file_tablestore_v1_data_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2274,7 +2505,7 @@ func (x *MasterCommand) String() string {
 func (*MasterCommand) ProtoMessage() {}
 
 func (x *MasterCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[27]
+	mi := &file_tablestore_v1_data_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2287,7 +2518,7 @@ func (x *MasterCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterCommand.ProtoReflect.Descriptor instead.
 func (*MasterCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{27}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *MasterCommand) GetKind() MasterCommandKind {
@@ -2313,7 +2544,7 @@ type RegisterServerCommand struct {
 
 func (x *RegisterServerCommand) Reset() {
 	*x = RegisterServerCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[28]
+	mi := &file_tablestore_v1_data_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2325,7 +2556,7 @@ func (x *RegisterServerCommand) String() string {
 func (*RegisterServerCommand) ProtoMessage() {}
 
 func (x *RegisterServerCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[28]
+	mi := &file_tablestore_v1_data_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2338,7 +2569,7 @@ func (x *RegisterServerCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterServerCommand.ProtoReflect.Descriptor instead.
 func (*RegisterServerCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{28}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *RegisterServerCommand) GetServer() *ServerInfo {
@@ -2358,7 +2589,7 @@ type SetServerDrainingCommand struct {
 
 func (x *SetServerDrainingCommand) Reset() {
 	*x = SetServerDrainingCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[29]
+	mi := &file_tablestore_v1_data_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2370,7 +2601,7 @@ func (x *SetServerDrainingCommand) String() string {
 func (*SetServerDrainingCommand) ProtoMessage() {}
 
 func (x *SetServerDrainingCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[29]
+	mi := &file_tablestore_v1_data_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2383,7 +2614,7 @@ func (x *SetServerDrainingCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetServerDrainingCommand.ProtoReflect.Descriptor instead.
 func (*SetServerDrainingCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{29}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SetServerDrainingCommand) GetServerId() string {
@@ -2413,7 +2644,7 @@ type CreateTableCommand struct {
 
 func (x *CreateTableCommand) Reset() {
 	*x = CreateTableCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[30]
+	mi := &file_tablestore_v1_data_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2425,7 +2656,7 @@ func (x *CreateTableCommand) String() string {
 func (*CreateTableCommand) ProtoMessage() {}
 
 func (x *CreateTableCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[30]
+	mi := &file_tablestore_v1_data_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2438,7 +2669,7 @@ func (x *CreateTableCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTableCommand.ProtoReflect.Descriptor instead.
 func (*CreateTableCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{30}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CreateTableCommand) GetName() string {
@@ -2479,7 +2710,7 @@ type DeleteTableCommand struct {
 
 func (x *DeleteTableCommand) Reset() {
 	*x = DeleteTableCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[31]
+	mi := &file_tablestore_v1_data_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2491,7 +2722,7 @@ func (x *DeleteTableCommand) String() string {
 func (*DeleteTableCommand) ProtoMessage() {}
 
 func (x *DeleteTableCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[31]
+	mi := &file_tablestore_v1_data_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2504,7 +2735,7 @@ func (x *DeleteTableCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTableCommand.ProtoReflect.Descriptor instead.
 func (*DeleteTableCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{31}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *DeleteTableCommand) GetName() string {
@@ -2541,7 +2772,7 @@ type TableRequestRecord struct {
 
 func (x *TableRequestRecord) Reset() {
 	*x = TableRequestRecord{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[32]
+	mi := &file_tablestore_v1_data_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2553,7 +2784,7 @@ func (x *TableRequestRecord) String() string {
 func (*TableRequestRecord) ProtoMessage() {}
 
 func (x *TableRequestRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[32]
+	mi := &file_tablestore_v1_data_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2566,7 +2797,7 @@ func (x *TableRequestRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TableRequestRecord.ProtoReflect.Descriptor instead.
 func (*TableRequestRecord) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{32}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *TableRequestRecord) GetRequestId() []byte {
@@ -2621,7 +2852,7 @@ type SetTableACLCommand struct {
 
 func (x *SetTableACLCommand) Reset() {
 	*x = SetTableACLCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[33]
+	mi := &file_tablestore_v1_data_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2633,7 +2864,7 @@ func (x *SetTableACLCommand) String() string {
 func (*SetTableACLCommand) ProtoMessage() {}
 
 func (x *SetTableACLCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[33]
+	mi := &file_tablestore_v1_data_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2646,7 +2877,7 @@ func (x *SetTableACLCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTableACLCommand.ProtoReflect.Descriptor instead.
 func (*SetTableACLCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{33}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *SetTableACLCommand) GetName() string {
@@ -2672,7 +2903,7 @@ type SetServicePropertiesCommand struct {
 
 func (x *SetServicePropertiesCommand) Reset() {
 	*x = SetServicePropertiesCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[34]
+	mi := &file_tablestore_v1_data_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2684,7 +2915,7 @@ func (x *SetServicePropertiesCommand) String() string {
 func (*SetServicePropertiesCommand) ProtoMessage() {}
 
 func (x *SetServicePropertiesCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[34]
+	mi := &file_tablestore_v1_data_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2697,7 +2928,7 @@ func (x *SetServicePropertiesCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetServicePropertiesCommand.ProtoReflect.Descriptor instead.
 func (*SetServicePropertiesCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{34}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SetServicePropertiesCommand) GetProperties() []byte {
@@ -2717,7 +2948,7 @@ type SetAccountsCommand struct {
 
 func (x *SetAccountsCommand) Reset() {
 	*x = SetAccountsCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[35]
+	mi := &file_tablestore_v1_data_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2729,7 +2960,7 @@ func (x *SetAccountsCommand) String() string {
 func (*SetAccountsCommand) ProtoMessage() {}
 
 func (x *SetAccountsCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[35]
+	mi := &file_tablestore_v1_data_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2742,7 +2973,7 @@ func (x *SetAccountsCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAccountsCommand.ProtoReflect.Descriptor instead.
 func (*SetAccountsCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{35}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *SetAccountsCommand) GetAccounts() []*StorageAccount {
@@ -2765,14 +2996,16 @@ type MasterSnapshot struct {
 	NextEventSeq      uint64                 `protobuf:"varint,8,opt,name=next_event_seq,json=nextEventSeq,proto3" json:"next_event_seq,omitempty"`
 	Accounts          []*StorageAccount      `protobuf:"bytes,9,rep,name=accounts,proto3" json:"accounts,omitempty"`
 	// requests are the most recent table commands' outcomes, oldest first.
-	Requests      []*TableRequestRecord `protobuf:"bytes,10,rep,name=requests,proto3" json:"requests,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Requests []*TableRequestRecord `protobuf:"bytes,10,rep,name=requests,proto3" json:"requests,omitempty"`
+	// The latest merge decision of each range, by range id.
+	MergeDecisions []*MergeDecision `protobuf:"bytes,11,rep,name=merge_decisions,json=mergeDecisions,proto3" json:"merge_decisions,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *MasterSnapshot) Reset() {
 	*x = MasterSnapshot{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[36]
+	mi := &file_tablestore_v1_data_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2784,7 +3017,7 @@ func (x *MasterSnapshot) String() string {
 func (*MasterSnapshot) ProtoMessage() {}
 
 func (x *MasterSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[36]
+	mi := &file_tablestore_v1_data_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2797,7 +3030,7 @@ func (x *MasterSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterSnapshot.ProtoReflect.Descriptor instead.
 func (*MasterSnapshot) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{36}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *MasterSnapshot) GetTables() []*Table {
@@ -2866,6 +3099,13 @@ func (x *MasterSnapshot) GetAccounts() []*StorageAccount {
 func (x *MasterSnapshot) GetRequests() []*TableRequestRecord {
 	if x != nil {
 		return x.Requests
+	}
+	return nil
+}
+
+func (x *MasterSnapshot) GetMergeDecisions() []*MergeDecision {
+	if x != nil {
+		return x.MergeDecisions
 	}
 	return nil
 }
@@ -2941,7 +3181,7 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	" \x01(\tR\x05cause\x1a:\n" +
 	"\fFiguresEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\xb7\x02\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\xda\x02\n" +
 	"\vRangeStatus\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x1e\n" +
 	"\n" +
@@ -2953,7 +3193,9 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x05range\x18\x06 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\x12\x16\n" +
 	"\x06frozen\x18\a \x01(\bR\x06frozen\x12\x16\n" +
 	"\x06voters\x18\b \x03(\tR\x06voters\x12\x1c\n" +
-	"\tlifecycle\x18\t \x01(\tR\tlifecycle\"\xe2\x05\n" +
+	"\tlifecycle\x18\t \x01(\tR\tlifecycle\x12!\n" +
+	"\ffrozen_index\x18\n" +
+	" \x01(\x04R\vfrozenIndex\"\xe2\x05\n" +
 	"\fPartitionMap\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12,\n" +
 	"\x06tables\x18\x02 \x03(\v2\x14.tablestore.v1.TableR\x06tables\x126\n" +
@@ -3006,7 +3248,9 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\rFreezeCommand\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\x04R\n" +
-	"generation\",\n" +
+	"generation\"4\n" +
+	"\x0fUnfreezeCommand\x12!\n" +
+	"\ffreeze_index\x18\x01 \x01(\x04R\vfreezeIndex\",\n" +
 	"\x02KV\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\"\xdf\x01\n" +
@@ -3029,7 +3273,13 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x05bytes\x18\x05 \x01(\x04R\x05bytes\x12\x1c\n" +
 	"\tbootstrap\x18\x06 \x01(\bR\tbootstrap\x12\x16\n" +
 	"\x06frozen\x18\a \x01(\bR\x06frozen\x12!\n" +
-	"\ffrozen_index\x18\b \x01(\x04R\vfrozenIndex\"M\n" +
+	"\ffrozen_index\x18\b \x01(\x04R\vfrozenIndex\"\x8f\x01\n" +
+	"\rMergeDecision\x12$\n" +
+	"\x0eright_range_id\x18\x01 \x01(\x04R\frightRangeId\x12!\n" +
+	"\ffreeze_index\x18\x02 \x01(\x04R\vfreezeIndex\x125\n" +
+	"\aoutcome\x18\x03 \x01(\x0e2\x1b.tablestore.v1.MergeOutcomeR\aoutcome\"P\n" +
+	"\x14MergeDecisionCommand\x128\n" +
+	"\bdecision\x18\x01 \x01(\v2\x1c.tablestore.v1.MergeDecisionR\bdecision\"M\n" +
 	"\x13UpdateRangesCommand\x126\n" +
 	"\x06ranges\x18\x01 \x03(\v2\x1e.tablestore.v1.RangeDescriptorR\x06ranges\"\x18\n" +
 	"\x16AllocateRangeIDCommand\"@\n" +
@@ -3073,7 +3323,7 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"properties\x18\x01 \x01(\fR\n" +
 	"properties\"O\n" +
 	"\x12SetAccountsCommand\x129\n" +
-	"\baccounts\x18\x01 \x03(\v2\x1d.tablestore.v1.StorageAccountR\baccounts\"\xf0\x03\n" +
+	"\baccounts\x18\x01 \x03(\v2\x1d.tablestore.v1.StorageAccountR\baccounts\"\xb7\x04\n" +
 	"\x0eMasterSnapshot\x12,\n" +
 	"\x06tables\x18\x01 \x03(\v2\x14.tablestore.v1.TableR\x06tables\x126\n" +
 	"\x06ranges\x18\x02 \x03(\v2\x1e.tablestore.v1.RangeDescriptorR\x06ranges\x123\n" +
@@ -3085,7 +3335,8 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x0enext_event_seq\x18\b \x01(\x04R\fnextEventSeq\x129\n" +
 	"\baccounts\x18\t \x03(\v2\x1d.tablestore.v1.StorageAccountR\baccounts\x12=\n" +
 	"\brequests\x18\n" +
-	" \x03(\v2!.tablestore.v1.TableRequestRecordR\brequests*\xeb\x02\n" +
+	" \x03(\v2!.tablestore.v1.TableRequestRecordR\brequests\x12E\n" +
+	"\x0fmerge_decisions\x18\v \x03(\v2\x1c.tablestore.v1.MergeDecisionR\x0emergeDecisions*\xeb\x02\n" +
 	"\tEventKind\x12\x1a\n" +
 	"\x16EVENT_KIND_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10EVENT_KIND_SPLIT\x10\x01\x12\x14\n" +
@@ -3108,7 +3359,7 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\rOP_KIND_MERGE\x10\x03\x12\x1d\n" +
 	"\x19OP_KIND_INSERT_OR_REPLACE\x10\x04\x12\x1b\n" +
 	"\x17OP_KIND_INSERT_OR_MERGE\x10\x05\x12\x12\n" +
-	"\x0eOP_KIND_DELETE\x10\x06*\xfc\x01\n" +
+	"\x0eOP_KIND_DELETE\x10\x06*\x97\x02\n" +
 	"\vCommandKind\x12\x1c\n" +
 	"\x18COMMAND_KIND_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12COMMAND_KIND_WRITE\x10\x01\x12\x16\n" +
@@ -3118,7 +3369,8 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x19COMMAND_KIND_SET_REPLICAS\x10\x05\x12\x16\n" +
 	"\x12COMMAND_KIND_MERGE\x10\x06\x12\x18\n" +
 	"\x14COMMAND_KIND_QUIESCE\x10\b\x12\x1c\n" +
-	"\x18COMMAND_KIND_WRITE_BATCH\x10\a*\xf5\x03\n" +
+	"\x18COMMAND_KIND_WRITE_BATCH\x10\a\x12\x19\n" +
+	"\x15COMMAND_KIND_UNFREEZE\x10\t*\x9d\x04\n" +
 	"\x11MasterCommandKind\x12#\n" +
 	"\x1fMASTER_COMMAND_KIND_UNSPECIFIED\x10\x00\x12'\n" +
 	"#MASTER_COMMAND_KIND_REGISTER_SERVER\x10\x01\x12$\n" +
@@ -3132,7 +3384,12 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	" MASTER_COMMAND_KIND_REMOVE_RANGE\x10\t\x12$\n" +
 	" MASTER_COMMAND_KIND_SET_ACCOUNTS\x10\n" +
 	"\x12+\n" +
-	"'MASTER_COMMAND_KIND_SET_SERVER_DRAINING\x10\x10B\x1fZ\x1dtablestore/proto/tablestorepbb\x06proto3"
+	"'MASTER_COMMAND_KIND_SET_SERVER_DRAINING\x10\x10\x12&\n" +
+	"\"MASTER_COMMAND_KIND_MERGE_DECISION\x10\x11*`\n" +
+	"\fMergeOutcome\x12\x1d\n" +
+	"\x19MERGE_OUTCOME_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14MERGE_OUTCOME_COMMIT\x10\x01\x12\x17\n" +
+	"\x13MERGE_OUTCOME_ABORT\x10\x02B\x1fZ\x1dtablestore/proto/tablestorepbb\x06proto3"
 
 var (
 	file_tablestore_v1_data_proto_rawDescOnce sync.Once
@@ -3146,102 +3403,109 @@ func file_tablestore_v1_data_proto_rawDescGZIP() []byte {
 	return file_tablestore_v1_data_proto_rawDescData
 }
 
-var file_tablestore_v1_data_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_tablestore_v1_data_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_tablestore_v1_data_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_tablestore_v1_data_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_tablestore_v1_data_proto_goTypes = []any{
 	(EventKind)(0),                      // 0: tablestore.v1.EventKind
 	(OpKind)(0),                         // 1: tablestore.v1.OpKind
 	(CommandKind)(0),                    // 2: tablestore.v1.CommandKind
 	(MasterCommandKind)(0),              // 3: tablestore.v1.MasterCommandKind
-	(*Replica)(nil),                     // 4: tablestore.v1.Replica
-	(*RangeDescriptor)(nil),             // 5: tablestore.v1.RangeDescriptor
-	(*Table)(nil),                       // 6: tablestore.v1.Table
-	(*SignedIdentifier)(nil),            // 7: tablestore.v1.SignedIdentifier
-	(*ServerInfo)(nil),                  // 8: tablestore.v1.ServerInfo
-	(*RangeLoad)(nil),                   // 9: tablestore.v1.RangeLoad
-	(*KeyLoad)(nil),                     // 10: tablestore.v1.KeyLoad
-	(*Event)(nil),                       // 11: tablestore.v1.Event
-	(*RangeStatus)(nil),                 // 12: tablestore.v1.RangeStatus
-	(*PartitionMap)(nil),                // 13: tablestore.v1.PartitionMap
-	(*StorageAccount)(nil),              // 14: tablestore.v1.StorageAccount
-	(*EntityOp)(nil),                    // 15: tablestore.v1.EntityOp
-	(*QuiesceCommand)(nil),              // 16: tablestore.v1.QuiesceCommand
-	(*Command)(nil),                     // 17: tablestore.v1.Command
-	(*WriteCommand)(nil),                // 18: tablestore.v1.WriteCommand
-	(*WriteBatchCommand)(nil),           // 19: tablestore.v1.WriteBatchCommand
-	(*SplitCommand)(nil),                // 20: tablestore.v1.SplitCommand
-	(*FreezeCommand)(nil),               // 21: tablestore.v1.FreezeCommand
-	(*KV)(nil),                          // 22: tablestore.v1.KV
-	(*AbsorbCommand)(nil),               // 23: tablestore.v1.AbsorbCommand
-	(*MergeCommand)(nil),                // 24: tablestore.v1.MergeCommand
-	(*SetReplicasCommand)(nil),          // 25: tablestore.v1.SetReplicasCommand
-	(*RangeState)(nil),                  // 26: tablestore.v1.RangeState
-	(*UpdateRangesCommand)(nil),         // 27: tablestore.v1.UpdateRangesCommand
-	(*AllocateRangeIDCommand)(nil),      // 28: tablestore.v1.AllocateRangeIDCommand
-	(*AppendEventCommand)(nil),          // 29: tablestore.v1.AppendEventCommand
-	(*RemoveRangeCommand)(nil),          // 30: tablestore.v1.RemoveRangeCommand
-	(*MasterCommand)(nil),               // 31: tablestore.v1.MasterCommand
-	(*RegisterServerCommand)(nil),       // 32: tablestore.v1.RegisterServerCommand
-	(*SetServerDrainingCommand)(nil),    // 33: tablestore.v1.SetServerDrainingCommand
-	(*CreateTableCommand)(nil),          // 34: tablestore.v1.CreateTableCommand
-	(*DeleteTableCommand)(nil),          // 35: tablestore.v1.DeleteTableCommand
-	(*TableRequestRecord)(nil),          // 36: tablestore.v1.TableRequestRecord
-	(*SetTableACLCommand)(nil),          // 37: tablestore.v1.SetTableACLCommand
-	(*SetServicePropertiesCommand)(nil), // 38: tablestore.v1.SetServicePropertiesCommand
-	(*SetAccountsCommand)(nil),          // 39: tablestore.v1.SetAccountsCommand
-	(*MasterSnapshot)(nil),              // 40: tablestore.v1.MasterSnapshot
-	nil,                                 // 41: tablestore.v1.Event.FiguresEntry
-	nil,                                 // 42: tablestore.v1.PartitionMap.LeadersEntry
-	nil,                                 // 43: tablestore.v1.PartitionMap.LoadsEntry
+	(MergeOutcome)(0),                   // 4: tablestore.v1.MergeOutcome
+	(*Replica)(nil),                     // 5: tablestore.v1.Replica
+	(*RangeDescriptor)(nil),             // 6: tablestore.v1.RangeDescriptor
+	(*Table)(nil),                       // 7: tablestore.v1.Table
+	(*SignedIdentifier)(nil),            // 8: tablestore.v1.SignedIdentifier
+	(*ServerInfo)(nil),                  // 9: tablestore.v1.ServerInfo
+	(*RangeLoad)(nil),                   // 10: tablestore.v1.RangeLoad
+	(*KeyLoad)(nil),                     // 11: tablestore.v1.KeyLoad
+	(*Event)(nil),                       // 12: tablestore.v1.Event
+	(*RangeStatus)(nil),                 // 13: tablestore.v1.RangeStatus
+	(*PartitionMap)(nil),                // 14: tablestore.v1.PartitionMap
+	(*StorageAccount)(nil),              // 15: tablestore.v1.StorageAccount
+	(*EntityOp)(nil),                    // 16: tablestore.v1.EntityOp
+	(*QuiesceCommand)(nil),              // 17: tablestore.v1.QuiesceCommand
+	(*Command)(nil),                     // 18: tablestore.v1.Command
+	(*WriteCommand)(nil),                // 19: tablestore.v1.WriteCommand
+	(*WriteBatchCommand)(nil),           // 20: tablestore.v1.WriteBatchCommand
+	(*SplitCommand)(nil),                // 21: tablestore.v1.SplitCommand
+	(*FreezeCommand)(nil),               // 22: tablestore.v1.FreezeCommand
+	(*UnfreezeCommand)(nil),             // 23: tablestore.v1.UnfreezeCommand
+	(*KV)(nil),                          // 24: tablestore.v1.KV
+	(*AbsorbCommand)(nil),               // 25: tablestore.v1.AbsorbCommand
+	(*MergeCommand)(nil),                // 26: tablestore.v1.MergeCommand
+	(*SetReplicasCommand)(nil),          // 27: tablestore.v1.SetReplicasCommand
+	(*RangeState)(nil),                  // 28: tablestore.v1.RangeState
+	(*MergeDecision)(nil),               // 29: tablestore.v1.MergeDecision
+	(*MergeDecisionCommand)(nil),        // 30: tablestore.v1.MergeDecisionCommand
+	(*UpdateRangesCommand)(nil),         // 31: tablestore.v1.UpdateRangesCommand
+	(*AllocateRangeIDCommand)(nil),      // 32: tablestore.v1.AllocateRangeIDCommand
+	(*AppendEventCommand)(nil),          // 33: tablestore.v1.AppendEventCommand
+	(*RemoveRangeCommand)(nil),          // 34: tablestore.v1.RemoveRangeCommand
+	(*MasterCommand)(nil),               // 35: tablestore.v1.MasterCommand
+	(*RegisterServerCommand)(nil),       // 36: tablestore.v1.RegisterServerCommand
+	(*SetServerDrainingCommand)(nil),    // 37: tablestore.v1.SetServerDrainingCommand
+	(*CreateTableCommand)(nil),          // 38: tablestore.v1.CreateTableCommand
+	(*DeleteTableCommand)(nil),          // 39: tablestore.v1.DeleteTableCommand
+	(*TableRequestRecord)(nil),          // 40: tablestore.v1.TableRequestRecord
+	(*SetTableACLCommand)(nil),          // 41: tablestore.v1.SetTableACLCommand
+	(*SetServicePropertiesCommand)(nil), // 42: tablestore.v1.SetServicePropertiesCommand
+	(*SetAccountsCommand)(nil),          // 43: tablestore.v1.SetAccountsCommand
+	(*MasterSnapshot)(nil),              // 44: tablestore.v1.MasterSnapshot
+	nil,                                 // 45: tablestore.v1.Event.FiguresEntry
+	nil,                                 // 46: tablestore.v1.PartitionMap.LeadersEntry
+	nil,                                 // 47: tablestore.v1.PartitionMap.LoadsEntry
 }
 var file_tablestore_v1_data_proto_depIdxs = []int32{
-	4,  // 0: tablestore.v1.RangeDescriptor.replicas:type_name -> tablestore.v1.Replica
-	7,  // 1: tablestore.v1.Table.acl:type_name -> tablestore.v1.SignedIdentifier
-	10, // 2: tablestore.v1.RangeLoad.hot_keys:type_name -> tablestore.v1.KeyLoad
-	10, // 3: tablestore.v1.RangeLoad.load_sample:type_name -> tablestore.v1.KeyLoad
+	5,  // 0: tablestore.v1.RangeDescriptor.replicas:type_name -> tablestore.v1.Replica
+	8,  // 1: tablestore.v1.Table.acl:type_name -> tablestore.v1.SignedIdentifier
+	11, // 2: tablestore.v1.RangeLoad.hot_keys:type_name -> tablestore.v1.KeyLoad
+	11, // 3: tablestore.v1.RangeLoad.load_sample:type_name -> tablestore.v1.KeyLoad
 	0,  // 4: tablestore.v1.Event.kind:type_name -> tablestore.v1.EventKind
-	41, // 5: tablestore.v1.Event.figures:type_name -> tablestore.v1.Event.FiguresEntry
-	9,  // 6: tablestore.v1.RangeStatus.load:type_name -> tablestore.v1.RangeLoad
-	5,  // 7: tablestore.v1.RangeStatus.range:type_name -> tablestore.v1.RangeDescriptor
-	6,  // 8: tablestore.v1.PartitionMap.tables:type_name -> tablestore.v1.Table
-	5,  // 9: tablestore.v1.PartitionMap.ranges:type_name -> tablestore.v1.RangeDescriptor
-	8,  // 10: tablestore.v1.PartitionMap.servers:type_name -> tablestore.v1.ServerInfo
-	42, // 11: tablestore.v1.PartitionMap.leaders:type_name -> tablestore.v1.PartitionMap.LeadersEntry
-	43, // 12: tablestore.v1.PartitionMap.loads:type_name -> tablestore.v1.PartitionMap.LoadsEntry
-	14, // 13: tablestore.v1.PartitionMap.accounts:type_name -> tablestore.v1.StorageAccount
+	45, // 5: tablestore.v1.Event.figures:type_name -> tablestore.v1.Event.FiguresEntry
+	10, // 6: tablestore.v1.RangeStatus.load:type_name -> tablestore.v1.RangeLoad
+	6,  // 7: tablestore.v1.RangeStatus.range:type_name -> tablestore.v1.RangeDescriptor
+	7,  // 8: tablestore.v1.PartitionMap.tables:type_name -> tablestore.v1.Table
+	6,  // 9: tablestore.v1.PartitionMap.ranges:type_name -> tablestore.v1.RangeDescriptor
+	9,  // 10: tablestore.v1.PartitionMap.servers:type_name -> tablestore.v1.ServerInfo
+	46, // 11: tablestore.v1.PartitionMap.leaders:type_name -> tablestore.v1.PartitionMap.LeadersEntry
+	47, // 12: tablestore.v1.PartitionMap.loads:type_name -> tablestore.v1.PartitionMap.LoadsEntry
+	15, // 13: tablestore.v1.PartitionMap.accounts:type_name -> tablestore.v1.StorageAccount
 	1,  // 14: tablestore.v1.EntityOp.kind:type_name -> tablestore.v1.OpKind
 	2,  // 15: tablestore.v1.Command.kind:type_name -> tablestore.v1.CommandKind
-	15, // 16: tablestore.v1.WriteCommand.ops:type_name -> tablestore.v1.EntityOp
-	18, // 17: tablestore.v1.WriteBatchCommand.writes:type_name -> tablestore.v1.WriteCommand
-	5,  // 18: tablestore.v1.AbsorbCommand.right:type_name -> tablestore.v1.RangeDescriptor
-	22, // 19: tablestore.v1.AbsorbCommand.rows:type_name -> tablestore.v1.KV
-	22, // 20: tablestore.v1.AbsorbCommand.requests:type_name -> tablestore.v1.KV
-	5,  // 21: tablestore.v1.MergeCommand.right:type_name -> tablestore.v1.RangeDescriptor
-	4,  // 22: tablestore.v1.SetReplicasCommand.replicas:type_name -> tablestore.v1.Replica
-	5,  // 23: tablestore.v1.RangeState.range:type_name -> tablestore.v1.RangeDescriptor
-	5,  // 24: tablestore.v1.UpdateRangesCommand.ranges:type_name -> tablestore.v1.RangeDescriptor
-	11, // 25: tablestore.v1.AppendEventCommand.event:type_name -> tablestore.v1.Event
-	5,  // 26: tablestore.v1.RemoveRangeCommand.absorbed_by:type_name -> tablestore.v1.RangeDescriptor
-	3,  // 27: tablestore.v1.MasterCommand.kind:type_name -> tablestore.v1.MasterCommandKind
-	8,  // 28: tablestore.v1.RegisterServerCommand.server:type_name -> tablestore.v1.ServerInfo
-	4,  // 29: tablestore.v1.CreateTableCommand.replicas:type_name -> tablestore.v1.Replica
-	3,  // 30: tablestore.v1.TableRequestRecord.kind:type_name -> tablestore.v1.MasterCommandKind
-	6,  // 31: tablestore.v1.TableRequestRecord.table:type_name -> tablestore.v1.Table
-	5,  // 32: tablestore.v1.TableRequestRecord.ranges:type_name -> tablestore.v1.RangeDescriptor
-	7,  // 33: tablestore.v1.SetTableACLCommand.acl:type_name -> tablestore.v1.SignedIdentifier
-	14, // 34: tablestore.v1.SetAccountsCommand.accounts:type_name -> tablestore.v1.StorageAccount
-	6,  // 35: tablestore.v1.MasterSnapshot.tables:type_name -> tablestore.v1.Table
-	5,  // 36: tablestore.v1.MasterSnapshot.ranges:type_name -> tablestore.v1.RangeDescriptor
-	8,  // 37: tablestore.v1.MasterSnapshot.servers:type_name -> tablestore.v1.ServerInfo
-	11, // 38: tablestore.v1.MasterSnapshot.events:type_name -> tablestore.v1.Event
-	14, // 39: tablestore.v1.MasterSnapshot.accounts:type_name -> tablestore.v1.StorageAccount
-	36, // 40: tablestore.v1.MasterSnapshot.requests:type_name -> tablestore.v1.TableRequestRecord
-	9,  // 41: tablestore.v1.PartitionMap.LoadsEntry.value:type_name -> tablestore.v1.RangeLoad
-	42, // [42:42] is the sub-list for method output_type
-	42, // [42:42] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	16, // 16: tablestore.v1.WriteCommand.ops:type_name -> tablestore.v1.EntityOp
+	19, // 17: tablestore.v1.WriteBatchCommand.writes:type_name -> tablestore.v1.WriteCommand
+	6,  // 18: tablestore.v1.AbsorbCommand.right:type_name -> tablestore.v1.RangeDescriptor
+	24, // 19: tablestore.v1.AbsorbCommand.rows:type_name -> tablestore.v1.KV
+	24, // 20: tablestore.v1.AbsorbCommand.requests:type_name -> tablestore.v1.KV
+	6,  // 21: tablestore.v1.MergeCommand.right:type_name -> tablestore.v1.RangeDescriptor
+	5,  // 22: tablestore.v1.SetReplicasCommand.replicas:type_name -> tablestore.v1.Replica
+	6,  // 23: tablestore.v1.RangeState.range:type_name -> tablestore.v1.RangeDescriptor
+	4,  // 24: tablestore.v1.MergeDecision.outcome:type_name -> tablestore.v1.MergeOutcome
+	29, // 25: tablestore.v1.MergeDecisionCommand.decision:type_name -> tablestore.v1.MergeDecision
+	6,  // 26: tablestore.v1.UpdateRangesCommand.ranges:type_name -> tablestore.v1.RangeDescriptor
+	12, // 27: tablestore.v1.AppendEventCommand.event:type_name -> tablestore.v1.Event
+	6,  // 28: tablestore.v1.RemoveRangeCommand.absorbed_by:type_name -> tablestore.v1.RangeDescriptor
+	3,  // 29: tablestore.v1.MasterCommand.kind:type_name -> tablestore.v1.MasterCommandKind
+	9,  // 30: tablestore.v1.RegisterServerCommand.server:type_name -> tablestore.v1.ServerInfo
+	5,  // 31: tablestore.v1.CreateTableCommand.replicas:type_name -> tablestore.v1.Replica
+	3,  // 32: tablestore.v1.TableRequestRecord.kind:type_name -> tablestore.v1.MasterCommandKind
+	7,  // 33: tablestore.v1.TableRequestRecord.table:type_name -> tablestore.v1.Table
+	6,  // 34: tablestore.v1.TableRequestRecord.ranges:type_name -> tablestore.v1.RangeDescriptor
+	8,  // 35: tablestore.v1.SetTableACLCommand.acl:type_name -> tablestore.v1.SignedIdentifier
+	15, // 36: tablestore.v1.SetAccountsCommand.accounts:type_name -> tablestore.v1.StorageAccount
+	7,  // 37: tablestore.v1.MasterSnapshot.tables:type_name -> tablestore.v1.Table
+	6,  // 38: tablestore.v1.MasterSnapshot.ranges:type_name -> tablestore.v1.RangeDescriptor
+	9,  // 39: tablestore.v1.MasterSnapshot.servers:type_name -> tablestore.v1.ServerInfo
+	12, // 40: tablestore.v1.MasterSnapshot.events:type_name -> tablestore.v1.Event
+	15, // 41: tablestore.v1.MasterSnapshot.accounts:type_name -> tablestore.v1.StorageAccount
+	40, // 42: tablestore.v1.MasterSnapshot.requests:type_name -> tablestore.v1.TableRequestRecord
+	29, // 43: tablestore.v1.MasterSnapshot.merge_decisions:type_name -> tablestore.v1.MergeDecision
+	10, // 44: tablestore.v1.PartitionMap.LoadsEntry.value:type_name -> tablestore.v1.RangeLoad
+	45, // [45:45] is the sub-list for method output_type
+	45, // [45:45] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_tablestore_v1_data_proto_init() }
@@ -3254,8 +3518,8 @@ func file_tablestore_v1_data_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tablestore_v1_data_proto_rawDesc), len(file_tablestore_v1_data_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   40,
+			NumEnums:      5,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

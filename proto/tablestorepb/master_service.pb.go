@@ -704,8 +704,12 @@ type HeartbeatRequest struct {
 	// The assignments_version of the last answer whose assignments the
 	// server holds (0: none); an unchanged catalog is not sent again.
 	AssignmentsVersion uint64 `protobuf:"varint,7,opt,name=assignments_version,json=assignmentsVersion,proto3" json:"assignments_version,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// The server applies COMMAND_KIND_UNFREEZE and serves UnfreezeRange: the
+	// master aborts a merge (unfreezes its right range) only when every
+	// replica of the range is on a server that says so.
+	MergeAbort    bool `protobuf:"varint,8,opt,name=merge_abort,json=mergeAbort,proto3" json:"merge_abort,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *HeartbeatRequest) Reset() {
@@ -785,6 +789,13 @@ func (x *HeartbeatRequest) GetAssignmentsVersion() uint64 {
 		return x.AssignmentsVersion
 	}
 	return 0
+}
+
+func (x *HeartbeatRequest) GetMergeAbort() bool {
+	if x != nil {
+		return x.MergeAbort
+	}
+	return false
 }
 
 type HeartbeatResponse struct {
@@ -1627,7 +1638,7 @@ const file_tablestore_v1_master_service_proto_rawDesc = "" +
 	"\x05table\x18\x01 \x01(\tR\x05table\"W\n" +
 	"\x18WatchPartitionMapRequest\x12#\n" +
 	"\rknown_version\x18\x01 \x01(\x04R\fknownVersion\x12\x16\n" +
-	"\x06deltas\x18\x02 \x01(\bR\x06deltas\"\x9e\x02\n" +
+	"\x06deltas\x18\x02 \x01(\bR\x06deltas\"\xbf\x02\n" +
 	"\x10HeartbeatRequest\x121\n" +
 	"\x06server\x18\x01 \x01(\v2\x19.tablestore.v1.ServerInfoR\x06server\x122\n" +
 	"\x06ranges\x18\x02 \x03(\v2\x1a.tablestore.v1.RangeStatusR\x06ranges\x12\x12\n" +
@@ -1635,7 +1646,9 @@ const file_tablestore_v1_master_service_proto_rawDesc = "" +
 	"\x11removed_range_ids\x18\x04 \x03(\x04R\x0fremovedRangeIds\x12 \n" +
 	"\vincarnation\x18\x05 \x01(\x04R\vincarnation\x12\x10\n" +
 	"\x03seq\x18\x06 \x01(\x04R\x03seq\x12/\n" +
-	"\x13assignments_version\x18\a \x01(\x04R\x12assignmentsVersion\"\xe3\x03\n" +
+	"\x13assignments_version\x18\a \x01(\x04R\x12assignmentsVersion\x12\x1f\n" +
+	"\vmerge_abort\x18\b \x01(\bR\n" +
+	"mergeAbort\"\xe3\x03\n" +
 	"\x11HeartbeatResponse\x12:\n" +
 	"\bassigned\x18\x01 \x03(\v2\x1e.tablestore.v1.RangeDescriptorR\bassigned\x12$\n" +
 	"\x0elive_table_ids\x18\x02 \x03(\x04R\fliveTableIds\x12N\n" +

@@ -146,8 +146,12 @@ func (x *SplitRangeResponse) GetRight() *RangeDescriptor {
 }
 
 type FreezeRangeRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RangeId       uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	RangeId uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
+	// Report the range's freeze without proposing one: a master resuming a
+	// merge must not freeze a range another master already unfroze. An
+	// unfrozen range answers freeze_index 0.
+	OnlyIfFrozen  bool `protobuf:"varint,2,opt,name=only_if_frozen,json=onlyIfFrozen,proto3" json:"only_if_frozen,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -189,11 +193,22 @@ func (x *FreezeRangeRequest) GetRangeId() uint64 {
 	return 0
 }
 
+func (x *FreezeRangeRequest) GetOnlyIfFrozen() bool {
+	if x != nil {
+		return x.OnlyIfFrozen
+	}
+	return false
+}
+
 type FreezeRangeResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Range *RangeDescriptor       `protobuf:"bytes,1,opt,name=range,proto3" json:"range,omitempty"`
 	// Log index at which the range froze.
-	FreezeIndex   uint64 `protobuf:"varint,2,opt,name=freeze_index,json=freezeIndex,proto3" json:"freeze_index,omitempty"`
+	FreezeIndex uint64 `protobuf:"varint,2,opt,name=freeze_index,json=freezeIndex,proto3" json:"freeze_index,omitempty"`
+	// The leader's applied index when it answered: with freeze_index 0
+	// (only_if_frozen, not frozen), proof that a freeze at or below it was
+	// undone; a leader elected a moment ago may not have applied it yet.
+	AppliedIndex  uint64 `protobuf:"varint,3,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -238,6 +253,13 @@ func (x *FreezeRangeResponse) GetRange() *RangeDescriptor {
 func (x *FreezeRangeResponse) GetFreezeIndex() uint64 {
 	if x != nil {
 		return x.FreezeIndex
+	}
+	return 0
+}
+
+func (x *FreezeRangeResponse) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
 	}
 	return 0
 }
@@ -349,6 +371,130 @@ func (x *MergeRangeResponse) GetRange() *RangeDescriptor {
 	return nil
 }
 
+type UnfreezeRangeRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	RangeId uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
+	// Log index of the freeze to undo.
+	FreezeIndex   uint64 `protobuf:"varint,2,opt,name=freeze_index,json=freezeIndex,proto3" json:"freeze_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnfreezeRangeRequest) Reset() {
+	*x = UnfreezeRangeRequest{}
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnfreezeRangeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnfreezeRangeRequest) ProtoMessage() {}
+
+func (x *UnfreezeRangeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnfreezeRangeRequest.ProtoReflect.Descriptor instead.
+func (*UnfreezeRangeRequest) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *UnfreezeRangeRequest) GetRangeId() uint64 {
+	if x != nil {
+		return x.RangeId
+	}
+	return 0
+}
+
+func (x *UnfreezeRangeRequest) GetFreezeIndex() uint64 {
+	if x != nil {
+		return x.FreezeIndex
+	}
+	return 0
+}
+
+type UnfreezeRangeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Range *RangeDescriptor       `protobuf:"bytes,1,opt,name=range,proto3" json:"range,omitempty"`
+	// Whether the range is still frozen (at another freeze) after the
+	// unfreeze applied.
+	Frozen bool `protobuf:"varint,2,opt,name=frozen,proto3" json:"frozen,omitempty"`
+	// The freeze it is frozen at (frozen), and the leader's applied index.
+	FrozenIndex   uint64 `protobuf:"varint,3,opt,name=frozen_index,json=frozenIndex,proto3" json:"frozen_index,omitempty"`
+	AppliedIndex  uint64 `protobuf:"varint,4,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnfreezeRangeResponse) Reset() {
+	*x = UnfreezeRangeResponse{}
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnfreezeRangeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnfreezeRangeResponse) ProtoMessage() {}
+
+func (x *UnfreezeRangeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnfreezeRangeResponse.ProtoReflect.Descriptor instead.
+func (*UnfreezeRangeResponse) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *UnfreezeRangeResponse) GetRange() *RangeDescriptor {
+	if x != nil {
+		return x.Range
+	}
+	return nil
+}
+
+func (x *UnfreezeRangeResponse) GetFrozen() bool {
+	if x != nil {
+		return x.Frozen
+	}
+	return false
+}
+
+func (x *UnfreezeRangeResponse) GetFrozenIndex() uint64 {
+	if x != nil {
+		return x.FrozenIndex
+	}
+	return 0
+}
+
+func (x *UnfreezeRangeResponse) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
 type ChangeReplicasRequest struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	RangeId        uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
@@ -361,7 +507,7 @@ type ChangeReplicasRequest struct {
 
 func (x *ChangeReplicasRequest) Reset() {
 	*x = ChangeReplicasRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[6]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -373,7 +519,7 @@ func (x *ChangeReplicasRequest) String() string {
 func (*ChangeReplicasRequest) ProtoMessage() {}
 
 func (x *ChangeReplicasRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[6]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -386,7 +532,7 @@ func (x *ChangeReplicasRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeReplicasRequest.ProtoReflect.Descriptor instead.
 func (*ChangeReplicasRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{6}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ChangeReplicasRequest) GetRangeId() uint64 {
@@ -426,7 +572,7 @@ type ChangeReplicasResponse struct {
 
 func (x *ChangeReplicasResponse) Reset() {
 	*x = ChangeReplicasResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[7]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -438,7 +584,7 @@ func (x *ChangeReplicasResponse) String() string {
 func (*ChangeReplicasResponse) ProtoMessage() {}
 
 func (x *ChangeReplicasResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[7]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -451,7 +597,7 @@ func (x *ChangeReplicasResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeReplicasResponse.ProtoReflect.Descriptor instead.
 func (*ChangeReplicasResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{7}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ChangeReplicasResponse) GetRange() *RangeDescriptor {
@@ -472,7 +618,7 @@ type TransferLeaderRequest struct {
 
 func (x *TransferLeaderRequest) Reset() {
 	*x = TransferLeaderRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[8]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -484,7 +630,7 @@ func (x *TransferLeaderRequest) String() string {
 func (*TransferLeaderRequest) ProtoMessage() {}
 
 func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[8]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -497,7 +643,7 @@ func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{8}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *TransferLeaderRequest) GetRangeId() uint64 {
@@ -529,7 +675,7 @@ type TransferLeaderResponse struct {
 
 func (x *TransferLeaderResponse) Reset() {
 	*x = TransferLeaderResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[9]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -541,7 +687,7 @@ func (x *TransferLeaderResponse) String() string {
 func (*TransferLeaderResponse) ProtoMessage() {}
 
 func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[9]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -554,7 +700,7 @@ func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{9}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{11}
 }
 
 type SplitKeyRequest struct {
@@ -566,7 +712,7 @@ type SplitKeyRequest struct {
 
 func (x *SplitKeyRequest) Reset() {
 	*x = SplitKeyRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[10]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -578,7 +724,7 @@ func (x *SplitKeyRequest) String() string {
 func (*SplitKeyRequest) ProtoMessage() {}
 
 func (x *SplitKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[10]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -591,7 +737,7 @@ func (x *SplitKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitKeyRequest.ProtoReflect.Descriptor instead.
 func (*SplitKeyRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{10}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SplitKeyRequest) GetRangeId() uint64 {
@@ -611,7 +757,7 @@ type SplitKeyResponse struct {
 
 func (x *SplitKeyResponse) Reset() {
 	*x = SplitKeyResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[11]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -623,7 +769,7 @@ func (x *SplitKeyResponse) String() string {
 func (*SplitKeyResponse) ProtoMessage() {}
 
 func (x *SplitKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[11]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -636,7 +782,7 @@ func (x *SplitKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitKeyResponse.ProtoReflect.Descriptor instead.
 func (*SplitKeyResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{11}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SplitKeyResponse) GetSplitKey() string {
@@ -668,7 +814,7 @@ type WriteRequest struct {
 
 func (x *WriteRequest) Reset() {
 	*x = WriteRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[12]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -680,7 +826,7 @@ func (x *WriteRequest) String() string {
 func (*WriteRequest) ProtoMessage() {}
 
 func (x *WriteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[12]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -693,7 +839,7 @@ func (x *WriteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteRequest.ProtoReflect.Descriptor instead.
 func (*WriteRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{12}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *WriteRequest) GetRangeId() uint64 {
@@ -733,7 +879,7 @@ type WriteResponse struct {
 
 func (x *WriteResponse) Reset() {
 	*x = WriteResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[13]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -745,7 +891,7 @@ func (x *WriteResponse) String() string {
 func (*WriteResponse) ProtoMessage() {}
 
 func (x *WriteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[13]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -758,7 +904,7 @@ func (x *WriteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteResponse.ProtoReflect.Descriptor instead.
 func (*WriteResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{13}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *WriteResponse) GetTimestampUnixNano() int64 {
@@ -777,7 +923,7 @@ type WriteManyRequest struct {
 
 func (x *WriteManyRequest) Reset() {
 	*x = WriteManyRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[14]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -789,7 +935,7 @@ func (x *WriteManyRequest) String() string {
 func (*WriteManyRequest) ProtoMessage() {}
 
 func (x *WriteManyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[14]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -802,7 +948,7 @@ func (x *WriteManyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteManyRequest.ProtoReflect.Descriptor instead.
 func (*WriteManyRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{14}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *WriteManyRequest) GetWrites() []*WriteRequest {
@@ -822,7 +968,7 @@ type WriteManyResponse struct {
 
 func (x *WriteManyResponse) Reset() {
 	*x = WriteManyResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[15]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -834,7 +980,7 @@ func (x *WriteManyResponse) String() string {
 func (*WriteManyResponse) ProtoMessage() {}
 
 func (x *WriteManyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[15]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -847,7 +993,7 @@ func (x *WriteManyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteManyResponse.ProtoReflect.Descriptor instead.
 func (*WriteManyResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{15}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *WriteManyResponse) GetResults() []*WriteManyResult {
@@ -870,7 +1016,7 @@ type WriteManyResult struct {
 
 func (x *WriteManyResult) Reset() {
 	*x = WriteManyResult{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[16]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -882,7 +1028,7 @@ func (x *WriteManyResult) String() string {
 func (*WriteManyResult) ProtoMessage() {}
 
 func (x *WriteManyResult) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[16]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -895,7 +1041,7 @@ func (x *WriteManyResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteManyResult.ProtoReflect.Descriptor instead.
 func (*WriteManyResult) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{16}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *WriteManyResult) GetResponse() *WriteResponse {
@@ -927,7 +1073,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[17]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -939,7 +1085,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[17]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -952,7 +1098,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{17}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetRequest) GetRangeId() uint64 {
@@ -1003,7 +1149,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[18]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1015,7 +1161,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[18]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1028,7 +1174,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{18}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetResponse) GetEntity() []byte {
@@ -1054,7 +1200,7 @@ type GetManyRequest struct {
 
 func (x *GetManyRequest) Reset() {
 	*x = GetManyRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[19]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1066,7 +1212,7 @@ func (x *GetManyRequest) String() string {
 func (*GetManyRequest) ProtoMessage() {}
 
 func (x *GetManyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[19]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1079,7 +1225,7 @@ func (x *GetManyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetManyRequest.ProtoReflect.Descriptor instead.
 func (*GetManyRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{19}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetManyRequest) GetGets() []*GetRequest {
@@ -1099,7 +1245,7 @@ type GetManyResponse struct {
 
 func (x *GetManyResponse) Reset() {
 	*x = GetManyResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[20]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1111,7 +1257,7 @@ func (x *GetManyResponse) String() string {
 func (*GetManyResponse) ProtoMessage() {}
 
 func (x *GetManyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[20]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1124,7 +1270,7 @@ func (x *GetManyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetManyResponse.ProtoReflect.Descriptor instead.
 func (*GetManyResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{20}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GetManyResponse) GetResults() []*GetManyResult {
@@ -1147,7 +1293,7 @@ type GetManyResult struct {
 
 func (x *GetManyResult) Reset() {
 	*x = GetManyResult{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[21]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1159,7 +1305,7 @@ func (x *GetManyResult) String() string {
 func (*GetManyResult) ProtoMessage() {}
 
 func (x *GetManyResult) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[21]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1172,7 +1318,7 @@ func (x *GetManyResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetManyResult.ProtoReflect.Descriptor instead.
 func (*GetManyResult) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{21}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetManyResult) GetResponse() *GetResponse {
@@ -1219,7 +1365,7 @@ type QueryRequest struct {
 
 func (x *QueryRequest) Reset() {
 	*x = QueryRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[22]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1231,7 +1377,7 @@ func (x *QueryRequest) String() string {
 func (*QueryRequest) ProtoMessage() {}
 
 func (x *QueryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[22]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1244,7 +1390,7 @@ func (x *QueryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryRequest.ProtoReflect.Descriptor instead.
 func (*QueryRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{22}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *QueryRequest) GetRangeId() uint64 {
@@ -1362,7 +1508,7 @@ type QueryResponse struct {
 
 func (x *QueryResponse) Reset() {
 	*x = QueryResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[23]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1374,7 +1520,7 @@ func (x *QueryResponse) String() string {
 func (*QueryResponse) ProtoMessage() {}
 
 func (x *QueryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[23]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1387,7 +1533,7 @@ func (x *QueryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryResponse.ProtoReflect.Descriptor instead.
 func (*QueryResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{23}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *QueryResponse) GetEntities() [][]byte {
@@ -1448,7 +1594,7 @@ type CreateReplicaRequest struct {
 
 func (x *CreateReplicaRequest) Reset() {
 	*x = CreateReplicaRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[24]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1460,7 +1606,7 @@ func (x *CreateReplicaRequest) String() string {
 func (*CreateReplicaRequest) ProtoMessage() {}
 
 func (x *CreateReplicaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[24]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1473,7 +1619,7 @@ func (x *CreateReplicaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateReplicaRequest.ProtoReflect.Descriptor instead.
 func (*CreateReplicaRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{24}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CreateReplicaRequest) GetRange() *RangeDescriptor {
@@ -1516,7 +1662,7 @@ type CreateReplicaResponse struct {
 
 func (x *CreateReplicaResponse) Reset() {
 	*x = CreateReplicaResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[25]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1528,7 +1674,7 @@ func (x *CreateReplicaResponse) String() string {
 func (*CreateReplicaResponse) ProtoMessage() {}
 
 func (x *CreateReplicaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[25]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1541,7 +1687,7 @@ func (x *CreateReplicaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateReplicaResponse.ProtoReflect.Descriptor instead.
 func (*CreateReplicaResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{25}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CreateReplicaResponse) GetLeaderServerId() string {
@@ -1560,13 +1706,19 @@ type DeleteReplicaRequest struct {
 	// log and vote Raft's safety depends on, and stays. A delete can arrive
 	// late: sent to a stopped process, it runs when the process resumes.
 	BeforeGeneration uint64 `protobuf:"varint,2,opt,name=before_generation,json=beforeGeneration,proto3" json:"before_generation,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The master's merge decisions for the range make every freeze at or
+	// below this index an aborted one: a replica frozen at such an index
+	// (it applied the freeze but was removed before the unfreeze) awaits no
+	// merge and may be deleted. 0: the frozen replica stays while its left
+	// neighbour here may still merge it (fsm.ErrMergePending).
+	AbortedThrough uint64 `protobuf:"varint,3,opt,name=aborted_through,json=abortedThrough,proto3" json:"aborted_through,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *DeleteReplicaRequest) Reset() {
 	*x = DeleteReplicaRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[26]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1578,7 +1730,7 @@ func (x *DeleteReplicaRequest) String() string {
 func (*DeleteReplicaRequest) ProtoMessage() {}
 
 func (x *DeleteReplicaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[26]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1591,7 +1743,7 @@ func (x *DeleteReplicaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteReplicaRequest.ProtoReflect.Descriptor instead.
 func (*DeleteReplicaRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{26}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DeleteReplicaRequest) GetRangeId() uint64 {
@@ -1608,6 +1760,13 @@ func (x *DeleteReplicaRequest) GetBeforeGeneration() uint64 {
 	return 0
 }
 
+func (x *DeleteReplicaRequest) GetAbortedThrough() uint64 {
+	if x != nil {
+		return x.AbortedThrough
+	}
+	return 0
+}
+
 type DeleteReplicaResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1616,7 +1775,7 @@ type DeleteReplicaResponse struct {
 
 func (x *DeleteReplicaResponse) Reset() {
 	*x = DeleteReplicaResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[27]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1628,7 +1787,7 @@ func (x *DeleteReplicaResponse) String() string {
 func (*DeleteReplicaResponse) ProtoMessage() {}
 
 func (x *DeleteReplicaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[27]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1641,7 +1800,7 @@ func (x *DeleteReplicaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteReplicaResponse.ProtoReflect.Descriptor instead.
 func (*DeleteReplicaResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{27}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{29}
 }
 
 type RangeInfoRequest struct {
@@ -1653,7 +1812,7 @@ type RangeInfoRequest struct {
 
 func (x *RangeInfoRequest) Reset() {
 	*x = RangeInfoRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[28]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1665,7 +1824,7 @@ func (x *RangeInfoRequest) String() string {
 func (*RangeInfoRequest) ProtoMessage() {}
 
 func (x *RangeInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[28]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1678,7 +1837,7 @@ func (x *RangeInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeInfoRequest.ProtoReflect.Descriptor instead.
 func (*RangeInfoRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{28}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RangeInfoRequest) GetRangeId() uint64 {
@@ -1698,7 +1857,7 @@ type RangeInfoResponse struct {
 
 func (x *RangeInfoResponse) Reset() {
 	*x = RangeInfoResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[29]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1710,7 +1869,7 @@ func (x *RangeInfoResponse) String() string {
 func (*RangeInfoResponse) ProtoMessage() {}
 
 func (x *RangeInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[29]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1723,7 +1882,7 @@ func (x *RangeInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeInfoResponse.ProtoReflect.Descriptor instead.
 func (*RangeInfoResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{29}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *RangeInfoResponse) GetStatus() *RangeStatus {
@@ -1753,18 +1912,28 @@ const file_tablestore_v1_partition_service_proto_rawDesc = "" +
 	"\x10preferred_leader\x18\x04 \x01(\tR\x0fpreferredLeader\"~\n" +
 	"\x12SplitRangeResponse\x122\n" +
 	"\x04left\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x04left\x124\n" +
-	"\x05right\x18\x02 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05right\"/\n" +
+	"\x05right\x18\x02 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05right\"U\n" +
 	"\x12FreezeRangeRequest\x12\x19\n" +
-	"\brange_id\x18\x01 \x01(\x04R\arangeId\"n\n" +
+	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12$\n" +
+	"\x0eonly_if_frozen\x18\x02 \x01(\bR\fonlyIfFrozen\"\x93\x01\n" +
 	"\x13FreezeRangeResponse\x124\n" +
 	"\x05range\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\x12!\n" +
-	"\ffreeze_index\x18\x02 \x01(\x04R\vfreezeIndex\"\x92\x01\n" +
+	"\ffreeze_index\x18\x02 \x01(\x04R\vfreezeIndex\x12#\n" +
+	"\rapplied_index\x18\x03 \x01(\x04R\fappliedIndex\"\x92\x01\n" +
 	"\x11MergeRangeRequest\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x124\n" +
 	"\x05right\x18\x02 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05right\x12,\n" +
 	"\x12right_freeze_index\x18\x03 \x01(\x04R\x10rightFreezeIndex\"J\n" +
 	"\x12MergeRangeResponse\x124\n" +
-	"\x05range\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\"\x92\x02\n" +
+	"\x05range\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\"T\n" +
+	"\x14UnfreezeRangeRequest\x12\x19\n" +
+	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12!\n" +
+	"\ffreeze_index\x18\x02 \x01(\x04R\vfreezeIndex\"\xad\x01\n" +
+	"\x15UnfreezeRangeResponse\x124\n" +
+	"\x05range\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\x12\x16\n" +
+	"\x06frozen\x18\x02 \x01(\bR\x06frozen\x12!\n" +
+	"\ffrozen_index\x18\x03 \x01(\x04R\vfrozenIndex\x12#\n" +
+	"\rapplied_index\x18\x04 \x01(\x04R\fappliedIndex\"\x92\x02\n" +
 	"\x15ChangeReplicasRequest\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\"\n" +
 	"\radd_server_id\x18\x02 \x01(\tR\vaddServerId\x12(\n" +
@@ -1860,16 +2029,17 @@ const file_tablestore_v1_partition_service_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"A\n" +
 	"\x15CreateReplicaResponse\x12(\n" +
-	"\x10leader_server_id\x18\x01 \x01(\tR\x0eleaderServerId\"^\n" +
+	"\x10leader_server_id\x18\x01 \x01(\tR\x0eleaderServerId\"\x87\x01\n" +
 	"\x14DeleteReplicaRequest\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12+\n" +
-	"\x11before_generation\x18\x02 \x01(\x04R\x10beforeGeneration\"\x17\n" +
+	"\x11before_generation\x18\x02 \x01(\x04R\x10beforeGeneration\x12'\n" +
+	"\x0faborted_through\x18\x03 \x01(\x04R\x0eabortedThrough\"\x17\n" +
 	"\x15DeleteReplicaResponse\"-\n" +
 	"\x10RangeInfoRequest\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\"q\n" +
 	"\x11RangeInfoResponse\x122\n" +
 	"\x06status\x18\x01 \x01(\v2\x1a.tablestore.v1.RangeStatusR\x06status\x12(\n" +
-	"\x10leader_server_id\x18\x02 \x01(\tR\x0eleaderServerId2\x81\t\n" +
+	"\x10leader_server_id\x18\x02 \x01(\tR\x0eleaderServerId2\xdd\t\n" +
 	"\x10PartitionService\x12B\n" +
 	"\x05Write\x12\x1b.tablestore.v1.WriteRequest\x1a\x1c.tablestore.v1.WriteResponse\x12N\n" +
 	"\tWriteMany\x12\x1f.tablestore.v1.WriteManyRequest\x1a .tablestore.v1.WriteManyResponse\x12<\n" +
@@ -1883,7 +2053,8 @@ const file_tablestore_v1_partition_service_proto_rawDesc = "" +
 	"SplitRange\x12 .tablestore.v1.SplitRangeRequest\x1a!.tablestore.v1.SplitRangeResponse\x12T\n" +
 	"\vFreezeRange\x12!.tablestore.v1.FreezeRangeRequest\x1a\".tablestore.v1.FreezeRangeResponse\x12Q\n" +
 	"\n" +
-	"MergeRange\x12 .tablestore.v1.MergeRangeRequest\x1a!.tablestore.v1.MergeRangeResponse\x12]\n" +
+	"MergeRange\x12 .tablestore.v1.MergeRangeRequest\x1a!.tablestore.v1.MergeRangeResponse\x12Z\n" +
+	"\rUnfreezeRange\x12#.tablestore.v1.UnfreezeRangeRequest\x1a$.tablestore.v1.UnfreezeRangeResponse\x12]\n" +
 	"\x0eChangeReplicas\x12$.tablestore.v1.ChangeReplicasRequest\x1a%.tablestore.v1.ChangeReplicasResponse\x12]\n" +
 	"\x0eTransferLeader\x12$.tablestore.v1.TransferLeaderRequest\x1a%.tablestore.v1.TransferLeaderResponse\x12K\n" +
 	"\bSplitKey\x12\x1e.tablestore.v1.SplitKeyRequest\x1a\x1f.tablestore.v1.SplitKeyResponseB\x1fZ\x1dtablestore/proto/tablestorepbb\x06proto3"
@@ -1900,7 +2071,7 @@ func file_tablestore_v1_partition_service_proto_rawDescGZIP() []byte {
 	return file_tablestore_v1_partition_service_proto_rawDescData
 }
 
-var file_tablestore_v1_partition_service_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_tablestore_v1_partition_service_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_tablestore_v1_partition_service_proto_goTypes = []any{
 	(*SplitRangeRequest)(nil),      // 0: tablestore.v1.SplitRangeRequest
 	(*SplitRangeResponse)(nil),     // 1: tablestore.v1.SplitRangeResponse
@@ -1908,88 +2079,93 @@ var file_tablestore_v1_partition_service_proto_goTypes = []any{
 	(*FreezeRangeResponse)(nil),    // 3: tablestore.v1.FreezeRangeResponse
 	(*MergeRangeRequest)(nil),      // 4: tablestore.v1.MergeRangeRequest
 	(*MergeRangeResponse)(nil),     // 5: tablestore.v1.MergeRangeResponse
-	(*ChangeReplicasRequest)(nil),  // 6: tablestore.v1.ChangeReplicasRequest
-	(*ChangeReplicasResponse)(nil), // 7: tablestore.v1.ChangeReplicasResponse
-	(*TransferLeaderRequest)(nil),  // 8: tablestore.v1.TransferLeaderRequest
-	(*TransferLeaderResponse)(nil), // 9: tablestore.v1.TransferLeaderResponse
-	(*SplitKeyRequest)(nil),        // 10: tablestore.v1.SplitKeyRequest
-	(*SplitKeyResponse)(nil),       // 11: tablestore.v1.SplitKeyResponse
-	(*WriteRequest)(nil),           // 12: tablestore.v1.WriteRequest
-	(*WriteResponse)(nil),          // 13: tablestore.v1.WriteResponse
-	(*WriteManyRequest)(nil),       // 14: tablestore.v1.WriteManyRequest
-	(*WriteManyResponse)(nil),      // 15: tablestore.v1.WriteManyResponse
-	(*WriteManyResult)(nil),        // 16: tablestore.v1.WriteManyResult
-	(*GetRequest)(nil),             // 17: tablestore.v1.GetRequest
-	(*GetResponse)(nil),            // 18: tablestore.v1.GetResponse
-	(*GetManyRequest)(nil),         // 19: tablestore.v1.GetManyRequest
-	(*GetManyResponse)(nil),        // 20: tablestore.v1.GetManyResponse
-	(*GetManyResult)(nil),          // 21: tablestore.v1.GetManyResult
-	(*QueryRequest)(nil),           // 22: tablestore.v1.QueryRequest
-	(*QueryResponse)(nil),          // 23: tablestore.v1.QueryResponse
-	(*CreateReplicaRequest)(nil),   // 24: tablestore.v1.CreateReplicaRequest
-	(*CreateReplicaResponse)(nil),  // 25: tablestore.v1.CreateReplicaResponse
-	(*DeleteReplicaRequest)(nil),   // 26: tablestore.v1.DeleteReplicaRequest
-	(*DeleteReplicaResponse)(nil),  // 27: tablestore.v1.DeleteReplicaResponse
-	(*RangeInfoRequest)(nil),       // 28: tablestore.v1.RangeInfoRequest
-	(*RangeInfoResponse)(nil),      // 29: tablestore.v1.RangeInfoResponse
-	nil,                            // 30: tablestore.v1.ChangeReplicasRequest.RaftAddrsEntry
-	nil,                            // 31: tablestore.v1.CreateReplicaRequest.RaftAddrsEntry
-	(*RangeDescriptor)(nil),        // 32: tablestore.v1.RangeDescriptor
-	(*EntityOp)(nil),               // 33: tablestore.v1.EntityOp
-	(*RangeStatus)(nil),            // 34: tablestore.v1.RangeStatus
+	(*UnfreezeRangeRequest)(nil),   // 6: tablestore.v1.UnfreezeRangeRequest
+	(*UnfreezeRangeResponse)(nil),  // 7: tablestore.v1.UnfreezeRangeResponse
+	(*ChangeReplicasRequest)(nil),  // 8: tablestore.v1.ChangeReplicasRequest
+	(*ChangeReplicasResponse)(nil), // 9: tablestore.v1.ChangeReplicasResponse
+	(*TransferLeaderRequest)(nil),  // 10: tablestore.v1.TransferLeaderRequest
+	(*TransferLeaderResponse)(nil), // 11: tablestore.v1.TransferLeaderResponse
+	(*SplitKeyRequest)(nil),        // 12: tablestore.v1.SplitKeyRequest
+	(*SplitKeyResponse)(nil),       // 13: tablestore.v1.SplitKeyResponse
+	(*WriteRequest)(nil),           // 14: tablestore.v1.WriteRequest
+	(*WriteResponse)(nil),          // 15: tablestore.v1.WriteResponse
+	(*WriteManyRequest)(nil),       // 16: tablestore.v1.WriteManyRequest
+	(*WriteManyResponse)(nil),      // 17: tablestore.v1.WriteManyResponse
+	(*WriteManyResult)(nil),        // 18: tablestore.v1.WriteManyResult
+	(*GetRequest)(nil),             // 19: tablestore.v1.GetRequest
+	(*GetResponse)(nil),            // 20: tablestore.v1.GetResponse
+	(*GetManyRequest)(nil),         // 21: tablestore.v1.GetManyRequest
+	(*GetManyResponse)(nil),        // 22: tablestore.v1.GetManyResponse
+	(*GetManyResult)(nil),          // 23: tablestore.v1.GetManyResult
+	(*QueryRequest)(nil),           // 24: tablestore.v1.QueryRequest
+	(*QueryResponse)(nil),          // 25: tablestore.v1.QueryResponse
+	(*CreateReplicaRequest)(nil),   // 26: tablestore.v1.CreateReplicaRequest
+	(*CreateReplicaResponse)(nil),  // 27: tablestore.v1.CreateReplicaResponse
+	(*DeleteReplicaRequest)(nil),   // 28: tablestore.v1.DeleteReplicaRequest
+	(*DeleteReplicaResponse)(nil),  // 29: tablestore.v1.DeleteReplicaResponse
+	(*RangeInfoRequest)(nil),       // 30: tablestore.v1.RangeInfoRequest
+	(*RangeInfoResponse)(nil),      // 31: tablestore.v1.RangeInfoResponse
+	nil,                            // 32: tablestore.v1.ChangeReplicasRequest.RaftAddrsEntry
+	nil,                            // 33: tablestore.v1.CreateReplicaRequest.RaftAddrsEntry
+	(*RangeDescriptor)(nil),        // 34: tablestore.v1.RangeDescriptor
+	(*EntityOp)(nil),               // 35: tablestore.v1.EntityOp
+	(*RangeStatus)(nil),            // 36: tablestore.v1.RangeStatus
 }
 var file_tablestore_v1_partition_service_proto_depIdxs = []int32{
-	32, // 0: tablestore.v1.SplitRangeResponse.left:type_name -> tablestore.v1.RangeDescriptor
-	32, // 1: tablestore.v1.SplitRangeResponse.right:type_name -> tablestore.v1.RangeDescriptor
-	32, // 2: tablestore.v1.FreezeRangeResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	32, // 3: tablestore.v1.MergeRangeRequest.right:type_name -> tablestore.v1.RangeDescriptor
-	32, // 4: tablestore.v1.MergeRangeResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	30, // 5: tablestore.v1.ChangeReplicasRequest.raft_addrs:type_name -> tablestore.v1.ChangeReplicasRequest.RaftAddrsEntry
-	32, // 6: tablestore.v1.ChangeReplicasResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	33, // 7: tablestore.v1.WriteRequest.ops:type_name -> tablestore.v1.EntityOp
-	12, // 8: tablestore.v1.WriteManyRequest.writes:type_name -> tablestore.v1.WriteRequest
-	16, // 9: tablestore.v1.WriteManyResponse.results:type_name -> tablestore.v1.WriteManyResult
-	13, // 10: tablestore.v1.WriteManyResult.response:type_name -> tablestore.v1.WriteResponse
-	17, // 11: tablestore.v1.GetManyRequest.gets:type_name -> tablestore.v1.GetRequest
-	21, // 12: tablestore.v1.GetManyResponse.results:type_name -> tablestore.v1.GetManyResult
-	18, // 13: tablestore.v1.GetManyResult.response:type_name -> tablestore.v1.GetResponse
-	32, // 14: tablestore.v1.QueryResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	32, // 15: tablestore.v1.CreateReplicaRequest.range:type_name -> tablestore.v1.RangeDescriptor
-	31, // 16: tablestore.v1.CreateReplicaRequest.raft_addrs:type_name -> tablestore.v1.CreateReplicaRequest.RaftAddrsEntry
-	34, // 17: tablestore.v1.RangeInfoResponse.status:type_name -> tablestore.v1.RangeStatus
-	12, // 18: tablestore.v1.PartitionService.Write:input_type -> tablestore.v1.WriteRequest
-	14, // 19: tablestore.v1.PartitionService.WriteMany:input_type -> tablestore.v1.WriteManyRequest
-	17, // 20: tablestore.v1.PartitionService.Get:input_type -> tablestore.v1.GetRequest
-	19, // 21: tablestore.v1.PartitionService.GetMany:input_type -> tablestore.v1.GetManyRequest
-	22, // 22: tablestore.v1.PartitionService.Query:input_type -> tablestore.v1.QueryRequest
-	24, // 23: tablestore.v1.PartitionService.CreateReplica:input_type -> tablestore.v1.CreateReplicaRequest
-	26, // 24: tablestore.v1.PartitionService.DeleteReplica:input_type -> tablestore.v1.DeleteReplicaRequest
-	28, // 25: tablestore.v1.PartitionService.RangeInfo:input_type -> tablestore.v1.RangeInfoRequest
-	0,  // 26: tablestore.v1.PartitionService.SplitRange:input_type -> tablestore.v1.SplitRangeRequest
-	2,  // 27: tablestore.v1.PartitionService.FreezeRange:input_type -> tablestore.v1.FreezeRangeRequest
-	4,  // 28: tablestore.v1.PartitionService.MergeRange:input_type -> tablestore.v1.MergeRangeRequest
-	6,  // 29: tablestore.v1.PartitionService.ChangeReplicas:input_type -> tablestore.v1.ChangeReplicasRequest
-	8,  // 30: tablestore.v1.PartitionService.TransferLeader:input_type -> tablestore.v1.TransferLeaderRequest
-	10, // 31: tablestore.v1.PartitionService.SplitKey:input_type -> tablestore.v1.SplitKeyRequest
-	13, // 32: tablestore.v1.PartitionService.Write:output_type -> tablestore.v1.WriteResponse
-	15, // 33: tablestore.v1.PartitionService.WriteMany:output_type -> tablestore.v1.WriteManyResponse
-	18, // 34: tablestore.v1.PartitionService.Get:output_type -> tablestore.v1.GetResponse
-	20, // 35: tablestore.v1.PartitionService.GetMany:output_type -> tablestore.v1.GetManyResponse
-	23, // 36: tablestore.v1.PartitionService.Query:output_type -> tablestore.v1.QueryResponse
-	25, // 37: tablestore.v1.PartitionService.CreateReplica:output_type -> tablestore.v1.CreateReplicaResponse
-	27, // 38: tablestore.v1.PartitionService.DeleteReplica:output_type -> tablestore.v1.DeleteReplicaResponse
-	29, // 39: tablestore.v1.PartitionService.RangeInfo:output_type -> tablestore.v1.RangeInfoResponse
-	1,  // 40: tablestore.v1.PartitionService.SplitRange:output_type -> tablestore.v1.SplitRangeResponse
-	3,  // 41: tablestore.v1.PartitionService.FreezeRange:output_type -> tablestore.v1.FreezeRangeResponse
-	5,  // 42: tablestore.v1.PartitionService.MergeRange:output_type -> tablestore.v1.MergeRangeResponse
-	7,  // 43: tablestore.v1.PartitionService.ChangeReplicas:output_type -> tablestore.v1.ChangeReplicasResponse
-	9,  // 44: tablestore.v1.PartitionService.TransferLeader:output_type -> tablestore.v1.TransferLeaderResponse
-	11, // 45: tablestore.v1.PartitionService.SplitKey:output_type -> tablestore.v1.SplitKeyResponse
-	32, // [32:46] is the sub-list for method output_type
-	18, // [18:32] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	34, // 0: tablestore.v1.SplitRangeResponse.left:type_name -> tablestore.v1.RangeDescriptor
+	34, // 1: tablestore.v1.SplitRangeResponse.right:type_name -> tablestore.v1.RangeDescriptor
+	34, // 2: tablestore.v1.FreezeRangeResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	34, // 3: tablestore.v1.MergeRangeRequest.right:type_name -> tablestore.v1.RangeDescriptor
+	34, // 4: tablestore.v1.MergeRangeResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	34, // 5: tablestore.v1.UnfreezeRangeResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	32, // 6: tablestore.v1.ChangeReplicasRequest.raft_addrs:type_name -> tablestore.v1.ChangeReplicasRequest.RaftAddrsEntry
+	34, // 7: tablestore.v1.ChangeReplicasResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	35, // 8: tablestore.v1.WriteRequest.ops:type_name -> tablestore.v1.EntityOp
+	14, // 9: tablestore.v1.WriteManyRequest.writes:type_name -> tablestore.v1.WriteRequest
+	18, // 10: tablestore.v1.WriteManyResponse.results:type_name -> tablestore.v1.WriteManyResult
+	15, // 11: tablestore.v1.WriteManyResult.response:type_name -> tablestore.v1.WriteResponse
+	19, // 12: tablestore.v1.GetManyRequest.gets:type_name -> tablestore.v1.GetRequest
+	23, // 13: tablestore.v1.GetManyResponse.results:type_name -> tablestore.v1.GetManyResult
+	20, // 14: tablestore.v1.GetManyResult.response:type_name -> tablestore.v1.GetResponse
+	34, // 15: tablestore.v1.QueryResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	34, // 16: tablestore.v1.CreateReplicaRequest.range:type_name -> tablestore.v1.RangeDescriptor
+	33, // 17: tablestore.v1.CreateReplicaRequest.raft_addrs:type_name -> tablestore.v1.CreateReplicaRequest.RaftAddrsEntry
+	36, // 18: tablestore.v1.RangeInfoResponse.status:type_name -> tablestore.v1.RangeStatus
+	14, // 19: tablestore.v1.PartitionService.Write:input_type -> tablestore.v1.WriteRequest
+	16, // 20: tablestore.v1.PartitionService.WriteMany:input_type -> tablestore.v1.WriteManyRequest
+	19, // 21: tablestore.v1.PartitionService.Get:input_type -> tablestore.v1.GetRequest
+	21, // 22: tablestore.v1.PartitionService.GetMany:input_type -> tablestore.v1.GetManyRequest
+	24, // 23: tablestore.v1.PartitionService.Query:input_type -> tablestore.v1.QueryRequest
+	26, // 24: tablestore.v1.PartitionService.CreateReplica:input_type -> tablestore.v1.CreateReplicaRequest
+	28, // 25: tablestore.v1.PartitionService.DeleteReplica:input_type -> tablestore.v1.DeleteReplicaRequest
+	30, // 26: tablestore.v1.PartitionService.RangeInfo:input_type -> tablestore.v1.RangeInfoRequest
+	0,  // 27: tablestore.v1.PartitionService.SplitRange:input_type -> tablestore.v1.SplitRangeRequest
+	2,  // 28: tablestore.v1.PartitionService.FreezeRange:input_type -> tablestore.v1.FreezeRangeRequest
+	4,  // 29: tablestore.v1.PartitionService.MergeRange:input_type -> tablestore.v1.MergeRangeRequest
+	6,  // 30: tablestore.v1.PartitionService.UnfreezeRange:input_type -> tablestore.v1.UnfreezeRangeRequest
+	8,  // 31: tablestore.v1.PartitionService.ChangeReplicas:input_type -> tablestore.v1.ChangeReplicasRequest
+	10, // 32: tablestore.v1.PartitionService.TransferLeader:input_type -> tablestore.v1.TransferLeaderRequest
+	12, // 33: tablestore.v1.PartitionService.SplitKey:input_type -> tablestore.v1.SplitKeyRequest
+	15, // 34: tablestore.v1.PartitionService.Write:output_type -> tablestore.v1.WriteResponse
+	17, // 35: tablestore.v1.PartitionService.WriteMany:output_type -> tablestore.v1.WriteManyResponse
+	20, // 36: tablestore.v1.PartitionService.Get:output_type -> tablestore.v1.GetResponse
+	22, // 37: tablestore.v1.PartitionService.GetMany:output_type -> tablestore.v1.GetManyResponse
+	25, // 38: tablestore.v1.PartitionService.Query:output_type -> tablestore.v1.QueryResponse
+	27, // 39: tablestore.v1.PartitionService.CreateReplica:output_type -> tablestore.v1.CreateReplicaResponse
+	29, // 40: tablestore.v1.PartitionService.DeleteReplica:output_type -> tablestore.v1.DeleteReplicaResponse
+	31, // 41: tablestore.v1.PartitionService.RangeInfo:output_type -> tablestore.v1.RangeInfoResponse
+	1,  // 42: tablestore.v1.PartitionService.SplitRange:output_type -> tablestore.v1.SplitRangeResponse
+	3,  // 43: tablestore.v1.PartitionService.FreezeRange:output_type -> tablestore.v1.FreezeRangeResponse
+	5,  // 44: tablestore.v1.PartitionService.MergeRange:output_type -> tablestore.v1.MergeRangeResponse
+	7,  // 45: tablestore.v1.PartitionService.UnfreezeRange:output_type -> tablestore.v1.UnfreezeRangeResponse
+	9,  // 46: tablestore.v1.PartitionService.ChangeReplicas:output_type -> tablestore.v1.ChangeReplicasResponse
+	11, // 47: tablestore.v1.PartitionService.TransferLeader:output_type -> tablestore.v1.TransferLeaderResponse
+	13, // 48: tablestore.v1.PartitionService.SplitKey:output_type -> tablestore.v1.SplitKeyResponse
+	34, // [34:49] is the sub-list for method output_type
+	19, // [19:34] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_tablestore_v1_partition_service_proto_init() }
@@ -2004,7 +2180,7 @@ func file_tablestore_v1_partition_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tablestore_v1_partition_service_proto_rawDesc), len(file_tablestore_v1_partition_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   32,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -33,6 +33,7 @@ const (
 	PartitionService_SplitRange_FullMethodName     = "/tablestore.v1.PartitionService/SplitRange"
 	PartitionService_FreezeRange_FullMethodName    = "/tablestore.v1.PartitionService/FreezeRange"
 	PartitionService_MergeRange_FullMethodName     = "/tablestore.v1.PartitionService/MergeRange"
+	PartitionService_UnfreezeRange_FullMethodName  = "/tablestore.v1.PartitionService/UnfreezeRange"
 	PartitionService_ChangeReplicas_FullMethodName = "/tablestore.v1.PartitionService/ChangeReplicas"
 	PartitionService_TransferLeader_FullMethodName = "/tablestore.v1.PartitionService/TransferLeader"
 	PartitionService_SplitKey_FullMethodName       = "/tablestore.v1.PartitionService/SplitKey"
@@ -77,6 +78,9 @@ type PartitionServiceClient interface {
 	// replica of the left range takes over the keys the co-located replica
 	// of the right range holds in the same state file.
 	MergeRange(ctx context.Context, in *MergeRangeRequest, opts ...grpc.CallOption) (*MergeRangeResponse, error)
+	// UnfreezeRange undoes a freeze whose merge the master aborted (leader
+	// only); a no-op unless the range is frozen at exactly freeze_index.
+	UnfreezeRange(ctx context.Context, in *UnfreezeRangeRequest, opts ...grpc.CallOption) (*UnfreezeRangeResponse, error)
 	// ChangeReplicas adds and/or removes a voter (leader only).
 	ChangeReplicas(ctx context.Context, in *ChangeReplicasRequest, opts ...grpc.CallOption) (*ChangeReplicasResponse, error)
 	// TransferLeader hands the range's leadership to another replica.
@@ -203,6 +207,16 @@ func (c *partitionServiceClient) MergeRange(ctx context.Context, in *MergeRangeR
 	return out, nil
 }
 
+func (c *partitionServiceClient) UnfreezeRange(ctx context.Context, in *UnfreezeRangeRequest, opts ...grpc.CallOption) (*UnfreezeRangeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UnfreezeRangeResponse)
+	err := c.cc.Invoke(ctx, PartitionService_UnfreezeRange_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *partitionServiceClient) ChangeReplicas(ctx context.Context, in *ChangeReplicasRequest, opts ...grpc.CallOption) (*ChangeReplicasResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ChangeReplicasResponse)
@@ -272,6 +286,9 @@ type PartitionServiceServer interface {
 	// replica of the left range takes over the keys the co-located replica
 	// of the right range holds in the same state file.
 	MergeRange(context.Context, *MergeRangeRequest) (*MergeRangeResponse, error)
+	// UnfreezeRange undoes a freeze whose merge the master aborted (leader
+	// only); a no-op unless the range is frozen at exactly freeze_index.
+	UnfreezeRange(context.Context, *UnfreezeRangeRequest) (*UnfreezeRangeResponse, error)
 	// ChangeReplicas adds and/or removes a voter (leader only).
 	ChangeReplicas(context.Context, *ChangeReplicasRequest) (*ChangeReplicasResponse, error)
 	// TransferLeader hands the range's leadership to another replica.
@@ -320,6 +337,9 @@ func (UnimplementedPartitionServiceServer) FreezeRange(context.Context, *FreezeR
 }
 func (UnimplementedPartitionServiceServer) MergeRange(context.Context, *MergeRangeRequest) (*MergeRangeResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method MergeRange not implemented")
+}
+func (UnimplementedPartitionServiceServer) UnfreezeRange(context.Context, *UnfreezeRangeRequest) (*UnfreezeRangeResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method UnfreezeRange not implemented")
 }
 func (UnimplementedPartitionServiceServer) ChangeReplicas(context.Context, *ChangeReplicasRequest) (*ChangeReplicasResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ChangeReplicas not implemented")
@@ -549,6 +569,24 @@ func _PartitionService_MergeRange_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _PartitionService_UnfreezeRange_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UnfreezeRangeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PartitionServiceServer).UnfreezeRange(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PartitionService_UnfreezeRange_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PartitionServiceServer).UnfreezeRange(ctx, req.(*UnfreezeRangeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _PartitionService_ChangeReplicas_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ChangeReplicasRequest)
 	if err := dec(in); err != nil {
@@ -653,6 +691,10 @@ var PartitionService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "MergeRange",
 			Handler:    _PartitionService_MergeRange_Handler,
+		},
+		{
+			MethodName: "UnfreezeRange",
+			Handler:    _PartitionService_UnfreezeRange_Handler,
 		},
 		{
 			MethodName: "ChangeReplicas",

@@ -1,0 +1,74 @@
+package master
+
+import (
+	"slices"
+	"testing"
+)
+
+// TestFreezeForgottenOnlyOnProof scripts accounts of range 2's freeze
+// (heartbeat reports, a leader's answer to FreezeRange only_if_frozen or
+// to UnfreezeRange) and checks the freeze the master counts after each:
+// it forgets a freeze only when a replica that applied past it is not
+// frozen, and follows a freeze at another index explicitly.
+func TestFreezeForgottenOnlyOnProof(t *testing.T) {
+	type account struct {
+		frozen         bool
+		index, applied uint64
+		want           uint64 // the freeze counted after it (0: none)
+	}
+	frozen := func(index, applied, want uint64) account { return account{true, index, applied, want} }
+	thawed := func(applied, want uint64) account { return account{false, 0, applied, want} }
+	tests := []struct {
+		name     string
+		accounts []account
+	}{
+		{"an unfreeze applied past the freeze", []account{frozen(10, 10, 10), thawed(11, 0)}},
+		{"a leader elected before applying the freeze", []account{frozen(10, 10, 10), thawed(9, 10), thawed(10, 0)}},
+		{"a lagging follower's report", []account{frozen(10, 12, 10), thawed(7, 10), frozen(10, 10, 10)}},
+		{"frozen again at a later index", []account{frozen(10, 10, 10), frozen(15, 15, 15), thawed(12, 15), thawed(15, 0)}},
+		{"an unfreeze answered frozen at a later freeze", []account{frozen(10, 10, 10), thawed(10, 0), frozen(15, 16, 15)}},
+		{"a stale report of an undone freeze", []account{frozen(10, 10, 10), thawed(12, 0), frozen(10, 11, 0)}},
+		{"a report of an older freeze than the counted one", []account{frozen(15, 15, 15), frozen(10, 10, 15)}},
+		{"an older build reports no index", []account{frozen(0, 20, 1), thawed(1, 0)}},
+		{"never frozen", []account{thawed(5, 0)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newReports()
+			for i, a := range tt.accounts {
+				still := r.observeFreeze(2, a.frozen, a.index, a.applied)
+				if got := r.frozenAt(2); got != a.want || still != (a.want != 0) {
+					t.Fatalf("account %d %+v: counted frozen at %d (still=%v), want %d", i, a, got, still, a.want)
+				}
+				if ids := r.frozenRanges(); slices.Contains(ids, 2) != (a.want != 0) {
+					t.Fatalf("account %d: frozenRanges = %v", i, ids)
+				}
+			}
+			r.forget(2)
+			if r.frozenAt(2) != 0 || len(r.frozenRanges()) != 0 {
+				t.Fatal("a forgotten range is still counted frozen")
+			}
+		})
+	}
+}
+
+// TestCanAbort: the abort is used only when every server of the range
+// said in its heartbeat that it applies unfreezes.
+func TestCanAbort(t *testing.T) {
+	r := newReports()
+	r.setMergeAbort("a", true)
+	r.setMergeAbort("b", true)
+	r.setMergeAbort("c", false)
+	for _, tc := range []struct {
+		servers []string
+		want    bool
+	}{
+		{[]string{"a", "b"}, true},
+		{[]string{"a", "b", "c"}, false},
+		{[]string{"a", "d"}, false}, // never heard from
+	} {
+		if got := r.canAbort(tc.servers); got != tc.want {
+			t.Errorf("canAbort(%v) = %v, want %v", tc.servers, got, tc.want)
+		}
+	}
+}

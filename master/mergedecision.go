@@ -1,0 +1,91 @@
+package master
+
+import (
+	"errors"
+
+	"google.golang.org/protobuf/proto"
+
+	pb "tablestore/proto/tablestorepb"
+)
+
+// ErrMergeAborted: the merge froze its right-hand range, but not every
+// replica applied the freeze within mergeFreezeWait; the master recorded
+// the merge as aborted and unfroze the range. It wraps ErrNotReady, so a
+// later request or policy pass tries again (with a new freeze).
+var ErrMergeAborted = errors.New("master: merge aborted, the right range was unfrozen")
+
+// A merge's outcome is decided once per freeze of its right range and
+// recorded in the master's log before anyone acts on it (CockroachDB's
+// merge transaction: the right-hand side is unfrozen only once the merge
+// is known aborted). Only after a recorded COMMIT does a master send
+// MergeRange, only after a recorded ABORT an UnfreezeRange, and a
+// recorded decision is final: whichever master proposes second reads the
+// first one's decision back and acts on it. So the left range never takes
+// over the keys of a range that was, or may yet be, unfrozen.
+
+// applyMergeDecision records a decision for a freeze of a range unless
+// the range has one for that freeze already (it stands) or for a later
+// freeze. A range's freezes are entries of its own log, so their indexes
+// grow; a later freeze exists only once the range was unfrozen, which
+// happens only after an ABORT of every earlier freeze: a decision for an
+// earlier freeze is answered as aborted. The result's decision is the
+// one in force for the freeze named.
+func applyMergeDecision(s *state, payload []byte) *applyResult {
+	var c pb.MergeDecisionCommand
+	if err := proto.Unmarshal(payload, &c); err != nil {
+		return &applyResult{err: ErrBadCommand}
+	}
+	d := c.GetDecision()
+	switch d.GetOutcome() {
+	case pb.MergeOutcome_MERGE_OUTCOME_COMMIT, pb.MergeOutcome_MERGE_OUTCOME_ABORT:
+	default:
+		return &applyResult{err: ErrBadCommand}
+	}
+	if d.GetRightRangeId() == 0 || d.GetFreezeIndex() == 0 {
+		return &applyResult{err: ErrBadCommand}
+	}
+	if _, ok := s.ranges[d.GetRightRangeId()]; !ok {
+		return &applyResult{err: ErrRangeNotFound}
+	}
+	old := s.mergeDecisions[d.GetRightRangeId()]
+	switch {
+	case old.GetFreezeIndex() == d.GetFreezeIndex():
+		return &applyResult{decision: old}
+	case old.GetFreezeIndex() > d.GetFreezeIndex():
+		return &applyResult{decision: &pb.MergeDecision{
+			RightRangeId: d.GetRightRangeId(), FreezeIndex: d.GetFreezeIndex(), Outcome: pb.MergeOutcome_MERGE_OUTCOME_ABORT,
+		}}
+	}
+	s.mergeDecisions[d.GetRightRangeId()] = d
+	return &applyResult{decision: d}
+}
+
+// abortedThrough is the highest freeze index of range id that the
+// recorded decisions make an aborted one (0: none): every freeze up to it
+// was aborted (an earlier one than the recorded freeze, or the recorded
+// one if its outcome is ABORT), so no Merge naming it is ever proposed. A
+// replica of the range frozen at such an index awaits no merge
+// (DeleteReplicaRequest.aborted_through).
+func (s *state) abortedThrough(id uint64) uint64 {
+	d, ok := s.mergeDecisions[id]
+	switch {
+	case !ok:
+		return 0
+	case d.GetOutcome() == pb.MergeOutcome_MERGE_OUTCOME_ABORT:
+		return d.GetFreezeIndex()
+	}
+	return d.GetFreezeIndex() - 1
+}
+
+// mergeDecision is the decision recorded for a range's freeze at index,
+// if any (a freeze before the latest recorded one counts as aborted).
+func (s *state) mergeDecision(rangeID, index uint64) (pb.MergeOutcome, bool) {
+	d, ok := s.mergeDecisions[rangeID]
+	switch {
+	case !ok || d.GetFreezeIndex() < index:
+		return pb.MergeOutcome_MERGE_OUTCOME_UNSPECIFIED, false
+	case d.GetFreezeIndex() > index:
+		return pb.MergeOutcome_MERGE_OUTCOME_ABORT, true
+	}
+	return d.GetOutcome(), true
+}

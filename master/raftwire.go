@@ -1,0 +1,90 @@
+package master
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// The masters' Raft connections open with a hello naming the build's
+// version of the master log's commands, and a master refuses a connection
+// of another version, as the partition servers' group transport does
+// (grouptransport helloVersion): a master of another build is then a down
+// peer, not a member that applies the log differently. Version 1 (the
+// first with a hello): MASTER_COMMAND_KIND_MERGE_DECISION, which a master
+// without it skips; such a master could lead and send MergeRange for a
+// freeze another master recorded as aborted and unfroze (the left range's
+// replicas then stop: fsm applyMerge). Masters older than this send no
+// hello and are refused too. A rolling upgrade of three masters keeps a
+// majority of one build at every step (docs/operations.md).
+var masterHello = [5]byte{'T', 'S', 'M', 'R', 1}
+
+// errMasterVersion: the peer's hello names another build's master log.
+var errMasterVersion = errors.New("master: raft connection from a master of another version refused")
+
+// helloStream is a raft.StreamLayer whose connections open with
+// masterHello.
+type helloStream struct {
+	raft.StreamLayer
+	logger *slog.Logger
+}
+
+// Dial implements raft.StreamLayer: it sends the hello first.
+func (h helloStream) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	conn, err := h.StreamLayer.Dial(address, timeout)
+	if err != nil {
+		return nil, err
+	}
+	if timeout > 0 {
+		_ = conn.SetWriteDeadline(time.Now().Add(timeout))
+	}
+	if _, err := conn.Write(masterHello[:]); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	_ = conn.SetWriteDeadline(time.Time{})
+	return conn, nil
+}
+
+// Accept implements net.Listener: the hello is read by the connection's
+// first Read, in raft's per-connection goroutine, so a slow peer does not
+// hold the accept loop.
+func (h helloStream) Accept() (net.Conn, error) {
+	conn, err := h.StreamLayer.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &helloConn{Conn: conn, logger: h.logger}, nil
+}
+
+type helloConn struct {
+	net.Conn
+	logger *slog.Logger
+	once   sync.Once
+	err    error
+}
+
+func (c *helloConn) Read(p []byte) (int, error) {
+	c.once.Do(func() {
+		var got [len(masterHello)]byte
+		if _, err := io.ReadFull(c.Conn, got[:]); err != nil {
+			c.err = err
+			return
+		}
+		if !bytes.Equal(got[:], masterHello[:]) {
+			c.err = fmt.Errorf("%w: hello %q from %s, want %q", errMasterVersion, got[:], c.RemoteAddr(), masterHello[:])
+			c.logger.Warn("refused a raft connection: the other master runs another version (upgrade every master)", "from", c.RemoteAddr().String(), "hello", fmt.Sprintf("%q", got[:]))
+		}
+	})
+	if c.err != nil {
+		return 0, c.err
+	}
+	return c.Conn.Read(p)
+}

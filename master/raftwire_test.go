@@ -1,0 +1,65 @@
+package master
+
+import (
+	"errors"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"tablestore/internal/logging"
+	"tablestore/internal/peertls"
+)
+
+// TestMasterHello: a connection from a master of this build reaches raft
+// with its bytes intact; one without the hello (an older master, whose
+// first byte is a raft RPC type) or with another version's is refused.
+func TestMasterHello(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var creds *peertls.Creds
+	stream := helloStream{StreamLayer: creds.NewStreamLayer(ln, nil), logger: logging.Discard()}
+	defer stream.Close()
+	tests := []struct {
+		name  string
+		dial  func() (net.Conn, error)
+		want  error
+		bytes string
+	}{
+		{"this build", func() (net.Conn, error) {
+			return stream.Dial(raft.ServerAddress(ln.Addr().String()), 5*time.Second)
+		}, nil, "\x00append"},
+		{"an older master (no hello)", func() (net.Conn, error) { return net.Dial("tcp", ln.Addr().String()) }, errMasterVersion, "\x00appen"},
+		{"another version", func() (net.Conn, error) { return net.Dial("tcp", ln.Addr().String()) }, errMasterVersion, "TSMR\x02\x00append"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := tt.dial()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if _, err := c.Write([]byte(tt.bytes)); err != nil {
+				t.Fatal(err)
+			}
+			in, err := stream.Accept()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer in.Close()
+			_ = in.SetReadDeadline(time.Now().Add(10 * time.Second))
+			buf := make([]byte, len(tt.bytes))
+			_, err = io.ReadFull(in, buf)
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("read = %v, want %v", err, tt.want)
+			}
+			if tt.want == nil && string(buf) != tt.bytes {
+				t.Fatalf("read %q, want %q", buf, tt.bytes)
+			}
+		})
+	}
+}
