@@ -165,6 +165,9 @@ func openReplica(d replicaDeps, sl *slot, bootstrap bool, voters []raft.Server) 
 		transport: transport, logStore: logStore, dir: dir,
 		load: sl.load, keys: sl.keys, throttle: sl.throttle,
 	}
+	// A follower whose log runs past this member's snapshot is caught up
+	// by a newer one (see Group.SetStaleInstall).
+	transport.SetStaleInstall(snapshotPastFollower(r, logger))
 	rep.verify = newVerifyCoalescer(func() error { return r.VerifyLeader().Error() }, verifySpacing)
 	if rfsm.Descriptor().GetGeneration() > 1 {
 		rep.birthPending.Store(true)

@@ -22,6 +22,12 @@ type Group struct {
 	consumeCh   chan raft.RPC
 	heartbeatFn atomic.Pointer[func(raft.RPC)]
 	gate        atomic.Pointer[func(any) (any, error)]
+	staleFn     atomic.Pointer[func(peer raft.ServerID, installed, followerLast uint64)]
+	// installedMu guards installed: per follower, the index of the
+	// snapshot this member just installed on it, until its next append's
+	// answer (see SetStaleInstall).
+	installedMu sync.Mutex
+	installed   map[raft.ServerID]uint64
 	shutdown    chan struct{}
 	once        sync.Once
 	// fast is held (read) while a heartbeat runs in raft's handler, which
@@ -98,7 +104,71 @@ func (g *Group) AppendEntries(id raft.ServerID, target raft.ServerAddress, args 
 	if isHeartbeat(args) {
 		return g.rpc(id, target, laneControl, 0, args, resp)
 	}
-	return g.rpc(id, target, laneAppend, downPeerWait, args, resp)
+	err := g.rpc(id, target, laneAppend, downPeerWait, args, resp)
+	if err == nil {
+		g.checkInstalled(id, args, resp)
+	}
+	return err
+}
+
+// SetStaleInstall installs fn, called (on raft's replication goroutine;
+// it must not block) when a follower refuses the first append after it
+// installed this member's snapshot, with the snapshot's index and the last
+// index the follower reports. nil removes it.
+//
+// hashicorp/raft (v1.7.3) gets stuck there: a follower keeps the entries
+// its log holds past an installed snapshot, whatever their term (it does
+// not apply Raft's rule of discarding a log that does not hold the
+// snapshot's last entry), and it checks an append's previous entry only
+// against its log, never its snapshot. A follower whose log holds a stale
+// tail (entries it took while leading a term that committed none of them)
+// but not the entry at the leader's snapshot index then refuses every
+// append after the install; the leader steps back below its own log and
+// sends the same snapshot again, every few tens of milliseconds, until
+// its next scheduled snapshot (chaos seeds 243 and 286: a member of a
+// split-born range, cut off while it led, had dropped its whole log up to
+// its own applied index, which was past the new leader's snapshot; the
+// range then ran on two members of three, and lost its writes when one of
+// those stopped). A snapshot past the follower's last index ends it: the
+// follower's last entry is then the snapshot's, the next append matches
+// it, and the follower's log starts afresh after it.
+func (g *Group) SetStaleInstall(fn func(peer raft.ServerID, installed, followerLast uint64)) {
+	if fn == nil {
+		g.staleFn.Store(nil)
+		return
+	}
+	g.staleFn.Store(&fn)
+}
+
+// noteInstalled records that follower id installed this member's snapshot
+// at index.
+func (g *Group) noteInstalled(id raft.ServerID, index uint64) {
+	if g.staleFn.Load() == nil {
+		return
+	}
+	g.installedMu.Lock()
+	if g.installed == nil {
+		g.installed = map[raft.ServerID]uint64{}
+	}
+	g.installed[id] = index
+	g.installedMu.Unlock()
+}
+
+// checkInstalled calls the stale-install function when the answer to the
+// first append to id after a snapshot install is a refusal in the same
+// term (a newer term only deposes this leader).
+func (g *Group) checkInstalled(id raft.ServerID, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) {
+	fn := g.staleFn.Load()
+	if fn == nil {
+		return
+	}
+	g.installedMu.Lock()
+	index, ok := g.installed[id]
+	delete(g.installed, id)
+	g.installedMu.Unlock()
+	if ok && !resp.Success && resp.Term <= args.Term {
+		(*fn)(id, index, resp.LastLog)
+	}
 }
 
 // downPeerWait bounds how long an append retries a peer it cannot reach,
@@ -269,6 +339,9 @@ const snapshotChunk = 256 << 10
 func (g *Group) InstallSnapshot(id raft.ServerID, target raft.ServerAddress, args *raft.InstallSnapshotRequest, resp *raft.InstallSnapshotResponse, data io.Reader) error {
 	start := time.Now()
 	err := g.installSnapshot(id, target, args, resp, data)
+	if err == nil && resp.Success {
+		g.noteInstalled(id, args.LastLogIndex)
+	}
 	if !unreached(err) {
 		return err
 	}
