@@ -74,17 +74,30 @@ type staleNode struct {
 // reliability.md section 17) in one group of three members: the follower f
 // once led a term that committed nothing past index 8, holds that term's
 // entries 9-12 in its log, and has dropped its log up to 8 into a snapshot
-// (a split-born range's birth compaction); the others, l and c, hold a
-// snapshot at 5 and the log of term 3 from 6 to 20. The leader (l or c)
-// finds no entry it can match in f's log, installs its snapshot at 5, and
-// hashicorp/raft's follower, keeping its entries 9-12 after it and not
-// holding 5 in its log, refuses the next append: without the transport's
-// stale-install handler the leader sent the same snapshot again every few
-// milliseconds and f never caught up (the range ran on two members of
-// three, and stopped taking writes when one of those stopped). With it the
-// leader snapshots past f's log and f catches up; then the group commits
-// with the other member stopped.
+// (a split-born range's birth compaction); the others, l and c, hold the
+// log of term 3 to index 20, after a snapshot at 5 (the seeds) or from
+// index 1 (a leader that never compacted). The leader (l or c) finds no
+// entry it can match in f's log. hashicorp/raft's follower keeps its
+// entries 9-12 after an installed snapshot and does not hold 5 (or 1) in
+// its log, so it refuses every append: without the transport's
+// stuck-follower handler the leader sent the same snapshot (or its first
+// entries) again every few milliseconds and f never caught up (the range
+// ran on two members of three, and stopped taking writes when one of those
+// stopped). With it the leader snapshots past f's log and f catches up;
+// then the group commits with the other member stopped.
 func TestFollowerWithStaleTailCatchesUp(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		snapIndex uint64 // l's and c's snapshot; 0: none, their log starts at 1
+	}{
+		{"leader snapshot older than the follower's", 5},
+		{"leader log from the start", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testStaleTail(t, tc.snapIndex) })
+	}
+}
+
+func testStaleTail(t *testing.T, leaderSnap uint64) {
 	names := []string{"l", "c", "f"}
 	nodes := map[string]*staleNode{}
 	var conf raft.Configuration
@@ -129,12 +142,14 @@ func TestFollowerWithStaleTailCatchesUp(t *testing.T) {
 	}
 	seed := func(n *staleNode, term, snapIndex uint64, log []*raft.Log) {
 		t.Helper()
-		sink, err := n.snaps.Create(raft.SnapshotVersionMax, snapIndex, 1, conf, 1, n.g)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := lastIndexSnap(snapIndex).Persist(sink); err != nil {
-			t.Fatal(err)
+		if snapIndex > 0 {
+			sink, err := n.snaps.Create(raft.SnapshotVersionMax, snapIndex, 1, conf, 1, n.g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := lastIndexSnap(snapIndex).Persist(sink); err != nil {
+				t.Fatal(err)
+			}
 		}
 		if err := n.logs.StoreLogs(log); err != nil {
 			t.Fatal(err)
@@ -143,12 +158,12 @@ func TestFollowerWithStaleTailCatchesUp(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var current []*raft.Log // 6-8 of term 1, 9-20 of term 3
-	for i := uint64(6); i <= 20; i++ {
+	var current []*raft.Log // 1-8 of term 1, 9-20 of term 3, after the snapshot
+	for i := leaderSnap + 1; i <= 20; i++ {
 		current = append(current, entry(i, map[bool]uint64{true: 1, false: 3}[i <= 8]))
 	}
-	seed(nodes["l"], 3, 5, current)
-	seed(nodes["c"], 3, 5, current)
+	seed(nodes["l"], 3, leaderSnap, current)
+	seed(nodes["c"], 3, leaderSnap, current)
 	var stale []*raft.Log // 9-12 of term 2, never committed
 	for i := uint64(9); i <= 12; i++ {
 		stale = append(stale, entry(i, 2))
@@ -171,7 +186,7 @@ func TestFollowerWithStaleTailCatchesUp(t *testing.T) {
 			t.Fatal(err)
 		}
 		n.raft = r
-		n.g.SetStaleInstall(snapshotPastFollower(r, slog.New(slog.DiscardHandler)))
+		n.g.SetStuckFollower(snapshotPastFollower(r, new(sync.Mutex), slog.New(slog.DiscardHandler)))
 	}
 
 	// A leader (l or c: f's last term is older) commits an entry of its
