@@ -165,6 +165,9 @@ func openReplica(d replicaDeps, sl *slot, bootstrap bool, voters []raft.Server) 
 		transport: transport, logStore: logStore, dir: dir,
 		load: sl.load, keys: sl.keys, throttle: sl.throttle,
 	}
+	// A follower stuck on a stale log tail is caught up by a snapshot
+	// past it (see Group.SetStuckFollower).
+	transport.SetStuckFollower(snapshotPastFollower(r, &rep.cfgMu, logger))
 	rep.verify = newVerifyCoalescer(func() error { return r.VerifyLeader().Error() }, verifySpacing)
 	if rfsm.Descriptor().GetGeneration() > 1 {
 		rep.birthPending.Store(true)
@@ -206,19 +209,23 @@ func (r *replica) compactBirthLog() {
 const birthCompactionDelay = 3 * time.Second
 
 // snapshotAll snapshots the state machine and drops the whole log.
-func (r *replica) snapshotAll() error {
-	r.cfgMu.Lock()
-	defer r.cfgMu.Unlock()
+func (r *replica) snapshotAll() error { return snapshotAll(r.raft, &r.cfgMu) }
+
+// snapshotAll snapshots r's state machine and drops its whole log; mu
+// serialises changes of r's reloadable config.
+func snapshotAll(r *raft.Raft, mu *sync.Mutex) error {
+	mu.Lock()
+	defer mu.Unlock()
 	// Only TrailingLogs changes: the timeouts in force may be a fast
 	// member's, whose leader lease needs its short heartbeats.
-	cur := r.raft.ReloadableConfig()
+	cur := r.ReloadableConfig()
 	zero := cur
 	zero.TrailingLogs = 0
-	if err := r.raft.ReloadConfig(zero); err != nil {
+	if err := r.ReloadConfig(zero); err != nil {
 		return err
 	}
-	defer r.raft.ReloadConfig(cur)
-	if err := r.raft.Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
+	defer r.ReloadConfig(cur)
+	if err := r.Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
 		return err
 	}
 	return nil

@@ -22,6 +22,12 @@ type Group struct {
 	consumeCh   chan raft.RPC
 	heartbeatFn atomic.Pointer[func(raft.RPC)]
 	gate        atomic.Pointer[func(any) (any, error)]
+	stuckFn     atomic.Pointer[func(peer raft.ServerID, followerLast uint64)]
+	// installedMu guards installed: the followers this member just
+	// installed a snapshot on, until their next append's answer (see
+	// SetStuckFollower).
+	installedMu sync.Mutex
+	installed   map[raft.ServerID]struct{}
 	shutdown    chan struct{}
 	once        sync.Once
 	// fast is held (read) while a heartbeat runs in raft's handler, which
@@ -98,7 +104,79 @@ func (g *Group) AppendEntries(id raft.ServerID, target raft.ServerAddress, args 
 	if isHeartbeat(args) {
 		return g.rpc(id, target, laneControl, 0, args, resp)
 	}
-	return g.rpc(id, target, laneAppend, downPeerWait, args, resp)
+	err := g.rpc(id, target, laneAppend, downPeerWait, args, resp)
+	if err == nil {
+		g.checkStuck(id, args, resp)
+	}
+	return err
+}
+
+// SetStuckFollower installs fn, called (on raft's replication goroutine;
+// it must not block) with a follower and the last index it reports when
+// it refuses an append this member cannot follow with an earlier one:
+//
+//   - the first append after it installed this member's snapshot;
+//   - an append from the start of the log (no previous entry), the
+//     follower's log holding entries but not the first.
+//
+// nil removes it.
+//
+// hashicorp/raft (v1.7.3) gets stuck there: a follower keeps the entries
+// its log holds past an installed snapshot, whatever their term (it does
+// not apply Raft's rule of discarding a log that does not hold the
+// snapshot's last entry), and it checks an append's previous entry, and
+// the entries it already holds, only against its log, never its snapshot.
+// A follower whose log holds a stale tail (entries it took while leading a
+// term that committed none of them) but not the entry at the leader's
+// snapshot index then refuses every append after the install; the leader
+// steps back below its own log and sends the same snapshot again, every
+// few tens of milliseconds, until its next scheduled snapshot (chaos seeds
+// 243 and 286: a member of a split-born range, cut off while it led, had
+// dropped its whole log up to its own applied index, which was past the
+// new leader's snapshot; the range then ran on two members of three, and
+// took no writes when one of those stopped). A leader whose log still
+// starts at 1 resends its first entries forever instead. A snapshot past
+// the follower's last index, with the leader's log dropped up to it, ends
+// both: the follower's last entry is then the snapshot's, the next append
+// matches it, and the follower's log starts afresh after it.
+func (g *Group) SetStuckFollower(fn func(peer raft.ServerID, followerLast uint64)) {
+	if fn == nil {
+		g.stuckFn.Store(nil)
+		return
+	}
+	g.stuckFn.Store(&fn)
+}
+
+// noteInstalled records that follower id installed this member's
+// snapshot.
+func (g *Group) noteInstalled(id raft.ServerID) {
+	if g.stuckFn.Load() == nil {
+		return
+	}
+	g.installedMu.Lock()
+	if g.installed == nil {
+		g.installed = map[raft.ServerID]struct{}{}
+	}
+	g.installed[id] = struct{}{}
+	g.installedMu.Unlock()
+}
+
+// checkStuck calls the stuck-follower function when id's answer to an
+// append is one of SetStuckFollower's refusals in this member's term (a
+// newer term only deposes it).
+func (g *Group) checkStuck(id raft.ServerID, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) {
+	fn := g.stuckFn.Load()
+	if fn == nil {
+		return
+	}
+	g.installedMu.Lock()
+	_, installed := g.installed[id]
+	delete(g.installed, id)
+	g.installedMu.Unlock()
+	fromStart := args.PrevLogEntry == 0 && len(args.Entries) > 0 && resp.LastLog > 0
+	if !resp.Success && resp.Term <= args.Term && (installed || fromStart) {
+		(*fn)(id, resp.LastLog)
+	}
 }
 
 // downPeerWait bounds how long an append retries a peer it cannot reach,
@@ -269,6 +347,9 @@ const snapshotChunk = 256 << 10
 func (g *Group) InstallSnapshot(id raft.ServerID, target raft.ServerAddress, args *raft.InstallSnapshotRequest, resp *raft.InstallSnapshotResponse, data io.Reader) error {
 	start := time.Now()
 	err := g.installSnapshot(id, target, args, resp, data)
+	if err == nil && resp.Success {
+		g.noteInstalled(id)
+	}
 	if !unreached(err) {
 		return err
 	}
