@@ -18,7 +18,10 @@ import (
 // again, then reads every writer's key from the secondary (SecondaryGet:
 // the same replica, followers first) and wants at least the last value
 // acknowledged before that time. With "leader changes" the range's
-// leadership moves three times under the writes and probes. A follower
+// leadership moves three times under the writes and probes; with "leader
+// isolated" the range leader is cut off the Raft network twice (it keeps
+// answering gRPC, and believes it leads until its lease lapses), until
+// the writes have gone on through a new leader. A follower
 // that reported the leader's last contact (main before this test) failed
 // the steady case: its heartbeats and appends are newer than the commit
 // index they carry.
@@ -27,17 +30,20 @@ func TestSecondarySyncTimeHoldsAcknowledgedWrites(t *testing.T) {
 		t.Skip("cluster test")
 	}
 	for _, tc := range []struct {
-		name      string
-		transfers int
+		name string
+		// moves: leadership transfers, or with isolate, isolations of the leader.
+		moves   int
+		isolate bool
 	}{
-		{"steady", 0},
-		{"leader changes", 3},
+		{"steady", 0, false},
+		{"leader changes", 3, false},
+		{"leader isolated", 2, true},
 	} {
-		t.Run(tc.name, func(t *testing.T) { testSyncTimeHoldsWrites(t, tc.transfers) })
+		t.Run(tc.name, func(t *testing.T) { testSyncTimeHoldsWrites(t, tc.moves, tc.isolate) })
 	}
 }
 
-func testSyncTimeHoldsWrites(t *testing.T, transfers int) {
+func testSyncTimeHoldsWrites(t *testing.T, moves int, isolate bool) {
 	c := startCluster(t, 1, 3)
 	sc := serviceClient(t, c, 0)
 	mc := masterClient(t, c)
@@ -78,7 +84,7 @@ func testSyncTimeHoldsWrites(t *testing.T, transfers int) {
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
 	var wg sync.WaitGroup
-	var written atomic.Int64
+	var written, writeFailed atomic.Int64
 	errs := make(chan error, writers+1)
 	for w := range writers {
 		wg.Add(1)
@@ -87,9 +93,18 @@ func testSyncTimeHoldsWrites(t *testing.T, transfers int) {
 			tc := sc.NewClient(table)
 			for v := 1; wctx.Err() == nil; v++ {
 				if err := putV(wctx, tc, key(w), v); err != nil {
-					if wctx.Err() == nil {
-						errs <- fmt.Errorf("writer %d: %w", w, err)
+					if wctx.Err() != nil {
+						return
 					}
+					if isolate {
+						// A write caught on the isolated leader may fail
+						// after the client's retries: not acknowledged,
+						// so the check does not count it (a later
+						// value of the key overwrites it either way).
+						writeFailed.Add(1)
+						continue
+					}
+					errs <- fmt.Errorf("writer %d: %w", w, err)
 					return
 				}
 				at := time.Now()
@@ -100,20 +115,46 @@ func testSyncTimeHoldsWrites(t *testing.T, transfers int) {
 			}
 		}()
 	}
+	t.Cleanup(func() {
+		for i := range c.Servers {
+			c.IsolateServer(i, false)
+		}
+	})
+	// isolateLeader cuts the range's leader (as the master last heard)
+	// off the Raft network until 200 more writes went through another.
+	isolateLeader := func() error {
+		victim := -1
+		if err := pollUntil(wctx, time.Minute, func() bool { victim = rangeLeader(c, table); return victim >= 0 }); err != nil {
+			return fmt.Errorf("no range leader: %w", err)
+		}
+		c.IsolateServer(victim, true)
+		defer c.IsolateServer(victim, false)
+		before := written.Load()
+		if err := pollUntil(wctx, time.Minute, func() bool { return written.Load() >= before+200 }); err != nil {
+			return fmt.Errorf("writes stalled with ps%d isolated: %w", victim+1, err)
+		}
+		return nil
+	}
 	var moved atomic.Int64
-	if transfers > 0 {
+	if moves > 0 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for range transfers {
+			for range moves {
 				// Spread the moves over the probes: one per 200 writes.
 				next := written.Load() + 200
 				if err := pollUntil(wctx, time.Minute, func() bool { return written.Load() >= next }); err != nil {
 					return
 				}
-				if err := transferRangeLeader(wctx, mc, table); err != nil {
+				var err error
+				if isolate {
+					err = isolateLeader()
+				} else {
+					err = transferRangeLeader(wctx, mc, table)
+				}
+				if err != nil {
 					if wctx.Err() == nil {
-						errs <- fmt.Errorf("transfer: %w", err)
+						errs <- fmt.Errorf("move: %w", err)
 					}
 					return
 				}
@@ -128,7 +169,7 @@ func testSyncTimeHoldsWrites(t *testing.T, transfers int) {
 	known, unknown, failed := 0, 0, 0
 	var lastErr error
 	deadline := time.Now().Add(3 * time.Minute)
-	for known < probes || written.Load() < writes || moved.Load() < int64(transfers) {
+	for known < probes || written.Load() < writes || moved.Load() < int64(moves) {
 		select {
 		case err := <-errs:
 			t.Fatal(err)
@@ -136,7 +177,7 @@ func testSyncTimeHoldsWrites(t *testing.T, transfers int) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("in 3 minutes: %d probes with a time (%d without, %d failed, last error %v) during %d writes and %d moves; want %d during %d and %d",
-				known, unknown, failed, lastErr, written.Load(), moved.Load(), probes, writes, transfers)
+				known, unknown, failed, lastErr, written.Load(), moved.Load(), probes, writes, moves)
 		}
 		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		synced, err := rt.SecondarySync(pctx)
@@ -178,6 +219,6 @@ func testSyncTimeHoldsWrites(t *testing.T, transfers int) {
 	}
 	stop()
 	wg.Wait()
-	t.Logf("%d probes with a time, %d without, %d failed calls (last %v), during %d writes and %d leader moves",
-		known, unknown, failed, lastErr, written.Load(), moved.Load())
+	t.Logf("%d probes with a time, %d without, %d failed calls (last %v), during %d writes (%d failed) and %d leader moves",
+		known, unknown, failed, lastErr, written.Load(), writeFailed.Load(), moved.Load())
 }
