@@ -129,6 +129,7 @@ func (r *Router) confirmedPairs(ctx context.Context, t *pb.Table, d *pb.RangeDes
 		if n := len(rs.pairs); n > 0 && time.Since(rs.pairs[n-1].at) < syncReuse {
 			out := append([]syncPair(nil), rs.pairs...)
 			rs.mu.Unlock()
+			syncIndexTotal.WithLabelValues("reused").Inc()
 			return out
 		}
 		if rs.flight == nil {
@@ -145,9 +146,11 @@ func (r *Router) confirmedPairs(ctx context.Context, t *pb.Table, d *pb.RangeDes
 			failed := n == 0 || time.Since(rs.pairs[n-1].at) >= syncReuse
 			rs.mu.Unlock()
 			if failed {
+				syncIndexTotal.WithLabelValues("failed").Inc()
 				return r.snapshotPairs(rs)
 			}
 		case <-ctx.Done():
+			syncIndexTotal.WithLabelValues("failed").Inc()
 			return r.snapshotPairs(rs)
 		}
 	}
@@ -160,7 +163,9 @@ func (r *Router) confirmedPairs(ctx context.Context, t *pb.Table, d *pb.RangeDes
 	rs.mu.Lock()
 	if err == nil {
 		rs.pairs = addPair(rs.pairs, syncPair{at: t0, index: idx})
+		syncIndexTotal.WithLabelValues("confirmed").Inc()
 	} else {
+		syncIndexTotal.WithLabelValues("failed").Inc()
 		r.logger.Debug("secondary sync: no read index", "range", d.GetRangeId(), "err", err)
 	}
 	rs.flight = nil
