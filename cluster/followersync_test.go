@@ -7,6 +7,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"tablestore/internal/rpcerr"
+	pb "tablestore/proto/tablestorepb"
 )
 
 // TestSecondarySyncTimeHoldsAcknowledgedWrites checks the contract of
@@ -163,6 +166,12 @@ func testSyncTimeHoldsWrites(t *testing.T, moves int, isolate bool) {
 		}()
 	}
 
+	const syncMetric = "tablestore_router_secondary_sync_index_total"
+	outcomes := []string{"reused", "confirmed", "failed"}
+	before := map[string]float64{}
+	for _, o := range outcomes {
+		before[o] = metricValue(t, syncMetric, map[string]string{"outcome": o})
+	}
 	// Probe while the writes go on, until probes answers with a time,
 	// spread over at least writes acknowledged writes (and every move).
 	const probes, writes = 150, 1000
@@ -219,6 +228,90 @@ func testSyncTimeHoldsWrites(t *testing.T, moves int, isolate bool) {
 	}
 	stop()
 	wg.Wait()
-	t.Logf("%d probes with a time, %d without, %d failed calls (last %v), during %d writes (%d failed) and %d leader moves",
-		known, unknown, failed, lastErr, written.Load(), writeFailed.Load(), moved.Load())
+	var indexes []string
+	for _, o := range outcomes {
+		indexes = append(indexes, fmt.Sprintf("%s %.0f", o, metricValue(t, syncMetric, map[string]string{"outcome": o})-before[o]))
+	}
+	t.Logf("%d probes with a time, %d without, %d failed calls (last %v), during %d writes (%d failed) and %d leader moves; read indexes: %v",
+		known, unknown, failed, lastErr, written.Load(), writeFailed.Load(), moved.Load(), indexes)
+}
+
+// TestReadIndexAndAppliedIndex checks the two partition RPCs behind the
+// secondary's sync time on each server: only the range leader confirms
+// a read index, it covers a write acknowledged before the call, and once a
+// replica's AppliedIndex reports that index its follower reads see the
+// write.
+func TestReadIndexAndAppliedIndex(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := startCluster(t, 1, 3)
+	sc := serviceClient(t, c, 0)
+	mc := masterClient(t, c)
+	ctx := ctxT(t, 2*time.Minute)
+	const table = "readindex"
+	tc := newTable(t, sc, table)
+	if err := putV(ctx, tc, "a", 1); err != nil {
+		t.Fatal(err)
+	}
+	rangeID := tableRanges(partitionMap(t, mc), table)[0].GetRangeId()
+	readIndex := func(i int) (uint64, error) {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		resp, err := c.Servers[i].Server.Service().ReadIndex(cctx, &pb.ReadIndexRequest{RangeId: rangeID})
+		return resp.GetIndex(), err
+	}
+	// leaderIndex polls until exactly one server confirms a read index
+	// (an election may be under way) and every other refuses as not the
+	// leader.
+	leaderIndex := func() (leader int, idx uint64) {
+		var last string
+		err := pollUntil(ctx, time.Minute, func() bool {
+			leader = -1
+			for i := range c.Servers {
+				got, err := readIndex(i)
+				switch {
+				case err == nil && leader >= 0:
+					last = fmt.Sprintf("ps%d and ps%d both confirm", leader+1, i+1)
+					return false
+				case err == nil:
+					leader, idx = i, got
+				case rpcerr.Parse(err).Reason != rpcerr.ReasonNotLeader:
+					last = fmt.Sprintf("ps%d: %v", i+1, err)
+					return false
+				}
+			}
+			if leader < 0 {
+				last = "none confirms"
+			}
+			return leader >= 0
+		})
+		if err != nil {
+			t.Fatalf("no single server confirmed a read index: %v (last: %s)", err, last)
+		}
+		return leader, idx
+	}
+	_, before := leaderIndex()
+	if err := putV(ctx, tc, "b", 2); err != nil {
+		t.Fatal(err)
+	}
+	_, idx := leaderIndex()
+	if idx <= before {
+		t.Fatalf("read index %d after a write acknowledged, %d before it", idx, before)
+	}
+	for i := range c.Servers {
+		var applied uint64
+		waitFor(t, time.Minute, fmt.Sprintf("ps%d to hold index %d", i+1, idx), func() bool {
+			resp, err := c.Servers[i].Server.Service().AppliedIndex(ctx, &pb.AppliedIndexRequest{RangeId: rangeID, Index: idx, WaitMs: 200})
+			applied = resp.GetAppliedIndex()
+			return err == nil && applied >= idx
+		})
+		resp, err := c.Servers[i].Server.Service().Get(ctx, &pb.GetRequest{RangeId: rangeID, PartitionKey: "b", RowKey: "r", FollowerRead: true})
+		if err != nil {
+			t.Fatalf("ps%d holds index %d (applied %d) but its follower read of b fails: %v", i+1, idx, applied, err)
+		}
+		if v := entityV(t, resp.GetEntity()); v != 2 {
+			t.Fatalf("ps%d holds index %d but reads b=%d", i+1, idx, v)
+		}
+	}
 }
