@@ -139,8 +139,10 @@ func (r *Router) confirmedPairs(ctx context.Context, t *pb.Table, d *pb.RangeDes
 		rs.mu.Unlock()
 		select {
 		case <-flight:
-			// Confirmed (reused above) or failed: then this call's own
-			// try, with its own deadline.
+			// Confirmed: reused at the top of the loop. Failed: the
+			// leader could not confirm one just now, and a try of this
+			// call's own would most likely wait as long for nothing; the
+			// kept pairs answer.
 			rs.mu.Lock()
 			n := len(rs.pairs)
 			failed := n == 0 || time.Since(rs.pairs[n-1].at) >= syncReuse
