@@ -17,10 +17,11 @@ import (
 // (AppliedIndex). Only the stats pay for it; an entity read computes no
 // time and waits for nothing.
 
-// maxHeldWait bounds AppliedIndex's wait whatever the caller asks: the
-// stats must answer with an older time rather than hang on a replica that
-// is catching up.
-const maxHeldWait = 500 * time.Millisecond
+// maxHeldWait bounds AppliedIndex's wait whatever the caller asks (the
+// front-end asks 300 ms, or 2 s when it has no older time to answer
+// with): the stats must answer rather than hang on a replica that is
+// catching up.
+const maxHeldWait = 2 * time.Second
 
 // farBehind is how many entries a replica's apply may trail the index
 // asked for and still be waited for: a replica further behind (restarted,

@@ -85,8 +85,8 @@ func (r *Router) SecondaryQuery(ctx context.Context, table string, q frontend.Qu
 // SecondarySync is the time up to which the secondary holds every write:
 // the oldest sync time over the ranges, each that of the replica the
 // secondary reads it from (syncindex.go); zero if one holds no confirmed
-// time. Ranges are probed a few at a time: a lost leader costs each probe
-// up to syncWait.
+// time. Ranges are probed syncProbes at a time: a lost leader costs each
+// probe up to syncWait (firstWait for a range without a confirmed time).
 func (r *Router) SecondarySync(ctx context.Context) (time.Time, error) {
 	r.mu.RLock()
 	type probe struct {
@@ -142,4 +142,4 @@ func (r *Router) SecondarySync(ctx context.Context) (time.Time, error) {
 }
 
 // syncProbes is how many ranges SecondarySync probes at once.
-const syncProbes = 8
+const syncProbes = 32

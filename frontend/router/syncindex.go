@@ -30,8 +30,15 @@ const syncReuse = 100 * time.Millisecond
 
 // syncWait bounds each step of a probe (the leader's confirmation, the
 // replica's apply): the stats answer with an older time rather than wait
-// on a lost leader or a replica catching up.
-const syncWait = 300 * time.Millisecond
+// on a lost leader or a replica catching up. firstWait replaces it while
+// the range has no older confirmed time to answer with (the front-end's
+// first probe of it, or one after a long outage): waiting is then the
+// only way to a time, and a quiet range's first confirmation wakes it
+// (an election) on a possibly loaded machine.
+const (
+	syncWait  = 300 * time.Millisecond
+	firstWait = 2 * time.Second
+)
 
 // syncKeep pairs are kept per range, at least syncSpacing apart, so a
 // replica up to a few seconds behind still reports the time it holds.
@@ -73,13 +80,17 @@ func heldTime(pairs []syncPair, applied uint64) time.Time {
 	return time.Time{}
 }
 
-// stepWait is how long one step of a probe may take: syncWait, or half
-// of what is left of the caller's deadline.
-func stepWait(ctx context.Context) time.Duration {
-	if dl, ok := ctx.Deadline(); ok {
-		return min(syncWait, time.Until(dl)/2)
+// stepWait is how long one step of a probe may take: syncWait (firstWait
+// with first), or half of what is left of the caller's deadline.
+func stepWait(ctx context.Context, first bool) time.Duration {
+	w := syncWait
+	if first {
+		w = firstWait
 	}
-	return syncWait
+	if dl, ok := ctx.Deadline(); ok {
+		return min(w, time.Until(dl)/2)
+	}
+	return w
 }
 
 // rangeSync is one range's confirmed pairs and ReadIndex in flight.
@@ -158,10 +169,11 @@ func (r *Router) confirmedPairs(ctx context.Context, t *pb.Table, d *pb.RangeDes
 	}
 	flight := make(chan struct{})
 	rs.flight = flight
+	first := len(rs.pairs) == 0
 	rs.mu.Unlock()
 
 	t0 := time.Now()
-	idx, err := r.readIndex(ctx, t, d)
+	idx, err := r.readIndex(ctx, t, d, first)
 	rs.mu.Lock()
 	if err == nil {
 		rs.pairs = addPair(rs.pairs, syncPair{at: t0, index: idx})
@@ -185,8 +197,8 @@ func (r *Router) snapshotPairs(rs *rangeSync) []syncPair {
 
 // readIndex asks the range's leader for a commit index it confirms as
 // leader after the call, within stepWait.
-func (r *Router) readIndex(ctx context.Context, t *pb.Table, d *pb.RangeDescriptor) (uint64, error) {
-	wait := stepWait(ctx)
+func (r *Router) readIndex(ctx context.Context, t *pb.Table, d *pb.RangeDescriptor, first bool) (uint64, error) {
+	wait := stepWait(ctx, first)
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	var idx uint64
@@ -214,6 +226,8 @@ func (r *Router) rangeSyncTime(ctx context.Context, t *pb.Table, d *pb.RangeDesc
 		return time.Time{}, nil
 	}
 	target := pairs[len(pairs)-1].index
+	// With one pair there is no older time to fall back on.
+	first := len(pairs) == 1
 	cur, ok := r.locate(t, d.GetStart())
 	if !ok || cur.GetRangeId() != d.GetRangeId() {
 		// The range split or merged since the probe list was taken: the
@@ -231,12 +245,12 @@ func (r *Router) rangeSyncTime(ctx context.Context, t *pb.Table, d *pb.RangeDesc
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			actx, cancel := context.WithTimeout(ctx, r.cfg.AttemptTimeout+syncWait)
+			actx, cancel := context.WithTimeout(ctx, r.cfg.AttemptTimeout+stepWait(ctx, first))
 			defer cancel()
 			var applied uint64
 			err := r.attempt(&cur, func(ctx context.Context, _ string, c pb.PartitionServiceClient, d *pb.RangeDescriptor) error {
 				resp, err := c.AppliedIndex(ctx, &pb.AppliedIndexRequest{RangeId: d.GetRangeId(), Index: target,
-					WaitMs: uint32(stepWait(ctx) / time.Millisecond)})
+					WaitMs: uint32(stepWait(ctx, first) / time.Millisecond)})
 				applied = resp.GetAppliedIndex()
 				return err
 			})(actx, rep.GetServerId())

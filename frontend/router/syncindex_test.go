@@ -66,12 +66,17 @@ func TestAddPair(t *testing.T) {
 }
 
 func TestStepWait(t *testing.T) {
-	if got := stepWait(context.Background()); got != syncWait {
+	if got := stepWait(context.Background(), false); got != syncWait {
 		t.Errorf("no deadline: %v, want %v", got, syncWait)
+	}
+	if got := stepWait(context.Background(), true); got != firstWait {
+		t.Errorf("no deadline, first: %v, want %v", got, firstWait)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	if got := stepWait(ctx); got > 100*time.Millisecond || got <= 0 {
-		t.Errorf("200ms left: %v, want at most half", got)
+	for _, first := range []bool{false, true} {
+		if got := stepWait(ctx, first); got > 100*time.Millisecond || got <= 0 {
+			t.Errorf("200ms left (first %v): %v, want at most half", first, got)
+		}
 	}
 }
