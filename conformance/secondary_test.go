@@ -78,8 +78,8 @@ func TestSecondaryReadsFromFollowers(t *testing.T) {
 	if len(ents) != 1 {
 		t.Fatalf("secondary query: %d entities", len(ents))
 	}
-	// Once leadership has lapsed everywhere, no replica can claim to be
-	// current: LastSyncTime stays at the followers' last contact.
+	// No leader can confirm a commit index any more: LastSyncTime stays
+	// at the last time one confirmed before the cut (or is unknown).
 	deadline = time.Now().Add(10 * time.Second)
 	for {
 		st, err := secondary.GetStatistics(ctx, nil)

@@ -4,70 +4,99 @@ import (
 	"context"
 	"time"
 
-	"github.com/hashicorp/raft"
+	pb "tablestore/proto/tablestorepb"
 )
 
 // Follower reads serve the read-access secondary endpoint: any replica
-// answers from its applied state at once, without confirming leadership or
-// waiting for the leader, and says how current that state is.
+// answers from its state file at once, without confirming leadership or
+// waiting for the leader or for its own apply. How current the secondary
+// is (Get Service Stats' LastSyncTime) is a separate question, answered
+// by a read index (docs/reliability.md section 18): the front-end takes
+// t0, asks the range leader for a commit index it confirms after t0
+// (ReadIndex), and asks a replica whether its state holds that index
+// (AppliedIndex). Only the stats pay for it; an entity read computes no
+// time and waits for nothing.
 
-// syncWait bounds how long a follower read waits for the replica's apply
-// to reach the commit index it has heard of before it reports its sync
-// time as unknown. Right after writes a follower's apply trails its
-// commit index by a few entries (raft sets the commit index, then hands
-// the entries to the state machine) for a few ms; answering "unknown" then
-// left Get Service Stats without a LastSyncTime (session 8,
-// docs/reliability.md). A replica still catching up after a restart or a
-// snapshot stays behind for longer: its reads do not wait for all of that.
-const syncWait = 250 * time.Millisecond
+// maxHeldWait bounds AppliedIndex's wait whatever the caller asks (the
+// front-end asks 300 ms, or 2 s when it has no older time to answer
+// with): the stats must answer rather than hang on a replica that is
+// catching up.
+const maxHeldWait = 2 * time.Second
 
-// syncPoint is the time up to which this replica's state machine will
-// hold every committed write once it has applied index: now on the
-// leader; on a follower the leader's last contact (its commit index came
-// with that contact, or before it); zero on a follower that has never
-// heard from a leader, since its state is older by an unknown amount.
-// The time is read before the commit index: a contact in between brings
-// a later commit index, never an earlier one, so the pair errs on the old
-// side.
-func (r *replica) syncPoint(now time.Time) (time.Time, uint64) {
-	var t time.Time
-	if r.raft.State() == raft.Leader {
-		t = now
-	} else {
-		t = r.raft.LastContact()
+// farBehind is how many entries a replica's apply may trail the index
+// asked for and still be waited for: a replica further behind (restarted,
+// installing a snapshot) will not catch up within maxHeldWait, and the
+// wait would only urge its group commit for nothing.
+const farBehind = 10_000
+
+// readCheck prepares a read: a follower read needs nothing (it is served
+// from what the state file holds); any other read must be linearizable.
+func (r *replica) readCheck(followerRead bool, linearizable func() error) error {
+	if followerRead {
+		return nil
 	}
-	return t, r.raft.CommitIndex()
+	return linearizable()
 }
 
-// readCheck prepares a read: a follower read returns the replica's sync
-// time (Unix nanoseconds, 0 if unknown) once the state file holds every
-// entry up to the commit index that time vouches for (applied entries
-// wait up to the state file's group-commit interval otherwise, and the
-// sync time would claim writes the read cannot see). The wait is bounded
-// by syncWait (and the read's context): a replica that cannot catch up by
-// then serves the read from what raft has applied and reports 0. Any other
-// read must be linearizable.
-func (r *replica) readCheck(ctx context.Context, followerRead bool, linearizable func() error) (int64, error) {
-	if !followerRead {
-		return 0, linearizable()
+// readIndex returns a commit index that this replica confirms as the
+// range's leader after the call: its term has committed an entry (so its
+// commit index covers every earlier leader's commits), the index is read,
+// and a VerifyLeader round (coalesced with concurrent reads') then shows a
+// quorum still follows it. Any write acknowledged before the call began
+// had committed by then, so its index is at most the one returned.
+func (r *replica) readIndex(ctx context.Context) (uint64, error) {
+	if !r.isLeader() {
+		return 0, ErrNotLeader
 	}
-	t, commit := r.syncPoint(time.Now())
-	if t.IsZero() {
-		return 0, nil
+	if err := r.termCommitted(ctx); err != nil {
+		return 0, err
 	}
-	wctx, cancel := context.WithTimeout(ctx, syncWait)
+	idx := r.raft.CommitIndex()
+	if err := r.verify.verify(ctx); err != nil {
+		return 0, ErrNotLeader
+	}
+	return idx, nil
+}
+
+// heldIndex reports an index up to which this replica's reads see every
+// entry: target once the state file holds it (waiting up to wait for
+// that), else what the state file holds. A replica more than farBehind
+// entries short of target is not waited for.
+func (r *replica) heldIndex(ctx context.Context, target uint64, wait time.Duration) uint64 {
+	held := r.fsm.AppliedIndex()
+	if held >= target {
+		return held
+	}
+	if wait <= 0 || target > r.raft.AppliedIndex()+farBehind {
+		return held
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	err := r.waitApplied(wctx, max(commit, r.raft.AppliedIndex()))
-	if err == nil {
-		return t.UnixNano(), nil
+	if r.waitApplied(wctx, target) == nil {
+		// Entries the state machine skips (no-ops, barriers) between its
+		// applied index and target change nothing a read sees.
+		return max(target, r.fsm.AppliedIndex())
 	}
-	if ctx.Err() != nil {
-		return 0, err
+	return r.fsm.AppliedIndex()
+}
+
+func (v *service) ReadIndex(ctx context.Context, req *pb.ReadIndexRequest) (*pb.ReadIndexResponse, error) {
+	r, err := v.replica(req.GetRangeId())
+	if err != nil {
+		return nil, err
 	}
-	// Still applying after syncWait: the read sees what raft has applied
-	// (as any follower read), its time unknown.
-	if err := r.waitApplied(ctx, r.raft.AppliedIndex()); err != nil {
-		return 0, err
+	idx, err := r.readIndex(ctx)
+	if err != nil {
+		return nil, toStatus(r, err)
 	}
-	return 0, nil
+	return &pb.ReadIndexResponse{Index: idx}, nil
+}
+
+func (v *service) AppliedIndex(ctx context.Context, req *pb.AppliedIndexRequest) (*pb.AppliedIndexResponse, error) {
+	r, err := v.replica(req.GetRangeId())
+	if err != nil {
+		return nil, err
+	}
+	wait := min(time.Duration(req.GetWaitMs())*time.Millisecond, maxHeldWait)
+	return &pb.AppliedIndexResponse{AppliedIndex: r.heldIndex(ctx, req.GetIndex(), wait)}, nil
 }

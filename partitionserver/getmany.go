@@ -157,8 +157,7 @@ func (v *service) getGroup(ctx context.Context, start time.Time, gets []*pb.GetR
 	if len(admitted) == 0 {
 		return
 	}
-	synced, err := r.readCheck(ctx, first.GetFollowerRead(), func() error { return r.linearizable(ctx) })
-	if err != nil {
+	if err := r.readCheck(first.GetFollowerRead(), func() error { return r.linearizable(ctx) }); err != nil {
 		st := toStatus(r, err)
 		for _, i := range admitted {
 			fail(i, err, st)
@@ -177,7 +176,7 @@ func (v *service) getGroup(ctx context.Context, start time.Time, gets []*pb.GetR
 		}
 		observe("get", start, nil)
 		r.meters().servedRead(ks[j].PK, 1, start)
-		out.Results[i] = &pb.GetManyResult{Response: &pb.GetResponse{Entity: bs[j], SyncedUnixNano: synced}}
+		out.Results[i] = &pb.GetManyResult{Response: &pb.GetResponse{Entity: bs[j]}}
 	}
 }
 

@@ -219,7 +219,7 @@ func (v *service) Get(ctx context.Context, req *pb.GetRequest) (*pb.GetResponse,
 			return nil, err
 		}
 	}
-	synced, err := r.readCheck(ctx, req.GetFollowerRead(), func() error { return r.linearizable(ctx) })
+	err = r.readCheck(req.GetFollowerRead(), func() error { return r.linearizable(ctx) })
 	if err == nil {
 		b, err = r.fsm.Get(pk, req.GetRowKey())
 	}
@@ -228,7 +228,7 @@ func (v *service) Get(ctx context.Context, req *pb.GetRequest) (*pb.GetResponse,
 		return nil, toStatus(r, err)
 	}
 	r.meters().servedRead(pk, 1, start)
-	return &pb.GetResponse{Entity: b, SyncedUnixNano: synced}, nil
+	return &pb.GetResponse{Entity: b}, nil
 }
 
 // quietRead serves a linearizable read from range id's quiet replica
@@ -293,7 +293,6 @@ func (v *service) Query(ctx context.Context, req *pb.QueryRequest) (*pb.QueryRes
 		observe("query", start, err)
 		return nil, err
 	}
-	var synced int64
 	var r *replica
 	if served {
 		observe("query", start, err)
@@ -311,7 +310,7 @@ func (v *service) Query(ctx context.Context, req *pb.QueryRequest) (*pb.QueryRes
 				return nil, err
 			}
 		}
-		if synced, err = r.readCheck(ctx, req.GetFollowerRead(), func() error { return r.linearizable(ctx) }); err != nil {
+		if err = r.readCheck(req.GetFollowerRead(), func() error { return r.linearizable(ctx) }); err != nil {
 			observe("query", start, err)
 			return nil, toStatus(r, err)
 		}
@@ -322,7 +321,7 @@ func (v *service) Query(ctx context.Context, req *pb.QueryRequest) (*pb.QueryRes
 		}
 		r.meters().servedRead(req.GetStartPartitionKey(), max(1, len(res.Entities)), start)
 	}
-	out := &pb.QueryResponse{Entities: res.Entities, Range: res.Descriptor, SyncedUnixNano: synced}
+	out := &pb.QueryResponse{Entities: res.Entities, Range: res.Descriptor}
 	if res.Next != nil {
 		pk, rk, err := keys.Decode(res.Next)
 		if err != nil {

@@ -63,6 +63,9 @@ type Router struct {
 	pool   *connpool.Pool
 	writes *writeCoalescer
 	reads  *readCoalescer
+	// sync holds the ranges' confirmed read indexes for the secondary's
+	// sync time (syncindex.go).
+	sync syncCache
 
 	mu                sync.RWMutex
 	version           uint64

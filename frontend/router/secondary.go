@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -82,8 +83,10 @@ func (r *Router) SecondaryQuery(ctx context.Context, table string, q frontend.Qu
 }
 
 // SecondarySync is the time up to which the secondary holds every write:
-// the oldest sync time reported by one follower of each range (zero if one
-// could not say, or none answered).
+// the oldest sync time over the ranges, each that of the replica the
+// secondary reads it from (syncindex.go); zero if one holds no confirmed
+// time. Ranges are probed syncProbes at a time: a lost leader costs each
+// probe up to syncWait (firstWait for a range without a confirmed time).
 func (r *Router) SecondarySync(ctx context.Context) (time.Time, error) {
 	r.mu.RLock()
 	type probe struct {
@@ -91,32 +94,52 @@ func (r *Router) SecondarySync(ctx context.Context) (time.Time, error) {
 		d *pb.RangeDescriptor
 	}
 	var probes []probe
+	ids := map[uint64]bool{}
 	for _, t := range r.tables {
 		for _, d := range r.ranges[t.GetTableId()] {
 			probes = append(probes, probe{t, d})
+			ids[d.GetRangeId()] = true
 		}
 	}
 	r.mu.RUnlock()
-	oldest := time.Now()
+	r.sync.keepOnly(ids)
+	var (
+		mu      sync.Mutex
+		oldest  = time.Now()
+		unknown bool
+		first   error
+		wg      sync.WaitGroup
+		sem     = make(chan struct{}, syncProbes)
+	)
 	for _, p := range probes {
-		var synced int64
-		err := r.followerCall(ctx, p.t, p.d.GetStart(), r.cfg.AttemptTimeout, func(ctx context.Context, addr string, c pb.PartitionServiceClient, d *pb.RangeDescriptor) error {
-			// One entity from the range's start: cheap, and an empty
-			// range reports the sync time too.
-			resp, err := c.Query(ctx, &pb.QueryRequest{RangeId: d.GetRangeId(), Generation: d.GetGeneration(), Limit: 1,
-				HasStart: true, StartPartitionKey: d.GetStart(), FollowerRead: true})
-			synced = resp.GetSyncedUnixNano()
-			return err
-		})
-		if err != nil {
-			return time.Time{}, err
-		}
-		if synced == 0 {
-			return time.Time{}, nil
-		}
-		if t := time.Unix(0, synced); t.Before(oldest) {
-			oldest = t
-		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			t, err := r.rangeSyncTime(ctx, p.t, p.d)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil:
+				if first == nil {
+					first = err
+				}
+			case t.IsZero():
+				unknown = true
+			case t.Before(oldest):
+				oldest = t
+			}
+		}()
+	}
+	wg.Wait()
+	if first != nil {
+		return time.Time{}, first
+	}
+	if unknown {
+		return time.Time{}, nil
 	}
 	return oldest.UTC(), nil
 }
+
+// syncProbes is how many ranges SecondarySync probes at once.
+const syncProbes = 32

@@ -102,3 +102,11 @@ func (l localClient) TransferLeader(ctx context.Context, in *pb.TransferLeaderRe
 func (l localClient) SplitKey(ctx context.Context, in *pb.SplitKeyRequest, _ ...grpc.CallOption) (*pb.SplitKeyResponse, error) {
 	return l.s.SplitKey(ctx, in)
 }
+
+func (l localClient) ReadIndex(ctx context.Context, in *pb.ReadIndexRequest, _ ...grpc.CallOption) (*pb.ReadIndexResponse, error) {
+	return l.s.ReadIndex(ctx, in)
+}
+
+func (l localClient) AppliedIndex(ctx context.Context, in *pb.AppliedIndexRequest, _ ...grpc.CallOption) (*pb.AppliedIndexResponse, error) {
+	return l.s.AppliedIndex(ctx, in)
+}

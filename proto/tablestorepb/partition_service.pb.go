@@ -1137,14 +1137,10 @@ func (x *GetRequest) GetFollowerRead() bool {
 }
 
 type GetResponse struct {
-	state  protoimpl.MessageState `protogen:"open.v1"`
-	Entity []byte                 `protobuf:"bytes,1,opt,name=entity,proto3" json:"entity,omitempty"`
-	// With follower_read: the time up to which this replica is known to hold
-	// every committed write (now on the leader, the leader's last contact on
-	// a caught-up follower), in Unix nanoseconds.
-	SyncedUnixNano int64 `protobuf:"varint,2,opt,name=synced_unix_nano,json=syncedUnixNano,proto3" json:"synced_unix_nano,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Entity        []byte                 `protobuf:"bytes,1,opt,name=entity,proto3" json:"entity,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetResponse) Reset() {
@@ -1182,13 +1178,6 @@ func (x *GetResponse) GetEntity() []byte {
 		return x.Entity
 	}
 	return nil
-}
-
-func (x *GetResponse) GetSyncedUnixNano() int64 {
-	if x != nil {
-		return x.SyncedUnixNano
-	}
-	return 0
 }
 
 type GetManyRequest struct {
@@ -1499,11 +1488,9 @@ type QueryResponse struct {
 	NextPartitionKey string `protobuf:"bytes,3,opt,name=next_partition_key,json=nextPartitionKey,proto3" json:"next_partition_key,omitempty"`
 	NextRowKey       string `protobuf:"bytes,4,opt,name=next_row_key,json=nextRowKey,proto3" json:"next_row_key,omitempty"`
 	// The descriptor the range had while scanning.
-	Range *RangeDescriptor `protobuf:"bytes,5,opt,name=range,proto3" json:"range,omitempty"`
-	// As GetResponse.synced_unix_nano.
-	SyncedUnixNano int64 `protobuf:"varint,6,opt,name=synced_unix_nano,json=syncedUnixNano,proto3" json:"synced_unix_nano,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	Range         *RangeDescriptor `protobuf:"bytes,5,opt,name=range,proto3" json:"range,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *QueryResponse) Reset() {
@@ -1571,9 +1558,198 @@ func (x *QueryResponse) GetRange() *RangeDescriptor {
 	return nil
 }
 
-func (x *QueryResponse) GetSyncedUnixNano() int64 {
+type ReadIndexRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RangeId       uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadIndexRequest) Reset() {
+	*x = ReadIndexRequest{}
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadIndexRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadIndexRequest) ProtoMessage() {}
+
+func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[26]
 	if x != nil {
-		return x.SyncedUnixNano
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadIndexRequest.ProtoReflect.Descriptor instead.
+func (*ReadIndexRequest) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *ReadIndexRequest) GetRangeId() uint64 {
+	if x != nil {
+		return x.RangeId
+	}
+	return 0
+}
+
+type ReadIndexResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Index         uint64                 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadIndexResponse) Reset() {
+	*x = ReadIndexResponse{}
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadIndexResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadIndexResponse) ProtoMessage() {}
+
+func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadIndexResponse.ProtoReflect.Descriptor instead.
+func (*ReadIndexResponse) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *ReadIndexResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+type AppliedIndexRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	RangeId uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
+	// The index to wait for, and for how long at most (0: do not wait).
+	Index         uint64 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
+	WaitMs        uint32 `protobuf:"varint,3,opt,name=wait_ms,json=waitMs,proto3" json:"wait_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppliedIndexRequest) Reset() {
+	*x = AppliedIndexRequest{}
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppliedIndexRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppliedIndexRequest) ProtoMessage() {}
+
+func (x *AppliedIndexRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppliedIndexRequest.ProtoReflect.Descriptor instead.
+func (*AppliedIndexRequest) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *AppliedIndexRequest) GetRangeId() uint64 {
+	if x != nil {
+		return x.RangeId
+	}
+	return 0
+}
+
+func (x *AppliedIndexRequest) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *AppliedIndexRequest) GetWaitMs() uint32 {
+	if x != nil {
+		return x.WaitMs
+	}
+	return 0
+}
+
+type AppliedIndexResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The replica's reads see every entry up to applied_index: index itself
+	// once reached (entries the state machine skips count as held), else
+	// what the state file held when the wait ended.
+	AppliedIndex  uint64 `protobuf:"varint,1,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppliedIndexResponse) Reset() {
+	*x = AppliedIndexResponse{}
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppliedIndexResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppliedIndexResponse) ProtoMessage() {}
+
+func (x *AppliedIndexResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppliedIndexResponse.ProtoReflect.Descriptor instead.
+func (*AppliedIndexResponse) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *AppliedIndexResponse) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
 	}
 	return 0
 }
@@ -1594,7 +1770,7 @@ type CreateReplicaRequest struct {
 
 func (x *CreateReplicaRequest) Reset() {
 	*x = CreateReplicaRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[26]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1606,7 +1782,7 @@ func (x *CreateReplicaRequest) String() string {
 func (*CreateReplicaRequest) ProtoMessage() {}
 
 func (x *CreateReplicaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[26]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1619,7 +1795,7 @@ func (x *CreateReplicaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateReplicaRequest.ProtoReflect.Descriptor instead.
 func (*CreateReplicaRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{26}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CreateReplicaRequest) GetRange() *RangeDescriptor {
@@ -1662,7 +1838,7 @@ type CreateReplicaResponse struct {
 
 func (x *CreateReplicaResponse) Reset() {
 	*x = CreateReplicaResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[27]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1674,7 +1850,7 @@ func (x *CreateReplicaResponse) String() string {
 func (*CreateReplicaResponse) ProtoMessage() {}
 
 func (x *CreateReplicaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[27]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1687,7 +1863,7 @@ func (x *CreateReplicaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateReplicaResponse.ProtoReflect.Descriptor instead.
 func (*CreateReplicaResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{27}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CreateReplicaResponse) GetLeaderServerId() string {
@@ -1718,7 +1894,7 @@ type DeleteReplicaRequest struct {
 
 func (x *DeleteReplicaRequest) Reset() {
 	*x = DeleteReplicaRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[28]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1730,7 +1906,7 @@ func (x *DeleteReplicaRequest) String() string {
 func (*DeleteReplicaRequest) ProtoMessage() {}
 
 func (x *DeleteReplicaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[28]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1743,7 +1919,7 @@ func (x *DeleteReplicaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteReplicaRequest.ProtoReflect.Descriptor instead.
 func (*DeleteReplicaRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{28}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *DeleteReplicaRequest) GetRangeId() uint64 {
@@ -1775,7 +1951,7 @@ type DeleteReplicaResponse struct {
 
 func (x *DeleteReplicaResponse) Reset() {
 	*x = DeleteReplicaResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[29]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1787,7 +1963,7 @@ func (x *DeleteReplicaResponse) String() string {
 func (*DeleteReplicaResponse) ProtoMessage() {}
 
 func (x *DeleteReplicaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[29]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1800,7 +1976,7 @@ func (x *DeleteReplicaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteReplicaResponse.ProtoReflect.Descriptor instead.
 func (*DeleteReplicaResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{29}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{33}
 }
 
 type RangeInfoRequest struct {
@@ -1812,7 +1988,7 @@ type RangeInfoRequest struct {
 
 func (x *RangeInfoRequest) Reset() {
 	*x = RangeInfoRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[30]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1824,7 +2000,7 @@ func (x *RangeInfoRequest) String() string {
 func (*RangeInfoRequest) ProtoMessage() {}
 
 func (x *RangeInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[30]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1837,7 +2013,7 @@ func (x *RangeInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeInfoRequest.ProtoReflect.Descriptor instead.
 func (*RangeInfoRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{30}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *RangeInfoRequest) GetRangeId() uint64 {
@@ -1857,7 +2033,7 @@ type RangeInfoResponse struct {
 
 func (x *RangeInfoResponse) Reset() {
 	*x = RangeInfoResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[31]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1869,7 +2045,7 @@ func (x *RangeInfoResponse) String() string {
 func (*RangeInfoResponse) ProtoMessage() {}
 
 func (x *RangeInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[31]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1882,7 +2058,7 @@ func (x *RangeInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeInfoResponse.ProtoReflect.Descriptor instead.
 func (*RangeInfoResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{31}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RangeInfoResponse) GetStatus() *RangeStatus {
@@ -1982,10 +2158,9 @@ const file_tablestore_v1_partition_service_proto_rawDesc = "" +
 	"generation\x12#\n" +
 	"\rpartition_key\x18\x03 \x01(\tR\fpartitionKey\x12\x17\n" +
 	"\arow_key\x18\x04 \x01(\tR\x06rowKey\x12#\n" +
-	"\rfollower_read\x18\x05 \x01(\bR\ffollowerRead\"O\n" +
+	"\rfollower_read\x18\x05 \x01(\bR\ffollowerRead\"=\n" +
 	"\vGetResponse\x12\x16\n" +
-	"\x06entity\x18\x01 \x01(\fR\x06entity\x12(\n" +
-	"\x10synced_unix_nano\x18\x02 \x01(\x03R\x0esyncedUnixNano\"?\n" +
+	"\x06entity\x18\x01 \x01(\fR\x06entityJ\x04\b\x02\x10\x03R\x10synced_unix_nano\"?\n" +
 	"\x0eGetManyRequest\x12-\n" +
 	"\x04gets\x18\x01 \x03(\v2\x19.tablestore.v1.GetRequestR\x04gets\"I\n" +
 	"\x0fGetManyResponse\x126\n" +
@@ -2010,15 +2185,24 @@ const file_tablestore_v1_partition_service_proto_rawDesc = "" +
 	"\thas_upper\x18\v \x01(\bR\bhasUpper\x12.\n" +
 	"\x13upper_partition_key\x18\f \x01(\tR\x11upperPartitionKey\x12\x1b\n" +
 	"\tbudget_ms\x18\r \x01(\rR\bbudgetMs\x12#\n" +
-	"\rfollower_read\x18\x0e \x01(\bR\ffollowerRead\"\xf6\x01\n" +
+	"\rfollower_read\x18\x0e \x01(\bR\ffollowerRead\"\xe4\x01\n" +
 	"\rQueryResponse\x12\x1a\n" +
 	"\bentities\x18\x01 \x03(\fR\bentities\x12\x19\n" +
 	"\bhas_next\x18\x02 \x01(\bR\ahasNext\x12,\n" +
 	"\x12next_partition_key\x18\x03 \x01(\tR\x10nextPartitionKey\x12 \n" +
 	"\fnext_row_key\x18\x04 \x01(\tR\n" +
 	"nextRowKey\x124\n" +
-	"\x05range\x18\x05 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\x12(\n" +
-	"\x10synced_unix_nano\x18\x06 \x01(\x03R\x0esyncedUnixNano\"\x97\x02\n" +
+	"\x05range\x18\x05 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05rangeJ\x04\b\x06\x10\aR\x10synced_unix_nano\"-\n" +
+	"\x10ReadIndexRequest\x12\x19\n" +
+	"\brange_id\x18\x01 \x01(\x04R\arangeId\")\n" +
+	"\x11ReadIndexResponse\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index\"_\n" +
+	"\x13AppliedIndexRequest\x12\x19\n" +
+	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x14\n" +
+	"\x05index\x18\x02 \x01(\x04R\x05index\x12\x17\n" +
+	"\await_ms\x18\x03 \x01(\rR\x06waitMs\";\n" +
+	"\x14AppliedIndexResponse\x12#\n" +
+	"\rapplied_index\x18\x01 \x01(\x04R\fappliedIndex\"\x97\x02\n" +
 	"\x14CreateReplicaRequest\x124\n" +
 	"\x05range\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\x12\x1c\n" +
 	"\tbootstrap\x18\x02 \x01(\bR\tbootstrap\x12Q\n" +
@@ -2039,13 +2223,15 @@ const file_tablestore_v1_partition_service_proto_rawDesc = "" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\"q\n" +
 	"\x11RangeInfoResponse\x122\n" +
 	"\x06status\x18\x01 \x01(\v2\x1a.tablestore.v1.RangeStatusR\x06status\x12(\n" +
-	"\x10leader_server_id\x18\x02 \x01(\tR\x0eleaderServerId2\xdd\t\n" +
+	"\x10leader_server_id\x18\x02 \x01(\tR\x0eleaderServerId2\x86\v\n" +
 	"\x10PartitionService\x12B\n" +
 	"\x05Write\x12\x1b.tablestore.v1.WriteRequest\x1a\x1c.tablestore.v1.WriteResponse\x12N\n" +
 	"\tWriteMany\x12\x1f.tablestore.v1.WriteManyRequest\x1a .tablestore.v1.WriteManyResponse\x12<\n" +
 	"\x03Get\x12\x19.tablestore.v1.GetRequest\x1a\x1a.tablestore.v1.GetResponse\x12H\n" +
 	"\aGetMany\x12\x1d.tablestore.v1.GetManyRequest\x1a\x1e.tablestore.v1.GetManyResponse\x12B\n" +
-	"\x05Query\x12\x1b.tablestore.v1.QueryRequest\x1a\x1c.tablestore.v1.QueryResponse\x12Z\n" +
+	"\x05Query\x12\x1b.tablestore.v1.QueryRequest\x1a\x1c.tablestore.v1.QueryResponse\x12N\n" +
+	"\tReadIndex\x12\x1f.tablestore.v1.ReadIndexRequest\x1a .tablestore.v1.ReadIndexResponse\x12W\n" +
+	"\fAppliedIndex\x12\".tablestore.v1.AppliedIndexRequest\x1a#.tablestore.v1.AppliedIndexResponse\x12Z\n" +
 	"\rCreateReplica\x12#.tablestore.v1.CreateReplicaRequest\x1a$.tablestore.v1.CreateReplicaResponse\x12Z\n" +
 	"\rDeleteReplica\x12#.tablestore.v1.DeleteReplicaRequest\x1a$.tablestore.v1.DeleteReplicaResponse\x12N\n" +
 	"\tRangeInfo\x12\x1f.tablestore.v1.RangeInfoRequest\x1a .tablestore.v1.RangeInfoResponse\x12Q\n" +
@@ -2071,7 +2257,7 @@ func file_tablestore_v1_partition_service_proto_rawDescGZIP() []byte {
 	return file_tablestore_v1_partition_service_proto_rawDescData
 }
 
-var file_tablestore_v1_partition_service_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_tablestore_v1_partition_service_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_tablestore_v1_partition_service_proto_goTypes = []any{
 	(*SplitRangeRequest)(nil),      // 0: tablestore.v1.SplitRangeRequest
 	(*SplitRangeResponse)(nil),     // 1: tablestore.v1.SplitRangeResponse
@@ -2099,70 +2285,78 @@ var file_tablestore_v1_partition_service_proto_goTypes = []any{
 	(*GetManyResult)(nil),          // 23: tablestore.v1.GetManyResult
 	(*QueryRequest)(nil),           // 24: tablestore.v1.QueryRequest
 	(*QueryResponse)(nil),          // 25: tablestore.v1.QueryResponse
-	(*CreateReplicaRequest)(nil),   // 26: tablestore.v1.CreateReplicaRequest
-	(*CreateReplicaResponse)(nil),  // 27: tablestore.v1.CreateReplicaResponse
-	(*DeleteReplicaRequest)(nil),   // 28: tablestore.v1.DeleteReplicaRequest
-	(*DeleteReplicaResponse)(nil),  // 29: tablestore.v1.DeleteReplicaResponse
-	(*RangeInfoRequest)(nil),       // 30: tablestore.v1.RangeInfoRequest
-	(*RangeInfoResponse)(nil),      // 31: tablestore.v1.RangeInfoResponse
-	nil,                            // 32: tablestore.v1.ChangeReplicasRequest.RaftAddrsEntry
-	nil,                            // 33: tablestore.v1.CreateReplicaRequest.RaftAddrsEntry
-	(*RangeDescriptor)(nil),        // 34: tablestore.v1.RangeDescriptor
-	(*EntityOp)(nil),               // 35: tablestore.v1.EntityOp
-	(*RangeStatus)(nil),            // 36: tablestore.v1.RangeStatus
+	(*ReadIndexRequest)(nil),       // 26: tablestore.v1.ReadIndexRequest
+	(*ReadIndexResponse)(nil),      // 27: tablestore.v1.ReadIndexResponse
+	(*AppliedIndexRequest)(nil),    // 28: tablestore.v1.AppliedIndexRequest
+	(*AppliedIndexResponse)(nil),   // 29: tablestore.v1.AppliedIndexResponse
+	(*CreateReplicaRequest)(nil),   // 30: tablestore.v1.CreateReplicaRequest
+	(*CreateReplicaResponse)(nil),  // 31: tablestore.v1.CreateReplicaResponse
+	(*DeleteReplicaRequest)(nil),   // 32: tablestore.v1.DeleteReplicaRequest
+	(*DeleteReplicaResponse)(nil),  // 33: tablestore.v1.DeleteReplicaResponse
+	(*RangeInfoRequest)(nil),       // 34: tablestore.v1.RangeInfoRequest
+	(*RangeInfoResponse)(nil),      // 35: tablestore.v1.RangeInfoResponse
+	nil,                            // 36: tablestore.v1.ChangeReplicasRequest.RaftAddrsEntry
+	nil,                            // 37: tablestore.v1.CreateReplicaRequest.RaftAddrsEntry
+	(*RangeDescriptor)(nil),        // 38: tablestore.v1.RangeDescriptor
+	(*EntityOp)(nil),               // 39: tablestore.v1.EntityOp
+	(*RangeStatus)(nil),            // 40: tablestore.v1.RangeStatus
 }
 var file_tablestore_v1_partition_service_proto_depIdxs = []int32{
-	34, // 0: tablestore.v1.SplitRangeResponse.left:type_name -> tablestore.v1.RangeDescriptor
-	34, // 1: tablestore.v1.SplitRangeResponse.right:type_name -> tablestore.v1.RangeDescriptor
-	34, // 2: tablestore.v1.FreezeRangeResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	34, // 3: tablestore.v1.MergeRangeRequest.right:type_name -> tablestore.v1.RangeDescriptor
-	34, // 4: tablestore.v1.MergeRangeResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	34, // 5: tablestore.v1.UnfreezeRangeResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	32, // 6: tablestore.v1.ChangeReplicasRequest.raft_addrs:type_name -> tablestore.v1.ChangeReplicasRequest.RaftAddrsEntry
-	34, // 7: tablestore.v1.ChangeReplicasResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	35, // 8: tablestore.v1.WriteRequest.ops:type_name -> tablestore.v1.EntityOp
+	38, // 0: tablestore.v1.SplitRangeResponse.left:type_name -> tablestore.v1.RangeDescriptor
+	38, // 1: tablestore.v1.SplitRangeResponse.right:type_name -> tablestore.v1.RangeDescriptor
+	38, // 2: tablestore.v1.FreezeRangeResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	38, // 3: tablestore.v1.MergeRangeRequest.right:type_name -> tablestore.v1.RangeDescriptor
+	38, // 4: tablestore.v1.MergeRangeResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	38, // 5: tablestore.v1.UnfreezeRangeResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	36, // 6: tablestore.v1.ChangeReplicasRequest.raft_addrs:type_name -> tablestore.v1.ChangeReplicasRequest.RaftAddrsEntry
+	38, // 7: tablestore.v1.ChangeReplicasResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	39, // 8: tablestore.v1.WriteRequest.ops:type_name -> tablestore.v1.EntityOp
 	14, // 9: tablestore.v1.WriteManyRequest.writes:type_name -> tablestore.v1.WriteRequest
 	18, // 10: tablestore.v1.WriteManyResponse.results:type_name -> tablestore.v1.WriteManyResult
 	15, // 11: tablestore.v1.WriteManyResult.response:type_name -> tablestore.v1.WriteResponse
 	19, // 12: tablestore.v1.GetManyRequest.gets:type_name -> tablestore.v1.GetRequest
 	23, // 13: tablestore.v1.GetManyResponse.results:type_name -> tablestore.v1.GetManyResult
 	20, // 14: tablestore.v1.GetManyResult.response:type_name -> tablestore.v1.GetResponse
-	34, // 15: tablestore.v1.QueryResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	34, // 16: tablestore.v1.CreateReplicaRequest.range:type_name -> tablestore.v1.RangeDescriptor
-	33, // 17: tablestore.v1.CreateReplicaRequest.raft_addrs:type_name -> tablestore.v1.CreateReplicaRequest.RaftAddrsEntry
-	36, // 18: tablestore.v1.RangeInfoResponse.status:type_name -> tablestore.v1.RangeStatus
+	38, // 15: tablestore.v1.QueryResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	38, // 16: tablestore.v1.CreateReplicaRequest.range:type_name -> tablestore.v1.RangeDescriptor
+	37, // 17: tablestore.v1.CreateReplicaRequest.raft_addrs:type_name -> tablestore.v1.CreateReplicaRequest.RaftAddrsEntry
+	40, // 18: tablestore.v1.RangeInfoResponse.status:type_name -> tablestore.v1.RangeStatus
 	14, // 19: tablestore.v1.PartitionService.Write:input_type -> tablestore.v1.WriteRequest
 	16, // 20: tablestore.v1.PartitionService.WriteMany:input_type -> tablestore.v1.WriteManyRequest
 	19, // 21: tablestore.v1.PartitionService.Get:input_type -> tablestore.v1.GetRequest
 	21, // 22: tablestore.v1.PartitionService.GetMany:input_type -> tablestore.v1.GetManyRequest
 	24, // 23: tablestore.v1.PartitionService.Query:input_type -> tablestore.v1.QueryRequest
-	26, // 24: tablestore.v1.PartitionService.CreateReplica:input_type -> tablestore.v1.CreateReplicaRequest
-	28, // 25: tablestore.v1.PartitionService.DeleteReplica:input_type -> tablestore.v1.DeleteReplicaRequest
-	30, // 26: tablestore.v1.PartitionService.RangeInfo:input_type -> tablestore.v1.RangeInfoRequest
-	0,  // 27: tablestore.v1.PartitionService.SplitRange:input_type -> tablestore.v1.SplitRangeRequest
-	2,  // 28: tablestore.v1.PartitionService.FreezeRange:input_type -> tablestore.v1.FreezeRangeRequest
-	4,  // 29: tablestore.v1.PartitionService.MergeRange:input_type -> tablestore.v1.MergeRangeRequest
-	6,  // 30: tablestore.v1.PartitionService.UnfreezeRange:input_type -> tablestore.v1.UnfreezeRangeRequest
-	8,  // 31: tablestore.v1.PartitionService.ChangeReplicas:input_type -> tablestore.v1.ChangeReplicasRequest
-	10, // 32: tablestore.v1.PartitionService.TransferLeader:input_type -> tablestore.v1.TransferLeaderRequest
-	12, // 33: tablestore.v1.PartitionService.SplitKey:input_type -> tablestore.v1.SplitKeyRequest
-	15, // 34: tablestore.v1.PartitionService.Write:output_type -> tablestore.v1.WriteResponse
-	17, // 35: tablestore.v1.PartitionService.WriteMany:output_type -> tablestore.v1.WriteManyResponse
-	20, // 36: tablestore.v1.PartitionService.Get:output_type -> tablestore.v1.GetResponse
-	22, // 37: tablestore.v1.PartitionService.GetMany:output_type -> tablestore.v1.GetManyResponse
-	25, // 38: tablestore.v1.PartitionService.Query:output_type -> tablestore.v1.QueryResponse
-	27, // 39: tablestore.v1.PartitionService.CreateReplica:output_type -> tablestore.v1.CreateReplicaResponse
-	29, // 40: tablestore.v1.PartitionService.DeleteReplica:output_type -> tablestore.v1.DeleteReplicaResponse
-	31, // 41: tablestore.v1.PartitionService.RangeInfo:output_type -> tablestore.v1.RangeInfoResponse
-	1,  // 42: tablestore.v1.PartitionService.SplitRange:output_type -> tablestore.v1.SplitRangeResponse
-	3,  // 43: tablestore.v1.PartitionService.FreezeRange:output_type -> tablestore.v1.FreezeRangeResponse
-	5,  // 44: tablestore.v1.PartitionService.MergeRange:output_type -> tablestore.v1.MergeRangeResponse
-	7,  // 45: tablestore.v1.PartitionService.UnfreezeRange:output_type -> tablestore.v1.UnfreezeRangeResponse
-	9,  // 46: tablestore.v1.PartitionService.ChangeReplicas:output_type -> tablestore.v1.ChangeReplicasResponse
-	11, // 47: tablestore.v1.PartitionService.TransferLeader:output_type -> tablestore.v1.TransferLeaderResponse
-	13, // 48: tablestore.v1.PartitionService.SplitKey:output_type -> tablestore.v1.SplitKeyResponse
-	34, // [34:49] is the sub-list for method output_type
-	19, // [19:34] is the sub-list for method input_type
+	26, // 24: tablestore.v1.PartitionService.ReadIndex:input_type -> tablestore.v1.ReadIndexRequest
+	28, // 25: tablestore.v1.PartitionService.AppliedIndex:input_type -> tablestore.v1.AppliedIndexRequest
+	30, // 26: tablestore.v1.PartitionService.CreateReplica:input_type -> tablestore.v1.CreateReplicaRequest
+	32, // 27: tablestore.v1.PartitionService.DeleteReplica:input_type -> tablestore.v1.DeleteReplicaRequest
+	34, // 28: tablestore.v1.PartitionService.RangeInfo:input_type -> tablestore.v1.RangeInfoRequest
+	0,  // 29: tablestore.v1.PartitionService.SplitRange:input_type -> tablestore.v1.SplitRangeRequest
+	2,  // 30: tablestore.v1.PartitionService.FreezeRange:input_type -> tablestore.v1.FreezeRangeRequest
+	4,  // 31: tablestore.v1.PartitionService.MergeRange:input_type -> tablestore.v1.MergeRangeRequest
+	6,  // 32: tablestore.v1.PartitionService.UnfreezeRange:input_type -> tablestore.v1.UnfreezeRangeRequest
+	8,  // 33: tablestore.v1.PartitionService.ChangeReplicas:input_type -> tablestore.v1.ChangeReplicasRequest
+	10, // 34: tablestore.v1.PartitionService.TransferLeader:input_type -> tablestore.v1.TransferLeaderRequest
+	12, // 35: tablestore.v1.PartitionService.SplitKey:input_type -> tablestore.v1.SplitKeyRequest
+	15, // 36: tablestore.v1.PartitionService.Write:output_type -> tablestore.v1.WriteResponse
+	17, // 37: tablestore.v1.PartitionService.WriteMany:output_type -> tablestore.v1.WriteManyResponse
+	20, // 38: tablestore.v1.PartitionService.Get:output_type -> tablestore.v1.GetResponse
+	22, // 39: tablestore.v1.PartitionService.GetMany:output_type -> tablestore.v1.GetManyResponse
+	25, // 40: tablestore.v1.PartitionService.Query:output_type -> tablestore.v1.QueryResponse
+	27, // 41: tablestore.v1.PartitionService.ReadIndex:output_type -> tablestore.v1.ReadIndexResponse
+	29, // 42: tablestore.v1.PartitionService.AppliedIndex:output_type -> tablestore.v1.AppliedIndexResponse
+	31, // 43: tablestore.v1.PartitionService.CreateReplica:output_type -> tablestore.v1.CreateReplicaResponse
+	33, // 44: tablestore.v1.PartitionService.DeleteReplica:output_type -> tablestore.v1.DeleteReplicaResponse
+	35, // 45: tablestore.v1.PartitionService.RangeInfo:output_type -> tablestore.v1.RangeInfoResponse
+	1,  // 46: tablestore.v1.PartitionService.SplitRange:output_type -> tablestore.v1.SplitRangeResponse
+	3,  // 47: tablestore.v1.PartitionService.FreezeRange:output_type -> tablestore.v1.FreezeRangeResponse
+	5,  // 48: tablestore.v1.PartitionService.MergeRange:output_type -> tablestore.v1.MergeRangeResponse
+	7,  // 49: tablestore.v1.PartitionService.UnfreezeRange:output_type -> tablestore.v1.UnfreezeRangeResponse
+	9,  // 50: tablestore.v1.PartitionService.ChangeReplicas:output_type -> tablestore.v1.ChangeReplicasResponse
+	11, // 51: tablestore.v1.PartitionService.TransferLeader:output_type -> tablestore.v1.TransferLeaderResponse
+	13, // 52: tablestore.v1.PartitionService.SplitKey:output_type -> tablestore.v1.SplitKeyResponse
+	36, // [36:53] is the sub-list for method output_type
+	19, // [19:36] is the sub-list for method input_type
 	19, // [19:19] is the sub-list for extension type_name
 	19, // [19:19] is the sub-list for extension extendee
 	0,  // [0:19] is the sub-list for field type_name
@@ -2180,7 +2374,7 @@ func file_tablestore_v1_partition_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tablestore_v1_partition_service_proto_rawDesc), len(file_tablestore_v1_partition_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   34,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

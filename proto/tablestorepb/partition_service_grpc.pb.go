@@ -27,6 +27,8 @@ const (
 	PartitionService_Get_FullMethodName            = "/tablestore.v1.PartitionService/Get"
 	PartitionService_GetMany_FullMethodName        = "/tablestore.v1.PartitionService/GetMany"
 	PartitionService_Query_FullMethodName          = "/tablestore.v1.PartitionService/Query"
+	PartitionService_ReadIndex_FullMethodName      = "/tablestore.v1.PartitionService/ReadIndex"
+	PartitionService_AppliedIndex_FullMethodName   = "/tablestore.v1.PartitionService/AppliedIndex"
 	PartitionService_CreateReplica_FullMethodName  = "/tablestore.v1.PartitionService/CreateReplica"
 	PartitionService_DeleteReplica_FullMethodName  = "/tablestore.v1.PartitionService/DeleteReplica"
 	PartitionService_RangeInfo_FullMethodName      = "/tablestore.v1.PartitionService/RangeInfo"
@@ -61,6 +63,16 @@ type PartitionServiceClient interface {
 	GetMany(ctx context.Context, in *GetManyRequest, opts ...grpc.CallOption) (*GetManyResponse, error)
 	// Query scans one range in key order, filtering where the data is.
 	Query(ctx context.Context, in *QueryRequest, opts ...grpc.CallOption) (*QueryResponse, error)
+	// ReadIndex (leader only) returns a commit index of the range that this
+	// replica, having committed an entry of its term, confirmed as leader
+	// after the request arrived (the linearizable read's check): every write
+	// acknowledged before the call was sent is at or below it. The secondary's
+	// sync time rests on it (docs/reliability.md section 18).
+	ReadIndex(ctx context.Context, in *ReadIndexRequest, opts ...grpc.CallOption) (*ReadIndexResponse, error)
+	// AppliedIndex (any replica) waits up to wait_ms for this replica's
+	// state to hold every entry up to index, without a leadership check, and
+	// reports how far it holds.
+	AppliedIndex(ctx context.Context, in *AppliedIndexRequest, opts ...grpc.CallOption) (*AppliedIndexResponse, error)
 	// CreateReplica starts (or bootstraps) a replica of a range on this server.
 	CreateReplica(ctx context.Context, in *CreateReplicaRequest, opts ...grpc.CallOption) (*CreateReplicaResponse, error)
 	// DeleteReplica stops a replica and removes its data.
@@ -141,6 +153,26 @@ func (c *partitionServiceClient) Query(ctx context.Context, in *QueryRequest, op
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(QueryResponse)
 	err := c.cc.Invoke(ctx, PartitionService_Query_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *partitionServiceClient) ReadIndex(ctx context.Context, in *ReadIndexRequest, opts ...grpc.CallOption) (*ReadIndexResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReadIndexResponse)
+	err := c.cc.Invoke(ctx, PartitionService_ReadIndex_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *partitionServiceClient) AppliedIndex(ctx context.Context, in *AppliedIndexRequest, opts ...grpc.CallOption) (*AppliedIndexResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AppliedIndexResponse)
+	err := c.cc.Invoke(ctx, PartitionService_AppliedIndex_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -269,6 +301,16 @@ type PartitionServiceServer interface {
 	GetMany(context.Context, *GetManyRequest) (*GetManyResponse, error)
 	// Query scans one range in key order, filtering where the data is.
 	Query(context.Context, *QueryRequest) (*QueryResponse, error)
+	// ReadIndex (leader only) returns a commit index of the range that this
+	// replica, having committed an entry of its term, confirmed as leader
+	// after the request arrived (the linearizable read's check): every write
+	// acknowledged before the call was sent is at or below it. The secondary's
+	// sync time rests on it (docs/reliability.md section 18).
+	ReadIndex(context.Context, *ReadIndexRequest) (*ReadIndexResponse, error)
+	// AppliedIndex (any replica) waits up to wait_ms for this replica's
+	// state to hold every entry up to index, without a leadership check, and
+	// reports how far it holds.
+	AppliedIndex(context.Context, *AppliedIndexRequest) (*AppliedIndexResponse, error)
 	// CreateReplica starts (or bootstraps) a replica of a range on this server.
 	CreateReplica(context.Context, *CreateReplicaRequest) (*CreateReplicaResponse, error)
 	// DeleteReplica stops a replica and removes its data.
@@ -319,6 +361,12 @@ func (UnimplementedPartitionServiceServer) GetMany(context.Context, *GetManyRequ
 }
 func (UnimplementedPartitionServiceServer) Query(context.Context, *QueryRequest) (*QueryResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Query not implemented")
+}
+func (UnimplementedPartitionServiceServer) ReadIndex(context.Context, *ReadIndexRequest) (*ReadIndexResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ReadIndex not implemented")
+}
+func (UnimplementedPartitionServiceServer) AppliedIndex(context.Context, *AppliedIndexRequest) (*AppliedIndexResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method AppliedIndex not implemented")
 }
 func (UnimplementedPartitionServiceServer) CreateReplica(context.Context, *CreateReplicaRequest) (*CreateReplicaResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method CreateReplica not implemented")
@@ -457,6 +505,42 @@ func _PartitionService_Query_Handler(srv interface{}, ctx context.Context, dec f
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(PartitionServiceServer).Query(ctx, req.(*QueryRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _PartitionService_ReadIndex_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReadIndexRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PartitionServiceServer).ReadIndex(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PartitionService_ReadIndex_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PartitionServiceServer).ReadIndex(ctx, req.(*ReadIndexRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _PartitionService_AppliedIndex_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AppliedIndexRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PartitionServiceServer).AppliedIndex(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PartitionService_AppliedIndex_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PartitionServiceServer).AppliedIndex(ctx, req.(*AppliedIndexRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -667,6 +751,14 @@ var PartitionService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Query",
 			Handler:    _PartitionService_Query_Handler,
+		},
+		{
+			MethodName: "ReadIndex",
+			Handler:    _PartitionService_ReadIndex_Handler,
+		},
+		{
+			MethodName: "AppliedIndex",
+			Handler:    _PartitionService_AppliedIndex_Handler,
 		},
 		{
 			MethodName: "CreateReplica",
