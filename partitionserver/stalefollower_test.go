@@ -225,7 +225,22 @@ func testStaleTail(t *testing.T, leaderSnap uint64) {
 	if err := other.raft.Shutdown().Error(); err != nil {
 		t.Fatal(err)
 	}
-	if err := leader.raft.Apply([]byte("y"), 10*time.Second).Error(); err != nil {
-		t.Fatalf("apply with %s stopped: %v", other.name, err)
+	// Either survivor may lead by now (a lease lost on a loaded machine
+	// moves leadership): ask whichever does, until a deadline.
+	applyDeadline := time.Now().Add(30 * time.Second)
+	var lastErr error
+	for {
+		for _, n := range []*staleNode{leader, f} {
+			if n.raft.State() != raft.Leader {
+				continue
+			}
+			if lastErr = n.raft.Apply([]byte("y"), 5*time.Second).Error(); lastErr == nil {
+				return
+			}
+		}
+		if time.Now().After(applyDeadline) {
+			t.Fatalf("no apply with %s stopped within 30s: %v", other.name, lastErr)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -24,10 +24,10 @@ type Group struct {
 	gate        atomic.Pointer[func(any) (any, error)]
 	stuckFn     atomic.Pointer[func(peer raft.ServerID, followerLast uint64)]
 	// installedMu guards installed: the followers this member just
-	// installed a snapshot on, until their next append's answer (see
-	// SetStuckFollower).
+	// installed a snapshot on, with the term it was sent in, until their
+	// next append's answer (see SetStuckFollower).
 	installedMu sync.Mutex
-	installed   map[raft.ServerID]struct{}
+	installed   map[raft.ServerID]uint64
 	shutdown    chan struct{}
 	once        sync.Once
 	// fast is held (read) while a heartbeat runs in raft's handler, which
@@ -148,31 +148,35 @@ func (g *Group) SetStuckFollower(fn func(peer raft.ServerID, followerLast uint64
 }
 
 // noteInstalled records that follower id installed this member's
-// snapshot.
-func (g *Group) noteInstalled(id raft.ServerID) {
+// snapshot, sent in term.
+func (g *Group) noteInstalled(id raft.ServerID, term uint64) {
 	if g.stuckFn.Load() == nil {
 		return
 	}
 	g.installedMu.Lock()
 	if g.installed == nil {
-		g.installed = map[raft.ServerID]struct{}{}
+		g.installed = map[raft.ServerID]uint64{}
 	}
-	g.installed[id] = struct{}{}
+	g.installed[id] = term
 	g.installedMu.Unlock()
 }
 
 // checkStuck calls the stuck-follower function when id's answer to an
 // append is one of SetStuckFollower's refusals in this member's term (a
-// newer term only deposes it).
+// newer term only deposes it). An install counts only for an append of
+// the term it was sent in: a member that stepped down right after it and
+// leads again later starts its next-index at its own last entry, and the
+// first append's refusal is then ordinary lag, not a stale tail.
 func (g *Group) checkStuck(id raft.ServerID, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) {
 	fn := g.stuckFn.Load()
 	if fn == nil {
 		return
 	}
 	g.installedMu.Lock()
-	_, installed := g.installed[id]
+	installTerm, ok := g.installed[id]
 	delete(g.installed, id)
 	g.installedMu.Unlock()
+	installed := ok && installTerm == args.Term
 	fromStart := args.PrevLogEntry == 0 && len(args.Entries) > 0 && resp.LastLog > 0
 	if !resp.Success && resp.Term <= args.Term && (installed || fromStart) {
 		(*fn)(id, resp.LastLog)
@@ -348,7 +352,7 @@ func (g *Group) InstallSnapshot(id raft.ServerID, target raft.ServerAddress, arg
 	start := time.Now()
 	err := g.installSnapshot(id, target, args, resp, data)
 	if err == nil && resp.Success {
-		g.noteInstalled(id)
+		g.noteInstalled(id, args.Term)
 	}
 	if !unreached(err) {
 		return err

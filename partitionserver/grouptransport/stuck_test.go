@@ -23,7 +23,7 @@ func TestStuckFollowerCalls(t *testing.T) {
 	afterSnap := &raft.AppendEntriesRequest{Term: 4, PrevLogEntry: 5, PrevLogTerm: 1, Entries: entries}
 	fromStart := &raft.AppendEntriesRequest{Term: 4, Entries: []*raft.Log{{Index: 1, Term: 1}}}
 	type step struct {
-		install bool // a snapshot installed on "f" first
+		install uint64 // a snapshot installed on "f" first, in this term (0: none)
 		peer    raft.ServerID
 		req     *raft.AppendEntriesRequest
 		resp    *raft.AppendEntriesResponse
@@ -33,16 +33,17 @@ func TestStuckFollowerCalls(t *testing.T) {
 		steps []step
 		want  []call
 	}{
-		{"refusal after an install", []step{{true, "f", afterSnap, refused}}, []call{{"f", 12}}},
-		{"accepted after an install", []step{{true, "f", afterSnap, taken}}, nil},
-		{"refusal without an install", []step{{false, "f", afterSnap, refused}}, nil},
-		{"only the first append after the install", []step{{true, "f", afterSnap, taken}, {false, "f", afterSnap, refused}}, nil},
-		{"each install once", []step{{true, "f", afterSnap, refused}, {false, "f", afterSnap, refused}, {true, "f", afterSnap, refused}}, []call{{"f", 12}, {"f", 12}}},
-		{"another follower", []step{{true, "f", nil, nil}, {false, "g", afterSnap, refused}}, nil},
-		{"a newer term deposes the leader", []step{{true, "f", afterSnap, deposed}}, nil},
-		{"refusal from the log's start", []step{{false, "f", fromStart, refused}}, []call{{"f", 12}}},
-		{"refusal from the start by an empty member", []step{{false, "f", fromStart, emptyRefused}}, nil},
-		{"accepted from the log's start", []step{{false, "f", fromStart, taken}}, nil},
+		{"refusal after an install", []step{{4, "f", afterSnap, refused}}, []call{{"f", 12}}},
+		{"accepted after an install", []step{{4, "f", afterSnap, taken}}, nil},
+		{"refusal without an install", []step{{0, "f", afterSnap, refused}}, nil},
+		{"only the first append after the install", []step{{4, "f", afterSnap, taken}, {0, "f", afterSnap, refused}}, nil},
+		{"each install once", []step{{4, "f", afterSnap, refused}, {0, "f", afterSnap, refused}, {4, "f", afterSnap, refused}}, []call{{"f", 12}, {"f", 12}}},
+		{"another follower", []step{{4, "f", nil, nil}, {0, "g", afterSnap, refused}}, nil},
+		{"an install of an earlier term", []step{{3, "f", afterSnap, refused}}, nil},
+		{"a newer term deposes the leader", []step{{4, "f", afterSnap, deposed}}, nil},
+		{"refusal from the log's start", []step{{0, "f", fromStart, refused}}, []call{{"f", 12}}},
+		{"refusal from the start by an empty member", []step{{0, "f", fromStart, emptyRefused}}, nil},
+		{"accepted from the log's start", []step{{0, "f", fromStart, taken}}, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -52,8 +53,8 @@ func TestStuckFollowerCalls(t *testing.T) {
 				got = append(got, call{peer, followerLast})
 			})
 			for _, s := range tc.steps {
-				if s.install {
-					g.noteInstalled("f")
+				if s.install > 0 {
+					g.noteInstalled("f", s.install)
 				}
 				if s.resp != nil {
 					g.checkStuck(s.peer, s.req, s.resp)
