@@ -641,10 +641,23 @@ func (s *Server) createReplica(desc *pb.RangeDescriptor, bootstrap, campaign boo
 	id := desc.GetRangeId()
 	campaign = campaign && bootstrap
 	if s.hosts(id) {
-		if campaign {
-			s.campaignLeaderless(id)
+		if !s.removedLeftover(id, desc) {
+			if campaign {
+				s.campaignLeaderless(id)
+			}
+			return nil
 		}
-		return nil
+		// A move back onto this server while the delete of its earlier
+		// replica (removed at a generation below desc's) had not run yet:
+		// kept, that replica would be deleted by the late delete a moment
+		// later (its generation is below the delete's), leaving the new
+		// voter without a replica and a four-voter range one server from
+		// no quorum (TestRecreatedMemberRefusesStaleMember hung on it). It
+		// is deleted now, and created again empty with the floor.
+		if err := s.deleteReplica(id, desc.GetGeneration(), 0); err != nil {
+			return fmt.Errorf("partitionserver: range %d: delete the replica a move removed before creating it again: %w", id, err)
+		}
+		s.logger.Info("replica a move removed deleted before it is created again", "range", id, "generation", desc.GetGeneration())
 	}
 	if err := s.store.CreateRange(desc, bootstrap); err != nil && !errors.Is(err, fsm.ErrRangeExists) {
 		return err
@@ -654,6 +667,20 @@ func (s *Server) createReplica(desc *pb.RangeDescriptor, bootstrap, campaign boo
 		s.campaignLeaderless(id)
 	}
 	return err
+}
+
+// removedLeftover reports whether this server's replica of desc's range is
+// one an earlier move removed: desc (a move's CreateReplica names the range
+// as it is, without this server) does not list this server, and the
+// replica's descriptor is older than desc.
+func (s *Server) removedLeftover(id uint64, desc *pb.RangeDescriptor) bool {
+	for _, r := range desc.GetReplicas() {
+		if r.GetServerId() == s.id {
+			return false
+		}
+	}
+	sl := s.slot(id)
+	return sl != nil && sl.fsm != nil && sl.fsm.Descriptor().GetGeneration() < desc.GetGeneration()
 }
 
 // campaignLeaderless makes the open member of a new range campaign if it is
