@@ -10,6 +10,7 @@ import (
 
 	"tablestore/partitionserver/grouptransport"
 	"tablestore/partitionserver/raftlog"
+	pb "tablestore/proto/tablestorepb"
 )
 
 func TestFloorRefusal(t *testing.T) {
@@ -237,5 +238,37 @@ func TestStaleLeaderStepsDownAtFloor(t *testing.T) {
 	}
 	if last, err := jlogs.LastIndex(); err != nil || last != 0 {
 		t.Fatalf("the floored member's log: last index %d, %v; want empty", last, err)
+	}
+}
+
+// A move's CreateReplica names the range as it is, without this server: a
+// replica still here at an older generation is the one an earlier move
+// removed (its delete not run yet), which createReplica deletes and
+// creates again rather than keep for the late delete to remove.
+func TestRemovedLeftover(t *testing.T) {
+	s, _, _ := quietServer(t) // range 1 at generation 1 on server f
+	replicas := func(ids ...string) []*pb.Replica {
+		var out []*pb.Replica
+		for _, id := range ids {
+			out = append(out, &pb.Replica{ServerId: id})
+		}
+		return out
+	}
+	tests := []struct {
+		name string
+		desc *pb.RangeDescriptor
+		want bool
+	}{
+		{name: "move back: newer descriptor without this server", desc: &pb.RangeDescriptor{RangeId: 1, Generation: 3, Replicas: replicas("a", "b", "c")}, want: true},
+		{name: "heartbeat join: the descriptor lists this server", desc: &pb.RangeDescriptor{RangeId: 1, Generation: 3, Replicas: replicas("a", "b", "f")}},
+		{name: "replica as new as the descriptor (an unrecorded AddVoter)", desc: &pb.RangeDescriptor{RangeId: 1, Generation: 1, Replicas: replicas("a", "b", "c")}},
+		{name: "range not hosted", desc: &pb.RangeDescriptor{RangeId: 2, Generation: 3, Replicas: replicas("a", "b", "c")}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := s.removedLeftover(tc.desc.GetRangeId(), tc.desc); got != tc.want {
+				t.Fatalf("removedLeftover = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
