@@ -38,7 +38,8 @@ import (
 //     floor's term exists or existed), and its entries or snapshot must not
 //     land here; the refusal carries the floor's term, on which hashicorp's
 //     replication (replicateTo, sendLatestSnapshot) steps the stale leader
-//     down, and its candidate on which a stale candidate falls back.
+//     down, and on which a candidate of an older term falls back to
+//     follower (its pre-vote and vote tallies).
 //
 // The rule stays on for the replica's whole life instead of only while it is
 // empty: once its own log reaches the floor, raft's own checks refuse every
@@ -58,15 +59,6 @@ func (f joinFloor) set() bool { return f.term > 0 }
 // in Raft's order (last term first, then last index).
 func (f joinFloor) behind(term, index uint64) bool {
 	return term < f.term || (term == f.term && index < f.index)
-}
-
-// max is the higher of two floors (both committed positions; the higher
-// one protects more).
-func (f joinFloor) max(g joinFloor) joinFloor {
-	if f.behind(g.term, g.index) {
-		return f
-	}
-	return g
 }
 
 // floorRefusal decides one incoming raft request of a member with floor f:
