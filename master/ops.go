@@ -940,13 +940,34 @@ func (s *Server) deleteReplica(ctx context.Context, server string, id, generatio
 
 // addVoter creates a replica of d on server to and adds it to d's Raft
 // group as a voter (it catches up by snapshot).
+//
+// The new replica is given a join floor first: the leader's verified
+// (term, commit index), taken now, after the master recorded every earlier
+// removal of to from the range. The replica is empty, and an empty raft
+// member votes for anyone and takes any leader's entries; with the floor
+// it refuses a member that missed to's earlier removal, which still counts
+// to in its stale configuration (chaos seed 243: a one-way cut, a move off
+// and back onto the server within a second, two leaders on disjoint
+// majorities; partitionserver/joinfloor.go).
 func (s *Server) addVoter(ctx context.Context, d *pb.RangeDescriptor, to string, addrs map[string]string) (*pb.RangeDescriptor, error) {
 	id := d.GetRangeId()
 	c, err := s.pool.Partition(s.grpcAddrOf(to))
 	if err != nil {
 		return nil, err
 	}
-	if _, err := c.CreateReplica(ctx, &pb.CreateReplicaRequest{Range: d, Bootstrap: false, RaftAddrs: addrs}); err != nil {
+	var floorTerm, floorIndex uint64
+	err = s.onLeader(ctx, id, func(ctx context.Context, c pb.PartitionServiceClient) error {
+		resp, err := c.RangeInfo(ctx, &pb.RangeInfoRequest{RangeId: id, JoinFloor: true})
+		if err == nil {
+			floorTerm, floorIndex = resp.GetFloorTerm(), resp.GetFloorIndex()
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("join floor of range %d: %w", id, err)
+	}
+	if _, err := c.CreateReplica(ctx, &pb.CreateReplicaRequest{Range: d, Bootstrap: false, RaftAddrs: addrs,
+		JoinFloorTerm: floorTerm, JoinFloorIndex: floorIndex}); err != nil {
 		return nil, fmt.Errorf("create replica on %s: %w", to, err)
 	}
 	var cur *pb.RangeDescriptor

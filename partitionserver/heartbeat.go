@@ -258,7 +258,7 @@ func (s *Server) reconcile(rp *reportState, retired []uint64) (pending bool) {
 		pending = true
 		switch p {
 		case lifecycle.Bootstrap, lifecycle.Join:
-			if err := s.createReplica(d, p == lifecycle.Bootstrap, false, rp.raftAddrs); err != nil {
+			if err := s.createReplica(d, p == lifecycle.Bootstrap, false, rp.raftAddrs, joinFloor{}); err != nil {
 				s.logger.Warn("create assigned replica failed", "range", d.GetRangeId(), "placement", p.String(), "err", err)
 			}
 		case lifecycle.WakeParent:

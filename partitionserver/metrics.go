@@ -87,6 +87,10 @@ var (
 		Namespace: "tablestore", Subsystem: "partitionserver", Name: "quiesced_total",
 		Help: "Range Raft members closed after applying a QUIESCE marker as their last entry.",
 	})
+	joinFloorRefusalsTotal = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "tablestore", Subsystem: "partitionserver", Name: "join_floor_refusals_total",
+		Help: "Raft votes, pre-votes, appends and snapshots a re-created replica refused below its join floor (a member that missed a removal, or a stale leader).",
+	})
 	quietAnswersTotal = prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: "tablestore", Subsystem: "partitionserver", Name: "quiet_answers_total",
 		Help: "Raft AppendEntries, pre-votes and votes answered for a quiet range without opening it.",
@@ -120,5 +124,5 @@ var (
 )
 
 func init() {
-	prometheus.MustRegister(lifecycleTransitionsTotal, quiescedTotal, quietAnswersTotal, quietVotesTotal, quietStoredTotal, wakeSeconds, quietReadsTotal, quietReadSeconds, quietConfirmsTotal)
+	prometheus.MustRegister(lifecycleTransitionsTotal, quiescedTotal, joinFloorRefusalsTotal, quietAnswersTotal, quietVotesTotal, quietStoredTotal, wakeSeconds, quietReadsTotal, quietReadSeconds, quietConfirmsTotal)
 }

@@ -123,6 +123,9 @@ type openSpec struct {
 	bootstrap bool
 	voters    []raft.Server
 	fast      bool
+	// floor: the join floor of a replica a move creates (joinfloor.go);
+	// a reopen reads the recorded one.
+	floor joinFloor
 }
 
 // step feeds one event to sl's machine and executes its actions; the
@@ -206,7 +209,7 @@ func (s *Server) execute(sl *slot, a lifecycle.Action, spec *openSpec) error {
 		// "fast" timeouts, whose 40 ms leader lease (raft cannot reload
 		// it) was lost again and again under load: the election storm of
 		// issue 9.
-		rep, err := openReplica(s.deps(), sl, spec.bootstrap, spec.voters)
+		rep, err := openReplica(s.deps(), sl, spec.bootstrap, spec.voters, spec.floor)
 		if err != nil {
 			return err
 		}
@@ -629,27 +632,55 @@ func (s *Server) Wake(group uint64) bool {
 }
 
 // createReplica stores the range and starts its Raft member; it is a no-op
-// when the replica is already hosted here.
-func (s *Server) createReplica(desc *pb.RangeDescriptor, bootstrap, campaign bool, raftAddrs map[string]string) error {
+// when the replica is already hosted here. floor is the join floor of a
+// replica a move creates (zero for none).
+func (s *Server) createReplica(desc *pb.RangeDescriptor, bootstrap, campaign bool, raftAddrs map[string]string, floor joinFloor) error {
 	for id, a := range raftAddrs {
 		s.addrs.set(id, a)
 	}
 	id := desc.GetRangeId()
 	campaign = campaign && bootstrap
 	if s.hosts(id) {
-		if campaign {
-			s.campaignLeaderless(id)
+		if !s.removedLeftover(id, desc) {
+			if campaign {
+				s.campaignLeaderless(id)
+			}
+			return nil
 		}
-		return nil
+		// A move back onto this server while the delete of its earlier
+		// replica (removed at a generation below desc's) had not run yet:
+		// kept, that replica would be deleted by the late delete a moment
+		// later (its generation is below the delete's), leaving the new
+		// voter without a replica and a four-voter range one server from
+		// no quorum (TestRecreatedMemberRefusesStaleMember hung on it). It
+		// is deleted now, and created again empty with the floor.
+		if err := s.deleteReplica(id, desc.GetGeneration(), 0); err != nil {
+			return fmt.Errorf("partitionserver: range %d: delete the replica a move removed before creating it again: %w", id, err)
+		}
+		s.logger.Info("replica a move removed deleted before it is created again", "range", id, "generation", desc.GetGeneration())
 	}
 	if err := s.store.CreateRange(desc, bootstrap); err != nil && !errors.Is(err, fsm.ErrRangeExists) {
 		return err
 	}
-	campaigned, err := s.create(desc, bootstrap, campaign, campaign, "master")
+	campaigned, err := s.create(desc, bootstrap, campaign, campaign, "master", floor)
 	if err == nil && campaign && !campaigned {
 		s.campaignLeaderless(id)
 	}
 	return err
+}
+
+// removedLeftover reports whether this server's replica of desc's range is
+// one an earlier move removed: desc (a move's CreateReplica names the range
+// as it is, without this server) does not list this server, and the
+// replica's descriptor is older than desc.
+func (s *Server) removedLeftover(id uint64, desc *pb.RangeDescriptor) bool {
+	for _, r := range desc.GetReplicas() {
+		if r.GetServerId() == s.id {
+			return false
+		}
+	}
+	sl := s.slot(id)
+	return sl != nil && sl.fsm != nil && sl.fsm.Descriptor().GetGeneration() < desc.GetGeneration()
 }
 
 // campaignLeaderless makes the open member of a new range campaign if it is
@@ -676,7 +707,7 @@ func (s *Server) campaignLeaderless(id uint64) {
 
 // create registers and opens a stored range; campaigned reports whether
 // this call opened it with a campaign.
-func (s *Server) create(desc *pb.RangeDescriptor, bootstrap, campaign, fast bool, cause string) (campaigned bool, err error) {
+func (s *Server) create(desc *pb.RangeDescriptor, bootstrap, campaign, fast bool, cause string, floor joinFloor) (campaigned bool, err error) {
 	sl, _, err := s.addSlot(desc.GetRangeId())
 	if err != nil {
 		return false, err
@@ -684,7 +715,7 @@ func (s *Server) create(desc *pb.RangeDescriptor, bootstrap, campaign, fast bool
 	sl.lock()
 	defer sl.unlock()
 	out, err := s.step(sl, lifecycle.Input{Event: lifecycle.Create, Campaign: campaign || fast}, cause,
-		&openSpec{bootstrap: bootstrap, voters: s.voters(desc), fast: fast})
+		&openSpec{bootstrap: bootstrap, voters: s.voters(desc), fast: fast, floor: floor})
 	if err == nil && out.Changed() {
 		s.logger.Info("replica created", "range", desc.GetRangeId(), "table", desc.GetTable(), "bootstrap", bootstrap, "cause", cause)
 	}
@@ -710,7 +741,7 @@ func (s *Server) RangeCreated(parent uint64, desc *pb.RangeDescriptor, preferred
 		if s.hosts(desc.GetRangeId()) {
 			return
 		}
-		if _, err := s.create(desc, true, fast, fast, "split"); err != nil {
+		if _, err := s.create(desc, true, fast, fast, "split", joinFloor{}); err != nil {
 			if !errors.Is(err, ErrShuttingDown) {
 				s.logger.Error("starting split range failed", "range", desc.GetRangeId(), "err", err)
 			}

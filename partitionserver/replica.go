@@ -85,8 +85,10 @@ func replicaDir(dataDir string, id uint64) string {
 // openReplica starts the Raft group member of a range whose state is in the
 // store (sl's state machine). bootstrap, with voters, starts a new group. A
 // member that must lead at once is made to campaign by the registry
-// (Group.Campaign), with these same timeouts.
-func openReplica(d replicaDeps, sl *slot, bootstrap bool, voters []raft.Server) (*replica, error) {
+// (Group.Campaign), with these same timeouts. floor, when set, is the join
+// floor a move gave the replica (joinfloor.go): recorded in the group's
+// stable keys before raft starts, and in force from the first message.
+func openReplica(d replicaDeps, sl *slot, bootstrap bool, voters []raft.Server, floor joinFloor) (*replica, error) {
 	id := sl.id
 	logger := d.logger.With("range", id)
 	rfsm := sl.fsm
@@ -139,14 +141,22 @@ func openReplica(d replicaDeps, sl *slot, bootstrap bool, voters []raft.Server) 
 			}
 		}
 	}
-	gate, err := snapshotFirst(rfsm.Descriptor().GetGeneration(), rfsm.State().GetAppliedIndex(), bootstrap, logStore, snaps)
+	floor, err = raiseFloor(logStore, floor)
+	if err != nil {
+		transport.Close()
+		return nil, fmt.Errorf("partitionserver: range %d join floor: %w", id, err)
+	}
+	first, err := snapshotFirst(rfsm.Descriptor().GetGeneration(), rfsm.State().GetAppliedIndex(), bootstrap, logStore, snaps)
 	if err != nil {
 		transport.Close()
 		return nil, fmt.Errorf("partitionserver: range %d: %w", id, err)
 	}
-	transport.SetGate(gate)
-	if gate != nil {
+	transport.SetGate(memberGate(floor, first))
+	if first != nil {
 		logger.Info("empty member of a split-born range: log entries refused until a snapshot arrives")
+	}
+	if floor.set() {
+		logger.Info("re-created member: votes for logs behind the join floor and leaders of older terms refused", "floor_term", floor.term, "floor_index", floor.index)
 	}
 	// The leader reads back every entry it just wrote to replicate it; the
 	// cache answers those reads from memory.
@@ -342,6 +352,34 @@ func (r *replica) linearizable(ctx context.Context) error {
 		return err
 	}
 	return r.waitApplied(ctx, idx)
+}
+
+// joinFloor returns a committed log position every later leader holds:
+// this leader's term and commit index, once an entry of its term is
+// committed (so the entry at the index is of that term) and a quorum has
+// confirmed the leadership after the index was read (a deposed leader,
+// one a stale configuration elected, cannot). The term is read again
+// after the confirmation: a term change in between fails the call.
+func (r *replica) joinFloor(ctx context.Context) (joinFloor, error) {
+	if !r.isLeader() {
+		return joinFloor{}, ErrNotLeader
+	}
+	if err := r.termCommitted(ctx); err != nil {
+		return joinFloor{}, err
+	}
+	term := r.raft.CurrentTerm()
+	idx := r.raft.CommitIndex()
+	if r.readyTerm.Load() != term {
+		// A new term since termCommitted: idx may precede its first entry.
+		return joinFloor{}, ErrNotLeader
+	}
+	if err := r.raft.VerifyLeader().Error(); err != nil {
+		return joinFloor{}, ErrNotLeader
+	}
+	if r.raft.CurrentTerm() != term || !r.isLeader() {
+		return joinFloor{}, ErrNotLeader
+	}
+	return joinFloor{term: term, index: idx}, nil
 }
 
 // termCommitted returns once this leader has committed an entry of its

@@ -336,7 +336,7 @@ func (v *service) CreateReplica(ctx context.Context, req *pb.CreateReplicaReques
 	if req.GetRange() == nil || req.GetRange().GetRangeId() == 0 {
 		return nil, rpcerr.New(codes.InvalidArgument, rpcerr.ReasonInvalidInput, "descriptor required", nil)
 	}
-	if err := v.s.createReplica(req.GetRange(), req.GetBootstrap(), req.GetCampaign(), req.GetRaftAddrs()); err != nil {
+	if err := v.s.createReplica(req.GetRange(), req.GetBootstrap(), req.GetCampaign(), req.GetRaftAddrs(), joinFloor{req.GetJoinFloorTerm(), req.GetJoinFloorIndex()}); err != nil {
 		return nil, toStatus(nil, err)
 	}
 	return &pb.CreateReplicaResponse{LeaderServerId: v.s.settledLeader(ctx, req.GetRange().GetRangeId(), req.GetCampaign())}, nil
@@ -350,6 +350,9 @@ func (v *service) DeleteReplica(ctx context.Context, req *pb.DeleteReplicaReques
 }
 
 func (v *service) RangeInfo(ctx context.Context, req *pb.RangeInfoRequest) (*pb.RangeInfoResponse, error) {
+	if req.GetJoinFloor() {
+		return v.joinFloor(ctx, req.GetRangeId())
+	}
 	// An observation: it does not wake a quiet range, which reports the
 	// leader it knew when it closed.
 	sl := v.s.slot(req.GetRangeId())
@@ -363,6 +366,22 @@ func (v *service) RangeInfo(ctx context.Context, req *pb.RangeInfoRequest) (*pb.
 		resp.LeaderServerId = *l
 	}
 	return resp, nil
+}
+
+// joinFloor answers RangeInfo's join_floor: the leader's verified
+// (term, commit index), the floor of a replica a move is about to create
+// (joinfloor.go). It wakes a quiet range: only a running leader can
+// verify.
+func (v *service) joinFloor(ctx context.Context, id uint64) (*pb.RangeInfoResponse, error) {
+	r, err := v.leaderReplica(id)
+	if err != nil {
+		return nil, err
+	}
+	f, err := r.joinFloor(ctx)
+	if err != nil {
+		return nil, toStatus(r, err)
+	}
+	return &pb.RangeInfoResponse{Status: v.s.status(v.s.slot(id), false), LeaderServerId: v.s.id, FloorTerm: f.term, FloorIndex: f.index}, nil
 }
 
 // rangeMeters are a range's request meters; they outlive its Raft member,

@@ -305,6 +305,17 @@ func (g *Group) SetGate(fn func(msg any) (resp any, err error)) {
 func (g *Group) deliver(msg any, reader io.Reader, stop <-chan struct{}) (any, error, bool) {
 	if fn := g.gate.Load(); fn != nil {
 		if resp, err := (*fn)(msg); resp != nil || err != nil {
+			if reader != nil {
+				// A refused snapshot: its sender writes all the data
+				// before it reads the answer, so the data is read and
+				// dropped first. Answered unread, the sender's write
+				// would fail, which raft takes as a failed RPC and
+				// retries (with the whole snapshot) instead of acting on
+				// the answer (a stale leader steps down on its term).
+				if _, derr := io.Copy(io.Discard, reader); derr != nil {
+					return nil, derr, true
+				}
+			}
 			return resp, err, true
 		}
 	}

@@ -1763,9 +1763,19 @@ type CreateReplicaRequest struct {
 	RaftAddrs map[string]string `protobuf:"bytes,3,rep,name=raft_addrs,json=raftAddrs,proto3" json:"raft_addrs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// With bootstrap: this replica campaigns at once, so a new table's range
 	// has a leader in tens of milliseconds instead of an election timeout.
-	Campaign      bool `protobuf:"varint,4,opt,name=campaign,proto3" json:"campaign,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Campaign bool `protobuf:"varint,4,opt,name=campaign,proto3" json:"campaign,omitempty"`
+	// The join floor of a replica a move creates empty (RangeInfoResponse's
+	// floor, asked of the range's leader just before): until its log reaches
+	// (join_floor_term, join_floor_index) in Raft's order the new member
+	// refuses votes to candidates whose log is behind that point, and
+	// messages from leaders of terms below join_floor_term. A removed
+	// server that comes back empty would otherwise vote for, and take
+	// entries from, a member that missed its removal (chaos seed 243).
+	// 0: no floor (bootstrap members, older masters).
+	JoinFloorTerm  uint64 `protobuf:"varint,5,opt,name=join_floor_term,json=joinFloorTerm,proto3" json:"join_floor_term,omitempty"`
+	JoinFloorIndex uint64 `protobuf:"varint,6,opt,name=join_floor_index,json=joinFloorIndex,proto3" json:"join_floor_index,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *CreateReplicaRequest) Reset() {
@@ -1824,6 +1834,20 @@ func (x *CreateReplicaRequest) GetCampaign() bool {
 		return x.Campaign
 	}
 	return false
+}
+
+func (x *CreateReplicaRequest) GetJoinFloorTerm() uint64 {
+	if x != nil {
+		return x.JoinFloorTerm
+	}
+	return 0
+}
+
+func (x *CreateReplicaRequest) GetJoinFloorIndex() uint64 {
+	if x != nil {
+		return x.JoinFloorIndex
+	}
+	return 0
 }
 
 type CreateReplicaResponse struct {
@@ -1980,8 +2004,13 @@ func (*DeleteReplicaResponse) Descriptor() ([]byte, []int) {
 }
 
 type RangeInfoRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RangeId       uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	RangeId uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
+	// Ask the leader for a join floor: it confirms its leadership with a
+	// quorum and waits for its term's first entry to commit, then answers
+	// floor_term and floor_index (its term, its commit index). A member
+	// that is not the leader answers NotLeader.
+	JoinFloor     bool `protobuf:"varint,2,opt,name=join_floor,json=joinFloor,proto3" json:"join_floor,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2023,12 +2052,23 @@ func (x *RangeInfoRequest) GetRangeId() uint64 {
 	return 0
 }
 
+func (x *RangeInfoRequest) GetJoinFloor() bool {
+	if x != nil {
+		return x.JoinFloor
+	}
+	return false
+}
+
 type RangeInfoResponse struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	Status         *RangeStatus           `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
 	LeaderServerId string                 `protobuf:"bytes,2,opt,name=leader_server_id,json=leaderServerId,proto3" json:"leader_server_id,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// With join_floor: a committed log position (the entry at floor_index
+	// has term floor_term) that every future leader's log holds.
+	FloorTerm     uint64 `protobuf:"varint,3,opt,name=floor_term,json=floorTerm,proto3" json:"floor_term,omitempty"`
+	FloorIndex    uint64 `protobuf:"varint,4,opt,name=floor_index,json=floorIndex,proto3" json:"floor_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RangeInfoResponse) Reset() {
@@ -2073,6 +2113,20 @@ func (x *RangeInfoResponse) GetLeaderServerId() string {
 		return x.LeaderServerId
 	}
 	return ""
+}
+
+func (x *RangeInfoResponse) GetFloorTerm() uint64 {
+	if x != nil {
+		return x.FloorTerm
+	}
+	return 0
+}
+
+func (x *RangeInfoResponse) GetFloorIndex() uint64 {
+	if x != nil {
+		return x.FloorIndex
+	}
+	return 0
 }
 
 var File_tablestore_v1_partition_service_proto protoreflect.FileDescriptor
@@ -2202,13 +2256,15 @@ const file_tablestore_v1_partition_service_proto_rawDesc = "" +
 	"\x05index\x18\x02 \x01(\x04R\x05index\x12\x17\n" +
 	"\await_ms\x18\x03 \x01(\rR\x06waitMs\";\n" +
 	"\x14AppliedIndexResponse\x12#\n" +
-	"\rapplied_index\x18\x01 \x01(\x04R\fappliedIndex\"\x97\x02\n" +
+	"\rapplied_index\x18\x01 \x01(\x04R\fappliedIndex\"\xe9\x02\n" +
 	"\x14CreateReplicaRequest\x124\n" +
 	"\x05range\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\x12\x1c\n" +
 	"\tbootstrap\x18\x02 \x01(\bR\tbootstrap\x12Q\n" +
 	"\n" +
 	"raft_addrs\x18\x03 \x03(\v22.tablestore.v1.CreateReplicaRequest.RaftAddrsEntryR\traftAddrs\x12\x1a\n" +
-	"\bcampaign\x18\x04 \x01(\bR\bcampaign\x1a<\n" +
+	"\bcampaign\x18\x04 \x01(\bR\bcampaign\x12&\n" +
+	"\x0fjoin_floor_term\x18\x05 \x01(\x04R\rjoinFloorTerm\x12(\n" +
+	"\x10join_floor_index\x18\x06 \x01(\x04R\x0ejoinFloorIndex\x1a<\n" +
 	"\x0eRaftAddrsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"A\n" +
@@ -2218,12 +2274,18 @@ const file_tablestore_v1_partition_service_proto_rawDesc = "" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12+\n" +
 	"\x11before_generation\x18\x02 \x01(\x04R\x10beforeGeneration\x12'\n" +
 	"\x0faborted_through\x18\x03 \x01(\x04R\x0eabortedThrough\"\x17\n" +
-	"\x15DeleteReplicaResponse\"-\n" +
+	"\x15DeleteReplicaResponse\"L\n" +
 	"\x10RangeInfoRequest\x12\x19\n" +
-	"\brange_id\x18\x01 \x01(\x04R\arangeId\"q\n" +
+	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x1d\n" +
+	"\n" +
+	"join_floor\x18\x02 \x01(\bR\tjoinFloor\"\xb1\x01\n" +
 	"\x11RangeInfoResponse\x122\n" +
 	"\x06status\x18\x01 \x01(\v2\x1a.tablestore.v1.RangeStatusR\x06status\x12(\n" +
-	"\x10leader_server_id\x18\x02 \x01(\tR\x0eleaderServerId2\x86\v\n" +
+	"\x10leader_server_id\x18\x02 \x01(\tR\x0eleaderServerId\x12\x1d\n" +
+	"\n" +
+	"floor_term\x18\x03 \x01(\x04R\tfloorTerm\x12\x1f\n" +
+	"\vfloor_index\x18\x04 \x01(\x04R\n" +
+	"floorIndex2\x86\v\n" +
 	"\x10PartitionService\x12B\n" +
 	"\x05Write\x12\x1b.tablestore.v1.WriteRequest\x1a\x1c.tablestore.v1.WriteResponse\x12N\n" +
 	"\tWriteMany\x12\x1f.tablestore.v1.WriteManyRequest\x1a .tablestore.v1.WriteManyResponse\x12<\n" +
