@@ -32,10 +32,6 @@ var (
 	// voter; the move is not started (a later request or policy pass tries
 	// again). See addRefusal.
 	ErrReplicaDown = errors.New("master: a replica of the range does not answer")
-	// ErrStaleMember: a replica of the range has not applied the removal of
-	// the server a move would add back; the move is not started (a later
-	// request or policy pass tries again). See addRefusal.
-	ErrStaleMember = errors.New("master: a replica of the range still counts the server the move would add")
 )
 
 // freezeCheckTimeout: before a merge freezes its right-hand range, every
@@ -781,24 +777,15 @@ func (s *Server) waitApplied(ctx context.Context, d *pb.RangeDescriptor, index u
 
 // appliedOn asks server for the index its replica of range id applied.
 func (s *Server) appliedOn(ctx context.Context, server string, id uint64) (uint64, error) {
-	st, err := s.statusOn(ctx, server, id)
+	c, err := s.pool.Partition(s.grpcAddrOf(server))
 	if err != nil {
 		return 0, err
 	}
-	return st.GetAppliedIndex(), nil
-}
-
-// statusOn asks server for the state of its replica of range id.
-func (s *Server) statusOn(ctx context.Context, server string, id uint64) (*pb.RangeStatus, error) {
-	c, err := s.pool.Partition(s.grpcAddrOf(server))
-	if err != nil {
-		return nil, err
-	}
 	resp, err := c.RangeInfo(ctx, &pb.RangeInfoRequest{RangeId: id})
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
-	return resp.GetStatus(), nil
+	return resp.GetStatus().GetAppliedIndex(), nil
 }
 
 // rightNeighbour returns the range of the same table starting where d ends.
@@ -862,7 +849,7 @@ func (s *Server) move(ctx context.Context, id uint64, from, to, cause, reason st
 	if to == "" || hasReplica(d, to) || s.grpcAddrOf(to) == "" {
 		return nil, fmt.Errorf("%w: %q", ErrBadTarget, to)
 	}
-	from, err := s.moveSource(ctx, d, from, to)
+	from, err := s.moveSource(ctx, d, from)
 	if err != nil {
 		return nil, err
 	}
@@ -1033,72 +1020,32 @@ func (s *Server) awaitCaughtUp(ctx context.Context, cur *pb.RangeDescriptor, to 
 }
 
 // moveSource asks every replica of d whether it answers and returns the
-// voter a move to server to removes: from, or, when the caller left it to
-// the master (""), removalChoice's. It refuses the move (addRefusal) when
-// another replica does not answer (ErrReplicaDown), or when a replica's
-// configuration still counts to after staleMemberWait (ErrStaleMember): a
-// replica that has just applied the latest membership is given that long.
-func (s *Server) moveSource(ctx context.Context, d *pb.RangeDescriptor, from, to string) (string, error) {
-	deadline := time.Now().Add(staleMemberWait)
-	for {
-		unanswering, views := s.replicaViews(ctx, d)
-		choice := from
-		if choice == "" {
-			choice = removalChoice(s.busiestReplica(d), s.leaderOf(d.GetRangeId()), d, unanswering)
-		}
-		if !hasReplica(d, choice) {
-			return "", fmt.Errorf("%w: %s holds no replica of range %d", ErrBadTarget, choice, d.GetRangeId())
-		}
-		err := addRefusal(d, choice, to, unanswering, views)
-		if !errors.Is(err, ErrStaleMember) || !time.Now().Before(deadline) {
-			return choice, err
-		}
-		select {
-		case <-ctx.Done():
-			return choice, err
-		case <-time.After(50 * time.Millisecond):
-		}
+// voter a move removes: from, or, when the caller left it to the master
+// (""), removalChoice's. It refuses the move (ErrReplicaDown) when another
+// replica does not answer (addRefusal).
+func (s *Server) moveSource(ctx context.Context, d *pb.RangeDescriptor, from string) (string, error) {
+	unanswering := s.unanswering(ctx, d)
+	if from == "" {
+		from = removalChoice(s.busiestReplica(d), s.leaderOf(d.GetRangeId()), d, unanswering)
 	}
+	if !hasReplica(d, from) {
+		return "", fmt.Errorf("%w: %s holds no replica of range %d", ErrBadTarget, from, d.GetRangeId())
+	}
+	return from, addRefusal(d, from, unanswering)
 }
 
-// staleMemberWait bounds how long a move waits for the replicas of a range
-// to apply the removal of the server it would add back.
-const staleMemberWait = time.Second
-
-// addRefusal says why a move of d from server from to server to must not
-// add its new voter now (nil: it may); views are the descriptors the
-// replicas that answered have applied.
-//
-// Adding a fourth voter raises the quorum to three: with a replica other
-// than the one the move removes down, the range can commit nothing until
-// the new voter has its snapshot, and nothing at all if that fails too
-// (chaos seed 77: a balancing move added ps2 to range 2 0.2 s after ps3,
-// one of its voters, was killed, and ps2 had no replica yet: no quorum of
-// four until ps3 was back, 2.9 s). The down replica is the one to replace
-// (removalChoice), or the move waits until it answers (ErrReplicaDown).
-//
-// The new voter starts empty, and an empty hashicorp/raft member grants
-// its vote to any candidate. A replica that has not applied the removal of
-// to from an earlier move (it missed it: a one-way cut kept the leader's
-// appends from it) still counts to in its configuration, so with to's
-// vote it wins a majority of that old configuration, disjoint from the
-// majority of the current one that elects the other leader: two leaders,
-// and the writes of one are lost (chaos seed 243's replay in section 17 of
-// docs/reliability.md: ps2 was moved out of range 2 and a second later
-// back in by the balancer, while ps4, on the configuration before both
-// changes, took its vote). The move waits until every replica that answers
-// has applied a configuration without to (ErrStaleMember).
-func addRefusal(d *pb.RangeDescriptor, from, to string, unanswering map[string]bool, views map[string]*pb.RangeDescriptor) error {
+// addRefusal says why a move must not add its new voter to d now (nil: it
+// may). Adding a fourth voter raises the quorum to three: with a replica
+// other than the one the move removes down, the range can commit nothing
+// until the new voter has its snapshot, and nothing at all if that fails
+// too (chaos seed 77: a balancing move added ps2 to range 2 0.2 s after
+// ps3, one of its voters, was killed, and ps2 had no replica yet: no
+// quorum of four until ps3 was back, 2.9 s). The down replica is the one
+// to replace (removalChoice), or the move waits until it answers.
+func addRefusal(d *pb.RangeDescriptor, from string, unanswering map[string]bool) error {
 	for _, rep := range d.GetReplicas() {
 		if id := rep.GetServerId(); id != from && unanswering[id] {
 			return fmt.Errorf("%w: range %d on %s (the move would remove %s)", ErrReplicaDown, d.GetRangeId(), id, from)
-		}
-	}
-	for _, rep := range d.GetReplicas() {
-		id := rep.GetServerId()
-		if v := views[id]; v != nil && v.GetGeneration() < d.GetGeneration() && hasReplica(v, to) {
-			return fmt.Errorf("%w: range %d on %s is at generation %d, which still has %s (the range is at %d)",
-				ErrStaleMember, d.GetRangeId(), id, v.GetGeneration(), to, d.GetGeneration())
 		}
 	}
 	return nil
@@ -1126,15 +1073,14 @@ func removalChoice(busiest, leader string, d *pb.RangeDescriptor, unanswering ma
 	return busiest
 }
 
-// replicaViews asks every replica of d for its state (freezeCheckTimeout
-// each, at once) and returns the servers that did not answer and the
-// descriptors the others have applied.
-func (s *Server) replicaViews(ctx context.Context, d *pb.RangeDescriptor) (map[string]bool, map[string]*pb.RangeDescriptor) {
+// unanswering asks every replica of d for its applied index
+// (freezeCheckTimeout each, at once) and returns the servers that did not
+// answer.
+func (s *Server) unanswering(ctx context.Context, d *pb.RangeDescriptor) map[string]bool {
 	var (
-		mu          sync.Mutex
-		wg          sync.WaitGroup
-		unanswering = map[string]bool{}
-		views       = map[string]*pb.RangeDescriptor{}
+		mu  sync.Mutex
+		wg  sync.WaitGroup
+		out = map[string]bool{}
 	)
 	for _, rep := range d.GetReplicas() {
 		wg.Add(1)
@@ -1142,18 +1088,15 @@ func (s *Server) replicaViews(ctx context.Context, d *pb.RangeDescriptor) (map[s
 			defer wg.Done()
 			qctx, cancel := context.WithTimeout(ctx, freezeCheckTimeout)
 			defer cancel()
-			st, err := s.statusOn(qctx, server, d.GetRangeId())
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				unanswering[server] = true
-				return
+			if _, err := s.appliedOn(qctx, server, d.GetRangeId()); err != nil {
+				mu.Lock()
+				out[server] = true
+				mu.Unlock()
 			}
-			views[server] = st.GetRange()
 		}(rep.GetServerId())
 	}
 	wg.Wait()
-	return unanswering, views
+	return out
 }
 
 // busiestReplica picks the replica (not the leader) on the server holding
