@@ -147,45 +147,50 @@ func TestSecondarySyncCombinesReplicas(t *testing.T) {
 		// known: a time; else zero (unknown) or, with fails, an error.
 		known, fails bool
 		refresh      bool // a map refresh is started
+		older        bool // the time is from before the change
 	}{
-		{"unchanged", func(g *syncRig) {}, true, false, false},
+		{"unchanged", func(g *syncRig) {}, true, false, false, false},
 		{"a follower stops answering: counts with what it reported", func(g *syncRig) {
+			// The others move on to index 200; ps3 reported 100: the
+			// time is the first call's.
+			g.ps["ps1"].set(func(f *fakeSyncPS) { f.index, f.applied = 200, 200 })
+			g.ps["ps2"].set(func(f *fakeSyncPS) { f.applied = 200 })
 			g.ps["ps3"].set(func(f *fakeSyncPS) { f.err = unavailable })
-		}, true, false, false},
+		}, true, false, false, true},
 		{"a follower is of an older version", func(g *syncRig) {
 			g.ps["ps3"].set(func(f *fakeSyncPS) { f.old = true })
-		}, false, false, false},
+		}, false, false, false, false},
 		{"moved in, not answering yet", func(g *syncRig) {
 			g.addServer("ps4")
 			g.ps["ps4"].set(func(f *fakeSyncPS) { f.err = notFound })
 			g.setRange(4, "ps1", "ps2", "ps4")
-		}, false, false, false},
+		}, false, false, false, false},
 		{"moved in and answering", func(g *syncRig) {
 			g.addServer("ps4")
 			g.setRange(4, "ps1", "ps2", "ps4")
 			for _, f := range g.ps {
 				f.set(func(f *fakeSyncPS) { f.gen = 4 })
 			}
-		}, true, false, false},
+		}, true, false, false, false},
 		{"split the map has not seen", func(g *syncRig) {
 			g.ps["ps2"].set(func(f *fakeSyncPS) { f.gen = 4 })
-		}, false, false, true},
+		}, false, false, true, false},
 		{"no replica hosts it any more", func(g *syncRig) {
 			for _, f := range g.ps {
 				f.set(func(f *fakeSyncPS) { f.err = notFound })
 			}
-		}, false, false, true},
+		}, false, false, true, false},
 		{"every replica down: each counts with what it reported", func(g *syncRig) {
 			for _, f := range g.ps {
 				f.set(func(f *fakeSyncPS) { f.err = unavailable })
 			}
-		}, true, false, false},
+		}, true, false, false, false},
 		{"every replica down after a move: nothing reported for it", func(g *syncRig) {
 			g.setRange(4, "ps1", "ps2", "ps3")
 			for _, f := range g.ps {
 				f.set(func(f *fakeSyncPS) { f.err = unavailable })
 			}
-		}, false, true, false},
+		}, false, true, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := newSyncRig(t, 3)
@@ -195,6 +200,7 @@ func TestSecondarySyncCombinesReplicas(t *testing.T) {
 				t.Fatalf("first call: %v, %v; want a time in the call", synced, err)
 			}
 			refreshes := counterValue(t, refreshesTotal)
+			changed := time.Now()
 			tc.change(g)
 			// Past syncReuse, so the second call confirms a new index.
 			time.Sleep(2 * syncReuse)
@@ -208,6 +214,11 @@ func TestSecondarySyncCombinesReplicas(t *testing.T) {
 				t.Fatal("second call: no time, want one")
 			case !tc.known && !synced.IsZero():
 				t.Fatalf("second call: %v, want none", synced)
+			}
+			// A replica that did not answer holds what it reported in
+			// the first call, not more: the time is from before the change.
+			if tc.older && !synced.Before(changed) {
+				t.Fatalf("second call: %v, after the change (%v) a replica that did not answer may not hold", synced, changed)
 			}
 			if tc.refresh {
 				deadline := time.Now().Add(10 * time.Second)

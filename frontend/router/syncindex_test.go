@@ -123,7 +123,9 @@ func TestCombineAnswers(t *testing.T) {
 	unavailable := rpcerr.New(codes.Unavailable, rpcerr.ReasonUnavailable, "down", nil)
 	notFound := rpcerr.New(codes.NotFound, rpcerr.ReasonRangeNotFound, "not hosted", nil)
 	unimplemented := status.Error(codes.Unimplemented, "method AppliedIndex not implemented")
-	ok := func(s string, applied uint64) replicaAnswer { return replicaAnswer{server: s, applied: applied, generation: gen} }
+	ok := func(s string, applied uint64) replicaAnswer {
+		return replicaAnswer{server: s, applied: applied, generation: gen}
+	}
 	failed := func(s string, err error) replicaAnswer { return replicaAnswer{server: s, err: err} }
 	for _, tc := range []struct {
 		name       string
