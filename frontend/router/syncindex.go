@@ -15,15 +15,19 @@ import (
 // The secondary's sync time (Get Service Stats' LastSyncTime) is a read
 // index per range (docs/reliability.md section 18): take t0, ask the range
 // leader for a commit index it confirms as leader after t0 (ReadIndex),
-// then ask the replica the secondary reads from whether its state holds
-// that index (AppliedIndex). Every write acknowledged before t0 had
+// then ask every replica the secondary may read from whether its state
+// holds that index (AppliedIndex). Every write acknowledged before t0 had
 // committed at or below the index, so a replica holding it holds them all:
 // t0 is its sync time by construction, whatever heartbeats or clocks of
 // the partition servers say. Confirmed pairs are kept a while: stats calls
 // within syncReuse share one ReadIndex (and calls in flight share one),
 // and a replica that lags, or a leader that cannot be reached, is
 // answered with the newest kept pair the replica holds: an older, honest
-// time, or none.
+// time, or none. A replica that does not answer counts with the index it
+// last reported (its state file only grows); one that reported nothing,
+// cannot report (an older version), or shows the map stale (a newer
+// descriptor generation) leaves the range without a time
+// (combineAnswers).
 
 // syncReuse is how long a confirmed (t0, index) pair stands in for a new
 // ReadIndex: its t0 is older than a new one would be, so still correct.
