@@ -98,5 +98,12 @@ func (v *service) AppliedIndex(ctx context.Context, req *pb.AppliedIndexRequest)
 		return nil, err
 	}
 	wait := min(time.Duration(req.GetWaitMs())*time.Millisecond, maxHeldWait)
-	return &pb.AppliedIndexResponse{AppliedIndex: r.heldIndex(ctx, req.GetIndex(), wait)}, nil
+	held := r.heldIndex(ctx, req.GetIndex(), wait)
+	// The descriptor read after the index: it reflects every split, merge
+	// or move at or below held, so a front-end that probed an older one
+	// learns its map is stale. The index is durable: the state machine's
+	// applied index advances only once its bbolt transaction has committed
+	// (fsm.Range.notifyApplied runs after the commit), so a restart finds
+	// the state file at held or beyond.
+	return &pb.AppliedIndexResponse{AppliedIndex: held, Generation: r.fsm.Descriptor().GetGeneration()}, nil
 }

@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -38,9 +39,25 @@ func errNoRange() error {
 // request id). ServerBusy goes back to the client with its Retry-After,
 // as Azure answers.
 func (r *Router) call(ctx context.Context, table *pb.Table, pk string, attemptTimeout time.Duration, fn rangeCall) error {
+	return r.callIn(ctx, table, pk, 0, attemptTimeout, fn)
+}
+
+// errRangeChanged: the map no longer has the range a call was for at the
+// key (a split, merge or table delete it learned of): a call about that
+// range (callIn) ends, since another range's answer says nothing of it.
+var errRangeChanged = errors.New("router: the range moved off the key")
+
+// callIn is call for the range rangeID only (any range when 0): when the
+// cached map, refreshed or not, puts the key in another range or in none,
+// it ends with errRangeChanged instead of refreshing the map again and
+// again until its budget is spent.
+func (r *Router) callIn(ctx context.Context, table *pb.Table, pk string, rangeID uint64, attemptTimeout time.Duration, fn rangeCall) error {
 	var cur *pb.RangeDescriptor
 	candidates := func() ([]string, error) {
 		d, ok := r.locate(table, pk)
+		if rangeID != 0 && (!ok || d.GetRangeId() != rangeID) {
+			return nil, errRangeChanged
+		}
 		if !ok {
 			return nil, errNoRange()
 		}

@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"math"
 	"sync"
 	"time"
 
@@ -14,15 +15,19 @@ import (
 // The secondary's sync time (Get Service Stats' LastSyncTime) is a read
 // index per range (docs/reliability.md section 18): take t0, ask the range
 // leader for a commit index it confirms as leader after t0 (ReadIndex),
-// then ask the replica the secondary reads from whether its state holds
-// that index (AppliedIndex). Every write acknowledged before t0 had
+// then ask every replica the secondary may read from whether its state
+// holds that index (AppliedIndex). Every write acknowledged before t0 had
 // committed at or below the index, so a replica holding it holds them all:
 // t0 is its sync time by construction, whatever heartbeats or clocks of
 // the partition servers say. Confirmed pairs are kept a while: stats calls
 // within syncReuse share one ReadIndex (and calls in flight share one),
 // and a replica that lags, or a leader that cannot be reached, is
 // answered with the newest kept pair the replica holds: an older, honest
-// time, or none.
+// time, or none. A replica that does not answer counts with the index it
+// last reported (its state file only grows); one that reported nothing,
+// cannot report (an older version), or shows the map stale (a newer
+// descriptor generation) leaves the range without a time
+// (combineAnswers).
 
 // syncReuse is how long a confirmed (t0, index) pair stands in for a new
 // ReadIndex: its t0 is older than a new one would be, so still correct.
@@ -81,23 +86,53 @@ func heldTime(pairs []syncPair, applied uint64) time.Time {
 }
 
 // stepWait is how long one step of a probe may take: syncWait (firstWait
-// with first), or half of what is left of the caller's deadline.
+// with first), or half of what is left of the caller's deadline (never
+// below zero).
 func stepWait(ctx context.Context, first bool) time.Duration {
 	w := syncWait
 	if first {
 		w = firstWait
 	}
 	if dl, ok := ctx.Deadline(); ok {
-		return min(w, time.Until(dl)/2)
+		return max(0, min(w, time.Until(dl)/2))
 	}
 	return w
 }
 
-// rangeSync is one range's confirmed pairs and ReadIndex in flight.
+// waitMs is d in AppliedIndexRequest's wait_ms: whole milliseconds,
+// negative as 0 (a uint32 conversion would wrap it to 49 days, which the
+// server's cap would turn into its longest wait).
+func waitMs(d time.Duration) uint32 {
+	ms := d / time.Millisecond
+	if ms <= 0 {
+		return 0
+	}
+	return uint32(min(ms, math.MaxUint32))
+}
+
+// rangeSync is one range's confirmed pairs, ReadIndex in flight and the
+// indexes its replicas reported holding.
 type rangeSync struct {
 	mu     sync.Mutex
 	pairs  []syncPair
-	flight chan struct{} // closed when the ReadIndex in flight ends; nil if none
+	flight *syncFlight // the ReadIndex in flight; nil if none
+	// held is, per replica (server id) and descriptor generation, the
+	// highest index the replica reported its state file holds. The state
+	// file only grows (also across a restart: AppliedIndex reports what is
+	// committed to it), so a replica that does not answer a probe still
+	// holds at least that much when it serves a read later.
+	held map[heldKey]uint64
+}
+
+type heldKey struct {
+	server     string
+	generation uint64
+}
+
+// syncFlight is a ReadIndex that concurrent stats calls share.
+type syncFlight struct {
+	done chan struct{} // closed when it ends
+	ok   bool          // it confirmed a pair (read after done)
 }
 
 type syncCache struct {
@@ -130,63 +165,100 @@ func (c *syncCache) keepOnly(ids map[uint64]bool) {
 	}
 }
 
-// confirmedPairs returns the range's kept pairs after making sure the
-// newest is at most syncReuse old if the leader confirms one within
-// stepWait: a ReadIndex of its own, or the one in flight.
-func (r *Router) confirmedPairs(ctx context.Context, t *pb.Table, d *pb.RangeDescriptor) []syncPair {
-	rs := r.sync.get(d.GetRangeId())
-	for {
-		rs.mu.Lock()
-		if n := len(rs.pairs); n > 0 && time.Since(rs.pairs[n-1].at) < syncReuse {
-			out := append([]syncPair(nil), rs.pairs...)
-			rs.mu.Unlock()
-			syncIndexTotal.WithLabelValues("reused").Inc()
-			return out
-		}
-		if rs.flight == nil {
-			break
-		}
-		flight := rs.flight
-		rs.mu.Unlock()
-		select {
-		case <-flight:
-			// Confirmed: reused at the top of the loop. Failed: the
-			// leader could not confirm one just now, and a try of this
-			// call's own would most likely wait as long for nothing; the
-			// kept pairs answer.
-			rs.mu.Lock()
-			n := len(rs.pairs)
-			failed := n == 0 || time.Since(rs.pairs[n-1].at) >= syncReuse
-			rs.mu.Unlock()
-			if failed {
-				syncIndexTotal.WithLabelValues("failed").Inc()
-				return r.snapshotPairs(rs)
-			}
-		case <-ctx.Done():
-			syncIndexTotal.WithLabelValues("failed").Inc()
-			return r.snapshotPairs(rs)
+// remember records what the replicas that answered reported for the
+// descriptor generation gen (older generations are dropped: their
+// membership is past), and returns, per server, what is remembered for
+// gen after that.
+func (rs *rangeSync) remember(gen uint64, answers []replicaAnswer) map[string]uint64 {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.held == nil {
+		rs.held = map[heldKey]uint64{}
+	}
+	for k := range rs.held {
+		if k.generation < gen {
+			delete(rs.held, k)
 		}
 	}
-	flight := make(chan struct{})
-	rs.flight = flight
-	first := len(rs.pairs) == 0
-	rs.mu.Unlock()
+	for _, a := range answers {
+		if a.err == nil {
+			k := heldKey{a.server, gen}
+			rs.held[k] = max(rs.held[k], a.applied)
+		}
+	}
+	out := map[string]uint64{}
+	for k, v := range rs.held {
+		if k.generation == gen {
+			out[k.server] = v
+		}
+	}
+	return out
+}
 
+// confirmedPairs returns the range's kept pairs after making sure the
+// newest is at most syncReuse old if the leader confirms one within
+// stepWait: the ReadIndex in flight, or a new one. The ReadIndex runs
+// apart from the caller (its own bound, not the caller's cancellation):
+// every caller waiting on it, and the next stats call, want its answer
+// even if the call that started it gave up.
+func (r *Router) confirmedPairs(ctx context.Context, t *pb.Table, d *pb.RangeDescriptor) []syncPair {
+	rs := r.sync.get(d.GetRangeId())
+	rs.mu.Lock()
+	if n := len(rs.pairs); n > 0 && time.Since(rs.pairs[n-1].at) < syncReuse {
+		out := append([]syncPair(nil), rs.pairs...)
+		rs.mu.Unlock()
+		syncIndexTotal.WithLabelValues("reused").Inc()
+		return out
+	}
+	first := len(rs.pairs) == 0
+	f, own := rs.flight, false
+	if f == nil {
+		f, own = &syncFlight{done: make(chan struct{})}, true
+		rs.flight = f
+		go r.runReadIndex(context.WithoutCancel(ctx), t, d, rs, f, first)
+	}
+	rs.mu.Unlock()
+	timer := time.NewTimer(stepWait(ctx, first))
+	defer timer.Stop()
+	select {
+	case <-f.done:
+		switch {
+		case !f.ok:
+			syncIndexTotal.WithLabelValues("failed").Inc()
+		case own:
+			syncIndexTotal.WithLabelValues("confirmed").Inc()
+		default:
+			syncIndexTotal.WithLabelValues("reused").Inc()
+		}
+	case <-timer.C:
+		syncIndexTotal.WithLabelValues("failed").Inc()
+	case <-ctx.Done():
+		syncIndexTotal.WithLabelValues("failed").Inc()
+	}
+	return r.snapshotPairs(rs)
+}
+
+// runReadIndex runs the shared ReadIndex f for range d, within syncWait
+// (firstWait with first), and keeps the pair it confirms.
+func (r *Router) runReadIndex(ctx context.Context, t *pb.Table, d *pb.RangeDescriptor, rs *rangeSync, f *syncFlight, first bool) {
+	wait := syncWait
+	if first {
+		wait = firstWait
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
 	t0 := time.Now()
-	idx, err := r.readIndex(ctx, t, d, first)
+	idx, err := r.readIndex(ctx, t, d, wait)
 	rs.mu.Lock()
 	if err == nil {
 		rs.pairs = addPair(rs.pairs, syncPair{at: t0, index: idx})
-		syncIndexTotal.WithLabelValues("confirmed").Inc()
+		f.ok = true
 	} else {
-		syncIndexTotal.WithLabelValues("failed").Inc()
 		r.logger.Debug("secondary sync: no read index", "range", d.GetRangeId(), "err", err)
 	}
 	rs.flight = nil
-	close(flight)
-	out := append([]syncPair(nil), rs.pairs...)
 	rs.mu.Unlock()
-	return out
+	close(f.done)
 }
 
 func (r *Router) snapshotPairs(rs *rangeSync) []syncPair {
@@ -196,18 +268,12 @@ func (r *Router) snapshotPairs(rs *rangeSync) []syncPair {
 }
 
 // readIndex asks the range's leader for a commit index it confirms as
-// leader after the call, within stepWait.
-func (r *Router) readIndex(ctx context.Context, t *pb.Table, d *pb.RangeDescriptor, first bool) (uint64, error) {
-	wait := stepWait(ctx, first)
-	ctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
+// leader after the call. A key that moved to another range (a split or
+// merge the probe list predates) ends it: that range's index says nothing
+// of this one.
+func (r *Router) readIndex(ctx context.Context, t *pb.Table, d *pb.RangeDescriptor, wait time.Duration) (uint64, error) {
 	var idx uint64
-	err := r.call(ctx, t, d.GetStart(), wait, func(ctx context.Context, _ string, c pb.PartitionServiceClient, cur *pb.RangeDescriptor) error {
-		if cur.GetRangeId() != d.GetRangeId() {
-			// The key moved to another range (a split or merge the probe
-			// list predates): that range's index says nothing of this one.
-			return errNoRange()
-		}
+	err := r.callIn(ctx, t, d.GetStart(), d.GetRangeId(), wait, func(ctx context.Context, _ string, c pb.PartitionServiceClient, cur *pb.RangeDescriptor) error {
 		resp, err := c.ReadIndex(ctx, &pb.ReadIndexRequest{RangeId: cur.GetRangeId()})
 		idx = resp.GetIndex()
 		return err
@@ -215,11 +281,101 @@ func (r *Router) readIndex(ctx context.Context, t *pb.Table, d *pb.RangeDescript
 	return idx, err
 }
 
+// replicaAnswer is one replica's answer to AppliedIndex.
+type replicaAnswer struct {
+	server     string
+	applied    uint64
+	generation uint64 // of the descriptor the replica's state holds
+	err        error
+}
+
+// syncVerdict is what a range's replica answers make of its sync time.
+type syncVerdict int
+
+const (
+	// syncHeld: every replica's index is known (answered or remembered):
+	// the least is held on each.
+	syncHeld syncVerdict = iota
+	// syncUnknown: some replica may serve reads from an index nothing
+	// tells (a server too old to answer AppliedIndex, a replica that
+	// did not answer and reported nothing before).
+	syncUnknown
+	// syncStale: unknown, and the map is stale (a replica's descriptor is
+	// newer than the one probed, or no replica hosts the range): refresh.
+	syncStale
+	// syncFailed: no replica answered and none reported before: the
+	// range cannot serve a read either.
+	syncFailed
+)
+
+// combineAnswers decides range sync from its replicas' answers to
+// AppliedIndex for the descriptor of generation gen, with remembered the
+// index each replica last reported for gen (remember). A replica counts
+// with what it answered, or, if it did not answer (down, slow, not yet
+// open), with what it reported before: it holds at least that whenever it
+// serves a read. The least index over all is held on every replica.
+func combineAnswers(gen uint64, answers []replicaAnswer, remembered map[string]uint64) (uint64, syncVerdict, error) {
+	if len(answers) == 0 {
+		return 0, syncFailed, rpcerr.New(codes.Unavailable, rpcerr.ReasonUnavailable, "the range has no replica", nil)
+	}
+	var (
+		least                             uint64
+		answered, notFound, missing, seen int
+		unimplemented, newer              bool
+		lastErr                           error
+	)
+	for _, a := range answers {
+		idx := a.applied
+		if a.err != nil {
+			lastErr = a.err
+			info := rpcerr.Parse(a.err)
+			switch {
+			case info.Code == codes.Unimplemented:
+				// A server of an older version (a rolling upgrade): it
+				// serves follower reads but cannot say what it holds.
+				unimplemented = true
+			case info.Reason == rpcerr.ReasonRangeNotFound:
+				notFound++
+			}
+			v, ok := remembered[a.server]
+			if !ok {
+				missing++
+				continue
+			}
+			idx = v
+		} else {
+			answered++
+			// A newer descriptor: a split, merge or move the map has not
+			// caught up with (the left half of a split keeps its range
+			// id). An older one is a replica that has yet to apply the
+			// change: its index, in the same log, still counts.
+			newer = newer || a.generation > gen
+		}
+		if seen == 0 || idx < least {
+			least = idx
+		}
+		seen++
+	}
+	switch {
+	case newer || notFound == len(answers):
+		return 0, syncStale, nil
+	case unimplemented:
+		return 0, syncUnknown, nil
+	case missing > 0 && seen == 0:
+		return 0, syncFailed, lastErr
+	case missing > 0:
+		return 0, syncUnknown, nil
+	}
+	return least, syncHeld, nil
+}
+
 // rangeSyncTime is the sync time of range d on the secondary: that of
-// its replica furthest behind among those that answer. A secondary read
-// may go to any of them (followers first, but a leader change reorders
-// them), so the time must hold on each; a replica that does not answer
-// cannot serve one either. Zero when one of them holds no confirmed pair.
+// its replica furthest behind. A secondary read may go to any replica
+// (followers first, but a leader change reorders them), so the time must
+// hold on each: every replica of the range's current descriptor is asked,
+// and one that does not answer counts with the index it reported before
+// (combineAnswers). Zero when one of them holds no confirmed pair or
+// cannot tell what it holds.
 func (r *Router) rangeSyncTime(ctx context.Context, t *pb.Table, d *pb.RangeDescriptor) (time.Time, error) {
 	pairs := r.confirmedPairs(ctx, t, d)
 	if len(pairs) == 0 {
@@ -234,44 +390,46 @@ func (r *Router) rangeSyncTime(ctx context.Context, t *pb.Table, d *pb.RangeDesc
 		// next stats call probes the new ranges.
 		return time.Time{}, nil
 	}
-	var (
-		mu       sync.Mutex
-		answered int
-		least    uint64
-		lastErr  error
-		wg       sync.WaitGroup
-	)
-	for _, rep := range cur.GetReplicas() {
+	reps := cur.GetReplicas()
+	answers := make([]replicaAnswer, len(reps))
+	var wg sync.WaitGroup
+	for i, rep := range reps {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			actx, cancel := context.WithTimeout(ctx, r.cfg.AttemptTimeout+stepWait(ctx, first))
 			defer cancel()
-			var applied uint64
-			err := r.attempt(&cur, func(ctx context.Context, _ string, c pb.PartitionServiceClient, d *pb.RangeDescriptor) error {
+			a := replicaAnswer{server: rep.GetServerId()}
+			a.err = r.attempt(&cur, func(ctx context.Context, _ string, c pb.PartitionServiceClient, d *pb.RangeDescriptor) error {
 				resp, err := c.AppliedIndex(ctx, &pb.AppliedIndexRequest{RangeId: d.GetRangeId(), Index: target,
-					WaitMs: uint32(stepWait(ctx, first) / time.Millisecond)})
-				applied = resp.GetAppliedIndex()
+					WaitMs: waitMs(stepWait(ctx, first))})
+				a.applied, a.generation = resp.GetAppliedIndex(), resp.GetGeneration()
 				return err
 			})(actx, rep.GetServerId())
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				lastErr = err
-				return
-			}
-			if answered == 0 || applied < least {
-				least = applied
-			}
-			answered++
+			answers[i] = a
 		}()
 	}
 	wg.Wait()
-	if answered == 0 {
-		if lastErr == nil {
-			lastErr = rpcerr.New(codes.Unavailable, rpcerr.ReasonUnavailable, "the range has no replica", nil)
-		}
-		return time.Time{}, lastErr
+	remembered := r.sync.get(cur.GetRangeId()).remember(cur.GetGeneration(), answers)
+	least, verdict, err := combineAnswers(cur.GetGeneration(), answers, remembered)
+	switch verdict {
+	case syncStale:
+		r.logger.Debug("secondary sync: stale map", "range", cur.GetRangeId(), "generation", cur.GetGeneration())
+		r.startRefresh()
+		return time.Time{}, nil
+	case syncUnknown:
+		return time.Time{}, nil
+	case syncFailed:
+		return time.Time{}, err
 	}
 	return heldTime(pairs, least), nil
+}
+
+// startRefresh starts a shared map refresh (refreshShared) without
+// waiting for it: the stats answer "unknown" now, the next call probes
+// the new map.
+func (r *Router) startRefresh() {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	r.refreshShared(ctx)
 }

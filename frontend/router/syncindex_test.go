@@ -2,8 +2,15 @@ package router
 
 import (
 	"context"
+	"errors"
+	"math"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"tablestore/internal/rpcerr"
 )
 
 func TestHeldTime(t *testing.T) {
@@ -72,11 +79,108 @@ func TestStepWait(t *testing.T) {
 	if got := stepWait(context.Background(), true); got != firstWait {
 		t.Errorf("no deadline, first: %v, want %v", got, firstWait)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	// A deadline far below syncWait's and firstWait's halves: at most half
+	// of what is left, however long the test pauses before asking (up to
+	// the whole minute).
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	short, cancel2 := context.WithTimeout(context.Background(), 400*time.Millisecond)
+	defer cancel2()
 	for _, first := range []bool{false, true} {
-		if got := stepWait(ctx, first); got > 100*time.Millisecond || got <= 0 {
-			t.Errorf("200ms left (first %v): %v, want at most half", first, got)
+		if got := stepWait(short, first); got > 200*time.Millisecond || got < 0 {
+			t.Errorf("400ms left (first %v): %v, want at most half and not negative", first, got)
 		}
+		if got, want := stepWait(ctx, first), map[bool]time.Duration{false: syncWait, true: firstWait}[first]; got != want {
+			t.Errorf("a minute left (first %v): %v, want %v", first, got, want)
+		}
+	}
+	past, cancel3 := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel3()
+	if got := stepWait(past, true); got != 0 {
+		t.Errorf("deadline passed: %v, want 0", got)
+	}
+}
+
+func TestWaitMs(t *testing.T) {
+	for _, tc := range []struct {
+		d    time.Duration
+		want uint32
+	}{
+		{-time.Second, 0}, // would wrap to ~49 days as a plain uint32 conversion
+		{0, 0},
+		{time.Millisecond - 1, 0},
+		{300 * time.Millisecond, 300},
+		{math.MaxInt64, math.MaxUint32},
+	} {
+		if got := waitMs(tc.d); got != tc.want {
+			t.Errorf("waitMs(%v) = %d, want %d", tc.d, got, tc.want)
+		}
+	}
+}
+
+func TestCombineAnswers(t *testing.T) {
+	const gen = 3
+	unavailable := rpcerr.New(codes.Unavailable, rpcerr.ReasonUnavailable, "down", nil)
+	notFound := rpcerr.New(codes.NotFound, rpcerr.ReasonRangeNotFound, "not hosted", nil)
+	unimplemented := status.Error(codes.Unimplemented, "method AppliedIndex not implemented")
+	ok := func(s string, applied uint64) replicaAnswer {
+		return replicaAnswer{server: s, applied: applied, generation: gen}
+	}
+	failed := func(s string, err error) replicaAnswer { return replicaAnswer{server: s, err: err} }
+	for _, tc := range []struct {
+		name       string
+		answers    []replicaAnswer
+		remembered map[string]uint64
+		want       uint64
+		verdict    syncVerdict
+	}{
+		{"all answer: the least", []replicaAnswer{ok("a", 30), ok("b", 20), ok("c", 25)}, nil, 20, syncHeld},
+		{"unanswered counts with what it reported", []replicaAnswer{ok("a", 30), failed("b", unavailable), ok("c", 25)},
+			map[string]uint64{"b": 12}, 12, syncHeld},
+		{"unanswered with nothing reported: unknown", []replicaAnswer{ok("a", 30), failed("b", unavailable), ok("c", 25)},
+			nil, 0, syncUnknown},
+		{"not hosted yet (moved in) with nothing reported: unknown", []replicaAnswer{ok("a", 30), ok("b", 30), failed("d", notFound)},
+			map[string]uint64{"a": 30, "b": 30}, 0, syncUnknown},
+		{"old server: unknown", []replicaAnswer{ok("a", 30), ok("b", 30), failed("c", unimplemented)}, nil, 0, syncUnknown},
+		{"old server, even with a remembered index: unknown", []replicaAnswer{ok("a", 30), failed("c", unimplemented)},
+			map[string]uint64{"c": 30}, 0, syncUnknown},
+		{"every old server: unknown, not failed", []replicaAnswer{failed("a", unimplemented), failed("b", unimplemented)}, nil, 0, syncUnknown},
+		{"newer generation (a split unseen): stale", []replicaAnswer{ok("a", 30), {server: "b", applied: 31, generation: gen + 1}}, nil, 0, syncStale},
+		{"older generation (change not applied yet) still counts", []replicaAnswer{ok("a", 30), {server: "b", applied: 28, generation: gen - 1}}, nil, 28, syncHeld},
+		{"every replica not hosting: stale", []replicaAnswer{failed("a", notFound), failed("b", notFound)}, nil, 0, syncStale},
+		{"none answers, nothing reported: failed", []replicaAnswer{failed("a", unavailable), failed("b", unavailable)}, nil, 0, syncFailed},
+		{"none answers, all reported before: held", []replicaAnswer{failed("a", unavailable), failed("b", unavailable)},
+			map[string]uint64{"a": 9, "b": 7}, 7, syncHeld},
+		{"none answers, one reported before: unknown", []replicaAnswer{failed("a", unavailable), failed("b", unavailable)},
+			map[string]uint64{"a": 9}, 0, syncUnknown},
+		{"no replica: failed", nil, nil, 0, syncFailed},
+	} {
+		got, verdict, err := combineAnswers(gen, tc.answers, tc.remembered)
+		if verdict != tc.verdict || got != tc.want {
+			t.Errorf("%s: (%d, verdict %d, %v), want (%d, verdict %d)", tc.name, got, verdict, err, tc.want, tc.verdict)
+		}
+		if (verdict == syncFailed) != (err != nil) {
+			t.Errorf("%s: verdict %d with error %v", tc.name, verdict, err)
+		}
+	}
+}
+
+func TestRememberKeepsHighestPerGeneration(t *testing.T) {
+	var rs rangeSync
+	got := rs.remember(3, []replicaAnswer{{server: "a", applied: 10}, {server: "b", applied: 8}})
+	if got["a"] != 10 || got["b"] != 8 || len(got) != 2 {
+		t.Fatalf("first: %v", got)
+	}
+	// A lower report (cannot happen: the state file only grows) does not
+	// lower it; a failed answer changes nothing.
+	got = rs.remember(3, []replicaAnswer{{server: "a", applied: 7}, {server: "b", err: errors.New("down")}})
+	if got["a"] != 10 || got["b"] != 8 {
+		t.Fatalf("second: %v", got)
+	}
+	// A new generation (a move): what was reported for the old one does
+	// not count for it.
+	got = rs.remember(4, []replicaAnswer{{server: "a", applied: 12}, {server: "b", err: errors.New("down")}})
+	if got["a"] != 12 || len(got) != 1 {
+		t.Fatalf("new generation: %v", got)
 	}
 }

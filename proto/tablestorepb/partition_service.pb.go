@@ -1712,7 +1712,11 @@ type AppliedIndexResponse struct {
 	// The replica's reads see every entry up to applied_index: index itself
 	// once reached (entries the state machine skips count as held), else
 	// what the state file held when the wait ended.
-	AppliedIndex  uint64 `protobuf:"varint,1,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	AppliedIndex uint64 `protobuf:"varint,1,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	// The generation of the range's descriptor as this replica's state holds
+	// it: a caller that probed an older descriptor (a split, merge or move it
+	// has not seen) learns that its map is stale.
+	Generation    uint64 `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1750,6 +1754,13 @@ func (*AppliedIndexResponse) Descriptor() ([]byte, []int) {
 func (x *AppliedIndexResponse) GetAppliedIndex() uint64 {
 	if x != nil {
 		return x.AppliedIndex
+	}
+	return 0
+}
+
+func (x *AppliedIndexResponse) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
 	}
 	return 0
 }
@@ -2254,9 +2265,12 @@ const file_tablestore_v1_partition_service_proto_rawDesc = "" +
 	"\x13AppliedIndexRequest\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x04R\x05index\x12\x17\n" +
-	"\await_ms\x18\x03 \x01(\rR\x06waitMs\";\n" +
+	"\await_ms\x18\x03 \x01(\rR\x06waitMs\"[\n" +
 	"\x14AppliedIndexResponse\x12#\n" +
-	"\rapplied_index\x18\x01 \x01(\x04R\fappliedIndex\"\xe9\x02\n" +
+	"\rapplied_index\x18\x01 \x01(\x04R\fappliedIndex\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x02 \x01(\x04R\n" +
+	"generation\"\xe9\x02\n" +
 	"\x14CreateReplicaRequest\x124\n" +
 	"\x05range\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\x12\x1c\n" +
 	"\tbootstrap\x18\x02 \x01(\bR\tbootstrap\x12Q\n" +
