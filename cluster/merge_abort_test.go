@@ -3,12 +3,15 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"tablestore/internal/failpoint"
+	"tablestore/internal/rpcerr"
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -201,6 +204,76 @@ func TestFrozenReplicaOfAbortedMergeDeleted(t *testing.T) {
 	writeSeq(t, tcl, acked, "after", 26)
 	if rs := tableRanges(partitionMap(t, mc), table); len(rs) != 2 {
 		t.Fatalf("after an aborted merge: %s, want both halves", describe(rs))
+	}
+	verifyExactlyOnce(t, tcl, acked)
+}
+
+// TestStaleMergeRangeRefused: a MergeRange for a freeze whose merge was
+// aborted and undone (what a master of an older build that lost the lead
+// mid-merge could send during a rolling upgrade) is refused by the left
+// range's leader before it proposes anything: proposed, every replica of
+// the left range would stop in fsm applyMerge, and again on replay. Both
+// halves then keep serving.
+func TestStaleMergeRangeRefused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := startTuned(t, 3, quietPolicies, nil)
+	sc := serviceClient(t, c, 0)
+	const table = "stalemerge"
+	tcl := newTable(t, sc, table)
+	mc := masterClient(t, c)
+	acked := map[string]int64{}
+	writeSeq(t, tcl, acked, "before", 26)
+	ctx := ctxT(t, 3*time.Minute)
+	split := splitRange(t, ctx, mc, table, "k13")
+	left, right := split.GetLeft().GetRangeId(), split.GetRight().GetRangeId()
+
+	failpoint.Enable("master/merge/freeze-wait", nil) // a replica "short of the freeze": ABORT
+	err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
+		_, err := m.Merge(ctx, &pb.MergeRequest{RangeId: left})
+		return err
+	})
+	failpoint.Disable("master/merge/freeze-wait")
+	if !mergeAborted(err) {
+		t.Fatalf("merge through master/merge/freeze-wait: %v, want an abort", err)
+	}
+	m := regexp.MustCompile(`freeze at (\d+)`).FindStringSubmatch(err.Error())
+	if m == nil {
+		t.Fatalf("no freeze index in %v", err)
+	}
+	freeze, _ := strconv.ParseUint(m[1], 10, 64)
+	// Every replica of the right half past the unfreeze, the left half's
+	// leader's among them.
+	waitFor(t, 20*time.Second, "every replica of the right half unfrozen", func() bool {
+		for _, s := range c.Servers {
+			if st := rangeInfo(s.Server, right); st == nil || st.GetFrozen() {
+				return false
+			}
+		}
+		return true
+	})
+	var rightDesc *pb.RangeDescriptor
+	for _, d := range tableRanges(partitionMap(t, mc), table) {
+		if d.GetRangeId() == right {
+			rightDesc = d
+		}
+	}
+	var leader string
+	waitFor(t, 10*time.Second, "the left half led", func() bool {
+		leader = partitionMap(t, mc).GetLeaders()[left]
+		return leader != ""
+	})
+	_, err = c.Servers[c.ServerIndex(leader)].Server.Service().MergeRange(ctx, &pb.MergeRangeRequest{
+		RangeId: left, Right: rightDesc, RightFreezeIndex: freeze,
+	})
+	if rpcerr.Parse(err).Reason != rpcerr.ReasonNotReady {
+		t.Fatalf("MergeRange for the aborted freeze %d on %s: %v, want NOT_READY", freeze, leader, err)
+	}
+	t.Logf("stale MergeRange refused: %v", err)
+	writeSeq(t, tcl, acked, "after", 26)
+	if rs := tableRanges(partitionMap(t, mc), table); len(rs) != 2 {
+		t.Fatalf("after a refused MergeRange: %s, want both halves", describe(rs))
 	}
 	verifyExactlyOnce(t, tcl, acked)
 }
