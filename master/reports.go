@@ -448,14 +448,23 @@ func (r *reports) setMergeAbort(server string, ok bool) {
 	r.mu.Unlock()
 }
 
-// canAbort reports whether every one of servers said in its last
-// heartbeat that it applies unfreezes (so an aborted merge's unfreeze
-// reaches every replica of the range).
+// canAbort reports whether a merge of a range on servers may be aborted:
+// no one of them said in its last heartbeat to this master that it does
+// not apply unfreezes (an older build, merge_abort false). A server not
+// heard from since this master took the lead does not hold it up: the
+// view is soft state, and a server of the range that died right after
+// the freeze would otherwise keep the range frozen after a master
+// failover until it came back, or for good. Aborting then is safe: an
+// older server cannot share the range's log with newer ones (group
+// transport protocol version 3), so the abort costs it nothing it had;
+// and were the range led by older servers, its leader refuses the
+// unfreeze and the recorded ABORT is carried out once they are upgraded
+// (resumeMerges), where before the range stayed frozen as well.
 func (r *reports) canAbort(servers []string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, s := range servers {
-		if !r.mergeAbort[s] {
+		if ok, heard := r.mergeAbort[s]; heard && !ok {
 			return false
 		}
 	}
