@@ -3,10 +3,13 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -44,42 +47,74 @@ func TestMergeAbortedWhenAReplicaMissesTheFreeze(t *testing.T) {
 	// holds a replica of both): the right half keeps a leader and a
 	// follower, a majority.
 	cut := -1
-	waitFor(t, 10*time.Second, "both halves led", func() bool {
-		l := partitionMap(t, mc).GetLeaders()
-		ll, rl := l[left], l[right]
-		for i, s := range c.Servers {
-			if id := s.Server.ID(); ll != "" && rl != "" && id != ll && id != rl {
-				cut = i
-				return true
+	pickCut := func() {
+		waitFor(t, 10*time.Second, "both halves led", func() bool {
+			l := partitionMap(t, mc).GetLeaders()
+			ll, rl := l[left], l[right]
+			for i, s := range c.Servers {
+				if id := s.Server.ID(); ll != "" && rl != "" && id != ll && id != rl {
+					cut = i
+					return true
+				}
 			}
-		}
-		return false
-	})
+			return false
+		})
+	}
 	heal := func() {
 		for _, s := range c.Servers {
 			s.Server.SetRaftFault(nil)
 		}
 	}
 	defer heal()
-	var once sync.Once
-	failpoint.Enable("master/merge/before-freeze", func() error {
-		once.Do(func() {
-			for i, s := range c.Servers {
-				if i == cut {
-					s.Server.SetRaftFault(dropAll{})
-				} else {
-					s.Server.SetRaftFault(dropTo{c.Servers[cut].Server.RaftAddr()})
+	// The cut must reach the right half's leader within its heard-from
+	// window before the freeze: a leader that already misses the cut
+	// server (the range quiesced and had to wake, a loaded machine)
+	// refuses the freeze, NOT_READY, and nothing is frozen; then heal,
+	// let the group settle, and cut again.
+	var start time.Time
+	var err error
+	for attempt := 1; ; attempt++ {
+		pickCut()
+		var once sync.Once
+		failpoint.Enable("master/merge/before-freeze", func() error {
+			once.Do(func() {
+				for i, s := range c.Servers {
+					if i == cut {
+						s.Server.SetRaftFault(dropAll{})
+					} else {
+						s.Server.SetRaftFault(dropTo{c.Servers[cut].Server.RaftAddr()})
+					}
 				}
-			}
+			})
+			return nil
 		})
-		return nil
-	})
-	start := time.Now()
-	err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
-		_, err := m.Merge(ctx, &pb.MergeRequest{RangeId: left})
-		return err
-	})
-	failpoint.Disable("master/merge/before-freeze")
+		start = time.Now()
+		err = mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
+			_, err := m.Merge(ctx, &pb.MergeRequest{RangeId: left})
+			return err
+		})
+		failpoint.Disable("master/merge/before-freeze")
+		if err == nil || mergeAborted(err) || !strings.Contains(err.Error(), "not ready for the merge") || attempt == 5 {
+			break
+		}
+		t.Logf("freeze refused before the cut took effect (attempt %d), healing and cutting again: %v", attempt, err)
+		heal()
+		// A write to both halves after the heal, applied everywhere: the
+		// leaders have heard from the cut server again (its heartbeats
+		// back off while cut), so the next cut starts within the window.
+		writeSeq(t, tcl, acked, fmt.Sprintf("heal%d", attempt), 26)
+		waitFor(t, 20*time.Second, "the cut server caught up on the right half", func() bool {
+			var applied []uint64
+			for _, s := range c.Servers {
+				st := rangeInfo(s.Server, right)
+				if st == nil {
+					return false
+				}
+				applied = append(applied, st.GetAppliedIndex())
+			}
+			return slices.Min(applied) == slices.Max(applied)
+		})
+	}
 	aborted := time.Since(start)
 	if err == nil || !strings.Contains(err.Error(), "merge aborted") {
 		t.Fatalf("merge with ps%d cut off right before the freeze: %v, want an abort", cut+1, err)
@@ -162,11 +197,26 @@ func TestFrozenReplicaOfAbortedMergeDeleted(t *testing.T) {
 	}
 
 	failpoint.Enable("master/merge/freeze-wait", nil) // a replica "short of the freeze": ABORT
-	failpoint.Enable("master/merge/after-abort", nil) // stop before the unfreeze
+	var fired atomic.Bool
+	failpoint.Enable("master/merge/after-abort", func() error { // stop before the unfreeze
+		fired.Store(true)
+		return failpoint.ErrInjected
+	})
 	defer failpoint.Disable("master/merge/freeze-wait")
 	defer failpoint.Disable("master/merge/after-abort")
-	if _, err := mergeRetrying(ctx, t, mc, left); err == nil {
-		t.Fatal("merge succeeded through master/merge/after-abort")
+	// A merge refused before the freeze (NOT_READY on a loaded machine)
+	// never reaches the failpoint: ask again.
+	for attempt := 1; !fired.Load(); attempt++ {
+		_, err := mergeRetrying(ctx, t, mc, left)
+		if err == nil {
+			t.Fatal("merge succeeded through master/merge/after-abort")
+		}
+		if !fired.Load() {
+			if attempt == 5 {
+				t.Fatalf("master/merge/after-abort never fired (the merge failed before it: %v)", err)
+			}
+			t.Logf("merge failed before master/merge/after-abort (attempt %d), asking again: %v", attempt, err)
+		}
 	}
 	fromSrv := c.Servers[c.ServerIndex(from)].Server
 	waitFor(t, 10*time.Second, "the freeze applied on "+from, func() bool {
