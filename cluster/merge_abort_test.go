@@ -327,3 +327,83 @@ func TestStaleMergeRangeRefused(t *testing.T) {
 	}
 	verifyExactlyOnce(t, tcl, acked)
 }
+
+// TestFrozenRangeAbortedAfterMasterRestartWithAServerDown: the master
+// stops right after a merge's freeze (master/merge/after-freeze-proposed)
+// and a server of the right range stops with it. The restarted master has
+// never heard from that server, and used to refuse the abort for it
+// ("does not apply unfreezes" was assumed of a server not heard from): the
+// range stayed frozen until the server came back. Now only a server that
+// said so refuses it: the resumed merge is aborted and the right half
+// takes writes on its two live replicas.
+func TestFrozenRangeAbortedAfterMasterRestartWithAServerDown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := startTuned(t, 3, quietPolicies, nil)
+	sc := serviceClient(t, c, 0)
+	const table = "abortdown"
+	tcl := newTable(t, sc, table)
+	mc := masterClient(t, c)
+	acked := map[string]int64{}
+	writeSeq(t, tcl, acked, "before", 26)
+	ctx := ctxT(t, 3*time.Minute)
+	split := splitRange(t, ctx, mc, table, "k13")
+	left, right := split.GetLeft().GetRangeId(), split.GetRight().GetRangeId()
+
+	var fired atomic.Bool
+	failpoint.Enable("master/merge/after-freeze-proposed", func() error { // the master "dies" frozen, undecided
+		fired.Store(true)
+		return failpoint.ErrInjected
+	})
+	defer failpoint.Disable("master/merge/after-freeze-proposed")
+	for attempt := 1; !fired.Load(); attempt++ {
+		_, err := mergeRetrying(ctx, t, mc, left)
+		if err == nil {
+			t.Fatal("merge succeeded through master/merge/after-freeze-proposed")
+		}
+		if !fired.Load() {
+			if attempt == 5 {
+				t.Fatalf("master/merge/after-freeze-proposed never fired (the merge failed before it: %v)", err)
+			}
+			t.Logf("merge failed before the freeze (attempt %d), asking again: %v", attempt, err)
+		}
+	}
+	failpoint.Disable("master/merge/after-freeze-proposed")
+	// Stop a server that leads neither half (each keeps a majority).
+	down := -1
+	l := partitionMap(t, mc).GetLeaders()
+	for i, s := range c.Servers {
+		if id := s.Server.ID(); id != l[left] && id != l[right] {
+			down = i
+			break
+		}
+	}
+	if down < 0 {
+		t.Fatalf("no server leads neither half: leaders %v", l)
+	}
+	if err := c.StopServer(down); err != nil {
+		t.Fatal(err)
+	}
+	defer c.RestartServer(down)
+	if err := c.StopMaster(0); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.RestartMaster(0); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	waitFor(t, 30*time.Second, "a write to the right half with ps"+strconv.Itoa(down+1)+" down", func() bool {
+		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		_, err := tcl.UpsertEntity(wctx, []byte(`{"PartitionKey":"k20","RowKey":"probe"}`), nil)
+		return err == nil
+	})
+	t.Logf("right half writable %v after the master restarted", time.Since(start))
+	if rs := tableRanges(partitionMap(t, mc), table); len(rs) != 2 {
+		t.Fatalf("after the resumed merge: %s, want both halves (aborted)", describe(rs))
+	}
+	writeSeq(t, tcl, acked, "after", 26)
+	acked["k20/probe"] = 0
+	verifyExactlyOnce(t, tcl, acked)
+}
