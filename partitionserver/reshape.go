@@ -132,7 +132,8 @@ const mergeFreezeWait = 5 * time.Second
 // for a freeze a newer master aborted and undid, and every replica of
 // this range would stop in applyMerge (and again on replay), so the
 // check runs before anything is proposed. It narrows that hole rather
-// than closing it: a replica here behind the unfreeze passes, and the
+// than closing it: a replica here that has not learnt of the unfreeze's
+// commit passes (and the other servers' replicas are not asked), so the
 // full rule is the upgrade order (docs/operations.md: every master
 // before any partition server).
 func (v *service) checkMergeFreeze(ctx context.Context, right *pb.RangeDescriptor, freeze uint64) error {
@@ -144,6 +145,12 @@ func (v *service) checkMergeFreeze(ctx context.Context, right *pb.RangeDescripto
 	defer cancel()
 	if err := rr.waitApplied(wctx, freeze); err != nil {
 		return fmt.Errorf("%w: range %d's replica here applied %d < freeze %d: %v", ErrFreezeMismatch, right.GetRangeId(), rr.fsm.AppliedIndex(), freeze, err)
+	}
+	// Also up to what this replica knows committed: an unfreeze the
+	// stale master's merge raced is then seen here (best effort: past
+	// the bound, the state as applied decides).
+	if c := rr.raft.CommitIndex(); c > freeze {
+		_ = rr.waitApplied(wctx, c)
 	}
 	return freezeMatches(rr.fsm.State(), right, freeze)
 }
