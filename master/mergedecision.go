@@ -21,9 +21,10 @@ var ErrMergeAborted = errors.New("master: merge aborted")
 
 // ErrNoUnfreeze: a replica of the right range did not apply the freeze in
 // time, but a server of the range said in its heartbeat that it does not
-// apply unfreezes (an older build, during a rolling upgrade), so the
-// merge is left undecided and the range frozen (the next pass waits
-// again). It wraps ErrNotReady: nothing to do but ask later.
+// apply unfreezes (an older build, during a rolling upgrade), or fewer
+// than a majority said they do (reports.canAbort), so the merge is left
+// undecided and the range frozen (the next pass waits again). It wraps
+// ErrNotReady: nothing to do but ask later.
 var ErrNoUnfreeze = fmt.Errorf("%w: not aborted: a server of the right range does not apply unfreezes", ErrNotReady)
 
 // A merge's outcome is decided once per freeze of its right range and

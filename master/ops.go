@@ -588,9 +588,10 @@ func (s *Server) decideMerge(ctx context.Context, right *pb.RangeDescriptor, ind
 		}
 		if servers := serversOf(right); !s.reports.canAbort(servers) {
 			// A replica's server runs a build without the unfreeze (a
-			// rolling upgrade): it would stay frozen and miss the writes
-			// after it. Undecided, as before the abort existed: the
-			// range stays frozen and the next pass waits again.
+			// rolling upgrade), or too few are known to run one with
+			// it (reports.canAbort): the unfreeze might not commit.
+			// Undecided, as before the abort existed: the range stays
+			// frozen and the next pass waits again.
 			return 0, false, fmt.Errorf("%w (%v): %w", ErrNoUnfreeze, servers, err)
 		}
 		s.logger.Warn("aborting a merge", "range", right.GetRangeId(), "freeze_index", index, "err", err)
