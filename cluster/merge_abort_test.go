@@ -328,7 +328,7 @@ func TestStaleMergeRangeRefused(t *testing.T) {
 	verifyExactlyOnce(t, tcl, acked)
 }
 
-// TestFrozenRangeAbortedAfterMasterRestartWithAServerDown: the master
+// TestMergeAbortedAfterMasterRestartWithAServerDown: the master
 // stops right after a merge's freeze (master/merge/after-freeze-proposed)
 // and a server of the right range stops with it. The restarted master has
 // never heard from that server, and used to refuse the abort for it
@@ -336,7 +336,7 @@ func TestStaleMergeRangeRefused(t *testing.T) {
 // range stayed frozen until the server came back. Now only a server that
 // said so refuses it: the resumed merge is aborted and the right half
 // takes writes on its two live replicas.
-func TestFrozenRangeAbortedAfterMasterRestartWithAServerDown(t *testing.T) {
+func TestMergeAbortedAfterMasterRestartWithAServerDown(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
