@@ -333,16 +333,8 @@ func (s *Server) merge(ctx context.Context, id uint64, cause, reason string, fig
 	// not leave it frozen until a later pass resumes it.
 	ctx, cancel := context.WithTimeout(s.ctx, opTimeout)
 	defer cancel()
-	if !t.freezeSeen || (resume && !sameServers(before, right)) {
-		// A COMMIT this master read rather than made (another master's,
-		// or its own from an earlier attempt), or one made before this
-		// co-location (a replica of R moved since the freeze): every
-		// replica of R now, on the servers whose L replicas take R over,
-		// must have applied the freeze. Unbounded: a COMMIT is final.
-		if err := s.waitApplied(ctx, right, freeze.GetFreezeIndex()); err != nil {
-			return nil, fmt.Errorf("wait for range %d's freeze on its co-located replicas: %w", right.GetRangeId(), err)
-		}
-		freeze.Range = right
+	if err := s.freezeOnReplicas(ctx, before, right, freeze, resume, t.freezeSeen); err != nil {
+		return nil, err
 	}
 	merged, err := s.takeOver(ctx, id, right, freeze, &t)
 	if err != nil {
@@ -350,6 +342,39 @@ func (s *Server) merge(ctx context.Context, id uint64, cause, reason string, fig
 	}
 	s.mergeEvent(left, right, merged, cause, reason, figures, start, t)
 	return merged, nil
+}
+
+// freezeOnReplicas makes sure, before a committed merge's MergeRange,
+// that R's current replicas applied its freeze where the decision alone
+// does not say so (before: R when the merge began; seen: this master saw
+// every replica of the freeze's descriptor apply it).
+func (s *Server) freezeOnReplicas(ctx context.Context, before, right *pb.RangeDescriptor, freeze *pb.FreezeRangeResponse, resume, seen bool) error {
+	switch {
+	case resume && !sameServers(before, right):
+		// Committed before this co-location (a replica of R moved since
+		// the freeze): the new replicas must apply the freeze before L's
+		// replicas on their servers take R over. Unbounded: a COMMIT is
+		// final.
+		if err := s.waitApplied(ctx, right, freeze.GetFreezeIndex()); err != nil {
+			return fmt.Errorf("wait for range %d's freeze on its co-located replicas: %w", right.GetRangeId(), err)
+		}
+		freeze.Range = right
+	case !seen:
+		// A COMMIT read rather than made here (another master's, or
+		// one from an earlier attempt): every replica of R applied the
+		// freeze when it was made, but a replica added since (a move)
+		// may not have. Waited for, bounded: an L replica's apply waits
+		// for its own server's R replica anyway (fsm waitMerges), so
+		// this only spares it that stall, and an unbounded wait would
+		// hold a committed merge for a server that died since.
+		wctx, wcancel := context.WithTimeout(ctx, mergeFreezeWaitMax)
+		err := s.waitApplied(wctx, right, freeze.GetFreezeIndex())
+		wcancel()
+		if err != nil && ctx.Err() == nil {
+			s.logger.Info("merging before every replica of the right range applied its freeze (a read COMMIT)", "range", right.GetRangeId(), "freeze_index", freeze.GetFreezeIndex(), "err", err)
+		}
+	}
+	return nil
 }
 
 // takeOver is a committed merge's steps 4 and 5: L takes over R's keys
