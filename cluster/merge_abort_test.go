@@ -3,12 +3,18 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"tablestore/internal/failpoint"
+	"tablestore/internal/rpcerr"
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -41,42 +47,74 @@ func TestMergeAbortedWhenAReplicaMissesTheFreeze(t *testing.T) {
 	// holds a replica of both): the right half keeps a leader and a
 	// follower, a majority.
 	cut := -1
-	waitFor(t, 10*time.Second, "both halves led", func() bool {
-		l := partitionMap(t, mc).GetLeaders()
-		ll, rl := l[left], l[right]
-		for i, s := range c.Servers {
-			if id := s.Server.ID(); ll != "" && rl != "" && id != ll && id != rl {
-				cut = i
-				return true
+	pickCut := func() {
+		waitFor(t, 10*time.Second, "both halves led", func() bool {
+			l := partitionMap(t, mc).GetLeaders()
+			ll, rl := l[left], l[right]
+			for i, s := range c.Servers {
+				if id := s.Server.ID(); ll != "" && rl != "" && id != ll && id != rl {
+					cut = i
+					return true
+				}
 			}
-		}
-		return false
-	})
+			return false
+		})
+	}
 	heal := func() {
 		for _, s := range c.Servers {
 			s.Server.SetRaftFault(nil)
 		}
 	}
 	defer heal()
-	var once sync.Once
-	failpoint.Enable("master/merge/before-freeze", func() error {
-		once.Do(func() {
-			for i, s := range c.Servers {
-				if i == cut {
-					s.Server.SetRaftFault(dropAll{})
-				} else {
-					s.Server.SetRaftFault(dropTo{c.Servers[cut].Server.RaftAddr()})
+	// The cut must reach the right half's leader within its heard-from
+	// window before the freeze: a leader that already misses the cut
+	// server (the range quiesced and had to wake, a loaded machine)
+	// refuses the freeze, NOT_READY, and nothing is frozen; then heal,
+	// let the group settle, and cut again.
+	var start time.Time
+	var err error
+	for attempt := 1; ; attempt++ {
+		pickCut()
+		var once sync.Once
+		failpoint.Enable("master/merge/before-freeze", func() error {
+			once.Do(func() {
+				for i, s := range c.Servers {
+					if i == cut {
+						s.Server.SetRaftFault(dropAll{})
+					} else {
+						s.Server.SetRaftFault(dropTo{c.Servers[cut].Server.RaftAddr()})
+					}
 				}
-			}
+			})
+			return nil
 		})
-		return nil
-	})
-	start := time.Now()
-	err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
-		_, err := m.Merge(ctx, &pb.MergeRequest{RangeId: left})
-		return err
-	})
-	failpoint.Disable("master/merge/before-freeze")
+		start = time.Now()
+		err = mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
+			_, err := m.Merge(ctx, &pb.MergeRequest{RangeId: left})
+			return err
+		})
+		failpoint.Disable("master/merge/before-freeze")
+		if err == nil || mergeAborted(err) || !strings.Contains(err.Error(), "not ready for the merge") || attempt == 5 {
+			break
+		}
+		t.Logf("freeze refused before the cut took effect (attempt %d), healing and cutting again: %v", attempt, err)
+		heal()
+		// A write to both halves after the heal, applied everywhere: the
+		// leaders have heard from the cut server again (its heartbeats
+		// back off while cut), so the next cut starts within the window.
+		writeSeq(t, tcl, acked, fmt.Sprintf("heal%d", attempt), 26)
+		waitFor(t, 20*time.Second, "the cut server caught up on the right half", func() bool {
+			var applied []uint64
+			for _, s := range c.Servers {
+				st := rangeInfo(s.Server, right)
+				if st == nil {
+					return false
+				}
+				applied = append(applied, st.GetAppliedIndex())
+			}
+			return slices.Min(applied) == slices.Max(applied)
+		})
+	}
 	aborted := time.Since(start)
 	if err == nil || !strings.Contains(err.Error(), "merge aborted") {
 		t.Fatalf("merge with ps%d cut off right before the freeze: %v, want an abort", cut+1, err)
@@ -159,11 +197,26 @@ func TestFrozenReplicaOfAbortedMergeDeleted(t *testing.T) {
 	}
 
 	failpoint.Enable("master/merge/freeze-wait", nil) // a replica "short of the freeze": ABORT
-	failpoint.Enable("master/merge/after-abort", nil) // stop before the unfreeze
+	var fired atomic.Bool
+	failpoint.Enable("master/merge/after-abort", func() error { // stop before the unfreeze
+		fired.Store(true)
+		return failpoint.ErrInjected
+	})
 	defer failpoint.Disable("master/merge/freeze-wait")
 	defer failpoint.Disable("master/merge/after-abort")
-	if _, err := mergeRetrying(ctx, t, mc, left); err == nil {
-		t.Fatal("merge succeeded through master/merge/after-abort")
+	// A merge refused before the freeze (NOT_READY on a loaded machine)
+	// never reaches the failpoint: ask again.
+	for attempt := 1; !fired.Load(); attempt++ {
+		_, err := mergeRetrying(ctx, t, mc, left)
+		if err == nil {
+			t.Fatal("merge succeeded through master/merge/after-abort")
+		}
+		if !fired.Load() {
+			if attempt == 5 {
+				t.Fatalf("master/merge/after-abort never fired (the merge failed before it: %v)", err)
+			}
+			t.Logf("merge failed before master/merge/after-abort (attempt %d), asking again: %v", attempt, err)
+		}
 	}
 	fromSrv := c.Servers[c.ServerIndex(from)].Server
 	waitFor(t, 10*time.Second, "the freeze applied on "+from, func() bool {
@@ -202,5 +255,155 @@ func TestFrozenReplicaOfAbortedMergeDeleted(t *testing.T) {
 	if rs := tableRanges(partitionMap(t, mc), table); len(rs) != 2 {
 		t.Fatalf("after an aborted merge: %s, want both halves", describe(rs))
 	}
+	verifyExactlyOnce(t, tcl, acked)
+}
+
+// TestStaleMergeRangeRefused: a MergeRange for a freeze whose merge was
+// aborted and undone (what a master of an older build that lost the lead
+// mid-merge could send during a rolling upgrade) is refused by the left
+// range's leader before it proposes anything: proposed, every replica of
+// the left range would stop in fsm applyMerge, and again on replay. Both
+// halves then keep serving.
+func TestStaleMergeRangeRefused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := startTuned(t, 3, quietPolicies, nil)
+	sc := serviceClient(t, c, 0)
+	const table = "stalemerge"
+	tcl := newTable(t, sc, table)
+	mc := masterClient(t, c)
+	acked := map[string]int64{}
+	writeSeq(t, tcl, acked, "before", 26)
+	ctx := ctxT(t, 3*time.Minute)
+	split := splitRange(t, ctx, mc, table, "k13")
+	left, right := split.GetLeft().GetRangeId(), split.GetRight().GetRangeId()
+
+	failpoint.Enable("master/merge/freeze-wait", nil) // a replica "short of the freeze": ABORT
+	err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
+		_, err := m.Merge(ctx, &pb.MergeRequest{RangeId: left})
+		return err
+	})
+	failpoint.Disable("master/merge/freeze-wait")
+	if !mergeAborted(err) {
+		t.Fatalf("merge through master/merge/freeze-wait: %v, want an abort", err)
+	}
+	m := regexp.MustCompile(`freeze at (\d+)`).FindStringSubmatch(err.Error())
+	if m == nil {
+		t.Fatalf("no freeze index in %v", err)
+	}
+	freeze, _ := strconv.ParseUint(m[1], 10, 64)
+	// Every replica of the right half past the unfreeze, the left half's
+	// leader's among them.
+	waitFor(t, 20*time.Second, "every replica of the right half unfrozen", func() bool {
+		for _, s := range c.Servers {
+			if st := rangeInfo(s.Server, right); st == nil || st.GetFrozen() {
+				return false
+			}
+		}
+		return true
+	})
+	var rightDesc *pb.RangeDescriptor
+	for _, d := range tableRanges(partitionMap(t, mc), table) {
+		if d.GetRangeId() == right {
+			rightDesc = d
+		}
+	}
+	var leader string
+	waitFor(t, 10*time.Second, "the left half led", func() bool {
+		leader = partitionMap(t, mc).GetLeaders()[left]
+		return leader != ""
+	})
+	_, err = c.Servers[c.ServerIndex(leader)].Server.Service().MergeRange(ctx, &pb.MergeRangeRequest{
+		RangeId: left, Right: rightDesc, RightFreezeIndex: freeze,
+	})
+	if rpcerr.Parse(err).Reason != rpcerr.ReasonNotReady {
+		t.Fatalf("MergeRange for the aborted freeze %d on %s: %v, want NOT_READY", freeze, leader, err)
+	}
+	t.Logf("stale MergeRange refused: %v", err)
+	writeSeq(t, tcl, acked, "after", 26)
+	if rs := tableRanges(partitionMap(t, mc), table); len(rs) != 2 {
+		t.Fatalf("after a refused MergeRange: %s, want both halves", describe(rs))
+	}
+	verifyExactlyOnce(t, tcl, acked)
+}
+
+// TestMergeAbortedAfterMasterRestartWithAServerDown: the master
+// stops right after a merge's freeze (master/merge/after-freeze-proposed)
+// and a server of the right range stops with it. The restarted master has
+// never heard from that server, and used to refuse the abort for it
+// ("does not apply unfreezes" was assumed of a server not heard from): the
+// range stayed frozen until the server came back. Now only a server that
+// said so refuses it: the resumed merge is aborted and the right half
+// takes writes on its two live replicas.
+func TestMergeAbortedAfterMasterRestartWithAServerDown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := startTuned(t, 3, quietPolicies, nil)
+	sc := serviceClient(t, c, 0)
+	const table = "abortdown"
+	tcl := newTable(t, sc, table)
+	mc := masterClient(t, c)
+	acked := map[string]int64{}
+	writeSeq(t, tcl, acked, "before", 26)
+	ctx := ctxT(t, 3*time.Minute)
+	split := splitRange(t, ctx, mc, table, "k13")
+	left, right := split.GetLeft().GetRangeId(), split.GetRight().GetRangeId()
+
+	var fired atomic.Bool
+	failpoint.Enable("master/merge/after-freeze-proposed", func() error { // the master "dies" frozen, undecided
+		fired.Store(true)
+		return failpoint.ErrInjected
+	})
+	defer failpoint.Disable("master/merge/after-freeze-proposed")
+	for attempt := 1; !fired.Load(); attempt++ {
+		_, err := mergeRetrying(ctx, t, mc, left)
+		if err == nil {
+			t.Fatal("merge succeeded through master/merge/after-freeze-proposed")
+		}
+		if !fired.Load() {
+			if attempt == 5 {
+				t.Fatalf("master/merge/after-freeze-proposed never fired (the merge failed before it: %v)", err)
+			}
+			t.Logf("merge failed before the freeze (attempt %d), asking again: %v", attempt, err)
+		}
+	}
+	failpoint.Disable("master/merge/after-freeze-proposed")
+	// Stop a server that leads neither half (each keeps a majority).
+	down := -1
+	l := partitionMap(t, mc).GetLeaders()
+	for i, s := range c.Servers {
+		if id := s.Server.ID(); id != l[left] && id != l[right] {
+			down = i
+			break
+		}
+	}
+	if down < 0 {
+		t.Fatalf("no server leads neither half: leaders %v", l)
+	}
+	if err := c.StopServer(down); err != nil {
+		t.Fatal(err)
+	}
+	defer c.RestartServer(down)
+	if err := c.StopMaster(0); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.RestartMaster(0); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	waitFor(t, 30*time.Second, "a write to the right half with ps"+strconv.Itoa(down+1)+" down", func() bool {
+		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		_, err := tcl.UpsertEntity(wctx, []byte(`{"PartitionKey":"k20","RowKey":"probe"}`), nil)
+		return err == nil
+	})
+	t.Logf("right half writable %v after the master restarted", time.Since(start))
+	if rs := tableRanges(partitionMap(t, mc), table); len(rs) != 2 {
+		t.Fatalf("after the resumed merge: %s, want both halves (aborted)", describe(rs))
+	}
+	writeSeq(t, tcl, acked, "after", 26)
+	acked["k20/probe"] = 0
 	verifyExactlyOnce(t, tcl, acked)
 }

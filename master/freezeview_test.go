@@ -52,8 +52,11 @@ func TestFreezeForgottenOnlyOnProof(t *testing.T) {
 	}
 }
 
-// TestCanAbort: the abort is used only when every server of the range
-// said in its heartbeat that it applies unfreezes.
+// TestCanAbort: the abort is refused for a range with a server that said
+// in its heartbeat that it does not apply unfreezes, or with fewer than a
+// majority of servers known to apply them; one not heard from since this
+// master took the lead (dead since the freeze, across a master failover)
+// does not hold the range frozen.
 func TestCanAbort(t *testing.T) {
 	r := newReports()
 	r.setMergeAbort("a", true)
@@ -65,7 +68,9 @@ func TestCanAbort(t *testing.T) {
 	}{
 		{[]string{"a", "b"}, true},
 		{[]string{"a", "b", "c"}, false},
-		{[]string{"a", "d"}, false}, // never heard from
+		{[]string{"a", "b", "d"}, true},  // d never heard from (dead since the freeze, a master failover)
+		{[]string{"a", "d", "e"}, false}, // a minority known: the range may be led by an older build
+		{[]string{"d", "c"}, false},      // c said it does not apply unfreezes
 	} {
 		if got := r.canAbort(tc.servers); got != tc.want {
 			t.Errorf("canAbort(%v) = %v, want %v", tc.servers, got, tc.want)

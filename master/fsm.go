@@ -32,6 +32,9 @@ type applyResult struct {
 	// decision is the merge decision recorded for the freeze a
 	// MERGE_DECISION command named (see applyMergeDecision).
 	decision *pb.MergeDecision
+	// recorded: the command recorded its decision (not one in force
+	// already).
+	recorded bool
 	err      error
 }
 

@@ -2,17 +2,30 @@ package master
 
 import (
 	"errors"
+	"fmt"
 
 	"google.golang.org/protobuf/proto"
 
 	pb "tablestore/proto/tablestorepb"
 )
 
-// ErrMergeAborted: the merge froze its right-hand range, but not every
-// replica applied the freeze within mergeFreezeWait; the master recorded
-// the merge as aborted and unfroze the range. It wraps ErrNotReady, so a
-// later request or policy pass tries again (with a new freeze).
-var ErrMergeAborted = errors.New("master: merge aborted, the right range was unfrozen")
+// ErrMergeAborted: the merge froze its right-hand range and the decision
+// recorded for that freeze is ABORT (this master's, because a replica did
+// not apply the freeze within mergeFreezeWait, or one read back: another
+// master's, or a freeze older than the recorded one). The range is
+// unfrozen, or will be by resumeMerges if the unfreeze failed. Merge
+// returns it alongside ErrNotReady (both wrapped; gRPC Aborted, reason
+// MERGE_ABORTED), so a later request or policy pass tries again, with a
+// new freeze.
+var ErrMergeAborted = errors.New("master: merge aborted")
+
+// ErrNoUnfreeze: a replica of the right range did not apply the freeze in
+// time, but a server of the range said in its heartbeat that it does not
+// apply unfreezes (an older build, during a rolling upgrade), or fewer
+// than a majority said they do (reports.canAbort), so the merge is left
+// undecided and the range frozen (the next pass waits again). It wraps
+// ErrNotReady: nothing to do but ask later.
+var ErrNoUnfreeze = fmt.Errorf("%w: not aborted: a server of the right range does not apply unfreezes", ErrNotReady)
 
 // A merge's outcome is decided once per freeze of its right range and
 // recorded in the master's log before anyone acts on it (CockroachDB's
@@ -57,7 +70,7 @@ func applyMergeDecision(s *state, payload []byte) *applyResult {
 		}}
 	}
 	s.mergeDecisions[d.GetRightRangeId()] = d
-	return &applyResult{decision: d}
+	return &applyResult{decision: d, recorded: true}
 }
 
 // abortedThrough is the highest freeze index of range id that the

@@ -33,15 +33,17 @@ func TestMergeDecisionIsFinal(t *testing.T) {
 		index uint64
 		prop  pb.MergeOutcome
 		want  pb.MergeOutcome
+		rec   bool // recorded by this step (merge_aborts_total counts those)
 	}
 	tests := []struct {
 		name  string
 		steps []step
 	}{
-		{"commit stands against a later abort", []step{{10, commit, commit}, {10, abort, commit}, {10, commit, commit}}},
-		{"abort stands against a later commit", []step{{10, abort, abort}, {10, commit, abort}}},
-		{"a new freeze gets its own decision", []step{{10, abort, abort}, {15, commit, commit}, {15, abort, commit}}},
-		{"an earlier freeze than the recorded one is aborted", []step{{10, abort, abort}, {15, abort, abort}, {10, commit, abort}, {15, commit, abort}}},
+		{"commit stands against a later abort", []step{{10, commit, commit, true}, {10, abort, commit, false}, {10, commit, commit, false}}},
+		{"abort stands against a later commit", []step{{10, abort, abort, true}, {10, commit, abort, false}}},
+		{"a repeated abort is recorded once", []step{{10, abort, abort, true}, {10, abort, abort, false}}},
+		{"a new freeze gets its own decision", []step{{10, abort, abort, true}, {15, commit, commit, true}, {15, abort, commit, false}}},
+		{"an earlier freeze than the recorded one is aborted", []step{{10, abort, abort, true}, {15, abort, abort, true}, {10, commit, abort, false}, {15, commit, abort, false}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -57,6 +59,9 @@ func TestMergeDecisionIsFinal(t *testing.T) {
 				}
 				if got := res.decision.GetOutcome(); got != st.want || res.decision.GetFreezeIndex() != st.index {
 					t.Fatalf("step %d: proposed %v at %d, recorded %v at %d, want %v", i, st.prop, st.index, got, res.decision.GetFreezeIndex(), st.want)
+				}
+				if res.recorded != st.rec {
+					t.Fatalf("step %d: recorded = %v, want %v", i, res.recorded, st.rec)
 				}
 				if got, ok := s.mergeDecision(2, st.index); !ok || got != st.want {
 					t.Fatalf("step %d: lookup = %v %v, want %v", i, got, ok, st.want)

@@ -329,15 +329,8 @@ func (s *Server) merge(ctx context.Context, id uint64, cause, reason string, fig
 	// not leave it frozen until a later pass resumes it.
 	ctx, cancel := context.WithTimeout(s.ctx, opTimeout)
 	defer cancel()
-	if resume && !sameServers(before, right) {
-		// Committed before this co-location (a replica of R moved since
-		// the freeze): the new replicas must apply the freeze before L's
-		// replicas on their servers take R over. Unbounded: a COMMIT is
-		// final.
-		if err := s.waitApplied(ctx, right, freeze.GetFreezeIndex()); err != nil {
-			return nil, fmt.Errorf("wait for range %d's freeze on its co-located replicas: %w", right.GetRangeId(), err)
-		}
-		freeze.Range = right
+	if err := s.freezeOnReplicas(ctx, before, right, freeze, resume, t.freezeSeen); err != nil {
+		return nil, err
 	}
 	merged, err := s.takeOver(ctx, id, right, freeze, &t)
 	if err != nil {
@@ -345,6 +338,39 @@ func (s *Server) merge(ctx context.Context, id uint64, cause, reason string, fig
 	}
 	s.mergeEvent(left, right, merged, cause, reason, figures, start, t)
 	return merged, nil
+}
+
+// freezeOnReplicas makes sure, before a committed merge's MergeRange,
+// that R's current replicas applied its freeze where the decision alone
+// does not say so (before: R when the merge began; seen: this master saw
+// every replica of the freeze's descriptor apply it).
+func (s *Server) freezeOnReplicas(ctx context.Context, before, right *pb.RangeDescriptor, freeze *pb.FreezeRangeResponse, resume, seen bool) error {
+	switch {
+	case resume && !sameServers(before, right):
+		// Committed before this co-location (a replica of R moved since
+		// the freeze): the new replicas must apply the freeze before L's
+		// replicas on their servers take R over. Unbounded: a COMMIT is
+		// final.
+		if err := s.waitApplied(ctx, right, freeze.GetFreezeIndex()); err != nil {
+			return fmt.Errorf("wait for range %d's freeze on its co-located replicas: %w", right.GetRangeId(), err)
+		}
+		freeze.Range = right
+	case !seen:
+		// A COMMIT read rather than made here (another master's, or
+		// one from an earlier attempt): every replica of R applied the
+		// freeze when it was made, but a replica added since (a move)
+		// may not have. Waited for, bounded: an L replica's apply waits
+		// for its own server's R replica anyway (fsm waitMerges), so
+		// this only spares it that stall, and an unbounded wait would
+		// hold a committed merge for a server that died since.
+		wctx, wcancel := context.WithTimeout(ctx, mergeFreezeWaitMax)
+		err := s.waitApplied(wctx, right, freeze.GetFreezeIndex())
+		wcancel()
+		if err != nil && ctx.Err() == nil {
+			s.logger.Info("merging before every replica of the right range applied its freeze (a read COMMIT)", "range", right.GetRangeId(), "freeze_index", freeze.GetFreezeIndex(), "err", err)
+		}
+	}
+	return nil
 }
 
 // takeOver is a committed merge's steps 4 and 5: L takes over R's keys
@@ -392,6 +418,10 @@ func (s *Server) freezeAndDecide(ctx context.Context, id uint64, right *pb.Range
 // mergeTimes are the moments of a merge's steps, for its event.
 type mergeTimes struct {
 	frozenAt, frozen, caughtUp, mergedAt, removed time.Time
+	// freezeSeen: this master saw every replica of the freeze's
+	// descriptor apply the freeze (it made the COMMIT); false when it
+	// read a recorded decision.
+	freezeSeen bool
 }
 
 // readyToFreeze asks every replica of right for its applied index just
@@ -515,7 +545,8 @@ func (s *Server) freezeEverywhere(ctx context.Context, right *pb.RangeDescriptor
 	// later pass resumes the merge.
 	ctx, cancel := context.WithTimeout(s.ctx, opTimeout)
 	defer cancel()
-	outcome, err := s.decideMerge(ctx, freeze.GetRange(), freeze.GetFreezeIndex())
+	outcome, seen, err := s.decideMerge(ctx, freeze.GetRange(), freeze.GetFreezeIndex())
+	t.freezeSeen = seen
 	if err != nil {
 		return nil, fmt.Errorf("decide the merge of range %d (freeze at %d): %w", right.GetRangeId(), freeze.GetFreezeIndex(), err)
 	}
@@ -524,9 +555,11 @@ func (s *Server) freezeEverywhere(ctx context.Context, right *pb.RangeDescriptor
 			return nil, err
 		}
 		if err := s.unfreeze(ctx, right.GetRangeId(), freeze.GetFreezeIndex()); err != nil {
-			return nil, fmt.Errorf("unfreeze range %d after its merge was aborted: %w", right.GetRangeId(), err)
+			// Still an abort to the caller (MERGE_ABORTED: ask again);
+			// the range stays on the frozen list and resumeMerges
+			// carries the recorded ABORT out.
+			return nil, fmt.Errorf("%w: %w: range %d (freeze at %d), but its unfreeze failed: %w", ErrNotReady, ErrMergeAborted, right.GetRangeId(), freeze.GetFreezeIndex(), err)
 		}
-		mergeAbortsTotal.Inc()
 		s.logger.Warn("merge aborted: a replica of the right range did not apply the freeze in time; unfrozen",
 			"range", right.GetRangeId(), "freeze_index", freeze.GetFreezeIndex(), "frozen_for", time.Since(t.frozen))
 		if err := failpoint.Inject("master/merge/after-unfreeze"); err != nil {
@@ -561,24 +594,26 @@ const (
 // without one, it waits (bounded, see waitFreeze) for every replica to
 // apply the freeze and records COMMIT if they did, ABORT if not. The
 // outcome returned is the recorded one, which may be another master's.
-func (s *Server) decideMerge(ctx context.Context, right *pb.RangeDescriptor, index uint64) (pb.MergeOutcome, error) {
-	var outcome pb.MergeOutcome
+// seen: every replica of right applied the freeze, as this call saw
+// (false for a decision read: the caller checks before acting on it).
+func (s *Server) decideMerge(ctx context.Context, right *pb.RangeDescriptor, index uint64) (outcome pb.MergeOutcome, seen bool, err error) {
 	var ok bool
 	s.fsm.read(func(st *state) { outcome, ok = st.mergeDecision(right.GetRangeId(), index) })
 	if ok {
-		return outcome, nil
+		return outcome, false, nil
 	}
 	outcome = pb.MergeOutcome_MERGE_OUTCOME_COMMIT
 	if err := s.waitFreeze(ctx, right, index); err != nil {
 		if ctx.Err() != nil {
-			return 0, err // undecided: whoever resumes decides
+			return 0, false, err // undecided: whoever resumes decides
 		}
 		if servers := serversOf(right); !s.reports.canAbort(servers) {
 			// A replica's server runs a build without the unfreeze (a
-			// rolling upgrade): it would stay frozen and miss the writes
-			// after it. Undecided, as before the abort existed: the
-			// range stays frozen and the next pass waits again.
-			return 0, fmt.Errorf("%w; not aborted: a server of %v does not apply unfreezes", err, servers)
+			// rolling upgrade), or too few are known to run one with
+			// it (reports.canAbort): the unfreeze might not commit.
+			// Undecided, as before the abort existed: the range stays
+			// frozen and the next pass waits again.
+			return 0, false, fmt.Errorf("%w (%v): %w", ErrNoUnfreeze, servers, err)
 		}
 		s.logger.Warn("aborting a merge", "range", right.GetRangeId(), "freeze_index", index, "err", err)
 		outcome = pb.MergeOutcome_MERGE_OUTCOME_ABORT
@@ -587,9 +622,14 @@ func (s *Server) decideMerge(ctx context.Context, right *pb.RangeDescriptor, ind
 		RightRangeId: right.GetRangeId(), FreezeIndex: index, Outcome: outcome,
 	}})
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	return res.decision.GetOutcome(), nil
+	if res.recorded && res.decision.GetOutcome() == pb.MergeOutcome_MERGE_OUTCOME_ABORT {
+		// Counted once per decision: not for one read back (another
+		// master's, or a repeat).
+		mergeAbortsTotal.Inc()
+	}
+	return res.decision.GetOutcome(), outcome == pb.MergeOutcome_MERGE_OUTCOME_COMMIT, nil
 }
 
 // waitFreeze waits until every replica of d has applied index, for at

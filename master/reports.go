@@ -448,18 +448,30 @@ func (r *reports) setMergeAbort(server string, ok bool) {
 	r.mu.Unlock()
 }
 
-// canAbort reports whether every one of servers said in its last
-// heartbeat that it applies unfreezes (so an aborted merge's unfreeze
-// reaches every replica of the range).
+// canAbort reports whether a merge of a range on servers may be aborted:
+// no one of them said in its last heartbeat to this master that it does
+// not apply unfreezes (an older build, merge_abort false), and a majority
+// said it does. A server not heard from since this master took the lead
+// does not hold the abort up (one that died right after the freeze would
+// otherwise keep the range frozen after a master failover until it came
+// back, or for good), as long as a majority of the range's servers are
+// known to apply unfreezes: builds with and without the unfreeze cannot
+// share a range's log (group transport protocol version 3), so the range
+// is then led by, and its unfreeze committed on, servers that apply it.
 func (r *reports) canAbort(servers []string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	yes := 0
 	for _, s := range servers {
-		if !r.mergeAbort[s] {
+		ok, heard := r.mergeAbort[s]
+		switch {
+		case heard && !ok:
 			return false
+		case ok:
+			yes++
 		}
 	}
-	return true
+	return yes > len(servers)/2
 }
 
 // maps returns copies of the leaders and loads.

@@ -182,6 +182,10 @@ func (s *Server) resumeMerges() {
 				// Its leader is not frozen: freezeEverywhere forgot the
 				// freeze if the answer proves it undone, else the next
 				// pass asks again.
+			case errors.Is(err, ErrMergeAborted):
+				// The recorded ABORT carried out (or its unfreeze to be
+				// retried next pass): what resuming is for.
+				s.logger.Info("resumed merge aborted", "left", l, "right", r, "err", err)
 			case err != nil:
 				s.logger.Warn("resuming merge failed", "left", l, "right", r, "err", err)
 			}

@@ -103,12 +103,70 @@ func (v *service) MergeRange(ctx context.Context, req *pb.MergeRangeRequest) (*p
 	if err := failpoint.Inject("partitionserver/merge/before-propose"); err != nil {
 		return nil, toStatus(r, err)
 	}
+	if err := v.checkMergeFreeze(ctx, right, req.GetRightFreezeIndex()); err != nil {
+		return nil, toStatus(r, err)
+	}
 	res, err := v.run(ctx, r, pb.CommandKind_COMMAND_KIND_MERGE, &pb.MergeCommand{Right: right, RightFreezeIndex: req.GetRightFreezeIndex()})
 	if err != nil {
 		return nil, err
 	}
 	v.s.logger.Info("range merged its right neighbour", "range", r.id, "right", right.GetRangeId(), "took", time.Since(start))
 	return &pb.MergeRangeResponse{Range: res.Range}, nil
+}
+
+// ErrFreezeMismatch: a MergeRange names a freeze its right range's
+// replica on the left range's leader is not (or no longer) frozen at.
+var ErrFreezeMismatch = errors.New("partitionserver: the right range is not frozen at the merge's freeze index")
+
+// mergeFreezeWait bounds MergeRange's wait for the leader's own replica
+// of the right range to apply the freeze the merge names.
+const mergeFreezeWait = 5 * time.Second
+
+// checkMergeFreeze refuses a merge unless this server's replica of the
+// right range, once it has applied the freeze the merge names (a bounded
+// wait), is frozen at exactly that index with the span the merge names.
+// A master sends MergeRange only after recording COMMIT for that freeze,
+// after which the range is never unfrozen from it, so for a current
+// master this holds at once. A master of an older build that lost the
+// lead during a rolling upgrade records nothing: it can send MergeRange
+// for a freeze a newer master aborted and undid, and every replica of
+// this range would stop in applyMerge (and again on replay), so the
+// check runs before anything is proposed. It narrows that hole rather
+// than closing it: a replica here that has not learnt of the unfreeze's
+// commit passes (and the other servers' replicas are not asked), so the
+// full rule is the upgrade order (docs/operations.md: every master
+// before any partition server).
+func (v *service) checkMergeFreeze(ctx context.Context, right *pb.RangeDescriptor, freeze uint64) error {
+	rr, err := v.replica(right.GetRangeId())
+	if err != nil {
+		return fmt.Errorf("%w: range %d has no replica on this server: %v", ErrFreezeMismatch, right.GetRangeId(), err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, mergeFreezeWait)
+	defer cancel()
+	if err := rr.waitApplied(wctx, freeze); err != nil {
+		return fmt.Errorf("%w: range %d's replica here applied %d < freeze %d: %v", ErrFreezeMismatch, right.GetRangeId(), rr.fsm.AppliedIndex(), freeze, err)
+	}
+	// Also up to what this replica knows committed: an unfreeze the
+	// stale master's merge raced is then seen here (best effort: past
+	// the bound, the state as applied decides).
+	if c := rr.raft.CommitIndex(); c > freeze {
+		_ = rr.waitApplied(wctx, c)
+	}
+	return freezeMatches(rr.fsm.State(), right, freeze)
+}
+
+// freezeMatches is checkMergeFreeze's rule on the right range's state
+// here: frozen at exactly freeze, over the span the merge names (what
+// fsm applyMerge requires, checked before proposing).
+func freezeMatches(st *pb.RangeState, right *pb.RangeDescriptor, freeze uint64) error {
+	switch {
+	case !st.GetFrozen() || st.GetFrozenIndex() != freeze:
+		return fmt.Errorf("%w: range %d is frozen=%v at %d, the merge names %d", ErrFreezeMismatch, right.GetRangeId(), st.GetFrozen(), st.GetFrozenIndex(), freeze)
+	case st.GetRange().GetStart() != right.GetStart() || st.GetRange().GetEnd() != right.GetEnd():
+		return fmt.Errorf("%w: range %d spans %q..%q, the merge names %q..%q", ErrFreezeMismatch, right.GetRangeId(),
+			st.GetRange().GetStart(), st.GetRange().GetEnd(), right.GetStart(), right.GetEnd())
+	}
+	return nil
 }
 
 // UnfreezeRange undoes a freeze through the range's own log; the master

@@ -452,6 +452,10 @@ func toStatus(r *replica, err error) error {
 		return withIndex(codes.FailedPrecondition, rpcerr.ReasonConditionNotSatisfied)
 	case errors.Is(err, fsm.ErrKeyOutOfRange), errors.Is(err, fsm.ErrStaleGeneration), errors.Is(err, fsm.ErrRangeFrozen):
 		return withIndex(codes.FailedPrecondition, rpcerr.ReasonStaleRange)
+	case errors.Is(err, ErrFreezeMismatch):
+		// Nothing was proposed; the merge's master is stale (or this
+		// replica still far behind): not a retry for the range client.
+		return rpcerr.New(codes.FailedPrecondition, rpcerr.ReasonNotReady, err.Error(), nil)
 	case errors.Is(err, ErrLateDelete):
 		return rpcerr.New(codes.FailedPrecondition, rpcerr.ReasonStaleRange, err.Error(), nil)
 	case errors.Is(err, fsm.ErrRangeNotFound):

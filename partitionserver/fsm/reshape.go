@@ -128,6 +128,14 @@ func applyMerge(c *applyCtx, payload []byte) *Result {
 	if right.GetTableId() == desc.GetTableId() && desc.GetStart() < right.GetStart() && desc.GetEnd() == right.GetEnd() {
 		return &Result{Range: desc} // a retried proposal: merged already
 	}
+	if c.state.GetFrozen() {
+		// This range is itself frozen for a merge into its left
+		// neighbour (a deposed master's freeze racing a new master's
+		// merge): widened, it would no longer be the span that merge
+		// names. Refused from this range's own replicated state, so
+		// identically on every replica.
+		return &Result{Err: fmt.Errorf("%w: range %d cannot merge its right neighbour", ErrRangeFrozen, desc.GetRangeId())}
+	}
 	if right.GetTableId() != desc.GetTableId() || desc.GetEnd() == "" || right.GetStart() != desc.GetEnd() {
 		return &Result{Err: fmt.Errorf("%w: %q..%q after %q..%q", ErrNotAdjacent, right.GetStart(), right.GetEnd(), desc.GetStart(), desc.GetEnd())}
 	}
@@ -142,6 +150,15 @@ func applyMerge(c *applyCtx, payload []byte) *Result {
 		// freeze recorded as aborted): every replica here is frozen at
 		// exactly that index from it on. Without it this replica cannot
 		// take over the rows, and going on would diverge.
+		//
+		// It panics rather than refuse: a refusal is safe only if every
+		// replica of this range decides alike, and this reads the right
+		// range's replica on this server, which is not this range's log:
+		// each server's replica of it may have applied a different
+		// prefix of its own log (one still frozen at the freeze, another
+		// past an unfreeze), so some replicas would merge and others
+		// refuse, and the group would diverge silently. The leader checks
+		// before proposing (partitionserver checkMergeFreeze) instead.
 		panic(fmt.Sprintf("fsm: range %d: merge of range %d at freeze index %d, but its replica here is %v (err %v)",
 			desc.GetRangeId(), right.GetRangeId(), cmd.GetRightFreezeIndex(), rs, err))
 	}

@@ -194,3 +194,41 @@ func TestDeleteOfAnAbortedFreeze(t *testing.T) {
 		})
 	}
 }
+
+// TestMergeRefusedWhileTheLeftRangeIsFrozen: a left range frozen for its
+// own merge into its left neighbour (a deposed master's freeze racing a
+// new master's merge) refuses to widen over its right neighbour, with a
+// result, not a panic (its own replicated state: every replica alike),
+// and leaves both ranges as they were; unfrozen, the merge applies.
+func TestMergeRefusedWhileTheLeftRangeIsFrozen(t *testing.T) {
+	s, left, right, _, _, freezeIndex := mergeFixture(t)
+	apply := func(r *Range, index uint64, kind pb.CommandKind, m proto.Message) *Result {
+		t.Helper()
+		res := r.ApplyBatch([]*raft.Log{{Index: index, Term: 1, Type: raft.LogCommand, Data: mustEncode(t, kind, m)}})[0].(*Result)
+		if err := s.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	leftFreeze := apply(left, 1, pb.CommandKind_COMMAND_KIND_FREEZE, &pb.FreezeCommand{})
+	if !left.Frozen() {
+		t.Fatalf("left freeze = %+v", leftFreeze)
+	}
+	merge := &pb.MergeCommand{Right: right.Descriptor(), RightFreezeIndex: freezeIndex}
+	res := apply(left, 2, pb.CommandKind_COMMAND_KIND_MERGE, merge)
+	if !errors.Is(res.Err, ErrRangeFrozen) {
+		t.Fatalf("merge into a frozen left range = %+v, want ErrRangeFrozen", res)
+	}
+	if end := left.Descriptor().GetEnd(); end != "m" {
+		t.Fatalf("refused merge widened the left range to end %q", end)
+	}
+	if st := right.State(); !st.GetFrozen() || st.GetFrozenIndex() != freezeIndex {
+		t.Fatalf("refused merge changed the right range: %+v", st)
+	}
+	if res := apply(left, 3, pb.CommandKind_COMMAND_KIND_UNFREEZE, &pb.UnfreezeCommand{FreezeIndex: leftFreeze.Index}); res.Err != nil || left.Frozen() {
+		t.Fatalf("left unfreeze = %+v", res)
+	}
+	if res := apply(left, 4, pb.CommandKind_COMMAND_KIND_MERGE, merge); res.Err != nil || res.Range.GetEnd() != "" {
+		t.Fatalf("merge into the unfrozen left range = %+v", res)
+	}
+}
