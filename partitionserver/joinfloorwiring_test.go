@@ -170,3 +170,24 @@ func TestLateDeleteDuringRecreate(t *testing.T) {
 		t.Fatalf("stored floor %v, %v; want {7 50}", got, err)
 	}
 }
+
+// A quiet replica with a join floor answers nothing the floor refuses
+// (the message opens its member, whose gate refuses it): its closed vote
+// and its acknowledgement of a stale leader's heartbeat would bypass the
+// gate.
+func TestQuietReplicaKeepsFloor(t *testing.T) {
+	s, _, lg := quietServer(t) // quiet at entry 42 of term 5
+	if got := s.Answer(1, voteReq("a", 6)); got == nil {
+		t.Fatal("without a floor the quiet replica leaves the vote to its member; want it granted closed")
+	}
+	s, _, lg = quietServer(t)
+	if _, err := raiseFloor(lg, joinFloor{term: 6, index: 50}); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Answer(1, voteReq("a", 6)); got != nil {
+		t.Fatalf("vote of a candidate behind the floor answered closed: %#v", got)
+	}
+	if got := s.Answer(1, appendReq("a", 5, 42, 5)); got != nil {
+		t.Fatalf("heartbeat of a leader below the floor's term answered closed: %#v", got)
+	}
+}

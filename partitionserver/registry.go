@@ -450,6 +450,12 @@ func (s *Server) Answer(group uint64, msg any) any {
 	if m == nil {
 		return nil
 	}
+	// The join floor holds for a closed member too (a vote granted, or a
+	// stale leader's heartbeat acknowledged, here would bypass the gate):
+	// what the floor refuses opens the member, whose gate answers.
+	if f, err := storedFloor(s.logs.Log(group)); err != nil || floorRefusal(f, msg) != nil {
+		return nil
+	}
 	header := raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(s.id), Addr: []byte(s.RaftAddr())}
 	switch {
 	case isPreVote:
