@@ -30,6 +30,10 @@ var (
 		Namespace: "tablestore", Subsystem: "master", Name: "merge_aborts_total",
 		Help: "Merges aborted after the freeze (a replica of the right range did not apply it in time) and unfrozen.",
 	})
+	joinFloorMissingTotal = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "tablestore", Subsystem: "master", Name: "join_floor_missing_total",
+		Help: "Voters a move added without a join floor (the range's leader runs a partition server older than the floor).",
+	})
 	rangesGauge = prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: "tablestore", Subsystem: "master", Name: "ranges",
 		Help: "Ranges in the partition map.",
@@ -98,7 +102,7 @@ func (h clusterHealth) publish(leader bool) {
 }
 
 func init() {
-	prometheus.MustRegister(mapSendsTotal, eventsTotal, opSeconds, opFailuresTotal, mergePauseSeconds, mergeAbortsTotal, rangesGauge,
+	prometheus.MustRegister(mapSendsTotal, eventsTotal, opSeconds, opFailuresTotal, mergePauseSeconds, mergeAbortsTotal, joinFloorMissingTotal, rangesGauge,
 		isLeaderGauge, serversGauge, underReplicatedGauge, leaderlessGauge)
 	// Every series exists from the start, so rate() and alerts see zeros
 	// rather than nothing before the first event.

@@ -993,6 +993,12 @@ func (s *Server) addVoter(ctx context.Context, d *pb.RangeDescriptor, to string,
 	if err != nil {
 		return nil, fmt.Errorf("join floor of range %d: %w", id, err)
 	}
+	if floorTerm == 0 {
+		// A leader's server older than the floor answers none: the
+		// replica joins unprotected, as before the floor.
+		joinFloorMissingTotal.Inc()
+		s.logger.Warn("range leader gave no join floor: the new replica joins without one", "range", id, "to", to)
+	}
 	if _, err := c.CreateReplica(ctx, &pb.CreateReplicaRequest{Range: d, Bootstrap: false, RaftAddrs: addrs,
 		JoinFloorTerm: floorTerm, JoinFloorIndex: floorIndex}); err != nil {
 		return nil, fmt.Errorf("create replica on %s: %w", to, err)

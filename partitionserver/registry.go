@@ -450,6 +450,12 @@ func (s *Server) Answer(group uint64, msg any) any {
 	if m == nil {
 		return nil
 	}
+	// The join floor holds for a closed member too (a vote granted, or a
+	// stale leader's heartbeat acknowledged, here would bypass the gate):
+	// what the floor refuses opens the member, whose gate answers.
+	if f, err := storedFloor(s.logs.Log(group)); err != nil || floorRefusal(f, msg) != nil {
+		return nil
+	}
 	header := raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(s.id), Addr: []byte(s.RaftAddr())}
 	switch {
 	case isPreVote:
@@ -632,16 +638,31 @@ func (s *Server) Wake(group uint64) bool {
 }
 
 // createReplica stores the range and starts its Raft member; it is a no-op
-// when the replica is already hosted here. floor is the join floor of a
-// replica a move creates (zero for none).
+// when the replica is already hosted here, except that a set floor is
+// raised on it. floor is the join floor of a replica a move creates (zero
+// for none).
 func (s *Server) createReplica(desc *pb.RangeDescriptor, bootstrap, campaign bool, raftAddrs map[string]string, floor joinFloor) error {
 	for id, a := range raftAddrs {
 		s.addrs.set(id, a)
 	}
 	id := desc.GetRangeId()
 	campaign = campaign && bootstrap
+	l := s.rangeLock(id)
+	l.Lock()
+	defer l.Unlock()
 	if s.hosts(id) {
-		if !s.removedLeftover(id, desc) {
+		// Only with a floor: a leftover with a log replaced by an empty
+		// replica without one (an older master sends none) would be worse
+		// than keeping it.
+		if !floor.set() || !s.removedLeftover(id, desc) {
+			// A retried CreateReplica of a move whose first attempt
+			// created the replica but failed to open it (or crashed
+			// before its floor was recorded) must not leave it floorless:
+			// raising a floor is always safe, it is a verified committed
+			// position.
+			if err := s.raiseHostedFloor(id, floor); err != nil {
+				return err
+			}
 			if campaign {
 				s.campaignLeaderless(id)
 			}
@@ -654,10 +675,16 @@ func (s *Server) createReplica(desc *pb.RangeDescriptor, bootstrap, campaign boo
 		// voter without a replica and a four-voter range one server from
 		// no quorum (TestRecreatedMemberRefusesStaleMember hung on it). It
 		// is deleted now, and created again empty with the floor.
-		if err := s.deleteReplica(id, desc.GetGeneration(), 0); err != nil {
+		if err := s.deleteReplicaLocked(id, desc.GetGeneration(), 0); err != nil {
 			return fmt.Errorf("partitionserver: range %d: delete the replica a move removed before creating it again: %w", id, err)
 		}
 		s.logger.Info("replica a move removed deleted before it is created again", "range", id, "generation", desc.GetGeneration())
+	}
+	// The floor goes into the group's stable keys before the range is
+	// stored: a crash in between leaves an orphan group (dropped at
+	// start), never a stored range without its floor.
+	if _, err := raiseFloor(s.logs.Log(id), floor); err != nil {
+		return fmt.Errorf("partitionserver: range %d join floor: %w", id, err)
 	}
 	if err := s.store.CreateRange(desc, bootstrap); err != nil && !errors.Is(err, fsm.ErrRangeExists) {
 		return err
@@ -667,6 +694,31 @@ func (s *Server) createReplica(desc *pb.RangeDescriptor, bootstrap, campaign boo
 		s.campaignLeaderless(id)
 	}
 	return err
+}
+
+// rangeLock is the lock createReplica and deleteReplica hold for range id.
+func (s *Server) rangeLock(id uint64) *sync.Mutex {
+	return &s.rangeLocks[id%uint64(len(s.rangeLocks))]
+}
+
+// raiseHostedFloor raises the join floor of the hosted replica id to f (a
+// no-op for the zero floor) and puts the floor in force on its running
+// member's transport gate.
+func (s *Server) raiseHostedFloor(id uint64, f joinFloor) error {
+	sl := s.slot(id)
+	if !f.set() || sl == nil {
+		return nil
+	}
+	sl.lock()
+	defer sl.unlock()
+	cur, err := raiseFloor(s.logs.Log(id), f)
+	if err != nil {
+		return fmt.Errorf("partitionserver: range %d join floor: %w", id, err)
+	}
+	if rep := sl.rep.Load(); rep != nil {
+		rep.setFloor(cur)
+	}
+	return nil
 }
 
 // removedLeftover reports whether this server's replica of desc's range is
@@ -783,6 +835,18 @@ func (s *Server) RangeMerged(into, right uint64) {
 // abortedThrough (the master's merge decisions, DeleteReplicaRequest): a
 // frozen replica whose freeze is at or below it awaits no merge.
 func (s *Server) deleteReplica(id, before, abortedThrough uint64) error {
+	l := s.rangeLock(id)
+	l.Lock()
+	defer l.Unlock()
+	return s.deleteReplicaLocked(id, before, abortedThrough)
+}
+
+// deleteReplicaLocked is deleteReplica with id's range lock held: the slot
+// it fetches stays id's slot until it is done (a late delete of an earlier
+// move that waited on a slot a create replaced would pass the generation
+// guard on the old descriptor and wipe the new replica's state and log by
+// id).
+func (s *Server) deleteReplicaLocked(id, before, abortedThrough uint64) error {
 	if err := s.store.CheckDelete(id, abortedThrough); err != nil {
 		return err
 	}

@@ -65,6 +65,15 @@ type replica struct {
 	// quiet before (a reopen would run it again, but never finish it if
 	// the range kept going quiet first).
 	birthPending atomic.Bool
+	// snapshotFirst is the member's snapshot-first check (nil: none),
+	// kept to rebuild its gate when its join floor is raised.
+	snapshotFirst func(any) (any, error)
+}
+
+// setFloor puts floor f (the one recorded, raiseFloor's answer) in force on
+// the running member's gate; the caller holds the slot's lock.
+func (r *replica) setFloor(f joinFloor) {
+	r.transport.SetGate(memberGate(f, r.snapshotFirst))
 }
 
 type replicaDeps struct {
@@ -107,8 +116,20 @@ func openReplica(d replicaDeps, sl *slot, bootstrap bool, voters []raft.Server, 
 	if err != nil {
 		return nil, fmt.Errorf("partitionserver: range %d snapshots: %w", id, err)
 	}
+	// The floor and the snapshot-first rule are decided before the group
+	// is registered with the transport, and its gate is installed with
+	// it: no raft message reaches the member ungated.
+	given := floor
+	floor, err = raiseFloor(logStore, floor)
+	if err != nil {
+		return nil, fmt.Errorf("partitionserver: range %d join floor: %w", id, err)
+	}
+	first, err := snapshotFirst(rfsm.Descriptor().GetGeneration(), rfsm.State().GetAppliedIndex(), bootstrap, logStore, snaps)
+	if err != nil {
+		return nil, fmt.Errorf("partitionserver: range %d: %w", id, err)
+	}
 	// The group's view of the server's shared Raft connections.
-	transport, err := d.raftNet.Group(id, d.addrs)
+	transport, err := d.raftNet.GroupWithGate(id, d.addrs, memberGate(floor, first))
 	if err != nil {
 		return nil, err
 	}
@@ -141,22 +162,15 @@ func openReplica(d replicaDeps, sl *slot, bootstrap bool, voters []raft.Server, 
 			}
 		}
 	}
-	floor, err = raiseFloor(logStore, floor)
-	if err != nil {
-		transport.Close()
-		return nil, fmt.Errorf("partitionserver: range %d join floor: %w", id, err)
-	}
-	first, err := snapshotFirst(rfsm.Descriptor().GetGeneration(), rfsm.State().GetAppliedIndex(), bootstrap, logStore, snaps)
-	if err != nil {
-		transport.Close()
-		return nil, fmt.Errorf("partitionserver: range %d: %w", id, err)
-	}
-	transport.SetGate(memberGate(floor, first))
 	if first != nil {
 		logger.Info("empty member of a split-born range: log entries refused until a snapshot arrives")
 	}
-	if floor.set() {
+	// Info once, when a move creates the member; its reopens keep the
+	// recorded floor quietly.
+	if given.set() {
 		logger.Info("re-created member: votes for logs behind the join floor and leaders of older terms refused", "floor_term", floor.term, "floor_index", floor.index)
+	} else if floor.set() {
+		logger.Debug("member reopened with its join floor", "floor_term", floor.term, "floor_index", floor.index)
 	}
 	// The leader reads back every entry it just wrote to replicate it; the
 	// cache answers those reads from memory.
@@ -174,6 +188,7 @@ func openReplica(d replicaDeps, sl *slot, bootstrap bool, voters []raft.Server, 
 		id: id, serverID: d.serverID, logger: logger, fsm: rfsm, raft: r,
 		transport: transport, logStore: logStore, dir: dir,
 		load: sl.load, keys: sl.keys, throttle: sl.throttle,
+		snapshotFirst: first,
 	}
 	// A follower stuck on a stale log tail is caught up by a snapshot
 	// past it (see Group.SetStuckFollower).

@@ -381,7 +381,12 @@ func (v *service) joinFloor(ctx context.Context, id uint64) (*pb.RangeInfoRespon
 	if err != nil {
 		return nil, toStatus(r, err)
 	}
-	return &pb.RangeInfoResponse{Status: v.s.status(v.s.slot(id), false), LeaderServerId: v.s.id, FloorTerm: f.term, FloorIndex: f.index}, nil
+	sl := v.s.slot(id)
+	if sl == nil {
+		// Deleted or merged away during the wait.
+		return nil, rpcerr.New(codes.NotFound, rpcerr.ReasonRangeNotFound, fmt.Sprintf("range %d is not hosted on %s", id, v.s.id), nil)
+	}
+	return &pb.RangeInfoResponse{Status: v.s.status(sl, false), LeaderServerId: v.s.id, FloorTerm: f.term, FloorIndex: f.index}, nil
 }
 
 // rangeMeters are a range's request meters; they outlive its Raft member,

@@ -253,6 +253,12 @@ func (t *Transport) Close() error {
 // server ids to addresses (as NetworkTransport's ServerAddressProvider);
 // nil uses the addresses raft passes.
 func (t *Transport) Group(id uint64, addrs raft.ServerAddressProvider) (*Group, error) {
+	return t.GroupWithGate(id, addrs, nil)
+}
+
+// GroupWithGate is Group with gate (Group.SetGate) installed before the
+// group is registered: no request reaches the group ungated.
+func (t *Transport) GroupWithGate(id uint64, addrs raft.ServerAddressProvider, gate func(msg any) (resp any, err error)) (*Group, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
@@ -262,6 +268,7 @@ func (t *Transport) Group(id uint64, addrs raft.ServerAddressProvider) (*Group, 
 		return nil, fmt.Errorf("%w: %d", ErrGroupOpen, id)
 	}
 	g := &Group{t: t, id: id, addrs: addrs, consumeCh: make(chan raft.RPC), shutdown: make(chan struct{})}
+	g.SetGate(gate)
 	t.groups[id] = g
 	return g, nil
 }
