@@ -131,12 +131,10 @@ func TestLateDeleteDuringRecreate(t *testing.T) {
 	created := make(chan error, 1)
 	go func() { created <- s.createReplica(moveDesc(id, 3), false, false, nil, joinFloor{term: 7, index: 50}) }()
 	// Wait until the create holds the range lock.
-	l := s.rangeLock(id)
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		if !l.TryLock() {
+		if s.rangeLockUsers(id) > 0 {
 			break
 		}
-		l.Unlock()
 		if time.Now().After(deadline) {
 			old.unlock()
 			t.Fatal("createReplica never took the range lock")

@@ -647,9 +647,7 @@ func (s *Server) createReplica(desc *pb.RangeDescriptor, bootstrap, campaign boo
 	}
 	id := desc.GetRangeId()
 	campaign = campaign && bootstrap
-	l := s.rangeLock(id)
-	l.Lock()
-	defer l.Unlock()
+	defer s.lockRange(id)()
 	if s.hosts(id) {
 		// Only with a floor: a leftover with a log replaced by an empty
 		// replica without one (an older master sends none) would be worse
@@ -696,9 +694,45 @@ func (s *Server) createReplica(desc *pb.RangeDescriptor, bootstrap, campaign boo
 	return err
 }
 
-// rangeLock is the lock createReplica and deleteReplica hold for range id.
-func (s *Server) rangeLock(id uint64) *sync.Mutex {
-	return &s.rangeLocks[id%uint64(len(s.rangeLocks))]
+// rangeLock is the lock createReplica and deleteReplica hold for one
+// range id, with the number of callers holding or waiting for it.
+type rangeLock struct {
+	mu   sync.Mutex
+	refs int
+}
+
+// lockRange takes range id's create/delete lock and returns its release.
+func (s *Server) lockRange(id uint64) (unlock func()) {
+	s.rangeLocksMu.Lock()
+	if s.rangeLocks == nil {
+		s.rangeLocks = map[uint64]*rangeLock{}
+	}
+	l := s.rangeLocks[id]
+	if l == nil {
+		l = &rangeLock{}
+		s.rangeLocks[id] = l
+	}
+	l.refs++
+	s.rangeLocksMu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		s.rangeLocksMu.Lock()
+		if l.refs--; l.refs == 0 {
+			delete(s.rangeLocks, id)
+		}
+		s.rangeLocksMu.Unlock()
+	}
+}
+
+// rangeLockUsers is how many callers hold or wait for range id's lock.
+func (s *Server) rangeLockUsers(id uint64) int {
+	s.rangeLocksMu.Lock()
+	defer s.rangeLocksMu.Unlock()
+	if l := s.rangeLocks[id]; l != nil {
+		return l.refs
+	}
+	return 0
 }
 
 // raiseHostedFloor raises the join floor of the hosted replica id to f (a
@@ -835,9 +869,7 @@ func (s *Server) RangeMerged(into, right uint64) {
 // abortedThrough (the master's merge decisions, DeleteReplicaRequest): a
 // frozen replica whose freeze is at or below it awaits no merge.
 func (s *Server) deleteReplica(id, before, abortedThrough uint64) error {
-	l := s.rangeLock(id)
-	l.Lock()
-	defer l.Unlock()
+	defer s.lockRange(id)()
 	return s.deleteReplicaLocked(id, before, abortedThrough)
 }
 

@@ -68,14 +68,17 @@ type Server struct {
 	mu    sync.RWMutex
 	slots map[uint64]*slot
 	// rangeLocks serialise createReplica and deleteReplica of one range
-	// id (striped by id): a delete that fetched a slot, or found none,
-	// must not run its by-id DeleteState and DropLog while a create of
-	// the same id stores and opens a new replica (reliability.md 19,
-	// review fixes).
-	rangeLocks [64]sync.Mutex
-	closed     bool
-	started    atomic.Bool // Start succeeded; a failed Start released what it opened
-	health     healthState
+	// id: a delete that fetched a slot, or found none, must not run its
+	// by-id DeleteState and DropLog while a create of the same id stores
+	// and opens a new replica (reliability.md 19, review fixes). One lock
+	// per id, held only while used (not striped: a create holds its lock
+	// through its member's first campaign, and CreateTable bursts must not
+	// queue behind unrelated ranges).
+	rangeLocksMu sync.Mutex
+	rangeLocks   map[uint64]*rangeLock
+	closed       bool
+	started      atomic.Bool // Start succeeded; a failed Start released what it opened
+	health       healthState
 	// report is the heartbeat loop's own state (heartbeat.go).
 	report reportState
 
