@@ -335,6 +335,41 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// grow raises the buffer's bound (a goroutine dump is larger than the
+// warnings a seed keeps).
+func (t *tailBuffer) grow(max int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.max = max
+}
+
+// dumpGoroutines asks every running role for its goroutines: SIGQUIT makes
+// the Go runtime print them all and exit, so a seed whose verification read
+// hung keeps in each role's log what every goroutine was waiting on.
+func (c *cluster) dumpGoroutines() {
+	var waits []chan struct{}
+	for _, r := range c.all() {
+		c.mu.Lock()
+		cmd, done := r.cmd, r.done
+		c.mu.Unlock()
+		if cmd == nil || isClosed(done) {
+			continue
+		}
+		r.out.grow(32 << 20)
+		cmd.Process.Signal(syscall.SIGCONT)
+		cmd.Process.Signal(syscall.SIGQUIT)
+		waits = append(waits, done)
+	}
+	deadline := time.After(10 * time.Second)
+	for _, done := range waits {
+		select {
+		case <-done:
+		case <-deadline:
+			return
+		}
+	}
+}
+
 func (t *tailBuffer) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()

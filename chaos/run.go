@@ -174,6 +174,9 @@ func Run(o Options) (_ *Result, err error) {
 	}
 	if err := verify(tc, w, res); err != nil {
 		res.problem("verification read failed: %v", err)
+		// What was every role waiting on? (seed 246 of session 8: a
+		// query page timed out on every try with nothing in the logs.)
+		c.dumpGoroutines()
 	}
 	res.HistoryOps = len(w.history)
 	check, info := porcupine.CheckOperationsVerbose(registerModel, w.history, 60*time.Second)
