@@ -13,7 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
 	"tablestore/internal/failpoint"
+	"tablestore/internal/masterclient"
 	"tablestore/internal/rpcerr"
 	pb "tablestore/proto/tablestorepb"
 )
@@ -33,16 +36,8 @@ func TestMergeAbortedWhenAReplicaMissesTheFreeze(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	c := startTuned(t, 3, quietPolicies, nil)
-	sc := serviceClient(t, c, 0)
 	const table = "mergeabort"
-	tcl := newTable(t, sc, table)
-	mc := masterClient(t, c)
-	acked := map[string]int64{}
-	writeSeq(t, tcl, acked, "before", 26)
-	ctx := ctxT(t, 3*time.Minute)
-	split := splitRange(t, ctx, mc, table, "k13")
-	left, right := split.GetLeft().GetRangeId(), split.GetRight().GetRangeId()
+	c, tcl, mc, acked, ctx, left, right := splitHalves(t, 3, table)
 	// Cut a server that leads neither half (3 servers, RF 3: every server
 	// holds a replica of both): the right half keeps a leader and a
 	// follower, a majority.
@@ -160,16 +155,8 @@ func TestFrozenReplicaOfAbortedMergeDeleted(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	c := startTuned(t, 4, quietPolicies, nil)
-	sc := serviceClient(t, c, 0)
 	const table = "abortmove"
-	tcl := newTable(t, sc, table)
-	mc := masterClient(t, c)
-	acked := map[string]int64{}
-	writeSeq(t, tcl, acked, "before", 26)
-	ctx := ctxT(t, 3*time.Minute)
-	split := splitRange(t, ctx, mc, table, "k13")
-	left, right := split.GetLeft().GetRangeId(), split.GetRight().GetRangeId()
+	c, tcl, mc, acked, ctx, left, right := splitHalves(t, 4, table)
 	waitFor(t, 10*time.Second, "both halves led", func() bool {
 		l := partitionMap(t, mc).GetLeaders()
 		return l[left] != "" && l[right] != ""
@@ -268,16 +255,8 @@ func TestStaleMergeRangeRefused(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	c := startTuned(t, 3, quietPolicies, nil)
-	sc := serviceClient(t, c, 0)
 	const table = "stalemerge"
-	tcl := newTable(t, sc, table)
-	mc := masterClient(t, c)
-	acked := map[string]int64{}
-	writeSeq(t, tcl, acked, "before", 26)
-	ctx := ctxT(t, 3*time.Minute)
-	split := splitRange(t, ctx, mc, table, "k13")
-	left, right := split.GetLeft().GetRangeId(), split.GetRight().GetRangeId()
+	c, tcl, mc, acked, ctx, left, right := splitHalves(t, 3, table)
 
 	failpoint.Enable("master/merge/freeze-wait", nil) // a replica "short of the freeze": ABORT
 	err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
@@ -340,16 +319,8 @@ func TestMergeAbortedAfterMasterRestartWithAServerDown(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	c := startTuned(t, 3, quietPolicies, nil)
-	sc := serviceClient(t, c, 0)
 	const table = "abortdown"
-	tcl := newTable(t, sc, table)
-	mc := masterClient(t, c)
-	acked := map[string]int64{}
-	writeSeq(t, tcl, acked, "before", 26)
-	ctx := ctxT(t, 3*time.Minute)
-	split := splitRange(t, ctx, mc, table, "k13")
-	left, right := split.GetLeft().GetRangeId(), split.GetRight().GetRangeId()
+	c, tcl, mc, acked, ctx, left, right := splitHalves(t, 3, table)
 
 	var fired atomic.Bool
 	failpoint.Enable("master/merge/after-freeze-proposed", func() error { // the master "dies" frozen, undecided
@@ -406,4 +377,19 @@ func TestMergeAbortedAfterMasterRestartWithAServerDown(t *testing.T) {
 	writeSeq(t, tcl, acked, "after", 26)
 	acked["k20/probe"] = 0
 	verifyExactlyOnce(t, tcl, acked)
+}
+
+// splitHalves is the start the merge-abort tests share: a cluster of
+// that many partition servers (policies quiet), table with 26 acknowledged
+// writes, split at k13 into left and right.
+func splitHalves(t *testing.T, servers int, table string) (c *Cluster, tcl *aztables.Client, mc *masterclient.Client, acked map[string]int64, ctx context.Context, left, right uint64) {
+	t.Helper()
+	c = startTuned(t, servers, quietPolicies, nil)
+	tcl = newTable(t, serviceClient(t, c, 0), table)
+	mc = masterClient(t, c)
+	acked = map[string]int64{}
+	writeSeq(t, tcl, acked, "before", 26)
+	ctx = ctxT(t, 3*time.Minute)
+	split := splitRange(t, ctx, mc, table, "k13")
+	return c, tcl, mc, acked, ctx, split.GetLeft().GetRangeId(), split.GetRight().GetRangeId()
 }
