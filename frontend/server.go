@@ -103,15 +103,6 @@ func (s *Server) Serve(ln net.Listener) error {
 	return err
 }
 
-// ListenAndServe listens on Config.HTTPAddr and serves.
-func (s *Server) ListenAndServe() error {
-	ln, err := net.Listen("tcp", s.cfg.HTTPAddr)
-	if err != nil {
-		return fmt.Errorf("frontend: %w", err)
-	}
-	return s.Serve(ln)
-}
-
 // Shutdown stops accepting requests and waits for those in flight until ctx
 // ends.
 func (s *Server) Shutdown(ctx context.Context) error { return s.http.Shutdown(ctx) }

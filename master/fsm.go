@@ -124,10 +124,6 @@ type changeSet struct {
 	other  bool
 }
 
-func (c *changeSet) empty() bool {
-	return c == nil || len(c.tables) == 0 && len(c.ranges) == 0 && !c.other
-}
-
 func (c *changeSet) table(key string) {
 	if c.tables == nil {
 		c.tables = map[string]struct{}{}
