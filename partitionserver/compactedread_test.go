@@ -117,3 +117,52 @@ func TestEntryTerm(t *testing.T) {
 		})
 	}
 }
+
+// The birth compaction of a split-born range keeps its last entry: the log
+// starts past index 1 (a joiner needs the snapshot) but is not empty. An
+// empty log had every member snapshot the whole range at every
+// SnapshotInterval (hashicorp's shouldSnapshot underflows on it) until the
+// next entry.
+func TestBirthCompactionKeepsLastEntry(t *testing.T) {
+	s := startedServer(t)
+	const id = 47
+	desc := &pb.RangeDescriptor{RangeId: id, Table: "t", TableId: 7, Generation: 2, Replicas: []*pb.Replica{{ServerId: "f"}}}
+	if err := s.createReplica(desc, true, true, map[string]string{"f": s.RaftAddr()}, joinFloor{}); err != nil {
+		t.Fatal(err)
+	}
+	sl := s.slot(id)
+	var rep *replica
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if rep = sl.open(); rep != nil && rep.isLeader() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the single-voter range never elected itself")
+		}
+	}
+	v := &service{s: s}
+	for i := range 5 {
+		op := &pb.EntityOp{Kind: pb.OpKind_OP_KIND_INSERT, PartitionKey: "p", RowKey: fmt.Sprintf("r%d", i),
+			Entity: edm.MarshalBinary(&edm.Entity{PartitionKey: "p", RowKey: fmt.Sprintf("r%d", i)})}
+		wctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		_, err := v.Write(wctx, &pb.WriteRequest{RangeId: id, Generation: 2, Ops: []*pb.EntityOp{op}, RequestId: []byte(fmt.Sprintf("w%d", i))})
+		cancel()
+		if err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+	}
+	for deadline := time.Now().Add(30 * time.Second); rep.birthPending.Load(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the birth compaction never ran")
+		}
+	}
+	first, _ := rep.logStore.FirstIndex()
+	last, _ := rep.logStore.LastIndex()
+	if first <= 1 || first != last || last != rep.raft.LastIndex() {
+		t.Fatalf("log after the birth compaction [%d, %d], raft's last index %d; want only its last entry, past index 1", first, last, rep.raft.LastIndex())
+	}
+	metas, err := rep.snaps.List()
+	if err != nil || len(metas) == 0 || metas[0].Index != last {
+		t.Fatalf("snapshots %v (%v); want one ending at %d", metas, err, last)
+	}
+}
