@@ -457,12 +457,12 @@ func (r *replica) termCommitted(ctx context.Context) error {
 }
 
 // lastTerm is the term of entry index, the member's last: from the log,
-// or, when a snapshot compacted the whole log (a split-born range's birth
-// compaction, a move's compact, a stuck follower's snapshot: TrailingLogs
-// 0), from the snapshot that ends at it. Without the second, a leader
-// whose log was emptied after its last write never found an entry of its
-// term and refused every linearizable read (chaos seed 246). ok is false
-// when neither tells.
+// or, when a snapshot compacted the whole log (a move's compact, a stuck
+// follower's snapshot: TrailingLogs 0; a split-born range's birth
+// compaction did too before it kept its last entry), from the snapshot
+// that ends at it. Without the second, a leader whose log was emptied
+// after its last write never found an entry of its term and refused every
+// linearizable read (chaos seed 246). ok is false when neither tells.
 func (r *replica) lastTerm(index uint64) (term uint64, ok bool) {
 	var l raft.Log
 	err := r.logStore.GetLog(index, &l)

@@ -26,9 +26,9 @@ const refreshWait = 200 * time.Millisecond
 
 // slowCallWarn is how long a call to a range retries before it logs, once,
 // the failure it is retrying. The Azure SDK gives up on a try after its
-// TryTimeout (8 s in the chaos harness) and a request
-// whose client went away is logged at debug only, while the retry budget
-// (--retry-timeout, 10 s) and the request timeout (30 s) can outlive it.
+// TryTimeout (8 s in the chaos harness), a request whose client went away
+// is logged at debug only, and the retry budget (--retry-timeout, 10 s)
+// and the request timeout (30 s) can outlive the try.
 const slowCallWarn = 5 * time.Second
 
 // errNoRange is a key that no range of the cached map holds (a split or
