@@ -121,6 +121,7 @@ type reqCtx struct {
 	query     url.Values
 	base      string // service root for odata.metadata, built on demand
 	wrote     bool   // a response has been started
+	start     time.Time
 }
 
 func (rc *reqCtx) method() string {
@@ -172,7 +173,7 @@ func (s *Server) baseURL(rc *reqCtx) string {
 // serveHTTP is the single entry point: common headers, panic recovery,
 // routing, authentication, authorization and dispatch.
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
-	rc := &reqCtx{r: r, id: newRequestID()}
+	rc := &reqCtx{r: r, id: newRequestID(), start: time.Now()}
 	defer func() {
 		if v := recover(); v != nil {
 			if v == http.ErrAbortHandler {

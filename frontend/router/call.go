@@ -24,6 +24,13 @@ type rangeCall func(ctx context.Context, addr string, c pb.PartitionServiceClien
 // election waited for both elections).
 const refreshWait = 200 * time.Millisecond
 
+// slowCallWarn is how long a call to a range retries before it logs, once,
+// the failure it is retrying. The Azure SDK gives up on a try after its
+// TryTimeout (8 s in the chaos harness), a request whose client went away
+// is logged at debug only, and the retry budget (--retry-timeout, 10 s)
+// and the request timeout (30 s) can outlive the try.
+const slowCallWarn = 5 * time.Second
+
 // errNoRange is a key that no range of the cached map holds (a split or
 // merge it has not seen): retried after a map refresh.
 func errNoRange() error {
@@ -64,12 +71,22 @@ func (r *Router) callIn(ctx context.Context, table *pb.Table, pk string, rangeID
 		cur = d
 		return r.candidates(d), nil
 	}
+	start, warned := time.Now(), false
 	return rangeclient.Call(ctx, candidates, r.attempt(&cur, fn), rangeclient.Options{
 		OnLeader: func(server string) { r.hint(cur.GetRangeId(), server) },
 		OnFailure: func(server string, err error, d rangeclient.Decision) {
 			r.countRetry(err)
 			if d.Leader == "" {
 				r.unhint(cur.GetRangeId(), server)
+			}
+			if !warned && time.Since(start) >= slowCallWarn {
+				// Once per call: what a request that outlives its
+				// client (whose cancel is logged at debug) was waiting
+				// on (chaos seed 246: seven SDK tries of one page and
+				// not a line in the front-end's log).
+				warned = true
+				r.logger.Warn("range call still failing", "table", table.GetName(), "key", pk,
+					"range", cur.GetRangeId(), "server", server, "for", time.Since(start).Round(time.Millisecond), "err", err)
 			}
 		},
 		Refresh:     r.refreshShared,
