@@ -70,6 +70,15 @@ func TestSnapshotFirst(t *testing.T) {
 			if err != nil || !ok || ae.Success || ae.LastLog != 0 || ae.Term != entries.Term {
 				t.Fatalf("log entries before a snapshot: got %#v, %v; want a rejection at term %d with an empty log", resp, err, entries.Term)
 			}
+			// The first rejection lets the leader retry at once; one
+			// right after it lets raft back off (at most one free retry
+			// every gateRetryEvery).
+			if !ae.NoRetryBackoff {
+				t.Fatal("first rejection without NoRetryBackoff: the leader's backoff keeps doubling")
+			}
+			if again, _ := gate(entries); again.(*raft.AppendEntriesResponse).NoRetryBackoff {
+				t.Fatal("second rejection within gateRetryEvery with NoRetryBackoff: the leader would retry in a hot loop")
+			}
 			takeSnapshot(t, snaps)
 			if resp, err := gate(entries); resp != nil || err != nil {
 				t.Fatalf("log entries after the snapshot refused: %v, %v", resp, err)
