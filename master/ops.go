@@ -955,6 +955,11 @@ func (s *Server) deleteReplicaLater(server string, id, generation uint64) {
 // applied such a freeze and was removed before the unfreeze stays frozen,
 // and without this would be kept as if a merge were to take it over.
 func (s *Server) deleteReplica(ctx context.Context, server string, id, generation uint64) error {
+	// A server cut off from the master keeps its removed replicas: tests
+	// arm this point to keep the master from deleting any.
+	if err := failpoint.Inject("master/delete-replica"); err != nil {
+		return err
+	}
 	oc, err := s.pool.Partition(s.grpcAddrOf(server))
 	if err != nil {
 		return err

@@ -32,13 +32,12 @@ func init() { prometheus.MustRegister(staleReplicasCollectedTotal) }
 // staleGrace is how long a stale replica must be reported before it is
 // collected; staleRetry is how long before a collected one still reported
 // is asked for again. The grace only debounces: the claim and the
-// before_generation guard make an early delete safe, and a stale replica
-// can hold up its server's replica of a split-born range (the placement
-// waits while a replica here covers the range's start key, see
-// lifecycle.Assigned), which then runs a voter short (chaos seed 10: a
-// server removed from a range by a move just after the range split never
-// applied the split; the new range had two live members of three until
-// the stale parent went, 12 s later).
+// before_generation guard make an early delete safe. A stale replica that
+// covers the start of a split-born range assigned to its server no longer
+// waits for this: the server deletes it itself from its heartbeat's answer
+// (lifecycle.DropStale; chaos seeds 10 and 299, a server removed from a
+// range by a move just after the range split, whose new range ran a voter
+// short until the stale parent went, 12 s and 7 s later).
 const (
 	staleGrace = 2 * time.Second
 	staleRetry = 30 * time.Second

@@ -249,13 +249,24 @@ func (s *Server) heartbeatOnce(cur []*pb.RangeStatus) (wantFull bool, sent []*pb
 // left work for the next pass: a create that failed or waits for a
 // split, a delete.
 func (s *Server) reconcile(rp *reportState, retired []uint64) (pending bool) {
+	assigned := make(map[uint64]bool, len(rp.assigned))
 	for _, d := range rp.assigned {
-		a, parent := s.assignment(d)
+		assigned[d.GetRangeId()] = true
+	}
+	for _, d := range rp.assigned {
+		a, parent := s.assignment(d, assigned)
 		p := lifecycle.Assigned(a)
 		if p == lifecycle.Keep {
 			continue
 		}
 		pending = true
+		if p == lifecycle.DropStale {
+			if err := s.dropStaleParent(parent, d); err != nil {
+				s.logger.Warn("deleting the stale replica over an assigned range failed", "range", parent.id, "assigned", d.GetRangeId(), "err", err)
+				continue
+			}
+			p = lifecycle.Join
+		}
 		switch p {
 		case lifecycle.Bootstrap, lifecycle.Join:
 			if err := s.createReplica(d, p == lifecycle.Bootstrap, false, rp.raftAddrs, joinFloor{}); err != nil {
@@ -297,12 +308,16 @@ func (s *Server) reconcile(rp *reportState, retired []uint64) (pending bool) {
 // assignment gathers what lifecycle.Assigned decides range d's placement
 // from, and the replica here that still covers d's start key (its parent,
 // nil when none), preferring a quiet one (only a quiet parent is woken).
-func (s *Server) assignment(d *pb.RangeDescriptor) (lifecycle.Assignment, *slot) {
+// assigned holds the ids of every range the same answer assigns here: a
+// covering replica of a range not among them, older than d, is stale (the
+// parent's leader no longer sends it anything) and is returned as parent.
+func (s *Server) assignment(d *pb.RangeDescriptor, assigned map[uint64]bool) (lifecycle.Assignment, *slot) {
 	a := lifecycle.Assignment{Hosted: s.hosts(d.GetRangeId()), Generation: d.GetGeneration()}
 	if a.Hosted || a.Generation == 1 {
 		return a, nil
 	}
-	var parent *slot
+	var parent, stale *slot
+	live := false // a covering replica here that is not stale
 	for _, sl := range s.slotList() {
 		if sl.fsm == nil {
 			continue
@@ -312,12 +327,20 @@ func (s *Server) assignment(d *pb.RangeDescriptor) (lifecycle.Assignment, *slot)
 			continue
 		}
 		a.Parent = true
-		if sl.State() == lifecycle.Quiet {
+		if !assigned[sl.id] && local.GetGeneration() < d.GetGeneration() {
+			stale = sl
+		} else {
+			live = true
+		}
+		if sl.State() == lifecycle.Quiet && parent == nil {
 			a.ParentQuiet, parent = true, sl
-			break
 		}
 	}
 	if a.Parent {
+		if stale != nil && !live {
+			a.ParentStale = true
+			return a, stale
+		}
 		return a, parent
 	}
 	// The replicas' spans are read before the state file: a split narrows
@@ -338,4 +361,21 @@ func (s *Server) assignment(d *pb.RangeDescriptor) (lifecycle.Assignment, *slot)
 		a.Stored = true
 	}
 	return a, nil
+}
+
+// dropStaleParent deletes sl, the stale replica that covers assigned range
+// d's start (lifecycle.DropStale), if it is still at the generation the
+// decision saw: the delete's generation guard refuses a replica at a later
+// one, which a move back onto this server created again since (a move's
+// CreateReplica replaces a removed leftover by a new replica at the
+// range's current generation, under the same per-range lock), so only the
+// stale one goes. Its range is outside this server's assignments: no
+// member counts it, so nothing acknowledged is lost with it.
+func (s *Server) dropStaleParent(sl *slot, d *pb.RangeDescriptor) error {
+	gen := sl.fsm.Descriptor().GetGeneration()
+	if err := s.deleteReplica(sl.id, gen+1, 0); err != nil {
+		return err
+	}
+	s.logger.Info("deleted a stale replica that held up an assigned split-born range", "range", sl.id, "generation", gen, "assigned", d.GetRangeId(), "assigned_generation", d.GetGeneration())
+	return nil
 }

@@ -28,14 +28,21 @@ func TestAssignmentJoin(t *testing.T) {
 		local   *pb.RangeDescriptor // the replica hosted here
 		split   bool                // it applied the split creating right
 		stalled bool                // and the state file's commit of it is slow
-		want    bool
+		removed bool                // the answer no longer assigns the local replica's range here
+		want    lifecycle.Placement
 	}{
-		{name: "parent here has not split yet", local: parent, want: false},
-		{name: "parent here applied the split", local: parent, split: true, want: false},
+		{name: "parent here has not split yet", local: parent, want: lifecycle.AwaitSplit},
+		{name: "parent here applied the split", local: parent, split: true, want: lifecycle.AwaitSplit},
 		// The split narrowed the parent's span in memory while its
 		// commit, which stores the new range, is still running.
-		{name: "parent here applied the split, commit in progress", local: parent, split: true, stalled: true, want: false},
-		{name: "no replica of the table here", local: otherTable, want: true},
+		{name: "parent here applied the split, commit in progress", local: parent, split: true, stalled: true, want: lifecycle.AwaitSplit},
+		{name: "no replica of the table here", local: otherTable, want: lifecycle.Join},
+		// A move took this server off the parent before it applied the
+		// split (chaos seed 299): no leader sends it the split.
+		{name: "parent here has not split and is no longer assigned here", local: parent, removed: true, want: lifecycle.DropStale},
+		// Applied, the split moved the start out of the parent's span:
+		// whether the parent is still assigned does not matter.
+		{name: "parent here applied the split and is no longer assigned here", local: parent, split: true, removed: true, want: lifecycle.AwaitSplit},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -79,15 +86,16 @@ func TestAssignmentJoin(t *testing.T) {
 					t.Fatal(e)
 				}
 			}
-			got := make(chan bool, 1)
-			go func() { a, _ := s.assignment(right); got <- lifecycle.Assigned(a) == lifecycle.Join }()
+			assigned := map[uint64]bool{right.GetRangeId(): true, parent.GetRangeId(): !tc.removed, otherTable.GetRangeId(): true}
+			got := make(chan lifecycle.Placement, 1)
+			go func() { a, _ := s.assignment(right, assigned); got <- lifecycle.Assigned(a) }()
 			if tc.stalled {
 				// The commit completes a while later; the join must not
 				// have decided on the half-applied split meanwhile.
 				select {
 				case v := <-got:
-					if v {
-						t.Fatal("join while the split's commit was in progress")
+					if v == lifecycle.Join || v == lifecycle.DropStale {
+						t.Fatalf("%v while the split's commit was in progress", v)
 					}
 					return
 				case <-time.After(100 * time.Millisecond):
@@ -95,7 +103,7 @@ func TestAssignmentJoin(t *testing.T) {
 				let()
 			}
 			if v := <-got; v != tc.want {
-				t.Fatalf("join = %v, want %v", v, tc.want)
+				t.Fatalf("placement %v, want %v", v, tc.want)
 			}
 		})
 	}

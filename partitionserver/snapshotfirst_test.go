@@ -70,6 +70,15 @@ func TestSnapshotFirst(t *testing.T) {
 			if err != nil || !ok || ae.Success || ae.LastLog != 0 || ae.Term != entries.Term {
 				t.Fatalf("log entries before a snapshot: got %#v, %v; want a rejection at term %d with an empty log", resp, err, entries.Term)
 			}
+			// The first rejection lets the leader retry at once; one
+			// right after it lets raft back off (at most one free retry
+			// every gateRetryEvery).
+			if !ae.NoRetryBackoff {
+				t.Fatal("first rejection without NoRetryBackoff: the leader's backoff keeps doubling")
+			}
+			if again, _ := gate(entries); again.(*raft.AppendEntriesResponse).NoRetryBackoff {
+				t.Fatal("second rejection within gateRetryEvery with NoRetryBackoff: the leader would retry in a hot loop")
+			}
 			takeSnapshot(t, snaps)
 			if resp, err := gate(entries); resp != nil || err != nil {
 				t.Fatalf("log entries after the snapshot refused: %v, %v", resp, err)
@@ -216,4 +225,119 @@ func TestSnapshotFirstJoinerCatchesUp(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// A joiner created while its range's birth log is still there (a server
+// healed within seconds of the split) is refused entries until the leader
+// compacts, and must get its snapshot soon after the compaction. Raft's
+// backoff doubles with every rejection: after ten (about 1.3 s of them) the
+// leader waited 2.56 s before its next try, so the joiner caught up about
+// 2.5 s after the compaction (cluster/TestStaleParentDoesNotHoldUpSplitRange:
+// 5.2 s after the heal). The gate now lets the leader retry without
+// backoff at most every gateRetryEvery.
+func TestSnapshotFirstJoinerCatchesUpSoonAfterCompaction(t *testing.T) {
+	newTransport := func() *grouptransport.Transport {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := grouptransport.New(grouptransport.Config{Listener: ln, Timeout: 2 * time.Second})
+		t.Cleanup(func() { tr.Close() })
+		return tr
+	}
+	config := func(id string) *raft.Config {
+		c := raft.DefaultConfig()
+		c.LocalID = raft.ServerID(id)
+		c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout = 200*time.Millisecond, 200*time.Millisecond, 100*time.Millisecond
+		c.CommitTimeout = 10 * time.Millisecond
+		c.SnapshotThreshold, c.SnapshotInterval, c.TrailingLogs = 1<<30, time.Hour, 0
+		c.LogLevel = "ERROR"
+		return c
+	}
+	const group = 9
+	lt, jt := newTransport(), newTransport()
+	lg, err := lt.Group(group, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lcfg := config("leader")
+	llogs, lsnaps := raft.NewInmemStore(), raft.NewInmemSnapshotStore()
+	boot := raft.Configuration{Servers: []raft.Server{{ID: "leader", Address: lg.LocalAddr()}}}
+	if err := raft.BootstrapCluster(lcfg, llogs, llogs, lsnaps, lg, boot); err != nil {
+		t.Fatal(err)
+	}
+	leader, err := raft.NewRaft(lcfg, &countFSM{}, llogs, llogs, lsnaps, lg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { leader.Shutdown().Error() })
+	deadline := time.Now().Add(10 * time.Second)
+	for leader.State() != raft.Leader {
+		if time.Now().After(deadline) {
+			t.Fatal("no leader")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for range 20 { // the birth log: not compacted yet
+		if err := leader.Apply([]byte("x"), 5*time.Second).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	jg, err := jt.Group(group, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jlogs, jsnaps := raft.NewInmemStore(), raft.NewInmemSnapshotStore()
+	gate, err := snapshotFirst(2, 0, false, jlogs, jsnaps)
+	if err != nil || gate == nil {
+		t.Fatalf("gate = %v, %v; want one", gate != nil, err)
+	}
+	var refused atomic.Int64
+	jg.SetGate(func(msg any) (any, error) {
+		resp, err := gate(msg)
+		if resp != nil {
+			refused.Add(1)
+		}
+		return resp, err
+	})
+	jfsm := &countFSM{}
+	joiner, err := raft.NewRaft(config("joiner"), jfsm, jlogs, jlogs, jsnaps, jg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { joiner.Shutdown().Error() })
+	if err := leader.AddNonvoter("joiner", raft.ServerAddress(jt.Addr().String()), 0, 5*time.Second).Error(); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(20 * time.Second)
+	for refused.Load() < 10 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the leader's entries were refused %d times in 20 s, want 10", refused.Load())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// A snapshot covers the configuration change only once a command
+	// after it is applied.
+	if err := leader.Apply([]byte("x"), 5*time.Second).Error(); err != nil {
+		t.Fatal(err)
+	}
+	if err := leader.Snapshot().Error(); err != nil { // the birth log's compaction
+		t.Fatal(err)
+	}
+	compacted := time.Now()
+	want := int64(21)
+	deadline = compacted.Add(20 * time.Second)
+	for jfsm.n.Load() < want {
+		if time.Now().After(deadline) {
+			t.Fatalf("joiner applied %d of %d entries in 20 s after the compaction", jfsm.n.Load(), want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// The leader waits at most about gateRetryEvery/2 between tries now;
+	// 1.5 s leaves a loaded machine room and still fails raft's 2.56 s.
+	took := time.Since(compacted)
+	if took > 1500*time.Millisecond {
+		t.Fatalf("joiner caught up %v after the compaction (%d refusals), want within 1.5 s", took.Round(time.Millisecond), refused.Load())
+	}
+	t.Logf("joiner caught up %v after the compaction (%d refusals)", took.Round(time.Millisecond), refused.Load())
 }

@@ -1,0 +1,123 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"tablestore/internal/failpoint"
+	pb "tablestore/proto/tablestorepb"
+)
+
+// TestStaleParentDoesNotHoldUpSplitRange replays chaos seed 299: a server
+// cut off while its range splits, and taken off the parent by a move right
+// after (the policies rebalanced replicas), keeps a replica of the parent
+// that covers the split-off range's start and will never apply the split:
+// no leader sends it anything, it is outside the parent's configuration.
+// Before the fix the server waited for that replica to go (the placement
+// was "await the split") and only the master's replica GC deleted it, 2 s
+// after the healed server's first report: the split-off range ran a voter
+// short for about 7 s after the heal, and a SIGSTOP of its leader left it
+// without a quorum (4.34 s without a write). Now the heartbeat's answer,
+// which no longer assigns the parent here, is enough: the server deletes
+// its stale replica itself and joins the split-off range empty.
+//
+// The master's deletes are held by a failpoint for the whole cut (the
+// cut-off server would not get them in the chaos run either), so before the
+// fix the split-off range never appears on the server: the test fails on
+// its deadline, not on a timing margin.
+func TestStaleParentDoesNotHoldUpSplitRange(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := startTuned(t, 4, quietPolicies, nil)
+	sc := serviceClient(t, c, 0)
+	mc := masterClient(t, c)
+	ctx := ctxT(t, 3*time.Minute)
+	const table = "staleparent"
+	tc := newTable(t, sc, table)
+	acked := map[string]int64{}
+	writeSeq(t, tc, acked, "before", 30)
+
+	left := tableRanges(partitionMap(t, mc), table)[0]
+	leader, victim, spare := rangeRoles(t, c, mc, left)
+	if spare == "" {
+		t.Fatalf("no spare server for range %d", left.GetRangeId())
+	}
+	vi := c.ServerIndex(victim)
+	t.Logf("range %d: leader %s, cut off %s, moved to %s", left.GetRangeId(), leader, victim, spare)
+
+	failpoint.Enable("master/delete-replica", nil)
+	t.Cleanup(func() { failpoint.Disable("master/delete-replica") })
+	c.IsolateServer(vi, true)
+	t.Cleanup(func() { c.IsolateServer(vi, false) })
+
+	// The split, then the move of the parent off the cut-off server.
+	err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
+		_, err := m.Split(ctx, &pb.SplitRequest{Table: table, PartitionKey: "k13"})
+		return err
+	})
+	var right *pb.RangeDescriptor
+	for _, r := range tableRanges(partitionMap(t, mc), table) {
+		if r.GetStart() == "k13" {
+			right = r
+		}
+	}
+	if right == nil {
+		t.Fatalf("split at k13: %v", err)
+	}
+	if !hasServer(right, victim) {
+		t.Fatalf("split-off range %s does not list %s", describe([]*pb.RangeDescriptor{right}), victim)
+	}
+	if err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
+		_, err := m.Move(ctx, &pb.MoveRequest{RangeId: left.GetRangeId(), FromServerId: victim, ToServerId: spare})
+		return err
+	}); err != nil {
+		t.Fatalf("move range %d %s -> %s: %v", left.GetRangeId(), victim, spare, err)
+	}
+	writeSeq(t, tc, acked, "cut", 50)
+
+	// Still cut off from its peers, the server has the split-off range
+	// (empty, awaiting its snapshot) and no longer the stale parent.
+	vs := c.Servers[vi].Server
+	waitFor(t, 20*time.Second, fmt.Sprintf("range %d created on %s while cut off", right.GetRangeId(), victim), func() bool {
+		return rangeInfo(vs, right.GetRangeId()) != nil
+	})
+	if rangeInfo(vs, left.GetRangeId()) != nil {
+		t.Fatalf("%s still hosts its stale replica of range %d beside range %d", victim, left.GetRangeId(), right.GetRangeId())
+	}
+
+	// Healed, it catches up by the leader's snapshot.
+	c.IsolateServer(vi, false)
+	healed := time.Now()
+	t.Logf("healed %s", healed.UTC().Format("15:04:05.000"))
+	var target uint64
+	for i, n := range c.Servers {
+		if i == vi {
+			continue
+		}
+		if st := rangeInfo(n.Server, right.GetRangeId()); st != nil && st.GetAppliedIndex() > target {
+			target = st.GetAppliedIndex()
+		}
+	}
+	waitFor(t, 30*time.Second, fmt.Sprintf("range %d on %s caught up to index %d", right.GetRangeId(), victim, target), func() bool {
+		st := rangeInfo(vs, right.GetRangeId())
+		return st != nil && st.GetAppliedIndex() >= target
+	})
+	t.Logf("range %d on %s caught up %v after the heal", right.GetRangeId(), victim, time.Since(healed).Round(time.Millisecond))
+	failpoint.Disable("master/delete-replica")
+
+	// The split-off range lives on the healed server and one more.
+	for _, r := range right.GetReplicas() {
+		if sid := r.GetServerId(); sid != victim {
+			t.Logf("stopping %s", sid)
+			if err := c.StopServer(c.ServerIndex(sid)); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	writeSeq(t, tc, acked, "degraded", 30)
+	verifyExactlyOnce(t, tc, acked)
+}
