@@ -82,6 +82,10 @@ type Server struct {
 	// report is the heartbeat loop's own state (heartbeat.go).
 	report reportState
 
+	// joining: the ranges whose Join placement waits for a join floor
+	// (joinassigned.go), one call each.
+	joining sync.Map
+
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
