@@ -92,6 +92,12 @@ func (v *service) JoinFloor(ctx context.Context, req *pb.JoinFloorRequest) (*pb.
 	if err != nil {
 		return nil, rpcerr.New(codes.Unavailable, rpcerr.ReasonUnavailable, err.Error(), nil)
 	}
+	// The map again: a change recorded meanwhile (a move that removed the
+	// server, committed after the floor's index was read) would leave the
+	// floor below that removal. The server asks again.
+	if now, ok := s.rangeDesc(id); !ok || now.GetGeneration() != d.GetGeneration() {
+		return nil, rpcerr.New(codes.Unavailable, rpcerr.ReasonUnavailable, fmt.Sprintf("range %d changed while its join floor was taken", id), nil)
+	}
 	if term == 0 {
 		joinFloorMissingTotal.Inc()
 		s.logger.Warn("range leader gave no join floor: the re-created replica joins without one", "range", id, "server", server)
