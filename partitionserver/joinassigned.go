@@ -2,6 +2,8 @@ package partitionserver
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -119,10 +121,44 @@ func (s *Server) joinAssigned(d *pb.RangeDescriptor, raftAddrs map[string]string
 		if s.ctx.Err() != nil {
 			return
 		}
-		if err := s.createReplica(desc, false, false, raftAddrs, floor); err != nil {
+		if err := s.createJoined(desc, raftAddrs, floor); err != nil {
 			s.logger.Warn("create assigned replica failed", "range", id, "placement", "join", "err", err)
 			return
 		}
 		s.logger.Info("assigned replica created with its join floor", "range", id, "floor_term", floor.term, "floor_index", floor.index)
 	}()
+}
+
+// errRemovedHere: a Join's descriptor predates a delete that removed this
+// server from the range.
+var errRemovedHere = errors.New("partitionserver: this server was removed from the range at a later generation")
+
+// noteRemoval remembers that a delete (DeleteReplica's before_generation)
+// said this server left range id at generation before, whether or not it
+// hosted a replica: createJoined refuses a descriptor older than that. In
+// memory, one entry per range removed from this server since it started.
+func (s *Server) noteRemoval(id, before uint64) {
+	for {
+		cur, loaded := s.removedAt.LoadOrStore(id, before)
+		if !loaded || cur.(uint64) >= before || s.removedAt.CompareAndSwap(id, cur, before) {
+			return
+		}
+	}
+}
+
+// createJoined creates the replica a Join placement asks for, under the
+// range's lock, unless a delete already removed this server from the range
+// at a later generation than desc's. The master's JoinFloor checks that
+// the map still lists this server after the floor, but a move that removes
+// it may be recorded, and its DeleteReplica run here (finding nothing to
+// delete), between that answer and this create: created then, the replica
+// would stand outside the configuration with a floor below its removal,
+// and a member that missed the removal could win its vote.
+func (s *Server) createJoined(desc *pb.RangeDescriptor, raftAddrs map[string]string, floor joinFloor) error {
+	id := desc.GetRangeId()
+	defer s.lockRange(id)()
+	if gen, ok := s.removedAt.Load(id); ok && desc.GetGeneration() < gen.(uint64) {
+		return fmt.Errorf("%w: range %d at generation %d, removed at %d", errRemovedHere, id, desc.GetGeneration(), gen.(uint64))
+	}
+	return s.createReplicaLocked(desc, false, false, raftAddrs, floor)
 }

@@ -58,3 +58,34 @@ func TestPlanJoin(t *testing.T) {
 		})
 	}
 }
+
+// A Join whose descriptor predates a delete that removed this server (the
+// delete ran first and found nothing) creates nothing; a descriptor at or
+// past the removal (the server added back) creates the replica with its
+// floor.
+func TestCreateJoinedAfterRemoval(t *testing.T) {
+	s := startedServer(t)
+	const id = 43
+	listed := func(gen uint64) *pb.RangeDescriptor {
+		d := moveDesc(id, gen)
+		d.Replicas = append(d.Replicas, &pb.Replica{ServerId: "f"})
+		return d
+	}
+	if err := s.deleteReplica(id, 6, 0); err != nil {
+		t.Fatalf("delete of an absent replica: %v", err)
+	}
+	if err := s.createJoined(listed(5), nil, joinFloor{4, 30}); !errors.Is(err, errRemovedHere) {
+		t.Fatalf("join at generation 5 after a removal at 6: %v, want errRemovedHere", err)
+	}
+	if s.hosts(id) {
+		t.Fatal("replica created from a descriptor older than the removal")
+	}
+	// A lower removal changes nothing.
+	s.noteRemoval(id, 3)
+	if err := s.createJoined(listed(6), nil, joinFloor{4, 30}); err != nil {
+		t.Fatalf("join at the removal's generation: %v", err)
+	}
+	if got, err := storedFloor(s.logs.Log(id)); err != nil || got != (joinFloor{4, 30}) {
+		t.Fatalf("stored floor %v, %v; want {4 30}", got, err)
+	}
+}

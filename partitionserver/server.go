@@ -83,8 +83,10 @@ type Server struct {
 	report reportState
 
 	// joining: the ranges whose Join placement waits for a join floor
-	// (joinassigned.go), one call each.
-	joining sync.Map
+	// (joinassigned.go), one call each. removedAt: per range, the highest
+	// generation a delete said removed this server (joinassigned.go).
+	joining   sync.Map
+	removedAt sync.Map
 
 	ctx    context.Context
 	cancel context.CancelFunc
