@@ -74,6 +74,9 @@ func planJoin(resp *pb.JoinFloorResponse, err error, self string) (joinStep, joi
 // answers in the same call.
 const joinFloorWait = 5 * time.Second
 
+// maxJoinsInFlight bounds the JoinFloor calls one server runs at a time.
+const maxJoinsInFlight = 32
+
 // joinAssigned creates, in the background, the empty replica of assigned
 // range d that reconcile's Join placement asks for, once the master has
 // given it a join floor (master JoinFloor). One call per range runs at a
@@ -84,12 +87,20 @@ const joinFloorWait = 5 * time.Second
 // loop): Close waits for the call before it closes the logs.
 func (s *Server) joinAssigned(d *pb.RangeDescriptor, raftAddrs map[string]string) {
 	id := d.GetRangeId()
+	if s.joinsInFlight.Load() >= maxJoinsInFlight {
+		// A server that lost its data directory misses every replica at
+		// once: the leaders' quorum rounds go out a batch at a time, and
+		// the next reconcile starts the rest.
+		return
+	}
 	if _, busy := s.joining.LoadOrStore(id, true); busy {
 		return
 	}
+	s.joinsInFlight.Add(1)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
+		defer s.joinsInFlight.Add(-1)
 		defer s.joining.Delete(id)
 		ctx, cancel := context.WithTimeout(s.ctx, joinFloorWait)
 		defer cancel()

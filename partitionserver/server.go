@@ -85,8 +85,9 @@ type Server struct {
 	// joining: the ranges whose Join placement waits for a join floor
 	// (joinassigned.go), one call each. removedAt: per range, the highest
 	// generation a delete said removed this server (joinassigned.go).
-	joining   sync.Map
-	removedAt sync.Map
+	joining       sync.Map
+	joinsInFlight atomic.Int32
+	removedAt     sync.Map
 
 	ctx    context.Context
 	cancel context.CancelFunc
