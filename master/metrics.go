@@ -32,7 +32,7 @@ var (
 	})
 	joinFloorMissingTotal = prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: "tablestore", Subsystem: "master", Name: "join_floor_missing_total",
-		Help: "Voters a move added without a join floor (the range's leader runs a partition server older than the floor).",
+		Help: "Replicas created empty without a join floor, by a move or from the map (the range's leader runs a partition server older than the floor).",
 	})
 	rangesGauge = prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: "tablestore", Subsystem: "master", Name: "ranges",

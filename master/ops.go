@@ -987,16 +987,9 @@ func (s *Server) addVoter(ctx context.Context, d *pb.RangeDescriptor, to string,
 	if err != nil {
 		return nil, err
 	}
-	var floorTerm, floorIndex uint64
-	err = s.onLeader(ctx, id, func(ctx context.Context, c pb.PartitionServiceClient) error {
-		resp, err := c.RangeInfo(ctx, &pb.RangeInfoRequest{RangeId: id, JoinFloor: true})
-		if err == nil {
-			floorTerm, floorIndex = resp.GetFloorTerm(), resp.GetFloorIndex()
-		}
-		return err
-	})
+	floorTerm, floorIndex, err := s.leaderFloor(ctx, id)
 	if err != nil {
-		return nil, fmt.Errorf("join floor of range %d: %w", id, err)
+		return nil, err
 	}
 	if floorTerm == 0 {
 		// A leader's server older than the floor answers none: the

@@ -268,10 +268,13 @@ func (s *Server) reconcile(rp *reportState, retired []uint64) (pending bool) {
 			p = lifecycle.Join
 		}
 		switch p {
-		case lifecycle.Bootstrap, lifecycle.Join:
-			if err := s.createReplica(d, p == lifecycle.Bootstrap, false, rp.raftAddrs, joinFloor{}); err != nil {
+		case lifecycle.Bootstrap:
+			if err := s.createReplica(d, true, false, rp.raftAddrs, joinFloor{}); err != nil {
 				s.logger.Warn("create assigned replica failed", "range", d.GetRangeId(), "placement", p.String(), "err", err)
 			}
+		case lifecycle.Join:
+			// Empty: not before the master gave it a join floor.
+			s.joinAssigned(d, rp.raftAddrs)
 		case lifecycle.WakeParent:
 			go func() {
 				if _, err := s.wake(parent, lifecycle.Request, "assigned range still in its parent", s.wakeWait()); err != nil {

@@ -91,6 +91,10 @@ var (
 		Namespace: "tablestore", Subsystem: "partitionserver", Name: "join_floor_refusals_total",
 		Help: "Raft votes, pre-votes, appends and snapshots a re-created replica refused below its join floor (a member that missed a removal, or a stale leader).",
 	})
+	joinWithoutFloorTotal = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "tablestore", Subsystem: "partitionserver", Name: "join_without_floor_total",
+		Help: "Replicas created empty from the map's assignments without a join floor (an older master, or a range leader on an older server).",
+	})
 	quietAnswersTotal = prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: "tablestore", Subsystem: "partitionserver", Name: "quiet_answers_total",
 		Help: "Raft AppendEntries, pre-votes and votes answered for a quiet range without opening it.",
@@ -124,5 +128,5 @@ var (
 )
 
 func init() {
-	prometheus.MustRegister(lifecycleTransitionsTotal, quiescedTotal, joinFloorRefusalsTotal, quietAnswersTotal, quietVotesTotal, quietStoredTotal, wakeSeconds, quietReadsTotal, quietReadSeconds, quietConfirmsTotal)
+	prometheus.MustRegister(lifecycleTransitionsTotal, quiescedTotal, joinFloorRefusalsTotal, joinWithoutFloorTotal, quietAnswersTotal, quietVotesTotal, quietStoredTotal, wakeSeconds, quietReadsTotal, quietReadSeconds, quietConfirmsTotal)
 }

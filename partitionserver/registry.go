@@ -642,12 +642,17 @@ func (s *Server) Wake(group uint64) bool {
 // raised on it. floor is the join floor of a replica a move creates (zero
 // for none).
 func (s *Server) createReplica(desc *pb.RangeDescriptor, bootstrap, campaign bool, raftAddrs map[string]string, floor joinFloor) error {
+	defer s.lockRange(desc.GetRangeId())()
+	return s.createReplicaLocked(desc, bootstrap, campaign, raftAddrs, floor)
+}
+
+// createReplicaLocked is createReplica with the range's lock held.
+func (s *Server) createReplicaLocked(desc *pb.RangeDescriptor, bootstrap, campaign bool, raftAddrs map[string]string, floor joinFloor) error {
 	for id, a := range raftAddrs {
 		s.addrs.set(id, a)
 	}
 	id := desc.GetRangeId()
 	campaign = campaign && bootstrap
-	defer s.lockRange(id)()
 	if s.hosts(id) {
 		// Only with a floor: a leftover with a log replaced by an empty
 		// replica without one (an older master sends none) would be worse
@@ -870,7 +875,11 @@ func (s *Server) RangeMerged(into, right uint64) {
 // frozen replica whose freeze is at or below it awaits no merge.
 func (s *Server) deleteReplica(id, before, abortedThrough uint64) error {
 	defer s.lockRange(id)()
-	return s.deleteReplicaLocked(id, before, abortedThrough)
+	err := s.deleteReplicaLocked(id, before, abortedThrough)
+	if err == nil && before > 0 {
+		s.noteRemoval(id, before) // joinassigned.go
+	}
+	return err
 }
 
 // deleteReplicaLocked is deleteReplica with id's range lock held: the slot

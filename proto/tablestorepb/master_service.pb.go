@@ -24,6 +24,122 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type JoinFloorRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RangeId       uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
+	ServerId      string                 `protobuf:"bytes,2,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JoinFloorRequest) Reset() {
+	*x = JoinFloorRequest{}
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JoinFloorRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JoinFloorRequest) ProtoMessage() {}
+
+func (x *JoinFloorRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JoinFloorRequest.ProtoReflect.Descriptor instead.
+func (*JoinFloorRequest) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *JoinFloorRequest) GetRangeId() uint64 {
+	if x != nil {
+		return x.RangeId
+	}
+	return 0
+}
+
+func (x *JoinFloorRequest) GetServerId() string {
+	if x != nil {
+		return x.ServerId
+	}
+	return ""
+}
+
+type JoinFloorResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The range as the map holds it, listing the server: the descriptor to
+	// create the replica with.
+	Range *RangeDescriptor `protobuf:"bytes,1,opt,name=range,proto3" json:"range,omitempty"`
+	// The floor; zero when the range's leader runs a partition server older
+	// than the join floor (the replica is then created without one).
+	FloorTerm     uint64 `protobuf:"varint,2,opt,name=floor_term,json=floorTerm,proto3" json:"floor_term,omitempty"`
+	FloorIndex    uint64 `protobuf:"varint,3,opt,name=floor_index,json=floorIndex,proto3" json:"floor_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JoinFloorResponse) Reset() {
+	*x = JoinFloorResponse{}
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JoinFloorResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JoinFloorResponse) ProtoMessage() {}
+
+func (x *JoinFloorResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JoinFloorResponse.ProtoReflect.Descriptor instead.
+func (*JoinFloorResponse) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *JoinFloorResponse) GetRange() *RangeDescriptor {
+	if x != nil {
+		return x.Range
+	}
+	return nil
+}
+
+func (x *JoinFloorResponse) GetFloorTerm() uint64 {
+	if x != nil {
+		return x.FloorTerm
+	}
+	return 0
+}
+
+func (x *JoinFloorResponse) GetFloorIndex() uint64 {
+	if x != nil {
+		return x.FloorIndex
+	}
+	return 0
+}
+
 type DrainServerRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ServerId      string                 `protobuf:"bytes,1,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
@@ -34,7 +150,7 @@ type DrainServerRequest struct {
 
 func (x *DrainServerRequest) Reset() {
 	*x = DrainServerRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[0]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -46,7 +162,7 @@ func (x *DrainServerRequest) String() string {
 func (*DrainServerRequest) ProtoMessage() {}
 
 func (x *DrainServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[0]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -59,7 +175,7 @@ func (x *DrainServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainServerRequest.ProtoReflect.Descriptor instead.
 func (*DrainServerRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{0}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *DrainServerRequest) GetServerId() string {
@@ -85,7 +201,7 @@ type DrainServerResponse struct {
 
 func (x *DrainServerResponse) Reset() {
 	*x = DrainServerResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[1]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -97,7 +213,7 @@ func (x *DrainServerResponse) String() string {
 func (*DrainServerResponse) ProtoMessage() {}
 
 func (x *DrainServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[1]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -110,7 +226,7 @@ func (x *DrainServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainServerResponse.ProtoReflect.Descriptor instead.
 func (*DrainServerResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{1}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *DrainServerResponse) GetServer() *ServerInfo {
@@ -128,7 +244,7 @@ type ListMembersRequest struct {
 
 func (x *ListMembersRequest) Reset() {
 	*x = ListMembersRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[2]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -140,7 +256,7 @@ func (x *ListMembersRequest) String() string {
 func (*ListMembersRequest) ProtoMessage() {}
 
 func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[2]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -153,7 +269,7 @@ func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersRequest.ProtoReflect.Descriptor instead.
 func (*ListMembersRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{2}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{4}
 }
 
 // MasterMember is one member of the master group's Raft configuration.
@@ -169,7 +285,7 @@ type MasterMember struct {
 
 func (x *MasterMember) Reset() {
 	*x = MasterMember{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[3]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -181,7 +297,7 @@ func (x *MasterMember) String() string {
 func (*MasterMember) ProtoMessage() {}
 
 func (x *MasterMember) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[3]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -194,7 +310,7 @@ func (x *MasterMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterMember.ProtoReflect.Descriptor instead.
 func (*MasterMember) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{3}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *MasterMember) GetId() string {
@@ -236,7 +352,7 @@ type ListMembersResponse struct {
 
 func (x *ListMembersResponse) Reset() {
 	*x = ListMembersResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[4]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -248,7 +364,7 @@ func (x *ListMembersResponse) String() string {
 func (*ListMembersResponse) ProtoMessage() {}
 
 func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[4]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -261,7 +377,7 @@ func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersResponse.ProtoReflect.Descriptor instead.
 func (*ListMembersResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{4}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ListMembersResponse) GetMembers() []*MasterMember {
@@ -288,7 +404,7 @@ type AddMemberRequest struct {
 
 func (x *AddMemberRequest) Reset() {
 	*x = AddMemberRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[5]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -300,7 +416,7 @@ func (x *AddMemberRequest) String() string {
 func (*AddMemberRequest) ProtoMessage() {}
 
 func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[5]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -313,7 +429,7 @@ func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberRequest.ProtoReflect.Descriptor instead.
 func (*AddMemberRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{5}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *AddMemberRequest) GetId() string {
@@ -339,7 +455,7 @@ type RemoveMemberRequest struct {
 
 func (x *RemoveMemberRequest) Reset() {
 	*x = RemoveMemberRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[6]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -351,7 +467,7 @@ func (x *RemoveMemberRequest) String() string {
 func (*RemoveMemberRequest) ProtoMessage() {}
 
 func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[6]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -364,7 +480,7 @@ func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
 func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{6}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RemoveMemberRequest) GetId() string {
@@ -388,7 +504,7 @@ type CreateTableRequest struct {
 
 func (x *CreateTableRequest) Reset() {
 	*x = CreateTableRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[7]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -400,7 +516,7 @@ func (x *CreateTableRequest) String() string {
 func (*CreateTableRequest) ProtoMessage() {}
 
 func (x *CreateTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[7]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -413,7 +529,7 @@ func (x *CreateTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTableRequest.ProtoReflect.Descriptor instead.
 func (*CreateTableRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{7}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CreateTableRequest) GetName() string {
@@ -444,7 +560,7 @@ type CreateTableResponse struct {
 
 func (x *CreateTableResponse) Reset() {
 	*x = CreateTableResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[8]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -456,7 +572,7 @@ func (x *CreateTableResponse) String() string {
 func (*CreateTableResponse) ProtoMessage() {}
 
 func (x *CreateTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[8]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -469,7 +585,7 @@ func (x *CreateTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTableResponse.ProtoReflect.Descriptor instead.
 func (*CreateTableResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{8}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CreateTableResponse) GetTable() *Table {
@@ -505,7 +621,7 @@ type DeleteTableRequest struct {
 
 func (x *DeleteTableRequest) Reset() {
 	*x = DeleteTableRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[9]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -517,7 +633,7 @@ func (x *DeleteTableRequest) String() string {
 func (*DeleteTableRequest) ProtoMessage() {}
 
 func (x *DeleteTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[9]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -530,7 +646,7 @@ func (x *DeleteTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTableRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTableRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{9}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DeleteTableRequest) GetName() string {
@@ -555,7 +671,7 @@ type DeleteTableResponse struct {
 
 func (x *DeleteTableResponse) Reset() {
 	*x = DeleteTableResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[10]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -567,7 +683,7 @@ func (x *DeleteTableResponse) String() string {
 func (*DeleteTableResponse) ProtoMessage() {}
 
 func (x *DeleteTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[10]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -580,7 +696,7 @@ func (x *DeleteTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTableResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTableResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{10}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{12}
 }
 
 type GetPartitionMapRequest struct {
@@ -596,7 +712,7 @@ type GetPartitionMapRequest struct {
 
 func (x *GetPartitionMapRequest) Reset() {
 	*x = GetPartitionMapRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[11]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -608,7 +724,7 @@ func (x *GetPartitionMapRequest) String() string {
 func (*GetPartitionMapRequest) ProtoMessage() {}
 
 func (x *GetPartitionMapRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[11]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -621,7 +737,7 @@ func (x *GetPartitionMapRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPartitionMapRequest.ProtoReflect.Descriptor instead.
 func (*GetPartitionMapRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{11}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GetPartitionMapRequest) GetTable() string {
@@ -643,7 +759,7 @@ type WatchPartitionMapRequest struct {
 
 func (x *WatchPartitionMapRequest) Reset() {
 	*x = WatchPartitionMapRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[12]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -655,7 +771,7 @@ func (x *WatchPartitionMapRequest) String() string {
 func (*WatchPartitionMapRequest) ProtoMessage() {}
 
 func (x *WatchPartitionMapRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[12]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -668,7 +784,7 @@ func (x *WatchPartitionMapRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchPartitionMapRequest.ProtoReflect.Descriptor instead.
 func (*WatchPartitionMapRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{12}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *WatchPartitionMapRequest) GetKnownVersion() uint64 {
@@ -714,7 +830,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[13]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -726,7 +842,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[13]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -739,7 +855,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{13}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *HeartbeatRequest) GetServer() *ServerInfo {
@@ -828,7 +944,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[14]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -840,7 +956,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[14]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -853,7 +969,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{14}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *HeartbeatResponse) GetAssigned() []*RangeDescriptor {
@@ -922,7 +1038,7 @@ type SetTableACLRequest struct {
 
 func (x *SetTableACLRequest) Reset() {
 	*x = SetTableACLRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[15]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -934,7 +1050,7 @@ func (x *SetTableACLRequest) String() string {
 func (*SetTableACLRequest) ProtoMessage() {}
 
 func (x *SetTableACLRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[15]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -947,7 +1063,7 @@ func (x *SetTableACLRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTableACLRequest.ProtoReflect.Descriptor instead.
 func (*SetTableACLRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{15}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SetTableACLRequest) GetName() string {
@@ -972,7 +1088,7 @@ type SetTableACLResponse struct {
 
 func (x *SetTableACLResponse) Reset() {
 	*x = SetTableACLResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[16]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -984,7 +1100,7 @@ func (x *SetTableACLResponse) String() string {
 func (*SetTableACLResponse) ProtoMessage() {}
 
 func (x *SetTableACLResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[16]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -997,7 +1113,7 @@ func (x *SetTableACLResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTableACLResponse.ProtoReflect.Descriptor instead.
 func (*SetTableACLResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{16}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{18}
 }
 
 type SetServicePropertiesRequest struct {
@@ -1009,7 +1125,7 @@ type SetServicePropertiesRequest struct {
 
 func (x *SetServicePropertiesRequest) Reset() {
 	*x = SetServicePropertiesRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[17]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1021,7 +1137,7 @@ func (x *SetServicePropertiesRequest) String() string {
 func (*SetServicePropertiesRequest) ProtoMessage() {}
 
 func (x *SetServicePropertiesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[17]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1034,7 +1150,7 @@ func (x *SetServicePropertiesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetServicePropertiesRequest.ProtoReflect.Descriptor instead.
 func (*SetServicePropertiesRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{17}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SetServicePropertiesRequest) GetProperties() []byte {
@@ -1052,7 +1168,7 @@ type SetServicePropertiesResponse struct {
 
 func (x *SetServicePropertiesResponse) Reset() {
 	*x = SetServicePropertiesResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[18]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1064,7 +1180,7 @@ func (x *SetServicePropertiesResponse) String() string {
 func (*SetServicePropertiesResponse) ProtoMessage() {}
 
 func (x *SetServicePropertiesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[18]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1077,7 +1193,7 @@ func (x *SetServicePropertiesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetServicePropertiesResponse.ProtoReflect.Descriptor instead.
 func (*SetServicePropertiesResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{18}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{20}
 }
 
 type SetAccountsRequest struct {
@@ -1089,7 +1205,7 @@ type SetAccountsRequest struct {
 
 func (x *SetAccountsRequest) Reset() {
 	*x = SetAccountsRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[19]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1101,7 +1217,7 @@ func (x *SetAccountsRequest) String() string {
 func (*SetAccountsRequest) ProtoMessage() {}
 
 func (x *SetAccountsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[19]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1114,7 +1230,7 @@ func (x *SetAccountsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAccountsRequest.ProtoReflect.Descriptor instead.
 func (*SetAccountsRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{19}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SetAccountsRequest) GetAccounts() []*StorageAccount {
@@ -1132,7 +1248,7 @@ type SetAccountsResponse struct {
 
 func (x *SetAccountsResponse) Reset() {
 	*x = SetAccountsResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[20]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1144,7 +1260,7 @@ func (x *SetAccountsResponse) String() string {
 func (*SetAccountsResponse) ProtoMessage() {}
 
 func (x *SetAccountsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[20]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1157,7 +1273,7 @@ func (x *SetAccountsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAccountsResponse.ProtoReflect.Descriptor instead.
 func (*SetAccountsResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{20}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{22}
 }
 
 type EventsRequest struct {
@@ -1170,7 +1286,7 @@ type EventsRequest struct {
 
 func (x *EventsRequest) Reset() {
 	*x = EventsRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[21]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1182,7 +1298,7 @@ func (x *EventsRequest) String() string {
 func (*EventsRequest) ProtoMessage() {}
 
 func (x *EventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[21]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1195,7 +1311,7 @@ func (x *EventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsRequest.ProtoReflect.Descriptor instead.
 func (*EventsRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{21}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *EventsRequest) GetSinceSeq() uint64 {
@@ -1222,7 +1338,7 @@ type SplitRequest struct {
 
 func (x *SplitRequest) Reset() {
 	*x = SplitRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[22]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1234,7 +1350,7 @@ func (x *SplitRequest) String() string {
 func (*SplitRequest) ProtoMessage() {}
 
 func (x *SplitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[22]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1247,7 +1363,7 @@ func (x *SplitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitRequest.ProtoReflect.Descriptor instead.
 func (*SplitRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{22}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SplitRequest) GetTable() string {
@@ -1274,7 +1390,7 @@ type SplitResponse struct {
 
 func (x *SplitResponse) Reset() {
 	*x = SplitResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[23]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1286,7 +1402,7 @@ func (x *SplitResponse) String() string {
 func (*SplitResponse) ProtoMessage() {}
 
 func (x *SplitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[23]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1299,7 +1415,7 @@ func (x *SplitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitResponse.ProtoReflect.Descriptor instead.
 func (*SplitResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{23}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SplitResponse) GetLeft() *RangeDescriptor {
@@ -1325,7 +1441,7 @@ type MergeRequest struct {
 
 func (x *MergeRequest) Reset() {
 	*x = MergeRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[24]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1337,7 +1453,7 @@ func (x *MergeRequest) String() string {
 func (*MergeRequest) ProtoMessage() {}
 
 func (x *MergeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[24]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1350,7 +1466,7 @@ func (x *MergeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeRequest.ProtoReflect.Descriptor instead.
 func (*MergeRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{24}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *MergeRequest) GetRangeId() uint64 {
@@ -1369,7 +1485,7 @@ type MergeResponse struct {
 
 func (x *MergeResponse) Reset() {
 	*x = MergeResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[25]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1381,7 +1497,7 @@ func (x *MergeResponse) String() string {
 func (*MergeResponse) ProtoMessage() {}
 
 func (x *MergeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[25]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1394,7 +1510,7 @@ func (x *MergeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeResponse.ProtoReflect.Descriptor instead.
 func (*MergeResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{25}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *MergeResponse) GetRange() *RangeDescriptor {
@@ -1416,7 +1532,7 @@ type MoveRequest struct {
 
 func (x *MoveRequest) Reset() {
 	*x = MoveRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[26]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1428,7 +1544,7 @@ func (x *MoveRequest) String() string {
 func (*MoveRequest) ProtoMessage() {}
 
 func (x *MoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[26]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1441,7 +1557,7 @@ func (x *MoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveRequest.ProtoReflect.Descriptor instead.
 func (*MoveRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{26}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *MoveRequest) GetRangeId() uint64 {
@@ -1474,7 +1590,7 @@ type MoveResponse struct {
 
 func (x *MoveResponse) Reset() {
 	*x = MoveResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[27]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1486,7 +1602,7 @@ func (x *MoveResponse) String() string {
 func (*MoveResponse) ProtoMessage() {}
 
 func (x *MoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[27]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1499,7 +1615,7 @@ func (x *MoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveResponse.ProtoReflect.Descriptor instead.
 func (*MoveResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{27}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *MoveResponse) GetRange() *RangeDescriptor {
@@ -1519,7 +1635,7 @@ type MasterTransferLeaderRequest struct {
 
 func (x *MasterTransferLeaderRequest) Reset() {
 	*x = MasterTransferLeaderRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[28]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1531,7 +1647,7 @@ func (x *MasterTransferLeaderRequest) String() string {
 func (*MasterTransferLeaderRequest) ProtoMessage() {}
 
 func (x *MasterTransferLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[28]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1544,7 +1660,7 @@ func (x *MasterTransferLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterTransferLeaderRequest.ProtoReflect.Descriptor instead.
 func (*MasterTransferLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{28}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *MasterTransferLeaderRequest) GetRangeId() uint64 {
@@ -1569,7 +1685,7 @@ type MasterTransferLeaderResponse struct {
 
 func (x *MasterTransferLeaderResponse) Reset() {
 	*x = MasterTransferLeaderResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[29]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1581,7 +1697,7 @@ func (x *MasterTransferLeaderResponse) String() string {
 func (*MasterTransferLeaderResponse) ProtoMessage() {}
 
 func (x *MasterTransferLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[29]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1594,14 +1710,23 @@ func (x *MasterTransferLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterTransferLeaderResponse.ProtoReflect.Descriptor instead.
 func (*MasterTransferLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{29}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{31}
 }
 
 var File_tablestore_v1_master_service_proto protoreflect.FileDescriptor
 
 const file_tablestore_v1_master_service_proto_rawDesc = "" +
 	"\n" +
-	"\"tablestore/v1/master_service.proto\x12\rtablestore.v1\x1a\x18tablestore/v1/data.proto\"E\n" +
+	"\"tablestore/v1/master_service.proto\x12\rtablestore.v1\x1a\x18tablestore/v1/data.proto\"J\n" +
+	"\x10JoinFloorRequest\x12\x19\n" +
+	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x1b\n" +
+	"\tserver_id\x18\x02 \x01(\tR\bserverId\"\x89\x01\n" +
+	"\x11JoinFloorResponse\x124\n" +
+	"\x05range\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\x12\x1d\n" +
+	"\n" +
+	"floor_term\x18\x02 \x01(\x04R\tfloorTerm\x12\x1f\n" +
+	"\vfloor_index\x18\x03 \x01(\x04R\n" +
+	"floorIndex\"E\n" +
 	"\x12DrainServerRequest\x12\x1b\n" +
 	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x12\n" +
 	"\x04undo\x18\x02 \x01(\bR\x04undo\"H\n" +
@@ -1698,7 +1823,7 @@ const file_tablestore_v1_master_service_proto_rawDesc = "" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12 \n" +
 	"\fto_server_id\x18\x02 \x01(\tR\n" +
 	"toServerId\"\x1e\n" +
-	"\x1cMasterTransferLeaderResponse2\xa6\v\n" +
+	"\x1cMasterTransferLeaderResponse2\xf6\v\n" +
 	"\rMasterService\x12T\n" +
 	"\vCreateTable\x12!.tablestore.v1.CreateTableRequest\x1a\".tablestore.v1.CreateTableResponse\x12T\n" +
 	"\vDeleteTable\x12!.tablestore.v1.DeleteTableRequest\x1a\".tablestore.v1.DeleteTableResponse\x12U\n" +
@@ -1716,7 +1841,8 @@ const file_tablestore_v1_master_service_proto_rawDesc = "" +
 	"\vDrainServer\x12!.tablestore.v1.DrainServerRequest\x1a\".tablestore.v1.DrainServerResponse\x12T\n" +
 	"\vListMembers\x12!.tablestore.v1.ListMembersRequest\x1a\".tablestore.v1.ListMembersResponse\x12P\n" +
 	"\tAddMember\x12\x1f.tablestore.v1.AddMemberRequest\x1a\".tablestore.v1.ListMembersResponse\x12V\n" +
-	"\fRemoveMember\x12\".tablestore.v1.RemoveMemberRequest\x1a\".tablestore.v1.ListMembersResponseB\x1fZ\x1dtablestore/proto/tablestorepbb\x06proto3"
+	"\fRemoveMember\x12\".tablestore.v1.RemoveMemberRequest\x1a\".tablestore.v1.ListMembersResponse\x12N\n" +
+	"\tJoinFloor\x12\x1f.tablestore.v1.JoinFloorRequest\x1a .tablestore.v1.JoinFloorResponseB\x1fZ\x1dtablestore/proto/tablestorepbb\x06proto3"
 
 var (
 	file_tablestore_v1_master_service_proto_rawDescOnce sync.Once
@@ -1730,102 +1856,107 @@ func file_tablestore_v1_master_service_proto_rawDescGZIP() []byte {
 	return file_tablestore_v1_master_service_proto_rawDescData
 }
 
-var file_tablestore_v1_master_service_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_tablestore_v1_master_service_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_tablestore_v1_master_service_proto_goTypes = []any{
-	(*DrainServerRequest)(nil),           // 0: tablestore.v1.DrainServerRequest
-	(*DrainServerResponse)(nil),          // 1: tablestore.v1.DrainServerResponse
-	(*ListMembersRequest)(nil),           // 2: tablestore.v1.ListMembersRequest
-	(*MasterMember)(nil),                 // 3: tablestore.v1.MasterMember
-	(*ListMembersResponse)(nil),          // 4: tablestore.v1.ListMembersResponse
-	(*AddMemberRequest)(nil),             // 5: tablestore.v1.AddMemberRequest
-	(*RemoveMemberRequest)(nil),          // 6: tablestore.v1.RemoveMemberRequest
-	(*CreateTableRequest)(nil),           // 7: tablestore.v1.CreateTableRequest
-	(*CreateTableResponse)(nil),          // 8: tablestore.v1.CreateTableResponse
-	(*DeleteTableRequest)(nil),           // 9: tablestore.v1.DeleteTableRequest
-	(*DeleteTableResponse)(nil),          // 10: tablestore.v1.DeleteTableResponse
-	(*GetPartitionMapRequest)(nil),       // 11: tablestore.v1.GetPartitionMapRequest
-	(*WatchPartitionMapRequest)(nil),     // 12: tablestore.v1.WatchPartitionMapRequest
-	(*HeartbeatRequest)(nil),             // 13: tablestore.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),            // 14: tablestore.v1.HeartbeatResponse
-	(*SetTableACLRequest)(nil),           // 15: tablestore.v1.SetTableACLRequest
-	(*SetTableACLResponse)(nil),          // 16: tablestore.v1.SetTableACLResponse
-	(*SetServicePropertiesRequest)(nil),  // 17: tablestore.v1.SetServicePropertiesRequest
-	(*SetServicePropertiesResponse)(nil), // 18: tablestore.v1.SetServicePropertiesResponse
-	(*SetAccountsRequest)(nil),           // 19: tablestore.v1.SetAccountsRequest
-	(*SetAccountsResponse)(nil),          // 20: tablestore.v1.SetAccountsResponse
-	(*EventsRequest)(nil),                // 21: tablestore.v1.EventsRequest
-	(*SplitRequest)(nil),                 // 22: tablestore.v1.SplitRequest
-	(*SplitResponse)(nil),                // 23: tablestore.v1.SplitResponse
-	(*MergeRequest)(nil),                 // 24: tablestore.v1.MergeRequest
-	(*MergeResponse)(nil),                // 25: tablestore.v1.MergeResponse
-	(*MoveRequest)(nil),                  // 26: tablestore.v1.MoveRequest
-	(*MoveResponse)(nil),                 // 27: tablestore.v1.MoveResponse
-	(*MasterTransferLeaderRequest)(nil),  // 28: tablestore.v1.MasterTransferLeaderRequest
-	(*MasterTransferLeaderResponse)(nil), // 29: tablestore.v1.MasterTransferLeaderResponse
-	nil,                                  // 30: tablestore.v1.HeartbeatResponse.RaftAddrsEntry
-	(*ServerInfo)(nil),                   // 31: tablestore.v1.ServerInfo
-	(*Table)(nil),                        // 32: tablestore.v1.Table
+	(*JoinFloorRequest)(nil),             // 0: tablestore.v1.JoinFloorRequest
+	(*JoinFloorResponse)(nil),            // 1: tablestore.v1.JoinFloorResponse
+	(*DrainServerRequest)(nil),           // 2: tablestore.v1.DrainServerRequest
+	(*DrainServerResponse)(nil),          // 3: tablestore.v1.DrainServerResponse
+	(*ListMembersRequest)(nil),           // 4: tablestore.v1.ListMembersRequest
+	(*MasterMember)(nil),                 // 5: tablestore.v1.MasterMember
+	(*ListMembersResponse)(nil),          // 6: tablestore.v1.ListMembersResponse
+	(*AddMemberRequest)(nil),             // 7: tablestore.v1.AddMemberRequest
+	(*RemoveMemberRequest)(nil),          // 8: tablestore.v1.RemoveMemberRequest
+	(*CreateTableRequest)(nil),           // 9: tablestore.v1.CreateTableRequest
+	(*CreateTableResponse)(nil),          // 10: tablestore.v1.CreateTableResponse
+	(*DeleteTableRequest)(nil),           // 11: tablestore.v1.DeleteTableRequest
+	(*DeleteTableResponse)(nil),          // 12: tablestore.v1.DeleteTableResponse
+	(*GetPartitionMapRequest)(nil),       // 13: tablestore.v1.GetPartitionMapRequest
+	(*WatchPartitionMapRequest)(nil),     // 14: tablestore.v1.WatchPartitionMapRequest
+	(*HeartbeatRequest)(nil),             // 15: tablestore.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),            // 16: tablestore.v1.HeartbeatResponse
+	(*SetTableACLRequest)(nil),           // 17: tablestore.v1.SetTableACLRequest
+	(*SetTableACLResponse)(nil),          // 18: tablestore.v1.SetTableACLResponse
+	(*SetServicePropertiesRequest)(nil),  // 19: tablestore.v1.SetServicePropertiesRequest
+	(*SetServicePropertiesResponse)(nil), // 20: tablestore.v1.SetServicePropertiesResponse
+	(*SetAccountsRequest)(nil),           // 21: tablestore.v1.SetAccountsRequest
+	(*SetAccountsResponse)(nil),          // 22: tablestore.v1.SetAccountsResponse
+	(*EventsRequest)(nil),                // 23: tablestore.v1.EventsRequest
+	(*SplitRequest)(nil),                 // 24: tablestore.v1.SplitRequest
+	(*SplitResponse)(nil),                // 25: tablestore.v1.SplitResponse
+	(*MergeRequest)(nil),                 // 26: tablestore.v1.MergeRequest
+	(*MergeResponse)(nil),                // 27: tablestore.v1.MergeResponse
+	(*MoveRequest)(nil),                  // 28: tablestore.v1.MoveRequest
+	(*MoveResponse)(nil),                 // 29: tablestore.v1.MoveResponse
+	(*MasterTransferLeaderRequest)(nil),  // 30: tablestore.v1.MasterTransferLeaderRequest
+	(*MasterTransferLeaderResponse)(nil), // 31: tablestore.v1.MasterTransferLeaderResponse
+	nil,                                  // 32: tablestore.v1.HeartbeatResponse.RaftAddrsEntry
 	(*RangeDescriptor)(nil),              // 33: tablestore.v1.RangeDescriptor
-	(*RangeStatus)(nil),                  // 34: tablestore.v1.RangeStatus
-	(*SignedIdentifier)(nil),             // 35: tablestore.v1.SignedIdentifier
-	(*StorageAccount)(nil),               // 36: tablestore.v1.StorageAccount
-	(*PartitionMap)(nil),                 // 37: tablestore.v1.PartitionMap
-	(*Event)(nil),                        // 38: tablestore.v1.Event
+	(*ServerInfo)(nil),                   // 34: tablestore.v1.ServerInfo
+	(*Table)(nil),                        // 35: tablestore.v1.Table
+	(*RangeStatus)(nil),                  // 36: tablestore.v1.RangeStatus
+	(*SignedIdentifier)(nil),             // 37: tablestore.v1.SignedIdentifier
+	(*StorageAccount)(nil),               // 38: tablestore.v1.StorageAccount
+	(*PartitionMap)(nil),                 // 39: tablestore.v1.PartitionMap
+	(*Event)(nil),                        // 40: tablestore.v1.Event
 }
 var file_tablestore_v1_master_service_proto_depIdxs = []int32{
-	31, // 0: tablestore.v1.DrainServerResponse.server:type_name -> tablestore.v1.ServerInfo
-	3,  // 1: tablestore.v1.ListMembersResponse.members:type_name -> tablestore.v1.MasterMember
-	32, // 2: tablestore.v1.CreateTableResponse.table:type_name -> tablestore.v1.Table
-	33, // 3: tablestore.v1.CreateTableResponse.ranges:type_name -> tablestore.v1.RangeDescriptor
-	31, // 4: tablestore.v1.HeartbeatRequest.server:type_name -> tablestore.v1.ServerInfo
-	34, // 5: tablestore.v1.HeartbeatRequest.ranges:type_name -> tablestore.v1.RangeStatus
-	33, // 6: tablestore.v1.HeartbeatResponse.assigned:type_name -> tablestore.v1.RangeDescriptor
-	30, // 7: tablestore.v1.HeartbeatResponse.raft_addrs:type_name -> tablestore.v1.HeartbeatResponse.RaftAddrsEntry
-	35, // 8: tablestore.v1.SetTableACLRequest.acl:type_name -> tablestore.v1.SignedIdentifier
-	36, // 9: tablestore.v1.SetAccountsRequest.accounts:type_name -> tablestore.v1.StorageAccount
-	33, // 10: tablestore.v1.SplitResponse.left:type_name -> tablestore.v1.RangeDescriptor
-	33, // 11: tablestore.v1.SplitResponse.right:type_name -> tablestore.v1.RangeDescriptor
-	33, // 12: tablestore.v1.MergeResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	33, // 13: tablestore.v1.MoveResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	7,  // 14: tablestore.v1.MasterService.CreateTable:input_type -> tablestore.v1.CreateTableRequest
-	9,  // 15: tablestore.v1.MasterService.DeleteTable:input_type -> tablestore.v1.DeleteTableRequest
-	11, // 16: tablestore.v1.MasterService.GetPartitionMap:input_type -> tablestore.v1.GetPartitionMapRequest
-	12, // 17: tablestore.v1.MasterService.WatchPartitionMap:input_type -> tablestore.v1.WatchPartitionMapRequest
-	15, // 18: tablestore.v1.MasterService.SetTableACL:input_type -> tablestore.v1.SetTableACLRequest
-	17, // 19: tablestore.v1.MasterService.SetServiceProperties:input_type -> tablestore.v1.SetServicePropertiesRequest
-	19, // 20: tablestore.v1.MasterService.SetAccounts:input_type -> tablestore.v1.SetAccountsRequest
-	21, // 21: tablestore.v1.MasterService.Events:input_type -> tablestore.v1.EventsRequest
-	22, // 22: tablestore.v1.MasterService.Split:input_type -> tablestore.v1.SplitRequest
-	24, // 23: tablestore.v1.MasterService.Merge:input_type -> tablestore.v1.MergeRequest
-	26, // 24: tablestore.v1.MasterService.Move:input_type -> tablestore.v1.MoveRequest
-	28, // 25: tablestore.v1.MasterService.TransferLeader:input_type -> tablestore.v1.MasterTransferLeaderRequest
-	13, // 26: tablestore.v1.MasterService.Heartbeat:input_type -> tablestore.v1.HeartbeatRequest
-	0,  // 27: tablestore.v1.MasterService.DrainServer:input_type -> tablestore.v1.DrainServerRequest
-	2,  // 28: tablestore.v1.MasterService.ListMembers:input_type -> tablestore.v1.ListMembersRequest
-	5,  // 29: tablestore.v1.MasterService.AddMember:input_type -> tablestore.v1.AddMemberRequest
-	6,  // 30: tablestore.v1.MasterService.RemoveMember:input_type -> tablestore.v1.RemoveMemberRequest
-	8,  // 31: tablestore.v1.MasterService.CreateTable:output_type -> tablestore.v1.CreateTableResponse
-	10, // 32: tablestore.v1.MasterService.DeleteTable:output_type -> tablestore.v1.DeleteTableResponse
-	37, // 33: tablestore.v1.MasterService.GetPartitionMap:output_type -> tablestore.v1.PartitionMap
-	37, // 34: tablestore.v1.MasterService.WatchPartitionMap:output_type -> tablestore.v1.PartitionMap
-	16, // 35: tablestore.v1.MasterService.SetTableACL:output_type -> tablestore.v1.SetTableACLResponse
-	18, // 36: tablestore.v1.MasterService.SetServiceProperties:output_type -> tablestore.v1.SetServicePropertiesResponse
-	20, // 37: tablestore.v1.MasterService.SetAccounts:output_type -> tablestore.v1.SetAccountsResponse
-	38, // 38: tablestore.v1.MasterService.Events:output_type -> tablestore.v1.Event
-	23, // 39: tablestore.v1.MasterService.Split:output_type -> tablestore.v1.SplitResponse
-	25, // 40: tablestore.v1.MasterService.Merge:output_type -> tablestore.v1.MergeResponse
-	27, // 41: tablestore.v1.MasterService.Move:output_type -> tablestore.v1.MoveResponse
-	29, // 42: tablestore.v1.MasterService.TransferLeader:output_type -> tablestore.v1.MasterTransferLeaderResponse
-	14, // 43: tablestore.v1.MasterService.Heartbeat:output_type -> tablestore.v1.HeartbeatResponse
-	1,  // 44: tablestore.v1.MasterService.DrainServer:output_type -> tablestore.v1.DrainServerResponse
-	4,  // 45: tablestore.v1.MasterService.ListMembers:output_type -> tablestore.v1.ListMembersResponse
-	4,  // 46: tablestore.v1.MasterService.AddMember:output_type -> tablestore.v1.ListMembersResponse
-	4,  // 47: tablestore.v1.MasterService.RemoveMember:output_type -> tablestore.v1.ListMembersResponse
-	31, // [31:48] is the sub-list for method output_type
-	14, // [14:31] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	33, // 0: tablestore.v1.JoinFloorResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	34, // 1: tablestore.v1.DrainServerResponse.server:type_name -> tablestore.v1.ServerInfo
+	5,  // 2: tablestore.v1.ListMembersResponse.members:type_name -> tablestore.v1.MasterMember
+	35, // 3: tablestore.v1.CreateTableResponse.table:type_name -> tablestore.v1.Table
+	33, // 4: tablestore.v1.CreateTableResponse.ranges:type_name -> tablestore.v1.RangeDescriptor
+	34, // 5: tablestore.v1.HeartbeatRequest.server:type_name -> tablestore.v1.ServerInfo
+	36, // 6: tablestore.v1.HeartbeatRequest.ranges:type_name -> tablestore.v1.RangeStatus
+	33, // 7: tablestore.v1.HeartbeatResponse.assigned:type_name -> tablestore.v1.RangeDescriptor
+	32, // 8: tablestore.v1.HeartbeatResponse.raft_addrs:type_name -> tablestore.v1.HeartbeatResponse.RaftAddrsEntry
+	37, // 9: tablestore.v1.SetTableACLRequest.acl:type_name -> tablestore.v1.SignedIdentifier
+	38, // 10: tablestore.v1.SetAccountsRequest.accounts:type_name -> tablestore.v1.StorageAccount
+	33, // 11: tablestore.v1.SplitResponse.left:type_name -> tablestore.v1.RangeDescriptor
+	33, // 12: tablestore.v1.SplitResponse.right:type_name -> tablestore.v1.RangeDescriptor
+	33, // 13: tablestore.v1.MergeResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	33, // 14: tablestore.v1.MoveResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	9,  // 15: tablestore.v1.MasterService.CreateTable:input_type -> tablestore.v1.CreateTableRequest
+	11, // 16: tablestore.v1.MasterService.DeleteTable:input_type -> tablestore.v1.DeleteTableRequest
+	13, // 17: tablestore.v1.MasterService.GetPartitionMap:input_type -> tablestore.v1.GetPartitionMapRequest
+	14, // 18: tablestore.v1.MasterService.WatchPartitionMap:input_type -> tablestore.v1.WatchPartitionMapRequest
+	17, // 19: tablestore.v1.MasterService.SetTableACL:input_type -> tablestore.v1.SetTableACLRequest
+	19, // 20: tablestore.v1.MasterService.SetServiceProperties:input_type -> tablestore.v1.SetServicePropertiesRequest
+	21, // 21: tablestore.v1.MasterService.SetAccounts:input_type -> tablestore.v1.SetAccountsRequest
+	23, // 22: tablestore.v1.MasterService.Events:input_type -> tablestore.v1.EventsRequest
+	24, // 23: tablestore.v1.MasterService.Split:input_type -> tablestore.v1.SplitRequest
+	26, // 24: tablestore.v1.MasterService.Merge:input_type -> tablestore.v1.MergeRequest
+	28, // 25: tablestore.v1.MasterService.Move:input_type -> tablestore.v1.MoveRequest
+	30, // 26: tablestore.v1.MasterService.TransferLeader:input_type -> tablestore.v1.MasterTransferLeaderRequest
+	15, // 27: tablestore.v1.MasterService.Heartbeat:input_type -> tablestore.v1.HeartbeatRequest
+	2,  // 28: tablestore.v1.MasterService.DrainServer:input_type -> tablestore.v1.DrainServerRequest
+	4,  // 29: tablestore.v1.MasterService.ListMembers:input_type -> tablestore.v1.ListMembersRequest
+	7,  // 30: tablestore.v1.MasterService.AddMember:input_type -> tablestore.v1.AddMemberRequest
+	8,  // 31: tablestore.v1.MasterService.RemoveMember:input_type -> tablestore.v1.RemoveMemberRequest
+	0,  // 32: tablestore.v1.MasterService.JoinFloor:input_type -> tablestore.v1.JoinFloorRequest
+	10, // 33: tablestore.v1.MasterService.CreateTable:output_type -> tablestore.v1.CreateTableResponse
+	12, // 34: tablestore.v1.MasterService.DeleteTable:output_type -> tablestore.v1.DeleteTableResponse
+	39, // 35: tablestore.v1.MasterService.GetPartitionMap:output_type -> tablestore.v1.PartitionMap
+	39, // 36: tablestore.v1.MasterService.WatchPartitionMap:output_type -> tablestore.v1.PartitionMap
+	18, // 37: tablestore.v1.MasterService.SetTableACL:output_type -> tablestore.v1.SetTableACLResponse
+	20, // 38: tablestore.v1.MasterService.SetServiceProperties:output_type -> tablestore.v1.SetServicePropertiesResponse
+	22, // 39: tablestore.v1.MasterService.SetAccounts:output_type -> tablestore.v1.SetAccountsResponse
+	40, // 40: tablestore.v1.MasterService.Events:output_type -> tablestore.v1.Event
+	25, // 41: tablestore.v1.MasterService.Split:output_type -> tablestore.v1.SplitResponse
+	27, // 42: tablestore.v1.MasterService.Merge:output_type -> tablestore.v1.MergeResponse
+	29, // 43: tablestore.v1.MasterService.Move:output_type -> tablestore.v1.MoveResponse
+	31, // 44: tablestore.v1.MasterService.TransferLeader:output_type -> tablestore.v1.MasterTransferLeaderResponse
+	16, // 45: tablestore.v1.MasterService.Heartbeat:output_type -> tablestore.v1.HeartbeatResponse
+	3,  // 46: tablestore.v1.MasterService.DrainServer:output_type -> tablestore.v1.DrainServerResponse
+	6,  // 47: tablestore.v1.MasterService.ListMembers:output_type -> tablestore.v1.ListMembersResponse
+	6,  // 48: tablestore.v1.MasterService.AddMember:output_type -> tablestore.v1.ListMembersResponse
+	6,  // 49: tablestore.v1.MasterService.RemoveMember:output_type -> tablestore.v1.ListMembersResponse
+	1,  // 50: tablestore.v1.MasterService.JoinFloor:output_type -> tablestore.v1.JoinFloorResponse
+	33, // [33:51] is the sub-list for method output_type
+	15, // [15:33] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_tablestore_v1_master_service_proto_init() }
@@ -1840,7 +1971,7 @@ func file_tablestore_v1_master_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tablestore_v1_master_service_proto_rawDesc), len(file_tablestore_v1_master_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   31,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

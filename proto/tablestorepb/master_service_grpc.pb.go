@@ -39,6 +39,7 @@ const (
 	MasterService_ListMembers_FullMethodName          = "/tablestore.v1.MasterService/ListMembers"
 	MasterService_AddMember_FullMethodName            = "/tablestore.v1.MasterService/AddMember"
 	MasterService_RemoveMember_FullMethodName         = "/tablestore.v1.MasterService/RemoveMember"
+	MasterService_JoinFloor_FullMethodName            = "/tablestore.v1.MasterService/JoinFloor"
 )
 
 // MasterServiceClient is the client API for MasterService service.
@@ -81,6 +82,13 @@ type MasterServiceClient interface {
 	AddMember(ctx context.Context, in *AddMemberRequest, opts ...grpc.CallOption) (*ListMembersResponse, error)
 	// RemoveMember removes a master from the group.
 	RemoveMember(ctx context.Context, in *RemoveMemberRequest, opts ...grpc.CallOption) (*ListMembersResponse, error)
+	// JoinFloor gives a partition server the join floor of a replica it is
+	// about to create empty because the map lists it there but it hosts
+	// none (its heartbeat's Join placement): the range's leader's verified
+	// (term, commit index), as a move's CreateReplica carries
+	// (reliability.md 19). Refused (FailedPrecondition) when the map no
+	// longer lists the server in the range.
+	JoinFloor(ctx context.Context, in *JoinFloorRequest, opts ...grpc.CallOption) (*JoinFloorResponse, error)
 }
 
 type masterServiceClient struct {
@@ -279,6 +287,16 @@ func (c *masterServiceClient) RemoveMember(ctx context.Context, in *RemoveMember
 	return out, nil
 }
 
+func (c *masterServiceClient) JoinFloor(ctx context.Context, in *JoinFloorRequest, opts ...grpc.CallOption) (*JoinFloorResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(JoinFloorResponse)
+	err := c.cc.Invoke(ctx, MasterService_JoinFloor_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MasterServiceServer is the server API for MasterService service.
 // All implementations must embed UnimplementedMasterServiceServer
 // for forward compatibility.
@@ -319,6 +337,13 @@ type MasterServiceServer interface {
 	AddMember(context.Context, *AddMemberRequest) (*ListMembersResponse, error)
 	// RemoveMember removes a master from the group.
 	RemoveMember(context.Context, *RemoveMemberRequest) (*ListMembersResponse, error)
+	// JoinFloor gives a partition server the join floor of a replica it is
+	// about to create empty because the map lists it there but it hosts
+	// none (its heartbeat's Join placement): the range's leader's verified
+	// (term, commit index), as a move's CreateReplica carries
+	// (reliability.md 19). Refused (FailedPrecondition) when the map no
+	// longer lists the server in the range.
+	JoinFloor(context.Context, *JoinFloorRequest) (*JoinFloorResponse, error)
 	mustEmbedUnimplementedMasterServiceServer()
 }
 
@@ -379,6 +404,9 @@ func (UnimplementedMasterServiceServer) AddMember(context.Context, *AddMemberReq
 }
 func (UnimplementedMasterServiceServer) RemoveMember(context.Context, *RemoveMemberRequest) (*ListMembersResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method RemoveMember not implemented")
+}
+func (UnimplementedMasterServiceServer) JoinFloor(context.Context, *JoinFloorRequest) (*JoinFloorResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method JoinFloor not implemented")
 }
 func (UnimplementedMasterServiceServer) mustEmbedUnimplementedMasterServiceServer() {}
 func (UnimplementedMasterServiceServer) testEmbeddedByValue()                       {}
@@ -693,6 +721,24 @@ func _MasterService_RemoveMember_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MasterService_JoinFloor_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(JoinFloorRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServiceServer).JoinFloor(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MasterService_JoinFloor_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServiceServer).JoinFloor(ctx, req.(*JoinFloorRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // MasterService_ServiceDesc is the grpc.ServiceDesc for MasterService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -759,6 +805,10 @@ var MasterService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RemoveMember",
 			Handler:    _MasterService_RemoveMember_Handler,
+		},
+		{
+			MethodName: "JoinFloor",
+			Handler:    _MasterService_JoinFloor_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
