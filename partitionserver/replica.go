@@ -385,10 +385,19 @@ func (r *replica) linearizable(ctx context.Context) error {
 
 // joinFloor returns a committed log position every later leader holds:
 // this leader's term and commit index, once an entry of its term is
-// committed (so the entry at the index is of that term) and a quorum has
-// confirmed the leadership after the index was read (a deposed leader,
-// one a stale configuration elected, cannot). The term is read again
-// after the confirmation: a term change in between fails the call.
+// committed (so the entry at the index is of that term), the commit index
+// has reached the last index this leader had appended when asked, and a
+// quorum has confirmed the leadership after the index was read (a deposed
+// leader, one a stale configuration elected, cannot). The term is read
+// again after the confirmation: a term change in between fails the call.
+//
+// The wait for the last index: the replica being re-created may have
+// acknowledged entries whose acknowledgement the leader has not processed
+// yet; they commit, counting that acknowledgement, after a commit index
+// read at once, and the floor would lie below writes a client saw
+// acknowledged. Every entry the lost replica holds was appended here
+// first, so once the commit index passes the last index read after the
+// call began, the floor covers them.
 func (r *replica) joinFloor(ctx context.Context) (joinFloor, error) {
 	if !r.isLeader() {
 		return joinFloor{}, ErrNotLeader
@@ -397,11 +406,15 @@ func (r *replica) joinFloor(ctx context.Context) (joinFloor, error) {
 		return joinFloor{}, err
 	}
 	term := r.raft.CurrentTerm()
-	idx := r.raft.CommitIndex()
 	if r.readyTerm.Load() != term {
-		// A new term since termCommitted: idx may precede its first entry.
+		// A new term since termCommitted: the commit index may precede
+		// its first entry.
 		return joinFloor{}, ErrNotLeader
 	}
+	if err := r.commitReaches(ctx, term, r.raft.LastIndex()); err != nil {
+		return joinFloor{}, err
+	}
+	idx := r.raft.CommitIndex()
 	if err := r.raft.VerifyLeader().Error(); err != nil {
 		return joinFloor{}, ErrNotLeader
 	}
@@ -409,6 +422,25 @@ func (r *replica) joinFloor(ctx context.Context) (joinFloor, error) {
 		return joinFloor{}, ErrNotLeader
 	}
 	return joinFloor{term: term, index: idx}, nil
+}
+
+// commitReaches waits, bounded by ctx, until this leader's commit index is
+// at or past last while it still leads in term.
+func (r *replica) commitReaches(ctx context.Context, term, last uint64) error {
+	for r.raft.CommitIndex() < last {
+		if r.raft.CurrentTerm() != term || !r.isLeader() {
+			return ErrNotLeader
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Microsecond):
+		}
+	}
+	if r.raft.CurrentTerm() != term {
+		return ErrNotLeader
+	}
+	return nil
 }
 
 // termCommitted returns once this leader has committed an entry of its
