@@ -44,6 +44,10 @@ type replica struct {
 	// log no longer holds (lastTerm).
 	snaps raft.SnapshotStore
 	dir   string
+	// snapTerm is the last (index, term) lastTerm found in a snapshot's
+	// meta: a committed entry's term never changes, and a leader's reads
+	// wait on the same last index until its next entry (lastTerm).
+	snapTerm atomic.Pointer[[2]uint64]
 
 	// readyTerm is the last term in which this member, leading, saw an
 	// entry of its own term committed (termCommitted).
@@ -302,15 +306,21 @@ func (r *replica) propose(ctx context.Context, data []byte, timeout time.Duratio
 	return res, nil
 }
 
-// compact snapshots the range and drops its whole log, so a voter added
-// next receives the data as a snapshot. A range created by a split holds
-// data its log never carried; replaying that log would give a new voter an
-// empty range.
+// compact snapshots the range and drops its log but for its last entry,
+// so a voter added next receives the data as a snapshot: the log starts
+// past index 1, and an empty member is sent the snapshot (nothing in the
+// log reaches back to its index 1). A range created by a split holds data
+// its log never carried; replaying that log would give a new voter an
+// empty range. The last entry is kept as by the birth compaction
+// (compactBirthLog): an empty log has every member snapshot the whole
+// range at every SnapshotInterval until its next entry (hashicorp's
+// shouldSnapshot underflows on it), which a move that fails after its
+// compaction left behind.
 func (r *replica) compact() error {
 	if err := r.raft.Barrier(10 * time.Second).Error(); err != nil {
 		return err
 	}
-	return r.snapshotAll()
+	return snapshotKeeping(r.raft, &r.cfgMu, 1)
 }
 
 // close stops the Raft member; its log stays in the shared store.
@@ -501,11 +511,20 @@ func (r *replica) lastTerm(index uint64) (term uint64, ok bool) {
 	if err == nil || !errors.Is(err, raft.ErrLogNotFound) || r.snaps == nil {
 		return entryTerm(index, l.Term, err, nil)
 	}
+	// Remembered: every waiting read asks again each 200 µs, and List
+	// scans the snapshot directory and decodes each meta.json.
+	if st := r.snapTerm.Load(); st != nil && st[0] == index {
+		return st[1], true
+	}
 	metas, lerr := r.snaps.List()
 	if lerr != nil {
 		return 0, false
 	}
-	return entryTerm(index, 0, err, metas)
+	term, ok = entryTerm(index, 0, err, metas)
+	if ok {
+		r.snapTerm.Store(&[2]uint64{index, term})
+	}
+	return term, ok
 }
 
 // entryTerm decides the term of entry index from the log's answer (its
