@@ -138,7 +138,7 @@ func TestJoinTracker(t *testing.T) {
 	}
 	// The pause doubles up to joinRetryMax (range 1 failed once at now).
 	at := now
-	for i, pause := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 8 * time.Second} {
+	for i, pause := range []time.Duration{joinRetryFirst, min(2*joinRetryFirst, joinRetryMax), min(4*joinRetryFirst, joinRetryMax), joinRetryMax, joinRetryMax} {
 		if j.begin(1, at.Add(pause-time.Millisecond)) {
 			t.Fatalf("failure %d: range 1 asked again before its %v pause", i+1, pause)
 		}
