@@ -102,9 +102,21 @@ func TestMapRecreatedMemberRefusesStaleMember(t *testing.T) {
 
 	// 0. With every server reachable, a lost replica comes back (with its
 	// floor) and catches up: the path's cost when the leader answers.
+	// Every re-creation here must get a floor: a replica created without
+	// one is counted (partitionserver join_without_floor_total; the
+	// cluster's servers share the process's registry).
+	const withoutFloor = "tablestore_partitionserver_join_without_floor_total"
+	floorless := metricValue(t, withoutFloor, nil)
+	checkFloored := func(when string) {
+		t.Helper()
+		if n := metricValue(t, withoutFloor, nil) - floorless; n != 0 {
+			t.Fatalf("%s: %v replicas re-created without a join floor", when, n)
+		}
+	}
 	deleteLost()
 	start := time.Now()
 	waitFor(t, 60*time.Second, lost+"'s replica re-created and caught up", caughtUp)
+	checkFloored("healthy")
 	t.Logf("healthy: %s's replica re-created and caught up in %v", lost, time.Since(start).Round(time.Millisecond))
 
 	// 1. S is cut off (the hook drops a server's requests to the listed
@@ -150,6 +162,7 @@ func TestMapRecreatedMemberRefusesStaleMember(t *testing.T) {
 	start = time.Now()
 	waitFor(t, 60*time.Second, lost+"'s replica created and caught up once healed", caughtUp)
 	t.Logf("healed: %s's replica created and caught up in %v", lost, time.Since(start).Round(time.Millisecond))
+	checkFloored("healed")
 	write("after", 10)
 	verifyExactlyOnce(t, tcl, acked)
 }

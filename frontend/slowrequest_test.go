@@ -3,7 +3,9 @@ package frontend
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -106,5 +108,58 @@ func TestSlowRequestClientGoneIsLogged(t *testing.T) {
 				t.Fatalf("%d warnings %q, want %d (all warnings: %q)", got, msg, tc.want, h.msgs)
 			}
 		})
+	}
+}
+
+// The same for the query of a query batch ($batch holding one GET): its
+// sub-request carries the batch's start time (it did not, and a client
+// giving up on a slow batch query was logged at debug only).
+func TestSlowBatchQueryClientGoneIsLogged(t *testing.T) {
+	fb := newFakeBackend()
+	if _, err := fb.CreateTable(context.Background(), "stall"); err != nil {
+		t.Fatal(err)
+	}
+	h := &warnRecorder{}
+	s, err := NewServer(DefaultConfig(), stallingBackend{fb}, slog.New(h))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(s.Handler())
+	t.Cleanup(ts.Close)
+	body := strings.ReplaceAll(`--batch_q
+Content-Type: application/http
+Content-Transfer-Encoding: binary
+
+GET `+ts.URL+`/devstoreaccount1/stall() HTTP/1.1
+Accept: application/json;odata=nometadata
+
+--batch_q--
+`, "\n", "\r\n")
+	ctx, cancel := context.WithTimeout(context.Background(), slowRequestWarn+time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ts.URL+"/devstoreaccount1/$batch", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "multipart/mixed; boundary=batch_q")
+	req.Header.Set("x-ms-version", "2019-02-02")
+	req.Header.Set("DataServiceVersion", "3.0")
+	if err := auth.SignSharedKeyLite(req, auth.DevAccount()); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := ts.Client().Do(req)
+	if err == nil {
+		resp.Body.Close()
+		t.Fatalf("a batch query the backend never answers got %s", resp.Status)
+	}
+	const msg = "client gave up on a slow request"
+	deadline := time.Now().Add(20 * time.Second)
+	for h.count(msg) < 1 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	ts.CloseClientConnections()
+	ts.Close()
+	if got := h.count(msg); got != 1 {
+		t.Fatalf("%d warnings %q, want 1 (all warnings: %q)", got, msg, h.msgs)
 	}
 }

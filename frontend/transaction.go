@@ -409,7 +409,7 @@ func (s *Server) batchQuery(ctx context.Context, w http.ResponseWriter, rc *reqC
 	// A failing query is the batch's operation 0, and its message says so
 	// like every other batch failure ("0:The specified resource does not exist.").
 	src := &reqCtx{r: r, id: rc.id, hostStyle: rc.hostStyle, account: rc.account, secondary: rc.secondary,
-		principal: rc.principal, base: rc.base, msgPrefix: "0:"}
+		principal: rc.principal, base: rc.base, msgPrefix: "0:", start: rc.start}
 	bw := &bufferedWriter{h: http.Header{}}
 	err := func() error {
 		if rawQuery != "" {

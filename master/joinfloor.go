@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 
+	"tablestore/internal/rangeclient"
 	"tablestore/internal/rpcerr"
 	pb "tablestore/proto/tablestorepb"
 )
@@ -17,8 +18,8 @@ import (
 // replica.joinFloor). onLeader follows NotLeader, so a deposed leader, or
 // one a stale configuration elected, sends it on or cannot answer. A zero
 // term means the leader's server is older than the floor.
-func (s *Server) leaderFloor(ctx context.Context, id uint64) (term, index uint64, err error) {
-	err = s.onLeader(ctx, id, func(ctx context.Context, c pb.PartitionServiceClient) error {
+func (s *Server) leaderFloor(ctx context.Context, id uint64, o rangeclient.Options) (term, index uint64, err error) {
+	err = s.onLeaderWith(ctx, id, o, func(ctx context.Context, c pb.PartitionServiceClient) error {
 		resp, err := c.RangeInfo(ctx, &pb.RangeInfoRequest{RangeId: id, JoinFloor: true})
 		if err == nil {
 			term, index = resp.GetFloorTerm(), resp.GetFloorIndex()
@@ -34,6 +35,24 @@ func (s *Server) leaderFloor(ctx context.Context, id uint64) (term, index uint64
 // joinFloorLeaderWait bounds JoinFloor's search for a leader that
 // confirms itself.
 const joinFloorLeaderWait = 4 * time.Second
+
+// joinFloorSearch bounds that search further. A range without a leader
+// answers NotLeader from every replica at once, and the search ran about
+// 23 rounds over the replicas in its 4 s; a few rounds cover an election
+// settling (the server asks again later, backing off: partitionserver
+// joinassigned.go). An attempt on a leader that cannot commit or confirm
+// itself (a minority left) waits up to 5 s there; it is abandoned sooner.
+var joinFloorSearch = rangeclient.Options{Rounds: 4, AttemptTimeout: 2 * time.Second}
+
+// errNoJoinFloor is how JoinFloor refuses for a reason of the range's (no
+// leader confirms itself; the range changed during the call): Aborted
+// with its own reason, not Unavailable, which the partition server's
+// master client takes for an unreachable or deposed master and leaves it
+// for the next master (the heartbeats share that client). Translated here,
+// at the boundary.
+func errNoJoinFloor(msg string) error {
+	return rpcerr.New(codes.Aborted, rpcerr.ReasonNoJoinFloor, msg, nil)
+}
 
 // listsServer reports whether d has a replica on server.
 func listsServer(d *pb.RangeDescriptor, server string) bool {
@@ -85,18 +104,18 @@ func (v *service) JoinFloor(ctx context.Context, req *pb.JoinFloorRequest) (*pb.
 	}
 	// Bounded below the server's own wait (partitionserver joinFloorWait,
 	// 5 s), so a range without a leader that can confirm itself answers
-	// Unavailable with the reason instead of the caller's deadline.
+	// errNoJoinFloor with the reason instead of the caller's deadline.
 	lctx, cancel := context.WithTimeout(ctx, joinFloorLeaderWait)
 	defer cancel()
-	term, index, err := s.leaderFloor(lctx, id)
+	term, index, err := s.leaderFloor(lctx, id, joinFloorSearch)
 	if err != nil {
-		return nil, rpcerr.New(codes.Unavailable, rpcerr.ReasonUnavailable, err.Error(), nil)
+		return nil, errNoJoinFloor(err.Error())
 	}
 	// The map again: a change recorded meanwhile (a move that removed the
 	// server, committed after the floor's index was read) would leave the
 	// floor below that removal. The server asks again.
 	if now, ok := s.rangeDesc(id); !ok || now.GetGeneration() != d.GetGeneration() {
-		return nil, rpcerr.New(codes.Unavailable, rpcerr.ReasonUnavailable, fmt.Sprintf("range %d changed while its join floor was taken", id), nil)
+		return nil, errNoJoinFloor(fmt.Sprintf("range %d changed while its join floor was taken", id))
 	}
 	if term == 0 {
 		joinFloorMissingTotal.Inc()

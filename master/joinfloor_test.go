@@ -35,3 +35,19 @@ func TestJoinFloorRefusal(t *testing.T) {
 		})
 	}
 }
+
+// JoinFloor's refusal for a reason of the range (no leader confirms
+// itself; the range changed during the call) is not one the partition
+// server's master client takes for a master that is down or not the
+// leader (Unavailable, DeadlineExceeded, NOT_LEADER): answered so, it
+// moved the client, which the server's heartbeats share, off the master
+// leader.
+func TestNoJoinFloorKeepsTheMaster(t *testing.T) {
+	info := rpcerr.Parse(errNoJoinFloor("join floor of range 7: not leader"))
+	if info.Code != codes.Aborted || info.Reason != rpcerr.ReasonNoJoinFloor {
+		t.Fatalf("refusal %v %q, want Aborted %q", info.Code, info.Reason, rpcerr.ReasonNoJoinFloor)
+	}
+	if joinFloorSearch.Rounds <= 0 || joinFloorSearch.AttemptTimeout <= 0 || joinFloorSearch.AttemptTimeout >= joinFloorLeaderWait {
+		t.Fatalf("leader search %+v: want a rounds cap and an attempt timeout below %v", joinFloorSearch, joinFloorLeaderWait)
+	}
+}

@@ -79,6 +79,12 @@ func (s *Server) setLeader(id uint64, server string) {
 // and trying every replica until it succeeds or ctx ends
 // (internal/rangeclient's retry rule).
 func (s *Server) onLeader(ctx context.Context, id uint64, fn func(ctx context.Context, c pb.PartitionServiceClient) error) error {
+	return s.onLeaderWith(ctx, id, rangeclient.Options{}, fn)
+}
+
+// onLeaderWith is onLeader with o's AttemptTimeout and Rounds (the rest of
+// the options are onLeader's own).
+func (s *Server) onLeaderWith(ctx context.Context, id uint64, o rangeclient.Options, fn func(ctx context.Context, c pb.PartitionServiceClient) error) error {
 	candidates := func() ([]string, error) {
 		d, ok := s.rangeDesc(id)
 		if !ok {
@@ -99,6 +105,7 @@ func (s *Server) onLeader(ctx context.Context, id uint64, fn func(ctx context.Co
 	}
 	return rangeclient.Call(ctx, candidates, attempt, rangeclient.Options{
 		RetryBusy: true, OnLeader: func(server string) { s.setLeader(id, server) },
+		AttemptTimeout: o.AttemptTimeout, Rounds: o.Rounds,
 	})
 }
 
@@ -987,7 +994,7 @@ func (s *Server) addVoter(ctx context.Context, d *pb.RangeDescriptor, to string,
 	if err != nil {
 		return nil, err
 	}
-	floorTerm, floorIndex, err := s.leaderFloor(ctx, id)
+	floorTerm, floorIndex, err := s.leaderFloor(ctx, id, rangeclient.Options{})
 	if err != nil {
 		return nil, err
 	}

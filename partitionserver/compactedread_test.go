@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -85,8 +86,37 @@ func TestReadAfterWholeLogCompacted(t *testing.T) {
 			if _, err := v.Get(ctx, &pb.GetRequest{RangeId: id, Generation: 1, PartitionKey: "p", RowKey: "r3"}); err != nil {
 				t.Fatalf("get after the writes: %v", err)
 			}
+			if !tc.compact {
+				return
+			}
+			// A read waiting for its term's entry asks lastTerm every
+			// 200 µs: the snapshot's answer is remembered, not listed
+			// (a directory scan and a meta.json decode per snapshot)
+			// again each time.
+			counted := &countingSnaps{SnapshotStore: rep.snaps}
+			rep.snaps = counted
+			last := rep.raft.LastIndex()
+			for range 10 {
+				if term, ok := rep.lastTerm(last); !ok || term != rep.raft.CurrentTerm() {
+					t.Fatalf("lastTerm(%d) = %d, %v; want the current term %d", last, term, ok, rep.raft.CurrentTerm())
+				}
+			}
+			if n := counted.lists.Load(); n > 1 {
+				t.Fatalf("10 lookups of the last entry's term listed the snapshots %d times, want at most once", n)
+			}
 		})
 	}
+}
+
+// countingSnaps counts List calls.
+type countingSnaps struct {
+	raft.SnapshotStore
+	lists atomic.Int32
+}
+
+func (c *countingSnaps) List() ([]*raft.SnapshotMeta, error) {
+	c.lists.Add(1)
+	return c.SnapshotStore.List()
 }
 
 // entryTerm: the log's answer first; an entry compacted away is known only
@@ -164,5 +194,29 @@ func TestBirthCompactionKeepsLastEntry(t *testing.T) {
 	metas, err := rep.snaps.List()
 	if err != nil || len(metas) == 0 || metas[0].Index != last {
 		t.Fatalf("snapshots %v (%v); want one ending at %d", metas, err, last)
+	}
+
+	// A move's compaction before it adds a voter keeps the last entry
+	// too: a move that fails after it leaves no empty log behind.
+	for i := range 3 {
+		op := &pb.EntityOp{Kind: pb.OpKind_OP_KIND_INSERT, PartitionKey: "q", RowKey: fmt.Sprintf("r%d", i),
+			Entity: edm.MarshalBinary(&edm.Entity{PartitionKey: "q", RowKey: fmt.Sprintf("r%d", i)})}
+		wctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		_, err := v.Write(wctx, &pb.WriteRequest{RangeId: id, Generation: 2, Ops: []*pb.EntityOp{op}, RequestId: []byte(fmt.Sprintf("q%d", i))})
+		cancel()
+		if err != nil {
+			t.Fatalf("write q%d: %v", i, err)
+		}
+	}
+	if err := rep.compact(); err != nil {
+		t.Fatal(err)
+	}
+	first, _ = rep.logStore.FirstIndex()
+	last, _ = rep.logStore.LastIndex()
+	if first <= 1 || first != last || last != rep.raft.LastIndex() {
+		t.Fatalf("log after a move's compaction [%d, %d], raft's last index %d; want only its last entry, past index 1", first, last, rep.raft.LastIndex())
+	}
+	if metas, err = rep.snaps.List(); err != nil || len(metas) == 0 || metas[0].Index != last {
+		t.Fatalf("snapshots after a move's compaction %v (%v); want the newest ending at %d", metas, err, last)
 	}
 }

@@ -3,6 +3,7 @@ package partitionserver
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -39,7 +40,8 @@ func TestPlanJoin(t *testing.T) {
 		{name: "older master", err: status.Error(codes.Unimplemented, "unknown method JoinFloor"), step: joinUnprotected},
 		// Everything else is "not now": the replica is not created
 		// without its floor.
-		{name: "no leader confirms", err: rpcerr.New(codes.Unavailable, rpcerr.ReasonUnavailable, "join floor of range 7: not leader", nil), step: joinRetry},
+		{name: "no leader confirms", err: rpcerr.New(codes.Aborted, rpcerr.ReasonNoJoinFloor, "join floor of range 7: not leader", nil), step: joinRetry},
+		{name: "older master's no leader", err: rpcerr.New(codes.Unavailable, rpcerr.ReasonUnavailable, "join floor of range 7: not leader", nil), step: joinRetry},
 		{name: "deadline", err: status.Error(codes.DeadlineExceeded, "context deadline exceeded"), step: joinRetry},
 		{name: "no master", err: errors.New("masterclient: no master leader reachable"), step: joinRetry},
 		{name: "internal", err: status.Error(codes.Internal, "boom"), step: joinRetry},
@@ -87,5 +89,81 @@ func TestCreateJoinedAfterRemoval(t *testing.T) {
 	}
 	if got, err := storedFloor(s.logs.Log(id)); err != nil || got != (joinFloor{4, 30}) {
 		t.Fatalf("stored floor %v, %v; want {4 30}", got, err)
+	}
+	// Created at the removal's generation, the range's removal is
+	// forgotten (a later one is noted again).
+	if gen, ok := s.removedAt.Load(id); ok {
+		t.Fatalf("removal at generation %v still remembered after the replica was created at 6", gen)
+	}
+}
+
+// The Join bookkeeping: one call per range, at most maxJoinsInFlight, a
+// pause after a call that gave no floor (doubling from joinRetryFirst to
+// joinRetryMax, forgotten on any other outcome), and a range in its pause
+// leaves its slot to the others: 32 leaderless ranges first in the
+// assignments no longer starve the rest.
+func TestJoinTracker(t *testing.T) {
+	var j joinTracker
+	now := time.Unix(1000, 0)
+	// 32 leaderless ranges take every slot.
+	for id := uint64(1); id <= maxJoinsInFlight; id++ {
+		if !j.begin(id, now) {
+			t.Fatalf("range %d refused with %d in flight", id, id-1)
+		}
+	}
+	if j.begin(1, now) {
+		t.Fatal("a second call for range 1 started")
+	}
+	if j.begin(100, now) {
+		t.Fatal("a call beyond the cap started")
+	}
+	// They give no floor: each is paused, and the healthy range gets a
+	// slot while they wait, however often reconcile asks for them first.
+	for id := uint64(1); id <= maxJoinsInFlight; id++ {
+		if n := j.end(id, true, now); n != 1 {
+			t.Fatalf("range %d: %d failures in a row, want 1", id, n)
+		}
+	}
+	later := now.Add(joinRetryFirst / 2)
+	for id := uint64(1); id <= maxJoinsInFlight; id++ {
+		if j.begin(id, later) {
+			t.Fatalf("range %d asked again during its pause", id)
+		}
+	}
+	if !j.begin(100, later) {
+		t.Fatal("the healthy range found no slot while the leaderless ones were paused")
+	}
+	if n := j.end(100, false, later); n != 0 {
+		t.Fatalf("a created range counts %d failures", n)
+	}
+	// The pause doubles up to joinRetryMax (range 1 failed once at now).
+	at := now
+	for i, pause := range []time.Duration{joinRetryFirst, min(2*joinRetryFirst, joinRetryMax), min(4*joinRetryFirst, joinRetryMax), joinRetryMax, joinRetryMax} {
+		if j.begin(1, at.Add(pause-time.Millisecond)) {
+			t.Fatalf("failure %d: range 1 asked again before its %v pause", i+1, pause)
+		}
+		at = at.Add(pause)
+		if !j.begin(1, at) {
+			t.Fatalf("failure %d: range 1 not asked again after its %v pause", i+1, pause)
+		}
+		if n := j.end(1, true, at); n != i+2 {
+			t.Fatalf("%d failures in a row, want %d", n, i+2)
+		}
+	}
+	// Any other outcome forgets the pause and the count.
+	if !j.begin(1, at.Add(joinRetryMax)) {
+		t.Fatal("range 1 not asked again after the longest pause")
+	}
+	j.end(1, false, at.Add(joinRetryMax))
+	if !j.begin(1, at.Add(joinRetryMax)) {
+		t.Fatal("range 1 still paused after a call that gave a floor")
+	}
+	j.end(1, false, at.Add(joinRetryMax))
+	// Pauses long over are swept; nothing is left in flight.
+	far := at.Add(time.Hour)
+	j.begin(200, far)
+	j.end(200, false, far)
+	if inFlight, paused := j.busy(); inFlight != 0 || paused != 0 {
+		t.Fatalf("after every call ended and an hour: %d in flight, %d paused; want none", inFlight, paused)
 	}
 }

@@ -696,6 +696,9 @@ func (s *Server) createReplicaLocked(desc *pb.RangeDescriptor, bootstrap, campai
 	if err == nil && campaign && !campaigned {
 		s.campaignLeaderless(id)
 	}
+	if err == nil {
+		s.forgetRemoval(id, desc.GetGeneration()) // joinassigned.go
+	}
 	return err
 }
 

@@ -44,6 +44,10 @@ type replica struct {
 	// log no longer holds (lastTerm).
 	snaps raft.SnapshotStore
 	dir   string
+	// snapTerm is the last (index, term) lastTerm found in a snapshot's
+	// meta: a committed entry's term never changes, and a leader's reads
+	// wait on the same last index until its next entry (lastTerm).
+	snapTerm atomic.Pointer[[2]uint64]
 
 	// readyTerm is the last term in which this member, leading, saw an
 	// entry of its own term committed (termCommitted).
@@ -302,15 +306,21 @@ func (r *replica) propose(ctx context.Context, data []byte, timeout time.Duratio
 	return res, nil
 }
 
-// compact snapshots the range and drops its whole log, so a voter added
-// next receives the data as a snapshot. A range created by a split holds
-// data its log never carried; replaying that log would give a new voter an
-// empty range.
+// compact snapshots the range and drops its log but for its last entry,
+// so a voter added next receives the data as a snapshot: the log starts
+// past index 1, and an empty member is sent the snapshot (nothing in the
+// log reaches back to its index 1). A range created by a split holds data
+// its log never carried; replaying that log would give a new voter an
+// empty range. The last entry is kept as by the birth compaction
+// (compactBirthLog): an empty log has every member snapshot the whole
+// range at every SnapshotInterval until its next entry (hashicorp's
+// shouldSnapshot underflows on it), which a move that fails after its
+// compaction left behind.
 func (r *replica) compact() error {
 	if err := r.raft.Barrier(10 * time.Second).Error(); err != nil {
 		return err
 	}
-	return r.snapshotAll()
+	return snapshotKeeping(r.raft, &r.cfgMu, 1)
 }
 
 // close stops the Raft member; its log stays in the shared store.
@@ -385,10 +395,19 @@ func (r *replica) linearizable(ctx context.Context) error {
 
 // joinFloor returns a committed log position every later leader holds:
 // this leader's term and commit index, once an entry of its term is
-// committed (so the entry at the index is of that term) and a quorum has
-// confirmed the leadership after the index was read (a deposed leader,
-// one a stale configuration elected, cannot). The term is read again
-// after the confirmation: a term change in between fails the call.
+// committed (so the entry at the index is of that term), the commit index
+// has reached the last index this leader had appended when asked, and a
+// quorum has confirmed the leadership after the index was read (a deposed
+// leader, one a stale configuration elected, cannot). The term is read
+// again after the confirmation: a term change in between fails the call.
+//
+// The wait for the last index: the replica being re-created may have
+// acknowledged entries whose acknowledgement the leader has not processed
+// yet; they commit, counting that acknowledgement, after a commit index
+// read at once, and the floor would lie below writes a client saw
+// acknowledged. Every entry the lost replica holds was appended here
+// first, so once the commit index passes the last index read after the
+// call began, the floor covers them.
 func (r *replica) joinFloor(ctx context.Context) (joinFloor, error) {
 	if !r.isLeader() {
 		return joinFloor{}, ErrNotLeader
@@ -397,11 +416,15 @@ func (r *replica) joinFloor(ctx context.Context) (joinFloor, error) {
 		return joinFloor{}, err
 	}
 	term := r.raft.CurrentTerm()
-	idx := r.raft.CommitIndex()
 	if r.readyTerm.Load() != term {
-		// A new term since termCommitted: idx may precede its first entry.
+		// A new term since termCommitted: the commit index may precede
+		// its first entry.
 		return joinFloor{}, ErrNotLeader
 	}
+	if err := r.commitReaches(ctx, term, r.raft.LastIndex()); err != nil {
+		return joinFloor{}, err
+	}
+	idx := r.raft.CommitIndex()
 	if err := r.raft.VerifyLeader().Error(); err != nil {
 		return joinFloor{}, ErrNotLeader
 	}
@@ -409,6 +432,25 @@ func (r *replica) joinFloor(ctx context.Context) (joinFloor, error) {
 		return joinFloor{}, ErrNotLeader
 	}
 	return joinFloor{term: term, index: idx}, nil
+}
+
+// commitReaches waits, bounded by ctx, until this leader's commit index is
+// at or past last while it still leads in term.
+func (r *replica) commitReaches(ctx context.Context, term, last uint64) error {
+	for r.raft.CommitIndex() < last {
+		if r.raft.CurrentTerm() != term || !r.isLeader() {
+			return ErrNotLeader
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Microsecond):
+		}
+	}
+	if r.raft.CurrentTerm() != term {
+		return ErrNotLeader
+	}
+	return nil
 }
 
 // termCommitted returns once this leader has committed an entry of its
@@ -469,11 +511,20 @@ func (r *replica) lastTerm(index uint64) (term uint64, ok bool) {
 	if err == nil || !errors.Is(err, raft.ErrLogNotFound) || r.snaps == nil {
 		return entryTerm(index, l.Term, err, nil)
 	}
+	// Remembered: every waiting read asks again each 200 µs, and List
+	// scans the snapshot directory and decodes each meta.json.
+	if st := r.snapTerm.Load(); st != nil && st[0] == index {
+		return st[1], true
+	}
 	metas, lerr := r.snaps.List()
 	if lerr != nil {
 		return 0, false
 	}
-	return entryTerm(index, 0, err, metas)
+	term, ok = entryTerm(index, 0, err, metas)
+	if ok {
+		r.snapTerm.Store(&[2]uint64{index, term})
+	}
+	return term, ok
 }
 
 // entryTerm decides the term of entry index from the log's answer (its

@@ -82,12 +82,11 @@ type Server struct {
 	// report is the heartbeat loop's own state (heartbeat.go).
 	report reportState
 
-	// joining: the ranges whose Join placement waits for a join floor
+	// joins: the Join placements waiting for a join floor
 	// (joinassigned.go), one call each. removedAt: per range, the highest
 	// generation a delete said removed this server (joinassigned.go).
-	joining       sync.Map
-	joinsInFlight atomic.Int32
-	removedAt     sync.Map
+	joins     joinTracker
+	removedAt sync.Map
 
 	ctx    context.Context
 	cancel context.CancelFunc

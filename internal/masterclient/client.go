@@ -92,6 +92,18 @@ func retryable(err error) bool {
 	return false
 }
 
+// hung reports whether an attempt that failed with err as the caller's
+// ctx ended was one that hung until that deadline: the master never
+// answered (a paused or partitioned master keeps its connection open, or
+// never completes the handshake). The next call then starts on the next
+// master. Without it a caller whose deadline is shorter than the attempt's
+// (the partition server's heartbeat: 3 s against 5 s) returned without
+// moving on, and stayed on a silent master for as long as it stayed
+// silent. A call the caller cancelled tells nothing about the master.
+func hung(ctx context.Context, err error) bool {
+	return errors.Is(ctx.Err(), context.DeadlineExceeded) && rpcerr.Parse(err).Code == codes.DeadlineExceeded
+}
+
 // Call runs fn against the leader, moving to the next master while the one
 // tried is not the leader or unreachable, until ctx ends.
 func (c *Client) Call(ctx context.Context, fn func(ctx context.Context, mc pb.MasterServiceClient) error) error {
@@ -110,15 +122,14 @@ func (c *Client) Call(ctx context.Context, fn func(ctx context.Context, mc pb.Ma
 		last = err
 		if !retryable(err) || ctx.Err() != nil {
 			if ctx.Err() != nil && retryable(err) {
+				if hung(ctx, err) {
+					c.Advance(i)
+				}
 				return fmt.Errorf("%w: %v", ErrNoMaster, last)
 			}
 			return err
 		}
-		c.mu.Lock()
-		if c.current == i {
-			c.current = (i + 1) % len(c.conns)
-		}
-		c.mu.Unlock()
+		c.Advance(i)
 		if (attempt+1)%len(c.conns) == 0 {
 			select {
 			case <-ctx.Done():

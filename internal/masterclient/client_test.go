@@ -3,11 +3,15 @@ package masterclient
 import (
 	"context"
 	"net"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 
+	"tablestore/internal/rpcerr"
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -75,5 +79,123 @@ func TestReconnectSoonAfterOutage(t *testing.T) {
 		t.Fatalf("first successful call %v after the master listened again, want within 2 s", took.Round(time.Millisecond))
 	} else {
 		t.Logf("first successful call %v after the master listened again", took.Round(time.Millisecond))
+	}
+}
+
+// TestHungMasterLeftForTheNext: a master that accepts connections and never
+// answers (paused, or cut off beyond its accepted socket) fails a call
+// whose deadline is shorter than the client's per-attempt timeout (a
+// partition server's heartbeat: 3 s against 5 s) by that deadline; the
+// next call must start on the other master. Before, the client stayed on
+// the silent master, and every later call hung there too.
+func TestHungMasterLeftForTheNext(t *testing.T) {
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	var mu sync.Mutex
+	var held []net.Conn // accepted, never read, never answered
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	go func() {
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c)
+			mu.Unlock()
+		}
+	}()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	pb.RegisterMasterServiceServer(srv, answering{})
+	go srv.Serve(ln)
+	defer srv.Stop()
+
+	c, err := New([]string{silent.Addr().String(), ln.Addr().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	call := func(limit time.Duration) error {
+		ctx, cancel := context.WithTimeout(context.Background(), limit)
+		defer cancel()
+		return c.Call(ctx, func(ctx context.Context, mc pb.MasterServiceClient) error {
+			_, err := mc.GetPartitionMap(ctx, &pb.GetPartitionMapRequest{})
+			return err
+		})
+	}
+	// The first call starts on the silent master and hangs there until
+	// its deadline, below the per-attempt 5 s.
+	if err := call(time.Second); err == nil {
+		t.Fatal("a call on the silent master succeeded")
+	}
+	// The next one, just as short, must reach the answering master.
+	if err := call(3 * time.Second); err != nil {
+		t.Fatalf("the call after a hung attempt: %v; want it answered by the other master", err)
+	}
+	// And the client stays there.
+	if _, i := c.Conn(); i != 1 {
+		t.Fatalf("current master %d, want 1 (the answering one)", i)
+	}
+}
+
+// refusing answers every JoinFloor as a master that cannot take the
+// range's floor does.
+type refusing struct {
+	pb.UnimplementedMasterServiceServer
+	calls atomic.Int32
+}
+
+func (r *refusing) JoinFloor(context.Context, *pb.JoinFloorRequest) (*pb.JoinFloorResponse, error) {
+	r.calls.Add(1)
+	return nil, rpcerr.New(codes.Aborted, rpcerr.ReasonNoJoinFloor, "join floor of range 7: not leader", nil)
+}
+
+// TestNoJoinFloorStaysOnMaster: the master's refusal of a join floor for a
+// reason of the range is returned at once, and the client stays on that
+// master (its heartbeats go on there).
+func TestNoJoinFloorStaysOnMaster(t *testing.T) {
+	var addrs []string
+	var masters []*refusing
+	for range 2 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := &refusing{}
+		srv := grpc.NewServer()
+		pb.RegisterMasterServiceServer(srv, m)
+		go srv.Serve(ln)
+		defer srv.Stop()
+		addrs, masters = append(addrs, ln.Addr().String()), append(masters, m)
+	}
+	c, err := New(addrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = c.Call(ctx, func(ctx context.Context, mc pb.MasterServiceClient) error {
+		_, err := mc.JoinFloor(ctx, &pb.JoinFloorRequest{RangeId: 7, ServerId: "ps3"})
+		return err
+	})
+	if !rpcerr.Is(err, rpcerr.ReasonNoJoinFloor) {
+		t.Fatalf("call: %v, want the master's NO_JOIN_FLOOR", err)
+	}
+	if _, i := c.Conn(); i != 0 || masters[0].calls.Load() != 1 || masters[1].calls.Load() != 0 {
+		t.Fatalf("current master %d, calls %d and %d; want master 0, asked once", i, masters[0].calls.Load(), masters[1].calls.Load())
 	}
 }

@@ -45,6 +45,12 @@ const (
 	// recorded the merge as aborted and unfroze the range (master
 	// ErrMergeAborted). Nothing changed; a later request freezes anew.
 	ReasonMergeAborted = "MERGE_ABORTED"
+	// ReasonNoJoinFloor: the master could not take a join floor for a
+	// replica a partition server is about to re-create (no leader of the
+	// range confirmed itself, or the range changed meanwhile; gRPC
+	// Aborted). A fact about the range, not the master: the master client
+	// stays on this master, and the server asks again later.
+	ReasonNoJoinFloor = "NO_JOIN_FLOOR"
 )
 
 // Metadata keys.

@@ -1,0 +1,163 @@
+package partitionserver
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+
+	"tablestore/internal/rpcerr"
+	pb "tablestore/proto/tablestorepb"
+)
+
+// floorMaster answers JoinFloor per range as told, and counts the calls.
+type floorMaster struct {
+	pb.UnimplementedMasterServiceServer
+	mu      sync.Mutex
+	answers map[uint64]func() (*pb.JoinFloorResponse, error)
+	calls   map[uint64]int
+}
+
+func (m *floorMaster) JoinFloor(_ context.Context, req *pb.JoinFloorRequest) (*pb.JoinFloorResponse, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.calls[req.GetRangeId()]++
+	return m.answers[req.GetRangeId()]()
+}
+
+func (m *floorMaster) called(id uint64) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.calls[id]
+}
+
+func counterValue(t *testing.T, c interface{ Write(*dto.Metric) error }) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}
+
+// joinAssigned end to end against a master: each outcome of JoinFloor
+// leaves no call in flight; a refusal for a reason of the range pauses
+// the range (asked again only after the pause) and creates nothing; a
+// floor creates the replica with it; a zero floor creates it without one,
+// counted once created.
+func TestJoinAssignedWiring(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	listing := func(id uint64) *pb.RangeDescriptor {
+		return &pb.RangeDescriptor{RangeId: id, Table: "t", TableId: 7, Generation: 3,
+			Replicas: []*pb.Replica{{ServerId: "a"}, {ServerId: "b"}, {ServerId: "f"}}}
+	}
+	const (
+		noFloor = 51 // no leader confirms itself
+		moved   = 52 // the map no longer lists this server
+		floored = 53
+		zero    = 54 // the leader's server gives none
+	)
+	m := &floorMaster{calls: map[uint64]int{}, answers: map[uint64]func() (*pb.JoinFloorResponse, error){
+		noFloor: func() (*pb.JoinFloorResponse, error) {
+			return nil, rpcerr.New(codes.Aborted, rpcerr.ReasonNoJoinFloor, "join floor of range 51: not leader", nil)
+		},
+		moved: func() (*pb.JoinFloorResponse, error) {
+			return nil, rpcerr.New(codes.FailedPrecondition, "", "range 52 has no replica on f", nil)
+		},
+		floored: func() (*pb.JoinFloorResponse, error) {
+			return &pb.JoinFloorResponse{Range: listing(floored), FloorTerm: 5, FloorIndex: 20}, nil
+		},
+		zero: func() (*pb.JoinFloorResponse, error) {
+			return &pb.JoinFloorResponse{Range: listing(zero)}, nil
+		},
+	}}
+	srv := grpc.NewServer()
+	pb.RegisterMasterServiceServer(srv, m)
+	go srv.Serve(ln)
+	t.Cleanup(srv.Stop)
+
+	cfg := DefaultConfig()
+	cfg.ID = "f"
+	cfg.DataDir = filepath.Join(t.TempDir(), "ps")
+	cfg.GRPCAddr, cfg.RaftAddr = "127.0.0.1:0", "127.0.0.1:0"
+	cfg.Masters = []string{ln.Addr().String()}
+	cfg.QuiesceAfter = 0
+	s, err := New(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+
+	settled := func(what string, want int) {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			if inFlight, paused := s.joins.busy(); inFlight == 0 && paused == want {
+				return
+			} else if time.Now().After(deadline) {
+				t.Fatalf("%s: %d calls in flight, %d ranges paused; want 0 and %d", what, inFlight, paused, want)
+			}
+		}
+	}
+	before := counterValue(t, joinWithoutFloorTotal)
+
+	// No floor: nothing created, the range paused.
+	s.joinAssigned(listing(noFloor), nil)
+	settled("no floor", 1)
+	if s.hosts(noFloor) {
+		t.Fatal("replica created without its floor")
+	}
+	s.joinAssigned(listing(noFloor), nil) // during its pause: no call
+	if n := m.called(noFloor); n != 1 {
+		t.Fatalf("range %d asked %d times within its pause, want once", noFloor, n)
+	}
+	for deadline := time.Now().Add(20 * time.Second); m.called(noFloor) < 2; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the paused range never asked again")
+		}
+		s.joinAssigned(listing(noFloor), nil) // reconcile's next passes
+	}
+	settled("no floor again", 1)
+
+	// Moved away: nothing created, nothing paused but the first.
+	s.joinAssigned(listing(moved), nil)
+	settled("moved", 1)
+	if s.hosts(moved) {
+		t.Fatal("replica created for a range the map moved away")
+	}
+
+	// A floor: created with it, not counted.
+	s.joinAssigned(listing(floored), nil)
+	settled("floored", 1)
+	if !s.hosts(floored) {
+		t.Fatal("replica not created with its floor")
+	}
+	if got, err := storedFloor(s.logs.Log(floored)); err != nil || got != (joinFloor{5, 20}) {
+		t.Fatalf("stored floor %v, %v; want {5 20}", got, err)
+	}
+	if n := counterValue(t, joinWithoutFloorTotal) - before; n != 0 {
+		t.Fatalf("%v floorless creations counted after one with its floor", n)
+	}
+
+	// A zero floor: created, counted once.
+	s.joinAssigned(listing(zero), nil)
+	settled("zero floor", 1)
+	if !s.hosts(zero) {
+		t.Fatal("replica not created with a zero floor")
+	}
+	if n := counterValue(t, joinWithoutFloorTotal) - before; n != 1 {
+		t.Fatalf("%v floorless creations counted, want 1", n)
+	}
+}
