@@ -19,14 +19,16 @@ import (
 // was "await the split") and only the master's replica GC deleted it, 2 s
 // after the healed server's first report: the split-off range ran a voter
 // short for about 7 s after the heal, and a SIGSTOP of its leader left it
-// without a quorum (4.34 s without a write). Now the heartbeat's answer,
-// which no longer assigns the parent here, is enough: the server deletes
-// its stale replica itself and joins the split-off range empty.
+// without a quorum (4.34 s without a write). Now the master's replica GC
+// collects such a replica without its grace (it holds up a range assigned
+// to the server), on the positive proof that the parent's descriptor no
+// longer lists the server; the server then joins the split-off range
+// empty. (Session 9 first had the server delete it itself because the
+// answer no longer assigned the parent; that is no proof: the master's map
+// can lose a live range for a while.)
 //
-// The master's deletes are held by a failpoint for the whole cut (the
-// cut-off server would not get them in the chaos run either), so before the
-// fix the split-off range never appears on the server: the test fails on
-// its deadline, not on a timing margin.
+// The move's own delete is held by a failpoint (the cut-off server would
+// not get it in the chaos run either); replica GC's are not.
 func TestStaleParentDoesNotHoldUpSplitRange(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
@@ -48,8 +50,8 @@ func TestStaleParentDoesNotHoldUpSplitRange(t *testing.T) {
 	vi := c.ServerIndex(victim)
 	t.Logf("range %d: leader %s, cut off %s, moved to %s", left.GetRangeId(), leader, victim, spare)
 
-	failpoint.Enable("master/delete-replica", nil)
-	t.Cleanup(func() { failpoint.Disable("master/delete-replica") })
+	failpoint.Enable("master/delete-replica-later", nil)
+	t.Cleanup(func() { failpoint.Disable("master/delete-replica-later") })
 	c.IsolateServer(vi, true)
 	t.Cleanup(func() { c.IsolateServer(vi, false) })
 
@@ -76,6 +78,7 @@ func TestStaleParentDoesNotHoldUpSplitRange(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("move range %d %s -> %s: %v", left.GetRangeId(), victim, spare, err)
 	}
+	moved := time.Now()
 	writeSeq(t, tc, acked, "cut", 50)
 
 	// Still cut off from its peers, the server has the split-off range
@@ -84,6 +87,7 @@ func TestStaleParentDoesNotHoldUpSplitRange(t *testing.T) {
 	waitFor(t, 20*time.Second, fmt.Sprintf("range %d created on %s while cut off", right.GetRangeId(), victim), func() bool {
 		return rangeInfo(vs, right.GetRangeId()) != nil
 	})
+	t.Logf("range %d created on %s %v after the move", right.GetRangeId(), victim, time.Since(moved).Round(time.Millisecond))
 	if rangeInfo(vs, left.GetRangeId()) != nil {
 		t.Fatalf("%s still hosts its stale replica of range %d beside range %d", victim, left.GetRangeId(), right.GetRangeId())
 	}
@@ -106,7 +110,7 @@ func TestStaleParentDoesNotHoldUpSplitRange(t *testing.T) {
 		return st != nil && st.GetAppliedIndex() >= target
 	})
 	t.Logf("range %d on %s caught up %v after the heal", right.GetRangeId(), victim, time.Since(healed).Round(time.Millisecond))
-	failpoint.Disable("master/delete-replica")
+	failpoint.Disable("master/delete-replica-later")
 
 	// The split-off range lives on the healed server and one more.
 	for _, r := range right.GetReplicas() {

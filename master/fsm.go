@@ -526,6 +526,51 @@ func (s *state) coveredByNewer(d *pb.RangeDescriptor) bool {
 	return false
 }
 
+// retiredBy reports whether ranges of the table other than d's, each of a
+// generation at least d's, cover d's whole span: d's range is gone (merged
+// away, or split with its id's own later descriptor recorded), so a
+// replica of it is retired. Overlap alone is no proof: applyUpdateRanges
+// drops an older range that a newer adopted descriptor merely overlaps, so
+// a split's right half adopted before its left half leaves the parent's id
+// out of the map for a while although the parent (its left half, same id)
+// lives, with voters that have not applied the split yet.
+func (s *state) retiredBy(d *pb.RangeDescriptor) bool {
+	var newer []*pb.RangeDescriptor
+	for id := range s.tableRanges[d.GetTableId()] {
+		o := s.ranges[id]
+		if id != d.GetRangeId() && o != nil && o.GetGeneration() >= d.GetGeneration() && overlaps(o, d) {
+			newer = append(newer, o)
+		}
+	}
+	return coversSpan(d, newer)
+}
+
+// coversSpan reports whether the union of spans covers d's span.
+func coversSpan(d *pb.RangeDescriptor, spans []*pb.RangeDescriptor) bool {
+	pos := d.GetStart()
+	for {
+		// The span that starts at or before pos and reaches furthest.
+		var best *pb.RangeDescriptor
+		for _, o := range spans {
+			if o.GetStart() > pos || (o.GetEnd() != "" && o.GetEnd() <= pos) {
+				continue
+			}
+			if best == nil || o.GetEnd() == "" || (best.GetEnd() != "" && o.GetEnd() > best.GetEnd()) {
+				best = o
+			}
+		}
+		switch {
+		case best == nil:
+			return false
+		case best.GetEnd() == "":
+			return true
+		case d.GetEnd() != "" && best.GetEnd() >= d.GetEnd():
+			return true
+		}
+		pos = best.GetEnd()
+	}
+}
+
 func (s *state) tableLive(id uint64) bool {
 	_, ok := s.tableIDs[id]
 	return ok

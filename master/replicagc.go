@@ -33,11 +33,15 @@ func init() { prometheus.MustRegister(staleReplicasCollectedTotal) }
 // collected; staleRetry is how long before a collected one still reported
 // is asked for again. The grace only debounces: the claim and the
 // before_generation guard make an early delete safe. A stale replica that
-// covers the start of a split-born range assigned to its server no longer
-// waits for this: the server deletes it itself from its heartbeat's answer
-// (lifecycle.DropStale; chaos seeds 10 and 299, a server removed from a
-// range by a move just after the range split, whose new range ran a voter
-// short until the stale parent went, 12 s and 7 s later).
+// may hold up a range assigned to its server does not wait for it
+// (staleHoldingUp: chaos seeds 10 and 299, a server removed from a range
+// by a move just after the range split kept its replica of the parent,
+// which covers the split-off range's start, so the server awaited a split
+// no leader would send it; the new range ran a voter short until the
+// stale parent went, 12 s and 7 s later). The server does not delete it
+// itself: that the answer no longer assigns it the range is no proof it
+// was removed (the map can lose a live range for a while,
+// applyUpdateRanges), and such a replica may be a voter.
 const (
 	staleGrace = 2 * time.Second
 	staleRetry = 30 * time.Second
@@ -50,6 +54,9 @@ type staleKey struct {
 
 type staleEntry struct {
 	first, asked, last time.Time
+	// urgent: it may hold up a range assigned to its server
+	// (staleHoldingUp); collected without the grace.
+	urgent bool
 }
 
 // replicaGC decides when to collect a stale replica; it does no I/O.
@@ -72,6 +79,22 @@ func (g *replicaGC) observe(server string, id uint64, now time.Time) {
 	g.m[k] = &staleEntry{first: now, last: now}
 }
 
+// expedite records that server hosts a replica of range id that the map
+// shows removed from it while it waits for an assigned range
+// (staleHoldingUp): it is collected at the server's next due, without the
+// grace.
+func (g *replicaGC) expedite(server string, id uint64, now time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	k := staleKey{server, id}
+	e := g.m[k]
+	if e == nil {
+		e = &staleEntry{first: now}
+		g.m[k] = e
+	}
+	e.last, e.urgent = now, true
+}
+
 // due returns server's stale replicas whose grace is over and that were
 // not asked for within staleRetry, marking them asked. Heartbeats carry
 // only what changed, so a stale replica is reported once and then only in
@@ -82,7 +105,7 @@ func (g *replicaGC) due(server string, now time.Time) []uint64 {
 	defer g.mu.Unlock()
 	var out []uint64
 	for k, e := range g.m {
-		if k.server != server || now.Sub(e.first) < staleGrace || (!e.asked.IsZero() && now.Sub(e.asked) < staleRetry) {
+		if k.server != server || (!e.urgent && now.Sub(e.first) < staleGrace) || (!e.asked.IsZero() && now.Sub(e.asked) < staleRetry) {
 			continue
 		}
 		e.asked = now
@@ -111,6 +134,59 @@ func (g *replicaGC) forget(now time.Time) {
 			delete(g.m, k)
 		}
 	}
+}
+
+// staleHoldingUp returns the replicas server hosts (its reports' view)
+// that may hold up a range assigned to it: see holdingUp.
+func (s *Server) staleHoldingUp(server string) []uint64 {
+	hosted := s.reports.hostedIDs(server)
+	if len(hosted) == 0 {
+		return nil
+	}
+	var out []uint64
+	s.fsm.read(func(st *state) { out = holdingUp(server, hosted, st) })
+	return out
+}
+
+// holdingUp returns the ranges of hosted (what server reports hosting)
+// whose descriptor in the map does not list server, the positive proof
+// replica GC collects on (a later generation of the range removed the
+// server; collectStale checks it again under the range's claim and deletes
+// only below that generation), when server is assigned a range of the
+// same table at a generation above 1 that it does not host. Such a replica
+// may cover that range's start, and the server then awaits a split its
+// replica, outside the range's configuration, never gets. A range absent
+// from the map is never returned: absence proves nothing (applyUpdateRanges
+// may have dropped a live range for a while).
+func holdingUp(server string, hosted map[uint64]bool, st *state) []uint64 {
+	var stale []uint64
+	tables := map[uint64]bool{}
+	for id := range hosted {
+		d, ok := st.ranges[id]
+		if ok && !hasReplica(d, server) {
+			stale = append(stale, id)
+			tables[d.GetTableId()] = true
+		}
+	}
+	if len(stale) == 0 {
+		return nil
+	}
+	waiting := map[uint64]bool{}
+	for tid := range tables {
+		for id := range st.tableRanges[tid] {
+			if d := st.ranges[id]; d != nil && d.GetGeneration() > 1 && !hosted[id] && hasReplica(d, server) {
+				waiting[tid] = true
+				break
+			}
+		}
+	}
+	out := stale[:0]
+	for _, id := range stale {
+		if waiting[st.ranges[id].GetTableId()] {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // collectStale deletes server's replica of range id if the range's

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	pb "tablestore/proto/tablestorepb"
 )
 
 // TestReplicaGC: a stale replica is due for collection once staleGrace
@@ -52,5 +54,141 @@ func TestReplicaGC(t *testing.T) {
 	g.observe("ps2", 7, at(100*time.Second))
 	if got := g.due("ps2", at(100*time.Second)); len(got) != 0 {
 		t.Fatal("a replica forgotten and reported again was collected without a grace")
+	}
+}
+
+// An expedited stale replica (it may hold up a range assigned to its
+// server) is due at once, then, like any, only after staleRetry.
+func TestReplicaGCExpedite(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	g := newReplicaGC()
+	g.observe("ps2", 7, t0)
+	g.expedite("ps2", 7, t0.Add(time.Millisecond))
+	g.expedite("ps3", 8, t0)
+	if got := g.due("ps2", t0.Add(time.Millisecond)); fmt.Sprint(got) != "[7]" {
+		t.Fatalf("due %v, want [7] within the grace", got)
+	}
+	if got := g.due("ps3", t0); fmt.Sprint(got) != "[8]" {
+		t.Fatalf("due %v, want [8] (never observed, expedited)", got)
+	}
+	if got := g.due("ps2", t0.Add(staleRetry/2)); len(got) != 0 {
+		t.Fatalf("due %v again within staleRetry", got)
+	}
+}
+
+// holdingUp returns a replica only on the map's positive proof that its
+// range removed the server (a descriptor that does not list it), never for
+// a range the map does not hold: the map drops an older range a newer
+// adopted descriptor overlaps (applyUpdateRanges), so a split's right half
+// adopted before its left half leaves a live parent, whose replica here
+// may be a voter holding acknowledged entries, out of the map for a while.
+func TestHoldingUp(t *testing.T) {
+	rep := func(ids ...string) []*pb.Replica {
+		var out []*pb.Replica
+		for _, id := range ids {
+			out = append(out, &pb.Replica{ServerId: id})
+		}
+		return out
+	}
+	// Range 1 ["", "p") split at "m": 1 keeps ["", "m"), 4 takes ["m", "p").
+	parentMoved := &pb.RangeDescriptor{RangeId: 1, TableId: 7, End: "m", Generation: 7, Replicas: rep("ps1", "ps2", "ps3")}
+	parentHere := &pb.RangeDescriptor{RangeId: 1, TableId: 7, End: "m", Generation: 6, Replicas: rep("ps1", "ps3", "ps4")}
+	right := &pb.RangeDescriptor{RangeId: 4, TableId: 7, Start: "m", End: "p", Generation: 6, Replicas: rep("ps1", "ps3", "ps4")}
+	rest := &pb.RangeDescriptor{RangeId: 2, TableId: 7, Start: "p", Generation: 1, Replicas: rep("ps1", "ps3", "ps4")}
+	other := &pb.RangeDescriptor{RangeId: 9, TableId: 8, Generation: 3, Replicas: rep("ps1", "ps3", "ps4")}
+	tests := []struct {
+		name   string
+		ranges []*pb.RangeDescriptor
+		hosted []uint64 // ps4's replicas
+		want   []uint64
+	}{
+		// Chaos seed 299: ps4, cut off across the split, was moved off
+		// the parent; its replica of 1 covers 4's start.
+		{name: "removed from the parent, split-born range waiting", ranges: []*pb.RangeDescriptor{parentMoved, right, rest}, hosted: []uint64{1, 2}, want: []uint64{1}},
+		// The review's finding: the map adopted 4 and dropped 1 (still
+		// listing ps4) until 1's own new descriptor is adopted.
+		{name: "parent dropped from the map", ranges: []*pb.RangeDescriptor{right, rest}, hosted: []uint64{1, 2}},
+		{name: "parent lists the server", ranges: []*pb.RangeDescriptor{parentHere, right, rest}, hosted: []uint64{1, 2}},
+		{name: "nothing waits: the right half is hosted", ranges: []*pb.RangeDescriptor{parentMoved, right, rest}, hosted: []uint64{1, 2, 4}},
+		{name: "only a generation-1 range waits (bootstrapped, not split-born)", ranges: []*pb.RangeDescriptor{parentMoved, right, rest}, hosted: []uint64{1, 4}},
+		{name: "a range of another table waits", ranges: []*pb.RangeDescriptor{parentMoved, other}, hosted: []uint64{1}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			st := newState()
+			for _, d := range tc.ranges {
+				st.putRange(d)
+			}
+			hosted := map[uint64]bool{}
+			for _, id := range tc.hosted {
+				hosted[id] = true
+			}
+			if got := holdingUp("ps4", hosted, st); fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Fatalf("holdingUp = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// A reported replica is retired only when newer ranges cover its whole
+// span; one only overlapped (its range's id dropped from the map by the
+// adoption of a split's right half) is neither retired nor adopted.
+func TestReconcileRetired(t *testing.T) {
+	rep := []*pb.Replica{{ServerId: "ps1"}, {ServerId: "ps2"}, {ServerId: "ps3"}}
+	table := &pb.Table{Name: "t", TableId: 7}
+	parent := &pb.RangeDescriptor{RangeId: 1, Table: "t", TableId: 7, End: "z", Generation: 4, Replicas: rep}
+	right := &pb.RangeDescriptor{RangeId: 4, Table: "t", TableId: 7, Start: "m", End: "z", Generation: 5, Replicas: rep}
+	left := &pb.RangeDescriptor{RangeId: 1, Table: "t", TableId: 7, End: "m", Generation: 5, Replicas: rep}
+	// The left half merged into its left neighbour, range 3.
+	merged := &pb.RangeDescriptor{RangeId: 3, Table: "t", TableId: 7, End: "m", Generation: 6, Replicas: rep}
+	tail := &pb.RangeDescriptor{RangeId: 5, Table: "t", TableId: 7, Start: "z", Generation: 2, Replicas: rep}
+	tests := []struct {
+		name        string
+		ranges      []*pb.RangeDescriptor
+		wantRetired bool
+		wantNewer   bool
+	}{
+		{name: "right half adopted, parent dropped", ranges: []*pb.RangeDescriptor{right, tail}},
+		{name: "both halves recorded: the parent's id is newer", ranges: []*pb.RangeDescriptor{left, right, tail}},
+		{name: "both halves covered by newer ranges of other ids", ranges: []*pb.RangeDescriptor{merged, right, tail}, wantRetired: true},
+		{name: "not in the map, nothing overlaps", ranges: []*pb.RangeDescriptor{tail}, wantNewer: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fsm{st: newState()}
+			f.st.putTable("t", table)
+			for _, d := range tc.ranges {
+				f.st.putRange(d)
+			}
+			newer, retired, _ := f.reconcile("ps2", []*pb.RangeStatus{{RangeId: 1, Generation: 4, Range: parent}})
+			if (len(retired) > 0) != tc.wantRetired || (len(newer) > 0) != tc.wantNewer {
+				t.Fatalf("retired %v, newer %v; want retired %v, newer %v", retired, newer, tc.wantRetired, tc.wantNewer)
+			}
+		})
+	}
+}
+
+// coversSpan: the union of spans covers [start, end) ("" ends at infinity).
+func TestCoversSpan(t *testing.T) {
+	r := func(start, end string) *pb.RangeDescriptor { return &pb.RangeDescriptor{Start: start, End: end} }
+	tests := []struct {
+		d     *pb.RangeDescriptor
+		spans []*pb.RangeDescriptor
+		want  bool
+	}{
+		{r("", ""), nil, false},
+		{r("", ""), []*pb.RangeDescriptor{r("", "")}, true},
+		{r("", ""), []*pb.RangeDescriptor{r("m", "")}, false},
+		{r("", ""), []*pb.RangeDescriptor{r("m", ""), r("", "m")}, true},
+		{r("", ""), []*pb.RangeDescriptor{r("", "m"), r("n", "")}, false},
+		{r("a", "z"), []*pb.RangeDescriptor{r("", "c"), r("b", "k"), r("k", "z")}, true},
+		{r("a", "z"), []*pb.RangeDescriptor{r("", "c"), r("b", "k"), r("k", "y")}, false},
+		{r("a", "z"), []*pb.RangeDescriptor{r("b", "")}, false},
+		{r("a", "z"), []*pb.RangeDescriptor{r("a", "zz")}, true},
+	}
+	for i, tc := range tests {
+		if got := coversSpan(tc.d, tc.spans); got != tc.want {
+			t.Errorf("%d: coversSpan(%v, %v) = %v, want %v", i, tc.d, tc.spans, got, tc.want)
+		}
 	}
 }

@@ -307,6 +307,17 @@ func (r *reports) hostsReplica(server string, id uint64) bool {
 	return ok
 }
 
+// hostedIDs returns the ranges server's reports show a replica of.
+func (r *reports) hostedIDs(server string) map[uint64]bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[uint64]bool, len(r.hosted[server]))
+	for id := range r.hosted[server] {
+		out[id] = true
+	}
+	return out
+}
+
 func (r *reports) leaderOf(id uint64) string {
 	r.mu.Lock()
 	defer r.mu.Unlock()

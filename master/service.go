@@ -465,6 +465,9 @@ func (v *service) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.
 	for id := range stale {
 		s.replicaGC.observe(sv.GetServerId(), id, now)
 	}
+	for _, id := range s.staleHoldingUp(sv.GetServerId()) {
+		s.replicaGC.expedite(sv.GetServerId(), id, now)
+	}
 	for _, id := range s.replicaGC.due(sv.GetServerId(), now) {
 		if s.reports.hostsReplica(sv.GetServerId(), id) {
 			go s.collectStale(sv.GetServerId(), id)
@@ -512,7 +515,7 @@ func (s *Server) throttleEvent(server string, rs *pb.RangeStatus) {
 // reconcile compares reported descriptors with the catalog. The ranges' own
 // Raft state is the truth: newer descriptors (a split or merge the master
 // did not record, e.g. across a failover) are to be adopted; replicas of
-// ranges a newer one covers are retired.
+// ranges whose whole span newer ones cover are retired (retiredBy).
 //
 // A replica of a range whose descriptor is of a later generation and does
 // not list server is stale (replicagc.go); its range and that generation
@@ -532,8 +535,12 @@ func (f *fsm) reconcile(server string, ranges []*pb.RangeStatus) (newer []*pb.Ra
 				stale[d.GetRangeId()] = known.GetGeneration()
 			case !ok && !st.tableLive(d.GetTableId()):
 				// Deleted tables are cleaned up by live_table_ids.
-			case !ok && st.coveredByNewer(d):
+			case !ok && st.retiredBy(d):
 				retired = append(retired, d.GetRangeId())
+			case !ok && st.coveredByNewer(d):
+				// Overlapped but not covered: the map lost the range for
+				// a while (retiredBy). Neither retired nor adopted: a
+				// replica of it may be a live voter.
 			case !ok:
 				newer = append(newer, d)
 			}

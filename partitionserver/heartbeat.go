@@ -2,6 +2,8 @@ package partitionserver
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"math/rand/v2"
 	"time"
 
@@ -238,7 +240,7 @@ func (s *Server) heartbeatOnce(cur []*pb.RangeStatus) (wantFull bool, sent []*pb
 		// Nothing else changes what reconcile would do: the catalog did
 		// not change, nor did the replicas hosted here since the last
 		// pass found nothing to do (a full report reconciles anyway).
-		rp.pending = s.reconcile(rp, resp.GetRetiredRangeIds())
+		rp.pending = s.reconcile(rp, retiredAt(req.Ranges, resp.GetRetiredRangeIds()))
 	}
 	return false, nil
 }
@@ -248,25 +250,25 @@ func (s *Server) heartbeatOnce(cur []*pb.RangeStatus) (wantFull bool, sent []*pb
 // held (an unchanged catalog is not sent again). It reports whether it
 // left work for the next pass: a create that failed or waits for a
 // split, a delete.
-func (s *Server) reconcile(rp *reportState, retired []uint64) (pending bool) {
-	assigned := make(map[uint64]bool, len(rp.assigned))
+// retired is, per range the master classed retired, the generation this
+// heartbeat reported it at (retiredAt).
+func (s *Server) reconcile(rp *reportState, retired map[uint64]uint64) (pending bool) {
+	// Whether a replica here is stale is never decided here from what the
+	// answer leaves out: a range the answer does not assign here may be
+	// one the master's map lost for a while (it drops an older range a
+	// newer adopted descriptor overlaps, e.g. a split's right half
+	// adopted before its left), and this replica a voter holding
+	// acknowledged entries. The master deletes stale replicas, on the
+	// positive proof of a later generation of their range that does not
+	// list this server (master/replicagc.go), at once when one holds up an
+	// assigned range (chaos seed 299).
 	for _, d := range rp.assigned {
-		assigned[d.GetRangeId()] = true
-	}
-	for _, d := range rp.assigned {
-		a, parent := s.assignment(d, assigned)
+		a, parent := s.assignment(d)
 		p := lifecycle.Assigned(a)
 		if p == lifecycle.Keep {
 			continue
 		}
 		pending = true
-		if p == lifecycle.DropStale {
-			if err := s.dropStaleParent(parent, d); err != nil {
-				s.logger.Warn("deleting the stale replica over an assigned range failed", "range", parent.id, "assigned", d.GetRangeId(), "err", err)
-				continue
-			}
-			p = lifecycle.Join
-		}
 		switch p {
 		case lifecycle.Bootstrap:
 			if err := s.createReplica(d, true, false, rp.raftAddrs, joinFloor{}); err != nil {
@@ -283,10 +285,13 @@ func (s *Server) reconcile(rp *reportState, retired []uint64) (pending bool) {
 			}()
 		}
 	}
-	for _, id := range retired {
+	for id, gen := range retired {
 		pending = true
-		if err := s.deleteReplica(id, 0, 0); err != nil {
-			s.logger.Warn("delete retired replica failed", "range", id, "err", err)
+		// Only the replica the master judged: one that applied a split
+		// or merge since (a later generation) is a member of a range the
+		// master's answer predates.
+		if err := s.deleteReplica(id, gen+1, 0); err != nil {
+			logRefusedDelete(s.logger, "delete retired replica failed", id, err)
 		}
 	}
 	var doomed []uint64
@@ -302,25 +307,54 @@ func (s *Server) reconcile(rp *reportState, retired []uint64) (pending bool) {
 	for _, id := range doomed {
 		pending = true
 		if err := s.deleteReplica(id, 0, 0); err != nil {
-			s.logger.Warn("delete replica of dropped table failed", "range", id, "err", err)
+			logRefusedDelete(s.logger, "delete replica of dropped table failed", id, err)
 		}
 	}
 	return pending
 }
 
+// retiredAt pairs the ranges a heartbeat's answer retires with the
+// generation the heartbeat reported each at: the master classes a replica
+// retired from its report in that very request. An id the request did not
+// report (not expected) is left alone.
+func retiredAt(reported []*pb.RangeStatus, retired []uint64) map[uint64]uint64 {
+	if len(retired) == 0 {
+		return nil
+	}
+	gens := make(map[uint64]uint64, len(reported))
+	for _, rs := range reported {
+		gens[rs.GetRangeId()] = rs.GetGeneration()
+	}
+	out := make(map[uint64]uint64, len(retired))
+	for _, id := range retired {
+		if g, ok := gens[id]; ok {
+			out[id] = g
+		}
+	}
+	return out
+}
+
+// logRefusedDelete logs a failed delete the reconcile retries every
+// heartbeat: a refusal by design (a merge pending on the replica, a
+// replica past the generation the delete was for) at Debug, so that a
+// replica kept for a while does not log a warning twice a second.
+func logRefusedDelete(logger *slog.Logger, msg string, id uint64, err error) {
+	if errors.Is(err, fsm.ErrMergePending) || errors.Is(err, ErrLateDelete) {
+		logger.Debug(msg, "range", id, "err", err)
+		return
+	}
+	logger.Warn(msg, "range", id, "err", err)
+}
+
 // assignment gathers what lifecycle.Assigned decides range d's placement
-// from, and the replica here that still covers d's start key (its parent,
-// nil when none), preferring a quiet one (only a quiet parent is woken).
-// assigned holds the ids of every range the same answer assigns here: a
-// covering replica of a range not among them, older than d, is stale (the
-// parent's leader no longer sends it anything) and is returned as parent.
-func (s *Server) assignment(d *pb.RangeDescriptor, assigned map[uint64]bool) (lifecycle.Assignment, *slot) {
+// from, and the quiet replica here that still covers d's start key (its
+// parent, nil when none; only a quiet parent is woken).
+func (s *Server) assignment(d *pb.RangeDescriptor) (lifecycle.Assignment, *slot) {
 	a := lifecycle.Assignment{Hosted: s.hosts(d.GetRangeId()), Generation: d.GetGeneration()}
 	if a.Hosted || a.Generation == 1 {
 		return a, nil
 	}
-	var parent, stale *slot
-	live := false // a covering replica here that is not stale
+	var parent *slot
 	for _, sl := range s.slotList() {
 		if sl.fsm == nil {
 			continue
@@ -330,20 +364,12 @@ func (s *Server) assignment(d *pb.RangeDescriptor, assigned map[uint64]bool) (li
 			continue
 		}
 		a.Parent = true
-		if !assigned[sl.id] && local.GetGeneration() < d.GetGeneration() {
-			stale = sl
-		} else {
-			live = true
-		}
-		if sl.State() == lifecycle.Quiet && parent == nil {
+		if sl.State() == lifecycle.Quiet {
 			a.ParentQuiet, parent = true, sl
+			break
 		}
 	}
 	if a.Parent {
-		if stale != nil && !live {
-			a.ParentStale = true
-			return a, stale
-		}
 		return a, parent
 	}
 	// The replicas' spans are read before the state file: a split narrows
@@ -364,21 +390,4 @@ func (s *Server) assignment(d *pb.RangeDescriptor, assigned map[uint64]bool) (li
 		a.Stored = true
 	}
 	return a, nil
-}
-
-// dropStaleParent deletes sl, the stale replica that covers assigned range
-// d's start (lifecycle.DropStale), if it is still at the generation the
-// decision saw: the delete's generation guard refuses a replica at a later
-// one, which a move back onto this server created again since (a move's
-// CreateReplica replaces a removed leftover by a new replica at the
-// range's current generation, under the same per-range lock), so only the
-// stale one goes. Its range is outside this server's assignments: no
-// member counts it, so nothing acknowledged is lost with it.
-func (s *Server) dropStaleParent(sl *slot, d *pb.RangeDescriptor) error {
-	gen := sl.fsm.Descriptor().GetGeneration()
-	if err := s.deleteReplica(sl.id, gen+1, 0); err != nil {
-		return err
-	}
-	s.logger.Info("deleted a stale replica that held up an assigned split-born range", "range", sl.id, "generation", gen, "assigned", d.GetRangeId(), "assigned_generation", d.GetGeneration())
-	return nil
 }

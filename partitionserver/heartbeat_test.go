@@ -28,8 +28,15 @@ func TestAssignmentJoin(t *testing.T) {
 		local   *pb.RangeDescriptor // the replica hosted here
 		split   bool                // it applied the split creating right
 		stalled bool                // and the state file's commit of it is slow
-		removed bool                // the answer no longer assigns the local replica's range here
-		want    lifecycle.Placement
+		// removed: the answer does not assign the local replica's range
+		// here; retired: it retires it, as reported at generation 1 (the
+		// parent before the split). Neither may delete the replica here:
+		// that a range is missing from the answer is no proof this
+		// server was removed from it (the master's map can lose a live
+		// range for a while), and a retired replica that applied a split
+		// since is of a later generation than the master judged.
+		removed, retired bool
+		want             lifecycle.Placement
 	}{
 		{name: "parent here has not split yet", local: parent, want: lifecycle.AwaitSplit},
 		{name: "parent here applied the split", local: parent, split: true, want: lifecycle.AwaitSplit},
@@ -37,9 +44,12 @@ func TestAssignmentJoin(t *testing.T) {
 		// commit, which stores the new range, is still running.
 		{name: "parent here applied the split, commit in progress", local: parent, split: true, stalled: true, want: lifecycle.AwaitSplit},
 		{name: "no replica of the table here", local: otherTable, want: lifecycle.Join},
-		// A move took this server off the parent before it applied the
-		// split (chaos seed 299): no leader sends it the split.
-		{name: "parent here has not split and is no longer assigned here", local: parent, removed: true, want: lifecycle.DropStale},
+		// The map dropped the parent (a split's right half adopted before
+		// its left half) or a move took this server off it: only the
+		// master, on a later generation of the parent that does not list
+		// this server, deletes it (master/replicagc.go).
+		{name: "parent here has not split and is no longer assigned here", local: parent, removed: true, want: lifecycle.AwaitSplit},
+		{name: "parent here applied the split since it was retired", local: parent, split: true, removed: true, retired: true, want: lifecycle.AwaitSplit},
 		// Applied, the split moved the start out of the parent's span:
 		// whether the parent is still assigned does not matter.
 		{name: "parent here applied the split and is no longer assigned here", local: parent, split: true, removed: true, want: lifecycle.AwaitSplit},
@@ -86,15 +96,14 @@ func TestAssignmentJoin(t *testing.T) {
 					t.Fatal(e)
 				}
 			}
-			assigned := map[uint64]bool{right.GetRangeId(): true, parent.GetRangeId(): !tc.removed, otherTable.GetRangeId(): true}
 			got := make(chan lifecycle.Placement, 1)
-			go func() { a, _ := s.assignment(right, assigned); got <- lifecycle.Assigned(a) }()
+			go func() { a, _ := s.assignment(right); got <- lifecycle.Assigned(a) }()
 			if tc.stalled {
 				// The commit completes a while later; the join must not
 				// have decided on the half-applied split meanwhile.
 				select {
 				case v := <-got:
-					if v == lifecycle.Join || v == lifecycle.DropStale {
+					if v == lifecycle.Join {
 						t.Fatalf("%v while the split's commit was in progress", v)
 					}
 					return
@@ -104,6 +113,23 @@ func TestAssignmentJoin(t *testing.T) {
 			}
 			if v := <-got; v != tc.want {
 				t.Fatalf("placement %v, want %v", v, tc.want)
+			}
+			if !tc.removed {
+				return
+			}
+			// The heartbeat's reconcile of an answer assigning right and
+			// not the parent keeps the parent.
+			rp := &reportState{assigned: []*pb.RangeDescriptor{right}, live: map[uint64]bool{7: true, 8: true}, nextTableID: 9}
+			var retired map[uint64]uint64
+			if tc.retired {
+				retired = retiredAt([]*pb.RangeStatus{{RangeId: parent.GetRangeId(), Generation: parent.GetGeneration()}}, []uint64{parent.GetRangeId()})
+			}
+			if tc.retired && retired[parent.GetRangeId()] != parent.GetGeneration() {
+				t.Fatalf("retired at %v, want the reported generation %d", retired, parent.GetGeneration())
+			}
+			s.reconcile(rp, retired)
+			if !s.hosts(parent.GetRangeId()) {
+				t.Fatal("the reconcile deleted the parent's replica")
 			}
 		})
 	}

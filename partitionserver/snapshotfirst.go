@@ -1,6 +1,7 @@
 package partitionserver
 
 import (
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -41,7 +42,10 @@ import (
 // says NoRetryBackoff, which resets the leader's count: it retries at
 // once, then backs off anew, and never waits more than about
 // gateRetryEvery/2 between tries (about 14 requests a second, for the
-// birth log's few seconds).
+// birth log's few seconds). Only for gateFreeFor after the first
+// rejection: a joiner whose snapshot does not come for another reason
+// (the leader cannot send one) must not draw 14 requests a second for
+// ever; raft's own backoff takes over then.
 func snapshotFirst(generation, applied uint64, bootstrap bool, logs raft.LogStore, snaps raft.SnapshotStore) (func(any) (any, error), error) {
 	if bootstrap || generation <= 1 || applied > 0 {
 		return nil, nil
@@ -59,7 +63,7 @@ func snapshotFirst(generation, applied uint64, bootstrap bool, logs raft.LogStor
 		return nil, nil
 	}
 	var done atomic.Bool
-	var lastFree atomic.Int64 // when a rejection last reset the leader's backoff
+	var pace gatePace
 	return func(msg any) (any, error) {
 		ae, ok := msg.(*raft.AppendEntriesRequest)
 		if !ok || len(ae.Entries) == 0 || done.Load() {
@@ -71,12 +75,37 @@ func snapshotFirst(generation, applied uint64, bootstrap bool, logs raft.LogStor
 		}
 		// The request's own term: a member that has not seen it yet would
 		// adopt it, and a leader steps down only on a newer one.
-		now, last := time.Now().UnixNano(), lastFree.Load()
-		free := now-last >= int64(gateRetryEvery) && lastFree.CompareAndSwap(last, now)
+		free := pace.free(time.Now())
 		return &raft.AppendEntriesResponse{RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax}, Term: ae.Term, LastLog: 0, Success: false, NoRetryBackoff: free}, nil
 	}, nil
 }
 
 // gateRetryEvery is how often a snapshotFirst rejection lets the leader
-// retry without its backoff.
-const gateRetryEvery = 500 * time.Millisecond
+// retry without its backoff; gateFreeFor is for how long after the first
+// rejection (the birth log is compacted 3 s after the split,
+// birthCompactionDelay).
+const (
+	gateRetryEvery = 500 * time.Millisecond
+	gateFreeFor    = 10 * time.Second
+)
+
+// gatePace decides which snapshotFirst rejections reset the leader's
+// backoff (NoRetryBackoff): at most one every gateRetryEvery, and none
+// from gateFreeFor after the first rejection.
+type gatePace struct {
+	mu          sync.Mutex
+	first, last time.Time
+}
+
+func (p *gatePace) free(now time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.first.IsZero() {
+		p.first = now
+	}
+	if now.Sub(p.first) >= gateFreeFor || (!p.last.IsZero() && now.Sub(p.last) < gateRetryEvery) {
+		return false
+	}
+	p.last = now
+	return true
+}

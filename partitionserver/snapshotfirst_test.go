@@ -70,20 +70,43 @@ func TestSnapshotFirst(t *testing.T) {
 			if err != nil || !ok || ae.Success || ae.LastLog != 0 || ae.Term != entries.Term {
 				t.Fatalf("log entries before a snapshot: got %#v, %v; want a rejection at term %d with an empty log", resp, err, entries.Term)
 			}
-			// The first rejection lets the leader retry at once; one
-			// right after it lets raft back off (at most one free retry
-			// every gateRetryEvery).
+			// The first rejection lets the leader retry at once (the
+			// pacing after it: TestGatePace).
 			if !ae.NoRetryBackoff {
 				t.Fatal("first rejection without NoRetryBackoff: the leader's backoff keeps doubling")
-			}
-			if again, _ := gate(entries); again.(*raft.AppendEntriesResponse).NoRetryBackoff {
-				t.Fatal("second rejection within gateRetryEvery with NoRetryBackoff: the leader would retry in a hot loop")
 			}
 			takeSnapshot(t, snaps)
 			if resp, err := gate(entries); resp != nil || err != nil {
 				t.Fatalf("log entries after the snapshot refused: %v, %v", resp, err)
 			}
 		})
+	}
+}
+
+// TestGatePace: a snapshotFirst rejection resets the leader's backoff at
+// most every gateRetryEvery (more often, the leader would retry in a hot
+// loop), and none does from gateFreeFor after the first rejection.
+func TestGatePace(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	steps := []struct {
+		at   time.Duration
+		want bool
+	}{
+		{0, true},
+		{time.Millisecond, false},
+		{gateRetryEvery - time.Millisecond, false},
+		{gateRetryEvery, true},
+		{gateRetryEvery + 10*time.Millisecond, false},
+		{3 * gateRetryEvery, true},
+		{gateFreeFor - time.Millisecond, true},
+		{gateFreeFor + gateRetryEvery, false},
+		{10 * gateFreeFor, false},
+	}
+	var p gatePace
+	for i, s := range steps {
+		if got := p.free(t0.Add(s.at)); got != s.want {
+			t.Fatalf("step %d (at %v): free %v, want %v", i, s.at, got, s.want)
+		}
 	}
 }
 

@@ -14,12 +14,6 @@ type Assignment struct {
 	// start key (the split that creates the range has yet to reach it,
 	// through its log or a snapshot); ParentQuiet: that replica is quiet.
 	Parent, ParentQuiet bool
-	// ParentStale: every replica here that covers the range's start is of
-	// a range the master no longer assigns to this server (a later
-	// generation removed it, a move off this server), and predates the
-	// range (its generation is below the range's). It is outside its
-	// range's configuration: no leader sends it the split any more.
-	ParentStale bool
 }
 
 // Placement is what to do about an assigned range.
@@ -49,20 +43,10 @@ const (
 	// AwaitSplit: the split comes through this server's own replica of
 	// the parent (creating the range earlier would fork it).
 	AwaitSplit
-	// DropStale: delete the stale replica that covers the range's start
-	// (only at the generation seen: one a move re-created since is a
-	// voter and stays), then join empty as Join does. Deleting it first
-	// is what makes the join safe: the stale replica can no longer apply
-	// the split and fork the range. Waiting for the master to collect it
-	// (replica GC, a 2 s grace after the server's first report) left a
-	// split-born range a voter short for seconds after a heal (chaos seed
-	// 299: a server cut off across a split and the move that took it off
-	// the parent right after; docs/reliability.md, session 9).
-	DropStale
 )
 
 func (p Placement) String() string {
-	return [...]string{"keep", "bootstrap", "join", "wake-parent", "await-split", "drop-stale"}[p]
+	return [...]string{"keep", "bootstrap", "join", "wake-parent", "await-split"}[p]
 }
 
 // Assigned decides what to do about an assigned range.
@@ -74,10 +58,6 @@ func Assigned(a Assignment) Placement {
 		return Bootstrap
 	case !a.Stored && !a.Parent:
 		return Join
-	case a.Parent && a.ParentStale && !a.Stored:
-		// Woken, a stale parent would campaign for ever (no member
-		// answers it) and never apply the split.
-		return DropStale
 	case a.Parent && a.ParentQuiet:
 		return WakeParent
 	default:

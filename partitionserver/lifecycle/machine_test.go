@@ -197,7 +197,7 @@ func replyName(r Reply) string {
 	return map[Reply]string{Wake: "wake", Ack: "ack", Deny: "deny", Grant: "grant", Store: "store"}[r]
 }
 
-// assignedLine parses "assigned gen=G [hosted] [stored] [parent] [parent-quiet] [parent-stale]".
+// assignedLine parses "assigned gen=G [hosted] [stored] [parent] [parent-quiet]".
 func assignedLine(t *testing.T, args []string) string {
 	var a Assignment
 	for _, arg := range args {
@@ -216,8 +216,6 @@ func assignedLine(t *testing.T, args []string) string {
 			a.Parent = true
 		case "parent-quiet":
 			a.Parent, a.ParentQuiet = true, true
-		case "parent-stale":
-			a.Parent, a.ParentStale = true, true
 		default:
 			t.Fatalf("unknown assigned field %q", k)
 		}
