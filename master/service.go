@@ -465,8 +465,14 @@ func (v *service) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.
 	for id := range stale {
 		s.replicaGC.observe(sv.GetServerId(), id, now)
 	}
-	for _, id := range s.staleHoldingUp(sv.GetServerId()) {
-		s.replicaGC.expedite(sv.GetServerId(), id, now)
+	// Only when what it depends on may have moved (the map, this server's
+	// replicas) or on a full report: its scan is O(replicas hosted), and
+	// an unchanged heartbeat is otherwise O(changes). An expedited entry
+	// stays urgent for the retries of due.
+	if !resp.GetAssignmentsUnchanged() || changed || full {
+		for _, id := range s.staleHoldingUp(sv.GetServerId()) {
+			s.replicaGC.expedite(sv.GetServerId(), id, now)
+		}
 	}
 	for _, id := range s.replicaGC.due(sv.GetServerId(), now) {
 		if s.reports.hostsReplica(sv.GetServerId(), id) {

@@ -216,7 +216,7 @@ func (s *Server) joinAssigned(d *pb.RangeDescriptor, raftAddrs map[string]string
 			if n == 1 {
 				level = slog.LevelWarn
 			}
-			s.logger.Log(context.Background(), level, "no join floor for an assigned replica yet: not created", "range", id, "calls", n, "err", err)
+			s.logger.Log(context.Background(), level, "assigned replica not created yet (no join floor, or its create failed)", "range", id, "calls", n, "err", err)
 		}()
 		step, err = s.joinOnce(d, raftAddrs)
 	}()
@@ -256,8 +256,11 @@ func (s *Server) joinOnce(d *pb.RangeDescriptor, raftAddrs map[string]string) (j
 	}
 	hosted := s.hosts(id)
 	if err := s.createJoined(desc, raftAddrs, floor); err != nil {
+		// Paused as a missing floor is: a refusal that lasts (a removal
+		// seen here that the map has not caught up with) would otherwise
+		// cost a JoinFloor, a leader's quorum round, every reconcile.
 		s.logger.Warn("create assigned replica failed", "range", id, "placement", "join", "err", err)
-		return step, nil
+		return joinRetry, err
 	}
 	if hosted {
 		// Created meanwhile by another path (a move's CreateReplica):

@@ -434,9 +434,16 @@ func (r *replica) joinFloor(ctx context.Context) (joinFloor, error) {
 	return joinFloor{term: term, index: idx}, nil
 }
 
-// commitReaches waits, bounded by ctx, until this leader's commit index is
-// at or past last while it still leads in term.
+// commitReaches waits, bounded by ctx and by commitWait, until this
+// leader's commit index is at or past last while it still leads in term.
+// The own bound: a leader that keeps its lease but cannot commit (a
+// follower's disk stalled, its heartbeats still answered) would otherwise
+// hold the move that asked until the move's own deadline.
 func (r *replica) commitReaches(ctx context.Context, term, last uint64) error {
+	ctx, cancel := context.WithTimeout(ctx, commitWait)
+	defer cancel()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
 	for r.raft.CommitIndex() < last {
 		if r.raft.CurrentTerm() != term || !r.isLeader() {
 			return ErrNotLeader
@@ -444,7 +451,7 @@ func (r *replica) commitReaches(ctx context.Context, term, last uint64) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(200 * time.Microsecond):
+		case <-tick.C:
 		}
 	}
 	if r.raft.CurrentTerm() != term {
@@ -452,6 +459,9 @@ func (r *replica) commitReaches(ctx context.Context, term, last uint64) error {
 	}
 	return nil
 }
+
+// commitWait bounds commitReaches, as termCommitted's own 5 s bounds it.
+const commitWait = 5 * time.Second
 
 // termCommitted returns once this leader has committed an entry of its
 // current term, so its commit index covers everything earlier leaders

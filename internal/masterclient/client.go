@@ -99,10 +99,19 @@ func retryable(err error) bool {
 // master. Without it a caller whose deadline is shorter than the attempt's
 // (the partition server's heartbeat: 3 s against 5 s) returned without
 // moving on, and stayed on a silent master for as long as it stayed
-// silent. A call the caller cancelled tells nothing about the master.
-func hung(ctx context.Context, err error) bool {
-	return errors.Is(ctx.Err(), context.DeadlineExceeded) && rpcerr.Parse(err).Code == codes.DeadlineExceeded
+// silent. A call the caller cancelled tells nothing about the master, nor
+// does an attempt shorter than hungAfter: a caller's own short deadline
+// (a front-end request's ?timeout=1) ends attempts on a healthy but busy
+// leader, and moving every caller off it (the client is shared) would
+// send them through the followers, or a cut-off master, first.
+func hung(ctx context.Context, err error, took time.Duration) bool {
+	return took >= hungAfter && errors.Is(ctx.Err(), context.DeadlineExceeded) && rpcerr.Parse(err).Code == codes.DeadlineExceeded
 }
+
+// hungAfter is the least time an attempt must have waited to count as
+// hung: under the heartbeat's 3 s, over any answer a healthy master gives
+// on a loaded machine.
+const hungAfter = 2 * time.Second
 
 // Call runs fn against the leader, moving to the next master while the one
 // tried is not the leader or unreachable, until ctx ends.
@@ -114,7 +123,9 @@ func (c *Client) Call(ctx context.Context, fn func(ctx context.Context, mc pb.Ma
 		i := c.current
 		c.mu.Unlock()
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		began := time.Now()
 		err := fn(cctx, pb.NewMasterServiceClient(c.conns[i]))
+		took := time.Since(began)
 		cancel()
 		if err == nil {
 			return nil
@@ -122,7 +133,7 @@ func (c *Client) Call(ctx context.Context, fn func(ctx context.Context, mc pb.Ma
 		last = err
 		if !retryable(err) || ctx.Err() != nil {
 			if ctx.Err() != nil && retryable(err) {
-				if hung(ctx, err) {
+				if hung(ctx, err, took) {
 					c.Advance(i)
 				}
 				return fmt.Errorf("%w: %v", ErrNoMaster, last)

@@ -136,9 +136,18 @@ func TestHungMasterLeftForTheNext(t *testing.T) {
 			return err
 		})
 	}
-	// The first call starts on the silent master and hangs there until
-	// its deadline, below the per-attempt 5 s.
+	// A call whose own deadline is short (under hungAfter) tells nothing
+	// about the master: a busy leader ends such calls too. The client
+	// stays where it is.
 	if err := call(time.Second); err == nil {
+		t.Fatal("a call on the silent master succeeded")
+	}
+	if _, i := c.Conn(); i != 0 {
+		t.Fatalf("current master %d after a 1 s call ended by its own deadline, want 0 (kept)", i)
+	}
+	// This one starts on the silent master and hangs there until its
+	// deadline, past hungAfter and below the per-attempt 5 s.
+	if err := call(hungAfter + 500*time.Millisecond); err == nil {
 		t.Fatal("a call on the silent master succeeded")
 	}
 	// The next one, just as short, must reach the answering master.
