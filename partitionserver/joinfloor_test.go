@@ -170,39 +170,14 @@ func TestRefusedSnapshotAnswered(t *testing.T) {
 // seed 243), steps down when it first replicates to the floored member,
 // and the member takes nothing from it.
 func TestStaleLeaderStepsDownAtFloor(t *testing.T) {
-	config := func(id string) *raft.Config {
-		c := raft.DefaultConfig()
-		c.LocalID = raft.ServerID(id)
-		c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout = 200*time.Millisecond, 200*time.Millisecond, 100*time.Millisecond
-		c.CommitTimeout = 10 * time.Millisecond
-		c.SnapshotThreshold, c.SnapshotInterval, c.TrailingLogs = 1<<30, time.Hour, 0
-		c.LogLevel = "ERROR"
-		return c
-	}
+	config := func(id string) *raft.Config { return testRaftConfig(id, 200*time.Millisecond, 0, 0) }
 	const group = 11
 	lt, jt := newTestTransport(t), newTestTransport(t)
 	lg, err := lt.Group(group, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	lcfg := config("stale")
-	llogs, lsnaps := raft.NewInmemStore(), raft.NewInmemSnapshotStore()
-	boot := raft.Configuration{Servers: []raft.Server{{ID: "stale", Address: lg.LocalAddr()}}}
-	if err := raft.BootstrapCluster(lcfg, llogs, llogs, lsnaps, lg, boot); err != nil {
-		t.Fatal(err)
-	}
-	leader, err := raft.NewRaft(lcfg, &countFSM{}, llogs, llogs, lsnaps, lg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { leader.Shutdown().Error() })
-	deadline := time.Now().Add(20 * time.Second)
-	for leader.State() != raft.Leader {
-		if time.Now().After(deadline) {
-			t.Fatal("no leader")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	leader, _, _ := startTestLeader(t, config("stale"), lg)
 	for range 5 {
 		if err := leader.Apply([]byte("x"), 5*time.Second).Error(); err != nil {
 			t.Fatal(err)
@@ -229,7 +204,7 @@ func TestStaleLeaderStepsDownAtFloor(t *testing.T) {
 	if err := leader.AddNonvoter("joiner", raft.ServerAddress(jt.Addr().String()), 0, 5*time.Second).Error(); err != nil && !errors.Is(err, raft.ErrLeadershipLost) {
 		t.Fatal(err)
 	}
-	deadline = time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(20 * time.Second)
 	for leader.State() == raft.Leader && leader.CurrentTerm() == term {
 		if time.Now().After(deadline) {
 			t.Fatalf("the leader of term %d still leads 20 s after replicating to a member with floor term %d", term, term+5)

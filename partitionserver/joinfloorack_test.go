@@ -54,15 +54,7 @@ func (h *heldLogs) StoreLog(l *raft.Log) error { return h.StoreLogs([]*raft.Log{
 // while its heartbeats answer (so the leader confirms itself): the floor
 // must wait for that entry's commit, not answer the commit index below it.
 func TestJoinFloorCoversAppendedEntries(t *testing.T) {
-	config := func(id string) *raft.Config {
-		c := raft.DefaultConfig()
-		c.LocalID = raft.ServerID(id)
-		c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout = 500*time.Millisecond, 500*time.Millisecond, 500*time.Millisecond
-		c.CommitTimeout = 10 * time.Millisecond
-		c.SnapshotThreshold, c.SnapshotInterval = 1<<30, time.Hour
-		c.LogLevel = "ERROR"
-		return c
-	}
+	config := func(id string) *raft.Config { return testRaftConfig(id, 500*time.Millisecond, 500*time.Millisecond, 0) }
 	const group = 12
 	lt, ft := newTestTransport(t), newTestTransport(t)
 	lg, err := lt.Group(group, nil)
@@ -73,17 +65,7 @@ func TestJoinFloorCoversAppendedEntries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lcfg := config("leader")
-	llogs, lsnaps := raft.NewInmemStore(), raft.NewInmemSnapshotStore()
-	boot := raft.Configuration{Servers: []raft.Server{{ID: "leader", Address: lg.LocalAddr()}}}
-	if err := raft.BootstrapCluster(lcfg, llogs, llogs, lsnaps, lg, boot); err != nil {
-		t.Fatal(err)
-	}
-	leader, err := raft.NewRaft(lcfg, &countFSM{}, llogs, llogs, lsnaps, lg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { leader.Shutdown().Error() })
+	leader, _, _ := startTestLeader(t, config("leader"), lg)
 	flogs := &heldLogs{InmemStore: raft.NewInmemStore()}
 	follower, err := raft.NewRaft(config("follower"), &countFSM{}, flogs, flogs, raft.NewInmemSnapshotStore(), fg)
 	if err != nil {

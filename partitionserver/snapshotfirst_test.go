@@ -3,12 +3,9 @@ package partitionserver
 import (
 	"encoding/binary"
 	"io"
-	"net"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"tablestore/partitionserver/grouptransport"
 
 	"github.com/hashicorp/raft"
 )
@@ -160,49 +157,14 @@ func (countSnap) Release() {}
 // and the joiner stayed empty until the leader's next compaction
 // (TestManualSplitMergeMove/transfer_leader timed out transferring to it).
 func TestSnapshotFirstJoinerCatchesUp(t *testing.T) {
-	newTransport := func() *grouptransport.Transport {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		tr := grouptransport.New(grouptransport.Config{Listener: ln, Timeout: 2 * time.Second})
-		t.Cleanup(func() { tr.Close() })
-		return tr
-	}
-	config := func(id string) *raft.Config {
-		c := raft.DefaultConfig()
-		c.LocalID = raft.ServerID(id)
-		c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout = 200*time.Millisecond, 200*time.Millisecond, 100*time.Millisecond
-		c.CommitTimeout = 10 * time.Millisecond
-		// Snapshots only when the test asks, compacting the whole log.
-		c.SnapshotThreshold, c.SnapshotInterval, c.TrailingLogs = 1<<30, time.Hour, 0
-		c.LogLevel = "ERROR"
-		return c
-	}
+	config := func(id string) *raft.Config { return testRaftConfig(id, 200*time.Millisecond, 0, 0) }
 	const group = 9
-	lt, jt := newTransport(), newTransport()
+	lt, jt := newTestTransport(t), newTestTransport(t)
 	lg, err := lt.Group(group, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	lcfg := config("leader")
-	llogs, lsnaps := raft.NewInmemStore(), raft.NewInmemSnapshotStore()
-	boot := raft.Configuration{Servers: []raft.Server{{ID: "leader", Address: lg.LocalAddr()}}}
-	if err := raft.BootstrapCluster(lcfg, llogs, llogs, lsnaps, lg, boot); err != nil {
-		t.Fatal(err)
-	}
-	leader, err := raft.NewRaft(lcfg, &countFSM{}, llogs, llogs, lsnaps, lg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { leader.Shutdown().Error() })
-	deadline := time.Now().Add(10 * time.Second)
-	for leader.State() != raft.Leader {
-		if time.Now().After(deadline) {
-			t.Fatal("no leader")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	leader, _, _ := startTestLeader(t, config("leader"), lg)
 	apply := func(n int) {
 		t.Helper()
 		for range n {
@@ -240,7 +202,7 @@ func TestSnapshotFirstJoinerCatchesUp(t *testing.T) {
 	t.Cleanup(func() { joiner.Shutdown().Error() })
 	apply(1)
 	want := int64(31)
-	deadline = time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for jfsm.n.Load() < want {
 		if time.Now().After(deadline) {
 			list, _ := jsnaps.List()
@@ -259,48 +221,14 @@ func TestSnapshotFirstJoinerCatchesUp(t *testing.T) {
 // 5.2 s after the heal). The gate now lets the leader retry without
 // backoff at most every gateRetryEvery.
 func TestSnapshotFirstJoinerCatchesUpSoonAfterCompaction(t *testing.T) {
-	newTransport := func() *grouptransport.Transport {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		tr := grouptransport.New(grouptransport.Config{Listener: ln, Timeout: 2 * time.Second})
-		t.Cleanup(func() { tr.Close() })
-		return tr
-	}
-	config := func(id string) *raft.Config {
-		c := raft.DefaultConfig()
-		c.LocalID = raft.ServerID(id)
-		c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout = 200*time.Millisecond, 200*time.Millisecond, 100*time.Millisecond
-		c.CommitTimeout = 10 * time.Millisecond
-		c.SnapshotThreshold, c.SnapshotInterval, c.TrailingLogs = 1<<30, time.Hour, 0
-		c.LogLevel = "ERROR"
-		return c
-	}
+	config := func(id string) *raft.Config { return testRaftConfig(id, 200*time.Millisecond, 0, 0) }
 	const group = 9
-	lt, jt := newTransport(), newTransport()
+	lt, jt := newTestTransport(t), newTestTransport(t)
 	lg, err := lt.Group(group, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	lcfg := config("leader")
-	llogs, lsnaps := raft.NewInmemStore(), raft.NewInmemSnapshotStore()
-	boot := raft.Configuration{Servers: []raft.Server{{ID: "leader", Address: lg.LocalAddr()}}}
-	if err := raft.BootstrapCluster(lcfg, llogs, llogs, lsnaps, lg, boot); err != nil {
-		t.Fatal(err)
-	}
-	leader, err := raft.NewRaft(lcfg, &countFSM{}, llogs, llogs, lsnaps, lg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { leader.Shutdown().Error() })
-	deadline := time.Now().Add(10 * time.Second)
-	for leader.State() != raft.Leader {
-		if time.Now().After(deadline) {
-			t.Fatal("no leader")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	leader, _, _ := startTestLeader(t, config("leader"), lg)
 	for range 20 { // the birth log: not compacted yet
 		if err := leader.Apply([]byte("x"), 5*time.Second).Error(); err != nil {
 			t.Fatal(err)
@@ -332,7 +260,7 @@ func TestSnapshotFirstJoinerCatchesUpSoonAfterCompaction(t *testing.T) {
 	if err := leader.AddNonvoter("joiner", raft.ServerAddress(jt.Addr().String()), 0, 5*time.Second).Error(); err != nil {
 		t.Fatal(err)
 	}
-	deadline = time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(20 * time.Second)
 	for refused.Load() < 10 {
 		if time.Now().After(deadline) {
 			t.Fatalf("the leader's entries were refused %d times in 20 s, want 10", refused.Load())
