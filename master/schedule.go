@@ -70,8 +70,13 @@ func (s *Server) snapshot(now time.Time) *scheduler.Snapshot {
 		t, ok := s.reports.lastSeen[sv.ID]
 		sv.LastSeen = t
 		sv.Back = s.reports.back[sv.ID]
-		sv.Silent = sv.Live && now.Sub(t) >= awayAfter
 		sv.Live = ok && now.Sub(t) < s.cfg.ServerTimeout
+		// After Live: computed first (until session 9), Silent read the
+		// zero Live and was never set, so leadership went to servers
+		// that had just failed (chaos seeds 217 and 233: a transfer to a
+		// server killed 2.3 s before, a split-born range led by one cut
+		// off 2.2 s before, each ~3 s without writes).
+		sv.Silent = sv.Live && now.Sub(t) >= awayAfter
 	}
 	for _, d := range descs {
 		snap.Ranges = append(snap.Ranges, s.schedRange(d, snap.Servers, now))

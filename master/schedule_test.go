@@ -48,13 +48,20 @@ func TestSnapshotFromHeartbeats(t *testing.T) {
 	hb("c", now, &pb.RangeStatus{RangeId: 1, AppliedIndex: 40000})
 	hb("d", now.Add(-time.Minute), &pb.RangeStatus{RangeId: 2, AppliedIndex: 5000})
 
+	st.servers["e"] = &pb.ServerInfo{ServerId: "e"}
+	hb("e", now.Add(-awayAfter-500*time.Millisecond)) // live, but silent
+
 	snap := s.snapshot(now)
-	live := map[string]bool{}
+	live, silent := map[string]bool{}, map[string]bool{}
 	for _, sv := range snap.Servers {
-		live[sv.ID] = sv.Live
+		live[sv.ID], silent[sv.ID] = sv.Live, sv.Silent
 	}
-	if !live["a"] || !live["b"] || !live["c"] || live["d"] {
-		t.Fatalf("liveness %v, want a b c live and d down", live)
+	if !live["a"] || !live["b"] || !live["c"] || live["d"] || !live["e"] {
+		t.Fatalf("liveness %v, want a b c e live and d down", live)
+	}
+	// Silent: live, not heard from for awayAfter (no leadership to it).
+	if silent["a"] || silent["b"] || silent["c"] || silent["d"] || !silent["e"] {
+		t.Fatalf("silent %v, want only e (live, last heard %v ago)", silent, awayAfter+500*time.Millisecond)
 	}
 	if len(snap.Ranges) != 2 || snap.Ranges[0].ID != 1 || snap.Ranges[0].Leader != "a" || snap.Ranges[0].Load.EntitiesPerSec != 2000 {
 		t.Fatalf("ranges %+v", snap.Ranges)

@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"tablestore/internal/connpool"
 	"tablestore/internal/rpcerr"
 	pb "tablestore/proto/tablestorepb"
 )
@@ -29,19 +29,6 @@ type Client struct {
 	current int
 }
 
-// reconnect is how a connection to a master that failed is tried again:
-// at most every 500 ms. gRPC's default (1 s, growing by 1.6 up to 2 min)
-// made a partition server cut off for 3 s reach the masters again only
-// about 2 s after the cut healed (chaos seed 299: its next attempt came
-// 5.2 s after the cut began), and its first heartbeat, which creates the
-// replicas the master assigned it meanwhile, with it. A master client
-// holds a connection per master, a handful of addresses: trying a down
-// one twice a second costs nothing.
-var reconnect = grpc.ConnectParams{
-	Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 500 * time.Millisecond},
-	MinConnectTimeout: 20 * time.Second, // gRPC's default; zero would fail every attempt at once
-}
-
 // New dials every address lazily (gRPC connects on first use).
 // opts replace the default plaintext credentials (peertls.Creds.DialOption).
 func New(addrs []string, opts ...grpc.DialOption) (*Client, error) {
@@ -50,7 +37,7 @@ func New(addrs []string, opts ...grpc.DialOption) (*Client, error) {
 	}
 	c := &Client{addrs: addrs}
 	for _, a := range addrs {
-		conn, err := grpc.NewClient(a, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithConnectParams(reconnect)}, opts...)...)
+		conn, err := grpc.NewClient(a, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithConnectParams(connpool.Reconnect)}, opts...)...)
 		if err != nil {
 			c.Close()
 			return nil, fmt.Errorf("masterclient: dial %s: %w", a, err)
