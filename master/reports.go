@@ -377,15 +377,18 @@ func (r *reports) seen() map[string]time.Time {
 	return out
 }
 
-// greet gives servers this master has not heard from a full timeout from
-// now (a new leader learns liveness afresh).
+// greet gives every server a full timeout from now: a new leader learns
+// liveness afresh. Also a server this master heard from in an earlier term
+// of its own: heartbeats went to another leader since, so its last-seen
+// time here says nothing (kept, a master that regained the lead after 30 s
+// saw every server down that long, planned re-replication off live ones,
+// and took each first heartbeat for a return, barring leadership for
+// LeaderSettle).
 func (r *reports) greet(servers []string, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, id := range servers {
-		if _, ok := r.lastSeen[id]; !ok {
-			r.lastSeen[id] = now
-		}
+		r.lastSeen[id] = now
 	}
 	// What the servers reported to this master before it lost the lead
 	// missed what they reported to another since: each sends a full

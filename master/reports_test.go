@@ -278,3 +278,30 @@ func TestServerBack(t *testing.T) {
 		})
 	}
 }
+
+// TestGreetForgetsAnEarlierTerm: a master that regains the lead counts
+// every server's silence from then, not from what it heard in an earlier
+// term (heartbeats went to the other leader meanwhile), so none looks down
+// for that long or comes "back" with its first heartbeat.
+func TestGreetForgetsAnEarlierTerm(t *testing.T) {
+	r := newReports()
+	t0 := time.Unix(1000, 0)
+	req := func(seq uint64) *pb.HeartbeatRequest {
+		return &pb.HeartbeatRequest{Server: &pb.ServerInfo{ServerId: "a"}, Incarnation: 7, Seq: seq, Full: true}
+	}
+	r.greet([]string{"a"}, t0)
+	r.accept("a", req(1), t0)
+	// Another master led for a minute; this one leads again.
+	again := t0.Add(time.Minute)
+	r.greet([]string{"a"}, again)
+	if got := r.seen()["a"]; !got.Equal(again) {
+		t.Fatalf("last seen %v after the new term's greeting, want %v", got, again)
+	}
+	_, _, span := r.accept("a", req(2), again.Add(500*time.Millisecond))
+	if span != 500*time.Millisecond {
+		t.Fatalf("first heartbeat's span %v, want 500ms (counted from the greeting)", span)
+	}
+	if _, back := r.back["a"]; back {
+		t.Fatal("the first heartbeat of the new term counted as a return")
+	}
+}

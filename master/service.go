@@ -469,7 +469,7 @@ func (v *service) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.
 	// replicas) or on a full report: its scan is O(replicas hosted), and
 	// an unchanged heartbeat is otherwise O(changes). An expedited entry
 	// stays urgent for the retries of due.
-	if !resp.GetAssignmentsUnchanged() || changed || full {
+	if !resp.GetAssignmentsUnchanged() || full || len(req.GetRanges()) > 0 || len(req.GetRemovedRangeIds()) > 0 {
 		for _, id := range s.staleHoldingUp(sv.GetServerId()) {
 			s.replicaGC.expedite(sv.GetServerId(), id, now)
 		}

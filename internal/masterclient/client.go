@@ -87,7 +87,7 @@ func retryable(err error) bool {
 // (the partition server's heartbeat: 3 s against 5 s) returned without
 // moving on, and stayed on a silent master for as long as it stayed
 // silent. A call the caller cancelled tells nothing about the master, nor
-// does an attempt shorter than hungAfter: a caller's own short deadline
+// does a call shorter than hungAfter: a caller's own short deadline
 // (a front-end request's ?timeout=1) ends attempts on a healthy but busy
 // leader, and moving every caller off it (the client is shared) would
 // send them through the followers, or a cut-off master, first.
@@ -95,7 +95,7 @@ func hung(ctx context.Context, err error, took time.Duration) bool {
 	return took >= hungAfter && errors.Is(ctx.Err(), context.DeadlineExceeded) && rpcerr.Parse(err).Code == codes.DeadlineExceeded
 }
 
-// hungAfter is the least time an attempt must have waited to count as
+// hungAfter is the least time a call must have waited to count its attempt as
 // hung: under the heartbeat's 3 s, over any answer a healthy master gives
 // on a loaded machine.
 const hungAfter = 2 * time.Second
@@ -104,15 +104,15 @@ const hungAfter = 2 * time.Second
 // tried is not the leader or unreachable, until ctx ends.
 func (c *Client) Call(ctx context.Context, fn func(ctx context.Context, mc pb.MasterServiceClient) error) error {
 	backoff := 20 * time.Millisecond
+	began := time.Now()
 	var last error
 	for attempt := 0; ; attempt++ {
 		c.mu.Lock()
 		i := c.current
 		c.mu.Unlock()
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		began := time.Now()
 		err := fn(cctx, pb.NewMasterServiceClient(c.conns[i]))
-		took := time.Since(began)
+		took := time.Since(began) // the call's, not the attempt's: NotLeader hops before a silent master count
 		cancel()
 		if err == nil {
 			return nil
