@@ -1,9 +1,14 @@
 package master
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	pb "tablestore/proto/tablestorepb"
 )
@@ -190,5 +195,28 @@ func TestCoversSpan(t *testing.T) {
 		if got := coversSpan(tc.d, tc.spans); got != tc.want {
 			t.Errorf("%d: coversSpan(%v, %v) = %v, want %v", i, tc.d, tc.spans, got, tc.want)
 		}
+	}
+}
+
+// TestRetrySoon: a collection the master could not deliver is asked for
+// again at the next heartbeat; one the server refused waits staleRetry.
+func TestRetrySoon(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"connection not back", status.Error(codes.Unavailable, "error reading server preface: connection reset by peer"), true},
+		{"timed out", status.Error(codes.DeadlineExceeded, "context deadline exceeded"), true},
+		{"our own deadline", context.DeadlineExceeded, true},
+		{"refused: merge pending", status.Error(codes.FailedPrecondition, "merge pending"), false},
+		{"refused: late delete", status.Error(codes.Aborted, "late delete"), false},
+		{"failpoint", errors.New("failpoint master/delete-replica"), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := retrySoon(tc.err); got != tc.want {
+				t.Fatalf("retrySoon(%v) = %v, want %v", tc.err, got, tc.want)
+			}
+		})
 	}
 }
