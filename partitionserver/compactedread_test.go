@@ -35,32 +35,8 @@ func TestReadAfterWholeLogCompacted(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := startedServer(t)
 			const id = 46
-			desc := &pb.RangeDescriptor{RangeId: id, Table: "t", TableId: 7, Generation: 1, Replicas: []*pb.Replica{{ServerId: "f"}}}
-			if err := s.createReplica(desc, true, true, map[string]string{"f": s.RaftAddr()}, joinFloor{}); err != nil {
-				t.Fatal(err)
-			}
-			sl := s.slot(id)
-			var rep *replica
-			for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-				if rep = sl.open(); rep != nil && rep.isLeader() {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatal("the single-voter range never elected itself")
-				}
-			}
-			v := &service{s: s}
 			// Writes only: no read has yet seen this term's entry committed.
-			for i := range 5 {
-				op := &pb.EntityOp{Kind: pb.OpKind_OP_KIND_INSERT, PartitionKey: "p", RowKey: fmt.Sprintf("r%d", i),
-					Entity: edm.MarshalBinary(&edm.Entity{PartitionKey: "p", RowKey: fmt.Sprintf("r%d", i)})}
-				wctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-				_, err := v.Write(wctx, &pb.WriteRequest{RangeId: id, Generation: 1, Ops: []*pb.EntityOp{op}, RequestId: []byte(fmt.Sprintf("w%d", i))})
-				cancel()
-				if err != nil {
-					t.Fatalf("write %d: %v", i, err)
-				}
-			}
+			rep, v := leadingRangeWithWrites(t, s, id, 1, 5)
 			if tc.compact {
 				if err := rep.snapshotAll(); err != nil {
 					t.Fatal(err)
@@ -156,31 +132,7 @@ func TestEntryTerm(t *testing.T) {
 func TestBirthCompactionKeepsLastEntry(t *testing.T) {
 	s := startedServer(t)
 	const id = 47
-	desc := &pb.RangeDescriptor{RangeId: id, Table: "t", TableId: 7, Generation: 2, Replicas: []*pb.Replica{{ServerId: "f"}}}
-	if err := s.createReplica(desc, true, true, map[string]string{"f": s.RaftAddr()}, joinFloor{}); err != nil {
-		t.Fatal(err)
-	}
-	sl := s.slot(id)
-	var rep *replica
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		if rep = sl.open(); rep != nil && rep.isLeader() {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the single-voter range never elected itself")
-		}
-	}
-	v := &service{s: s}
-	for i := range 5 {
-		op := &pb.EntityOp{Kind: pb.OpKind_OP_KIND_INSERT, PartitionKey: "p", RowKey: fmt.Sprintf("r%d", i),
-			Entity: edm.MarshalBinary(&edm.Entity{PartitionKey: "p", RowKey: fmt.Sprintf("r%d", i)})}
-		wctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		_, err := v.Write(wctx, &pb.WriteRequest{RangeId: id, Generation: 2, Ops: []*pb.EntityOp{op}, RequestId: []byte(fmt.Sprintf("w%d", i))})
-		cancel()
-		if err != nil {
-			t.Fatalf("write %d: %v", i, err)
-		}
-	}
+	rep, v := leadingRangeWithWrites(t, s, id, 2, 5)
 	for deadline := time.Now().Add(30 * time.Second); rep.birthPending.Load(); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the birth compaction never ran")
@@ -219,4 +171,37 @@ func TestBirthCompactionKeepsLastEntry(t *testing.T) {
 	if metas, err = rep.snaps.List(); err != nil || len(metas) == 0 || metas[0].Index != last {
 		t.Fatalf("snapshots after a move's compaction %v (%v); want the newest ending at %d", metas, err, last)
 	}
+}
+
+// leadingRangeWithWrites creates a single-voter range id at generation gen
+// on s (bootstrapped as a split-born range is), waits until it leads, and
+// writes n entities p/r0.. through the service.
+func leadingRangeWithWrites(t *testing.T, s *Server, id, gen uint64, n int) (*replica, *service) {
+	t.Helper()
+	desc := &pb.RangeDescriptor{RangeId: id, Table: "t", TableId: 7, Generation: gen, Replicas: []*pb.Replica{{ServerId: "f"}}}
+	if err := s.createReplica(desc, true, true, map[string]string{"f": s.RaftAddr()}, joinFloor{}); err != nil {
+		t.Fatal(err)
+	}
+	sl := s.slot(id)
+	var rep *replica
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if rep = sl.open(); rep != nil && rep.isLeader() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the single-voter range never elected itself")
+		}
+	}
+	v := &service{s: s}
+	for i := range n {
+		op := &pb.EntityOp{Kind: pb.OpKind_OP_KIND_INSERT, PartitionKey: "p", RowKey: fmt.Sprintf("r%d", i),
+			Entity: edm.MarshalBinary(&edm.Entity{PartitionKey: "p", RowKey: fmt.Sprintf("r%d", i)})}
+		wctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		_, err := v.Write(wctx, &pb.WriteRequest{RangeId: id, Generation: gen, Ops: []*pb.EntityOp{op}, RequestId: []byte(fmt.Sprintf("w%d", i))})
+		cancel()
+		if err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+	}
+	return rep, v
 }
