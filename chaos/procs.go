@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,10 +21,12 @@ import (
 type role struct {
 	name string
 	args []string
-	env  []string
-	cmd  *exec.Cmd
-	out  *tailBuffer
-	done chan struct{}
+	// failAddr is where the process serves its failpoints (a partition
+	// server's disk faults are armed there, without a restart).
+	failAddr string
+	cmd      *exec.Cmd
+	out      *tailBuffer
+	done     chan struct{}
 }
 
 // cluster is 3 masters, 4 partition servers and a front-end, each behind
@@ -111,7 +114,7 @@ func (c *cluster) connString() string {
 // startCluster starts every role of a fresh cluster in dir.
 func startCluster(bin, dir string) (*cluster, error) {
 	c := &cluster{bin: bin, dir: dir, net: newFaultNet(), serverDirect: map[string]string{}, direct: map[string]string{}}
-	ports, release, err := reserveAddrs(3*2 + 4*2 + 1)
+	ports, release, err := reserveAddrs(3*2 + 4*3 + 1)
 	if err != nil {
 		return nil, err
 	}
@@ -155,7 +158,7 @@ func startCluster(bin, dir string) (*cluster, error) {
 		}
 		c.serverDirect[id] = g
 		c.direct[id] = g
-		c.servers = append(c.servers, &role{name: id, args: []string{"partitionserver", "--id", id,
+		c.servers = append(c.servers, &role{name: id, failAddr: next(), args: []string{"partitionserver", "--id", id,
 			"--data-dir", filepath.Join(dir, id), "--grpc-addr", g, "--raft-addr", r,
 			"--advertise-grpc", gp.addr(), "--advertise-raft", rp.addr(),
 			"--masters", strings.Join(c.masterGRPC, ","), "--snapshot-threshold", "2048",
@@ -199,7 +202,10 @@ func (c *cluster) start(r *role) error {
 		r.out = &tailBuffer{max: size}
 	}
 	cmd := exec.Command(c.bin, r.args...)
-	cmd.Env = append(os.Environ(), r.env...)
+	cmd.Env = os.Environ()
+	if r.failAddr != "" {
+		cmd.Env = append(cmd.Env, failpoint.AddrEnvVar+"="+r.failAddr)
+	}
 	cmd.Stdout, cmd.Stderr = r.out, r.out
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", r.name, err)
@@ -273,7 +279,6 @@ func (c *cluster) reviveExited() []string {
 		c.mu.Unlock()
 		if dead {
 			out = append(out, r.name)
-			r.env = nil
 			c.start(r)
 		}
 	}
@@ -289,16 +294,45 @@ func isClosed(ch chan struct{}) bool {
 	}
 }
 
-// setFailpoints restarts server r with the given failpoints armed ("" to
-// disarm).
-func (c *cluster) setFailpoints(r *role, spec string) {
-	c.kill(r)
-	r.env = nil
-	if spec != "" {
-		r.env = []string{failpoint.EnvVar + "=" + spec}
+// setFailpoint arms point name on r with action ("" disarms) while r
+// runs: a slow disk is not also a restart. It retries for a few seconds
+// (r may be starting after the last fault) and fails if r is not running
+// (a failing disk may have stopped it: its heal finds it dead and
+// restarts it, disarmed).
+func (c *cluster) setFailpoint(r *role, name, action string) error {
+	method := http.MethodPut
+	if action == "" {
+		method = http.MethodDelete
 	}
-	c.start(r)
+	url := "http://" + r.failAddr + "/" + name
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		err := func() error {
+			req, err := http.NewRequest(method, url, strings.NewReader(action))
+			if err != nil {
+				return err
+			}
+			resp, err := failpointClient.Do(req)
+			if err != nil {
+				return err
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("%s %s: %s", method, url, resp.Status)
+			}
+			return nil
+		}()
+		c.mu.Lock()
+		running := r.cmd != nil && !isClosed(r.done)
+		c.mu.Unlock()
+		if err == nil || !running || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
+
+var failpointClient = &http.Client{Timeout: time.Second}
 
 func (c *cluster) stop() {
 	for _, r := range c.all() {

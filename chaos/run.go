@@ -143,7 +143,6 @@ func Run(o Options) (_ *Result, err error) {
 		c.mark(r.name, flagStopped, false)
 		if r.cmd == nil || isClosed(r.done) {
 			c.kill(r)
-			r.env = nil
 			c.start(r)
 		}
 	}
@@ -256,12 +255,22 @@ func inject(c *cluster, rng *rand.Rand) fault {
 		isolate(c, m.name, true)
 		return fault{"partition: master " + m.name + " cut off", func() { isolate(c, m.name, false) }}
 	case 6:
-		c.setFailpoints(ps, "partitionserver/fsm/commit=delay:150ms")
-		return fault{"slow fsync on " + ps.name, func() { c.setFailpoints(ps, "") }}
+		return diskFault(c, ps, "slow fsync", "delay:150ms")
 	default:
-		c.setFailpoints(ps, "partitionserver/fsm/commit=error")
-		return fault{"failing fsync on " + ps.name, func() { c.setFailpoints(ps, "") }}
+		return diskFault(c, ps, "failing fsync", "error")
 	}
+}
+
+// diskFault arms the state-file commit's failpoint on ps while it runs
+// (a failing one makes ps stop itself at its next commit, as a server
+// whose fsync fails must; the fault's heal finds it dead and restarts it).
+func diskFault(c *cluster, ps *role, what, action string) fault {
+	const point = "partitionserver/fsm/commit"
+	name := what + " on " + ps.name
+	if err := c.setFailpoint(ps, point, action); err != nil {
+		name += " (not armed: " + err.Error() + ")"
+	}
+	return fault{name, func() { c.setFailpoint(ps, point, "") }}
 }
 
 func indexOf(rs []*role, r *role) int {

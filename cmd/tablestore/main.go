@@ -64,6 +64,10 @@ func main() {
 		fmt.Fprintln(os.Stderr, "tablestore:", err)
 		os.Exit(2)
 	}
+	if err := failpoint.ServeFromEnv(); err != nil {
+		fmt.Fprintln(os.Stderr, "tablestore:", err)
+		os.Exit(2)
+	}
 	c, ok := commands[os.Args[1]]
 	if !ok {
 		fmt.Fprintf(os.Stderr, "tablestore: unknown command %q\n\n", os.Args[1])

@@ -1,6 +1,7 @@
 package failpoint
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -28,18 +29,31 @@ func EnableFromEnv() error {
 		if !ok || name == "" {
 			return fmt.Errorf("failpoint: %s: %q is not name=action", EnvVar, item)
 		}
-		switch {
-		case action == "error":
-			Enable(name, nil)
-		case strings.HasPrefix(action, "delay:"):
-			d, err := time.ParseDuration(strings.TrimPrefix(action, "delay:"))
-			if err != nil || d < 0 {
-				return fmt.Errorf("failpoint: %s: bad delay in %q", EnvVar, item)
-			}
-			Enable(name, func() error { time.Sleep(d); return nil })
-		default:
-			return fmt.Errorf("failpoint: %s: unknown action in %q (delay:D or error)", EnvVar, item)
+		fn, err := parseAction(action)
+		if err != nil {
+			return fmt.Errorf("%s: %w", EnvVar, err)
 		}
+		Enable(name, fn)
 	}
 	return nil
+}
+
+// ErrBadAction is what a malformed action is refused with.
+var ErrBadAction = errors.New("failpoint: bad action (want delay:D or error)")
+
+// parseAction turns "error" or "delay:D" into what Inject calls: delay
+// sleeps and succeeds (a slow disk), error fails.
+func parseAction(action string) (func() error, error) {
+	switch {
+	case action == "error":
+		return nil, nil
+	case strings.HasPrefix(action, "delay:"):
+		d, err := time.ParseDuration(strings.TrimPrefix(action, "delay:"))
+		if err != nil || d < 0 {
+			return nil, fmt.Errorf("%w: bad delay %q", ErrBadAction, action)
+		}
+		return func() error { time.Sleep(d); return nil }, nil
+	default:
+		return nil, fmt.Errorf("%w: %q", ErrBadAction, action)
+	}
 }
