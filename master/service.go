@@ -449,6 +449,7 @@ func (v *service) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.
 	if !take {
 		return resp, nil
 	}
+	s.noteDisk(sv.GetServerId(), req, now)
 	full := reportIsFull(req)
 	s.progress.observe(sv.GetServerId(), req.GetRanges(), req.GetRemovedRangeIds(), full, now)
 	changed, throttled := s.reports.heartbeat(s.cfg.Policy.Config, sv.GetServerId(), req.GetRanges(), req.GetRemovedRangeIds(), full, span, now)
