@@ -356,6 +356,11 @@ func (s *Server) SetIsolated(v bool) { s.raftNet.SetIsolated(v) }
 // server's Raft traffic per peer (chaos tests).
 func (s *Server) SetRaftFault(f grouptransport.Fault) { s.raftNet.SetFault(f) }
 
+// SetSlowDisk makes every commit of the state file take d longer (0: no
+// longer), as a slow disk would (fault injection for in-process clusters,
+// where the failpoint would slow every server).
+func (s *Server) SetSlowDisk(d time.Duration) { s.store.SetCommitDelay(d) }
+
 // SetPaused stalls (true) or resumes (false) this server's Raft traffic
 // with its connections left open, as a stopped process would (fault
 // injection).

@@ -701,8 +701,8 @@ func TestFailedCommitStops(t *testing.T) {
 }
 
 // TestObserveCommits: each commit of applied entries is timed, the
-// failpoint's delay (the chaos slow disk) included, and an empty flush
-// (nothing pending) is not a commit.
+// failpoint's delay (the chaos slow disk) and SetCommitDelay's included,
+// and an empty flush (nothing pending) is not a commit.
 func TestObserveCommits(t *testing.T) {
 	s, err := OpenWithInterval(filepath.Join(t.TempDir(), "state.db"), time.Hour)
 	if err != nil {
@@ -738,13 +738,20 @@ func TestObserveCommits(t *testing.T) {
 		t.Fatal(err)
 	}
 	write(2)
+	s.SetCommitDelay(delay) // one store's slow disk
+	err = s.Flush()
+	s.SetCommitDelay(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(3)
 	s.ObserveCommits(nil)
 	if err := s.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(seen) != 1 || seen[0] < delay {
-		t.Fatalf("observed %v, want one commit of at least %v", seen, delay)
+	if len(seen) != 2 || seen[0] < delay || seen[1] < delay {
+		t.Fatalf("observed %v, want two commits of at least %v", seen, delay)
 	}
 }

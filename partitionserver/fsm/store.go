@@ -71,6 +71,8 @@ type Store struct {
 	// observe, when set, is told how long each commit took (the
 	// server's slow-disk report, partitionserver/disklatency).
 	observe atomic.Pointer[func(at time.Time, d time.Duration)]
+	// delay is added to every commit (SetCommitDelay).
+	delay atomic.Int64
 
 	interval  time.Duration
 	kick      chan struct{}
@@ -180,6 +182,11 @@ func (s *Store) ObserveCommits(fn func(at time.Time, d time.Duration)) {
 	s.observe.Store(&fn)
 }
 
+// SetCommitDelay makes every commit take d longer, as on a slow disk, until
+// set to 0 (fault injection: the failpoint partitionserver/fsm/commit does
+// the same for every store of the process, this for one).
+func (s *Store) SetCommitDelay(d time.Duration) { s.delay.Store(int64(d)) }
+
 // Urge asks the committer to commit without waiting for the interval: a
 // reader waits for an applied index.
 func (s *Store) Urge() {
@@ -195,6 +202,9 @@ func (s *Store) commitLocked() error {
 	}
 	start := time.Now()
 	// The failpoint's delay counts: it stands for a slow disk.
+	if d := s.delay.Load(); d > 0 {
+		time.Sleep(time.Duration(d))
+	}
 	err := failpoint.Inject("partitionserver/fsm/commit")
 	if err == nil {
 		err = s.tx.Commit()
