@@ -73,8 +73,14 @@ func (s *Server) placement() ([]*pb.Replica, map[string]string, error) {
 		}
 		return live[i] < live[j]
 	})
+	chosen := live[:s.cfg.ReplicationFactor]
+	// The first replica campaigns for the new range's leadership
+	// (createReplicas): not a slow server's, when another was chosen, or
+	// the slow-disk rule would move it at once.
+	slow := s.reports.slowServers()
+	sort.SliceStable(chosen, func(i, j int) bool { return !slow[chosen[i]] && slow[chosen[j]] })
 	var out []*pb.Replica
-	for _, id := range live[:s.cfg.ReplicationFactor] {
+	for _, id := range chosen {
 		out = append(out, &pb.Replica{ServerId: id})
 	}
 	return out, addrs, nil

@@ -82,6 +82,19 @@ func (r *reports) observeDisk(server string, d *pb.DiskLatency, threshold time.D
 	return st, changed
 }
 
+// slowServers returns the servers found slow.
+func (r *reports) slowServers() map[string]bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[string]bool{}
+	for id, st := range r.disk {
+		if st.slow {
+			out[id] = true
+		}
+	}
+	return out
+}
+
 // noteDisk folds a heartbeat's disk report in and logs a change.
 func (s *Server) noteDisk(server string, req *pb.HeartbeatRequest, now time.Time) {
 	st, changed := s.reports.observeDisk(server, req.GetDiskLatency(), s.cfg.Policy.SlowDiskCommit, now)

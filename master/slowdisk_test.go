@@ -118,3 +118,40 @@ func TestSnapshotSlow(t *testing.T) {
 		t.Fatal("a new leader (greet) kept an earlier term's slow")
 	}
 }
+
+// TestPlacementCampaignerNotSlow: a new range's first replica, which
+// campaigns for its leadership, is not on a slow server when another
+// server was chosen; the slow one still holds a replica (replicas are
+// placed by count alone).
+func TestPlacementCampaignerNotSlow(t *testing.T) {
+	cfg := DefaultConfig()
+	s, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.cancel()
+	now := time.Now()
+	for i, id := range []string{"a", "b", "c", "d"} {
+		s.fsm.st.servers[id] = &pb.ServerInfo{ServerId: id}
+		s.fsm.st.replicaCount[id] = i // a holds the fewest, d the most
+	}
+	s.reports.greet([]string{"a", "b", "c", "d"}, now)
+	first := func() []string {
+		reps, _, err := s.placement()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, r := range reps {
+			ids = append(ids, r.GetServerId())
+		}
+		return ids
+	}
+	if got := first(); got[0] != "a" || len(got) != 3 {
+		t.Fatalf("placement %v, want a (fewest replicas) first of 3", got)
+	}
+	s.noteDisk("a", &pb.HeartbeatRequest{DiskLatency: disk(40, 152*time.Millisecond, 0, 0)}, now)
+	if got := first(); got[0] != "b" || got[2] != "a" {
+		t.Fatalf("placement %v with a slow, want b first and a last", got)
+	}
+}
