@@ -392,6 +392,16 @@ func (c *Cluster) IsolateServer(i int, v bool) {
 	}
 }
 
+// SlowServerDisk makes every state-file commit of server i take d longer
+// (0: no longer), as a slow disk would.
+func (c *Cluster) SlowServerDisk(i int, d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s := c.Servers[i].Server; s != nil {
+		s.SetSlowDisk(d)
+	}
+}
+
 // PauseServer stalls (true) or resumes (false) server i's Raft traffic
 // with its connections left open, as SIGSTOP and SIGCONT would.
 func (c *Cluster) PauseServer(i int, v bool) {

@@ -1183,6 +1183,9 @@ const (
 	causeOperator    = "operator"
 	causeReReplicate = "re-replicate"
 	causeRecovery    = "recovery"
+	// causeSlowDisk: a leadership moved off a server whose disk commits
+	// are slow (scheduler.RuleSlowDiskLeader).
+	causeSlowDisk = "slow-disk"
 )
 
 func hasReplica(d *pb.RangeDescriptor, server string) bool {

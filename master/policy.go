@@ -20,12 +20,22 @@ type PolicyConfig struct {
 	// MaxInFlight bounds concurrent split/merge/move/transfer operations
 	// started by the scheduler.
 	MaxInFlight int
+	// SlowDiskCommit: a partition server the median of whose disk commits
+	// (state file or Raft log, over the 10 s its heartbeat reports) reaches
+	// this is slow: it gets no leadership and its leaderships move to
+	// followers; it is slow until the median falls below half of it (0
+	// turns the rule off). 100 ms: healthy commits take 1-10 ms, a loaded
+	// 2-core machine sees tens of ms now and then (a median is not moved
+	// by that), the chaos fault is 150 ms, and a server above 100 ms adds
+	// that to every write of the ranges it leads.
+	SlowDiskCommit time.Duration
 	scheduler.Config
 }
 
 // DefaultPolicyConfig returns the documented defaults.
 func DefaultPolicyConfig() PolicyConfig {
-	return PolicyConfig{Enabled: true, Interval: 250 * time.Millisecond, MaxInFlight: 2, Config: scheduler.DefaultConfig()}
+	return PolicyConfig{Enabled: true, Interval: 250 * time.Millisecond, MaxInFlight: 2, SlowDiskCommit: 100 * time.Millisecond,
+		Config: scheduler.DefaultConfig()}
 }
 
 // Validate reports invalid settings.
@@ -36,6 +46,9 @@ func (c *PolicyConfig) Validate() error {
 	if c.MaxInFlight < 1 {
 		return errors.New("max-in-flight must be at least 1")
 	}
+	if c.SlowDiskCommit < 0 {
+		return errors.New("slow-disk-commit must not be negative")
+	}
 	return c.Config.Validate()
 }
 
@@ -44,5 +57,7 @@ func (c *PolicyConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.Enabled, "policies", c.Enabled, "run the automatic split, merge, balance and re-replication policies")
 	fs.DurationVar(&c.Interval, "policy-interval", c.Interval, "how often the policies are evaluated")
 	fs.IntVar(&c.MaxInFlight, "max-in-flight", c.MaxInFlight, "most split/merge/move operations at once")
+	fs.DurationVar(&c.SlowDiskCommit, "slow-disk-commit", c.SlowDiskCommit,
+		"median disk commit time (over a partition server's last 10 s) at which the server loses its range leaderships; cleared below half of it (0: never)")
 	c.Config.RegisterFlags(fs)
 }

@@ -49,6 +49,9 @@ type reports struct {
 	// folding serialises, per server, a heartbeat's accept with its fold
 	// (serverTurn).
 	folding map[string]*sync.Mutex
+	// disk is, per server, the slow-disk state its heartbeats' disk
+	// reports decided (slowdisk.go).
+	disk map[string]diskState
 	// gen counts changes to what the reports say of ranges (a report
 	// taken with ranges in it, a leader set or forgotten): the replica
 	// check skips a tick when it and the catalog did not change.
@@ -214,6 +217,7 @@ func newReports() *reports {
 		changedLeaders: map[uint64]struct{}{},
 		sessions:       map[string]*reportSession{},
 		folding:        map[string]*sync.Mutex{},
+		disk:           map[string]diskState{},
 	}
 }
 
@@ -396,6 +400,9 @@ func (r *reports) greet(servers []string, now time.Time) {
 	for _, ss := range r.sessions {
 		ss.since = time.Time{}
 	}
+	// Disks too are judged afresh: a server found slow in an earlier term
+	// may have been cleared by reports to another leader since.
+	clear(r.disk)
 }
 
 // frozenRanges returns the ranges with a freeze not known undone.

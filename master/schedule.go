@@ -77,6 +77,8 @@ func (s *Server) snapshot(now time.Time) *scheduler.Snapshot {
 		// server killed 2.3 s before, a split-born range led by one cut
 		// off 2.2 s before, each ~3 s without writes).
 		sv.Silent = sv.Live && now.Sub(t) >= awayAfter
+		d := s.reports.disk[sv.ID]
+		sv.Slow, sv.SlowMedian, sv.SlowCleared = d.slow, d.median, d.cleared
 	}
 	for _, d := range descs {
 		snap.Ranges = append(snap.Ranges, s.schedRange(d, snap.Servers, now))
@@ -136,6 +138,9 @@ func (s *Server) execute(ctx context.Context, o scheduler.Op) error {
 		}
 		_, err = s.move(ctx, o.Range, o.From, o.To, cause, o.Reason+" ["+o.Rule+"]", o.Figures)
 	case scheduler.TransferLeader:
+		if o.Rule == scheduler.RuleSlowDiskLeader {
+			cause = causeSlowDisk
+		}
 		err = s.transferWithEvent(ctx, o.Range, o.From, o.To, cause, o.Reason+" ["+o.Rule+"]", o.Figures)
 	}
 	if err != nil {

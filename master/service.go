@@ -73,8 +73,14 @@ func (s *Server) placement() ([]*pb.Replica, map[string]string, error) {
 		}
 		return live[i] < live[j]
 	})
+	chosen := live[:s.cfg.ReplicationFactor]
+	// The first replica campaigns for the new range's leadership
+	// (createReplicas): not a slow server's, when another was chosen, or
+	// the slow-disk rule would move it at once.
+	slow := s.reports.slowServers()
+	sort.SliceStable(chosen, func(i, j int) bool { return !slow[chosen[i]] && slow[chosen[j]] })
 	var out []*pb.Replica
-	for _, id := range live[:s.cfg.ReplicationFactor] {
+	for _, id := range chosen {
 		out = append(out, &pb.Replica{ServerId: id})
 	}
 	return out, addrs, nil
@@ -449,6 +455,7 @@ func (v *service) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.
 	if !take {
 		return resp, nil
 	}
+	s.noteDisk(sv.GetServerId(), req, now)
 	full := reportIsFull(req)
 	s.progress.observe(sv.GetServerId(), req.GetRanges(), req.GetRemovedRangeIds(), full, now)
 	changed, throttled := s.reports.heartbeat(s.cfg.Policy.Config, sv.GetServerId(), req.GetRanges(), req.GetRemovedRangeIds(), full, span, now)

@@ -53,7 +53,8 @@ func (s *Server) publishGauges(replicas int, led []rangeRate) {
 // forgetGauges removes this server's series (Close: a stopped server in a
 // process that goes on, as in dev or tests, must not look alive).
 func (s *Server) forgetGauges() {
-	for _, v := range []*prometheus.GaugeVec{replicasGauge, leadersGauge, rangeEntitiesPerSec, diskAvailableBytes, diskCapacityBytes} {
+	for _, v := range []*prometheus.GaugeVec{replicasGauge, leadersGauge, rangeEntitiesPerSec, diskAvailableBytes, diskCapacityBytes,
+		diskCommitMedianSeconds, diskCommitsWindow} {
 		v.DeletePartialMatch(prometheus.Labels{"server": s.id})
 	}
 }

@@ -183,6 +183,7 @@ func (s *Server) heartbeatOnce(cur []*pb.RangeStatus) (wantFull bool, sent []*pb
 		Seq:                rp.seq,
 		AssignmentsVersion: rp.version,
 		MergeAbort:         true,
+		DiskLatency:        s.diskReport(now),
 	}
 	if full {
 		req.Ranges = cur

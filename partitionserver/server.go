@@ -23,6 +23,7 @@ import (
 	"tablestore/internal/masterclient"
 	"tablestore/internal/peertls"
 	"tablestore/partitionserver/admission"
+	"tablestore/partitionserver/disklatency"
 	"tablestore/partitionserver/fsm"
 	"tablestore/partitionserver/grouptransport"
 	"tablestore/partitionserver/raftlog"
@@ -81,6 +82,9 @@ type Server struct {
 	health       healthState
 	// report is the heartbeat loop's own state (heartbeat.go).
 	report reportState
+	// stateCommits and logSyncs time the state file's commits and the
+	// Raft log's syncs for the heartbeat's slow-disk report (disk.go).
+	stateCommits, logSyncs *disklatency.Window
 
 	// joins: the Join placements waiting for a join floor
 	// (joinassigned.go), one call each. removedAt: per range, the highest
@@ -99,6 +103,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	return &Server{cfg: cfg, logger: logger, slots: make(map[uint64]*slot), addrs: newAddressBook(),
+		stateCommits: disklatency.New(disklatency.DefaultSpan), logSyncs: disklatency.New(disklatency.DefaultSpan),
 		capacity: admission.New(cfg.ServerCapacity, cfg.ServerCapacity*capacityBurst.Seconds(), cfg.ServerQueueWait, time.Now())}, nil
 }
 
@@ -167,11 +172,12 @@ func (s *Server) Start() (err error) {
 	if s.store, err = fsm.OpenWithInterval(statePath, s.cfg.StateCommitInterval); err != nil {
 		return fmt.Errorf("partitionserver: state file %s: %w", statePath, err)
 	}
+	s.store.ObserveCommits(s.stateCommits.Observe)
 	cleanup = append(cleanup, func() { s.store.Close() })
 	if s.creds, err = s.cfg.TLS.Load(); err != nil {
 		return err
 	}
-	if s.logs, err = raftlog.Open(filepath.Join(s.cfg.DataDir, raftLogDir), raftlog.Options{}); err != nil {
+	if s.logs, err = raftlog.Open(filepath.Join(s.cfg.DataDir, raftLogDir), raftlog.Options{ObserveSync: s.logSyncs.Observe}); err != nil {
 		return fmt.Errorf("partitionserver: raft log in --data-dir %s: %w", s.cfg.DataDir, err)
 	}
 	cleanup = append(cleanup, func() { s.logs.Close() })
@@ -349,6 +355,11 @@ func (s *Server) SetIsolated(v bool) { s.raftNet.SetIsolated(v) }
 // SetRaftFault installs (nil removes) a hook that may drop or delay this
 // server's Raft traffic per peer (chaos tests).
 func (s *Server) SetRaftFault(f grouptransport.Fault) { s.raftNet.SetFault(f) }
+
+// SetSlowDisk makes every commit of the state file take d longer (0: no
+// longer), as a slow disk would (fault injection for in-process clusters,
+// where the failpoint would slow every server).
+func (s *Server) SetSlowDisk(d time.Duration) { s.store.SetCommitDelay(d) }
 
 // SetPaused stalls (true) or resumes (false) this server's Raft traffic
 // with its connections left open, as a stopped process would (fault

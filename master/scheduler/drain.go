@@ -2,15 +2,24 @@ package scheduler
 
 import "fmt"
 
-// drain empties servers marked draining: first their leaderships go to a
-// live, caught-up follower, then their replicas move to the servers holding
-// the fewest (a leader's replica moves once its leadership is gone).
+// drain takes leaderships off the servers that must not lead and empties
+// the draining ones. A range led by a draining or a slow server (Server.Slow:
+// its disk commits are persistently slow) has its leadership moved to a
+// live, caught-up follower that may lead (canLead: not slow, silent,
+// draining, settling or missing the replica), the one leading the least;
+// with none, it stays. Then the replicas of draining servers move to the
+// servers holding the fewest (a leader's replica moves once its leadership
+// is gone); a slow server keeps its replicas: it still adds to the
+// range's durability, and a follower's commits do not hold up writes.
+// One rule moves leaders off a server for what the server is, so that
+// draining and slow disks cannot disagree about where a leadership goes.
 type drain struct{}
 
 func (drain) Name() string { return "drain" }
 
 func (drain) Schedule(p *Plan) {
-	if !p.anyDraining() {
+	draining, slow := p.shedding()
+	if !draining && !slow {
 		return
 	}
 	for _, r := range p.snap.Ranges {
@@ -20,16 +29,31 @@ func (drain) Schedule(p *Plan) {
 		if !p.free(r) {
 			continue
 		}
-		if st := p.servers[r.Leader]; st != nil && st.draining {
+		if st := p.servers[r.Leader]; st != nil && (st.draining || st.slow) {
 			if to := p.coolestFollower(r, r.Leader); to != nil {
-				p.add(r, Op{Kind: TransferLeader, Range: r.ID, From: r.Leader, To: to.id, Rule: RuleDrainLeader,
-					Reason:  fmt.Sprintf("drain: server %s is draining", r.Leader),
-					Figures: map[string]float64{"entities_per_sec": r.entitiesPerSec()}})
+				p.add(r, shedLeader(r, st, to))
 			}
 			continue
 		}
-		p.drainReplica(r)
+		if draining {
+			p.drainReplica(r)
+		}
 	}
+}
+
+// shedLeader is the transfer of r's leadership off st, which is draining
+// or slow, to to.
+func shedLeader(r *Range, st, to *serverStat) Op {
+	o := Op{Kind: TransferLeader, Range: r.ID, From: st.id, To: to.id,
+		Figures: map[string]float64{"entities_per_sec": r.entitiesPerSec()}}
+	if st.draining {
+		o.Rule, o.Reason = RuleDrainLeader, fmt.Sprintf("drain: server %s is draining", st.id)
+		return o
+	}
+	o.Rule = RuleSlowDiskLeader
+	o.Reason = fmt.Sprintf("slow disk: server %s's commits take %.0f ms (median)", st.id, float64(st.slowMedian.Microseconds())/1000)
+	o.Figures["commit_median_seconds"] = st.slowMedian.Seconds()
+	return o
 }
 
 // drainReplica moves r's replica off a draining server, if it has one.
@@ -48,11 +72,12 @@ func (p *Plan) drainReplica(r *Range) {
 	}
 }
 
-func (p *Plan) anyDraining() bool {
+// shedding reports whether any server is draining, and whether any is
+// slow.
+func (p *Plan) shedding() (draining, slow bool) {
 	for _, st := range p.order {
-		if st.draining {
-			return true
-		}
+		draining = draining || st.draining
+		slow = slow || st.slow
 	}
-	return false
+	return draining, slow
 }

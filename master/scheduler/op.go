@@ -37,6 +37,7 @@ const (
 	RuleReReplicate       = "re-replicate"
 	RuleDrainLeader       = "drain-leader"
 	RuleDrainReplica      = "drain-replica"
+	RuleSlowDiskLeader    = "slow-disk-leader"
 	RuleSplitLoad         = "split-load"
 	RuleSplitSize         = "split-size"
 	RuleMergeCold         = "merge-cold"

@@ -224,8 +224,9 @@ func parseBytes(s string) (uint64, error) {
 	return n * mult, err
 }
 
-// setServers reads "id [down=DUR] [back=DUR] [silent] [draining] [unseen]"
-// lines.
+// setServers reads "id [down=DUR] [back=DUR] [silent] [draining] [unseen]
+// [slow=MEDIAN] [slow-cleared=DUR]" lines (slow-cleared: found no longer
+// slow DUR ago).
 func (w *world) setServers(lines []string) error {
 	w.servers = nil
 	for _, l := range lines {
@@ -248,6 +249,18 @@ func (w *world) setServers(lines []string) error {
 				s.Back = w.now.Add(-d)
 			case "silent":
 				s.Silent = true
+			case "slow":
+				d, err := time.ParseDuration(v)
+				if err != nil {
+					return err
+				}
+				s.Slow, s.SlowMedian = true, d
+			case "slow-cleared":
+				d, err := time.ParseDuration(v)
+				if err != nil {
+					return err
+				}
+				s.SlowCleared = w.now.Add(-d)
 			case "draining":
 				s.Draining = true
 			case "unseen":

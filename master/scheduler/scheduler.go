@@ -92,6 +92,9 @@ type serverStat struct {
 	downFor        time.Duration // > 0: known down this long
 	back           time.Time     // came back then (Server.Back)
 	silent         bool          // Server.Silent
+	slow           bool          // Server.Slow
+	slowMedian     time.Duration // Server.SlowMedian
+	slowCleared    time.Time     // Server.SlowCleared
 	replicas       int
 	leaders        int
 	leaderLoad     float64
@@ -103,7 +106,8 @@ type serverStat struct {
 func NewPlan(cfg Config, snap *Snapshot) *Plan {
 	p := &Plan{cfg: cfg, snap: snap, servers: make(map[string]*serverStat, len(snap.Servers))}
 	for _, s := range snap.Servers {
-		st := &serverStat{id: s.ID, live: s.Live, draining: s.Draining, back: s.Back, silent: s.Silent}
+		st := &serverStat{id: s.ID, live: s.Live, draining: s.Draining, back: s.Back, silent: s.Silent,
+			slow: s.Slow, slowMedian: s.SlowMedian, slowCleared: s.SlowCleared}
 		if !s.Live && !s.LastSeen.IsZero() {
 			st.downFor = max(snap.Now.Sub(s.LastSeen), time.Nanosecond)
 		}
@@ -303,13 +307,15 @@ func (p *Plan) canHost(st *serverStat) bool {
 }
 
 // canLead reports whether the replica of r on server may take over r's
-// leadership: its server is live, not draining, not silent and not just
-// back (LeaderSettle), it reports the replica, and it is no more than
-// MaxLeaderLag entries behind the leader.
+// leadership: its server is live, not draining, not slow, not silent and
+// not just back or just cleared of slow (LeaderSettle), it reports the
+// replica, and it is no more than MaxLeaderLag entries behind the leader.
+// Every rule that gives leadership asks it (transfers, balancing, a
+// split's right-hand leader, drain).
 func (p *Plan) canLead(r *Range, server string) bool {
 	st := p.servers[server]
 	rep := r.replica(server)
-	if st == nil || rep == nil || !st.live || st.draining || rep.Missing || p.settling(st) {
+	if st == nil || rep == nil || !st.live || st.draining || st.slow || rep.Missing || p.settling(st) {
 		return false
 	}
 	if l := r.replica(r.Leader); l != nil && l.Applied > rep.Applied {
@@ -393,12 +399,13 @@ func (p *Plan) eachImbalanced(over bool, fn func(s *serverStat, mean float64)) {
 	}
 }
 
-// eligible returns the live servers that are not draining, sorted by key
-// descending (ties by id).
+// eligible returns the live servers that are neither draining nor slow,
+// sorted by key descending (ties by id). A slow server may lead nothing, so
+// its empty share must not lower the mean the others are balanced to.
 func (p *Plan) eligible(key func(*serverStat) float64) []*serverStat {
 	var out []*serverStat
 	for _, st := range p.order {
-		if st.live && !st.draining {
+		if st.live && !st.draining && !st.slow {
 			out = append(out, st)
 		}
 	}
@@ -439,11 +446,16 @@ func (p *Plan) ledBy(server string) []*Range {
 	return p.led[server]
 }
 
-// cooling reports whether leader balancing should leave st alone.
-// settling reports whether st is silent or came back less than
-// LeaderSettle ago.
+// settling reports whether st is silent, or came back or was cleared of
+// slow less than LeaderSettle ago.
 func (p *Plan) settling(st *serverStat) bool {
-	return st.silent || !st.back.IsZero() && p.snap.Now.Sub(st.back) < p.cfg.LeaderSettle
+	return st.silent || p.within(st.back, p.cfg.LeaderSettle) || p.within(st.slowCleared, p.cfg.LeaderSettle)
 }
 
+// within reports whether t is set and less than d before now.
+func (p *Plan) within(t time.Time, d time.Duration) bool {
+	return !t.IsZero() && p.snap.Now.Sub(t) < d
+}
+
+// cooling reports whether leader balancing should leave st alone.
 func (p *Plan) cooling(st *serverStat) bool { return p.snap.Now.Before(st.coolUntil) }

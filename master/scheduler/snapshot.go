@@ -37,6 +37,18 @@ type Server struct {
 	// receives no leadership (chaos seed 69: a transfer to a server cut
 	// off 2.6 s before held the range's writes until it timed out).
 	Silent bool
+	// Slow: the server's disk commits are persistently slow (the master
+	// decides from its heartbeats' medians, with hysteresis). It receives
+	// no leadership and the leaderships it holds move to a follower that
+	// may lead (the drain policy; issue 10: a server with 150 ms commits
+	// led a range whose writes crawled at one entry per commit). SlowMedian
+	// is the figure that decided it, for the operations' reasons.
+	Slow       bool
+	SlowMedian time.Duration
+	// SlowCleared is when the server was last found no longer slow: like
+	// a server back (Back), it receives no leadership for LeaderSettle, and
+	// then the leader-balance policies give it leaderships at their pace.
+	SlowCleared time.Time
 	// Draining servers get no new replicas or leaders and have theirs
 	// moved off.
 	Draining bool

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -696,5 +697,61 @@ func TestFailedCommitStops(t *testing.T) {
 	}
 	if _, err := r.Get("p", "first"); r.AppliedIndex() >= 1 && err != nil {
 		t.Fatalf("applied index %d but entry 1's entity is gone (%v): a failed commit left a hole", r.AppliedIndex(), err)
+	}
+}
+
+// TestObserveCommits: each commit of applied entries is timed, the
+// failpoint's delay (the chaos slow disk) and SetCommitDelay's included,
+// and an empty flush (nothing pending) is not a commit.
+func TestObserveCommits(t *testing.T) {
+	s, err := OpenWithInterval(filepath.Join(t.TempDir(), "state.db"), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.CreateRange(&pb.RangeDescriptor{RangeId: 1, TableId: 1, Generation: 1}, true); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var seen []time.Duration
+	s.ObserveCommits(func(_ time.Time, d time.Duration) {
+		mu.Lock()
+		seen = append(seen, d)
+		mu.Unlock()
+	})
+	r, _ := s.OpenRange(1, logging.Discard())
+	write := func(index uint64) {
+		data, _ := EncodeWrite(&pb.WriteCommand{ProposedUnixNano: int64(index) * 1000, Ops: []*pb.EntityOp{op(pb.OpKind_OP_KIND_INSERT, "p", fmt.Sprint(index), entityBytes(t, nil))}})
+		if res := r.ApplyBatch([]*raft.Log{{Index: index, Type: raft.LogCommand, Data: data}}); res[0].(*Result).Err != nil {
+			t.Fatal(res[0].(*Result).Err)
+		}
+	}
+	write(1)
+	const delay = 30 * time.Millisecond
+	failpoint.Enable("partitionserver/fsm/commit", func() error { time.Sleep(delay); return nil })
+	err = s.Flush()
+	failpoint.Disable("partitionserver/fsm/commit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Flush(); err != nil { // nothing pending
+		t.Fatal(err)
+	}
+	write(2)
+	s.SetCommitDelay(delay) // one store's slow disk
+	err = s.Flush()
+	s.SetCommitDelay(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(3)
+	s.ObserveCommits(nil)
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 2 || seen[0] < delay || seen[1] < delay {
+		t.Fatalf("observed %v, want two commits of at least %v", seen, delay)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -66,6 +67,12 @@ type Store struct {
 	wmu    sync.Mutex
 	tx     *bolt.Tx
 	afters []func()
+
+	// observe, when set, is told how long each commit took (the
+	// server's slow-disk report, partitionserver/disklatency).
+	observe atomic.Pointer[func(at time.Time, d time.Duration)]
+	// delay is added to every commit (SetCommitDelay).
+	delay atomic.Int64
 
 	interval  time.Duration
 	kick      chan struct{}
@@ -165,6 +172,21 @@ func (s *Store) Flush() error {
 	return s.commitLocked()
 }
 
+// ObserveCommits has fn told the end and duration of every commit of
+// applied entries from now on (nil: no more).
+func (s *Store) ObserveCommits(fn func(at time.Time, d time.Duration)) {
+	if fn == nil {
+		s.observe.Store(nil)
+		return
+	}
+	s.observe.Store(&fn)
+}
+
+// SetCommitDelay makes every commit take d longer, as on a slow disk, until
+// set to 0 (fault injection: the failpoint partitionserver/fsm/commit does
+// the same for every store of the process, this for one).
+func (s *Store) SetCommitDelay(d time.Duration) { s.delay.Store(int64(d)) }
+
 // Urge asks the committer to commit without waiting for the interval: a
 // reader waits for an applied index.
 func (s *Store) Urge() {
@@ -178,6 +200,11 @@ func (s *Store) commitLocked() error {
 	if s.tx == nil {
 		return nil
 	}
+	start := time.Now()
+	// The failpoint's delay counts: it stands for a slow disk.
+	if d := s.delay.Load(); d > 0 {
+		time.Sleep(time.Duration(d))
+	}
 	err := failpoint.Inject("partitionserver/fsm/commit")
 	if err == nil {
 		err = s.tx.Commit()
@@ -185,6 +212,10 @@ func (s *Store) commitLocked() error {
 		s.tx.Rollback()
 	}
 	s.tx = nil
+	if fn := s.observe.Load(); fn != nil && err == nil {
+		now := time.Now()
+		(*fn)(now, now.Sub(start))
+	}
 	afters := s.afters
 	s.afters = nil
 	if err != nil {

@@ -20,6 +20,10 @@ type Options struct {
 	// SegmentSize is the size after which the next write starts a new
 	// segment file (default 64 MiB).
 	SegmentSize int64
+	// ObserveSync, when set, is told the end and duration of every group
+	// commit (write and fdatasync) that succeeded: the server's slow-disk
+	// report (partitionserver/disklatency).
+	ObserveSync func(at time.Time, d time.Duration)
 }
 
 const defaultSegmentSize = 64 << 20
@@ -28,6 +32,8 @@ const defaultSegmentSize = 64 << 20
 type Store struct {
 	dir     string
 	segSize int64
+	// observeSync is Options.ObserveSync.
+	observeSync func(at time.Time, d time.Duration)
 
 	// mu guards the index: groups, segments and the current segment.
 	// Only the flusher (and Open) changes it.
@@ -143,7 +149,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{
-		dir: dir, segSize: opts.SegmentSize,
+		dir: dir, segSize: opts.SegmentSize, observeSync: opts.ObserveSync,
 		groups: map[uint64]*group{}, segs: map[uint64]*segment{},
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{}),
 	}
@@ -386,7 +392,11 @@ func (s *Store) run() {
 		}
 		start := time.Now()
 		b.err = s.flush(b)
-		syncSeconds.Observe(time.Since(start).Seconds())
+		end := time.Now()
+		syncSeconds.Observe(end.Sub(start).Seconds())
+		if s.observeSync != nil && b.err == nil {
+			s.observeSync(end, end.Sub(start))
+		}
 		if b.err != nil {
 			s.qmu.Lock()
 			if s.err == nil {

@@ -451,3 +451,30 @@ func TestSetVote(t *testing.T) {
 		t.Errorf("LastVoteCand after reopen = %q, %v", v, err)
 	}
 }
+
+// TestObserveSync: every group commit is reported to Options.ObserveSync,
+// once per sync (the Stats count), with its duration.
+func TestObserveSync(t *testing.T) {
+	var mu sync.Mutex
+	var n int
+	var total time.Duration
+	s := open(t, t.TempDir(), Options{ObserveSync: func(_ time.Time, d time.Duration) {
+		mu.Lock()
+		n++
+		total += d
+		mu.Unlock()
+	}})
+	defer s.Close()
+	before := s.Stats().Syncs
+	for i := uint64(1); i <= 5; i++ {
+		if err := s.Log(1).StoreLog(entry(i, 1, "data")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	syncs := s.Stats().Syncs - before
+	mu.Lock()
+	defer mu.Unlock()
+	if uint64(n) != syncs || syncs == 0 || total <= 0 {
+		t.Fatalf("observed %d syncs (%v in all), the store made %d", n, total, syncs)
+	}
+}

@@ -823,7 +823,12 @@ type HeartbeatRequest struct {
 	// The server applies COMMAND_KIND_UNFREEZE and serves UnfreezeRange: the
 	// master aborts a merge (unfreezes its right range) only when every
 	// replica of the range is on a server that says so.
-	MergeAbort    bool `protobuf:"varint,8,opt,name=merge_abort,json=mergeAbort,proto3" json:"merge_abort,omitempty"`
+	MergeAbort bool `protobuf:"varint,8,opt,name=merge_abort,json=mergeAbort,proto3" json:"merge_abort,omitempty"`
+	// The server's recent disk commit latency (absent from older servers):
+	// the master takes the leaderships off a server whose commits are
+	// persistently slow (docs/reliability.md, "Slow disks lose their
+	// leaderships").
+	DiskLatency   *DiskLatency `protobuf:"bytes,9,opt,name=disk_latency,json=diskLatency,proto3" json:"disk_latency,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -914,6 +919,97 @@ func (x *HeartbeatRequest) GetMergeAbort() bool {
 	return false
 }
 
+func (x *HeartbeatRequest) GetDiskLatency() *DiskLatency {
+	if x != nil {
+		return x.DiskLatency
+	}
+	return nil
+}
+
+// DiskLatency summarises a partition server's disk commits over its last
+// window_seconds: how many, and their median (the lower one: at least half
+// took this long or longer). The median, not the maximum, which one hiccup
+// sets.
+type DiskLatency struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	WindowSeconds float64                `protobuf:"fixed64,1,opt,name=window_seconds,json=windowSeconds,proto3" json:"window_seconds,omitempty"`
+	// Group commits of the state file (bbolt, with its fsyncs): applied
+	// entries wait on them.
+	StateCommits             uint32  `protobuf:"varint,2,opt,name=state_commits,json=stateCommits,proto3" json:"state_commits,omitempty"`
+	StateCommitMedianSeconds float64 `protobuf:"fixed64,3,opt,name=state_commit_median_seconds,json=stateCommitMedianSeconds,proto3" json:"state_commit_median_seconds,omitempty"`
+	// Group commits (write and fdatasync) of the shared Raft log: writes
+	// wait on them.
+	LogSyncs             uint32  `protobuf:"varint,4,opt,name=log_syncs,json=logSyncs,proto3" json:"log_syncs,omitempty"`
+	LogSyncMedianSeconds float64 `protobuf:"fixed64,5,opt,name=log_sync_median_seconds,json=logSyncMedianSeconds,proto3" json:"log_sync_median_seconds,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *DiskLatency) Reset() {
+	*x = DiskLatency{}
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DiskLatency) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DiskLatency) ProtoMessage() {}
+
+func (x *DiskLatency) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DiskLatency.ProtoReflect.Descriptor instead.
+func (*DiskLatency) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *DiskLatency) GetWindowSeconds() float64 {
+	if x != nil {
+		return x.WindowSeconds
+	}
+	return 0
+}
+
+func (x *DiskLatency) GetStateCommits() uint32 {
+	if x != nil {
+		return x.StateCommits
+	}
+	return 0
+}
+
+func (x *DiskLatency) GetStateCommitMedianSeconds() float64 {
+	if x != nil {
+		return x.StateCommitMedianSeconds
+	}
+	return 0
+}
+
+func (x *DiskLatency) GetLogSyncs() uint32 {
+	if x != nil {
+		return x.LogSyncs
+	}
+	return 0
+}
+
+func (x *DiskLatency) GetLogSyncMedianSeconds() float64 {
+	if x != nil {
+		return x.LogSyncMedianSeconds
+	}
+	return 0
+}
+
 type HeartbeatResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Ranges this server should host (so a server that missed a CreateReplica
@@ -944,7 +1040,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[16]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -956,7 +1052,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[16]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -969,7 +1065,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{16}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *HeartbeatResponse) GetAssigned() []*RangeDescriptor {
@@ -1038,7 +1134,7 @@ type SetTableACLRequest struct {
 
 func (x *SetTableACLRequest) Reset() {
 	*x = SetTableACLRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[17]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1050,7 +1146,7 @@ func (x *SetTableACLRequest) String() string {
 func (*SetTableACLRequest) ProtoMessage() {}
 
 func (x *SetTableACLRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[17]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1063,7 +1159,7 @@ func (x *SetTableACLRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTableACLRequest.ProtoReflect.Descriptor instead.
 func (*SetTableACLRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{17}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SetTableACLRequest) GetName() string {
@@ -1088,7 +1184,7 @@ type SetTableACLResponse struct {
 
 func (x *SetTableACLResponse) Reset() {
 	*x = SetTableACLResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[18]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1100,7 +1196,7 @@ func (x *SetTableACLResponse) String() string {
 func (*SetTableACLResponse) ProtoMessage() {}
 
 func (x *SetTableACLResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[18]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1113,7 +1209,7 @@ func (x *SetTableACLResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTableACLResponse.ProtoReflect.Descriptor instead.
 func (*SetTableACLResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{18}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{19}
 }
 
 type SetServicePropertiesRequest struct {
@@ -1125,7 +1221,7 @@ type SetServicePropertiesRequest struct {
 
 func (x *SetServicePropertiesRequest) Reset() {
 	*x = SetServicePropertiesRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[19]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1137,7 +1233,7 @@ func (x *SetServicePropertiesRequest) String() string {
 func (*SetServicePropertiesRequest) ProtoMessage() {}
 
 func (x *SetServicePropertiesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[19]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1150,7 +1246,7 @@ func (x *SetServicePropertiesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetServicePropertiesRequest.ProtoReflect.Descriptor instead.
 func (*SetServicePropertiesRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{19}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SetServicePropertiesRequest) GetProperties() []byte {
@@ -1168,7 +1264,7 @@ type SetServicePropertiesResponse struct {
 
 func (x *SetServicePropertiesResponse) Reset() {
 	*x = SetServicePropertiesResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[20]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1180,7 +1276,7 @@ func (x *SetServicePropertiesResponse) String() string {
 func (*SetServicePropertiesResponse) ProtoMessage() {}
 
 func (x *SetServicePropertiesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[20]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1193,7 +1289,7 @@ func (x *SetServicePropertiesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetServicePropertiesResponse.ProtoReflect.Descriptor instead.
 func (*SetServicePropertiesResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{20}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{21}
 }
 
 type SetAccountsRequest struct {
@@ -1205,7 +1301,7 @@ type SetAccountsRequest struct {
 
 func (x *SetAccountsRequest) Reset() {
 	*x = SetAccountsRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[21]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1217,7 +1313,7 @@ func (x *SetAccountsRequest) String() string {
 func (*SetAccountsRequest) ProtoMessage() {}
 
 func (x *SetAccountsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[21]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1230,7 +1326,7 @@ func (x *SetAccountsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAccountsRequest.ProtoReflect.Descriptor instead.
 func (*SetAccountsRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{21}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SetAccountsRequest) GetAccounts() []*StorageAccount {
@@ -1248,7 +1344,7 @@ type SetAccountsResponse struct {
 
 func (x *SetAccountsResponse) Reset() {
 	*x = SetAccountsResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[22]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1260,7 +1356,7 @@ func (x *SetAccountsResponse) String() string {
 func (*SetAccountsResponse) ProtoMessage() {}
 
 func (x *SetAccountsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[22]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1273,7 +1369,7 @@ func (x *SetAccountsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAccountsResponse.ProtoReflect.Descriptor instead.
 func (*SetAccountsResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{22}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{23}
 }
 
 type EventsRequest struct {
@@ -1286,7 +1382,7 @@ type EventsRequest struct {
 
 func (x *EventsRequest) Reset() {
 	*x = EventsRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[23]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1298,7 +1394,7 @@ func (x *EventsRequest) String() string {
 func (*EventsRequest) ProtoMessage() {}
 
 func (x *EventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[23]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1311,7 +1407,7 @@ func (x *EventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsRequest.ProtoReflect.Descriptor instead.
 func (*EventsRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{23}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *EventsRequest) GetSinceSeq() uint64 {
@@ -1338,7 +1434,7 @@ type SplitRequest struct {
 
 func (x *SplitRequest) Reset() {
 	*x = SplitRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[24]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1350,7 +1446,7 @@ func (x *SplitRequest) String() string {
 func (*SplitRequest) ProtoMessage() {}
 
 func (x *SplitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[24]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1363,7 +1459,7 @@ func (x *SplitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitRequest.ProtoReflect.Descriptor instead.
 func (*SplitRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{24}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SplitRequest) GetTable() string {
@@ -1390,7 +1486,7 @@ type SplitResponse struct {
 
 func (x *SplitResponse) Reset() {
 	*x = SplitResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[25]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1402,7 +1498,7 @@ func (x *SplitResponse) String() string {
 func (*SplitResponse) ProtoMessage() {}
 
 func (x *SplitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[25]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1415,7 +1511,7 @@ func (x *SplitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitResponse.ProtoReflect.Descriptor instead.
 func (*SplitResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{25}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *SplitResponse) GetLeft() *RangeDescriptor {
@@ -1441,7 +1537,7 @@ type MergeRequest struct {
 
 func (x *MergeRequest) Reset() {
 	*x = MergeRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[26]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1453,7 +1549,7 @@ func (x *MergeRequest) String() string {
 func (*MergeRequest) ProtoMessage() {}
 
 func (x *MergeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[26]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1466,7 +1562,7 @@ func (x *MergeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeRequest.ProtoReflect.Descriptor instead.
 func (*MergeRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{26}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *MergeRequest) GetRangeId() uint64 {
@@ -1485,7 +1581,7 @@ type MergeResponse struct {
 
 func (x *MergeResponse) Reset() {
 	*x = MergeResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[27]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1497,7 +1593,7 @@ func (x *MergeResponse) String() string {
 func (*MergeResponse) ProtoMessage() {}
 
 func (x *MergeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[27]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1510,7 +1606,7 @@ func (x *MergeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeResponse.ProtoReflect.Descriptor instead.
 func (*MergeResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{27}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *MergeResponse) GetRange() *RangeDescriptor {
@@ -1532,7 +1628,7 @@ type MoveRequest struct {
 
 func (x *MoveRequest) Reset() {
 	*x = MoveRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[28]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1544,7 +1640,7 @@ func (x *MoveRequest) String() string {
 func (*MoveRequest) ProtoMessage() {}
 
 func (x *MoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[28]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1557,7 +1653,7 @@ func (x *MoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveRequest.ProtoReflect.Descriptor instead.
 func (*MoveRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{28}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *MoveRequest) GetRangeId() uint64 {
@@ -1590,7 +1686,7 @@ type MoveResponse struct {
 
 func (x *MoveResponse) Reset() {
 	*x = MoveResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[29]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1602,7 +1698,7 @@ func (x *MoveResponse) String() string {
 func (*MoveResponse) ProtoMessage() {}
 
 func (x *MoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[29]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1615,7 +1711,7 @@ func (x *MoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveResponse.ProtoReflect.Descriptor instead.
 func (*MoveResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{29}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *MoveResponse) GetRange() *RangeDescriptor {
@@ -1635,7 +1731,7 @@ type MasterTransferLeaderRequest struct {
 
 func (x *MasterTransferLeaderRequest) Reset() {
 	*x = MasterTransferLeaderRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[30]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1647,7 +1743,7 @@ func (x *MasterTransferLeaderRequest) String() string {
 func (*MasterTransferLeaderRequest) ProtoMessage() {}
 
 func (x *MasterTransferLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[30]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1660,7 +1756,7 @@ func (x *MasterTransferLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterTransferLeaderRequest.ProtoReflect.Descriptor instead.
 func (*MasterTransferLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{30}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *MasterTransferLeaderRequest) GetRangeId() uint64 {
@@ -1685,7 +1781,7 @@ type MasterTransferLeaderResponse struct {
 
 func (x *MasterTransferLeaderResponse) Reset() {
 	*x = MasterTransferLeaderResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[31]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1697,7 +1793,7 @@ func (x *MasterTransferLeaderResponse) String() string {
 func (*MasterTransferLeaderResponse) ProtoMessage() {}
 
 func (x *MasterTransferLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[31]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1710,7 +1806,7 @@ func (x *MasterTransferLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterTransferLeaderResponse.ProtoReflect.Descriptor instead.
 func (*MasterTransferLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{31}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{32}
 }
 
 var File_tablestore_v1_master_service_proto protoreflect.FileDescriptor
@@ -1763,7 +1859,7 @@ const file_tablestore_v1_master_service_proto_rawDesc = "" +
 	"\x05table\x18\x01 \x01(\tR\x05table\"W\n" +
 	"\x18WatchPartitionMapRequest\x12#\n" +
 	"\rknown_version\x18\x01 \x01(\x04R\fknownVersion\x12\x16\n" +
-	"\x06deltas\x18\x02 \x01(\bR\x06deltas\"\xbf\x02\n" +
+	"\x06deltas\x18\x02 \x01(\bR\x06deltas\"\xfe\x02\n" +
 	"\x10HeartbeatRequest\x121\n" +
 	"\x06server\x18\x01 \x01(\v2\x19.tablestore.v1.ServerInfoR\x06server\x122\n" +
 	"\x06ranges\x18\x02 \x03(\v2\x1a.tablestore.v1.RangeStatusR\x06ranges\x12\x12\n" +
@@ -1773,7 +1869,14 @@ const file_tablestore_v1_master_service_proto_rawDesc = "" +
 	"\x03seq\x18\x06 \x01(\x04R\x03seq\x12/\n" +
 	"\x13assignments_version\x18\a \x01(\x04R\x12assignmentsVersion\x12\x1f\n" +
 	"\vmerge_abort\x18\b \x01(\bR\n" +
-	"mergeAbort\"\xe3\x03\n" +
+	"mergeAbort\x12=\n" +
+	"\fdisk_latency\x18\t \x01(\v2\x1a.tablestore.v1.DiskLatencyR\vdiskLatency\"\xec\x01\n" +
+	"\vDiskLatency\x12%\n" +
+	"\x0ewindow_seconds\x18\x01 \x01(\x01R\rwindowSeconds\x12#\n" +
+	"\rstate_commits\x18\x02 \x01(\rR\fstateCommits\x12=\n" +
+	"\x1bstate_commit_median_seconds\x18\x03 \x01(\x01R\x18stateCommitMedianSeconds\x12\x1b\n" +
+	"\tlog_syncs\x18\x04 \x01(\rR\blogSyncs\x125\n" +
+	"\x17log_sync_median_seconds\x18\x05 \x01(\x01R\x14logSyncMedianSeconds\"\xe3\x03\n" +
 	"\x11HeartbeatResponse\x12:\n" +
 	"\bassigned\x18\x01 \x03(\v2\x1e.tablestore.v1.RangeDescriptorR\bassigned\x12$\n" +
 	"\x0elive_table_ids\x18\x02 \x03(\x04R\fliveTableIds\x12N\n" +
@@ -1856,7 +1959,7 @@ func file_tablestore_v1_master_service_proto_rawDescGZIP() []byte {
 	return file_tablestore_v1_master_service_proto_rawDescData
 }
 
-var file_tablestore_v1_master_service_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_tablestore_v1_master_service_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_tablestore_v1_master_service_proto_goTypes = []any{
 	(*JoinFloorRequest)(nil),             // 0: tablestore.v1.JoinFloorRequest
 	(*JoinFloorResponse)(nil),            // 1: tablestore.v1.JoinFloorResponse
@@ -1874,89 +1977,91 @@ var file_tablestore_v1_master_service_proto_goTypes = []any{
 	(*GetPartitionMapRequest)(nil),       // 13: tablestore.v1.GetPartitionMapRequest
 	(*WatchPartitionMapRequest)(nil),     // 14: tablestore.v1.WatchPartitionMapRequest
 	(*HeartbeatRequest)(nil),             // 15: tablestore.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),            // 16: tablestore.v1.HeartbeatResponse
-	(*SetTableACLRequest)(nil),           // 17: tablestore.v1.SetTableACLRequest
-	(*SetTableACLResponse)(nil),          // 18: tablestore.v1.SetTableACLResponse
-	(*SetServicePropertiesRequest)(nil),  // 19: tablestore.v1.SetServicePropertiesRequest
-	(*SetServicePropertiesResponse)(nil), // 20: tablestore.v1.SetServicePropertiesResponse
-	(*SetAccountsRequest)(nil),           // 21: tablestore.v1.SetAccountsRequest
-	(*SetAccountsResponse)(nil),          // 22: tablestore.v1.SetAccountsResponse
-	(*EventsRequest)(nil),                // 23: tablestore.v1.EventsRequest
-	(*SplitRequest)(nil),                 // 24: tablestore.v1.SplitRequest
-	(*SplitResponse)(nil),                // 25: tablestore.v1.SplitResponse
-	(*MergeRequest)(nil),                 // 26: tablestore.v1.MergeRequest
-	(*MergeResponse)(nil),                // 27: tablestore.v1.MergeResponse
-	(*MoveRequest)(nil),                  // 28: tablestore.v1.MoveRequest
-	(*MoveResponse)(nil),                 // 29: tablestore.v1.MoveResponse
-	(*MasterTransferLeaderRequest)(nil),  // 30: tablestore.v1.MasterTransferLeaderRequest
-	(*MasterTransferLeaderResponse)(nil), // 31: tablestore.v1.MasterTransferLeaderResponse
-	nil,                                  // 32: tablestore.v1.HeartbeatResponse.RaftAddrsEntry
-	(*RangeDescriptor)(nil),              // 33: tablestore.v1.RangeDescriptor
-	(*ServerInfo)(nil),                   // 34: tablestore.v1.ServerInfo
-	(*Table)(nil),                        // 35: tablestore.v1.Table
-	(*RangeStatus)(nil),                  // 36: tablestore.v1.RangeStatus
-	(*SignedIdentifier)(nil),             // 37: tablestore.v1.SignedIdentifier
-	(*StorageAccount)(nil),               // 38: tablestore.v1.StorageAccount
-	(*PartitionMap)(nil),                 // 39: tablestore.v1.PartitionMap
-	(*Event)(nil),                        // 40: tablestore.v1.Event
+	(*DiskLatency)(nil),                  // 16: tablestore.v1.DiskLatency
+	(*HeartbeatResponse)(nil),            // 17: tablestore.v1.HeartbeatResponse
+	(*SetTableACLRequest)(nil),           // 18: tablestore.v1.SetTableACLRequest
+	(*SetTableACLResponse)(nil),          // 19: tablestore.v1.SetTableACLResponse
+	(*SetServicePropertiesRequest)(nil),  // 20: tablestore.v1.SetServicePropertiesRequest
+	(*SetServicePropertiesResponse)(nil), // 21: tablestore.v1.SetServicePropertiesResponse
+	(*SetAccountsRequest)(nil),           // 22: tablestore.v1.SetAccountsRequest
+	(*SetAccountsResponse)(nil),          // 23: tablestore.v1.SetAccountsResponse
+	(*EventsRequest)(nil),                // 24: tablestore.v1.EventsRequest
+	(*SplitRequest)(nil),                 // 25: tablestore.v1.SplitRequest
+	(*SplitResponse)(nil),                // 26: tablestore.v1.SplitResponse
+	(*MergeRequest)(nil),                 // 27: tablestore.v1.MergeRequest
+	(*MergeResponse)(nil),                // 28: tablestore.v1.MergeResponse
+	(*MoveRequest)(nil),                  // 29: tablestore.v1.MoveRequest
+	(*MoveResponse)(nil),                 // 30: tablestore.v1.MoveResponse
+	(*MasterTransferLeaderRequest)(nil),  // 31: tablestore.v1.MasterTransferLeaderRequest
+	(*MasterTransferLeaderResponse)(nil), // 32: tablestore.v1.MasterTransferLeaderResponse
+	nil,                                  // 33: tablestore.v1.HeartbeatResponse.RaftAddrsEntry
+	(*RangeDescriptor)(nil),              // 34: tablestore.v1.RangeDescriptor
+	(*ServerInfo)(nil),                   // 35: tablestore.v1.ServerInfo
+	(*Table)(nil),                        // 36: tablestore.v1.Table
+	(*RangeStatus)(nil),                  // 37: tablestore.v1.RangeStatus
+	(*SignedIdentifier)(nil),             // 38: tablestore.v1.SignedIdentifier
+	(*StorageAccount)(nil),               // 39: tablestore.v1.StorageAccount
+	(*PartitionMap)(nil),                 // 40: tablestore.v1.PartitionMap
+	(*Event)(nil),                        // 41: tablestore.v1.Event
 }
 var file_tablestore_v1_master_service_proto_depIdxs = []int32{
-	33, // 0: tablestore.v1.JoinFloorResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	34, // 1: tablestore.v1.DrainServerResponse.server:type_name -> tablestore.v1.ServerInfo
+	34, // 0: tablestore.v1.JoinFloorResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	35, // 1: tablestore.v1.DrainServerResponse.server:type_name -> tablestore.v1.ServerInfo
 	5,  // 2: tablestore.v1.ListMembersResponse.members:type_name -> tablestore.v1.MasterMember
-	35, // 3: tablestore.v1.CreateTableResponse.table:type_name -> tablestore.v1.Table
-	33, // 4: tablestore.v1.CreateTableResponse.ranges:type_name -> tablestore.v1.RangeDescriptor
-	34, // 5: tablestore.v1.HeartbeatRequest.server:type_name -> tablestore.v1.ServerInfo
-	36, // 6: tablestore.v1.HeartbeatRequest.ranges:type_name -> tablestore.v1.RangeStatus
-	33, // 7: tablestore.v1.HeartbeatResponse.assigned:type_name -> tablestore.v1.RangeDescriptor
-	32, // 8: tablestore.v1.HeartbeatResponse.raft_addrs:type_name -> tablestore.v1.HeartbeatResponse.RaftAddrsEntry
-	37, // 9: tablestore.v1.SetTableACLRequest.acl:type_name -> tablestore.v1.SignedIdentifier
-	38, // 10: tablestore.v1.SetAccountsRequest.accounts:type_name -> tablestore.v1.StorageAccount
-	33, // 11: tablestore.v1.SplitResponse.left:type_name -> tablestore.v1.RangeDescriptor
-	33, // 12: tablestore.v1.SplitResponse.right:type_name -> tablestore.v1.RangeDescriptor
-	33, // 13: tablestore.v1.MergeResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	33, // 14: tablestore.v1.MoveResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	9,  // 15: tablestore.v1.MasterService.CreateTable:input_type -> tablestore.v1.CreateTableRequest
-	11, // 16: tablestore.v1.MasterService.DeleteTable:input_type -> tablestore.v1.DeleteTableRequest
-	13, // 17: tablestore.v1.MasterService.GetPartitionMap:input_type -> tablestore.v1.GetPartitionMapRequest
-	14, // 18: tablestore.v1.MasterService.WatchPartitionMap:input_type -> tablestore.v1.WatchPartitionMapRequest
-	17, // 19: tablestore.v1.MasterService.SetTableACL:input_type -> tablestore.v1.SetTableACLRequest
-	19, // 20: tablestore.v1.MasterService.SetServiceProperties:input_type -> tablestore.v1.SetServicePropertiesRequest
-	21, // 21: tablestore.v1.MasterService.SetAccounts:input_type -> tablestore.v1.SetAccountsRequest
-	23, // 22: tablestore.v1.MasterService.Events:input_type -> tablestore.v1.EventsRequest
-	24, // 23: tablestore.v1.MasterService.Split:input_type -> tablestore.v1.SplitRequest
-	26, // 24: tablestore.v1.MasterService.Merge:input_type -> tablestore.v1.MergeRequest
-	28, // 25: tablestore.v1.MasterService.Move:input_type -> tablestore.v1.MoveRequest
-	30, // 26: tablestore.v1.MasterService.TransferLeader:input_type -> tablestore.v1.MasterTransferLeaderRequest
-	15, // 27: tablestore.v1.MasterService.Heartbeat:input_type -> tablestore.v1.HeartbeatRequest
-	2,  // 28: tablestore.v1.MasterService.DrainServer:input_type -> tablestore.v1.DrainServerRequest
-	4,  // 29: tablestore.v1.MasterService.ListMembers:input_type -> tablestore.v1.ListMembersRequest
-	7,  // 30: tablestore.v1.MasterService.AddMember:input_type -> tablestore.v1.AddMemberRequest
-	8,  // 31: tablestore.v1.MasterService.RemoveMember:input_type -> tablestore.v1.RemoveMemberRequest
-	0,  // 32: tablestore.v1.MasterService.JoinFloor:input_type -> tablestore.v1.JoinFloorRequest
-	10, // 33: tablestore.v1.MasterService.CreateTable:output_type -> tablestore.v1.CreateTableResponse
-	12, // 34: tablestore.v1.MasterService.DeleteTable:output_type -> tablestore.v1.DeleteTableResponse
-	39, // 35: tablestore.v1.MasterService.GetPartitionMap:output_type -> tablestore.v1.PartitionMap
-	39, // 36: tablestore.v1.MasterService.WatchPartitionMap:output_type -> tablestore.v1.PartitionMap
-	18, // 37: tablestore.v1.MasterService.SetTableACL:output_type -> tablestore.v1.SetTableACLResponse
-	20, // 38: tablestore.v1.MasterService.SetServiceProperties:output_type -> tablestore.v1.SetServicePropertiesResponse
-	22, // 39: tablestore.v1.MasterService.SetAccounts:output_type -> tablestore.v1.SetAccountsResponse
-	40, // 40: tablestore.v1.MasterService.Events:output_type -> tablestore.v1.Event
-	25, // 41: tablestore.v1.MasterService.Split:output_type -> tablestore.v1.SplitResponse
-	27, // 42: tablestore.v1.MasterService.Merge:output_type -> tablestore.v1.MergeResponse
-	29, // 43: tablestore.v1.MasterService.Move:output_type -> tablestore.v1.MoveResponse
-	31, // 44: tablestore.v1.MasterService.TransferLeader:output_type -> tablestore.v1.MasterTransferLeaderResponse
-	16, // 45: tablestore.v1.MasterService.Heartbeat:output_type -> tablestore.v1.HeartbeatResponse
-	3,  // 46: tablestore.v1.MasterService.DrainServer:output_type -> tablestore.v1.DrainServerResponse
-	6,  // 47: tablestore.v1.MasterService.ListMembers:output_type -> tablestore.v1.ListMembersResponse
-	6,  // 48: tablestore.v1.MasterService.AddMember:output_type -> tablestore.v1.ListMembersResponse
-	6,  // 49: tablestore.v1.MasterService.RemoveMember:output_type -> tablestore.v1.ListMembersResponse
-	1,  // 50: tablestore.v1.MasterService.JoinFloor:output_type -> tablestore.v1.JoinFloorResponse
-	33, // [33:51] is the sub-list for method output_type
-	15, // [15:33] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	36, // 3: tablestore.v1.CreateTableResponse.table:type_name -> tablestore.v1.Table
+	34, // 4: tablestore.v1.CreateTableResponse.ranges:type_name -> tablestore.v1.RangeDescriptor
+	35, // 5: tablestore.v1.HeartbeatRequest.server:type_name -> tablestore.v1.ServerInfo
+	37, // 6: tablestore.v1.HeartbeatRequest.ranges:type_name -> tablestore.v1.RangeStatus
+	16, // 7: tablestore.v1.HeartbeatRequest.disk_latency:type_name -> tablestore.v1.DiskLatency
+	34, // 8: tablestore.v1.HeartbeatResponse.assigned:type_name -> tablestore.v1.RangeDescriptor
+	33, // 9: tablestore.v1.HeartbeatResponse.raft_addrs:type_name -> tablestore.v1.HeartbeatResponse.RaftAddrsEntry
+	38, // 10: tablestore.v1.SetTableACLRequest.acl:type_name -> tablestore.v1.SignedIdentifier
+	39, // 11: tablestore.v1.SetAccountsRequest.accounts:type_name -> tablestore.v1.StorageAccount
+	34, // 12: tablestore.v1.SplitResponse.left:type_name -> tablestore.v1.RangeDescriptor
+	34, // 13: tablestore.v1.SplitResponse.right:type_name -> tablestore.v1.RangeDescriptor
+	34, // 14: tablestore.v1.MergeResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	34, // 15: tablestore.v1.MoveResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	9,  // 16: tablestore.v1.MasterService.CreateTable:input_type -> tablestore.v1.CreateTableRequest
+	11, // 17: tablestore.v1.MasterService.DeleteTable:input_type -> tablestore.v1.DeleteTableRequest
+	13, // 18: tablestore.v1.MasterService.GetPartitionMap:input_type -> tablestore.v1.GetPartitionMapRequest
+	14, // 19: tablestore.v1.MasterService.WatchPartitionMap:input_type -> tablestore.v1.WatchPartitionMapRequest
+	18, // 20: tablestore.v1.MasterService.SetTableACL:input_type -> tablestore.v1.SetTableACLRequest
+	20, // 21: tablestore.v1.MasterService.SetServiceProperties:input_type -> tablestore.v1.SetServicePropertiesRequest
+	22, // 22: tablestore.v1.MasterService.SetAccounts:input_type -> tablestore.v1.SetAccountsRequest
+	24, // 23: tablestore.v1.MasterService.Events:input_type -> tablestore.v1.EventsRequest
+	25, // 24: tablestore.v1.MasterService.Split:input_type -> tablestore.v1.SplitRequest
+	27, // 25: tablestore.v1.MasterService.Merge:input_type -> tablestore.v1.MergeRequest
+	29, // 26: tablestore.v1.MasterService.Move:input_type -> tablestore.v1.MoveRequest
+	31, // 27: tablestore.v1.MasterService.TransferLeader:input_type -> tablestore.v1.MasterTransferLeaderRequest
+	15, // 28: tablestore.v1.MasterService.Heartbeat:input_type -> tablestore.v1.HeartbeatRequest
+	2,  // 29: tablestore.v1.MasterService.DrainServer:input_type -> tablestore.v1.DrainServerRequest
+	4,  // 30: tablestore.v1.MasterService.ListMembers:input_type -> tablestore.v1.ListMembersRequest
+	7,  // 31: tablestore.v1.MasterService.AddMember:input_type -> tablestore.v1.AddMemberRequest
+	8,  // 32: tablestore.v1.MasterService.RemoveMember:input_type -> tablestore.v1.RemoveMemberRequest
+	0,  // 33: tablestore.v1.MasterService.JoinFloor:input_type -> tablestore.v1.JoinFloorRequest
+	10, // 34: tablestore.v1.MasterService.CreateTable:output_type -> tablestore.v1.CreateTableResponse
+	12, // 35: tablestore.v1.MasterService.DeleteTable:output_type -> tablestore.v1.DeleteTableResponse
+	40, // 36: tablestore.v1.MasterService.GetPartitionMap:output_type -> tablestore.v1.PartitionMap
+	40, // 37: tablestore.v1.MasterService.WatchPartitionMap:output_type -> tablestore.v1.PartitionMap
+	19, // 38: tablestore.v1.MasterService.SetTableACL:output_type -> tablestore.v1.SetTableACLResponse
+	21, // 39: tablestore.v1.MasterService.SetServiceProperties:output_type -> tablestore.v1.SetServicePropertiesResponse
+	23, // 40: tablestore.v1.MasterService.SetAccounts:output_type -> tablestore.v1.SetAccountsResponse
+	41, // 41: tablestore.v1.MasterService.Events:output_type -> tablestore.v1.Event
+	26, // 42: tablestore.v1.MasterService.Split:output_type -> tablestore.v1.SplitResponse
+	28, // 43: tablestore.v1.MasterService.Merge:output_type -> tablestore.v1.MergeResponse
+	30, // 44: tablestore.v1.MasterService.Move:output_type -> tablestore.v1.MoveResponse
+	32, // 45: tablestore.v1.MasterService.TransferLeader:output_type -> tablestore.v1.MasterTransferLeaderResponse
+	17, // 46: tablestore.v1.MasterService.Heartbeat:output_type -> tablestore.v1.HeartbeatResponse
+	3,  // 47: tablestore.v1.MasterService.DrainServer:output_type -> tablestore.v1.DrainServerResponse
+	6,  // 48: tablestore.v1.MasterService.ListMembers:output_type -> tablestore.v1.ListMembersResponse
+	6,  // 49: tablestore.v1.MasterService.AddMember:output_type -> tablestore.v1.ListMembersResponse
+	6,  // 50: tablestore.v1.MasterService.RemoveMember:output_type -> tablestore.v1.ListMembersResponse
+	1,  // 51: tablestore.v1.MasterService.JoinFloor:output_type -> tablestore.v1.JoinFloorResponse
+	34, // [34:52] is the sub-list for method output_type
+	16, // [16:34] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_tablestore_v1_master_service_proto_init() }
@@ -1971,7 +2076,7 @@ func file_tablestore_v1_master_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tablestore_v1_master_service_proto_rawDesc), len(file_tablestore_v1_master_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   33,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,0 +1,157 @@
+package master
+
+import (
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	pb "tablestore/proto/tablestorepb"
+)
+
+// disk is a heartbeat's disk report: n state commits with median state,
+// m log syncs with median log.
+func disk(n uint32, state time.Duration, m uint32, log time.Duration) *pb.DiskLatency {
+	return &pb.DiskLatency{WindowSeconds: 10, StateCommits: n, StateCommitMedianSeconds: state.Seconds(),
+		LogSyncs: m, LogSyncMedianSeconds: log.Seconds()}
+}
+
+func TestNextSlow(t *testing.T) {
+	ms := time.Millisecond
+	const threshold = 100 * time.Millisecond
+	tests := []struct {
+		name      string
+		slow      bool
+		d         *pb.DiskLatency
+		threshold time.Duration
+		want      bool
+	}{
+		{"healthy", false, disk(80, 3*ms, 900, 2*ms), threshold, false},
+		{"state commits slow", false, disk(40, 152*ms, 900, 2*ms), threshold, true},
+		{"log syncs slow", false, disk(80, 3*ms, 30, 120*ms), threshold, true},
+		{"at the threshold", false, disk(40, 100*ms, 0, 0), threshold, true},
+		{"just under it", false, disk(40, 99*ms, 0, 0), threshold, false},
+		// A loaded machine's tens of ms, even at their worst, are not
+		// slow.
+		{"loaded machine", false, disk(60, 45*ms, 400, 30*ms), threshold, false},
+		// Too few commits: no evidence, the state stands either way.
+		{"slow but few commits", false, disk(slowDiskMinCommits-1, 900*ms, 3, 800*ms), threshold, false},
+		{"slow, few healthy commits", true, disk(slowDiskMinCommits-1, 1*ms, 0, 0), threshold, true},
+		{"slow, no report (older server)", true, nil, threshold, true},
+		{"slow commits, too few of them, beside healthy syncs", false, disk(5, 300*ms, 500, 2*ms), threshold, false},
+		// Hysteresis: slow until below half the threshold.
+		{"slow, still above half", true, disk(40, 60*ms, 500, 2*ms), threshold, true},
+		{"slow, at half", true, disk(40, 50*ms, 500, 2*ms), threshold, true},
+		{"slow, below half", true, disk(40, 49*ms, 500, 2*ms), threshold, false},
+		{"slow, log still slow", true, disk(40, 2*ms, 500, 70*ms), threshold, true},
+		{"rule off", true, disk(40, 900*ms, 0, 0), 0, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := nextSlow(tc.slow, tc.d, tc.threshold); got != tc.want {
+				t.Fatalf("nextSlow(%v, %v, %v) = %v, want %v", tc.slow, tc.d, tc.threshold, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestSnapshotSlow: the snapshot's Slow follows the heartbeats' disk
+// reports through the rule: set on a slow median with its figure, kept
+// while the median stays above half the threshold or the reports carry
+// no evidence, cleared below half (SlowCleared set), and judged afresh
+// by a new leader (greet).
+func TestSnapshotSlow(t *testing.T) {
+	ms := time.Millisecond
+	cfg := DefaultConfig()
+	s, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.cancel()
+	for _, id := range []string{"a", "b"} {
+		s.fsm.st.servers[id] = &pb.ServerInfo{ServerId: id}
+	}
+	now := time.Now()
+	type want struct {
+		slow    bool
+		median  time.Duration
+		cleared bool
+	}
+	steps := []struct {
+		name string
+		a    *pb.DiskLatency
+		want want
+	}{
+		{"healthy", disk(80, 3*ms, 900, 2*ms), want{median: 3 * ms}},
+		{"a loaded moment", disk(80, 40*ms, 900, 20*ms), want{median: 40 * ms}},
+		{"slow", disk(40, 152*ms, 900, 2*ms), want{slow: true, median: 152 * ms}},
+		{"just restarted: no evidence", disk(2, 1*ms, 3, 1*ms), want{slow: true, median: 152 * ms}},
+		{"older server: no report", nil, want{slow: true, median: 152 * ms}},
+		{"better, not enough", disk(40, 70*ms, 900, 2*ms), want{slow: true, median: 70 * ms}},
+		{"healthy again", disk(40, 4*ms, 900, 2*ms), want{median: 4 * ms, cleared: true}},
+	}
+	for i, st := range steps {
+		at := now.Add(time.Duration(i) * 500 * time.Millisecond)
+		s.noteDisk("a", &pb.HeartbeatRequest{DiskLatency: st.a}, at)
+		s.noteDisk("b", &pb.HeartbeatRequest{DiskLatency: disk(80, 2*ms, 900, 1*ms)}, at)
+		foldReport(s.reports, cfg.Policy.Config, "a", nil, at)
+		foldReport(s.reports, cfg.Policy.Config, "b", nil, at)
+		snap := s.snapshot(at)
+		a, b := snap.Servers[0], snap.Servers[1]
+		if a.ID != "a" || b.Slow {
+			t.Fatalf("%s: servers %+v", st.name, snap.Servers)
+		}
+		got := want{slow: a.Slow, median: a.SlowMedian, cleared: !a.SlowCleared.IsZero()}
+		if got != st.want {
+			t.Fatalf("%s: a slow=%v median=%v cleared=%v, want %+v", st.name, a.Slow, a.SlowMedian, a.SlowCleared, st.want)
+		}
+		if st.want.cleared && !a.SlowCleared.Equal(at) {
+			t.Fatalf("%s: cleared at %v, want %v", st.name, a.SlowCleared, at)
+		}
+	}
+	s.noteDisk("a", &pb.HeartbeatRequest{DiskLatency: disk(40, 152*ms, 0, 0)}, now)
+	if !s.snapshot(now).Servers[0].Slow {
+		t.Fatal("slow again: not slow")
+	}
+	s.reports.greet([]string{"a", "b"}, now)
+	if s.snapshot(now).Servers[0].Slow {
+		t.Fatal("a new leader (greet) kept an earlier term's slow")
+	}
+}
+
+// TestPlacementCampaignerNotSlow: a new range's first replica, which
+// campaigns for its leadership, is not on a slow server when another
+// server was chosen; the slow one still holds a replica (replicas are
+// placed by count alone).
+func TestPlacementCampaignerNotSlow(t *testing.T) {
+	cfg := DefaultConfig()
+	s, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.cancel()
+	now := time.Now()
+	for i, id := range []string{"a", "b", "c", "d"} {
+		s.fsm.st.servers[id] = &pb.ServerInfo{ServerId: id}
+		s.fsm.st.replicaCount[id] = i // a holds the fewest, d the most
+	}
+	s.reports.greet([]string{"a", "b", "c", "d"}, now)
+	first := func() []string {
+		reps, _, err := s.placement()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, r := range reps {
+			ids = append(ids, r.GetServerId())
+		}
+		return ids
+	}
+	if got := first(); got[0] != "a" || len(got) != 3 {
+		t.Fatalf("placement %v, want a (fewest replicas) first of 3", got)
+	}
+	s.noteDisk("a", &pb.HeartbeatRequest{DiskLatency: disk(40, 152*time.Millisecond, 0, 0)}, now)
+	if got := first(); got[0] != "b" || got[2] != "a" {
+		t.Fatalf("placement %v with a slow, want b first and a last", got)
+	}
+}
