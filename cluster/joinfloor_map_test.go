@@ -32,19 +32,47 @@ func TestMapRecreatedMemberRefusesStaleMember(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
+	// The range under test is a split's right half, section 19's second
+	// hazard (a split-born range re-created after its birth log was
+	// compacted).
+	mapRecreatedRefusesStale(t, "joinfloormap", true)
+}
+
+// TestMapRecreatedGen1MemberRefusesStaleMember is the same sequence on a
+// table's first range, still at generation 1 (reliability.md, "A floor for
+// generation-1 re-creations"): its lost replica was re-created by the
+// heartbeat's Bootstrap placement, with the descriptor's voters and log
+// entry 1 and no floor, and voted for S. Once its range has started, the
+// master no longer lets it bootstrap: it joins with a floor.
+func TestMapRecreatedGen1MemberRefusesStaleMember(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	mapRecreatedRefusesStale(t, "joinfloorgen1", false)
+}
+
+// mapRecreatedRefusesStale runs the sequence on table's range holding keys
+// k13 - k25: the right half of a split at k13 when splitBorn, else the
+// table's first range (generation 1).
+func mapRecreatedRefusesStale(t *testing.T, table string, splitBorn bool) {
 	c := startTuned(t, 3, quietPolicies, func(s *partitionserver.Config) { s.QuiesceAfter = 0 })
 	sc := serviceClient(t, c, 0)
 	mc := masterClient(t, c)
 	acked := map[string]int64{}
-	const table = "joinfloormap"
 	tcl := newTable(t, sc, table)
 	ctx := ctxT(t, 3*time.Minute)
-	// The range under test is a split's right half: a range at generation
-	// 1 is re-created by bootstrapping, not joining (see the doc's
-	// remaining hazards), and a split-born range is section 19's second
-	// hazard. Its writes go to keys k13 - k25.
+	// Its writes go to keys k13 - k25.
 	writeSeq(t, tcl, acked, "before", 26)
-	rng := splitRange(t, ctx, mc, table, "k13").GetRight()
+	var rng *pb.RangeDescriptor
+	if splitBorn {
+		rng = splitRange(t, ctx, mc, table, "k13").GetRight()
+	} else {
+		rs := tableRanges(partitionMap(t, mc), table)
+		if len(rs) != 1 || rs[0].GetGeneration() != 1 {
+			t.Fatalf("table %s: want one range at generation 1, have %v", table, rs)
+		}
+		rng = rs[0]
+	}
 	id := rng.GetRangeId()
 	write := func(tag string, n int) {
 		t.Helper()

@@ -62,6 +62,7 @@ func init() {
 	register(pb.MasterCommandKind_MASTER_COMMAND_KIND_SET_SERVER_DRAINING, applySetServerDraining)
 	register(pb.MasterCommandKind_MASTER_COMMAND_KIND_SET_ACCOUNTS, applySetAccounts)
 	register(pb.MasterCommandKind_MASTER_COMMAND_KIND_MERGE_DECISION, applyMergeDecision)
+	register(pb.MasterCommandKind_MASTER_COMMAND_KIND_MARK_RANGES_STARTED, applyMarkRangesStarted)
 }
 
 // state is the replicated state. Tables are keyed by lower-case name
@@ -93,6 +94,12 @@ type state struct {
 	// one, by the right range's id (mergedecision.go); dropped with the
 	// range.
 	mergeDecisions map[uint64]*pb.MergeDecision
+	// started holds the ranges at generation 1 that have started (a
+	// leader was seen): a replica of one that a server lacks is
+	// re-created with a join floor, never by bootstrapping
+	// (rangestart.go). Dropped with the table; a range that leaves
+	// generation 1 keeps its mark (it no longer matters).
+	started map[uint64]struct{}
 
 	// changes, when set, collects what the command being applied touched
 	// (for the partition map's deltas); not replicated.
@@ -112,6 +119,7 @@ func newState() *state {
 		tableRanges: map[uint64]map[uint64]struct{}{}, replicaCount: map[string]int{},
 		servers: map[string]*pb.ServerInfo{}, nextTableID: 1, nextRangeID: 1, nextEventSeq: 1,
 		byID: map[string]*pb.TableRequestRecord{}, mergeDecisions: map[uint64]*pb.MergeDecision{},
+		started: map[uint64]struct{}{},
 	}
 }
 
@@ -301,6 +309,7 @@ func (s *state) snapshot() *pb.MasterSnapshot {
 	out := &pb.MasterSnapshot{
 		NextTableId: s.nextTableID, NextRangeId: s.nextRangeID, ServiceProperties: s.serviceProperties,
 		Events: s.events, NextEventSeq: s.nextEventSeq, Accounts: s.accounts, Requests: s.requests,
+		StartedRangeIds: s.startedIDs(),
 	}
 	for _, t := range s.tables {
 		out.Tables = append(out.Tables, t)
@@ -346,6 +355,9 @@ func stateFromSnapshot(m *pb.MasterSnapshot) *state {
 	}
 	for _, d := range m.GetMergeDecisions() {
 		s.mergeDecisions[d.GetRightRangeId()] = d
+	}
+	for _, id := range m.GetStartedRangeIds() {
+		s.started[id] = struct{}{}
 	}
 	return s
 }
@@ -438,6 +450,9 @@ func deleteTable(s *state, name string) *applyResult {
 	for _, id := range s.rangesOf(t.GetTableId()) {
 		gone = append(gone, s.ranges[id])
 		s.dropRange(id)
+		// Range ids are never reused, and a deleted table's ranges never
+		// come back (applyUpdateRanges: tableLive).
+		delete(s.started, id)
 	}
 	return &applyResult{table: t, ranges: gone}
 }

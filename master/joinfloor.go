@@ -86,7 +86,9 @@ func joinFloorRefusal(id uint64, d *pb.RangeDescriptor, ok bool, server string) 
 // re-creates, and votes for any candidate: a member that missed this
 // server's earlier removal, or writes acknowledged before the replica was
 // lost, would win with it (reliability.md 19, "Join floor for heartbeat
-// re-creations").
+// re-creations"). A range still at generation 1 comes here too once it
+// has started (rangestart.go): its initial members have no earlier
+// removal, and the floor covers the writes acknowledged before the loss.
 //
 // Why the floor is high enough: the map is read first, and it lists the
 // server only once the change that (last) added it is committed, so every

@@ -62,6 +62,9 @@ type Server struct {
 
 	softMu   sync.Mutex
 	adopting bool
+	// marking: a command marking ranges started from heartbeats is in
+	// flight (noteStarted).
+	marking  bool
 	version  uint64
 	changed  chan struct{} // closed and replaced on every map change
 	watchers map[*mapWatcher]struct{}

@@ -181,6 +181,7 @@ func (s *Server) startRange(ctx context.Context, r *pb.RangeDescriptor, addrs ma
 		if s.reports.setLeader(r.GetRangeId(), leader) {
 			s.bump()
 		}
+		s.startedRange(r.GetRangeId())
 		return leader
 	}
 	s.logger.Debug("range replicas created", "range", r.GetRangeId(), "took", time.Since(t0))
@@ -195,6 +196,7 @@ func (s *Server) startRange(ctx context.Context, r *pb.RangeDescriptor, addrs ma
 				if s.reports.setLeader(r.GetRangeId(), rep.GetServerId()) {
 					s.bump()
 				}
+				s.startedRange(r.GetRangeId())
 				return rep.GetServerId()
 			}
 		}
@@ -465,6 +467,7 @@ func (v *service) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.
 	if changed {
 		s.bump()
 	}
+	s.noteStarted(s.fsm.unstartedLed(req.GetRanges()))
 	newer, retired, stale := s.fsm.reconcile(sv.GetServerId(), req.GetRanges())
 	if len(newer) > 0 {
 		go s.adopt(newer)
@@ -575,10 +578,14 @@ func (f *fsm) assignments(server string, have uint64) *pb.HeartbeatResponse {
 			return
 		}
 		resp.RaftAddrs = map[string]string{}
+		resp.RangeStartsKnown = true
 		for _, r := range st.ranges {
 			for _, rep := range r.GetReplicas() {
 				if rep.GetServerId() == server {
 					resp.Assigned = append(resp.Assigned, proto.Clone(r).(*pb.RangeDescriptor))
+					if _, started := st.started[r.GetRangeId()]; mayBootstrap(r, started) {
+						resp.UnstartedRangeIds = append(resp.UnstartedRangeIds, r.GetRangeId())
+					}
 				}
 			}
 		}

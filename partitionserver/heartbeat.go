@@ -42,6 +42,11 @@ type reportState struct {
 	raftAddrs   map[string]string
 	live        map[uint64]bool
 	nextTableID uint64
+	// startsKnown: the master records range starts, and unstarted holds
+	// the assigned generation-1 ranges it says never started (the only
+	// ones this server may bootstrap).
+	startsKnown bool
+	unstarted   map[uint64]bool
 	// pending: the last reconcile left work (a create that failed or
 	// waits for a split, a delete): the next answer reconciles again.
 	pending bool
@@ -57,6 +62,17 @@ func (rp *reportState) take(resp *pb.HeartbeatResponse) {
 		rp.live[id] = true
 	}
 	rp.nextTableID = resp.GetNextTableId()
+	rp.startsKnown = resp.GetRangeStartsKnown()
+	rp.unstarted = make(map[uint64]bool, len(resp.GetUnstartedRangeIds()))
+	for _, id := range resp.GetUnstartedRangeIds() {
+		rp.unstarted[id] = true
+	}
+}
+
+// started reports whether the master says assigned range id, at
+// generation 1, has started (lifecycle.Assignment.Started).
+func (rp *reportState) started(id uint64) bool {
+	return rp.startsKnown && !rp.unstarted[id]
 }
 
 func (s *Server) statuses() []*pb.RangeStatus {
@@ -265,6 +281,7 @@ func (s *Server) reconcile(rp *reportState, retired map[uint64]uint64) (pending 
 	// assigned range (chaos seed 299).
 	for _, d := range rp.assigned {
 		a, parent := s.assignment(d)
+		a.Started = a.Generation == 1 && rp.started(d.GetRangeId())
 		p := lifecycle.Assigned(a)
 		if p == lifecycle.Keep {
 			continue
@@ -274,6 +291,11 @@ func (s *Server) reconcile(rp *reportState, retired map[uint64]uint64) (pending 
 		case lifecycle.Bootstrap:
 			if err := s.createReplica(d, true, false, rp.raftAddrs, joinFloor{}); err != nil {
 				s.logger.Warn("create assigned replica failed", "range", d.GetRangeId(), "placement", p.String(), "err", err)
+			} else if !rp.startsKnown {
+				// As before the master recorded starts: unprotected if
+				// the range had started and this server lost its replica.
+				bootstrapUncheckedTotal.Inc()
+				s.logger.Warn("master records no range starts (older version): assigned generation-1 replica bootstrapped unchecked", "range", d.GetRangeId())
 			}
 		case lifecycle.Join:
 			// Empty: not before the master gave it a join floor.

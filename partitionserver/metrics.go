@@ -95,6 +95,10 @@ var (
 		Namespace: "tablestore", Subsystem: "partitionserver", Name: "join_without_floor_total",
 		Help: "Replicas created empty from the map's assignments without a join floor (an older master, or a range leader on an older server).",
 	})
+	bootstrapUncheckedTotal = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "tablestore", Subsystem: "partitionserver", Name: "bootstrap_unchecked_total",
+		Help: "Generation-1 replicas bootstrapped from the map's assignments under a master that records no range starts (older version): unprotected if the range had started and this server lost its replica.",
+	})
 	quietAnswersTotal = prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: "tablestore", Subsystem: "partitionserver", Name: "quiet_answers_total",
 		Help: "Raft AppendEntries, pre-votes and votes answered for a quiet range without opening it.",
@@ -128,5 +132,5 @@ var (
 )
 
 func init() {
-	prometheus.MustRegister(lifecycleTransitionsTotal, quiescedTotal, joinFloorRefusalsTotal, joinWithoutFloorTotal, quietAnswersTotal, quietVotesTotal, quietStoredTotal, wakeSeconds, quietReadsTotal, quietReadSeconds, quietConfirmsTotal)
+	prometheus.MustRegister(lifecycleTransitionsTotal, quiescedTotal, joinFloorRefusalsTotal, joinWithoutFloorTotal, bootstrapUncheckedTotal, quietAnswersTotal, quietVotesTotal, quietStoredTotal, wakeSeconds, quietReadsTotal, quietReadSeconds, quietConfirmsTotal)
 }

@@ -7,6 +7,10 @@ type Assignment struct {
 	Hosted bool
 	// Generation is the assigned descriptor's.
 	Generation uint64
+	// Started: the master says the range, at generation 1, has started
+	// (it had a leader; HeartbeatResponse unstarted_range_ids does not
+	// list it). Never set by a master that records no starts.
+	Started bool
 	// Stored: the state file holds the range (a split applied here that
 	// has not started it yet).
 	Stored bool
@@ -25,10 +29,16 @@ const (
 	Keep Placement = iota
 	// Bootstrap: create it with the descriptor's voters. A range still at
 	// generation 1 has its initial voters, so every member bootstrapping
-	// the same configuration is safe.
+	// the same configuration is safe, as long as the range never started:
+	// a bootstrapped member is empty past log entry 1 and votes for any
+	// candidate whose log is longer, among them one that missed
+	// acknowledged writes (reliability.md, "A floor for generation-1
+	// re-creations"). A started one Joins.
 	Bootstrap
-	// Join: create it empty, without bootstrapping; the leader sends a
-	// snapshot. No replica here will ever apply the split that created it
+	// Join: create it empty, without bootstrapping, with a join floor;
+	// the leader sends its log or a snapshot. A generation-1 range that
+	// has started; or no replica here will ever apply the split that
+	// created it
 	// (a replica down across the split that caught its parent up by a
 	// snapshot taken after it, or added to the parent by a move whose
 	// snapshot already held the split).
@@ -54,6 +64,8 @@ func Assigned(a Assignment) Placement {
 	switch {
 	case a.Hosted:
 		return Keep
+	case a.Generation == 1 && a.Started:
+		return Join
 	case a.Generation == 1:
 		return Bootstrap
 	case !a.Stored && !a.Parent:

@@ -20,7 +20,7 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 //	<event> [campaign] [must-open] [followed]
 //	answer term=T prev=I,T commit=C entries=N [first=I last=I,T plain] mark=T,I,T,A
 //	vote term=T last=I,T [voter] mark=T,I,T,A
-//	assigned gen=G [hosted] [stored] [parent] [parent-quiet]
+//	assigned gen=G [hosted] [started] [stored] [parent] [parent-quiet]
 //
 // Lines starting with # and blank lines are copied.
 func TestScripts(t *testing.T) {
@@ -197,7 +197,7 @@ func replyName(r Reply) string {
 	return map[Reply]string{Wake: "wake", Ack: "ack", Deny: "deny", Grant: "grant", Store: "store"}[r]
 }
 
-// assignedLine parses "assigned gen=G [hosted] [stored] [parent] [parent-quiet]".
+// assignedLine parses "assigned gen=G [hosted] [started] [stored] [parent] [parent-quiet]".
 func assignedLine(t *testing.T, args []string) string {
 	var a Assignment
 	for _, arg := range args {
@@ -210,6 +210,8 @@ func assignedLine(t *testing.T, args []string) string {
 			a.Generation = g
 		case "hosted":
 			a.Hosted = true
+		case "started":
+			a.Started = true
 		case "stored":
 			a.Stored = true
 		case "parent":

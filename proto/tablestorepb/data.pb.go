@@ -261,6 +261,7 @@ const (
 	MasterCommandKind_MASTER_COMMAND_KIND_SET_ACCOUNTS           MasterCommandKind = 10
 	MasterCommandKind_MASTER_COMMAND_KIND_SET_SERVER_DRAINING    MasterCommandKind = 16
 	MasterCommandKind_MASTER_COMMAND_KIND_MERGE_DECISION         MasterCommandKind = 17
+	MasterCommandKind_MASTER_COMMAND_KIND_MARK_RANGES_STARTED    MasterCommandKind = 18
 )
 
 // Enum value maps for MasterCommandKind.
@@ -279,6 +280,7 @@ var (
 		10: "MASTER_COMMAND_KIND_SET_ACCOUNTS",
 		16: "MASTER_COMMAND_KIND_SET_SERVER_DRAINING",
 		17: "MASTER_COMMAND_KIND_MERGE_DECISION",
+		18: "MASTER_COMMAND_KIND_MARK_RANGES_STARTED",
 	}
 	MasterCommandKind_value = map[string]int32{
 		"MASTER_COMMAND_KIND_UNSPECIFIED":            0,
@@ -294,6 +296,7 @@ var (
 		"MASTER_COMMAND_KIND_SET_ACCOUNTS":           10,
 		"MASTER_COMMAND_KIND_SET_SERVER_DRAINING":    16,
 		"MASTER_COMMAND_KIND_MERGE_DECISION":         17,
+		"MASTER_COMMAND_KIND_MARK_RANGES_STARTED":    18,
 	}
 )
 
@@ -2428,6 +2431,56 @@ func (x *AppendEventCommand) GetEvent() *Event {
 	return nil
 }
 
+// MarkRangesStartedCommand records that ranges still at generation 1 have
+// started: a leader was seen (by CreateTable, or in a heartbeat report).
+// A lost replica of a started range is re-created with a join floor, never
+// by bootstrapping again (reliability.md, "A floor for generation-1
+// re-creations"). Ids of ranges the map lacks, or holds at a later
+// generation, are ignored.
+type MarkRangesStartedCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RangeIds      []uint64               `protobuf:"varint,1,rep,packed,name=range_ids,json=rangeIds,proto3" json:"range_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MarkRangesStartedCommand) Reset() {
+	*x = MarkRangesStartedCommand{}
+	mi := &file_tablestore_v1_data_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MarkRangesStartedCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MarkRangesStartedCommand) ProtoMessage() {}
+
+func (x *MarkRangesStartedCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_data_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MarkRangesStartedCommand.ProtoReflect.Descriptor instead.
+func (*MarkRangesStartedCommand) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *MarkRangesStartedCommand) GetRangeIds() []uint64 {
+	if x != nil {
+		return x.RangeIds
+	}
+	return nil
+}
+
 // RemoveRangeCommand drops a range retired by a merge.
 type RemoveRangeCommand struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
@@ -2440,7 +2493,7 @@ type RemoveRangeCommand struct {
 
 func (x *RemoveRangeCommand) Reset() {
 	*x = RemoveRangeCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[29]
+	mi := &file_tablestore_v1_data_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2452,7 +2505,7 @@ func (x *RemoveRangeCommand) String() string {
 func (*RemoveRangeCommand) ProtoMessage() {}
 
 func (x *RemoveRangeCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[29]
+	mi := &file_tablestore_v1_data_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2465,7 +2518,7 @@ func (x *RemoveRangeCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveRangeCommand.ProtoReflect.Descriptor instead.
 func (*RemoveRangeCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{29}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RemoveRangeCommand) GetRangeId() uint64 {
@@ -2493,7 +2546,7 @@ type MasterCommand struct {
 
 func (x *MasterCommand) Reset() {
 	*x = MasterCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[30]
+	mi := &file_tablestore_v1_data_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2505,7 +2558,7 @@ func (x *MasterCommand) String() string {
 func (*MasterCommand) ProtoMessage() {}
 
 func (x *MasterCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[30]
+	mi := &file_tablestore_v1_data_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2518,7 +2571,7 @@ func (x *MasterCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterCommand.ProtoReflect.Descriptor instead.
 func (*MasterCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{30}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *MasterCommand) GetKind() MasterCommandKind {
@@ -2544,7 +2597,7 @@ type RegisterServerCommand struct {
 
 func (x *RegisterServerCommand) Reset() {
 	*x = RegisterServerCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[31]
+	mi := &file_tablestore_v1_data_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2556,7 +2609,7 @@ func (x *RegisterServerCommand) String() string {
 func (*RegisterServerCommand) ProtoMessage() {}
 
 func (x *RegisterServerCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[31]
+	mi := &file_tablestore_v1_data_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2569,7 +2622,7 @@ func (x *RegisterServerCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterServerCommand.ProtoReflect.Descriptor instead.
 func (*RegisterServerCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{31}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *RegisterServerCommand) GetServer() *ServerInfo {
@@ -2589,7 +2642,7 @@ type SetServerDrainingCommand struct {
 
 func (x *SetServerDrainingCommand) Reset() {
 	*x = SetServerDrainingCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[32]
+	mi := &file_tablestore_v1_data_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2601,7 +2654,7 @@ func (x *SetServerDrainingCommand) String() string {
 func (*SetServerDrainingCommand) ProtoMessage() {}
 
 func (x *SetServerDrainingCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[32]
+	mi := &file_tablestore_v1_data_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2614,7 +2667,7 @@ func (x *SetServerDrainingCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetServerDrainingCommand.ProtoReflect.Descriptor instead.
 func (*SetServerDrainingCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{32}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SetServerDrainingCommand) GetServerId() string {
@@ -2644,7 +2697,7 @@ type CreateTableCommand struct {
 
 func (x *CreateTableCommand) Reset() {
 	*x = CreateTableCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[33]
+	mi := &file_tablestore_v1_data_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2656,7 +2709,7 @@ func (x *CreateTableCommand) String() string {
 func (*CreateTableCommand) ProtoMessage() {}
 
 func (x *CreateTableCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[33]
+	mi := &file_tablestore_v1_data_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2669,7 +2722,7 @@ func (x *CreateTableCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTableCommand.ProtoReflect.Descriptor instead.
 func (*CreateTableCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{33}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CreateTableCommand) GetName() string {
@@ -2710,7 +2763,7 @@ type DeleteTableCommand struct {
 
 func (x *DeleteTableCommand) Reset() {
 	*x = DeleteTableCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[34]
+	mi := &file_tablestore_v1_data_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2722,7 +2775,7 @@ func (x *DeleteTableCommand) String() string {
 func (*DeleteTableCommand) ProtoMessage() {}
 
 func (x *DeleteTableCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[34]
+	mi := &file_tablestore_v1_data_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2735,7 +2788,7 @@ func (x *DeleteTableCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTableCommand.ProtoReflect.Descriptor instead.
 func (*DeleteTableCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{34}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *DeleteTableCommand) GetName() string {
@@ -2772,7 +2825,7 @@ type TableRequestRecord struct {
 
 func (x *TableRequestRecord) Reset() {
 	*x = TableRequestRecord{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[35]
+	mi := &file_tablestore_v1_data_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2784,7 +2837,7 @@ func (x *TableRequestRecord) String() string {
 func (*TableRequestRecord) ProtoMessage() {}
 
 func (x *TableRequestRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[35]
+	mi := &file_tablestore_v1_data_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2797,7 +2850,7 @@ func (x *TableRequestRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TableRequestRecord.ProtoReflect.Descriptor instead.
 func (*TableRequestRecord) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{35}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *TableRequestRecord) GetRequestId() []byte {
@@ -2852,7 +2905,7 @@ type SetTableACLCommand struct {
 
 func (x *SetTableACLCommand) Reset() {
 	*x = SetTableACLCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[36]
+	mi := &file_tablestore_v1_data_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2864,7 +2917,7 @@ func (x *SetTableACLCommand) String() string {
 func (*SetTableACLCommand) ProtoMessage() {}
 
 func (x *SetTableACLCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[36]
+	mi := &file_tablestore_v1_data_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2877,7 +2930,7 @@ func (x *SetTableACLCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTableACLCommand.ProtoReflect.Descriptor instead.
 func (*SetTableACLCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{36}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SetTableACLCommand) GetName() string {
@@ -2903,7 +2956,7 @@ type SetServicePropertiesCommand struct {
 
 func (x *SetServicePropertiesCommand) Reset() {
 	*x = SetServicePropertiesCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[37]
+	mi := &file_tablestore_v1_data_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2915,7 +2968,7 @@ func (x *SetServicePropertiesCommand) String() string {
 func (*SetServicePropertiesCommand) ProtoMessage() {}
 
 func (x *SetServicePropertiesCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[37]
+	mi := &file_tablestore_v1_data_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2928,7 +2981,7 @@ func (x *SetServicePropertiesCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetServicePropertiesCommand.ProtoReflect.Descriptor instead.
 func (*SetServicePropertiesCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{37}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *SetServicePropertiesCommand) GetProperties() []byte {
@@ -2948,7 +3001,7 @@ type SetAccountsCommand struct {
 
 func (x *SetAccountsCommand) Reset() {
 	*x = SetAccountsCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[38]
+	mi := &file_tablestore_v1_data_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2960,7 +3013,7 @@ func (x *SetAccountsCommand) String() string {
 func (*SetAccountsCommand) ProtoMessage() {}
 
 func (x *SetAccountsCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[38]
+	mi := &file_tablestore_v1_data_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2973,7 +3026,7 @@ func (x *SetAccountsCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAccountsCommand.ProtoReflect.Descriptor instead.
 func (*SetAccountsCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{38}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *SetAccountsCommand) GetAccounts() []*StorageAccount {
@@ -2999,13 +3052,16 @@ type MasterSnapshot struct {
 	Requests []*TableRequestRecord `protobuf:"bytes,10,rep,name=requests,proto3" json:"requests,omitempty"`
 	// The latest merge decision of each range, by range id.
 	MergeDecisions []*MergeDecision `protobuf:"bytes,11,rep,name=merge_decisions,json=mergeDecisions,proto3" json:"merge_decisions,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The ranges at generation 1 that have started
+	// (MarkRangesStartedCommand), ascending.
+	StartedRangeIds []uint64 `protobuf:"varint,12,rep,packed,name=started_range_ids,json=startedRangeIds,proto3" json:"started_range_ids,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *MasterSnapshot) Reset() {
 	*x = MasterSnapshot{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[39]
+	mi := &file_tablestore_v1_data_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3017,7 +3073,7 @@ func (x *MasterSnapshot) String() string {
 func (*MasterSnapshot) ProtoMessage() {}
 
 func (x *MasterSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[39]
+	mi := &file_tablestore_v1_data_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3030,7 +3086,7 @@ func (x *MasterSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterSnapshot.ProtoReflect.Descriptor instead.
 func (*MasterSnapshot) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{39}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *MasterSnapshot) GetTables() []*Table {
@@ -3106,6 +3162,13 @@ func (x *MasterSnapshot) GetRequests() []*TableRequestRecord {
 func (x *MasterSnapshot) GetMergeDecisions() []*MergeDecision {
 	if x != nil {
 		return x.MergeDecisions
+	}
+	return nil
+}
+
+func (x *MasterSnapshot) GetStartedRangeIds() []uint64 {
+	if x != nil {
+		return x.StartedRangeIds
 	}
 	return nil
 }
@@ -3284,7 +3347,9 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x06ranges\x18\x01 \x03(\v2\x1e.tablestore.v1.RangeDescriptorR\x06ranges\"\x18\n" +
 	"\x16AllocateRangeIDCommand\"@\n" +
 	"\x12AppendEventCommand\x12*\n" +
-	"\x05event\x18\x01 \x01(\v2\x14.tablestore.v1.EventR\x05event\"p\n" +
+	"\x05event\x18\x01 \x01(\v2\x14.tablestore.v1.EventR\x05event\"7\n" +
+	"\x18MarkRangesStartedCommand\x12\x1b\n" +
+	"\trange_ids\x18\x01 \x03(\x04R\brangeIds\"p\n" +
 	"\x12RemoveRangeCommand\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12?\n" +
 	"\vabsorbed_by\x18\x02 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\n" +
@@ -3323,7 +3388,7 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"properties\x18\x01 \x01(\fR\n" +
 	"properties\"O\n" +
 	"\x12SetAccountsCommand\x129\n" +
-	"\baccounts\x18\x01 \x03(\v2\x1d.tablestore.v1.StorageAccountR\baccounts\"\xb7\x04\n" +
+	"\baccounts\x18\x01 \x03(\v2\x1d.tablestore.v1.StorageAccountR\baccounts\"\xe3\x04\n" +
 	"\x0eMasterSnapshot\x12,\n" +
 	"\x06tables\x18\x01 \x03(\v2\x14.tablestore.v1.TableR\x06tables\x126\n" +
 	"\x06ranges\x18\x02 \x03(\v2\x1e.tablestore.v1.RangeDescriptorR\x06ranges\x123\n" +
@@ -3336,7 +3401,8 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\baccounts\x18\t \x03(\v2\x1d.tablestore.v1.StorageAccountR\baccounts\x12=\n" +
 	"\brequests\x18\n" +
 	" \x03(\v2!.tablestore.v1.TableRequestRecordR\brequests\x12E\n" +
-	"\x0fmerge_decisions\x18\v \x03(\v2\x1c.tablestore.v1.MergeDecisionR\x0emergeDecisions*\xeb\x02\n" +
+	"\x0fmerge_decisions\x18\v \x03(\v2\x1c.tablestore.v1.MergeDecisionR\x0emergeDecisions\x12*\n" +
+	"\x11started_range_ids\x18\f \x03(\x04R\x0fstartedRangeIds*\xeb\x02\n" +
 	"\tEventKind\x12\x1a\n" +
 	"\x16EVENT_KIND_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10EVENT_KIND_SPLIT\x10\x01\x12\x14\n" +
@@ -3370,7 +3436,7 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x12COMMAND_KIND_MERGE\x10\x06\x12\x18\n" +
 	"\x14COMMAND_KIND_QUIESCE\x10\b\x12\x1c\n" +
 	"\x18COMMAND_KIND_WRITE_BATCH\x10\a\x12\x19\n" +
-	"\x15COMMAND_KIND_UNFREEZE\x10\t*\x9d\x04\n" +
+	"\x15COMMAND_KIND_UNFREEZE\x10\t*\xca\x04\n" +
 	"\x11MasterCommandKind\x12#\n" +
 	"\x1fMASTER_COMMAND_KIND_UNSPECIFIED\x10\x00\x12'\n" +
 	"#MASTER_COMMAND_KIND_REGISTER_SERVER\x10\x01\x12$\n" +
@@ -3385,7 +3451,8 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	" MASTER_COMMAND_KIND_SET_ACCOUNTS\x10\n" +
 	"\x12+\n" +
 	"'MASTER_COMMAND_KIND_SET_SERVER_DRAINING\x10\x10\x12&\n" +
-	"\"MASTER_COMMAND_KIND_MERGE_DECISION\x10\x11*`\n" +
+	"\"MASTER_COMMAND_KIND_MERGE_DECISION\x10\x11\x12+\n" +
+	"'MASTER_COMMAND_KIND_MARK_RANGES_STARTED\x10\x12*`\n" +
 	"\fMergeOutcome\x12\x1d\n" +
 	"\x19MERGE_OUTCOME_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14MERGE_OUTCOME_COMMIT\x10\x01\x12\x17\n" +
@@ -3404,7 +3471,7 @@ func file_tablestore_v1_data_proto_rawDescGZIP() []byte {
 }
 
 var file_tablestore_v1_data_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_tablestore_v1_data_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
+var file_tablestore_v1_data_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
 var file_tablestore_v1_data_proto_goTypes = []any{
 	(EventKind)(0),                      // 0: tablestore.v1.EventKind
 	(OpKind)(0),                         // 1: tablestore.v1.OpKind
@@ -3440,20 +3507,21 @@ var file_tablestore_v1_data_proto_goTypes = []any{
 	(*UpdateRangesCommand)(nil),         // 31: tablestore.v1.UpdateRangesCommand
 	(*AllocateRangeIDCommand)(nil),      // 32: tablestore.v1.AllocateRangeIDCommand
 	(*AppendEventCommand)(nil),          // 33: tablestore.v1.AppendEventCommand
-	(*RemoveRangeCommand)(nil),          // 34: tablestore.v1.RemoveRangeCommand
-	(*MasterCommand)(nil),               // 35: tablestore.v1.MasterCommand
-	(*RegisterServerCommand)(nil),       // 36: tablestore.v1.RegisterServerCommand
-	(*SetServerDrainingCommand)(nil),    // 37: tablestore.v1.SetServerDrainingCommand
-	(*CreateTableCommand)(nil),          // 38: tablestore.v1.CreateTableCommand
-	(*DeleteTableCommand)(nil),          // 39: tablestore.v1.DeleteTableCommand
-	(*TableRequestRecord)(nil),          // 40: tablestore.v1.TableRequestRecord
-	(*SetTableACLCommand)(nil),          // 41: tablestore.v1.SetTableACLCommand
-	(*SetServicePropertiesCommand)(nil), // 42: tablestore.v1.SetServicePropertiesCommand
-	(*SetAccountsCommand)(nil),          // 43: tablestore.v1.SetAccountsCommand
-	(*MasterSnapshot)(nil),              // 44: tablestore.v1.MasterSnapshot
-	nil,                                 // 45: tablestore.v1.Event.FiguresEntry
-	nil,                                 // 46: tablestore.v1.PartitionMap.LeadersEntry
-	nil,                                 // 47: tablestore.v1.PartitionMap.LoadsEntry
+	(*MarkRangesStartedCommand)(nil),    // 34: tablestore.v1.MarkRangesStartedCommand
+	(*RemoveRangeCommand)(nil),          // 35: tablestore.v1.RemoveRangeCommand
+	(*MasterCommand)(nil),               // 36: tablestore.v1.MasterCommand
+	(*RegisterServerCommand)(nil),       // 37: tablestore.v1.RegisterServerCommand
+	(*SetServerDrainingCommand)(nil),    // 38: tablestore.v1.SetServerDrainingCommand
+	(*CreateTableCommand)(nil),          // 39: tablestore.v1.CreateTableCommand
+	(*DeleteTableCommand)(nil),          // 40: tablestore.v1.DeleteTableCommand
+	(*TableRequestRecord)(nil),          // 41: tablestore.v1.TableRequestRecord
+	(*SetTableACLCommand)(nil),          // 42: tablestore.v1.SetTableACLCommand
+	(*SetServicePropertiesCommand)(nil), // 43: tablestore.v1.SetServicePropertiesCommand
+	(*SetAccountsCommand)(nil),          // 44: tablestore.v1.SetAccountsCommand
+	(*MasterSnapshot)(nil),              // 45: tablestore.v1.MasterSnapshot
+	nil,                                 // 46: tablestore.v1.Event.FiguresEntry
+	nil,                                 // 47: tablestore.v1.PartitionMap.LeadersEntry
+	nil,                                 // 48: tablestore.v1.PartitionMap.LoadsEntry
 }
 var file_tablestore_v1_data_proto_depIdxs = []int32{
 	5,  // 0: tablestore.v1.RangeDescriptor.replicas:type_name -> tablestore.v1.Replica
@@ -3461,14 +3529,14 @@ var file_tablestore_v1_data_proto_depIdxs = []int32{
 	11, // 2: tablestore.v1.RangeLoad.hot_keys:type_name -> tablestore.v1.KeyLoad
 	11, // 3: tablestore.v1.RangeLoad.load_sample:type_name -> tablestore.v1.KeyLoad
 	0,  // 4: tablestore.v1.Event.kind:type_name -> tablestore.v1.EventKind
-	45, // 5: tablestore.v1.Event.figures:type_name -> tablestore.v1.Event.FiguresEntry
+	46, // 5: tablestore.v1.Event.figures:type_name -> tablestore.v1.Event.FiguresEntry
 	10, // 6: tablestore.v1.RangeStatus.load:type_name -> tablestore.v1.RangeLoad
 	6,  // 7: tablestore.v1.RangeStatus.range:type_name -> tablestore.v1.RangeDescriptor
 	7,  // 8: tablestore.v1.PartitionMap.tables:type_name -> tablestore.v1.Table
 	6,  // 9: tablestore.v1.PartitionMap.ranges:type_name -> tablestore.v1.RangeDescriptor
 	9,  // 10: tablestore.v1.PartitionMap.servers:type_name -> tablestore.v1.ServerInfo
-	46, // 11: tablestore.v1.PartitionMap.leaders:type_name -> tablestore.v1.PartitionMap.LeadersEntry
-	47, // 12: tablestore.v1.PartitionMap.loads:type_name -> tablestore.v1.PartitionMap.LoadsEntry
+	47, // 11: tablestore.v1.PartitionMap.leaders:type_name -> tablestore.v1.PartitionMap.LeadersEntry
+	48, // 12: tablestore.v1.PartitionMap.loads:type_name -> tablestore.v1.PartitionMap.LoadsEntry
 	15, // 13: tablestore.v1.PartitionMap.accounts:type_name -> tablestore.v1.StorageAccount
 	1,  // 14: tablestore.v1.EntityOp.kind:type_name -> tablestore.v1.OpKind
 	2,  // 15: tablestore.v1.Command.kind:type_name -> tablestore.v1.CommandKind
@@ -3498,7 +3566,7 @@ var file_tablestore_v1_data_proto_depIdxs = []int32{
 	9,  // 39: tablestore.v1.MasterSnapshot.servers:type_name -> tablestore.v1.ServerInfo
 	12, // 40: tablestore.v1.MasterSnapshot.events:type_name -> tablestore.v1.Event
 	15, // 41: tablestore.v1.MasterSnapshot.accounts:type_name -> tablestore.v1.StorageAccount
-	40, // 42: tablestore.v1.MasterSnapshot.requests:type_name -> tablestore.v1.TableRequestRecord
+	41, // 42: tablestore.v1.MasterSnapshot.requests:type_name -> tablestore.v1.TableRequestRecord
 	29, // 43: tablestore.v1.MasterSnapshot.merge_decisions:type_name -> tablestore.v1.MergeDecision
 	10, // 44: tablestore.v1.PartitionMap.LoadsEntry.value:type_name -> tablestore.v1.RangeLoad
 	45, // [45:45] is the sub-list for method output_type
@@ -3519,7 +3587,7 @@ func file_tablestore_v1_data_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tablestore_v1_data_proto_rawDesc), len(file_tablestore_v1_data_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   43,
+			NumMessages:   44,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1032,10 +1032,21 @@ type HeartbeatResponse struct {
 	// raft_addrs, next_table_id) come from.
 	AssignmentsVersion uint64 `protobuf:"varint,7,opt,name=assignments_version,json=assignmentsVersion,proto3" json:"assignments_version,omitempty"`
 	// The catalog is at the request's assignments_version: those four
-	// fields are left empty and the server keeps what it holds.
+	// fields (and the two below) are left empty and the server keeps what
+	// it holds.
 	AssignmentsUnchanged bool `protobuf:"varint,8,opt,name=assignments_unchanged,json=assignmentsUnchanged,proto3" json:"assignments_unchanged,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// The master records which generation-1 ranges have started (set by
+	// every master that does): an assigned range at generation 1 that is
+	// not in unstarted_range_ids has started, and a replica of it that the
+	// server lacks is created with a join floor (JoinFloor), not by
+	// bootstrapping. Unset (an older master): the server bootstraps as
+	// before.
+	RangeStartsKnown bool `protobuf:"varint,9,opt,name=range_starts_known,json=rangeStartsKnown,proto3" json:"range_starts_known,omitempty"`
+	// The assigned ranges at generation 1 that never started (no leader
+	// seen): the server may bootstrap them with the descriptor's voters.
+	UnstartedRangeIds []uint64 `protobuf:"varint,10,rep,packed,name=unstarted_range_ids,json=unstartedRangeIds,proto3" json:"unstarted_range_ids,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *HeartbeatResponse) Reset() {
@@ -1122,6 +1133,20 @@ func (x *HeartbeatResponse) GetAssignmentsUnchanged() bool {
 		return x.AssignmentsUnchanged
 	}
 	return false
+}
+
+func (x *HeartbeatResponse) GetRangeStartsKnown() bool {
+	if x != nil {
+		return x.RangeStartsKnown
+	}
+	return false
+}
+
+func (x *HeartbeatResponse) GetUnstartedRangeIds() []uint64 {
+	if x != nil {
+		return x.UnstartedRangeIds
+	}
+	return nil
 }
 
 type SetTableACLRequest struct {
@@ -1876,7 +1901,7 @@ const file_tablestore_v1_master_service_proto_rawDesc = "" +
 	"\rstate_commits\x18\x02 \x01(\rR\fstateCommits\x12=\n" +
 	"\x1bstate_commit_median_seconds\x18\x03 \x01(\x01R\x18stateCommitMedianSeconds\x12\x1b\n" +
 	"\tlog_syncs\x18\x04 \x01(\rR\blogSyncs\x125\n" +
-	"\x17log_sync_median_seconds\x18\x05 \x01(\x01R\x14logSyncMedianSeconds\"\xe3\x03\n" +
+	"\x17log_sync_median_seconds\x18\x05 \x01(\x01R\x14logSyncMedianSeconds\"\xc1\x04\n" +
 	"\x11HeartbeatResponse\x12:\n" +
 	"\bassigned\x18\x01 \x03(\v2\x1e.tablestore.v1.RangeDescriptorR\bassigned\x12$\n" +
 	"\x0elive_table_ids\x18\x02 \x03(\x04R\fliveTableIds\x12N\n" +
@@ -1886,7 +1911,10 @@ const file_tablestore_v1_master_service_proto_rawDesc = "" +
 	"\x11retired_range_ids\x18\x05 \x03(\x04R\x0fretiredRangeIds\x12(\n" +
 	"\x10want_full_report\x18\x06 \x01(\bR\x0ewantFullReport\x12/\n" +
 	"\x13assignments_version\x18\a \x01(\x04R\x12assignmentsVersion\x123\n" +
-	"\x15assignments_unchanged\x18\b \x01(\bR\x14assignmentsUnchanged\x1a<\n" +
+	"\x15assignments_unchanged\x18\b \x01(\bR\x14assignmentsUnchanged\x12,\n" +
+	"\x12range_starts_known\x18\t \x01(\bR\x10rangeStartsKnown\x12.\n" +
+	"\x13unstarted_range_ids\x18\n" +
+	" \x03(\x04R\x11unstartedRangeIds\x1a<\n" +
 	"\x0eRaftAddrsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"[\n" +
