@@ -472,30 +472,37 @@ func (v *service) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.
 	if len(newer) > 0 {
 		go s.adopt(newer)
 	}
+	s.collectOnHeartbeat(sv.GetServerId(), req, resp, stale, full, now)
+	resp.RetiredRangeIds = retired
+	return resp, nil
+}
+
+// collectOnHeartbeat is the replica GC's share of a heartbeat: note the
+// stale replicas reported, expedite those that hold up an assigned range,
+// and ask for the deletes that are due.
+func (s *Server) collectOnHeartbeat(server string, req *pb.HeartbeatRequest, resp *pb.HeartbeatResponse, stale map[uint64]uint64, full bool, now time.Time) {
 	for id := range stale {
-		s.replicaGC.observe(sv.GetServerId(), id, now)
+		s.replicaGC.observe(server, id, now)
 	}
 	// Only when what it depends on may have moved (the map, this server's
 	// replicas) or on a full report: its scan is O(replicas hosted), and
 	// an unchanged heartbeat is otherwise O(changes). An expedited entry
 	// stays urgent for the retries of due.
 	if !resp.GetAssignmentsUnchanged() || full || len(req.GetRanges()) > 0 || len(req.GetRemovedRangeIds()) > 0 {
-		for _, id := range s.staleHoldingUp(sv.GetServerId()) {
-			s.replicaGC.expedite(sv.GetServerId(), id, now)
+		for _, id := range s.staleHoldingUp(server) {
+			s.replicaGC.expedite(server, id, now)
 		}
 	}
-	for _, id := range s.replicaGC.due(sv.GetServerId(), now) {
-		if s.reports.hostsReplica(sv.GetServerId(), id) {
-			go s.collectStale(sv.GetServerId(), id)
+	for _, id := range s.replicaGC.due(server, now) {
+		if s.reports.hostsReplica(server, id) {
+			go s.collectStale(server, id)
 		} else {
-			s.replicaGC.unask(sv.GetServerId(), id)
+			s.replicaGC.unask(server, id)
 		}
 	}
 	if full {
 		s.replicaGC.forget(now)
 	}
-	resp.RetiredRangeIds = retired
-	return resp, nil
 }
 
 // register records a new server, or a server's new addresses.
