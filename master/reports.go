@@ -400,9 +400,10 @@ func (r *reports) greet(servers []string, now time.Time) {
 	for _, ss := range r.sessions {
 		ss.since = time.Time{}
 	}
-	// Disks too are judged afresh: a server found slow in an earlier term
-	// may have been cleared by reports to another leader since.
-	clear(r.disk)
+	// The disks' states stand (review of session 10: greet cleared them,
+	// so a slow server regained leaderships at every change of master):
+	// the next report with evidence decides again, and slowDiskExpiry
+	// bounds a state from an earlier term that no report confirms.
 }
 
 // frozenRanges returns the ranges with a freeze not known undone.

@@ -48,18 +48,103 @@ func TestNextSlow(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := nextSlow(tc.slow, tc.d, tc.threshold); got != tc.want {
+			m, ok := diskMedian(tc.d)
+			if got := nextSlow(tc.slow, m, ok, 0, tc.threshold); got != tc.want {
 				t.Fatalf("nextSlow(%v, %v, %v) = %v, want %v", tc.slow, tc.d, tc.threshold, got, tc.want)
 			}
 		})
 	}
 }
 
+// TestNextSlowRelative: slow is relative to the median of the other
+// servers' figures (peer): a disk slow like all the others is not slow.
+func TestNextSlowRelative(t *testing.T) {
+	ms := time.Millisecond
+	const threshold = 100 * time.Millisecond
+	tests := []struct {
+		name    string
+		slow    bool
+		m, peer time.Duration
+		want    bool
+	}{
+		{"all slow alike", false, 150 * ms, 150 * ms, false},
+		{"one slow, the others healthy", false, 150 * ms, 3 * ms, true},
+		{"over the threshold, under 3x the others", false, 150 * ms, 60 * ms, false},
+		{"3x the others, under the threshold", false, 90 * ms, 3 * ms, false},
+		{"no peer with evidence: the threshold alone", false, 150 * ms, 0, true},
+		// Hysteresis on both: slow until under half the threshold or
+		// under 1.5x the others.
+		{"slow, the others caught up", true, 150 * ms, 120 * ms, false},
+		{"slow, still 1.5x the others", true, 150 * ms, 100 * ms, true},
+		{"slow, 2x the others", true, 120 * ms, 60 * ms, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := nextSlow(tc.slow, tc.m, true, tc.peer, threshold); got != tc.want {
+				t.Fatalf("nextSlow(%v, %v, peer %v) = %v, want %v", tc.slow, tc.m, tc.peer, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestSlowRelativeCluster: through the heartbeats, every server at 150 ms
+// makes none slow once each has reported; one at 150 ms among servers at
+// 3 ms is slow.
+func TestSlowRelativeCluster(t *testing.T) {
+	ms := time.Millisecond
+	for _, tc := range []struct {
+		name   string
+		others time.Duration
+		want   bool
+	}{{"all at 150 ms", 150 * ms, false}, {"others at 3 ms", 3 * ms, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newReports()
+			now := time.Now()
+			for round := range 3 {
+				at := now.Add(time.Duration(round) * time.Second)
+				r.observeDisk("a", disk(40, 150*ms, 0, 0), 100*ms, at)
+				for _, id := range []string{"b", "c", "d"} {
+					r.observeDisk(id, disk(40, tc.others, 0, 0), 100*ms, at)
+				}
+			}
+			slow := r.slowServers(now.Add(2 * time.Second))
+			if slow["a"] != tc.want || slow["b"] || slow["c"] || slow["d"] {
+				t.Fatalf("slow %v, want a=%v only", slow, tc.want)
+			}
+		})
+	}
+}
+
+// TestSlowExpires: a slow state that no report with evidence confirms
+// expires slowDiskExpiry after the last evidence, cleared then.
+func TestSlowExpires(t *testing.T) {
+	ms := time.Millisecond
+	r := newReports()
+	now := time.Now()
+	r.observeDisk("a", disk(40, 150*ms, 0, 0), 100*ms, now)
+	for _, d := range []time.Duration{10 * time.Second, slowDiskExpiry - time.Second} {
+		r.observeDisk("a", disk(2, 1*ms, 0, 0), 100*ms, now.Add(d)) // no evidence
+		if !r.slowServers(now.Add(d))["a"] {
+			t.Fatalf("not slow %v after the evidence", d)
+		}
+	}
+	if r.slowServers(now.Add(slowDiskExpiry))["a"] {
+		t.Fatalf("still slow %v after the last evidence", slowDiskExpiry)
+	}
+	st := r.disk["a"].at(now.Add(2 * slowDiskExpiry))
+	if st.slow || !st.cleared.Equal(now.Add(slowDiskExpiry)) {
+		t.Fatalf("expired state %+v, want cleared at %v", st, now.Add(slowDiskExpiry))
+	}
+	if st, changed := r.observeDisk("a", nil, 100*ms, now.Add(slowDiskExpiry+time.Second)); st.slow || !changed {
+		t.Fatalf("report after expiry: slow=%v changed=%v, want cleared and changed", st.slow, changed)
+	}
+}
+
 // TestSnapshotSlow: the snapshot's Slow follows the heartbeats' disk
 // reports through the rule: set on a slow median with its figure, kept
 // while the median stays above half the threshold or the reports carry
-// no evidence, cleared below half (SlowCleared set), and judged afresh
-// by a new leader (greet).
+// no evidence, cleared below half (SlowCleared set), kept by a master
+// that regains the lead (greet) until slowDiskExpiry.
 func TestSnapshotSlow(t *testing.T) {
 	ms := time.Millisecond
 	cfg := DefaultConfig()
@@ -87,7 +172,9 @@ func TestSnapshotSlow(t *testing.T) {
 		{"slow", disk(40, 152*ms, 900, 2*ms), want{slow: true, median: 152 * ms}},
 		{"just restarted: no evidence", disk(2, 1*ms, 3, 1*ms), want{slow: true, median: 152 * ms}},
 		{"older server: no report", nil, want{slow: true, median: 152 * ms}},
-		{"better, not enough", disk(40, 70*ms, 900, 2*ms), want{slow: true, median: 70 * ms}},
+		// The snapshot (an event's reason) quotes the median that made
+		// the server slow, not a lower one hysteresis keeps slow.
+		{"better, not enough", disk(40, 70*ms, 900, 2*ms), want{slow: true, median: 152 * ms}},
 		{"healthy again", disk(40, 4*ms, 900, 2*ms), want{median: 4 * ms, cleared: true}},
 	}
 	for i, st := range steps {
@@ -114,8 +201,11 @@ func TestSnapshotSlow(t *testing.T) {
 		t.Fatal("slow again: not slow")
 	}
 	s.reports.greet([]string{"a", "b"}, now)
-	if s.snapshot(now).Servers[0].Slow {
-		t.Fatal("a new leader (greet) kept an earlier term's slow")
+	if !s.snapshot(now).Servers[0].Slow {
+		t.Fatal("a master that regained the lead (greet) dropped the slow state")
+	}
+	if s.snapshot(now.Add(slowDiskExpiry)).Servers[0].Slow {
+		t.Fatalf("slow %v after the last evidence", slowDiskExpiry)
 	}
 }
 
