@@ -389,7 +389,7 @@ func (p *Plan) eachImbalanced(over bool, fn func(s *serverStat, mean float64)) {
 		key = func(s *serverStat) float64 { return -s.leaderLoad }
 		off = p.underloaded
 	}
-	servers := p.eligible(key)
+	servers := p.eligibleLeaders(key)
 	if len(servers) < 2 {
 		return
 	}
@@ -408,13 +408,27 @@ func (p *Plan) eachImbalanced(over bool, fn func(s *serverStat, mean float64)) {
 	}
 }
 
-// eligible returns the live servers that are neither draining nor slow,
-// sorted by key descending (ties by id). A slow server may lead nothing, so
-// its empty share must not lower the mean the others are balanced to.
+// eligible returns the live servers that are not draining, sorted by key
+// descending (ties by id): those replica balancing spreads replicas over.
+// A slow server takes part: slowness concerns leadership only, and its
+// replicas still add to durability (a follower's commits hold up no write).
 func (p *Plan) eligible(key func(*serverStat) float64) []*serverStat {
+	return p.sorted(key, func(st *serverStat) bool { return st.live && !st.draining })
+}
+
+// eligibleLeaders is eligible without the slow servers: those leader
+// balancing spreads leaderships over. A slow server may lead nothing, so
+// its empty share must not lower the mean the others are balanced to.
+func (p *Plan) eligibleLeaders(key func(*serverStat) float64) []*serverStat {
+	return p.sorted(key, func(st *serverStat) bool { return st.live && !st.draining && !st.slow })
+}
+
+// sorted returns the servers keep accepts, sorted by key descending (ties
+// by id).
+func (p *Plan) sorted(key func(*serverStat) float64, keep func(*serverStat) bool) []*serverStat {
 	var out []*serverStat
 	for _, st := range p.order {
-		if st.live && !st.draining && !st.slow {
+		if keep(st) {
 			out = append(out, st)
 		}
 	}
