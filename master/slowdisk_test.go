@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -268,5 +270,36 @@ func TestMoveLeaderTarget(t *testing.T) {
 				t.Fatalf("moveLeaderTarget(%q, %q, %v) = %q, %v, want %q, %v", tc.right, tc.to, tc.toSlow, got, ok, tc.want, tc.ok)
 			}
 		})
+	}
+}
+
+// TestServerSlowGauge: tablestore_master_server_slow is 1 for a slow
+// server, 0 for the others heard from.
+func TestServerSlowGauge(t *testing.T) {
+	now := time.Now()
+	publishSlow(map[string]time.Time{"gauge-a": now, "gauge-b": now}, map[string]bool{"gauge-a": true})
+	for id, want := range map[string]float64{"gauge-a": 1, "gauge-b": 0} {
+		var m dto.Metric
+		if err := serverSlowGauge.WithLabelValues(id).Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		if got := m.GetGauge().GetValue(); got != want {
+			t.Fatalf("server_slow{server=%q} = %v, want %v", id, got, want)
+		}
+	}
+}
+
+// TestSlowDiskCommitValidate: --slow-disk-commit is 0 (off) or at least
+// 1 ms (a figure without its unit is nanoseconds).
+func TestSlowDiskCommitValidate(t *testing.T) {
+	for _, tc := range []struct {
+		d  time.Duration
+		ok bool
+	}{{0, true}, {time.Millisecond, true}, {100 * time.Millisecond, true}, {100, false}, {-time.Millisecond, false}} {
+		c := DefaultPolicyConfig()
+		c.SlowDiskCommit = tc.d
+		if err := c.Validate(); (err == nil) != tc.ok {
+			t.Fatalf("Validate with slow-disk-commit %v: %v, want ok=%v", tc.d, err, tc.ok)
+		}
 	}
 }
