@@ -903,11 +903,9 @@ func (s *Server) move(ctx context.Context, id uint64, from, to, cause, reason st
 	if err != nil {
 		return nil, err
 	}
-	toSlow := s.reports.slowServers(time.Now())[to]
-	if s.leaderOf(id) == from && toSlow && s.rightLeader(id) == "" {
-		// Checked before the voter is added, so that a refused move
-		// leaves the range as it was (the scheduler proposes it again).
-		return nil, fmt.Errorf("%w: range %d: %s leads, no follower may lead and %s is slow", ErrNoLeaderTarget, id, from, to)
+	toSlow, err := s.moveLeaderCheck(id, from, to)
+	if err != nil {
+		return nil, err
 	}
 	addrs := s.raftAddrs()
 	cur, err := s.addVoter(ctx, d, to, addrs)
@@ -950,6 +948,18 @@ func (s *Server) move(ctx context.Context, id uint64, from, to, cause, reason st
 	s.deleteReplicaLater(from, id, cur.GetGeneration())
 	s.moveEvent(d, from, to, cause, reason, figures, start)
 	return cur, nil
+}
+
+// moveLeaderCheck reports whether to is slow, and refuses a move off
+// range id's leader from when to is slow and no follower may lead: checked
+// before the voter is added, so that a refused move leaves the range as it
+// was (the scheduler proposes it again).
+func (s *Server) moveLeaderCheck(id uint64, from, to string) (toSlow bool, err error) {
+	toSlow = s.reports.slowServers(time.Now())[to]
+	if s.leaderOf(id) == from && toSlow && s.rightLeader(id) == "" {
+		return true, fmt.Errorf("%w: range %d: %s leads, no follower may lead and %s is slow", ErrNoLeaderTarget, id, from, to)
+	}
+	return toSlow, nil
 }
 
 // moveLeaderTarget is where a move hands the leadership of a range whose
