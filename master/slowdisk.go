@@ -102,8 +102,11 @@ func (st diskState) at(now time.Time) diskState {
 	return st
 }
 
-// peerMedian is the median of the fresh evidence of servers other than
-// server (0 with none). Called with r.mu held.
+// peerMedian is the lower median of the fresh evidence of servers other
+// than server (0 with none): at least half the others are that fast. The
+// lower one, so that two slow disks of three are both found (the mean of
+// the middle two, 3 and 150 ms, would hide each from the other).
+// Called with r.mu held.
 func (r *reports) peerMedian(server string, now time.Time) time.Duration {
 	var ms []time.Duration
 	for id, st := range r.disk {
@@ -115,10 +118,7 @@ func (r *reports) peerMedian(server string, now time.Time) time.Duration {
 		return 0
 	}
 	slices.Sort(ms)
-	if n := len(ms); n%2 == 0 {
-		return (ms[n/2-1] + ms[n/2]) / 2
-	}
-	return ms[len(ms)/2]
+	return ms[(len(ms)-1)/2]
 }
 
 // observeDisk folds one heartbeat's disk report into server's state and
