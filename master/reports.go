@@ -401,9 +401,10 @@ func (r *reports) greet(servers []string, now time.Time) {
 		ss.since = time.Time{}
 	}
 	// The disks' states stand (review of session 10: greet cleared them,
-	// so a slow server regained leaderships at every change of master):
-	// the next report with evidence decides again, and slowDiskExpiry
-	// bounds a state from an earlier term that no report confirms.
+	// and a master that regained the lead could hand a slow server
+	// leaderships until its next report with evidence): that report
+	// decides again, and slowDiskExpiry bounds a state from an earlier
+	// term that no report confirms.
 }
 
 // frozenRanges returns the ranges with a freeze not known undone.
