@@ -1,6 +1,8 @@
 package master
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"tablestore/master/scheduler"
@@ -54,6 +56,10 @@ var (
 		Namespace: "tablestore", Subsystem: "master", Name: "map_watch_sends_total",
 		Help: "Messages sent to partition map watchers that take deltas, by kind (full: the whole map; delta).",
 	}, []string{"kind"})
+	serverSlowGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: "tablestore", Subsystem: "master", Name: "server_slow",
+		Help: "1 for a partition server whose disk commits are slow (--slow-disk-commit: it gets no leadership), else 0; set by the leader, absent elsewhere.",
+	}, []string{"server"})
 	leaderlessGauge = prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: "tablestore", Subsystem: "master", Name: "leaderless_ranges",
 		Help: "Ranges no live partition server reports leading; set by the leader, 0 elsewhere.",
@@ -93,6 +99,13 @@ func assessCluster(ranges map[uint64]*pb.RangeDescriptor, servers []string, aliv
 	return h
 }
 
+// publishSlow sets serverSlowGauge for every server heard from.
+func publishSlow(seen map[string]time.Time, slow map[string]bool) {
+	for id := range seen {
+		serverSlowGauge.WithLabelValues(id).Set(map[bool]float64{true: 1}[slow[id]])
+	}
+}
+
 func (h clusterHealth) publish(leader bool) {
 	isLeaderGauge.Set(map[bool]float64{true: 1}[leader])
 	serversGauge.WithLabelValues("up").Set(float64(h.up))
@@ -103,7 +116,7 @@ func (h clusterHealth) publish(leader bool) {
 
 func init() {
 	prometheus.MustRegister(mapSendsTotal, eventsTotal, opSeconds, opFailuresTotal, mergePauseSeconds, mergeAbortsTotal, joinFloorMissingTotal, rangesGauge,
-		isLeaderGauge, serversGauge, underReplicatedGauge, leaderlessGauge)
+		isLeaderGauge, serversGauge, underReplicatedGauge, leaderlessGauge, serverSlowGauge)
 	// Every series exists from the start, so rate() and alerts see zeros
 	// rather than nothing before the first event.
 	for k, name := range pb.EventKind_name {

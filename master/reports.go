@@ -400,9 +400,11 @@ func (r *reports) greet(servers []string, now time.Time) {
 	for _, ss := range r.sessions {
 		ss.since = time.Time{}
 	}
-	// Disks too are judged afresh: a server found slow in an earlier term
-	// may have been cleared by reports to another leader since.
-	clear(r.disk)
+	// The disks' states stand (review of session 10: greet cleared them,
+	// and a master that regained the lead could hand a slow server
+	// leaderships until its next report with evidence): that report
+	// decides again, and slowDiskExpiry bounds a state from an earlier
+	// term that no report confirms.
 }
 
 // frozenRanges returns the ranges with a freeze not known undone.

@@ -77,8 +77,11 @@ func (s *Server) snapshot(now time.Time) *scheduler.Snapshot {
 		// server killed 2.3 s before, a split-born range led by one cut
 		// off 2.2 s before, each ~3 s without writes).
 		sv.Silent = sv.Live && now.Sub(t) >= awayAfter
-		d := s.reports.disk[sv.ID]
+		d := s.reports.disk[sv.ID].at(now)
 		sv.Slow, sv.SlowMedian, sv.SlowCleared = d.slow, d.median, d.cleared
+		if d.slow {
+			sv.SlowMedian = d.onset
+		}
 	}
 	for _, d := range descs {
 		snap.Ranges = append(snap.Ranges, s.schedRange(d, snap.Servers, now))

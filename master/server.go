@@ -356,10 +356,12 @@ func (s *Server) livenessLoop() {
 		case <-t.C:
 		}
 		if !s.IsLeader() {
+			serverSlowGauge.Reset()
 			continue
 		}
 		changed := false
 		now := time.Now()
+		publishSlow(s.reports.seen(), s.reports.slowServers(now))
 		var events []*pb.Event
 		for id, at := range s.reports.seen() {
 			a := now.Sub(at) < s.cfg.ServerTimeout

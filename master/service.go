@@ -77,7 +77,7 @@ func (s *Server) placement() ([]*pb.Replica, map[string]string, error) {
 	// The first replica campaigns for the new range's leadership
 	// (createReplicas): not a slow server's, when another was chosen, or
 	// the slow-disk rule would move it at once.
-	slow := s.reports.slowServers()
+	slow := s.reports.slowServers(time.Now())
 	sort.SliceStable(chosen, func(i, j int) bool { return !slow[chosen[i]] && slow[chosen[j]] })
 	var out []*pb.Replica
 	for _, id := range chosen {

@@ -15,7 +15,7 @@ func (balanceLeaderCount) Schedule(p *Plan) {
 		p.planned(RuleSplitBalance) {
 		return
 	}
-	servers := p.eligible(func(s *serverStat) float64 { return float64(s.leaders) })
+	servers := p.eligibleLeaders(func(s *serverStat) float64 { return float64(s.leaders) })
 	if len(servers) < 2 {
 		return
 	}

@@ -7,7 +7,8 @@ import "fmt"
 // its disk commits are persistently slow) has its leadership moved to a
 // live, caught-up follower that may lead (canLead: not slow, silent,
 // draining, settling or missing the replica), the one leading the least;
-// with none, it stays. Then the replicas of draining servers move to the
+// with none, it stays, except that a draining leader falls back to a slow
+// follower otherwise eligible (draining outranks slow). Then the replicas of draining servers move to the
 // servers holding the fewest (a leader's replica moves once its leadership
 // is gone); a slow server keeps its replicas: it still adds to the
 // range's durability, and a follower's commits do not hold up writes.
@@ -30,10 +31,22 @@ func (drain) Schedule(p *Plan) {
 			continue
 		}
 		if st := p.servers[r.Leader]; st != nil && (st.draining || st.slow) {
-			if to := p.coolestFollower(r, r.Leader); to != nil {
-				p.add(r, shedLeader(r, st, to))
+			to := p.coolestFollower(r, r.Leader)
+			if to == nil && st.draining {
+				// Draining outranks slow: a draining server is leaving,
+				// and a slow follower still leads better than one that is
+				// gone; with no fallback the drain would stall for good.
+				to = p.coolest(r, r.Leader, true)
 			}
-			continue
+			if to != nil {
+				p.add(r, shedLeader(r, st, to))
+				continue
+			}
+			if st.draining {
+				continue // its replica moves once the leadership is gone
+			}
+			// A slow leader with nowhere to go must not hold up the
+			// drain of its range's other replicas.
 		}
 		if draining {
 			p.drainReplica(r)

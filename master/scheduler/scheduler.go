@@ -312,10 +312,14 @@ func (p *Plan) canHost(st *serverStat) bool {
 // replica, and it is no more than MaxLeaderLag entries behind the leader.
 // Every rule that gives leadership asks it (transfers, balancing, a
 // split's right-hand leader, drain).
-func (p *Plan) canLead(r *Range, server string) bool {
+func (p *Plan) canLead(r *Range, server string) bool { return p.leadable(r, server, false) }
+
+// leadable is canLead, slow servers allowed when slowOK (a draining
+// leader's last resort: draining outranks slow, see drain).
+func (p *Plan) leadable(r *Range, server string, slowOK bool) bool {
 	st := p.servers[server]
 	rep := r.replica(server)
-	if st == nil || rep == nil || !st.live || st.draining || st.slow || rep.Missing || p.settling(st) {
+	if st == nil || rep == nil || !st.live || st.draining || (st.slow && !slowOK) || rep.Missing || p.settling(st) {
 		return false
 	}
 	if l := r.replica(r.Leader); l != nil && l.Applied > rep.Applied {
@@ -327,9 +331,14 @@ func (p *Plan) canLead(r *Range, server string) bool {
 // coolestFollower returns the replica of r other than avoid that may lead
 // and whose server leads the least load (ties: fewest leaders, then id).
 func (p *Plan) coolestFollower(r *Range, avoid string) *serverStat {
+	return p.coolest(r, avoid, false)
+}
+
+// coolest is coolestFollower, slow servers allowed when slowOK.
+func (p *Plan) coolest(r *Range, avoid string, slowOK bool) *serverStat {
 	var best *serverStat
 	for _, rep := range r.Replicas {
-		if rep.Server == avoid || !p.canLead(r, rep.Server) {
+		if rep.Server == avoid || !p.leadable(r, rep.Server, slowOK) {
 			continue
 		}
 		st := p.servers[rep.Server]
@@ -380,7 +389,7 @@ func (p *Plan) eachImbalanced(over bool, fn func(s *serverStat, mean float64)) {
 		key = func(s *serverStat) float64 { return -s.leaderLoad }
 		off = p.underloaded
 	}
-	servers := p.eligible(key)
+	servers := p.eligibleLeaders(key)
 	if len(servers) < 2 {
 		return
 	}
@@ -399,13 +408,27 @@ func (p *Plan) eachImbalanced(over bool, fn func(s *serverStat, mean float64)) {
 	}
 }
 
-// eligible returns the live servers that are neither draining nor slow,
-// sorted by key descending (ties by id). A slow server may lead nothing, so
-// its empty share must not lower the mean the others are balanced to.
+// eligible returns the live servers that are not draining, sorted by key
+// descending (ties by id): those replica balancing spreads replicas over.
+// A slow server takes part: slowness concerns leadership only, and its
+// replicas still add to durability (a follower's commits hold up no write).
 func (p *Plan) eligible(key func(*serverStat) float64) []*serverStat {
+	return p.sorted(key, func(st *serverStat) bool { return st.live && !st.draining })
+}
+
+// eligibleLeaders is eligible without the slow servers: those leader
+// balancing spreads leaderships over. A slow server may lead nothing, so
+// its empty share must not lower the mean the others are balanced to.
+func (p *Plan) eligibleLeaders(key func(*serverStat) float64) []*serverStat {
+	return p.sorted(key, func(st *serverStat) bool { return st.live && !st.draining && !st.slow })
+}
+
+// sorted returns the servers keep accepts, sorted by key descending (ties
+// by id).
+func (p *Plan) sorted(key func(*serverStat) float64, keep func(*serverStat) bool) []*serverStat {
 	var out []*serverStat
 	for _, st := range p.order {
-		if st.live && !st.draining && !st.slow {
+		if keep(st) {
 			out = append(out, st)
 		}
 	}

@@ -31,7 +31,7 @@ type Summary struct {
 }
 
 // Summarize is the summary of the samples that ended within span before
-// now. It is pure; Window calls it under its lock.
+// now. It is pure.
 func Summarize(samples []Sample, now time.Time, span time.Duration) Summary {
 	ds := make([]time.Duration, 0, len(samples))
 	for _, s := range samples {
@@ -80,8 +80,11 @@ func (w *Window) Observe(at time.Time, d time.Duration) {
 }
 
 // Summary summarises the commits of the last span before now.
+// The samples are copied under the lock and sorted outside it: Observe
+// runs on the commit paths.
 func (w *Window) Summary(now time.Time) Summary {
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	return Summarize(w.ring, now, w.span)
+	samples := slices.Clone(w.ring)
+	w.mu.Unlock()
+	return Summarize(samples, now, w.span)
 }

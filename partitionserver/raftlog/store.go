@@ -21,8 +21,10 @@ type Options struct {
 	// segment file (default 64 MiB).
 	SegmentSize int64
 	// ObserveSync, when set, is told the end and duration of every group
-	// commit (write and fdatasync) that succeeded: the server's slow-disk
-	// report (partitionserver/disklatency).
+	// commit's fdatasync (only the sync: not the write, a new segment's
+	// creation or the index's update) that succeeded, after its writers
+	// were released: the server's slow-disk report
+	// (partitionserver/disklatency).
 	ObserveSync func(at time.Time, d time.Duration)
 }
 
@@ -34,6 +36,13 @@ type Store struct {
 	segSize int64
 	// observeSync is Options.ObserveSync.
 	observeSync func(at time.Time, d time.Duration)
+	// syncAt and syncTook are the end and duration of the last batch's
+	// data fdatasync (only the flusher touches them): what observeSync is
+	// told, not the whole flush (a new segment's creation and checkpoint,
+	// the index's update, old segments' unlinks are not the disk's commit
+	// latency).
+	syncAt   time.Time
+	syncTook time.Duration
 
 	// mu guards the index: groups, segments and the current segment.
 	// Only the flusher (and Open) changes it.
@@ -288,7 +297,7 @@ func (s *Store) newSegment(id uint64, data []byte) (*segment, error) {
 	buf = append(buf, data...)
 	seg := &segment{id: id, f: f}
 	if err = seg.writeRecords(buf); err == nil {
-		err = fdatasync(f)
+		err = s.timedSync(f)
 	}
 	if err == nil {
 		err = syncDir(s.dir)
@@ -392,11 +401,7 @@ func (s *Store) run() {
 		}
 		start := time.Now()
 		b.err = s.flush(b)
-		end := time.Now()
-		syncSeconds.Observe(end.Sub(start).Seconds())
-		if s.observeSync != nil && b.err == nil {
-			s.observeSync(end, end.Sub(start))
-		}
+		syncSeconds.Observe(time.Since(start).Seconds())
 		if b.err != nil {
 			s.qmu.Lock()
 			if s.err == nil {
@@ -405,6 +410,11 @@ func (s *Store) run() {
 			s.qmu.Unlock()
 		}
 		close(b.done)
+		// After the waiters are released: observeSync takes a lock, off
+		// the writes' critical path.
+		if s.observeSync != nil && b.err == nil {
+			s.observeSync(s.syncAt, s.syncTook)
+		}
 		// Waiters read only b.err: the written bytes can hold the next
 		// batch (unless a rare huge one would pin its memory).
 		if cap(b.buf) <= maxSpareBuf {
@@ -439,7 +449,7 @@ func (s *Store) flush(b *batch) error {
 		if err := cur.writeRecords(b.buf); err != nil {
 			return fmt.Errorf("raftlog: write: %w", err)
 		}
-		if err := fdatasync(cur.f); err != nil {
+		if err := s.timedSync(cur.f); err != nil {
 			return fmt.Errorf("raftlog: sync: %w", err)
 		}
 		s.syncs.Add(1)
@@ -715,6 +725,16 @@ func encodeDrop(id uint64) record {
 	buf, start := beginFrame(nil, recDrop)
 	buf = binary.AppendUvarint(buf, id)
 	return record{frame: endFrame(buf, start), ev: event{kind: recDrop, group: id}}
+}
+
+// timedSync is fdatasync, its end and duration kept for observeSync.
+// Called by the flusher only.
+func (s *Store) timedSync(f *os.File) error {
+	start := time.Now()
+	err := fdatasync(f)
+	s.syncAt = time.Now()
+	s.syncTook = s.syncAt.Sub(start)
+	return err
 }
 
 func fdatasync(f *os.File) error {
