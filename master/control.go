@@ -22,7 +22,7 @@ func opStatus(err error) error {
 		return rpcerr.New(codes.Aborted, rpcerr.ReasonMergeAborted, err.Error(), nil)
 	case errors.Is(err, ErrRangeNotFound), errors.Is(err, ErrNoNeighbour):
 		return rpcerr.New(codes.NotFound, rpcerr.ReasonRangeNotFound, err.Error(), nil)
-	case errors.Is(err, ErrBusy), errors.Is(err, ErrNotReady), errors.Is(err, ErrReplicaDown), errors.Is(err, ErrNoLeaderTarget):
+	case errors.Is(err, ErrBusy), errors.Is(err, ErrNotReady), errors.Is(err, ErrReplicaDown):
 		return rpcerr.New(codes.Aborted, rpcerr.ReasonUnavailable, err.Error(), nil)
 	case errors.Is(err, ErrBadTarget), errors.Is(err, ErrBadCommand):
 		return rpcerr.New(codes.InvalidArgument, rpcerr.ReasonInvalidInput, err.Error(), nil)

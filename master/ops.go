@@ -23,9 +23,6 @@ var (
 	ErrBusy          = errors.New("master: an operation on the range is in flight")
 	ErrNoNeighbour   = errors.New("master: range has no right neighbour")
 	ErrBadTarget     = errors.New("master: bad target server")
-	// ErrNoLeaderTarget: a move off a range's leader found no server that
-	// may take the leadership (the new voter is slow, no follower may lead).
-	ErrNoLeaderTarget = errors.New("master: no server may take the range's leadership")
 	// ErrNotReady: a replica of the right-hand range did not answer just
 	// before a merge would freeze it; the merge is not
 	// started (a later request or policy pass tries again).
@@ -903,10 +900,6 @@ func (s *Server) move(ctx context.Context, id uint64, from, to, cause, reason st
 	if err != nil {
 		return nil, err
 	}
-	toSlow, err := s.moveLeaderCheck(id, from, to)
-	if err != nil {
-		return nil, err
-	}
 	addrs := s.raftAddrs()
 	cur, err := s.addVoter(ctx, d, to, addrs)
 	if err != nil {
@@ -917,17 +910,20 @@ func (s *Server) move(ctx context.Context, id uint64, from, to, cause, reason st
 	}
 	s.awaitCaughtUp(ctx, cur, to)
 	if s.leaderOf(id) == from {
-		target, ok := moveLeaderTarget(s.rightLeader(id), to, toSlow)
-		if !ok {
-			return nil, fmt.Errorf("move leadership off %s: %w: %s is slow", from, ErrNoLeaderTarget, to)
+		// Hand leadership to a live, caught-up follower that may lead
+		// (the scheduler's rule: not silent, not slow); the new voter,
+		// still catching up, only if there is none, even if its disk is
+		// slow: refusing the move instead left the scheduler proposing it
+		// again every pass (review of session 10), and the slow-disk rule
+		// moves the leadership on once a follower may take it.
+		target := s.rightLeader(id)
+		if target == "" {
+			target = to
 		}
 		if err := s.transfer(ctx, id, target); err != nil {
 			// Refresh the descriptor so transfer sees the new voter.
 			s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_UPDATE_RANGES, &pb.UpdateRangesCommand{Ranges: []*pb.RangeDescriptor{cur}})
-			if !toSlow {
-				target = to
-			}
-			if err := s.transfer(ctx, id, target); err != nil {
+			if err := s.transfer(ctx, id, to); err != nil {
 				return nil, fmt.Errorf("move leadership off %s: %w", from, err)
 			}
 		}
@@ -948,34 +944,6 @@ func (s *Server) move(ctx context.Context, id uint64, from, to, cause, reason st
 	s.deleteReplicaLater(from, id, cur.GetGeneration())
 	s.moveEvent(d, from, to, cause, reason, figures, start)
 	return cur, nil
-}
-
-// moveLeaderCheck reports whether to is slow, and refuses a move off
-// range id's leader from when to is slow and no follower may lead: checked
-// before the voter is added, so that a refused move leaves the range as it
-// was (the scheduler proposes it again).
-func (s *Server) moveLeaderCheck(id uint64, from, to string) (toSlow bool, err error) {
-	toSlow = s.reports.slowServers(time.Now())[to]
-	if s.leaderOf(id) == from && toSlow && s.rightLeader(id) == "" {
-		return true, fmt.Errorf("%w: range %d: %s leads, no follower may lead and %s is slow", ErrNoLeaderTarget, id, from, to)
-	}
-	return toSlow, nil
-}
-
-// moveLeaderTarget is where a move hands the leadership of a range whose
-// replica leaves its leader: right, a live caught-up follower that may lead
-// (the scheduler's rule), else the new voter to, still catching up, unless
-// it is slow (ok false: a slow server must not be given the leadership;
-// the move waits for a follower that may lead).
-func moveLeaderTarget(right, to string, toSlow bool) (target string, ok bool) {
-	switch {
-	case right != "":
-		return right, true
-	case toSlow:
-		return "", false
-	default:
-		return to, true
-	}
 }
 
 // deleteReplicaLater asks server, in the background, to delete its replica

@@ -260,31 +260,6 @@ func TestPlacementCampaignerNotSlow(t *testing.T) {
 	}
 }
 
-// TestMoveLeaderTarget: a move off a range's leader never hands the
-// leadership to a slow new voter (review of session 10: move fell back to
-// to, which canHost chose without regard to slowness).
-func TestMoveLeaderTarget(t *testing.T) {
-	tests := []struct {
-		name, right, to string
-		toSlow          bool
-		want            string
-		ok              bool
-	}{
-		{"a follower may lead", "b", "d", false, "b", true},
-		{"a follower may lead, to slow", "b", "d", true, "b", true},
-		{"none, to healthy", "", "d", false, "d", true},
-		{"none, to slow", "", "d", true, "", false},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			got, ok := moveLeaderTarget(tc.right, tc.to, tc.toSlow)
-			if got != tc.want || ok != tc.ok {
-				t.Fatalf("moveLeaderTarget(%q, %q, %v) = %q, %v, want %q, %v", tc.right, tc.to, tc.toSlow, got, ok, tc.want, tc.ok)
-			}
-		})
-	}
-}
-
 // TestServerSlowGauge: tablestore_master_server_slow is 1 for a slow
 // server, 0 for the others heard from.
 func TestServerSlowGauge(t *testing.T) {
