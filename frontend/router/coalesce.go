@@ -204,7 +204,8 @@ const lingerTarget = 16
 // answered, or lingerTarget; a lane whose callers do not come back gives
 // its slot back after linger. A lone caller never waits (one
 // answered). It returns the channel to wait on, or nil not to wait.
-// Only writes linger (lingerMax in writemany.go); reads pass 0.
+// Writes linger up to lingerMax (writemany.go), reads up to readLinger
+// (readmany.go).
 func lingerLocked[Req, Resp any](l *lane[Req, Resp], answered int, linger time.Duration) chan struct{} {
 	target := min(answered, lingerTarget)
 	if linger <= 0 || answered < 2 || 2*len(l.queue) >= target {
