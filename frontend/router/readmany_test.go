@@ -296,3 +296,74 @@ func TestReadCoalescerLingersForAnsweredReaders(t *testing.T) {
 		t.Fatalf("Get calls %d, GetMany sizes %v; want 1, [4 4]", gets, many)
 	}
 }
+
+// TestReadCoalescerStopsLingeringAfterAMiss: a read lane whose linger ran
+// out before its readers came back (a steady stream, not a closed loop)
+// sends its next readSkipAfterMiss calls without lingering.
+func TestReadCoalescerStopsLingeringAfterAMiss(t *testing.T) {
+	c := newReadCoalescer()
+	c.linger = 20 * time.Millisecond
+	f := newFakeReadPS()
+	f.manyGate = make(chan struct{})
+	type out struct {
+		rk  string
+		err error
+	}
+	outs := make(chan out, 16)
+	start := func(rk string) {
+		go func() {
+			_, err := c.do(context.Background(), "ps1", f, readReq(7, rk))
+			outs <- out{rk, err}
+		}()
+	}
+	onLane := func(fn func(l *readLane) bool) func() bool {
+		return func() bool {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			l := c.lanes[laneKey{"ps1", 7, false}]
+			return l != nil && fn(l)
+		}
+	}
+	queued := func(n int) func() bool {
+		return onLane(func(l *readLane) bool { return len(l.queue) == n })
+	}
+	start("a")
+	waitUntil(t, func() bool { gets, _ := f.counts(); return gets == 1 })
+	for i, rk := range []string{"b", "c", "d", "e", "f", "g", "h", "i"} {
+		start(rk)
+		waitUntil(t, queued(i+1))
+	}
+	close(f.gate) // "a" answered; the GetMany of eight is sent and held
+	waitUntil(t, func() bool { _, many := f.counts(); return len(many) == 1 })
+	for i, rk := range []string{"j", "k", "l"} {
+		start(rk)
+		waitUntil(t, queued(i+1))
+	}
+	f.manyGate <- struct{}{} // eight answered, three queued: linger, and miss
+	waitUntil(t, func() bool { _, many := f.counts(); return len(many) == 2 })
+	if !onLane(func(l *readLane) bool { return l.skipLinger == readSkipAfterMiss })() {
+		t.Fatal("the missed linger did not set the lane to skip lingering")
+	}
+	c.mu.Lock()
+	c.linger = time.Hour // a linger now would hold "m" past the test's deadline
+	c.mu.Unlock()
+	start("m")
+	waitUntil(t, queued(1))
+	f.manyGate <- struct{}{} // three answered, one queued: no linger, "m" goes at once
+	for range 13 {
+		select {
+		case o := <-outs:
+			if o.err != nil {
+				t.Errorf("read %q: %v", o.rk, o.err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("a read is still waiting: the lane lingered after a miss")
+		}
+	}
+	waitUntil(t, laneIdle(c))
+	if gets, many := f.counts(); gets != 2 || len(many) != 2 || many[0] != 8 || many[1] != 3 {
+		t.Fatalf("Get calls %d, GetMany sizes %v; want 2, [8 3]", gets, many)
+	}
+}
+
+type readLane = lane[*pb.GetRequest, *pb.GetResponse]
