@@ -113,11 +113,11 @@ func (s *Server) insertEntity(ctx context.Context, w http.ResponseWriter, rc *re
 	b := buf.b[:0]
 	h := w.Header()
 	b = edm.AppendETag(b, ts)
-	h["Etag"] = []string{string(b)}
+	h["Etag"] = rc.hdr(hvETag, string(b))
 	b = append(b[:0], s.baseURL(rc)...)
 	b = append(b, '/')
 	b = appendEntityPath(b, table, e.PartitionKey, e.RowKey)
-	loc := []string{string(b)}
+	loc := rc.hdr(hvLocation, string(b))
 	h["Location"] = loc
 	h["Dataserviceid"] = loc
 	switch prefer(rc.r) {
@@ -285,7 +285,7 @@ func (s *Server) writeEntity(w http.ResponseWriter, rc *reqCtx, table string, e 
 	buf := getBuf()
 	defer putBuf(buf)
 	b := edm.AppendETag(buf.b[:0], e.Timestamp)
-	w.Header()["Etag"] = []string{string(b)}
+	w.Header()["Etag"] = rc.hdr(hvETag, string(b))
 	b = edm.AppendJSON(b[:0], e, s.encodeOptions(rc, table, true, sel))
 	buf.b = b
 	s.writeJSON(w, rc, http.StatusOK, b)

@@ -122,6 +122,26 @@ type reqCtx struct {
 	base      string // service root for odata.metadata, built on demand
 	wrote     bool   // a response has been started
 	start     time.Time
+	// hv holds the values of the headers every answer sets (hdr): one
+	// allocation with the request's state instead of one slice each.
+	hv [hvSlots]string
+}
+
+// The slots of reqCtx.hv, one per header.
+const (
+	hvRequestID = iota
+	hvETag
+	hvContentLength
+	hvLocation
+	hvSlots
+)
+
+// hdr is a header value held in slot of rc: a one-string slice whose
+// capacity ends at the slot, so that an append copies it instead of
+// overwriting the next slot.
+func (rc *reqCtx) hdr(slot int, v string) []string {
+	rc.hv[slot] = v
+	return rc.hv[slot : slot+1 : slot+1]
 }
 
 func (rc *reqCtx) method() string {
@@ -188,7 +208,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}()
 
 	h := w.Header()
-	h["X-Ms-Request-Id"] = []string{rc.id}
+	h["X-Ms-Request-Id"] = rc.hdr(hvRequestID, rc.id)
 	versionErr := s.checkVersion(r)
 	if v := r.Header["X-Ms-Version"]; len(v) > 0 && v[0] != "" && versionErr == nil {
 		h["X-Ms-Version"] = v[:1]

@@ -344,7 +344,7 @@ func (s *Server) writeJSON(w http.ResponseWriter, rc *reqCtx, status int, body [
 	h := w.Header()
 	h["Content-Type"] = contentTypeFor(rc.meta)
 	h["Dataserviceversion"] = dataServiceVersion
-	h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	h["Content-Length"] = rc.hdr(hvContentLength, strconv.Itoa(len(body)))
 	rc.wrote = true
 	w.WriteHeader(status)
 	if rc.r.Method != http.MethodHead {

@@ -30,7 +30,7 @@ func (c *macCache) pool(key []byte) *sync.Pool {
 	p := c.pools[string(key)]
 	if p == nil && len(c.pools) < maxCachedKeys {
 		k := string(key) // a copy: the pool must not see the caller's bytes change
-		p = &sync.Pool{New: func() any { return hmac.New(sha256.New, []byte(k)) }}
+		p = &sync.Pool{New: func() any { return &macState{h: hmac.New(sha256.New, []byte(k))} }}
 		c.pools[k] = p
 	}
 	return p
@@ -38,19 +38,33 @@ func (c *macCache) pool(key []byte) *sync.Pool {
 
 // mac is HMAC-SHA256 of stringToSign under key.
 func mac(key []byte, stringToSign string) [sha256.Size]byte {
-	var sum [sha256.Size]byte
+	return macBytes(key, []byte(stringToSign))
+}
+
+// macBytes is mac of a string to sign built in a buffer (the shared-key
+// check builds it in a pooled one: no copy per request).
+func macBytes(key, stringToSign []byte) [sha256.Size]byte {
 	p := macs.pool(key)
-	var h hash.Hash
-	if p != nil {
-		h = p.Get().(hash.Hash)
-	} else {
-		h = hmac.New(sha256.New, key)
+	if p == nil {
+		var sum [sha256.Size]byte
+		h := hmac.New(sha256.New, key)
+		h.Write(stringToSign)
+		h.Sum(sum[:0])
+		return sum
 	}
-	h.Write([]byte(stringToSign))
-	h.Sum(sum[:0])
-	if p != nil {
-		h.Reset()
-		p.Put(h)
-	}
+	st := p.Get().(*macState)
+	st.h.Write(stringToSign)
+	// Summed into the pooled state's own array: a local one would escape
+	// through the interface call, an allocation per request.
+	st.h.Sum(st.sum[:0])
+	sum := st.sum
+	st.h.Reset()
+	p.Put(st)
 	return sum
+}
+
+// macState is a pooled keyed HMAC state and the array its sums go to.
+type macState struct {
+	h   hash.Hash
+	sum [sha256.Size]byte
 }

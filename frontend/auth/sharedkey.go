@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -67,20 +68,35 @@ func requestDate(h http.Header) string {
 // candidateDates lists the dates a client may have signed, documented rule
 // first. Azurite signs Date when both headers are present, so clients tested
 // against it may too; each date is checked against the skew on its own.
-func candidateDates(h http.Header) []string {
-	var out []string
-	if d := h.Get("x-ms-date"); d != "" {
-		out = append(out, d)
+// They are returned in an array (no allocation per request); the header
+// names are looked up canonical, as Header.Get would after canonicalizing.
+func candidateDates(h http.Header) (dates [2]string, n int) {
+	if d := firstValue(h, "X-Ms-Date"); d != "" {
+		dates[n] = d
+		n++
 	}
-	if d := h.Get("Date"); d != "" && (len(out) == 0 || out[0] != d) {
-		out = append(out, d)
+	if d := firstValue(h, "Date"); d != "" && (n == 0 || dates[0] != d) {
+		dates[n] = d
+		n++
 	}
-	return out
+	return dates, n
+}
+
+// firstValue is h.Get(key) for a key already in canonical form.
+func firstValue(h http.Header, key string) string {
+	if v := h[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }
 
 // compSuffix is the only query parameter that takes part in the Table
 // service's canonicalized resource.
 func compSuffix(u *url.URL) string {
+	if !strings.Contains(u.RawQuery, "comp") && !strings.Contains(u.RawQuery, "%") {
+		// No key can read "comp" (parsing the query allocates its map).
+		return ""
+	}
 	// A malformed query still yields the pairs before the bad one; that is
 	// the best guess at what the client signed (the Go SDK refuses to sign).
 	q, _ := url.ParseQuery(u.RawQuery)
@@ -163,15 +179,38 @@ func candidatePaths(r *http.Request, account string) []string {
 // verifySharedKey checks an Authorization header against every candidate
 // canonicalized resource; comparisons are constant-time per candidate.
 // signatureMatches checks the signature over one canonicalized resource.
-func signatureMatches(r *http.Request, hdr sharedKeyHeader, keys [][]byte, date, cr string) bool {
-	var sts string
-	if hdr.scheme == SchemeSharedKeyLite {
-		sts = sharedKeyLiteStringToSign(date, cr)
-	} else {
-		sts = sharedKeyStringToSign(r.Header, r.Method, date, cr)
+// The canonicalized resource is "/" + account + path + comp; the string to
+// sign is built in a pooled buffer (the concatenations allocated twice per
+// request, and the MAC once more for the conversion to bytes).
+func signatureMatches(r *http.Request, hdr sharedKeyHeader, keys [][]byte, date, account, path, comp string) bool {
+	bp := stsBufs.Get().(*[]byte)
+	b := (*bp)[:0]
+	if hdr.scheme != SchemeSharedKeyLite {
+		b = append(b, r.Method...)
+		b = append(b, '\n')
+		b = append(b, firstValue(r.Header, "Content-Md5")...)
+		b = append(b, '\n')
+		b = append(b, firstValue(r.Header, "Content-Type")...)
+		b = append(b, '\n')
 	}
-	return anyKeyMatches(keys, sts, hdr.signature)
+	b = append(b, date...)
+	b = append(b, '\n', '/')
+	b = append(b, account...)
+	b = append(b, path...)
+	b = append(b, comp...)
+	ok := anyKeyMatchesBytes(keys, b, hdr.signature)
+	if cap(b) <= maxPooledSTS {
+		*bp = b[:0]
+		stsBufs.Put(bp)
+	}
+	return ok
 }
+
+// stsBufs are the buffers signatureMatches builds strings to sign in;
+// one longer than maxPooledSTS (a very long path) is left to the GC.
+var stsBufs = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}
+
+const maxPooledSTS = 4 << 10
 
 func (a *Authenticator) verifySharedKey(r *http.Request, hdr sharedKeyHeader, account string, keys [][]byte) (*Principal, error) {
 	if hdr.account != account {
@@ -179,7 +218,8 @@ func (a *Authenticator) verifySharedKey(r *http.Request, hdr sharedKeyHeader, ac
 		// server serves.
 		return nil, authFailed("the Authorization header names account %q but the request addresses %q", hdr.account, account)
 	}
-	dates := candidateDates(r.Header)
+	dateArr, nd := candidateDates(r.Header)
+	dates := dateArr[:nd]
 	if len(dates) == 0 {
 		return nil, authFailed("request has neither x-ms-date nor Date")
 	}
@@ -192,7 +232,7 @@ func (a *Authenticator) verifySharedKey(r *http.Request, hdr sharedKeyHeader, ac
 	var dateErr error
 	checked := false
 	for _, date := range dates {
-		t, err := http.ParseTime(date)
+		t, err := a.parseDate(date)
 		if err != nil {
 			if dateErr == nil {
 				dateErr = authFailed("request date %q is not an RFC 1123 date", date)
@@ -208,13 +248,13 @@ func (a *Authenticator) verifySharedKey(r *http.Request, hdr sharedKeyHeader, ac
 		}
 		checked = true
 		if paths == nil {
-			if signatureMatches(r, hdr, keys, date, "/"+account+first+comp) {
+			if signatureMatches(r, hdr, keys, date, account, first, comp) {
 				return &Principal{kind: PrincipalSharedKey, account: account, scheme: hdr.scheme}, nil
 			}
 			paths = candidatePaths(r, account)
 		}
 		for _, p := range paths {
-			if signatureMatches(r, hdr, keys, date, "/"+account+p+comp) {
+			if signatureMatches(r, hdr, keys, date, account, p, comp) {
 				return &Principal{kind: PrincipalSharedKey, account: account, scheme: hdr.scheme}, nil
 			}
 		}

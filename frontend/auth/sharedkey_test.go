@@ -339,3 +339,63 @@ func TestAccountHelpers(t *testing.T) {
 		t.Fatalf("keyless authenticator must refuse, got %v", err)
 	}
 }
+
+// TestSharedKeyOneAuthenticator: the dates parsed last are remembered; one
+// Authenticator answering requests of different dates, a stale one
+// between two good ones, an unparseable one, and both header flavours,
+// answers each as a fresh one does.
+func TestSharedKeyOneAuthenticator(t *testing.T) {
+	const stale = "Mon, 02 Jan 2006 14:00:00 GMT"
+	const other = "Mon, 02 Jan 2006 15:05:05 GMT"
+	a := authAt(testDateTime)
+	for i, tc := range []struct {
+		date, signed string
+		sharedKey    bool
+		ok           bool
+	}{
+		{date: testDate, signed: testDate, ok: true},
+		{date: stale, signed: stale},
+		{date: testDate, signed: testDate, sharedKey: true, ok: true},
+		{date: "not a date", signed: "not a date"},
+		{date: other, signed: other, ok: true},
+		{date: other, signed: testDate},
+		{date: stale, signed: stale, sharedKey: true},
+		{date: testDate, signed: testDate, ok: true},
+	} {
+		r := httptest.NewRequest(http.MethodGet, "http://h/devstoreaccount1/Tables", nil)
+		r.Header.Set("x-ms-date", tc.date)
+		auth := "SharedKeyLite devstoreaccount1:" + refSign(t, tc.signed+"\n/devstoreaccount1/devstoreaccount1/Tables")
+		if tc.sharedKey {
+			auth = "SharedKey devstoreaccount1:" + refSign(t, "GET\n\n\n"+tc.signed+"\n/devstoreaccount1/devstoreaccount1/Tables")
+		}
+		r.Header.Set("Authorization", auth)
+		_, err := a.Authenticate(r)
+		_, fresh := authAt(testDateTime).Authenticate(r)
+		if tc.ok != (err == nil) || (err == nil) != (fresh == nil) {
+			t.Fatalf("request %d: ok=%v, err=%v, a fresh authenticator's err=%v", i, tc.ok, err, fresh)
+		}
+	}
+}
+
+// TestSharedKeyAllocations bounds what verifying a point read's SharedKey
+// signature allocates: the signature decoded from the header and the
+// Principal (the string to sign is built in a pooled buffer, the dates are
+// not collected in a slice, a repeated date is not parsed again).
+func TestSharedKeyAllocations(t *testing.T) {
+	r := httptest.NewRequest(http.MethodGet, "http://127.0.0.1:10002/devstoreaccount1/people(PartitionKey='Smith',RowKey='Ben')", nil)
+	if err := SignSharedKeyLite(r, DevAccount()); err != nil {
+		t.Fatal(err)
+	}
+	a := NewAuthenticator(DevAccount(), Options{})
+	if _, err := a.AuthenticateAccount(r, "devstoreaccount1"); err != nil {
+		t.Fatal(err)
+	}
+	n := testing.AllocsPerRun(100, func() {
+		if _, err := a.AuthenticateAccount(r, "devstoreaccount1"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if n > 2 {
+		t.Fatalf("a SharedKeyLite check allocates %.0f times, want at most 2", n)
+	}
+}

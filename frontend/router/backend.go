@@ -191,7 +191,10 @@ func (r *Router) get(ctx context.Context, table, pk, rk string, follower bool) (
 	if err != nil {
 		return nil, err
 	}
-	return edm.UnmarshalBinary(b)
+	// b is the answer's own copy (a decoded message's field, or a local
+	// server's fresh copy out of its store) and nothing changes it: the
+	// entity may point into it rather than copy it once more.
+	return edm.UnmarshalBinaryOwned(b)
 }
 
 // queryBudget is Azure's limit on one query page's work.

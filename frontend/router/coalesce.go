@@ -67,6 +67,12 @@ type coalescerOps[Req, Resp any] struct {
 	// batch RPC at once instead of through the lane (nothing to save by
 	// queueing).
 	bypassWithoutMany bool
+	// skipAfterMiss is how many calls a lane sends without lingering
+	// after a linger that ran out before its callers came back: they are
+	// not a closed loop's (a steady stream at a moderate rate), and
+	// waiting for them only adds latency (reads, readmany.go). 0: always
+	// linger (writes).
+	skipAfterMiss int
 	// coalesced, when set, is told how many requests a successful many
 	// call carried.
 	coalesced func(n int)
@@ -87,6 +93,9 @@ type lane[Req, Resp any] struct {
 	// requests.
 	wake chan struct{}
 	want int
+	// skipLinger counts down the calls sent without lingering after a
+	// missed linger (coalescerOps.skipAfterMiss).
+	skipLinger int
 }
 
 type pending[Req, Resp any] struct {
@@ -167,17 +176,28 @@ func (c *coalescer[Req, Resp]) drain(k laneKey, l *lane[Req, Resp], cl pb.Partit
 	for batch != nil {
 		c.send(k.addr, cl, batch)
 		c.mu.Lock()
-		if wake := lingerLocked(l, len(batch), c.linger); wake != nil {
+		var wake chan struct{}
+		if l.skipLinger > 0 {
+			l.skipLinger--
+		} else {
+			wake = lingerLocked(l, len(batch), c.linger)
+		}
+		if wake != nil {
 			linger := c.linger
 			c.mu.Unlock()
 			t := time.NewTimer(linger)
+			missed := false
 			select {
 			case <-wake:
 			case <-t.C:
+				missed = true
 			}
 			t.Stop()
 			c.mu.Lock()
 			l.wake = nil
+			if missed {
+				l.skipLinger = c.ops.skipAfterMiss
+			}
 		}
 		batch = c.takeLocked(k, l)
 		c.mu.Unlock()
@@ -204,7 +224,8 @@ const lingerTarget = 16
 // answered, or lingerTarget; a lane whose callers do not come back gives
 // its slot back after linger. A lone caller never waits (one
 // answered). It returns the channel to wait on, or nil not to wait.
-// Only writes linger (lingerMax in writemany.go); reads pass 0.
+// Writes linger up to lingerMax (writemany.go), reads up to readLinger
+// (readmany.go).
 func lingerLocked[Req, Resp any](l *lane[Req, Resp], answered int, linger time.Duration) chan struct{} {
 	target := min(answered, lingerTarget)
 	if linger <= 0 || answered < 2 || 2*len(l.queue) >= target {

@@ -24,6 +24,9 @@ type fakeReadPS struct {
 	pb.PartitionServiceClient
 	gate    chan struct{}
 	manyErr error
+	// manyGate, when set, holds each GetMany until a value is sent on it
+	// (instead of gate).
+	manyGate chan struct{}
 
 	mu   sync.Mutex
 	gets int   // Get calls
@@ -60,7 +63,11 @@ func (f *fakeReadPS) GetMany(ctx context.Context, req *pb.GetManyRequest, _ ...g
 	f.many = append(f.many, len(req.GetGets()))
 	f.reqs = append(f.reqs, req.GetGets()...)
 	f.mu.Unlock()
-	<-f.gate
+	if f.manyGate != nil {
+		<-f.manyGate
+	} else {
+		<-f.gate
+	}
 	if f.manyErr != nil {
 		return nil, f.manyErr
 	}
@@ -215,3 +222,148 @@ func TestGetManyAnswerMalformed(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestReadCoalescerLingersForAnsweredReaders: read lanes linger as write
+// lanes do (readLinger): after a GetMany of four returns with one read
+// queued, the lane waits until four are queued and sends them as one
+// call, instead of a GetMany of the one and another of the rest.
+func TestReadCoalescerLingersForAnsweredReaders(t *testing.T) {
+	c := newReadCoalescer()
+	if c.linger != readLinger || readLinger <= 0 {
+		t.Fatalf("read lanes linger %v, want readLinger (%v) > 0", c.linger, readLinger)
+	}
+	c.linger = time.Hour // the wait must end by the queue, not the timer
+	f := newFakeReadPS()
+	f.manyGate = make(chan struct{})
+	type out struct {
+		rk   string
+		resp *pb.GetResponse
+		err  error
+	}
+	outs := make(chan out, 16)
+	start := func(rk string) {
+		go func() {
+			resp, err := c.do(context.Background(), "ps1", f, readReq(7, rk))
+			outs <- out{rk, resp, err}
+		}()
+	}
+	queued := func(n int) func() bool {
+		return func() bool {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			l := c.lanes[laneKey{"ps1", 7, false}]
+			return l != nil && len(l.queue) == n
+		}
+	}
+	start("a")
+	waitUntil(t, func() bool { gets, _ := f.counts(); return gets == 1 })
+	for i, rk := range []string{"b", "c", "d", "e"} {
+		start(rk)
+		waitUntil(t, queued(i+1))
+	}
+	close(f.gate) // "a" is answered; the GetMany of four is sent and held
+	waitUntil(t, func() bool { _, many := f.counts(); return len(many) == 1 })
+	start("f")
+	waitUntil(t, queued(1))
+	f.manyGate <- struct{}{} // four answered, one queued: the lane lingers
+	waitUntil(t, func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		l := c.lanes[laneKey{"ps1", 7, false}]
+		return l != nil && l.wake != nil
+	})
+	for i, rk := range []string{"g", "h"} {
+		start(rk)
+		waitUntil(t, queued(2+i))
+	}
+	if _, many := f.counts(); len(many) != 1 {
+		t.Fatalf("GetMany sizes %v: the lane did not wait", many)
+	}
+	start("i")
+	waitUntil(t, func() bool { _, many := f.counts(); return len(many) == 2 })
+	c.mu.Lock()
+	c.linger = 20 * time.Millisecond // four answered, none queued: waits that long, then idles
+	c.mu.Unlock()
+	f.manyGate <- struct{}{}
+	for range 9 {
+		o := <-outs
+		if o.err != nil || string(o.resp.GetEntity()) != o.rk {
+			t.Errorf("read %q: %v, %v", o.rk, o.resp, o.err)
+		}
+	}
+	waitUntil(t, laneIdle(c))
+	if gets, many := f.counts(); gets != 1 || len(many) != 2 || many[0] != 4 || many[1] != 4 {
+		t.Fatalf("Get calls %d, GetMany sizes %v; want 1, [4 4]", gets, many)
+	}
+}
+
+// TestReadCoalescerStopsLingeringAfterAMiss: a read lane whose linger ran
+// out before its readers came back (a steady stream, not a closed loop)
+// sends its next readSkipAfterMiss calls without lingering.
+func TestReadCoalescerStopsLingeringAfterAMiss(t *testing.T) {
+	c := newReadCoalescer()
+	c.linger = 20 * time.Millisecond
+	f := newFakeReadPS()
+	f.manyGate = make(chan struct{})
+	type out struct {
+		rk  string
+		err error
+	}
+	outs := make(chan out, 16)
+	start := func(rk string) {
+		go func() {
+			_, err := c.do(context.Background(), "ps1", f, readReq(7, rk))
+			outs <- out{rk, err}
+		}()
+	}
+	onLane := func(fn func(l *readLane) bool) func() bool {
+		return func() bool {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			l := c.lanes[laneKey{"ps1", 7, false}]
+			return l != nil && fn(l)
+		}
+	}
+	queued := func(n int) func() bool {
+		return onLane(func(l *readLane) bool { return len(l.queue) == n })
+	}
+	start("a")
+	waitUntil(t, func() bool { gets, _ := f.counts(); return gets == 1 })
+	for i, rk := range []string{"b", "c", "d", "e", "f", "g", "h", "i"} {
+		start(rk)
+		waitUntil(t, queued(i+1))
+	}
+	close(f.gate) // "a" answered; the GetMany of eight is sent and held
+	waitUntil(t, func() bool { _, many := f.counts(); return len(many) == 1 })
+	for i, rk := range []string{"j", "k", "l"} {
+		start(rk)
+		waitUntil(t, queued(i+1))
+	}
+	f.manyGate <- struct{}{} // eight answered, three queued: linger, and miss
+	waitUntil(t, func() bool { _, many := f.counts(); return len(many) == 2 })
+	if !onLane(func(l *readLane) bool { return l.skipLinger == readSkipAfterMiss })() {
+		t.Fatal("the missed linger did not set the lane to skip lingering")
+	}
+	c.mu.Lock()
+	c.linger = time.Hour // a linger now would hold "m" past the test's deadline
+	c.mu.Unlock()
+	start("m")
+	waitUntil(t, queued(1))
+	f.manyGate <- struct{}{} // three answered, one queued: no linger, "m" goes at once
+	for range 13 {
+		select {
+		case o := <-outs:
+			if o.err != nil {
+				t.Errorf("read %q: %v", o.rk, o.err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("a read is still waiting: the lane lingered after a miss")
+		}
+	}
+	waitUntil(t, laneIdle(c))
+	if gets, many := f.counts(); gets != 2 || len(many) != 2 || many[0] != 8 || many[1] != 3 {
+		t.Fatalf("Get calls %d, GetMany sizes %v; want 2, [8 3]", gets, many)
+	}
+}
+
+type readLane = lane[*pb.GetRequest, *pb.GetResponse]

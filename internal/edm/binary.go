@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"time"
+	"unsafe"
 )
 
 // binaryVersion is the first byte of every encoded entity. Entities live in
@@ -97,6 +98,22 @@ func appendTime(dst []byte, t time.Time) []byte {
 // retained). Any malformed input, truncated or not, is ErrCorrupt; it
 // never panics.
 func UnmarshalBinary(b []byte) (*Entity, error) {
+	return unmarshalBinary(b, string(b))
+}
+
+// UnmarshalBinaryOwned is UnmarshalBinary for a buffer the caller hands
+// over: the entity's strings point into b instead of a copy of it, saving
+// an allocation and a copy of the whole entity (a front-end's point read
+// decodes every entity it answers). b must never change afterwards: pass
+// only a buffer nothing else holds, such as a field of a freshly decoded
+// protobuf message, never a bbolt page or a pooled buffer.
+func UnmarshalBinaryOwned(b []byte) (*Entity, error) {
+	return unmarshalBinary(b, unsafe.String(unsafe.SliceData(b), len(b)))
+}
+
+// unmarshalBinary decodes b, slicing every string field of s, which holds
+// the same bytes.
+func unmarshalBinary(b []byte, s string) (*Entity, error) {
 	if len(b) < 2 {
 		return nil, corrupt("too short")
 	}
@@ -107,7 +124,7 @@ func UnmarshalBinary(b []byte) (*Entity, error) {
 	if flags&^flagTimestamp != 0 {
 		return nil, corrupt("unknown flags %#x", flags)
 	}
-	r := binReader{b: b, s: string(b), pos: 2}
+	r := binReader{b: b, s: s, pos: 2}
 	e := &Entity{}
 	var ok bool
 	if e.PartitionKey, ok = r.str(); !ok {

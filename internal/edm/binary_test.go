@@ -175,3 +175,48 @@ func TestRestampMatchesReencoding(t *testing.T) {
 		}
 	}
 }
+
+// TestUnmarshalBinaryOwned: the variant that keeps the caller's buffer
+// decodes every input as UnmarshalBinary does, aliases that buffer for its
+// strings instead of copying it, and so allocates once less.
+func TestUnmarshalBinaryOwned(t *testing.T) {
+	r := newRand(13)
+	for i := 0; i < 2000; i++ {
+		e := randEntity(r)
+		b := MarshalBinary(e)
+		got, err := UnmarshalBinaryOwned(b)
+		if err != nil {
+			t.Fatalf("entity %d: %v", i, err)
+		}
+		if d := sameEntity(got, e); d != "" {
+			t.Fatalf("entity %d: %s", i, d)
+		}
+		for n := 0; n < len(b); n += 1 + n/3 {
+			want, wantErr := UnmarshalBinary(b[:n])
+			got, gotErr := UnmarshalBinaryOwned(b[:n])
+			if (wantErr == nil) != (gotErr == nil) || (want == nil) != (got == nil) {
+				t.Fatalf("entity %d, prefix %d: owned %v, %v; copied %v, %v", i, n, got, gotErr, want, wantErr)
+			}
+		}
+	}
+	e := &Entity{PartitionKey: "pk", RowKey: "rk", Timestamp: mustTime("2024-01-02T03:04:05Z"),
+		Properties: []Property{{"Name", StringValue("some name")}, {"Bin", BinaryValue([]byte{1, 2})}}}
+	b := MarshalBinary(e)
+	got, err := UnmarshalBinaryOwned(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[bytes.Index(b, []byte("some name"))] = 'S'
+	if got.Properties[0].Value.Str != "Some name" {
+		t.Fatalf("the string does not alias the buffer: %q", got.Properties[0].Value.Str)
+	}
+	b[bytes.LastIndexByte(b, 1)] = 9
+	if got.Properties[1].Value.Bin[0] != 1 {
+		t.Fatal("a Binary value changed with the buffer")
+	}
+	copied := testing.AllocsPerRun(50, func() { _, _ = UnmarshalBinary(b) })
+	owned := testing.AllocsPerRun(50, func() { _, _ = UnmarshalBinaryOwned(b) })
+	if owned != copied-1 {
+		t.Errorf("UnmarshalBinaryOwned allocates %.0f times, UnmarshalBinary %.0f", owned, copied)
+	}
+}

@@ -1,6 +1,7 @@
 package edm
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"testing"
@@ -70,6 +71,15 @@ func FuzzUnmarshalBinary(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		e, err := UnmarshalBinary(data)
+		owned, oerr := UnmarshalBinaryOwned(bytes.Clone(data))
+		if (err == nil) != (oerr == nil) {
+			t.Fatalf("UnmarshalBinary: %v; UnmarshalBinaryOwned: %v", err, oerr)
+		}
+		if err == nil {
+			if d := sameEntity(owned, e); d != "" {
+				t.Fatalf("UnmarshalBinaryOwned differs: %s", d)
+			}
+		}
 		if err != nil {
 			if e != nil || !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("UnmarshalBinary = %v, %v", e, err)
