@@ -98,10 +98,12 @@ func (s *Server) insertEntity(ctx context.Context, w http.ResponseWriter, rc *re
 	if err := rc.principal.Authorize(auth.Access{Kind: auth.EntityAdd, Table: table, PartitionKey: e.PartitionKey, RowKey: e.RowKey}); err != nil {
 		return err
 	}
-	eb := getBuf()
-	defer putBuf(eb)
-	eb.b = edm.AppendBinary(eb.b[:0], e)
-	op := &pb.EntityOp{Kind: pb.OpKind_OP_KIND_INSERT, PartitionKey: e.PartitionKey, RowKey: e.RowKey, Entity: eb.b}
+	// The op owns its bytes, never a pooled buffer: a handler that
+	// returns when its client goes away leaves the op queued (a write
+	// lane, the in-process server's batcher), and a buffer back in the
+	// pool would be refilled with another request's entity before the op
+	// is sent (review of session 10).
+	op := &pb.EntityOp{Kind: pb.OpKind_OP_KIND_INSERT, PartitionKey: e.PartitionKey, RowKey: e.RowKey, Entity: edm.MarshalBinary(e)}
 	ts, err := s.backend.Write(ctx, s.tableID(rc.account, table), e.PartitionKey, []*pb.EntityOp{op})
 	if err != nil {
 		return err
@@ -204,10 +206,7 @@ func (s *Server) updateEntity(ctx context.Context, w http.ResponseWriter, rc *re
 	if err != nil {
 		return err
 	}
-	eb := getBuf()
-	defer putBuf(eb)
-	eb.b = edm.AppendBinary(eb.b[:0], e)
-	op.Entity = eb.b
+	op.Entity = edm.MarshalBinary(e) // owned, as in insertEntity
 	ts, err := s.backend.Write(ctx, s.tableID(rc.account, rt.table), rt.pk, []*pb.EntityOp{op})
 	if err != nil {
 		return err

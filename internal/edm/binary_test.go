@@ -166,7 +166,7 @@ func TestRestampMatchesReencoding(t *testing.T) {
 	big := *e
 	big.Properties = append(big.Properties, Property{Name: "Payload", Value: Value{Type: TypeString, Str: string(make([]byte, 1000))}})
 	b := MarshalBinary(&big)
-	if n := testing.AllocsPerRun(50, func() { _, _ = Restamp(nil, b, "partition-key", "row-key", ts) }); n != 1 {
+	if n := testing.AllocsPerRun(50, func() { _, _ = Restamp(nil, b, "partition-key", "row-key", ts) }); n != 1 && !raceEnabled {
 		t.Errorf("Restamp of a 1 KB entity: %.0f allocations, want 1", n)
 	}
 	for _, bad := range [][]byte{nil, {9, 0}, {binaryVersion, 0, 50, 'a'}} {

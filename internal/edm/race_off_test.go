@@ -1,0 +1,5 @@
+//go:build !race
+
+package edm
+
+const raceEnabled = false
