@@ -185,7 +185,12 @@ func TestRangeStartMarkedFromHeartbeat(t *testing.T) {
 		t.Fatalf("before any leader: unstarted = %v, want [%d]", got, d.GetRangeId())
 	}
 	// A follower at the bootstrap entry says nothing; the leader does.
-	beat(s, "ps1", &pb.RangeStatus{RangeId: d.GetRangeId(), Generation: 1, Range: d, AppliedIndex: 1})
+	// (The heartbeat's mark is asynchronous: the decision is checked.)
+	follower := &pb.RangeStatus{RangeId: d.GetRangeId(), Generation: 1, Range: d, AppliedIndex: 1}
+	if got := s.fsm.unstartedLed([]*pb.RangeStatus{follower}); len(got) != 0 {
+		t.Fatalf("a follower's report at entry 1 would mark %v, want nothing", got)
+	}
+	beat(s, "ps1", follower)
 	if got := beat(s, "ps2").GetUnstartedRangeIds(); len(got) != 1 {
 		t.Fatalf("after a follower's report at entry 1: unstarted = %v, want the range", got)
 	}
