@@ -208,3 +208,42 @@ func TestRangeStartMarkedFromHeartbeat(t *testing.T) {
 			resp.GetRangeStartsKnown(), len(resp.GetAssigned()), resp.GetUnstartedRangeIds())
 	}
 }
+
+// TestNoteStartedKeepsLateReports: ranges noted while a mark is in flight
+// are marked by the next command, not dropped (an idle range is reported
+// again only by a full report, ten seconds later).
+func TestNoteStartedKeepsLateReports(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Raft group")
+	}
+	cfg := DefaultConfig()
+	cfg.ID, cfg.DataDir = "m1", t.TempDir()
+	cfg.GRPCAddr, cfg.RaftAddr = freeAddr(t), freeAddr(t)
+	cfg.Policy.Enabled = false
+	s := startMaster(t, cfg)
+	defer s.Close()
+	waitUntil(t, 10*time.Second, "the master leads", s.IsLeader)
+	var rep []*pb.Replica
+	for _, sid := range []string{"ps1", "ps2", "ps3"} {
+		if _, err := (&service{s: s}).Heartbeat(context.Background(), &pb.HeartbeatRequest{
+			Server: &pb.ServerInfo{ServerId: sid, GrpcAddr: "127.0.0.1:1", RaftAddr: "127.0.0.1:2"}, Full: true,
+		}); err != nil {
+			t.Fatal(err)
+		}
+		rep = append(rep, &pb.Replica{ServerId: sid})
+	}
+	var ids []uint64
+	for _, name := range []string{"a", "b", "c"} {
+		res, err := s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_CREATE_TABLE, &pb.CreateTableCommand{Name: name, Replicas: rep})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, res.ranges[0].GetRangeId())
+	}
+	// The first note starts a command; the others arrive while it is in
+	// flight (a command takes a disk sync at least).
+	for _, id := range ids {
+		s.noteStarted([]uint64{id})
+	}
+	waitUntil(t, 10*time.Second, "every noted range marked", func() bool { return len(s.UnstartedRanges()) == 0 })
+}
