@@ -60,6 +60,10 @@ var (
 		Namespace: "tablestore", Subsystem: "master", Name: "server_slow",
 		Help: "1 for a partition server whose disk commits are slow (--slow-disk-commit: it gets no leadership), else 0; set by the leader, absent elsewhere.",
 	}, []string{"server"})
+	unstartedGauge = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: "tablestore", Subsystem: "master", Name: "unstarted_ranges",
+		Help: "Ranges at generation 1 not recorded as started (a server may bootstrap them); lasting ones are tables whose range never had a leader.",
+	})
 	leaderlessGauge = prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: "tablestore", Subsystem: "master", Name: "leaderless_ranges",
 		Help: "Ranges no live partition server reports leading; set by the leader, 0 elsewhere.",
@@ -116,7 +120,8 @@ func (h clusterHealth) publish(leader bool) {
 
 func init() {
 	prometheus.MustRegister(mapSendsTotal, eventsTotal, opSeconds, opFailuresTotal, mergePauseSeconds, mergeAbortsTotal, joinFloorMissingTotal, rangesGauge,
-		isLeaderGauge, serversGauge, underReplicatedGauge, leaderlessGauge, serverSlowGauge)
+		isLeaderGauge, serversGauge, underReplicatedGauge, leaderlessGauge, serverSlowGauge,
+		unstartedGauge)
 	// Every series exists from the start, so rate() and alerts see zeros
 	// rather than nothing before the first event.
 	for k, name := range pb.EventKind_name {

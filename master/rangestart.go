@@ -1,9 +1,16 @@
 package master
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
 	"slices"
+	"time"
 
 	"google.golang.org/protobuf/proto"
+
+	"tablestore/internal/failpoint"
 
 	pb "tablestore/proto/tablestorepb"
 )
@@ -75,6 +82,27 @@ func (s *state) startedIDs() []uint64 {
 	return out
 }
 
+// unstarted returns the ranges at generation 1 not marked started,
+// ascending.
+func (st *state) unstarted() []uint64 {
+	var out []uint64
+	for id, d := range st.ranges {
+		if _, ok := st.started[id]; !ok && d.GetGeneration() == 1 {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// UnstartedRanges returns the ranges at generation 1 this master's state
+// does not mark started (those a server may bootstrap), ascending.
+func (s *Server) UnstartedRanges() []uint64 {
+	var out []uint64
+	s.fsm.read(func(st *state) { out = st.unstarted() })
+	return out
+}
+
 // unstartedLed returns the ranges among the reported ones that
 // startedByReport says must be marked.
 func (f *fsm) unstartedLed(ranges []*pb.RangeStatus) []uint64 {
@@ -101,9 +129,11 @@ func (s *Server) markStarted(ids []uint64) error {
 }
 
 // noteStarted marks, in the background, the ranges a heartbeat showed
-// started (unstartedLed): one command for all of them, one at a time (a
-// heartbeat meanwhile drops its ids; its range is still unmarked, so a
-// later report notes it again). This is how ranges whose CreateTable saw
+// started (unstartedLed). The ids join a pending set; one goroutine
+// (markPending) at a time turns the set into one command, and loops until
+// it is empty, so a report arriving while a command is in flight waits
+// for the next one rather than being dropped (an idle range is reported
+// again only by a full report). This is how ranges whose CreateTable saw
 // no leader, and those of a cluster upgraded from a master that kept no
 // marks, get theirs: a server reporting a thousand such ranges in one full
 // report costs one entry.
@@ -112,32 +142,122 @@ func (s *Server) noteStarted(ids []uint64) {
 		return
 	}
 	s.softMu.Lock()
-	if s.marking {
-		s.softMu.Unlock()
-		return
+	defer s.softMu.Unlock()
+	if s.pendingMarks == nil {
+		s.pendingMarks = map[uint64]struct{}{}
 	}
-	s.marking = true
-	s.softMu.Unlock()
-	go func() {
-		defer func() {
-			s.softMu.Lock()
+	for _, id := range ids {
+		s.pendingMarks[id] = struct{}{}
+	}
+	if !s.marking {
+		s.marking = true
+		go s.markPending()
+	}
+}
+
+// markPendingRetry is the pause before a failed mark is tried again.
+const markPendingRetry = 200 * time.Millisecond
+
+// markPending marks the pending ranges until none is left. Ids of a
+// failed command go back to the set, unless this master lost its lead:
+// the next leader learns them from its own heartbeats.
+func (s *Server) markPending() {
+	for {
+		s.softMu.Lock()
+		if len(s.pendingMarks) == 0 || s.ctx.Err() != nil {
+			clear(s.pendingMarks)
 			s.marking = false
 			s.softMu.Unlock()
-		}()
-		if err := s.markStarted(ids); err != nil {
-			s.logger.Debug("marking started ranges failed", "ranges", len(ids), "err", err)
 			return
 		}
-		s.logger.Debug("ranges marked started from heartbeats", "ranges", ids)
-	}()
+		ids := slices.Sorted(maps.Keys(s.pendingMarks))
+		clear(s.pendingMarks)
+		s.softMu.Unlock()
+		err := s.markStarted(ids)
+		if err == nil {
+			s.logger.Debug("ranges marked started from heartbeats", "ranges", ids)
+			continue
+		}
+		s.logger.Debug("marking started ranges failed", "ranges", len(ids), "err", err)
+		if errors.Is(err, ErrNotLeader) {
+			continue
+		}
+		s.noteRetry(ids)
+		select {
+		case <-s.ctx.Done():
+		case <-time.After(markPendingRetry):
+		}
+	}
 }
+
+// noteRetry puts the ids of a failed mark back into the pending set.
+func (s *Server) noteRetry(ids []uint64) {
+	s.softMu.Lock()
+	defer s.softMu.Unlock()
+	for _, id := range ids {
+		s.pendingMarks[id] = struct{}{}
+	}
+}
+
+// ErrStartNotRecorded: a new range has a leader but its start could not
+// be recorded (the master lost its lead, or the command failed).
+// CreateTable answers it as retryable: the client's retry, answered from
+// the request record, records the start (startReplayed).
+var ErrStartNotRecorded = errors.New("master: the new range's start was not recorded")
 
 // startedRange records that new range id has a leader, before CreateTable
 // answers: a client's first write, acknowledged after that answer, is
-// never lost to a re-bootstrapped replica. A failure (the master lost its
-// lead) is left to the heartbeats: the leader's report marks the range.
-func (s *Server) startedRange(id uint64) {
-	if err := s.markStarted([]uint64{id}); err != nil {
-		s.logger.Warn("recording a new range's start failed; its leader's report will", "range", id, "err", err)
+// never lost to a re-bootstrapped replica. So a failure fails the answer.
+func (s *Server) startedRange(id uint64) error {
+	err := failpoint.Inject("master/range-start/mark")
+	if err == nil {
+		err = s.markStarted([]uint64{id})
 	}
+	if err != nil {
+		return fmt.Errorf("%w: range %d: %w", ErrStartNotRecorded, id, err)
+	}
+	return nil
+}
+
+// startReplayed finishes, for a retried CreateTable answered from its
+// request record, what the first attempt may have left undone (its answer
+// was lost, or it failed with ErrStartNotRecorded): a range still in the
+// map at generation 1 and unmarked is marked when its leader is known,
+// and started (startRange) otherwise. Creating replicas with bootstrap is
+// no less safe than what the servers do anyway for an unmarked range (a
+// server's existing replica makes it a no-op, plus a campaign when the
+// range has no leader). It returns the first range's leader as known.
+func (s *Server) startReplayed(ctx context.Context, ranges []*pb.RangeDescriptor) (string, error) {
+	for _, r := range ranges {
+		id := r.GetRangeId()
+		var (
+			d      *pb.RangeDescriptor
+			marked bool
+		)
+		addrs := map[string]string{}
+		s.fsm.read(func(st *state) {
+			if cur, ok := st.ranges[id]; ok {
+				d = proto.Clone(cur).(*pb.RangeDescriptor)
+			}
+			_, marked = st.started[id]
+			for sid, sv := range st.servers {
+				addrs[sid] = sv.GetRaftAddr()
+			}
+		})
+		switch {
+		case d == nil || d.GetGeneration() != 1 || marked:
+		case s.reports.leaderOf(id) != "":
+			if err := s.startedRange(id); err != nil {
+				return "", err
+			}
+		default:
+			if _, err := s.startRange(ctx, d, addrs); err != nil {
+				return "", err
+			}
+		}
+	}
+	if len(ranges) == 0 {
+		return "", nil
+	}
+	return s.reports.leaderOf(ranges[0].GetRangeId()), nil
 }

@@ -185,7 +185,12 @@ func TestRangeStartMarkedFromHeartbeat(t *testing.T) {
 		t.Fatalf("before any leader: unstarted = %v, want [%d]", got, d.GetRangeId())
 	}
 	// A follower at the bootstrap entry says nothing; the leader does.
-	beat(s, "ps1", &pb.RangeStatus{RangeId: d.GetRangeId(), Generation: 1, Range: d, AppliedIndex: 1})
+	// (The heartbeat's mark is asynchronous: the decision is checked.)
+	follower := &pb.RangeStatus{RangeId: d.GetRangeId(), Generation: 1, Range: d, AppliedIndex: 1}
+	if got := s.fsm.unstartedLed([]*pb.RangeStatus{follower}); len(got) != 0 {
+		t.Fatalf("a follower's report at entry 1 would mark %v, want nothing", got)
+	}
+	beat(s, "ps1", follower)
 	if got := beat(s, "ps2").GetUnstartedRangeIds(); len(got) != 1 {
 		t.Fatalf("after a follower's report at entry 1: unstarted = %v, want the range", got)
 	}
@@ -202,4 +207,43 @@ func TestRangeStartMarkedFromHeartbeat(t *testing.T) {
 		t.Fatalf("after a restart: starts known %v, assigned %d, unstarted %v; want the range assigned and started",
 			resp.GetRangeStartsKnown(), len(resp.GetAssigned()), resp.GetUnstartedRangeIds())
 	}
+}
+
+// TestNoteStartedKeepsLateReports: ranges noted while a mark is in flight
+// are marked by the next command, not dropped (an idle range is reported
+// again only by a full report, ten seconds later).
+func TestNoteStartedKeepsLateReports(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Raft group")
+	}
+	cfg := DefaultConfig()
+	cfg.ID, cfg.DataDir = "m1", t.TempDir()
+	cfg.GRPCAddr, cfg.RaftAddr = freeAddr(t), freeAddr(t)
+	cfg.Policy.Enabled = false
+	s := startMaster(t, cfg)
+	defer s.Close()
+	waitUntil(t, 10*time.Second, "the master leads", s.IsLeader)
+	var rep []*pb.Replica
+	for _, sid := range []string{"ps1", "ps2", "ps3"} {
+		if _, err := (&service{s: s}).Heartbeat(context.Background(), &pb.HeartbeatRequest{
+			Server: &pb.ServerInfo{ServerId: sid, GrpcAddr: "127.0.0.1:1", RaftAddr: "127.0.0.1:2"}, Full: true,
+		}); err != nil {
+			t.Fatal(err)
+		}
+		rep = append(rep, &pb.Replica{ServerId: sid})
+	}
+	var ids []uint64
+	for _, name := range []string{"a", "b", "c"} {
+		res, err := s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_CREATE_TABLE, &pb.CreateTableCommand{Name: name, Replicas: rep})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, res.ranges[0].GetRangeId())
+	}
+	// The first note starts a command; the others arrive while it is in
+	// flight (a command takes a disk sync at least).
+	for _, id := range ids {
+		s.noteStarted([]uint64{id})
+	}
+	waitUntil(t, 10*time.Second, "every noted range marked", func() bool { return len(s.UnstartedRanges()) == 0 })
 }

@@ -62,12 +62,13 @@ type Server struct {
 
 	softMu   sync.Mutex
 	adopting bool
-	// marking: a command marking ranges started from heartbeats is in
-	// flight (noteStarted).
-	marking  bool
-	version  uint64
-	changed  chan struct{} // closed and replaced on every map change
-	watchers map[*mapWatcher]struct{}
+	// marking: a goroutine marks ranges started from heartbeats
+	// (noteStarted); pendingMarks: the ids it has yet to mark.
+	marking      bool
+	pendingMarks map[uint64]struct{}
+	version      uint64
+	changed      chan struct{} // closed and replaced on every map change
+	watchers     map[*mapWatcher]struct{}
 	// epoch names this process's numbering of versions (random).
 	epoch uint64
 
@@ -380,7 +381,10 @@ func (s *Server) livenessLoop() {
 				alive[id] = a
 			}
 		}
-		s.fsm.read(func(st *state) { rangesGauge.Set(float64(len(st.ranges))) })
+		s.fsm.read(func(st *state) {
+			rangesGauge.Set(float64(len(st.ranges)))
+			unstartedGauge.Set(float64(len(st.unstarted())))
+		})
 		for _, e := range events {
 			s.event(e)
 		}

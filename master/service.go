@@ -33,7 +33,7 @@ func toStatus(err error) error {
 		return rpcerr.New(codes.AlreadyExists, rpcerr.ReasonTableAlreadyExists, err.Error(), nil)
 	case errors.Is(err, ErrTableNotFound):
 		return rpcerr.New(codes.NotFound, rpcerr.ReasonTableNotFound, err.Error(), nil)
-	case errors.Is(err, ErrNotEnoughServers):
+	case errors.Is(err, ErrNotEnoughServers), errors.Is(err, ErrStartNotRecorded):
 		return rpcerr.New(codes.Unavailable, rpcerr.ReasonUnavailable, err.Error(), nil)
 	case errors.Is(err, ErrBadCommand), errors.Is(err, ErrBadMember):
 		return rpcerr.New(codes.InvalidArgument, rpcerr.ReasonInvalidInput, err.Error(), nil)
@@ -105,18 +105,18 @@ func (v *service) CreateTable(ctx context.Context, req *pb.CreateTableRequest) (
 	})
 	if recorded != nil {
 		// A retry of a request already applied gets its first answer. The
-		// first attempt started the range (or the servers pick it up from
-		// their heartbeats); the range may even be gone since, so nothing
-		// is started again.
+		// first attempt started the range, unless its answer was lost or
+		// failed on the mark: startReplayed finishes that (the range may
+		// even be gone since).
 		res := replay(recorded)
 		if res.err != nil {
 			return nil, toStatus(res.err)
 		}
-		resp := &pb.CreateTableResponse{Table: res.table, Ranges: res.ranges}
-		if len(res.ranges) > 0 {
-			resp.Leader = s.reports.leaderOf(res.ranges[0].GetRangeId())
+		leader, err := s.startReplayed(ctx, res.ranges)
+		if err != nil {
+			return nil, toStatus(err)
 		}
-		return resp, nil
+		return &pb.CreateTableResponse{Table: res.table, Ranges: res.ranges, Leader: leader}, nil
 	}
 	if exists {
 		return nil, toStatus(ErrTableExists)
@@ -146,11 +146,16 @@ func (v *service) CreateTable(ctx context.Context, req *pb.CreateTableRequest) (
 }
 
 // created starts a new table's ranges and answers CreateTable with the
-// table, its ranges and the first range's leader.
+// table, its ranges and the first range's leader, or with a retryable
+// status when a range's start could not be recorded.
 func (s *Server) created(ctx context.Context, res *applyResult, addrs map[string]string) (*pb.CreateTableResponse, error) {
 	resp := &pb.CreateTableResponse{Table: res.table, Ranges: res.ranges}
 	for i, r := range res.ranges {
-		if l := s.startRange(ctx, r, addrs); i == 0 {
+		l, err := s.startRange(ctx, r, addrs)
+		if err != nil {
+			return nil, toStatus(err)
+		}
+		if i == 0 {
 			resp.Leader = l
 		}
 	}
@@ -160,8 +165,9 @@ func (s *Server) created(ctx context.Context, res *applyResult, addrs map[string
 // startRange asks the replicas to bootstrap a new range and waits (bounded)
 // until one of them leads it, so the first write after CreateTable need not
 // wait for an election. It returns the leader, "" when none was seen in
-// time.
-func (s *Server) startRange(ctx context.Context, r *pb.RangeDescriptor, addrs map[string]string) string {
+// time; once it saw one, it records the range's start (startedRange) and
+// fails with ErrStartNotRecorded when it could not.
+func (s *Server) startRange(ctx context.Context, r *pb.RangeDescriptor, addrs map[string]string) (string, error) {
 	// The replicas are created even when the caller gives up first (its
 	// retry is answered from the request record and does not create them):
 	// otherwise they wait for the servers' next heartbeats.
@@ -181,8 +187,7 @@ func (s *Server) startRange(ctx context.Context, r *pb.RangeDescriptor, addrs ma
 		if s.reports.setLeader(r.GetRangeId(), leader) {
 			s.bump()
 		}
-		s.startedRange(r.GetRangeId())
-		return leader
+		return leader, s.startedRange(r.GetRangeId())
 	}
 	s.logger.Debug("range replicas created", "range", r.GetRangeId(), "took", time.Since(t0))
 	for ctx.Err() == nil {
@@ -196,8 +201,7 @@ func (s *Server) startRange(ctx context.Context, r *pb.RangeDescriptor, addrs ma
 				if s.reports.setLeader(r.GetRangeId(), rep.GetServerId()) {
 					s.bump()
 				}
-				s.startedRange(r.GetRangeId())
-				return rep.GetServerId()
+				return rep.GetServerId(), s.startedRange(r.GetRangeId())
 			}
 		}
 		select {
@@ -206,7 +210,7 @@ func (s *Server) startRange(ctx context.Context, r *pb.RangeDescriptor, addrs ma
 		}
 	}
 	s.logger.Warn("new range has no leader yet", "range", r.GetRangeId())
-	return ""
+	return "", nil
 }
 
 // createReplicas asks every replica of new range r to bootstrap it and
