@@ -101,7 +101,15 @@ func DefaultConfig() Config {
 		FullReportInterval:   10 * time.Second,
 		RaftHeartbeatTimeout: 500 * time.Millisecond,
 		RaftElectionTimeout:  500 * time.Millisecond,
-		RaftLeaderLease:      250 * time.Millisecond,
+		// As long as the heartbeat timeout allows: a leader that hears
+		// from no follower for this long steps down, and on a loaded
+		// machine a stall of 250 - 270 ms took every leader's lease at
+		// once, each loss then costing a second or more of elections
+		// (chaos seeds 141, 331, 355; docs/reliability.md section 22).
+		// Reads do not rely on the lease (VerifyLeader), and a leader
+		// really cut off is replaced after the followers' heartbeat
+		// timeout whatever it is.
+		RaftLeaderLease: 500 * time.Millisecond,
 		// Every open range's leader sends each follower an AppendEntries
 		// per commit tick (1 – 2 timeouts apart) even when idle, only to
 		// carry the commit index; at 10 ms that traffic was most of the CPU
