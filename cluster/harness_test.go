@@ -13,6 +13,7 @@ import (
 
 	"tablestore/internal/logging"
 	"tablestore/partitionserver"
+	pb "tablestore/proto/tablestorepb"
 )
 
 // startCluster runs a cluster for one test with fast failure detection.
@@ -115,4 +116,32 @@ func newTable(t *testing.T, sc *aztables.ServiceClient, name string) *aztables.C
 		t.Fatalf("create table %s: %v", name, err)
 	}
 	return sc.NewClient(name)
+}
+
+// masterCaller is what the event helpers need of a master client.
+type masterCaller interface {
+	Call(context.Context, func(context.Context, pb.MasterServiceClient) error) error
+}
+
+// masterEvents returns the master's event log (nil if it could not be
+// read within 5 s).
+func masterEvents(mc masterCaller) []*pb.Event {
+	var out []*pb.Event
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
+		out = nil
+		st, err := m.Events(ctx, &pb.EventsRequest{})
+		if err != nil {
+			return err
+		}
+		for {
+			e, err := st.Recv()
+			if err != nil {
+				return nil
+			}
+			out = append(out, e)
+		}
+	})
+	return out
 }

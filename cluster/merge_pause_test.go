@@ -223,30 +223,17 @@ func (w *gapWriters) halt() time.Duration {
 }
 
 // mergeEventPauses returns the write_pause_seconds of every merge event.
-func mergeEventPauses(t *testing.T, mc interface {
-	Call(context.Context, func(context.Context, pb.MasterServiceClient) error) error
-}) []time.Duration {
+func mergeEventPauses(t *testing.T, mc masterCaller) []time.Duration {
 	var out []time.Duration
-	mc.Call(context.Background(), func(ctx context.Context, m pb.MasterServiceClient) error {
-		out = nil
-		st, err := m.Events(ctx, &pb.EventsRequest{})
-		if err != nil {
-			return err
+	for _, e := range masterEvents(mc) {
+		if e.GetKind() == pb.EventKind_EVENT_KIND_MERGE {
+			f := e.GetFigures()
+			out = append(out, time.Duration(f["write_pause_seconds"]*float64(time.Second)))
+			t.Logf("merge event: pause %.0f ms = freeze %.0f + applied everywhere %.0f + merge command %.0f + map %.0f",
+				1000*f["write_pause_seconds"], 1000*f["freeze_seconds"], 1000*f["freeze_applied_everywhere_seconds"],
+				1000*f["merge_command_seconds"], 1000*f["map_update_seconds"])
 		}
-		for {
-			e, err := st.Recv()
-			if err != nil {
-				return nil
-			}
-			if e.GetKind() == pb.EventKind_EVENT_KIND_MERGE {
-				f := e.GetFigures()
-				out = append(out, time.Duration(f["write_pause_seconds"]*float64(time.Second)))
-				t.Logf("merge event: pause %.0f ms = freeze %.0f + applied everywhere %.0f + merge command %.0f + map %.0f",
-					1000*f["write_pause_seconds"], 1000*f["freeze_seconds"], 1000*f["freeze_applied_everywhere_seconds"],
-					1000*f["merge_command_seconds"], 1000*f["map_update_seconds"])
-			}
-		}
-	})
+	}
 	return out
 }
 

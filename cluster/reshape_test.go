@@ -173,25 +173,13 @@ func hasServer(d *pb.RangeDescriptor, id string) bool {
 }
 
 // checkEvents asserts the event log holds each kind.
-func checkEvents(t *testing.T, mc interface {
-	Call(context.Context, func(context.Context, pb.MasterServiceClient) error) error
-}, kinds ...pb.EventKind) {
+func checkEvents(t *testing.T, mc masterCaller, kinds ...pb.EventKind) {
 	t.Helper()
 	got := map[pb.EventKind]bool{}
 	waitFor(t, 5*time.Second, "events recorded", func() bool {
-		mc.Call(context.Background(), func(ctx context.Context, m pb.MasterServiceClient) error {
-			st, err := m.Events(ctx, &pb.EventsRequest{})
-			if err != nil {
-				return err
-			}
-			for {
-				e, err := st.Recv()
-				if err != nil {
-					return nil
-				}
-				got[e.GetKind()] = true
-			}
-		})
+		for _, e := range masterEvents(mc) {
+			got[e.GetKind()] = true
+		}
 		for _, k := range kinds {
 			if !got[k] {
 				return false

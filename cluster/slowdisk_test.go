@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -57,27 +56,13 @@ func TestSlowDiskLosesLeadership(t *testing.T) {
 
 // slowDiskEvent returns the message of a leader-transfer event off server
 // with cause slow-disk ("" if none yet).
-func slowDiskEvent(mc interface {
-	Call(context.Context, func(context.Context, pb.MasterServiceClient) error) error
-}, server string) string {
+func slowDiskEvent(mc masterCaller, server string) string {
 	var msg string
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
-		st, err := m.Events(ctx, &pb.EventsRequest{})
-		if err != nil {
-			return err
+	for _, e := range masterEvents(mc) {
+		if e.GetKind() == pb.EventKind_EVENT_KIND_LEADER_TRANSFER && e.GetCause() == "slow-disk" &&
+			len(e.GetServers()) > 0 && e.GetServers()[0] == server && strings.Contains(e.GetMessage(), "slow disk") {
+			msg = e.GetMessage()
 		}
-		for {
-			e, err := st.Recv()
-			if err != nil {
-				return nil
-			}
-			if e.GetKind() == pb.EventKind_EVENT_KIND_LEADER_TRANSFER && e.GetCause() == "slow-disk" &&
-				len(e.GetServers()) > 0 && e.GetServers()[0] == server && strings.Contains(e.GetMessage(), "slow disk") {
-				msg = e.GetMessage()
-			}
-		}
-	})
+	}
 	return msg
 }

@@ -151,11 +151,7 @@ func TestRangeStartMarkedFromHeartbeat(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a Raft group")
 	}
-	cfg := DefaultConfig()
-	cfg.ID, cfg.DataDir = "m1", t.TempDir()
-	cfg.GRPCAddr, cfg.RaftAddr = freeAddr(t), freeAddr(t)
-	cfg.Policy.Enabled = false
-	s := startMaster(t, cfg)
+	cfg, s := startSoloMaster(t)
 	defer func() { s.Close() }()
 	waitUntil(t, 10*time.Second, "the master leads", s.IsLeader)
 	ctx := context.Background()
@@ -216,11 +212,7 @@ func TestNoteStartedKeepsLateReports(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a Raft group")
 	}
-	cfg := DefaultConfig()
-	cfg.ID, cfg.DataDir = "m1", t.TempDir()
-	cfg.GRPCAddr, cfg.RaftAddr = freeAddr(t), freeAddr(t)
-	cfg.Policy.Enabled = false
-	s := startMaster(t, cfg)
+	_, s := startSoloMaster(t)
 	defer s.Close()
 	waitUntil(t, 10*time.Second, "the master leads", s.IsLeader)
 	var rep []*pb.Replica
@@ -246,4 +238,15 @@ func TestNoteStartedKeepsLateReports(t *testing.T) {
 		s.noteStarted([]uint64{id})
 	}
 	waitUntil(t, 10*time.Second, "every noted range marked", func() bool { return len(s.UnstartedRanges()) == 0 })
+}
+
+// startSoloMaster starts a one-member master group with its policies off
+// (the caller closes it and waits for it to lead).
+func startSoloMaster(t *testing.T) (Config, *Server) {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.ID, cfg.DataDir = "m1", t.TempDir()
+	cfg.GRPCAddr, cfg.RaftAddr = freeAddr(t), freeAddr(t)
+	cfg.Policy.Enabled = false
+	return cfg, startMaster(t, cfg)
 }
