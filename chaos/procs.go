@@ -202,7 +202,13 @@ func (c *cluster) start(r *role) error {
 		r.out = &tailBuffer{max: size}
 	}
 	cmd := exec.Command(c.bin, r.args...)
-	cmd.Env = os.Environ()
+	// Failpoints only as the harness arms them: none inherited from its
+	// own environment (an inherited address would clash between roles).
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, failpoint.EnvVar+"=") && !strings.HasPrefix(kv, failpoint.AddrEnvVar+"=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
 	if r.failAddr != "" {
 		cmd.Env = append(cmd.Env, failpoint.AddrEnvVar+"="+r.failAddr)
 	}
@@ -297,8 +303,8 @@ func isClosed(ch chan struct{}) bool {
 // setFailpoint arms point name on r with action ("" disarms) while r
 // runs: a slow disk is not also a restart. It retries for a few seconds
 // (r may be starting after the last fault) and fails if r is not running
-// (a failing disk may have stopped it: its heal finds it dead and
-// restarts it, disarmed).
+// (a failing disk may have stopped it: reviveExited restarts it after the
+// fault's heal, disarmed).
 func (c *cluster) setFailpoint(r *role, name, action string) error {
 	method := http.MethodPut
 	if action == "" {

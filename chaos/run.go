@@ -145,6 +145,7 @@ func Run(o Options) (_ *Result, err error) {
 			c.kill(r)
 			c.start(r)
 		}
+		c.disarm(r)
 	}
 	healed := time.Now()
 	time.Sleep(2 * time.Second)
@@ -261,16 +262,35 @@ func inject(c *cluster, rng *rand.Rand) fault {
 	}
 }
 
+// diskPoint is the failpoint of the disk faults: the state file's commit.
+const diskPoint = "partitionserver/fsm/commit"
+
 // diskFault arms the state-file commit's failpoint on ps while it runs
 // (a failing one makes ps stop itself at its next commit, as a server
-// whose fsync fails must; the fault's heal finds it dead and restarts it).
+// whose fsync fails must; reviveExited restarts it after the heal). The
+// heal disarms it; a server that cannot be told is restarted, so no point
+// stays armed into the next fault or the checks.
 func diskFault(c *cluster, ps *role, what, action string) fault {
-	const point = "partitionserver/fsm/commit"
 	name := what + " on " + ps.name
-	if err := c.setFailpoint(ps, point, action); err != nil {
+	if err := c.setFailpoint(ps, diskPoint, action); err != nil {
 		name += " (not armed: " + err.Error() + ")"
 	}
-	return fault{name, func() { c.setFailpoint(ps, point, "") }}
+	return fault{name, func() { c.disarm(ps) }}
+}
+
+// disarm disarms the disk failpoint of r if it runs, restarting r when it
+// does not answer.
+func (c *cluster) disarm(r *role) {
+	if r.failAddr == "" || c.setFailpoint(r, diskPoint, "") == nil {
+		return
+	}
+	c.mu.Lock()
+	running := r.cmd != nil && !isClosed(r.done)
+	c.mu.Unlock()
+	if running {
+		c.kill(r)
+		c.start(r)
+	}
 }
 
 func indexOf(rs []*role, r *role) int {
