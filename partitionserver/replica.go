@@ -216,10 +216,10 @@ func openReplica(d replicaDeps, sl *slot, bootstrap bool, voters []raft.Server, 
 // on every member, any future leader sends one.
 func (r *replica) compactBirthLog() {
 	defer r.birthPending.Store(false)
-	// Not in the first seconds: a split's fast-elected leader keeps a
-	// short lease then, and a snapshot's I/O must not cost it its term. A
-	// member that needs the snapshot comes much later (after its parent's
-	// own log was compacted past the split).
+	// Not in the first seconds: a split's new leader is just settling,
+	// and a snapshot's I/O must not cost it its term. A member that needs
+	// the snapshot comes much later (after its parent's own log was
+	// compacted past the split).
 	time.Sleep(birthCompactionDelay)
 	deadline := time.Now().Add(2 * time.Minute)
 	for r.raft.AppliedIndex() < 2 {
@@ -259,8 +259,7 @@ func snapshotAll(r *raft.Raft, mu *sync.Mutex) error { return snapshotKeeping(r,
 func snapshotKeeping(r *raft.Raft, mu *sync.Mutex, keep uint64) error {
 	mu.Lock()
 	defer mu.Unlock()
-	// Only TrailingLogs changes: the timeouts in force may be a fast
-	// member's, whose leader lease needs its short heartbeats.
+	// Only TrailingLogs changes; the timeouts in force stay as they are.
 	cur := r.ReloadableConfig()
 	zero := cur
 	zero.TrailingLogs = keep
