@@ -234,15 +234,11 @@ func (s *Server) startReplayed(ctx context.Context, ranges []*pb.RangeDescriptor
 			d      *pb.RangeDescriptor
 			marked bool
 		)
-		addrs := map[string]string{}
 		s.fsm.read(func(st *state) {
 			if cur, ok := st.ranges[id]; ok {
 				d = proto.Clone(cur).(*pb.RangeDescriptor)
 			}
 			_, marked = st.started[id]
-			for sid, sv := range st.servers {
-				addrs[sid] = sv.GetRaftAddr()
-			}
 		})
 		switch {
 		case d == nil || d.GetGeneration() != 1 || marked:
@@ -251,7 +247,7 @@ func (s *Server) startReplayed(ctx context.Context, ranges []*pb.RangeDescriptor
 				return "", err
 			}
 		default:
-			if _, err := s.startRange(ctx, d, addrs); err != nil {
+			if _, err := s.startRange(ctx, d, s.raftAddrs()); err != nil {
 				return "", err
 			}
 		}
