@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"context"
+	"errors"
+	"io"
 	"math/rand"
 	"net"
 	"strconv"
@@ -129,7 +131,7 @@ func masterEvents(mc masterCaller) []*pb.Event {
 	var out []*pb.Event
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
+	err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
 		out = nil
 		st, err := m.Events(ctx, &pb.EventsRequest{})
 		if err != nil {
@@ -137,11 +139,17 @@ func masterEvents(mc masterCaller) []*pb.Event {
 		}
 		for {
 			e, err := st.Recv()
-			if err != nil {
+			if errors.Is(err, io.EOF) {
 				return nil
+			}
+			if err != nil {
+				return err // a cut stream is retried whole, not taken as the log
 			}
 			out = append(out, e)
 		}
 	})
+	if err != nil {
+		return nil
+	}
 	return out
 }
