@@ -42,6 +42,13 @@ type Config struct {
 
 	// Raft timings of every range group.
 	RaftHeartbeatTimeout time.Duration
+	// ReadLease is how long a follower's read-lease promise to its leader
+	// lasts (package lease): while a quorum's promises hold, the leader
+	// answers linearizable reads without a round of heartbeats. At most
+	// half of RaftHeartbeatTimeout; 0 turns leases off (every read pays
+	// VerifyLeader's round). Every server of a cluster should use the
+	// same value.
+	ReadLease            time.Duration
 	RaftElectionTimeout  time.Duration
 	RaftLeaderLease      time.Duration
 	RaftCommitTimeout    time.Duration
@@ -100,6 +107,7 @@ func DefaultConfig() Config {
 		HeartbeatInterval:    500 * time.Millisecond,
 		FullReportInterval:   10 * time.Second,
 		RaftHeartbeatTimeout: 500 * time.Millisecond,
+		ReadLease:            250 * time.Millisecond,
 		RaftElectionTimeout:  500 * time.Millisecond,
 		// As long as the heartbeat timeout allows: a leader that hears
 		// from no follower for this long steps down, and on a loaded
@@ -150,6 +158,9 @@ func (c *Config) Validate() error {
 		c.RaftLeaderLease <= 0 || c.RaftCommitTimeout <= 0 || c.StateCommitInterval <= 0 || c.ApplyTimeout <= 0 || c.QueryBudget <= 0 {
 		errs = append(errs, errors.New("durations must be positive"))
 	}
+	if c.ReadLease < 0 || 2*c.ReadLease > c.RaftHeartbeatTimeout {
+		errs = append(errs, errors.New("read-lease must be between 0 and half of raft-heartbeat-timeout"))
+	}
 	if c.RaftLeaderLease > c.RaftHeartbeatTimeout {
 		errs = append(errs, errors.New("raft-leader-lease must not exceed raft-heartbeat-timeout"))
 	}
@@ -195,6 +206,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.HeartbeatInterval, "heartbeat-interval", c.HeartbeatInterval, "how often to report to the master")
 	fs.DurationVar(&c.FullReportInterval, "full-report-interval", c.FullReportInterval, "how often a heartbeat reports every hosted replica (the others carry only changed ones)")
 	fs.DurationVar(&c.RaftHeartbeatTimeout, "raft-heartbeat-timeout", c.RaftHeartbeatTimeout, "Raft follower timeout before an election")
+	fs.DurationVar(&c.ReadLease, "read-lease", c.ReadLease, "how long a follower's read-lease promise lasts (at most half of raft-heartbeat-timeout; 0: every linearizable read confirms leadership with a round of heartbeats)")
 	fs.DurationVar(&c.RaftElectionTimeout, "raft-election-timeout", c.RaftElectionTimeout, "Raft candidate election timeout")
 	fs.DurationVar(&c.RaftLeaderLease, "raft-leader-lease", c.RaftLeaderLease, "Raft leader lease timeout")
 	fs.DurationVar(&c.RaftCommitTimeout, "raft-commit-timeout", c.RaftCommitTimeout, "Raft idle commit propagation interval")

@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -40,10 +42,13 @@ func (r *replica) readCheck(followerRead bool, linearizable func() error) error 
 
 // readIndex returns a commit index that this replica confirms as the
 // range's leader after the call: its term has committed an entry (so its
-// commit index covers every earlier leader's commits), the index is read,
-// and a VerifyLeader round (coalesced with concurrent reads') then shows a
-// quorum still follows it. Any write acknowledged before the call began
-// had committed by then, so its index is at most the one returned.
+// commit index covers every earlier leader's commits), and either it holds
+// a read lease (no other member can have been elected, so nothing can
+// have committed outside its log: the index is read after the check) or
+// the index is read and a VerifyLeader round (coalesced with concurrent
+// reads') then shows a quorum still follows it. Any write acknowledged
+// before the call began had committed by then, so its index is at most
+// the one returned.
 func (r *replica) readIndex(ctx context.Context) (uint64, error) {
 	if !r.isLeader() {
 		return 0, ErrNotLeader
@@ -51,11 +56,35 @@ func (r *replica) readIndex(ctx context.Context) (uint64, error) {
 	if err := r.termCommitted(ctx); err != nil {
 		return 0, err
 	}
+	if r.leaseHeld() {
+		readIndexTotal.WithLabelValues("lease").Inc()
+		return r.raft.CommitIndex(), nil
+	}
 	idx := r.raft.CommitIndex()
 	if err := r.verify.verify(ctx); err != nil {
 		return 0, ErrNotLeader
 	}
+	readIndexTotal.WithLabelValues("verify").Inc()
 	return idx, nil
+}
+
+// leaseHeld reports whether this member leads its current term, which has
+// committed an entry, under a read lease (grouptransport.Group.LeaseHeld).
+func (r *replica) leaseHeld() bool {
+	term := r.raft.CurrentTerm()
+	if r.readyTerm.Load() != term || !r.isLeader() {
+		return false
+	}
+	cfg := r.raft.GetConfiguration().Configuration()
+	voters := make([]raft.ServerID, 0, len(cfg.Servers))
+	for _, s := range cfg.Servers {
+		if s.Suffrage == raft.Voter {
+			voters = append(voters, s.ID)
+		}
+	}
+	// The state is read again after the term: a member that lost the
+	// lead in between may hold no lease.
+	return r.transport.LeaseHeld(term, raft.ServerID(r.serverID), voters) && r.isLeader() && r.raft.CurrentTerm() == term
 }
 
 // heldIndex reports an index up to which this replica's reads see every

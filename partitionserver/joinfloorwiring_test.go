@@ -4,11 +4,13 @@ import (
 	"errors"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
 
+	"tablestore/partitionserver/lease"
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -51,10 +53,18 @@ func askVote(t *testing.T, s *Server, id, lastTerm, lastIndex uint64) raft.Reque
 	req := &raft.RequestVoteRequest{RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("a"), Addr: []byte("a-addr")},
 		Term: lastTerm + 1, LastLogTerm: lastTerm, LastLogIndex: lastIndex}
 	var resp raft.RequestVoteResponse
-	if err := g.RequestVote("f", raft.ServerAddress(s.RaftAddr()), req, &resp); err != nil {
-		t.Fatal(err)
+	// A server admits no vote for a read lease after it starts.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := g.RequestVote("f", raft.ServerAddress(s.RaftAddr()), req, &resp)
+		if err == nil {
+			return resp
+		}
+		if !strings.Contains(err.Error(), lease.ErrStarting.Error()) || time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	return resp
 }
 
 // The wiring of the floor from CreateReplica to the member's gate: a

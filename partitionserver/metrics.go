@@ -32,6 +32,10 @@ var (
 		Help:    "Time a split, freeze, merge, replica change or leader transfer took on the range leader.",
 		Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
 	}, []string{"op"})
+	readIndexTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "tablestore", Subsystem: "partitionserver", Name: "read_index_total",
+		Help: "Linearizable read checks of range leaders, by how leadership was confirmed: lease (a quorum's promises held) or verify (a round of heartbeats).",
+	}, []string{"path"})
 	transferRestartsTotal = prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: "tablestore", Subsystem: "partitionserver", Name: "transfer_restarts_total",
 		Help: "Range Raft members restarted because a failed leadership transfer kept refusing writes.",
@@ -64,7 +68,7 @@ var (
 )
 
 func init() {
-	prometheus.MustRegister(batchedWrites, requestsTotal, requestSeconds, throttledTotal, capacityRefusedTotal, reshapeSeconds, rangeEntitiesPerSec,
+	prometheus.MustRegister(readIndexTotal, batchedWrites, requestsTotal, requestSeconds, throttledTotal, capacityRefusedTotal, reshapeSeconds, rangeEntitiesPerSec,
 		replicasGauge, leadersGauge, diskAvailableBytes, diskCapacityBytes, transferRestartsTotal)
 }
 

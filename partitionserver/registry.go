@@ -1048,6 +1048,9 @@ func (s *Server) quiesce(rep *replica) {
 	if err != nil {
 		return
 	}
+	// Its followers close on the marker and then answer for their closed
+	// members without promises: the lease ends here for this term.
+	rep.transport.DisableLease(rep.raft.CurrentTerm())
 	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.ApplyTimeout)
 	defer cancel()
 	if _, err := rep.propose(ctx, data, s.cfg.ApplyTimeout); err != nil {

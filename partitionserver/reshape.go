@@ -298,7 +298,7 @@ func (v *service) TransferLeader(ctx context.Context, req *pb.TransferLeaderRequ
 	if a, ok := v.s.addrs.get(req.GetToServerId()); ok {
 		addr = a
 	}
-	if err := r.raft.LeadershipTransferToServer(raft.ServerID(req.GetToServerId()), raft.ServerAddress(addr)).Error(); err != nil {
+	if err := r.transferLeadership(raft.ServerID(req.GetToServerId()), raft.ServerAddress(addr)); err != nil {
 		// raft may keep refusing writes after a failed transfer.
 		go v.s.watchTransfer(r, start)
 		return nil, toStatus(r, raftErr(err))

@@ -195,7 +195,8 @@ func (s *Server) Start() (err error) {
 		dial = s.creds.DialContext
 	}
 	s.raftNet = grouptransport.New(grouptransport.Config{Listener: s.creds.Listener(raftLn), Dial: dial,
-		LocalAddr: advertise, Timeout: raftRPCTimeout, Logger: s.logger, Dormant: s})
+		LocalAddr: advertise, Timeout: raftRPCTimeout, Logger: s.logger, Dormant: s,
+		LeaseDuration: s.cfg.ReadLease})
 	cleanup = append(cleanup, func() { s.raftNet.Close() })
 	if s.grpcLn, err = net.Listen("tcp", s.cfg.GRPCAddr); err != nil {
 		return fmt.Errorf("partitionserver: --grpc-addr %s: %w", s.cfg.GRPCAddr, err)

@@ -126,3 +126,16 @@ func (s *Server) watchTransfer(r *replica, started time.Time) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// transferLeadership hands this member's leadership to id. The member's
+// read lease ends first, for the term it leads and for good: the target's
+// votes carry this term's transfer token, which followers promised to this
+// leader admit. The term current when the transfer returns loses its lease
+// too: raft may have ended the transfer's term and elected this member
+// again meanwhile, while its TimeoutNow was still on the way.
+func (r *replica) transferLeadership(id raft.ServerID, addr raft.ServerAddress) error {
+	r.transport.StartTransfer(r.raft.CurrentTerm())
+	err := r.raft.LeadershipTransferToServer(id, addr).Error()
+	r.transport.DisableLease(r.raft.CurrentTerm())
+	return err
+}

@@ -151,12 +151,25 @@ func (cc *clientConn) shut(cause error) {
 
 // result turns a response payload into resp or the remote error.
 func result(payload []byte, resp any) error {
+	_, err := promisedResult(payload, resp)
+	return err
+}
+
+// promisedResult is result, and whether the answer carries a promise.
+func promisedResult(payload []byte, resp any) (bool, error) {
 	if len(payload) == 0 {
-		return fmt.Errorf("%w: empty response", ErrFrame)
+		return false, fmt.Errorf("%w: empty response", ErrFrame)
 	}
 	switch payload[0] {
-	case statusOK:
-		return decodeResponse(payload[1:], resp)
+	case statusOK, statusPromised:
+		return payload[0] == statusPromised, decodeResponse(payload[1:], resp)
+	}
+	return false, remoteErr(payload)
+}
+
+// remoteErr is the error of a response that is not a success.
+func remoteErr(payload []byte) error {
+	switch payload[0] {
 	case statusRaftError:
 		return errors.New(string(payload[1:]))
 	case statusUnknownGroup:

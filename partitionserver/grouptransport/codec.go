@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"tablestore/partitionserver/lease"
 )
 
 // Frame kinds. A response carries the kind of its request with respFlag set.
@@ -33,6 +35,9 @@ const (
 	// statusUnsupported: a well-formed request of a kind this server does
 	// not handle (a newer server's); the sender treats it as "no".
 	statusUnsupported
+	// statusPromised: statusOK for a successful AppendEntries whose
+	// follower promised its leader a read lease (package lease).
+	statusPromised
 )
 
 // Lanes of a connection, named in its hello.
@@ -72,8 +77,12 @@ var (
 // other. 3: a range's log may hold COMMAND_KIND_UNFREEZE (an aborted
 // merge, docs/reliability.md 16), which a server of version 2 would skip
 // and stay frozen, missing every write after it. A server of another
-// version is a down peer; docs/operations.md has the upgrade rule.
-const helloVersion = 3
+// version is a down peer; docs/operations.md has the upgrade rule. 4: read
+// leases (package lease): a RequestVote carries its transfer token, a
+// TimeoutNow its leader's transfer term, and a follower's answer may be
+// statusPromised; a server of version 3 would refuse the first two and
+// misread the third.
+const helloVersion = 4
 
 // bufPool holds encode buffers; very large ones are not kept.
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
@@ -242,9 +251,29 @@ func decodeLog(d *dec) *raft.Log {
 	return l
 }
 
+// voteOut is a RequestVote as sent: with the transfer token its candidate
+// was handed (zero when none).
+type voteOut struct {
+	*raft.RequestVoteRequest
+	token lease.Token
+}
+
+// timeoutNowOut is a TimeoutNow as sent: with the term its leader started
+// the transfer in (0 when it did not record one).
+type timeoutNowOut struct {
+	*raft.TimeoutNowRequest
+	term uint64
+}
+
 // encodeRequest appends the payload of a request.
 func encodeRequest(e enc, msg any) (enc, byte, error) {
 	switch m := msg.(type) {
+	case voteOut:
+		e, kind, err := encodeRequest(e, m.RequestVoteRequest)
+		return e.bytes([]byte(m.token.Leader)).u(m.token.Term), kind, err
+	case timeoutNowOut:
+		e, kind, err := encodeRequest(e, m.TimeoutNowRequest)
+		return e.u(m.term), kind, err
 	case *raft.AppendEntriesRequest:
 		e = e.header(m.RPCHeader).u(m.Term).bytes(m.Leader).u(m.PrevLogEntry).u(m.PrevLogTerm).u(m.LeaderCommitIndex)
 		e = e.u(uint64(len(m.Entries)))
@@ -253,6 +282,7 @@ func encodeRequest(e enc, msg any) (enc, byte, error) {
 		}
 		return e, kindAppendEntries, nil
 	case *raft.RequestVoteRequest:
+		// Without voteOut's token: an empty one.
 		return e.header(m.RPCHeader).u(m.Term).bytes(m.Candidate).u(m.LastLogIndex).u(m.LastLogTerm).bool(m.LeadershipTransfer), kindRequestVote, nil
 	case *raft.RequestPreVoteRequest:
 		return e.header(m.RPCHeader).u(m.Term).u(m.LastLogIndex).u(m.LastLogTerm), kindRequestPreVote, nil
@@ -267,8 +297,17 @@ func encodeRequest(e enc, msg any) (enc, byte, error) {
 
 // decodeRequest decodes a request payload of the given kind.
 func decodeRequest(kind byte, p []byte) (any, error) {
+	msg, _, err := decodeRequestToken(kind, p)
+	return msg, err
+}
+
+// decodeRequestToken decodes a request payload of the given kind, and the
+// transfer token a RequestVote or TimeoutNow carries (a TimeoutNow's is
+// its sender and transfer term).
+func decodeRequestToken(kind byte, p []byte) (any, lease.Token, error) {
 	d := &dec{b: p}
 	var msg any
+	var tok lease.Token
 	switch kind {
 	case kindAppendEntries:
 		m := &raft.AppendEntriesRequest{RPCHeader: d.header(), Term: d.u(), Leader: d.bytes(), PrevLogEntry: d.u(), PrevLogTerm: d.u(), LeaderCommitIndex: d.u()}
@@ -285,10 +324,18 @@ func decodeRequest(kind byte, p []byte) (any, error) {
 		msg = m
 	case kindRequestVote:
 		msg = &raft.RequestVoteRequest{RPCHeader: d.header(), Term: d.u(), Candidate: d.bytes(), LastLogIndex: d.u(), LastLogTerm: d.u(), LeadershipTransfer: d.bool()}
+		if len(d.b) > 0 {
+			tok.Leader = string(d.bytes())
+			tok.Term = d.u()
+		}
 	case kindRequestPreVote:
 		msg = &raft.RequestPreVoteRequest{RPCHeader: d.header(), Term: d.u(), LastLogIndex: d.u(), LastLogTerm: d.u()}
 	case kindTimeoutNow:
-		msg = &raft.TimeoutNowRequest{RPCHeader: d.header()}
+		m := &raft.TimeoutNowRequest{RPCHeader: d.header()}
+		if len(d.b) > 0 {
+			tok = lease.Token{Leader: string(m.ID), Term: d.u()}
+		}
+		msg = m
 	case kindInstallSnapshot:
 		m := &raft.InstallSnapshotRequest{RPCHeader: d.header(), SnapshotVersion: raft.SnapshotVersion(d.i()), Term: d.u(), Leader: d.bytes(), LastLogIndex: d.u(), LastLogTerm: d.u()}
 		m.Peers, m.Configuration, m.ConfigurationIndex, m.Size = d.bytes(), d.bytes(), d.u(), d.i()
@@ -297,12 +344,12 @@ func decodeRequest(kind byte, p []byte) (any, error) {
 		}
 		msg = m
 	default:
-		return nil, fmt.Errorf("%w: %w %d", ErrFrame, errUnknownKind, kind)
+		return nil, tok, fmt.Errorf("%w: %w %d", ErrFrame, errUnknownKind, kind)
 	}
 	if err := d.done(); err != nil {
-		return nil, err
+		return nil, lease.Token{}, err
 	}
-	return msg, nil
+	return msg, tok, nil
 }
 
 // QuietPosition is a quiet read's question: is the receiving voter's

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"tablestore/partitionserver/lease"
 )
 
 // Group is one range group's raft.Transport over the server's shared
@@ -35,6 +37,8 @@ type Group struct {
 	// (write), so none is running in raft once Close returns.
 	fast       sync.RWMutex
 	fastClosed bool
+	// lease is this member's side of read leases as a leader (leases.go).
+	lease groupLease
 }
 
 var (
@@ -101,14 +105,25 @@ func (g *Group) resolve(id raft.ServerID, target raft.ServerAddress) string {
 // AppendEntries implements raft.Transport. Heartbeats use the control lane,
 // entries the append lane.
 func (g *Group) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	sent := time.Now()
 	if isHeartbeat(args) {
-		return g.rpc(id, target, laneControl, 0, args, resp)
+		promised, err := g.rpcPromised(id, target, laneControl, 0, args, resp)
+		g.acked(id, args, resp, promised, err, sent)
+		return err
 	}
-	err := g.rpc(id, target, laneAppend, downPeerWait, args, resp)
+	promised, err := g.rpcPromised(id, target, laneAppend, downPeerWait, args, resp)
+	g.acked(id, args, resp, promised, err, sent)
 	if err == nil {
 		g.checkStuck(id, args, resp)
 	}
 	return err
+}
+
+// acked records a promised successful answer to an append sent at sent.
+func (g *Group) acked(id raft.ServerID, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse, promised bool, err error, sent time.Time) {
+	if promised && err == nil && resp.Success && resp.Term == args.Term {
+		g.ack(id, args.Term, sent)
+	}
 }
 
 // SetStuckFollower installs fn, called (on raft's replication goroutine;
@@ -230,7 +245,11 @@ func (g *Group) pause(d time.Duration) bool {
 
 // RequestVote implements raft.Transport.
 func (g *Group) RequestVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestVoteRequest, resp *raft.RequestVoteResponse) error {
-	return g.rpc(id, target, laneControl, 0, args, resp)
+	out := voteOut{RequestVoteRequest: args}
+	if args.LeadershipTransfer {
+		out.token = g.transferToken()
+	}
+	return g.rpc(id, target, laneControl, 0, out, resp)
 }
 
 // RequestPreVote implements raft.WithPreVote.
@@ -248,28 +267,35 @@ func (g *Group) HeardFrom(id raft.ServerID, target raft.ServerAddress, since tim
 
 // TimeoutNow implements raft.Transport.
 func (g *Group) TimeoutNow(id raft.ServerID, target raft.ServerAddress, args *raft.TimeoutNowRequest, resp *raft.TimeoutNowResponse) error {
-	return g.rpc(id, target, laneControl, 0, args, resp)
+	return g.rpc(id, target, laneControl, 0, timeoutNowOut{TimeoutNowRequest: args, term: g.transferTerm()}, resp)
 }
 
 // rpc sends args on lane and waits for resp; with wait > 0 a request that
 // reached no raft on the peer is retried until wait has passed (see
 // downPeerWait).
 func (g *Group) rpc(id raft.ServerID, target raft.ServerAddress, lane byte, wait time.Duration, args, resp any) error {
+	_, err := g.rpcPromised(id, target, lane, wait, args, resp)
+	return err
+}
+
+// rpcPromised is rpc, and whether the answer carries a lease promise.
+func (g *Group) rpcPromised(id raft.ServerID, target raft.ServerAddress, lane byte, wait time.Duration, args, resp any) (bool, error) {
 	addr := g.resolve(id, target)
 	deadline := time.Now().Add(wait)
 	for {
 		if !g.t.faulted(addr) {
-			return fmt.Errorf("%w: to %s", ErrDropped, addr)
+			return false, fmt.Errorf("%w: to %s", ErrDropped, addr)
 		}
 		payload, err := g.call(addr, lane, args)
 		if err == nil {
-			err = result(payload, resp)
+			var promised bool
+			promised, err = promisedResult(payload, resp)
 			if !errors.Is(err, ErrUnknownGroup) {
-				return err
+				return promised, err
 			}
 		}
 		if wait <= 0 || !unreached(err) || !time.Now().Before(deadline) || !g.pause(dialRetryAfter) {
-			return err
+			return false, err
 		}
 	}
 }
@@ -301,8 +327,9 @@ func (g *Group) SetGate(fn func(msg any) (resp any, err error)) {
 	g.gate.Store(&fn)
 }
 
-// deliver hands one request to raft and waits for its answer.
-func (g *Group) deliver(msg any, reader io.Reader, stop <-chan struct{}) (any, error, bool) {
+// deliver hands one request to raft and waits for its answer; byRaft is
+// false when the gate answered instead.
+func (g *Group) deliver(msg any, reader io.Reader, stop <-chan struct{}) (resp any, err error, ok, byRaft bool) {
 	if fn := g.gate.Load(); fn != nil {
 		if resp, err := (*fn)(msg); resp != nil || err != nil {
 			if reader != nil {
@@ -313,10 +340,10 @@ func (g *Group) deliver(msg any, reader io.Reader, stop <-chan struct{}) (any, e
 				// retries (with the whole snapshot) instead of acting on
 				// the answer (a stale leader steps down on its term).
 				if _, derr := io.Copy(io.Discard, reader); derr != nil {
-					return nil, derr, true
+					return nil, derr, true, false
 				}
 			}
-			return resp, err, true
+			return resp, err, true, false
 		}
 	}
 	respCh := make(chan raft.RPCResponse, 1)
@@ -327,7 +354,7 @@ func (g *Group) deliver(msg any, reader io.Reader, stop <-chan struct{}) (any, e
 			g.fast.RLock()
 			if g.fastClosed {
 				g.fast.RUnlock()
-				return nil, ErrUnknownGroup, true
+				return nil, ErrUnknownGroup, true, false
 			}
 			(*fn)(rpc)
 			g.fast.RUnlock()
@@ -338,18 +365,18 @@ func (g *Group) deliver(msg any, reader io.Reader, stop <-chan struct{}) (any, e
 		select {
 		case g.consumeCh <- rpc:
 		case <-g.shutdown:
-			return nil, ErrUnknownGroup, true
+			return nil, ErrUnknownGroup, true, false
 		case <-stop:
-			return nil, nil, false
+			return nil, nil, false, false
 		}
 	}
 	select {
 	case r := <-respCh:
-		return r.Response, r.Error, true
+		return r.Response, r.Error, true, true
 	case <-g.shutdown:
-		return nil, ErrUnknownGroup, true
+		return nil, ErrUnknownGroup, true, false
 	case <-stop:
-		return nil, nil, false
+		return nil, nil, false, false
 	}
 }
 
@@ -441,7 +468,7 @@ func (g *Group) AppendEntriesPipeline(id raft.ServerID, target raft.ServerAddres
 		return nil, err
 	}
 	p := &pipeline{
-		g: g, cc: cc, addr: addr,
+		g: g, cc: cc, addr: addr, id: id,
 		inflight: make(chan *appendFuture, pipelineDepth),
 		doneCh:   make(chan raft.AppendFuture, pipelineDepth),
 		stop:     make(chan struct{}),
@@ -466,6 +493,7 @@ type pipeline struct {
 	g        *Group
 	cc       *clientConn
 	addr     string
+	id       raft.ServerID
 	inflight chan *appendFuture
 	doneCh   chan raft.AppendFuture
 	stop     chan struct{}
@@ -500,9 +528,11 @@ func (p *pipeline) collect() {
 		select {
 		case f := <-p.inflight:
 			payload, err := p.cc.wait(f.id, f.call, p.g.t.timeout, p.stop)
+			promised := false
 			if err == nil {
-				err = result(payload, f.resp)
+				promised, err = promisedResult(payload, f.resp)
 			}
+			p.g.acked(p.id, f.args, f.resp, promised, err, f.start)
 			f.err = err
 			close(f.done)
 			select {
@@ -553,7 +583,17 @@ func (g *Group) Campaign(limit time.Duration) error {
 	stop := make(chan struct{})
 	t := time.AfterFunc(limit, func() { close(stop) })
 	defer t.Stop()
-	_, err, ok := g.deliver(&raft.TimeoutNowRequest{RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, Addr: []byte(g.t.localAddr)}}, nil, stop)
+	// Against a lease promise this member gave, a campaign is refused as
+	// any other member's would be (its votes would carry no token).
+	pending, err := g.t.leases.admit(g.id, lease.Request{Kind: lease.TimeoutNow})
+	if err != nil {
+		return fmt.Errorf("grouptransport: campaign of group %d: %w", g.id, err)
+	}
+	if pending {
+		defer g.t.leases.done(g.id)
+	}
+	g.setToken(lease.Token{})
+	_, err, ok, _ := g.deliver(&raft.TimeoutNowRequest{RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, Addr: []byte(g.t.localAddr)}}, nil, stop)
 	if !ok {
 		return fmt.Errorf("%w: campaign not taken within %v", ErrTimeout, limit)
 	}

@@ -111,6 +111,7 @@ type node struct {
 type testCluster struct {
 	t     *testing.T
 	nodes []*node
+	lease time.Duration // the transports' LeaseDuration
 }
 
 func raftConfig(id string) *raft.Config {
@@ -145,11 +146,16 @@ func listen(t *testing.T, addr string) *countingListener {
 }
 
 func newTestCluster(t *testing.T, servers int) *testCluster {
-	c := &testCluster{t: t}
+	return newLeaseCluster(t, servers, 0)
+}
+
+// newLeaseCluster is newTestCluster with read leases of duration lease.
+func newLeaseCluster(t *testing.T, servers int, lease time.Duration) *testCluster {
+	c := &testCluster{t: t, lease: lease}
 	for range servers {
 		ln := listen(t, "127.0.0.1:0")
 		n := &node{addr: ln.Addr().String(), ln: ln}
-		n.tr = New(Config{Listener: ln, Timeout: 2 * time.Second})
+		n.tr = New(Config{Listener: ln, Timeout: 2 * time.Second, LeaseDuration: lease})
 		n.rafts, n.fsms = map[uint64]*raft.Raft{}, map[uint64]*listFSM{}
 		n.logs, n.snaps = map[uint64]*raft.InmemStore{}, map[uint64]*raft.InmemSnapshotStore{}
 		c.nodes = append(c.nodes, n)
@@ -211,7 +217,7 @@ func (c *testCluster) stop(n *node) {
 func (c *testCluster) restart(i int) {
 	n := c.nodes[i]
 	n.ln = listen(c.t, n.addr)
-	n.tr = New(Config{Listener: n.ln, Timeout: 2 * time.Second})
+	n.tr = New(Config{Listener: n.ln, Timeout: 2 * time.Second, LeaseDuration: c.lease})
 	for id := range n.logs {
 		c.startGroup(i, id, nil, nil)
 	}

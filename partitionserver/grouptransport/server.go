@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"tablestore/partitionserver/lease"
 )
 
 // serverConn is one connection another server dialed to this one.
@@ -121,7 +123,7 @@ func (sc *serverConn) handle(f frame) bool {
 	if f.kind == kindConfirmQuiet {
 		return sc.confirm(f)
 	}
-	msg, err := decodeRequest(f.kind, f.payload)
+	msg, tok, err := decodeRequestToken(f.kind, f.payload)
 	if errors.Is(err, errUnknownKind) {
 		// A newer server's request: answered, so it can fall back, and
 		// the connection (other groups' traffic) stays.
@@ -131,9 +133,29 @@ func (sc *serverConn) handle(f frame) bool {
 		sc.t.logger.Warn("raft transport: bad request", "from", sc.peer, "err", err)
 		return false
 	}
-	resp, rerr, ok := sc.deliver(f.group, msg, nil)
+	// A request that could elect another member is admitted against this
+	// server's lease promises first, whether the group is open or not.
+	if req, ok := leaseRequest(msg, tok); ok {
+		pending, err := sc.t.leases.admit(f.group, req)
+		if err != nil {
+			return sc.respond(f, nil, err)
+		}
+		if pending {
+			defer sc.t.leases.done(f.group)
+		}
+		if req.Kind == lease.TimeoutNow {
+			if g := sc.t.group(f.group); g != nil {
+				// The candidate hands the token on in its votes.
+				g.setToken(tok)
+			}
+		}
+	}
+	resp, rerr, ok, byRaft := sc.deliver(f.group, msg, nil)
 	if !ok {
 		return true
+	}
+	if byRaft && rerr == nil && sc.t.leases.promisedAnswer(f.group, msg, resp) {
+		return sc.respondStatus(f, resp, statusPromised)
 	}
 	return sc.respond(f, resp, rerr)
 }
@@ -160,13 +182,26 @@ func (sc *serverConn) respond(f frame, resp any, rerr error) bool {
 	return sc.w.send(b)
 }
 
+// respondStatus answers a successful resp with status (statusPromised).
+func (sc *serverConn) respondStatus(f frame, resp any, status byte) bool {
+	b := getBuf()
+	out, err := encodeResponse(enc(append(startFrame((*b)[:0], f.kind|respFlag, f.group, f.id), status)), resp)
+	if err != nil {
+		putBuf(b)
+		return sc.respond(f, nil, err)
+	}
+	*b = endFrame(out)
+	return sc.w.send(b)
+}
+
 // deliver hands a request to its group and waits for raft's answer; ok is
-// false when the connection or transport closed first.
-func (sc *serverConn) deliver(group uint64, msg any, reader io.Reader) (resp any, err error, ok bool) {
+// false when the connection or transport closed first. byRaft: the answer
+// is raft's own (not the server's for a closed member, nor a gate's).
+func (sc *serverConn) deliver(group uint64, msg any, reader io.Reader) (resp any, err error, ok, byRaft bool) {
 	g := sc.t.group(group)
 	if g == nil && sc.t.dormant != nil {
 		if resp := sc.t.dormant.Answer(group, msg); resp != nil {
-			return resp, nil, true
+			return resp, nil, true, false
 		}
 		// The request waits (bounded) while its group opens, rather
 		// than failing and being retried after raft's backoff.
@@ -175,7 +210,7 @@ func (sc *serverConn) deliver(group uint64, msg any, reader io.Reader) (resp any
 		}
 	}
 	if g == nil {
-		return nil, ErrUnknownGroup, true
+		return nil, ErrUnknownGroup, true, false
 	}
 	return g.deliver(msg, reader, sc.stop)
 }
@@ -214,7 +249,7 @@ func (sc *serverConn) serveSnapshot() {
 	if sc.t.cut() || !sc.t.faulted(sc.peer) {
 		return
 	}
-	resp, rerr, ok := sc.deliver(f.group, req, io.LimitReader(sc.br, req.Size))
+	resp, rerr, ok, _ := sc.deliver(f.group, req, io.LimitReader(sc.br, req.Size))
 	if !ok {
 		return
 	}

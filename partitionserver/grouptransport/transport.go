@@ -58,6 +58,13 @@ type Config struct {
 	// Dormant answers requests for groups not open here; nil answers them
 	// all with ErrUnknownGroup.
 	Dormant Dormant
+	// LeaseDuration is how long a follower's lease promise lasts (package
+	// lease); 0 turns read leases off. It must be at most half of raft's
+	// heartbeat timeout.
+	LeaseDuration time.Duration
+	// Started is when this server started (New's time when zero): no vote
+	// is admitted for LeaseDuration after it.
+	Started time.Time
 }
 
 // Dormant is the server's side of groups that are hosted but not open (a
@@ -90,6 +97,7 @@ type Transport struct {
 	logger    *slog.Logger
 	fault     atomic.Pointer[faultBox]
 	dormant   Dormant
+	leases    *leases
 
 	mu       sync.RWMutex
 	groups   map[uint64]*Group
@@ -119,6 +127,7 @@ func New(cfg Config) *Transport {
 		ln: cfg.Listener, dial: cfg.Dial, localAddr: cfg.LocalAddr, timeout: cfg.Timeout, logger: cfg.Logger, dormant: cfg.Dormant,
 		groups: map[uint64]*Group{}, peers: map[string]*peer{}, conns: map[shutter]struct{}{},
 		closing: make(chan struct{}),
+		leases:  newLeases(cfg.LeaseDuration, cfg.Started),
 	}
 	if t.timeout <= 0 {
 		t.timeout = 10 * time.Second

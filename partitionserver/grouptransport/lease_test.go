@@ -1,0 +1,102 @@
+package grouptransport
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// leaseHeld asks node i's member of group id whether it holds a lease.
+func (c *testCluster) leaseHeld(i int, id uint64) bool {
+	n := c.nodes[i]
+	r := n.rafts[id]
+	if r == nil || r.State() != raft.Leader {
+		return false
+	}
+	var voters []raft.ServerID
+	for _, s := range r.GetConfiguration().Configuration().Servers {
+		voters = append(voters, s.ID)
+	}
+	return n.tr.group(id).LeaseHeld(r.CurrentTerm(), raft.ServerID(n.addr), voters)
+}
+
+// A leader gets a lease from its followers' promises; a promised follower
+// refuses another member's votes, pre-votes and campaign, and a transfer
+// the leader starts still goes through; the new leader gets a lease.
+func TestLeasePromisesAndTransfer(t *testing.T) {
+	const d = 200 * time.Millisecond // raftConfig's heartbeat timeout is 400 ms
+	c := newLeaseCluster(t, 3, d)
+	const id = 1
+	// Votes are refused for d after a transport starts: the first
+	// election (after a heartbeat timeout) is later than that.
+	for i := range c.nodes {
+		c.startGroup(i, id, all(3), nil)
+	}
+	c.waitLeaders([]uint64{id})
+	l := c.leader(id)
+	c.waitFor("the leader's lease", 10*time.Second, func() bool { return c.leaseHeld(l, id) })
+
+	f, other := (l+1)%3, (l+2)%3
+	fAddr := raft.ServerAddress(c.nodes[f].addr)
+	og := c.nodes[other].tr.group(id)
+	term := c.nodes[l].rafts[id].CurrentTerm()
+	hdr := raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(c.nodes[other].addr), Addr: []byte(c.nodes[other].addr)}
+	// Promises last d from each answer, renewed by every heartbeat: a
+	// follower answering the leader is promised whenever it is asked.
+	c.waitFor("a follower promised", 5*time.Second, func() bool {
+		var resp raft.RequestVoteResponse
+		err := og.RequestVote(raft.ServerID(fAddr), fAddr, &raft.RequestVoteRequest{RPCHeader: hdr, Term: term + 1, LastLogIndex: 1 << 40, LastLogTerm: term}, &resp)
+		return err != nil && strings.Contains(err.Error(), "promised")
+	})
+	var pre raft.RequestPreVoteResponse
+	if err := og.RequestPreVote(raft.ServerID(fAddr), fAddr, &raft.RequestPreVoteRequest{RPCHeader: hdr, Term: term + 1, LastLogIndex: 1 << 40, LastLogTerm: term}, &pre); err == nil || pre.Granted {
+		t.Fatalf("pre-vote to a promised follower: %v, granted %v; want refused", err, pre.Granted)
+	}
+	// A transfer vote with no token, or a stale one, is refused too.
+	var resp raft.RequestVoteResponse
+	err := og.RequestVote(raft.ServerID(fAddr), fAddr, &raft.RequestVoteRequest{RPCHeader: hdr, Term: term + 1, LastLogIndex: 1 << 40, LastLogTerm: term, LeadershipTransfer: true}, &resp)
+	if err == nil || !strings.Contains(err.Error(), "promised") {
+		t.Fatalf("transfer vote without a token: %v, want refused", err)
+	}
+	// The follower's own campaign (a woken range's) is refused.
+	if err := c.nodes[f].tr.group(id).Campaign(time.Second); err == nil || !strings.Contains(err.Error(), "promised") {
+		t.Fatalf("campaign of a promised follower: %v, want refused", err)
+	}
+	if got := c.leader(id); got != l {
+		t.Fatalf("leader moved from %d to %d", l, got)
+	}
+
+	// A transfer the leader starts goes through.
+	lr, lg := c.nodes[l].rafts[id], c.nodes[l].tr.group(id)
+	lg.StartTransfer(lr.CurrentTerm())
+	if err := lr.LeadershipTransferToServer(raft.ServerID(fAddr), fAddr).Error(); err != nil {
+		t.Fatalf("transfer: %v", err)
+	}
+	lg.DisableLease(lr.CurrentTerm())
+	c.waitFor("the transfer target leading", 10*time.Second, func() bool { return c.leader(id) == f })
+	if c.leaseHeld(l, id) {
+		t.Fatal("the old leader still holds a lease")
+	}
+	c.waitFor("the new leader's lease", 10*time.Second, func() bool { return c.leaseHeld(f, id) })
+}
+
+// A server refuses every vote for a lease duration after it starts: its
+// promises died with the process before.
+func TestLeaseRefusesVotesAfterStart(t *testing.T) {
+	c := newLeaseCluster(t, 2, time.Hour)
+	g, err := c.nodes[0].tr.Group(7, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.nodes[1].tr.Group(7, nil); err != nil {
+		t.Fatal(err)
+	}
+	var resp raft.RequestVoteResponse
+	err = g.RequestVote("x", raft.ServerAddress(c.nodes[1].addr), &raft.RequestVoteRequest{Term: 1}, &resp)
+	if err == nil || !strings.Contains(err.Error(), "started less than") || errors.Is(err, ErrUnknownGroup) {
+		t.Fatalf("vote right after start: %v, want the start refusal", err)
+	}
+}

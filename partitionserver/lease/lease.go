@@ -1,0 +1,183 @@
+package lease
+
+import (
+	"errors"
+	"time"
+)
+
+// Refusals a follower answers instead of letting raft see a request.
+var (
+	// ErrStarting: the server started less than a lease ago, and may have
+	// promised a leader before it stopped.
+	ErrStarting = errors.New("lease: server started less than a lease duration ago")
+	// ErrPromised: the follower promised another leader not to let anyone
+	// else be elected, and the promise has not run out.
+	ErrPromised = errors.New("lease: promised to the current leader")
+)
+
+// LeaderShare is the part of a promise's Duration its leader counts on.
+// The rest covers clocks that run at different rates on two machines, and
+// is measured from the leader's send, before the follower's answer.
+const LeaderShare = 0.8
+
+// Token names a leader and a term: what a follower promised, and what a
+// transfer's TimeoutNow carries from its leader to the candidate.
+type Token struct {
+	Leader string
+	Term   uint64
+}
+
+// Kind is the kind of request a follower admits.
+type Kind int
+
+// The requests that can elect a member.
+const (
+	PreVote Kind = iota
+	Vote
+	// TimeoutNow makes its receiver campaign with the transfer flag: a
+	// leader's transfer, or the server's own Campaign (From "", no token).
+	TimeoutNow
+)
+
+// Request is what Admit decides on.
+type Request struct {
+	Kind Kind
+	// From is the candidate (votes) or the TimeoutNow's sender ("" for the
+	// server's own Campaign).
+	From string
+	// Transfer is a vote's leadership-transfer flag.
+	Transfer bool
+	// Token is the transfer token: for a vote with Transfer, the one its
+	// candidate was handed by a TimeoutNow; for a TimeoutNow, its sender
+	// and the term it started the transfer in.
+	Token Token
+}
+
+// Voter is one group's follower side: its promise, and what it needs to
+// give one safely. The zero value has promised nothing. Not safe for
+// concurrent use.
+type Voter struct {
+	promise Token
+	until   time.Time // the promise's end; zero: none
+	lastOK  time.Time // the last successful append answered, promised or not
+	pending int       // admitted votes and TimeoutNows raft has not answered
+}
+
+// Admit decides whether req may reach raft (or the server's answer for a
+// closed member) at now, for a server that started at started, with
+// promises of Duration d. nil admits; an admitted Vote or TimeoutNow must
+// be bracketed by Begin and End.
+func (v *Voter) Admit(now, started time.Time, d time.Duration, req Request) error {
+	if now.Sub(started) < d {
+		return ErrStarting
+	}
+	if !now.Before(v.until) {
+		return nil
+	}
+	p := v.promise
+	switch req.Kind {
+	case PreVote, Vote:
+		// The promised leader campaigning no longer leads.
+		if req.From != "" && req.From == p.Leader {
+			return nil
+		}
+		if req.Kind == Vote && req.Transfer && req.Token == p {
+			return nil
+		}
+	case TimeoutNow:
+		if req.From != "" && req.From == p.Leader && req.Token == p {
+			return nil
+		}
+	}
+	return ErrPromised
+}
+
+// Begin records an admitted Vote or TimeoutNow: no promise is given until
+// raft has answered it (End), since its answer may elect another member.
+func (v *Voter) Begin() { v.pending++ }
+
+// End records raft's answer to a request Begin recorded.
+func (v *Voter) End() {
+	if v.pending > 0 {
+		v.pending--
+	}
+}
+
+// Promise records that raft answered leader's append of term with success
+// at now, and reports whether the answer carries a promise of Duration d.
+// It does not when a vote or TimeoutNow is pending, nor when the last
+// successful append is more than fresh ago (or there was none): raft may be
+// turning the member into a candidate right now, on the silence before this
+// append, and must not do so behind a promise. fresh must stay well below
+// raft's heartbeat timeout.
+func (v *Voter) Promise(now time.Time, leader string, term uint64, d, fresh time.Duration) bool {
+	prev := v.lastOK
+	v.lastOK = now
+	if leader == "" || v.pending > 0 || prev.IsZero() || now.Sub(prev) > fresh {
+		return false
+	}
+	if term < v.promise.Term && now.Before(v.until) {
+		return false // raft answers no older term with success
+	}
+	v.promise, v.until = Token{Leader: leader, Term: term}, now.Add(d)
+	return true
+}
+
+// Promised reports the promise held at now, if any (for tests and status).
+func (v *Voter) Promised(now time.Time) (Token, bool) {
+	if now.Before(v.until) {
+		return v.promise, true
+	}
+	return Token{}, false
+}
+
+// Tracker is one leader's side: when each follower's last promised answer
+// was asked for. The zero value holds no lease. Not safe for concurrent
+// use.
+type Tracker struct {
+	term     uint64
+	acks     map[string]time.Time
+	disabled uint64 // terms up to this hold no lease
+}
+
+// Ack records that peer answered, with a promise, an append of term this
+// leader sent at sent.
+func (t *Tracker) Ack(peer string, term uint64, sent time.Time) {
+	if term < t.term || term == 0 {
+		return
+	}
+	if term > t.term || t.acks == nil {
+		t.term = term
+		t.acks = make(map[string]time.Time, 4)
+	}
+	if sent.After(t.acks[peer]) {
+		t.acks[peer] = sent
+	}
+}
+
+// Disable gives up the lease in every term up to term, for good: the
+// leader started a transfer or proposed a quiescence in it.
+func (t *Tracker) Disable(term uint64) { t.disabled = max(t.disabled, term) }
+
+// Held reports whether self, leading term with voters (the latest
+// configuration's), holds its lease at now under promises of Duration d: a
+// quorum of voters, itself among them, promised on requests sent less than
+// LeaderShare of d ago.
+func (t *Tracker) Held(now time.Time, term uint64, self string, voters []string, d time.Duration) bool {
+	if term == 0 || term != t.term || term <= t.disabled || d <= 0 {
+		return false
+	}
+	limit := time.Duration(float64(d) * LeaderShare)
+	n, in := 0, false
+	for _, v := range voters {
+		if v == self {
+			in = true
+			n++
+			continue
+		}
+		if s, ok := t.acks[v]; ok && now.Sub(s) < limit {
+			n++
+		}
+	}
+	return in && n > len(voters)/2
+}

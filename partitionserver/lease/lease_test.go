@@ -1,0 +1,216 @@
+package lease
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+const d = 250 * time.Millisecond
+
+var t0 = time.Unix(1_000_000, 0)
+
+func at(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+
+// step is one line of a follower's script: an append answered at ms (the
+// promise it gave is checked), or a request admitted at ms.
+type step struct {
+	ms      int
+	append  string // leader of a successful append ("" for a request)
+	term    uint64
+	promise bool // for an append: whether it carries a promise
+	req     *Request
+	want    error // for a request
+	begin   bool  // for an admitted request: it stays pending
+	end     bool  // end the pending request first
+}
+
+func TestVoterScripts(t *testing.T) {
+	started := at(-1000)
+	cases := []struct {
+		name  string
+		steps []step
+	}{
+		{"first append after silence gives no promise, the next does", []step{
+			{ms: 0, append: "a", term: 1, promise: false},
+			{ms: 50, append: "a", term: 1, promise: true},
+			{ms: 100, append: "a", term: 1, promise: true},
+		}},
+		{"an append after more than the fresh window gives none", []step{
+			{ms: 0, append: "a", term: 1},
+			{ms: 50, append: "a", term: 1, promise: true},
+			{ms: 400, append: "a", term: 1, promise: false},
+			{ms: 450, append: "a", term: 1, promise: true},
+		}},
+		{"promised: other candidates' votes and pre-votes refused, the leader's own admitted", []step{
+			{ms: 0, append: "a", term: 3},
+			{ms: 50, append: "a", term: 3, promise: true},
+			{ms: 100, req: &Request{Kind: Vote, From: "b"}, want: ErrPromised},
+			{ms: 100, req: &Request{Kind: PreVote, From: "b"}, want: ErrPromised},
+			{ms: 100, req: &Request{Kind: Vote, From: "a"}},
+			{ms: 299, req: &Request{Kind: Vote, From: "b"}, want: ErrPromised},
+			{ms: 300, req: &Request{Kind: Vote, From: "b"}},
+		}},
+		{"a transfer vote passes only with the promised leader's token of the promised term", []step{
+			{ms: 0, append: "a", term: 3},
+			{ms: 50, append: "a", term: 3, promise: true},
+			{ms: 60, req: &Request{Kind: Vote, From: "b", Transfer: true}, want: ErrPromised},
+			{ms: 60, req: &Request{Kind: Vote, From: "b", Transfer: true, Token: Token{"a", 2}}, want: ErrPromised},
+			{ms: 60, req: &Request{Kind: Vote, From: "b", Transfer: true, Token: Token{"c", 3}}, want: ErrPromised},
+			{ms: 60, req: &Request{Kind: Vote, From: "b", Transfer: false, Token: Token{"a", 3}}, want: ErrPromised},
+			{ms: 60, req: &Request{Kind: Vote, From: "b", Transfer: true, Token: Token{"a", 3}}},
+		}},
+		{"a TimeoutNow passes only from the promised leader with its term; a campaign never while promised", []step{
+			{ms: 0, append: "a", term: 3},
+			{ms: 50, append: "a", term: 3, promise: true},
+			{ms: 60, req: &Request{Kind: TimeoutNow, From: "a", Token: Token{"a", 2}}, want: ErrPromised},
+			{ms: 60, req: &Request{Kind: TimeoutNow, From: "c", Token: Token{"c", 3}}, want: ErrPromised},
+			{ms: 60, req: &Request{Kind: TimeoutNow}, want: ErrPromised},
+			{ms: 60, req: &Request{Kind: TimeoutNow, From: "a", Token: Token{"a", 3}}},
+			{ms: 301, req: &Request{Kind: TimeoutNow}},
+		}},
+		{"no promise while an admitted vote is pending", []step{
+			{ms: 0, append: "a", term: 3},
+			{ms: 50, append: "a", term: 3, promise: true},
+			{ms: 400, req: &Request{Kind: Vote, From: "b"}, begin: true},
+			{ms: 410, append: "a", term: 3, promise: false},
+			{ms: 420, append: "a", term: 3, promise: false},
+			{ms: 430, end: true, append: "a", term: 3, promise: true},
+		}},
+		{"a newer leader's promise replaces the old one", []step{
+			{ms: 0, append: "a", term: 3},
+			{ms: 50, append: "a", term: 3, promise: true},
+			{ms: 100, append: "b", term: 4, promise: true},
+			{ms: 110, req: &Request{Kind: Vote, From: "a"}, want: ErrPromised},
+			{ms: 110, req: &Request{Kind: Vote, From: "b"}},
+		}},
+		{"an older term's append gets no promise over a live one", []step{
+			{ms: 0, append: "b", term: 4},
+			{ms: 50, append: "b", term: 4, promise: true},
+			{ms: 60, append: "a", term: 3, promise: false},
+			{ms: 70, req: &Request{Kind: Vote, From: "c"}, want: ErrPromised},
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var v Voter
+			for i, s := range c.steps {
+				if s.end {
+					v.End()
+				}
+				if s.req != nil {
+					err := v.Admit(at(s.ms), started, d, *s.req)
+					if !errors.Is(err, s.want) || (s.want == nil && err != nil) {
+						t.Fatalf("step %d (%+v): Admit = %v, want %v", i, s.req, err, s.want)
+					}
+					if err == nil && s.begin {
+						v.Begin()
+					}
+					continue
+				}
+				if got := v.Promise(at(s.ms), s.append, s.term, d, d); got != s.promise {
+					t.Fatalf("step %d: Promise(%s, term %d) at %d ms = %v, want %v", i, s.append, s.term, s.ms, got, s.promise)
+				}
+			}
+		})
+	}
+}
+
+func TestVoterRefusesEverythingRightAfterStart(t *testing.T) {
+	var v Voter
+	started := at(0)
+	for _, req := range []Request{{Kind: PreVote, From: "b"}, {Kind: Vote, From: "b", Transfer: true}, {Kind: TimeoutNow}} {
+		if err := v.Admit(at(249), started, d, req); !errors.Is(err, ErrStarting) {
+			t.Errorf("%+v at 249 ms after start: %v, want ErrStarting", req, err)
+		}
+		if err := v.Admit(at(250), started, d, req); err != nil {
+			t.Errorf("%+v at 250 ms after start: %v, want admitted", req, err)
+		}
+	}
+}
+
+func TestTrackerHeld(t *testing.T) {
+	voters := []string{"a", "b", "c"}
+	limit := int(float64(d/time.Millisecond) * LeaderShare) // 200 ms
+	cases := []struct {
+		name string
+		acks []struct {
+			peer string
+			term uint64
+			ms   int
+		}
+		term   uint64
+		voters []string
+		self   string
+		ms     int
+		off    uint64
+		want   bool
+	}{
+		{name: "no acks", term: 2, voters: voters, self: "a", ms: 10, want: false},
+		{name: "one follower within the share", acks: []struct {
+			peer string
+			term uint64
+			ms   int
+		}{{"b", 2, 0}}, term: 2, voters: voters, self: "a", ms: limit - 1, want: true},
+		{name: "one follower at the share's end", acks: []struct {
+			peer string
+			term uint64
+			ms   int
+		}{{"b", 2, 0}}, term: 2, voters: voters, self: "a", ms: limit, want: false},
+		{name: "acks of an older term", acks: []struct {
+			peer string
+			term uint64
+			ms   int
+		}{{"b", 1, 0}, {"c", 1, 0}}, term: 2, voters: voters, self: "a", ms: 10, want: false},
+		{name: "a newer term's ack drops the older ones", acks: []struct {
+			peer string
+			term uint64
+			ms   int
+		}{{"b", 2, 0}, {"c", 3, 0}}, term: 2, voters: voters, self: "a", ms: 10, want: false},
+		{name: "an ack from a non-voter does not count", acks: []struct {
+			peer string
+			term uint64
+			ms   int
+		}{{"x", 2, 0}}, term: 2, voters: voters, self: "a", ms: 10, want: false},
+		{name: "five voters need two followers", acks: []struct {
+			peer string
+			term uint64
+			ms   int
+		}{{"b", 2, 0}}, term: 2, voters: []string{"a", "b", "c", "d", "e"}, self: "a", ms: 10, want: false},
+		{name: "five voters, two followers", acks: []struct {
+			peer string
+			term uint64
+			ms   int
+		}{{"b", 2, 0}, {"d", 2, 5}}, term: 2, voters: []string{"a", "b", "c", "d", "e"}, self: "a", ms: 10, want: true},
+		{name: "a leader outside its configuration", acks: []struct {
+			peer string
+			term uint64
+			ms   int
+		}{{"b", 2, 0}, {"c", 2, 0}}, term: 2, voters: []string{"b", "c"}, self: "a", ms: 10, want: false},
+		{name: "disabled in the term", acks: []struct {
+			peer string
+			term uint64
+			ms   int
+		}{{"b", 2, 0}}, term: 2, voters: voters, self: "a", ms: 10, off: 2, want: false},
+		{name: "disabled in an earlier term only", acks: []struct {
+			peer string
+			term uint64
+			ms   int
+		}{{"b", 3, 0}}, term: 3, voters: voters, self: "a", ms: 10, off: 2, want: true},
+		{name: "single voter", term: 2, voters: []string{"a"}, self: "a", ms: 10, want: false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var tr Tracker
+			for _, a := range c.acks {
+				tr.Ack(a.peer, a.term, at(a.ms))
+			}
+			if c.off > 0 {
+				tr.Disable(c.off)
+			}
+			if got := tr.Held(at(c.ms), c.term, c.self, c.voters, d); got != c.want {
+				t.Fatalf("Held = %v, want %v", got, c.want)
+			}
+		})
+	}
+}
