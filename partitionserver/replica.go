@@ -191,6 +191,8 @@ func openReplica(d replicaDeps, sl *slot, bootstrap bool, voters []raft.Server, 
 		transport.Close()
 		return nil, fmt.Errorf("partitionserver: start range %d: %w", id, err)
 	}
+	// Read-lease promises only from a follower (grouptransport's leases).
+	transport.SetFollowing(func() bool { return r.State() == raft.Follower })
 	rep := &replica{
 		id: id, serverID: d.serverID, logger: logger, fsm: rfsm, raft: r,
 		transport: transport, logStore: logStore, snaps: snaps, dir: dir,

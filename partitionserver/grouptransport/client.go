@@ -155,16 +155,23 @@ func result(payload []byte, resp any) error {
 	return err
 }
 
-// promisedResult is result, and whether the answer carries a promise.
-func promisedResult(payload []byte, resp any) (bool, error) {
+// promisedResult is result, and the lease promise the answer carries (0:
+// none).
+func promisedResult(payload []byte, resp any) (time.Duration, error) {
 	if len(payload) == 0 {
-		return false, fmt.Errorf("%w: empty response", ErrFrame)
+		return 0, fmt.Errorf("%w: empty response", ErrFrame)
 	}
 	switch payload[0] {
-	case statusOK, statusPromised:
-		return payload[0] == statusPromised, decodeResponse(payload[1:], resp)
+	case statusOK:
+		return 0, decodeResponse(payload[1:], resp)
+	case statusPromised:
+		us, n := binary.Uvarint(payload[1:])
+		if n <= 0 || us > uint64(time.Hour/time.Microsecond) {
+			return 0, fmt.Errorf("%w: bad promise", ErrFrame)
+		}
+		return time.Duration(us) * time.Microsecond, decodeResponse(payload[1+n:], resp)
 	}
-	return false, remoteErr(payload)
+	return 0, remoteErr(payload)
 }
 
 // remoteErr is the error of a response that is not a success.

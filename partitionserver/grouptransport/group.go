@@ -120,9 +120,9 @@ func (g *Group) AppendEntries(id raft.ServerID, target raft.ServerAddress, args 
 }
 
 // acked records a promised successful answer to an append sent at sent.
-func (g *Group) acked(id raft.ServerID, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse, promised bool, err error, sent time.Time) {
-	if promised && err == nil && resp.Success && resp.Term == args.Term {
-		g.ack(id, args.Term, sent)
+func (g *Group) acked(id raft.ServerID, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse, promised time.Duration, err error, sent time.Time) {
+	if promised > 0 && err == nil && resp.Success && resp.Term == args.Term {
+		g.ack(id, args.Term, sent, promised)
 	}
 }
 
@@ -247,7 +247,7 @@ func (g *Group) pause(d time.Duration) bool {
 func (g *Group) RequestVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestVoteRequest, resp *raft.RequestVoteResponse) error {
 	out := voteOut{RequestVoteRequest: args}
 	if args.LeadershipTransfer {
-		out.token = g.transferToken()
+		out.token = g.t.leases.token(g.id)
 	}
 	return g.rpc(id, target, laneControl, 0, out, resp)
 }
@@ -278,24 +278,24 @@ func (g *Group) rpc(id raft.ServerID, target raft.ServerAddress, lane byte, wait
 	return err
 }
 
-// rpcPromised is rpc, and whether the answer carries a lease promise.
-func (g *Group) rpcPromised(id raft.ServerID, target raft.ServerAddress, lane byte, wait time.Duration, args, resp any) (bool, error) {
+// rpcPromised is rpc, and the lease promise the answer carries (0: none).
+func (g *Group) rpcPromised(id raft.ServerID, target raft.ServerAddress, lane byte, wait time.Duration, args, resp any) (time.Duration, error) {
 	addr := g.resolve(id, target)
 	deadline := time.Now().Add(wait)
 	for {
 		if !g.t.faulted(addr) {
-			return false, fmt.Errorf("%w: to %s", ErrDropped, addr)
+			return 0, fmt.Errorf("%w: to %s", ErrDropped, addr)
 		}
 		payload, err := g.call(addr, lane, args)
 		if err == nil {
-			var promised bool
+			var promised time.Duration
 			promised, err = promisedResult(payload, resp)
 			if !errors.Is(err, ErrUnknownGroup) {
 				return promised, err
 			}
 		}
 		if wait <= 0 || !unreached(err) || !time.Now().Before(deadline) || !g.pause(dialRetryAfter) {
-			return false, err
+			return 0, err
 		}
 	}
 }
@@ -528,7 +528,7 @@ func (p *pipeline) collect() {
 		select {
 		case f := <-p.inflight:
 			payload, err := p.cc.wait(f.id, f.call, p.g.t.timeout, p.stop)
-			promised := false
+			var promised time.Duration
 			if err == nil {
 				promised, err = promisedResult(payload, f.resp)
 			}
@@ -592,7 +592,7 @@ func (g *Group) Campaign(limit time.Duration) error {
 	if pending {
 		defer g.t.leases.done(g.id)
 	}
-	g.setToken(lease.Token{})
+	g.t.leases.setToken(g.id, lease.Token{})
 	_, err, ok, _ := g.deliver(&raft.TimeoutNowRequest{RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, Addr: []byte(g.t.localAddr)}}, nil, stop)
 	if !ok {
 		return fmt.Errorf("%w: campaign not taken within %v", ErrTimeout, limit)

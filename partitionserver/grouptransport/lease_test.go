@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"tablestore/partitionserver/lease"
 )
 
 // leaseHeld asks node i's member of group id whether it holds a lease.
@@ -98,5 +100,42 @@ func TestLeaseRefusesVotesAfterStart(t *testing.T) {
 	err = g.RequestVote("x", raft.ServerAddress(c.nodes[1].addr), &raft.RequestVoteRequest{Term: 1}, &resp)
 	if err == nil || !strings.Contains(err.Error(), "started less than") || errors.Is(err, ErrUnknownGroup) {
 		t.Fatalf("vote right after start: %v, want the start refusal", err)
+	}
+}
+
+// The lease fields on the wire: a vote's transfer token, a TimeoutNow's
+// transfer term, and a promised answer's duration.
+func TestLeaseWireFields(t *testing.T) {
+	hdr := raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("L"), Addr: []byte("l:1")}
+	e, kind, err := encodeRequest(nil, voteOut{&raft.RequestVoteRequest{RPCHeader: hdr, Term: 4, LeadershipTransfer: true}, lease.Token{Leader: "L", Term: 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, tok, err := decodeRequestToken(kind, e)
+	if err != nil || tok != (lease.Token{Leader: "L", Term: 3}) || !msg.(*raft.RequestVoteRequest).LeadershipTransfer {
+		t.Fatalf("vote: %+v, %+v, %v", msg, tok, err)
+	}
+	e, kind, err = encodeRequest(nil, timeoutNowOut{&raft.TimeoutNowRequest{RPCHeader: hdr}, 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, tok, err = decodeRequestToken(kind, e); err != nil || tok != (lease.Token{Leader: "L", Term: 7}) {
+		t.Fatalf("TimeoutNow: %+v, %v", tok, err)
+	}
+	// A bare vote (no token) still decodes, with none.
+	e, kind, _ = encodeRequest(nil, &raft.RequestVoteRequest{RPCHeader: hdr, Term: 4})
+	if _, tok, err = decodeRequestToken(kind, e); err != nil || tok != (lease.Token{}) {
+		t.Fatalf("bare vote: %+v, %v", tok, err)
+	}
+	out, err := encodeResponse(enc([]byte{statusPromised}).u(250_000), &raft.AppendEntriesResponse{RPCHeader: hdr, Term: 4, Success: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var resp raft.AppendEntriesResponse
+	if d, err := promisedResult(out, &resp); err != nil || d != 250*time.Millisecond || !resp.Success || resp.Term != 4 {
+		t.Fatalf("promised answer: %v, %+v, %v", d, resp, err)
+	}
+	if _, err := promisedResult([]byte{statusPromised, 0xff}, &resp); !errors.Is(err, ErrFrame) {
+		t.Fatalf("truncated promise: %v, want ErrFrame", err)
 	}
 }

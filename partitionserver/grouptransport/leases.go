@@ -2,6 +2,7 @@ package grouptransport
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -21,6 +22,10 @@ type leases struct {
 
 	mu     sync.Mutex
 	voters map[uint64]*lease.Voter
+	// tokens: per group, the token of the last TimeoutNow admitted here,
+	// which the candidate's votes carry. Kept here, not in the Group: a
+	// TimeoutNow to a closed member is admitted before the member opens.
+	tokens map[uint64]lease.Token
 }
 
 func newLeases(d time.Duration, started time.Time) *leases {
@@ -30,7 +35,7 @@ func newLeases(d time.Duration, started time.Time) *leases {
 	// fresh: the silence after which the next append gets no promise, as
 	// raft may be starting an election on it (lease.Voter.Promise). d is
 	// at most half of raft's heartbeat timeout (partitionserver's Config).
-	return &leases{d: d, fresh: d, started: started, voters: map[uint64]*lease.Voter{}}
+	return &leases{d: d, fresh: d, started: started, voters: map[uint64]*lease.Voter{}, tokens: map[uint64]lease.Token{}}
 }
 
 func (l *leases) voter(group uint64) *lease.Voter {
@@ -80,44 +85,66 @@ func (l *leases) done(group uint64) {
 	l.mu.Unlock()
 }
 
-// promise records a successful append raft answered for group's leader
-// and reports whether the answer carries a promise.
-func (l *leases) promise(group uint64, leader string, term uint64) bool {
-	if l.d <= 0 {
-		return false
-	}
+func (l *leases) setToken(group uint64, tok lease.Token) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.voter(group).Promise(time.Now(), leader, term, l.d, l.fresh)
+	if tok == (lease.Token{}) {
+		delete(l.tokens, group)
+	} else {
+		l.tokens[group] = tok
+	}
+	l.mu.Unlock()
 }
 
-// promisedAnswer reports whether raft's answer resp to msg, a request
-// raft itself answered, gets a promise.
-func (l *leases) promisedAnswer(group uint64, msg, resp any) bool {
+func (l *leases) token(group uint64) lease.Token {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.tokens[group]
+}
+
+// promisedAnswer reports whether raft's answer resp to msg, an append
+// received at recv that raft itself answered, gets a promise. following
+// is asked after raft answered: a member that is no longer a follower (a
+// candidate of a TimeoutNow still takes appends of its old term) promises
+// nothing.
+func (l *leases) promisedAnswer(group uint64, msg, resp any, recv time.Time, following func() bool) bool {
 	ae, ok := msg.(*raft.AppendEntriesRequest)
 	if !ok || l.d <= 0 {
 		return false
 	}
 	r, ok := resp.(*raft.AppendEntriesResponse)
-	if !ok || !r.Success || r.Term != ae.Term {
+	if !ok || !r.Success || r.Term != ae.Term || following == nil || !following() {
 		return false
 	}
-	return l.promise(group, string(ae.ID), ae.Term)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.voter(group).Promise(time.Now(), recv, string(ae.ID), ae.Term, l.d, l.fresh)
 }
 
-// groupLease is a leader's side of its lease (lease.Tracker) and the
-// transfer term its TimeoutNow carries.
+// groupLease is a leader's side of its lease (lease.Tracker), the
+// transfer term its TimeoutNow carries, and whether its raft member
+// follows (set by its owner; without it nothing is promised).
 type groupLease struct {
-	mu       sync.Mutex
-	tracker  lease.Tracker
-	transfer uint64      // the term this member last started a transfer in
-	token    lease.Token // the token of the last TimeoutNow admitted here
+	mu        sync.Mutex
+	tracker   lease.Tracker
+	transfer  uint64 // the term this member last started a transfer in
+	following atomic.Pointer[func() bool]
 }
 
-// ack records a promised answer of peer to an append of term sent at sent.
-func (g *Group) ack(peer raft.ServerID, term uint64, sent time.Time) {
+// SetFollowing installs fn, which reports whether the group's raft member
+// is a follower right now (raft.Raft.State() == raft.Follower). A member's
+// answers carry lease promises only with it installed.
+func (g *Group) SetFollowing(fn func() bool) { g.lease.following.Store(&fn) }
+
+func (g *Group) following() bool {
+	fn := g.lease.following.Load()
+	return fn != nil && *fn != nil && (*fn)()
+}
+
+// ack records a promise of promised from peer on an append of term sent
+// at sent.
+func (g *Group) ack(peer raft.ServerID, term uint64, sent time.Time, promised time.Duration) {
 	g.lease.mu.Lock()
-	g.lease.tracker.Ack(string(peer), term, sent)
+	g.lease.tracker.Ack(string(peer), term, sent, promised, g.t.leases.d)
 	g.lease.mu.Unlock()
 }
 
@@ -136,7 +163,7 @@ func (g *Group) LeaseHeld(term uint64, self raft.ServerID, voters []raft.ServerI
 	now := time.Now()
 	g.lease.mu.Lock()
 	defer g.lease.mu.Unlock()
-	return g.lease.tracker.Held(now, term, string(self), ids, g.t.leases.d)
+	return g.lease.tracker.Held(now, term, string(self), ids)
 }
 
 // StartTransfer gives this member's lease up for term and every earlier
@@ -164,14 +191,3 @@ func (g *Group) transferTerm() uint64 {
 	return g.lease.transfer
 }
 
-func (g *Group) setToken(tok lease.Token) {
-	g.lease.mu.Lock()
-	g.lease.token = tok
-	g.lease.mu.Unlock()
-}
-
-func (g *Group) transferToken() lease.Token {
-	g.lease.mu.Lock()
-	defer g.lease.mu.Unlock()
-	return g.lease.token
-}

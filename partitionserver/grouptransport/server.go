@@ -144,18 +144,19 @@ func (sc *serverConn) handle(f frame) bool {
 			defer sc.t.leases.done(f.group)
 		}
 		if req.Kind == lease.TimeoutNow {
-			if g := sc.t.group(f.group); g != nil {
-				// The candidate hands the token on in its votes.
-				g.setToken(tok)
-			}
+			// The candidate hands the token on in its votes.
+			sc.t.leases.setToken(f.group, tok)
 		}
 	}
+	recv := time.Now()
 	resp, rerr, ok, byRaft := sc.deliver(f.group, msg, nil)
 	if !ok {
 		return true
 	}
-	if byRaft && rerr == nil && sc.t.leases.promisedAnswer(f.group, msg, resp) {
-		return sc.respondStatus(f, resp, statusPromised)
+	if byRaft && rerr == nil {
+		if g := sc.t.group(f.group); g != nil && sc.t.leases.promisedAnswer(f.group, msg, resp, recv, g.following) {
+			return sc.respondPromised(f, resp, sc.t.leases.d)
+		}
 	}
 	return sc.respond(f, resp, rerr)
 }
@@ -182,10 +183,12 @@ func (sc *serverConn) respond(f frame, resp any, rerr error) bool {
 	return sc.w.send(b)
 }
 
-// respondStatus answers a successful resp with status (statusPromised).
-func (sc *serverConn) respondStatus(f frame, resp any, status byte) bool {
+// respondPromised answers a successful resp with a promise of d:
+// statusPromised, d in microseconds, then the message.
+func (sc *serverConn) respondPromised(f frame, resp any, d time.Duration) bool {
 	b := getBuf()
-	out, err := encodeResponse(enc(append(startFrame((*b)[:0], f.kind|respFlag, f.group, f.id), status)), resp)
+	e := enc(append(startFrame((*b)[:0], f.kind|respFlag, f.group, f.id), statusPromised)).u(uint64(d / time.Microsecond))
+	out, err := encodeResponse(e, resp)
 	if err != nil {
 		putBuf(b)
 		return sc.respond(f, nil, err)

@@ -103,16 +103,23 @@ func (v *Voter) End() {
 	}
 }
 
-// Promise records that raft answered leader's append of term with success
-// at now, and reports whether the answer carries a promise of Duration d.
-// It does not when a vote or TimeoutNow is pending, nor when the last
-// successful append is more than fresh ago (or there was none): raft may be
-// turning the member into a candidate right now, on the silence before this
-// append, and must not do so behind a promise. fresh must stay well below
-// raft's heartbeat timeout.
-func (v *Voter) Promise(now time.Time, leader string, term uint64, d, fresh time.Duration) bool {
+// Promise records that raft answered, with success, leader's append of
+// term received at recv, and reports whether the answer, given at now,
+// carries a promise of Duration d. It does not when a vote or TimeoutNow
+// is pending, nor when the last successful append was received more than
+// fresh before now (or there was none): raft may be turning the member
+// into a candidate right now, on the silence before this append, and must
+// not do so behind a promise. Receipt times, taken before raft sees an
+// append, are never later than raft's own contact time for it, however
+// long the process stalls in between: a candidacy on the silence before
+// this append needs its raft heartbeat timeout since that time, and fresh
+// must stay below it. The caller also checks, after raft answered, that
+// the member is a follower.
+func (v *Voter) Promise(now, recv time.Time, leader string, term uint64, d, fresh time.Duration) bool {
 	prev := v.lastOK
-	v.lastOK = now
+	if recv.After(v.lastOK) {
+		v.lastOK = recv
+	}
 	if leader == "" || v.pending > 0 || prev.IsZero() || now.Sub(prev) > fresh {
 		return false
 	}
@@ -131,27 +138,30 @@ func (v *Voter) Promised(now time.Time) (Token, bool) {
 	return Token{}, false
 }
 
-// Tracker is one leader's side: when each follower's last promised answer
-// was asked for. The zero value holds no lease. Not safe for concurrent
+// Tracker is one leader's side: until when each follower's last promised
+// answer counts. The zero value holds no lease. Not safe for concurrent
 // use.
 type Tracker struct {
 	term     uint64
-	acks     map[string]time.Time
-	disabled uint64 // terms up to this hold no lease
+	acks     map[string]time.Time // the end of what each follower's promise is counted for
+	disabled uint64               // terms up to this hold no lease
 }
 
-// Ack records that peer answered, with a promise, an append of term this
-// leader sent at sent.
-func (t *Tracker) Ack(peer string, term uint64, sent time.Time) {
-	if term < t.term || term == 0 {
+// Ack records that peer answered, with a promise of promised, an append of
+// term this leader sent at sent; the leader counts it for LeaderShare of
+// the shorter of promised and its own d (a follower configured with a
+// shorter lease promises less).
+func (t *Tracker) Ack(peer string, term uint64, sent time.Time, promised, d time.Duration) {
+	if term < t.term || term == 0 || promised <= 0 || d <= 0 {
 		return
 	}
 	if term > t.term || t.acks == nil {
 		t.term = term
 		t.acks = make(map[string]time.Time, 4)
 	}
-	if sent.After(t.acks[peer]) {
-		t.acks[peer] = sent
+	end := sent.Add(time.Duration(float64(min(promised, d)) * LeaderShare))
+	if end.After(t.acks[peer]) {
+		t.acks[peer] = end
 	}
 }
 
@@ -160,14 +170,12 @@ func (t *Tracker) Ack(peer string, term uint64, sent time.Time) {
 func (t *Tracker) Disable(term uint64) { t.disabled = max(t.disabled, term) }
 
 // Held reports whether self, leading term with voters (the latest
-// configuration's), holds its lease at now under promises of Duration d: a
-// quorum of voters, itself among them, promised on requests sent less than
-// LeaderShare of d ago.
-func (t *Tracker) Held(now time.Time, term uint64, self string, voters []string, d time.Duration) bool {
-	if term == 0 || term != t.term || term <= t.disabled || d <= 0 {
+// configuration's), holds its lease at now: a quorum of voters, itself
+// among them, promised on requests whose counted time has not run out.
+func (t *Tracker) Held(now time.Time, term uint64, self string, voters []string) bool {
+	if term == 0 || term != t.term || term <= t.disabled {
 		return false
 	}
-	limit := time.Duration(float64(d) * LeaderShare)
 	n, in := 0, false
 	for _, v := range voters {
 		if v == self {
@@ -175,7 +183,7 @@ func (t *Tracker) Held(now time.Time, term uint64, self string, voters []string,
 			n++
 			continue
 		}
-		if s, ok := t.acks[v]; ok && now.Sub(s) < limit {
+		if end, ok := t.acks[v]; ok && now.Before(end) {
 			n++
 		}
 	}

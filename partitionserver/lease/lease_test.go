@@ -108,7 +108,7 @@ func TestVoterScripts(t *testing.T) {
 					}
 					continue
 				}
-				if got := v.Promise(at(s.ms), s.append, s.term, d, d); got != s.promise {
+				if got := v.Promise(at(s.ms), at(s.ms), s.append, s.term, d, d); got != s.promise {
 					t.Fatalf("step %d: Promise(%s, term %d) at %d ms = %v, want %v", i, s.append, s.term, s.ms, got, s.promise)
 				}
 			}
@@ -203,14 +203,41 @@ func TestTrackerHeld(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			var tr Tracker
 			for _, a := range c.acks {
-				tr.Ack(a.peer, a.term, at(a.ms))
+				tr.Ack(a.peer, a.term, at(a.ms), d, d)
 			}
 			if c.off > 0 {
 				tr.Disable(c.off)
 			}
-			if got := tr.Held(at(c.ms), c.term, c.self, c.voters, d); got != c.want {
+			if got := tr.Held(at(c.ms), c.term, c.self, c.voters); got != c.want {
 				t.Fatalf("Held = %v, want %v", got, c.want)
 			}
 		})
+	}
+}
+
+// A follower's receipt time, not its answer's, decides freshness: one that
+// stalled between receiving the last append and answering it (its raft
+// counted the contact at receipt) gives no promise on the next.
+func TestVoterFreshnessFromReceipt(t *testing.T) {
+	var v Voter
+	v.Promise(at(0), at(0), "a", 1, d, d)
+	// Received at 10 ms, answered after a 400 ms stall.
+	v.Promise(at(410), at(10), "a", 1, d, d)
+	if v.Promise(at(420), at(415), "a", 1, d, d) {
+		t.Fatal("promised 410 ms after the last receipt before it")
+	}
+	if !v.Promise(at(470), at(465), "a", 1, d, d) {
+		t.Fatal("no promise 55 ms after the last receipt")
+	}
+}
+
+// A follower promising less than the leader's own duration is counted
+// for LeaderShare of its own.
+func TestTrackerCountsTheShorterPromise(t *testing.T) {
+	var tr Tracker
+	tr.Ack("b", 2, at(0), 100*time.Millisecond, d)
+	voters := []string{"a", "b", "c"}
+	if !tr.Held(at(79), 2, "a", voters) || tr.Held(at(80), 2, "a", voters) {
+		t.Fatal("a 100 ms promise should count for 80 ms")
 	}
 }
