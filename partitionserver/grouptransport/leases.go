@@ -190,4 +190,3 @@ func (g *Group) transferTerm() uint64 {
 	defer g.lease.mu.Unlock()
 	return g.lease.transfer
 }
-
