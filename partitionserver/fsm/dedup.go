@@ -37,9 +37,13 @@ const requestTTL = 10 * time.Minute
 const pruneEvery = 1024
 
 func requestKey(tableID uint64, id []byte) []byte {
-	k := make([]byte, 0, 8+len(id))
-	k = binary.BigEndian.AppendUint64(k, tableID)
-	return append(k, id...)
+	return appendRequestKey(make([]byte, 0, 8+len(id)), tableID, id)
+}
+
+// appendRequestKey appends the record key of request id of a table to dst.
+func appendRequestKey(dst []byte, tableID uint64, id []byte) []byte {
+	dst = binary.BigEndian.AppendUint64(dst, tableID)
+	return append(dst, id...)
 }
 
 // requestPK is the PartitionKey a record was written for.
@@ -50,21 +54,22 @@ func requestPK(v []byte) (string, bool) {
 	return string(v[16:]), true
 }
 
-func lookupRequest(tx *bolt.Tx, d *pb.RangeDescriptor, id []byte) (int64, bool) {
-	v := tx.Bucket(bucketRequests).Get(requestKey(d.GetTableId(), id))
-	pk, ok := requestPK(v)
-	if !ok || !InRange(d, pk) {
+// lookupRequest finds the record at key (appendRequestKey) when its
+// PartitionKey belongs to the range d.
+func lookupRequest(tx *bolt.Tx, d *pb.RangeDescriptor, key []byte) (int64, bool) {
+	v := tx.Bucket(bucketRequests).Get(key)
+	if len(v) < 16 || !InRange(d, string(v[16:])) {
 		return 0, false
 	}
 	return int64(binary.BigEndian.Uint64(v)), true
 }
 
-func recordRequest(tx *bolt.Tx, tableID uint64, id []byte, ts, proposed int64, pk string) error {
-	v := make([]byte, 0, 16+len(pk))
-	v = binary.BigEndian.AppendUint64(v, uint64(ts))
-	v = binary.BigEndian.AppendUint64(v, uint64(proposed))
-	v = append(v, pk...)
-	return tx.Bucket(bucketRequests).Put(requestKey(tableID, id), v)
+// appendRequestRecord appends a record's value to dst: the write's
+// Timestamp, its proposal time (the pruning clock) and its PartitionKey.
+func appendRequestRecord(dst []byte, ts, proposed int64, pk string) []byte {
+	dst = binary.BigEndian.AppendUint64(dst, uint64(ts))
+	dst = binary.BigEndian.AppendUint64(dst, uint64(proposed))
+	return append(dst, pk...)
 }
 
 // forEachRequest visits the records of the range's span (key: table id and

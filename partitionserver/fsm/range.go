@@ -56,6 +56,9 @@ type applyCtx struct {
 	merged  []uint64
 	// quiesced is the index of the last QUIESCE marker applied.
 	quiesced uint64
+	// arena holds the keys and values a client write entry hands to
+	// bbolt (write.go, reserve).
+	arena []byte
 }
 
 // created is a range a command created, for the hooks.

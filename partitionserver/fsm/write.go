@@ -1,11 +1,10 @@
 package fsm
 
 import (
+	"bytes"
+	"encoding/binary"
 	"fmt"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
-	"google.golang.org/protobuf/proto"
 
 	"tablestore/internal/edm"
 	"tablestore/internal/keys"
@@ -33,16 +32,20 @@ func nextTimestamp(st *pb.RangeState, proposed int64) int64 {
 }
 
 type pendingWrite struct {
+	key     []byte
 	value   []byte // nil: deleted
 	oldSize int    // size of the stored value before this command, -1 if absent
 }
 
 func applyWrite(c *applyCtx, payload []byte) *Result {
-	var cmd pb.WriteCommand
-	if err := proto.Unmarshal(payload, &cmd); err != nil {
+	cmd, err := unmarshalWrite(payload)
+	if err != nil {
 		return &Result{Err: fmt.Errorf("%w: %v", ErrBadCommand, err)}
 	}
-	return applyWriteCommand(c, &cmd)
+	c.reserve([]*pb.WriteCommand{cmd})
+	res := &Result{}
+	applyWriteCommand(c, cmd, res)
+	return res
 }
 
 // applyWriteBatch applies coalesced writes one after the other in the
@@ -50,35 +53,94 @@ func applyWrite(c *applyCtx, payload []byte) *Result {
 // Result.Batch: a failing write leaves the others' effects in place, as if
 // each had been its own entry.
 func applyWriteBatch(c *applyCtx, payload []byte) *Result {
-	var batch pb.WriteBatchCommand
-	if err := proto.Unmarshal(payload, &batch); err != nil {
+	writes, err := unmarshalWriteBatch(payload)
+	if err != nil {
 		return &Result{Err: fmt.Errorf("%w: %v", ErrBadCommand, err)}
 	}
-	out := &Result{Batch: make([]*Result, len(batch.GetWrites()))}
-	for i, w := range batch.GetWrites() {
-		out.Batch[i] = applyWriteCommand(c, w)
+	c.reserve(writes)
+	// One allocation for the results of every write of the entry.
+	results := make([]Result, len(writes))
+	out := &Result{Batch: make([]*Result, len(writes))}
+	for i, w := range writes {
+		applyWriteCommand(c, w, &results[i])
+		out.Batch[i] = &results[i]
 	}
 	return out
 }
 
-// applyWriteCommand applies one client write.
-func applyWriteCommand(c *applyCtx, cmd *pb.WriteCommand) *Result {
-	if len(cmd.GetOps()) == 0 {
-		return &Result{Err: fmt.Errorf("%w: write without operations", ErrBadCommand)}
+// reserve makes the arena hold what the writes' keys, stamped entities and
+// request records take (the bound edm.Restamp grows by): one allocation
+// per entry instead of several per write. bbolt keeps the slices it is
+// given until the commit, as long as the arena lives anyway.
+func (c *applyCtx) reserve(writes []*pb.WriteCommand) {
+	n := 0
+	for _, w := range writes {
+		ops := w.GetOps()
+		if len(ops) > 0 {
+			// The request record: key and value.
+			n += 8 + len(w.GetRequestId()) + 16 + len(ops[0].GetPartitionKey())
+		}
+		for _, op := range ops {
+			keys := len(op.GetPartitionKey()) + len(op.GetRowKey())
+			// The key (each byte escaped at worst, two terminators) and
+			// Restamp's bound.
+			n += 2*keys + 4 + 2 + 4*binary.MaxVarintLen64 + keys + len(op.GetEntity())
+		}
+	}
+	c.arena = make([]byte, 0, n)
+}
+
+// carved takes b out of the arena when b was appended to the arena's spare
+// room (it shares the arena's capacity), so that later appends do not
+// overwrite it; a b that outgrew the room is a buffer of its own. The
+// result is capped at its length: nothing appends into the arena through
+// it.
+func (c *applyCtx) carved(b []byte, room []byte) []byte {
+	if cap(b) == cap(room) {
+		c.arena = c.arena[:len(c.arena)+len(b)]
+	}
+	return b[:len(b):len(b)]
+}
+
+// room is the arena's spare capacity, to append one buffer to.
+func (c *applyCtx) room() []byte { return c.arena[len(c.arena):len(c.arena)] }
+
+// entityKey is the bbolt key of (pk, rk), carved from the arena.
+func (c *applyCtx) entityKey(pk, rk string) []byte {
+	room := c.room()
+	return c.carved(keys.AppendString(keys.AppendString(room, pk), rk), room)
+}
+
+// pendingIndexAbove is the number of operations above which a write finds
+// the pending value of a key through a map rather than a scan.
+const pendingIndexAbove = 8
+
+// applyWriteCommand applies one client write and puts its outcome in res.
+func applyWriteCommand(c *applyCtx, cmd *pb.WriteCommand, res *Result) {
+	ops := cmd.GetOps()
+	if len(ops) == 0 {
+		res.Err = fmt.Errorf("%w: write without operations", ErrBadCommand)
+		return
 	}
 	desc := c.state.GetRange()
 	if c.state.GetFrozen() {
-		return &Result{Err: &OpError{Index: 0, Err: ErrRangeFrozen}}
+		res.Err = &OpError{Index: 0, Err: ErrRangeFrozen}
+		return
 	}
+	var reqKey []byte
 	if id := cmd.GetRequestId(); len(id) > 0 {
-		if ts, ok := lookupRequest(c.tx, desc, id); ok {
+		room := c.room()
+		reqKey = c.carved(appendRequestKey(room, desc.GetTableId(), id), room)
+		if ts, ok := lookupRequest(c.tx, desc, reqKey); ok {
 			// A retry of a write already applied: its result, not again.
-			return &Result{TimestampUnixNano: ts}
+			res.TimestampUnixNano = ts
+			return
 		}
 	}
 	bucket, err := tableBucket(c.tx, desc.GetTableId(), true)
 	if err != nil {
-		return &Result{Err: err}
+		res.Err = err
+		return
 	}
 	// The timestamp is consumed only when the command succeeds.
 	saved := c.state.GetLastTimestampUnixNano()
@@ -87,25 +149,54 @@ func applyWriteCommand(c *applyCtx, cmd *pb.WriteCommand) *Result {
 
 	// Validate every operation against the stored data plus the command's own
 	// earlier operations before writing anything: a write is all or nothing.
-	pending := make(map[string]*pendingWrite, len(cmd.GetOps()))
-	order := make([]string, 0, len(cmd.GetOps()))
-	for i, op := range cmd.GetOps() {
-		if err := applyOp(bucket, desc, op, stamp, pending, &order); err != nil {
-			c.state.LastTimestampUnixNano = saved
-			return &Result{Err: &OpError{Index: i, Err: err}}
-		}
+	// Nearly every write has one operation: no map for those.
+	var one [1]pendingWrite
+	pending := one[:0]
+	var index map[string]int
+	if len(ops) > pendingIndexAbove {
+		pending = make([]pendingWrite, 0, len(ops))
+		index = make(map[string]int, len(ops))
+	} else if len(ops) > 1 {
+		pending = make([]pendingWrite, 0, len(ops))
 	}
-	for _, k := range order {
-		p := pending[k]
+	for i, op := range ops {
+		if !InRange(desc, op.GetPartitionKey()) {
+			c.state.LastTimestampUnixNano = saved
+			res.Err = &OpError{Index: i, Err: ErrKeyOutOfRange}
+			return
+		}
+		key := c.entityKey(op.GetPartitionKey(), op.GetRowKey())
+		j := findPending(pending, index, key)
+		if j < 0 {
+			old := bucket.Get(key)
+			p := pendingWrite{key: key, value: old, oldSize: -1}
+			if old != nil {
+				p.oldSize = len(old)
+			}
+			pending = append(pending, p)
+			j = len(pending) - 1
+			if index != nil {
+				index[string(key)] = j
+			}
+		}
+		next, err := applyOp(c, op, pending[j].value, stamp)
+		if err != nil {
+			c.state.LastTimestampUnixNano = saved
+			res.Err = &OpError{Index: i, Err: err}
+			return
+		}
+		pending[j].value = next
+	}
+	for _, p := range pending {
 		var err error
 		if p.value == nil {
 			if p.oldSize >= 0 {
-				err = bucket.Delete([]byte(k))
+				err = bucket.Delete(p.key)
 				c.state.EntityCount--
 				c.state.Bytes -= uint64(p.oldSize)
 			}
 		} else {
-			err = bucket.Put([]byte(k), p.value)
+			err = bucket.Put(p.key, p.value)
 			if p.oldSize < 0 {
 				c.state.EntityCount++
 			} else {
@@ -114,15 +205,36 @@ func applyWriteCommand(c *applyCtx, cmd *pb.WriteCommand) *Result {
 			c.state.Bytes += uint64(len(p.value))
 		}
 		if err != nil {
-			return &Result{Err: err}
+			res.Err = err
+			return
 		}
 	}
-	if id := cmd.GetRequestId(); len(id) > 0 {
-		if err := recordRequest(c.tx, desc.GetTableId(), id, ts, cmd.GetProposedUnixNano(), cmd.GetOps()[0].GetPartitionKey()); err != nil {
-			return &Result{Err: err}
+	if reqKey != nil {
+		room := c.room()
+		v := c.carved(appendRequestRecord(room, ts, cmd.GetProposedUnixNano(), ops[0].GetPartitionKey()), room)
+		if err := c.tx.Bucket(bucketRequests).Put(reqKey, v); err != nil {
+			res.Err = err
+			return
 		}
 	}
-	return &Result{TimestampUnixNano: ts}
+	res.TimestampUnixNano = ts
+}
+
+// findPending is the position of key among the write's pending values, -1
+// if absent.
+func findPending(pending []pendingWrite, index map[string]int, key []byte) int {
+	if index != nil {
+		if j, ok := index[string(key)]; ok {
+			return j
+		}
+		return -1
+	}
+	for j := range pending {
+		if bytes.Equal(pending[j].key, key) {
+			return j
+		}
+	}
+	return -1
 }
 
 // ValidateOps checks the entities of a write before it is proposed: the
@@ -146,74 +258,56 @@ func ValidateOps(ops []*pb.EntityOp) error {
 	return nil
 }
 
-func applyOp(bucket *bolt.Bucket, desc *pb.RangeDescriptor, op *pb.EntityOp, stamp time.Time,
-	pending map[string]*pendingWrite, order *[]string) error {
-	if !InRange(desc, op.GetPartitionKey()) {
-		return ErrKeyOutOfRange
-	}
-	key := string(keys.Encode(op.GetPartitionKey(), op.GetRowKey()))
-	p, seen := pending[key]
-	if !seen {
-		old := bucket.Get([]byte(key))
-		p = &pendingWrite{value: old, oldSize: -1}
-		if old != nil {
-			p.oldSize = len(old)
-		}
-	}
-	cur := p.value
+// applyOp returns the value op leaves for its key, given the key's current
+// value cur (nil: absent): nil deletes it.
+func applyOp(c *applyCtx, op *pb.EntityOp, cur []byte, stamp time.Time) ([]byte, error) {
 	kind := op.GetKind()
 
 	mustExist := kind == pb.OpKind_OP_KIND_REPLACE || kind == pb.OpKind_OP_KIND_MERGE || kind == pb.OpKind_OP_KIND_DELETE
 	switch {
 	case kind == pb.OpKind_OP_KIND_INSERT && cur != nil:
-		return ErrEntityExists
+		return nil, ErrEntityExists
 	case mustExist && cur == nil:
-		return ErrEntityNotFound
+		return nil, ErrEntityNotFound
 	}
 	var existing *edm.Entity
 	if cur != nil && (kind == pb.OpKind_OP_KIND_MERGE || kind == pb.OpKind_OP_KIND_INSERT_OR_MERGE || (!op.GetIfMatchAny() && op.GetIfMatchUnixNano() != 0)) {
 		var err error
 		if existing, err = edm.UnmarshalBinary(cur); err != nil {
-			return err
+			return nil, err
 		}
 		if !op.GetIfMatchAny() && op.GetIfMatchUnixNano() != 0 && existing.Timestamp.UnixNano() != op.GetIfMatchUnixNano() {
-			return ErrConditionFailed
+			return nil, ErrConditionFailed
 		}
 	}
 
-	var next []byte
 	switch kind {
 	case pb.OpKind_OP_KIND_DELETE:
-		next = nil
+		return nil, nil
 	case pb.OpKind_OP_KIND_INSERT, pb.OpKind_OP_KIND_REPLACE, pb.OpKind_OP_KIND_MERGE,
 		pb.OpKind_OP_KIND_INSERT_OR_REPLACE, pb.OpKind_OP_KIND_INSERT_OR_MERGE:
 		if existing == nil || (kind != pb.OpKind_OP_KIND_MERGE && kind != pb.OpKind_OP_KIND_INSERT_OR_MERGE) {
 			// The leader validated the entity before proposing
 			// (ValidateOps): stamp it without decoding it.
-			var err error
-			if next, err = edm.Restamp(nil, op.GetEntity(), op.GetPartitionKey(), op.GetRowKey(), stamp); err != nil {
-				return fmt.Errorf("%w: %v", ErrInvalidEntity, err)
+			room := c.room()
+			next, err := edm.Restamp(room, op.GetEntity(), op.GetPartitionKey(), op.GetRowKey(), stamp)
+			if err != nil {
+				return nil, fmt.Errorf("%w: %v", ErrInvalidEntity, err)
 			}
-			break
+			return c.carved(next, room), nil
 		}
 		e, err := edm.UnmarshalBinary(op.GetEntity())
 		if err != nil {
-			return fmt.Errorf("%w: %v", ErrInvalidEntity, err)
+			return nil, fmt.Errorf("%w: %v", ErrInvalidEntity, err)
 		}
 		existing.MergeFrom(e)
 		e = existing
 		e.PartitionKey, e.RowKey, e.Timestamp = op.GetPartitionKey(), op.GetRowKey(), stamp
 		if err := e.Validate(); err != nil {
-			return err
+			return nil, err
 		}
-		next = edm.MarshalBinary(e)
+		return edm.MarshalBinary(e), nil
 	default:
-		return fmt.Errorf("%w: operation kind %v", ErrBadCommand, kind)
+		return nil, fmt.Errorf("%w: operation kind %v", ErrBadCommand, kind)
 	}
-	if !seen {
-		pending[key] = p
-		*order = append(*order, key)
-	}
-	p.value = next
-	return nil
 }

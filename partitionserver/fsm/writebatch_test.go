@@ -2,10 +2,13 @@ package fsm
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/hashicorp/raft"
 
+	"tablestore/internal/edm"
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -69,5 +72,81 @@ func TestWriteBatchAppliesEachWriteOnItsOwn(t *testing.T) {
 	}
 	if got := r.State().GetEntityCount(); got != 3 {
 		t.Errorf("entity count = %d, want 3", got)
+	}
+}
+
+// TestWriteOpsOnOneKey: the operations of one write that touch the same key
+// see each other's effects, whether the write finds its pending values by a
+// scan (few operations) or through a map (more than pendingIndexAbove), and
+// a failing operation leaves nothing of the write behind.
+func TestWriteOpsOnOneKey(t *testing.T) {
+	v1 := entityBytes(t, map[string]edm.Value{"A": {Type: edm.TypeInt32, Int: 1}})
+	v2 := entityBytes(t, map[string]edm.Value{"B": {Type: edm.TypeString, Str: "x"}})
+	ins := func(rk string, v []byte) *pb.EntityOp { return op(pb.OpKind_OP_KIND_INSERT, "p", rk, v) }
+	many := func(n int, more ...*pb.EntityOp) []*pb.EntityOp {
+		var ops []*pb.EntityOp
+		for i := range n {
+			ops = append(ops, ins(fmt.Sprintf("r%02d", i), v1))
+		}
+		return append(ops, more...)
+	}
+	cases := []struct {
+		name    string
+		ops     []*pb.EntityOp
+		errAt   int // -1: none
+		wantErr error
+		stored  map[string][]string // row key -> property names
+	}{
+		{"insert then merge", []*pb.EntityOp{ins("r", v1), op(pb.OpKind_OP_KIND_MERGE, "p", "r", v2)}, -1, nil,
+			map[string][]string{"r": {"A", "B"}}},
+		{"insert then delete", []*pb.EntityOp{ins("r", v1), op(pb.OpKind_OP_KIND_DELETE, "p", "r", nil), ins("s", v2)}, -1, nil,
+			map[string][]string{"s": {"B"}}},
+		{"insert twice", []*pb.EntityOp{ins("r", v1), ins("r", v2)}, 1, ErrEntityExists, nil},
+		{"many, merge and delete among them", many(10, op(pb.OpKind_OP_KIND_MERGE, "p", "r03", v2), op(pb.OpKind_OP_KIND_DELETE, "p", "r05", nil),
+			op(pb.OpKind_OP_KIND_INSERT_OR_REPLACE, "p", "r07", v2)), -1, nil,
+			map[string][]string{"r00": {"A"}, "r01": {"A"}, "r02": {"A"}, "r03": {"A", "B"}, "r04": {"A"}, "r06": {"A"},
+				"r07": {"B"}, "r08": {"A"}, "r09": {"A"}}},
+		{"many, one inserted twice", many(10, ins("r04", v2)), 10, ErrEntityExists, nil},
+		{"many, one out of the range", many(10, op(pb.OpKind_OP_KIND_INSERT, "zz", "r", v1)), 10, ErrKeyOutOfRange, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, r := openTestRange(t, &pb.RangeDescriptor{RangeId: 1, TableId: 7, End: "q", Generation: 1})
+			a := &applier{t: t, r: r, clock: 1_000_000_000}
+			res := a.apply(tc.ops...)
+			var oe *OpError
+			switch {
+			case tc.errAt < 0 && res.Err != nil:
+				t.Fatalf("err = %v", res.Err)
+			case tc.errAt >= 0 && (!errors.As(res.Err, &oe) || oe.Index != tc.errAt || !errors.Is(res.Err, tc.wantErr)):
+				t.Fatalf("err = %v, want operation %d: %v", res.Err, tc.errAt, tc.wantErr)
+			}
+			var size uint64
+			for rk, names := range tc.stored {
+				b, err := r.Get("p", rk)
+				if err != nil {
+					t.Fatalf("%s: %v", rk, err)
+				}
+				size += uint64(len(b))
+				e, err := edm.UnmarshalBinary(b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got []string
+				for _, p := range e.Properties {
+					got = append(got, p.Name)
+				}
+				if !slices.Equal(got, names) || e.RowKey != rk || e.Timestamp.UnixNano() != res.TimestampUnixNano {
+					t.Errorf("%s: properties %v, row key %q, Timestamp %d; want %v, %q, %d", rk, got, e.RowKey, e.Timestamp.UnixNano(), names, rk, res.TimestampUnixNano)
+				}
+			}
+			st := r.State()
+			if st.GetEntityCount() != uint64(len(tc.stored)) || st.GetBytes() != size {
+				t.Errorf("state: %d entities, %d bytes; want %d, %d", st.GetEntityCount(), st.GetBytes(), len(tc.stored), size)
+			}
+			if tc.errAt >= 0 && st.GetLastTimestampUnixNano() != 0 {
+				t.Errorf("a failed write consumed a timestamp: %d", st.GetLastTimestampUnixNano())
+			}
+		})
 	}
 }
