@@ -378,7 +378,7 @@ func (st *decodeState) str() ([]byte, error) {
 	d := st.data
 	start := st.pos + 1
 	ascii := true
-	for i := start; i < len(d); i++ {
+	for i := plainEnd(d, start); i < len(d); i = plainEnd(d, i+1) {
 		switch c := d[i]; {
 		case c == '"':
 			if !ascii && !utf8.Valid(d[start:i]) {
