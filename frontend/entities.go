@@ -69,6 +69,25 @@ func (s *Server) decodeEntity(rc *reqCtx, rt *route) (*edm.Entity, error) {
 	return checkEntity(e, hasPK, hasRK, rt)
 }
 
+// decodeInsert is decodeEntity for an insert, which also needs the
+// entity's binary form: both come from edm.DecodeJSONKeysBinary, the
+// entity's strings pointing into the binary form.
+func (s *Server) decodeInsert(rc *reqCtx) (*edm.Entity, []byte, error) {
+	buf, err := s.readBody(rc)
+	if err != nil {
+		return nil, nil, err
+	}
+	e, bin, hasPK, hasRK, err := edm.DecodeJSONKeysBinary(buf.b)
+	putBuf(buf) // neither the entity nor bin aliases the buffer
+	if err != nil {
+		return nil, nil, err
+	}
+	if e, err = checkEntity(e, hasPK, hasRK, nil); err != nil { // changes nothing of e: bin still encodes it
+		return nil, nil, err
+	}
+	return e, bin, nil
+}
+
 // checkEntity applies the key rules of decodeEntity to a decoded body and
 // validates the entity against Azure's limits.
 func checkEntity(e *edm.Entity, hasPK, hasRK bool, rt *route) (*edm.Entity, error) {
@@ -91,7 +110,7 @@ func checkEntity(e *edm.Entity, hasPK, hasRK bool, rt *route) (*edm.Entity, erro
 
 // insertEntity is Insert Entity: POST /t with the entity.
 func (s *Server) insertEntity(ctx context.Context, w http.ResponseWriter, rc *reqCtx, table string) error {
-	e, err := s.decodeEntity(rc, nil)
+	e, bin, err := s.decodeInsert(rc)
 	if err != nil {
 		return err
 	}
@@ -106,7 +125,7 @@ func (s *Server) insertEntity(ctx context.Context, w http.ResponseWriter, rc *re
 	ops := new(insertOps) // the op and its one-element list in one allocation
 	ops.op.Kind = pb.OpKind_OP_KIND_INSERT
 	ops.op.PartitionKey, ops.op.RowKey = e.PartitionKey, e.RowKey
-	ops.op.Entity = edm.MarshalBinary(e)
+	ops.op.Entity = bin
 	ops.list[0] = &ops.op
 	ts, err := s.backend.Write(ctx, s.tableID(rc.account, table), e.PartitionKey, ops.list[:])
 	if err != nil {
