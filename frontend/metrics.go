@@ -3,6 +3,7 @@ package frontend
 import (
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -61,13 +62,49 @@ func instrument(next http.Handler) http.Handler {
 		if code == 0 {
 			code = http.StatusOK
 		}
-		method := r.Method
-		switch method {
-		case http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions, "MERGE", http.MethodHead:
-		default:
-			method = "other"
-		}
-		requestSeconds.WithLabelValues(method).Observe(time.Since(start).Seconds())
-		requestsTotal.WithLabelValues(method, strconv.Itoa(code)).Inc()
+		m := methodSlot(r.Method)
+		requestObserver(m).Observe(time.Since(start).Seconds())
+		requestCounter(m, code).Inc()
 	})
+}
+
+// countedMethods are the method labels; any other method is "other".
+var countedMethods = [...]string{"other", http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch,
+	http.MethodDelete, http.MethodOptions, "MERGE", http.MethodHead}
+
+func methodSlot(method string) int {
+	for i := 1; i < len(countedMethods); i++ {
+		if countedMethods[i] == method {
+			return i
+		}
+	}
+	return 0
+}
+
+// The series of requestSeconds and requestsTotal, looked up once each:
+// WithLabelValues hashes its labels and takes the vector's lock, and the
+// code's label was a string allocated per request. Series are still
+// created on first use, so /metrics lists only those seen.
+var (
+	requestObservers sync.Map // method slot → prometheus.Observer
+	requestCounters  sync.Map // counterKey → prometheus.Counter
+)
+
+type counterKey struct{ method, code int }
+
+func requestObserver(method int) prometheus.Observer {
+	if o, ok := requestObservers.Load(method); ok {
+		return o.(prometheus.Observer)
+	}
+	o, _ := requestObservers.LoadOrStore(method, requestSeconds.WithLabelValues(countedMethods[method]))
+	return o.(prometheus.Observer)
+}
+
+func requestCounter(method, code int) prometheus.Counter {
+	k := counterKey{method, code}
+	if c, ok := requestCounters.Load(k); ok {
+		return c.(prometheus.Counter)
+	}
+	c, _ := requestCounters.LoadOrStore(k, requestsTotal.WithLabelValues(countedMethods[method], strconv.Itoa(code)))
+	return c.(prometheus.Counter)
 }

@@ -176,18 +176,26 @@ func (s *Server) baseURL(rc *reqCtx) string {
 	if rc.base != "" {
 		return rc.base
 	}
-	scheme := "http://"
-	if rc.r.TLS != nil {
-		scheme = "https://"
-	}
-	if rc.hostStyle {
-		rc.base = scheme + rc.r.Host
-	} else if rc.secondary {
-		rc.base = scheme + rc.r.Host + "/" + rc.account + secondarySuffix
-	} else {
-		rc.base = scheme + rc.r.Host + "/" + rc.account
-	}
+	rc.base = string(appendBaseURL(nil, rc))
 	return rc.base
+}
+
+// appendBaseURL appends the service root of baseURL to b.
+func appendBaseURL(b []byte, rc *reqCtx) []byte {
+	if rc.r.TLS != nil {
+		b = append(b, "https://"...)
+	} else {
+		b = append(b, "http://"...)
+	}
+	b = append(b, rc.r.Host...)
+	if !rc.hostStyle {
+		b = append(b, '/')
+		b = append(b, rc.account...)
+		if rc.secondary {
+			b = append(b, secondarySuffix...)
+		}
+	}
+	return b
 }
 
 // serveHTTP is the single entry point: common headers, panic recovery,

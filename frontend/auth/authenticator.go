@@ -58,6 +58,11 @@ type Authenticator struct {
 	now      func() time.Time
 	policies PolicyLookup
 	oauth    bool
+	// sharedKey holds the principals a SharedKey and a SharedKeyLite
+	// signature of each account authenticate as: they carry nothing of
+	// the request, and a Principal is never changed once returned, so
+	// one each serves every request instead of an allocation per request.
+	sharedKey map[string]*[2]Principal
 
 	// lastDate is the request date parsed last: every request of one
 	// second carries the same string, and parsing it was a visible part
@@ -89,6 +94,13 @@ func NewAuthenticator(acct Account, opts Options) *Authenticator {
 	for _, ac := range append([]Account{acct}, opts.Accounts...) {
 		if ac.Name != "" && len(ac.Key) > 0 {
 			a.keys[ac.Name] = append(a.keys[ac.Name], ac.Key)
+		}
+	}
+	a.sharedKey = make(map[string]*[2]Principal, len(a.keys))
+	for name := range a.keys {
+		a.sharedKey[name] = &[2]Principal{
+			{kind: PrincipalSharedKey, account: name, scheme: SchemeSharedKey},
+			{kind: PrincipalSharedKey, account: name, scheme: SchemeSharedKeyLite},
 		}
 	}
 	if a.skew <= 0 {

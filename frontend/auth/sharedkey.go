@@ -25,10 +25,13 @@ const (
 type sharedKeyHeader struct {
 	scheme    string
 	account   string
-	signature []byte
+	signature [sha256.Size]byte // an array: decoding allocated per request
 }
 
-var errNoAuthorization = errors.New("no Authorization header")
+var (
+	errNoAuthorization    = errors.New("no Authorization header")
+	errMalformedSignature = errors.New("malformed Authorization header: signature is not a base64 HMAC-SHA256")
+)
 
 // parseAuthorization is deliberately strict about the shape (one scheme we
 // know, a non-empty account, a well-formed SHA-256 MAC) so that garbage is
@@ -49,11 +52,20 @@ func parseAuthorization(h string) (sharedKeyHeader, error) {
 	if !ok || account == "" || sig == "" {
 		return sharedKeyHeader{}, errors.New("malformed Authorization header: want <account>:<signature>")
 	}
-	raw, err := base64.StdEncoding.DecodeString(sig)
-	if err != nil || len(raw) != sha256.Size {
-		return sharedKeyHeader{}, errors.New("malformed Authorization header: signature is not a base64 HMAC-SHA256")
+	// Decoded on the stack: a MAC's 44 characters, and anything up to 64
+	// (which cannot decode to 32 bytes either), fit the arrays.
+	var src [64]byte
+	var raw [48]byte
+	if len(sig) > len(src) {
+		return sharedKeyHeader{}, errMalformedSignature
 	}
-	return sharedKeyHeader{scheme: scheme, account: account, signature: raw}, nil
+	n, err := base64.StdEncoding.Decode(raw[:], src[:copy(src[:], sig)])
+	if err != nil || n != sha256.Size {
+		return sharedKeyHeader{}, errMalformedSignature
+	}
+	hdr := sharedKeyHeader{scheme: scheme, account: account}
+	copy(hdr.signature[:], raw[:n])
+	return hdr, nil
 }
 
 // requestDate follows the Table service rule: x-ms-date wins over Date so
@@ -198,12 +210,22 @@ func signatureMatches(r *http.Request, hdr sharedKeyHeader, keys [][]byte, date,
 	b = append(b, account...)
 	b = append(b, path...)
 	b = append(b, comp...)
-	ok := anyKeyMatchesBytes(keys, b, hdr.signature)
+	ok := anyKeyMatchesBytes(keys, b, hdr.signature[:])
 	if cap(b) <= maxPooledSTS {
 		*bp = b[:0]
 		stsBufs.Put(bp)
 	}
 	return ok
+}
+
+// sharedKeyPrincipal is the Principal of a verified SharedKey or
+// SharedKeyLite signature of account, one of a.sharedKey's.
+func (a *Authenticator) sharedKeyPrincipal(account, scheme string) *Principal {
+	p := a.sharedKey[account] // verified with one of its keys, so present
+	if scheme == SchemeSharedKey {
+		return &p[0]
+	}
+	return &p[1]
 }
 
 // stsBufs are the buffers signatureMatches builds strings to sign in;
@@ -249,13 +271,13 @@ func (a *Authenticator) verifySharedKey(r *http.Request, hdr sharedKeyHeader, ac
 		checked = true
 		if paths == nil {
 			if signatureMatches(r, hdr, keys, date, account, first, comp) {
-				return &Principal{kind: PrincipalSharedKey, account: account, scheme: hdr.scheme}, nil
+				return a.sharedKeyPrincipal(account, hdr.scheme), nil
 			}
 			paths = candidatePaths(r, account)
 		}
 		for _, p := range paths {
 			if signatureMatches(r, hdr, keys, date, account, p, comp) {
-				return &Principal{kind: PrincipalSharedKey, account: account, scheme: hdr.scheme}, nil
+				return a.sharedKeyPrincipal(account, hdr.scheme), nil
 			}
 		}
 	}

@@ -1,6 +1,7 @@
 package edm
 
 import (
+	"strings"
 	"testing"
 )
 
@@ -87,5 +88,39 @@ func BenchmarkValidate(b *testing.B) {
 		if err := e.Validate(); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// benchPayloadJSON is the bench tool's insert body (bench/scenarios.go): a
+// ~1 KiB ASCII string, an Int32 and a DateTime, keys sorted as
+// encoding/json writes a map.
+func benchPayloadJSON() []byte {
+	return []byte(`{"N":42,"PartitionKey":"p-0123","Payload":"` + strings.Repeat("x", 924) +
+		`","RowKey":"w3-000000123456","When":"2024-01-02T03:04:05Z","When@odata.type":"Edm.DateTime"}`)
+}
+
+func BenchmarkDecodeJSONPayload(b *testing.B) {
+	body := benchPayloadJSON()
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := DecodeJSON(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkAppendJSONPayload(b *testing.B) {
+	e, err := DecodeJSON(benchPayloadJSON())
+	if err != nil {
+		b.Fatal(err)
+	}
+	e.Timestamp = mustTime("2024-01-02T03:04:05.1234567Z")
+	opts := EncodeOptions{Table: "mytable", Account: "devstoreaccount1", BaseURL: base, Element: true}
+	buf := AppendJSON(nil, e, opts)
+	b.SetBytes(int64(len(buf)))
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = AppendJSON(buf[:0], e, opts)
 	}
 }

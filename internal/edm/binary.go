@@ -111,6 +111,40 @@ func UnmarshalBinaryOwned(b []byte) (*Entity, error) {
 	return unmarshalBinary(b, unsafe.String(unsafe.SliceData(b), len(b)))
 }
 
+// pointInto points e's strings at their copies in b, which is
+// AppendBinary's encoding of e: afterwards e holds nothing of the memory
+// its strings were in before. b must never change.
+func pointInto(e *Entity, b []byte) {
+	r := binReader{b: b, s: unsafe.String(unsafe.SliceData(b), len(b)), pos: 2}
+	e.PartitionKey, _ = r.str()
+	e.RowKey, _ = r.str()
+	if !e.Timestamp.IsZero() {
+		r.time()
+	}
+	r.uvarint() // the property count
+	for i := range e.Properties {
+		p := &e.Properties[i]
+		p.Name, _ = r.str()
+		r.pos++ // the type byte
+		switch p.Value.Type {
+		case TypeString, TypeGuid:
+			p.Value.Str, _ = r.str()
+		case TypeBinary:
+			if n, ok := r.uvarint(); ok {
+				r.pos += int(n)
+			}
+		case TypeBoolean:
+			r.pos++
+		case TypeDateTime:
+			r.time()
+		case TypeDouble:
+			r.pos += 8
+		case TypeInt32, TypeInt64:
+			r.varint()
+		}
+	}
+}
+
 // unmarshalBinary decodes b, slicing every string field of s, which holds
 // the same bytes.
 func unmarshalBinary(b []byte, s string) (*Entity, error) {

@@ -17,6 +17,7 @@ func FuzzDecodeJSON(f *testing.F) {
 	f.Add([]byte(`{"d":"NaN","d@odata.type":"Edm.Double","t":"2024-01-02T03:04:05.5+02:00","t@odata.type":"Edm.DateTime","b":"aGk=","b@odata.type":"Edm.Binary"}`))
 	f.Add([]byte("\xEF\xBB\xBF{\"\\u00e9\\ud83d\\ude00\":\"\\ud800\",\"odata.x\":[{\"a\":[]}],\"Timestamp\":5}"))
 	f.Fuzz(func(t *testing.T, data []byte) {
+		checkDecodeBinary(t, data)
 		e, hasPK, hasRK, err := DecodeJSONKeys(data)
 		if err != nil {
 			if e != nil || !errors.Is(err, ErrInvalidInput) && !errors.Is(err, ErrTooManyProperties) {

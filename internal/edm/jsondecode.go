@@ -9,11 +9,11 @@ import (
 	"slices"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // maxMembers bounds the members of a request body. Azure allows 255
@@ -74,6 +74,28 @@ func DecodeJSONKeys(data []byte) (e *Entity, hasPartitionKey, hasRowKey bool, er
 	return e, hasPartitionKey, hasRowKey, nil
 }
 
+// DecodeJSONKeysBinary is DecodeJSONKeys that also returns the entity's
+// binary form, MarshalBinary(e), for an insert, which needs both: the
+// entity's strings point into bin instead of into an allocation of their
+// own (they are gathered in a pooled buffer first). bin must never change
+// (as with UnmarshalBinaryOwned); changing e's fields is fine, but then bin
+// no longer encodes e.
+func DecodeJSONKeysBinary(data []byte) (e *Entity, bin []byte, hasPartitionKey, hasRowKey bool, err error) {
+	st := decodePool.Get().(*decodeState)
+	st.data, st.borrow = data, true
+	e, err = st.decode()
+	if err == nil {
+		bin = MarshalBinary(e)
+		pointInto(e, bin)
+	}
+	hasPartitionKey, hasRowKey = st.hasPK, st.hasRK
+	st.release() // the arena goes back to the pool: nothing of e is in it now
+	if err != nil {
+		return nil, nil, false, false, err
+	}
+	return e, bin, hasPartitionKey, hasRowKey, nil
+}
+
 type jkind uint8
 
 const (
@@ -119,6 +141,12 @@ type decodeState struct {
 	pk, rk                 []byte
 	hasPK, hasRK           bool
 	seenPK, seenRK, seenTS bool
+
+	// borrow makes build put the entity's strings in arena, which stays
+	// with the pooled state: DecodeJSONKeysBinary points them at the
+	// binary form before the state is released.
+	borrow bool
+	arena  []byte
 }
 
 var decodePool = sync.Pool{New: func() any { return new(decodeState) }}
@@ -126,8 +154,8 @@ var decodePool = sync.Pool{New: func() any { return new(decodeState) }}
 func (st *decodeState) release() {
 	clear(st.fields)
 	clear(st.anns)
-	big := cap(st.fields) > 1024 || cap(st.anns) > 1024 || cap(st.scratch) > 1<<16
-	*st = decodeState{fields: st.fields[:0], anns: st.anns[:0], scratch: st.scratch[:0], order: st.order[:0]}
+	big := cap(st.fields) > 1024 || cap(st.anns) > 1024 || cap(st.scratch) > 1<<16 || cap(st.arena) > 1<<16
+	*st = decodeState{fields: st.fields[:0], anns: st.anns[:0], scratch: st.scratch[:0], order: st.order[:0], arena: st.arena[:0]}
 	if !big {
 		decodePool.Put(st)
 	}
@@ -378,7 +406,7 @@ func (st *decodeState) str() ([]byte, error) {
 	d := st.data
 	start := st.pos + 1
 	ascii := true
-	for i := start; i < len(d); i++ {
+	for i := plainEnd(d, start); i < len(d); i = plainEnd(d, i+1) {
 		switch c := d[i]; {
 		case c == '"':
 			if !ascii && !utf8.Valid(d[start:i]) {
@@ -619,6 +647,12 @@ func (st *decodeState) resolve() error {
 	return nil
 }
 
+// arena collects an entity's names and string values (build).
+type arena struct{ b []byte }
+
+func (a *arena) Len() int       { return len(a.b) }
+func (a *arena) Write(p []byte) { a.b = append(a.b, p...) }
+
 // build converts the fields into the entity. All names and string values
 // are copied into one string and all binary values into one byte slice, so
 // an entity costs a handful of allocations however many properties it has.
@@ -642,8 +676,15 @@ func (st *decodeState) build() (*Entity, error) {
 		}
 	}
 
-	var sb strings.Builder
-	sb.Grow(strSize)
+	var sb arena
+	if st.borrow && cap(st.arena) >= strSize {
+		sb.b = st.arena[:0]
+	} else {
+		sb.b = make([]byte, 0, strSize)
+		if st.borrow {
+			st.arena = sb.b
+		}
+	}
 	sb.Write(st.pk)
 	sb.Write(st.rk)
 	var bin []byte
@@ -674,7 +715,10 @@ func (st *decodeState) build() (*Entity, error) {
 		props = append(props, Property{Value: v})
 	}
 
-	all := sb.String()
+	// sb.b is never written again: in its own allocation it is the
+	// entity's, and a borrowed arena is left only after
+	// DecodeJSONKeysBinary has pointed every string elsewhere.
+	all := unsafe.String(unsafe.SliceData(sb.b), len(sb.b))
 	e := &Entity{
 		PartitionKey: all[:len(st.pk)],
 		RowKey:       all[len(st.pk) : len(st.pk)+len(st.rk)],
@@ -725,7 +769,7 @@ func mismatch(f *jfield) error {
 
 // convert turns one field into a Value. String payloads are written to sb;
 // their position is recorded in f and filled in once sb is final.
-func convert(f *jfield, sb *strings.Builder) (Value, error) {
+func convert(f *jfield, sb *arena) (Value, error) {
 	setStr := func(b []byte) {
 		f.strOff, f.strLen, f.strVal = sb.Len(), len(b), true
 		sb.Write(b)

@@ -352,12 +352,8 @@ func appendJSONString(dst []byte, s string) []byte {
 // is always valid JSON.
 func appendJSONStringBody(dst []byte, s string) []byte {
 	start := 0
-	for i := 0; i < len(s); {
+	for i := plainEnd(s, 0); i < len(s); i = plainEnd(s, i) {
 		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
-			i++
-			continue
-		}
 		if c >= utf8.RuneSelf {
 			r, size := utf8.DecodeRuneInString(s[i:])
 			if r != utf8.RuneError || size != 1 {
