@@ -154,8 +154,12 @@ var decodePool = sync.Pool{New: func() any { return new(decodeState) }}
 func (st *decodeState) release() {
 	clear(st.fields)
 	clear(st.anns)
-	big := cap(st.fields) > 1024 || cap(st.anns) > 1024 || cap(st.scratch) > 1<<16 || cap(st.arena) > 1<<16
-	*st = decodeState{fields: st.fields[:0], anns: st.anns[:0], scratch: st.scratch[:0], order: st.order[:0], arena: st.arena[:0]}
+	big := cap(st.fields) > 1024 || cap(st.anns) > 1024 || cap(st.scratch) > 1<<16
+	arena := st.arena[:0]
+	if cap(arena) > 1<<16 {
+		arena = nil // one large insert's arena, not the state's other buffers
+	}
+	*st = decodeState{fields: st.fields[:0], anns: st.anns[:0], scratch: st.scratch[:0], order: st.order[:0], arena: arena}
 	if !big {
 		decodePool.Put(st)
 	}
