@@ -192,7 +192,7 @@ func openReplica(d replicaDeps, sl *slot, bootstrap bool, voters []raft.Server, 
 		return nil, fmt.Errorf("partitionserver: start range %d: %w", id, err)
 	}
 	// Read-lease promises only from a follower (grouptransport's leases).
-	transport.SetFollowing(func() bool { return r.State() == raft.Follower })
+	transport.SetFollowing(func(term uint64) bool { return r.State() == raft.Follower && r.CurrentTerm() == term })
 	rep := &replica{
 		id: id, serverID: d.serverID, logger: logger, fsm: rfsm, raft: r,
 		transport: transport, logStore: logStore, snaps: snaps, dir: dir,

@@ -79,7 +79,10 @@ type Server struct {
 	rangeLocks   map[uint64]*rangeLock
 	closed       bool
 	started      atomic.Bool // Start succeeded; a failed Start released what it opened
-	health       healthState
+	// startedAt is when Start opened the Raft transport: no vote is
+	// admitted for a read lease after it (grouptransport's leases).
+	startedAt time.Time
+	health    healthState
 	// report is the heartbeat loop's own state (heartbeat.go).
 	report reportState
 	// stateCommits and logSyncs time the state file's commits and the
@@ -194,9 +197,10 @@ func (s *Server) Start() (err error) {
 	if s.creds != nil {
 		dial = s.creds.DialContext
 	}
+	s.startedAt = time.Now()
 	s.raftNet = grouptransport.New(grouptransport.Config{Listener: s.creds.Listener(raftLn), Dial: dial,
 		LocalAddr: advertise, Timeout: raftRPCTimeout, Logger: s.logger, Dormant: s,
-		LeaseDuration: s.cfg.ReadLease})
+		LeaseDuration: s.cfg.ReadLease, Started: s.startedAt})
 	cleanup = append(cleanup, func() { s.raftNet.Close() })
 	if s.grpcLn, err = net.Listen("tcp", s.cfg.GRPCAddr); err != nil {
 		return fmt.Errorf("partitionserver: --grpc-addr %s: %w", s.cfg.GRPCAddr, err)

@@ -585,7 +585,7 @@ func (g *Group) Campaign(limit time.Duration) error {
 	defer t.Stop()
 	// Against a lease promise this member gave, a campaign is refused as
 	// any other member's would be (its votes would carry no token).
-	pending, err := g.t.leases.admit(g.id, lease.Request{Kind: lease.TimeoutNow})
+	pending, err := g.t.leases.admit(g.id, lease.Request{Kind: lease.TimeoutNow}, 0)
 	if err != nil {
 		return fmt.Errorf("grouptransport: campaign of group %d: %w", g.id, err)
 	}

@@ -201,7 +201,7 @@ func (c *testCluster) startGroup(i int, id uint64, voters []int, fsm *listFSM) {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	g.SetFollowing(func() bool { return r.State() == raft.Follower })
+	g.SetFollowing(func(term uint64) bool { return r.State() == raft.Follower && r.CurrentTerm() == term })
 	n.rafts[id], n.fsms[id] = r, fsm
 }
 

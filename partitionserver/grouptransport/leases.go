@@ -1,11 +1,13 @@
 package grouptransport
 
 import (
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"tablestore/partitionserver/lease"
 )
@@ -32,9 +34,10 @@ func newLeases(d time.Duration, started time.Time) *leases {
 	if started.IsZero() {
 		started = time.Now()
 	}
-	// fresh: the silence after which the next append gets no promise, as
-	// raft may be starting an election on it (lease.Voter.Promise). d is
-	// at most half of raft's heartbeat timeout (partitionserver's Config).
+	// fresh (the silence after which the next append gets no promise, as
+	// raft may be starting an election on it: lease.Voter.Promise) is d,
+	// which is at most half of raft's heartbeat timeout (partitionserver's
+	// Config).
 	return &leases{d: d, fresh: d, started: started, voters: map[uint64]*lease.Voter{}, tokens: map[uint64]lease.Token{}}
 }
 
@@ -47,35 +50,52 @@ func (l *leases) voter(group uint64) *lease.Voter {
 	return v
 }
 
-// leaseRequest is the admission question msg asks, if any.
-func leaseRequest(msg any, tok lease.Token) (lease.Request, bool) {
+// leaseRequest is the admission question msg asks, if any, and the term
+// it asks in (0 for a TimeoutNow).
+func leaseRequest(msg any, tok lease.Token) (lease.Request, uint64, bool) {
 	switch m := msg.(type) {
 	case *raft.RequestPreVoteRequest:
-		return lease.Request{Kind: lease.PreVote, From: string(m.ID)}, true
+		return lease.Request{Kind: lease.PreVote, From: string(m.ID)}, m.Term, true
 	case *raft.RequestVoteRequest:
-		return lease.Request{Kind: lease.Vote, From: string(m.ID), Transfer: m.LeadershipTransfer, Token: tok}, true
+		return lease.Request{Kind: lease.Vote, From: string(m.ID), Transfer: m.LeadershipTransfer, Token: tok}, m.Term, true
 	case *raft.TimeoutNowRequest:
-		return lease.Request{Kind: lease.TimeoutNow, From: string(m.ID), Token: tok}, true
+		return lease.Request{Kind: lease.TimeoutNow, From: string(m.ID), Token: tok}, 0, true
 	}
-	return lease.Request{}, false
+	return lease.Request{}, 0, false
 }
 
-// admit decides req for group; an admitted vote or TimeoutNow is pending
-// (no promise given) until done.
-func (l *leases) admit(group uint64, req lease.Request) (pending bool, err error) {
+// refusal is the answer to a vote or pre-vote refused against a promise:
+// not granted, in the candidate's own term, as raft itself counts a vote
+// it could not get. An error would do the same, but raft logs every failed
+// vote RPC at ERROR level. A TimeoutNow gets the error.
+func refusal(msg any) any {
+	switch m := msg.(type) {
+	case *raft.RequestPreVoteRequest:
+		return &raft.RequestPreVoteResponse{RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax}, Term: m.Term}
+	case *raft.RequestVoteRequest:
+		return &raft.RequestVoteResponse{RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax}, Term: m.Term}
+	}
+	return nil
+}
+
+// admit decides req (of term) for group; an admitted vote or TimeoutNow is
+// pending (no promise given) until done.
+func (l *leases) admit(group uint64, req lease.Request, term uint64) (pending bool, err error) {
 	if l.d <= 0 {
 		return false, nil
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	v := l.voter(group)
-	if err := v.Admit(time.Now(), l.started, l.d, req); err != nil {
+	now := time.Now()
+	if err := v.Admit(now, l.started, l.d, req); err != nil {
+		leaseRefusalsTotal.WithLabelValues(kindLabel[req.Kind], reasonLabel(err)).Inc()
 		return false, err
 	}
 	if req.Kind == lease.PreVote {
 		return false, nil
 	}
-	v.Begin()
+	v.Begin(req, term, now)
 	return true, nil
 }
 
@@ -103,16 +123,16 @@ func (l *leases) token(group uint64) lease.Token {
 
 // promisedAnswer reports whether raft's answer resp to msg, an append
 // received at recv that raft itself answered, gets a promise. following
-// is asked after raft answered: a member that is no longer a follower (a
-// candidate of a TimeoutNow still takes appends of its old term) promises
-// nothing.
-func (l *leases) promisedAnswer(group uint64, msg, resp any, recv time.Time, following func() bool) bool {
+// is asked after raft answered: a member that is no longer a follower in
+// the append's term (a candidate of a TimeoutNow still takes appends of
+// its old term; a vote moves it to the candidate's) promises nothing.
+func (l *leases) promisedAnswer(group uint64, msg, resp any, recv time.Time, following func(term uint64) bool) bool {
 	ae, ok := msg.(*raft.AppendEntriesRequest)
 	if !ok || l.d <= 0 {
 		return false
 	}
 	r, ok := resp.(*raft.AppendEntriesResponse)
-	if !ok || !r.Success || r.Term != ae.Term || following == nil || !following() {
+	if !ok || !r.Success || r.Term != ae.Term || following == nil || !following(ae.Term) {
 		return false
 	}
 	l.mu.Lock()
@@ -127,17 +147,18 @@ type groupLease struct {
 	mu        sync.Mutex
 	tracker   lease.Tracker
 	transfer  uint64 // the term this member last started a transfer in
-	following atomic.Pointer[func() bool]
+	following atomic.Pointer[func(term uint64) bool]
 }
 
 // SetFollowing installs fn, which reports whether the group's raft member
-// is a follower right now (raft.Raft.State() == raft.Follower). A member's
-// answers carry lease promises only with it installed.
-func (g *Group) SetFollowing(fn func() bool) { g.lease.following.Store(&fn) }
+// is a follower in term right now (raft.Raft.State() == raft.Follower and
+// CurrentTerm() == term). A member's answers carry lease promises only
+// with it installed.
+func (g *Group) SetFollowing(fn func(term uint64) bool) { g.lease.following.Store(&fn) }
 
-func (g *Group) following() bool {
+func (g *Group) following(term uint64) bool {
 	fn := g.lease.following.Load()
-	return fn != nil && *fn != nil && (*fn)()
+	return fn != nil && *fn != nil && (*fn)(term)
 }
 
 // ack records a promise of promised from peer on an append of term sent
@@ -189,4 +210,21 @@ func (g *Group) transferTerm() uint64 {
 	g.lease.mu.Lock()
 	defer g.lease.mu.Unlock()
 	return g.lease.transfer
+}
+
+var (
+	leaseRefusalsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "tablestore", Subsystem: "partitionserver", Name: "lease_refusals_total",
+		Help: "Votes, pre-votes, TimeoutNows and campaigns refused against a read-lease promise (promised) or in the lease after the server started (starting).",
+	}, []string{"request", "reason"})
+	kindLabel = map[lease.Kind]string{lease.PreVote: "prevote", lease.Vote: "vote", lease.TimeoutNow: "timeoutnow"}
+)
+
+func init() { prometheus.MustRegister(leaseRefusalsTotal) }
+
+func reasonLabel(err error) string {
+	if errors.Is(err, lease.ErrStarting) {
+		return "starting"
+	}
+	return "promised"
 }

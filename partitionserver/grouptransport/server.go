@@ -135,9 +135,12 @@ func (sc *serverConn) handle(f frame) bool {
 	}
 	// A request that could elect another member is admitted against this
 	// server's lease promises first, whether the group is open or not.
-	if req, ok := leaseRequest(msg, tok); ok {
-		pending, err := sc.t.leases.admit(f.group, req)
+	if req, term, ok := leaseRequest(msg, tok); ok {
+		pending, err := sc.t.leases.admit(f.group, req, term)
 		if err != nil {
+			if r := refusal(msg); r != nil {
+				return sc.respond(f, r, nil)
+			}
 			return sc.respond(f, nil, err)
 		}
 		if pending {

@@ -57,11 +57,19 @@ type Request struct {
 // give one safely. The zero value has promised nothing. Not safe for
 // concurrent use.
 type Voter struct {
-	promise Token
-	until   time.Time // the promise's end; zero: none
-	lastOK  time.Time // the last successful append answered, promised or not
-	pending int       // admitted votes and TimeoutNows raft has not answered
+	promise  Token
+	until    time.Time // the promise's end; zero: none
+	lastOK   time.Time // the last successful append received, promised or not
+	pending  int       // admitted votes and TimeoutNows raft has not answered
+	voted    uint64    // the highest term of an admitted vote
+	campaign time.Time // when a TimeoutNow (or Campaign) was last admitted
 }
+
+// CampaignWindow is how long after admitting a TimeoutNow a follower
+// promises nothing: the campaign it starts moves the member to a term the
+// transport cannot see, and ends (won, lost or timed out) within two of
+// raft's election timeouts, well inside this.
+const CampaignWindow = 3 * time.Second
 
 // Admit decides whether req may reach raft (or the server's answer for a
 // closed member) at now, for a server that started at started, with
@@ -92,9 +100,21 @@ func (v *Voter) Admit(now, started time.Time, d time.Duration, req Request) erro
 	return ErrPromised
 }
 
-// Begin records an admitted Vote or TimeoutNow: no promise is given until
-// raft has answered it (End), since its answer may elect another member.
-func (v *Voter) Begin() { v.pending++ }
+// Begin records an admitted Vote (of term) or TimeoutNow at now: no
+// promise is given until raft has answered it (End), since its answer may
+// elect another member; after it, none to an older term than the vote's
+// (raft may answer an append of that term before it sees the vote, and the
+// promise be recorded after the vote's answer), and none for
+// CampaignWindow after a TimeoutNow.
+func (v *Voter) Begin(req Request, term uint64, now time.Time) {
+	v.pending++
+	switch req.Kind {
+	case Vote:
+		v.voted = max(v.voted, term)
+	case TimeoutNow:
+		v.campaign = now
+	}
+}
 
 // End records raft's answer to a request Begin recorded.
 func (v *Voter) End() {
@@ -120,7 +140,10 @@ func (v *Voter) Promise(now, recv time.Time, leader string, term uint64, d, fres
 	if recv.After(v.lastOK) {
 		v.lastOK = recv
 	}
-	if leader == "" || v.pending > 0 || prev.IsZero() || now.Sub(prev) > fresh {
+	if leader == "" || v.pending > 0 || prev.IsZero() || now.Sub(prev) > fresh || term < v.voted {
+		return false
+	}
+	if !v.campaign.IsZero() && now.Sub(v.campaign) < CampaignWindow {
 		return false
 	}
 	if term < v.promise.Term && now.Before(v.until) {
@@ -128,14 +151,6 @@ func (v *Voter) Promise(now, recv time.Time, leader string, term uint64, d, fres
 	}
 	v.promise, v.until = Token{Leader: leader, Term: term}, now.Add(d)
 	return true
-}
-
-// Promised reports the promise held at now, if any (for tests and status).
-func (v *Voter) Promised(now time.Time) (Token, bool) {
-	if now.Before(v.until) {
-		return v.promise, true
-	}
-	return Token{}, false
 }
 
 // Tracker is one leader's side: until when each follower's last promised

@@ -72,10 +72,27 @@ func TestVoterScripts(t *testing.T) {
 		{"no promise while an admitted vote is pending", []step{
 			{ms: 0, append: "a", term: 3},
 			{ms: 50, append: "a", term: 3, promise: true},
-			{ms: 400, req: &Request{Kind: Vote, From: "b"}, begin: true},
+			{ms: 400, req: &Request{Kind: Vote, From: "b"}, term: 3, begin: true},
 			{ms: 410, append: "a", term: 3, promise: false},
 			{ms: 420, append: "a", term: 3, promise: false},
 			{ms: 430, end: true, append: "a", term: 3, promise: true},
+		}},
+		{"no promise to an older term than an admitted vote's, once it ended", []step{
+			{ms: 0, append: "a", term: 3},
+			{ms: 50, append: "a", term: 3, promise: true},
+			{ms: 400, req: &Request{Kind: Vote, From: "b"}, term: 4, begin: true},
+			{ms: 410, end: true, append: "a", term: 3, promise: false},
+			{ms: 420, append: "a", term: 3, promise: false},
+			{ms: 430, append: "b", term: 4, promise: true},
+		}},
+		{"no promise within the campaign window of an admitted TimeoutNow", []step{
+			{ms: 0, append: "a", term: 3},
+			{ms: 50, append: "a", term: 3, promise: true},
+			{ms: 400, req: &Request{Kind: TimeoutNow}, begin: true},
+			{ms: 410, end: true, append: "a", term: 3, promise: false},
+			{ms: 3350, append: "a", term: 3, promise: false},
+			{ms: 3390, append: "a", term: 3, promise: false},
+			{ms: 3410, append: "a", term: 3, promise: true},
 		}},
 		{"a newer leader's promise replaces the old one", []step{
 			{ms: 0, append: "a", term: 3},
@@ -104,7 +121,7 @@ func TestVoterScripts(t *testing.T) {
 						t.Fatalf("step %d (%+v): Admit = %v, want %v", i, s.req, err, s.want)
 					}
 					if err == nil && s.begin {
-						v.Begin()
+						v.Begin(*s.req, s.term, at(s.ms))
 					}
 					continue
 				}
