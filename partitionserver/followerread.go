@@ -57,14 +57,14 @@ func (r *replica) readIndex(ctx context.Context) (uint64, error) {
 		return 0, err
 	}
 	if r.leaseHeld() {
-		readIndexTotal.WithLabelValues("lease").Inc()
+		leaseReads.Inc()
 		return r.raft.CommitIndex(), nil
 	}
 	idx := r.raft.CommitIndex()
 	if err := r.verify.verify(ctx); err != nil {
 		return 0, ErrNotLeader
 	}
-	readIndexTotal.WithLabelValues("verify").Inc()
+	verifiedReads.Inc()
 	return idx, nil
 }
 
@@ -76,15 +76,15 @@ func (r *replica) leaseHeld() bool {
 		return false
 	}
 	cfg := r.raft.GetConfiguration().Configuration()
-	voters := make([]raft.ServerID, 0, len(cfg.Servers))
+	voters := make([]string, 0, len(cfg.Servers))
 	for _, s := range cfg.Servers {
 		if s.Suffrage == raft.Voter {
-			voters = append(voters, s.ID)
+			voters = append(voters, string(s.ID))
 		}
 	}
 	// The state is read again after the term: a member that lost the
 	// lead in between may hold no lease.
-	return r.transport.LeaseHeld(term, raft.ServerID(r.serverID), voters) && r.isLeader() && r.raft.CurrentTerm() == term
+	return r.transport.LeaseHeld(term, r.serverID, voters) && r.isLeader() && r.raft.CurrentTerm() == term
 }
 
 // heldIndex reports an index up to which this replica's reads see every

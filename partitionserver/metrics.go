@@ -36,6 +36,9 @@ var (
 		Namespace: "tablestore", Subsystem: "partitionserver", Name: "read_index_total",
 		Help: "Linearizable read checks of range leaders, by how leadership was confirmed: lease (a quorum's promises held) or verify (a round of heartbeats).",
 	}, []string{"path"})
+	// The read-index paths, resolved once (one per linearizable read).
+	leaseReads            = readIndexTotal.WithLabelValues("lease")
+	verifiedReads         = readIndexTotal.WithLabelValues("verify")
 	transferRestartsTotal = prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: "tablestore", Subsystem: "partitionserver", Name: "transfer_restarts_total",
 		Help: "Range Raft members restarted because a failed leadership transfer kept refusing writes.",

@@ -19,11 +19,11 @@ func (c *testCluster) leaseHeld(i int, id uint64) bool {
 	if r == nil || r.State() != raft.Leader {
 		return false
 	}
-	var voters []raft.ServerID
+	var voters []string
 	for _, s := range r.GetConfiguration().Configuration().Servers {
-		voters = append(voters, s.ID)
+		voters = append(voters, string(s.ID))
 	}
-	return n.tr.group(id).LeaseHeld(r.CurrentTerm(), raft.ServerID(n.addr), voters)
+	return n.tr.group(id).LeaseHeld(r.CurrentTerm(), n.addr, voters)
 }
 
 // A leader gets a lease from its followers' promises; a promised follower

@@ -19,7 +19,6 @@ import (
 // promise. A group's leader side is Group.lease.
 type leases struct {
 	d       time.Duration // 0: leases off (no promise given, everything admitted)
-	fresh   time.Duration
 	started time.Time
 
 	mu     sync.Mutex
@@ -34,11 +33,7 @@ func newLeases(d time.Duration, started time.Time) *leases {
 	if started.IsZero() {
 		started = time.Now()
 	}
-	// fresh (the silence after which the next append gets no promise, as
-	// raft may be starting an election on it: lease.Voter.Promise) is d,
-	// which is at most half of raft's heartbeat timeout (partitionserver's
-	// Config).
-	return &leases{d: d, fresh: d, started: started, voters: map[uint64]*lease.Voter{}, tokens: map[uint64]lease.Token{}}
+	return &leases{d: d, started: started, voters: map[uint64]*lease.Voter{}, tokens: map[uint64]lease.Token{}}
 }
 
 func (l *leases) voter(group uint64) *lease.Voter {
@@ -137,7 +132,9 @@ func (l *leases) promisedAnswer(group uint64, msg, resp any, recv time.Time, fol
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.voter(group).Promise(time.Now(), recv, string(ae.ID), ae.Term, l.d, l.fresh)
+	// Fresh within d: at most half of raft's heartbeat timeout
+	// (partitionserver's Config), as Promise requires.
+	return l.voter(group).Promise(time.Now(), recv, string(ae.ID), ae.Term, l.d, l.d)
 }
 
 // groupLease is a leader's side of its lease (lease.Tracker), the
@@ -173,18 +170,14 @@ func (g *Group) ack(peer raft.ServerID, term uint64, sent time.Time, promised ti
 // (its latest configuration's), holds a read lease now (lease.Tracker.Held):
 // then its commit index, read after this call, is a read index without a
 // round of heartbeats. Always false when leases are off.
-func (g *Group) LeaseHeld(term uint64, self raft.ServerID, voters []raft.ServerID) bool {
+func (g *Group) LeaseHeld(term uint64, self string, voters []string) bool {
 	if g.t.leases.d <= 0 {
 		return false
-	}
-	ids := make([]string, len(voters))
-	for i, v := range voters {
-		ids[i] = string(v)
 	}
 	now := time.Now()
 	g.lease.mu.Lock()
 	defer g.lease.mu.Unlock()
-	return g.lease.tracker.Held(now, term, string(self), ids)
+	return g.lease.tracker.Held(now, term, self, voters)
 }
 
 // StartTransfer gives this member's lease up for term and every earlier
