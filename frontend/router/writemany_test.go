@@ -263,39 +263,49 @@ func FuzzManyAnswer(f *testing.F) {
 func TestLingerDecision(t *testing.T) {
 	tests := []struct {
 		name             string
+		all              bool
 		linger           time.Duration
 		queued, answered int
 		wait             bool
 		want             int
 	}{
-		{"nothing queued after several: wait for them", time.Millisecond, 0, 10, true, 10},
-		{"a lone write answered, nothing queued", time.Millisecond, 0, 1, false, 0},
-		{"a lone write answered", time.Millisecond, 1, 1, false, 0},
-		{"half as many queued as answered", time.Millisecond, 5, 10, false, 0},
-		{"fewer than half queued", time.Millisecond, 4, 10, true, 10},
-		{"the wait is for at most lingerTarget writes", time.Millisecond, 1, 2 * maxCoalesced, true, lingerTarget},
-		{"half of lingerTarget queued after a large call", time.Millisecond, lingerTarget / 2, 2 * lingerTarget, false, 0},
-		{"fewer than half of lingerTarget queued after a large call", time.Millisecond, lingerTarget/2 - 1, 2 * lingerTarget, true, lingerTarget},
-		{"lingering off", 0, 1, 10, false, 0},
+		{"nothing queued after several: wait for them", false, time.Millisecond, 0, 10, true, 10},
+		{"a lone write answered, nothing queued", false, time.Millisecond, 0, 1, false, 0},
+		{"a lone write answered", false, time.Millisecond, 1, 1, false, 0},
+		{"half as many queued as answered", false, time.Millisecond, 5, 10, false, 0},
+		{"fewer than half queued", false, time.Millisecond, 4, 10, true, 10},
+		{"the wait is for at most lingerTarget writes", false, time.Millisecond, 1, 2 * maxCoalesced, true, lingerTarget},
+		{"half of lingerTarget queued after a large call", false, time.Millisecond, lingerTarget / 2, 2 * lingerTarget, false, 0},
+		{"fewer than half of lingerTarget queued after a large call", false, time.Millisecond, lingerTarget/2 - 1, 2 * lingerTarget, true, lingerTarget},
+		{"lingering off", false, 0, 1, 10, false, 0},
+		// all (writes): the callers answered on top of those queued.
+		{"all: nothing queued after several", true, time.Millisecond, 0, 10, true, 10},
+		{"all: the other cohort queued, wait for both", true, time.Millisecond, 5, 5, true, 10},
+		{"all: half queued no longer ends it", true, time.Millisecond, 5, 10, true, 15},
+		{"all: a lone write answered never waits", true, time.Millisecond, 3, 1, false, 0},
+		{"all: lingerTarget queued already", true, time.Millisecond, lingerTarget, 4, false, 0},
+		{"all: the wait is for at most lingerTarget", true, time.Millisecond, lingerTarget - 1, 4, true, lingerTarget},
+		{"all: lingering off", true, 0, 1, 10, false, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			l := &lane[*pb.WriteRequest, *pb.WriteResponse]{queue: make([]*pending[*pb.WriteRequest, *pb.WriteResponse], tt.queued)}
-			wake := lingerLocked(l, tt.answered, tt.linger)
+			wake := lingerLocked(l, tt.answered, tt.linger, tt.all)
 			if (wake != nil) != tt.wait || l.want != tt.want {
-				t.Fatalf("lingerLocked(%d queued, %d answered) = wait %v for %d; want wait %v for %d", tt.queued, tt.answered, wake != nil, l.want, tt.wait, tt.want)
+				t.Fatalf("lingerLocked(%d queued, %d answered, all %v) = wait %v for %d; want wait %v for %d", tt.queued, tt.answered, tt.all, wake != nil, l.want, tt.wait, tt.want)
 			}
 		})
 	}
 }
 
 // TestCoalescerLingersForAnsweredWriters: after a WriteMany of four
-// returns with one write queued, the lane waits until four are queued and
-// sends them as one call; a lane that lingers with too few comes back
-// after lingerMax and sends what it has.
+// returns with one write queued, the lane waits until those four are
+// queued too (five) and sends them as one call; a lane that lingers with
+// too few comes back after lingerMax and sends what it has.
 func TestCoalescerLingersForAnsweredWriters(t *testing.T) {
 	c := newCoalescer()
 	c.linger = time.Hour // the first wait must end by the queue, not the timer
+	c.since = func(time.Time) time.Duration { return time.Hour }
 	f := newFakePS()
 	f.manyGate = make(chan struct{})
 	outs := startWrites(t, c, f, []string{"a", "bb", "ccc", "dddd", "eeeee"})
@@ -326,29 +336,29 @@ func TestCoalescerLingersForAnsweredWriters(t *testing.T) {
 		l := c.lanes[laneKey{"ps1", 7, false}]
 		return l != nil && l.wake != nil
 	})
-	for i, rk := range []string{"g", "h"} {
+	for i, rk := range []string{"g", "h", "i"} {
 		outs = append(outs, start(rk))
 		waitUntil(t, queued(2+i))
 	}
 	if _, many := f.counts(); len(many) != 1 {
 		t.Fatalf("WriteMany sizes %v: the lane did not wait", many)
 	}
-	outs = append(outs, start("i"))
+	outs = append(outs, start("k"))
 	waitUntil(t, func() bool { _, many := f.counts(); return len(many) == 2 })
 	c.mu.Lock()
 	c.linger = 20 * time.Millisecond
 	c.mu.Unlock()
 	outs = append(outs, start("j"))
 	waitUntil(t, queued(1))
-	f.manyGate <- struct{}{} // four answered, "j" queued: waits, then goes alone
+	f.manyGate <- struct{}{} // five answered, "j" queued: waits, then goes alone
 	for i, ch := range outs {
 		if o := <-ch; o.err != nil {
 			t.Errorf("write %d: %v", i, o.err)
 		}
 	}
 	waitUntil(t, laneIdle(c))
-	if writes, many := f.counts(); writes != 2 || !reflect.DeepEqual(many, []int{4, 4}) {
-		t.Fatalf("Write calls %d, WriteMany sizes %v; want 2, [4 4]", writes, many)
+	if writes, many := f.counts(); writes != 2 || !reflect.DeepEqual(many, []int{4, 5}) {
+		t.Fatalf("Write calls %d, WriteMany sizes %v; want 2, [4 5]", writes, many)
 	}
 }
 
@@ -359,6 +369,7 @@ func TestCoalescerLingersForAnsweredWriters(t *testing.T) {
 func TestCoalescerLingersWithNothingQueued(t *testing.T) {
 	c := newCoalescer()
 	c.linger = time.Hour // the wait must end by the queue, not the timer
+	c.since = func(time.Time) time.Duration { return time.Hour }
 	f := newFakePS()
 	f.manyGate = make(chan struct{})
 	outs := startWrites(t, c, f, []string{"a", "bb", "ccc"})
@@ -401,5 +412,30 @@ func TestCoalescerLingersWithNothingQueued(t *testing.T) {
 	waitUntil(t, laneIdle(c))
 	if writes, many := f.counts(); writes != 1 || !reflect.DeepEqual(many, []int{2, 2}) {
 		t.Fatalf("Write calls %d, WriteMany sizes %v; want 1, [2 2]", writes, many)
+	}
+}
+
+// TestCoalescerLingerBoundedByCall: a write lane lingering for its callers
+// waits no longer than the call it just made took, however long its
+// linger: with a linger of an hour and calls that "took" 30 ms, the lane
+// whose two writers do not come back gives its slot back.
+func TestCoalescerLingerBoundedByCall(t *testing.T) {
+	c := newCoalescer()
+	c.linger = time.Hour
+	c.since = func(time.Time) time.Duration { return 30 * time.Millisecond }
+	f := newFakePS()
+	f.manyGate = make(chan struct{})
+	outs := startWrites(t, c, f, []string{"a", "bb", "ccc"})
+	close(f.gate) // "a" is answered; the WriteMany of two is sent and held
+	waitUntil(t, func() bool { _, many := f.counts(); return len(many) == 1 })
+	f.manyGate <- struct{}{} // two answered, nothing queued: linger
+	for i, ch := range outs {
+		if o := <-ch; o.err != nil {
+			t.Errorf("write %d: %v", i, o.err)
+		}
+	}
+	waitUntil(t, laneIdle(c)) // an hour's linger would not end in time
+	if writes, many := f.counts(); writes != 1 || !reflect.DeepEqual(many, []int{2}) {
+		t.Fatalf("Write calls %d, WriteMany sizes %v; want 1, [2]", writes, many)
 	}
 }
