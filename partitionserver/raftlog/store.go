@@ -61,9 +61,11 @@ type Store struct {
 	spare   []byte
 	err     error // sticky: ErrClosed, ErrFailed or the write/sync failure
 	closing bool
-	kick    chan struct{}
-	stop    chan struct{}
-	stopped chan struct{}
+	// flushing: a batch is being written, by the submitter that found
+	// none in progress or by a waiter the last writer handed the next
+	// batch to (submit). idle is signalled when it ends (Close waits).
+	flushing bool
+	idle     *sync.Cond
 
 	syncs   atomic.Uint64
 	records atomic.Uint64
@@ -132,6 +134,9 @@ type batch struct {
 	buf  []byte
 	ops  []pendingOp
 	done chan struct{}
+	// turn hands the batch, taken from pending, to one of its waiters to
+	// write (capacity one: exactly one waiter gets it).
+	turn chan struct{}
 	err  error
 }
 
@@ -160,8 +165,8 @@ func Open(dir string, opts Options) (*Store, error) {
 	s := &Store{
 		dir: dir, segSize: opts.SegmentSize, observeSync: opts.ObserveSync,
 		groups: map[uint64]*group{}, segs: map[uint64]*segment{},
-		kick: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{}),
 	}
+	s.idle = sync.NewCond(&s.qmu)
 	ok := false
 	defer func() {
 		if !ok {
@@ -203,7 +208,6 @@ func Open(dir string, opts Options) (*Store, error) {
 	s.mu.Unlock()
 	removeSegments(dead)
 	ok = true
-	go s.run()
 	return s, nil
 }
 
@@ -348,6 +352,15 @@ func appendBytes(buf, b []byte) []byte {
 
 // submit queues records for the next group commit and waits until they are
 // durable and indexed.
+//
+// There is no flusher goroutine: a submitter that finds no batch being
+// written writes its own at once, and one that finds one queues its
+// records for the next batch and waits; when a write ends, its writer
+// hands the batch gathered meanwhile to one of that batch's waiters,
+// which writes it and returns. Each group commit thus wakes only its own
+// waiters (one of them to write), where a flusher goroutine cost two
+// more switches per commit (its wake-up, then the writer's), and a lone
+// append on an idle log none.
 func (s *Store) submit(recs ...record) error {
 	s.qmu.Lock()
 	if s.err != nil {
@@ -357,7 +370,7 @@ func (s *Store) submit(recs ...record) error {
 	}
 	b := s.pending
 	if b == nil {
-		b = &batch{buf: s.spare, done: make(chan struct{})}
+		b = &batch{buf: s.spare, done: make(chan struct{}), turn: make(chan struct{}, 1)}
 		s.spare = nil
 		s.pending = b
 	}
@@ -365,63 +378,63 @@ func (s *Store) submit(recs ...record) error {
 		b.ops = append(b.ops, pendingOp{ev: r.ev, payloadOff: len(b.buf) + frameHeader + 1})
 		b.buf = append(b.buf, r.frame...)
 	}
+	if !s.flushing {
+		s.flushing = true
+		s.pending = nil
+		s.qmu.Unlock()
+		s.write(b)
+		return b.err
+	}
 	s.qmu.Unlock()
 	select {
-	case s.kick <- struct{}{}:
-	default:
+	case <-b.done:
+	case <-b.turn:
+		s.write(b)
 	}
-	<-b.done
 	return b.err
 }
 
-// run is the flusher: it takes whatever was gathered while it was syncing
-// and writes it as one batch.
-func (s *Store) run() {
-	defer close(s.stopped)
-	for {
-		select {
-		case <-s.kick:
-		case <-s.stop:
-			s.qmu.Lock()
-			b := s.pending
-			s.pending = nil
-			s.qmu.Unlock()
-			if b != nil {
-				b.err = ErrClosed
-				close(b.done)
-			}
-			return
-		}
-		s.qmu.Lock()
-		b := s.pending
-		s.pending = nil
-		s.qmu.Unlock()
-		if b == nil {
-			continue
-		}
+// write writes a batch taken from pending (the caller holds the flushing
+// role), releases its waiters, and hands the role on: to a waiter of the
+// batch gathered meanwhile, or back.
+func (s *Store) write(b *batch) {
+	s.qmu.Lock()
+	err := s.err
+	s.qmu.Unlock()
+	if err != nil {
+		// Closed, failed or broken after the batch was taken: nothing of
+		// it is written.
+		b.err = err
+	} else {
 		start := time.Now()
 		b.err = s.flush(b)
 		syncSeconds.Observe(time.Since(start).Seconds())
-		if b.err != nil {
-			s.qmu.Lock()
-			if s.err == nil {
-				s.err = b.err
-			}
-			s.qmu.Unlock()
-		}
-		close(b.done)
-		// After the waiters are released: observeSync takes a lock, off
-		// the writes' critical path.
-		if s.observeSync != nil && b.err == nil {
-			s.observeSync(s.syncAt, s.syncTook)
-		}
-		// Waiters read only b.err: the written bytes can hold the next
-		// batch (unless a rare huge one would pin its memory).
-		if cap(b.buf) <= maxSpareBuf {
-			s.qmu.Lock()
-			s.spare = b.buf[:0]
-			s.qmu.Unlock()
-		}
+	}
+	syncAt, syncTook := s.syncAt, s.syncTook
+	s.qmu.Lock()
+	if b.err != nil && s.err == nil {
+		s.err = b.err
+	}
+	// Waiters read only b.err: the written bytes can hold the next
+	// batch (unless a rare huge one would pin its memory).
+	if cap(b.buf) <= maxSpareBuf {
+		s.spare = b.buf[:0]
+	}
+	next := s.pending
+	s.pending = nil
+	if next == nil {
+		s.flushing = false
+		s.idle.Broadcast()
+	}
+	s.qmu.Unlock()
+	close(b.done)
+	if next != nil {
+		next.turn <- struct{}{}
+	}
+	// After the waiters are released: observeSync takes a lock, off
+	// the writes' critical path.
+	if s.observeSync != nil && b.err == nil {
+		s.observeSync(syncAt, syncTook)
 	}
 }
 
@@ -646,9 +659,18 @@ func (s *Store) Close() error {
 	if s.err == nil {
 		s.err = ErrClosed
 	}
+	b := s.pending
+	s.pending = nil
+	if b != nil {
+		// Not yet taken by a writer: it is failed here, and a writer
+		// finding nothing pending gives the role back.
+		b.err = s.err
+		close(b.done)
+	}
+	for s.flushing {
+		s.idle.Wait()
+	}
 	s.qmu.Unlock()
-	close(s.stop)
-	<-s.stopped
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var err error

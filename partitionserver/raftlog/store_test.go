@@ -338,6 +338,77 @@ func TestClosedStoreRefusesWrites(t *testing.T) {
 	}
 }
 
+// TestStopDuringConcurrentAppends: with many groups appending (the
+// writers handing the write of each group commit to one another), Close
+// or Fail at any moment lets every append return — written, or ErrClosed
+// / ErrFailed — and after a reopen every append that returned nil is
+// there.
+func TestStopDuringConcurrentAppends(t *testing.T) {
+	for _, stop := range []string{"close", "fail"} {
+		for round := 0; round < 5; round++ {
+			t.Run(fmt.Sprintf("%s-%d", stop, round), func(t *testing.T) {
+				dir := t.TempDir()
+				s := open(t, dir, Options{})
+				const groups = 12
+				acked := make([]uint64, groups+1) // last acknowledged index per group
+				var wg sync.WaitGroup
+				started := make(chan struct{}, groups)
+				for g := uint64(1); g <= groups; g++ {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for i := uint64(1); ; i++ {
+							err := s.Log(g).StoreLog(entry(i, 1, fmt.Sprintf("g%d-%d", g, i)))
+							if i == 3 {
+								started <- struct{}{}
+							}
+							if err != nil {
+								if !errors.Is(err, ErrClosed) && !errors.Is(err, ErrFailed) {
+									t.Errorf("group %d entry %d: %v", g, i, err)
+								}
+								if i < 3 {
+									started <- struct{}{}
+								}
+								return
+							}
+							acked[g] = i
+						}
+					}()
+				}
+				for range groups {
+					<-started
+				}
+				time.Sleep(time.Duration(round) * time.Millisecond)
+				if stop == "fail" {
+					s.Fail()
+				}
+				done := make(chan struct{})
+				go func() { wg.Wait(); close(done) }()
+				if stop == "close" {
+					s.Close()
+				}
+				select {
+				case <-done:
+				case <-time.After(30 * time.Second):
+					t.Fatal("appends still blocked 30 s after the store stopped")
+				}
+				s.Close()
+				r := open(t, dir, Options{})
+				defer r.Close()
+				for g := uint64(1); g <= groups; g++ {
+					if acked[g] == 0 {
+						continue
+					}
+					var e raft.Log
+					if err := r.Log(g).GetLog(acked[g], &e); err != nil || string(e.Data) != fmt.Sprintf("g%d-%d", g, acked[g]) {
+						t.Fatalf("group %d: acknowledged entry %d after reopen: %q, %v", g, acked[g], e.Data, err)
+					}
+				}
+			})
+		}
+	}
+}
+
 // TestRaftOnSharedLog runs a real single-node raft group per view over one
 // store and reopens them.
 func TestRaftOnSharedLog(t *testing.T) {
