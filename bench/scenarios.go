@@ -466,4 +466,16 @@ func printRatios(rs []result, targets []string) {
 		}
 		fmt.Println()
 	}
+	// Issue 8's split target: the pre-split table against one range, same
+	// target, same run.
+	var split []string
+	for _, t := range present {
+		ps, one := by["insert-presplit"][t], by["insert-many-partitions"][t]
+		if ps.Skipped == "" && one.Skipped == "" && ps.Rate > 0 && one.Rate > 0 {
+			split = append(split, fmt.Sprintf("%s %.2fx", t, ps.Rate/one.Rate))
+		}
+	}
+	if len(split) > 0 {
+		fmt.Printf("insert-presplit / insert-many-partitions: %s\n", strings.Join(split, ", "))
+	}
 }
