@@ -37,7 +37,7 @@ type Store struct {
 	// observeSync is Options.ObserveSync.
 	observeSync func(at time.Time, d time.Duration)
 	// syncAt and syncTook are the end and duration of the last batch's
-	// data fdatasync (only the flusher touches them): what observeSync is
+	// data fdatasync (only the writer of the batch touches them): what observeSync is
 	// told, not the whole flush (a new segment's creation and checkpoint,
 	// the index's update, old segments' unlinks are not the disk's commit
 	// latency).
@@ -45,7 +45,7 @@ type Store struct {
 	syncTook time.Duration
 
 	// mu guards the index: groups, segments and the current segment.
-	// Only the flusher (and Open) changes it.
+	// Only the writer of a batch (one at a time, submit) and Open change it.
 	mu     sync.RWMutex
 	groups map[uint64]*group
 	segs   map[uint64]*segment
@@ -750,7 +750,7 @@ func encodeDrop(id uint64) record {
 }
 
 // timedSync is fdatasync, its end and duration kept for observeSync.
-// Called by the flusher only.
+// Called by the writer of a batch only.
 func (s *Store) timedSync(f *os.File) error {
 	start := time.Now()
 	err := fdatasync(f)
