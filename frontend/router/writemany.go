@@ -72,7 +72,7 @@ func newCoalescer() *writeCoalescer {
 		},
 		maxCalls: maxWriteCalls, maxBatch: maxCoalesced,
 		size: requestBytes, maxBytes: maxCoalescedBytes,
-		lingerForAll: true,
+		lingerForAll: maxCoalesced,
 	}, lingerMax)
 }
 

@@ -263,29 +263,30 @@ func FuzzManyAnswer(f *testing.F) {
 func TestLingerDecision(t *testing.T) {
 	tests := []struct {
 		name             string
-		all              bool
+		all              int
 		linger           time.Duration
 		queued, answered int
 		wait             bool
 		want             int
 	}{
-		{"nothing queued after several: wait for them", false, time.Millisecond, 0, 10, true, 10},
-		{"a lone write answered, nothing queued", false, time.Millisecond, 0, 1, false, 0},
-		{"a lone write answered", false, time.Millisecond, 1, 1, false, 0},
-		{"half as many queued as answered", false, time.Millisecond, 5, 10, false, 0},
-		{"fewer than half queued", false, time.Millisecond, 4, 10, true, 10},
-		{"the wait is for at most lingerTarget writes", false, time.Millisecond, 1, 2 * maxCoalesced, true, lingerTarget},
-		{"half of lingerTarget queued after a large call", false, time.Millisecond, lingerTarget / 2, 2 * lingerTarget, false, 0},
-		{"fewer than half of lingerTarget queued after a large call", false, time.Millisecond, lingerTarget/2 - 1, 2 * lingerTarget, true, lingerTarget},
-		{"lingering off", false, 0, 1, 10, false, 0},
+		{"nothing queued after several: wait for them", 0, time.Millisecond, 0, 10, true, 10},
+		{"a lone write answered, nothing queued", 0, time.Millisecond, 0, 1, false, 0},
+		{"a lone write answered", 0, time.Millisecond, 1, 1, false, 0},
+		{"half as many queued as answered", 0, time.Millisecond, 5, 10, false, 0},
+		{"fewer than half queued", 0, time.Millisecond, 4, 10, true, 10},
+		{"the wait is for at most lingerTarget writes", 0, time.Millisecond, 1, 2 * maxCoalesced, true, lingerTarget},
+		{"half of lingerTarget queued after a large call", 0, time.Millisecond, lingerTarget / 2, 2 * lingerTarget, false, 0},
+		{"fewer than half of lingerTarget queued after a large call", 0, time.Millisecond, lingerTarget/2 - 1, 2 * lingerTarget, true, lingerTarget},
+		{"lingering off", 0, 0, 1, 10, false, 0},
 		// all (writes): the callers answered on top of those queued.
-		{"all: nothing queued after several", true, time.Millisecond, 0, 10, true, 10},
-		{"all: the other cohort queued, wait for both", true, time.Millisecond, 5, 5, true, 10},
-		{"all: half queued no longer ends it", true, time.Millisecond, 5, 10, true, 15},
-		{"all: a lone write answered never waits", true, time.Millisecond, 3, 1, false, 0},
-		{"all: lingerTarget queued already", true, time.Millisecond, lingerTarget, 4, false, 0},
-		{"all: the wait is for at most lingerTarget", true, time.Millisecond, lingerTarget - 1, 4, true, lingerTarget},
-		{"all: lingering off", true, 0, 1, 10, false, 0},
+		{"all: nothing queued after several", maxCoalesced, time.Millisecond, 0, 10, true, 10},
+		{"all: the other cohort queued, wait for both", maxCoalesced, time.Millisecond, 5, 5, true, 10},
+		{"all: half queued no longer ends it", maxCoalesced, time.Millisecond, 5, 10, true, 15},
+		{"all: two cohorts of lingerTarget, wait for both", maxCoalesced, time.Millisecond, lingerTarget, lingerTarget, true, 2 * lingerTarget},
+		{"all: a lone write answered never waits", maxCoalesced, time.Millisecond, 3, 1, false, 0},
+		{"all: as many queued as the cap already", 8, time.Millisecond, 8, 4, false, 0},
+		{"all: the wait is for at most the cap", 8, time.Millisecond, 7, 4, true, 8},
+		{"all: lingering off", maxCoalesced, 0, 1, 10, false, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
