@@ -77,16 +77,16 @@ func checkRequestIndex(t testing.TB, s *Store) {
 // world drives the ranges of one state file through their logs, the way
 // raft hands entries to a replica.
 type world struct {
-	t       testing.TB
-	path    string
-	s       *Store
-	scan    bool
+	t    testing.TB
+	path string
+	s    *Store
+	scan bool
 	// restarts: the file is closed and opened again now and then (its
 	// prune cursors lost).
 	restarts bool
-	ranges  map[uint64]*Range
-	index   map[uint64]uint64
-	results []string
+	ranges   map[uint64]*Range
+	index    map[uint64]uint64
+	results  []string
 }
 
 func newWorld(t testing.TB, scan bool, descs ...*pb.RangeDescriptor) *world {
@@ -166,12 +166,12 @@ func encoded(data []byte, err error) []byte {
 // included, and proposals older than the TTL), prunes, splits, merges,
 // the old Absorb, snapshot installs, ranges removed, restarts.
 type history struct {
-	rng     *rand.Rand
-	now     int64
-	skew    map[uint64]int64
-	nextID  uint64
-	ids     [][]byte
-	snaps   map[uint64]savedSnap
+	rng    *rand.Rand
+	now    int64
+	skew   map[uint64]int64
+	nextID uint64
+	ids    [][]byte
+	snaps  map[uint64]savedSnap
 }
 
 // savedSnap is a snapshot of a range in each world, at a generation.
