@@ -89,7 +89,7 @@ func requestPK(v []byte) (string, bool) {
 // lookupRequest finds the record at key (appendRequestKey) and reports its
 // Timestamp when its PartitionKey belongs to the range d (known). stored is
 // the record found whatever its range (nil: none), for putRequest to
-// replace; it is bbolt's memory, valid until the bucket next changes.
+// replace; it is bbolt's memory.
 func lookupRequest(tx *bolt.Tx, d *pb.RangeDescriptor, key []byte) (ts int64, known bool, stored []byte) {
 	v := tx.Bucket(bucketRequests).Get(key)
 	if len(v) < 16 || !InRange(d, string(v[16:])) {
@@ -108,8 +108,9 @@ func appendRequestRecord(dst []byte, ts, proposed int64, pk string) []byte {
 
 // putRequest stores the record (key, v) and its index entry timeKey
 // (appendRequestTimeKey; nil for a malformed v), replacing stored, the
-// record at key before (nil: none). bbolt keeps key, v and timeKey until
-// the transaction ends: they must not be reused before.
+// record at key before (nil: none). bbolt keeps v (the index entry's value
+// is its PartitionKey part) until the transaction ends: it must not be
+// reused before.
 func putRequest(tx *bolt.Tx, key, v, timeKey, stored []byte) error {
 	byTime := tx.Bucket(bucketRequestsByTime)
 	if stored != nil {
