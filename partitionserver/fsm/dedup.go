@@ -28,8 +28,9 @@ import (
 // The second bucket indexes every well-formed record by proposal time, so a
 // prune reads only the records below its horizon instead of every record
 // of the table (at 5,000 writes/s the 10-minute TTL keeps ~3 M of them). It
-// is derived data: this file's own, never in a snapshot, written only by
-// putRequest and deleteRequest together with the record.
+// is derived data: this file's own, never in a snapshot, changed only
+// together with the records (putRequest, deleteRequest, the prune) and
+// built once for a file written before it (indexRequests).
 
 var bucketRequests = []byte("table-requests")
 
