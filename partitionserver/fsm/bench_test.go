@@ -1,14 +1,17 @@
 package fsm
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/raft"
+	bolt "go.etcd.io/bbolt"
 
 	"tablestore/internal/edm"
 	pb "tablestore/proto/tablestorepb"
@@ -203,4 +206,154 @@ func BenchmarkApplyEntry(b *testing.B) {
 			b.Fatal(res.Err)
 		}
 	}
+}
+
+// BenchmarkPruneRequests is one prune of a range whose table holds 200,000
+// (or 1,000,000) live request records (over 1,024 PartitionKeys, ids as
+// the front-end makes them, time first, or random ones) and 1,000 expired
+// ones (12,500: ~2.5 s of writes at 5,000/s, a prune's share at that rate)
+// proposed in the second before the horizon, committed before the prune
+// as they are in a server:
+// the full scan of the table the prune did before the time index (that
+// code, records only), and the index from the table's oldest record (a
+// cold cursor) or from the previous prune's horizon (warm), alone or
+// beside a lagging neighbour range with 20,000 expired records of its own
+// (which the range's prune must leave). Only the prune is timed; its
+// transaction is committed outside the timer.
+func BenchmarkPruneRequests(b *testing.B) {
+	const (
+		theirs  = 20_000
+		horizon = int64(1_700_000_000_000_000_000)
+	)
+	for _, bc := range []struct {
+		name      string
+		live      int
+		expired   int
+		randomIDs bool
+		scan      bool
+		neighbour bool
+		warm      bool
+	}{
+		{name: "live=200k/by=scan", live: 200_000, scan: true},
+		{name: "live=200k/by=index/cursor=cold", live: 200_000},
+		{name: "live=200k/by=scan/neighbour", live: 200_000, scan: true, neighbour: true},
+		{name: "live=200k/by=index/neighbour/cursor=cold", live: 200_000, neighbour: true},
+		{name: "live=200k/by=index/neighbour/cursor=warm", live: 200_000, neighbour: true, warm: true},
+		{name: "live=200k/ids=random/by=scan", live: 200_000, randomIDs: true, scan: true},
+		{name: "live=200k/ids=random/by=index/cursor=cold", live: 200_000, randomIDs: true},
+		{name: "live=1M/by=scan", live: 1_000_000, scan: true},
+		{name: "live=1M/by=index/cursor=cold", live: 1_000_000},
+		{name: "live=1M/expired=12.5k/by=scan", live: 1_000_000, expired: 12_500, scan: true},
+		{name: "live=1M/expired=12.5k/by=index/cursor=cold", live: 1_000_000, expired: 12_500},
+	} {
+		expired := cmp.Or(bc.expired, 1_000)
+		live := bc.live
+		b.Run(bc.name, func(b *testing.B) {
+			d := &pb.RangeDescriptor{RangeId: 1, TableId: 7, End: "pk1000", Generation: 1}
+			s, _ := openTestRange(b, d)
+			s.db.NoSync = true
+			rng := rand.New(rand.NewPCG(1, 2))
+			record := func(tx *bolt.Tx, proposed int64, pk string) error {
+				// The front-end's ids: 8 bytes of time (about the
+				// proposal's), 8 random; or random throughout.
+				id := make([]byte, 16)
+				binary.BigEndian.PutUint64(id, uint64(proposed-rng.Int64N(int64(time.Millisecond))))
+				if bc.randomIDs {
+					binary.BigEndian.PutUint64(id, rng.Uint64())
+				}
+				binary.BigEndian.PutUint64(id[8:], rng.Uint64())
+				k, v := requestKey(7, id), appendRequestRecord(nil, proposed, proposed, pk)
+				if bc.scan {
+					return tx.Bucket(bucketRequests).Put(k, v) // no index before it
+				}
+				return storeRequest(tx, k, v)
+			}
+			// Puts in chunks: bbolt splits nodes only at the commit.
+			puts := func(n int, rec func(tx *bolt.Tx, i int) error) {
+				for i := 0; i < n; {
+					err := s.db.Update(func(tx *bolt.Tx) error {
+						for end := min(n, i+2000); i < end; i++ {
+							if err := rec(tx, i); err != nil {
+								return err
+							}
+						}
+						return nil
+					})
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			puts(live, func(tx *bolt.Tx, i int) error {
+				return record(tx, horizon+rng.Int64N(int64(requestTTL)), fmt.Sprintf("pk%04d", i%1024))
+			})
+			if bc.neighbour {
+				// The neighbour [pk1000, ..) lags: its records are
+				// expired by this range's clock, not by its own yet.
+				puts(theirs, func(tx *bolt.Tx, i int) error {
+					return record(tx, horizon-2*int64(time.Second)-rng.Int64N(int64(time.Minute)), fmt.Sprintf("pk1%03d", i%24))
+				})
+			}
+			st := &pb.RangeState{Range: d, LastTimestampUnixNano: horizon + int64(requestTTL)}
+			b.ResetTimer()
+			for range b.N {
+				b.StopTimer()
+				puts(expired, func(tx *bolt.Tx, i int) error {
+					return record(tx, horizon-1-rng.Int64N(int64(time.Second)), fmt.Sprintf("pk%04d", i%1000))
+				})
+				cur := pruneCursor{}
+				if bc.warm {
+					cur = pruneCursor{ok: true, epoch: s.prunes[7].epoch, below: horizon - int64(time.Second) - 1}
+				}
+				tx, err := s.db.Begin(true)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				if bc.scan {
+					err = pruneBeforeIndex(tx, st)
+				} else {
+					s.wmu.Lock()
+					var pruned int
+					pruned, _, err = pruneRequests(tx, st, s.tablePrune(7), &cur)
+					s.wmu.Unlock()
+					if pruned != expired {
+						b.Fatalf("pruned %d, want %d", pruned, expired)
+					}
+				}
+				b.StopTimer()
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := tx.Commit(); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+		})
+	}
+}
+
+// pruneBeforeIndex is the prune as it was before the time index (commit
+// 4171142, deleteRequests over forEachRequest): every record of the table
+// read, the range's expired ones deleted.
+func pruneBeforeIndex(tx *bolt.Tx, st *pb.RangeState) error {
+	horizon := st.GetLastTimestampUnixNano() - int64(requestTTL)
+	var ks [][]byte
+	err := forEachRequest(tx, st.GetRange(), func(k, v []byte) error {
+		if int64(binary.BigEndian.Uint64(v[8:16])) < horizon {
+			ks = append(ks, append([]byte(nil), k...))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	b := tx.Bucket(bucketRequests)
+	for _, k := range ks {
+		if err := b.Delete(k); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -59,6 +59,14 @@ type applyCtx struct {
 	// arena holds the keys and values a client write entry hands to
 	// bbolt (write.go, reserve).
 	arena []byte
+	// store holds the prune state of the range's table (dedup.go).
+	store *Store
+}
+
+// tablePrune is the prune state shared by the ranges of the range's table
+// here (the store's write lock is held while applying).
+func (c *applyCtx) tablePrune() *tablePrune {
+	return c.store.tablePrune(c.state.GetRange().GetTableId())
 }
 
 // created is a range a command created, for the hooks.
@@ -93,6 +101,10 @@ type Range struct {
 	state *pb.RangeState
 
 	hooks Hooks
+
+	// prune is where the range's next request prune starts (dedup.go);
+	// used by the apply goroutine only.
+	prune pruneCursor
 
 	// readState caches the decoded committed state for reads.
 	readState atomic.Pointer[stateView]
@@ -230,7 +242,7 @@ func (r *Range) ApplyBatch(logs []*raft.Log) []interface{} {
 			gone = true
 			return nil
 		}
-		c := &applyCtx{tx: tx, state: state}
+		c := &applyCtx{tx: tx, state: state, store: r.store}
 		defer func() { made, merged, quiesced = c.created, c.merged, c.quiesced }()
 		for i, l := range logs {
 			if l.Index <= applied {
@@ -246,7 +258,7 @@ func (r *Range) ApplyBatch(logs []*raft.Log) []interface{} {
 			}
 			state.AppliedIndex = l.Index
 			if l.Index%pruneEvery == 0 {
-				if err := pruneRequests(tx, state); err != nil {
+				if err := r.store.prune(tx, state, &r.prune); err != nil {
 					return err
 				}
 			}
@@ -329,6 +341,11 @@ func (r *Range) Restore(rc io.ReadCloser) error {
 	err := r.store.update(func(tx *bolt.Tx) error {
 		var err error
 		state, subsumed, err = restoreInto(tx, rc, r.id)
+		if state != nil {
+			// Ownership of the table's records changed here, and records
+			// were added: every range of the table rescans once.
+			r.store.tablePrune(state.GetRange().GetTableId()).invalidate()
+		}
 		return err
 	})
 	if err != nil {

@@ -75,6 +75,9 @@ func applySplit(c *applyCtx, payload []byte) *Result {
 	if err := putState(c.tx, rs); err != nil {
 		return &Result{Err: err}
 	}
+	// The right range's state may replace one stored ahead of the split,
+	// whose Range here would keep a cursor for another span.
+	c.tablePrune().invalidate()
 	c.created = append(c.created, created{desc: right, preferredLeader: cmd.GetPreferredLeader()})
 	return &Result{Range: left, Right: right}
 }
@@ -174,6 +177,8 @@ func applyMerge(c *applyCtx, payload []byte) *Result {
 	if ts := rs.GetLastTimestampUnixNano(); ts > c.state.GetLastTimestampUnixNano() {
 		c.state.LastTimestampUnixNano = ts
 	}
+	// The range's span widened over records its cursor skipped.
+	c.tablePrune().invalidate()
 	c.merged = append(c.merged, right.GetRangeId())
 	return &Result{Range: merged}
 }
@@ -215,9 +220,10 @@ func applyAbsorb(c *applyCtx, payload []byte) *Result {
 		n++
 		size += uint64(len(kv.GetValue()))
 	}
-	rb := c.tx.Bucket(bucketRequests)
+	// Records added and a span widened: the table's prunes rescan.
+	c.tablePrune().invalidate()
 	for _, kv := range cmd.GetRequests() {
-		if err := rb.Put(requestKey(desc.GetTableId(), kv.GetKey()), kv.GetValue()); err != nil {
+		if err := storeRequest(c.tx, requestKey(desc.GetTableId(), kv.GetKey()), kv.GetValue()); err != nil {
 			return &Result{Err: err}
 		}
 	}

@@ -173,7 +173,7 @@ func restoreInto(tx *bolt.Tx, r io.Reader, rangeID uint64) (*pb.RangeState, []ui
 		if err != nil {
 			return nil, nil, fmt.Errorf("%w: request record: %v", ErrCorruptSnapshot, err)
 		}
-		if err := tx.Bucket(bucketRequests).Put(requestKey(state.GetRange().GetTableId(), id), v); err != nil {
+		if err := storeRequest(tx, requestKey(state.GetRange().GetTableId(), id), v); err != nil {
 			return nil, nil, err
 		}
 	}

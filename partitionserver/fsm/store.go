@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -74,6 +75,13 @@ type Store struct {
 	// delay is added to every commit (SetCommitDelay).
 	delay atomic.Int64
 
+	// prunes is the request-prune state of each table (dedup.go),
+	// guarded by wmu: only applies and updates touch it.
+	prunes map[uint64]*tablePrune
+	// scanPrune makes prunes read every record of the table, as before
+	// the time index: tests compare the two.
+	scanPrune bool
+
 	interval  time.Duration
 	kick      chan struct{}
 	urgent    chan struct{}
@@ -109,8 +117,15 @@ func OpenWithInterval(path string, interval time.Duration) (*Store, error) {
 		return nil, fmt.Errorf("fsm: open %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketRanges, bucketData, bucketRequests} {
+		unindexed := tx.Bucket(bucketRequestsByTime) == nil
+		for _, b := range [][]byte{bucketRanges, bucketData, bucketRequests, bucketRequestsByTime} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		if unindexed {
+			// Written before the time index: build it, once.
+			if err := indexRequests(tx); err != nil {
 				return err
 			}
 		}
@@ -123,7 +138,7 @@ func OpenWithInterval(path string, interval time.Duration) (*Store, error) {
 	if interval <= 0 {
 		interval = DefaultCommitInterval
 	}
-	s := &Store{db: db, interval: interval, kick: make(chan struct{}, 1), urgent: make(chan struct{}, 1), done: make(chan struct{})}
+	s := &Store{db: db, prunes: map[uint64]*tablePrune{}, interval: interval, kick: make(chan struct{}, 1), urgent: make(chan struct{}, 1), done: make(chan struct{})}
 	s.wg.Add(1)
 	go s.committer()
 	return s, nil
@@ -277,6 +292,26 @@ func (s *Store) update(fn func(tx *bolt.Tx) error) error {
 	return s.db.Update(fn)
 }
 
+// tablePrune returns the request-prune state of a table; wmu is held.
+func (s *Store) tablePrune(tableID uint64) *tablePrune {
+	t := s.prunes[tableID]
+	if t == nil {
+		t = &tablePrune{maxBelow: math.MinInt64}
+		s.prunes[tableID] = t
+	}
+	return t
+}
+
+// prune forgets the range's expired request records (pruneRequests); wmu
+// is held.
+func (s *Store) prune(tx *bolt.Tx, st *pb.RangeState, cur *pruneCursor) error {
+	if s.scanPrune {
+		return pruneRequestsByScan(tx, st)
+	}
+	_, _, err := pruneRequests(tx, st, s.tablePrune(st.GetRange().GetTableId()), cur)
+	return err
+}
+
 func u64(v uint64) []byte {
 	var b [8]byte
 	binary.BigEndian.PutUint64(b[:], v)
@@ -309,6 +344,7 @@ func (s *Store) CreateRange(desc *pb.RangeDescriptor, bootstrap bool) error {
 			return ErrRangeExists
 		}
 		st := &pb.RangeState{Range: desc, Bootstrap: bootstrap}
+		s.tablePrune(desc.GetTableId()).invalidate()
 		if _, err := tx.Bucket(bucketData).CreateBucketIfNotExists(u64(desc.GetTableId())); err != nil {
 			return err
 		}
@@ -333,6 +369,7 @@ func (s *Store) DeleteRange(rangeID, abortedThrough uint64) error {
 		if mergePending(tx, st, abortedThrough) {
 			return ErrMergePending
 		}
+		s.tablePrune(st.GetRange().GetTableId()).invalidate()
 		if err := clearSpan(tx, st.GetRange()); err != nil {
 			return err
 		}

@@ -77,8 +77,10 @@ func (c *applyCtx) reserve(writes []*pb.WriteCommand) {
 	for _, w := range writes {
 		ops := w.GetOps()
 		if len(ops) > 0 {
-			// The request record: key and value.
-			n += 8 + len(w.GetRequestId()) + 16 + len(ops[0].GetPartitionKey())
+			// The request record: key and value, and its time index key
+			// (bbolt copies keys, but a key escapes to its debug logger:
+			// from the arena it costs no allocation of its own).
+			n += 8 + len(w.GetRequestId()) + 16 + len(ops[0].GetPartitionKey()) + 16 + len(w.GetRequestId())
 		}
 		for _, op := range ops {
 			keys := len(op.GetPartitionKey()) + len(op.GetRowKey())
@@ -127,15 +129,20 @@ func applyWriteCommand(c *applyCtx, cmd *pb.WriteCommand, res *Result) {
 		res.Err = &OpError{Index: 0, Err: ErrRangeFrozen}
 		return
 	}
-	var reqKey []byte
+	var reqKey, reqStored []byte
 	if id := cmd.GetRequestId(); len(id) > 0 {
 		room := c.room()
 		reqKey = c.carved(appendRequestKey(room, desc.GetTableId(), id), room)
-		if ts, ok := lookupRequest(c.tx, desc, reqKey); ok {
+		first, known, stored := lookupRequest(c.tx, desc, reqKey)
+		if known {
 			// A retry of a write already applied: its result, not again.
-			res.TimestampUnixNano = ts
+			res.TimestampUnixNano = first
 			return
 		}
+		// A record of this id for a PartitionKey of another range: the
+		// write is new here, and its record replaces that one (copied:
+		// rare, and bbolt's memory is not to be held across puts).
+		reqStored = bytes.Clone(stored)
 	}
 	bucket, err := tableBucket(c.tx, desc.GetTableId(), true)
 	if err != nil {
@@ -212,10 +219,14 @@ func applyWriteCommand(c *applyCtx, cmd *pb.WriteCommand, res *Result) {
 	if reqKey != nil {
 		room := c.room()
 		v := c.carved(appendRequestRecord(room, ts, cmd.GetProposedUnixNano(), ops[0].GetPartitionKey()), room)
-		if err := c.tx.Bucket(bucketRequests).Put(reqKey, v); err != nil {
+		room = c.room()
+		tk, _ := appendRequestTimeKey(room, reqKey, v)
+		tk = c.carved(tk, room)
+		if err := putRequest(c.tx, reqKey, v, tk, reqStored); err != nil {
 			res.Err = err
 			return
 		}
+		c.tablePrune().added(cmd.GetProposedUnixNano())
 	}
 	res.TimestampUnixNano = ts
 }
