@@ -786,3 +786,50 @@ func entityBytesOf(props map[string]edm.Value) []byte {
 	}
 	return edm.MarshalBinary(e)
 }
+
+// TestPruneCursorsOfTwoRanges: the table's highest cursor, not the last
+// one set, decides whether a record added below a cursor invalidates them.
+// The left range prunes up to base+20m, then the right range up to base+5m;
+// a stale left write proposed at base+10m lies below the left cursor, so
+// the left range's next prune must start over and forget it.
+func TestPruneCursorsOfTwoRanges(t *testing.T) {
+	const base = int64(1_000) * int64(time.Hour)
+	m := int64(time.Minute)
+	left := &pb.RangeDescriptor{RangeId: 1, TableId: 7, End: "m", Generation: 1}
+	right := &pb.RangeDescriptor{RangeId: 2, TableId: 7, Start: "m", Generation: 1}
+	s, _ := openTestRange(t, left)
+	if err := s.CreateRange(right, true); err != nil {
+		t.Fatal(err)
+	}
+	var lcur, rcur pruneCursor
+	prune := func(d *pb.RangeDescriptor, cur *pruneCursor, last int64) {
+		t.Helper()
+		st := &pb.RangeState{Range: d, LastTimestampUnixNano: last}
+		err := s.update(func(tx *bolt.Tx) error {
+			_, _, err := pruneRequests(tx, st, s.tablePrune(7), cur)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	add := func(id string, p int64, pk string) {
+		t.Helper()
+		s.wmu.Lock()
+		s.tablePrune(7).added(p)
+		s.wmu.Unlock()
+		putRecords(t, s, []recordSpec{{7, id, p, pk}})
+	}
+	add("r1", base+15*m, "x")
+	add("l1", base+30*m, "a")
+	prune(left, &lcur, base+30*m)  // cursor base+20m
+	prune(right, &rcur, base+15*m) // cursor base+5m
+	add("stale", base+10*m, "b")   // below the left cursor
+	add("l2", base+40*m, "c")
+	prune(left, &lcur, base+40*m) // horizon base+30m
+	want := []string{"7/l1", "7/l2", "7/r1"}
+	if got := requestIDs(t, s); !slices.Equal(got, want) {
+		t.Fatalf("records left %v, want %v (the stale record expired)", got, want)
+	}
+	checkRequestIndex(t, s)
+}
