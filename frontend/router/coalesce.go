@@ -183,9 +183,15 @@ func (c *coalescer[Req, Resp]) release(k laneKey, l *lane[Req, Resp], cl pb.Part
 // drain sends batch after batch of lane l until its queue is empty.
 func (c *coalescer[Req, Resp]) drain(k laneKey, l *lane[Req, Resp], cl pb.PartitionServiceClient, batch []*pending[Req, Resp]) {
 	for batch != nil {
-		sent := time.Now()
+		var sent time.Time
+		if c.ops.lingerForAll > 0 {
+			sent = time.Now()
+		}
 		c.send(k.addr, cl, batch)
-		took := c.since(sent)
+		var took time.Duration
+		if c.ops.lingerForAll > 0 {
+			took = c.since(sent)
+		}
 		c.mu.Lock()
 		var wake chan struct{}
 		if l.skipLinger > 0 {

@@ -270,15 +270,6 @@ func pruneRequests(tx *bolt.Tx, st *pb.RangeState, tp *tablePrune, cur *pruneCur
 	return pruned, skipped, nil
 }
 
-// pruneRequestsByScan is the prune before the time index: every record of
-// the table read, the range's expired ones deleted. Tests compare the two.
-func pruneRequestsByScan(tx *bolt.Tx, st *pb.RangeState) error {
-	horizon := st.GetLastTimestampUnixNano() - int64(requestTTL)
-	return deleteRequests(tx, st.GetRange(), func(v []byte) bool {
-		return int64(binary.BigEndian.Uint64(v[8:16])) < horizon
-	})
-}
-
 // indexRequests builds the time index of every record, once, when a file
 // written before it existed is opened.
 func indexRequests(tx *bolt.Tx) error {

@@ -109,7 +109,9 @@ func (w *world) open() {
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	s.scanPrune = w.scan
+	if w.scan {
+		s.prunePrior = pruneRequestsByScan
+	}
 	w.s = s
 }
 
@@ -832,4 +834,13 @@ func TestPruneCursorsOfTwoRanges(t *testing.T) {
 		t.Fatalf("records left %v, want %v (the stale record expired)", got, want)
 	}
 	checkRequestIndex(t, s)
+}
+
+// pruneRequestsByScan is the prune before the time index: every record of
+// the table read, the range's expired ones deleted. Tests compare the two.
+func pruneRequestsByScan(tx *bolt.Tx, st *pb.RangeState) error {
+	horizon := st.GetLastTimestampUnixNano() - int64(requestTTL)
+	return deleteRequests(tx, st.GetRange(), func(v []byte) bool {
+		return int64(binary.BigEndian.Uint64(v[8:16])) < horizon
+	})
 }

@@ -59,14 +59,19 @@ type applyCtx struct {
 	// arena holds the keys and values a client write entry hands to
 	// bbolt (write.go, reserve).
 	arena []byte
-	// store holds the prune state of the range's table (dedup.go).
-	store *Store
+	// store holds the prune state of the range's table (dedup.go);
+	// prunes caches it for the entries of one apply (one table).
+	store  *Store
+	prunes *tablePrune
 }
 
 // tablePrune is the prune state shared by the ranges of the range's table
 // here (the store's write lock is held while applying).
 func (c *applyCtx) tablePrune() *tablePrune {
-	return c.store.tablePrune(c.state.GetRange().GetTableId())
+	if c.prunes == nil {
+		c.prunes = c.store.tablePrune(c.state.GetRange().GetTableId())
+	}
+	return c.prunes
 }
 
 // created is a range a command created, for the hooks.

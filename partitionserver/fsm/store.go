@@ -78,9 +78,9 @@ type Store struct {
 	// prunes is the request-prune state of each table (dedup.go),
 	// guarded by wmu: only applies and updates touch it.
 	prunes map[uint64]*tablePrune
-	// scanPrune makes prunes read every record of the table, as before
-	// the time index: tests compare the two.
-	scanPrune bool
+	// prunePrior, when set, replaces the prune (tests: the full scan of
+	// before the time index, their oracle).
+	prunePrior func(tx *bolt.Tx, st *pb.RangeState) error
 
 	interval  time.Duration
 	kick      chan struct{}
@@ -308,8 +308,8 @@ func (s *Store) tablePrune(tableID uint64) *tablePrune {
 // prune forgets the range's expired request records (pruneRequests); wmu
 // is held.
 func (s *Store) prune(tx *bolt.Tx, st *pb.RangeState, cur *pruneCursor) error {
-	if s.scanPrune {
-		return pruneRequestsByScan(tx, st)
+	if s.prunePrior != nil {
+		return s.prunePrior(tx, st)
 	}
 	_, _, err := pruneRequests(tx, st, s.tablePrune(st.GetRange().GetTableId()), cur)
 	return err
