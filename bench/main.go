@@ -42,6 +42,7 @@ type options struct {
 	readAll    bool
 	profileDir string
 	rate       float64
+	rounds     int
 }
 
 func main() {
@@ -53,6 +54,7 @@ func main() {
 	flag.IntVar(&o.workers, "workers", 32, "concurrent workers")
 	flag.DurationVar(&o.duration, "duration", 10*time.Second, "length of each scenario")
 	flag.Float64Var(&o.rate, "rate", 0, "throughput mode: calls per second all workers together start at most (0: as fast as they can); compares CPU per entity of two builds at the same rate")
+	flag.IntVar(&o.rounds, "rounds", 1, "throughput mode: run everything this many times, the targets started afresh and taking turns, and print each round's ratios and their medians")
 	flag.IntVar(&o.size, "entity-size", 1024, "approximate entity size in bytes")
 	flag.IntVar(&o.partitions, "partitions", 1024, "PartitionKeys of the spread-insert scenarios")
 	flag.IntVar(&o.batchSize, "batch-size", 100, "entities per entity group transaction in the batch scenario")
@@ -65,6 +67,9 @@ func main() {
 	flag.StringVar(&o.profileDir, "profile-dir", "", "save CPU profiles into this directory: throughput mode, processes target: every process with --pprof-addr, a CPU and an allocation profile of each per scenario (<scenario>-<role>.pprof); tables mode, dev target: the process over the idle window (idle.pprof) and over the first reads (reads.pprof)")
 	flag.DurationVar(&o.quietAfter, "quiet-after", 30*time.Second, "tables mode: how long after the last request idle CPU is measured")
 	flag.Parse()
+	if o.rounds < 1 {
+		fail(fmt.Errorf("-rounds %d: must be at least 1", o.rounds))
+	}
 	o.scenarios = splitList(*only)
 	for _, s := range o.scenarios {
 		if _, ok := scenarioByName(s); !ok {

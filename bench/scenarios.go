@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -27,15 +28,31 @@ type env struct {
 	tc      *aztables.Client // the scenarios' shared table
 	table   string
 	payload string
+	tail    []byte // entityTail(payload)
 
 	mu      sync.Mutex
 	written []string // "pk\x00rk"
 }
 
+// body is an entity's JSON. It is appended from parts marshalled once (the
+// keys are the scenarios' own ASCII, needing no escaping): marshalling a map
+// per call cost the load generator ~7 % of its CPU, taken from the servers
+// it shares the machine with.
 func (e *env) body(pk, rk string) []byte {
-	b, _ := json.Marshal(map[string]any{"PartitionKey": pk, "RowKey": rk, "Payload": e.payload, "N": 42,
-		"When": "2024-01-02T03:04:05Z", "When@odata.type": "Edm.DateTime"})
-	return b
+	b := make([]byte, 0, len(e.tail)+len(pk)+len(rk)+40)
+	b = append(b, `{"PartitionKey":"`...)
+	b = append(b, pk...)
+	b = append(b, `","RowKey":"`...)
+	b = append(b, rk...)
+	b = append(b, '"')
+	return append(b, e.tail...)
+}
+
+// entityTail is the part of every entity after its keys.
+func entityTail(payload string) []byte {
+	p, _ := json.Marshal(payload)
+	b := append([]byte(`,"Payload":`), p...)
+	return append(b, `,"N":42,"When":"2024-01-02T03:04:05Z","When@odata.type":"Edm.DateTime"}`...)
 }
 
 func (e *env) record(pk, rk string) {
@@ -238,6 +255,9 @@ type result struct {
 	FirstError string             `json:"first_error,omitempty"`
 	CPUPerOp   map[string]float64 `json:"cpu_us_per_entity"` // by role, plus "servers" (all but client)
 	Skipped    string             `json:"skipped,omitempty"`
+	// Round is the result's round (-rounds): every round starts the
+	// targets afresh, one after the other.
+	Round int `json:"round"`
 }
 
 // run drives op from workers goroutines for d and measures the rate of
@@ -332,26 +352,39 @@ func newService(o options, conn string) (*aztables.ServiceClient, error) {
 // runThroughput measures every scenario on every target and prints the
 // figures, the ratios to Azurite and the CPU per entity.
 func runThroughput(o options, targets []string) error {
-	fmt.Printf("tablestore bench: %d workers, %v per scenario, ~%d B entities, %d PartitionKeys, batches of %d\n",
-		o.workers, o.duration, o.size, o.partitions, o.batchSize)
+	fmt.Printf("tablestore bench: %d workers, %v per scenario, ~%d B entities, %d PartitionKeys, batches of %d, %d round(s)\n",
+		o.workers, o.duration, o.size, o.partitions, o.batchSize, o.rounds)
 	var results []result
-	for _, name := range targets {
-		t, err := startTarget(name, o)
-		if errors.Is(err, errSkip) {
-			fmt.Printf("\n[%s] skipped: azurite-table is not on the PATH (npm install -g azurite@3.37.0)\n", name)
-			continue
+	for round := 1; round <= o.rounds; round++ {
+		if o.rounds > 1 {
+			fmt.Printf("\n=== round %d of %d\n", round, o.rounds)
 		}
-		if err != nil {
-			return fmt.Errorf("target %s: %w", name, err)
+		var rs []result
+		for _, name := range targets {
+			t, err := startTarget(name, o)
+			if errors.Is(err, errSkip) {
+				fmt.Printf("\n[%s] skipped: azurite-table is not on the PATH (npm install -g azurite@3.37.0)\n", name)
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("target %s: %w", name, err)
+			}
+			got, err := measure(o, t)
+			t.stop()
+			if err != nil {
+				return fmt.Errorf("target %s: %w", name, err)
+			}
+			for i := range got {
+				got[i].Round = round
+			}
+			rs = append(rs, got...)
 		}
-		rs, err := measure(o, t)
-		t.stop()
-		if err != nil {
-			return fmt.Errorf("target %s: %w", name, err)
-		}
+		printRatios(rs, targets)
 		results = append(results, rs...)
 	}
-	printRatios(results, targets)
+	if o.rounds > 1 {
+		printMedians(results, targets)
+	}
 	if o.jsonOut != "" {
 		data, _ := json.MarshalIndent(results, "", "  ")
 		if err := os.WriteFile(o.jsonOut, data, 0o644); err != nil {
@@ -369,6 +402,7 @@ func measure(o options, t *target) ([]result, error) {
 	ctx := context.Background()
 	e := &env{o: o, t: t, sc: sc, table: fmt.Sprintf("bench%d", time.Now().Unix()%1e6),
 		payload: strings.Repeat("x", max(0, o.size-100))}
+	e.tail = entityTail(e.payload)
 	if _, err := sc.CreateTable(ctx, e.table, nil); err != nil {
 		return nil, fmt.Errorf("create table: %w", err)
 	}
@@ -480,4 +514,77 @@ func printRatios(rs []result, targets []string) {
 	if len(split) > 0 {
 		fmt.Printf("insert-presplit / insert-many-partitions: %s\n", strings.Join(split, ", "))
 	}
+}
+
+// printMedians summarises the rounds: per scenario, each round's ratio to
+// Azurite (and the pre-split table's to one range) and their median. One
+// run's ratio moves by ±15 % on this machine with the load of its
+// neighbours and Azurite's own speed; the rounds alternate the targets, so
+// a slow minute hits both sides of a ratio alike.
+func printMedians(rs []result, targets []string) {
+	type key struct{ scenario, target string }
+	rates := map[key]map[int]float64{}
+	var scenarios []string
+	for _, r := range rs {
+		if r.Skipped != "" || r.Rate <= 0 {
+			continue
+		}
+		k := key{r.Scenario, r.Target}
+		if rates[k] == nil {
+			rates[k] = map[int]float64{}
+			if !slices.Contains(scenarios, r.Scenario) {
+				scenarios = append(scenarios, r.Scenario)
+			}
+		}
+		rates[k][r.Round] = r.Rate
+	}
+	ratios := func(num, den key) []float64 {
+		var out []float64
+		for round, n := range rates[num] {
+			if d, ok := rates[den][round]; ok && d > 0 {
+				out = append(out, n/d)
+			}
+		}
+		sort.Float64s(out)
+		return out
+	}
+	line := func(label string, rs []float64) {
+		if len(rs) == 0 {
+			return
+		}
+		parts := make([]string, len(rs))
+		for i, r := range rs {
+			parts[i] = fmt.Sprintf("%.2f", r)
+		}
+		fmt.Printf("%-54s median %.2fx  (rounds, sorted: %s)\n", label, median(rs), strings.Join(parts, " "))
+	}
+	fmt.Printf("\n=== summary of %d rounds\n", len(rounds(rs)))
+	for _, sc := range scenarios {
+		for _, t := range targets {
+			if t == "azurite" {
+				continue
+			}
+			line(fmt.Sprintf("%s %s / azurite", sc, t), ratios(key{sc, t}, key{sc, "azurite"}))
+		}
+	}
+	for _, t := range targets {
+		line(fmt.Sprintf("insert-presplit / insert-many-partitions, %s", t),
+			ratios(key{"insert-presplit", t}, key{"insert-many-partitions", t}))
+	}
+}
+
+func rounds(rs []result) map[int]bool {
+	out := map[int]bool{}
+	for _, r := range rs {
+		out[r.Round] = true
+	}
+	return out
+}
+
+func median(sorted []float64) float64 {
+	n := len(sorted)
+	if n%2 == 1 {
+		return sorted[n/2]
+	}
+	return (sorted[n/2-1] + sorted[n/2]) / 2
 }

@@ -1,0 +1,36 @@
+package main
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// The appended body must be the entity the map-marshalled one was.
+func TestBodyIsTheEntity(t *testing.T) {
+	e := &env{payload: strings.Repeat("x", 924)}
+	e.tail = entityTail(e.payload)
+	for _, k := range [][2]string{{"p0001", "m03-000000017"}, {"hot", "w31-000123456"}, {"", ""}} {
+		var got map[string]any
+		if err := json.Unmarshal(e.body(k[0], k[1]), &got); err != nil {
+			t.Fatalf("body(%q, %q) is not JSON: %v", k[0], k[1], err)
+		}
+		want := map[string]any{"PartitionKey": k[0], "RowKey": k[1], "Payload": e.payload, "N": float64(42),
+			"When": "2024-01-02T03:04:05Z", "When@odata.type": "Edm.DateTime"}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("body(%q, %q) = %v, want %v", k[0], k[1], got, want)
+		}
+	}
+}
+
+func TestMedian(t *testing.T) {
+	for _, c := range []struct {
+		in   []float64
+		want float64
+	}{{[]float64{1}, 1}, {[]float64{1, 3}, 2}, {[]float64{0.8, 0.9, 1.2}, 0.9}} {
+		if got := median(c.in); got != c.want {
+			t.Errorf("median(%v) = %v, want %v", c.in, got, c.want)
+		}
+	}
+}
