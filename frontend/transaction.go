@@ -171,15 +171,17 @@ func (s *Server) parseTxnOp(rc *reqCtx, sub *batch.Request) (txnOp, error) {
 
 	switch {
 	case rt.kind == routeEntitySet && method == http.MethodPost:
-		e, hasPK, hasRK, err := edm.DecodeJSONKeys(sub.Body)
+		// One decode gives the entity and its stored form, as Insert
+		// Entity's does (the entity's strings then live in bin).
+		e, bin, hasPK, hasRK, err := edm.DecodeJSONKeysBinary(sub.Body)
 		if err != nil {
 			return t, err
 		}
-		if e, err = checkEntity(e, hasPK, hasRK, nil); err != nil {
+		if e, err = checkEntity(e, hasPK, hasRK, nil); err != nil { // changes nothing of e: bin still encodes it
 			return t, err
 		}
 		t.entity, t.access = e, auth.EntityAdd
-		t.op = &pb.EntityOp{Kind: pb.OpKind_OP_KIND_INSERT, PartitionKey: e.PartitionKey, RowKey: e.RowKey, Entity: edm.MarshalBinary(e)}
+		t.op = &pb.EntityOp{Kind: pb.OpKind_OP_KIND_INSERT, PartitionKey: e.PartitionKey, RowKey: e.RowKey, Entity: bin}
 		return t, nil
 	case rt.kind != routeEntity:
 		if method == http.MethodGet {
