@@ -250,6 +250,11 @@ func (s *Server) execute(sl *slot, a lifecycle.Action, spec *openSpec) error {
 		if err := s.logs.Drop(sl.id); err != nil {
 			return err
 		}
+		// The transport's lease state of the group goes with the raft
+		// state it guards (grouptransport's leases.forget).
+		if s.raftNet != nil {
+			s.raftNet.ForgetGroup(sl.id)
+		}
 		if err := os.RemoveAll(replicaDir(s.cfg.DataDir, sl.id)); err != nil {
 			return err
 		}

@@ -175,6 +175,9 @@ func (s *Server) Start() (err error) {
 	if s.store, err = fsm.OpenWithInterval(statePath, s.cfg.StateCommitInterval); err != nil {
 		return fmt.Errorf("partitionserver: state file %s: %w", statePath, err)
 	}
+	if s.store.IndexRebuilt() {
+		s.logger.Info("rebuilt the request records' time index: the state file had commits by a binary that does not keep it", "path", statePath)
+	}
 	s.store.ObserveCommits(s.stateCommits.Observe)
 	cleanup = append(cleanup, func() { s.store.Close() })
 	if s.creds, err = s.cfg.TLS.Load(); err != nil {

@@ -30,7 +30,9 @@ import (
 // of the table (at 5,000 writes/s the 10-minute TTL keeps ~3 M of them). It
 // is derived data: this file's own, never in a snapshot, changed only
 // together with the records (putRequest, deleteRequest, the prune) and
-// built once for a file written before it (indexRequests).
+// built once for a file written before it (indexRequests), or again when
+// the file had commits by a binary that does not keep it (a downgrade:
+// keyLastCommit in store.go).
 
 var bucketRequests = []byte("table-requests")
 

@@ -6,6 +6,7 @@
 //
 //	ranges/<range id, 8 bytes BE>          -> RangeState proto (descriptor, applied index, …)
 //	data/<table id, 8 bytes BE>/<key>      -> entity in edm binary form
+//	meta/last-commit                       -> id of the last bbolt transaction this code committed
 //
 // where <key> is keys.Encode(PartitionKey, RowKey). Ranges of one table share
 // the table's bucket, so splitting a range changes descriptors, not data.

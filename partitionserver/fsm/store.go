@@ -51,7 +51,42 @@ func (e *OpError) Unwrap() error { return e.Err }
 var (
 	bucketRanges = []byte("ranges")
 	bucketData   = []byte("data")
+	// bucketMeta holds facts about this file, not replicated state (never
+	// in a snapshot). A bucket of its own, not a key in ranges: older
+	// binaries decode every value of ranges as a RangeState, and ignore a
+	// bucket they do not know.
+	bucketMeta = []byte("meta")
 )
+
+// keyLastCommit (in bucketMeta) is the bbolt id of the last transaction
+// this code committed: every write transaction of the package stamps its
+// own id before it commits (stampCommit), one small put per commit,
+// whatever it writes. Derived data kept beside the records (the time index
+// of request records, dedup.go) is correct only if every commit since it
+// was built maintained it; a binary that predates it (an older release
+// opened on this file, a downgrade) commits without touching it or this
+// key, and bbolt's ids grow by one per commit, so at Open a stamp other
+// than the last committed id, or none beside an existing index, tells that
+// some commit may have left the index wrong (foreignCommits).
+var keyLastCommit = []byte("last-commit")
+
+// stampCommit records tx's id in tx as the last commit of this code. Every
+// write transaction of the package calls it just before committing: one it
+// missed would make the next Open rebuild the index for nothing.
+func stampCommit(tx *bolt.Tx) error {
+	return tx.Bucket(bucketMeta).Put(keyLastCommit, u64(uint64(tx.ID())))
+}
+
+// foreignCommits reports, in Open's write transaction, whether a commit
+// since this code's last one (or ever, without a stamp) was made by other
+// code. A write transaction's id is the last committed one plus one.
+func foreignCommits(tx *bolt.Tx) bool {
+	var v []byte
+	if b := tx.Bucket(bucketMeta); b != nil {
+		v = b.Get(keyLastCommit)
+	}
+	return len(v) != 8 || binary.BigEndian.Uint64(v) != uint64(tx.ID()-1)
+}
 
 // Store is a partition server's bbolt file.
 //
@@ -81,6 +116,8 @@ type Store struct {
 	// prunePrior, when set, replaces the prune (tests: the full scan of
 	// before the time index, their oracle).
 	prunePrior func(tx *bolt.Tx, st *pb.RangeState) error
+	// indexRebuilt: Open rebuilt the time index (IndexRebuilt).
+	indexRebuilt bool
 
 	interval  time.Duration
 	kick      chan struct{}
@@ -116,9 +153,19 @@ func OpenWithInterval(path string, interval time.Duration) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fsm: open %s: %w", path, err)
 	}
+	rebuilt := false
 	err = db.Update(func(tx *bolt.Tx) error {
 		unindexed := tx.Bucket(bucketRequestsByTime) == nil
-		for _, b := range [][]byte{bucketRanges, bucketData, bucketRequests, bucketRequestsByTime} {
+		if !unindexed && foreignCommits(tx) {
+			// A binary that does not keep the time index committed
+			// since this code last did: the index may miss its records
+			// and hold entries of records it deleted. Build it anew.
+			if err := tx.DeleteBucket(bucketRequestsByTime); err != nil {
+				return err
+			}
+			unindexed, rebuilt = true, true
+		}
+		for _, b := range [][]byte{bucketRanges, bucketData, bucketRequests, bucketRequestsByTime, bucketMeta} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -129,7 +176,10 @@ func OpenWithInterval(path string, interval time.Duration) (*Store, error) {
 				return err
 			}
 		}
-		return migrateRequests(tx)
+		if err := migrateRequests(tx); err != nil {
+			return err
+		}
+		return stampCommit(tx)
 	})
 	if err != nil {
 		db.Close()
@@ -138,7 +188,7 @@ func OpenWithInterval(path string, interval time.Duration) (*Store, error) {
 	if interval <= 0 {
 		interval = DefaultCommitInterval
 	}
-	s := &Store{db: db, prunes: map[uint64]*tablePrune{}, interval: interval, kick: make(chan struct{}, 1), urgent: make(chan struct{}, 1), done: make(chan struct{})}
+	s := &Store{db: db, prunes: map[uint64]*tablePrune{}, indexRebuilt: rebuilt, interval: interval, kick: make(chan struct{}, 1), urgent: make(chan struct{}, 1), done: make(chan struct{})}
 	s.wg.Add(1)
 	go s.committer()
 	return s, nil
@@ -222,6 +272,9 @@ func (s *Store) commitLocked() error {
 	}
 	err := failpoint.Inject("partitionserver/fsm/commit")
 	if err == nil {
+		err = stampCommit(s.tx)
+	}
+	if err == nil {
 		err = s.tx.Commit()
 	} else {
 		s.tx.Rollback()
@@ -289,8 +342,18 @@ func (s *Store) update(fn func(tx *bolt.Tx) error) error {
 	if err := s.commitLocked(); err != nil {
 		return err
 	}
-	return s.db.Update(fn)
+	return s.db.Update(func(tx *bolt.Tx) error {
+		if err := fn(tx); err != nil {
+			return err
+		}
+		return stampCommit(tx)
+	})
 }
+
+// IndexRebuilt reports whether Open rebuilt the request records' time index
+// because the file had commits this code did not make (foreignCommits): a
+// start slower by one pass over the records, worth a line in the log.
+func (s *Store) IndexRebuilt() bool { return s.indexRebuilt }
 
 // tablePrune returns the request-prune state of a table; wmu is held.
 // Entries are never deleted: a recreated entry would restart its epoch at

@@ -13,7 +13,7 @@ import (
 )
 
 // Read leases (package lease) on the wire: this server's follower side
-// (its promises, kept per group for as long as the process runs, so that a
+// (its promises, kept per group while the group is hosted here, so that a
 // member closed and opened again, or restarted in place, keeps them) and
 // the admission of the requests that could elect another member against a
 // promise. A group's leader side is Group.lease.
@@ -27,13 +27,53 @@ type leases struct {
 	// which the candidate's votes carry. Kept here, not in the Group: a
 	// TimeoutNow to a closed member is admitted before the member opens.
 	tokens map[uint64]lease.Token
+	// retired: groups removed from this server (ForgetGroup) whose Voter
+	// was not idle yet (a promise running, a vote unanswered, a campaign
+	// window open): kept until it is, then dropped by a later sweep.
+	retired map[uint64]struct{}
 }
 
 func newLeases(d time.Duration, started time.Time) *leases {
 	if started.IsZero() {
 		started = time.Now()
 	}
-	return &leases{d: d, started: started, voters: map[uint64]*lease.Voter{}, tokens: map[uint64]lease.Token{}}
+	return &leases{d: d, started: started, voters: map[uint64]*lease.Voter{}, tokens: map[uint64]lease.Token{}, retired: map[uint64]struct{}{}}
+}
+
+// forget drops the state of group, removed from this server, so that a
+// server that hosted many ranges over time does not keep it for all of
+// them. The token goes at once: without it the candidate's transfer votes
+// are refused by promised followers, a liveness cost, never a lease
+// broken. The Voter goes only once idle (lease.Voter.Idle): the group may
+// come back here (the range re-added) within a promise's duration, while
+// its leader still counts this server's last promise, and a Voter made
+// afresh would admit the vote that breaks it. Until then the group is
+// retired, and every later forget or admission sweeps the retired groups.
+func (l *leases) forget(group uint64, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.tokens, group)
+	l.retired[group] = struct{}{}
+	l.sweepLocked(now)
+}
+
+// sweepLocked drops the Voters of retired groups that are idle at now.
+func (l *leases) sweepLocked(now time.Time) {
+	for g := range l.retired {
+		if v := l.voters[g]; v == nil || v.Idle(now) {
+			delete(l.voters, g)
+			delete(l.retired, g)
+		}
+	}
+}
+
+// revive keeps group's Voter from a sweep: the group is hosted here again
+// (a member of it opened), and its Voter guards that member's appends
+// against its votes (lease.Voter.Idle), idle or not.
+func (l *leases) revive(group uint64) {
+	l.mu.Lock()
+	delete(l.retired, group)
+	l.mu.Unlock()
 }
 
 func (l *leases) voter(group uint64) *lease.Voter {
@@ -81,8 +121,11 @@ func (l *leases) admit(group uint64, req lease.Request, term uint64) (pending bo
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	v := l.voter(group)
 	now := time.Now()
+	if len(l.retired) > 0 {
+		l.sweepLocked(now)
+	}
+	v := l.voter(group)
 	if err := v.Admit(now, l.started, l.d, req); err != nil {
 		leaseRefusalsTotal.WithLabelValues(kindLabel[req.Kind], reasonLabel(err)).Inc()
 		return false, err

@@ -279,8 +279,16 @@ func (t *Transport) GroupWithGate(id uint64, addrs raft.ServerAddressProvider, g
 	g := &Group{t: t, id: id, addrs: addrs, consumeCh: make(chan raft.RPC), shutdown: make(chan struct{})}
 	g.SetGate(gate)
 	t.groups[id] = g
+	t.leases.revive(id)
 	return g, nil
 }
+
+// ForgetGroup drops what the transport keeps of group id beyond its open
+// Group (its lease state): call it when the range is removed from this
+// server for good, its raft state dropped, not when its member merely
+// closes (a quiet range keeps its promises). What a running promise still
+// needs is kept until the promise has run out (leases.forget).
+func (t *Transport) ForgetGroup(id uint64) { t.leases.forget(id, time.Now()) }
 
 func (t *Transport) group(id uint64) *Group {
 	t.mu.RLock()

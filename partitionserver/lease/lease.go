@@ -123,6 +123,20 @@ func (v *Voter) End() {
 	}
 }
 
+// Idle reports whether, from now on, v decides no request and no promise
+// more permissively than a Voter that promised nothing: its promise has run
+// out, no vote or TimeoutNow it admitted is unanswered, and no campaign
+// window is open. What else it holds (the last append received, the
+// highest vote admitted) only makes it refuse more, and guards a raft
+// member against its own appends racing its votes: once that member is
+// gone for good, its raft state dropped with it, forgetting an idle Voter
+// gives up nothing a promise relies on (a Voter made afresh gives no
+// promise on its first append).
+func (v *Voter) Idle(now time.Time) bool {
+	return !now.Before(v.until) && v.pending == 0 &&
+		(v.campaign.IsZero() || now.Sub(v.campaign) >= CampaignWindow)
+}
+
 // Promise records that raft answered, with success, leader's append of
 // term received at recv, and reports whether the answer, given at now,
 // carries a promise of Duration d. It does not when a vote or TimeoutNow

@@ -258,3 +258,69 @@ func TestTrackerCountsTheShorterPromise(t *testing.T) {
 		t.Fatal("a 100 ms promise should count for 80 ms")
 	}
 }
+
+// TestVoterIdle: a Voter is idle only when no promise runs, nothing it
+// admitted is unanswered and no campaign window is open; forgetting one
+// that is not idle would let a Voter made afresh admit what it refuses.
+func TestVoterIdle(t *testing.T) {
+	started := at(-1000)
+	promised := func() *Voter {
+		v := &Voter{}
+		v.Promise(at(0), at(0), "a", 1, d, d)
+		if !v.Promise(at(10), at(10), "a", 1, d, d) {
+			t.Fatal("no promise")
+		}
+		return v
+	}
+	cases := []struct {
+		name string
+		v    func() *Voter
+		now  time.Time
+		want bool
+	}{
+		{"zero", func() *Voter { return &Voter{} }, at(0), true},
+		{"promise running", promised, at(10 + 249), false},
+		{"promise run out", promised, at(10 + 250), true},
+		{"vote unanswered", func() *Voter {
+			v := &Voter{}
+			v.Begin(Request{Kind: Vote, From: "b"}, 2, at(0))
+			return v
+		}, at(10_000), false},
+		{"vote answered", func() *Voter {
+			v := &Voter{}
+			v.Begin(Request{Kind: Vote, From: "b"}, 2, at(0))
+			v.End()
+			return v
+		}, at(0), true},
+		{"campaign window open", func() *Voter {
+			v := &Voter{}
+			v.Begin(Request{Kind: TimeoutNow}, 0, at(0))
+			v.End()
+			return v
+		}, at(0).Add(CampaignWindow - time.Millisecond), false},
+		{"campaign window closed", func() *Voter {
+			v := &Voter{}
+			v.Begin(Request{Kind: TimeoutNow}, 0, at(0))
+			v.End()
+			return v
+		}, at(0).Add(CampaignWindow), true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			v := tc.v()
+			if got := v.Idle(tc.now); got != tc.want {
+				t.Fatalf("Idle = %v, want %v", got, tc.want)
+			}
+			if !tc.want {
+				return
+			}
+			// Idle: from now on it decides as a Voter that promised nothing.
+			fresh := &Voter{}
+			for _, req := range []Request{{Kind: PreVote, From: "c"}, {Kind: Vote, From: "c"}, {Kind: TimeoutNow}} {
+				if got, want := v.Admit(tc.now, started, d, req), fresh.Admit(tc.now, started, d, req); !errors.Is(got, want) {
+					t.Fatalf("Admit(%+v) = %v, a fresh Voter's %v", req, got, want)
+				}
+			}
+		})
+	}
+}
