@@ -85,17 +85,31 @@ func ctxT(t *testing.T, d time.Duration) context.Context {
 	return ctx
 }
 
+// basePortOffsets are the ports, from the base, of the clusters the tests
+// start on a base port (Options.BasePort: one master, three servers, one
+// front-end).
+var basePortOffsets = []int{0, 100, 200, 201, 202, 300, 301, 302, 400}
+
 // freeBasePort finds a port p such that p..p+400 in the cluster's layout are
-// free right now.
+// free right now and were never handed out before in this test binary, by
+// freeBasePort or by freePort (cluster.go, the same range): the kernel's
+// "free" says nothing of a block whose cluster is down for a restart, or
+// not listening yet.
 func freeBasePort(t *testing.T) int {
 	t.Helper()
+	handedMu.Lock()
+	defer handedMu.Unlock()
 	for try := 0; try < 50; try++ {
 		// Below the ephemeral range (32768 and up on Linux), where the
 		// cluster's own outgoing connections could take a port between this
 		// check and the restart's listen.
 		base := 20000 + rand.Intn(120)*100
 		ok := true
-		for _, off := range []int{0, 100, 200, 201, 202, 300, 301, 302, 400} {
+		for _, off := range basePortOffsets {
+			if handed[base+off] {
+				ok = false
+				break
+			}
 			ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(base+off))
 			if err != nil {
 				ok = false
@@ -104,6 +118,9 @@ func freeBasePort(t *testing.T) int {
 			ln.Close()
 		}
 		if ok {
+			for _, off := range basePortOffsets {
+				handed[base+off] = true
+			}
 			return base
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,22 +19,60 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 )
 
+// handedPorts are the ports freePorts and claimPort gave in this test
+// binary: the kernel may give a port just closed again, and two processes
+// of one test on one port fail to start (master/members_test.go's
+// freeAddr: CI's first run of TestReplaceMaster got a duplicate address).
+var handedPorts = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
+
+// freePorts returns n loopback ports free now and never handed out before
+// in this test binary.
 func freePorts(t *testing.T, n int) []int {
 	t.Helper()
+	handedPorts.Lock()
+	defer handedPorts.Unlock()
+	// Every probe stays open until the end, the refused ones too, so the
+	// kernel does not offer them again meanwhile.
 	var lns []net.Listener
+	defer func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}()
 	var out []int
-	for i := 0; i < n; i++ {
+	for len(out) < n {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
 		lns = append(lns, ln)
-		out = append(out, ln.Addr().(*net.TCPAddr).Port)
-	}
-	for _, ln := range lns {
-		ln.Close()
+		if p := ln.Addr().(*net.TCPAddr).Port; !handedPorts.ports[p] {
+			handedPorts.ports[p] = true
+			out = append(out, p)
+		}
 	}
 	return out
+}
+
+// claimPort hands out port p when it is free now and was not handed out
+// before in this test binary (a port a test picks itself, next to one
+// freePorts gave).
+func claimPort(p int) bool {
+	handedPorts.Lock()
+	defer handedPorts.Unlock()
+	if handedPorts.ports[p] {
+		return false
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+	if err != nil {
+		return false
+	}
+	ln.Close()
+	handedPorts.ports[p] = true
+	return true
 }
 
 type proc struct {

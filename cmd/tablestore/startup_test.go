@@ -242,9 +242,7 @@ func TestDevFirstRun(t *testing.T) {
 	// An endpoint port whose successor is free too.
 	var port int
 	for range 20 {
-		p := freePorts(t, 1)[0]
-		if ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p+1)); err == nil {
-			ln.Close()
+		if p := freePorts(t, 1)[0]; claimPort(p + 1) {
 			port = p
 			break
 		}

@@ -1,0 +1,58 @@
+package cluster
+
+import (
+	"maps"
+	"testing"
+)
+
+// TestPortsNeverHandedTwice: in one test binary, a port freePort or
+// freeBasePort gave is never given again by either, though the kernel
+// calls it free whenever its node is down or not listening yet.
+func TestPortsNeverHandedTwice(t *testing.T) {
+	// What this test hands out goes back afterwards: it listens on none,
+	// and the binary's other tests need the room.
+	handedMu.Lock()
+	before := maps.Clone(handed)
+	handedMu.Unlock()
+	t.Cleanup(func() {
+		handedMu.Lock()
+		defer handedMu.Unlock()
+		for p := range handed {
+			if !before[p] {
+				delete(handed, p)
+			}
+		}
+	})
+	given := map[int]string{}
+	give := func(p int, by string) {
+		t.Helper()
+		if prev, ok := given[p]; ok {
+			t.Fatalf("port %d handed out by %s, and before by %s", p, by, prev)
+		}
+		given[p] = by
+	}
+	// An eighth of freePort's range first: a block of 9 ports overlaps
+	// it by chance ~70% of the time.
+	for range 1500 {
+		p, err := freePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		give(p, "freePort")
+	}
+	for range 5 {
+		base := freeBasePort(t)
+		for _, off := range basePortOffsets {
+			give(base+off, "freeBasePort")
+		}
+	}
+	// 3,000 picks of freePort's 12,000 ports miss all 45 of the blocks
+	// by chance once in ~10^5.
+	for range 3000 {
+		p, err := freePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		give(p, "freePort")
+	}
+}
