@@ -40,7 +40,9 @@ test-short:
 
 # The SDK workloads against `tablestore dev`, the deployment shape (roles as
 # separate processes) and, when azurite-table is on the PATH, Azurite, with
-# ratios and server CPU per entity. BENCH_ARGS adds flags (go run ./bench -h).
+# ratios and server CPU per entity. BENCH_ARGS adds flags (go run ./bench -h);
+# BENCH_ARGS='-rounds 3' repeats the run and prints the ratios' medians (one
+# run's ratio moves by ~15 % on a shared two-core machine).
 # The simulator's target (docs/split-merge.md#the-simulator): 1,000 servers,
 # 100,000 ranges, one simulated hour in under 60 s, a 10x hot spot on 1% of
 # the ranges absorbed within 2 simulated minutes; reports in ./sim-report.*.
