@@ -20,6 +20,7 @@ import (
 type leases struct {
 	d       time.Duration // 0: leases off (no promise given, everything admitted)
 	started time.Time
+	now     func() time.Time // time.Now; tests move it
 
 	mu     sync.Mutex
 	voters map[uint64]*lease.Voter
@@ -27,17 +28,39 @@ type leases struct {
 	// which the candidate's votes carry. Kept here, not in the Group: a
 	// TimeoutNow to a closed member is admitted before the member opens.
 	tokens map[uint64]lease.Token
-	// retired: groups removed from this server (ForgetGroup) whose Voter
-	// was not idle yet (a promise running, a vote unanswered, a campaign
-	// window open): kept until it is, then dropped by a later sweep.
-	retired map[uint64]struct{}
+	// gone: groups removed from this server (ForgetGroup) and not opened
+	// here since, with when they were last forgotten or asked for (admit).
+	// A gone group's Voter is dropped by a sweep once idle; its entry stays
+	// goneFor after that, so that a late vote, pre-vote or TimeoutNow of a
+	// peer that still has the group (it has not learned of the removal, or
+	// was removed too and still campaigns) leaves no state behind for good:
+	// the Voter it makes is swept again once idle, and no token is stored
+	// for a gone group. Only admit and forget sweep.
+	//
+	// The transport cannot tell such a group from one hosted here but
+	// closed (a quiet range: t.groups holds open members only), whose
+	// TimeoutNow token is stored before the member opens and whose Voter
+	// lives as long as the process; hence the set of forgotten groups
+	// rather than "not open here".
+	gone map[uint64]time.Time
 }
+
+// goneFor is how long a gone group stays known as gone after its Voter
+// was dropped and the last request for it was admitted: long enough for
+// the late requests of peers that still count this server (raft retries a
+// vote every election timeout, an RPC for at most the transport's timeout)
+// to find it gone, short enough that a server that hosted many ranges over
+// time keeps only the recent ones. It decides nothing: a gone group's
+// requests are admitted as any other group's (see sweepLocked), so it
+// costs only memory when long, and when short a Voter kept for good for a
+// group whose stale peer asks again after it.
+const goneFor = time.Minute
 
 func newLeases(d time.Duration, started time.Time) *leases {
 	if started.IsZero() {
 		started = time.Now()
 	}
-	return &leases{d: d, started: started, voters: map[uint64]*lease.Voter{}, tokens: map[uint64]lease.Token{}, retired: map[uint64]struct{}{}}
+	return &leases{d: d, started: started, now: time.Now, voters: map[uint64]*lease.Voter{}, tokens: map[uint64]lease.Token{}, gone: map[uint64]time.Time{}}
 }
 
 // forget drops the state of group, removed from this server, so that a
@@ -47,22 +70,56 @@ func newLeases(d time.Duration, started time.Time) *leases {
 // broken. The Voter goes only once idle (lease.Voter.Idle): the group may
 // come back here (the range re-added) within a promise's duration, while
 // its leader still counts this server's last promise, and a Voter made
-// afresh would admit the vote that breaks it. Until then the group is
-// retired, and every later forget or admission sweeps the retired groups.
+// afresh would admit the vote that breaks it. Until then, and goneFor
+// after, the group is gone (leases.gone).
 func (l *leases) forget(group uint64, now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	delete(l.tokens, group)
-	l.retired[group] = struct{}{}
+	l.gone[group] = now
 	l.sweepLocked(now)
 }
 
-// sweepLocked drops the Voters of retired groups that are idle at now.
+// sweepLocked drops the Voters of gone groups that are idle at now, and
+// the gone entries whose Voter is dropped and that are older than goneFor.
+//
+// Dropping an idle Voter is safe. Idle, it holds no promise a leader still
+// counts, no admitted vote or TimeoutNow raft has not answered, and no
+// open campaign window: a Voter made afresh later (the range re-added
+// here) decides every request as it would (lease.Voter.Idle). What a fresh
+// one lacks, the last append received and the highest vote admitted, only
+// guards a raft member's own appends racing its own votes, and the member
+// those came from is gone, its raft state dropped with its log (DropLog).
+// A member re-added is a new one: it gives no promise on its first append
+// (no append received before it), and every vote it takes is admitted,
+// and recorded, by the new Voter. A move's re-added member has moreover a
+// join floor (partitionserver/joinfloor.go): its gate answers itself,
+// unsuccessfully, the appends and snapshots of leaders of terms below the
+// floor's (a gate's answer carries no promise), and the votes of
+// candidates whose log is behind the floor: it promises nothing to a
+// leader that may predate its earlier removal, and votes for no candidate
+// that missed that removal.
+//
+// A gone group's requests are admitted against its stored Voter, made
+// afresh when dropped, as any group's, rather than decided against a zero
+// Voter left unstored: the decision is the same (a fresh Voter admits
+// what a zero one does; the start guard applies to both), but a vote or
+// TimeoutNow admitted for a group re-added here and opened meanwhile
+// (Dormant.Wake) must stay recorded (lease.Voter.Begin) until raft has
+// answered it and past its campaign window, or the member could promise a
+// leader while that vote is being answered. The entry in gone makes the
+// Voter swept again once idle.
 func (l *leases) sweepLocked(now time.Time) {
-	for g := range l.retired {
-		if v := l.voters[g]; v == nil || v.Idle(now) {
+	for g, at := range l.gone {
+		if v := l.voters[g]; v != nil {
+			if !v.Idle(now) {
+				continue
+			}
 			delete(l.voters, g)
-			delete(l.retired, g)
+		}
+		delete(l.tokens, g) // none is stored while gone; belt and braces
+		if now.Sub(at) >= goneFor {
+			delete(l.gone, g)
 		}
 	}
 }
@@ -72,7 +129,7 @@ func (l *leases) sweepLocked(now time.Time) {
 // against its votes (lease.Voter.Idle), idle or not.
 func (l *leases) revive(group uint64) {
 	l.mu.Lock()
-	delete(l.retired, group)
+	delete(l.gone, group)
 	l.mu.Unlock()
 }
 
@@ -121,8 +178,11 @@ func (l *leases) admit(group uint64, req lease.Request, term uint64) (pending bo
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	now := time.Now()
-	if len(l.retired) > 0 {
+	now := l.now()
+	if len(l.gone) > 0 {
+		if _, ok := l.gone[group]; ok {
+			l.gone[group] = now // a peer still asks: keep the group known as gone
+		}
 		l.sweepLocked(now)
 	}
 	v := l.voter(group)
@@ -143,9 +203,14 @@ func (l *leases) done(group uint64) {
 	l.mu.Unlock()
 }
 
+// setToken records tok, of a TimeoutNow admitted for group. None is
+// stored for a gone group (one removed from this server): nothing would
+// drop it again. Its member, if the group was re-added here and opens for
+// this TimeoutNow, campaigns without it, and promised followers refuse
+// its transfer votes: a liveness cost, as forget's.
 func (l *leases) setToken(group uint64, tok lease.Token) {
 	l.mu.Lock()
-	if tok == (lease.Token{}) {
+	if _, gone := l.gone[group]; gone || tok == (lease.Token{}) {
 		delete(l.tokens, group)
 	} else {
 		l.tokens[group] = tok

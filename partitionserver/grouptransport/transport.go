@@ -288,7 +288,27 @@ func (t *Transport) GroupWithGate(id uint64, addrs raft.ServerAddressProvider, g
 // server for good, its raft state dropped, not when its member merely
 // closes (a quiet range keeps its promises). What a running promise still
 // needs is kept until the promise has run out (leases.forget).
-func (t *Transport) ForgetGroup(id uint64) { t.leases.forget(id, time.Now()) }
+//
+// It forgets nothing, and reports false, while a member of the group is
+// open here: that member's Voter guards its appends against its votes
+// (lease.Voter.Idle), and dropped once idle it would lose the highest vote
+// admitted, which keeps the member from promising, on an append raft
+// answered before that vote, a leader of an older term. Keeping the
+// state is the safe side (it costs memory only), so the caller may ignore
+// the answer; a member open at its range's removal is a caller's race,
+// logged at debug. Checked under t.mu, which GroupWithGate holds to
+// open and revive a group: a member opened after the check finds the
+// group gone and revives it.
+func (t *Transport) ForgetGroup(id uint64) bool {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if _, open := t.groups[id]; open {
+		t.logger.Debug("raft transport: lease state of an open group kept", "group", id)
+		return false
+	}
+	t.leases.forget(id, t.leases.now())
+	return true
+}
 
 func (t *Transport) group(id uint64) *Group {
 	t.mu.RLock()
