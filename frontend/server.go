@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"tablestore/frontend/auth"
+	"tablestore/frontend/http1"
 	"tablestore/internal/edm"
 )
 
@@ -34,7 +35,7 @@ type Server struct {
 	configured *authState
 	registered atomic.Pointer[authState]
 	tls        *tls.Config // nil: plain HTTP
-	http       *http.Server
+	http       *http1.Server
 	handler    http.Handler
 
 	date  atomic.Pointer[dateValue]
@@ -76,12 +77,11 @@ func NewServer(cfg Config, b Backend, logger *slog.Logger) (*Server, error) {
 	s.configured = s.newAuthState(accts, nil)
 	s.settings, _ = b.(Settings)
 	s.handler = instrument(http.HandlerFunc(s.serveHTTP))
-	s.http = &http.Server{
-		Addr:              cfg.HTTPAddr,
+	s.http = &http1.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		IdleTimeout:       cfg.IdleTimeout,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		Logger:            logger,
 	}
 	return s, nil
 }

@@ -1,0 +1,420 @@
+package http1
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httputil"
+	"net/textproto"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync/atomic"
+)
+
+// badRequest is a request refused before its handler: answered with
+// status and msg, and the connection closed.
+type badRequest struct {
+	status int
+	msg    string
+}
+
+func (e *badRequest) Error() string { return strconv.Itoa(e.status) + " " + e.msg }
+
+func bad(status int, msg string) error { return &badRequest{status: status, msg: msg} }
+
+var errTooLarge = bad(http.StatusRequestHeaderFieldsTooLarge, "request header too large")
+
+// readLine returns the next line without its CRLF (or LF), spending its
+// length from *budget. The slice may point into the reader's buffer.
+func (c *conn) readLine(budget *int, long *[]byte) ([]byte, error) {
+	line, err := c.br.ReadSlice('\n')
+	if err == bufio.ErrBufferFull {
+		// Longer than the buffer (a long query): gather it.
+		*long = append((*long)[:0], line...)
+		for err == bufio.ErrBufferFull {
+			if len(*long) > *budget {
+				return nil, errTooLarge
+			}
+			line, err = c.br.ReadSlice('\n')
+			*long = append(*long, line...)
+		}
+		line = *long
+	}
+	if err != nil {
+		if err == io.EOF && len(line) > 0 {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	*budget -= len(line)
+	if *budget < 0 {
+		return nil, errTooLarge
+	}
+	line = line[:len(line)-1]
+	if n := len(line); n > 0 && line[n-1] == '\r' {
+		line = line[:n-1]
+	}
+	return line, nil
+}
+
+// readRequest reads a request's line and header fields and frames its
+// body, the way net/http's Server does (its errors are *badRequest when
+// the client is to be told).
+func (c *conn) readRequest() (*http.Request, *body, error) {
+	budget := c.s.maxHeaderBytes()
+	var long []byte
+	line, err := c.readLine(&budget, &long)
+	if err != nil {
+		return nil, nil, err
+	}
+	method, rest, ok1 := strings.Cut(string(line), " ")
+	target, proto, ok2 := strings.Cut(rest, " ")
+	if !ok1 || !ok2 {
+		return nil, nil, bad(http.StatusBadRequest, "malformed HTTP request "+strconv.Quote(string(line)))
+	}
+	if !validToken(method) {
+		return nil, nil, bad(http.StatusBadRequest, "invalid method "+strconv.Quote(method))
+	}
+	var major, minor int
+	switch proto {
+	case "HTTP/1.1":
+		major, minor = 1, 1
+	case "HTTP/1.0":
+		major, minor = 1, 0
+	default:
+		if strings.HasPrefix(proto, "HTTP/") {
+			return nil, nil, bad(http.StatusHTTPVersionNotSupported, "unsupported protocol version")
+		}
+		return nil, nil, bad(http.StatusBadRequest, "malformed HTTP version "+strconv.Quote(proto))
+	}
+	if target == "*" && method != http.MethodOptions || target == "" {
+		return nil, nil, bad(http.StatusBadRequest, "malformed request target")
+	}
+	u, err := url.ParseRequestURI(target)
+	if err != nil {
+		return nil, nil, bad(http.StatusBadRequest, "malformed request target")
+	}
+
+	h := make(http.Header, 12)
+	for {
+		line, err := c.readLine(&budget, &long)
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(line) == 0 {
+			break
+		}
+		if line[0] == ' ' || line[0] == '\t' {
+			return nil, nil, bad(http.StatusBadRequest, "obsolete line folding in header")
+		}
+		k, v, ok := bytes.Cut(line, []byte{':'})
+		if !ok || len(k) == 0 {
+			return nil, nil, bad(http.StatusBadRequest, "malformed header line")
+		}
+		key, ok := canonicalKey(k)
+		if !ok {
+			return nil, nil, bad(http.StatusBadRequest, "invalid header name "+strconv.Quote(string(k)))
+		}
+		v = bytes.Trim(v, " \t")
+		if !validValue(v) {
+			return nil, nil, bad(http.StatusBadRequest, "invalid header value for "+key)
+		}
+		h[key] = append(h[key], string(v))
+	}
+
+	r := &http.Request{
+		Method: method, URL: u, RequestURI: target,
+		Proto: proto, ProtoMajor: major, ProtoMinor: minor,
+		Header: h, RemoteAddr: c.remoteAddr, TLS: c.tls,
+	}
+	// Host: exactly one in HTTP/1.1; an absolute target's own wins.
+	hosts := h["Host"]
+	if len(hosts) > 1 || major == 1 && minor == 1 && len(hosts) == 0 {
+		return nil, nil, bad(http.StatusBadRequest, "missing or repeated Host header")
+	}
+	if len(hosts) == 1 {
+		if !validHost(hosts[0]) {
+			return nil, nil, bad(http.StatusBadRequest, "malformed Host header")
+		}
+		r.Host = hosts[0]
+	}
+	if u.Host != "" {
+		r.Host = u.Host
+	}
+	delete(h, "Host")
+	r.Close = wantsClose(h, minor)
+
+	b, err := c.frame(r)
+	if err != nil {
+		return nil, nil, err
+	}
+	return r, b, nil
+}
+
+// frame sets r's body from its Content-Length or Transfer-Encoding.
+func (c *conn) frame(r *http.Request) (*body, error) {
+	h := r.Header
+	b := &body{c: c}
+	if te, ok := h["Transfer-Encoding"]; ok {
+		if len(te) != 1 || !strings.EqualFold(te[0], "chunked") {
+			return nil, bad(http.StatusNotImplemented, "unsupported transfer encoding")
+		}
+		if r.ProtoMinor == 0 {
+			return nil, bad(http.StatusBadRequest, "chunked request in HTTP/1.0")
+		}
+		delete(h, "Transfer-Encoding")
+		delete(h, "Content-Length") // the chunks frame it (RFC 9112 6.3)
+		r.TransferEncoding = []string{"chunked"}
+		r.ContentLength = -1
+		b.chunked = httputil.NewChunkedReader(c.br)
+	} else if cl, ok := h["Content-Length"]; ok {
+		for _, v := range cl[1:] {
+			if v != cl[0] {
+				return nil, bad(http.StatusBadRequest, "conflicting Content-Length headers")
+			}
+		}
+		n, err := strconv.ParseUint(cl[0], 10, 63)
+		if err != nil || cl[0][0] == '+' {
+			return nil, bad(http.StatusBadRequest, "bad Content-Length "+strconv.Quote(cl[0]))
+		}
+		if len(cl) > 1 {
+			h["Content-Length"] = cl[:1]
+		}
+		r.ContentLength = int64(n)
+		b.remaining = int64(n)
+	}
+	if r.ContentLength == 0 {
+		b.eof.Store(true)
+		r.Body = http.NoBody
+	} else {
+		r.Body = b
+	}
+	if e, ok := h["Expect"]; ok {
+		if len(e) != 1 || !strings.EqualFold(e[0], "100-continue") {
+			return nil, bad(http.StatusExpectationFailed, "unsupported Expect")
+		}
+		b.wantContinue = r.ProtoMinor == 1 && r.ContentLength != 0
+	}
+	return b, nil
+}
+
+// wantsClose reports whether the client asks for the connection to close
+// after this request (HTTP/1.0 keeps it only on request).
+func wantsClose(h http.Header, minor int) bool {
+	keepAlive := false
+	for _, v := range h["Connection"] {
+		for _, tok := range strings.Split(v, ",") {
+			tok = strings.TrimSpace(tok)
+			if strings.EqualFold(tok, "close") {
+				return true
+			}
+			if strings.EqualFold(tok, "keep-alive") {
+				keepAlive = true
+			}
+		}
+	}
+	return minor == 0 && !keepAlive
+}
+
+// body is a request body read from the connection.
+type body struct {
+	c            *conn
+	remaining    int64     // Content-Length framing: bytes still to read
+	chunked      io.Reader // chunked framing
+	wantContinue bool      // "Expect: 100-continue" not answered yet
+	eof          atomic.Bool
+	closed       bool
+	err          error
+}
+
+func (b *body) Read(p []byte) (int, error) {
+	if b.closed {
+		return 0, http.ErrBodyReadAfterClose
+	}
+	return b.read(p)
+}
+
+func (b *body) read(p []byte) (int, error) {
+	if b.eof.Load() {
+		return 0, io.EOF
+	}
+	if b.err != nil {
+		return 0, b.err
+	}
+	if b.wantContinue {
+		b.wantContinue = false
+		b.c.bw.WriteString("HTTP/1.1 100 Continue\r\n\r\n")
+		if err := b.c.bw.Flush(); err != nil {
+			b.err = err
+			return 0, err
+		}
+	}
+	if b.chunked != nil {
+		n, err := b.chunked.Read(p)
+		if err == io.EOF {
+			if err = b.c.skipTrailer(); err == nil {
+				b.eof.Store(true)
+				err = io.EOF
+			}
+		}
+		if err != nil && err != io.EOF {
+			b.err = err
+		}
+		return n, err
+	}
+	if int64(len(p)) > b.remaining {
+		p = p[:b.remaining]
+	}
+	n, err := b.c.br.Read(p)
+	b.remaining -= int64(n)
+	if b.remaining == 0 {
+		b.eof.Store(true)
+		return n, nil
+	}
+	if err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	if err != nil {
+		b.err = err
+	}
+	return n, err
+}
+
+func (b *body) Close() error {
+	b.closed = true
+	return nil
+}
+
+// drain reads what the handler left of the body, up to maxDrainBytes,
+// and reports whether the connection can serve another request.
+func (b *body) drain() bool {
+	if b.eof.Load() {
+		return true
+	}
+	if b.wantContinue || b.err != nil {
+		return false // the client may never send it, or framing is lost
+	}
+	n, err := io.Copy(io.Discard, io.LimitReader(readerFunc(b.read), maxDrainBytes+1))
+	return err == nil && n <= maxDrainBytes && b.eof.Load()
+}
+
+type readerFunc func([]byte) (int, error)
+
+func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
+
+// skipTrailer reads the trailer fields after a chunked body's last chunk,
+// up to the empty line.
+func (c *conn) skipTrailer() error {
+	budget := c.s.maxHeaderBytes()
+	var long []byte
+	for {
+		line, err := c.readLine(&budget, &long)
+		if err != nil {
+			if errors.Is(err, errTooLarge) {
+				return errors.New("http1: chunked trailer too large")
+			}
+			return err
+		}
+		if len(line) == 0 {
+			return nil
+		}
+	}
+}
+
+// commonKeys interns the header names clients send on every request, so
+// that canonicalKey allocates none of them.
+var commonKeys = func() map[string]string {
+	m := map[string]string{}
+	for _, k := range []string{"Accept", "Accept-Charset", "Accept-Encoding", "Authorization", "Connection",
+		"Content-Length", "Content-Md5", "Content-Type", "Cookie", "Dataserviceversion", "Date", "Expect",
+		"Host", "If-Match", "If-None-Match", "Maxdataserviceversion", "Origin", "Prefer", "Transfer-Encoding",
+		"User-Agent", "X-Ms-Client-Request-Id", "X-Ms-Date", "X-Ms-Version", "X-Ms-Return-Client-Request-Id",
+		"Access-Control-Request-Method", "Access-Control-Request-Headers", "Traceparent"} {
+		m[k] = k
+	}
+	return m
+}()
+
+// canonicalKey is textproto.CanonicalMIMEHeaderKey of k, or false when k
+// is not a valid field name (RFC 9110 token).
+func canonicalKey(k []byte) (string, bool) {
+	var buf [64]byte
+	var s []byte
+	if len(k) <= len(buf) {
+		s = buf[:len(k)]
+	} else {
+		s = make([]byte, len(k))
+	}
+	upper := true
+	for i, ch := range k {
+		if !isTokenByte(ch) {
+			return "", false
+		}
+		if upper && 'a' <= ch && ch <= 'z' {
+			ch -= 'a' - 'A'
+		} else if !upper && 'A' <= ch && ch <= 'Z' {
+			ch += 'a' - 'A'
+		}
+		s[i] = ch
+		upper = ch == '-'
+	}
+	if v, ok := commonKeys[string(s)]; ok {
+		return v, true
+	}
+	return string(s), true
+}
+
+// tokenBytes marks the bytes of an RFC 9110 token.
+var tokenBytes = func() (t [256]bool) {
+	for c := '!'; c < 127; c++ {
+		t[c] = !strings.ContainsRune("\"(),/:;<=>?@[\\]{}", c)
+	}
+	return t
+}()
+
+func isTokenByte(c byte) bool { return tokenBytes[c] }
+
+func validToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !isTokenByte(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// validValue refuses control characters other than tab, as textproto does.
+func validValue(v []byte) bool {
+	for _, c := range v {
+		if c < ' ' && c != '\t' || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+func validHost(h string) bool {
+	for i := 0; i < len(h); i++ {
+		if c := h[i]; c <= ' ' || c == 0x7f || c == '/' || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+// Compile-time check that the canonical form matches textproto's for the
+// interned names.
+var _ = func() bool {
+	for k := range commonKeys {
+		if textproto.CanonicalMIMEHeaderKey(k) != k {
+			panic("http1: " + k + " is not canonical")
+		}
+	}
+	return true
+}()

@@ -1,0 +1,233 @@
+package http1
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// response is the http.ResponseWriter of one request. An answer is held
+// back until it outgrows bufSize, so that most go out with a
+// Content-Length in one write; longer ones, or a Flush, are sent chunked
+// (close-delimited to an HTTP/1.0 client).
+type response struct {
+	c      *conn
+	req    *http.Request
+	body   *body
+	header http.Header
+
+	status        int
+	wroteHeader   bool  // the status is fixed
+	committed     bool  // the status line and header fields are in c.bw
+	contentLength int64 // the handler's Content-Length, -1 for none
+	written       int64
+	chunked       bool
+	closeAfter    bool
+}
+
+func (w *response) Header() http.Header { return w.header }
+
+func (w *response) WriteHeader(code int) {
+	if code < 100 || code > 999 {
+		panic(fmt.Sprintf("invalid WriteHeader code %v", code))
+	}
+	if w.wroteHeader {
+		w.c.s.logger().Warn("http: superfluous WriteHeader call", "path", w.req.URL.Path, "code", code)
+		return
+	}
+	if code < 200 && code != http.StatusSwitchingProtocols {
+		// An informational answer goes out at once; the final one follows.
+		w.writeStatus(code)
+		w.writeFields(w.header, nil)
+		w.c.bw.WriteString("\r\n")
+		w.c.bw.Flush()
+		return
+	}
+	w.status, w.wroteHeader = code, true
+	if v := w.header.Get("Content-Length"); v != "" {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
+			w.contentLength = n
+		} else {
+			w.c.s.logger().Warn("http: invalid Content-Length from handler", "value", v)
+			w.header.Del("Content-Length")
+		}
+	}
+}
+
+// bodyAllowed: RFC 9110 forbids a body on 1xx, 204 and 304 answers.
+func (w *response) bodyAllowed() bool {
+	return w.status >= 200 && w.status != http.StatusNoContent && w.status != http.StatusNotModified
+}
+
+func (w *response) Write(p []byte) (int, error) {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if !w.bodyAllowed() {
+		return 0, http.ErrBodyNotAllowed
+	}
+	if w.contentLength >= 0 && w.written+int64(len(p)) > w.contentLength {
+		return 0, http.ErrContentLength
+	}
+	w.written += int64(len(p))
+	if w.req.Method == http.MethodHead {
+		return len(p), nil
+	}
+	if !w.committed {
+		if len(w.c.pending)+len(p) <= bufSize {
+			w.c.pending = append(w.c.pending, p...)
+			return len(p), nil
+		}
+		w.commit(false)
+	}
+	return w.writeBody(p)
+}
+
+func (w *response) writeBody(p []byte) (int, error) {
+	bw := w.c.bw
+	if w.chunked {
+		bw.WriteString(strconv.FormatInt(int64(len(p)), 16))
+		bw.WriteString("\r\n")
+	}
+	n, err := bw.Write(p)
+	if w.chunked {
+		bw.WriteString("\r\n")
+	}
+	return n, err
+}
+
+// Flush sends what the answer holds so far (http.Flusher).
+func (w *response) Flush() {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	if !w.committed {
+		w.commit(false)
+	}
+	w.c.bw.Flush()
+}
+
+// finish completes the answer after the handler returned.
+func (w *response) finish() {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	if !w.committed {
+		w.commit(true)
+	}
+	if w.chunked {
+		w.c.bw.WriteString("0\r\n\r\n")
+	}
+	if w.contentLength >= 0 && w.written < w.contentLength && w.req.Method != http.MethodHead && w.bodyAllowed() {
+		w.closeAfter = true // the client waits for bytes that will not come
+	}
+	w.c.bw.Flush()
+}
+
+// commit writes the status line and the header fields, then what was held
+// back; final when the handler has returned, so the length is known.
+func (w *response) commit(final bool) {
+	w.committed = true
+	h := w.header
+	var extra [4]string // name, value pairs not in h
+	ex := extra[:0]
+	if _, ok := h["Date"]; !ok {
+		h["Date"] = w.c.s.dateHeader()
+	}
+	pending := w.c.pending
+	if _, ok := h["Content-Type"]; !ok && len(pending) > 0 && w.bodyAllowed() && h.Get("Content-Encoding") == "" {
+		h["Content-Type"] = []string{http.DetectContentType(pending)}
+	}
+	delete(h, "Transfer-Encoding") // framing is ours to choose
+	if w.contentLength < 0 && w.bodyAllowed() {
+		switch {
+		case final && (w.req.Method != http.MethodHead || w.written > 0):
+			ex = append(ex, "Content-Length", strconv.FormatInt(w.written, 10))
+		case final:
+		case w.req.ProtoMinor >= 1:
+			w.chunked = true
+			ex = append(ex, "Transfer-Encoding", "chunked")
+		default:
+			w.closeAfter = true // an HTTP/1.0 answer of unknown length ends with the connection
+		}
+	}
+	// A body the handler left unread is read here, while the client may
+	// still be sending it; one too long to skip closes the connection.
+	if w.body != nil && !w.body.drain() {
+		w.closeAfter = true
+	}
+	if w.req.Close || w.c.s.inShutdown.Load() || (w.header.Get("Connection") == "close") {
+		w.closeAfter = true
+	}
+	delete(h, "Connection")
+	if w.closeAfter {
+		ex = append(ex, "Connection", "close")
+	} else if w.req.ProtoMinor == 0 {
+		ex = append(ex, "Connection", "keep-alive")
+	}
+	w.writeStatus(w.status)
+	w.writeFields(h, ex)
+	w.c.bw.WriteString("\r\n")
+	if len(pending) > 0 && w.req.Method != http.MethodHead {
+		w.writeBody(pending)
+	}
+	w.c.pending = pending[:0]
+}
+
+func (w *response) writeStatus(code int) {
+	bw := w.c.bw
+	if w.req.ProtoMinor == 0 {
+		bw.WriteString("HTTP/1.0 ")
+	} else {
+		bw.WriteString("HTTP/1.1 ")
+	}
+	bw.WriteString(strconv.Itoa(code))
+	bw.WriteByte(' ')
+	if text := http.StatusText(code); text != "" {
+		bw.WriteString(text)
+	} else {
+		bw.WriteString("status code " + strconv.Itoa(code))
+	}
+	bw.WriteString("\r\n")
+}
+
+// writeFields writes h's fields in key order, then extra's (name, value)
+// pairs. Field names that are not tokens are dropped and line breaks in
+// values become spaces, so a value cannot add a field of its own.
+func (w *response) writeFields(h http.Header, extra []string) {
+	var keysBuf [24]string
+	keys := keysBuf[:0]
+	for k := range h {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	bw := w.c.bw
+	for _, k := range keys {
+		if !validToken(k) {
+			continue
+		}
+		for _, v := range h[k] {
+			writeField(bw, k, v)
+		}
+	}
+	for i := 0; i+1 < len(extra); i += 2 {
+		writeField(bw, extra[i], extra[i+1])
+	}
+}
+
+func writeField(bw interface {
+	WriteString(string) (int, error)
+}, k, v string) {
+	bw.WriteString(k)
+	bw.WriteString(": ")
+	if strings.ContainsAny(v, "\r\n") {
+		v = strings.NewReplacer("\r", " ", "\n", " ").Replace(v)
+	}
+	bw.WriteString(strings.TrimSpace(v))
+	bw.WriteString("\r\n")
+}

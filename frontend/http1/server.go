@@ -1,0 +1,353 @@
+package http1
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// DefaultMaxHeaderBytes bounds a request's line and header fields together,
+// as net/http's http.DefaultMaxHeaderBytes does.
+const DefaultMaxHeaderBytes = 1 << 20
+
+// maxDrainBytes is how much of a request body the handler left unread is
+// read and discarded to keep the connection; more, and it is closed
+// (net/http's maxPostHandlerReadBytes).
+const maxDrainBytes = 256 << 10
+
+// bufSize is the size of each connection's read and write buffers, and the
+// most of an answer held back to send it with a Content-Length.
+const bufSize = 4 << 10
+
+// Server serves Handler over HTTP/1.1 connections. Set its fields before
+// Serve; it must not be copied after.
+type Server struct {
+	Handler http.Handler
+	// ReadHeaderTimeout bounds reading a request's line and header fields,
+	// from its first byte (or from a TLS connection's handshake); 0: none.
+	ReadHeaderTimeout time.Duration
+	// IdleTimeout is how long a keep-alive connection waits for its next
+	// request; 0: ReadHeaderTimeout, and without both, forever.
+	IdleTimeout time.Duration
+	// MaxHeaderBytes bounds a request's line and header fields; 0:
+	// DefaultMaxHeaderBytes.
+	MaxHeaderBytes int
+	// Logger receives handler panics and accept errors; nil discards them.
+	Logger *slog.Logger
+
+	inShutdown atomic.Bool
+	mu         sync.Mutex
+	listeners  map[*net.Listener]struct{}
+	conns      map[*conn]struct{}
+	watching   bool // the watch goroutine runs (watch.go)
+	date       atomic.Pointer[dateValue]
+}
+
+// Serve accepts connections on ln and serves each on its own goroutine
+// until Shutdown or Close, when it returns http.ErrServerClosed; any other
+// accept error ends it too and is returned. ln is closed on return.
+func (s *Server) Serve(ln net.Listener) error {
+	if !s.track(&ln, true) {
+		ln.Close()
+		return http.ErrServerClosed
+	}
+	defer s.track(&ln, false)
+	s.startWatch()
+	var backoff time.Duration
+	for {
+		rw, err := ln.Accept()
+		if err != nil {
+			if s.inShutdown.Load() {
+				return http.ErrServerClosed
+			}
+			var te interface{ Temporary() bool }
+			if errors.As(err, &te) && te.Temporary() {
+				// Out of descriptors and the like: back off as net/http does.
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				s.logger().Warn("http accept failed; retrying", "err", err, "retry_in", backoff)
+				time.Sleep(backoff)
+				continue
+			}
+			ln.Close()
+			return err
+		}
+		backoff = 0
+		c := s.newConn(rw)
+		if c == nil {
+			rw.Close()
+			continue
+		}
+		go c.serve()
+	}
+}
+
+// track adds or removes a listener; false when adding during shutdown.
+func (s *Server) track(ln *net.Listener, add bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if add {
+		if s.inShutdown.Load() {
+			return false
+		}
+		if s.listeners == nil {
+			s.listeners = map[*net.Listener]struct{}{}
+		}
+		s.listeners[ln] = struct{}{}
+	} else {
+		delete(s.listeners, ln)
+	}
+	return true
+}
+
+// Shutdown stops accepting connections, closes idle ones, and waits for
+// those serving a request to finish it (each then closes) or until ctx
+// ends, which it returns.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.inShutdown.Store(true)
+	s.closeListeners()
+	wait := time.Millisecond
+	for {
+		if s.closeIdle() {
+			return nil
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		wait = min(2*wait, 100*time.Millisecond)
+	}
+}
+
+// Close closes the listeners and every connection at once.
+func (s *Server) Close() error {
+	s.inShutdown.Store(true)
+	s.closeListeners()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		c.state.Store(stateClosed)
+		c.rwc.Close()
+	}
+	return nil
+}
+
+func (s *Server) closeListeners() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for ln := range s.listeners {
+		(*ln).Close()
+	}
+}
+
+// closeIdle closes the connections waiting for a request and reports
+// whether none is left.
+func (s *Server) closeIdle() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		if c.state.CompareAndSwap(stateIdle, stateClosed) {
+			c.rwc.Close()
+		}
+	}
+	return len(s.conns) == 0
+}
+
+func (s *Server) logger() *slog.Logger {
+	if s.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return s.Logger
+}
+
+func (s *Server) maxHeaderBytes() int {
+	if s.MaxHeaderBytes > 0 {
+		return s.MaxHeaderBytes
+	}
+	return DefaultMaxHeaderBytes
+}
+
+func (s *Server) idleTimeout() time.Duration {
+	if s.IdleTimeout > 0 {
+		return s.IdleTimeout
+	}
+	return s.ReadHeaderTimeout
+}
+
+// Connection states: a connection is idle while it waits for a request
+// (Shutdown may close it then), active from a request's first byte to its
+// answer, and closed once Shutdown or Close took it.
+const (
+	stateIdle int32 = iota
+	stateActive
+	stateClosed
+)
+
+// conn is one client connection, served by one goroutine.
+type conn struct {
+	s          *Server
+	rwc        net.Conn
+	cr         *connReader
+	br         *bufio.Reader
+	bw         *bufio.Writer
+	remoteAddr string
+	tls        *tls.ConnectionState
+	state      atomic.Int32
+	pending    []byte // an answer's body held back to learn its length
+}
+
+func (s *Server) newConn(rwc net.Conn) *conn {
+	c := &conn{s: s, rwc: rwc, remoteAddr: rwc.RemoteAddr().String()}
+	c.cr = &connReader{c: c}
+	c.cr.cond = sync.NewCond(&c.cr.mu)
+	c.br = bufio.NewReaderSize(c.cr, bufSize)
+	c.bw = bufio.NewWriterSize(checkWriter{c}, bufSize)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inShutdown.Load() {
+		return nil
+	}
+	if s.conns == nil {
+		s.conns = map[*conn]struct{}{}
+	}
+	s.conns[c] = struct{}{}
+	return c
+}
+
+// checkWriter writes to the connection; a failed write marks it broken so
+// that the handler's context ends and no further request is read.
+type checkWriter struct{ c *conn }
+
+func (w checkWriter) Write(p []byte) (int, error) {
+	n, err := w.c.rwc.Write(p)
+	if err != nil {
+		w.c.cr.gone(err)
+	}
+	return n, err
+}
+
+func (c *conn) serve() {
+	defer func() {
+		c.rwc.Close()
+		c.s.mu.Lock()
+		delete(c.s.conns, c)
+		c.s.mu.Unlock()
+	}()
+	if tc, ok := c.rwc.(*tls.Conn); ok {
+		if d := c.s.ReadHeaderTimeout; d > 0 {
+			tc.SetDeadline(time.Now().Add(d))
+		}
+		if err := tc.Handshake(); err != nil {
+			c.s.logger().Debug("http TLS handshake failed", "remote", c.remoteAddr, "err", err)
+			return
+		}
+		tc.SetDeadline(time.Time{})
+		st := tc.ConnectionState()
+		c.tls = &st
+	}
+	for {
+		if d := c.s.idleTimeout(); d > 0 {
+			c.rwc.SetReadDeadline(time.Now().Add(d))
+		}
+		if _, err := c.br.Peek(1); err != nil {
+			return
+		}
+		if !c.state.CompareAndSwap(stateIdle, stateActive) {
+			return // Shutdown closed it
+		}
+		if d := c.s.ReadHeaderTimeout; d > 0 {
+			c.rwc.SetReadDeadline(time.Now().Add(d))
+		} else if c.s.idleTimeout() > 0 {
+			c.rwc.SetReadDeadline(time.Time{})
+		}
+		req, b, err := c.readRequest()
+		if c.s.ReadHeaderTimeout > 0 {
+			c.rwc.SetReadDeadline(time.Time{})
+		}
+		if err != nil {
+			c.refuse(err)
+			return
+		}
+		if !c.serveOne(req, b) {
+			return
+		}
+		if c.s.inShutdown.Load() {
+			return
+		}
+		c.state.Store(stateIdle)
+	}
+}
+
+// refuse answers a request that could not be read, unless the connection
+// simply ended, and the connection is then closed.
+func (c *conn) refuse(err error) {
+	var bad *badRequest
+	if !errors.As(err, &bad) {
+		return // the connection failed or timed out mid-request
+	}
+	body := bad.msg
+	fmt.Fprintf(c.bw, "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s",
+		bad.status, http.StatusText(bad.status), len(body), body)
+	c.bw.Flush()
+}
+
+// serveOne runs the handler for req and finishes its answer; false when
+// the connection must close after it.
+func (c *conn) serveOne(req *http.Request, b *body) (keep bool) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req = req.WithContext(ctx)
+	w := &response{c: c, req: req, body: b, header: make(http.Header, 12), contentLength: -1}
+	c.cr.begin(cancel, b)
+	handled := false
+	func() {
+		defer func() {
+			if handled {
+				return
+			}
+			v := recover()
+			if v != nil && v != http.ErrAbortHandler {
+				c.s.logger().Error("http handler panic", "remote", c.remoteAddr, "method", req.Method, "path", req.URL.Path,
+					"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			}
+		}()
+		c.s.Handler.ServeHTTP(w, req)
+		handled = true
+	}()
+	c.cr.end()
+	if !handled {
+		return false // as net/http: a panicking handler's connection closes
+	}
+	w.finish()
+	if c.cr.broken() {
+		return false
+	}
+	return !w.closeAfter
+}
+
+// dateValue is the Date header of one second.
+type dateValue struct {
+	unix int64
+	v    []string
+}
+
+func (s *Server) dateHeader() []string {
+	now := time.Now()
+	if d := s.date.Load(); d != nil && d.unix == now.Unix() {
+		return d.v
+	}
+	d := &dateValue{unix: now.Unix(), v: []string{now.UTC().Format(http.TimeFormat)}}
+	s.date.Store(d)
+	return d.v
+}
