@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -276,10 +277,15 @@ func (c *conn) serve() {
 			c.rwc.SetReadDeadline(time.Time{})
 		}
 		if err != nil {
-			c.refuse(err)
+			if c.refuse(err) {
+				c.lingerClose()
+			}
 			return
 		}
 		if !c.serveOne(req, b) {
+			if !c.cr.broken() {
+				c.lingerClose()
+			}
 			return
 		}
 		if c.s.inShutdown.Load() {
@@ -290,16 +296,34 @@ func (c *conn) serve() {
 }
 
 // refuse answers a request that could not be read, unless the connection
-// simply ended, and the connection is then closed.
-func (c *conn) refuse(err error) {
+// simply ended (then false), and the connection is then closed.
+func (c *conn) refuse(err error) bool {
 	var bad *badRequest
 	if !errors.As(err, &bad) {
-		return // the connection failed or timed out mid-request
+		return false // the connection failed or timed out mid-request
 	}
 	body := bad.msg
 	fmt.Fprintf(c.bw, "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s",
 		bad.status, http.StatusText(bad.status), len(body), body)
-	c.bw.Flush()
+	return c.bw.Flush() == nil
+}
+
+// lingerFor is how long a closing connection keeps reading what its client
+// still sends (net/http's rstAvoidanceDelay).
+const lingerFor = 500 * time.Millisecond
+
+// lingerClose prepares the close of a connection whose client may still be
+// sending (a body the handler left unread, a request refused mid-header):
+// closed with unread bytes, the kernel sends a reset, which can destroy the
+// answer in the client's receive buffer before the client reads it. So the
+// answer is followed by our FIN, and what still arrives is read and dropped
+// until the client closes or lingerFor passes.
+func (c *conn) lingerClose() {
+	if cw, ok := c.rwc.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	}
+	c.rwc.SetReadDeadline(time.Now().Add(lingerFor))
+	io.Copy(io.Discard, c.rwc)
 }
 
 // serveOne runs the handler for req and finishes its answer; false when
