@@ -59,7 +59,7 @@ type Config struct {
 	// backend's retries; past it the client gets 500 OperationTimedOut
 	// (flag -request-timeout). A smaller "timeout" query parameter wins.
 	RequestTimeout time.Duration
-	// ReadHeaderTimeout and IdleTimeout tune the net/http server
+	// ReadHeaderTimeout and IdleTimeout tune the HTTP server (package http1)
 	// (flags -read-header-timeout, -idle-timeout).
 	ReadHeaderTimeout time.Duration
 	IdleTimeout       time.Duration
