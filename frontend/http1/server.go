@@ -280,6 +280,9 @@ func (c *conn) serve() {
 			return
 		}
 		if !c.serveOne(req, b) {
+			if !b.eof.Load() && b.err == nil && !c.cr.broken() {
+				c.lingerClose() // the client may still be sending the body
+			}
 			return
 		}
 		if c.s.inShutdown.Load() {
@@ -299,7 +302,33 @@ func (c *conn) refuse(err error) {
 	body := bad.msg
 	fmt.Fprintf(c.bw, "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s",
 		bad.status, http.StatusText(bad.status), len(body), body)
-	c.bw.Flush()
+	if c.bw.Flush() == nil {
+		c.lingerClose() // the rest of the request is unread
+	}
+}
+
+// lingerTime bounds lingerClose (net/http's rstAvoidanceDelay).
+const lingerTime = 500 * time.Millisecond
+
+// lingerClose prepares to close a connection whose client may still be
+// sending what the server will not read (a refused request, a body left
+// unread): closing with unread data makes the kernel reset the
+// connection, and the client's stack may then drop the answer it has not
+// read yet. So the write side is shut first (a FIN after the answer), and
+// what the client still sends is read and dropped until it closes too or
+// lingerTime passes. net/http's closeWriteAndWait sleeps instead of
+// reading, which a client that sends on still ends with a reset.
+func (c *conn) lingerClose() {
+	if cw, ok := c.rwc.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	}
+	c.rwc.SetReadDeadline(time.Now().Add(lingerTime))
+	var buf [4 << 10]byte
+	for {
+		if _, err := c.cr.Read(buf[:]); err != nil {
+			return
+		}
+	}
 }
 
 // serveOne runs the handler for req and finishes its answer; false when
