@@ -22,4 +22,15 @@
 // panics recovered (http.ErrAbortHandler closes quietly), graceful Shutdown,
 // ReadHeaderTimeout and IdleTimeout. What it leaves out: HTTP/2, Hijack,
 // trailers in answers, ConnState hooks.
+//
+// Where it reads requests differently from net/http, on purpose (pinned by
+// TestParseDeliberateDifferences; differential_test.go compares the rest):
+// it refuses obs-fold (RFC 9112 5.2 allows either), Transfer-Encoding in
+// HTTP/1.0 (RFC 9112 6.1: faulty framing; net/http ignores it), versions
+// other than 1.0 and 1.1 (505), CONNECT's authority form and "*" outside
+// OPTIONS; it does not add Cache-Control for "Pragma: no-cache"; it checks
+// and discards a chunked request's trailer section (r.Trailer stays nil),
+// and takes a bare LF as the end of that section as of the header's; and
+// it answers "Expect: 100-continue" on an HTTP/1.0 or empty request by
+// ignoring it where net/http answers 417.
 package http1

@@ -85,13 +85,21 @@ func (c *conn) readRequest() (*http.Request, *body, error) {
 	case "HTTP/1.0":
 		major, minor = 1, 0
 	default:
-		if strings.HasPrefix(proto, "HTTP/") {
+		if len(proto) == len("HTTP/x.y") && strings.HasPrefix(proto, "HTTP/") && isDigit(proto[5]) && proto[6] == '.' && isDigit(proto[7]) {
+			// A version net/http would parse (it serves 1.x for x > 1
+			// too; ours only 1.0 and 1.1).
 			return nil, nil, bad(http.StatusHTTPVersionNotSupported, "unsupported protocol version")
 		}
 		return nil, nil, bad(http.StatusBadRequest, "malformed HTTP version "+strconv.Quote(proto))
 	}
 	if target == "*" && method != http.MethodOptions || target == "" {
 		return nil, nil, bad(http.StatusBadRequest, "malformed request target")
+	}
+	if method == http.MethodConnect && !strings.HasPrefix(target, "/") {
+		// The authority form, which url.ParseRequestURI would read as a
+		// scheme and an opaque part; nothing here is a proxy (net/http
+		// parses it as a host and leaves it to the handler).
+		return nil, nil, bad(http.StatusBadRequest, "CONNECT not supported")
 	}
 	u, err := url.ParseRequestURI(target)
 	if err != nil {
@@ -204,19 +212,21 @@ func (c *conn) frame(r *http.Request) (*body, error) {
 // wantsClose reports whether the client asks for the connection to close
 // after this request (HTTP/1.0 keeps it only on request).
 func wantsClose(h http.Header, minor int) bool {
-	keepAlive := false
-	for _, v := range h["Connection"] {
-		for _, tok := range strings.Split(v, ",") {
-			tok = strings.TrimSpace(tok)
-			if strings.EqualFold(tok, "close") {
+	conn := h["Connection"]
+	return hasToken(conn, "close") || minor == 0 && !hasToken(conn, "keep-alive")
+}
+
+// hasToken reports whether the comma-separated lists vs hold tok, in any
+// case (httpguts.HeaderValuesContainsToken).
+func hasToken(vs []string, tok string) bool {
+	for _, v := range vs {
+		for t := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(textproto.TrimString(t), tok) { // ASCII space only, as net/http
 				return true
-			}
-			if strings.EqualFold(tok, "keep-alive") {
-				keepAlive = true
 			}
 		}
 	}
-	return minor == 0 && !keepAlive
+	return false
 }
 
 // body is a request body read from the connection.
@@ -305,8 +315,12 @@ type readerFunc func([]byte) (int, error)
 
 func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
 
+var errBadTrailer = errors.New("http1: malformed chunked trailer")
+
 // skipTrailer reads the trailer fields after a chunked body's last chunk,
-// up to the empty line.
+// up to the empty line. They are discarded, but checked as header fields
+// are (as net/http does): a line that is not a field means the framing is
+// not what the client meant.
 func (c *conn) skipTrailer() error {
 	budget := c.s.maxHeaderBytes()
 	var long []byte
@@ -316,10 +330,18 @@ func (c *conn) skipTrailer() error {
 			if errors.Is(err, errTooLarge) {
 				return errors.New("http1: chunked trailer too large")
 			}
+			if err == io.EOF {
+				// The body is cut short: not its end.
+				err = io.ErrUnexpectedEOF
+			}
 			return err
 		}
 		if len(line) == 0 {
 			return nil
+		}
+		k, v, ok := bytes.Cut(line, []byte{':'})
+		if !ok || !validToken(string(k)) || !validValue(v) {
+			return errBadTrailer
 		}
 	}
 }
@@ -377,6 +399,8 @@ var tokenBytes = func() (t [256]bool) {
 
 func isTokenByte(c byte) bool { return tokenBytes[c] }
 
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
 func validToken(s string) bool {
 	if s == "" {
 		return false
@@ -399,14 +423,26 @@ func validValue(v []byte) bool {
 	return true
 }
 
+// validHost is httpguts.ValidHostHeader, which net/http's Server applies:
+// the bytes of a uri-host and port, so that r.Host cannot carry quotes,
+// angle brackets, braces or non-ASCII into handlers that build URLs or
+// markup from it.
 func validHost(h string) bool {
 	for i := 0; i < len(h); i++ {
-		if c := h[i]; c <= ' ' || c == 0x7f || c == '/' || c == '\\' {
+		if !hostBytes[h[i]] {
 			return false
 		}
 	}
 	return true
 }
+
+var hostBytes = func() (t [256]bool) {
+	for c := 0; c < 256; c++ {
+		t[c] = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+			strings.IndexByte("!$%&()*+,-.:;=[]'_~", byte(c)) >= 0
+	}
+	return t
+}()
 
 // Compile-time check that the canonical form matches textproto's for the
 // interned names.

@@ -76,6 +76,11 @@ func (w *response) Write(p []byte) (int, error) {
 	}
 	w.written += int64(len(p))
 	if w.req.Method == http.MethodHead {
+		// Nothing is sent, but the first bytes are kept to sniff the
+		// Content-Type from, as net/http does for HEAD.
+		if !w.committed && len(w.c.pending) < sniffLen {
+			w.c.pending = append(w.c.pending, p[:min(len(p), sniffLen-len(w.c.pending))]...)
+		}
 		return len(p), nil
 	}
 	if !w.committed {
@@ -83,7 +88,7 @@ func (w *response) Write(p []byte) (int, error) {
 			w.c.pending = append(w.c.pending, p...)
 			return len(p), nil
 		}
-		w.commit(false)
+		w.commit(false, p)
 	}
 	return w.writeBody(p)
 }
@@ -107,7 +112,7 @@ func (w *response) Flush() {
 		w.WriteHeader(http.StatusOK)
 	}
 	if !w.committed {
-		w.commit(false)
+		w.commit(false, nil)
 	}
 	w.c.bw.Flush()
 }
@@ -118,7 +123,7 @@ func (w *response) finish() {
 		w.WriteHeader(http.StatusOK)
 	}
 	if !w.committed {
-		w.commit(true)
+		w.commit(true, nil)
 	}
 	if w.chunked {
 		w.c.bw.WriteString("0\r\n\r\n")
@@ -129,9 +134,13 @@ func (w *response) finish() {
 	w.c.bw.Flush()
 }
 
+// sniffLen is how much of an answer http.DetectContentType looks at.
+const sniffLen = 512
+
 // commit writes the status line and the header fields, then what was held
-// back; final when the handler has returned, so the length is known.
-func (w *response) commit(final bool) {
+// back; final when the handler has returned, so the length is known. next
+// is the write that outgrew the buffer, if any (not written here).
+func (w *response) commit(final bool, next []byte) {
 	w.committed = true
 	h := w.header
 	var extra [4]string // name, value pairs not in h
@@ -140,15 +149,34 @@ func (w *response) commit(final bool) {
 		h["Date"] = w.c.s.dateHeader()
 	}
 	pending := w.c.pending
-	if _, ok := h["Content-Type"]; !ok && len(pending) > 0 && w.bodyAllowed() && h.Get("Content-Encoding") == "" {
-		h["Content-Type"] = []string{http.DetectContentType(pending)}
+	if _, ok := h["Content-Type"]; !ok && w.bodyAllowed() && h.Get("Content-Encoding") == "" {
+		// Sniffed from the answer's first bytes, as net/http does, even
+		// when the first write alone outgrew the buffer.
+		sniff := pending
+		if len(sniff) < sniffLen && len(next) > 0 {
+			sniff = append(sniff, next[:min(len(next), sniffLen-len(sniff))]...)
+		}
+		if len(sniff) > 0 {
+			h["Content-Type"] = []string{http.DetectContentType(sniff)}
+		}
 	}
 	delete(h, "Transfer-Encoding") // framing is ours to choose
+	if !w.bodyAllowed() {
+		// RFC 9110 8.6, 15.4.5: no framing on answers without a body,
+		// whatever the handler set; net/http's suppressedHeaders.
+		delete(h, "Content-Length")
+		if w.status == http.StatusNotModified {
+			delete(h, "Content-Type")
+		}
+	}
 	if w.contentLength < 0 && w.bodyAllowed() {
 		switch {
 		case final && (w.req.Method != http.MethodHead || w.written > 0):
 			ex = append(ex, "Content-Length", strconv.FormatInt(w.written, 10))
-		case final:
+		case final || w.req.Method == http.MethodHead:
+			// No body follows: a HEAD answer flushed early has none to
+			// frame, and a chunk terminator would be read as the next
+			// answer.
 		case w.req.ProtoMinor >= 1:
 			w.chunked = true
 			ex = append(ex, "Transfer-Encoding", "chunked")
@@ -158,10 +186,17 @@ func (w *response) commit(final bool) {
 	}
 	// A body the handler left unread is read here, while the client may
 	// still be sending it; one too long to skip closes the connection.
-	if w.body != nil && !w.body.drain() {
-		w.closeAfter = true
+	if w.body != nil {
+		if !w.body.drain() {
+			w.closeAfter = true
+		}
+		// The final answer starts now: "100 Continue" can no longer be
+		// sent (it would land inside this answer). A handler that reads
+		// on gets what the client sends regardless, and the connection
+		// closes after (drain failed).
+		w.body.wantContinue = false
 	}
-	if w.req.Close || w.c.s.inShutdown.Load() || (w.header.Get("Connection") == "close") {
+	if w.req.Close || w.c.s.inShutdown.Load() || hasToken(h["Connection"], "close") {
 		w.closeAfter = true
 	}
 	delete(h, "Connection")

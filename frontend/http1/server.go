@@ -6,7 +6,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -277,14 +276,12 @@ func (c *conn) serve() {
 			c.rwc.SetReadDeadline(time.Time{})
 		}
 		if err != nil {
-			if c.refuse(err) {
-				c.lingerClose()
-			}
+			c.refuse(err)
 			return
 		}
 		if !c.serveOne(req, b) {
-			if !c.cr.broken() {
-				c.lingerClose()
+			if !b.eof.Load() && b.err == nil && !c.cr.broken() {
+				c.lingerClose() // the client may still be sending the body
 			}
 			return
 		}
@@ -296,34 +293,42 @@ func (c *conn) serve() {
 }
 
 // refuse answers a request that could not be read, unless the connection
-// simply ended (then false), and the connection is then closed.
-func (c *conn) refuse(err error) bool {
+// simply ended, and the connection is then closed.
+func (c *conn) refuse(err error) {
 	var bad *badRequest
 	if !errors.As(err, &bad) {
-		return false // the connection failed or timed out mid-request
+		return // the connection failed or timed out mid-request
 	}
 	body := bad.msg
 	fmt.Fprintf(c.bw, "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s",
 		bad.status, http.StatusText(bad.status), len(body), body)
-	return c.bw.Flush() == nil
+	if c.bw.Flush() == nil {
+		c.lingerClose() // the rest of the request is unread
+	}
 }
 
-// lingerFor is how long a closing connection keeps reading what its client
-// still sends (net/http's rstAvoidanceDelay).
-const lingerFor = 500 * time.Millisecond
+// lingerTime bounds lingerClose (net/http's rstAvoidanceDelay).
+const lingerTime = 500 * time.Millisecond
 
-// lingerClose prepares the close of a connection whose client may still be
-// sending (a body the handler left unread, a request refused mid-header):
-// closed with unread bytes, the kernel sends a reset, which can destroy the
-// answer in the client's receive buffer before the client reads it. So the
-// answer is followed by our FIN, and what still arrives is read and dropped
-// until the client closes or lingerFor passes.
+// lingerClose prepares to close a connection whose client may still be
+// sending what the server will not read (a refused request, a body left
+// unread): closing with unread data makes the kernel reset the
+// connection, and the client's stack may then drop the answer it has not
+// read yet. So the write side is shut first (a FIN after the answer), and
+// what the client still sends is read and dropped until it closes too or
+// lingerTime passes. net/http's closeWriteAndWait sleeps instead of
+// reading, which a client that sends on still ends with a reset.
 func (c *conn) lingerClose() {
 	if cw, ok := c.rwc.(interface{ CloseWrite() error }); ok {
 		cw.CloseWrite()
 	}
-	c.rwc.SetReadDeadline(time.Now().Add(lingerFor))
-	io.Copy(io.Discard, c.rwc)
+	c.rwc.SetReadDeadline(time.Now().Add(lingerTime))
+	var buf [4 << 10]byte
+	for {
+		if _, err := c.cr.Read(buf[:]); err != nil {
+			return
+		}
+	}
 }
 
 // serveOne runs the handler for req and finishes its answer; false when
