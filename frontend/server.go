@@ -38,7 +38,6 @@ type Server struct {
 	http       *http1.Server
 	handler    http.Handler
 
-	date  atomic.Pointer[dateValue]
 	props atomic.Pointer[propsCache]
 
 	// tablePage is the most tables a Query Tables page holds without $top
@@ -223,7 +222,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		h["X-Ms-Version"] = defaultVersion
 	}
-	h["Date"] = s.dateHeader()
+	h["Date"] = s.http.DateHeader()
 	if v := r.Header["X-Ms-Client-Request-Id"]; len(v) > 0 {
 		h["X-Ms-Client-Request-Id"] = v[:1]
 	}
@@ -428,22 +427,6 @@ func isAtomContentType(ct string) bool {
 	}
 	_, err := mediaType(ct, false)
 	return err == errAtomNotSupported
-}
-
-// dateValue caches the Date header for one second.
-type dateValue struct {
-	sec int64
-	val []string
-}
-
-func (s *Server) dateHeader() []string {
-	now := time.Now()
-	if d := s.date.Load(); d != nil && d.sec == now.Unix() {
-		return d.val
-	}
-	d := &dateValue{sec: now.Unix(), val: []string{now.UTC().Format(http.TimeFormat)}}
-	s.date.Store(d)
-	return d.val
 }
 
 // newRequestID returns a random (version 4) UUID, as Azure's request ids.

@@ -176,7 +176,7 @@ var wellFormed = []struct{ name, raw string }{
 	{"get with body", "GET / HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\nabc"},
 	{"chunked", "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\nA\r\n0123456789\r\n0\r\n\r\n"},
 	{"chunked uppercase", "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: CHUNKED\r\n\r\n1\r\na\r\n0\r\n\r\n"},
-	{"chunked with content-length", "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 100\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n0\r\n\r\n"},
+	// (chunked with a Content-Length too: TestParseDeliberateDifferences)
 	{"chunked extensions", "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n1;a=b\r\na\r\n0;c\r\n\r\n"},
 	{"chunked trailers", "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n0\r\nX-T: 1\r\n\r\n"},
 	{"expect continue", "PUT / HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\nx"},
@@ -237,6 +237,14 @@ func TestParseDeliberateDifferences(t *testing.T) {
 		// form is not supported (no proxying here).
 		{"asterisk get", "GET * HTTP/1.1\r\nHost: h\r\n\r\n", wantRefused(400)},
 		{"connect authority", "CONNECT h:443 HTTP/1.1\r\nHost: h:443\r\n\r\n", wantRefused(400)},
+		// Both framings: the chunks win in both, and ours closes after
+		// the answer (RFC 9112 6.1: a proxy in front may have framed it
+		// by its length); net/http keeps the connection.
+		{"chunked and length", "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n", func(t *testing.T, ours *http.Request, err error, std *http.Request) {
+			if err != nil || !ours.Close || std.Close || ours.Header.Get("Content-Length") != "" {
+				t.Errorf("ours Close %v (err %v, Content-Length %q), net/http Close %v", ours.Close, err, ours.Header.Get("Content-Length"), std.Close)
+			}
+		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -174,7 +174,13 @@ func (c *conn) frame(r *http.Request) (*body, error) {
 			return nil, bad(http.StatusBadRequest, "chunked request in HTTP/1.0")
 		}
 		delete(h, "Transfer-Encoding")
-		delete(h, "Content-Length") // the chunks frame it (RFC 9112 6.3)
+		if _, both := h["Content-Length"]; both {
+			// The chunks frame it (RFC 9112 6.3), and the connection
+			// closes after the answer (6.1): a proxy in front that framed
+			// it by its length would read the next request elsewhere.
+			delete(h, "Content-Length")
+			r.Close = true
+		}
 		r.TransferEncoding = []string{"chunked"}
 		r.ContentLength = -1
 		b.chunked = httputil.NewChunkedReader(c.br)
@@ -306,6 +312,9 @@ func (b *body) drain() bool {
 	}
 	if b.wantContinue || b.err != nil {
 		return false // the client may never send it, or framing is lost
+	}
+	if b.chunked == nil && b.remaining > maxDrainBytes {
+		return false // more than is worth reading: answer now, then close
 	}
 	n, err := io.Copy(io.Discard, io.LimitReader(readerFunc(b.read), maxDrainBytes+1))
 	return err == nil && n <= maxDrainBytes && b.eof.Load()

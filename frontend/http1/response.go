@@ -39,8 +39,16 @@ func (w *response) WriteHeader(code int) {
 	}
 	if code < 200 && code != http.StatusSwitchingProtocols {
 		// An informational answer goes out at once; the final one follows.
+		// None to an HTTP/1.0 client (RFC 9110 15.2), and no framing
+		// fields on it, whatever the handler set for the final one.
+		if w.req.ProtoMinor == 0 {
+			return
+		}
+		h := w.header.Clone()
+		delete(h, "Content-Length")
+		delete(h, "Transfer-Encoding")
 		w.writeStatus(code)
-		w.writeFields(w.header, nil)
+		w.writeFields(h, nil)
 		w.c.bw.WriteString("\r\n")
 		w.c.bw.Flush()
 		return
@@ -146,7 +154,7 @@ func (w *response) commit(final bool, next []byte) {
 	var extra [4]string // name, value pairs not in h
 	ex := extra[:0]
 	if _, ok := h["Date"]; !ok {
-		h["Date"] = w.c.s.dateHeader()
+		h["Date"] = w.c.s.DateHeader()
 	}
 	pending := w.c.pending
 	if _, ok := h["Content-Type"]; !ok && w.bodyAllowed() && h.Get("Content-Encoding") == "" {
@@ -168,6 +176,12 @@ func (w *response) commit(final bool, next []byte) {
 		if w.status == http.StatusNotModified {
 			delete(h, "Content-Type")
 		}
+	}
+	if w.contentLength < 0 {
+		// A Content-Length set after WriteHeader is not the handler's
+		// framing (net/http sends the header as it was then): ours wins,
+		// and a second field with another value must not go out.
+		delete(h, "Content-Length")
 	}
 	if w.contentLength < 0 && w.bodyAllowed() {
 		switch {

@@ -256,8 +256,12 @@ func (c *conn) serve() {
 		st := tc.ConnectionState()
 		c.tls = &st
 	}
-	for {
-		if d := c.s.idleTimeout(); d > 0 {
+	for first := true; ; first = false {
+		// A new connection gets ReadHeaderTimeout for its first byte, as
+		// net/http's: IdleTimeout is for keep-alive waits between requests.
+		if d := c.s.idleTimeout(); first && c.s.ReadHeaderTimeout > 0 {
+			c.rwc.SetReadDeadline(time.Now().Add(c.s.ReadHeaderTimeout))
+		} else if d > 0 {
 			c.rwc.SetReadDeadline(time.Now().Add(d))
 		}
 		if _, err := c.br.Peek(1); err != nil {
@@ -371,7 +375,10 @@ type dateValue struct {
 	v    []string
 }
 
-func (s *Server) dateHeader() []string {
+// DateHeader is the Date header's value now, formatted once a second: an
+// answer whose handler sets none gets it, and a handler may set it (the
+// slice is shared; do not modify it).
+func (s *Server) DateHeader() []string {
 	now := time.Now()
 	if d := s.date.Load(); d != nil && d.unix == now.Unix() {
 		return d.v

@@ -402,6 +402,24 @@ func TestServeCases(t *testing.T) {
 				io.WriteString(w, "final")
 			},
 			check: wantHeader("Link", "</s.css>; rel=preload")},
+		{name: "no informational answer to http/1.0", req: "GET / HTTP/1.0\r\n\r\n", status: 200, body: "final", close: true,
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(http.StatusEarlyHints)
+				io.WriteString(w, "final")
+			}},
+		{name: "content-length set after WriteHeader", req: "GET / HTTP/1.1\r\nHost: h\r\n\r\n", status: 200, body: "abc",
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(http.StatusOK)
+				w.Header().Set("Content-Length", "999")
+				io.WriteString(w, "abc")
+			},
+			check: func(t *testing.T, resp *http.Response, _ string) {
+				if got := resp.Header.Values("Content-Length"); len(got) != 1 || got[0] != "3" {
+					t.Errorf("Content-Length %q, want one of 3", got)
+				}
+			}},
+		{name: "chunked and content-length closes", req: "POST /p HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+			status: 200, body: "POST /p host=h body=hello", close: true, check: wantClose},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -683,6 +701,22 @@ func TestLargeUnreadBodyCloses(t *testing.T) {
 	}
 }
 
+// A body far over what is worth skipping is not read before the answer:
+// the client that sends its headers and then waits (or sends slowly)
+// gets the answer at once, and the connection closes after it.
+func TestLargeUnreadBodyAnsweredAtOnce(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "too big", http.StatusRequestEntityTooLarge)
+	})
+	addr := startServer(t, &Server{Handler: h})
+	cl := dial(t, addr)
+	cl.send("PUT / HTTP/1.1\r\nHost: h\r\nContent-Length: " + strconv.Itoa(1<<20) + "\r\n\r\n0123456789")
+	resp, body := cl.read("PUT")
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || body != "too big\n" || !resp.Close {
+		t.Fatalf("answer %s %q Close=%v", resp.Status, body, resp.Close)
+	}
+}
+
 // logBuffer collects a Server's log output.
 type logBuffer struct {
 	mu sync.Mutex
@@ -862,6 +896,9 @@ func TestTimeouts(t *testing.T) {
 		{name: "idle timeout from read header timeout", s: &Server{ReadHeaderTimeout: 50 * time.Millisecond}, alive: true},
 		{name: "idle timeout before first request", s: &Server{IdleTimeout: 50 * time.Millisecond}},
 		{name: "read header timeout", s: &Server{ReadHeaderTimeout: 50 * time.Millisecond, IdleTimeout: time.Hour}, first: "GET / HTTP/1.1\r\nHo"},
+		// A new connection that sends nothing waits ReadHeaderTimeout, not
+		// IdleTimeout (as net/http's).
+		{name: "read header timeout before first byte", s: &Server{ReadHeaderTimeout: 50 * time.Millisecond, IdleTimeout: time.Hour}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -160,7 +160,9 @@ func (s *Server) watchLoop() {
 	var cs []*conn
 	for now := range t.C {
 		s.mu.Lock()
-		if s.inShutdown.Load() && len(s.conns) == 0 {
+		// Done after Shutdown or Close, or once every Serve has returned
+		// (an accept error) and the last connection ended.
+		if (s.inShutdown.Load() || len(s.listeners) == 0) && len(s.conns) == 0 {
 			s.watching = false
 			s.mu.Unlock()
 			return
