@@ -54,7 +54,7 @@ func main() {
 	flag.IntVar(&o.workers, "workers", 32, "concurrent workers")
 	flag.DurationVar(&o.duration, "duration", 10*time.Second, "length of each scenario")
 	flag.Float64Var(&o.rate, "rate", 0, "throughput mode: calls per second all workers together start at most (0: as fast as they can); compares CPU per entity of two builds at the same rate")
-	flag.IntVar(&o.rounds, "rounds", 1, "throughput mode: run everything this many times, the targets started afresh and taking turns, and print each round's ratios and their medians")
+	flag.IntVar(&o.rounds, "rounds", 1, "throughput mode: run everything this many times (each round starts the targets afresh and runs each scenario on every target in turn before the next scenario), and print each round's ratios and their medians")
 	flag.IntVar(&o.size, "entity-size", 1024, "approximate entity size in bytes")
 	flag.IntVar(&o.partitions, "partitions", 1024, "PartitionKeys of the spread-insert scenarios")
 	flag.IntVar(&o.batchSize, "batch-size", 100, "entities per entity group transaction in the batch scenario")

@@ -256,7 +256,7 @@ type result struct {
 	CPUPerOp   map[string]float64 `json:"cpu_us_per_entity"` // by role, plus "servers" (all but client)
 	Skipped    string             `json:"skipped,omitempty"`
 	// Round is the result's round (-rounds): every round starts the
-	// targets afresh, one after the other.
+	// targets afresh (runRound).
 	Round int `json:"round"`
 }
 
@@ -359,25 +359,12 @@ func runThroughput(o options, targets []string) error {
 		if o.rounds > 1 {
 			fmt.Printf("\n=== round %d of %d\n", round, o.rounds)
 		}
-		var rs []result
-		for _, name := range targets {
-			t, err := startTarget(name, o)
-			if errors.Is(err, errSkip) {
-				fmt.Printf("\n[%s] skipped: azurite-table is not on the PATH (npm install -g azurite@3.37.0)\n", name)
-				continue
-			}
-			if err != nil {
-				return fmt.Errorf("target %s: %w", name, err)
-			}
-			got, err := measure(o, t)
-			t.stop()
-			if err != nil {
-				return fmt.Errorf("target %s: %w", name, err)
-			}
-			for i := range got {
-				got[i].Round = round
-			}
-			rs = append(rs, got...)
+		rs, err := runRound(o, targets)
+		for i := range rs {
+			rs[i].Round = round
+		}
+		if err != nil {
+			return err
 		}
 		printRatios(rs, targets)
 		results = append(results, rs...)
@@ -394,43 +381,91 @@ func runThroughput(o options, targets []string) error {
 	return nil
 }
 
-func measure(o options, t *target) ([]result, error) {
-	sc, err := newService(o, t.conn)
-	if err != nil {
-		return nil, err
-	}
+// runRound starts every target afresh and runs each scenario on each
+// target in turn before the next scenario. Taking turns per scenario, not
+// per target, puts a ratio's two runs seconds apart rather than minutes:
+// this machine's own speed moves by ±15 % over minutes (a neighbour on the
+// host), and a ratio measured across such a change says more about the
+// machine than about either target. The targets waiting their turn are
+// idle (each tablestore role's idle CPU is a few milliseconds per second;
+// see bench -mode tables), and their order is the same in every scenario.
+func runRound(o options, targets []string) ([]result, error) {
+	var envs []*env
+	defer func() {
+		for _, e := range envs {
+			e.t.stop()
+		}
+	}()
 	ctx := context.Background()
-	e := &env{o: o, t: t, sc: sc, table: fmt.Sprintf("bench%d", time.Now().Unix()%1e6),
-		payload: strings.Repeat("x", max(0, o.size-100))}
-	e.tail = entityTail(e.payload)
-	if _, err := sc.CreateTable(ctx, e.table, nil); err != nil {
-		return nil, fmt.Errorf("create table: %w", err)
-	}
-	e.tc = sc.NewClient(e.table)
-	fmt.Printf("\n[%s]\n%-24s %12s %10s %10s %8s  %s\n", t.name, "scenario", "entities/s", "p50 ms", "p99 ms", "errors", "server CPU us/entity")
-	var out []result
-	for _, name := range o.scenarios {
-		s, _ := scenarioByName(name)
-		if s.tablestoreOnly && t.masters == "" {
-			out = append(out, result{Target: t.name, Scenario: name, Skipped: "needs a tablestore master"})
+	for _, name := range targets {
+		t, err := startTarget(name, o)
+		if errors.Is(err, errSkip) {
+			fmt.Printf("\n[%s] skipped: azurite-table is not on the PATH (npm install -g azurite@3.37.0)\n", name)
 			continue
 		}
-		workers := o.workers
-		if s.workers != nil {
-			workers = s.workers(o)
-		}
-		op, err := s.setup(ctx, e)
 		if err != nil {
-			return out, fmt.Errorf("%s: %w", name, err)
+			return nil, fmt.Errorf("target %s: %w", name, err)
 		}
-		r := run(t, name, workers, o.duration, o.rate, op)
-		out = append(out, r)
-		fmt.Printf("%-24s %12.0f %10.2f %10.2f %8d  %s\n", name, r.Rate, r.P50, r.P99, r.Errors, cpuLine(r.CPUPerOp))
-		if r.FirstError != "" {
-			fmt.Printf("    first error: %s\n", r.FirstError)
+		e, err := newEnv(ctx, o, t)
+		envs = append(envs, e)
+		if err != nil {
+			return nil, fmt.Errorf("target %s: %w", name, err)
+		}
+	}
+	fmt.Printf("\n%-24s %-10s %12s %10s %10s %8s  %s\n", "scenario", "target", "entities/s", "p50 ms", "p99 ms", "errors", "server CPU us/entity")
+	var out []result
+	for _, name := range o.scenarios {
+		for _, e := range envs {
+			r, err := measureScenario(ctx, e, name)
+			if err != nil {
+				return out, fmt.Errorf("target %s: %w", e.t.name, err)
+			}
+			out = append(out, r)
+			if r.Skipped != "" {
+				continue
+			}
+			fmt.Printf("%-24s %-10s %12.0f %10.2f %10.2f %8d  %s\n", name, e.t.name, r.Rate, r.P50, r.P99, r.Errors, cpuLine(r.CPUPerOp))
+			if r.FirstError != "" {
+				fmt.Printf("    first error: %s\n", r.FirstError)
+			}
 		}
 	}
 	return out, nil
+}
+
+// newEnv creates the scenarios' shared table on t.
+func newEnv(ctx context.Context, o options, t *target) (*env, error) {
+	e := &env{o: o, t: t, table: fmt.Sprintf("bench%d", time.Now().Unix()%1e6),
+		payload: strings.Repeat("x", max(0, o.size-100))}
+	e.tail = entityTail(e.payload)
+	sc, err := newService(o, t.conn)
+	if err != nil {
+		return e, err
+	}
+	e.sc = sc
+	if _, err := sc.CreateTable(ctx, e.table, nil); err != nil {
+		return e, fmt.Errorf("create table: %w", err)
+	}
+	e.tc = sc.NewClient(e.table)
+	return e, nil
+}
+
+// measureScenario runs scenario name on e's target.
+func measureScenario(ctx context.Context, e *env, name string) (result, error) {
+	o, t := e.o, e.t
+	s, _ := scenarioByName(name)
+	if s.tablestoreOnly && t.masters == "" {
+		return result{Target: t.name, Scenario: name, Skipped: "needs a tablestore master"}, nil
+	}
+	workers := o.workers
+	if s.workers != nil {
+		workers = s.workers(o)
+	}
+	op, err := s.setup(ctx, e)
+	if err != nil {
+		return result{}, fmt.Errorf("%s: %w", name, err)
+	}
+	return run(t, name, workers, o.duration, o.rate, op), nil
 }
 
 func cpuLine(m map[string]float64) string {
