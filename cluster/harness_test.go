@@ -99,11 +99,14 @@ func freeBasePort(t *testing.T) int {
 	t.Helper()
 	handedMu.Lock()
 	defer handedMu.Unlock()
-	for try := 0; try < 50; try++ {
+	// Every block in random order, not a number of random tries: the
+	// ports handed out earlier in the binary (never given again) grow
+	// with every cluster its tests started, and leave few blocks whole.
+	for _, b := range rand.Perm(120) {
 		// Below the ephemeral range (32768 and up on Linux), where the
 		// cluster's own outgoing connections could take a port between this
 		// check and the restart's listen.
-		base := 20000 + rand.Intn(120)*100
+		base := 20000 + b*100
 		ok := true
 		for _, off := range basePortOffsets {
 			if handed[base+off] {
