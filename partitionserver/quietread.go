@@ -27,6 +27,8 @@ const (
 	quietNoVoters   = "no_voters"  // no configuration recorded, or this server not a voter in it
 	quietRefused    = "refused"    // enough voters said no
 	quietUnanswered = "unanswered" // too few answers before the timeout
+	// and the lifecycle.QuietReason names: busy (lifecycle.QuietReadsPerWake
+	// served, so this read wakes the range), not_leader, …
 )
 
 // quietRead tries to serve read (which reads the range's state file) on
@@ -59,7 +61,7 @@ func (s *Server) quietRead(ctx context.Context, id uint64, read func(*fsm.Range)
 	if vp := sl.quietVoters.Load(); vp != nil {
 		voters, votersAt = vp.voters, vp.at
 	}
-	pos, why := lifecycle.QuietRead(sl.State(), m, sl.wasLeader.Load(), votersAt)
+	pos, why := lifecycle.QuietRead(sl.State(), m, sl.wasLeader.Load(), votersAt, sl.quietServed.Load())
 	if why != lifecycle.QuietOK {
 		quietReadsTotal.WithLabelValues(why.String()).Inc()
 		return false, nil
@@ -93,6 +95,7 @@ func (s *Server) quietRead(ctx context.Context, id uint64, read func(*fsm.Range)
 		return false, nil
 	}
 	sl.lastUse.Store(time.Now().UnixNano())
+	sl.quietServed.Add(1)
 	quietReadSeconds.Observe(time.Since(start).Seconds())
 	return true, err
 }

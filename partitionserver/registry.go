@@ -66,6 +66,9 @@ type slot struct {
 	// at close when the member took an entry after the marker (its
 	// configuration may have changed).
 	quietVoters atomic.Pointer[quietVoters]
+	// quietServed counts the reads served quietly since the replica last
+	// went quiet (lifecycle.QuietReadsPerWake); reset when it opens.
+	quietServed atomic.Uint64
 
 	// Meters outlive the Raft member.
 	load     *loadMeter
@@ -203,6 +206,7 @@ func (s *Server) execute(sl *slot, a lifecycle.Action, spec *openSpec) error {
 		sl.mark.Store(nil)
 		sl.quietVoters.Store(nil)
 		sl.followed.Store(false)
+		sl.quietServed.Store(0)
 		// Always the normal timeouts: a member that must lead at once (a
 		// new range's first replica, a split's preferred leader, a woken
 		// range) campaigns by a local TimeoutNow instead of the 40 ms

@@ -41,9 +41,24 @@ const (
 	// check and the close), so the recorded voters may not be the
 	// configuration at the mark.
 	NotAtMarker
+	// Busy: the replica has served QuietReadsPerWake reads since it went
+	// quiet. Reads that keep coming are cheaper on an open member (a read
+	// lease, no round trip per read) than confirmed one by one, so this
+	// one wakes the range.
+	Busy
 )
 
-var quietReasonNames = [...]string{"ok", "not_quiet", "no_mark", "not_leader", "not_applied", "not_at_marker"}
+// QuietReadsPerWake is how many reads a quiet replica serves before the
+// next one wakes its range. A wake costs an election (about five fsyncs
+// over the three servers, ~2 ms of CPU here); a quiet read costs a
+// confirmation round that a leased read on an open member does not,
+// ~60 µs of CPU over the servers (docs/performance.md, session 14). So a
+// range read steadily while quiet pays the wake back within about 40
+// reads, and one read now and then wakes at most once per this many
+// reads. It counts reads, not time, so the rule needs no clock.
+const QuietReadsPerWake = 64
+
+var quietReasonNames = [...]string{"ok", "not_quiet", "no_mark", "not_leader", "not_applied", "not_at_marker", "busy"}
 
 func (r QuietReason) String() string {
 	if int(r) < len(quietReasonNames) {
@@ -60,11 +75,14 @@ func (r QuietReason) String() string {
 //
 // votersAt is the index of the QUIESCE marker at which the voters to ask
 // were recorded: the mark must end at it, so that they are the
-// configuration at the mark's last entry.
-func QuietRead(s State, m *Mark, wasLeader bool, votersAt uint64) (Position, QuietReason) {
+// configuration at the mark's last entry. served is how many reads the
+// replica has served quietly since it went quiet (Busy).
+func QuietRead(s State, m *Mark, wasLeader bool, votersAt, served uint64) (Position, QuietReason) {
 	switch {
 	case s != Quiet:
 		return Position{}, NotQuiet
+	case served >= QuietReadsPerWake:
+		return Position{}, Busy
 	case m == nil || m.LastIndex == 0:
 		return Position{}, NoMark
 	case !wasLeader || m.LastTerm != m.Term:

@@ -9,23 +9,27 @@ func TestQuietRead(t *testing.T) {
 		state     State
 		mark      *Mark
 		wasLeader bool
+		served    uint64
 		want      QuietReason
 	}{
-		{"quiet leader at its marker", Quiet, led, true, QuietOK},
-		{"open", Active, led, true, NotQuiet},
-		{"opening", Opening, led, true, NotQuiet},
-		{"closing", Closing, led, true, NotQuiet},
-		{"found at start: no mark", Quiet, nil, true, NoMark},
-		{"empty log", Quiet, &Mark{Term: 1}, true, NoMark},
-		{"was a follower", Quiet, led, false, NotLeader},
-		{"last entry of an older term: deposed before closing", Quiet, &Mark{Term: 5, LastIndex: 20, LastTerm: 4, Applied: 20}, true, NotLeader},
-		{"state file behind the log", Quiet, &Mark{Term: 4, LastIndex: 20, LastTerm: 4, Applied: 19}, true, NotApplied},
-		{"state file past the log (a snapshot)", Quiet, &Mark{Term: 4, LastIndex: 20, LastTerm: 4, Applied: 25}, true, NotApplied},
-		{"an entry appended after the marker before the close", Quiet, &Mark{Term: 4, LastIndex: 21, LastTerm: 4, Applied: 21}, true, NotAtMarker},
+		{"quiet leader at its marker", Quiet, led, true, 0, QuietOK},
+		{"open", Active, led, true, 0, NotQuiet},
+		{"opening", Opening, led, true, 0, NotQuiet},
+		{"closing", Closing, led, true, 0, NotQuiet},
+		{"found at start: no mark", Quiet, nil, true, 0, NoMark},
+		{"empty log", Quiet, &Mark{Term: 1}, true, 0, NoMark},
+		{"was a follower", Quiet, led, false, 0, NotLeader},
+		{"last entry of an older term: deposed before closing", Quiet, &Mark{Term: 5, LastIndex: 20, LastTerm: 4, Applied: 20}, true, 0, NotLeader},
+		{"state file behind the log", Quiet, &Mark{Term: 4, LastIndex: 20, LastTerm: 4, Applied: 19}, true, 0, NotApplied},
+		{"state file past the log (a snapshot)", Quiet, &Mark{Term: 4, LastIndex: 20, LastTerm: 4, Applied: 25}, true, 0, NotApplied},
+		{"an entry appended after the marker before the close", Quiet, &Mark{Term: 4, LastIndex: 21, LastTerm: 4, Applied: 21}, true, 0, NotAtMarker},
+		{"the last read before the wake", Quiet, led, true, QuietReadsPerWake - 1, QuietOK},
+		{"read steadily while quiet: wake", Quiet, led, true, QuietReadsPerWake, Busy},
+		{"open, however many were served", Active, led, true, QuietReadsPerWake, NotQuiet},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			pos, why := QuietRead(c.state, c.mark, c.wasLeader, 20)
+			pos, why := QuietRead(c.state, c.mark, c.wasLeader, 20, c.served)
 			if why != c.want {
 				t.Fatalf("reason %v, want %v", why, c.want)
 			}
