@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // badRequest is a request refused before its handler: answered with
@@ -75,7 +77,7 @@ func (c *conn) readRequest() (*http.Request, *body, error) {
 	if !ok1 || !ok2 {
 		return nil, nil, bad(http.StatusBadRequest, "malformed HTTP request "+strconv.Quote(string(line)))
 	}
-	if !validToken(method) {
+	if !httpguts.ValidHeaderFieldName(method) { // a token, as a field name is
 		return nil, nil, bad(http.StatusBadRequest, "invalid method "+strconv.Quote(method))
 	}
 	var major, minor int
@@ -126,11 +128,11 @@ func (c *conn) readRequest() (*http.Request, *body, error) {
 		if !ok {
 			return nil, nil, bad(http.StatusBadRequest, "invalid header name "+strconv.Quote(string(k)))
 		}
-		v = bytes.Trim(v, " \t")
-		if !validValue(v) {
+		val := string(bytes.Trim(v, " \t"))
+		if !httpguts.ValidHeaderFieldValue(val) {
 			return nil, nil, bad(http.StatusBadRequest, "invalid header value for "+key)
 		}
-		h[key] = append(h[key], string(v))
+		h[key] = append(h[key], val)
 	}
 
 	r := &http.Request{
@@ -144,7 +146,7 @@ func (c *conn) readRequest() (*http.Request, *body, error) {
 		return nil, nil, bad(http.StatusBadRequest, "missing or repeated Host header")
 	}
 	if len(hosts) == 1 {
-		if !validHost(hosts[0]) {
+		if !httpguts.ValidHostHeader(hosts[0]) {
 			return nil, nil, bad(http.StatusBadRequest, "malformed Host header")
 		}
 		r.Host = hosts[0]
@@ -219,20 +221,7 @@ func (c *conn) frame(r *http.Request) (*body, error) {
 // after this request (HTTP/1.0 keeps it only on request).
 func wantsClose(h http.Header, minor int) bool {
 	conn := h["Connection"]
-	return hasToken(conn, "close") || minor == 0 && !hasToken(conn, "keep-alive")
-}
-
-// hasToken reports whether the comma-separated lists vs hold tok, in any
-// case (httpguts.HeaderValuesContainsToken).
-func hasToken(vs []string, tok string) bool {
-	for _, v := range vs {
-		for t := range strings.SplitSeq(v, ",") {
-			if strings.EqualFold(textproto.TrimString(t), tok) { // ASCII space only, as net/http
-				return true
-			}
-		}
-	}
-	return false
+	return httpguts.HeaderValuesContainsToken(conn, "close") || minor == 0 && !httpguts.HeaderValuesContainsToken(conn, "keep-alive")
 }
 
 // body is a request body read from the connection.
@@ -349,7 +338,7 @@ func (c *conn) skipTrailer() error {
 			return nil
 		}
 		k, v, ok := bytes.Cut(line, []byte{':'})
-		if !ok || !validToken(string(k)) || !validValue(v) {
+		if !ok || !httpguts.ValidHeaderFieldName(string(k)) || !httpguts.ValidHeaderFieldValue(string(v)) {
 			return errBadTrailer
 		}
 	}
@@ -381,7 +370,7 @@ func canonicalKey(k []byte) (string, bool) {
 	}
 	upper := true
 	for i, ch := range k {
-		if !isTokenByte(ch) {
+		if !httpguts.IsTokenRune(rune(ch)) {
 			return "", false
 		}
 		if upper && 'a' <= ch && ch <= 'z' {
@@ -398,60 +387,7 @@ func canonicalKey(k []byte) (string, bool) {
 	return string(s), true
 }
 
-// tokenBytes marks the bytes of an RFC 9110 token.
-var tokenBytes = func() (t [256]bool) {
-	for c := '!'; c < 127; c++ {
-		t[c] = !strings.ContainsRune("\"(),/:;<=>?@[\\]{}", c)
-	}
-	return t
-}()
-
-func isTokenByte(c byte) bool { return tokenBytes[c] }
-
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }
-
-func validToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if !isTokenByte(s[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-// validValue refuses control characters other than tab, as textproto does.
-func validValue(v []byte) bool {
-	for _, c := range v {
-		if c < ' ' && c != '\t' || c == 0x7f {
-			return false
-		}
-	}
-	return true
-}
-
-// validHost is httpguts.ValidHostHeader, which net/http's Server applies:
-// the bytes of a uri-host and port, so that r.Host cannot carry quotes,
-// angle brackets, braces or non-ASCII into handlers that build URLs or
-// markup from it.
-func validHost(h string) bool {
-	for i := 0; i < len(h); i++ {
-		if !hostBytes[h[i]] {
-			return false
-		}
-	}
-	return true
-}
-
-var hostBytes = func() (t [256]bool) {
-	for c := 0; c < 256; c++ {
-		t[c] = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
-			strings.IndexByte("!$%&()*+,-.:;=[]'_~", byte(c)) >= 0
-	}
-	return t
-}()
 
 // Compile-time check that the canonical form matches textproto's for the
 // interned names.

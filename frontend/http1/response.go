@@ -1,11 +1,14 @@
 package http1
 
 import (
+	"bufio"
 	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // response is the http.ResponseWriter of one request. An answer is held
@@ -210,7 +213,7 @@ func (w *response) commit(final bool, next []byte) {
 		// closes after (drain failed).
 		w.body.wantContinue = false
 	}
-	if w.req.Close || w.c.s.inShutdown.Load() || hasToken(h["Connection"], "close") {
+	if w.req.Close || w.c.s.inShutdown.Load() || httpguts.HeaderValuesContainsToken(h["Connection"], "close") {
 		w.closeAfter = true
 	}
 	delete(h, "Connection")
@@ -257,7 +260,7 @@ func (w *response) writeFields(h http.Header, extra []string) {
 	slices.Sort(keys)
 	bw := w.c.bw
 	for _, k := range keys {
-		if !validToken(k) {
+		if !httpguts.ValidHeaderFieldName(k) {
 			continue
 		}
 		for _, v := range h[k] {
@@ -269,13 +272,14 @@ func (w *response) writeFields(h http.Header, extra []string) {
 	}
 }
 
-func writeField(bw interface {
-	WriteString(string) (int, error)
-}, k, v string) {
+// lineBreaks turns a value's line breaks into spaces.
+var lineBreaks = strings.NewReplacer("\r", " ", "\n", " ")
+
+func writeField(bw *bufio.Writer, k, v string) {
 	bw.WriteString(k)
 	bw.WriteString(": ")
 	if strings.ContainsAny(v, "\r\n") {
-		v = strings.NewReplacer("\r", " ", "\n", " ").Replace(v)
+		v = lineBreaks.Replace(v)
 	}
 	bw.WriteString(strings.TrimSpace(v))
 	bw.WriteString("\r\n")
