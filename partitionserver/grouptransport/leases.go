@@ -117,7 +117,6 @@ func (l *leases) sweepLocked(now time.Time) {
 			}
 			delete(l.voters, g)
 		}
-		delete(l.tokens, g) // none is stored while gone; belt and braces
 		if now.Sub(at) >= goneFor {
 			delete(l.gone, g)
 		}
