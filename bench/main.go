@@ -12,7 +12,8 @@
 //
 // Besides throughput and latency it reports server CPU per operation for
 // every process it started, read from /proc/PID/stat, so a figure says what
-// an operation costs, not only how many fit in the machine.
+// an operation costs, not only how many fit in the machine, and (-kernel)
+// the context switches and read/write system calls behind it (kernel.go).
 //
 // `-mode tables` runs the many-tables benchmark instead (see tables.go).
 package main
@@ -36,6 +37,7 @@ type options struct {
 	idle       int
 	scenarios  []string
 	throttle   bool
+	kernel     bool
 	jsonOut    string
 	tables     int
 	quietAfter time.Duration
@@ -60,6 +62,7 @@ func main() {
 	flag.IntVar(&o.batchSize, "batch-size", 100, "entities per entity group transaction in the batch scenario")
 	flag.IntVar(&o.idle, "idle-conns", 64, "idle HTTP connections kept per host (the SDK default of 10 makes 32 workers keep dialing)")
 	only := flag.String("scenarios", strings.Join(defaultScenarios, ","), "scenarios to run, comma-separated: "+strings.Join(allScenarios(), ", "))
+	flag.BoolVar(&o.kernel, "kernel", false, "throughput mode: also print each scenario's context switches and read/write system calls per entity, by role (always in -json)")
 	flag.BoolVar(&o.throttle, "throttle", false, "keep the per-PartitionKey throttle (Azure's 2,000 entities/s) on; off measures what a partition can do")
 	flag.StringVar(&o.jsonOut, "json", "", "also write the results as JSON to this file")
 	flag.IntVar(&o.tables, "tables", 1000, "tables mode: how many tables to create")

@@ -254,7 +254,11 @@ type result struct {
 	Errors     int64              `json:"errors"`
 	FirstError string             `json:"first_error,omitempty"`
 	CPUPerOp   map[string]float64 `json:"cpu_us_per_entity"` // by role, plus "servers" (all but client)
-	Skipped    string             `json:"skipped,omitempty"`
+	// SwitchesPerOp and SyscallsPerOp are the kernel's counts (kernel.go),
+	// by role like CPUPerOp.
+	SwitchesPerOp map[string]float64 `json:"context_switches_per_entity,omitempty"`
+	SyscallsPerOp map[string]float64 `json:"rw_syscalls_per_entity,omitempty"`
+	Skipped       string             `json:"skipped,omitempty"`
 	// Round is the result's round (-rounds): every round starts the
 	// targets afresh (runRound).
 	Round int `json:"round"`
@@ -273,7 +277,7 @@ func run(t *target, name string, workers int, d time.Duration, rate float64, op 
 	var entities atomic.Int64
 	lat := make([][]time.Duration, workers)
 	var wg sync.WaitGroup
-	before := t.cpu()
+	before, kbefore := t.cpu(), t.kernel()
 	start := time.Now()
 	end := start.Add(d)
 	profiles := t.profile(name, d)
@@ -305,7 +309,7 @@ func run(t *target, name string, workers int, d time.Duration, rate float64, op 
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	after := t.cpu()
+	after, kafter := t.cpu(), t.kernel()
 	var all []time.Duration
 	for _, l := range lat {
 		all = append(all, l...)
@@ -334,6 +338,8 @@ func run(t *target, name string, workers int, d time.Duration, rate float64, op 
 			}
 		}
 		r.CPUPerOp["servers"] = servers
+		r.SwitchesPerOp = perOp(kbefore, kafter, n, func(k kernelSample) float64 { return k.switches })
+		r.SyscallsPerOp = perOp(kbefore, kafter, n, func(k kernelSample) float64 { return k.syscalls })
 	}
 	return r
 }
@@ -425,6 +431,10 @@ func runRound(o options, targets []string) ([]result, error) {
 				continue
 			}
 			fmt.Printf("%-24s %-10s %12.0f %10.2f %10.2f %8d  %s\n", name, e.t.name, r.Rate, r.P50, r.P99, r.Errors, cpuLine(r.CPUPerOp))
+			if o.kernel {
+				fmt.Printf("%-24s %-10s context switches per entity %s; read/write syscalls %s\n", "", "",
+					kernelLine(r.SwitchesPerOp), kernelLine(r.SyscallsPerOp))
+			}
 			if r.FirstError != "" {
 				fmt.Printf("    first error: %s\n", r.FirstError)
 			}
@@ -468,7 +478,11 @@ func measureScenario(ctx context.Context, e *env, name string) (result, error) {
 	return run(t, name, workers, o.duration, o.rate, op), nil
 }
 
-func cpuLine(m map[string]float64) string {
+func cpuLine(m map[string]float64) string { return roleLine(m, "%.0f") }
+
+// roleLine prints a per-entity figure of every role: the servers' sum, each
+// role's in brackets when there are several, and the client's.
+func roleLine(m map[string]float64, format string) string {
 	var roles []string
 	for role := range m {
 		if role != "servers" && role != "client" {
@@ -477,18 +491,18 @@ func cpuLine(m map[string]float64) string {
 	}
 	sort.Strings(roles)
 	var b strings.Builder
-	fmt.Fprintf(&b, "%.0f", m["servers"])
+	fmt.Fprintf(&b, format, m["servers"])
 	if len(roles) > 1 {
 		b.WriteString(" (")
 		for i, role := range roles {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			fmt.Fprintf(&b, "%s %.0f", role, m[role])
+			fmt.Fprintf(&b, "%s "+format, role, m[role])
 		}
 		b.WriteString(")")
 	}
-	fmt.Fprintf(&b, "; client %.0f", m["client"])
+	fmt.Fprintf(&b, "; client "+format, m["client"])
 	return b.String()
 }
 

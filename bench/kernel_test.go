@@ -1,0 +1,74 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestSumFields(t *testing.T) {
+	for _, c := range []struct {
+		name, in string
+		keys     []string
+		want     float64
+	}{
+		{"io", "rchar: 10\nwchar: 20\nsyscr: 3\nsyscw: 4\nread_bytes: 0\n", []string{"syscr:", "syscw:"}, 7},
+		{"status tabs", "Name:\tx\nvoluntary_ctxt_switches:\t12\nnonvoluntary_ctxt_switches:\t5\n",
+			[]string{"voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:"}, 17},
+		{"absent", "Name:\tx\n", []string{"syscr:"}, 0},
+		{"garbage value", "syscr: many\nsyscw: 2\n", []string{"syscr:", "syscw:"}, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := sumFields(strings.NewReader(c.in), c.keys...); got != c.want {
+				t.Errorf("sumFields = %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
+// The counters move with what this process does: ten writes are ten
+// write-class system calls at least, and sleeping switches a thread out.
+func TestSampleKernelCountsThisProcess(t *testing.T) {
+	if _, err := os.Stat("/proc/self/io"); err != nil {
+		t.Skip("no /proc/self/io:", err)
+	}
+	before := sampleKernel(os.Getpid())
+	f, err := os.Create(filepath.Join(t.TempDir(), "w"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for i := 0; i < 10; i++ {
+		if _, err := f.Write([]byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		time.Sleep(10 * time.Millisecond)
+		after := sampleKernel(os.Getpid())
+		if after.syscalls-before.syscalls >= 10 && after.switches > before.switches {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("counters did not move: before %+v, after %+v", before, after)
+		}
+	}
+}
+
+func TestPerOp(t *testing.T) {
+	before := kernelSnapshot{"client": {switches: 10, syscalls: 100}, "ps1": {switches: 5, syscalls: 50}, "frontend": {}}
+	after := kernelSnapshot{"client": {switches: 30, syscalls: 300}, "ps1": {switches: 25, syscalls: 90}, "frontend": {switches: 40, syscalls: 60}}
+	got := perOp(before, after, 10, func(k kernelSample) float64 { return k.switches })
+	want := map[string]float64{"client": 2, "ps1": 2, "frontend": 4, "servers": 6}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("perOp[%q] = %v, want %v (all: %v)", k, got[k], v, got)
+		}
+	}
+	if line := kernelLine(got); line != "6.0 (frontend 4.0, ps1 2.0); client 2.0" {
+		t.Errorf("kernelLine = %q", line)
+	}
+}
