@@ -38,6 +38,7 @@ type options struct {
 	scenarios  []string
 	throttle   bool
 	kernel     bool
+	serverEnv  []string
 	jsonOut    string
 	tables     int
 	quietAfter time.Duration
@@ -63,6 +64,7 @@ func main() {
 	flag.IntVar(&o.idle, "idle-conns", 64, "idle HTTP connections kept per host (the SDK default of 10 makes 32 workers keep dialing)")
 	only := flag.String("scenarios", strings.Join(defaultScenarios, ","), "scenarios to run, comma-separated: "+strings.Join(allScenarios(), ", "))
 	flag.BoolVar(&o.kernel, "kernel", false, "throughput mode: also print each scenario's context switches and read/write system calls per entity, by role (always in -json)")
+	serverEnv := flag.String("server-env", "", "KEY=VALUE settings, comma-separated, added to the environment of every tablestore process the bench starts (dev, processes; not Azurite, not the load generator), e.g. GOMAXPROCS=1")
 	flag.BoolVar(&o.throttle, "throttle", false, "keep the per-PartitionKey throttle (Azure's 2,000 entities/s) on; off measures what a partition can do")
 	flag.StringVar(&o.jsonOut, "json", "", "also write the results as JSON to this file")
 	flag.IntVar(&o.tables, "tables", 1000, "tables mode: how many tables to create")
@@ -74,6 +76,12 @@ func main() {
 		fail(fmt.Errorf("-rounds %d: must be at least 1", o.rounds))
 	}
 	o.scenarios = splitList(*only)
+	o.serverEnv = splitList(*serverEnv)
+	for _, kv := range o.serverEnv {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			fail(fmt.Errorf("-server-env %q: want KEY=VALUE", kv))
+		}
+	}
 	for _, s := range o.scenarios {
 		if _, ok := scenarioByName(s); !ok {
 			fail(fmt.Errorf("unknown scenario %q (known: %s)", s, strings.Join(allScenarios(), ", ")))

@@ -360,6 +360,9 @@ func newService(o options, conn string) (*aztables.ServiceClient, error) {
 func runThroughput(o options, targets []string) error {
 	fmt.Printf("tablestore bench: %d workers, %v per scenario, ~%d B entities, %d PartitionKeys, batches of %d, %d round(s)\n",
 		o.workers, o.duration, o.size, o.partitions, o.batchSize, o.rounds)
+	if len(o.serverEnv) > 0 {
+		fmt.Printf("tablestore processes' environment adds: %s\n", strings.Join(o.serverEnv, " "))
+	}
 	var results []result
 	for round := 1; round <= o.rounds; round++ {
 		if o.rounds > 1 {

@@ -53,6 +53,9 @@ type target struct {
 	// profileDir is -profile-dir: where run saves each process's CPU
 	// profile per scenario (processes target only).
 	profileDir string
+	// env is added to the environment of the processes it starts
+	// (-server-env).
+	env []string
 }
 
 func (t *target) stop() (exited time.Duration) {
@@ -89,6 +92,9 @@ func (t *target) start(role string, bin string, args ...string) (*process, error
 		return nil, err
 	}
 	cmd := exec.Command(bin, args...)
+	if len(t.env) > 0 {
+		cmd.Env = append(os.Environ(), t.env...)
+	}
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
 		f.Close()
@@ -167,7 +173,7 @@ func startDev(o options) (*target, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &target{name: "dev", dir: dir}
+	t := &target{name: "dev", dir: dir, env: o.serverEnv}
 	ports, err := freePorts(2)
 	if err != nil {
 		return nil, err
@@ -213,7 +219,7 @@ func startProcesses(o options) (*target, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &target{name: "processes", dir: dir, profileDir: o.profileDir}
+	t := &target{name: "processes", dir: dir, profileDir: o.profileDir, env: o.serverEnv}
 	p, err := freePorts(17)
 	if err != nil {
 		return nil, err
