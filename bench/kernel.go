@@ -102,3 +102,61 @@ func perOp(before, after kernelSnapshot, n int64, pick func(kernelSample) float6
 func kernelLine(m map[string]float64) string {
 	return roleLine(m, "%.1f")
 }
+
+// machineSample is the machine's CPU time so far, from /proc/stat's first
+// line (every CPU together), in USER_HZ ticks.
+type machineSample struct {
+	busy, iowait, idle float64
+}
+
+// sampleMachine reads /proc/stat; zero when it cannot.
+func sampleMachine() machineSample {
+	f, err := os.Open("/proc/stat")
+	if err != nil {
+		return machineSample{}
+	}
+	defer f.Close()
+	line, err := bufio.NewReader(f).ReadString('\n')
+	if err != nil {
+		return machineSample{}
+	}
+	return parseCPULine(line)
+}
+
+// parseCPULine reads "cpu user nice system idle iowait irq softirq steal
+// ...": idle and iowait apart, everything else busy (guest time is
+// already in user).
+func parseCPULine(line string) machineSample {
+	f := strings.Fields(line)
+	if len(f) < 5 || f[0] != "cpu" {
+		return machineSample{}
+	}
+	var m machineSample
+	for i, v := range f[1:] {
+		n, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return machineSample{}
+		}
+		switch i {
+		case 3:
+			m.idle = n
+		case 4:
+			m.iowait = n
+		case 8, 9: // guest, guest_nice: counted in user already
+		default:
+			m.busy += n
+		}
+	}
+	return m
+}
+
+// machineShares is the machine's busy and iowait shares between two
+// samples, in percent (0, 0 when nothing was counted).
+func machineShares(before, after machineSample) (busy, iowait float64) {
+	b, w, i := after.busy-before.busy, after.iowait-before.iowait, after.idle-before.idle
+	total := b + w + i
+	if total <= 0 {
+		return 0, 0
+	}
+	return 100 * b / total, 100 * w / total
+}

@@ -72,3 +72,31 @@ func TestPerOp(t *testing.T) {
 		t.Errorf("kernelLine = %q", line)
 	}
 }
+
+func TestParseCPULine(t *testing.T) {
+	for _, c := range []struct {
+		name, in string
+		want     machineSample
+	}{
+		// user nice system idle iowait irq softirq steal guest guest_nice
+		{"full", "cpu  100 2 30 500 40 0 8 1 7 1\n", machineSample{busy: 141, iowait: 40, idle: 500}},
+		{"no iowait field", "cpu 10 0 5 85\n", machineSample{busy: 15, idle: 85}},
+		{"short", "cpu 10 0 5\n", machineSample{}},
+		{"not the total", "cpu0 100 2 30 500 40 0 8 1 0 0\n", machineSample{}},
+		{"garbage", "cpu 1 x 3 4 5 6 7 8\n", machineSample{}},
+		{"no steal field", "cpu 10 0 5 80 5 0 0\n", machineSample{busy: 15, iowait: 5, idle: 80}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := parseCPULine(c.in); got != c.want {
+				t.Errorf("parseCPULine(%q) = %+v, want %+v", c.in, got, c.want)
+			}
+		})
+	}
+	busy, wait := machineShares(machineSample{busy: 100, iowait: 10, idle: 90}, machineSample{busy: 180, iowait: 20, idle: 100})
+	if busy != 80 || wait != 10 {
+		t.Errorf("machineShares = %v, %v; want 80, 10", busy, wait)
+	}
+	if b, w := machineShares(machineSample{}, machineSample{}); b != 0 || w != 0 {
+		t.Errorf("machineShares of nothing = %v, %v", b, w)
+	}
+}

@@ -258,7 +258,12 @@ type result struct {
 	// by role like CPUPerOp.
 	SwitchesPerOp map[string]float64 `json:"context_switches_per_entity,omitempty"`
 	SyscallsPerOp map[string]float64 `json:"rw_syscalls_per_entity,omitempty"`
-	Skipped       string             `json:"skipped,omitempty"`
+	// MachineBusy and MachineIOWait are the whole machine's CPU shares
+	// over the scenario, in percent (/proc/stat): below 100 % busy, the
+	// scenario was bound by something other than the processors.
+	MachineBusy   float64 `json:"machine_busy_percent"`
+	MachineIOWait float64 `json:"machine_iowait_percent"`
+	Skipped       string  `json:"skipped,omitempty"`
 	// Round is the result's round (-rounds): every round starts the
 	// targets afresh (runRound).
 	Round int `json:"round"`
@@ -277,7 +282,7 @@ func run(t *target, name string, workers int, d time.Duration, rate float64, op 
 	var entities atomic.Int64
 	lat := make([][]time.Duration, workers)
 	var wg sync.WaitGroup
-	before, kbefore := t.cpu(), t.kernel()
+	before, kbefore, mbefore := t.cpu(), t.kernel(), sampleMachine()
 	start := time.Now()
 	end := start.Add(d)
 	profiles := t.profile(name, d)
@@ -309,7 +314,7 @@ func run(t *target, name string, workers int, d time.Duration, rate float64, op 
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	after, kafter := t.cpu(), t.kernel()
+	after, kafter, mafter := t.cpu(), t.kernel(), sampleMachine()
 	var all []time.Duration
 	for _, l := range lat {
 		all = append(all, l...)
@@ -318,6 +323,7 @@ func run(t *target, name string, workers int, d time.Duration, rate float64, op 
 	r := result{Target: t.name, Scenario: name, Workers: workers, Errors: errs.Load(),
 		Rate: float64(entities.Load()) / elapsed.Seconds(), Requests: float64(len(all)) / elapsed.Seconds(),
 		CPUPerOp: map[string]float64{}}
+	r.MachineBusy, r.MachineIOWait = machineShares(mbefore, mafter)
 	if s, ok := firstErr.Load().(string); ok {
 		if len(s) > 300 {
 			s = s[:300]
@@ -435,8 +441,8 @@ func runRound(o options, targets []string) ([]result, error) {
 			}
 			fmt.Printf("%-24s %-10s %12.0f %10.2f %10.2f %8d  %s\n", name, e.t.name, r.Rate, r.P50, r.P99, r.Errors, cpuLine(r.CPUPerOp))
 			if o.kernel {
-				fmt.Printf("%-24s %-10s context switches per entity %s; read/write syscalls %s\n", "", "",
-					kernelLine(r.SwitchesPerOp), kernelLine(r.SyscallsPerOp))
+				fmt.Printf("%-24s %-10s machine busy %.0f %%, iowait %.0f %%; context switches per entity %s; read/write syscalls %s\n", "", "",
+					r.MachineBusy, r.MachineIOWait, kernelLine(r.SwitchesPerOp), kernelLine(r.SyscallsPerOp))
 			}
 			if r.FirstError != "" {
 				fmt.Printf("    first error: %s\n", r.FirstError)
