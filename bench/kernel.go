@@ -16,7 +16,8 @@ import (
 // kernel's: a context switch for every hand-off between processes or
 // threads, a read or write system call for every message, page and log
 // write. CPU time counts it but does not say which; these two counts do,
-// per role, aligned with the scenario's window like the CPU figures
+// per role, aligned with the scenario's window like the CPU figures, and
+// the machine's busy share says whether the processors were the bound
 // (docs/performance.md, session 15).
 
 // kernelSample is what the kernel counted of one process so far.
