@@ -37,13 +37,7 @@ type kernelSample struct {
 // process's own ("client").
 type kernelSnapshot map[string]kernelSample
 
-func (t *target) kernel() kernelSnapshot {
-	s := kernelSnapshot{"client": sampleKernel(os.Getpid())}
-	for _, p := range t.procs {
-		s[p.role] = sampleKernel(p.cmd.Process.Pid)
-	}
-	return s
-}
+func (t *target) kernel() kernelSnapshot { return perProcess(t, sampleKernel) }
 
 // sampleKernel reads pid's counters; a missing file (the process ended,
 // or a kernel without task I/O accounting) counts 0.

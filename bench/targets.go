@@ -371,10 +371,14 @@ func rssBytes(pid int) int64 {
 // cpuSnapshot is every started process's CPU time plus this process's own.
 type cpuSnapshot map[string]float64
 
-func (t *target) cpu() cpuSnapshot {
-	s := cpuSnapshot{"client": cpuSeconds(os.Getpid())}
+func (t *target) cpu() cpuSnapshot { return perProcess(t, cpuSeconds) }
+
+// perProcess is f of every process t started, by role, and of this one
+// ("client").
+func perProcess[T any](t *target, f func(pid int) T) map[string]T {
+	s := map[string]T{"client": f(os.Getpid())}
 	for _, p := range t.procs {
-		s[p.role] = cpuSeconds(p.cmd.Process.Pid)
+		s[p.role] = f(p.cmd.Process.Pid)
 	}
 	return s
 }
