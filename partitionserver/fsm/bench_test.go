@@ -17,7 +17,7 @@ import (
 	pb "tablestore/proto/tablestorepb"
 )
 
-func benchEntity(b *testing.B) []byte {
+func benchEntity(testing.TB) []byte {
 	e := &edm.Entity{Properties: []edm.Property{
 		{Name: "Name", Value: edm.Value{Type: edm.TypeString, Str: "some name"}},
 		{Name: "Age", Value: edm.Value{Type: edm.TypeInt32, Int: 42}},
@@ -356,4 +356,87 @@ func pruneBeforeIndex(tx *bolt.Tx, st *pb.RangeState) error {
 		}
 	}
 	return nil
+}
+
+// BenchmarkCommitPages is a replica's CPU and page writes per insert (apply
+// and the state file's group commit every 320 writes, fsyncs included) for
+// the bench's key patterns at two page sizes of a new state file (see
+// statePageSize): batch (100 sequential RowKeys per PartitionKey), one PK
+// (32 writers, each its own ascending RowKeys) and spread (the same over
+// 1,024 PartitionKeys) into a table of 50,000 and of 200,000 entities.
+func BenchmarkCommitPages(b *testing.B) {
+	type pattern struct {
+		name string
+		pre  int
+		key  func(n uint64) (pk, rk string)
+	}
+	spread := func(n uint64) (string, string) {
+		w, i := n%32, n/32
+		return fmt.Sprintf("p%04d", (w*7919+i)%1024), fmt.Sprintf("w%02d-%09d", w, i)
+	}
+	patterns := []pattern{
+		{"batch", 50_000, func(n uint64) (string, string) {
+			return fmt.Sprintf("b%04d", n/100%1024), fmt.Sprintf("w%02d-%09d-%03d", n/100%32, n/3200, n%100)
+		}},
+		{"onepk", 50_000, func(n uint64) (string, string) { return "hot", fmt.Sprintf("w%02d-%09d", n%32, n/32) }},
+		{"spread50k", 50_000, spread},
+		{"spread200k", 200_000, spread},
+	}
+	defer func(size int) { statePageSize = size }(statePageSize)
+	for _, p := range patterns {
+		for _, size := range []int{4096, 8192} {
+			b.Run(fmt.Sprintf("%s/page=%d", p.name, size), func(b *testing.B) {
+				statePageSize = size
+				s, r := openTestRange(b, &pb.RangeDescriptor{RangeId: 1, TableId: 7, Generation: 1})
+				ent := benchEntity(b)
+				var idx, n uint64
+				entry := func() {
+					writes := make([]*pb.WriteCommand, 16)
+					for i := range writes {
+						n++
+						id := make([]byte, 16)
+						binary.BigEndian.PutUint64(id, n)
+						pk, rk := p.key(n)
+						writes[i] = &pb.WriteCommand{ProposedUnixNano: int64(n) * 1000, RequestId: id,
+							Ops: []*pb.EntityOp{{Kind: pb.OpKind_OP_KIND_INSERT, PartitionKey: pk, RowKey: rk, Entity: ent}}}
+					}
+					data, _ := EncodeWriteBatch(writes)
+					idx++
+					r.ApplyBatch([]*raft.Log{{Index: idx, Type: raft.LogCommand, Data: data}})
+				}
+				for i := range p.pre / 16 {
+					entry()
+					if i%20 == 0 {
+						s.Flush()
+					}
+				}
+				if err := s.Flush(); err != nil {
+					b.Fatal(err)
+				}
+				writes0 := pageWrites(s)
+				var before, after syscall.Rusage
+				syscall.Getrusage(syscall.RUSAGE_SELF, &before)
+				b.ResetTimer()
+				for i := range b.N {
+					entry()
+					if (i+1)*16%320 == 0 {
+						if err := s.Flush(); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				b.StopTimer()
+				syscall.Getrusage(syscall.RUSAGE_SELF, &after)
+				cpu := after.Utime.Nano() + after.Stime.Nano() - before.Utime.Nano() - before.Stime.Nano()
+				b.ReportMetric(float64(cpu)/1e3/float64(b.N*16), "cpu-us/write")
+				b.ReportMetric(float64(pageWrites(s)-writes0)/float64(b.N*16), "pages/write")
+			})
+		}
+	}
+}
+
+// pageWrites is how many page writes the state file's commits made so far.
+func pageWrites(s *Store) int64 {
+	st := s.db.Stats()
+	return st.TxStats.GetWrite()
 }
