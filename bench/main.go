@@ -39,6 +39,7 @@ type options struct {
 	throttle   bool
 	kernel     bool
 	serverEnv  []string
+	preload    int
 	jsonOut    string
 	tables     int
 	quietAfter time.Duration
@@ -65,6 +66,7 @@ func main() {
 	only := flag.String("scenarios", strings.Join(defaultScenarios, ","), "scenarios to run, comma-separated: "+strings.Join(allScenarios(), ", "))
 	flag.BoolVar(&o.kernel, "kernel", false, "throughput mode: also print each scenario's context switches and read/write system calls per entity, by role (always in -json)")
 	serverEnv := flag.String("server-env", "", "KEY=VALUE settings, comma-separated, added to the environment of every tablestore process the bench starts (dev, processes; not Azurite, not the load generator), e.g. GOMAXPROCS=1")
+	flag.IntVar(&o.preload, "preload", 0, "throughput mode: entities written into the shared table (batches over the spread scenarios' PartitionKeys) before the scenarios run, on every target")
 	flag.BoolVar(&o.throttle, "throttle", false, "keep the per-PartitionKey throttle (Azure's 2,000 entities/s) on; off measures what a partition can do")
 	flag.StringVar(&o.jsonOut, "json", "", "also write the results as JSON to this file")
 	flag.IntVar(&o.tables, "tables", 1000, "tables mode: how many tables to create")
@@ -72,6 +74,9 @@ func main() {
 	flag.StringVar(&o.profileDir, "profile-dir", "", "save CPU profiles into this directory: throughput mode, processes target: every process with --pprof-addr, a CPU and an allocation profile of each per scenario (<scenario>-<role>.pprof); tables mode, dev target: the process over the idle window (idle.pprof) and over the first reads (reads.pprof)")
 	flag.DurationVar(&o.quietAfter, "quiet-after", 30*time.Second, "tables mode: how long after the last request idle CPU is measured")
 	flag.Parse()
+	if o.preload < 0 {
+		fail(fmt.Errorf("-preload %d: must not be negative", o.preload))
+	}
 	if o.rounds < 1 {
 		fail(fmt.Errorf("-rounds %d: must be at least 1", o.rounds))
 	}

@@ -466,7 +466,50 @@ func newEnv(ctx context.Context, o options, t *target) (*env, error) {
 		return e, fmt.Errorf("create table: %w", err)
 	}
 	e.tc = sc.NewClient(e.table)
+	if o.preload > 0 {
+		start := time.Now()
+		if err := preload(ctx, e, o.preload); err != nil {
+			return e, fmt.Errorf("preload: %w", err)
+		}
+		fmt.Printf("[%s] preloaded %d entities into %s in %.1f s\n", t.name, o.preload, e.table, time.Since(start).Seconds())
+	}
 	return e, nil
+}
+
+// preload fills the shared table with n entities over the spread
+// scenarios' PartitionKeys (batches of up to 100, RowKeys of their own), so
+// that the scenarios run against a table of that size: a B+tree's cost per
+// write grows with the tree (docs/performance.md, session 15).
+func preload(ctx context.Context, e *env, n int) error {
+	const per = 100
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for w := 0; w < 16; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				k := int(next.Add(1) - 1)
+				if k*per >= n {
+					return
+				}
+				pk := fmt.Sprintf("p%04d", k%e.o.partitions)
+				actions := make([]aztables.TransactionAction, min(per, n-k*per))
+				for j := range actions {
+					actions[j] = aztables.TransactionAction{ActionType: aztables.TransactionTypeAdd,
+						Entity: e.body(pk, fmt.Sprintf("pre-%09d-%03d", k, j))}
+				}
+				if _, err := e.tc.SubmitTransaction(ctx, actions, nil); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
 }
 
 // measureScenario runs scenario name on e's target.

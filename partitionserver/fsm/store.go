@@ -140,19 +140,6 @@ const DefaultCommitInterval = 100 * time.Millisecond
 // commit interval.
 func Open(path string) (*Store, error) { return OpenWithInterval(path, DefaultCommitInterval) }
 
-// statePageSize is the page size of a new state file (bbolt keeps an
-// existing file's own). bbolt writes every page a commit dirtied with its
-// own pwrite, and an insert at a random key dirties its leaf and, with a
-// few hundred inserts per commit, most first-level branch pages of the
-// table: twice the OS page holds twice the children per branch page, so a
-// commit rewrites half as many. Per write and replica (BenchmarkCommitPages,
-// docs/performance.md, session 15): inserts over 1,024 PartitionKeys into
-// 200,000 entities 25 – 29 → 20 – 22 µs, 2.5 → 1.6 pages; batches 8.0 –
-// 9.6 → 6.9 – 7.7 µs; point reads no slower. 16 KiB wrote fewer pages
-// again but more bytes, and cost as much as 4 KiB on one PartitionKey.
-// A var so that the benchmark can compare sizes.
-var statePageSize = 8192
-
 // OpenWithInterval opens the state file with a given group-commit interval.
 func OpenWithInterval(path string, interval time.Duration) (*Store, error) {
 	db, err := bolt.Open(path, 0o600, &bolt.Options{
@@ -162,7 +149,6 @@ func OpenWithInterval(path string, interval time.Duration) (*Store, error) {
 		InitialMmapSize: 1 << 30,
 		FreelistType:    bolt.FreelistMapType,
 		NoFreelistSync:  true,
-		PageSize:        statePageSize,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("fsm: open %s: %w", path, err)
