@@ -76,9 +76,10 @@ func sumFields(r io.Reader, keys ...string) float64 {
 	return sum
 }
 
-// perOp turns two snapshots into counts per entity: by role, plus
-// "servers" (every role but the client).
-func perOp(before, after kernelSnapshot, n int64, pick func(kernelSample) float64) map[string]float64 {
+// perOp turns two per-process snapshots (perProcess) into a figure per
+// entity: pick of the difference, by role, plus "servers" (every role but
+// the client).
+func perOp[T any](before, after map[string]T, n int64, pick func(T) float64) map[string]float64 {
 	m := map[string]float64{}
 	var servers float64
 	for role, a := range after {

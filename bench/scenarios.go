@@ -335,15 +335,7 @@ func run(t *target, name string, workers int, d time.Duration, rate float64, op 
 		r.P99 = ms(all[len(all)*99/100])
 	}
 	if n := entities.Load(); n > 0 {
-		var servers float64
-		for role, c := range after {
-			us := (c - before[role]) / float64(n) * 1e6
-			r.CPUPerOp[role] = us
-			if role != "client" {
-				servers += us
-			}
-		}
-		r.CPUPerOp["servers"] = servers
+		r.CPUPerOp = perOp(before, after, n, func(seconds float64) float64 { return seconds * 1e6 })
 		r.SwitchesPerOp = perOp(kbefore, kafter, n, func(k kernelSample) float64 { return k.switches })
 		r.SyscallsPerOp = perOp(kbefore, kafter, n, func(k kernelSample) float64 { return k.syscalls })
 	}
@@ -501,6 +493,7 @@ func preload(ctx context.Context, e *env, n int) error {
 						Entity: e.body(pk, fmt.Sprintf("pre-%09d-%03d", k, j))}
 				}
 				if _, err := e.tc.SubmitTransaction(ctx, actions, nil); err != nil {
+					next.Store(int64(n)) // the others stop at their next batch
 					errs <- err
 					return
 				}

@@ -17,7 +17,7 @@ import (
 	pb "tablestore/proto/tablestorepb"
 )
 
-func benchEntity(testing.TB) []byte {
+func benchEntity(b *testing.B) []byte {
 	e := &edm.Entity{Properties: []edm.Property{
 		{Name: "Name", Value: edm.Value{Type: edm.TypeString, Str: "some name"}},
 		{Name: "Age", Value: edm.Value{Type: edm.TypeInt32, Int: 42}},
