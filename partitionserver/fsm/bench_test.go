@@ -361,3 +361,111 @@ func timeCPUPerWrite(b *testing.B, writesPerOp int, loop func()) {
 	cpu := after.Utime.Nano() + after.Stime.Nano() - before.Utime.Nano() - before.Stime.Nano()
 	b.ReportMetric(float64(cpu)/1e3/float64(b.N*writesPerOp), "cpu-us/write")
 }
+
+// BenchmarkCommitPattern is a replica's CPU and state-file pages per write
+// (apply and group commit every 320 writes, fsyncs included) for the
+// bench's three key patterns into a table of 50,000 entities: single
+// inserts spread over 1,024 PartitionKeys, single inserts on one
+// PartitionKey (32 writers, each ascending), and entity group transactions
+// of 100 inserts (a writer's RowKeys ascending within a PartitionKey, as
+// the bench's batch scenario writes them). It is what the split threshold
+// of the entity buckets' pages (fillPercentFor) is chosen by.
+func BenchmarkCommitPattern(b *testing.B) {
+	type pattern struct {
+		name string
+		// writes is how many an entry holds.
+		writes int
+		// entry returns the commands of one log entry.
+		entry func(rng *rand.Rand, n *uint64) []*pb.WriteCommand
+	}
+	single := func(pk, rk string, n *uint64, rng *rand.Rand, ent []byte) *pb.WriteCommand {
+		*n++
+		id := make([]byte, 16)
+		binary.BigEndian.PutUint64(id, *n)
+		binary.BigEndian.PutUint64(id[8:], rng.Uint64())
+		return &pb.WriteCommand{ProposedUnixNano: int64(*n) * 1000, RequestId: id,
+			Ops: []*pb.EntityOp{{Kind: pb.OpKind_OP_KIND_INSERT, PartitionKey: pk, RowKey: rk, Entity: ent}}}
+	}
+	ent := benchEntity(b)
+	seq := make([]int, 32)
+	patterns := []pattern{
+		{"spread", 16, func(rng *rand.Rand, n *uint64) []*pb.WriteCommand {
+			w := make([]*pb.WriteCommand, 16)
+			for i := range w {
+				w[i] = single(fmt.Sprintf("pk%04d", rng.IntN(1024)), fmt.Sprintf("%016x", rng.Uint64()), n, rng, ent)
+			}
+			return w
+		}},
+		{"one-pk", 16, func(rng *rand.Rand, n *uint64) []*pb.WriteCommand {
+			w := make([]*pb.WriteCommand, 16)
+			for i := range w {
+				k := rng.IntN(len(seq))
+				seq[k]++
+				w[i] = single("hot", fmt.Sprintf("w%02d-%09d", k, seq[k]), n, rng, ent)
+			}
+			return w
+		}},
+		{"batch", 100, func(rng *rand.Rand, n *uint64) []*pb.WriteCommand {
+			k := rng.IntN(len(seq))
+			seq[k]++
+			pk := fmt.Sprintf("b%04d", (k*7919+seq[k])%1024)
+			cmd := single(pk, "", n, rng, ent)
+			cmd.Ops = make([]*pb.EntityOp, 100)
+			for j := range cmd.Ops {
+				cmd.Ops[j] = &pb.EntityOp{Kind: pb.OpKind_OP_KIND_INSERT, PartitionKey: pk,
+					RowKey: fmt.Sprintf("w%02d-%09d-%03d", k, seq[k], j), Entity: ent}
+			}
+			return []*pb.WriteCommand{cmd}
+		}},
+	}
+	for _, p := range patterns {
+		b.Run(p.name, func(b *testing.B) {
+			clear(seq)
+			s, r := openTestRange(b, &pb.RangeDescriptor{RangeId: 1, TableId: 7, Generation: 1})
+			rng := rand.New(rand.NewPCG(3, 4))
+			var idx, n uint64
+			writes := 0
+			entry := func(gen func(*rand.Rand, *uint64) []*pb.WriteCommand) int {
+				cmds := gen(rng, &n)
+				data, _ := EncodeWriteBatch(cmds)
+				idx++
+				for _, res := range r.ApplyBatch([]*raft.Log{{Index: idx, Type: raft.LogCommand, Data: data}}) {
+					if rr := res.(*Result); rr.Err != nil || (len(rr.Batch) > 0 && rr.Batch[0].Err != nil) {
+						b.Fatal(rr.Err, rr.Batch)
+					}
+				}
+				c := 0
+				for _, cmd := range cmds {
+					c += len(cmd.Ops)
+				}
+				return c
+			}
+			// 50,000 entities first, spread (the table the bench's
+			// scenarios write into is a shared one), committed.
+			for i := 0; i < 50_000/16; i++ {
+				entry(patterns[0].entry)
+				if i%20 == 0 {
+					s.Flush()
+				}
+			}
+			if err := s.Flush(); err != nil {
+				b.Fatal(err)
+			}
+			pages := func() int64 { st := s.db.Stats(); return st.TxStats.GetPageCount() }
+			before := pages()
+			perOp := p.writes
+			timeCPUPerWrite(b, perOp, func() {
+				for range b.N {
+					writes += entry(p.entry)
+					if writes >= 320 {
+						writes = 0
+						if err := s.Flush(); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+			})
+			b.ReportMetric(float64(pages()-before)/float64(b.N*perOp), "pages/write")
+		})
+	}
+}

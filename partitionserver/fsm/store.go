@@ -113,6 +113,10 @@ type Store struct {
 	// prunes is the request-prune state of each table (dedup.go),
 	// guarded by wmu: only applies and updates touch it.
 	prunes map[uint64]*tablePrune
+	// fills counts each table's writes in the pending transaction, for
+	// the split threshold of its pages (fill.go); guarded by wmu, cleared
+	// with the transaction.
+	fills map[uint64]*tableFill
 	// prunePrior, when set, replaces the prune (tests: the full scan of
 	// before the time index, their oracle).
 	prunePrior func(tx *bolt.Tx, st *pb.RangeState) error
@@ -280,6 +284,7 @@ func (s *Store) commitLocked() error {
 		s.tx.Rollback()
 	}
 	s.tx = nil
+	clear(s.fills)
 	if fn := s.observe.Load(); fn != nil && err == nil {
 		now := time.Now()
 		(*fn)(now, now.Sub(start))

@@ -216,6 +216,11 @@ func applyWriteCommand(c *applyCtx, cmd *pb.WriteCommand, res *Result) {
 			return
 		}
 	}
+	f := c.store.tableFill(desc.GetTableId())
+	for _, op := range ops {
+		f.note(op.GetPartitionKey())
+	}
+	bucket.FillPercent = fillPercentFor(f.run, f.writes)
 	if reqKey != nil {
 		room := c.room()
 		v := c.carved(appendRequestRecord(room, ts, cmd.GetProposedUnixNano(), ops[0].GetPartitionKey()), room)
