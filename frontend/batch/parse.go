@@ -147,6 +147,10 @@ func multipartBoundary(ct string) (string, error) {
 }
 
 func isApplicationHTTP(ct string) bool {
+	// Every operation of a change set says so, nearly always bare.
+	if strings.EqualFold(ct, "application/http") {
+		return true
+	}
 	mt, _, err := mime.ParseMediaType(ct)
 	return err == nil && strings.EqualFold(mt, "application/http")
 }
@@ -214,7 +218,12 @@ func nextLine(b []byte) (line, rest []byte, ok bool) {
 // A block that ends without the blank line is accepted when requireBlank
 // is false (a sub-request without a body may end right after its headers).
 func readHeaders(b []byte, requireBlank bool) (http.Header, []byte, error) {
-	h := http.Header{}
+	// A change set of 100 operations reads 200 header blocks: the map is
+	// sized for the SDKs' blocks, and the values of one block share a slab
+	// (each key's slice capped, so that a repeated header copies instead
+	// of overwriting its neighbour), as net/textproto does.
+	h := make(http.Header, 8)
+	var slab []string
 	for n := 0; ; n++ {
 		line, rest, ok := nextLine(b)
 		if !ok {
@@ -234,10 +243,36 @@ func readHeaders(b []byte, requireBlank bool) (http.Header, []byte, error) {
 		if !found || len(name) == 0 || !validHeaderName(name) {
 			return nil, nil, fmt.Errorf("%w: bad header line %q", ErrMalformed, truncate(line))
 		}
-		key := textproto.CanonicalMIMEHeaderKey(string(name))
-		h[key] = append(h[key], string(bytes.TrimSpace(value)))
+		key, ok := commonHeaderKeys[string(name)]
+		if !ok {
+			key = textproto.CanonicalMIMEHeaderKey(string(name))
+		}
+		v := string(bytes.TrimSpace(value))
+		if old := h[key]; len(old) > 0 {
+			h[key] = append(old, v)
+			continue
+		}
+		if slab == nil {
+			slab = make([]string, 0, 8)
+		}
+		slab = append(slab, v)
+		h[key] = slab[len(slab)-1 : len(slab) : len(slab)]
 	}
 }
+
+// commonHeaderKeys maps the header names the SDKs write in change sets, as
+// they write them, to their canonical keys: looking one up allocates
+// nothing, where CanonicalMIMEHeaderKey(string(name)) allocates the name.
+var commonHeaderKeys = func() map[string]string {
+	m := map[string]string{}
+	for _, n := range []string{"Content-Type", "Content-Transfer-Encoding", "Content-Length", "Content-ID", "Accept",
+		"Prefer", "DataServiceVersion", "MaxDataServiceVersion", "X-Ms-Version", "If-Match", "X-HTTP-Method", "Host"} {
+		for _, v := range []string{n, strings.ToLower(n), textproto.CanonicalMIMEHeaderKey(n)} {
+			m[v] = textproto.CanonicalMIMEHeaderKey(n)
+		}
+	}
+	return m
+}()
 
 // validHeaderName accepts RFC 7230 token characters.
 func validHeaderName(b []byte) bool {
