@@ -278,7 +278,9 @@ var lineBreaks = strings.NewReplacer("\r", " ", "\n", " ")
 func writeField(bw *bufio.Writer, k, v string) {
 	bw.WriteString(k)
 	bw.WriteString(": ")
-	if strings.ContainsAny(v, "\r\n") {
+	// Two byte scans: ContainsAny builds a set on every call, and this
+	// runs for every field of every response.
+	if strings.IndexByte(v, '\r') >= 0 || strings.IndexByte(v, '\n') >= 0 {
 		v = lineBreaks.Replace(v)
 	}
 	bw.WriteString(strings.TrimSpace(v))
