@@ -19,9 +19,32 @@ var (
 		Namespace: "tablestore", Subsystem: "partitionserver", Name: "disk_commits_window",
 		Help: "Disk commits in the window of disk_commit_median_seconds, by commit (state, log).",
 	}, []string{"server", "commit"})
+
+	stateCommitSeconds = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "tablestore", Subsystem: "partitionserver", Name: "state_commit_seconds_total",
+		Help: "Time spent in the state file's group commits of applied entries (updated at every heartbeat).",
+	}, []string{"server"})
+	stateApplyWaitSeconds = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "tablestore", Subsystem: "partitionserver", Name: "state_apply_wait_seconds_total",
+		Help: "Time the applies of this server's ranges waited for the state file's write lock, nearly all of it " +
+			"behind a group commit, which every answer of a range leader here waits out too (updated at every heartbeat).",
+	}, []string{"server"})
 )
 
-func init() { prometheus.MustRegister(diskCommitMedianSeconds, diskCommitsWindow) }
+func init() {
+	prometheus.MustRegister(diskCommitMedianSeconds, diskCommitsWindow, stateCommitSeconds, stateApplyWaitSeconds)
+}
+
+// exportStalls adds to the stall counters what the state file counted
+// since the last call.
+func (s *Server) exportStalls() {
+	if s.store == nil {
+		return
+	}
+	committing, wait := s.store.Stalls()
+	stateCommitSeconds.WithLabelValues(s.id).Add(time.Duration(int64(committing) - s.exportedCommitting.Swap(int64(committing))).Seconds())
+	stateApplyWaitSeconds.WithLabelValues(s.id).Add(time.Duration(int64(wait) - s.exportedApplyWait.Swap(int64(wait))).Seconds())
+}
 
 // diskReport is the heartbeat's account of the server's recent disk
 // commits (nil on a server built without New's windows), also exported as
@@ -30,6 +53,7 @@ func (s *Server) diskReport(now time.Time) *pb.DiskLatency {
 	if s.stateCommits == nil || s.logSyncs == nil {
 		return nil
 	}
+	s.exportStalls()
 	st, lg := s.stateCommits.Summary(now), s.logSyncs.Summary(now)
 	for _, c := range []struct {
 		name string

@@ -8,7 +8,8 @@ import (
 // TestHeartbeatCarriesDiskLatency: a server's heartbeat reports the Raft
 // log's syncs and the state file's commits of the writes it made (wiring:
 // raftlog.Options{ObserveSync} and the state store's hook feed the windows
-// diskReport reads; without them the master would never see a slow disk).
+// diskReport reads; without them the master would never see a slow disk),
+// and the time in state commits reaches its counter.
 func TestHeartbeatCarriesDiskLatency(t *testing.T) {
 	s := startedServer(t)
 	const writes = 12
@@ -17,7 +18,8 @@ func TestHeartbeatCarriesDiskLatency(t *testing.T) {
 	for {
 		d := s.diskReport(time.Now())
 		if d.GetLogSyncs() >= writes && d.GetLogSyncMedianSeconds() > 0 &&
-			d.GetStateCommits() > 0 && d.GetStateCommitMedianSeconds() > 0 {
+			d.GetStateCommits() > 0 && d.GetStateCommitMedianSeconds() > 0 &&
+			counterValue(t, stateCommitSeconds.WithLabelValues(s.id)) > 0 {
 			return
 		}
 		if time.Now().After(deadline) {

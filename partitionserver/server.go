@@ -88,6 +88,9 @@ type Server struct {
 	// stateCommits and logSyncs time the state file's commits and the
 	// Raft log's syncs for the heartbeat's slow-disk report (disk.go).
 	stateCommits, logSyncs *disklatency.Window
+	// exportedCommitting and exportedApplyWait are the state file's
+	// Stalls as last added to their counters (disk.go).
+	exportedCommitting, exportedApplyWait atomic.Int64
 
 	// joins: the Join placements waiting for a join floor
 	// (joinassigned.go), one call each. removedAt: per range, the highest

@@ -755,3 +755,52 @@ func TestObserveCommits(t *testing.T) {
 		t.Fatalf("observed %v, want two commits of at least %v", seen, delay)
 	}
 }
+
+// TestStalls: the time in commits of applied entries is counted, and so is
+// an apply's wait for a commit that holds the write lock (the stall every
+// answer of a leader waits out), while an apply that finds the lock free
+// waits nothing.
+func TestStalls(t *testing.T) {
+	s, err := OpenWithInterval(filepath.Join(t.TempDir(), "state.db"), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.CreateRange(&pb.RangeDescriptor{RangeId: 1, TableId: 1, Generation: 1}, true); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := s.OpenRange(1, logging.Discard())
+	write := func(index uint64) {
+		data, _ := EncodeWrite(&pb.WriteCommand{ProposedUnixNano: int64(index) * 1000, Ops: []*pb.EntityOp{op(pb.OpKind_OP_KIND_INSERT, "p", fmt.Sprint(index), entityBytes(t, nil))}})
+		if res := r.ApplyBatch([]*raft.Log{{Index: index, Type: raft.LogCommand, Data: data}}); res[0].(*Result).Err != nil {
+			t.Fatal(res[0].(*Result).Err)
+		}
+	}
+	write(1)
+	if _, wait := s.Stalls(); wait != 0 {
+		t.Fatalf("an apply with the lock free waited %v", wait)
+	}
+	const delay = 60 * time.Millisecond
+	s.SetCommitDelay(delay)
+	flushed := make(chan error, 1)
+	go func() { flushed <- s.Flush() }()
+	// The apply below must come while the commit holds the lock.
+	deadline := time.Now().Add(5 * time.Second)
+	for s.wmu.TryLock() {
+		s.wmu.Unlock()
+		if time.Now().After(deadline) {
+			t.Fatal("the commit never took the lock")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	write(2)
+	if err := <-flushed; err != nil {
+		t.Fatal(err)
+	}
+	s.SetCommitDelay(0)
+	committing, wait := s.Stalls()
+	if committing < delay || wait < delay/2 || wait > committing {
+		t.Fatalf("stalls: %v in commits, %v of applies waiting; want at least %v, and at least %v waiting but no more than the commits",
+			committing, wait, delay, delay/2)
+	}
+}

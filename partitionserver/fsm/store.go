@@ -109,6 +109,10 @@ type Store struct {
 	observe atomic.Pointer[func(at time.Time, d time.Duration)]
 	// delay is added to every commit (SetCommitDelay).
 	delay atomic.Int64
+	// committing and applyWait add up, in nanoseconds, the time spent
+	// in commits of applied entries and the time applies waited for the
+	// write lock (nearly all of it behind a commit): Stalls.
+	committing, applyWait atomic.Int64
 
 	// prunes is the request-prune state of each table (dedup.go),
 	// guarded by wmu: only applies and updates touch it.
@@ -212,7 +216,11 @@ func (s *Store) Close() error {
 // apply runs fn in the shared write transaction; after runs once the
 // transaction is committed.
 func (s *Store) apply(fn func(tx *bolt.Tx) error, after func()) error {
-	s.wmu.Lock()
+	if !s.wmu.TryLock() {
+		start := time.Now()
+		s.wmu.Lock()
+		s.applyWait.Add(int64(time.Since(start)))
+	}
 	defer s.wmu.Unlock()
 	if s.tx == nil {
 		tx, err := s.db.Begin(true)
@@ -256,6 +264,14 @@ func (s *Store) ObserveCommits(fn func(at time.Time, d time.Duration)) {
 // the same for every store of the process, this for one).
 func (s *Store) SetCommitDelay(d time.Duration) { s.delay.Store(int64(d)) }
 
+// Stalls reports the time spent so far in commits of applied entries and
+// the time applies waited for the write lock, which a commit holds from
+// its first page write to its last fdatasync: every apply of the server,
+// the leaders' included, waits behind it (docs/performance.md, session 16).
+func (s *Store) Stalls() (committing, applyWait time.Duration) {
+	return time.Duration(s.committing.Load()), time.Duration(s.applyWait.Load())
+}
+
 // Urge asks the committer to commit without waiting for the interval: a
 // reader waits for an applied index.
 func (s *Store) Urge() {
@@ -285,8 +301,9 @@ func (s *Store) commitLocked() error {
 	}
 	s.tx = nil
 	clear(s.fills)
+	now := time.Now()
+	s.committing.Add(int64(now.Sub(start)))
 	if fn := s.observe.Load(); fn != nil && err == nil {
-		now := time.Now()
 		(*fn)(now, now.Sub(start))
 	}
 	afters := s.afters
