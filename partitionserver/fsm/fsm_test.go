@@ -703,15 +703,34 @@ func TestFailedCommitStops(t *testing.T) {
 // TestObserveCommits: each commit of applied entries is timed, the
 // failpoint's delay (the chaos slow disk) and SetCommitDelay's included,
 // and an empty flush (nothing pending) is not a commit.
-func TestObserveCommits(t *testing.T) {
+// manualCommitStore opens a store whose committer waits an hour, so that
+// only the test's flushes commit, with range 1 and a function that applies
+// one insert at a log index.
+func manualCommitStore(t *testing.T) (*Store, func(index uint64)) {
+	t.Helper()
 	s, err := OpenWithInterval(filepath.Join(t.TempDir(), "state.db"), time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	t.Cleanup(func() { s.Close() })
 	if err := s.CreateRange(&pb.RangeDescriptor{RangeId: 1, TableId: 1, Generation: 1}, true); err != nil {
 		t.Fatal(err)
 	}
+	r, err := s.OpenRange(1, logging.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, func(index uint64) {
+		t.Helper()
+		data, _ := EncodeWrite(&pb.WriteCommand{ProposedUnixNano: int64(index) * 1000, Ops: []*pb.EntityOp{op(pb.OpKind_OP_KIND_INSERT, "p", fmt.Sprint(index), entityBytes(t, nil))}})
+		if res := r.ApplyBatch([]*raft.Log{{Index: index, Type: raft.LogCommand, Data: data}}); res[0].(*Result).Err != nil {
+			t.Fatal(res[0].(*Result).Err)
+		}
+	}
+}
+
+func TestObserveCommits(t *testing.T) {
+	s, write := manualCommitStore(t)
 	var mu sync.Mutex
 	var seen []time.Duration
 	s.ObserveCommits(func(_ time.Time, d time.Duration) {
@@ -719,17 +738,10 @@ func TestObserveCommits(t *testing.T) {
 		seen = append(seen, d)
 		mu.Unlock()
 	})
-	r, _ := s.OpenRange(1, logging.Discard())
-	write := func(index uint64) {
-		data, _ := EncodeWrite(&pb.WriteCommand{ProposedUnixNano: int64(index) * 1000, Ops: []*pb.EntityOp{op(pb.OpKind_OP_KIND_INSERT, "p", fmt.Sprint(index), entityBytes(t, nil))}})
-		if res := r.ApplyBatch([]*raft.Log{{Index: index, Type: raft.LogCommand, Data: data}}); res[0].(*Result).Err != nil {
-			t.Fatal(res[0].(*Result).Err)
-		}
-	}
 	write(1)
 	const delay = 30 * time.Millisecond
 	failpoint.Enable("partitionserver/fsm/commit", func() error { time.Sleep(delay); return nil })
-	err = s.Flush()
+	err := s.Flush()
 	failpoint.Disable("partitionserver/fsm/commit")
 	if err != nil {
 		t.Fatal(err)
@@ -761,21 +773,7 @@ func TestObserveCommits(t *testing.T) {
 // answer of a leader waits out), while an apply that finds the lock free
 // waits nothing.
 func TestStalls(t *testing.T) {
-	s, err := OpenWithInterval(filepath.Join(t.TempDir(), "state.db"), time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.CreateRange(&pb.RangeDescriptor{RangeId: 1, TableId: 1, Generation: 1}, true); err != nil {
-		t.Fatal(err)
-	}
-	r, _ := s.OpenRange(1, logging.Discard())
-	write := func(index uint64) {
-		data, _ := EncodeWrite(&pb.WriteCommand{ProposedUnixNano: int64(index) * 1000, Ops: []*pb.EntityOp{op(pb.OpKind_OP_KIND_INSERT, "p", fmt.Sprint(index), entityBytes(t, nil))}})
-		if res := r.ApplyBatch([]*raft.Log{{Index: index, Type: raft.LogCommand, Data: data}}); res[0].(*Result).Err != nil {
-			t.Fatal(res[0].(*Result).Err)
-		}
-	}
+	s, write := manualCommitStore(t)
 	write(1)
 	if _, wait := s.Stalls(); wait != 0 {
 		t.Fatalf("an apply with the lock free waited %v", wait)
