@@ -1,6 +1,7 @@
 package partitionserver
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,8 +27,8 @@ var (
 	}, []string{"server"})
 	stateApplyWaitSeconds = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "tablestore", Subsystem: "partitionserver", Name: "state_apply_wait_seconds_total",
-		Help: "Time the applies of this server's ranges waited for the state file's write lock, nearly all of it " +
-			"behind a group commit, which every answer of a range leader here waits out too (updated at every heartbeat).",
+		Help: "Time the applies of this server's ranges waited for the state file's write lock, mostly behind a group commit " +
+			"(the rest behind other ranges' applies and range creations), which the answers of the range leaders here wait out too (updated at every heartbeat).",
 	}, []string{"server"})
 )
 
@@ -42,8 +43,23 @@ func (s *Server) exportStalls() {
 		return
 	}
 	committing, wait := s.store.Stalls()
-	stateCommitSeconds.WithLabelValues(s.id).Add(time.Duration(int64(committing) - s.exportedCommitting.Swap(int64(committing))).Seconds())
-	stateApplyWaitSeconds.WithLabelValues(s.id).Add(time.Duration(int64(wait) - s.exportedApplyWait.Swap(int64(wait))).Seconds())
+	stateCommitSeconds.WithLabelValues(s.id).Add(advance(&s.exportedCommitting, committing).Seconds())
+	stateApplyWaitSeconds.WithLabelValues(s.id).Add(advance(&s.exportedApplyWait, wait).Seconds())
+}
+
+// advance moves *exported up to total and returns by how much: 0 when
+// another caller already exported as much, since a counter's Add panics on
+// a negative value (two reports may overlap: the heartbeat's and a test's).
+func advance(exported *atomic.Int64, total time.Duration) time.Duration {
+	for {
+		old := exported.Load()
+		if int64(total) <= old {
+			return 0
+		}
+		if exported.CompareAndSwap(old, int64(total)) {
+			return total - time.Duration(old)
+		}
+	}
 }
 
 // diskReport is the heartbeat's account of the server's recent disk

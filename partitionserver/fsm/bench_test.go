@@ -364,11 +364,12 @@ func timeCPUPerWrite(b *testing.B, writesPerOp int, loop func()) {
 
 // BenchmarkCommitPattern is a replica's CPU and state-file pages per write
 // (apply and group commit every 320 writes, fsyncs included) for the
-// bench's three key patterns into a table of 50,000 entities: single
-// inserts spread over 1,024 PartitionKeys, single inserts on one
-// PartitionKey (32 writers, each ascending), and entity group transactions
-// of 100 inserts (a writer's RowKeys ascending within a PartitionKey, as
-// the bench's batch scenario writes them). It is what the split threshold
+// key patterns into a table of 50,000 entities: single inserts spread over
+// 1,024 PartitionKeys, single inserts on one PartitionKey (32 writers, each
+// ascending, as the bench writes them; one writer ascending, a log; random
+// RowKeys), and entity group transactions of 100 inserts (a writer's
+// RowKeys ascending within a PartitionKey, as the bench's batch scenario
+// writes them). It is what the split threshold
 // of the entity buckets' pages (fillPercentFor) is chosen by.
 func BenchmarkCommitPattern(b *testing.B) {
 	type pattern struct {
@@ -402,6 +403,21 @@ func BenchmarkCommitPattern(b *testing.B) {
 				k := rng.IntN(len(seq))
 				seq[k]++
 				w[i] = single("hot", fmt.Sprintf("w%02d-%09d", k, seq[k]), n, rng, ent)
+			}
+			return w
+		}},
+		{"one-pk-log", 16, func(rng *rand.Rand, n *uint64) []*pb.WriteCommand {
+			w := make([]*pb.WriteCommand, 16)
+			for i := range w {
+				seq[0]++
+				w[i] = single("log", fmt.Sprintf("%012d", seq[0]), n, rng, ent)
+			}
+			return w
+		}},
+		{"one-pk-random", 16, func(rng *rand.Rand, n *uint64) []*pb.WriteCommand {
+			w := make([]*pb.WriteCommand, 16)
+			for i := range w {
+				w[i] = single("hot", fmt.Sprintf("%016x", rng.Uint64()), n, rng, ent)
 			}
 			return w
 		}},

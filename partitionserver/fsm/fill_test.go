@@ -3,6 +3,7 @@ package fsm
 import (
 	"encoding/binary"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -16,22 +17,24 @@ import (
 func TestFillPercentFor(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		pks  []string
+		keys []string // "pk/rk"
 		want float64
 	}{
 		{"nothing written", nil, bolt.DefaultFillPercent},
-		{"one write", []string{"a"}, bolt.DefaultFillPercent},
-		{"a group transaction", []string{"a", "a", "a", "a"}, runFillPercent},
-		{"a hot PartitionKey", []string{"h", "h", "h", "h", "h", "h"}, runFillPercent},
-		{"spread", []string{"a", "b", "c", "d", "e", "f"}, bolt.DefaultFillPercent},
-		{"half in runs", []string{"a", "a", "b", "b", "c", "c", "d", "d"}, bolt.DefaultFillPercent},
-		{"just over half in runs", []string{"a", "a", "b", "b", "c", "c", "d", "d", "d"}, runFillPercent},
-		{"most in runs", []string{"a", "a", "a", "b", "b", "b", "c", "c", "c"}, runFillPercent},
+		{"one write", []string{"a/1"}, bolt.DefaultFillPercent},
+		{"a group transaction", []string{"a/1", "a/2", "a/3", "a/4"}, runFillPercent},
+		{"a log-like PartitionKey", []string{"h/01", "h/02", "h/03", "h/04", "h/05", "h/06"}, runFillPercent},
+		{"a hot PartitionKey, random RowKeys", []string{"h/5", "h/2", "h/9", "h/1", "h/7", "h/3", "h/8", "h/4"}, bolt.DefaultFillPercent},
+		{"descending RowKeys", []string{"a/4", "a/3", "a/2", "a/1"}, bolt.DefaultFillPercent},
+		{"spread", []string{"a/1", "b/1", "c/1", "d/1", "e/1", "f/1"}, bolt.DefaultFillPercent},
+		{"three in four in order", []string{"a/1", "a/2", "a/3", "a/4", "a/5", "a/6", "a/7", "b/1"}, runFillPercent},
+		{"fewer than three in four", []string{"a/1", "a/2", "a/3", "a/4", "a/5", "a/6", "b/1", "c/1"}, bolt.DefaultFillPercent},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var f tableFill
-			for _, pk := range tc.pks {
-				f.note(pk)
+			for _, k := range tc.keys {
+				pk, rk, _ := strings.Cut(k, "/")
+				f.note(pk, rk)
 			}
 			if got := fillPercentFor(f.run, f.writes); got != tc.want {
 				t.Fatalf("fillPercentFor(%d, %d) = %v, want %v", f.run, f.writes, got, tc.want)
@@ -50,14 +53,16 @@ func TestRunsFillPages(t *testing.T) {
 	}})
 	for _, tc := range []struct {
 		name     string
-		batch    bool
+		pattern  string
 		min, max float64
 	}{
-		{"group transactions", true, 0.8, 1},
-		{"scattered inserts", false, 0, 0.8},
+		{"group transactions", "batch", 0.8, 1},
+		{"scattered inserts", "spread", 0, 0.8},
+		{"one PartitionKey, random RowKeys", "random", 0.55, 0.8},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, r := openTestRange(t, &pb.RangeDescriptor{RangeId: 1, TableId: 7, Generation: 1})
+			rng := rand.New(rand.NewPCG(5, 6))
 			var idx, n uint64
 			apply := func(cmds []*pb.WriteCommand) {
 				data, err := EncodeWriteBatch(cmds)
@@ -83,7 +88,13 @@ func TestRunsFillPages(t *testing.T) {
 				var cmds []*pb.WriteCommand
 				for p := range 16 {
 					pk := fmt.Sprintf("pk%02d", p)
-					if tc.batch {
+					switch tc.pattern {
+					case "random":
+						for range 100 {
+							cmds = append(cmds, cmd([]*pb.EntityOp{op("hot", fmt.Sprintf("%016x", rng.Uint64()))}))
+						}
+						continue
+					case "batch":
 						ops := make([]*pb.EntityOp, 100)
 						for j := range ops {
 							ops[j] = op(pk, fmt.Sprintf("r%03d-%03d", round, j))

@@ -778,7 +778,7 @@ func TestStalls(t *testing.T) {
 	if _, wait := s.Stalls(); wait != 0 {
 		t.Fatalf("an apply with the lock free waited %v", wait)
 	}
-	const delay = 60 * time.Millisecond
+	const delay = 100 * time.Millisecond
 	s.SetCommitDelay(delay)
 	flushed := make(chan error, 1)
 	go func() { flushed <- s.Flush() }()
@@ -797,8 +797,10 @@ func TestStalls(t *testing.T) {
 	}
 	s.SetCommitDelay(0)
 	committing, wait := s.Stalls()
-	if committing < delay || wait < delay/2 || wait > committing {
-		t.Fatalf("stalls: %v in commits, %v of applies waiting; want at least %v, and at least %v waiting but no more than the commits",
-			committing, wait, delay, delay/2)
+	// How much of the commit the apply waited out depends on when it ran:
+	// some of it, and no more than the commit took.
+	if committing < delay || wait <= 0 || wait > committing {
+		t.Fatalf("stalls: %v in commits, %v of applies waiting; want at least %v in commits, and a wait no longer",
+			committing, wait, delay)
 	}
 }

@@ -111,7 +111,8 @@ type Store struct {
 	delay atomic.Int64
 	// committing and applyWait add up, in nanoseconds, the time spent
 	// in commits of applied entries and the time applies waited for the
-	// write lock (nearly all of it behind a commit): Stalls.
+	// write lock (mostly behind a commit; also behind another range's
+	// apply or an update): Stalls.
 	committing, applyWait atomic.Int64
 
 	// prunes is the request-prune state of each table (dedup.go),
@@ -265,9 +266,10 @@ func (s *Store) ObserveCommits(fn func(at time.Time, d time.Duration)) {
 func (s *Store) SetCommitDelay(d time.Duration) { s.delay.Store(int64(d)) }
 
 // Stalls reports the time spent so far in commits of applied entries and
-// the time applies waited for the write lock, which a commit holds from
-// its first page write to its last fdatasync: every apply of the server,
-// the leaders' included, waits behind it (docs/performance.md, session 16).
+// the time applies waited for the write lock. A commit holds the lock from
+// its first page write to its last fdatasync, and every apply of the
+// server, the leaders' included, waits behind it (docs/performance.md,
+// session 16); the wait also counts applies behind other applies.
 func (s *Store) Stalls() (committing, applyWait time.Duration) {
 	return time.Duration(s.committing.Load()), time.Duration(s.applyWait.Load())
 }

@@ -218,7 +218,7 @@ func applyWriteCommand(c *applyCtx, cmd *pb.WriteCommand, res *Result) {
 	}
 	f := c.store.tableFill(desc.GetTableId())
 	for _, op := range ops {
-		f.note(op.GetPartitionKey())
+		f.note(op.GetPartitionKey(), op.GetRowKey())
 	}
 	bucket.FillPercent = fillPercentFor(f.run, f.writes)
 	if reqKey != nil {
