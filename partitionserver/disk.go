@@ -1,7 +1,6 @@
 package partitionserver
 
 import (
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,43 +22,17 @@ var (
 
 	stateCommitSeconds = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "tablestore", Subsystem: "partitionserver", Name: "state_commit_seconds_total",
-		Help: "Time spent in the state file's group commits of applied entries (updated at every heartbeat).",
+		Help: "Time spent in the state file's group commits of applied entries.",
 	}, []string{"server"})
 	stateApplyWaitSeconds = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "tablestore", Subsystem: "partitionserver", Name: "state_apply_wait_seconds_total",
 		Help: "Time the applies of this server's ranges waited for the state file's write lock, mostly behind a group commit " +
-			"(the rest behind other ranges' applies and range creations), which the answers of the range leaders here wait out too (updated at every heartbeat).",
+			"(the rest behind other ranges' applies and range creations), which the answers of the range leaders here wait out too.",
 	}, []string{"server"})
 )
 
 func init() {
 	prometheus.MustRegister(diskCommitMedianSeconds, diskCommitsWindow, stateCommitSeconds, stateApplyWaitSeconds)
-}
-
-// exportStalls adds to the stall counters what the state file counted
-// since the last call.
-func (s *Server) exportStalls() {
-	if s.store == nil {
-		return
-	}
-	committing, wait := s.store.Stalls()
-	stateCommitSeconds.WithLabelValues(s.id).Add(advance(&s.exportedCommitting, committing).Seconds())
-	stateApplyWaitSeconds.WithLabelValues(s.id).Add(advance(&s.exportedApplyWait, wait).Seconds())
-}
-
-// advance moves *exported up to total and returns by how much: 0 when
-// another caller already exported as much, since a counter's Add panics on
-// a negative value (two reports may overlap: the heartbeat's and a test's).
-func advance(exported *atomic.Int64, total time.Duration) time.Duration {
-	for {
-		old := exported.Load()
-		if int64(total) <= old {
-			return 0
-		}
-		if exported.CompareAndSwap(old, int64(total)) {
-			return total - time.Duration(old)
-		}
-	}
 }
 
 // diskReport is the heartbeat's account of the server's recent disk
@@ -69,7 +42,6 @@ func (s *Server) diskReport(now time.Time) *pb.DiskLatency {
 	if s.stateCommits == nil || s.logSyncs == nil {
 		return nil
 	}
-	s.exportStalls()
 	st, lg := s.stateCommits.Summary(now), s.logSyncs.Summary(now)
 	for _, c := range []struct {
 		name string

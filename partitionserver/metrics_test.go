@@ -1,7 +1,6 @@
 package partitionserver
 
 import (
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,24 +31,5 @@ func TestObserveCounts(t *testing.T) {
 				t.Fatalf("requests_total{%s,%s} moved by %v, want 1", tc.op, tc.code, got)
 			}
 		})
-	}
-}
-
-// TestAdvance: a report that comes after a later one exported more adds
-// nothing (a counter's Add panics on a negative value).
-func TestAdvance(t *testing.T) {
-	var exported atomic.Int64
-	for _, step := range []struct {
-		total, want time.Duration
-	}{
-		{10 * time.Millisecond, 10 * time.Millisecond},
-		{25 * time.Millisecond, 15 * time.Millisecond},
-		{20 * time.Millisecond, 0}, // an overlapping report, read before the last
-		{25 * time.Millisecond, 0},
-		{40 * time.Millisecond, 15 * time.Millisecond},
-	} {
-		if got := advance(&exported, step.total); got != step.want {
-			t.Fatalf("advance to %v = %v, want %v", step.total, got, step.want)
-		}
 	}
 }

@@ -88,9 +88,6 @@ type Server struct {
 	// stateCommits and logSyncs time the state file's commits and the
 	// Raft log's syncs for the heartbeat's slow-disk report (disk.go).
 	stateCommits, logSyncs *disklatency.Window
-	// exportedCommitting and exportedApplyWait are the state file's
-	// Stalls as last added to their counters (disk.go).
-	exportedCommitting, exportedApplyWait atomic.Int64
 
 	// joins: the Join placements waiting for a join floor
 	// (joinassigned.go), one call each. removedAt: per range, the highest
@@ -181,7 +178,12 @@ func (s *Server) Start() (err error) {
 	if s.store.IndexRebuilt() {
 		s.logger.Info("rebuilt the request records' time index: the state file had commits by a binary that does not keep it", "path", statePath)
 	}
-	s.store.ObserveCommits(s.stateCommits.Observe)
+	commitSeconds, waitSeconds := stateCommitSeconds.WithLabelValues(s.id), stateApplyWaitSeconds.WithLabelValues(s.id)
+	s.store.ObserveCommits(func(at time.Time, d time.Duration) {
+		s.stateCommits.Observe(at, d)
+		commitSeconds.Add(d.Seconds())
+	})
+	s.store.ObserveApplyWaits(func(d time.Duration) { waitSeconds.Add(d.Seconds()) })
 	cleanup = append(cleanup, func() { s.store.Close() })
 	if s.creds, err = s.cfg.TLS.Load(); err != nil {
 		return err

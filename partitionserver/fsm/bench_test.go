@@ -369,8 +369,8 @@ func timeCPUPerWrite(b *testing.B, writesPerOp int, loop func()) {
 // ascending, as the bench writes them; one writer ascending, a log; random
 // RowKeys), and entity group transactions of 100 inserts (a writer's
 // RowKeys ascending within a PartitionKey, as the bench's batch scenario
-// writes them). It is what the split threshold
-// of the entity buckets' pages (fillPercentFor) is chosen by.
+// writes them). It is what the split threshold of the entity buckets'
+// pages (fillPercentFor) is chosen by.
 func BenchmarkCommitPattern(b *testing.B) {
 	type pattern struct {
 		name string

@@ -52,9 +52,6 @@ func fillPercentFor(run, writes int) float64 {
 func (s *Store) tableFill(tableID uint64) *tableFill {
 	f := s.fills[tableID]
 	if f == nil {
-		if s.fills == nil {
-			s.fills = map[uint64]*tableFill{}
-		}
 		f = &tableFill{}
 		s.fills[tableID] = f
 	}

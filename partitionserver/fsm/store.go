@@ -109,11 +109,9 @@ type Store struct {
 	observe atomic.Pointer[func(at time.Time, d time.Duration)]
 	// delay is added to every commit (SetCommitDelay).
 	delay atomic.Int64
-	// committing and applyWait add up, in nanoseconds, the time spent
-	// in commits of applied entries and the time applies waited for the
-	// write lock (mostly behind a commit; also behind another range's
-	// apply or an update): Stalls.
-	committing, applyWait atomic.Int64
+	// observeWait, when set, is told how long each apply waited for the
+	// write lock (ObserveApplyWaits).
+	observeWait atomic.Pointer[func(d time.Duration)]
 
 	// prunes is the request-prune state of each table (dedup.go),
 	// guarded by wmu: only applies and updates touch it.
@@ -197,7 +195,7 @@ func OpenWithInterval(path string, interval time.Duration) (*Store, error) {
 	if interval <= 0 {
 		interval = DefaultCommitInterval
 	}
-	s := &Store{db: db, prunes: map[uint64]*tablePrune{}, indexRebuilt: rebuilt, interval: interval, kick: make(chan struct{}, 1), urgent: make(chan struct{}, 1), done: make(chan struct{})}
+	s := &Store{db: db, prunes: map[uint64]*tablePrune{}, fills: map[uint64]*tableFill{}, indexRebuilt: rebuilt, interval: interval, kick: make(chan struct{}, 1), urgent: make(chan struct{}, 1), done: make(chan struct{})}
 	s.wg.Add(1)
 	go s.committer()
 	return s, nil
@@ -220,7 +218,9 @@ func (s *Store) apply(fn func(tx *bolt.Tx) error, after func()) error {
 	if !s.wmu.TryLock() {
 		start := time.Now()
 		s.wmu.Lock()
-		s.applyWait.Add(int64(time.Since(start)))
+		if fn := s.observeWait.Load(); fn != nil {
+			(*fn)(time.Since(start))
+		}
 	}
 	defer s.wmu.Unlock()
 	if s.tx == nil {
@@ -265,13 +265,17 @@ func (s *Store) ObserveCommits(fn func(at time.Time, d time.Duration)) {
 // the same for every store of the process, this for one).
 func (s *Store) SetCommitDelay(d time.Duration) { s.delay.Store(int64(d)) }
 
-// Stalls reports the time spent so far in commits of applied entries and
-// the time applies waited for the write lock. A commit holds the lock from
-// its first page write to its last fdatasync, and every apply of the
-// server, the leaders' included, waits behind it (docs/performance.md,
+// ObserveApplyWaits has fn told, from now on, how long each apply that
+// found the write lock held waited for it (nil: no more). A commit holds
+// the lock from its first page write to its last fdatasync, and every apply
+// of the server, the leaders' included, waits behind it (docs/performance.md,
 // session 16); the wait also counts applies behind other applies.
-func (s *Store) Stalls() (committing, applyWait time.Duration) {
-	return time.Duration(s.committing.Load()), time.Duration(s.applyWait.Load())
+func (s *Store) ObserveApplyWaits(fn func(d time.Duration)) {
+	if fn == nil {
+		s.observeWait.Store(nil)
+		return
+	}
+	s.observeWait.Store(&fn)
 }
 
 // Urge asks the committer to commit without waiting for the interval: a
@@ -303,9 +307,8 @@ func (s *Store) commitLocked() error {
 	}
 	s.tx = nil
 	clear(s.fills)
-	now := time.Now()
-	s.committing.Add(int64(now.Sub(start)))
 	if fn := s.observe.Load(); fn != nil && err == nil {
+		now := time.Now()
 		(*fn)(now, now.Sub(start))
 	}
 	afters := s.afters
