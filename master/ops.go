@@ -885,8 +885,9 @@ func (s *Server) retire(d *pb.RangeDescriptor) {
 }
 
 // move moves range id's replica from server from to server to: add the new
-// voter (it receives a snapshot), hand leadership away from the old one if
-// needed, remove the old voter, delete its copy.
+// replica (a non-voter until it caught up by snapshot, then a voter:
+// addVoter), hand leadership away from the old one if needed, remove the
+// old voter, delete its copy.
 func (s *Server) move(ctx context.Context, id uint64, from, to, cause, reason string, figures map[string]float64) (*pb.RangeDescriptor, error) {
 	start := time.Now()
 	d, ok := s.rangeDesc(id)
@@ -908,7 +909,6 @@ func (s *Server) move(ctx context.Context, id uint64, from, to, cause, reason st
 	if err := failpoint.Inject("master/move/after-add"); err != nil {
 		return nil, err
 	}
-	s.awaitCaughtUp(ctx, cur, to)
 	if s.leaderOf(id) == from {
 		// Hand leadership to a live, caught-up follower that may lead
 		// (the scheduler's rule: not silent, not slow); the new voter,
@@ -987,7 +987,17 @@ func (s *Server) deleteReplica(ctx context.Context, server string, id, generatio
 }
 
 // addVoter creates a replica of d on server to and adds it to d's Raft
-// group as a voter (it catches up by snapshot).
+// group as a non-voter; once it caught up (by snapshot), it promotes it to
+// a voter.
+//
+// A voter added empty raised the quorum before it could vote for anything:
+// a range of three that lost a member (or was moving one off a down
+// server) then needed every live member and the newcomer's snapshot to
+// commit, and a slow snapshot or one more failure stalled it (chaos seed
+// 745: three of three live voters through two split votes). A non-voter
+// counts toward no quorum while it catches up; the promotion then changes
+// the quorum with a member that has the log. CockroachDB adds learners
+// the same way.
 //
 // The new replica is given a join floor first: the leader's verified
 // (term, commit index), taken now, after the master recorded every earlier
@@ -1017,16 +1027,27 @@ func (s *Server) addVoter(ctx context.Context, d *pb.RangeDescriptor, to string,
 		JoinFloorTerm: floorTerm, JoinFloorIndex: floorIndex}); err != nil {
 		return nil, fmt.Errorf("create replica on %s: %w", to, err)
 	}
-	var cur *pb.RangeDescriptor
-	err = s.onLeader(ctx, id, func(ctx context.Context, c pb.PartitionServiceClient) error {
-		resp, err := c.ChangeReplicas(ctx, &pb.ChangeReplicasRequest{RangeId: id, AddServerId: to, RaftAddrs: addrs})
-		if err == nil {
-			cur = resp.GetRange()
-		}
-		return err
-	})
+	change := func(mode pb.AddMode) (*pb.RangeDescriptor, error) {
+		var cur *pb.RangeDescriptor
+		err := s.onLeader(ctx, id, func(ctx context.Context, c pb.PartitionServiceClient) error {
+			resp, err := c.ChangeReplicas(ctx, &pb.ChangeReplicasRequest{RangeId: id, AddServerId: to, RaftAddrs: addrs, AddMode: mode})
+			if err == nil {
+				cur = resp.GetRange()
+			}
+			return err
+		})
+		return cur, err
+	}
+	if _, err := change(pb.AddMode_ADD_MODE_NONVOTER); err != nil {
+		return nil, fmt.Errorf("add non-voter %s: %w", to, err)
+	}
+	if err := failpoint.Inject("master/add/after-nonvoter"); err != nil {
+		return nil, err
+	}
+	s.awaitCaughtUp(ctx, id, to)
+	cur, err := change(pb.AddMode_ADD_MODE_PROMOTE)
 	if err != nil {
-		return nil, fmt.Errorf("add voter %s: %w", to, err)
+		return nil, fmt.Errorf("promote non-voter %s: %w", to, err)
 	}
 	return cur, nil
 }
@@ -1044,22 +1065,23 @@ func (s *Server) moveEvent(d *pb.RangeDescriptor, from, to, cause, reason string
 	opSeconds.WithLabelValues("move").Observe(time.Since(start).Seconds())
 }
 
-// moveCatchUpWait bounds how long a move waits for its new voter to catch
-// up before it removes the old one.
-const moveCatchUpWait = 5 * time.Second
+// moveCatchUpWait bounds how long an add waits for its non-voter to catch
+// up before it promotes it.
+const moveCatchUpWait = 10 * time.Second
 
-// awaitCaughtUp runs between a move's two configuration changes: it waits
-// (up to moveCatchUpWait) until the new voter to has applied what the
-// leader had. Removing the old voter while the new one was still taking
-// its snapshot left the range one failure from no leader: chaos seed 69,
-// range 1 moved from ps2 to ps4 (restarted 0.5 s before); ps2 was removed
-// 0.1 s after ps4 was added, the leader ps1 was cut off 0.4 s later, and
-// ps3 and ps4, which had just installed a snapshot older than its own
-// admission ("not part of stable configuration, aborting election"),
-// needed 2.3 s to elect a leader. After the wait, the move goes on even if
-// the new voter is behind, as before.
-func (s *Server) awaitCaughtUp(ctx context.Context, cur *pb.RangeDescriptor, to string) {
-	id := cur.GetRangeId()
+// awaitCaughtUp runs between an add's two configuration changes: it waits
+// (up to moveCatchUpWait) until the non-voter to has applied what the
+// leader had. A member promoted, or the old voter removed, while the new
+// one was still taking its snapshot left the range one failure from no
+// leader: chaos seed 69, range 1 moved from ps2 to ps4 (restarted 0.5 s
+// before); ps2 was removed 0.1 s after ps4 was added, the leader ps1 was
+// cut off 0.4 s later, and ps3 and ps4, which had just installed a
+// snapshot older than its own admission ("not part of stable
+// configuration, aborting election"), needed 2.3 s to elect a leader. The
+// wait is longer than when it ran after a voter's add (5 s): a non-voter
+// costs the range no quorum while it waits. After it, the add goes on even
+// if the non-voter is behind, as before.
+func (s *Server) awaitCaughtUp(ctx context.Context, id uint64, to string) {
 	wctx, cancel := context.WithTimeout(ctx, moveCatchUpWait)
 	defer cancel()
 	newVoter := &pb.RangeDescriptor{RangeId: id, Replicas: []*pb.Replica{{ServerId: to}}}
@@ -1073,7 +1095,7 @@ func (s *Server) awaitCaughtUp(ctx context.Context, cur *pb.RangeDescriptor, to 
 		}
 		select {
 		case <-wctx.Done():
-			s.logger.Warn("moving on without the new voter caught up", "range", id, "to", to, "err", err)
+			s.logger.Warn("promoting the non-voter before it caught up", "range", id, "to", to, "err", err)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
@@ -1096,12 +1118,14 @@ func (s *Server) moveSource(ctx context.Context, d *pb.RangeDescriptor, from str
 
 // addRefusal says why a move must not add its new voter to d now (nil: it
 // may). Adding a fourth voter raises the quorum to three: with a replica
-// other than the one the move removes down, the range can commit nothing
-// until the new voter has its snapshot, and nothing at all if that fails
-// too (chaos seed 77: a balancing move added ps2 to range 2 0.2 s after
-// ps3, one of its voters, was killed, and ps2 had no replica yet: no
-// quorum of four until ps3 was back, 2.9 s). The down replica is the one
-// to replace (removalChoice), or the move waits until it answers.
+// other than the one the move removes down, the range needs every live
+// voter to commit, and nothing at all if one more fails (chaos seed 77,
+// before voters were added as non-voters first: a balancing move added ps2
+// to range 2 0.2 s after ps3, one of its voters, was killed, and ps2 had
+// no replica yet: no quorum of four until ps3 was back, 2.9 s). The
+// promotion of a caught-up non-voter still raises the quorum so. The down
+// replica is the one to replace (removalChoice), or the move waits until
+// it answers.
 func addRefusal(d *pb.RangeDescriptor, from string, unanswering map[string]bool) error {
 	for _, rep := range d.GetReplicas() {
 		if id := rep.GetServerId(); id != from && unanswering[id] {

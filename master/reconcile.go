@@ -14,26 +14,29 @@ import (
 
 var replicaFixesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Namespace: "tablestore", Subsystem: "master", Name: "replica_set_fixes_total",
-	Help: "Replica-set fixes by the leading master: sync (descriptor set to the Raft configuration), remove (a voter beyond the replication factor) or add (a voter missing below it).",
+	Help: "Replica-set fixes by the leading master: sync (descriptor set to the Raft configuration), remove (a voter beyond the replication factor), remove_nonvoter (a non-voter an interrupted move left) or add (a voter missing below it).",
 }, []string{"fix"})
 
 func init() { prometheus.MustRegister(replicaFixesTotal) }
 
 // The replica-set check finishes replica changes a failover interrupted. A
-// move adds the new voter, then removes the old one, each step a
-// ChangeReplicas on the range's leader that also records the voters in the
-// range's descriptor (a new generation the master adopts from heartbeats).
-// A master that dies between the steps leaves the range with a voter too
-// many; one that dies inside a step can leave the range's descriptor behind
-// its Raft configuration. Nothing else would ever fix either: the next
-// master does not know the operation existed. So the leading master
-// compares, per range, the descriptor with the voters its leader reports
-// and the replication factor, and once a difference has lasted
+// move adds the new replica as a non-voter, promotes it to a voter once it
+// caught up, then removes the old one, each step a ChangeReplicas on the
+// range's leader; the last two also record the voters in the range's
+// descriptor (a new generation the master adopts from heartbeats). A
+// master that dies between the steps leaves the range with a non-voter or
+// a voter too many; one that dies inside a step can leave the range's
+// descriptor behind its Raft configuration. Nothing else would ever fix
+// any of these: the next master does not know the operation existed. So
+// the leading master compares, per range, the descriptor with the members
+// its leader reports and the replication factor, and once a difference
+// has lasted
 // reconcileGrace (an operation of the previous master may still be
 // finishing) it:
 //
 //   - records the Raft configuration in the descriptor when they differ
 //     (ChangeReplicas with nothing to add or remove);
+//   - else removes a non-voter (a move that never promoted it);
 //   - else removes voters beyond the replication factor, never the leader:
 //     one on a down server first (a re-replication was interrupted), then
 //     one on a draining server (a drain), then one on the server with the
@@ -53,6 +56,7 @@ type voterReport struct {
 	server     string
 	generation uint64
 	voters     []string
+	nonvoters  []string
 	at         time.Time
 }
 
@@ -61,20 +65,25 @@ type replicaCheck struct {
 	factor   int
 	replicas []string // the descriptor's
 	voters   []string // the leader's Raft configuration; nil: not known
-	leader   string
-	down     map[string]bool
-	draining map[string]bool
-	counts   map[string]int // replicas per server, over every range
-	servers  []string       // every registered server
+	// nonvoters are the leader's Raft configuration's non-voters (known
+	// when voters are).
+	nonvoters []string
+	leader    string
+	down      map[string]bool
+	draining  map[string]bool
+	counts    map[string]int // replicas per server, over every range
+	servers   []string       // every registered server
 }
 
 // replicaFix is what to do about a range: nothing, record its Raft
-// configuration, remove one voter or add one.
+// configuration, remove one member (a voter, or a non-voter when
+// nonvoter) or add one.
 type replicaFix struct {
-	sync   bool
-	remove string
-	add    string
-	reason string
+	sync     bool
+	remove   string
+	nonvoter bool
+	add      string
+	reason   string
 }
 
 func (f replicaFix) none() bool { return !f.sync && f.remove == "" && f.add == "" }
@@ -86,6 +95,14 @@ func planReplicaFix(c replicaCheck) replicaFix {
 	}
 	if c.leader == "" {
 		return replicaFix{}
+	}
+	if len(c.nonvoters) > 0 {
+		// A move adds its replica as a non-voter and promotes it once
+		// caught up; one still there after the grace (no operation runs
+		// on the range, or the fix could not claim it) was left by a
+		// master that failed between the two. The move that would have
+		// used it is gone; its replica only costs the leader.
+		return replicaFix{remove: c.nonvoters[0], nonvoter: true, reason: fmt.Sprintf("non-voter %s left by an interrupted move", c.nonvoters[0])}
 	}
 	if len(c.replicas) < c.factor {
 		return planReplicaAdd(c)
@@ -271,7 +288,7 @@ func (s *Server) replicaChecks(now time.Time) map[uint64]replicaCheck {
 				c.replicas = append(c.replicas, r.GetServerId())
 			}
 			if v, ok := voters[id]; ok && v.server == leader && v.generation == d.GetGeneration() && now.Sub(v.at) < 3*time.Second {
-				c.voters = v.voters
+				c.voters, c.nonvoters = v.voters, v.nonvoters
 			}
 			out[id] = c
 		}
@@ -311,6 +328,10 @@ func (s *Server) fixReplicas(ctx context.Context, id uint64, fix replicaFix) err
 	msg := fmt.Sprintf("recorded range %d's Raft configuration in its descriptor (%s)", id, fix.reason)
 	kind, servers := "sync", []string(nil)
 	switch {
+	case fix.remove != "" && fix.nonvoter:
+		kind, servers = "remove_nonvoter", []string{fix.remove}
+		msg = fmt.Sprintf("finished an interrupted move of range %d: removed the non-voter on %s (%s)", id, fix.remove, fix.reason)
+		s.deleteReplicaLater(fix.remove, id, cur.GetGeneration())
 	case fix.remove != "":
 		kind, servers = "remove", []string{fix.remove}
 		msg = fmt.Sprintf("finished an interrupted move of range %d: removed the voter on %s (%s)", id, fix.remove, fix.reason)

@@ -7,6 +7,7 @@ func TestPlanReplicaFix(t *testing.T) {
 		name       string
 		replicas   []string
 		voters     []string
+		nonvoters  []string
 		leader     string
 		down       []string
 		draining   []string
@@ -15,6 +16,8 @@ func TestPlanReplicaFix(t *testing.T) {
 		wantSync   bool
 		wantRemove string
 		wantAdd    string
+		// wantNonvoter: the removal is of a non-voter.
+		wantNonvoter bool
 	}{
 		{name: "in step", replicas: []string{"a", "b", "c"}, voters: []string{"c", "a", "b"}, leader: "a"},
 		{name: "voters unknown, three replicas", replicas: []string{"a", "b", "c"}, leader: "a"},
@@ -39,6 +42,15 @@ func TestPlanReplicaFix(t *testing.T) {
 		{name: "under-replicated, descriptor behind the Raft configuration: sync first", replicas: []string{"a", "b"}, voters: []string{"a", "b", "c"}, leader: "a",
 			servers: []string{"a", "b", "c", "d"}, wantSync: true},
 		{name: "under-replicated, no leader known: wait", replicas: []string{"a", "b"}, servers: []string{"a", "b", "c"}},
+		{name: "a non-voter an interrupted move left goes", replicas: []string{"a", "b", "c"}, voters: []string{"a", "b", "c"}, nonvoters: []string{"d"}, leader: "a",
+			wantRemove: "d", wantNonvoter: true},
+		{name: "a non-voter goes before a fourth voter", replicas: []string{"a", "b", "c", "d"}, voters: []string{"a", "b", "c", "d"}, nonvoters: []string{"e"}, leader: "a",
+			counts: map[string]int{"a": 5, "b": 9, "c": 4, "d": 1}, wantRemove: "e", wantNonvoter: true},
+		{name: "a non-voter goes before an add", replicas: []string{"a", "b"}, voters: []string{"a", "b"}, nonvoters: []string{"d"}, leader: "a",
+			servers: []string{"a", "b", "c", "d"}, wantRemove: "d", wantNonvoter: true},
+		{name: "a non-voter, descriptor behind the Raft configuration: sync first", replicas: []string{"a", "b", "c"}, voters: []string{"a", "b", "d"}, nonvoters: []string{"c"}, leader: "a",
+			wantSync: true},
+		{name: "a non-voter, no leader known: wait", replicas: []string{"a", "b", "c"}, nonvoters: []string{"d"}},
 	}
 	set := func(ids []string) map[string]bool {
 		m := map[string]bool{}
@@ -49,10 +61,10 @@ func TestPlanReplicaFix(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got := planReplicaFix(replicaCheck{factor: 3, replicas: c.replicas, voters: c.voters, leader: c.leader,
+			got := planReplicaFix(replicaCheck{factor: 3, replicas: c.replicas, voters: c.voters, nonvoters: c.nonvoters, leader: c.leader,
 				down: set(c.down), draining: set(c.draining), counts: c.counts, servers: c.servers})
-			if got.sync != c.wantSync || got.remove != c.wantRemove || got.add != c.wantAdd {
-				t.Fatalf("fix %+v, want sync %v remove %q add %q", got, c.wantSync, c.wantRemove, c.wantAdd)
+			if got.sync != c.wantSync || got.remove != c.wantRemove || got.add != c.wantAdd || got.nonvoter != c.wantNonvoter {
+				t.Fatalf("fix %+v, want sync %v remove %q (non-voter %v) add %q", got, c.wantSync, c.wantRemove, c.wantNonvoter, c.wantAdd)
 			}
 			if !got.none() && got.reason == "" {
 				t.Fatal("a fix without a reason")

@@ -280,7 +280,7 @@ func (r *reports) heartbeat(cfg scheduler.Config, server string, ranges []*pb.Ra
 		r.leaders[id] = server
 		r.loads[id] = rs.GetLoad()
 		if len(rs.GetVoters()) > 0 {
-			r.voters[id] = voterReport{server: server, generation: rs.GetGeneration(), voters: rs.GetVoters(), at: now}
+			r.voters[id] = voterReport{server: server, generation: rs.GetGeneration(), voters: rs.GetVoters(), nonvoters: rs.GetNonvoters(), at: now}
 		}
 		t := r.trend(id)
 		t.Observe(cfg, rs.GetLoad().GetEntitiesPerSec(), now)

@@ -143,7 +143,7 @@ func (s *Server) status(sl *slot, withLoad bool) *pb.RangeStatus {
 		Lifecycle:    lc,
 	}
 	rs.Leader = r.isLeader()
-	rs.Voters = r.voters(rs.Leader)
+	rs.Voters, rs.Nonvoters = r.members(rs.Leader)
 	if !withLoad {
 		// The meters report rates since their last roll: only the
 		// heartbeat rolls them.

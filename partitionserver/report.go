@@ -54,7 +54,7 @@ func sameReport(a, b *pb.RangeStatus) bool {
 	}
 	if a.GetRangeId() != b.GetRangeId() || a.GetGeneration() != b.GetGeneration() || a.GetLeader() != b.GetLeader() ||
 		a.GetAppliedIndex() != b.GetAppliedIndex() || a.GetFrozen() != b.GetFrozen() || a.GetFrozenIndex() != b.GetFrozenIndex() || a.GetLifecycle() != b.GetLifecycle() ||
-		!slices.Equal(a.GetVoters(), b.GetVoters()) {
+		!slices.Equal(a.GetVoters(), b.GetVoters()) || !slices.Equal(a.GetNonvoters(), b.GetNonvoters()) {
 		return false
 	}
 	if a.GetRange() != b.GetRange() && !proto.Equal(a.GetRange(), b.GetRange()) {

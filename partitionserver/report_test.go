@@ -35,6 +35,7 @@ func TestReportDelta(t *testing.T) {
 		{"lifecycle", []*pb.RangeStatus{idle(1)}, []*pb.RangeStatus{with(idle(1), func(rs *pb.RangeStatus) { rs.Lifecycle = "active" })}, []uint64{1}, nil},
 		{"frozen", []*pb.RangeStatus{idle(1)}, []*pb.RangeStatus{with(idle(1), func(rs *pb.RangeStatus) { rs.Frozen = true })}, []uint64{1}, nil},
 		{"voters", []*pb.RangeStatus{idle(1)}, []*pb.RangeStatus{with(idle(1), func(rs *pb.RangeStatus) { rs.Voters = []string{"a"} })}, []uint64{1}, nil},
+		{"non-voters", []*pb.RangeStatus{idle(1)}, []*pb.RangeStatus{with(idle(1), func(rs *pb.RangeStatus) { rs.Nonvoters = []string{"a"} })}, []uint64{1}, nil},
 		{"descriptor replicas, same generation", []*pb.RangeStatus{idle(1)}, []*pb.RangeStatus{with(idle(1), func(rs *pb.RangeStatus) {
 			rs.Range = &pb.RangeDescriptor{RangeId: 1, Generation: 1, Replicas: []*pb.Replica{{ServerId: "b"}}}
 		})}, []uint64{1}, nil},

@@ -228,8 +228,10 @@ func announceCommit(r *raft.Raft) {
 	_ = r.Barrier(time.Second)
 }
 
-// ChangeReplicas adds and/or removes one voter, then records the new
-// membership in the descriptor through the log.
+// ChangeReplicas adds (as a voter or a non-voter, or promotes a
+// non-voter) and/or removes one member, then records the voters in the
+// descriptor through the log. Adding a non-voter leaves the voters, and so
+// the descriptor, as they are: nothing is recorded.
 func (v *service) ChangeReplicas(ctx context.Context, req *pb.ChangeReplicasRequest) (*pb.ChangeReplicasResponse, error) {
 	start := time.Now()
 	defer func() { reshapeSeconds.WithLabelValues("change_replicas").Observe(time.Since(start).Seconds()) }()
@@ -241,13 +243,40 @@ func (v *service) ChangeReplicas(ctx context.Context, req *pb.ChangeReplicasRequ
 		v.s.addrs.set(id, a)
 	}
 	timeout := v.s.cfg.ApplyTimeout
+	mode := req.GetAddMode()
 	if add := req.GetAddServerId(); add != "" {
-		if err := r.compact(); err != nil {
-			return nil, toStatus(r, fmt.Errorf("compact before adding a voter: %w", err))
-		}
 		addr, _ := v.s.addrs.get(add)
-		if err := r.raft.AddVoter(raft.ServerID(add), raft.ServerAddress(addr), 0, timeout).Error(); err != nil {
-			return nil, toStatus(r, raftErr(err))
+		suffrage, member := r.suffrage(add)
+		switch {
+		case !member && mode == pb.AddMode_ADD_MODE_PROMOTE:
+			return nil, rpcerr.New(codes.FailedPrecondition, rpcerr.ReasonInvalidInput,
+				fmt.Sprintf("%s is not a non-voter of range %d", add, r.id), nil)
+		case member && (mode == pb.AddMode_ADD_MODE_NONVOTER || (mode == pb.AddMode_ADD_MODE_PROMOTE && suffrage == raft.Voter)):
+			// A retried request (or an add of a voter as a non-voter,
+			// which AddNonvoter would leave a voter anyway): the
+			// configuration has it already.
+		case member:
+			// A non-voter's promotion (it has the log already), or a
+			// voter's address refreshed.
+			if err := r.raft.AddVoter(raft.ServerID(add), raft.ServerAddress(addr), 0, timeout).Error(); err != nil {
+				return nil, toStatus(r, raftErr(err))
+			}
+		default:
+			// A new member takes a snapshot of the state rather than the
+			// whole log.
+			if err := r.compact(); err != nil {
+				return nil, toStatus(r, fmt.Errorf("compact before adding a member: %w", err))
+			}
+			f := r.raft.AddVoter
+			if mode == pb.AddMode_ADD_MODE_NONVOTER {
+				f = r.raft.AddNonvoter
+			}
+			if err := f(raft.ServerID(add), raft.ServerAddress(addr), 0, timeout).Error(); err != nil {
+				return nil, toStatus(r, raftErr(err))
+			}
+		}
+		if mode == pb.AddMode_ADD_MODE_NONVOTER && req.GetRemoveServerId() == "" {
+			return &pb.ChangeReplicasResponse{Range: r.fsm.Descriptor()}, nil
 		}
 	}
 	if rm := req.GetRemoveServerId(); rm != "" {

@@ -83,24 +83,43 @@ func (r *replica) isVoter(id string) bool {
 	return false
 }
 
-// voters lists, on the leader, the voters of r's latest Raft configuration
-// (sorted; nil elsewhere or on error), for the master's replica-set check.
-func (r *replica) voters(leader bool) []string {
+// suffrage reports server id's suffrage in r's latest configuration, and
+// whether it is a member at all.
+func (r *replica) suffrage(id string) (raft.ServerSuffrage, bool) {
+	f := r.raft.GetConfiguration()
+	if f.Error() != nil {
+		return 0, false
+	}
+	for _, s := range f.Configuration().Servers {
+		if string(s.ID) == id {
+			return s.Suffrage, true
+		}
+	}
+	return 0, false
+}
+
+// members lists, on the leader, the voters and the non-voters of r's
+// latest Raft configuration (each sorted; nil elsewhere or on error), for
+// the master's replica-set check.
+func (r *replica) members(leader bool) (voters, nonvoters []string) {
 	if !leader {
-		return nil
+		return nil, nil
 	}
 	f := r.raft.GetConfiguration()
 	if f.Error() != nil {
-		return nil
+		return nil, nil
 	}
-	var out []string
 	for _, s := range f.Configuration().Servers {
-		if s.Suffrage == raft.Voter {
-			out = append(out, string(s.ID))
+		switch s.Suffrage {
+		case raft.Voter:
+			voters = append(voters, string(s.ID))
+		case raft.Nonvoter:
+			nonvoters = append(nonvoters, string(s.ID))
 		}
 	}
-	sort.Strings(out)
-	return out
+	sort.Strings(voters)
+	sort.Strings(nonvoters)
+	return voters, nonvoters
 }
 
 // watchTransfer clears a transfer raft failed to finish: while r leads and

@@ -1100,7 +1100,11 @@ type RangeStatus struct {
 	// The log index of the freeze when frozen (0 when not frozen). The
 	// master forgets a freeze it saw only on proof that it was undone: a
 	// report "not frozen" at an applied index at or past it.
-	FrozenIndex   uint64 `protobuf:"varint,10,opt,name=frozen_index,json=frozenIndex,proto3" json:"frozen_index,omitempty"`
+	FrozenIndex uint64 `protobuf:"varint,10,opt,name=frozen_index,json=frozenIndex,proto3" json:"frozen_index,omitempty"`
+	// On the leader: the non-voters of the range's latest Raft
+	// configuration, sorted. A move adds its new replica as a non-voter
+	// first; one a failover left behind is removed by the master.
+	Nonvoters     []string `protobuf:"bytes,11,rep,name=nonvoters,proto3" json:"nonvoters,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1203,6 +1207,13 @@ func (x *RangeStatus) GetFrozenIndex() uint64 {
 		return x.FrozenIndex
 	}
 	return 0
+}
+
+func (x *RangeStatus) GetNonvoters() []string {
+	if x != nil {
+		return x.Nonvoters
+	}
+	return nil
 }
 
 // PartitionMap is the cluster's view of tables, ranges and servers.
@@ -3244,7 +3255,7 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	" \x01(\tR\x05cause\x1a:\n" +
 	"\fFiguresEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\xda\x02\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\xf8\x02\n" +
 	"\vRangeStatus\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x1e\n" +
 	"\n" +
@@ -3258,7 +3269,8 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x06voters\x18\b \x03(\tR\x06voters\x12\x1c\n" +
 	"\tlifecycle\x18\t \x01(\tR\tlifecycle\x12!\n" +
 	"\ffrozen_index\x18\n" +
-	" \x01(\x04R\vfrozenIndex\"\xe2\x05\n" +
+	" \x01(\x04R\vfrozenIndex\x12\x1c\n" +
+	"\tnonvoters\x18\v \x03(\tR\tnonvoters\"\xe2\x05\n" +
 	"\fPartitionMap\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12,\n" +
 	"\x06tables\x18\x02 \x03(\v2\x14.tablestore.v1.TableR\x06tables\x126\n" +

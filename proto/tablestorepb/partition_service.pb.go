@@ -24,6 +24,56 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// AddMode is how ChangeReplicas adds a server (see add_mode).
+type AddMode int32
+
+const (
+	AddMode_ADD_MODE_VOTER    AddMode = 0
+	AddMode_ADD_MODE_NONVOTER AddMode = 1
+	AddMode_ADD_MODE_PROMOTE  AddMode = 2
+)
+
+// Enum value maps for AddMode.
+var (
+	AddMode_name = map[int32]string{
+		0: "ADD_MODE_VOTER",
+		1: "ADD_MODE_NONVOTER",
+		2: "ADD_MODE_PROMOTE",
+	}
+	AddMode_value = map[string]int32{
+		"ADD_MODE_VOTER":    0,
+		"ADD_MODE_NONVOTER": 1,
+		"ADD_MODE_PROMOTE":  2,
+	}
+)
+
+func (x AddMode) Enum() *AddMode {
+	p := new(AddMode)
+	*p = x
+	return p
+}
+
+func (x AddMode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (AddMode) Descriptor() protoreflect.EnumDescriptor {
+	return file_tablestore_v1_partition_service_proto_enumTypes[0].Descriptor()
+}
+
+func (AddMode) Type() protoreflect.EnumType {
+	return &file_tablestore_v1_partition_service_proto_enumTypes[0]
+}
+
+func (x AddMode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use AddMode.Descriptor instead.
+func (AddMode) EnumDescriptor() ([]byte, []int) {
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{0}
+}
+
 type SplitRangeRequest struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	RangeId    uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
@@ -501,8 +551,16 @@ type ChangeReplicasRequest struct {
 	AddServerId    string                 `protobuf:"bytes,2,opt,name=add_server_id,json=addServerId,proto3" json:"add_server_id,omitempty"`
 	RemoveServerId string                 `protobuf:"bytes,3,opt,name=remove_server_id,json=removeServerId,proto3" json:"remove_server_id,omitempty"`
 	RaftAddrs      map[string]string      `protobuf:"bytes,4,rep,name=raft_addrs,json=raftAddrs,proto3" json:"raft_addrs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// How add_server_id joins. The default adds a voter (or promotes a
+	// non-voter). ADD_MODE_NONVOTER adds a non-voter: it receives the log
+	// and snapshots but counts toward no quorum, so a member still taking
+	// its snapshot cannot stall the range (CockroachDB's learners).
+	// ADD_MODE_PROMOTE makes a non-voter a voter and fails with
+	// FAILED_PRECONDITION when add_server_id is not one (a move's non-voter
+	// that another master removed meanwhile must not come back empty).
+	AddMode       AddMode `protobuf:"varint,5,opt,name=add_mode,json=addMode,proto3,enum=tablestore.v1.AddMode" json:"add_mode,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ChangeReplicasRequest) Reset() {
@@ -561,6 +619,13 @@ func (x *ChangeReplicasRequest) GetRaftAddrs() map[string]string {
 		return x.RaftAddrs
 	}
 	return nil
+}
+
+func (x *ChangeReplicasRequest) GetAddMode() AddMode {
+	if x != nil {
+		return x.AddMode
+	}
+	return AddMode_ADD_MODE_VOTER
 }
 
 type ChangeReplicasResponse struct {
@@ -2174,13 +2239,14 @@ const file_tablestore_v1_partition_service_proto_rawDesc = "" +
 	"\x05range\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\x12\x16\n" +
 	"\x06frozen\x18\x02 \x01(\bR\x06frozen\x12!\n" +
 	"\ffrozen_index\x18\x03 \x01(\x04R\vfrozenIndex\x12#\n" +
-	"\rapplied_index\x18\x04 \x01(\x04R\fappliedIndex\"\x92\x02\n" +
+	"\rapplied_index\x18\x04 \x01(\x04R\fappliedIndex\"\xc5\x02\n" +
 	"\x15ChangeReplicasRequest\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\"\n" +
 	"\radd_server_id\x18\x02 \x01(\tR\vaddServerId\x12(\n" +
 	"\x10remove_server_id\x18\x03 \x01(\tR\x0eremoveServerId\x12R\n" +
 	"\n" +
-	"raft_addrs\x18\x04 \x03(\v23.tablestore.v1.ChangeReplicasRequest.RaftAddrsEntryR\traftAddrs\x1a<\n" +
+	"raft_addrs\x18\x04 \x03(\v23.tablestore.v1.ChangeReplicasRequest.RaftAddrsEntryR\traftAddrs\x121\n" +
+	"\badd_mode\x18\x05 \x01(\x0e2\x16.tablestore.v1.AddModeR\aaddMode\x1a<\n" +
 	"\x0eRaftAddrsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"N\n" +
@@ -2299,7 +2365,11 @@ const file_tablestore_v1_partition_service_proto_rawDesc = "" +
 	"\n" +
 	"floor_term\x18\x03 \x01(\x04R\tfloorTerm\x12\x1f\n" +
 	"\vfloor_index\x18\x04 \x01(\x04R\n" +
-	"floorIndex2\x86\v\n" +
+	"floorIndex*J\n" +
+	"\aAddMode\x12\x12\n" +
+	"\x0eADD_MODE_VOTER\x10\x00\x12\x15\n" +
+	"\x11ADD_MODE_NONVOTER\x10\x01\x12\x14\n" +
+	"\x10ADD_MODE_PROMOTE\x10\x022\x86\v\n" +
 	"\x10PartitionService\x12B\n" +
 	"\x05Write\x12\x1b.tablestore.v1.WriteRequest\x1a\x1c.tablestore.v1.WriteResponse\x12N\n" +
 	"\tWriteMany\x12\x1f.tablestore.v1.WriteManyRequest\x1a .tablestore.v1.WriteManyResponse\x12<\n" +
@@ -2333,109 +2403,112 @@ func file_tablestore_v1_partition_service_proto_rawDescGZIP() []byte {
 	return file_tablestore_v1_partition_service_proto_rawDescData
 }
 
+var file_tablestore_v1_partition_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_tablestore_v1_partition_service_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_tablestore_v1_partition_service_proto_goTypes = []any{
-	(*SplitRangeRequest)(nil),      // 0: tablestore.v1.SplitRangeRequest
-	(*SplitRangeResponse)(nil),     // 1: tablestore.v1.SplitRangeResponse
-	(*FreezeRangeRequest)(nil),     // 2: tablestore.v1.FreezeRangeRequest
-	(*FreezeRangeResponse)(nil),    // 3: tablestore.v1.FreezeRangeResponse
-	(*MergeRangeRequest)(nil),      // 4: tablestore.v1.MergeRangeRequest
-	(*MergeRangeResponse)(nil),     // 5: tablestore.v1.MergeRangeResponse
-	(*UnfreezeRangeRequest)(nil),   // 6: tablestore.v1.UnfreezeRangeRequest
-	(*UnfreezeRangeResponse)(nil),  // 7: tablestore.v1.UnfreezeRangeResponse
-	(*ChangeReplicasRequest)(nil),  // 8: tablestore.v1.ChangeReplicasRequest
-	(*ChangeReplicasResponse)(nil), // 9: tablestore.v1.ChangeReplicasResponse
-	(*TransferLeaderRequest)(nil),  // 10: tablestore.v1.TransferLeaderRequest
-	(*TransferLeaderResponse)(nil), // 11: tablestore.v1.TransferLeaderResponse
-	(*SplitKeyRequest)(nil),        // 12: tablestore.v1.SplitKeyRequest
-	(*SplitKeyResponse)(nil),       // 13: tablestore.v1.SplitKeyResponse
-	(*WriteRequest)(nil),           // 14: tablestore.v1.WriteRequest
-	(*WriteResponse)(nil),          // 15: tablestore.v1.WriteResponse
-	(*WriteManyRequest)(nil),       // 16: tablestore.v1.WriteManyRequest
-	(*WriteManyResponse)(nil),      // 17: tablestore.v1.WriteManyResponse
-	(*WriteManyResult)(nil),        // 18: tablestore.v1.WriteManyResult
-	(*GetRequest)(nil),             // 19: tablestore.v1.GetRequest
-	(*GetResponse)(nil),            // 20: tablestore.v1.GetResponse
-	(*GetManyRequest)(nil),         // 21: tablestore.v1.GetManyRequest
-	(*GetManyResponse)(nil),        // 22: tablestore.v1.GetManyResponse
-	(*GetManyResult)(nil),          // 23: tablestore.v1.GetManyResult
-	(*QueryRequest)(nil),           // 24: tablestore.v1.QueryRequest
-	(*QueryResponse)(nil),          // 25: tablestore.v1.QueryResponse
-	(*ReadIndexRequest)(nil),       // 26: tablestore.v1.ReadIndexRequest
-	(*ReadIndexResponse)(nil),      // 27: tablestore.v1.ReadIndexResponse
-	(*AppliedIndexRequest)(nil),    // 28: tablestore.v1.AppliedIndexRequest
-	(*AppliedIndexResponse)(nil),   // 29: tablestore.v1.AppliedIndexResponse
-	(*CreateReplicaRequest)(nil),   // 30: tablestore.v1.CreateReplicaRequest
-	(*CreateReplicaResponse)(nil),  // 31: tablestore.v1.CreateReplicaResponse
-	(*DeleteReplicaRequest)(nil),   // 32: tablestore.v1.DeleteReplicaRequest
-	(*DeleteReplicaResponse)(nil),  // 33: tablestore.v1.DeleteReplicaResponse
-	(*RangeInfoRequest)(nil),       // 34: tablestore.v1.RangeInfoRequest
-	(*RangeInfoResponse)(nil),      // 35: tablestore.v1.RangeInfoResponse
-	nil,                            // 36: tablestore.v1.ChangeReplicasRequest.RaftAddrsEntry
-	nil,                            // 37: tablestore.v1.CreateReplicaRequest.RaftAddrsEntry
-	(*RangeDescriptor)(nil),        // 38: tablestore.v1.RangeDescriptor
-	(*EntityOp)(nil),               // 39: tablestore.v1.EntityOp
-	(*RangeStatus)(nil),            // 40: tablestore.v1.RangeStatus
+	(AddMode)(0),                   // 0: tablestore.v1.AddMode
+	(*SplitRangeRequest)(nil),      // 1: tablestore.v1.SplitRangeRequest
+	(*SplitRangeResponse)(nil),     // 2: tablestore.v1.SplitRangeResponse
+	(*FreezeRangeRequest)(nil),     // 3: tablestore.v1.FreezeRangeRequest
+	(*FreezeRangeResponse)(nil),    // 4: tablestore.v1.FreezeRangeResponse
+	(*MergeRangeRequest)(nil),      // 5: tablestore.v1.MergeRangeRequest
+	(*MergeRangeResponse)(nil),     // 6: tablestore.v1.MergeRangeResponse
+	(*UnfreezeRangeRequest)(nil),   // 7: tablestore.v1.UnfreezeRangeRequest
+	(*UnfreezeRangeResponse)(nil),  // 8: tablestore.v1.UnfreezeRangeResponse
+	(*ChangeReplicasRequest)(nil),  // 9: tablestore.v1.ChangeReplicasRequest
+	(*ChangeReplicasResponse)(nil), // 10: tablestore.v1.ChangeReplicasResponse
+	(*TransferLeaderRequest)(nil),  // 11: tablestore.v1.TransferLeaderRequest
+	(*TransferLeaderResponse)(nil), // 12: tablestore.v1.TransferLeaderResponse
+	(*SplitKeyRequest)(nil),        // 13: tablestore.v1.SplitKeyRequest
+	(*SplitKeyResponse)(nil),       // 14: tablestore.v1.SplitKeyResponse
+	(*WriteRequest)(nil),           // 15: tablestore.v1.WriteRequest
+	(*WriteResponse)(nil),          // 16: tablestore.v1.WriteResponse
+	(*WriteManyRequest)(nil),       // 17: tablestore.v1.WriteManyRequest
+	(*WriteManyResponse)(nil),      // 18: tablestore.v1.WriteManyResponse
+	(*WriteManyResult)(nil),        // 19: tablestore.v1.WriteManyResult
+	(*GetRequest)(nil),             // 20: tablestore.v1.GetRequest
+	(*GetResponse)(nil),            // 21: tablestore.v1.GetResponse
+	(*GetManyRequest)(nil),         // 22: tablestore.v1.GetManyRequest
+	(*GetManyResponse)(nil),        // 23: tablestore.v1.GetManyResponse
+	(*GetManyResult)(nil),          // 24: tablestore.v1.GetManyResult
+	(*QueryRequest)(nil),           // 25: tablestore.v1.QueryRequest
+	(*QueryResponse)(nil),          // 26: tablestore.v1.QueryResponse
+	(*ReadIndexRequest)(nil),       // 27: tablestore.v1.ReadIndexRequest
+	(*ReadIndexResponse)(nil),      // 28: tablestore.v1.ReadIndexResponse
+	(*AppliedIndexRequest)(nil),    // 29: tablestore.v1.AppliedIndexRequest
+	(*AppliedIndexResponse)(nil),   // 30: tablestore.v1.AppliedIndexResponse
+	(*CreateReplicaRequest)(nil),   // 31: tablestore.v1.CreateReplicaRequest
+	(*CreateReplicaResponse)(nil),  // 32: tablestore.v1.CreateReplicaResponse
+	(*DeleteReplicaRequest)(nil),   // 33: tablestore.v1.DeleteReplicaRequest
+	(*DeleteReplicaResponse)(nil),  // 34: tablestore.v1.DeleteReplicaResponse
+	(*RangeInfoRequest)(nil),       // 35: tablestore.v1.RangeInfoRequest
+	(*RangeInfoResponse)(nil),      // 36: tablestore.v1.RangeInfoResponse
+	nil,                            // 37: tablestore.v1.ChangeReplicasRequest.RaftAddrsEntry
+	nil,                            // 38: tablestore.v1.CreateReplicaRequest.RaftAddrsEntry
+	(*RangeDescriptor)(nil),        // 39: tablestore.v1.RangeDescriptor
+	(*EntityOp)(nil),               // 40: tablestore.v1.EntityOp
+	(*RangeStatus)(nil),            // 41: tablestore.v1.RangeStatus
 }
 var file_tablestore_v1_partition_service_proto_depIdxs = []int32{
-	38, // 0: tablestore.v1.SplitRangeResponse.left:type_name -> tablestore.v1.RangeDescriptor
-	38, // 1: tablestore.v1.SplitRangeResponse.right:type_name -> tablestore.v1.RangeDescriptor
-	38, // 2: tablestore.v1.FreezeRangeResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	38, // 3: tablestore.v1.MergeRangeRequest.right:type_name -> tablestore.v1.RangeDescriptor
-	38, // 4: tablestore.v1.MergeRangeResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	38, // 5: tablestore.v1.UnfreezeRangeResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	36, // 6: tablestore.v1.ChangeReplicasRequest.raft_addrs:type_name -> tablestore.v1.ChangeReplicasRequest.RaftAddrsEntry
-	38, // 7: tablestore.v1.ChangeReplicasResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	39, // 8: tablestore.v1.WriteRequest.ops:type_name -> tablestore.v1.EntityOp
-	14, // 9: tablestore.v1.WriteManyRequest.writes:type_name -> tablestore.v1.WriteRequest
-	18, // 10: tablestore.v1.WriteManyResponse.results:type_name -> tablestore.v1.WriteManyResult
-	15, // 11: tablestore.v1.WriteManyResult.response:type_name -> tablestore.v1.WriteResponse
-	19, // 12: tablestore.v1.GetManyRequest.gets:type_name -> tablestore.v1.GetRequest
-	23, // 13: tablestore.v1.GetManyResponse.results:type_name -> tablestore.v1.GetManyResult
-	20, // 14: tablestore.v1.GetManyResult.response:type_name -> tablestore.v1.GetResponse
-	38, // 15: tablestore.v1.QueryResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	38, // 16: tablestore.v1.CreateReplicaRequest.range:type_name -> tablestore.v1.RangeDescriptor
-	37, // 17: tablestore.v1.CreateReplicaRequest.raft_addrs:type_name -> tablestore.v1.CreateReplicaRequest.RaftAddrsEntry
-	40, // 18: tablestore.v1.RangeInfoResponse.status:type_name -> tablestore.v1.RangeStatus
-	14, // 19: tablestore.v1.PartitionService.Write:input_type -> tablestore.v1.WriteRequest
-	16, // 20: tablestore.v1.PartitionService.WriteMany:input_type -> tablestore.v1.WriteManyRequest
-	19, // 21: tablestore.v1.PartitionService.Get:input_type -> tablestore.v1.GetRequest
-	21, // 22: tablestore.v1.PartitionService.GetMany:input_type -> tablestore.v1.GetManyRequest
-	24, // 23: tablestore.v1.PartitionService.Query:input_type -> tablestore.v1.QueryRequest
-	26, // 24: tablestore.v1.PartitionService.ReadIndex:input_type -> tablestore.v1.ReadIndexRequest
-	28, // 25: tablestore.v1.PartitionService.AppliedIndex:input_type -> tablestore.v1.AppliedIndexRequest
-	30, // 26: tablestore.v1.PartitionService.CreateReplica:input_type -> tablestore.v1.CreateReplicaRequest
-	32, // 27: tablestore.v1.PartitionService.DeleteReplica:input_type -> tablestore.v1.DeleteReplicaRequest
-	34, // 28: tablestore.v1.PartitionService.RangeInfo:input_type -> tablestore.v1.RangeInfoRequest
-	0,  // 29: tablestore.v1.PartitionService.SplitRange:input_type -> tablestore.v1.SplitRangeRequest
-	2,  // 30: tablestore.v1.PartitionService.FreezeRange:input_type -> tablestore.v1.FreezeRangeRequest
-	4,  // 31: tablestore.v1.PartitionService.MergeRange:input_type -> tablestore.v1.MergeRangeRequest
-	6,  // 32: tablestore.v1.PartitionService.UnfreezeRange:input_type -> tablestore.v1.UnfreezeRangeRequest
-	8,  // 33: tablestore.v1.PartitionService.ChangeReplicas:input_type -> tablestore.v1.ChangeReplicasRequest
-	10, // 34: tablestore.v1.PartitionService.TransferLeader:input_type -> tablestore.v1.TransferLeaderRequest
-	12, // 35: tablestore.v1.PartitionService.SplitKey:input_type -> tablestore.v1.SplitKeyRequest
-	15, // 36: tablestore.v1.PartitionService.Write:output_type -> tablestore.v1.WriteResponse
-	17, // 37: tablestore.v1.PartitionService.WriteMany:output_type -> tablestore.v1.WriteManyResponse
-	20, // 38: tablestore.v1.PartitionService.Get:output_type -> tablestore.v1.GetResponse
-	22, // 39: tablestore.v1.PartitionService.GetMany:output_type -> tablestore.v1.GetManyResponse
-	25, // 40: tablestore.v1.PartitionService.Query:output_type -> tablestore.v1.QueryResponse
-	27, // 41: tablestore.v1.PartitionService.ReadIndex:output_type -> tablestore.v1.ReadIndexResponse
-	29, // 42: tablestore.v1.PartitionService.AppliedIndex:output_type -> tablestore.v1.AppliedIndexResponse
-	31, // 43: tablestore.v1.PartitionService.CreateReplica:output_type -> tablestore.v1.CreateReplicaResponse
-	33, // 44: tablestore.v1.PartitionService.DeleteReplica:output_type -> tablestore.v1.DeleteReplicaResponse
-	35, // 45: tablestore.v1.PartitionService.RangeInfo:output_type -> tablestore.v1.RangeInfoResponse
-	1,  // 46: tablestore.v1.PartitionService.SplitRange:output_type -> tablestore.v1.SplitRangeResponse
-	3,  // 47: tablestore.v1.PartitionService.FreezeRange:output_type -> tablestore.v1.FreezeRangeResponse
-	5,  // 48: tablestore.v1.PartitionService.MergeRange:output_type -> tablestore.v1.MergeRangeResponse
-	7,  // 49: tablestore.v1.PartitionService.UnfreezeRange:output_type -> tablestore.v1.UnfreezeRangeResponse
-	9,  // 50: tablestore.v1.PartitionService.ChangeReplicas:output_type -> tablestore.v1.ChangeReplicasResponse
-	11, // 51: tablestore.v1.PartitionService.TransferLeader:output_type -> tablestore.v1.TransferLeaderResponse
-	13, // 52: tablestore.v1.PartitionService.SplitKey:output_type -> tablestore.v1.SplitKeyResponse
-	36, // [36:53] is the sub-list for method output_type
-	19, // [19:36] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	39, // 0: tablestore.v1.SplitRangeResponse.left:type_name -> tablestore.v1.RangeDescriptor
+	39, // 1: tablestore.v1.SplitRangeResponse.right:type_name -> tablestore.v1.RangeDescriptor
+	39, // 2: tablestore.v1.FreezeRangeResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	39, // 3: tablestore.v1.MergeRangeRequest.right:type_name -> tablestore.v1.RangeDescriptor
+	39, // 4: tablestore.v1.MergeRangeResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	39, // 5: tablestore.v1.UnfreezeRangeResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	37, // 6: tablestore.v1.ChangeReplicasRequest.raft_addrs:type_name -> tablestore.v1.ChangeReplicasRequest.RaftAddrsEntry
+	0,  // 7: tablestore.v1.ChangeReplicasRequest.add_mode:type_name -> tablestore.v1.AddMode
+	39, // 8: tablestore.v1.ChangeReplicasResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	40, // 9: tablestore.v1.WriteRequest.ops:type_name -> tablestore.v1.EntityOp
+	15, // 10: tablestore.v1.WriteManyRequest.writes:type_name -> tablestore.v1.WriteRequest
+	19, // 11: tablestore.v1.WriteManyResponse.results:type_name -> tablestore.v1.WriteManyResult
+	16, // 12: tablestore.v1.WriteManyResult.response:type_name -> tablestore.v1.WriteResponse
+	20, // 13: tablestore.v1.GetManyRequest.gets:type_name -> tablestore.v1.GetRequest
+	24, // 14: tablestore.v1.GetManyResponse.results:type_name -> tablestore.v1.GetManyResult
+	21, // 15: tablestore.v1.GetManyResult.response:type_name -> tablestore.v1.GetResponse
+	39, // 16: tablestore.v1.QueryResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	39, // 17: tablestore.v1.CreateReplicaRequest.range:type_name -> tablestore.v1.RangeDescriptor
+	38, // 18: tablestore.v1.CreateReplicaRequest.raft_addrs:type_name -> tablestore.v1.CreateReplicaRequest.RaftAddrsEntry
+	41, // 19: tablestore.v1.RangeInfoResponse.status:type_name -> tablestore.v1.RangeStatus
+	15, // 20: tablestore.v1.PartitionService.Write:input_type -> tablestore.v1.WriteRequest
+	17, // 21: tablestore.v1.PartitionService.WriteMany:input_type -> tablestore.v1.WriteManyRequest
+	20, // 22: tablestore.v1.PartitionService.Get:input_type -> tablestore.v1.GetRequest
+	22, // 23: tablestore.v1.PartitionService.GetMany:input_type -> tablestore.v1.GetManyRequest
+	25, // 24: tablestore.v1.PartitionService.Query:input_type -> tablestore.v1.QueryRequest
+	27, // 25: tablestore.v1.PartitionService.ReadIndex:input_type -> tablestore.v1.ReadIndexRequest
+	29, // 26: tablestore.v1.PartitionService.AppliedIndex:input_type -> tablestore.v1.AppliedIndexRequest
+	31, // 27: tablestore.v1.PartitionService.CreateReplica:input_type -> tablestore.v1.CreateReplicaRequest
+	33, // 28: tablestore.v1.PartitionService.DeleteReplica:input_type -> tablestore.v1.DeleteReplicaRequest
+	35, // 29: tablestore.v1.PartitionService.RangeInfo:input_type -> tablestore.v1.RangeInfoRequest
+	1,  // 30: tablestore.v1.PartitionService.SplitRange:input_type -> tablestore.v1.SplitRangeRequest
+	3,  // 31: tablestore.v1.PartitionService.FreezeRange:input_type -> tablestore.v1.FreezeRangeRequest
+	5,  // 32: tablestore.v1.PartitionService.MergeRange:input_type -> tablestore.v1.MergeRangeRequest
+	7,  // 33: tablestore.v1.PartitionService.UnfreezeRange:input_type -> tablestore.v1.UnfreezeRangeRequest
+	9,  // 34: tablestore.v1.PartitionService.ChangeReplicas:input_type -> tablestore.v1.ChangeReplicasRequest
+	11, // 35: tablestore.v1.PartitionService.TransferLeader:input_type -> tablestore.v1.TransferLeaderRequest
+	13, // 36: tablestore.v1.PartitionService.SplitKey:input_type -> tablestore.v1.SplitKeyRequest
+	16, // 37: tablestore.v1.PartitionService.Write:output_type -> tablestore.v1.WriteResponse
+	18, // 38: tablestore.v1.PartitionService.WriteMany:output_type -> tablestore.v1.WriteManyResponse
+	21, // 39: tablestore.v1.PartitionService.Get:output_type -> tablestore.v1.GetResponse
+	23, // 40: tablestore.v1.PartitionService.GetMany:output_type -> tablestore.v1.GetManyResponse
+	26, // 41: tablestore.v1.PartitionService.Query:output_type -> tablestore.v1.QueryResponse
+	28, // 42: tablestore.v1.PartitionService.ReadIndex:output_type -> tablestore.v1.ReadIndexResponse
+	30, // 43: tablestore.v1.PartitionService.AppliedIndex:output_type -> tablestore.v1.AppliedIndexResponse
+	32, // 44: tablestore.v1.PartitionService.CreateReplica:output_type -> tablestore.v1.CreateReplicaResponse
+	34, // 45: tablestore.v1.PartitionService.DeleteReplica:output_type -> tablestore.v1.DeleteReplicaResponse
+	36, // 46: tablestore.v1.PartitionService.RangeInfo:output_type -> tablestore.v1.RangeInfoResponse
+	2,  // 47: tablestore.v1.PartitionService.SplitRange:output_type -> tablestore.v1.SplitRangeResponse
+	4,  // 48: tablestore.v1.PartitionService.FreezeRange:output_type -> tablestore.v1.FreezeRangeResponse
+	6,  // 49: tablestore.v1.PartitionService.MergeRange:output_type -> tablestore.v1.MergeRangeResponse
+	8,  // 50: tablestore.v1.PartitionService.UnfreezeRange:output_type -> tablestore.v1.UnfreezeRangeResponse
+	10, // 51: tablestore.v1.PartitionService.ChangeReplicas:output_type -> tablestore.v1.ChangeReplicasResponse
+	12, // 52: tablestore.v1.PartitionService.TransferLeader:output_type -> tablestore.v1.TransferLeaderResponse
+	14, // 53: tablestore.v1.PartitionService.SplitKey:output_type -> tablestore.v1.SplitKeyResponse
+	37, // [37:54] is the sub-list for method output_type
+	20, // [20:37] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_tablestore_v1_partition_service_proto_init() }
@@ -2449,13 +2522,14 @@ func file_tablestore_v1_partition_service_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tablestore_v1_partition_service_proto_rawDesc), len(file_tablestore_v1_partition_service_proto_rawDesc)),
-			NumEnums:      0,
+			NumEnums:      1,
 			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_tablestore_v1_partition_service_proto_goTypes,
 		DependencyIndexes: file_tablestore_v1_partition_service_proto_depIdxs,
+		EnumInfos:         file_tablestore_v1_partition_service_proto_enumTypes,
 		MessageInfos:      file_tablestore_v1_partition_service_proto_msgTypes,
 	}.Build()
 	File_tablestore_v1_partition_service_proto = out.File
