@@ -80,6 +80,7 @@ func NewServer(cfg Config, b Backend, logger *slog.Logger) (*Server, error) {
 		Handler:           s.handler,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		IdleTimeout:       cfg.IdleTimeout,
+		RequestTimeout:    cfg.RequestTimeout,
 		Logger:            logger,
 	}
 	return s, nil
@@ -314,8 +315,16 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			timeout = d
 		}
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), timeout)
-	defer cancel()
+	// The listener's requests come with a context that ends at
+	// RequestTimeout already (http1.Server.RequestTimeout, counted from
+	// the request's header): a context of its own is needed only for a
+	// shorter timeout asked for, or a request from elsewhere (Handler()).
+	ctx := r.Context()
+	if dl, ok := ctx.Deadline(); !ok || dl.After(time.Now().Add(timeout)) {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
 
 	s.finish(w, rc, s.dispatch(ctx, w, rc, rt))
 }

@@ -41,6 +41,14 @@ type Server struct {
 	// MaxHeaderBytes bounds a request's line and header fields; 0:
 	// DefaultMaxHeaderBytes.
 	MaxHeaderBytes int
+	// RequestTimeout is the deadline of each request's context, counted
+	// from when its header has been read: at it the context ends with
+	// context.DeadlineExceeded. 0: no deadline. It is here, not in the
+	// handler, so that a request has one context: a handler's own
+	// context.WithTimeout under the server's cancelable one costs a second
+	// context, a map of children in the first and its registration there,
+	// per request.
+	RequestTimeout time.Duration
 	// Logger receives handler panics and accept errors; nil discards them.
 	Logger *slog.Logger
 
@@ -338,7 +346,15 @@ func (c *conn) lingerClose() {
 // serveOne runs the handler for req and finishes its answer; false when
 // the connection must close after it.
 func (c *conn) serveOne(req *http.Request, b *body) (keep bool) {
-	ctx, cancel := context.WithCancel(context.Background())
+	// The request's context ends when the client goes away (connReader
+	// cancels it), when the handler returns, or at RequestTimeout.
+	var ctx context.Context
+	var cancel context.CancelFunc
+	if d := c.s.RequestTimeout; d > 0 {
+		ctx, cancel = context.WithTimeout(context.Background(), d)
+	} else {
+		ctx, cancel = context.WithCancel(context.Background())
+	}
 	defer cancel()
 	req = req.WithContext(ctx)
 	w := &response{c: c, req: req, body: b, header: make(http.Header, 12), contentLength: -1}
@@ -359,6 +375,10 @@ func (c *conn) serveOne(req *http.Request, b *body) (keep bool) {
 		handled = true
 	}()
 	c.cr.end()
+	// At the handler's return, as a context the handler derived and
+	// canceled on its way out would be: what it started under the
+	// context stops before the answer is flushed, not after.
+	cancel()
 	if !handled {
 		return false // as net/http: a panicking handler's connection closes
 	}

@@ -960,12 +960,21 @@ func TestSlowRequestCanceledWhenClientLeaves(t *testing.T) {
 		}
 	})
 	addr := startServer(t, &Server{Handler: h})
-	for _, req := range []string{
+	// With RequestTimeout the context is another kind (it has a timer):
+	// the client leaving must cancel it all the same.
+	timedAddr := startServer(t, &Server{Handler: h, RequestTimeout: time.Hour})
+	for i, req := range []string{
 		"GET /leave HTTP/1.1\r\nHost: h\r\n\r\n",
 		"POST /leave HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\nabc",
 		"POST /leave HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+		"GET /leave HTTP/1.1\r\nHost: h\r\n\r\n",
 	} {
-		t.Run("client leaves "+strings.Fields(req)[0]+" "+strconv.Itoa(len(req)), func(t *testing.T) {
+		addr := addr
+		name := "client leaves "
+		if i == 3 {
+			addr, name = timedAddr, "client leaves with RequestTimeout "
+		}
+		t.Run(name+strings.Fields(req)[0]+" "+strconv.Itoa(len(req)), func(t *testing.T) {
 			cl := dial(t, addr)
 			cl.send(req)
 			<-entered
@@ -1110,5 +1119,77 @@ func TestConcurrentConns(t *testing.T) {
 	wg.Wait()
 	if n := fails.Load(); n > 0 {
 		t.Fatalf("%d failures", n)
+	}
+}
+
+// TestRequestTimeout: a request's context has RequestTimeout's deadline,
+// counted from its header, and ends with DeadlineExceeded at it; without
+// RequestTimeout it has none. Either way it ends (Canceled) when the
+// handler returns.
+func TestRequestTimeout(t *testing.T) {
+	type seen struct {
+		ctx      context.Context
+		deadline time.Time
+		hasDL    bool
+		err      error     // the context's once Done, for /wait
+		doneAt   time.Time // when it was, for /wait
+	}
+	for _, tc := range []struct {
+		name    string
+		timeout time.Duration
+	}{
+		{"no timeout", 0},
+		{"long timeout", time.Hour},
+		{"short timeout", 100 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := make(chan seen, 1)
+			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				ctx := r.Context()
+				sn := seen{ctx: ctx}
+				sn.deadline, sn.hasDL = ctx.Deadline()
+				if r.URL.Path == "/wait" {
+					select {
+					case <-ctx.Done():
+						sn.err, sn.doneAt = ctx.Err(), time.Now()
+					case <-time.After(ioTimeout):
+					}
+				}
+				got <- sn
+			})
+			addr := startServer(t, &Server{Handler: h, RequestTimeout: tc.timeout})
+			cl := dial(t, addr)
+			before := time.Now()
+			cl.send("GET / HTTP/1.1\r\nHost: h\r\n\r\n")
+			sn := <-got
+			cl.read("GET")
+			after := time.Now()
+			if tc.timeout == 0 {
+				if sn.hasDL {
+					t.Fatalf("deadline %v without RequestTimeout", sn.deadline)
+				}
+			} else if !sn.hasDL || sn.deadline.Before(before.Add(tc.timeout)) || sn.deadline.After(after.Add(tc.timeout)) {
+				t.Fatalf("deadline %v (%v), want RequestTimeout %v after the request, between %v and %v",
+					sn.deadline, sn.hasDL, tc.timeout, before.Add(tc.timeout), after.Add(tc.timeout))
+			}
+			// The handler has returned: its context is done, canceled, not
+			// timed out.
+			poll(t, "context canceled at the handler's return", func() bool { return sn.ctx.Err() != nil })
+			if err := sn.ctx.Err(); err != context.Canceled {
+				t.Fatalf("after the handler returned: %v, want context.Canceled", err)
+			}
+			if tc.timeout == 0 || tc.timeout == time.Hour {
+				return
+			}
+			cl.send("GET /wait HTTP/1.1\r\nHost: h\r\n\r\n")
+			sn = <-got
+			cl.read("GET")
+			if sn.err != context.DeadlineExceeded {
+				t.Fatalf("at the deadline: %v, want context.DeadlineExceeded", sn.err)
+			}
+			if sn.doneAt.Before(sn.deadline) {
+				t.Fatalf("done %v before its deadline", sn.deadline.Sub(sn.doneAt))
+			}
+		})
 	}
 }
