@@ -213,6 +213,13 @@ type conn struct {
 	tls        *tls.ConnectionState
 	state      atomic.Int32
 	pending    []byte // an answer's body held back to learn its length
+
+	// Scratch of readRequest, kept between requests: the request it
+	// fills (serveOne hands the handler a copy with its context, which
+	// has to be made anyway), and its header values and fields.
+	req    http.Request
+	vals   []byte
+	fields []field
 }
 
 func (s *Server) newConn(rwc net.Conn) *conn {
@@ -357,6 +364,7 @@ func (c *conn) serveOne(req *http.Request, b *body) (keep bool) {
 	}
 	defer cancel()
 	req = req.WithContext(ctx)
+	c.req = http.Request{} // the handler's copy is the request now
 	w := &response{c: c, req: req, body: b, header: make(http.Header, 12), contentLength: -1}
 	c.cr.begin(cancel, b)
 	handled := false
