@@ -215,7 +215,8 @@ func validFieldValue(v []byte) bool {
 // frame sets r's body from its Content-Length or Transfer-Encoding.
 func (c *conn) frame(r *http.Request) (*body, error) {
 	h := r.Header
-	b := &body{c: c}
+	b := &c.body
+	*b = body{c: c}
 	if te, ok := h["Transfer-Encoding"]; ok {
 		if len(te) != 1 || !strings.EqualFold(te[0], "chunked") {
 			return nil, bad(http.StatusNotImplemented, "unsupported transfer encoding")

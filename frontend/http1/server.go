@@ -220,6 +220,16 @@ type conn struct {
 	req    http.Request
 	vals   []byte
 	fields []field
+
+	// The request's body and the ResponseWriter with its header map, one
+	// set per connection, reset for each request: a handler may use
+	// neither the ResponseWriter nor the body after it returns (net/http's
+	// http.Handler contract), and nothing here keeps them past that.
+	// (r.Header is made per request: the contract does not forbid keeping
+	// it.)
+	body   body
+	resp   response
+	header http.Header
 }
 
 func (s *Server) newConn(rwc net.Conn) *conn {
@@ -365,7 +375,16 @@ func (c *conn) serveOne(req *http.Request, b *body) (keep bool) {
 	defer cancel()
 	req = req.WithContext(ctx)
 	c.req = http.Request{} // the handler's copy is the request now
-	w := &response{c: c, req: req, body: b, header: make(http.Header, 12), contentLength: -1}
+	if c.header == nil {
+		c.header = make(http.Header, 12)
+	}
+	w := &c.resp
+	*w = response{c: c, req: req, body: b, header: c.header, contentLength: -1}
+	defer func() {
+		// Nothing of this request is kept while the connection waits.
+		clear(c.header)
+		c.resp = response{}
+	}()
 	c.cr.begin(cancel, b)
 	handled := false
 	func() {

@@ -1193,3 +1193,39 @@ func TestRequestTimeout(t *testing.T) {
 		})
 	}
 }
+
+// TestConnStateResetBetweenRequests: the answer's header map, the body and
+// the header scratch a connection keeps between requests start each
+// request empty.
+func TestConnStateResetBetweenRequests(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var leftover []string
+		for k := range w.Header() {
+			leftover = append(leftover, k)
+		}
+		w.Header().Set("X-Path", r.URL.Path)
+		b, err := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "left=%v v=%q w=%q body=%q err=%v", leftover, r.Header["X-V"], r.Header["X-W"], b, err)
+	})
+	addr := startServer(t, &Server{Handler: h})
+	cl := dial(t, addr)
+	for _, tc := range []struct{ req, want string }{
+		{"POST /a HTTP/1.1\r\nHost: h\r\nX-V: first value\r\nX-W: 1\r\nX-W: 2\r\nContent-Length: 3\r\n\r\nabc",
+			`left=[] v=["first value"] w=["1" "2"] body="abc" err=<nil>`},
+		{"GET /b HTTP/1.1\r\nHost: h\r\nX-V: 2\r\n\r\n",
+			`left=[] v=["2"] w=[] body="" err=<nil>`},
+		{"POST /c HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nde\r\n0\r\n\r\n",
+			`left=[] v=[] w=[] body="de" err=<nil>`},
+		{"GET /d HTTP/1.1\r\nHost: h\r\n\r\n",
+			`left=[] v=[] w=[] body="" err=<nil>`},
+	} {
+		cl.send(tc.req)
+		resp, body := cl.read("GET")
+		if body != tc.want {
+			t.Errorf("%s: answered %q, want %q", strings.Fields(tc.req)[1], body, tc.want)
+		}
+		if got, want := resp.Header["X-Path"], strings.Fields(tc.req)[1]; len(got) != 1 || got[0] != want {
+			t.Errorf("%s: X-Path %q", want, got)
+		}
+	}
+}
