@@ -150,7 +150,10 @@ func (c *conn) readRequest() (*http.Request, *body, error) {
 	}
 	all := string(vals)
 	vs := make([]string, len(fields))
-	h := make(http.Header, 12)
+	// Sized for the fields read (Host's is deleted below, the framing ones
+	// sometimes): eight or fewer make a map of one group, cheaper to
+	// build than a table a fixed larger hint would ask for.
+	h := make(http.Header, len(fields))
 	for i, f := range fields {
 		vs[i] = all[f.start:f.end]
 		if prev, ok := h[f.key]; ok {
