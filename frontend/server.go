@@ -322,8 +322,10 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	// RequestTimeout already (http1.Server.RequestTimeout, counted from
 	// the request's header): a context of its own is needed only for a
 	// shorter timeout asked for, or a request from elsewhere (Handler()).
+	// rc.start is before now, so a deadline by rc.start+timeout is by
+	// now+timeout too.
 	ctx := r.Context()
-	if dl, ok := ctx.Deadline(); !ok || dl.After(time.Now().Add(timeout)) {
+	if dl, ok := ctx.Deadline(); !ok || dl.After(rc.start.Add(timeout)) {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()

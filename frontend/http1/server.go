@@ -367,8 +367,9 @@ func (c *conn) serveOne(req *http.Request, b *body) (keep bool) {
 	// cancels it), when the handler returns, or at RequestTimeout.
 	var ctx context.Context
 	var cancel context.CancelFunc
+	now := time.Now()
 	if d := c.s.RequestTimeout; d > 0 {
-		ctx, cancel = context.WithTimeout(context.Background(), d)
+		ctx, cancel = context.WithDeadline(context.Background(), now.Add(d))
 	} else {
 		ctx, cancel = context.WithCancel(context.Background())
 	}
@@ -385,7 +386,7 @@ func (c *conn) serveOne(req *http.Request, b *body) (keep bool) {
 		clear(c.header)
 		c.resp = response{}
 	}()
-	c.cr.begin(cancel, b)
+	c.cr.begin(cancel, b, now)
 	handled := false
 	func() {
 		defer func() {
