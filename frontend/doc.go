@@ -17,7 +17,8 @@
 // auth (403 before anything else is revealed); then reports any routing
 // error, authorizes the operation with auth.Principal.Authorize and calls
 // the Backend under Config.RequestTimeout (or the smaller "timeout" query
-// parameter). A recover turns a panic into 500 InternalError. An
+// parameter; the listener's requests carry the first as their context's
+// deadline already, from http1, counted from their header). A recover turns a panic into 500 InternalError. An
 // x-ms-version outside the published versions is 400 InvalidHeaderValue
 // before authentication (version.go).
 //

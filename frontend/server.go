@@ -80,6 +80,7 @@ func NewServer(cfg Config, b Backend, logger *slog.Logger) (*Server, error) {
 		Handler:           s.handler,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		IdleTimeout:       cfg.IdleTimeout,
+		RequestTimeout:    cfg.RequestTimeout,
 		Logger:            logger,
 	}
 	return s, nil
@@ -175,7 +176,10 @@ func (s *Server) baseURL(rc *reqCtx) string {
 	if rc.base != "" {
 		return rc.base
 	}
-	rc.base = string(appendBaseURL(nil, rc))
+	// Built on the stack: growing it from nil took three allocations
+	// before the string's own, on every answer with odata.metadata.
+	var buf [128]byte
+	rc.base = string(appendBaseURL(buf[:0], rc))
 	return rc.base
 }
 
@@ -314,8 +318,18 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			timeout = d
 		}
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), timeout)
-	defer cancel()
+	// The listener's requests come with a context that ends at
+	// RequestTimeout already (http1.Server.RequestTimeout, counted from
+	// the request's header): a context of its own is needed only for a
+	// shorter timeout asked for, or a request from elsewhere (Handler()).
+	// rc.start is before now, so a deadline by rc.start+timeout is by
+	// now+timeout too.
+	ctx := r.Context()
+	if dl, ok := ctx.Deadline(); !ok || dl.After(rc.start.Add(timeout)) {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
 
 	s.finish(w, rc, s.dispatch(ctx, w, rc, rt))
 }

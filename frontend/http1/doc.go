@@ -20,8 +20,13 @@
 // Content-Type when the handler sets none, a Content-Length on answers that
 // fit the buffer and chunked encoding on longer ones, http.Flusher, HEAD,
 // panics recovered (http.ErrAbortHandler closes quietly), graceful Shutdown,
-// ReadHeaderTimeout and IdleTimeout. What it leaves out: HTTP/2, Hijack,
-// trailers in answers, ConnState hooks.
+// ReadHeaderTimeout and IdleTimeout. What it adds: RequestTimeout, a
+// deadline on each request's context, so that a handler bounded by one
+// needs no context of its own on top of the server's. What it leaves out:
+// HTTP/2, Hijack, trailers in answers, ConnState hooks. It relies on the
+// http.Handler contract: the ResponseWriter (its header map included) and
+// the request's body are not used after the handler returns, for they
+// belong to the connection and serve its next request.
 //
 // Where it reads requests differently from net/http, on purpose (pinned by
 // TestParseDeliberateDifferences; differential_test.go compares the rest):

@@ -41,6 +41,14 @@ type Server struct {
 	// MaxHeaderBytes bounds a request's line and header fields; 0:
 	// DefaultMaxHeaderBytes.
 	MaxHeaderBytes int
+	// RequestTimeout is the deadline of each request's context, counted
+	// from when its header has been read: at it the context ends with
+	// context.DeadlineExceeded. 0: no deadline. It is here, not in the
+	// handler, so that a request has one context: a handler's own
+	// context.WithTimeout under the server's cancelable one costs a second
+	// context, a map of children in the first and its registration there,
+	// per request.
+	RequestTimeout time.Duration
 	// Logger receives handler panics and accept errors; nil discards them.
 	Logger *slog.Logger
 
@@ -205,6 +213,23 @@ type conn struct {
 	tls        *tls.ConnectionState
 	state      atomic.Int32
 	pending    []byte // an answer's body held back to learn its length
+
+	// Scratch of readRequest, kept between requests: the request it
+	// fills (serveOne hands the handler a copy with its context, which
+	// has to be made anyway), and its header values and fields.
+	req    http.Request
+	vals   []byte
+	fields []field
+
+	// The request's body and the ResponseWriter with its header map, one
+	// set per connection, reset for each request: a handler may use
+	// neither the ResponseWriter nor the body after it returns (net/http's
+	// http.Handler contract), and nothing here keeps them past that.
+	// (r.Header is made per request: the contract does not forbid keeping
+	// it.)
+	body   body
+	resp   response
+	header http.Header
 }
 
 func (s *Server) newConn(rwc net.Conn) *conn {
@@ -338,11 +363,30 @@ func (c *conn) lingerClose() {
 // serveOne runs the handler for req and finishes its answer; false when
 // the connection must close after it.
 func (c *conn) serveOne(req *http.Request, b *body) (keep bool) {
-	ctx, cancel := context.WithCancel(context.Background())
+	// The request's context ends when the client goes away (connReader
+	// cancels it), when the handler returns, or at RequestTimeout.
+	var ctx context.Context
+	var cancel context.CancelFunc
+	now := time.Now()
+	if d := c.s.RequestTimeout; d > 0 {
+		ctx, cancel = context.WithDeadline(context.Background(), now.Add(d))
+	} else {
+		ctx, cancel = context.WithCancel(context.Background())
+	}
 	defer cancel()
 	req = req.WithContext(ctx)
-	w := &response{c: c, req: req, body: b, header: make(http.Header, 12), contentLength: -1}
-	c.cr.begin(cancel, b)
+	c.req = http.Request{} // the handler's copy is the request now
+	if c.header == nil {
+		c.header = make(http.Header, 12)
+	}
+	w := &c.resp
+	*w = response{c: c, req: req, body: b, header: c.header, contentLength: -1}
+	defer func() {
+		// Nothing of this request is kept while the connection waits.
+		clear(c.header)
+		c.resp = response{}
+	}()
+	c.cr.begin(cancel, b, now)
 	handled := false
 	func() {
 		defer func() {
@@ -359,6 +403,10 @@ func (c *conn) serveOne(req *http.Request, b *body) (keep bool) {
 		handled = true
 	}()
 	c.cr.end()
+	// At the handler's return, as a context the handler derived and
+	// canceled on its way out would be: what it started under the
+	// context stops before the answer is flushed, not after.
+	cancel()
 	if !handled {
 		return false // as net/http: a panicking handler's connection closes
 	}

@@ -960,12 +960,21 @@ func TestSlowRequestCanceledWhenClientLeaves(t *testing.T) {
 		}
 	})
 	addr := startServer(t, &Server{Handler: h})
-	for _, req := range []string{
+	// With RequestTimeout the context is another kind (it has a timer):
+	// the client leaving must cancel it all the same.
+	timedAddr := startServer(t, &Server{Handler: h, RequestTimeout: time.Hour})
+	for i, req := range []string{
 		"GET /leave HTTP/1.1\r\nHost: h\r\n\r\n",
 		"POST /leave HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\nabc",
 		"POST /leave HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+		"GET /leave HTTP/1.1\r\nHost: h\r\n\r\n",
 	} {
-		t.Run("client leaves "+strings.Fields(req)[0]+" "+strconv.Itoa(len(req)), func(t *testing.T) {
+		addr := addr
+		name := "client leaves "
+		if i == 3 {
+			addr, name = timedAddr, "client leaves with RequestTimeout "
+		}
+		t.Run(name+strings.Fields(req)[0]+" "+strconv.Itoa(len(req)), func(t *testing.T) {
 			cl := dial(t, addr)
 			cl.send(req)
 			<-entered
@@ -1110,5 +1119,113 @@ func TestConcurrentConns(t *testing.T) {
 	wg.Wait()
 	if n := fails.Load(); n > 0 {
 		t.Fatalf("%d failures", n)
+	}
+}
+
+// TestRequestTimeout: a request's context has RequestTimeout's deadline,
+// counted from its header, and ends with DeadlineExceeded at it; without
+// RequestTimeout it has none. Either way it ends (Canceled) when the
+// handler returns.
+func TestRequestTimeout(t *testing.T) {
+	type seen struct {
+		ctx      context.Context
+		deadline time.Time
+		hasDL    bool
+		err      error     // the context's once Done, for /wait
+		doneAt   time.Time // when it was, for /wait
+	}
+	for _, tc := range []struct {
+		name    string
+		timeout time.Duration
+	}{
+		{"no timeout", 0},
+		{"long timeout", time.Hour},
+		{"short timeout", 100 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := make(chan seen, 1)
+			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				ctx := r.Context()
+				sn := seen{ctx: ctx}
+				sn.deadline, sn.hasDL = ctx.Deadline()
+				if r.URL.Path == "/wait" {
+					select {
+					case <-ctx.Done():
+						sn.err, sn.doneAt = ctx.Err(), time.Now()
+					case <-time.After(ioTimeout):
+					}
+				}
+				got <- sn
+			})
+			addr := startServer(t, &Server{Handler: h, RequestTimeout: tc.timeout})
+			cl := dial(t, addr)
+			before := time.Now()
+			cl.send("GET / HTTP/1.1\r\nHost: h\r\n\r\n")
+			sn := <-got
+			cl.read("GET")
+			after := time.Now()
+			if tc.timeout == 0 {
+				if sn.hasDL {
+					t.Fatalf("deadline %v without RequestTimeout", sn.deadline)
+				}
+			} else if !sn.hasDL || sn.deadline.Before(before.Add(tc.timeout)) || sn.deadline.After(after.Add(tc.timeout)) {
+				t.Fatalf("deadline %v (%v), want RequestTimeout %v after the request, between %v and %v",
+					sn.deadline, sn.hasDL, tc.timeout, before.Add(tc.timeout), after.Add(tc.timeout))
+			}
+			// The handler has returned: its context is done, canceled, not
+			// timed out.
+			poll(t, "context canceled at the handler's return", func() bool { return sn.ctx.Err() != nil })
+			if err := sn.ctx.Err(); err != context.Canceled {
+				t.Fatalf("after the handler returned: %v, want context.Canceled", err)
+			}
+			if tc.timeout == 0 || tc.timeout == time.Hour {
+				return
+			}
+			cl.send("GET /wait HTTP/1.1\r\nHost: h\r\n\r\n")
+			sn = <-got
+			cl.read("GET")
+			if sn.err != context.DeadlineExceeded {
+				t.Fatalf("at the deadline: %v, want context.DeadlineExceeded", sn.err)
+			}
+			if sn.doneAt.Before(sn.deadline) {
+				t.Fatalf("done %v before its deadline", sn.deadline.Sub(sn.doneAt))
+			}
+		})
+	}
+}
+
+// TestConnStateResetBetweenRequests: the answer's header map, the body and
+// the header scratch a connection keeps between requests start each
+// request empty.
+func TestConnStateResetBetweenRequests(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var leftover []string
+		for k := range w.Header() {
+			leftover = append(leftover, k)
+		}
+		w.Header().Set("X-Path", r.URL.Path)
+		b, err := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "left=%v v=%q w=%q body=%q err=%v", leftover, r.Header["X-V"], r.Header["X-W"], b, err)
+	})
+	addr := startServer(t, &Server{Handler: h})
+	cl := dial(t, addr)
+	for _, tc := range []struct{ req, want string }{
+		{"POST /a HTTP/1.1\r\nHost: h\r\nX-V: first value\r\nX-W: 1\r\nX-W: 2\r\nContent-Length: 3\r\n\r\nabc",
+			`left=[] v=["first value"] w=["1" "2"] body="abc" err=<nil>`},
+		{"GET /b HTTP/1.1\r\nHost: h\r\nX-V: 2\r\n\r\n",
+			`left=[] v=["2"] w=[] body="" err=<nil>`},
+		{"POST /c HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nde\r\n0\r\n\r\n",
+			`left=[] v=[] w=[] body="de" err=<nil>`},
+		{"GET /d HTTP/1.1\r\nHost: h\r\n\r\n",
+			`left=[] v=[] w=[] body="" err=<nil>`},
+	} {
+		cl.send(tc.req)
+		resp, body := cl.read("GET")
+		if body != tc.want {
+			t.Errorf("%s: answered %q, want %q", strings.Fields(tc.req)[1], body, tc.want)
+		}
+		if got, want := resp.Header["X-Path"], strings.Fields(tc.req)[1]; len(got) != 1 || got[0] != want {
+			t.Errorf("%s: X-Path %q", want, got)
+		}
 	}
 }

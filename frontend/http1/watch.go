@@ -62,10 +62,10 @@ func (cr *connReader) Read(p []byte) (int, error) {
 	return cr.c.rwc.Read(p)
 }
 
-// begin marks the start of a request's handler.
-func (cr *connReader) begin(cancel context.CancelFunc, b *body) {
+// begin marks the start, at now, of a request's handler.
+func (cr *connReader) begin(cancel context.CancelFunc, b *body, now time.Time) {
 	cr.mu.Lock()
-	cr.cancel, cr.body, cr.start, cr.watched = cancel, b, time.Now(), false
+	cr.cancel, cr.body, cr.start, cr.watched = cancel, b, now, false
 	cr.mu.Unlock()
 }
 
