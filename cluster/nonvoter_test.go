@@ -6,12 +6,47 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"tablestore/internal/failpoint"
+	"tablestore/internal/masterclient"
+	"tablestore/partitionserver"
 	pb "tablestore/proto/tablestorepb"
 )
+
+// moveDirect asks master 0 for a move in one RPC bounded by ctx alone
+// (masterclient bounds each attempt to 5 s, shorter than the holds here).
+func moveDirect(ctx context.Context, c *Cluster, id uint64, from, to string) error {
+	conn, err := grpc.NewClient(c.Masters[0].Config.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	_, err = pb.NewMasterServiceClient(conn).Move(ctx, &pb.MoveRequest{RangeId: id, ToServerId: to, FromServerId: from})
+	return err
+}
+
+// leaderMembers waits until range id's current leader (the map's) reports
+// its members and returns them.
+func leaderMembers(t *testing.T, c *Cluster, mc *masterclient.Client, id uint64) (voters, nonvoters []string) {
+	t.Helper()
+	waitFor(t, 10*time.Second, "the range's leader reporting its members", func() bool {
+		l := partitionMap(t, mc).GetLeaders()[id]
+		if l == "" {
+			return false
+		}
+		info := rangeInfo(c.Servers[c.ServerIndex(l)].Server, id)
+		if info == nil || len(info.GetVoters()) == 0 {
+			return false
+		}
+		voters, nonvoters = info.GetVoters(), info.GetNonvoters()
+		return true
+	})
+	return voters, nonvoters
+}
 
 // TestMoveAddsNonvoterFirst moves a range's replica off a server that is
 // down onto one whose Raft traffic is stalled, so the new replica cannot
@@ -19,7 +54,9 @@ import (
 // live, and the range could commit nothing until the stall ended. Added as
 // a non-voter, it leaves the quorum to the two live voters: writes go on
 // while the move waits, and once the stall ends the move promotes the
-// caught-up member and removes the down one.
+// caught-up member and removes the down one. The move is held past the
+// replica-set check's grace: the check must leave a running move's
+// non-voter alone.
 func TestMoveAddsNonvoterFirst(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
@@ -34,7 +71,7 @@ func TestMoveAddsNonvoterFirst(t *testing.T) {
 	writeSeq(t, tcl, acked, "before", 20)
 	rng := tableRanges(partitionMap(t, mc), table)[0]
 	id := rng.GetRangeId()
-	leader, from, to := rangeRoles(t, c, mc, rng)
+	_, from, to := rangeRoles(t, c, mc, rng)
 	fi, ti := c.ServerIndex(from), c.ServerIndex(to)
 	if err := c.StopServer(fi); err != nil {
 		t.Fatal(err)
@@ -48,12 +85,7 @@ func TestMoveAddsNonvoterFirst(t *testing.T) {
 	})
 	t.Cleanup(func() { failpoint.Disable("master/add/after-nonvoter") })
 	moved := make(chan error, 1)
-	go func() {
-		moved <- mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
-			_, err := m.Move(ctx, &pb.MoveRequest{RangeId: id, ToServerId: to, FromServerId: from})
-			return err
-		})
-	}()
+	go func() { moved <- moveDirect(ctx, c, id, from, to) }()
 	select {
 	case <-added:
 	case err := <-moved:
@@ -61,14 +93,17 @@ func TestMoveAddsNonvoterFirst(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the move added no non-voter within 30 s")
 	}
-	info := rangeInfo(c.Servers[c.ServerIndex(leader)].Server, id)
-	if info == nil || !slices.Equal(info.GetNonvoters(), []string{to}) || !sameIDs(info.GetVoters(), rng.GetReplicas()) {
-		t.Fatalf("leader %s reports voters %v, non-voters %v; want voters %v and the non-voter %s",
-			leader, info.GetVoters(), info.GetNonvoters(), rng.GetReplicas(), to)
+	if voters, nonvoters := leaderMembers(t, c, mc, id); !slices.Equal(nonvoters, []string{to}) || !sameIDs(voters, rng.GetReplicas()) {
+		t.Fatalf("the leader reports voters %v, non-voters %v; want voters %v and the non-voter %s", voters, nonvoters, rng.GetReplicas(), to)
 	}
 	// Committed by the leader and the one live follower, the stalled
 	// non-voter counting toward no quorum.
 	writeSeq(t, tcl, acked, "stalled", 20)
+	// Held past the replica-set check's grace (reconcileGrace, 5 s).
+	time.Sleep(6 * time.Second)
+	if _, nonvoters := leaderMembers(t, c, mc, id); !slices.Equal(nonvoters, []string{to}) {
+		t.Fatalf("the running move's non-voter %s is gone after the check's grace: non-voters %v", to, nonvoters)
+	}
 	close(release)
 	c.PauseServer(ti, false)
 	if err := <-moved; err != nil {
@@ -79,67 +114,59 @@ func TestMoveAddsNonvoterFirst(t *testing.T) {
 		t.Fatalf("replicas %v after the move %s -> %s", got.GetReplicas(), from, to)
 	}
 	waitFor(t, 10*time.Second, "the leader's configuration: the descriptor's voters, no non-voter", func() bool {
-		m := partitionMap(t, mc)
-		l := m.GetLeaders()[id]
-		if l == "" {
-			return false
-		}
-		info := rangeInfo(c.Servers[c.ServerIndex(l)].Server, id)
-		return info != nil && len(info.GetNonvoters()) == 0 && sameIDs(info.GetVoters(), tableRanges(m, table)[0].GetReplicas())
+		voters, nonvoters := leaderMembers(t, c, mc, id)
+		return len(nonvoters) == 0 && sameIDs(voters, tableRanges(partitionMap(t, mc), table)[0].GetReplicas())
 	})
 	writeSeq(t, tcl, acked, "after", 20)
 	verifyExactlyOnce(t, tcl, acked)
 }
 
 // TestNonvoterOfInterruptedMoveRemoved stops a move after it added its
-// non-voter (a failpoint, as if the master died there) and restarts the
-// master: the new leading master must remove the non-voter the move left
+// non-voter (a failpoint, as if the master died there) and keeps the
+// master down longer than the idle range takes to go quiet, then restarts
+// it: the new leading master must remove the non-voter the move left
 // (nothing would promote it, and the leader would replicate to it for
-// ever), keep the range's three voters and its data, and the range must
+// ever; a quiet range reports no members, so it must stay open while it
+// has one), keep the range's three voters and its data, and the range must
 // move again.
 func TestNonvoterOfInterruptedMoveRemoved(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	c := startTuned(t, 4, quietPolicies, nil)
+	c := startTuned(t, 4, quietPolicies, func(s *partitionserver.Config) { s.QuiesceAfter = time.Second })
 	sc := serviceClient(t, c, 0)
 	ctx := ctxT(t, 2*time.Minute)
 	const table = "nonvoterleft"
 	tcl := newTable(t, sc, table)
 	mc := masterClient(t, c)
-	w := startWorkload(t, tcl, 3, spreadKeys)
+	acked := map[string]int64{}
+	writeSeq(t, tcl, acked, "before", 20)
 	rng := tableRanges(partitionMap(t, mc), table)[0]
 	id := rng.GetRangeId()
-	leader, from, to := rangeRoles(t, c, mc, rng)
+	_, from, to := rangeRoles(t, c, mc, rng)
 	failpoint.Enable("master/add/after-nonvoter", nil)
-	err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
-		_, err := m.Move(ctx, &pb.MoveRequest{RangeId: id, ToServerId: to, FromServerId: from})
-		return err
-	})
+	err := moveDirect(ctx, c, id, from, to)
 	failpoint.Disable("master/add/after-nonvoter")
 	if err == nil {
 		t.Fatal("move succeeded through the failpoint")
 	}
-	if info := rangeInfo(c.Servers[c.ServerIndex(leader)].Server, id); info == nil || !slices.Equal(info.GetNonvoters(), []string{to}) {
-		t.Fatalf("leader %s reports non-voters %v after the interrupted move, want [%s]", leader, info.GetNonvoters(), to)
+	if _, nonvoters := leaderMembers(t, c, mc, id); !slices.Equal(nonvoters, []string{to}) {
+		t.Fatalf("the leader reports non-voters %v after the interrupted move, want [%s]", nonvoters, to)
 	}
 	if err := c.StopMaster(0); err != nil {
 		t.Fatal(err)
 	}
+	// No master and no request for three times QuiesceAfter: an idle
+	// range without a non-voter would be quiet by now.
+	time.Sleep(3 * time.Second)
 	if err := c.RestartMaster(0); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
 	waitFor(t, 30*time.Second, "the non-voter removed, the descriptor's three voters kept", func() bool {
-		m := partitionMap(t, mc)
-		d := tableRanges(m, table)[0]
-		l := m.GetLeaders()[id]
-		if l == "" {
-			return false
-		}
-		info := rangeInfo(c.Servers[c.ServerIndex(l)].Server, id)
-		return info != nil && len(info.GetNonvoters()) == 0 && len(d.GetReplicas()) == 3 && !hasServer(d, to) &&
-			sameIDs(info.GetVoters(), d.GetReplicas())
+		d := tableRanges(partitionMap(t, mc), table)[0]
+		voters, nonvoters := leaderMembers(t, c, mc, id)
+		return len(nonvoters) == 0 && len(d.GetReplicas()) == 3 && !hasServer(d, to) && sameIDs(voters, d.GetReplicas())
 	})
 	t.Logf("non-voter on %s removed %v after the master's restart", to, time.Since(start).Round(time.Millisecond))
 	waitFor(t, 20*time.Second, "the non-voter's replica on "+to+" deleted", func() bool {
@@ -153,25 +180,100 @@ func TestNonvoterOfInterruptedMoveRemoved(t *testing.T) {
 	if status.Code(err) != codes.FailedPrecondition {
 		t.Fatalf("promoting %s, no longer a member, on the leader %s: %v, want FAILED_PRECONDITION", to, l, err)
 	}
-	err = mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
-		_, err := m.Move(ctx, &pb.MoveRequest{RangeId: id, ToServerId: to, FromServerId: from})
-		return err
-	})
-	if err != nil {
+	if err := moveDirect(ctx, c, id, from, to); err != nil {
 		t.Fatalf("move %s -> %s after the recovery: %v", from, to, err)
 	}
 	if got := tableRanges(partitionMap(t, mc), table)[0]; len(got.GetReplicas()) != 3 || !hasServer(got, to) || hasServer(got, from) {
 		t.Fatalf("replicas %v after the second move %s -> %s", got.GetReplicas(), from, to)
 	}
 	// A promotion retried after it succeeded (onLeader retries a call
-	// whose answer was lost) succeeds and keeps the voters.
+	// whose answer was lost) succeeds and keeps the voters; a clean-up of
+	// a non-voter that has been promoted meanwhile is refused.
 	l = partitionMap(t, mc).GetLeaders()[id]
-	resp, err := c.Servers[c.ServerIndex(l)].Server.Service().ChangeReplicas(ctx, &pb.ChangeReplicasRequest{
-		RangeId: id, AddServerId: to, AddMode: pb.AddMode_ADD_MODE_PROMOTE})
+	ls := c.Servers[c.ServerIndex(l)].Server.Service()
+	resp, err := ls.ChangeReplicas(ctx, &pb.ChangeReplicasRequest{RangeId: id, AddServerId: to, AddMode: pb.AddMode_ADD_MODE_PROMOTE})
 	if err != nil || len(resp.GetRange().GetReplicas()) != 3 || !hasServer(resp.GetRange(), to) {
 		t.Fatalf("promoting %s again on the leader %s: %v, replicas %v", to, l, err, resp.GetRange().GetReplicas())
 	}
-	acked := w.halt()
-	t.Logf("%d acknowledged writes, %d failed", len(acked), w.failed.Load())
+	_, err = ls.ChangeReplicas(ctx, &pb.ChangeReplicasRequest{RangeId: id, RemoveServerId: to, RemoveOnlyNonvoter: true})
+	if status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("removing the voter %s as a non-voter on the leader %s: %v, want FAILED_PRECONDITION", to, l, err)
+	}
+	writeSeq(t, tcl, acked, "after", 20)
+	verifyExactlyOnce(t, tcl, acked)
+}
+
+// TestReshapeDropsNonvoter splits and merges ranges that hold a non-voter
+// an interrupted move left (before the master's check removed it). A
+// non-voter applies the split and the merge like the voters, but is in no
+// descriptor: it started the split's new range on its server, listed
+// nowhere, and a merge stopped its server (its fsm found no replica of the
+// merged neighbour there). The leader now removes non-voters before it
+// proposes either.
+func TestReshapeDropsNonvoter(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := startTuned(t, 4, quietPolicies, nil)
+	sc := serviceClient(t, c, 0)
+	ctx := ctxT(t, 2*time.Minute)
+	const table = "nonvoterreshape"
+	tcl := newTable(t, sc, table)
+	mc := masterClient(t, c)
+	acked := map[string]int64{}
+	writeSeq(t, tcl, acked, "before", 40)
+	// leave interrupts a move of range id after its non-voter add and
+	// returns the non-voter's server.
+	leave := func(id uint64) string {
+		t.Helper()
+		var d *pb.RangeDescriptor
+		for _, r := range tableRanges(partitionMap(t, mc), table) {
+			if r.GetRangeId() == id {
+				d = r
+			}
+		}
+		_, from, to := rangeRoles(t, c, mc, d)
+		failpoint.Enable("master/add/after-nonvoter", nil)
+		err := moveDirect(ctx, c, id, from, to)
+		failpoint.Disable("master/add/after-nonvoter")
+		if err == nil {
+			t.Fatal("move succeeded through the failpoint")
+		}
+		if _, nonvoters := leaderMembers(t, c, mc, id); !slices.Equal(nonvoters, []string{to}) {
+			t.Fatalf("range %d's leader reports non-voters %v, want [%s]", id, nonvoters, to)
+		}
+		return to
+	}
+
+	parent := tableRanges(partitionMap(t, mc), table)[0].GetRangeId()
+	nv := leave(parent)
+	var split *pb.SplitResponse
+	if err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
+		var err error
+		split, err = m.Split(ctx, &pb.SplitRequest{Table: table, PartitionKey: "k13"})
+		return err
+	}); err != nil {
+		t.Fatalf("split with a non-voter on %s: %v", nv, err)
+	}
+	child := split.GetRight().GetRangeId()
+	if _, nonvoters := leaderMembers(t, c, mc, parent); len(nonvoters) != 0 {
+		t.Fatalf("range %d's non-voters after the split: %v", parent, nonvoters)
+	}
+	writeSeq(t, tcl, acked, "split", 20)
+	if st := c.Servers[c.ServerIndex(nv)].Server.ReplicaState(child); st != "absent" {
+		t.Fatalf("the split's new range %d is %s on %s, which held only a non-voter of its parent", child, st, nv)
+	}
+
+	nv = leave(parent)
+	if _, err := mergeRetrying(ctx, t, mc, parent); err != nil {
+		t.Fatalf("merge with a non-voter on %s: %v", nv, err)
+	}
+	if _, nonvoters := leaderMembers(t, c, mc, parent); len(nonvoters) != 0 {
+		t.Fatalf("range %d's non-voters after the merge: %v", parent, nonvoters)
+	}
+	writeSeq(t, tcl, acked, "merged", 20)
+	waitFor(t, 30*time.Second, "the dropped non-voters' replicas deleted", func() bool {
+		return c.Servers[c.ServerIndex(nv)].Server.ReplicaState(parent) == "absent"
+	})
 	verifyExactlyOnce(t, tcl, acked)
 }

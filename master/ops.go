@@ -1042,14 +1042,39 @@ func (s *Server) addVoter(ctx context.Context, d *pb.RangeDescriptor, to string,
 		return nil, fmt.Errorf("add non-voter %s: %w", to, err)
 	}
 	if err := failpoint.Inject("master/add/after-nonvoter"); err != nil {
-		return nil, err
+		return nil, err // as if the master died here: nothing undone
 	}
 	s.awaitCaughtUp(ctx, id, to)
 	cur, err := change(pb.AddMode_ADD_MODE_PROMOTE)
 	if err != nil {
+		// The operation ends here (its context ended, or the leader
+		// refused): nothing else would promote the non-voter, and the
+		// replica-set check would remove it only after its grace.
+		s.removeNonvoterLater(id, to)
 		return nil, fmt.Errorf("promote non-voter %s: %w", to, err)
 	}
 	return cur, nil
+}
+
+// removeNonvoterLater removes, in the background, the non-voter a failed
+// add left on server to, and then its replica. Only while it is a
+// non-voter: a promotion whose answer was lost made it a voter, and the
+// range then has a voter too many, which the replica-set check removes.
+func (s *Server) removeNonvoterLater(id uint64, to string) {
+	go func() {
+		ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
+		defer cancel()
+		err := s.onLeader(ctx, id, func(ctx context.Context, c pb.PartitionServiceClient) error {
+			resp, err := c.ChangeReplicas(ctx, &pb.ChangeReplicasRequest{RangeId: id, RemoveServerId: to, RemoveOnlyNonvoter: true, RaftAddrs: s.raftAddrs()})
+			if err == nil {
+				s.deleteReplicaLater(to, id, resp.GetRange().GetGeneration())
+			}
+			return err
+		})
+		if err != nil {
+			s.logger.Warn("removing a failed add's non-voter", "range", id, "server", to, "err", err)
+		}
+	}()
 }
 
 func (s *Server) moveEvent(d *pb.RangeDescriptor, from, to, cause, reason string, figures map[string]float64, start time.Time) {

@@ -312,7 +312,7 @@ func (s *Server) fixReplicas(ctx context.Context, id uint64, fix replicaFix) err
 		cur, err = s.addVoter(ctx, d, fix.add, addrs)
 	} else {
 		err = s.onLeader(ctx, id, func(ctx context.Context, c pb.PartitionServiceClient) error {
-			resp, err := c.ChangeReplicas(ctx, &pb.ChangeReplicasRequest{RangeId: id, RemoveServerId: fix.remove, RaftAddrs: addrs})
+			resp, err := c.ChangeReplicas(ctx, &pb.ChangeReplicasRequest{RangeId: id, RemoveServerId: fix.remove, RemoveOnlyNonvoter: fix.nonvoter, RaftAddrs: addrs})
 			if err == nil {
 				cur = resp.GetRange()
 			}

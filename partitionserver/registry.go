@@ -772,15 +772,23 @@ func (s *Server) raiseHostedFloor(id uint64, f joinFloor) error {
 	return nil
 }
 
+// listed reports whether desc lists a replica on server id.
+func listed(desc *pb.RangeDescriptor, id string) bool {
+	for _, r := range desc.GetReplicas() {
+		if r.GetServerId() == id {
+			return true
+		}
+	}
+	return false
+}
+
 // removedLeftover reports whether this server's replica of desc's range is
 // one an earlier move removed: desc (a move's CreateReplica names the range
 // as it is, without this server) does not list this server, and the
 // replica's descriptor is older than desc.
 func (s *Server) removedLeftover(id uint64, desc *pb.RangeDescriptor) bool {
-	for _, r := range desc.GetReplicas() {
-		if r.GetServerId() == s.id {
-			return false
-		}
+	if listed(desc, s.id) {
+		return false
 	}
 	sl := s.slot(id)
 	return sl != nil && sl.fsm != nil && sl.fsm.Descriptor().GetGeneration() < desc.GetGeneration()
@@ -842,6 +850,13 @@ func (s *Server) RangeCreated(parent uint64, desc *pb.RangeDescriptor, preferred
 			}
 		}
 		if s.hosts(desc.GetRangeId()) {
+			return
+		}
+		if !listed(desc, s.id) {
+			// A non-voter of the parent (a split drops them first; one
+			// added meanwhile by another master): the new range has no
+			// replica here.
+			s.logger.Warn("split range lists no replica on this server: not started", "range", desc.GetRangeId(), "parent", parent)
 			return
 		}
 		if _, err := s.create(desc, true, fast, fast, "split", joinFloor{}); err != nil {
@@ -1039,6 +1054,14 @@ func (s *Server) quiesceLoop() {
 			stable := min(s.cfg.QuiesceAfter, time.Second)
 			if now.Sub(time.Unix(0, sl.lastUse.Load())) < s.cfg.QuiesceAfter || now.Sub(sl.seenAt) < stable ||
 				!rep.isLeader() || rep.raft.AppliedIndex() < last || rep.watching.Load() || rep.birthPending.Load() {
+				continue
+			}
+			if rep.hasNonvoter() {
+				// A move's non-voter catching up, or one an interrupted
+				// move left: a closed leader reports no configuration, so
+				// the master's replica-set check would not see the
+				// leftover one until a request woke the range, and a
+				// catching-up one would wait for the promotion to wake it.
 				continue
 			}
 			sl.quiescing.Store(true)

@@ -40,6 +40,9 @@ func (v *service) SplitRange(ctx context.Context, req *pb.SplitRangeRequest) (*p
 	if err := failpoint.Inject("partitionserver/split/before-propose"); err != nil {
 		return nil, toStatus(r, err)
 	}
+	if err := r.dropNonvoters(v.s.cfg.ApplyTimeout); err != nil {
+		return nil, toStatus(r, raftErr(err))
+	}
 	res, err := v.run(ctx, r, pb.CommandKind_COMMAND_KIND_SPLIT, &pb.SplitCommand{
 		SplitKey: req.GetSplitKey(), NewRangeId: req.GetNewRangeId(), PreferredLeader: req.GetPreferredLeader(),
 	})
@@ -102,6 +105,9 @@ func (v *service) MergeRange(ctx context.Context, req *pb.MergeRangeRequest) (*p
 	}
 	if err := failpoint.Inject("partitionserver/merge/before-propose"); err != nil {
 		return nil, toStatus(r, err)
+	}
+	if err := r.dropNonvoters(v.s.cfg.ApplyTimeout); err != nil {
+		return nil, toStatus(r, raftErr(err))
 	}
 	if err := v.checkMergeFreeze(ctx, right, req.GetRightFreezeIndex()); err != nil {
 		return nil, toStatus(r, err)
@@ -246,7 +252,10 @@ func (v *service) ChangeReplicas(ctx context.Context, req *pb.ChangeReplicasRequ
 	mode := req.GetAddMode()
 	if add := req.GetAddServerId(); add != "" {
 		addr, _ := v.s.addrs.get(add)
-		suffrage, member := r.suffrage(add)
+		suffrage, member, err := r.suffrage(add)
+		if err != nil {
+			return nil, toStatus(r, raftErr(err))
+		}
 		switch {
 		case !member && mode == pb.AddMode_ADD_MODE_PROMOTE:
 			return nil, rpcerr.New(codes.FailedPrecondition, rpcerr.ReasonInvalidInput,
@@ -282,6 +291,16 @@ func (v *service) ChangeReplicas(ctx context.Context, req *pb.ChangeReplicasRequ
 	if rm := req.GetRemoveServerId(); rm != "" {
 		if rm == v.s.id {
 			return nil, rpcerr.New(codes.FailedPrecondition, rpcerr.ReasonInvalidInput, "transfer leadership before removing the leader", nil)
+		}
+		if req.GetRemoveOnlyNonvoter() {
+			suffrage, member, err := r.suffrage(rm)
+			if err != nil {
+				return nil, toStatus(r, raftErr(err))
+			}
+			if member && suffrage == raft.Voter {
+				return nil, rpcerr.New(codes.FailedPrecondition, rpcerr.ReasonInvalidInput,
+					fmt.Sprintf("%s is a voter of range %d, not a non-voter", rm, r.id), nil)
+			}
 		}
 		if err := r.raft.RemoveServer(raft.ServerID(rm), 0, timeout).Error(); err != nil {
 			return nil, toStatus(r, raftErr(err))

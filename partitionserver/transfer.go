@@ -85,17 +85,58 @@ func (r *replica) isVoter(id string) bool {
 
 // suffrage reports server id's suffrage in r's latest configuration, and
 // whether it is a member at all.
-func (r *replica) suffrage(id string) (raft.ServerSuffrage, bool) {
+func (r *replica) suffrage(id string) (raft.ServerSuffrage, bool, error) {
 	f := r.raft.GetConfiguration()
-	if f.Error() != nil {
-		return 0, false
+	if err := f.Error(); err != nil {
+		return 0, false, err
 	}
 	for _, s := range f.Configuration().Servers {
 		if string(s.ID) == id {
-			return s.Suffrage, true
+			return s.Suffrage, true, nil
 		}
 	}
-	return 0, false
+	return 0, false, nil
+}
+
+// dropNonvoters removes every non-voter of r's latest configuration (r
+// leads). A split or a merge runs over the voters only: a non-voter
+// applies the entry like them, but is in no descriptor, so it would start
+// a split's new range that lists no replica on its server, or take over a
+// merged neighbour it holds no replica of (fsm's applyMerge finds none and
+// stops the server). Only a move's non-voter exists, and a move and a
+// reshaping of one range never run together, so one here is one an
+// interrupted move left. Its replica stays at the descriptor's generation,
+// which the split or merge then raises: the master's replica GC collects it.
+func (r *replica) dropNonvoters(timeout time.Duration) error {
+	f := r.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return err
+	}
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage == raft.Voter {
+			continue
+		}
+		if err := r.raft.RemoveServer(s.ID, 0, timeout).Error(); err != nil {
+			return fmt.Errorf("remove non-voter %s: %w", s.ID, err)
+		}
+		r.logger.Info("removed a non-voter before reshaping the range", "server", string(s.ID))
+	}
+	return nil
+}
+
+// hasNonvoter reports whether r's latest configuration has a non-voter (or
+// is unknown).
+func (r *replica) hasNonvoter() bool {
+	f := r.raft.GetConfiguration()
+	if f.Error() != nil {
+		return true
+	}
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage != raft.Voter {
+			return true
+		}
+	}
+	return false
 }
 
 // members lists, on the leader, the voters and the non-voters of r's

@@ -558,9 +558,14 @@ type ChangeReplicasRequest struct {
 	// ADD_MODE_PROMOTE makes a non-voter a voter and fails with
 	// FAILED_PRECONDITION when add_server_id is not one (a move's non-voter
 	// that another master removed meanwhile must not come back empty).
-	AddMode       AddMode `protobuf:"varint,5,opt,name=add_mode,json=addMode,proto3,enum=tablestore.v1.AddMode" json:"add_mode,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	AddMode AddMode `protobuf:"varint,5,opt,name=add_mode,json=addMode,proto3,enum=tablestore.v1.AddMode" json:"add_mode,omitempty"`
+	// Remove remove_server_id only while it is a non-voter: a voter (a
+	// non-voter another master promoted meanwhile) is refused with
+	// FAILED_PRECONDITION. The master's clean-up of a non-voter a move left
+	// sets it.
+	RemoveOnlyNonvoter bool `protobuf:"varint,6,opt,name=remove_only_nonvoter,json=removeOnlyNonvoter,proto3" json:"remove_only_nonvoter,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *ChangeReplicasRequest) Reset() {
@@ -626,6 +631,13 @@ func (x *ChangeReplicasRequest) GetAddMode() AddMode {
 		return x.AddMode
 	}
 	return AddMode_ADD_MODE_VOTER
+}
+
+func (x *ChangeReplicasRequest) GetRemoveOnlyNonvoter() bool {
+	if x != nil {
+		return x.RemoveOnlyNonvoter
+	}
+	return false
 }
 
 type ChangeReplicasResponse struct {
@@ -2239,14 +2251,15 @@ const file_tablestore_v1_partition_service_proto_rawDesc = "" +
 	"\x05range\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\x12\x16\n" +
 	"\x06frozen\x18\x02 \x01(\bR\x06frozen\x12!\n" +
 	"\ffrozen_index\x18\x03 \x01(\x04R\vfrozenIndex\x12#\n" +
-	"\rapplied_index\x18\x04 \x01(\x04R\fappliedIndex\"\xc5\x02\n" +
+	"\rapplied_index\x18\x04 \x01(\x04R\fappliedIndex\"\xf7\x02\n" +
 	"\x15ChangeReplicasRequest\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\"\n" +
 	"\radd_server_id\x18\x02 \x01(\tR\vaddServerId\x12(\n" +
 	"\x10remove_server_id\x18\x03 \x01(\tR\x0eremoveServerId\x12R\n" +
 	"\n" +
 	"raft_addrs\x18\x04 \x03(\v23.tablestore.v1.ChangeReplicasRequest.RaftAddrsEntryR\traftAddrs\x121\n" +
-	"\badd_mode\x18\x05 \x01(\x0e2\x16.tablestore.v1.AddModeR\aaddMode\x1a<\n" +
+	"\badd_mode\x18\x05 \x01(\x0e2\x16.tablestore.v1.AddModeR\aaddMode\x120\n" +
+	"\x14remove_only_nonvoter\x18\x06 \x01(\bR\x12removeOnlyNonvoter\x1a<\n" +
 	"\x0eRaftAddrsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"N\n" +
