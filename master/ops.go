@@ -1049,32 +1049,40 @@ func (s *Server) addVoter(ctx context.Context, d *pb.RangeDescriptor, to string,
 	if err != nil {
 		// The operation ends here (its context ended, or the leader
 		// refused): nothing else would promote the non-voter, and the
-		// replica-set check would remove it only after its grace.
-		s.removeNonvoterLater(id, to)
+		// replica-set check would remove it only after its grace. Removed
+		// now, while the caller still holds the range: a later move onto
+		// the same server must not see this one's delete.
+		s.removeNonvoter(id, to)
 		return nil, fmt.Errorf("promote non-voter %s: %w", to, err)
 	}
 	return cur, nil
 }
 
-// removeNonvoterLater removes, in the background, the non-voter a failed
-// add left on server to, and then its replica. Only while it is a
-// non-voter: a promotion whose answer was lost made it a voter, and the
-// range then has a voter too many, which the replica-set check removes.
-func (s *Server) removeNonvoterLater(id uint64, to string) {
-	go func() {
-		ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
-		defer cancel()
-		err := s.onLeader(ctx, id, func(ctx context.Context, c pb.PartitionServiceClient) error {
-			resp, err := c.ChangeReplicas(ctx, &pb.ChangeReplicasRequest{RangeId: id, RemoveServerId: to, RemoveOnlyNonvoter: true, RaftAddrs: s.raftAddrs()})
-			if err == nil {
-				s.deleteReplicaLater(to, id, resp.GetRange().GetGeneration())
-			}
-			return err
-		})
-		if err != nil {
-			s.logger.Warn("removing a failed add's non-voter", "range", id, "server", to, "err", err)
+// removeNonvoter removes the non-voter a failed add left on server to,
+// records the range's new generation, and deletes the replica in the
+// background. Only while it is a non-voter: a promotion whose answer was
+// lost made it a voter, and the range then has a voter too many, which
+// the replica-set check removes. Best effort, bounded by its own 10 s (the
+// add's context may be what ended).
+func (s *Server) removeNonvoter(id uint64, to string) {
+	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
+	defer cancel()
+	var cur *pb.RangeDescriptor
+	err := s.onLeader(ctx, id, func(ctx context.Context, c pb.PartitionServiceClient) error {
+		resp, err := c.ChangeReplicas(ctx, &pb.ChangeReplicasRequest{RangeId: id, RemoveServerId: to, RemoveOnlyNonvoter: true, RaftAddrs: s.raftAddrs()})
+		if err == nil {
+			cur = resp.GetRange()
 		}
-	}()
+		return err
+	})
+	if err == nil {
+		_, err = s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_UPDATE_RANGES, &pb.UpdateRangesCommand{Ranges: []*pb.RangeDescriptor{cur}})
+	}
+	if err != nil {
+		s.logger.Warn("removing a failed add's non-voter", "range", id, "server", to, "err", err)
+		return
+	}
+	s.deleteReplicaLater(to, id, cur.GetGeneration())
 }
 
 func (s *Server) moveEvent(d *pb.RangeDescriptor, from, to, cause, reason string, figures map[string]float64, start time.Time) {

@@ -853,10 +853,13 @@ func (s *Server) RangeCreated(parent uint64, desc *pb.RangeDescriptor, preferred
 			return
 		}
 		if !listed(desc, s.id) {
-			// A non-voter of the parent (a split drops them first; one
-			// added meanwhile by another master): the new range has no
-			// replica here.
-			s.logger.Warn("split range lists no replica on this server: not started", "range", desc.GetRangeId(), "parent", parent)
+			// A member of the parent the descriptor does not list (a
+			// split settles the members first: another master's change
+			// raced it): the new range has no replica here. The split's
+			// apply stored its state here anyway, which a restart would
+			// open: it goes.
+			err := s.deleteReplica(desc.GetRangeId(), 0, 0)
+			s.logger.Warn("split range lists no replica on this server: not started, its state deleted", "range", desc.GetRangeId(), "parent", parent, "err", err)
 			return
 		}
 		if _, err := s.create(desc, true, fast, fast, "split", joinFloor{}); err != nil {
@@ -1117,6 +1120,22 @@ func (s *Server) closeAll(slots []*slot, deadline time.Duration) {
 
 // lifecycleOf names a slot's state for status reports.
 func lifecycleOf(sl *slot) string { return sl.State().String() }
+
+// HasStoredState reports whether this server's state file holds a state
+// for range id, hosted or not (a check that state the server must not keep
+// is gone).
+func (s *Server) HasStoredState(id uint64) bool {
+	states, err := s.store.RangeStates()
+	if err != nil {
+		return true
+	}
+	for _, st := range states {
+		if st.GetRange().GetRangeId() == id {
+			return true
+		}
+	}
+	return false
+}
 
 // ReplicaState names the lifecycle state of range id's replica here
 // ("absent" when not hosted); tests and tools watch it.

@@ -66,6 +66,12 @@ type replica struct {
 	// cfgMu serialises temporary changes of the group's reloadable config
 	// (compaction).
 	cfgMu sync.Mutex
+	// membersMu serialises, on the leader, membership changes with the
+	// checks of the configuration they rest on (ChangeReplicas' suffrage
+	// checks, a split's or merge's check that only the descriptor's
+	// voters are members): raft's own prevIndex cannot, as
+	// GetConfiguration reports no index.
+	membersMu sync.Mutex
 	// watching: a failed leadership transfer is being watched.
 	watching atomic.Bool
 	// birthPending: compactBirthLog has yet to run; the range does not go

@@ -98,28 +98,50 @@ func (r *replica) suffrage(id string) (raft.ServerSuffrage, bool, error) {
 	return 0, false, nil
 }
 
-// dropNonvoters removes every non-voter of r's latest configuration (r
-// leads). A split or a merge runs over the voters only: a non-voter
-// applies the entry like them, but is in no descriptor, so it would start
-// a split's new range that lists no replica on its server, or take over a
-// merged neighbour it holds no replica of (fsm's applyMerge finds none and
-// stops the server). Only a move's non-voter exists, and a move and a
-// reshaping of one range never run together, so one here is one an
-// interrupted move left. Its replica stays at the descriptor's generation,
-// which the split or merge then raises: the master's replica GC collects it.
-func (r *replica) dropNonvoters(timeout time.Duration) error {
+// ErrMembersUnsettled: a split or merge was asked of a leader its range's
+// descriptor does not list (a membership change whose record did not
+// follow yet; the master's replica-set check records it).
+var ErrMembersUnsettled = errors.New("partitionserver: the range's leader is not in its descriptor")
+
+// settleMembers prepares r (which leads) for a split or a merge, with
+// r.membersMu held: it removes every member the descriptor does not list,
+// and fails when r itself is one. Both run over the descriptor's replicas
+// only: every member applies the entry, and one the descriptor does not
+// list would start a split's new range that lists no replica on its
+// server, or take over a merged neighbour it holds no replica of (the
+// merge's co-location follows the descriptors; fsm's applyMerge finds no
+// replica there and stops the server, at every restart).
+//
+// Such a member is a non-voter an interrupted move left (the master never
+// runs a move and a reshaping of one range together), or a voter whose
+// promotion or add was cut off before it was recorded. Removing it leaves
+// exactly the voters the master's map holds, which already hold every
+// committed entry between them (any quorum of the larger configuration
+// has a majority of them). Its replica stays at the descriptor's
+// generation, which the split or merge then raises: the master's replica
+// GC collects it. Refusing instead would leave a merge the master has
+// committed retrying for ever, holding the range from the check that
+// would record the change.
+func (r *replica) settleMembers(timeout time.Duration) error {
 	f := r.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
 		return err
 	}
+	listed := map[string]bool{}
+	for _, rep := range r.fsm.Descriptor().GetReplicas() {
+		listed[rep.GetServerId()] = true
+	}
+	if !listed[r.serverID] {
+		return fmt.Errorf("%w: %w: range %d's descriptor does not list its leader %s", ErrBusy, ErrMembersUnsettled, r.id, r.serverID)
+	}
 	for _, s := range f.Configuration().Servers {
-		if s.Suffrage == raft.Voter {
+		if listed[string(s.ID)] {
 			continue
 		}
 		if err := r.raft.RemoveServer(s.ID, 0, timeout).Error(); err != nil {
-			return fmt.Errorf("remove non-voter %s: %w", s.ID, err)
+			return fmt.Errorf("remove %s, a member the descriptor does not list: %w", s.ID, err)
 		}
-		r.logger.Info("removed a non-voter before reshaping the range", "server", string(s.ID))
+		r.logger.Info("removed a member the descriptor does not list before reshaping the range", "server", string(s.ID), "suffrage", s.Suffrage.String())
 	}
 	return nil
 }
