@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -208,9 +209,9 @@ func TestNonvoterOfInterruptedMoveRemoved(t *testing.T) {
 // non-voter applies the split and the merge like the voters, but is in no
 // descriptor: it started the split's new range on its server, listed
 // nowhere, and a merge stopped its server (its fsm found no replica of the
-// merged neighbour there). The leader now removes non-voters before it
-// proposes either, and refuses both while a voter is missing from the
-// descriptor.
+// merged neighbour there). The leader now removes every member its
+// descriptor does not list before it proposes either: a non-voter, or a
+// voter whose promotion's record a crash cut off.
 func TestReshapeDropsNonvoter(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
@@ -279,8 +280,7 @@ func TestReshapeDropsNonvoter(t *testing.T) {
 
 	// A voter the descriptor does not list (a promotion whose record a
 	// crash cut off) would take over the merged neighbour it holds no
-	// replica of, as the non-voter did: the merge waits until the master's
-	// check has recorded and resolved the configuration.
+	// replica of, as the non-voter did.
 	if err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
 		_, err := m.Split(ctx, &pb.SplitRequest{Table: table, PartitionKey: "k13"})
 		return err
@@ -299,8 +299,17 @@ func TestReshapeDropsNonvoter(t *testing.T) {
 	if voters, _ := leaderMembers(t, c, mc, parent); len(voters) != 4 {
 		t.Fatalf("range %d's voters %v after the unrecorded promotion of %s, want four", parent, voters, nv)
 	}
-	// The master retries a committed merge (resumeMerges) while the leader
-	// refuses it; the check records the fourth voter and removes one.
+	// The unrecorded voter leads (elected after the crash that cut its
+	// record off): it cannot remove itself, so it hands the lead to a
+	// listed voter, which does.
+	if _, err := c.Servers[c.ServerIndex(l)].Server.Service().TransferLeader(ctx, &pb.TransferLeaderRequest{RangeId: parent, ToServerId: nv}); err != nil {
+		t.Fatalf("transfer range %d's lead to %s: %v", parent, nv, err)
+	}
+	waitFor(t, 10*time.Second, nv+" leading range "+strconv.FormatUint(parent, 10), func() bool {
+		return partitionMap(t, mc).GetLeaders()[parent] == nv
+	})
+	// The leader removes the unlisted voter before it proposes the merge
+	// (the master also retries a committed merge that failed).
 	start := time.Now()
 	var last time.Time
 	waitFor(t, 45*time.Second, "the merge done despite the unrecorded voter", func() bool {

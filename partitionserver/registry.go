@@ -858,7 +858,13 @@ func (s *Server) RangeCreated(parent uint64, desc *pb.RangeDescriptor, preferred
 			// raced it): the new range has no replica here. The split's
 			// apply stored its state here anyway, which a restart would
 			// open: it goes.
-			err := s.deleteReplica(desc.GetRangeId(), 0, 0)
+			unlock := s.lockRange(desc.GetRangeId())
+			var err error
+			if !s.hosts(desc.GetRangeId()) {
+				// Not a replica a move created here meanwhile.
+				err = s.deleteReplicaLocked(desc.GetRangeId(), 0, 0)
+			}
+			unlock()
 			s.logger.Warn("split range lists no replica on this server: not started, its state deleted", "range", desc.GetRangeId(), "parent", parent, "err", err)
 			return
 		}

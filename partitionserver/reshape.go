@@ -45,7 +45,7 @@ func (v *service) SplitRange(ctx context.Context, req *pb.SplitRangeRequest) (*p
 	// Tests arm the point to split with an unlisted member, as a change
 	// another master raced in would leave one (RangeCreated's check).
 	if failpoint.Inject("partitionserver/split/unsettled") == nil {
-		if err := r.settleMembers(v.s.cfg.ApplyTimeout); err != nil {
+		if err := r.settleMembers(v.s.cfg.ApplyTimeout, v.s.cfg.RaftHeartbeatTimeout); err != nil {
 			return nil, toStatus(r, raftErr(err))
 		}
 	}
@@ -114,8 +114,12 @@ func (v *service) MergeRange(ctx context.Context, req *pb.MergeRangeRequest) (*p
 	}
 	r.membersMu.Lock()
 	defer r.membersMu.Unlock()
-	if err := r.settleMembers(v.s.cfg.ApplyTimeout); err != nil {
+	if err := r.settleMembers(v.s.cfg.ApplyTimeout, v.s.cfg.RaftHeartbeatTimeout); err != nil {
 		return nil, toStatus(r, raftErr(err))
+	}
+	if desc := r.fsm.Descriptor(); desc.GetEnd() == right.GetEnd() && desc.GetStart() < right.GetStart() {
+		// The settling's barrier applied a MERGE an earlier call proposed.
+		return &pb.MergeRangeResponse{Range: desc}, nil
 	}
 	if err := v.checkMergeFreeze(ctx, right, req.GetRightFreezeIndex()); err != nil {
 		return nil, toStatus(r, err)

@@ -98,45 +98,75 @@ func (r *replica) suffrage(id string) (raft.ServerSuffrage, bool, error) {
 	return 0, false, nil
 }
 
-// ErrMembersUnsettled: a split or merge was asked of a leader its range's
-// descriptor does not list (a membership change whose record did not
-// follow yet; the master's replica-set check records it).
-var ErrMembersUnsettled = errors.New("partitionserver: the range's leader is not in its descriptor")
+// ErrMembersUnsettled: a split or merge must wait until the range's Raft
+// members are its descriptor's (settleMembers could not remove the others
+// without leaving the range without a live majority).
+var ErrMembersUnsettled = errors.New("partitionserver: the range's members differ from its descriptor")
 
 // settleMembers prepares r (which leads) for a split or a merge, with
 // r.membersMu held: it removes every member the descriptor does not list,
-// and fails when r itself is one. Both run over the descriptor's replicas
-// only: every member applies the entry, and one the descriptor does not
-// list would start a split's new range that lists no replica on its
-// server, or take over a merged neighbour it holds no replica of (the
-// merge's co-location follows the descriptors; fsm's applyMerge finds no
-// replica there and stops the server, at every restart).
+// and fails when r itself is one (handing its leadership to a listed
+// voter first) or when removing a voter would leave no live majority.
+// Both run over the descriptor's replicas only: every member applies the
+// entry, and one the descriptor does not list would start a split's new
+// range that lists no replica on its server, or take over a merged
+// neighbour it holds no replica of (the merge's co-location follows the
+// descriptors; fsm's applyMerge finds no replica there and stops the
+// server, at every restart).
 //
 // Such a member is a non-voter an interrupted move left (the master never
 // runs a move and a reshaping of one range together), or a voter whose
 // promotion or add was cut off before it was recorded. Removing it leaves
 // exactly the voters the master's map holds, which already hold every
 // committed entry between them (any quorum of the larger configuration
-// has a majority of them). Its replica stays at the descriptor's
-// generation, which the split or merge then raises: the master's replica
-// GC collects it. Refusing instead would leave a merge the master has
-// committed retrying for ever, holding the range from the check that
+// has a majority of them). Refusing instead would leave a merge the master
+// has committed retrying for ever, holding the range from the check that
 // would record the change.
-func (r *replica) settleMembers(timeout time.Duration) error {
+//
+// The descriptor is read after a barrier: a new leader, or one whose
+// SET_REPLICAS timed out after dispatch, may not have applied the record
+// of a voter yet, and would remove it. heard is the window in which a
+// voter must have answered to count as live.
+func (r *replica) settleMembers(timeout, heard time.Duration) error {
+	if err := r.raft.Barrier(timeout).Error(); err != nil {
+		return err
+	}
 	f := r.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
 		return err
 	}
+	servers := f.Configuration().Servers
 	listed := map[string]bool{}
 	for _, rep := range r.fsm.Descriptor().GetReplicas() {
 		listed[rep.GetServerId()] = true
 	}
 	if !listed[r.serverID] {
-		return fmt.Errorf("%w: %w: range %d's descriptor does not list its leader %s", ErrBusy, ErrMembersUnsettled, r.id, r.serverID)
+		// Promoted, its record cut off, then elected: it cannot remove
+		// itself. A listed voter takes over and removes it.
+		for _, s := range servers {
+			if s.Suffrage == raft.Voter && listed[string(s.ID)] {
+				if err := r.transferLeadership(s.ID, s.Address); err == nil {
+					break
+				}
+			}
+		}
+		return fmt.Errorf("%w: range %d's descriptor does not list its leader %s", ErrNotLeader, r.id, r.serverID)
 	}
-	for _, s := range f.Configuration().Servers {
+	live := 1 // r itself
+	for _, s := range servers {
+		if s.Suffrage == raft.Voter && listed[string(s.ID)] && string(s.ID) != r.serverID &&
+			r.transport.HeardFrom(s.ID, s.Address, time.Now().Add(-heard)) {
+			live++
+		}
+	}
+	for _, s := range servers {
 		if listed[string(s.ID)] {
 			continue
+		}
+		if s.Suffrage == raft.Voter && 2*live <= len(listed) {
+			// The listed voters alone would have no live majority (one
+			// of them down, and the unlisted one counted for it).
+			return fmt.Errorf("%w: %w: removing %s would leave range %d %d live voters of %d", ErrBusy, ErrMembersUnsettled, s.ID, r.id, live, len(listed))
 		}
 		if err := r.raft.RemoveServer(s.ID, 0, timeout).Error(); err != nil {
 			return fmt.Errorf("remove %s, a member the descriptor does not list: %w", s.ID, err)
