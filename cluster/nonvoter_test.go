@@ -49,6 +49,30 @@ func leaderMembers(t *testing.T, c *Cluster, mc *masterclient.Client, id uint64)
 	return voters, nonvoters
 }
 
+// leaveNonvoter interrupts a move of range id of table after its
+// non-voter add (the failpoint fails it, as if the master died there) and
+// returns the server holding the non-voter the move left.
+func leaveNonvoter(ctx context.Context, t *testing.T, c *Cluster, mc *masterclient.Client, table string, id uint64) string {
+	t.Helper()
+	var d *pb.RangeDescriptor
+	for _, r := range tableRanges(partitionMap(t, mc), table) {
+		if r.GetRangeId() == id {
+			d = r
+		}
+	}
+	_, from, to := rangeRoles(t, c, mc, d)
+	failpoint.Enable("master/add/after-nonvoter", nil)
+	err := moveDirect(ctx, c, id, from, to)
+	failpoint.Disable("master/add/after-nonvoter")
+	if err == nil {
+		t.Fatal("move succeeded through the failpoint")
+	}
+	if _, nonvoters := leaderMembers(t, c, mc, id); !slices.Equal(nonvoters, []string{to}) {
+		t.Fatalf("range %d's leader reports non-voters %v after the interrupted move, want [%s]", id, nonvoters, to)
+	}
+	return to
+}
+
 // TestMoveAddsNonvoterFirst moves a range's replica off a server that is
 // down onto one whose Raft traffic is stalled, so the new replica cannot
 // catch up. Added as a voter, it would make four voters of which two are
@@ -144,16 +168,8 @@ func TestNonvoterOfInterruptedMoveRemoved(t *testing.T) {
 	writeSeq(t, tcl, acked, "before", 20)
 	rng := tableRanges(partitionMap(t, mc), table)[0]
 	id := rng.GetRangeId()
-	_, from, to := rangeRoles(t, c, mc, rng)
-	failpoint.Enable("master/add/after-nonvoter", nil)
-	err := moveDirect(ctx, c, id, from, to)
-	failpoint.Disable("master/add/after-nonvoter")
-	if err == nil {
-		t.Fatal("move succeeded through the failpoint")
-	}
-	if _, nonvoters := leaderMembers(t, c, mc, id); !slices.Equal(nonvoters, []string{to}) {
-		t.Fatalf("the leader reports non-voters %v after the interrupted move, want [%s]", nonvoters, to)
-	}
+	_, from, _ := rangeRoles(t, c, mc, rng)
+	to := leaveNonvoter(ctx, t, c, mc, table, id)
 	if err := c.StopMaster(0); err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +192,7 @@ func TestNonvoterOfInterruptedMoveRemoved(t *testing.T) {
 	// The interrupted move's master, were it still running, could not
 	// bring the removed member back as a voter.
 	l := partitionMap(t, mc).GetLeaders()[id]
-	_, err = c.Servers[c.ServerIndex(l)].Server.Service().ChangeReplicas(ctx, &pb.ChangeReplicasRequest{
+	_, err := c.Servers[c.ServerIndex(l)].Server.Service().ChangeReplicas(ctx, &pb.ChangeReplicasRequest{
 		RangeId: id, AddServerId: to, AddMode: pb.AddMode_ADD_MODE_PROMOTE})
 	if status.Code(err) != codes.FailedPrecondition {
 		t.Fatalf("promoting %s, no longer a member, on the leader %s: %v, want FAILED_PRECONDITION", to, l, err)
@@ -224,28 +240,7 @@ func TestReshapeDropsNonvoter(t *testing.T) {
 	mc := masterClient(t, c)
 	acked := map[string]int64{}
 	writeSeq(t, tcl, acked, "before", 40)
-	// leave interrupts a move of range id after its non-voter add and
-	// returns the non-voter's server.
-	leave := func(id uint64) string {
-		t.Helper()
-		var d *pb.RangeDescriptor
-		for _, r := range tableRanges(partitionMap(t, mc), table) {
-			if r.GetRangeId() == id {
-				d = r
-			}
-		}
-		_, from, to := rangeRoles(t, c, mc, d)
-		failpoint.Enable("master/add/after-nonvoter", nil)
-		err := moveDirect(ctx, c, id, from, to)
-		failpoint.Disable("master/add/after-nonvoter")
-		if err == nil {
-			t.Fatal("move succeeded through the failpoint")
-		}
-		if _, nonvoters := leaderMembers(t, c, mc, id); !slices.Equal(nonvoters, []string{to}) {
-			t.Fatalf("range %d's leader reports non-voters %v, want [%s]", id, nonvoters, to)
-		}
-		return to
-	}
+	leave := func(id uint64) string { return leaveNonvoter(ctx, t, c, mc, table, id) }
 
 	parent := tableRanges(partitionMap(t, mc), table)[0].GetRangeId()
 	nv := leave(parent)
@@ -354,16 +349,10 @@ func TestUnlistedSplitChildDeleted(t *testing.T) {
 	writeSeq(t, tcl, acked, "before", 20)
 	d := tableRanges(partitionMap(t, mc), table)[0]
 	parent := d.GetRangeId()
-	_, from, nv := rangeRoles(t, c, mc, d)
-	failpoint.Enable("master/add/after-nonvoter", nil)
-	err := moveDirect(ctx, c, parent, from, nv)
-	failpoint.Disable("master/add/after-nonvoter")
-	if err == nil {
-		t.Fatal("move succeeded through the failpoint")
-	}
+	nv := leaveNonvoter(ctx, t, c, mc, table, parent)
 	failpoint.Enable("partitionserver/split/unsettled", nil)
 	var split *pb.SplitResponse
-	err = mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
+	err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
 		var err error
 		split, err = m.Split(ctx, &pb.SplitRequest{Table: table, PartitionKey: "k13"})
 		return err
