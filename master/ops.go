@@ -928,20 +928,9 @@ func (s *Server) move(ctx context.Context, id uint64, from, to, cause, reason st
 			}
 		}
 	}
-	err = s.onLeader(ctx, id, func(ctx context.Context, c pb.PartitionServiceClient) error {
-		resp, err := c.ChangeReplicas(ctx, &pb.ChangeReplicasRequest{RangeId: id, RemoveServerId: from, RaftAddrs: addrs})
-		if err == nil {
-			cur = resp.GetRange()
-		}
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("remove voter %s: %w", from, err)
-	}
-	if _, err := s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_UPDATE_RANGES, &pb.UpdateRangesCommand{Ranges: []*pb.RangeDescriptor{cur}}); err != nil {
+	if cur, err = s.removeMember(ctx, id, from, false, addrs); err != nil {
 		return nil, err
 	}
-	s.deleteReplicaLater(from, id, cur.GetGeneration())
 	s.moveEvent(d, from, to, cause, reason, figures, start)
 	return cur, nil
 }
@@ -1058,31 +1047,41 @@ func (s *Server) addVoter(ctx context.Context, d *pb.RangeDescriptor, to string,
 	return cur, nil
 }
 
-// removeNonvoter removes the non-voter a failed add left on server to,
-// records the range's new generation, and deletes the replica in the
-// background. Only while it is a non-voter: a promotion whose answer was
-// lost made it a voter, and the range then has a voter too many, which
-// the replica-set check removes. Best effort, bounded by its own 10 s (the
-// add's context may be what ended).
+// removeNonvoter removes the non-voter a failed add left on server to.
+// Only while it is a non-voter: a promotion whose answer was lost made it
+// a voter, and the range then has a voter too many, which the replica-set
+// check removes. Best effort, bounded by its own 10 s (the add's context
+// may be what ended).
 func (s *Server) removeNonvoter(id uint64, to string) {
 	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
 	defer cancel()
+	if _, err := s.removeMember(ctx, id, to, true, s.raftAddrs()); err != nil {
+		s.logger.Warn("removing a failed add's non-voter", "range", id, "server", to, "err", err)
+	}
+}
+
+// removeMember removes server from range id's Raft group on its leader
+// (only while it is a non-voter when onlyNonvoter), records the range's
+// new generation, and then deletes the server's replica in the background
+// (the delete names that generation, so a replica a later move creates
+// there is not deleted).
+func (s *Server) removeMember(ctx context.Context, id uint64, server string, onlyNonvoter bool, addrs map[string]string) (*pb.RangeDescriptor, error) {
 	var cur *pb.RangeDescriptor
 	err := s.onLeader(ctx, id, func(ctx context.Context, c pb.PartitionServiceClient) error {
-		resp, err := c.ChangeReplicas(ctx, &pb.ChangeReplicasRequest{RangeId: id, RemoveServerId: to, RemoveOnlyNonvoter: true, RaftAddrs: s.raftAddrs()})
+		resp, err := c.ChangeReplicas(ctx, &pb.ChangeReplicasRequest{RangeId: id, RemoveServerId: server, RemoveOnlyNonvoter: onlyNonvoter, RaftAddrs: addrs})
 		if err == nil {
 			cur = resp.GetRange()
 		}
 		return err
 	})
-	if err == nil {
-		_, err = s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_UPDATE_RANGES, &pb.UpdateRangesCommand{Ranges: []*pb.RangeDescriptor{cur}})
-	}
 	if err != nil {
-		s.logger.Warn("removing a failed add's non-voter", "range", id, "server", to, "err", err)
-		return
+		return nil, fmt.Errorf("remove %s: %w", server, err)
 	}
-	s.deleteReplicaLater(to, id, cur.GetGeneration())
+	if _, err := s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_UPDATE_RANGES, &pb.UpdateRangesCommand{Ranges: []*pb.RangeDescriptor{cur}}); err != nil {
+		return nil, err
+	}
+	s.deleteReplicaLater(server, id, cur.GetGeneration())
+	return cur, nil
 }
 
 func (s *Server) moveEvent(d *pb.RangeDescriptor, from, to, cause, reason string, figures map[string]float64, start time.Time) {

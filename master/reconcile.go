@@ -306,13 +306,17 @@ func (s *Server) fixReplicas(ctx context.Context, id uint64, fix replicaFix) err
 	addrs := s.raftAddrs()
 	var cur *pb.RangeDescriptor
 	var err error
-	if fix.add != "" {
+	switch {
+	case fix.add != "":
 		// The new server's replica is created first and catches up by
 		// snapshot, as in a move.
 		cur, err = s.addVoter(ctx, d, fix.add, addrs)
-	} else {
+	case fix.remove != "":
+		// Recorded, and the replica deleted.
+		_, err = s.removeMember(ctx, id, fix.remove, fix.nonvoter, addrs)
+	default:
 		err = s.onLeader(ctx, id, func(ctx context.Context, c pb.PartitionServiceClient) error {
-			resp, err := c.ChangeReplicas(ctx, &pb.ChangeReplicasRequest{RangeId: id, RemoveServerId: fix.remove, RemoveOnlyNonvoter: fix.nonvoter, RaftAddrs: addrs})
+			resp, err := c.ChangeReplicas(ctx, &pb.ChangeReplicasRequest{RangeId: id, RaftAddrs: addrs})
 			if err == nil {
 				cur = resp.GetRange()
 			}
@@ -322,8 +326,10 @@ func (s *Server) fixReplicas(ctx context.Context, id uint64, fix replicaFix) err
 	if err != nil {
 		return err
 	}
-	if _, err := s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_UPDATE_RANGES, &pb.UpdateRangesCommand{Ranges: []*pb.RangeDescriptor{cur}}); err != nil {
-		return err
+	if cur != nil {
+		if _, err := s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_UPDATE_RANGES, &pb.UpdateRangesCommand{Ranges: []*pb.RangeDescriptor{cur}}); err != nil {
+			return err
+		}
 	}
 	msg := fmt.Sprintf("recorded range %d's Raft configuration in its descriptor (%s)", id, fix.reason)
 	kind, servers := "sync", []string(nil)
@@ -331,11 +337,9 @@ func (s *Server) fixReplicas(ctx context.Context, id uint64, fix replicaFix) err
 	case fix.remove != "" && fix.nonvoter:
 		kind, servers = "remove_nonvoter", []string{fix.remove}
 		msg = fmt.Sprintf("finished an interrupted move of range %d: removed the non-voter on %s (%s)", id, fix.remove, fix.reason)
-		s.deleteReplicaLater(fix.remove, id, cur.GetGeneration())
 	case fix.remove != "":
 		kind, servers = "remove", []string{fix.remove}
 		msg = fmt.Sprintf("finished an interrupted move of range %d: removed the voter on %s (%s)", id, fix.remove, fix.reason)
-		s.deleteReplicaLater(fix.remove, id, cur.GetGeneration())
 	case fix.add != "":
 		kind, servers = "add", []string{fix.add}
 		msg = fmt.Sprintf("restored range %d's replication factor: added a voter on %s (%s)", id, fix.add, fix.reason)

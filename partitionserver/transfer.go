@@ -71,16 +71,8 @@ func (t boundedTimeoutNow) TimeoutNow(id raft.ServerID, target raft.ServerAddres
 // isVoter reports whether server id is a voter of r's current
 // configuration.
 func (r *replica) isVoter(id string) bool {
-	f := r.raft.GetConfiguration()
-	if f.Error() != nil {
-		return false
-	}
-	for _, s := range f.Configuration().Servers {
-		if string(s.ID) == id {
-			return s.Suffrage == raft.Voter
-		}
-	}
-	return false
+	s, member, err := r.suffrage(id)
+	return err == nil && member && s == raft.Voter
 }
 
 // suffrage reports server id's suffrage in r's latest configuration, and
