@@ -244,12 +244,8 @@ func TestReshapeDropsNonvoter(t *testing.T) {
 
 	parent := tableRanges(partitionMap(t, mc), table)[0].GetRangeId()
 	nv := leave(parent)
-	var split *pb.SplitResponse
-	if err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
-		var err error
-		split, err = m.Split(ctx, &pb.SplitRequest{Table: table, PartitionKey: "k13"})
-		return err
-	}); err != nil {
+	split, err := splitRetrying(ctx, t, mc, table, "k13")
+	if err != nil {
 		t.Fatalf("split with a non-voter on %s: %v", nv, err)
 	}
 	child := split.GetRight().GetRangeId()
@@ -276,16 +272,13 @@ func TestReshapeDropsNonvoter(t *testing.T) {
 	// A voter the descriptor does not list (a promotion whose record a
 	// crash cut off) would take over the merged neighbour it holds no
 	// replica of, as the non-voter did.
-	if err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
-		_, err := m.Split(ctx, &pb.SplitRequest{Table: table, PartitionKey: "k13"})
-		return err
-	}); err != nil {
+	if _, err := splitRetrying(ctx, t, mc, table, "k13"); err != nil {
 		t.Fatal(err)
 	}
 	nv = leave(parent)
 	l := partitionMap(t, mc).GetLeaders()[parent]
 	failpoint.Enable("partitionserver/change-replicas/before-record", nil)
-	_, err := c.Servers[c.ServerIndex(l)].Server.Service().ChangeReplicas(ctx, &pb.ChangeReplicasRequest{
+	_, err = c.Servers[c.ServerIndex(l)].Server.Service().ChangeReplicas(ctx, &pb.ChangeReplicasRequest{
 		RangeId: parent, AddServerId: nv, AddMode: pb.AddMode_ADD_MODE_PROMOTE})
 	failpoint.Disable("partitionserver/change-replicas/before-record")
 	if err == nil {
@@ -351,12 +344,7 @@ func TestUnlistedSplitChildDeleted(t *testing.T) {
 	parent := d.GetRangeId()
 	nv := leaveNonvoter(ctx, t, c, mc, table, parent)
 	failpoint.Enable("partitionserver/split/unsettled", nil)
-	var split *pb.SplitResponse
-	err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
-		var err error
-		split, err = m.Split(ctx, &pb.SplitRequest{Table: table, PartitionKey: "k13"})
-		return err
-	})
+	split, err := splitRetrying(ctx, t, mc, table, "k13")
 	failpoint.Disable("partitionserver/split/unsettled")
 	if err != nil {
 		t.Fatal(err)
