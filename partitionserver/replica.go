@@ -70,8 +70,10 @@ type replica struct {
 	// checks of the configuration they rest on (ChangeReplicas' suffrage
 	// checks, a split's or merge's check that only the descriptor's
 	// voters are members): raft's own prevIndex cannot, as
-	// GetConfiguration reports no index.
-	membersMu sync.Mutex
+	// GetConfiguration reports no index. A waiter gives up when its
+	// request's context ends (lockMembers): a change queued behind one
+	// that waits out an apply timeout must not outlive its caller.
+	membersMu chan struct{}
 	// watching: a failed leadership transfer is being watched.
 	watching atomic.Bool
 	// birthPending: compactBirthLog has yet to run; the range does not go
@@ -203,7 +205,7 @@ func openReplica(d replicaDeps, sl *slot, bootstrap bool, voters []raft.Server, 
 		id: id, serverID: d.serverID, logger: logger, fsm: rfsm, raft: r,
 		transport: transport, logStore: logStore, snaps: snaps, dir: dir,
 		load: sl.load, keys: sl.keys, throttle: sl.throttle,
-		snapshotFirst: first,
+		snapshotFirst: first, membersMu: make(chan struct{}, 1),
 	}
 	// A follower stuck on a stale log tail is caught up by a snapshot
 	// past it (see Group.SetStuckFollower).
@@ -758,3 +760,17 @@ func (m *loadMeter) rates() (r, w, e float64) {
 	m.lastAt, m.lastR, m.lastW, m.lastE = now, cr, cw, ce
 	return r, w, e
 }
+
+// lockMembers takes membersMu, or gives up with ErrBusy (nothing done)
+// when ctx ends first.
+func (r *replica) lockMembers(ctx context.Context) error {
+	select {
+	case r.membersMu <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%w: another membership change of the range is in progress: %v", ErrBusy, ctx.Err())
+	}
+}
+
+// unlockMembers releases membersMu.
+func (r *replica) unlockMembers() { <-r.membersMu }

@@ -40,8 +40,10 @@ func (v *service) SplitRange(ctx context.Context, req *pb.SplitRangeRequest) (*p
 	if err := failpoint.Inject("partitionserver/split/before-propose"); err != nil {
 		return nil, toStatus(r, err)
 	}
-	r.membersMu.Lock()
-	defer r.membersMu.Unlock()
+	if err := r.lockMembers(ctx); err != nil {
+		return nil, toStatus(r, err)
+	}
+	defer r.unlockMembers()
 	// Tests arm the point to split with an unlisted member, as a change
 	// another master raced in would leave one (RangeCreated's check).
 	if failpoint.Inject("partitionserver/split/unsettled") == nil {
@@ -112,8 +114,10 @@ func (v *service) MergeRange(ctx context.Context, req *pb.MergeRangeRequest) (*p
 	if err := failpoint.Inject("partitionserver/merge/before-propose"); err != nil {
 		return nil, toStatus(r, err)
 	}
-	r.membersMu.Lock()
-	defer r.membersMu.Unlock()
+	if err := r.lockMembers(ctx); err != nil {
+		return nil, toStatus(r, err)
+	}
+	defer r.unlockMembers()
 	if err := r.settleMembers(v.s.cfg.ApplyTimeout, v.s.cfg.RaftHeartbeatTimeout); err != nil {
 		return nil, toStatus(r, raftErr(err))
 	}
@@ -262,8 +266,10 @@ func (v *service) ChangeReplicas(ctx context.Context, req *pb.ChangeReplicasRequ
 	}
 	timeout := v.s.cfg.ApplyTimeout
 	mode := req.GetAddMode()
-	r.membersMu.Lock()
-	defer r.membersMu.Unlock()
+	if err := r.lockMembers(ctx); err != nil {
+		return nil, toStatus(r, err)
+	}
+	defer r.unlockMembers()
 	if add := req.GetAddServerId(); add != "" {
 		addr, _ := v.s.addrs.get(add)
 		suffrage, member, err := r.suffrage(add)
