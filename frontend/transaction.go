@@ -380,7 +380,7 @@ func (s *Server) writeTxnSuccess(w http.ResponseWriter, rc *reqCtx, txn []txnOp,
 					batch.Header{Name: "DataServiceVersion", Value: dataServiceVersion3},
 					batch.Header{Name: "Content-Type", Value: contentTypeFor(t.meta)[0]})
 				t.entity.Timestamp = ts
-				sub := &reqCtx{r: rc.r, meta: t.meta, hostStyle: rc.hostStyle, base: base}
+				sub := &reqCtx{r: rc.r, meta: t.meta, hostStyle: rc.hostStyle, account: rc.account, base: base}
 				r.Body = edm.AppendJSON(nil, t.entity, s.encodeOptions(sub, t.rt.table, true, nil))
 			}
 			r.Header = append(r.Header,

@@ -274,3 +274,31 @@ func TestSDKTransaction(t *testing.T) {
 		t.Fatalf("merge not applied: %s", got.Value)
 	}
 }
+
+// TestTransactionInsertFullMetadata checks the entity a change set's insert
+// returns with Accept: application/json;odata=fullmetadata: like Insert
+// Entity's own answer, odata.type names the account and the table
+// ("odata.type":"myaccount.Customers" in the full metadata example of the
+// REST reference's "Payload format for Table service operations"). It once
+// came out as ".people", the account missing.
+func TestTransactionInsertFullMetadata(t *testing.T) {
+	s, _ := newTestServer(t)
+	op := insertOp("Full", "1", `,"N":1`)
+	op.Header = http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json;odata=fullmetadata"}}
+	rec := httptest.NewRecorder()
+	s.Handler().ServeHTTP(rec, batchRequest(t, []batch.Request{op}, ""))
+	st, bodies := subStatuses(t, rec)
+	if len(st) != 1 || st[0] != http.StatusCreated {
+		t.Fatalf("sub-responses %v %q", st, bodies)
+	}
+	var got map[string]any
+	if err := json.Unmarshal([]byte(bodies[0]), &got); err != nil {
+		t.Fatalf("body %q: %v", bodies[0], err)
+	}
+	if got["odata.type"] != "devstoreaccount1.people" {
+		t.Fatalf("odata.type %v, want devstoreaccount1.people: %s", got["odata.type"], bodies[0])
+	}
+	if got["odata.id"] != "http://127.0.0.1:10002/devstoreaccount1/people(PartitionKey='Full',RowKey='1')" {
+		t.Fatalf("odata.id %v: %s", got["odata.id"], bodies[0])
+	}
+}
