@@ -51,6 +51,9 @@ type txnOp struct {
 	entity *edm.Entity // inserts: answered with the entity unless Prefer says no
 	meta   edm.Metadata
 	pref   preference
+	// contentID is the operation's Content-ID header, echoed first in its
+	// sub-response (see contentIDHeader).
+	contentID string
 }
 
 // submitTransaction is Entity Group Transaction: POST /$batch.
@@ -79,7 +82,7 @@ func (s *Server) submitTransaction(ctx context.Context, w http.ResponseWriter, r
 	b, err := batch.Parse(ct, buf.b)
 	if err != nil {
 		if errors.Is(err, batch.ErrTooManyOperations) {
-			return s.writeTxnFailure(w, rc, 0, edm.MinimalMetadata, preferNone, errBatchTooManyOps)
+			return s.writeTxnFailure(w, rc, 0, edm.MinimalMetadata, preferNone, "", errBatchTooManyOps)
 		}
 		return errInvalidInput(err.Error())
 	}
@@ -95,19 +98,19 @@ func (s *Server) submitTransaction(ctx context.Context, w http.ResponseWriter, r
 	for i := range b.Requests {
 		t, err := s.parseTxnOp(rc, &b.Requests[i], &formats)
 		if err != nil {
-			return s.writeTxnFailure(w, rc, i, t.meta, t.pref, err)
+			return s.writeTxnFailure(w, rc, i, t.meta, t.pref, t.contentID, err)
 		}
 		if i == 0 {
 			table, pk = t.rt.table, t.op.PartitionKey
 		} else if !strings.EqualFold(t.rt.table, table) || t.op.PartitionKey != pk {
-			return s.writeTxnFailure(w, rc, i, t.meta, t.pref, errBatchPartitions)
+			return s.writeTxnFailure(w, rc, i, t.meta, t.pref, t.contentID, errBatchPartitions)
 		}
 		if _, dup := rows[t.op.RowKey]; dup {
-			return s.writeTxnFailure(w, rc, i, t.meta, t.pref, errBatchDuplicate)
+			return s.writeTxnFailure(w, rc, i, t.meta, t.pref, t.contentID, errBatchDuplicate)
 		}
 		rows[t.op.RowKey] = struct{}{}
 		if err := rc.principal.Authorize(auth.Access{Kind: t.access, Table: t.rt.table, PartitionKey: t.op.PartitionKey, RowKey: t.op.RowKey}); err != nil {
-			return s.writeTxnFailure(w, rc, i, t.meta, t.pref, err)
+			return s.writeTxnFailure(w, rc, i, t.meta, t.pref, t.contentID, err)
 		}
 		ops = append(ops, t.op)
 		txn = append(txn, t)
@@ -127,7 +130,7 @@ func (s *Server) submitTransaction(ctx context.Context, w http.ResponseWriter, r
 			}
 			i = 0
 		}
-		return s.writeTxnFailure(w, rc, i, txn[i].meta, txn[i].pref, err)
+		return s.writeTxnFailure(w, rc, i, txn[i].meta, txn[i].pref, txn[i].contentID, err)
 	}
 	return s.writeTxnSuccess(w, rc, txn, ts)
 }
@@ -159,6 +162,9 @@ func (s *Server) parseTxnOp(rc *reqCtx, sub *batch.Request, formats *queryFormat
 	p, rawQuery := subRequestPath(rc, sub.Target)
 	t.meta, _ = negotiate(formats.format(rawQuery), sub.Header["Accept"])
 	t.pref = preferValues(sub.Header["Prefer"])
+	if v := sub.Header["Content-Id"]; len(v) > 0 {
+		t.contentID = v[0]
+	}
 	method := sub.Method
 	if x := sub.Header["X-Http-Method"]; len(x) > 0 {
 		if len(x) > 1 {
@@ -326,8 +332,9 @@ func lenientEntityRoute(p string) (route, bool) {
 }
 
 // writeTxnFailure answers a failed transaction: 202 with one sub-response
-// carrying the error, its message prefixed with "<index>:".
-func (s *Server) writeTxnFailure(w http.ResponseWriter, rc *reqCtx, index int, meta edm.Metadata, pref preference, err error) error {
+// carrying the error, its message prefixed with "<index>:", and the failing
+// operation's Content-ID when it sent one.
+func (s *Server) writeTxnFailure(w http.ResponseWriter, rc *reqCtx, index int, meta edm.Metadata, pref preference, contentID string, err error) error {
 	a := classify(err)
 	s.logger.Debug("transaction rejected", "request_id", rc.id, "index", index, "status", a.status, "code", a.code, "err", err)
 	buf := getBuf()
@@ -338,7 +345,8 @@ func (s *Server) writeTxnFailure(w http.ResponseWriter, rc *reqCtx, index int, m
 	body = append(body, `,"message":{"lang":"en-US","value":`...)
 	body = appendJSONString(body, strconv.Itoa(index)+":"+a.msg+"\nRequestId:"+rc.id+"\nTime:"+time.Now().UTC().Format(errorTimeLayout))
 	body = append(body, "}}}"...)
-	hdr := make([]batch.Header, 0, 5)
+	hdr := make([]batch.Header, 0, 6)
+	hdr = appendContentID(hdr, contentID)
 	hdr = append(hdr, batch.Header{Name: "X-Content-Type-Options", Value: "nosniff"}, batch.Header{Name: "Cache-Control", Value: "no-cache"})
 	if pref == preferNoContent {
 		hdr = append(hdr, batch.Header{Name: "Preference-Applied", Value: "return-no-content"})
@@ -361,7 +369,8 @@ func (s *Server) writeTxnSuccess(w http.ResponseWriter, rc *reqCtx, txn []txnOp,
 	for i := range txn {
 		t := &txn[i]
 		r := &resps[i]
-		r.Header = make([]batch.Header, 0, 8)
+		r.Header = make([]batch.Header, 0, 9)
+		r.Header = appendContentID(r.Header, t.contentID)
 		r.Header = append(r.Header, batch.Header{Name: "X-Content-Type-Options", Value: "nosniff"}, batch.Header{Name: "Cache-Control", Value: "no-cache"})
 		switch t.op.Kind {
 		case pb.OpKind_OP_KIND_INSERT:
@@ -403,6 +412,19 @@ func (s *Server) writeTxnSuccess(w http.ResponseWriter, rc *reqCtx, txn []txnOp,
 	buf.b = batch.AppendResponse(buf.b[:0], boundary, cs, resps)
 	s.writeBatchBody(w, rc, boundary, buf.b)
 	return nil
+}
+
+// appendContentID appends the Content-ID echo of an operation that sent
+// one. The service answers an operation's Content-ID (sent among the
+// operation's own headers, as the .NET storage SDKs do) with the same
+// header right after the status line: "HTTP/1.1 204 No Content\r\nContent-ID:
+// 0\r\nX-Content-Type-Options: nosniff…", as azure-table-node's tests
+// recorded it; operations without one get none.
+func appendContentID(hdr []batch.Header, contentID string) []batch.Header {
+	if contentID == "" {
+		return hdr
+	}
+	return append(hdr, batch.Header{Name: "Content-ID", Value: contentID})
 }
 
 func (s *Server) writeBatchBody(w http.ResponseWriter, rc *reqCtx, boundary string, body []byte) {

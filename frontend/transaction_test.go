@@ -302,3 +302,57 @@ func TestTransactionInsertFullMetadata(t *testing.T) {
 		t.Fatalf("odata.id %v: %s", got["odata.id"], bodies[0])
 	}
 }
+
+// TestTransactionContentIDEcho checks that a change set operation's
+// Content-ID, sent among the operation's own headers (as the .NET storage
+// SDKs and azure-table-node do), comes back as the first header of its
+// sub-response, and that operations without one get none. The service's
+// answer, recorded by azure-table-node's tests (test/sas.js, 2014): request
+// "POST …/testtable HTTP/1.1\r\ncontent-id: 0…", response "HTTP/1.1 204 No
+// Content\r\nContent-ID: 0\r\nX-Content-Type-Options: nosniff…"; the REST
+// reference's "Performing entity group transactions" shows the same header
+// on its sample error response, so a failing operation's Content-ID is
+// echoed too.
+func TestTransactionContentIDEcho(t *testing.T) {
+	withID := func(op batch.Request, id string) batch.Request {
+		op.Header = op.Header.Clone()
+		op.Header.Set("Content-ID", id)
+		return op
+	}
+	del := batch.Request{Method: "DELETE", Target: "/devstoreaccount1/people(PartitionKey='Smith',RowKey='Ben')", Header: http.Header{"If-Match": {"*"}}}
+	tests := []struct {
+		name string
+		reqs []batch.Request
+		want []string // each sub-response's Content-ID line, "" for none
+	}{
+		{"success", []batch.Request{withID(insertOp("Smith", "Zed", ""), "0"), withID(del, "1"), insertOp("Smith", "Yan", "")}, []string{"Content-ID: 0", "Content-ID: 1", ""}},
+		{"failure names the failing operation's", []batch.Request{withID(insertOp("Smith", "Zed", ""), "5"), withID(insertOp("Smith", "Ben", ""), "6")}, []string{"Content-ID: 6"}},
+		{"rule broken", []batch.Request{withID(insertOp("Smith", "Zed", ""), "5"), withID(insertOp("Other", "Zed", ""), "x7")}, []string{"Content-ID: x7"}},
+		{"none sent", []batch.Request{insertOp("Smith", "Zed", ""), insertOp("Smith", "Yan", "")}, []string{"", ""}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _ := newTestServer(t)
+			rec := httptest.NewRecorder()
+			s.Handler().ServeHTTP(rec, batchRequest(t, tc.reqs, ""))
+			parts := strings.Split(rec.Body.String(), "HTTP/1.1 ")[1:]
+			if len(parts) != len(tc.want) {
+				t.Fatalf("%d sub-responses, want %d: %s", len(parts), len(tc.want), rec.Body.String())
+			}
+			for i, p := range parts {
+				lines := strings.Split(p, "\r\n")
+				got := ""
+				if strings.HasPrefix(lines[1], "Content-ID:") {
+					got = lines[1]
+				}
+				count := 0 // the echo appears once, or not at all
+				if tc.want[i] != "" {
+					count = 1
+				}
+				if got != tc.want[i] || strings.Count(p, "Content-ID") != count {
+					t.Fatalf("sub-response %d: Content-ID line %q, want %q:\n%s", i, got, tc.want[i], p)
+				}
+			}
+		})
+	}
+}
