@@ -33,8 +33,8 @@ type EncodeOptions struct {
 	Element bool
 	// Select is the $select list; nil means everything. PartitionKey, RowKey
 	// and Timestamp are written only if listed (or "*" is), as Azure does;
-	// odata.etag and the other metadata are written regardless. Properties
-	// the entity lacks are left out.
+	// odata.etag and the other metadata are written regardless. A selected
+	// property the entity lacks is written as null, after the others.
 	Select []string
 }
 
@@ -142,7 +142,31 @@ func AppendJSON(dst []byte, e *Entity, opts EncodeOptions) []byte {
 			w.property(&e.Properties[i], meta, all, opts.Select)
 		}
 	}
+	if !all {
+		w.missingSelected(e, opts.Select)
+	}
 	return append(w.b, '}')
+}
+
+// missingSelected writes "Name":null for each selected property e lacks,
+// in $select order, once each: the service answers a projection naming an
+// absent property with a null value (CloudStub's service-run
+// Query_WhenUsingSelectColumns_ReturnsEntitiesWithSpecifiedColumns, Azurite
+// issue #2535), and the SDKs read it as a property holding null. The system
+// properties always exist, and odata.* or annotated names are not
+// properties, so none of those is added.
+func (w *jsonWriter) missingSelected(e *Entity, sel []string) {
+	for i, name := range sel {
+		switch {
+		case name == "PartitionKey" || name == "RowKey" || name == "Timestamp",
+			strings.HasPrefix(name, "odata.") || strings.Contains(name, "@"),
+			slices.Contains(sel[:i], name),
+			slices.ContainsFunc(e.Properties, func(p Property) bool { return p.Name == name }):
+			continue
+		}
+		w.quotedKey(name)
+		w.b = append(w.b, "null"...)
+	}
 }
 
 type jsonWriter struct {
@@ -158,6 +182,16 @@ func (w *jsonWriter) key(k string) {
 	w.b = append(w.b, '"')
 	w.b = append(w.b, k...)
 	w.b = append(w.b, '"', ':')
+}
+
+// quotedKey writes a key that may need JSON escaping (a name from the request).
+func (w *jsonWriter) quotedKey(k string) {
+	if w.n > 0 {
+		w.b = append(w.b, ',')
+	}
+	w.n++
+	w.b = appendJSONString(w.b, k)
+	w.b = append(w.b, ':')
 }
 
 func (w *jsonWriter) property(p *Property, meta, all bool, sel []string) {
