@@ -223,8 +223,8 @@ func (s *Server) updateEntity(ctx context.Context, w http.ResponseWriter, rc *re
 	if err != nil {
 		return err
 	}
-	if !merge && len(rc.r.Header["If-None-Match"]) > 0 {
-		return errInvalidInput("If-None-Match HTTP header cannot be specified for PUT operations.")
+	if len(rc.r.Header["If-None-Match"]) > 0 {
+		return errIfNoneMatchUpdate
 	}
 	kind := auth.EntityUpsert
 	switch {
@@ -264,7 +264,7 @@ func (s *Server) deleteEntity(ctx context.Context, w http.ResponseWriter, rc *re
 		return errMissingIfMatch
 	}
 	if len(rc.r.Header["If-None-Match"]) > 0 {
-		return errInvalidInput("If-None-Match HTTP header cannot be specified for DELETE operations.")
+		return errIfNoneMatchDelete
 	}
 	if err := rc.principal.Authorize(auth.Access{Kind: auth.EntityDelete, Table: rt.table, PartitionKey: rt.pk, RowKey: rt.rk}); err != nil {
 		return err

@@ -134,7 +134,13 @@ var (
 	errXMethodValue     = newAPIError(http.StatusBadRequest, "XMethodIncorrectValue", msgXMethodIncorrectValue, "")
 	errAtomNotSupported = newAPIError(http.StatusUnsupportedMediaType, "AtomFormatNotSupported", msgAtomNotSupported, "")
 	errMissingIfMatch   = newAPIError(http.StatusBadRequest, "MissingRequiredHeader", msgMissingHeader, "If-Match is required")
-	errBodyTooLarge     = newAPIError(http.StatusRequestEntityTooLarge, "RequestBodyTooLarge", msgBodyTooLarge, "")
+	// If-None-Match on an update (PUT, MERGE, PATCH) or a delete: the
+	// messages the Table service error-code reference lists for
+	// InvalidInput, WCF Data Services' own (its HandlePutOperation serves
+	// PUT and MERGE alike, hence "PUT" for a merge too).
+	errIfNoneMatchUpdate = newAPIError(http.StatusBadRequest, "InvalidInput", "If-None-Match HTTP header cannot be specified for PUT operations.", "")
+	errIfNoneMatchDelete = newAPIError(http.StatusBadRequest, "InvalidInput", "If-None-Match HTTP header cannot be specified for DELETE operations.", "")
+	errBodyTooLarge      = newAPIError(http.StatusRequestEntityTooLarge, "RequestBodyTooLarge", msgBodyTooLarge, "")
 	// The read-access secondary is read-only; Azure refuses writes there with
 	// 403 "Write operations are not allowed." (what AzCopy logs report).
 	errSecondaryWrite    = newAPIError(http.StatusForbidden, "AuthorizationFailure", "Write operations are not allowed.", "write on the secondary endpoint")
