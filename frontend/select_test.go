@@ -11,7 +11,10 @@ import (
 
 // TestSelectMissingPropertyIsNull checks $select naming a property an
 // entity lacks: the service answers it as a null-valued property, on
-// queries and on point reads. Evidence: CloudStub's service-run test
+// queries and on point reads. The REST reference's "Query Entities"
+// (Remarks): "all projected properties will be included in the response
+// body even if the property is not part of the returned entity … the
+// missing property is marked with a null attribute". Also CloudStub's service-run test
 // Query_WhenUsingSelectColumns_ReturnsEntitiesWithSpecifiedColumns (an
 // entity without Int32Prop, selected, comes back holding Int32Prop = null),
 // and Azurite issue #2535 ("Azure Table Storage returns properties with

@@ -150,7 +150,9 @@ func AppendJSON(dst []byte, e *Entity, opts EncodeOptions) []byte {
 
 // missingSelected writes "Name":null for each selected property e lacks,
 // in $select order, once each: the service answers a projection naming an
-// absent property with a null value (CloudStub's service-run
+// absent property with a null value ("Query Entities" in the REST
+// reference: "the missing property is marked with a null attribute";
+// CloudStub's service-run
 // Query_WhenUsingSelectColumns_ReturnsEntitiesWithSpecifiedColumns, Azurite
 // issue #2535), and the SDKs read it as a property holding null. The system
 // properties always exist, and odata.* or annotated names are not
