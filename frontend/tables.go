@@ -293,16 +293,19 @@ func parseSelect(v string) []string {
 	return out
 }
 
-// parseTop reads $top: 0..1000, MaxPageSize when absent. Larger values are
-// rejected as Azure does (400 InvalidInput) rather than clipped; 0 asks for
-// an empty page (200 {"value":[]}), as the service answers it.
+// parseTop reads $top: 0..1000, MaxPageSize when absent or empty. Larger
+// values are rejected as Azure does (400 InvalidInput) rather than clipped;
+// 0 asks for an empty page (200 {"value":[]}), as the service answers it. A
+// value that is not an integer is a query syntax error, InvalidInput with
+// WCF Data Services' message, as the service parses $top
+// (RequestQueryProcessor.ReadSkipOrTopArgument).
 func parseTop(v string) (int, error) {
 	if v == "" {
 		return MaxPageSize, nil
 	}
 	n, err := strconv.Atoi(strings.TrimSpace(v))
 	if err != nil {
-		return 0, errInvalidQueryParam("$top", v)
+		return 0, newAPIError(http.StatusBadRequest, "InvalidInput", "Incorrect format for $top argument '"+v+"'.", "")
 	}
 	if n < 0 || n > MaxPageSize {
 		return 0, errInvalidInput("$top=" + v + " is outside 0.." + strconv.Itoa(MaxPageSize))
