@@ -28,7 +28,7 @@ func TestSelectMissingPropertyIsNull(t *testing.T) {
 			`{"value":[{"Active":true,"Name":"Ben \"Benny\" Smith"},{"Name":"John Smith","Active":null}]}`},
 		{"point read", "/devstoreaccount1/people(PartitionKey='Adams',RowKey='Zed')?$select=Age,Missing", "nometadata",
 			`{"Age":70,"Missing":null}`},
-		{"named twice, keys and metadata names are not user properties", "/devstoreaccount1/people(PartitionKey='Adams',RowKey='Zed')?$select=Missing,RowKey,Missing,odata.etag,Timestamp", "nometadata",
+		{"named twice; keys, metadata and non-identifiers are not user properties", "/devstoreaccount1/people(PartitionKey='Adams',RowKey='Zed')?$select=Missing,RowKey,Missing,odata.etag,a%20b,Timestamp", "nometadata",
 			`{"RowKey":"Zed","Timestamp":"2024-01-02T03:04:05.1234567Z","Missing":null}`},
 		{"minimal metadata, no annotation", "/devstoreaccount1/people(PartitionKey='Adams',RowKey='Zed')?$select=Missing", "minimalmetadata",
 			`{"odata.metadata":"http://127.0.0.1:10002/devstoreaccount1/$metadata#people/@Element","odata.etag":"W/\"datetime'2024-01-02T03%3A04%3A05.1234567Z'\"","Missing":null}`},

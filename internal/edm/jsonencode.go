@@ -155,13 +155,13 @@ func AppendJSON(dst []byte, e *Entity, opts EncodeOptions) []byte {
 // CloudStub's service-run
 // Query_WhenUsingSelectColumns_ReturnsEntitiesWithSpecifiedColumns, Azurite
 // issue #2535), and the SDKs read it as a property holding null. The system
-// properties always exist, and odata.* or annotated names are not
-// properties, so none of those is added.
+// properties always exist, and a name that cannot be a property's
+// (odata.etag, "a b") is not invented: none of those is added.
 func (w *jsonWriter) missingSelected(e *Entity, sel []string) {
 	for i, name := range sel {
 		switch {
 		case name == "PartitionKey" || name == "RowKey" || name == "Timestamp",
-			strings.HasPrefix(name, "odata.") || strings.Contains(name, "@"),
+			ValidatePropertyName(name) != nil,
 			slices.Contains(sel[:i], name),
 			slices.ContainsFunc(e.Properties, func(p Property) bool { return p.Name == name }):
 			continue
