@@ -239,70 +239,8 @@ func crashImages(t *testing.T, seed int64, steps int) {
 			t.Fatalf("step %d: %s", step, d)
 		}
 		after := readImage(t, dir)
-		var gone []string
-		for _, name := range before.names() {
-			if _, ok := after[name]; !ok {
-				gone = append(gone, name)
-			}
-		}
-		for _, name := range after.names() {
-			if _, ok := before[name]; !ok {
-				// The write created a segment, syncing the directory,
-				// then deleted what it let go.
-				removed = dirImage{}
-			}
-		}
-		for _, name := range gone {
-			removed[name] = before[name]
-		}
-		{
-			img := dirImage{}
-			var how []string
-			torn := false
-			for _, name := range after.names() {
-				if _, ok := before[name]; !ok && rng.Intn(3) == 0 {
-					how = append(how, name+" missing")
-					torn = true
-					continue
-				}
-				img[name] = tear(rng, before[name], after[name])
-				if !bytes.Equal(img[name], after[name]) {
-					how = append(how, fmt.Sprintf("%s torn (%d to %d bytes)", name, len(before[name]), len(after[name])))
-					torn = true
-				}
-			}
-			for _, name := range removed.names() {
-				if slices.Contains(gone, name) && torn {
-					// Not durable yet, the write had deleted nothing.
-					img[name] = removed[name]
-				} else if rng.Intn(2) == 0 {
-					img[name] = removed[name]
-					how = append(how, name+" back")
-				}
-			}
-			cdir := t.TempDir()
-			for name, b := range img {
-				if err := os.WriteFile(filepath.Join(cdir, name), b, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			c, err := Open(cdir, opts)
-			if err != nil {
-				t.Fatalf("step %d: opening a crash image (%v): %v", step, how, err)
-			}
-			if d := liveMismatch(c); d != "" {
-				t.Fatalf("step %d: a crash image (%v) opened: %s", step, how, d)
-			}
-			var diffs []string
-			for _, st := range states {
-				diffs = append(diffs, differs(c, st))
-			}
-			c.Close()
-			if !slices.Contains(diffs, "") {
-				t.Fatalf("step %d: a crash image (%v) holds none of the states the operation can leave: %q", step, how, diffs)
-			}
-			images++
-		}
+		removed = crashImage(t, rng, opts, fmt.Sprintf("step %d", step), before, after, removed, states)
+		images++
 		if step%50 == 49 {
 			if err := s.Close(); err != nil {
 				t.Fatal(err)
@@ -314,18 +252,93 @@ func crashImages(t *testing.T, seed int64, steps int) {
 			if d := liveMismatch(s); d != "" {
 				t.Fatalf("step %d: after reopening: %s", step, d)
 			}
-			// Open synced the directory creating its segment, then
-			// deleted what nothing needs.
+			// A crash while opening: its new segment torn or missing,
+			// what it deleted back.
 			reopened := readImage(t, dir)
-			removed = dirImage{}
-			for _, name := range after.names() {
-				if _, ok := reopened[name]; !ok {
-					removed[name] = after[name]
-				}
-			}
+			removed = crashImage(t, rng, opts, fmt.Sprintf("opening after step %d", step), after, reopened, removed, []map[uint64]*model{models})
+			images++
 			after = reopened
 		}
 		before = after
 	}
 	t.Logf("%d crash images, %+v", images, s.Stats())
+}
+
+// crashImage opens one directory a crash during a write that took dir from
+// before to after could leave, and checks that it holds one of states. It
+// returns the segments deleted since the directory was last synced (a
+// crash can bring them back), removed updated.
+func crashImage(t *testing.T, rng *rand.Rand, opts Options, what string, before, after, removed dirImage, states []map[uint64]*model) dirImage {
+	t.Helper()
+	var gone []string
+	for _, name := range before.names() {
+		if _, ok := after[name]; !ok {
+			gone = append(gone, name)
+		}
+	}
+	// back are the segments a crash can bring back.
+	back := dirImage{}
+	for name, b := range removed {
+		back[name] = b
+	}
+	for _, name := range after.names() {
+		if _, ok := before[name]; !ok {
+			// The write created a segment, syncing the directory, then
+			// deleted what it let go.
+			removed = dirImage{}
+		}
+	}
+	for _, name := range gone {
+		removed[name] = before[name]
+		back[name] = before[name]
+	}
+	img := dirImage{}
+	var how []string
+	torn, synced := false, true
+	for _, name := range after.names() {
+		if _, ok := before[name]; !ok && rng.Intn(3) == 0 {
+			how = append(how, name+" missing")
+			torn, synced = true, false
+			continue
+		}
+		img[name] = tear(rng, before[name], after[name])
+		if !bytes.Equal(img[name], after[name]) {
+			how = append(how, fmt.Sprintf("%s torn (%d to %d bytes)", name, len(before[name]), len(after[name])))
+			torn = true
+		}
+	}
+	if synced {
+		back = removed
+	}
+	for _, name := range back.names() {
+		if slices.Contains(gone, name) && torn {
+			// Not durable yet, the write had deleted nothing.
+			img[name] = back[name]
+		} else if rng.Intn(2) == 0 {
+			img[name] = back[name]
+			how = append(how, name+" back")
+		}
+	}
+	cdir := t.TempDir()
+	for name, b := range img {
+		if err := os.WriteFile(filepath.Join(cdir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := Open(cdir, opts)
+	if err != nil {
+		t.Fatalf("%s: opening a crash image (%v): %v", what, how, err)
+	}
+	if d := liveMismatch(c); d != "" {
+		t.Fatalf("%s: a crash image (%v) opened: %s", what, how, d)
+	}
+	var diffs []string
+	for _, st := range states {
+		diffs = append(diffs, differs(c, st))
+	}
+	c.Close()
+	if !slices.Contains(diffs, "") {
+		t.Fatalf("%s: a crash image (%v) holds none of the states the write can leave: %q", what, how, diffs)
+	}
+	return removed
 }
