@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
-	"os"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -21,6 +20,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"tablestore/internal/connpool"
+	"tablestore/internal/durable"
 	"tablestore/internal/logging"
 	"tablestore/internal/peertls"
 	"tablestore/internal/termbarrier"
@@ -111,7 +111,7 @@ func (s *Server) RaftAddr() string { return string(s.transport.LocalAddr()) }
 // Start opens the Raft group (bootstrapping it on first start) and serves.
 // On error it has released everything it opened, and Close is a no-op.
 func (s *Server) Start() (err error) {
-	if err := os.MkdirAll(s.cfg.DataDir, 0o755); err != nil {
+	if err := durable.MkdirAll(s.cfg.DataDir); err != nil {
 		return fmt.Errorf("master: --data-dir %s: %w", s.cfg.DataDir, err)
 	}
 	var cleanup []func()
@@ -134,6 +134,12 @@ func (s *Server) Start() (err error) {
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(s.cfg.DataDir, 2, logging.HCLog(s.logger, "snapshot"))
 	if err != nil {
 		return fmt.Errorf("master: --data-dir %s: snapshots: %w", s.cfg.DataDir, err)
+	}
+	// raft.db's and the snapshots directory's entries: bbolt and raft
+	// sync the files they write, not the directory holding them, and a
+	// crash that lost raft.db would lose the master's votes.
+	if err := durable.SyncDir(s.cfg.DataDir); err != nil {
+		return fmt.Errorf("master: --data-dir %s: %w", s.cfg.DataDir, err)
 	}
 	if err := s.openTransport(); err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	bolt "go.etcd.io/bbolt"
 
+	"tablestore/internal/durable"
 	"tablestore/partitionserver/raftlog"
 )
 
@@ -45,7 +46,10 @@ func importLegacyLog(path string, dst *raftlog.Log, logger *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("import legacy log %s: %w", path, err)
 	}
-	if err := os.Remove(path); err != nil {
+	// Durably: a crash that brought the file back would import it again
+	// at the next start, over (Drop) the votes and entries the group
+	// stored since.
+	if err := durable.Remove(path); err != nil {
 		return err
 	}
 	logger.Info("imported legacy raft log into the shared log", "path", path, "entries", n)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"tablestore/internal/durable"
 	"tablestore/partitionserver/fsm"
 	"tablestore/partitionserver/lifecycle"
 	pb "tablestore/proto/tablestorepb"
@@ -259,7 +259,7 @@ func (s *Server) execute(sl *slot, a lifecycle.Action, spec *openSpec) error {
 		if s.raftNet != nil {
 			s.raftNet.ForgetGroup(sl.id)
 		}
-		if err := os.RemoveAll(replicaDir(s.cfg.DataDir, sl.id)); err != nil {
+		if err := durable.RemoveAll(replicaDir(s.cfg.DataDir, sl.id)); err != nil {
 			return err
 		}
 	case lifecycle.Wait, lifecycle.Refuse:

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"tablestore/internal/durable"
 	"tablestore/internal/logging"
 	"tablestore/partitionserver/fsm"
 	"tablestore/partitionserver/grouptransport"
@@ -118,9 +119,10 @@ func openReplica(d replicaDeps, sl *slot, bootstrap bool, voters []raft.Server, 
 	rfsm := sl.fsm
 	rfsm.SetHooks(d.hooks)
 	dir := replicaDir(d.cfg.DataDir, id)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := durable.MkdirAll(dir); err != nil {
 		return nil, err
 	}
+	_, statErr := os.Stat(filepath.Join(dir, "snapshots"))
 	// The range's Raft log and stable keys are its group in the server's
 	// shared log.
 	logStore := d.logs.Log(id)
@@ -130,6 +132,13 @@ func openReplica(d replicaDeps, sl *slot, bootstrap bool, voters []raft.Server, 
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, logging.HCLog(logger, "snapshot"))
 	if err != nil {
 		return nil, fmt.Errorf("partitionserver: range %d snapshots: %w", id, err)
+	}
+	if errors.Is(statErr, os.ErrNotExist) {
+		// raft syncs a snapshot's own directory, not the entry of the
+		// snapshots directory it just created here.
+		if err := durable.SyncDir(dir); err != nil {
+			return nil, fmt.Errorf("partitionserver: range %d snapshots: %w", id, err)
+		}
 	}
 	// The floor and the snapshot-first rule are decided before the group
 	// is registered with the transport, and its gate is installed with

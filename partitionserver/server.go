@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc"
 
 	"tablestore/internal/connpool"
+	"tablestore/internal/durable"
 	"tablestore/internal/masterclient"
 	"tablestore/internal/peertls"
 	"tablestore/partitionserver/admission"
@@ -148,13 +149,13 @@ func loadOrCreateID(dir, configured string) (string, error) {
 		}
 		id = "ps-" + hex.EncodeToString(b[:])
 	}
-	return id, os.WriteFile(path, []byte(id+"\n"), 0o644)
+	return id, durable.WriteFile(path, []byte(id+"\n"), 0o644)
 }
 
 // Start opens the data directory, starts every stored replica, serves gRPC
 // and begins heartbeating.
 func (s *Server) Start() (err error) {
-	if err := os.MkdirAll(s.cfg.DataDir, 0o755); err != nil {
+	if err := durable.MkdirAll(s.cfg.DataDir); err != nil {
 		return fmt.Errorf("partitionserver: --data-dir %s: %w", s.cfg.DataDir, err)
 	}
 	if s.id, err = loadOrCreateID(s.cfg.DataDir, s.cfg.ID); err != nil {
@@ -174,6 +175,11 @@ func (s *Server) Start() (err error) {
 	statePath := filepath.Join(s.cfg.DataDir, "state.db")
 	if s.store, err = fsm.OpenWithInterval(statePath, s.cfg.StateCommitInterval); err != nil {
 		return fmt.Errorf("partitionserver: state file %s: %w", statePath, err)
+	}
+	// The state file's entry (and the identity file's) in the data
+	// directory: bbolt syncs the file, not the directory holding it.
+	if err := durable.SyncDir(s.cfg.DataDir); err != nil {
+		return fmt.Errorf("partitionserver: --data-dir %s: %w", s.cfg.DataDir, err)
 	}
 	if s.store.IndexRebuilt() {
 		s.logger.Info("rebuilt the request records' time index: the state file had commits by a binary that does not keep it", "path", statePath)

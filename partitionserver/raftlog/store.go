@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"tablestore/internal/durable"
 )
 
 // Options tune a Store.
@@ -159,7 +161,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	if opts.SegmentSize <= 0 {
 		opts.SegmentSize = defaultSegmentSize
 	}
-	if err := mkdirDurable(dir); err != nil {
+	if err := durable.MkdirAll(dir); err != nil {
 		return nil, err
 	}
 	s := &Store{
@@ -209,35 +211,6 @@ func Open(dir string, opts Options) (*Store, error) {
 	removeSegments(dead)
 	ok = true
 	return s, nil
-}
-
-// mkdirDurable creates dir and any missing directory above it, and syncs
-// the parent of each it created: a new directory's entry is durable only
-// once its parent is synced, and until then a crash could lose the log
-// directory with every segment in it (the segments' fsyncs and the log
-// directory's own sync do not cover it).
-func mkdirDurable(dir string) error {
-	var created []string
-	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
-		if _, err := os.Stat(d); err == nil {
-			break
-		} else if !errors.Is(err, os.ErrNotExist) {
-			return err
-		}
-		created = append(created, d)
-		if filepath.Dir(d) == d {
-			break
-		}
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	for _, d := range created {
-		if err := syncDir(filepath.Dir(d)); err != nil {
-			return fmt.Errorf("raftlog: syncing the directory holding %s: %w", d, err)
-		}
-	}
-	return nil
 }
 
 func listSegments(dir string) ([]uint64, error) {

@@ -8,7 +8,6 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -557,32 +556,5 @@ func TestObserveSync(t *testing.T) {
 			t.Fatalf("observed %d syncs (%v in all), the store made %d", got, sum, syncs)
 		}
 		time.Sleep(time.Millisecond)
-	}
-}
-
-// TestOpenSyncsTheDirectoriesItCreates: a directory Open creates (the
-// log's, and any missing one above it) is durable only once its parent is
-// synced; without that a crash soon after the first acknowledged writes of
-// a new server could lose the whole log directory, votes included, on a
-// file system that does not order the mkdir before the segment's fsync.
-func TestOpenSyncsTheDirectoriesItCreates(t *testing.T) {
-	var synced []string
-	defer func(f func(string) error) { syncDir = f }(syncDir)
-	real := syncDir
-	syncDir = func(dir string) error {
-		synced = append(synced, dir)
-		return real(dir)
-	}
-	root := t.TempDir()
-	dir := filepath.Join(root, "data", "raftlog")
-	s := open(t, dir, Options{})
-	if err := s.Log(1).SetUint64([]byte("CurrentTerm"), 1); err != nil {
-		t.Fatal(err)
-	}
-	s.Close()
-	for _, d := range []string{dir, filepath.Join(root, "data"), root} {
-		if !slices.Contains(synced, d) {
-			t.Errorf("%s not synced (synced: %q)", d, synced)
-		}
 	}
 }
