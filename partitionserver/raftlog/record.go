@@ -31,6 +31,43 @@ const (
 	recCheckpoint byte = 5 // every group's bounds and stable keys
 )
 
+// Seals. Every group commit ends with a seal: a delete record of
+// sealGroup, a group id no range has, whose min is the commit's sequence
+// number (one more than the last's; max 0). Commits are written one after
+// another, each only once the one before is synced, so a valid seal of a
+// later commit than the one holding a bad frame proves that frame was
+// synced: acknowledged data gone bad, not a torn write (replay refuses to
+// open, where it would otherwise cut everything after the frame, votes
+// included). A binary from before seals replays one as a delete of a group
+// it does not have, a no-op, so it can still open a log this one wrote.
+const sealGroup = ^uint64(0)
+
+// appendSeal appends commit seq's seal frame to buf.
+func appendSeal(buf []byte, seq uint64) []byte {
+	buf, start := beginFrame(buf, recDelete)
+	buf = binary.AppendUvarint(buf, sealGroup)
+	buf = binary.AppendUvarint(buf, seq)
+	buf = binary.AppendUvarint(buf, 0)
+	return endFrame(buf, start)
+}
+
+// sealAfter reports whether b holds, at any offset, a valid seal frame of
+// a commit numbered at least min. It tries every offset: after a bad frame
+// the next frame's start is unknown.
+func sealAfter(b []byte, min uint64) (uint64, bool) {
+	for i := 0; i+frameHeader < len(b); i++ {
+		kind, payload, _, err := nextFrame(b[i:])
+		if err != nil || kind != recDelete {
+			continue
+		}
+		ev, err := decodeRecord(kind, payload)
+		if err == nil && ev.group == sealGroup && ev.min >= min {
+			return ev.min, true
+		}
+	}
+	return 0, false
+}
+
 // Frame: length of kind+payload (4 bytes LE), CRC-32C of kind+payload
 // (4 bytes LE), kind, payload.
 const frameHeader = 8

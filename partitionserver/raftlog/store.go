@@ -71,6 +71,10 @@ type Store struct {
 
 	syncs   atomic.Uint64
 	records atomic.Uint64
+
+	// sealSeq is the number of the last group commit sealed (record.go's
+	// seals): set by replay, then by each commit's writer (one at a time).
+	sealSeq uint64
 }
 
 // loc is where one entry's bytes are: segment, offset, length. seg 0 marks
@@ -258,6 +262,10 @@ func (s *Store) replay(id uint64, newest bool) error {
 		if err != nil {
 			if !newest {
 				return fmt.Errorf("%w: %s at offset %d", ErrCorrupt, path, off)
+			}
+			if seq, later := sealAfter(data[off+1:], s.sealSeq+2); later {
+				return fmt.Errorf("%w: %s at offset %d, in commit %d or before, which commit %d sealed after it proves was synced (a torn write would have been the last commit)",
+					ErrCorrupt, path, off, s.sealSeq+1, seq)
 			}
 			if err := f.Truncate(int64(off)); err != nil {
 				return fmt.Errorf("raftlog: cutting torn tail of %s: %w", path, err)
@@ -447,6 +455,7 @@ const maxSpareBuf = 1 << 20
 // segment first when the current one is full), then applies it to the
 // index and deletes segments nothing needs any more.
 func (s *Store) flush(b *batch) error {
+	b.buf = appendSeal(b.buf, s.sealSeq+1)
 	cur := s.cur
 	var base int64
 	if cur.size > 0 && cur.size+int64(len(b.buf)) > s.segSize {
@@ -472,6 +481,7 @@ func (s *Store) flush(b *batch) error {
 		cur.size += int64(len(b.buf))
 		s.mu.Unlock()
 	}
+	s.sealSeq++
 	s.records.Add(uint64(len(b.ops)))
 	recordsTotal.Add(float64(len(b.ops)))
 	bytesTotal.Add(float64(len(b.buf)))
@@ -516,6 +526,10 @@ func (s *Store) apply(ev *event, seg uint64, base int64) {
 			s.put(g, e.index, loc{seg: seg, off: base + int64(e.off), n: uint32(e.n)})
 		}
 	case recDelete:
+		if ev.group == sealGroup {
+			s.sealSeq = max(s.sealSeq, ev.min)
+			return
+		}
 		if g, ok := s.groups[ev.group]; ok {
 			s.deleteRange(g, ev.min, ev.max)
 		}
