@@ -99,8 +99,13 @@ func (l *Log) StoreLogs(logs []*raft.Log) error {
 	}
 	l.s.mu.RUnlock()
 
-	for i := 1; i < len(logs); i++ {
-		if logs[i].Index != logs[i-1].Index+1 {
+	for i := range logs {
+		// One entry is one record; a record over maxRecord would be
+		// acknowledged here and then cut as torn at the next Open.
+		if n := len(logs[i].Data) + len(logs[i].Extensions); n > maxEntryData {
+			return fmt.Errorf("%w: entry %d holds %d bytes, over %d", ErrTooLarge, logs[i].Index, n, maxEntryData)
+		}
+		if i > 0 && logs[i].Index != logs[i-1].Index+1 {
 			return fmt.Errorf("raftlog: entries %d and %d not contiguous", logs[i-1].Index, logs[i].Index)
 		}
 	}
@@ -120,6 +125,11 @@ func (l *Log) StoreLogs(logs []*raft.Log) error {
 	}
 	return l.s.submit(recs...)
 }
+
+// maxEntryData bounds an entry's data and extensions: with its fields and
+// framing it must fit one record (maxRecord). Range writes are at most a
+// few MiB (the front-end's request limits, maxBatchBytes).
+const maxEntryData = maxRecord - 1<<20
 
 // recordTarget is the payload size after which StoreLogs starts another
 // record, well below maxRecord.

@@ -15,6 +15,8 @@ var (
 	// ErrCorrupt is a record that fails its checksum or does not decode
 	// where no torn write can explain it.
 	ErrCorrupt = errors.New("raftlog: corrupt record")
+	// ErrTooLarge is an entry too large for one record.
+	ErrTooLarge = errors.New("raftlog: entry too large")
 	// ErrClosed is returned after Close.
 	ErrClosed = errors.New("raftlog: closed")
 	// ErrKeyNotFound is a stable key never set. raft compares the message

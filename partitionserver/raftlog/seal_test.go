@@ -117,3 +117,20 @@ func TestSealsAreNoGroup(t *testing.T) {
 		t.Fatalf("the next commit sealed %d, want %d", s.sealSeq, seq+1)
 	}
 }
+
+// TestEntryTooLargeRefused: an entry that cannot fit one record is refused
+// before anything is written, not acknowledged and then cut at the next
+// Open.
+func TestEntryTooLargeRefused(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir, Options{})
+	big := entry(1, 1, "")
+	big.Data = make([]byte, maxEntryData+1)
+	if err := s.Log(1).StoreLog(big); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("store an entry of %d bytes: %v, want ErrTooLarge", len(big.Data), err)
+	}
+	if err := s.Log(1).StoreLog(entry(1, 1, "small")); err != nil {
+		t.Fatalf("a small entry after the refusal: %v", err)
+	}
+	s.Close()
+}
