@@ -92,6 +92,9 @@ var commands = []command{
 			fs.BoolVar(&o.undo, "undo", false, "clear the drain mark instead (the server takes new replicas again)")
 		},
 		run: (*runner).drain, streams: func(o *opts) bool { return o.wait > 0 && !o.undo }},
+	{name: "remove-server", args: "SERVER", nargs: 1,
+		summary: "forget a partition server that is down and holds no replica (after drain and scale-in)",
+		run:     (*runner).removeServer},
 	{name: "master", args: "list | add ID RAFT_ADDR | remove ID", nargs: 1, varargs: true,
 		summary: "the master group's members; add a master started with --join, remove one",
 		run:     (*runner).master},
@@ -497,6 +500,19 @@ func (r *runner) master(ctx context.Context, _ *opts, args []string) error {
 		tw.add(m.ID, m.RaftAddr, yes[m.Voter], yes[m.Leader])
 	}
 	return tw.write(r.out)
+}
+
+// removeServer removes a partition server from the master's registry.
+func (r *runner) removeServer(ctx context.Context, _ *opts, args []string) error {
+	id := args[0]
+	err := leaderCall(ctx, r.mc, func(ctx context.Context, c pb.MasterServiceClient) error {
+		_, err := c.RemoveServer(ctx, &pb.RemoveServerRequest{ServerId: id})
+		return err
+	})
+	if err != nil {
+		return r.masterError("remove-server", err)
+	}
+	return r.result(Result{Op: "remove-server", Server: id, Ranges: []Range{}}, fmt.Sprintf("partition server %s removed", id))
 }
 
 // drain marks a server draining and follows the partition map until it

@@ -102,6 +102,8 @@ type Result struct {
 	RangeID      uint64 `json:"range_id,omitempty"`
 	To           string `json:"to,omitempty"`
 	From         string `json:"from,omitempty"`
+	// Server is the partition server of remove-server.
+	Server string `json:"server,omitempty"`
 	// Ranges are the descriptors the master answered (split: left then
 	// right; merge and move: the range); their load fields are unset.
 	Ranges []Range `json:"ranges"`
@@ -212,19 +214,9 @@ func serversFromMap(pm *pb.PartitionMap) []Server {
 	return out
 }
 
-// eventKind names an EventKind the way ctl prints it: EVENT_KIND_LEADER_TRANSFER
-// becomes leader-transfer. An unknown number (a newer master) stays a number.
-func eventKind(k pb.EventKind) string {
-	name, ok := pb.EventKind_name[int32(k)]
-	if !ok {
-		return k.String()
-	}
-	return strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(name, "EVENT_KIND_")), "_", "-")
-}
-
 func eventFromPB(e *pb.Event) Event {
 	ev := Event{
-		Seq: e.GetSeq(), UnixNano: e.GetUnixNano(), Kind: eventKind(e.GetKind()),
+		Seq: e.GetSeq(), UnixNano: e.GetUnixNano(), Kind: e.GetKind().Name(),
 		Table: e.GetTable(), RangeIDs: append([]uint64{}, e.GetRangeIds()...),
 		Servers: append([]string{}, e.GetServers()...), Figures: map[string]float64{},
 		Message: e.GetMessage(), Cause: e.GetCause(), DurationSeconds: finite(e.GetDurationSeconds()),

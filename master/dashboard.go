@@ -196,35 +196,9 @@ func (s *Server) dashboardEvents() []dashboardEvent {
 	for i := len(events) - 1; i >= 0; i-- {
 		e := events[i]
 		out = append(out, dashboardEvent{
-			Seq: e.GetSeq(), Time: time.Unix(0, e.GetUnixNano()), Kind: eventKindName(e.GetKind()), Table: e.GetTable(),
+			Seq: e.GetSeq(), Time: time.Unix(0, e.GetUnixNano()), Kind: e.GetKind().Name(), Table: e.GetTable(),
 			Message: e.GetMessage(), Cause: e.GetCause(), Duration: e.GetDurationSeconds(), Figures: e.GetFigures(),
 		})
 	}
 	return out
-}
-
-func eventKindName(k pb.EventKind) string {
-	switch k {
-	case pb.EventKind_EVENT_KIND_SPLIT:
-		return "split"
-	case pb.EventKind_EVENT_KIND_MERGE:
-		return "merge"
-	case pb.EventKind_EVENT_KIND_MOVE:
-		return "move"
-	case pb.EventKind_EVENT_KIND_LEADER_TRANSFER:
-		return "leader-transfer"
-	case pb.EventKind_EVENT_KIND_THROTTLE:
-		return "throttle"
-	case pb.EventKind_EVENT_KIND_SERVER_DOWN:
-		return "server-down"
-	case pb.EventKind_EVENT_KIND_SERVER_UP:
-		return "server-up"
-	case pb.EventKind_EVENT_KIND_RE_REPLICATE:
-		return "re-replicate"
-	case pb.EventKind_EVENT_KIND_TABLE_CREATED:
-		return "table-created"
-	case pb.EventKind_EVENT_KIND_TABLE_DELETED:
-		return "table-deleted"
-	}
-	return "unknown"
 }

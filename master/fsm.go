@@ -60,6 +60,7 @@ func init() {
 	register(pb.MasterCommandKind_MASTER_COMMAND_KIND_APPEND_EVENT, applyAppendEvent)
 	register(pb.MasterCommandKind_MASTER_COMMAND_KIND_REMOVE_RANGE, applyRemoveRange)
 	register(pb.MasterCommandKind_MASTER_COMMAND_KIND_SET_SERVER_DRAINING, applySetServerDraining)
+	register(pb.MasterCommandKind_MASTER_COMMAND_KIND_REMOVE_SERVER, applyRemoveServer)
 	register(pb.MasterCommandKind_MASTER_COMMAND_KIND_SET_ACCOUNTS, applySetAccounts)
 	register(pb.MasterCommandKind_MASTER_COMMAND_KIND_MERGE_DECISION, applyMergeDecision)
 	register(pb.MasterCommandKind_MASTER_COMMAND_KIND_MARK_RANGES_STARTED, applyMarkRangesStarted)

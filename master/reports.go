@@ -370,6 +370,19 @@ func (r *reports) forget(id uint64) {
 	delete(r.voters, id)
 }
 
+// forgetServer drops what the reports hold of a server removed from the
+// registry.
+func (r *reports) forgetServer(server string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.lastSeen, server)
+	delete(r.back, server)
+	delete(r.mergeAbort, server)
+	delete(r.hosted, server)
+	delete(r.sessions, server)
+	delete(r.disk, server)
+}
+
 // seen returns a copy of the last heartbeat times.
 func (r *reports) seen() map[string]time.Time {
 	r.mu.Lock()

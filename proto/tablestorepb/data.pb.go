@@ -42,6 +42,8 @@ const (
 	EventKind_EVENT_KIND_MASTER_MEMBER EventKind = 11
 	// A partition server was marked draining or no longer draining.
 	EventKind_EVENT_KIND_SERVER_DRAIN EventKind = 12
+	// A partition server was removed from the registry.
+	EventKind_EVENT_KIND_SERVER_REMOVED EventKind = 13
 )
 
 // Enum value maps for EventKind.
@@ -60,6 +62,7 @@ var (
 		10: "EVENT_KIND_TABLE_DELETED",
 		11: "EVENT_KIND_MASTER_MEMBER",
 		12: "EVENT_KIND_SERVER_DRAIN",
+		13: "EVENT_KIND_SERVER_REMOVED",
 	}
 	EventKind_value = map[string]int32{
 		"EVENT_KIND_UNSPECIFIED":     0,
@@ -75,6 +78,7 @@ var (
 		"EVENT_KIND_TABLE_DELETED":   10,
 		"EVENT_KIND_MASTER_MEMBER":   11,
 		"EVENT_KIND_SERVER_DRAIN":    12,
+		"EVENT_KIND_SERVER_REMOVED":  13,
 	}
 )
 
@@ -262,6 +266,7 @@ const (
 	MasterCommandKind_MASTER_COMMAND_KIND_SET_SERVER_DRAINING    MasterCommandKind = 16
 	MasterCommandKind_MASTER_COMMAND_KIND_MERGE_DECISION         MasterCommandKind = 17
 	MasterCommandKind_MASTER_COMMAND_KIND_MARK_RANGES_STARTED    MasterCommandKind = 18
+	MasterCommandKind_MASTER_COMMAND_KIND_REMOVE_SERVER          MasterCommandKind = 19
 )
 
 // Enum value maps for MasterCommandKind.
@@ -281,6 +286,7 @@ var (
 		16: "MASTER_COMMAND_KIND_SET_SERVER_DRAINING",
 		17: "MASTER_COMMAND_KIND_MERGE_DECISION",
 		18: "MASTER_COMMAND_KIND_MARK_RANGES_STARTED",
+		19: "MASTER_COMMAND_KIND_REMOVE_SERVER",
 	}
 	MasterCommandKind_value = map[string]int32{
 		"MASTER_COMMAND_KIND_UNSPECIFIED":            0,
@@ -297,6 +303,7 @@ var (
 		"MASTER_COMMAND_KIND_SET_SERVER_DRAINING":    16,
 		"MASTER_COMMAND_KIND_MERGE_DECISION":         17,
 		"MASTER_COMMAND_KIND_MARK_RANGES_STARTED":    18,
+		"MASTER_COMMAND_KIND_REMOVE_SERVER":          19,
 	}
 )
 
@@ -2695,6 +2702,50 @@ func (x *SetServerDrainingCommand) GetDraining() bool {
 	return false
 }
 
+type RemoveServerCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ServerId      string                 `protobuf:"bytes,1,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveServerCommand) Reset() {
+	*x = RemoveServerCommand{}
+	mi := &file_tablestore_v1_data_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveServerCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveServerCommand) ProtoMessage() {}
+
+func (x *RemoveServerCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_data_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveServerCommand.ProtoReflect.Descriptor instead.
+func (*RemoveServerCommand) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *RemoveServerCommand) GetServerId() string {
+	if x != nil {
+		return x.ServerId
+	}
+	return ""
+}
+
 type CreateTableCommand struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	Name            string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -2708,7 +2759,7 @@ type CreateTableCommand struct {
 
 func (x *CreateTableCommand) Reset() {
 	*x = CreateTableCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[34]
+	mi := &file_tablestore_v1_data_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2720,7 +2771,7 @@ func (x *CreateTableCommand) String() string {
 func (*CreateTableCommand) ProtoMessage() {}
 
 func (x *CreateTableCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[34]
+	mi := &file_tablestore_v1_data_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2733,7 +2784,7 @@ func (x *CreateTableCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTableCommand.ProtoReflect.Descriptor instead.
 func (*CreateTableCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{34}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *CreateTableCommand) GetName() string {
@@ -2774,7 +2825,7 @@ type DeleteTableCommand struct {
 
 func (x *DeleteTableCommand) Reset() {
 	*x = DeleteTableCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[35]
+	mi := &file_tablestore_v1_data_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2786,7 +2837,7 @@ func (x *DeleteTableCommand) String() string {
 func (*DeleteTableCommand) ProtoMessage() {}
 
 func (x *DeleteTableCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[35]
+	mi := &file_tablestore_v1_data_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2799,7 +2850,7 @@ func (x *DeleteTableCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTableCommand.ProtoReflect.Descriptor instead.
 func (*DeleteTableCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{35}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *DeleteTableCommand) GetName() string {
@@ -2836,7 +2887,7 @@ type TableRequestRecord struct {
 
 func (x *TableRequestRecord) Reset() {
 	*x = TableRequestRecord{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[36]
+	mi := &file_tablestore_v1_data_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2848,7 +2899,7 @@ func (x *TableRequestRecord) String() string {
 func (*TableRequestRecord) ProtoMessage() {}
 
 func (x *TableRequestRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[36]
+	mi := &file_tablestore_v1_data_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2861,7 +2912,7 @@ func (x *TableRequestRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TableRequestRecord.ProtoReflect.Descriptor instead.
 func (*TableRequestRecord) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{36}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *TableRequestRecord) GetRequestId() []byte {
@@ -2916,7 +2967,7 @@ type SetTableACLCommand struct {
 
 func (x *SetTableACLCommand) Reset() {
 	*x = SetTableACLCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[37]
+	mi := &file_tablestore_v1_data_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2928,7 +2979,7 @@ func (x *SetTableACLCommand) String() string {
 func (*SetTableACLCommand) ProtoMessage() {}
 
 func (x *SetTableACLCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[37]
+	mi := &file_tablestore_v1_data_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2941,7 +2992,7 @@ func (x *SetTableACLCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTableACLCommand.ProtoReflect.Descriptor instead.
 func (*SetTableACLCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{37}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *SetTableACLCommand) GetName() string {
@@ -2967,7 +3018,7 @@ type SetServicePropertiesCommand struct {
 
 func (x *SetServicePropertiesCommand) Reset() {
 	*x = SetServicePropertiesCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[38]
+	mi := &file_tablestore_v1_data_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2979,7 +3030,7 @@ func (x *SetServicePropertiesCommand) String() string {
 func (*SetServicePropertiesCommand) ProtoMessage() {}
 
 func (x *SetServicePropertiesCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[38]
+	mi := &file_tablestore_v1_data_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2992,7 +3043,7 @@ func (x *SetServicePropertiesCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetServicePropertiesCommand.ProtoReflect.Descriptor instead.
 func (*SetServicePropertiesCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{38}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *SetServicePropertiesCommand) GetProperties() []byte {
@@ -3012,7 +3063,7 @@ type SetAccountsCommand struct {
 
 func (x *SetAccountsCommand) Reset() {
 	*x = SetAccountsCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[39]
+	mi := &file_tablestore_v1_data_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3024,7 +3075,7 @@ func (x *SetAccountsCommand) String() string {
 func (*SetAccountsCommand) ProtoMessage() {}
 
 func (x *SetAccountsCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[39]
+	mi := &file_tablestore_v1_data_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3037,7 +3088,7 @@ func (x *SetAccountsCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAccountsCommand.ProtoReflect.Descriptor instead.
 func (*SetAccountsCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{39}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *SetAccountsCommand) GetAccounts() []*StorageAccount {
@@ -3072,7 +3123,7 @@ type MasterSnapshot struct {
 
 func (x *MasterSnapshot) Reset() {
 	*x = MasterSnapshot{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[40]
+	mi := &file_tablestore_v1_data_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3084,7 +3135,7 @@ func (x *MasterSnapshot) String() string {
 func (*MasterSnapshot) ProtoMessage() {}
 
 func (x *MasterSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[40]
+	mi := &file_tablestore_v1_data_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3097,7 +3148,7 @@ func (x *MasterSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterSnapshot.ProtoReflect.Descriptor instead.
 func (*MasterSnapshot) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{40}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *MasterSnapshot) GetTables() []*Table {
@@ -3373,7 +3424,9 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x06server\x18\x01 \x01(\v2\x19.tablestore.v1.ServerInfoR\x06server\"S\n" +
 	"\x18SetServerDrainingCommand\x12\x1b\n" +
 	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x1a\n" +
-	"\bdraining\x18\x02 \x01(\bR\bdraining\"\xa7\x01\n" +
+	"\bdraining\x18\x02 \x01(\bR\bdraining\"2\n" +
+	"\x13RemoveServerCommand\x12\x1b\n" +
+	"\tserver_id\x18\x01 \x01(\tR\bserverId\"\xa7\x01\n" +
 	"\x12CreateTableCommand\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12*\n" +
 	"\x11created_unix_nano\x18\x02 \x01(\x03R\x0fcreatedUnixNano\x122\n" +
@@ -3414,7 +3467,7 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\brequests\x18\n" +
 	" \x03(\v2!.tablestore.v1.TableRequestRecordR\brequests\x12E\n" +
 	"\x0fmerge_decisions\x18\v \x03(\v2\x1c.tablestore.v1.MergeDecisionR\x0emergeDecisions\x12*\n" +
-	"\x11started_range_ids\x18\f \x03(\x04R\x0fstartedRangeIds*\xeb\x02\n" +
+	"\x11started_range_ids\x18\f \x03(\x04R\x0fstartedRangeIds*\x8a\x03\n" +
 	"\tEventKind\x12\x1a\n" +
 	"\x16EVENT_KIND_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10EVENT_KIND_SPLIT\x10\x01\x12\x14\n" +
@@ -3429,7 +3482,8 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x18EVENT_KIND_TABLE_DELETED\x10\n" +
 	"\x12\x1c\n" +
 	"\x18EVENT_KIND_MASTER_MEMBER\x10\v\x12\x1b\n" +
-	"\x17EVENT_KIND_SERVER_DRAIN\x10\f*\xad\x01\n" +
+	"\x17EVENT_KIND_SERVER_DRAIN\x10\f\x12\x1d\n" +
+	"\x19EVENT_KIND_SERVER_REMOVED\x10\r*\xad\x01\n" +
 	"\x06OpKind\x12\x17\n" +
 	"\x13OP_KIND_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eOP_KIND_INSERT\x10\x01\x12\x13\n" +
@@ -3448,7 +3502,7 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x12COMMAND_KIND_MERGE\x10\x06\x12\x18\n" +
 	"\x14COMMAND_KIND_QUIESCE\x10\b\x12\x1c\n" +
 	"\x18COMMAND_KIND_WRITE_BATCH\x10\a\x12\x19\n" +
-	"\x15COMMAND_KIND_UNFREEZE\x10\t*\xca\x04\n" +
+	"\x15COMMAND_KIND_UNFREEZE\x10\t*\xf1\x04\n" +
 	"\x11MasterCommandKind\x12#\n" +
 	"\x1fMASTER_COMMAND_KIND_UNSPECIFIED\x10\x00\x12'\n" +
 	"#MASTER_COMMAND_KIND_REGISTER_SERVER\x10\x01\x12$\n" +
@@ -3464,7 +3518,8 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x12+\n" +
 	"'MASTER_COMMAND_KIND_SET_SERVER_DRAINING\x10\x10\x12&\n" +
 	"\"MASTER_COMMAND_KIND_MERGE_DECISION\x10\x11\x12+\n" +
-	"'MASTER_COMMAND_KIND_MARK_RANGES_STARTED\x10\x12*`\n" +
+	"'MASTER_COMMAND_KIND_MARK_RANGES_STARTED\x10\x12\x12%\n" +
+	"!MASTER_COMMAND_KIND_REMOVE_SERVER\x10\x13*`\n" +
 	"\fMergeOutcome\x12\x1d\n" +
 	"\x19MERGE_OUTCOME_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14MERGE_OUTCOME_COMMIT\x10\x01\x12\x17\n" +
@@ -3483,7 +3538,7 @@ func file_tablestore_v1_data_proto_rawDescGZIP() []byte {
 }
 
 var file_tablestore_v1_data_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_tablestore_v1_data_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
+var file_tablestore_v1_data_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_tablestore_v1_data_proto_goTypes = []any{
 	(EventKind)(0),                      // 0: tablestore.v1.EventKind
 	(OpKind)(0),                         // 1: tablestore.v1.OpKind
@@ -3524,16 +3579,17 @@ var file_tablestore_v1_data_proto_goTypes = []any{
 	(*MasterCommand)(nil),               // 36: tablestore.v1.MasterCommand
 	(*RegisterServerCommand)(nil),       // 37: tablestore.v1.RegisterServerCommand
 	(*SetServerDrainingCommand)(nil),    // 38: tablestore.v1.SetServerDrainingCommand
-	(*CreateTableCommand)(nil),          // 39: tablestore.v1.CreateTableCommand
-	(*DeleteTableCommand)(nil),          // 40: tablestore.v1.DeleteTableCommand
-	(*TableRequestRecord)(nil),          // 41: tablestore.v1.TableRequestRecord
-	(*SetTableACLCommand)(nil),          // 42: tablestore.v1.SetTableACLCommand
-	(*SetServicePropertiesCommand)(nil), // 43: tablestore.v1.SetServicePropertiesCommand
-	(*SetAccountsCommand)(nil),          // 44: tablestore.v1.SetAccountsCommand
-	(*MasterSnapshot)(nil),              // 45: tablestore.v1.MasterSnapshot
-	nil,                                 // 46: tablestore.v1.Event.FiguresEntry
-	nil,                                 // 47: tablestore.v1.PartitionMap.LeadersEntry
-	nil,                                 // 48: tablestore.v1.PartitionMap.LoadsEntry
+	(*RemoveServerCommand)(nil),         // 39: tablestore.v1.RemoveServerCommand
+	(*CreateTableCommand)(nil),          // 40: tablestore.v1.CreateTableCommand
+	(*DeleteTableCommand)(nil),          // 41: tablestore.v1.DeleteTableCommand
+	(*TableRequestRecord)(nil),          // 42: tablestore.v1.TableRequestRecord
+	(*SetTableACLCommand)(nil),          // 43: tablestore.v1.SetTableACLCommand
+	(*SetServicePropertiesCommand)(nil), // 44: tablestore.v1.SetServicePropertiesCommand
+	(*SetAccountsCommand)(nil),          // 45: tablestore.v1.SetAccountsCommand
+	(*MasterSnapshot)(nil),              // 46: tablestore.v1.MasterSnapshot
+	nil,                                 // 47: tablestore.v1.Event.FiguresEntry
+	nil,                                 // 48: tablestore.v1.PartitionMap.LeadersEntry
+	nil,                                 // 49: tablestore.v1.PartitionMap.LoadsEntry
 }
 var file_tablestore_v1_data_proto_depIdxs = []int32{
 	5,  // 0: tablestore.v1.RangeDescriptor.replicas:type_name -> tablestore.v1.Replica
@@ -3541,14 +3597,14 @@ var file_tablestore_v1_data_proto_depIdxs = []int32{
 	11, // 2: tablestore.v1.RangeLoad.hot_keys:type_name -> tablestore.v1.KeyLoad
 	11, // 3: tablestore.v1.RangeLoad.load_sample:type_name -> tablestore.v1.KeyLoad
 	0,  // 4: tablestore.v1.Event.kind:type_name -> tablestore.v1.EventKind
-	46, // 5: tablestore.v1.Event.figures:type_name -> tablestore.v1.Event.FiguresEntry
+	47, // 5: tablestore.v1.Event.figures:type_name -> tablestore.v1.Event.FiguresEntry
 	10, // 6: tablestore.v1.RangeStatus.load:type_name -> tablestore.v1.RangeLoad
 	6,  // 7: tablestore.v1.RangeStatus.range:type_name -> tablestore.v1.RangeDescriptor
 	7,  // 8: tablestore.v1.PartitionMap.tables:type_name -> tablestore.v1.Table
 	6,  // 9: tablestore.v1.PartitionMap.ranges:type_name -> tablestore.v1.RangeDescriptor
 	9,  // 10: tablestore.v1.PartitionMap.servers:type_name -> tablestore.v1.ServerInfo
-	47, // 11: tablestore.v1.PartitionMap.leaders:type_name -> tablestore.v1.PartitionMap.LeadersEntry
-	48, // 12: tablestore.v1.PartitionMap.loads:type_name -> tablestore.v1.PartitionMap.LoadsEntry
+	48, // 11: tablestore.v1.PartitionMap.leaders:type_name -> tablestore.v1.PartitionMap.LeadersEntry
+	49, // 12: tablestore.v1.PartitionMap.loads:type_name -> tablestore.v1.PartitionMap.LoadsEntry
 	15, // 13: tablestore.v1.PartitionMap.accounts:type_name -> tablestore.v1.StorageAccount
 	1,  // 14: tablestore.v1.EntityOp.kind:type_name -> tablestore.v1.OpKind
 	2,  // 15: tablestore.v1.Command.kind:type_name -> tablestore.v1.CommandKind
@@ -3578,7 +3634,7 @@ var file_tablestore_v1_data_proto_depIdxs = []int32{
 	9,  // 39: tablestore.v1.MasterSnapshot.servers:type_name -> tablestore.v1.ServerInfo
 	12, // 40: tablestore.v1.MasterSnapshot.events:type_name -> tablestore.v1.Event
 	15, // 41: tablestore.v1.MasterSnapshot.accounts:type_name -> tablestore.v1.StorageAccount
-	41, // 42: tablestore.v1.MasterSnapshot.requests:type_name -> tablestore.v1.TableRequestRecord
+	42, // 42: tablestore.v1.MasterSnapshot.requests:type_name -> tablestore.v1.TableRequestRecord
 	29, // 43: tablestore.v1.MasterSnapshot.merge_decisions:type_name -> tablestore.v1.MergeDecision
 	10, // 44: tablestore.v1.PartitionMap.LoadsEntry.value:type_name -> tablestore.v1.RangeLoad
 	45, // [45:45] is the sub-list for method output_type
@@ -3599,7 +3655,7 @@ func file_tablestore_v1_data_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tablestore_v1_data_proto_rawDesc), len(file_tablestore_v1_data_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   44,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -236,6 +236,86 @@ func (x *DrainServerResponse) GetServer() *ServerInfo {
 	return nil
 }
 
+type RemoveServerRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ServerId      string                 `protobuf:"bytes,1,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveServerRequest) Reset() {
+	*x = RemoveServerRequest{}
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveServerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveServerRequest) ProtoMessage() {}
+
+func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveServerRequest.ProtoReflect.Descriptor instead.
+func (*RemoveServerRequest) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *RemoveServerRequest) GetServerId() string {
+	if x != nil {
+		return x.ServerId
+	}
+	return ""
+}
+
+type RemoveServerResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveServerResponse) Reset() {
+	*x = RemoveServerResponse{}
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveServerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveServerResponse) ProtoMessage() {}
+
+func (x *RemoveServerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveServerResponse.ProtoReflect.Descriptor instead.
+func (*RemoveServerResponse) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{5}
+}
+
 type ListMembersRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -244,7 +324,7 @@ type ListMembersRequest struct {
 
 func (x *ListMembersRequest) Reset() {
 	*x = ListMembersRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[4]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -256,7 +336,7 @@ func (x *ListMembersRequest) String() string {
 func (*ListMembersRequest) ProtoMessage() {}
 
 func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[4]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -269,7 +349,7 @@ func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersRequest.ProtoReflect.Descriptor instead.
 func (*ListMembersRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{4}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{6}
 }
 
 // MasterMember is one member of the master group's Raft configuration.
@@ -285,7 +365,7 @@ type MasterMember struct {
 
 func (x *MasterMember) Reset() {
 	*x = MasterMember{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[5]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -297,7 +377,7 @@ func (x *MasterMember) String() string {
 func (*MasterMember) ProtoMessage() {}
 
 func (x *MasterMember) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[5]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -310,7 +390,7 @@ func (x *MasterMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterMember.ProtoReflect.Descriptor instead.
 func (*MasterMember) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{5}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *MasterMember) GetId() string {
@@ -352,7 +432,7 @@ type ListMembersResponse struct {
 
 func (x *ListMembersResponse) Reset() {
 	*x = ListMembersResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[6]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -364,7 +444,7 @@ func (x *ListMembersResponse) String() string {
 func (*ListMembersResponse) ProtoMessage() {}
 
 func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[6]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -377,7 +457,7 @@ func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersResponse.ProtoReflect.Descriptor instead.
 func (*ListMembersResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{6}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListMembersResponse) GetMembers() []*MasterMember {
@@ -404,7 +484,7 @@ type AddMemberRequest struct {
 
 func (x *AddMemberRequest) Reset() {
 	*x = AddMemberRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[7]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -416,7 +496,7 @@ func (x *AddMemberRequest) String() string {
 func (*AddMemberRequest) ProtoMessage() {}
 
 func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[7]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -429,7 +509,7 @@ func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberRequest.ProtoReflect.Descriptor instead.
 func (*AddMemberRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{7}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *AddMemberRequest) GetId() string {
@@ -455,7 +535,7 @@ type RemoveMemberRequest struct {
 
 func (x *RemoveMemberRequest) Reset() {
 	*x = RemoveMemberRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[8]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -467,7 +547,7 @@ func (x *RemoveMemberRequest) String() string {
 func (*RemoveMemberRequest) ProtoMessage() {}
 
 func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[8]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -480,7 +560,7 @@ func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
 func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{8}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RemoveMemberRequest) GetId() string {
@@ -504,7 +584,7 @@ type CreateTableRequest struct {
 
 func (x *CreateTableRequest) Reset() {
 	*x = CreateTableRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[9]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -516,7 +596,7 @@ func (x *CreateTableRequest) String() string {
 func (*CreateTableRequest) ProtoMessage() {}
 
 func (x *CreateTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[9]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -529,7 +609,7 @@ func (x *CreateTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTableRequest.ProtoReflect.Descriptor instead.
 func (*CreateTableRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{9}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CreateTableRequest) GetName() string {
@@ -560,7 +640,7 @@ type CreateTableResponse struct {
 
 func (x *CreateTableResponse) Reset() {
 	*x = CreateTableResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[10]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -572,7 +652,7 @@ func (x *CreateTableResponse) String() string {
 func (*CreateTableResponse) ProtoMessage() {}
 
 func (x *CreateTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[10]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -585,7 +665,7 @@ func (x *CreateTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTableResponse.ProtoReflect.Descriptor instead.
 func (*CreateTableResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{10}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CreateTableResponse) GetTable() *Table {
@@ -621,7 +701,7 @@ type DeleteTableRequest struct {
 
 func (x *DeleteTableRequest) Reset() {
 	*x = DeleteTableRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[11]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -633,7 +713,7 @@ func (x *DeleteTableRequest) String() string {
 func (*DeleteTableRequest) ProtoMessage() {}
 
 func (x *DeleteTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[11]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -646,7 +726,7 @@ func (x *DeleteTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTableRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTableRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{11}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DeleteTableRequest) GetName() string {
@@ -671,7 +751,7 @@ type DeleteTableResponse struct {
 
 func (x *DeleteTableResponse) Reset() {
 	*x = DeleteTableResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[12]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -683,7 +763,7 @@ func (x *DeleteTableResponse) String() string {
 func (*DeleteTableResponse) ProtoMessage() {}
 
 func (x *DeleteTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[12]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -696,7 +776,7 @@ func (x *DeleteTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTableResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTableResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{12}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{14}
 }
 
 type GetPartitionMapRequest struct {
@@ -712,7 +792,7 @@ type GetPartitionMapRequest struct {
 
 func (x *GetPartitionMapRequest) Reset() {
 	*x = GetPartitionMapRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[13]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -724,7 +804,7 @@ func (x *GetPartitionMapRequest) String() string {
 func (*GetPartitionMapRequest) ProtoMessage() {}
 
 func (x *GetPartitionMapRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[13]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -737,7 +817,7 @@ func (x *GetPartitionMapRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPartitionMapRequest.ProtoReflect.Descriptor instead.
 func (*GetPartitionMapRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{13}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetPartitionMapRequest) GetTable() string {
@@ -759,7 +839,7 @@ type WatchPartitionMapRequest struct {
 
 func (x *WatchPartitionMapRequest) Reset() {
 	*x = WatchPartitionMapRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[14]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -771,7 +851,7 @@ func (x *WatchPartitionMapRequest) String() string {
 func (*WatchPartitionMapRequest) ProtoMessage() {}
 
 func (x *WatchPartitionMapRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[14]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -784,7 +864,7 @@ func (x *WatchPartitionMapRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchPartitionMapRequest.ProtoReflect.Descriptor instead.
 func (*WatchPartitionMapRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{14}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *WatchPartitionMapRequest) GetKnownVersion() uint64 {
@@ -835,7 +915,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[15]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -847,7 +927,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[15]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -860,7 +940,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{15}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *HeartbeatRequest) GetServer() *ServerInfo {
@@ -947,7 +1027,7 @@ type DiskLatency struct {
 
 func (x *DiskLatency) Reset() {
 	*x = DiskLatency{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[16]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -959,7 +1039,7 @@ func (x *DiskLatency) String() string {
 func (*DiskLatency) ProtoMessage() {}
 
 func (x *DiskLatency) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[16]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -972,7 +1052,7 @@ func (x *DiskLatency) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiskLatency.ProtoReflect.Descriptor instead.
 func (*DiskLatency) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{16}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DiskLatency) GetWindowSeconds() float64 {
@@ -1051,7 +1131,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[17]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1063,7 +1143,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[17]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1076,7 +1156,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{17}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *HeartbeatResponse) GetAssigned() []*RangeDescriptor {
@@ -1159,7 +1239,7 @@ type SetTableACLRequest struct {
 
 func (x *SetTableACLRequest) Reset() {
 	*x = SetTableACLRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[18]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1171,7 +1251,7 @@ func (x *SetTableACLRequest) String() string {
 func (*SetTableACLRequest) ProtoMessage() {}
 
 func (x *SetTableACLRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[18]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1184,7 +1264,7 @@ func (x *SetTableACLRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTableACLRequest.ProtoReflect.Descriptor instead.
 func (*SetTableACLRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{18}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SetTableACLRequest) GetName() string {
@@ -1209,7 +1289,7 @@ type SetTableACLResponse struct {
 
 func (x *SetTableACLResponse) Reset() {
 	*x = SetTableACLResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[19]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1221,7 +1301,7 @@ func (x *SetTableACLResponse) String() string {
 func (*SetTableACLResponse) ProtoMessage() {}
 
 func (x *SetTableACLResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[19]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1234,7 +1314,7 @@ func (x *SetTableACLResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTableACLResponse.ProtoReflect.Descriptor instead.
 func (*SetTableACLResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{19}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{21}
 }
 
 type SetServicePropertiesRequest struct {
@@ -1246,7 +1326,7 @@ type SetServicePropertiesRequest struct {
 
 func (x *SetServicePropertiesRequest) Reset() {
 	*x = SetServicePropertiesRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[20]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1258,7 +1338,7 @@ func (x *SetServicePropertiesRequest) String() string {
 func (*SetServicePropertiesRequest) ProtoMessage() {}
 
 func (x *SetServicePropertiesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[20]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1271,7 +1351,7 @@ func (x *SetServicePropertiesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetServicePropertiesRequest.ProtoReflect.Descriptor instead.
 func (*SetServicePropertiesRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{20}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SetServicePropertiesRequest) GetProperties() []byte {
@@ -1289,7 +1369,7 @@ type SetServicePropertiesResponse struct {
 
 func (x *SetServicePropertiesResponse) Reset() {
 	*x = SetServicePropertiesResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[21]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1301,7 +1381,7 @@ func (x *SetServicePropertiesResponse) String() string {
 func (*SetServicePropertiesResponse) ProtoMessage() {}
 
 func (x *SetServicePropertiesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[21]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1314,7 +1394,7 @@ func (x *SetServicePropertiesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetServicePropertiesResponse.ProtoReflect.Descriptor instead.
 func (*SetServicePropertiesResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{21}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{23}
 }
 
 type SetAccountsRequest struct {
@@ -1326,7 +1406,7 @@ type SetAccountsRequest struct {
 
 func (x *SetAccountsRequest) Reset() {
 	*x = SetAccountsRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[22]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1338,7 +1418,7 @@ func (x *SetAccountsRequest) String() string {
 func (*SetAccountsRequest) ProtoMessage() {}
 
 func (x *SetAccountsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[22]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1351,7 +1431,7 @@ func (x *SetAccountsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAccountsRequest.ProtoReflect.Descriptor instead.
 func (*SetAccountsRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{22}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SetAccountsRequest) GetAccounts() []*StorageAccount {
@@ -1369,7 +1449,7 @@ type SetAccountsResponse struct {
 
 func (x *SetAccountsResponse) Reset() {
 	*x = SetAccountsResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[23]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1381,7 +1461,7 @@ func (x *SetAccountsResponse) String() string {
 func (*SetAccountsResponse) ProtoMessage() {}
 
 func (x *SetAccountsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[23]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1394,7 +1474,7 @@ func (x *SetAccountsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAccountsResponse.ProtoReflect.Descriptor instead.
 func (*SetAccountsResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{23}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{25}
 }
 
 type EventsRequest struct {
@@ -1407,7 +1487,7 @@ type EventsRequest struct {
 
 func (x *EventsRequest) Reset() {
 	*x = EventsRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[24]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1419,7 +1499,7 @@ func (x *EventsRequest) String() string {
 func (*EventsRequest) ProtoMessage() {}
 
 func (x *EventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[24]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1432,7 +1512,7 @@ func (x *EventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsRequest.ProtoReflect.Descriptor instead.
 func (*EventsRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{24}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *EventsRequest) GetSinceSeq() uint64 {
@@ -1459,7 +1539,7 @@ type SplitRequest struct {
 
 func (x *SplitRequest) Reset() {
 	*x = SplitRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[25]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1471,7 +1551,7 @@ func (x *SplitRequest) String() string {
 func (*SplitRequest) ProtoMessage() {}
 
 func (x *SplitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[25]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1484,7 +1564,7 @@ func (x *SplitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitRequest.ProtoReflect.Descriptor instead.
 func (*SplitRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{25}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SplitRequest) GetTable() string {
@@ -1511,7 +1591,7 @@ type SplitResponse struct {
 
 func (x *SplitResponse) Reset() {
 	*x = SplitResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[26]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1523,7 +1603,7 @@ func (x *SplitResponse) String() string {
 func (*SplitResponse) ProtoMessage() {}
 
 func (x *SplitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[26]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1536,7 +1616,7 @@ func (x *SplitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitResponse.ProtoReflect.Descriptor instead.
 func (*SplitResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{26}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SplitResponse) GetLeft() *RangeDescriptor {
@@ -1562,7 +1642,7 @@ type MergeRequest struct {
 
 func (x *MergeRequest) Reset() {
 	*x = MergeRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[27]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1574,7 +1654,7 @@ func (x *MergeRequest) String() string {
 func (*MergeRequest) ProtoMessage() {}
 
 func (x *MergeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[27]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1587,7 +1667,7 @@ func (x *MergeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeRequest.ProtoReflect.Descriptor instead.
 func (*MergeRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{27}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *MergeRequest) GetRangeId() uint64 {
@@ -1606,7 +1686,7 @@ type MergeResponse struct {
 
 func (x *MergeResponse) Reset() {
 	*x = MergeResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[28]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1618,7 +1698,7 @@ func (x *MergeResponse) String() string {
 func (*MergeResponse) ProtoMessage() {}
 
 func (x *MergeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[28]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1631,7 +1711,7 @@ func (x *MergeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeResponse.ProtoReflect.Descriptor instead.
 func (*MergeResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{28}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *MergeResponse) GetRange() *RangeDescriptor {
@@ -1653,7 +1733,7 @@ type MoveRequest struct {
 
 func (x *MoveRequest) Reset() {
 	*x = MoveRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[29]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1665,7 +1745,7 @@ func (x *MoveRequest) String() string {
 func (*MoveRequest) ProtoMessage() {}
 
 func (x *MoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[29]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1678,7 +1758,7 @@ func (x *MoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveRequest.ProtoReflect.Descriptor instead.
 func (*MoveRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{29}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *MoveRequest) GetRangeId() uint64 {
@@ -1711,7 +1791,7 @@ type MoveResponse struct {
 
 func (x *MoveResponse) Reset() {
 	*x = MoveResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[30]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1723,7 +1803,7 @@ func (x *MoveResponse) String() string {
 func (*MoveResponse) ProtoMessage() {}
 
 func (x *MoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[30]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1736,7 +1816,7 @@ func (x *MoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveResponse.ProtoReflect.Descriptor instead.
 func (*MoveResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{30}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *MoveResponse) GetRange() *RangeDescriptor {
@@ -1756,7 +1836,7 @@ type MasterTransferLeaderRequest struct {
 
 func (x *MasterTransferLeaderRequest) Reset() {
 	*x = MasterTransferLeaderRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[31]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1768,7 +1848,7 @@ func (x *MasterTransferLeaderRequest) String() string {
 func (*MasterTransferLeaderRequest) ProtoMessage() {}
 
 func (x *MasterTransferLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[31]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1781,7 +1861,7 @@ func (x *MasterTransferLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterTransferLeaderRequest.ProtoReflect.Descriptor instead.
 func (*MasterTransferLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{31}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *MasterTransferLeaderRequest) GetRangeId() uint64 {
@@ -1806,7 +1886,7 @@ type MasterTransferLeaderResponse struct {
 
 func (x *MasterTransferLeaderResponse) Reset() {
 	*x = MasterTransferLeaderResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[32]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1818,7 +1898,7 @@ func (x *MasterTransferLeaderResponse) String() string {
 func (*MasterTransferLeaderResponse) ProtoMessage() {}
 
 func (x *MasterTransferLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[32]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1831,7 +1911,7 @@ func (x *MasterTransferLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterTransferLeaderResponse.ProtoReflect.Descriptor instead.
 func (*MasterTransferLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{32}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{34}
 }
 
 var File_tablestore_v1_master_service_proto protoreflect.FileDescriptor
@@ -1852,7 +1932,10 @@ const file_tablestore_v1_master_service_proto_rawDesc = "" +
 	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x12\n" +
 	"\x04undo\x18\x02 \x01(\bR\x04undo\"H\n" +
 	"\x13DrainServerResponse\x121\n" +
-	"\x06server\x18\x01 \x01(\v2\x19.tablestore.v1.ServerInfoR\x06server\"\x14\n" +
+	"\x06server\x18\x01 \x01(\v2\x19.tablestore.v1.ServerInfoR\x06server\"2\n" +
+	"\x13RemoveServerRequest\x12\x1b\n" +
+	"\tserver_id\x18\x01 \x01(\tR\bserverId\"\x16\n" +
+	"\x14RemoveServerResponse\"\x14\n" +
 	"\x12ListMembersRequest\"i\n" +
 	"\fMasterMember\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
@@ -1954,7 +2037,7 @@ const file_tablestore_v1_master_service_proto_rawDesc = "" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12 \n" +
 	"\fto_server_id\x18\x02 \x01(\tR\n" +
 	"toServerId\"\x1e\n" +
-	"\x1cMasterTransferLeaderResponse2\xf6\v\n" +
+	"\x1cMasterTransferLeaderResponse2\xcf\f\n" +
 	"\rMasterService\x12T\n" +
 	"\vCreateTable\x12!.tablestore.v1.CreateTableRequest\x1a\".tablestore.v1.CreateTableResponse\x12T\n" +
 	"\vDeleteTable\x12!.tablestore.v1.DeleteTableRequest\x1a\".tablestore.v1.DeleteTableResponse\x12U\n" +
@@ -1969,7 +2052,8 @@ const file_tablestore_v1_master_service_proto_rawDesc = "" +
 	"\x04Move\x12\x1a.tablestore.v1.MoveRequest\x1a\x1b.tablestore.v1.MoveResponse\x12i\n" +
 	"\x0eTransferLeader\x12*.tablestore.v1.MasterTransferLeaderRequest\x1a+.tablestore.v1.MasterTransferLeaderResponse\x12N\n" +
 	"\tHeartbeat\x12\x1f.tablestore.v1.HeartbeatRequest\x1a .tablestore.v1.HeartbeatResponse\x12T\n" +
-	"\vDrainServer\x12!.tablestore.v1.DrainServerRequest\x1a\".tablestore.v1.DrainServerResponse\x12T\n" +
+	"\vDrainServer\x12!.tablestore.v1.DrainServerRequest\x1a\".tablestore.v1.DrainServerResponse\x12W\n" +
+	"\fRemoveServer\x12\".tablestore.v1.RemoveServerRequest\x1a#.tablestore.v1.RemoveServerResponse\x12T\n" +
 	"\vListMembers\x12!.tablestore.v1.ListMembersRequest\x1a\".tablestore.v1.ListMembersResponse\x12P\n" +
 	"\tAddMember\x12\x1f.tablestore.v1.AddMemberRequest\x1a\".tablestore.v1.ListMembersResponse\x12V\n" +
 	"\fRemoveMember\x12\".tablestore.v1.RemoveMemberRequest\x1a\".tablestore.v1.ListMembersResponse\x12N\n" +
@@ -1987,106 +2071,110 @@ func file_tablestore_v1_master_service_proto_rawDescGZIP() []byte {
 	return file_tablestore_v1_master_service_proto_rawDescData
 }
 
-var file_tablestore_v1_master_service_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_tablestore_v1_master_service_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_tablestore_v1_master_service_proto_goTypes = []any{
 	(*JoinFloorRequest)(nil),             // 0: tablestore.v1.JoinFloorRequest
 	(*JoinFloorResponse)(nil),            // 1: tablestore.v1.JoinFloorResponse
 	(*DrainServerRequest)(nil),           // 2: tablestore.v1.DrainServerRequest
 	(*DrainServerResponse)(nil),          // 3: tablestore.v1.DrainServerResponse
-	(*ListMembersRequest)(nil),           // 4: tablestore.v1.ListMembersRequest
-	(*MasterMember)(nil),                 // 5: tablestore.v1.MasterMember
-	(*ListMembersResponse)(nil),          // 6: tablestore.v1.ListMembersResponse
-	(*AddMemberRequest)(nil),             // 7: tablestore.v1.AddMemberRequest
-	(*RemoveMemberRequest)(nil),          // 8: tablestore.v1.RemoveMemberRequest
-	(*CreateTableRequest)(nil),           // 9: tablestore.v1.CreateTableRequest
-	(*CreateTableResponse)(nil),          // 10: tablestore.v1.CreateTableResponse
-	(*DeleteTableRequest)(nil),           // 11: tablestore.v1.DeleteTableRequest
-	(*DeleteTableResponse)(nil),          // 12: tablestore.v1.DeleteTableResponse
-	(*GetPartitionMapRequest)(nil),       // 13: tablestore.v1.GetPartitionMapRequest
-	(*WatchPartitionMapRequest)(nil),     // 14: tablestore.v1.WatchPartitionMapRequest
-	(*HeartbeatRequest)(nil),             // 15: tablestore.v1.HeartbeatRequest
-	(*DiskLatency)(nil),                  // 16: tablestore.v1.DiskLatency
-	(*HeartbeatResponse)(nil),            // 17: tablestore.v1.HeartbeatResponse
-	(*SetTableACLRequest)(nil),           // 18: tablestore.v1.SetTableACLRequest
-	(*SetTableACLResponse)(nil),          // 19: tablestore.v1.SetTableACLResponse
-	(*SetServicePropertiesRequest)(nil),  // 20: tablestore.v1.SetServicePropertiesRequest
-	(*SetServicePropertiesResponse)(nil), // 21: tablestore.v1.SetServicePropertiesResponse
-	(*SetAccountsRequest)(nil),           // 22: tablestore.v1.SetAccountsRequest
-	(*SetAccountsResponse)(nil),          // 23: tablestore.v1.SetAccountsResponse
-	(*EventsRequest)(nil),                // 24: tablestore.v1.EventsRequest
-	(*SplitRequest)(nil),                 // 25: tablestore.v1.SplitRequest
-	(*SplitResponse)(nil),                // 26: tablestore.v1.SplitResponse
-	(*MergeRequest)(nil),                 // 27: tablestore.v1.MergeRequest
-	(*MergeResponse)(nil),                // 28: tablestore.v1.MergeResponse
-	(*MoveRequest)(nil),                  // 29: tablestore.v1.MoveRequest
-	(*MoveResponse)(nil),                 // 30: tablestore.v1.MoveResponse
-	(*MasterTransferLeaderRequest)(nil),  // 31: tablestore.v1.MasterTransferLeaderRequest
-	(*MasterTransferLeaderResponse)(nil), // 32: tablestore.v1.MasterTransferLeaderResponse
-	nil,                                  // 33: tablestore.v1.HeartbeatResponse.RaftAddrsEntry
-	(*RangeDescriptor)(nil),              // 34: tablestore.v1.RangeDescriptor
-	(*ServerInfo)(nil),                   // 35: tablestore.v1.ServerInfo
-	(*Table)(nil),                        // 36: tablestore.v1.Table
-	(*RangeStatus)(nil),                  // 37: tablestore.v1.RangeStatus
-	(*SignedIdentifier)(nil),             // 38: tablestore.v1.SignedIdentifier
-	(*StorageAccount)(nil),               // 39: tablestore.v1.StorageAccount
-	(*PartitionMap)(nil),                 // 40: tablestore.v1.PartitionMap
-	(*Event)(nil),                        // 41: tablestore.v1.Event
+	(*RemoveServerRequest)(nil),          // 4: tablestore.v1.RemoveServerRequest
+	(*RemoveServerResponse)(nil),         // 5: tablestore.v1.RemoveServerResponse
+	(*ListMembersRequest)(nil),           // 6: tablestore.v1.ListMembersRequest
+	(*MasterMember)(nil),                 // 7: tablestore.v1.MasterMember
+	(*ListMembersResponse)(nil),          // 8: tablestore.v1.ListMembersResponse
+	(*AddMemberRequest)(nil),             // 9: tablestore.v1.AddMemberRequest
+	(*RemoveMemberRequest)(nil),          // 10: tablestore.v1.RemoveMemberRequest
+	(*CreateTableRequest)(nil),           // 11: tablestore.v1.CreateTableRequest
+	(*CreateTableResponse)(nil),          // 12: tablestore.v1.CreateTableResponse
+	(*DeleteTableRequest)(nil),           // 13: tablestore.v1.DeleteTableRequest
+	(*DeleteTableResponse)(nil),          // 14: tablestore.v1.DeleteTableResponse
+	(*GetPartitionMapRequest)(nil),       // 15: tablestore.v1.GetPartitionMapRequest
+	(*WatchPartitionMapRequest)(nil),     // 16: tablestore.v1.WatchPartitionMapRequest
+	(*HeartbeatRequest)(nil),             // 17: tablestore.v1.HeartbeatRequest
+	(*DiskLatency)(nil),                  // 18: tablestore.v1.DiskLatency
+	(*HeartbeatResponse)(nil),            // 19: tablestore.v1.HeartbeatResponse
+	(*SetTableACLRequest)(nil),           // 20: tablestore.v1.SetTableACLRequest
+	(*SetTableACLResponse)(nil),          // 21: tablestore.v1.SetTableACLResponse
+	(*SetServicePropertiesRequest)(nil),  // 22: tablestore.v1.SetServicePropertiesRequest
+	(*SetServicePropertiesResponse)(nil), // 23: tablestore.v1.SetServicePropertiesResponse
+	(*SetAccountsRequest)(nil),           // 24: tablestore.v1.SetAccountsRequest
+	(*SetAccountsResponse)(nil),          // 25: tablestore.v1.SetAccountsResponse
+	(*EventsRequest)(nil),                // 26: tablestore.v1.EventsRequest
+	(*SplitRequest)(nil),                 // 27: tablestore.v1.SplitRequest
+	(*SplitResponse)(nil),                // 28: tablestore.v1.SplitResponse
+	(*MergeRequest)(nil),                 // 29: tablestore.v1.MergeRequest
+	(*MergeResponse)(nil),                // 30: tablestore.v1.MergeResponse
+	(*MoveRequest)(nil),                  // 31: tablestore.v1.MoveRequest
+	(*MoveResponse)(nil),                 // 32: tablestore.v1.MoveResponse
+	(*MasterTransferLeaderRequest)(nil),  // 33: tablestore.v1.MasterTransferLeaderRequest
+	(*MasterTransferLeaderResponse)(nil), // 34: tablestore.v1.MasterTransferLeaderResponse
+	nil,                                  // 35: tablestore.v1.HeartbeatResponse.RaftAddrsEntry
+	(*RangeDescriptor)(nil),              // 36: tablestore.v1.RangeDescriptor
+	(*ServerInfo)(nil),                   // 37: tablestore.v1.ServerInfo
+	(*Table)(nil),                        // 38: tablestore.v1.Table
+	(*RangeStatus)(nil),                  // 39: tablestore.v1.RangeStatus
+	(*SignedIdentifier)(nil),             // 40: tablestore.v1.SignedIdentifier
+	(*StorageAccount)(nil),               // 41: tablestore.v1.StorageAccount
+	(*PartitionMap)(nil),                 // 42: tablestore.v1.PartitionMap
+	(*Event)(nil),                        // 43: tablestore.v1.Event
 }
 var file_tablestore_v1_master_service_proto_depIdxs = []int32{
-	34, // 0: tablestore.v1.JoinFloorResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	35, // 1: tablestore.v1.DrainServerResponse.server:type_name -> tablestore.v1.ServerInfo
-	5,  // 2: tablestore.v1.ListMembersResponse.members:type_name -> tablestore.v1.MasterMember
-	36, // 3: tablestore.v1.CreateTableResponse.table:type_name -> tablestore.v1.Table
-	34, // 4: tablestore.v1.CreateTableResponse.ranges:type_name -> tablestore.v1.RangeDescriptor
-	35, // 5: tablestore.v1.HeartbeatRequest.server:type_name -> tablestore.v1.ServerInfo
-	37, // 6: tablestore.v1.HeartbeatRequest.ranges:type_name -> tablestore.v1.RangeStatus
-	16, // 7: tablestore.v1.HeartbeatRequest.disk_latency:type_name -> tablestore.v1.DiskLatency
-	34, // 8: tablestore.v1.HeartbeatResponse.assigned:type_name -> tablestore.v1.RangeDescriptor
-	33, // 9: tablestore.v1.HeartbeatResponse.raft_addrs:type_name -> tablestore.v1.HeartbeatResponse.RaftAddrsEntry
-	38, // 10: tablestore.v1.SetTableACLRequest.acl:type_name -> tablestore.v1.SignedIdentifier
-	39, // 11: tablestore.v1.SetAccountsRequest.accounts:type_name -> tablestore.v1.StorageAccount
-	34, // 12: tablestore.v1.SplitResponse.left:type_name -> tablestore.v1.RangeDescriptor
-	34, // 13: tablestore.v1.SplitResponse.right:type_name -> tablestore.v1.RangeDescriptor
-	34, // 14: tablestore.v1.MergeResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	34, // 15: tablestore.v1.MoveResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	9,  // 16: tablestore.v1.MasterService.CreateTable:input_type -> tablestore.v1.CreateTableRequest
-	11, // 17: tablestore.v1.MasterService.DeleteTable:input_type -> tablestore.v1.DeleteTableRequest
-	13, // 18: tablestore.v1.MasterService.GetPartitionMap:input_type -> tablestore.v1.GetPartitionMapRequest
-	14, // 19: tablestore.v1.MasterService.WatchPartitionMap:input_type -> tablestore.v1.WatchPartitionMapRequest
-	18, // 20: tablestore.v1.MasterService.SetTableACL:input_type -> tablestore.v1.SetTableACLRequest
-	20, // 21: tablestore.v1.MasterService.SetServiceProperties:input_type -> tablestore.v1.SetServicePropertiesRequest
-	22, // 22: tablestore.v1.MasterService.SetAccounts:input_type -> tablestore.v1.SetAccountsRequest
-	24, // 23: tablestore.v1.MasterService.Events:input_type -> tablestore.v1.EventsRequest
-	25, // 24: tablestore.v1.MasterService.Split:input_type -> tablestore.v1.SplitRequest
-	27, // 25: tablestore.v1.MasterService.Merge:input_type -> tablestore.v1.MergeRequest
-	29, // 26: tablestore.v1.MasterService.Move:input_type -> tablestore.v1.MoveRequest
-	31, // 27: tablestore.v1.MasterService.TransferLeader:input_type -> tablestore.v1.MasterTransferLeaderRequest
-	15, // 28: tablestore.v1.MasterService.Heartbeat:input_type -> tablestore.v1.HeartbeatRequest
+	36, // 0: tablestore.v1.JoinFloorResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	37, // 1: tablestore.v1.DrainServerResponse.server:type_name -> tablestore.v1.ServerInfo
+	7,  // 2: tablestore.v1.ListMembersResponse.members:type_name -> tablestore.v1.MasterMember
+	38, // 3: tablestore.v1.CreateTableResponse.table:type_name -> tablestore.v1.Table
+	36, // 4: tablestore.v1.CreateTableResponse.ranges:type_name -> tablestore.v1.RangeDescriptor
+	37, // 5: tablestore.v1.HeartbeatRequest.server:type_name -> tablestore.v1.ServerInfo
+	39, // 6: tablestore.v1.HeartbeatRequest.ranges:type_name -> tablestore.v1.RangeStatus
+	18, // 7: tablestore.v1.HeartbeatRequest.disk_latency:type_name -> tablestore.v1.DiskLatency
+	36, // 8: tablestore.v1.HeartbeatResponse.assigned:type_name -> tablestore.v1.RangeDescriptor
+	35, // 9: tablestore.v1.HeartbeatResponse.raft_addrs:type_name -> tablestore.v1.HeartbeatResponse.RaftAddrsEntry
+	40, // 10: tablestore.v1.SetTableACLRequest.acl:type_name -> tablestore.v1.SignedIdentifier
+	41, // 11: tablestore.v1.SetAccountsRequest.accounts:type_name -> tablestore.v1.StorageAccount
+	36, // 12: tablestore.v1.SplitResponse.left:type_name -> tablestore.v1.RangeDescriptor
+	36, // 13: tablestore.v1.SplitResponse.right:type_name -> tablestore.v1.RangeDescriptor
+	36, // 14: tablestore.v1.MergeResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	36, // 15: tablestore.v1.MoveResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	11, // 16: tablestore.v1.MasterService.CreateTable:input_type -> tablestore.v1.CreateTableRequest
+	13, // 17: tablestore.v1.MasterService.DeleteTable:input_type -> tablestore.v1.DeleteTableRequest
+	15, // 18: tablestore.v1.MasterService.GetPartitionMap:input_type -> tablestore.v1.GetPartitionMapRequest
+	16, // 19: tablestore.v1.MasterService.WatchPartitionMap:input_type -> tablestore.v1.WatchPartitionMapRequest
+	20, // 20: tablestore.v1.MasterService.SetTableACL:input_type -> tablestore.v1.SetTableACLRequest
+	22, // 21: tablestore.v1.MasterService.SetServiceProperties:input_type -> tablestore.v1.SetServicePropertiesRequest
+	24, // 22: tablestore.v1.MasterService.SetAccounts:input_type -> tablestore.v1.SetAccountsRequest
+	26, // 23: tablestore.v1.MasterService.Events:input_type -> tablestore.v1.EventsRequest
+	27, // 24: tablestore.v1.MasterService.Split:input_type -> tablestore.v1.SplitRequest
+	29, // 25: tablestore.v1.MasterService.Merge:input_type -> tablestore.v1.MergeRequest
+	31, // 26: tablestore.v1.MasterService.Move:input_type -> tablestore.v1.MoveRequest
+	33, // 27: tablestore.v1.MasterService.TransferLeader:input_type -> tablestore.v1.MasterTransferLeaderRequest
+	17, // 28: tablestore.v1.MasterService.Heartbeat:input_type -> tablestore.v1.HeartbeatRequest
 	2,  // 29: tablestore.v1.MasterService.DrainServer:input_type -> tablestore.v1.DrainServerRequest
-	4,  // 30: tablestore.v1.MasterService.ListMembers:input_type -> tablestore.v1.ListMembersRequest
-	7,  // 31: tablestore.v1.MasterService.AddMember:input_type -> tablestore.v1.AddMemberRequest
-	8,  // 32: tablestore.v1.MasterService.RemoveMember:input_type -> tablestore.v1.RemoveMemberRequest
-	0,  // 33: tablestore.v1.MasterService.JoinFloor:input_type -> tablestore.v1.JoinFloorRequest
-	10, // 34: tablestore.v1.MasterService.CreateTable:output_type -> tablestore.v1.CreateTableResponse
-	12, // 35: tablestore.v1.MasterService.DeleteTable:output_type -> tablestore.v1.DeleteTableResponse
-	40, // 36: tablestore.v1.MasterService.GetPartitionMap:output_type -> tablestore.v1.PartitionMap
-	40, // 37: tablestore.v1.MasterService.WatchPartitionMap:output_type -> tablestore.v1.PartitionMap
-	19, // 38: tablestore.v1.MasterService.SetTableACL:output_type -> tablestore.v1.SetTableACLResponse
-	21, // 39: tablestore.v1.MasterService.SetServiceProperties:output_type -> tablestore.v1.SetServicePropertiesResponse
-	23, // 40: tablestore.v1.MasterService.SetAccounts:output_type -> tablestore.v1.SetAccountsResponse
-	41, // 41: tablestore.v1.MasterService.Events:output_type -> tablestore.v1.Event
-	26, // 42: tablestore.v1.MasterService.Split:output_type -> tablestore.v1.SplitResponse
-	28, // 43: tablestore.v1.MasterService.Merge:output_type -> tablestore.v1.MergeResponse
-	30, // 44: tablestore.v1.MasterService.Move:output_type -> tablestore.v1.MoveResponse
-	32, // 45: tablestore.v1.MasterService.TransferLeader:output_type -> tablestore.v1.MasterTransferLeaderResponse
-	17, // 46: tablestore.v1.MasterService.Heartbeat:output_type -> tablestore.v1.HeartbeatResponse
-	3,  // 47: tablestore.v1.MasterService.DrainServer:output_type -> tablestore.v1.DrainServerResponse
-	6,  // 48: tablestore.v1.MasterService.ListMembers:output_type -> tablestore.v1.ListMembersResponse
-	6,  // 49: tablestore.v1.MasterService.AddMember:output_type -> tablestore.v1.ListMembersResponse
-	6,  // 50: tablestore.v1.MasterService.RemoveMember:output_type -> tablestore.v1.ListMembersResponse
-	1,  // 51: tablestore.v1.MasterService.JoinFloor:output_type -> tablestore.v1.JoinFloorResponse
-	34, // [34:52] is the sub-list for method output_type
-	16, // [16:34] is the sub-list for method input_type
+	4,  // 30: tablestore.v1.MasterService.RemoveServer:input_type -> tablestore.v1.RemoveServerRequest
+	6,  // 31: tablestore.v1.MasterService.ListMembers:input_type -> tablestore.v1.ListMembersRequest
+	9,  // 32: tablestore.v1.MasterService.AddMember:input_type -> tablestore.v1.AddMemberRequest
+	10, // 33: tablestore.v1.MasterService.RemoveMember:input_type -> tablestore.v1.RemoveMemberRequest
+	0,  // 34: tablestore.v1.MasterService.JoinFloor:input_type -> tablestore.v1.JoinFloorRequest
+	12, // 35: tablestore.v1.MasterService.CreateTable:output_type -> tablestore.v1.CreateTableResponse
+	14, // 36: tablestore.v1.MasterService.DeleteTable:output_type -> tablestore.v1.DeleteTableResponse
+	42, // 37: tablestore.v1.MasterService.GetPartitionMap:output_type -> tablestore.v1.PartitionMap
+	42, // 38: tablestore.v1.MasterService.WatchPartitionMap:output_type -> tablestore.v1.PartitionMap
+	21, // 39: tablestore.v1.MasterService.SetTableACL:output_type -> tablestore.v1.SetTableACLResponse
+	23, // 40: tablestore.v1.MasterService.SetServiceProperties:output_type -> tablestore.v1.SetServicePropertiesResponse
+	25, // 41: tablestore.v1.MasterService.SetAccounts:output_type -> tablestore.v1.SetAccountsResponse
+	43, // 42: tablestore.v1.MasterService.Events:output_type -> tablestore.v1.Event
+	28, // 43: tablestore.v1.MasterService.Split:output_type -> tablestore.v1.SplitResponse
+	30, // 44: tablestore.v1.MasterService.Merge:output_type -> tablestore.v1.MergeResponse
+	32, // 45: tablestore.v1.MasterService.Move:output_type -> tablestore.v1.MoveResponse
+	34, // 46: tablestore.v1.MasterService.TransferLeader:output_type -> tablestore.v1.MasterTransferLeaderResponse
+	19, // 47: tablestore.v1.MasterService.Heartbeat:output_type -> tablestore.v1.HeartbeatResponse
+	3,  // 48: tablestore.v1.MasterService.DrainServer:output_type -> tablestore.v1.DrainServerResponse
+	5,  // 49: tablestore.v1.MasterService.RemoveServer:output_type -> tablestore.v1.RemoveServerResponse
+	8,  // 50: tablestore.v1.MasterService.ListMembers:output_type -> tablestore.v1.ListMembersResponse
+	8,  // 51: tablestore.v1.MasterService.AddMember:output_type -> tablestore.v1.ListMembersResponse
+	8,  // 52: tablestore.v1.MasterService.RemoveMember:output_type -> tablestore.v1.ListMembersResponse
+	1,  // 53: tablestore.v1.MasterService.JoinFloor:output_type -> tablestore.v1.JoinFloorResponse
+	35, // [35:54] is the sub-list for method output_type
+	16, // [16:35] is the sub-list for method input_type
 	16, // [16:16] is the sub-list for extension type_name
 	16, // [16:16] is the sub-list for extension extendee
 	0,  // [0:16] is the sub-list for field type_name
@@ -2104,7 +2192,7 @@ func file_tablestore_v1_master_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tablestore_v1_master_service_proto_rawDesc), len(file_tablestore_v1_master_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   34,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -36,6 +36,7 @@ const (
 	MasterService_TransferLeader_FullMethodName       = "/tablestore.v1.MasterService/TransferLeader"
 	MasterService_Heartbeat_FullMethodName            = "/tablestore.v1.MasterService/Heartbeat"
 	MasterService_DrainServer_FullMethodName          = "/tablestore.v1.MasterService/DrainServer"
+	MasterService_RemoveServer_FullMethodName         = "/tablestore.v1.MasterService/RemoveServer"
 	MasterService_ListMembers_FullMethodName          = "/tablestore.v1.MasterService/ListMembers"
 	MasterService_AddMember_FullMethodName            = "/tablestore.v1.MasterService/AddMember"
 	MasterService_RemoveMember_FullMethodName         = "/tablestore.v1.MasterService/RemoveMember"
@@ -76,6 +77,11 @@ type MasterServiceClient interface {
 	// the master moves its replicas and leaderships away and places nothing
 	// new on it. It answers at once with what the server still holds.
 	DrainServer(ctx context.Context, in *DrainServerRequest, opts ...grpc.CallOption) (*DrainServerResponse, error)
+	// RemoveServer forgets a partition server that is down and that no range
+	// lists any more (a drained server after a scale-in): it leaves the
+	// registry, the map and the dashboard. A server started again under the
+	// same id registers anew.
+	RemoveServer(ctx context.Context, in *RemoveServerRequest, opts ...grpc.CallOption) (*RemoveServerResponse, error)
 	// ListMembers returns the master group's Raft configuration.
 	ListMembers(ctx context.Context, in *ListMembersRequest, opts ...grpc.CallOption) (*ListMembersResponse, error)
 	// AddMember adds a master (started with --join) as a voter.
@@ -257,6 +263,16 @@ func (c *masterServiceClient) DrainServer(ctx context.Context, in *DrainServerRe
 	return out, nil
 }
 
+func (c *masterServiceClient) RemoveServer(ctx context.Context, in *RemoveServerRequest, opts ...grpc.CallOption) (*RemoveServerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RemoveServerResponse)
+	err := c.cc.Invoke(ctx, MasterService_RemoveServer_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *masterServiceClient) ListMembers(ctx context.Context, in *ListMembersRequest, opts ...grpc.CallOption) (*ListMembersResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListMembersResponse)
@@ -331,6 +347,11 @@ type MasterServiceServer interface {
 	// the master moves its replicas and leaderships away and places nothing
 	// new on it. It answers at once with what the server still holds.
 	DrainServer(context.Context, *DrainServerRequest) (*DrainServerResponse, error)
+	// RemoveServer forgets a partition server that is down and that no range
+	// lists any more (a drained server after a scale-in): it leaves the
+	// registry, the map and the dashboard. A server started again under the
+	// same id registers anew.
+	RemoveServer(context.Context, *RemoveServerRequest) (*RemoveServerResponse, error)
 	// ListMembers returns the master group's Raft configuration.
 	ListMembers(context.Context, *ListMembersRequest) (*ListMembersResponse, error)
 	// AddMember adds a master (started with --join) as a voter.
@@ -395,6 +416,9 @@ func (UnimplementedMasterServiceServer) Heartbeat(context.Context, *HeartbeatReq
 }
 func (UnimplementedMasterServiceServer) DrainServer(context.Context, *DrainServerRequest) (*DrainServerResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method DrainServer not implemented")
+}
+func (UnimplementedMasterServiceServer) RemoveServer(context.Context, *RemoveServerRequest) (*RemoveServerResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method RemoveServer not implemented")
 }
 func (UnimplementedMasterServiceServer) ListMembers(context.Context, *ListMembersRequest) (*ListMembersResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ListMembers not implemented")
@@ -667,6 +691,24 @@ func _MasterService_DrainServer_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MasterService_RemoveServer_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RemoveServerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServiceServer).RemoveServer(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MasterService_RemoveServer_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServiceServer).RemoveServer(ctx, req.(*RemoveServerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _MasterService_ListMembers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ListMembersRequest)
 	if err := dec(in); err != nil {
@@ -793,6 +835,10 @@ var MasterService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DrainServer",
 			Handler:    _MasterService_DrainServer_Handler,
+		},
+		{
+			MethodName: "RemoveServer",
+			Handler:    _MasterService_RemoveServer_Handler,
 		},
 		{
 			MethodName: "ListMembers",

@@ -1,0 +1,79 @@
+package cluster
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"tablestore/internal/rpcerr"
+	pb "tablestore/proto/tablestorepb"
+)
+
+// TestRemoveServer takes a partition server out of the registry after a
+// scale-in: refused while ranges list the server or while it is up, done
+// once it is down and empty, after which the map no longer shows it; a
+// server started again under the id registers anew.
+func TestRemoveServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := startTuned(t, 4, quietPolicies, nil)
+	sc := serviceClient(t, c, 0)
+	ctx := ctxT(t, time.Minute)
+	tcl := newTable(t, sc, "removeserver")
+	mc := masterClient(t, c)
+	writeSeq(t, tcl, map[string]int64{}, "before", 5)
+	d := tableRanges(partitionMap(t, mc), "removeserver")[0]
+	var empty string
+	for _, sv := range partitionMap(t, mc).GetServers() {
+		if !hasServer(d, sv.GetServerId()) {
+			empty = sv.GetServerId()
+		}
+	}
+	if empty == "" {
+		t.Fatalf("every server holds range %d: %v", d.GetRangeId(), d.GetReplicas())
+	}
+	remove := func(id string) error {
+		return mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
+			_, err := m.RemoveServer(ctx, &pb.RemoveServerRequest{ServerId: id})
+			return err
+		})
+	}
+	if err := remove(d.GetReplicas()[0].GetServerId()); rpcerr.Parse(err).Code != codes.FailedPrecondition {
+		t.Fatalf("removing %s, which range %d lists: %v, want FAILED_PRECONDITION", d.GetReplicas()[0].GetServerId(), d.GetRangeId(), err)
+	}
+	if err := remove(empty); rpcerr.Parse(err).Code != codes.FailedPrecondition {
+		t.Fatalf("removing %s while it is up: %v, want FAILED_PRECONDITION", empty, err)
+	}
+	if err := remove("ps-nobody"); rpcerr.Parse(err).Code != codes.NotFound {
+		t.Fatalf("removing an unknown server: %v, want NOT_FOUND", err)
+	}
+	i := c.ServerIndex(empty)
+	if err := c.StopServer(i); err != nil {
+		t.Fatal(err)
+	}
+	var last error
+	waitFor(t, 20*time.Second, "the stopped "+empty+" removed", func() bool {
+		last = remove(empty)
+		return last == nil
+	})
+	for _, sv := range partitionMap(t, mc).GetServers() {
+		if sv.GetServerId() == empty {
+			t.Fatalf("%s still in the map's servers after its removal", empty)
+		}
+	}
+	writeSeq(t, tcl, map[string]int64{}, "after", 5)
+	if err := c.RestartServer(i); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, empty+" registered again after its restart", func() bool {
+		for _, sv := range partitionMap(t, mc).GetServers() {
+			if sv.GetServerId() == empty {
+				return true
+			}
+		}
+		return false
+	})
+}
