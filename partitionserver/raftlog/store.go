@@ -314,7 +314,7 @@ func (s *Store) newSegment(id uint64, data []byte) (*segment, error) {
 		err = s.timedSync(f)
 	}
 	if err == nil {
-		err = syncDir(s.dir)
+		err = durable.SyncDir(s.dir)
 	}
 	if err != nil {
 		f.Close()
@@ -782,14 +782,4 @@ func fdatasync(f *os.File) error {
 			return err
 		}
 	}
-}
-
-// syncDir is a variable so a test can see which directories are synced.
-var syncDir = func(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
