@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/proto"
 
 	pb "tablestore/proto/tablestorepb"
@@ -59,16 +58,7 @@ func (v *mapView) String() string {
 func TestMapDeltas(t *testing.T) {
 	s := &Server{cfg: DefaultConfig(), reports: newReports(), changed: make(chan struct{}), watchers: map[*mapWatcher]struct{}{}, epoch: 7}
 	s.fsm = &fsm{st: newState(), onChange: s.bumpChanges}
-	var index uint64
-	apply := func(kind pb.MasterCommandKind, m proto.Message) *applyResult {
-		t.Helper()
-		data, err := encodeCommand(kind, m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		index++
-		return s.fsm.Apply(&raft.Log{Index: index, Data: data}).(*applyResult)
-	}
+	apply := applier(t, s.fsm)
 	rng := rand.New(rand.NewPCG(1, 2))
 	reps := []*pb.Replica{{ServerId: "a"}, {ServerId: "b"}, {ServerId: "c"}}
 	apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_REGISTER_SERVER, &pb.RegisterServerCommand{Server: &pb.ServerInfo{ServerId: "a"}})

@@ -42,16 +42,7 @@ func TestServerRemovalRefusal(t *testing.T) {
 // after the service's check).
 func TestApplyRemoveServer(t *testing.T) {
 	f := &fsm{st: newState(), onChange: func(*changeSet) {}}
-	var index uint64
-	apply := func(kind pb.MasterCommandKind, m proto.Message) *applyResult {
-		t.Helper()
-		data, err := encodeCommand(kind, m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		index++
-		return f.Apply(&raft.Log{Index: index, Data: data}).(*applyResult)
-	}
+	apply := applier(t, f)
 	for _, id := range []string{"a", "b", "c", "d"} {
 		apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_REGISTER_SERVER, &pb.RegisterServerCommand{Server: &pb.ServerInfo{ServerId: id}})
 	}
@@ -73,4 +64,19 @@ func TestApplyRemoveServer(t *testing.T) {
 			t.Fatalf("servers after the removal: %v", st.servers)
 		}
 	})
+}
+
+// applier returns a function that applies one command to f as the next
+// log entry.
+func applier(t *testing.T, f *fsm) func(pb.MasterCommandKind, proto.Message) *applyResult {
+	var index uint64
+	return func(kind pb.MasterCommandKind, m proto.Message) *applyResult {
+		t.Helper()
+		data, err := encodeCommand(kind, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		index++
+		return f.Apply(&raft.Log{Index: index, Data: data}).(*applyResult)
+	}
 }
