@@ -262,7 +262,12 @@ func (r *Range) ApplyBatch(logs []*raft.Log) []interface{} {
 				urgent = true
 			}
 			state.AppliedIndex = l.Index
-			if l.Index%pruneEvery == 0 {
+			// A frozen range's records stay as the freeze left them: a
+			// merge takes them over from each server's replica, which may
+			// have applied entries past the freeze that another has not
+			// (the merge needs only the freeze), so a prune here would
+			// leave the merged range's replicas with different records.
+			if l.Index%pruneEvery == 0 && !state.GetFrozen() {
 				if err := r.store.prune(tx, state, &r.prune); err != nil {
 					return err
 				}
