@@ -230,3 +230,71 @@ func dropSubsumed(tx *bolt.Tx, d *pb.RangeDescriptor) ([]uint64, error) {
 func covers(d, o *pb.RangeDescriptor) bool {
 	return o.GetStart() >= d.GetStart() && (d.GetEnd() == "" || (o.GetEnd() != "" && o.GetEnd() <= d.GetEnd()))
 }
+
+// RestoreNewerSnapshot restores the newest snapshot of snaps, the range's
+// own store, when it holds entries the file does not, and reports whether
+// it did. Call it before the range's raft starts.
+//
+// raft installs a leader's snapshot by writing it to snaps first and
+// restoring it into the state machine (Restore, its own commit) after: a
+// crash between the two, or a failed restore, leaves the snapshot stored
+// and the file behind it. With NoSnapshotRestoreOnStart raft then takes
+// the newest stored snapshot as applied and replays only the entries after
+// it, so the entries between the file's applied index and the snapshot's
+// (the reason a snapshot was sent: the log no longer has them) would never
+// reach the file. A snapshot this file's own range took is never ahead of
+// it (Snapshot commits first); its index may pass the state's by entries
+// the state machine never sees (barriers, no-ops), so the state's applied
+// index in the snapshot's header decides, not the meta's.
+func (r *Range) RestoreNewerSnapshot(snaps raft.SnapshotStore) (bool, error) {
+	list, err := snaps.List()
+	if err != nil || len(list) == 0 {
+		return false, err
+	}
+	newest := list[0]
+	applied := r.AppliedIndex()
+	if newest.Index <= applied {
+		return false, nil
+	}
+	_, rc, err := snaps.Open(newest.ID)
+	if err != nil {
+		return false, err
+	}
+	st, err := snapshotState(rc)
+	rc.Close()
+	if err != nil {
+		return false, fmt.Errorf("fsm: range %d: snapshot %s: %w", r.id, newest.ID, err)
+	}
+	if st.GetAppliedIndex() <= applied {
+		return false, nil
+	}
+	if _, rc, err = snaps.Open(newest.ID); err != nil {
+		return false, err
+	}
+	if err := r.Restore(rc); err != nil {
+		return false, fmt.Errorf("fsm: range %d: snapshot %s: %w", r.id, newest.ID, err)
+	}
+	return true, nil
+}
+
+// snapshotState reads the range state at the head of a snapshot stream.
+func snapshotState(r io.Reader) (*pb.RangeState, error) {
+	br := bufio.NewReader(r)
+	magic := make([]byte, len(snapshotMagic))
+	if _, err := io.ReadFull(br, magic); err != nil || string(magic) != snapshotMagic {
+		return nil, fmt.Errorf("%w: bad magic", ErrCorruptSnapshot)
+	}
+	n, err := binary.ReadUvarint(br)
+	if err != nil || n > 64<<20 {
+		return nil, fmt.Errorf("%w: header length %d: %v", ErrCorruptSnapshot, n, err)
+	}
+	hdr := make([]byte, n)
+	if _, err := io.ReadFull(br, hdr); err != nil {
+		return nil, fmt.Errorf("%w: header: %v", ErrCorruptSnapshot, err)
+	}
+	st := &pb.RangeState{}
+	if err := proto.Unmarshal(hdr, st); err != nil {
+		return nil, fmt.Errorf("%w: header: %v", ErrCorruptSnapshot, err)
+	}
+	return st, nil
+}
