@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -655,6 +656,13 @@ func (s *Server) createReplica(desc *pb.RangeDescriptor, bootstrap, campaign boo
 	return s.createReplicaLocked(desc, bootstrap, campaign, raftAddrs, floor)
 }
 
+// exists reports whether path names a file or directory (an error other
+// than its absence counts as present: removing it will tell).
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return !errors.Is(err, os.ErrNotExist)
+}
+
 // createReplicaLocked is createReplica with the range's lock held.
 func (s *Server) createReplicaLocked(desc *pb.RangeDescriptor, bootstrap, campaign bool, raftAddrs map[string]string, floor joinFloor) error {
 	for id, a := range raftAddrs {
@@ -691,6 +699,18 @@ func (s *Server) createReplicaLocked(desc *pb.RangeDescriptor, bootstrap, campai
 			return fmt.Errorf("partitionserver: range %d: delete the replica a move removed before creating it again: %w", id, err)
 		}
 		s.logger.Info("replica a move removed deleted before it is created again", "range", id, "generation", desc.GetGeneration())
+	}
+	// A directory left by an earlier replica of the range here (a delete
+	// that crashed after removing its state, before the directory) holds
+	// that replica's snapshots: the new one starts empty, not from them
+	// (openReplica restores a stored snapshot the file is behind, and an
+	// old one's span may now be another range's here).
+	if has, err := s.store.HasRange(id); err != nil {
+		return err
+	} else if dir := replicaDir(s.cfg.DataDir, id); !has && exists(dir) {
+		if err := durable.RemoveAll(dir); err != nil {
+			return fmt.Errorf("partitionserver: range %d: remove the directory of an earlier replica: %w", id, err)
+		}
 	}
 	// The floor goes into the group's stable keys before the range is
 	// stored: a crash in between leaves an orphan group (dropped at

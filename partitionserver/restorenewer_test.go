@@ -2,6 +2,7 @@ package partitionserver
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
 	"path/filepath"
 	"testing"
@@ -61,7 +62,7 @@ func TestOpenRestoresStoredSnapshot(t *testing.T) {
 	if err := store.CreateRange(desc, false); err != nil {
 		t.Fatal(err)
 	}
-	snaps, err := raft.NewFileSnapshotStore(replicaDir(dir, 1), 2, nil)
+	snaps, err := raft.NewFileSnapshotStore(replicaDir(dir, 1), 2, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,5 +103,115 @@ func TestOpenRestoresStoredSnapshot(t *testing.T) {
 	}
 	if _, err := fr.Get("p", "4"); err != nil {
 		t.Fatalf("the snapshot's last write is missing: %v", err)
+	}
+}
+
+// TestCreateIgnoresLeftoverSnapshots: a delete that crashed after removing
+// a replica's state and before its directory leaves that replica's
+// snapshots behind. A replica of the range created here again later (a
+// move back) starts empty: opened on the leftover, it restored the old
+// snapshot (RestoreNewerSnapshot), whose span, from before a split, wrote
+// stale rows into the right range this server hosts.
+func TestCreateIgnoresLeftoverSnapshots(t *testing.T) {
+	logger := slog.New(slog.DiscardHandler)
+	ent := func(v int32) []byte {
+		return edm.MarshalBinary(&edm.Entity{Properties: []edm.Property{{Name: "V", Value: edm.Value{Type: edm.TypeInt32, Int: int64(v)}}}})
+	}
+	write := func(r *fsm.Range, index uint64, pk string, v int32) {
+		t.Helper()
+		data, err := fsm.EncodeWrite(&pb.WriteCommand{ProposedUnixNano: int64(index) * 1000,
+			Ops: []*pb.EntityOp{{Kind: pb.OpKind_OP_KIND_INSERT_OR_REPLACE, PartitionKey: pk, RowKey: "r", Entity: ent(v)}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res := r.ApplyBatch([]*raft.Log{{Index: index, Term: 1, Type: raft.LogCommand, Data: data}}); res[0].(*fsm.Result).Err != nil {
+			t.Fatal(res[0].(*fsm.Result).Err)
+		}
+	}
+
+	// The old replica of range 5, before its split: n/r = 1.
+	old := &pb.RangeDescriptor{RangeId: 5, Table: "t", TableId: 7, Generation: 1, Replicas: []*pb.Replica{{ServerId: "f"}}}
+	oldStore, err := fsm.OpenWithInterval(filepath.Join(t.TempDir(), "state.db"), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { oldStore.Close() })
+	if err := oldStore.CreateRange(old, true); err != nil {
+		t.Fatal(err)
+	}
+	or, _ := oldStore.OpenRange(5, logger)
+	write(or, 1, "n", 1)
+	snap, err := or.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Release()
+
+	dir := t.TempDir()
+	snaps, err := raft.NewFileSnapshotStore(replicaDir(dir, 5), 2, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, peers := raft.NewInmemTransport("")
+	sink, err := snaps.Create(raft.SnapshotVersionMax, 1, 1, raft.Configuration{Servers: []raft.Server{{ID: "f", Address: "f-addr"}}}, 1, peers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := snap.Persist(sink); err != nil {
+		t.Fatal(err)
+	}
+
+	// This server now hosts the split's right range 6 [m, ..), where n/r
+	// is 2 since, and not range 5, whose state the crashed delete removed.
+	cfg := DefaultConfig()
+	cfg.DataDir = dir
+	cfg.AdvertiseRaft = "f-addr"
+	cfg.QuiesceAfter = 0
+	s, err := New(cfg, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.id = "f"
+	if s.store, err = fsm.OpenWithInterval(filepath.Join(dir, "state.db"), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.store.Close() })
+	if s.logs, err = raftlog.Open(filepath.Join(dir, "raft"), raftlog.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.logs.Close() })
+	s.raftNet = newTestTransport(t)
+	right := &pb.RangeDescriptor{RangeId: 6, Table: "t", TableId: 7, Start: "m", Generation: 2, Replicas: []*pb.Replica{{ServerId: "f"}}}
+	if err := s.store.CreateRange(right, false); err != nil {
+		t.Fatal(err)
+	}
+	rr, _ := s.store.OpenRange(6, logger)
+	write(rr, 1, "n", 2)
+	if err := s.store.Flush(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Range 5, [.., m) since the split, moved back here.
+	left := &pb.RangeDescriptor{RangeId: 5, Table: "t", TableId: 7, End: "m", Generation: 4,
+		Replicas: []*pb.Replica{{ServerId: "f"}, {ServerId: "g"}}}
+	if err := s.createReplica(left, false, false, nil, joinFloor{term: 1, index: 10}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if sl := s.slot(5); sl != nil {
+			if rep := sl.open(); rep != nil {
+				rep.close()
+			}
+		}
+	}()
+	b, err := rr.Get("n", "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, err := edm.UnmarshalBinary(b); err != nil || len(e.Properties) != 1 || e.Properties[0].Value.Int != 2 {
+		t.Fatalf("range 6's n/r after range 5 was created again: %+v, %v; want V=2", e, err)
+	}
+	if sl := s.slot(5); sl == nil || sl.fsm.AppliedIndex() != 0 {
+		t.Fatalf("range 5 created again from a leftover snapshot: applied %d", sl.fsm.AppliedIndex())
 	}
 }

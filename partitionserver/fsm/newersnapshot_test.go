@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"io"
 	"path/filepath"
 	"testing"
 
@@ -60,7 +61,7 @@ func TestRestoreNewerSnapshot(t *testing.T) {
 	follower, _ := fs.OpenRange(1, logging.Discard())
 	fa := &applier{t: t, r: follower, clock: 1_000_000}
 	fa.apply(op(pb.OpKind_OP_KIND_INSERT, "p", "r00", entityBytes(t, nil)))
-	snaps, err := raft.NewFileSnapshotStore(dir, 2, nil)
+	snaps, err := raft.NewFileSnapshotStore(dir, 2, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +98,7 @@ func TestRestoreNewerSnapshot(t *testing.T) {
 
 	// The leader's own snapshot, meta index past its state's applied index
 	// (barriers after the last write): nothing to restore.
-	lsnaps, err := raft.NewFileSnapshotStore(t.TempDir(), 2, nil)
+	lsnaps, err := raft.NewFileSnapshotStore(t.TempDir(), 2, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +107,7 @@ func TestRestoreNewerSnapshot(t *testing.T) {
 		t.Fatalf("RestoreNewerSnapshot of the range's own snapshot = %v, %v; want none", restored, err)
 	}
 	// No snapshot at all.
-	empty, _ := raft.NewFileSnapshotStore(t.TempDir(), 2, nil)
+	empty, _ := raft.NewFileSnapshotStore(t.TempDir(), 2, io.Discard)
 	if restored, err := leader.RestoreNewerSnapshot(empty); err != nil || restored {
 		t.Fatalf("RestoreNewerSnapshot without snapshots = %v, %v", restored, err)
 	}

@@ -427,6 +427,16 @@ func (s *Store) RangeStates() ([]*pb.RangeState, error) {
 	return out, err
 }
 
+// HasRange reports whether the file holds the range's state.
+func (s *Store) HasRange(rangeID uint64) (bool, error) {
+	var has bool
+	err := s.db.View(func(tx *bolt.Tx) error {
+		has = tx.Bucket(bucketRanges).Get(u64(rangeID)) != nil
+		return nil
+	})
+	return has, err
+}
+
 // CreateRange records a new range replica with applied index 0; bootstrap
 // marks a member of the group's initial configuration. It fails with
 // ErrRangeExists if the range is already stored.
