@@ -270,6 +270,11 @@ func (v *service) ChangeReplicas(ctx context.Context, req *pb.ChangeReplicasRequ
 		return nil, toStatus(r, err)
 	}
 	defer r.unlockMembers()
+	if r.fsm.Frozen() {
+		// The record of the change would be refused (fsm
+		// applySetReplicas): refused before the configuration changes.
+		return nil, toStatus(r, fmt.Errorf("%w: range %d: no membership change until the merge ends", fsm.ErrRangeFrozen, r.id))
+	}
 	if add := req.GetAddServerId(); add != "" {
 		addr, _ := v.s.addrs.get(add)
 		suffrage, member, err := r.suffrage(add)

@@ -265,6 +265,17 @@ func applySetReplicas(c *applyCtx, payload []byte) *Result {
 	if err := proto.Unmarshal(payload, &cmd); err != nil || len(cmd.GetReplicas()) == 0 {
 		return &Result{Err: fmt.Errorf("%w: set replicas", ErrBadCommand)}
 	}
+	if c.state.GetFrozen() {
+		// Frozen for a merge: the merge gives the merged range a
+		// generation past the right range's, read from each server's
+		// replica of it once that replica holds the freeze, so a
+		// generation this range's log changed after the freeze would
+		// reach some servers' merges and not others'. Refused from the
+		// range's own replicated state: alike on every replica. (The
+		// master makes no membership change on a frozen range; an
+		// operator's move or a deposed master's can race its freeze.)
+		return &Result{Err: fmt.Errorf("%w: range %d: set replicas", ErrRangeFrozen, c.state.GetRange().GetRangeId())}
+	}
 	d := proto.Clone(c.state.GetRange()).(*pb.RangeDescriptor)
 	d.Replicas = cmd.GetReplicas()
 	d.Generation++

@@ -232,3 +232,35 @@ func TestMergeRefusedWhileTheLeftRangeIsFrozen(t *testing.T) {
 		t.Fatalf("merge into the unfrozen left range = %+v", res)
 	}
 }
+
+// TestSetReplicasRefusedWhileFrozen: a frozen range's descriptor does not
+// change: the merge reads the right range's generation from each server's
+// replica once it holds the freeze, and a membership record applied after
+// the freeze on some servers and not yet on others would give the merged
+// range different generations. After the freeze is undone it applies.
+func TestSetReplicasRefusedWhileFrozen(t *testing.T) {
+	s, _, right, _, _, freezeIndex := mergeFixture(t)
+	index := uint64(3)
+	apply := func(kind pb.CommandKind, m proto.Message) *Result {
+		t.Helper()
+		index++
+		res := right.ApplyBatch([]*raft.Log{{Index: index, Term: 1, Type: raft.LogCommand, Data: mustEncode(t, kind, m)}})[0].(*Result)
+		if err := s.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	before := right.State().GetRange()
+	set := &pb.SetReplicasCommand{Replicas: []*pb.Replica{{ServerId: "a"}, {ServerId: "b"}, {ServerId: "d"}}}
+	if res := apply(pb.CommandKind_COMMAND_KIND_SET_REPLICAS, set); !errors.Is(res.Err, ErrRangeFrozen) {
+		t.Fatalf("set replicas on a frozen range: %+v, want ErrRangeFrozen", res)
+	}
+	if got := right.State().GetRange(); !proto.Equal(got, before) {
+		t.Fatalf("descriptor changed while frozen: %v, was %v", got, before)
+	}
+	apply(pb.CommandKind_COMMAND_KIND_UNFREEZE, &pb.UnfreezeCommand{FreezeIndex: freezeIndex})
+	res := apply(pb.CommandKind_COMMAND_KIND_SET_REPLICAS, set)
+	if res.Err != nil || res.Range.GetGeneration() != before.GetGeneration()+1 || len(res.Range.GetReplicas()) != 3 {
+		t.Fatalf("set replicas after the unfreeze: %+v", res)
+	}
+}
