@@ -142,16 +142,19 @@ func TestMergeAbortedWhenAReplicaMissesTheFreeze(t *testing.T) {
 	verifyExactlyOnce(t, tcl, acked)
 }
 
-// TestFrozenReplicaOfAbortedMergeDeleted: a replica of the right range
-// that applied the freeze of an aborted merge and was moved off before
-// the unfreeze stays frozen (it is out of the range's group and never
-// gets the unfreeze), beside its server's replica of the left range. The
-// server used to keep such a replica for good (a frozen range next to its
-// left neighbour "will be merged"); the master's delete now names the
-// freezes its decisions abort, and the replica goes. The failpoints
-// record ABORT and stop the master before the unfreeze (each resume too),
-// so the range is still frozen when the move takes the replica off.
-func TestFrozenReplicaOfAbortedMergeDeleted(t *testing.T) {
+// TestMoveOfFrozenRangeWaitsForUnfreeze: a range frozen for a merge takes
+// no membership change until the merge ends, as CockroachDB's subsumed
+// right-hand range refuses its replica changes. The merge gives the merged
+// range a generation past the right range's, read from each server's
+// replica of it once that replica holds the freeze; a membership record
+// after the freeze, applied by some replicas before their server's merge
+// and by others after, gave the merged range different generations (the
+// fsm review). Here the merge is aborted (ABORT recorded) and the master
+// stopped before the unfreeze: a move of the right range is refused while
+// it is frozen, and goes through once the resume has unfrozen it. (Before,
+// the move went through and left the moved-off replica frozen for good,
+// which the master's delete had to name the aborted freeze to remove.)
+func TestMoveOfFrozenRangeWaitsForUnfreeze(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
@@ -209,26 +212,42 @@ func TestFrozenReplicaOfAbortedMergeDeleted(t *testing.T) {
 	waitFor(t, 10*time.Second, "the freeze applied on "+from, func() bool {
 		return rangeInfo(fromSrv, right).GetFrozen()
 	})
-	// The move: a resume holding the range (it stops at the failpoint) is
-	// answered busy; ask again.
-	waitFor(t, 60*time.Second, "the right range's replica moved from "+from+" to "+to, func() bool {
-		err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
+	move := func() error {
+		return mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
 			_, err := m.Move(ctx, &pb.MoveRequest{RangeId: right, FromServerId: from, ToServerId: to})
 			return err
 		})
-		if err != nil {
-			t.Logf("move: %v", err)
-		}
+	}
+	moved := func() bool {
 		for _, d := range tableRanges(partitionMap(t, mc), table) {
 			if d.GetRangeId() == right {
 				return hasServer(d, to) && !hasServer(d, from)
 			}
 		}
 		return false
+	}
+	// While frozen: refused (a resume holding the range, stopped at the
+	// failpoint, is answered busy: ask again until the frozen range
+	// answers).
+	waitFor(t, 30*time.Second, "the move of the frozen range refused as frozen", func() bool {
+		err := move()
+		if err == nil {
+			t.Fatalf("the move of range %d went through while it was frozen", right)
+		}
+		t.Logf("move while frozen: %v", err)
+		return strings.Contains(err.Error(), "frozen")
 	})
-	waitFor(t, 30*time.Second, "the frozen replica deleted on "+from, func() bool {
-		return fromSrv.ReplicaState(right) == "absent"
-	})
+	// The range's leader refuses too (a move of a master that does not
+	// know the range is frozen): not ready, before its configuration
+	// changes.
+	rl := partitionMap(t, mc).GetLeaders()[right]
+	if _, err := c.Servers[c.ServerIndex(rl)].Server.Service().ChangeReplicas(ctx, &pb.ChangeReplicasRequest{
+		RangeId: right, AddServerId: to, AddMode: pb.AddMode_ADD_MODE_NONVOTER}); rpcerr.Parse(err).Reason != rpcerr.ReasonNotReady {
+		t.Fatalf("ChangeReplicas on the frozen range's leader %s: %v, want NOT_READY", rl, err)
+	}
+	if moved() || !rangeInfo(fromSrv, right).GetFrozen() {
+		t.Fatalf("range %d after the refused move: %s, frozen on %s: %v", right, describe(tableRanges(partitionMap(t, mc), table)), from, rangeInfo(fromSrv, right).GetFrozen())
+	}
 	// Let the resume unfreeze the range: the right half takes writes.
 	failpoint.Disable("master/merge/after-abort")
 	failpoint.Disable("master/merge/freeze-wait")
@@ -237,6 +256,15 @@ func TestFrozenReplicaOfAbortedMergeDeleted(t *testing.T) {
 		defer cancel()
 		_, err := tcl.UpsertEntity(wctx, []byte(`{"PartitionKey":"k20","RowKey":"probe"}`), nil)
 		return err == nil
+	})
+	waitFor(t, 60*time.Second, "the right range's replica moved from "+from+" to "+to+" after the unfreeze", func() bool {
+		if err := move(); err != nil {
+			t.Logf("move: %v", err)
+		}
+		return moved()
+	})
+	waitFor(t, 30*time.Second, "the moved-off replica deleted on "+from, func() bool {
+		return fromSrv.ReplicaState(right) == "absent"
 	})
 	writeSeq(t, tcl, acked, "after", 26)
 	if rs := tableRanges(partitionMap(t, mc), table); len(rs) != 2 {

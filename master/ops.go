@@ -897,6 +897,12 @@ func (s *Server) move(ctx context.Context, id uint64, from, to, cause, reason st
 	if to == "" || hasReplica(d, to) || s.grpcAddrOf(to) == "" {
 		return nil, fmt.Errorf("%w: %q", ErrBadTarget, to)
 	}
+	if f := s.reports.frozenAt(id); f != 0 {
+		// Its leader would refuse the membership change (a frozen range's
+		// generation must not change before the merge reads it): refused
+		// before a replica is created on to.
+		return nil, fmt.Errorf("%w: range %d is frozen for a merge (freeze at %d); it moves once the merge ends", ErrBusy, id, f)
+	}
 	from, err := s.moveSource(ctx, d, from)
 	if err != nil {
 		return nil, err

@@ -272,8 +272,11 @@ func (v *service) ChangeReplicas(ctx context.Context, req *pb.ChangeReplicasRequ
 	defer r.unlockMembers()
 	if r.fsm.Frozen() {
 		// The record of the change would be refused (fsm
-		// applySetReplicas): refused before the configuration changes.
-		return nil, toStatus(r, fmt.Errorf("%w: range %d: no membership change until the merge ends", fsm.ErrRangeFrozen, r.id))
+		// applySetReplicas): refused before the configuration changes,
+		// as not ready (the caller asks again once the merge ended), not
+		// as a stale range, which the range client would retry.
+		return nil, rpcerr.New(codes.FailedPrecondition, rpcerr.ReasonNotReady,
+			fmt.Sprintf("range %d is frozen for a merge: no membership change until the merge ends", r.id), nil)
 	}
 	if add := req.GetAddServerId(); add != "" {
 		addr, _ := v.s.addrs.get(add)
