@@ -118,7 +118,8 @@ func (o *Options) addr(base, i int) (string, error) {
 }
 
 // Start launches the cluster and waits until every partition server has
-// registered and the front-ends have a map.
+// registered, the front-ends have a map, and the servers' ranges can elect
+// leaders.
 func Start(opts Options) (_ *Cluster, err error) {
 	if opts.Masters <= 0 || opts.Servers <= 0 || opts.Frontends < 0 {
 		return nil, errors.New("cluster: need at least one master and one partition server")
@@ -165,11 +166,27 @@ func Start(opts Options) (_ *Cluster, err error) {
 		}
 	}
 	c.masterGRPC = masterGRPC
+	// The servers start once a master leads: a server that heartbeats
+	// before then is told there is no leader and backs off (its master
+	// client's retries wait up to 640 ms), so it would register that
+	// much after the election rather than at once.
+	if err = c.waitMasterLeader(30 * time.Second); err != nil {
+		return nil, err
+	}
 	for i := 0; i < opts.Servers; i++ {
 		if err := c.startServer(i); err != nil {
 			return nil, err
 		}
 	}
+	// A server refuses every election of its ranges for a read lease
+	// after it starts (it may have promised a leader before it stopped):
+	// a table created before then waits for Raft's election timeout
+	// instead of its replicas' campaign, so Start returns after it.
+	var lease time.Duration
+	for _, n := range c.Servers {
+		lease = max(lease, n.Config.ReadLease)
+	}
+	electable := time.Now().Add(lease)
 	if err = c.WaitServersRegistered(30 * time.Second); err != nil {
 		return nil, err
 	}
@@ -193,6 +210,7 @@ func Start(opts Options) (_ *Cluster, err error) {
 		}
 		c.Frontends = append(c.Frontends, n)
 	}
+	time.Sleep(time.Until(electable))
 	return c, nil
 }
 
@@ -288,6 +306,20 @@ func (c *Cluster) MasterAddrs() []string {
 		out = append(out, m.Config.GRPCAddr)
 	}
 	return out
+}
+
+// waitMasterLeader polls until a master leads.
+func (c *Cluster) waitMasterLeader(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		for _, m := range c.Masters {
+			if m.Server != nil && m.Server.IsLeader() {
+				return nil
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return fmt.Errorf("cluster: no master leader within %v", timeout)
 }
 
 // WaitServersRegistered polls until a master leader reports every
