@@ -25,6 +25,7 @@ func TestScaleOutAndDrain(t *testing.T) {
 	c, err := Start(Options{
 		Masters: 1, Servers: 3, Frontends: 1, DataDir: t.TempDir(),
 		TuneMaster: func(cfg *master.Config) {
+			soleMasterElects(cfg)
 			cfg.Policy.SplitLoad = 1e9 // no load splits: this test is about placement
 		},
 	})

@@ -167,7 +167,7 @@ func TestRestartServesOldData(t *testing.T) {
 	dir := t.TempDir()
 	// Fixed ports: the Raft configurations name them, so a restart must
 	// reuse them.
-	opts := Options{Masters: 1, Servers: 3, Frontends: 1, DataDir: dir, Logger: logging.FromEnv(""), BasePort: freeBasePort(t)}
+	opts := Options{Masters: 1, Servers: 3, Frontends: 1, DataDir: dir, Logger: logging.FromEnv(""), BasePort: freeBasePort(t), TuneMaster: soleMasterElects}
 	c, err := Start(opts)
 	if err != nil {
 		t.Fatal(err)

@@ -65,6 +65,7 @@ func TestPausedLeader(t *testing.T) {
 		Masters: 1, Servers: 3, Frontends: 1, DataDir: t.TempDir(), Logger: logging.FromEnv(""),
 		LocalCalls: true,
 		TuneMaster: func(m *master.Config) {
+			soleMasterElects(m)
 			m.ServerTimeout = 2 * time.Second
 			quietPolicies(m)
 		},

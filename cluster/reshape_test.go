@@ -28,6 +28,7 @@ func startTuned(t *testing.T, servers int, tuneM func(*master.Config), tuneS fun
 	c, err := Start(Options{
 		Masters: 1, Servers: servers, Frontends: 1, DataDir: t.TempDir(), Logger: logging.FromEnv(""),
 		TuneMaster: func(m *master.Config) {
+			soleMasterElects(m)
 			m.ServerTimeout = 2 * time.Second
 			if tuneM != nil {
 				tuneM(m)
