@@ -232,7 +232,11 @@ func TestReshapeDropsNonvoter(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	c := startTuned(t, 4, quietPolicies, nil)
+	// A removed non-voter's replica reports no change after its removal:
+	// the master learns it is stale from its server's next full report,
+	// which at the default interval (10 s) came up to 10 s after the
+	// removal depending on when the cluster started.
+	c := startTuned(t, 4, quietPolicies, func(s *partitionserver.Config) { s.FullReportInterval = 2 * time.Second })
 	sc := serviceClient(t, c, 0)
 	ctx := ctxT(t, 2*time.Minute)
 	const table = "nonvoterreshape"
