@@ -62,7 +62,8 @@ func TestSplitMergeCrashes(t *testing.T) {
 			tcl := sc.NewClient(table)
 			mc := masterClient(t, c)
 			w := startWorkload(t, tcl, 3, spreadKeys)
-			time.Sleep(200 * time.Millisecond)
+			// Writes in flight across the operation.
+			waitFor(t, 30*time.Second, "writes acknowledged", func() bool { return w.written.Load() >= 50 })
 
 			var target *pb.RangeDescriptor // range the failing operation works on
 			if tc.merge {
@@ -76,7 +77,14 @@ func TestSplitMergeCrashes(t *testing.T) {
 					t.Fatal(err)
 				}
 				target = split.GetLeft()
-				time.Sleep(300 * time.Millisecond)
+				// The halves led (the leader to kill is the map's) and
+				// the writers on both.
+				waitFor(t, 30*time.Second, "both halves led", func() bool {
+					l := partitionMap(t, mc).GetLeaders()
+					return l[target.GetRangeId()] != "" && l[split.GetRight().GetRangeId()] != ""
+				})
+				after := w.written.Load()
+				waitFor(t, 30*time.Second, "writes acknowledged after the split", func() bool { return w.written.Load() >= after+50 })
 			} else {
 				target = tableRanges(partitionMap(t, mc), table)[0]
 			}
@@ -125,7 +133,14 @@ func TestSplitMergeCrashes(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			time.Sleep(time.Second)
+			if tc.killLeadr {
+				// Down long enough for its followers to elect.
+				time.Sleep(time.Second)
+			} else {
+				// The writers go on across the master's restart.
+				after := w.written.Load()
+				waitFor(t, 30*time.Second, "writes acknowledged after the master's restart", func() bool { return w.written.Load() >= after+50 })
+			}
 			if tc.killLeadr && leader != "" {
 				if err := c.RestartServer(c.ServerIndex(leader)); err != nil {
 					t.Fatal(err)
@@ -167,7 +182,9 @@ func TestSplitMergeCrashes(t *testing.T) {
 					t.Fatalf("after an aborted merge: %s, want both halves", describe(rs))
 				}
 			}
-			time.Sleep(500 * time.Millisecond)
+			// Writes acknowledged after the recovery, before the check.
+			after := w.written.Load()
+			waitFor(t, 30*time.Second, "writes acknowledged after the recovery", func() bool { return w.written.Load() >= after+50 })
 			acked := w.halt()
 			t.Logf("%d acknowledged writes, %d failed, ranges %s", len(acked), w.failed.Load(), describe(tableRanges(partitionMap(t, mc), table)))
 			verifyExactlyOnce(t, tcl, acked)
