@@ -134,14 +134,21 @@ func TestRecreatedMemberRefusesStaleMember(t *testing.T) {
 		return rangeInfo(server(spare), id) != nil
 	})
 	// S campaigns every election timeout (about a second); before the
-	// fix it led within two or three. Ten seconds is many elections.
+	// fix it led within two or three. Ten seconds is many elections. The
+	// watch ends sooner once D has refused S eight requests below its
+	// join floor (only S reaches D now, and each of S's elections sends
+	// D a pre-vote, or a pre-vote and a vote): four elections or more
+	// that D's vote would have won for S before the fix.
+	const refusals = "tablestore_partitionserver_join_floor_refusals_total"
+	refused := metricValue(t, refusals, nil)
 	watch := time.Now().Add(10 * time.Second)
-	for time.Now().Before(watch) {
+	for time.Now().Before(watch) && metricValue(t, refusals, nil)-refused < 8 {
 		if resp, err := server(stale).Service().RangeInfo(context.Background(), &pb.RangeInfoRequest{RangeId: id}); err == nil && resp.GetStatus().GetLeader() {
 			t.Fatalf("%s, which missed %s's removal, leads range %d with the vote of %s's re-created empty replica", stale, spare, id, spare)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	t.Logf("watched %s campaign for %v: %v requests refused below %s's join floor", stale, time.Since(watch.Add(-10*time.Second)).Round(time.Millisecond), metricValue(t, refusals, nil)-refused, spare)
 
 	// 5. Heal: the move completes (again if it failed), D catches up by
 	// snapshot, and every acknowledged write is there.
