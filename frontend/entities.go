@@ -294,7 +294,10 @@ func (s *Server) getEntity(ctx context.Context, w http.ResponseWriter, rc *reqCt
 	}
 	var sel []string
 	if rc.query != nil {
-		sel = parseSelect(rc.q("$select"))
+		var err error
+		if sel, err = parseSelect(rc.q("$select")); err != nil {
+			return err
+		}
 		if f := rc.q("$filter"); f != "" {
 			// A filter on a point read is evaluated too: a mismatch is a miss.
 			flt, err := filter.Parse(f)
@@ -353,7 +356,9 @@ func (s *Server) queryEntities(ctx context.Context, w http.ResponseWriter, rc *r
 			q.FilterText = q.Filter.String()
 		}
 	}
-	q.Select = parseSelect(rc.q("$select"))
+	if q.Select, err = parseSelect(rc.q("$select")); err != nil {
+		return err
+	}
 	if q.Top, err = parseTop(rc.q("$top")); err != nil {
 		return err
 	}

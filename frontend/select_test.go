@@ -1,6 +1,8 @@
 package frontend
 
 import (
+	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -75,4 +77,25 @@ func normalizeTimes(s string) string {
 		s = b.String()
 	}
 	return s
+}
+
+// TestSelectRepeatsAndLimit: a name repeated in $select is answered once,
+// and a $select of more distinct names than maxSelectNames is refused
+// (projection costs names × properties per entity).
+func TestSelectRepeatsAndLimit(t *testing.T) {
+	got, err := parseSelect(" A, B ,A,,B,C ")
+	if err != nil || strings.Join(got, ",") != "A,B,C" {
+		t.Fatalf("parseSelect with repeats = %q, %v; want [A B C]", got, err)
+	}
+	names := make([]string, maxSelectNames+1)
+	for i := range names {
+		names[i] = fmt.Sprintf("P%d", i)
+	}
+	if _, err := parseSelect(strings.Join(names[:maxSelectNames], ",")); err != nil {
+		t.Fatalf("%d names: %v", maxSelectNames, err)
+	}
+	var ae *apiError
+	if _, err := parseSelect(strings.Join(names, ",")); !errors.As(err, &ae) || ae.status != http.StatusBadRequest || ae.code != "InvalidInput" {
+		t.Fatalf("%d names: %v, want 400 InvalidInput", len(names), err)
+	}
 }

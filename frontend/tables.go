@@ -3,6 +3,7 @@ package frontend
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"sort"
@@ -142,7 +143,10 @@ func (s *Server) queryTables(ctx context.Context, w http.ResponseWriter, rc *req
 	if err := rc.principal.Authorize(auth.Access{Kind: auth.TableList}); err != nil {
 		return err
 	}
-	sel := parseSelect(rc.q("$select"))
+	sel, err := parseSelect(rc.q("$select"))
+	if err != nil {
+		return err
+	}
 	if single != "" {
 		if err := validateTableName(single); err != nil {
 			return err
@@ -276,22 +280,36 @@ func (s *Server) appendTableJSON(b []byte, rc *reqCtx, name string, element bool
 }
 
 // parseSelect splits a $select list; nil when absent.
-func parseSelect(v string) []string {
+func parseSelect(v string) ([]string, error) {
 	if strings.TrimSpace(v) == "" {
-		return nil
+		return nil, nil
 	}
 	parts := strings.Split(v, ",")
 	out := parts[:0]
+	seen := make(map[string]struct{}, min(len(parts), maxSelectNames+1))
 	for _, p := range parts {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		if _, dup := seen[p]; dup {
+			continue
+		}
+		seen[p] = struct{}{}
+		out = append(out, p)
+		if len(out) > maxSelectNames {
+			return nil, errInvalidInput(fmt.Sprintf("$select names more than %d properties", maxSelectNames))
 		}
 	}
 	if len(out) == 0 {
-		return nil
+		return nil, nil
 	}
-	return out
+	return out, nil
 }
+
+// maxSelectNames bounds the distinct names of a $select: an entity has at
+// most 255 properties, and projection costs names × properties per entity,
+// so a request line of a megabyte of names would cost a core minutes.
+const maxSelectNames = 1024
 
 // parseTop reads $top: 0..1000, MaxPageSize when absent or empty. Larger
 // values are rejected as Azure does (400 InvalidInput) rather than clipped;

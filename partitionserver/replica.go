@@ -143,7 +143,7 @@ func openReplica(d replicaDeps, sl *slot, bootstrap bool, voters []raft.Server, 
 	// A leader's snapshot stored but not restored into the file (a crash
 	// between the two): raft, not restoring on start, would take it as
 	// applied and never replay the entries before it.
-	if restored, err := rfsm.RestoreNewerSnapshot(snaps); err != nil {
+	if restored, err := rfsm.RestoreNewerSnapshot(snaps, dir); err != nil {
 		return nil, fmt.Errorf("partitionserver: range %d: %w", id, err)
 	} else if restored {
 		logger.Warn("state file was behind the range's newest snapshot (installed before a crash); restored it", "applied", rfsm.AppliedIndex())

@@ -132,13 +132,15 @@ func (s *Server) RaftAddr() string {
 
 func loadOrCreateID(dir, configured string) (string, error) {
 	path := filepath.Join(dir, "server-id")
-	if b, err := os.ReadFile(path); err == nil {
+	if b, err := os.ReadFile(path); err == nil && strings.TrimSpace(string(b)) != "" {
+		// (An empty file is one an older build's crash left mid-write:
+		// no id was ever used from it.)
 		stored := strings.TrimSpace(string(b))
 		if configured != "" && configured != stored {
 			return "", fmt.Errorf("partitionserver: data dir belongs to server %q, not %q", stored, configured)
 		}
 		return stored, nil
-	} else if !errors.Is(err, os.ErrNotExist) {
+	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return "", err
 	}
 	id := configured

@@ -34,7 +34,8 @@ type EncodeOptions struct {
 	// Select is the $select list; nil means everything. PartitionKey, RowKey
 	// and Timestamp are written only if listed (or "*" is), as Azure does;
 	// odata.etag and the other metadata are written regardless. A selected
-	// property the entity lacks is written as null, after the others.
+	// property the entity lacks is written as null, after the others. It
+	// must hold no name twice (the front-end's parseSelect drops repeats).
 	Select []string
 }
 
@@ -158,11 +159,10 @@ func AppendJSON(dst []byte, e *Entity, opts EncodeOptions) []byte {
 // properties always exist, and a name that cannot be a property's
 // (odata.etag, "a b") is not invented: none of those is added.
 func (w *jsonWriter) missingSelected(e *Entity, sel []string) {
-	for i, name := range sel {
+	for _, name := range sel {
 		switch {
 		case name == "PartitionKey" || name == "RowKey" || name == "Timestamp",
 			ValidatePropertyName(name) != nil,
-			slices.Contains(sel[:i], name),
 			slices.ContainsFunc(e.Properties, func(p Property) bool { return p.Name == name }):
 			continue
 		}

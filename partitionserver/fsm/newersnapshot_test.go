@@ -79,7 +79,7 @@ func TestRestoreNewerSnapshot(t *testing.T) {
 	if follower.AppliedIndex() != 1 {
 		t.Fatalf("applied index after the crash = %d, want 1", follower.AppliedIndex())
 	}
-	restored, err := follower.RestoreNewerSnapshot(snaps)
+	restored, err := follower.RestoreNewerSnapshot(snaps, "")
 	if err != nil || !restored {
 		t.Fatalf("RestoreNewerSnapshot = %v, %v; want a restore", restored, err)
 	}
@@ -92,7 +92,7 @@ func TestRestoreNewerSnapshot(t *testing.T) {
 		t.Fatalf("follower's entities differ from the leader's (%v)", err)
 	}
 	// Again (a second restart): the file holds the snapshot now.
-	if restored, err := follower.RestoreNewerSnapshot(snaps); err != nil || restored {
+	if restored, err := follower.RestoreNewerSnapshot(snaps, ""); err != nil || restored {
 		t.Fatalf("second RestoreNewerSnapshot = %v, %v; want none", restored, err)
 	}
 
@@ -103,12 +103,12 @@ func TestRestoreNewerSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	storeSnapshot(t, leader, lsnaps, 25)
-	if restored, err := leader.RestoreNewerSnapshot(lsnaps); err != nil || restored {
+	if restored, err := leader.RestoreNewerSnapshot(lsnaps, ""); err != nil || restored {
 		t.Fatalf("RestoreNewerSnapshot of the range's own snapshot = %v, %v; want none", restored, err)
 	}
 	// No snapshot at all.
 	empty, _ := raft.NewFileSnapshotStore(t.TempDir(), 2, io.Discard)
-	if restored, err := leader.RestoreNewerSnapshot(empty); err != nil || restored {
+	if restored, err := leader.RestoreNewerSnapshot(empty, ""); err != nil || restored {
 		t.Fatalf("RestoreNewerSnapshot without snapshots = %v, %v", restored, err)
 	}
 }

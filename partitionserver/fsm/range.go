@@ -108,6 +108,9 @@ type Range struct {
 	// this range's entries, a restore): what Summary reports. Never
 	// modified (ApplyBatch works on a copy).
 	committed atomic.Pointer[pb.RangeState]
+	// checkedSnapshot is the id of the newest stored snapshot whose header
+	// RestoreNewerSnapshot found not ahead of the state.
+	checkedSnapshot atomic.Pointer[string]
 
 	hooks Hooks
 

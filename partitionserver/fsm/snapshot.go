@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 
 	"github.com/hashicorp/raft"
 	bolt "go.etcd.io/bbolt"
@@ -233,7 +235,9 @@ func covers(d, o *pb.RangeDescriptor) bool {
 
 // RestoreNewerSnapshot restores the newest snapshot of snaps, the range's
 // own store, when it holds entries the file does not, and reports whether
-// it did. Call it before the range's raft starts.
+// it did. Call it before the range's raft starts. dir is the directory
+// snaps was made on (raft.NewFileSnapshotStore's base; "" for another
+// kind of store).
 //
 // raft installs a leader's snapshot by writing it to snaps first and
 // restoring it into the state machine (Restore, its own commit) after: a
@@ -246,7 +250,15 @@ func covers(d, o *pb.RangeDescriptor) bool {
 // it (Snapshot commits first); its index may pass the state's by entries
 // the state machine never sees (barriers, no-ops), so the state's applied
 // index in the snapshot's header decides, not the meta's.
-func (r *Range) RestoreNewerSnapshot(snaps raft.SnapshotStore) (bool, error) {
+//
+// That is the common case (a move's compaction snapshots after a barrier,
+// and a quiet range then opens on every wake), so the header is read
+// straight from the snapshot's file, not through snaps.Open, which reads
+// and checksums the whole snapshot first; and a snapshot found not ahead
+// is remembered and not read again. Only a restore pays the checked read.
+// A header that cannot be read is logged and the replica opens as before
+// this check (raft takes the snapshot as applied).
+func (r *Range) RestoreNewerSnapshot(snaps raft.SnapshotStore, dir string) (bool, error) {
 	list, err := snaps.List()
 	if err != nil || len(list) == 0 {
 		return false, err
@@ -256,25 +268,49 @@ func (r *Range) RestoreNewerSnapshot(snaps raft.SnapshotStore) (bool, error) {
 	if newest.Index <= applied {
 		return false, nil
 	}
-	_, rc, err := snaps.Open(newest.ID)
-	if err != nil {
-		return false, err
-	}
-	st, err := snapshotState(rc)
-	rc.Close()
-	if err != nil {
-		return false, fmt.Errorf("fsm: range %d: snapshot %s: %w", r.id, newest.ID, err)
-	}
-	if st.GetAppliedIndex() <= applied {
+	if p := r.checkedSnapshot.Load(); p != nil && *p == newest.ID {
 		return false, nil
 	}
-	if _, rc, err = snaps.Open(newest.ID); err != nil {
+	st, err := snapshotHeader(snaps, dir, newest.ID)
+	if err != nil {
+		r.logger.Error("reading the newest snapshot's header; the replica opens without checking it against the state file", "snapshot", newest.ID, "err", err)
+		return false, nil
+	}
+	if st.GetAppliedIndex() <= applied {
+		id := newest.ID
+		r.checkedSnapshot.Store(&id)
+		return false, nil
+	}
+	_, rc, err := snaps.Open(newest.ID)
+	if err != nil {
 		return false, err
 	}
 	if err := r.Restore(rc); err != nil {
 		return false, fmt.Errorf("fsm: range %d: snapshot %s: %w", r.id, newest.ID, err)
 	}
 	return true, nil
+}
+
+// snapshotHeader reads the range state at the head of snapshot id: from
+// the file raft.FileSnapshotStore keeps it in when dir is set, else
+// through snaps.
+func snapshotHeader(snaps raft.SnapshotStore, dir, id string) (*pb.RangeState, error) {
+	var rc io.ReadCloser
+	if dir != "" {
+		f, err := os.Open(filepath.Join(dir, "snapshots", id, "state.bin"))
+		if err != nil {
+			return nil, err
+		}
+		rc = f
+	} else {
+		_, r, err := snaps.Open(id)
+		if err != nil {
+			return nil, err
+		}
+		rc = r
+	}
+	defer rc.Close()
+	return snapshotState(rc)
 }
 
 // snapshotState reads the range state at the head of a snapshot stream.

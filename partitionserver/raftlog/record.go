@@ -1,6 +1,7 @@
 package raftlog
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -53,21 +54,22 @@ func appendSeal(buf []byte, seq uint64) []byte {
 	return endFrame(buf, start)
 }
 
-// sealAfter reports whether b holds, at any offset, a valid seal frame of
-// a commit numbered at least min. It tries every offset: after a bad frame
-// the next frame's start is unknown.
-func sealAfter(b []byte, min uint64) (uint64, bool) {
-	for i := 0; i+frameHeader < len(b); i++ {
-		kind, payload, _, err := nextFrame(b[i:])
-		if err != nil || kind != recDelete {
-			continue
-		}
-		ev, err := decodeRecord(kind, payload)
-		if err == nil && ev.group == sealGroup && ev.min >= min {
-			return ev.min, true
+// sealAt reports whether b holds, at any offset, the valid seal frame of
+// commit seq. It tries every offset (after a bad frame the next frame's
+// start is unknown), but looks at a checksum only where the length, kind
+// and group are a seal's, so a scan of a multi-MiB torn commit stays
+// linear. Only the exact number counts: the commit right after the one
+// holding the bad frame proves that one was synced (any later commit
+// implies it), and an entity's bytes that happen to, or are made to, look
+// like a seal would also have to carry the number the log is at.
+func sealAt(b []byte, seq uint64) bool {
+	want := appendSeal(nil, seq)
+	for i := 0; i+len(want) <= len(b); i++ {
+		if b[i] == want[0] && b[i+frameHeader] == recDelete && bytes.Equal(b[i:i+len(want)], want) {
+			return true
 		}
 	}
-	return 0, false
+	return false
 }
 
 // Frame: length of kind+payload (4 bytes LE), CRC-32C of kind+payload

@@ -134,3 +134,38 @@ func TestEntryTooLargeRefused(t *testing.T) {
 	}
 	s.Close()
 }
+
+// TestSealLookalikeInTornCommitIsCut: bytes inside a torn last commit that
+// look like a seal (an entity's data here) do not make Open refuse the
+// log unless they carry exactly the number of the commit after the torn
+// one: a later number, which a real log could not hold there, is ignored.
+func TestSealLookalikeInTornCommitIsCut(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir, Options{})
+	for i := uint64(1); i <= 4; i++ {
+		if err := s.Log(3).StoreLog(entry(i, 1, fmt.Sprintf("e%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lookalike := string(appendSeal(nil, s.sealSeq+40))
+	if err := s.Log(3).StoreLog(entry(5, 1, "x"+lookalike+"y")); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	ids, _ := listSegments(dir)
+	path := filepath.Join(dir, segName(ids[len(ids)-1]))
+	offs := entryFrames(t, path)
+	b, _ := os.ReadFile(path)
+	b[offs[4]+frameHeader+2] ^= 0x20
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatalf("open with a torn last commit holding a seal look-alike: %v", err)
+	}
+	defer s.Close()
+	if last, _ := s.Log(3).LastIndex(); last != 4 {
+		t.Fatalf("last index %d, want 4 (the torn commit cut)", last)
+	}
+}

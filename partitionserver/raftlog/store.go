@@ -263,9 +263,9 @@ func (s *Store) replay(id uint64, newest bool) error {
 			if !newest {
 				return fmt.Errorf("%w: %s at offset %d", ErrCorrupt, path, off)
 			}
-			if seq, later := sealAfter(data[off+1:], s.sealSeq+2); later {
-				return fmt.Errorf("%w: %s at offset %d, in commit %d or before, which commit %d sealed after it proves was synced (a torn write would have been the last commit)",
-					ErrCorrupt, path, off, s.sealSeq+1, seq)
+			if next := s.sealSeq + 2; sealAt(data[off+1:], next) {
+				return fmt.Errorf("%w: %s at offset %d, in commit %d, which commit %d sealed after it proves was synced (a torn write would have been the last commit)",
+					ErrCorrupt, path, off, s.sealSeq+1, next)
 			}
 			if err := f.Truncate(int64(off)); err != nil {
 				return fmt.Errorf("raftlog: cutting torn tail of %s: %w", path, err)
