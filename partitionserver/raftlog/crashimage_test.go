@@ -3,6 +3,7 @@ package raftlog
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/rand"
 	"os"
@@ -96,14 +97,17 @@ func differs(s *Store, models map[uint64]*model) string {
 			if err := l.GetLog(i, &e); err != nil {
 				return fmt.Sprintf("group %d entry %d: %v", id, i, err)
 			}
-			if string(e.Data) != m.entries[i] {
-				return fmt.Sprintf("group %d entry %d: %.20q, want %.20q", id, i, e.Data, m.entries[i])
+			if string(e.Data) != m.entries[i] || e.Index != i || e.AppendedAt.UnixNano() != int64(i) {
+				return fmt.Sprintf("group %d entry %d: %.20q (index %d), want %.20q", id, i, e.Data, e.Index, m.entries[i])
 			}
 		}
 		for k, v := range m.kv {
 			if got, err := l.Get([]byte(k)); err != nil || string(got) != v {
 				return fmt.Sprintf("group %d key %s: %q, %v; want %q", id, k, got, err, v)
 			}
+		}
+		if _, err := l.Get([]byte("absent")); !errors.Is(err, ErrKeyNotFound) || err.Error() != "not found" {
+			return fmt.Sprintf("group %d absent key: %v", id, err)
 		}
 	}
 	for _, id := range s.Groups() {

@@ -49,37 +49,8 @@ func (m *model) bounds() (uint64, uint64) {
 
 func check(t *testing.T, s *Store, models map[uint64]*model) {
 	t.Helper()
-	for id, m := range models {
-		l := s.Log(id)
-		lo, hi := m.bounds()
-		first, _ := l.FirstIndex()
-		last, _ := l.LastIndex()
-		if first != lo || last != hi {
-			t.Fatalf("group %d: bounds [%d, %d], want [%d, %d]", id, first, last, lo, hi)
-		}
-		for i := lo; i <= hi && lo != 0; i++ {
-			var e raft.Log
-			if err := l.GetLog(i, &e); err != nil {
-				t.Fatalf("group %d entry %d: %v", id, i, err)
-			}
-			if string(e.Data) != m.entries[i] || e.Index != i || e.AppendedAt.UnixNano() != int64(i) {
-				t.Fatalf("group %d entry %d: got %q (index %d), want %q", id, i, e.Data, e.Index, m.entries[i])
-			}
-		}
-		for k, v := range m.kv {
-			got, err := l.Get([]byte(k))
-			if err != nil || string(got) != v {
-				t.Fatalf("group %d key %s: %q, %v; want %q", id, k, got, err, v)
-			}
-		}
-		if _, err := l.Get([]byte("absent")); !errors.Is(err, ErrKeyNotFound) || err.Error() != "not found" {
-			t.Fatalf("absent key: %v", err)
-		}
-	}
-	for _, id := range s.Groups() {
-		if _, ok := models[id]; !ok {
-			t.Fatalf("group %d still has state", id)
-		}
+	if d := differs(s, models); d != "" {
+		t.Fatal(d)
 	}
 }
 
