@@ -377,3 +377,43 @@ func TestUnlistedSplitChildDeleted(t *testing.T) {
 	writeSeq(t, tcl, acked, "after", 20)
 	verifyExactlyOnce(t, tcl, acked)
 }
+
+// TestFailedAddDeletesItsReplica: a move whose non-voter add fails after
+// the new replica was created (the leader refused, or could not be
+// reached) deletes that replica. Kept, it sat on the target at the range's
+// generation, in no configuration and no descriptor, and the replica GC
+// would take it only once the range's generation moved on. A later move
+// onto the same server then works.
+func TestFailedAddDeletesItsReplica(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := startTuned(t, 4, quietPolicies, nil)
+	sc := serviceClient(t, c, 0)
+	ctx := ctxT(t, time.Minute)
+	const table = "failedadd"
+	tcl := newTable(t, sc, table)
+	mc := masterClient(t, c)
+	acked := map[string]int64{}
+	writeSeq(t, tcl, acked, "before", 10)
+	rng := tableRanges(partitionMap(t, mc), table)[0]
+	id := rng.GetRangeId()
+	_, from, to := rangeRoles(t, c, mc, rng)
+	failpoint.Enable("master/add/before-nonvoter", nil)
+	err := moveDirect(ctx, c, id, from, to)
+	failpoint.Disable("master/add/before-nonvoter")
+	if err == nil {
+		t.Fatal("move succeeded through master/add/before-nonvoter")
+	}
+	waitFor(t, 10*time.Second, "the failed add's replica on "+to+" deleted", func() bool {
+		return c.Servers[c.ServerIndex(to)].Server.ReplicaState(id) == "absent"
+	})
+	if err := moveDirect(ctx, c, id, from, to); err != nil {
+		t.Fatalf("move %s -> %s after the failed one: %v", from, to, err)
+	}
+	if got := tableRanges(partitionMap(t, mc), table)[0]; !hasServer(got, to) || hasServer(got, from) {
+		t.Fatalf("replicas %v after the second move %s -> %s", got.GetReplicas(), from, to)
+	}
+	writeSeq(t, tcl, acked, "after", 10)
+	verifyExactlyOnce(t, tcl, acked)
+}

@@ -1033,7 +1033,16 @@ func (s *Server) addVoter(ctx context.Context, d *pb.RangeDescriptor, to string,
 		})
 		return cur, err
 	}
-	if _, err := change(pb.AddMode_ADD_MODE_NONVOTER); err != nil {
+	err = failpoint.Inject("master/add/before-nonvoter")
+	if err == nil {
+		_, err = change(pb.AddMode_ADD_MODE_NONVOTER)
+	}
+	if err != nil {
+		// The replica created on to is in no configuration and no
+		// descriptor: at the range's generation, the replica GC would
+		// take it only once the generation moves on. Deleted now, while
+		// the caller holds the range (no guard: it is not listed).
+		s.deleteCreated(id, to)
 		return nil, fmt.Errorf("add non-voter %s: %w", to, err)
 	}
 	if err := failpoint.Inject("master/add/after-nonvoter"); err != nil {
@@ -1051,6 +1060,17 @@ func (s *Server) addVoter(ctx context.Context, d *pb.RangeDescriptor, to string,
 		return nil, fmt.Errorf("promote non-voter %s: %w", to, err)
 	}
 	return cur, nil
+}
+
+// deleteCreated deletes the replica a failed add created on server to,
+// best effort, bounded by its own 10 s (the add's context may be what
+// ended).
+func (s *Server) deleteCreated(id uint64, to string) {
+	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
+	defer cancel()
+	if err := s.deleteReplica(ctx, to, id, 0); err != nil {
+		s.logger.Warn("deleting a failed add's replica", "range", id, "server", to, "err", err)
+	}
 }
 
 // removeNonvoter removes the non-voter a failed add left on server to.
