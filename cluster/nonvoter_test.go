@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -17,6 +18,19 @@ import (
 	"tablestore/partitionserver"
 	pb "tablestore/proto/tablestorepb"
 )
+
+// handTable starts four partition servers with the master's policies off
+// (tuneS, when set, tunes them), creates table and writes n entities into
+// it; it returns the cluster, the table's client, a master client, the
+// acknowledged writes and a context of two minutes.
+func handTable(t *testing.T, table string, n int, tuneS func(*partitionserver.Config)) (*Cluster, *aztables.Client, *masterclient.Client, map[string]int64, context.Context) {
+	t.Helper()
+	c := startTuned(t, 4, quietPolicies, tuneS)
+	tcl := newTable(t, serviceClient(t, c, 0), table)
+	acked := map[string]int64{}
+	writeSeq(t, tcl, acked, "before", n)
+	return c, tcl, masterClient(t, c), acked, ctxT(t, 2*time.Minute)
+}
 
 // moveDirect asks master 0 for a move in one RPC bounded by ctx alone
 // (masterclient bounds each attempt to 5 s, shorter than the holds here).
@@ -86,14 +100,8 @@ func TestMoveAddsNonvoterFirst(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	c := startTuned(t, 4, quietPolicies, nil)
-	sc := serviceClient(t, c, 0)
-	ctx := ctxT(t, 2*time.Minute)
 	const table = "nonvoterfirst"
-	tcl := newTable(t, sc, table)
-	mc := masterClient(t, c)
-	acked := map[string]int64{}
-	writeSeq(t, tcl, acked, "before", 20)
+	c, tcl, mc, acked, ctx := handTable(t, table, 20, nil)
 	rng := tableRanges(partitionMap(t, mc), table)[0]
 	id := rng.GetRangeId()
 	_, from, to := rangeRoles(t, c, mc, rng)
@@ -158,14 +166,8 @@ func TestNonvoterOfInterruptedMoveRemoved(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	c := startTuned(t, 4, quietPolicies, func(s *partitionserver.Config) { s.QuiesceAfter = time.Second })
-	sc := serviceClient(t, c, 0)
-	ctx := ctxT(t, 2*time.Minute)
 	const table = "nonvoterleft"
-	tcl := newTable(t, sc, table)
-	mc := masterClient(t, c)
-	acked := map[string]int64{}
-	writeSeq(t, tcl, acked, "before", 20)
+	c, tcl, mc, acked, ctx := handTable(t, table, 20, func(s *partitionserver.Config) { s.QuiesceAfter = time.Second })
 	rng := tableRanges(partitionMap(t, mc), table)[0]
 	id := rng.GetRangeId()
 	_, from, _ := rangeRoles(t, c, mc, rng)
@@ -236,14 +238,8 @@ func TestReshapeDropsNonvoter(t *testing.T) {
 	// the master learns it is stale from its server's next full report,
 	// which at the default interval (10 s) came up to 10 s after the
 	// removal depending on when the cluster started.
-	c := startTuned(t, 4, quietPolicies, func(s *partitionserver.Config) { s.FullReportInterval = 2 * time.Second })
-	sc := serviceClient(t, c, 0)
-	ctx := ctxT(t, 2*time.Minute)
 	const table = "nonvoterreshape"
-	tcl := newTable(t, sc, table)
-	mc := masterClient(t, c)
-	acked := map[string]int64{}
-	writeSeq(t, tcl, acked, "before", 40)
+	c, tcl, mc, acked, ctx := handTable(t, table, 40, func(s *partitionserver.Config) { s.FullReportInterval = 2 * time.Second })
 	leave := func(id uint64) string { return leaveNonvoter(ctx, t, c, mc, table, id) }
 
 	parent := tableRanges(partitionMap(t, mc), table)[0].GetRangeId()
@@ -336,14 +332,8 @@ func TestUnlistedSplitChildDeleted(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	c := startTuned(t, 4, quietPolicies, nil)
-	sc := serviceClient(t, c, 0)
-	ctx := ctxT(t, 2*time.Minute)
 	const table = "unlistedchild"
-	tcl := newTable(t, sc, table)
-	mc := masterClient(t, c)
-	acked := map[string]int64{}
-	writeSeq(t, tcl, acked, "before", 20)
+	c, tcl, mc, acked, ctx := handTable(t, table, 20, nil)
 	d := tableRanges(partitionMap(t, mc), table)[0]
 	parent := d.GetRangeId()
 	nv := leaveNonvoter(ctx, t, c, mc, table, parent)
@@ -388,14 +378,8 @@ func TestFailedAddDeletesItsReplica(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	c := startTuned(t, 4, quietPolicies, nil)
-	sc := serviceClient(t, c, 0)
-	ctx := ctxT(t, time.Minute)
 	const table = "failedadd"
-	tcl := newTable(t, sc, table)
-	mc := masterClient(t, c)
-	acked := map[string]int64{}
-	writeSeq(t, tcl, acked, "before", 10)
+	c, tcl, mc, acked, ctx := handTable(t, table, 10, nil)
 	rng := tableRanges(partitionMap(t, mc), table)[0]
 	id := rng.GetRangeId()
 	_, from, to := rangeRoles(t, c, mc, rng)

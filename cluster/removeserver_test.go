@@ -19,12 +19,7 @@ func TestRemoveServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	c := startTuned(t, 4, quietPolicies, nil)
-	sc := serviceClient(t, c, 0)
-	ctx := ctxT(t, time.Minute)
-	tcl := newTable(t, sc, "removeserver")
-	mc := masterClient(t, c)
-	writeSeq(t, tcl, map[string]int64{}, "before", 5)
+	c, tcl, mc, acked, ctx := handTable(t, "removeserver", 5, nil)
 	d := tableRanges(partitionMap(t, mc), "removeserver")[0]
 	var empty string
 	for _, sv := range partitionMap(t, mc).GetServers() {
@@ -64,7 +59,7 @@ func TestRemoveServer(t *testing.T) {
 			t.Fatalf("%s still in the map's servers after its removal", empty)
 		}
 	}
-	writeSeq(t, tcl, map[string]int64{}, "after", 5)
+	writeSeq(t, tcl, acked, "after", 5)
 	if err := c.RestartServer(i); err != nil {
 		t.Fatal(err)
 	}

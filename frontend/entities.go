@@ -223,8 +223,8 @@ func (s *Server) updateEntity(ctx context.Context, w http.ResponseWriter, rc *re
 	if err != nil {
 		return err
 	}
-	if len(rc.r.Header["If-None-Match"]) > 0 {
-		return errIfNoneMatchUpdate
+	if err := ifNoneMatchRefusal(rc.r.Header, false); err != nil {
+		return err
 	}
 	kind := auth.EntityUpsert
 	switch {
@@ -263,8 +263,8 @@ func (s *Server) deleteEntity(ctx context.Context, w http.ResponseWriter, rc *re
 	if !present {
 		return errMissingIfMatch
 	}
-	if len(rc.r.Header["If-None-Match"]) > 0 {
-		return errIfNoneMatchDelete
+	if err := ifNoneMatchRefusal(rc.r.Header, true); err != nil {
+		return err
 	}
 	if err := rc.principal.Authorize(auth.Access{Kind: auth.EntityDelete, Table: rt.table, PartitionKey: rt.pk, RowKey: rt.rk}); err != nil {
 		return err

@@ -413,3 +413,16 @@ func appendXMLEscaped(b []byte, s string) []byte {
 	}
 	return b
 }
+
+// ifNoneMatchRefusal answers If-None-Match on an entity write, alone or in
+// a change set (whose operations are answered as they would be alone):
+// Update and Merge Entity refuse it as PUT does, Delete Entity as DELETE.
+func ifNoneMatchRefusal(h http.Header, del bool) error {
+	switch {
+	case len(h["If-None-Match"]) == 0:
+		return nil
+	case del:
+		return errIfNoneMatchDelete
+	}
+	return errIfNoneMatchUpdate
+}

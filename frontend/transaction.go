@@ -219,20 +219,18 @@ func (s *Server) parseTxnOp(rc *reqCtx, sub *batch.Request, formats *queryFormat
 	if err != nil {
 		return t, err
 	}
-	// An operation of a change set is answered as it would be alone, If-None-Match included.
-	_, ifNoneMatch := sub.Header["If-None-Match"]
 	switch method {
 	case http.MethodDelete:
 		if !conditional {
 			return t, errMissingIfMatch
 		}
-		if ifNoneMatch {
-			return t, errIfNoneMatchDelete
+		if err := ifNoneMatchRefusal(sub.Header, true); err != nil {
+			return t, err
 		}
 		op.Kind, t.access = pb.OpKind_OP_KIND_DELETE, auth.EntityDelete
 	case http.MethodPut, http.MethodPatch, "MERGE":
-		if ifNoneMatch {
-			return t, errIfNoneMatchUpdate
+		if err := ifNoneMatchRefusal(sub.Header, false); err != nil {
+			return t, err
 		}
 		merge := method != http.MethodPut
 		t.access = auth.EntityUpsert

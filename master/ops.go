@@ -1038,11 +1038,7 @@ func (s *Server) addVoter(ctx context.Context, d *pb.RangeDescriptor, to string,
 		_, err = change(pb.AddMode_ADD_MODE_NONVOTER)
 	}
 	if err != nil {
-		// The replica created on to is in no configuration and no
-		// descriptor: at the range's generation, the replica GC would
-		// take it only once the generation moves on. Deleted now, while
-		// the caller holds the range (no guard: it is not listed).
-		s.deleteCreated(id, to)
+		s.undoAdd(id, to, false) // while the caller holds the range
 		return nil, fmt.Errorf("add non-voter %s: %w", to, err)
 	}
 	if err := failpoint.Inject("master/add/after-nonvoter"); err != nil {
@@ -1056,33 +1052,33 @@ func (s *Server) addVoter(ctx context.Context, d *pb.RangeDescriptor, to string,
 		// replica-set check would remove it only after its grace. Removed
 		// now, while the caller still holds the range: a later move onto
 		// the same server must not see this one's delete.
-		s.removeNonvoter(id, to)
+		s.undoAdd(id, to, true)
 		return nil, fmt.Errorf("promote non-voter %s: %w", to, err)
 	}
 	return cur, nil
 }
 
-// deleteCreated deletes the replica a failed add created on server to,
-// best effort, bounded by its own 10 s (the add's context may be what
-// ended).
-func (s *Server) deleteCreated(id uint64, to string) {
+// undoAdd undoes what a failed add left on server to, best effort and
+// bounded by its own 10 s (the add's context may be what ended). With
+// nonvoter, the add's non-voter is removed from the group (only while it
+// is a non-voter: a promotion whose answer was lost made it a voter, and
+// the range then has a voter too many, which the replica-set check
+// removes), its removal recorded and the replica deleted. Without, only
+// the replica created there is deleted: in no configuration and no
+// descriptor, and at the range's generation, the replica GC would take it
+// only once the generation moved on (no generation guard: it is not
+// listed, and the caller holds the range).
+func (s *Server) undoAdd(id uint64, to string, nonvoter bool) {
 	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
 	defer cancel()
-	if err := s.deleteReplica(ctx, to, id, 0); err != nil {
-		s.logger.Warn("deleting a failed add's replica", "range", id, "server", to, "err", err)
+	var err error
+	if nonvoter {
+		_, err = s.removeMember(ctx, id, to, true, s.raftAddrs())
+	} else {
+		err = s.deleteReplica(ctx, to, id, 0)
 	}
-}
-
-// removeNonvoter removes the non-voter a failed add left on server to.
-// Only while it is a non-voter: a promotion whose answer was lost made it
-// a voter, and the range then has a voter too many, which the replica-set
-// check removes. Best effort, bounded by its own 10 s (the add's context
-// may be what ended).
-func (s *Server) removeNonvoter(id uint64, to string) {
-	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
-	defer cancel()
-	if _, err := s.removeMember(ctx, id, to, true, s.raftAddrs()); err != nil {
-		s.logger.Warn("removing a failed add's non-voter", "range", id, "server", to, "err", err)
+	if err != nil {
+		s.logger.Warn("undoing a failed add", "range", id, "server", to, "nonvoter", nonvoter, "err", err)
 	}
 }
 

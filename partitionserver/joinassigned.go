@@ -61,11 +61,7 @@ func planJoin(resp *pb.JoinFloorResponse, err error, self string) (joinStep, joi
 		return joinRetry, joinFloor{}, nil
 	}
 	d := resp.GetRange()
-	listed := false
-	for _, r := range d.GetReplicas() {
-		listed = listed || r.GetServerId() == self
-	}
-	if !listed {
+	if !listed(d, self) {
 		return joinSkip, joinFloor{}, nil
 	}
 	return joinCreate, joinFloor{resp.GetFloorTerm(), resp.GetFloorIndex()}, d

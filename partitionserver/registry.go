@@ -1151,16 +1151,8 @@ func lifecycleOf(sl *slot) string { return sl.State().String() }
 // for range id, hosted or not (a check that state the server must not keep
 // is gone).
 func (s *Server) HasStoredState(id uint64) bool {
-	states, err := s.store.RangeStates()
-	if err != nil {
-		return true
-	}
-	for _, st := range states {
-		if st.GetRange().GetRangeId() == id {
-			return true
-		}
-	}
-	return false
+	has, err := s.store.HasRange(id)
+	return has || err != nil
 }
 
 // ReplicaState names the lifecycle state of range id's replica here
