@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -326,46 +327,83 @@ func TestReshapeDropsNonvoter(t *testing.T) {
 // server. The server must not start the new range, whose descriptor lists
 // no replica there, and must delete that state, or a restart would open
 // it: a replica no descriptor lists, at the map's generation, which the
-// replica GC never collects. (A crash between the split's apply and the
-// delete still leaves it: reliability.md 29.)
+// replica GC never collects. A crash between the split's apply and that
+// delete (a failpoint skips it) leaves the state to the restart, which
+// deletes it (splitLeftover).
 func TestUnlistedSplitChildDeleted(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	const table = "unlistedchild"
-	c, tcl, mc, acked, ctx := handTable(t, table, 20, nil)
-	d := tableRanges(partitionMap(t, mc), table)[0]
-	parent := d.GetRangeId()
-	nv := leaveNonvoter(ctx, t, c, mc, table, parent)
-	failpoint.Enable("partitionserver/split/unsettled", nil)
-	split, err := splitRetrying(ctx, t, mc, table, "k13")
-	failpoint.Disable("partitionserver/split/unsettled")
-	if err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		name  string
+		crash bool // the delete after the split's apply never runs
+	}{
+		{name: "after the split", crash: false},
+		{name: "at the restart after a crash", crash: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			table := "unlistedchild"
+			if tc.crash {
+				table = "unlistedcrash"
+			}
+			c, tcl, mc, acked, ctx := handTable(t, table, 20, nil)
+			d := tableRanges(partitionMap(t, mc), table)[0]
+			parent := d.GetRangeId()
+			nv := leaveNonvoter(ctx, t, c, mc, table, parent)
+			failpoint.Enable("partitionserver/split/unsettled", nil)
+			var kept atomic.Bool // RangeCreated skipped its delete (after the commit)
+			if tc.crash {
+				failpoint.Enable("partitionserver/split/keep-unlisted", func() error {
+					kept.Store(true)
+					return failpoint.ErrInjected
+				})
+			}
+			split, err := splitRetrying(ctx, t, mc, table, "k13")
+			failpoint.Disable("partitionserver/split/unsettled")
+			if err != nil {
+				failpoint.Disable("partitionserver/split/keep-unlisted")
+				t.Fatal(err)
+			}
+			child := split.GetRight().GetRangeId()
+			ni := c.ServerIndex(nv)
+			waitFor(t, 10*time.Second, "the non-voter on "+nv+" applying the split", func() bool {
+				info := rangeInfo(c.Servers[ni].Server, parent)
+				return info != nil && info.GetGeneration() > d.GetGeneration()
+			})
+			if tc.crash {
+				// The state the split's apply stored stays: the delete
+				// after it is skipped, as by a crash.
+				waitFor(t, 10*time.Second, "the new range's state committed on "+nv, func() bool {
+					return kept.Load() && c.Servers[ni].Server.HasStoredState(child)
+				})
+				if err := c.CrashServer(ni); err != nil {
+					t.Fatal(err)
+				}
+				failpoint.Disable("partitionserver/split/keep-unlisted")
+			} else {
+				waitFor(t, 10*time.Second, "the new range's state on "+nv+" deleted", func() bool {
+					return !c.Servers[ni].Server.HasStoredState(child)
+				})
+				if err := c.StopServer(ni); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := c.RestartServer(ni); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, 10*time.Second, "the restarted "+nv+" opening its parent replica", func() bool {
+				return rangeInfo(c.Servers[ni].Server, parent) != nil
+			})
+			if st := c.Servers[ni].Server.ReplicaState(child); st != "absent" {
+				t.Fatalf("the split's new range %d is %s on %s after its restart; its descriptor lists %v", child, st, nv, split.GetRight().GetReplicas())
+			}
+			if c.Servers[ni].Server.HasStoredState(child) {
+				t.Fatalf("the split's new range %d still has its state on %s after its restart", child, nv)
+			}
+			writeSeq(t, tcl, acked, "after", 20)
+			verifyExactlyOnce(t, tcl, acked)
+		})
 	}
-	child := split.GetRight().GetRangeId()
-	ni := c.ServerIndex(nv)
-	waitFor(t, 10*time.Second, "the non-voter on "+nv+" applying the split", func() bool {
-		info := rangeInfo(c.Servers[ni].Server, parent)
-		return info != nil && info.GetGeneration() > d.GetGeneration()
-	})
-	waitFor(t, 10*time.Second, "the new range's state on "+nv+" deleted", func() bool {
-		return !c.Servers[ni].Server.HasStoredState(child)
-	})
-	if err := c.StopServer(ni); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.RestartServer(ni); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 10*time.Second, "the restarted "+nv+" opening its parent replica", func() bool {
-		return rangeInfo(c.Servers[ni].Server, parent) != nil
-	})
-	if st := c.Servers[ni].Server.ReplicaState(child); st != "absent" {
-		t.Fatalf("the split's new range %d is %s on %s after its restart; its descriptor lists %v", child, st, nv, split.GetRight().GetReplicas())
-	}
-	writeSeq(t, tcl, acked, "after", 20)
-	verifyExactlyOnce(t, tcl, acked)
 }
 
 // TestFailedAddDeletesItsReplica: a move whose non-voter add fails after

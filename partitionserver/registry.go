@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"tablestore/internal/durable"
+	"tablestore/internal/failpoint"
 	"tablestore/partitionserver/fsm"
 	"tablestore/partitionserver/lifecycle"
 	pb "tablestore/proto/tablestorepb"
@@ -802,6 +803,22 @@ func listed(desc *pb.RangeDescriptor, id string) bool {
 	return false
 }
 
+// splitLeftover reports whether a range state found at start is the
+// leftover of a split whose new range has no replica here: the split's
+// apply on a parent member its descriptor did not list stores the new
+// range's state (bootstrap, with the descriptor's voters), and
+// RangeCreated deletes it after the commit, unless a crash came between.
+// Opened, it would bootstrap a member outside its own configuration,
+// which no leader feeds and the replica GC never collects (the map holds
+// the same generation). ran (the range has a group in the shared log, or
+// a directory, where an older build kept its log) means the replica did
+// run here: a member whose applied descriptor no longer lists it may
+// still be in the group's configuration (a voter), and only the master's
+// replica GC decides about it.
+func splitLeftover(st *pb.RangeState, self string, ran bool) bool {
+	return st.GetBootstrap() && !ran && !listed(st.GetRange(), self)
+}
+
 // removedLeftover reports whether this server's replica of desc's range is
 // one an earlier move removed: desc (a move's CreateReplica names the range
 // as it is, without this server) does not list this server, and the
@@ -877,7 +894,11 @@ func (s *Server) RangeCreated(parent uint64, desc *pb.RangeDescriptor, preferred
 			// split settles the members first: another master's change
 			// raced it): the new range has no replica here. The split's
 			// apply stored its state here anyway, which a restart would
-			// open: it goes.
+			// open: it goes (and if a crash comes first, the start does
+			// it: splitLeftover).
+			if failpoint.Inject("partitionserver/split/keep-unlisted") != nil {
+				return // tests: the crash before this delete
+			}
 			unlock := s.lockRange(desc.GetRangeId())
 			var err error
 			if !s.hosts(desc.GetRangeId()) {

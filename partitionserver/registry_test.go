@@ -157,3 +157,34 @@ func TestClosedStore(t *testing.T) {
 		t.Fatalf("entry 45: %+v", resp)
 	}
 }
+
+// TestSplitLeftover: only a split's new range that lists no replica here
+// and never ran here (no Raft log) is deleted at start; a replica that ran
+// may still be a voter of its group whatever its descriptor says.
+func TestSplitLeftover(t *testing.T) {
+	desc := func(servers ...string) *pb.RangeDescriptor {
+		d := &pb.RangeDescriptor{RangeId: 9, Table: "t", Generation: 3}
+		for _, s := range servers {
+			d.Replicas = append(d.Replicas, &pb.Replica{ServerId: s})
+		}
+		return d
+	}
+	for _, tc := range []struct {
+		name     string
+		st       *pb.RangeState
+		ran      bool
+		leftover bool
+	}{
+		{"split child not listing this server, never run", &pb.RangeState{Range: desc("a", "b", "c"), Bootstrap: true}, false, true},
+		{"split child listing this server, not yet bootstrapped", &pb.RangeState{Range: desc("a", "b", "f"), Bootstrap: true}, false, false},
+		{"split child not listing this server that ran here", &pb.RangeState{Range: desc("a", "b", "c"), Bootstrap: true}, true, false},
+		{"a move's replica (no bootstrap) not listed", &pb.RangeState{Range: desc("a", "b", "c")}, false, false},
+		{"a move's replica listed", &pb.RangeState{Range: desc("a", "f", "c")}, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := splitLeftover(tc.st, "f", tc.ran); got != tc.leftover {
+				t.Fatalf("splitLeftover = %v, want %v", got, tc.leftover)
+			}
+		})
+	}
+}

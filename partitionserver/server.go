@@ -236,7 +236,24 @@ func (s *Server) Start() (err error) {
 		return fmt.Errorf("partitionserver: raft log in --data-dir %s: %w", s.cfg.DataDir, err)
 	}
 	cleanup = append(cleanup, func() { s.closeAll(s.slotList(), shutdownReplicasWithin) })
+	logged := make(map[uint64]bool)
+	for _, id := range s.logs.Groups() {
+		logged[id] = true
+	}
 	for _, st := range states {
+		id := st.GetRange().GetRangeId()
+		if splitLeftover(st, s.id, logged[id] || exists(replicaDir(s.cfg.DataDir, id))) {
+			unlock := s.lockRange(id)
+			err := s.deleteReplicaLocked(id, 0, 0)
+			unlock()
+			if err == nil {
+				s.logger.Warn("split range lists no replica on this server: its state, left by a crash, deleted", "range", id)
+				continue
+			}
+			// Then it opens, as before this rule: a member outside its
+			// group's configuration, idle.
+			s.logger.Warn("deleting a split range's state that lists no replica here failed", "range", id, "err", err)
+		}
 		// Quiet until used, unless it must run now; a replica that was to
 		// bootstrap but crashed before its Raft state was written
 		// bootstraps now.
