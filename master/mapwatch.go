@@ -160,7 +160,7 @@ func (s *Server) fillShared(m *pb.PartitionMap, st *state, seen map[string]time.
 		c := proto.Clone(sv).(*pb.ServerInfo)
 		if t, ok := seen[sv.GetServerId()]; ok {
 			c.LastHeartbeatUnixNano = t.UnixNano()
-			c.Alive = now.Sub(t) < s.cfg.ServerTimeout
+			c.Alive = s.upAt(seen, sv.GetServerId(), now)
 		}
 		m.Servers = append(m.Servers, c)
 	}

@@ -268,7 +268,7 @@ func (s *Server) replicaChecks(now time.Time) map[uint64]replicaCheck {
 		servers := make([]string, 0, len(st.servers))
 		for id, sv := range st.servers {
 			servers = append(servers, id)
-			if t, ok := seen[id]; !ok || now.Sub(t) >= s.cfg.ServerTimeout {
+			if !s.upAt(seen, id, now) {
 				down[id] = true
 			}
 			draining[id] = sv.GetDraining()

@@ -31,7 +31,7 @@ func serverRemovalRefusal(id string, known bool, replicas int, heard bool, silen
 		return fmt.Errorf("%w: %q", ErrUnknownServer, id)
 	case replicas > 0:
 		return fmt.Errorf("%w: %d replicas on %s; drain it first (ctl drain %s)", ErrServerInUse, replicas, id, id)
-	case heard && silent < timeout:
+	case serverUp(heard, silent, timeout):
 		return fmt.Errorf("%w: %s was heard from %s ago (down after %s); stop it first", ErrServerUp, id, silent.Round(time.Millisecond), timeout)
 	}
 	return nil

@@ -67,10 +67,10 @@ func (s *Server) snapshot(now time.Time) *scheduler.Snapshot {
 	defer s.reports.mu.Unlock()
 	for i := range snap.Servers {
 		sv := &snap.Servers[i]
-		t, ok := s.reports.lastSeen[sv.ID]
+		t := s.reports.lastSeen[sv.ID]
 		sv.LastSeen = t
 		sv.Back = s.reports.back[sv.ID]
-		sv.Live = ok && now.Sub(t) < s.cfg.ServerTimeout
+		sv.Live = s.upAt(s.reports.lastSeen, sv.ID, now)
 		// After Live: computed first (until session 9), Silent read the
 		// zero Live and was never set, so leadership went to servers
 		// that had just failed (chaos seeds 217 and 233: a transfer to a

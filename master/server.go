@@ -371,7 +371,7 @@ func (s *Server) livenessLoop() {
 		publishSlow(s.reports.seen(), s.reports.slowServers(now))
 		var events []*pb.Event
 		for id, at := range s.reports.seen() {
-			a := now.Sub(at) < s.cfg.ServerTimeout
+			a := serverUp(true, now.Sub(at), s.cfg.ServerTimeout)
 			if prev, ok := alive[id]; !ok || prev != a {
 				if ok {
 					changed = true
@@ -403,9 +403,10 @@ func (s *Server) livenessLoop() {
 // LiveServers counts the partition servers heard from within the server
 // timeout.
 func (s *Server) LiveServers() int {
-	n := 0
-	for _, t := range s.reports.seen() {
-		if time.Since(t) < s.cfg.ServerTimeout {
+	n, now := 0, time.Now()
+	seen := s.reports.seen()
+	for id := range seen {
+		if s.upAt(seen, id, now) {
 			n++
 		}
 	}

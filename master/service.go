@@ -60,7 +60,7 @@ func (s *Server) placement() ([]*pb.Replica, map[string]string, error) {
 		for id, sv := range st.servers {
 			addrs[id] = sv.GetRaftAddr()
 			// Nothing new goes to a server being drained.
-			if t, ok := seen[id]; ok && now.Sub(t) < s.cfg.ServerTimeout && !sv.GetDraining() {
+			if s.upAt(seen, id, now) && !sv.GetDraining() {
 				live = append(live, id)
 			}
 		}
