@@ -364,6 +364,7 @@ func (s *Server) livenessLoop() {
 		}
 		if !s.IsLeader() {
 			serverSlowGauge.Reset()
+			clusterHealth{}.publish(false)
 			continue
 		}
 		changed := false
@@ -391,6 +392,7 @@ func (s *Server) livenessLoop() {
 			rangesGauge.Set(float64(len(st.ranges)))
 			unstartedGauge.Set(float64(len(st.unstarted())))
 		})
+		s.health(now).publish(true)
 		for _, e := range events {
 			s.event(e)
 		}
@@ -398,6 +400,33 @@ func (s *Server) livenessLoop() {
 			s.bump()
 		}
 	}
+}
+
+// health is the cluster's health as the leader sees it now: servers up
+// and down (serverUp), ranges short of live replicas or without a live
+// leader. The gauges it feeds were set nowhere from a merge of
+// 2026-11-23 until session 19: is_leader read 0 on every master (the
+// documented no-leader alert fired for good) and the server-down and
+// under-replicated alerts never fired.
+func (s *Server) health(now time.Time) clusterHealth {
+	seen := s.reports.seen()
+	s.reports.mu.Lock()
+	leaders := make(map[uint64]string, len(s.reports.leaders))
+	for id, l := range s.reports.leaders {
+		leaders[id] = l
+	}
+	s.reports.mu.Unlock()
+	var h clusterHealth
+	s.fsm.read(func(st *state) {
+		servers := make([]string, 0, len(st.servers))
+		alive := make(map[string]bool, len(st.servers))
+		for id := range st.servers {
+			servers = append(servers, id)
+			alive[id] = s.upAt(seen, id, now)
+		}
+		h = assessCluster(st.ranges, servers, alive, leaders, s.cfg.ReplicationFactor)
+	})
+	return h
 }
 
 // LiveServers counts the partition servers heard from within the server
