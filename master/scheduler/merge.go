@@ -39,7 +39,7 @@ func (mergeCold) Schedule(p *Plan) {
 }
 
 // mergeable reports whether candidates a and b are adjacent, small enough
-// together, and not split lately.
+// together, not split lately, and have every replica on a live server.
 func (p *Plan) mergeable(a, b *Range) bool {
 	if a.bytes()+b.bytes() > p.cfg.MergeBytes {
 		return false
@@ -47,7 +47,25 @@ func (p *Plan) mergeable(a, b *Range) bool {
 	if a.TableID != b.TableID || a.End != b.Start || a.End == "" {
 		return false
 	}
-	return !p.splitLately(a.ID) && !p.splitLately(b.ID)
+	return !p.splitLately(a.ID) && !p.splitLately(b.ID) && p.allLive(a) && p.allLive(b)
+}
+
+// allLive reports whether every replica of r is on a live server. A merge
+// first moves the right range's replicas onto the left range's servers
+// (the master's co-location: a new replica on each), then freezes the
+// right range on every replica and waits for each to apply the freeze.
+// With a replica on a down server one of those steps cannot finish: the
+// merge failed after holding both ranges busy for up to the operation
+// timeout (re-replication of the same ranges waited behind it), and was
+// proposed again every pass while the ranges stayed cold. It waits until
+// the server is back or re-replication replaced its replicas.
+func (p *Plan) allLive(r *Range) bool {
+	for _, rep := range r.Replicas {
+		if st := p.stat(rep.Server); st == nil || !st.live {
+			return false
+		}
+	}
+	return true
 }
 
 func (p *Plan) coldFor(r *Range) bool {
