@@ -101,6 +101,25 @@ func TestWireDifferences(t *testing.T) {
 		}
 	})
 
+	t.Run("JSONBeforeItsVersionIsJsonFormatNotSupported", func(t *testing.T) {
+		// JSON exists from 2013-08-15; earlier versions answer 415
+		// (azure-storage-net #32, azure-storage-python #104).
+		r := raw(t, "GET", entityPath(table, "p", "r"), jsonHeaders("x-ms-version", "2012-02-12"), nil, true)
+		if r.status != 415 || r.code() != "JsonFormatNotSupported" || !strings.Contains(string(r.body), "<m:code>JsonFormatNotSupported</m:code>") {
+			t.Fatalf("read: %d %s %s", r.status, r.code(), r.body)
+		}
+		body := mustJSON(t, map[string]any{"PartitionKey": "p", "RowKey": "old"})
+		if r := raw(t, "POST", "/"+table, jsonHeaders("x-ms-version", "2011-08-18"), body, true); r.status != 415 || r.code() != "JsonFormatNotSupported" {
+			t.Fatalf("insert: %d %s %s", r.status, r.code(), r.body)
+		}
+		if r := raw(t, "GET", entityPath(table, "p", "old"), jsonHeaders(), nil, true); r.status != 404 {
+			t.Fatalf("the refused insert was written: %d %s", r.status, r.body)
+		}
+		if r := raw(t, "GET", entityPath(table, "p", "r"), jsonHeaders("x-ms-version", "2013-08-15"), nil, true); r.status != 200 {
+			t.Fatalf("read at 2013-08-15: %d %s", r.status, r.body)
+		}
+	})
+
 	t.Run("BooleanLiteralsIgnoreCase", func(t *testing.T) {
 		for _, f := range []string{"B eq True", "B eq TRUE", "B ne FALSE", "not (B eq False)"} {
 			ents, _ := listAll(t, c, &aztables.ListEntitiesOptions{Filter: &f})

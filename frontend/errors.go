@@ -88,6 +88,7 @@ const (
 	msgXMethodIncorrectCount = "More than one X-HTTP-Method is specified."
 	msgXMethodIncorrectValue = "The specified X-HTTP-Method is invalid."
 	msgAtomNotSupported      = "Atom format is not supported."
+	msgJSONNotSupported      = "JSON format is not supported."
 	msgNotImplemented        = "The requested operation is not implemented on the specified resource."
 	msgBodyTooLarge          = "The request body is too large and exceeds the maximum permissible limit."
 	msgInvalidQueryParam     = "Value for one of the query parameters specified in the request URI is invalid."
@@ -133,6 +134,9 @@ var (
 	errXMethodCount     = newAPIError(http.StatusBadRequest, "XMethodIncorrectCount", msgXMethodIncorrectCount, "")
 	errXMethodValue     = newAPIError(http.StatusBadRequest, "XMethodIncorrectValue", msgXMethodIncorrectValue, "")
 	errAtomNotSupported = newAPIError(http.StatusUnsupportedMediaType, "AtomFormatNotSupported", msgAtomNotSupported, "")
+	// JSON asked for or sent at an x-ms-version before 2013-08-15, which
+	// speaks only Atom (see jsonFormatRefusal).
+	errJSONNotSupported = newAPIError(http.StatusUnsupportedMediaType, "JsonFormatNotSupported", msgJSONNotSupported, "JSON at an x-ms-version before 2013-08-15")
 	errMissingIfMatch   = newAPIError(http.StatusBadRequest, "MissingRequiredHeader", msgMissingHeader, "If-Match is required")
 	// If-None-Match on an update (PUT, MERGE, PATCH) or a delete: the
 	// messages the Table service error-code reference lists for

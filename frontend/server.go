@@ -306,6 +306,15 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		s.finish(w, rc, errAtomNotSupported)
 		return
 	}
+	// The OData endpoints speak JSON only from 2013-08-15; the refusal is
+	// written as the Atom-era client reads errors, in OData XML.
+	if !rc.xmlErrors {
+		if err := jsonFormatRefusal(r, rc.q("$format"), principal.SignedVersion()); err != nil {
+			rc.xmlErrors = true
+			s.finish(w, rc, err)
+			return
+		}
+	}
 
 	timeout := s.cfg.RequestTimeout
 	if t := rc.q("timeout"); t != "" {

@@ -1,6 +1,9 @@
 package frontend
 
-import "net/http"
+import (
+	"net/http"
+	"strings"
+)
 
 // knownVersions are the x-ms-version values of the Storage REST API that
 // the Table service answers to (the published service versions, oldest
@@ -34,4 +37,56 @@ func (s *Server) checkVersion(r *http.Request) error {
 		return nil
 	}
 	return newAPIError(http.StatusBadRequest, "InvalidHeaderValue", msgInvalidHeaderValue, "x-ms-version "+v[0]+" is not a known service version")
+}
+
+// atomOnlyVersions are the published service versions before 2013-08-15,
+// the first that speaks JSON ("Payload format for Table service
+// operations": JSON "is supported only for version 2013-08-15 and newer").
+var atomOnlyVersions = map[string]bool{
+	"2012-02-12": true, "2011-08-18": true, "2009-09-19": true, "2009-07-17": true, "2009-04-14": true,
+}
+
+// jsonFormatRefusal answers a request that asks for JSON ($format or an
+// Accept media range application/json) or sends a JSON body at one of
+// atomOnlyVersions: 415 JsonFormatNotSupported, "JSON format is not
+// supported.", what the service answered a JSON-speaking client library
+// whose SAS ran at 2012-02-12 (azure-storage-net issue 32, a read) and an
+// Azure Stack table service a JSON Create Table (azure-storage-python
+// issue 104, whose error body was the m:-prefixed OData XML error). A
+// request at such a version that names no format is served in JSON as at
+// any other version: the service would answer it in Atom, which tablestore
+// does not write. Versions outside knownVersions (accepted only with
+// SkipAPIVersionCheck) are not refused. A SAS request runs at its signed
+// version sv (given as sasVersion), whatever its x-ms-version says
+// ("Previous Azure Storage service versions": the header "is ignored"),
+// and tablestore takes no sv before 2015-04-05.
+func jsonFormatRefusal(r *http.Request, format, sasVersion string) error {
+	if sasVersion != "" {
+		return nil
+	}
+	v := r.Header["X-Ms-Version"]
+	if len(v) == 0 || !atomOnlyVersions[v[0]] {
+		return nil
+	}
+	json := format != "" && isJSONMediaType(format)
+	for _, a := range r.Header["Accept"] {
+		for part := range strings.SplitSeq(a, ",") {
+			json = json || isJSONMediaType(part)
+		}
+	}
+	for _, ct := range r.Header["Content-Type"] {
+		json = json || isJSONMediaType(ct)
+	}
+	if json {
+		return errJSONNotSupported
+	}
+	return nil
+}
+
+// isJSONMediaType reports whether a media range or $format value is JSON
+// (application/json with any parameters, or $format's short "json").
+func isJSONMediaType(s string) bool {
+	typ, _, _ := strings.Cut(s, ";")
+	typ = strings.ToLower(strings.TrimSpace(typ))
+	return typ == "application/json" || typ == "json"
 }
