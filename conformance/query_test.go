@@ -207,6 +207,24 @@ func TestQueries(t *testing.T) {
 		if r.status != 200 || string(r.body) != `{"I":0}` {
 			t.Fatalf("point read with $select: %d %s", r.status, r.body)
 		}
+		// $filter applies to the addressed entity (a key lookup is a
+		// resource, to which WCF Data Services applies $filter); an entity
+		// it excludes is not found, as a missing one (inferred, not seen on
+		// the wire; docs/compatibility.md).
+		for _, tc := range []struct {
+			filter string
+			status int
+			code   string
+		}{
+			{"I eq 0", 200, ""},
+			{"I eq 1", 404, "ResourceNotFound"},
+			{"I eq", 400, "InvalidInput"},
+		} {
+			r := raw(t, "GET", entityPath(table, "a", "r00")+"?$filter="+url.QueryEscape(tc.filter), jsonHeaders(), nil, true)
+			if r.status != tc.status || r.code() != tc.code {
+				t.Fatalf("point read with $filter=%s: %d %s %s", tc.filter, r.status, r.code(), r.body)
+			}
+		}
 	})
 	_ = http.StatusOK
 }

@@ -299,7 +299,11 @@ func (s *Server) getEntity(ctx context.Context, w http.ResponseWriter, rc *reqCt
 			return err
 		}
 		if f := rc.q("$filter"); f != "" {
-			// A filter on a point read is evaluated too: a mismatch is a miss.
+			// A filter on a point read is evaluated too: a mismatch is a
+			// miss, 404 as a missing entity (WCF Data Services applies
+			// $filter to a key lookup; the service's answer is inferred,
+			// docs/compatibility.md). $top is not read here: accepted and
+			// ignored, the service's answer unverified.
 			flt, err := filter.Parse(f)
 			if err != nil {
 				return err
