@@ -49,6 +49,21 @@ func TestRemoveServer(t *testing.T) {
 	if err := c.StopServer(i); err != nil {
 		t.Fatal(err)
 	}
+	// Once the master counts it down, an operator's move onto it is
+	// refused at once (moveTargetRefusal), not after a CreateReplica that
+	// cannot answer.
+	waitFor(t, 20*time.Second, "the master counting the stopped "+empty+" down", func() bool {
+		for _, sv := range partitionMap(t, mc).GetServers() {
+			if sv.GetServerId() == empty {
+				return !sv.GetAlive()
+			}
+		}
+		return false
+	})
+	start := time.Now()
+	if err := moveDirect(ctx, c, d.GetRangeId(), "", empty); rpcerr.Parse(err).Code != codes.FailedPrecondition || time.Since(start) > 5*time.Second {
+		t.Fatalf("moving range %d onto the stopped %s: %v after %v, want FAILED_PRECONDITION at once", d.GetRangeId(), empty, err, time.Since(start))
+	}
 	var last error
 	waitFor(t, 20*time.Second, "the stopped "+empty+" removed", func() bool {
 		last = remove(empty)

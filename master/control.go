@@ -24,8 +24,12 @@ func opStatus(err error) error {
 		return rpcerr.New(codes.NotFound, rpcerr.ReasonRangeNotFound, err.Error(), nil)
 	case errors.Is(err, ErrBusy), errors.Is(err, ErrNotReady), errors.Is(err, ErrReplicaDown):
 		return rpcerr.New(codes.Aborted, rpcerr.ReasonUnavailable, err.Error(), nil)
+	case errors.Is(err, ErrTargetUnfit):
+		return rpcerr.New(codes.FailedPrecondition, "", err.Error(), nil)
 	case errors.Is(err, ErrBadTarget), errors.Is(err, ErrBadCommand):
 		return rpcerr.New(codes.InvalidArgument, rpcerr.ReasonInvalidInput, err.Error(), nil)
+	case errors.Is(err, ErrUnknownServer):
+		return toStatus(err)
 	case errors.Is(err, ErrNotLeader), errors.Is(err, ErrTableNotFound):
 		return toStatus(err)
 	}
@@ -137,11 +141,37 @@ func (v *service) Merge(ctx context.Context, req *pb.MergeRequest) (*pb.MergeRes
 	return &pb.MergeResponse{Range: merged}, nil
 }
 
+// moveTargetRefusal decides whether an operator's move may add a replica
+// on server to (nil: it may), by servers (drainViews). A server that is
+// down cannot take the new replica, so the move would fail only after
+// its CreateReplica timed out; a draining server would have the replica
+// moved off again by the drain. The master's own moves pick their targets
+// by the same rules (the scheduler's live, non-draining servers), except
+// a merge's co-location, which must put replicas where the left range's
+// are. Pure.
+func moveTargetRefusal(to string, servers map[string]drainView) error {
+	sv, ok := servers[to]
+	switch {
+	case to == "":
+		return fmt.Errorf("%w: no target server given", ErrBadTarget)
+	case !ok:
+		return fmt.Errorf("%w: %q", ErrUnknownServer, to)
+	case !sv.up:
+		return fmt.Errorf("%w: %s is down (not heard from within --server-timeout)", ErrTargetUnfit, to)
+	case sv.draining:
+		return fmt.Errorf("%w: %s is draining (ctl drain %s --undo first)", ErrTargetUnfit, to, to)
+	}
+	return nil
+}
+
 // Move moves one replica of a range.
 func (v *service) Move(ctx context.Context, req *pb.MoveRequest) (*pb.MoveResponse, error) {
 	s := v.s
 	if err := s.ready(); err != nil {
 		return nil, toStatus(err)
+	}
+	if err := moveTargetRefusal(req.GetToServerId(), s.drainViews(time.Now())); err != nil {
+		return nil, opStatus(err)
 	}
 	if err := s.ops.claim(req.GetRangeId()); err != nil {
 		return nil, opStatus(err)

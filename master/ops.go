@@ -23,6 +23,9 @@ var (
 	ErrBusy          = errors.New("master: an operation on the range is in flight")
 	ErrNoNeighbour   = errors.New("master: range has no right neighbour")
 	ErrBadTarget     = errors.New("master: bad target server")
+	// ErrTargetUnfit: the operator named a target server that is down or
+	// draining (moveTargetRefusal).
+	ErrTargetUnfit = errors.New("master: target server cannot take a replica now")
 	// ErrNotReady: a replica of the right-hand range did not answer just
 	// before a merge would freeze it; the merge is not
 	// started (a later request or policy pass tries again).
