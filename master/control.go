@@ -116,6 +116,23 @@ func (v *service) Split(ctx context.Context, req *pb.SplitRequest) (*pb.SplitRes
 	return resp, opStatus(err)
 }
 
+// mergeReplicasRefusal decides whether an operator's merge of left and
+// right may start (nil: it may), by servers (drainViews): with a replica
+// of either on a server that is down, the co-location or the freeze
+// (which waits for every replica) cannot finish, and the merge failed
+// only after holding both ranges busy up to the operation timeout. The
+// scheduler's merge-cold has the same rule (Plan.allLive). Pure.
+func mergeReplicasRefusal(left, right *pb.RangeDescriptor, servers map[string]drainView) error {
+	for _, d := range []*pb.RangeDescriptor{left, right} {
+		for _, r := range d.GetReplicas() {
+			if !servers[r.GetServerId()].up {
+				return fmt.Errorf("%w: range %d on %s, which is down; merge once it is back or re-replicated", ErrReplicaDown, d.GetRangeId(), r.GetServerId())
+			}
+		}
+	}
+	return nil
+}
+
 // Merge merges a range with its right neighbour.
 func (v *service) Merge(ctx context.Context, req *pb.MergeRequest) (*pb.MergeResponse, error) {
 	s := v.s
@@ -129,6 +146,9 @@ func (v *service) Merge(ctx context.Context, req *pb.MergeRequest) (*pb.MergeRes
 	right := s.rightNeighbour(d)
 	if right == nil {
 		return nil, opStatus(fmt.Errorf("%w: %d", ErrNoNeighbour, req.GetRangeId()))
+	}
+	if err := mergeReplicasRefusal(d, right, s.drainViews(time.Now())); err != nil {
+		return nil, opStatus(err)
 	}
 	if err := s.ops.claim(d.GetRangeId(), right.GetRangeId()); err != nil {
 		return nil, opStatus(err)

@@ -3,6 +3,8 @@ package master
 import (
 	"errors"
 	"testing"
+
+	pb "tablestore/proto/tablestorepb"
 )
 
 // TestMoveTargetRefusal: an operator's move goes only to a known server
@@ -29,6 +31,37 @@ func TestMoveTargetRefusal(t *testing.T) {
 			err := moveTargetRefusal(tc.to, servers)
 			if !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {
 				t.Fatalf("moveTargetRefusal(%q) = %v, want %v", tc.to, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestMergeReplicasRefusal: an operator's merge starts only while every
+// replica of both ranges is on a server that is up.
+func TestMergeReplicasRefusal(t *testing.T) {
+	desc := func(id uint64, servers ...string) *pb.RangeDescriptor {
+		d := &pb.RangeDescriptor{RangeId: id}
+		for _, s := range servers {
+			d.Replicas = append(d.Replicas, &pb.Replica{ServerId: s})
+		}
+		return d
+	}
+	servers := map[string]drainView{"a": {up: true}, "b": {up: true}, "c": {up: true}, "d": {}, "e": {up: true, draining: true}}
+	for _, tc := range []struct {
+		name        string
+		left, right *pb.RangeDescriptor
+		want        error
+	}{
+		{"all up", desc(1, "a", "b", "c"), desc(2, "a", "b", "c"), nil},
+		{"right on a draining server that is up", desc(1, "a", "b", "c"), desc(2, "a", "b", "e"), nil},
+		{"left on a down server", desc(1, "a", "b", "d"), desc(2, "a", "b", "c"), ErrReplicaDown},
+		{"right on a down server", desc(1, "a", "b", "c"), desc(2, "d", "b", "c"), ErrReplicaDown},
+		{"right on an unknown server", desc(1, "a", "b", "c"), desc(2, "x", "b", "c"), ErrReplicaDown},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := mergeReplicasRefusal(tc.left, tc.right, servers)
+			if !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {
+				t.Fatalf("mergeReplicasRefusal = %v, want %v", err, tc.want)
 			}
 		})
 	}
