@@ -39,7 +39,8 @@ func (mergeCold) Schedule(p *Plan) {
 }
 
 // mergeable reports whether candidates a and b are adjacent, small enough
-// together, not split lately, and have every replica on a live server.
+// together, not split lately, and have every replica on a server that
+// stays (allStaying).
 func (p *Plan) mergeable(a, b *Range) bool {
 	if a.bytes()+b.bytes() > p.cfg.MergeBytes {
 		return false
@@ -47,21 +48,24 @@ func (p *Plan) mergeable(a, b *Range) bool {
 	if a.TableID != b.TableID || a.End != b.Start || a.End == "" {
 		return false
 	}
-	return !p.splitLately(a.ID) && !p.splitLately(b.ID) && p.allLive(a) && p.allLive(b)
+	return !p.splitLately(a.ID) && !p.splitLately(b.ID) && p.allStaying(a) && p.allStaying(b)
 }
 
-// allLive reports whether every replica of r is on a live server. A merge
-// first moves the right range's replicas onto the left range's servers
-// (the master's co-location: a new replica on each), then freezes the
-// right range on every replica and waits for each to apply the freeze.
-// With a replica on a down server one of those steps cannot finish: the
-// merge failed after holding both ranges busy for up to the operation
-// timeout (re-replication of the same ranges waited behind it), and was
-// proposed again every pass while the ranges stayed cold. It waits until
-// the server is back or re-replication replaced its replicas.
-func (p *Plan) allLive(r *Range) bool {
+// allStaying reports whether every replica of r is on a live server that
+// is not draining. A merge first moves the right range's replicas onto
+// the left range's servers (the master's co-location: a new replica on
+// each), then freezes the right range on every replica and waits for each
+// to apply the freeze. With a replica on a down server one of those steps
+// cannot finish: the merge failed after holding both ranges busy for up
+// to the operation timeout (re-replication of the same ranges waited
+// behind it), and was proposed again every pass while the ranges stayed
+// cold. It waits until the server is back or re-replication replaced its
+// replicas. With one on a draining server, the co-location could add a
+// replica there that the drain must move again (and the drain's moves of
+// both ranges wait behind the merge): it waits for the drain.
+func (p *Plan) allStaying(r *Range) bool {
 	for _, rep := range r.Replicas {
-		if st := p.stat(rep.Server); st == nil || !st.live {
+		if st := p.stat(rep.Server); st == nil || !st.live || st.draining {
 			return false
 		}
 	}
