@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -560,7 +562,11 @@ func (r *runner) drain(ctx context.Context, o *opts, args []string) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("ctl: drain: %s still holds %d replicas after %v (it stays marked draining; ctl drain %s again to keep waiting)", id, sv.Replicas, o.wait, id)
+			why := ""
+			if b := drainBlockers(pm, id); len(b) > 0 {
+				why = "; " + strings.Join(b, "; ")
+			}
+			return fmt.Errorf("ctl: drain: %s still holds %d replicas after %v (it stays marked draining; ctl drain %s again to keep waiting)%s", id, sv.Replicas, o.wait, id, why)
 		}
 		select {
 		case <-ctx.Done():
@@ -568,6 +574,54 @@ func (r *runner) drain(ctx context.Context, o *opts, args []string) error {
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// drainBlockers says why replicas of server id may not move off it, by
+// the partition map: the other servers that are down, and the ranges
+// listing id that no live, non-draining server lacking a replica of them
+// could take (at most maxBlocked named). Empty when every range has
+// somewhere to go (the drain then only needs time). Pure.
+func drainBlockers(pm *pb.PartitionMap, id string) []string {
+	const maxBlocked = 5
+	var out, down []string
+	var open []string // live, not draining, other than id
+	for _, sv := range pm.GetServers() {
+		switch {
+		case sv.GetServerId() == id:
+		case !sv.GetAlive():
+			down = append(down, sv.GetServerId())
+		case !sv.GetDraining():
+			open = append(open, sv.GetServerId())
+		}
+	}
+	var blocked []string
+	n := 0
+	for _, d := range pm.GetRanges() {
+		if !slices.ContainsFunc(d.GetReplicas(), func(r *pb.Replica) bool { return r.GetServerId() == id }) {
+			continue
+		}
+		room := slices.ContainsFunc(open, func(s string) bool {
+			return !slices.ContainsFunc(d.GetReplicas(), func(r *pb.Replica) bool { return r.GetServerId() == s })
+		})
+		if !room {
+			n++
+			if len(blocked) < maxBlocked {
+				blocked = append(blocked, fmt.Sprint(d.GetRangeId()))
+			}
+		}
+	}
+	if n > 0 {
+		more := ""
+		if n > len(blocked) {
+			more = fmt.Sprintf(" and %d more", n-len(blocked))
+		}
+		out = append(out, fmt.Sprintf("no live server that is not draining can take range %s%s (each such server already holds a replica of it)", strings.Join(blocked, ", "), more))
+	}
+	if len(down) > 0 {
+		sort.Strings(down)
+		out = append(out, fmt.Sprintf("servers down: %s", strings.Join(down, ", ")))
+	}
+	return out
 }
 
 // drainProgress prints the server's state once (drain --wait 0, --undo).

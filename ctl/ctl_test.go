@@ -617,3 +617,47 @@ func TestNaturalCompare(t *testing.T) {
 		}
 	}
 }
+
+// TestDrainBlockers: a drain that waits in vain names the ranges no live,
+// non-draining server could take and the servers that are down.
+func TestDrainBlockers(t *testing.T) {
+	rng := func(id uint64, servers ...string) *pb.RangeDescriptor {
+		d := &pb.RangeDescriptor{RangeId: id}
+		for _, s := range servers {
+			d.Replicas = append(d.Replicas, &pb.Replica{ServerId: s})
+		}
+		return d
+	}
+	sv := func(id string, alive, draining bool) *pb.ServerInfo {
+		return &pb.ServerInfo{ServerId: id, Alive: alive, Draining: draining}
+	}
+	for _, tc := range []struct {
+		name string
+		pm   *pb.PartitionMap
+		want []string
+	}{
+		{"room for every range", &pb.PartitionMap{
+			Servers: []*pb.ServerInfo{sv("a", true, true), sv("b", true, false), sv("c", true, false), sv("d", true, false)},
+			Ranges:  []*pb.RangeDescriptor{rng(1, "a", "b", "c"), rng(2, "b", "c", "d")},
+		}, nil},
+		{"the only other server is down", &pb.PartitionMap{
+			Servers: []*pb.ServerInfo{sv("a", true, true), sv("b", true, false), sv("c", true, false), sv("d", false, false)},
+			Ranges:  []*pb.RangeDescriptor{rng(1, "a", "b", "c"), rng(2, "b", "c", "d")},
+		}, []string{"no live server that is not draining can take range 1 (each such server already holds a replica of it)", "servers down: d"}},
+		{"another server draining", &pb.PartitionMap{
+			Servers: []*pb.ServerInfo{sv("a", true, true), sv("b", true, false), sv("c", true, false), sv("d", true, true)},
+			Ranges:  []*pb.RangeDescriptor{rng(1, "a", "b", "c"), rng(2, "a", "b", "d"), rng(3, "a", "c", "d")},
+		}, []string{"no live server that is not draining can take range 1 (each such server already holds a replica of it)"}},
+		{"many blocked", &pb.PartitionMap{
+			Servers: []*pb.ServerInfo{sv("a", true, true), sv("b", true, false), sv("c", true, false)},
+			Ranges: []*pb.RangeDescriptor{rng(1, "a", "b", "c"), rng(2, "a", "b", "c"), rng(3, "a", "b", "c"),
+				rng(4, "a", "b", "c"), rng(5, "a", "b", "c"), rng(6, "a", "b", "c"), rng(7, "a", "b", "c")},
+		}, []string{"no live server that is not draining can take range 1, 2, 3, 4, 5 and 2 more (each such server already holds a replica of it)"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := drainBlockers(tc.pm, "a"); !slices.Equal(got, tc.want) {
+				t.Fatalf("drainBlockers =\n%q\nwant\n%q", got, tc.want)
+			}
+		})
+	}
+}
