@@ -263,9 +263,23 @@ func (m *Machine) next(in Input) (State, []Action) {
 			return Absent, nil
 		}
 	case Removing:
+		// Removing outlasts its step only when one of its actions failed
+		// (the registry reports Removed once all succeeded): the replica is
+		// half removed, its member closed, its state or log perhaps still
+		// there. A delete or merge asked again runs the removal again
+		// (every action of it is idempotent) rather than nothing, which
+		// would end the removal with the state left in the file (hosted
+		// again at the next start) or the log never dropped.
 		switch in.Event {
 		case Removed:
 			return Absent, nil
+		case Delete:
+			return Removing, []Action{DeleteState, DropLog}
+		case Merged:
+			return Removing, []Action{DropLog}
+		case Create:
+			// Not hosted until the removal has finished.
+			return Removing, []Action{Wait}
 		case Request, RaftMessage:
 			return Removing, []Action{Refuse}
 		}
