@@ -65,6 +65,9 @@ var (
 	// errUnknownKind: a request kind this server does not know; it is
 	// answered statusUnsupported, the connection stays.
 	errUnknownKind = errors.New("unknown request kind")
+	// errSnapshotOnStream: an InstallSnapshot on a long-lived lane, without
+	// the data stream only a snapshot connection carries.
+	errSnapshotOnStream = errors.New("grouptransport: snapshot request on a stream lane")
 	// ErrFrame reports a malformed frame or message; the connection is closed.
 	ErrFrame   = errors.New("grouptransport: malformed frame")
 	helloMagic = [4]byte{'T', 'S', 'G', 'T'}

@@ -120,8 +120,17 @@ func (sc *serverConn) handle(f frame) bool {
 	if !sc.t.faulted(sc.peer) {
 		return true // dropped: the sender times out, as on a lossy network
 	}
-	if f.kind == kindConfirmQuiet {
+	switch f.kind {
+	case kindConfirmQuiet:
 		return sc.confirm(f)
+	case kindInstallSnapshot:
+		// A snapshot comes on a connection of its own with its data after
+		// it (serveSnapshot). Here it has none: delivered, raft would
+		// read it from a nil Reader and panic, taking every group of the
+		// server down. Answered with an error (no legitimate sender does
+		// this), the lane stays for the other groups.
+		sc.t.logger.Warn("raft transport: snapshot request on a stream lane refused", "from", sc.peer, "group", f.group)
+		return sc.respond(f, nil, errSnapshotOnStream)
 	}
 	msg, tok, err := decodeRequestToken(f.kind, f.payload)
 	if errors.Is(err, errUnknownKind) {
