@@ -133,12 +133,40 @@ func readFrame(r io.Reader, hdr *[frameHeader]byte) (frame, error) {
 	}
 	f := frame{kind: hdr[4], group: binary.BigEndian.Uint64(hdr[5:13]), id: binary.BigEndian.Uint64(hdr[13:21])}
 	if rest := int(n) - (frameHeader - 4); rest > 0 {
-		f.payload = make([]byte, rest)
-		if _, err := io.ReadFull(r, f.payload); err != nil {
+		p, err := readPayload(r, rest)
+		if err != nil {
 			return frame{}, err
 		}
+		f.payload = p
 	}
 	return f, nil
+}
+
+// payloadChunk is how much of a frame's claimed length is allocated before
+// any of it has arrived.
+const payloadChunk = 1 << 20
+
+// readPayload reads n bytes into a fresh slice that grows (doubling) as
+// they arrive: the length is the sender's claim, and a corrupt or hostile
+// header (up to maxFrameSize) followed by a few bytes must not cost the
+// whole claim in memory, per connection. A frame up to payloadChunk, the
+// common case, takes one allocation; a larger one copies at most its own
+// size again.
+func readPayload(r io.Reader, n int) ([]byte, error) {
+	p := make([]byte, 0, min(n, payloadChunk))
+	for {
+		m, err := io.ReadFull(r, p[len(p):cap(p)])
+		p = p[:len(p)+m]
+		if err != nil {
+			return nil, err
+		}
+		if len(p) == n {
+			return p, nil
+		}
+		grown := make([]byte, len(p), min(n, 2*cap(p)))
+		copy(grown, p)
+		p = grown
+	}
 }
 
 // enc appends the binary form of raft's messages.
@@ -239,6 +267,10 @@ func encodeLog(e enc, l *raft.Log) enc {
 	return e.bool(true).i(l.AppendedAt.UnixNano())
 }
 
+// minLogSize is the fewest bytes encodeLog writes for one entry: index,
+// term, type, data and extension lengths, and the AppendedAt flag.
+const minLogSize = 6
+
 func decodeLog(d *dec) *raft.Log {
 	l := &raft.Log{Index: d.u(), Term: d.u()}
 	t := d.u()
@@ -315,13 +347,17 @@ func decodeRequestToken(kind byte, p []byte) (any, lease.Token, error) {
 	case kindAppendEntries:
 		m := &raft.AppendEntriesRequest{RPCHeader: d.header(), Term: d.u(), Leader: d.bytes(), PrevLogEntry: d.u(), PrevLogTerm: d.u(), LeaderCommitIndex: d.u()}
 		n := d.u()
-		if n > uint64(len(d.b)) { // every entry takes several bytes
+		if n > uint64(len(d.b))/minLogSize {
+			// More entries than the bytes can hold: refused before a
+			// slot or a log struct is allocated for each claimed one.
 			d.fail()
 		}
 		if n > 0 && d.err == nil {
 			m.Entries = make([]*raft.Log, n)
 			for i := range m.Entries {
-				m.Entries[i] = decodeLog(d)
+				if m.Entries[i] = decodeLog(d); d.err != nil {
+					break // the rest would be zero entries, allocated for nothing
+				}
 			}
 		}
 		msg = m

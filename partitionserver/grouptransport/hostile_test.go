@@ -1,6 +1,9 @@
 package grouptransport
 
 import (
+	"bytes"
+	"encoding/binary"
+	"runtime"
 	"testing"
 	"time"
 
@@ -60,5 +63,96 @@ func TestSnapshotOnStreamLaneRefused(t *testing.T) {
 				t.Fatalf("lane %d open %v: the lane was closed (every group's traffic on it fails)", lane, open)
 			}
 		}
+	}
+}
+
+// allocated reports the bytes fn allocates.
+func allocated(fn func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	fn()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// A frame header's length is the sender's claim: readFrame allocates as
+// the bytes arrive, not the claimed length up front, so a corrupt or
+// hostile header (up to maxFrameSize, 1 GiB) followed by a few bytes costs
+// a few bytes, not a gigabyte per connection.
+func TestReadFrameAllocatesWhatArrives(t *testing.T) {
+	cases := []struct {
+		name    string
+		claimed uint32
+		sent    int
+		ok      bool
+	}{
+		{"huge claim, little data", maxFrameSize, 100, false},
+		{"large claim, 3 MiB of data", 64 << 20, 3 << 20, false},
+		{"honest large frame", 5 << 20, 5<<20 - (frameHeader - 4), true},
+		{"honest small frame", 200, 200 - (frameHeader - 4), true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var in bytes.Buffer
+			in.Write(binary.BigEndian.AppendUint32(nil, c.claimed))
+			in.WriteByte(kindAppendEntries)
+			in.Write(make([]byte, 16))
+			in.Write(bytes.Repeat([]byte{7}, c.sent))
+			var f frame
+			var err error
+			var hdr [frameHeader]byte
+			n := allocated(func() { f, err = readFrame(&in, &hdr) })
+			if (err == nil) != c.ok {
+				t.Fatalf("err = %v, want ok %v", err, c.ok)
+			}
+			if c.ok && (len(f.payload) != c.sent || f.payload[len(f.payload)-1] != 7) {
+				t.Fatalf("payload of %d bytes, want %d", len(f.payload), c.sent)
+			}
+			if limit := uint64(3*c.sent) + 1<<20; n > limit {
+				t.Fatalf("allocated %d bytes for %d arrived (claimed %d); want at most %d", n, c.sent, c.claimed, limit)
+			}
+		})
+	}
+}
+
+// An AppendEntries whose entry count is not backed by its bytes is refused
+// without a log struct allocated per claimed entry: each entry takes at
+// least minLogSize bytes.
+func TestDecodeEntryCountBoundedByPayload(t *testing.T) {
+	head := enc(nil).header(hdr()).u(5).bytes([]byte("l")).u(1).u(1).u(1)
+	cases := []struct {
+		name    string
+		payload []byte
+	}{
+		{"count of the payload's length, garbage after", append(enc(append([]byte(nil), head...)).u(1<<20), bytes.Repeat([]byte{0xff}, 1<<20)...)},
+		{"count the bytes can hold, first entry corrupt", append(enc(append([]byte(nil), head...)).u(1<<20/minLogSize), bytes.Repeat([]byte{0xff}, 1<<20)...)},
+		{"count above what the bytes can hold", append(enc(append([]byte(nil), head...)).u(1<<20/minLogSize+1), make([]byte, 1<<20)...)},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var err error
+			n := allocated(func() { _, err = decodeRequest(kindAppendEntries, c.payload) })
+			if err == nil {
+				t.Fatal("decoded")
+			}
+			if limit := uint64(2 * len(c.payload)); n > limit {
+				t.Fatalf("allocated %d bytes decoding %d; want at most %d", n, len(c.payload), limit)
+			}
+		})
+	}
+	// As many minimal entries as the bytes hold still decode.
+	var ok enc = append([]byte(nil), head...)
+	ok = ok.u(1000)
+	for i := range 1000 {
+		_ = i
+		ok = encodeLog(ok, &raft.Log{Index: 1})
+	}
+	if len(ok) != len(head)+2+1000*minLogSize {
+		t.Fatalf("minimal entries of %d bytes, want %d", (len(ok)-len(head)-2)/1000, minLogSize)
+	}
+	msg, err := decodeRequest(kindAppendEntries, ok)
+	if err != nil || len(msg.(*raft.AppendEntriesRequest).Entries) != 1000 {
+		t.Fatalf("1000 minimal entries: %v", err)
 	}
 }
