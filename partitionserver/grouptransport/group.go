@@ -2,6 +2,7 @@ package grouptransport
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -409,7 +410,7 @@ func (g *Group) installSnapshot(id raft.ServerID, target raft.ServerAddress, arg
 	if !g.t.faulted(addr) {
 		return fmt.Errorf("%w: to %s", ErrDropped, addr)
 	}
-	conn, err := g.t.connect(addr, laneSnapshot)
+	conn, err := g.t.connect(context.Background(), addr, laneSnapshot)
 	if err != nil {
 		return err
 	}

@@ -343,6 +343,12 @@ type laneSlot struct {
 	cc       *clientConn
 	failedAt time.Time
 	err      error
+	// dialing is closed when the dial in progress ends (nil: none). The
+	// dial runs without mu held: a caller with a deadline of its own (a
+	// quiet read's confirmation) gives up waiting for it when its context
+	// ends, instead of queueing on mu behind a dial that hangs for the
+	// transport's timeout.
+	dialing chan struct{}
 }
 
 // heardSince reports whether addr answered a request on a raft lane after
@@ -368,6 +374,12 @@ func (t *Transport) heardSince(addr string, since time.Time) bool {
 
 // conn returns the open connection of a lane to addr, dialing if needed.
 func (t *Transport) conn(addr string, lane byte) (*clientConn, error) {
+	return t.connCtx(context.Background(), addr, lane)
+}
+
+// connCtx is conn for a caller that waits at most until ctx ends, for a
+// dial in progress or its own (which the transport's timeout bounds too).
+func (t *Transport) connCtx(ctx context.Context, addr string, lane byte) (*clientConn, error) {
 	t.mu.RLock()
 	p := t.peers[addr]
 	closed, isolated := t.closed, t.isolated
@@ -388,19 +400,57 @@ func (t *Transport) conn(addr string, lane byte) (*clientConn, error) {
 	}
 	s := p.slot(lane)
 	s.mu.Lock()
+	for {
+		if s.cc != nil && !s.cc.broken() {
+			cc := s.cc
+			s.mu.Unlock()
+			return cc, nil
+		}
+		if !s.failedAt.IsZero() && time.Since(s.failedAt) < dialRetryAfter {
+			err := s.err
+			s.mu.Unlock()
+			return nil, fmt.Errorf("%w: %s: %w", ErrConnectFailed, addr, err)
+		}
+		if s.dialing == nil {
+			break
+		}
+		// Another caller dials: its outcome is this one's.
+		wait := s.dialing
+		s.mu.Unlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: %s: waiting for a connection: %w", ErrConnectFailed, addr, ctx.Err())
+		}
+		s.mu.Lock()
+	}
+	done := make(chan struct{})
+	s.dialing = done
+	s.mu.Unlock()
+	cc, err := t.dialLane(ctx, addr, lane)
+	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cc != nil && !s.cc.broken() {
-		return s.cc, nil
-	}
-	if !s.failedAt.IsZero() && time.Since(s.failedAt) < dialRetryAfter {
-		return nil, fmt.Errorf("%w: %s: %w", ErrConnectFailed, addr, s.err)
-	}
-	conn, err := t.connect(addr, lane)
+	s.dialing = nil
+	close(done)
 	if err != nil {
-		s.failedAt, s.err = time.Now(), err
+		// A dial cut short by this caller's own deadline says nothing
+		// about the peer: the next caller dials again at once.
+		if ctx.Err() == nil {
+			s.failedAt, s.err = time.Now(), err
+		}
 		return nil, err
 	}
 	s.failedAt, s.err = time.Time{}, nil
+	s.cc = cc
+	return cc, nil
+}
+
+// dialLane connects a lane to addr and starts its reader.
+func (t *Transport) dialLane(ctx context.Context, addr string, lane byte) (*clientConn, error) {
+	conn, err := t.connect(ctx, addr, lane)
+	if err != nil {
+		return nil, err
+	}
 	cc := &clientConn{t: t, addr: addr, conn: conn, pending: map[uint64]*call{}}
 	cc.w = newWriter(conn, t.timeout, cc.shut)
 	if err := t.track(cc); err != nil {
@@ -408,15 +458,14 @@ func (t *Transport) conn(addr string, lane byte) (*clientConn, error) {
 		conn.Close()
 		return nil, err
 	}
-	s.cc = cc
 	t.wg.Add(1)
 	go cc.readLoop()
 	return cc, nil
 }
 
 // connect dials addr and sends the hello naming the lane and this server.
-func (t *Transport) connect(addr string, lane byte) (net.Conn, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), t.timeout)
+func (t *Transport) connect(ctx context.Context, addr string, lane byte) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
 	conn, err := t.dial(ctx, addr)
 	if err != nil {
@@ -518,7 +567,7 @@ func (t *Transport) ConfirmQuiet(ctx context.Context, addr string, group uint64,
 	if !t.faulted(addr) {
 		return false, fmt.Errorf("%w: to %s", ErrDropped, addr)
 	}
-	cc, err := t.conn(addr, laneConfirm)
+	cc, err := t.connCtx(ctx, addr, laneConfirm)
 	if err != nil {
 		return false, err
 	}
