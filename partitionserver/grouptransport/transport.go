@@ -434,8 +434,9 @@ func (t *Transport) connCtx(ctx context.Context, addr string, lane byte) (*clien
 	close(done)
 	if err != nil {
 		// A dial cut short by this caller's own deadline says nothing
-		// about the peer: the next caller dials again at once.
-		if ctx.Err() == nil {
+		// about the peer, nor does a close or isolation that raced it:
+		// the next caller dials again at once.
+		if ctx.Err() == nil && !errors.Is(err, ErrClosed) && !errors.Is(err, ErrIsolated) {
 			s.failedAt, s.err = time.Now(), err
 		}
 		return nil, err
