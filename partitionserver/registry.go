@@ -118,6 +118,9 @@ func (sl *slot) open() *replica {
 var (
 	ErrRangeNotHosted = errors.New("partitionserver: range not hosted here")
 	errWakeTimeout    = errors.New("partitionserver: range did not open in time")
+	// errRemovalPending: the replica's removal failed part-way and has not
+	// been run to its end (the next delete runs it again).
+	errRemovalPending = errors.New("partitionserver: the range's removal has not finished")
 	// ErrLateDelete: a delete ordered for an older generation of a replica
 	// that a later change re-created.
 	ErrLateDelete = errors.New("partitionserver: late replica delete refused")
@@ -166,7 +169,11 @@ func (s *Server) step(sl *slot, in lifecycle.Input, cause string, spec *openSpec
 	case lifecycle.Closing:
 		s.finish(sl, lifecycle.Closed, cause)
 	case lifecycle.Removing:
-		if err == nil {
+		// Only a removal that ran (every one drops the log) and
+		// succeeded ends it: a request, a create or a raft message that
+		// meets a removal a failed action left part-way changes nothing,
+		// and must not report it done with the state still stored.
+		if err == nil && slices.Contains(out.Actions, lifecycle.DropLog) {
 			s.finish(sl, lifecycle.Removed, cause)
 			s.mu.Lock()
 			if s.slots[sl.id] == sl {
@@ -253,6 +260,9 @@ func (s *Server) execute(sl *slot, a lifecycle.Action, spec *openSpec) error {
 			return err
 		}
 	case lifecycle.DropLog:
+		if err := failpoint.Inject("partitionserver/delete/drop-log"); err != nil {
+			return err
+		}
 		if err := s.logs.Drop(sl.id); err != nil {
 			return err
 		}
@@ -264,8 +274,12 @@ func (s *Server) execute(sl *slot, a lifecycle.Action, spec *openSpec) error {
 		if err := durable.RemoveAll(replicaDir(s.cfg.DataDir, sl.id)); err != nil {
 			return err
 		}
-	case lifecycle.Wait, lifecycle.Refuse:
-		// Only a machine driven from outside the lock would see these.
+	case lifecycle.Wait:
+		// Under the slot's lock only a removal left part-way by a failed
+		// action is seen waiting (a create meeting it).
+		return fmt.Errorf("%w: range %d", errRemovalPending, sl.id)
+	case lifecycle.Refuse:
+		return fmt.Errorf("%w: range %d", ErrRangeNotHosted, sl.id)
 	}
 	return nil
 }
@@ -671,6 +685,15 @@ func (s *Server) createReplicaLocked(desc *pb.RangeDescriptor, bootstrap, campai
 	}
 	id := desc.GetRangeId()
 	campaign = campaign && bootstrap
+	if sl := s.slot(id); sl != nil && sl.State() == lifecycle.Removing {
+		// A removal a failed action left part-way: it is not a replica to
+		// keep (its member is closed, its state or log half gone), and a
+		// create that found it "hosted" answered success with nothing
+		// created. Its removal runs again first.
+		if err := s.deleteReplicaLocked(id, 0, 0); err != nil {
+			return fmt.Errorf("partitionserver: range %d: finish the removal of the earlier replica before creating it again: %w", id, err)
+		}
+	}
 	if s.hosts(id) {
 		// Only with a floor: a leftover with a log replaced by an empty
 		// replica without one (an older master sends none) would be worse

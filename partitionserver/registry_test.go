@@ -1,13 +1,16 @@
 package partitionserver
 
 import (
+	"errors"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
 
+	"tablestore/internal/failpoint"
 	"tablestore/partitionserver/fsm"
 	"tablestore/partitionserver/lifecycle"
 	"tablestore/partitionserver/raftlog"
@@ -186,5 +189,49 @@ func TestSplitLeftover(t *testing.T) {
 				t.Fatalf("splitLeftover = %v, want %v", got, tc.leftover)
 			}
 		})
+	}
+}
+
+// TestRemovalLeftPartWay: a delete whose log drop failed leaves the
+// replica removing; a request meeting it is refused and does not end the
+// removal (before, the registry reported it removed, its state still in
+// the file, hosted again at the next start); the next delete runs it
+// again and finishes it.
+func TestRemovalLeftPartWay(t *testing.T) {
+	s, sl, _ := quietServer(t)
+	failpoint.Enable("partitionserver/delete/drop-log", nil)
+	err := s.deleteReplica(1, 0, 0)
+	failpoint.Disable("partitionserver/delete/drop-log")
+	if err == nil {
+		t.Fatal("delete with a failing log drop succeeded")
+	}
+	if sl.State() != lifecycle.Removing || !s.hosts(1) {
+		t.Fatalf("after the failed delete: state %v, hosted %v; want removing, hosted", sl.State(), s.hosts(1))
+	}
+	if _, err := s.acquire(1); !errors.Is(err, ErrRangeNotHosted) {
+		t.Fatalf("a request to the half-removed replica: %v, want ErrRangeNotHosted", err)
+	}
+	if sl.State() != lifecycle.Removing || !s.hosts(1) {
+		t.Fatalf("a request ended the removal: state %v, hosted %v", sl.State(), s.hosts(1))
+	}
+	// An event the removing machine takes without an action (a late
+	// quiesce marker) must not end it either.
+	sl.lock()
+	_, err = s.step(sl, lifecycle.Input{Event: lifecycle.Quiesced}, "test", nil)
+	sl.unlock()
+	if err != nil || sl.State() != lifecycle.Removing || !s.hosts(1) {
+		t.Fatalf("a quiesce marker ended the removal: %v, state %v, hosted %v", err, sl.State(), s.hosts(1))
+	}
+	if err := s.deleteReplica(1, 0, 0); err != nil {
+		t.Fatalf("the delete asked again: %v", err)
+	}
+	if s.hosts(1) {
+		t.Fatal("still hosted after the second delete")
+	}
+	if has, err := s.store.HasRange(1); err != nil || has {
+		t.Fatalf("state still stored after the second delete: %v, %v", has, err)
+	}
+	if slices.Contains(s.logs.Groups(), 1) {
+		t.Fatal("the raft log group is still there after the second delete")
 	}
 }
