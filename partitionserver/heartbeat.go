@@ -373,13 +373,16 @@ func logRefusedDelete(logger *slog.Logger, msg string, id uint64, err error) {
 // from, and the quiet replica here that still covers d's start key (its
 // parent, nil when none; only a quiet parent is woken).
 func (s *Server) assignment(d *pb.RangeDescriptor) (lifecycle.Assignment, *slot) {
-	a := lifecycle.Assignment{Hosted: s.hosts(d.GetRangeId()), Generation: d.GetGeneration()}
+	// A replica whose removal a failed action left part-way is not kept:
+	// created again (createReplicaLocked finishes the removal first).
+	sl := s.slot(d.GetRangeId())
+	a := lifecycle.Assignment{Hosted: sl != nil && sl.State() != lifecycle.Removing, Generation: d.GetGeneration()}
 	if a.Hosted || a.Generation == 1 {
 		return a, nil
 	}
 	var parent *slot
 	for _, sl := range s.slotList() {
-		if sl.fsm == nil {
+		if sl.fsm == nil || sl.State() == lifecycle.Removing {
 			continue
 		}
 		local := sl.fsm.Descriptor()

@@ -214,6 +214,11 @@ func TestRemovalLeftPartWay(t *testing.T) {
 	if sl.State() != lifecycle.Removing || !s.hosts(1) {
 		t.Fatalf("a request ended the removal: state %v, hosted %v", sl.State(), s.hosts(1))
 	}
+	// Assigned again by the master, it is not kept as hosted: created
+	// again, the create finishing the removal first.
+	if a, _ := s.assignment(sl.fsm.Descriptor()); a.Hosted {
+		t.Fatal("a half-removed replica counts as hosted for the master's assignment")
+	}
 	// An event the removing machine takes without an action (a late
 	// quiesce marker) must not end it either.
 	sl.lock()
