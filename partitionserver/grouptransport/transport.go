@@ -215,7 +215,15 @@ func (t *Transport) Conns() (dialed, accepted int) {
 }
 
 // track registers an open connection; it refuses when closed or isolated.
-func (t *Transport) track(c shutter) error {
+func (t *Transport) track(c shutter) error { return t.admit(c, false) }
+
+// trackWorker is track for a connection whose reader goroutine the
+// caller starts: the goroutine is counted in t.wg under the same lock that
+// admits the connection, so a Close either refuses it or waits for it
+// (an Add after Close's Wait began is a WaitGroup misuse).
+func (t *Transport) trackWorker(c shutter) error { return t.admit(c, true) }
+
+func (t *Transport) admit(c shutter, worker bool) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
@@ -225,6 +233,9 @@ func (t *Transport) track(c shutter) error {
 		return ErrIsolated
 	}
 	t.conns[c] = struct{}{}
+	if worker {
+		t.wg.Add(1)
+	}
 	return nil
 }
 
@@ -454,12 +465,11 @@ func (t *Transport) dialLane(ctx context.Context, addr string, lane byte) (*clie
 	}
 	cc := &clientConn{t: t, addr: addr, conn: conn, pending: map[uint64]*call{}}
 	cc.w = newWriter(conn, t.timeout, cc.shut)
-	if err := t.track(cc); err != nil {
+	if err := t.trackWorker(cc); err != nil {
 		cc.w.close()
 		conn.Close()
 		return nil, err
 	}
-	t.wg.Add(1)
 	go cc.readLoop()
 	return cc, nil
 }
