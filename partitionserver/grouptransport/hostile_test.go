@@ -2,7 +2,9 @@ package grouptransport
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
+	"io"
 	"runtime"
 	"testing"
 	"time"
@@ -154,5 +156,53 @@ func TestDecodeEntryCountBoundedByPayload(t *testing.T) {
 	msg, err := decodeRequest(kindAppendEntries, ok)
 	if err != nil || len(msg.(*raft.AppendEntriesRequest).Entries) != 1000 {
 		t.Fatalf("1000 minimal entries: %v", err)
+	}
+}
+
+// A snapshot sender that stalls mid-stream (cut off without a reset,
+// stopped) is given up by the receiver after the transport's timeout
+// without progress, not held until TCP keepalive ends it: the group's raft
+// reads the stream inside its snapshot install, and waits with it.
+func TestStalledSnapshotSenderGivenUp(t *testing.T) {
+	sender := New(Config{Listener: listen(t, "127.0.0.1:0"), Timeout: 5 * time.Second})
+	t.Cleanup(func() { sender.Close() })
+	receiver := New(Config{Listener: listen(t, "127.0.0.1:0"), Timeout: 300 * time.Millisecond})
+	t.Cleanup(func() { receiver.Close() })
+	g, err := receiver.Group(7, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readErr := make(chan error, 1)
+	go func() {
+		for rpc := range g.Consumer() {
+			_, err := io.Copy(io.Discard, rpc.Reader)
+			readErr <- err
+			rpc.Respond(&raft.InstallSnapshotResponse{}, err)
+		}
+	}()
+	conn, err := sender.connect(context.Background(), receiver.Addr().String(), laneSnapshot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	req := &raft.InstallSnapshotRequest{RPCHeader: hdr(), SnapshotVersion: 1, Term: 3, LastLogIndex: 9, LastLogTerm: 3, Size: 1 << 20}
+	e, kind, err := encodeRequest(startFrame(nil, 0, 7, 1), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := endFrame(e)
+	b[4] = kind
+	if _, err := conn.Write(append(b, make([]byte, 100)...)); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	select {
+	case err := <-readErr:
+		if err == nil {
+			t.Fatal("the stalled stream read to its end")
+		}
+		t.Logf("given up after %v: %v", time.Since(start).Round(time.Millisecond), err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the receiver still waits for a sender stalled 5 s (its timeout is 300 ms)")
 	}
 }

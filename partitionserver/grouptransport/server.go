@@ -251,8 +251,14 @@ func appendResponse(b []byte, resp any, rerr error) []byte {
 // serveSnapshot handles a snapshot lane: one InstallSnapshot request with
 // its data streamed after it, one response, then the connection closes.
 func (sc *serverConn) serveSnapshot() {
+	// Every read must make progress within the transport's timeout: a
+	// sender that stalls (cut off without a reset, stopped) would
+	// otherwise hold the group's raft in its snapshot install until TCP
+	// keepalive gave up, minutes later. The sender bounds its whole
+	// stream the same way (timeout per chunk).
+	in := &progressReader{conn: sc.conn, r: sc.br, idle: sc.t.timeout}
 	var hdr [frameHeader]byte
-	f, err := readFrame(sc.br, &hdr)
+	f, err := readFrame(in, &hdr)
 	if err != nil || f.kind != kindInstallSnapshot {
 		return
 	}
@@ -264,7 +270,7 @@ func (sc *serverConn) serveSnapshot() {
 	if sc.t.cut() || !sc.t.faulted(sc.peer) {
 		return
 	}
-	resp, rerr, ok, _ := sc.deliver(f.group, req, io.LimitReader(sc.br, req.Size))
+	resp, rerr, ok, _ := sc.deliver(f.group, req, io.LimitReader(in, req.Size))
 	if !ok {
 		return
 	}
@@ -273,4 +279,19 @@ func (sc *serverConn) serveSnapshot() {
 	if _, err := sc.conn.Write(endFrame(b)); err != nil {
 		sc.t.logger.Debug("raft transport: snapshot response not sent", "to", sc.peer, "err", fmt.Sprint(err))
 	}
+}
+
+// progressReader reads r, giving each read until idle to make progress
+// (conn's read deadline, moved before every read).
+type progressReader struct {
+	conn interface{ SetReadDeadline(time.Time) error }
+	r    io.Reader
+	idle time.Duration
+}
+
+func (p *progressReader) Read(b []byte) (int, error) {
+	if err := p.conn.SetReadDeadline(time.Now().Add(p.idle)); err != nil {
+		return 0, err
+	}
+	return p.r.Read(b)
 }
