@@ -85,7 +85,12 @@ func (s *Server) statuses() []*pb.RangeStatus {
 		if rs == nil {
 			continue
 		}
-		if rs.GetLeader() && rs.GetLifecycle() == lifecycle.Active.String() {
+		// Counted as the master counts leaders (reports.heartbeat): a
+		// quiet replica that led when it closed leads its range. Counting
+		// only active ones (as from the quiet ranges' change until session
+		// 19) made tablestore_partitionserver_leaders fall to 0 on an idle
+		// cluster and left read-hot quiet ranges out of the busiest.
+		if rs.GetLeader() {
 			led = append(led, rangeRate{rangeID: sl.id, table: rs.GetRange().GetTable(), entitiesPerSec: rs.GetLoad().GetEntitiesPerSec()})
 		}
 		out = append(out, rs)
