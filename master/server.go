@@ -362,6 +362,13 @@ func (s *Server) livenessLoop() {
 			return
 		case <-t.C:
 		}
+		// Every master holds the replicated map, so every one exports its
+		// size: set only by the leader, a deposed leader kept its last
+		// figures for good, and max() over the masters could read them.
+		s.fsm.read(func(st *state) {
+			rangesGauge.Set(float64(len(st.ranges)))
+			unstartedGauge.Set(float64(len(st.unstarted())))
+		})
 		if !s.IsLeader() {
 			serverSlowGauge.Reset()
 			clusterHealth{}.publish(false)
@@ -388,10 +395,6 @@ func (s *Server) livenessLoop() {
 				alive[id] = a
 			}
 		}
-		s.fsm.read(func(st *state) {
-			rangesGauge.Set(float64(len(st.ranges)))
-			unstartedGauge.Set(float64(len(st.unstarted())))
-		})
 		s.health(now).publish(true)
 		for _, e := range events {
 			s.event(e)
