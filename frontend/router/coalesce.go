@@ -360,6 +360,18 @@ func (c *coalescer[Req, Resp]) send(addr string, cl pb.PartitionServiceClient, b
 		c.sendEach(cl, batch)
 		return
 	}
+	if err != nil && ctx.Err() != nil {
+		// The call ran out the latest attempt deadline it carries. For
+		// the callers still waiting (that attempt's, whose own context
+		// may not show its deadline yet: its timer and this call's fire
+		// for the same instant in no set order) it is an attempt
+		// abandoned without an answer, as rangeclient's attempt timeout
+		// reports one: an unknown outcome, retried (a write by its
+		// request id), not a bare DeadlineExceeded that ends the request
+		// with 500 OperationTimedOut.
+		err = rpcerr.New(codes.Unavailable, rpcerr.ReasonUnavailable,
+			fmt.Sprintf("router: %s gave no answer within its callers' attempt deadline (%v)", c.ops.many, err), nil)
+	}
 	if err == nil && len(answers) != len(batch) {
 		// A write may have applied: an unknown outcome, which the
 		// request ids make safe to retry, not a final failure.
