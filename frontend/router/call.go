@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -61,12 +62,19 @@ var errRangeChanged = errors.New("router: the range moved off the key")
 func (r *Router) callIn(ctx context.Context, table *pb.Table, pk string, rangeID uint64, attemptTimeout time.Duration, fn rangeCall) error {
 	var cur *pb.RangeDescriptor
 	candidates := func() ([]string, error) {
-		d, ok := r.locate(table, pk)
-		if rangeID != 0 && (!ok || d.GetRangeId() != rangeID) {
-			return nil, errRangeChanged
+		if rangeID != 0 {
+			d, ok := r.locate(table, pk)
+			if !ok || d.GetRangeId() != rangeID {
+				return nil, errRangeChanged
+			}
+			cur = d
+			return r.candidates(d), nil
 		}
-		if !ok {
-			return nil, errNoRange()
+		var d *pb.RangeDescriptor
+		var err error
+		table, d, err = r.locateNow(ctx, table, pk)
+		if err != nil {
+			return nil, err
 		}
 		cur = d
 		return r.candidates(d), nil
@@ -97,6 +105,46 @@ func (r *Router) callIn(ctx context.Context, table *pb.Table, pk string, rangeID
 		AttemptTimeout: attemptTimeout,
 		Deadline:       time.Now().Add(r.cfg.RetryTimeout),
 	})
+}
+
+// locateNow returns the range holding pk in the cached map, of table t or,
+// when the map no longer has t (deleted since the request looked it up,
+// perhaps created again: another id), of the table of that name now. A
+// request whose table is gone ends with TABLE_NOT_FOUND (404
+// TableNotFound, as Azure answers a request on a deleted table) instead of
+// taking the missing range for a stale map for its whole retry budget and
+// answering 503 ServerBusy; one whose table was created again goes to the
+// new table (as a request arriving now would). A name the map lacks is
+// asked of the master, within refreshWait, before the table counts as
+// gone: a whole map fetched before a table was created may have replaced
+// the table CreateTable or lookupTable added. If the master cannot tell,
+// the key is a stale range as before (retried after a map refresh).
+func (r *Router) locateNow(ctx context.Context, t *pb.Table, pk string) (*pb.Table, *pb.RangeDescriptor, error) {
+	if d, ok := r.locate(t, pk); ok {
+		return t, d, nil
+	}
+	key := strings.ToLower(t.GetName())
+	r.mu.RLock()
+	now, ok := r.tables[key]
+	r.mu.RUnlock()
+	if !ok {
+		rctx, cancel := context.WithTimeout(ctx, refreshWait)
+		err := r.refreshTable(rctx, t.GetName())
+		cancel()
+		if err != nil {
+			return t, nil, errNoRange()
+		}
+		r.mu.RLock()
+		now, ok = r.tables[key]
+		r.mu.RUnlock()
+		if !ok {
+			return t, nil, tableErr(t.GetName())
+		}
+	}
+	if d, ok := r.locate(now, pk); ok {
+		return now, d, nil
+	}
+	return now, nil, errNoRange()
 }
 
 // attempt sends fn to one server, named by id, for the range *cur.

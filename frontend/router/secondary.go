@@ -29,9 +29,11 @@ var _ frontend.SecondaryReader = (*Router)(nil)
 func (r *Router) followerCall(ctx context.Context, t *pb.Table, pk string, attemptTimeout time.Duration, fn rangeCall) error {
 	var cur *pb.RangeDescriptor
 	candidates := func() ([]string, error) {
-		d, ok := r.locate(t, pk)
-		if !ok {
-			return nil, errNoRange()
+		var d *pb.RangeDescriptor
+		var err error
+		t, d, err = r.locateNow(ctx, t, pk)
+		if err != nil {
+			return nil, err
 		}
 		cur = d
 		return r.followersFirst(d), nil
