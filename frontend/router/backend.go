@@ -50,7 +50,7 @@ func (r *Router) CreateTable(ctx context.Context, name string) (*pb.Table, error
 		return nil, err
 	}
 	var resp *pb.CreateTableResponse
-	err = r.master.Call(ctx, func(ctx context.Context, mc pb.MasterServiceClient) error {
+	err = r.masterCall(ctx, func(ctx context.Context, mc pb.MasterServiceClient) error {
 		var err error
 		resp, err = mc.CreateTable(ctx, &pb.CreateTableRequest{Name: name, RequestId: id})
 		return err
@@ -80,7 +80,7 @@ func (r *Router) DeleteTable(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	err = r.master.Call(ctx, func(ctx context.Context, mc pb.MasterServiceClient) error {
+	err = r.masterCall(ctx, func(ctx context.Context, mc pb.MasterServiceClient) error {
 		_, err := mc.DeleteTable(ctx, &pb.DeleteTableRequest{Name: name, RequestId: id})
 		return err
 	})
@@ -284,7 +284,7 @@ func (r *Router) SetTableACL(ctx context.Context, table string, acl []*pb.Signed
 	if err != nil {
 		return err
 	}
-	err = r.master.Call(ctx, func(ctx context.Context, mc pb.MasterServiceClient) error {
+	err = r.masterCall(ctx, func(ctx context.Context, mc pb.MasterServiceClient) error {
 		_, err := mc.SetTableACL(ctx, &pb.SetTableACLRequest{Name: t.GetName(), Acl: acl})
 		return err
 	})
@@ -312,7 +312,7 @@ func (r *Router) RegisteredAccounts() []*pb.StorageAccount {
 
 // SetAccounts replaces the master's account registry.
 func (r *Router) SetAccounts(ctx context.Context, accts []*pb.StorageAccount) error {
-	err := r.master.Call(ctx, func(ctx context.Context, mc pb.MasterServiceClient) error {
+	err := r.masterCall(ctx, func(ctx context.Context, mc pb.MasterServiceClient) error {
 		_, err := mc.SetAccounts(ctx, &pb.SetAccountsRequest{Accounts: accts})
 		return err
 	})
@@ -324,7 +324,7 @@ func (r *Router) SetAccounts(ctx context.Context, accts []*pb.StorageAccount) er
 
 // SetServiceProperties stores the service properties document.
 func (r *Router) SetServiceProperties(ctx context.Context, doc []byte) error {
-	err := r.master.Call(ctx, func(ctx context.Context, mc pb.MasterServiceClient) error {
+	err := r.masterCall(ctx, func(ctx context.Context, mc pb.MasterServiceClient) error {
 		_, err := mc.SetServiceProperties(ctx, &pb.SetServicePropertiesRequest{Properties: doc})
 		return err
 	})

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"tablestore/internal/connpool"
 	"tablestore/internal/masterclient"
@@ -203,11 +204,29 @@ func (r *Router) watchLoop() {
 	}
 }
 
+// masterCall is r.master.Call with its failure to reach a master leader
+// before ctx ended (masterclient.ErrNoMaster, a plain error, which the
+// front-end would answer 500 InternalError and log as its own failure)
+// given ctx's status: DeadlineExceeded or Canceled, 500 OperationTimedOut
+// as --request-timeout promises (and a client that went away is logged
+// at debug).
+func (r *Router) masterCall(ctx context.Context, fn func(ctx context.Context, mc pb.MasterServiceClient) error) error {
+	err := r.master.Call(ctx, fn)
+	if errors.Is(err, masterclient.ErrNoMaster) {
+		code := codes.Unavailable
+		if ctx.Err() != nil {
+			code = status.FromContextError(ctx.Err()).Code()
+		}
+		return status.Error(code, err.Error())
+	}
+	return err
+}
+
 // refresh fetches the map from the master leader now.
 func (r *Router) refresh(ctx context.Context) error {
 	refreshesTotal.Inc()
 	var m *pb.PartitionMap
-	err := r.master.Call(ctx, func(ctx context.Context, mc pb.MasterServiceClient) error {
+	err := r.masterCall(ctx, func(ctx context.Context, mc pb.MasterServiceClient) error {
 		var err error
 		m, err = mc.GetPartitionMap(ctx, &pb.GetPartitionMapRequest{})
 		return err
@@ -267,7 +286,7 @@ func (r *Router) refreshShared(ctx context.Context) {
 func (r *Router) refreshTable(ctx context.Context, name string) error {
 	refreshesTotal.Inc()
 	var m *pb.PartitionMap
-	err := r.master.Call(ctx, func(ctx context.Context, mc pb.MasterServiceClient) error {
+	err := r.masterCall(ctx, func(ctx context.Context, mc pb.MasterServiceClient) error {
 		var err error
 		m, err = mc.GetPartitionMap(ctx, &pb.GetPartitionMapRequest{Table: name})
 		return err
