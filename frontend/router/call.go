@@ -80,7 +80,7 @@ func (r *Router) callIn(ctx context.Context, table *pb.Table, pk string, rangeID
 		return r.candidates(d), nil
 	}
 	start, warned := time.Now(), false
-	return rangeclient.Call(ctx, candidates, r.attempt(&cur, fn), rangeclient.Options{
+	err := rangeclient.Call(ctx, candidates, r.attempt(&cur, fn), rangeclient.Options{
 		OnLeader: func(server string) { r.hint(cur.GetRangeId(), server) },
 		OnFailure: func(server string, err error, d rangeclient.Decision) {
 			r.countRetry(err)
@@ -105,6 +105,18 @@ func (r *Router) callIn(ctx context.Context, table *pb.Table, pk string, rangeID
 		AttemptTimeout: attemptTimeout,
 		Deadline:       time.Now().Add(r.cfg.RetryTimeout),
 	})
+	return noReplicaErr(err)
+}
+
+// noReplicaErr gives rangeclient.ErrNoCandidate (a range the map lists
+// with no server to try), a plain error the front-end would answer 500
+// InternalError, the status of a range that cannot be reached now: 503
+// ServerBusy, retried by the client.
+func noReplicaErr(err error) error {
+	if errors.Is(err, rangeclient.ErrNoCandidate) {
+		return rpcerr.New(codes.Unavailable, rpcerr.ReasonUnavailable, "the range has no replica", nil)
+	}
+	return err
 }
 
 // locateNow returns the range holding pk in the cached map, of table t or,

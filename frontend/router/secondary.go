@@ -2,16 +2,12 @@ package router
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
-
-	"google.golang.org/grpc/codes"
 
 	"tablestore/frontend"
 	"tablestore/internal/edm"
 	"tablestore/internal/rangeclient"
-	"tablestore/internal/rpcerr"
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -47,10 +43,7 @@ func (r *Router) followerCall(ctx context.Context, t *pb.Table, pk string, attem
 		Deadline:       time.Now().Add(r.cfg.RetryTimeout),
 		Rounds:         2,
 	})
-	if errors.Is(err, rangeclient.ErrNoCandidate) {
-		err = rpcerr.New(codes.Unavailable, rpcerr.ReasonUnavailable, "the range has no replica", nil)
-	}
-	return err
+	return noReplicaErr(err)
 }
 
 // followersFirst lists the ids of a range's replicas, the presumed leader
