@@ -5,9 +5,12 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/codes"
+
 	"tablestore/frontend"
 	"tablestore/internal/edm"
 	"tablestore/internal/rangeclient"
+	"tablestore/internal/rpcerr"
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -34,7 +37,20 @@ func (r *Router) followerCall(ctx context.Context, t *pb.Table, pk string, attem
 		cur = d
 		return r.followersFirst(d), nil
 	}
-	err := rangeclient.Call(ctx, candidates, r.attempt(&cur, fn), rangeclient.Options{
+	attempt := r.attempt(&cur, fn)
+	behindOK := func(ctx context.Context, server string) error {
+		err := attempt(ctx, server)
+		if rpcerr.Is(err, rpcerr.ReasonStaleRange) {
+			// A replica's state behind the map (a merge it has yet to
+			// apply: its range ends short of the key) refuses the key
+			// while the others may serve it: the round goes on to them,
+			// as for a replica not hosting the range, and the map is
+			// refreshed after it (all refusing: the map is stale).
+			return rpcerr.New(codes.NotFound, rpcerr.ReasonRangeNotFound, "replica "+server+" does not hold the key (behind the map, or the map stale): "+err.Error(), nil)
+		}
+		return err
+	}
+	err := rangeclient.Call(ctx, candidates, behindOK, rangeclient.Options{
 		OnFailure:      func(_ string, err error, _ rangeclient.Decision) { r.countRetry(err) },
 		Refresh:        r.refreshShared,
 		RefreshWait:    refreshWait,
