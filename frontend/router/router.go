@@ -342,6 +342,7 @@ func (r *Router) applyLocked(m *pb.PartitionMap) {
 	}
 	for _, id := range m.GetRemovedRanges() {
 		r.dropRangeLocked(id)
+		delete(r.hinted, id)
 	}
 	for _, d := range m.GetRanges() {
 		r.putRangeLocked(d)
@@ -400,6 +401,7 @@ func (r *Router) dropTableLocked(key string) {
 	for _, d := range r.ranges[t.GetTableId()] {
 		delete(r.rangeTable, d.GetRangeId())
 		delete(r.leaders, d.GetRangeId())
+		delete(r.hinted, d.GetRangeId())
 	}
 	delete(r.ranges, t.GetTableId())
 }
@@ -457,9 +459,12 @@ func (r *Router) install(m *pb.PartitionMap) {
 		r.leaders = map[uint64]string{}
 	}
 	// A hint from a partition server is fresher than the map only until the
-	// map reports a leader itself.
+	// map reports a leader itself; one for a range the map no longer has
+	// (range ids are never reused) is only memory.
 	for id := range r.hinted {
-		if _, ok := r.leaders[id]; ok {
+		_, led := r.leaders[id]
+		_, held := r.rangeTable[id]
+		if led || !held {
 			delete(r.hinted, id)
 		}
 	}
