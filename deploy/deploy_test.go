@@ -424,16 +424,23 @@ func TestDockerfile(t *testing.T) {
 	}
 
 	gomod := readFile(t, "../go.mod")
-	goVer := regexp.MustCompile(`(?m)^go (\d+\.\d+)`).FindStringSubmatch(gomod)
+	// The exact version: the golang images set GOTOOLCHAIN=local, so an
+	// older builder refuses go.mod's go line, and a newer floating tag
+	// builds another binary from the same commit. A toolchain line, when
+	// present, is the version the module builds with.
+	goVer := regexp.MustCompile(`(?m)^go (\d+\.\d+(?:\.\d+)?)\s*$`).FindStringSubmatch(gomod)
 	if goVer == nil {
 		t.Fatal("no go directive in go.mod")
+	}
+	if tc := regexp.MustCompile(`(?m)^toolchain go(\d+\.\d+(?:\.\d+)?)\s*$`).FindStringSubmatch(gomod); tc != nil {
+		goVer = tc
 	}
 	tests := []struct {
 		name string
 		ok   bool
 	}{
 		{"builder is golang:" + goVer[1] + " (go.mod's go " + goVer[1] + ")",
-			regexp.MustCompile(`^FROM (--platform=\S+ )?golang:` + regexp.QuoteMeta(goVer[1]) + `(\S*)? AS \w+$`).MatchString(build.from)},
+			regexp.MustCompile(`^FROM (--platform=\S+ )?golang:` + regexp.QuoteMeta(goVer[1]) + `(-\S+)? AS \w+$`).MatchString(build.from)},
 		{"builder sets CGO_ENABLED=0", has(build, `\bCGO_ENABLED=0\b`)},
 		{"builder runs go build -trimpath -o /tablestore ./cmd/tablestore",
 			has(build, `^RUN .*\bgo build\b.* -trimpath\b.* -o /tablestore \./cmd/tablestore$`)},
@@ -939,10 +946,11 @@ func TestKubernetes(t *testing.T) {
 		})
 	}
 
-	// PodDisruptionBudgets: one per StatefulSet, never more than one pod at
+	// PodDisruptionBudgets: one per workload, never more than one pod at
 	// a time (three masters keep a quorum with one gone; every range has
-	// three replicas on three of the servers).
-	for _, w := range []*k8sWorkload{masters, servers} {
+	// three replicas on three of the servers; the front-ends run at least
+	// two, so one stays serving).
+	for _, w := range []*k8sWorkload{masters, servers, frontends} {
 		t.Run("pdb/"+w.obj.name(), func(t *testing.T) {
 			sel := labels(get(w.obj.doc, "spec", "selector", "matchLabels"))
 			var pdbs []k8sObject

@@ -1,6 +1,8 @@
 package deploy
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -222,10 +224,16 @@ func TestManifestProbes(t *testing.T) {
 	}
 }
 
-// TestManifestSpread: pods of each role spread over hosts and zones.
+// TestManifestSpread: no two pods of a Raft role (masters, partition
+// servers) share a node, and every role spreads over zones. A topology
+// spread over hosts with maxSkew 1 is not enough for the Raft roles: with
+// fewer nodes than pods it places two on one node (skew 1 is allowed), so
+// one node failure could take two of a range's three replicas or two of the
+// three masters. Only required pod anti-affinity refuses that.
 func TestManifestSpread(t *testing.T) {
 	to := loadTyped(t)
-	for _, w := range to.workloads() {
+	all := to.workloads()
+	for _, w := range all {
 		t.Run(w.name, func(t *testing.T) {
 			keys := map[string]corev1.TopologySpreadConstraint{}
 			for _, c := range w.tmpl.Spec.TopologySpreadConstraints {
@@ -235,17 +243,51 @@ func TestManifestSpread(t *testing.T) {
 					t.Errorf("%s: selector %v does not match the pods (%v)", c.TopologyKey, c.LabelSelector, err)
 				}
 			}
-			for _, k := range []string{"kubernetes.io/hostname", "topology.kubernetes.io/zone"} {
-				if _, ok := keys[k]; !ok {
-					t.Errorf("no topologySpreadConstraint over %s", k)
-				}
+			if _, ok := keys["topology.kubernetes.io/zone"]; !ok {
+				t.Error("no topologySpreadConstraint over topology.kubernetes.io/zone")
 			}
-			// Raft replicas on one host defeat replication.
-			if strings.HasPrefix(w.name, "StatefulSet/") && keys["kubernetes.io/hostname"].WhenUnsatisfiable != corev1.DoNotSchedule {
-				t.Error("StatefulSet pods must not share a host: whenUnsatisfiable DoNotSchedule over kubernetes.io/hostname")
+			if !strings.HasPrefix(w.name, "StatefulSet/") {
+				if _, ok := keys["kubernetes.io/hostname"]; !ok {
+					t.Error("no topologySpreadConstraint over kubernetes.io/hostname")
+				}
+				return
+			}
+			if err := requiredHostAntiAffinity(w, all); err != nil {
+				t.Errorf("Raft replicas must never share a node: %v", err)
 			}
 		})
 	}
+}
+
+// requiredHostAntiAffinity reports why w's pods could share a node with each
+// other, or nil: it needs a required pod anti-affinity term over
+// kubernetes.io/hostname that selects w's own pods and no other workload's
+// (selecting every tablestore pod would keep masters off partition servers'
+// nodes too, which no failure domain needs).
+func requiredHostAntiAffinity(w podWorkload, all []podWorkload) error {
+	aff := w.tmpl.Spec.Affinity
+	if aff == nil || aff.PodAntiAffinity == nil {
+		return errors.New("no podAntiAffinity")
+	}
+	for _, term := range aff.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
+		if term.TopologyKey != "kubernetes.io/hostname" {
+			continue
+		}
+		sel, err := metav1.LabelSelectorAsSelector(term.LabelSelector)
+		if err != nil {
+			return err
+		}
+		if !sel.Matches(k8slabels.Set(w.tmpl.Labels)) {
+			return fmt.Errorf("the required term's selector %v does not select the pods", term.LabelSelector)
+		}
+		for _, o := range all {
+			if o.name != w.name && sel.Matches(k8slabels.Set(o.tmpl.Labels)) {
+				return fmt.Errorf("the required term's selector %v also selects %s", term.LabelSelector, o.name)
+			}
+		}
+		return nil
+	}
+	return errors.New("no requiredDuringSchedulingIgnoredDuringExecution term over kubernetes.io/hostname (preferred terms and maxSkew-1 spreads allow sharing)")
 }
 
 // TestManifestFrontendAutoscaling: an HPA owns the front-end count.
