@@ -167,13 +167,13 @@ func TestManifestPodSecurity(t *testing.T) {
 				t.Error("runAsNonRoot is not true")
 			}
 			if psc.RunAsUser == nil || *psc.RunAsUser != uid || psc.RunAsGroup == nil || *psc.RunAsGroup != gid {
-				t.Errorf("runAsUser/runAsGroup %v/%v, want the Dockerfile's USER %d:%d (the owner of the image's /data)", psc.RunAsUser, psc.RunAsGroup, uid, gid)
+				t.Errorf("runAsUser/runAsGroup %s/%s, want the Dockerfile's USER %d:%d (the owner of the image's /data)", ptrText(psc.RunAsUser), ptrText(psc.RunAsGroup), uid, gid)
 			}
 			if psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
 				t.Error("seccompProfile is not RuntimeDefault")
 			}
 			if strings.HasPrefix(w.name, "StatefulSet/") && (psc.FSGroup == nil || *psc.FSGroup != gid) {
-				t.Errorf("fsGroup %v, want %d: the PVC must be writable by the process", psc.FSGroup, gid)
+				t.Errorf("fsGroup %s, want %d: the PVC must be writable by the process", ptrText(psc.FSGroup), gid)
 			}
 			if spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
 				t.Error("automountServiceAccountToken is not false (the roles call no Kubernetes API)")
@@ -198,6 +198,14 @@ func TestManifestPodSecurity(t *testing.T) {
 			}
 		})
 	}
+}
+
+// ptrText prints an optional number.
+func ptrText(p *int64) string {
+	if p == nil {
+		return "unset"
+	}
+	return strconv.FormatInt(*p, 10)
 }
 
 // dockerfileUser is the numeric USER of the Dockerfile's runtime stage.
