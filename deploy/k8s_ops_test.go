@@ -267,3 +267,46 @@ func TestManifestProbeSemantics(t *testing.T) {
 		})
 	}
 }
+
+// TestDocsReplaceMasterPatch: docs/deploy.md's "Replace a master" on
+// Kubernetes patches the masters' StatefulSet by position: args item N
+// becomes --join. That item must be the --peers flag (a master refuses
+// --join beside --peers, and replacing another flag would drop it), the
+// container index must be the master's, and master.yaml must name
+// updateStrategy RollingUpdate, or the closing `kubectl apply -k` would
+// leave the StatefulSet on OnDelete.
+func TestDocsReplaceMasterPatch(t *testing.T) {
+	doc := readFile(t, "../docs/deploy.md")
+	re := regexp.MustCompile(`"path":"/spec/template/spec/containers/(\d+)/args/(\d+)","value":"([^"]*)"`)
+	ms := re.FindAllStringSubmatch(doc, -1)
+	if len(ms) != 1 {
+		t.Fatalf("docs/deploy.md: %d args patches, want the one of \"Replace a master\"", len(ms))
+	}
+	if !strings.Contains(doc, "patch statefulset tablestore-master --type=json") ||
+		!strings.Contains(doc, `{"op":"replace","path":"/spec/updateStrategy","value":{"type":"OnDelete"}}`) {
+		t.Error("docs/deploy.md: the patch must target statefulset tablestore-master and switch it to OnDelete")
+	}
+	ci, _ := strconv.Atoi(ms[0][1])
+	ai, _ := strconv.Atoi(ms[0][2])
+	if ms[0][3] != "--join" {
+		t.Errorf("the patch sets %q, want --join", ms[0][3])
+	}
+	to := loadTyped(t)
+	for _, s := range to.statefulSets {
+		if s.Name != "tablestore-master" {
+			continue
+		}
+		cs := s.Spec.Template.Spec.Containers
+		if ci >= len(cs) || ai >= len(cs[ci].Args) {
+			t.Fatalf("containers/%d/args/%d does not exist in master.yaml", ci, ai)
+		}
+		if cs[ci].Args[0] != roleMaster || !strings.HasPrefix(cs[ci].Args[ai], "--peers=") {
+			t.Errorf("containers/%d/args/%d is %q (role %s), want the master's --peers", ci, ai, cs[ci].Args[ai], cs[ci].Args[0])
+		}
+		if s.Spec.UpdateStrategy.Type != "RollingUpdate" {
+			t.Errorf("master.yaml updateStrategy %q: name RollingUpdate so that apply -k undoes the procedure's OnDelete", s.Spec.UpdateStrategy.Type)
+		}
+		return
+	}
+	t.Fatal("no StatefulSet tablestore-master")
+}
