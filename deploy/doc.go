@@ -19,8 +19,13 @@
 //
 // Every manifest is also decoded strictly into its Kubernetes API type
 // (k8s.io/api via sigs.k8s.io/yaml) and checked there: HTTP probes on
-// /healthz and /readyz, topology spread, the front-ends' autoscaler, the
-// account key as a Secret file. The monitoring files (monitoring/: alert
+// /healthz and /readyz with the semantics internal/health serves (liveness
+// never follows readiness), required per-node anti-affinity for the Raft
+// roles and zone spread, a PodDisruptionBudget per workload, grace periods
+// that cover the preStop sleep and the binary's shutdown bound, the pod
+// security settings (the Dockerfile's uid), the front-ends' autoscaler, the
+// account key as a Secret file, and the args index docs/deploy.md patches
+// to replace a master. The monitoring files (monitoring/: alert
 // rules, Grafana dashboard; kubernetes/monitoring/: ServiceMonitor,
 // PrometheusRule) are checked with promtool and against the metric names a
 // running in-process cluster exports. Commands are written as lists of
