@@ -310,3 +310,57 @@ func TestDocsReplaceMasterPatch(t *testing.T) {
 	}
 	t.Fatal("no StatefulSet tablestore-master")
 }
+
+// TestDocsCtlCommands: every `tablestore ctl` command in docs/deploy.md's
+// shell blocks (scale-in, replacing a master, operator commands) is one the
+// binary's ctl accepts: each is run against an address where no master
+// listens, so a command line ctl understands fails only on the connection,
+// and a misspelt command, a missing argument or an unknown flag fails on
+// usage before that.
+func TestDocsCtlCommands(t *testing.T) {
+	doc := readFile(t, "../docs/deploy.md")
+	fence := regexp.MustCompile("(?s)```sh\n(.*?)```")
+	ctlRE := regexp.MustCompile(`(?:^|[\s/])tablestore ctl (.*)$`)
+	placeholder := regexp.MustCompile(`<[^>]*>`)
+	vars := strings.NewReplacer("$M", "127.0.0.1:1", "$LOST", "tablestore-master-2", "$OK", "tablestore-master-0")
+	var cmds [][]string
+	for _, block := range fence.FindAllStringSubmatch(doc, -1) {
+		for _, line := range strings.Split(block[1], "\n") {
+			m := ctlRE.FindStringSubmatch(line)
+			if m == nil {
+				continue
+			}
+			text, _, _ := strings.Cut(m[1], " #")
+			text = vars.Replace(placeholder.ReplaceAllString(text, "x:7100"))
+			if strings.Contains(text, "--follow") {
+				continue // runs until interrupted
+			}
+			args := []string{"ctl", "--master=127.0.0.1:1", "--timeout=300ms"}
+			fields := strings.Fields(text)
+			for i := 0; i < len(fields); i++ {
+				switch f := fields[i]; {
+				case strings.HasPrefix(f, "--master="):
+				case f == "--master":
+					i++
+				default:
+					args = append(args, f)
+				}
+			}
+			cmds = append(cmds, args)
+		}
+	}
+	// The operator commands, scale-in and both master replacements.
+	if len(cmds) < 10 {
+		t.Fatalf("found %d ctl commands in docs/deploy.md, want at least 10 (did the extraction break?)", len(cmds))
+	}
+	usage := regexp.MustCompile(`usage|unknown command|flag provided but not defined|invalid value`)
+	for _, args := range cmds {
+		t.Run(strings.Join(args[3:], " "), func(t *testing.T) {
+			t.Parallel()
+			out := runBinary(t, args...)
+			if usage.MatchString(out) || !strings.Contains(out, "no master leader") {
+				t.Errorf("tablestore %s: ctl does not accept this command line:\n%s", strings.Join(args, " "), firstLines(out, 4))
+			}
+		})
+	}
+}
