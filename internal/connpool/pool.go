@@ -2,6 +2,7 @@ package connpool
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -68,12 +69,25 @@ func (p *Pool) Conn(addr string) (*grpc.ClientConn, error) {
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)),
 		grpc.WithInitialWindowSize(windowSize), grpc.WithInitialConnWindowSize(connWindowSize),
 		grpc.WithConnectParams(Reconnect)}, p.dial...)
-	c, err := grpc.NewClient(addr, opts...)
+	c, err := grpc.NewClient(Target(addr), opts...)
 	if err != nil {
 		return nil, fmt.Errorf("connpool: dial %s: %w", addr, err)
 	}
 	p.conns[addr] = c
 	return c, nil
+}
+
+// Target is the gRPC target for a host:port address: passthrough, so that
+// every connection attempt resolves the name afresh (net.Dialer). gRPC's
+// default DNS resolver re-resolves a name at most every 30 s: a partition
+// server or master pod that came back at a new IP (a Kubernetes restart)
+// was dialled at its old one for up to 30 s, while its readiness let a
+// rolling update move on. An address that already names a scheme is kept.
+func Target(addr string) string {
+	if strings.Contains(addr, "://") {
+		return addr
+	}
+	return "passthrough:///" + addr
 }
 
 // Partition returns a PartitionService client for addr.

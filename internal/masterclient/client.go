@@ -37,7 +37,7 @@ func New(addrs []string, opts ...grpc.DialOption) (*Client, error) {
 	}
 	c := &Client{addrs: addrs}
 	for _, a := range addrs {
-		conn, err := grpc.NewClient(a, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithConnectParams(connpool.Reconnect)}, opts...)...)
+		conn, err := grpc.NewClient(connpool.Target(a), append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithConnectParams(connpool.Reconnect)}, opts...)...)
 		if err != nil {
 			c.Close()
 			return nil, fmt.Errorf("masterclient: dial %s: %w", a, err)
