@@ -36,3 +36,52 @@ func TestShutdownBounded(t *testing.T) {
 		t.Fatalf("shutdown took %v, want within 10s", took)
 	}
 }
+
+// TestShutdownHandsOffLeadership: a partition server stopping (SIGTERM)
+// hands the leadership of the ranges it leads to another replica before
+// its members stop, so the range has a leader when Close returns, not an
+// election timeout (500 ms here) after the server went silent.
+func TestShutdownHandsOffLeadership(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := startTuned(t, 3, quietPolicies, func(s *partitionserver.Config) { s.QuiesceAfter = 0 })
+	tcl := newTable(t, serviceClient(t, c, 0), "handoff")
+	acked := map[string]int64{}
+	writeSeq(t, tcl, acked, "before", 5)
+	mc := masterClient(t, c)
+	rng := tableRanges(partitionMap(t, mc), "handoff")[0]
+	id := rng.GetRangeId()
+	leader := -1
+	waitFor(t, 10*time.Second, "the range's leader", func() bool {
+		for i, n := range c.Servers {
+			if st := rangeInfo(n.Server, id); st != nil && st.GetLeader() {
+				leader = i
+				return true
+			}
+		}
+		return false
+	})
+	if err := c.StopServer(leader); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	deadline := stopped.Add(250 * time.Millisecond)
+	for {
+		for i, n := range c.Servers {
+			if i == leader {
+				continue
+			}
+			if st := rangeInfo(n.Server, id); st != nil && st.GetLeader() {
+				t.Logf("%s leads %v after %s stopped", n.Config.ID, time.Since(stopped).Round(time.Millisecond), c.Servers[leader].Config.ID)
+				writeSeq(t, tcl, acked, "after", 5)
+				verifyExactlyOnce(t, tcl, acked)
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no other replica leads range %d 250 ms after its leader %s stopped (an election timeout is 500 ms): no hand-off", id, c.Servers[leader].Config.ID)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

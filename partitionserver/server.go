@@ -303,6 +303,13 @@ func (s *Server) Close() error {
 	s.closed = true
 	s.mu.Unlock()
 	start := time.Now()
+	if !s.crashing.Load() {
+		// Before the members stop: each range led here elects its next
+		// leader now, by a transfer, instead of an election timeout after
+		// this server goes silent (a rolling restart cost every range it
+		// led a write gap of 0.5 – 1 s).
+		s.handOffLeaderships(min(2*time.Second, s.cfg.ShutdownTimeout/4))
+	}
 	s.cancel()
 	// No Raft traffic from here on: a request delivered to a member while
 	// the shared log closes under it would fail to save a newer term, and
@@ -338,6 +345,40 @@ func (s *Server) Close() error {
 	}
 	s.logger.Info("partition server stopped", "took", time.Since(start))
 	return err
+}
+
+// handOffLeaderships transfers the leadership of every range this server
+// leads to another voter (raft picks the most caught-up), all at once,
+// waiting at most within. A transfer still running then is cut by the
+// shutdown, as before.
+func (s *Server) handOffLeaderships(within time.Duration) {
+	var wg sync.WaitGroup
+	n := 0
+	for _, sl := range s.slotList() {
+		rep := sl.open()
+		if rep == nil || !rep.isLeader() {
+			continue
+		}
+		n++
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := rep.handOff(); err != nil {
+				rep.logger.Debug("leadership not handed off before shutdown", "err", err)
+			}
+		}()
+	}
+	if n == 0 {
+		return
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(within):
+		s.logger.Warn("leadership hand-offs still running at their deadline; shutting down", "ranges", n, "deadline", within)
+	}
+	s.logger.Info("leaderships handed off before shutdown", "ranges", n)
 }
 
 // shutdownReplicasWithin bounds closing the replicas of a failed start.

@@ -243,3 +243,30 @@ func (r *replica) transferLeadership(id raft.ServerID, addr raft.ServerAddress) 
 	r.transport.DisableLease(r.raft.CurrentTerm())
 	return err
 }
+
+// handOff hands this member's leadership to the voter raft finds most
+// caught up (a shutdown's hand-off), with the same lease rules as
+// transferLeadership.
+func (r *replica) handOff() error {
+	if !r.hasOtherVoter() {
+		return nil
+	}
+	r.transport.StartTransfer(r.raft.CurrentTerm())
+	err := r.raft.LeadershipTransfer().Error()
+	r.transport.DisableLease(r.raft.CurrentTerm())
+	return err
+}
+
+// hasOtherVoter reports whether r's configuration has a voter besides r.
+func (r *replica) hasOtherVoter() bool {
+	f := r.raft.GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	for _, sv := range f.Configuration().Servers {
+		if sv.Suffrage == raft.Voter && string(sv.ID) != r.serverID {
+			return true
+		}
+	}
+	return false
+}
