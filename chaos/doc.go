@@ -1,5 +1,5 @@
 // Package chaos is a Jepsen-style fault-injection harness: it runs the
-// roles as separate processes of the real binary, injects crashes, pauses,
+// roles as separate processes of the real binary, injects crashes, clean shutdowns, pauses,
 // master-leader kills, network cuts and slow or failing disks (by seed)
 // while the official Azure SDK writes, reshapes the key space with
 // `tablestore ctl`, then heals everything and checks that no acknowledged

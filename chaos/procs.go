@@ -243,6 +243,30 @@ func (c *cluster) kill(r *role) {
 	c.net.setPID(0, r.name)
 }
 
+// terminate stops r as an orchestrator would (SIGTERM: a clean shutdown,
+// its leaderships handed off first), killing it if it has not exited
+// within terminateWithin (the binary bounds its own shutdown to 10 s).
+func (c *cluster) terminate(r *role) {
+	c.mu.Lock()
+	cmd, done := r.cmd, r.done
+	r.cmd = nil
+	c.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(terminateWithin):
+		cmd.Process.Kill()
+		<-done
+	}
+	c.net.setPID(0, r.name)
+}
+
+// terminateWithin is how long terminate waits for a clean exit.
+const terminateWithin = 15 * time.Second
+
 // signal sends sig to r if it runs.
 func (c *cluster) signal(r *role, sig syscall.Signal) {
 	c.mu.Lock()

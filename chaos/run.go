@@ -232,10 +232,15 @@ type fault struct {
 // inject starts one fault chosen by rng.
 func inject(c *cluster, rng *rand.Rand) fault {
 	ps := c.servers[rng.Intn(len(c.servers))]
-	switch rng.Intn(8) {
+	switch rng.Intn(9) {
 	case 0:
 		c.kill(ps)
 		return fault{"kill -9 " + ps.name, func() { c.start(ps) }}
+	case 8:
+		// A rolling restart's step: the server hands its leaderships off
+		// and exits; it starts again at the heal.
+		c.terminate(ps)
+		return fault{"SIGTERM " + ps.name, func() { c.start(ps) }}
 	case 1:
 		c.signal(ps, syscall.SIGSTOP)
 		c.mark(ps.name, flagStopped, true)
