@@ -88,3 +88,43 @@ func TestConfirmQuietDialHonoursContext(t *testing.T) {
 		t.Fatalf("a confirmation with a 2 s context took %v (the transport's timeout is %v)", d, timeout)
 	}
 }
+
+// A confirmation's short deadline does not cut the lane's dial: the dial
+// goes on and opens the lane for the next confirmation. Cut with each
+// caller, a dial slower than a quiet read's deadline never opened the lane
+// and every quiet read dialled again (20 dials for 20 confirmations).
+func TestConfirmQuietDialOutlivesItsCaller(t *testing.T) {
+	answerer := New(Config{Listener: listen(t, "127.0.0.1:0"), Timeout: 5 * time.Second, Dormant: &quietDormant{at: map[uint64]QuietPosition{1: {Term: 1, LastIndex: 1, LastTerm: 1}}}})
+	t.Cleanup(func() { answerer.Close() })
+	var mu sync.Mutex
+	dials := 0
+	d := &net.Dialer{}
+	asker := New(Config{Listener: listen(t, "127.0.0.1:0"), Timeout: 5 * time.Second, Dial: func(ctx context.Context, addr string) (net.Conn, error) {
+		mu.Lock()
+		dials++
+		mu.Unlock()
+		select {
+		case <-time.After(30 * time.Millisecond):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return d.DialContext(ctx, "tcp", addr)
+	}})
+	t.Cleanup(func() { asker.Close() })
+	pos := QuietPosition{Term: 1, LastIndex: 1, LastTerm: 1}
+	for range 20 {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
+		_, _ = asker.ConfirmQuiet(ctx, answerer.Addr().String(), 1, pos)
+		cancel()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if yes, err := asker.ConfirmQuiet(ctx, answerer.Addr().String(), 1, pos); !yes || err != nil {
+		t.Fatalf("confirmation after the short ones: %v, %v", yes, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if dials != 1 {
+		t.Fatalf("%d dials for 21 confirmations to one peer, want 1", dials)
+	}
+}

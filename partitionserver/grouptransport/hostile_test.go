@@ -111,7 +111,9 @@ func TestReadFrameAllocatesWhatArrives(t *testing.T) {
 			if c.ok && (len(f.payload) != c.sent || f.payload[len(f.payload)-1] != 7) {
 				t.Fatalf("payload of %d bytes, want %d", len(f.payload), c.sent)
 			}
-			if limit := uint64(3*c.sent) + 1<<20; n > limit {
+			// Slack beyond the first 1 MiB buffer: TotalAlloc is the
+			// process's, and other goroutines allocate meanwhile.
+			if limit := uint64(3*c.sent) + 1<<20 + 256<<10; n > limit {
 				t.Fatalf("allocated %d bytes for %d arrived (claimed %d); want at most %d", n, c.sent, c.claimed, limit)
 			}
 		})

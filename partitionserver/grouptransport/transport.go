@@ -354,12 +354,20 @@ type laneSlot struct {
 	cc       *clientConn
 	failedAt time.Time
 	err      error
-	// dialing is closed when the dial in progress ends (nil: none). The
-	// dial runs without mu held: a caller with a deadline of its own (a
-	// quiet read's confirmation) gives up waiting for it when its context
-	// ends, instead of queueing on mu behind a dial that hangs for the
-	// transport's timeout.
-	dialing chan struct{}
+	// dialing is the dial in progress (nil: none). It runs in a goroutine
+	// of its own, without mu held and bounded by the transport's timeout
+	// alone: a caller with a deadline of its own (a quiet read's
+	// confirmation) gives up waiting for it when its context ends, while
+	// the dial goes on and opens the lane for the next caller (cut with
+	// that caller, a dial to a peer slower than a quiet read's deadline
+	// never opened the lane, and every quiet read dialled again).
+	dialing *dial
+}
+
+// dial is one dial of a lane; err is set before done is closed.
+type dial struct {
+	done chan struct{}
+	err  error
 }
 
 // heardSince reports whether addr answered a request on a raft lane after
@@ -423,38 +431,51 @@ func (t *Transport) connCtx(ctx context.Context, addr string, lane byte) (*clien
 			return nil, fmt.Errorf("%w: %s: %w", ErrConnectFailed, addr, err)
 		}
 		if s.dialing == nil {
-			break
+			s.dialing = &dial{done: make(chan struct{})}
+			go t.dialSlot(s, s.dialing, addr, lane)
 		}
-		// Another caller dials: its outcome is this one's.
-		wait := s.dialing
+		d := s.dialing
 		s.mu.Unlock()
 		select {
-		case <-wait:
+		case <-d.done:
 		case <-ctx.Done():
 			return nil, fmt.Errorf("%w: %s: waiting for a connection: %w", ErrConnectFailed, addr, ctx.Err())
 		}
+		if d.err != nil {
+			return nil, d.err
+		}
 		s.mu.Lock()
 	}
-	done := make(chan struct{})
-	s.dialing = done
-	s.mu.Unlock()
+}
+
+// dialSlot runs dial d of slot s (connCtx) to its end, bounded by the
+// transport's timeout and its Close, and records the outcome.
+func (t *Transport) dialSlot(s *laneSlot, d *dial, addr string, lane byte) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-t.closing:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	cc, err := t.dialLane(ctx, addr, lane)
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.dialing = nil
-	close(done)
-	if err != nil {
-		// A dial cut short by this caller's own deadline says nothing
-		// about the peer, nor does a close or isolation that raced it:
-		// the next caller dials again at once.
-		if ctx.Err() == nil && !errors.Is(err, ErrClosed) && !errors.Is(err, ErrIsolated) {
-			s.failedAt, s.err = time.Now(), err
-		}
-		return nil, err
+	switch {
+	case err == nil:
+		s.failedAt, s.err = time.Time{}, nil
+		s.cc = cc
+	case errors.Is(err, ErrClosed), errors.Is(err, ErrIsolated), ctx.Err() != nil:
+		// A close or isolation that raced the dial says nothing about
+		// the peer.
+	default:
+		s.failedAt, s.err = time.Now(), err
 	}
-	s.failedAt, s.err = time.Time{}, nil
-	s.cc = cc
-	return cc, nil
+	d.err = err
+	s.mu.Unlock()
+	close(d.done)
 }
 
 // dialLane connects a lane to addr and starts its reader.
