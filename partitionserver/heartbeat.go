@@ -378,10 +378,15 @@ func logRefusedDelete(logger *slog.Logger, msg string, id uint64, err error) {
 // from, and the quiet replica here that still covers d's start key (its
 // parent, nil when none; only a quiet parent is woken).
 func (s *Server) assignment(d *pb.RangeDescriptor) (lifecycle.Assignment, *slot) {
-	// A replica whose removal a failed action left part-way is not kept:
-	// created again (createReplicaLocked finishes the removal first).
+	// A replica whose removal a failed action left part-way does not count
+	// as hosted: once its state is gone it joins again (createReplicaLocked
+	// finishes the removal first); while the state is still stored it waits
+	// (Stored). A generation-1 range's counts as hosted: an older master
+	// (no range starts) with an assignment from before the removal would
+	// have it bootstrapped again, a member outside the configuration.
 	sl := s.slot(d.GetRangeId())
-	a := lifecycle.Assignment{Hosted: sl != nil && sl.State() != lifecycle.Removing, Generation: d.GetGeneration()}
+	removing := sl != nil && sl.State() == lifecycle.Removing
+	a := lifecycle.Assignment{Hosted: sl != nil && (!removing || d.GetGeneration() == 1), Generation: d.GetGeneration()}
 	if a.Hosted || a.Generation == 1 {
 		return a, nil
 	}

@@ -256,6 +256,9 @@ func (s *Server) execute(sl *slot, a lifecycle.Action, spec *openSpec) error {
 		}
 		sl.mark.Store(mark)
 	case lifecycle.DeleteState:
+		if err := failpoint.Inject("partitionserver/delete/state"); err != nil {
+			return err
+		}
 		if err := s.store.DeleteRange(sl.id, sl.abortedThrough); err != nil && !errors.Is(err, fsm.ErrRangeNotFound) {
 			return err
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/proto"
 
 	"tablestore/internal/failpoint"
 	"tablestore/partitionserver/fsm"
@@ -192,51 +193,66 @@ func TestSplitLeftover(t *testing.T) {
 	}
 }
 
-// TestRemovalLeftPartWay: a delete whose log drop failed leaves the
-// replica removing; a request meeting it is refused and does not end the
-// removal (before, the registry reported it removed, its state still in
-// the file, hosted again at the next start); the next delete runs it
-// again and finishes it.
+// TestRemovalLeftPartWay: a delete whose state delete or log drop failed
+// leaves the replica removing; a request meeting it is refused and does not
+// end the removal (before, the registry reported it removed, its state
+// still in the file, hosted again at the next start); the master's
+// assignment does not count it as hosted (but for a generation-1 range);
+// the next delete runs it again and finishes it.
 func TestRemovalLeftPartWay(t *testing.T) {
-	s, sl, _ := quietServer(t)
-	failpoint.Enable("partitionserver/delete/drop-log", nil)
-	err := s.deleteReplica(1, 0, 0)
-	failpoint.Disable("partitionserver/delete/drop-log")
-	if err == nil {
-		t.Fatal("delete with a failing log drop succeeded")
-	}
-	if sl.State() != lifecycle.Removing || !s.hosts(1) {
-		t.Fatalf("after the failed delete: state %v, hosted %v; want removing, hosted", sl.State(), s.hosts(1))
-	}
-	if _, err := s.acquire(1); !errors.Is(err, ErrRangeNotHosted) {
-		t.Fatalf("a request to the half-removed replica: %v, want ErrRangeNotHosted", err)
-	}
-	if sl.State() != lifecycle.Removing || !s.hosts(1) {
-		t.Fatalf("a request ended the removal: state %v, hosted %v", sl.State(), s.hosts(1))
-	}
-	// Assigned again by the master, it is not kept as hosted: created
-	// again, the create finishing the removal first.
-	if a, _ := s.assignment(sl.fsm.Descriptor()); a.Hosted {
-		t.Fatal("a half-removed replica counts as hosted for the master's assignment")
-	}
-	// An event the removing machine takes without an action (a late
-	// quiesce marker) must not end it either.
-	sl.lock()
-	_, err = s.step(sl, lifecycle.Input{Event: lifecycle.Quiesced}, "test", nil)
-	sl.unlock()
-	if err != nil || sl.State() != lifecycle.Removing || !s.hosts(1) {
-		t.Fatalf("a quiesce marker ended the removal: %v, state %v, hosted %v", err, sl.State(), s.hosts(1))
-	}
-	if err := s.deleteReplica(1, 0, 0); err != nil {
-		t.Fatalf("the delete asked again: %v", err)
-	}
-	if s.hosts(1) {
-		t.Fatal("still hosted after the second delete")
-	}
-	if has, err := s.store.HasRange(1); err != nil || has {
-		t.Fatalf("state still stored after the second delete: %v, %v", has, err)
-	}
-	if slices.Contains(s.logs.Groups(), 1) {
-		t.Fatal("the raft log group is still there after the second delete")
+	for _, point := range []string{"partitionserver/delete/state", "partitionserver/delete/drop-log"} {
+		t.Run(point, func(t *testing.T) {
+			s, sl, _ := quietServer(t)
+			failpoint.Enable(point, nil)
+			err := s.deleteReplica(1, 0, 0)
+			failpoint.Disable(point)
+			if err == nil {
+				t.Fatal("delete with a failing action succeeded")
+			}
+			if sl.State() != lifecycle.Removing || !s.hosts(1) {
+				t.Fatalf("after the failed delete: state %v, hosted %v; want removing, hosted", sl.State(), s.hosts(1))
+			}
+			stored, err := s.store.HasRange(1)
+			if err != nil || stored != (point == "partitionserver/delete/state") {
+				t.Fatalf("after the failed delete: state stored %v (%v)", stored, err)
+			}
+			if _, err := s.acquire(1); !errors.Is(err, ErrRangeNotHosted) {
+				t.Fatalf("a request to the half-removed replica: %v, want ErrRangeNotHosted", err)
+			}
+			if sl.State() != lifecycle.Removing || !s.hosts(1) {
+				t.Fatalf("a request ended the removal: state %v, hosted %v", sl.State(), s.hosts(1))
+			}
+			// Assigned again by the master at a later generation, it is
+			// not kept as hosted; at generation 1 it is (no bootstrap of
+			// a range this server was removed from).
+			d := proto.Clone(sl.fsm.Descriptor()).(*pb.RangeDescriptor)
+			if a, _ := s.assignment(d); !a.Hosted {
+				t.Fatal("a half-removed generation-1 replica does not count as hosted: it could be bootstrapped again")
+			}
+			d.Generation = 2
+			if a, _ := s.assignment(d); a.Hosted {
+				t.Fatal("a half-removed replica counts as hosted for the master's assignment")
+			}
+			// An event the removing machine takes without an action (a
+			// late quiesce marker) must not end it either.
+			sl.lock()
+			_, err = s.step(sl, lifecycle.Input{Event: lifecycle.Quiesced}, "test", nil)
+			sl.unlock()
+			if err != nil || sl.State() != lifecycle.Removing || !s.hosts(1) {
+				t.Fatalf("a quiesce marker ended the removal: %v, state %v, hosted %v", err, sl.State(), s.hosts(1))
+			}
+			if err := s.deleteReplica(1, 0, 0); err != nil {
+				t.Fatalf("the delete asked again: %v", err)
+			}
+			if s.hosts(1) {
+				t.Fatal("still hosted after the second delete")
+			}
+			if has, err := s.store.HasRange(1); err != nil || has {
+				t.Fatalf("state still stored after the second delete: %v, %v", has, err)
+			}
+			if slices.Contains(s.logs.Groups(), 1) {
+				t.Fatal("the raft log group is still there after the second delete")
+			}
+		})
 	}
 }
