@@ -375,10 +375,10 @@ func (s *Server) handOffLeaderships(within time.Duration) {
 	go func() { wg.Wait(); close(done) }()
 	select {
 	case <-done:
+		s.logger.Info("leaderships handed off before shutdown", "ranges", n)
 	case <-time.After(within):
 		s.logger.Warn("leadership hand-offs still running at their deadline; shutting down", "ranges", n, "deadline", within)
 	}
-	s.logger.Info("leaderships handed off before shutdown", "ranges", n)
 }
 
 // shutdownReplicasWithin bounds closing the replicas of a failed start.

@@ -244,29 +244,42 @@ func (r *replica) transferLeadership(id raft.ServerID, addr raft.ServerAddress) 
 	return err
 }
 
-// handOff hands this member's leadership to the voter raft finds most
-// caught up (a shutdown's hand-off), with the same lease rules as
-// transferLeadership.
+// handOff hands this member's leadership to another voter before a
+// shutdown, with the same lease rules as transferLeadership: to the one
+// raft finds most caught up when every other voter was heard from lately,
+// else to one that was (raft's own pick ties a follower that went down on
+// an idle range with a live one, and a transfer to it only times out).
 func (r *replica) handOff() error {
-	if !r.hasOtherVoter() {
+	f := r.raft.GetConfiguration()
+	if f.Error() != nil {
+		return f.Error()
+	}
+	since := time.Now().Add(-handOffHeard)
+	var others, live []raft.Server
+	for _, sv := range f.Configuration().Servers {
+		if sv.Suffrage != raft.Voter || string(sv.ID) == r.serverID {
+			continue
+		}
+		others = append(others, sv)
+		if r.transport.HeardFrom(sv.ID, sv.Address, since) {
+			live = append(live, sv)
+		}
+	}
+	if len(live) == 0 {
 		return nil
 	}
 	r.transport.StartTransfer(r.raft.CurrentTerm())
-	err := r.raft.LeadershipTransfer().Error()
+	var fut raft.Future
+	if len(live) == len(others) {
+		fut = r.raft.LeadershipTransfer()
+	} else {
+		fut = r.raft.LeadershipTransferToServer(live[0].ID, live[0].Address)
+	}
+	err := fut.Error()
 	r.transport.DisableLease(r.raft.CurrentTerm())
 	return err
 }
 
-// hasOtherVoter reports whether r's configuration has a voter besides r.
-func (r *replica) hasOtherVoter() bool {
-	f := r.raft.GetConfiguration()
-	if f.Error() != nil {
-		return false
-	}
-	for _, sv := range f.Configuration().Servers {
-		if sv.Suffrage == raft.Voter && string(sv.ID) != r.serverID {
-			return true
-		}
-	}
-	return false
-}
+// handOffHeard is how recently a voter must have answered to be handed a
+// leadership at shutdown: a few heartbeats.
+const handOffHeard = time.Second
