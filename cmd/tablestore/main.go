@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -177,11 +178,23 @@ func serve(sp spec, args []string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", sp.name, err)
 	}
+	// /healthz and /readyz answer from the start: a role that waits at
+	// start (a front-end for a master, with --start-timeout 0) is alive
+	// and not ready, rather than absent to its probes.
+	var started atomic.Pointer[func() health.Verdict]
+	health.Mount(cm.metrics, func() health.Verdict {
+		if ready := started.Load(); ready != nil {
+			return (*ready)()
+		}
+		var v health.Verdict
+		v.Notf("%s starting", sp.name)
+		return v
+	})
 	r, err := sp.start(logger, &cm)
 	if err != nil {
 		return err
 	}
-	health.Mount(cm.metrics, r.ready)
+	started.Store(&r.ready)
 	sig := waitForSignal()
 	logger.Info("shutting down", "signal", sig.String())
 	return stopWithin(r.stop, shutdownBound, logger)

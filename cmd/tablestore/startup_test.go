@@ -306,3 +306,39 @@ func TestPartitionServerNotReadyWithoutMaster(t *testing.T) {
 		t.Error("no warning naming --masters")
 	}
 }
+
+// TestFrontendWaitsForMaster: a front-end started with --start-timeout 0
+// while no master answers stays up, alive and not ready ("frontend
+// starting"), instead of exiting after the timeout into a restart loop (as
+// it does with a timeout: 1 s here); it serves once a master comes (the
+// multi-process tests cover that path).
+func TestFrontendWaitsForMaster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary")
+	}
+	for _, tc := range []struct {
+		timeout string
+		stays   bool
+	}{{"0", true}, {"1s", false}} {
+		t.Run("start-timeout "+tc.timeout, func(t *testing.T) {
+			p := freePorts(t, 3)
+			metrics := "127.0.0.1:" + strconv.Itoa(p[0])
+			_, out := startProc(t, "frontend", "--http-addr", "127.0.0.1:"+strconv.Itoa(p[1]),
+				"--masters", "127.0.0.1:"+strconv.Itoa(p[2]), "--start-timeout", tc.timeout, "--metrics-addr", metrics)
+			waitStatus(t, "http://"+metrics+"/healthz", 200)
+			body := waitStatus(t, "http://"+metrics+"/readyz", 503)
+			if !strings.Contains(body, "frontend starting") {
+				t.Errorf("/readyz body %q does not say the front-end is starting", body)
+			}
+			// Past the 1 s timeout: waiting and alive, or gone.
+			time.Sleep(3 * time.Second)
+			code, _, err := get("http://" + metrics + "/healthz")
+			if alive := err == nil && code == 200; alive != tc.stays {
+				t.Fatalf("/healthz 3 s later: %d, %v; want alive %v\n%s", code, err, tc.stays, out.String())
+			}
+			if !tc.stays && !strings.Contains(out.String(), "--start-timeout") {
+				t.Errorf("the front-end's exit does not name --start-timeout:\n%s", out.String())
+			}
+		})
+	}
+}

@@ -36,7 +36,9 @@ type Config struct {
 	// TLS is mutual TLS for the calls to masters and partition servers.
 	TLS peertls.Config
 	// StartTimeout bounds how long a starting front-end waits for a
-	// master to hand it the partition map.
+	// master to hand it the partition map; 0 waits until one does (the
+	// front-end alive and not ready meanwhile, instead of exiting into a
+	// restart loop while the masters are down).
 	StartTimeout time.Duration
 }
 
@@ -50,8 +52,11 @@ func (c *Config) Validate() error {
 	if len(c.Masters) == 0 {
 		return errors.New("router: at least one master address is required")
 	}
-	if c.RetryTimeout <= 0 || c.StartTimeout <= 0 || c.AttemptTimeout <= 0 {
-		return errors.New("router: retry-timeout, attempt-timeout and start-timeout must be positive")
+	if c.RetryTimeout <= 0 || c.AttemptTimeout <= 0 {
+		return errors.New("router: retry-timeout and attempt-timeout must be positive")
+	}
+	if c.StartTimeout < 0 {
+		return errors.New("router: start-timeout must not be negative (0: wait for a master)")
 	}
 	return c.TLS.Validate()
 }
@@ -128,8 +133,11 @@ func (r *Router) UnregisterLocal(addr string) { r.pool.UnregisterLocal(addr) }
 
 // Start fetches the map (waiting up to ctx for a master) and keeps it fresh.
 func (r *Router) Start(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, r.cfg.StartTimeout)
-	defer cancel()
+	if r.cfg.StartTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, r.cfg.StartTimeout)
+		defer cancel()
+	}
 	if err := r.refresh(ctx); err != nil {
 		return fmt.Errorf("router: no partition map from --masters %s within --start-timeout %v: %w",
 			strings.Join(r.cfg.Masters, ","), r.cfg.StartTimeout, err)
@@ -574,6 +582,6 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	})
 	fs.DurationVar(&c.RetryTimeout, "retry-timeout", c.RetryTimeout, "how long to retry a request across leader changes and stale maps")
 	fs.DurationVar(&c.AttemptTimeout, "attempt-timeout", c.AttemptTimeout, "how long one attempt of a request waits for a partition server before trying the next replica (writes get more per entity, queries their work budget more)")
-	fs.DurationVar(&c.StartTimeout, "start-timeout", c.StartTimeout, "how long a starting front-end waits for a master's partition map before it gives up")
+	fs.DurationVar(&c.StartTimeout, "start-timeout", c.StartTimeout, "how long a starting front-end waits for a master's partition map before it gives up (0: until a master answers; the front-end is alive and not ready meanwhile)")
 	c.TLS.RegisterFlags(fs)
 }
