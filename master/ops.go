@@ -317,12 +317,19 @@ func (s *Server) merge(ctx context.Context, id uint64, cause, reason string, fig
 	resume := cause == causeRecovery
 	if resume {
 		t.frozenAt = time.Now()
-		if freeze, err = s.freezeEverywhere(ctx, right, true, &t); err != nil {
+		if freeze, err = s.freezeEverywhere(ctx, id, right, true, &t); err != nil {
 			return nil, err
 		}
+		// Committed: R is frozen and cannot move (its leader refuses
+		// membership changes while frozen, and so does move), so where
+		// L has a replica beside no replica of R's freeze (L moved
+		// after the COMMIT: a deposed master, an operator, the replica-
+		// set check between two resumes), L moves. Moving R instead was
+		// refused every pass, and R stayed frozen for good.
+		err = s.colocateLeft(ctx, id, freeze.GetRange(), cause)
+	} else {
+		right, err = s.colocate(ctx, left, right, cause)
 	}
-	before := right
-	right, err = s.colocate(ctx, left, right, cause)
 	if err != nil {
 		return nil, fmt.Errorf("co-locate range %d with %d: %w", right.GetRangeId(), id, err)
 	}
@@ -339,9 +346,7 @@ func (s *Server) merge(ctx context.Context, id uint64, cause, reason string, fig
 	// not leave it frozen until a later pass resumes it.
 	ctx, cancel := context.WithTimeout(s.ctx, opTimeout)
 	defer cancel()
-	if err := s.freezeOnReplicas(ctx, before, right, freeze, resume, t.freezeSeen); err != nil {
-		return nil, err
-	}
+	s.freezeOnReplicas(ctx, freeze, t.freezeSeen)
 	merged, err := s.takeOver(ctx, id, right, freeze, &t)
 	if err != nil {
 		return nil, err
@@ -350,37 +355,30 @@ func (s *Server) merge(ctx context.Context, id uint64, cause, reason string, fig
 	return merged, nil
 }
 
-// freezeOnReplicas makes sure, before a committed merge's MergeRange,
-// that R's current replicas applied its freeze where the decision alone
-// does not say so (before: R when the merge began; seen: this master saw
-// every replica of the freeze's descriptor apply it).
-func (s *Server) freezeOnReplicas(ctx context.Context, before, right *pb.RangeDescriptor, freeze *pb.FreezeRangeResponse, resume, seen bool) error {
-	switch {
-	case resume && !sameServers(before, right):
-		// Committed before this co-location (a replica of R moved since
-		// the freeze): the new replicas must apply the freeze before L's
-		// replicas on their servers take R over. Unbounded: a COMMIT is
-		// final.
-		if err := s.waitApplied(ctx, right, freeze.GetFreezeIndex()); err != nil {
-			return fmt.Errorf("wait for range %d's freeze on its co-located replicas: %w", right.GetRangeId(), err)
-		}
-		freeze.Range = right
-	case !seen:
-		// A COMMIT read rather than made here (another master's, or
-		// one from an earlier attempt): every replica of R applied the
-		// freeze when it was made, but a replica added since (a move)
-		// may not have. Waited for, bounded: an L replica's apply waits
-		// for its own server's R replica anyway (fsm waitMerges), so
-		// this only spares it that stall, and an unbounded wait would
-		// hold a committed merge for a server that died since.
-		wctx, wcancel := context.WithTimeout(ctx, mergeFreezeWaitMax)
-		err := s.waitApplied(wctx, right, freeze.GetFreezeIndex())
-		wcancel()
-		if err != nil && ctx.Err() == nil {
-			s.logger.Info("merging before every replica of the right range applied its freeze (a read COMMIT)", "range", right.GetRangeId(), "freeze_index", freeze.GetFreezeIndex(), "err", err)
-		}
+// freezeOnReplicas waits, before a committed merge's MergeRange, for
+// the replicas of R's freeze to apply it where the decision alone does
+// not say so (seen: this master saw every one apply it). A COMMIT read
+// rather than made here (another master's, or one from an earlier
+// attempt) was made once every replica of the freeze's descriptor applied
+// it, which cannot change while R is frozen (its leader refuses
+// membership changes, and so does move); a replica restored from an old
+// state file or behind since a restart may lag. Bounded: an L replica's
+// apply waits for its own server's R replica anyway (fsm waitMerges), so
+// this only spares it that stall, and an unbounded wait would hold a
+// committed merge for a server that died since. (A resumed merge used to
+// co-locate R after its COMMIT and then wait unbounded for R's moved
+// replicas; R cannot move while frozen, so L moves now: colocateLeft.)
+func (s *Server) freezeOnReplicas(ctx context.Context, freeze *pb.FreezeRangeResponse, seen bool) {
+	if seen {
+		return
 	}
-	return nil
+	right := freeze.GetRange()
+	wctx, wcancel := context.WithTimeout(ctx, mergeFreezeWaitMax)
+	err := s.waitApplied(wctx, right, freeze.GetFreezeIndex())
+	wcancel()
+	if err != nil && ctx.Err() == nil {
+		s.logger.Info("merging before every replica of the right range applied its freeze (a read COMMIT)", "range", right.GetRangeId(), "freeze_index", freeze.GetFreezeIndex(), "err", err)
+	}
 }
 
 // takeOver is a committed merge's steps 4 and 5: L takes over R's keys
@@ -422,7 +420,7 @@ func (s *Server) freezeAndDecide(ctx context.Context, id uint64, right *pb.Range
 		return nil, err
 	}
 	t.frozenAt = time.Now()
-	return s.freezeEverywhere(ctx, right, false, t)
+	return s.freezeEverywhere(ctx, id, right, false, t)
 }
 
 // mergeTimes are the moments of a merge's steps, for its event.
@@ -523,7 +521,7 @@ func awaitCatchUp(ctx context.Context, applied map[string]uint64, target uint64,
 // and 3 of merge): it returns once a COMMIT is recorded for the freeze,
 // or unfreezes right after an ABORT is recorded and returns
 // ErrMergeAborted.
-func (s *Server) freezeEverywhere(ctx context.Context, right *pb.RangeDescriptor, resume bool, t *mergeTimes) (*pb.FreezeRangeResponse, error) {
+func (s *Server) freezeEverywhere(ctx context.Context, leftID uint64, right *pb.RangeDescriptor, resume bool, t *mergeTimes) (*pb.FreezeRangeResponse, error) {
 	var freeze *pb.FreezeRangeResponse
 	err := s.onLeader(ctx, right.GetRangeId(), func(ctx context.Context, c pb.PartitionServiceClient) error {
 		var err error
@@ -555,7 +553,7 @@ func (s *Server) freezeEverywhere(ctx context.Context, right *pb.RangeDescriptor
 	// later pass resumes the merge.
 	ctx, cancel := context.WithTimeout(s.ctx, opTimeout)
 	defer cancel()
-	outcome, seen, err := s.decideMerge(ctx, freeze.GetRange(), freeze.GetFreezeIndex())
+	outcome, seen, err := s.decideMerge(ctx, freeze.GetRange(), freeze.GetFreezeIndex(), s.mergeUnfit(leftID, freeze.GetRange()))
 	t.freezeSeen = seen
 	if err != nil {
 		return nil, fmt.Errorf("decide the merge of range %d (freeze at %d): %w", right.GetRangeId(), freeze.GetFreezeIndex(), err)
@@ -602,18 +600,23 @@ const (
 
 // decideMerge returns the decision recorded for right's freeze at index;
 // without one, it waits (bounded, see waitFreeze) for every replica to
-// apply the freeze and records COMMIT if they did, ABORT if not. The
+// apply the freeze and records COMMIT if they did, ABORT if not, or if
+// unfit (mergeUnfit: the left range cannot take over this freeze). The
 // outcome returned is the recorded one, which may be another master's.
 // seen: every replica of right applied the freeze, as this call saw
 // (false for a decision read: the caller checks before acting on it).
-func (s *Server) decideMerge(ctx context.Context, right *pb.RangeDescriptor, index uint64) (outcome pb.MergeOutcome, seen bool, err error) {
+func (s *Server) decideMerge(ctx context.Context, right *pb.RangeDescriptor, index uint64, unfit error) (outcome pb.MergeOutcome, seen bool, err error) {
 	var ok bool
 	s.fsm.read(func(st *state) { outcome, ok = st.mergeDecision(right.GetRangeId(), index) })
 	if ok {
 		return outcome, false, nil
 	}
 	outcome = pb.MergeOutcome_MERGE_OUTCOME_COMMIT
-	if err := s.waitFreeze(ctx, right, index); err != nil {
+	err = unfit
+	if err == nil {
+		err = s.waitFreeze(ctx, right, index)
+	}
+	if err != nil {
 		if ctx.Err() != nil {
 			return 0, false, err // undecided: whoever resumes decides
 		}
@@ -729,6 +732,77 @@ func (s *Server) unfreeze(ctx context.Context, id, index uint64) error {
 	return nil
 }
 
+// ErrNotColocated: a merge's left range has a replica on a server where
+// its frozen right range has none (co-location is decided from the map,
+// which can be behind the ranges' own descriptors).
+var ErrNotColocated = errors.New("master: the left range has a replica where the right range has none")
+
+// mergeUnfit says why the left range (by id, from the map) cannot take
+// over right's freeze (right: the descriptor the freeze reported), nil if
+// it can: each replica of the left range applies the merge with its own
+// server's replica of the right range, so every server of the left
+// range must hold one that applied the freeze. The co-location before
+// the freeze is from the map; a deposed master's move, or one whose map
+// update a crash lost, leaves the map behind the ranges, and the freeze's
+// descriptor is the right range's own. Recording COMMIT for such a freeze
+// left a decision no one could carry out (the partition server refuses
+// the MergeRange, and before that check a left replica without the
+// right range's replica panicked), with the right range frozen for good;
+// it is recorded ABORT instead and the merge asked again.
+func (s *Server) mergeUnfit(leftID uint64, right *pb.RangeDescriptor) error {
+	left, ok := s.rangeDesc(leftID)
+	if !ok {
+		return fmt.Errorf("%w: %d", ErrRangeNotFound, leftID)
+	}
+	return colocationGap(left, right)
+}
+
+// colocationGap is nil when every server of left holds a replica of
+// right, else says which does not. Pure.
+func colocationGap(left, right *pb.RangeDescriptor) error {
+	for _, rep := range left.GetReplicas() {
+		if !hasReplica(right, rep.GetServerId()) {
+			return fmt.Errorf("%w: range %d on %s, range %d on %v", ErrNotColocated, left.GetRangeId(), rep.GetServerId(), right.GetRangeId(), serversOf(right))
+		}
+	}
+	return nil
+}
+
+// colocateLeft moves the left range's replicas, one at a time, onto the
+// servers of its frozen right range (right: the freeze's descriptor)
+// until every replica of the left range has one of the right range beside
+// it: a committed merge's right range cannot move.
+func (s *Server) colocateLeft(ctx context.Context, leftID uint64, right *pb.RangeDescriptor, cause string) error {
+	for ctx.Err() == nil {
+		l, ok := s.rangeDesc(leftID)
+		if !ok {
+			return fmt.Errorf("%w: %d", ErrRangeNotFound, leftID)
+		}
+		if colocationGap(l, right) == nil {
+			return nil
+		}
+		var missing, extra []string
+		for _, rep := range right.GetReplicas() {
+			if !hasReplica(l, rep.GetServerId()) {
+				missing = append(missing, rep.GetServerId())
+			}
+		}
+		for _, rep := range l.GetReplicas() {
+			if !hasReplica(right, rep.GetServerId()) {
+				extra = append(extra, rep.GetServerId())
+			}
+		}
+		if len(missing) == 0 {
+			return fmt.Errorf("%w: range %d has more replicas than its frozen right neighbour %d", ErrBadTarget, leftID, right.GetRangeId())
+		}
+		reason := fmt.Sprintf("co-locate with frozen range %d for a committed merge", right.GetRangeId())
+		if _, err := s.move(ctx, leftID, extra[0], missing[0], cause, reason, nil); err != nil {
+			return err
+		}
+	}
+	return ctx.Err()
+}
+
 // serversOf lists the servers of d's replicas.
 func serversOf(d *pb.RangeDescriptor) []string {
 	var out []string
@@ -736,19 +810,6 @@ func serversOf(d *pb.RangeDescriptor) []string {
 		out = append(out, rep.GetServerId())
 	}
 	return out
-}
-
-// sameServers reports whether a and b have replicas on the same servers.
-func sameServers(a, b *pb.RangeDescriptor) bool {
-	if len(a.GetReplicas()) != len(b.GetReplicas()) {
-		return false
-	}
-	for _, rep := range a.GetReplicas() {
-		if !hasReplica(b, rep.GetServerId()) {
-			return false
-		}
-	}
-	return true
 }
 
 // mergeEvent records a finished merge with the time of each step; the

@@ -125,6 +125,9 @@ func (v *service) MergeRange(ctx context.Context, req *pb.MergeRangeRequest) (*p
 		// The settling's barrier applied a MERGE an earlier call proposed.
 		return &pb.MergeRangeResponse{Range: desc}, nil
 	}
+	if err := colocated(r.id, r.memberIDs(), right); err != nil {
+		return nil, toStatus(r, err)
+	}
 	if err := v.checkMergeFreeze(ctx, right, req.GetRightFreezeIndex()); err != nil {
 		return nil, toStatus(r, err)
 	}
@@ -175,6 +178,72 @@ func (v *service) checkMergeFreeze(ctx context.Context, right *pb.RangeDescripto
 		_ = rr.waitApplied(wctx, c)
 	}
 	return freezeMatches(rr.fsm.State(), right, freeze)
+}
+
+// ErrNotColocated: a MergeRange's left range has a member (in its
+// descriptor or its Raft configuration) on a server the right range's
+// freeze does not list. It wraps ErrFreezeMismatch (refused NOT_READY,
+// nothing proposed).
+var ErrNotColocated = fmt.Errorf("%w: the left range has a member where the right range has no replica", ErrFreezeMismatch)
+
+// colocated is MergeRange's rule on where the left range lives: every
+// member of it (members: its descriptor's replicas and its Raft
+// configuration's servers, after settleMembers) must be a server the
+// right range's freeze lists (right: the descriptor the freeze reported,
+// whose every replica the master saw apply the freeze). Each member of
+// the left range applies the merge with its own server's replica of the
+// right range (fsm applyMerge): on a server without one it panics, and
+// on one whose replica left the right range before the freeze (removed,
+// not yet deleted) it waits for ever for a freeze that replica never
+// applies. The master co-locates before it freezes, but from its map,
+// which a deposed master's move (or a crash before a move's map update)
+// can leave behind the ranges' own descriptors; checked here, before
+// anything is proposed, the merge is refused instead.
+func colocated(leftID uint64, members []string, right *pb.RangeDescriptor) error {
+	listed := map[string]bool{}
+	for _, rep := range right.GetReplicas() {
+		listed[rep.GetServerId()] = true
+	}
+	for _, m := range members {
+		if !listed[m] {
+			return fmt.Errorf("%w: range %d on %s, range %d's freeze lists %v", ErrNotColocated, leftID, m, right.GetRangeId(), serverIDs(right))
+		}
+	}
+	return nil
+}
+
+// serverIDs lists the servers of d's replicas.
+func serverIDs(d *pb.RangeDescriptor) []string {
+	out := make([]string, 0, len(d.GetReplicas()))
+	for _, rep := range d.GetReplicas() {
+		out = append(out, rep.GetServerId())
+	}
+	return out
+}
+
+// memberIDs lists the servers of r's descriptor's replicas and of its
+// latest Raft configuration (voters and non-voters: each applies the
+// log), without repeats. A configuration that cannot be read adds
+// nothing (the descriptor's list stands; settleMembers read it just
+// before).
+func (r *replica) memberIDs() []string {
+	seen := map[string]bool{}
+	var out []string
+	add := func(id string) {
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	for _, rep := range r.fsm.Descriptor().GetReplicas() {
+		add(rep.GetServerId())
+	}
+	if f := r.raft.GetConfiguration(); f.Error() == nil {
+		for _, s := range f.Configuration().Servers {
+			add(string(s.ID))
+		}
+	}
+	return out
 }
 
 // freezeMatches is checkMergeFreeze's rule on the right range's state
