@@ -44,6 +44,9 @@ func applySplit(c *applyCtx, payload []byte) *Result {
 	}
 	desc := c.state.GetRange()
 	key := cmd.GetSplitKey()
+	if right := splitAlready(c.tx, desc, key, cmd.GetNewRangeId()); right != nil {
+		return &Result{Range: desc, Right: right}
+	}
 	if c.state.GetFrozen() {
 		return &Result{Err: ErrRangeFrozen}
 	}
@@ -80,6 +83,27 @@ func applySplit(c *applyCtx, payload []byte) *Result {
 	c.tablePrune().invalidate()
 	c.created = append(c.created, created{desc: right, preferredLeader: cmd.GetPreferredLeader()})
 	return &Result{Range: left, Right: right}
+}
+
+// splitAlready returns the right range this split created, if it applied
+// before: the range ends at the split key and the split's new range is
+// stored here starting there. A split proposed again after it applied
+// (its answer lost to a leader change or a timeout, the master's range
+// client asking again) then answers its result, not ErrBadSplitKey: the
+// master would otherwise record neither half, nor place the new range's
+// leader, for a split that happened. It changes nothing, so that it reads
+// the new range's state here (another group's, not this log's) is safe:
+// a replica where that state is gone (moved off, merged away) refuses
+// instead, and refusing changes nothing either.
+func splitAlready(tx *bolt.Tx, desc *pb.RangeDescriptor, key string, newID uint64) *pb.RangeDescriptor {
+	if key == "" || key != desc.GetEnd() {
+		return nil
+	}
+	rs, err := getState(tx, newID)
+	if err != nil || rs.GetRange().GetTableId() != desc.GetTableId() || rs.GetRange().GetStart() != key {
+		return nil
+	}
+	return rs.GetRange()
 }
 
 // applyFreeze stops reads and writes: the range is about to be merged into
