@@ -1,6 +1,7 @@
 package master
 
 import (
+	"context"
 	"errors"
 	"testing"
 
@@ -36,5 +37,39 @@ func TestColocationGap(t *testing.T) {
 		if (err == nil) != tt.ok || (err != nil && !errors.Is(err, ErrNotColocated)) {
 			t.Errorf("%s: %v, want ok=%v or ErrNotColocated", tt.name, err, tt.ok)
 		}
+	}
+}
+
+// TestMergeOfAnUnclaimedNeighbourRefused: a merge checks that the right
+// neighbour it finds in the map is the range its caller claimed (the
+// scheduler's op, an operator's request, a resume): the map can change
+// between the claim and the merge (a split reported by heartbeats), and
+// the range found then may be another operation's. Refused as busy,
+// before anything is asked of a partition server (this Server has none).
+func TestMergeOfAnUnclaimedNeighbourRefused(t *testing.T) {
+	s := &Server{cfg: DefaultConfig(), reports: newReports(), changed: make(chan struct{}), watchers: map[*mapWatcher]struct{}{}, epoch: 1}
+	s.fsm = &fsm{st: newState(), onChange: s.bumpChanges}
+	apply := applier(t, s.fsm)
+	reps := []*pb.Replica{{ServerId: "a"}, {ServerId: "b"}, {ServerId: "c"}}
+	if res := apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_CREATE_TABLE, &pb.CreateTableCommand{Name: "t", Replicas: reps}); res.err != nil {
+		t.Fatal(res.err)
+	}
+	var first *pb.RangeDescriptor
+	s.fsm.read(func(st *state) {
+		for _, d := range st.ranges {
+			first = d
+		}
+	})
+	// The map after two splits: [, m) 1, [m, t) 2, [t, ) 3.
+	left := &pb.RangeDescriptor{RangeId: first.GetRangeId(), Table: "t", TableId: first.GetTableId(), End: "m", Generation: 2, Replicas: reps}
+	mid := &pb.RangeDescriptor{RangeId: 100, Table: "t", TableId: first.GetTableId(), Start: "m", End: "t", Generation: 3, Replicas: reps}
+	last := &pb.RangeDescriptor{RangeId: 101, Table: "t", TableId: first.GetTableId(), Start: "t", Generation: 3, Replicas: reps}
+	if res := apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_UPDATE_RANGES, &pb.UpdateRangesCommand{Ranges: []*pb.RangeDescriptor{left, mid, last}}); res.err != nil {
+		t.Fatal(res.err)
+	}
+	// Claimed 101 (its neighbour before range 100 was split off it, say).
+	_, err := s.merge(context.Background(), left.GetRangeId(), 101, causePolicy, "", nil)
+	if !errors.Is(err, ErrBusy) {
+		t.Fatalf("merge of range %d with the claimed neighbour 101, whose neighbour is 100 now: %v, want ErrBusy", left.GetRangeId(), err)
 	}
 }

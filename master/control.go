@@ -154,7 +154,7 @@ func (v *service) Merge(ctx context.Context, req *pb.MergeRequest) (*pb.MergeRes
 		return nil, opStatus(err)
 	}
 	defer s.ops.release(d.GetRangeId(), right.GetRangeId())
-	merged, err := s.merge(ctx, d.GetRangeId(), causeOperator, "", nil)
+	merged, err := s.merge(ctx, d.GetRangeId(), right.GetRangeId(), causeOperator, "", nil)
 	if err != nil {
 		return nil, opStatus(err)
 	}

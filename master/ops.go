@@ -273,8 +273,9 @@ func (s *Server) transfer(ctx context.Context, id uint64, to string) error {
 	return nil
 }
 
-// merge merges range id with its right neighbour R without moving a row
-// through Raft (CockroachDB's merge protocol, on a shared state file):
+// merge merges range id with its right neighbour R, which must be the
+// range the caller claimed as claimed (0: not checked), without moving a
+// row through Raft (CockroachDB's merge protocol, on a shared state file):
 //
 //  1. co-locate: R's replicas move onto L's servers, so every server of L
 //     holds R's rows in the same bbolt file;
@@ -297,7 +298,7 @@ func (s *Server) transfer(ctx context.Context, id uint64, to string) error {
 // freeze is carried out, and without one the resuming master decides as
 // in step 3. So a replica that fails right after the freeze holds R's
 // writes for about mergeFreezeWait, not until it is back.
-func (s *Server) merge(ctx context.Context, id uint64, cause, reason string, figures map[string]float64) (*pb.RangeDescriptor, error) {
+func (s *Server) merge(ctx context.Context, id, claimed uint64, cause, reason string, figures map[string]float64) (*pb.RangeDescriptor, error) {
 	start := time.Now()
 	left, ok := s.rangeDesc(id)
 	if !ok {
@@ -306,6 +307,14 @@ func (s *Server) merge(ctx context.Context, id uint64, cause, reason string, fig
 	right := s.rightNeighbour(left)
 	if right == nil {
 		return nil, fmt.Errorf("%w: %d", ErrNoNeighbour, id)
+	}
+	if claimed != 0 && right.GetRangeId() != claimed {
+		// The caller claimed (runner) the neighbour it saw; the map has
+		// changed since (a split or merge reported by heartbeats), and
+		// this one may be another operation's: a merge would move its
+		// replicas and freeze it under that operation. Asked again on
+		// the next pass, with the neighbour claimed.
+		return nil, fmt.Errorf("%w: range %d's right neighbour is now %d, not the claimed %d", ErrBusy, id, right.GetRangeId(), claimed)
 	}
 	var t mergeTimes
 	var freeze *pb.FreezeRangeResponse

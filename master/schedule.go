@@ -134,7 +134,7 @@ func (s *Server) execute(ctx context.Context, o scheduler.Op) error {
 	case scheduler.Split:
 		_, err = s.split(ctx, o.Range, o.Key, o.To, cause, o.Reason+" ["+o.Rule+"]", o.Figures)
 	case scheduler.Merge:
-		_, err = s.merge(ctx, o.Range, cause, o.Reason+" ["+o.Rule+"]", o.Figures)
+		_, err = s.merge(ctx, o.Range, o.Right, cause, o.Reason+" ["+o.Rule+"]", o.Figures)
 	case scheduler.Move:
 		if o.Rule == scheduler.RuleReReplicate {
 			cause = causeReReplicate
@@ -189,7 +189,7 @@ func (s *Server) resumeMerges() {
 			defer s.ops.release(l, r)
 			ctx, cancel := context.WithTimeout(s.ctx, opTimeout)
 			defer cancel()
-			_, err := s.merge(ctx, l, causeRecovery, "finishing a merge a previous master left half done", nil)
+			_, err := s.merge(ctx, l, r, causeRecovery, "finishing a merge a previous master left half done", nil)
 			switch {
 			case errors.Is(err, errNotFrozen):
 				// Its leader is not frozen: freezeEverywhere forgot the
