@@ -300,25 +300,12 @@ func (s *Server) transfer(ctx context.Context, id uint64, to string) error {
 // writes for about mergeFreezeWait, not until it is back.
 func (s *Server) merge(ctx context.Context, id, claimed uint64, cause, reason string, figures map[string]float64) (*pb.RangeDescriptor, error) {
 	start := time.Now()
-	left, ok := s.rangeDesc(id)
-	if !ok {
-		return nil, fmt.Errorf("%w: %d", ErrRangeNotFound, id)
-	}
-	right := s.rightNeighbour(left)
-	if right == nil {
-		return nil, fmt.Errorf("%w: %d", ErrNoNeighbour, id)
-	}
-	if claimed != 0 && right.GetRangeId() != claimed {
-		// The caller claimed (runner) the neighbour it saw; the map has
-		// changed since (a split or merge reported by heartbeats), and
-		// this one may be another operation's: a merge would move its
-		// replicas and freeze it under that operation. Asked again on
-		// the next pass, with the neighbour claimed.
-		return nil, fmt.Errorf("%w: range %d's right neighbour is now %d, not the claimed %d", ErrBusy, id, right.GetRangeId(), claimed)
+	left, right, err := s.mergePair(id, claimed)
+	if err != nil {
+		return nil, err
 	}
 	var t mergeTimes
 	var freeze *pb.FreezeRangeResponse
-	var err error
 	// A resumed merge finds its right range frozen already (and must not
 	// freeze it again: the merge it resumes may have been aborted since).
 	// It reads the freeze and its decision before anything else: an
@@ -362,6 +349,27 @@ func (s *Server) merge(ctx context.Context, id, claimed uint64, cause, reason st
 	}
 	s.mergeEvent(left, right, merged, cause, reason, figures, start, t)
 	return merged, nil
+}
+
+// mergePair reads range id and its right neighbour from the map; the
+// neighbour must be claimed (0: not checked). The caller claimed (runner)
+// the neighbour it saw; the map may have changed since (a split or merge
+// reported by heartbeats), and the range now there may be another
+// operation's: a merge would move its replicas and freeze it under that
+// operation. Refused as busy, asked again on the next pass.
+func (s *Server) mergePair(id, claimed uint64) (left, right *pb.RangeDescriptor, err error) {
+	left, ok := s.rangeDesc(id)
+	if !ok {
+		return nil, nil, fmt.Errorf("%w: %d", ErrRangeNotFound, id)
+	}
+	right = s.rightNeighbour(left)
+	if right == nil {
+		return nil, nil, fmt.Errorf("%w: %d", ErrNoNeighbour, id)
+	}
+	if claimed != 0 && right.GetRangeId() != claimed {
+		return nil, nil, fmt.Errorf("%w: range %d's right neighbour is now %d, not the claimed %d", ErrBusy, id, right.GetRangeId(), claimed)
+	}
+	return left, right, nil
 }
 
 // freezeOnReplicas waits, before a committed merge's MergeRange, for
