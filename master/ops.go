@@ -278,12 +278,14 @@ func (s *Server) transfer(ctx context.Context, id uint64, to string) error {
 // row through Raft (CockroachDB's merge protocol, on a shared state file):
 //
 //  1. co-locate: R's replicas move onto L's servers, so every server of L
-//     holds R's rows in the same bbolt file;
+//     holds R's rows in the same bbolt file (a resumed, committed merge
+//     moves L's instead: R cannot move while frozen; colocateLeft);
 //  2. freeze (subsume): R's log gets Freeze; R serves nothing from then on,
 //     and the master waits, at most mergeFreezeWait, until every replica
 //     of R has applied it, so R's rows are final on every server;
 //  3. decide: the master records COMMIT (every replica applied the
-//     freeze) or ABORT (one did not in time) for that freeze in its own
+//     freeze) or ABORT (one did not in time, or a server of L holds no
+//     replica of R by the freeze's descriptor) for that freeze in its own
 //     log (mergedecision.go); a recorded decision is final. On ABORT R's
 //     log gets Unfreeze{freeze index}, R serves again and the merge fails
 //     with ErrMergeAborted (a later pass freezes again, at a new index);
