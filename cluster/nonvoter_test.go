@@ -318,6 +318,38 @@ func TestReshapeDropsNonvoter(t *testing.T) {
 	t.Logf("merged %v after the unrecorded promotion", time.Since(start).Round(time.Millisecond))
 	writeSeq(t, tcl, acked, "merged2", 20)
 	verifyExactlyOnce(t, tcl, acked)
+
+	// A voter whose removal's record a crash cut off: the descriptor
+	// still lists it. A split copied it into the new range's voters,
+	// which it never joins (it gets none of the parent's entries): the
+	// new range had a phantom voter, one failure from no quorum. The
+	// leader records the removal before it proposes the split.
+	l = partitionMap(t, mc).GetLeaders()[parent]
+	var gone string
+	voters, _ := leaderMembers(t, c, mc, parent)
+	for _, v := range voters {
+		if v != l {
+			gone = v
+		}
+	}
+	failpoint.Enable("partitionserver/change-replicas/before-record", nil)
+	_, err = c.Servers[c.ServerIndex(l)].Server.Service().ChangeReplicas(ctx, &pb.ChangeReplicasRequest{RangeId: parent, RemoveServerId: gone})
+	failpoint.Disable("partitionserver/change-replicas/before-record")
+	if err == nil {
+		t.Fatal("the removal was recorded through the failpoint")
+	}
+	if voters, _ := leaderMembers(t, c, mc, parent); slices.Contains(voters, gone) {
+		t.Fatalf("range %d's voters %v: %s not removed (%v)", parent, voters, gone, err)
+	}
+	split, err = splitRetrying(ctx, t, mc, table, "k13")
+	if err != nil {
+		t.Fatalf("split after the unrecorded removal of %s: %v", gone, err)
+	}
+	if hasServer(split.GetRight(), gone) || hasServer(split.GetLeft(), gone) {
+		t.Fatalf("split after the unrecorded removal of %s from range %d: replicas %v and %v, listing it", gone, parent, split.GetLeft().GetReplicas(), split.GetRight().GetReplicas())
+	}
+	writeSeq(t, tcl, acked, "split2", 20)
+	verifyExactlyOnce(t, tcl, acked)
 }
 
 // TestUnlistedSplitChildDeleted splits a range while a member its

@@ -1,6 +1,7 @@
 package partitionserver
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sort"
@@ -8,6 +9,9 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"tablestore/partitionserver/fsm"
+	pb "tablestore/proto/tablestorepb"
 )
 
 // Leadership transfers and hashicorp/raft v1.7.3.
@@ -165,6 +169,60 @@ func (r *replica) settleMembers(timeout, heard time.Duration) error {
 		}
 		r.logger.Info("removed a member the descriptor does not list before reshaping the range", "server", string(s.ID), "suffrage", s.Suffrage.String())
 	}
+	return r.recordRemovedVoters(timeout)
+}
+
+// recordRemovedVoters records the Raft configuration's voters in the
+// descriptor (SET_REPLICAS, as ChangeReplicas does after a change) when
+// the descriptor lists a server that is no longer a voter: a removal
+// whose record a crash, a lost leadership or an apply timeout cut off
+// (ChangeReplicas removes first and records after). A split copies the
+// descriptor's replicas into the new range's, whose group every replica
+// bootstraps with them as voters: with such a server among them, the new
+// range had a voter that never gets it (the server applies none of the
+// parent's entries any more), so one more failure among its real members
+// left it without a quorum until the master's replica-set check recorded
+// the parent's members (after its grace) and the replica GC and the
+// assignment replaced the phantom. A frozen range is left as it is (its
+// state machine refuses the record, and the split or merge with it).
+func (r *replica) recordRemovedVoters(timeout time.Duration) error {
+	if r.fsm.Frozen() {
+		return nil
+	}
+	f := r.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return err
+	}
+	voters := map[string]bool{}
+	var reps []*pb.Replica
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage == raft.Voter {
+			voters[string(s.ID)] = true
+			reps = append(reps, &pb.Replica{ServerId: string(s.ID)})
+		}
+	}
+	var gone []string
+	for _, rep := range r.fsm.Descriptor().GetReplicas() {
+		if !voters[rep.GetServerId()] {
+			gone = append(gone, rep.GetServerId())
+		}
+	}
+	if len(gone) == 0 {
+		return nil
+	}
+	sort.Slice(reps, func(i, j int) bool { return reps[i].GetServerId() < reps[j].GetServerId() })
+	data, err := fsm.Encode(pb.CommandKind_COMMAND_KIND_SET_REPLICAS, &pb.SetReplicasCommand{Replicas: reps})
+	if err != nil {
+		return err
+	}
+	res, err := r.propose(context.Background(), data, timeout)
+	if err == nil {
+		err = res.Err
+	}
+	if err != nil {
+		return fmt.Errorf("record the voters of range %d without %v, removed unrecorded: %w", r.id, gone, err)
+	}
+	r.logger.Info("recorded voters the descriptor still listed as removed before reshaping the range", "removed", gone, "generation", res.Range.GetGeneration())
 	return nil
 }
 
