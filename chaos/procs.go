@@ -230,6 +230,16 @@ func (c *cluster) start(r *role) error {
 
 // kill stops r with SIGKILL and waits for it.
 func (c *cluster) kill(r *role) {
+	c.stopRole(r, func(cmd *exec.Cmd, _ <-chan struct{}) {
+		cmd.Process.Signal(syscall.SIGCONT)
+		cmd.Process.Kill()
+	})
+}
+
+// stopRole takes r's process out of the cluster, ends it with end (which
+// returns once it sent its signals; stopRole then waits for the exit), and
+// forgets its pid.
+func (c *cluster) stopRole(r *role, end func(cmd *exec.Cmd, done <-chan struct{})) {
 	c.mu.Lock()
 	cmd, done := r.cmd, r.done
 	r.cmd = nil
@@ -237,8 +247,7 @@ func (c *cluster) kill(r *role) {
 	if cmd == nil {
 		return
 	}
-	cmd.Process.Signal(syscall.SIGCONT)
-	cmd.Process.Kill()
+	end(cmd, done)
 	<-done
 	c.net.setPID(0, r.name)
 }
@@ -247,21 +256,14 @@ func (c *cluster) kill(r *role) {
 // its leaderships handed off first), killing it if it has not exited
 // within terminateWithin (the binary bounds its own shutdown to 10 s).
 func (c *cluster) terminate(r *role) {
-	c.mu.Lock()
-	cmd, done := r.cmd, r.done
-	r.cmd = nil
-	c.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-done:
-	case <-time.After(terminateWithin):
-		cmd.Process.Kill()
-		<-done
-	}
-	c.net.setPID(0, r.name)
+	c.stopRole(r, func(cmd *exec.Cmd, done <-chan struct{}) {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(terminateWithin):
+			cmd.Process.Kill()
+		}
+	})
 }
 
 // terminateWithin is how long terminate waits for a clean exit.
