@@ -335,8 +335,24 @@ func (r *replica) handOff() error {
 	}
 	err := fut.Error()
 	r.transport.DisableLease(r.raft.CurrentTerm())
+	if errors.Is(err, raft.ErrLeadershipTransferInProgress) {
+		// A transfer the master ordered is under way: it is the
+		// hand-off, if it ends before the shutdown's bound (the server
+		// then isolates its transport, which would cut its TimeoutNow).
+		deadline := time.Now().Add(handOffWait)
+		for r.isLeader() && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		if !r.isLeader() {
+			return nil
+		}
+	}
 	return err
 }
+
+// handOffWait bounds how long a hand-off waits for a transfer already
+// under way (handOffLeaderships bounds them all as well).
+const handOffWait = 2 * time.Second
 
 // handOffHeard is how recently a voter must have answered to be handed a
 // leadership at shutdown: a few heartbeats.
