@@ -243,6 +243,12 @@ func (s *Server) Close() error {
 		s.cancel()
 		return nil
 	}
+	// The hand-off comes first: while the gRPC server drains (up to 2 s:
+	// the front-ends' map watches are long-lived streams) this master
+	// would lead and serve nothing. Operations still running here fail
+	// on their next commit and the new leader resumes them, as after a
+	// leader's crash.
+	s.handOff(2 * time.Second)
 	s.cancel()
 	stopped := make(chan struct{})
 	go func() { s.grpcSrv.GracefulStop(); close(stopped) }()
@@ -253,7 +259,6 @@ func (s *Server) Close() error {
 	}
 	s.wg.Wait()
 	s.ops.wait()
-	s.handOff(2 * time.Second)
 	err := s.raft.Shutdown().Error()
 	s.transport.Close()
 	s.logStore.Close()
