@@ -524,6 +524,18 @@ func (c *Cluster) Close() {
 		}
 	}
 	c.Frontends = nil
+	// The whole cluster stops: no member would keep a handed-off
+	// leadership.
+	for _, s := range c.Servers {
+		if s.Server != nil {
+			s.Server.SkipHandOff()
+		}
+	}
+	for _, m := range c.Masters {
+		if m.Server != nil {
+			m.Server.SkipHandOff()
+		}
+	}
 	var wg sync.WaitGroup
 	for i := range c.Servers {
 		wg.Add(1)

@@ -48,6 +48,8 @@ type Server struct {
 	creds     *peertls.Creds // nil: plaintext
 
 	leaderGate termbarrier.Gate
+	// noHandOff: Close skips the leadership hand-off (SkipHandOff).
+	noHandOff atomic.Bool
 
 	// reports is the soft state rebuilt from heartbeats; ops runs the
 	// operations (the scheduler's and the operator's).
@@ -272,7 +274,7 @@ func (s *Server) Close() error {
 // (every ctl command, create and delete table and the partition servers'
 // heartbeats waited for it). Bounded by within.
 func (s *Server) handOff(within time.Duration) {
-	if !s.IsLeader() {
+	if !s.IsLeader() || s.noHandOff.Load() {
 		return
 	}
 	f := s.raft.GetConfiguration()
@@ -301,6 +303,10 @@ func (s *Server) handOff(within time.Duration) {
 		s.logger.Warn("master leadership hand-off still running at its deadline; shutting down", "deadline", within)
 	}
 }
+
+// SkipHandOff makes Close stop without handing the leadership off: every
+// master stops at once (a whole dev cluster, a test harness).
+func (s *Server) SkipHandOff() { s.noHandOff.Store(true) }
 
 // IsLeader reports whether this master leads the group.
 func (s *Server) IsLeader() bool { return s.raft.State() == raft.Leader }

@@ -59,6 +59,8 @@ type Server struct {
 	creds   *peertls.Creds // nil: plaintext
 	// crashing: Crash is stopping the server (no graceful drain).
 	crashing atomic.Bool
+	// noHandOff: Close skips the leadership hand-off (SkipHandOff).
+	noHandOff atomic.Bool
 	// paused is the fault hook of SetPaused, nil when not paused.
 	pauseMu sync.Mutex
 	paused  *pauser
@@ -303,7 +305,7 @@ func (s *Server) Close() error {
 	s.closed = true
 	s.mu.Unlock()
 	start := time.Now()
-	if !s.crashing.Load() {
+	if !s.crashing.Load() && !s.noHandOff.Load() {
 		// Before the members stop: each range led here elects its next
 		// leader now, by a transfer, instead of an election timeout after
 		// this server goes silent (a rolling restart cost every range it
@@ -346,6 +348,11 @@ func (s *Server) Close() error {
 	s.logger.Info("partition server stopped", "took", time.Since(start))
 	return err
 }
+
+// SkipHandOff makes Close stop without handing the leaderships off: every
+// member of the groups stops at once (a whole dev cluster, a test
+// harness), so a hand-off would only delay it.
+func (s *Server) SkipHandOff() { s.noHandOff.Store(true) }
 
 // handOffLeaderships transfers the leadership of every range this server
 // leads to another voter (raft picks the most caught-up), all at once,
