@@ -47,6 +47,10 @@ func init() { prometheus.MustRegister(replicaFixesTotal) }
 //     replicas (ties: the smaller id). Down servers' replicas still count
 //     as voters here; replacing them is re-replication's (the scheduler),
 //     after --replicate-after.
+//
+// An add or a removal planned without a fresh report of the leader's Raft
+// configuration (from the descriptor alone) records the configuration
+// first and is planned again from it (replicaFix.verify).
 
 // reconcileGrace is how long a difference must last before it is fixed.
 const reconcileGrace = 5 * time.Second
@@ -84,6 +88,19 @@ type replicaFix struct {
 	nonvoter bool
 	add      string
 	reason   string
+	// verify: an add or a voter's removal planned from the descriptor
+	// alone (no fresh report of the leader's Raft configuration: a master
+	// that just took the lead, a leader just changed). The descriptor may
+	// be behind the configuration (a change whose record a failover cut
+	// off), so fixReplicas records the configuration first and plans
+	// again from it (replanSynced). Unverified, an add could pick a
+	// server that is a voter already: addVoter then "creates" its replica
+	// (kept as it is), and if adding it as a non-voter fails (a leader
+	// change, a merge's freeze), undoAdd deletes that replica with no
+	// generation guard, a live voter's log and data; a removal could cut
+	// a configuration that already has the replication factor (a
+	// removal whose record was cut off) down by one more.
+	verify bool
 }
 
 func (f replicaFix) none() bool { return !f.sync && f.remove == "" && f.add == "" }
@@ -138,7 +155,7 @@ func planReplicaFix(c replicaCheck) replicaFix {
 	if len(cands) == 0 {
 		return replicaFix{}
 	}
-	return replicaFix{remove: cands[0], reason: fmt.Sprintf("%d voters %v, replication factor %d", len(c.replicas), c.replicas, c.factor)}
+	return replicaFix{remove: cands[0], verify: c.voters == nil, reason: fmt.Sprintf("%d voters %v, replication factor %d", len(c.replicas), c.replicas, c.factor)}
 }
 
 // planReplicaAdd picks the server that gets the missing voter of an
@@ -156,7 +173,22 @@ func planReplicaAdd(c replicaCheck) replicaFix {
 	if best == "" {
 		return replicaFix{}
 	}
-	return replicaFix{add: best, reason: fmt.Sprintf("%d voters %v, replication factor %d", len(c.replicas), c.replicas, c.factor)}
+	return replicaFix{add: best, verify: c.voters == nil, reason: fmt.Sprintf("%d voters %v, replication factor %d", len(c.replicas), c.replicas, c.factor)}
+}
+
+// replanSynced plans the fix of a range again once its Raft
+// configuration's voters were recorded in its descriptor (synced, the
+// answer of a ChangeReplicas with nothing to add or remove): the check c
+// was made without them (replicaFix.verify). The answer names no
+// non-voters; a server that is one is still a fine target for an add
+// (addVoter promotes it).
+func replanSynced(c replicaCheck, synced *pb.RangeDescriptor) replicaFix {
+	var ids []string
+	for _, r := range synced.GetReplicas() {
+		ids = append(ids, r.GetServerId())
+	}
+	c.replicas, c.voters, c.nonvoters = ids, ids, nil
+	return planReplicaFix(c)
 }
 
 func sameSet(a, b []string) bool {
@@ -202,9 +234,9 @@ func (s *Server) reconcileReplicas(pending map[uint64]time.Time, last *checkInpu
 		if now.Sub(since) < reconcileGrace {
 			continue
 		}
-		id, fix := id, fix
+		id, fix, c := id, fix, c
 		s.ops.recover([]uint64{id}, opTimeout, func(ctx context.Context) error {
-			err := s.fixReplicas(ctx, id, fix)
+			err := s.fixReplicas(ctx, id, fix, c)
 			if err != nil {
 				s.logger.Warn("replica-set fix failed", "range", id, "reason", fix.reason, "err", err)
 			}
@@ -296,8 +328,24 @@ func (s *Server) replicaChecks(now time.Time) map[uint64]replicaCheck {
 	return out
 }
 
-// fixReplicas carries out a replica-set fix on range id's leader.
-func (s *Server) fixReplicas(ctx context.Context, id uint64, fix replicaFix) error {
+// syncReplicas records range id's Raft configuration in its descriptor (a
+// ChangeReplicas with nothing to add or remove) and returns the
+// descriptor recorded.
+func (s *Server) syncReplicas(ctx context.Context, id uint64, addrs map[string]string) (*pb.RangeDescriptor, error) {
+	var cur *pb.RangeDescriptor
+	err := s.onLeader(ctx, id, func(ctx context.Context, c pb.PartitionServiceClient) error {
+		resp, err := c.ChangeReplicas(ctx, &pb.ChangeReplicasRequest{RangeId: id, RaftAddrs: addrs})
+		if err == nil {
+			cur = resp.GetRange()
+		}
+		return err
+	})
+	return cur, err
+}
+
+// fixReplicas carries out a replica-set fix, planned from check c, on
+// range id's leader.
+func (s *Server) fixReplicas(ctx context.Context, id uint64, fix replicaFix, c replicaCheck) error {
 	start := time.Now()
 	d, ok := s.rangeDesc(id)
 	if !ok {
@@ -306,6 +354,25 @@ func (s *Server) fixReplicas(ctx context.Context, id uint64, fix replicaFix) err
 	addrs := s.raftAddrs()
 	var cur *pb.RangeDescriptor
 	var err error
+	if fix.verify {
+		// Planned from the descriptor alone: the configuration first
+		// (replicaFix.verify).
+		synced, err := s.syncReplicas(ctx, id, addrs)
+		if err != nil {
+			return fmt.Errorf("record the Raft configuration before the fix: %w", err)
+		}
+		if _, err := s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_UPDATE_RANGES, &pb.UpdateRangesCommand{Ranges: []*pb.RangeDescriptor{synced}}); err != nil {
+			return err
+		}
+		again := replanSynced(c, synced)
+		if again.none() || again.sync || again.verify {
+			replicaFixesTotal.WithLabelValues("sync").Inc()
+			s.logger.Info("replica-set fix planned without the Raft configuration: recorded it instead", "range", id,
+				"planned", fix.reason, "voters", synced.GetReplicas())
+			return nil
+		}
+		fix, d = again, synced
+	}
 	switch {
 	case fix.add != "":
 		// The new server's replica is created first and catches up by
@@ -315,13 +382,7 @@ func (s *Server) fixReplicas(ctx context.Context, id uint64, fix replicaFix) err
 		// Recorded, and the replica deleted.
 		_, err = s.removeMember(ctx, id, fix.remove, fix.nonvoter, addrs)
 	default:
-		err = s.onLeader(ctx, id, func(ctx context.Context, c pb.PartitionServiceClient) error {
-			resp, err := c.ChangeReplicas(ctx, &pb.ChangeReplicasRequest{RangeId: id, RaftAddrs: addrs})
-			if err == nil {
-				cur = resp.GetRange()
-			}
-			return err
-		})
+		cur, err = s.syncReplicas(ctx, id, addrs)
 	}
 	if err != nil {
 		return err

@@ -1,6 +1,10 @@
 package master
 
-import "testing"
+import (
+	"testing"
+
+	pb "tablestore/proto/tablestorepb"
+)
 
 func TestPlanReplicaFix(t *testing.T) {
 	cases := []struct {
@@ -18,6 +22,9 @@ func TestPlanReplicaFix(t *testing.T) {
 		wantAdd    string
 		// wantNonvoter: the removal is of a non-voter.
 		wantNonvoter bool
+		// wantVerify: planned from the descriptor alone, the fix records
+		// the Raft configuration first (replicaFix.verify).
+		wantVerify bool
 	}{
 		{name: "in step", replicas: []string{"a", "b", "c"}, voters: []string{"c", "a", "b"}, leader: "a"},
 		{name: "voters unknown, three replicas", replicas: []string{"a", "b", "c"}, leader: "a"},
@@ -26,18 +33,18 @@ func TestPlanReplicaFix(t *testing.T) {
 		{name: "move interrupted after the add: busiest server's replica goes", replicas: []string{"a", "b", "c", "d"}, voters: []string{"a", "b", "c", "d"}, leader: "a",
 			counts: map[string]int{"a": 5, "b": 9, "c": 4, "d": 1}, wantRemove: "b"},
 		{name: "never the leader", replicas: []string{"a", "b", "c", "d"}, leader: "b",
-			counts: map[string]int{"a": 5, "b": 9, "c": 4, "d": 1}, wantRemove: "a"},
+			counts: map[string]int{"a": 5, "b": 9, "c": 4, "d": 1}, wantRemove: "a", wantVerify: true},
 		{name: "a down server's replica first (re-replication)", replicas: []string{"a", "b", "c", "d"}, leader: "a", down: []string{"c"},
-			counts: map[string]int{"a": 5, "b": 9, "c": 4, "d": 1}, wantRemove: "c"},
+			counts: map[string]int{"a": 5, "b": 9, "c": 4, "d": 1}, wantRemove: "c", wantVerify: true},
 		{name: "then a draining server's", replicas: []string{"a", "b", "c", "d"}, leader: "a", draining: []string{"d"},
-			counts: map[string]int{"a": 5, "b": 9, "c": 4, "d": 1}, wantRemove: "d"},
-		{name: "ties: the greater id", replicas: []string{"a", "b", "c", "d"}, leader: "a", wantRemove: "d"},
+			counts: map[string]int{"a": 5, "b": 9, "c": 4, "d": 1}, wantRemove: "d", wantVerify: true},
+		{name: "ties: the greater id", replicas: []string{"a", "b", "c", "d"}, leader: "a", wantRemove: "d", wantVerify: true},
 		{name: "no leader known: wait", replicas: []string{"a", "b", "c", "d"}},
 		{name: "under-replicated: the live server with the fewest replicas gets a voter", replicas: []string{"a", "b"}, voters: []string{"a", "b"}, leader: "a",
 			servers: []string{"a", "b", "c", "d", "e"}, counts: map[string]int{"a": 5, "b": 5, "c": 7, "d": 2, "e": 3}, wantAdd: "d"},
 		{name: "under-replicated: never a down or draining server", replicas: []string{"a", "b"}, voters: []string{"a", "b"}, leader: "a",
 			servers: []string{"a", "b", "c", "d", "e"}, down: []string{"d"}, draining: []string{"e"}, counts: map[string]int{"c": 7, "d": 2, "e": 3}, wantAdd: "c"},
-		{name: "under-replicated: ties go to the smaller id", replicas: []string{"b"}, leader: "b", servers: []string{"d", "c", "b"}, wantAdd: "c"},
+		{name: "under-replicated: ties go to the smaller id", replicas: []string{"b"}, leader: "b", servers: []string{"d", "c", "b"}, wantAdd: "c", wantVerify: true},
 		{name: "under-replicated, no server to add: nothing", replicas: []string{"a", "b"}, leader: "a", servers: []string{"a", "b", "c"}, down: []string{"c"}},
 		{name: "under-replicated, descriptor behind the Raft configuration: sync first", replicas: []string{"a", "b"}, voters: []string{"a", "b", "c"}, leader: "a",
 			servers: []string{"a", "b", "c", "d"}, wantSync: true},
@@ -63,11 +70,55 @@ func TestPlanReplicaFix(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			got := planReplicaFix(replicaCheck{factor: 3, replicas: c.replicas, voters: c.voters, nonvoters: c.nonvoters, leader: c.leader,
 				down: set(c.down), draining: set(c.draining), counts: c.counts, servers: c.servers})
-			if got.sync != c.wantSync || got.remove != c.wantRemove || got.add != c.wantAdd || got.nonvoter != c.wantNonvoter {
-				t.Fatalf("fix %+v, want sync %v remove %q (non-voter %v) add %q", got, c.wantSync, c.wantRemove, c.wantNonvoter, c.wantAdd)
+			if got.sync != c.wantSync || got.remove != c.wantRemove || got.add != c.wantAdd || got.nonvoter != c.wantNonvoter || got.verify != c.wantVerify {
+				t.Fatalf("fix %+v, want sync %v remove %q (non-voter %v) add %q verify %v", got, c.wantSync, c.wantRemove, c.wantNonvoter, c.wantAdd, c.wantVerify)
 			}
 			if !got.none() && got.reason == "" {
 				t.Fatal("a fix without a reason")
+			}
+		})
+	}
+}
+
+// TestReplanSynced: a fix planned from the descriptor alone is planned
+// again from the Raft configuration recorded first. The descriptor can be
+// behind the configuration (a change whose record a master failover cut
+// off); acting on it could add a server that is a voter already (and a
+// failed add deletes that replica unguarded, undoAdd) or remove a voter
+// from a configuration at the replication factor.
+func TestReplanSynced(t *testing.T) {
+	desc := func(ids ...string) *pb.RangeDescriptor {
+		d := &pb.RangeDescriptor{RangeId: 7, Generation: 4}
+		for _, id := range ids {
+			d.Replicas = append(d.Replicas, &pb.Replica{ServerId: id})
+		}
+		return d
+	}
+	cases := []struct {
+		name       string
+		replicas   []string
+		synced     *pb.RangeDescriptor
+		counts     map[string]int
+		wantAdd    string
+		wantRemove string
+	}{
+		{name: "the promotion of c was not recorded: nothing to add", replicas: []string{"a", "b"}, synced: desc("a", "b", "c")},
+		{name: "under-replicated indeed: the add stands", replicas: []string{"a", "b"}, synced: desc("a", "b"), wantAdd: "c"},
+		{name: "the removal of d was not recorded: nothing to remove", replicas: []string{"a", "b", "c", "d"}, synced: desc("a", "b", "c")},
+		{name: "a voter too many indeed: the removal stands", replicas: []string{"a", "b", "c", "d"}, synced: desc("a", "b", "c", "d"),
+			counts: map[string]int{"b": 9}, wantRemove: "b"},
+		{name: "more behind: the configuration decides", replicas: []string{"a", "b", "c", "d"}, synced: desc("a", "b"), wantAdd: "c"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			check := replicaCheck{factor: 3, replicas: c.replicas, leader: "a", down: map[string]bool{}, draining: map[string]bool{},
+				counts: c.counts, servers: []string{"a", "b", "c", "d", "e"}}
+			if first := planReplicaFix(check); first.none() || !first.verify {
+				t.Fatalf("first plan %+v: want a fix to verify", first)
+			}
+			got := replanSynced(check, c.synced)
+			if got.sync || got.verify || got.nonvoter || got.add != c.wantAdd || got.remove != c.wantRemove {
+				t.Fatalf("replanned %+v, want add %q remove %q", got, c.wantAdd, c.wantRemove)
 			}
 		})
 	}
