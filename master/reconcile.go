@@ -319,7 +319,7 @@ func (s *Server) replicaChecks(now time.Time) map[uint64]replicaCheck {
 			for _, r := range d.GetReplicas() {
 				c.replicas = append(c.replicas, r.GetServerId())
 			}
-			if v, ok := voters[id]; ok && v.server == leader && v.generation == d.GetGeneration() && now.Sub(v.at) < 3*time.Second {
+			if v, ok := voters[id]; ok && v.server == leader && v.generation == d.GetGeneration() && now.Sub(v.at) < voterReportFresh {
 				c.voters, c.nonvoters = v.voters, v.nonvoters
 			}
 			out[id] = c

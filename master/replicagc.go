@@ -207,6 +207,15 @@ func (s *Server) collectStale(server string, id uint64) {
 	if !ok || hasReplica(d, server) {
 		return
 	}
+	if s.reports.configLists(id, server, d.GetGeneration(), time.Now()) {
+		// The leader counts the server in: the descriptor is behind the
+		// configuration (the replica-set check records it), and the
+		// replica, older than the descriptor's generation, would pass
+		// the server's guard although it is a member, maybe a voter.
+		// Asked again after staleRetry; forgotten once the map lists it.
+		s.logger.Warn("not deleting a replica the map shows removed: its range's leader counts it in", "server", server, "range", id, "generation", d.GetGeneration())
+		return
+	}
 	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
 	defer cancel()
 	if err := s.deleteReplica(ctx, server, id, d.GetGeneration()); err != nil {

@@ -10,6 +10,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"tablestore/master/scheduler"
+
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -216,6 +218,44 @@ func TestRetrySoon(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := retrySoon(tc.err); got != tc.want {
 				t.Fatalf("retrySoon(%v) = %v, want %v", tc.err, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestConfigListsBlocksCollection: replica GC's proof that a replica is
+// stale is the map's descriptor, which can be behind the range's Raft
+// configuration (a move promoted the server, and the record of it was cut
+// off by a failover). The server's replica, if it lags behind the
+// descriptor's generation, passes DeleteReplica's guard; only the leader's
+// report of its configuration tells it is a member.
+func TestConfigListsBlocksCollection(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	leaderReport := func(gen uint64, voters, nonvoters []string) []*pb.RangeStatus {
+		return []*pb.RangeStatus{{RangeId: 5, Generation: gen, Leader: true, Range: &pb.RangeDescriptor{RangeId: 5, Generation: gen},
+			Voters: voters, Nonvoters: nonvoters}}
+	}
+	cases := []struct {
+		name      string
+		gen       uint64 // the leader's report's
+		voters    []string
+		nonvoters []string
+		at        time.Duration // when asked, after the report
+		want      bool
+	}{
+		{name: "a voter of the configuration", gen: 4, voters: []string{"a", "b", "c", "s"}, want: true},
+		{name: "a non-voter of the configuration", gen: 4, voters: []string{"a", "b", "c"}, nonvoters: []string{"s"}, want: true},
+		{name: "a later generation lists it", gen: 5, voters: []string{"a", "b", "s"}, want: true},
+		{name: "not in the configuration", gen: 4, voters: []string{"a", "b", "c"}},
+		{name: "a report older than the descriptor proves nothing", gen: 3, voters: []string{"a", "b", "s"}},
+		{name: "a report that no longer stands proves nothing", gen: 4, voters: []string{"a", "b", "s"}, at: 4 * time.Second},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := newReports()
+			foldReport(r, scheduler.Config{}, "a", leaderReport(c.gen, c.voters, c.nonvoters), t0)
+			if got := r.configLists(5, "s", 4, t0.Add(c.at)); got != c.want {
+				t.Fatalf("configLists = %v, want %v", got, c.want)
 			}
 		})
 	}

@@ -2,6 +2,7 @@ package master
 
 import (
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -309,6 +310,27 @@ func (r *reports) hostsReplica(server string, id uint64) bool {
 	defer r.mu.Unlock()
 	_, ok := r.hosted[server][id]
 	return ok
+}
+
+// voterReportFresh is how long a leader's report of its Raft
+// configuration stands after it last held (reportedAt).
+const voterReportFresh = 3 * time.Second
+
+// configLists reports whether range id's leader, in a report that still
+// stands (voterReportFresh) and is of generation gen or later, counted
+// server in its Raft configuration, as a voter or a non-voter: the
+// descriptor in the map can be behind the configuration (a change whose
+// record a failover cut off), and then a replica the map shows removed is
+// a member. Replica GC does not delete such a replica (collectStale). A
+// report of an earlier generation predates the change the map recorded.
+func (r *reports) configLists(id uint64, server string, gen uint64, now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	v, ok := r.voters[id]
+	if !ok || v.generation < gen || now.Sub(r.reportedAt(v.server, v.at)) >= voterReportFresh {
+		return false
+	}
+	return slices.Contains(v.voters, server) || slices.Contains(v.nonvoters, server)
 }
 
 // hostedIDs returns the ranges server's reports show a replica of.
