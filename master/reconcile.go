@@ -343,6 +343,30 @@ func (s *Server) syncReplicas(ctx context.Context, id uint64, addrs map[string]s
 	return cur, err
 }
 
+// verifyFix records range id's Raft configuration in its descriptor and
+// plans fix, made from check c without it (replicaFix.verify), again from
+// it. It returns the descriptor recorded and the fix to carry out (none:
+// the configuration needed none).
+func (s *Server) verifyFix(ctx context.Context, id uint64, fix replicaFix, c replicaCheck, addrs map[string]string) (*pb.RangeDescriptor, replicaFix, error) {
+	synced, err := s.syncReplicas(ctx, id, addrs)
+	if err != nil {
+		return nil, replicaFix{}, fmt.Errorf("record the Raft configuration before the fix: %w", err)
+	}
+	if _, err := s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_UPDATE_RANGES, &pb.UpdateRangesCommand{Ranges: []*pb.RangeDescriptor{synced}}); err != nil {
+		return nil, replicaFix{}, err
+	}
+	again := replanSynced(c, synced)
+	if again.sync || again.verify {
+		again = replicaFix{} // not expected: the voters are known now
+	}
+	if again.none() {
+		replicaFixesTotal.WithLabelValues("sync").Inc()
+		s.logger.Info("replica-set fix planned without the Raft configuration: recorded it instead", "range", id,
+			"planned", fix.reason, "voters", synced.GetReplicas())
+	}
+	return synced, again, nil
+}
+
 // fixReplicas carries out a replica-set fix, planned from check c, on
 // range id's leader.
 func (s *Server) fixReplicas(ctx context.Context, id uint64, fix replicaFix, c replicaCheck) error {
@@ -355,21 +379,9 @@ func (s *Server) fixReplicas(ctx context.Context, id uint64, fix replicaFix, c r
 	var cur *pb.RangeDescriptor
 	var err error
 	if fix.verify {
-		// Planned from the descriptor alone: the configuration first
-		// (replicaFix.verify).
-		synced, err := s.syncReplicas(ctx, id, addrs)
-		if err != nil {
-			return fmt.Errorf("record the Raft configuration before the fix: %w", err)
-		}
-		if _, err := s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_UPDATE_RANGES, &pb.UpdateRangesCommand{Ranges: []*pb.RangeDescriptor{synced}}); err != nil {
+		synced, again, err := s.verifyFix(ctx, id, fix, c, addrs)
+		if err != nil || again.none() {
 			return err
-		}
-		again := replanSynced(c, synced)
-		if again.none() || again.sync || again.verify {
-			replicaFixesTotal.WithLabelValues("sync").Inc()
-			s.logger.Info("replica-set fix planned without the Raft configuration: recorded it instead", "range", id,
-				"planned", fix.reason, "voters", synced.GetReplicas())
-			return nil
 		}
 		fix, d = again, synced
 	}
