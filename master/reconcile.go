@@ -246,6 +246,25 @@ func (s *Server) reconcileReplicas(pending map[uint64]time.Time, last *checkInpu
 	}
 }
 
+// newTerm clears the replica-set check's memory (pending, since when each
+// range has differed; last, the inputs of the last check) when the master
+// group's term moved from last to cur, and returns cur. A master that lost
+// the lead and regained it between two policy ticks kept its pending
+// ranges: their grace, counted from the earlier term, was over, and a
+// difference that an interim leader's operation had just made (a move's
+// added voter, its non-voter) was "fixed" at once, beside that operation
+// still finishing (its last step runs on the range's leader even after
+// its master lost the lead): a move's removal and the fix's removal
+// together left the range two voters. The grace is what lets such an
+// operation finish.
+func newTerm(pending map[uint64]time.Time, last *checkInputs, prev, cur uint64) uint64 {
+	if cur != prev {
+		clear(pending)
+		*last = checkInputs{}
+	}
+	return cur
+}
+
 // checkInputs names what the replica-set check reads. When none of it
 // changed and no range waits out its grace, a check finds what the last
 // one found: nothing to start (at 1,000 idle ranges the check every

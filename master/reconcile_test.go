@@ -2,6 +2,7 @@ package master
 
 import (
 	"testing"
+	"time"
 
 	pb "tablestore/proto/tablestorepb"
 )
@@ -121,5 +122,22 @@ func TestReplanSynced(t *testing.T) {
 				t.Fatalf("replanned %+v, want add %q remove %q", got, c.wantAdd, c.wantRemove)
 			}
 		})
+	}
+}
+
+// TestNewTermRestartsGrace: a master that lost the lead and regained it
+// between two policy ticks starts every range's grace anew (an interim
+// leader's operation may be finishing); in the same term it keeps them.
+func TestNewTermRestartsGrace(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	pending := map[uint64]time.Time{7: t0}
+	last := checkInputs{catalog: 3, reports: 9, at: t0}
+	term := newTerm(pending, &last, 4, 4)
+	if term != 4 || len(pending) != 1 || last.at.IsZero() {
+		t.Fatalf("same term: term %d, pending %v, last %+v: want all kept", term, pending, last)
+	}
+	term = newTerm(pending, &last, term, 6)
+	if term != 6 || len(pending) != 0 || !last.at.IsZero() {
+		t.Fatalf("new term: term %d, pending %v, last %+v: want both cleared", term, pending, last)
 	}
 }

@@ -19,6 +19,7 @@ func (s *Server) policyLoop() {
 	defer t.Stop()
 	differing := map[uint64]time.Time{}
 	var checked checkInputs
+	var term uint64
 	for {
 		select {
 		case <-s.ctx.Done():
@@ -29,6 +30,10 @@ func (s *Server) policyLoop() {
 			clear(differing)
 			continue
 		}
+		// The lead lost and regained between two ticks: what differed
+		// in the earlier term is no proof of a difference that lasted
+		// (newTerm).
+		term = newTerm(differing, &checked, term, s.raft.CurrentTerm())
 		// Finishing a half-done merge is recovery, not policy: it runs
 		// even with the policies off.
 		s.resumeMerges()
