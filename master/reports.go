@@ -1,6 +1,7 @@
 package master
 
 import (
+	"maps"
 	"math"
 	"slices"
 	"sync"
@@ -53,6 +54,11 @@ type reports struct {
 	// disk is, per server, the slow-disk state its heartbeats' disk
 	// reports decided (slowdisk.go).
 	disk map[string]diskState
+	// tables is, per range reported, its table: pruneDropped forgets the
+	// ranges of dropped tables, which nothing else would (a dropped
+	// table's replicas report, leaders among them, until their servers
+	// delete them, and their load reports carry hot keys and samples).
+	tables map[uint64]uint64
 	// gen counts changes to what the reports say of ranges (a report
 	// taken with ranges in it, a leader set or forgotten): the replica
 	// check skips a tick when it and the catalog did not change.
@@ -219,6 +225,7 @@ func newReports() *reports {
 		sessions:       map[string]*reportSession{},
 		folding:        map[string]*sync.Mutex{},
 		disk:           map[string]diskState{},
+		tables:         map[uint64]uint64{},
 	}
 }
 
@@ -261,6 +268,9 @@ func (r *reports) heartbeat(cfg scheduler.Config, server string, ranges []*pb.Ra
 	for _, rs := range ranges {
 		id := rs.GetRangeId()
 		hosted[id] = rs.GetAppliedIndex()
+		if rs.GetRange() != nil {
+			r.tables[id] = rs.GetRange().GetTableId()
+		}
 		r.observeFreezeLocked(id, rs.GetFrozen(), rs.GetFrozenIndex(), rs.GetAppliedIndex())
 		if !rs.GetLeader() {
 			if r.leaders[id] == server {
@@ -390,6 +400,36 @@ func (r *reports) forget(id uint64) {
 	delete(r.thawed, id)
 	delete(r.trends, id)
 	delete(r.voters, id)
+	delete(r.tables, id)
+}
+
+// reportPruneEvery is how often the leader forgets the reports of
+// dropped tables' ranges (pruneDropped).
+const reportPruneEvery = 10 * time.Second
+
+// pruneDropped forgets what is known of the ranges of tables that live
+// says are no longer live (table ids are never reused), and returns how
+// many. It is O(ranges reported): policyLoop calls it every
+// reportPruneEvery. Ranges of live tables stay, in the map or not: the map can lose a
+// live range for a while (applyUpdateRanges), and a freeze is forgotten
+// only on proof. Without it the leaders, loads, trends, voters and
+// thawed indexes of every range of every dropped table stayed for the
+// master's lifetime.
+func (r *reports) pruneDropped(live func(table uint64) bool) int {
+	r.mu.Lock()
+	tables := maps.Clone(r.tables)
+	r.mu.Unlock()
+	// live is asked without r.mu: it reads the catalog.
+	var gone []uint64
+	for id, t := range tables {
+		if !live(t) {
+			gone = append(gone, id)
+		}
+	}
+	for _, id := range gone {
+		r.forget(id)
+	}
+	return len(gone)
 }
 
 // forgetServer drops what the reports hold of a server removed from the

@@ -305,3 +305,39 @@ func TestGreetForgetsAnEarlierTerm(t *testing.T) {
 		t.Fatal("the first heartbeat of the new term counted as a return")
 	}
 }
+
+// TestPruneDropped: the reports of a dropped table's ranges are forgotten;
+// nothing else forgot them (leaders, loads with their hot keys, trends,
+// voters, thawed indexes), for the master's lifetime. A live table's range
+// stays, even one the map lacks for a while.
+func TestPruneDropped(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	r := newReports()
+	leader := func(id, table uint64) *pb.RangeStatus {
+		return &pb.RangeStatus{RangeId: id, Generation: 3, Leader: true, AppliedIndex: 9, Voters: []string{"a", "b", "c"},
+			Range: &pb.RangeDescriptor{RangeId: id, TableId: table, Generation: 3},
+			Load:  &pb.RangeLoad{EntitiesPerSec: 5, HotKeys: []*pb.KeyLoad{{PartitionKey: "p"}}}}
+	}
+	foldReport(r, scheduler.Config{}, "a", []*pb.RangeStatus{leader(11, 1), leader(22, 2)}, t0)
+	if n := r.pruneDropped(func(table uint64) bool { return table != 2 }); n != 1 {
+		t.Fatalf("pruned %d ranges, want 1", n)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for name, m := range map[string]map[uint64]bool{
+		"leaders": idSet(r.leaders), "loads": idSet(r.loads), "trends": idSet(r.trends), "voters": idSet(r.voters),
+		"thawed": idSet(r.thawed), "tables": idSet(r.tables),
+	} {
+		if m[22] || !m[11] {
+			t.Errorf("%s holds %v: want range 11 kept, 22 (dropped table) forgotten", name, m)
+		}
+	}
+}
+
+func idSet[V any](m map[uint64]V) map[uint64]bool {
+	out := map[uint64]bool{}
+	for k := range m {
+		out[k] = true
+	}
+	return out
+}

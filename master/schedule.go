@@ -20,6 +20,7 @@ func (s *Server) policyLoop() {
 	differing := map[uint64]time.Time{}
 	var checked checkInputs
 	var term uint64
+	var pruned time.Time
 	for {
 		select {
 		case <-s.ctx.Done():
@@ -34,6 +35,13 @@ func (s *Server) policyLoop() {
 		// in the earlier term is no proof of a difference that lasted
 		// (newTerm).
 		term = newTerm(differing, &checked, term, s.raft.CurrentTerm())
+		if now := time.Now(); now.Sub(pruned) >= reportPruneEvery {
+			pruned = now
+			s.reports.pruneDropped(func(table uint64) (live bool) {
+				s.fsm.read(func(st *state) { live = st.tableLive(table) })
+				return live
+			})
+		}
 		// Finishing a half-done merge is recovery, not policy: it runs
 		// even with the policies off.
 		s.resumeMerges()
