@@ -248,7 +248,7 @@ func (s *Server) reconcileReplicas(pending map[uint64]time.Time, last *checkInpu
 
 // newTerm clears the replica-set check's memory (pending, since when each
 // range has differed; last, the inputs of the last check) when the master
-// group's term moved from last to cur, and returns cur. A master that lost
+// group's term moved from prev to cur, and returns cur. A master that lost
 // the lead and regained it between two policy ticks kept its pending
 // ranges: their grace, counted from the earlier term, was over, and a
 // difference that an interim leader's operation had just made (a move's
