@@ -19,17 +19,24 @@ import (
 // one a stale configuration elected, sends it on or cannot answer. A zero
 // term means the leader's server is older than the floor.
 func (s *Server) leaderFloor(ctx context.Context, id uint64, o rangeclient.Options) (term, index uint64, err error) {
+	term, index, _, err = s.leaderFloorVoters(ctx, id, o)
+	return term, index, err
+}
+
+// leaderFloorVoters is leaderFloor with the voters of the leader's Raft
+// configuration as it answered (none from a server too old to say).
+func (s *Server) leaderFloorVoters(ctx context.Context, id uint64, o rangeclient.Options) (term, index uint64, voters []string, err error) {
 	err = s.onLeaderWith(ctx, id, o, func(ctx context.Context, c pb.PartitionServiceClient) error {
 		resp, err := c.RangeInfo(ctx, &pb.RangeInfoRequest{RangeId: id, JoinFloor: true})
 		if err == nil {
-			term, index = resp.GetFloorTerm(), resp.GetFloorIndex()
+			term, index, voters = resp.GetFloorTerm(), resp.GetFloorIndex(), resp.GetStatus().GetVoters()
 		}
 		return err
 	})
 	if err != nil {
-		return 0, 0, fmt.Errorf("join floor of range %d: %w", id, err)
+		return 0, 0, nil, fmt.Errorf("join floor of range %d: %w", id, err)
 	}
-	return term, index, nil
+	return term, index, voters, nil
 }
 
 // joinFloorLeaderWait bounds JoinFloor's search for a leader that

@@ -66,3 +66,24 @@ func TestMergeReplicasRefusal(t *testing.T) {
 		})
 	}
 }
+
+// TestAddTargetRefusal: an add goes only to a server that is not already a
+// voter of the range's Raft configuration, whatever the descriptor says.
+func TestAddTargetRefusal(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		voters []string
+		want   error
+	}{
+		{"not a member", []string{"a", "b", "c"}, nil},
+		{"already a voter (descriptor behind)", []string{"a", "b", "d"}, ErrBusy},
+		{"leader too old to say", nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := addTargetRefusal(7, "d", tc.voters)
+			if !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {
+				t.Fatalf("addTargetRefusal = %v, want %v", err, tc.want)
+			}
+		})
+	}
+}

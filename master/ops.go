@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -1091,8 +1092,11 @@ func (s *Server) addVoter(ctx context.Context, d *pb.RangeDescriptor, to string,
 	if err != nil {
 		return nil, err
 	}
-	floorTerm, floorIndex, err := s.leaderFloor(ctx, id, rangeclient.Options{})
+	floorTerm, floorIndex, voters, err := s.leaderFloorVoters(ctx, id, rangeclient.Options{})
 	if err != nil {
+		return nil, err
+	}
+	if err := addTargetRefusal(id, to, voters); err != nil {
 		return nil, err
 	}
 	if floorTerm == 0 {
@@ -1139,6 +1143,22 @@ func (s *Server) addVoter(ctx context.Context, d *pb.RangeDescriptor, to string,
 		return nil, fmt.Errorf("promote non-voter %s: %w", to, err)
 	}
 	return cur, nil
+}
+
+// addTargetRefusal decides whether server to may be added to range id
+// whose leader's Raft configuration has voters (nil: it may). The move
+// picked to from the master's descriptor, which can be behind the
+// configuration (a promotion whose record a failover lost): to may then
+// already be a voter, whose replica the add's CreateReplica keeps or (a
+// lagging one, below the descriptor's generation) deletes and re-creates
+// empty, and a failed add's undoAdd deletes, wiping a voter's log and
+// vote. The replica-set check records the configuration first; the move
+// is asked again after it. Pure.
+func addTargetRefusal(id uint64, to string, voters []string) error {
+	if slices.Contains(voters, to) {
+		return fmt.Errorf("%w: %s is already a voter of range %d's Raft configuration (the map's descriptor is behind it)", ErrBusy, to, id)
+	}
+	return nil
 }
 
 // undoAdd undoes what a failed add left on server to, best effort and
