@@ -93,20 +93,8 @@ func (s *Server) RemoveMember(id string) (*pb.ListMembersResponse, error) {
 	if err != nil {
 		return nil, err
 	}
-	found, voters := false, 0
-	for _, m := range cur.GetMembers() {
-		if m.GetVoter() {
-			voters++
-		}
-		if m.GetId() == id {
-			found = true
-		}
-	}
-	if !found {
-		return nil, fmt.Errorf("%w: %q", ErrUnknownMember, id)
-	}
-	if voters <= 1 {
-		return nil, ErrLastMember
+	if err := memberRemovalRefusal(cur.GetMembers(), id); err != nil {
+		return nil, err
 	}
 	s.event(&pb.Event{Kind: pb.EventKind_EVENT_KIND_MASTER_MEMBER, Cause: causeOperator,
 		Message: fmt.Sprintf("master %s removed from the master group", id)})
@@ -121,6 +109,30 @@ func (s *Server) RemoveMember(id string) (*pb.ListMembersResponse, error) {
 		return cur, nil
 	}
 	return s.Members()
+}
+
+// memberRemovalRefusal decides whether master id may leave the group of
+// members (nil: it may): it must be a member, and the last voter may not
+// go. A non-voter may always go (before, one was refused whenever a single
+// voter remained: the count was the group's, not the target's). Pure.
+func memberRemovalRefusal(members []*pb.MasterMember, id string) error {
+	var target *pb.MasterMember
+	voters := 0
+	for _, m := range members {
+		if m.GetVoter() {
+			voters++
+		}
+		if m.GetId() == id {
+			target = m
+		}
+	}
+	if target == nil {
+		return fmt.Errorf("%w: %q", ErrUnknownMember, id)
+	}
+	if target.GetVoter() && voters <= 1 {
+		return ErrLastMember
+	}
+	return nil
 }
 
 func membershipError(err error) error {

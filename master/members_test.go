@@ -230,3 +230,28 @@ func dial(t *testing.T, addr string) *grpc.ClientConn {
 	t.Cleanup(func() { c.Close() })
 	return c
 }
+
+// TestMemberRemovalRefusal: the last voter stays; a non-voter may always
+// leave (it was refused whenever one voter remained).
+func TestMemberRemovalRefusal(t *testing.T) {
+	one := []*pb.MasterMember{{Id: "m1", Voter: true}, {Id: "m2"}}
+	three := []*pb.MasterMember{{Id: "m1", Voter: true}, {Id: "m2", Voter: true}, {Id: "m3", Voter: true}}
+	for _, tc := range []struct {
+		name    string
+		members []*pb.MasterMember
+		id      string
+		want    error
+	}{
+		{"a voter of three", three, "m2", nil},
+		{"the last voter", one, "m1", ErrLastMember},
+		{"a non-voter beside the last voter", one, "m2", nil},
+		{"unknown", three, "m9", ErrUnknownMember},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := memberRemovalRefusal(tc.members, tc.id)
+			if !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {
+				t.Fatalf("memberRemovalRefusal(%s) = %v, want %v", tc.id, err, tc.want)
+			}
+		})
+	}
+}
