@@ -321,6 +321,7 @@ func TestFrontendWaitsForMaster(t *testing.T) {
 		stays   bool
 	}{{"0", true}, {"1s", false}} {
 		t.Run("start-timeout "+tc.timeout, func(t *testing.T) {
+			t.Parallel()
 			p := freePorts(t, 3)
 			metrics := "127.0.0.1:" + strconv.Itoa(p[0])
 			_, out := startProc(t, "frontend", "--http-addr", "127.0.0.1:"+strconv.Itoa(p[1]),
