@@ -117,12 +117,13 @@ func (v *service) Split(ctx context.Context, req *pb.SplitRequest) (*pb.SplitRes
 }
 
 // mergeReplicasRefusal decides whether an operator's merge of left and
-// right may start (nil: it may), by servers (drainViews): with a replica
+// right may start (nil: it may), by servers (serverViews): with a replica
 // of either on a server that is down, the co-location or the freeze
 // (which waits for every replica) cannot finish, and the merge failed
 // only after holding both ranges busy up to the operation timeout. The
-// scheduler's merge-cold has the same rule (Plan.allLive). Pure.
-func mergeReplicasRefusal(left, right *pb.RangeDescriptor, servers map[string]drainView) error {
+// scheduler's merge-cold has it too (Plan.allStaying, which also waits
+// for draining servers). Pure.
+func mergeReplicasRefusal(left, right *pb.RangeDescriptor, servers map[string]serverView) error {
 	for _, d := range []*pb.RangeDescriptor{left, right} {
 		for _, r := range d.GetReplicas() {
 			if !servers[r.GetServerId()].up {
@@ -147,7 +148,7 @@ func (v *service) Merge(ctx context.Context, req *pb.MergeRequest) (*pb.MergeRes
 	if right == nil {
 		return nil, opStatus(fmt.Errorf("%w: %d", ErrNoNeighbour, req.GetRangeId()))
 	}
-	if err := mergeReplicasRefusal(d, right, s.drainViews(time.Now())); err != nil {
+	if err := mergeReplicasRefusal(d, right, s.serverViews(time.Now())); err != nil {
 		return nil, opStatus(err)
 	}
 	if err := s.ops.claim(d.GetRangeId(), right.GetRangeId()); err != nil {
@@ -162,14 +163,14 @@ func (v *service) Merge(ctx context.Context, req *pb.MergeRequest) (*pb.MergeRes
 }
 
 // moveTargetRefusal decides whether an operator's move may add a replica
-// on server to (nil: it may), by servers (drainViews). A server that is
+// on server to (nil: it may), by servers (serverViews). A server that is
 // down cannot take the new replica, so the move would fail only after
 // its CreateReplica timed out; a draining server would have the replica
 // moved off again by the drain. The master's own moves pick their targets
 // by the same rules (the scheduler's live, non-draining servers), except
 // a merge's co-location, which must put replicas where the left range's
 // are. Pure.
-func moveTargetRefusal(to string, servers map[string]drainView) error {
+func moveTargetRefusal(to string, servers map[string]serverView) error {
 	sv, ok := servers[to]
 	switch {
 	case to == "":
@@ -190,7 +191,7 @@ func (v *service) Move(ctx context.Context, req *pb.MoveRequest) (*pb.MoveRespon
 	if err := s.ready(); err != nil {
 		return nil, toStatus(err)
 	}
-	if err := moveTargetRefusal(req.GetToServerId(), s.drainViews(time.Now())); err != nil {
+	if err := moveTargetRefusal(req.GetToServerId(), s.serverViews(time.Now())); err != nil {
 		return nil, opStatus(err)
 	}
 	if err := s.ops.claim(req.GetRangeId()); err != nil {

@@ -14,8 +14,9 @@ import (
 // move.
 var ErrDrainTooFew = errors.New("master: too few servers left to drain onto")
 
-// drainView is what drainRefusal knows of one registered server.
-type drainView struct {
+// serverView is what the operator refusals (drainRefusal,
+// moveTargetRefusal, mergeReplicasRefusal) know of a registered server.
+type serverView struct {
 	// up: heard from within the server timeout (serverUp).
 	up       bool
 	draining bool
@@ -29,7 +30,7 @@ type drainView struct {
 // (it only ever waited). The target's own liveness does not matter
 // (draining a down server moves its replicas off it). Clearing the mark
 // (undo) is never refused for capacity: it only gives room back. Pure.
-func drainRefusal(id string, undo bool, servers map[string]drainView, factor int) error {
+func drainRefusal(id string, undo bool, servers map[string]serverView, factor int) error {
 	if _, ok := servers[id]; !ok {
 		return fmt.Errorf("%w: %q", ErrUnknownServer, id)
 	}
@@ -67,7 +68,7 @@ func (v *service) DrainServer(_ context.Context, req *pb.DrainServerRequest) (*p
 		return nil, toStatus(err)
 	}
 	id := req.GetServerId()
-	if err := drainRefusal(id, req.GetUndo(), s.drainViews(time.Now()), s.cfg.ReplicationFactor); err != nil {
+	if err := drainRefusal(id, req.GetUndo(), s.serverViews(time.Now()), s.cfg.ReplicationFactor); err != nil {
 		return nil, toStatus(err)
 	}
 	if _, err := s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_SET_SERVER_DRAINING,
@@ -89,13 +90,14 @@ func (v *service) DrainServer(_ context.Context, req *pb.DrainServerRequest) (*p
 	return &pb.DrainServerResponse{}, nil
 }
 
-// drainViews is drainRefusal's view of every registered server as of now.
-func (s *Server) drainViews(now time.Time) map[string]drainView {
+// serverViews is the operator refusals' view of every registered server
+// as of now.
+func (s *Server) serverViews(now time.Time) map[string]serverView {
 	seen := s.reports.seen()
-	out := map[string]drainView{}
+	out := map[string]serverView{}
 	s.fsm.read(func(st *state) {
 		for id, sv := range st.servers {
-			out[id] = drainView{up: s.upAt(seen, id, now), draining: sv.GetDraining()}
+			out[id] = serverView{up: s.upAt(seen, id, now), draining: sv.GetDraining()}
 		}
 	})
 	return out

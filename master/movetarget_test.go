@@ -10,7 +10,7 @@ import (
 // TestMoveTargetRefusal: an operator's move goes only to a known server
 // that is up and not draining.
 func TestMoveTargetRefusal(t *testing.T) {
-	servers := map[string]drainView{
+	servers := map[string]serverView{
 		"up":       {up: true},
 		"down":     {},
 		"draining": {up: true, draining: true},
@@ -46,7 +46,7 @@ func TestMergeReplicasRefusal(t *testing.T) {
 		}
 		return d
 	}
-	servers := map[string]drainView{"a": {up: true}, "b": {up: true}, "c": {up: true}, "d": {}, "e": {up: true, draining: true}}
+	servers := map[string]serverView{"a": {up: true}, "b": {up: true}, "c": {up: true}, "d": {}, "e": {up: true, draining: true}}
 	for _, tc := range []struct {
 		name        string
 		left, right *pb.RangeDescriptor

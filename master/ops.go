@@ -780,12 +780,21 @@ func (s *Server) mergeUnfit(leftID uint64, right *pb.RangeDescriptor) error {
 // colocationGap is nil when every server of left holds a replica of
 // right, else says which does not. Pure.
 func colocationGap(left, right *pb.RangeDescriptor) error {
-	for _, rep := range left.GetReplicas() {
-		if !hasReplica(right, rep.GetServerId()) {
-			return fmt.Errorf("%w: range %d on %s, range %d on %v", ErrNotColocated, left.GetRangeId(), rep.GetServerId(), right.GetRangeId(), serversOf(right))
-		}
+	if extra := serversNotIn(left, right); len(extra) > 0 {
+		return fmt.Errorf("%w: range %d on %s, range %d on %v", ErrNotColocated, left.GetRangeId(), extra[0], right.GetRangeId(), serversOf(right))
 	}
 	return nil
+}
+
+// serversNotIn lists the servers of a's replicas that hold none of b's.
+func serversNotIn(a, b *pb.RangeDescriptor) []string {
+	var out []string
+	for _, rep := range a.GetReplicas() {
+		if !hasReplica(b, rep.GetServerId()) {
+			out = append(out, rep.GetServerId())
+		}
+	}
+	return out
 }
 
 // colocateLeft moves the left range's replicas, one at a time, onto the
@@ -798,20 +807,11 @@ func (s *Server) colocateLeft(ctx context.Context, leftID uint64, right *pb.Rang
 		if !ok {
 			return fmt.Errorf("%w: %d", ErrRangeNotFound, leftID)
 		}
-		if colocationGap(l, right) == nil {
+		extra := serversNotIn(l, right)
+		if len(extra) == 0 {
 			return nil
 		}
-		var missing, extra []string
-		for _, rep := range right.GetReplicas() {
-			if !hasReplica(l, rep.GetServerId()) {
-				missing = append(missing, rep.GetServerId())
-			}
-		}
-		for _, rep := range l.GetReplicas() {
-			if !hasReplica(right, rep.GetServerId()) {
-				extra = append(extra, rep.GetServerId())
-			}
-		}
+		missing := serversNotIn(right, l)
 		if len(missing) == 0 {
 			return fmt.Errorf("%w: range %d has more replicas than its frozen right neighbour %d", ErrBadTarget, leftID, right.GetRangeId())
 		}
@@ -862,17 +862,7 @@ func (s *Server) colocate(ctx context.Context, left, right *pb.RangeDescriptor, 
 		if !okL || !okR {
 			return right, ErrRangeNotFound
 		}
-		var missing, extra []string
-		for _, rep := range l.GetReplicas() {
-			if !hasReplica(r, rep.GetServerId()) {
-				missing = append(missing, rep.GetServerId())
-			}
-		}
-		for _, rep := range r.GetReplicas() {
-			if !hasReplica(l, rep.GetServerId()) {
-				extra = append(extra, rep.GetServerId())
-			}
-		}
+		missing, extra := serversNotIn(l, r), serversNotIn(r, l)
 		switch {
 		case len(missing) == 0 && len(extra) == 0:
 			return r, nil

@@ -94,12 +94,10 @@ type replicaFix struct {
 	// be behind the configuration (a change whose record a failover cut
 	// off), so fixReplicas records the configuration first and plans
 	// again from it (replanSynced). Unverified, an add could pick a
-	// server that is a voter already: addVoter then "creates" its replica
-	// (kept as it is), and if adding it as a non-voter fails (a leader
-	// change, a merge's freeze), undoAdd deletes that replica with no
-	// generation guard, a live voter's log and data; a removal could cut
-	// a configuration that already has the replication factor (a
-	// removal whose record was cut off) down by one more.
+	// server that is a voter already (addVoter refuses it as busy since,
+	// addTargetRefusal, which without this would refuse every pass); a
+	// removal could cut a configuration that already has the replication
+	// factor (a removal whose record was cut off) down by one more.
 	verify bool
 }
 

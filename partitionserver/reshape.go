@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -238,10 +237,9 @@ func (r *replica) memberIDs() []string {
 	for _, rep := range r.fsm.Descriptor().GetReplicas() {
 		add(rep.GetServerId())
 	}
-	if f := r.raft.GetConfiguration(); f.Error() == nil {
-		for _, s := range f.Configuration().Servers {
-			add(string(s.ID))
-		}
+	voters, nonvoters := r.members(true)
+	for _, id := range append(voters, nonvoters...) {
+		add(id)
 	}
 	return out
 }
@@ -413,17 +411,10 @@ func (v *service) ChangeReplicas(ctx context.Context, req *pb.ChangeReplicasRequ
 	if err := failpoint.Inject("partitionserver/change-replicas/before-record"); err != nil {
 		return nil, toStatus(r, err)
 	}
-	cf := r.raft.GetConfiguration()
-	if err := cf.Error(); err != nil {
+	reps, err := r.voterReplicas()
+	if err != nil {
 		return nil, toStatus(r, raftErr(err))
 	}
-	var reps []*pb.Replica
-	for _, s := range cf.Configuration().Servers {
-		if s.Suffrage == raft.Voter {
-			reps = append(reps, &pb.Replica{ServerId: string(s.ID)})
-		}
-	}
-	sort.Slice(reps, func(i, j int) bool { return reps[i].GetServerId() < reps[j].GetServerId() })
 	res, err := v.run(ctx, r, pb.CommandKind_COMMAND_KIND_SET_REPLICAS, &pb.SetReplicasCommand{Replicas: reps})
 	if err != nil {
 		return nil, err

@@ -355,7 +355,7 @@ func (s *Server) Close() error {
 func (s *Server) SkipHandOff() { s.noHandOff.Store(true) }
 
 // handOffLeaderships transfers the leadership of every range this server
-// leads to another voter (raft picks the most caught-up), all at once,
+// leads to another voter (replica.handOff picks it), all at once,
 // waiting at most within. A transfer still running then is cut by the
 // shutdown, as before.
 func (s *Server) handOffLeaderships(within time.Duration) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"tablestore/partitionserver/grouptransport"
 	"time"
@@ -172,6 +173,23 @@ func (r *replica) settleMembers(timeout, heard time.Duration) error {
 	return r.recordRemovedVoters(timeout)
 }
 
+// voterReplicas lists the voters of r's latest Raft configuration as a
+// descriptor's replicas, sorted: what SET_REPLICAS records.
+func (r *replica) voterReplicas() ([]*pb.Replica, error) {
+	f := r.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, err
+	}
+	var reps []*pb.Replica
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage == raft.Voter {
+			reps = append(reps, &pb.Replica{ServerId: string(s.ID)})
+		}
+	}
+	sort.Slice(reps, func(i, j int) bool { return reps[i].GetServerId() < reps[j].GetServerId() })
+	return reps, nil
+}
+
 // recordRemovedVoters records the Raft configuration's voters in the
 // descriptor (SET_REPLICAS, as ChangeReplicas does after a change) when
 // the descriptor lists a server that is no longer a voter: a removal
@@ -189,28 +207,19 @@ func (r *replica) recordRemovedVoters(timeout time.Duration) error {
 	if r.fsm.Frozen() {
 		return nil
 	}
-	f := r.raft.GetConfiguration()
-	if err := f.Error(); err != nil {
+	reps, err := r.voterReplicas()
+	if err != nil {
 		return err
-	}
-	voters := map[string]bool{}
-	var reps []*pb.Replica
-	for _, s := range f.Configuration().Servers {
-		if s.Suffrage == raft.Voter {
-			voters[string(s.ID)] = true
-			reps = append(reps, &pb.Replica{ServerId: string(s.ID)})
-		}
 	}
 	var gone []string
 	for _, rep := range r.fsm.Descriptor().GetReplicas() {
-		if !voters[rep.GetServerId()] {
+		if !slices.ContainsFunc(reps, func(v *pb.Replica) bool { return v.GetServerId() == rep.GetServerId() }) {
 			gone = append(gone, rep.GetServerId())
 		}
 	}
 	if len(gone) == 0 {
 		return nil
 	}
-	sort.Slice(reps, func(i, j int) bool { return reps[i].GetServerId() < reps[j].GetServerId() })
 	data, err := fsm.Encode(pb.CommandKind_COMMAND_KIND_SET_REPLICAS, &pb.SetReplicasCommand{Replicas: reps})
 	if err != nil {
 		return err
