@@ -323,7 +323,7 @@ func announceCommit(r *raft.Raft) {
 // the descriptor, as they are: nothing is recorded.
 func (v *service) ChangeReplicas(ctx context.Context, req *pb.ChangeReplicasRequest) (*pb.ChangeReplicasResponse, error) {
 	start := time.Now()
-	defer func() { reshapeSeconds.WithLabelValues("change_replicas").Observe(time.Since(start).Seconds()) }()
+	defer func() { reshapeSeconds.WithLabelValues("change-replicas").Observe(time.Since(start).Seconds()) }()
 	r, err := v.leaderReplica(req.GetRangeId())
 	if err != nil {
 		return nil, err
@@ -425,7 +425,7 @@ func (v *service) ChangeReplicas(ctx context.Context, req *pb.ChangeReplicasRequ
 // TransferLeader hands leadership to another voter and waits for it.
 func (v *service) TransferLeader(ctx context.Context, req *pb.TransferLeaderRequest) (*pb.TransferLeaderResponse, error) {
 	start := time.Now()
-	defer func() { reshapeSeconds.WithLabelValues("transfer_leader").Observe(time.Since(start).Seconds()) }()
+	defer func() { reshapeSeconds.WithLabelValues("transfer-leader").Observe(time.Since(start).Seconds()) }()
 	r, err := v.replica(req.GetRangeId())
 	if err != nil {
 		return nil, err

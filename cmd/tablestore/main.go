@@ -103,7 +103,10 @@ type common struct {
 	metricsAddr string
 	pprofAddr   string
 	metricsNote string // how a derived metricsAddr came about
-	metrics     *metricsbridge.Listener
+	// subsystems are the role's metric families' subsystems (nil in dev,
+	// which runs every role: all of them).
+	subsystems []string
+	metrics    *metricsbridge.Listener
 }
 
 func (c *common) register(fs *flag.FlagSet, metricsDefault, metricsHelp string) {
@@ -119,7 +122,7 @@ func (c *common) start() (*slog.Logger, error) {
 	}
 	slog.SetDefault(logger)
 	metricsbridge.InstallRaftSink()
-	if c.metrics, err = metricsbridge.Serve(c.metricsAddr); err != nil {
+	if c.metrics, err = metricsbridge.Serve(c.metricsAddr, c.subsystems...); err != nil {
 		return nil, fmt.Errorf("--metrics-addr %s%s: %w", c.metricsAddr, c.metricsNote, err)
 	}
 	if err := metricsbridge.ServePprof(c.pprofAddr); err != nil {
@@ -161,7 +164,7 @@ func serve(sp spec, args []string) error {
 	if help == "" {
 		help = "listen address of /metrics, /healthz and /readyz (empty: off)"
 	}
-	var cm common
+	cm := common{subsystems: metricsbridge.RoleSubsystems[sp.name]}
 	cm.register(fs, sp.metricsDefault, help)
 	if err := fs.Parse(args); err != nil {
 		return err

@@ -6,12 +6,14 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"strings"
 	"sync"
 	"time"
 
 	gometrics "github.com/hashicorp/go-metrics/compat"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 )
 
 var once sync.Once
@@ -60,18 +62,74 @@ func (l *Listener) Addr() string {
 }
 
 // Serve serves /metrics on addr until the process ends; an empty addr
-// serves nothing and returns a nil Listener.
-func Serve(addr string) (*Listener, error) {
+// serves nothing and returns a nil Listener. With subsystems given, the
+// tablestore families of the other roles' subsystems are left out (see
+// roleFamilies); with none, every family is served (dev, tests).
+func Serve(addr string, subsystems ...string) (*Listener, error) {
 	if addr == "" {
 		return nil, nil
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.Handler())
+	var g prometheus.Gatherer = prometheus.DefaultGatherer
+	if len(subsystems) > 0 {
+		g = roleFamilies(g, subsystems)
+	}
+	// promhttp.Handler's own instrumentation (promhttp_metric_handler_*)
+	// is kept: it is registered in the default registry it gathers.
+	mux.Handle("/metrics", promhttp.InstrumentMetricHandler(prometheus.DefaultRegisterer, promhttp.HandlerFor(g, promhttp.HandlerOpts{})))
 	bound, err := serveMux(addr, mux)
 	if err != nil {
 		return nil, err
 	}
 	return &Listener{mux: mux, addr: bound}, nil
+}
+
+// RoleSubsystems are the tablestore_<subsystem>_ prefixes that belong to
+// one role. Every role's package registers its families at init, and one
+// binary links them all: without this filter a front-end's /metrics listed
+// every partition-server and master family at zero, and a histogram
+// family of another role added empty buckets to every scrape.
+var RoleSubsystems = map[string][]string{
+	"master":          {"master", "raft"},
+	"partitionserver": {"partitionserver", "raftlog", "raft"},
+	"frontend":        {"frontend", "router"},
+}
+
+// roleFamilies gathers from g and drops the tablestore families of a
+// role subsystem not in keep; other families (go_, process_, promhttp_)
+// pass.
+func roleFamilies(g prometheus.Gatherer, keep []string) prometheus.Gatherer {
+	owned := map[string]bool{}
+	for _, subs := range RoleSubsystems {
+		for _, s := range subs {
+			owned[s] = true
+		}
+	}
+	kept := map[string]bool{}
+	for _, s := range keep {
+		kept[s] = true
+	}
+	return prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+		mfs, err := g.Gather()
+		out := mfs[:0]
+		for _, mf := range mfs {
+			if sub, ok := subsystem(mf.GetName()); ok && owned[sub] && !kept[sub] {
+				continue
+			}
+			out = append(out, mf)
+		}
+		return out, err
+	})
+}
+
+// subsystem is the <subsystem> of a tablestore_<subsystem>_<name> family.
+func subsystem(name string) (string, bool) {
+	rest, ok := strings.CutPrefix(name, "tablestore_")
+	if !ok {
+		return "", false
+	}
+	sub, _, ok := strings.Cut(rest, "_")
+	return sub, ok
 }
 
 // ServePprof serves /debug/pprof on its own listener (opt-in: profiles and

@@ -1,0 +1,83 @@
+package metricsbridge
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+func TestRoleFamilies(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	for _, name := range []string{
+		"tablestore_frontend_requests_total",
+		"tablestore_router_retries_total",
+		"tablestore_partitionserver_requests_total",
+		"tablestore_raftlog_records_total",
+		"tablestore_raft_apply_total",
+		"tablestore_master_is_leader",
+		"go_threads_total",
+		"tablestore_future_thing_total", // a subsystem no role claims
+	} {
+		reg.MustRegister(prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: "h"}))
+	}
+	tests := []struct {
+		role string
+		want []string
+	}{
+		{"frontend", []string{"go_threads_total", "tablestore_frontend_requests_total", "tablestore_future_thing_total", "tablestore_router_retries_total"}},
+		{"partitionserver", []string{"go_threads_total", "tablestore_future_thing_total", "tablestore_partitionserver_requests_total", "tablestore_raft_apply_total", "tablestore_raftlog_records_total"}},
+		{"master", []string{"go_threads_total", "tablestore_future_thing_total", "tablestore_master_is_leader", "tablestore_raft_apply_total"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.role, func(t *testing.T) {
+			mfs, err := roleFamilies(reg, RoleSubsystems[tt.role]).Gather()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, mf := range mfs {
+				got = append(got, mf.GetName())
+			}
+			if strings.Join(got, " ") != strings.Join(tt.want, " ") {
+				t.Errorf("families:\n got %v\nwant %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestServeFiltersByRole checks the served page, not only the gatherer:
+// the default registry's families of another role are absent.
+func TestServeFiltersByRole(t *testing.T) {
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "tablestore_master_bridge_test_total", Help: "h"})
+	prometheus.MustRegister(c)
+	defer prometheus.Unregister(c)
+	page := func(subsystems ...string) string {
+		l, err := Serve("127.0.0.1:0", subsystems...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.Get("http://" + l.Addr() + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	const fam = "tablestore_master_bridge_test_total"
+	if p := page(RoleSubsystems["frontend"]...); strings.Contains(p, fam) || !strings.Contains(p, "go_goroutines") {
+		t.Errorf("a front-end's page lists %s or misses go_goroutines:\n%.300s", fam, p)
+	}
+	if p := page(RoleSubsystems["master"]...); !strings.Contains(p, fam) {
+		t.Errorf("a master's page misses %s", fam)
+	}
+	if p := page(); !strings.Contains(p, fam) {
+		t.Errorf("an unfiltered page (dev) misses %s", fam)
+	}
+}
