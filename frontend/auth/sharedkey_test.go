@@ -442,3 +442,42 @@ func TestSharedKeyPrincipals(t *testing.T) {
 		}
 	}
 }
+
+// TestSharedKeyPathFormsNameOneResource: a signature is accepted only for
+// the resource it was made for. The unescaped spelling of a path holding
+// '%' in a key is the escaped spelling of another entity's path
+// (PartitionKey "a%2541" unescapes to what a client sends for "a%41"), so
+// a signature captured from one request would open the other entity
+// (with SharedKeyLite, for any method).
+func TestSharedKeyPathFormsNameOneResource(t *testing.T) {
+	a := authAt(testDateTime)
+	tests := []struct {
+		name, target, signed string
+		ok                   bool
+	}{
+		{"the escaped path as sent", "/devstoreaccount1/t(PartitionKey='a%252541',RowKey='r')",
+			"/devstoreaccount1/devstoreaccount1/t(PartitionKey='a%252541',RowKey='r')", true},
+		{"another entity's escaped path (the unescaped spelling of this one)", "/devstoreaccount1/t(PartitionKey='a%252541',RowKey='r')",
+			"/devstoreaccount1/devstoreaccount1/t(PartitionKey='a%2541',RowKey='r')", false},
+		{"another entity's, account once", "/devstoreaccount1/t(PartitionKey='a%252541',RowKey='r')",
+			"/devstoreaccount1/t(PartitionKey='a%2541',RowKey='r')", false},
+		{"unescaped spelling without '%' still accepted", "/devstoreaccount1/t(PartitionKey='a%20b',RowKey='r')",
+			"/devstoreaccount1/devstoreaccount1/t(PartitionKey='a b',RowKey='r')", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, method := range []string{http.MethodGet, http.MethodDelete} {
+				r := httptest.NewRequest(method, "http://127.0.0.1:10002"+tc.target, nil)
+				r.Header.Set("x-ms-date", testDate)
+				r.Header.Set("Authorization", "SharedKeyLite devstoreaccount1:"+refSign(t, testDate+"\n"+tc.signed))
+				_, err := a.Authenticate(r)
+				if tc.ok && err != nil {
+					t.Fatalf("%s: %v", method, err)
+				}
+				if !tc.ok && !errors.Is(err, ErrAuthenticationFailed) {
+					t.Fatalf("%s: want ErrAuthenticationFailed, got %v", method, err)
+				}
+			}
+		})
+	}
+}
