@@ -179,17 +179,27 @@ func candidatePaths(r *http.Request, account string) []string {
 		}
 	}
 	secondary := prefix + secondarySuffix
+	// accountOnce pushes the path without its account segment, unless
+	// that is the account root's path as SDKs sign it with path-style
+	// URLs ("/<account>"): a table named like the account would then
+	// accept the signature of a request to the root (Get Service
+	// Properties, which has the same comp).
+	accountOnce := func(rest string) {
+		if rest != prefix {
+			push(rest)
+		}
+	}
 	for _, p := range forms {
 		push(p)
 		if p == prefix || p == secondary {
 			push("/")
 		} else if strings.HasPrefix(p, prefix+"/") {
-			push(p[len(prefix):])
+			accountOnce(p[len(prefix):])
 		} else if strings.HasPrefix(p, secondary+"/") {
 			// The read-access secondary (/<account>-secondary/…): clients
 			// sign the path as sent or the primary's, as Azurite accepts.
 			push(prefix + p[len(secondary):])
-			push(p[len(secondary):])
+			accountOnce(p[len(secondary):])
 		}
 	}
 	return out

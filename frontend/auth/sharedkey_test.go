@@ -481,3 +481,48 @@ func TestSharedKeyPathFormsNameOneResource(t *testing.T) {
 		})
 	}
 }
+
+// TestSharedKeyAccountOnceNotTheRoot: with path-style URLs the Go SDK
+// signs the account twice, so the service root's signature reads
+// "/devstoreaccount1/devstoreaccount1?comp=properties". That is also the
+// account-once spelling of a table named like the account with the same
+// comp; a captured signature of Get Service Properties must not query (or,
+// with SharedKeyLite, insert into) that table.
+func TestSharedKeyAccountOnceNotTheRoot(t *testing.T) {
+	a := authAt(testDateTime)
+	tests := []struct {
+		name, target, signed string
+		ok                   bool
+	}{
+		{"the root, as the Go SDK signs it", "/devstoreaccount1?restype=service&comp=properties",
+			"/devstoreaccount1/devstoreaccount1?comp=properties", true},
+		{"the root, account once", "/devstoreaccount1?restype=service&comp=properties",
+			"/devstoreaccount1/?comp=properties", true},
+		{"a table named like the account, as sent", "/devstoreaccount1/devstoreaccount1?comp=properties",
+			"/devstoreaccount1/devstoreaccount1/devstoreaccount1?comp=properties", true},
+		{"that table with the root's signature", "/devstoreaccount1/devstoreaccount1?comp=properties",
+			"/devstoreaccount1/devstoreaccount1?comp=properties", false},
+		{"that table on the secondary with the root's signature", "/devstoreaccount1-secondary/devstoreaccount1?comp=stats",
+			"/devstoreaccount1/devstoreaccount1?comp=stats", false},
+		{"other tables keep the account-once spelling", "/devstoreaccount1/mytable?comp=acl",
+			"/devstoreaccount1/mytable?comp=acl", true},
+		{"an entity of that table keeps it too", "/devstoreaccount1/devstoreaccount1(PartitionKey='p',RowKey='r')",
+			"/devstoreaccount1/devstoreaccount1(PartitionKey='p',RowKey='r')", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, method := range []string{http.MethodGet, http.MethodPost} {
+				r := httptest.NewRequest(method, "http://127.0.0.1:10002"+tc.target, nil)
+				r.Header.Set("x-ms-date", testDate)
+				r.Header.Set("Authorization", "SharedKeyLite devstoreaccount1:"+refSign(t, testDate+"\n"+tc.signed))
+				_, err := a.Authenticate(r)
+				if tc.ok && err != nil {
+					t.Fatalf("%s: %v", method, err)
+				}
+				if !tc.ok && !errors.Is(err, ErrAuthenticationFailed) {
+					t.Fatalf("%s: want ErrAuthenticationFailed, got %v", method, err)
+				}
+			}
+		})
+	}
+}
