@@ -32,6 +32,8 @@ func TestParseSignedIdentifiers(t *testing.T) {
 		{name: "five", body: si(strings.Repeat("<SignedIdentifier><Id>x</Id></SignedIdentifier>", 1) + "<SignedIdentifier><Id>2</Id></SignedIdentifier><SignedIdentifier><Id>3</Id></SignedIdentifier><SignedIdentifier><Id>4</Id></SignedIdentifier><SignedIdentifier><Id>5</Id></SignedIdentifier>"), n: 5, want: "|||false"},
 		{name: "six", body: si(strings.Repeat("<SignedIdentifier><Id>5</Id></SignedIdentifier>", 6)), bad: true},
 		{name: "no id", body: si("<SignedIdentifier><AccessPolicy><Permission>r</Permission></AccessPolicy></SignedIdentifier>"), bad: true},
+		{name: "id of 64", body: si("<SignedIdentifier><Id>" + strings.Repeat("i", 64) + "</Id></SignedIdentifier>"), n: 1, want: "|||false"},
+		{name: "id of 64 characters, 128 bytes", body: si("<SignedIdentifier><Id>" + strings.Repeat("é", 64) + "</Id></SignedIdentifier>"), n: 1, want: "|||false"},
 		{name: "id too long", body: si("<SignedIdentifier><Id>" + strings.Repeat("i", 65) + "</Id></SignedIdentifier>"), bad: true},
 		{name: "duplicate id", body: si("<SignedIdentifier><Id>a</Id></SignedIdentifier><SignedIdentifier><Id>a</Id></SignedIdentifier>"), bad: true},
 		{name: "nanoseconds", body: si("<SignedIdentifier><Id>a</Id><AccessPolicy><Expiry>2042-01-01T01:01:01.000000001Z</Expiry></AccessPolicy></SignedIdentifier>"), bad: true},
