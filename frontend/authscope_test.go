@@ -130,3 +130,40 @@ func TestServiceSASRangePaging(t *testing.T) {
 		}
 	}
 }
+
+// TestCapturedSignatureOpensOneEntity replays a SharedKeyLite signature,
+// as someone who saw a request would, on another entity whose path's
+// unescaped spelling is the first request's escaped path (PartitionKey
+// "a%41", sent as a%2541, and "a%2541", sent as a%252541): the delete is
+// refused and the entity stays.
+func TestCapturedSignatureOpensOneEntity(t *testing.T) {
+	s, fb := newTestServer(t)
+	ctx := context.Background()
+	if _, err := fb.CreateTable(ctx, "keys"); err != nil {
+		t.Fatal(err)
+	}
+	for _, pk := range []string{"a%41", "a%2541"} {
+		e := &edm.Entity{PartitionKey: pk, RowKey: "r"}
+		if _, err := fb.Write(ctx, "keys", pk, []*pb.EntityOp{{Kind: pb.OpKind_OP_KIND_INSERT, PartitionKey: pk, RowKey: "r", Entity: edm.MarshalBinary(e)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := signedRequest(t, "GET", "/devstoreaccount1/keys(PartitionKey='a%2541',RowKey='r')", "")
+	rec := httptest.NewRecorder()
+	s.Handler().ServeHTTP(rec, seen)
+	if rec.Code != 200 {
+		t.Fatalf("the signed read: %d %s", rec.Code, rec.Body.String())
+	}
+	replay := httptest.NewRequest("DELETE", "http://127.0.0.1:10002/devstoreaccount1/keys(PartitionKey='a%252541',RowKey='r')", nil)
+	replay.Header.Set("x-ms-date", seen.Header.Get("x-ms-date"))
+	replay.Header.Set("Authorization", seen.Header.Get("Authorization"))
+	replay.Header.Set("If-Match", "*")
+	rec = httptest.NewRecorder()
+	s.Handler().ServeHTTP(rec, replay)
+	if rec.Code != 403 || rec.Header().Get("x-ms-error-code") != "AuthenticationFailed" {
+		t.Fatalf("replayed on another entity: %d %s", rec.Code, rec.Header().Get("x-ms-error-code"))
+	}
+	if _, err := fb.Get(ctx, "keys", "a%2541", "r"); err != nil {
+		t.Fatalf("the other entity: %v", err)
+	}
+}
