@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -165,5 +166,37 @@ func TestCapturedSignatureOpensOneEntity(t *testing.T) {
 	}
 	if _, err := fb.Get(ctx, "keys", "a%2541", "r"); err != nil {
 		t.Fatalf("the other entity: %v", err)
+	}
+}
+
+// TestCapturedRootSignatureOpensNoTable replays the signature of Get
+// Service Properties (path-style, signed as the Go SDK does:
+// /devstoreaccount1/devstoreaccount1?comp=properties) as an insert into a
+// table named like the account with the same comp: refused, nothing
+// written.
+func TestCapturedRootSignatureOpensNoTable(t *testing.T) {
+	s, fb := newTestServer(t)
+	ctx := context.Background()
+	if _, err := fb.CreateTable(ctx, "devstoreaccount1"); err != nil {
+		t.Fatal(err)
+	}
+	seen := signedRequest(t, "GET", "/devstoreaccount1?restype=service&comp=properties", "")
+	rec := httptest.NewRecorder()
+	s.Handler().ServeHTTP(rec, seen)
+	if rec.Code != 200 {
+		t.Fatalf("the signed read: %d %s", rec.Code, rec.Body.String())
+	}
+	replay := httptest.NewRequest("POST", "http://127.0.0.1:10002/devstoreaccount1/devstoreaccount1?comp=properties",
+		strings.NewReader(`{"PartitionKey":"p","RowKey":"r"}`))
+	replay.Header.Set("Content-Type", "application/json")
+	replay.Header.Set("x-ms-date", seen.Header.Get("x-ms-date"))
+	replay.Header.Set("Authorization", seen.Header.Get("Authorization"))
+	rec = httptest.NewRecorder()
+	s.Handler().ServeHTTP(rec, replay)
+	if rec.Code != 403 || rec.Header().Get("x-ms-error-code") != "AuthenticationFailed" {
+		t.Fatalf("replayed as an insert: %d %s", rec.Code, rec.Header().Get("x-ms-error-code"))
+	}
+	if _, err := fb.Get(ctx, "devstoreaccount1", "p", "r"); err == nil {
+		t.Fatal("the insert was written")
 	}
 }
