@@ -16,8 +16,12 @@ import (
 // returns the first attempt's result rather than applying it twice: without
 // it a retried insert that had committed would answer EntityAlreadyExists.
 //
-//	table-requests/<table id, 8 bytes><request id> -> timestamp (8) | proposed (8) | PartitionKey
-//	table-requests-by-time/<table id><proposed, 8 bytes, ordered><request id> -> PartitionKey
+//	table-requests/<table id, 8 bytes><request id> -> timestamp (8) | kept-by time (8) | PartitionKey
+//	table-requests-by-time/<table id><kept-by time, 8 bytes, ordered><request id> -> PartitionKey
+//
+// The kept-by time is the write's Timestamp (files written before held its
+// proposal time there, which a proposer whose clock was behind the range's
+// log clock put below the prune horizon at once).
 //
 // Records are keyed by table, not by range, like the entities: a range owns
 // the records whose PartitionKey it serves, so a split or a merge moves no
@@ -102,10 +106,11 @@ func lookupRequest(tx *bolt.Tx, d *pb.RangeDescriptor, key []byte) (ts int64, kn
 }
 
 // appendRequestRecord appends a record's value to dst: the write's
-// Timestamp, its proposal time (the pruning clock) and its PartitionKey.
-func appendRequestRecord(dst []byte, ts, proposed int64, pk string) []byte {
+// Timestamp, the time it is kept by (the pruning clock: the write path
+// gives its Timestamp again) and its PartitionKey.
+func appendRequestRecord(dst []byte, ts, keptBy int64, pk string) []byte {
 	dst = binary.BigEndian.AppendUint64(dst, uint64(ts))
-	dst = binary.BigEndian.AppendUint64(dst, uint64(proposed))
+	dst = binary.BigEndian.AppendUint64(dst, uint64(keptBy))
 	return append(dst, pk...)
 }
 
@@ -229,7 +234,7 @@ type pruneCursor struct {
 	below int64
 }
 
-// pruneRequests forgets the range's requests proposed more than requestTTL
+// pruneRequests forgets the range's requests kept by a time more than requestTTL
 // before now (the range's last timestamp: the log's clock, the same on every
 // replica): exactly the records the full scan of the table deleted
 // (pruneRequestsByScan), read from the time index. Records of the table's

@@ -222,8 +222,13 @@ func applyWriteCommand(c *applyCtx, cmd *pb.WriteCommand, res *Result) {
 	}
 	bucket.FillPercent = fillPercentFor(f.run, f.writes)
 	if reqKey != nil {
+		// The record is kept by the write's Timestamp (the range's log
+		// clock), not by the proposer's clock: a leader whose clock is
+		// behind the log clock (an earlier leader's ran ahead) would
+		// write records already below the prune horizon, forgotten at
+		// the next prune, and a retry of the write would apply again.
 		room := c.room()
-		v := c.carved(appendRequestRecord(room, ts, cmd.GetProposedUnixNano(), ops[0].GetPartitionKey()), room)
+		v := c.carved(appendRequestRecord(room, ts, ts, ops[0].GetPartitionKey()), room)
 		room = c.room()
 		tk, _ := appendRequestTimeKey(room, reqKey, v)
 		tk = c.carved(tk, room)
@@ -231,7 +236,7 @@ func applyWriteCommand(c *applyCtx, cmd *pb.WriteCommand, res *Result) {
 			res.Err = err
 			return
 		}
-		c.tablePrune().added(cmd.GetProposedUnixNano())
+		c.tablePrune().added(ts)
 	}
 	res.TimestampUnixNano = ts
 }
