@@ -118,16 +118,20 @@ func (s *Server) submitTransaction(ctx context.Context, w http.ResponseWriter, r
 
 	ts, err := s.backend.Write(ctx, s.tableID(rc.account, table), pk, ops)
 	if err != nil {
+		// A server-side failure is answered as the whole request's (so
+		// SDK retry policies see the 500 or 503), even when the partition
+		// server named an operation: a range still frozen or stale when
+		// the router's budget ran out fails at its first operation's key
+		// check, which is no fault of that operation (a 202 would end the
+		// client's retries).
+		if classify(err).status >= 500 {
+			return err
+		}
 		i := rpcerr.Parse(err).Index()
 		if i < 0 || i >= len(txn) {
-			// Not an operation's fault: a server-side failure is answered
-			// as the whole request's (so SDK retry policies see the 500 or
-			// 503), anything else is pinned on the first operation, as the
-			// service does for a missing table ("0:The table specified does
-			// not exist.").
-			if classify(err).status >= 500 {
-				return err
-			}
+			// Not an operation's fault: pinned on the first operation, as
+			// the service does for a missing table ("0:The table specified
+			// does not exist.").
 			i = 0
 		}
 		return s.writeTxnFailure(w, rc, i, txn[i].meta, txn[i].pref, txn[i].contentID, err)

@@ -137,6 +137,10 @@ func TestTransactionBackendErrors(t *testing.T) {
 		{"entity too large after merge", rpcerr.New(codes.InvalidArgument, rpcerr.ReasonInvalidEntity, "", map[string]string{rpcerr.MetaIndex: "0", rpcerr.MetaAzureCode: "EntityTooLarge"}), 202, 400, "0:The entity is larger than the maximum allowed size (1MB)."},
 		{"server busy is the whole request's", rpcerr.New(codes.Unavailable, rpcerr.ReasonServerBusy, "", nil), 503, 0, ""},
 		{"timeout is the whole request's", context.DeadlineExceeded, 500, 0, ""},
+		// The router's budget spent on a range that stayed frozen or
+		// stale: the partition server named operation 0 (the apply's
+		// range check), but the write is not that operation's fault.
+		{"indexed stale range is the whole request's", rpcerr.WithIndex(codes.FailedPrecondition, rpcerr.ReasonStaleRange, "frozen", 0), 503, 0, ""},
 		{"unindexed client error pinned on 0", rpcerr.New(codes.NotFound, rpcerr.ReasonTableNotFound, "", nil), 202, 404, "0:The table specified does not exist."},
 	}
 	for _, tc := range tests {
