@@ -8,10 +8,14 @@ import (
 	"slices"
 	"time"
 
+	"google.golang.org/grpc/codes"
+
 	"tablestore/frontend"
 	"tablestore/internal/connpool"
 	"tablestore/internal/edm"
 	"tablestore/internal/filter"
+	"tablestore/internal/rangeclient"
+	"tablestore/internal/rpcerr"
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -140,10 +144,27 @@ func (r *Router) Write(ctx context.Context, table, pk string, ops []*pb.EntityOp
 		return time.Time{}, err
 	}
 	var ts int64
+	unsure := false // an attempt may have applied
 	err = r.call(ctx, t, pk, r.writeAttemptTimeout(len(ops)), func(ctx context.Context, addr string, c pb.PartitionServiceClient, d *pb.RangeDescriptor) error {
 		resp, err := r.writes.do(ctx, addr, c, &pb.WriteRequest{RangeId: d.GetRangeId(), Generation: d.GetGeneration(), Ops: ops, RequestId: id[:]})
 		if err == nil {
 			ts = resp.GetTimestampUnixNano()
+			return nil
+		}
+		if unsure && throttled(err) {
+			// A throttle's refusal goes back to the client as 503
+			// ServerBusy, which says the request was not processed; after
+			// an attempt of unknown outcome it may have been, and the
+			// client's retry (a new request, a new id) would apply it
+			// again. Only the range's request record can tell: retried
+			// like an unknown outcome, and answered as one (500
+			// OperationTimedOut, "may or may not have succeeded") if the
+			// budget runs out first.
+			return rpcerr.New(codes.DeadlineExceeded, rpcerr.ReasonUnavailable,
+				"throttled after an attempt of unknown outcome: "+err.Error(), nil)
+		}
+		if ctx.Err() != nil || outcomeUnknown(err) {
+			unsure = true
 		}
 		return err
 	})
@@ -151,6 +172,25 @@ func (r *Router) Write(ctx context.Context, table, pk string, ops []*pb.EntityOp
 		return time.Time{}, err
 	}
 	return time.Unix(0, ts).UTC(), nil
+}
+
+// throttled reports a refusal for load that a client should see (503
+// ServerBusy with its Retry-After): made before the write's log entry.
+func throttled(err error) bool {
+	d := rangeclient.Classify(err)
+	return d.Retry && d.Busy
+}
+
+// outcomeUnknown reports whether a failed write attempt may still have
+// been applied: its answer was lost (a leader change after the entry was
+// appended, a broken connection, a server going away). Refusals (not the
+// leader, a stale range, busy) and the range's own answers are definite.
+func outcomeUnknown(err error) bool {
+	switch rpcerr.Parse(err).Reason {
+	case rpcerr.ReasonUnavailable, "":
+		return true
+	}
+	return false
 }
 
 // Get reads one entity from the leader of its range.
