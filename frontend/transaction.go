@@ -495,6 +495,12 @@ func (s *Server) batchQuery(ctx context.Context, w http.ResponseWriter, rc *reqC
 		return errInvalidURI
 	}()
 	if err != nil && !src.wrote {
+		if classify(err).status >= 500 {
+			// A server-side failure is the whole request's, as in a
+			// change set: SDK retry policies see the 500 or 503 (in a
+			// 202 they would not).
+			return err
+		}
 		src.wrote = true
 		s.writeError(bw, src, err)
 	}

@@ -163,6 +163,42 @@ func TestTransactionBackendErrors(t *testing.T) {
 	}
 }
 
+// TestQueryBatchServerFailure: a query batch whose query fails on the
+// server side (busy, timed out) is answered with that status for the whole
+// request, as a change set's is, so that clients retry it; a client error
+// stays the 202's single sub-response, prefixed "0:".
+func TestQueryBatchServerFailure(t *testing.T) {
+	get := batch.Request{Method: "GET", Target: "http://127.0.0.1:10002/devstoreaccount1/people(PartitionKey='Adams',RowKey='Zed')",
+		Header: http.Header{"Accept": {"application/json;odata=nometadata"}}}
+	for _, tc := range []struct {
+		name   string
+		fail   error
+		status int
+		sub    int
+	}{
+		{"busy", rpcerr.New(codes.Unavailable, rpcerr.ReasonServerBusy, "", nil), 503, 0},
+		{"timeout", context.DeadlineExceeded, 500, 0},
+		{"not found", rpcerr.New(codes.NotFound, rpcerr.ReasonEntityNotFound, "", nil), 202, 404},
+		{"found", nil, 202, 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, fb := newTestServer(t)
+			fb.failNext = tc.fail
+			rec := httptest.NewRecorder()
+			s.Handler().ServeHTTP(rec, batchRequest(t, []batch.Request{get}, ""))
+			if rec.Code != tc.status {
+				t.Fatalf("status %d, want %d: %s", rec.Code, tc.status, rec.Body.String())
+			}
+			if tc.sub == 0 {
+				return
+			}
+			if st, bodies := subStatuses(t, rec); len(st) != 1 || st[0] != tc.sub {
+				t.Fatalf("sub-responses %v %q, want one %d", st, bodies, tc.sub)
+			}
+		})
+	}
+}
+
 func TestTransactionSAS(t *testing.T) {
 	sas := func(perms string, kr auth.KeyRange) string {
 		v, err := auth.ServiceSAS{
