@@ -45,7 +45,8 @@ func errNoRange() error {
 // attempt with no answer within attemptTimeout is abandoned for the next
 // replica; every caller's attempt is safe to repeat (reads, writes with a
 // request id). ServerBusy goes back to the client with its Retry-After,
-// as Azure answers.
+// as Azure answers (not a write's after an attempt of unknown outcome:
+// Router.Write retries it).
 func (r *Router) call(ctx context.Context, table *pb.Table, pk string, attemptTimeout time.Duration, fn rangeCall) error {
 	return r.callIn(ctx, table, pk, 0, attemptTimeout, fn)
 }
