@@ -65,6 +65,18 @@ func (b *Bucket) Take(n int, now time.Time) Decision {
 		b.tokens -= need
 		return Decision{Admit: true, Wait: wait}
 	}
+	if need > b.burst+b.rate*b.maxWait.Seconds() {
+		// More than the bucket and its queue ever hold (a change set of
+		// 100 entities on a small capacity): refused by the rule above,
+		// it would be refused for good, every retry too. It goes when
+		// the bucket is full, taking all it needs: later requests queue
+		// behind its cost, as behind a queued request's.
+		if b.tokens >= b.burst {
+			b.tokens -= need
+			return Decision{Admit: true}
+		}
+		return Decision{RetryAfter: max(b.seconds(b.burst-b.tokens), minRetryAfter)}
+	}
 	// The queue is full: a retry fits once the queue has drained to where
 	// this request's wait would be within MaxWait.
 	return Decision{RetryAfter: max(wait-b.maxWait, minRetryAfter)}

@@ -45,6 +45,17 @@ func TestBucket(t *testing.T) {
 		{"a request larger than the burst queues", 1000, 10, 100 * time.Millisecond, []step{
 			{t0, 100, Decision{Admit: true, Wait: 90 * time.Millisecond}},
 		}},
+		// A change set of 100 entities on a server whose bucket and queue
+		// hold fewer (capacity under 667 entities/s at the default burst
+		// and queue) was refused for good, every retry too.
+		{"a request larger than the burst and queue goes when the bucket is full", 1000, 10, 5 * time.Millisecond, []step{
+			{t0, 1, Decision{Admit: true}},
+			{t0, 100, Decision{RetryAfter: 10 * time.Millisecond}}, // full again in 1 ms
+			{ms(1), 100, Decision{Admit: true}},
+			// It took its 100 tokens: later requests wait for them.
+			{ms(1), 1, Decision{RetryAfter: 86 * time.Millisecond}},
+			{ms(200), 100, Decision{Admit: true}},
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
