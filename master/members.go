@@ -22,6 +22,9 @@ var (
 	ErrLastMember = errors.New("master: cannot remove the last voter")
 	// ErrBadMember: an empty id or address.
 	ErrBadMember = errors.New("master: member needs an id and a raft address")
+	// ErrQuorumLoss: the configuration the change makes would need
+	// masters that are down (or, for an add, the new one) for its quorum.
+	ErrQuorumLoss = errors.New("master: the change would leave the master group without a live quorum")
 )
 
 // membershipTimeout bounds one configuration change.
@@ -67,6 +70,12 @@ func (s *Server) AddMember(id, addr string) (*pb.ListMembersResponse, error) {
 			return nil, fmt.Errorf("%w: %s at %s", ErrMemberExists, m.GetId(), m.GetRaftAddr())
 		}
 	}
+	// The new voter counts as down: nothing says yet that it runs, and it
+	// has none of the log until the leader's snapshot reaches it.
+	after := append(voterIDs(cur.GetMembers(), ""), id)
+	if err := quorumRefusal("adding "+id, after, func(m string) bool { return m == id || s.peerDown(m) }); err != nil {
+		return nil, err
+	}
 	// prevIndex makes the change conditional on the configuration read
 	// above, so two concurrent changes cannot both pass the checks.
 	f := s.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), cur.GetIndex(), membershipTimeout)
@@ -95,6 +104,11 @@ func (s *Server) RemoveMember(id string) (*pb.ListMembersResponse, error) {
 	}
 	if err := memberRemovalRefusal(cur.GetMembers(), id); err != nil {
 		return nil, err
+	}
+	if isVoter(cur.GetMembers(), id) {
+		if err := quorumRefusal("removing "+id, voterIDs(cur.GetMembers(), id), s.peerDown); err != nil {
+			return nil, err
+		}
 	}
 	s.event(&pb.Event{Kind: pb.EventKind_EVENT_KIND_MASTER_MEMBER, Cause: causeOperator,
 		Message: fmt.Sprintf("master %s removed from the master group", id)})
@@ -133,6 +147,26 @@ func memberRemovalRefusal(members []*pb.MasterMember, id string) error {
 		return ErrLastMember
 	}
 	return nil
+}
+
+// voterIDs returns the voters' ids but except's.
+func voterIDs(members []*pb.MasterMember, except string) []string {
+	var out []string
+	for _, m := range members {
+		if m.GetVoter() && m.GetId() != except {
+			out = append(out, m.GetId())
+		}
+	}
+	return out
+}
+
+func isVoter(members []*pb.MasterMember, id string) bool {
+	for _, m := range members {
+		if m.GetId() == id {
+			return m.GetVoter()
+		}
+	}
+	return false
 }
 
 func membershipError(err error) error {

@@ -61,6 +61,8 @@ type Server struct {
 	// replicaGC decides when to delete replicas removed from their
 	// servers while those were away (replicagc.go).
 	replicaGC *replicaGC
+	// peers: the other masters whose heartbeats fail, while leading.
+	peers *peerHealth
 
 	softMu   sync.Mutex
 	adopting bool
@@ -94,6 +96,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	s := &Server{
 		cfg: cfg, logger: logger.With("master", cfg.ID), pool: connpool.New(creds.DialOption()), creds: creds,
 		reports: newReports(), changed: make(chan struct{}), progress: newProgress(), replicaGC: newReplicaGC(),
+		peers: newPeerHealth(),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	keep := cfg.Policy.RecentWindow()
@@ -186,7 +189,11 @@ func (s *Server) openTransport() error {
 
 // serve starts the policy loop, the gRPC service and the liveness loop.
 func (s *Server) serve() {
-	s.wg.Add(3)
+	s.wg.Add(4)
+	go func() {
+		defer s.wg.Done()
+		s.watchPeers()
+	}()
 	go func() {
 		defer s.wg.Done()
 		s.policyLoop()

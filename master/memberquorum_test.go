@@ -1,0 +1,186 @@
+package master
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	pb "tablestore/proto/tablestorepb"
+)
+
+// masterGroup is n masters bootstrapped together (policies off).
+type masterGroup struct {
+	t  *testing.T
+	ms []*testMaster
+}
+
+func startGroup(t *testing.T, n int) *masterGroup {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts Raft groups")
+	}
+	g := &masterGroup{t: t, ms: make([]*testMaster, n)}
+	peers := map[string]string{}
+	for i := range g.ms {
+		cfg := DefaultConfig()
+		cfg.ID = fmt.Sprintf("m%d", i+1)
+		cfg.DataDir = t.TempDir()
+		cfg.GRPCAddr, cfg.RaftAddr = freeAddr(t), freeAddr(t)
+		cfg.Policy.Enabled = false
+		g.ms[i] = &testMaster{cfg: cfg}
+		peers[cfg.ID] = cfg.RaftAddr
+	}
+	for _, m := range g.ms {
+		m.cfg.Peers = peers
+		m.s = startMaster(t, m.cfg)
+	}
+	t.Cleanup(func() {
+		for _, m := range g.ms {
+			if m.s != nil {
+				m.s.SkipHandOff()
+				m.s.Close()
+			}
+		}
+	})
+	waitUntil(t, 10*time.Second, "a master leader", func() bool { return g.leader() != nil })
+	return g
+}
+
+func (g *masterGroup) leader() *testMaster {
+	for _, m := range g.ms {
+		if m.s != nil && m.s.IsLeader() {
+			return m
+		}
+	}
+	return nil
+}
+
+// others returns the running masters other than m.
+func (g *masterGroup) others(m *testMaster) []*testMaster {
+	var out []*testMaster
+	for _, o := range g.ms {
+		if o != m && o.s != nil {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+func (g *masterGroup) stop(m *testMaster) {
+	m.s.SkipHandOff()
+	m.s.Close()
+	m.s = nil
+}
+
+// commits reports whether the group takes a write within d.
+func (g *masterGroup) commits(v string, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if l := g.leader(); l != nil {
+			if _, err := (&service{s: l.s}).SetServiceProperties(context.Background(), &pb.SetServicePropertiesRequest{Properties: []byte(v)}); err == nil {
+				return true
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return false
+}
+
+// TestMemberChangeKeepsQuorum: with one of three masters down, removing a
+// live one would leave two voters of which one is down, and adding a
+// fourth would need three of four: either change stops the master group
+// (no quorum) until the down master returns. Both are refused; removing
+// the down one (the replace procedure) is not.
+func TestMemberChangeKeepsQuorum(t *testing.T) {
+	g := startGroup(t, 3)
+	l := g.leader()
+	others := g.others(l)
+	down, live := others[0], others[1]
+	g.stop(down)
+	waitUntil(t, 10*time.Second, "the leader to see "+down.cfg.ID+" down", func() bool {
+		l := g.leader()
+		return l != nil && l.s.peerDown(down.cfg.ID)
+	})
+	l = g.leader()
+	if _, err := l.s.RemoveMember(live.cfg.ID); !errors.Is(err, ErrQuorumLoss) {
+		t.Errorf("removing live %s beside down %s: %v, want %v", live.cfg.ID, down.cfg.ID, err, ErrQuorumLoss)
+	}
+	if _, err := l.s.AddMember("m9", freeAddr(t)); !errors.Is(err, ErrQuorumLoss) {
+		t.Errorf("adding m9 beside down %s: %v, want %v", down.cfg.ID, err, ErrQuorumLoss)
+	}
+	if !g.commits("still", 5*time.Second) {
+		t.Fatal("the master group lost its quorum")
+	}
+	if _, err := g.leader().s.RemoveMember(down.cfg.ID); err != nil {
+		t.Fatalf("removing down %s: %v", down.cfg.ID, err)
+	}
+	if !g.commits("after", 5*time.Second) {
+		t.Fatal("no commit after removing the down master")
+	}
+}
+
+func TestQuorumRefusal(t *testing.T) {
+	downOf := func(ids ...string) func(string) bool {
+		return func(id string) bool {
+			for _, d := range ids {
+				if d == id {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		after []string
+		down  []string
+		want  error
+	}{
+		{"three up", []string{"m1", "m2", "m3"}, nil, nil},
+		{"two of three up", []string{"m1", "m2", "m3"}, []string{"m3"}, nil},
+		{"one of two up", []string{"m1", "m3"}, []string{"m3"}, ErrQuorumLoss},
+		{"two of four up", []string{"m1", "m2", "m3", "m4"}, []string{"m3", "m4"}, ErrQuorumLoss},
+		{"three of four up", []string{"m1", "m2", "m3", "m4"}, []string{"m4"}, nil},
+		{"the last voter", []string{"m1"}, nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := quorumRefusal("a change", tc.after, downOf(tc.down...))
+			if !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {
+				t.Fatalf("quorumRefusal = %v, want %v", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestPeerHealth: a failed heartbeat marks a peer down until it resumes,
+// the leader changes, it is removed, or peerFailWindow passes.
+func TestPeerHealth(t *testing.T) {
+	now := time.Now()
+	fail := raft.Observation{Data: raft.FailedHeartbeatObservation{PeerID: "m2"}}
+	for _, tc := range []struct {
+		name  string
+		after raft.Observation
+		at    time.Duration
+		want  bool
+	}{
+		{"failing", raft.Observation{}, 0, true},
+		{"resumed", raft.Observation{Data: raft.ResumedHeartbeatObservation{PeerID: "m2"}}, 0, false},
+		{"another resumed", raft.Observation{Data: raft.ResumedHeartbeatObservation{PeerID: "m3"}}, 0, true},
+		{"new leader", raft.Observation{Data: raft.LeaderObservation{LeaderID: "m1"}}, 0, false},
+		{"removed", raft.Observation{Data: raft.PeerObservation{Removed: true, Peer: raft.Server{ID: "m2"}}}, 0, false},
+		{"stale", raft.Observation{}, peerFailWindow, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newPeerHealth()
+			h.observe(fail, now)
+			h.observe(tc.after, now)
+			if got := h.down("m2", now.Add(tc.at)); got != tc.want {
+				t.Fatalf("down = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
