@@ -184,3 +184,36 @@ func TestPeerHealth(t *testing.T) {
 		})
 	}
 }
+
+// TestRemoveLeaderThenAddBack: the leader removes itself (ctl master
+// remove of the leader); the other two lead on, and the removed master,
+// still running, can be added back and catches up without a restart.
+func TestRemoveLeaderThenAddBack(t *testing.T) {
+	g := startGroup(t, 3)
+	old := g.leader()
+	if _, err := old.s.RemoveMember(old.cfg.ID); err != nil {
+		t.Fatalf("removing the leader %s: %v", old.cfg.ID, err)
+	}
+	waitUntil(t, 10*time.Second, "another leader", func() bool {
+		l := g.leader()
+		return l != nil && l != old
+	})
+	if !g.commits("without", 5*time.Second) {
+		t.Fatal("no commit after the leader left")
+	}
+	if _, err := old.s.Members(); err != nil {
+		t.Errorf("the removed master cannot list the group: %v", err)
+	}
+	waitUntil(t, 10*time.Second, "the add back", func() bool {
+		l := g.leader()
+		if l == nil {
+			return false
+		}
+		_, err := l.s.AddMember(old.cfg.ID, old.cfg.RaftAddr)
+		return err == nil
+	})
+	if !g.commits("back", 5*time.Second) {
+		t.Fatal("no commit after the add back")
+	}
+	waitUntil(t, 10*time.Second, old.cfg.ID+" to apply", func() bool { return props(old.s) == "back" })
+}

@@ -218,6 +218,11 @@ func (s *Server) raftConfig() *raft.Config {
 	rc.ElectionTimeout = s.cfg.RaftElectionTimeout
 	rc.LeaderLeaseTimeout = s.cfg.RaftLeaderLease
 	rc.SnapshotThreshold = 1024
+	// A master removed from the group (ctl master remove, the leader
+	// too) stays a running follower outside it rather than shutting its
+	// Raft down: added back, it catches up like any member; shut down, it
+	// took the add but never the log, until restarted.
+	rc.ShutdownOnRemove = false
 	return rc
 }
 
