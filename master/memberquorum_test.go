@@ -217,3 +217,21 @@ func TestRemoveLeaderThenAddBack(t *testing.T) {
 	}
 	waitUntil(t, 10*time.Second, old.cfg.ID+" to apply", func() bool { return props(old.s) == "back" })
 }
+
+// TestAddUnreachableMember: adding a master nothing answers at (a typo, a
+// master not started yet) is refused: added, it would count in every
+// quorum from then on (three of four) without ever voting.
+func TestAddUnreachableMember(t *testing.T) {
+	g := startGroup(t, 3)
+	l := g.leader()
+	if _, err := l.s.AddMember("m4", freeAddr(t)); !errors.Is(err, ErrMemberUnreachable) {
+		t.Fatalf("adding an unreachable m4: %v, want %v", err, ErrMemberUnreachable)
+	}
+	cur, err := l.s.Members()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(cur.GetMembers()); n != 3 {
+		t.Fatalf("%d members after the refused add, want 3", n)
+	}
+}

@@ -25,10 +25,17 @@ var (
 	// ErrQuorumLoss: the configuration the change makes would need
 	// masters that are down (or, for an add, the new one) for its quorum.
 	ErrQuorumLoss = errors.New("master: the change would leave the master group without a live quorum")
+	// ErrMemberUnreachable: nothing answers at the new member's Raft
+	// address.
+	ErrMemberUnreachable = errors.New("master: no master answers at the new member's raft address")
 )
 
 // membershipTimeout bounds one configuration change.
 const membershipTimeout = 10 * time.Second
+
+// memberProbeTimeout bounds the connection AddMember opens to the new
+// member first.
+const memberProbeTimeout = 3 * time.Second
 
 // Members returns the master group's current Raft configuration, as this
 // master knows it, and the configuration's index.
@@ -70,12 +77,21 @@ func (s *Server) AddMember(id, addr string) (*pb.ListMembersResponse, error) {
 			return nil, fmt.Errorf("%w: %s at %s", ErrMemberExists, m.GetId(), m.GetRaftAddr())
 		}
 	}
-	// The new voter counts as down: nothing says yet that it runs, and it
-	// has none of the log until the leader's snapshot reaches it.
+	// The new voter counts as down: it has none of the log until the
+	// leader's snapshot reaches it.
 	after := append(voterIDs(cur.GetMembers(), ""), id)
 	if err := quorumRefusal("adding "+id, after, func(m string) bool { return m == id || s.peerDown(m) }); err != nil {
 		return nil, err
 	}
+	// Added, a master nothing answers at (a typo, one not started yet)
+	// would count in every quorum from then on without ever voting: a
+	// group of three healthy masters would stop at the next failure.
+	// Raft's own connection (TLS, the version hello) is the check.
+	conn, err := s.raftStream.Dial(raft.ServerAddress(addr), memberProbeTimeout)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s at %s: %v; start it with --join first", ErrMemberUnreachable, id, addr, err)
+	}
+	conn.Close()
 	// prevIndex makes the change conditional on the configuration read
 	// above, so two concurrent changes cannot both pass the checks.
 	f := s.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), cur.GetIndex(), membershipTimeout)

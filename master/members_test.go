@@ -210,7 +210,7 @@ func TestJoinExcludesPeers(t *testing.T) {
 }
 
 func TestMembershipErrors(t *testing.T) {
-	for _, err := range []error{ErrUnknownMember, ErrMemberExists, ErrLastMember, ErrBadMember} {
+	for _, err := range []error{ErrUnknownMember, ErrMemberExists, ErrLastMember, ErrBadMember, ErrQuorumLoss, ErrMemberUnreachable} {
 		st := toStatus(fmt.Errorf("wrapped: %w", err))
 		if st == nil || !bytes.Contains([]byte(st.Error()), []byte(err.Error())) {
 			t.Errorf("toStatus(%v) = %v", err, st)

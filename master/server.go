@@ -40,12 +40,14 @@ type Server struct {
 
 	raft      *raft.Raft
 	transport *raft.NetworkTransport
-	logStore  *raftboltdb.BoltStore
-	fsm       *fsm
-	grpcLn    net.Listener
-	grpcSrv   *grpc.Server
-	pool      *connpool.Pool
-	creds     *peertls.Creds // nil: plaintext
+	// raftStream is the transport's stream layer (AddMember's probe).
+	raftStream raft.StreamLayer
+	logStore   *raftboltdb.BoltStore
+	fsm        *fsm
+	grpcLn     net.Listener
+	grpcSrv    *grpc.Server
+	pool       *connpool.Pool
+	creds      *peertls.Creds // nil: plaintext
 
 	leaderGate termbarrier.Gate
 	// noHandOff: Close skips the leadership hand-off (SkipHandOff).
@@ -180,8 +182,9 @@ func (s *Server) openTransport() error {
 	if err != nil {
 		return fmt.Errorf("master: --raft-addr %s: %w", s.cfg.RaftAddr, err)
 	}
+	s.raftStream = helloStream{StreamLayer: s.creds.NewStreamLayer(raftLn, addr), logger: s.logger}
 	s.transport = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream: helloStream{StreamLayer: s.creds.NewStreamLayer(raftLn, addr), logger: s.logger}, MaxPool: 3, Timeout: 10 * time.Second,
+		Stream: s.raftStream, MaxPool: 3, Timeout: 10 * time.Second,
 		Logger: logging.HCLog(s.logger, "raft-net"),
 	})
 	return nil

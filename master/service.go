@@ -40,7 +40,8 @@ func toStatus(err error) error {
 	case errors.Is(err, ErrUnknownMember), errors.Is(err, ErrUnknownServer):
 		return rpcerr.New(codes.NotFound, "", err.Error(), nil)
 	case errors.Is(err, ErrMemberExists), errors.Is(err, ErrLastMember), errors.Is(err, ErrDrainTooFew),
-		errors.Is(err, ErrServerInUse), errors.Is(err, ErrServerUp), errors.Is(err, ErrQuorumLoss):
+		errors.Is(err, ErrServerInUse), errors.Is(err, ErrServerUp), errors.Is(err, ErrQuorumLoss),
+		errors.Is(err, ErrMemberUnreachable):
 		return rpcerr.New(codes.FailedPrecondition, "", err.Error(), nil)
 	}
 	return rpcerr.New(codes.Internal, "", err.Error(), nil)
