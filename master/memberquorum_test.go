@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -233,5 +234,55 @@ func TestAddUnreachableMember(t *testing.T) {
 	}
 	if n := len(cur.GetMembers()); n != 3 {
 		t.Fatalf("%d members after the refused add, want 3", n)
+	}
+}
+
+// TestConcurrentMemberChanges: with one of four masters down, removing
+// either of two live followers keeps a live quorum, but removing both
+// does not (two voters, one down). Asked at once, each change's checks
+// read the group of four; the second must see the first's result, so
+// one is refused.
+func TestConcurrentMemberChanges(t *testing.T) {
+	g := startGroup(t, 4)
+	l := g.leader()
+	others := g.others(l)
+	down := others[0]
+	g.stop(down)
+	waitUntil(t, 10*time.Second, "the leader to see "+down.cfg.ID+" down", func() bool {
+		l := g.leader()
+		return l != nil && l.s.peerDown(down.cfg.ID)
+	})
+	l = g.leader()
+	var targets []string
+	for _, o := range g.others(l) {
+		targets = append(targets, o.cfg.ID)
+	}
+	errs := make([]error, len(targets))
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i, id := range targets {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			_, errs[i] = l.s.RemoveMember(id)
+		}()
+	}
+	close(start)
+	wg.Wait()
+	ok, refused := 0, 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			ok++
+		case errors.Is(err, ErrQuorumLoss):
+			refused++
+		}
+	}
+	if ok != 1 || refused != 1 {
+		t.Errorf("removing %v at once: %v, want one done and one refused for the quorum", targets, errs)
+	}
+	if !g.commits("after", 5*time.Second) {
+		t.Fatal("the master group lost its quorum")
 	}
 }

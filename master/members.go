@@ -38,7 +38,8 @@ const membershipTimeout = 10 * time.Second
 const memberProbeTimeout = 3 * time.Second
 
 // Members returns the master group's current Raft configuration, as this
-// master knows it, and the configuration's index.
+// master knows it. Its index is always 0: hashicorp/raft (v1.7.3)'s
+// GetConfiguration does not fill it in.
 func (s *Server) Members() (*pb.ListMembersResponse, error) {
 	f := s.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
@@ -68,6 +69,8 @@ func (s *Server) AddMember(id, addr string) (*pb.ListMembersResponse, error) {
 	if err := s.ready(); err != nil {
 		return nil, err
 	}
+	s.membersMu.Lock()
+	defer s.membersMu.Unlock()
 	cur, err := s.Members()
 	if err != nil {
 		return nil, err
@@ -92,9 +95,10 @@ func (s *Server) AddMember(id, addr string) (*pb.ListMembersResponse, error) {
 		return nil, fmt.Errorf("%w: %s at %s: %v; start it with --join first", ErrMemberUnreachable, id, addr, err)
 	}
 	conn.Close()
-	// prevIndex makes the change conditional on the configuration read
-	// above, so two concurrent changes cannot both pass the checks.
-	f := s.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), cur.GetIndex(), membershipTimeout)
+	// No prevIndex: raft's GetConfiguration gives no index (Members'
+	// index is always 0), so membersMu, not raft, keeps two changes from
+	// both passing their checks against the same configuration.
+	f := s.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, membershipTimeout)
 	if err := membershipError(f.Error()); err != nil {
 		return nil, err
 	}
@@ -114,6 +118,8 @@ func (s *Server) RemoveMember(id string) (*pb.ListMembersResponse, error) {
 	if err := s.ready(); err != nil {
 		return nil, err
 	}
+	s.membersMu.Lock()
+	defer s.membersMu.Unlock()
 	cur, err := s.Members()
 	if err != nil {
 		return nil, err
@@ -128,7 +134,7 @@ func (s *Server) RemoveMember(id string) (*pb.ListMembersResponse, error) {
 	}
 	s.event(&pb.Event{Kind: pb.EventKind_EVENT_KIND_MASTER_MEMBER, Cause: causeOperator,
 		Message: fmt.Sprintf("master %s removed from the master group", id)})
-	f := s.raft.RemoveServer(raft.ServerID(id), cur.GetIndex(), membershipTimeout)
+	f := s.raft.RemoveServer(raft.ServerID(id), 0, membershipTimeout)
 	if err := membershipError(f.Error()); err != nil {
 		return nil, err
 	}

@@ -65,6 +65,9 @@ type Server struct {
 	replicaGC *replicaGC
 	// peers: the other masters whose heartbeats fail, while leading.
 	peers *peerHealth
+	// membersMu serializes the master group's membership changes, each
+	// from its checks until raft committed it (members.go).
+	membersMu sync.Mutex
 
 	softMu   sync.Mutex
 	adopting bool
