@@ -192,8 +192,18 @@ func TestPeerHealth(t *testing.T) {
 func TestRemoveLeaderThenAddBack(t *testing.T) {
 	g := startGroup(t, 3)
 	old := g.leader()
-	if _, err := old.s.RemoveMember(old.cfg.ID); err != nil {
+	resp, err := old.s.RemoveMember(old.cfg.ID)
+	if err != nil {
 		t.Fatalf("removing the leader %s: %v", old.cfg.ID, err)
+	}
+	// The answer (ctl's output) is the group without it.
+	for _, m := range resp.GetMembers() {
+		if m.GetId() == old.cfg.ID {
+			t.Errorf("the removal's answer still lists %s: %v", old.cfg.ID, resp.GetMembers())
+		}
+	}
+	if len(resp.GetMembers()) != 2 {
+		t.Errorf("the removal's answer lists %d members, want 2", len(resp.GetMembers()))
 	}
 	waitUntil(t, 10*time.Second, "another leader", func() bool {
 		l := g.leader()

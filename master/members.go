@@ -139,11 +139,9 @@ func (s *Server) RemoveMember(id string) (*pb.ListMembersResponse, error) {
 		return nil, err
 	}
 	s.logger.Info("master member removed", "member", id)
-	if string(s.cfg.ID) == id {
-		// This master is no longer a member; it cannot answer for the
-		// group.
-		return cur, nil
-	}
+	// Also when this master removed itself: its Raft runs on outside the
+	// group (ShutdownOnRemove off) and holds the configuration it just
+	// committed; the one read before the change still listed it.
 	return s.Members()
 }
 
