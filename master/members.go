@@ -60,8 +60,10 @@ func (s *Server) Members() (*pb.ListMembersResponse, error) {
 // AddMember adds a master as a voter. The new master must be running with
 // --join (an empty Raft state that waits to be added): the leader then sends
 // it a snapshot and the log, as to any lagging follower. Like etcd's
-// `member add`, the group's quorum grows at once, so add one member at a
-// time and remove the one being replaced afterwards.
+// `member add`, the group's quorum grows at once, so a lost master is
+// removed first (the add is refused while the group with the new member
+// would need it for its quorum: quorumRefusal), and members are added one
+// at a time.
 func (s *Server) AddMember(id, addr string) (*pb.ListMembersResponse, error) {
 	if id == "" || addr == "" {
 		return nil, ErrBadMember
