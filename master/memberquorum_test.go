@@ -296,3 +296,26 @@ func TestConcurrentMemberChanges(t *testing.T) {
 		t.Fatal("the master group lost its quorum")
 	}
 }
+
+// TestAddMemberRetried: an add asked again for the same id and address
+// (ctl's retry on the next leader when the first leader lost the lead
+// after the change went out) answers the group, not "exists"; another
+// address for the id, or the address under another id, is still refused.
+func TestAddMemberRetried(t *testing.T) {
+	g := startGroup(t, 3)
+	l := g.leader()
+	m := g.others(l)[0]
+	resp, err := l.s.AddMember(m.cfg.ID, m.cfg.RaftAddr)
+	if err != nil {
+		t.Fatalf("adding %s again at its address: %v", m.cfg.ID, err)
+	}
+	if n := len(resp.GetMembers()); n != 3 {
+		t.Errorf("%d members, want 3", n)
+	}
+	if _, err := l.s.AddMember(m.cfg.ID, "127.0.0.1:1"); !errors.Is(err, ErrMemberExists) {
+		t.Errorf("%s at another address: %v, want %v", m.cfg.ID, err, ErrMemberExists)
+	}
+	if _, err := l.s.AddMember("m9", m.cfg.RaftAddr); !errors.Is(err, ErrMemberExists) {
+		t.Errorf("%s's address as m9: %v, want %v", m.cfg.ID, err, ErrMemberExists)
+	}
+}

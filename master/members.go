@@ -78,6 +78,12 @@ func (s *Server) AddMember(id, addr string) (*pb.ListMembersResponse, error) {
 		return nil, err
 	}
 	for _, m := range cur.GetMembers() {
+		if m.GetId() == id && m.GetRaftAddr() == addr && m.GetVoter() {
+			// Done already: ctl asks the next master again when the
+			// leader lost the lead after the change went out, and the
+			// change may have committed under the next one.
+			return cur, nil
+		}
 		if m.GetId() == id || m.GetRaftAddr() == addr {
 			return nil, fmt.Errorf("%w: %s at %s", ErrMemberExists, m.GetId(), m.GetRaftAddr())
 		}
