@@ -39,7 +39,7 @@ type Server struct {
 	logger *slog.Logger
 
 	raft      *raft.Raft
-	transport *raft.NetworkTransport
+	transport *voteGate
 	// raftStream is the transport's stream layer (AddMember's probe).
 	raftStream raft.StreamLayer
 	logStore   *raftboltdb.BoltStore
@@ -151,12 +151,16 @@ func (s *Server) Start() (err error) {
 	if err := durable.SyncDir(s.cfg.DataDir); err != nil {
 		return fmt.Errorf("master: --data-dir %s: %w", s.cfg.DataDir, err)
 	}
-	if err := s.openTransport(); err != nil {
+	has, err := raft.HasExistingState(s.logStore, s.logStore, snaps)
+	if err != nil {
+		return fmt.Errorf("master: raft log %s: %w", logPath, err)
+	}
+	if err := s.openTransport(s.amnesiac(has), snaps); err != nil {
 		return err
 	}
 	cleanup = append(cleanup, func() { s.transport.Close() })
 	rc := s.raftConfig()
-	if err := s.bootstrap(rc, snaps); err != nil {
+	if err := s.bootstrap(rc, snaps, has); err != nil {
 		return fmt.Errorf("master: raft log %s: %w", logPath, err)
 	}
 	if s.grpcLn, err = net.Listen("tcp", s.cfg.GRPCAddr); err != nil {
@@ -174,9 +178,20 @@ func (s *Server) Start() (err error) {
 	return nil
 }
 
+// amnesiac reports whether this master may be a member whose data
+// directory was lost: one of a group (peers or --join) that starts with no
+// Raft state. Its transport's vote gate applies (votegate.go).
+func (s *Server) amnesiac(has bool) bool {
+	if has || (!s.cfg.Join && len(s.cfg.Peers) <= 1) {
+		return false
+	}
+	s.logger.Info("no Raft state in --data-dir: this master grants no vote to a candidate with log entries until it holds some from a leader", "data_dir", s.cfg.DataDir)
+	return true
+}
+
 // openTransport listens for the masters' Raft traffic (over mutual TLS when
 // configured).
-func (s *Server) openTransport() error {
+func (s *Server) openTransport(amnesiac bool, snaps raft.SnapshotStore) error {
 	addr, err := net.ResolveTCPAddr("tcp", s.cfg.RaftAddr)
 	if err != nil {
 		return fmt.Errorf("master: --raft-addr %s: %w", s.cfg.RaftAddr, err)
@@ -186,10 +201,22 @@ func (s *Server) openTransport() error {
 		return fmt.Errorf("master: --raft-addr %s: %w", s.cfg.RaftAddr, err)
 	}
 	s.raftStream = helloStream{StreamLayer: s.creds.NewStreamLayer(raftLn, addr), logger: s.logger}
-	s.transport = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+	nt := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: s.raftStream, MaxPool: 3, Timeout: 10 * time.Second,
 		Logger: logging.HCLog(s.logger, "raft-net"),
 	})
+	lastIndex := func() uint64 {
+		last, _ := s.logStore.LastIndex()
+		if list, err := snaps.List(); err == nil && len(list) > 0 && list[0].Index > last {
+			last = list[0].Index
+		}
+		return last
+	}
+	refused := func(candidate raft.ServerAddress, candidateLast uint64) {
+		s.logger.Warn("vote refused: this master started with no Raft state and holds no entry from a leader yet; a candidate with entries must be elected by the masters that kept theirs",
+			"candidate", string(candidate), "candidate_last_index", candidateLast)
+	}
+	s.transport = newVoteGate(nt, raft.ServerID(s.cfg.ID), amnesiac, lastIndex, refused)
 	return nil
 }
 
@@ -235,10 +262,9 @@ func (s *Server) raftConfig() *raft.Config {
 // bootstrap creates the master group's first configuration (every peer a
 // voter) unless the log already has state or the master joins an existing
 // group (--join: it waits to be added by `ctl master add`).
-func (s *Server) bootstrap(rc *raft.Config, snaps raft.SnapshotStore) error {
-	has, err := raft.HasExistingState(s.logStore, s.logStore, snaps)
-	if err != nil || has || s.cfg.Join {
-		return err
+func (s *Server) bootstrap(rc *raft.Config, snaps raft.SnapshotStore, has bool) error {
+	if has || s.cfg.Join {
+		return nil
 	}
 	peers := s.cfg.Peers
 	if len(peers) == 0 {
