@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"tablestore/frontend/auth"
 	"tablestore/internal/edm"
@@ -370,6 +371,12 @@ func (s *Server) queryEntities(ctx context.Context, w http.ResponseWriter, rc *r
 		q.HasNext, q.NextPK = true, decodeToken(npk)
 		if nrk := rc.q("NextRowKey"); nrk != "" {
 			q.NextRK = decodeToken(nrk)
+		}
+		// Every key is UTF-8 text; a token that decodes to other bytes
+		// names none. Refused here: the partition servers' gRPC strings
+		// cannot carry it, which the client saw as 500 InternalError.
+		if !utf8.ValidString(q.NextPK) || !utf8.ValidString(q.NextRK) {
+			return errInvalidInput("the continuation token NextPartitionKey/NextRowKey is not a key (not UTF-8 text)")
 		}
 	}
 	kr, clip := rc.principal.KeyRange()

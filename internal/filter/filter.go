@@ -2,6 +2,7 @@ package filter
 
 import (
 	"errors"
+	"unicode/utf8"
 
 	"tablestore/internal/edm"
 )
@@ -52,6 +53,12 @@ type Filter struct {
 // filter yields a nil *Filter and no error, as Azure treats "$filter=" as
 // no filter.
 func Parse(s string) (*Filter, error) {
+	if !utf8.ValidString(s) {
+		// A query string's %FF decodes to a byte that is no text; the
+		// partition servers' gRPC could not carry the filter (the
+		// client saw 500 InternalError).
+		return nil, errAt(ErrSyntax, invalidUTF8At(s), "the filter is not UTF-8 text")
+	}
 	p := parser{src: s}
 	if err := p.advance(); err != nil {
 		return nil, err
@@ -73,6 +80,19 @@ func Parse(s string) (*Filter, error) {
 	f.bounds = root.bounds(false)
 	f.text = root.String()
 	return f, nil
+}
+
+// invalidUTF8At is the offset of the first byte of s that does not start
+// a valid UTF-8 sequence.
+func invalidUTF8At(s string) int {
+	for i, r := range s {
+		if r == utf8.RuneError {
+			if _, n := utf8.DecodeRuneInString(s[i:]); n == 1 {
+				return i
+			}
+		}
+	}
+	return len(s)
 }
 
 // Match reports whether the entity satisfies the filter. It runs for every

@@ -211,6 +211,8 @@ func TestParseErrors(t *testing.T) {
 		{"A eq foo'bar'", ErrSyntax, 5},
 		{"A eq datetime 'x'", ErrSyntax, 14},
 		{"guid '00000000-0000-0000-0000-000000000000' eq A", ErrSyntax, 5},
+		{"Name eq '\xff'", ErrSyntax, 9},
+		{"Name eq 'é\xc3'", ErrSyntax, 11},
 		{"A eq datetimeoffset'2024-01-02T03:04:05Z'", ErrUnsupported, 5},
 		{"A eq time'PT1H'", ErrUnsupported, 5},
 		{"Age eq 1.5M", ErrUnsupported, 7},

@@ -1,0 +1,57 @@
+package frontend
+
+import (
+	"encoding/json"
+	"net/http/httptest"
+	"net/url"
+	"testing"
+)
+
+// TestQueryRefusesKeysNotUTF8 sends continuation tokens and filters that
+// are not UTF-8 text. Every key is UTF-8 (the partition servers' gRPC
+// strings must be), so such a token names no key: a clear 400 InvalidInput
+// as for any malformed query, not the 500 InternalError the cluster
+// answered when gRPC refused to marshal the string (the in-process fake
+// here answered 200). Tokens of odd but valid keys still work.
+func TestQueryRefusesKeysNotUTF8(t *testing.T) {
+	s, _ := newTestServer(t)
+	bad := []url.Values{
+		{"NextPartitionKey": {"1!4!_w--"}}, // base64 of 0xFF
+		{"NextPartitionKey": {"1!4!/w=="}}, // the same, standard alphabet
+		{"NextPartitionKey": {"\xff"}},     // not a token: the key itself
+		{"NextPartitionKey": {encodeToken("Smith")}, "NextRowKey": {encodeToken("B\xffn")}},
+		{"NextPartitionKey": {"Smith"}, "NextRowKey": {"\xc3"}}, // a truncated sequence
+		{"$filter": {"Name eq '\xff'"}},
+		{"$filter": {"PartitionKey ge 'k\xc3'"}},
+	}
+	for _, q := range bad {
+		rec := httptest.NewRecorder()
+		s.Handler().ServeHTTP(rec, signedRequest(t, "GET", "/devstoreaccount1/people()?"+q.Encode(), ""))
+		if rec.Code != 400 || rec.Header().Get("x-ms-error-code") != "InvalidInput" {
+			t.Errorf("%q: got %d %s, want 400 InvalidInput", q, rec.Code, rec.Header().Get("x-ms-error-code"))
+		}
+	}
+
+	// Keys with quotes, spaces, non-ASCII letters: their tokens (and the
+	// keys themselves, leniently) continue at them.
+	for _, tc := range []struct {
+		q    url.Values
+		want string
+	}{
+		{url.Values{"NextPartitionKey": {encodeToken("p k'1")}, "NextRowKey": {encodeToken("rü")}}, "p k'1/rü"},
+		{url.Values{"NextPartitionKey": {"p k'1"}, "NextRowKey": {"rü"}}, "p k'1/rü"},
+		{url.Values{"NextPartitionKey": {encodeToken("Smith")}, "NextRowKey": {encodeToken("John")}}, "Smith/John"},
+		{url.Values{"NextPartitionKey": {encodeToken("Smith")}, "NextRowKey": {"1!0!"}}, "Smith/Ben"},
+	} {
+		tc.q.Set("$top", "1")
+		rec := httptest.NewRecorder()
+		s.Handler().ServeHTTP(rec, signedRequest(t, "GET", "/devstoreaccount1/people()?"+tc.q.Encode(), ""))
+		var body struct{ Value []map[string]any }
+		if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil || rec.Code != 200 {
+			t.Fatalf("%q: %d %s", tc.q, rec.Code, rec.Body.String())
+		}
+		if len(body.Value) != 1 || body.Value[0]["PartitionKey"].(string)+"/"+body.Value[0]["RowKey"].(string) != tc.want {
+			t.Errorf("%q: got %v, want %s", tc.q, body.Value, tc.want)
+		}
+	}
+}
