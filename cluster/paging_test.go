@@ -1,0 +1,180 @@
+package cluster
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
+	"tablestore/internal/masterclient"
+	pb "tablestore/proto/tablestorepb"
+)
+
+// TestPagingAcrossReshapes follows a query's continuations page by page
+// while the table's ranges change between the pages: a split exactly at
+// the continuation's PartitionKey, a merge of the first two ranges, a
+// leadership transfer of the range the continuation points into. Every
+// matching entity comes back once, in key order, for an unfiltered query,
+// a PartitionKey range filter (whose exclusive bound falls on a split key)
+// and a PartitionKey equality filter. A continuation token that decodes to
+// no UTF-8 text is 400 InvalidInput (it was 500: gRPC refused the string).
+func TestPagingAcrossReshapes(t *testing.T) {
+	c := startTuned(t, 3, quietPolicies, nil)
+	const table = "paging"
+	tc := newTable(t, serviceClient(t, c, 0), table)
+	acked := map[string]int64{}
+	writeSeq(t, tc, acked, "a", 52) // k00..k25, two RowKeys each
+	mc := masterClient(t, c)
+	ctx := ctxT(t, 3*time.Minute)
+
+	t.Run("token not UTF-8", func(t *testing.T) {
+		for _, tok := range []string{"1!4!_w--", "\xff"} {
+			_, _, _, err := pageKeys(t, tc, aztables.ListEntitiesOptions{NextPartitionKey: &tok})
+			var re *azcore.ResponseError
+			if !errors.As(err, &re) || re.StatusCode != 400 || re.ErrorCode != "InvalidInput" {
+				t.Errorf("NextPartitionKey %q: %v, want 400 InvalidInput", tok, err)
+			}
+		}
+	})
+
+	filters := []struct {
+		filter string
+		match  func(pk string) bool
+	}{
+		{"", func(string) bool { return true }},
+		{"PartitionKey ge 'k03' and PartitionKey lt 'k21'", func(pk string) bool { return pk >= "k03" && pk < "k21" }},
+		{"PartitionKey gt 'k12' and PartitionKey le 'k16'", func(pk string) bool { return pk > "k12" && pk <= "k16" }},
+		{"PartitionKey eq 'k14'", func(pk string) bool { return pk == "k14" }},
+	}
+	step, done := 0, [3]int{}
+	for _, f := range filters {
+		var want []string
+		for k := range acked {
+			if f.match(k[:strings.IndexByte(k, '/')]) {
+				want = append(want, k)
+			}
+		}
+		slices.Sort(want)
+		var got []string
+		top := int32(3)
+		if f.filter == "PartitionKey eq 'k14'" {
+			top = 1
+		}
+		opts := aztables.ListEntitiesOptions{Top: &top}
+		if f.filter != "" {
+			opts.Filter = &f.filter
+		}
+		for pages := 0; ; pages++ {
+			if pages > 2*len(want)+5 {
+				t.Fatalf("filter %q: %d pages and no end", f.filter, pages)
+			}
+			keys, npk, nrk, err := pageKeys(t, tc, opts)
+			if err != nil {
+				t.Fatalf("filter %q page %d: %v", f.filter, pages, err)
+			}
+			got = append(got, keys...)
+			if npk == nil {
+				break
+			}
+			if reshapeAt(t, ctx, mc, table, step, tokenKey(t, *npk)) {
+				done[step%3]++
+			}
+			step++
+			opts.NextPartitionKey, opts.NextRowKey = npk, nrk
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("filter %q: got %v\nwant %v", f.filter, got, want)
+		}
+	}
+	if done[0] == 0 || done[1] == 0 || done[2] == 0 {
+		t.Errorf("splits, merges, transfers between pages: %v; want some of each", done)
+	}
+}
+
+// pageKeys reads one page of tc with opts and returns its entities' keys
+// ("pk/rk") and the continuation.
+func pageKeys(t *testing.T, tc *aztables.Client, opts aztables.ListEntitiesOptions) (keys []string, npk, nrk *string, err error) {
+	t.Helper()
+	page, err := tc.NewListEntitiesPager(&opts).NextPage(ctxT(t, time.Minute))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	for _, raw := range page.Entities {
+		var e aztables.EDMEntity
+		if err := json.Unmarshal(raw, &e); err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, e.PartitionKey+"/"+e.RowKey)
+	}
+	return keys, page.NextPartitionKey, page.NextRowKey, nil
+}
+
+// tokenKey decodes a continuation token of the shape "1!n!base64".
+func tokenKey(t *testing.T, tok string) string {
+	t.Helper()
+	parts := strings.SplitN(tok, "!", 3)
+	if len(parts) != 3 {
+		t.Fatalf("token %q is not 1!n!base64", tok)
+	}
+	b, err := base64.StdEncoding.DecodeString(strings.ReplaceAll(parts[2], "-", "="))
+	if err != nil {
+		t.Fatalf("token %q: %v", tok, err)
+	}
+	return string(b)
+}
+
+// reshapeAt changes table's ranges around key next, by step: a split at
+// next, a merge of the first two ranges, or a leadership transfer of the
+// range holding next. It reports whether it changed anything.
+func reshapeAt(t *testing.T, ctx context.Context, mc *masterclient.Client, table string, step int, next string) bool {
+	t.Helper()
+	m := partitionMap(t, mc)
+	rs := tableRanges(m, table)
+	switch step % 3 {
+	case 0:
+		for _, d := range rs {
+			if d.GetStart() == next {
+				return false // already a boundary
+			}
+		}
+		if _, err := splitRetrying(ctx, t, mc, table, next); err != nil {
+			t.Fatalf("split at %q: %v", next, err)
+		}
+		return true
+	case 1:
+		if len(rs) > 1 {
+			if _, err := mergeRetrying(ctx, t, mc, rs[0].GetRangeId()); err != nil {
+				t.Fatalf("merge: %v", err)
+			}
+			return true
+		}
+	case 2:
+		for _, d := range rs {
+			if d.GetStart() > next || (d.GetEnd() != "" && next >= d.GetEnd()) {
+				continue
+			}
+			from := m.GetLeaders()[d.GetRangeId()]
+			for _, rep := range d.GetReplicas() {
+				if rep.GetServerId() == from {
+					continue
+				}
+				err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
+					_, err := m.TransferLeader(ctx, &pb.MasterTransferLeaderRequest{RangeId: d.GetRangeId(), ToServerId: rep.GetServerId()})
+					return err
+				})
+				if err != nil {
+					t.Logf("transfer of range %d to %s: %v", d.GetRangeId(), rep.GetServerId(), err)
+				}
+				return err == nil
+			}
+		}
+	}
+	return false
+}
