@@ -24,7 +24,8 @@ import (
 // matching entity comes back once, in key order, for an unfiltered query,
 // a PartitionKey range filter (whose exclusive bound falls on a split key)
 // and a PartitionKey equality filter. A continuation token that decodes to
-// no UTF-8 text is 400 InvalidInput (it was 500: gRPC refused the string).
+// no UTF-8 text is 400 InvalidInput, as is a point read of such a key
+// (both were 500: gRPC refused the string).
 func TestPagingAcrossReshapes(t *testing.T) {
 	c := startTuned(t, 3, quietPolicies, nil)
 	const table = "paging"
@@ -41,6 +42,11 @@ func TestPagingAcrossReshapes(t *testing.T) {
 			if !errors.As(err, &re) || re.StatusCode != 400 || re.ErrorCode != "InvalidInput" {
 				t.Errorf("NextPartitionKey %q: %v, want 400 InvalidInput", tok, err)
 			}
+		}
+		_, err := tc.GetEntity(ctx, "\xff", "x", nil)
+		var re *azcore.ResponseError
+		if !errors.As(err, &re) || re.StatusCode != 400 || re.ErrorCode != "InvalidInput" {
+			t.Errorf("get of PartitionKey %%FF: %v, want 400 InvalidInput", err)
 		}
 	})
 

@@ -55,3 +55,25 @@ func TestQueryRefusesKeysNotUTF8(t *testing.T) {
 		}
 	}
 }
+
+// TestURLKeysNotUTF8 addresses entities by keys that are not UTF-8 text
+// (%FF in the URL). No entity has such a key and the partition servers'
+// gRPC cannot carry one: 400 InvalidInput, where the cluster answered 500
+// InternalError (the in-process fake here answered 404 or wrote it).
+func TestURLKeysNotUTF8(t *testing.T) {
+	s, _ := newTestServer(t)
+	for _, tc := range []struct{ method, target, body string }{
+		{"GET", "/devstoreaccount1/people(PartitionKey='%FF',RowKey='x')", ""},
+		{"GET", "/devstoreaccount1/people(PartitionKey='Smith',RowKey='B%C3')", ""},
+		{"PUT", "/devstoreaccount1/people(PartitionKey='%FF',RowKey='x')", `{"A":1}`},
+		{"DELETE", "/devstoreaccount1/people(PartitionKey='Smith',RowKey='%FF')", ""},
+	} {
+		r := signedRequest(t, tc.method, tc.target, tc.body)
+		r.Header.Set("If-Match", "*")
+		rec := httptest.NewRecorder()
+		s.Handler().ServeHTTP(rec, r)
+		if rec.Code != 400 || rec.Header().Get("x-ms-error-code") != "InvalidInput" {
+			t.Errorf("%s %s: got %d %s, want 400 InvalidInput", tc.method, tc.target, rec.Code, rec.Header().Get("x-ms-error-code"))
+		}
+	}
+}

@@ -1,10 +1,12 @@
 package frontend
 
 import (
+	"fmt"
 	"net"
 	"net/http"
 	"net/url"
 	"strings"
+	"unicode/utf8"
 
 	"tablestore/internal/edm"
 )
@@ -322,7 +324,14 @@ func validateTableName(name string) error {
 
 // validateURLKey checks a key read from the URL.
 func validateURLKey(which, v string) error {
-	if err := edm.ValidateKey(v); err != nil {
+	err := edm.ValidateKey(v)
+	if err == nil && !utf8.ValidString(v) {
+		// A %FF in the URL decodes to a byte that is no text: no key
+		// (a body's keys are text by JSON) and no string the partition
+		// servers' gRPC can carry (500 InternalError before this check).
+		err = fmt.Errorf("%w: key is not UTF-8 text", edm.ErrInvalidInput)
+	}
+	if err != nil {
 		if which == "RowKey" {
 			return wrapKeyErr("RowKey", err)
 		}
