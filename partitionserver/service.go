@@ -286,6 +286,7 @@ func (v *service) Query(ctx context.Context, req *pb.QueryRequest) (*pb.QueryRes
 		opts.Start = keys.Encode(req.GetStartPartitionKey(), req.GetStartRowKey())
 		opts.StartPK = req.GetStartPartitionKey()
 	}
+	opts.KeyLower, opts.KeyUpper = filterKeySpan(f.Bounds())
 	if req.GetFilter() != "" {
 		opts.Match = func(e *edm.Entity) bool { return f.Match(e) }
 	}
@@ -339,6 +340,50 @@ func (v *service) Query(ctx context.Context, req *pb.QueryRequest) (*pb.QueryRes
 		out.HasNext, out.NextPartitionKey, out.NextRowKey = true, pk, rk
 	}
 	return out, nil
+}
+
+// filterKeySpan is the span of encoded keys [lo, hi) that can hold an
+// entity matching a filter of bounds b (nil: unbounded). The request's
+// PartitionKey bounds are inclusive only, so "PartitionKey lt 'q'" read
+// all of partition q, and a page that filled before q ended with a
+// continuation into it (an empty page to follow, or several, for a large
+// partition); and RowKey bounds were not used at all, so "PartitionKey eq
+// 'p' and RowKey ge 'r5'" read the whole partition before r5, and
+// continued past the RowKey range.
+func filterKeySpan(b filter.Bounds) (lo, hi []byte) {
+	pk := b.PK
+	if pk.HasLower {
+		if pk.LowerInclusive {
+			lo = keys.PartitionStart(pk.Lower)
+		} else {
+			lo = keys.PartitionEnd(pk.Lower)
+		}
+	}
+	if pk.HasUpper {
+		if pk.UpperInclusive {
+			hi = keys.PartitionEnd(pk.Upper)
+		} else {
+			hi = keys.PartitionStart(pk.Upper)
+		}
+	}
+	p, point := pk.Point()
+	if !point {
+		// RowKey bounds hold in every partition: a span of several
+		// partitions cannot use them without a seek per partition.
+		return lo, hi
+	}
+	rk := b.RK
+	if rk.HasLower {
+		lo = keys.Encode(p, rk.Lower) // exclusive: the filter drops that one key
+	}
+	if rk.HasUpper {
+		if rk.UpperInclusive {
+			hi = keys.RowEnd(p, rk.Upper)
+		} else {
+			hi = keys.Encode(p, rk.Upper)
+		}
+	}
+	return lo, hi
 }
 
 func (v *service) CreateReplica(ctx context.Context, req *pb.CreateReplicaRequest) (*pb.CreateReplicaResponse, error) {

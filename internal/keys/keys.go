@@ -55,6 +55,14 @@ func PartitionEnd(pk string) []byte {
 	return b
 }
 
+// RowEnd returns a key above the entity (pk, rk) and every entity of pk
+// with a smaller RowKey, and below every other entity of pk.
+func RowEnd(pk, rk string) []byte {
+	b := Encode(pk, rk)
+	b[len(b)-1] = pkEnd
+	return b
+}
+
 // Decode splits an encoded key into its PartitionKey and RowKey.
 func Decode(b []byte) (pk, rk string, err error) {
 	pk, n, err := decodeString(b)

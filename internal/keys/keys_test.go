@@ -65,6 +65,27 @@ func TestOrderMatchesPairOrder(t *testing.T) {
 	}
 }
 
+// TestRowEnd: RowEnd(pk, rk) lies above exactly the keys (pk, x) with
+// x <= rk and the keys of smaller PartitionKeys.
+func TestRowEnd(t *testing.T) {
+	rng := rand.New(rand.NewSource(2))
+	alphabet := []byte{0x00, 0x01, 0x02, 'a', 'b', 0xff}
+	gen := func() string {
+		b := make([]byte, rng.Intn(4))
+		for i := range b {
+			b[i] = alphabet[rng.Intn(len(alphabet))]
+		}
+		return string(b)
+	}
+	for range 20000 {
+		pk, rk, xpk, xrk := gen(), gen(), gen(), gen()
+		below := bytes.Compare(Encode(xpk, xrk), RowEnd(pk, rk)) < 0
+		if want := xpk < pk || (xpk == pk && xrk <= rk); below != want {
+			t.Fatalf("key (%q, %q) below RowEnd(%q, %q): %v, want %v", xpk, xrk, pk, rk, below, want)
+		}
+	}
+}
+
 func TestDecodeCorrupt(t *testing.T) {
 	for _, b := range [][]byte{nil, {'a'}, {0x00}, {0x00, 0x05}, {'a', 0x00, 0x01}, {0x00, 0x01, 0x00, 0x01, 'x'}} {
 		if _, _, err := Decode(b); err == nil {

@@ -818,3 +818,33 @@ func TestObserveApplyWaits(t *testing.T) {
 		t.Fatalf("commits %v, waits %v: want one commit of at least %v and one wait no longer", commits, waits, delay)
 	}
 }
+
+// TestScanKeyBounds: KeyLower and KeyUpper narrow what the scan reads
+// (Match is asked of no key outside them) and where a page continues.
+func TestScanKeyBounds(t *testing.T) {
+	_, r := openTestRange(t, &pb.RangeDescriptor{RangeId: 1, TableId: 9, Generation: 1})
+	a := &applier{t: t, r: r, clock: 1_000_000}
+	for i := 0; i < 10; i++ {
+		a.apply(op(pb.OpKind_OP_KIND_INSERT, "p", fmt.Sprintf("r%d", i), entityBytes(t, nil)))
+	}
+	asked := 0
+	match := func(*edm.Entity) bool { asked++; return true }
+	res, err := r.Scan(ScanOptions{KeyLower: keys.Encode("p", "r3"), KeyUpper: keys.Encode("p", "r6"), Match: match, Limit: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Entities) != 3 || res.Next != nil || asked != 3 {
+		t.Fatalf("scan of [p/r3, p/r6): %d entities, next %q, %d keys matched; want 3, none, 3", len(res.Entities), res.Next, asked)
+	}
+	// A continuation inside the bounds starts there; one below them
+	// starts at KeyLower.
+	for _, tc := range []struct {
+		start string
+		want  int
+	}{{"r5", 1}, {"r0", 3}} {
+		res, err = r.Scan(ScanOptions{Start: keys.Encode("p", tc.start), StartPK: "p", KeyLower: keys.Encode("p", "r3"), KeyUpper: keys.Encode("p", "r6")})
+		if err != nil || len(res.Entities) != tc.want {
+			t.Fatalf("scan from p/%s: %d entities, %v; want %d", tc.start, len(res.Entities), err, tc.want)
+		}
+	}
+}

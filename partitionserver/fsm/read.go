@@ -107,6 +107,12 @@ type ScanOptions struct {
 	Lower    string
 	HasUpper bool
 	Upper    string
+	// KeyLower and KeyUpper narrow the scan to the encoded keys in
+	// [KeyLower, KeyUpper) when set: the filter's exact key bounds (an
+	// exclusive PartitionKey bound, a RowKey range within one partition),
+	// which Lower and Upper cannot say. Keys outside them cannot match,
+	// so they are not read, and a page never continues past them.
+	KeyLower, KeyUpper []byte
 	// Match selects entities; nil matches all.
 	Match func(*edm.Entity) bool
 	// Project rewrites a matched entity before it is returned; nil keeps it.
@@ -152,6 +158,9 @@ func (r *Range) Scan(o ScanOptions) (*ScanResult, error) {
 				lo = l
 			}
 		}
+		if o.KeyLower != nil && (lo == nil || bytes.Compare(o.KeyLower, lo) > 0) {
+			lo = o.KeyLower
+		}
 		if o.Start != nil && (lo == nil || bytes.Compare(o.Start, lo) > 0) {
 			lo = o.Start
 		}
@@ -159,6 +168,9 @@ func (r *Range) Scan(o ScanOptions) (*ScanResult, error) {
 			if u := keys.PartitionEnd(o.Upper); hi == nil || bytes.Compare(u, hi) < 0 {
 				hi = u
 			}
+		}
+		if o.KeyUpper != nil && (hi == nil || bytes.Compare(o.KeyUpper, hi) < 0) {
+			hi = o.KeyUpper
 		}
 		c := b.Cursor()
 		var k, v []byte
