@@ -13,12 +13,13 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
+	"tablestore/frontend/auth"
 	"tablestore/internal/masterclient"
 	pb "tablestore/proto/tablestorepb"
 )
 
-// TestPagingAcrossReshapes follows a query's continuations page by page
-// while the table's ranges change between the pages: a split exactly at
+// TestPagingAcrossReshapes follows a query's continuations page by page,
+// on the primary endpoint and on the secondary (follower reads), while the table's ranges change between the pages: a split exactly at
 // the continuation's PartitionKey, a merge of the first two ranges, a
 // leadership transfer of the range the continuation points into. Every
 // matching entity comes back once, in key order, for an unfiltered query,
@@ -61,8 +62,26 @@ func TestPagingAcrossReshapes(t *testing.T) {
 		{"PartitionKey gt 'k12' and PartitionKey le 'k16'", func(pk string) bool { return pk > "k12" && pk <= "k16" }},
 		{"PartitionKey eq 'k14'", func(pk string) bool { return pk == "k14" }},
 	}
+	cred, err := aztables.NewSharedKeyCredential(auth.DevAccountName, auth.DevAccountKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secondary, err := aztables.NewClientWithSharedKey(c.Endpoint(0)+"-secondary/"+table, cred, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type pass struct {
+		name   string
+		client *aztables.Client
+		filter int
+	}
+	var passes []pass
+	for i := range filters {
+		passes = append(passes, pass{"primary", tc, i}, pass{"secondary", secondary, i})
+	}
 	step, done := 0, [3]int{}
-	for _, f := range filters {
+	for _, p := range passes {
+		f, tc := filters[p.filter], p.client
 		var want []string
 		for k := range acked {
 			if f.match(k[:strings.IndexByte(k, '/')]) {
@@ -85,14 +104,14 @@ func TestPagingAcrossReshapes(t *testing.T) {
 			}
 			keys, npk, nrk, err := pageKeys(t, tc, opts)
 			if err != nil {
-				t.Fatalf("filter %q page %d: %v", f.filter, pages, err)
+				t.Fatalf("%s, filter %q page %d: %v", p.name, f.filter, pages, err)
 			}
 			got = append(got, keys...)
 			if len(keys) == 0 && (npk != nil || pages > 0) {
 				// Allowed by Azure, but nothing here (no budget runs
 				// out) makes one: it was a page continued past the
 				// filter's exclusive bound, into a partition it excludes.
-				t.Errorf("filter %q: page %d is empty (continuation %v)", f.filter, pages, npk != nil)
+				t.Errorf("%s, filter %q: page %d is empty (continuation %v)", p.name, f.filter, pages, npk != nil)
 			}
 			if npk == nil {
 				break
@@ -104,7 +123,7 @@ func TestPagingAcrossReshapes(t *testing.T) {
 			opts.NextPartitionKey, opts.NextRowKey = npk, nrk
 		}
 		if !slices.Equal(got, want) {
-			t.Errorf("filter %q: got %v\nwant %v", f.filter, got, want)
+			t.Errorf("%s, filter %q: got %v\nwant %v", p.name, f.filter, got, want)
 		}
 	}
 	if done[0] == 0 || done[1] == 0 || done[2] == 0 {
