@@ -19,16 +19,17 @@ import (
 )
 
 // TestPagingAcrossReshapes follows a query's continuations page by page,
-// on the primary endpoint and on the secondary (follower reads), while the table's ranges change between the pages: a split exactly at
-// the continuation's PartitionKey, a merge of the first two ranges, a
+// on the primary endpoint and on the secondary (follower reads), while
+// the table's ranges change between the pages: a split exactly at the
+// continuation's PartitionKey, a merge of the first two ranges, a
 // leadership transfer of the range the continuation points into. Every
 // matching entity comes back once, in key order, for an unfiltered query,
 // a PartitionKey range filter (whose exclusive bound falls on a split key)
 // and a PartitionKey equality filter; no page is empty (the last page of
 // the range filter was: its continuation pointed into the partition of the
-// exclusive bound). A continuation token that decodes to
-// no UTF-8 text is 400 InvalidInput, as is a point read of such a key
-// (both were 500: gRPC refused the string).
+// exclusive bound). A continuation token that decodes to no UTF-8 text is
+// 400 InvalidInput, as is a point read of such a key (both were 500: gRPC
+// refused the string).
 func TestPagingAcrossReshapes(t *testing.T) {
 	c := startTuned(t, 3, quietPolicies, nil)
 	const table = "paging"
