@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Continuation tokens have Azure's shape, "1!<n>!<base64 of the key>" with
@@ -36,22 +37,27 @@ func encodeToken(key string) string {
 // the padding may be '-' or '=' or missing, the URL-safe alphabet is
 // accepted, a '+' that a query string turned into a space is restored, and
 // a value that is not in the token shape at all is taken as the key itself
-// (tokens minted by other emulators, or written by hand).
-func decodeToken(tok string) string {
-	rest, ok := strings.CutPrefix(tok, "1!")
-	if !ok {
-		return tok
+// (tokens minted by other emulators, or written by hand). ok is false for
+// a malformed token: one in the token shape ("1!<digits>!…") whose key is
+// not base64, or a key that is not UTF-8 text (every key is; a token of
+// anything else names no position, and the partition servers' gRPC cannot
+// carry it). Such a token was taken as the key itself, and the query went
+// on from wherever its bytes happened to sort.
+func decodeToken(tok string) (key string, ok bool) {
+	rest, shaped := strings.CutPrefix(tok, "1!")
+	if !shaped {
+		return tok, utf8.ValidString(tok)
 	}
 	i := strings.IndexByte(rest, '!')
 	if i < 0 {
-		return tok
+		return tok, utf8.ValidString(tok)
 	}
 	if _, err := strconv.Atoi(rest[:i]); err != nil {
-		return tok
+		return tok, utf8.ValidString(tok)
 	}
 	b64 := rest[i+1:]
 	if b64 == "" {
-		return ""
+		return "", true
 	}
 	// Trailing '-' are padding; any other '-' or '_' is the URL-safe alphabet.
 	end := len(b64)
@@ -73,8 +79,8 @@ func decodeToken(tok string) string {
 		}
 	}
 	raw, err := base64.RawStdEncoding.DecodeString(sb.String())
-	if err != nil {
-		return tok
+	if err != nil || !utf8.Valid(raw) {
+		return "", false
 	}
-	return string(raw)
+	return string(raw), true
 }

@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"tablestore/frontend/auth"
 	"tablestore/internal/edm"
@@ -368,15 +367,15 @@ func (s *Server) queryEntities(ctx context.Context, w http.ResponseWriter, rc *r
 		return err
 	}
 	if npk := rc.q("NextPartitionKey"); npk != "" {
-		q.HasNext, q.NextPK = true, decodeToken(npk)
-		if nrk := rc.q("NextRowKey"); nrk != "" {
-			q.NextRK = decodeToken(nrk)
+		var ok bool
+		if q.NextPK, ok = decodeToken(npk); !ok {
+			return errInvalidInput("malformed continuation token NextPartitionKey=" + strconv.Quote(npk))
 		}
-		// Every key is UTF-8 text; a token that decodes to other bytes
-		// names none. Refused here: the partition servers' gRPC strings
-		// cannot carry it, which the client saw as 500 InternalError.
-		if !utf8.ValidString(q.NextPK) || !utf8.ValidString(q.NextRK) {
-			return errInvalidInput("the continuation token NextPartitionKey/NextRowKey is not a key (not UTF-8 text)")
+		q.HasNext = true
+		if nrk := rc.q("NextRowKey"); nrk != "" {
+			if q.NextRK, ok = decodeToken(nrk); !ok {
+				return errInvalidInput("malformed continuation token NextRowKey=" + strconv.Quote(nrk))
+			}
 		}
 	}
 	kr, clip := rc.principal.KeyRange()

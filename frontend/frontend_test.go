@@ -122,13 +122,13 @@ func TestResourcePath(t *testing.T) {
 }
 
 func TestContinuationTokens(t *testing.T) {
-	for _, key := range []string{"", "Smith", "p k'1", "rü", "a+b/c", strings.Repeat("x", 1024), "1!2!ab"} {
+	for _, key := range []string{"", "Smith", "p k'1", "rü", "a+b/c", strings.Repeat("x", 1024), strings.Repeat("行", 1024), "1!2!ab", "~~~"} {
 		tok := encodeToken(key)
 		if !strings.HasPrefix(tok, "1!") {
 			t.Errorf("token %q lacks the Azure shape", tok)
 		}
-		if got := decodeToken(tok); got != key && key != "1!2!ab" {
-			t.Errorf("round trip %q: token %q decodes to %q", key, tok, got)
+		if got, ok := decodeToken(tok); got != key || !ok {
+			t.Errorf("round trip %q: token %q decodes to %q, %v", key, tok, got, ok)
 		}
 	}
 	if got := encodeToken("Smith"); got != "1!8!U21pdGg-" {
@@ -140,18 +140,28 @@ func TestContinuationTokens(t *testing.T) {
 		"1!8!U21pdGg":  "Smith",
 		"Smith":        "Smith", // not a token: the key itself
 		"1!x!abc":      "1!x!abc",
+		"1!abc":        "1!abc",
+		"rü":           "rü",
 		"1!0!":         "",
 		"1!4!YSti":     "a+b",
+		"1!4!YT8_":     "a??",
 	}
 	for tok, want := range lenient {
-		if got := decodeToken(tok); got != want {
-			t.Errorf("decodeToken(%q) = %q, want %q", tok, got, want)
+		if got, ok := decodeToken(tok); got != want || !ok {
+			t.Errorf("decodeToken(%q) = %q, %v; want %q", tok, got, ok, want)
+		}
+	}
+	// Malformed: the token shape with a key that is not base64, or not
+	// UTF-8 text; a value that is not UTF-8 text.
+	for _, tok := range []string{"1!4!%%%", "1!1!Q", "1!4!U2*p", "1!4!_w--", "1!4!/w==", "1!4!wyg-", "\xff", "Sm\xc3"} {
+		if got, ok := decodeToken(tok); ok {
+			t.Errorf("decodeToken(%q) = %q, ok; want malformed", tok, got)
 		}
 	}
 	// A '+' turned into a space by a query string is restored.
-	plus := encodeToken("\xfb\xef") // base64 "++8="
-	if got := decodeToken(strings.ReplaceAll(plus, "+", " ")); got != "\xfb\xef" {
-		t.Errorf("space-for-plus token decodes to %q", got)
+	plus := encodeToken("~~~") // base64 "fn5+"
+	if got, ok := decodeToken(strings.ReplaceAll(plus, "+", " ")); got != "~~~" || !ok {
+		t.Errorf("space-for-plus token decodes to %q, %v", got, ok)
 	}
 }
 

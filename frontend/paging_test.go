@@ -7,18 +7,22 @@ import (
 	"testing"
 )
 
-// TestQueryRefusesKeysNotUTF8 sends continuation tokens and filters that
-// are not UTF-8 text. Every key is UTF-8 (the partition servers' gRPC
-// strings must be), so such a token names no key: a clear 400 InvalidInput
-// as for any malformed query, not the 500 InternalError the cluster
-// answered when gRPC refused to marshal the string (the in-process fake
-// here answered 200). Tokens of odd but valid keys still work.
-func TestQueryRefusesKeysNotUTF8(t *testing.T) {
+// TestMalformedContinuations sends continuation tokens in the token shape
+// ("1!n!base64") whose key is not base64, and tokens and filters that are
+// not UTF-8 text: a clear 400 InvalidInput. The malformed tokens were
+// taken as keys themselves (the query went on from wherever "1!4!%%%"
+// sorts); the ones that are not UTF-8 text, which no key is, were sent to
+// the partition servers, whose gRPC refused the string (500 InternalError
+// in a cluster; the in-process fake here answered 200). Tokens of odd but
+// valid keys still work.
+func TestMalformedContinuations(t *testing.T) {
 	s, _ := newTestServer(t)
 	bad := []url.Values{
-		{"NextPartitionKey": {"1!4!_w--"}}, // base64 of 0xFF
-		{"NextPartitionKey": {"1!4!/w=="}}, // the same, standard alphabet
-		{"NextPartitionKey": {"\xff"}},     // not a token: the key itself
+		{"NextPartitionKey": {"1!4!%%%"}},                                     // not base64
+		{"NextPartitionKey": {encodeToken("Smith")}, "NextRowKey": {"1!1!Q"}}, // a base64 fragment
+		{"NextPartitionKey": {"1!4!_w--"}},                                    // base64 of 0xFF
+		{"NextPartitionKey": {"1!4!/w=="}},                                    // the same, standard alphabet
+		{"NextPartitionKey": {"\xff"}},                                        // not a token: the key itself
 		{"NextPartitionKey": {encodeToken("Smith")}, "NextRowKey": {encodeToken("B\xffn")}},
 		{"NextPartitionKey": {"Smith"}, "NextRowKey": {"\xc3"}}, // a truncated sequence
 		{"$filter": {"Name eq '\xff'"}},
@@ -30,6 +34,12 @@ func TestQueryRefusesKeysNotUTF8(t *testing.T) {
 		if rec.Code != 400 || rec.Header().Get("x-ms-error-code") != "InvalidInput" {
 			t.Errorf("%q: got %d %s, want 400 InvalidInput", q, rec.Code, rec.Header().Get("x-ms-error-code"))
 		}
+	}
+
+	rec := httptest.NewRecorder()
+	s.Handler().ServeHTTP(rec, signedRequest(t, "GET", "/devstoreaccount1/Tables?NextTableName=1!4!%25%25%25", ""))
+	if rec.Code != 400 || rec.Header().Get("x-ms-error-code") != "InvalidInput" {
+		t.Errorf("NextTableName=1!4!%%%%%%: got %d %s, want 400 InvalidInput", rec.Code, rec.Header().Get("x-ms-error-code"))
 	}
 
 	// Keys with quotes, spaces, non-ASCII letters: their tokens (and the

@@ -174,7 +174,10 @@ func (s *Server) queryTables(ctx context.Context, w http.ResponseWriter, rc *req
 	}
 	next := ""
 	if v := rc.q("NextTableName"); v != "" {
-		next = decodeToken(v)
+		var ok bool
+		if next, ok = decodeToken(v); !ok {
+			return errInvalidInput("malformed continuation token NextTableName=" + strconv.Quote(v))
+		}
 	}
 	var page []string
 	nextName, more := "", false
