@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -117,7 +118,11 @@ func TestPagingAcrossReshapes(t *testing.T) {
 			if npk == nil {
 				break
 			}
-			if reshapeAt(t, ctx, mc, table, step, tokenKey(t, *npk)) {
+			changed, err := reshapeAt(t, ctx, mc, table, step, tokenKey(t, *npk))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if changed {
 				done[step%3]++
 			}
 			step++
@@ -166,28 +171,32 @@ func tokenKey(t *testing.T, tok string) string {
 
 // reshapeAt changes table's ranges around key next, by step: a split at
 // next, a merge of the first two ranges, or a leadership transfer of the
-// range holding next. It reports whether it changed anything.
-func reshapeAt(t *testing.T, ctx context.Context, mc *masterclient.Client, table string, step int, next string) bool {
+// range holding next. It reports whether it changed anything; it may run
+// on a goroutine of its own (it fails no test).
+func reshapeAt(t *testing.T, ctx context.Context, mc *masterclient.Client, table string, step int, next string) (bool, error) {
 	t.Helper()
-	m := partitionMap(t, mc)
+	m, err := getPartitionMap(ctx, mc)
+	if err != nil {
+		return false, err
+	}
 	rs := tableRanges(m, table)
 	switch step % 3 {
 	case 0:
 		for _, d := range rs {
 			if d.GetStart() == next {
-				return false // already a boundary
+				return false, nil // already a boundary
 			}
 		}
 		if _, err := splitRetrying(ctx, t, mc, table, next); err != nil {
-			t.Fatalf("split at %q: %v", next, err)
+			return false, fmt.Errorf("split at %q: %w", next, err)
 		}
-		return true
+		return true, nil
 	case 1:
 		if len(rs) > 1 {
 			if _, err := mergeRetrying(ctx, t, mc, rs[0].GetRangeId()); err != nil {
-				t.Fatalf("merge: %v", err)
+				return false, fmt.Errorf("merge of range %d: %w", rs[0].GetRangeId(), err)
 			}
-			return true
+			return true, nil
 		}
 	case 2:
 		for _, d := range rs {
@@ -206,9 +215,108 @@ func reshapeAt(t *testing.T, ctx context.Context, mc *masterclient.Client, table
 				if err != nil {
 					t.Logf("transfer of range %d to %s: %v", d.GetRangeId(), rep.GetServerId(), err)
 				}
-				return err == nil
+				return err == nil, nil
 			}
 		}
 	}
-	return false
+	return false, nil
+}
+
+// TestPagingDuringReshapes pages through a table again and again, on the
+// primary and the secondary, while another goroutine splits, merges and
+// moves leaderships of its ranges without pause, so that ranges change
+// during pages as well as between them: every scan returns every entity
+// once, in key order.
+func TestPagingDuringReshapes(t *testing.T) {
+	c := startTuned(t, 3, quietPolicies, nil)
+	const table = "pagingduring"
+	tc := newTable(t, serviceClient(t, c, 0), table)
+	acked := map[string]int64{}
+	writeSeq(t, tc, acked, "a", 78) // k00..k25, three RowKeys each
+	var want []string
+	for k := range acked {
+		want = append(want, k)
+	}
+	slices.Sort(want)
+	mc := masterClient(t, c)
+	ctx := ctxT(t, 3*time.Minute)
+	cred, err := aztables.NewSharedKeyCredential(auth.DevAccountName, auth.DevAccountKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secondary, err := aztables.NewClientWithSharedKey(c.Endpoint(0)+"-secondary/"+table, cred, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Followers apply the writes a moment after the leader: the
+	// secondary is caught up before the reshapes start (none writes).
+	scan := func(client *aztables.Client, top int32) ([]string, error) {
+		opts := aztables.ListEntitiesOptions{Top: &top}
+		var got []string
+		for pages := 0; ; pages++ {
+			if pages > 100 {
+				return got, fmt.Errorf("%d pages and no end", pages)
+			}
+			keys, npk, nrk, err := pageKeys(t, client, opts)
+			if err != nil {
+				return got, fmt.Errorf("page %d: %w", pages, err)
+			}
+			got = append(got, keys...)
+			if npk == nil {
+				return got, nil
+			}
+			opts.NextPartitionKey, opts.NextRowKey = npk, nrk
+		}
+	}
+	waitFor(t, 20*time.Second, "the secondary to hold every write", func() bool {
+		got, err := scan(secondary, 1000)
+		return err == nil && slices.Equal(got, want)
+	})
+
+	stop := make(chan struct{})
+	reshaped := make(chan int)
+	go func() {
+		n := 0
+		defer func() { reshaped <- n }()
+		for step := 0; ; step++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			// Split points walk the table; the merge folds the first
+			// two ranges; the transfer moves the leader of the range
+			// holding the key.
+			key := fmt.Sprintf("k%02d", 1+(step*7)%25)
+			changed, err := reshapeAt(t, ctx, mc, table, step, key)
+			if err != nil {
+				t.Errorf("reshape %d: %v", step, err)
+				return
+			}
+			if changed {
+				n++
+			}
+		}
+	}()
+	scans := 0
+	for deadline := time.Now().Add(6 * time.Second); time.Now().Before(deadline) || scans < 4; scans++ {
+		client, name := tc, "primary"
+		if scans%2 == 1 {
+			client, name = secondary, "secondary"
+		}
+		got, err := scan(client, 7)
+		if err != nil {
+			t.Fatalf("%s scan %d: %v", name, scans, err)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("%s scan %d: got %v\nwant %v", name, scans, got, want)
+		}
+	}
+	close(stop)
+	n := <-reshaped
+	t.Logf("%d scans during %d reshapes", scans, n)
+	if n < 3 {
+		t.Errorf("only %d reshapes during the scans", n)
+	}
 }
