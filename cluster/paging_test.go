@@ -40,12 +40,20 @@ func TestPagingAcrossReshapes(t *testing.T) {
 	mc := masterClient(t, c)
 	ctx := ctxT(t, 3*time.Minute)
 
-	t.Run("token not UTF-8", func(t *testing.T) {
+	t.Run("tokens", func(t *testing.T) {
 		for _, tok := range []string{"1!4!_w--", "\xff"} {
 			_, _, _, err := pageKeys(t, tc, aztables.ListEntitiesOptions{NextPartitionKey: &tok})
 			var re *azcore.ResponseError
 			if !errors.As(err, &re) || re.StatusCode != 400 || re.ErrorCode != "InvalidInput" {
 				t.Errorf("NextPartitionKey %q: %v, want 400 InvalidInput", tok, err)
+			}
+		}
+		// A continuation past every key: an empty last page.
+		for tok, want := range map[string]int{"1!4!enp6": 0, "zzz": 0, "k25": 1} {
+			rk := "1!8!YS0wMDUx" // "a-0051", the last RowKey of k25
+			keys, npk, _, err := pageKeys(t, tc, aztables.ListEntitiesOptions{NextPartitionKey: &tok, NextRowKey: &rk})
+			if err != nil || len(keys) != want || npk != nil {
+				t.Errorf("NextPartitionKey %q: %v, continuation %v, %v; want %d entities, no continuation", tok, keys, npk != nil, err, want)
 			}
 		}
 		_, err := tc.GetEntity(ctx, "\xff", "x", nil)
