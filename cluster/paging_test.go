@@ -28,9 +28,11 @@ import (
 // a PartitionKey range filter (whose exclusive bound falls on a split key)
 // and a PartitionKey equality filter; no page is empty (the last page of
 // the range filter was: its continuation pointed into the partition of the
-// exclusive bound). A continuation token that decodes to no UTF-8 text is
-// 400 InvalidInput, as is a point read of such a key (both were 500: gRPC
-// refused the string).
+// exclusive bound); a $select keeps to its properties across ranges. Keys
+// of odd characters page one by one; a continuation past the last key is
+// an empty last page. A continuation token that decodes to no UTF-8 text
+// is 400 InvalidInput, as is a point read of such a key (both were 500:
+// gRPC refused the string).
 func TestPagingAcrossReshapes(t *testing.T) {
 	c := startTuned(t, 3, quietPolicies, nil)
 	const table = "paging"
