@@ -114,7 +114,12 @@ func TestServiceSASRangePaging(t *testing.T) {
 							if npk == "" && nrk == "" {
 								break
 							}
-							if next := [2]string{decodeToken(npk), decodeToken(nrk)}; !kr.Contains(next[0], next[1]) {
+							pk, pok := decodeToken(npk)
+							rk, rok := decodeToken(nrk)
+							if !pok || !rok {
+								t.Fatalf("page %d continues with malformed tokens %q, %q", page, npk, nrk)
+							}
+							if next := [2]string{pk, rk}; !kr.Contains(next[0], next[1]) {
 								// A continuation names a key: one outside
 								// the range would leak it.
 								t.Fatalf("page %d continues at %v, outside %s", page, next, kr)
