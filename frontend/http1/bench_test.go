@@ -6,20 +6,30 @@ import (
 	"net"
 	"net/http"
 	"testing"
+	"time"
 )
 
 // BenchmarkKeepAliveGET is the server's own cost per request: point-read
 // sized GETs over one loopback keep-alive connection to a handler that
-// sets a few headers and writes a small body, as the front-end's does.
+// sets a few headers and writes a small body, as the front-end's does;
+// without timeouts, and with the front-end's (their deadlines are set per
+// request).
 func BenchmarkKeepAliveGET(b *testing.B) {
+	b.Run("no timeouts", func(b *testing.B) { benchKeepAliveGET(b, &Server{}) })
+	b.Run("front-end timeouts", func(b *testing.B) {
+		benchKeepAliveGET(b, &Server{ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, RequestTimeout: 30 * time.Second})
+	})
+}
+
+func benchKeepAliveGET(b *testing.B, s *Server) {
 	body := bytes.Repeat([]byte("x"), 300)
-	s := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hd := w.Header()
 		hd["Content-Type"] = []string{"application/json"}
 		hd["X-Ms-Version"] = r.Header["X-Ms-Version"]
 		_ = r.Context().Done() // as the back-end calls do
 		w.Write(body)
-	})}
+	})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)

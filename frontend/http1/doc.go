@@ -22,7 +22,9 @@
 // panics recovered (http.ErrAbortHandler closes quietly), graceful Shutdown,
 // ReadHeaderTimeout and IdleTimeout. What it adds: RequestTimeout, a
 // deadline on each request's context, so that a handler bounded by one
-// needs no context of its own on top of the server's. What it leaves out:
+// needs no context of its own on top of the server's, and on the reads of
+// its body and (twice as long) the writes of its answer, as net/http's
+// ReadTimeout and WriteTimeout would bound them. What it leaves out:
 // HTTP/2, Hijack, trailers in answers, ConnState hooks. It relies on the
 // http.Handler contract: the ResponseWriter (its header map included) and
 // the request's body are not used after the handler returns, for they

@@ -24,6 +24,10 @@ const DefaultMaxHeaderBytes = 1 << 20
 // (net/http's maxPostHandlerReadBytes).
 const maxDrainBytes = 256 << 10
 
+// writeSlack is how many times RequestTimeout from a request's header its
+// answer's writes may take to finish.
+const writeSlack = 2
+
 // bufSize is the size of each connection's read and write buffers, and the
 // most of an answer held back to send it with a Content-Length.
 const bufSize = 4 << 10
@@ -48,6 +52,15 @@ type Server struct {
 	// context.WithTimeout under the server's cancelable one costs a second
 	// context, a map of children in the first and its registration there,
 	// per request.
+	//
+	// It bounds the connection too, as net/http's ReadTimeout and
+	// WriteTimeout would: the request's body is read by the same deadline
+	// (a read after it fails with os.ErrDeadlineExceeded), and its answer
+	// is written by writeSlack times RequestTimeout from the header (the
+	// handler of a request that ran out its time still gets to answer).
+	// Without it a client that sends its body slowly or never, or stops
+	// reading its answer, holds its connection and handler until it
+	// leaves.
 	RequestTimeout time.Duration
 	// Logger receives handler panics and accept errors; nil discards them.
 	Logger *slog.Logger
@@ -288,6 +301,8 @@ func (c *conn) serve() {
 			c.rwc.SetReadDeadline(time.Now().Add(c.s.ReadHeaderTimeout))
 		} else if d > 0 {
 			c.rwc.SetReadDeadline(time.Now().Add(d))
+		} else if !first && c.s.RequestTimeout > 0 {
+			c.rwc.SetReadDeadline(time.Time{}) // the last request's
 		}
 		if _, err := c.br.Peek(1); err != nil {
 			return
@@ -301,14 +316,20 @@ func (c *conn) serve() {
 			c.rwc.SetReadDeadline(time.Time{})
 		}
 		req, b, err := c.readRequest()
-		if c.s.ReadHeaderTimeout > 0 {
-			c.rwc.SetReadDeadline(time.Time{})
-		}
 		if err != nil {
 			c.refuse(err)
 			return
 		}
-		if !c.serveOne(req, b) {
+		now := time.Now()
+		if d := c.s.RequestTimeout; d > 0 {
+			// The body is read by the request's deadline, the answer
+			// written by writeSlack times it (see RequestTimeout).
+			c.rwc.SetReadDeadline(now.Add(d))
+			c.rwc.SetWriteDeadline(now.Add(writeSlack * d))
+		} else if c.s.ReadHeaderTimeout > 0 {
+			c.rwc.SetReadDeadline(time.Time{})
+		}
+		if !c.serveOne(req, b, now) {
 			if !b.eof.Load() && b.err == nil && !c.cr.broken() {
 				c.lingerClose() // the client may still be sending the body
 			}
@@ -329,6 +350,10 @@ func (c *conn) refuse(err error) {
 		return // the connection failed or timed out mid-request
 	}
 	body := bad.msg
+	if d := c.s.RequestTimeout; d > 0 {
+		// Not the last request's write deadline, which may have passed.
+		c.rwc.SetWriteDeadline(time.Now().Add(d))
+	}
 	fmt.Fprintf(c.bw, "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s",
 		bad.status, http.StatusText(bad.status), len(body), body)
 	if c.bw.Flush() == nil {
@@ -360,14 +385,13 @@ func (c *conn) lingerClose() {
 	}
 }
 
-// serveOne runs the handler for req and finishes its answer; false when
-// the connection must close after it.
-func (c *conn) serveOne(req *http.Request, b *body) (keep bool) {
+// serveOne runs the handler for req, whose header was read at now, and
+// finishes its answer; false when the connection must close after it.
+func (c *conn) serveOne(req *http.Request, b *body, now time.Time) (keep bool) {
 	// The request's context ends when the client goes away (connReader
 	// cancels it), when the handler returns, or at RequestTimeout.
 	var ctx context.Context
 	var cancel context.CancelFunc
-	now := time.Now()
 	if d := c.s.RequestTimeout; d > 0 {
 		ctx, cancel = context.WithDeadline(context.Background(), now.Add(d))
 	} else {

@@ -17,6 +17,7 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -1228,4 +1229,124 @@ func TestConnStateResetBetweenRequests(t *testing.T) {
 			t.Errorf("%s: X-Path %q", want, got)
 		}
 	}
+}
+
+// TestSlowClientsBounded: with RequestTimeout, a client that sends its
+// body slowly or not at all, or does not read its answer, holds the
+// connection and its handler for a bounded time (RequestTimeout from the
+// request's header for the body, writeSlack times it for the answer), not
+// until it goes away.
+func TestSlowClientsBounded(t *testing.T) {
+	const timeout = 50 * time.Millisecond
+	bound := writeSlack*timeout + time.Second // the slack: a loaded machine's scheduling
+	t.Run("body never sent", func(t *testing.T) {
+		got := make(chan error, 1)
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, err := io.ReadAll(r.Body)
+			got <- err
+			http.Error(w, "body too slow", http.StatusRequestTimeout)
+		})
+		addr := startServer(t, &Server{Handler: h, RequestTimeout: timeout, ReadHeaderTimeout: time.Hour, IdleTimeout: time.Hour})
+		cl := dial(t, addr)
+		start := time.Now()
+		cl.send("PUT / HTTP/1.1\r\nHost: h\r\nContent-Length: 10\r\n\r\nabc")
+		select {
+		case err := <-got:
+			if !errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Fatalf("body read: %v, want a deadline error", err)
+			}
+			if d := time.Since(start); d > bound {
+				t.Errorf("body read ended after %v", d)
+			}
+		case <-time.After(ioTimeout):
+			t.Fatal("body read still waiting for the client")
+		}
+		// The handler's answer after its deadline is still written.
+		resp, body := cl.read("PUT")
+		if resp.StatusCode != http.StatusRequestTimeout || body != "body too slow\n" || !resp.Close {
+			t.Fatalf("answer %s %q Close=%v", resp.Status, body, resp.Close)
+		}
+		cl.closed()
+	})
+	t.Run("unread body never sent", func(t *testing.T) {
+		// The handler answers without reading (as the front-end's
+		// refusals before authentication do); the body, small enough to
+		// be skipped, never comes: the answer must all the same.
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, "denied", http.StatusForbidden)
+		})
+		addr := startServer(t, &Server{Handler: h, RequestTimeout: timeout})
+		cl := dial(t, addr)
+		start := time.Now()
+		cl.send("PUT / HTTP/1.1\r\nHost: h\r\nContent-Length: 1000\r\n\r\nabc")
+		resp, body := cl.read("PUT")
+		if resp.StatusCode != http.StatusForbidden || body != "denied\n" || !resp.Close {
+			t.Fatalf("answer %s %q Close=%v", resp.Status, body, resp.Close)
+		}
+		if d := time.Since(start); d > bound {
+			t.Errorf("answered after %v", d)
+		}
+	})
+	t.Run("answer never read", func(t *testing.T) {
+		got := make(chan error, 1)
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			chunk := make([]byte, 64<<10)
+			for range 1 << 10 { // 64 MiB, more than socket buffers hold
+				if _, err := w.Write(chunk); err != nil {
+					got <- err
+					return
+				}
+			}
+			got <- nil
+		})
+		addr := startServer(t, &Server{Handler: h, RequestTimeout: timeout})
+		cl := dial(t, addr)
+		start := time.Now()
+		cl.send("GET / HTTP/1.1\r\nHost: h\r\n\r\n")
+		select {
+		case err := <-got:
+			if !errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Fatalf("answer write: %v, want a deadline error", err)
+			}
+			if d := time.Since(start); d > bound {
+				t.Errorf("answer write ended after %v", d)
+			}
+		case <-time.After(ioTimeout):
+			t.Fatal("answer write still waiting for the client")
+		}
+	})
+	t.Run("handler past the deadline", func(t *testing.T) {
+		// The watch for a vanished client (from watchAfter) reads under
+		// the request's read deadline, passed by then: its timeout is not
+		// the client leaving, and the connection is kept.
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/slow" {
+				<-r.Context().Done() // at the read deadline too
+				time.Sleep(50 * time.Millisecond)
+			}
+			io.WriteString(w, "late")
+		})
+		addr := startServer(t, &Server{Handler: h, RequestTimeout: 2 * watchAfter})
+		cl := dial(t, addr)
+		cl.send("GET /slow HTTP/1.1\r\nHost: h\r\n\r\n")
+		if resp, body := cl.read("GET"); resp.StatusCode != 200 || body != "late" || resp.Close {
+			t.Fatalf("answer %s %q Close=%v", resp.Status, body, resp.Close)
+		}
+		cl.alive()
+	})
+	t.Run("keep-alive past the deadline", func(t *testing.T) {
+		// The request's deadline is its own: a keep-alive connection
+		// idle past it (without IdleTimeout) serves the next request,
+		// and an answer refused after that idle time is still written.
+		addr := startServer(t, &Server{Handler: echo, RequestTimeout: timeout})
+		cl := dial(t, addr)
+		cl.alive()
+		time.Sleep(3 * writeSlack * timeout)
+		cl.alive()
+		time.Sleep(3 * writeSlack * timeout)
+		cl.send("GET / HTTP/1.1\r\n\r\n")
+		if resp, _ := cl.read("GET"); resp.StatusCode != http.StatusBadRequest {
+			t.Fatalf("answer %s, want 400", resp.Status)
+		}
+	})
 }

@@ -128,8 +128,10 @@ func (cr *connReader) backgroundRead() {
 		cr.hasByte = true
 	}
 	var ne net.Error
-	if err != nil && !(cr.aborted && errors.As(err, &ne) && ne.Timeout()) {
+	if err != nil && !(errors.As(err, &ne) && ne.Timeout()) {
 		// EOF or a reset: the client is gone, nobody reads the answer.
+		// (A timeout is end's, or the request's deadline passed: the
+		// client may still be there, and the watch ends.)
 		if cr.err == nil {
 			cr.err = err
 		}
