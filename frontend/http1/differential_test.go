@@ -237,6 +237,8 @@ func TestParseDeliberateDifferences(t *testing.T) {
 		// form is not supported (no proxying here).
 		{"asterisk get", "GET * HTTP/1.1\r\nHost: h\r\n\r\n", wantRefused(400)},
 		{"connect authority", "CONNECT h:443 HTTP/1.1\r\nHost: h:443\r\n\r\n", wantRefused(400)},
+		// A field count net/http bounds only by MaxHeaderBytes.
+		{"many fields", "GET / HTTP/1.1\r\nHost: h\r\n" + strings.Repeat("A:\r\n", maxHeaderFields) + "\r\n", wantRefused(431)},
 		// Both framings: the chunks win in both, and ours closes after
 		// the answer (RFC 9112 6.1: a proxy in front may have framed it
 		// by its length); net/http keeps the connection.

@@ -39,5 +39,6 @@
 // and discards a chunked request's trailer section (r.Trailer stays nil),
 // and takes a bare LF as the end of that section as of the header's; and
 // it answers "Expect: 100-continue" on an HTTP/1.0 or empty request by
-// ignoring it where net/http answers 417.
+// ignoring it where net/http answers 417; and it refuses a header of more
+// than 256 fields (431), which net/http bounds only by MaxHeaderBytes.
 package http1

@@ -213,6 +213,8 @@ func TestServeCases(t *testing.T) {
 		{name: "header too large", req: "GET / HTTP/1.1\r\nHost: h\r\nX-A: " + strings.Repeat("a", 2000) + "\r\n\r\n", maxHeader: 2000, status: 431, close: true},
 		{name: "header within limit", req: "GET / HTTP/1.1\r\nHost: h\r\nX-A: " + strings.Repeat("a", 1900) + "\r\n\r\n", maxHeader: 2000, status: 200},
 		{name: "many headers too large", req: "GET / HTTP/1.1\r\nHost: h\r\n" + strings.Repeat("X-A: aaaaaaaaaa\r\n", 200) + "\r\n", maxHeader: 2000, status: 431, close: true},
+		{name: "too many header fields", req: "GET / HTTP/1.1\r\nHost: h\r\n" + strings.Repeat("X-A: a\r\n", maxHeaderFields) + "\r\n", status: 431, close: true},
+		{name: "header fields at the limit", req: "GET / HTTP/1.1\r\nHost: h\r\n" + strings.Repeat("X-A: a\r\n", maxHeaderFields-1) + "\r\n", status: 200},
 		{name: "request line too large", req: "GET /" + strings.Repeat("a", 5000) + " HTTP/1.1\r\nHost: h\r\n\r\n", maxHeader: 4096, status: 431, close: true},
 		{name: "obs-fold", req: "GET / HTTP/1.1\r\nHost: h\r\nX-A: a\r\n b\r\n\r\n", status: 400, close: true},
 		{name: "space before colon", req: "GET / HTTP/1.1\r\nHost: h\r\nX-A : a\r\n\r\n", status: 400, close: true},
