@@ -19,7 +19,8 @@
 // 100-continue", HTTP/1.0 and "Connection: close", a Date header, a sniffed
 // Content-Type when the handler sets none, a Content-Length on answers that
 // fit the buffer and chunked encoding on longer ones, http.Flusher, HEAD,
-// panics recovered (http.ErrAbortHandler closes quietly), graceful Shutdown,
+// panics recovered (http.ErrAbortHandler closes quietly), a 400 to a plain
+// HTTP request on a TLS connection, graceful Shutdown,
 // ReadHeaderTimeout and IdleTimeout. What it adds: RequestTimeout, a
 // deadline on each request's context, so that a handler bounded by one
 // needs no context of its own on top of the server's, and on the reads of

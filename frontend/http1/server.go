@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -287,6 +288,14 @@ func (c *conn) serve() {
 			tc.SetDeadline(time.Now().Add(d))
 		}
 		if err := tc.Handshake(); err != nil {
+			var re tls.RecordHeaderError
+			if errors.As(err, &re) && re.Conn != nil && looksLikeHTTP(re.RecordHeader) {
+				// Plain HTTP to the TLS port: say so, as net/http does,
+				// rather than close without a word.
+				io.WriteString(re.Conn, "HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n")
+				lingerClose(re.Conn, re.Conn)
+				err = errors.New("client sent an HTTP request to an HTTPS server")
+			}
 			c.s.logger().Debug("http TLS handshake failed", "remote", c.remoteAddr, "err", err)
 			return
 		}
@@ -372,17 +381,31 @@ const lingerTime = 500 * time.Millisecond
 // what the client still sends is read and dropped until it closes too or
 // lingerTime passes. net/http's closeWriteAndWait sleeps instead of
 // reading, which a client that sends on still ends with a reset.
-func (c *conn) lingerClose() {
-	if cw, ok := c.rwc.(interface{ CloseWrite() error }); ok {
+func (c *conn) lingerClose() { lingerClose(c.rwc, c.cr) }
+
+// lingerClose is conn.lingerClose of nc, read through r.
+func lingerClose(nc net.Conn, r io.Reader) {
+	if cw, ok := nc.(interface{ CloseWrite() error }); ok {
 		cw.CloseWrite()
 	}
-	c.rwc.SetReadDeadline(time.Now().Add(lingerTime))
+	nc.SetReadDeadline(time.Now().Add(lingerTime))
 	var buf [4 << 10]byte
 	for {
-		if _, err := c.cr.Read(buf[:]); err != nil {
+		if _, err := r.Read(buf[:]); err != nil {
 			return
 		}
 	}
+}
+
+// looksLikeHTTP reports whether the first bytes a TLS connection got, not
+// a TLS record header, are an HTTP request's (net/http's list, and the
+// Table API's other methods).
+func looksLikeHTTP(hdr [5]byte) bool {
+	switch string(hdr[:]) {
+	case "GET /", "HEAD ", "POST ", "PUT /", "OPTIO", "DELET", "MERGE", "PATCH":
+		return true
+	}
+	return false
 }
 
 // serveOne runs the handler for req, whose header was read at now, and

@@ -1064,6 +1064,21 @@ func TestTLS(t *testing.T) {
 			t.Fatalf("answer %s %q", resp.Status, body)
 		}
 	}
+	// A plain HTTP request to the TLS port (an http:// endpoint for an
+	// https:// one) is told so, as net/http tells it, instead of seeing
+	// its connection closed without a word; the methods of the Table
+	// API's writes are recognized too.
+	for _, method := range []string{"GET", "POST", "PUT", "DELETE", "MERGE", "PATCH", "HEAD", "OPTIONS"} {
+		t.Run("plain http "+method, func(t *testing.T) {
+			cl := dial(t, ln.Addr().String())
+			cl.send(method + " /devstoreaccount1/Tables HTTP/1.1\r\nHost: h\r\n\r\n")
+			resp, body := cl.read("GET")
+			if resp.StatusCode != http.StatusBadRequest || body != "Client sent an HTTP request to an HTTPS server.\n" {
+				t.Fatalf("answer %s %q", resp.Status, body)
+			}
+			cl.closed()
+		})
+	}
 }
 
 func selfSigned(t *testing.T) tls.Certificate {
