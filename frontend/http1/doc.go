@@ -16,7 +16,8 @@
 // What it keeps of net/http's behaviour, because handlers and clients rely
 // on it: canonical header keys, r.Host from the Host header (required in
 // HTTP/1.1), Content-Length and chunked request bodies, "Expect:
-// 100-continue", HTTP/1.0 and "Connection: close", a Date header, a sniffed
+// 100-continue", HTTP/1.0 and "Connection: close", a CRLF or two before a
+// request line skipped (RFC 9112 2.2), a Date header, a sniffed
 // Content-Type when the handler sets none, a Content-Length on answers that
 // fit the buffer and chunked encoding on longer ones, http.Flusher, HEAD,
 // panics recovered (http.ErrAbortHandler closes quietly), a 400 to a plain

@@ -313,7 +313,7 @@ func (c *conn) serve() {
 		} else if !first && c.s.RequestTimeout > 0 {
 			c.rwc.SetReadDeadline(time.Time{}) // the last request's
 		}
-		if _, err := c.br.Peek(1); err != nil {
+		if !c.awaitRequest() {
 			return
 		}
 		if !c.state.CompareAndSwap(stateIdle, stateActive) {
@@ -348,6 +348,27 @@ func (c *conn) serve() {
 			return
 		}
 		c.state.Store(stateIdle)
+	}
+}
+
+// maxLeadingCRLF is how many CR or LF bytes before a request line are
+// skipped: RFC 9112 2.2 asks a server to ignore at least one empty line
+// there (old clients end a POST's body with a CRLF); net/http skips 4.
+const maxLeadingCRLF = 4
+
+// awaitRequest waits for a request's first byte, skipping up to
+// maxLeadingCRLF CR or LF bytes before it, under the same deadline; false
+// when the connection ended or failed.
+func (c *conn) awaitRequest() bool {
+	for skipped := 0; ; skipped++ {
+		p, err := c.br.Peek(1)
+		if err != nil {
+			return false
+		}
+		if p[0] != '\r' && p[0] != '\n' || skipped == maxLeadingCRLF {
+			return true // more is readRequest's to refuse
+		}
+		c.br.Discard(1)
 	}
 }
 

@@ -227,6 +227,8 @@ func TestServeCases(t *testing.T) {
 		{name: "connect authority form", req: "CONNECT h:443 HTTP/1.1\r\nHost: h:443\r\n\r\n", status: 400, close: true},
 		{name: "non-ascii space is no connection token", req: "GET / HTTP/1.1\r\nHost: h\r\nConnection: \xc2\xa0close\r\n\r\n", status: 200},
 		{name: "malformed version", req: "GET / FTP/1.0\r\nHost: h\r\n\r\n", status: 400, close: true},
+		{name: "empty line before request", req: "\r\nGET / HTTP/1.1\r\nHost: h\r\n\r\n", status: 200, body: "GET / host=h body="},
+		{name: "too many empty lines before request", req: "\r\n\r\n\r\nGET / HTTP/1.1\r\nHost: h\r\n\r\n", status: 400, close: true},
 		{name: "malformed request line", req: "GET /\r\nHost: h\r\n\r\n", status: 400, close: true},
 		{name: "invalid method", req: "G(T / HTTP/1.1\r\nHost: h\r\n\r\n", status: 400, close: true},
 		{name: "asterisk not options", req: "GET * HTTP/1.1\r\nHost: h\r\n\r\n", status: 400, close: true},
@@ -556,6 +558,13 @@ func TestKeepAliveAndPipelining(t *testing.T) {
 		{name: "pipelined", writes: []string{
 			"POST /1 HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\nabcGET /2 HTTP/1.1\r\nHost: h\r\n\r\nPOST /3 HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nz\r\n0\r\n\r\n",
 		}, wants: [][]string{{"POST /1 host=h body=abc", "GET /2 host=h body=", "POST /3 host=h body=z"}}},
+		// RFC 9112 2.2: empty lines before a request line are ignored (old
+		// clients end a POST's body with a CRLF; net/http skips up to four
+		// CR or LF bytes after a POST).
+		{name: "empty lines before requests", writes: []string{
+			"POST /1 HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\nabc\r\n",
+			"\r\nGET /2 HTTP/1.1\r\nHost: h\r\n\r\n\nGET /3 HTTP/1.1\r\nHost: h\r\n\r\n",
+		}, wants: [][]string{{"POST /1 host=h body=abc"}, {"GET /2 host=h body=", "GET /3 host=h body="}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
