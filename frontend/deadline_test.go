@@ -2,6 +2,7 @@ package frontend
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"net"
@@ -158,4 +159,36 @@ func serveOne(t *testing.T, s *Server) net.Conn {
 		<-done
 	})
 	return c
+}
+
+// TestSlowBodyTimesOut: a body that has not all come by the request's
+// deadline (the listener's read deadline, http1.Server.RequestTimeout)
+// is answered 500 OperationTimedOut, as a request whose back-end work ran
+// out of time is (Azure's clients retry it), not 400 InvalidInput.
+func TestSlowBodyTimesOut(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.RequestTimeout = 150 * time.Millisecond
+	s, err := NewServer(cfg, newFakeBackend(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := serveOne(t, s)
+	r := signedRequest(t, "POST", "/devstoreaccount1/people", `{"PartitionKey":"a","RowKey":"b"}`)
+	r.RequestURI = ""
+	var raw bytes.Buffer
+	if err := r.Write(&raw); err != nil {
+		t.Fatal(err)
+	}
+	// All but the body's last bytes, which never come.
+	if _, err := c.Write(raw.Bytes()[:raw.Len()-5]); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusInternalServerError || resp.Header.Get("x-ms-error-code") != "OperationTimedOut" {
+		t.Fatalf("answer %s %s, want 500 OperationTimedOut", resp.Status, resp.Header.Get("x-ms-error-code"))
+	}
 }

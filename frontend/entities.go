@@ -2,8 +2,11 @@ package frontend
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -45,6 +48,13 @@ func (s *Server) readBody(rc *reqCtx) (*byteBuf, error) {
 		if err != nil {
 			buf.b = b
 			putBuf(buf)
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				// The listener reads a body by the request's deadline
+				// (http1.Server.RequestTimeout): the request ran out of
+				// time, as one whose back-end work did (500
+				// OperationTimedOut, which clients retry).
+				return nil, fmt.Errorf("reading body: %w", context.DeadlineExceeded)
+			}
 			return nil, errInvalidInput("reading body: " + err.Error())
 		}
 	}
