@@ -38,7 +38,8 @@ const bufSize = 4 << 10
 type Server struct {
 	Handler http.Handler
 	// ReadHeaderTimeout bounds reading a request's line and header fields,
-	// from its first byte (or from a TLS connection's handshake); 0: none.
+	// from its first byte, and a TLS connection's handshake; 0: none (the
+	// handshake then gets IdleTimeout).
 	ReadHeaderTimeout time.Duration
 	// IdleTimeout is how long a keep-alive connection waits for its next
 	// request; 0: ReadHeaderTimeout, and without both, forever.
@@ -284,7 +285,14 @@ func (c *conn) serve() {
 		c.s.mu.Unlock()
 	}()
 	if tc, ok := c.rwc.(*tls.Conn); ok {
-		if d := c.s.ReadHeaderTimeout; d > 0 {
+		// The handshake gets what a plain connection's first byte would
+		// (net/http's none without ReadHeaderTimeout: a client that
+		// connects and stays silent held its goroutine for ever).
+		d := c.s.ReadHeaderTimeout
+		if d == 0 {
+			d = c.s.idleTimeout()
+		}
+		if d > 0 {
 			tc.SetDeadline(time.Now().Add(d))
 		}
 		if err := tc.Handshake(); err != nil {

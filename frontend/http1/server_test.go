@@ -1384,3 +1384,40 @@ func TestSlowClientsBounded(t *testing.T) {
 		}
 	})
 }
+
+// TestTLSHandshakeTimeout: a TLS connection that never completes its
+// handshake is closed after the time a plain one waits for its first
+// byte: ReadHeaderTimeout, or IdleTimeout without it.
+func TestTLSHandshakeTimeout(t *testing.T) {
+	cert := selfSigned(t)
+	for _, tc := range []struct {
+		name string
+		s    *Server
+		sent string // by the client, which then waits
+	}{
+		{"read header timeout", &Server{ReadHeaderTimeout: 50 * time.Millisecond}, ""},
+		{"idle timeout", &Server{IdleTimeout: 50 * time.Millisecond}, ""},
+		{"idle timeout, partial hello", &Server{IdleTimeout: 50 * time.Millisecond}, "\x16\x03\x01\x00\xff\x01"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.s.Handler = echo
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- tc.s.Serve(tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}})) }()
+			defer func() {
+				tc.s.Close()
+				<-done
+			}()
+			cl := dial(t, ln.Addr().String())
+			cl.send(tc.sent)
+			start := time.Now()
+			cl.closed()
+			if d := time.Since(start); d > 2*time.Second {
+				t.Errorf("closed after %v", d)
+			}
+		})
+	}
+}
