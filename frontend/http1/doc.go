@@ -39,8 +39,9 @@
 // other than 1.0 and 1.1 (505), CONNECT's authority form and "*" outside
 // OPTIONS; it does not add Cache-Control for "Pragma: no-cache"; it checks
 // and discards a chunked request's trailer section (r.Trailer stays nil),
-// and takes a bare LF as the end of that section as of the header's; and
-// it answers "Expect: 100-continue" on an HTTP/1.0 or empty request by
-// ignoring it where net/http answers 417; and it refuses a header of more
-// than 256 fields (431), which net/http bounds only by MaxHeaderBytes.
+// and takes a bare LF as the end of that section as of the header's; it
+// refuses a header of more than 256 fields (431), which net/http bounds
+// only by MaxHeaderBytes; and it skips empty lines before any request,
+// net/http only after a POST. TestServerMatchesNetHTTP compares what a
+// client gets from either server on one connection.
 package http1
