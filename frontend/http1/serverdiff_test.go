@@ -50,6 +50,25 @@ func answersTo(t *testing.T, addr, raw string) []answer {
 	}
 }
 
+// diffHandler is echo but for a few paths: /ignore answers without
+// reading the body, /panic panics, /close asks to close the connection,
+// /big writes an answer longer than the server's buffers.
+var diffHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case "/ignore":
+		io.WriteString(w, "ignored")
+	case "/panic":
+		panic("diff")
+	case "/close":
+		w.Header().Set("Connection", "close")
+		io.WriteString(w, "closing")
+	case "/big":
+		io.WriteString(w, strings.Repeat("b", 3*bufSize))
+	default:
+		echo(w, r)
+	}
+})
+
 // serverSeeds are connections' worth of bytes for TestServerMatchesNetHTTP
 // beyond the parser's corpora: pipelining, connection ends and limits.
 var serverSeeds = []string{
@@ -70,6 +89,16 @@ var serverSeeds = []string{
 	"GET / HTTP/1.1\r\nHost: h\r\nContent-Length: 0x3\r\n\r\nabc",
 	"GET / HTTP/1.1\nHost: h\nContent-Length: 1\n\nxGET /2 HTTP/1.1\nHost: h\n\n",
 	"PUT / HTTP/1.0\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\nx",
+	// Handlers' side: a body left unread is skipped when small, a large
+	// one or one awaiting 100-continue closes; a panic closes without an
+	// answer; the handler's Connection: close; a long answer.
+	"POST /ignore HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhelloGET /2 HTTP/1.1\r\nHost: h\r\n\r\n",
+	"POST /ignore HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\nGET /2 HTTP/1.1\r\nHost: h\r\n\r\n",
+	"POST /ignore HTTP/1.1\r\nHost: h\r\nContent-Length: 300000\r\n\r\n" + strings.Repeat("x", 300000) + "GET /2 HTTP/1.1\r\nHost: h\r\n\r\n",
+	"POST /ignore HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\nhelloGET /2 HTTP/1.1\r\nHost: h\r\n\r\n",
+	"GET /panic HTTP/1.1\r\nHost: h\r\n\r\nGET /2 HTTP/1.1\r\nHost: h\r\n\r\n",
+	"GET /close HTTP/1.1\r\nHost: h\r\n\r\nGET /2 HTTP/1.1\r\nHost: h\r\n\r\n",
+	"GET /big HTTP/1.1\r\nHost: h\r\n\r\nGET /big HTTP/1.0\r\nConnection: keep-alive\r\n\r\nGET /2 HTTP/1.1\r\nHost: h\r\n\r\n",
 	"PUT / HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 0\r\n\r\nGET /2 HTTP/1.1\r\nHost: h\r\n\r\n",
 }
 
@@ -78,12 +107,12 @@ var serverSeeds = []string{
 // are net/http's Server's, but for the deliberate differences listed,
 // each of which must still differ.
 func TestServerMatchesNetHTTP(t *testing.T) {
-	ours := startServer(t, &Server{Handler: echo})
+	ours := startServer(t, &Server{Handler: diffHandler})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	std := &http.Server{Handler: echo, ErrorLog: log.New(io.Discard, "", 0)}
+	std := &http.Server{Handler: diffHandler, ErrorLog: log.New(io.Discard, "", 0)}
 	go std.Serve(ln)
 	t.Cleanup(func() { std.Close() })
 	deliberate := map[string]string{
