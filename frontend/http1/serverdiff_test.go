@@ -3,6 +3,7 @@ package http1
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"log"
 	"net"
@@ -18,6 +19,14 @@ type answer struct {
 	status int
 	body   string
 	close  bool
+}
+
+func showAnswers(as []answer) string {
+	var b strings.Builder
+	for _, a := range as {
+		fmt.Fprintf(&b, "[%d %q close=%v] ", a.status, trunc(a.body), a.close)
+	}
+	return b.String()
 }
 
 // answersTo sends raw on a new connection to addr, ends its side, and
@@ -150,7 +159,7 @@ func TestServerMatchesNetHTTP(t *testing.T) {
 		why, ok := deliberate[raw]
 		switch {
 		case !same && !ok:
-			t.Errorf("%s:\n  ours     %+v\n  net/http %+v", trunc(raw), o, s)
+			t.Errorf("%s:\n  ours     %s\n  net/http %s", trunc(raw), showAnswers(o), showAnswers(s))
 		case same && ok:
 			t.Errorf("%s: no longer differs from net/http (%s)", trunc(raw), why)
 		}
