@@ -49,6 +49,19 @@ var refusedSeeds = []string{
 	"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\nabcGET / HTTP/1.1\r\nHost: h\r\n\r\n",
 	"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\nX: y\r\n\r\nGET / HTTP/1.1\r\nHost: h\r\n\r\n",
 	"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\nGET / HTTP/1.1\r\nHost: h\r\n\r\n",
+	// Smuggling's usual suspects (review of 2026-11-27): a coding list,
+	// a hex or listed length, a space or tab before the colon, a
+	// Content-Length in the trailer, a bare CR, an empty line first.
+	"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked, identity\r\n\r\n0\r\n\r\n",
+	"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: identity\r\nContent-Length: 1\r\n\r\nx",
+	"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 0x1\r\n\r\nx",
+	"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 1, 1\r\n\r\nx",
+	"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding\t: chunked\r\n\r\n0\r\n\r\n",
+	"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nx\r\n0\r\nContent-Length: 9\r\n\r\n",
+	"POST / HTTP/1.1\r\nHost: h\r\nX: a\rContent-Length: 1\r\n\r\nx",
+	"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n1\rx\r\n0\r\n\r\n",
+	"\r\nGET / HTTP/1.1\r\nHost: h\r\n\r\n",
+	"GET / HTTP/1.1\r\nHost: h\r\n" + strings.Repeat("A:\r\n", maxHeaderFields) + "\r\n",
 }
 
 // FuzzReadRequest feeds the package's request reader arbitrary bytes: it

@@ -135,6 +135,7 @@ func TestServerMatchesNetHTTP(t *testing.T) {
 	}
 	for raw, why := range map[string]string{
 		"GET /1 HTTP/1.1\r\nHost: h\r\n\r\n\r\nGET /2 HTTP/1.1\r\nHost: h\r\n\r\n":           "ours skips an empty line before any request (RFC 9112 2.2), net/http only after a POST",
+		"\r\nGET / HTTP/1.1\r\nHost: h\r\n\r\n":                                              "ours skips an empty line before a first request too",
 		"GET / HTTP/1.1\r\nHost: h\r\n" + strings.Repeat("A:\r\n", maxHeaderFields) + "\r\n": "the field count (doc.go)",
 	} {
 		deliberate[raw] = why
