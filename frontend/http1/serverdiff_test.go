@@ -46,7 +46,11 @@ func answersTo(t *testing.T, addr, raw string) []answer {
 	br := bufio.NewReader(c)
 	var out []answer
 	for {
-		resp, err := http.ReadResponse(br, nil)
+		var req *http.Request // a GET's answer is read alike
+		if len(out) == 0 && strings.HasPrefix(raw, "HEAD ") {
+			req = &http.Request{Method: http.MethodHead}
+		}
+		resp, err := http.ReadResponse(br, req)
 		if err != nil {
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
@@ -107,6 +111,7 @@ var serverSeeds = []string{
 	"POST /ignore HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\nhelloGET /2 HTTP/1.1\r\nHost: h\r\n\r\n",
 	"GET /panic HTTP/1.1\r\nHost: h\r\n\r\nGET /2 HTTP/1.1\r\nHost: h\r\n\r\n",
 	"GET /close HTTP/1.1\r\nHost: h\r\n\r\nGET /2 HTTP/1.1\r\nHost: h\r\n\r\n",
+	"HEAD /big HTTP/1.1\r\nHost: h\r\n\r\nGET /2 HTTP/1.1\r\nHost: h\r\n\r\n",
 	"GET /big HTTP/1.1\r\nHost: h\r\n\r\nGET /big HTTP/1.0\r\nConnection: keep-alive\r\n\r\nGET /2 HTTP/1.1\r\nHost: h\r\n\r\n",
 	"PUT / HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 0\r\n\r\nGET /2 HTTP/1.1\r\nHost: h\r\n\r\n",
 }
@@ -148,9 +153,6 @@ func TestServerMatchesNetHTTP(t *testing.T) {
 	inputs = append(inputs, refusedSeeds...)
 	inputs = append(inputs, serverSeeds...)
 	for _, raw := range inputs {
-		if strings.HasPrefix(raw, "HEAD ") {
-			continue // an answer to HEAD is read differently
-		}
 		o := answersTo(t, ours, raw)
 		s := answersTo(t, ln.Addr().String(), raw)
 		same := len(o) == len(s)
