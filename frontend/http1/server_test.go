@@ -1421,3 +1421,54 @@ func TestTLSHandshakeTimeout(t *testing.T) {
 		})
 	}
 }
+
+// TestWatchOverTLS: the watch for a vanished client reads through the TLS
+// connection, and end stops that read with a deadline in the past: the
+// connection must serve on after it (crypto/tls keeps a timed-out read's
+// state), and a pipelined request's first byte, read by the watch, must
+// reach the next request.
+func TestWatchOverTLS(t *testing.T) {
+	cert := selfSigned(t)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			time.Sleep(2 * watchAfter) // watched from watchAfter on
+		}
+		io.WriteString(w, r.Method+" "+r.URL.Path)
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{Handler: h, ReadHeaderTimeout: ioTimeout, RequestTimeout: ioTimeout}
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}})) }()
+	defer func() {
+		s.Close()
+		<-done
+	}()
+	c, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{InsecureSkipVerify: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(ioTimeout))
+	cl := &client{t: t, c: c, br: bufio.NewReader(c)}
+	// Watched, stopped by end.
+	cl.send("GET /slow HTTP/1.1\r\nHost: h\r\n\r\n")
+	if resp, body := cl.read("GET"); resp.StatusCode != 200 || body != "GET /slow" || resp.Close {
+		t.Fatalf("answer %s %q Close=%v", resp.Status, body, resp.Close)
+	}
+	cl.send("GET /after HTTP/1.1\r\nHost: h\r\n\r\n")
+	if resp, body := cl.read("GET"); resp.StatusCode != 200 || body != "GET /after" {
+		t.Fatalf("answer %s %q", resp.Status, body)
+	}
+	// Watched, with the next request arriving meanwhile.
+	cl.send("GET /slow HTTP/1.1\r\nHost: h\r\n\r\n")
+	time.Sleep(watchAfter + watchAfter/2)
+	cl.send("GET /next HTTP/1.1\r\nHost: h\r\n\r\n")
+	for _, want := range []string{"GET /slow", "GET /next"} {
+		if resp, body := cl.read("GET"); resp.StatusCode != 200 || body != want {
+			t.Fatalf("answer %s %q, want %q", resp.Status, body, want)
+		}
+	}
+}
