@@ -58,6 +58,9 @@ type Config struct {
 	// RequestTimeout bounds the work done for one request, including the
 	// backend's retries; past it the client gets 500 OperationTimedOut
 	// (flag -request-timeout). A smaller "timeout" query parameter wins.
+	// It bounds the connection too (http1.Server.RequestTimeout): the
+	// request's body must have come by then, and its answer be written by
+	// twice it, so a client that sends or reads slowly holds no more.
 	RequestTimeout time.Duration
 	// ReadHeaderTimeout and IdleTimeout tune the HTTP server (package http1)
 	// (flags -read-header-timeout, -idle-timeout).
