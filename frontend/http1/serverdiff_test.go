@@ -65,7 +65,8 @@ func answersTo(t *testing.T, addr, raw string) []answer {
 
 // diffHandler is echo but for a few paths: /ignore answers without
 // reading the body, /panic panics, /close asks to close the connection,
-// /big writes an answer longer than the server's buffers.
+// /big writes an answer longer than the server's buffers, /slow answers
+// after the watch for a vanished client has begun.
 var diffHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case "/ignore":
@@ -75,6 +76,11 @@ var diffHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) 
 	case "/close":
 		w.Header().Set("Connection", "close")
 		io.WriteString(w, "closing")
+	case "/slow":
+		// Past watchAfter: watched for the client leaving, which the
+		// half-close answersTo makes look like it.
+		time.Sleep(2 * watchAfter)
+		io.WriteString(w, "slow")
 	case "/big":
 		io.WriteString(w, strings.Repeat("b", 3*bufSize))
 	default:
@@ -111,6 +117,7 @@ var serverSeeds = []string{
 	"POST /ignore HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\nhelloGET /2 HTTP/1.1\r\nHost: h\r\n\r\n",
 	"GET /panic HTTP/1.1\r\nHost: h\r\n\r\nGET /2 HTTP/1.1\r\nHost: h\r\n\r\n",
 	"GET /close HTTP/1.1\r\nHost: h\r\n\r\nGET /2 HTTP/1.1\r\nHost: h\r\n\r\n",
+	"GET /slow HTTP/1.1\r\nHost: h\r\n\r\nGET /2 HTTP/1.1\r\nHost: h\r\n\r\n",
 	"HEAD /big HTTP/1.1\r\nHost: h\r\n\r\nGET /2 HTTP/1.1\r\nHost: h\r\n\r\n",
 	"GET /big HTTP/1.1\r\nHost: h\r\n\r\nGET /big HTTP/1.0\r\nConnection: keep-alive\r\n\r\nGET /2 HTTP/1.1\r\nHost: h\r\n\r\n",
 	"PUT / HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 0\r\n\r\nGET /2 HTTP/1.1\r\nHost: h\r\n\r\n",

@@ -3,6 +3,7 @@ package http1
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"sync"
 	"time"
@@ -129,10 +130,13 @@ func (cr *connReader) backgroundRead() {
 	}
 	var ne net.Error
 	if err != nil && !(errors.As(err, &ne) && ne.Timeout()) {
-		// EOF or a reset: the client is gone, nobody reads the answer.
-		// (A timeout is end's, or the request's deadline passed: the
-		// client may still be there, and the watch ends.)
-		if cr.err == nil {
+		// EOF or a reset: the client is gone, nobody reads the answer
+		// (a timeout is end's, or the request's deadline passed: the
+		// client may still be there, and the watch ends). An EOF may be
+		// a half-close after pipelined requests, though: as net/http,
+		// the request is canceled but the connection serves on what it
+		// has read, until its next read finds the end too.
+		if cr.err == nil && err != io.EOF {
 			cr.err = err
 		}
 		if cr.cancel != nil {
