@@ -227,7 +227,9 @@ func openReplica(d replicaDeps, sl *slot, bootstrap bool, voters []raft.Server, 
 	// A follower stuck on a stale log tail is caught up by a snapshot
 	// past it (see Group.SetStuckFollower).
 	transport.SetStuckFollower(snapshotPastFollower(r, &rep.cfgMu, logger))
-	rep.verify = newVerifyCoalescer(func() error { return r.VerifyLeader().Error() }, verifySpacing)
+	// The transport's check, not raft's alone: raft counts answers to
+	// heartbeats sent before the round began (Group.VerifyLeader).
+	rep.verify = newVerifyCoalescer(func() error { return transport.VerifyLeader(r, rc.LocalID) }, verifySpacing)
 	if rfsm.Descriptor().GetGeneration() > 1 {
 		rep.birthPending.Store(true)
 		go rep.compactBirthLog()
@@ -451,7 +453,7 @@ func (r *replica) joinFloor(ctx context.Context) (joinFloor, error) {
 		return joinFloor{}, err
 	}
 	idx := r.raft.CommitIndex()
-	if err := r.raft.VerifyLeader().Error(); err != nil {
+	if err := r.transport.VerifyLeader(r.raft, raft.ServerID(r.serverID)); err != nil {
 		return joinFloor{}, ErrNotLeader
 	}
 	if r.raft.CurrentTerm() != term || !r.isLeader() {
@@ -638,7 +640,7 @@ func (r *replica) fsmEntriesBetween(from, to uint64) bool {
 // verifyCoalescer shares one VerifyLeader round among all reads that arrive
 // while no round has started yet.
 type verifyCoalescer struct {
-	round   func() error // one leadership round (raft's VerifyLeader)
+	round   func() error // one leadership round (grouptransport.Group.VerifyLeader)
 	spacing time.Duration
 	mu      sync.Mutex
 	waiting []chan error

@@ -120,9 +120,10 @@ func (g *Group) AppendEntries(id raft.ServerID, target raft.ServerAddress, args 
 	return err
 }
 
-// acked records a promised successful answer to an append sent at sent.
+// acked records a successful answer to an append sent at sent, and the
+// promise it carries if any, before raft sees it.
 func (g *Group) acked(id raft.ServerID, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse, promised time.Duration, err error, sent time.Time) {
-	if promised > 0 && err == nil && resp.Success && resp.Term == args.Term {
+	if err == nil && resp.Success && resp.Term == args.Term {
 		g.ack(id, args.Term, sent, promised)
 	}
 }

@@ -265,12 +265,69 @@ func (g *Group) following(term uint64) bool {
 	return fn != nil && *fn != nil && (*fn)(term)
 }
 
-// ack records a promise of promised from peer on an append of term sent
-// at sent.
+// ack records peer's successful answer to an append of term sent at sent,
+// with its promise of promised (0: none).
 func (g *Group) ack(peer raft.ServerID, term uint64, sent time.Time, promised time.Duration) {
 	g.lease.mu.Lock()
-	g.lease.tracker.Ack(string(peer), term, sent, promised, g.t.leases.d)
+	g.lease.tracker.Answered(string(peer), term, sent)
+	if promised > 0 {
+		g.lease.tracker.Ack(string(peer), term, sent, promised, g.t.leases.d)
+	}
 	g.lease.mu.Unlock()
+}
+
+// ErrUnconfirmed: a leadership check (Group.VerifyLeader) did not hear a
+// quorum answer requests sent after it began within verifyWait.
+var ErrUnconfirmed = errors.New("grouptransport: leadership not confirmed by answers sent after the check began")
+
+// verifyWait bounds Group.VerifyLeader's further rounds once raft's own
+// check passed on answers that predate it.
+const verifyWait = 2 * time.Second
+
+// VerifyLeader confirms, as raft's VerifyLeader, that r (this group's
+// member self) still leads, but counts only answers to requests sent after
+// the call began. raft's check (hashicorp/raft v1.7.3, replication.go's
+// notifyAll) counts every success its replication goroutines report once
+// the check is registered: the answer to a heartbeat or append sent, and
+// answered, before the check began but handled after it (the leader's
+// process stalled meanwhile) confirms a leader that a transfer-flagged
+// election (a hand-off, a woken range's campaign) deposed in between, and
+// a read would miss the new leader's acknowledged writes
+// (TestVerifyLeaderIgnoresAnswersSentBeforeIt). So after raft's check
+// passes, the answers the transport recorded (Tracker.HeardSince, recorded
+// before raft sees them) must include a quorum's to requests sent after
+// the start; until they do, raft's check runs again, which sends fresh
+// heartbeats. A member that lost the lead or its term fails.
+func (g *Group) VerifyLeader(r *raft.Raft, self raft.ServerID) error {
+	start := time.Now()
+	term := r.CurrentTerm()
+	for {
+		if err := r.VerifyLeader().Error(); err != nil {
+			return err
+		}
+		if r.CurrentTerm() != term {
+			return raft.ErrNotLeader
+		}
+		f := r.GetConfiguration()
+		if err := f.Error(); err != nil {
+			return err
+		}
+		var voters []string
+		for _, s := range f.Configuration().Servers {
+			if s.Suffrage == raft.Voter {
+				voters = append(voters, string(s.ID))
+			}
+		}
+		g.lease.mu.Lock()
+		ok := g.lease.tracker.HeardSince(start, term, string(self), voters)
+		g.lease.mu.Unlock()
+		if ok {
+			return nil
+		}
+		if time.Since(start) >= verifyWait {
+			return ErrUnconfirmed
+		}
+	}
 }
 
 // LeaseHeld reports whether this member, self, leading term with voters

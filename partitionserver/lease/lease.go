@@ -168,12 +168,28 @@ func (v *Voter) Promise(now, recv time.Time, leader string, term uint64, d, fres
 }
 
 // Tracker is one leader's side: until when each follower's last promised
-// answer counts. The zero value holds no lease. Not safe for concurrent
+// answer counts, and when the last request each follower answered with
+// success was sent. The zero value holds no lease. Not safe for concurrent
 // use.
 type Tracker struct {
 	term     uint64
 	acks     map[string]time.Time // the end of what each follower's promise is counted for
+	heard    map[string]time.Time // the send time of each follower's last successful answer
 	disabled uint64               // terms up to this hold no lease
+}
+
+// at makes term the tracked one: false for an older term (its answers
+// count for nothing), and a newer one forgets the older one's answers.
+func (t *Tracker) at(term uint64) bool {
+	if term < t.term || term == 0 {
+		return false
+	}
+	if term > t.term || t.acks == nil {
+		t.term = term
+		t.acks = make(map[string]time.Time, 4)
+		t.heard = make(map[string]time.Time, 4)
+	}
+	return true
 }
 
 // Ack records that peer answered, with a promise of promised, an append of
@@ -181,17 +197,54 @@ type Tracker struct {
 // the shorter of promised and its own d (a follower configured with a
 // shorter lease promises less).
 func (t *Tracker) Ack(peer string, term uint64, sent time.Time, promised, d time.Duration) {
-	if term < t.term || term == 0 || promised <= 0 || d <= 0 {
+	if promised <= 0 || d <= 0 || !t.at(term) {
 		return
-	}
-	if term > t.term || t.acks == nil {
-		t.term = term
-		t.acks = make(map[string]time.Time, 4)
 	}
 	end := sent.Add(time.Duration(float64(min(promised, d)) * LeaderShare))
 	if end.After(t.acks[peer]) {
 		t.acks[peer] = end
 	}
+}
+
+// Answered records that peer answered with success, promised or not, an
+// append of term this leader sent at sent (HeardSince).
+func (t *Tracker) Answered(peer string, term uint64, sent time.Time) {
+	if !t.at(term) {
+		return
+	}
+	if sent.After(t.heard[peer]) {
+		t.heard[peer] = sent
+	}
+}
+
+// HeardSince reports whether a quorum of voters (the latest
+// configuration's), self among them, answered with success in term
+// requests self sent at or after since: each of them then followed self
+// in term after since, so no leader of a later term could be elected
+// before since. A leadership check counts only such answers. A leader
+// outside its latest configuration (removing itself) is never confirmed,
+// as it never holds a lease (Held); raft's VerifyLeader counts it anyway,
+// which confirms the leader of a single-voter configuration it left.
+func (t *Tracker) HeardSince(since time.Time, term uint64, self string, voters []string) bool {
+	if term == 0 {
+		return false
+	}
+	heard := t.heard
+	if term != t.term {
+		heard = nil // nothing heard in term (a single voter hears nothing)
+	}
+	n, in := 0, false
+	for _, v := range voters {
+		if v == self {
+			in = true
+			n++
+			continue
+		}
+		if sent, ok := heard[v]; ok && !sent.Before(since) {
+			n++
+		}
+	}
+	return in && n > len(voters)/2
 }
 
 // Disable gives up the lease in every term up to term, for good: the

@@ -324,3 +324,66 @@ func TestVoterIdle(t *testing.T) {
 		})
 	}
 }
+
+// A leadership check counts only answers to requests sent at or after it
+// began, in the term it checks, from a quorum of the latest configuration
+// with the leader in it.
+func TestTrackerHeardSince(t *testing.T) {
+	type answer struct {
+		peer string
+		term uint64
+		ms   int // when the answered request was sent
+	}
+	voters := []string{"a", "b", "c"}
+	cases := []struct {
+		name    string
+		answers []answer
+		term    uint64
+		voters  []string
+		since   int
+		want    bool
+	}{
+		{name: "nothing heard", term: 2, voters: voters, since: 10},
+		{name: "an answer to a request sent before the check", answers: []answer{{"b", 2, 9}, {"c", 2, 5}}, term: 2, voters: voters, since: 10},
+		{name: "an answer to a request sent at the check's start", answers: []answer{{"b", 2, 10}}, term: 2, voters: voters, since: 10, want: true},
+		{name: "a later answer replaces an earlier one", answers: []answer{{"b", 2, 5}, {"b", 2, 12}}, term: 2, voters: voters, since: 10, want: true},
+		{name: "an earlier send recorded late does not go back", answers: []answer{{"b", 2, 12}, {"b", 2, 5}}, term: 2, voters: voters, since: 10, want: true},
+		{name: "answers of an older term", answers: []answer{{"b", 1, 12}, {"c", 1, 12}}, term: 2, voters: voters, since: 10},
+		{name: "a newer term's answer drops the older ones", answers: []answer{{"b", 2, 12}, {"c", 3, 12}}, term: 2, voters: voters, since: 10},
+		{name: "a non-voter's answer does not count", answers: []answer{{"x", 2, 12}}, term: 2, voters: voters, since: 10},
+		{name: "five voters need two followers", answers: []answer{{"b", 2, 12}}, term: 2, voters: []string{"a", "b", "c", "d", "e"}, since: 10},
+		{name: "five voters, two followers", answers: []answer{{"b", 2, 12}, {"e", 2, 11}}, term: 2, voters: []string{"a", "b", "c", "d", "e"}, since: 10, want: true},
+		{name: "a leader outside its configuration", answers: []answer{{"b", 2, 12}, {"c", 2, 12}}, term: 2, voters: []string{"b", "c"}, since: 10},
+		{name: "a single voter needs nobody", term: 2, voters: []string{"a"}, since: 10, want: true},
+		{name: "term zero", term: 0, voters: []string{"a"}, since: 10},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var tr Tracker
+			for _, a := range c.answers {
+				tr.Answered(a.peer, a.term, at(a.ms))
+			}
+			if got := tr.HeardSince(at(c.since), c.term, "a", c.voters); got != c.want {
+				t.Fatalf("HeardSince = %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
+// An answer without a promise is heard but holds no lease; a promised one
+// does both.
+func TestTrackerAnsweredIsNotAPromise(t *testing.T) {
+	var tr Tracker
+	voters := []string{"a", "b", "c"}
+	tr.Answered("b", 2, at(0))
+	if tr.Held(at(1), 2, "a", voters) {
+		t.Fatal("an answer without a promise holds a lease")
+	}
+	if !tr.HeardSince(at(0), 2, "a", voters) {
+		t.Fatal("the answer is not heard")
+	}
+	tr.Ack("c", 2, at(1), d, d)
+	if !tr.Held(at(2), 2, "a", voters) {
+		t.Fatal("a promised answer holds no lease")
+	}
+}
