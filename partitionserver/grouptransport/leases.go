@@ -2,6 +2,7 @@ package grouptransport
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -285,14 +286,17 @@ var ErrUnconfirmed = errors.New("grouptransport: leadership not confirmed by ans
 const verifyWait = 2 * time.Second
 
 // VerifyLeader confirms, as raft's VerifyLeader, that r (this group's
-// member self) still leads, but counts only answers to requests sent after
-// the call began. raft's check (hashicorp/raft v1.7.3, replication.go's
-// notifyAll) counts every success its replication goroutines report once
-// the check is registered: the answer to a heartbeat or append sent, and
-// answered, before the check began but handled after it (the leader's
-// process stalled meanwhile) confirms a leader that a transfer-flagged
-// election (a hand-off, a woken range's campaign) deposed in between, and
-// a read would miss the new leader's acknowledged writes
+// member self) still leads, but counts only voters' answers to requests
+// sent after the call began. raft's check (hashicorp/raft v1.7.3,
+// verifyLeader and replication.go's notifyAll) counts every success any
+// replication goroutine reports once the check is registered: a
+// non-voter's (a move's joiner: a leader cut off from its voters but not
+// from it was confirmed, TestVerifyLeaderCountsVotersOnly), and the answer
+// to a heartbeat or append sent, and answered, before the check began but
+// handled after it (the leader's process stalled meanwhile), which
+// confirms a leader that a transfer-flagged election (a hand-off, a woken
+// range's campaign) deposed in between; a read then misses the new
+// leader's acknowledged writes
 // (TestVerifyLeaderIgnoresAnswersSentBeforeIt). So after raft's check
 // passes, the answers the transport recorded (Tracker.HeardSince, recorded
 // before raft sees them) must include a quorum's to requests sent after
@@ -313,10 +317,15 @@ func (g *Group) VerifyLeader(r *raft.Raft, self raft.ServerID) error {
 			return err
 		}
 		var voters []string
+		in := false
 		for _, s := range f.Configuration().Servers {
 			if s.Suffrage == raft.Voter {
 				voters = append(voters, string(s.ID))
+				in = in || s.ID == self
 			}
+		}
+		if !in {
+			return fmt.Errorf("%w: %s is not a voter of its configuration", ErrUnconfirmed, self)
 		}
 		g.lease.mu.Lock()
 		ok := g.lease.tracker.HeardSince(start, term, string(self), voters)
@@ -327,6 +336,9 @@ func (g *Group) VerifyLeader(r *raft.Raft, self raft.ServerID) error {
 		if time.Since(start) >= verifyWait {
 			return ErrUnconfirmed
 		}
+		// raft's check can pass at once again on answers this one does
+		// not count (a non-voter's, older pipelined appends'): no spin.
+		time.Sleep(time.Millisecond)
 	}
 }
 

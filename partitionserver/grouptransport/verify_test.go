@@ -66,56 +66,9 @@ func (h *holdingTransport) AppendEntries(id raft.ServerID, target raft.ServerAdd
 // answers to requests sent after it began.
 func TestVerifyLeaderIgnoresAnswersSentBeforeIt(t *testing.T) {
 	const d = 50 * time.Millisecond
-	c := newLeaseCluster(t, 3, d)
-	began := time.Now()
-	const id = 1
-	// Long timeouts: raft's own leader lease (which would depose the
-	// stalled leader on its own) must outlast the scenario, and no
-	// election may start but the one the test asks for.
-	cfg := func(i int) *raft.Config {
-		cf := raftConfig(c.nodes[i].addr)
-		cf.HeartbeatTimeout, cf.ElectionTimeout, cf.LeaderLeaseTimeout = 3*time.Second, 3*time.Second, 3*time.Second
-		return cf
-	}
-	var hold *holdingTransport
-	for i := range c.nodes {
-		n := c.nodes[i]
-		g, err := n.tr.Group(id, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		logs, snaps := raft.NewInmemStore(), raft.NewInmemSnapshotStore()
-		n.logs[id], n.snaps[id] = logs, snaps
-		var conf raft.Configuration
-		for _, m := range c.nodes {
-			conf.Servers = append(conf.Servers, raft.Server{ID: raft.ServerID(m.addr), Address: raft.ServerAddress(m.addr)})
-		}
-		var tr raft.Transport = g
-		if i == 0 {
-			hold = &holdingTransport{Group: g}
-			tr = hold
-		}
-		if err := raft.BootstrapCluster(cfg(i), logs, logs, snaps, tr, conf); err != nil {
-			t.Fatal(err)
-		}
-		fsm := &listFSM{}
-		r, err := raft.NewRaft(cfg(i), fsm, logs, logs, snaps, tr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		g.SetFollowing(func(term uint64) bool { return r.State() == raft.Follower && r.CurrentTerm() == term })
-		n.rafts[id], n.fsms[id] = r, fsm
-	}
-	// Node 0 leads (its own campaign: every transport refuses votes for d
-	// after its start).
-	c.waitFor("node 0 campaigning", 10*time.Second, func() bool {
-		return time.Since(began) > 2*d && c.nodes[0].tr.group(id).Campaign(time.Second) == nil
-	})
-	c.waitFor("node 0 leading", 10*time.Second, func() bool { return c.leader(id) == 0 })
+	c, hold := startVerifyCluster(t, 3, 3, d)
+	const id = verifyGroup
 	l := c.nodes[0].rafts[id]
-	if err := l.Apply([]byte("before"), 5*time.Second).Error(); err != nil {
-		t.Fatal(err)
-	}
 	f, x := c.nodes[1], c.nodes[2]
 
 	// Node 0 and x no longer hear each other; node 0's next heartbeat to
@@ -167,6 +120,108 @@ func TestVerifyLeaderIgnoresAnswersSentBeforeIt(t *testing.T) {
 		t.Logf("refused: %v", err)
 	case <-time.After(15 * time.Second):
 		t.Fatal("leadership check hung")
+	}
+}
+
+// verifyGroup is the group the leadership-check tests run.
+const verifyGroup = 1
+
+// startVerifyCluster starts verifyGroup on n nodes over transports with
+// leases of d, the first voters of them voters (the others join as
+// non-voters), node 0 (on a holdingTransport) leading. Its timeouts are
+// long: raft's own leader lease (which would depose a leader cut off from
+// its voters on its own) must outlast a test's scenario, and no election
+// may start but those a test asks for.
+func startVerifyCluster(t *testing.T, n, voters int, d time.Duration) (*testCluster, *holdingTransport) {
+	t.Helper()
+	c := newLeaseCluster(t, n, d)
+	began := time.Now()
+	const id = verifyGroup
+	cfg := func(i int) *raft.Config {
+		cf := raftConfig(c.nodes[i].addr)
+		cf.HeartbeatTimeout, cf.ElectionTimeout, cf.LeaderLeaseTimeout = 3*time.Second, 3*time.Second, 3*time.Second
+		return cf
+	}
+	var conf raft.Configuration
+	for _, m := range c.nodes[:voters] {
+		conf.Servers = append(conf.Servers, raft.Server{ID: raft.ServerID(m.addr), Address: raft.ServerAddress(m.addr)})
+	}
+	var hold *holdingTransport
+	for i, nd := range c.nodes {
+		g, err := nd.tr.Group(id, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		logs, snaps := raft.NewInmemStore(), raft.NewInmemSnapshotStore()
+		nd.logs[id], nd.snaps[id] = logs, snaps
+		var tr raft.Transport = g
+		if i == 0 {
+			hold = &holdingTransport{Group: g}
+			tr = hold
+		}
+		if i < voters {
+			if err := raft.BootstrapCluster(cfg(i), logs, logs, snaps, tr, conf); err != nil {
+				t.Fatal(err)
+			}
+		}
+		fsm := &listFSM{}
+		r, err := raft.NewRaft(cfg(i), fsm, logs, logs, snaps, tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.SetFollowing(func(term uint64) bool { return r.State() == raft.Follower && r.CurrentTerm() == term })
+		nd.rafts[id], nd.fsms[id] = r, fsm
+	}
+	// Node 0 leads (its own campaign: every transport refuses votes for d
+	// after its start).
+	c.waitFor("node 0 campaigning", 10*time.Second, func() bool {
+		return time.Since(began) > 2*d && c.nodes[0].tr.group(id).Campaign(time.Second) == nil
+	})
+	c.waitFor("node 0 leading", 10*time.Second, func() bool { return c.leader(id) == 0 })
+	l := c.nodes[0].rafts[id]
+	for _, nd := range c.nodes[voters:] {
+		if err := l.AddNonvoter(raft.ServerID(nd.addr), raft.ServerAddress(nd.addr), 0, 5*time.Second).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Apply([]byte("before"), 5*time.Second).Error(); err != nil {
+		t.Fatal(err)
+	}
+	c.waitReplicated([]uint64{id}, all(n), 1)
+	return c, hold
+}
+
+// A leader cut off from its voters but not from a non-voter (a move's
+// joiner) must not pass a leadership check once the voters elected
+// another leader, which committed a write: raft's VerifyLeader counts the
+// non-voter's answers as votes.
+func TestVerifyLeaderCountsVotersOnly(t *testing.T) {
+	const d = 50 * time.Millisecond
+	c, _ := startVerifyCluster(t, 4, 3, d)
+	const id = verifyGroup
+	l := c.nodes[0].rafts[id]
+	f, x, nv := c.nodes[1], c.nodes[2], c.nodes[3]
+	// Node 0 hears only the non-voter; the voters' new leader x does not
+	// reach the non-voter, which goes on following node 0.
+	c.nodes[0].tr.SetFault(&dropPeers{drop: map[string]bool{f.addr: true, x.addr: true}})
+	x.tr.SetFault(&dropPeers{drop: map[string]bool{nv.addr: true, c.nodes[0].addr: true}})
+	cut := time.Now()
+	c.waitFor("x campaigning", 10*time.Second, func() bool {
+		return time.Since(cut) > 2*d && x.tr.group(id).Campaign(time.Second) == nil
+	})
+	c.waitFor("x leading", 10*time.Second, func() bool { return x.rafts[id].State() == raft.Leader })
+	if err := x.rafts[id].Apply([]byte("after"), 5*time.Second).Error(); err != nil {
+		t.Fatalf("the new leader's write: %v", err)
+	}
+	if l.State() != raft.Leader {
+		t.Skip("node 0 stepped down on its own before the check: the scenario was not reached")
+	}
+	idx := l.CommitIndex()
+	if err := verifyLeader(c.nodes[0].tr.group(id), l, raft.ServerID(c.nodes[0].addr)); err == nil {
+		t.Fatalf("the deposed leader confirmed its leadership (commit index %d) on a non-voter's answers after the new leader (term %d) committed a write",
+			idx, x.rafts[id].CurrentTerm())
+	} else {
+		t.Logf("refused: %v", err)
 	}
 }
 
