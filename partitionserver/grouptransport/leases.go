@@ -253,6 +253,9 @@ type groupLease struct {
 	tracker   lease.Tracker
 	transfer  uint64 // the term this member last started a transfer in
 	following atomic.Pointer[func(term uint64) bool]
+	// answered, while a leadership check waits for answers
+	// (Group.VerifyLeader), is closed by the next one recorded.
+	answered chan struct{}
 }
 
 // SetFollowing installs fn, which reports whether the group's raft member
@@ -273,6 +276,10 @@ func (g *Group) ack(peer raft.ServerID, term uint64, sent time.Time, promised ti
 	g.lease.tracker.Answered(string(peer), term, sent)
 	if promised > 0 {
 		g.lease.tracker.Ack(string(peer), term, sent, promised, g.t.leases.d)
+	}
+	if g.lease.answered != nil {
+		close(g.lease.answered)
+		g.lease.answered = nil
 	}
 	g.lease.mu.Unlock()
 }
@@ -327,20 +334,41 @@ func (g *Group) VerifyLeader(r *raft.Raft, self raft.ServerID) error {
 		if !in {
 			return fmt.Errorf("%w: %s is not a voter of its configuration", ErrUnconfirmed, self)
 		}
-		g.lease.mu.Lock()
-		ok := g.lease.tracker.HeardSince(start, term, string(self), voters)
-		g.lease.mu.Unlock()
-		if ok {
-			return nil
+		// raft's check sent fresh heartbeats: their answers usually
+		// arrive within a round trip, and are waited for here before
+		// raft's check runs again (which sends more).
+		again := time.Now().Add(verifyAnswerWait)
+		for {
+			g.lease.mu.Lock()
+			ok := g.lease.tracker.HeardSince(start, term, string(self), voters)
+			if !ok && g.lease.answered == nil {
+				g.lease.answered = make(chan struct{})
+			}
+			answered := g.lease.answered
+			g.lease.mu.Unlock()
+			if ok {
+				return nil
+			}
+			if time.Since(start) >= verifyWait {
+				return ErrUnconfirmed
+			}
+			wait := time.Until(again)
+			if wait <= 0 {
+				break
+			}
+			t := time.NewTimer(wait)
+			select {
+			case <-answered:
+			case <-t.C:
+			}
+			t.Stop()
 		}
-		if time.Since(start) >= verifyWait {
-			return ErrUnconfirmed
-		}
-		// raft's check can pass at once again on answers this one does
-		// not count (a non-voter's, older pipelined appends'): no spin.
-		time.Sleep(time.Millisecond)
 	}
 }
+
+// verifyAnswerWait is how long Group.VerifyLeader waits for answers to
+// requests sent after it began before it runs raft's check again.
+const verifyAnswerWait = 20 * time.Millisecond
 
 // LeaseHeld reports whether this member, self, leading term with voters
 // (its latest configuration's), holds a read lease now (lease.Tracker.Held):
