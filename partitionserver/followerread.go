@@ -45,10 +45,10 @@ func (r *replica) readCheck(followerRead bool, linearizable func() error) error 
 // commit index covers every earlier leader's commits), and either it holds
 // a read lease (no other member can have been elected, so nothing can
 // have committed outside its log: the index is read after the check) or
-// the index is read and a VerifyLeader round (coalesced with concurrent
-// reads') then shows a quorum still follows it. Any write acknowledged
-// before the call began had committed by then, so its index is at most
-// the one returned.
+// the index is read and a leadership round (coalesced with concurrent
+// reads') then shows a quorum still follows it in the term the index was
+// read in. Any write acknowledged before the call began had committed by
+// then, so its index is at most the one returned.
 func (r *replica) readIndex(ctx context.Context) (uint64, error) {
 	if !r.isLeader() {
 		return 0, ErrNotLeader
@@ -60,8 +60,19 @@ func (r *replica) readIndex(ctx context.Context) (uint64, error) {
 		leaseReads.Inc()
 		return r.raft.CommitIndex(), nil
 	}
+	term := r.raft.CurrentTerm()
+	if r.readyTerm.Load() != term {
+		return 0, ErrNotLeader // a new term since termCommitted
+	}
 	idx := r.raft.CommitIndex()
 	if err := r.verify.verify(ctx); err != nil {
+		return 0, ErrNotLeader
+	}
+	// The round confirms the term current when it ran, which may be a
+	// later one if this member lost the lead after reading idx and won it
+	// back (a leader of a term between may have committed writes idx
+	// misses). Terms only grow: the same term now was the round's.
+	if r.raft.CurrentTerm() != term {
 		return 0, ErrNotLeader
 	}
 	verifiedReads.Inc()
