@@ -16,7 +16,7 @@ type runner struct {
 	mu       sync.Mutex
 	busy     map[uint64]bool
 	running  map[*scheduler.Op]bool
-	recent   []scheduler.Op
+	recent   []*scheduler.Op // shared with running: the finish sets Done
 	max      int
 	timeout  time.Duration
 	keep     time.Duration // how long finished operations stay in recent
@@ -74,12 +74,14 @@ func (r *runner) state(now time.Time) (running, recent []scheduler.Op) {
 	}
 	kept := r.recent[:0]
 	for _, o := range r.recent {
-		if now.Sub(o.At) < r.keep {
+		if now.Sub(o.Last()) < r.keep {
 			kept = append(kept, o)
+			recent = append(recent, *o)
 		}
 	}
+	clear(r.recent[len(kept):])
 	r.recent = kept
-	return running, append([]scheduler.Op(nil), kept...)
+	return running, recent
 }
 
 // start runs o in the background under the timeout, unless its ranges are
@@ -97,7 +99,7 @@ func (r *runner) start(o scheduler.Op) bool {
 	r.mu.Lock()
 	op := &o
 	r.running[op] = true
-	r.recent = append(r.recent, o)
+	r.recent = append(r.recent, op)
 	r.mu.Unlock()
 	r.wg.Add(1)
 	go func() {
@@ -107,6 +109,10 @@ func (r *runner) start(o scheduler.Op) bool {
 		err := r.executor(ctx, o)
 		r.mu.Lock()
 		delete(r.running, op)
+		// The scheduler measures from here when a reshaped range's
+		// reports may describe it again (a merge that co-located
+		// replicas first can take longer than the window it waits).
+		op.Done = time.Now()
 		r.mu.Unlock()
 		r.release(o.Ranges()...)
 		if err != nil {

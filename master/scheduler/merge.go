@@ -39,7 +39,9 @@ func (mergeCold) Schedule(p *Plan) {
 }
 
 // mergeable reports whether candidates a and b are adjacent, small enough
-// together, not split lately, and have every replica on a server that
+// together, not split lately nor just merged (Plan.justMerged: a merged
+// range's report leaves out the part it took over until its leader
+// reports again, so merging it at once could exceed MergeBytes), and have every replica on a server that
 // stays (allStaying).
 func (p *Plan) mergeable(a, b *Range) bool {
 	if a.bytes()+b.bytes() > p.cfg.MergeBytes {
@@ -48,7 +50,8 @@ func (p *Plan) mergeable(a, b *Range) bool {
 	if a.TableID != b.TableID || a.End != b.Start || a.End == "" {
 		return false
 	}
-	return !p.splitLately(a.ID) && !p.splitLately(b.ID) && p.allStaying(a) && p.allStaying(b)
+	return !p.splitLately(a.ID) && !p.splitLately(b.ID) && !p.justMerged(a) && !p.justMerged(b) &&
+		p.allStaying(a) && p.allStaying(b)
 }
 
 // allStaying reports whether every replica of r is on a live server that

@@ -66,6 +66,19 @@ type Op struct {
 	Figures  map[string]float64
 	// At is when the operation started (set by whoever runs it).
 	At time.Time
+	// Done is when it finished (zero while it runs, or when the runner
+	// does not say): a split's or merge's range carries the report of its
+	// old shape until its leader reports after that.
+	Done time.Time
+}
+
+// Last is when the operation was last known under way: Done when set,
+// else At.
+func (o Op) Last() time.Time {
+	if o.Done.After(o.At) {
+		return o.Done
+	}
+	return o.At
 }
 
 // Ranges are the ranges the operation occupies.

@@ -138,6 +138,11 @@ type world struct {
 	recent   []Op
 	last     []Op
 	nextID   uint64
+	// reported holds the merged ranges' next reports: as in the master,
+	// a merged range keeps the last report (and trend) its leader sent
+	// for the left part alone until the leader reports again (the next
+	// observe).
+	reported map[uint64]*Load
 }
 
 func newWorld() *world {
@@ -163,6 +168,18 @@ func (w *world) run(d *directive) (string, error) {
 	case "schedule":
 		return w.schedule(d.args)
 	case "apply":
+		// took=DUR: the operations finished DUR after they started (Op.Done),
+		// and the clock moves on to then.
+		if v, ok := d.args["took"]; ok {
+			took, err := time.ParseDuration(v)
+			if err != nil {
+				return "", err
+			}
+			for i := range w.last {
+				w.last[i].Done = w.last[i].At.Add(took)
+			}
+			w.now = w.now.Add(took)
+		}
 		return w.applyLast(), nil
 	case "run":
 		return w.runFor(d.args)
@@ -279,7 +296,7 @@ func (w *world) setServers(lines []string) error {
 // [table=N] [frozen] [hot=DUR] [cold=DUR] [applied=a:N,...] [missing=a]"
 // lines; * marks the leader.
 func (w *world) setRanges(lines []string) error {
-	w.ranges = nil
+	w.ranges, w.reported = nil, nil
 	for _, l := range lines {
 		r, err := w.parseRange(l)
 		if err != nil {
@@ -498,6 +515,10 @@ func (w *world) runFor(args map[string]string) (string, error) {
 
 func (w *world) observe() {
 	for _, r := range w.ranges {
+		if l, ok := w.reported[r.ID]; ok {
+			r.Load = l
+			delete(w.reported, r.ID)
+		}
 		if w.workload != nil {
 			w.deriveLoad(r)
 		}
@@ -606,10 +627,14 @@ func (w *world) merge(l, r *Range) {
 		return
 	}
 	l.End = r.End
+	// The merged range keeps the left part's report and trend until its
+	// leader reports again (observe installs the merged figures).
 	if l.Load != nil && r.Load != nil {
-		l.Load = &Load{EntitiesPerSec: l.Load.EntitiesPerSec + r.Load.EntitiesPerSec, Bytes: l.Load.Bytes + r.Load.Bytes}
+		if w.reported == nil {
+			w.reported = map[uint64]*Load{}
+		}
+		w.reported[l.ID] = &Load{EntitiesPerSec: l.Load.EntitiesPerSec + r.Load.EntitiesPerSec, Bytes: l.Load.Bytes + r.Load.Bytes}
 	}
-	l.Trend = Trend{}
 	for i, x := range w.ranges {
 		if x == r {
 			w.ranges = append(w.ranges[:i], w.ranges[i+1:]...)

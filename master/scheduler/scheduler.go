@@ -59,9 +59,14 @@ type Plan struct {
 	// within LeaderMoveCooldown.
 	moved idSet
 	// splitAt is when each range was last split (as the left half, which
-	// keeps its id), from the operations in flight and recent.
+	// keeps its id), from the operations in flight and recent: when the
+	// split finished (Op.Last), since its report is the old range's until
+	// the leader reports after that.
 	splitAt map[uint64]time.Time
-	cache   [4096]statCache
+	// mergedAt is when each range last took over its right neighbour
+	// (the merged range keeps the left part's id), likewise.
+	mergedAt map[uint64]time.Time
+	cache    [4096]statCache
 }
 
 // statCache remembers which serverStat a server id string (by its bytes'
@@ -140,16 +145,22 @@ func NewPlan(cfg Config, snap *Snapshot) *Plan {
 	return p
 }
 
-// noteSplit remembers when o split its range.
+// noteSplit remembers when o split or merged its range.
 func (p *Plan) noteSplit(o Op) {
-	if o.Kind != Split {
+	var at *map[uint64]time.Time
+	switch o.Kind {
+	case Split:
+		at = &p.splitAt
+	case Merge:
+		at = &p.mergedAt
+	default:
 		return
 	}
-	if p.splitAt == nil {
-		p.splitAt = map[uint64]time.Time{}
+	if *at == nil {
+		*at = map[uint64]time.Time{}
 	}
-	if o.At.After(p.splitAt[o.Range]) {
-		p.splitAt[o.Range] = o.At
+	if t := o.Last(); t.After((*at)[o.Range]) {
+		(*at)[o.Range] = t
 	}
 }
 
@@ -170,6 +181,15 @@ func (p *Plan) hotFor(r *Range) time.Duration {
 // may still describe the range before the split.
 func (p *Plan) justSplit(r *Range) bool {
 	t, ok := p.splitAt[r.ID]
+	return ok && p.snap.Now.Sub(t) < p.cfg.SplitWindow
+}
+
+// justMerged reports whether r took over its right neighbour within
+// SplitWindow (or the merge is still running): until its leader reports
+// again, r's report and trend are those of the left part alone, whose
+// bytes leave out the part it took over.
+func (p *Plan) justMerged(r *Range) bool {
+	t, ok := p.mergedAt[r.ID]
 	return ok && p.snap.Now.Sub(t) < p.cfg.SplitWindow
 }
 

@@ -1,0 +1,39 @@
+package master
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"tablestore/master/scheduler"
+)
+
+// TestRunnerRecentDone: a finished operation stays in the recent list with
+// when it finished (Op.Done), which the scheduler measures a reshaped
+// range's stale-report window from (a merge that co-located replicas first
+// can outlast that window counted from its start).
+func TestRunnerRecentDone(t *testing.T) {
+	release := make(chan struct{})
+	r := newRunner(context.Background(), 1, time.Minute, time.Minute, func(ctx context.Context, o scheduler.Op) error {
+		<-release
+		return nil
+	})
+	start := time.Now()
+	if !r.start(scheduler.Op{Kind: scheduler.Merge, Range: 1, Right: 2, At: start}) {
+		t.Fatal("not started")
+	}
+	running, recent := r.state(time.Now())
+	if len(running) == 0 || len(recent) != 1 || !recent[0].Done.IsZero() {
+		t.Fatalf("while running: running %v, recent %v (want Done unset)", running, recent)
+	}
+	close(release)
+	r.wg.Wait()
+	_, recent = r.state(time.Now())
+	if len(recent) != 1 || recent[0].Done.Before(start) {
+		t.Fatalf("after it finished: recent %v, want one with Done set", recent)
+	}
+	// Kept for the window from when it finished, not from its start.
+	if _, recent = r.state(recent[0].Done.Add(time.Minute - time.Millisecond)); len(recent) != 1 {
+		t.Fatalf("pruned before the window from Done passed: %v", recent)
+	}
+}
