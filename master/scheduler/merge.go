@@ -4,7 +4,8 @@ import "fmt"
 
 // mergeCold merges neighbours of one table that have both stayed below
 // MergeLoad for MergeCooldown when their combined size is at most
-// MergeBytes. A range split within MergeCooldown is never merged, so a
+// MergeBytes and the merged range stays at most half of SplitLoad and
+// SplitBytes (farBelowSplit). A range split within MergeCooldown is never merged, so a
 // split for load is not undone by a lull (no thrash).
 type mergeCold struct{}
 
@@ -44,7 +45,7 @@ func (mergeCold) Schedule(p *Plan) {
 // reports again, so merging it at once could exceed MergeBytes), and have every replica on a server that
 // stays (allStaying).
 func (p *Plan) mergeable(a, b *Range) bool {
-	if a.bytes()+b.bytes() > p.cfg.MergeBytes {
+	if a.bytes()+b.bytes() > p.cfg.MergeBytes || !p.farBelowSplit(a, b) {
 		return false
 	}
 	if a.TableID != b.TableID || a.End != b.Start || a.End == "" {
@@ -52,6 +53,20 @@ func (p *Plan) mergeable(a, b *Range) bool {
 	}
 	return !p.splitLately(a.ID) && !p.splitLately(b.ID) && !p.justMerged(a) && !p.justMerged(b) &&
 		p.allStaying(a) && p.allStaying(b)
+}
+
+// farBelowSplit reports whether a and b merged would stay at most half of
+// SplitLoad and of SplitBytes (when set): the hysteresis between merging
+// and splitting. Each being below MergeLoad is not enough: with a
+// MergeLoad above half of SplitLoad (or a MergeBytes above half of
+// SplitBytes) two halves of a split were merged back into a range over the
+// threshold, split again, and so on every MergeCooldown
+// (scenario merge_combined_below_split).
+func (p *Plan) farBelowSplit(a, b *Range) bool {
+	if a.entitiesPerSec()+b.entitiesPerSec() > p.cfg.SplitLoad/2 {
+		return false
+	}
+	return p.cfg.SplitBytes == 0 || a.bytes()+b.bytes() <= p.cfg.SplitBytes/2
 }
 
 // allStaying reports whether every replica of r is on a live server that
