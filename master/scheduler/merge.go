@@ -70,7 +70,7 @@ func (p *Plan) farBelowSplit(a, b *Range) bool {
 }
 
 // allStaying reports whether every replica of r is on a live server that
-// is not draining. A merge first moves the right range's replicas onto
+// is neither silent nor draining. A merge first moves the right range's replicas onto
 // the left range's servers (the master's co-location: a new replica on
 // each), then freezes the right range on every replica and waits for each
 // to apply the freeze. With a replica on a down server one of those steps
@@ -78,12 +78,14 @@ func (p *Plan) farBelowSplit(a, b *Range) bool {
 // to the operation timeout (re-replication of the same ranges waited
 // behind it), and was proposed again every pass while the ranges stayed
 // cold. It waits until the server is back or re-replication replaced its
-// replicas. With one on a draining server, the co-location could add a
+// replicas. A silent server (live, not heard from lately) is treated as
+// down: it may be, and the reports of the ranges it leads are stale. With
+// one on a draining server, the co-location could add a
 // replica there that the drain must move again (and the drain's moves of
 // both ranges wait behind the merge): it waits for the drain.
 func (p *Plan) allStaying(r *Range) bool {
 	for _, rep := range r.Replicas {
-		if st := p.stat(rep.Server); st == nil || !st.live || st.draining {
+		if st := p.stat(rep.Server); st == nil || !st.live || st.silent || st.draining {
 			return false
 		}
 	}

@@ -303,6 +303,16 @@ func (p *Plan) apply(r *Range, o Op) {
 	}
 }
 
+// staleLeader reports whether r's leader is a server that is down or
+// silent: it stopped reporting, so r's load report is its last one (stale),
+// and an operation asked of it (a split) would wait for it until the
+// operation's timeout, holding a slot. A live replica that takes over the
+// leadership reports afresh.
+func (p *Plan) staleLeader(r *Range) bool {
+	st := p.stat(r.Leader)
+	return st != nil && (!st.live || st.silent)
+}
+
 // free reports whether r can be the subject of a new operation.
 func (p *Plan) free(r *Range) bool { return !r.Frozen && !p.busy.has(r.ID) }
 

@@ -21,7 +21,7 @@ func (splitLoad) Schedule(p *Plan) {
 		if p.Full() {
 			return
 		}
-		if !p.free(r) {
+		if !p.free(r) || p.staleLeader(r) {
 			continue
 		}
 		hot := p.hotFor(r)

@@ -13,7 +13,7 @@ func (splitSize) Schedule(p *Plan) {
 		if p.Full() {
 			return
 		}
-		if !p.free(r) {
+		if !p.free(r) || p.staleLeader(r) {
 			continue
 		}
 		p.add(r, Op{Kind: Split, Range: r.ID, To: p.RightLeader(r), Rule: RuleSplitSize,
