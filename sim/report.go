@@ -37,6 +37,9 @@ type Report struct {
 	stableFor    time.Duration
 	eventAt      time.Duration
 	minutes      map[int]map[string]int
+	// ops are the operations started, with when (for the thrash and
+	// determinism tests).
+	ops []timedOp
 }
 
 // Point is the state of the simulated cluster at one step.
@@ -64,7 +67,14 @@ func (r *Report) sample(t time.Duration, offered, served, spread float64, ranges
 	r.Points = append(r.Points, Point{T: t.Seconds(), Offered: offered, Served: served, Spread: spread, Ranges: ranges})
 }
 
+// timedOp is an operation and the simulated time it started.
+type timedOp struct {
+	t  time.Duration
+	op scheduler.Op
+}
+
 func (r *Report) op(t time.Duration, o scheduler.Op) {
+	r.ops = append(r.ops, timedOp{t, o})
 	m := int(t / time.Minute)
 	if r.minutes[m] == nil {
 		r.minutes[m] = map[string]int{}
