@@ -57,7 +57,9 @@ type Config struct {
 	// (0 disables).
 	ReplicateAfter time.Duration
 	// MaxPerServer bounds the operations in flight that add or remove a
-	// replica on one server (snapshots are the expensive part of a move).
+	// replica on one server (snapshots are the expensive part of a move):
+	// moves, and the co-location moves of a merge whose ranges are not on
+	// the same servers.
 	MaxPerServer int
 }
 

@@ -25,7 +25,7 @@ func (mergeCold) Schedule(p *Plan) {
 			continue
 		}
 		a, b := rs[i], rs[i+1]
-		if !p.free(a) || !p.free(b) || !p.mergeable(a, b) {
+		if !p.free(a) || !p.free(b) || !p.mergeable(a, b) || !p.colocationFree(a, b) {
 			continue
 		}
 		size := a.bytes() + b.bytes()
@@ -34,6 +34,7 @@ func (mergeCold) Schedule(p *Plan) {
 			Figures: map[string]float64{"left_entities_per_sec": a.entitiesPerSec(), "right_entities_per_sec": b.entitiesPerSec(),
 				"bytes": float64(size)}}
 		if p.add(a, o) {
+			p.occupyColocation(a, b)
 			k++ // b is taken: it cannot be the left of the next pair
 		}
 	}

@@ -436,15 +436,27 @@ func (w *world) setWorkload(lines []string) error {
 	return nil
 }
 
-// setBusy reads "rID" lines: operations in flight on those ranges.
+// setBusy reads "rID" lines (an operation in flight on that range) and
+// "rL+rR" lines (a merge of rL and rR in flight).
 func (w *world) setBusy(lines []string) error {
 	w.inflight = nil
+	parse := func(s string) (uint64, error) {
+		return strconv.ParseUint(strings.TrimPrefix(strings.TrimSpace(s), "r"), 10, 64)
+	}
 	for _, l := range lines {
-		id, err := strconv.ParseUint(strings.TrimPrefix(strings.TrimSpace(l), "r"), 10, 64)
+		left, right, merge := strings.Cut(l, "+")
+		id, err := parse(left)
 		if err != nil {
 			return err
 		}
-		w.inflight = append(w.inflight, Op{Kind: TransferLeader, Range: id})
+		o := Op{Kind: TransferLeader, Range: id, At: w.now}
+		if merge {
+			if o.Right, err = parse(right); err != nil {
+				return err
+			}
+			o.Kind = Merge
+		}
+		w.inflight = append(w.inflight, o)
 	}
 	return nil
 }

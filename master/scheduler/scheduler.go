@@ -119,7 +119,23 @@ func NewPlan(cfg Config, snap *Snapshot) *Plan {
 		p.servers[s.ID] = st
 		p.order = append(p.order, st)
 	}
+	// The ranges of merges in flight, found in the same pass: their
+	// co-location moves count against MaxPerServer (occupyColocation).
+	var merging map[uint64]*Range
+	for _, o := range snap.InFlight {
+		if o.Kind == Merge && o.Right != 0 {
+			if merging == nil {
+				merging = map[uint64]*Range{}
+			}
+			merging[o.Range], merging[o.Right] = nil, nil
+		}
+	}
 	for i, r := range snap.Ranges {
+		if merging != nil {
+			if _, ok := merging[r.ID]; ok {
+				merging[r.ID] = r
+			}
+		}
 		for _, rep := range r.Replicas {
 			if st := p.stat(rep.Server); st != nil {
 				st.replicas++
@@ -134,6 +150,9 @@ func NewPlan(cfg Config, snap *Snapshot) *Plan {
 	for _, o := range snap.InFlight {
 		p.occupy(o)
 		p.noteSplit(o)
+		if o.Kind == Merge && merging[o.Range] != nil && merging[o.Right] != nil {
+			p.occupyColocation(merging[o.Range], merging[o.Right])
+		}
 	}
 	for _, o := range snap.Recent {
 		p.noteSplit(o)
@@ -260,6 +279,47 @@ func (p *Plan) occupy(o Op) {
 			if st := p.servers[s]; st != nil {
 				st.moving++
 			}
+		}
+	}
+}
+
+// colocation lists the servers a merge of a and b moves replicas into
+// (a's servers b lacks) and out of (b's servers a lacks): before the
+// merge the master moves b's replicas onto a's servers, one at a time,
+// each a snapshot like any move.
+func colocation(a, b *Range) (into, out []string) {
+	for _, rep := range a.Replicas {
+		if !b.HasReplica(rep.Server) {
+			into = append(into, rep.Server)
+		}
+	}
+	for _, rep := range b.Replicas {
+		if !a.HasReplica(rep.Server) {
+			out = append(out, rep.Server)
+		}
+	}
+	return into, out
+}
+
+// colocationFree reports whether every server a merge of a and b moves a
+// replica into or out of has a move to spare (MaxPerServer).
+func (p *Plan) colocationFree(a, b *Range) bool {
+	into, out := colocation(a, b)
+	for _, s := range append(into, out...) {
+		if st := p.servers[s]; st != nil && st.moving >= p.cfg.MaxPerServer {
+			return false
+		}
+	}
+	return true
+}
+
+// occupyColocation counts a merge's co-location moves against the servers
+// they touch, for as long as the merge runs.
+func (p *Plan) occupyColocation(a, b *Range) {
+	into, out := colocation(a, b)
+	for _, s := range append(into, out...) {
+		if st := p.servers[s]; st != nil {
+			st.moving++
 		}
 	}
 }
