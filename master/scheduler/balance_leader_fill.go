@@ -39,7 +39,7 @@ func (p *Plan) leaderToTake(s *serverStat) (*Range, *serverStat) {
 		if from == nil || from == s || l <= 0 || !p.movable(r) || p.cooling(from) || !p.canLead(r, s.id) {
 			continue
 		}
-		if s.leaderLoad+l >= from.leaderLoad || (bestFrom != nil && from.leaderLoad <= bestFrom.leaderLoad) {
+		if !p.narrows(from.leaderLoad, s.leaderLoad, l) || (bestFrom != nil && from.leaderLoad <= bestFrom.leaderLoad) {
 			continue
 		}
 		best, bestFrom = r, from

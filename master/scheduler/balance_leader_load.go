@@ -11,7 +11,9 @@ import "fmt"
 // A move of load l from s to t is made only when t+l < s: the pair's
 // maximum falls and the sum of squared server loads strictly decreases, so
 // moves can never cycle (no thrash), and a single range hotter than the
-// gap stays where it is rather than moving the hot spot.
+// gap stays where it is rather than moving the hot spot. t+l must in fact
+// stay half of LeaderMinGap below s (Plan.narrows), so that reports
+// wobbling by a few entities/s cannot send a leadership back.
 type balanceLeaderLoad struct{}
 
 func (balanceLeaderLoad) Name() string { return RuleBalanceLeaderLoad }
@@ -46,7 +48,7 @@ func (p *Plan) sheddableLeader(s *serverStat) (*Range, *serverStat) {
 		if to == nil || p.cooling(to) {
 			continue
 		}
-		if m := max(s.leaderLoad-l, to.leaderLoad+l); m < bestMax {
+		if m := max(s.leaderLoad-l, to.leaderLoad+l); m < bestMax && p.narrows(s.leaderLoad, to.leaderLoad, l) {
 			best, bestTo, bestMax = r, to, m
 		}
 	}

@@ -119,33 +119,9 @@ func NewPlan(cfg Config, snap *Snapshot) *Plan {
 		p.servers[s.ID] = st
 		p.order = append(p.order, st)
 	}
-	// The ranges of merges in flight, found in the same pass: their
-	// co-location moves count against MaxPerServer (occupyColocation).
-	var merging map[uint64]*Range
-	for _, o := range snap.InFlight {
-		if o.Kind == Merge && o.Right != 0 {
-			if merging == nil {
-				merging = map[uint64]*Range{}
-			}
-			merging[o.Range], merging[o.Right] = nil, nil
-		}
-	}
+	merging := mergingIn(snap.InFlight)
 	for i, r := range snap.Ranges {
-		if merging != nil {
-			if _, ok := merging[r.ID]; ok {
-				merging[r.ID] = r
-			}
-		}
-		for _, rep := range r.Replicas {
-			if st := p.stat(rep.Server); st != nil {
-				st.replicas++
-			}
-		}
-		if st := p.stat(r.Leader); st != nil {
-			st.leaders++
-			st.leaderLoad += r.entitiesPerSec()
-		}
-		p.index(i, r)
+		p.countRange(i, r, merging)
 	}
 	for _, o := range snap.InFlight {
 		p.occupy(o)
@@ -162,6 +138,42 @@ func NewPlan(cfg Config, snap *Snapshot) *Plan {
 		}
 	}
 	return p
+}
+
+// mergingIn returns the ids of the ranges of the merges in inflight (nil
+// when none), for NewPlan's one pass over the ranges to fill in: their
+// co-location moves count against MaxPerServer (occupyColocation).
+func mergingIn(inflight []Op) map[uint64]*Range {
+	var merging map[uint64]*Range
+	for _, o := range inflight {
+		if o.Kind == Merge && o.Right != 0 {
+			if merging == nil {
+				merging = map[uint64]*Range{}
+			}
+			merging[o.Range], merging[o.Right] = nil, nil
+		}
+	}
+	return merging
+}
+
+// countRange adds range i to the per-server figures and the policies'
+// indexes, and to merging if a merge in flight names it.
+func (p *Plan) countRange(i int, r *Range, merging map[uint64]*Range) {
+	if merging != nil {
+		if _, ok := merging[r.ID]; ok {
+			merging[r.ID] = r
+		}
+	}
+	for _, rep := range r.Replicas {
+		if st := p.stat(rep.Server); st != nil {
+			st.replicas++
+		}
+	}
+	if st := p.stat(r.Leader); st != nil {
+		st.leaders++
+		st.leaderLoad += r.entitiesPerSec()
+	}
+	p.index(i, r)
 }
 
 // noteSplit remembers when o split or merged its range.
@@ -322,6 +334,17 @@ func (p *Plan) occupyColocation(a, b *Range) {
 			st.moving++
 		}
 	}
+}
+
+// narrows reports whether moving load l from a server leading from to one
+// leading to leaves the target more than half of LeaderMinGap below the
+// source's old load: the hysteresis of every leader-load move. With only
+// to+l < from, a move could take the busiest server down by 1 entity/s
+// and make the target the busier one, and reports wobbling by more than
+// that sent the leadership back once per LeaderMoveCooldown (scenario
+// leader_load_margin).
+func (p *Plan) narrows(from, to, l float64) bool {
+	return to+l < from-p.cfg.LeaderMinGap/2
 }
 
 // movable reports whether a balancing rule may move r's leadership: it is

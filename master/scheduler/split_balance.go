@@ -48,7 +48,7 @@ func (p *Plan) balanceSplit(s *serverStat) (*Range, string, *serverStat) {
 			continue
 		}
 		to := p.coolestFollower(r, s.id)
-		if to == nil || p.cooling(to) || to.leaderLoad+l/2 >= s.leaderLoad {
+		if to == nil || p.cooling(to) || !p.narrows(s.leaderLoad, to.leaderLoad, l/2) {
 			continue
 		}
 		key, share, ok := LoadSplitKey(r)
