@@ -29,14 +29,15 @@ func (p *Plan) underloaded(s *serverStat, mean float64) bool {
 }
 
 // leaderToTake picks, among the ranges s may lead, the one whose leader
-// leads the most and whose move to s lowers the pair's maximum.
+// leads the most (not a silent one: see eachImbalanced) and whose move to
+// s lowers the pair's maximum.
 func (p *Plan) leaderToTake(s *serverStat) (*Range, *serverStat) {
 	var best *Range
 	var bestFrom *serverStat
 	for _, r := range p.heldBy(s.id) {
 		from := p.stat(r.Leader)
 		l := r.entitiesPerSec()
-		if from == nil || from == s || l <= 0 || !p.movable(r) || p.cooling(from) || !p.canLead(r, s.id) {
+		if from == nil || from == s || from.silent || l <= 0 || !p.movable(r) || p.cooling(from) || !p.canLead(r, s.id) {
 			continue
 		}
 		if !p.narrows(from.leaderLoad, s.leaderLoad, l) || (bestFrom != nil && from.leaderLoad <= bestFrom.leaderLoad) {

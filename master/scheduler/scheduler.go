@@ -487,7 +487,9 @@ func (p *Plan) replicaTarget(r *Range) *serverStat {
 	return best
 }
 
-// eachImbalanced calls fn for each server, not cooling down, that leads
+// eachImbalanced calls fn for each server, not cooling down nor silent
+// (its figures are stale, and a transfer or split is asked of the leader,
+// which may not answer: a slot held until the operation's timeout), that leads
 // clearly more (over) or less than the mean leader load of the eligible
 // servers, the furthest from the mean first, while the plan has room. It is
 // the walk the leader-balance policies share; it does nothing when leader
@@ -515,7 +517,7 @@ func (p *Plan) eachImbalanced(over bool, fn func(s *serverStat, mean float64)) {
 		if p.Full() || !off(s, mean) {
 			return
 		}
-		if !p.cooling(s) {
+		if !p.cooling(s) && !s.silent {
 			fn(s, mean)
 		}
 	}
