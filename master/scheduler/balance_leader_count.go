@@ -31,7 +31,7 @@ func (balanceLeaderCount) Schedule(p *Plan) {
 		if p.Full() || s.leaders-fewest < 2 {
 			return
 		}
-		if p.cooling(s) || s.silent { // see eachImbalanced
+		if p.resting(s) {
 			continue
 		}
 		for _, r := range p.ledBy(s.id) {

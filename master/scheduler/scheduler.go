@@ -517,7 +517,7 @@ func (p *Plan) eachImbalanced(over bool, fn func(s *serverStat, mean float64)) {
 		if p.Full() || !off(s, mean) {
 			return
 		}
-		if !p.cooling(s) && !s.silent {
+		if !p.resting(s) {
 			fn(s, mean)
 		}
 	}
@@ -594,6 +594,10 @@ func (p *Plan) settling(st *serverStat) bool {
 func (p *Plan) within(t time.Time, d time.Duration) bool {
 	return !t.IsZero() && p.snap.Now.Sub(t) < d
 }
+
+// resting reports whether leader balancing should leave st alone as the
+// source of a move: it is cooling down, or silent (see eachImbalanced).
+func (p *Plan) resting(st *serverStat) bool { return p.cooling(st) || st.silent }
 
 // cooling reports whether leader balancing should leave st alone.
 func (p *Plan) cooling(st *serverStat) bool { return p.snap.Now.Before(st.coolUntil) }
