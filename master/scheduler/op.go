@@ -58,8 +58,9 @@ type Op struct {
 	// size median).
 	Key string
 	// From and To are the servers of a Move or TransferLeader; a Split's To
-	// is the replica that should lead the new right-hand range (and its
-	// From, for a split-balance, the server the load moves off).
+	// is the replica that should lead the new right-hand range and its
+	// From the range's leader when planned (the server the load moves
+	// off).
 	From, To string
 	Rule     string
 	Reason   string

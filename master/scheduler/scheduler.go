@@ -351,13 +351,24 @@ func (p *Plan) narrows(from, to, l float64) bool {
 // free and was not moved for balance within LeaderMoveCooldown.
 func (p *Plan) movable(r *Range) bool { return p.free(r) && !p.moved.has(r.ID) }
 
+// cool leaves the servers o shifts load between (From and To) alone until
+// their load reports reflect it: BalanceCooldown after a balancing move,
+// and SplitWindow after a split finished (Op.Last), the window in which
+// the left half's report may still be the whole old range's (justSplit)
+// and the right half, led by To, has none: leader balancing saw the
+// range's leader still leading it all and To nothing, and moved the left
+// half to To as well (scenario split_servers_rest).
 func (p *Plan) cool(o Op, at time.Time) {
-	if !o.balancing() {
-		return
+	var until time.Time
+	if o.balancing() {
+		until = at.Add(p.cfg.BalanceCooldown)
+	}
+	if t := o.Last().Add(p.cfg.SplitWindow); o.Kind == Split && t.After(until) {
+		until = t
 	}
 	for _, s := range []string{o.From, o.To} {
-		if st := p.servers[s]; st != nil && at.Add(p.cfg.BalanceCooldown).After(st.coolUntil) {
-			st.coolUntil = at.Add(p.cfg.BalanceCooldown)
+		if st := p.servers[s]; st != nil && until.After(st.coolUntil) {
+			st.coolUntil = until
 		}
 	}
 }

@@ -33,7 +33,7 @@ func (splitLoad) Schedule(p *Plan) {
 			continue
 		}
 		l := r.Load.EntitiesPerSec
-		p.add(r, Op{Kind: Split, Range: r.ID, Key: key, To: p.RightLeader(r), Rule: RuleSplitLoad,
+		p.add(r, Op{Kind: Split, Range: r.ID, Key: key, From: r.Leader, To: p.RightLeader(r), Rule: RuleSplitLoad,
 			Reason:  fmt.Sprintf("load %.0f entities/s over %.0f for %v", l, p.cfg.SplitLoad, hot.Round(time.Millisecond)),
 			Figures: map[string]float64{"entities_per_sec": l, "top_key_share": share, "window_seconds": hot.Seconds()}})
 	}

@@ -16,7 +16,7 @@ func (splitSize) Schedule(p *Plan) {
 		if !p.free(r) || p.staleLeader(r) {
 			continue
 		}
-		p.add(r, Op{Kind: Split, Range: r.ID, To: p.RightLeader(r), Rule: RuleSplitSize,
+		p.add(r, Op{Kind: Split, Range: r.ID, From: r.Leader, To: p.RightLeader(r), Rule: RuleSplitSize,
 			Reason:  fmt.Sprintf("size %d bytes over %d", r.bytes(), p.cfg.SplitBytes),
 			Figures: map[string]float64{"bytes": float64(r.bytes())}})
 	}
