@@ -622,13 +622,16 @@ func (w *world) split(r *Range, o Op) uint64 {
 	r.End = key
 	// As in the master, the left half keeps its range id and with it the
 	// last load report and trend its leader sent before the split (they
-	// describe the whole old range) until the next report; the right half
-	// has none yet.
+	// describe the whole old range, its bytes too) until the next report
+	// (observe installs the half's); the right half has none yet.
 	if r.Load != nil {
-		right.Load = &Load{Bytes: r.Load.Bytes / 2}
+		if w.reported == nil {
+			w.reported = map[uint64]*Load{}
+		}
+		w.reported[right.ID] = &Load{Bytes: r.Load.Bytes / 2}
 		left := *r.Load
 		left.Bytes = r.Load.Bytes - r.Load.Bytes/2
-		r.Load = &left
+		w.reported[r.ID] = &left
 	}
 	w.ranges = append(w.ranges, right)
 	return right.ID

@@ -3,7 +3,10 @@ package scheduler
 import "fmt"
 
 // splitSize splits a range larger than SplitBytes at its size median (the
-// range's leader picks the key).
+// range's leader picks the key), unless it was split within SplitWindow:
+// until its leader reports again, the left half of a split carries the
+// whole old range's report, bytes included (scenario
+// split_size_stale_report).
 type splitSize struct{}
 
 func (splitSize) Name() string { return RuleSplitSize }
@@ -13,7 +16,7 @@ func (splitSize) Schedule(p *Plan) {
 		if p.Full() {
 			return
 		}
-		if !p.free(r) || p.staleLeader(r) {
+		if !p.free(r) || p.staleLeader(r) || p.justSplit(r) {
 			continue
 		}
 		p.add(r, Op{Kind: Split, Range: r.ID, From: r.Leader, To: p.RightLeader(r), Rule: RuleSplitSize,
