@@ -308,10 +308,13 @@ func applySetReplicas(c *applyCtx, payload []byte) *Result {
 }
 
 // MedianKey returns the PartitionKey at which the range splits into two
-// halves by size, if there is one above the range's start.
+// halves by size, if there is one above the first PartitionKey the range
+// holds: a split at that key would leave the left half empty (a range
+// holding one key above its start was split into an empty range and
+// itself, and the right half, one key at its start, could never split).
 func (r *Range) MedianKey() (string, bool, error) {
-	var key string
-	var ok bool
+	var key, first string
+	var ok, seen bool
 	err := r.store.db.View(func(tx *bolt.Tx) error {
 		st, err := getState(tx, r.id)
 		if err != nil {
@@ -326,14 +329,17 @@ func (r *Range) MedianKey() (string, bool, error) {
 		var acc uint64
 		return walkSpan(b, desc, func(k, v []byte) error {
 			acc += uint64(len(v))
-			if acc < half {
+			if acc < half && seen {
 				return nil
 			}
 			pk, err := keys.DecodePartitionKey(k)
 			if err != nil {
 				return err
 			}
-			if pk > desc.GetStart() {
+			if !seen {
+				first, seen = pk, true
+			}
+			if acc >= half && pk > first {
 				key, ok = pk, true
 				return errStopWalk
 			}
