@@ -112,7 +112,7 @@ func (r *runner) start(o scheduler.Op) bool {
 		// The scheduler measures from here when a reshaped range's
 		// reports may describe it again (a merge that co-located
 		// replicas first can take longer than the window it waits).
-		op.Done = time.Now()
+		op.Done, op.Failed = time.Now(), err != nil
 		r.mu.Unlock()
 		r.release(o.Ranges()...)
 		if err != nil {

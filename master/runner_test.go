@@ -32,8 +32,26 @@ func TestRunnerRecentDone(t *testing.T) {
 	if len(recent) != 1 || recent[0].Done.Before(start) {
 		t.Fatalf("after it finished: recent %v, want one with Done set", recent)
 	}
+	if recent[0].Failed {
+		t.Fatalf("a successful operation marked failed: %v", recent[0])
+	}
 	// Kept for the window from when it finished, not from its start.
 	if _, recent = r.state(recent[0].Done.Add(time.Minute - time.Millisecond)); len(recent) != 1 {
 		t.Fatalf("pruned before the window from Done passed: %v", recent)
+	}
+}
+
+// TestRunnerRecentFailed: a failed operation is marked so in the recent
+// list (split-size backs off a range whose size split failed).
+func TestRunnerRecentFailed(t *testing.T) {
+	r := newRunner(context.Background(), 1, time.Minute, time.Minute, func(ctx context.Context, o scheduler.Op) error {
+		return ErrBadCommand
+	})
+	if !r.start(scheduler.Op{Kind: scheduler.Split, Range: 1, At: time.Now()}) {
+		t.Fatal("not started")
+	}
+	r.wg.Wait()
+	if _, recent := r.state(time.Now()); len(recent) != 1 || !recent[0].Failed || recent[0].Done.IsZero() {
+		t.Fatalf("recent %v, want one failed and done", recent)
 	}
 }

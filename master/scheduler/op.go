@@ -71,6 +71,8 @@ type Op struct {
 	// does not say): a split's or merge's range carries the report of its
 	// old shape until its leader reports after that.
 	Done time.Time
+	// Failed: it finished with an error (set with Done).
+	Failed bool
 }
 
 // Last is when the operation was last known under way: Done when set,

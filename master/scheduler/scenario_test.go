@@ -168,19 +168,7 @@ func (w *world) run(d *directive) (string, error) {
 	case "schedule":
 		return w.schedule(d.args)
 	case "apply":
-		// took=DUR: the operations finished DUR after they started (Op.Done),
-		// and the clock moves on to then.
-		if v, ok := d.args["took"]; ok {
-			took, err := time.ParseDuration(v)
-			if err != nil {
-				return "", err
-			}
-			for i := range w.last {
-				w.last[i].Done = w.last[i].At.Add(took)
-			}
-			w.now = w.now.Add(took)
-		}
-		return w.applyLast(), nil
+		return w.apply(d.args)
 	case "run":
 		return w.runFor(d.args)
 	case "state":
@@ -577,12 +565,38 @@ func (w *world) find(id uint64) *Range {
 	return nil
 }
 
+// apply is the apply directive: took=DUR, the operations finished DUR
+// after they started (Op.Done), and the clock moves on to then; failed,
+// they failed (Op.Failed): recent, not applied.
+func (w *world) apply(args map[string]string) (string, error) {
+	if v, ok := args["took"]; ok {
+		took, err := time.ParseDuration(v)
+		if err != nil {
+			return "", err
+		}
+		for i := range w.last {
+			w.last[i].Done = w.last[i].At.Add(took)
+		}
+		w.now = w.now.Add(took)
+	}
+	if _, ok := args["failed"]; ok {
+		for i := range w.last {
+			w.last[i].Failed = true
+		}
+	}
+	return w.applyLast(), nil
+}
+
 // applyLast applies the last planned operations as if they completed.
 func (w *world) applyLast() string {
 	var b strings.Builder
 	for _, o := range w.last {
 		r := w.find(o.Range)
 		if r == nil {
+			continue
+		}
+		if o.Failed {
+			w.recent = append(w.recent, o)
 			continue
 		}
 		switch o.Kind {

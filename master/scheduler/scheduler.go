@@ -63,6 +63,9 @@ type Plan struct {
 	// split finished (Op.Last), since its report is the old range's until
 	// the leader reports after that.
 	splitAt map[uint64]time.Time
+	// sizeFailed holds the ranges whose size split failed within the
+	// recent window (Snapshot.Recent): see splitSize.
+	sizeFailed idSet
 	// mergedAt is when each range last took over its right neighbour
 	// (the merged range keeps the left part's id), likewise.
 	mergedAt map[uint64]time.Time
@@ -131,13 +134,23 @@ func NewPlan(cfg Config, snap *Snapshot) *Plan {
 		}
 	}
 	for _, o := range snap.Recent {
-		p.noteSplit(o)
-		p.cool(o, o.At)
-		if o.Kind == TransferLeader && o.balancing() && snap.Now.Sub(o.At) < cfg.LeaderMoveCooldown {
-			p.moved.add(o.Range)
-		}
+		p.noteRecent(o)
 	}
 	return p
+}
+
+// noteRecent folds in o, an operation started within the recent window:
+// the splits and merges it made, the servers it cools, the range it moved
+// for balance, a size split that failed.
+func (p *Plan) noteRecent(o Op) {
+	p.noteSplit(o)
+	if o.Kind == Split && o.Key == "" && o.Failed {
+		p.sizeFailed.add(o.Range)
+	}
+	p.cool(o, o.At)
+	if o.Kind == TransferLeader && o.balancing() && p.snap.Now.Sub(o.At) < p.cfg.LeaderMoveCooldown {
+		p.moved.add(o.Range)
+	}
 }
 
 // mergingIn returns the ids of the ranges of the merges in inflight (nil

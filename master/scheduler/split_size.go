@@ -6,7 +6,11 @@ import "fmt"
 // range's leader picks the key), unless it was split within SplitWindow:
 // until its leader reports again, the left half of a split carries the
 // whole old range's report, bytes included (scenario
-// split_size_stale_report).
+// split_size_stale_report), or its size split failed lately (while the
+// failure is in Snapshot.Recent: the longest cooldown). A size split can
+// fail for good: one PartitionKey larger than SplitBytes has no size
+// median (a PartitionKey never spans two ranges), and each attempt walks
+// the whole range on its leader (scenario split_size_failed_backoff).
 type splitSize struct{}
 
 func (splitSize) Name() string { return RuleSplitSize }
@@ -16,7 +20,7 @@ func (splitSize) Schedule(p *Plan) {
 		if p.Full() {
 			return
 		}
-		if !p.free(r) || p.staleLeader(r) || p.justSplit(r) {
+		if !p.free(r) || p.staleLeader(r) || p.justSplit(r) || p.sizeFailed.has(r.ID) {
 			continue
 		}
 		p.add(r, Op{Kind: Split, Range: r.ID, From: r.Leader, To: p.RightLeader(r), Rule: RuleSplitSize,
