@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -468,8 +469,27 @@ func (w *world) schedule(args map[string]string) (string, error) {
 		}
 		w.now = t0.Add(d)
 	}
-	w.last = Schedule(w.cfg, w.snapshot())
-	return formatOps(w.last), nil
+	var err error
+	w.last, err = w.scheduleChecked()
+	return formatOps(w.last), err
+}
+
+// scheduleChecked runs the scheduler over the world's snapshot, and again
+// with the operations in flight and recent in reverse order (the master
+// gathers them from maps, in no fixed order): a pure function must plan
+// the same either way.
+func (w *world) scheduleChecked() ([]Op, error) {
+	snap := w.snapshot()
+	ops := Schedule(w.cfg, snap)
+	rev := *snap
+	rev.InFlight = slices.Clone(snap.InFlight)
+	slices.Reverse(rev.InFlight)
+	rev.Recent = slices.Clone(snap.Recent)
+	slices.Reverse(rev.Recent)
+	if a, b := formatOps(ops), formatOps(Schedule(w.cfg, &rev)); a != b {
+		return ops, fmt.Errorf("the plan depends on the order of the operations in flight or recent:\n%s\nreversed:\n%s", a, b)
+	}
+	return ops, nil
 }
 
 func formatOps(ops []Op) string {
@@ -500,7 +520,9 @@ func (w *world) runFor(args map[string]string) (string, error) {
 	var b strings.Builder
 	for end := w.now.Add(total); !w.now.After(end); w.now = w.now.Add(step) {
 		w.observe()
-		w.last = Schedule(w.cfg, w.snapshot())
+		if w.last, err = w.scheduleChecked(); err != nil {
+			return "", err
+		}
 		for _, o := range w.last {
 			fmt.Fprintf(&b, "%v: %s\n", w.now.Sub(t0), o)
 		}
