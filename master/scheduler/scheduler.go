@@ -407,6 +407,20 @@ func (p *Plan) apply(r *Range, o Op) {
 			to.leaders++
 			to.leaderLoad += l
 		}
+	case Split:
+		// The right half, about half the load (a load split is at the
+		// load median), is led by To: a second split in the same pass
+		// must not hand its right half to the same server for being the
+		// coolest before the first (scenario split_right_leaders_spread).
+		if to == nil {
+			return
+		}
+		l := r.entitiesPerSec() / 2
+		if from != nil {
+			from.leaderLoad -= l
+		}
+		to.leaders++
+		to.leaderLoad += l
 	}
 }
 
