@@ -452,9 +452,12 @@ func (s *idSet) add(id uint64) {
 	(*s)[id/64] |= 1 << (id % 64)
 }
 
-// canHost reports whether server may receive a new replica now.
+// canHost reports whether server may receive a new replica now: live,
+// not silent (the move's snapshot and conf change would wait on a server
+// that may be paused or cut off, holding the slot until the move fails),
+// not draining, with a move to spare.
 func (p *Plan) canHost(st *serverStat) bool {
-	return st != nil && st.live && !st.draining && st.moving < p.cfg.MaxPerServer
+	return st != nil && st.live && !st.silent && !st.draining && st.moving < p.cfg.MaxPerServer
 }
 
 // canLead reports whether the replica of r on server may take over r's
