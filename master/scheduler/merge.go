@@ -40,7 +40,9 @@ func (mergeCold) Schedule(p *Plan) {
 	}
 }
 
-// mergeable reports whether candidates a and b are adjacent, small enough
+// mergeable reports whether candidates a and b are adjacent, with as many
+// replicas each (the master's co-location fails on differing counts,
+// after moving replicas for nothing), small enough
 // together, not split lately nor just merged (Plan.justMerged: a merged
 // range's report leaves out the part it took over until its leader
 // reports again, so merging it at once could exceed MergeBytes), and have every replica on a server that
@@ -49,7 +51,7 @@ func (p *Plan) mergeable(a, b *Range) bool {
 	if a.bytes()+b.bytes() > p.cfg.MergeBytes || !p.farBelowSplit(a, b) {
 		return false
 	}
-	if a.TableID != b.TableID || a.End != b.Start || a.End == "" {
+	if a.TableID != b.TableID || a.End != b.Start || a.End == "" || len(a.Replicas) != len(b.Replicas) {
 		return false
 	}
 	return !p.splitLately(a.ID) && !p.splitLately(b.ID) && !p.justMerged(a) && !p.justMerged(b) &&
