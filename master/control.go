@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"tablestore/internal/rpcerr"
+	"tablestore/master/scheduler"
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -112,7 +113,9 @@ func (v *service) Split(ctx context.Context, req *pb.SplitRequest) (*pb.SplitRes
 		return nil, opStatus(err)
 	}
 	defer s.ops.release(d.GetRangeId())
+	start := time.Now()
 	resp, err := s.split(ctx, d.GetRangeId(), req.GetPartitionKey(), "", causeOperator, "", nil)
+	s.ops.record(scheduler.Op{Kind: scheduler.Split, Range: d.GetRangeId(), Key: req.GetPartitionKey(), Rule: causeOperator, At: start}, time.Now(), err)
 	return resp, opStatus(err)
 }
 
@@ -155,7 +158,9 @@ func (v *service) Merge(ctx context.Context, req *pb.MergeRequest) (*pb.MergeRes
 		return nil, opStatus(err)
 	}
 	defer s.ops.release(d.GetRangeId(), right.GetRangeId())
+	start := time.Now()
 	merged, err := s.merge(ctx, d.GetRangeId(), right.GetRangeId(), causeOperator, "", nil)
+	s.ops.record(scheduler.Op{Kind: scheduler.Merge, Range: d.GetRangeId(), Right: right.GetRangeId(), Rule: causeOperator, At: start}, time.Now(), err)
 	if err != nil {
 		return nil, opStatus(err)
 	}

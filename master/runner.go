@@ -84,6 +84,18 @@ func (r *runner) state(now time.Time) (running, recent []scheduler.Op) {
 	return running, recent
 }
 
+// record adds o, an operation run outside the runner (an operator's
+// split or merge), to the recent list as done at done, failed when err is
+// set: the scheduler's windows after a split or merge (a reshaped range
+// reports its old shape until its leader reports again) apply to it as
+// to its own.
+func (r *runner) record(o scheduler.Op, done time.Time, err error) {
+	o.Done, o.Failed = done, err != nil
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.recent = append(r.recent, &o)
+}
+
 // start runs o in the background under the timeout, unless its ranges are
 // busy or no slot is free. It reports whether o started.
 func (r *runner) start(o scheduler.Op) bool {

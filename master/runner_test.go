@@ -55,3 +55,18 @@ func TestRunnerRecentFailed(t *testing.T) {
 		t.Fatalf("recent %v, want one failed and done", recent)
 	}
 }
+
+// TestRunnerRecord: an operation run outside the runner (an operator's
+// split or merge) is in the recent list, done and failed as told, so the
+// scheduler's windows after a split or merge apply to it.
+func TestRunnerRecord(t *testing.T) {
+	r := newRunner(context.Background(), 1, time.Minute, time.Minute, nil)
+	start := time.Now()
+	r.record(scheduler.Op{Kind: scheduler.Split, Range: 3, Key: "k", At: start}, start.Add(time.Second), nil)
+	r.record(scheduler.Op{Kind: scheduler.Merge, Range: 4, Right: 5, At: start}, start.Add(time.Second), ErrBadCommand)
+	_, recent := r.state(start.Add(time.Second))
+	if len(recent) != 2 || recent[0].Range != 3 || recent[0].Failed || !recent[0].Done.Equal(start.Add(time.Second)) ||
+		recent[1].Right != 5 || !recent[1].Failed {
+		t.Fatalf("recent %+v", recent)
+	}
+}
