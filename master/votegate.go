@@ -21,7 +21,11 @@ import (
 // goes past index 1. A first start of a whole group still elects (every
 // candidate's log is the bootstrap entry alone); a lost master back among
 // a live majority catches up from their leader and then votes as any
-// member; with a majority's disks lost no rule can help. It is the master
+// member; with a majority's disks lost no rule can help. Left: a
+// candidate that itself holds nothing past the bootstrap entry (it stopped
+// before the first leader's entries reached it) looks like a first
+// start's and gets the vote; with the only master that kept the entries
+// down, nothing alive knows the group ever moved on. It is the master
 // group's form of the partition servers' join floor (docs/reliability.md
 // section 19), which the master, not the member, decides for ranges.
 

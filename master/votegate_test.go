@@ -82,6 +82,18 @@ func TestWipedMasterKeepsCommittedEntries(t *testing.T) {
 			}
 		}
 	}
+	// B holds an entry past the bootstrap one before it stops: a
+	// candidate whose log is the bootstrap entry alone looks like a first
+	// start's, which the gate lets elect (the rule's residual, see
+	// votegate.go).
+	waitUntil(t, 10*time.Second, "B to hold the first leader's entries", func() bool {
+		l := leader()
+		if l == nil {
+			return false
+		}
+		_, err := (&service{s: l.s}).SetServiceProperties(context.Background(), &pb.SetServicePropertiesRequest{Properties: []byte("first")})
+		return err == nil && props(b.s) == "first"
+	})
 	b.s.SkipHandOff()
 	b.s.Close()
 	b.s = nil
