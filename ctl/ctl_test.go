@@ -489,16 +489,26 @@ func TestMasterErrors(t *testing.T) {
 			t.Fatalf("err %v", err)
 		}
 	})
-	t.Run("no master reachable", func(t *testing.T) {
-		start := time.Now()
-		_, _, err := runCtl(t, context.Background(), "--master", "127.0.0.1:1", "--timeout", "300ms", "split", "t", "k")
-		if !errors.Is(err, masterclient.ErrNoMaster) || !strings.Contains(err.Error(), "127.0.0.1:1") {
-			t.Fatalf("err %v", err)
-		}
-		if time.Since(start) > 5*time.Second {
-			t.Errorf("took %v, --timeout was 300ms", time.Since(start))
-		}
-	})
+	// Every command says the same when no master answers: which addresses
+	// were tried, for how long. `events` (without --follow) said
+	// "context deadline exceeded [code DeadlineExceeded]", as if a master
+	// had answered DeadlineExceeded.
+	for _, args := range [][]string{{"split", "t", "k"}, {"servers"}, {"events"}, {"events", "--follow"}, {"master", "list"}, {"drain", "ps1"}} {
+		t.Run("no master reachable: "+strings.Join(args, " "), func(t *testing.T) {
+			start := time.Now()
+			_, _, err := runCtl(t, context.Background(), append([]string{"--master", "127.0.0.1:1", "--timeout", "300ms"}, args...)...)
+			if !errors.Is(err, masterclient.ErrNoMaster) || !strings.Contains(err.Error(), "no master leader answered at 127.0.0.1:1 within 300ms") {
+				t.Fatalf("err %v", err)
+			}
+			var me *MasterError
+			if errors.As(err, &me) {
+				t.Errorf("err %v is a *MasterError: no master answered", err)
+			}
+			if time.Since(start) > 5*time.Second {
+				t.Errorf("took %v, --timeout was 300ms", time.Since(start))
+			}
+		})
+	}
 }
 
 // A follower answers NOT_LEADER; ctl moves on to the next address for reads,

@@ -165,7 +165,9 @@ func streamEvents(ctx context.Context, mc *masterclient.Client, since uint64, fo
 			if follow {
 				return nil
 			}
-			return ctx.Err()
+			// The last failure, as ErrNoMaster: a bare ctx.Err() read as
+			// a master's DeadlineExceeded answer.
+			return fmt.Errorf("%w: %v", masterclient.ErrNoMaster, err)
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, 500*time.Millisecond)
