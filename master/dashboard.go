@@ -86,19 +86,25 @@ func (s *Server) DashboardHandler() http.Handler {
 		s.dashboardHistory()
 		mux.ServeHTTP(w, r)
 	})
-	mux.HandleFunc("/dashboard", func(w http.ResponseWriter, r *http.Request) {
+	// GET patterns (HEAD included): the dashboard changes nothing, and
+	// the mux answers any other method 405 with Allow.
+	mux.HandleFunc("GET /dashboard", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		w.Write(page)
 	})
-	mux.HandleFunc("/dashboard/history", func(w http.ResponseWriter, r *http.Request) {
-		after, err := strconv.ParseInt(r.URL.Query().Get("after"), 10, 64)
-		if err != nil {
-			after = 0
+	mux.HandleFunc("GET /dashboard/history", func(w http.ResponseWriter, r *http.Request) {
+		var after int64
+		if a := r.URL.Query().Get("after"); a != "" {
+			var err error
+			if after, err = strconv.ParseInt(a, 10, 64); err != nil {
+				http.Error(w, "after: not a Unix time in milliseconds: "+strconv.Quote(a), http.StatusBadRequest)
+				return
+			}
 		}
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(ring.after(after))
 	})
-	mux.HandleFunc("/dashboard/state", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET /dashboard/state", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(s.dashboardState())
 	})

@@ -1,0 +1,54 @@
+package master
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+)
+
+// TestDashboardMethods: the dashboard and its data are read-only: GET (and
+// HEAD) answer, anything else is 405 with Allow, so a form or script
+// POSTing to the page learns it changes nothing.
+func TestDashboardMethods(t *testing.T) {
+	_, s := startSoloMaster(t)
+	defer s.Close()
+	waitUntil(t, 10*time.Second, "the master leads", s.IsLeader)
+	srv := httptest.NewServer(s.DashboardHandler())
+	defer srv.Close()
+	for _, path := range []string{"/dashboard", "/dashboard/state", "/dashboard/history?after=0"} {
+		for _, tc := range []struct {
+			method string
+			want   int
+		}{
+			{http.MethodGet, http.StatusOK},
+			{http.MethodHead, http.StatusOK},
+			{http.MethodPost, http.StatusMethodNotAllowed},
+			{http.MethodPut, http.StatusMethodNotAllowed},
+			{http.MethodDelete, http.StatusMethodNotAllowed},
+		} {
+			req, _ := http.NewRequest(tc.method, srv.URL+path, nil)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tc.want {
+				t.Errorf("%s %s: %d, want %d", tc.method, path, resp.StatusCode, tc.want)
+			}
+			if tc.want == http.StatusMethodNotAllowed && resp.Header.Get("Allow") == "" {
+				t.Errorf("%s %s: 405 without Allow", tc.method, path)
+			}
+		}
+	}
+	for q, want := range map[string]int{"": http.StatusOK, "?after=": http.StatusOK, "?after=12": http.StatusOK, "?after=x": http.StatusBadRequest} {
+		resp, err := http.Get(srv.URL + "/dashboard/history" + q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("GET /dashboard/history%s: %d, want %d", q, resp.StatusCode, want)
+		}
+	}
+}
