@@ -15,6 +15,16 @@ const historySamples = 600
 // historyInterval is how often the dashboard's history is sampled.
 const historyInterval = time.Second
 
+// historyTables bounds the tables one sample keeps: the busiest (entities/s
+// plus refusals). The page draws a few lines per chart anyway, and ten
+// minutes of 1,000 busy tables were 68 MB of JSON to load.
+const historyTables = 16
+
+// historyRangeCells bounds the key visualizer's cells of one table in one
+// sample: beyond it neighbouring ranges share a cell (their load summed). A
+// table of 1,000 ranges was 600,000 cells to draw each second.
+const historyRangeCells = 100
+
 // histSample is the partition map's load at one moment, as the dashboard's
 // charts and heat map draw it.
 type histSample struct {
@@ -33,17 +43,23 @@ type histTable struct {
 	BusyPerSec float64 `json:"busy"`
 	// LatencyMs is the mean latency of the table's requests as its range
 	// leaders measured them (weighted by the ranges' load).
-	LatencyMs float64     `json:"latency_ms"`
-	Ranges    []histRange `json:"ranges"` // in key order
+	LatencyMs float64 `json:"latency_ms"`
+	// RangeCount is the table's ranges; Ranges has fewer cells when
+	// historyRangeCells merged neighbours.
+	RangeCount int         `json:"range_count"`
+	Ranges     []histRange `json:"ranges"` // in key order
 }
 
 // histRange is one cell column entry of the key visualizer: a range's key
 // span and load.
 type histRange struct {
-	ID             uint64  `json:"id"`
+	ID             uint64  `json:"id"` // the cell's first range
 	Start          string  `json:"s"`
 	End            string  `json:"e"`
 	EntitiesPerSec float64 `json:"v"`
+	// Ranges is how many neighbouring ranges the cell holds when more than
+	// one (historyRangeCells).
+	Ranges int `json:"n,omitempty"`
 }
 
 // sampleOf summarises a partition map at now.
@@ -82,8 +98,24 @@ func sampleOf(m *pb.PartitionMap, now time.Time) histSample {
 			continue
 		}
 		sort.Slice(t.Ranges, func(i, j int) bool { return t.Ranges[i].Start < t.Ranges[j].Start })
+		t.RangeCount = len(t.Ranges)
+		t.Ranges = mergeCells(t.Ranges, historyRangeCells)
 		if t.EntitiesPerSec > 0 {
 			t.LatencyMs = tableLat[name] / t.EntitiesPerSec
+		}
+	}
+	if len(h.Tables) > historyTables {
+		names := make([]string, 0, len(h.Tables))
+		for name := range h.Tables {
+			names = append(names, name)
+		}
+		busy := func(t *histTable) float64 { return t.EntitiesPerSec + t.ThrottledPerSec + t.BusyPerSec }
+		sort.Slice(names, func(i, j int) bool {
+			a, b := busy(h.Tables[names[i]]), busy(h.Tables[names[j]])
+			return a > b || a == b && names[i] < names[j]
+		})
+		for _, name := range names[historyTables:] {
+			delete(h.Tables, name)
 		}
 	}
 	for id, v := range h.Servers {
@@ -92,6 +124,24 @@ func sampleOf(m *pb.PartitionMap, now time.Time) histSample {
 		}
 	}
 	return h
+}
+
+// mergeCells returns rs (in key order) as at most n cells: runs of
+// neighbours of about equal length share one, its load their sum.
+func mergeCells(rs []histRange, n int) []histRange {
+	if len(rs) <= n {
+		return rs
+	}
+	out := make([]histRange, 0, n)
+	for i := range n {
+		lo, hi := i*len(rs)/n, (i+1)*len(rs)/n
+		c := histRange{ID: rs[lo].ID, Start: rs[lo].Start, End: rs[hi-1].End, Ranges: hi - lo}
+		for _, r := range rs[lo:hi] {
+			c.EntitiesPerSec += r.EntitiesPerSec
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 // historyRing keeps the last n samples.

@@ -1,6 +1,8 @@
 package master
 
 import (
+	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -50,5 +52,70 @@ func TestHistoryRing(t *testing.T) {
 				t.Fatalf("after(%d) = %v, want %v", tc.after, got, tc.want)
 			}
 		}
+	}
+}
+
+// TestSampleBounded: one sample, and so the history the page loads (600 of
+// them), stays small however many tables are busy and however many ranges a
+// table has. Unbounded, 1,000 busy tables made a 68 MB history whose drawing
+// froze the page, and so did one table of 100 ranges (60,000 cells).
+func TestSampleBounded(t *testing.T) {
+	m := &pb.PartitionMap{Leaders: map[uint64]string{}, Loads: map[uint64]*pb.RangeLoad{}}
+	id := uint64(0)
+	add := func(table, start, end string, eps float64) {
+		id++
+		m.Ranges = append(m.Ranges, &pb.RangeDescriptor{RangeId: id, Table: table, Start: start, End: end})
+		m.Loads[id] = &pb.RangeLoad{EntitiesPerSec: eps}
+	}
+	for i := range 1000 {
+		add(fmt.Sprintf("t%04d", i), "", "", float64(1+i%7))
+	}
+	// The busiest table, of 1,000 ranges, and one refusing requests.
+	for i := range 1000 {
+		start, end := fmt.Sprintf("k%04d", i), fmt.Sprintf("k%04d", i+1)
+		if i == 0 {
+			start = ""
+		}
+		if i == 999 {
+			end = ""
+		}
+		add("big", start, end, 10)
+	}
+	add("refused", "", "", 0)
+	m.Loads[id].ThrottledPerSec = 500
+
+	s := sampleOf(m, time.UnixMilli(1))
+	b, _ := json.Marshal(s)
+	if len(b) > 32<<10 {
+		t.Errorf("one sample is %d bytes (%d tables)", len(b), len(s.Tables))
+	}
+	if len(s.Tables) != historyTables {
+		t.Errorf("%d tables kept, want %d", len(s.Tables), historyTables)
+	}
+	for _, name := range []string{"big", "refused"} {
+		if s.Tables[name] == nil {
+			t.Errorf("table %s (among the busiest) left out", name)
+		}
+	}
+	big := s.Tables["big"]
+	if big == nil {
+		return
+	}
+	if big.RangeCount != 1000 || len(big.Ranges) > historyRangeCells {
+		t.Errorf("big: %d ranges counted, %d cells", big.RangeCount, len(big.Ranges))
+	}
+	// The cells tile the key space in order, carry all the load and count
+	// every range.
+	var sum float64
+	n := 0
+	for i, r := range big.Ranges {
+		if (i == 0) != (r.Start == "") || (i == len(big.Ranges)-1) != (r.End == "") || (i > 0 && big.Ranges[i-1].End != r.Start) {
+			t.Fatalf("cell %d [%q, %q) does not follow the previous one", i, r.Start, r.End)
+		}
+		sum += r.EntitiesPerSec
+		n += max(r.Ranges, 1)
+	}
+	if sum != 10000 || n != 1000 {
+		t.Errorf("cells sum %v entities/s over %d ranges, want 10000 over 1000", sum, n)
 	}
 }
