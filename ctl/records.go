@@ -81,9 +81,8 @@ type Event struct {
 	Seq      uint64 `json:"seq"`
 	Time     string `json:"time"` // RFC 3339, UTC, nanoseconds
 	UnixNano int64  `json:"unix_nano"`
-	// Kind is split, merge, move, leader-transfer, throttle, server-down,
-	// server-up, re-replicate, table-created, table-deleted (the EventKind
-	// name in lower case with dashes).
+	// Kind is the EventKind name in lower case with dashes (split, merge,
+	// move, ..., server-removed; docs/operations.md lists them all).
 	Kind            string             `json:"kind"`
 	Table           string             `json:"table"`
 	RangeIDs        []uint64           `json:"range_ids"`
