@@ -55,8 +55,10 @@ type dashboardRange struct {
 }
 
 type dashboardSrv struct {
-	ID             string  `json:"id"`
-	Alive          bool    `json:"alive"`
+	ID    string `json:"id"`
+	Alive bool   `json:"alive"`
+	// Draining is set by ctl drain (as ctl servers shows it).
+	Draining       bool    `json:"draining"`
 	Replicas       int     `json:"replicas"`
 	Leaders        int     `json:"leaders"`
 	EntitiesPerSec float64 `json:"entities_per_sec"`
@@ -147,7 +149,7 @@ func (s *Server) dashboardState() dashboardState {
 	}
 	srv := map[string]*dashboardSrv{}
 	for _, sv := range m.GetServers() {
-		srv[sv.GetServerId()] = &dashboardSrv{ID: sv.GetServerId(), Alive: sv.GetAlive()}
+		srv[sv.GetServerId()] = &dashboardSrv{ID: sv.GetServerId(), Alive: sv.GetAlive(), Draining: sv.GetDraining()}
 	}
 	for _, r := range m.GetRanges() {
 		t := byTable[r.GetTableId()]

@@ -211,21 +211,7 @@ func TestDashboardManyTablesAndRanges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/dashboard", new(master.Server).DashboardHandler())
-	mux.HandleFunc("/dashboard/state", func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, `{"leader":true,"tables":[],"servers":[],"events":[]}`)
-	})
-	mux.HandleFunc("/dashboard/history", func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Query().Get("after") == "0" {
-			w.Write(body)
-			return
-		}
-		io.WriteString(w, "[]")
-	})
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-
+	srv := stubDashboard(t, `{"leader":true,"tables":[],"servers":[],"events":[]}`, body)
 	ctx := browser(t, chrome, 60*time.Second)
 	const probe = `(() => ({
 	  cells: document.querySelectorAll('#h-heat rect.cell').length,
@@ -289,4 +275,88 @@ func browser(t *testing.T, chrome string, timeout time.Duration) context.Context
 	ctx, cancel := context.WithTimeout(bctx, timeout)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// stubDashboard serves the dashboard's page with state as /dashboard/state
+// and history as the first /dashboard/history (later ones: nothing new).
+func stubDashboard(t *testing.T, state string, history []byte) *httptest.Server {
+	t.Helper()
+	mux := http.NewServeMux()
+	// The page needs no running master.
+	mux.Handle("/dashboard", new(master.Server).DashboardHandler())
+	mux.HandleFunc("/dashboard/state", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, state)
+	})
+	mux.HandleFunc("/dashboard/history", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("after") == "0" {
+			w.Write(history)
+			return
+		}
+		io.WriteString(w, "[]")
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// TestDashboardServersAndEscaping: a draining server shows as draining, as
+// in ctl servers (the page said only "yes"), and server ids, keys, event
+// messages, causes and figure names (none limited to letters and digits) are
+// shown as text, never run as HTML.
+func TestDashboardServersAndEscaping(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a browser")
+	}
+	chrome := findChromium()
+	if chrome == "" {
+		t.Skip("no Chromium found (apt-get install -y chromium, or set CHROMIUM); .ci/run installs it")
+	}
+	bad := func(n int) string { return fmt.Sprintf(`<img src=x onerror=\"window.pwned=%d\">`, n) }
+	state := fmt.Sprintf(`{"leader":true,"tables":[{"name":"orders","ranges":[{"id":1,"start":"","end":"%s","generation":1,
+	  "replicas":["%s"],"leader":"%s","entities_per_sec":1,"throttled_per_sec":0,"entities":1,"bytes":1,"hot_keys":["%s"]},
+	  {"id":2,"start":"%s","end":"","generation":1,"replicas":["ps2"],"leader":"ps2","entities_per_sec":1,"throttled_per_sec":0,"entities":1,"bytes":1,"hot_keys":null}]}],
+	  "servers":[{"id":"%s","alive":true,"draining":true,"replicas":1,"leaders":0,"entities_per_sec":0},
+	    {"id":"ps2","alive":false,"draining":false,"replicas":1,"leaders":1,"entities_per_sec":0}],
+	  "events":[{"seq":1,"time":"2026-11-27T14:00:00Z","kind":"%s","table":"orders","message":"%s","cause":"%s","duration_seconds":0,"figures":{"%s":1}}]}`,
+		bad(1), bad(2), bad(3), bad(4), bad(1), bad(5), bad(6), bad(7), bad(8), bad(9))
+	var check map[string]any
+	if err := json.Unmarshal([]byte(state), &check); err != nil {
+		t.Fatalf("stub state: %v", err)
+	}
+	srv := stubDashboard(t, state, []byte("[]"))
+	ctx := browser(t, chrome, 30*time.Second)
+	if _, err := chromedp.Run(ctx, chromedp.Navigate(srv.URL+"/dashboard")); err != nil {
+		t.Fatal(err)
+	}
+	type view struct {
+		Servers, Events, Bars string
+		Imgs                  int
+		Pwned                 bool
+	}
+	const probe = `(() => ({servers: document.querySelector('#servers tbody').textContent,
+	  events: document.querySelector('#events tbody').textContent, bars: document.getElementById('tables').textContent,
+	  imgs: document.querySelectorAll('img').length, pwned: window.pwned !== undefined}))()`
+	for {
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[view](probe))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.Imgs > 0 || v.Pwned {
+			t.Fatalf("markup from the data became elements: %+v", v)
+		}
+		if strings.Contains(v.Servers, "ps2") && v.Events != "" {
+			if !strings.Contains(v.Servers, "yes, draining") || !strings.Contains(v.Servers, "DOWN") {
+				t.Errorf("servers table %q: want the first yes, draining and ps2 DOWN", v.Servers)
+			}
+			if !strings.Contains(v.Servers, "<img src=x") || !strings.Contains(v.Events, "<img src=x") || !strings.Contains(v.Bars, "<img src=x") {
+				t.Errorf("the ids and messages are not shown as text: %+v", v)
+			}
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("page shows %+v", v)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }

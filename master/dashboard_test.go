@@ -5,6 +5,8 @@ import (
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	pb "tablestore/proto/tablestorepb"
 )
 
 // TestDashboardMethods: the dashboard and its data are read-only: GET (and
@@ -50,5 +52,25 @@ func TestDashboardMethods(t *testing.T) {
 		if resp.StatusCode != want {
 			t.Errorf("GET /dashboard/history%s: %d, want %d", q, resp.StatusCode, want)
 		}
+	}
+}
+
+// TestDashboardStateServers: the servers the page lists carry the drain
+// mark, as ctl servers shows it.
+func TestDashboardStateServers(t *testing.T) {
+	_, s := startSoloMaster(t)
+	defer s.Close()
+	waitUntil(t, 10*time.Second, "the master leads", s.IsLeader)
+	for _, id := range []string{"a", "b"} {
+		if _, err := s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_REGISTER_SERVER, &pb.RegisterServerCommand{Server: &pb.ServerInfo{ServerId: id}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_SET_SERVER_DRAINING, &pb.SetServerDrainingCommand{ServerId: "b", Draining: true}); err != nil {
+		t.Fatal(err)
+	}
+	st := s.dashboardState()
+	if len(st.Servers) != 2 || st.Servers[0].Draining || !st.Servers[1].Draining {
+		t.Errorf("servers %+v, want a, then b draining", st.Servers)
 	}
 }
