@@ -104,26 +104,33 @@ func sampleOf(m *pb.PartitionMap, now time.Time) histSample {
 			t.LatencyMs = tableLat[name] / t.EntitiesPerSec
 		}
 	}
-	if len(h.Tables) > historyTables {
-		names := make([]string, 0, len(h.Tables))
-		for name := range h.Tables {
-			names = append(names, name)
-		}
-		busy := func(t *histTable) float64 { return t.EntitiesPerSec + t.ThrottledPerSec + t.BusyPerSec }
-		sort.Slice(names, func(i, j int) bool {
-			a, b := busy(h.Tables[names[i]]), busy(h.Tables[names[j]])
-			return a > b || a == b && names[i] < names[j]
-		})
-		for _, name := range names[historyTables:] {
-			delete(h.Tables, name)
-		}
-	}
+	keepBusiest(h.Tables, historyTables)
 	for id, v := range h.Servers {
 		if v > 0 {
 			h.ServerLatencyMs[id] = serverLat[id] / v
 		}
 	}
 	return h
+}
+
+// keepBusiest deletes from tables all but the n busiest (entities/s plus
+// refusals; ties by name).
+func keepBusiest(tables map[string]*histTable, n int) {
+	if len(tables) <= n {
+		return
+	}
+	names := make([]string, 0, len(tables))
+	for name := range tables {
+		names = append(names, name)
+	}
+	busy := func(t *histTable) float64 { return t.EntitiesPerSec + t.ThrottledPerSec + t.BusyPerSec }
+	sort.Slice(names, func(i, j int) bool {
+		a, b := busy(tables[names[i]]), busy(tables[names[j]])
+		return a > b || a == b && names[i] < names[j]
+	})
+	for _, name := range names[n:] {
+		delete(tables, name)
+	}
 }
 
 // mergeCells returns rs (in key order) as at most n cells: runs of
