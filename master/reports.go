@@ -18,6 +18,8 @@ import (
 type reports struct {
 	mu       sync.Mutex
 	lastSeen map[string]time.Time
+	// greeted is the last term of this master's lead greetTerm greeted.
+	greeted uint64
 	// back is, per server, when it last came back: its first heartbeat of
 	// a new incarnation (a restart) or after a silence of awayAfter or
 	// more (paused, cut off); the scheduler gives it no leadership for a
@@ -466,6 +468,24 @@ func (r *reports) seen() map[string]time.Time {
 func (r *reports) greet(servers []string, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.greetLocked(servers, now)
+}
+
+// greetTerm is greet once per term of this master's lead, by whichever
+// comes first: its first request served (ready) or its liveness loop's
+// first tick. It reports whether it greeted.
+func (r *reports) greetTerm(term uint64, servers []string, now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if term <= r.greeted {
+		return false
+	}
+	r.greeted = term
+	r.greetLocked(servers, now)
+	return true
+}
+
+func (r *reports) greetLocked(servers []string, now time.Time) {
 	for _, id := range servers {
 		r.lastSeen[id] = now
 	}

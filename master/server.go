@@ -369,14 +369,19 @@ func (s *Server) ready() error {
 		return nil
 	}
 	// A new leader learns liveness afresh; give servers a full timeout.
+	s.reports.greetTerm(s.raft.CurrentTerm(), s.serverIDs(), time.Now())
+	return nil
+}
+
+// serverIDs lists the registered partition servers.
+func (s *Server) serverIDs() []string {
 	var ids []string
 	s.fsm.read(func(st *state) {
 		for id := range st.servers {
 			ids = append(ids, id)
 		}
 	})
-	s.reports.greet(ids, time.Now())
-	return nil
+	return ids
 }
 
 func (s *Server) apply(kind pb.MasterCommandKind, m proto.Message) (*applyResult, error) {
@@ -447,7 +452,7 @@ func (s *Server) partitionMap() (*pb.PartitionMap, <-chan struct{}) {
 func (s *Server) livenessLoop() {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
-	alive := map[string]bool{}
+	var lv livenessView
 	for {
 		select {
 		case <-s.ctx.Done():
@@ -466,27 +471,9 @@ func (s *Server) livenessLoop() {
 			clusterHealth{}.publish(false)
 			continue
 		}
-		changed := false
 		now := time.Now()
+		events, changed := s.livenessTick(&lv, s.raft.CurrentTerm(), now)
 		publishSlow(s.reports.seen(), s.reports.slowServers(now))
-		var events []*pb.Event
-		for id, at := range s.reports.seen() {
-			a := serverUp(true, now.Sub(at), s.cfg.ServerTimeout)
-			if prev, ok := alive[id]; !ok || prev != a {
-				if ok {
-					changed = true
-					kind := pb.EventKind_EVENT_KIND_SERVER_DOWN
-					if a {
-						kind = pb.EventKind_EVENT_KIND_SERVER_UP
-					}
-					e := &pb.Event{Kind: kind, Servers: []string{id}, Cause: causePolicy,
-						Figures: map[string]float64{"silent_seconds": now.Sub(at).Seconds()},
-						Message: fmt.Sprintf("partition server %s is %s", id, map[bool]string{true: "up", false: "down"}[a])}
-					events = append(events, e)
-				}
-				alive[id] = a
-			}
-		}
 		s.health(now).publish(true)
 		for _, e := range events {
 			s.event(e)
@@ -495,6 +482,47 @@ func (s *Server) livenessLoop() {
 			s.bump()
 		}
 	}
+}
+
+// livenessView is what the liveness loop last saw as leader: the term and
+// each server's liveness then.
+type livenessView struct {
+	term  uint64
+	alive map[string]bool
+}
+
+// livenessTick compares the servers' liveness at now, leading in term,
+// with lv's and returns the server-down and server-up events of the flips
+// (changed: some flipped). In a term lv has not seen it records the
+// liveness without events, after the term's greet (reports.greetTerm: every
+// server gets a full timeout) if no request made it yet: the heard times
+// were otherwise this master's from an earlier term of its own, and a
+// master that regained the lead 70 s after losing it logged every server
+// down (silent_seconds=70) and up again a second later, when the greet of
+// its first request came after the loop's tick.
+func (s *Server) livenessTick(lv *livenessView, term uint64, now time.Time) (events []*pb.Event, changed bool) {
+	if term != lv.term || lv.alive == nil {
+		s.reports.greetTerm(term, s.serverIDs(), now)
+		lv.term, lv.alive = term, map[string]bool{}
+	}
+	for id, at := range s.reports.seen() {
+		a := serverUp(true, now.Sub(at), s.cfg.ServerTimeout)
+		if prev, ok := lv.alive[id]; !ok || prev != a {
+			if ok {
+				changed = true
+				kind := pb.EventKind_EVENT_KIND_SERVER_DOWN
+				if a {
+					kind = pb.EventKind_EVENT_KIND_SERVER_UP
+				}
+				e := &pb.Event{Kind: kind, Servers: []string{id}, Cause: causePolicy,
+					Figures: map[string]float64{"silent_seconds": now.Sub(at).Seconds()},
+					Message: fmt.Sprintf("partition server %s is %s", id, map[bool]string{true: "up", false: "down"}[a])}
+				events = append(events, e)
+			}
+			lv.alive[id] = a
+		}
+	}
+	return events, changed
 }
 
 // health is the cluster's health as the leader sees it now: servers up
