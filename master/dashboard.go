@@ -28,11 +28,14 @@ type dashboardHistoryState struct {
 // dashboardState is what the dashboard page polls: the partition map with
 // leaders and load, the servers, and the latest events.
 type dashboardState struct {
-	Leader  bool             `json:"leader"`
-	Time    time.Time        `json:"time"`
-	Tables  []dashboardTable `json:"tables"`
-	Servers []dashboardSrv   `json:"servers"`
-	Events  []dashboardEvent `json:"events"`
+	Leader bool `json:"leader"`
+	// LeaderID is the master leading the group as this one knows it ("":
+	// none known); a follower's page names it.
+	LeaderID string           `json:"leader_id"`
+	Time     time.Time        `json:"time"`
+	Tables   []dashboardTable `json:"tables"`
+	Servers  []dashboardSrv   `json:"servers"`
+	Events   []dashboardEvent `json:"events"`
 }
 
 type dashboardTable struct {
@@ -141,25 +144,39 @@ func (s *Server) dashboardHistory() *historyRing {
 }
 
 func (s *Server) dashboardState() dashboardState {
-	m := s.PartitionMap()
-	st := dashboardState{Leader: s.IsLeader(), Time: time.Now()}
+	_, leaderID := s.raft.LeaderWithID()
+	st := dashboardStateOf(s.PartitionMap(), s.IsLeader(), string(leaderID))
+	st.Events = s.dashboardEvents()
+	return st
+}
+
+// dashboardStateOf is the page's view of map m. On a follower (not leader)
+// it shows no range leaders, load or liveness: the follower's figures are
+// what it last heard as leader, if ever (its page showed every server DOWN
+// and leaders long gone); the page says so and names leaderID.
+func dashboardStateOf(m *pb.PartitionMap, leader bool, leaderID string) dashboardState {
+	st := dashboardState{Leader: leader, LeaderID: leaderID, Time: time.Now()}
+	leaders, loads := m.GetLeaders(), m.GetLoads()
+	if !leader {
+		leaders, loads = nil, nil
+	}
 	byTable := map[uint64]*dashboardTable{}
 	for _, t := range m.GetTables() {
 		byTable[t.GetTableId()] = &dashboardTable{Name: t.GetName()}
 	}
 	srv := map[string]*dashboardSrv{}
 	for _, sv := range m.GetServers() {
-		srv[sv.GetServerId()] = &dashboardSrv{ID: sv.GetServerId(), Alive: sv.GetAlive(), Draining: sv.GetDraining()}
+		srv[sv.GetServerId()] = &dashboardSrv{ID: sv.GetServerId(), Alive: leader && sv.GetAlive(), Draining: sv.GetDraining()}
 	}
 	for _, r := range m.GetRanges() {
 		t := byTable[r.GetTableId()]
 		if t == nil {
 			continue
 		}
-		load := m.GetLoads()[r.GetRangeId()]
+		load := loads[r.GetRangeId()]
 		dr := dashboardRange{
 			ID: r.GetRangeId(), Start: r.GetStart(), End: r.GetEnd(), Generation: r.GetGeneration(),
-			Leader: m.GetLeaders()[r.GetRangeId()], EntitiesPerSec: load.GetEntitiesPerSec(),
+			Leader: leaders[r.GetRangeId()], EntitiesPerSec: load.GetEntitiesPerSec(),
 			ThrottledPerSec: load.GetThrottledPerSec(), Entities: load.GetEntityCount(), Bytes: load.GetBytes(),
 		}
 		for _, rep := range r.GetReplicas() {
@@ -189,7 +206,6 @@ func (s *Server) dashboardState() dashboardState {
 		st.Servers = append(st.Servers, *sv)
 	}
 	sort.Slice(st.Servers, func(i, j int) bool { return st.Servers[i].ID < st.Servers[j].ID })
-	st.Events = s.dashboardEvents()
 	return st
 }
 

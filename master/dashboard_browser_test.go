@@ -360,3 +360,40 @@ func TestDashboardServersAndEscaping(t *testing.T) {
 		}
 	}
 }
+
+// TestDashboardOnFollower: a follower's page says it is one and names the
+// leader, and shows no server DOWN (it knows no liveness; it showed every
+// server DOWN in red).
+func TestDashboardOnFollower(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a browser")
+	}
+	chrome := findChromium()
+	if chrome == "" {
+		t.Skip("no Chromium found (apt-get install -y chromium, or set CHROMIUM); .ci/run installs it")
+	}
+	srv := stubDashboard(t, `{"leader":false,"leader_id":"m2","tables":[],"servers":[{"id":"ps1","alive":false,"draining":false,"replicas":1,"leaders":0,"entities_per_sec":0}],"events":[]}`, []byte("[]"))
+	ctx := browser(t, chrome, 30*time.Second)
+	if _, err := chromedp.Run(ctx, chromedp.Navigate(srv.URL+"/dashboard")); err != nil {
+		t.Fatal(err)
+	}
+	type view struct{ Status, Servers string }
+	const probe = `(() => ({status: document.getElementById('status').textContent, servers: document.querySelector('#servers tbody').textContent}))()`
+	for {
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[view](probe))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(v.Servers, "ps1") {
+			if strings.Contains(v.Servers, "DOWN") || !strings.Contains(v.Status, "not the leader") || !strings.Contains(v.Status, "the leader is m2") {
+				t.Errorf("follower's page: %+v", v)
+			}
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("page shows %+v", v)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

@@ -74,3 +74,27 @@ func TestDashboardStateServers(t *testing.T) {
 		t.Errorf("servers %+v, want a, then b draining", st.Servers)
 	}
 }
+
+// TestDashboardStateOnFollower: a follower's page data carries no range
+// leaders, load or liveness (what it last heard as leader, if ever: its
+// page showed every server DOWN) and names the leader.
+func TestDashboardStateOnFollower(t *testing.T) {
+	m := &pb.PartitionMap{
+		Tables:  []*pb.Table{{Name: "t", TableId: 1}},
+		Ranges:  []*pb.RangeDescriptor{{RangeId: 1, Table: "t", TableId: 1, Replicas: []*pb.Replica{{ServerId: "a"}}}},
+		Servers: []*pb.ServerInfo{{ServerId: "a", Alive: true}},
+		Leaders: map[uint64]string{1: "a"},
+		Loads:   map[uint64]*pb.RangeLoad{1: {EntitiesPerSec: 50, EntityCount: 7}},
+	}
+	lead := dashboardStateOf(m, true, "m1")
+	if r := lead.Tables[0].Ranges[0]; r.Leader != "a" || r.EntitiesPerSec != 50 || !lead.Servers[0].Alive || lead.Servers[0].Leaders != 1 {
+		t.Errorf("leader's view: range %+v, server %+v", r, lead.Servers[0])
+	}
+	f := dashboardStateOf(m, false, "m2")
+	if r := f.Tables[0].Ranges[0]; r.Leader != "" || r.EntitiesPerSec != 0 || r.Entities != 0 || f.Servers[0].Leaders != 0 || f.Servers[0].Alive {
+		t.Errorf("follower's view shows what it heard as leader: range %+v, server %+v", r, f.Servers[0])
+	}
+	if f.Leader || f.LeaderID != "m2" {
+		t.Errorf("follower's view: leader %v, leader_id %q", f.Leader, f.LeaderID)
+	}
+}
