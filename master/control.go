@@ -27,7 +27,7 @@ func opStatus(err error) error {
 		return rpcerr.New(codes.Aborted, rpcerr.ReasonUnavailable, err.Error(), nil)
 	case errors.Is(err, ErrTargetUnfit):
 		return rpcerr.New(codes.FailedPrecondition, "", err.Error(), nil)
-	case errors.Is(err, ErrBadTarget), errors.Is(err, ErrBadCommand):
+	case errors.Is(err, ErrBadTarget), errors.Is(err, ErrBadSource), errors.Is(err, ErrBadCommand):
 		return rpcerr.New(codes.InvalidArgument, rpcerr.ReasonInvalidInput, err.Error(), nil)
 	case errors.Is(err, ErrUnknownServer):
 		return toStatus(err)

@@ -24,6 +24,9 @@ var (
 	ErrBusy          = errors.New("master: an operation on the range is in flight")
 	ErrNoNeighbour   = errors.New("master: range has no right neighbour")
 	ErrBadTarget     = errors.New("master: bad target server")
+	// ErrBadSource means a move's --from server holds no replica of the
+	// range.
+	ErrBadSource = errors.New("master: bad source server")
 	// ErrTargetUnfit: the operator named a target server that is down or
 	// draining (moveTargetRefusal).
 	ErrTargetUnfit = errors.New("master: target server cannot take a replica now")
@@ -968,8 +971,11 @@ func (s *Server) move(ctx context.Context, id uint64, from, to, cause, reason st
 	if !ok {
 		return nil, fmt.Errorf("%w: %d", ErrRangeNotFound, id)
 	}
-	if to == "" || hasReplica(d, to) || s.grpcAddrOf(to) == "" {
+	switch {
+	case to == "" || s.grpcAddrOf(to) == "":
 		return nil, fmt.Errorf("%w: %q", ErrBadTarget, to)
+	case hasReplica(d, to):
+		return nil, fmt.Errorf("%w: %s already holds a replica of range %d", ErrBadTarget, to, id)
 	}
 	if f := s.reports.frozenAt(id); f != 0 {
 		// Its leader would refuse the membership change (a frozen range's
@@ -1258,7 +1264,7 @@ func (s *Server) moveSource(ctx context.Context, d *pb.RangeDescriptor, from str
 		from = removalChoice(s.busiestReplica(d), s.leaderOf(d.GetRangeId()), d, unanswering)
 	}
 	if !hasReplica(d, from) {
-		return "", fmt.Errorf("%w: %s holds no replica of range %d", ErrBadTarget, from, d.GetRangeId())
+		return "", fmt.Errorf("%w: %s holds no replica of range %d", ErrBadSource, from, d.GetRangeId())
 	}
 	return from, addRefusal(d, from, unanswering)
 }
