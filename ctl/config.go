@@ -53,7 +53,7 @@ func (c *Config) Validate() error {
 // as defaults (so flags given before the command carry into the command's
 // own flag set).
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
-	fs.StringVar(&c.Masters, "master", c.Masters, "comma-separated master gRPC addresses (any member; ctl follows the leader)")
+	fs.StringVar(&c.Masters, "master", c.Masters, "comma-separated master gRPC addresses, every master (ctl looks for the leader among them)")
 	fs.BoolVar(&c.JSON, "json", c.JSON, "print one JSON object per line instead of tables")
 	fs.DurationVar(&c.Timeout, "timeout", c.Timeout, "time limit of the command, finding the master leader included (events --follow: of each reconnection)")
 	c.TLS.RegisterFlags(fs)

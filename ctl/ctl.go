@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"tablestore/internal/masterclient"
+	"tablestore/internal/rpcerr"
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -132,8 +133,25 @@ func RunContext(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	return run(ctx, args, stdout, stderr, env{now: time.Now, loc: time.Local})
 }
 
+// run runs the command; with --json a failure is also written to stderr
+// as one JSON object (ErrorRecord) and returned as a *ReportedError.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, e env) error {
 	cfg := DefaultConfig()
+	err := runCommand(ctx, &cfg, args, stdout, stderr, e)
+	if err == nil || !cfg.JSON {
+		return err
+	}
+	if werr := newJSONLines(stderr).write(errorRecord(err)); werr != nil {
+		return err
+	}
+	return &ReportedError{err: err}
+}
+
+// runCommand parses args into cfg (which also says whether --json was
+// given, even when the command line is wrong after it) and runs the
+// command.
+func runCommand(ctx context.Context, cfgp *Config, args []string, stdout, stderr io.Writer, e env) error {
+	cfg := cfgp
 	fs := flag.NewFlagSet("ctl", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfg.RegisterFlags(fs)
@@ -151,7 +169,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, e env) er
 	name := fs.Arg(0)
 	if name == "help" {
 		if c, ok := findCommand(fs.Arg(1)); ok {
-			sub := commandFlags(c, &cfg, &opts{}, stderr)
+			sub := commandFlags(c, cfg, &opts{}, stderr)
 			sub.Usage()
 		} else {
 			usage(stderr, fs)
@@ -164,7 +182,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, e env) er
 		return fmt.Errorf("%w %q", ErrUnknownCommand, name)
 	}
 	var o opts
-	sub := commandFlags(c, &cfg, &o, stderr)
+	sub := commandFlags(c, cfg, &o, stderr)
 	pos, err := parseInterleaved(sub, fs.Args()[1:])
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -187,7 +205,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, e env) er
 		return fmt.Errorf("%w: %v", ErrUsage, err)
 	}
 	defer mc.Close()
-	r := &runner{cfg: cfg, out: stdout, mc: mc, env: e}
+	r := &runner{cfg: *cfg, out: stdout, mc: mc, env: e}
 	if cfg.JSON {
 		r.json = newJSONLines(stdout)
 	}
@@ -258,11 +276,17 @@ type runner struct {
 
 func (r *runner) partitionMap(ctx context.Context, op string) (*pb.PartitionMap, error) {
 	var pm *pb.PartitionMap
+	var last error
 	err := r.mc.Call(ctx, func(ctx context.Context, c pb.MasterServiceClient) error {
 		var err error
 		pm, err = c.GetPartitionMap(ctx, &pb.GetPartitionMapRequest{})
+		last = err
 		return err
 	})
+	if errors.Is(err, masterclient.ErrNoMaster) && last != nil {
+		// The last answer itself, for masterError to read.
+		err = fmt.Errorf("%w: %w", masterclient.ErrNoMaster, last)
+	}
 	if err != nil {
 		return nil, r.masterError(op, err)
 	}
@@ -270,10 +294,16 @@ func (r *runner) partitionMap(ctx context.Context, op string) (*pb.PartitionMap,
 }
 
 // masterError names the masters tried when none answered, the usual
-// mistake being a wrong --master.
+// mistake being a wrong --master; when the last of them answered that it
+// does not lead, the likely one is a --master that lists only followers
+// (ctl finds the leader only among the addresses given).
 func (r *runner) masterError(op string, err error) error {
 	if errors.Is(err, masterclient.ErrNoMaster) {
-		return fmt.Errorf("ctl: %s: no master leader answered at %s within %v: %w", op, r.cfg.Masters, r.cfg.Timeout, err)
+		hint := ""
+		if rpcerr.Parse(err).Reason == rpcerr.ReasonNotLeader {
+			hint = " (the last master asked answered that it does not lead: does --master list every master? ctl looks for the leader only there)"
+		}
+		return fmt.Errorf("ctl: %s: no master leader answered at %s within %v%s: %w", op, r.cfg.Masters, r.cfg.Timeout, hint, err)
 	}
 	return masterError(op, err)
 }

@@ -511,6 +511,21 @@ func TestMasterErrors(t *testing.T) {
 	}
 }
 
+// TestOnlyFollowersGiven: a --master that names only a follower fails
+// after --timeout saying so (it said only "no master leader answered"),
+// for reads, operations and streams alike.
+func TestOnlyFollowersGiven(t *testing.T) {
+	follower := startFake(t, &fakeMaster{notLead: true})
+	for _, args := range [][]string{{"servers"}, {"merge", "1"}, {"events"}} {
+		t.Run(args[0], func(t *testing.T) {
+			_, _, err := runCtl(t, context.Background(), append([]string{"--master", follower, "--timeout", "300ms"}, args...)...)
+			if !errors.Is(err, masterclient.ErrNoMaster) || !strings.Contains(err.Error(), "does --master list every master?") {
+				t.Fatalf("err %v", err)
+			}
+		})
+	}
+}
+
 // A follower answers NOT_LEADER; ctl moves on to the next address for reads,
 // operations and streams alike.
 func TestFollowsLeader(t *testing.T) {
@@ -670,4 +685,55 @@ func TestDrainBlockers(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestJSONErrors: with --json a failure is one JSON object on stderr's last
+// line (the text error is not printed again by the caller), stdout holds
+// no partial record, and the error still fails the command.
+func TestJSONErrors(t *testing.T) {
+	master := startFake(t, &fakeMaster{pm: sampleMap(), err: rpcerr.New(codes.Aborted, rpcerr.ReasonUnavailable, "master: range busy", map[string]string{"retry_after_ms": "500"})})
+	tests := []struct {
+		name                 string
+		args                 []string
+		kind, code, reason   string
+		metadata, errContain string
+	}{
+		{"master refused", []string{"--master", master, "merge", "3", "--json"}, "master", "Aborted", "UNAVAILABLE", "500", "range busy"},
+		{"usage", []string{"--json", "merge", "x"}, "usage", "", "", "", "RANGE_ID must be a positive number"},
+		{"unknown flag after --json", []string{"--json", "ranges", "--bogus"}, "usage", "", "", "", "flag provided but not defined"},
+		{"no master", []string{"--master", "127.0.0.1:1", "--timeout", "300ms", "--json", "servers"}, "no_master", "", "", "", "no master leader answered"},
+		{"table not found", []string{"--master", master, "--json", "ranges", "--table", "nope"}, "table_not_found", "", "", "", "nope"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			stdout, stderr, err := runCtl(t, context.Background(), tc.args...)
+			var rep *ReportedError
+			if err == nil || !errors.As(err, &rep) {
+				t.Fatalf("err %v (%T), want a *ReportedError", err, err)
+			}
+			if stdout != "" {
+				t.Errorf("stdout %q", stdout)
+			}
+			lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
+			var rec map[string]any
+			if err := json.Unmarshal([]byte(lines[len(lines)-1]), &rec); err != nil {
+				t.Fatalf("stderr's last line is not JSON: %v\n%s", err, stderr)
+			}
+			if keysOf(rec) != "code,error,kind,metadata,reason" {
+				t.Errorf("fields %s", keysOf(rec))
+			}
+			md, _ := rec["metadata"].(map[string]any)
+			if rec["kind"] != tc.kind || rec["code"] != tc.code || rec["reason"] != tc.reason || md == nil ||
+				(tc.metadata != "" && md["retry_after_ms"] != tc.metadata) || !strings.Contains(rec["error"].(string), tc.errContain) {
+				t.Errorf("error record %v", rec)
+			}
+		})
+	}
+	t.Run("without --json no record", func(t *testing.T) {
+		_, stderr, err := runCtl(t, context.Background(), "--master", master, "merge", "3")
+		var rep *ReportedError
+		if err == nil || errors.As(err, &rep) || strings.Contains(stderr, "{") {
+			t.Errorf("err %v, stderr %q", err, stderr)
+		}
+	})
 }

@@ -8,7 +8,8 @@
 // names are stable and documented in docs/operations.md. Errors the master
 // answers (gRPC statuses carrying an internal/rpcerr reason) are returned as
 // *MasterError so the caller prints code, reason and message and exits
-// non-zero.
+// non-zero; with --json a failure is also one JSON object on stderr
+// (ErrorRecord) and comes back as *ReportedError.
 //
 // ctl reaches the master group through internal/masterclient, following the
 // Raft leader; it holds no state of its own.

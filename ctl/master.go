@@ -88,12 +88,12 @@ func leaderCall(ctx context.Context, mc *masterclient.Client, fn func(ctx contex
 			return err
 		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("%w: %v", masterclient.ErrNoMaster, err)
+			return fmt.Errorf("%w: %w", masterclient.ErrNoMaster, err)
 		}
 		mc.Advance(i)
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w: %v", masterclient.ErrNoMaster, err)
+			return fmt.Errorf("%w: %w", masterclient.ErrNoMaster, err)
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, 500*time.Millisecond)
@@ -157,7 +157,7 @@ func streamEvents(ctx context.Context, mc *masterclient.Client, since uint64, fo
 			failingSince = now
 		}
 		if now.Sub(failingSince) > timeout {
-			return fmt.Errorf("%w within %v: %v", masterclient.ErrNoMaster, timeout, err)
+			return fmt.Errorf("%w within %v: %w", masterclient.ErrNoMaster, timeout, err)
 		}
 		mc.Advance(i)
 		select {
@@ -167,7 +167,7 @@ func streamEvents(ctx context.Context, mc *masterclient.Client, since uint64, fo
 			}
 			// The last failure, as ErrNoMaster: a bare ctx.Err() read as
 			// a master's DeadlineExceeded answer.
-			return fmt.Errorf("%w: %v", masterclient.ErrNoMaster, err)
+			return fmt.Errorf("%w: %w", masterclient.ErrNoMaster, err)
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, 500*time.Millisecond)

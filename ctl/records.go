@@ -2,11 +2,13 @@ package ctl
 
 import (
 	"cmp"
+	"errors"
 	"math"
 	"slices"
 	"strings"
 	"time"
 
+	"tablestore/internal/masterclient"
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -260,3 +262,53 @@ func digitsPrefix(s string) string {
 	}
 	return s[:i]
 }
+
+// ErrorRecord is how a failed command reports itself with --json: one
+// object on stderr (after any usage text), the exit status still 1.
+type ErrorRecord struct {
+	// Error is the message ctl prints without --json.
+	Error string `json:"error"`
+	// Kind is usage (the command line is wrong; nothing was sent),
+	// no_master (no master leader answered within --timeout), master (a
+	// master refused: code and reason say how), table_not_found (ranges
+	// --table), or other.
+	Kind string `json:"kind"`
+	// Code and Reason are the master's gRPC code (NotFound, Aborted, ...)
+	// and tablestore reason (RANGE_NOT_FOUND, ...); "" unless Kind is
+	// master (Reason "" when the master gave none).
+	Code   string `json:"code"`
+	Reason string `json:"reason"`
+	// Metadata is the master's error metadata (a leader hint, a retry
+	// delay); {} when none.
+	Metadata map[string]string `json:"metadata"`
+}
+
+// errorRecord describes err for --json.
+func errorRecord(err error) ErrorRecord {
+	rec := ErrorRecord{Error: err.Error(), Kind: "other", Metadata: map[string]string{}}
+	var me *MasterError
+	switch {
+	case errors.Is(err, ErrUsage), errors.Is(err, ErrUnknownCommand):
+		rec.Kind = "usage"
+	case errors.Is(err, masterclient.ErrNoMaster):
+		rec.Kind = "no_master"
+	case errors.Is(err, ErrTableNotFound):
+		rec.Kind = "table_not_found"
+	case errors.As(err, &me):
+		rec.Kind, rec.Code, rec.Reason = "master", me.Info.Code.String(), me.Info.Reason
+		for k, v := range me.Info.Metadata {
+			rec.Metadata[k] = v
+		}
+	}
+	return rec
+}
+
+// ReportedError is a failure run already wrote to stderr as an
+// ErrorRecord (--json): the caller exits non-zero without printing it
+// again. Unwrap gives the failure.
+type ReportedError struct{ err error }
+
+func (e *ReportedError) Error() string { return e.err.Error() }
+
+// Unwrap returns the failure reported.
+func (e *ReportedError) Unwrap() error { return e.err }

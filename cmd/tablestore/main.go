@@ -79,7 +79,11 @@ func main() {
 		if errors.Is(err, flag.ErrHelp) {
 			return
 		}
-		fmt.Fprintln(os.Stderr, "tablestore:", err)
+		// ctl --json wrote the error as JSON already.
+		var reported *ctl.ReportedError
+		if !errors.As(err, &reported) {
+			fmt.Fprintln(os.Stderr, "tablestore:", err)
+		}
 		os.Exit(1)
 	}
 }

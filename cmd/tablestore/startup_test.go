@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -341,5 +342,17 @@ func TestFrontendWaitsForMaster(t *testing.T) {
 				t.Errorf("the front-end's exit does not name --start-timeout:\n%s", out.String())
 			}
 		})
+	}
+}
+
+// TestCtlJSONError: ctl --json reports a failure as one JSON object on
+// stderr, not followed by the text line every other failure gets, and
+// exits 1.
+func TestCtlJSONError(t *testing.T) {
+	code, out, errOut := runExit(t, "ctl", "--json", "--master", "127.0.0.1:1", "merge", "x")
+	lines := strings.Split(strings.TrimSuffix(errOut, "\n"), "\n")
+	var rec map[string]any
+	if code != 1 || out != "" || len(lines) != 1 || json.Unmarshal([]byte(lines[0]), &rec) != nil || rec["kind"] != "usage" {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 }
