@@ -14,7 +14,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	pb "tablestore/proto/tablestorepb"
 )
@@ -253,5 +255,30 @@ func TestMemberRemovalRefusal(t *testing.T) {
 				t.Fatalf("memberRemovalRefusal(%s) = %v, want %v", tc.id, err, tc.want)
 			}
 		})
+	}
+}
+
+// TestAddUnreachableMemberRefused: adding a master at an address where
+// nothing listens (a typo, a master not started) is refused before the
+// configuration changes: the quorum would grow at once, and a group of one
+// could then commit nothing (its add itself timed out after 10 s, the group
+// stuck until the member came).
+func TestAddUnreachableMemberRefused(t *testing.T) {
+	_, s := startSoloMaster(t)
+	defer s.Close()
+	waitUntil(t, 10*time.Second, "the master leads", s.IsLeader)
+	_, err := s.AddMember("m2", freeAddr(t))
+	if !errors.Is(err, ErrMemberUnreachable) {
+		t.Fatalf("err %v, want ErrMemberUnreachable", err)
+	}
+	if st := toStatus(err); status.Code(st) != codes.FailedPrecondition {
+		t.Errorf("status %v", st)
+	}
+	m, err := s.Members()
+	if err != nil || len(m.GetMembers()) != 1 {
+		t.Fatalf("members %v %v", m.GetMembers(), err)
+	}
+	if _, err := s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_REGISTER_SERVER, &pb.RegisterServerCommand{Server: &pb.ServerInfo{ServerId: "a"}}); err != nil {
+		t.Errorf("the group no longer commits: %v", err)
 	}
 }
