@@ -168,10 +168,14 @@ func runCommand(ctx context.Context, cfgp *Config, args []string, stdout, stderr
 	}
 	name := fs.Arg(0)
 	if name == "help" {
-		if c, ok := findCommand(fs.Arg(1)); ok {
-			sub := commandFlags(c, cfg, &opts{}, stderr)
-			sub.Usage()
-		} else {
+		c, ok := findCommand(fs.Arg(1))
+		switch {
+		case ok:
+			commandFlags(c, cfg, &opts{}, stderr).Usage()
+		case fs.NArg() > 1:
+			usage(stderr, fs)
+			return fmt.Errorf("%w %q", ErrUnknownCommand, fs.Arg(1))
+		default:
 			usage(stderr, fs)
 		}
 		return nil

@@ -420,6 +420,8 @@ func TestArgumentErrors(t *testing.T) {
 		{"help flag", []string{"-h"}, nil},
 		{"command help flag", []string{"split", "-h"}, nil},
 		{"help command", []string{"help", "move"}, nil},
+		{"help", []string{"help"}, nil},
+		{"help of an unknown command", []string{"help", "bogus"}, ErrUnknownCommand},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
