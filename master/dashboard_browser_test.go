@@ -300,9 +300,10 @@ func stubDashboard(t *testing.T, state string, history []byte) *httptest.Server 
 }
 
 // TestDashboardServersAndEscaping: a draining server shows as draining, as
-// in ctl servers (the page said only "yes"), and server ids, keys, event
+// in ctl servers (the page said only "yes"), server ids, keys, event
 // messages, causes and figure names (none limited to letters and digits) are
-// shown as text, never run as HTML.
+// shown as text, never run as HTML, and the state's bounds (merged ranges,
+// tables left out) are shown.
 func TestDashboardServersAndEscaping(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a browser")
@@ -314,7 +315,9 @@ func TestDashboardServersAndEscaping(t *testing.T) {
 	bad := func(n int) string { return fmt.Sprintf(`<img src=x onerror=\"window.pwned=%d\">`, n) }
 	state := fmt.Sprintf(`{"leader":true,"tables":[{"name":"orders","ranges":[{"id":1,"start":"","end":"%s","generation":1,
 	  "replicas":["%s"],"leader":"%s","entities_per_sec":1,"throttled_per_sec":0,"entities":1,"bytes":1,"hot_keys":["%s"]},
-	  {"id":2,"start":"%s","end":"","generation":1,"replicas":["ps2"],"leader":"ps2","entities_per_sec":1,"throttled_per_sec":0,"entities":1,"bytes":1,"hot_keys":null}]}],
+	  {"id":2,"start":"%s","end":"z","generation":1,"replicas":["ps2"],"leader":"ps2","entities_per_sec":1,"throttled_per_sec":0,"entities":1,"bytes":1,"hot_keys":null},
+	  {"id":3,"start":"z","end":"","generation":1,"replicas":[],"leader":"","entities_per_sec":1,"throttled_per_sec":0,"entities":1,"bytes":1,"hot_keys":null,"merged":25}]}],
+	  "tables_total":150,
 	  "servers":[{"id":"%s","alive":true,"draining":true,"replicas":1,"leaders":0,"entities_per_sec":0},
 	    {"id":"ps2","alive":false,"draining":false,"replicas":1,"leaders":1,"entities_per_sec":0}],
 	  "events":[{"seq":1,"time":"2026-11-27T14:00:00Z","kind":"%s","table":"orders","message":"%s","cause":"%s","duration_seconds":0,"figures":{"%s":1}}]}`,
@@ -350,6 +353,11 @@ func TestDashboardServersAndEscaping(t *testing.T) {
 			}
 			if !strings.Contains(v.Servers, "<img src=x") || !strings.Contains(v.Events, "<img src=x") || !strings.Contains(v.Bars, "<img src=x") {
 				t.Errorf("the ids and messages are not shown as text: %+v", v)
+			}
+			// The state's bounds: an entry for 25 neighbouring ranges, and
+			// tables left out.
+			if !strings.Contains(v.Bars, "#3+24") || !strings.Contains(v.Bars, "27 range(s)") || !strings.Contains(v.Bars, "showing the 1 busiest of 150 tables") {
+				t.Errorf("merged ranges or omitted tables not shown: %q", v.Bars)
 			}
 			return
 		}

@@ -1,6 +1,8 @@
 package master
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -96,5 +98,60 @@ func TestDashboardStateOnFollower(t *testing.T) {
 	}
 	if f.Leader || f.LeaderID != "m2" {
 		t.Errorf("follower's view: leader %v, leader_id %q", f.Leader, f.LeaderID)
+	}
+}
+
+// TestDashboardStateBounded: the state the page polls each second stays
+// small with many tables and a table of many ranges, keeps the busiest
+// tables, and still counts every replica and leadership per server.
+func TestDashboardStateBounded(t *testing.T) {
+	m := &pb.PartitionMap{Servers: []*pb.ServerInfo{{ServerId: "a", Alive: true}}, Leaders: map[uint64]string{}, Loads: map[uint64]*pb.RangeLoad{}}
+	id := uint64(0)
+	add := func(table uint64, start, end string, eps float64) {
+		id++
+		m.Ranges = append(m.Ranges, &pb.RangeDescriptor{RangeId: id, TableId: table, Start: start, End: end, Replicas: []*pb.Replica{{ServerId: "a"}}})
+		m.Leaders[id] = "a"
+		m.Loads[id] = &pb.RangeLoad{EntitiesPerSec: eps, EntityCount: 1}
+	}
+	for i := range 1000 {
+		m.Tables = append(m.Tables, &pb.Table{Name: fmt.Sprintf("t%04d", i), TableId: uint64(i + 1)})
+		add(uint64(i+1), "", "", 0)
+	}
+	m.Tables = append(m.Tables, &pb.Table{Name: "big", TableId: 5000})
+	for i := range 5000 {
+		start, end := fmt.Sprintf("k%05d", i), fmt.Sprintf("k%05d", i+1)
+		if i == 0 {
+			start = ""
+		}
+		if i == 4999 {
+			end = ""
+		}
+		add(5000, start, end, 1)
+	}
+	st := dashboardStateOf(m, true, "m1")
+	b, _ := json.Marshal(st)
+	if len(b) > 128<<10 {
+		t.Errorf("state is %d bytes", len(b))
+	}
+	if st.TablesTotal != 1001 || len(st.Tables) != dashboardTables || st.Tables[0].Name != "big" {
+		t.Fatalf("%d of %d tables, first %s: want the busiest (big) among %d", len(st.Tables), st.TablesTotal, st.Tables[0].Name, dashboardTables)
+	}
+	big := st.Tables[0]
+	var n int
+	var eps float64
+	var entities uint64
+	for i, r := range big.Ranges {
+		if (i == 0) != (r.Start == "") || (i == len(big.Ranges)-1) != (r.End == "") || (i > 0 && big.Ranges[i-1].End != r.Start) {
+			t.Fatalf("entry %d [%q, %q) does not follow the previous one", i, r.Start, r.End)
+		}
+		n += max(r.Merged, 1)
+		eps += r.EntitiesPerSec
+		entities += r.Entities
+	}
+	if len(big.Ranges) > dashboardRanges || n != 5000 || eps != 5000 || entities != 5000 {
+		t.Errorf("big: %d entries for %d ranges, %v entities/s, %d entities", len(big.Ranges), n, eps, entities)
+	}
+	if sv := st.Servers[0]; sv.Replicas != 6000 || sv.Leaders != 6000 {
+		t.Errorf("server a: %d replicas, %d leaders, want 6000 each", sv.Replicas, sv.Leaders)
 	}
 }
