@@ -45,7 +45,7 @@ var commands = map[string]command{
 	"master":          {"a master (control plane) of a Raft group of masters", runMaster},
 	"partitionserver": {"a partition server hosting range replicas", runPartitionServer},
 	"frontend":        {"an Azure Table REST API front-end", runFrontend},
-	"ctl":             {"operator commands on the master: ranges, servers, events, split, merge, move, transfer-leader", runCtl},
+	"ctl":             {"operator commands on the master: ranges, servers, events, split, merge, move, transfer-leader, drain, remove-server, master", runCtl},
 	"loadgen":         {"load generator through the Azure SDK: uniform, hot-partition, append, zipf", runLoadgen},
 	"version":         {"print the module version and VCS commit this binary was built from", runVersion},
 	"sim":             {"run the master's scheduler against a simulated cluster (e.g. 1,000 servers) and report", runSim},
