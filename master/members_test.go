@@ -282,3 +282,52 @@ func TestAddUnreachableMemberRefused(t *testing.T) {
 		t.Errorf("the group no longer commits: %v", err)
 	}
 }
+
+// TestRemoveLeaderAnswersTheRest: the leader removing itself answers the
+// members left (ctl master remove prints them; it printed the members
+// before the removal, the removed leader still listed as leader).
+func TestRemoveLeaderAnswersTheRest(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Raft group")
+	}
+	peers := map[string]string{}
+	var cfgs []Config
+	for i := range 3 {
+		cfg := DefaultConfig()
+		cfg.ID = fmt.Sprintf("m%d", i+1)
+		cfg.DataDir = t.TempDir()
+		cfg.GRPCAddr, cfg.RaftAddr = freeAddr(t), freeAddr(t)
+		cfg.Policy.Enabled = false
+		peers[cfg.ID] = cfg.RaftAddr
+		cfgs = append(cfgs, cfg)
+	}
+	var ms []*Server
+	for _, cfg := range cfgs {
+		cfg.Peers = peers
+		s := startMaster(t, cfg)
+		t.Cleanup(func() { s.Close() })
+		ms = append(ms, s)
+	}
+	var leader *Server
+	waitUntil(t, 10*time.Second, "a master leader", func() bool {
+		for _, s := range ms {
+			if s.IsLeader() {
+				leader = s
+				return true
+			}
+		}
+		return false
+	})
+	resp, err := leader.RemoveMember(leader.cfg.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.GetMembers()) != 2 {
+		t.Fatalf("members %v, want the two left", resp.GetMembers())
+	}
+	for _, m := range resp.GetMembers() {
+		if m.GetId() == leader.cfg.ID || m.GetLeader() {
+			t.Errorf("member %v: the removed leader, or a leader not known yet", m)
+		}
+	}
+}
