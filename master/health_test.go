@@ -79,8 +79,15 @@ func TestHealthGauges(t *testing.T) {
 	if _, err := s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_CREATE_TABLE, &pb.CreateTableCommand{Name: "t", Replicas: reps}); err != nil {
 		t.Fatal(err)
 	}
-	// a, b, c heard now; d silent for longer than the timeout. The
-	// table's range has a replica on d and no leader reported.
+	// The term's greet (the liveness loop's first tick) gives every
+	// server a full timeout: after it, a, b, c heard now; d silent for
+	// longer than the timeout. The table's range has a replica on d and
+	// no leader reported.
+	waitUntil(t, 5*time.Second, "the term's greet of every server", func() bool {
+		s.reports.mu.Lock()
+		defer s.reports.mu.Unlock()
+		return len(s.reports.greetedIDs) == 4
+	})
 	s.reports.mu.Lock()
 	now := time.Now()
 	for _, id := range []string{"a", "b", "c"} {

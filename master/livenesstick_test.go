@@ -53,3 +53,27 @@ func TestLivenessTickAcrossTerms(t *testing.T) {
 		t.Errorf("silent a timeout into term 5: %v", kinds(evs))
 	}
 }
+
+// TestGreetTerm: once per server and term; a server the first greet of a
+// term missed (the liveness loop read the map before the term's barrier)
+// is greeted by the next, one greeted keeps what was heard since, and an
+// older term changes nothing.
+func TestGreetTerm(t *testing.T) {
+	r := newReports()
+	t0 := time.Now()
+	r.greetTerm(5, []string{"a"}, t0)
+	r.lastSeen["a"] = t0.Add(time.Second) // a heartbeat
+	r.greetTerm(5, []string{"a", "b"}, t0.Add(2*time.Second))
+	r.greetTerm(4, []string{"c"}, t0.Add(3*time.Second))
+	seen := r.seen()
+	if !seen["a"].Equal(t0.Add(time.Second)) || !seen["b"].Equal(t0.Add(2*time.Second)) {
+		t.Errorf("term 5: %v", seen)
+	}
+	if _, ok := seen["c"]; ok {
+		t.Errorf("an older term's greet counted: %v", seen)
+	}
+	r.greetTerm(6, []string{"a"}, t0.Add(4*time.Second))
+	if !r.seen()["a"].Equal(t0.Add(4 * time.Second)) {
+		t.Errorf("term 6: %v", r.seen())
+	}
+}

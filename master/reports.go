@@ -18,8 +18,10 @@ import (
 type reports struct {
 	mu       sync.Mutex
 	lastSeen map[string]time.Time
-	// greeted is the last term of this master's lead greetTerm greeted.
-	greeted uint64
+	// greeted is the last term of this master's lead greetTerm greeted,
+	// greetedIDs the servers it greeted in it.
+	greeted    uint64
+	greetedIDs map[string]bool
 	// back is, per server, when it last came back: its first heartbeat of
 	// a new incarnation (a restart) or after a silence of awayAfter or
 	// more (paused, cut off); the scheduler gives it no leadership for a
@@ -471,18 +473,28 @@ func (r *reports) greet(servers []string, now time.Time) {
 	r.greetLocked(servers, now)
 }
 
-// greetTerm is greet once per term of this master's lead, by whichever
-// comes first: its first request served (ready) or its liveness loop's
-// first tick. It reports whether it greeted.
-func (r *reports) greetTerm(term uint64, servers []string, now time.Time) bool {
+// greetTerm is greet once per server and term of this master's lead, by
+// whichever comes first: its first request served (ready, after the
+// term's barrier) or its liveness loop's first tick (before it: a server
+// the loop's read of the map lacked is greeted by ready). A server greeted
+// already in term keeps what it was heard since. An older term is
+// ignored.
+func (r *reports) greetTerm(term uint64, servers []string, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if term <= r.greeted {
-		return false
+	switch {
+	case term < r.greeted:
+		return
+	case term > r.greeted:
+		r.greeted, r.greetedIDs = term, map[string]bool{}
+		r.greetLocked(nil, now)
 	}
-	r.greeted = term
-	r.greetLocked(servers, now)
-	return true
+	for _, id := range servers {
+		if !r.greetedIDs[id] {
+			r.greetedIDs[id] = true
+			r.lastSeen[id] = now
+		}
+	}
 }
 
 func (r *reports) greetLocked(servers []string, now time.Time) {
