@@ -237,13 +237,13 @@ ps2     127.0.0.1:7202  127.0.0.1:7302  yes         300ms ago         3        1
 ps3     127.0.0.1:7203  127.0.0.1:7303  no             9s ago         3        0             0.0
 ps10    127.0.0.1:7210  127.0.0.1:7310  no              never         1        0             0.0
 `},
-		{"events", []string{"events"}, `   SEQ  TIME                     KIND             TABLE         RANGES      SERVERS       DURATION  CAUSE     FIGURES  MESSAGE
-     1  2026-03-04 05:06:07.000  table-created    orders        1           ps1,ps2,ps3          -  operator  -  created table orders
-     2  2026-03-04 05:06:12.000  split            orders        1,4         -               0.042s  policy    entities_per_sec=3812 left_share=0.497 split_seconds=0.00411 threshold=1000  split range 1 at p0050
-     3  2026-03-04 05:06:13.000  leader-transfer  orders        4           ps1,ps2         0.200s  policy    -  moved leadership of range 4 from ps1 to ps2
+		{"events", []string{"events"}, `   SEQ  TIME                         KIND             TABLE         RANGES      SERVERS       DURATION  CAUSE     FIGURES  MESSAGE
+     1  2026-03-04 05:06:07.000 UTC  table-created    orders        1           ps1,ps2,ps3          -  operator  -  created table orders
+     2  2026-03-04 05:06:12.000 UTC  split            orders        1,4         -               0.042s  policy    entities_per_sec=3812 left_share=0.497 split_seconds=0.00411 threshold=1000  split range 1 at p0050
+     3  2026-03-04 05:06:13.000 UTC  leader-transfer  orders        4           ps1,ps2         0.200s  policy    -  moved leadership of range 4 from ps1 to ps2
 `},
-		{"events since", []string{"events", "--since", "3"}, `   SEQ  TIME                     KIND             TABLE         RANGES      SERVERS       DURATION  CAUSE     FIGURES  MESSAGE
-     3  2026-03-04 05:06:13.000  leader-transfer  orders        4           ps1,ps2         0.200s  policy    -  moved leadership of range 4 from ps1 to ps2
+		{"events since", []string{"events", "--since", "3"}, `   SEQ  TIME                         KIND             TABLE         RANGES      SERVERS       DURATION  CAUSE     FIGURES  MESSAGE
+     3  2026-03-04 05:06:13.000 UTC  leader-transfer  orders        4           ps1,ps2         0.200s  policy    -  moved leadership of range 4 from ps1 to ps2
 `},
 		{"split", []string{"split", "orders", "p0050"}, `split table orders at p0050: range 1 keeps the keys below, range 5 serves from it
 RANGE  TABLE   START  END    GEN  REPLICAS

@@ -199,7 +199,7 @@ func writeServersTable(w io.Writer, ss []Server, now time.Time) error {
 
 // Events stream, so their table cannot be measured in advance: fixed widths
 // that fit the usual values, the two free-form columns last.
-const eventRowFormat = "%6s  %-23s  %-15s  %-12s  %-10s  %-12s  %8s  %-8s  %s  %s\n"
+const eventRowFormat = "%6s  %-27s  %-15s  %-12s  %-10s  %-12s  %8s  %-8s  %s  %s\n"
 
 func writeEventHeader(w io.Writer) error {
 	_, err := fmt.Fprintf(w, eventRowFormat, "SEQ", "TIME", "KIND", "TABLE", "RANGES", "SERVERS", "DURATION", "CAUSE", "FIGURES", "MESSAGE")
@@ -209,7 +209,9 @@ func writeEventHeader(w io.Writer) error {
 func writeEventRow(w io.Writer, e Event, loc *time.Location) error {
 	when := "-"
 	if e.UnixNano != 0 {
-		when = time.Unix(0, e.UnixNano).In(loc).Format("2006-01-02 15:04:05.000")
+		// With its zone: an operator reading another machine's output, or
+		// the dashboard's (which names the browser's zone), can tell.
+		when = time.Unix(0, e.UnixNano).In(loc).Format("2006-01-02 15:04:05.000 MST")
 	}
 	ranges := make([]string, len(e.RangeIDs))
 	for i, id := range e.RangeIDs {
