@@ -630,21 +630,6 @@ func TestEventsFollowResumes(t *testing.T) {
 	})
 }
 
-func TestNaturalCompare(t *testing.T) {
-	tests := []struct {
-		a, b string
-		want int
-	}{
-		{"ps2", "ps10", -1}, {"ps10", "ps2", 1}, {"ps1", "ps1", 0}, {"a", "b", -1},
-		{"ps01", "ps1", 0}, {"ps", "ps1", -1}, {"x9y", "x10a", -1},
-	}
-	for _, tc := range tests {
-		if got := naturalCompare(tc.a, tc.b); got != tc.want {
-			t.Errorf("naturalCompare(%q, %q) = %d, want %d", tc.a, tc.b, got, tc.want)
-		}
-	}
-}
-
 // TestDrainBlockers: a drain that waits in vain names the ranges no live,
 // non-draining server could take and the servers that are down.
 func TestDrainBlockers(t *testing.T) {

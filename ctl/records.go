@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"tablestore/internal/masterclient"
+	"tablestore/internal/natural"
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -211,7 +212,7 @@ func serversFromMap(pm *pb.PartitionMap) []Server {
 		}
 		out = append(out, sv)
 	}
-	slices.SortFunc(out, func(a, b Server) int { return naturalCompare(a.ServerID, b.ServerID) })
+	slices.SortFunc(out, func(a, b Server) int { return natural.Compare(a.ServerID, b.ServerID) })
 	return out
 }
 
@@ -229,38 +230,6 @@ func eventFromPB(e *pb.Event) Event {
 		ev.Figures[k] = finite(v)
 	}
 	return ev
-}
-
-// naturalCompare orders strings with embedded numbers by value, so server
-// ids sort ps1, ps2, ps10.
-func naturalCompare(a, b string) int {
-	for a != "" && b != "" {
-		da, db := digitsPrefix(a), digitsPrefix(b)
-		if da != "" && db != "" {
-			na, nb := strings.TrimLeft(da, "0"), strings.TrimLeft(db, "0")
-			if c := cmp.Compare(len(na), len(nb)); c != 0 {
-				return c
-			}
-			if c := cmp.Compare(na, nb); c != 0 {
-				return c
-			}
-			a, b = a[len(da):], b[len(db):]
-			continue
-		}
-		if a[0] != b[0] {
-			return cmp.Compare(a[0], b[0])
-		}
-		a, b = a[1:], b[1:]
-	}
-	return cmp.Compare(len(a), len(b))
-}
-
-func digitsPrefix(s string) string {
-	i := 0
-	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-		i++
-	}
-	return s[:i]
 }
 
 // ErrorRecord is how a failed command reports itself with --json: one

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"tablestore/internal/natural"
 	"tablestore/internal/webchart"
 
 	pb "tablestore/proto/tablestorepb"
@@ -222,7 +223,8 @@ func dashboardStateOf(m *pb.PartitionMap, leader bool, leaderID string) dashboar
 	for _, sv := range srv {
 		st.Servers = append(st.Servers, *sv)
 	}
-	sort.Slice(st.Servers, func(i, j int) bool { return st.Servers[i].ID < st.Servers[j].ID })
+	// As ctl servers lists them: ps2 before ps10.
+	sort.Slice(st.Servers, func(i, j int) bool { return natural.Compare(st.Servers[i].ID, st.Servers[j].ID) < 0 })
 	return st
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -153,5 +154,18 @@ func TestDashboardStateBounded(t *testing.T) {
 	}
 	if sv := st.Servers[0]; sv.Replicas != 6000 || sv.Leaders != 6000 {
 		t.Errorf("server a: %d replicas, %d leaders, want 6000 each", sv.Replicas, sv.Leaders)
+	}
+}
+
+// TestDashboardServersInNaturalOrder: the page lists servers as ctl servers
+// does, ps2 before ps10 (it listed ps1, ps10, ps2).
+func TestDashboardServersInNaturalOrder(t *testing.T) {
+	m := &pb.PartitionMap{Servers: []*pb.ServerInfo{{ServerId: "ps10"}, {ServerId: "ps2"}, {ServerId: "a"}}}
+	var ids []string
+	for _, sv := range dashboardStateOf(m, true, "m1").Servers {
+		ids = append(ids, sv.ID)
+	}
+	if strings.Join(ids, ",") != "a,ps2,ps10" {
+		t.Errorf("servers listed %v, want a, ps2, ps10", ids)
 	}
 }
