@@ -89,9 +89,15 @@ func (s *Server) AddMember(id, addr string) (*pb.ListMembersResponse, error) {
 		}
 	}
 	// The new voter counts as down: it has none of the log until the
-	// leader's snapshot reaches it.
-	after := append(voterIDs(cur.GetMembers(), ""), id)
-	if err := quorumRefusal("adding "+id, after, func(m string) bool { return m == id || s.peerDown(m) }); err != nil {
+	// leader's snapshot reaches it. Except beside a lone master: two
+	// voters need both whatever is added, so counting it would forbid
+	// ever growing a group of one (etcd's strict reconfiguration check
+	// makes the same exception); the dial below still requires it to
+	// answer, and the group waits for its catch-up, as it must.
+	voters := voterIDs(cur.GetMembers(), "")
+	after := append(voters, id)
+	newDown := len(voters) > 1
+	if err := quorumRefusal("adding "+id, after, func(m string) bool { return (m == id && newDown) || s.peerDown(m) }); err != nil {
 		return nil, err
 	}
 	// Added, a master nothing answers at (a typo, one not started yet)

@@ -331,3 +331,45 @@ func TestRemoveLeaderAnswersTheRest(t *testing.T) {
 		}
 	}
 }
+
+// TestGrowFromOneMaster: a lone master can be grown to three with
+// --join masters (the quorum check counts a new member as down, except
+// beside a lone master, where it would forbid growing at all), and the
+// group then survives the loss of the first master.
+func TestGrowFromOneMaster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts Raft groups")
+	}
+	_, first := startSoloMaster(t)
+	defer func() {
+		if first != nil {
+			first.Close()
+		}
+	}()
+	waitUntil(t, 10*time.Second, "the master leads", first.IsLeader)
+	var joined []*Server
+	for _, id := range []string{"m2", "m3"} {
+		c := DefaultConfig()
+		c.ID, c.DataDir, c.Join = id, t.TempDir(), true
+		c.GRPCAddr, c.RaftAddr = freeAddr(t), freeAddr(t)
+		c.Policy.Enabled = false
+		s := startMaster(t, c)
+		defer s.Close()
+		joined = append(joined, s)
+		if _, err := first.AddMember(id, c.RaftAddr); err != nil {
+			t.Fatalf("add %s to a group of %d: %v", id, len(joined), err)
+		}
+	}
+	if _, err := (&service{s: first}).SetServiceProperties(context.Background(), &pb.SetServicePropertiesRequest{Properties: []byte("grown")}); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range joined {
+		waitUntil(t, 10*time.Second, "a joined master to apply", func() bool { return props(s) == "grown" })
+	}
+	first.SkipHandOff()
+	first.Close()
+	first = nil
+	waitUntil(t, 10*time.Second, "a leader among the joined masters", func() bool {
+		return joined[0].IsLeader() || joined[1].IsLeader()
+	})
+}
