@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"tablestore/internal/failpoint"
 	"tablestore/internal/rangeclient"
@@ -475,6 +476,17 @@ func (s *Server) readyToFreeze(ctx context.Context, right *pb.RangeDescriptor) e
 	for _, rep := range right.GetReplicas() {
 		qctx, cancel := context.WithTimeout(ctx, freezeCheckTimeout)
 		a, err := s.appliedOn(qctx, rep.GetServerId(), right.GetRangeId())
+		// A replica that does not host the range yet is behind, not gone:
+		// right after a split a follower creates the new range when it
+		// applies the split, which may come after the leader answered
+		// (an operator's merge right after a split was refused 1 in 25).
+		for status.Code(err) == codes.NotFound && qctx.Err() == nil {
+			select {
+			case <-qctx.Done():
+			case <-time.After(20 * time.Millisecond):
+				a, err = s.appliedOn(qctx, rep.GetServerId(), right.GetRangeId())
+			}
+		}
 		cancel()
 		if err != nil {
 			return fmt.Errorf("%w: range %d on %s: %v", ErrNotReady, right.GetRangeId(), rep.GetServerId(), err)
