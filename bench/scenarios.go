@@ -331,8 +331,8 @@ func run(t *target, name string, workers int, d time.Duration, rate float64, op 
 		r.FirstError = s
 	}
 	if len(all) > 0 {
-		r.P50 = ms(all[len(all)/2])
-		r.P99 = ms(all[len(all)*99/100])
+		r.P50 = ms(percentile(all, 50))
+		r.P99 = ms(percentile(all, 99))
 	}
 	if n := entities.Load(); n > 0 {
 		r.CPUPerOp = perOp(before, after, n, func(seconds float64) float64 { return seconds * 1e6 })

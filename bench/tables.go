@@ -155,7 +155,7 @@ func measureTables(o options, t *target) error {
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	if len(lat) > 0 {
 		fmt.Printf("%-34s p50 %.2f ms, p99 %.2f ms, max %.2f ms (%d reads, %d failed)\n", "first read of an idle table",
-			ms(lat[len(lat)/2]), ms(lat[len(lat)*99/100]), ms(lat[len(lat)-1]), len(lat), readFailed)
+			ms(percentile(lat, 50)), ms(percentile(lat, 99)), ms(lat[len(lat)-1]), len(lat), readFailed)
 	}
 
 	// First write to an idle table: a write always wakes a quiet range
@@ -180,7 +180,7 @@ func measureTables(o options, t *target) error {
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	if len(lat) > 0 {
 		fmt.Printf("%-34s p50 %.2f ms, p99 %.2f ms, max %.2f ms (%d writes, %d failed)\n", "first write to an idle table",
-			ms(lat[len(lat)/2]), ms(lat[len(lat)*99/100]), ms(lat[len(lat)-1]), len(lat), writeFailed)
+			ms(percentile(lat, 50)), ms(percentile(lat, 99)), ms(lat[len(lat)-1]), len(lat), writeFailed)
 	}
 
 	t.printWakeMetrics()
@@ -278,7 +278,7 @@ func percentiles(lat []time.Duration) string {
 		return "no samples"
 	}
 	sort.Slice(l, func(i, j int) bool { return l[i] < l[j] })
-	return fmt.Sprintf("p50 %.1f ms, p99 %.1f ms, max %.1f ms", ms(l[len(l)/2]), ms(l[len(l)*99/100]), ms(l[len(l)-1]))
+	return fmt.Sprintf("p50 %.1f ms, p99 %.1f ms, max %.1f ms", ms(percentile(l, 50)), ms(percentile(l, 99)), ms(l[len(l)-1]))
 }
 
 // profileDev starts fetching a CPU profile of d from the (dev) target's
