@@ -267,6 +267,9 @@ type result struct {
 	// Round is the result's round (-rounds): every round starts the
 	// targets afresh (runRound).
 	Round int `json:"round"`
+	// Setup is how the target ran where its name does not say
+	// (Azurite's persistence and telemetry: startAzurite).
+	Setup string `json:"target_setup,omitempty"`
 }
 
 // run drives op from workers goroutines for d and measures the rate of
@@ -320,7 +323,7 @@ func run(t *target, name string, workers int, d time.Duration, rate float64, op 
 		all = append(all, l...)
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
-	r := result{Target: t.name, Scenario: name, Workers: workers, Errors: errs.Load(),
+	r := result{Target: t.name, Scenario: name, Workers: workers, Errors: errs.Load(), Setup: t.setup,
 		Rate: float64(entities.Load()) / elapsed.Seconds(), Requests: float64(len(all)) / elapsed.Seconds(),
 		CPUPerOp: map[string]float64{}}
 	r.MachineBusy, r.MachineIOWait = machineShares(mbefore, mafter)
@@ -412,6 +415,9 @@ func runRound(o options, targets []string) ([]result, error) {
 		}
 		if err != nil {
 			return nil, fmt.Errorf("target %s: %w", name, err)
+		}
+		if t.setup != "" {
+			fmt.Printf("[%s] %s\n", t.name, t.setup)
 		}
 		e, err := newEnv(ctx, o, t)
 		envs = append(envs, e)

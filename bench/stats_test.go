@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -32,6 +33,27 @@ func TestPercentile(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			if got := percentile(c.in, c.p); got != c.want {
 				t.Errorf("percentile(%d samples, %d) = %d, want %d", len(c.in), c.p, got, c.want)
+			}
+		})
+	}
+}
+
+// Azurite runs without telemetry unless asked (its records and failed
+// exports are CPU of their own, counted as its cost per entity), and never
+// with --location beside --inMemoryPersistence (it refuses to start).
+func TestAzuriteArgs(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		o    options
+		want string
+	}{
+		{"default", options{}, "--location /d --disableTelemetry"},
+		{"in memory", options{azuriteMemory: true}, "--inMemoryPersistence --disableTelemetry"},
+		{"telemetry asked for", options{azuriteTelemetry: true}, "--location /d"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := strings.Join(azuriteArgs(c.o, "/d"), " "); got != c.want {
+				t.Errorf("azuriteArgs = %q, want %q", got, c.want)
 			}
 		})
 	}

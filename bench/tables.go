@@ -37,6 +37,9 @@ func runTables(o options, targets []string) error {
 		if err != nil {
 			return fmt.Errorf("target %s: %w", name, err)
 		}
+		if t.setup != "" {
+			fmt.Printf("\n[%s] %s\n", t.name, t.setup)
+		}
 		err = measureTables(o, t)
 		fmt.Printf("%-34s %v\n", "shutdown (SIGTERM to exit)", t.stop().Round(10*time.Millisecond))
 		if err != nil {

@@ -56,6 +56,9 @@ type target struct {
 	// env is added to the environment of the processes it starts
 	// (-server-env).
 	env []string
+	// setup says how the target runs where its name does not (Azurite's
+	// persistence and telemetry), printed with the results.
+	setup string
 }
 
 func (t *target) stop() (exited time.Duration) {
@@ -125,7 +128,7 @@ func startTarget(name string, o options) (*target, error) {
 	case "processes":
 		return startProcesses(o)
 	case "azurite":
-		return startAzurite()
+		return startAzurite(o)
 	case "conn":
 		if o.conn == "" {
 			return nil, errors.New("target conn needs -conn")
@@ -268,9 +271,16 @@ func startProcesses(o options) (*target, error) {
 	return t, t.waitReady()
 }
 
-// startAzurite runs azurite-table (its default, on-disk persistence) on a
-// scratch directory.
-func startAzurite() (*target, error) {
+// startAzurite runs azurite-table on a scratch directory: on-disk
+// persistence (its default: LokiJS keeps every table in memory and writes
+// the whole database as one JSON file every 5 s when it changed, without
+// fsync; one copy) or, with -azurite-memory, --inMemoryPersistence.
+// Telemetry is off unless -azurite-telemetry: on (Azurite's default) it
+// builds an Application Insights record for every request, exports a
+// sample and, when the export fails (no network), stores it under
+// $TMPDIR/Microsoft-AzureMonitor-*: CPU and disk writes of its own,
+// counted as Azurite's cost per entity, that no table operation needs.
+func startAzurite(o options) (*target, error) {
 	bin, err := exec.LookPath("azurite-table")
 	if err != nil {
 		return nil, errSkip
@@ -279,17 +289,48 @@ func startAzurite() (*target, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &target{name: "azurite", dir: dir}
+	t := &target{name: "azurite", dir: dir, setup: azuriteSetup(o)}
+	if v, err := exec.Command(bin, "--version").Output(); err == nil {
+		t.setup = "azurite-table " + strings.TrimSpace(string(v)) + ", " + t.setup
+	}
 	p, err := freePorts(1)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := t.start("azurite", bin, "--tableHost", "127.0.0.1", "--tablePort", strconv.Itoa(p[0]),
-		"--location", dir, "--skipApiVersionCheck", "--silent"); err != nil {
+	args := []string{"--tableHost", "127.0.0.1", "--tablePort", strconv.Itoa(p[0]), "--skipApiVersionCheck", "--silent"}
+	args = append(args, azuriteArgs(o, dir)...)
+	if _, err := t.start("azurite", bin, args...); err != nil {
 		return nil, err
 	}
 	t.conn = connString(addr(p[0]))
 	return t, t.waitReady()
+}
+
+// azuriteArgs is the persistence and telemetry part of azurite-table's
+// command line.
+func azuriteArgs(o options, dir string) []string {
+	var args []string
+	if o.azuriteMemory {
+		args = append(args, "--inMemoryPersistence")
+	} else {
+		args = append(args, "--location", dir)
+	}
+	if !o.azuriteTelemetry {
+		args = append(args, "--disableTelemetry")
+	}
+	return args
+}
+
+// azuriteSetup says how Azurite runs, for the header of the results.
+func azuriteSetup(o options) string {
+	s := "on disk (LokiJS: whole database written as JSON every 5 s, no fsync), 1 copy"
+	if o.azuriteMemory {
+		s = "in memory (--inMemoryPersistence), 1 copy"
+	}
+	if o.azuriteTelemetry {
+		return s + ", telemetry on"
+	}
+	return s + ", telemetry off"
 }
 
 // errSkip marks a target that cannot run on this machine.
