@@ -359,8 +359,8 @@ func newService(o options, conn string) (*aztables.ServiceClient, error) {
 // runThroughput measures every scenario on every target and prints the
 // figures, the ratios to Azurite and the CPU per entity.
 func runThroughput(o options, targets []string) error {
-	fmt.Printf("tablestore bench: %d workers, %v per scenario, ~%d B entities, %d PartitionKeys, batches of %d, %d round(s)\n",
-		o.workers, o.duration, o.size, o.partitions, o.batchSize, o.rounds)
+	fmt.Printf("tablestore bench: %d workers, %v per scenario after %v of warm-up, ~%d B entities, %d PartitionKeys, batches of %d, %d round(s)\n",
+		o.workers, o.duration, o.warmup, o.size, o.partitions, o.batchSize, o.rounds)
 	if len(o.serverEnv) > 0 {
 		fmt.Printf("tablestore processes' environment adds: %s\n", strings.Join(o.serverEnv, " "))
 	}
@@ -526,7 +526,43 @@ func measureScenario(ctx context.Context, e *env, name string) (result, error) {
 	if err != nil {
 		return result{}, fmt.Errorf("%s: %w", name, err)
 	}
+	if o.warmup > 0 {
+		if n, first := warm(workers, o.warmup, op); n > 0 {
+			fmt.Printf("    [%s] %s warm-up: %d errors, first: %.300s\n", t.name, name, n, first)
+		}
+	}
 	return run(t, name, workers, o.duration, o.rate, op), nil
+}
+
+// warmBase is added to the call numbers of the warm-up, so that its keys
+// (every scenario's RowKeys carry the call number in 9 digits) are not the
+// measured calls' own.
+const warmBase = 900_000_000
+
+// warm drives op from workers goroutines for d before a scenario's
+// window, unmeasured: connections dialled (Azurite closes idle ones after
+// 5 s, so each of its turns would otherwise start by redialling), code
+// paths compiled (Azurite's JIT) and caches filled, for every target
+// alike. It returns the errors and the first one's text.
+func warm(workers int, d time.Duration, op func(w, i int) (int, error)) (errs int64, first string) {
+	var n atomic.Int64
+	var firstErr atomic.Value
+	end := time.Now().Add(d)
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := warmBase; time.Now().Before(end); i++ {
+				if _, err := op(w, i); err != nil && n.Add(1) == 1 {
+					firstErr.Store(err.Error())
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	first, _ = firstErr.Load().(string)
+	return n.Load(), first
 }
 
 func cpuLine(m map[string]float64) string { return roleLine(m, "%.0f") }
