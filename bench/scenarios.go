@@ -32,6 +32,11 @@ type env struct {
 
 	mu      sync.Mutex
 	written []string // "pk\x00rk"
+
+	// layout, set by a scenario's setup and cleared after its window,
+	// says how its table's ranges were led before and after the window
+	// (insert-presplit), printed with the results.
+	layout func() string
 }
 
 // body is an entity's JSON. It is appended from parts marshalled once (the
@@ -91,6 +96,10 @@ var scenarios = []scenario{
 		}},
 	{name: "insert-many-partitions", about: "inserts spread over -partitions PartitionKeys",
 		setup: func(ctx context.Context, e *env) (func(w, i int) (int, error), error) {
+			if e.t.masters != "" {
+				// The pre-split ratio takes this for one range: say so.
+				e.layout = layoutAround(ctx, e, e.table)
+			}
 			return spreadInserts(ctx, e, e.tc, "m"), nil
 		}},
 	{name: "batch", about: "entity group transactions of -batch-size inserts",
@@ -143,9 +152,10 @@ var scenarios = []scenario{
 			if _, err := e.sc.CreateTable(ctx, table, nil); err != nil {
 				return nil, fmt.Errorf("create %s: %w", table, err)
 			}
-			if err := presplit(ctx, e, table, 4); err != nil {
+			if _, err := presplit(ctx, e, table, 4); err != nil {
 				return nil, err
 			}
+			e.layout = layoutAround(ctx, e, table)
 			return spreadInserts(ctx, e, e.sc.NewClient(table), "s"), nil
 		}},
 }
@@ -183,63 +193,109 @@ func allScenarios() []string {
 
 // presplit splits table into n ranges at evenly spaced PartitionKeys of the
 // spread scenarios and moves their leaderships round-robin over the
-// replicas, through `tablestore ctl` as an operator would.
-func presplit(ctx context.Context, e *env, table string, n int) error {
-	ctl := func(args ...string) ([]byte, error) {
-		full := append([]string{"ctl", "--master", e.t.masters, "--json"}, args...)
-		out, err := exec.CommandContext(ctx, e.o.bin, full...).CombinedOutput()
-		if err != nil {
-			return out, fmt.Errorf("ctl %s: %w: %s", strings.Join(args, " "), err, out)
-		}
-		return out, nil
-	}
+// replicas, through `tablestore ctl` as an operator would. It returns the
+// layout it reached, as rangeLayout reads it.
+func presplit(ctx context.Context, e *env, table string, n int) (string, error) {
 	for k := 1; k < n; k++ {
-		if _, err := ctl("split", table, fmt.Sprintf("p%04d", k*e.o.partitions/n)); err != nil {
-			return err
+		if _, err := ctl(ctx, e, "split", table, fmt.Sprintf("p%04d", k*e.o.partitions/n)); err != nil {
+			return "", err
 		}
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		out, err := ctl("ranges", "--table", table)
+		rs, out, err := rangeLayout(ctx, e, table)
 		if err != nil {
-			return err
+			return "", err
 		}
-		type rng struct {
-			RangeID  uint64   `json:"range_id"`
-			Start    string   `json:"start"`
-			Replicas []string `json:"replicas"`
-			Leader   string   `json:"leader"`
-		}
-		var rs []rng
-		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-			var r rng
-			if json.Unmarshal([]byte(line), &r) == nil && r.RangeID != 0 {
-				rs = append(rs, r)
-			}
-		}
-		sort.Slice(rs, func(i, j int) bool { return rs[i].Start < rs[j].Start })
 		done := len(rs) == n
 		for k, r := range rs {
 			if len(r.Replicas) == 0 {
 				done = false
 				continue
 			}
-			reps := append([]string(nil), r.Replicas...)
-			sort.Strings(reps)
-			want := reps[k%len(reps)]
-			if r.Leader != want {
+			if want := spreadLeader(k, r.Replicas); r.Leader != want {
 				done = false
-				ctl("transfer-leader", fmt.Sprint(r.RangeID), "--to", want)
+				ctl(ctx, e, "transfer-leader", fmt.Sprint(r.RangeID), "--to", want)
 			}
 		}
 		if done {
-			return nil
+			return layoutLine(rs), nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("table %s: ranges not split and spread within 30s: %s", table, out)
+			return "", fmt.Errorf("table %s: ranges not split and spread within 30s: %s", table, out)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+}
+
+// ctl runs `tablestore ctl --json` against e's master.
+func ctl(ctx context.Context, e *env, args ...string) ([]byte, error) {
+	full := append([]string{"ctl", "--master", e.t.masters, "--json"}, args...)
+	out, err := exec.CommandContext(ctx, e.o.bin, full...).CombinedOutput()
+	if err != nil {
+		return out, fmt.Errorf("ctl %s: %w: %s", strings.Join(args, " "), err, out)
+	}
+	return out, nil
+}
+
+// rangeInfo is one line of `ctl ranges --json`.
+type rangeInfo struct {
+	RangeID  uint64   `json:"range_id"`
+	Start    string   `json:"start"`
+	Replicas []string `json:"replicas"`
+	Leader   string   `json:"leader"`
+}
+
+// rangeLayout is table's ranges in key order, as the master knows them
+// (leaders from the servers' reports), and ctl's output.
+func rangeLayout(ctx context.Context, e *env, table string) ([]rangeInfo, []byte, error) {
+	out, err := ctl(ctx, e, "ranges", "--table", table)
+	if err != nil {
+		return nil, out, err
+	}
+	var rs []rangeInfo
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var r rangeInfo
+		if json.Unmarshal([]byte(line), &r) == nil && r.RangeID != 0 {
+			rs = append(rs, r)
+		}
+	}
+	sort.Slice(rs, func(i, j int) bool { return rs[i].Start < rs[j].Start })
+	return rs, out, nil
+}
+
+// spreadLeader is the leader presplit wants for the k-th range: the
+// replicas in name order, round-robin.
+func spreadLeader(k int, replicas []string) string {
+	reps := append([]string(nil), replicas...)
+	sort.Strings(reps)
+	return reps[k%len(reps)]
+}
+
+// layoutAround reads table's layout now (before a window) and returns
+// what reads it again after the window and says both.
+func layoutAround(ctx context.Context, e *env, table string) func() string {
+	read := func() string {
+		rs, _, err := rangeLayout(ctx, e, table)
+		if err != nil {
+			return "unknown (" + err.Error() + ")"
+		}
+		return layoutLine(rs)
+	}
+	before := read()
+	return func() string { return fmt.Sprintf("before the window %s; after it %s", before, read()) }
+}
+
+// layoutLine says how many ranges and which leads each, in key order.
+func layoutLine(rs []rangeInfo) string {
+	leaders := make([]string, len(rs))
+	for i, r := range rs {
+		leaders[i] = r.Leader
+		if leaders[i] == "" {
+			leaders[i] = "none"
+		}
+	}
+	return fmt.Sprintf("%d ranges, leaders %s", len(rs), strings.Join(leaders, " "))
 }
 
 // result is one scenario's figures on one target.
@@ -270,6 +326,9 @@ type result struct {
 	// Setup is how the target ran where its name does not say
 	// (Azurite's persistence and telemetry: startAzurite).
 	Setup string `json:"target_setup,omitempty"`
+	// Layout is the scenario's table's ranges and leaders before and
+	// after the window (insert-presplit).
+	Layout string `json:"layout,omitempty"`
 }
 
 // run drives op from workers goroutines for d and measures the rate of
@@ -445,6 +504,9 @@ func runRound(o options, targets []string) ([]result, error) {
 			if r.FirstError != "" {
 				fmt.Printf("    first error: %s\n", r.FirstError)
 			}
+			if r.Layout != "" {
+				fmt.Printf("    ranges: %s\n", r.Layout)
+			}
 		}
 	}
 	return out, nil
@@ -531,7 +593,12 @@ func measureScenario(ctx context.Context, e *env, name string) (result, error) {
 			fmt.Printf("    [%s] %s warm-up: %d errors, first: %.300s\n", t.name, name, n, first)
 		}
 	}
-	return run(t, name, workers, o.duration, o.rate, op), nil
+	r := run(t, name, workers, o.duration, o.rate, op)
+	if e.layout != nil {
+		r.Layout = e.layout()
+		e.layout = nil
+	}
+	return r, nil
 }
 
 // warmBase is added to the call numbers of the warm-up, so that its keys

@@ -34,3 +34,23 @@ func TestMedian(t *testing.T) {
 		}
 	}
 }
+
+// Four ranges over three servers: each server leads one, the first leads
+// the fourth too, whatever order the master lists the replicas in.
+func TestSpreadLeader(t *testing.T) {
+	reps := []string{"ps3", "ps1", "ps2"}
+	var got []string
+	for k := 0; k < 4; k++ {
+		got = append(got, spreadLeader(k, reps))
+	}
+	if want := []string{"ps1", "ps2", "ps3", "ps1"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("leaders %v, want %v", got, want)
+	}
+	if reps[0] != "ps3" {
+		t.Errorf("spreadLeader reordered its argument: %v", reps)
+	}
+	rs := []rangeInfo{{Leader: "ps1"}, {Leader: ""}, {Leader: "ps3"}}
+	if line := layoutLine(rs); line != "3 ranges, leaders ps1 none ps3" {
+		t.Errorf("layoutLine = %q", line)
+	}
+}
