@@ -100,3 +100,35 @@ func TestParseCPULine(t *testing.T) {
 		t.Errorf("machineShares of nothing = %v, %v", b, w)
 	}
 }
+
+func TestStatCPUTicks(t *testing.T) {
+	// pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt
+	// majflt cmajflt utime stime cutime cstime ...
+	for _, c := range []struct {
+		name, in string
+		want     float64
+	}{
+		{"plain", "42 (node) S 1 42 42 0 -1 4194304 100 0 0 0 250 70 9000 9000 20 0 7 0\n", 320},
+		{"name with spaces and a paren", "42 (a) b c) R 1 42 42 0 -1 0 1 2 3 4 11 5 600 600 20 0 1 0\n", 16},
+		{"children's time not counted", "7 (x) S 1 7 7 0 -1 0 0 0 0 0 0 0 500 500 20 0 1 0\n", 0},
+		{"short", "42 (node) S 1 42\n", 0},
+		{"not a stat line", "", 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := statCPUTicks(c.in); got != c.want {
+				t.Errorf("statCPUTicks = %v, want %v", got, c.want)
+			}
+		})
+	}
+	// And the live one: this process's CPU time moves once it spins past
+	// a clock tick.
+	deadline := time.Now().Add(5 * time.Second)
+	for x := 0; cpuSeconds(os.Getpid()) <= 0; x++ {
+		if time.Now().After(deadline) {
+			t.Fatal("cpuSeconds(self) stayed 0 over 5 s of spinning")
+		}
+		for i := 0; i < 1_000_000; i++ {
+			x ^= i
+		}
+	}
+}

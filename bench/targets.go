@@ -366,7 +366,9 @@ func (t *target) waitReady() error {
 	return fmt.Errorf("%s did not become ready: %v\n%s", t.name, last, t.logs())
 }
 
-// cpuSeconds is the user+system CPU time a process has used so far.
+// cpuSeconds is the user+system CPU time a process has used so far, all
+// its threads', exited ones included (not its children's: no role starts
+// any, and node runs azurite-table in the process it was started as).
 func cpuSeconds(pid int) float64 {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
@@ -377,7 +379,14 @@ func cpuSeconds(pid int) float64 {
 	if err != nil && err != io.EOF {
 		return 0
 	}
-	// The command name (field 2) may hold spaces; fields after its ')'.
+	return statCPUTicks(line) / clockTicks
+}
+
+// statCPUTicks is utime + stime (fields 14 and 15) of a /proc/PID/stat
+// line, in clock ticks; 0 when the line is not one.
+func statCPUTicks(line string) float64 {
+	// The command name (field 2) may hold spaces and ')'; the fields
+	// after its last ')' start at field 3.
 	i := strings.LastIndexByte(line, ')')
 	if i < 0 {
 		return 0
@@ -388,7 +397,7 @@ func cpuSeconds(pid int) float64 {
 	}
 	utime, _ := strconv.ParseFloat(fields[11], 64)
 	stime, _ := strconv.ParseFloat(fields[12], 64)
-	return (utime + stime) / clockTicks
+	return utime + stime
 }
 
 // clockTicks is USER_HZ, 100 on every Linux this runs on.
