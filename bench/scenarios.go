@@ -32,6 +32,10 @@ type env struct {
 
 	mu      sync.Mutex
 	written []string // "pk\x00rk"
+	// stored counts the entities written into the shared table so far:
+	// each target's table holds what its own rates wrote, so a faster
+	// target's later scenarios work on a larger table (result.TableEntities).
+	stored atomic.Int64
 
 	// layout, set by a scenario's setup and cleared after its window,
 	// says how its table's ranges were led before and after the window
@@ -61,6 +65,7 @@ func entityTail(payload string) []byte {
 }
 
 func (e *env) record(pk, rk string) {
+	e.stored.Add(1)
 	e.mu.Lock()
 	if len(e.written) < 200000 {
 		e.written = append(e.written, pk+"\x00"+rk)
@@ -112,6 +117,9 @@ var scenarios = []scenario{
 						Entity: e.body(pk, fmt.Sprintf("w%02d-%09d-%03d", w, i, j))}
 				}
 				_, err := e.tc.SubmitTransaction(ctx, actions, nil)
+				if err == nil {
+					e.stored.Add(int64(len(actions)))
+				}
 				return e.o.batchSize, err
 			}, nil
 		}},
@@ -142,6 +150,9 @@ var scenarios = []scenario{
 			return func(w, i int) (int, error) {
 				rk := fmt.Sprintf("solo-%09d", i)
 				_, err := e.tc.AddEntity(ctx, e.body("solo", rk), nil)
+				if err == nil {
+					e.stored.Add(1)
+				}
 				return 1, err
 			}, nil
 		}},
@@ -329,6 +340,10 @@ type result struct {
 	// Layout is the scenario's table's ranges and leaders before and
 	// after the window (insert-presplit).
 	Layout string `json:"layout,omitempty"`
+	// TableEntities is how many entities the bench had written into the
+	// shared table (preload, earlier scenarios, warm-up) when the window
+	// began: the targets' tables differ by their own rates.
+	TableEntities int64 `json:"table_entities_before"`
 }
 
 // run drives op from workers goroutines for d and measures the rate of
@@ -498,8 +513,8 @@ func runRound(o options, targets []string) ([]result, error) {
 			}
 			fmt.Printf("%-24s %-10s %12.0f %10.2f %10.2f %8d  %s\n", name, e.t.name, r.Rate, r.P50, r.P99, r.Errors, cpuLine(r.CPUPerOp))
 			if o.kernel {
-				fmt.Printf("%-24s %-10s machine busy %.0f %%, iowait %.0f %%; context switches per entity %s; read/write syscalls %s\n", "", "",
-					r.MachineBusy, r.MachineIOWait, kernelLine(r.SwitchesPerOp), kernelLine(r.SyscallsPerOp))
+				fmt.Printf("%-24s %-10s machine busy %.0f %%, iowait %.0f %%; context switches per entity %s; read/write syscalls %s; shared table held %d entities\n", "", "",
+					r.MachineBusy, r.MachineIOWait, kernelLine(r.SwitchesPerOp), kernelLine(r.SyscallsPerOp), r.TableEntities)
 			}
 			if r.FirstError != "" {
 				fmt.Printf("    first error: %s\n", r.FirstError)
@@ -560,7 +575,9 @@ func preload(ctx context.Context, e *env, n int) error {
 					actions[j] = aztables.TransactionAction{ActionType: aztables.TransactionTypeAdd,
 						Entity: e.body(pk, fmt.Sprintf("pre-%09d-%03d", k, j))}
 				}
-				if _, err := e.tc.SubmitTransaction(ctx, actions, nil); err != nil {
+				if _, err := e.tc.SubmitTransaction(ctx, actions, nil); err == nil {
+					e.stored.Add(int64(len(actions)))
+				} else {
 					next.Store(int64(n)) // the others stop at their next batch
 					errs <- err
 					return
@@ -593,7 +610,9 @@ func measureScenario(ctx context.Context, e *env, name string) (result, error) {
 			fmt.Printf("    [%s] %s warm-up: %d errors, first: %.300s\n", t.name, name, n, first)
 		}
 	}
+	stored := e.stored.Load()
 	r := run(t, name, workers, o.duration, o.rate, op)
+	r.TableEntities = stored
 	if e.layout != nil {
 		r.Layout = e.layout()
 		e.layout = nil
@@ -704,6 +723,17 @@ func printRatios(rs []result, targets []string) {
 			}
 		}
 		fmt.Println()
+	}
+	// A rate counts successful calls only: say where calls failed, so a
+	// ratio is not read without them.
+	var failed []string
+	for _, r := range rs {
+		if r.Errors > 0 {
+			failed = append(failed, fmt.Sprintf("%s on %s %d", r.Scenario, r.Target, r.Errors))
+		}
+	}
+	if len(failed) > 0 {
+		fmt.Printf("failed calls (not in the rates): %s\n", strings.Join(failed, ", "))
 	}
 	// Issue 8's split target: the pre-split table against one range, same
 	// target, same run.
