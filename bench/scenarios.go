@@ -629,7 +629,8 @@ const warmBase = 900_000_000
 // window, unmeasured: connections dialled (Azurite closes idle ones after
 // 5 s, so each of its turns would otherwise start by redialling), code
 // paths compiled (Azurite's JIT) and caches filled, for every target
-// alike. It returns the errors and the first one's text.
+// alike. It runs as fast as the workers can, -rate or not. It returns the
+// errors and the first one's text.
 func warm(workers int, d time.Duration, op func(w, i int) (int, error)) (errs int64, first string) {
 	var n atomic.Int64
 	var firstErr atomic.Value
