@@ -79,7 +79,7 @@ func main() {
 	flag.DurationVar(&o.quietAfter, "quiet-after", 30*time.Second, "tables mode: how long after the last request idle CPU is measured")
 	flag.BoolVar(&o.azuriteMemory, "azurite-memory", false, "run Azurite with --inMemoryPersistence instead of its on-disk default (which writes its whole database as JSON every 5 s, without fsync)")
 	flag.BoolVar(&o.azuriteTelemetry, "azurite-telemetry", false, "leave Azurite's telemetry on (its default; before 2026-11-27 the bench did): a record built per request and failed exports stored under $TMPDIR, counted in Azurite's CPU")
-	flag.DurationVar(&o.warmup, "warmup", 2*time.Second, "throughput mode: run each scenario this long, unmeasured, right before its measured window on each target (0: none, as before 2026-11-27: the window then includes each target's cold start, for Azurite its JIT's, which made its first scenario's CPU per insert ~1.5x in 3 s windows)")
+	flag.DurationVar(&o.warmup, "warmup", 2*time.Second, "throughput mode: load each scenario this long, unmeasured, before its -duration window on each target, the load running on into the window (0: none, as before 2026-11-27: the window then includes each target's cold start, for Azurite its JIT's, which made its first scenario's CPU per insert ~1.5x in 3 s windows)")
 	flag.Parse()
 	if o.preload < 0 {
 		fail(fmt.Errorf("-preload %d: must not be negative", o.preload))

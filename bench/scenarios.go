@@ -311,16 +311,20 @@ func layoutLine(rs []rangeInfo) string {
 
 // result is one scenario's figures on one target.
 type result struct {
-	Target     string             `json:"target"`
-	Scenario   string             `json:"scenario"`
-	Workers    int                `json:"workers"`
-	Rate       float64            `json:"entities_per_sec"`
-	Requests   float64            `json:"requests_per_sec"`
-	P50        float64            `json:"p50_ms"`
-	P99        float64            `json:"p99_ms"`
-	Errors     int64              `json:"errors"`
-	FirstError string             `json:"first_error,omitempty"`
-	CPUPerOp   map[string]float64 `json:"cpu_us_per_entity"` // by role, plus "servers" (all but client)
+	Target     string  `json:"target"`
+	Scenario   string  `json:"scenario"`
+	Workers    int     `json:"workers"`
+	Rate       float64 `json:"entities_per_sec"`
+	Requests   float64 `json:"requests_per_sec"`
+	P50        float64 `json:"p50_ms"`
+	P99        float64 `json:"p99_ms"`
+	Errors     int64   `json:"errors"`
+	FirstError string  `json:"first_error,omitempty"`
+	// WarmupErrors are the calls that failed in the warm-up (-warmup),
+	// not counted in Errors.
+	WarmupErrors     int64              `json:"warmup_errors,omitempty"`
+	FirstWarmupError string             `json:"first_warmup_error,omitempty"`
+	CPUPerOp         map[string]float64 `json:"cpu_us_per_entity"` // by role, plus "servers" (all but client)
 	// SwitchesPerOp and SyscallsPerOp are the kernel's counts (kernel.go),
 	// by role like CPUPerOp.
 	SwitchesPerOp map[string]float64 `json:"context_switches_per_entity,omitempty"`
@@ -346,31 +350,34 @@ type result struct {
 	TableEntities int64 `json:"table_entities_before"`
 }
 
-// run drives op from workers goroutines for d and measures the rate of
-// entities carried by successful calls, latency and CPU. With rate > 0 the
-// workers together start at most rate calls per second, the k-th call not
-// before start + k/rate: CPU per entity of two builds is then compared at
-// the same rate, which a loaded machine's swings in throughput otherwise
-// confound with the per-second costs (heartbeats, group commits).
-func run(t *target, name string, workers int, d time.Duration, rate float64, op func(w, i int) (int, error)) result {
+// run drives op from workers goroutines for warmup and then d, and
+// measures over the window of d the rate of entities carried by the
+// successful calls that ended in it, their latency, and CPU. The load runs
+// on from the warm-up into the window and the window closes while calls
+// are still in flight, so it sees the steady state only: not the cold
+// start (connections, Azurite's JIT), nor the ramp-down where the workers
+// that finished wait for the slowest call. With rate > 0 the workers
+// together start at most rate calls per second, the k-th call not before
+// the warm-up's start + k/rate: CPU per entity of two builds is then
+// compared at the same rate, which a loaded machine's swings in throughput
+// otherwise confound with the per-second costs (heartbeats, group commits).
+func run(t *target, name string, workers int, warmup, d time.Duration, rate float64, op func(w, i int) (int, error)) result {
 	var issued atomic.Int64
-	var errs atomic.Int64
-	var firstErr atomic.Value
+	var errs, warmErrs atomic.Int64
+	var firstErr, firstWarmErr atomic.Value
 	var entities atomic.Int64
 	lat := make([][]time.Duration, workers)
 	var wg sync.WaitGroup
-	before, kbefore, mbefore := t.cpu(), t.kernel(), sampleMachine()
-	start := time.Now()
+	begin := time.Now()
+	start := begin.Add(warmup)
 	end := start.Add(d)
-	profiles := t.profile(name, d)
-	defer profiles.Wait()
 	for w := 0; w < workers; w++ {
 		wg.Add(1)
 		go func(w int) {
 			defer wg.Done()
 			for i := 0; time.Now().Before(end); i++ {
 				if rate > 0 {
-					due := start.Add(time.Duration(float64(issued.Add(1)-1) / rate * float64(time.Second)))
+					due := begin.Add(time.Duration(float64(issued.Add(1)-1) / rate * float64(time.Second)))
 					if !due.Before(end) {
 						return
 					}
@@ -378,35 +385,44 @@ func run(t *target, name string, workers int, d time.Duration, rate float64, op 
 				}
 				t0 := time.Now()
 				n, err := op(w, i)
-				if err != nil {
+				t1 := time.Now()
+				switch {
+				case t1.Before(start):
+					if err != nil && warmErrs.Add(1) == 1 {
+						firstWarmErr.Store(err.Error())
+					}
+				case !t1.Before(end):
+					// Ended after the window: its work is partly outside the
+					// CPU samples, and its worker stops here.
+				case err != nil:
 					if errs.Add(1) == 1 {
 						firstErr.Store(err.Error())
 					}
-					continue
+				default:
+					entities.Add(int64(n))
+					lat[w] = append(lat[w], t1.Sub(t0))
 				}
-				entities.Add(int64(n))
-				lat[w] = append(lat[w], time.Since(t0))
 			}
 		}(w)
 	}
-	wg.Wait()
-	elapsed := time.Since(start)
+	time.Sleep(time.Until(start))
+	before, kbefore, mbefore := t.cpu(), t.kernel(), sampleMachine()
+	profiles := t.profile(name, d)
+	defer profiles.Wait()
+	time.Sleep(time.Until(end))
 	after, kafter, mafter := t.cpu(), t.kernel(), sampleMachine()
+	wg.Wait()
 	var all []time.Duration
 	for _, l := range lat {
 		all = append(all, l...)
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
-	r := result{Target: t.name, Scenario: name, Workers: workers, Errors: errs.Load(), Setup: t.setup,
-		Rate: float64(entities.Load()) / elapsed.Seconds(), Requests: float64(len(all)) / elapsed.Seconds(),
+	r := result{Target: t.name, Scenario: name, Workers: workers, Errors: errs.Load(), WarmupErrors: warmErrs.Load(), Setup: t.setup,
+		Rate: float64(entities.Load()) / d.Seconds(), Requests: float64(len(all)) / d.Seconds(),
 		CPUPerOp: map[string]float64{}}
 	r.MachineBusy, r.MachineIOWait = machineShares(mbefore, mafter)
-	if s, ok := firstErr.Load().(string); ok {
-		if len(s) > 300 {
-			s = s[:300]
-		}
-		r.FirstError = s
-	}
+	r.FirstError = clip(firstErr.Load())
+	r.FirstWarmupError = clip(firstWarmErr.Load())
 	if len(all) > 0 {
 		r.P50 = ms(percentile(all, 50))
 		r.P99 = ms(percentile(all, 99))
@@ -417,6 +433,16 @@ func run(t *target, name string, workers int, d time.Duration, rate float64, op 
 		r.SyscallsPerOp = perOp(kbefore, kafter, n, func(k kernelSample) float64 { return k.syscalls })
 	}
 	return r
+}
+
+// clip is an error text stored in an atomic.Value, cut to 300 bytes; ""
+// when none was stored.
+func clip(v any) string {
+	s, _ := v.(string)
+	if len(s) > 300 {
+		s = s[:300]
+	}
+	return s
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -519,6 +545,9 @@ func runRound(o options, targets []string) ([]result, error) {
 			if r.FirstError != "" {
 				fmt.Printf("    first error: %s\n", r.FirstError)
 			}
+			if r.WarmupErrors > 0 {
+				fmt.Printf("    warm-up: %d failed calls, the first: %s\n", r.WarmupErrors, r.FirstWarmupError)
+			}
 			if r.Layout != "" {
 				fmt.Printf("    ranges: %s\n", r.Layout)
 			}
@@ -605,51 +634,14 @@ func measureScenario(ctx context.Context, e *env, name string) (result, error) {
 	if err != nil {
 		return result{}, fmt.Errorf("%s: %w", name, err)
 	}
-	if o.warmup > 0 {
-		if n, first := warm(workers, o.warmup, op); n > 0 {
-			fmt.Printf("    [%s] %s warm-up: %d errors, first: %.300s\n", t.name, name, n, first)
-		}
-	}
 	stored := e.stored.Load()
-	r := run(t, name, workers, o.duration, o.rate, op)
+	r := run(t, name, workers, o.warmup, o.duration, o.rate, op)
 	r.TableEntities = stored
 	if e.layout != nil {
 		r.Layout = e.layout()
 		e.layout = nil
 	}
 	return r, nil
-}
-
-// warmBase is added to the call numbers of the warm-up, so that its keys
-// (every scenario's RowKeys carry the call number in 9 digits) are not the
-// measured calls' own.
-const warmBase = 900_000_000
-
-// warm drives op from workers goroutines for d before a scenario's
-// window, unmeasured: connections dialled (Azurite closes idle ones after
-// 5 s, so each of its turns would otherwise start by redialling), code
-// paths compiled (Azurite's JIT) and caches filled, for every target
-// alike. It runs as fast as the workers can, -rate or not. It returns the
-// errors and the first one's text.
-func warm(workers int, d time.Duration, op func(w, i int) (int, error)) (errs int64, first string) {
-	var n atomic.Int64
-	var firstErr atomic.Value
-	end := time.Now().Add(d)
-	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func(w int) {
-			defer wg.Done()
-			for i := warmBase; time.Now().Before(end); i++ {
-				if _, err := op(w, i); err != nil && n.Add(1) == 1 {
-					firstErr.Store(err.Error())
-				}
-			}
-		}(w)
-	}
-	wg.Wait()
-	first, _ = firstErr.Load().(string)
-	return n.Load(), first
 }
 
 func cpuLine(m map[string]float64) string { return roleLine(m, "%.0f") }

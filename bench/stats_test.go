@@ -1,11 +1,7 @@
 package main
 
 import (
-	"errors"
-	"fmt"
-	"math"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -60,29 +56,5 @@ func TestAzuriteArgs(t *testing.T) {
 				t.Errorf("azuriteArgs = %q, want %q", got, c.want)
 			}
 		})
-	}
-}
-
-// The warm-up's calls carry numbers of their own (the scenarios' RowKeys
-// hold the call number in 9 digits), and its errors are counted.
-func TestWarmUsesItsOwnCallNumbers(t *testing.T) {
-	var mu sync.Mutex
-	var low, calls int
-	low = math.MaxInt
-	errs, first := warm(3, 20*time.Millisecond, func(w, i int) (int, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		low = min(low, i)
-		calls++
-		if calls == 1 {
-			return 0, errors.New("first failure")
-		}
-		return 1, nil
-	})
-	if calls == 0 || low < warmBase || len(fmt.Sprintf("%09d", low+10_000_000)) != 9 {
-		t.Errorf("warm made %d calls, lowest number %d: want numbers from %d, 9 digits", calls, low, warmBase)
-	}
-	if errs != 1 || first != "first failure" {
-		t.Errorf("warm = %d errors, first %q; want 1, %q", errs, first, "first failure")
 	}
 }
