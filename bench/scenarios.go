@@ -345,8 +345,8 @@ type result struct {
 	// after the window (insert-presplit).
 	Layout string `json:"layout,omitempty"`
 	// TableEntities is how many entities the bench had written into the
-	// shared table (preload, earlier scenarios, warm-up) when the window
-	// began: the targets' tables differ by their own rates.
+	// shared table (preload, earlier scenarios) when the scenario's
+	// warm-up began: the targets' tables differ by their own rates.
 	TableEntities int64 `json:"table_entities_before"`
 }
 
@@ -539,7 +539,7 @@ func runRound(o options, targets []string) ([]result, error) {
 			}
 			fmt.Printf("%-24s %-10s %12.0f %10.2f %10.2f %8d  %s\n", name, e.t.name, r.Rate, r.P50, r.P99, r.Errors, cpuLine(r.CPUPerOp))
 			if o.kernel {
-				fmt.Printf("%-24s %-10s machine busy %.0f %%, iowait %.0f %%; context switches per entity %s; read/write syscalls %s; shared table held %d entities\n", "", "",
+				fmt.Printf("%-24s %-10s machine busy %.0f %%, iowait %.0f %%; context switches per entity %s; read/write syscalls %s; shared table held %d entities before the warm-up\n", "", "",
 					r.MachineBusy, r.MachineIOWait, kernelLine(r.SwitchesPerOp), kernelLine(r.SyscallsPerOp), r.TableEntities)
 			}
 			if r.FirstError != "" {
