@@ -126,3 +126,71 @@ func TestFullDiskNewSegmentRecovers(t *testing.T) {
 		t.Fatalf("last index %d after a restart, want 2", last)
 	}
 }
+
+// TestFailedAppendAfterTruncationBreaksGroup: a follower's append that
+// fails right after it cut a conflicting suffix leaves hashicorp/raft
+// believing in the entries it deleted, so that group takes no more
+// writes (until a restart); a failed append without a cut before it, and
+// every other group, go on.
+func TestFailedAppendAfterTruncationBreaksGroup(t *testing.T) {
+	s, err := Open(t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	entries := func(lo, hi, term uint64) []*raft.Log {
+		var out []*raft.Log
+		for i := lo; i <= hi; i++ {
+			out = append(out, &raft.Log{Index: i, Term: term, Data: []byte("x")})
+		}
+		return out
+	}
+	failAppend := func(l *Log, logs []*raft.Log) error {
+		failpoint.Enable("partitionserver/raftlog/write", func() error { return syscall.ENOSPC })
+		defer failpoint.Disable("partitionserver/raftlog/write")
+		return l.StoreLogs(logs)
+	}
+	cut, plain := s.Log(1), s.Log(2)
+	for _, l := range []*Log{cut, plain} {
+		if err := l.StoreLogs(entries(1, 5, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A failed append without a cut before it: the group goes on.
+	if err := failAppend(plain, entries(6, 7, 1)); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("failed append: %v", err)
+	}
+	if err := plain.StoreLogs(entries(6, 7, 1)); err != nil {
+		t.Fatalf("append after a failed one: %v", err)
+	}
+	// A cut, then a successful append, then a failed one: goes on too.
+	if err := cut.DeleteRange(4, 5); err != nil {
+		t.Fatal(err)
+	}
+	if err := cut.StoreLogs(entries(4, 5, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := failAppend(cut, entries(6, 6, 2)); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("failed append: %v", err)
+	}
+	// A cut, then a failed append: the group is stopped.
+	if err := cut.DeleteRange(4, 5); err != nil {
+		t.Fatal(err)
+	}
+	if err := failAppend(cut, entries(4, 5, 3)); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("failed append after a cut: %v", err)
+	}
+	for name, err := range map[string]error{
+		"append":   cut.StoreLogs(entries(4, 5, 3)),
+		"set":      cut.SetUint64([]byte("CurrentTerm"), 4),
+		"vote":     cut.SetVote(4, []byte("c")),
+		"truncate": cut.DeleteRange(1, 2),
+	} {
+		if !errors.Is(err, ErrGroupBroken) {
+			t.Errorf("%s of the group after its failed append following a cut: %v, want ErrGroupBroken", name, err)
+		}
+	}
+	if err := plain.StoreLogs(entries(8, 8, 1)); err != nil {
+		t.Fatalf("another group's append: %v", err)
+	}
+}
