@@ -95,6 +95,11 @@ type Config struct {
 	// ShutdownTimeout bounds Close (SIGTERM): members still closing when
 	// it passes are left as a crash would leave them.
 	ShutdownTimeout time.Duration
+	// DiskReserve is the free space in bytes the data directory's file
+	// system keeps for the server's own writes: under it, the ranges led
+	// here refuse client writes with 503 ServerBusy (diskreserve.go),
+	// while Raft, snapshots and compaction go on; 0 disables it.
+	DiskReserve uint64
 }
 
 // DefaultConfig returns the documented defaults.
@@ -139,6 +144,9 @@ func DefaultConfig() Config {
 		QuiesceAfter:         5 * time.Second,
 		QuietReadTimeout:     100 * time.Millisecond,
 		ShutdownTimeout:      8 * time.Second,
+		// A new log segment (64 MiB) and a step of the state file's
+		// growth (16 MiB) with room to spare.
+		DiskReserve: 256 << 20,
 	}
 }
 
@@ -195,6 +203,7 @@ func (c *Config) Validate() error {
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.ID, "id", c.ID, "server id (default: read from or generated into <data-dir>/server-id)")
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory for state.db and the range replicas' Raft logs")
+	fs.Uint64Var(&c.DiskReserve, "disk-reserve", c.DiskReserve, "free bytes kept on the data directory's file system: under it, client writes get 503 ServerBusy while Raft and compaction go on (0 disables)")
 	fs.StringVar(&c.GRPCAddr, "grpc-addr", c.GRPCAddr, "listen address of the gRPC service")
 	fs.StringVar(&c.RaftAddr, "raft-addr", c.RaftAddr, "listen address shared by all Raft groups")
 	fs.StringVar(&c.AdvertiseGRPC, "advertise-grpc", c.AdvertiseGRPC, "gRPC address others dial (default: the listener's)")

@@ -66,6 +66,9 @@ type Server struct {
 	paused  *pauser
 	// capacity admits leader work up to cfg.ServerCapacity (nil: off).
 	capacity *admission.Bucket
+	// disk refuses client writes while the data directory's free space
+	// is under cfg.DiskReserve.
+	disk *diskGuard
 
 	// mu guards slots and closed; each slot's own lock guards its
 	// transitions (registry.go).
@@ -110,7 +113,8 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	}
 	return &Server{cfg: cfg, logger: logger, slots: make(map[uint64]*slot), addrs: newAddressBook(),
 		stateCommits: disklatency.New(disklatency.DefaultSpan), logSyncs: disklatency.New(disklatency.DefaultSpan),
-		capacity: admission.New(cfg.ServerCapacity, cfg.ServerCapacity*capacityBurst.Seconds(), cfg.ServerQueueWait, time.Now())}, nil
+		capacity: admission.New(cfg.ServerCapacity, cfg.ServerCapacity*capacityBurst.Seconds(), cfg.ServerQueueWait, time.Now()),
+		disk:     newDiskGuard(cfg.DataDir, cfg.DiskReserve, logger)}, nil
 }
 
 // ID is the server id (valid after Start).

@@ -78,7 +78,14 @@ func (v *service) admitWrite(req *pb.WriteRequest, start time.Time) (*replica, e
 		return nil, toStatus(r, err)
 	}
 	pk := req.GetOps()[0].GetPartitionKey()
-	if err := v.admit(r.meters(), r.isLeader(), pk, len(req.GetOps())); err != nil {
+	leader := r.isLeader()
+	if leader {
+		if err := v.s.disk.admit(v.s.id, start); err != nil {
+			observe("write", start, err)
+			return nil, err
+		}
+	}
+	if err := v.admit(r.meters(), leader, pk, len(req.GetOps())); err != nil {
 		observe("write", start, err)
 		return nil, err
 	}
