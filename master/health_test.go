@@ -107,3 +107,45 @@ func TestHealthGauges(t *testing.T) {
 			gauge(serversGauge.WithLabelValues("down")) == 1 && gauge(underReplicatedGauge) == 1 && gauge(leaderlessGauge) == 1
 	})
 }
+
+// TestDiskGauges: every master exports its data directory's free and total
+// space (the TablestoreMasterDiskFull alert reads them), and drops them
+// when it stops.
+func TestDiskGauges(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Raft group")
+	}
+	cfg := DefaultConfig()
+	cfg.ID = "m-disk"
+	cfg.DataDir = t.TempDir()
+	cfg.GRPCAddr, cfg.RaftAddr = freeAddr(t), freeAddr(t)
+	cfg.Policy.Enabled = false
+	s := startMaster(t, cfg)
+	gauge := func(g prometheus.Gauge) float64 {
+		var m dto.Metric
+		if err := g.Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		return m.GetGauge().GetValue()
+	}
+	waitUntil(t, 5*time.Second, "the disk gauges", func() bool {
+		return gauge(diskAvailableGauge.WithLabelValues(cfg.ID)) > 0 && gauge(diskCapacityGauge.WithLabelValues(cfg.ID)) >= gauge(diskAvailableGauge.WithLabelValues(cfg.ID))
+	})
+	s.Close()
+	mfs, err := prometheus.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if !strings.HasPrefix(mf.GetName(), "tablestore_master_data_dir_") {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetValue() == cfg.ID {
+					t.Errorf("%s still exported for %s after it stopped", mf.GetName(), cfg.ID)
+				}
+			}
+		}
+	}
+}

@@ -40,6 +40,14 @@ var (
 		Namespace: "tablestore", Subsystem: "master", Name: "ranges",
 		Help: "Ranges in the partition map.",
 	})
+	diskAvailableGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: "tablestore", Subsystem: "master", Name: "data_dir_available_bytes",
+		Help: "Free bytes available to this master on the file system of its data directory (its Raft log and snapshots).",
+	}, []string{"master"})
+	diskCapacityGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: "tablestore", Subsystem: "master", Name: "data_dir_capacity_bytes",
+		Help: "Size in bytes of the file system of this master's data directory.",
+	}, []string{"master"})
 	isLeaderGauge = prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: "tablestore", Subsystem: "master", Name: "is_leader",
 		Help: "1 on the master that leads the group, else 0.",
@@ -121,7 +129,7 @@ func (h clusterHealth) publish(leader bool) {
 func init() {
 	prometheus.MustRegister(mapSendsTotal, eventsTotal, opSeconds, opFailuresTotal, mergePauseSeconds, mergeAbortsTotal, joinFloorMissingTotal, rangesGauge,
 		isLeaderGauge, serversGauge, underReplicatedGauge, leaderlessGauge, serverSlowGauge,
-		unstartedGauge)
+		unstartedGauge, diskAvailableGauge, diskCapacityGauge)
 	// Every series exists from the start, so rate() and alerts see zeros
 	// rather than nothing before the first event.
 	for k, name := range pb.EventKind_name {

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"tablestore/internal/connpool"
+	"tablestore/internal/diskspace"
 	"tablestore/internal/durable"
 	"tablestore/internal/logging"
 	"tablestore/internal/peertls"
@@ -296,6 +297,10 @@ func (s *Server) Close() error {
 	// leader's crash.
 	s.handOff(2 * time.Second)
 	s.cancel()
+	// A stopped master in a process that goes on (dev, tests) must not
+	// look alive.
+	diskAvailableGauge.DeleteLabelValues(s.cfg.ID)
+	diskCapacityGauge.DeleteLabelValues(s.cfg.ID)
 	stopped := make(chan struct{})
 	go func() { s.grpcSrv.GracefulStop(); close(stopped) }()
 	select {
@@ -462,6 +467,10 @@ func (s *Server) livenessLoop() {
 		// Every master holds the replicated map, so every one exports its
 		// size: set only by the leader, a deposed leader kept its last
 		// figures for good, and max() over the masters could read them.
+		if avail, capacity, ok := diskspace.Of(s.cfg.DataDir); ok {
+			diskAvailableGauge.WithLabelValues(s.cfg.ID).Set(float64(avail))
+			diskCapacityGauge.WithLabelValues(s.cfg.ID).Set(float64(capacity))
+		}
 		s.fsm.read(func(st *state) {
 			rangesGauge.Set(float64(len(st.ranges)))
 			unstartedGauge.Set(float64(len(st.unstarted())))

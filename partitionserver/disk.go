@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"tablestore/internal/diskspace"
 	"tablestore/partitionserver/disklatency"
 	pb "tablestore/proto/tablestorepb"
 )
@@ -56,3 +57,7 @@ func (s *Server) diskReport(now time.Time) *pb.DiskLatency {
 		LogSyncs: uint32(lg.Commits), LogSyncMedianSeconds: lg.Median.Seconds(),
 	}
 }
+
+// diskSpace reports the available and total bytes of dir's file system
+// (ok false where unknown: the disk gauges stay unset, the reserve is off).
+func diskSpace(dir string) (avail, capacity uint64, ok bool) { return diskspace.Of(dir) }

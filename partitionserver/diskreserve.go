@@ -13,10 +13,10 @@ import (
 	"tablestore/internal/rpcerr"
 )
 
-var diskReserveRefusedTotal = prometheus.NewCounter(prometheus.CounterOpts{
+var diskReserveRefusedTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Namespace: "tablestore", Subsystem: "partitionserver", Name: "disk_reserve_refused_total",
 	Help: "Client writes refused (503 ServerBusy) because the data directory's free space was under --disk-reserve.",
-})
+}, []string{"server"})
 
 func init() { prometheus.MustRegister(diskReserveRefusedTotal) }
 
@@ -81,7 +81,7 @@ func (g *diskGuard) admit(server string, now time.Time) error {
 	if !g.low.Load() {
 		return nil
 	}
-	diskReserveRefusedTotal.Inc()
+	diskReserveRefusedTotal.WithLabelValues(server).Inc()
 	return rpcerr.New(codes.ResourceExhausted, rpcerr.ReasonServerBusy,
 		fmt.Sprintf("server %s: data directory %s has %d bytes free, under its reserve of %d (--disk-reserve): writes are refused until space is freed",
 			server, g.dir, g.avail.Load(), g.reserve),

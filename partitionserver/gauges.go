@@ -44,6 +44,9 @@ func (s *Server) publishGauges(replicas int, led []rangeRate) {
 	for _, r := range busiest(led, busiestRanges) {
 		rangeEntitiesPerSec.WithLabelValues(s.id, r.table, strconv.FormatUint(r.rangeID, 10)).Set(r.entitiesPerSec)
 	}
+	// The refusal counter exists from the first heartbeat, so rate()
+	// and the alert see zeros rather than nothing.
+	diskReserveRefusedTotal.WithLabelValues(s.id)
 	if avail, capacity, ok := diskSpace(s.cfg.DataDir); ok {
 		diskAvailableBytes.WithLabelValues(s.id).Set(float64(avail))
 		diskCapacityBytes.WithLabelValues(s.id).Set(float64(capacity))
@@ -57,4 +60,5 @@ func (s *Server) forgetGauges() {
 		diskCommitMedianSeconds, diskCommitsWindow} {
 		v.DeletePartialMatch(prometheus.Labels{"server": s.id})
 	}
+	diskReserveRefusedTotal.DeletePartialMatch(prometheus.Labels{"server": s.id})
 }

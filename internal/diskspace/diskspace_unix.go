@@ -1,11 +1,11 @@
 //go:build unix
 
-package partitionserver
+package diskspace
 
 import "golang.org/x/sys/unix"
 
-// diskSpace reports the available and total bytes of dir's file system.
-func diskSpace(dir string) (avail, capacity uint64, ok bool) {
+// Of reports the available and total bytes of dir's file system.
+func Of(dir string) (avail, capacity uint64, ok bool) {
 	var st unix.Statfs_t
 	if err := unix.Statfs(dir, &st); err != nil {
 		return 0, 0, false
