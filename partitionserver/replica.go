@@ -129,7 +129,11 @@ func openReplica(d replicaDeps, sl *slot, bootstrap bool, voters []raft.Server, 
 	if err := importLegacyLog(filepath.Join(dir, legacyLogFile), logStore, logger); err != nil {
 		return nil, fmt.Errorf("partitionserver: range %d: %w", id, err)
 	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, logging.HCLog(logger, "snapshot"))
+	fileSnaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, logging.HCLog(logger, "snapshot"))
+	if err != nil {
+		return nil, fmt.Errorf("partitionserver: range %d snapshots: %w", id, err)
+	}
+	snaps, err := newSnapshotStore(dir, logger, fileSnaps)
 	if err != nil {
 		return nil, fmt.Errorf("partitionserver: range %d snapshots: %w", id, err)
 	}
