@@ -24,6 +24,7 @@ import (
 	"tablestore/internal/durable"
 	"tablestore/internal/logging"
 	"tablestore/internal/peertls"
+	"tablestore/internal/raftsnap"
 	"tablestore/internal/termbarrier"
 	pb "tablestore/proto/tablestorepb"
 )
@@ -142,9 +143,9 @@ func (s *Server) Start() (err error) {
 		return fmt.Errorf("master: raft log %s: %w", logPath, err)
 	}
 	cleanup = append(cleanup, func() { s.logStore.Close() })
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(s.cfg.DataDir, 2, logging.HCLog(s.logger, "snapshot"))
+	snaps, err := s.openSnapshots()
 	if err != nil {
-		return fmt.Errorf("master: --data-dir %s: snapshots: %w", s.cfg.DataDir, err)
+		return err
 	}
 	// raft.db's and the snapshots directory's entries: bbolt and raft
 	// sync the files they write, not the directory holding them, and a
@@ -192,6 +193,20 @@ func (s *Server) amnesiac(has bool) bool {
 
 // openTransport listens for the masters' Raft traffic (over mutual TLS when
 // configured).
+// openSnapshots opens the master's snapshot store, wrapped so that a
+// snapshot that fails on a full disk leaves no temporary directory holding
+// its space (internal/raftsnap).
+func (s *Server) openSnapshots() (raft.SnapshotStore, error) {
+	fileSnaps, err := raft.NewFileSnapshotStoreWithLogger(s.cfg.DataDir, 2, logging.HCLog(s.logger, "snapshot"))
+	if err == nil {
+		var snaps *raftsnap.Store
+		if snaps, err = raftsnap.Wrap(s.cfg.DataDir, fileSnaps, s.logger); err == nil {
+			return snaps, nil
+		}
+	}
+	return nil, fmt.Errorf("master: --data-dir %s: snapshots: %w", s.cfg.DataDir, err)
+}
+
 func (s *Server) openTransport(amnesiac bool, snaps raft.SnapshotStore) error {
 	addr, err := net.ResolveTCPAddr("tcp", s.cfg.RaftAddr)
 	if err != nil {

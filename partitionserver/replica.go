@@ -15,6 +15,7 @@ import (
 
 	"tablestore/internal/durable"
 	"tablestore/internal/logging"
+	"tablestore/internal/raftsnap"
 	"tablestore/partitionserver/fsm"
 	"tablestore/partitionserver/grouptransport"
 	"tablestore/partitionserver/raftlog"
@@ -133,7 +134,7 @@ func openReplica(d replicaDeps, sl *slot, bootstrap bool, voters []raft.Server, 
 	if err != nil {
 		return nil, fmt.Errorf("partitionserver: range %d snapshots: %w", id, err)
 	}
-	snaps, err := newSnapshotStore(dir, logger, fileSnaps)
+	snaps, err := raftsnap.Wrap(dir, fileSnaps, logger)
 	if err != nil {
 		return nil, fmt.Errorf("partitionserver: range %d snapshots: %w", id, err)
 	}

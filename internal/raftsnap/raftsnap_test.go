@@ -1,4 +1,4 @@
-package partitionserver
+package raftsnap
 
 import (
 	"bytes"
@@ -15,14 +15,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-const snapshotChildEnv = "PARTITIONSERVER_SNAPSHOT_FULL_DISK_DIR"
+const snapshotChildEnv = "RAFTSNAP_FULL_DISK_DIR"
 
 // TestFailedSnapshotLeavesNoTemp writes a snapshot that fails as on a full
 // disk, in a child process whose file size limit (RLIMIT_FSIZE) fails the
 // write past 64 KiB with EFBIG, as ENOSPC would: then cancels it, as raft
 // and the state machine do. hashicorp's sink fails its Cancel at the flush
 // of its buffered writer and keeps the temporary directory, which its
-// store then ignores for good; the range's store removes it. (A child: the
+// store then ignores for good; Store removes it. (A child: the
 // limit holds for every file of the process.)
 func TestFailedSnapshotLeavesNoTemp(t *testing.T) {
 	for _, wrapped := range []bool{false, true} {
@@ -66,7 +66,7 @@ func TestFailedSnapshotChild(t *testing.T) {
 	}
 	var store raft.SnapshotStore = fs
 	if os.Getenv(snapshotChildEnv+"_WRAPPED") != "" {
-		if store, err = newSnapshotStore(dir, slog.New(slog.DiscardHandler), fs); err != nil {
+		if store, err = Wrap(dir, fs, slog.New(slog.DiscardHandler)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -93,7 +93,7 @@ func TestFailedSnapshotChild(t *testing.T) {
 
 // TestUnfinishedSnapshotRemovedAtOpen: a temporary directory left by a
 // crash during a snapshot, or by a failure before this store cleaned up,
-// is removed when the range's store opens; finished snapshots stay.
+// is removed by Wrap; finished snapshots stay.
 func TestUnfinishedSnapshotRemovedAtOpen(t *testing.T) {
 	dir := t.TempDir()
 	fs, err := raft.NewFileSnapshotStore(dir, 2, os.Stderr)
@@ -121,7 +121,7 @@ func TestUnfinishedSnapshotRemovedAtOpen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := newSnapshotStore(dir, slog.New(slog.DiscardHandler), fs)
+	s, err := Wrap(dir, fs, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

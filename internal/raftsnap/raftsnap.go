@@ -1,4 +1,6 @@
-package partitionserver
+// Package raftsnap wraps hashicorp/raft's FileSnapshotStore so that a
+// snapshot that fails (a full disk) leaves no temporary directory behind.
+package raftsnap
 
 import (
 	"fmt"
@@ -10,8 +12,8 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// snapshotStore is a range's raft.FileSnapshotStore that does not leave a
-// failed snapshot's temporary directory behind.
+// Store is a raft.FileSnapshotStore that does not leave a failed
+// snapshot's temporary directory behind.
 //
 // hashicorp/raft (v1.7.3) writes a snapshot into "<name>.tmp" and renames
 // it into place when done. On a full disk the write fails, and the sink's
@@ -22,20 +24,20 @@ import (
 // ".tmp" directories for good (List skips them, the reaper keeps them), so
 // each snapshot attempt on a full disk (every SnapshotInterval, and each
 // install from a leader) left another, and the space never came back.
-type snapshotStore struct {
+type Store struct {
 	*raft.FileSnapshotStore
 	dir    string // the store's snapshots directory
 	logger *slog.Logger
 }
 
-var _ raft.SnapshotStore = (*snapshotStore)(nil)
+var _ raft.SnapshotStore = (*Store)(nil)
 
-// newSnapshotStore opens the snapshot store of the range whose directory
-// is base, first removing the temporary directories of snapshots never
-// finished (a crash, or a failure before this store cleaned up): nothing
-// reads them, and no snapshot of the range is being written while its
-// replica opens.
-func newSnapshotStore(base string, logger *slog.Logger, hc *raft.FileSnapshotStore) (*snapshotStore, error) {
+// Wrap wraps fs, the file snapshot store made on base (the base passed
+// to raft.NewFileSnapshotStore), first removing the temporary directories
+// of snapshots never finished (a crash, or a failure before this package
+// cleaned up): nothing reads them. Call it before the store's raft starts,
+// when no snapshot is being written.
+func Wrap(base string, fs *raft.FileSnapshotStore, logger *slog.Logger) (*Store, error) {
 	dir := filepath.Join(base, "snapshots")
 	des, err := os.ReadDir(dir)
 	if err != nil && !os.IsNotExist(err) {
@@ -49,11 +51,11 @@ func newSnapshotStore(base string, logger *slog.Logger, hc *raft.FileSnapshotSto
 			logger.Warn("removed an unfinished snapshot", "snapshot", de.Name())
 		}
 	}
-	return &snapshotStore{FileSnapshotStore: hc, dir: dir, logger: logger}, nil
+	return &Store{FileSnapshotStore: fs, dir: dir, logger: logger}, nil
 }
 
 // Create implements raft.SnapshotStore.
-func (s *snapshotStore) Create(version raft.SnapshotVersion, index, term uint64, configuration raft.Configuration,
+func (s *Store) Create(version raft.SnapshotVersion, index, term uint64, configuration raft.Configuration,
 	configurationIndex uint64, trans raft.Transport) (raft.SnapshotSink, error) {
 	sink, err := s.FileSnapshotStore.Create(version, index, term, configuration, configurationIndex, trans)
 	if err != nil {
