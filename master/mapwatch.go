@@ -132,7 +132,19 @@ func (s *Server) partitionDelta(cs changeSet, leaders map[uint64]struct{}, versi
 // tableDelta is the delta that brings a receiver's view of one table (by
 // case-insensitive name) up to date: the table with every range of it and
 // their leaders, or the table's name in removed_tables.
+//
+// The version is read before the table: every change numbered up to it is
+// in what is read after (the state changes before its number is taken,
+// Server.bumpChanges), so a receiver holding a map at or past that version
+// (router: it then skips the delta) already holds this table as new or
+// newer, and one holding less loses nothing newer by applying it. Read the
+// other way round, a change committed between the two reads would carry a
+// version it is not in, and a receiver whose watch had delivered that
+// version would undo it.
 func (s *Server) tableDelta(name string) *pb.PartitionMap {
+	s.softMu.Lock()
+	version := s.version
+	s.softMu.Unlock()
 	key := strings.ToLower(name)
 	var cs changeSet
 	cs.table(key)
@@ -145,9 +157,6 @@ func (s *Server) tableDelta(name string) *pb.PartitionMap {
 			cs.rangeID(id)
 		}
 	})
-	s.softMu.Lock()
-	version := s.version
-	s.softMu.Unlock()
 	return s.partitionDelta(cs, nil, version)
 }
 

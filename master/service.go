@@ -106,19 +106,7 @@ func (v *service) CreateTable(ctx context.Context, req *pb.CreateTableRequest) (
 		recorded, _ = st.request(req.GetRequestId(), kind, req.GetName())
 	})
 	if recorded != nil {
-		// A retry of a request already applied gets its first answer. The
-		// first attempt started the range, unless its answer was lost or
-		// failed on the mark: startReplayed finishes that (the range may
-		// even be gone since).
-		res := replay(recorded)
-		if res.err != nil {
-			return nil, toStatus(res.err)
-		}
-		leader, err := s.startReplayed(ctx, res.ranges)
-		if err != nil {
-			return nil, toStatus(err)
-		}
-		return &pb.CreateTableResponse{Table: res.table, Ranges: res.ranges, Leader: leader}, nil
+		return s.createdBefore(ctx, req, recorded)
 	}
 	if exists {
 		return nil, toStatus(ErrTableExists)
@@ -141,10 +129,33 @@ func (v *service) CreateTable(ctx context.Context, req *pb.CreateTableRequest) (
 		return nil, rpcerr.New(codes.Unavailable, rpcerr.ReasonUnavailable, err.Error(), nil)
 	}
 	resp, err := s.created(ctx, res, addrs)
+	if resp != nil {
+		// Read after the range's start: with its leader, or without the
+		// table when a delete overtook the answer.
+		resp.Map = s.tableDelta(req.GetName())
+	}
 	s.event(&pb.Event{Kind: pb.EventKind_EVENT_KIND_TABLE_CREATED, Table: res.table.GetName(), RangeIds: []uint64{res.ranges[0].GetRangeId()},
 		Cause: causeOperator, Message: fmt.Sprintf("table %s created with range %d", res.table.GetName(), res.ranges[0].GetRangeId())})
 	s.logger.Debug("table created", "table", res.table.GetName(), "commit", applied.Sub(start), "start_range", time.Since(applied), "leader", resp.GetLeader())
 	return resp, err
+}
+
+// createdBefore answers a retry of a CreateTable already applied with its
+// first answer. The first attempt started the range, unless its answer was
+// lost or failed on the mark: startReplayed finishes that (the range may
+// even be gone since).
+func (s *Server) createdBefore(ctx context.Context, req *pb.CreateTableRequest, recorded *pb.TableRequestRecord) (*pb.CreateTableResponse, error) {
+	res := replay(recorded)
+	if res.err != nil {
+		return nil, toStatus(res.err)
+	}
+	leader, err := s.startReplayed(ctx, res.ranges)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	// The table may be gone (or created again) since: the map says what
+	// is there now.
+	return &pb.CreateTableResponse{Table: res.table, Ranges: res.ranges, Leader: leader, Map: s.tableDelta(req.GetName())}, nil
 }
 
 // created starts a new table's ranges and answers CreateTable with the
@@ -153,6 +164,14 @@ func (v *service) CreateTable(ctx context.Context, req *pb.CreateTableRequest) (
 func (s *Server) created(ctx context.Context, res *applyResult, addrs map[string]string) (*pb.CreateTableResponse, error) {
 	resp := &pb.CreateTableResponse{Table: res.table, Ranges: res.ranges}
 	for i, r := range res.ranges {
+		var live bool
+		s.fsm.read(func(st *state) { _, live = st.ranges[r.GetRangeId()] })
+		if !live {
+			// The table was deleted before its range started: no
+			// replicas for it (the servers would only collect them), no
+			// wait for a leader that never comes.
+			continue
+		}
 		l, err := s.startRange(ctx, r, addrs)
 		if err != nil {
 			return nil, toStatus(err)
@@ -276,7 +295,8 @@ func (v *service) DeleteTable(ctx context.Context, req *pb.DeleteTableRequest) (
 	}
 	s.event(&pb.Event{Kind: pb.EventKind_EVENT_KIND_TABLE_DELETED, Table: res.table.GetName(), Cause: causeOperator,
 		Message: fmt.Sprintf("table %s deleted", res.table.GetName())})
-	return &pb.DeleteTableResponse{}, nil
+	// Read now, not assumed: the table may already be created again.
+	return &pb.DeleteTableResponse{Map: s.tableDelta(req.GetName())}, nil
 }
 
 // maxSignedIdentifiers is Azure's limit of stored access policies per table.

@@ -46,8 +46,8 @@ func requestID(ctx context.Context) ([]byte, error) {
 }
 
 // CreateTable creates a table through the master and adds it, its ranges
-// and their leader to the held map, so the new range is routable at once
-// without fetching the whole map.
+// and their leader to the held map (applyTableAnswer), so the new range is
+// routable at once without fetching the whole map.
 func (r *Router) CreateTable(ctx context.Context, name string) (*pb.Table, error) {
 	id, err := requestID(ctx)
 	if err != nil {
@@ -61,6 +61,10 @@ func (r *Router) CreateTable(ctx context.Context, name string) (*pb.Table, error
 	})
 	if err != nil {
 		return nil, err
+	}
+	if m := resp.GetMap(); m != nil {
+		r.applyTableAnswer(m)
+		return resp.GetTable(), nil
 	}
 	if len(resp.GetRanges()) == 0 {
 		// A master that does not send the ranges.
@@ -78,19 +82,27 @@ func (r *Router) CreateTable(ctx context.Context, name string) (*pb.Table, error
 }
 
 // DeleteTable deletes a table through the master and drops it from the
-// held map.
+// held map (applyTableAnswer: unless the map already holds a newer table
+// of that name).
 func (r *Router) DeleteTable(ctx context.Context, name string) error {
 	id, err := requestID(ctx)
 	if err != nil {
 		return err
 	}
+	var resp *pb.DeleteTableResponse
 	err = r.masterCall(ctx, func(ctx context.Context, mc pb.MasterServiceClient) error {
-		_, err := mc.DeleteTable(ctx, &pb.DeleteTableRequest{Name: name, RequestId: id})
+		var err error
+		resp, err = mc.DeleteTable(ctx, &pb.DeleteTableRequest{Name: name, RequestId: id})
 		return err
 	})
 	if err != nil {
 		return err
 	}
+	if m := resp.GetMap(); m != nil {
+		r.applyTableAnswer(m)
+		return nil
+	}
+	// A master that does not send the table's state.
 	r.mu.Lock()
 	r.applyLocked(&pb.PartitionMap{Delta: true, RemovedTables: []string{name}})
 	r.mu.Unlock()

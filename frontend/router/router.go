@@ -307,10 +307,26 @@ func (r *Router) refreshTable(ctx context.Context, name string) error {
 		r.install(m)
 		return nil
 	}
-	r.mu.Lock()
-	r.applyLocked(m)
-	r.mu.Unlock()
+	r.applyTableAnswer(m)
 	return nil
+}
+
+// applyTableAnswer applies what the master answered about one table (a
+// lookup, CreateTable, DeleteTable), read at the answer's version, unless
+// the held map is newer: the watch delivers every change in version order,
+// so a map at a later version of the same master already holds this table
+// as it was then or since, and the answer would undo a change the watch
+// brought while the answer was on its way (a table deleted while its
+// create was answered, created again while its delete was) — for good, as
+// nothing more comes for that name. Other masters' versions do not
+// compare: their answer is applied, as it always was.
+func (r *Router) applyTableAnswer(m *pb.PartitionMap) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if m.GetEpoch() == r.epoch && m.GetVersion() < r.version {
+		return
+	}
+	r.applyLocked(m)
 }
 
 // installStream installs the whole map a watch starts with. Every change

@@ -632,8 +632,17 @@ type CreateTableResponse struct {
 	// The new table's ranges and the server leading the first one (empty
 	// when no leader was seen in time), so the front-end can route to it at
 	// once without fetching the whole map.
-	Ranges        []*RangeDescriptor `protobuf:"bytes,2,rep,name=ranges,proto3" json:"ranges,omitempty"`
-	Leader        string             `protobuf:"bytes,3,opt,name=leader,proto3" json:"leader,omitempty"`
+	Ranges []*RangeDescriptor `protobuf:"bytes,2,rep,name=ranges,proto3" json:"ranges,omitempty"`
+	Leader string             `protobuf:"bytes,3,opt,name=leader,proto3" json:"leader,omitempty"`
+	// map is the master's view of the table when it answers, as a lookup's
+	// (GetPartitionMapRequest.table): the table with its ranges and leaders,
+	// or its name in removed_tables when it was deleted since (a retry
+	// answered from the request record, a delete racing the answer). Its
+	// version is read before the table, so the front-end applies it only
+	// when its map is not newer (a map at or past that version holds this
+	// table as new or newer) and never brings back a table its watch saw
+	// deleted.
+	Map           *PartitionMap `protobuf:"bytes,4,opt,name=map,proto3" json:"map,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -687,6 +696,13 @@ func (x *CreateTableResponse) GetLeader() string {
 		return x.Leader
 	}
 	return ""
+}
+
+func (x *CreateTableResponse) GetMap() *PartitionMap {
+	if x != nil {
+		return x.Map
+	}
+	return nil
 }
 
 type DeleteTableRequest struct {
@@ -744,7 +760,9 @@ func (x *DeleteTableRequest) GetRequestId() []byte {
 }
 
 type DeleteTableResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// map: as CreateTableResponse's, the table's state after the delete.
+	Map           *PartitionMap `protobuf:"bytes,1,opt,name=map,proto3" json:"map,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -777,6 +795,13 @@ func (x *DeleteTableResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use DeleteTableResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTableResponse) Descriptor() ([]byte, []int) {
 	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *DeleteTableResponse) GetMap() *PartitionMap {
+	if x != nil {
+		return x.Map
+	}
+	return nil
 }
 
 type GetPartitionMapRequest struct {
@@ -1953,16 +1978,18 @@ const file_tablestore_v1_master_service_proto_rawDesc = "" +
 	"\x12CreateTableRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x02 \x01(\fR\trequestId\"\x91\x01\n" +
+	"request_id\x18\x02 \x01(\fR\trequestId\"\xc0\x01\n" +
 	"\x13CreateTableResponse\x12*\n" +
 	"\x05table\x18\x01 \x01(\v2\x14.tablestore.v1.TableR\x05table\x126\n" +
 	"\x06ranges\x18\x02 \x03(\v2\x1e.tablestore.v1.RangeDescriptorR\x06ranges\x12\x16\n" +
-	"\x06leader\x18\x03 \x01(\tR\x06leader\"G\n" +
+	"\x06leader\x18\x03 \x01(\tR\x06leader\x12-\n" +
+	"\x03map\x18\x04 \x01(\v2\x1b.tablestore.v1.PartitionMapR\x03map\"G\n" +
 	"\x12DeleteTableRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x02 \x01(\fR\trequestId\"\x15\n" +
-	"\x13DeleteTableResponse\".\n" +
+	"request_id\x18\x02 \x01(\fR\trequestId\"D\n" +
+	"\x13DeleteTableResponse\x12-\n" +
+	"\x03map\x18\x01 \x01(\v2\x1b.tablestore.v1.PartitionMapR\x03map\".\n" +
 	"\x16GetPartitionMapRequest\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\"W\n" +
 	"\x18WatchPartitionMapRequest\x12#\n" +
@@ -2112,10 +2139,10 @@ var file_tablestore_v1_master_service_proto_goTypes = []any{
 	(*RangeDescriptor)(nil),              // 36: tablestore.v1.RangeDescriptor
 	(*ServerInfo)(nil),                   // 37: tablestore.v1.ServerInfo
 	(*Table)(nil),                        // 38: tablestore.v1.Table
-	(*RangeStatus)(nil),                  // 39: tablestore.v1.RangeStatus
-	(*SignedIdentifier)(nil),             // 40: tablestore.v1.SignedIdentifier
-	(*StorageAccount)(nil),               // 41: tablestore.v1.StorageAccount
-	(*PartitionMap)(nil),                 // 42: tablestore.v1.PartitionMap
+	(*PartitionMap)(nil),                 // 39: tablestore.v1.PartitionMap
+	(*RangeStatus)(nil),                  // 40: tablestore.v1.RangeStatus
+	(*SignedIdentifier)(nil),             // 41: tablestore.v1.SignedIdentifier
+	(*StorageAccount)(nil),               // 42: tablestore.v1.StorageAccount
 	(*Event)(nil),                        // 43: tablestore.v1.Event
 }
 var file_tablestore_v1_master_service_proto_depIdxs = []int32{
@@ -2124,60 +2151,62 @@ var file_tablestore_v1_master_service_proto_depIdxs = []int32{
 	7,  // 2: tablestore.v1.ListMembersResponse.members:type_name -> tablestore.v1.MasterMember
 	38, // 3: tablestore.v1.CreateTableResponse.table:type_name -> tablestore.v1.Table
 	36, // 4: tablestore.v1.CreateTableResponse.ranges:type_name -> tablestore.v1.RangeDescriptor
-	37, // 5: tablestore.v1.HeartbeatRequest.server:type_name -> tablestore.v1.ServerInfo
-	39, // 6: tablestore.v1.HeartbeatRequest.ranges:type_name -> tablestore.v1.RangeStatus
-	18, // 7: tablestore.v1.HeartbeatRequest.disk_latency:type_name -> tablestore.v1.DiskLatency
-	36, // 8: tablestore.v1.HeartbeatResponse.assigned:type_name -> tablestore.v1.RangeDescriptor
-	35, // 9: tablestore.v1.HeartbeatResponse.raft_addrs:type_name -> tablestore.v1.HeartbeatResponse.RaftAddrsEntry
-	40, // 10: tablestore.v1.SetTableACLRequest.acl:type_name -> tablestore.v1.SignedIdentifier
-	41, // 11: tablestore.v1.SetAccountsRequest.accounts:type_name -> tablestore.v1.StorageAccount
-	36, // 12: tablestore.v1.SplitResponse.left:type_name -> tablestore.v1.RangeDescriptor
-	36, // 13: tablestore.v1.SplitResponse.right:type_name -> tablestore.v1.RangeDescriptor
-	36, // 14: tablestore.v1.MergeResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	36, // 15: tablestore.v1.MoveResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	11, // 16: tablestore.v1.MasterService.CreateTable:input_type -> tablestore.v1.CreateTableRequest
-	13, // 17: tablestore.v1.MasterService.DeleteTable:input_type -> tablestore.v1.DeleteTableRequest
-	15, // 18: tablestore.v1.MasterService.GetPartitionMap:input_type -> tablestore.v1.GetPartitionMapRequest
-	16, // 19: tablestore.v1.MasterService.WatchPartitionMap:input_type -> tablestore.v1.WatchPartitionMapRequest
-	20, // 20: tablestore.v1.MasterService.SetTableACL:input_type -> tablestore.v1.SetTableACLRequest
-	22, // 21: tablestore.v1.MasterService.SetServiceProperties:input_type -> tablestore.v1.SetServicePropertiesRequest
-	24, // 22: tablestore.v1.MasterService.SetAccounts:input_type -> tablestore.v1.SetAccountsRequest
-	26, // 23: tablestore.v1.MasterService.Events:input_type -> tablestore.v1.EventsRequest
-	27, // 24: tablestore.v1.MasterService.Split:input_type -> tablestore.v1.SplitRequest
-	29, // 25: tablestore.v1.MasterService.Merge:input_type -> tablestore.v1.MergeRequest
-	31, // 26: tablestore.v1.MasterService.Move:input_type -> tablestore.v1.MoveRequest
-	33, // 27: tablestore.v1.MasterService.TransferLeader:input_type -> tablestore.v1.MasterTransferLeaderRequest
-	17, // 28: tablestore.v1.MasterService.Heartbeat:input_type -> tablestore.v1.HeartbeatRequest
-	2,  // 29: tablestore.v1.MasterService.DrainServer:input_type -> tablestore.v1.DrainServerRequest
-	4,  // 30: tablestore.v1.MasterService.RemoveServer:input_type -> tablestore.v1.RemoveServerRequest
-	6,  // 31: tablestore.v1.MasterService.ListMembers:input_type -> tablestore.v1.ListMembersRequest
-	9,  // 32: tablestore.v1.MasterService.AddMember:input_type -> tablestore.v1.AddMemberRequest
-	10, // 33: tablestore.v1.MasterService.RemoveMember:input_type -> tablestore.v1.RemoveMemberRequest
-	0,  // 34: tablestore.v1.MasterService.JoinFloor:input_type -> tablestore.v1.JoinFloorRequest
-	12, // 35: tablestore.v1.MasterService.CreateTable:output_type -> tablestore.v1.CreateTableResponse
-	14, // 36: tablestore.v1.MasterService.DeleteTable:output_type -> tablestore.v1.DeleteTableResponse
-	42, // 37: tablestore.v1.MasterService.GetPartitionMap:output_type -> tablestore.v1.PartitionMap
-	42, // 38: tablestore.v1.MasterService.WatchPartitionMap:output_type -> tablestore.v1.PartitionMap
-	21, // 39: tablestore.v1.MasterService.SetTableACL:output_type -> tablestore.v1.SetTableACLResponse
-	23, // 40: tablestore.v1.MasterService.SetServiceProperties:output_type -> tablestore.v1.SetServicePropertiesResponse
-	25, // 41: tablestore.v1.MasterService.SetAccounts:output_type -> tablestore.v1.SetAccountsResponse
-	43, // 42: tablestore.v1.MasterService.Events:output_type -> tablestore.v1.Event
-	28, // 43: tablestore.v1.MasterService.Split:output_type -> tablestore.v1.SplitResponse
-	30, // 44: tablestore.v1.MasterService.Merge:output_type -> tablestore.v1.MergeResponse
-	32, // 45: tablestore.v1.MasterService.Move:output_type -> tablestore.v1.MoveResponse
-	34, // 46: tablestore.v1.MasterService.TransferLeader:output_type -> tablestore.v1.MasterTransferLeaderResponse
-	19, // 47: tablestore.v1.MasterService.Heartbeat:output_type -> tablestore.v1.HeartbeatResponse
-	3,  // 48: tablestore.v1.MasterService.DrainServer:output_type -> tablestore.v1.DrainServerResponse
-	5,  // 49: tablestore.v1.MasterService.RemoveServer:output_type -> tablestore.v1.RemoveServerResponse
-	8,  // 50: tablestore.v1.MasterService.ListMembers:output_type -> tablestore.v1.ListMembersResponse
-	8,  // 51: tablestore.v1.MasterService.AddMember:output_type -> tablestore.v1.ListMembersResponse
-	8,  // 52: tablestore.v1.MasterService.RemoveMember:output_type -> tablestore.v1.ListMembersResponse
-	1,  // 53: tablestore.v1.MasterService.JoinFloor:output_type -> tablestore.v1.JoinFloorResponse
-	35, // [35:54] is the sub-list for method output_type
-	16, // [16:35] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	39, // 5: tablestore.v1.CreateTableResponse.map:type_name -> tablestore.v1.PartitionMap
+	39, // 6: tablestore.v1.DeleteTableResponse.map:type_name -> tablestore.v1.PartitionMap
+	37, // 7: tablestore.v1.HeartbeatRequest.server:type_name -> tablestore.v1.ServerInfo
+	40, // 8: tablestore.v1.HeartbeatRequest.ranges:type_name -> tablestore.v1.RangeStatus
+	18, // 9: tablestore.v1.HeartbeatRequest.disk_latency:type_name -> tablestore.v1.DiskLatency
+	36, // 10: tablestore.v1.HeartbeatResponse.assigned:type_name -> tablestore.v1.RangeDescriptor
+	35, // 11: tablestore.v1.HeartbeatResponse.raft_addrs:type_name -> tablestore.v1.HeartbeatResponse.RaftAddrsEntry
+	41, // 12: tablestore.v1.SetTableACLRequest.acl:type_name -> tablestore.v1.SignedIdentifier
+	42, // 13: tablestore.v1.SetAccountsRequest.accounts:type_name -> tablestore.v1.StorageAccount
+	36, // 14: tablestore.v1.SplitResponse.left:type_name -> tablestore.v1.RangeDescriptor
+	36, // 15: tablestore.v1.SplitResponse.right:type_name -> tablestore.v1.RangeDescriptor
+	36, // 16: tablestore.v1.MergeResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	36, // 17: tablestore.v1.MoveResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	11, // 18: tablestore.v1.MasterService.CreateTable:input_type -> tablestore.v1.CreateTableRequest
+	13, // 19: tablestore.v1.MasterService.DeleteTable:input_type -> tablestore.v1.DeleteTableRequest
+	15, // 20: tablestore.v1.MasterService.GetPartitionMap:input_type -> tablestore.v1.GetPartitionMapRequest
+	16, // 21: tablestore.v1.MasterService.WatchPartitionMap:input_type -> tablestore.v1.WatchPartitionMapRequest
+	20, // 22: tablestore.v1.MasterService.SetTableACL:input_type -> tablestore.v1.SetTableACLRequest
+	22, // 23: tablestore.v1.MasterService.SetServiceProperties:input_type -> tablestore.v1.SetServicePropertiesRequest
+	24, // 24: tablestore.v1.MasterService.SetAccounts:input_type -> tablestore.v1.SetAccountsRequest
+	26, // 25: tablestore.v1.MasterService.Events:input_type -> tablestore.v1.EventsRequest
+	27, // 26: tablestore.v1.MasterService.Split:input_type -> tablestore.v1.SplitRequest
+	29, // 27: tablestore.v1.MasterService.Merge:input_type -> tablestore.v1.MergeRequest
+	31, // 28: tablestore.v1.MasterService.Move:input_type -> tablestore.v1.MoveRequest
+	33, // 29: tablestore.v1.MasterService.TransferLeader:input_type -> tablestore.v1.MasterTransferLeaderRequest
+	17, // 30: tablestore.v1.MasterService.Heartbeat:input_type -> tablestore.v1.HeartbeatRequest
+	2,  // 31: tablestore.v1.MasterService.DrainServer:input_type -> tablestore.v1.DrainServerRequest
+	4,  // 32: tablestore.v1.MasterService.RemoveServer:input_type -> tablestore.v1.RemoveServerRequest
+	6,  // 33: tablestore.v1.MasterService.ListMembers:input_type -> tablestore.v1.ListMembersRequest
+	9,  // 34: tablestore.v1.MasterService.AddMember:input_type -> tablestore.v1.AddMemberRequest
+	10, // 35: tablestore.v1.MasterService.RemoveMember:input_type -> tablestore.v1.RemoveMemberRequest
+	0,  // 36: tablestore.v1.MasterService.JoinFloor:input_type -> tablestore.v1.JoinFloorRequest
+	12, // 37: tablestore.v1.MasterService.CreateTable:output_type -> tablestore.v1.CreateTableResponse
+	14, // 38: tablestore.v1.MasterService.DeleteTable:output_type -> tablestore.v1.DeleteTableResponse
+	39, // 39: tablestore.v1.MasterService.GetPartitionMap:output_type -> tablestore.v1.PartitionMap
+	39, // 40: tablestore.v1.MasterService.WatchPartitionMap:output_type -> tablestore.v1.PartitionMap
+	21, // 41: tablestore.v1.MasterService.SetTableACL:output_type -> tablestore.v1.SetTableACLResponse
+	23, // 42: tablestore.v1.MasterService.SetServiceProperties:output_type -> tablestore.v1.SetServicePropertiesResponse
+	25, // 43: tablestore.v1.MasterService.SetAccounts:output_type -> tablestore.v1.SetAccountsResponse
+	43, // 44: tablestore.v1.MasterService.Events:output_type -> tablestore.v1.Event
+	28, // 45: tablestore.v1.MasterService.Split:output_type -> tablestore.v1.SplitResponse
+	30, // 46: tablestore.v1.MasterService.Merge:output_type -> tablestore.v1.MergeResponse
+	32, // 47: tablestore.v1.MasterService.Move:output_type -> tablestore.v1.MoveResponse
+	34, // 48: tablestore.v1.MasterService.TransferLeader:output_type -> tablestore.v1.MasterTransferLeaderResponse
+	19, // 49: tablestore.v1.MasterService.Heartbeat:output_type -> tablestore.v1.HeartbeatResponse
+	3,  // 50: tablestore.v1.MasterService.DrainServer:output_type -> tablestore.v1.DrainServerResponse
+	5,  // 51: tablestore.v1.MasterService.RemoveServer:output_type -> tablestore.v1.RemoveServerResponse
+	8,  // 52: tablestore.v1.MasterService.ListMembers:output_type -> tablestore.v1.ListMembersResponse
+	8,  // 53: tablestore.v1.MasterService.AddMember:output_type -> tablestore.v1.ListMembersResponse
+	8,  // 54: tablestore.v1.MasterService.RemoveMember:output_type -> tablestore.v1.ListMembersResponse
+	1,  // 55: tablestore.v1.MasterService.JoinFloor:output_type -> tablestore.v1.JoinFloorResponse
+	37, // [37:56] is the sub-list for method output_type
+	18, // [18:37] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_tablestore_v1_master_service_proto_init() }

@@ -1,0 +1,126 @@
+package router
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	pb "tablestore/proto/tablestorepb"
+)
+
+// answerMaster answers CreateTable, DeleteTable and table lookups with the
+// map a test sets, as read by the master at some version.
+type answerMaster struct {
+	pb.UnimplementedMasterServiceServer
+	m *pb.PartitionMap
+}
+
+func (f *answerMaster) CreateTable(_ context.Context, req *pb.CreateTableRequest) (*pb.CreateTableResponse, error) {
+	var tb *pb.Table
+	if len(f.m.GetTables()) > 0 {
+		tb = f.m.GetTables()[0]
+	}
+	return &pb.CreateTableResponse{Table: tb, Ranges: f.m.GetRanges(), Map: f.m}, nil
+}
+
+func (f *answerMaster) DeleteTable(context.Context, *pb.DeleteTableRequest) (*pb.DeleteTableResponse, error) {
+	return &pb.DeleteTableResponse{Map: f.m}, nil
+}
+
+func (f *answerMaster) GetPartitionMap(context.Context, *pb.GetPartitionMapRequest) (*pb.PartitionMap, error) {
+	return f.m, nil
+}
+
+// TestTableAnswerOlderThanHeldMap: what the master answers about one table
+// (CreateTable, DeleteTable, a lookup) was read at a map version; a
+// front-end whose watch already brought a later version holds that table
+// as new or newer and must keep it. Before, a create's answer arriving
+// after the watch's delivery of the table's deletion put the deleted table
+// back for good (listed, found by GET /Tables('t')), and a delete's answer
+// arriving after the watch brought the table's re-creation dropped the new
+// table from the listing.
+func TestTableAnswerOlderThanHeldMap(t *testing.T) {
+	servers := []*pb.ServerInfo{{ServerId: "ps1", GrpcAddr: "fake-ps1"}}
+	replicas := []*pb.Replica{{ServerId: "ps1"}}
+	first := &pb.Table{Name: "T", TableId: 1}
+	second := &pb.Table{Name: "T", TableId: 2}
+	present := func(epoch, version uint64, tb *pb.Table) *pb.PartitionMap {
+		return &pb.PartitionMap{Delta: true, Epoch: epoch, Version: version, Servers: servers, Tables: []*pb.Table{tb},
+			Ranges: []*pb.RangeDescriptor{{RangeId: tb.GetTableId() * 10, TableId: tb.GetTableId(), Table: "T", Generation: 1, Replicas: replicas}}}
+	}
+	removed := func(epoch, version uint64) *pb.PartitionMap {
+		return &pb.PartitionMap{Delta: true, Epoch: epoch, Version: version, Servers: servers, RemovedTables: []string{"t"}}
+	}
+	tests := []struct {
+		name   string
+		held   *pb.Table // the table the held map (epoch 1, version 5) has, nil none
+		op     string    // create, delete or lookup
+		answer *pb.PartitionMap
+		want   uint64 // the table id held after, 0 none
+	}{
+		{"create answered before the watch's delete", nil, "create", present(1, 4, first), 0},
+		{"create answered after the watch's delete", nil, "create", present(1, 6, first), 1},
+		{"create answered at the watch's version", nil, "create", present(1, 5, first), 1},
+		{"create answered by another master", nil, "create", present(2, 1, first), 1},
+		{"delete answered before the watch's re-create", second, "delete", removed(1, 4), 2},
+		{"delete answered after", second, "delete", removed(1, 6), 0},
+		{"lookup answered before the watch's delete", nil, "lookup", present(1, 4, first), 0},
+		{"lookup answered after", nil, "lookup", present(1, 6, first), 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := grpc.NewServer()
+			pb.RegisterMasterServiceServer(srv, &answerMaster{m: tt.answer})
+			go srv.Serve(ln)
+			t.Cleanup(srv.Stop)
+			cfg := DefaultConfig()
+			cfg.Masters = []string{ln.Addr().String()}
+			r, err := New(cfg, slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(r.Close)
+			held := &pb.PartitionMap{Epoch: 1, Version: 5, Servers: servers}
+			if tt.held != nil {
+				held = present(1, 5, tt.held)
+				held.Delta = false
+			}
+			r.install(held)
+
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			switch tt.op {
+			case "create":
+				_, err = r.CreateTable(ctx, "T")
+			case "delete":
+				err = r.DeleteTable(ctx, "T")
+			case "lookup":
+				_, err = r.Table(ctx, "T")
+				if tt.want == 0 && err != nil {
+					err = nil // TableNotFound is the right answer
+				}
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tables, _ := r.Tables(ctx)
+			var got uint64
+			for _, tb := range tables {
+				if tb.GetName() == "T" {
+					got = tb.GetTableId()
+				}
+			}
+			if got != tt.want {
+				t.Fatalf("holds table id %d (0: none) after the %s, want %d; listed %v", got, tt.op, tt.want, tables)
+			}
+		})
+	}
+}
