@@ -306,8 +306,9 @@ func TestSDK(t *testing.T) {
 		if st, code := respCode(err); st != http.StatusNotFound || code != string(aztables.TableNotFound) {
 			t.Fatalf("get after delete: %d %s", st, code)
 		}
+		// A missing table's delete is a missing resource (Azure's answer).
 		_, err = svc.DeleteTable(ctx, "sdktable", nil)
-		if st, code := respCode(err); st != http.StatusNotFound || code != string(aztables.TableNotFound) {
+		if st, code := respCode(err); st != http.StatusNotFound || code != string(aztables.ResourceNotFound) {
 			t.Fatalf("second delete: %d %s", st, code)
 		}
 	})

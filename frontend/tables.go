@@ -13,6 +13,7 @@ import (
 	"tablestore/frontend/auth"
 	"tablestore/internal/edm"
 	"tablestore/internal/filter"
+	"tablestore/internal/rpcerr"
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -84,6 +85,12 @@ func (s *Server) deleteTable(ctx context.Context, w http.ResponseWriter, rc *req
 		return err
 	}
 	if err := s.backend.DeleteTable(withRequestID(ctx, rc), s.tableID(rc.account, name)); err != nil {
+		if rpcerr.Is(err, rpcerr.ReasonTableNotFound) {
+			// The service answers a Delete Table of a table that is not
+			// there as a missing resource, not TableNotFound (its answer
+			// recorded in Azurite issue #748), as does Azurite since.
+			return newAPIError(http.StatusNotFound, "ResourceNotFound", msgResourceNotFound, "delete of a table that does not exist")
+		}
 		return err
 	}
 	rc.wrote = true
