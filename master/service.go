@@ -274,6 +274,11 @@ func (v *service) DeleteTable(ctx context.Context, req *pb.DeleteTableRequest) (
 	if err != nil {
 		return nil, toStatus(err)
 	}
+	if err := failpoint.Inject("master/delete-table/after-commit"); err != nil {
+		// The answer is lost after the commit: the client's retry must
+		// be answered 204 (from the request record), not 404.
+		return nil, rpcerr.New(codes.Unavailable, rpcerr.ReasonUnavailable, err.Error(), nil)
+	}
 	// Best effort; servers also drop replicas of deleted tables on their
 	// next heartbeat.
 	grpcAddrs := map[string]string{}
