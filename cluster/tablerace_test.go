@@ -2,11 +2,16 @@ package cluster
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"net/http"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
@@ -84,5 +89,66 @@ func TestCreateAnswerAfterDeleteLeavesNoGhost(t *testing.T) {
 				t.Fatalf("front-end 0 lists deleted table %s after its create's answer", tc.name)
 			}
 		})
+	}
+}
+
+// TestConcurrentCreatesOneWins: eight clients on two front-ends create the
+// same table at once, in different letter cases. Exactly one gets 201, the
+// others 409 TableAlreadyExists; both front-ends list the one table, in
+// the winner's case, and it takes writes.
+func TestConcurrentCreatesOneWins(t *testing.T) {
+	c, err := Start(Options{Masters: 1, Servers: 3, Frontends: 2, DataDir: t.TempDir(), TuneMaster: soleMasterElects})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	ctx := ctxT(t, 60*time.Second)
+	clients := []*aztables.ServiceClient{serviceClient(t, c, 0), serviceClient(t, c, 1)}
+	names := []string{"Race", "race", "RACE", "rAcE"}
+	errs := make([]error, 8)
+	var wg sync.WaitGroup
+	for i := range errs {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			_, errs[i] = clients[i%2].CreateTable(ctx, names[i%len(names)], nil)
+		}(i)
+	}
+	wg.Wait()
+	winner := ""
+	for i, err := range errs {
+		if err == nil {
+			if winner != "" {
+				t.Fatalf("two creates succeeded: %s and %s", winner, names[i%len(names)])
+			}
+			winner = names[i%len(names)]
+			continue
+		}
+		var re *azcore.ResponseError
+		if !errors.As(err, &re) || re.StatusCode != http.StatusConflict || re.ErrorCode != "TableAlreadyExists" {
+			t.Fatalf("create %d: %v, want 409 TableAlreadyExists", i, err)
+		}
+	}
+	if winner == "" {
+		t.Fatal("no create succeeded")
+	}
+	for i, sc := range clients {
+		var got []string
+		p := sc.NewListTablesPager(&aztables.ListTablesOptions{Filter: to.Ptr("TableName ge 'R' and TableName lt 's'")})
+		for p.More() {
+			page, err := p.NextPage(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, tb := range page.Tables {
+				got = append(got, *tb.Name)
+			}
+		}
+		if len(got) != 1 || got[0] != winner {
+			t.Fatalf("front-end %d lists %v, want [%s]", i, got, winner)
+		}
+		if _, err := sc.NewClient(names[i]).AddEntity(ctx, []byte(fmt.Sprintf(`{"PartitionKey":"p","RowKey":"%d"}`, i)), nil); err != nil {
+			t.Fatalf("write through front-end %d as %s: %v", i, names[i], err)
+		}
 	}
 }
