@@ -1,0 +1,52 @@
+package cluster
+
+import (
+	"testing"
+	"time"
+
+	"tablestore/partitionserver"
+)
+
+// TestDroppedTableReplicasCollected: a deleted table's replicas go from
+// every server: from the live ones (the master's DeleteReplica, else their
+// heartbeats),
+// and from a server that was down during the delete once it is back (its
+// heartbeat reports a range the map no longer has).
+func TestDroppedTableReplicasCollected(t *testing.T) {
+	c, err := Start(Options{Masters: 1, Servers: 3, Frontends: 1, DataDir: t.TempDir(), TuneMaster: soleMasterElects,
+		TuneServer: func(cfg *partitionserver.Config) { cfg.HeartbeatInterval = 200 * time.Millisecond }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	sc := serviceClient(t, c, 0)
+	ctx := ctxT(t, 60*time.Second)
+	if _, err := sc.CreateTable(ctx, "gone", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sc.NewClient("gone").AddEntity(ctx, []byte(`{"PartitionKey":"p","RowKey":"r"}`), nil); err != nil {
+		t.Fatal(err)
+	}
+	var rid uint64
+	for _, d := range c.Masters[0].Server.PartitionMap().GetRanges() {
+		if d.GetTable() == "gone" {
+			rid = d.GetRangeId()
+		}
+	}
+	if err := c.StopServer(2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sc.DeleteTable(ctx, "gone", nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the live servers to drop the replicas", func() bool {
+		return c.Servers[0].Server.ReplicaState(rid) == "absent" && c.Servers[1].Server.ReplicaState(rid) == "absent"
+	})
+	if err := c.RestartServer(2); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("restarted: %s", c.Servers[2].Server.ReplicaState(rid))
+	waitFor(t, 10*time.Second, "the restarted server to drop its replica", func() bool {
+		return c.Servers[2].Server.ReplicaState(rid) == "absent"
+	})
+}
