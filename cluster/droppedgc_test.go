@@ -9,9 +9,8 @@ import (
 
 // TestDroppedTableReplicasCollected: a deleted table's replicas go from
 // every server: from the live ones (the master's DeleteReplica, else their
-// heartbeats),
-// and from a server that was down during the delete once it is back (its
-// heartbeat reports a range the map no longer has).
+// heartbeats), and from a server that was down during the delete once it
+// is back (its heartbeat's answer no longer lists the table as live).
 func TestDroppedTableReplicasCollected(t *testing.T) {
 	c, err := Start(Options{Masters: 1, Servers: 3, Frontends: 1, DataDir: t.TempDir(), TuneMaster: soleMasterElects,
 		TuneServer: func(cfg *partitionserver.Config) { cfg.HeartbeatInterval = 200 * time.Millisecond }})
