@@ -43,7 +43,8 @@ func httpStatus(err error) int {
 // a committed CreateTable: the front-end's retry of the same request must
 // answer 201/204, not 409 TableAlreadyExists. A client's own retry with
 // the same x-ms-client-request-id answers its first outcome too (create
-// and delete), while another request still gets 409/404.
+// and delete), while another request still gets 409/404; a request that
+// reuses an id after its outcome changed is a new one.
 func TestCreateTableRetriedAfterAmbiguousFailure(t *testing.T) {
 	c := startCluster(t, 1, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -101,6 +102,30 @@ func TestCreateTableRetriedAfterAmbiguousFailure(t *testing.T) {
 		}
 		if got := httpStatus(err); got != st.want {
 			t.Fatalf("step %d %+v: %v, want status %d", i, st, err, st.want)
+		}
+	}
+
+	// A client that sends one id for all its requests (Azure takes it
+	// for logging only): each create and delete takes effect. Before, the
+	// second create was answered 201 from the first's record and created
+	// nothing, and the second delete 204 with the table still there.
+	id.Store("one-id-for-the-job")
+	for i, op := range []string{"create", "delete", "create", "write", "delete", "read"} {
+		var err error
+		want := 0
+		switch op {
+		case "create":
+			_, err = sc.CreateTable(ctx, "reused", nil)
+		case "delete":
+			_, err = sc.DeleteTable(ctx, "reused", nil)
+		case "write":
+			_, err = sc.NewClient("reused").AddEntity(ctx, []byte(`{"PartitionKey":"p","RowKey":"r"}`), nil)
+		case "read":
+			_, err = sc.NewClient("reused").GetEntity(ctx, "p", "r", nil)
+			want = http.StatusNotFound
+		}
+		if got := httpStatus(err); got != want {
+			t.Fatalf("reused id, step %d %s: %v, want status %d", i, op, err, want)
 		}
 	}
 }

@@ -122,3 +122,80 @@ func TestTableRequestsBounded(t *testing.T) {
 		t.Fatal("the newest record was dropped")
 	}
 }
+
+// TestReusedRequestIDIsANewRequest scripts a client that sends one request
+// id for many requests (x-ms-client-request-id is a logging id to Azure):
+// a record answers a request only while its outcome still holds
+// (state.requestToApply); otherwise the request runs as a new one, under an
+// id derived from the record, and its own retries are answered from its
+// own record. Before, a create, delete, create under one id answered the
+// second create from the first's record (201) and created nothing.
+func TestReusedRequestIDIsANewRequest(t *testing.T) {
+	type step struct {
+		op, name, id string
+		want         error // nil: success
+		wantTableID  uint64
+	}
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{"create, delete, create, delete, create under one id", []step{
+			{"create", "t1", "job", nil, 1},
+			{"create", "t1", "job", nil, 1}, // a retry
+			{"delete", "t1", "job", nil, 1},
+			{"delete", "t1", "job", nil, 1}, // a retry
+			{"create", "t1", "job", nil, 2},
+			{"create", "t1", "job", nil, 2}, // a retry of the second
+			{"delete", "t1", "job", nil, 2},
+			{"create", "T1", "job", nil, 3},
+			{"create", "t1", "job", nil, 3},
+		}},
+		{"a failure is not answered once its cause is gone", []step{
+			{"create", "t1", "a", nil, 1},
+			{"create", "t1", "job", ErrTableExists, 0},
+			{"create", "t1", "job", ErrTableExists, 0},
+			{"delete", "t1", "a", nil, 1},
+			{"create", "t1", "job", nil, 2},
+			{"create", "t1", "job", nil, 2},
+		}},
+		{"a delete's 404 is not answered once the table is back", []step{
+			{"delete", "t1", "job", ErrTableNotFound, 0},
+			{"create", "t1", "a", nil, 1},
+			{"delete", "t1", "job", nil, 1},
+			{"delete", "t1", "job", nil, 1},
+		}},
+		{"a retry still answers while nothing changed the table", []step{
+			{"create", "t1", "r1", nil, 1},
+			{"create", "t2", "r2", nil, 2},
+			{"delete", "t2", "r3", nil, 2},
+			{"create", "t1", "r1", nil, 1},
+			{"delete", "t2", "r3", nil, 2},
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newState()
+			for i, st := range tc.steps {
+				kind := pb.MasterCommandKind_MASTER_COMMAND_KIND_CREATE_TABLE
+				if st.op == "delete" {
+					kind = pb.MasterCommandKind_MASTER_COMMAND_KIND_DELETE_TABLE
+				}
+				// As master.CreateTable and DeleteTable do.
+				id, rec := s.requestToApply([]byte(st.id), kind, st.name)
+				var res *applyResult
+				if rec != nil {
+					res = replay(rec)
+				} else {
+					res = applyTableCmd(t, s, st.op, st.name, string(id))
+				}
+				if !errors.Is(res.err, st.want) || (st.want == nil) != (res.err == nil) {
+					t.Fatalf("step %d %v: err %v, want %v", i, st, res.err, st.want)
+				}
+				if res.err == nil && res.table.GetTableId() != st.wantTableID {
+					t.Fatalf("step %d %v: table id %d, want %d", i, st, res.table.GetTableId(), st.wantTableID)
+				}
+			}
+		})
+	}
+}

@@ -100,10 +100,11 @@ func (v *service) CreateTable(ctx context.Context, req *pb.CreateTableRequest) (
 	var (
 		exists   bool
 		recorded *pb.TableRequestRecord
+		id       []byte
 	)
 	s.fsm.read(func(st *state) {
 		_, exists = st.tables[strings.ToLower(req.GetName())]
-		recorded, _ = st.request(req.GetRequestId(), kind, req.GetName())
+		id, recorded = st.requestToApply(req.GetRequestId(), kind, req.GetName())
 	})
 	if recorded != nil {
 		return s.createdBefore(ctx, req, recorded)
@@ -117,7 +118,7 @@ func (v *service) CreateTable(ctx context.Context, req *pb.CreateTableRequest) (
 	}
 	start := time.Now()
 	res, err := s.apply(kind, &pb.CreateTableCommand{
-		Name: req.GetName(), CreatedUnixNano: time.Now().UnixNano(), Replicas: replicas, RequestId: req.GetRequestId(),
+		Name: req.GetName(), CreatedUnixNano: time.Now().UnixNano(), Replicas: replicas, RequestId: id,
 	})
 	if err != nil {
 		return nil, toStatus(err)
@@ -270,7 +271,11 @@ func (s *Server) createReplicas(ctx context.Context, r *pb.RangeDescriptor, addr
 
 func (v *service) DeleteTable(ctx context.Context, req *pb.DeleteTableRequest) (*pb.DeleteTableResponse, error) {
 	s := v.s
-	res, err := s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_DELETE_TABLE, &pb.DeleteTableCommand{Name: req.GetName(), RequestId: req.GetRequestId()})
+	kind := pb.MasterCommandKind_MASTER_COMMAND_KIND_DELETE_TABLE
+	var id []byte
+	// A record that still holds is replayed by the command itself.
+	s.fsm.read(func(st *state) { id, _ = st.requestToApply(req.GetRequestId(), kind, req.GetName()) })
+	res, err := s.apply(kind, &pb.DeleteTableCommand{Name: req.GetName(), RequestId: id})
 	if err != nil {
 		return nil, toStatus(err)
 	}
