@@ -23,17 +23,25 @@ import (
 // own record. The FSM's rule (a command with a recorded id replays the
 // record) is unchanged: masters of either version apply the same log alike.
 //
-// What this gives up: a genuine retry whose table another client changed
-// after the first attempt (a delete answered, lost, then someone created
-// the table again) runs again and deletes the new table, as it would
-// against Azure, which keeps no records.
+// What this gives up: a genuine retry under the client's id whose table
+// another client changed after the first attempt (a delete answered, lost,
+// then someone created the table again) runs again and deletes the new
+// table, as it would against Azure, which keeps no records. An id the
+// front-end made (the client sent none) names one request: its record
+// always answers.
 
 // maxReuseChain bounds the derived ids followed for one request.
 const maxReuseChain = 64
 
 // requestToApply returns the id a table command with request id id is
 // proposed under, and the record that answers it instead, if one does.
-func (st *state) requestToApply(id []byte, kind pb.MasterCommandKind, name string) ([]byte, *pb.TableRequestRecord) {
+// client says the id is the client's: one the front-end made for a single
+// request (or none) is answered by its record whatever happened since.
+func (st *state) requestToApply(id []byte, client bool, kind pb.MasterCommandKind, name string) ([]byte, *pb.TableRequestRecord) {
+	if !client {
+		r, _ := st.request(id, kind, name)
+		return id, r
+	}
 	if len(id) == 0 {
 		return id, nil
 	}

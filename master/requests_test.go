@@ -3,6 +3,7 @@ package master
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -165,6 +166,14 @@ func TestReusedRequestIDIsANewRequest(t *testing.T) {
 			{"delete", "t1", "job", nil, 1},
 			{"delete", "t1", "job", nil, 1},
 		}},
+		{"an id the front-end made answers its record whatever happened since", []step{
+			{"create", "t1", "made:m1", nil, 1},
+			{"delete", "t1", "a", nil, 1},
+			{"create", "t1", "made:m1", nil, 1},
+			{"delete", "t1", "made:m2", ErrTableNotFound, 0},
+			{"create", "t1", "b", nil, 2},
+			{"delete", "t1", "made:m2", ErrTableNotFound, 0},
+		}},
 		{"a retry still answers while nothing changed the table", []step{
 			{"create", "t1", "r1", nil, 1},
 			{"create", "t2", "r2", nil, 2},
@@ -182,7 +191,10 @@ func TestReusedRequestIDIsANewRequest(t *testing.T) {
 					kind = pb.MasterCommandKind_MASTER_COMMAND_KIND_DELETE_TABLE
 				}
 				// As master.CreateTable and DeleteTable do.
-				id, rec := s.requestToApply([]byte(st.id), kind, st.name)
+				// An id "made:…" is one the front-end made (the client
+				// sent none).
+				raw, made := strings.CutPrefix(st.id, "made:")
+				id, rec := s.requestToApply([]byte(raw), !made, kind, st.name)
 				var res *applyResult
 				if rec != nil {
 					res = replay(rec)

@@ -104,7 +104,7 @@ func (v *service) CreateTable(ctx context.Context, req *pb.CreateTableRequest) (
 	)
 	s.fsm.read(func(st *state) {
 		_, exists = st.tables[strings.ToLower(req.GetName())]
-		id, recorded = st.requestToApply(req.GetRequestId(), kind, req.GetName())
+		id, recorded = st.requestToApply(req.GetRequestId(), req.GetClientRequestId(), kind, req.GetName())
 	})
 	if recorded != nil {
 		return s.createdBefore(ctx, req, recorded)
@@ -274,7 +274,7 @@ func (v *service) DeleteTable(ctx context.Context, req *pb.DeleteTableRequest) (
 	kind := pb.MasterCommandKind_MASTER_COMMAND_KIND_DELETE_TABLE
 	var id []byte
 	// A record that still holds is replayed by the command itself.
-	s.fsm.read(func(st *state) { id, _ = st.requestToApply(req.GetRequestId(), kind, req.GetName()) })
+	s.fsm.read(func(st *state) { id, _ = st.requestToApply(req.GetRequestId(), req.GetClientRequestId(), kind, req.GetName()) })
 	res, err := s.apply(kind, &pb.DeleteTableCommand{Name: req.GetName(), RequestId: id})
 	if err != nil {
 		return nil, toStatus(err)

@@ -28,35 +28,36 @@ const maxRequestIDLen = 64
 // requestID is the id of a table request for the master's deduplication:
 // the client's x-ms-client-request-id when it sent one (the same on its
 // retries), else one made up for this call and kept across the retries
-// master.Call makes.
-func requestID(ctx context.Context) ([]byte, error) {
+// master.Call makes. client reports the first: a client may send one id
+// for many requests, which the master must tell from retries.
+func requestID(ctx context.Context) (id []byte, client bool, err error) {
 	if id := frontend.ClientRequestID(ctx); id != "" {
 		if len(id) > maxRequestIDLen {
 			// The master keeps thousands of them: a long one by its hash.
 			sum := sha256.Sum256([]byte(id))
-			return sum[:], nil
+			return sum[:], true, nil
 		}
-		return []byte(id), nil
+		return []byte(id), true, nil
 	}
-	var id [16]byte
-	if _, err := rand.Read(id[:]); err != nil {
-		return nil, err
+	var made [16]byte
+	if _, err := rand.Read(made[:]); err != nil {
+		return nil, false, err
 	}
-	return id[:], nil
+	return made[:], false, nil
 }
 
 // CreateTable creates a table through the master and adds it, its ranges
 // and their leader to the held map (applyTableAnswer), so the new range is
 // routable at once without fetching the whole map.
 func (r *Router) CreateTable(ctx context.Context, name string) (*pb.Table, error) {
-	id, err := requestID(ctx)
+	id, client, err := requestID(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var resp *pb.CreateTableResponse
 	err = r.masterCall(ctx, func(ctx context.Context, mc pb.MasterServiceClient) error {
 		var err error
-		resp, err = mc.CreateTable(ctx, &pb.CreateTableRequest{Name: name, RequestId: id})
+		resp, err = mc.CreateTable(ctx, &pb.CreateTableRequest{Name: name, RequestId: id, ClientRequestId: client})
 		return err
 	})
 	if err != nil {
@@ -85,14 +86,14 @@ func (r *Router) CreateTable(ctx context.Context, name string) (*pb.Table, error
 // held map (applyTableAnswer: unless the map already holds a newer table
 // of that name).
 func (r *Router) DeleteTable(ctx context.Context, name string) error {
-	id, err := requestID(ctx)
+	id, client, err := requestID(ctx)
 	if err != nil {
 		return err
 	}
 	var resp *pb.DeleteTableResponse
 	err = r.masterCall(ctx, func(ctx context.Context, mc pb.MasterServiceClient) error {
 		var err error
-		resp, err = mc.DeleteTable(ctx, &pb.DeleteTableRequest{Name: name, RequestId: id})
+		resp, err = mc.DeleteTable(ctx, &pb.DeleteTableRequest{Name: name, RequestId: id, ClientRequestId: client})
 		return err
 	})
 	if err != nil {

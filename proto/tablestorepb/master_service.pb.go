@@ -577,9 +577,15 @@ type CreateTableRequest struct {
 	// the front-end made up) and is the same on every retry of it: a retry
 	// after an ambiguous failure gets the first attempt's answer instead of
 	// 409 TableAlreadyExists. Empty: no deduplication.
-	RequestId     []byte `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	RequestId []byte `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// client_request_id: request_id is the client's x-ms-client-request-id
+	// (or its hash), which a client may reuse for other requests: its record
+	// answers only while its outcome still holds (master/requestreuse.go).
+	// False: the front-end made the id for this one request, so any record of
+	// it is this request's.
+	ClientRequestId bool `protobuf:"varint,3,opt,name=client_request_id,json=clientRequestId,proto3" json:"client_request_id,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *CreateTableRequest) Reset() {
@@ -624,6 +630,13 @@ func (x *CreateTableRequest) GetRequestId() []byte {
 		return x.RequestId
 	}
 	return nil
+}
+
+func (x *CreateTableRequest) GetClientRequestId() bool {
+	if x != nil {
+		return x.ClientRequestId
+	}
+	return false
 }
 
 type CreateTableResponse struct {
@@ -710,9 +723,11 @@ type DeleteTableRequest struct {
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// request_id: as CreateTableRequest's (a retried delete answers its
 	// first attempt's result, not 404).
-	RequestId     []byte `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	RequestId []byte `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// client_request_id: as CreateTableRequest's.
+	ClientRequestId bool `protobuf:"varint,3,opt,name=client_request_id,json=clientRequestId,proto3" json:"client_request_id,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *DeleteTableRequest) Reset() {
@@ -757,6 +772,13 @@ func (x *DeleteTableRequest) GetRequestId() []byte {
 		return x.RequestId
 	}
 	return nil
+}
+
+func (x *DeleteTableRequest) GetClientRequestId() bool {
+	if x != nil {
+		return x.ClientRequestId
+	}
+	return false
 }
 
 type DeleteTableResponse struct {
@@ -1974,20 +1996,22 @@ const file_tablestore_v1_master_service_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\traft_addr\x18\x02 \x01(\tR\braftAddr\"%\n" +
 	"\x13RemoveMemberRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"G\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"s\n" +
 	"\x12CreateTableRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x02 \x01(\fR\trequestId\"\xc0\x01\n" +
+	"request_id\x18\x02 \x01(\fR\trequestId\x12*\n" +
+	"\x11client_request_id\x18\x03 \x01(\bR\x0fclientRequestId\"\xc0\x01\n" +
 	"\x13CreateTableResponse\x12*\n" +
 	"\x05table\x18\x01 \x01(\v2\x14.tablestore.v1.TableR\x05table\x126\n" +
 	"\x06ranges\x18\x02 \x03(\v2\x1e.tablestore.v1.RangeDescriptorR\x06ranges\x12\x16\n" +
 	"\x06leader\x18\x03 \x01(\tR\x06leader\x12-\n" +
-	"\x03map\x18\x04 \x01(\v2\x1b.tablestore.v1.PartitionMapR\x03map\"G\n" +
+	"\x03map\x18\x04 \x01(\v2\x1b.tablestore.v1.PartitionMapR\x03map\"s\n" +
 	"\x12DeleteTableRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x02 \x01(\fR\trequestId\"D\n" +
+	"request_id\x18\x02 \x01(\fR\trequestId\x12*\n" +
+	"\x11client_request_id\x18\x03 \x01(\bR\x0fclientRequestId\"D\n" +
 	"\x13DeleteTableResponse\x12-\n" +
 	"\x03map\x18\x01 \x01(\v2\x1b.tablestore.v1.PartitionMapR\x03map\".\n" +
 	"\x16GetPartitionMapRequest\x12\x14\n" +
