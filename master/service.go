@@ -274,7 +274,9 @@ func (v *service) DeleteTable(ctx context.Context, req *pb.DeleteTableRequest) (
 	kind := pb.MasterCommandKind_MASTER_COMMAND_KIND_DELETE_TABLE
 	var id []byte
 	// A record that still holds is replayed by the command itself.
-	s.fsm.read(func(st *state) { id, _ = st.requestToApply(req.GetRequestId(), req.GetClientRequestId(), kind, req.GetName()) })
+	s.fsm.read(func(st *state) {
+		id, _ = st.requestToApply(req.GetRequestId(), req.GetClientRequestId(), kind, req.GetName())
+	})
 	res, err := s.apply(kind, &pb.DeleteTableCommand{Name: req.GetName(), RequestId: id})
 	if err != nil {
 		return nil, toStatus(err)
