@@ -72,14 +72,9 @@ func newDiskGuard(dir string, reserve uint64, logger *slog.Logger) *diskGuard {
 }
 
 // sample refreshes the free space if the last sample is older than
-// diskSampleEvery or was under the reserve, logging crossings of the
-// reserve and of the floor. Under the reserve every call samples: client
-// writes are refused then, and the appends that go on must stop at the
-// floor, not a sampling interval of appends past it (a follower taking
-// 150 MB/s of large entities went from 31 MB to 0.9 MB free in one
-// interval, on a tmpfs).
+// diskSampleEvery, logging crossings of the reserve and of the floor.
 func (g *diskGuard) sample(now time.Time) {
-	if at := g.sampledAt.Load(); at != 0 && now.UnixNano()-at < int64(diskSampleEvery) && !g.low.Load() {
+	if at := g.sampledAt.Load(); at != 0 && now.UnixNano()-at < int64(diskSampleEvery) {
 		return
 	}
 	g.sampledAt.Store(now.UnixNano())
