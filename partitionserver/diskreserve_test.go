@@ -2,13 +2,11 @@ package partitionserver
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/hashicorp/raft"
 	"google.golang.org/grpc/codes"
 
 	"tablestore/internal/edm"
@@ -64,39 +62,5 @@ func TestDiskReserveRefusesWrites(t *testing.T) {
 			t.Fatalf("write after space was freed: %v", err)
 		}
 		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// TestDiskFloorRefusesAppends: under a quarter of the reserve, the
-// server's shared log refuses Raft appends (a follower's replicas fall
-// behind instead of filling the disk with their leaders' entries) but
-// not votes; over it again, appends are taken, without a restart.
-func TestDiskFloorRefusesAppends(t *testing.T) {
-	s := startedServer(t)
-	var free atomic.Uint64
-	s.disk.reserve = 100 << 20
-	s.disk.space = func(string) (uint64, uint64, bool) { return free.Load(), 1 << 41, true }
-	l := s.logs.Log(4242)
-	appendAt := func(i uint64) error {
-		s.disk.sampledAt.Store(0)
-		return l.StoreLogs([]*raft.Log{{Index: i, Term: 1, Type: raft.LogCommand, Data: []byte("x")}})
-	}
-	free.Store(50 << 20) // under the reserve, over the floor
-	if err := appendAt(1); err != nil {
-		t.Fatalf("append under the reserve but over its quarter: %v", err)
-	}
-	free.Store(20 << 20)
-	if err := appendAt(2); !errors.Is(err, ErrDiskFloor) || !strings.Contains(err.Error(), s.cfg.DataDir) {
-		t.Fatalf("append under a quarter of the reserve: %v, want ErrDiskFloor naming %s", err, s.cfg.DataDir)
-	}
-	if last, _ := l.LastIndex(); last != 1 {
-		t.Fatalf("last index %d after the refused append, want 1", last)
-	}
-	if err := l.SetUint64([]byte("CurrentTerm"), 2); err != nil {
-		t.Fatalf("term under the floor: %v", err)
-	}
-	free.Store(1 << 40)
-	if err := appendAt(2); err != nil {
-		t.Fatalf("append once space was freed: %v", err)
 	}
 }

@@ -202,7 +202,7 @@ func (s *Server) Start() (err error) {
 	if s.creds, err = s.cfg.TLS.Load(); err != nil {
 		return err
 	}
-	if s.logs, err = raftlog.Open(filepath.Join(s.cfg.DataDir, raftLogDir), raftlog.Options{ObserveSync: s.logSyncs.Observe, RefuseAppends: s.disk.refuseAppend}); err != nil {
+	if s.logs, err = raftlog.Open(filepath.Join(s.cfg.DataDir, raftLogDir), raftlog.Options{ObserveSync: s.logSyncs.Observe}); err != nil {
 		return fmt.Errorf("partitionserver: raft log in --data-dir %s: %w", s.cfg.DataDir, err)
 	}
 	cleanup = append(cleanup, func() { s.logs.Close() })

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"os"
-	"sync/atomic"
 	"syscall"
 	"testing"
 
@@ -193,51 +192,5 @@ func TestFailedAppendAfterTruncationBreaksGroup(t *testing.T) {
 	}
 	if err := plain.StoreLogs(entries(8, 8, 1)); err != nil {
 		t.Fatalf("another group's append: %v", err)
-	}
-}
-
-// TestRefuseAppends: Options.RefuseAppends refuses appends, nothing
-// written, and not votes; a refusal right after a suffix cut breaks the
-// group as a failed write does.
-func TestRefuseAppends(t *testing.T) {
-	errFull := errors.New("full")
-	var refuse atomic.Bool
-	s, err := Open(t.TempDir(), Options{RefuseAppends: func() error {
-		if refuse.Load() {
-			return errFull
-		}
-		return nil
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	l := s.Log(1)
-	e := func(i, term uint64) []*raft.Log { return []*raft.Log{{Index: i, Term: term, Data: []byte("x")}} }
-	for i := uint64(1); i <= 3; i++ {
-		if err := l.StoreLogs(e(i, 1)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	records := s.Stats().Records
-	refuse.Store(true)
-	if err := l.StoreLogs(e(4, 1)); !errors.Is(err, errFull) {
-		t.Fatalf("refused append: %v", err)
-	}
-	if got := s.Stats().Records; got != records {
-		t.Fatalf("%d records after a refused append, was %d", got, records)
-	}
-	if err := l.SetUint64([]byte("CurrentTerm"), 2); err != nil {
-		t.Fatalf("term while appends are refused: %v", err)
-	}
-	if err := l.DeleteRange(3, 3); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.StoreLogs(e(3, 2)); !errors.Is(err, errFull) {
-		t.Fatalf("refused append after a cut: %v", err)
-	}
-	refuse.Store(false)
-	if err := l.StoreLogs(e(3, 2)); !errors.Is(err, ErrGroupBroken) {
-		t.Fatalf("append after a refusal following a cut: %v, want ErrGroupBroken", err)
 	}
 }

@@ -92,14 +92,6 @@ func (l *Log) StoreLogs(logs []*raft.Log) error {
 	if err := l.s.broken(l.id); err != nil {
 		return err
 	}
-	if l.s.refuseAppends != nil {
-		if err := l.s.refuseAppends(); err != nil {
-			// Counted as a failed append: after a cut it breaks the
-			// group as a failed write does.
-			l.s.appended(l.id, err)
-			return err
-		}
-	}
 	var recs []record
 	// A gap after the last entry (or a write below the first) starts the
 	// log afresh: raft appends after a hole only following a snapshot

@@ -29,11 +29,6 @@ type Options struct {
 	// were released: the server's slow-disk report
 	// (partitionserver/disklatency).
 	ObserveSync func(at time.Time, d time.Duration)
-	// RefuseAppends, when set, is asked before every append (StoreLogs,
-	// not votes, stable keys or deletions): an error refuses it, nothing
-	// written, as a failed write would (the server's last free space,
-	// kept for the state file's commits of entries already logged).
-	RefuseAppends func() error
 }
 
 const defaultSegmentSize = 64 << 20
@@ -44,8 +39,6 @@ type Store struct {
 	segSize int64
 	// observeSync is Options.ObserveSync.
 	observeSync func(at time.Time, d time.Duration)
-	// refuseAppends is Options.RefuseAppends.
-	refuseAppends func() error
 	// syncAt and syncTook are the end and duration of the last batch's
 	// data fdatasync (only the writer of the batch touches them): what observeSync is
 	// told, not the whole flush (a new segment's creation and checkpoint,
@@ -193,7 +186,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{
-		dir: dir, segSize: opts.SegmentSize, observeSync: opts.ObserveSync, refuseAppends: opts.RefuseAppends,
+		dir: dir, segSize: opts.SegmentSize, observeSync: opts.ObserveSync,
 		groups: map[uint64]*group{}, segs: map[uint64]*segment{},
 	}
 	s.idle = sync.NewCond(&s.qmu)
