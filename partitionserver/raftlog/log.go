@@ -89,9 +89,6 @@ func (l *Log) StoreLogs(logs []*raft.Log) error {
 	if len(logs) == 0 {
 		return nil
 	}
-	if err := l.s.broken(l.id); err != nil {
-		return err
-	}
 	var recs []record
 	// A gap after the last entry (or a write below the first) starts the
 	// log afresh: raft appends after a hole only following a snapshot
@@ -126,9 +123,7 @@ func (l *Log) StoreLogs(logs []*raft.Log) error {
 		*bp = rec.frame
 		recs = append(recs, rec)
 	}
-	err := l.s.submit(recs...)
-	l.s.appended(l.id, err)
-	return err
+	return l.s.submit(recs...)
 }
 
 // maxEntryData bounds an entry's data and extensions: with its fields and
@@ -171,24 +166,14 @@ func (l *Log) encodeEntries(buf []byte, logs []*raft.Log) (record, []*raft.Log) 
 // DeleteRange implements raft.LogStore for suffix truncation and prefix
 // compaction.
 func (l *Log) DeleteRange(lo, hi uint64) error {
-	if err := l.s.broken(l.id); err != nil {
-		return err
-	}
 	l.s.mu.RLock()
 	g, ok := l.s.groups[l.id]
 	middle := ok && len(g.locs) > 0 && lo > g.first && hi < g.last()
-	// Raft cuts a conflicting suffix from its first conflicting entry to
-	// its last one (the whole log if that is the first).
-	suffix := ok && len(g.locs) > 0 && lo <= g.last() && hi >= g.last()
 	l.s.mu.RUnlock()
 	if middle {
 		return fmt.Errorf("%w: group %d [%d, %d]", ErrMiddleDelete, l.id, lo, hi)
 	}
-	err := l.s.submit(encodeDelete(l.id, lo, hi))
-	if err == nil && suffix {
-		l.s.truncated(l.id)
-	}
-	return err
+	return l.s.submit(encodeDelete(l.id, lo, hi))
 }
 
 func encodeDelete(id, lo, hi uint64) record {
@@ -213,9 +198,6 @@ func (l *Log) IsMonotonic() bool { return false }
 
 // Set implements raft.StableStore.
 func (l *Log) Set(key, val []byte) error {
-	if err := l.s.broken(l.id); err != nil {
-		return err
-	}
 	return l.s.submit(l.setRecord(key, val))
 }
 
@@ -242,9 +224,6 @@ func (l *Log) Get(key []byte) ([]byte, error) {
 // term with the previous candidate, whom raft would then grant again in
 // this term without checking its log.
 func (l *Log) SetVote(term uint64, candidate []byte) error {
-	if err := l.s.broken(l.id); err != nil {
-		return err
-	}
 	t := binary.BigEndian.AppendUint64(nil, term)
 	return l.s.submit(l.setRecord([]byte("CurrentTerm"), t), l.setRecord([]byte("LastVoteCand"), candidate),
 		l.setRecord([]byte("LastVoteTerm"), t))
@@ -274,70 +253,6 @@ func (l *Log) GetUint64(key []byte) (uint64, error) {
 		return 0, fmt.Errorf("%w: key %q holds %d bytes, not a uint64", ErrCorrupt, key, len(v))
 	}
 	return binary.BigEndian.Uint64(v), nil
-}
-
-// ErrGroupBroken is returned for every write of a group whose append
-// failed right after a suffix truncation (appended).
-var ErrGroupBroken = errors.New("raftlog: group stopped after a failed append following a truncation")
-
-// truncated notes that group id's log lost a suffix: until its next
-// append succeeds, a failed append breaks the group (appended).
-func (s *Store) truncated(id uint64) {
-	s.qmu.Lock()
-	defer s.qmu.Unlock()
-	if s.cutGroups == nil {
-		s.cutGroups = map[uint64]error{}
-	}
-	if s.cutGroups[id] == nil {
-		s.cutGroups[id] = errTruncated
-	}
-	s.cuts.Store(int64(len(s.cutGroups)))
-}
-
-// errTruncated marks a group truncated but not broken in cutGroups.
-var errTruncated = errors.New("truncated")
-
-// appended records the outcome of an append of group id. A failed write
-// is not sticky for the store (writeFailed), but hashicorp/raft (v1.7.3)
-// handles a follower's failed append after it cut a conflicting suffix
-// by keeping its in-memory last index and term, those of the entries it
-// just deleted ("TODO: leaving r.getLastLog() in the wrong state", in
-// appendEntries): the member would then refuse every append (it looks
-// for entries that are gone) and could campaign claiming a log it no
-// longer has, and a later append past the hole would start the log
-// afresh. So that group stops taking writes until a restart (which reads
-// the last index from the log): its raft fails, as every group did
-// when any failed write was sticky, and the others go on.
-func (s *Store) appended(id uint64, err error) {
-	if s.cuts.Load() == 0 {
-		// The common case, off qmu: a group's truncation and its appends
-		// come from one goroutine, its raft's, one after another.
-		return
-	}
-	s.qmu.Lock()
-	defer s.qmu.Unlock()
-	cut, ok := s.cutGroups[id]
-	switch {
-	case !ok:
-	case err == nil:
-		delete(s.cutGroups, id)
-		s.cuts.Store(int64(len(s.cutGroups)))
-	case cut == errTruncated:
-		s.cutGroups[id] = fmt.Errorf("%w: group %d: %w", ErrGroupBroken, id, err)
-	}
-}
-
-// broken returns the error a broken group's writes fail with, or nil.
-func (s *Store) broken(id uint64) error {
-	if s.cuts.Load() == 0 {
-		return nil
-	}
-	s.qmu.Lock()
-	defer s.qmu.Unlock()
-	if err := s.cutGroups[id]; err != nil && err != errTruncated {
-		return err
-	}
-	return nil
 }
 
 // Drop deletes this group's log and stable keys.

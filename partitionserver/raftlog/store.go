@@ -61,14 +61,8 @@ type Store struct {
 	// batch: grown afresh from nil, each batch cost several allocations
 	// and copies of everything gathered (8 % of a range leader's
 	// allocated bytes under inserts).
-	spare []byte
-	err   error // sticky: ErrClosed, ErrFailed, a sync failure or a write failure the file could not be cut back from
-	// cutGroups holds the groups whose log lost a suffix since their
-	// last successful append (errTruncated), or that are broken by a
-	// failed append after it (appended).
-	cutGroups map[uint64]error
-	// cuts is len(cutGroups), read without qmu.
-	cuts    atomic.Int64
+	spare   []byte
+	err     error // sticky: ErrClosed, ErrFailed, a sync failure or a write failure the file could not be cut back from
 	closing bool
 	// flushing: a batch is being written, by the submitter that found
 	// none in progress or by a waiter the last writer handed the next
@@ -797,10 +791,6 @@ func (s *Store) Groups() []uint64 {
 // Dropping a group without state writes nothing. The group's writers must
 // have stopped.
 func (s *Store) Drop(id uint64) error {
-	s.qmu.Lock()
-	delete(s.cutGroups, id)
-	s.cuts.Store(int64(len(s.cutGroups)))
-	s.qmu.Unlock()
 	s.mu.RLock()
 	_, ok := s.groups[id]
 	s.mu.RUnlock()
