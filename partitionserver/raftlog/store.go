@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"tablestore/internal/durable"
-	"tablestore/internal/failpoint"
 )
 
 // Options tune a Store.
@@ -62,7 +61,7 @@ type Store struct {
 	// and copies of everything gathered (8 % of a range leader's
 	// allocated bytes under inserts).
 	spare   []byte
-	err     error // sticky: ErrClosed, ErrFailed, a sync failure or a write failure the file could not be cut back from
+	err     error // sticky: ErrClosed, ErrFailed or the write/sync failure
 	closing bool
 	// flushing: a batch is being written, by the submitter that found
 	// none in progress or by a waiter the last writer handed the next
@@ -119,12 +118,6 @@ var zeros = make([]byte, preallocChunk)
 // writeRecords writes buf at the segment's end, zero-filling ahead first
 // when the records would pass the preallocated part. The caller syncs.
 func (seg *segment) writeRecords(buf []byte) error {
-	if err := failpoint.Inject("partitionserver/raftlog/write"); err != nil {
-		// A full disk mid-write: part of the records land (a short
-		// write), then the error, as pwrite reports ENOSPC.
-		seg.f.WriteAt(buf[:len(buf)/2], seg.size)
-		return err
-	}
 	end := seg.size + int64(len(buf))
 	if end > seg.alloc {
 		to := (end/preallocChunk + 1) * preallocChunk
@@ -151,10 +144,6 @@ type batch struct {
 	// write (capacity one: exactly one waiter gets it).
 	turn chan struct{}
 	err  error
-	// retry: err left the log as it was (a failed write cut back, a new
-	// segment not created), so it fails this batch only; any other error
-	// is sticky.
-	retry bool
 }
 
 type pendingOp struct {
@@ -433,7 +422,7 @@ func (s *Store) write(b *batch) {
 	}
 	syncAt, syncTook := s.syncAt, s.syncTook
 	s.qmu.Lock()
-	if b.err != nil && s.err == nil && !b.retry {
+	if b.err != nil && s.err == nil {
 		s.err = b.err
 	}
 	// Waiters read only b.err: the written bytes can hold the next
@@ -472,11 +461,6 @@ func (s *Store) flush(b *batch) error {
 	if cur.size > 0 && cur.size+int64(len(b.buf)) > s.segSize {
 		seg, err := s.newSegment(cur.id+1, b.buf)
 		if err != nil {
-			// newSegment removed the file: nothing of the batch is
-			// anywhere the log reads, and the current segment is as it
-			// was. The next batch tries again (a full disk may have room
-			// by then).
-			b.retry = true
 			return fmt.Errorf("raftlog: new segment: %w", err)
 		}
 		base = seg.size - int64(len(b.buf))
@@ -487,7 +471,7 @@ func (s *Store) flush(b *batch) error {
 	} else {
 		base = cur.size
 		if err := cur.writeRecords(b.buf); err != nil {
-			return s.writeFailed(cur, b, err)
+			return fmt.Errorf("raftlog: write: %w", err)
 		}
 		if err := s.timedSync(cur.f); err != nil {
 			return fmt.Errorf("raftlog: sync: %w", err)
@@ -509,31 +493,6 @@ func (s *Store) flush(b *batch) error {
 	s.mu.Unlock()
 	removeSegments(dead)
 	return nil
-}
-
-// writeFailed handles a failed write of batch b at the end of segment cur
-// (a full disk: ENOSPC, possibly after part of the batch landed). Nothing
-// of the batch is acknowledged, but its written part lies past the
-// records' end; the next batch would overwrite only its start, and after a
-// restart the replay would read what is left of it behind that batch as
-// records, in the log's order after them: entries raft was told were not
-// stored, possibly older than ones stored since in their place (a replica
-// diverged from the committed log). So the file is cut back to the
-// records' end and synced first; then the failure is not sticky, and the
-// next batch is written there, once the disk has room again. If the cut
-// fails, the failure is sticky, as a failed sync is: the file's end is not
-// known any more.
-func (s *Store) writeFailed(cur *segment, b *batch, err error) error {
-	err = fmt.Errorf("raftlog: write %s: %w", cur.f.Name(), err)
-	if terr := cur.f.Truncate(cur.size); terr != nil {
-		return fmt.Errorf("%w; cutting the partial write: %v", err, terr)
-	}
-	if serr := fdatasync(cur.f); serr != nil {
-		return fmt.Errorf("%w; syncing the cut: %v", err, serr)
-	}
-	cur.alloc = cur.size
-	b.retry = true
-	return err
 }
 
 // collectGarbage unlinks from the index every segment but the current one
