@@ -2,7 +2,6 @@ package master
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -37,92 +36,43 @@ func TestRefuseVote(t *testing.T) {
 // directory is lost; B and C start. C must not elect B (which lacks the
 // entry); once A is back the entry is on every master.
 func TestWipedMasterKeepsCommittedEntries(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts Raft groups")
-	}
-	ms := make([]*testMaster, 3)
-	peers := map[string]string{}
-	for i := range ms {
-		cfg := DefaultConfig()
-		cfg.ID = fmt.Sprintf("m%d", i+1)
-		cfg.DataDir = t.TempDir()
-		cfg.GRPCAddr, cfg.RaftAddr = freeAddr(t), freeAddr(t)
-		cfg.Policy.Enabled = false
-		ms[i] = &testMaster{cfg: cfg}
-		peers[cfg.ID] = cfg.RaftAddr
-	}
-	for _, m := range ms {
-		m.cfg.Peers = peers
-		m.s = startMaster(t, m.cfg)
-	}
-	t.Cleanup(func() {
-		for _, m := range ms {
-			if m.s != nil {
-				m.s.Close()
+	g := startGroup(t, 3)
+	a := g.leader()
+	others := g.others(a)
+	b, c := others[0], others[1]
+	setProps := func(v string, on *testMaster) {
+		t.Helper()
+		waitUntil(t, 10*time.Second, v+" applied on "+on.cfg.ID, func() bool {
+			l := g.leader()
+			if l == nil {
+				return false
 			}
-		}
-	})
-	leader := func() *testMaster {
-		for _, m := range ms {
-			if m.s != nil && m.s.IsLeader() {
-				return m
-			}
-		}
-		return nil
-	}
-	waitUntil(t, 10*time.Second, "a master leader", func() bool { return leader() != nil })
-	a := leader()
-	var b, c *testMaster
-	for _, m := range ms {
-		if m != a {
-			if b == nil {
-				b = m
-			} else {
-				c = m
-			}
-		}
+			_, err := (&service{s: l.s}).SetServiceProperties(context.Background(), &pb.SetServicePropertiesRequest{Properties: []byte(v)})
+			return err == nil && props(on.s) == v
+		})
 	}
 	// B holds an entry past the bootstrap one before it stops: a
 	// candidate whose log is the bootstrap entry alone looks like a first
 	// start's, which the gate lets elect (the rule's residual, see
 	// votegate.go).
-	waitUntil(t, 10*time.Second, "B to hold the first leader's entries", func() bool {
-		l := leader()
-		if l == nil {
-			return false
-		}
-		_, err := (&service{s: l.s}).SetServiceProperties(context.Background(), &pb.SetServicePropertiesRequest{Properties: []byte("first")})
-		return err == nil && props(b.s) == "first"
-	})
-	b.s.SkipHandOff()
-	b.s.Close()
-	b.s = nil
-	waitUntil(t, 10*time.Second, "the entry committed on A and C", func() bool {
-		l := leader()
-		if l == nil {
-			return false
-		}
-		_, err := (&service{s: l.s}).SetServiceProperties(context.Background(), &pb.SetServicePropertiesRequest{Properties: []byte("kept")})
-		return err == nil && props(c.s) == "kept"
-	})
-	for _, m := range []*testMaster{a, c} {
-		m.s.SkipHandOff()
-		m.s.Close()
-		m.s = nil
-	}
+	setProps("first", b)
+	g.stop(b)
+	setProps("kept", c) // committed on A and C
+	g.stop(a)
+	g.stop(c)
 	c.cfg.DataDir = t.TempDir() // C's disk is lost
 	b.s = startMaster(t, b.cfg)
 	c.s = startMaster(t, c.cfg)
 	// Several election rounds: B may not lead on C's vote.
 	deadline := time.Now().Add(4 * time.Second)
 	for time.Now().Before(deadline) {
-		if l := leader(); l != nil {
+		if l := g.leader(); l != nil {
 			t.Fatalf("%s leads with only B and the emptied C up: C voted for a candidate missing an entry it had acknowledged", l.cfg.ID)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	a.s = startMaster(t, a.cfg)
-	for _, m := range ms {
+	for _, m := range g.ms {
 		waitUntil(t, 15*time.Second, m.cfg.ID+" to hold the committed entry", func() bool { return props(m.s) == "kept" })
 	}
 }
