@@ -191,8 +191,6 @@ func (s *Server) amnesiac(has bool) bool {
 	return true
 }
 
-// openTransport listens for the masters' Raft traffic (over mutual TLS when
-// configured).
 // openSnapshots opens the master's snapshot store, wrapped so that a
 // snapshot that fails on a full disk leaves no temporary directory holding
 // its space (internal/raftsnap).
@@ -207,6 +205,9 @@ func (s *Server) openSnapshots() (raft.SnapshotStore, error) {
 	return nil, fmt.Errorf("master: --data-dir %s: snapshots: %w", s.cfg.DataDir, err)
 }
 
+// openTransport listens for the masters' Raft traffic (over mutual TLS when
+// configured), behind the vote gate when this master started empty
+// (amnesiac; votegate.go).
 func (s *Server) openTransport(amnesiac bool, snaps raft.SnapshotStore) error {
 	addr, err := net.ResolveTCPAddr("tcp", s.cfg.RaftAddr)
 	if err != nil {

@@ -29,12 +29,12 @@ import (
 // group's form of the partition servers' join floor (docs/reliability.md
 // section 19), which the master, not the member, decides for ranges.
 
-// refuseVote reports whether a master answers a vote request with a
-// refusal: it started empty (amnesiac), holds nothing past the bootstrap
-// entry (own is its last log or snapshot index), and the candidate's log
-// goes further.
-func refuseVote(amnesiac bool, own, candidateLast uint64) bool {
-	return amnesiac && own <= 1 && candidateLast > 1
+// refuseVote reports whether a master that started empty answers a vote
+// request with a refusal: it holds nothing past the bootstrap entry (own
+// is its last log or snapshot index), and the candidate's log goes
+// further. (A master that did not start empty never asks: voteGate.)
+func refuseVote(own, candidateLast uint64) bool {
+	return own <= 1 && candidateLast > 1
 }
 
 // voteGate is the master's Raft transport with refuseVote applied to the
@@ -115,7 +115,7 @@ func (g *voteGate) refused(rpc raft.RPC) bool {
 		g.caughtUp.Store(true)
 		return false
 	}
-	if !refuseVote(true, own, last) {
+	if !refuseVote(own, last) {
 		return false
 	}
 	if g.onRefuse != nil {

@@ -11,21 +11,19 @@ import (
 func TestRefuseVote(t *testing.T) {
 	tests := []struct {
 		name      string
-		amnesiac  bool
 		own, cand uint64
 		want      bool
 	}{
-		{"first start of a group: candidates hold the bootstrap entry alone", true, 1, 1, false},
-		{"started empty with --join, candidate holds only bootstrap", true, 0, 1, false},
-		{"started empty, candidate has entries: refused", true, 1, 7, true},
-		{"started empty with --join, candidate has entries: refused", true, 0, 7, true},
-		{"caught up from a leader since", true, 9, 7, false},
-		{"started on its own state", false, 1, 7, false},
+		{"first start of a group: candidates hold the bootstrap entry alone", 1, 1, false},
+		{"started empty with --join, candidate holds only bootstrap", 0, 1, false},
+		{"started empty, candidate has entries: refused", 1, 7, true},
+		{"started empty with --join, candidate has entries: refused", 0, 7, true},
+		{"caught up from a leader since", 9, 7, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := refuseVote(tt.amnesiac, tt.own, tt.cand); got != tt.want {
-				t.Errorf("refuseVote(%v, %d, %d) = %v, want %v", tt.amnesiac, tt.own, tt.cand, got, tt.want)
+			if got := refuseVote(tt.own, tt.cand); got != tt.want {
+				t.Errorf("refuseVote(%d, %d) = %v, want %v", tt.own, tt.cand, got, tt.want)
 			}
 		})
 	}

@@ -250,3 +250,19 @@ func TestRemovedLeftover(t *testing.T) {
 		})
 	}
 }
+
+// groupPair is group on two fresh transports, a leader's and a
+// follower's, and the follower's Raft address.
+func groupPair(t *testing.T, group uint64) (leader, follower *grouptransport.Group, followerAddr raft.ServerAddress) {
+	t.Helper()
+	lt, ft := newTestTransport(t), newTestTransport(t)
+	lg, err := lt.Group(group, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fg, err := ft.Group(group, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lg, fg, raft.ServerAddress(ft.Addr().String())
+}

@@ -56,15 +56,7 @@ func (h *heldLogs) StoreLog(l *raft.Log) error { return h.StoreLogs([]*raft.Log{
 func TestJoinFloorCoversAppendedEntries(t *testing.T) {
 	config := func(id string) *raft.Config { return testRaftConfig(id, 500*time.Millisecond, 500*time.Millisecond, 0) }
 	const group = 12
-	lt, ft := newTestTransport(t), newTestTransport(t)
-	lg, err := lt.Group(group, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fg, err := ft.Group(group, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lg, fg, faddr := groupPair(t, group)
 	leader, _, _ := startTestLeader(t, config("leader"), lg)
 	flogs := &heldLogs{InmemStore: raft.NewInmemStore()}
 	follower, err := raft.NewRaft(config("follower"), &countFSM{}, flogs, flogs, raft.NewInmemSnapshotStore(), fg)
@@ -80,7 +72,7 @@ func TestJoinFloorCoversAppendedEntries(t *testing.T) {
 			t.Fatal("no leader")
 		}
 	}
-	if err := leader.AddVoter("follower", raft.ServerAddress(ft.Addr().String()), 0, 10*time.Second).Error(); err != nil {
+	if err := leader.AddVoter("follower", faddr, 0, 10*time.Second).Error(); err != nil {
 		t.Fatal(err)
 	}
 	for range 3 {
@@ -141,3 +133,4 @@ func TestJoinFloorCoversAppendedEntries(t *testing.T) {
 		t.Fatalf("join floor %+v, want at or past (%d, %d)", a.f, leader.CurrentTerm(), last)
 	}
 }
+

@@ -18,22 +18,14 @@ import (
 func TestReadIndexConfirmsItsOwnTerm(t *testing.T) {
 	config := func(id string) *raft.Config { return testRaftConfig(id, 500*time.Millisecond, 500*time.Millisecond, 0) }
 	const group = 13
-	lt, ft := newTestTransport(t), newTestTransport(t)
-	lg, err := lt.Group(group, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fg, err := ft.Group(group, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lg, fg, faddr := groupPair(t, group)
 	leader, _, _ := startTestLeader(t, config("leader"), lg)
 	follower, err := raft.NewRaft(config("follower"), &countFSM{}, raft.NewInmemStore(), raft.NewInmemStore(), raft.NewInmemSnapshotStore(), fg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { follower.Shutdown().Error() })
-	followerAddr := raft.ServerAddress(ft.Addr().String())
+	followerAddr := faddr
 	if err := leader.AddVoter("follower", followerAddr, 0, 10*time.Second).Error(); err != nil {
 		t.Fatal(err)
 	}
