@@ -133,4 +133,3 @@ func TestJoinFloorCoversAppendedEntries(t *testing.T) {
 		t.Fatalf("join floor %+v, want at or past (%d, %d)", a.f, leader.CurrentTerm(), last)
 	}
 }
-
