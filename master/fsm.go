@@ -649,6 +649,12 @@ type fsm struct {
 	// same log names the same state alike; after a restore, a number no
 	// log index reaches (the next answer to every server is sent whole).
 	version uint64
+	// index is the Raft log index of the last command applied (kept in
+	// snapshots): unlike version it survives a restore, since it names
+	// the state in the maps sent to front-ends (PartitionMap.index),
+	// which compare it across masters. 0: unknown (restored from a
+	// snapshot from before it was kept, no command applied since).
+	index uint64
 }
 
 func (f *fsm) Apply(l *raft.Log) interface{} {
@@ -666,6 +672,7 @@ func (f *fsm) Apply(l *raft.Log) interface{} {
 	res := h(f.st, cmd.GetPayload())
 	f.st.changes = nil
 	f.version = l.Index
+	f.index = l.Index
 	f.mu.Unlock()
 	if f.onChange != nil {
 		f.onChange(cs)
@@ -676,7 +683,9 @@ func (f *fsm) Apply(l *raft.Log) interface{} {
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	b, err := proto.Marshal(f.st.snapshot())
+	snap := f.st.snapshot()
+	snap.AppliedIndex = f.index
+	b, err := proto.Marshal(snap)
 	if err != nil {
 		return nil, err
 	}
@@ -696,6 +705,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	f.mu.Lock()
 	f.st = stateFromSnapshot(&m)
 	f.version = rand.Uint64() | 1<<63
+	f.index = m.GetAppliedIndex()
 	f.mu.Unlock()
 	if f.onChange != nil {
 		f.onChange(nil)
@@ -708,6 +718,13 @@ func (f *fsm) read(fn func(s *state)) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	fn(f.st)
+}
+
+// readIndexed is read with the Raft index of the state fn reads (fsm.index).
+func (f *fsm) readIndexed(fn func(s *state, index uint64)) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	fn(f.st, f.index)
 }
 
 type snapshotBytes []byte

@@ -91,7 +91,8 @@ func (s *Server) partitionDelta(cs changeSet, leaders map[uint64]struct{}, versi
 	seen := s.reports.seen()
 	now := time.Now()
 	live := map[uint64]bool{}
-	s.fsm.read(func(st *state) {
+	s.fsm.readIndexed(func(st *state, index uint64) {
+		m.Index = index
 		for key := range cs.tables {
 			if t, ok := st.tables[key]; ok {
 				m.Tables = append(m.Tables, t)
@@ -140,7 +141,9 @@ func (s *Server) partitionDelta(cs changeSet, leaders map[uint64]struct{}, versi
 // newer, and one holding less loses nothing newer by applying it. Read the
 // other way round, a change committed between the two reads would carry a
 // version it is not in, and a receiver whose watch had delivered that
-// version would undo it.
+// version would undo it. The Raft index (partitionDelta) is read with the
+// table itself: it names exactly the state read, for receivers whose map
+// came from another master.
 func (s *Server) tableDelta(name string) *pb.PartitionMap {
 	s.softMu.Lock()
 	version := s.version

@@ -3,10 +3,12 @@ package master
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"strings"
 	"testing"
 
+	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/proto"
 
 	pb "tablestore/proto/tablestorepb"
@@ -190,3 +192,86 @@ type memSink struct{ bytes.Buffer }
 func (m *memSink) ID() string    { return "mem" }
 func (m *memSink) Cancel() error { return nil }
 func (m *memSink) Close() error  { return nil }
+
+// TestMapIndex: every map, delta and table answer names the state it was
+// read from by the Raft index of the last command applied, which the
+// front-ends compare across masters (router.applyTableAnswer): a second
+// master that applied the same log, or restored a snapshot of it, names
+// the same state alike, whatever its process's versions; a snapshot from
+// before the index was kept names nothing (0) until the next command.
+func TestMapIndex(t *testing.T) {
+	newMaster := func(epoch uint64) *Server {
+		s := &Server{cfg: DefaultConfig(), reports: newReports(), changed: make(chan struct{}), watchers: map[*mapWatcher]struct{}{}, epoch: epoch}
+		s.fsm = &fsm{st: newState(), onChange: s.bumpChanges}
+		return s
+	}
+	a, b := newMaster(1), newMaster(2)
+	applyA, applyB := applier(t, a.fsm), applier(t, b.fsm)
+	reps := []*pb.Replica{{ServerId: "a"}}
+	both := func(kind pb.MasterCommandKind, m proto.Message) {
+		applyA(kind, m)
+		applyB(kind, m)
+	}
+	both(pb.MasterCommandKind_MASTER_COMMAND_KIND_REGISTER_SERVER, &pb.RegisterServerCommand{Server: &pb.ServerInfo{ServerId: "a"}})
+	w := a.addWatcher()
+	both(pb.MasterCommandKind_MASTER_COMMAND_KIND_CREATE_TABLE, &pb.CreateTableCommand{Name: "T", Replicas: reps})
+	b.bump() // b's versions run ahead of a's: they do not compare
+	both(pb.MasterCommandKind_MASTER_COMMAND_KIND_CREATE_TABLE, &pb.CreateTableCommand{Name: "U", Replicas: reps})
+
+	whole, _ := a.partitionMap()
+	cs, leaders, _, _, version := a.take(w)
+	for what, got := range map[string]uint64{
+		"a's whole map":        whole.GetIndex(),
+		"a's delta":            a.partitionDelta(cs, leaders, version).GetIndex(),
+		"a's answer about T":   a.tableDelta("t").GetIndex(),
+		"b's answer about T":   b.tableDelta("T").GetIndex(),
+		"b's answer about new": b.tableDelta("new").GetIndex(),
+	} {
+		if got != 3 {
+			t.Errorf("%s at index %d, want 3 (the last command's)", what, got)
+		}
+	}
+
+	// A third master restores a's snapshot: the same state, the same name.
+	snap, err := a.fsm.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &memSink{}
+	if err := snap.Persist(sink); err != nil {
+		t.Fatal(err)
+	}
+	c := newMaster(3)
+	if err := c.fsm.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := c.partitionMap(); m.GetIndex() != 3 {
+		t.Fatalf("restored master's map at index %d, want 3", m.GetIndex())
+	}
+
+	// A snapshot from before the index: unknown, until the next command.
+	var old pb.MasterSnapshot
+	if err := proto.Unmarshal(sink.Bytes(), &old); err != nil {
+		t.Fatal(err)
+	}
+	old.AppliedIndex = 0
+	raw, err := proto.Marshal(&old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := newMaster(4)
+	if err := d.fsm.Restore(io.NopCloser(bytes.NewReader(raw))); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.tableDelta("T").GetIndex(); got != 0 {
+		t.Fatalf("map restored from a snapshot without the index at index %d, want 0 (unknown)", got)
+	}
+	data, err := encodeCommand(pb.MasterCommandKind_MASTER_COMMAND_KIND_DELETE_TABLE, &pb.DeleteTableCommand{Name: "U"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.fsm.Apply(&raft.Log{Index: 4, Data: data})
+	if got := d.tableDelta("U").GetIndex(); got != 4 {
+		t.Fatalf("answer after the next command at index %d, want 4", got)
+	}
+}

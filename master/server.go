@@ -438,7 +438,8 @@ func (s *Server) partitionMap() (*pb.PartitionMap, <-chan struct{}) {
 	m.Leaders, m.Loads = s.reports.maps()
 	now := time.Now()
 	seen := s.reports.seen()
-	s.fsm.read(func(st *state) {
+	s.fsm.readIndexed(func(st *state, index uint64) {
+		m.Index = index
 		m.Tables = make([]*pb.Table, 0, len(st.tables))
 		for _, t := range st.tables {
 			m.Tables = append(m.Tables, t)

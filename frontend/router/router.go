@@ -76,6 +76,7 @@ type Router struct {
 	mu                sync.RWMutex
 	version           uint64
 	epoch             uint64                           // the master process that numbered version
+	index             uint64                           // the Raft index of the whole map and the watch's deltas (0: unknown)
 	tables            map[string]*pb.Table             // lower-case name
 	sorted            []*pb.Table                      // the tables by name (ordinal), for listing
 	ranges            map[uint64][]*pb.RangeDescriptor // table id -> ranges by start
@@ -243,14 +244,31 @@ func (r *Router) refresh(ctx context.Context) error {
 		return err
 	}
 	r.mu.Lock()
-	newer := m.GetEpoch() != r.epoch || m.GetVersion() >= r.version
+	older := r.olderLocked(m)
 	r.mu.Unlock()
 	// A map older than the one held (a slow answer overtaken by the
-	// watch) would undo changes the watch already delivered.
-	if newer {
+	// watch, one from a deposed master) would undo changes the watch
+	// already delivered.
+	if !older {
 		r.install(m)
 	}
 	return nil
+}
+
+// olderLocked reports whether m, a whole map or a table answer, was read
+// from an older state of the master group than the held map: by version
+// when the same master process numbered both (it orders the leaders too),
+// else by the master group's Raft index when both carry one (every master
+// applies the same log, so the index orders states across masters: a
+// deposed master's answer, read before the change the new master's watch
+// brought, is at a lower index). With no index on either side (a master
+// from before PartitionMap.index) another master's map is not older, as
+// before. r.mu is held.
+func (r *Router) olderLocked(m *pb.PartitionMap) bool {
+	if m.GetEpoch() == r.epoch {
+		return m.GetVersion() < r.version
+	}
+	return m.GetIndex() != 0 && r.index != 0 && m.GetIndex() < r.index
 }
 
 // refreshShared reads the map from the master leader for a retrying
@@ -312,18 +330,29 @@ func (r *Router) refreshTable(ctx context.Context, name string) error {
 }
 
 // applyTableAnswer applies what the master answered about one table (a
-// lookup, CreateTable, DeleteTable), read at the answer's version, unless
-// the held map is newer: the watch delivers every change in version order,
-// so a map at a later version of the same master already holds this table
-// as it was then or since, and the answer would undo a change the watch
-// brought while the answer was on its way (a table deleted while its
-// create was answered, created again while its delete was) — for good, as
-// nothing more comes for that name. Other masters' versions do not
-// compare: their answer is applied, as it always was.
+// lookup, CreateTable, DeleteTable), read at the answer's version and Raft
+// index, unless the held map is newer (olderLocked): the watch delivers
+// every change after the map it started with, so a held map at a later
+// version of the same master, or at a later Raft index of any master,
+// already holds this table as it was then or since, and the answer would
+// undo a change the watch brought while the answer was on its way (a
+// table deleted while its create was answered, created again while its
+// delete was) — for good, as nothing more comes for that name. The index
+// covers answers from another master than the watch's, which may come
+// after the next leader's changes: a create's or delete's answer is read
+// after the command commits and the range starts, with no check that
+// this master still leads, and a lookup's answer by a master that takes
+// itself for the leader (a cut-off leader does for up to its Raft leader
+// lease) and may be late on its way. Other masters' answers without an
+// index (or to a map without one) are applied, as they always were.
+//
+// An answer at or after the held index is applied even if another answer
+// brought a newer state of the table: what changed the table after the
+// answer's index is after the held index too, and the watch brings it.
 func (r *Router) applyTableAnswer(m *pb.PartitionMap) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if m.GetEpoch() == r.epoch && m.GetVersion() < r.version {
+	if r.olderLocked(m) {
 		return
 	}
 	r.applyLocked(m)
@@ -348,6 +377,10 @@ func (r *Router) applyStreamDelta(m *pb.PartitionMap) bool {
 	}
 	r.applyLocked(m)
 	r.version = m.GetVersion()
+	// The delta was read from the state at its index; changes at or below
+	// it not in the delta yet are pending in the master's watcher and
+	// come next (so an answer refused meanwhile loses nothing).
+	r.index = max(r.index, m.GetIndex())
 	return true
 }
 
@@ -474,7 +507,7 @@ func (r *Router) install(m *pb.PartitionMap) {
 		servers[s.GetServerId()] = s
 	}
 	r.mu.Lock()
-	r.version, r.epoch = m.GetVersion(), m.GetEpoch()
+	r.version, r.epoch, r.index = m.GetVersion(), m.GetEpoch(), m.GetIndex()
 	r.tables, r.sorted, r.ranges, r.rangeTable, r.servers = tables, sorted, ranges, rangeTable, servers
 	r.serviceProperties = m.GetServiceProperties()
 	r.accounts = m.GetAccounts()

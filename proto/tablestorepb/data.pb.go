@@ -1251,7 +1251,13 @@ type PartitionMap struct {
 	RemovedLeaders []uint64 `protobuf:"varint,12,rep,packed,name=removed_leaders,json=removedLeaders,proto3" json:"removed_leaders,omitempty"`
 	// epoch identifies the master process that numbered version: versions
 	// of different epochs do not compare.
-	Epoch         uint64 `protobuf:"varint,13,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Epoch uint64 `protobuf:"varint,13,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// index names the master group's state the tables and ranges were read
+	// from: the Raft log index of the last command the reading master had
+	// applied. Every master applies the same log, so indexes compare across
+	// master processes (unlike versions): a map or answer at a lower index
+	// is older. 0: unknown (a master from before the field).
+	Index         uint64 `protobuf:"varint,14,opt,name=index,proto3" json:"index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1373,6 +1379,13 @@ func (x *PartitionMap) GetRemovedLeaders() []uint64 {
 func (x *PartitionMap) GetEpoch() uint64 {
 	if x != nil {
 		return x.Epoch
+	}
+	return 0
+}
+
+func (x *PartitionMap) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
 	}
 	return 0
 }
@@ -3117,8 +3130,13 @@ type MasterSnapshot struct {
 	// The ranges at generation 1 that have started
 	// (MarkRangesStartedCommand), ascending.
 	StartedRangeIds []uint64 `protobuf:"varint,12,rep,packed,name=started_range_ids,json=startedRangeIds,proto3" json:"started_range_ids,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The Raft log index of the last command applied to the state (0: a
+	// snapshot from before the field), so a master restored from the
+	// snapshot names its state as one that applied the log does
+	// (PartitionMap.index).
+	AppliedIndex  uint64 `protobuf:"varint,13,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *MasterSnapshot) Reset() {
@@ -3235,6 +3253,13 @@ func (x *MasterSnapshot) GetStartedRangeIds() []uint64 {
 	return nil
 }
 
+func (x *MasterSnapshot) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
 var File_tablestore_v1_data_proto protoreflect.FileDescriptor
 
 const file_tablestore_v1_data_proto_rawDesc = "" +
@@ -3321,7 +3346,7 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\tlifecycle\x18\t \x01(\tR\tlifecycle\x12!\n" +
 	"\ffrozen_index\x18\n" +
 	" \x01(\x04R\vfrozenIndex\x12\x1c\n" +
-	"\tnonvoters\x18\v \x03(\tR\tnonvoters\"\xe2\x05\n" +
+	"\tnonvoters\x18\v \x03(\tR\tnonvoters\"\xf8\x05\n" +
 	"\fPartitionMap\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12,\n" +
 	"\x06tables\x18\x02 \x03(\v2\x14.tablestore.v1.TableR\x06tables\x126\n" +
@@ -3336,7 +3361,8 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	" \x03(\tR\rremovedTables\x12%\n" +
 	"\x0eremoved_ranges\x18\v \x03(\x04R\rremovedRanges\x12'\n" +
 	"\x0fremoved_leaders\x18\f \x03(\x04R\x0eremovedLeaders\x12\x14\n" +
-	"\x05epoch\x18\r \x01(\x04R\x05epoch\x1a:\n" +
+	"\x05epoch\x18\r \x01(\x04R\x05epoch\x12\x14\n" +
+	"\x05index\x18\x0e \x01(\x04R\x05index\x1a:\n" +
 	"\fLeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\x04R\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aR\n" +
@@ -3453,7 +3479,7 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"properties\x18\x01 \x01(\fR\n" +
 	"properties\"O\n" +
 	"\x12SetAccountsCommand\x129\n" +
-	"\baccounts\x18\x01 \x03(\v2\x1d.tablestore.v1.StorageAccountR\baccounts\"\xe3\x04\n" +
+	"\baccounts\x18\x01 \x03(\v2\x1d.tablestore.v1.StorageAccountR\baccounts\"\x88\x05\n" +
 	"\x0eMasterSnapshot\x12,\n" +
 	"\x06tables\x18\x01 \x03(\v2\x14.tablestore.v1.TableR\x06tables\x126\n" +
 	"\x06ranges\x18\x02 \x03(\v2\x1e.tablestore.v1.RangeDescriptorR\x06ranges\x123\n" +
@@ -3467,7 +3493,8 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\brequests\x18\n" +
 	" \x03(\v2!.tablestore.v1.TableRequestRecordR\brequests\x12E\n" +
 	"\x0fmerge_decisions\x18\v \x03(\v2\x1c.tablestore.v1.MergeDecisionR\x0emergeDecisions\x12*\n" +
-	"\x11started_range_ids\x18\f \x03(\x04R\x0fstartedRangeIds*\x8a\x03\n" +
+	"\x11started_range_ids\x18\f \x03(\x04R\x0fstartedRangeIds\x12#\n" +
+	"\rapplied_index\x18\r \x01(\x04R\fappliedIndex*\x8a\x03\n" +
 	"\tEventKind\x12\x1a\n" +
 	"\x16EVENT_KIND_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10EVENT_KIND_SPLIT\x10\x01\x12\x14\n" +
