@@ -369,6 +369,16 @@ func (s *Server) handOff(within time.Duration) {
 	}
 }
 
+// StepDown transfers this master's leadership to another voter and keeps
+// this master running, as a follower: a test deposes a leader that has
+// answers in flight (Close hands off too, but then stops serving them).
+func (s *Server) StepDown() error {
+	if !s.IsLeader() {
+		return ErrNotLeader
+	}
+	return s.raft.LeadershipTransfer().Error()
+}
+
 // SkipHandOff makes Close stop without handing the leadership off: every
 // master stops at once (a whole dev cluster, a test harness).
 func (s *Server) SkipHandOff() { s.noHandOff.Store(true) }

@@ -134,6 +134,11 @@ func (v *service) CreateTable(ctx context.Context, req *pb.CreateTableRequest) (
 		// Read after the range's start: with its leader, or without the
 		// table when a delete overtook the answer.
 		resp.Map = s.tableDelta(req.GetName())
+		if err := failpoint.Inject("master/create-table/after-read"); err != nil {
+			// The answer, read, is lost; a delay here is one late on its
+			// way (this master may have lost the leadership since).
+			return nil, rpcerr.New(codes.Unavailable, rpcerr.ReasonUnavailable, err.Error(), nil)
+		}
 	}
 	s.event(&pb.Event{Kind: pb.EventKind_EVENT_KIND_TABLE_CREATED, Table: res.table.GetName(), RangeIds: []uint64{res.ranges[0].GetRangeId()},
 		Cause: causeOperator, Message: fmt.Sprintf("table %s created with range %d", res.table.GetName(), res.ranges[0].GetRangeId())})
@@ -308,7 +313,12 @@ func (v *service) DeleteTable(ctx context.Context, req *pb.DeleteTableRequest) (
 	s.event(&pb.Event{Kind: pb.EventKind_EVENT_KIND_TABLE_DELETED, Table: res.table.GetName(), Cause: causeOperator,
 		Message: fmt.Sprintf("table %s deleted", res.table.GetName())})
 	// Read now, not assumed: the table may already be created again.
-	return &pb.DeleteTableResponse{Map: s.tableDelta(req.GetName())}, nil
+	resp := &pb.DeleteTableResponse{Map: s.tableDelta(req.GetName())}
+	if err := failpoint.Inject("master/delete-table/after-read"); err != nil {
+		// As master/create-table/after-read.
+		return nil, rpcerr.New(codes.Unavailable, rpcerr.ReasonUnavailable, err.Error(), nil)
+	}
+	return resp, nil
 }
 
 // maxSignedIdentifiers is Azure's limit of stored access policies per table.
