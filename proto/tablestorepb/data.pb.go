@@ -689,7 +689,10 @@ type ServerInfo struct {
 	LastHeartbeatUnixNano int64 `protobuf:"varint,5,opt,name=last_heartbeat_unix_nano,json=lastHeartbeatUnixNano,proto3" json:"last_heartbeat_unix_nano,omitempty"`
 	// draining (replicated): the operator is taking the server out; nothing
 	// new is placed on it and its replicas and leaderships move off.
-	Draining      bool `protobuf:"varint,6,opt,name=draining,proto3" json:"draining,omitempty"`
+	Draining bool `protobuf:"varint,6,opt,name=draining,proto3" json:"draining,omitempty"`
+	// Soft state (master leader): the data directory's file system as the
+	// server's last heartbeat reported it; absent when it reported none.
+	DiskSpace     *DiskSpace `protobuf:"bytes,7,opt,name=disk_space,json=diskSpace,proto3" json:"disk_space,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -766,6 +769,78 @@ func (x *ServerInfo) GetDraining() bool {
 	return false
 }
 
+func (x *ServerInfo) GetDiskSpace() *DiskSpace {
+	if x != nil {
+		return x.DiskSpace
+	}
+	return nil
+}
+
+// DiskSpace is a partition server's data directory file system: what is
+// free to the server, its size, and the server's --disk-reserve (under
+// which the ranges it leads refuse client writes). The master places no
+// new replicas on a server low on space and moves leaderships and replicas
+// off one under its reserve (docs/operations.md, "A full disk").
+type DiskSpace struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	AvailableBytes uint64                 `protobuf:"varint,1,opt,name=available_bytes,json=availableBytes,proto3" json:"available_bytes,omitempty"`
+	CapacityBytes  uint64                 `protobuf:"varint,2,opt,name=capacity_bytes,json=capacityBytes,proto3" json:"capacity_bytes,omitempty"`
+	ReserveBytes   uint64                 `protobuf:"varint,3,opt,name=reserve_bytes,json=reserveBytes,proto3" json:"reserve_bytes,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *DiskSpace) Reset() {
+	*x = DiskSpace{}
+	mi := &file_tablestore_v1_data_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DiskSpace) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DiskSpace) ProtoMessage() {}
+
+func (x *DiskSpace) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_data_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DiskSpace.ProtoReflect.Descriptor instead.
+func (*DiskSpace) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *DiskSpace) GetAvailableBytes() uint64 {
+	if x != nil {
+		return x.AvailableBytes
+	}
+	return 0
+}
+
+func (x *DiskSpace) GetCapacityBytes() uint64 {
+	if x != nil {
+		return x.CapacityBytes
+	}
+	return 0
+}
+
+func (x *DiskSpace) GetReserveBytes() uint64 {
+	if x != nil {
+		return x.ReserveBytes
+	}
+	return 0
+}
+
 // RangeLoad is the load of one range replica as measured by its leader.
 type RangeLoad struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
@@ -801,7 +876,7 @@ type RangeLoad struct {
 
 func (x *RangeLoad) Reset() {
 	*x = RangeLoad{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[5]
+	mi := &file_tablestore_v1_data_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -813,7 +888,7 @@ func (x *RangeLoad) String() string {
 func (*RangeLoad) ProtoMessage() {}
 
 func (x *RangeLoad) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[5]
+	mi := &file_tablestore_v1_data_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -826,7 +901,7 @@ func (x *RangeLoad) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeLoad.ProtoReflect.Descriptor instead.
 func (*RangeLoad) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{5}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RangeLoad) GetReadsPerSec() float64 {
@@ -924,7 +999,7 @@ type KeyLoad struct {
 
 func (x *KeyLoad) Reset() {
 	*x = KeyLoad{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[6]
+	mi := &file_tablestore_v1_data_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -936,7 +1011,7 @@ func (x *KeyLoad) String() string {
 func (*KeyLoad) ProtoMessage() {}
 
 func (x *KeyLoad) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[6]
+	mi := &file_tablestore_v1_data_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -949,7 +1024,7 @@ func (x *KeyLoad) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyLoad.ProtoReflect.Descriptor instead.
 func (*KeyLoad) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{6}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *KeyLoad) GetPartitionKey() string {
@@ -988,7 +1063,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[7]
+	mi := &file_tablestore_v1_data_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1000,7 +1075,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[7]
+	mi := &file_tablestore_v1_data_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1013,7 +1088,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{7}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Event) GetSeq() uint64 {
@@ -1118,7 +1193,7 @@ type RangeStatus struct {
 
 func (x *RangeStatus) Reset() {
 	*x = RangeStatus{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[8]
+	mi := &file_tablestore_v1_data_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1130,7 +1205,7 @@ func (x *RangeStatus) String() string {
 func (*RangeStatus) ProtoMessage() {}
 
 func (x *RangeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[8]
+	mi := &file_tablestore_v1_data_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1143,7 +1218,7 @@ func (x *RangeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeStatus.ProtoReflect.Descriptor instead.
 func (*RangeStatus) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{8}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RangeStatus) GetRangeId() uint64 {
@@ -1264,7 +1339,7 @@ type PartitionMap struct {
 
 func (x *PartitionMap) Reset() {
 	*x = PartitionMap{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[9]
+	mi := &file_tablestore_v1_data_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1276,7 +1351,7 @@ func (x *PartitionMap) String() string {
 func (*PartitionMap) ProtoMessage() {}
 
 func (x *PartitionMap) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[9]
+	mi := &file_tablestore_v1_data_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1289,7 +1364,7 @@ func (x *PartitionMap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionMap.ProtoReflect.Descriptor instead.
 func (*PartitionMap) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{9}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *PartitionMap) GetVersion() uint64 {
@@ -1403,7 +1478,7 @@ type StorageAccount struct {
 
 func (x *StorageAccount) Reset() {
 	*x = StorageAccount{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[10]
+	mi := &file_tablestore_v1_data_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1415,7 +1490,7 @@ func (x *StorageAccount) String() string {
 func (*StorageAccount) ProtoMessage() {}
 
 func (x *StorageAccount) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[10]
+	mi := &file_tablestore_v1_data_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1428,7 +1503,7 @@ func (x *StorageAccount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageAccount.ProtoReflect.Descriptor instead.
 func (*StorageAccount) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{10}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *StorageAccount) GetName() string {
@@ -1463,7 +1538,7 @@ type EntityOp struct {
 
 func (x *EntityOp) Reset() {
 	*x = EntityOp{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[11]
+	mi := &file_tablestore_v1_data_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1475,7 +1550,7 @@ func (x *EntityOp) String() string {
 func (*EntityOp) ProtoMessage() {}
 
 func (x *EntityOp) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[11]
+	mi := &file_tablestore_v1_data_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1488,7 +1563,7 @@ func (x *EntityOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EntityOp.ProtoReflect.Descriptor instead.
 func (*EntityOp) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{11}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *EntityOp) GetKind() OpKind {
@@ -1543,7 +1618,7 @@ type QuiesceCommand struct {
 
 func (x *QuiesceCommand) Reset() {
 	*x = QuiesceCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[12]
+	mi := &file_tablestore_v1_data_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1555,7 +1630,7 @@ func (x *QuiesceCommand) String() string {
 func (*QuiesceCommand) ProtoMessage() {}
 
 func (x *QuiesceCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[12]
+	mi := &file_tablestore_v1_data_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1568,7 +1643,7 @@ func (x *QuiesceCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuiesceCommand.ProtoReflect.Descriptor instead.
 func (*QuiesceCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{12}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{13}
 }
 
 // Command is one entry of a range's Raft log.
@@ -1582,7 +1657,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[13]
+	mi := &file_tablestore_v1_data_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1594,7 +1669,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[13]
+	mi := &file_tablestore_v1_data_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1607,7 +1682,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{13}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Command) GetKind() CommandKind {
@@ -1637,7 +1712,7 @@ type WriteCommand struct {
 
 func (x *WriteCommand) Reset() {
 	*x = WriteCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[14]
+	mi := &file_tablestore_v1_data_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1649,7 +1724,7 @@ func (x *WriteCommand) String() string {
 func (*WriteCommand) ProtoMessage() {}
 
 func (x *WriteCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[14]
+	mi := &file_tablestore_v1_data_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1662,7 +1737,7 @@ func (x *WriteCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteCommand.ProtoReflect.Descriptor instead.
 func (*WriteCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{14}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *WriteCommand) GetProposedUnixNano() int64 {
@@ -1700,7 +1775,7 @@ type WriteBatchCommand struct {
 
 func (x *WriteBatchCommand) Reset() {
 	*x = WriteBatchCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[15]
+	mi := &file_tablestore_v1_data_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1712,7 +1787,7 @@ func (x *WriteBatchCommand) String() string {
 func (*WriteBatchCommand) ProtoMessage() {}
 
 func (x *WriteBatchCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[15]
+	mi := &file_tablestore_v1_data_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1725,7 +1800,7 @@ func (x *WriteBatchCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteBatchCommand.ProtoReflect.Descriptor instead.
 func (*WriteBatchCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{15}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *WriteBatchCommand) GetWrites() []*WriteCommand {
@@ -1750,7 +1825,7 @@ type SplitCommand struct {
 
 func (x *SplitCommand) Reset() {
 	*x = SplitCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[16]
+	mi := &file_tablestore_v1_data_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1762,7 +1837,7 @@ func (x *SplitCommand) String() string {
 func (*SplitCommand) ProtoMessage() {}
 
 func (x *SplitCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[16]
+	mi := &file_tablestore_v1_data_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1775,7 +1850,7 @@ func (x *SplitCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitCommand.ProtoReflect.Descriptor instead.
 func (*SplitCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{16}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SplitCommand) GetSplitKey() string {
@@ -1810,7 +1885,7 @@ type FreezeCommand struct {
 
 func (x *FreezeCommand) Reset() {
 	*x = FreezeCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[17]
+	mi := &file_tablestore_v1_data_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1822,7 +1897,7 @@ func (x *FreezeCommand) String() string {
 func (*FreezeCommand) ProtoMessage() {}
 
 func (x *FreezeCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[17]
+	mi := &file_tablestore_v1_data_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1835,7 +1910,7 @@ func (x *FreezeCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreezeCommand.ProtoReflect.Descriptor instead.
 func (*FreezeCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{17}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *FreezeCommand) GetGeneration() uint64 {
@@ -1857,7 +1932,7 @@ type UnfreezeCommand struct {
 
 func (x *UnfreezeCommand) Reset() {
 	*x = UnfreezeCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[18]
+	mi := &file_tablestore_v1_data_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1869,7 +1944,7 @@ func (x *UnfreezeCommand) String() string {
 func (*UnfreezeCommand) ProtoMessage() {}
 
 func (x *UnfreezeCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[18]
+	mi := &file_tablestore_v1_data_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1882,7 +1957,7 @@ func (x *UnfreezeCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnfreezeCommand.ProtoReflect.Descriptor instead.
 func (*UnfreezeCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{18}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *UnfreezeCommand) GetFreezeIndex() uint64 {
@@ -1903,7 +1978,7 @@ type KV struct {
 
 func (x *KV) Reset() {
 	*x = KV{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[19]
+	mi := &file_tablestore_v1_data_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1915,7 +1990,7 @@ func (x *KV) String() string {
 func (*KV) ProtoMessage() {}
 
 func (x *KV) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[19]
+	mi := &file_tablestore_v1_data_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1928,7 +2003,7 @@ func (x *KV) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KV.ProtoReflect.Descriptor instead.
 func (*KV) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{19}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *KV) GetKey() []byte {
@@ -1961,7 +2036,7 @@ type AbsorbCommand struct {
 
 func (x *AbsorbCommand) Reset() {
 	*x = AbsorbCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[20]
+	mi := &file_tablestore_v1_data_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1973,7 +2048,7 @@ func (x *AbsorbCommand) String() string {
 func (*AbsorbCommand) ProtoMessage() {}
 
 func (x *AbsorbCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[20]
+	mi := &file_tablestore_v1_data_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1986,7 +2061,7 @@ func (x *AbsorbCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbsorbCommand.ProtoReflect.Descriptor instead.
 func (*AbsorbCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{20}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *AbsorbCommand) GetRight() *RangeDescriptor {
@@ -2031,7 +2106,7 @@ type MergeCommand struct {
 
 func (x *MergeCommand) Reset() {
 	*x = MergeCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[21]
+	mi := &file_tablestore_v1_data_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2043,7 +2118,7 @@ func (x *MergeCommand) String() string {
 func (*MergeCommand) ProtoMessage() {}
 
 func (x *MergeCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[21]
+	mi := &file_tablestore_v1_data_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2056,7 +2131,7 @@ func (x *MergeCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeCommand.ProtoReflect.Descriptor instead.
 func (*MergeCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{21}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *MergeCommand) GetRight() *RangeDescriptor {
@@ -2083,7 +2158,7 @@ type SetReplicasCommand struct {
 
 func (x *SetReplicasCommand) Reset() {
 	*x = SetReplicasCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[22]
+	mi := &file_tablestore_v1_data_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2095,7 +2170,7 @@ func (x *SetReplicasCommand) String() string {
 func (*SetReplicasCommand) ProtoMessage() {}
 
 func (x *SetReplicasCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[22]
+	mi := &file_tablestore_v1_data_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2108,7 +2183,7 @@ func (x *SetReplicasCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetReplicasCommand.ProtoReflect.Descriptor instead.
 func (*SetReplicasCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{22}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SetReplicasCommand) GetReplicas() []*Replica {
@@ -2141,7 +2216,7 @@ type RangeState struct {
 
 func (x *RangeState) Reset() {
 	*x = RangeState{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[23]
+	mi := &file_tablestore_v1_data_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2153,7 +2228,7 @@ func (x *RangeState) String() string {
 func (*RangeState) ProtoMessage() {}
 
 func (x *RangeState) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[23]
+	mi := &file_tablestore_v1_data_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2166,7 +2241,7 @@ func (x *RangeState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeState.ProtoReflect.Descriptor instead.
 func (*RangeState) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{23}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RangeState) GetRange() *RangeDescriptor {
@@ -2238,7 +2313,7 @@ type MergeDecision struct {
 
 func (x *MergeDecision) Reset() {
 	*x = MergeDecision{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[24]
+	mi := &file_tablestore_v1_data_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2250,7 +2325,7 @@ func (x *MergeDecision) String() string {
 func (*MergeDecision) ProtoMessage() {}
 
 func (x *MergeDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[24]
+	mi := &file_tablestore_v1_data_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2263,7 +2338,7 @@ func (x *MergeDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeDecision.ProtoReflect.Descriptor instead.
 func (*MergeDecision) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{24}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *MergeDecision) GetRightRangeId() uint64 {
@@ -2300,7 +2375,7 @@ type MergeDecisionCommand struct {
 
 func (x *MergeDecisionCommand) Reset() {
 	*x = MergeDecisionCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[25]
+	mi := &file_tablestore_v1_data_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2312,7 +2387,7 @@ func (x *MergeDecisionCommand) String() string {
 func (*MergeDecisionCommand) ProtoMessage() {}
 
 func (x *MergeDecisionCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[25]
+	mi := &file_tablestore_v1_data_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2325,7 +2400,7 @@ func (x *MergeDecisionCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeDecisionCommand.ProtoReflect.Descriptor instead.
 func (*MergeDecisionCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{25}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *MergeDecisionCommand) GetDecision() *MergeDecision {
@@ -2347,7 +2422,7 @@ type UpdateRangesCommand struct {
 
 func (x *UpdateRangesCommand) Reset() {
 	*x = UpdateRangesCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[26]
+	mi := &file_tablestore_v1_data_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2359,7 +2434,7 @@ func (x *UpdateRangesCommand) String() string {
 func (*UpdateRangesCommand) ProtoMessage() {}
 
 func (x *UpdateRangesCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[26]
+	mi := &file_tablestore_v1_data_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2372,7 +2447,7 @@ func (x *UpdateRangesCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateRangesCommand.ProtoReflect.Descriptor instead.
 func (*UpdateRangesCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{26}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *UpdateRangesCommand) GetRanges() []*RangeDescriptor {
@@ -2390,7 +2465,7 @@ type AllocateRangeIDCommand struct {
 
 func (x *AllocateRangeIDCommand) Reset() {
 	*x = AllocateRangeIDCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[27]
+	mi := &file_tablestore_v1_data_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2402,7 +2477,7 @@ func (x *AllocateRangeIDCommand) String() string {
 func (*AllocateRangeIDCommand) ProtoMessage() {}
 
 func (x *AllocateRangeIDCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[27]
+	mi := &file_tablestore_v1_data_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2415,7 +2490,7 @@ func (x *AllocateRangeIDCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateRangeIDCommand.ProtoReflect.Descriptor instead.
 func (*AllocateRangeIDCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{27}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{28}
 }
 
 type AppendEventCommand struct {
@@ -2427,7 +2502,7 @@ type AppendEventCommand struct {
 
 func (x *AppendEventCommand) Reset() {
 	*x = AppendEventCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[28]
+	mi := &file_tablestore_v1_data_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2439,7 +2514,7 @@ func (x *AppendEventCommand) String() string {
 func (*AppendEventCommand) ProtoMessage() {}
 
 func (x *AppendEventCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[28]
+	mi := &file_tablestore_v1_data_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2452,7 +2527,7 @@ func (x *AppendEventCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendEventCommand.ProtoReflect.Descriptor instead.
 func (*AppendEventCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{28}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *AppendEventCommand) GetEvent() *Event {
@@ -2477,7 +2552,7 @@ type MarkRangesStartedCommand struct {
 
 func (x *MarkRangesStartedCommand) Reset() {
 	*x = MarkRangesStartedCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[29]
+	mi := &file_tablestore_v1_data_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2489,7 +2564,7 @@ func (x *MarkRangesStartedCommand) String() string {
 func (*MarkRangesStartedCommand) ProtoMessage() {}
 
 func (x *MarkRangesStartedCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[29]
+	mi := &file_tablestore_v1_data_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2502,7 +2577,7 @@ func (x *MarkRangesStartedCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkRangesStartedCommand.ProtoReflect.Descriptor instead.
 func (*MarkRangesStartedCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{29}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *MarkRangesStartedCommand) GetRangeIds() []uint64 {
@@ -2524,7 +2599,7 @@ type RemoveRangeCommand struct {
 
 func (x *RemoveRangeCommand) Reset() {
 	*x = RemoveRangeCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[30]
+	mi := &file_tablestore_v1_data_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2536,7 +2611,7 @@ func (x *RemoveRangeCommand) String() string {
 func (*RemoveRangeCommand) ProtoMessage() {}
 
 func (x *RemoveRangeCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[30]
+	mi := &file_tablestore_v1_data_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2549,7 +2624,7 @@ func (x *RemoveRangeCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveRangeCommand.ProtoReflect.Descriptor instead.
 func (*RemoveRangeCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{30}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *RemoveRangeCommand) GetRangeId() uint64 {
@@ -2577,7 +2652,7 @@ type MasterCommand struct {
 
 func (x *MasterCommand) Reset() {
 	*x = MasterCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[31]
+	mi := &file_tablestore_v1_data_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2589,7 +2664,7 @@ func (x *MasterCommand) String() string {
 func (*MasterCommand) ProtoMessage() {}
 
 func (x *MasterCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[31]
+	mi := &file_tablestore_v1_data_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2602,7 +2677,7 @@ func (x *MasterCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterCommand.ProtoReflect.Descriptor instead.
 func (*MasterCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{31}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *MasterCommand) GetKind() MasterCommandKind {
@@ -2628,7 +2703,7 @@ type RegisterServerCommand struct {
 
 func (x *RegisterServerCommand) Reset() {
 	*x = RegisterServerCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[32]
+	mi := &file_tablestore_v1_data_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2640,7 +2715,7 @@ func (x *RegisterServerCommand) String() string {
 func (*RegisterServerCommand) ProtoMessage() {}
 
 func (x *RegisterServerCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[32]
+	mi := &file_tablestore_v1_data_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2653,7 +2728,7 @@ func (x *RegisterServerCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterServerCommand.ProtoReflect.Descriptor instead.
 func (*RegisterServerCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{32}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *RegisterServerCommand) GetServer() *ServerInfo {
@@ -2673,7 +2748,7 @@ type SetServerDrainingCommand struct {
 
 func (x *SetServerDrainingCommand) Reset() {
 	*x = SetServerDrainingCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[33]
+	mi := &file_tablestore_v1_data_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2685,7 +2760,7 @@ func (x *SetServerDrainingCommand) String() string {
 func (*SetServerDrainingCommand) ProtoMessage() {}
 
 func (x *SetServerDrainingCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[33]
+	mi := &file_tablestore_v1_data_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2698,7 +2773,7 @@ func (x *SetServerDrainingCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetServerDrainingCommand.ProtoReflect.Descriptor instead.
 func (*SetServerDrainingCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{33}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SetServerDrainingCommand) GetServerId() string {
@@ -2724,7 +2799,7 @@ type RemoveServerCommand struct {
 
 func (x *RemoveServerCommand) Reset() {
 	*x = RemoveServerCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[34]
+	mi := &file_tablestore_v1_data_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2736,7 +2811,7 @@ func (x *RemoveServerCommand) String() string {
 func (*RemoveServerCommand) ProtoMessage() {}
 
 func (x *RemoveServerCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[34]
+	mi := &file_tablestore_v1_data_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2749,7 +2824,7 @@ func (x *RemoveServerCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerCommand.ProtoReflect.Descriptor instead.
 func (*RemoveServerCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{34}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RemoveServerCommand) GetServerId() string {
@@ -2772,7 +2847,7 @@ type CreateTableCommand struct {
 
 func (x *CreateTableCommand) Reset() {
 	*x = CreateTableCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[35]
+	mi := &file_tablestore_v1_data_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2784,7 +2859,7 @@ func (x *CreateTableCommand) String() string {
 func (*CreateTableCommand) ProtoMessage() {}
 
 func (x *CreateTableCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[35]
+	mi := &file_tablestore_v1_data_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2797,7 +2872,7 @@ func (x *CreateTableCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTableCommand.ProtoReflect.Descriptor instead.
 func (*CreateTableCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{35}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CreateTableCommand) GetName() string {
@@ -2838,7 +2913,7 @@ type DeleteTableCommand struct {
 
 func (x *DeleteTableCommand) Reset() {
 	*x = DeleteTableCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[36]
+	mi := &file_tablestore_v1_data_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2850,7 +2925,7 @@ func (x *DeleteTableCommand) String() string {
 func (*DeleteTableCommand) ProtoMessage() {}
 
 func (x *DeleteTableCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[36]
+	mi := &file_tablestore_v1_data_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2863,7 +2938,7 @@ func (x *DeleteTableCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTableCommand.ProtoReflect.Descriptor instead.
 func (*DeleteTableCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{36}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *DeleteTableCommand) GetName() string {
@@ -2900,7 +2975,7 @@ type TableRequestRecord struct {
 
 func (x *TableRequestRecord) Reset() {
 	*x = TableRequestRecord{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[37]
+	mi := &file_tablestore_v1_data_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2912,7 +2987,7 @@ func (x *TableRequestRecord) String() string {
 func (*TableRequestRecord) ProtoMessage() {}
 
 func (x *TableRequestRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[37]
+	mi := &file_tablestore_v1_data_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2925,7 +3000,7 @@ func (x *TableRequestRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TableRequestRecord.ProtoReflect.Descriptor instead.
 func (*TableRequestRecord) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{37}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *TableRequestRecord) GetRequestId() []byte {
@@ -2980,7 +3055,7 @@ type SetTableACLCommand struct {
 
 func (x *SetTableACLCommand) Reset() {
 	*x = SetTableACLCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[38]
+	mi := &file_tablestore_v1_data_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2992,7 +3067,7 @@ func (x *SetTableACLCommand) String() string {
 func (*SetTableACLCommand) ProtoMessage() {}
 
 func (x *SetTableACLCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[38]
+	mi := &file_tablestore_v1_data_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3005,7 +3080,7 @@ func (x *SetTableACLCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTableACLCommand.ProtoReflect.Descriptor instead.
 func (*SetTableACLCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{38}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *SetTableACLCommand) GetName() string {
@@ -3031,7 +3106,7 @@ type SetServicePropertiesCommand struct {
 
 func (x *SetServicePropertiesCommand) Reset() {
 	*x = SetServicePropertiesCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[39]
+	mi := &file_tablestore_v1_data_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3043,7 +3118,7 @@ func (x *SetServicePropertiesCommand) String() string {
 func (*SetServicePropertiesCommand) ProtoMessage() {}
 
 func (x *SetServicePropertiesCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[39]
+	mi := &file_tablestore_v1_data_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3056,7 +3131,7 @@ func (x *SetServicePropertiesCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetServicePropertiesCommand.ProtoReflect.Descriptor instead.
 func (*SetServicePropertiesCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{39}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *SetServicePropertiesCommand) GetProperties() []byte {
@@ -3076,7 +3151,7 @@ type SetAccountsCommand struct {
 
 func (x *SetAccountsCommand) Reset() {
 	*x = SetAccountsCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[40]
+	mi := &file_tablestore_v1_data_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3088,7 +3163,7 @@ func (x *SetAccountsCommand) String() string {
 func (*SetAccountsCommand) ProtoMessage() {}
 
 func (x *SetAccountsCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[40]
+	mi := &file_tablestore_v1_data_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3101,7 +3176,7 @@ func (x *SetAccountsCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAccountsCommand.ProtoReflect.Descriptor instead.
 func (*SetAccountsCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{40}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *SetAccountsCommand) GetAccounts() []*StorageAccount {
@@ -3141,7 +3216,7 @@ type MasterSnapshot struct {
 
 func (x *MasterSnapshot) Reset() {
 	*x = MasterSnapshot{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[41]
+	mi := &file_tablestore_v1_data_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3153,7 +3228,7 @@ func (x *MasterSnapshot) String() string {
 func (*MasterSnapshot) ProtoMessage() {}
 
 func (x *MasterSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[41]
+	mi := &file_tablestore_v1_data_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3166,7 +3241,7 @@ func (x *MasterSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterSnapshot.ProtoReflect.Descriptor instead.
 func (*MasterSnapshot) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{41}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *MasterSnapshot) GetTables() []*Table {
@@ -3290,7 +3365,7 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"permission\x18\x04 \x01(\tR\n" +
 	"permission\x12\x1d\n" +
 	"\n" +
-	"has_policy\x18\x05 \x01(\bR\thasPolicy\"\xce\x01\n" +
+	"has_policy\x18\x05 \x01(\bR\thasPolicy\"\x87\x02\n" +
 	"\n" +
 	"ServerInfo\x12\x1b\n" +
 	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x1b\n" +
@@ -3298,7 +3373,13 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\traft_addr\x18\x03 \x01(\tR\braftAddr\x12\x14\n" +
 	"\x05alive\x18\x04 \x01(\bR\x05alive\x127\n" +
 	"\x18last_heartbeat_unix_nano\x18\x05 \x01(\x03R\x15lastHeartbeatUnixNano\x12\x1a\n" +
-	"\bdraining\x18\x06 \x01(\bR\bdraining\"\xea\x03\n" +
+	"\bdraining\x18\x06 \x01(\bR\bdraining\x127\n" +
+	"\n" +
+	"disk_space\x18\a \x01(\v2\x18.tablestore.v1.DiskSpaceR\tdiskSpace\"\x80\x01\n" +
+	"\tDiskSpace\x12'\n" +
+	"\x0favailable_bytes\x18\x01 \x01(\x04R\x0eavailableBytes\x12%\n" +
+	"\x0ecapacity_bytes\x18\x02 \x01(\x04R\rcapacityBytes\x12#\n" +
+	"\rreserve_bytes\x18\x03 \x01(\x04R\freserveBytes\"\xea\x03\n" +
 	"\tRangeLoad\x12\"\n" +
 	"\rreads_per_sec\x18\x01 \x01(\x01R\vreadsPerSec\x12$\n" +
 	"\x0ewrites_per_sec\x18\x02 \x01(\x01R\fwritesPerSec\x12(\n" +
@@ -3565,7 +3646,7 @@ func file_tablestore_v1_data_proto_rawDescGZIP() []byte {
 }
 
 var file_tablestore_v1_data_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_tablestore_v1_data_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
+var file_tablestore_v1_data_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_tablestore_v1_data_proto_goTypes = []any{
 	(EventKind)(0),                      // 0: tablestore.v1.EventKind
 	(OpKind)(0),                         // 1: tablestore.v1.OpKind
@@ -3577,98 +3658,100 @@ var file_tablestore_v1_data_proto_goTypes = []any{
 	(*Table)(nil),                       // 7: tablestore.v1.Table
 	(*SignedIdentifier)(nil),            // 8: tablestore.v1.SignedIdentifier
 	(*ServerInfo)(nil),                  // 9: tablestore.v1.ServerInfo
-	(*RangeLoad)(nil),                   // 10: tablestore.v1.RangeLoad
-	(*KeyLoad)(nil),                     // 11: tablestore.v1.KeyLoad
-	(*Event)(nil),                       // 12: tablestore.v1.Event
-	(*RangeStatus)(nil),                 // 13: tablestore.v1.RangeStatus
-	(*PartitionMap)(nil),                // 14: tablestore.v1.PartitionMap
-	(*StorageAccount)(nil),              // 15: tablestore.v1.StorageAccount
-	(*EntityOp)(nil),                    // 16: tablestore.v1.EntityOp
-	(*QuiesceCommand)(nil),              // 17: tablestore.v1.QuiesceCommand
-	(*Command)(nil),                     // 18: tablestore.v1.Command
-	(*WriteCommand)(nil),                // 19: tablestore.v1.WriteCommand
-	(*WriteBatchCommand)(nil),           // 20: tablestore.v1.WriteBatchCommand
-	(*SplitCommand)(nil),                // 21: tablestore.v1.SplitCommand
-	(*FreezeCommand)(nil),               // 22: tablestore.v1.FreezeCommand
-	(*UnfreezeCommand)(nil),             // 23: tablestore.v1.UnfreezeCommand
-	(*KV)(nil),                          // 24: tablestore.v1.KV
-	(*AbsorbCommand)(nil),               // 25: tablestore.v1.AbsorbCommand
-	(*MergeCommand)(nil),                // 26: tablestore.v1.MergeCommand
-	(*SetReplicasCommand)(nil),          // 27: tablestore.v1.SetReplicasCommand
-	(*RangeState)(nil),                  // 28: tablestore.v1.RangeState
-	(*MergeDecision)(nil),               // 29: tablestore.v1.MergeDecision
-	(*MergeDecisionCommand)(nil),        // 30: tablestore.v1.MergeDecisionCommand
-	(*UpdateRangesCommand)(nil),         // 31: tablestore.v1.UpdateRangesCommand
-	(*AllocateRangeIDCommand)(nil),      // 32: tablestore.v1.AllocateRangeIDCommand
-	(*AppendEventCommand)(nil),          // 33: tablestore.v1.AppendEventCommand
-	(*MarkRangesStartedCommand)(nil),    // 34: tablestore.v1.MarkRangesStartedCommand
-	(*RemoveRangeCommand)(nil),          // 35: tablestore.v1.RemoveRangeCommand
-	(*MasterCommand)(nil),               // 36: tablestore.v1.MasterCommand
-	(*RegisterServerCommand)(nil),       // 37: tablestore.v1.RegisterServerCommand
-	(*SetServerDrainingCommand)(nil),    // 38: tablestore.v1.SetServerDrainingCommand
-	(*RemoveServerCommand)(nil),         // 39: tablestore.v1.RemoveServerCommand
-	(*CreateTableCommand)(nil),          // 40: tablestore.v1.CreateTableCommand
-	(*DeleteTableCommand)(nil),          // 41: tablestore.v1.DeleteTableCommand
-	(*TableRequestRecord)(nil),          // 42: tablestore.v1.TableRequestRecord
-	(*SetTableACLCommand)(nil),          // 43: tablestore.v1.SetTableACLCommand
-	(*SetServicePropertiesCommand)(nil), // 44: tablestore.v1.SetServicePropertiesCommand
-	(*SetAccountsCommand)(nil),          // 45: tablestore.v1.SetAccountsCommand
-	(*MasterSnapshot)(nil),              // 46: tablestore.v1.MasterSnapshot
-	nil,                                 // 47: tablestore.v1.Event.FiguresEntry
-	nil,                                 // 48: tablestore.v1.PartitionMap.LeadersEntry
-	nil,                                 // 49: tablestore.v1.PartitionMap.LoadsEntry
+	(*DiskSpace)(nil),                   // 10: tablestore.v1.DiskSpace
+	(*RangeLoad)(nil),                   // 11: tablestore.v1.RangeLoad
+	(*KeyLoad)(nil),                     // 12: tablestore.v1.KeyLoad
+	(*Event)(nil),                       // 13: tablestore.v1.Event
+	(*RangeStatus)(nil),                 // 14: tablestore.v1.RangeStatus
+	(*PartitionMap)(nil),                // 15: tablestore.v1.PartitionMap
+	(*StorageAccount)(nil),              // 16: tablestore.v1.StorageAccount
+	(*EntityOp)(nil),                    // 17: tablestore.v1.EntityOp
+	(*QuiesceCommand)(nil),              // 18: tablestore.v1.QuiesceCommand
+	(*Command)(nil),                     // 19: tablestore.v1.Command
+	(*WriteCommand)(nil),                // 20: tablestore.v1.WriteCommand
+	(*WriteBatchCommand)(nil),           // 21: tablestore.v1.WriteBatchCommand
+	(*SplitCommand)(nil),                // 22: tablestore.v1.SplitCommand
+	(*FreezeCommand)(nil),               // 23: tablestore.v1.FreezeCommand
+	(*UnfreezeCommand)(nil),             // 24: tablestore.v1.UnfreezeCommand
+	(*KV)(nil),                          // 25: tablestore.v1.KV
+	(*AbsorbCommand)(nil),               // 26: tablestore.v1.AbsorbCommand
+	(*MergeCommand)(nil),                // 27: tablestore.v1.MergeCommand
+	(*SetReplicasCommand)(nil),          // 28: tablestore.v1.SetReplicasCommand
+	(*RangeState)(nil),                  // 29: tablestore.v1.RangeState
+	(*MergeDecision)(nil),               // 30: tablestore.v1.MergeDecision
+	(*MergeDecisionCommand)(nil),        // 31: tablestore.v1.MergeDecisionCommand
+	(*UpdateRangesCommand)(nil),         // 32: tablestore.v1.UpdateRangesCommand
+	(*AllocateRangeIDCommand)(nil),      // 33: tablestore.v1.AllocateRangeIDCommand
+	(*AppendEventCommand)(nil),          // 34: tablestore.v1.AppendEventCommand
+	(*MarkRangesStartedCommand)(nil),    // 35: tablestore.v1.MarkRangesStartedCommand
+	(*RemoveRangeCommand)(nil),          // 36: tablestore.v1.RemoveRangeCommand
+	(*MasterCommand)(nil),               // 37: tablestore.v1.MasterCommand
+	(*RegisterServerCommand)(nil),       // 38: tablestore.v1.RegisterServerCommand
+	(*SetServerDrainingCommand)(nil),    // 39: tablestore.v1.SetServerDrainingCommand
+	(*RemoveServerCommand)(nil),         // 40: tablestore.v1.RemoveServerCommand
+	(*CreateTableCommand)(nil),          // 41: tablestore.v1.CreateTableCommand
+	(*DeleteTableCommand)(nil),          // 42: tablestore.v1.DeleteTableCommand
+	(*TableRequestRecord)(nil),          // 43: tablestore.v1.TableRequestRecord
+	(*SetTableACLCommand)(nil),          // 44: tablestore.v1.SetTableACLCommand
+	(*SetServicePropertiesCommand)(nil), // 45: tablestore.v1.SetServicePropertiesCommand
+	(*SetAccountsCommand)(nil),          // 46: tablestore.v1.SetAccountsCommand
+	(*MasterSnapshot)(nil),              // 47: tablestore.v1.MasterSnapshot
+	nil,                                 // 48: tablestore.v1.Event.FiguresEntry
+	nil,                                 // 49: tablestore.v1.PartitionMap.LeadersEntry
+	nil,                                 // 50: tablestore.v1.PartitionMap.LoadsEntry
 }
 var file_tablestore_v1_data_proto_depIdxs = []int32{
 	5,  // 0: tablestore.v1.RangeDescriptor.replicas:type_name -> tablestore.v1.Replica
 	8,  // 1: tablestore.v1.Table.acl:type_name -> tablestore.v1.SignedIdentifier
-	11, // 2: tablestore.v1.RangeLoad.hot_keys:type_name -> tablestore.v1.KeyLoad
-	11, // 3: tablestore.v1.RangeLoad.load_sample:type_name -> tablestore.v1.KeyLoad
-	0,  // 4: tablestore.v1.Event.kind:type_name -> tablestore.v1.EventKind
-	47, // 5: tablestore.v1.Event.figures:type_name -> tablestore.v1.Event.FiguresEntry
-	10, // 6: tablestore.v1.RangeStatus.load:type_name -> tablestore.v1.RangeLoad
-	6,  // 7: tablestore.v1.RangeStatus.range:type_name -> tablestore.v1.RangeDescriptor
-	7,  // 8: tablestore.v1.PartitionMap.tables:type_name -> tablestore.v1.Table
-	6,  // 9: tablestore.v1.PartitionMap.ranges:type_name -> tablestore.v1.RangeDescriptor
-	9,  // 10: tablestore.v1.PartitionMap.servers:type_name -> tablestore.v1.ServerInfo
-	48, // 11: tablestore.v1.PartitionMap.leaders:type_name -> tablestore.v1.PartitionMap.LeadersEntry
-	49, // 12: tablestore.v1.PartitionMap.loads:type_name -> tablestore.v1.PartitionMap.LoadsEntry
-	15, // 13: tablestore.v1.PartitionMap.accounts:type_name -> tablestore.v1.StorageAccount
-	1,  // 14: tablestore.v1.EntityOp.kind:type_name -> tablestore.v1.OpKind
-	2,  // 15: tablestore.v1.Command.kind:type_name -> tablestore.v1.CommandKind
-	16, // 16: tablestore.v1.WriteCommand.ops:type_name -> tablestore.v1.EntityOp
-	19, // 17: tablestore.v1.WriteBatchCommand.writes:type_name -> tablestore.v1.WriteCommand
-	6,  // 18: tablestore.v1.AbsorbCommand.right:type_name -> tablestore.v1.RangeDescriptor
-	24, // 19: tablestore.v1.AbsorbCommand.rows:type_name -> tablestore.v1.KV
-	24, // 20: tablestore.v1.AbsorbCommand.requests:type_name -> tablestore.v1.KV
-	6,  // 21: tablestore.v1.MergeCommand.right:type_name -> tablestore.v1.RangeDescriptor
-	5,  // 22: tablestore.v1.SetReplicasCommand.replicas:type_name -> tablestore.v1.Replica
-	6,  // 23: tablestore.v1.RangeState.range:type_name -> tablestore.v1.RangeDescriptor
-	4,  // 24: tablestore.v1.MergeDecision.outcome:type_name -> tablestore.v1.MergeOutcome
-	29, // 25: tablestore.v1.MergeDecisionCommand.decision:type_name -> tablestore.v1.MergeDecision
-	6,  // 26: tablestore.v1.UpdateRangesCommand.ranges:type_name -> tablestore.v1.RangeDescriptor
-	12, // 27: tablestore.v1.AppendEventCommand.event:type_name -> tablestore.v1.Event
-	6,  // 28: tablestore.v1.RemoveRangeCommand.absorbed_by:type_name -> tablestore.v1.RangeDescriptor
-	3,  // 29: tablestore.v1.MasterCommand.kind:type_name -> tablestore.v1.MasterCommandKind
-	9,  // 30: tablestore.v1.RegisterServerCommand.server:type_name -> tablestore.v1.ServerInfo
-	5,  // 31: tablestore.v1.CreateTableCommand.replicas:type_name -> tablestore.v1.Replica
-	3,  // 32: tablestore.v1.TableRequestRecord.kind:type_name -> tablestore.v1.MasterCommandKind
-	7,  // 33: tablestore.v1.TableRequestRecord.table:type_name -> tablestore.v1.Table
-	6,  // 34: tablestore.v1.TableRequestRecord.ranges:type_name -> tablestore.v1.RangeDescriptor
-	8,  // 35: tablestore.v1.SetTableACLCommand.acl:type_name -> tablestore.v1.SignedIdentifier
-	15, // 36: tablestore.v1.SetAccountsCommand.accounts:type_name -> tablestore.v1.StorageAccount
-	7,  // 37: tablestore.v1.MasterSnapshot.tables:type_name -> tablestore.v1.Table
-	6,  // 38: tablestore.v1.MasterSnapshot.ranges:type_name -> tablestore.v1.RangeDescriptor
-	9,  // 39: tablestore.v1.MasterSnapshot.servers:type_name -> tablestore.v1.ServerInfo
-	12, // 40: tablestore.v1.MasterSnapshot.events:type_name -> tablestore.v1.Event
-	15, // 41: tablestore.v1.MasterSnapshot.accounts:type_name -> tablestore.v1.StorageAccount
-	42, // 42: tablestore.v1.MasterSnapshot.requests:type_name -> tablestore.v1.TableRequestRecord
-	29, // 43: tablestore.v1.MasterSnapshot.merge_decisions:type_name -> tablestore.v1.MergeDecision
-	10, // 44: tablestore.v1.PartitionMap.LoadsEntry.value:type_name -> tablestore.v1.RangeLoad
-	45, // [45:45] is the sub-list for method output_type
-	45, // [45:45] is the sub-list for method input_type
-	45, // [45:45] is the sub-list for extension type_name
-	45, // [45:45] is the sub-list for extension extendee
-	0,  // [0:45] is the sub-list for field type_name
+	10, // 2: tablestore.v1.ServerInfo.disk_space:type_name -> tablestore.v1.DiskSpace
+	12, // 3: tablestore.v1.RangeLoad.hot_keys:type_name -> tablestore.v1.KeyLoad
+	12, // 4: tablestore.v1.RangeLoad.load_sample:type_name -> tablestore.v1.KeyLoad
+	0,  // 5: tablestore.v1.Event.kind:type_name -> tablestore.v1.EventKind
+	48, // 6: tablestore.v1.Event.figures:type_name -> tablestore.v1.Event.FiguresEntry
+	11, // 7: tablestore.v1.RangeStatus.load:type_name -> tablestore.v1.RangeLoad
+	6,  // 8: tablestore.v1.RangeStatus.range:type_name -> tablestore.v1.RangeDescriptor
+	7,  // 9: tablestore.v1.PartitionMap.tables:type_name -> tablestore.v1.Table
+	6,  // 10: tablestore.v1.PartitionMap.ranges:type_name -> tablestore.v1.RangeDescriptor
+	9,  // 11: tablestore.v1.PartitionMap.servers:type_name -> tablestore.v1.ServerInfo
+	49, // 12: tablestore.v1.PartitionMap.leaders:type_name -> tablestore.v1.PartitionMap.LeadersEntry
+	50, // 13: tablestore.v1.PartitionMap.loads:type_name -> tablestore.v1.PartitionMap.LoadsEntry
+	16, // 14: tablestore.v1.PartitionMap.accounts:type_name -> tablestore.v1.StorageAccount
+	1,  // 15: tablestore.v1.EntityOp.kind:type_name -> tablestore.v1.OpKind
+	2,  // 16: tablestore.v1.Command.kind:type_name -> tablestore.v1.CommandKind
+	17, // 17: tablestore.v1.WriteCommand.ops:type_name -> tablestore.v1.EntityOp
+	20, // 18: tablestore.v1.WriteBatchCommand.writes:type_name -> tablestore.v1.WriteCommand
+	6,  // 19: tablestore.v1.AbsorbCommand.right:type_name -> tablestore.v1.RangeDescriptor
+	25, // 20: tablestore.v1.AbsorbCommand.rows:type_name -> tablestore.v1.KV
+	25, // 21: tablestore.v1.AbsorbCommand.requests:type_name -> tablestore.v1.KV
+	6,  // 22: tablestore.v1.MergeCommand.right:type_name -> tablestore.v1.RangeDescriptor
+	5,  // 23: tablestore.v1.SetReplicasCommand.replicas:type_name -> tablestore.v1.Replica
+	6,  // 24: tablestore.v1.RangeState.range:type_name -> tablestore.v1.RangeDescriptor
+	4,  // 25: tablestore.v1.MergeDecision.outcome:type_name -> tablestore.v1.MergeOutcome
+	30, // 26: tablestore.v1.MergeDecisionCommand.decision:type_name -> tablestore.v1.MergeDecision
+	6,  // 27: tablestore.v1.UpdateRangesCommand.ranges:type_name -> tablestore.v1.RangeDescriptor
+	13, // 28: tablestore.v1.AppendEventCommand.event:type_name -> tablestore.v1.Event
+	6,  // 29: tablestore.v1.RemoveRangeCommand.absorbed_by:type_name -> tablestore.v1.RangeDescriptor
+	3,  // 30: tablestore.v1.MasterCommand.kind:type_name -> tablestore.v1.MasterCommandKind
+	9,  // 31: tablestore.v1.RegisterServerCommand.server:type_name -> tablestore.v1.ServerInfo
+	5,  // 32: tablestore.v1.CreateTableCommand.replicas:type_name -> tablestore.v1.Replica
+	3,  // 33: tablestore.v1.TableRequestRecord.kind:type_name -> tablestore.v1.MasterCommandKind
+	7,  // 34: tablestore.v1.TableRequestRecord.table:type_name -> tablestore.v1.Table
+	6,  // 35: tablestore.v1.TableRequestRecord.ranges:type_name -> tablestore.v1.RangeDescriptor
+	8,  // 36: tablestore.v1.SetTableACLCommand.acl:type_name -> tablestore.v1.SignedIdentifier
+	16, // 37: tablestore.v1.SetAccountsCommand.accounts:type_name -> tablestore.v1.StorageAccount
+	7,  // 38: tablestore.v1.MasterSnapshot.tables:type_name -> tablestore.v1.Table
+	6,  // 39: tablestore.v1.MasterSnapshot.ranges:type_name -> tablestore.v1.RangeDescriptor
+	9,  // 40: tablestore.v1.MasterSnapshot.servers:type_name -> tablestore.v1.ServerInfo
+	13, // 41: tablestore.v1.MasterSnapshot.events:type_name -> tablestore.v1.Event
+	16, // 42: tablestore.v1.MasterSnapshot.accounts:type_name -> tablestore.v1.StorageAccount
+	43, // 43: tablestore.v1.MasterSnapshot.requests:type_name -> tablestore.v1.TableRequestRecord
+	30, // 44: tablestore.v1.MasterSnapshot.merge_decisions:type_name -> tablestore.v1.MergeDecision
+	11, // 45: tablestore.v1.PartitionMap.LoadsEntry.value:type_name -> tablestore.v1.RangeLoad
+	46, // [46:46] is the sub-list for method output_type
+	46, // [46:46] is the sub-list for method input_type
+	46, // [46:46] is the sub-list for extension type_name
+	46, // [46:46] is the sub-list for extension extendee
+	0,  // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_tablestore_v1_data_proto_init() }
@@ -3682,7 +3765,7 @@ func file_tablestore_v1_data_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tablestore_v1_data_proto_rawDesc), len(file_tablestore_v1_data_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   45,
+			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

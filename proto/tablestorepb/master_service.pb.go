@@ -955,7 +955,11 @@ type HeartbeatRequest struct {
 	// the master takes the leaderships off a server whose commits are
 	// persistently slow (docs/reliability.md, "Slow disks lose their
 	// leaderships").
-	DiskLatency   *DiskLatency `protobuf:"bytes,9,opt,name=disk_latency,json=diskLatency,proto3" json:"disk_latency,omitempty"`
+	DiskLatency *DiskLatency `protobuf:"bytes,9,opt,name=disk_latency,json=diskLatency,proto3" json:"disk_latency,omitempty"`
+	// The server's data directory file system (absent from older servers,
+	// and where the server cannot tell: the master treats it as having
+	// space).
+	DiskSpace     *DiskSpace `protobuf:"bytes,10,opt,name=disk_space,json=diskSpace,proto3" json:"disk_space,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1049,6 +1053,13 @@ func (x *HeartbeatRequest) GetMergeAbort() bool {
 func (x *HeartbeatRequest) GetDiskLatency() *DiskLatency {
 	if x != nil {
 		return x.DiskLatency
+	}
+	return nil
+}
+
+func (x *HeartbeatRequest) GetDiskSpace() *DiskSpace {
+	if x != nil {
+		return x.DiskSpace
 	}
 	return nil
 }
@@ -2018,7 +2029,7 @@ const file_tablestore_v1_master_service_proto_rawDesc = "" +
 	"\x05table\x18\x01 \x01(\tR\x05table\"W\n" +
 	"\x18WatchPartitionMapRequest\x12#\n" +
 	"\rknown_version\x18\x01 \x01(\x04R\fknownVersion\x12\x16\n" +
-	"\x06deltas\x18\x02 \x01(\bR\x06deltas\"\xfe\x02\n" +
+	"\x06deltas\x18\x02 \x01(\bR\x06deltas\"\xb7\x03\n" +
 	"\x10HeartbeatRequest\x121\n" +
 	"\x06server\x18\x01 \x01(\v2\x19.tablestore.v1.ServerInfoR\x06server\x122\n" +
 	"\x06ranges\x18\x02 \x03(\v2\x1a.tablestore.v1.RangeStatusR\x06ranges\x12\x12\n" +
@@ -2029,7 +2040,10 @@ const file_tablestore_v1_master_service_proto_rawDesc = "" +
 	"\x13assignments_version\x18\a \x01(\x04R\x12assignmentsVersion\x12\x1f\n" +
 	"\vmerge_abort\x18\b \x01(\bR\n" +
 	"mergeAbort\x12=\n" +
-	"\fdisk_latency\x18\t \x01(\v2\x1a.tablestore.v1.DiskLatencyR\vdiskLatency\"\xec\x01\n" +
+	"\fdisk_latency\x18\t \x01(\v2\x1a.tablestore.v1.DiskLatencyR\vdiskLatency\x127\n" +
+	"\n" +
+	"disk_space\x18\n" +
+	" \x01(\v2\x18.tablestore.v1.DiskSpaceR\tdiskSpace\"\xec\x01\n" +
 	"\vDiskLatency\x12%\n" +
 	"\x0ewindow_seconds\x18\x01 \x01(\x01R\rwindowSeconds\x12#\n" +
 	"\rstate_commits\x18\x02 \x01(\rR\fstateCommits\x12=\n" +
@@ -2165,9 +2179,10 @@ var file_tablestore_v1_master_service_proto_goTypes = []any{
 	(*Table)(nil),                        // 38: tablestore.v1.Table
 	(*PartitionMap)(nil),                 // 39: tablestore.v1.PartitionMap
 	(*RangeStatus)(nil),                  // 40: tablestore.v1.RangeStatus
-	(*SignedIdentifier)(nil),             // 41: tablestore.v1.SignedIdentifier
-	(*StorageAccount)(nil),               // 42: tablestore.v1.StorageAccount
-	(*Event)(nil),                        // 43: tablestore.v1.Event
+	(*DiskSpace)(nil),                    // 41: tablestore.v1.DiskSpace
+	(*SignedIdentifier)(nil),             // 42: tablestore.v1.SignedIdentifier
+	(*StorageAccount)(nil),               // 43: tablestore.v1.StorageAccount
+	(*Event)(nil),                        // 44: tablestore.v1.Event
 }
 var file_tablestore_v1_master_service_proto_depIdxs = []int32{
 	36, // 0: tablestore.v1.JoinFloorResponse.range:type_name -> tablestore.v1.RangeDescriptor
@@ -2180,57 +2195,58 @@ var file_tablestore_v1_master_service_proto_depIdxs = []int32{
 	37, // 7: tablestore.v1.HeartbeatRequest.server:type_name -> tablestore.v1.ServerInfo
 	40, // 8: tablestore.v1.HeartbeatRequest.ranges:type_name -> tablestore.v1.RangeStatus
 	18, // 9: tablestore.v1.HeartbeatRequest.disk_latency:type_name -> tablestore.v1.DiskLatency
-	36, // 10: tablestore.v1.HeartbeatResponse.assigned:type_name -> tablestore.v1.RangeDescriptor
-	35, // 11: tablestore.v1.HeartbeatResponse.raft_addrs:type_name -> tablestore.v1.HeartbeatResponse.RaftAddrsEntry
-	41, // 12: tablestore.v1.SetTableACLRequest.acl:type_name -> tablestore.v1.SignedIdentifier
-	42, // 13: tablestore.v1.SetAccountsRequest.accounts:type_name -> tablestore.v1.StorageAccount
-	36, // 14: tablestore.v1.SplitResponse.left:type_name -> tablestore.v1.RangeDescriptor
-	36, // 15: tablestore.v1.SplitResponse.right:type_name -> tablestore.v1.RangeDescriptor
-	36, // 16: tablestore.v1.MergeResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	36, // 17: tablestore.v1.MoveResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	11, // 18: tablestore.v1.MasterService.CreateTable:input_type -> tablestore.v1.CreateTableRequest
-	13, // 19: tablestore.v1.MasterService.DeleteTable:input_type -> tablestore.v1.DeleteTableRequest
-	15, // 20: tablestore.v1.MasterService.GetPartitionMap:input_type -> tablestore.v1.GetPartitionMapRequest
-	16, // 21: tablestore.v1.MasterService.WatchPartitionMap:input_type -> tablestore.v1.WatchPartitionMapRequest
-	20, // 22: tablestore.v1.MasterService.SetTableACL:input_type -> tablestore.v1.SetTableACLRequest
-	22, // 23: tablestore.v1.MasterService.SetServiceProperties:input_type -> tablestore.v1.SetServicePropertiesRequest
-	24, // 24: tablestore.v1.MasterService.SetAccounts:input_type -> tablestore.v1.SetAccountsRequest
-	26, // 25: tablestore.v1.MasterService.Events:input_type -> tablestore.v1.EventsRequest
-	27, // 26: tablestore.v1.MasterService.Split:input_type -> tablestore.v1.SplitRequest
-	29, // 27: tablestore.v1.MasterService.Merge:input_type -> tablestore.v1.MergeRequest
-	31, // 28: tablestore.v1.MasterService.Move:input_type -> tablestore.v1.MoveRequest
-	33, // 29: tablestore.v1.MasterService.TransferLeader:input_type -> tablestore.v1.MasterTransferLeaderRequest
-	17, // 30: tablestore.v1.MasterService.Heartbeat:input_type -> tablestore.v1.HeartbeatRequest
-	2,  // 31: tablestore.v1.MasterService.DrainServer:input_type -> tablestore.v1.DrainServerRequest
-	4,  // 32: tablestore.v1.MasterService.RemoveServer:input_type -> tablestore.v1.RemoveServerRequest
-	6,  // 33: tablestore.v1.MasterService.ListMembers:input_type -> tablestore.v1.ListMembersRequest
-	9,  // 34: tablestore.v1.MasterService.AddMember:input_type -> tablestore.v1.AddMemberRequest
-	10, // 35: tablestore.v1.MasterService.RemoveMember:input_type -> tablestore.v1.RemoveMemberRequest
-	0,  // 36: tablestore.v1.MasterService.JoinFloor:input_type -> tablestore.v1.JoinFloorRequest
-	12, // 37: tablestore.v1.MasterService.CreateTable:output_type -> tablestore.v1.CreateTableResponse
-	14, // 38: tablestore.v1.MasterService.DeleteTable:output_type -> tablestore.v1.DeleteTableResponse
-	39, // 39: tablestore.v1.MasterService.GetPartitionMap:output_type -> tablestore.v1.PartitionMap
-	39, // 40: tablestore.v1.MasterService.WatchPartitionMap:output_type -> tablestore.v1.PartitionMap
-	21, // 41: tablestore.v1.MasterService.SetTableACL:output_type -> tablestore.v1.SetTableACLResponse
-	23, // 42: tablestore.v1.MasterService.SetServiceProperties:output_type -> tablestore.v1.SetServicePropertiesResponse
-	25, // 43: tablestore.v1.MasterService.SetAccounts:output_type -> tablestore.v1.SetAccountsResponse
-	43, // 44: tablestore.v1.MasterService.Events:output_type -> tablestore.v1.Event
-	28, // 45: tablestore.v1.MasterService.Split:output_type -> tablestore.v1.SplitResponse
-	30, // 46: tablestore.v1.MasterService.Merge:output_type -> tablestore.v1.MergeResponse
-	32, // 47: tablestore.v1.MasterService.Move:output_type -> tablestore.v1.MoveResponse
-	34, // 48: tablestore.v1.MasterService.TransferLeader:output_type -> tablestore.v1.MasterTransferLeaderResponse
-	19, // 49: tablestore.v1.MasterService.Heartbeat:output_type -> tablestore.v1.HeartbeatResponse
-	3,  // 50: tablestore.v1.MasterService.DrainServer:output_type -> tablestore.v1.DrainServerResponse
-	5,  // 51: tablestore.v1.MasterService.RemoveServer:output_type -> tablestore.v1.RemoveServerResponse
-	8,  // 52: tablestore.v1.MasterService.ListMembers:output_type -> tablestore.v1.ListMembersResponse
-	8,  // 53: tablestore.v1.MasterService.AddMember:output_type -> tablestore.v1.ListMembersResponse
-	8,  // 54: tablestore.v1.MasterService.RemoveMember:output_type -> tablestore.v1.ListMembersResponse
-	1,  // 55: tablestore.v1.MasterService.JoinFloor:output_type -> tablestore.v1.JoinFloorResponse
-	37, // [37:56] is the sub-list for method output_type
-	18, // [18:37] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	41, // 10: tablestore.v1.HeartbeatRequest.disk_space:type_name -> tablestore.v1.DiskSpace
+	36, // 11: tablestore.v1.HeartbeatResponse.assigned:type_name -> tablestore.v1.RangeDescriptor
+	35, // 12: tablestore.v1.HeartbeatResponse.raft_addrs:type_name -> tablestore.v1.HeartbeatResponse.RaftAddrsEntry
+	42, // 13: tablestore.v1.SetTableACLRequest.acl:type_name -> tablestore.v1.SignedIdentifier
+	43, // 14: tablestore.v1.SetAccountsRequest.accounts:type_name -> tablestore.v1.StorageAccount
+	36, // 15: tablestore.v1.SplitResponse.left:type_name -> tablestore.v1.RangeDescriptor
+	36, // 16: tablestore.v1.SplitResponse.right:type_name -> tablestore.v1.RangeDescriptor
+	36, // 17: tablestore.v1.MergeResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	36, // 18: tablestore.v1.MoveResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	11, // 19: tablestore.v1.MasterService.CreateTable:input_type -> tablestore.v1.CreateTableRequest
+	13, // 20: tablestore.v1.MasterService.DeleteTable:input_type -> tablestore.v1.DeleteTableRequest
+	15, // 21: tablestore.v1.MasterService.GetPartitionMap:input_type -> tablestore.v1.GetPartitionMapRequest
+	16, // 22: tablestore.v1.MasterService.WatchPartitionMap:input_type -> tablestore.v1.WatchPartitionMapRequest
+	20, // 23: tablestore.v1.MasterService.SetTableACL:input_type -> tablestore.v1.SetTableACLRequest
+	22, // 24: tablestore.v1.MasterService.SetServiceProperties:input_type -> tablestore.v1.SetServicePropertiesRequest
+	24, // 25: tablestore.v1.MasterService.SetAccounts:input_type -> tablestore.v1.SetAccountsRequest
+	26, // 26: tablestore.v1.MasterService.Events:input_type -> tablestore.v1.EventsRequest
+	27, // 27: tablestore.v1.MasterService.Split:input_type -> tablestore.v1.SplitRequest
+	29, // 28: tablestore.v1.MasterService.Merge:input_type -> tablestore.v1.MergeRequest
+	31, // 29: tablestore.v1.MasterService.Move:input_type -> tablestore.v1.MoveRequest
+	33, // 30: tablestore.v1.MasterService.TransferLeader:input_type -> tablestore.v1.MasterTransferLeaderRequest
+	17, // 31: tablestore.v1.MasterService.Heartbeat:input_type -> tablestore.v1.HeartbeatRequest
+	2,  // 32: tablestore.v1.MasterService.DrainServer:input_type -> tablestore.v1.DrainServerRequest
+	4,  // 33: tablestore.v1.MasterService.RemoveServer:input_type -> tablestore.v1.RemoveServerRequest
+	6,  // 34: tablestore.v1.MasterService.ListMembers:input_type -> tablestore.v1.ListMembersRequest
+	9,  // 35: tablestore.v1.MasterService.AddMember:input_type -> tablestore.v1.AddMemberRequest
+	10, // 36: tablestore.v1.MasterService.RemoveMember:input_type -> tablestore.v1.RemoveMemberRequest
+	0,  // 37: tablestore.v1.MasterService.JoinFloor:input_type -> tablestore.v1.JoinFloorRequest
+	12, // 38: tablestore.v1.MasterService.CreateTable:output_type -> tablestore.v1.CreateTableResponse
+	14, // 39: tablestore.v1.MasterService.DeleteTable:output_type -> tablestore.v1.DeleteTableResponse
+	39, // 40: tablestore.v1.MasterService.GetPartitionMap:output_type -> tablestore.v1.PartitionMap
+	39, // 41: tablestore.v1.MasterService.WatchPartitionMap:output_type -> tablestore.v1.PartitionMap
+	21, // 42: tablestore.v1.MasterService.SetTableACL:output_type -> tablestore.v1.SetTableACLResponse
+	23, // 43: tablestore.v1.MasterService.SetServiceProperties:output_type -> tablestore.v1.SetServicePropertiesResponse
+	25, // 44: tablestore.v1.MasterService.SetAccounts:output_type -> tablestore.v1.SetAccountsResponse
+	44, // 45: tablestore.v1.MasterService.Events:output_type -> tablestore.v1.Event
+	28, // 46: tablestore.v1.MasterService.Split:output_type -> tablestore.v1.SplitResponse
+	30, // 47: tablestore.v1.MasterService.Merge:output_type -> tablestore.v1.MergeResponse
+	32, // 48: tablestore.v1.MasterService.Move:output_type -> tablestore.v1.MoveResponse
+	34, // 49: tablestore.v1.MasterService.TransferLeader:output_type -> tablestore.v1.MasterTransferLeaderResponse
+	19, // 50: tablestore.v1.MasterService.Heartbeat:output_type -> tablestore.v1.HeartbeatResponse
+	3,  // 51: tablestore.v1.MasterService.DrainServer:output_type -> tablestore.v1.DrainServerResponse
+	5,  // 52: tablestore.v1.MasterService.RemoveServer:output_type -> tablestore.v1.RemoveServerResponse
+	8,  // 53: tablestore.v1.MasterService.ListMembers:output_type -> tablestore.v1.ListMembersResponse
+	8,  // 54: tablestore.v1.MasterService.AddMember:output_type -> tablestore.v1.ListMembersResponse
+	8,  // 55: tablestore.v1.MasterService.RemoveMember:output_type -> tablestore.v1.ListMembersResponse
+	1,  // 56: tablestore.v1.MasterService.JoinFloor:output_type -> tablestore.v1.JoinFloorResponse
+	38, // [38:57] is the sub-list for method output_type
+	19, // [19:38] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_tablestore_v1_master_service_proto_init() }
