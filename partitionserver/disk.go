@@ -58,6 +58,23 @@ func (s *Server) diskReport(now time.Time) *pb.DiskLatency {
 	}
 }
 
+// diskSpaceReport is the heartbeat's account of the data directory's file
+// system and the write reserve (nil where the free space is unknown: the
+// master then treats the server as having space). It reads the free space
+// through the write guard's hook, so that the master hears the figure the
+// guard refuses writes by (tests replace the hook).
+func (s *Server) diskSpaceReport() *pb.DiskSpace {
+	space, reserve := diskSpace, s.cfg.DiskReserve
+	if s.disk != nil {
+		space, reserve = s.disk.space, s.disk.reserve
+	}
+	avail, capacity, ok := space(s.cfg.DataDir)
+	if !ok {
+		return nil
+	}
+	return &pb.DiskSpace{AvailableBytes: avail, CapacityBytes: capacity, ReserveBytes: reserve}
+}
+
 // diskSpace reports the available and total bytes of dir's file system
 // (ok false where unknown: the disk gauges stay unset, the reserve is off).
 func diskSpace(dir string) (avail, capacity uint64, ok bool) { return diskspace.Of(dir) }

@@ -205,6 +205,7 @@ func (s *Server) heartbeatOnce(cur []*pb.RangeStatus) (wantFull bool, sent []*pb
 		AssignmentsVersion: rp.version,
 		MergeAbort:         true,
 		DiskLatency:        s.diskReport(now),
+		DiskSpace:          s.diskSpaceReport(),
 	}
 	if full {
 		req.Ranges = cur
