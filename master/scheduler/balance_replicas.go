@@ -44,7 +44,8 @@ func (p *Plan) fewestReplicas(servers []*serverStat) *serverStat {
 	return best
 }
 
-// movableReplica is a free range with a replica on from and none on to:
+// movableReplica is a free range with a replica on from and none on to,
+// that fits on to's disk (roomFor):
 // preferably one from does not lead (no leadership has to move), and of
 // those the one carrying the most load. A new server given only replicas
 // of cold ranges (the first in snapshot order are often an idle table's)
@@ -53,7 +54,7 @@ func (p *Plan) fewestReplicas(servers []*serverStat) *serverStat {
 func (p *Plan) movableReplica(from, to *serverStat) *Range {
 	var follower, led *Range
 	for _, r := range p.heldBy(from.id) {
-		if !p.free(r) || r.HasReplica(to.id) {
+		if !p.free(r) || r.HasReplica(to.id) || !to.roomFor(r) {
 			continue
 		}
 		if r.Leader == from.id {

@@ -12,15 +12,23 @@ import "fmt"
 // servers holding the fewest (a leader's replica moves once its leadership
 // is gone); a slow server keeps its replicas: it still adds to the
 // range's durability, and a follower's commits do not hold up writes.
+// A server whose disk is full (Disk.State: under its reserve, where the
+// ranges it leads refuse client writes) is shed like a draining one, in
+// two passes: every leadership first (a transfer restores the range's
+// writes at once), then its replicas, at a drain's pace, to servers with
+// room (shedFullReplicas); it falls back to no slow follower, which
+// would take the writes but not fill the disk any less.
 // One rule moves leaders off a server for what the server is, so that
-// draining and slow disks cannot disagree about where a leadership goes.
+// draining, slow and full disks cannot disagree about where a leadership
+// goes.
 type drain struct{}
 
 func (drain) Name() string { return "drain" }
 
 func (drain) Schedule(p *Plan) {
 	draining, slow := p.shedding()
-	if !draining && !slow {
+	full := p.anyFull()
+	if !draining && !slow && !full {
 		return
 	}
 	for _, r := range p.snap.Ranges {
@@ -30,7 +38,7 @@ func (drain) Schedule(p *Plan) {
 		if !p.free(r) {
 			continue
 		}
-		if st := p.servers[r.Leader]; st != nil && (st.draining || st.slow) {
+		if st := p.servers[r.Leader]; st != nil && (st.draining || st.slow || st.diskState == DiskFull) {
 			to := p.coolestFollower(r, r.Leader)
 			if to == nil && st.draining {
 				// Draining outranks slow: a draining server is leaving,
@@ -52,15 +60,22 @@ func (drain) Schedule(p *Plan) {
 			p.drainReplica(r)
 		}
 	}
+	if full {
+		p.shedFullReplicas()
+	}
 }
 
-// shedLeader is the transfer of r's leadership off st, which is draining
-// or slow, to to.
+// shedLeader is the transfer of r's leadership off st, which is draining,
+// full or slow, to to.
 func shedLeader(r *Range, st, to *serverStat) Op {
 	o := Op{Kind: TransferLeader, Range: r.ID, From: st.id, To: to.id,
 		Figures: map[string]float64{"entities_per_sec": r.entitiesPerSec()}}
 	if st.draining {
 		o.Rule, o.Reason = RuleDrainLeader, fmt.Sprintf("drain: server %s is draining", st.id)
+		return o
+	}
+	if st.diskState == DiskFull {
+		o.Rule, o.Reason, o.Figures = RuleDiskFullLeader, diskReason(st), diskFigures(st, o.Figures)
 		return o
 	}
 	o.Rule = RuleSlowDiskLeader

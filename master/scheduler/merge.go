@@ -55,7 +55,20 @@ func (p *Plan) mergeable(a, b *Range) bool {
 		return false
 	}
 	return !p.splitLately(a.ID) && !p.splitLately(b.ID) && !p.justMerged(a) && !p.justMerged(b) &&
-		p.allStaying(a) && p.allStaying(b)
+		p.allStaying(a) && p.allStaying(b) && p.colocationRoom(a, b)
+}
+
+// colocationRoom reports whether every server a merge of a and b adds a
+// replica to (colocation's into) has room for b's (roomFor: a merge's
+// co-location is a move like any other, and must not fill a low disk).
+func (p *Plan) colocationRoom(a, b *Range) bool {
+	into, _ := colocation(a, b)
+	for _, s := range into {
+		if st := p.stat(s); st != nil && !st.roomFor(b) {
+			return false
+		}
+	}
+	return true
 }
 
 // farBelowSplit reports whether a and b merged would stay at most half of
@@ -85,10 +98,11 @@ func (p *Plan) farBelowSplit(a, b *Range) bool {
 // down: it may be, and the reports of the ranges it leads are stale. With
 // one on a draining server, the co-location could add a
 // replica there that the drain must move again (and the drain's moves of
-// both ranges wait behind the merge): it waits for the drain.
+// both ranges wait behind the merge): it waits for the drain. Likewise
+// with one on a server whose disk is full, whose replicas are leaving.
 func (p *Plan) allStaying(r *Range) bool {
 	for _, rep := range r.Replicas {
-		if st := p.stat(rep.Server); st == nil || !st.live || st.silent || st.draining {
+		if st := p.stat(rep.Server); st == nil || !st.live || st.silent || st.draining || st.diskState == DiskFull {
 			return false
 		}
 	}

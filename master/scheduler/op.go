@@ -38,6 +38,8 @@ const (
 	RuleDrainLeader       = "drain-leader"
 	RuleDrainReplica      = "drain-replica"
 	RuleSlowDiskLeader    = "slow-disk-leader"
+	RuleDiskFullLeader    = "disk-full-leader"
+	RuleDiskFullReplica   = "disk-full-replica"
 	RuleSplitLoad         = "split-load"
 	RuleSplitSize         = "split-size"
 	RuleMergeCold         = "merge-cold"

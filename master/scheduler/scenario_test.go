@@ -221,6 +221,8 @@ func (w *world) config(args map[string]string) error {
 func parseBytes(s string) (uint64, error) {
 	mult := uint64(1)
 	switch {
+	case strings.HasSuffix(s, "G"):
+		mult, s = 1<<30, strings.TrimSuffix(s, "G")
 	case strings.HasSuffix(s, "M"):
 		mult, s = 1<<20, strings.TrimSuffix(s, "M")
 	case strings.HasSuffix(s, "K"):
@@ -231,8 +233,9 @@ func parseBytes(s string) (uint64, error) {
 }
 
 // setServers reads "id [down=DUR] [back=DUR] [silent] [draining] [unseen]
-// [slow=MEDIAN] [slow-cleared=DUR]" lines (slow-cleared: found no longer
-// slow DUR ago).
+// [slow=MEDIAN] [slow-cleared=DUR] [disk=FREE/SIZE/RESERVE]" lines
+// (slow-cleared: found no longer slow DUR ago; disk: the data directory's
+// figures, in bytes with K, M or G).
 func (w *world) setServers(lines []string) error {
 	w.servers = nil
 	for _, l := range lines {
@@ -271,6 +274,12 @@ func (w *world) setServers(lines []string) error {
 				s.Draining = true
 			case "unseen":
 				s.Live, s.LastSeen = false, time.Time{}
+			case "disk":
+				d, err := parseDisk(v)
+				if err != nil {
+					return err
+				}
+				s.Disk = d
 			default:
 				return fmt.Errorf("unknown server attribute %q", a)
 			}
@@ -279,6 +288,21 @@ func (w *world) setServers(lines []string) error {
 	}
 	sort.Slice(w.servers, func(i, j int) bool { return w.servers[i].ID < w.servers[j].ID })
 	return nil
+}
+
+func parseDisk(v string) (Disk, error) {
+	f := strings.Split(v, "/")
+	if len(f) != 3 {
+		return Disk{}, fmt.Errorf("disk=%s: want FREE/SIZE/RESERVE", v)
+	}
+	var n [3]uint64
+	for i, s := range f {
+		var err error
+		if n[i], err = parseBytes(s); err != nil {
+			return Disk{}, err
+		}
+	}
+	return Disk{Available: n[0], Capacity: n[1], Reserve: n[2]}, nil
 }
 
 // setRanges reads "rID [start,end) a* b c [eps=N] [bytes=N] [keys=k:n,...]
@@ -630,6 +654,7 @@ func (w *world) applyLast() string {
 			if rep := r.replica(o.From); rep != nil {
 				*rep = Replica{Server: o.To, Applied: rep.Applied}
 			}
+			w.moveBytes(r, o.From, o.To)
 			if r.Leader == o.From {
 				r.Leader = o.To
 			}
@@ -642,6 +667,23 @@ func (w *world) applyLast() string {
 	w.sortRanges()
 	b.WriteString(w.state())
 	return b.String()
+}
+
+// moveBytes has a move of r free its bytes, twice (its state and its
+// snapshot), on from's disk and take them on to's, for the servers that
+// report disk figures.
+func (w *world) moveBytes(r *Range, from, to string) {
+	n := 2 * r.bytes()
+	for i := range w.servers {
+		d := &w.servers[i].Disk
+		switch {
+		case d.Capacity == 0:
+		case w.servers[i].ID == from:
+			d.Available = min(d.Capacity, d.Available+n)
+		case w.servers[i].ID == to:
+			d.Available -= min(d.Available, n)
+		}
+	}
 }
 
 func (w *world) split(r *Range, o Op) uint64 {
@@ -716,7 +758,11 @@ func (w *world) state() string {
 		leaders[r.Leader]++
 	}
 	for _, s := range w.servers {
-		fmt.Fprintf(&b, "server %s: leaders=%d replicas=%d leader_eps=%.0f\n", s.ID, leaders[s.ID], replicas[s.ID], load[s.ID])
+		fmt.Fprintf(&b, "server %s: leaders=%d replicas=%d leader_eps=%.0f", s.ID, leaders[s.ID], replicas[s.ID], load[s.ID])
+		if d := s.Disk; d.Capacity > 0 {
+			fmt.Fprintf(&b, " disk=%dM free (%s)", d.Available>>20, d.State())
+		}
+		b.WriteString("\n")
 	}
 	return b.String()
 }

@@ -108,6 +108,8 @@ type serverStat struct {
 	leaderLoad     float64
 	moving         int       // replica moves in flight into or out of it
 	coolUntil      time.Time // leader balancing leaves it alone until then
+	disk           Disk      // Server.Disk, less what the plan's moves write there
+	diskState      DiskState // disk.State()
 }
 
 // NewPlan indexes snap for the policies.
@@ -115,7 +117,7 @@ func NewPlan(cfg Config, snap *Snapshot) *Plan {
 	p := &Plan{cfg: cfg, snap: snap, servers: make(map[string]*serverStat, len(snap.Servers))}
 	for _, s := range snap.Servers {
 		st := &serverStat{id: s.ID, live: s.Live, draining: s.Draining, back: s.Back, silent: s.Silent,
-			slow: s.Slow, slowMedian: s.SlowMedian, slowCleared: s.SlowCleared}
+			slow: s.Slow, slowMedian: s.SlowMedian, slowCleared: s.SlowCleared, disk: s.Disk, diskState: s.Disk.State()}
 		if !s.Live && !s.LastSeen.IsZero() {
 			st.downFor = max(snap.Now.Sub(s.LastSeen), time.Nanosecond)
 		}
@@ -396,6 +398,7 @@ func (p *Plan) apply(r *Range, o Op) {
 		}
 		if to != nil {
 			to.replicas++
+			to.take(r)
 		}
 	case TransferLeader:
 		l := r.entitiesPerSec()
@@ -455,13 +458,16 @@ func (s *idSet) add(id uint64) {
 // canHost reports whether server may receive a new replica now: live,
 // not silent (the move's snapshot and conf change would wait on a server
 // that may be paused or cut off, holding the slot until the move fails),
-// not draining, with a move to spare.
+// not draining, with a move to spare, and room on its disk (roomFor:
+// neither low nor full; the rules that know the range also ask that it
+// fits).
 func (p *Plan) canHost(st *serverStat) bool {
-	return st != nil && st.live && !st.silent && !st.draining && st.moving < p.cfg.MaxPerServer
+	return st != nil && st.live && !st.silent && !st.draining && st.moving < p.cfg.MaxPerServer && st.roomFor(nil)
 }
 
 // canLead reports whether the replica of r on server may take over r's
-// leadership: its server is live, not draining, not slow, not silent and
+// leadership: its server is live, not draining, not slow, its disk not
+// full (its leaders refuse writes; a low disk may lead), not silent and
 // not just back or just cleared of slow (LeaderSettle), it reports the
 // replica, and it is no more than MaxLeaderLag entries behind the leader.
 // Every rule that gives leadership asks it (transfers, balancing, a
@@ -473,7 +479,7 @@ func (p *Plan) canLead(r *Range, server string) bool { return p.leadable(r, serv
 func (p *Plan) leadable(r *Range, server string, slowOK bool) bool {
 	st := p.servers[server]
 	rep := r.replica(server)
-	if st == nil || rep == nil || !st.live || st.draining || (st.slow && !slowOK) || rep.Missing || p.settling(st) {
+	if st == nil || rep == nil || !st.live || st.draining || (st.slow && !slowOK) || st.diskState == DiskFull || rep.Missing || p.settling(st) {
 		return false
 	}
 	if l := r.replica(r.Leader); l != nil && l.Applied > rep.Applied {
@@ -514,11 +520,11 @@ func less(a, b *serverStat) bool {
 }
 
 // replicaTarget returns the server with the fewest replicas that may host
-// a new replica of r and holds none.
+// a new replica of r (canHost, and r fits: roomFor) and holds none.
 func (p *Plan) replicaTarget(r *Range) *serverStat {
 	var best *serverStat
 	for _, st := range p.order {
-		if !p.canHost(st) || r.HasReplica(st.id) {
+		if !p.canHost(st) || !st.roomFor(r) || r.HasReplica(st.id) {
 			continue
 		}
 		if best == nil || st.replicas < best.replicas {
@@ -572,11 +578,14 @@ func (p *Plan) eligible(key func(*serverStat) float64) []*serverStat {
 	return p.sorted(key, func(st *serverStat) bool { return st.live && !st.draining })
 }
 
-// eligibleLeaders is eligible without the slow servers: those leader
-// balancing spreads leaderships over. A slow server may lead nothing, so
-// its empty share must not lower the mean the others are balanced to.
+// eligibleLeaders is eligible without the slow servers and those whose
+// disk is full: those leader balancing spreads leaderships over. Such a
+// server may lead nothing, so its empty share must not lower the mean the
+// others are balanced to.
 func (p *Plan) eligibleLeaders(key func(*serverStat) float64) []*serverStat {
-	return p.sorted(key, func(st *serverStat) bool { return st.live && !st.draining && !st.slow })
+	return p.sorted(key, func(st *serverStat) bool {
+		return st.live && !st.draining && !st.slow && st.diskState != DiskFull
+	})
 }
 
 // sorted returns the servers keep accepts, sorted by key descending (ties

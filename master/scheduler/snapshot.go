@@ -52,6 +52,9 @@ type Server struct {
 	// Draining servers get no new replicas or leaders and have theirs
 	// moved off.
 	Draining bool
+	// Disk is the data directory's free space, size and reserve the
+	// server last reported (zero: none; see Disk.State for what follows).
+	Disk Disk
 }
 
 // Range is one range of a table with what its replicas last reported.
