@@ -171,7 +171,10 @@ func (v *service) Merge(ctx context.Context, req *pb.MergeRequest) (*pb.MergeRes
 // on server to (nil: it may), by servers (serverViews). A server that is
 // down cannot take the new replica, so the move would fail only after
 // its CreateReplica timed out; a draining server would have the replica
-// moved off again by the drain. The master's own moves pick their targets
+// moved off again by the drain, and one whose disk is full (under its
+// reserve) by the full-disk rule, after the snapshot had used up what
+// space is left (a low one is the operator's call: the master itself puts
+// nothing there). The master's own moves pick their targets
 // by the same rules (the scheduler's live, non-draining servers), except
 // a merge's co-location, which must put replicas where the left range's
 // are. Pure.
@@ -186,6 +189,9 @@ func moveTargetRefusal(to string, servers map[string]serverView) error {
 		return fmt.Errorf("%w: %s is down (not heard from within --server-timeout)", ErrTargetUnfit, to)
 	case sv.draining:
 		return fmt.Errorf("%w: %s is draining (ctl drain %s --undo first)", ErrTargetUnfit, to, to)
+	case diskOf(sv.disk).State() == scheduler.DiskFull:
+		return fmt.Errorf("%w: %s's disk is full (%d bytes free, under its --disk-reserve of %d)", ErrTargetUnfit, to,
+			sv.disk.GetAvailableBytes(), sv.disk.GetReserveBytes())
 	}
 	return nil
 }

@@ -20,6 +20,8 @@ type serverView struct {
 	// up: heard from within the server timeout (serverUp).
 	up       bool
 	draining bool
+	// disk is the server's last disk space report (nil: none).
+	disk *pb.DiskSpace
 }
 
 // drainRefusal decides whether server id may be marked draining (nil: it
@@ -93,11 +95,11 @@ func (v *service) DrainServer(_ context.Context, req *pb.DrainServerRequest) (*p
 // serverViews is the operator refusals' view of every registered server
 // as of now.
 func (s *Server) serverViews(now time.Time) map[string]serverView {
-	seen := s.reports.seen()
+	seen, spaces := s.reports.seen(), s.reports.spaces()
 	out := map[string]serverView{}
 	s.fsm.read(func(st *state) {
 		for id, sv := range st.servers {
-			out[id] = serverView{up: s.upAt(seen, id, now), draining: sv.GetDraining()}
+			out[id] = serverView{up: s.upAt(seen, id, now), draining: sv.GetDraining(), disk: spaces[id]}
 		}
 	})
 	return out

@@ -88,7 +88,7 @@ func (s *Server) partitionDelta(cs changeSet, leaders map[uint64]struct{}, versi
 	if leaders == nil {
 		leaders = map[uint64]struct{}{}
 	}
-	seen := s.reports.seen()
+	seen, spaces := s.reports.seen(), s.reports.spaces()
 	now := time.Now()
 	live := map[uint64]bool{}
 	s.fsm.readIndexed(func(st *state, index uint64) {
@@ -111,7 +111,7 @@ func (s *Server) partitionDelta(cs changeSet, leaders map[uint64]struct{}, versi
 		for id := range leaders {
 			_, live[id] = st.ranges[id]
 		}
-		s.fillShared(m, st, seen, now)
+		s.fillShared(m, st, seen, spaces, now)
 	})
 	for id := range leaders {
 		l := ""
@@ -165,7 +165,9 @@ func (s *Server) tableDelta(name string) *pb.PartitionMap {
 
 // fillShared adds the parts every map and delta carries whole: the
 // servers with their liveness, the service properties and the accounts.
-func (s *Server) fillShared(m *pb.PartitionMap, st *state, seen map[string]time.Time, now time.Time) {
+// seen and spaces are the reports' (taken before the catalog's read
+// lock, as everywhere).
+func (s *Server) fillShared(m *pb.PartitionMap, st *state, seen map[string]time.Time, spaces map[string]*pb.DiskSpace, now time.Time) {
 	m.ServiceProperties = st.serviceProperties
 	m.Accounts = st.accounts
 	for _, sv := range st.servers {
@@ -174,6 +176,7 @@ func (s *Server) fillShared(m *pb.PartitionMap, st *state, seen map[string]time.
 			c.LastHeartbeatUnixNano = t.UnixNano()
 			c.Alive = s.upAt(seen, sv.GetServerId(), now)
 		}
+		c.DiskSpace = spaces[sv.GetServerId()]
 		m.Servers = append(m.Servers, c)
 	}
 	sortServers(m.Servers)

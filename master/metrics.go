@@ -68,6 +68,18 @@ var (
 		Namespace: "tablestore", Subsystem: "master", Name: "server_slow",
 		Help: "1 for a partition server whose disk commits are slow (--slow-disk-commit: it gets no leadership), else 0; set by the leader, absent elsewhere.",
 	}, []string{"server"})
+	serverDiskAvailableGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: "tablestore", Subsystem: "master", Name: "server_disk_available_bytes",
+		Help: "Free bytes on a partition server's data directory file system, as its last heartbeat reported them (absent for a server that reports none); set by the leader, absent elsewhere.",
+	}, []string{"server"})
+	serverDiskLowGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: "tablestore", Subsystem: "master", Name: "server_disk_low",
+		Help: "1 for a partition server whose free disk space is under its low mark, max(2x --disk-reserve, 5% of the file system), or under its reserve: it gets no new replicas; else 0. Set by the leader, absent elsewhere.",
+	}, []string{"server"})
+	serverDiskFullGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: "tablestore", Subsystem: "master", Name: "server_disk_full",
+		Help: "1 for a partition server whose free disk space is under its --disk-reserve (its leaders refuse writes; the master moves its leaderships, then its replicas, off), else 0. Set by the leader, absent elsewhere.",
+	}, []string{"server"})
 	unstartedGauge = prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: "tablestore", Subsystem: "master", Name: "unstarted_ranges",
 		Help: "Ranges at generation 1 not recorded as started (a server may bootstrap them); lasting ones are tables whose range never had a leader.",
@@ -129,6 +141,7 @@ func (h clusterHealth) publish(leader bool) {
 func init() {
 	prometheus.MustRegister(mapSendsTotal, eventsTotal, opSeconds, opFailuresTotal, mergePauseSeconds, mergeAbortsTotal, joinFloorMissingTotal, rangesGauge,
 		isLeaderGauge, serversGauge, underReplicatedGauge, leaderlessGauge, serverSlowGauge,
+		serverDiskAvailableGauge, serverDiskLowGauge, serverDiskFullGauge,
 		unstartedGauge, diskAvailableGauge, diskCapacityGauge)
 	// Every series exists from the start, so rate() and alerts see zeros
 	// rather than nothing before the first event.

@@ -8,13 +8,16 @@ import (
 )
 
 // TestMoveTargetRefusal: an operator's move goes only to a known server
-// that is up and not draining.
+// that is up, not draining and whose disk is not full.
 func TestMoveTargetRefusal(t *testing.T) {
 	servers := map[string]serverView{
 		"up":       {up: true},
 		"down":     {},
 		"draining": {up: true, draining: true},
 		"gone":     {draining: true},
+		"full":     {up: true, disk: &pb.DiskSpace{AvailableBytes: 100 << 20, CapacityBytes: 100 << 30, ReserveBytes: 256 << 20}},
+		"low":      {up: true, disk: &pb.DiskSpace{AvailableBytes: 1 << 30, CapacityBytes: 100 << 30, ReserveBytes: 256 << 20}},
+		"older":    {up: true}, // reports no disk figures
 	}
 	for _, tc := range []struct {
 		to   string
@@ -24,6 +27,9 @@ func TestMoveTargetRefusal(t *testing.T) {
 		{"down", ErrTargetUnfit},
 		{"draining", ErrTargetUnfit},
 		{"gone", ErrTargetUnfit},
+		{"full", ErrTargetUnfit},
+		{"low", nil}, // the operator's call
+		{"older", nil},
 		{"nosuch", ErrUnknownServer},
 		{"", ErrBadTarget},
 	} {

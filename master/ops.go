@@ -1379,6 +1379,9 @@ const (
 	// causeSlowDisk: a leadership moved off a server whose disk commits
 	// are slow (scheduler.RuleSlowDiskLeader).
 	causeSlowDisk = "slow-disk"
+	// causeDiskFull: a leadership or a replica moved off a server whose
+	// disk is under its reserve (scheduler.RuleDiskFullLeader, ...Replica).
+	causeDiskFull = "disk-full"
 )
 
 func hasReplica(d *pb.RangeDescriptor, server string) bool {

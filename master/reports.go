@@ -58,6 +58,9 @@ type reports struct {
 	// disk is, per server, the slow-disk state its heartbeats' disk
 	// reports decided (slowdisk.go).
 	disk map[string]diskState
+	// space is, per server, the disk space its last heartbeat reported
+	// (absent: none; diskspace.go).
+	space map[string]*pb.DiskSpace
 	// tables is, per range reported, its table: pruneDropped forgets the
 	// ranges of dropped tables, which nothing else would (a dropped
 	// table's replicas report, leaders among them, until their servers
@@ -229,6 +232,7 @@ func newReports() *reports {
 		sessions:       map[string]*reportSession{},
 		folding:        map[string]*sync.Mutex{},
 		disk:           map[string]diskState{},
+		space:          map[string]*pb.DiskSpace{},
 		tables:         map[uint64]uint64{},
 	}
 }
@@ -447,6 +451,7 @@ func (r *reports) forgetServer(server string) {
 	delete(r.hosted, server)
 	delete(r.sessions, server)
 	delete(r.disk, server)
+	delete(r.space, server)
 }
 
 // seen returns a copy of the last heartbeat times.

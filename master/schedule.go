@@ -95,6 +95,7 @@ func (s *Server) snapshot(now time.Time) *scheduler.Snapshot {
 		if d.slow {
 			sv.SlowMedian = d.onset
 		}
+		sv.Disk = diskOf(s.reports.spaceOf(sv.ID))
 	}
 	for _, d := range descs {
 		snap.Ranges = append(snap.Ranges, s.schedRange(d, snap.Servers, now))
@@ -149,13 +150,19 @@ func (s *Server) execute(ctx context.Context, o scheduler.Op) error {
 	case scheduler.Merge:
 		_, err = s.merge(ctx, o.Range, o.Right, cause, o.Reason+" ["+o.Rule+"]", o.Figures)
 	case scheduler.Move:
-		if o.Rule == scheduler.RuleReReplicate {
+		switch o.Rule {
+		case scheduler.RuleReReplicate:
 			cause = causeReReplicate
+		case scheduler.RuleDiskFullReplica:
+			cause = causeDiskFull
 		}
 		_, err = s.move(ctx, o.Range, o.From, o.To, cause, o.Reason+" ["+o.Rule+"]", o.Figures)
 	case scheduler.TransferLeader:
-		if o.Rule == scheduler.RuleSlowDiskLeader {
+		switch o.Rule {
+		case scheduler.RuleSlowDiskLeader:
 			cause = causeSlowDisk
+		case scheduler.RuleDiskFullLeader:
+			cause = causeDiskFull
 		}
 		err = s.transferWithEvent(ctx, o.Range, o.From, o.To, cause, o.Reason+" ["+o.Rule+"]", o.Figures)
 	}

@@ -447,7 +447,7 @@ func (s *Server) partitionMap() (*pb.PartitionMap, <-chan struct{}) {
 	s.softMu.Unlock()
 	m.Leaders, m.Loads = s.reports.maps()
 	now := time.Now()
-	seen := s.reports.seen()
+	seen, spaces := s.reports.seen(), s.reports.spaces()
 	s.fsm.readIndexed(func(st *state, index uint64) {
 		m.Index = index
 		m.Tables = make([]*pb.Table, 0, len(st.tables))
@@ -458,7 +458,7 @@ func (s *Server) partitionMap() (*pb.PartitionMap, <-chan struct{}) {
 		for _, r := range st.ranges {
 			m.Ranges = append(m.Ranges, r)
 		}
-		s.fillShared(m, st, seen, now)
+		s.fillShared(m, st, seen, spaces, now)
 	})
 	sort.Slice(m.Tables, func(i, j int) bool { return m.Tables[i].GetTableId() < m.Tables[j].GetTableId() })
 	sort.Slice(m.Ranges, func(i, j int) bool { return m.Ranges[i].GetRangeId() < m.Ranges[j].GetRangeId() })
@@ -504,12 +504,16 @@ func (s *Server) livenessLoop() {
 		})
 		if !s.IsLeader() {
 			serverSlowGauge.Reset()
+			serverDiskAvailableGauge.Reset()
+			serverDiskLowGauge.Reset()
+			serverDiskFullGauge.Reset()
 			clusterHealth{}.publish(false)
 			continue
 		}
 		now := time.Now()
 		events, changed := s.livenessTick(&lv, s.raft.CurrentTerm(), now)
 		publishSlow(s.reports.seen(), s.reports.slowServers(now))
+		publishSpace(s.reports.seen(), s.reports.spaces())
 		s.health(now).publish(true)
 		for _, e := range events {
 			s.event(e)

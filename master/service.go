@@ -14,6 +14,7 @@ import (
 
 	"tablestore/internal/failpoint"
 	"tablestore/internal/rpcerr"
+	"tablestore/master/scheduler"
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -47,13 +48,17 @@ func toStatus(err error) error {
 	return rpcerr.New(codes.Internal, "", err.Error(), nil)
 }
 
-// placement picks the least-loaded live servers for a new range.
+// placement picks the least-loaded live servers for a new range: those
+// with room on their disk first (scheduler.Disk.State: a low one, then a
+// full one, only when too few others are live, so that a table can still
+// be created on a cluster whose disks are all low).
 func (s *Server) placement() ([]*pb.Replica, map[string]string, error) {
 	now := time.Now()
 	counts := map[string]int{}
 	var live []string
 	addrs := map[string]string{}
-	seen := s.reports.seen()
+	seen, spaces := s.reports.seen(), s.reports.spaces()
+	disk := func(id string) scheduler.DiskState { return diskOf(spaces[id]).State() }
 	s.fsm.read(func(st *state) {
 		for id, n := range st.replicaCount {
 			counts[id] = n
@@ -70,6 +75,9 @@ func (s *Server) placement() ([]*pb.Replica, map[string]string, error) {
 		return nil, nil, fmt.Errorf("%w: %d live and not draining, %d needed", ErrNotEnoughServers, len(live), s.cfg.ReplicationFactor)
 	}
 	sort.Slice(live, func(i, j int) bool {
+		if di, dj := disk(live[i]), disk(live[j]); di != dj {
+			return di < dj
+		}
 		if counts[live[i]] != counts[live[j]] {
 			return counts[live[i]] < counts[live[j]]
 		}
@@ -77,10 +85,11 @@ func (s *Server) placement() ([]*pb.Replica, map[string]string, error) {
 	})
 	chosen := live[:s.cfg.ReplicationFactor]
 	// The first replica campaigns for the new range's leadership
-	// (createReplicas): not a slow server's, when another was chosen, or
-	// the slow-disk rule would move it at once.
+	// (createReplicas): not a slow server's nor a full one's, when another
+	// was chosen, or the slow-disk or full-disk rule would move it at once.
 	slow := s.reports.slowServers(time.Now())
-	sort.SliceStable(chosen, func(i, j int) bool { return !slow[chosen[i]] && slow[chosen[j]] })
+	unfit := func(id string) bool { return slow[id] || disk(id) == scheduler.DiskFull }
+	sort.SliceStable(chosen, func(i, j int) bool { return !unfit(chosen[i]) && unfit(chosen[j]) })
 	var out []*pb.Replica
 	for _, id := range chosen {
 		out = append(out, &pb.Replica{ServerId: id})
@@ -506,6 +515,7 @@ func (v *service) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.
 		return resp, nil
 	}
 	s.noteDisk(sv.GetServerId(), req, now)
+	s.noteSpace(sv.GetServerId(), req.GetDiskSpace())
 	full := reportIsFull(req)
 	s.progress.observe(sv.GetServerId(), req.GetRanges(), req.GetRemovedRangeIds(), full, now)
 	changed, throttled := s.reports.heartbeat(s.cfg.Policy.Config, sv.GetServerId(), req.GetRanges(), req.GetRemovedRangeIds(), full, span, now)
