@@ -122,6 +122,22 @@ func humanBytes(n uint64) string {
 	return ""
 }
 
+// diskFree is a server's free disk space of its file system's size, with
+// the master's verdict when it is not ok ("-": no figures).
+func diskFree(s Server) string {
+	if s.Disk == "" {
+		return "-"
+	}
+	out := humanBytes(s.DiskAvailableBytes) + " of " + humanBytes(s.DiskCapacityBytes)
+	switch s.Disk {
+	case "low":
+		out += ", low"
+	case "full":
+		out += ", FULL"
+	}
+	return out
+}
+
 func orDash(s string) string {
 	if s == "" {
 		return "-"
@@ -177,7 +193,7 @@ func writeDescriptorsTable(w io.Writer, rs []Range) error {
 }
 
 func writeServersTable(w io.Writer, ss []Server, now time.Time) error {
-	t := newTable("SERVER", "GRPC ADDR", "RAFT ADDR", "ALIVE", ">LAST HEARTBEAT", ">REPLICAS", ">LEADERS", ">LED ENTITIES/S")
+	t := newTable("SERVER", "GRPC ADDR", "RAFT ADDR", "ALIVE", ">LAST HEARTBEAT", ">REPLICAS", ">LEADERS", ">LED ENTITIES/S", "DISK FREE")
 	for _, s := range ss {
 		alive := "no"
 		if s.Alive {
@@ -192,7 +208,7 @@ func writeServersTable(w io.Writer, ss []Server, now time.Time) error {
 			hb = age.Round(100*time.Millisecond).String() + " ago"
 		}
 		t.add(s.ServerID, orDash(s.GRPCAddr), orDash(s.RaftAddr), alive, hb,
-			strconv.Itoa(s.Replicas), strconv.Itoa(s.Leaders), rate(s.LeaderEntitiesPerSec))
+			strconv.Itoa(s.Replicas), strconv.Itoa(s.Leaders), rate(s.LeaderEntitiesPerSec), diskFree(s))
 	}
 	return t.write(w)
 }

@@ -10,6 +10,7 @@ import (
 
 	"tablestore/internal/masterclient"
 	"tablestore/internal/natural"
+	"tablestore/master/scheduler"
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -69,6 +70,15 @@ type Server struct {
 	// LeaderEntitiesPerSec sums entities/s over the ranges it leads: the
 	// load the server carries, the figure leader balancing evens out.
 	LeaderEntitiesPerSec float64 `json:"leader_entities_per_sec"`
+	// Disk is what the master makes of the server's free disk space
+	// (scheduler.Disk.State): "ok", "low" (no new replicas), "full"
+	// (under its reserve: its leaders refuse writes, and its leaderships
+	// and replicas move off), "" when the server reports no figures. The
+	// figures are its last heartbeat's, 0 without one.
+	Disk               string `json:"disk"`
+	DiskAvailableBytes uint64 `json:"disk_available_bytes"`
+	DiskCapacityBytes  uint64 `json:"disk_capacity_bytes"`
+	DiskReserveBytes   uint64 `json:"disk_reserve_bytes"`
 }
 
 // Member is one member of the master group (`ctl master`).
@@ -206,6 +216,10 @@ func serversFromMap(pm *pb.PartitionMap) []Server {
 			Alive: s.GetAlive(), Draining: s.GetDraining(), LastHeartbeatUnixNano: s.GetLastHeartbeatUnixNano(),
 			Replicas: replicas[s.GetServerId()], Leaders: leaders[s.GetServerId()],
 			LeaderEntitiesPerSec: load[s.GetServerId()],
+		}
+		if d := s.GetDiskSpace(); d != nil {
+			sv.DiskAvailableBytes, sv.DiskCapacityBytes, sv.DiskReserveBytes = d.GetAvailableBytes(), d.GetCapacityBytes(), d.GetReserveBytes()
+			sv.Disk = scheduler.Disk{Available: sv.DiskAvailableBytes, Capacity: sv.DiskCapacityBytes, Reserve: sv.DiskReserveBytes}.State().String()
 		}
 		if sv.LastHeartbeatUnixNano != 0 {
 			sv.LastHeartbeat = time.Unix(0, sv.LastHeartbeatUnixNano).UTC().Format(time.RFC3339Nano)

@@ -116,16 +116,6 @@ func (p *Plan) onFullDisk(r *Range) bool {
 	return false
 }
 
-// anyFull reports whether a server's disk is full.
-func (p *Plan) anyFull() bool {
-	for _, st := range p.order {
-		if st.diskState == DiskFull {
-			return true
-		}
-	}
-	return false
-}
-
 // diskFigures are an operation's figures for st's disk.
 func diskFigures(st *serverStat, into map[string]float64) map[string]float64 {
 	into["available_bytes"] = float64(st.disk.Available)

@@ -26,8 +26,7 @@ type drain struct{}
 func (drain) Name() string { return "drain" }
 
 func (drain) Schedule(p *Plan) {
-	draining, slow := p.shedding()
-	full := p.anyFull()
+	draining, slow, full := p.shedding()
 	if !draining && !slow && !full {
 		return
 	}
@@ -35,26 +34,8 @@ func (drain) Schedule(p *Plan) {
 		if p.Full() {
 			return
 		}
-		if !p.free(r) {
+		if !p.free(r) || p.shedLeaderOf(r) {
 			continue
-		}
-		if st := p.servers[r.Leader]; st != nil && (st.draining || st.slow || st.diskState == DiskFull) {
-			to := p.coolestFollower(r, r.Leader)
-			if to == nil && st.draining {
-				// Draining outranks slow: a draining server is leaving,
-				// and a slow follower still leads better than one that is
-				// gone; with no fallback the drain would stall for good.
-				to = p.coolest(r, r.Leader, true)
-			}
-			if to != nil {
-				p.add(r, shedLeader(r, st, to))
-				continue
-			}
-			if st.draining {
-				continue // its replica moves once the leadership is gone
-			}
-			// A slow leader with nowhere to go must not hold up the
-			// drain of its range's other replicas.
 		}
 		if draining {
 			p.drainReplica(r)
@@ -63,6 +44,31 @@ func (drain) Schedule(p *Plan) {
 	if full {
 		p.shedFullReplicas()
 	}
+}
+
+// shedLeaderOf moves r's leadership off its leader if that is draining,
+// slow or full. It reports whether r is done with for this run: a
+// transfer was planned, or its leader is draining with nowhere to send
+// the leadership (its replica moves once the leadership is gone).
+func (p *Plan) shedLeaderOf(r *Range) bool {
+	st := p.servers[r.Leader]
+	if st == nil || !(st.draining || st.slow || st.diskState == DiskFull) {
+		return false
+	}
+	to := p.coolestFollower(r, r.Leader)
+	if to == nil && st.draining {
+		// Draining outranks slow: a draining server is leaving, and a
+		// slow follower still leads better than one that is gone; with
+		// no fallback the drain would stall for good.
+		to = p.coolest(r, r.Leader, true)
+	}
+	if to != nil {
+		p.add(r, shedLeader(r, st, to))
+		return true
+	}
+	// A slow or full leader with nowhere to go must not hold up the
+	// drain of its range's other replicas.
+	return st.draining
 }
 
 // shedLeader is the transfer of r's leadership off st, which is draining,
@@ -100,12 +106,13 @@ func (p *Plan) drainReplica(r *Range) {
 	}
 }
 
-// shedding reports whether any server is draining, and whether any is
-// slow.
-func (p *Plan) shedding() (draining, slow bool) {
+// shedding reports whether any server is draining, whether any is slow,
+// and whether any has a full disk.
+func (p *Plan) shedding() (draining, slow, full bool) {
 	for _, st := range p.order {
 		draining = draining || st.draining
 		slow = slow || st.slow
+		full = full || st.diskState == DiskFull
 	}
-	return draining, slow
+	return draining, slow, full
 }

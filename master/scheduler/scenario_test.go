@@ -242,51 +242,49 @@ func (w *world) setServers(lines []string) error {
 		f := strings.Fields(l)
 		s := Server{ID: f[0], Live: true, LastSeen: w.now}
 		for _, a := range f[1:] {
-			k, v, _ := strings.Cut(a, "=")
-			switch k {
-			case "down":
-				d, err := time.ParseDuration(v)
-				if err != nil {
-					return err
-				}
-				s.Live, s.LastSeen = false, w.now.Add(-d)
-			case "back":
-				d, err := time.ParseDuration(v)
-				if err != nil {
-					return err
-				}
-				s.Back = w.now.Add(-d)
-			case "silent":
-				s.Silent = true
-			case "slow":
-				d, err := time.ParseDuration(v)
-				if err != nil {
-					return err
-				}
-				s.Slow, s.SlowMedian = true, d
-			case "slow-cleared":
-				d, err := time.ParseDuration(v)
-				if err != nil {
-					return err
-				}
-				s.SlowCleared = w.now.Add(-d)
-			case "draining":
-				s.Draining = true
-			case "unseen":
-				s.Live, s.LastSeen = false, time.Time{}
-			case "disk":
-				d, err := parseDisk(v)
-				if err != nil {
-					return err
-				}
-				s.Disk = d
-			default:
-				return fmt.Errorf("unknown server attribute %q", a)
+			if err := w.serverAttr(&s, a); err != nil {
+				return err
 			}
 		}
 		w.servers = append(w.servers, s)
 	}
 	sort.Slice(w.servers, func(i, j int) bool { return w.servers[i].ID < w.servers[j].ID })
+	return nil
+}
+
+// serverAttr sets one attribute of a servers line on s.
+func (w *world) serverAttr(s *Server, a string) error {
+	k, v, _ := strings.Cut(a, "=")
+	var d time.Duration
+	switch k {
+	case "down", "back", "slow", "slow-cleared":
+		var err error
+		if d, err = time.ParseDuration(v); err != nil {
+			return err
+		}
+	}
+	switch k {
+	case "down":
+		s.Live, s.LastSeen = false, w.now.Add(-d)
+	case "back":
+		s.Back = w.now.Add(-d)
+	case "silent":
+		s.Silent = true
+	case "slow":
+		s.Slow, s.SlowMedian = true, d
+	case "slow-cleared":
+		s.SlowCleared = w.now.Add(-d)
+	case "draining":
+		s.Draining = true
+	case "unseen":
+		s.Live, s.LastSeen = false, time.Time{}
+	case "disk":
+		var err error
+		s.Disk, err = parseDisk(v)
+		return err
+	default:
+		return fmt.Errorf("unknown server attribute %q", a)
+	}
 	return nil
 }
 
