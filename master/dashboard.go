@@ -81,6 +81,12 @@ type dashboardSrv struct {
 	Replicas       int     `json:"replicas"`
 	Leaders        int     `json:"leaders"`
 	EntitiesPerSec float64 `json:"entities_per_sec"`
+	// Disk is the master's verdict on the server's free disk space (ok,
+	// low, full; "" without figures), with the figures, as ctl servers
+	// shows them.
+	Disk               string `json:"disk"`
+	DiskAvailableBytes uint64 `json:"disk_available_bytes"`
+	DiskCapacityBytes  uint64 `json:"disk_capacity_bytes"`
 }
 
 type dashboardEvent struct {
@@ -182,7 +188,11 @@ func dashboardStateOf(m *pb.PartitionMap, leader bool, leaderID string) dashboar
 	}
 	srv := map[string]*dashboardSrv{}
 	for _, sv := range m.GetServers() {
-		srv[sv.GetServerId()] = &dashboardSrv{ID: sv.GetServerId(), Alive: leader && sv.GetAlive(), Draining: sv.GetDraining()}
+		ds := &dashboardSrv{ID: sv.GetServerId(), Alive: leader && sv.GetAlive(), Draining: sv.GetDraining()}
+		if d := sv.GetDiskSpace(); d != nil && leader {
+			ds.Disk, ds.DiskAvailableBytes, ds.DiskCapacityBytes = diskOf(d).State().String(), d.GetAvailableBytes(), d.GetCapacityBytes()
+		}
+		srv[sv.GetServerId()] = ds
 	}
 	for _, r := range m.GetRanges() {
 		t := byTable[r.GetTableId()]

@@ -59,7 +59,7 @@ func TestDashboardMethods(t *testing.T) {
 }
 
 // TestDashboardStateServers: the servers the page lists carry the drain
-// mark, as ctl servers shows it.
+// mark and their disk space, as ctl servers shows them.
 func TestDashboardStateServers(t *testing.T) {
 	_, s := startSoloMaster(t)
 	defer s.Close()
@@ -72,9 +72,13 @@ func TestDashboardStateServers(t *testing.T) {
 	if _, err := s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_SET_SERVER_DRAINING, &pb.SetServerDrainingCommand{ServerId: "b", Draining: true}); err != nil {
 		t.Fatal(err)
 	}
+	s.noteSpace("a", space(100))
 	st := s.dashboardState()
 	if len(st.Servers) != 2 || st.Servers[0].Draining || !st.Servers[1].Draining {
 		t.Errorf("servers %+v, want a, then b draining", st.Servers)
+	}
+	if a, b := st.Servers[0], st.Servers[1]; a.Disk != "full" || a.DiskAvailableBytes != 100<<20 || a.DiskCapacityBytes != 100<<30 || b.Disk != "" {
+		t.Errorf("servers %+v, want a's disk full with its figures, b's unknown", st.Servers)
 	}
 }
 
