@@ -165,6 +165,17 @@ func (s *Server) dashboardHistory() *historyRing {
 	return s.historyRing
 }
 
+// dashboardServer is the page's row of server sv, without its counts
+// (dashboardStateOf adds them). Its liveness and disk figures are the
+// leader's soft state: a follower shows none.
+func dashboardServer(sv *pb.ServerInfo, leader bool) *dashboardSrv {
+	ds := &dashboardSrv{ID: sv.GetServerId(), Alive: leader && sv.GetAlive(), Draining: sv.GetDraining()}
+	if d := sv.GetDiskSpace(); d != nil && leader {
+		ds.Disk, ds.DiskAvailableBytes, ds.DiskCapacityBytes = diskOf(d).State().String(), d.GetAvailableBytes(), d.GetCapacityBytes()
+	}
+	return ds
+}
+
 func (s *Server) dashboardState() dashboardState {
 	_, leaderID := s.raft.LeaderWithID()
 	st := dashboardStateOf(s.PartitionMap(), s.IsLeader(), string(leaderID))
@@ -188,11 +199,7 @@ func dashboardStateOf(m *pb.PartitionMap, leader bool, leaderID string) dashboar
 	}
 	srv := map[string]*dashboardSrv{}
 	for _, sv := range m.GetServers() {
-		ds := &dashboardSrv{ID: sv.GetServerId(), Alive: leader && sv.GetAlive(), Draining: sv.GetDraining()}
-		if d := sv.GetDiskSpace(); d != nil && leader {
-			ds.Disk, ds.DiskAvailableBytes, ds.DiskCapacityBytes = diskOf(d).State().String(), d.GetAvailableBytes(), d.GetCapacityBytes()
-		}
-		srv[sv.GetServerId()] = ds
+		srv[sv.GetServerId()] = dashboardServer(sv, leader)
 	}
 	for _, r := range m.GetRanges() {
 		t := byTable[r.GetTableId()]
