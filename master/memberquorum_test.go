@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -157,30 +158,32 @@ func TestQuorumRefusal(t *testing.T) {
 	}
 }
 
-// TestPeerHealth: a failed heartbeat marks a peer down until it resumes,
-// the leader changes, it is removed, or peerFailWindow passes.
+// TestPeerHealth: a peer is up only within the window after an answer;
+// one never heard from is down, the master itself never.
 func TestPeerHealth(t *testing.T) {
 	now := time.Now()
-	fail := raft.Observation{Data: raft.FailedHeartbeatObservation{PeerID: "m2"}}
+	const window = 500 * time.Millisecond
 	for _, tc := range []struct {
 		name  string
-		after raft.Observation
-		at    time.Duration
+		heard []time.Duration // answers from m2, relative to now
+		id    string
 		want  bool
 	}{
-		{"failing", raft.Observation{}, 0, true},
-		{"resumed", raft.Observation{Data: raft.ResumedHeartbeatObservation{PeerID: "m2"}}, 0, false},
-		{"another resumed", raft.Observation{Data: raft.ResumedHeartbeatObservation{PeerID: "m3"}}, 0, true},
-		{"new leader", raft.Observation{Data: raft.LeaderObservation{LeaderID: "m1"}}, 0, false},
-		{"removed", raft.Observation{Data: raft.PeerObservation{Removed: true, Peer: raft.Server{ID: "m2"}}}, 0, false},
-		{"stale", raft.Observation{}, peerFailWindow, false},
+		{"never heard", nil, "m2", true},
+		{"just heard", []time.Duration{0}, "m2", false},
+		{"heard within the window", []time.Duration{-window + time.Millisecond}, "m2", false},
+		{"heard a window ago", []time.Duration{-window}, "m2", true},
+		{"the later answer counts", []time.Duration{-time.Millisecond, -time.Hour}, "m2", false},
+		{"another peer heard", []time.Duration{0}, "m3", true},
+		{"itself", nil, "m1", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newPeerHealth()
-			h.observe(fail, now)
-			h.observe(tc.after, now)
-			if got := h.down("m2", now.Add(tc.at)); got != tc.want {
-				t.Fatalf("down = %v, want %v", got, tc.want)
+			h := newPeerHealth("m1", window)
+			for _, d := range tc.heard {
+				h.heard("m2", now.Add(d))
+			}
+			if got := h.down(tc.id, now); got != tc.want {
+				t.Fatalf("down(%s) = %v, want %v", tc.id, got, tc.want)
 			}
 		})
 	}
@@ -317,5 +320,98 @@ func TestAddMemberRetried(t *testing.T) {
 	}
 	if _, err := l.s.AddMember("m9", m.cfg.RaftAddr); !errors.Is(err, ErrMemberExists) {
 		t.Errorf("%s's address as m9: %v, want %v", m.cfg.ID, err, ErrMemberExists)
+	}
+}
+
+// blackHole listens at addr and holds every connection without a word: a
+// master whose Raft traffic a firewall drops. Raft's RPCs to it wait for
+// the transport's timeout (10 s) instead of failing at once.
+func blackHole(t *testing.T, addr string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var held []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			c.Close()
+		}
+	})
+}
+
+// TestNewLeaderSeesSilentPeer: one of three masters goes silent (its Raft
+// traffic dropped, not refused) and the leadership moves. The new leader
+// has heard nothing from the silent master, so removing the third master
+// (two voters, one silent) or adding a fourth (three of four) would stop
+// the group: both are refused at once, not after raft's 10 s transport
+// timeout (the leader's view was blank: a peer counted as up until a
+// heartbeat to it failed). Removing the silent one still works.
+func TestNewLeaderSeesSilentPeer(t *testing.T) {
+	g := startGroup(t, 3)
+	old := g.leader()
+	others := g.others(old)
+	next, silent := others[0], others[1]
+	g.stop(silent)
+	blackHole(t, silent.cfg.RaftAddr)
+	if err := old.s.raft.LeadershipTransferToServer(raft.ServerID(next.cfg.ID), raft.ServerAddress(next.cfg.RaftAddr)).Error(); err != nil {
+		t.Fatalf("moving the leadership to %s: %v", next.cfg.ID, err)
+	}
+	waitUntil(t, 5*time.Second, next.cfg.ID+" to lead", func() bool { return next.s.IsLeader() })
+	start := time.Now()
+	if _, err := next.s.RemoveMember(old.cfg.ID); !errors.Is(err, ErrQuorumLoss) {
+		t.Errorf("removing live %s beside silent %s: %v, want %v", old.cfg.ID, silent.cfg.ID, err, ErrQuorumLoss)
+	}
+	if _, err := next.s.AddMember("m9", freeAddr(t)); !errors.Is(err, ErrQuorumLoss) {
+		t.Errorf("adding m9 beside silent %s: %v, want %v", silent.cfg.ID, err, ErrQuorumLoss)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the refusals took %v", d)
+	}
+	if !g.commits("still", 5*time.Second) {
+		t.Fatal("the master group lost its quorum")
+	}
+	if _, err := g.leader().s.RemoveMember(silent.cfg.ID); err != nil {
+		t.Fatalf("removing silent %s: %v", silent.cfg.ID, err)
+	}
+	if !g.commits("after", 5*time.Second) {
+		t.Fatal("no commit after removing the silent master")
+	}
+}
+
+// TestRefuseWithoutQuorumWaits: a change whose quorum needs a peer not
+// heard yet waits up to the window for its answer (a leader elected a
+// moment ago) and is refused only when none comes.
+func TestRefuseWithoutQuorumWaits(t *testing.T) {
+	const window = 300 * time.Millisecond
+	s := &Server{peers: newPeerHealth("m1", window), ctx: context.Background()}
+	after := []string{"m1", "m2"}
+	answer := time.AfterFunc(window/3, func() { s.peers.heard("m2", time.Now()) })
+	defer answer.Stop()
+	if err := s.refuseWithoutQuorum("removing m3", after, s.peerDown); err != nil {
+		t.Fatalf("m2 answers within the window: %v", err)
+	}
+	start := time.Now()
+	err := s.refuseWithoutQuorum("removing m2", []string{"m1", "m3"}, s.peerDown)
+	if !errors.Is(err, ErrQuorumLoss) {
+		t.Fatalf("m3 never answers: %v, want %v", err, ErrQuorumLoss)
+	}
+	if d := time.Since(start); d < window {
+		t.Errorf("refused after %v, before the window (%v) passed", d, window)
 	}
 }

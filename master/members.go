@@ -93,11 +93,13 @@ func (s *Server) AddMember(id, addr string) (*pb.ListMembersResponse, error) {
 	// voters need both whatever is added, so counting it would forbid
 	// ever growing a group of one (etcd's strict reconfiguration check
 	// makes the same exception); the dial below still requires it to
-	// answer, and the group waits for its catch-up, as it must.
+	// answer, and the group waits for its catch-up, as it must. (Its
+	// health is this rule's, not peerDown's: it never answered yet.)
 	voters := voterIDs(cur.GetMembers(), "")
 	after := append(voters, id)
 	newDown := len(voters) > 1
-	if err := quorumRefusal("adding "+id, after, func(m string) bool { return (m == id && newDown) || s.peerDown(m) }); err != nil {
+	down := func(m string) bool { return (m == id && newDown) || (m != id && s.peerDown(m)) }
+	if err := s.refuseWithoutQuorum("adding "+id, after, down); err != nil {
 		return nil, err
 	}
 	// Added, a master nothing answers at (a typo, one not started yet)
@@ -142,7 +144,7 @@ func (s *Server) RemoveMember(id string) (*pb.ListMembersResponse, error) {
 		return nil, err
 	}
 	if isVoter(cur.GetMembers(), id) {
-		if err := quorumRefusal("removing "+id, voterIDs(cur.GetMembers(), id), s.peerDown); err != nil {
+		if err := s.refuseWithoutQuorum("removing "+id, voterIDs(cur.GetMembers(), id), s.peerDown); err != nil {
 			return nil, err
 		}
 	}

@@ -2,6 +2,7 @@ package master
 
 import (
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 	"sync"
@@ -10,85 +11,132 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// peerFailWindow: a failed heartbeat counts this long unless a success
-// follows. Raft retries a failed peer at least every half heartbeat
-// timeout, or every transport timeout (10 s) for a peer that does not
-// answer at all, and reports each failure; a Resumed observation the
-// observer channel dropped then stops counting after this long.
-const peerFailWindow = 30 * time.Second
+// peerPoll is how often a membership change refused for the quorum looks
+// again while it waits for peers not heard yet (refuseWithoutQuorum).
+const peerPoll = 20 * time.Millisecond
 
-// peerHealth is what the leading master knows of the other masters: the
-// heartbeats raft sends them that fail (FailedHeartbeat and
-// ResumedHeartbeat observations). Membership changes read it so that a
+// peerHealth is what a master knows of the other masters: when each last
+// answered one of its Raft RPCs. Membership changes read it so that a
 // change never leaves the group without a live quorum: raft takes a new
 // configuration when it appends it, so a change whose configuration's
 // majority is down cannot even commit itself, and the group stops until a
 // down master returns.
+//
+// A peer counts as up only on evidence: an answer within window. Before,
+// the leader counted every peer up but those whose heartbeats raft
+// reported failed (its FailedHeartbeat observations), and cleared that at
+// each election; a heartbeat to a master whose traffic is dropped (a
+// firewall, a hung host) fails only at the transport's timeout, 10 s, so a
+// new leader, or any leader for 10 s after a master went silent, let
+// through a change that stopped the group (TestNewLeaderSeesSilentPeer).
+// Raft keeps each follower's last contact too, but does not export it.
 type peerHealth struct {
+	// self never counts as down: the leader asks no RPC of itself.
+	self raft.ServerID
+	// window: a leader heartbeats every follower every tenth to fifth of
+	// the Raft heartbeat timeout, and raft's leader steps down when a
+	// quorum has not answered within its lease (half that timeout here),
+	// so a live peer answers many times within one heartbeat timeout; one
+	// silent that long is down by raft's own yardstick.
+	window time.Duration
+
 	mu sync.Mutex
-	// failing: each peer's last failed heartbeat with no success after it.
-	failing map[raft.ServerID]time.Time
+	// answered: each peer's last answer to an RPC of this master.
+	answered map[raft.ServerID]time.Time
 }
 
-func newPeerHealth() *peerHealth {
-	return &peerHealth{failing: map[raft.ServerID]time.Time{}}
+func newPeerHealth(self string, window time.Duration) *peerHealth {
+	return &peerHealth{self: raft.ServerID(self), window: window, answered: map[raft.ServerID]time.Time{}}
 }
 
-// observe takes one raft observation.
-func (h *peerHealth) observe(o raft.Observation, now time.Time) {
+// heard records an answer from peer id.
+func (h *peerHealth) heard(id raft.ServerID, now time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	switch d := o.Data.(type) {
-	case raft.FailedHeartbeatObservation:
-		h.failing[d.PeerID] = now
-	case raft.ResumedHeartbeatObservation:
-		delete(h.failing, d.PeerID)
-	case raft.LeaderObservation:
-		// A new term's heartbeats start afresh: a peer back up since
-		// would never be reported resumed.
-		clear(h.failing)
-	case raft.PeerObservation:
-		if d.Removed {
-			delete(h.failing, d.Peer.ID)
-		}
+	if now.After(h.answered[id]) {
+		h.answered[id] = now
 	}
 }
 
-// down reports whether the peer's heartbeats fail now.
+// down reports whether peer id has not answered within the window: a
+// peer never heard from is down, not up, until it answers.
 func (h *peerHealth) down(id string, now time.Time) bool {
+	if raft.ServerID(id) == h.self {
+		return false
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	at, ok := h.failing[raft.ServerID(id)]
-	return ok && now.Sub(at) < peerFailWindow
+	at, ok := h.answered[raft.ServerID(id)]
+	return !ok || now.Sub(at) >= h.window
 }
 
-func wantObservation(o *raft.Observation) bool {
-	switch o.Data.(type) {
-	case raft.FailedHeartbeatObservation, raft.ResumedHeartbeatObservation, raft.LeaderObservation, raft.PeerObservation:
-		return true
+// peerTransport is the master's Raft transport with every answer to an RPC
+// this master sends (heartbeats and appends while it leads, votes and
+// pre-votes while it runs for the lead) recorded in peerHealth: a leader
+// elected a moment ago has its voters' answers already, and every
+// follower's from its first heartbeat round. Embedding keeps raft's
+// optional interfaces (pre-vote, close).
+type peerTransport struct {
+	*voteGate
+	peers *peerHealth
+}
+
+func (t peerTransport) note(id raft.ServerID, err error) error {
+	if err == nil {
+		t.peers.heard(id, time.Now())
 	}
-	return false
+	return err
 }
 
-// watchPeers feeds peerHealth from raft's observations until the master
-// stops.
-func (s *Server) watchPeers() {
-	ch := make(chan raft.Observation, 256)
-	obs := raft.NewObserver(ch, false, wantObservation)
-	s.raft.RegisterObserver(obs)
-	defer s.raft.DeregisterObserver(obs)
+// AppendEntries implements raft.Transport (heartbeats go this way).
+func (t peerTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	return t.note(id, t.voteGate.AppendEntries(id, target, args, resp))
+}
+
+// RequestVote implements raft.Transport.
+func (t peerTransport) RequestVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestVoteRequest, resp *raft.RequestVoteResponse) error {
+	return t.note(id, t.voteGate.RequestVote(id, target, args, resp))
+}
+
+// RequestPreVote implements raft.WithPreVote.
+func (t peerTransport) RequestPreVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
+	return t.note(id, t.voteGate.RequestPreVote(id, target, args, resp))
+}
+
+// InstallSnapshot implements raft.Transport.
+func (t peerTransport) InstallSnapshot(id raft.ServerID, target raft.ServerAddress, args *raft.InstallSnapshotRequest, resp *raft.InstallSnapshotResponse, data io.Reader) error {
+	return t.note(id, t.voteGate.InstallSnapshot(id, target, args, resp, data))
+}
+
+// TimeoutNow implements raft.Transport.
+func (t peerTransport) TimeoutNow(id raft.ServerID, target raft.ServerAddress, args *raft.TimeoutNowRequest, resp *raft.TimeoutNowResponse) error {
+	return t.note(id, t.voteGate.TimeoutNow(id, target, args, resp))
+}
+
+// peerDown reports whether master id has not answered this master's Raft
+// RPCs lately (peerHealth).
+func (s *Server) peerDown(id string) bool { return s.peers.down(id, time.Now()) }
+
+// refuseWithoutQuorum is quorumRefusal against this master's view of its
+// peers, looking again until the window has passed before it refuses: a
+// leader elected a moment ago may not have a follower's first answer yet,
+// and one heartbeat late under load is not a master down. A change that
+// passes has every voter it counts heard within the window; one that
+// needs a master really down is refused one window late.
+func (s *Server) refuseWithoutQuorum(change string, after []string, down func(id string) bool) error {
+	deadline := time.Now().Add(s.peers.window)
 	for {
+		err := quorumRefusal(change, after, down)
+		if err == nil || !time.Now().Before(deadline) {
+			return err
+		}
 		select {
+		case <-time.After(peerPoll):
 		case <-s.ctx.Done():
-			return
-		case o := <-ch:
-			s.peers.observe(o, time.Now())
+			return err
 		}
 	}
 }
-
-// peerDown reports whether this master's heartbeats to master id fail.
-func (s *Server) peerDown(id string) bool { return s.peers.down(id, time.Now()) }
 
 // quorumRefusal decides whether the voters of the configuration a
 // membership change makes keep a live quorum (nil: they do); down says

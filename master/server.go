@@ -65,7 +65,8 @@ type Server struct {
 	// replicaGC decides when to delete replicas removed from their
 	// servers while those were away (replicagc.go).
 	replicaGC *replicaGC
-	// peers: the other masters whose heartbeats fail, while leading.
+	// peers: when each other master last answered this one's Raft RPCs
+	// (peerTransport), for the membership changes' quorum check.
 	peers *peerHealth
 	// membersMu serializes the master group's membership changes, each
 	// from its checks until raft committed it (members.go).
@@ -103,7 +104,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	s := &Server{
 		cfg: cfg, logger: logger.With("master", cfg.ID), pool: connpool.New(creds.DialOption()), creds: creds,
 		reports: newReports(), changed: make(chan struct{}), progress: newProgress(), replicaGC: newReplicaGC(),
-		peers: newPeerHealth(),
+		peers: newPeerHealth(cfg.ID, cfg.RaftHeartbeatTimeout),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	keep := cfg.Policy.RecentWindow()
@@ -169,7 +170,7 @@ func (s *Server) Start() (err error) {
 		return fmt.Errorf("master: --grpc-addr %s: %w", s.cfg.GRPCAddr, err)
 	}
 	cleanup = append(cleanup, func() { s.grpcLn.Close() })
-	if s.raft, err = raft.NewRaft(rc, s.fsm, s.logStore, s.logStore, snaps, s.transport); err != nil {
+	if s.raft, err = raft.NewRaft(rc, s.fsm, s.logStore, s.logStore, snaps, peerTransport{voteGate: s.transport, peers: s.peers}); err != nil {
 		return fmt.Errorf("master: start raft (--data-dir %s): %w", s.cfg.DataDir, err)
 	}
 	s.grpcSrv = grpc.NewServer(s.creds.ServerOption())
@@ -239,11 +240,7 @@ func (s *Server) openTransport(amnesiac bool, snaps raft.SnapshotStore) error {
 
 // serve starts the policy loop, the gRPC service and the liveness loop.
 func (s *Server) serve() {
-	s.wg.Add(4)
-	go func() {
-		defer s.wg.Done()
-		s.watchPeers()
-	}()
+	s.wg.Add(3)
 	go func() {
 		defer s.wg.Done()
 		s.policyLoop()
