@@ -292,3 +292,60 @@ func TestLinearizableAcrossQuiesce(t *testing.T) {
 	}
 	checkLinearizable(t, history)
 }
+
+// dropUntil drops this server's Raft traffic to one peer address until a
+// time: a follower that misses a moment of its leader's traffic, as one on
+// a loaded machine falls behind.
+type dropUntil struct {
+	addr  string
+	until time.Time
+}
+
+func (f dropUntil) Outgoing(peer string) (time.Duration, bool) {
+	return 0, peer == f.addr && time.Now().Before(f.until)
+}
+
+// TestQuiesceWaitsForSlowFollower: the leader's traffic to one open
+// follower is lost for 1.2 s, across the moment its QUIESCE marker
+// commits (the range was written just before, so the marker comes
+// QuiesceAfter, 300 ms, later). The leader now closes only once every
+// voter acknowledged learning the marker's commit (or markerWait, 2 s,
+// passed), so the follower goes quiet with it once the traffic flows;
+// before, the leader closed 250 ms after the commit, the follower never
+// learned it and stayed open without a leader (its pre-votes refused by
+// the closed members) until a request woke the range: a moved replica not
+// quiet within 15 s on a loaded machine (TestQuietRangeSplitMergeMove).
+func TestQuiesceWaitsForSlowFollower(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	const table = "slowquiet"
+	c, mc, tc, ctx := quietTable(t, table, 2*time.Minute)
+	waitQuiet(t, c, mc, table, 20*time.Second)
+	leader := rangeLeader(c, table)
+	if leader < 0 {
+		t.Fatal("a quiet range reports no leader to the master")
+	}
+	slow := (leader + 1) % 3
+	if err := putV(ctx, tc, "k", 1); err != nil {
+		t.Fatal(err)
+	}
+	id := tableRanges(partitionMap(t, mc), table)[0].GetRangeId()
+	// Open: a quiet follower stores the write's entries closed, and it
+	// closes at the marker only once open.
+	waitFor(t, 10*time.Second, "the follower open", func() bool {
+		return c.Servers[slow].Server.ReplicaState(id) == "active"
+	})
+	c.Servers[leader].Server.SetRaftFault(dropUntil{addr: c.Servers[slow].Server.RaftAddr(), until: time.Now().Add(1200 * time.Millisecond)})
+	defer c.Servers[leader].Server.SetRaftFault(nil)
+	waitFor(t, 30*time.Second, "the leader's replica quiet", func() bool {
+		return c.Servers[leader].Server.ReplicaState(id) == "quiet"
+	})
+	// The follower closes when it applies the marker, which the leader
+	// waited for. Never, before.
+	start := time.Now()
+	waitFor(t, 5*time.Second, "the follower quiet", func() bool {
+		return c.Servers[slow].Server.ReplicaState(id) == "quiet"
+	})
+	t.Logf("follower quiet %v after the leader", time.Since(start))
+}

@@ -208,8 +208,10 @@ func TestQuiesceBesidePausedFollower(t *testing.T) {
 	})
 	took := time.Since(start)
 	t.Logf("leader's replica quiet %v after the last write, one follower paused", took)
-	// Quiesce after 300 ms, a 250 ms grace, the marker's commit: well
-	// under the 10 s RPC timeout a blocked close used to wait out.
+	// Quiesce after 300 ms, the marker's commit, and the leader's wait
+	// for the paused follower to acknowledge it (markerWait, 2 s; it never
+	// does): well under the 10 s RPC timeout a blocked close used to wait
+	// out.
 	if took > 5*time.Second {
 		t.Errorf("the leader's replica took %v to close beside a paused follower", took)
 	}

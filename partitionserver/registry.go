@@ -60,6 +60,10 @@ type slot struct {
 	// set under the slot's lock for the DeleteState action it runs.
 	abortedThrough uint64
 	quiescing      atomic.Bool
+	// closing: this leader committed a QUIESCE marker and waits for its
+	// followers to learn that before it closes (onQuiesced); the quiesce
+	// loop proposes no other marker meanwhile.
+	closing atomic.Bool
 	// quietAt is the index of the QUIESCE marker the member closed at.
 	quietAt atomic.Uint64
 	// quietVoters is the member's configuration when it closed at a
@@ -1045,9 +1049,9 @@ func (s *Server) Quiesced(id, index uint64) {
 }
 
 // onQuiesced closes the member if the QUIESCE marker at index is still its
-// last entry and nothing used the range since. The leader first waits a
-// little so its followers learn the marker's commit (and close) before its
-// replication stops.
+// last entry and nothing used the range since. The leader first waits
+// until its followers learned the marker's commit (and close) before its
+// replication stops (awaitMarkerKnown).
 func (s *Server) onQuiesced(id, index uint64) {
 	sl := s.slot(id)
 	if sl == nil {
@@ -1059,9 +1063,9 @@ func (s *Server) onQuiesced(id, index uint64) {
 	}
 	grace := s.quiesceGrace()
 	if rep.isLeader() {
-		select {
-		case <-time.After(grace):
-		case <-s.ctx.Done():
+		sl.closing.Store(true)
+		defer sl.closing.Store(false)
+		if !s.awaitMarkerKnown(rep, index) {
 			return
 		}
 	}
@@ -1085,17 +1089,63 @@ func (s *Server) onQuiesced(id, index uint64) {
 	quiescedTotal.Inc()
 }
 
-// quiesceGrace is how long the leader keeps replicating after its QUIESCE
-// marker committed, and how recent a request keeps a range open.
+// quiesceGrace is how recent a request keeps a range open when its QUIESCE
+// marker applies.
 func (s *Server) quiesceGrace() time.Duration {
-	// Followers learn the commit on the leader's next AppendEntries (a
-	// commit tick: one to two commit timeouts away) but, on a loaded
-	// machine, hundreds of milliseconds later; one that has not when the
-	// leader closes times out and campaigns. Not longer than needed: a
-	// grace past the quiesce loop's stable window (min(QuiesceAfter, 1 s))
-	// has the loop propose another marker before the leader closes, which
-	// reopens the followers, again and again.
 	return max(s.cfg.RaftHeartbeatTimeout/2, 4*s.cfg.RaftCommitTimeout)
+}
+
+// markerWait bounds how long a leader whose QUIESCE marker committed keeps
+// replicating for a voter that has not acknowledged learning the commit: a
+// voter that is down or cut off. The voter is heartbeated meanwhile, so
+// waiting costs no election, only a later close; and the quiesce loop
+// proposes no other marker meanwhile (slot.closing: a wait past its stable
+// window, min(QuiesceAfter, 1 s), used to have it propose another, which
+// reopened the followers, again and again).
+func (s *Server) markerWait() time.Duration {
+	return max(2*time.Second, 4*s.cfg.RaftHeartbeatTimeout)
+}
+
+// awaitMarkerKnown waits, on the leader, until every other voter
+// acknowledged an append telling it the QUIESCE marker at index committed
+// (grouptransport CommitKnown), or markerWait passed, or the marker is no
+// longer the last entry; false when the server stops. Followers learn the
+// commit on the leader's next append (a commit tick, one to two commit
+// timeouts away) but, on a loaded machine, hundreds of milliseconds later.
+// One that has not when the leader closes never does: it stays open
+// without a leader, its pre-votes refused by the closed members
+// (lifecycle.AnswerPreVote), until a request wakes the range. A fixed
+// grace of 250 ms left a moved replica open that way under load
+// (TestQuiesceWaitsForSlowFollower; cluster TestQuietRangeSplitMergeMove
+// failed once in make test).
+func (s *Server) awaitMarkerKnown(rep *replica, index uint64) bool {
+	deadline := time.Now().Add(s.markerWait())
+	poll := max(s.cfg.RaftCommitTimeout/2, 5*time.Millisecond)
+	for {
+		if s.markerKnown(rep, index) || !time.Now().Before(deadline) || rep.raft.LastIndex() != index || !rep.isLeader() {
+			return true
+		}
+		select {
+		case <-time.After(poll):
+		case <-s.ctx.Done():
+			return false
+		}
+	}
+}
+
+// markerKnown reports whether every voter but this member acknowledged
+// knowing index committed.
+func (s *Server) markerKnown(rep *replica, index uint64) bool {
+	f := rep.raft.GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	for _, sv := range f.Configuration().Servers {
+		if sv.Suffrage == raft.Voter && string(sv.ID) != s.id && !rep.transport.CommitKnown(sv.ID, index) {
+			return false
+		}
+	}
+	return true
 }
 
 // quiesceLoop proposes a QUIESCE marker on every range this server leads
@@ -1113,7 +1163,7 @@ func (s *Server) quiesceLoop() {
 		now := time.Now()
 		for _, sl := range s.slotList() {
 			rep := sl.open()
-			if rep == nil || sl.quiescing.Load() {
+			if rep == nil || sl.quiescing.Load() || sl.closing.Load() {
 				continue
 			}
 			last := rep.raft.LastIndex()

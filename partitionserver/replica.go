@@ -364,7 +364,9 @@ func (r *replica) compact() error {
 // those RPCs at once (its requests in flight end with ErrClosed, new ones
 // are not sent), and requests arriving for it take the quiet path, which
 // waits for this close (the slot's lock) before it answers.
-// TestQuiesceBesidePausedFollower: 10 s before, under a second after.
+// TestQuiesceBesidePausedFollower: 10 s before, under a second after (2.4 s
+// since the leader waits markerWait for the paused follower to acknowledge
+// the QUIESCE marker's commit).
 func (r *replica) close() error {
 	r.transport.Close()
 	return r.raft.Shutdown().Error()

@@ -40,6 +40,9 @@ type Group struct {
 	fastClosed bool
 	// lease is this member's side of read leases as a leader (leases.go).
 	lease groupLease
+	// commits: what each follower acknowledged knowing committed
+	// (CommitKnown).
+	commits commitAcks
 }
 
 var (
@@ -125,6 +128,7 @@ func (g *Group) AppendEntries(id raft.ServerID, target raft.ServerAddress, args 
 func (g *Group) acked(id raft.ServerID, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse, promised time.Duration, err error, sent time.Time) {
 	if err == nil && resp.Success && resp.Term == args.Term {
 		g.ack(id, args.Term, sent, promised)
+		g.commits.note(id, args)
 	}
 }
 
