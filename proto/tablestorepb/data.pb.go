@@ -692,7 +692,11 @@ type ServerInfo struct {
 	Draining bool `protobuf:"varint,6,opt,name=draining,proto3" json:"draining,omitempty"`
 	// Soft state (master leader): the data directory's file system as the
 	// server's last heartbeat reported it; absent when it reported none.
-	DiskSpace     *DiskSpace `protobuf:"bytes,7,opt,name=disk_space,json=diskSpace,proto3" json:"disk_space,omitempty"`
+	DiskSpace *DiskSpace `protobuf:"bytes,7,opt,name=disk_space,json=diskSpace,proto3" json:"disk_space,omitempty"`
+	// zone (replicated, registered like the addresses): the server's failure
+	// domain from its --zone; "" when it names none. The scheduler spreads
+	// each range's replicas over distinct zones (docs/operations.md, "Zones").
+	Zone          string `protobuf:"bytes,8,opt,name=zone,proto3" json:"zone,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -774,6 +778,13 @@ func (x *ServerInfo) GetDiskSpace() *DiskSpace {
 		return x.DiskSpace
 	}
 	return nil
+}
+
+func (x *ServerInfo) GetZone() string {
+	if x != nil {
+		return x.Zone
+	}
+	return ""
 }
 
 // DiskSpace is a partition server's data directory file system: what is
@@ -3365,7 +3376,7 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"permission\x18\x04 \x01(\tR\n" +
 	"permission\x12\x1d\n" +
 	"\n" +
-	"has_policy\x18\x05 \x01(\bR\thasPolicy\"\x87\x02\n" +
+	"has_policy\x18\x05 \x01(\bR\thasPolicy\"\x9b\x02\n" +
 	"\n" +
 	"ServerInfo\x12\x1b\n" +
 	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x1b\n" +
@@ -3375,7 +3386,8 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x18last_heartbeat_unix_nano\x18\x05 \x01(\x03R\x15lastHeartbeatUnixNano\x12\x1a\n" +
 	"\bdraining\x18\x06 \x01(\bR\bdraining\x127\n" +
 	"\n" +
-	"disk_space\x18\a \x01(\v2\x18.tablestore.v1.DiskSpaceR\tdiskSpace\"\x80\x01\n" +
+	"disk_space\x18\a \x01(\v2\x18.tablestore.v1.DiskSpaceR\tdiskSpace\x12\x12\n" +
+	"\x04zone\x18\b \x01(\tR\x04zone\"\x80\x01\n" +
 	"\tDiskSpace\x12'\n" +
 	"\x0favailable_bytes\x18\x01 \x01(\x04R\x0eavailableBytes\x12%\n" +
 	"\x0ecapacity_bytes\x18\x02 \x01(\x04R\rcapacityBytes\x12#\n" +
