@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Config configures a partition server. Defaults are in DefaultConfig and
@@ -100,7 +102,20 @@ type Config struct {
 	// here refuse client writes with 503 ServerBusy (diskreserve.go),
 	// while Raft, snapshots and compaction go on; 0 disables it.
 	DiskReserve uint64
+	// Zone is the server's failure domain (a rack, an availability zone):
+	// the master spreads each range's replicas over as many distinct
+	// zones as the servers name (docs/operations.md, "Zones"). Empty (the
+	// default): none named; the server then shares a zone with no other.
+	// Printable, no spaces, at most MaxZoneLen bytes.
+	Zone string
 }
+
+// MaxZoneLen is the longest zone name, in bytes.
+const MaxZoneLen = 64
+
+// ErrBadZone is returned by Validate for a zone name that is not
+// printable, holds a space or is longer than MaxZoneLen.
+var ErrBadZone = errors.New("zone must be printable, without spaces, at most 64 bytes")
 
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config {
@@ -193,6 +208,9 @@ func (c *Config) Validate() error {
 	if err := c.TLS.Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	if err := validZone(c.Zone); err != nil {
+		errs = append(errs, err)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("partitionserver: invalid config: %w", err)
 	}
@@ -204,6 +222,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.ID, "id", c.ID, "server id (default: read from or generated into <data-dir>/server-id)")
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory for state.db and the range replicas' Raft logs")
 	fs.Uint64Var(&c.DiskReserve, "disk-reserve", c.DiskReserve, "free bytes kept on the data directory's file system: under it, client writes get 503 ServerBusy while Raft and compaction go on (0 disables)")
+	fs.StringVar(&c.Zone, "zone", c.Zone, "failure domain of this server (rack or availability zone, printable, no spaces, at most 64 bytes): the master spreads each range's replicas over distinct zones (default empty: none named, the server shares a zone with no other)")
 	fs.StringVar(&c.GRPCAddr, "grpc-addr", c.GRPCAddr, "listen address of the gRPC service")
 	fs.StringVar(&c.RaftAddr, "raft-addr", c.RaftAddr, "listen address shared by all Raft groups")
 	fs.StringVar(&c.AdvertiseGRPC, "advertise-grpc", c.AdvertiseGRPC, "gRPC address others dial (default: the listener's)")
@@ -231,6 +250,21 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	c.RegisterLifecycleFlags(fs)
 	c.RegisterCapacityFlags(fs)
 	c.TLS.RegisterFlags(fs)
+}
+
+// validZone checks a --zone value: it travels in every heartbeat and is
+// shown in tables (ctl servers, the dashboard), so no spaces, control
+// characters or invalid UTF-8, and a bounded length.
+func validZone(z string) error {
+	if len(z) > MaxZoneLen || !utf8.ValidString(z) {
+		return fmt.Errorf("%w: %q", ErrBadZone, z)
+	}
+	for _, r := range z {
+		if !unicode.IsPrint(r) || unicode.IsSpace(r) {
+			return fmt.Errorf("%w: %q", ErrBadZone, z)
+		}
+	}
+	return nil
 }
 
 func splitList(s string) []string {

@@ -198,7 +198,7 @@ func (s *Server) heartbeatOnce(cur []*pb.RangeStatus) (wantFull bool, sent []*pb
 	now := time.Now()
 	full := rp.acked == nil || now.Sub(rp.lastFull) >= s.cfg.FullReportInterval
 	req := &pb.HeartbeatRequest{
-		Server:             &pb.ServerInfo{ServerId: s.id, GrpcAddr: s.GRPCAddr(), RaftAddr: s.RaftAddr()},
+		Server:             &pb.ServerInfo{ServerId: s.id, GrpcAddr: s.GRPCAddr(), RaftAddr: s.RaftAddr(), Zone: s.cfg.Zone},
 		Full:               full,
 		Incarnation:        rp.incarnation,
 		Seq:                rp.seq,
