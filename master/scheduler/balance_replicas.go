@@ -3,7 +3,12 @@ package scheduler
 // balanceReplicas moves replicas from the servers holding the most to the
 // one holding the fewest while they differ by two or more (a server joined,
 // or came back after its replicas were re-created elsewhere). It prefers a
-// range the source does not lead, so that no leadership has to move.
+// range the source does not lead, so that no leadership has to move. It
+// makes no move that leaves a range in fewer zones (keepsZones): where the
+// server holding the fewest can take none of the source's replicas for
+// that, the source's own zone's server holding the fewest can (a move
+// within a zone keeps every range's zones), so that a zone's servers are
+// balanced among themselves.
 type balanceReplicas struct{}
 
 func (balanceReplicas) Name() string { return RuleBalanceReplicas }
@@ -24,7 +29,13 @@ func (balanceReplicas) Schedule(p *Plan) {
 		if s.moving >= p.cfg.MaxPerServer {
 			continue
 		}
-		if r := p.movableReplica(s, to); r != nil {
+		r := p.movableReplica(s, to)
+		if r == nil {
+			if z := p.fewestInZone(servers, s); z != nil && z != to && s.replicas-z.replicas >= 2 {
+				to, r = z, p.movableReplica(s, z)
+			}
+		}
+		if r != nil {
 			p.add(r, Op{Kind: Move, Range: r.ID, From: s.id, To: to.id, Rule: RuleBalanceReplicas,
 				Reason:  "balance replicas",
 				Figures: map[string]float64{"from_replicas": float64(s.replicas), "to_replicas": float64(to.replicas)}})
@@ -44,8 +55,22 @@ func (p *Plan) fewestReplicas(servers []*serverStat) *serverStat {
 	return best
 }
 
+// fewestInZone is the server of servers in s's named zone, other than s,
+// that can host a replica now and holds the fewest (nil: none, or s names
+// no zone).
+func (p *Plan) fewestInZone(servers []*serverStat, s *serverStat) *serverStat {
+	var best *serverStat
+	for _, st := range servers {
+		if st != s && sameZone(st, s) && p.canHost(st) && (best == nil || st.replicas < best.replicas) {
+			best = st
+		}
+	}
+	return best
+}
+
 // movableReplica is a free range with a replica on from and none on to,
-// that fits on to's disk (roomFor):
+// that fits on to's disk (roomFor) and whose move keeps its zones
+// (keepsZones):
 // preferably one from does not lead (no leadership has to move), and of
 // those the one carrying the most load. A new server given only replicas
 // of cold ranges (the first in snapshot order are often an idle table's)
@@ -54,7 +79,7 @@ func (p *Plan) fewestReplicas(servers []*serverStat) *serverStat {
 func (p *Plan) movableReplica(from, to *serverStat) *Range {
 	var follower, led *Range
 	for _, r := range p.heldBy(from.id) {
-		if !p.free(r) || r.HasReplica(to.id) || !to.roomFor(r) {
+		if !p.free(r) || r.HasReplica(to.id) || !to.roomFor(r) || !p.keepsZones(r, from, to) {
 			continue
 		}
 		if r.Leader == from.id {

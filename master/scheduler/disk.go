@@ -148,7 +148,7 @@ func (p *Plan) shedFullReplicas() {
 			if st == nil || st.diskState != DiskFull || !st.live || st.draining || st.moving >= p.cfg.MaxPerServer || r.Leader == st.id {
 				continue
 			}
-			if to := p.replicaTarget(r); to != nil {
+			if to := p.replicaTarget(r, st.id); to != nil {
 				p.add(r, Op{Kind: Move, Range: r.ID, From: st.id, To: to.id, Rule: RuleDiskFullReplica,
 					Reason:  diskReason(st),
 					Figures: diskFigures(st, map[string]float64{"range_bytes": float64(r.bytes())})})

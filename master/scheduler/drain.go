@@ -97,7 +97,7 @@ func (p *Plan) drainReplica(r *Range) {
 		if st == nil || !st.draining || st.moving >= p.cfg.MaxPerServer {
 			continue
 		}
-		if to := p.replicaTarget(r); to != nil {
+		if to := p.replicaTarget(r, st.id); to != nil {
 			p.add(r, Op{Kind: Move, Range: r.ID, From: st.id, To: to.id, Rule: RuleDrainReplica,
 				Reason:  fmt.Sprintf("drain: server %s is draining", st.id),
 				Figures: map[string]float64{"from_replicas": float64(st.replicas), "to_replicas": float64(to.replicas)}})

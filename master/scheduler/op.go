@@ -40,6 +40,7 @@ const (
 	RuleSlowDiskLeader    = "slow-disk-leader"
 	RuleDiskFullLeader    = "disk-full-leader"
 	RuleDiskFullReplica   = "disk-full-replica"
+	RuleZoneDiversity     = "zone-diversity"
 	RuleSplitLoad         = "split-load"
 	RuleSplitSize         = "split-size"
 	RuleMergeCold         = "merge-cold"

@@ -28,7 +28,7 @@ func (reReplicate) Schedule(p *Plan) {
 			if st == nil || st.downFor < p.cfg.ReplicateAfter {
 				continue
 			}
-			if to := p.replicaTarget(r); to != nil {
+			if to := p.replicaTarget(r, st.id); to != nil {
 				p.add(r, Op{Kind: Move, Range: r.ID, From: st.id, To: to.id, Rule: RuleReReplicate,
 					Reason:  fmt.Sprintf("re-replicate: server %s is down", st.id),
 					Figures: map[string]float64{"down_seconds": st.downFor.Seconds()}})

@@ -74,9 +74,36 @@ func parseScenario(t *testing.T, path string) ([]*directive, []string) {
 	return out, pre
 }
 
-func runScenario(t *testing.T, path string) {
+// TestScenariosZoneEach runs the scenarios that name no zone again with
+// each server in a zone of its own: a server that names none shares a
+// zone with no other (zone.go), so the plans must be the same, and a
+// cluster without zones plans as it did before zones existed.
+func TestScenariosZoneEach(t *testing.T) {
+	if *update {
+		t.Skip("-update rewrites from TestScenarios")
+	}
+	files, err := filepath.Glob("testdata/*.txt")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no scenarios: %v", err)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(b), "zone=") {
+			continue
+		}
+		t.Run(strings.TrimSuffix(filepath.Base(f), ".txt"), func(t *testing.T) {
+			runScenarioIn(t, f, &world{cfg: DefaultConfig(), slots: 4, now: t0, nextID: 1, zoneEach: true})
+		})
+	}
+}
+
+func runScenario(t *testing.T, path string) { runScenarioIn(t, path, newWorld()) }
+
+func runScenarioIn(t *testing.T, path string, w *world) {
 	ds, tail := parseScenario(t, path)
-	w := newWorld()
 	var rewritten strings.Builder
 	for _, d := range ds {
 		got, err := w.run(d)
@@ -144,6 +171,9 @@ type world struct {
 	// for the left part alone until the leader reports again (the next
 	// observe).
 	reported map[uint64]*Load
+	// zoneEach puts each server that names no zone in one of its own
+	// (TestScenariosZoneEach), and state leaves zones out.
+	zoneEach bool
 }
 
 func newWorld() *world {
@@ -233,9 +263,9 @@ func parseBytes(s string) (uint64, error) {
 }
 
 // setServers reads "id [down=DUR] [back=DUR] [silent] [draining] [unseen]
-// [slow=MEDIAN] [slow-cleared=DUR] [disk=FREE/SIZE/RESERVE]" lines
+// [slow=MEDIAN] [slow-cleared=DUR] [disk=FREE/SIZE/RESERVE] [zone=Z]" lines
 // (slow-cleared: found no longer slow DUR ago; disk: the data directory's
-// figures, in bytes with K, M or G).
+// figures, in bytes with K, M or G; zone: its failure domain).
 func (w *world) setServers(lines []string) error {
 	w.servers = nil
 	for _, l := range lines {
@@ -245,6 +275,9 @@ func (w *world) setServers(lines []string) error {
 			if err := w.serverAttr(&s, a); err != nil {
 				return err
 			}
+		}
+		if w.zoneEach && s.Zone == "" {
+			s.Zone = "own-" + s.ID
 		}
 		w.servers = append(w.servers, s)
 	}
@@ -278,6 +311,8 @@ func (w *world) serverAttr(s *Server, a string) error {
 		s.Draining = true
 	case "unseen":
 		s.Live, s.LastSeen = false, time.Time{}
+	case "zone":
+		s.Zone = v
 	case "disk":
 		var err error
 		s.Disk, err = parseDisk(v)
@@ -734,7 +769,8 @@ func (w *world) merge(l, r *Range) {
 	}
 }
 
-// state prints the ranges and per-server leader load and counts.
+// state prints the ranges and per-server leader load and counts; with
+// zones, each range's zones (in replica order) and each server's.
 func (w *world) state() string {
 	var b strings.Builder
 	load := map[string]float64{}
@@ -751,7 +787,7 @@ func (w *world) state() string {
 			replicas[rep.Server]++
 		}
 		eps := r.entitiesPerSec()
-		fmt.Fprintf(&b, "r%d [%s,%s) %s eps=%.0f\n", r.ID, r.Start, r.End, strings.Join(reps, " "), eps)
+		fmt.Fprintf(&b, "r%d [%s,%s) %s eps=%.0f%s\n", r.ID, r.Start, r.End, strings.Join(reps, " "), eps, w.zonesOf(r))
 		load[r.Leader] += eps
 		leaders[r.Leader]++
 	}
@@ -760,7 +796,36 @@ func (w *world) state() string {
 		if d := s.Disk; d.Capacity > 0 {
 			fmt.Fprintf(&b, " disk=%dM free (%s)", d.Available>>20, d.State())
 		}
+		if s.Zone != "" && !w.zoneEach {
+			fmt.Fprintf(&b, " zone=%s", s.Zone)
+		}
 		b.WriteString("\n")
 	}
 	return b.String()
+}
+
+// zonesOf renders the zones of r's replicas for state (" zones=A,A,B",
+// "-" for a server that names none); "" when no server names one.
+func (w *world) zonesOf(r *Range) string {
+	zone := map[string]string{}
+	named := false
+	if w.zoneEach {
+		return ""
+	}
+	for _, s := range w.servers {
+		zone[s.ID] = s.Zone
+		named = named || s.Zone != ""
+	}
+	if !named {
+		return ""
+	}
+	var zs []string
+	for _, rep := range r.Replicas {
+		z := zone[rep.Server]
+		if z == "" {
+			z = "-"
+		}
+		zs = append(zs, z)
+	}
+	return " zones=" + strings.Join(zs, ",")
 }

@@ -15,10 +15,11 @@ type Policy interface {
 }
 
 // Policies are the policies in the order they run: data safety first
-// (re-replication, draining), then load (splits, merges), then balance.
+// (re-replication, draining), then load (splits, merges), then zone
+// diversity (zoneDiversity), then balance.
 func Policies() []Policy {
 	return []Policy{
-		reReplicate{}, drain{}, splitLoad{}, splitSize{}, mergeCold{},
+		reReplicate{}, drain{}, splitLoad{}, splitSize{}, mergeCold{}, zoneDiversity{},
 		balanceLeaderLoad{}, balanceLeaderFill{}, splitBalance{}, balanceLeaderCount{}, balanceReplicas{},
 	}
 }
@@ -69,7 +70,9 @@ type Plan struct {
 	// mergedAt is when each range last took over its right neighbour
 	// (the merged range keeps the left part's id), likewise.
 	mergedAt map[uint64]time.Time
-	cache    [4096]statCache
+	// zones is how many distinct zones the servers name (zone.go).
+	zones int
+	cache [4096]statCache
 }
 
 // statCache remembers which serverStat a server id string (by its bytes'
@@ -110,6 +113,7 @@ type serverStat struct {
 	coolUntil      time.Time // leader balancing leaves it alone until then
 	disk           Disk      // Server.Disk, less what the plan's moves write there
 	diskState      DiskState // disk.State()
+	zone           string    // Server.Zone
 }
 
 // NewPlan indexes snap for the policies.
@@ -117,13 +121,14 @@ func NewPlan(cfg Config, snap *Snapshot) *Plan {
 	p := &Plan{cfg: cfg, snap: snap, servers: make(map[string]*serverStat, len(snap.Servers))}
 	for _, s := range snap.Servers {
 		st := &serverStat{id: s.ID, live: s.Live, draining: s.Draining, back: s.Back, silent: s.Silent,
-			slow: s.Slow, slowMedian: s.SlowMedian, slowCleared: s.SlowCleared, disk: s.Disk, diskState: s.Disk.State()}
+			slow: s.Slow, slowMedian: s.SlowMedian, slowCleared: s.SlowCleared, disk: s.Disk, diskState: s.Disk.State(), zone: s.Zone}
 		if !s.Live && !s.LastSeen.IsZero() {
 			st.downFor = max(snap.Now.Sub(s.LastSeen), time.Nanosecond)
 		}
 		p.servers[s.ID] = st
 		p.order = append(p.order, st)
 	}
+	p.zones = countZones(p.order)
 	merging := mergingIn(snap.InFlight)
 	for i, r := range snap.Ranges {
 		p.countRange(i, r, merging)
@@ -519,16 +524,20 @@ func less(a, b *serverStat) bool {
 	return a.id < b.id
 }
 
-// replicaTarget returns the server with the fewest replicas that may host
-// a new replica of r (canHost, and r fits: roomFor) and holds none.
-func (p *Plan) replicaTarget(r *Range) *serverStat {
+// replicaTarget returns the server that may host a new replica of r in
+// place of its replica on from (canHost, and r fits: roomFor) and holds
+// none: one in a zone none of r's other replicas is in when there is one
+// (the zone rule, zone.go), and of those the one with the fewest replicas.
+func (p *Plan) replicaTarget(r *Range, from string) *serverStat {
 	var best *serverStat
+	bestNew := false
 	for _, st := range p.order {
 		if !p.canHost(st) || !st.roomFor(r) || r.HasReplica(st.id) {
 			continue
 		}
-		if best == nil || st.replicas < best.replicas {
-			best = st
+		isNew := !p.zoneHeld(r, st, from)
+		if best == nil || (isNew && !bestNew) || (isNew == bestNew && st.replicas < best.replicas) {
+			best, bestNew = st, isNew
 		}
 	}
 	return best

@@ -55,6 +55,10 @@ type Server struct {
 	// Disk is the data directory's free space, size and reserve the
 	// server last reported (zero: none; see Disk.State for what follows).
 	Disk Disk
+	// Zone is the server's failure domain (its --zone): the scheduler
+	// spreads each range's replicas over distinct zones (zone.go). Empty:
+	// none named; the server shares a zone with no other.
+	Zone string
 }
 
 // Range is one range of a table with what its replicas last reported.
