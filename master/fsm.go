@@ -369,9 +369,11 @@ func applyRegisterServer(s *state, payload []byte) *applyResult {
 		return &applyResult{err: ErrBadCommand}
 	}
 	sv := c.GetServer()
-	// Re-registering (a new address) keeps the operator's drain mark.
+	// Re-registering (a new address or zone) keeps the operator's drain
+	// mark.
 	draining := s.servers[sv.GetServerId()].GetDraining()
-	s.servers[sv.GetServerId()] = &pb.ServerInfo{ServerId: sv.GetServerId(), GrpcAddr: sv.GetGrpcAddr(), RaftAddr: sv.GetRaftAddr(), Draining: draining}
+	s.servers[sv.GetServerId()] = &pb.ServerInfo{ServerId: sv.GetServerId(), GrpcAddr: sv.GetGrpcAddr(), RaftAddr: sv.GetRaftAddr(),
+		Zone: sv.GetZone(), Draining: draining}
 	s.changedOther()
 	return &applyResult{}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"tablestore/master/scheduler"
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -39,11 +40,14 @@ func init() { prometheus.MustRegister(replicaFixesTotal) }
 //   - else removes a non-voter (a move that never promoted it);
 //   - else removes voters beyond the replication factor, never the leader:
 //     one on a down server first (a re-replication was interrupted), then
-//     one on a draining server (a drain), then one on the server with the
-//     most replicas (a balancing move; ties: the greater id);
+//     one on a draining server (a drain), then one in a zone another
+//     voter shares (an interrupted zone-diversity move keeps its new
+//     replica), then one on the server with the most replicas (a
+//     balancing move; ties: the greater id);
 //   - else adds a voter to a range with fewer than the replication factor
 //     (an operator's removal, or a remove whose add never happened): on a
-//     live, not draining server without one, the one holding the fewest
+//     live, not draining server without one, in a zone the range lacks if
+//     there is one (scheduler.ZoneShared), the one holding the fewest
 //     replicas (ties: the smaller id). Down servers' replicas still count
 //     as voters here; replacing them is re-replication's (the scheduler),
 //     after --replicate-after.
@@ -77,6 +81,20 @@ type replicaCheck struct {
 	draining  map[string]bool
 	counts    map[string]int // replicas per server, over every range
 	servers   []string       // every registered server
+	// zones are the servers' zones (Server.Zone; nil or "": none).
+	zones map[string]string
+}
+
+// sharesZone reports whether s's zone is that of one of the range's
+// replicas other than s.
+func (c replicaCheck) sharesZone(s string) bool {
+	var others []string
+	for _, r := range c.replicas {
+		if r != s {
+			others = append(others, c.zones[r])
+		}
+	}
+	return scheduler.ZoneShared(c.zones[s], others)
 }
 
 // replicaFix is what to do about a range: nothing, record its Raft
@@ -137,8 +155,10 @@ func planReplicaFix(c replicaCheck) replicaFix {
 			return 0
 		case c.draining[s]:
 			return 1
+		case c.sharesZone(s):
+			return 2
 		}
-		return 2
+		return 3
 	}
 	sort.Slice(cands, func(i, j int) bool {
 		a, b := cands[i], cands[j]
@@ -159,13 +179,15 @@ func planReplicaFix(c replicaCheck) replicaFix {
 // planReplicaAdd picks the server that gets the missing voter of an
 // under-replicated range (see the rule above); none if no server fits.
 func planReplicaAdd(c replicaCheck) replicaFix {
-	best := ""
+	best, bestNew := "", false
 	for _, s := range c.servers {
 		if c.down[s] || c.draining[s] || slices.Contains(c.replicas, s) {
 			continue
 		}
-		if best == "" || c.counts[s] < c.counts[best] || (c.counts[s] == c.counts[best] && s < best) {
-			best = s
+		isNew := !c.sharesZone(s)
+		if best == "" || (isNew && !bestNew) ||
+			(isNew == bestNew && (c.counts[s] < c.counts[best] || (c.counts[s] == c.counts[best] && s < best))) {
+			best, bestNew = s, isNew
 		}
 	}
 	if best == "" {
@@ -313,10 +335,11 @@ func (s *Server) replicaChecks(now time.Time) map[uint64]replicaCheck {
 	s.reports.mu.Unlock()
 	out := map[uint64]replicaCheck{}
 	s.fsm.read(func(st *state) {
-		down, draining, counts := map[string]bool{}, map[string]bool{}, map[string]int{}
+		down, draining, counts, zones := map[string]bool{}, map[string]bool{}, map[string]int{}, map[string]string{}
 		servers := make([]string, 0, len(st.servers))
 		for id, sv := range st.servers {
 			servers = append(servers, id)
+			zones[id] = sv.GetZone()
 			if !s.upAt(seen, id, now) {
 				down[id] = true
 			}
@@ -332,7 +355,7 @@ func (s *Server) replicaChecks(now time.Time) map[uint64]replicaCheck {
 			if leader == "" || frozen[id] || down[leader] {
 				continue
 			}
-			c := replicaCheck{factor: s.cfg.ReplicationFactor, leader: leader, down: down, draining: draining, counts: counts, servers: servers}
+			c := replicaCheck{factor: s.cfg.ReplicationFactor, leader: leader, down: down, draining: draining, counts: counts, servers: servers, zones: zones}
 			for _, r := range d.GetReplicas() {
 				c.replicas = append(c.replicas, r.GetServerId())
 			}

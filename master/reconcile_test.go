@@ -18,6 +18,7 @@ func TestPlanReplicaFix(t *testing.T) {
 		draining   []string
 		counts     map[string]int
 		servers    []string
+		zones      map[string]string
 		wantSync   bool
 		wantRemove string
 		wantAdd    string
@@ -59,6 +60,18 @@ func TestPlanReplicaFix(t *testing.T) {
 		{name: "a non-voter, descriptor behind the Raft configuration: sync first", replicas: []string{"a", "b", "c"}, voters: []string{"a", "b", "d"}, nonvoters: []string{"c"}, leader: "a",
 			wantSync: true},
 		{name: "a non-voter, no leader known: wait", replicas: []string{"a", "b", "c"}, nonvoters: []string{"d"}},
+		{name: "zones: a replica in a shared zone goes before the busiest server's", replicas: []string{"a", "b", "c", "d"}, voters: []string{"a", "b", "c", "d"}, leader: "a",
+			counts: map[string]int{"a": 5, "b": 9, "c": 4, "d": 1}, zones: map[string]string{"a": "A", "b": "B", "c": "C", "d": "A"}, wantRemove: "d"},
+		{name: "zones: a down server's replica still first", replicas: []string{"a", "b", "c", "d"}, voters: []string{"a", "b", "c", "d"}, leader: "a", down: []string{"b"},
+			counts: map[string]int{"a": 5, "b": 9, "c": 4, "d": 1}, zones: map[string]string{"a": "A", "b": "B", "c": "C", "d": "A"}, wantRemove: "b"},
+		{name: "zones: unnamed zones share nothing", replicas: []string{"a", "b", "c", "d"}, voters: []string{"a", "b", "c", "d"}, leader: "a",
+			counts: map[string]int{"a": 5, "b": 4, "c": 9, "d": 1}, zones: map[string]string{"a": "", "b": "", "c": "C", "d": ""}, wantRemove: "c"},
+		{name: "zones: the add goes to a zone the range lacks", replicas: []string{"a", "b"}, voters: []string{"a", "b"}, leader: "a",
+			servers: []string{"a", "b", "c", "d", "e"}, counts: map[string]int{"a": 5, "b": 5, "c": 7, "d": 2, "e": 3},
+			zones: map[string]string{"a": "A", "b": "B", "c": "C", "d": "A", "e": "B"}, wantAdd: "c"},
+		{name: "zones: none lacking, the fewest replicas", replicas: []string{"a", "b"}, voters: []string{"a", "b"}, leader: "a",
+			servers: []string{"a", "b", "d", "e"}, counts: map[string]int{"a": 5, "b": 5, "d": 2, "e": 3},
+			zones: map[string]string{"a": "A", "b": "B", "d": "A", "e": "B"}, wantAdd: "d"},
 	}
 	set := func(ids []string) map[string]bool {
 		m := map[string]bool{}
@@ -70,7 +83,7 @@ func TestPlanReplicaFix(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			got := planReplicaFix(replicaCheck{factor: 3, replicas: c.replicas, voters: c.voters, nonvoters: c.nonvoters, leader: c.leader,
-				down: set(c.down), draining: set(c.draining), counts: c.counts, servers: c.servers})
+				down: set(c.down), draining: set(c.draining), counts: c.counts, servers: c.servers, zones: c.zones})
 			if got.sync != c.wantSync || got.remove != c.wantRemove || got.add != c.wantAdd || got.nonvoter != c.wantNonvoter || got.verify != c.wantVerify {
 				t.Fatalf("fix %+v, want sync %v remove %q (non-voter %v) add %q verify %v", got, c.wantSync, c.wantRemove, c.wantNonvoter, c.wantAdd, c.wantVerify)
 			}

@@ -66,7 +66,7 @@ func (s *Server) snapshot(now time.Time) *scheduler.Snapshot {
 			descs = append(descs, r)
 		}
 		for id, sv := range st.servers {
-			snap.Servers = append(snap.Servers, scheduler.Server{ID: id, Draining: sv.GetDraining()})
+			snap.Servers = append(snap.Servers, scheduler.Server{ID: id, Draining: sv.GetDraining(), Zone: sv.GetZone()})
 		}
 	})
 	sort.Slice(snap.Servers, func(i, j int) bool { return snap.Servers[i].ID < snap.Servers[j].ID })

@@ -51,12 +51,14 @@ func toStatus(err error) error {
 // placement picks the least-loaded live servers for a new range: those
 // with room on their disk first (scheduler.Disk.State: a low one, then a
 // full one, only when too few others are live, so that a table can still
-// be created on a cluster whose disks are all low).
+// be created on a cluster whose disks are all low), over as many zones as
+// they are in (scheduler.Spread: the zone rule, within each disk state).
 func (s *Server) placement() ([]*pb.Replica, map[string]string, error) {
 	now := time.Now()
 	counts := map[string]int{}
 	var live []string
 	addrs := map[string]string{}
+	zones := map[string]string{}
 	seen, spaces := s.reports.seen(), s.reports.spaces()
 	disk := func(id string) scheduler.DiskState { return diskOf(spaces[id]).State() }
 	s.fsm.read(func(st *state) {
@@ -65,6 +67,7 @@ func (s *Server) placement() ([]*pb.Replica, map[string]string, error) {
 		}
 		for id, sv := range st.servers {
 			addrs[id] = sv.GetRaftAddr()
+			zones[id] = sv.GetZone()
 			// Nothing new goes to a server being drained.
 			if s.upAt(seen, id, now) && !sv.GetDraining() {
 				live = append(live, id)
@@ -83,7 +86,11 @@ func (s *Server) placement() ([]*pb.Replica, map[string]string, error) {
 		}
 		return live[i] < live[j]
 	})
-	chosen := live[:s.cfg.ReplicationFactor]
+	cands := make([]scheduler.Candidate, 0, len(live))
+	for _, id := range live {
+		cands = append(cands, scheduler.Candidate{ID: id, Zone: zones[id], Tier: int(disk(id))})
+	}
+	chosen := scheduler.Spread(cands, s.cfg.ReplicationFactor)
 	// The first replica campaigns for the new range's leadership
 	// (createReplicas): not a slow server's nor a full one's, when another
 	// was chosen, or the slow-disk or full-disk rule would move it at once.
@@ -563,17 +570,18 @@ func (s *Server) collectOnHeartbeat(server string, req *pb.HeartbeatRequest, res
 	}
 }
 
-// register records a new server, or a server's new addresses.
+// register records a new server, or a server's new addresses or zone
+// (replicated: every master that leads places replicas by it).
 func (s *Server) register(sv *pb.ServerInfo) error {
 	var known *pb.ServerInfo
 	s.fsm.read(func(st *state) { known = st.servers[sv.GetServerId()] })
-	if known != nil && known.GetGrpcAddr() == sv.GetGrpcAddr() && known.GetRaftAddr() == sv.GetRaftAddr() {
+	if known != nil && known.GetGrpcAddr() == sv.GetGrpcAddr() && known.GetRaftAddr() == sv.GetRaftAddr() && known.GetZone() == sv.GetZone() {
 		return nil
 	}
 	if _, err := s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_REGISTER_SERVER, &pb.RegisterServerCommand{Server: sv}); err != nil {
 		return err
 	}
-	s.logger.Info("partition server registered", "server", sv.GetServerId(), "grpc", sv.GetGrpcAddr(), "raft", sv.GetRaftAddr())
+	s.logger.Info("partition server registered", "server", sv.GetServerId(), "grpc", sv.GetGrpcAddr(), "raft", sv.GetRaftAddr(), "zone", sv.GetZone())
 	return nil
 }
 

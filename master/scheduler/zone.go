@@ -19,7 +19,10 @@ import (
 //   - zone repair (zoneDiversity, rule zone-diversity): a range two of
 //     whose replicas share a zone while a server in a zone it lacks can
 //     take one moves one there;
-//   - a new table's first range (Spread, from the master's placement).
+//   - a new table's first range (Spread, from the master's placement);
+//   - the master's replica reconciliation (ZoneShared): its added voter
+//     goes to a zone the range lacks if it can, its removed one is in a
+//     zone another replica shares if it can.
 //
 // A server that names no zone ("", the default) shares a zone with no
 // other: a cluster without zones plans exactly as it did before zones
@@ -40,7 +43,22 @@ import (
 
 // sameZone reports whether a and b are in one failure domain: both name
 // the same zone.
-func sameZone(a, b *serverStat) bool { return a.zone != "" && a.zone == b.zone }
+func sameZone(a, b *serverStat) bool { return zoneEq(a.zone, b.zone) }
+
+func zoneEq(a, b string) bool { return a != "" && a == b }
+
+// ZoneShared reports whether zone is one of others by the zone rule (a
+// zone that is "" is shared with none): the rule for code that works on
+// server ids rather than a Plan (the master's replica reconciliation,
+// which adds or removes a voter outside the scheduler's moves).
+func ZoneShared(zone string, others []string) bool {
+	for _, o := range others {
+		if zoneEq(zone, o) {
+			return true
+		}
+	}
+	return false
+}
 
 // zoneHeld reports whether a replica of r, other than st's own and
 // except's, is on a server in st's zone.
