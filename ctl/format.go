@@ -193,7 +193,7 @@ func writeDescriptorsTable(w io.Writer, rs []Range) error {
 }
 
 func writeServersTable(w io.Writer, ss []Server, now time.Time) error {
-	t := newTable("SERVER", "GRPC ADDR", "RAFT ADDR", "ALIVE", ">LAST HEARTBEAT", ">REPLICAS", ">LEADERS", ">LED ENTITIES/S", "DISK FREE")
+	t := newTable("SERVER", "GRPC ADDR", "RAFT ADDR", "ZONE", "ALIVE", ">LAST HEARTBEAT", ">REPLICAS", ">LEADERS", ">LED ENTITIES/S", "DISK FREE")
 	for _, s := range ss {
 		alive := "no"
 		if s.Alive {
@@ -207,7 +207,7 @@ func writeServersTable(w io.Writer, ss []Server, now time.Time) error {
 			age := max(0, now.Sub(time.Unix(0, s.LastHeartbeatUnixNano)))
 			hb = age.Round(100*time.Millisecond).String() + " ago"
 		}
-		t.add(s.ServerID, orDash(s.GRPCAddr), orDash(s.RaftAddr), alive, hb,
+		t.add(s.ServerID, orDash(s.GRPCAddr), orDash(s.RaftAddr), orDash(s.Zone), alive, hb,
 			strconv.Itoa(s.Replicas), strconv.Itoa(s.Leaders), rate(s.LeaderEntitiesPerSec), diskFree(s))
 	}
 	return t.write(w)

@@ -56,7 +56,10 @@ type Server struct {
 	ServerID string `json:"server_id"`
 	GRPCAddr string `json:"grpc_addr"`
 	RaftAddr string `json:"raft_addr"`
-	Alive    bool   `json:"alive"`
+	// Zone is the server's failure domain (its --zone), "" when it names
+	// none: the master spreads each range's replicas over distinct zones.
+	Zone  string `json:"zone"`
+	Alive bool   `json:"alive"`
 	// Draining is set by `ctl drain`: nothing new is placed there and its
 	// replicas and leaderships move away.
 	Draining bool `json:"draining"`
@@ -212,7 +215,7 @@ func serversFromMap(pm *pb.PartitionMap) []Server {
 	out := []Server{}
 	for _, s := range pm.GetServers() {
 		sv := Server{
-			ServerID: s.GetServerId(), GRPCAddr: s.GetGrpcAddr(), RaftAddr: s.GetRaftAddr(),
+			ServerID: s.GetServerId(), GRPCAddr: s.GetGrpcAddr(), RaftAddr: s.GetRaftAddr(), Zone: s.GetZone(),
 			Alive: s.GetAlive(), Draining: s.GetDraining(), LastHeartbeatUnixNano: s.GetLastHeartbeatUnixNano(),
 			Replicas: replicas[s.GetServerId()], Leaders: leaders[s.GetServerId()],
 			LeaderEntitiesPerSec: load[s.GetServerId()],

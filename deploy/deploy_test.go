@@ -1177,6 +1177,10 @@ func podEnv(t *testing.T, c any, pod, ns string, byID map[string]k8sObject) map[
 				env[name] = ns
 			case "status.podIP":
 				env[name] = "10.244.1.7"
+			case "metadata.labels['topology.kubernetes.io/zone']":
+				// Copied from the node at binding where Kubernetes does
+				// (KEP-4742); "" elsewhere, which is valid too.
+				env[name] = "europe-west1-b"
 			default:
 				t.Fatalf("env %s: fieldRef %s not modelled by the test", name, path)
 			}

@@ -290,6 +290,40 @@ func requiredHostAntiAffinity(w podWorkload, all []podWorkload) error {
 	return errors.New("no requiredDuringSchedulingIgnoredDuringExecution term over kubernetes.io/hostname (preferred terms and maxSkew-1 spreads allow sharing)")
 }
 
+// TestManifestZone: each partition server names its failure domain with
+// --zone, from the pod's copy of its node's topology.kubernetes.io/zone
+// label (the downward API reads pod labels, never node labels; Kubernetes
+// copies the zone onto the pod at binding where KEP-4742 is on, and the
+// variable is empty elsewhere, which leaves the server without a zone).
+func TestManifestZone(t *testing.T) {
+	to := loadTyped(t)
+	found := false
+	for _, s := range to.statefulSets {
+		for _, c := range s.Spec.Template.Spec.Containers {
+			if len(c.Args) == 0 || c.Args[0] != rolePartitionServer {
+				continue
+			}
+			found = true
+			if !slices.Contains(c.Args, "--zone=$(TABLESTORE_ZONE)") {
+				t.Errorf("%s: args %v, want --zone=$(TABLESTORE_ZONE)", s.Name, c.Args)
+			}
+			ok := false
+			for _, e := range c.Env {
+				if e.Name == "TABLESTORE_ZONE" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil &&
+					e.ValueFrom.FieldRef.FieldPath == "metadata.labels['topology.kubernetes.io/zone']" {
+					ok = true
+				}
+			}
+			if !ok {
+				t.Errorf("%s: no TABLESTORE_ZONE from the pod's topology.kubernetes.io/zone label", s.Name)
+			}
+		}
+	}
+	if !found {
+		t.Fatal("no partition server StatefulSet")
+	}
+}
+
 // TestManifestFrontendAutoscaling: an HPA owns the front-end count.
 func TestManifestFrontendAutoscaling(t *testing.T) {
 	to := loadTyped(t)

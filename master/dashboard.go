@@ -74,7 +74,10 @@ const (
 )
 
 type dashboardSrv struct {
-	ID    string `json:"id"`
+	ID string `json:"id"`
+	// Zone is the server's failure domain (--zone; "" for none), as ctl
+	// servers shows it.
+	Zone  string `json:"zone"`
 	Alive bool   `json:"alive"`
 	// Draining is set by ctl drain (as ctl servers shows it).
 	Draining       bool    `json:"draining"`
@@ -169,7 +172,7 @@ func (s *Server) dashboardHistory() *historyRing {
 // (dashboardStateOf adds them). Its liveness and disk figures are the
 // leader's soft state: a follower shows none.
 func dashboardServer(sv *pb.ServerInfo, leader bool) *dashboardSrv {
-	ds := &dashboardSrv{ID: sv.GetServerId(), Alive: leader && sv.GetAlive(), Draining: sv.GetDraining()}
+	ds := &dashboardSrv{ID: sv.GetServerId(), Zone: sv.GetZone(), Alive: leader && sv.GetAlive(), Draining: sv.GetDraining()}
 	if d := sv.GetDiskSpace(); d != nil && leader {
 		ds.Disk, ds.DiskAvailableBytes, ds.DiskCapacityBytes = diskOf(d).State().String(), d.GetAvailableBytes(), d.GetCapacityBytes()
 	}

@@ -300,7 +300,8 @@ func stubDashboard(t *testing.T, state string, history []byte) *httptest.Server 
 }
 
 // TestDashboardServersAndEscaping: a draining server shows as draining, as
-// in ctl servers (the page said only "yes"), server ids, keys, event
+// in ctl servers (the page said only "yes"), with its zone; server ids,
+// zones, keys, event
 // messages, causes and figure names (none limited to letters and digits) are
 // shown as text, never run as HTML, and the state's bounds (merged ranges,
 // tables left out) are shown.
@@ -318,10 +319,10 @@ func TestDashboardServersAndEscaping(t *testing.T) {
 	  {"id":2,"start":"%s","end":"z","generation":1,"replicas":["ps2"],"leader":"ps2","entities_per_sec":1,"throttled_per_sec":0,"entities":1,"bytes":1,"hot_keys":null},
 	  {"id":3,"start":"z","end":"","generation":1,"replicas":[],"leader":"","entities_per_sec":1,"throttled_per_sec":0,"entities":1,"bytes":1,"hot_keys":null,"merged":25}]}],
 	  "tables_total":150,
-	  "servers":[{"id":"%s","alive":true,"draining":true,"replicas":1,"leaders":0,"entities_per_sec":0},
-	    {"id":"ps2","alive":false,"draining":false,"replicas":1,"leaders":1,"entities_per_sec":0}],
+	  "servers":[{"id":"%s","zone":"%s","alive":true,"draining":true,"replicas":1,"leaders":0,"entities_per_sec":0},
+	    {"id":"ps2","zone":"eu-west-1b","alive":false,"draining":false,"replicas":1,"leaders":1,"entities_per_sec":0}],
 	  "events":[{"seq":1,"time":"2026-11-27T14:00:00Z","kind":"%s","table":"orders","message":"%s","cause":"%s","duration_seconds":0,"figures":{"%s":1}}]}`,
-		bad(1), bad(2), bad(3), bad(4), bad(1), bad(5), bad(6), bad(7), bad(8), bad(9))
+		bad(1), bad(2), bad(3), bad(4), bad(1), bad(5), bad(10), bad(6), bad(7), bad(8), bad(9))
 	var check map[string]any
 	if err := json.Unmarshal([]byte(state), &check); err != nil {
 		t.Fatalf("stub state: %v", err)
@@ -348,8 +349,8 @@ func TestDashboardServersAndEscaping(t *testing.T) {
 			t.Fatalf("markup from the data became elements: %+v", v)
 		}
 		if strings.Contains(v.Servers, "ps2") && v.Events != "" {
-			if !strings.Contains(v.Servers, "yes, draining") || !strings.Contains(v.Servers, "DOWN") {
-				t.Errorf("servers table %q: want the first yes, draining and ps2 DOWN", v.Servers)
+			if !strings.Contains(v.Servers, "yes, draining") || !strings.Contains(v.Servers, "DOWN") || !strings.Contains(v.Servers, "ps2eu-west-1b") {
+				t.Errorf("servers table %q: want the first yes, draining and ps2 in zone eu-west-1b, DOWN", v.Servers)
 			}
 			if !strings.Contains(v.Servers, "<img src=x") || !strings.Contains(v.Events, "<img src=x") || !strings.Contains(v.Bars, "<img src=x") {
 				t.Errorf("the ids and messages are not shown as text: %+v", v)

@@ -59,13 +59,13 @@ func TestDashboardMethods(t *testing.T) {
 }
 
 // TestDashboardStateServers: the servers the page lists carry the drain
-// mark and their disk space, as ctl servers shows them.
+// mark, their disk space and their zone, as ctl servers shows them.
 func TestDashboardStateServers(t *testing.T) {
 	_, s := startSoloMaster(t)
 	defer s.Close()
 	waitUntil(t, 10*time.Second, "the master leads", s.IsLeader)
 	for _, id := range []string{"a", "b"} {
-		if _, err := s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_REGISTER_SERVER, &pb.RegisterServerCommand{Server: &pb.ServerInfo{ServerId: id}}); err != nil {
+		if _, err := s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_REGISTER_SERVER, &pb.RegisterServerCommand{Server: &pb.ServerInfo{ServerId: id, Zone: map[string]string{"a": "eu-1a"}[id]}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -76,6 +76,9 @@ func TestDashboardStateServers(t *testing.T) {
 	st := s.dashboardState()
 	if len(st.Servers) != 2 || st.Servers[0].Draining || !st.Servers[1].Draining {
 		t.Errorf("servers %+v, want a, then b draining", st.Servers)
+	}
+	if a, b := st.Servers[0], st.Servers[1]; a.Zone != "eu-1a" || b.Zone != "" {
+		t.Errorf("servers %+v, want a in zone eu-1a, b in none", st.Servers)
 	}
 	if a, b := st.Servers[0], st.Servers[1]; a.Disk != "full" || a.DiskAvailableBytes != 100<<20 || a.DiskCapacityBytes != 100<<30 || b.Disk != "" {
 		t.Errorf("servers %+v, want a's disk full with its figures, b's unknown", st.Servers)
