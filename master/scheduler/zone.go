@@ -191,7 +191,7 @@ func (zoneDiversity) Schedule(p *Plan) {
 			continue
 		}
 		if p.add(r, Op{Kind: Move, Range: r.ID, From: from.id, To: to.id, Rule: RuleZoneDiversity,
-			Reason:  fmt.Sprintf("zone diversity: %s shares zone %s with another replica; %s is in zone %s, which has none", from.id, from.zone, to.id, to.zone),
+			Reason:  fmt.Sprintf("zone diversity: %s shares zone %s with another replica; %s is in zone %s, which holds none of its replicas", from.id, from.zone, to.id, to.zone),
 			Figures: map[string]float64{"zones": float64(p.zonesOf(r)), "from_replicas": float64(from.replicas), "to_replicas": float64(to.replicas)}}) {
 			hosts = nil
 		}
