@@ -35,6 +35,7 @@ import (
 //	              CONDITION_NOT_SATISFIED    UpdateConditionNotSatisfied        412
 //	              TABLE_NOT_FOUND            TableNotFound                      404
 //	              TABLE_ALREADY_EXISTS       TableAlreadyExists                 409
+//	              TABLE_BEING_DELETED        TableBeingDeleted                  409
 //	              INVALID_INPUT, FILTER_INVALID InvalidInput                    400
 //	              INVALID_NAME               InvalidResourceName                400
 //	              INVALID_ENTITY             metadata "code" (EntityTooLarge, …) 400
@@ -97,6 +98,7 @@ const (
 	msgConditionNotMet       = "The update condition specified in the request was not satisfied."
 	msgTableNotFound         = "The table specified does not exist."
 	msgTableExists           = "The table specified already exists."
+	msgTableBeingDeleted     = "The specified table is being deleted. Try operation later."
 	msgResourceExists        = "The specified resource already exists."
 	msgServerBusy            = "The server is currently unable to receive requests. Please retry your request."
 	msgOperationTimedOut     = "Operation could not be completed within the specified time."
@@ -249,6 +251,8 @@ func classifyRPC(err error) answer {
 		return answer{status: http.StatusNotFound, code: "TableNotFound", msg: msgTableNotFound}
 	case rpcerr.ReasonTableAlreadyExists:
 		return answer{status: http.StatusConflict, code: "TableAlreadyExists", msg: msgTableExists}
+	case rpcerr.ReasonTableBeingDeleted:
+		return answer{status: http.StatusConflict, code: "TableBeingDeleted", msg: msgTableBeingDeleted}
 	case rpcerr.ReasonInvalidInput, rpcerr.ReasonFilterInvalid:
 		return answer{status: http.StatusBadRequest, code: "InvalidInput", msg: msgInvalidInput}
 	case rpcerr.ReasonInvalidEntity:

@@ -436,9 +436,10 @@ func applyDeleteTable(s *state, payload []byte) *applyResult {
 		return replay(r)
 	}
 	res := deleteTable(s, c.GetName())
-	// The record keeps no ranges: they are gone, and a retry needs only
-	// the answer.
-	s.record(c.GetRequestId(), kind, c.GetName(), &applyResult{table: res.table, err: res.err})
+	// The record keeps the ranges: a retry (of an answer lost, or of one
+	// that their freeze did not come in time for) freezes them again
+	// before it answers (freezeDeleted), on whichever master it reaches.
+	s.record(c.GetRequestId(), kind, c.GetName(), res)
 	return res
 }
 

@@ -89,6 +89,10 @@ type Server struct {
 	wg      sync.WaitGroup
 	started atomic.Bool // Start succeeded and Close has not run
 
+	// deleting: deleted tables whose ranges are being frozen
+	// (tabledelete.go).
+	deleting deletions
+
 	dashboardHistoryState
 }
 

@@ -34,6 +34,8 @@ func toStatus(err error) error {
 		return rpcerr.New(codes.AlreadyExists, rpcerr.ReasonTableAlreadyExists, err.Error(), nil)
 	case errors.Is(err, ErrTableNotFound):
 		return rpcerr.New(codes.NotFound, rpcerr.ReasonTableNotFound, err.Error(), nil)
+	case errors.Is(err, ErrTableBeingDeleted):
+		return rpcerr.New(codes.AlreadyExists, rpcerr.ReasonTableBeingDeleted, err.Error(), nil)
 	case errors.Is(err, ErrNotEnoughServers), errors.Is(err, ErrStartNotRecorded):
 		return rpcerr.New(codes.Unavailable, rpcerr.ReasonUnavailable, err.Error(), nil)
 	case errors.Is(err, ErrBadCommand), errors.Is(err, ErrBadMember):
@@ -125,8 +127,8 @@ func (v *service) CreateTable(ctx context.Context, req *pb.CreateTableRequest) (
 	if recorded != nil {
 		return s.createdBefore(ctx, req, recorded)
 	}
-	if exists {
-		return nil, toStatus(ErrTableExists)
+	if err := s.nameFree(req.GetName(), exists); err != nil {
+		return nil, toStatus(err)
 	}
 	replicas, addrs, err := s.placement()
 	if err != nil {
@@ -307,24 +309,16 @@ func (v *service) DeleteTable(ctx context.Context, req *pb.DeleteTableRequest) (
 		// be answered 204 (from the request record), not 404.
 		return nil, rpcerr.New(codes.Unavailable, rpcerr.ReasonUnavailable, err.Error(), nil)
 	}
-	// Best effort; servers also drop replicas of deleted tables on their
-	// next heartbeat.
-	grpcAddrs := map[string]string{}
-	s.fsm.read(func(st *state) {
-		for id, sv := range st.servers {
-			grpcAddrs[id] = sv.GetGrpcAddr()
-		}
-	})
-	for _, r := range res.ranges {
-		for _, rep := range r.GetReplicas() {
-			if c, err := s.pool.Partition(grpcAddrs[rep.GetServerId()]); err == nil {
-				go func(id uint64) {
-					cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-					defer cancel()
-					c.DeleteReplica(cctx, &pb.DeleteReplicaRequest{RangeId: id})
-				}(r.GetRangeId())
-			}
-		}
+	// The answer waits until no range of the table serves any more
+	// (tabledelete.go): a front-end whose map is behind still routes the
+	// table to them. Then their replicas are deleted (best effort; the
+	// servers also drop replicas of deleted tables on their heartbeats).
+	if err := s.freezeDeleted(ctx, req.GetName(), res.ranges); err != nil {
+		// Deleted, but a range may still serve: an unknown outcome (500
+		// OperationTimedOut). The client's retry is answered from the
+		// request record once the ranges froze.
+		s.logger.Warn("table deleted, its ranges not all frozen yet", "table", req.GetName(), "err", err)
+		return nil, err
 	}
 	s.event(&pb.Event{Kind: pb.EventKind_EVENT_KIND_TABLE_DELETED, Table: res.table.GetName(), Cause: causeOperator,
 		Message: fmt.Sprintf("table %s deleted", res.table.GetName())})

@@ -74,6 +74,9 @@ func (v *service) FreezeRange(ctx context.Context, req *pb.FreezeRangeRequest) (
 	if err != nil {
 		return nil, err
 	}
+	if req.GetTableDeleted() {
+		return v.freezeDeleted(ctx, r)
+	}
 	if st := r.fsm.State(); st.GetFrozen() || req.GetOnlyIfFrozen() {
 		// The applied index goes with it: "not frozen" proves a freeze
 		// undone only if this leader applied past it.
@@ -92,6 +95,24 @@ func (v *service) FreezeRange(ctx context.Context, req *pb.FreezeRangeRequest) (
 	if err != nil {
 		return nil, err
 	}
+	return &pb.FreezeRangeResponse{Range: res.Range, FreezeIndex: res.Index}, nil
+}
+
+// freezeDeleted freezes a range of a deleted table for good, through its
+// log: every write and read after it (on this leader or any later one) is
+// refused, and nothing undoes it. It is proposed even when the range is
+// frozen already (for a merge, which an abort could undo), and without
+// the merge freeze's check that every voter answers: a majority commits
+// it, and the master's DeleteTable waits for it.
+func (v *service) freezeDeleted(ctx context.Context, r *replica) (*pb.FreezeRangeResponse, error) {
+	if st := r.fsm.State(); st.GetTableDeleted() {
+		return &pb.FreezeRangeResponse{Range: st.GetRange(), FreezeIndex: st.GetFrozenIndex(), AppliedIndex: st.GetAppliedIndex()}, nil
+	}
+	res, err := v.run(ctx, r, pb.CommandKind_COMMAND_KIND_FREEZE, &pb.FreezeCommand{Generation: r.fsm.Descriptor().GetGeneration(), TableDeleted: true})
+	if err != nil {
+		return nil, err
+	}
+	v.s.logger.Info("range of a deleted table frozen", "range", r.id, "freeze_index", res.Index)
 	return &pb.FreezeRangeResponse{Range: res.Range, FreezeIndex: res.Index}, nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"tablestore/internal/edm"
+	"tablestore/internal/failpoint"
 	"tablestore/internal/filter"
 	"tablestore/internal/keys"
 	"tablestore/internal/rpcerr"
@@ -404,6 +405,11 @@ func (v *service) CreateReplica(ctx context.Context, req *pb.CreateReplicaReques
 }
 
 func (v *service) DeleteReplica(ctx context.Context, req *pb.DeleteReplicaRequest) (*pb.DeleteReplicaResponse, error) {
+	if err := failpoint.Inject("partitionserver/delete-replica/refuse"); err != nil {
+		// The master's delete does not arrive (a lost call, a server
+		// cut off from the master but not from the front-ends).
+		return nil, rpcerr.New(codes.Unavailable, rpcerr.ReasonUnavailable, err.Error(), nil)
+	}
 	if err := v.s.deleteReplica(req.GetRangeId(), req.GetBeforeGeneration(), req.GetAbortedThrough()); err != nil {
 		return nil, toStatus(nil, err)
 	}

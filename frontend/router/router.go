@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"tablestore/internal/connpool"
+	"tablestore/internal/failpoint"
 	"tablestore/internal/masterclient"
 	"tablestore/internal/peertls"
 	"tablestore/internal/rpcerr"
@@ -175,6 +176,12 @@ func (r *Router) watchLoop() {
 				m, rerr := stream.Recv()
 				if rerr != nil {
 					err = rerr
+					break
+				}
+				if ferr := failpoint.Inject("router/watch/before-apply"); ferr != nil {
+					// A watch that breaks here starts over; a delay is a
+					// slow one (a loaded machine, a stream behind).
+					err = ferr
 					break
 				}
 				if m.GetDelta() {

@@ -21,6 +21,9 @@ const (
 	ReasonTableAlreadyExists    = "TABLE_ALREADY_EXISTS"
 	ReasonInvalidInput          = "INVALID_INPUT"
 	ReasonInvalidName           = "INVALID_NAME"
+	// ReasonTableBeingDeleted: a create of the name of a deleted table
+	// whose ranges may still serve (master ErrTableBeingDeleted).
+	ReasonTableBeingDeleted = "TABLE_BEING_DELETED"
 	// ReasonNotLeader: the addressed server does not lead the range (or the
 	// master group); metadata "leader" may name the leader's server id.
 	ReasonNotLeader = "NOT_LEADER"

@@ -108,11 +108,18 @@ func splitAlready(tx *bolt.Tx, desc *pb.RangeDescriptor, key string, newID uint6
 
 // applyFreeze stops reads and writes: the range is about to be merged into
 // its left neighbour. The freeze's index is remembered: the merge waits
-// until every replica has applied it.
+// until every replica has applied it. A freeze for a deleted table
+// (table_deleted) is for good: applyUnfreeze refuses to undo it, so a
+// merge aborted around the delete cannot make the range serve again. A
+// malformed payload (none: a freeze from before the field) is a merge's.
 func applyFreeze(c *applyCtx, payload []byte) *Result {
 	if !c.state.GetFrozen() {
 		c.state.Frozen = true
 		c.state.FrozenIndex = c.log.Index
+	}
+	var cmd pb.FreezeCommand
+	if proto.Unmarshal(payload, &cmd) == nil && cmd.GetTableDeleted() {
+		c.state.TableDeleted = true
 	}
 	return &Result{Range: c.state.GetRange(), Index: c.state.GetFrozenIndex()}
 }
@@ -129,7 +136,7 @@ func applyUnfreeze(c *applyCtx, payload []byte) *Result {
 	if err := proto.Unmarshal(payload, &cmd); err != nil || cmd.GetFreezeIndex() == 0 {
 		return &Result{Err: fmt.Errorf("%w: unfreeze", ErrBadCommand)}
 	}
-	if c.state.GetFrozen() && c.state.GetFrozenIndex() == cmd.GetFreezeIndex() {
+	if c.state.GetFrozen() && c.state.GetFrozenIndex() == cmd.GetFreezeIndex() && !c.state.GetTableDeleted() {
 		c.state.Frozen = false
 		c.state.FrozenIndex = 0
 	}

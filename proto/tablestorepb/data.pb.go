@@ -1888,8 +1888,12 @@ func (x *SplitCommand) GetPreferredLeader() string {
 // FreezeCommand stops writes to a range about to be merged into its left
 // neighbour.
 type FreezeCommand struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Generation    uint64                 `protobuf:"varint,1,opt,name=generation,proto3" json:"generation,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Generation uint64                 `protobuf:"varint,1,opt,name=generation,proto3" json:"generation,omitempty"`
+	// The range's table was deleted: the freeze is for good (no unfreeze
+	// undoes it; RangeState.table_deleted). A replica that does not know
+	// the field freezes the range as for a merge.
+	TableDeleted  bool `protobuf:"varint,2,opt,name=table_deleted,json=tableDeleted,proto3" json:"table_deleted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1929,6 +1933,13 @@ func (x *FreezeCommand) GetGeneration() uint64 {
 		return x.Generation
 	}
 	return 0
+}
+
+func (x *FreezeCommand) GetTableDeleted() bool {
+	if x != nil {
+		return x.TableDeleted
+	}
+	return false
 }
 
 // UnfreezeCommand lets a frozen range serve again: the master recorded its
@@ -2220,7 +2231,10 @@ type RangeState struct {
 	// their left neighbour.
 	Frozen bool `protobuf:"varint,7,opt,name=frozen,proto3" json:"frozen,omitempty"`
 	// Log index of the freeze.
-	FrozenIndex   uint64 `protobuf:"varint,8,opt,name=frozen_index,json=frozenIndex,proto3" json:"frozen_index,omitempty"`
+	FrozenIndex uint64 `protobuf:"varint,8,opt,name=frozen_index,json=frozenIndex,proto3" json:"frozen_index,omitempty"`
+	// The range's table was deleted (FreezeCommand.table_deleted): frozen
+	// for good, an unfreeze is refused.
+	TableDeleted  bool `protobuf:"varint,9,opt,name=table_deleted,json=tableDeleted,proto3" json:"table_deleted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2309,6 +2323,13 @@ func (x *RangeState) GetFrozenIndex() uint64 {
 		return x.FrozenIndex
 	}
 	return 0
+}
+
+func (x *RangeState) GetTableDeleted() bool {
+	if x != nil {
+		return x.TableDeleted
+	}
+	return false
 }
 
 // MergeDecision is the master's single, final decision for one freeze of
@@ -3489,11 +3510,12 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\tsplit_key\x18\x01 \x01(\tR\bsplitKey\x12 \n" +
 	"\fnew_range_id\x18\x02 \x01(\x04R\n" +
 	"newRangeId\x12)\n" +
-	"\x10preferred_leader\x18\x03 \x01(\tR\x0fpreferredLeader\"/\n" +
+	"\x10preferred_leader\x18\x03 \x01(\tR\x0fpreferredLeader\"T\n" +
 	"\rFreezeCommand\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\x04R\n" +
-	"generation\"4\n" +
+	"generation\x12#\n" +
+	"\rtable_deleted\x18\x02 \x01(\bR\ftableDeleted\"4\n" +
 	"\x0fUnfreezeCommand\x12!\n" +
 	"\ffreeze_index\x18\x01 \x01(\x04R\vfreezeIndex\",\n" +
 	"\x02KV\x12\x10\n" +
@@ -3508,7 +3530,7 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x05right\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05right\x12,\n" +
 	"\x12right_freeze_index\x18\x02 \x01(\x04R\x10rightFreezeIndex\"H\n" +
 	"\x12SetReplicasCommand\x122\n" +
-	"\breplicas\x18\x01 \x03(\v2\x16.tablestore.v1.ReplicaR\breplicas\"\xb2\x02\n" +
+	"\breplicas\x18\x01 \x03(\v2\x16.tablestore.v1.ReplicaR\breplicas\"\xd7\x02\n" +
 	"\n" +
 	"RangeState\x124\n" +
 	"\x05range\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\x12#\n" +
@@ -3518,7 +3540,8 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x05bytes\x18\x05 \x01(\x04R\x05bytes\x12\x1c\n" +
 	"\tbootstrap\x18\x06 \x01(\bR\tbootstrap\x12\x16\n" +
 	"\x06frozen\x18\a \x01(\bR\x06frozen\x12!\n" +
-	"\ffrozen_index\x18\b \x01(\x04R\vfrozenIndex\"\x8f\x01\n" +
+	"\ffrozen_index\x18\b \x01(\x04R\vfrozenIndex\x12#\n" +
+	"\rtable_deleted\x18\t \x01(\bR\ftableDeleted\"\x8f\x01\n" +
 	"\rMergeDecision\x12$\n" +
 	"\x0eright_range_id\x18\x01 \x01(\x04R\frightRangeId\x12!\n" +
 	"\ffreeze_index\x18\x02 \x01(\x04R\vfreezeIndex\x125\n" +

@@ -201,7 +201,12 @@ type FreezeRangeRequest struct {
 	// Report the range's freeze without proposing one: a master resuming a
 	// merge must not freeze a range another master already unfroze. An
 	// unfrozen range answers freeze_index 0.
-	OnlyIfFrozen  bool `protobuf:"varint,2,opt,name=only_if_frozen,json=onlyIfFrozen,proto3" json:"only_if_frozen,omitempty"`
+	OnlyIfFrozen bool `protobuf:"varint,2,opt,name=only_if_frozen,json=onlyIfFrozen,proto3" json:"only_if_frozen,omitempty"`
+	// The range's table was deleted (master DeleteTable): the freeze is for
+	// good, proposed even when the range is frozen for a merge already, and
+	// without the merge freeze's check that every voter answers (a
+	// majority suffices).
+	TableDeleted  bool `protobuf:"varint,3,opt,name=table_deleted,json=tableDeleted,proto3" json:"table_deleted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -246,6 +251,13 @@ func (x *FreezeRangeRequest) GetRangeId() uint64 {
 func (x *FreezeRangeRequest) GetOnlyIfFrozen() bool {
 	if x != nil {
 		return x.OnlyIfFrozen
+	}
+	return false
+}
+
+func (x *FreezeRangeRequest) GetTableDeleted() bool {
+	if x != nil {
+		return x.TableDeleted
 	}
 	return false
 }
@@ -2230,10 +2242,11 @@ const file_tablestore_v1_partition_service_proto_rawDesc = "" +
 	"\x10preferred_leader\x18\x04 \x01(\tR\x0fpreferredLeader\"~\n" +
 	"\x12SplitRangeResponse\x122\n" +
 	"\x04left\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x04left\x124\n" +
-	"\x05right\x18\x02 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05right\"U\n" +
+	"\x05right\x18\x02 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05right\"z\n" +
 	"\x12FreezeRangeRequest\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12$\n" +
-	"\x0eonly_if_frozen\x18\x02 \x01(\bR\fonlyIfFrozen\"\x93\x01\n" +
+	"\x0eonly_if_frozen\x18\x02 \x01(\bR\fonlyIfFrozen\x12#\n" +
+	"\rtable_deleted\x18\x03 \x01(\bR\ftableDeleted\"\x93\x01\n" +
 	"\x13FreezeRangeResponse\x124\n" +
 	"\x05range\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\x12!\n" +
 	"\ffreeze_index\x18\x02 \x01(\x04R\vfreezeIndex\x12#\n" +

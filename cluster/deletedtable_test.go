@@ -1,0 +1,202 @@
+package cluster
+
+import (
+	"errors"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
+	"tablestore/frontend"
+	"tablestore/internal/failpoint"
+	"tablestore/partitionserver"
+)
+
+// TestDeletedTableServesNothing: Delete Table answered 204 through one
+// front-end while another front-end's map watch is behind (stalled: a
+// loaded machine, a slow or restarting stream), and the master's deletes
+// of the table's replicas are not through yet (they are best effort and
+// asynchronous; here they do not arrive). The stale front-end still
+// routes the table to its old range. Before, the range's leader served
+// on: a write answered 201 (and vanished with the range), a read returned
+// the deleted table's entity, and after the table was created again a
+// write went into the old incarnation (acknowledged, lost). Azure answers
+// 404 TableNotFound once Delete Table returned; the master now freezes
+// every range of the table for good through its log before it answers.
+func TestDeletedTableServesNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c, err := Start(Options{
+		Masters: 1, Servers: 3, Frontends: 2, DataDir: t.TempDir(), TuneMaster: soleMasterElects,
+		// The servers' own collection of a deleted table's replicas
+		// (live_table_ids in the heartbeat's answer) stays out of the
+		// test's few seconds.
+		TuneServer: func(cfg *partitionserver.Config) { cfg.HeartbeatInterval = 10 * time.Second },
+		// A delete whose ranges cannot freeze is answered within it
+		// (subtest unfrozen).
+		TuneFrontend: func(cfg *frontend.Config) { cfg.RequestTimeout = 3 * time.Second },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	ctx := ctxT(t, 60*time.Second)
+	stale, fresh := fewRetries(t, c, 0), serviceClient(t, c, 1)
+
+	failpoint.Enable("partitionserver/delete-replica/refuse", nil)
+	t.Cleanup(func() { failpoint.Disable("partitionserver/delete-replica/refuse") })
+	// stallWatches holds every front-end's watch until the returned
+	// release: front-end 1 learns its own delete and create from their
+	// answers, front-end 0 learns nothing.
+	stallWatches := func(t *testing.T) func() {
+		release := make(chan struct{})
+		failpoint.Enable("router/watch/before-apply", func() error {
+			select {
+			case <-release:
+			case <-time.After(30 * time.Second):
+			}
+			return nil
+		})
+		done := false
+		undo := func() {
+			if !done {
+				done = true
+				failpoint.Disable("router/watch/before-apply")
+				close(release)
+			}
+		}
+		t.Cleanup(undo)
+		return undo
+	}
+	entity := func(pk, rk string) []byte {
+		return []byte(`{"PartitionKey":"` + pk + `","RowKey":"` + rk + `","V":1}`)
+	}
+
+	t.Run("delete", func(t *testing.T) {
+		if _, err := fresh.CreateTable(ctx, "gone", nil); err != nil {
+			t.Fatal(err)
+		}
+		old := stale.NewClient("gone")
+		if _, err := old.AddEntity(ctx, entity("p", "before"), nil); err != nil {
+			t.Fatalf("write before the delete: %v", err)
+		}
+		release := stallWatches(t)
+		defer release()
+		if _, err := fresh.DeleteTable(ctx, "gone", nil); err != nil {
+			t.Fatalf("delete: %v", err)
+		}
+		if _, err := old.AddEntity(ctx, entity("p", "after"), nil); !tableNotFound(err) {
+			t.Errorf("write through the stale front-end after the delete's 204: %v, want 404 TableNotFound", err)
+		}
+		if _, err := old.GetEntity(ctx, "p", "before", nil); !tableNotFound(err) {
+			t.Errorf("read through the stale front-end after the delete's 204: %v, want 404 TableNotFound", err)
+		}
+	})
+
+	t.Run("recreate", func(t *testing.T) {
+		if _, err := fresh.CreateTable(ctx, "again", nil); err != nil {
+			t.Fatal(err)
+		}
+		old := stale.NewClient("again")
+		if _, err := old.AddEntity(ctx, entity("p", "before"), nil); err != nil {
+			t.Fatalf("write before the delete: %v", err)
+		}
+		release := stallWatches(t)
+		defer release()
+		if _, err := fresh.DeleteTable(ctx, "again", nil); err != nil {
+			t.Fatalf("delete: %v", err)
+		}
+		if _, err := fresh.CreateTable(ctx, "again", nil); err != nil {
+			t.Fatalf("create again: %v", err)
+		}
+		if _, err := old.AddEntity(ctx, entity("p", "after"), nil); err != nil {
+			// A refusal is no loss.
+			t.Logf("write through the stale front-end refused: %v", err)
+			return
+		}
+		if _, err := fresh.NewClient("again").GetEntity(ctx, "p", "after", nil); err != nil {
+			t.Errorf("write acknowledged through the stale front-end is not in the new table: %v", err)
+		}
+		if _, err := fresh.NewClient("again").GetEntity(ctx, "p", "before", nil); err == nil {
+			t.Errorf("the new table holds the deleted table's entity")
+		}
+	})
+
+	// The range cannot freeze: two of its three replicas are cut off
+	// from the third. The delete is answered 500 OperationTimedOut (it
+	// may or may not have succeeded: it did, but the range may serve), a
+	// create of the name 409 TableBeingDeleted until the range froze, and
+	// then the name is free.
+	t.Run("unfrozen", func(t *testing.T) {
+		if _, err := fresh.CreateTable(ctx, "slow", nil); err != nil {
+			t.Fatal(err)
+		}
+		old := stale.NewClient("slow")
+		if _, err := old.AddEntity(ctx, entity("p", "before"), nil); err != nil {
+			t.Fatalf("write before the delete: %v", err)
+		}
+		release := stallWatches(t)
+		defer release()
+		c.IsolateServer(1, true)
+		c.IsolateServer(2, true)
+		isolated := true
+		heal := func() {
+			if isolated {
+				isolated = false
+				c.IsolateServer(1, false)
+				c.IsolateServer(2, false)
+			}
+		}
+		defer heal()
+		_, err := stale.DeleteTable(ctx, "slow", nil)
+		if !azureCode(err, http.StatusInternalServerError, "OperationTimedOut") {
+			t.Fatalf("delete of a table whose range cannot freeze: %v, want 500 OperationTimedOut", err)
+		}
+		_, err = stale.CreateTable(ctx, "slow", nil)
+		if !azureCode(err, http.StatusConflict, "TableBeingDeleted") {
+			t.Fatalf("create while the deleted table's range serves: %v, want 409 TableBeingDeleted", err)
+		}
+		heal()
+		waitFor(t, 15*time.Second, "the name to be free", func() bool {
+			_, err := stale.CreateTable(ctx, "slow", nil)
+			if err != nil && !azureCode(err, http.StatusConflict, "TableBeingDeleted") {
+				t.Fatalf("create after the range froze: %v", err)
+			}
+			return err == nil
+		})
+		if _, err := old.AddEntity(ctx, entity("p", "after"), nil); err != nil {
+			t.Fatalf("write to the new table: %v", err)
+		}
+		if _, err := fresh.NewClient("slow").GetEntity(ctx, "p", "before", nil); err == nil {
+			t.Errorf("the new table holds the deleted table's entity")
+		}
+	})
+}
+
+// azureCode reports whether err is an Azure answer of that status and code.
+func azureCode(err error, status int, code string) bool {
+	var re *azcore.ResponseError
+	return errors.As(err, &re) && re.StatusCode == status && re.ErrorCode == code
+}
+
+// fewRetries is serviceClient(t, c, i) whose SDK does not retry: a
+// refusal shows as itself.
+func fewRetries(t *testing.T, c *Cluster, i int) *aztables.ServiceClient {
+	t.Helper()
+	opts := &aztables.ClientOptions{}
+	opts.Retry = policy.RetryOptions{MaxRetries: -1, TryTimeout: 15 * time.Second}
+	sc, err := aztables.NewServiceClientFromConnectionString(c.ConnectionString(i), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sc
+}
+
+// tableNotFound reports whether err is Azure's 404 TableNotFound.
+func tableNotFound(err error) bool {
+	return azureCode(err, http.StatusNotFound, "TableNotFound")
+}

@@ -1,0 +1,257 @@
+package master
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"tablestore/internal/rpcerr"
+	pb "tablestore/proto/tablestorepb"
+)
+
+// A deleted table's ranges keep their replicas, and their leaders keep
+// serving, until the replicas are deleted (DeleteReplica, best effort, and
+// the servers' own collection of replicas of tables not live). A
+// front-end whose map is behind (its watch slow, broken, restarting on a
+// new master) still routes the table to them: before, a write it sent
+// after Delete Table was answered was acknowledged and vanished with the
+// range (or, the table created again, went to the old incarnation), and a
+// read returned the deleted table's entity. DeleteTable now freezes every
+// range of the table for good through the range's own log
+// (FreezeRange.table_deleted) before it answers: every write and read
+// after the freeze, on any replica that leads the range then or later, is
+// refused (STALE_RANGE), and the front-end, refreshing its map, answers
+// 404 TableNotFound.
+
+// deleteFreezeWait bounds how long DeleteTable waits for the table's
+// ranges to freeze before it answers an unknown outcome (the freezes go
+// on in the background).
+const deleteFreezeWait = 5 * time.Second
+
+// deleteFreezeGiveUp bounds the background freezing of a range that can
+// neither freeze (no quorum) nor be shown gone (a replica's server does
+// not answer): the servers' collection of a deleted table's replicas ends
+// it meanwhile.
+const deleteFreezeGiveUp = 10 * time.Minute
+
+// ErrTableBeingDeleted: a table of that name was deleted and a range of it
+// has not frozen yet; a create of the name waits until it has (409
+// TableBeingDeleted, as Azure answers while it collects a deleted table).
+var ErrTableBeingDeleted = errors.New("master: a table of that name is being deleted")
+
+// errFreezeUnsupported: a server of the range does not know FreezeRange.
+var errFreezeUnsupported = errors.New("master: a server of the range does not freeze ranges")
+
+// deletions are the deleted tables (by lower-case name) whose ranges this
+// master is still freezing.
+type deletions struct {
+	mu sync.Mutex
+	m  map[string]*deletion
+}
+
+// deletion is one table's freezing in flight; done is closed when every
+// range froze or is gone (or the freezing gave up).
+type deletion struct {
+	done chan struct{}
+}
+
+// nameFree says whether CreateTable may create a table of that name:
+// ErrTableExists when one exists, ErrTableBeingDeleted when a range of
+// the deleted table of that name may still serve a front-end whose map is
+// behind (a write it took after the create's answer would be lost with
+// the old table), else nil.
+func (s *Server) nameFree(name string, exists bool) error {
+	switch {
+	case exists:
+		return ErrTableExists
+	case s.deleting.pending(name):
+		return ErrTableBeingDeleted
+	}
+	return nil
+}
+
+// pending reports whether a table of that name is being deleted.
+func (d *deletions) pending(name string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	_, ok := d.m[strings.ToLower(name)]
+	return ok
+}
+
+// freezeDeleted freezes the ranges of deleted table name for good, in the
+// background on the master's lifetime (a caller that gives up leaves it
+// running), and waits for it up to deleteFreezeWait or ctx. A freezing
+// already in flight for the name (the client's retry) is joined, not
+// repeated. It returns nil once every range froze or is gone, else an
+// error of unknown outcome (the table is deleted; its ranges may serve a
+// while longer).
+func (s *Server) freezeDeleted(ctx context.Context, name string, ranges []*pb.RangeDescriptor) error {
+	if len(ranges) == 0 {
+		return nil
+	}
+	key := strings.ToLower(name)
+	s.deleting.mu.Lock()
+	if s.deleting.m == nil {
+		s.deleting.m = map[string]*deletion{}
+	}
+	d, ok := s.deleting.m[key]
+	if !ok {
+		if s.ctx.Err() != nil {
+			// Closing: its wait group may be waited on already.
+			s.deleting.mu.Unlock()
+			return status.Error(codes.Unavailable, "master: shutting down")
+		}
+		d = &deletion{done: make(chan struct{})}
+		s.deleting.m[key] = d
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.freezeRanges(name, ranges)
+			s.deleting.mu.Lock()
+			delete(s.deleting.m, key)
+			s.deleting.mu.Unlock()
+			close(d.done)
+		}()
+	}
+	s.deleting.mu.Unlock()
+	t := time.NewTimer(deleteFreezeWait)
+	defer t.Stop()
+	select {
+	case <-d.done:
+		return nil
+	case <-ctx.Done():
+		return status.Error(codes.DeadlineExceeded, fmt.Sprintf("table %s deleted; its ranges are still being frozen: %v", name, ctx.Err()))
+	case <-t.C:
+		return status.Error(codes.DeadlineExceeded, fmt.Sprintf("table %s deleted; its ranges did not freeze within %v", name, deleteFreezeWait))
+	}
+}
+
+// freezeRanges freezes every range at once, and then deletes their
+// replicas (best effort; the servers also drop replicas of deleted tables
+// on their next heartbeat).
+func (s *Server) freezeRanges(name string, ranges []*pb.RangeDescriptor) {
+	ctx, cancel := context.WithTimeout(s.ctx, deleteFreezeGiveUp)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, r := range ranges {
+		wg.Add(1)
+		go func(r *pb.RangeDescriptor) {
+			defer wg.Done()
+			start := time.Now()
+			err := s.freezeDeletedRange(ctx, r)
+			switch {
+			case errors.Is(err, errFreezeUnsupported):
+				// A server from before FreezeRange: its range serves
+				// until its replicas are deleted, as before.
+				s.logger.Warn("range of a deleted table not frozen: a server does not freeze ranges", "table", name, "range", r.GetRangeId(), "err", err)
+			case err != nil:
+				s.logger.Warn("range of a deleted table not frozen", "table", name, "range", r.GetRangeId(), "took", time.Since(start).Round(time.Millisecond), "err", err)
+				return
+			default:
+				s.logger.Debug("range of a deleted table frozen", "table", name, "range", r.GetRangeId(), "took", time.Since(start).Round(time.Millisecond))
+			}
+			s.deleteReplicas(r)
+		}(r)
+	}
+	wg.Wait()
+}
+
+// deleteReplicas asks every replica of r's to delete itself (best effort).
+func (s *Server) deleteReplicas(r *pb.RangeDescriptor) {
+	for _, rep := range r.GetReplicas() {
+		c, err := s.pool.Partition(s.grpcAddrOf(rep.GetServerId()))
+		if err != nil {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
+		_, _ = c.DeleteReplica(cctx, &pb.DeleteReplicaRequest{RangeId: r.GetRangeId()})
+		cancel()
+	}
+}
+
+// freezeDeletedRange freezes r for good through its log (FreezeRange with
+// table_deleted, on its leader), round after round until it did, or every
+// replica of r answers that it does not host the range (deleted: no
+// replica is left to serve it), or ctx ends.
+func (s *Server) freezeDeletedRange(ctx context.Context, r *pb.RangeDescriptor) error {
+	id := r.GetRangeId()
+	backoff := 10 * time.Millisecond
+	leader := s.leaderOf(id)
+	for {
+		cands := make([]string, 0, len(r.GetReplicas())+1)
+		if leader != "" {
+			cands = append(cands, leader)
+		}
+		for _, rep := range r.GetReplicas() {
+			if rep.GetServerId() != leader {
+				cands = append(cands, rep.GetServerId())
+			}
+		}
+		gone := map[string]bool{}
+		var last error
+		for i := 0; i < len(cands); i++ {
+			server := cands[i]
+			c, err := s.pool.Partition(s.grpcAddrOf(server))
+			if err != nil {
+				last = err
+				continue
+			}
+			actx, cancel := context.WithTimeout(ctx, time.Second)
+			_, err = c.FreezeRange(actx, &pb.FreezeRangeRequest{RangeId: id, TableDeleted: true})
+			cancel()
+			if err == nil {
+				return nil
+			}
+			last = err
+			info := rpcerr.Parse(err)
+			switch {
+			case info.Code == codes.Unimplemented:
+				return fmt.Errorf("%w: %s: %v", errFreezeUnsupported, server, err)
+			case info.Reason == rpcerr.ReasonRangeNotFound:
+				gone[server] = true
+			case info.Reason == rpcerr.ReasonNotLeader:
+				if l := info.Metadata[rpcerr.MetaLeader]; l != "" && l != server && !containsFrom(cands, i+1, l) {
+					// Asked next, once, this round.
+					cands = append(cands[:i+1], append([]string{l}, cands[i+1:]...)...)
+				}
+			}
+		}
+		if allGone(r, gone) {
+			return nil
+		}
+		leader = s.leaderOf(id)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("range %d: %w (last error: %v)", id, ctx.Err(), last)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 200*time.Millisecond)
+	}
+}
+
+// allGone reports whether every replica of r answered that it does not
+// host r: none is left to serve it (a server the descriptor does not list,
+// a move's new voter, is no majority of the group on its own).
+func allGone(r *pb.RangeDescriptor, gone map[string]bool) bool {
+	for _, rep := range r.GetReplicas() {
+		if !gone[rep.GetServerId()] {
+			return false
+		}
+	}
+	return len(r.GetReplicas()) > 0
+}
+
+func containsFrom(s []string, from int, v string) bool {
+	for _, x := range s[from:] {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}

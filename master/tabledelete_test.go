@@ -1,0 +1,120 @@
+package master
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"tablestore/internal/connpool"
+	"tablestore/internal/rpcerr"
+	pb "tablestore/proto/tablestorepb"
+)
+
+// freezeScript is a fake partition server's answer to FreezeRange.
+type freezeScript struct {
+	pb.UnimplementedPartitionServiceServer
+	mu     sync.Mutex
+	answer func() error
+	asked  int
+	marked bool // a request carried table_deleted
+}
+
+func (f *freezeScript) FreezeRange(_ context.Context, req *pb.FreezeRangeRequest) (*pb.FreezeRangeResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.asked++
+	f.marked = f.marked || req.GetTableDeleted()
+	if err := f.answer(); err != nil {
+		return nil, err
+	}
+	return &pb.FreezeRangeResponse{FreezeIndex: 7}, nil
+}
+
+func notLeader(leader string) func() error {
+	return func() error {
+		return rpcerr.New(codes.Unavailable, rpcerr.ReasonNotLeader, "not the leader", map[string]string{rpcerr.MetaLeader: leader})
+	}
+}
+
+func notHosted() error {
+	return rpcerr.New(codes.NotFound, rpcerr.ReasonRangeNotFound, "not hosted", nil)
+}
+
+func unreachable() error { return status.Error(codes.Unavailable, "connection refused") }
+
+// TestFreezeDeletedRange: DeleteTable's freeze of a deleted table's range
+// follows the leader hints to the leader and marks the freeze
+// table_deleted; counts the range gone once every replica says it hosts
+// none; keeps trying while a replica that may host it does not answer; and
+// gives up at once on a server from before FreezeRange (it serves on until
+// its replicas are deleted, as before).
+func TestFreezeDeletedRange(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		answers map[string]func() error
+		want    error // nil, errFreezeUnsupported, or context.DeadlineExceeded
+		frozeOn string
+	}{
+		{"the leader freezes it", map[string]func() error{"a": notLeader("c"), "b": notLeader("c"), "c": func() error { return nil }}, nil, "c"},
+		{"every replica deleted", map[string]func() error{"a": notHosted, "b": notHosted, "c": notHosted}, nil, ""},
+		{"a replica that may host it does not answer", map[string]func() error{"a": notHosted, "b": notHosted, "c": unreachable}, context.DeadlineExceeded, ""},
+		{"an old server", map[string]func() error{"a": func() error { return status.Error(codes.Unimplemented, "unknown method") }, "b": unreachable, "c": unreachable}, errFreezeUnsupported, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &Server{cfg: DefaultConfig(), reports: newReports(), changed: make(chan struct{}), watchers: map[*mapWatcher]struct{}{}, epoch: 1,
+				pool: connpool.New(grpc.WithTransportCredentials(insecure.NewCredentials()))}
+			defer s.pool.Close()
+			s.fsm = &fsm{st: newState(), onChange: s.bumpChanges}
+			apply := applier(t, s.fsm)
+			fakes := map[string]*freezeScript{}
+			for _, id := range []string{"a", "b", "c"} {
+				fakes[id] = &freezeScript{answer: tc.answers[id]}
+				s.pool.RegisterLocal("local-"+id, fakes[id])
+				apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_REGISTER_SERVER, &pb.RegisterServerCommand{Server: &pb.ServerInfo{ServerId: id, GrpcAddr: "local-" + id}})
+			}
+			r := &pb.RangeDescriptor{RangeId: 4, TableId: 1, Generation: 1, Replicas: []*pb.Replica{{ServerId: "a"}, {ServerId: "b"}, {ServerId: "c"}}}
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			err := s.freezeDeletedRange(ctx, r)
+			if (tc.want == nil) != (err == nil) || (tc.want != nil && !errors.Is(err, tc.want)) {
+				t.Fatalf("freeze = %v, want %v", err, tc.want)
+			}
+			for id, f := range fakes {
+				if f.asked > 0 && !f.marked {
+					t.Errorf("%s was asked for a merge's freeze, not a deleted table's", id)
+				}
+			}
+			if tc.frozeOn != "" && fakes[tc.frozeOn].asked != 1 {
+				t.Errorf("the leader %s was asked %d times", tc.frozeOn, fakes[tc.frozeOn].asked)
+			}
+		})
+	}
+}
+
+// TestDeleteRecordKeepsRanges: a DeleteTable's retry, answered from the
+// request record, carries the deleted table's ranges, which the answer
+// freezes again (a retry of a delete whose freeze did not come in time);
+// before, the record kept none and the retry was answered 204 at once.
+func TestDeleteRecordKeepsRanges(t *testing.T) {
+	f := &fsm{st: newState()}
+	apply := applier(t, f)
+	created := apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_CREATE_TABLE, &pb.CreateTableCommand{Name: "t", Replicas: []*pb.Replica{{ServerId: "a"}}})
+	if created.err != nil {
+		t.Fatal(created.err)
+	}
+	del := &pb.DeleteTableCommand{Name: "t", RequestId: []byte("r1")}
+	first := apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_DELETE_TABLE, del)
+	again := apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_DELETE_TABLE, del)
+	for _, res := range []*applyResult{first, again} {
+		if res.err != nil || len(res.ranges) != 1 || res.ranges[0].GetRangeId() != created.ranges[0].GetRangeId() {
+			t.Fatalf("delete = %+v, want the table's range", res)
+		}
+	}
+}
