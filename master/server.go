@@ -89,9 +89,10 @@ type Server struct {
 	wg      sync.WaitGroup
 	started atomic.Bool // Start succeeded and Close has not run
 
-	// deleting: deleted tables whose ranges are being frozen
-	// (tabledelete.go).
+	// deleting: deleted tables whose ranges are being frozen; starting:
+	// the ranges whose replicas startRange is creating (tabledelete.go).
 	deleting deletions
+	starting startingRanges
 
 	dashboardHistoryState
 }

@@ -213,6 +213,14 @@ func (s *Server) created(ctx context.Context, res *applyResult, addrs map[string
 // time; once it saw one, it records the range's start (startedRange) and
 // fails with ErrStartNotRecorded when it could not.
 func (s *Server) startRange(ctx context.Context, r *pb.RangeDescriptor, addrs map[string]string) (string, error) {
+	// A delete of the table waits for this start before it looks for the
+	// range's replicas (freezeDeletedRange): registered first, then the
+	// range checked live, so that either the delete sees the start or the
+	// start sees the delete.
+	defer s.starting.begin(r.GetRangeId())()
+	if _, live := s.rangeDesc(r.GetRangeId()); !live {
+		return "", nil
+	}
 	// The replicas are created even when the caller gives up first (its
 	// retry is answered from the request record and does not create them):
 	// otherwise they wait for the servers' next heartbeats.

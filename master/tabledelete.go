@@ -31,8 +31,11 @@ import (
 
 // deleteFreezeWait bounds how long DeleteTable waits for the table's
 // ranges to freeze before it answers an unknown outcome (the freezes go
-// on in the background).
-const deleteFreezeWait = 5 * time.Second
+// on in the background). Under the master client's 5 s per attempt, so
+// the front-end gets this answer rather than its attempt's timeout, and
+// its retry (the same request id, answered from the record) waits again
+// while the request's own deadline allows.
+const deleteFreezeWait = 4 * time.Second
 
 // deleteFreezeGiveUp bounds the background freezing of a range that can
 // neither freeze (no quorum) nor be shown gone (a replica's server does
@@ -72,6 +75,59 @@ func (s *Server) nameFree(name string, exists bool) error {
 		return ErrTableExists
 	case s.deleting.pending(name):
 		return ErrTableBeingDeleted
+	}
+	return nil
+}
+
+// startingRanges are the ranges whose replicas startRange is creating:
+// the freeze of a deleted table's range waits for its start, or it could
+// find no replica yet, count the range gone, and answer before the
+// replicas come up and elect a leader that serves.
+type startingRanges struct {
+	mu sync.Mutex
+	m  map[uint64][]chan struct{}
+}
+
+// begin registers a start of range id; the returned func ends it.
+func (r *startingRanges) begin(id uint64) func() {
+	ch := make(chan struct{})
+	r.mu.Lock()
+	if r.m == nil {
+		r.m = map[uint64][]chan struct{}{}
+	}
+	r.m[id] = append(r.m[id], ch)
+	r.mu.Unlock()
+	return func() {
+		r.mu.Lock()
+		chs := r.m[id]
+		for i, c := range chs {
+			if c == ch {
+				chs = append(chs[:i:i], chs[i+1:]...)
+				break
+			}
+		}
+		if len(chs) == 0 {
+			delete(r.m, id)
+		} else {
+			r.m[id] = chs
+		}
+		r.mu.Unlock()
+		close(ch)
+	}
+}
+
+// wait waits until no start of range id registered now is running, or
+// ctx ends.
+func (r *startingRanges) wait(ctx context.Context, id uint64) error {
+	r.mu.Lock()
+	chs := append([]chan struct{}(nil), r.m[id]...)
+	r.mu.Unlock()
+	for _, ch := range chs {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	return nil
 }
@@ -177,10 +233,14 @@ func (s *Server) deleteReplicas(r *pb.RangeDescriptor) {
 
 // freezeDeletedRange freezes r for good through its log (FreezeRange with
 // table_deleted, on its leader), round after round until it did, or every
-// replica of r answers that it does not host the range (deleted: no
-// replica is left to serve it), or ctx ends.
+// replica of r answers that it does not host the range (deleted, or never
+// created: no replica is left to serve it), or ctx ends. A start of the
+// range in flight (startRange) is waited for first.
 func (s *Server) freezeDeletedRange(ctx context.Context, r *pb.RangeDescriptor) error {
 	id := r.GetRangeId()
+	if err := s.starting.wait(ctx, id); err != nil {
+		return fmt.Errorf("range %d: waiting for its start: %w", id, err)
+	}
 	backoff := 10 * time.Millisecond
 	leader := s.leaderOf(id)
 	for {

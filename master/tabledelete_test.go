@@ -61,11 +61,16 @@ func TestFreezeDeletedRange(t *testing.T) {
 		answers map[string]func() error
 		want    error // nil, errFreezeUnsupported, or context.DeadlineExceeded
 		frozeOn string
+		// starting: CreateTable is creating the replicas (startRange)
+		// until the freeze has waited a while: none found yet is no
+		// proof that none will serve.
+		starting bool
 	}{
-		{"the leader freezes it", map[string]func() error{"a": notLeader("c"), "b": notLeader("c"), "c": func() error { return nil }}, nil, "c"},
-		{"every replica deleted", map[string]func() error{"a": notHosted, "b": notHosted, "c": notHosted}, nil, ""},
-		{"a replica that may host it does not answer", map[string]func() error{"a": notHosted, "b": notHosted, "c": unreachable}, context.DeadlineExceeded, ""},
-		{"an old server", map[string]func() error{"a": func() error { return status.Error(codes.Unimplemented, "unknown method") }, "b": unreachable, "c": unreachable}, errFreezeUnsupported, ""},
+		{"the leader freezes it", map[string]func() error{"a": notLeader("c"), "b": notLeader("c"), "c": func() error { return nil }}, nil, "c", false},
+		{"every replica deleted", map[string]func() error{"a": notHosted, "b": notHosted, "c": notHosted}, nil, "", false},
+		{"a replica that may host it does not answer", map[string]func() error{"a": notHosted, "b": notHosted, "c": unreachable}, context.DeadlineExceeded, "", false},
+		{"a start in flight", map[string]func() error{"a": notHosted, "b": notHosted, "c": notHosted}, nil, "", true},
+		{"an old server", map[string]func() error{"a": func() error { return status.Error(codes.Unimplemented, "unknown method") }, "b": unreachable, "c": unreachable}, errFreezeUnsupported, "", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := &Server{cfg: DefaultConfig(), reports: newReports(), changed: make(chan struct{}), watchers: map[*mapWatcher]struct{}{}, epoch: 1,
@@ -82,6 +87,21 @@ func TestFreezeDeletedRange(t *testing.T) {
 			r := &pb.RangeDescriptor{RangeId: 4, TableId: 1, Generation: 1, Replicas: []*pb.Replica{{ServerId: "a"}, {ServerId: "b"}, {ServerId: "c"}}}
 			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 			defer cancel()
+			if tc.starting {
+				end := s.starting.begin(r.GetRangeId())
+				got := make(chan error, 1)
+				go func() { got <- s.freezeDeletedRange(ctx, r) }()
+				select {
+				case err := <-got:
+					t.Fatalf("freeze returned %v while the range's start runs", err)
+				case <-time.After(100 * time.Millisecond):
+				}
+				end()
+				if err := <-got; err != nil {
+					t.Fatalf("freeze after the start = %v", err)
+				}
+				return
+			}
 			err := s.freezeDeletedRange(ctx, r)
 			if (tc.want == nil) != (err == nil) || (tc.want != nil && !errors.Is(err, tc.want)) {
 				t.Fatalf("freeze = %v, want %v", err, tc.want)
