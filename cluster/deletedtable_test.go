@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"tablestore/frontend"
 	"tablestore/internal/failpoint"
 	"tablestore/partitionserver"
+	pb "tablestore/proto/tablestorepb"
 )
 
 // TestDeletedTableServesNothing: Delete Table answered 204 through one
@@ -199,4 +201,68 @@ func fewRetries(t *testing.T, c *Cluster, i int) *aztables.ServiceClient {
 // tableNotFound reports whether err is Azure's 404 TableNotFound.
 func tableNotFound(err error) bool {
 	return azureCode(err, http.StatusNotFound, "TableNotFound")
+}
+
+// TestDeletedSplitTableReplicasCollected: the frozen ranges of a deleted
+// table of three ranges all go at the master's DeleteReplica, without the
+// servers' heartbeats. A frozen range whose left neighbour's replica is
+// on the same server is kept while a merge into that neighbour may yet
+// apply (fsm.ErrMergePending), so the master deletes the ranges left to
+// right: deleted all at once, a range refused went only at a later
+// heartbeat, one more range of the chain per heartbeat.
+func TestDeletedSplitTableReplicasCollected(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c, err := Start(Options{
+		Masters: 1, Servers: 3, Frontends: 1, DataDir: t.TempDir(), TuneMaster: soleMasterElects,
+		TuneServer: func(cfg *partitionserver.Config) { cfg.HeartbeatInterval = 10 * time.Second },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	ctx := ctxT(t, 60*time.Second)
+	sc := serviceClient(t, c, 0)
+	if _, err := sc.CreateTable(ctx, "split", nil); err != nil {
+		t.Fatal(err)
+	}
+	tc := sc.NewClient("split")
+	for _, pk := range []string{"a", "k", "t"} {
+		if _, err := tc.AddEntity(ctx, []byte(`{"PartitionKey":"`+pk+`","RowKey":"r"}`), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mc := masterClient(t, c)
+	for _, key := range []string{"t", "k"} {
+		err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
+			_, err := m.Split(ctx, &pb.SplitRequest{Table: "split", PartitionKey: key})
+			return err
+		})
+		if err != nil {
+			t.Fatalf("split at %s: %v", key, err)
+		}
+	}
+	var ids []uint64
+	for _, d := range c.Masters[0].Server.PartitionMap().GetRanges() {
+		if d.GetTable() == "split" {
+			ids = append(ids, d.GetRangeId())
+		}
+	}
+	if len(ids) != 3 {
+		t.Fatalf("%d ranges after two splits, want 3", len(ids))
+	}
+	if _, err := sc.DeleteTable(ctx, "split", nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "every replica of the deleted table to go", func() bool {
+		for _, s := range c.Servers {
+			for _, id := range ids {
+				if s.Server.ReplicaState(id) != "absent" {
+					return false
+				}
+			}
+		}
+		return true
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -188,16 +189,20 @@ func (s *Server) freezeDeleted(ctx context.Context, name string, ranges []*pb.Ra
 	}
 }
 
-// freezeRanges freezes every range at once, and then deletes their
-// replicas (best effort; the servers also drop replicas of deleted tables
-// on their next heartbeat).
+// freezeRanges freezes every range at once, and then deletes the replicas
+// of those that froze (best effort; the servers also drop replicas of
+// deleted tables on their heartbeats), left to right: a frozen range's
+// replica is kept while its left neighbour's replica on the same server
+// may yet merge it (fsm.ErrMergePending), so deleted all at once, each
+// range of a split table waited for a heartbeat after its neighbour's.
 func (s *Server) freezeRanges(name string, ranges []*pb.RangeDescriptor) {
 	ctx, cancel := context.WithTimeout(s.ctx, deleteFreezeGiveUp)
 	defer cancel()
+	frozen := make([]bool, len(ranges))
 	var wg sync.WaitGroup
-	for _, r := range ranges {
+	for i, r := range ranges {
 		wg.Add(1)
-		go func(r *pb.RangeDescriptor) {
+		go func() {
 			defer wg.Done()
 			start := time.Now()
 			err := s.freezeDeletedRange(ctx, r)
@@ -212,22 +217,49 @@ func (s *Server) freezeRanges(name string, ranges []*pb.RangeDescriptor) {
 			default:
 				s.logger.Debug("range of a deleted table frozen", "table", name, "range", r.GetRangeId(), "took", time.Since(start).Round(time.Millisecond))
 			}
-			s.deleteReplicas(r)
-		}(r)
+			frozen[i] = true
+		}()
+	}
+	wg.Wait()
+	order := make([]int, 0, len(ranges))
+	for i := range ranges {
+		if frozen[i] {
+			order = append(order, i)
+		}
+	}
+	sort.Slice(order, func(a, b int) bool { return ranges[order[a]].GetStart() < ranges[order[b]].GetStart() })
+	// The order matters on each server only: one server that does not
+	// answer holds up none of the others.
+	byServer := map[string][]uint64{}
+	for _, i := range order {
+		for _, rep := range ranges[i].GetReplicas() {
+			byServer[rep.GetServerId()] = append(byServer[rep.GetServerId()], ranges[i].GetRangeId())
+		}
+	}
+	for server, ids := range byServer {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.deleteReplicas(server, ids)
+		}()
 	}
 	wg.Wait()
 }
 
-// deleteReplicas asks every replica of r's to delete itself (best effort).
-func (s *Server) deleteReplicas(r *pb.RangeDescriptor) {
-	for _, rep := range r.GetReplicas() {
-		c, err := s.pool.Partition(s.grpcAddrOf(rep.GetServerId()))
-		if err != nil {
-			continue
-		}
+// deleteReplicas asks server to delete its replicas of ranges ids, in
+// that order (best effort).
+func (s *Server) deleteReplicas(server string, ids []uint64) {
+	c, err := s.pool.Partition(s.grpcAddrOf(server))
+	if err != nil {
+		return
+	}
+	for _, id := range ids {
 		cctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
-		_, _ = c.DeleteReplica(cctx, &pb.DeleteReplicaRequest{RangeId: r.GetRangeId()})
+		_, err := c.DeleteReplica(cctx, &pb.DeleteReplicaRequest{RangeId: id})
 		cancel()
+		if err != nil {
+			s.logger.Debug("deleted table's replica not deleted; the server's heartbeat will", "server", server, "range", id, "err", err)
+		}
 	}
 }
 

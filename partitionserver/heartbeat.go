@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"math/rand/v2"
+	"sort"
 	"time"
 
 	"tablestore/partitionserver/fsm"
@@ -323,20 +324,30 @@ func (s *Server) reconcile(rp *reportState, retired map[uint64]uint64) (pending 
 			logRefusedDelete(s.logger, "delete retired replica failed", id, err)
 		}
 	}
-	var doomed []uint64
+	var doomed []*pb.RangeDescriptor
 	for _, sl := range s.slotList() {
 		if sl.fsm == nil {
 			continue
 		}
-		tid := sl.fsm.Descriptor().GetTableId()
-		if tid < rp.nextTableID && !rp.live[tid] {
-			doomed = append(doomed, sl.id)
+		d := sl.fsm.Descriptor()
+		if tid := d.GetTableId(); tid < rp.nextTableID && !rp.live[tid] {
+			doomed = append(doomed, d)
 		}
 	}
-	for _, id := range doomed {
+	// Left to right: the master freezes a deleted table's ranges, and a
+	// frozen range is kept while its left neighbour here may yet merge it
+	// (fsm.ErrMergePending); in another order one range of a split table
+	// went per heartbeat.
+	sort.Slice(doomed, func(i, j int) bool {
+		if doomed[i].GetTableId() != doomed[j].GetTableId() {
+			return doomed[i].GetTableId() < doomed[j].GetTableId()
+		}
+		return doomed[i].GetStart() < doomed[j].GetStart()
+	})
+	for _, d := range doomed {
 		pending = true
-		if err := s.deleteReplica(id, 0, 0); err != nil {
-			logRefusedDelete(s.logger, "delete replica of dropped table failed", id, err)
+		if err := s.deleteReplica(d.GetRangeId(), 0, 0); err != nil {
+			logRefusedDelete(s.logger, "delete replica of dropped table failed", d.GetRangeId(), err)
 		}
 	}
 	return pending
