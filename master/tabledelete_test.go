@@ -54,7 +54,8 @@ func unreachable() error { return status.Error(codes.Unavailable, "connection re
 // table_deleted; counts the range gone once every replica says it hosts
 // none; keeps trying while a replica that may host it does not answer; and
 // gives up at once on a server from before FreezeRange (it serves on until
-// its replicas are deleted, as before).
+// its replicas are deleted, as before), as on a server from before
+// table_deleted that refuses it as a merge's freeze.
 func TestFreezeDeletedRange(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -71,6 +72,9 @@ func TestFreezeDeletedRange(t *testing.T) {
 		{"a replica that may host it does not answer", map[string]func() error{"a": notHosted, "b": notHosted, "c": unreachable}, context.DeadlineExceeded, "", false},
 		{"a start in flight", map[string]func() error{"a": notHosted, "b": notHosted, "c": notHosted}, nil, "", true},
 		{"an old server", map[string]func() error{"a": func() error { return status.Error(codes.Unimplemented, "unknown method") }, "b": unreachable, "c": unreachable}, errFreezeUnsupported, "", false},
+		{"a server from before table_deleted, a voter down", map[string]func() error{"a": func() error {
+			return rpcerr.New(codes.FailedPrecondition, rpcerr.ReasonNotReady, "voter unreached", nil)
+		}, "b": unreachable, "c": unreachable}, errFreezeUnsupported, "", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := &Server{cfg: DefaultConfig(), reports: newReports(), changed: make(chan struct{}), watchers: map[*mapWatcher]struct{}{}, epoch: 1,
