@@ -97,6 +97,9 @@ func TestDeletedTableServesNothing(t *testing.T) {
 		if _, err := old.GetEntity(ctx, "p", "before", nil); !tableNotFound(err) {
 			t.Errorf("read through the stale front-end after the delete's 204: %v, want 404 TableNotFound", err)
 		}
+		if _, err := old.NewListEntitiesPager(nil).NextPage(ctx); !tableNotFound(err) {
+			t.Errorf("query through the stale front-end after the delete's 204: %v, want 404 TableNotFound", err)
+		}
 	})
 
 	t.Run("recreate", func(t *testing.T) {
