@@ -47,7 +47,7 @@ func TestDeletedTableServesNothing(t *testing.T) {
 	}
 	t.Cleanup(c.Close)
 	ctx := ctxT(t, 60*time.Second)
-	stale, fresh := fewRetries(t, c, 0), serviceClient(t, c, 1)
+	stale, fresh := noRetries(t, c, 0), serviceClient(t, c, 1)
 
 	failpoint.Enable("partitionserver/delete-replica/refuse", nil)
 	t.Cleanup(func() { failpoint.Disable("partitionserver/delete-replica/refuse") })
@@ -188,9 +188,9 @@ func azureCode(err error, status int, code string) bool {
 	return errors.As(err, &re) && re.StatusCode == status && re.ErrorCode == code
 }
 
-// fewRetries is serviceClient(t, c, i) whose SDK does not retry: a
+// noRetries is serviceClient(t, c, i) whose SDK does not retry: a
 // refusal shows as itself.
-func fewRetries(t *testing.T, c *Cluster, i int) *aztables.ServiceClient {
+func noRetries(t *testing.T, c *Cluster, i int) *aztables.ServiceClient {
 	t.Helper()
 	opts := &aztables.ClientOptions{}
 	opts.Retry = policy.RetryOptions{MaxRetries: -1, TryTimeout: 15 * time.Second}
