@@ -276,29 +276,13 @@ func (s *Server) freezeDeletedRange(ctx context.Context, r *pb.RangeDescriptor) 
 		return fmt.Errorf("range %d: waiting for its start: %w", id, err)
 	}
 	backoff := 10 * time.Millisecond
-	leader := s.leaderOf(id)
 	for {
-		cands := make([]string, 0, len(r.GetReplicas())+1)
-		if leader != "" {
-			cands = append(cands, leader)
-		}
-		for _, rep := range r.GetReplicas() {
-			if rep.GetServerId() != leader {
-				cands = append(cands, rep.GetServerId())
-			}
-		}
+		cands := freezeCandidates(r, s.leaderOf(id))
 		gone := map[string]bool{}
 		var last error
 		for i := 0; i < len(cands); i++ {
 			server := cands[i]
-			c, err := s.pool.Partition(s.grpcAddrOf(server))
-			if err != nil {
-				last = err
-				continue
-			}
-			actx, cancel := context.WithTimeout(ctx, time.Second)
-			_, err = c.FreezeRange(actx, &pb.FreezeRangeRequest{RangeId: id, TableDeleted: true})
-			cancel()
+			err := s.freezeOn(ctx, server, id)
 			if err == nil {
 				return nil
 			}
@@ -322,7 +306,6 @@ func (s *Server) freezeDeletedRange(ctx context.Context, r *pb.RangeDescriptor) 
 		if allGone(r, gone) {
 			return nil
 		}
-		leader = s.leaderOf(id)
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("range %d: %w (last error: %v)", id, ctx.Err(), last)
@@ -330,6 +313,34 @@ func (s *Server) freezeDeletedRange(ctx context.Context, r *pb.RangeDescriptor) 
 		}
 		backoff = min(2*backoff, 200*time.Millisecond)
 	}
+}
+
+// freezeCandidates are the servers to ask, in order: the leader last
+// heard of, then r's replicas.
+func freezeCandidates(r *pb.RangeDescriptor, leader string) []string {
+	out := make([]string, 0, len(r.GetReplicas())+1)
+	if leader != "" {
+		out = append(out, leader)
+	}
+	for _, rep := range r.GetReplicas() {
+		if rep.GetServerId() != leader {
+			out = append(out, rep.GetServerId())
+		}
+	}
+	return out
+}
+
+// freezeOn asks server to freeze range id for its deleted table (one
+// attempt, up to a second: a paused server answers nothing).
+func (s *Server) freezeOn(ctx context.Context, server string, id uint64) error {
+	c, err := s.pool.Partition(s.grpcAddrOf(server))
+	if err != nil {
+		return err
+	}
+	actx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	_, err = c.FreezeRange(actx, &pb.FreezeRangeRequest{RangeId: id, TableDeleted: true})
+	return err
 }
 
 // allGone reports whether every replica of r answered that it does not
