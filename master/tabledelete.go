@@ -45,7 +45,7 @@ const deleteFreezeWait = 4 * time.Second
 const deleteFreezeGiveUp = 10 * time.Minute
 
 // ErrTableBeingDeleted: a table of that name was deleted and a range of it
-// has not frozen yet; a create of the name waits until it has (409
+// has not frozen yet; a create of the name is refused until it has (409
 // TableBeingDeleted, as Azure answers while it collects a deleted table).
 var ErrTableBeingDeleted = errors.New("master: a table of that name is being deleted")
 
