@@ -83,6 +83,10 @@ type replicaCheck struct {
 	servers   []string       // every registered server
 	// zones are the servers' zones (Server.Zone; nil or "": none).
 	zones map[string]string
+	// disks are the servers' disk states (scheduler.Disk.State; absent:
+	// OK): a full server takes no missing voter, a low one only when no
+	// server with room can.
+	disks map[string]scheduler.DiskState
 }
 
 // sharesZone reports whether s's zone is that of one of the range's
@@ -179,15 +183,18 @@ func planReplicaFix(c replicaCheck) replicaFix {
 // planReplicaAdd picks the server that gets the missing voter of an
 // under-replicated range (see the rule above); none if no server fits.
 func planReplicaAdd(c replicaCheck) replicaFix {
-	best, bestNew := "", false
+	best, bestNew, bestRoom := "", false, false
 	for _, s := range c.servers {
-		if c.down[s] || c.draining[s] || slices.Contains(c.replicas, s) {
+		if c.down[s] || c.draining[s] || c.disks[s] == scheduler.DiskFull || slices.Contains(c.replicas, s) {
 			continue
 		}
-		isNew := !c.sharesZone(s)
-		if best == "" || (isNew && !bestNew) ||
-			(isNew == bestNew && (c.counts[s] < c.counts[best] || (c.counts[s] == c.counts[best] && s < best))) {
-			best, bestNew = s, isNew
+		isNew, room := !c.sharesZone(s), c.disks[s] == scheduler.DiskOK
+		switch {
+		case best == "",
+			room && !bestRoom,
+			room == bestRoom && isNew && !bestNew,
+			room == bestRoom && isNew == bestNew && (c.counts[s] < c.counts[best] || (c.counts[s] == c.counts[best] && s < best)):
+			best, bestNew, bestRoom = s, isNew, room
 		}
 	}
 	if best == "" {
@@ -333,13 +340,16 @@ func (s *Server) replicaChecks(now time.Time) map[uint64]replicaCheck {
 		voters[id] = v
 	}
 	s.reports.mu.Unlock()
+	spaces := s.reports.spaces()
 	out := map[uint64]replicaCheck{}
 	s.fsm.read(func(st *state) {
 		down, draining, counts, zones := map[string]bool{}, map[string]bool{}, map[string]int{}, map[string]string{}
+		disks := map[string]scheduler.DiskState{}
 		servers := make([]string, 0, len(st.servers))
 		for id, sv := range st.servers {
 			servers = append(servers, id)
 			zones[id] = sv.GetZone()
+			disks[id] = diskOf(spaces[id]).State()
 			if !s.upAt(seen, id, now) {
 				down[id] = true
 			}
@@ -355,7 +365,7 @@ func (s *Server) replicaChecks(now time.Time) map[uint64]replicaCheck {
 			if leader == "" || frozen[id] || down[leader] {
 				continue
 			}
-			c := replicaCheck{factor: s.cfg.ReplicationFactor, leader: leader, down: down, draining: draining, counts: counts, servers: servers, zones: zones}
+			c := replicaCheck{factor: s.cfg.ReplicationFactor, leader: leader, down: down, draining: draining, counts: counts, servers: servers, zones: zones, disks: disks}
 			for _, r := range d.GetReplicas() {
 				c.replicas = append(c.replicas, r.GetServerId())
 			}

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"tablestore/master/scheduler"
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -19,6 +20,7 @@ func TestPlanReplicaFix(t *testing.T) {
 		counts     map[string]int
 		servers    []string
 		zones      map[string]string
+		disks      map[string]scheduler.DiskState
 		wantSync   bool
 		wantRemove string
 		wantAdd    string
@@ -72,6 +74,13 @@ func TestPlanReplicaFix(t *testing.T) {
 		{name: "zones: none lacking, the fewest replicas", replicas: []string{"a", "b"}, voters: []string{"a", "b"}, leader: "a",
 			servers: []string{"a", "b", "d", "e"}, counts: map[string]int{"a": 5, "b": 5, "d": 2, "e": 3},
 			zones: map[string]string{"a": "A", "b": "B", "d": "A", "e": "B"}, wantAdd: "d"},
+		{name: "disks: never a full server, a low one after those with room", replicas: []string{"a", "b"}, voters: []string{"a", "b"}, leader: "a",
+			servers: []string{"a", "b", "c", "d", "e"}, counts: map[string]int{"a": 5, "b": 5, "c": 1, "d": 2, "e": 9},
+			zones: map[string]string{"a": "A", "b": "B", "c": "C", "d": "C", "e": "A"},
+			disks: map[string]scheduler.DiskState{"c": scheduler.DiskFull, "d": scheduler.DiskLow}, wantAdd: "e"},
+		{name: "disks: a low server when none has room", replicas: []string{"a", "b"}, voters: []string{"a", "b"}, leader: "a",
+			servers: []string{"a", "b", "c", "d"}, counts: map[string]int{"a": 5, "b": 5, "c": 1, "d": 2},
+			disks: map[string]scheduler.DiskState{"c": scheduler.DiskFull, "d": scheduler.DiskLow}, wantAdd: "d"},
 	}
 	set := func(ids []string) map[string]bool {
 		m := map[string]bool{}
@@ -83,7 +92,7 @@ func TestPlanReplicaFix(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			got := planReplicaFix(replicaCheck{factor: 3, replicas: c.replicas, voters: c.voters, nonvoters: c.nonvoters, leader: c.leader,
-				down: set(c.down), draining: set(c.draining), counts: c.counts, servers: c.servers, zones: c.zones})
+				down: set(c.down), draining: set(c.draining), counts: c.counts, servers: c.servers, zones: c.zones, disks: c.disks})
 			if got.sync != c.wantSync || got.remove != c.wantRemove || got.add != c.wantAdd || got.nonvoter != c.wantNonvoter || got.verify != c.wantVerify {
 				t.Fatalf("fix %+v, want sync %v remove %q (non-voter %v) add %q verify %v", got, c.wantSync, c.wantRemove, c.wantNonvoter, c.wantAdd, c.wantVerify)
 			}

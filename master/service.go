@@ -317,19 +317,23 @@ func (v *service) DeleteTable(ctx context.Context, req *pb.DeleteTableRequest) (
 		// be answered 204 (from the request record), not 404.
 		return nil, rpcerr.New(codes.Unavailable, rpcerr.ReasonUnavailable, err.Error(), nil)
 	}
+	s.event(&pb.Event{Kind: pb.EventKind_EVENT_KIND_TABLE_DELETED, Table: res.table.GetName(), Cause: causeOperator,
+		Message: fmt.Sprintf("table %s deleted", res.table.GetName())})
 	// The answer waits until no range of the table serves any more
 	// (tabledelete.go): a front-end whose map is behind still routes the
 	// table to them. Then their replicas are deleted (best effort; the
 	// servers also drop replicas of deleted tables on their heartbeats).
-	if err := s.freezeDeleted(ctx, req.GetName(), res.ranges); err != nil {
+	tableID := res.table.GetTableId()
+	if tableID == 0 && len(res.ranges) > 0 {
+		tableID = res.ranges[0].GetTableId()
+	}
+	if err := s.freezeDeleted(ctx, req.GetName(), tableID, res.ranges); err != nil {
 		// Deleted, but a range may still serve: an unknown outcome (500
 		// OperationTimedOut). The client's retry is answered from the
 		// request record once the ranges froze.
 		s.logger.Warn("table deleted, its ranges not all frozen yet", "table", req.GetName(), "err", err)
 		return nil, err
 	}
-	s.event(&pb.Event{Kind: pb.EventKind_EVENT_KIND_TABLE_DELETED, Table: res.table.GetName(), Cause: causeOperator,
-		Message: fmt.Sprintf("table %s deleted", res.table.GetName())})
 	// Read now, not assumed: the table may already be created again.
 	resp := &pb.DeleteTableResponse{Map: s.tableDelta(req.GetName())}
 	if err := failpoint.Inject("master/delete-table/after-read"); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -53,16 +54,20 @@ var ErrTableBeingDeleted = errors.New("master: a table of that name is being del
 // or takes it for a merge's freeze and refused it.
 var errFreezeUnsupported = errors.New("master: a server of the range does not freeze ranges")
 
-// deletions are the deleted tables (by lower-case name) whose ranges this
-// master is still freezing.
+// deletions are the deleted tables (by table id: a table created again
+// under the name is another table, whose delete must freeze its own
+// ranges, not join the first one's) whose ranges this master is still
+// freezing.
 type deletions struct {
 	mu sync.Mutex
-	m  map[string]*deletion
+	m  map[uint64]*deletion
 }
 
 // deletion is one table's freezing in flight; done is closed when every
-// range froze or is gone (or the freezing gave up).
+// range froze or is gone (or the freezing gave up). name is the table's
+// lower-case name (nameFree).
 type deletion struct {
+	name string
 	done chan struct{}
 }
 
@@ -136,10 +141,15 @@ func (r *startingRanges) wait(ctx context.Context, id uint64) error {
 
 // pending reports whether a table of that name is being deleted.
 func (d *deletions) pending(name string) bool {
+	key := strings.ToLower(name)
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	_, ok := d.m[strings.ToLower(name)]
-	return ok
+	for _, del := range d.m {
+		if del.name == key {
+			return true
+		}
+	}
+	return false
 }
 
 // freezeDeleted freezes the ranges of deleted table name for good, in the
@@ -149,32 +159,35 @@ func (d *deletions) pending(name string) bool {
 // repeated. It returns nil once every range froze or is gone, else an
 // error of unknown outcome (the table is deleted; its ranges may serve a
 // while longer).
-func (s *Server) freezeDeleted(ctx context.Context, name string, ranges []*pb.RangeDescriptor) error {
+func (s *Server) freezeDeleted(ctx context.Context, name string, tableID uint64, ranges []*pb.RangeDescriptor) error {
 	if len(ranges) == 0 {
 		return nil
 	}
-	key := strings.ToLower(name)
 	s.deleting.mu.Lock()
 	if s.deleting.m == nil {
-		s.deleting.m = map[string]*deletion{}
+		s.deleting.m = map[uint64]*deletion{}
 	}
-	d, ok := s.deleting.m[key]
+	d, ok := s.deleting.m[tableID]
 	if !ok {
 		if s.ctx.Err() != nil {
 			// Closing: its wait group may be waited on already.
 			s.deleting.mu.Unlock()
 			return status.Error(codes.Unavailable, "master: shutting down")
 		}
-		d = &deletion{done: make(chan struct{})}
-		s.deleting.m[key] = d
+		d = &deletion{name: strings.ToLower(name), done: make(chan struct{})}
+		s.deleting.m[tableID] = d
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			s.freezeRanges(name, ranges)
+			frozen := s.freezeRanges(name, ranges)
+			// Answered (and the name free) once the ranges froze: the
+			// replicas' deletion is best effort and may take a while
+			// (a server that does not answer, a large range's data).
 			s.deleting.mu.Lock()
-			delete(s.deleting.m, key)
+			delete(s.deleting.m, tableID)
 			s.deleting.mu.Unlock()
 			close(d.done)
+			s.deleteFrozen(frozen)
 		}()
 	}
 	s.deleting.mu.Unlock()
@@ -184,19 +197,17 @@ func (s *Server) freezeDeleted(ctx context.Context, name string, ranges []*pb.Ra
 	case <-d.done:
 		return nil
 	case <-ctx.Done():
-		return status.Error(codes.DeadlineExceeded, fmt.Sprintf("table %s deleted; its ranges are still being frozen: %v", name, ctx.Err()))
+		return rpcerr.New(codes.DeadlineExceeded, rpcerr.ReasonUnavailable, fmt.Sprintf("table %s deleted; its ranges are still being frozen: %v", name, ctx.Err()), nil)
 	case <-t.C:
-		return status.Error(codes.DeadlineExceeded, fmt.Sprintf("table %s deleted; its ranges did not freeze within %v", name, deleteFreezeWait))
+		// With a reason: the master client asks this master again
+		// rather than the next (masterclient.leaderAnswered).
+		return rpcerr.New(codes.DeadlineExceeded, rpcerr.ReasonUnavailable, fmt.Sprintf("table %s deleted; its ranges did not freeze within %v", name, deleteFreezeWait), nil)
 	}
 }
 
-// freezeRanges freezes every range at once, and then deletes the replicas
-// of those that froze (best effort; the servers also drop replicas of
-// deleted tables on their heartbeats), left to right: a frozen range's
-// replica is kept while its left neighbour's replica on the same server
-// may yet merge it (fsm.ErrMergePending), so deleted all at once, each
-// range of a split table waited for a heartbeat after its neighbour's.
-func (s *Server) freezeRanges(name string, ranges []*pb.RangeDescriptor) {
+// freezeRanges freezes every range at once and returns those that froze
+// (or are gone).
+func (s *Server) freezeRanges(name string, ranges []*pb.RangeDescriptor) []*pb.RangeDescriptor {
 	ctx, cancel := context.WithTimeout(s.ctx, deleteFreezeGiveUp)
 	defer cancel()
 	frozen := make([]bool, len(ranges))
@@ -223,21 +234,34 @@ func (s *Server) freezeRanges(name string, ranges []*pb.RangeDescriptor) {
 		}()
 	}
 	wg.Wait()
-	order := make([]int, 0, len(ranges))
-	for i := range ranges {
+	var out []*pb.RangeDescriptor
+	for i, r := range ranges {
 		if frozen[i] {
-			order = append(order, i)
+			out = append(out, r)
 		}
 	}
-	sort.Slice(order, func(a, b int) bool { return ranges[order[a]].GetStart() < ranges[order[b]].GetStart() })
+	return out
+}
+
+// deleteFrozen deletes the replicas of a deleted table's frozen ranges
+// (best effort; the servers also drop replicas of deleted tables on their
+// heartbeats), left to right on each server: a frozen range's replica is
+// kept while its left neighbour's replica on the same server may yet
+// merge it (fsm.ErrMergePending), so deleted all at once, each range of a
+// split table waited for a heartbeat after its neighbour's. Called from a
+// goroutine the master's wait group counts.
+func (s *Server) deleteFrozen(ranges []*pb.RangeDescriptor) {
+	ranges = slices.Clone(ranges)
+	sort.Slice(ranges, func(a, b int) bool { return ranges[a].GetStart() < ranges[b].GetStart() })
 	// The order matters on each server only: one server that does not
 	// answer holds up none of the others.
 	byServer := map[string][]uint64{}
-	for _, i := range order {
-		for _, rep := range ranges[i].GetReplicas() {
-			byServer[rep.GetServerId()] = append(byServer[rep.GetServerId()], ranges[i].GetRangeId())
+	for _, r := range ranges {
+		for _, rep := range r.GetReplicas() {
+			byServer[rep.GetServerId()] = append(byServer[rep.GetServerId()], r.GetRangeId())
 		}
 	}
+	var wg sync.WaitGroup
 	for server, ids := range byServer {
 		wg.Add(1)
 		go func() {
@@ -343,16 +367,25 @@ func (s *Server) freezeOn(ctx context.Context, server string, id uint64) error {
 	return err
 }
 
-// allGone reports whether every replica of r answered that it does not
-// host r: none is left to serve it (a server the descriptor does not list,
-// a move's new voter, is no majority of the group on its own).
+// allGone reports whether a majority of r's replicas answered that they
+// do not host r: what is left cannot commit a write nor confirm a read,
+// so it serves nothing. Not every replica: the servers drop replicas of a
+// deleted table on their heartbeats, without a freeze, and with one
+// server down a quiet range could lose its majority that way before the
+// freeze (which must wake it and elect a leader) commits; the down
+// replica would then never answer, and the delete would time out and
+// the name stay refused for deleteFreezeGiveUp. A membership the
+// descriptor does not show yet (a move's new voter with two old ones) is
+// reached through the leader hints of the same round, which freeze the
+// range where it still has a leader.
 func allGone(r *pb.RangeDescriptor, gone map[string]bool) bool {
+	n := 0
 	for _, rep := range r.GetReplicas() {
-		if !gone[rep.GetServerId()] {
-			return false
+		if gone[rep.GetServerId()] {
+			n++
 		}
 	}
-	return len(r.GetReplicas()) > 0
+	return len(r.GetReplicas()) > 0 && 2*n > len(r.GetReplicas())
 }
 
 func containsFrom(s []string, from int, v string) bool {

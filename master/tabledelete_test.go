@@ -3,6 +3,7 @@ package master
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -51,8 +52,11 @@ func unreachable() error { return status.Error(codes.Unavailable, "connection re
 
 // TestFreezeDeletedRange: DeleteTable's freeze of a deleted table's range
 // follows the leader hints to the leader and marks the freeze
-// table_deleted; counts the range gone once every replica says it hosts
-// none; keeps trying while a replica that may host it does not answer; and
+// table_deleted; counts the range gone once a majority of its replicas say
+// they host none (the servers drop a deleted table's replicas on their
+// own; with one down, the other two may be gone before the freeze
+// commits); keeps trying while replicas that may be a majority do not
+// answer; and
 // gives up at once on a server from before FreezeRange (it serves on until
 // its replicas are deleted, as before), as on a server from before
 // table_deleted that refuses it as a merge's freeze.
@@ -69,7 +73,8 @@ func TestFreezeDeletedRange(t *testing.T) {
 	}{
 		{"the leader freezes it", map[string]func() error{"a": notLeader("c"), "b": notLeader("c"), "c": func() error { return nil }}, nil, "c", false},
 		{"every replica deleted", map[string]func() error{"a": notHosted, "b": notHosted, "c": notHosted}, nil, "", false},
-		{"a replica that may host it does not answer", map[string]func() error{"a": notHosted, "b": notHosted, "c": unreachable}, context.DeadlineExceeded, "", false},
+		{"a majority deleted, the third down", map[string]func() error{"a": notHosted, "b": notHosted, "c": unreachable}, nil, "", false},
+		{"a replica that may host it does not answer", map[string]func() error{"a": notHosted, "b": unreachable, "c": unreachable}, context.DeadlineExceeded, "", false},
 		{"a start in flight", map[string]func() error{"a": notHosted, "b": notHosted, "c": notHosted}, nil, "", true},
 		{"an old server", map[string]func() error{"a": func() error { return status.Error(codes.Unimplemented, "unknown method") }, "b": unreachable, "c": unreachable}, errFreezeUnsupported, "", false},
 		{"a server from before table_deleted, a voter down", map[string]func() error{"a": func() error {
@@ -140,5 +145,92 @@ func TestDeleteRecordKeepsRanges(t *testing.T) {
 		if res.err != nil || len(res.ranges) != 1 || res.ranges[0].GetRangeId() != created.ranges[0].GetRangeId() {
 			t.Fatalf("delete = %+v, want the table's range", res)
 		}
+	}
+}
+
+// slowDeletes is a fake partition server that freezes at once and takes
+// its time deleting a replica (a large range's data, or a server that
+// stops answering after the freeze).
+type slowDeletes struct {
+	freezeScript
+	release chan struct{}
+}
+
+func (f *slowDeletes) DeleteReplica(ctx context.Context, _ *pb.DeleteReplicaRequest) (*pb.DeleteReplicaResponse, error) {
+	select {
+	case <-f.release:
+	case <-ctx.Done():
+	}
+	return &pb.DeleteReplicaResponse{}, nil
+}
+
+// deleteTestServer is a master with three fake partition servers a, b, c
+// that freeze at once and hold DeleteReplica until release is closed.
+func deleteTestServer(t *testing.T, release chan struct{}) (*Server, map[string]*slowDeletes) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{cfg: DefaultConfig(), reports: newReports(), changed: make(chan struct{}), watchers: map[*mapWatcher]struct{}{}, epoch: 1,
+		pool: connpool.New(grpc.WithTransportCredentials(insecure.NewCredentials())), ctx: ctx, logger: slog.New(slog.DiscardHandler)}
+	t.Cleanup(func() {
+		cancel()
+		s.wg.Wait()
+		s.pool.Close()
+	})
+	s.fsm = &fsm{st: newState(), onChange: s.bumpChanges}
+	apply := applier(t, s.fsm)
+	fakes := map[string]*slowDeletes{}
+	for _, id := range []string{"a", "b", "c"} {
+		fakes[id] = &slowDeletes{freezeScript: freezeScript{answer: func() error { return nil }}, release: release}
+		s.pool.RegisterLocal("local-"+id, fakes[id])
+		apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_REGISTER_SERVER, &pb.RegisterServerCommand{Server: &pb.ServerInfo{ServerId: id, GrpcAddr: "local-" + id}})
+	}
+	return s, fakes
+}
+
+// TestDeleteAnsweredOnceFrozen: DeleteTable answers, and the name is free
+// again, once the ranges froze, not once their replicas are deleted (best
+// effort, which may take long: before, a server slow to delete made the
+// delete answer 500 after 4 s and kept the name refused meanwhile).
+func TestDeleteAnsweredOnceFrozen(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	s, _ := deleteTestServer(t, release)
+	r := &pb.RangeDescriptor{RangeId: 4, TableId: 1, Generation: 1, Replicas: []*pb.Replica{{ServerId: "a"}, {ServerId: "b"}, {ServerId: "c"}}}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := s.freezeDeleted(ctx, "t", 1, []*pb.RangeDescriptor{r}); err != nil {
+		t.Fatalf("freezeDeleted = %v, want nil once the range froze", err)
+	}
+	if s.deleting.pending("t") {
+		t.Fatal("the name is still refused after the freeze")
+	}
+}
+
+// TestDeleteOfRecreatedTableFreezesItsOwnRanges: a delete of a table
+// created again under a name whose first table's freezing is still in
+// flight freezes its own ranges; before, deletions were keyed by name and
+// the second joined the first, answering 204 with its ranges serving.
+func TestDeleteOfRecreatedTableFreezesItsOwnRanges(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	s, fakes := deleteTestServer(t, release)
+	hold := make(chan struct{})
+	fakes["a"].answer = func() error { <-hold; return nil } // the first table's freeze hangs on a
+	for _, id := range []string{"b", "c"} {
+		fakes[id].answer = func() error { return unreachable() }
+	}
+	old := &pb.RangeDescriptor{RangeId: 4, TableId: 1, Generation: 1, Replicas: []*pb.Replica{{ServerId: "a"}, {ServerId: "b"}, {ServerId: "c"}}}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if err := s.freezeDeleted(ctx, "t", 1, []*pb.RangeDescriptor{old}); err == nil {
+		t.Fatal("the first delete answered with its freeze hanging")
+	}
+	// The second table's range, on servers that never freeze it.
+	fresh := &pb.RangeDescriptor{RangeId: 9, TableId: 2, Generation: 1, Replicas: []*pb.Replica{{ServerId: "b"}, {ServerId: "c"}}}
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel2()
+	close(hold)
+	if err := s.freezeDeleted(ctx2, "T", 2, []*pb.RangeDescriptor{fresh}); err == nil {
+		t.Fatal("the re-created table's delete answered without freezing its range")
 	}
 }

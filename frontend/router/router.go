@@ -250,15 +250,10 @@ func (r *Router) refresh(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r.mu.Lock()
-	older := r.olderLocked(m)
-	r.mu.Unlock()
 	// A map older than the one held (a slow answer overtaken by the
 	// watch, one from a deposed master) would undo changes the watch
 	// already delivered.
-	if !older {
-		r.install(m)
-	}
+	r.installIf(m, true)
 	return nil
 }
 
@@ -492,7 +487,13 @@ func (r *Router) putRangeLocked(d *pb.RangeDescriptor) {
 }
 
 // install replaces the held map with a whole one.
-func (r *Router) install(m *pb.PartitionMap) {
+func (r *Router) install(m *pb.PartitionMap) { r.installIf(m, false) }
+
+// installIf installs m whole; with ifNotOlder, not if it is older than the
+// held map (olderLocked), judged under the same lock as the install: a
+// fetched map judged apart from it could be installed over a watch delta
+// applied in between, undoing that delta's change until the next whole map.
+func (r *Router) installIf(m *pb.PartitionMap, ifNotOlder bool) {
 	tables := make(map[string]*pb.Table, len(m.GetTables()))
 	sorted := make([]*pb.Table, 0, len(m.GetTables()))
 	for _, t := range m.GetTables() {
@@ -514,6 +515,10 @@ func (r *Router) install(m *pb.PartitionMap) {
 		servers[s.GetServerId()] = s
 	}
 	r.mu.Lock()
+	if ifNotOlder && r.olderLocked(m) {
+		r.mu.Unlock()
+		return
+	}
 	r.version, r.epoch, r.index = m.GetVersion(), m.GetEpoch(), m.GetIndex()
 	r.tables, r.sorted, r.ranges, r.rangeTable, r.servers = tables, sorted, ranges, rangeTable, servers
 	r.serviceProperties = m.GetServiceProperties()

@@ -79,6 +79,17 @@ func retryable(err error) bool {
 	return false
 }
 
+// leaderAnswered reports whether err is the leading master's own answer
+// that its work ran out of time (a DeadlineExceeded carrying a reason, as
+// a deleted table's ranges not frozen in time): the call is retried on the
+// same master after a pause, not moved to the next one, which would send
+// every caller of the shared client through a follower first. A master
+// that hangs gives a bare DeadlineExceeded.
+func leaderAnswered(err error) bool {
+	info := rpcerr.Parse(err)
+	return info.Code == codes.DeadlineExceeded && info.Reason != ""
+}
+
 // hung reports whether an attempt that failed with err as the caller's
 // ctx ended was one that hung until that deadline: the master never
 // answered (a paused or partitioned master keeps its connection open, or
@@ -127,8 +138,10 @@ func (c *Client) Call(ctx context.Context, fn func(ctx context.Context, mc pb.Ma
 			}
 			return err
 		}
-		c.Advance(i)
-		if (attempt+1)%len(c.conns) == 0 {
+		if !leaderAnswered(err) {
+			c.Advance(i)
+		}
+		if leaderAnswered(err) || (attempt+1)%len(c.conns) == 0 {
 			select {
 			case <-ctx.Done():
 				return fmt.Errorf("%w: %v", ErrNoMaster, last)

@@ -208,3 +208,56 @@ func TestNoJoinFloorStaysOnMaster(t *testing.T) {
 		t.Fatalf("current master %d, calls %d and %d; want master 0, asked once", i, masters[0].calls.Load(), masters[1].calls.Load())
 	}
 }
+
+// slowDelete is a leading master whose DeleteTable answers that its work
+// ran out of time (a deleted table's ranges not frozen yet) until the
+// third call.
+type slowDelete struct {
+	pb.UnimplementedMasterServiceServer
+	calls atomic.Int32
+}
+
+func (m *slowDelete) DeleteTable(context.Context, *pb.DeleteTableRequest) (*pb.DeleteTableResponse, error) {
+	if m.calls.Add(1) < 3 {
+		return nil, rpcerr.New(codes.DeadlineExceeded, rpcerr.ReasonUnavailable, "ranges not frozen within 4s", nil)
+	}
+	return &pb.DeleteTableResponse{}, nil
+}
+
+// TestLeaderTimeoutStaysOnMaster: the leader's own answer that its work
+// ran out of time (DeadlineExceeded with a reason) is asked again of the
+// same master; before, each moved the shared client to the next master,
+// so every caller went through a follower first.
+func TestLeaderTimeoutStaysOnMaster(t *testing.T) {
+	var addrs []string
+	var masters []*slowDelete
+	for range 2 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := &slowDelete{}
+		srv := grpc.NewServer()
+		pb.RegisterMasterServiceServer(srv, m)
+		go srv.Serve(ln)
+		defer srv.Stop()
+		addrs, masters = append(addrs, ln.Addr().String()), append(masters, m)
+	}
+	c, err := New(addrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = c.Call(ctx, func(ctx context.Context, mc pb.MasterServiceClient) error {
+		_, err := mc.DeleteTable(ctx, &pb.DeleteTableRequest{Name: "t"})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("call: %v", err)
+	}
+	if _, i := c.Conn(); i != 0 || masters[0].calls.Load() != 3 || masters[1].calls.Load() != 0 {
+		t.Fatalf("current master %d, calls %d and %d; want master 0, asked 3 times", i, masters[0].calls.Load(), masters[1].calls.Load())
+	}
+}
