@@ -64,6 +64,7 @@ func init() {
 	register(pb.MasterCommandKind_MASTER_COMMAND_KIND_SET_ACCOUNTS, applySetAccounts)
 	register(pb.MasterCommandKind_MASTER_COMMAND_KIND_MERGE_DECISION, applyMergeDecision)
 	register(pb.MasterCommandKind_MASTER_COMMAND_KIND_MARK_RANGES_STARTED, applyMarkRangesStarted)
+	register(pb.MasterCommandKind_MASTER_COMMAND_KIND_DELETED_RANGES_FROZEN, applyDeletedRangesFrozen)
 }
 
 // state is the replicated state. Tables are keyed by lower-case name
@@ -101,6 +102,12 @@ type state struct {
 	// (rangestart.go). Dropped with the table; a range that leaves
 	// generation 1 keeps its mark (it no longer matters).
 	started map[uint64]struct{}
+	// deletedPending are the deleted tables, by table id, whose ranges
+	// are not yet confirmed frozen (set by DeleteTable, cleared by
+	// DELETED_RANGES_FROZEN): any leader freezes them (resumeDeletions)
+	// and refuses a create of the name meanwhile (nameFree). Replaced,
+	// never mutated (shared with snapshots).
+	deletedPending map[uint64]*pb.DeletedTable
 
 	// changes, when set, collects what the command being applied touched
 	// (for the partition map's deltas); not replicated.
@@ -120,7 +127,7 @@ func newState() *state {
 		tableRanges: map[uint64]map[uint64]struct{}{}, replicaCount: map[string]int{},
 		servers: map[string]*pb.ServerInfo{}, nextTableID: 1, nextRangeID: 1, nextEventSeq: 1,
 		byID: map[string]*pb.TableRequestRecord{}, mergeDecisions: map[uint64]*pb.MergeDecision{},
-		started: map[uint64]struct{}{},
+		started: map[uint64]struct{}{}, deletedPending: map[uint64]*pb.DeletedTable{},
 	}
 }
 
@@ -330,6 +337,12 @@ func (s *state) snapshot() *pb.MasterSnapshot {
 	sort.Slice(out.MergeDecisions, func(i, j int) bool {
 		return out.MergeDecisions[i].GetRightRangeId() < out.MergeDecisions[j].GetRightRangeId()
 	})
+	for _, d := range s.deletedPending {
+		out.DeletedPending = append(out.DeletedPending, d)
+	}
+	sort.Slice(out.DeletedPending, func(i, j int) bool {
+		return out.DeletedPending[i].GetTableId() < out.DeletedPending[j].GetTableId()
+	})
 	return out
 }
 
@@ -359,6 +372,9 @@ func stateFromSnapshot(m *pb.MasterSnapshot) *state {
 	}
 	for _, id := range m.GetStartedRangeIds() {
 		s.started[id] = struct{}{}
+	}
+	for _, d := range m.GetDeletedPending() {
+		s.deletedPending[d.GetTableId()] = d
 	}
 	return s
 }
@@ -458,7 +474,36 @@ func deleteTable(s *state, name string) *applyResult {
 		// come back (applyUpdateRanges: tableLive).
 		delete(s.started, id)
 	}
+	if len(gone) > 0 {
+		// Until a leader confirms them frozen (DELETED_RANGES_FROZEN),
+		// whichever master leads freezes them and refuses the name.
+		s.deletedPending[t.GetTableId()] = &pb.DeletedTable{TableId: t.GetTableId(), Name: t.GetName(), Ranges: gone}
+	}
 	return &applyResult{table: t, ranges: gone}
+}
+
+// deletePendingName reports whether a deleted table of that name has
+// ranges not yet confirmed frozen.
+func (s *state) deletePendingName(name string) bool {
+	for _, d := range s.deletedPending {
+		if strings.EqualFold(d.GetName(), name) {
+			return true
+		}
+	}
+	return false
+}
+
+// applyDeletedRangesFrozen clears a deleted table's pending freeze (its
+// ranges froze or are gone, or the freezing gave up). An id not pending
+// (cleared already, by a leader deposed before it saw the commit) is no
+// error.
+func applyDeletedRangesFrozen(s *state, payload []byte) *applyResult {
+	var c pb.DeletedRangesFrozenCommand
+	if err := proto.Unmarshal(payload, &c); err != nil || c.GetTableId() == 0 {
+		return &applyResult{err: ErrBadCommand}
+	}
+	delete(s.deletedPending, c.GetTableId())
+	return &applyResult{}
 }
 
 func applySetTableACL(s *state, payload []byte) *applyResult {

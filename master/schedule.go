@@ -45,6 +45,7 @@ func (s *Server) policyLoop() {
 		// Finishing a half-done merge is recovery, not policy: it runs
 		// even with the policies off.
 		s.resumeMerges()
+		s.resumeDeletions()
 		s.reconcileReplicas(differing, &checked)
 		if !s.cfg.Policy.Enabled || s.ops.slots() <= 0 {
 			continue

@@ -117,17 +117,19 @@ func (v *service) CreateTable(ctx context.Context, req *pb.CreateTableRequest) (
 	kind := pb.MasterCommandKind_MASTER_COMMAND_KIND_CREATE_TABLE
 	var (
 		exists   bool
+		pending  bool // a deleted table of the name not yet frozen
 		recorded *pb.TableRequestRecord
 		id       []byte
 	)
 	s.fsm.read(func(st *state) {
 		_, exists = st.tables[strings.ToLower(req.GetName())]
+		pending = st.deletePendingName(req.GetName())
 		id, recorded = st.requestToApply(req.GetRequestId(), req.GetClientRequestId(), kind, req.GetName())
 	})
 	if recorded != nil {
 		return s.createdBefore(ctx, req, recorded)
 	}
-	if err := s.nameFree(req.GetName(), exists); err != nil {
+	if err := s.nameFree(req.GetName(), exists, pending); err != nil {
 		return nil, toStatus(err)
 	}
 	replicas, addrs, err := s.placement()

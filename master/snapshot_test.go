@@ -120,6 +120,7 @@ func TestSnapshotRestoresEveryField(t *testing.T) {
 		accounts    = pb.MasterCommandKind_MASTER_COMMAND_KIND_SET_ACCOUNTS
 		decision    = pb.MasterCommandKind_MASTER_COMMAND_KIND_MERGE_DECISION
 		started     = pb.MasterCommandKind_MASTER_COMMAND_KIND_MARK_RANGES_STARTED
+		frozen      = pb.MasterCommandKind_MASTER_COMMAND_KIND_DELETED_RANGES_FROZEN
 	)
 	used := map[pb.MasterCommandKind]bool{}
 	s := newState()
@@ -149,6 +150,9 @@ func TestSnapshotRestoresEveryField(t *testing.T) {
 		}
 	}
 	do(deleteTable, &pb.DeleteTableCommand{Name: "t3", RequestId: []byte("del3")})
+	// T2's ranges are confirmed frozen, T3's stay pending.
+	t2 := do(deleteTable, &pb.DeleteTableCommand{Name: "t2", RequestId: []byte("del2")}).table.GetTableId()
+	do(frozen, &pb.DeletedRangesFrozenCommand{TableId: t2})
 	do(setACL, &pb.SetTableACLCommand{Name: "t1", Acl: []*pb.SignedIdentifier{{Id: "policy1"}}})
 	do(setProps, &pb.SetServicePropertiesCommand{Properties: []byte("<StorageServiceProperties/>")})
 	do(accounts, &pb.SetAccountsCommand{Accounts: []*pb.StorageAccount{{Name: "acct", Keys: [][]byte{[]byte("k1"), []byte("k2")}}}})
@@ -180,6 +184,9 @@ func TestSnapshotRestoresEveryField(t *testing.T) {
 	r := snapshotted(t, s)
 	if diff := stateDiff(s, r); len(diff) > 0 {
 		t.Fatalf("restored snapshot differs in %v", diff)
+	}
+	if len(r.deletedPending) != 1 || !r.deletePendingName("T3") {
+		t.Fatalf("restored pending freezes = %v, want T3's only", r.deletedPending)
 	}
 	// Both answer the same next commands alike: a retried request, a new
 	// table (ids), an event (sequence), an allocated range id.

@@ -57,30 +57,35 @@ var errFreezeUnsupported = errors.New("master: a server of the range does not fr
 // deletions are the deleted tables (by table id: a table created again
 // under the name is another table, whose delete must freeze its own
 // ranges, not join the first one's) whose ranges this master is still
-// freezing.
+// freezing. What a master holds here dies with it (or with its lead): the
+// replicated list of pending freezes (state.deletedPending) is what makes
+// any next leader finish them (resumeDeletions) and refuse the name.
 type deletions struct {
 	mu sync.Mutex
 	m  map[uint64]*deletion
 }
 
 // deletion is one table's freezing in flight; done is closed when every
-// range froze or is gone (or the freezing gave up). name is the table's
-// lower-case name (nameFree).
+// range froze or is gone (or the freezing gave up), or the master shuts
+// down (err set). name is the table's lower-case name (nameFree).
 type deletion struct {
 	name string
 	done chan struct{}
+	err  error // set before done is closed: the freezing did not end
 }
 
 // nameFree says whether CreateTable may create a table of that name:
 // ErrTableExists when one exists, ErrTableBeingDeleted when a range of
 // the deleted table of that name may still serve a front-end whose map is
 // behind (a write it took after the create's answer would be lost with
-// the old table), else nil.
-func (s *Server) nameFree(name string, exists bool) error {
+// the old table), else nil. pendingFreeze: the replicated state holds the
+// name's deleted table as not yet confirmed frozen (a new leader refuses
+// the name before its own freezing of the ranges started).
+func (s *Server) nameFree(name string, exists, pendingFreeze bool) error {
 	switch {
 	case exists:
 		return ErrTableExists
-	case s.deleting.pending(name):
+	case pendingFreeze, s.deleting.pending(name):
 		return ErrTableBeingDeleted
 	}
 	return nil
@@ -139,17 +144,32 @@ func (r *startingRanges) wait(ctx context.Context, id uint64) error {
 	return nil
 }
 
-// pending reports whether a table of that name is being deleted.
+// pending reports whether a table of that name is being deleted: its
+// freezing runs still (once it ended, the entry only waits for the
+// replicated clearing to be proposed, and the replicated list answers).
 func (d *deletions) pending(name string) bool {
 	key := strings.ToLower(name)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, del := range d.m {
-		if del.name == key {
+		if del.name != key {
+			continue
+		}
+		select {
+		case <-del.done:
+		default:
 			return true
 		}
 	}
 	return false
+}
+
+// running reports whether this master is freezing table id's ranges.
+func (d *deletions) running(id uint64) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	_, ok := d.m[id]
+	return ok
 }
 
 // freezeDeleted freezes the ranges of deleted table name for good, in the
@@ -163,45 +183,110 @@ func (s *Server) freezeDeleted(ctx context.Context, name string, tableID uint64,
 	if len(ranges) == 0 {
 		return nil
 	}
-	s.deleting.mu.Lock()
-	if s.deleting.m == nil {
-		s.deleting.m = map[uint64]*deletion{}
+	d := s.startFreezing(name, tableID, ranges)
+	if d == nil {
+		return status.Error(codes.Unavailable, "master: shutting down")
 	}
-	d, ok := s.deleting.m[tableID]
-	if !ok {
-		if s.ctx.Err() != nil {
-			// Closing: its wait group may be waited on already.
-			s.deleting.mu.Unlock()
-			return status.Error(codes.Unavailable, "master: shutting down")
-		}
-		d = &deletion{name: strings.ToLower(name), done: make(chan struct{})}
-		s.deleting.m[tableID] = d
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			frozen := s.freezeRanges(name, ranges)
-			// Answered (and the name free) once the ranges froze: the
-			// replicas' deletion is best effort and may take a while
-			// (a server that does not answer, a large range's data).
-			s.deleting.mu.Lock()
-			delete(s.deleting.m, tableID)
-			s.deleting.mu.Unlock()
-			close(d.done)
-			s.deleteFrozen(frozen)
-		}()
-	}
-	s.deleting.mu.Unlock()
 	t := time.NewTimer(deleteFreezeWait)
 	defer t.Stop()
 	select {
 	case <-d.done:
-		return nil
+		return d.err
 	case <-ctx.Done():
 		return rpcerr.New(codes.DeadlineExceeded, rpcerr.ReasonUnavailable, fmt.Sprintf("table %s deleted; its ranges are still being frozen: %v", name, ctx.Err()), nil)
 	case <-t.C:
 		// With a reason: the master client asks this master again
 		// rather than the next (masterclient.leaderAnswered).
 		return rpcerr.New(codes.DeadlineExceeded, rpcerr.ReasonUnavailable, fmt.Sprintf("table %s deleted; its ranges did not freeze within %v", name, deleteFreezeWait), nil)
+	}
+}
+
+// startFreezing starts freezing the ranges of deleted table tableID in
+// the background unless this master is freezing them already, and returns
+// that freezing; nil when the master is closing. When the freezing ends
+// (the ranges froze or are gone, or it gave up), the table's entry in the
+// replicated list of pending freezes is cleared (confirmFrozen) and the
+// replicas are deleted (best effort).
+func (s *Server) startFreezing(name string, tableID uint64, ranges []*pb.RangeDescriptor) *deletion {
+	s.deleting.mu.Lock()
+	defer s.deleting.mu.Unlock()
+	if s.deleting.m == nil {
+		s.deleting.m = map[uint64]*deletion{}
+	}
+	if d, ok := s.deleting.m[tableID]; ok {
+		return d
+	}
+	if s.ctx.Err() != nil {
+		// Closing: its wait group may be waited on already.
+		return nil
+	}
+	d := &deletion{name: strings.ToLower(name), done: make(chan struct{})}
+	s.deleting.m[tableID] = d
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		frozen := s.freezeRanges(name, ranges)
+		if s.ctx.Err() != nil {
+			// Cut short by the shutdown, not ended: no 204 for it, and
+			// the next leader freezes them (the replicated list still
+			// holds them).
+			d.err = status.Error(codes.Unavailable, "master: shutting down")
+			close(d.done)
+			s.deleting.mu.Lock()
+			delete(s.deleting.m, tableID)
+			s.deleting.mu.Unlock()
+			return
+		}
+		// Answered once the ranges froze: the replicas' deletion is
+		// best effort and may take a while (a server that does not
+		// answer, a large range's data).
+		close(d.done)
+		// Kept in s.deleting until the clearing is proposed, so the
+		// leader's resumeDeletions does not start it again meanwhile.
+		s.confirmFrozen(name, tableID)
+		s.deleting.mu.Lock()
+		delete(s.deleting.m, tableID)
+		s.deleting.mu.Unlock()
+		s.deleteFrozen(frozen)
+	}()
+	return d
+}
+
+// confirmFrozen clears deleted table tableID from the replicated list of
+// pending freezes (DELETED_RANGES_FROZEN), if it is there. On a master
+// that does not lead (deposed while it froze), or whose proposal fails,
+// the entry stays and the leader freezes the ranges again
+// (resumeDeletions): at once for ranges that froze (a frozen range
+// answers a freeze again; a gone one is shown gone).
+func (s *Server) confirmFrozen(name string, tableID uint64) {
+	var pending bool
+	s.fsm.read(func(st *state) { _, pending = st.deletedPending[tableID] })
+	if !pending {
+		return
+	}
+	if _, err := s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_DELETED_RANGES_FROZEN, &pb.DeletedRangesFrozenCommand{TableId: tableID}); err != nil {
+		s.logger.Info("deleted table's ranges frozen, not yet recorded; the leader freezes them again", "table", name, "table_id", tableID, "err", err)
+	}
+}
+
+// resumeDeletions, on the leader (every policy tick), freezes the ranges
+// of every deleted table in the replicated list of pending freezes that
+// this master is not freezing already: a leader that took over from one
+// deposed (or crashed) mid-freeze finishes it, as the deleting master
+// would have.
+func (s *Server) resumeDeletions() {
+	var todo []*pb.DeletedTable
+	s.fsm.read(func(st *state) {
+		for _, d := range st.deletedPending {
+			todo = append(todo, d)
+		}
+	})
+	for _, d := range todo {
+		if s.deleting.running(d.GetTableId()) {
+			continue
+		}
+		s.logger.Info("freezing the ranges of a deleted table left pending", "table", d.GetName(), "table_id", d.GetTableId(), "ranges", len(d.GetRanges()))
+		s.startFreezing(d.GetName(), d.GetTableId(), d.GetRanges())
 	}
 }
 

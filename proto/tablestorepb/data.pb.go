@@ -267,6 +267,7 @@ const (
 	MasterCommandKind_MASTER_COMMAND_KIND_MERGE_DECISION         MasterCommandKind = 17
 	MasterCommandKind_MASTER_COMMAND_KIND_MARK_RANGES_STARTED    MasterCommandKind = 18
 	MasterCommandKind_MASTER_COMMAND_KIND_REMOVE_SERVER          MasterCommandKind = 19
+	MasterCommandKind_MASTER_COMMAND_KIND_DELETED_RANGES_FROZEN  MasterCommandKind = 20
 )
 
 // Enum value maps for MasterCommandKind.
@@ -287,6 +288,7 @@ var (
 		17: "MASTER_COMMAND_KIND_MERGE_DECISION",
 		18: "MASTER_COMMAND_KIND_MARK_RANGES_STARTED",
 		19: "MASTER_COMMAND_KIND_REMOVE_SERVER",
+		20: "MASTER_COMMAND_KIND_DELETED_RANGES_FROZEN",
 	}
 	MasterCommandKind_value = map[string]int32{
 		"MASTER_COMMAND_KIND_UNSPECIFIED":            0,
@@ -304,6 +306,7 @@ var (
 		"MASTER_COMMAND_KIND_MERGE_DECISION":         17,
 		"MASTER_COMMAND_KIND_MARK_RANGES_STARTED":    18,
 		"MASTER_COMMAND_KIND_REMOVE_SERVER":          19,
+		"MASTER_COMMAND_KIND_DELETED_RANGES_FROZEN":  20,
 	}
 )
 
@@ -2620,6 +2623,119 @@ func (x *MarkRangesStartedCommand) GetRangeIds() []uint64 {
 }
 
 // RemoveRangeCommand drops a range retired by a merge.
+// DeletedTable is a deleted table whose ranges the master group has not
+// yet confirmed frozen for good (FreezeRange.table_deleted): set by the
+// table's DeleteTable command, cleared by DeletedRangesFrozenCommand, so
+// whichever master leads finishes the freezing and refuses a create of the
+// name meanwhile.
+type DeletedTable struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	TableId uint64                 `protobuf:"varint,1,opt,name=table_id,json=tableId,proto3" json:"table_id,omitempty"`
+	// The table's name as created.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// The table's ranges when it was deleted.
+	Ranges        []*RangeDescriptor `protobuf:"bytes,3,rep,name=ranges,proto3" json:"ranges,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeletedTable) Reset() {
+	*x = DeletedTable{}
+	mi := &file_tablestore_v1_data_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeletedTable) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeletedTable) ProtoMessage() {}
+
+func (x *DeletedTable) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_data_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeletedTable.ProtoReflect.Descriptor instead.
+func (*DeletedTable) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *DeletedTable) GetTableId() uint64 {
+	if x != nil {
+		return x.TableId
+	}
+	return 0
+}
+
+func (x *DeletedTable) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DeletedTable) GetRanges() []*RangeDescriptor {
+	if x != nil {
+		return x.Ranges
+	}
+	return nil
+}
+
+// DeletedRangesFrozenCommand clears a deleted table's pending freeze:
+// every range froze or is gone, or the freezing gave up.
+type DeletedRangesFrozenCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TableId       uint64                 `protobuf:"varint,1,opt,name=table_id,json=tableId,proto3" json:"table_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeletedRangesFrozenCommand) Reset() {
+	*x = DeletedRangesFrozenCommand{}
+	mi := &file_tablestore_v1_data_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeletedRangesFrozenCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeletedRangesFrozenCommand) ProtoMessage() {}
+
+func (x *DeletedRangesFrozenCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_data_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeletedRangesFrozenCommand.ProtoReflect.Descriptor instead.
+func (*DeletedRangesFrozenCommand) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *DeletedRangesFrozenCommand) GetTableId() uint64 {
+	if x != nil {
+		return x.TableId
+	}
+	return 0
+}
+
 type RemoveRangeCommand struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	RangeId uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
@@ -2631,7 +2747,7 @@ type RemoveRangeCommand struct {
 
 func (x *RemoveRangeCommand) Reset() {
 	*x = RemoveRangeCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[31]
+	mi := &file_tablestore_v1_data_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2643,7 +2759,7 @@ func (x *RemoveRangeCommand) String() string {
 func (*RemoveRangeCommand) ProtoMessage() {}
 
 func (x *RemoveRangeCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[31]
+	mi := &file_tablestore_v1_data_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2656,7 +2772,7 @@ func (x *RemoveRangeCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveRangeCommand.ProtoReflect.Descriptor instead.
 func (*RemoveRangeCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{31}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *RemoveRangeCommand) GetRangeId() uint64 {
@@ -2684,7 +2800,7 @@ type MasterCommand struct {
 
 func (x *MasterCommand) Reset() {
 	*x = MasterCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[32]
+	mi := &file_tablestore_v1_data_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2696,7 +2812,7 @@ func (x *MasterCommand) String() string {
 func (*MasterCommand) ProtoMessage() {}
 
 func (x *MasterCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[32]
+	mi := &file_tablestore_v1_data_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2709,7 +2825,7 @@ func (x *MasterCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterCommand.ProtoReflect.Descriptor instead.
 func (*MasterCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{32}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *MasterCommand) GetKind() MasterCommandKind {
@@ -2735,7 +2851,7 @@ type RegisterServerCommand struct {
 
 func (x *RegisterServerCommand) Reset() {
 	*x = RegisterServerCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[33]
+	mi := &file_tablestore_v1_data_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2747,7 +2863,7 @@ func (x *RegisterServerCommand) String() string {
 func (*RegisterServerCommand) ProtoMessage() {}
 
 func (x *RegisterServerCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[33]
+	mi := &file_tablestore_v1_data_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2760,7 +2876,7 @@ func (x *RegisterServerCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterServerCommand.ProtoReflect.Descriptor instead.
 func (*RegisterServerCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{33}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RegisterServerCommand) GetServer() *ServerInfo {
@@ -2780,7 +2896,7 @@ type SetServerDrainingCommand struct {
 
 func (x *SetServerDrainingCommand) Reset() {
 	*x = SetServerDrainingCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[34]
+	mi := &file_tablestore_v1_data_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2792,7 +2908,7 @@ func (x *SetServerDrainingCommand) String() string {
 func (*SetServerDrainingCommand) ProtoMessage() {}
 
 func (x *SetServerDrainingCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[34]
+	mi := &file_tablestore_v1_data_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2805,7 +2921,7 @@ func (x *SetServerDrainingCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetServerDrainingCommand.ProtoReflect.Descriptor instead.
 func (*SetServerDrainingCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{34}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *SetServerDrainingCommand) GetServerId() string {
@@ -2831,7 +2947,7 @@ type RemoveServerCommand struct {
 
 func (x *RemoveServerCommand) Reset() {
 	*x = RemoveServerCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[35]
+	mi := &file_tablestore_v1_data_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2843,7 +2959,7 @@ func (x *RemoveServerCommand) String() string {
 func (*RemoveServerCommand) ProtoMessage() {}
 
 func (x *RemoveServerCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[35]
+	mi := &file_tablestore_v1_data_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2856,7 +2972,7 @@ func (x *RemoveServerCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerCommand.ProtoReflect.Descriptor instead.
 func (*RemoveServerCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{35}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *RemoveServerCommand) GetServerId() string {
@@ -2879,7 +2995,7 @@ type CreateTableCommand struct {
 
 func (x *CreateTableCommand) Reset() {
 	*x = CreateTableCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[36]
+	mi := &file_tablestore_v1_data_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2891,7 +3007,7 @@ func (x *CreateTableCommand) String() string {
 func (*CreateTableCommand) ProtoMessage() {}
 
 func (x *CreateTableCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[36]
+	mi := &file_tablestore_v1_data_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2904,7 +3020,7 @@ func (x *CreateTableCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTableCommand.ProtoReflect.Descriptor instead.
 func (*CreateTableCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{36}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *CreateTableCommand) GetName() string {
@@ -2945,7 +3061,7 @@ type DeleteTableCommand struct {
 
 func (x *DeleteTableCommand) Reset() {
 	*x = DeleteTableCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[37]
+	mi := &file_tablestore_v1_data_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2957,7 +3073,7 @@ func (x *DeleteTableCommand) String() string {
 func (*DeleteTableCommand) ProtoMessage() {}
 
 func (x *DeleteTableCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[37]
+	mi := &file_tablestore_v1_data_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2970,7 +3086,7 @@ func (x *DeleteTableCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTableCommand.ProtoReflect.Descriptor instead.
 func (*DeleteTableCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{37}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *DeleteTableCommand) GetName() string {
@@ -3007,7 +3123,7 @@ type TableRequestRecord struct {
 
 func (x *TableRequestRecord) Reset() {
 	*x = TableRequestRecord{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[38]
+	mi := &file_tablestore_v1_data_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3019,7 +3135,7 @@ func (x *TableRequestRecord) String() string {
 func (*TableRequestRecord) ProtoMessage() {}
 
 func (x *TableRequestRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[38]
+	mi := &file_tablestore_v1_data_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3032,7 +3148,7 @@ func (x *TableRequestRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TableRequestRecord.ProtoReflect.Descriptor instead.
 func (*TableRequestRecord) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{38}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *TableRequestRecord) GetRequestId() []byte {
@@ -3087,7 +3203,7 @@ type SetTableACLCommand struct {
 
 func (x *SetTableACLCommand) Reset() {
 	*x = SetTableACLCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[39]
+	mi := &file_tablestore_v1_data_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3099,7 +3215,7 @@ func (x *SetTableACLCommand) String() string {
 func (*SetTableACLCommand) ProtoMessage() {}
 
 func (x *SetTableACLCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[39]
+	mi := &file_tablestore_v1_data_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3112,7 +3228,7 @@ func (x *SetTableACLCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTableACLCommand.ProtoReflect.Descriptor instead.
 func (*SetTableACLCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{39}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *SetTableACLCommand) GetName() string {
@@ -3138,7 +3254,7 @@ type SetServicePropertiesCommand struct {
 
 func (x *SetServicePropertiesCommand) Reset() {
 	*x = SetServicePropertiesCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[40]
+	mi := &file_tablestore_v1_data_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3150,7 +3266,7 @@ func (x *SetServicePropertiesCommand) String() string {
 func (*SetServicePropertiesCommand) ProtoMessage() {}
 
 func (x *SetServicePropertiesCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[40]
+	mi := &file_tablestore_v1_data_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3163,7 +3279,7 @@ func (x *SetServicePropertiesCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetServicePropertiesCommand.ProtoReflect.Descriptor instead.
 func (*SetServicePropertiesCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{40}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *SetServicePropertiesCommand) GetProperties() []byte {
@@ -3183,7 +3299,7 @@ type SetAccountsCommand struct {
 
 func (x *SetAccountsCommand) Reset() {
 	*x = SetAccountsCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[41]
+	mi := &file_tablestore_v1_data_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3195,7 +3311,7 @@ func (x *SetAccountsCommand) String() string {
 func (*SetAccountsCommand) ProtoMessage() {}
 
 func (x *SetAccountsCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[41]
+	mi := &file_tablestore_v1_data_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3208,7 +3324,7 @@ func (x *SetAccountsCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAccountsCommand.ProtoReflect.Descriptor instead.
 func (*SetAccountsCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{41}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *SetAccountsCommand) GetAccounts() []*StorageAccount {
@@ -3241,14 +3357,17 @@ type MasterSnapshot struct {
 	// snapshot from before the field), so a master restored from the
 	// snapshot names its state as one that applied the log does
 	// (PartitionMap.index).
-	AppliedIndex  uint64 `protobuf:"varint,13,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	AppliedIndex uint64 `protobuf:"varint,13,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	// The deleted tables whose ranges are not yet confirmed frozen, by
+	// ascending table id (DeletedTable).
+	DeletedPending []*DeletedTable `protobuf:"bytes,14,rep,name=deleted_pending,json=deletedPending,proto3" json:"deleted_pending,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *MasterSnapshot) Reset() {
 	*x = MasterSnapshot{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[42]
+	mi := &file_tablestore_v1_data_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3260,7 +3379,7 @@ func (x *MasterSnapshot) String() string {
 func (*MasterSnapshot) ProtoMessage() {}
 
 func (x *MasterSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[42]
+	mi := &file_tablestore_v1_data_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3273,7 +3392,7 @@ func (x *MasterSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterSnapshot.ProtoReflect.Descriptor instead.
 func (*MasterSnapshot) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{42}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *MasterSnapshot) GetTables() []*Table {
@@ -3365,6 +3484,13 @@ func (x *MasterSnapshot) GetAppliedIndex() uint64 {
 		return x.AppliedIndex
 	}
 	return 0
+}
+
+func (x *MasterSnapshot) GetDeletedPending() []*DeletedTable {
+	if x != nil {
+		return x.DeletedPending
+	}
+	return nil
 }
 
 var File_tablestore_v1_data_proto protoreflect.FileDescriptor
@@ -3554,7 +3680,13 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x12AppendEventCommand\x12*\n" +
 	"\x05event\x18\x01 \x01(\v2\x14.tablestore.v1.EventR\x05event\"7\n" +
 	"\x18MarkRangesStartedCommand\x12\x1b\n" +
-	"\trange_ids\x18\x01 \x03(\x04R\brangeIds\"p\n" +
+	"\trange_ids\x18\x01 \x03(\x04R\brangeIds\"u\n" +
+	"\fDeletedTable\x12\x19\n" +
+	"\btable_id\x18\x01 \x01(\x04R\atableId\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x126\n" +
+	"\x06ranges\x18\x03 \x03(\v2\x1e.tablestore.v1.RangeDescriptorR\x06ranges\"7\n" +
+	"\x1aDeletedRangesFrozenCommand\x12\x19\n" +
+	"\btable_id\x18\x01 \x01(\x04R\atableId\"p\n" +
 	"\x12RemoveRangeCommand\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12?\n" +
 	"\vabsorbed_by\x18\x02 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\n" +
@@ -3595,7 +3727,7 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"properties\x18\x01 \x01(\fR\n" +
 	"properties\"O\n" +
 	"\x12SetAccountsCommand\x129\n" +
-	"\baccounts\x18\x01 \x03(\v2\x1d.tablestore.v1.StorageAccountR\baccounts\"\x88\x05\n" +
+	"\baccounts\x18\x01 \x03(\v2\x1d.tablestore.v1.StorageAccountR\baccounts\"\xce\x05\n" +
 	"\x0eMasterSnapshot\x12,\n" +
 	"\x06tables\x18\x01 \x03(\v2\x14.tablestore.v1.TableR\x06tables\x126\n" +
 	"\x06ranges\x18\x02 \x03(\v2\x1e.tablestore.v1.RangeDescriptorR\x06ranges\x123\n" +
@@ -3610,7 +3742,8 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	" \x03(\v2!.tablestore.v1.TableRequestRecordR\brequests\x12E\n" +
 	"\x0fmerge_decisions\x18\v \x03(\v2\x1c.tablestore.v1.MergeDecisionR\x0emergeDecisions\x12*\n" +
 	"\x11started_range_ids\x18\f \x03(\x04R\x0fstartedRangeIds\x12#\n" +
-	"\rapplied_index\x18\r \x01(\x04R\fappliedIndex*\x8a\x03\n" +
+	"\rapplied_index\x18\r \x01(\x04R\fappliedIndex\x12D\n" +
+	"\x0fdeleted_pending\x18\x0e \x03(\v2\x1b.tablestore.v1.DeletedTableR\x0edeletedPending*\x8a\x03\n" +
 	"\tEventKind\x12\x1a\n" +
 	"\x16EVENT_KIND_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10EVENT_KIND_SPLIT\x10\x01\x12\x14\n" +
@@ -3645,7 +3778,7 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x12COMMAND_KIND_MERGE\x10\x06\x12\x18\n" +
 	"\x14COMMAND_KIND_QUIESCE\x10\b\x12\x1c\n" +
 	"\x18COMMAND_KIND_WRITE_BATCH\x10\a\x12\x19\n" +
-	"\x15COMMAND_KIND_UNFREEZE\x10\t*\xf1\x04\n" +
+	"\x15COMMAND_KIND_UNFREEZE\x10\t*\xa0\x05\n" +
 	"\x11MasterCommandKind\x12#\n" +
 	"\x1fMASTER_COMMAND_KIND_UNSPECIFIED\x10\x00\x12'\n" +
 	"#MASTER_COMMAND_KIND_REGISTER_SERVER\x10\x01\x12$\n" +
@@ -3662,7 +3795,8 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"'MASTER_COMMAND_KIND_SET_SERVER_DRAINING\x10\x10\x12&\n" +
 	"\"MASTER_COMMAND_KIND_MERGE_DECISION\x10\x11\x12+\n" +
 	"'MASTER_COMMAND_KIND_MARK_RANGES_STARTED\x10\x12\x12%\n" +
-	"!MASTER_COMMAND_KIND_REMOVE_SERVER\x10\x13*`\n" +
+	"!MASTER_COMMAND_KIND_REMOVE_SERVER\x10\x13\x12-\n" +
+	")MASTER_COMMAND_KIND_DELETED_RANGES_FROZEN\x10\x14*`\n" +
 	"\fMergeOutcome\x12\x1d\n" +
 	"\x19MERGE_OUTCOME_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14MERGE_OUTCOME_COMMIT\x10\x01\x12\x17\n" +
@@ -3681,7 +3815,7 @@ func file_tablestore_v1_data_proto_rawDescGZIP() []byte {
 }
 
 var file_tablestore_v1_data_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_tablestore_v1_data_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
+var file_tablestore_v1_data_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
 var file_tablestore_v1_data_proto_goTypes = []any{
 	(EventKind)(0),                      // 0: tablestore.v1.EventKind
 	(OpKind)(0),                         // 1: tablestore.v1.OpKind
@@ -3719,21 +3853,23 @@ var file_tablestore_v1_data_proto_goTypes = []any{
 	(*AllocateRangeIDCommand)(nil),      // 33: tablestore.v1.AllocateRangeIDCommand
 	(*AppendEventCommand)(nil),          // 34: tablestore.v1.AppendEventCommand
 	(*MarkRangesStartedCommand)(nil),    // 35: tablestore.v1.MarkRangesStartedCommand
-	(*RemoveRangeCommand)(nil),          // 36: tablestore.v1.RemoveRangeCommand
-	(*MasterCommand)(nil),               // 37: tablestore.v1.MasterCommand
-	(*RegisterServerCommand)(nil),       // 38: tablestore.v1.RegisterServerCommand
-	(*SetServerDrainingCommand)(nil),    // 39: tablestore.v1.SetServerDrainingCommand
-	(*RemoveServerCommand)(nil),         // 40: tablestore.v1.RemoveServerCommand
-	(*CreateTableCommand)(nil),          // 41: tablestore.v1.CreateTableCommand
-	(*DeleteTableCommand)(nil),          // 42: tablestore.v1.DeleteTableCommand
-	(*TableRequestRecord)(nil),          // 43: tablestore.v1.TableRequestRecord
-	(*SetTableACLCommand)(nil),          // 44: tablestore.v1.SetTableACLCommand
-	(*SetServicePropertiesCommand)(nil), // 45: tablestore.v1.SetServicePropertiesCommand
-	(*SetAccountsCommand)(nil),          // 46: tablestore.v1.SetAccountsCommand
-	(*MasterSnapshot)(nil),              // 47: tablestore.v1.MasterSnapshot
-	nil,                                 // 48: tablestore.v1.Event.FiguresEntry
-	nil,                                 // 49: tablestore.v1.PartitionMap.LeadersEntry
-	nil,                                 // 50: tablestore.v1.PartitionMap.LoadsEntry
+	(*DeletedTable)(nil),                // 36: tablestore.v1.DeletedTable
+	(*DeletedRangesFrozenCommand)(nil),  // 37: tablestore.v1.DeletedRangesFrozenCommand
+	(*RemoveRangeCommand)(nil),          // 38: tablestore.v1.RemoveRangeCommand
+	(*MasterCommand)(nil),               // 39: tablestore.v1.MasterCommand
+	(*RegisterServerCommand)(nil),       // 40: tablestore.v1.RegisterServerCommand
+	(*SetServerDrainingCommand)(nil),    // 41: tablestore.v1.SetServerDrainingCommand
+	(*RemoveServerCommand)(nil),         // 42: tablestore.v1.RemoveServerCommand
+	(*CreateTableCommand)(nil),          // 43: tablestore.v1.CreateTableCommand
+	(*DeleteTableCommand)(nil),          // 44: tablestore.v1.DeleteTableCommand
+	(*TableRequestRecord)(nil),          // 45: tablestore.v1.TableRequestRecord
+	(*SetTableACLCommand)(nil),          // 46: tablestore.v1.SetTableACLCommand
+	(*SetServicePropertiesCommand)(nil), // 47: tablestore.v1.SetServicePropertiesCommand
+	(*SetAccountsCommand)(nil),          // 48: tablestore.v1.SetAccountsCommand
+	(*MasterSnapshot)(nil),              // 49: tablestore.v1.MasterSnapshot
+	nil,                                 // 50: tablestore.v1.Event.FiguresEntry
+	nil,                                 // 51: tablestore.v1.PartitionMap.LeadersEntry
+	nil,                                 // 52: tablestore.v1.PartitionMap.LoadsEntry
 }
 var file_tablestore_v1_data_proto_depIdxs = []int32{
 	5,  // 0: tablestore.v1.RangeDescriptor.replicas:type_name -> tablestore.v1.Replica
@@ -3742,14 +3878,14 @@ var file_tablestore_v1_data_proto_depIdxs = []int32{
 	12, // 3: tablestore.v1.RangeLoad.hot_keys:type_name -> tablestore.v1.KeyLoad
 	12, // 4: tablestore.v1.RangeLoad.load_sample:type_name -> tablestore.v1.KeyLoad
 	0,  // 5: tablestore.v1.Event.kind:type_name -> tablestore.v1.EventKind
-	48, // 6: tablestore.v1.Event.figures:type_name -> tablestore.v1.Event.FiguresEntry
+	50, // 6: tablestore.v1.Event.figures:type_name -> tablestore.v1.Event.FiguresEntry
 	11, // 7: tablestore.v1.RangeStatus.load:type_name -> tablestore.v1.RangeLoad
 	6,  // 8: tablestore.v1.RangeStatus.range:type_name -> tablestore.v1.RangeDescriptor
 	7,  // 9: tablestore.v1.PartitionMap.tables:type_name -> tablestore.v1.Table
 	6,  // 10: tablestore.v1.PartitionMap.ranges:type_name -> tablestore.v1.RangeDescriptor
 	9,  // 11: tablestore.v1.PartitionMap.servers:type_name -> tablestore.v1.ServerInfo
-	49, // 12: tablestore.v1.PartitionMap.leaders:type_name -> tablestore.v1.PartitionMap.LeadersEntry
-	50, // 13: tablestore.v1.PartitionMap.loads:type_name -> tablestore.v1.PartitionMap.LoadsEntry
+	51, // 12: tablestore.v1.PartitionMap.leaders:type_name -> tablestore.v1.PartitionMap.LeadersEntry
+	52, // 13: tablestore.v1.PartitionMap.loads:type_name -> tablestore.v1.PartitionMap.LoadsEntry
 	16, // 14: tablestore.v1.PartitionMap.accounts:type_name -> tablestore.v1.StorageAccount
 	1,  // 15: tablestore.v1.EntityOp.kind:type_name -> tablestore.v1.OpKind
 	2,  // 16: tablestore.v1.Command.kind:type_name -> tablestore.v1.CommandKind
@@ -3765,28 +3901,30 @@ var file_tablestore_v1_data_proto_depIdxs = []int32{
 	30, // 26: tablestore.v1.MergeDecisionCommand.decision:type_name -> tablestore.v1.MergeDecision
 	6,  // 27: tablestore.v1.UpdateRangesCommand.ranges:type_name -> tablestore.v1.RangeDescriptor
 	13, // 28: tablestore.v1.AppendEventCommand.event:type_name -> tablestore.v1.Event
-	6,  // 29: tablestore.v1.RemoveRangeCommand.absorbed_by:type_name -> tablestore.v1.RangeDescriptor
-	3,  // 30: tablestore.v1.MasterCommand.kind:type_name -> tablestore.v1.MasterCommandKind
-	9,  // 31: tablestore.v1.RegisterServerCommand.server:type_name -> tablestore.v1.ServerInfo
-	5,  // 32: tablestore.v1.CreateTableCommand.replicas:type_name -> tablestore.v1.Replica
-	3,  // 33: tablestore.v1.TableRequestRecord.kind:type_name -> tablestore.v1.MasterCommandKind
-	7,  // 34: tablestore.v1.TableRequestRecord.table:type_name -> tablestore.v1.Table
-	6,  // 35: tablestore.v1.TableRequestRecord.ranges:type_name -> tablestore.v1.RangeDescriptor
-	8,  // 36: tablestore.v1.SetTableACLCommand.acl:type_name -> tablestore.v1.SignedIdentifier
-	16, // 37: tablestore.v1.SetAccountsCommand.accounts:type_name -> tablestore.v1.StorageAccount
-	7,  // 38: tablestore.v1.MasterSnapshot.tables:type_name -> tablestore.v1.Table
-	6,  // 39: tablestore.v1.MasterSnapshot.ranges:type_name -> tablestore.v1.RangeDescriptor
-	9,  // 40: tablestore.v1.MasterSnapshot.servers:type_name -> tablestore.v1.ServerInfo
-	13, // 41: tablestore.v1.MasterSnapshot.events:type_name -> tablestore.v1.Event
-	16, // 42: tablestore.v1.MasterSnapshot.accounts:type_name -> tablestore.v1.StorageAccount
-	43, // 43: tablestore.v1.MasterSnapshot.requests:type_name -> tablestore.v1.TableRequestRecord
-	30, // 44: tablestore.v1.MasterSnapshot.merge_decisions:type_name -> tablestore.v1.MergeDecision
-	11, // 45: tablestore.v1.PartitionMap.LoadsEntry.value:type_name -> tablestore.v1.RangeLoad
-	46, // [46:46] is the sub-list for method output_type
-	46, // [46:46] is the sub-list for method input_type
-	46, // [46:46] is the sub-list for extension type_name
-	46, // [46:46] is the sub-list for extension extendee
-	0,  // [0:46] is the sub-list for field type_name
+	6,  // 29: tablestore.v1.DeletedTable.ranges:type_name -> tablestore.v1.RangeDescriptor
+	6,  // 30: tablestore.v1.RemoveRangeCommand.absorbed_by:type_name -> tablestore.v1.RangeDescriptor
+	3,  // 31: tablestore.v1.MasterCommand.kind:type_name -> tablestore.v1.MasterCommandKind
+	9,  // 32: tablestore.v1.RegisterServerCommand.server:type_name -> tablestore.v1.ServerInfo
+	5,  // 33: tablestore.v1.CreateTableCommand.replicas:type_name -> tablestore.v1.Replica
+	3,  // 34: tablestore.v1.TableRequestRecord.kind:type_name -> tablestore.v1.MasterCommandKind
+	7,  // 35: tablestore.v1.TableRequestRecord.table:type_name -> tablestore.v1.Table
+	6,  // 36: tablestore.v1.TableRequestRecord.ranges:type_name -> tablestore.v1.RangeDescriptor
+	8,  // 37: tablestore.v1.SetTableACLCommand.acl:type_name -> tablestore.v1.SignedIdentifier
+	16, // 38: tablestore.v1.SetAccountsCommand.accounts:type_name -> tablestore.v1.StorageAccount
+	7,  // 39: tablestore.v1.MasterSnapshot.tables:type_name -> tablestore.v1.Table
+	6,  // 40: tablestore.v1.MasterSnapshot.ranges:type_name -> tablestore.v1.RangeDescriptor
+	9,  // 41: tablestore.v1.MasterSnapshot.servers:type_name -> tablestore.v1.ServerInfo
+	13, // 42: tablestore.v1.MasterSnapshot.events:type_name -> tablestore.v1.Event
+	16, // 43: tablestore.v1.MasterSnapshot.accounts:type_name -> tablestore.v1.StorageAccount
+	45, // 44: tablestore.v1.MasterSnapshot.requests:type_name -> tablestore.v1.TableRequestRecord
+	30, // 45: tablestore.v1.MasterSnapshot.merge_decisions:type_name -> tablestore.v1.MergeDecision
+	36, // 46: tablestore.v1.MasterSnapshot.deleted_pending:type_name -> tablestore.v1.DeletedTable
+	11, // 47: tablestore.v1.PartitionMap.LoadsEntry.value:type_name -> tablestore.v1.RangeLoad
+	48, // [48:48] is the sub-list for method output_type
+	48, // [48:48] is the sub-list for method input_type
+	48, // [48:48] is the sub-list for extension type_name
+	48, // [48:48] is the sub-list for extension extendee
+	0,  // [0:48] is the sub-list for field type_name
 }
 
 func init() { file_tablestore_v1_data_proto_init() }
@@ -3800,7 +3938,7 @@ func file_tablestore_v1_data_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tablestore_v1_data_proto_rawDesc), len(file_tablestore_v1_data_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   46,
+			NumMessages:   48,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
