@@ -98,7 +98,8 @@ func (f *heldFreeze) DeleteReplica(context.Context, *pb.DeleteReplicaRequest) (*
 // Every master refuses a create of the name from the replicated list
 // (a follower too, which no freezing of its own ever told), and once the
 // ranges can freeze the new leader freezes them and clears the pending
-// entry on every master (the deposed one cannot: it no longer leads).
+// entry on every master (the deposed one cannot: it no longer leads);
+// the client's retry of the delete is answered from its record.
 // Before, the freezing and the refusal lived in the deposed leader's
 // memory only: the new leader neither froze nor refused.
 func TestDeleteFreezeFinishedByNextLeader(t *testing.T) {
@@ -151,6 +152,13 @@ func TestDeleteFreezeFinishedByNextLeader(t *testing.T) {
 	}
 	waitUntil(t, 5*time.Second, "the new leader freezing", func() bool { return next.s.deleting.running(1) })
 	close(hold)
+	// The client's retry of the delete, on the new leader, is answered
+	// from its record once the range froze.
+	rctx, rcancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer rcancel()
+	if _, err := (&service{s: next.s}).DeleteTable(rctx, &pb.DeleteTableRequest{Name: "t", RequestId: []byte("del-1")}); err != nil {
+		t.Fatalf("the delete's retry on the new leader = %v, want done", err)
+	}
 	for _, m := range g.ms {
 		waitUntil(t, 10*time.Second, m.cfg.ID+" clears the pending freeze", func() bool { return !pendingOn(m.s, "t") })
 	}
