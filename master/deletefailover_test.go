@@ -2,9 +2,12 @@ package master
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
+
+	"google.golang.org/protobuf/proto"
 
 	"tablestore/internal/rpcerr"
 	pb "tablestore/proto/tablestorepb"
@@ -181,4 +184,25 @@ func TestDeleteFreezeFinishedByNextLeader(t *testing.T) {
 func pendingOn(s *Server, name string) (p bool) {
 	s.fsm.read(func(st *state) { p = st.deletePendingName(name) })
 	return p
+}
+
+// TestUnknownCommandKindSkipped: a master applies a command kind it does
+// not know (DELETED_RANGES_FROZEN on a master of an older build) as an
+// error result, its state unchanged, and applies the next commands as
+// before: a rolling upgrade's old masters follow a new leader's log.
+func TestUnknownCommandKindSkipped(t *testing.T) {
+	f := &fsm{st: newState()}
+	apply := applier(t, f)
+	apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_CREATE_TABLE, &pb.CreateTableCommand{Name: "t", Replicas: []*pb.Replica{{ServerId: "a"}}})
+	before := f.st.snapshot()
+	res := apply(pb.MasterCommandKind(999), &pb.DeletedRangesFrozenCommand{TableId: 1})
+	if !errors.Is(res.err, ErrUnknownCommand) {
+		t.Fatalf("unknown kind = %v, want ErrUnknownCommand", res.err)
+	}
+	if after := f.st.snapshot(); !proto.Equal(before, after) {
+		t.Fatal("an unknown command changed the state")
+	}
+	if res := apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_DELETE_TABLE, &pb.DeleteTableCommand{Name: "t"}); res.err != nil {
+		t.Fatalf("delete after the unknown command: %v", res.err)
+	}
 }
