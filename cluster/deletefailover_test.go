@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"tablestore/frontend"
-	"tablestore/master"
 	"tablestore/internal/failpoint"
+	"tablestore/master"
 	"tablestore/partitionserver"
 )
 
