@@ -177,6 +177,19 @@ func TestDeleteFreezeFinishedByNextLeader(t *testing.T) {
 	waitUntil(t, 5*time.Second, "the name free on the new leader", func() bool {
 		return next.s.nameFree("t", false, pendingOn(next.s, "t")) == nil
 	})
+	// A delete whose ranges freeze at once answers after its pending
+	// entry is cleared: a create of the name sent after the answer is
+	// not refused.
+	if _, err := next.s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_CREATE_TABLE, &pb.CreateTableCommand{Name: "u",
+		Replicas: []*pb.Replica{{ServerId: "a"}, {ServerId: "b"}, {ServerId: "c"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (&service{s: next.s}).DeleteTable(rctx, &pb.DeleteTableRequest{Name: "u"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := next.s.nameFree("u", false, pendingOn(next.s, "u")); err != nil {
+		t.Fatalf("create right after the delete's answer: %v", err)
+	}
 }
 
 // pendingOn reports whether s's replicated state holds a pending freeze

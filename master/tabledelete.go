@@ -68,6 +68,7 @@ type deletions struct {
 // deletion is one table's freezing in flight; done is closed when every
 // range froze or is gone (or the freezing gave up), or the master shuts
 // down (err set). name is the table's lower-case name (nameFree).
+// Removed from deletions before done is closed.
 type deletion struct {
 	name string
 	done chan struct{}
@@ -144,20 +145,13 @@ func (r *startingRanges) wait(ctx context.Context, id uint64) error {
 	return nil
 }
 
-// pending reports whether a table of that name is being deleted: its
-// freezing runs still (once it ended, the entry only waits for the
-// replicated clearing to be proposed, and the replicated list answers).
+// pending reports whether a table of that name is being deleted.
 func (d *deletions) pending(name string) bool {
 	key := strings.ToLower(name)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, del := range d.m {
-		if del.name != key {
-			continue
-		}
-		select {
-		case <-del.done:
-		default:
+		if del.name == key {
 			return true
 		}
 	}
@@ -231,22 +225,24 @@ func (s *Server) startFreezing(name string, tableID uint64, ranges []*pb.RangeDe
 			// the next leader freezes them (the replicated list still
 			// holds them).
 			d.err = status.Error(codes.Unavailable, "master: shutting down")
-			close(d.done)
 			s.deleting.mu.Lock()
 			delete(s.deleting.m, tableID)
 			s.deleting.mu.Unlock()
+			close(d.done)
 			return
 		}
-		// Answered once the ranges froze: the replicas' deletion is
-		// best effort and may take a while (a server that does not
-		// answer, a large range's data).
-		close(d.done)
-		// Kept in s.deleting until the clearing is proposed, so the
-		// leader's resumeDeletions does not start it again meanwhile.
+		// The clearing commits before the answer: a create of the name
+		// sent once the delete answered is not refused from the list.
+		// Kept in s.deleting until then, so the leader's
+		// resumeDeletions does not start the freezing again meanwhile.
 		s.confirmFrozen(name, tableID)
+		// Answered (and the name free) once the ranges froze: the
+		// replicas' deletion is best effort and may take a while (a
+		// server that does not answer, a large range's data).
 		s.deleting.mu.Lock()
 		delete(s.deleting.m, tableID)
 		s.deleting.mu.Unlock()
+		close(d.done)
 		s.deleteFrozen(frozen)
 	}()
 	return d
