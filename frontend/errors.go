@@ -312,8 +312,10 @@ func authMessage(code string) string {
 }
 
 // slowRequestWarn is how long a request must have run for its client's
-// going away to be logged as a warning rather than at debug.
-const slowRequestWarn = 5 * time.Second
+// going away to be logged as a warning rather than at debug. A variable
+// only so that tests can shorten it (slowrequest_test.go) instead of
+// waiting out 5 s per case.
+var slowRequestWarn = 5 * time.Second
 
 // errorTimeLayout is the "Time:" line of Azure's error messages: always
 // seven fraction digits.

@@ -29,8 +29,9 @@ const refreshWait = 200 * time.Millisecond
 // the failure it is retrying. The Azure SDK gives up on a try after its
 // TryTimeout (8 s in the chaos harness), a request whose client went away
 // is logged at debug only, and the retry budget (--retry-timeout, 10 s)
-// and the request timeout (30 s) can outlive the try.
-const slowCallWarn = 5 * time.Second
+// and the request timeout (30 s) can outlive the try. A variable only so
+// that tests can shorten it (slowcall_test.go) instead of waiting out 5 s.
+var slowCallWarn = 5 * time.Second
 
 // errNoRange is a key that no range of the cached map holds (a split or
 // merge it has not seen): retried after a map refresh.
