@@ -25,6 +25,7 @@ func TestReplicaDownAcrossSplit(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
+	besideOneOther(t)
 	for _, compact := range []bool{false, true} {
 		name := "log replay"
 		if compact {

@@ -20,6 +20,7 @@ func TestReshapeAnnouncesCommits(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
+	besideOneOther(t)
 	c := startTuned(t, 3, quietPolicies, func(s *partitionserver.Config) {
 		s.RaftCommitTimeout = time.Minute
 		s.QuiesceAfter = 0

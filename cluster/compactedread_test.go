@@ -29,6 +29,7 @@ import (
 // last entry), and TestReadAfterWholeLogCompacted holds the first to
 // account without the second.
 func TestReadSplitRangeAfterBirthCompaction(t *testing.T) {
+	besideOneOther(t)
 	c := startTuned(t, 3, quietPolicies, func(s *partitionserver.Config) { s.QuiesceAfter = 0 })
 	const table = "birthread"
 	tcl := newTable(t, serviceClient(t, c, 0), table)

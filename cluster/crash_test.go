@@ -233,6 +233,7 @@ func TestAllServersCrashAtOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
+	besideOneOther(t)
 	c := startTuned(t, 3, quietPolicies, nil)
 	sc := serviceClient(t, c, 0)
 	ctx := ctxT(t, 3*time.Minute)

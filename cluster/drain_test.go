@@ -22,6 +22,7 @@ func TestScaleOutAndDrain(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
+	besideOneOther(t)
 	c, err := Start(Options{
 		Masters: 1, Servers: 3, Frontends: 1, DataDir: t.TempDir(),
 		TuneMaster: func(cfg *master.Config) {

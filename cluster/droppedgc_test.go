@@ -12,6 +12,7 @@ import (
 // heartbeats), and from a server that was down during the delete once it
 // is back (its heartbeat's answer no longer lists the table as live).
 func TestDroppedTableReplicasCollected(t *testing.T) {
+	besideOneOther(t)
 	c, err := Start(Options{Masters: 1, Servers: 3, Frontends: 1, DataDir: t.TempDir(), TuneMaster: soleMasterElects,
 		TuneServer: func(cfg *partitionserver.Config) { cfg.HeartbeatInterval = 200 * time.Millisecond }})
 	if err != nil {

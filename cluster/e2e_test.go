@@ -29,6 +29,7 @@ func TestSDKRoundTripWithLeaderFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
+	besideOneOther(t)
 	c := startCluster(t, 1, 3)
 	sc := serviceClient(t, c, 0)
 	ctx := ctxT(t, 4*time.Minute)
@@ -164,6 +165,7 @@ func TestRestartServesOldData(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
+	besideOneOther(t)
 	dir := t.TempDir()
 	// Fixed ports: the Raft configurations name them, so a restart must
 	// reuse them.

@@ -245,6 +245,7 @@ func TestReadIndexAndAppliedIndex(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
+	besideOneOther(t)
 	c := startCluster(t, 1, 3)
 	sc := serviceClient(t, c, 0)
 	mc := masterClient(t, c)
@@ -334,6 +335,7 @@ func TestSecondarySyncOverQuietRanges(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
+	besideOneOther(t)
 	c := startTuned(t, 3, nil, quiesceFast)
 	sc := serviceClient(t, c, 0)
 	mc := masterClient(t, c)

@@ -52,6 +52,20 @@ func startCluster(t *testing.T, masters, servers int) *Cluster {
 	return c
 }
 
+// besideOneOther lets a cluster test run beside one other such test once
+// the package's sequential tests are done (go test's -parallel is
+// GOMAXPROCS: two at a time on CI's two cores). The package's tests mostly
+// wait (elections, leases, the master's intervals, fsyncs: ~20 % of one
+// core over its whole run), so a pair finishes in little more than the
+// longer one's time. Only for tests that enable no failpoint and read no
+// process-wide metric (both are shared by every cluster of the binary),
+// change no package variable, and assert no latency bound a neighbour's
+// load could break.
+func besideOneOther(t *testing.T) {
+	t.Helper()
+	t.Parallel()
+}
+
 // serviceClient is the official SDK client on front-end i, with retries
 // tuned so a failover shows up as retried requests rather than long sleeps.
 func serviceClient(t *testing.T, c *Cluster, i int) *aztables.ServiceClient {

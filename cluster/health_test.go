@@ -13,6 +13,7 @@ func TestReadiness(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
+	besideOneOther(t)
 	c := startCluster(t, 3, 3)
 	waitFor(t, 30*time.Second, "cluster ready", func() bool { return c.Ready().Ready() })
 	sc := serviceClient(t, c, 0)

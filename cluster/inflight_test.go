@@ -18,6 +18,7 @@ import (
 // before the create began (nothing of the first table's), and every
 // insert acknowledged that started after the create's answer.
 func TestWritesAcrossDeleteAndCreate(t *testing.T) {
+	besideOneOther(t)
 	c, err := Start(Options{Masters: 1, Servers: 3, Frontends: 2, DataDir: t.TempDir(), TuneMaster: soleMasterElects})
 	if err != nil {
 		t.Fatal(err)

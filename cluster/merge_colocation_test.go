@@ -33,6 +33,7 @@ func TestMergeNotColocated(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
+	besideOneOther(t)
 	const table = "notcoloc"
 	c, tcl, mc, acked, ctx, left, right := splitHalves(t, 4, table)
 	l, r := halves(t, mc, table, left, right)

@@ -247,6 +247,7 @@ func TestMergeRefusedWhileReplicaDown(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
+	besideOneOther(t)
 	c := startTuned(t, 3, quietPolicies, nil)
 	sc := serviceClient(t, c, 0)
 	const table = "mergedown"
@@ -326,6 +327,7 @@ func TestMergeRefusedWhileLeaderCannotReachReplica(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
+	besideOneOther(t)
 	c := startTuned(t, 3, quietPolicies, nil)
 	sc := serviceClient(t, c, 0)
 	const table = "mergecut"

@@ -122,6 +122,7 @@ func TestLateReplicaDelete(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
+	besideOneOther(t)
 	c := startTuned(t, 4, quietPolicies, nil)
 	sc := serviceClient(t, c, 0)
 	ctx := ctxT(t, 2*time.Minute)
@@ -205,6 +206,7 @@ func TestUnderReplicatedRangeRepaired(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
+	besideOneOther(t)
 	c := startTuned(t, 3, quietPolicies, nil)
 	sc := serviceClient(t, c, 0)
 	const table = "underrep"
@@ -264,6 +266,7 @@ func TestStaleReplicaCollected(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
+	besideOneOther(t)
 	c := startTuned(t, 4, quietPolicies, nil)
 	sc := serviceClient(t, c, 0)
 	const table = "stalegc"

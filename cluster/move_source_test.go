@@ -21,6 +21,7 @@ func TestMoveReplacesUnreachableReplica(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
+	besideOneOther(t)
 	c := startTuned(t, 4, quietPolicies, nil)
 	sc := serviceClient(t, c, 0)
 	mc := masterClient(t, c)
@@ -93,6 +94,7 @@ func TestMoveWaitsForNewVoter(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
+	besideOneOther(t)
 	c := startTuned(t, 4, quietPolicies, nil)
 	sc := serviceClient(t, c, 0)
 	mc := masterClient(t, c)
@@ -140,6 +142,7 @@ func TestMoveRefusedWhileAnotherReplicaDown(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
+	besideOneOther(t)
 	c := startTuned(t, 4, quietPolicies, nil)
 	sc := serviceClient(t, c, 0)
 	mc := masterClient(t, c)

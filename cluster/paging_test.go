@@ -34,6 +34,7 @@ import (
 // is 400 InvalidInput, as is a point read of such a key (both were 500:
 // gRPC refused the string).
 func TestPagingAcrossReshapes(t *testing.T) {
+	besideOneOther(t)
 	c := startTuned(t, 3, quietPolicies, nil)
 	const table = "paging"
 	tc := newTable(t, serviceClient(t, c, 0), table)
@@ -315,6 +316,7 @@ func reshapeAt(t *testing.T, ctx context.Context, mc *masterclient.Client, table
 // during pages as well as between them: every scan returns every entity
 // once, in key order.
 func TestPagingDuringReshapes(t *testing.T) {
+	besideOneOther(t)
 	c := startTuned(t, 4, quietPolicies, nil)
 	const table = "pagingduring"
 	tc := newTable(t, serviceClient(t, c, 0), table)

@@ -13,6 +13,7 @@ func TestIsolatedLeader(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
+	besideOneOther(t)
 	c := startTuned(t, 3, quietPolicies, nil)
 	sc := serviceClient(t, c, 0)
 	const table = "isolated"

@@ -143,6 +143,7 @@ func TestQuietRangeSplitMergeMove(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
+	besideOneOther(t)
 	c := startTuned(t, 4, quietPolicies, quiesceFast)
 	sc := serviceClient(t, c, 0)
 	mc := masterClient(t, c)

@@ -19,6 +19,7 @@ func TestRemoveServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
+	besideOneOther(t)
 	c, tcl, mc, acked, ctx := handTable(t, "removeserver", 5, nil)
 	d := tableRanges(partitionMap(t, mc), "removeserver")[0]
 	var empty string

@@ -21,6 +21,7 @@ func TestOversizedRequestIDRefused(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
+	besideOneOther(t)
 	c := startCluster(t, 1, 3)
 	sc := serviceClient(t, c, 0)
 	mc := masterClient(t, c)

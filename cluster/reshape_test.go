@@ -58,6 +58,7 @@ func TestManualSplitMergeMove(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
+	besideOneOther(t)
 	c := startTuned(t, 4, quietPolicies, nil)
 	sc := serviceClient(t, c, 0)
 	ctx := ctxT(t, 3*time.Minute)
@@ -350,6 +351,7 @@ func TestContinuationAcrossSplitAndMerge(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
+	besideOneOther(t)
 	c := startTuned(t, 3, quietPolicies, nil)
 	sc := serviceClient(t, c, 0)
 	ctx := ctxT(t, 2*time.Minute)

@@ -97,6 +97,7 @@ func TestCreateAnswerAfterDeleteLeavesNoGhost(t *testing.T) {
 // others 409 TableAlreadyExists; both front-ends list the one table, in
 // the winner's case, and it takes writes.
 func TestConcurrentCreatesOneWins(t *testing.T) {
+	besideOneOther(t)
 	c, err := Start(Options{Masters: 1, Servers: 3, Frontends: 2, DataDir: t.TempDir(), TuneMaster: soleMasterElects})
 	if err != nil {
 		t.Fatal(err)

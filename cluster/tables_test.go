@@ -135,6 +135,7 @@ func TestCreateTableRetriedAfterAmbiguousFailure(t *testing.T) {
 // master's map deltas (and lookups), lists exactly the master's tables
 // with continuation, and routes to a new table at once.
 func TestTablesAcrossFrontends(t *testing.T) {
+	besideOneOther(t)
 	c, err := Start(Options{Masters: 1, Servers: 3, Frontends: 2, DataDir: t.TempDir(), TuneMaster: soleMasterElects})
 	if err != nil {
 		t.Fatal(err)

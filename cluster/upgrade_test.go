@@ -23,6 +23,7 @@ func TestLegacyRaftLogsImported(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
+	besideOneOther(t)
 	opts := Options{Masters: 1, Servers: 3, Frontends: 1, DataDir: t.TempDir(), Logger: logging.FromEnv(""), BasePort: freeBasePort(t), TuneMaster: soleMasterElects}
 	c, err := Start(opts)
 	if err != nil {

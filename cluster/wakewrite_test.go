@@ -139,6 +139,7 @@ func TestClosedFollowersElectWithoutRequests(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
+	besideOneOther(t)
 	const table = "closedelect"
 	c, mc, tc, ctx := quietTable(t, table, 2*time.Minute)
 	waitQuiet(t, c, mc, table, 20*time.Second)

@@ -37,6 +37,7 @@ func TestWriteManyAnswersEachWrite(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
+	besideOneOther(t)
 	c := startCluster(t, 1, 3)
 	sc := serviceClient(t, c, 0)
 	mc := masterClient(t, c)
@@ -136,6 +137,7 @@ func TestWriteManyAcrossRanges(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
+	besideOneOther(t)
 	c := startCluster(t, 1, 3)
 	sc := serviceClient(t, c, 0)
 	mc := masterClient(t, c)
