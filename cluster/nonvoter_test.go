@@ -16,6 +16,7 @@ import (
 
 	"tablestore/internal/failpoint"
 	"tablestore/internal/masterclient"
+	"tablestore/master"
 	"tablestore/partitionserver"
 	pb "tablestore/proto/tablestorepb"
 )
@@ -26,7 +27,13 @@ import (
 // acknowledged writes and a context of two minutes.
 func handTable(t *testing.T, table string, n int, tuneS func(*partitionserver.Config)) (*Cluster, *aztables.Client, *masterclient.Client, map[string]int64, context.Context) {
 	t.Helper()
-	c := startTuned(t, 4, quietPolicies, tuneS)
+	return handTableM(t, table, n, quietPolicies, tuneS)
+}
+
+// handTableM is handTable with the master tuned by tuneM.
+func handTableM(t *testing.T, table string, n int, tuneM func(*master.Config), tuneS func(*partitionserver.Config)) (*Cluster, *aztables.Client, *masterclient.Client, map[string]int64, context.Context) {
+	t.Helper()
+	c := startTuned(t, 4, tuneM, tuneS)
 	tcl := newTable(t, serviceClient(t, c, 0), table)
 	acked := map[string]int64{}
 	writeSeq(t, tcl, acked, "before", n)
@@ -88,6 +95,16 @@ func leaveNonvoter(ctx context.Context, t *testing.T, c *Cluster, mc *masterclie
 	return to
 }
 
+// shortGrace is the replica-set check's grace in the tests that wait it
+// out (the default 5 s is no more telling than 2 s).
+const shortGrace = 2 * time.Second
+
+// quietShortGrace is quietPolicies with the check's grace at shortGrace.
+func quietShortGrace(m *master.Config) {
+	quietPolicies(m)
+	m.ReconcileGrace = shortGrace
+}
+
 // TestMoveAddsNonvoterFirst moves a range's replica off a server that is
 // down onto one whose Raft traffic is stalled, so the new replica cannot
 // catch up. Added as a voter, it would make four voters of which two are
@@ -102,7 +119,7 @@ func TestMoveAddsNonvoterFirst(t *testing.T) {
 		t.Skip("cluster test")
 	}
 	const table = "nonvoterfirst"
-	c, tcl, mc, acked, ctx := handTable(t, table, 20, nil)
+	c, tcl, mc, acked, ctx := handTableM(t, table, 20, quietShortGrace, nil)
 	rng := tableRanges(partitionMap(t, mc), table)[0]
 	id := rng.GetRangeId()
 	_, from, to := rangeRoles(t, c, mc, rng)
@@ -133,8 +150,9 @@ func TestMoveAddsNonvoterFirst(t *testing.T) {
 	// Committed by the leader and the one live follower, the stalled
 	// non-voter counting toward no quorum.
 	writeSeq(t, tcl, acked, "stalled", 20)
-	// Held past the replica-set check's grace (reconcileGrace, 5 s).
-	time.Sleep(6 * time.Second)
+	// Held past the replica-set check's grace (shortGrace) and a policy
+	// tick: the non-voter was added before the writes above.
+	time.Sleep(shortGrace + time.Second)
 	if _, nonvoters := leaderMembers(t, c, mc, id); !slices.Equal(nonvoters, []string{to}) {
 		t.Fatalf("the running move's non-voter %s is gone after the check's grace: non-voters %v", to, nonvoters)
 	}
@@ -168,7 +186,9 @@ func TestNonvoterOfInterruptedMoveRemoved(t *testing.T) {
 		t.Skip("cluster test")
 	}
 	const table = "nonvoterleft"
-	c, tcl, mc, acked, ctx := handTable(t, table, 20, func(s *partitionserver.Config) { s.QuiesceAfter = time.Second })
+	// The grace at shortGrace: the restarted master removes the
+	// non-voter that much after it sees it.
+	c, tcl, mc, acked, ctx := handTableM(t, table, 20, quietShortGrace, func(s *partitionserver.Config) { s.QuiesceAfter = time.Second })
 	rng := tableRanges(partitionMap(t, mc), table)[0]
 	id := rng.GetRangeId()
 	_, from, _ := rangeRoles(t, c, mc, rng)

@@ -43,6 +43,11 @@ type Config struct {
 
 	// Policy holds the split, merge, balance and re-replication thresholds.
 	Policy PolicyConfig
+	// ReconcileGrace, when positive, replaces reconcileGrace (5 s): how
+	// long a range's members must differ from its descriptor before the
+	// replica-set check fixes them. Tests shorten it instead of waiting
+	// out 5 s; 0 keeps the default (no flag: not an operator's knob).
+	ReconcileGrace time.Duration
 	// TLS is mutual TLS for the master service and the masters' Raft
 	// traffic (and the master's calls to partition servers).
 	TLS peertls.Config

@@ -56,8 +56,17 @@ func init() { prometheus.MustRegister(replicaFixesTotal) }
 // configuration (from the descriptor alone) records the configuration
 // first and is planned again from it (replicaFix.verify).
 
-// reconcileGrace is how long a difference must last before it is fixed.
+// reconcileGrace is how long a difference must last before it is fixed
+// (Config.ReconcileGrace replaces it).
 const reconcileGrace = 5 * time.Second
+
+// replicaCheckGrace is the configured grace, reconcileGrace by default.
+func (s *Server) replicaCheckGrace() time.Duration {
+	if s.cfg.ReconcileGrace > 0 {
+		return s.cfg.ReconcileGrace
+	}
+	return reconcileGrace
+}
 
 // voterReport is a range leader's report of its Raft configuration.
 type voterReport struct {
@@ -258,7 +267,7 @@ func (s *Server) reconcileReplicas(pending map[uint64]time.Time, last *checkInpu
 			pending[id] = now
 			continue
 		}
-		if now.Sub(since) < reconcileGrace {
+		if now.Sub(since) < s.replicaCheckGrace() {
 			continue
 		}
 		id, fix, c := id, fix, c
