@@ -13,6 +13,7 @@ import (
 // Connections between two servers stay at the lane count however many
 // groups they share.
 func TestManyGroupsShareConnections(t *testing.T) {
+	t.Parallel() // its own transports, mostly waiting on their timers: beside one other
 	for _, groups := range []int{1, 40} {
 		t.Run(map[int]string{1: "one group", 40: "forty groups"}[groups], func(t *testing.T) {
 			c := newTestCluster(t, 3)
@@ -189,6 +190,7 @@ func (m *stallMeter) stop() time.Duration {
 
 // A server that restarts is reconnected to, and its groups catch up.
 func TestPeerRestart(t *testing.T) {
+	t.Parallel() // its own transports, mostly waiting on their timers: beside one other
 	c := newTestCluster(t, 3)
 	ids := groupIDs(6)
 	for _, id := range ids {
@@ -227,6 +229,7 @@ func (d *dropPeers) Outgoing(peer string) (time.Duration, bool) {
 // The fault hook cuts a server off: its groups elect leaders elsewhere, and
 // once healed it catches up.
 func TestFaultHookCutsServerOff(t *testing.T) {
+	t.Parallel() // its own transports, mostly waiting on their timers: beside one other
 	c := newTestCluster(t, 3)
 	ids := groupIDs(6)
 	for _, id := range ids {
@@ -387,6 +390,7 @@ func TestCloseWaitsForHeartbeatHandler(t *testing.T) {
 // back rather than failing at once (raft backs off exponentially after each
 // failure), and goes through as soon as the peer listens again.
 func TestAppendWaitsForDownPeer(t *testing.T) {
+	t.Parallel() // its own transports, mostly waiting on their timers: beside one other
 	c := newTestCluster(t, 2)
 	g, err := c.nodes[0].tr.Group(7, nil)
 	if err != nil {

@@ -50,6 +50,7 @@ func testAppend(g *Group, addr string) error {
 // once, raft's backoff doubled to seconds, and the follower was caught up
 // long after the cut healed (chaos seed 32: 3.8 s without a leader).
 func TestAppendRetriesResetPeer(t *testing.T) {
+	t.Parallel() // its own transports, mostly waiting on their timers: beside one other
 	c := newTestCluster(t, 2)
 	g, err := c.nodes[0].tr.Group(7, nil)
 	if err != nil {
@@ -83,6 +84,7 @@ func TestAppendRetriesResetPeer(t *testing.T) {
 // peer was heard from again or after downPeerWait, so that raft's backoff
 // counts one failure per wait, not one per reset.
 func TestSnapshotFailureWaitsForPeer(t *testing.T) {
+	t.Parallel() // its own transports, mostly waiting on their timers: beside one other
 	c := newTestCluster(t, 2)
 	g, err := c.nodes[0].tr.Group(7, nil)
 	if err != nil {

@@ -65,6 +65,7 @@ func (h *holdingTransport) AppendEntries(id raft.ServerID, target raft.ServerAdd
 // after it (the leader's process stalled). Group.VerifyLeader counts only
 // answers to requests sent after it began.
 func TestVerifyLeaderIgnoresAnswersSentBeforeIt(t *testing.T) {
+	t.Parallel() // its own transports, mostly waiting on their timers: beside one other
 	const d = 50 * time.Millisecond
 	c, hold := startVerifyCluster(t, 3, 3, d)
 	const id = verifyGroup
@@ -196,6 +197,7 @@ func startVerifyCluster(t *testing.T, n, voters int, d time.Duration) (*testClus
 // another leader, which committed a write: raft's VerifyLeader counts the
 // non-voter's answers as votes.
 func TestVerifyLeaderCountsVotersOnly(t *testing.T) {
+	t.Parallel() // its own transports, mostly waiting on their timers: beside one other
 	const d = 50 * time.Millisecond
 	c, _ := startVerifyCluster(t, 4, 3, d)
 	const id = verifyGroup
