@@ -98,6 +98,7 @@ func (g *masterGroup) commits(v string, d time.Duration) bool {
 // (no quorum) until the down master returns. Both are refused; removing
 // the down one (the replace procedure) is not.
 func TestMemberChangeKeepsQuorum(t *testing.T) {
+	t.Parallel() // its own masters, mostly waiting on elections: beside one other
 	g := startGroup(t, 3)
 	l := g.leader()
 	others := g.others(l)
@@ -193,6 +194,7 @@ func TestPeerHealth(t *testing.T) {
 // remove of the leader); the other two lead on, and the removed master,
 // still running, can be added back and catches up without a restart.
 func TestRemoveLeaderThenAddBack(t *testing.T) {
+	t.Parallel() // its own masters, mostly waiting on elections: beside one other
 	g := startGroup(t, 3)
 	old := g.leader()
 	resp, err := old.s.RemoveMember(old.cfg.ID)

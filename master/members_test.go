@@ -84,6 +84,7 @@ func TestReplaceMaster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts Raft groups")
 	}
+	t.Parallel() // its own masters, mostly waiting on elections: beside one other
 	ms := make([]*testMaster, 4)
 	peers := map[string]string{}
 	for i := range ms {
@@ -340,6 +341,7 @@ func TestGrowFromOneMaster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts Raft groups")
 	}
+	t.Parallel() // its own masters, mostly waiting on elections: beside one other
 	_, first := startSoloMaster(t)
 	defer func() {
 		if first != nil {

@@ -151,6 +151,7 @@ func TestRangeStartMarkedFromHeartbeat(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a Raft group")
 	}
+	t.Parallel() // its own masters, mostly waiting on elections: beside one other
 	cfg, s := startSoloMaster(t)
 	defer func() { s.Close() }()
 	waitUntil(t, 10*time.Second, "the master leads", s.IsLeader)
@@ -212,6 +213,7 @@ func TestNoteStartedKeepsLateReports(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a Raft group")
 	}
+	t.Parallel() // its own masters, mostly waiting on elections: beside one other
 	_, s := startSoloMaster(t)
 	defer s.Close()
 	waitUntil(t, 10*time.Second, "the master leads", s.IsLeader)

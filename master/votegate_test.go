@@ -34,6 +34,7 @@ func TestRefuseVote(t *testing.T) {
 // directory is lost; B and C start. C must not elect B (which lacks the
 // entry); once A is back the entry is on every master.
 func TestWipedMasterKeepsCommittedEntries(t *testing.T) {
+	t.Parallel() // its own masters, mostly waiting on elections: beside one other
 	g := startGroup(t, 3)
 	a := g.leader()
 	others := g.others(a)
