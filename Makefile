@@ -18,16 +18,8 @@ build:
 run: build
 	./bin/tablestore dev --data-dir $(DATA) $(ARGS)
 
-# Test binaries run one at a time: several start whole clusters with real
+# Packages run one at a time (-p 1): several start whole clusters with real
 # Raft timeouts, and on 2 cores running them side by side starves heartbeats.
-# go test -p 2 builds and links the next package's test binary while one
-# runs, and scripts/serialexec (its -exec) holds each binary until the one
-# before has exited (with -p 1 every build waited for the previous
-# package's tests: ~45 s of building end to end on a loaded 2-core
-# machine). A package's elapsed time in the summary includes its wait for
-# the one before; the tests' own times do not. -vet=off: go vet ./... has
-# just checked every package and its tests with a superset of the analyzers
-# go test runs.
 # gotestsum (pinned as a go.mod tool) reruns a failed test at most twice, and
 # only when at most 3 tests failed, the way HashiCorp's Consul and Nomad CI
 # do: a timing flake on a starved 2-core machine does not fail the run, a
@@ -36,11 +28,10 @@ run: build
 TEST_FLAGS ?=
 test:
 	$(GO) vet ./...
-	$(GO) build -o bin/serialexec ./scripts/serialexec
 	@rm -f test-reruns.txt
-	lock=$$(mktemp); TABLESTORE_TEST_LOCK=$$lock $(GO) tool gotestsum --format pkgname-and-test-fails --packages=./... \
+	$(GO) tool gotestsum --format pkgname-and-test-fails --packages=./... \
 		--rerun-fails=2 --rerun-fails-max-failures=3 --rerun-fails-report=$(CURDIR)/test-reruns.txt \
-		-- -count=1 -p 2 -exec $(CURDIR)/bin/serialexec -vet=off -timeout 9m $(TEST_FLAGS); rc=$$?; rm -f $$lock; \
+		-- -count=1 -p 1 -timeout 9m $(TEST_FLAGS); rc=$$?; \
 	if [ -s test-reruns.txt ]; then echo "== flaky: tests that failed and passed on a rerun =="; cat test-reruns.txt; fi; \
 	exit $$rc
 
