@@ -176,21 +176,8 @@ func (r *refusing) JoinFloor(context.Context, *pb.JoinFloorRequest) (*pb.JoinFlo
 // reason of the range is returned at once, and the client stays on that
 // master (its heartbeats go on there).
 func TestNoJoinFloorStaysOnMaster(t *testing.T) {
-	var addrs []string
-	var masters []*refusing
-	for range 2 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		m := &refusing{}
-		srv := grpc.NewServer()
-		pb.RegisterMasterServiceServer(srv, m)
-		go srv.Serve(ln)
-		defer srv.Stop()
-		addrs, masters = append(addrs, ln.Addr().String()), append(masters, m)
-	}
-	c, err := New(addrs)
+	masters := []*refusing{{}, {}}
+	c, err := New(serveMasters(t, masters[0], masters[1]))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,21 +216,8 @@ func (m *slowDelete) DeleteTable(context.Context, *pb.DeleteTableRequest) (*pb.D
 // same master; before, each moved the shared client to the next master,
 // so every caller went through a follower first.
 func TestLeaderTimeoutStaysOnMaster(t *testing.T) {
-	var addrs []string
-	var masters []*slowDelete
-	for range 2 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		m := &slowDelete{}
-		srv := grpc.NewServer()
-		pb.RegisterMasterServiceServer(srv, m)
-		go srv.Serve(ln)
-		defer srv.Stop()
-		addrs, masters = append(addrs, ln.Addr().String()), append(masters, m)
-	}
-	c, err := New(addrs)
+	masters := []*slowDelete{{}, {}}
+	c, err := New(serveMasters(t, masters[0], masters[1]))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,4 +234,23 @@ func TestLeaderTimeoutStaysOnMaster(t *testing.T) {
 	if _, i := c.Conn(); i != 0 || masters[0].calls.Load() != 3 || masters[1].calls.Load() != 0 {
 		t.Fatalf("current master %d, calls %d and %d; want master 0, asked 3 times", i, masters[0].calls.Load(), masters[1].calls.Load())
 	}
+}
+
+// serveMasters serves each of ms as a master on a loopback port until the
+// test ends and returns their addresses, in order.
+func serveMasters(t *testing.T, ms ...pb.MasterServiceServer) []string {
+	t.Helper()
+	var addrs []string
+	for _, m := range ms {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := grpc.NewServer()
+		pb.RegisterMasterServiceServer(srv, m)
+		go srv.Serve(ln)
+		t.Cleanup(srv.Stop)
+		addrs = append(addrs, ln.Addr().String())
+	}
+	return addrs
 }
