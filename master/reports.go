@@ -351,6 +351,14 @@ func (r *reports) configLists(id uint64, server string, gen uint64, now time.Tim
 	return slices.Contains(v.voters, server) || slices.Contains(v.nonvoters, server)
 }
 
+// lastVoters returns the voters range id's leader last reported, however
+// old (nil: none held): a configuration the descriptor may not show yet.
+func (r *reports) lastVoters(id uint64) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.voters[id].voters)
+}
+
 // hostedIDs returns the ranges server's reports show a replica of.
 func (r *reports) hostedIDs(server string) map[uint64]bool {
 	r.mu.Lock()

@@ -92,7 +92,10 @@ type Server struct {
 	// deleting: deleted tables whose ranges are being frozen; starting:
 	// the ranges whose replicas startRange is creating (tabledelete.go).
 	deleting deletions
-	starting startingRanges
+	// applyHook, when set, proposes the freezing's commands in place of
+	// apply: unit tests of the freezing run without a Raft group.
+	applyHook func(pb.MasterCommandKind, proto.Message) (*applyResult, error)
+	starting  startingRanges
 
 	dashboardHistoryState
 }

@@ -86,7 +86,10 @@ func (s *Server) nameFree(name string, exists, pendingFreeze bool) error {
 	switch {
 	case exists:
 		return ErrTableExists
-	case pendingFreeze, s.deleting.pending(name):
+	case pendingFreeze:
+		// The replicated list alone: a freezing this master still runs
+		// for a table another leader confirmed since (this master
+		// deposed and elected again) must not refuse the name.
 		return ErrTableBeingDeleted
 	}
 	return nil
@@ -214,38 +217,66 @@ func (s *Server) startFreezing(name string, tableID uint64, ranges []*pb.RangeDe
 		// Closing: its wait group may be waited on already.
 		return nil
 	}
+	var pending bool
+	s.fsm.read(func(st *state) { _, pending = st.deletedPending[tableID] })
+	if !pending {
+		// Confirmed frozen (or given up) already: a retried delete is
+		// answered at once, and a policy tick that read the list before
+		// the confirmation committed starts nothing (a freezing started
+		// then would refuse nothing, but could wait out a range whose
+		// replicas the first one's deletion left without a majority).
+		d := &deletion{done: make(chan struct{})}
+		close(d.done)
+		return d
+	}
 	d := &deletion{name: strings.ToLower(name), done: make(chan struct{})}
 	s.deleting.m[tableID] = d
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		frozen := s.freezeRanges(name, ranges)
-		if s.ctx.Err() != nil {
-			// Cut short by the shutdown, not ended: no 204 for it, and
-			// the next leader freezes them (the replicated list still
-			// holds them).
-			d.err = status.Error(codes.Unavailable, "master: shutting down")
-			s.deleting.mu.Lock()
-			delete(s.deleting.m, tableID)
-			s.deleting.mu.Unlock()
-			close(d.done)
-			return
-		}
-		// The clearing commits before the answer: a create of the name
-		// sent once the delete answered is not refused from the list.
-		// Kept in s.deleting until then, so the leader's
-		// resumeDeletions does not start the freezing again meanwhile.
-		s.confirmFrozen(name, tableID)
-		// Answered (and the name free) once the ranges froze: the
-		// replicas' deletion is best effort and may take a while (a
-		// server that does not answer, a large range's data).
+		s.runFreezing(d, name, tableID, ranges)
+	}()
+	return d
+}
+
+// runFreezing freezes the ranges of deleted table tableID, records it
+// (confirmFrozen), ends d, and then deletes the replicas of the ranges
+// that froze (startFreezing).
+func (s *Server) runFreezing(d *deletion, name string, tableID uint64, ranges []*pb.RangeDescriptor) {
+	frozen := s.freezeRanges(name, ranges)
+	if s.ctx.Err() != nil {
+		// Cut short by the shutdown, not ended: no 204 for it, and
+		// the next leader freezes them (the replicated list still
+		// holds them).
+		d.err = status.Error(codes.Unavailable, "master: shutting down")
 		s.deleting.mu.Lock()
 		delete(s.deleting.m, tableID)
 		s.deleting.mu.Unlock()
 		close(d.done)
-		s.deleteFrozen(frozen)
-	}()
-	return d
+		return
+	}
+	// The clearing commits before the answer: a create of the name
+	// sent once the delete answered is not refused from the list.
+	// Kept in s.deleting until then, so the leader's
+	// resumeDeletions does not start the freezing again meanwhile.
+	if err := s.confirmFrozen(name, tableID); err != nil {
+		// Frozen, but not recorded: this master no longer leads, and
+		// the leader freezes them again before it answers.
+		d.err = rpcerr.New(codes.Unavailable, rpcerr.ReasonNotLeader, fmt.Sprintf("table %s deleted; its ranges froze but this master could not record it: %v", name, err), nil)
+	}
+	if len(frozen) < len(ranges) && d.err == nil {
+		// Given up after deleteFreezeGiveUp: cleared from the list so
+		// that the name is not refused for good, but not a success.
+		d.err = rpcerr.New(codes.DeadlineExceeded, rpcerr.ReasonUnavailable, fmt.Sprintf("table %s deleted; %d of its %d ranges could not be frozen", name, len(ranges)-len(frozen), len(ranges)), nil)
+	}
+	// Answered (and the name free) once the ranges froze: the
+	// replicas' deletion is best effort and may take a while (a
+	// server that does not answer, a large range's data).
+	s.deleting.mu.Lock()
+	delete(s.deleting.m, tableID)
+	s.deleting.mu.Unlock()
+	close(d.done)
+	s.deleteFrozen(frozen)
 }
 
 // confirmFrozen clears deleted table tableID from the replicated list of
@@ -254,15 +285,21 @@ func (s *Server) startFreezing(name string, tableID uint64, ranges []*pb.RangeDe
 // the entry stays and the leader freezes the ranges again
 // (resumeDeletions): at once for ranges that froze (a frozen range
 // answers a freeze again; a gone one is shown gone).
-func (s *Server) confirmFrozen(name string, tableID uint64) {
+func (s *Server) confirmFrozen(name string, tableID uint64) error {
 	var pending bool
 	s.fsm.read(func(st *state) { _, pending = st.deletedPending[tableID] })
 	if !pending {
-		return
+		return nil
 	}
-	if _, err := s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_DELETED_RANGES_FROZEN, &pb.DeletedRangesFrozenCommand{TableId: tableID}); err != nil {
+	apply := s.apply
+	if s.applyHook != nil {
+		apply = s.applyHook
+	}
+	if _, err := apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_DELETED_RANGES_FROZEN, &pb.DeletedRangesFrozenCommand{TableId: tableID}); err != nil {
 		s.logger.Info("deleted table's ranges frozen, not yet recorded; the leader freezes them again", "table", name, "table_id", tableID, "err", err)
+		return err
 	}
+	return nil
 }
 
 // resumeDeletions, on the leader (every policy tick), freezes the ranges
@@ -382,7 +419,8 @@ func (s *Server) freezeDeletedRange(ctx context.Context, r *pb.RangeDescriptor) 
 	}
 	backoff := 10 * time.Millisecond
 	for {
-		cands := freezeCandidates(r, s.leaderOf(id))
+		reported := s.reports.lastVoters(id)
+		cands := freezeCandidates(r, s.leaderOf(id), reported)
 		gone := map[string]bool{}
 		var last error
 		for i := 0; i < len(cands); i++ {
@@ -408,7 +446,7 @@ func (s *Server) freezeDeletedRange(ctx context.Context, r *pb.RangeDescriptor) 
 				}
 			}
 		}
-		if allGone(r, gone) {
+		if allGone(replicaIDs(r), gone) && (len(reported) == 0 || allGone(reported, gone)) {
 			return nil
 		}
 		select {
@@ -421,16 +459,26 @@ func (s *Server) freezeDeletedRange(ctx context.Context, r *pb.RangeDescriptor) 
 }
 
 // freezeCandidates are the servers to ask, in order: the leader last
-// heard of, then r's replicas.
-func freezeCandidates(r *pb.RangeDescriptor, leader string) []string {
+// heard of, then r's replicas, then the voters its leader last reported
+// that the descriptor does not list (a change whose record a failover cut
+// off).
+func freezeCandidates(r *pb.RangeDescriptor, leader string, reported []string) []string {
 	out := make([]string, 0, len(r.GetReplicas())+1)
 	if leader != "" {
 		out = append(out, leader)
 	}
-	for _, rep := range r.GetReplicas() {
-		if rep.GetServerId() != leader {
-			out = append(out, rep.GetServerId())
+	for _, id := range append(replicaIDs(r), reported...) {
+		if !slices.Contains(out, id) {
+			out = append(out, id)
 		}
+	}
+	return out
+}
+
+func replicaIDs(r *pb.RangeDescriptor) []string {
+	out := make([]string, 0, len(r.GetReplicas()))
+	for _, rep := range r.GetReplicas() {
+		out = append(out, rep.GetServerId())
 	}
 	return out
 }
@@ -448,25 +496,28 @@ func (s *Server) freezeOn(ctx context.Context, server string, id uint64) error {
 	return err
 }
 
-// allGone reports whether a majority of r's replicas answered that they
-// do not host r: what is left cannot commit a write nor confirm a read,
+// allGone reports whether a majority of a range's members answered that
+// they do not host it: what is left cannot commit a write nor confirm a read,
 // so it serves nothing. Not every replica: the servers drop replicas of a
 // deleted table on their heartbeats, without a freeze, and with one
 // server down a quiet range could lose its majority that way before the
 // freeze (which must wake it and elect a leader) commits; the down
 // replica would then never answer, and the delete would time out and
-// the name stay refused for deleteFreezeGiveUp. A membership the
-// descriptor does not show yet (a move's new voter with two old ones) is
-// reached through the leader hints of the same round, which freeze the
-// range where it still has a leader.
-func allGone(r *pb.RangeDescriptor, gone map[string]bool) bool {
+// the name stay refused for deleteFreezeGiveUp. It is asked of the
+// descriptor's replicas and, when held, of the voters the range's leader
+// last reported (freezeDeletedRange): a configuration the descriptor does
+// not show yet (a move's record cut off by a failover) must have lost its
+// majority too. Left: a configuration neither shows (the reports of a
+// dropped table's ranges are pruned) is reached only through the leader
+// hints of the round.
+func allGone(members []string, gone map[string]bool) bool {
 	n := 0
-	for _, rep := range r.GetReplicas() {
-		if gone[rep.GetServerId()] {
+	for _, id := range members {
+		if gone[id] {
 			n++
 		}
 	}
-	return len(r.GetReplicas()) > 0 && 2*n > len(r.GetReplicas())
+	return len(members) > 0 && 2*n > len(members)
 }
 
 func containsFrom(s []string, from int, v string) bool {

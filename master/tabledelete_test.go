@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"tablestore/internal/connpool"
 	"tablestore/internal/rpcerr"
@@ -178,6 +179,9 @@ func deleteTestServer(t *testing.T, release chan struct{}) (*Server, map[string]
 	})
 	s.fsm = &fsm{st: newState(), onChange: s.bumpChanges}
 	apply := applier(t, s.fsm)
+	s.applyHook = func(kind pb.MasterCommandKind, m proto.Message) (*applyResult, error) {
+		return apply(kind, m), nil
+	}
 	fakes := map[string]*slowDeletes{}
 	for _, id := range []string{"a", "b", "c"} {
 		fakes[id] = &slowDeletes{freezeScript: freezeScript{answer: func() error { return nil }}, release: release}
@@ -198,10 +202,11 @@ func TestDeleteAnsweredOnceFrozen(t *testing.T) {
 	r := &pb.RangeDescriptor{RangeId: 4, TableId: 1, Generation: 1, Replicas: []*pb.Replica{{ServerId: "a"}, {ServerId: "b"}, {ServerId: "c"}}}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
+	markPending(s, "t", 1, r)
 	if err := s.freezeDeleted(ctx, "t", 1, []*pb.RangeDescriptor{r}); err != nil {
 		t.Fatalf("freezeDeleted = %v, want nil once the range froze", err)
 	}
-	if s.deleting.pending("t") {
+	if s.deleting.running(1) || s.pendingFreeze(1) {
 		t.Fatal("the name is still refused after the freeze")
 	}
 }
@@ -222,6 +227,7 @@ func TestDeleteOfRecreatedTableFreezesItsOwnRanges(t *testing.T) {
 	old := &pb.RangeDescriptor{RangeId: 4, TableId: 1, Generation: 1, Replicas: []*pb.Replica{{ServerId: "a"}, {ServerId: "b"}, {ServerId: "c"}}}
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
+	markPending(s, "t", 1, old)
 	if err := s.freezeDeleted(ctx, "t", 1, []*pb.RangeDescriptor{old}); err == nil {
 		t.Fatal("the first delete answered with its freeze hanging")
 	}
@@ -230,7 +236,73 @@ func TestDeleteOfRecreatedTableFreezesItsOwnRanges(t *testing.T) {
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel2()
 	close(hold)
+	markPending(s, "T", 2, fresh)
 	if err := s.freezeDeleted(ctx2, "T", 2, []*pb.RangeDescriptor{fresh}); err == nil {
 		t.Fatal("the re-created table's delete answered without freezing its range")
+	}
+}
+
+// markPending puts table id in the replicated list of pending freezes, as
+// its DELETE_TABLE command would have.
+func markPending(s *Server, name string, id uint64, ranges ...*pb.RangeDescriptor) {
+	s.fsm.mu.Lock()
+	defer s.fsm.mu.Unlock()
+	s.fsm.st.deletedPending[id] = &pb.DeletedTable{TableId: id, Name: name, Ranges: ranges}
+}
+
+// pendingFreeze reports whether table id is in the replicated list.
+func (s *Server) pendingFreeze(id uint64) bool {
+	var ok bool
+	s.fsm.read(func(st *state) { _, ok = st.deletedPending[id] })
+	return ok
+}
+
+// TestRetriedDeleteAfterConfirmation: a delete retried once its table's
+// freezing was confirmed (the list no longer holds it) is answered at
+// once, without freezing again; before, the retry froze anew and, with
+// the ranges' replicas already deleted and a server down, answered 500
+// for its whole budget.
+func TestRetriedDeleteAfterConfirmation(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	s, fakes := deleteTestServer(t, release)
+	for _, f := range fakes {
+		f.answer = func() error { return unreachable() }
+	}
+	r := &pb.RangeDescriptor{RangeId: 4, TableId: 1, Generation: 1, Replicas: []*pb.Replica{{ServerId: "a"}, {ServerId: "b"}, {ServerId: "c"}}}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if err := s.freezeDeleted(ctx, "t", 1, []*pb.RangeDescriptor{r}); err != nil {
+		t.Fatalf("retried delete after confirmation = %v, want nil", err)
+	}
+	if s.deleting.running(1) {
+		t.Fatal("a confirmed table's ranges are being frozen again")
+	}
+}
+
+// TestFreezeAsksReportedVoters: a range whose descriptor's replicas are
+// mostly gone is not counted gone while the voters its leader last
+// reported (a configuration the descriptor does not show) are not.
+func TestFreezeAsksReportedVoters(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	s, fakes := deleteTestServer(t, release)
+	fakes["a"].answer = notHosted
+	fakes["c"].answer = notHosted
+	fakes["b"].answer = unreachable // B and D elect; no hint yet
+	d := &slowDeletes{freezeScript: freezeScript{answer: unreachable}, release: release}
+	s.pool.RegisterLocal("local-d", d)
+	applier(t, s.fsm)(pb.MasterCommandKind_MASTER_COMMAND_KIND_REGISTER_SERVER, &pb.RegisterServerCommand{Server: &pb.ServerInfo{ServerId: "d", GrpcAddr: "local-d"}})
+	s.reports.mu.Lock()
+	s.reports.voters[4] = voterReport{server: "a", generation: 2, voters: []string{"a", "b", "d"}, at: time.Now()}
+	s.reports.mu.Unlock()
+	r := &pb.RangeDescriptor{RangeId: 4, TableId: 1, Generation: 1, Replicas: []*pb.Replica{{ServerId: "a"}, {ServerId: "b"}, {ServerId: "c"}}}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if err := s.freezeDeletedRange(ctx, r); err == nil {
+		t.Fatal("range counted gone while the reported configuration's majority (b, d) may serve")
+	}
+	if d.asked == 0 {
+		t.Fatal("the reported voter d was not asked")
 	}
 }
