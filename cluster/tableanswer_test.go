@@ -2,18 +2,15 @@ package cluster
 
 import (
 	"context"
-	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"tablestore/internal/failpoint"
 	"tablestore/internal/logging"
 	"tablestore/partitionserver"
-	pb "tablestore/proto/tablestorepb"
 )
 
 // TestTableAnswerFromDeposedMaster: the leading master has read its answer
@@ -40,26 +37,8 @@ func TestTableAnswerFromDeposedMaster(t *testing.T) {
 	t.Cleanup(c.Close)
 	ctx := ctxT(t, 60*time.Second)
 	a, b := serviceClient(t, c, 0), serviceClient(t, c, 1)
-	held := func(name string) bool {
-		tables, err := c.Frontends[0].Router.Tables(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return slices.ContainsFunc(tables, func(tb *pb.Table) bool { return tb.GetName() == name })
-	}
-	listed := func(sc *aztables.ServiceClient, name string) bool {
-		p := sc.NewListTablesPager(&aztables.ListTablesOptions{Filter: to.Ptr("TableName eq '" + name + "'")})
-		for p.More() {
-			page, err := p.NextPage(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(page.Tables) > 0 {
-				return true
-			}
-		}
-		return false
-	}
+	held := func(name string) bool { return frontendHolds(ctx, t, c, 0, name) }
+	listed := func(sc *aztables.ServiceClient, name string) bool { return tableListed(ctx, t, sc, name) }
 	// depose runs in the leader's handler, its answer read: the leader
 	// steps down and another master leads.
 	depose := func() {

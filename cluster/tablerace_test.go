@@ -37,26 +37,8 @@ func TestCreateAnswerAfterDeleteLeavesNoGhost(t *testing.T) {
 	t.Cleanup(c.Close)
 	ctx := ctxT(t, 60*time.Second)
 	a, b := serviceClient(t, c, 0), serviceClient(t, c, 1)
-	held := func(name string) bool {
-		tables, err := c.Frontends[0].Router.Tables(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return slices.ContainsFunc(tables, func(tb *pb.Table) bool { return tb.GetName() == name })
-	}
-	listed := func(sc *aztables.ServiceClient, name string) bool {
-		p := sc.NewListTablesPager(&aztables.ListTablesOptions{Filter: to.Ptr("TableName eq '" + name + "'")})
-		for p.More() {
-			page, err := p.NextPage(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(page.Tables) > 0 {
-				return true
-			}
-		}
-		return false
-	}
+	held := func(name string) bool { return frontendHolds(ctx, t, c, 0, name) }
+	listed := func(sc *aztables.ServiceClient, name string) bool { return tableListed(ctx, t, sc, name) }
 	for _, tc := range []struct {
 		name string
 		lose error // the failpoint's answer after the delete: nil (late) or lost
@@ -152,4 +134,30 @@ func TestConcurrentCreatesOneWins(t *testing.T) {
 			t.Fatalf("write through front-end %d as %s: %v", i, names[i], err)
 		}
 	}
+}
+
+// frontendHolds reports whether front-end fe's map lists table name.
+func frontendHolds(ctx context.Context, t *testing.T, c *Cluster, fe int, name string) bool {
+	t.Helper()
+	tables, err := c.Frontends[fe].Router.Tables(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return slices.ContainsFunc(tables, func(tb *pb.Table) bool { return tb.GetName() == name })
+}
+
+// tableListed reports whether Query Tables through sc lists table name.
+func tableListed(ctx context.Context, t *testing.T, sc *aztables.ServiceClient, name string) bool {
+	t.Helper()
+	p := sc.NewListTablesPager(&aztables.ListTablesOptions{Filter: to.Ptr("TableName eq '" + name + "'")})
+	for p.More() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Tables) > 0 {
+			return true
+		}
+	}
+	return false
 }

@@ -73,21 +73,7 @@ func TestTableAnswerOlderThanHeldMap(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			srv := grpc.NewServer()
-			pb.RegisterMasterServiceServer(srv, &answerMaster{m: tt.answer})
-			go srv.Serve(ln)
-			t.Cleanup(srv.Stop)
-			cfg := DefaultConfig()
-			cfg.Masters = []string{ln.Addr().String()}
-			r, err := New(cfg, slog.New(slog.DiscardHandler))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(r.Close)
+			r := routerAnswering(t, tt.answer)
 			held := &pb.PartitionMap{Epoch: 1, Version: 5, Servers: servers}
 			if tt.held != nil {
 				held = present(1, 5, tt.held)
@@ -97,6 +83,7 @@ func TestTableAnswerOlderThanHeldMap(t *testing.T) {
 
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
+			var err error
 			switch tt.op {
 			case "create":
 				_, err = r.CreateTable(ctx, "T")
@@ -181,21 +168,7 @@ func TestTableAnswerFromDeposedMaster(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			srv := grpc.NewServer()
-			pb.RegisterMasterServiceServer(srv, &answerMaster{m: tt.answer})
-			go srv.Serve(ln)
-			t.Cleanup(srv.Stop)
-			cfg := DefaultConfig()
-			cfg.Masters = []string{ln.Addr().String()}
-			r, err := New(cfg, slog.New(slog.DiscardHandler))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(r.Close)
+			r := routerAnswering(t, tt.answer)
 			held := &pb.PartitionMap{Epoch: 2, Version: 5, Index: tt.heldIndex, Servers: servers}
 			if tt.held != nil {
 				held = wholeOf(present(2, 5, tt.heldIndex, tt.held))
@@ -209,6 +182,7 @@ func TestTableAnswerFromDeposedMaster(t *testing.T) {
 
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
+			var err error
 			switch tt.op {
 			case "create":
 				_, err = r.CreateTable(ctx, "T")
@@ -243,4 +217,26 @@ func TestTableAnswerFromDeposedMaster(t *testing.T) {
 func wholeOf(m *pb.PartitionMap) *pb.PartitionMap {
 	m.Delta = false
 	return m
+}
+
+// routerAnswering is a router whose only master answers every table
+// request and map fetch with m.
+func routerAnswering(t *testing.T, m *pb.PartitionMap) *Router {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	pb.RegisterMasterServiceServer(srv, &answerMaster{m: m})
+	go srv.Serve(ln)
+	t.Cleanup(srv.Stop)
+	cfg := DefaultConfig()
+	cfg.Masters = []string{ln.Addr().String()}
+	r, err := New(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	return r
 }
