@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -67,10 +66,8 @@ type deletions struct {
 
 // deletion is one table's freezing in flight; done is closed when every
 // range froze or is gone (or the freezing gave up), or the master shuts
-// down (err set). name is the table's lower-case name (nameFree).
-// Removed from deletions before done is closed.
+// down (err set). Removed from deletions before done is closed.
 type deletion struct {
-	name string
 	done chan struct{}
 	err  error // set before done is closed: the freezing did not end
 }
@@ -148,19 +145,6 @@ func (r *startingRanges) wait(ctx context.Context, id uint64) error {
 	return nil
 }
 
-// pending reports whether a table of that name is being deleted.
-func (d *deletions) pending(name string) bool {
-	key := strings.ToLower(name)
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for _, del := range d.m {
-		if del.name == key {
-			return true
-		}
-	}
-	return false
-}
-
 // running reports whether this master is freezing table id's ranges.
 func (d *deletions) running(id uint64) bool {
 	d.mu.Lock()
@@ -229,7 +213,7 @@ func (s *Server) startFreezing(name string, tableID uint64, ranges []*pb.RangeDe
 		close(d.done)
 		return d
 	}
-	d := &deletion{name: strings.ToLower(name), done: make(chan struct{})}
+	d := &deletion{done: make(chan struct{})}
 	s.deleting.m[tableID] = d
 	s.wg.Add(1)
 	go func() {

@@ -138,10 +138,11 @@ func (c *Client) Call(ctx context.Context, fn func(ctx context.Context, mc pb.Ma
 			}
 			return err
 		}
-		if !leaderAnswered(err) {
+		answered := leaderAnswered(err)
+		if !answered {
 			c.Advance(i)
 		}
-		if leaderAnswered(err) || (attempt+1)%len(c.conns) == 0 {
+		if answered || (attempt+1)%len(c.conns) == 0 {
 			select {
 			case <-ctx.Done():
 				return fmt.Errorf("%w: %v", ErrNoMaster, last)
