@@ -3,6 +3,7 @@ package fsm
 import (
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -110,5 +111,43 @@ func TestRestoreNewerSnapshot(t *testing.T) {
 	empty, _ := raft.NewFileSnapshotStore(t.TempDir(), 2, io.Discard)
 	if restored, err := leader.RestoreNewerSnapshot(empty, ""); err != nil || restored {
 		t.Fatalf("RestoreNewerSnapshot without snapshots = %v, %v", restored, err)
+	}
+}
+
+// TestRestoreNewerSnapshotUnreadableHeader: the newest snapshot's meta
+// index passes the state file's and its header cannot be read. raft would
+// take it as applied and never replay what the file lacks, so the open
+// fails instead of going on unchecked (it did, logging the error).
+func TestRestoreNewerSnapshotUnreadableHeader(t *testing.T) {
+	desc := &pb.RangeDescriptor{RangeId: 1, TableId: 9, Generation: 1}
+	_, r := openTestRange(t, desc)
+	a := &applier{t: t, r: r, clock: 1_000_000}
+	if res := a.apply(op(pb.OpKind_OP_KIND_INSERT, "p", "r", entityBytes(t, nil))); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	dir := t.TempDir()
+	snaps, err := raft.NewFileSnapshotStore(dir, 2, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	storeSnapshot(t, r, snaps, r.AppliedIndex()+5)
+	list, err := snaps.List()
+	if err != nil || len(list) != 1 {
+		t.Fatalf("snapshots: %v, %v", list, err)
+	}
+	path := filepath.Join(dir, "snapshots", list[0].ID, "state.bin")
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("garbage!"), 0); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	for _, d := range []string{dir, ""} {
+		restored, err := r.RestoreNewerSnapshot(snaps, d)
+		if err == nil || restored {
+			t.Fatalf("dir %q: RestoreNewerSnapshot = %v, %v; want an error", d, restored, err)
+		}
 	}
 }

@@ -256,8 +256,11 @@ func covers(d, o *pb.RangeDescriptor) bool {
 // straight from the snapshot's file, not through snaps.Open, which reads
 // and checksums the whole snapshot first; and a snapshot found not ahead
 // is remembered and not read again. Only a restore pays the checked read.
-// A header that cannot be read is logged and the replica opens as before
-// this check (raft takes the snapshot as applied).
+// A header that cannot be read fails the open: raft would take that
+// snapshot as applied, and the file may be behind it (a replica missing
+// entries that could lead and answer reads without them). The replica
+// stays closed (the lifecycle's OpenFailed) and its range is served by
+// the others, as for any replica whose files are damaged.
 func (r *Range) RestoreNewerSnapshot(snaps raft.SnapshotStore, dir string) (bool, error) {
 	list, err := snaps.List()
 	if err != nil || len(list) == 0 {
@@ -273,8 +276,7 @@ func (r *Range) RestoreNewerSnapshot(snaps raft.SnapshotStore, dir string) (bool
 	}
 	st, err := snapshotHeader(snaps, dir, newest.ID)
 	if err != nil {
-		r.logger.Error("reading the newest snapshot's header; the replica opens without checking it against the state file", "snapshot", newest.ID, "err", err)
-		return false, nil
+		return false, fmt.Errorf("fsm: range %d: snapshot %s (index %d, the state file's %d): reading its header: %w", r.id, newest.ID, newest.Index, applied, err)
 	}
 	if st.GetAppliedIndex() <= applied {
 		id := newest.ID
