@@ -112,6 +112,33 @@ func findCommand(name string) (command, bool) {
 	return command{}, false
 }
 
+// Synopses maps every command's name to its synopsis (its flags and
+// arguments, as `ctl help` prints them), for checks of the docs.
+func Synopses() map[string]string {
+	out := make(map[string]string, len(commands))
+	for _, c := range commands {
+		out[c.name] = c.args
+	}
+	return out
+}
+
+// FlagSet returns the flags a command line of command accepts, its own and
+// the common ones, with their defaults; "" gives the common flags alone
+// (those before the command name). ok is false for an unknown command.
+func FlagSet(command string) (fs *flag.FlagSet, ok bool) {
+	cfg := DefaultConfig()
+	if command == "" {
+		fs = flag.NewFlagSet("ctl", flag.ContinueOnError)
+		cfg.RegisterFlags(fs)
+		return fs, true
+	}
+	c, ok := findCommand(command)
+	if !ok {
+		return nil, false
+	}
+	return commandFlags(c, &cfg, &opts{}, io.Discard), true
+}
+
 // env is what the output depends on besides the master's answers; tests fix
 // it.
 type env struct {

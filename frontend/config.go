@@ -177,7 +177,7 @@ func (c *Config) RegisterEmulatorFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.CertPassword, "pwd", c.CertPassword, "password of a .pfx/.p12 -cert")
 	fs.StringVar(&c.OAuth, "oauth", c.OAuth, `"basic": accept OAuth bearer tokens (HTTPS only; audience, issuer and expiry checked, signature not)`)
 	fs.BoolVar(&c.SkipAPIVersionCheck, "skip-api-version-check", c.SkipAPIVersionCheck, "accept any x-ms-version (else an unknown one is 400 InvalidHeaderValue); Azurite's --skipApiVersionCheck")
-	fs.BoolFunc("disable-product-style-url", "never read the account from the Host (<account>.table.localhost); path-style only, as -host-style=false; Azurite's --disableProductStyleUrl",
+	fs.BoolFunc("disable-product-style-url", "never read the account from the Host (<account>.table.localhost); path-style only (a front-end's -host-style=false); Azurite's --disableProductStyleUrl",
 		func(v string) error {
 			b, err := strconv.ParseBool(v)
 			c.HostStyle = c.HostStyle && !b

@@ -34,14 +34,27 @@ var (
 // loadgenGCPercent is loadgen's GOGC unless the environment sets one.
 const loadgenGCPercent = 400
 
+// newFlagSet is loadgen's command line bound to cfg.
+func newFlagSet(cfg *Config, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfg.RegisterFlags(fs)
+	return fs
+}
+
+// FlagSet returns the flags `tablestore loadgen` accepts, with their
+// defaults (for checks of the docs).
+func FlagSet() *flag.FlagSet {
+	cfg := DefaultConfig()
+	return newFlagSet(&cfg, io.Discard)
+}
+
 // Run runs `tablestore loadgen` with args (the words after "loadgen"):
 // progress on stdout, usage on stderr. It stops after --duration or on
 // Ctrl-C (SIGINT) / SIGTERM, printing the summary either way.
 func Run(args []string, stdout, stderr io.Writer) error {
 	cfg := DefaultConfig()
-	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cfg.RegisterFlags(fs)
+	fs := newFlagSet(&cfg, stderr)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: tablestore loadgen [flags]\n\nDrives a table through the Azure SDK with a key pattern of the table design guide and reports entities/s, latency and errors each second.\n\nflags:")
 		fs.PrintDefaults()

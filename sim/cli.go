@@ -11,11 +11,7 @@ import (
 // summary to out and writes the reports asked for.
 func Main(args []string, out io.Writer) error {
 	cfg := DefaultConfig()
-	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
-	fs.SetOutput(out)
-	cfg.RegisterFlags(fs)
-	htmlPath := fs.String("report-html", "", "write the report as a self-contained HTML page to this file")
-	jsonPath := fs.String("report-json", "", "write the report as JSON to this file")
+	fs, htmlPath, jsonPath := newFlagSet(&cfg, out)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -31,6 +27,24 @@ func Main(args []string, out io.Writer) error {
 		return err
 	}
 	return writeFile(*jsonPath, rep.WriteJSON)
+}
+
+// newFlagSet is sim's command line bound to cfg and the report paths.
+func newFlagSet(cfg *Config, out io.Writer) (fs *flag.FlagSet, htmlPath, jsonPath *string) {
+	fs = flag.NewFlagSet("sim", flag.ContinueOnError)
+	fs.SetOutput(out)
+	cfg.RegisterFlags(fs)
+	htmlPath = fs.String("report-html", "", "write the report as a self-contained HTML page to this file")
+	jsonPath = fs.String("report-json", "", "write the report as JSON to this file")
+	return fs, htmlPath, jsonPath
+}
+
+// FlagSet returns the flags `tablestore sim` accepts, with their defaults
+// (for checks of the docs).
+func FlagSet() *flag.FlagSet {
+	cfg := DefaultConfig()
+	fs, _, _ := newFlagSet(&cfg, io.Discard)
+	return fs
 }
 
 func writeFile(path string, write func(io.Writer) error) error {

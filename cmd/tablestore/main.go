@@ -158,9 +158,9 @@ type spec struct {
 	start   func(*slog.Logger, *common) (role, error)
 }
 
-// serve parses a server role's flags, starts it, serves /healthz and
-// /readyz beside /metrics, and stops it on SIGINT or SIGTERM.
-func serve(sp spec, args []string) error {
+// flagSet is the role's command line: its own flags and the common ones
+// bound to cm. serve parses it; docs_test.go reads it.
+func (sp spec) flagSet(cm *common) *flag.FlagSet {
 	fs := flag.NewFlagSet(sp.name, flag.ContinueOnError)
 	fs.SetOutput(os.Stdout)
 	sp.register(fs)
@@ -168,8 +168,15 @@ func serve(sp spec, args []string) error {
 	if help == "" {
 		help = "listen address of /metrics, /healthz and /readyz (empty: off)"
 	}
-	cm := common{subsystems: metricsbridge.RoleSubsystems[sp.name]}
 	cm.register(fs, sp.metricsDefault, help)
+	return fs
+}
+
+// serve parses a server role's flags, starts it, serves /healthz and
+// /readyz beside /metrics, and stops it on SIGINT or SIGTERM.
+func serve(sp spec, args []string) error {
+	cm := common{subsystems: metricsbridge.RoleSubsystems[sp.name]}
+	fs := sp.flagSet(&cm)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -236,7 +243,10 @@ func stopWithin(stop func() error, d time.Duration, logger *slog.Logger) error {
 // endpoint's (10003 beside 10002), so a first run needs no free 9090.
 const devMetricsAuto = "auto"
 
-func runDev(args []string) error {
+func runDev(args []string) error { return serve(devSpec(), args) }
+
+// devSpec is dev's command: every role in one process.
+func devSpec() spec {
 	cfg := cluster.DefaultDevConfig()
 	cfg.Frontend.Accounts = os.Getenv(frontend.AccountsEnv)
 	prepare := func(cm *common) error {
@@ -268,8 +278,8 @@ func runDev(args []string) error {
 		fmt.Printf("Control:   tablestore ctl --master %s ranges\n", strings.Join(c.MasterAddrs(), ","))
 		return role{stop: func() error { c.Close(); return nil }, ready: c.Ready}, nil
 	}
-	return serve(spec{name: "dev", metricsDefault: devMetricsAuto, register: cfg.RegisterFlags, prepare: prepare, start: start,
-		metricsHelp: "listen address of /metrics, /healthz, /readyz and /dashboard (auto: the --frontend-addr port + 1; empty: off)"}, args)
+	return spec{name: "dev", metricsDefault: devMetricsAuto, register: cfg.RegisterFlags, prepare: prepare, start: start,
+		metricsHelp: "listen address of /metrics, /healthz, /readyz and /dashboard (auto: the --frontend-addr port + 1; empty: off)"}
 }
 
 // nextPort is addr with its port plus one (":0" stays ":0").
@@ -288,9 +298,11 @@ func nextPort(addr string) (string, error) {
 	return net.JoinHostPort(host, strconv.Itoa(p+1)), nil
 }
 
-func runMaster(args []string) error {
+func runMaster(args []string) error { return serve(masterSpec(), args) }
+
+func masterSpec() spec {
 	cfg := master.DefaultConfig()
-	return serve(spec{name: "master", register: cfg.RegisterFlags, start: func(logger *slog.Logger, cm *common) (role, error) {
+	return spec{name: "master", register: cfg.RegisterFlags, start: func(logger *slog.Logger, cm *common) (role, error) {
 		s, err := master.New(cfg, logger)
 		if err != nil {
 			return role{}, err
@@ -301,12 +313,14 @@ func runMaster(args []string) error {
 		cm.metrics.Handle("/dashboard", s.DashboardHandler())
 		cm.metrics.Handle("/dashboard/", s.DashboardHandler())
 		return role{stop: s.Close, ready: s.Ready}, nil
-	}}, args)
+	}}
 }
 
-func runPartitionServer(args []string) error {
+func runPartitionServer(args []string) error { return serve(partitionServerSpec(), args) }
+
+func partitionServerSpec() spec {
 	cfg := partitionserver.DefaultConfig()
-	return serve(spec{name: "partitionserver", register: cfg.RegisterFlags, start: func(logger *slog.Logger, _ *common) (role, error) {
+	return spec{name: "partitionserver", register: cfg.RegisterFlags, start: func(logger *slog.Logger, _ *common) (role, error) {
 		s, err := partitionserver.New(cfg, logger)
 		if err != nil {
 			return role{}, err
@@ -315,13 +329,15 @@ func runPartitionServer(args []string) error {
 			return role{}, err
 		}
 		return role{stop: s.Close, ready: s.Ready}, nil
-	}}, args)
+	}}
 }
 
 // frontendGCPercent is a front-end's GOGC unless the environment sets one.
 const frontendGCPercent = 400
 
-func runFrontend(args []string) error {
+func runFrontend(args []string) error { return serve(frontendSpec(), args) }
+
+func frontendSpec() spec {
 	fcfg, rcfg := frontend.DefaultConfig(), router.DefaultConfig()
 	var keys frontend.KeySource
 	fcfg.Accounts = os.Getenv(frontend.AccountsEnv)
@@ -349,7 +365,12 @@ func runFrontend(args []string) error {
 		}
 		return role{stop: func() error { n.Close(); return nil }, ready: n.Router.Ready}, nil
 	}
-	return serve(spec{name: "frontend", register: register, prepare: prepare, start: start}, args)
+	return spec{name: "frontend", register: register, prepare: prepare, start: start}
+}
+
+// serverSpecs are the server roles' commands by name.
+var serverSpecs = map[string]func() spec{
+	"dev": devSpec, "master": masterSpec, "partitionserver": partitionServerSpec, "frontend": frontendSpec,
 }
 
 // runCtl runs ctl; without --master it talks to the dev cluster whose data

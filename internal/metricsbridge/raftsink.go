@@ -143,6 +143,22 @@ func sortedKeys(m map[string]family) []string {
 	return out
 }
 
+// RaftFamilyNames returns the full names of the tablestore_raft_* families
+// InstallRaftSink registers, sorted (for checks of the docs: families
+// with a peer label have no series until a Raft group replicates).
+func RaftFamilyNames() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, f := range raftFamilies {
+		if name := "tablestore_raft_" + f.name; !seen[name] {
+			seen[name] = true
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 func buckets(k kind) []float64 {
 	switch k {
 	case secondsKind:
