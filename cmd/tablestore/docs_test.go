@@ -525,17 +525,15 @@ var foreignFlags = map[string]string{
 	"flag":     "the placeholder of `--flag=value` (deploy.md, Validation)",
 }
 
-// metricDefinitions returns the full name of every metric family the
-// module's code defines: each prometheus.*Opts literal with literal
-// Namespace, Subsystem and Name (the roles' metrics.go files and their
-// neighbours), and the Raft families internal/metricsbridge builds from
-// its table.
-func metricDefinitions(t *testing.T) map[string]bool {
+// metricDefinitions returns every metric family the module's code
+// defines, by full name, with its label names: each prometheus.*Opts
+// literal with literal Namespace, Subsystem and Name (the roles'
+// metrics.go files and their neighbours), the labels a New…Vec call gives
+// it as a literal, and the Raft families internal/metricsbridge builds
+// from its table.
+func metricDefinitions(t *testing.T) map[string][]string {
 	t.Helper()
-	out := map[string]bool{}
-	for _, n := range metricsbridge.RaftFamilyNames() {
-		out[n] = true
-	}
+	out := metricsbridge.RaftFamilies()
 	fset := token.NewFileSet()
 	err := filepath.WalkDir("../..", func(path string, d fs.DirEntry, err error) error {
 		switch {
@@ -551,8 +549,10 @@ func metricDefinitions(t *testing.T) map[string]bool {
 			return err
 		}
 		ast.Inspect(f, func(n ast.Node) bool {
-			if name := optsName(n); name != "" {
-				out[name] = true
+			if name, labels := vecDefinition(n); name != "" {
+				out[name] = labels
+			} else if name := optsName(n); name != "" && out[name] == nil {
+				out[name] = nil
 			}
 			return true
 		})
@@ -562,6 +562,29 @@ func metricDefinitions(t *testing.T) map[string]bool {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// vecDefinition is the family and label names of a
+// prometheus.New…Vec(opts, []string{…}) call ("" for other nodes).
+func vecDefinition(n ast.Node) (name string, labels []string) {
+	call, ok := n.(*ast.CallExpr)
+	if !ok || len(call.Args) != 2 {
+		return "", nil
+	}
+	if sel, ok := call.Fun.(*ast.SelectorExpr); !ok || !strings.HasPrefix(sel.Sel.Name, "New") || !strings.HasSuffix(sel.Sel.Name, "Vec") {
+		return "", nil
+	}
+	list, ok := call.Args[1].(*ast.CompositeLit)
+	if !ok {
+		return "", nil
+	}
+	for _, e := range list.Elts {
+		if lit, ok := e.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+			l, _ := strconv.Unquote(lit.Value)
+			labels = append(labels, l)
+		}
+	}
+	return optsName(call.Args[0]), labels
 }
 
 // optsName is the full name a prometheus.*Opts literal gives its family
@@ -609,8 +632,8 @@ func TestDocsMetricDefinitionsComplete(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, mf := range mfs {
-		if name := mf.GetName(); strings.HasPrefix(name, "tablestore_") && !defined[name] {
-			t.Errorf("the registry exports %s, which metricDefinitions does not find", name)
+		if _, ok := defined[mf.GetName()]; strings.HasPrefix(mf.GetName(), "tablestore_") && !ok {
+			t.Errorf("the registry exports %s, which metricDefinitions does not find", mf.GetName())
 		}
 	}
 	owned := map[string]bool{}
@@ -700,7 +723,7 @@ var (
 
 // resolve returns the family a mention names ("" for a glob or a bare
 // suffix), or ok false when no defined family fits it.
-func (m metricMention) resolve(defined map[string]bool) (family string, ok bool) {
+func (m metricMention) resolve(defined map[string][]string) (family string, ok bool) {
 	switch {
 	case m.glob:
 		for name := range defined {
@@ -711,12 +734,15 @@ func (m metricMention) resolve(defined map[string]bool) (family string, ok bool)
 		return "", false
 	case strings.HasPrefix(m.name, "_"):
 		return m.resolveShorthand(defined)
-	case defined[m.name]:
+	}
+	if _, ok := defined[m.name]; ok {
 		return m.name, true
 	}
 	for _, s := range seriesSuffixes {
-		if base, cut := strings.CutSuffix(m.name, s); cut && defined[base] {
-			return base, true
+		if base, cut := strings.CutSuffix(m.name, s); cut {
+			if _, ok := defined[base]; ok {
+				return base, true
+			}
 		}
 	}
 	return "", false
@@ -724,7 +750,7 @@ func (m metricMention) resolve(defined map[string]bool) (family string, ok bool)
 
 // resolveShorthand finds the family of the full name's subsystem that ends
 // with the shorthand, the one sharing the longest prefix with that name.
-func (m metricMention) resolveShorthand(defined map[string]bool) (string, bool) {
+func (m metricMention) resolveShorthand(defined map[string][]string) (string, bool) {
 	if slices.Contains(genericSuffixes, m.name) {
 		return "", true
 	}
@@ -953,5 +979,50 @@ func TestDocsAlertNames(t *testing.T) {
 	}
 	if len(rules) < 5 {
 		t.Errorf("found %d alert rules, expected more (did the extraction break?)", len(rules))
+	}
+}
+
+// metricCellRe is one name of a metrics table's first cell, with the
+// labels the docs give it: `tablestore_x_total{a,b}`, `…_y_bytes{server}`.
+var metricCellRe = regexp.MustCompile(`^((?:…|\.\.\.)?_?[a-z0-9_]+)(?:\{([a-z_,]*)\})?$`)
+
+// TestDocsMetricLabels: the metrics tables of operations.md give each
+// family exactly the label names the code gives it (none written: none).
+func TestDocsMetricLabels(t *testing.T) {
+	defined := metricDefinitions(t)
+	n := 0
+	for _, l := range readDoc(t, "../../docs/operations.md") {
+		if l.fenced || !strings.HasPrefix(l.text, "| `tablestore_") {
+			continue
+		}
+		first := ""
+		for _, span := range codeSpanRe.FindAllStringSubmatch(splitRow(l.text)[0], -1) {
+			m := metricCellRe.FindStringSubmatch(span[1])
+			if m == nil {
+				t.Errorf("%s: %q is not name{labels}", l.where, span[1])
+				continue
+			}
+			mention := metricMention{where: l.where, name: strings.TrimLeft(m[1], "….")}
+			if first == "" {
+				first = mention.name
+			} else {
+				mention.from = first
+			}
+			family, ok := mention.resolve(defined)
+			if !ok || family == "" {
+				continue // TestDocsMetricNames reports it
+			}
+			var doc []string
+			if m[2] != "" {
+				doc = strings.Split(m[2], ",")
+			}
+			if code := slices.Sorted(slices.Values(defined[family])); !slices.Equal(slices.Sorted(slices.Values(doc)), code) {
+				t.Errorf("%s: %s: docs give labels %v, the code %v", l.where, family, doc, code)
+			}
+			n++
+		}
+	}
+	if n < 80 {
+		t.Errorf("checked the labels of %d families, expected about a hundred (did the extraction break?)", n)
 	}
 }

@@ -143,19 +143,15 @@ func sortedKeys(m map[string]family) []string {
 	return out
 }
 
-// RaftFamilyNames returns the full names of the tablestore_raft_* families
-// InstallRaftSink registers, sorted (for checks of the docs: families
-// with a peer label have no series until a Raft group replicates).
-func RaftFamilyNames() []string {
-	seen := map[string]bool{}
-	var out []string
+// RaftFamilies returns the tablestore_raft_* families InstallRaftSink
+// registers, by full name, with their label names (for checks of the
+// docs: families with a peer label have no series until a Raft group
+// replicates).
+func RaftFamilies() map[string][]string {
+	out := map[string][]string{}
 	for _, f := range raftFamilies {
-		if name := "tablestore_raft_" + f.name; !seen[name] {
-			seen[name] = true
-			out = append(out, name)
-		}
+		out["tablestore_raft_"+f.name] = f.labels
 	}
-	sort.Strings(out)
 	return out
 }
 
