@@ -1026,3 +1026,47 @@ func TestDocsMetricLabels(t *testing.T) {
 		t.Errorf("checked the labels of %d families, expected about a hundred (did the extraction break?)", n)
 	}
 }
+
+// codeSpans returns the contents of text's code spans, sorted.
+func codeSpans(text string) []string {
+	var out []string
+	for _, m := range codeSpanRe.FindAllStringSubmatch(text, -1) {
+		out = append(out, m[1])
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestDocsChoices: the values operations.md gives loadgen's --scenario
+// (its flag row and its Scenarios table) and sim's --workload are those
+// the code accepts.
+func TestDocsChoices(t *testing.T) {
+	want := map[string][]string{
+		"loadgen --scenario": slices.Sorted(slices.Values(loadgen.Scenarios)),
+		"sim --workload":     slices.Sorted(slices.Values(sim.Workloads)),
+	}
+	tables := flagTables(t)
+	for key, values := range want {
+		command, name, _ := strings.Cut(key, " --")
+		for _, r := range tables[command] {
+			if r.name == name && !slices.Equal(codeSpans(r.what), values) {
+				t.Errorf("%s: %s: docs name %v, the code takes %v", r.where, key, codeSpans(r.what), values)
+			}
+		}
+	}
+	var scenarios []string
+	inTable := false
+	for _, l := range readDoc(t, "../../docs/operations.md") {
+		switch {
+		case strings.HasPrefix(l.text, "| `--scenario` | PartitionKeys |"):
+			inTable = true
+		case !strings.HasPrefix(l.text, "|"):
+			inTable = false
+		case inTable && !strings.HasPrefix(l.text, "|---"):
+			scenarios = append(scenarios, codeSpans(splitRow(l.text)[0])...)
+		}
+	}
+	if sort.Strings(scenarios); !slices.Equal(scenarios, want["loadgen --scenario"]) {
+		t.Errorf("operations.md's Scenarios table lists %v, loadgen has %v", scenarios, want["loadgen --scenario"])
+	}
+}
