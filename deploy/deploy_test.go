@@ -80,7 +80,7 @@ func tablestoreBinary(t *testing.T) string {
 
 // runBinary runs the binary with args (in a scratch directory, never longer
 // than 20 s) and returns its combined output; the exit status is not an
-// error (-h exits 1 by design).
+// error (the ctl command lines TestDocsCtlCommands runs fail by design, exit 1).
 func runBinary(t *testing.T, args ...string) string {
 	t.Helper()
 	bin := tablestoreBinary(t)
