@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -677,5 +678,47 @@ func TestDocsChoices(t *testing.T) {
 	}
 	if sort.Strings(scenarios); !slices.Equal(scenarios, want["loadgen --scenario"]) {
 		t.Errorf("operations.md's Scenarios table lists %v, loadgen has %v", scenarios, want["loadgen --scenario"])
+	}
+}
+
+// portRoles are the commands of deploy.md's Ports table's role column.
+var portRoles = map[string][]string{
+	"master": {"master"}, "partition server": {"partitionserver"}, "front-end": {"frontend"},
+	"every role": {"master", "partitionserver", "frontend"},
+}
+
+// TestDocsPorts: each flag of deploy.md's Ports table is one of the role
+// the row names, and the port is that flag's default port (or "off" for an
+// empty default) where the default names one.
+func TestDocsPorts(t *testing.T) {
+	sets := commandFlagSets(t)
+	n := 0
+	for _, l := range readDoc(t, "../../docs/deploy.md") {
+		cells := splitRow(l.text)
+		if l.section != "Ports" || !strings.HasPrefix(l.text, "| ") || len(cells) != 4 || cells[0] == "port" {
+			continue
+		}
+		roles, ok := portRoles[cells[1]]
+		if !ok {
+			t.Errorf("%s: role %q is none of %v", l.where, cells[1], slices.Sorted(maps.Keys(portRoles)))
+		}
+		flags := flagMentions(cells[2])
+		for _, role := range roles {
+			for i, name := range flags {
+				f := sets[role].Lookup(name)
+				if f == nil {
+					t.Errorf("%s: tablestore %s has no flag --%s", l.where, role, name)
+					continue
+				}
+				_, port, _ := strings.Cut(f.DefValue, ":")
+				if i == 0 && (port != "" && port != cells[0] || cells[0] == "off" && f.DefValue != "") {
+					t.Errorf("%s: port %s, but %s --%s defaults to %q", l.where, cells[0], role, name, f.DefValue)
+				}
+				n++
+			}
+		}
+	}
+	if n < 7 {
+		t.Errorf("checked %d flags of the Ports table, expected more (did the extraction break?)", n)
 	}
 }
