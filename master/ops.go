@@ -986,7 +986,8 @@ func (s *Server) move(ctx context.Context, id uint64, from, to, cause, reason st
 	switch {
 	case to == "" || s.grpcAddrOf(to) == "":
 		return nil, fmt.Errorf("%w: %q", ErrBadTarget, to)
-	case hasReplica(d, to):
+	case hasReplica(d, to) && (to != from || !s.reports.brokenOn(from, id)):
+		// A move onto the same server only replaces a broken replica.
 		return nil, fmt.Errorf("%w: %s already holds a replica of range %d", ErrBadTarget, to, id)
 	}
 	if f := s.reports.frozenAt(id); f != 0 {
@@ -998,6 +999,9 @@ func (s *Server) move(ctx context.Context, id uint64, from, to, cause, reason st
 	from, err := s.moveSource(ctx, d, from)
 	if err != nil {
 		return nil, err
+	}
+	if from == to {
+		return s.replaceInPlace(ctx, id, from, cause, reason, figures, start)
 	}
 	addrs := s.raftAddrs()
 	cur, err := s.addVoter(ctx, d, to, addrs)
@@ -1030,6 +1034,32 @@ func (s *Server) move(ctx context.Context, id uint64, from, to, cause, reason st
 		return nil, err
 	}
 	s.moveEvent(d, from, to, cause, reason, figures, start)
+	return cur, nil
+}
+
+// replaceInPlace replaces range id's broken replica on server by a new,
+// empty one on the same server, when no other server can take it
+// (scheduler reReplicate): the broken voter is removed first (the range
+// keeps its healthy voters, which alone made its quorum anyway: the
+// broken one could not vote), its replica deleted, and a new one added as
+// a move adds one (addVoter: a non-voter that catches up by snapshot, then
+// a voter).
+func (s *Server) replaceInPlace(ctx context.Context, id uint64, server, cause, reason string, figures map[string]float64, start time.Time) (*pb.RangeDescriptor, error) {
+	addrs := s.raftAddrs()
+	removed, err := s.removeMember(ctx, id, server, false, addrs)
+	if err != nil {
+		return nil, err
+	}
+	// Now, not later: the new replica is created where the old one is.
+	// (CreateReplica would also delete a removed leftover first.)
+	if err := s.deleteReplica(ctx, server, id, removed.GetGeneration()); err != nil {
+		return nil, fmt.Errorf("delete the broken replica on %s: %w", server, err)
+	}
+	cur, err := s.addVoter(ctx, removed, server, addrs)
+	if err != nil {
+		return nil, err
+	}
+	s.moveEvent(removed, server, server, cause, reason, figures, start)
 	return cur, nil
 }
 

@@ -39,7 +39,8 @@ func init() { prometheus.MustRegister(replicaFixesTotal) }
 //     (ChangeReplicas with nothing to add or remove);
 //   - else removes a non-voter (a move that never promoted it);
 //   - else removes voters beyond the replication factor, never the leader:
-//     one on a down server first (a re-replication was interrupted), then
+//     one on a down server or reported broken first (a re-replication was
+//     interrupted), then
 //     one on a draining server (a drain), then one in a zone another
 //     voter shares (an interrupted zone-diversity move keeps its new
 //     replica), then one on the server with the most replicas (a
@@ -87,9 +88,13 @@ type replicaCheck struct {
 	nonvoters []string
 	leader    string
 	down      map[string]bool
-	draining  map[string]bool
-	counts    map[string]int // replicas per server, over every range
-	servers   []string       // every registered server
+	// broken are the servers whose replica of the range reports itself
+	// broken (its open failed persistently): removed first, like a down
+	// one, never kept as a healthy voter.
+	broken   map[string]bool
+	draining map[string]bool
+	counts   map[string]int // replicas per server, over every range
+	servers  []string       // every registered server
 	// zones are the servers' zones (Server.Zone; nil or "": none).
 	zones map[string]string
 	// disks are the servers' disk states (scheduler.Disk.State; absent:
@@ -164,7 +169,7 @@ func planReplicaFix(c replicaCheck) replicaFix {
 	}
 	rank := func(s string) int {
 		switch {
-		case c.down[s]:
+		case c.down[s], c.broken[s]:
 			return 0
 		case c.draining[s]:
 			return 1
@@ -349,7 +354,7 @@ func (s *Server) replicaChecks(now time.Time) map[uint64]replicaCheck {
 		voters[id] = v
 	}
 	s.reports.mu.Unlock()
-	spaces := s.reports.spaces()
+	spaces, broken := s.reports.spaces(), s.reports.brokenReplicas()
 	out := map[uint64]replicaCheck{}
 	s.fsm.read(func(st *state) {
 		down, draining, counts, zones := map[string]bool{}, map[string]bool{}, map[string]int{}, map[string]string{}
@@ -374,7 +379,7 @@ func (s *Server) replicaChecks(now time.Time) map[uint64]replicaCheck {
 			if leader == "" || frozen[id] || down[leader] {
 				continue
 			}
-			c := replicaCheck{factor: s.cfg.ReplicationFactor, leader: leader, down: down, draining: draining, counts: counts, servers: servers, zones: zones, disks: disks}
+			c := replicaCheck{factor: s.cfg.ReplicationFactor, leader: leader, down: down, broken: broken[id], draining: draining, counts: counts, servers: servers, zones: zones, disks: disks}
 			for _, r := range d.GetReplicas() {
 				c.replicas = append(c.replicas, r.GetServerId())
 			}

@@ -16,6 +16,7 @@ func TestPlanReplicaFix(t *testing.T) {
 		nonvoters  []string
 		leader     string
 		down       []string
+		broken     []string
 		draining   []string
 		counts     map[string]int
 		servers    []string
@@ -40,6 +41,8 @@ func TestPlanReplicaFix(t *testing.T) {
 			counts: map[string]int{"a": 5, "b": 9, "c": 4, "d": 1}, wantRemove: "a", wantVerify: true},
 		{name: "a down server's replica first (re-replication)", replicas: []string{"a", "b", "c", "d"}, leader: "a", down: []string{"c"},
 			counts: map[string]int{"a": 5, "b": 9, "c": 4, "d": 1}, wantRemove: "c", wantVerify: true},
+		{name: "a broken replica first, like a down server's (an interrupted replacement)", replicas: []string{"a", "b", "c", "d"}, voters: []string{"a", "b", "c", "d"}, leader: "a", broken: []string{"d"},
+			counts: map[string]int{"a": 5, "b": 9, "c": 4, "d": 1}, wantRemove: "d"},
 		{name: "then a draining server's", replicas: []string{"a", "b", "c", "d"}, leader: "a", draining: []string{"d"},
 			counts: map[string]int{"a": 5, "b": 9, "c": 4, "d": 1}, wantRemove: "d", wantVerify: true},
 		{name: "ties: the greater id", replicas: []string{"a", "b", "c", "d"}, leader: "a", wantRemove: "d", wantVerify: true},
@@ -92,7 +95,7 @@ func TestPlanReplicaFix(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			got := planReplicaFix(replicaCheck{factor: 3, replicas: c.replicas, voters: c.voters, nonvoters: c.nonvoters, leader: c.leader,
-				down: set(c.down), draining: set(c.draining), counts: c.counts, servers: c.servers, zones: c.zones, disks: c.disks})
+				down: set(c.down), broken: set(c.broken), draining: set(c.draining), counts: c.counts, servers: c.servers, zones: c.zones, disks: c.disks})
 			if got.sync != c.wantSync || got.remove != c.wantRemove || got.add != c.wantAdd || got.nonvoter != c.wantNonvoter || got.verify != c.wantVerify {
 				t.Fatalf("fix %+v, want sync %v remove %q (non-voter %v) add %q verify %v", got, c.wantSync, c.wantRemove, c.wantNonvoter, c.wantAdd, c.wantVerify)
 			}

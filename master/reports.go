@@ -44,6 +44,10 @@ type reports struct {
 	// their applied index: a follower's progress, and whether it has the
 	// replica at all.
 	hosted map[string]map[uint64]uint64
+	// broken is, per server, the ranges its reports show a broken replica
+	// of (lifecycle "broken": its open failed persistently). The scheduler
+	// replaces such a replica as it does one on a down server.
+	broken map[string]map[uint64]bool
 	// voters is, per range, its leader's last report of the voters of its
 	// Raft configuration (the replica-set check, reconcile.go).
 	voters map[uint64]voterReport
@@ -226,7 +230,7 @@ func newReports() *reports {
 	return &reports{
 		lastSeen: map[string]time.Time{}, back: map[string]time.Time{}, leaders: map[uint64]string{}, loads: map[uint64]*pb.RangeLoad{},
 		trends: map[uint64]*rangeTrend{}, frozen: map[uint64]uint64{}, thawed: map[uint64]uint64{},
-		mergeAbort: map[string]bool{}, hosted: map[string]map[uint64]uint64{},
+		mergeAbort: map[string]bool{}, hosted: map[string]map[uint64]uint64{}, broken: map[string]map[uint64]bool{},
 		voters:         map[uint64]voterReport{},
 		changedLeaders: map[uint64]struct{}{},
 		sessions:       map[string]*reportSession{},
@@ -265,17 +269,9 @@ func (r *reports) heartbeat(cfg scheduler.Config, server string, ranges []*pb.Ra
 	if full || len(ranges) > 0 || len(removed) > 0 {
 		r.gen++
 	}
-	hosted := r.hosted[server]
-	if full || hosted == nil {
-		hosted = make(map[uint64]uint64, len(ranges))
-		r.hosted[server] = hosted
-	}
-	for _, id := range removed {
-		delete(hosted, id)
-	}
+	r.foldHosted(server, ranges, removed, full)
 	for _, rs := range ranges {
 		id := rs.GetRangeId()
-		hosted[id] = rs.GetAppliedIndex()
 		if rs.GetRange() != nil {
 			r.tables[id] = rs.GetRange().GetTableId()
 		}
@@ -310,6 +306,66 @@ func (r *reports) heartbeat(cfg scheduler.Config, server string, ranges []*pb.Ra
 		}
 	}
 	return changed, throttled
+}
+
+// brokenLifecycle is the lifecycle a partition server reports for a
+// replica whose open failed persistently (partitionserver/lifecycle's
+// Broken).
+const brokenLifecycle = "broken"
+
+// foldHosted folds a report's replicas into hosted and broken (r.mu
+// held).
+func (r *reports) foldHosted(server string, ranges []*pb.RangeStatus, removed []uint64, full bool) {
+	hosted, broken := r.hosted[server], r.broken[server]
+	if full || hosted == nil {
+		hosted = make(map[uint64]uint64, len(ranges))
+		r.hosted[server] = hosted
+	}
+	if full || broken == nil {
+		broken = map[uint64]bool{}
+		r.broken[server] = broken
+	}
+	for _, id := range removed {
+		delete(hosted, id)
+		delete(broken, id)
+	}
+	for _, rs := range ranges {
+		id := rs.GetRangeId()
+		hosted[id] = rs.GetAppliedIndex()
+		if rs.GetLifecycle() == brokenLifecycle {
+			broken[id] = true
+		} else {
+			delete(broken, id)
+		}
+	}
+}
+
+// isBroken reports whether server's reports show its replica of range id
+// broken (r.mu held).
+func (r *reports) isBroken(server string, id uint64) bool { return r.broken[server][id] }
+
+// brokenOn is isBroken, taking r.mu.
+func (r *reports) brokenOn(server string, id uint64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.isBroken(server, id)
+}
+
+// brokenReplicas returns, per range, the servers whose replica of it
+// their reports show broken.
+func (r *reports) brokenReplicas() map[uint64]map[string]bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[uint64]map[string]bool{}
+	for server, ids := range r.broken {
+		for id := range ids {
+			if out[id] == nil {
+				out[id] = map[string]bool{}
+			}
+			out[id][server] = true
+		}
+	}
+	return out
 }
 
 func (r *reports) trend(id uint64) *rangeTrend {
@@ -457,6 +513,7 @@ func (r *reports) forgetServer(server string) {
 	delete(r.back, server)
 	delete(r.mergeAbort, server)
 	delete(r.hosted, server)
+	delete(r.broken, server)
 	delete(r.sessions, server)
 	delete(r.disk, server)
 	delete(r.space, server)

@@ -128,7 +128,7 @@ func (s *Server) schedRange(d *pb.RangeDescriptor, servers []scheduler.Server, n
 		applied, reported := rp.hosted[sid][id]
 		i := sort.Search(len(servers), func(i int) bool { return servers[i].ID >= sid })
 		live := i < len(servers) && servers[i].ID == sid && servers[i].Live
-		r.Replicas = append(r.Replicas, scheduler.Replica{Server: sid, Applied: applied, Missing: live && !reported})
+		r.Replicas = append(r.Replicas, scheduler.Replica{Server: sid, Applied: applied, Missing: live && !reported, Broken: rp.isBroken(sid, id)})
 	}
 	return r
 }

@@ -37,8 +37,9 @@ func busiest(rates []rangeRate, n int) []rangeRate {
 
 // publishGauges sets this server's replica, leader, busiest-range and disk
 // gauges (each heartbeat).
-func (s *Server) publishGauges(replicas int, led []rangeRate) {
+func (s *Server) publishGauges(replicas, broken int, led []rangeRate) {
 	replicasGauge.WithLabelValues(s.id).Set(float64(replicas))
+	brokenReplicasGauge.WithLabelValues(s.id).Set(float64(broken))
 	leadersGauge.WithLabelValues(s.id).Set(float64(len(led)))
 	rangeEntitiesPerSec.DeletePartialMatch(prometheus.Labels{"server": s.id})
 	for _, r := range busiest(led, busiestRanges) {
@@ -56,7 +57,7 @@ func (s *Server) publishGauges(replicas int, led []rangeRate) {
 // forgetGauges removes this server's series (Close: a stopped server in a
 // process that goes on, as in dev or tests, must not look alive).
 func (s *Server) forgetGauges() {
-	for _, v := range []*prometheus.GaugeVec{replicasGauge, leadersGauge, rangeEntitiesPerSec, diskAvailableBytes, diskCapacityBytes,
+	for _, v := range []*prometheus.GaugeVec{replicasGauge, brokenReplicasGauge, leadersGauge, rangeEntitiesPerSec, diskAvailableBytes, diskCapacityBytes,
 		diskCommitMedianSeconds, diskCommitsWindow} {
 		v.DeletePartialMatch(prometheus.Labels{"server": s.id})
 	}

@@ -80,11 +80,15 @@ func (s *Server) statuses() []*pb.RangeStatus {
 	slots := s.slotList()
 	out := make([]*pb.RangeStatus, 0, len(slots))
 	var led []rangeRate
-	defer func() { s.publishGauges(len(out), led) }()
+	broken := 0
+	defer func() { s.publishGauges(len(out), broken, led) }()
 	for _, sl := range slots {
 		rs := s.status(sl, true)
 		if rs == nil {
 			continue
+		}
+		if sl.State() == lifecycle.Broken {
+			broken++
 		}
 		// Counted as the master counts leaders (reports.heartbeat): a
 		// quiet replica that led when it closed leads its range. Counting

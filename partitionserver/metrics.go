@@ -51,6 +51,10 @@ var (
 		Namespace: "tablestore", Subsystem: "partitionserver", Name: "replicas",
 		Help: "Range replicas this server hosts.",
 	}, []string{"server"})
+	brokenReplicasGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: "tablestore", Subsystem: "partitionserver", Name: "broken_replicas",
+		Help: "Hosted replicas whose open failed persistently (damaged files): not opened, reported broken for the master to replace.",
+	}, []string{"server"})
 	leadersGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: "tablestore", Subsystem: "partitionserver", Name: "leaders",
 		Help: "Ranges this server leads.",
@@ -72,7 +76,7 @@ var (
 
 func init() {
 	prometheus.MustRegister(readIndexTotal, batchedWrites, requestsTotal, requestSeconds, throttledTotal, capacityRefusedTotal, reshapeSeconds, rangeEntitiesPerSec,
-		replicasGauge, leadersGauge, diskAvailableBytes, diskCapacityBytes, transferRestartsTotal)
+		replicasGauge, brokenReplicasGauge, leadersGauge, diskAvailableBytes, diskCapacityBytes, transferRestartsTotal)
 }
 
 func observe(op string, start time.Time, err error) {

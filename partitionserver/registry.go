@@ -75,6 +75,9 @@ type slot struct {
 	// quietServed counts the reads served quietly since the replica last
 	// went quiet (lifecycle.QuietReadsPerWake); reset when it opens.
 	quietServed atomic.Uint64
+	// openFailures counts the opens that failed since the last that
+	// succeeded (under the slot's lock): the broken-replica rule's input.
+	openFailures lifecycle.OpenFailures
 
 	// Meters outlive the Raft member.
 	load     *loadMeter
@@ -162,23 +165,23 @@ func (s *Server) step(sl *slot, in lifecycle.Input, cause string, spec *openSpec
 	switch out.To {
 	case lifecycle.Opening:
 		if err != nil || sl.rep.Load() == nil {
-			s.logger.Warn("opening replica failed", "range", sl.id, "cause", cause, "err", err)
-			s.finish(sl, lifecycle.OpenFailed, cause)
 			if err == nil {
 				err = errWakeTimeout
 			}
+			s.openFailed(sl, err, cause)
 		} else {
-			s.finish(sl, lifecycle.Opened, cause)
+			sl.openFailures = lifecycle.OpenFailures{}
+			s.finish(sl, lifecycle.Input{Event: lifecycle.Opened}, cause)
 		}
 	case lifecycle.Closing:
-		s.finish(sl, lifecycle.Closed, cause)
+		s.finish(sl, lifecycle.Input{Event: lifecycle.Closed}, cause)
 	case lifecycle.Removing:
 		// Only a removal that ran (every one drops the log) and
 		// succeeded ends it: a request, a create or a raft message that
 		// meets a removal a failed action left part-way changes nothing,
 		// and must not report it done with the state still stored.
 		if err == nil && slices.Contains(out.Actions, lifecycle.DropLog) {
-			s.finish(sl, lifecycle.Removed, cause)
+			s.finish(sl, lifecycle.Input{Event: lifecycle.Removed}, cause)
 			s.mu.Lock()
 			if s.slots[sl.id] == sl {
 				delete(s.slots, sl.id)
@@ -190,13 +193,45 @@ func (s *Server) step(sl *slot, in lifecycle.Input, cause string, spec *openSpec
 }
 
 // finish feeds the event that ends a transient state.
-func (s *Server) finish(sl *slot, ev lifecycle.Event, cause string) {
-	out := sl.m.Step(lifecycle.Input{Event: ev})
+func (s *Server) finish(sl *slot, in lifecycle.Input, cause string) {
+	out := sl.m.Step(in)
 	sl.state.Store(int32(out.To))
 	if out.Changed() {
 		lifecycleTransitionsTotal.WithLabelValues(out.To.String()).Inc()
 	}
-	s.logger.Debug("replica lifecycle", "range", sl.id, "event", ev.String(), "cause", cause, "transition", out.String())
+	s.logger.Debug("replica lifecycle", "range", sl.id, "event", in.Event.String(), "cause", cause, "transition", out.String())
+}
+
+// openFailed ends a failed open: the replica goes back to Quiet (the next
+// request or Raft message tries again) or, once the failures are
+// persistent (lifecycle.OpenFailures.Record), to Broken, said once at
+// error level: it is no longer opened, and its report tells the master to
+// replace it.
+func (s *Server) openFailed(sl *slot, err error, cause string) {
+	kind := openFailure(err)
+	var broken bool
+	sl.openFailures, broken = sl.openFailures.Record(kind, time.Now())
+	s.logger.Warn("opening replica failed", "range", sl.id, "cause", cause, "failures", sl.openFailures.Count, "err", err)
+	s.finish(sl, lifecycle.Input{Event: lifecycle.OpenFailed, Broken: broken}, cause)
+	if broken {
+		sl.wasLeader.Store(false)
+		s.logger.Error("replica broken: its open failed persistently; it is no longer opened and is reported broken for the master to replace",
+			"range", sl.id, "failures", sl.openFailures.Count, "since", sl.openFailures.First, "damage", kind == lifecycle.Damage, "err", err)
+	}
+}
+
+// openFailure classifies an open's error for the broken-replica rule: a
+// snapshot found damaged is Damage; the server's shutdown and a wake that
+// did not get to open are Transient; anything else is a Failure, broken
+// only when it persists.
+func openFailure(err error) lifecycle.FailureKind {
+	switch {
+	case errors.Is(err, fsm.ErrCorruptSnapshot):
+		return lifecycle.Damage
+	case errors.Is(err, ErrShuttingDown), errors.Is(err, errWakeTimeout):
+		return lifecycle.Transient
+	}
+	return lifecycle.Failure
 }
 
 // execute performs one action.

@@ -426,6 +426,12 @@ func (v *service) RangeInfo(ctx context.Context, req *pb.RangeInfoRequest) (*pb.
 	if sl == nil || sl.fsm == nil {
 		return nil, rpcerr.New(codes.NotFound, rpcerr.ReasonRangeNotFound, fmt.Sprintf("range %d is not hosted on %s", req.GetRangeId(), v.s.id), nil)
 	}
+	if sl.State() == lifecycle.Broken {
+		// Its applied index is of files it cannot open: the master's
+		// checks that ask (a move's, a merge's) must count it as a
+		// replica that does not answer, never as a healthy one.
+		return nil, rpcerr.New(codes.Unavailable, rpcerr.ReasonUnavailable, fmt.Sprintf("range %d's replica on %s is broken", req.GetRangeId(), v.s.id), nil)
+	}
 	resp := &pb.RangeInfoResponse{Status: v.s.status(sl, false)}
 	if r := sl.open(); r != nil {
 		resp.LeaderServerId = r.leaderID()

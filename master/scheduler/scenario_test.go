@@ -339,7 +339,8 @@ func parseDisk(v string) (Disk, error) {
 }
 
 // setRanges reads "rID [start,end) a* b c [eps=N] [bytes=N] [keys=k:n,...]
-// [table=N] [frozen] [hot=DUR] [cold=DUR] [applied=a:N,...] [missing=a]"
+// [table=N] [frozen] [hot=DUR] [cold=DUR] [applied=a:N,...] [missing=a]
+// [broken=a]"
 // lines; * marks the leader.
 func (w *world) setRanges(lines []string) error {
 	w.ranges, w.reported = nil, nil
@@ -431,6 +432,10 @@ func (w *world) otherAttr(r *Range, k, v string) error {
 	case "missing":
 		if rep := r.replica(v); rep != nil {
 			rep.Missing = true
+		}
+	case "broken":
+		if rep := r.replica(v); rep != nil {
+			rep.Broken = true
 		}
 	default:
 		err = fmt.Errorf("unknown range attribute %q", k)

@@ -72,7 +72,9 @@ type Plan struct {
 	mergedAt map[uint64]time.Time
 	// zones is how many distinct zones the servers name (zone.go).
 	zones int
-	cache [4096]statCache
+	// anyBroken: a replica of some range is reported broken (reReplicate).
+	anyBroken bool
+	cache     [4096]statCache
 }
 
 // statCache remembers which serverStat a server id string (by its bytes'
@@ -188,6 +190,7 @@ func (p *Plan) countRange(i int, r *Range, merging map[uint64]*Range) {
 		if st := p.stat(rep.Server); st != nil {
 			st.replicas++
 		}
+		p.anyBroken = p.anyBroken || rep.Broken
 	}
 	if st := p.stat(r.Leader); st != nil {
 		st.leaders++
@@ -474,7 +477,7 @@ func (p *Plan) canHost(st *serverStat) bool {
 // leadership: its server is live, not draining, not slow, its disk not
 // full (its leaders refuse writes; a low disk may lead), not silent and
 // not just back or just cleared of slow (LeaderSettle), it reports the
-// replica, and it is no more than MaxLeaderLag entries behind the leader.
+// replica and not broken, and it is no more than MaxLeaderLag entries behind the leader.
 // Every rule that gives leadership asks it (transfers, balancing, a
 // split's right-hand leader, drain).
 func (p *Plan) canLead(r *Range, server string) bool { return p.leadable(r, server, false) }
@@ -484,7 +487,7 @@ func (p *Plan) canLead(r *Range, server string) bool { return p.leadable(r, serv
 func (p *Plan) leadable(r *Range, server string, slowOK bool) bool {
 	st := p.servers[server]
 	rep := r.replica(server)
-	if st == nil || rep == nil || !st.live || st.draining || (st.slow && !slowOK) || st.diskState == DiskFull || rep.Missing || p.settling(st) {
+	if st == nil || rep == nil || !st.live || st.draining || (st.slow && !slowOK) || st.diskState == DiskFull || rep.Missing || rep.Broken || p.settling(st) {
 		return false
 	}
 	if l := r.replica(r.Leader); l != nil && l.Applied > rep.Applied {

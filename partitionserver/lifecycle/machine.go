@@ -25,9 +25,14 @@ const (
 	Quiet
 	// Removing: its data is being deleted.
 	Removing
+	// Broken: hosted, but its open failed persistently (OpenBroken): its
+	// files are damaged or unusable. It is not opened again on requests or
+	// Raft traffic (each would fail the same way), reports itself broken to
+	// the master, which replaces it, and waits for the master's delete.
+	Broken
 )
 
-var stateNames = [...]string{"absent", "opening", "active", "closing", "quiet", "removing"}
+var stateNames = [...]string{"absent", "opening", "active", "closing", "quiet", "removing", "broken"}
 
 func (s State) String() string {
 	if int(s) < len(stateNames) {
@@ -107,6 +112,9 @@ type Input struct {
 	// here opens it as a follower instead of starting an election that
 	// would depose it (the request then learns the leader).
 	Followed bool
+	// Broken (OpenFailed): the failure makes the replica broken
+	// (OpenFailures.Record decides).
+	Broken bool
 }
 
 // Action is one effect the registry must execute, in order.
@@ -211,7 +219,10 @@ func (m *Machine) next(in Input) (State, []Action) {
 		case Opened:
 			return Active, nil
 		case OpenFailed:
-			// The data is intact; the next request tries again.
+			if in.Broken {
+				return Broken, nil
+			}
+			// Not known to be damaged: the next request tries again.
 			return Quiet, nil
 		case Request, RaftMessage, Quiesced, Restart, Delete, Merged, Shutdown:
 			return Opening, []Action{Wait}
@@ -260,6 +271,23 @@ func (m *Machine) next(in Input) (State, []Action) {
 			m.after = Absent
 			return Removing, []Action{DropLog}
 		case Shutdown:
+			return Absent, nil
+		}
+	case Broken:
+		switch in.Event {
+		case Request, RaftMessage:
+			// Not retried: answered "not hosted", so requests go to the
+			// range's other replicas.
+			return Broken, []Action{Refuse}
+		case Delete:
+			// Its member never ran: nothing to close.
+			m.after = Absent
+			return Removing, []Action{DeleteState, DropLog}
+		case Merged:
+			m.after = Absent
+			return Removing, []Action{DropLog}
+		case Shutdown:
+			// Not remembered: the next start tries to open it again.
 			return Absent, nil
 		}
 	case Removing:

@@ -17,7 +17,7 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 // with its .golden file. A script line is a machine command:
 //
 //	machine                  start a new replica (Absent)
-//	<event> [campaign] [must-open] [followed]
+//	<event> [campaign] [must-open] [followed] [broken]
 //	answer term=T prev=I,T commit=C entries=N [first=I last=I,T plain] mark=T,I,T,A
 //	vote term=T last=I,T [voter] mark=T,I,T,A
 //	assigned gen=G [hosted] [started] [stored] [parent] [parent-quiet]
@@ -91,6 +91,8 @@ func run(t *testing.T, path string) string {
 					in.MustOpen = true
 				case "followed":
 					in.Followed = true
+				case "broken":
+					in.Broken = true
 				default:
 					t.Fatalf("%s: unknown flag %q", path, f)
 				}

@@ -1,0 +1,47 @@
+package lifecycle
+
+import (
+	"testing"
+	"time"
+)
+
+// TestOpenFailuresRecord is the broken-replica rule: damage breaks at
+// once, a plain failure only when repeated over the span, a transient one
+// never (and is not counted).
+func TestOpenFailuresRecord(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	type rec struct {
+		kind FailureKind
+		at   time.Duration // after t0
+	}
+	cases := []struct {
+		name   string
+		recs   []rec
+		broken bool
+		count  int
+	}{
+		{"one damage", []rec{{Damage, 0}}, true, 1},
+		{"one failure", []rec{{Failure, 0}}, false, 1},
+		{"transients only", []rec{{Transient, 0}, {Transient, time.Minute}, {Transient, 2 * time.Minute}, {Transient, 3 * time.Minute}, {Transient, 4 * time.Minute}}, false, 0},
+		{"failures fast, short span", []rec{{Failure, 0}, {Failure, time.Second}, {Failure, 2 * time.Second}, {Failure, 3 * time.Second}, {Failure, 4 * time.Second}, {Failure, 5 * time.Second}}, false, 6},
+		{"few failures, long span", []rec{{Failure, 0}, {Failure, time.Minute}, {Failure, 2 * time.Minute}}, false, 3},
+		{"enough failures over the span", []rec{{Failure, 0}, {Failure, time.Second}, {Failure, 2 * time.Second}, {Failure, 3 * time.Second}, {Failure, BrokenAfterSpan}}, true, 5},
+		{"transients between failures not counted", []rec{{Failure, 0}, {Transient, time.Second}, {Failure, 2 * time.Second}, {Transient, 3 * time.Second}, {Failure, 4 * time.Second}, {Failure, 5 * time.Second}, {Transient, BrokenAfterSpan}}, false, 4},
+		{"damage after failures", []rec{{Failure, 0}, {Damage, time.Second}}, true, 2},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var f OpenFailures
+			var broken bool
+			for _, r := range c.recs {
+				f, broken = f.Record(r.kind, t0.Add(r.at))
+			}
+			if broken != c.broken || f.Count != c.count {
+				t.Fatalf("after %v: broken %v, count %d; want %v, %d", c.recs, broken, f.Count, c.broken, c.count)
+			}
+			if f.Count > 0 && !f.First.Equal(t0) {
+				t.Fatalf("first failure at %v, want %v", f.First, t0)
+			}
+		})
+	}
+}
