@@ -404,6 +404,12 @@ func (s *Server) found(st *pb.RangeState) error {
 	defer sl.unlock()
 	must := st.GetBootstrap() || s.cfg.QuiesceAfter == 0
 	_, err = s.step(sl, lifecycle.Input{Event: lifecycle.Found, MustOpen: must}, "start", &openSpec{bootstrap: st.GetBootstrap(), voters: s.voters(d)})
+	if err != nil && !errors.Is(err, ErrShuttingDown) && (sl.State() == lifecycle.Quiet || sl.State() == lifecycle.Broken) {
+		// A replica that cannot open (openFailed logged why) must not
+		// keep the whole server down: it stays hosted, retried or broken
+		// like one a request fails to open.
+		return nil
+	}
 	return err
 }
 

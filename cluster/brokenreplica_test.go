@@ -1,0 +1,138 @@
+package cluster
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"tablestore/internal/masterclient"
+	"tablestore/master"
+	pb "tablestore/proto/tablestorepb"
+)
+
+// TestBrokenReplicaReplaced damages one follower's replica of a range (a
+// snapshot ahead of its state file whose header cannot be read: its open
+// fails, lifecycle Damage) while its server is stopped, and starts the
+// server again. The replica goes broken (not reopened at every Raft
+// message), its server reports it, and the master replaces it: on the
+// server without a replica when there is one, else in place on the same
+// server. The range is back to three healthy replicas, none broken, and
+// every write acknowledged before and after reads back.
+func TestBrokenReplicaReplaced(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	for _, tc := range []struct {
+		name     string
+		servers  int
+		inPlace  bool
+		tableTag string
+	}{
+		{"elsewhere", 4, false, "brokenelse"},
+		{"in place", 3, true, "brokenplace"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := startTuned(t, tc.servers, func(m *master.Config) {
+				m.Policy.BalanceLeaders = false
+				m.Policy.BalanceReplicas = false
+			}, nil)
+			tcl := newTable(t, serviceClient(t, c, 0), tc.tableTag)
+			mc := masterClient(t, c)
+			acked := map[string]int64{}
+			writeSeq(t, tcl, acked, "before", 30)
+			d := tableRanges(partitionMap(t, mc), tc.tableTag)[0]
+			id := d.GetRangeId()
+			victim := brokenVictim(t, c, mc, d)
+			vi := c.ServerIndex(victim)
+			if err := c.StopServer(vi); err != nil {
+				t.Fatal(err)
+			}
+			damageSnapshot(t, c.Servers[vi].Config.DataDir, id)
+			if err := c.RestartServer(vi); err != nil {
+				t.Fatal(err)
+			}
+			writeSeq(t, tcl, acked, "degraded", 20)
+			waitFor(t, 60*time.Second, fmt.Sprintf("range %d back to three healthy replicas", id), func() bool {
+				return healthyReplicas(t, c, mc, tc.tableTag, victim, tc.inPlace)
+			})
+			if !brokenEventSeen(mc, id, victim) {
+				t.Errorf("no re-replicate event naming the broken replica of range %d on %s", id, victim)
+			}
+			writeSeq(t, tcl, acked, "after", 20)
+			verifyExactlyOnce(t, tcl, acked)
+		})
+	}
+}
+
+// brokenVictim picks a follower of range d (the map's leader is kept: the
+// range must keep serving).
+func brokenVictim(t *testing.T, c *Cluster, mc *masterclient.Client, d *pb.RangeDescriptor) string {
+	t.Helper()
+	var leader string
+	waitFor(t, 10*time.Second, "the range's leader known", func() bool {
+		leader = partitionMap(t, mc).GetLeaders()[d.GetRangeId()]
+		return leader != ""
+	})
+	for _, r := range d.GetReplicas() {
+		if r.GetServerId() != leader {
+			return r.GetServerId()
+		}
+	}
+	t.Fatalf("range %d has no follower: %v", d.GetRangeId(), d.GetReplicas())
+	return ""
+}
+
+// damageSnapshot plants, in the stopped server's replica of range id, a
+// Raft snapshot newer than anything the range applied whose state header
+// is garbage: what a torn or corrupted snapshot install leaves.
+func damageSnapshot(t *testing.T, dataDir string, id uint64) {
+	t.Helper()
+	const term, index = 1 << 30, 1 << 40
+	name := fmt.Sprintf("%d-%d-%d", term, index, time.Now().UnixMilli())
+	dir := filepath.Join(dataDir, "ranges", fmt.Sprint(id), "snapshots", name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	meta := fmt.Sprintf(`{"Version":1,"ID":%q,"Index":%d,"Term":%d,"Size":8}`, name, index, term)
+	if err := os.WriteFile(filepath.Join(dir, "meta.json"), []byte(meta), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "state.bin"), []byte("garbage!"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// healthyReplicas reports whether table's range lists three replicas,
+// each answering for it on its server and none broken; the victim holds
+// one (inPlace) or none.
+func healthyReplicas(t *testing.T, c *Cluster, mc *masterclient.Client, table, victim string, inPlace bool) bool {
+	d := tableRanges(partitionMap(t, mc), table)[0]
+	if len(d.GetReplicas()) != 3 || hasServer(d, victim) != inPlace {
+		return false
+	}
+	for _, r := range d.GetReplicas() {
+		n := c.Servers[c.ServerIndex(r.GetServerId())].Server
+		if n == nil || rangeInfo(n, d.GetRangeId()) == nil || n.ReplicaState(d.GetRangeId()) == "broken" {
+			return false
+		}
+	}
+	if n := c.Servers[c.ServerIndex(victim)].Server; !inPlace && n != nil && n.ReplicaState(d.GetRangeId()) != "absent" {
+		return false
+	}
+	return true
+}
+
+// brokenEventSeen reports whether the master recorded re-replicating range
+// id off its broken replica on server.
+func brokenEventSeen(mc *masterclient.Client, id uint64, server string) bool {
+	for _, e := range masterEvents(mc) {
+		if e.GetKind() == pb.EventKind_EVENT_KIND_RE_REPLICATE && len(e.GetRangeIds()) == 1 && e.GetRangeIds()[0] == id &&
+			strings.Contains(e.GetMessage(), "replica on "+server+" is broken") {
+			return true
+		}
+	}
+	return false
+}
