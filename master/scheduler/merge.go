@@ -99,10 +99,12 @@ func (p *Plan) farBelowSplit(a, b *Range) bool {
 // one on a draining server, the co-location could add a
 // replica there that the drain must move again (and the drain's moves of
 // both ranges wait behind the merge): it waits for the drain. Likewise
-// with one on a server whose disk is full, whose replicas are leaving.
+// with one on a server whose disk is full, whose replicas are leaving, and
+// with a broken replica (it applies no freeze; re-replication replaces
+// it).
 func (p *Plan) allStaying(r *Range) bool {
 	for _, rep := range r.Replicas {
-		if st := p.stat(rep.Server); st == nil || !st.live || st.silent || st.draining || st.diskState == DiskFull {
+		if st := p.stat(rep.Server); st == nil || rep.Broken || !st.live || st.silent || st.draining || st.diskState == DiskFull {
 			return false
 		}
 	}
