@@ -136,3 +136,52 @@ func brokenEventSeen(mc *masterclient.Client, id uint64, server string) bool {
 	}
 	return false
 }
+
+// TestMoveBesideBrokenReplica: with the policies off the broken replica
+// stays, and the master's move checks count it as a replica that does not
+// answer, never as a healthy voter: an operator's move of a healthy
+// replica of the range is refused (it would leave one healthy spare), and
+// a move whose source the master chooses removes the broken one.
+func TestMoveBesideBrokenReplica(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	const table = "brokenmove"
+	c, tcl, mc, acked, ctx := handTable(t, table, 30, nil)
+	d := tableRanges(partitionMap(t, mc), table)[0]
+	id := d.GetRangeId()
+	victim := brokenVictim(t, c, mc, d)
+	vi := c.ServerIndex(victim)
+	if err := c.StopServer(vi); err != nil {
+		t.Fatal(err)
+	}
+	damageSnapshot(t, c.Servers[vi].Config.DataDir, id)
+	if err := c.RestartServer(vi); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the damaged replica broken", func() bool {
+		return c.Servers[vi].Server.ReplicaState(id) == "broken"
+	})
+	var healthy, free string
+	for _, sv := range partitionMap(t, mc).GetServers() {
+		switch s := sv.GetServerId(); {
+		case !hasServer(d, s):
+			free = s
+		case s != victim && healthy == "":
+			healthy = s
+		}
+	}
+	err := moveDirect(ctx, c, id, healthy, free)
+	if err == nil || !strings.Contains(err.Error(), "does not answer") {
+		t.Fatalf("moving the healthy replica on %s beside the broken one on %s: %v, want refused (a replica does not answer)", healthy, victim, err)
+	}
+	if err := moveDirect(ctx, c, id, "", free); err != nil {
+		t.Fatalf("move with the master choosing the source: %v", err)
+	}
+	d = tableRanges(partitionMap(t, mc), table)[0]
+	if hasServer(d, victim) || !hasServer(d, free) || len(d.GetReplicas()) != 3 {
+		t.Fatalf("after the move the range lists %v; want the broken replica on %s replaced by %s", d.GetReplicas(), victim, free)
+	}
+	writeSeq(t, tcl, acked, "after", 20)
+	verifyExactlyOnce(t, tcl, acked)
+}
