@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"math"
+	"reflect"
 	"testing"
 	"time"
 
@@ -340,4 +341,39 @@ func idSet[V any](m map[uint64]V) map[uint64]bool {
 		out[k] = true
 	}
 	return out
+}
+
+// TestReportsBroken: the replicas a server reports broken are remembered
+// per server and range (the scheduler replaces them): a report of the
+// replica in another state clears it, as does its removal from a delta
+// or a full report without it.
+func TestReportsBroken(t *testing.T) {
+	cfg := scheduler.DefaultConfig()
+	r := newReports()
+	now := time.Now()
+	st := func(id uint64, lc string) *pb.RangeStatus { return &pb.RangeStatus{RangeId: id, Lifecycle: lc} }
+	r.heartbeat(cfg, "a", []*pb.RangeStatus{st(1, "broken"), st(2, "quiet"), st(3, "broken")}, nil, true, time.Second, now)
+	r.heartbeat(cfg, "b", []*pb.RangeStatus{st(1, "active")}, nil, true, time.Second, now)
+	want := map[uint64]map[string]bool{1: {"a": true}, 3: {"a": true}}
+	if got := r.brokenReplicas(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("broken after full reports: %v, want %v", got, want)
+	}
+	if !r.brokenOn("a", 1) || r.brokenOn("b", 1) || r.brokenOn("a", 2) {
+		t.Fatal("brokenOn disagrees with the reports")
+	}
+	// A delta: range 1 reopened (a restart), range 3 deleted.
+	r.heartbeat(cfg, "a", []*pb.RangeStatus{st(1, "active")}, []uint64{3}, false, time.Second, now)
+	if got := r.brokenReplicas(); len(got) != 0 {
+		t.Fatalf("broken after the delta: %v, want none", got)
+	}
+	r.heartbeat(cfg, "a", []*pb.RangeStatus{st(2, "broken")}, nil, false, time.Second, now)
+	r.heartbeat(cfg, "a", []*pb.RangeStatus{st(1, "active")}, nil, true, time.Second, now)
+	if r.brokenOn("a", 2) {
+		t.Fatal("a full report without range 2 left it broken")
+	}
+	r.heartbeat(cfg, "a", []*pb.RangeStatus{st(2, "broken")}, nil, false, time.Second, now)
+	r.forgetServer("a")
+	if r.brokenOn("a", 2) {
+		t.Fatal("a removed server's broken replica is still remembered")
+	}
 }
