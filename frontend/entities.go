@@ -200,8 +200,9 @@ const neverMatches = 1
 // carry their own headers). The service's rule: "*" matches any entity; a
 // weak ETag W/"…" (or w/"…") is a well-formed condition, which holds only
 // for the entity whose ETag it is (anything else in the quotes is simply
-// stale: 412 UpdateConditionNotSatisfied); a strong "…" or unquoted value
-// is 400 InvalidInput naming the value.
+// stale: 412 UpdateConditionNotSatisfied); a strong "…" or unquoted value,
+// or one with a quote inside the quotes (a list), is 400 InvalidInput
+// naming the value.
 func ifMatchValues(v []string, op *pb.EntityOp) (present bool, err error) {
 	if len(v) == 0 {
 		return false, nil
@@ -215,6 +216,14 @@ func ifMatchValues(v []string, op *pb.EntityOp) (present bool, err error) {
 		return true, nil
 	}
 	if len(tag) < 4 || (tag[0] != 'W' && tag[0] != 'w') || tag[1] != '/' || tag[2] != '"' || tag[len(tag)-1] != '"' {
+		return true, errInvalidETag(tag)
+	}
+	if strings.IndexByte(tag[3:len(tag)-1], '"') >= 0 {
+		// A quote inside is more than one ETag (`W/"a", W/"b"` in one
+		// header line) or a malformed one: WCF Data Services'
+		// IsETagValueValid refuses it so that "only one etag value is
+		// specified", the service's message says; it is not a stale
+		// condition (412).
 		return true, errInvalidETag(tag)
 	}
 	op.IfMatchUnixNano = neverMatches

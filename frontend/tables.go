@@ -1,6 +1,7 @@
 package frontend
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -27,18 +28,15 @@ func (s *Server) createTable(ctx context.Context, w http.ResponseWriter, rc *req
 	if err != nil {
 		return err
 	}
-	var body struct {
-		TableName *string `json:"TableName"`
-	}
-	err = json.Unmarshal(buf.b, &body)
+	tn, err := createTableName(buf.b)
 	putBuf(buf)
 	if err != nil {
-		return errInvalidInput("create table body: " + err.Error())
+		return err
 	}
-	if body.TableName == nil {
+	if tn == nil {
 		return newAPIError(http.StatusBadRequest, "PropertiesNeedValue", edmMessages["PropertiesNeedValue"], "create table body has no TableName")
 	}
-	name := *body.TableName
+	name := *tn
 	if strings.EqualFold(name, "tables") {
 		return errTableNameReserved
 	}
@@ -74,6 +72,59 @@ func (s *Server) createTable(ctx context.Context, w http.ResponseWriter, rc *req
 	buf.b = s.appendTableJSON(buf.b[:0], rc, name, true, nil)
 	s.writeJSON(w, rc, http.StatusCreated, buf.b)
 	return nil
+}
+
+// createTableName reads the TableName of a Create Table body; nil when the
+// body has none (or a null one). Property names are case-sensitive, as in
+// every OData body the service reads ("tablename" is another property, not
+// the table's name; encoding/json would have matched it case-insensitively
+// and created the table), and a property given twice is refused as in an
+// entity body (400 InvalidInput) rather than the last one winning. Other
+// properties (odata.* annotations among them) are ignored.
+func createTableName(b []byte) (*string, error) {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(b, &obj); err != nil || obj == nil {
+		return nil, errInvalidInput("create table body is not a JSON object")
+	}
+	raw, ok := obj["TableName"]
+	if !ok {
+		return nil, nil
+	}
+	if duplicateKey(b, "TableName") {
+		return nil, errInvalidInput("create table body names TableName twice")
+	}
+	var name *string
+	if err := json.Unmarshal(raw, &name); err != nil {
+		return nil, errInvalidInput("create table body: TableName is not a string")
+	}
+	return name, nil
+}
+
+// duplicateKey reports whether the top-level JSON object b holds key more
+// than once (json.Unmarshal into a map keeps the last silently).
+func duplicateKey(b []byte, key string) bool {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return false
+	}
+	seen := false
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		if k, _ := t.(string); k == key {
+			if seen {
+				return true
+			}
+			seen = true
+		}
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return false
+		}
+	}
+	return false
 }
 
 // deleteTable is Delete Table: DELETE /Tables('t').

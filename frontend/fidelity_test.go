@@ -1,0 +1,118 @@
+package frontend
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"tablestore/frontend/batch"
+	"tablestore/internal/edm"
+)
+
+// TestCreateTableBodyNames pins how Create Table reads its body: the
+// property is TableName exactly. OData property names are case-sensitive
+// (an entity may hold both "a" and "A"), so "tablename" is some other
+// property and the body has no table name (400 PropertiesNeedValue, as
+// for {}); encoding/json's case-insensitive field matching used to create
+// a table from it. TableName given twice is refused as a duplicate
+// property in an entity body is (400 InvalidInput) instead of the last one
+// silently winning; a key spelled with JSON escapes is still TableName.
+func TestCreateTableBodyNames(t *testing.T) {
+	for _, tc := range []struct {
+		body   string
+		status int
+		code   string
+		table  string // created, for 201
+	}{
+		{`{"tablename":"lower1"}`, 400, "PropertiesNeedValue", ""},
+		{`{"TABLENAME":"upper1"}`, 400, "PropertiesNeedValue", ""},
+		{`{"tableName":"camel1"}`, 400, "PropertiesNeedValue", ""},
+		{`{"TableName":"dup1","TableName":"dup2"}`, 400, "InvalidInput", ""},
+		{`{"TableName":"dup1","Table\u004eame":"dup2"}`, 400, "InvalidInput", ""},
+		{`{"TableName":5}`, 400, "InvalidInput", ""},
+		{`{"TableName":null}`, 400, "PropertiesNeedValue", ""},
+		{`null`, 400, "InvalidInput", ""},
+		{`["TableName"]`, 400, "InvalidInput", ""},
+		{`{"TableName":"both1","tablename":"other"}`, 201, "", "both1"},
+		{`{"Table\u004eame":"escaped1"}`, 201, "", "escaped1"},
+		{`{"odata.metadata":"x","TableName":"annotated1","TableName@odata.type":"Edm.String"}`, 201, "", "annotated1"},
+	} {
+		s, fb := newTestServer(t)
+		rec := httptest.NewRecorder()
+		s.Handler().ServeHTTP(rec, signedRequest(t, "POST", "/devstoreaccount1/Tables", tc.body))
+		if rec.Code != tc.status || rec.Header().Get("x-ms-error-code") != tc.code {
+			t.Fatalf("%s: %d %s, want %d %s: %s", tc.body, rec.Code, rec.Header().Get("x-ms-error-code"), tc.status, tc.code, rec.Body.String())
+		}
+		tables, err := fb.Tables(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var created []string
+		for _, tb := range tables {
+			if n := tb.GetName(); n != "people" && n != "empty" {
+				created = append(created, n)
+			}
+		}
+		if want := tc.table; (want == "" && len(created) != 0) || (want != "" && (len(created) != 1 || created[0] != want)) {
+			t.Fatalf("%s: tables created %v, want %q", tc.body, created, want)
+		}
+	}
+}
+
+// TestIfMatchListIsInvalid pins If-Match values with a quote inside the
+// weak ETag's quotes, such as two ETags in one header line. The service's
+// message for a bad ETag asks to "make sure only one etag value is
+// specified and is valid": WCF Data Services' IsETagValueValid, whose
+// message it is, refuses any '"' between the opening and the closing
+// quote, so such a value is 400 InvalidInput, never a stale condition (412
+// UpdateConditionNotSatisfied, what tablestore answered), even when the
+// first ETag listed is the entity's own. Alone and in a change set
+// (whose operations are answered as they would be alone), nothing written.
+func TestIfMatchListIsInvalid(t *testing.T) {
+	const entity = "/devstoreaccount1/people(PartitionKey='Smith',RowKey='Ben')"
+	_, fb0 := newTestServer(t)
+	cur, err := fb0.Get(context.Background(), "people", "Smith", "Ben")
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := edm.FormatETag(cur.Timestamp)
+	values := []string{
+		`W/"a", W/"b"`,
+		own + `, W/"b"`,
+		own + `,` + own,
+		`W/"a"b"`,
+	}
+	for _, v := range values {
+		for _, method := range []string{"PUT", "MERGE", "PATCH", "DELETE"} {
+			s, fb := newTestServer(t)
+			body := `{"Age":1}`
+			if method == "DELETE" {
+				body = ""
+			}
+			r := signedRequest(t, method, entity, body)
+			r.Header.Set("If-Match", v)
+			rec := httptest.NewRecorder()
+			s.Handler().ServeHTTP(rec, r)
+			want := "The etag value '" + v + "' specified in one of the request headers is not valid."
+			if rec.Code != http.StatusBadRequest || rec.Header().Get("x-ms-error-code") != "InvalidInput" || !strings.Contains(rec.Body.String(), string(appendJSONBody(nil, want))) {
+				t.Fatalf("%s If-Match %s: %d %s %s", method, v, rec.Code, rec.Header().Get("x-ms-error-code"), rec.Body.String())
+			}
+			unchanged(t, fb)
+		}
+		s, fb := newTestServer(t)
+		op := batch.Request{Method: "MERGE", Target: "http://127.0.0.1:10002" + entity,
+			Header: http.Header{"If-Match": {v}}, Body: []byte(`{"Age":1}`)}
+		rec := httptest.NewRecorder()
+		s.Handler().ServeHTTP(rec, batchRequest(t, []batch.Request{insertOp("Smith", "Zed", ""), op}, ""))
+		st, bodies := subStatuses(t, rec)
+		if len(st) != 1 || st[0] != http.StatusBadRequest || !strings.Contains(bodies[0], `"code":"InvalidInput"`) || !strings.Contains(bodies[0], `"value":"1:`) {
+			t.Fatalf("change set If-Match %s: %v %q", v, st, bodies)
+		}
+		unchanged(t, fb)
+		if _, err := fb.Get(context.Background(), "people", "Smith", "Zed"); err == nil {
+			t.Fatalf("change set If-Match %s: the insert was applied", v)
+		}
+	}
+}
