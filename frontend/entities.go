@@ -385,17 +385,8 @@ func (s *Server) queryEntities(ctx context.Context, w http.ResponseWriter, rc *r
 	if q.Top, err = parseTop(rc.q("$top")); err != nil {
 		return err
 	}
-	if npk := rc.q("NextPartitionKey"); npk != "" {
-		var ok bool
-		if q.NextPK, ok = decodeToken(npk); !ok {
-			return errInvalidInput("malformed continuation token NextPartitionKey=" + strconv.Quote(npk))
-		}
-		q.HasNext = true
-		if nrk := rc.q("NextRowKey"); nrk != "" {
-			if q.NextRK, ok = decodeToken(nrk); !ok {
-				return errInvalidInput("malformed continuation token NextRowKey=" + strconv.Quote(nrk))
-			}
-		}
+	if err := parseContinuation(rc, &q); err != nil {
+		return err
 	}
 	kr, clip := rc.principal.KeyRange()
 	if clip {
@@ -454,6 +445,35 @@ func (s *Server) queryEntities(ctx context.Context, w http.ResponseWriter, rc *r
 	b = append(b, "]}"...)
 	buf.b = b
 	s.writeJSON(w, rc, http.StatusOK, b)
+	return nil
+}
+
+// parseContinuation reads NextPartitionKey and NextRowKey into q. A
+// parameter given with an empty value is 400 InvalidInput: the service
+// refuses "NextPartitionKey=1!12!Q2FiUXVlcnk-&NextRowKey=" so (its answer
+// to Storage Explorer 1.23.0, microsoft/AzureStorageExplorer#5434), and
+// every token it hands out, an empty key's included ("1!0!"), is non-empty.
+// NextRowKey without NextPartitionKey is ignored.
+func parseContinuation(rc *reqCtx, q *Query) error {
+	for _, name := range [...]string{"NextPartitionKey", "NextRowKey"} {
+		if v := rc.query[name]; len(v) > 0 && v[0] == "" {
+			return errInvalidInput("empty continuation token " + name + "=")
+		}
+	}
+	npk := rc.q("NextPartitionKey")
+	if npk == "" {
+		return nil
+	}
+	var ok bool
+	if q.NextPK, ok = decodeToken(npk); !ok {
+		return errInvalidInput("malformed continuation token NextPartitionKey=" + strconv.Quote(npk))
+	}
+	q.HasNext = true
+	if nrk := rc.q("NextRowKey"); nrk != "" {
+		if q.NextRK, ok = decodeToken(nrk); !ok {
+			return errInvalidInput("malformed continuation token NextRowKey=" + strconv.Quote(nrk))
+		}
+	}
 	return nil
 }
 

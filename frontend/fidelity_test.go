@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -114,5 +115,46 @@ func TestIfMatchListIsInvalid(t *testing.T) {
 		if _, err := fb.Get(context.Background(), "people", "Smith", "Zed"); err == nil {
 			t.Fatalf("change set If-Match %s: the insert was applied", v)
 		}
+	}
+}
+
+// TestEmptyContinuationIsInvalid pins Query Entities with a continuation
+// parameter present but empty: the service answers
+// "?NextPartitionKey=1!12!Q2FiUXVlcnk-&NextRowKey=" 400 InvalidInput (what
+// Storage Explorer 1.23.0 sent, microsoft/AzureStorageExplorer#5434), where
+// tablestore read the empty NextRowKey as absent and answered 200. A token
+// for an empty key is "1!0!", never empty, and NextPartitionKey alone still
+// continues at the start of that partition. The same holds for the query of
+// a query batch.
+func TestEmptyContinuationIsInvalid(t *testing.T) {
+	s, _ := newTestServer(t)
+	smith := url.QueryEscape(encodeToken("Smith"))
+	for _, tc := range []struct {
+		query  string
+		status int
+	}{
+		{"NextPartitionKey=" + smith + "&NextRowKey=", 400},
+		{"NextPartitionKey=", 400},
+		{"NextPartitionKey=&NextRowKey=" + url.QueryEscape(encodeToken("Ben")), 400},
+		{"NextPartitionKey=" + smith + "&NextRowKey=&NextRowKey=" + url.QueryEscape(encodeToken("Ben")), 400},
+		{"NextPartitionKey=" + smith, 200},
+		{"NextPartitionKey=" + smith + "&NextRowKey=1!0!", 200},
+	} {
+		rec := httptest.NewRecorder()
+		s.Handler().ServeHTTP(rec, signedRequest(t, "GET", "/devstoreaccount1/people()?$top=1&"+tc.query, ""))
+		if rec.Code != tc.status || (tc.status == 400 && rec.Header().Get("x-ms-error-code") != "InvalidInput") {
+			t.Fatalf("%s: %d %s, want %d", tc.query, rec.Code, rec.Body.String(), tc.status)
+		}
+		if tc.status == 200 && !strings.Contains(rec.Body.String(), `"RowKey":"Ben"`) {
+			t.Fatalf("%s: %s, want Smith/Ben first", tc.query, rec.Body.String())
+		}
+	}
+	get := batch.Request{Method: "GET", Target: "http://127.0.0.1:10002/devstoreaccount1/people()?NextPartitionKey=" + smith + "&NextRowKey=",
+		Header: http.Header{"Accept": {"application/json;odata=nometadata"}}}
+	rec := httptest.NewRecorder()
+	s.Handler().ServeHTTP(rec, batchRequest(t, []batch.Request{get}, ""))
+	st, bodies := subStatuses(t, rec)
+	if len(st) != 1 || st[0] != http.StatusBadRequest || !strings.Contains(bodies[0], `"code":"InvalidInput"`) {
+		t.Fatalf("query batch: %v %q", st, bodies)
 	}
 }
