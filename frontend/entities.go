@@ -167,7 +167,6 @@ func (s *Server) insertEntity(ctx context.Context, w http.ResponseWriter, rc *re
 	switch prefer(rc.r) {
 	case preferNoContent:
 		h["Preference-Applied"] = returnNoContent
-		h["Dataserviceversion"] = dataServiceVersion
 		rc.wrote = true
 		w.WriteHeader(http.StatusNoContent)
 		return nil
@@ -292,7 +291,6 @@ func (s *Server) deleteEntity(ctx context.Context, w http.ResponseWriter, rc *re
 		return err
 	}
 	rc.wrote = true
-	w.Header()["Dataserviceversion"] = dataServiceVersion
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
@@ -301,7 +299,6 @@ func (s *Server) writeNoContentETag(w http.ResponseWriter, rc *reqCtx, ts time.T
 	var tag [64]byte
 	h := w.Header()
 	h["Etag"] = []string{string(edm.AppendETag(tag[:0], ts))}
-	h["Dataserviceversion"] = dataServiceVersion
 	rc.wrote = true
 	w.WriteHeader(http.StatusNoContent)
 }

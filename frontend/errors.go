@@ -370,7 +370,6 @@ func (s *Server) writeError(w http.ResponseWriter, rc *reqCtx, err error) {
 		// stats, ACLs), as recorded by the Go SDK's tests: an OData XML
 		// error with the m: prefix, Content-Type application/xml.
 		h["Content-Type"] = contentTypeXML
-		delete(h, "Dataserviceversion")
 		b = append(b, `<?xml version="1.0" encoding="utf-8"?><m:error xmlns:m="http://schemas.microsoft.com/ado/2007/08/dataservices/metadata"><m:code>`...)
 		b = appendXMLEscaped(b, a.code)
 		b = append(b, `</m:code><m:message xml:lang="en-US">`...)
@@ -381,7 +380,6 @@ func (s *Server) writeError(w http.ResponseWriter, rc *reqCtx, err error) {
 		// with an OData XML error in the default namespace (reported from
 		// the service in azure-sdk-for-net issue 24126).
 		h["Content-Type"] = contentTypeXMLUTF8
-		delete(h, "Dataserviceversion")
 		b = append(b, `<?xml version="1.0" encoding="utf-8"?><error xmlns="http://schemas.microsoft.com/ado/2007/08/dataservices/metadata"><code>`...)
 		b = appendXMLEscaped(b, a.code)
 		b = append(b, `</code><message xml:lang="en-US">`...)
@@ -389,7 +387,6 @@ func (s *Server) writeError(w http.ResponseWriter, rc *reqCtx, err error) {
 		b = append(b, "</message></error>"...)
 	default:
 		h["Content-Type"] = contentTypeFor(rc.meta)
-		h["Dataserviceversion"] = dataServiceVersion
 		b = append(b, `{"odata.error":{"code":`...)
 		b = appendJSONString(b, a.code)
 		b = append(b, `,"message":{"lang":"en-US","value":`...)

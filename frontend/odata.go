@@ -15,7 +15,6 @@ var (
 	contentTypeFullMeta    = []string{"application/json;odata=fullmetadata;streaming=true;charset=utf-8"}
 	contentTypeXML         = []string{"application/xml"}
 	contentTypeXMLUTF8     = []string{"application/xml; charset=utf-8"}
-	dataServiceVersion     = []string{"3.0;"}
 	noSniff                = []string{"nosniff"}
 	noCache                = []string{"no-cache"}
 	defaultVersion         = []string{"2019-02-02"}

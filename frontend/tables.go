@@ -55,11 +55,13 @@ func (s *Server) createTable(ctx context.Context, w http.ResponseWriter, rc *req
 	}
 	h := w.Header()
 	loc := s.baseURL(rc) + "/Tables('" + name + "')"
+	// Location only: the service answers a Create Table with content
+	// without DataServiceId (its recorded 201s), which OData sends in
+	// place of the body's id when Prefer: return-no-content applies.
 	h["Location"] = []string{loc}
-	h["Dataserviceid"] = []string{loc}
-	h["Dataserviceversion"] = dataServiceVersion
 	switch prefer(rc.r) {
 	case preferNoContent:
+		h["Dataserviceid"] = []string{loc}
 		h["Preference-Applied"] = returnNoContent
 		rc.wrote = true
 		w.WriteHeader(http.StatusNoContent)
@@ -425,7 +427,6 @@ func preferValues(v []string) preference {
 func (s *Server) writeJSON(w http.ResponseWriter, rc *reqCtx, status int, body []byte) {
 	h := w.Header()
 	h["Content-Type"] = contentTypeFor(rc.meta)
-	h["Dataserviceversion"] = dataServiceVersion
 	h["Content-Length"] = rc.hdr(hvContentLength, strconv.Itoa(len(body)))
 	rc.wrote = true
 	w.WriteHeader(status)

@@ -506,8 +506,13 @@ func (s *Server) batchQuery(ctx context.Context, w http.ResponseWriter, rc *reqC
 	}
 	resp := batch.Response{Status: bw.status, Body: bw.body}
 	resp.Header = append(resp.Header, batch.Header{Name: "X-Content-Type-Options", Value: "nosniff"}, batch.Header{Name: "Cache-Control", Value: "no-cache"})
+	if ct := bw.h["Content-Type"]; len(ct) > 0 && strings.HasPrefix(ct[0], "application/json") {
+		// Sub-responses carry DataServiceVersion (the service's recorded
+		// batch bytes); top-level responses do not.
+		resp.Header = append(resp.Header, batch.Header{Name: "DataServiceVersion", Value: dataServiceVersion3})
+	}
 	for _, k := range [...][2]string{
-		{"Dataserviceversion", "DataServiceVersion"}, {"Content-Type", "Content-Type"}, {"Etag", "ETag"},
+		{"Content-Type", "Content-Type"}, {"Etag", "ETag"},
 		{"X-Ms-Continuation-Nextpartitionkey", "x-ms-continuation-NextPartitionKey"},
 		{"X-Ms-Continuation-Nextrowkey", "x-ms-continuation-NextRowKey"},
 		{"X-Ms-Continuation-Nexttablename", "x-ms-continuation-NextTableName"},
