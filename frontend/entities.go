@@ -346,10 +346,40 @@ func (s *Server) writeEntity(w http.ResponseWriter, rc *reqCtx, table string, e 
 	defer putBuf(buf)
 	b := edm.AppendETag(buf.b[:0], e.Timestamp)
 	w.Header()["Etag"] = rc.hdr(hvETag, string(b))
-	b = edm.AppendJSON(b[:0], e, s.encodeOptions(rc, table, true, sel))
+	opts := s.encodeOptions(rc, table, true, sel)
+	if sel == nil || rc.meta == edm.NoMetadata {
+		b = edm.AppendJSON(b[:0], e, opts)
+	} else {
+		b = appendProjectedElement(b[:0], e, opts)
+	}
 	buf.b = b
 	s.writeJSON(w, rc, http.StatusOK, b)
 	return nil
+}
+
+// appendProjectedElement appends a single entity read with $select. Its
+// odata.metadata names the projection after the element,
+// "<base>/$metadata#tbl/@Element&$select=a,b", as the service answers a
+// point read with $select (the JavaScript SDK's recording
+// "should select specific properties") and as a query's "#tbl&$select=…"
+// does; edm.AppendJSON writes the element's without it, so the object is
+// begun here and AppendJSON's continues it.
+func appendProjectedElement(b []byte, e *edm.Entity, opts edm.EncodeOptions) []byte {
+	b = append(b, `{"odata.metadata":"`...)
+	b = appendJSONBody(b, opts.BaseURL)
+	b = append(b, "/$metadata#"...)
+	b = appendJSONBody(b, opts.Table)
+	b = append(b, "/@Element&$select="...)
+	b = appendJSONBody(b, strings.Join(opts.Select, ","))
+	b = append(b, '"')
+	opts.Element = false
+	start := len(b)
+	b = edm.AppendJSON(b, e, opts)
+	if len(b) == start+2 { // "{}": nothing after the metadata
+		return append(b[:start], '}')
+	}
+	b[start] = ','
+	return b
 }
 
 func (s *Server) encodeOptions(rc *reqCtx, table string, element bool, sel []string) edm.EncodeOptions {

@@ -1,10 +1,13 @@
 package frontend
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 
@@ -212,5 +215,74 @@ func TestTopLevelHeadersAsRecorded(t *testing.T) {
 	s.Handler().ServeHTTP(rec, batchRequest(t, []batch.Request{get}, ""))
 	if body := rec.Body.String(); rec.Code != 202 || !strings.Contains(body, "HTTP/1.1 200 OK\r\nX-Content-Type-Options: nosniff\r\nCache-Control: no-cache\r\nDataServiceVersion: 3.0;\r\n") || rec.Header().Get("DataServiceVersion") != "" {
 		t.Fatalf("query batch: %d %q", rec.Code, body)
+	}
+}
+
+// TestPointReadSelectMetadata pins odata.metadata on a point read with
+// $select: the service names the projection after the element,
+// "…/$metadata#tbl/@Element&$select=baz,PartitionKey,RowKey" (the
+// JavaScript SDK's recording "should select specific properties", $select
+// echoed as sent), as a query's "…#tbl&$select=…" does; tablestore wrote
+// "#tbl/@Element" alone. Full metadata keeps its other names in order, no
+// metadata has none, and the query batch's point read is the same.
+func TestPointReadSelectMetadata(t *testing.T) {
+	const base = "http://127.0.0.1:10002/devstoreaccount1/$metadata#people/@Element"
+	const ben = "/devstoreaccount1/people(PartitionKey='Smith',RowKey='Ben')"
+	for _, tc := range []struct {
+		query, accept, meta string
+		keys                []string
+	}{
+		{"?$select=Age,PartitionKey", "application/json;odata=minimalmetadata", base + "&$select=Age,PartitionKey",
+			[]string{"odata.metadata", "odata.etag", "PartitionKey", "Age"}},
+		{"?$select=Age,Nope", "application/json;odata=fullmetadata", base + "&$select=Age,Nope",
+			[]string{"odata.metadata", "odata.type", "odata.id", "odata.etag", "odata.editLink", "Age", "Nope"}},
+		{"?$select=Age", "application/json;odata=nometadata", "", []string{"Age"}},
+		{"", "application/json;odata=minimalmetadata", base, nil},
+	} {
+		s, _ := newTestServer(t)
+		r := signedRequest(t, "GET", ben+tc.query, "")
+		r.Header.Set("Accept", tc.accept)
+		rec := httptest.NewRecorder()
+		s.Handler().ServeHTTP(rec, r)
+		checkElement(t, tc.query+" "+tc.accept, rec.Code, rec.Body.Bytes(), tc.meta, tc.keys)
+	}
+	s, _ := newTestServer(t)
+	get := batch.Request{Method: "GET", Target: "http://127.0.0.1:10002" + ben + "?$select=Age", Header: http.Header{"Accept": {"application/json;odata=minimalmetadata"}}}
+	rec := httptest.NewRecorder()
+	s.Handler().ServeHTTP(rec, batchRequest(t, []batch.Request{get}, ""))
+	st, bodies := subStatuses(t, rec)
+	if len(st) != 1 {
+		t.Fatalf("query batch: %v %q", st, bodies)
+	}
+	checkElement(t, "query batch", st[0], []byte(bodies[0]), base+"&$select=Age", []string{"odata.metadata", "odata.etag", "Age"})
+}
+
+// checkElement checks a single-entity body's odata.metadata and, when keys
+// is set, its names in order.
+func checkElement(t *testing.T, what string, status int, body []byte, meta string, keys []string) {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(body, &m); status != 200 || err != nil {
+		t.Fatalf("%s: %d %v %s", what, status, err, body)
+	}
+	if got, _ := m["odata.metadata"].(string); got != meta {
+		t.Fatalf("%s: odata.metadata %q, want %q", what, got, meta)
+	}
+	if keys == nil {
+		return
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	var got []string
+	dec.Token()
+	for dec.More() {
+		k, _ := dec.Token()
+		got = append(got, k.(string))
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !slices.Equal(got, keys) {
+		t.Fatalf("%s: names %v, want %v", what, got, keys)
 	}
 }
