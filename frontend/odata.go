@@ -137,16 +137,20 @@ const hexDigits = "0123456789abcdef"
 // appendJSONString appends s as a JSON string; invalid UTF-8 becomes U+FFFD.
 func appendJSONString(b []byte, s string) []byte { return edm.AppendJSONString(b, s) }
 
-// appendKeyLiteral appends an OData string literal for a key in a URL:
-// single quotes doubled, then percent-encoded so the result can be used in
-// Location and odata.id, the way the service writes them.
+// appendKeyLiteral appends an OData string literal for a key in a URL, for
+// Location and DataServiceId: single quotes doubled and left as they are
+// (a quote is legal in a URL path), other characters outside the URL's
+// unreserved and sub-delimiter sets percent-encoded, the way the service
+// writes them: its recorded Location for the key A'aaa_bbbb2" is
+// …(PartitionKey='A''aaa_bbbb2%22',…) (the JavaScript SDK's recording
+// "should handle partition and row keys with special chars").
 func appendKeyLiteral(b []byte, s string) []byte {
 	b = append(b, '\'')
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		switch {
 		case c == '\'':
-			b = append(b, "%27%27"...)
+			b = append(b, "''"...)
 		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9',
 			c == '-', c == '_', c == '.', c == '~', c == '!', c == '*', c == '$',
 			c == '&', c == '+', c == ',', c == ';', c == '=', c == ':', c == '@':
