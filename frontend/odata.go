@@ -142,7 +142,7 @@ func appendJSONString(b []byte, s string) []byte { return edm.AppendJSONString(b
 // (a quote is legal in a URL path), other characters outside the URL's
 // unreserved and sub-delimiter sets percent-encoded, the way the service
 // writes them: its recorded Location for the key A'aaa_bbbb2" is
-// …(PartitionKey='A''aaa_bbbb2%22',…) (the JavaScript SDK's recording
+// …(PartitionKey='A”aaa_bbbb2%22',…) (the JavaScript SDK's recording
 // "should handle partition and row keys with special chars").
 func appendKeyLiteral(b []byte, s string) []byte {
 	b = append(b, '\'')
