@@ -292,8 +292,10 @@ func checkElement(t *testing.T, what string, status int, body []byte, meta strin
 // encoded. The service's recorded answer to an insert of PartitionKey
 // A'aaa_bbbb2" and RowKey "A'aaa_bbbb2 (the JavaScript SDK's recording
 // "should handle partition and row keys with special chars") is
-// …/SpecialChars(PartitionKey='A”aaa_bbbb2%22',RowKey='%22A”aaa_bbbb2');
-// tablestore wrote each quote as %27%27. The same in a change set's
+//
+//	…/SpecialChars(PartitionKey='A''aaa_bbbb2%22',RowKey='%22A''aaa_bbbb2')
+//
+// where tablestore wrote each quote as %27%27. The same in a change set's
 // insert sub-response.
 func TestLocationKeyEscapingAsRecorded(t *testing.T) {
 	const pk, rk = `A'aaa_bbbb2"`, `"A'aaa_bbbb2`

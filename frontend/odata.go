@@ -141,9 +141,11 @@ func appendJSONString(b []byte, s string) []byte { return edm.AppendJSONString(b
 // Location and DataServiceId: single quotes doubled and left as they are
 // (a quote is legal in a URL path), other characters outside the URL's
 // unreserved and sub-delimiter sets percent-encoded, the way the service
-// writes them: its recorded Location for the key A'aaa_bbbb2" is
-// …(PartitionKey='A”aaa_bbbb2%22',…) (the JavaScript SDK's recording
-// "should handle partition and row keys with special chars").
+// writes them. The service's recorded Location for the PartitionKey
+// A'aaa_bbbb2" (the JavaScript SDK's recording "should handle partition
+// and row keys with special chars") is
+//
+//	…(PartitionKey='A''aaa_bbbb2%22',…)
 func appendKeyLiteral(b []byte, s string) []byte {
 	b = append(b, '\'')
 	for i := 0; i < len(s); i++ {
