@@ -136,7 +136,7 @@ func TestDeleteFreezeFinishedByNextLeader(t *testing.T) {
 			if m.s.deleting.running(1) {
 				t.Fatalf("follower %s is freezing", m.cfg.ID)
 			}
-			if err := m.s.nameFree("t", false, pendingOn(m.s, "t")); err != ErrTableBeingDeleted {
+			if err := nameFree(false, pendingOn(m.s, "t")); err != ErrTableBeingDeleted {
 				t.Fatalf("follower %s: nameFree = %v, want ErrTableBeingDeleted", m.cfg.ID, err)
 			}
 		}
@@ -175,7 +175,7 @@ func TestDeleteFreezeFinishedByNextLeader(t *testing.T) {
 		t.Error("the range was never frozen")
 	}
 	waitUntil(t, 5*time.Second, "the name free on the new leader", func() bool {
-		return next.s.nameFree("t", false, pendingOn(next.s, "t")) == nil
+		return nameFree(false, pendingOn(next.s, "t")) == nil
 	})
 	// A delete whose ranges freeze at once answers after its pending
 	// entry is cleared: a create of the name sent after the answer is
@@ -187,7 +187,7 @@ func TestDeleteFreezeFinishedByNextLeader(t *testing.T) {
 	if _, err := (&service{s: next.s}).DeleteTable(rctx, &pb.DeleteTableRequest{Name: "u"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := next.s.nameFree("u", false, pendingOn(next.s, "u")); err != nil {
+	if err := nameFree(false, pendingOn(next.s, "u")); err != nil {
 		t.Fatalf("create right after the delete's answer: %v", err)
 	}
 }

@@ -35,6 +35,10 @@ type applyResult struct {
 	// recorded: the command recorded its decision (not one in force
 	// already).
 	recorded bool
+	// replayed: a table command answered from its request's record
+	// (another attempt of the same request applied it): nothing was done
+	// now, so its caller neither starts nor announces anything anew.
+	replayed bool
 	err      error
 }
 
@@ -276,6 +280,8 @@ func (s *state) record(id []byte, kind pb.MasterCommandKind, name string, res *a
 		r.Error = recordExists
 	case errors.Is(res.err, ErrTableNotFound):
 		r.Error = recordNotFound
+	case errors.Is(res.err, ErrTableBeingDeleted):
+		r.Error = recordBeingDeleted
 	case res.err != nil:
 		return // malformed: nothing happened that a retry must see
 	}
@@ -297,18 +303,21 @@ func (s *state) addRecord(r *pb.TableRequestRecord) {
 
 // The recorded errors of TableRequestRecord.error.
 const (
-	recordExists   = "exists"
-	recordNotFound = "not_found"
+	recordExists       = "exists"
+	recordNotFound     = "not_found"
+	recordBeingDeleted = "being_deleted"
 )
 
 // replay is a recorded outcome as the command's result.
 func replay(r *pb.TableRequestRecord) *applyResult {
-	res := &applyResult{table: r.GetTable(), ranges: r.GetRanges()}
+	res := &applyResult{table: r.GetTable(), ranges: r.GetRanges(), replayed: true}
 	switch r.GetError() {
 	case recordExists:
 		res.err = ErrTableExists
 	case recordNotFound:
 		res.err = ErrTableNotFound
+	case recordBeingDeleted:
+		res.err = ErrTableBeingDeleted
 	}
 	return res
 }
@@ -427,8 +436,14 @@ func applyCreateTable(s *state, payload []byte) *applyResult {
 
 func createTable(s *state, c *pb.CreateTableCommand) *applyResult {
 	key := strings.ToLower(c.GetName())
-	if _, ok := s.tables[key]; ok {
-		return &applyResult{err: ErrTableExists}
+	_, exists := s.tables[key]
+	// Decided here, on every master alike, not only by the proposer's
+	// check before the command: another create and a delete of the name
+	// may commit in between. Before anything is allocated: a refused
+	// create consumes no id.
+	pending := c.GetRefuseDeletedName() && s.deletePendingName(c.GetName())
+	if err := nameFree(exists, pending); err != nil {
+		return &applyResult{err: err}
 	}
 	t := &pb.Table{Name: c.GetName(), TableId: s.nextTableID, CreatedUnixNano: c.GetCreatedUnixNano()}
 	s.nextTableID++

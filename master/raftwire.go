@@ -22,9 +22,13 @@ import (
 // without it skips; such a master could lead and send MergeRange for a
 // freeze another master recorded as aborted and unfroze (the left range's
 // replicas then stop: fsm applyMerge). Masters older than this send no
-// hello and are refused too. A rolling upgrade of three masters keeps a
-// majority of one build at every step (docs/operations.md).
-var masterHello = [5]byte{'T', 'S', 'M', 'R', 1}
+// hello and are refused too. Version 2: a create command's apply refuses
+// a name whose deleted table is pending a freeze
+// (CreateTableCommand.refuse_deleted_name), which a master of version 1
+// ignores: it would create the table the others refused. A rolling
+// upgrade of three masters keeps a majority of one build at every step
+// (docs/operations.md).
+var masterHello = [5]byte{'T', 'S', 'M', 'R', 2}
 
 // errMasterVersion: the peer's hello names another build's master log.
 var errMasterVersion = errors.New("master: raft connection from a master of another version refused")

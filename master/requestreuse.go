@@ -17,7 +17,8 @@ import (
 // table stayed). A record now answers a request only while its outcome is
 // still what the table's state says: a create's table is the table of that
 // name, a delete's table is gone (a failure's cause is still there: the
-// table for 409, no table for 404). Otherwise the request is a new one,
+// table for 409, no table for 404, the name's deleted table pending a
+// freeze for 409 TableBeingDeleted). Otherwise the request is a new one,
 // proposed under an id derived from the superseded record (reusedID), the
 // same for every retry of it, so that its own retries are answered from its
 // own record. The FSM's rule (a command with a recorded id replays the
@@ -74,6 +75,10 @@ func (st *state) superseded(key string, r *pb.TableRequestRecord) bool {
 	switch {
 	case r.GetKind() == pb.MasterCommandKind_MASTER_COMMAND_KIND_CREATE_TABLE && r.GetError() == "":
 		return !exists || cur.GetTableId() != r.GetTable().GetTableId()
+	case r.GetKind() == pb.MasterCommandKind_MASTER_COMMAND_KIND_CREATE_TABLE && r.GetError() == recordBeingDeleted:
+		// 409 TableBeingDeleted: the deleted table's freeze confirmed
+		// (or the name taken since, by an older build's create).
+		return exists || !st.deletePendingName(key)
 	case r.GetKind() == pb.MasterCommandKind_MASTER_COMMAND_KIND_CREATE_TABLE:
 		return !exists // 409: the table is gone
 	case r.GetError() == "":

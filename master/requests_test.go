@@ -11,28 +11,43 @@ import (
 	pb "tablestore/proto/tablestorepb"
 )
 
-// applyTableCmd applies one create or delete to s as the FSM would.
+// applyTableCmd applies one table command to s as the FSM would: op
+// "create" (as a master of this build proposes it), "create-old" (an
+// older build's entry, without refuse_deleted_name), "delete" (as
+// answered: its ranges' freeze confirmed too), "delete-unfrozen" (its
+// ranges not confirmed frozen yet: the name's deleted table pending), or
+// "frozen" (the name's pending deleted tables confirmed frozen).
 func applyTableCmd(t *testing.T, s *state, op, name, id string) *applyResult {
 	t.Helper()
-	var (
-		kind pb.MasterCommandKind
-		m    proto.Message
-	)
+	apply := func(kind pb.MasterCommandKind, m proto.Message) *applyResult {
+		payload, err := proto.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return handlers[kind](s, payload)
+	}
+	reps := []*pb.Replica{{ServerId: "a"}}
+	const frozen = pb.MasterCommandKind_MASTER_COMMAND_KIND_DELETED_RANGES_FROZEN
 	switch op {
-	case "create":
-		kind = pb.MasterCommandKind_MASTER_COMMAND_KIND_CREATE_TABLE
-		m = &pb.CreateTableCommand{Name: name, RequestId: []byte(id), Replicas: []*pb.Replica{{ServerId: "a"}}}
-	case "delete":
-		kind = pb.MasterCommandKind_MASTER_COMMAND_KIND_DELETE_TABLE
-		m = &pb.DeleteTableCommand{Name: name, RequestId: []byte(id)}
-	default:
-		t.Fatalf("unknown op %q", op)
+	case "create", "create-old":
+		return apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_CREATE_TABLE,
+			&pb.CreateTableCommand{Name: name, RequestId: []byte(id), Replicas: reps, RefuseDeletedName: op == "create"})
+	case "delete", "delete-unfrozen":
+		res := apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_DELETE_TABLE, &pb.DeleteTableCommand{Name: name, RequestId: []byte(id)})
+		if op == "delete" && res.err == nil {
+			apply(frozen, &pb.DeletedRangesFrozenCommand{TableId: res.table.GetTableId()})
+		}
+		return res
+	case "frozen":
+		for tid, d := range s.deletedPending {
+			if strings.EqualFold(d.GetName(), name) {
+				apply(frozen, &pb.DeletedRangesFrozenCommand{TableId: tid})
+			}
+		}
+		return &applyResult{}
 	}
-	payload, err := proto.Marshal(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return handlers[kind](s, payload)
+	t.Fatalf("unknown op %q", op)
+	return nil
 }
 
 // TestTableRequestIDs scripts retries of table commands: a retry with the
@@ -80,6 +95,24 @@ func TestTableRequestIDs(t *testing.T) {
 			{"delete", "t1", "r2", nil, 1},
 			{"create", "t1", "r1", nil, 1},
 			{"create", "t1", "r3", nil, 2},
+		}},
+		// The apply decides (not only the proposer's check, before a
+		// create and delete of the name by another client committed).
+		{"a create while the name's deleted table is pending a freeze is refused, and its retry", []step{
+			{"create", "t1", "r1", nil, 1},
+			{"delete-unfrozen", "t1", "r2", nil, 1},
+			{"create", "t1", "r3", ErrTableBeingDeleted, 0},
+			{"create", "T1", "r3", ErrTableBeingDeleted, 0},
+			{"create", "t2", "r4", nil, 2}, // another name; the refusal took no id
+			{"frozen", "t1", "", nil, 0},
+			{"create", "t1", "r3", ErrTableBeingDeleted, 0}, // the record answers
+			{"create", "t1", "r5", nil, 3},
+		}},
+		{"an older build's create entry applies as it did", []step{
+			{"create", "t1", "r1", nil, 1},
+			{"delete-unfrozen", "t1", "r2", nil, 1},
+			{"create-old", "t1", "r3", nil, 2},
+			{"create", "t1", "r4", ErrTableExists, 0}, // exists before pending
 		}},
 	}
 	for _, tc := range tests {
@@ -174,6 +207,30 @@ func TestReusedRequestIDIsANewRequest(t *testing.T) {
 			{"create", "t1", "b", nil, 2},
 			{"delete", "t1", "made:m2", ErrTableNotFound, 0},
 		}},
+		{"a TableBeingDeleted is not answered once the freeze is confirmed", []step{
+			{"create", "t1", "a", nil, 1},
+			{"delete-unfrozen", "t1", "b", nil, 1},
+			{"create", "t1", "job", ErrTableBeingDeleted, 0},
+			{"create", "t1", "job", ErrTableBeingDeleted, 0},
+			{"frozen", "t1", "", nil, 0},
+			{"create", "t1", "job", nil, 2},
+			{"create", "t1", "job", nil, 2},
+		}},
+		{"a TableBeingDeleted is not answered once the name is taken", []step{
+			{"create", "t1", "a", nil, 1},
+			{"delete-unfrozen", "t1", "b", nil, 1},
+			{"create", "t1", "job", ErrTableBeingDeleted, 0},
+			{"create-old", "t1", "c", nil, 2}, // an older build's entry
+			{"create", "t1", "job", ErrTableExists, 0},
+		}},
+		{"a TableBeingDeleted under an id the front-end made answers its record", []step{
+			{"create", "t1", "a", nil, 1},
+			{"delete-unfrozen", "t1", "b", nil, 1},
+			{"create", "t1", "made:m1", ErrTableBeingDeleted, 0},
+			{"frozen", "t1", "", nil, 0},
+			{"create", "t1", "made:m1", ErrTableBeingDeleted, 0},
+			{"create", "t1", "c", nil, 2},
+		}},
 		{"a retry still answers while nothing changed the table", []step{
 			{"create", "t1", "r1", nil, 1},
 			{"create", "t2", "r2", nil, 2},
@@ -187,7 +244,7 @@ func TestReusedRequestIDIsANewRequest(t *testing.T) {
 			s := newState()
 			for i, st := range tc.steps {
 				kind := pb.MasterCommandKind_MASTER_COMMAND_KIND_CREATE_TABLE
-				if st.op == "delete" {
+				if strings.HasPrefix(st.op, "delete") {
 					kind = pb.MasterCommandKind_MASTER_COMMAND_KIND_DELETE_TABLE
 				}
 				// As master.CreateTable and DeleteTable do.

@@ -127,22 +127,44 @@ func (v *service) CreateTable(ctx context.Context, req *pb.CreateTableRequest) (
 		id, recorded = st.requestToApply(req.GetRequestId(), req.GetClientRequestId(), kind, req.GetName())
 	})
 	if recorded != nil {
-		return s.createdBefore(ctx, req, recorded)
+		return s.createdBefore(ctx, req, replay(recorded))
 	}
-	if err := s.nameFree(req.GetName(), exists, pending); err != nil {
+	// A fast path: the command's apply decides by the same rule.
+	if err := nameFree(exists, pending); err != nil {
 		return nil, toStatus(err)
 	}
 	replicas, addrs, err := s.placement()
 	if err != nil {
 		return nil, toStatus(err)
 	}
+	if err := failpoint.Inject("master/create-table/before-commit"); err != nil {
+		// A delay here widens the window between the name check above
+		// and the create's commit (another create or a delete of the
+		// name may commit in it).
+		return nil, rpcerr.New(codes.Unavailable, rpcerr.ReasonUnavailable, err.Error(), nil)
+	}
 	start := time.Now()
 	res, err := s.apply(kind, &pb.CreateTableCommand{
 		Name: req.GetName(), CreatedUnixNano: time.Now().UnixNano(), Replicas: replicas, RequestId: id,
+		RefuseDeletedName: true,
 	})
 	if err != nil {
 		return nil, toStatus(err)
 	}
+	if res.replayed {
+		// Another attempt of the same request (the front-end's retry of
+		// one still running here) committed first: answered as a retry,
+		// which starts the range only if that attempt has not (a started
+		// range's replica is never bootstrapped again), and announced by
+		// that attempt alone.
+		return s.createdBefore(ctx, req, res)
+	}
+	return s.createCommitted(ctx, req, res, addrs, start)
+}
+
+// createCommitted answers a CreateTable whose command created the table:
+// it starts the table's range and announces it.
+func (s *Server) createCommitted(ctx context.Context, req *pb.CreateTableRequest, res *applyResult, addrs map[string]string, start time.Time) (*pb.CreateTableResponse, error) {
 	applied := time.Now()
 	if err := failpoint.Inject("master/create-table/after-commit"); err != nil {
 		// The answer is lost after the commit (a timeout, a dropped
@@ -167,11 +189,10 @@ func (v *service) CreateTable(ctx context.Context, req *pb.CreateTableRequest) (
 }
 
 // createdBefore answers a retry of a CreateTable already applied with its
-// first answer. The first attempt started the range, unless its answer was
-// lost or failed on the mark: startReplayed finishes that (the range may
-// even be gone since).
-func (s *Server) createdBefore(ctx context.Context, req *pb.CreateTableRequest, recorded *pb.TableRequestRecord) (*pb.CreateTableResponse, error) {
-	res := replay(recorded)
+// first answer (res: its record, replayed). The first attempt started the
+// range, unless its answer was lost or failed on the mark, or it is still
+// running: startReplayed finishes that (the range may even be gone since).
+func (s *Server) createdBefore(ctx context.Context, req *pb.CreateTableRequest, res *applyResult) (*pb.CreateTableResponse, error) {
 	if res.err != nil {
 		return nil, toStatus(res.err)
 	}
@@ -314,13 +335,17 @@ func (v *service) DeleteTable(ctx context.Context, req *pb.DeleteTableRequest) (
 	if err != nil {
 		return nil, toStatus(err)
 	}
+	if !res.replayed {
+		// Once per delete, by the attempt that deleted: a retry answered
+		// from the record deleted nothing.
+		s.event(&pb.Event{Kind: pb.EventKind_EVENT_KIND_TABLE_DELETED, Table: res.table.GetName(), Cause: causeOperator,
+			Message: fmt.Sprintf("table %s deleted", res.table.GetName())})
+	}
 	if err := failpoint.Inject("master/delete-table/after-commit"); err != nil {
 		// The answer is lost after the commit: the client's retry must
 		// be answered 204 (from the request record), not 404.
 		return nil, rpcerr.New(codes.Unavailable, rpcerr.ReasonUnavailable, err.Error(), nil)
 	}
-	s.event(&pb.Event{Kind: pb.EventKind_EVENT_KIND_TABLE_DELETED, Table: res.table.GetName(), Cause: causeOperator,
-		Message: fmt.Sprintf("table %s deleted", res.table.GetName())})
 	// The answer waits until no range of the table serves any more
 	// (tabledelete.go): a front-end whose map is behind still routes the
 	// table to them. Then their replicas are deleted (best effort; the

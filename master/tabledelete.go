@@ -72,14 +72,17 @@ type deletion struct {
 	err  error // set before done is closed: the freezing did not end
 }
 
-// nameFree says whether CreateTable may create a table of that name:
+// nameFree says whether CreateTable may create a table of a name:
 // ErrTableExists when one exists, ErrTableBeingDeleted when a range of
 // the deleted table of that name may still serve a front-end whose map is
 // behind (a write it took after the create's answer would be lost with
 // the old table), else nil. pendingFreeze: the replicated state holds the
 // name's deleted table as not yet confirmed frozen (a new leader refuses
 // the name before its own freezing of the ranges started).
-func (s *Server) nameFree(name string, exists, pendingFreeze bool) error {
+// CreateTable checks it before it proposes the command (a fast path), and
+// the command's apply decides by it (createTable): a create and a delete
+// of the name may commit in between.
+func nameFree(exists, pendingFreeze bool) error {
 	switch {
 	case exists:
 		return ErrTableExists

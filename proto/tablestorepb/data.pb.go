@@ -2988,9 +2988,18 @@ type CreateTableCommand struct {
 	CreatedUnixNano int64                  `protobuf:"varint,2,opt,name=created_unix_nano,json=createdUnixNano,proto3" json:"created_unix_nano,omitempty"`
 	Replicas        []*Replica             `protobuf:"bytes,3,rep,name=replicas,proto3" json:"replicas,omitempty"`
 	// request_id: the client request's id (CreateTableRequest.request_id).
-	RequestId     []byte `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	RequestId []byte `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// refuse_deleted_name: the apply refuses the create (ErrTableBeingDeleted,
+	// recorded "being_deleted") while a deleted table of the name is pending
+	// a freeze (MasterSnapshot.deleted_pending), as it refuses an existing
+	// name: the proposer's own check of the name ran before the command
+	// commits, and a create and delete of the name by another client may
+	// commit in between. Set by masters from master log version 2 on; an
+	// entry without it (an older build's) applies as it did, so a log
+	// replays alike.
+	RefuseDeletedName bool `protobuf:"varint,5,opt,name=refuse_deleted_name,json=refuseDeletedName,proto3" json:"refuse_deleted_name,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *CreateTableCommand) Reset() {
@@ -3049,6 +3058,13 @@ func (x *CreateTableCommand) GetRequestId() []byte {
 		return x.RequestId
 	}
 	return nil
+}
+
+func (x *CreateTableCommand) GetRefuseDeletedName() bool {
+	if x != nil {
+		return x.RefuseDeletedName
+	}
+	return false
 }
 
 type DeleteTableCommand struct {
@@ -3115,7 +3131,8 @@ type TableRequestRecord struct {
 	Table  *Table             `protobuf:"bytes,4,opt,name=table,proto3" json:"table,omitempty"`
 	Ranges []*RangeDescriptor `protobuf:"bytes,5,rep,name=ranges,proto3" json:"ranges,omitempty"`
 	// error is the sentinel the command failed with: "" (success),
-	// "exists" or "not_found".
+	// "exists", "not_found" or "being_deleted" (a create refused while a
+	// deleted table of the name was pending a freeze).
 	Error         string `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3700,13 +3717,14 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x1a\n" +
 	"\bdraining\x18\x02 \x01(\bR\bdraining\"2\n" +
 	"\x13RemoveServerCommand\x12\x1b\n" +
-	"\tserver_id\x18\x01 \x01(\tR\bserverId\"\xa7\x01\n" +
+	"\tserver_id\x18\x01 \x01(\tR\bserverId\"\xd7\x01\n" +
 	"\x12CreateTableCommand\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12*\n" +
 	"\x11created_unix_nano\x18\x02 \x01(\x03R\x0fcreatedUnixNano\x122\n" +
 	"\breplicas\x18\x03 \x03(\v2\x16.tablestore.v1.ReplicaR\breplicas\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x04 \x01(\fR\trequestId\"G\n" +
+	"request_id\x18\x04 \x01(\fR\trequestId\x12.\n" +
+	"\x13refuse_deleted_name\x18\x05 \x01(\bR\x11refuseDeletedName\"G\n" +
 	"\x12DeleteTableCommand\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
