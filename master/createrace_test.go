@@ -2,6 +2,7 @@ package master
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -209,6 +210,13 @@ func TestDeleteEventOncePerDelete(t *testing.T) {
 	mustApply(t, s, pb.MasterCommandKind_MASTER_COMMAND_KIND_CREATE_TABLE, &pb.CreateTableCommand{Name: "gone",
 		Replicas: []*pb.Replica{{ServerId: "a"}, {ServerId: "b"}, {ServerId: "c"}}})
 	before := eventsEmitted(t, pb.EventKind_EVENT_KIND_TABLE_DELETED)
+	// The first attempt's answer is lost after its commit: it announced
+	// the delete before (its retries, answered from the record, do not).
+	failpoint.Enable("master/delete-table/after-commit", func() error { return errors.New("answer lost") })
+	if _, err := v.DeleteTable(context.Background(), &pb.DeleteTableRequest{Name: "gone", RequestId: []byte("del-1")}); err == nil {
+		t.Fatal("delete answered through the failpoint")
+	}
+	failpoint.Disable("master/delete-table/after-commit")
 	for _, req := range []*pb.DeleteTableRequest{
 		{Name: "gone", RequestId: []byte("del-1")},
 		{Name: "gone", RequestId: []byte("del-1")},                        // the front-end's retry
@@ -223,5 +231,72 @@ func TestDeleteEventOncePerDelete(t *testing.T) {
 	}
 	if got := eventsEmitted(t, pb.EventKind_EVENT_KIND_TABLE_DELETED) - before; got != 1 {
 		t.Fatalf("%v TABLE_DELETED events for one delete and its retries, want 1", got)
+	}
+}
+
+// TestCreateRefusalAlikeOnDivergentPendingLists: masters may hold
+// different pending lists for tables deleted before the create's check (a
+// master restored from an older build's snapshot, which keeps no list,
+// lacks them). The create's apply must decide alike on both, or their
+// table and range ids part ways; it counts only tables created after the
+// proposer's check, which every master of this log applied alike.
+func TestCreateRefusalAlikeOnDivergentPendingLists(t *testing.T) {
+	logBuilt := newState()
+	applyTableCmd(t, logBuilt, "create", "old", "r1")
+	applyTableCmd(t, logBuilt, "delete-unfrozen", "old", "r2")
+	restored := snapshotted(t, logBuilt)
+	restored.deletedPending = map[uint64]*pb.DeletedTable{} // an older build's snapshot
+	check := logBuilt.nextTableID                           // the proposer's check, after the delete
+	for _, tc := range []struct {
+		name       string
+		since      uint64
+		wantRefuse bool
+	}{
+		{"deleted before the check: both create", check, false},
+		// The proposer checked before the table existed (the race):
+		// every master lists it (created and deleted after the check
+		// by entries both applied), so both refuse.
+		{"deleted after the check: both refuse", 1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := snapshotted(t, logBuilt), snapshotted(t, logBuilt)
+			if !tc.wantRefuse {
+				b = snapshotted(t, restored)
+			}
+			cmd := &pb.CreateTableCommand{Name: "old", RequestId: []byte("r3"), Replicas: []*pb.Replica{{ServerId: "a"}}, RefuseDeletedSince: tc.since}
+			payload, _ := proto.Marshal(cmd)
+			kind := pb.MasterCommandKind_MASTER_COMMAND_KIND_CREATE_TABLE
+			ra, rb := handlers[kind](a, payload), handlers[kind](b, payload)
+			if (ra.err != nil) != (rb.err != nil) || a.nextTableID != b.nextTableID || a.nextRangeID != b.nextRangeID {
+				t.Fatalf("masters part ways: %v / %v, next table %d / %d, next range %d / %d", ra.err, rb.err, a.nextTableID, b.nextTableID, a.nextRangeID, b.nextRangeID)
+			}
+			if refused := errors.Is(ra.err, ErrTableBeingDeleted); refused != tc.wantRefuse {
+				t.Fatalf("create refused = %v (%v), want %v", refused, ra.err, tc.wantRefuse)
+			}
+		})
+	}
+}
+
+// TestCreateRetryStartedRangeFirst: a front-end's retry of a CreateTable
+// still running here is answered from the first attempt's record and
+// starts the range itself (startReplayed) when that attempt has not yet;
+// the first attempt, going on after its commit, must not bootstrap the
+// started range's replicas again.
+func TestCreateRetryStartedRangeFirst(t *testing.T) {
+	s, fakes := raceMaster(t)
+	const point = "master/create-table/after-commit"
+	req := &pb.CreateTableRequest{Name: "retried", RequestId: []byte("req-retried")}
+	var retryErr error
+	failpoint.Enable(point, func() error {
+		_, retryErr = (&service{s: s}).CreateTable(context.Background(), req)
+		return nil
+	})
+	_, err := (&service{s: s}).CreateTable(context.Background(), req)
+	failpoint.Disable(point)
+	if err != nil || retryErr != nil {
+		t.Fatalf("create = %v, its retry = %v", err, retryErr)
+	}
+	if got := replicasCreated(fakes); got != 3 {
+		t.Fatalf("the servers were asked for %d replicas, want 3 (one bootstrap)", got)
 	}
 }

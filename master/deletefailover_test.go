@@ -38,11 +38,11 @@ func TestDeletedRangesPendingUntilFrozen(t *testing.T) {
 	if d == nil || d.GetName() != "Tbl" || len(d.GetRanges()) != 1 || d.GetRanges()[0].GetRangeId() != first.ranges[0].GetRangeId() {
 		t.Fatalf("pending after the delete = %v, want Tbl's range", s.deletedPending)
 	}
-	if !s.deletePendingName("TBL") || s.deletePendingName("other") {
+	if !s.deletePendingName("TBL", 0) || s.deletePendingName("other", 0) {
 		t.Fatal("deletePendingName does not name the deleted table alone")
 	}
 	// Kept through a snapshot and restore.
-	if r := snapshotted(t, s); !r.deletePendingName("tbl") || len(r.deletedPending) != 1 {
+	if r := snapshotted(t, s); !r.deletePendingName("tbl", 0) || len(r.deletedPending) != 1 {
 		t.Fatalf("restored pending = %v", r.deletedPending)
 	}
 	// The table created again and deleted: a second entry, its own.
@@ -66,7 +66,7 @@ func TestDeletedRangesPendingUntilFrozen(t *testing.T) {
 	if res := applyCmd(t, s, frozen, &pb.DeletedRangesFrozenCommand{TableId: id}); res.err != nil {
 		t.Fatal(res.err)
 	}
-	if len(s.deletedPending) != 0 || s.deletePendingName("tbl") {
+	if len(s.deletedPending) != 0 || s.deletePendingName("tbl", 0) {
 		t.Fatalf("pending at the end = %v, want none", s.deletedPending)
 	}
 }
@@ -195,7 +195,7 @@ func TestDeleteFreezeFinishedByNextLeader(t *testing.T) {
 // pendingOn reports whether s's replicated state holds a pending freeze
 // of a deleted table of that name.
 func pendingOn(s *Server, name string) (p bool) {
-	s.fsm.read(func(st *state) { p = st.deletePendingName(name) })
+	s.fsm.read(func(st *state) { p = st.deletePendingName(name, 0) })
 	return p
 }
 

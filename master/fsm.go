@@ -439,9 +439,12 @@ func createTable(s *state, c *pb.CreateTableCommand) *applyResult {
 	_, exists := s.tables[key]
 	// Decided here, on every master alike, not only by the proposer's
 	// check before the command: another create and a delete of the name
-	// may commit in between. Before anything is allocated: a refused
-	// create consumes no id.
-	pending := c.GetRefuseDeletedName() && s.deletePendingName(c.GetName())
+	// may commit in between. Only tables from the proposer's check on:
+	// the rest of the pending list may differ between masters (see
+	// CreateTableCommand.refuse_deleted_since). Before anything is
+	// allocated: a refused create consumes no id.
+	since := c.GetRefuseDeletedSince()
+	pending := since != 0 && s.deletePendingName(c.GetName(), since)
 	if err := nameFree(exists, pending); err != nil {
 		return &applyResult{err: err}
 	}
@@ -497,11 +500,11 @@ func deleteTable(s *state, name string) *applyResult {
 	return &applyResult{table: t, ranges: gone}
 }
 
-// deletePendingName reports whether a deleted table of that name has
-// ranges not yet confirmed frozen.
-func (s *state) deletePendingName(name string) bool {
+// deletePendingName reports whether a deleted table of that name, of a
+// table id at least since (0: any), has ranges not yet confirmed frozen.
+func (s *state) deletePendingName(name string, since uint64) bool {
 	for _, d := range s.deletedPending {
-		if strings.EqualFold(d.GetName(), name) {
+		if d.GetTableId() >= since && strings.EqualFold(d.GetName(), name) {
 			return true
 		}
 	}

@@ -102,15 +102,9 @@ func (s *Server) AddMember(id, addr string) (*pb.ListMembersResponse, error) {
 	if err := s.refuseWithoutQuorum("adding "+id, after, down); err != nil {
 		return nil, err
 	}
-	// Added, a master nothing answers at (a typo, one not started yet)
-	// would count in every quorum from then on without ever voting: a
-	// group of three healthy masters would stop at the next failure.
-	// Raft's own connection (TLS, the version hello) is the check.
-	conn, err := s.raftStream.Dial(raft.ServerAddress(addr), memberProbeTimeout)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s at %s: %v; start it with --join first", ErrMemberUnreachable, id, addr, err)
+	if err := s.probeMember(id, addr); err != nil {
+		return nil, err
 	}
-	conn.Close()
 	// No prevIndex: raft's GetConfiguration gives no index (Members'
 	// index is always 0), so membersMu, not raft, keeps two changes from
 	// both passing their checks against the same configuration.
@@ -122,6 +116,25 @@ func (s *Server) AddMember(id, addr string) (*pb.ListMembersResponse, error) {
 	s.event(&pb.Event{Kind: pb.EventKind_EVENT_KIND_MASTER_MEMBER, Cause: causeOperator,
 		Message: fmt.Sprintf("master %s (%s) added to the master group", id, addr)})
 	return s.Members()
+}
+
+// probeMember checks that a master to add answers at addr, on this
+// version. Added, a master nothing answers at (a typo, one not started
+// yet) would count in every quorum from then on without ever voting: a
+// group of three healthy masters would stop at the next failure. Raft's
+// own connection (TLS, the version hello and its answer) is the check.
+func (s *Server) probeMember(id, addr string) error {
+	conn, err := s.raftStream.Dial(raft.ServerAddress(addr), memberProbeTimeout)
+	if err == nil {
+		// Accepted by a master of this version: one of another version
+		// closes without answering the hello.
+		err = awaitHello(conn, memberProbeTimeout)
+		conn.Close()
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %s at %s: %v; start it with --join first, on this build", ErrMemberUnreachable, id, addr, err)
+	}
+	return nil
 }
 
 // RemoveMember removes a master from the group. Removing the leader itself

@@ -24,10 +24,14 @@ import (
 // replicas then stop: fsm applyMerge). Masters older than this send no
 // hello and are refused too. Version 2: a create command's apply refuses
 // a name whose deleted table is pending a freeze
-// (CreateTableCommand.refuse_deleted_name), which a master of version 1
-// ignores: it would create the table the others refused. A rolling
-// upgrade of three masters keeps a majority of one build at every step
-// (docs/operations.md).
+// (CreateTableCommand.refuse_deleted_since), which a master of version 1
+// ignores: it would create the table the others refused. From version 2
+// the accepting master also answers a hello it accepts with its own,
+// which the dialing master reads before raft's first answer: a probe
+// (AddMember's) then learns that the other master runs another version
+// (it closes without answering) instead of taking a connection for a
+// member. A rolling upgrade of three masters keeps a majority of one
+// build at every step (docs/operations.md).
 var masterHello = [5]byte{'T', 'S', 'M', 'R', 2}
 
 // errMasterVersion: the peer's hello names another build's master log.
@@ -54,7 +58,47 @@ func (h helloStream) Dial(address raft.ServerAddress, timeout time.Duration) (ne
 		return nil, err
 	}
 	_ = conn.SetWriteDeadline(time.Time{})
-	return conn, nil
+	return &answeredConn{Conn: conn}, nil
+}
+
+// answeredConn is a dialed connection whose first Read consumes the
+// accepting master's hello (its answer to ours) before anything else.
+type answeredConn struct {
+	net.Conn
+	once sync.Once
+	err  error
+}
+
+func (c *answeredConn) Read(p []byte) (int, error) {
+	c.once.Do(func() {
+		var got [len(masterHello)]byte
+		if _, err := io.ReadFull(c.Conn, got[:]); err != nil {
+			// Closed without an answer: a master of another version
+			// (or none at all) refused the hello.
+			c.err = fmt.Errorf("%w: %s answered no hello: %v", errMasterVersion, c.RemoteAddr(), err)
+			return
+		}
+		if !bytes.Equal(got[:], masterHello[:]) {
+			c.err = fmt.Errorf("%w: hello %q from %s, want %q", errMasterVersion, got[:], c.RemoteAddr(), masterHello[:])
+		}
+	})
+	if c.err != nil {
+		return 0, c.err
+	}
+	return c.Conn.Read(p)
+}
+
+// awaitHello waits up to timeout for the answer to a connection's hello
+// (Dial of helloStream); nil at once for a connection of another kind.
+func awaitHello(conn net.Conn, timeout time.Duration) error {
+	c, ok := conn.(*answeredConn)
+	if !ok {
+		return nil
+	}
+	_ = c.SetReadDeadline(time.Now().Add(timeout))
+	defer c.SetReadDeadline(time.Time{})
+	_, err := c.Read(nil)
+	return err
 }
 
 // Accept implements net.Listener: the hello is read by the connection's
@@ -82,10 +126,13 @@ func (c *helloConn) Read(p []byte) (int, error) {
 			c.err = err
 			return
 		}
-		if !bytes.Equal(got[:], masterHello[:]) {
-			c.err = fmt.Errorf("%w: hello %q from %s, want %q", errMasterVersion, got[:], c.RemoteAddr(), masterHello[:])
-			c.logger.Warn("refused a raft connection: the other master runs another version (upgrade every master)", "from", c.RemoteAddr().String(), "hello", fmt.Sprintf("%q", got[:]))
+		if bytes.Equal(got[:], masterHello[:]) {
+			// Answered, so that a dialer learns it was accepted.
+			_, c.err = c.Conn.Write(masterHello[:])
+			return
 		}
+		c.err = fmt.Errorf("%w: hello %q from %s, want %q", errMasterVersion, got[:], c.RemoteAddr(), masterHello[:])
+		c.logger.Warn("refused a raft connection: the other master runs another version (upgrade every master)", "from", c.RemoteAddr().String(), "hello", fmt.Sprintf("%q", got[:]))
 	})
 	if c.err != nil {
 		return 0, c.err

@@ -64,3 +64,69 @@ func TestMasterHello(t *testing.T) {
 		})
 	}
 }
+
+// TestHelloAnswered: a dialing master learns whether its hello was
+// accepted. AddMember's probe took any connection as a member's, so a
+// master of another version (whose acceptor reads the hello and closes)
+// was added as a voter that refuses every connection.
+func TestHelloAnswered(t *testing.T) {
+	var creds *peertls.Creds
+	listen := func(t *testing.T) net.Listener {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		return ln
+	}
+	// serve answers every connection of ln as f does.
+	serve := func(ln net.Listener, f func(net.Conn)) {
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				go f(c)
+			}
+		}()
+	}
+	thisBuild := func(t *testing.T) net.Listener {
+		ln := listen(t)
+		stream := helloStream{StreamLayer: creds.NewStreamLayer(ln, nil), logger: logging.Discard()}
+		serve(stream, func(c net.Conn) { io.Copy(io.Discard, c) })
+		return ln
+	}
+	otherVersion := func(t *testing.T) net.Listener {
+		ln := listen(t)
+		serve(ln, func(c net.Conn) { io.ReadFull(c, make([]byte, len(masterHello))); c.Close() })
+		return ln
+	}
+	silent := func(t *testing.T) net.Listener {
+		ln := listen(t)
+		serve(ln, func(c net.Conn) { io.Copy(io.Discard, c) })
+		return ln
+	}
+	for _, tc := range []struct {
+		name    string
+		peer    func(*testing.T) net.Listener
+		wantErr bool
+	}{
+		{"a master of this version", thisBuild, false},
+		{"a master of another version", otherVersion, true},
+		{"a listener that never answers", silent, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ln := tc.peer(t)
+			dialer := helloStream{StreamLayer: creds.NewStreamLayer(listen(t), nil), logger: logging.Discard()}
+			conn, err := dialer.Dial(raft.ServerAddress(ln.Addr().String()), time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			if err := awaitHello(conn, 300*time.Millisecond); (err != nil) != tc.wantErr {
+				t.Fatalf("awaitHello = %v, want an error: %v", err, tc.wantErr)
+			}
+		})
+	}
+}

@@ -78,7 +78,7 @@ func (st *state) superseded(key string, r *pb.TableRequestRecord) bool {
 	case r.GetKind() == pb.MasterCommandKind_MASTER_COMMAND_KIND_CREATE_TABLE && r.GetError() == recordBeingDeleted:
 		// 409 TableBeingDeleted: the deleted table's freeze confirmed
 		// (or the name taken since, by an older build's create).
-		return exists || !st.deletePendingName(key)
+		return exists || !st.deletePendingName(key, 0)
 	case r.GetKind() == pb.MasterCommandKind_MASTER_COMMAND_KIND_CREATE_TABLE:
 		return !exists // 409: the table is gone
 	case r.GetError() == "":

@@ -13,7 +13,9 @@ import (
 
 // applyTableCmd applies one table command to s as the FSM would: op
 // "create" (as a master of this build proposes it), "create-old" (an
-// older build's entry, without refuse_deleted_name), "delete" (as
+// older build's entry, without refuse_deleted_since; "create" sets it to
+// 1, a proposer whose check ran before any table: every pending deleted
+// table of the name counts), "delete" (as
 // answered: its ranges' freeze confirmed too), "delete-unfrozen" (its
 // ranges not confirmed frozen yet: the name's deleted table pending), or
 // "frozen" (the name's pending deleted tables confirmed frozen).
@@ -31,7 +33,7 @@ func applyTableCmd(t *testing.T, s *state, op, name, id string) *applyResult {
 	switch op {
 	case "create", "create-old":
 		return apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_CREATE_TABLE,
-			&pb.CreateTableCommand{Name: name, RequestId: []byte(id), Replicas: reps, RefuseDeletedName: op == "create"})
+			&pb.CreateTableCommand{Name: name, RequestId: []byte(id), Replicas: reps, RefuseDeletedSince: refuseSince(op)})
 	case "delete", "delete-unfrozen":
 		res := apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_DELETE_TABLE, &pb.DeleteTableCommand{Name: name, RequestId: []byte(id)})
 		if op == "delete" && res.err == nil {
@@ -48,6 +50,13 @@ func applyTableCmd(t *testing.T, s *state, op, name, id string) *applyResult {
 	}
 	t.Fatalf("unknown op %q", op)
 	return nil
+}
+
+func refuseSince(op string) uint64 {
+	if op == "create" {
+		return 1
+	}
+	return 0
 }
 
 // TestTableRequestIDs scripts retries of table commands: a retry with the

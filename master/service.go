@@ -117,13 +117,15 @@ func (v *service) CreateTable(ctx context.Context, req *pb.CreateTableRequest) (
 	kind := pb.MasterCommandKind_MASTER_COMMAND_KIND_CREATE_TABLE
 	var (
 		exists   bool
-		pending  bool // a deleted table of the name not yet frozen
+		pending  bool   // a deleted table of the name not yet frozen
+		since    uint64 // the next table id: tables created after this check
 		recorded *pb.TableRequestRecord
 		id       []byte
 	)
 	s.fsm.read(func(st *state) {
 		_, exists = st.tables[strings.ToLower(req.GetName())]
-		pending = st.deletePendingName(req.GetName())
+		pending = st.deletePendingName(req.GetName(), 0)
+		since = st.nextTableID
 		id, recorded = st.requestToApply(req.GetRequestId(), req.GetClientRequestId(), kind, req.GetName())
 	})
 	if recorded != nil {
@@ -146,7 +148,7 @@ func (v *service) CreateTable(ctx context.Context, req *pb.CreateTableRequest) (
 	start := time.Now()
 	res, err := s.apply(kind, &pb.CreateTableCommand{
 		Name: req.GetName(), CreatedUnixNano: time.Now().UnixNano(), Replicas: replicas, RequestId: id,
-		RefuseDeletedName: true,
+		RefuseDeletedSince: since,
 	})
 	if err != nil {
 		return nil, toStatus(err)
@@ -211,12 +213,24 @@ func (s *Server) createdBefore(ctx context.Context, req *pb.CreateTableRequest, 
 func (s *Server) created(ctx context.Context, res *applyResult, addrs map[string]string) (*pb.CreateTableResponse, error) {
 	resp := &pb.CreateTableResponse{Table: res.table, Ranges: res.ranges}
 	for i, r := range res.ranges {
-		var live bool
-		s.fsm.read(func(st *state) { _, live = st.ranges[r.GetRangeId()] })
+		var live, marked bool
+		s.fsm.read(func(st *state) {
+			_, live = st.ranges[r.GetRangeId()]
+			_, marked = st.started[r.GetRangeId()]
+		})
 		if !live {
 			// The table was deleted before its range started: no
 			// replicas for it (the servers would only collect them), no
 			// wait for a leader that never comes.
+			continue
+		}
+		if marked {
+			// A retry of this request, answered from its record while
+			// this attempt ran, started it (startReplayed): a started
+			// range's replica is never bootstrapped again.
+			if i == 0 {
+				resp.Leader = s.reports.leaderOf(r.GetRangeId())
+			}
 			continue
 		}
 		l, err := s.startRange(ctx, r, addrs)

@@ -185,7 +185,7 @@ func TestSnapshotRestoresEveryField(t *testing.T) {
 	if diff := stateDiff(s, r); len(diff) > 0 {
 		t.Fatalf("restored snapshot differs in %v", diff)
 	}
-	if len(r.deletedPending) != 1 || !r.deletePendingName("T3") {
+	if len(r.deletedPending) != 1 || !r.deletePendingName("T3", 0) {
 		t.Fatalf("restored pending freezes = %v, want T3's only", r.deletedPending)
 	}
 	// Both answer the same next commands alike: a retried request, a new

@@ -2989,17 +2989,22 @@ type CreateTableCommand struct {
 	Replicas        []*Replica             `protobuf:"bytes,3,rep,name=replicas,proto3" json:"replicas,omitempty"`
 	// request_id: the client request's id (CreateTableRequest.request_id).
 	RequestId []byte `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	// refuse_deleted_name: the apply refuses the create (ErrTableBeingDeleted,
-	// recorded "being_deleted") while a deleted table of the name is pending
-	// a freeze (MasterSnapshot.deleted_pending), as it refuses an existing
-	// name: the proposer's own check of the name ran before the command
-	// commits, and a create and delete of the name by another client may
-	// commit in between. Set by masters from master log version 2 on; an
-	// entry without it (an older build's) applies as it did, so a log
-	// replays alike.
-	RefuseDeletedName bool `protobuf:"varint,5,opt,name=refuse_deleted_name,json=refuseDeletedName,proto3" json:"refuse_deleted_name,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// refuse_deleted_since: when not 0, the apply refuses the create
+	// (ErrTableBeingDeleted, recorded "being_deleted") while a deleted
+	// table of the name with a table id at least this is pending a freeze
+	// (MasterSnapshot.deleted_pending), as it refuses an existing name. The
+	// proposer sets the next table id its own check of the name read: a
+	// table created and deleted after that check (by another client, in the
+	// window before this command commits) was created and deleted by
+	// entries every master of this log version applied alike, whereas the
+	// older part of the pending list may differ between masters (one
+	// restored from an older build's snapshot lacks it), and the
+	// proposer's check refused those names already. Set by masters from
+	// master log version 2 on; an entry without it (an older build's)
+	// applies as it did, so a log replays alike.
+	RefuseDeletedSince uint64 `protobuf:"varint,5,opt,name=refuse_deleted_since,json=refuseDeletedSince,proto3" json:"refuse_deleted_since,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *CreateTableCommand) Reset() {
@@ -3060,11 +3065,11 @@ func (x *CreateTableCommand) GetRequestId() []byte {
 	return nil
 }
 
-func (x *CreateTableCommand) GetRefuseDeletedName() bool {
+func (x *CreateTableCommand) GetRefuseDeletedSince() uint64 {
 	if x != nil {
-		return x.RefuseDeletedName
+		return x.RefuseDeletedSince
 	}
-	return false
+	return 0
 }
 
 type DeleteTableCommand struct {
@@ -3717,14 +3722,14 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x1a\n" +
 	"\bdraining\x18\x02 \x01(\bR\bdraining\"2\n" +
 	"\x13RemoveServerCommand\x12\x1b\n" +
-	"\tserver_id\x18\x01 \x01(\tR\bserverId\"\xd7\x01\n" +
+	"\tserver_id\x18\x01 \x01(\tR\bserverId\"\xd9\x01\n" +
 	"\x12CreateTableCommand\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12*\n" +
 	"\x11created_unix_nano\x18\x02 \x01(\x03R\x0fcreatedUnixNano\x122\n" +
 	"\breplicas\x18\x03 \x03(\v2\x16.tablestore.v1.ReplicaR\breplicas\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x04 \x01(\fR\trequestId\x12.\n" +
-	"\x13refuse_deleted_name\x18\x05 \x01(\bR\x11refuseDeletedName\"G\n" +
+	"request_id\x18\x04 \x01(\fR\trequestId\x120\n" +
+	"\x14refuse_deleted_since\x18\x05 \x01(\x04R\x12refuseDeletedSince\"G\n" +
 	"\x12DeleteTableCommand\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
