@@ -203,27 +203,34 @@ func (s *Server) finish(sl *slot, in lifecycle.Input, cause string) {
 }
 
 // openFailed ends a failed open: the replica goes back to Quiet (the next
-// request or Raft message tries again) or, once the failures are
-// persistent (lifecycle.OpenFailures.Record), to Broken, said once at
-// error level: it is no longer opened, and its report tells the master to
+// request or Raft message tries again) or, when the open found its files
+// damaged (lifecycle.OpenFailures.Record), to Broken, said once at error
+// level: it is no longer opened, and its report tells the master to
 // replace it.
 func (s *Server) openFailed(sl *slot, err error, cause string) {
-	kind := openFailure(err)
 	var broken bool
-	sl.openFailures, broken = sl.openFailures.Record(kind, time.Now())
+	sl.openFailures, broken = sl.openFailures.Record(openFailure(err), time.Now())
 	s.logger.Warn("opening replica failed", "range", sl.id, "cause", cause, "failures", sl.openFailures.Count, "err", err)
+	if broken {
+		// Before the state is published: a heartbeat reads the state and
+		// the leader flag without the slot's lock, and must never see a
+		// broken replica that still claims the leadership it led with
+		// when it closed.
+		sl.wasLeader.Store(false)
+		none := ""
+		sl.lastLeader.Store(&none)
+	}
 	s.finish(sl, lifecycle.Input{Event: lifecycle.OpenFailed, Broken: broken}, cause)
 	if broken {
-		sl.wasLeader.Store(false)
-		s.logger.Error("replica broken: its open failed persistently; it is no longer opened and is reported broken for the master to replace",
-			"range", sl.id, "failures", sl.openFailures.Count, "since", sl.openFailures.First, "damage", kind == lifecycle.Damage, "err", err)
+		s.logger.Error("replica broken: its files are damaged; it is no longer opened and is reported broken for the master to replace",
+			"range", sl.id, "failures", sl.openFailures.Count, "since", sl.openFailures.First, "err", err)
 	}
 }
 
 // openFailure classifies an open's error for the broken-replica rule: a
 // snapshot found damaged is Damage; the server's shutdown and a wake that
-// did not get to open are Transient; anything else is a Failure, broken
-// only when it persists.
+// did not get to open are Transient; anything else is a Failure, retried
+// and never broken (most such causes are the server's, not the replica's).
 func openFailure(err error) lifecycle.FailureKind {
 	switch {
 	case errors.Is(err, fsm.ErrCorruptSnapshot):
@@ -404,10 +411,13 @@ func (s *Server) found(st *pb.RangeState) error {
 	defer sl.unlock()
 	must := st.GetBootstrap() || s.cfg.QuiesceAfter == 0
 	_, err = s.step(sl, lifecycle.Input{Event: lifecycle.Found, MustOpen: must}, "start", &openSpec{bootstrap: st.GetBootstrap(), voters: s.voters(d)})
-	if err != nil && !errors.Is(err, ErrShuttingDown) && (sl.State() == lifecycle.Quiet || sl.State() == lifecycle.Broken) {
-		// A replica that cannot open (openFailed logged why) must not
-		// keep the whole server down: it stays hosted, retried or broken
-		// like one a request fails to open.
+	if err != nil && sl.State() == lifecycle.Broken && openFailure(err) == lifecycle.Damage {
+		// A damaged replica (openFailed logged why) must not keep the
+		// whole server down: it stays hosted, broken, for the master to
+		// replace. Any other failure fails the start, loudly, as before
+		// broken replicas: it is most likely the server's (permissions
+		// on ranges/, the shared log), and a server that started "ready"
+		// with every replica failing would serve nothing.
 		return nil
 	}
 	return err

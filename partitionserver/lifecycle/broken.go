@@ -9,6 +9,15 @@ import "time"
 // calls it broken instead (state Broken): the registry stops opening it,
 // and the master replaces it (as CockroachDB and TiKV replace a corrupt
 // replica).
+//
+// Only damage breaks a replica. A plain failure, however often repeated,
+// says nothing of the replica's own files: most causes are the server's
+// (a full disk, too many open files, wrong permissions, a shared-log read
+// error) and would strike every replica at once; breaking them all would
+// have the master replace (in place: wipe) every replica of the server
+// for a fault that freeing space or fixing permissions ends. Such a
+// replica stays Quiet and is retried by the next request or Raft message,
+// each failure logged.
 
 // FailureKind classifies why an open failed (the registry's openFailure
 // decides from the error).
@@ -20,24 +29,15 @@ const (
 	// files and is not counted.
 	Transient FailureKind = iota
 	// Failure: the open failed for a reason not known to be damage (an
-	// I/O error, a full disk). Persistent only when repeated.
+	// I/O error, a full disk). Counted and retried, never broken.
 	Failure
 	// Damage: the replica's files are known to be damaged (a snapshot
 	// whose header cannot be read): opening again cannot help.
 	Damage
 )
 
-// A Failure makes the replica broken once BrokenAfterFailures of them
-// followed each other, spanning at least BrokenAfterSpan: Raft traffic
-// retries an open many times a second, so a count alone would call a
-// few seconds of a full disk or an I/O hiccup broken.
-const (
-	BrokenAfterFailures = 5
-	BrokenAfterSpan     = 30 * time.Second
-)
-
-// OpenFailures counts a replica's consecutive failed opens. The zero
-// value is none; a successful open resets it.
+// OpenFailures counts a replica's consecutive failed opens (for the
+// registry's logs). The zero value is none; a successful open resets it.
 type OpenFailures struct {
 	// Count failures since the last successful open, the first at First.
 	Count int
@@ -45,8 +45,8 @@ type OpenFailures struct {
 }
 
 // Record adds a failed open of kind at now and reports whether the
-// replica is now broken: at once on Damage, after BrokenAfterFailures
-// failures over BrokenAfterSpan otherwise; never on a Transient one.
+// replica is now broken: only on Damage. A Failure is counted and never
+// breaks it; a Transient one is not counted.
 func (f OpenFailures) Record(kind FailureKind, now time.Time) (OpenFailures, bool) {
 	if kind == Transient {
 		return f, false
@@ -55,6 +55,5 @@ func (f OpenFailures) Record(kind FailureKind, now time.Time) (OpenFailures, boo
 		f.First = now
 	}
 	f.Count++
-	broken := kind == Damage || (f.Count >= BrokenAfterFailures && now.Sub(f.First) >= BrokenAfterSpan)
-	return f, broken
+	return f, kind == Damage
 }

@@ -6,7 +6,7 @@
 // range going quiet, shutdown), the answer a quiet replica gives to
 // Raft traffic without being opened (Answer), and what to do about a range
 // the master assigns to this server (Assigned), and when a replica whose
-// open keeps failing is broken (OpenFailures.Record). It performs nothing: the
+// open failed is broken (OpenFailures.Record: only on damage). It performs nothing: the
 // server's registry executes the actions it returns and logs each
 // transition with its cause.
 package lifecycle

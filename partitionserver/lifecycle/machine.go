@@ -25,8 +25,8 @@ const (
 	Quiet
 	// Removing: its data is being deleted.
 	Removing
-	// Broken: hosted, but its open failed persistently (OpenBroken): its
-	// files are damaged or unusable. It is not opened again on requests or
+	// Broken: hosted, but its open found its files damaged
+	// (OpenFailures.Record). It is not opened again on requests or
 	// Raft traffic (each would fail the same way), reports itself broken to
 	// the master, which replaces it, and waits for the master's delete.
 	Broken
