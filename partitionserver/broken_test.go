@@ -171,8 +171,9 @@ func TestStartOpenFailure(t *testing.T) {
 		}
 		err := s.Start()
 		if err == nil {
+			state := s.ReplicaState(1)
 			s.Close()
-			t.Fatalf("start with ranges/ a plain file succeeded (range 1 %s)", s.ReplicaState(1))
+			t.Fatalf("start with ranges/ a plain file succeeded (range 1 %s)", state)
 		}
 		if !strings.Contains(err.Error(), "range 1 in --data-dir") {
 			t.Fatalf("start: %v, want the range's open error", err)
