@@ -1055,6 +1055,7 @@ func (s *Server) replaceInPlace(ctx context.Context, id uint64, server, cause, r
 	if err := s.deleteReplica(ctx, server, id, removed.GetGeneration()); err != nil {
 		return nil, fmt.Errorf("delete the broken replica on %s: %w", server, err)
 	}
+	s.reports.replacedInPlace(server, id, removed.GetGeneration())
 	cur, err := s.addVoter(ctx, removed, server, addrs)
 	if err != nil {
 		return nil, err

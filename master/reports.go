@@ -48,6 +48,14 @@ type reports struct {
 	// of (lifecycle "broken": its open failed persistently). The scheduler
 	// replaces such a replica as it does one on a down server.
 	broken map[string]map[uint64]bool
+	// replaced is, per server, the ranges whose broken replica there an
+	// in-place replacement removed, with the generation of that removal
+	// (replacedInPlace). A heartbeat the server built before the delete
+	// can be folded in after it: its "broken" of the old replica, below
+	// that generation, is not taken (a second in-place replacement would
+	// remove the new, healthy voter). The new replica reports the
+	// removal's generation or later.
+	replaced map[string]map[uint64]uint64
 	// voters is, per range, its leader's last report of the voters of its
 	// Raft configuration (the replica-set check, reconcile.go).
 	voters map[uint64]voterReport
@@ -231,6 +239,7 @@ func newReports() *reports {
 		lastSeen: map[string]time.Time{}, back: map[string]time.Time{}, leaders: map[uint64]string{}, loads: map[uint64]*pb.RangeLoad{},
 		trends: map[uint64]*rangeTrend{}, frozen: map[uint64]uint64{}, thawed: map[uint64]uint64{},
 		mergeAbort: map[string]bool{}, hosted: map[string]map[uint64]uint64{}, broken: map[string]map[uint64]bool{},
+		replaced:       map[string]map[uint64]uint64{},
 		voters:         map[uint64]voterReport{},
 		changedLeaders: map[uint64]struct{}{},
 		sessions:       map[string]*reportSession{},
@@ -332,12 +341,29 @@ func (r *reports) foldHosted(server string, ranges []*pb.RangeStatus, removed []
 	for _, rs := range ranges {
 		id := rs.GetRangeId()
 		hosted[id] = rs.GetAppliedIndex()
-		if rs.GetLifecycle() == brokenLifecycle {
+		if rs.GetLifecycle() == brokenLifecycle && rs.GetGeneration() >= r.replaced[server][id] {
 			broken[id] = true
 		} else {
 			delete(broken, id)
 		}
 	}
+}
+
+// replacedInPlace records that an in-place replacement removed server's
+// broken replica of range id at generation and deleted it: the mark is
+// cleared now (the next heartbeat would clear it, but the policy tick
+// comes first and would replace the range in place again, removing the
+// new voter), and reports of the old replica (below generation) are no
+// longer taken as broken.
+func (r *reports) replacedInPlace(server string, id, generation uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.broken[server], id)
+	if r.replaced[server] == nil {
+		r.replaced[server] = map[uint64]uint64{}
+	}
+	r.replaced[server][id] = max(r.replaced[server][id], generation)
+	r.gen++
 }
 
 // isBroken reports whether server's reports show its replica of range id
@@ -473,6 +499,9 @@ func (r *reports) forget(id uint64) {
 	delete(r.trends, id)
 	delete(r.voters, id)
 	delete(r.tables, id)
+	for _, ids := range r.replaced {
+		delete(ids, id)
+	}
 }
 
 // reportPruneEvery is how often the leader forgets the reports of
@@ -514,6 +543,7 @@ func (r *reports) forgetServer(server string) {
 	delete(r.mergeAbort, server)
 	delete(r.hosted, server)
 	delete(r.broken, server)
+	delete(r.replaced, server)
 	delete(r.sessions, server)
 	delete(r.disk, server)
 	delete(r.space, server)

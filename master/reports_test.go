@@ -377,3 +377,43 @@ func TestReportsBroken(t *testing.T) {
 		t.Fatal("a removed server's broken replica is still remembered")
 	}
 }
+
+// TestReportsReplacedInPlace: an in-place replacement's delete clears the
+// broken mark at once (the policy tick must not see it again before the
+// server's next heartbeat), and a report of the old replica built before
+// the delete (its generation below the removal's) that is folded in after
+// is not taken as broken; the new replica (the removal's generation or
+// later) is, should it break too.
+func TestReportsReplacedInPlace(t *testing.T) {
+	cfg := scheduler.DefaultConfig()
+	r := newReports()
+	now := time.Now()
+	st := func(gen uint64, lc string) *pb.RangeStatus {
+		return &pb.RangeStatus{RangeId: 1, Generation: gen, Lifecycle: lc}
+	}
+	r.heartbeat(cfg, "a", []*pb.RangeStatus{st(4, "broken")}, nil, true, time.Second, now)
+	if !r.brokenOn("a", 1) {
+		t.Fatal("the broken replica is not remembered")
+	}
+	before := r.gen
+	r.replacedInPlace("a", 1, 6)
+	if r.brokenOn("a", 1) {
+		t.Fatal("the broken mark outlived the in-place replacement's delete")
+	}
+	if r.gen == before {
+		t.Fatal("clearing the mark did not count as a change of the reports (the replica check would skip it)")
+	}
+	r.heartbeat(cfg, "a", []*pb.RangeStatus{st(4, "broken")}, nil, false, time.Second, now)
+	if r.brokenOn("a", 1) {
+		t.Fatal("a late report of the replaced replica marked the range broken again")
+	}
+	r.heartbeat(cfg, "a", []*pb.RangeStatus{st(6, "broken")}, nil, true, time.Second, now)
+	if !r.brokenOn("a", 1) {
+		t.Fatal("the new replica, broken too, is not taken as broken")
+	}
+	r.forget(1)
+	r.heartbeat(cfg, "a", []*pb.RangeStatus{st(4, "broken")}, nil, true, time.Second, now)
+	if !r.brokenOn("a", 1) {
+		t.Fatal("a forgotten range's replacement still hides a broken report")
+	}
+}
