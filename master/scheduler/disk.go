@@ -102,6 +102,13 @@ func (st *serverStat) take(r *Range) {
 	st.disk.Available -= min(st.disk.Available, 2*r.bytes())
 }
 
+// unsplittable reports whether r must not be split now for the state of
+// its replicas: one on a full disk (onFullDisk), or one reported broken (a
+// split would leave the new right-hand range's replica on that server
+// waiting, reported missing, not broken, so never replaced; re-replication
+// replaces the broken one first, as merges wait for it: allStaying).
+func (p *Plan) unsplittable(r *Range) bool { return p.onFullDisk(r) || r.anyBroken() }
+
 // onFullDisk reports whether a replica of r is on a server whose disk is
 // full: such a range is not split (the new range's snapshot is written on
 // every replica, and the range's replicas are leaving that server) nor

@@ -8,11 +8,12 @@ import (
 // reReplicate moves the replicas of a server that has been down for
 // ReplicateAfter to the live servers holding the fewest replicas: data
 // safety comes before load, so it runs first. A replica its server
-// reports broken (Replica.Broken: its open failed persistently) is
-// replaced the same way, at once (its server already found the failure
-// persistent); when no other server can take it, it is replaced in place
-// (a Move from its server to the same server: the master removes it,
-// deletes it and adds a new, empty replica there).
+// reports broken (Replica.Broken: its open found its files damaged) is
+// replaced the same way, at once (opening it again cannot help); when no
+// other server could ever take it, it is replaced in place (a Move from
+// its server to the same server: the master removes it, deletes it and
+// adds a new, empty replica there). Both need ReplicateAfter > 0: with
+// re-replication off, a broken replica is not replaced either.
 type reReplicate struct{}
 
 func (reReplicate) Name() string { return RuleReReplicate }
@@ -32,6 +33,9 @@ func (reReplicate) Schedule(p *Plan) {
 			st := p.servers[rep.Server]
 			switch {
 			case st == nil:
+				// Not registered (removed): nothing to judge it by; the
+				// range's other replicas are still looked at.
+				continue
 			case st.downFor >= p.cfg.ReplicateAfter:
 				if to := p.replicaTarget(r, st.id); to != nil {
 					p.add(r, Op{Kind: Move, Range: r.ID, From: st.id, To: to.id, Rule: RuleReReplicate,
@@ -49,10 +53,14 @@ func (reReplicate) Schedule(p *Plan) {
 }
 
 // replaceBroken plans the replacement of r's broken replica on st: on the
-// server replicaTarget picks, else in place on st if it can host it.
+// server replicaTarget picks, else in place on st if it can host it and
+// no other server could ever take it (otherHost). In place removes the
+// broken voter before its replacement exists, so it is the last resort: a
+// server that cannot take the replica only for now (silent, a low disk,
+// no move to spare) is waited for.
 func (p *Plan) replaceBroken(r *Range, st *serverStat) {
 	to := p.replicaTarget(r, st.id)
-	if to == nil && p.canHost(st) && st.roomFor(r) {
+	if to == nil && p.canHost(st) && st.roomFor(r) && !p.otherHost(r, st) {
 		to = st
 	}
 	if to == nil {
@@ -60,6 +68,18 @@ func (p *Plan) replaceBroken(r *Range, st *serverStat) {
 	}
 	p.add(r, Op{Kind: Move, Range: r.ID, From: st.id, To: to.id, Rule: RuleReReplicate,
 		Reason: fmt.Sprintf("re-replicate: the replica on %s is broken", st.id)})
+}
+
+// otherHost reports whether a server other than st could ever take a
+// replica of r: registered, not draining, and holding none of r, whatever
+// its state now (down, silent, its disk low or full).
+func (p *Plan) otherHost(r *Range, st *serverStat) bool {
+	for _, o := range p.order {
+		if o != st && !o.draining && !r.HasReplica(o.id) {
+			return true
+		}
+	}
+	return false
 }
 
 // anyDown reports whether a server has been down at least d.

@@ -149,6 +149,16 @@ func (r *Range) replica(server string) *Replica {
 	return nil
 }
 
+// anyBroken reports whether a replica of r is reported broken.
+func (r *Range) anyBroken() bool {
+	for i := range r.Replicas {
+		if r.Replicas[i].Broken {
+			return true
+		}
+	}
+	return false
+}
+
 func (r *Range) entitiesPerSec() float64 {
 	if r.Load == nil {
 		return 0

@@ -44,7 +44,7 @@ func (p *Plan) balanceSplit(s *serverStat) (*Range, string, *serverStat) {
 	var bestTo *serverStat
 	for _, r := range p.ledBy(s.id) {
 		l := r.entitiesPerSec()
-		if l <= 2*p.cfg.MergeLoad || !r.HotSince.IsZero() || !p.free(r) || p.staleLeader(r) || p.justSplit(r) || p.onFullDisk(r) || (best != nil && l <= best.entitiesPerSec()) {
+		if l <= 2*p.cfg.MergeLoad || !r.HotSince.IsZero() || !p.free(r) || p.staleLeader(r) || p.justSplit(r) || p.unsplittable(r) || (best != nil && l <= best.entitiesPerSec()) {
 			continue
 		}
 		to := p.coolestFollower(r, s.id)

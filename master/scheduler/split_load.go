@@ -21,7 +21,7 @@ func (splitLoad) Schedule(p *Plan) {
 		if p.Full() {
 			return
 		}
-		if !p.free(r) || p.staleLeader(r) || p.onFullDisk(r) {
+		if !p.free(r) || p.staleLeader(r) || p.unsplittable(r) {
 			continue
 		}
 		hot := p.hotFor(r)

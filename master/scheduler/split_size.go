@@ -20,7 +20,7 @@ func (splitSize) Schedule(p *Plan) {
 		if p.Full() {
 			return
 		}
-		if !p.free(r) || p.staleLeader(r) || p.justSplit(r) || p.sizeFailed.has(r.ID) || p.onFullDisk(r) {
+		if !p.free(r) || p.staleLeader(r) || p.justSplit(r) || p.sizeFailed.has(r.ID) || p.unsplittable(r) {
 			continue
 		}
 		p.add(r, Op{Kind: Split, Range: r.ID, From: r.Leader, To: p.RightLeader(r), Rule: RuleSplitSize,
