@@ -89,7 +89,7 @@ type replicaCheck struct {
 	leader    string
 	down      map[string]bool
 	// broken are the servers whose replica of the range reports itself
-	// broken (its open failed persistently): removed first, like a down
+	// broken (its open found its files damaged): removed first, like a down
 	// one, never kept as a healthy voter.
 	broken   map[string]bool
 	draining map[string]bool

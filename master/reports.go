@@ -45,7 +45,7 @@ type reports struct {
 	// replica at all.
 	hosted map[string]map[uint64]uint64
 	// broken is, per server, the ranges its reports show a broken replica
-	// of (lifecycle "broken": its open failed persistently). The scheduler
+	// of (lifecycle "broken": its open found its files damaged). The scheduler
 	// replaces such a replica as it does one on a down server.
 	broken map[string]map[uint64]bool
 	// replaced is, per server, the ranges whose broken replica there an
@@ -318,7 +318,7 @@ func (r *reports) heartbeat(cfg scheduler.Config, server string, ranges []*pb.Ra
 }
 
 // brokenLifecycle is the lifecycle a partition server reports for a
-// replica whose open failed persistently (partitionserver/lifecycle's
+// replica whose open found its files damaged (partitionserver/lifecycle's
 // Broken).
 const brokenLifecycle = "broken"
 

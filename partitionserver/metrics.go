@@ -53,7 +53,7 @@ var (
 	}, []string{"server"})
 	brokenReplicasGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: "tablestore", Subsystem: "partitionserver", Name: "broken_replicas",
-		Help: "Hosted replicas whose open failed persistently (damaged files): not opened, reported broken for the master to replace.",
+		Help: "Hosted replicas whose open found their files damaged: not opened, reported broken for the master to replace.",
 	}, []string{"server"})
 	leadersGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: "tablestore", Subsystem: "partitionserver", Name: "leaders",

@@ -86,9 +86,10 @@ type Replica struct {
 	// Missing: the replica's server is live but does not report hosting
 	// it (it was never created, or was lost); it may not lead.
 	Missing bool
-	// Broken: the replica's server reports it broken (its open failed
-	// persistently: damaged files). It may not lead, and re-replication
-	// replaces it as it does a replica on a down server.
+	// Broken: the replica's server reports it broken (its open found its
+	// files damaged). It may not lead, its range is neither split nor
+	// merged, and re-replication replaces it as it does a replica on a
+	// down server.
 	Broken bool
 }
 
