@@ -148,9 +148,10 @@ func brokenEvents(mc *masterclient.Client, id uint64, server string) int {
 }
 
 // replacementSettle is how long settleReplacements watches for a second
-// replacement: many policy ticks (250 ms) and heartbeats (500 ms), and
-// time for a second move to finish.
-const replacementSettle = 8 * time.Second
+// replacement: many policy ticks (250 ms), several of the test's
+// heartbeats (1.5 s), and time for a second move of a small range to
+// finish (without the mend, the second came 1.0-1.3 s after the first).
+const replacementSettle = 5 * time.Second
 
 // settleReplacements fails unless the master replaced range id's broken
 // replica on server exactly once, still so after replacementSettle.
