@@ -51,15 +51,7 @@ func TestBrokenReplicaReplaced(t *testing.T) {
 			writeSeq(t, tcl, acked, "before", 30)
 			d := tableRanges(partitionMap(t, mc), tc.tableTag)[0]
 			id := d.GetRangeId()
-			victim := brokenVictim(t, c, mc, d)
-			vi := c.ServerIndex(victim)
-			if err := c.StopServer(vi); err != nil {
-				t.Fatal(err)
-			}
-			damageSnapshot(t, c.Servers[vi].Config.DataDir, id)
-			if err := c.RestartServer(vi); err != nil {
-				t.Fatal(err)
-			}
+			victim, _ := breakReplica(t, c, mc, d)
 			writeSeq(t, tcl, acked, "degraded", 20)
 			waitFor(t, 60*time.Second, fmt.Sprintf("range %d back to three healthy replicas", id), func() bool {
 				return healthyReplicas(t, c, mc, tc.tableTag, victim, tc.inPlace)
@@ -74,6 +66,23 @@ func TestBrokenReplicaReplaced(t *testing.T) {
 			verifyExactlyOnce(t, tcl, acked)
 		})
 	}
+}
+
+// breakReplica damages the snapshot of a follower's replica of d, the
+// server stopped and restarted around it, and returns that server and its
+// index.
+func breakReplica(t *testing.T, c *Cluster, mc *masterclient.Client, d *pb.RangeDescriptor) (string, int) {
+	t.Helper()
+	victim := brokenVictim(t, c, mc, d)
+	vi := c.ServerIndex(victim)
+	if err := c.StopServer(vi); err != nil {
+		t.Fatal(err)
+	}
+	damageSnapshot(t, c.Servers[vi].Config.DataDir, d.GetRangeId())
+	if err := c.RestartServer(vi); err != nil {
+		t.Fatal(err)
+	}
+	return victim, vi
 }
 
 // brokenVictim picks a follower of range d (the map's leader is kept: the
@@ -182,15 +191,7 @@ func TestMoveBesideBrokenReplica(t *testing.T) {
 	c, tcl, mc, acked, ctx := handTable(t, table, 30, nil)
 	d := tableRanges(partitionMap(t, mc), table)[0]
 	id := d.GetRangeId()
-	victim := brokenVictim(t, c, mc, d)
-	vi := c.ServerIndex(victim)
-	if err := c.StopServer(vi); err != nil {
-		t.Fatal(err)
-	}
-	damageSnapshot(t, c.Servers[vi].Config.DataDir, id)
-	if err := c.RestartServer(vi); err != nil {
-		t.Fatal(err)
-	}
+	victim, vi := breakReplica(t, c, mc, d)
 	waitFor(t, 20*time.Second, "the damaged replica broken", func() bool {
 		return c.Servers[vi].Server.ReplicaState(id) == "broken"
 	})
