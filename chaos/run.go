@@ -63,8 +63,14 @@ type Result struct {
 	// attempt after it (it charges a key with the time its writers waited
 	// on other ranges; availability.go, waits).
 	MajorityGapBetween time.Duration
-	Problems           []string
-	Notes              []string // findings that are not violations
+	// The scanners (scan.go): scans that completed and were checked,
+	// scans that failed mid-way (not checked), the pages and entities the
+	// completed ones returned, and their violations (each a problem too).
+	Scans, ScansFailed      int
+	ScanPages, ScanEntities int
+	ScanViolations          int
+	Problems                []string
+	Notes                   []string // findings that are not violations
 }
 
 // OK reports whether the run found no violation.
@@ -152,6 +158,7 @@ func Run(o Options) (_ *Result, err error) {
 	w.halt()
 	c.ctlRunning.Wait()
 	res.Writes, res.Failures = w.writes.Load(), w.failures.Load()
+	scanResults(res, w, o)
 	res.Refused = c.net.refused.Load()
 	for k, g := range w.maxGap {
 		if g > res.MaxGap {
@@ -562,7 +569,7 @@ func Summary(rs []*Result) string {
 	sort.Slice(rs, func(i, j int) bool { return rs[i].Seed < rs[j].Seed })
 	var bad int
 	var worstGap, worstMajority, worstBetween, worstConv time.Duration
-	var acked, lost, dup, lu, lin int
+	var acked, lost, dup, lu, lin, scans, scanBad int
 	for _, r := range rs {
 		status := "ok"
 		if len(r.Notes) > 0 {
@@ -572,8 +579,8 @@ func Summary(rs []*Result) string {
 			status = "FAIL: " + strings.Join(r.Problems[:min(3, len(r.Problems))], "; ")
 			bad++
 		}
-		fmt.Fprintf(&b, "seed %d: %d faults, %d acked (%d unknown), %d increments, %d history ops, %d connections cut, converged %v, max write gap %v (%s, ended t+%.1fs), waited with a majority up %v (%s, ended t+%.1fs, around: %s; between successes %v): %s\n",
-			r.Seed, len(r.Faults), r.Acked, r.Unknown, r.Increments, r.HistoryOps, r.Refused, r.Converged.Round(time.Millisecond), r.MaxGap.Round(time.Millisecond), r.MaxGapKey, r.MaxGapEnd.Seconds(),
+		fmt.Fprintf(&b, "seed %d: %d faults, %d acked (%d unknown), %d increments, %d history ops, %d scans (%d failed, %d pages, %d violations), %d connections cut, converged %v, max write gap %v (%s, ended t+%.1fs), waited with a majority up %v (%s, ended t+%.1fs, around: %s; between successes %v): %s\n",
+			r.Seed, len(r.Faults), r.Acked, r.Unknown, r.Increments, r.HistoryOps, r.Scans, r.ScansFailed, r.ScanPages, r.ScanViolations, r.Refused, r.Converged.Round(time.Millisecond), r.MaxGap.Round(time.Millisecond), r.MaxGapKey, r.MaxGapEnd.Seconds(),
 			r.MajorityGap.Round(time.Millisecond), r.MajorityGapKey, r.MajorityGapEnd.Seconds(), strings.Join(r.MajorityGapFaults, ", "), r.MajorityGapBetween.Round(time.Millisecond), status)
 		worstGap = max(worstGap, r.MaxGap)
 		worstMajority = max(worstMajority, r.MajorityGap)
@@ -585,12 +592,14 @@ func Summary(rs []*Result) string {
 		lost += r.Lost
 		dup += r.Duplicated
 		lu += r.LostUpdates
+		scans += r.Scans
+		scanBad += r.ScanViolations
 		if !r.Linearizable {
 			lin++
 		}
 	}
-	fmt.Fprintf(&b, "%d seeds, %d failed: %d acknowledged entities, %d lost, %d duplicated, %d lost updates, %d non-linearizable histories; worst convergence %v, worst write gap %v, worst wait with a majority up %v (between successes %v)\n",
-		len(rs), bad, acked, lost, dup, lu, lin, worstConv.Round(time.Millisecond), worstGap.Round(time.Millisecond), worstMajority.Round(time.Millisecond), worstBetween.Round(time.Millisecond))
+	fmt.Fprintf(&b, "%d seeds, %d failed: %d acknowledged entities, %d lost, %d duplicated, %d lost updates, %d non-linearizable histories, %d scans with %d violations; worst convergence %v, worst write gap %v, worst wait with a majority up %v (between successes %v)\n",
+		len(rs), bad, acked, lost, dup, lu, lin, scans, scanBad, worstConv.Round(time.Millisecond), worstGap.Round(time.Millisecond), worstMajority.Round(time.Millisecond), worstBetween.Round(time.Millisecond))
 	return b.String()
 }
 

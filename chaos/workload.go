@@ -59,6 +59,15 @@ type workload struct {
 	waitGaps  []writeGap               // every wait of at least recordGap, for the majority-up figure
 	writes    atomic.Int64
 	failures  atomic.Int64
+
+	// The scanners' bookkeeping (scan.go): every key a write was sent for
+	// (set before it is sent) with its value, the keys a scan must return
+	// in the order they became required, and what the scans found.
+	attempted   map[string]int64
+	confirmed   []confirmation
+	isConfirmed map[string]bool
+	scanSeq     int
+	scans       scanStats
 }
 
 type insertRec struct {
@@ -104,7 +113,16 @@ func newClient(conn string, retries bool) (*aztables.ServiceClient, error) {
 
 func startWorkload(tc, reg *aztables.Client) *workload {
 	w := &workload{tc: tc, reg: reg, start: time.Now(), stop: make(chan struct{}), inserts: map[string]insertRec{},
-		lastWrite: map[string]time.Time{}, maxGap: map[string]time.Duration{}, gapEnd: map[string]time.Duration{}, wait: newWaits()}
+		lastWrite: map[string]time.Time{}, maxGap: map[string]time.Duration{}, gapEnd: map[string]time.Duration{}, wait: newWaits(),
+		attempted: map[string]int64{}, isConfirmed: map[string]bool{}}
+	// setup created the counters before the workload started.
+	w.mu.Lock()
+	for i := 0; i < counters; i++ {
+		k := fmt.Sprintf("cnt%d/c", i)
+		w.attempted[k] = noValue
+		w.confirmLocked(k, "created by setup")
+	}
+	w.mu.Unlock()
 	for i := 0; i < 3; i++ {
 		w.spawn(func() { w.insertLoop(i) })
 	}
@@ -114,6 +132,9 @@ func startWorkload(tc, reg *aztables.Client) *workload {
 	}
 	for i := 0; i < 2; i++ {
 		w.spawn(func() { w.registerLoop(i) })
+	}
+	for i := 0; i < 2; i++ {
+		w.spawn(func() { w.scanLoop(i) })
 	}
 	return w
 }
@@ -196,6 +217,7 @@ func (w *workload) insertLoop(worker int) {
 		rk := fmt.Sprintf("i%d-%07d", worker, n)
 		v := int64(worker)<<40 | int64(n)
 		body, _ := json.Marshal(map[string]any{"PartitionKey": pk, "RowKey": rk, "V": fmt.Sprint(v), "V@odata.type": "Edm.Int64"})
+		w.attemptKeys([]string{pk + "/" + rk}, []int64{v})
 		w.attempt(pk)
 		ctx, cancel := opCtx()
 		_, err := w.tc.AddEntity(ctx, body, nil)
@@ -209,6 +231,9 @@ func (w *workload) insertLoop(worker int) {
 		}
 		w.mu.Lock()
 		w.inserts[pk+"/"+rk] = rec
+		if rec.out == applied {
+			w.acknowledgedLocked(pk + "/" + rk)
+		}
 		w.mu.Unlock()
 	}
 }
@@ -225,6 +250,11 @@ func (w *workload) batchLoop() {
 			actions = append(actions, aztables.TransactionAction{ActionType: aztables.TransactionTypeAdd, Entity: body})
 			b.rks, b.vals = append(b.rks, rk), append(b.vals, v)
 		}
+		keys := make([]string, len(b.rks))
+		for j, rk := range b.rks {
+			keys[j] = pk + "/" + rk
+		}
+		w.attemptKeys(keys, b.vals)
 		w.attempt(pk)
 		ctx, cancel := opCtx()
 		_, err := w.tc.SubmitTransaction(ctx, actions, nil)
@@ -238,6 +268,9 @@ func (w *workload) batchLoop() {
 		}
 		w.mu.Lock()
 		w.batches = append(w.batches, b)
+		if b.out == applied {
+			w.acknowledgedLocked(keys...)
+		}
 		w.mu.Unlock()
 	}
 }
@@ -304,6 +337,7 @@ func (w *workload) registerLoop(client int) {
 			v := client*10_000_000 + n
 			call := w.now()
 			body, _ := json.Marshal(map[string]any{"PartitionKey": key, "RowKey": "r", "V": v})
+			w.attemptKeys([]string{key + "/r"}, []int64{noValue})
 			w.attempt(key)
 			ctx, cancel := opCtx()
 			_, err := w.reg.UpsertEntity(ctx, body, &aztables.UpsertEntityOptions{UpdateMode: aztables.UpdateModeReplace})
@@ -314,6 +348,9 @@ func (w *workload) registerLoop(client int) {
 				w.failed(key)
 			} else {
 				w.succeeded(key)
+				w.mu.Lock()
+				w.acknowledgedLocked(key + "/r")
+				w.mu.Unlock()
 			}
 			w.record(porcupine.Operation{ClientId: client, Input: regInput{key: key, put: true, value: v}, Call: call, Output: regOutput{}, Return: ret})
 			continue

@@ -1,0 +1,407 @@
+package chaos
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+)
+
+// Scans are the workload's queries: a scanner lists the table, or a
+// PartitionKey range of it, with the SDK's pager and a small $top, so that
+// every scan follows many continuations across ranges that split, merge
+// and move under it while faults hit the servers. Each completed scan is
+// checked (checkScan) against what the writers had been told when it
+// began; a scan that fails mid-way is counted, not checked.
+
+// noValue marks an attempted key whose value scans do not compare (the
+// counters and registers change), and an entity returned without V.
+const noValue = math.MinInt64
+
+// errScanStopped ends a scan the end of the run cut short.
+var errScanStopped = errors.New("scan: the workload stopped")
+
+// confirmation is a key every scan that begins later and covers its
+// PartitionKey must return: the workload never deletes.
+type confirmation struct {
+	key string // "pk/rk"
+	how string // why it must be there, for the report
+}
+
+// pkBounds is a scan's PartitionKey range (its $filter).
+type pkBounds struct {
+	lower, upper         string
+	hasLower, hasUpper   bool
+	lowerIncl, upperIncl bool
+}
+
+// holds reports whether pk lies in b.
+func (b pkBounds) holds(pk string) bool {
+	if b.hasLower && (pk < b.lower || (pk == b.lower && !b.lowerIncl)) {
+		return false
+	}
+	return !b.hasUpper || pk < b.upper || (pk == b.upper && b.upperIncl)
+}
+
+// filter is b as an OData $filter ("" when unbounded).
+func (b pkBounds) filter() string {
+	var parts []string
+	if b.hasLower {
+		parts = append(parts, fmt.Sprintf("PartitionKey %s '%s'", map[bool]string{true: "ge", false: "gt"}[b.lowerIncl], b.lower))
+	}
+	if b.hasUpper {
+		parts = append(parts, fmt.Sprintf("PartitionKey %s '%s'", map[bool]string{true: "le", false: "lt"}[b.upperIncl], b.upper))
+	}
+	return strings.Join(parts, " and ")
+}
+
+// scanPage is one page of a scan: the continuation it was asked with and
+// the one it returned (raw tokens as the SDK saw them), and which of the
+// scan's entities it carried.
+type scanPage struct {
+	askedPK, askedRK string
+	nextPK, nextRK   string
+	hasNext          bool
+	first, n         int // s.ents[first : first+n]
+	from, to         time.Duration
+}
+
+// scanEntity is one entity a scan returned.
+type scanEntity struct {
+	pk, rk string
+	value  int64 // noValue when absent
+	page   int
+}
+
+func (e scanEntity) key() string { return e.pk + "/" + e.rk }
+
+// scanRec is one scan: how it was asked, what each page returned, and the
+// confirmations it must honour (w.confirmed[:confirmedAt]).
+type scanRec struct {
+	id, worker  int
+	bounds      pkBounds
+	top         int32
+	sel         bool // $select=PartitionKey,RowKey,V
+	started     time.Duration
+	confirmedAt int
+	pages       []scanPage
+	ents        []scanEntity
+}
+
+// scanViolation is one finding of checkScan.
+type scanViolation struct {
+	kind   string // missing, duplicate, out of order, unknown, outside filter, wrong value
+	key    string
+	detail string
+}
+
+func (v scanViolation) String() string { return v.kind + " " + v.key + ": " + v.detail }
+
+// keyLess orders entities as Azure returns them: PartitionKey, then RowKey.
+func keyLess(apk, ark, bpk, brk string) bool {
+	return apk < bpk || (apk == bpk && ark < brk)
+}
+
+func splitKey(k string) (pk, rk string) {
+	pk, rk, _ = strings.Cut(k, "/")
+	return pk, rk
+}
+
+// checkScan checks a completed scan: each entity once (duplicate), in
+// key order (out of order), within its filter (outside filter), written by
+// some attempt (unknown) with the value written (wrong value), and every
+// required key within the filter present (missing). attempted maps each
+// key a write was sent for to its value (noValue: not compared).
+func checkScan(s *scanRec, required []confirmation, attempted map[string]int64) []scanViolation {
+	var out []scanViolation
+	seen := make(map[string]int, len(s.ents))
+	for i, e := range s.ents {
+		k := e.key()
+		if j, dup := seen[k]; dup {
+			out = append(out, scanViolation{"duplicate", k, fmt.Sprintf("entity %d and %d: %s; %s", j, i, s.pageAt(j), s.pageAt(i))})
+		} else {
+			seen[k] = i
+		}
+		if p := s.ents[max(i-1, 0)]; i > 0 && keyLess(e.pk, e.rk, p.pk, p.rk) {
+			out = append(out, scanViolation{"out of order", k, fmt.Sprintf("entity %d after %s: %s; %s", i, p.key(), s.pageAt(i-1), s.pageAt(i))})
+		}
+		if !s.bounds.holds(e.pk) {
+			out = append(out, scanViolation{"outside filter", k, s.pageAt(i)})
+		}
+		v, ok := attempted[k]
+		switch {
+		case !ok:
+			out = append(out, scanViolation{"unknown", k, "no write was sent for it; " + s.pageAt(i)})
+		case v != noValue && e.value != noValue && e.value != v:
+			out = append(out, scanViolation{"wrong value", k, fmt.Sprintf("V=%d, written %d; %s", e.value, v, s.pageAt(i))})
+		}
+	}
+	for _, c := range required {
+		pk, rk := splitKey(c.key)
+		if _, ok := seen[c.key]; ok || !s.bounds.holds(pk) {
+			continue
+		}
+		out = append(out, scanViolation{"missing", c.key, c.how + ", not returned; " + s.around(pk, rk)})
+	}
+	for i := range out {
+		out[i].detail = s.header() + ": " + out[i].detail
+	}
+	return out
+}
+
+// header names the scan for a report.
+func (s *scanRec) header() string {
+	return fmt.Sprintf("scan %d (scanner %d, began t+%.3fs, filter %q, $top %d, select %v, %d pages, %d entities)",
+		s.id, s.worker, s.started.Seconds(), s.bounds.filter(), s.top, s.sel, len(s.pages), len(s.ents))
+}
+
+// pageAt describes the page that carried entity i.
+func (s *scanRec) pageAt(i int) string {
+	if i < 0 || i >= len(s.ents) {
+		return "no such entity"
+	}
+	return s.describePage(s.ents[i].page)
+}
+
+// describePage says what page p was asked and answered.
+func (s *scanRec) describePage(p int) string {
+	if p < 0 || p >= len(s.pages) {
+		return "no such page"
+	}
+	pg := s.pages[p]
+	b := fmt.Sprintf("page %d (t+%.3f-%.3fs) asked at %s returned %d", p, pg.from.Seconds(), pg.to.Seconds(), tokenPos(pg.askedPK, pg.askedRK), pg.n)
+	if pg.n > 0 {
+		b += fmt.Sprintf(" [%s .. %s]", s.ents[pg.first].key(), s.ents[pg.first+pg.n-1].key())
+	}
+	if pg.hasNext {
+		return b + " next " + tokenPos(pg.nextPK, pg.nextRK)
+	}
+	return b + ", last"
+}
+
+// around describes the pages on either side of where pk/rk belonged.
+func (s *scanRec) around(pk, rk string) string {
+	i := 0
+	for i < len(s.ents) && keyLess(s.ents[i].pk, s.ents[i].rk, pk, rk) {
+		i++
+	}
+	var parts []string
+	if i > 0 {
+		parts = append(parts, "after "+s.ents[i-1].key()+" of "+s.pageAt(i-1))
+	}
+	if i < len(s.ents) {
+		parts = append(parts, "before "+s.ents[i].key()+" of "+s.pageAt(i))
+	}
+	if len(parts) == 0 {
+		return "the scan returned nothing"
+	}
+	return strings.Join(parts, "; ")
+}
+
+// tokenPos shows a continuation as its tokens and the keys they decode to.
+func tokenPos(pk, rk string) string {
+	if pk == "" && rk == "" {
+		return "the start"
+	}
+	return fmt.Sprintf("%q/%q (%s/%s)", pk, rk, decodeTok(pk), decodeTok(rk))
+}
+
+// decodeTok decodes a continuation token of the front-end's shape
+// ("1!<n>!<base64, '-' for padding>"); anything else is shown as is.
+func decodeTok(tok string) string {
+	rest, ok := strings.CutPrefix(tok, "1!")
+	if !ok {
+		return tok
+	}
+	_, b64, ok := strings.Cut(rest, "!")
+	if !ok {
+		return tok
+	}
+	raw, err := base64.StdEncoding.DecodeString(strings.ReplaceAll(b64, "-", "="))
+	if err != nil {
+		return tok
+	}
+	return string(raw)
+}
+
+// scanStats is what the scanners counted.
+type scanStats struct {
+	done, failed, pages, entities int
+	violations                    []scanViolation
+	errors                        []string // the first failures, for the log
+}
+
+// scanBounds are the candidate PartitionKey bounds of filtered scans:
+// key-space edges, keys of the workload's partitions, split points and
+// keys between them.
+var scanBounds = []string{"cnt", "cnt2", "p", "p00", "p03", "p05x", "p07", "p08", "p1", "p12", "p15", "q", "reg", "reg2"}
+
+// newScan picks a scan's shape: $top in 50..200, half of them filtered by
+// a PartitionKey range, a third with $select.
+func newScan(rng *rand.Rand, worker int) *scanRec {
+	s := &scanRec{worker: worker, top: int32(50 + rng.Intn(151)), sel: rng.Intn(3) == 0}
+	if rng.Intn(2) == 0 {
+		return s
+	}
+	a, b := scanBounds[rng.Intn(len(scanBounds))], scanBounds[rng.Intn(len(scanBounds))]
+	if a > b {
+		a, b = b, a
+	}
+	s.bounds = pkBounds{lower: a, upper: b, hasLower: rng.Intn(5) != 0, hasUpper: rng.Intn(5) != 0,
+		lowerIncl: rng.Intn(2) == 0, upperIncl: rng.Intn(2) == 0}
+	return s
+}
+
+// scanLoop runs scans until the workload stops.
+func (w *workload) scanLoop(worker int) {
+	rng := rand.New(rand.NewSource(time.Now().UnixNano() + int64(worker)))
+	for !w.stopped() {
+		s := newScan(rng, worker)
+		w.mu.Lock()
+		w.scanSeq++
+		s.id, s.confirmedAt, s.started = w.scanSeq, len(w.confirmed), time.Since(w.start)
+		w.mu.Unlock()
+		err := w.runScan(s)
+		if errors.Is(err, errScanStopped) {
+			return
+		}
+		w.endScan(s, err)
+		time.Sleep(time.Duration(200+rng.Intn(300)) * time.Millisecond)
+	}
+}
+
+// runScan follows the pager to the end, recording every page.
+func (w *workload) runScan(s *scanRec) error {
+	opts := &aztables.ListEntitiesOptions{Top: &s.top}
+	if f := s.bounds.filter(); f != "" {
+		opts.Filter = &f
+	}
+	if s.sel {
+		opts.Select = to.Ptr("PartitionKey,RowKey,V")
+	}
+	pager := w.tc.NewListEntitiesPager(opts)
+	var askedPK, askedRK string
+	for pager.More() {
+		if w.stopped() {
+			return errScanStopped
+		}
+		pg := scanPage{askedPK: askedPK, askedRK: askedRK, first: len(s.ents), from: time.Since(w.start)}
+		ctx, cancel := opCtx()
+		resp, err := pager.NextPage(ctx)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("page %d, asked at %s: %w", len(s.pages), tokenPos(askedPK, askedRK), err)
+		}
+		pg.to = time.Since(w.start)
+		for _, raw := range resp.Entities {
+			var e map[string]any
+			if err := json.Unmarshal(raw, &e); err != nil {
+				return fmt.Errorf("page %d: %w", len(s.pages), err)
+			}
+			v, ok := parseInt(e["V"])
+			if !ok {
+				v = noValue
+			}
+			s.ents = append(s.ents, scanEntity{pk: fmt.Sprint(e["PartitionKey"]), rk: fmt.Sprint(e["RowKey"]), value: v, page: len(s.pages)})
+		}
+		pg.n = len(s.ents) - pg.first
+		if resp.NextPartitionKey != nil {
+			pg.hasNext, pg.nextPK = true, *resp.NextPartitionKey
+			if resp.NextRowKey != nil {
+				pg.nextRK = *resp.NextRowKey
+			}
+		}
+		askedPK, askedRK = pg.nextPK, pg.nextRK
+		s.pages = append(s.pages, pg)
+	}
+	return nil
+}
+
+// endScan counts a scan and checks a completed one; what it returned, every
+// scan that begins later must return too.
+func (w *workload) endScan(s *scanRec, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err != nil {
+		w.scans.failed++
+		if len(w.scans.errors) < 5 {
+			w.scans.errors = append(w.scans.errors, s.header()+": "+err.Error())
+		}
+		return
+	}
+	w.scans.done++
+	w.scans.pages += len(s.pages)
+	w.scans.entities += len(s.ents)
+	w.scans.violations = append(w.scans.violations, checkScan(s, w.confirmed[:s.confirmedAt], w.attempted)...)
+	how := fmt.Sprintf("returned by scan %d (began t+%.3fs)", s.id, s.started.Seconds())
+	for _, e := range s.ents {
+		if _, ok := w.attempted[e.key()]; ok {
+			w.confirmLocked(e.key(), how)
+		}
+	}
+}
+
+// attemptKeys notes the entities a write is about to be sent for.
+func (w *workload) attemptKeys(keys []string, vals []int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i, k := range keys {
+		w.attempted[k] = vals[i]
+	}
+}
+
+// confirmLocked makes k required of every scan that begins from now on
+// (w.mu held).
+func (w *workload) confirmLocked(k, how string) {
+	if w.isConfirmed[k] {
+		return
+	}
+	w.isConfirmed[k] = true
+	w.confirmed = append(w.confirmed, confirmation{key: k, how: how})
+}
+
+// acknowledgedLocked confirms keys whose write was just acknowledged.
+func (w *workload) acknowledgedLocked(keys ...string) {
+	how := fmt.Sprintf("acknowledged t+%.3fs", time.Since(w.start).Seconds())
+	for _, k := range keys {
+		w.confirmLocked(k, how)
+	}
+}
+
+// scanResults copies the scanners' counts into res, logs their first
+// failures, and makes each violation a problem: the first few in full in
+// the summary, every one in full in the log and in scan-violations.txt of
+// the seed's directory.
+func scanResults(res *Result, w *workload, o Options) {
+	w.mu.Lock()
+	st := w.scans
+	w.mu.Unlock()
+	res.Scans, res.ScansFailed, res.ScanPages, res.ScanEntities = st.done, st.failed, st.pages, st.entities
+	res.ScanViolations = len(st.violations)
+	for _, e := range st.errors {
+		o.Logf("seed %d: failed %s", o.Seed, e)
+	}
+	var all strings.Builder
+	for i, v := range st.violations {
+		o.Logf("seed %d: scan violation: %s", o.Seed, v)
+		fmt.Fprintln(&all, v)
+		if i < 5 {
+			res.problem("scan: %s", v)
+		}
+	}
+	if n := len(st.violations); n > 5 {
+		res.problem("scan: %d more violations (scan-violations.txt)", n-5)
+	}
+	if all.Len() > 0 && o.Dir != "" {
+		os.WriteFile(filepath.Join(o.Dir, "scan-violations.txt"), []byte(all.String()), 0o644)
+	}
+}
