@@ -90,7 +90,8 @@ type scanRec struct {
 	id, worker  int
 	bounds      pkBounds
 	top         int32
-	sel         bool // $select=PartitionKey,RowKey,V
+	sel         bool          // $select=PartitionKey,RowKey,V
+	pause       time.Duration // between pages: a slow scan spans faults and reshapes
 	started     time.Duration
 	confirmedAt int
 	pages       []scanPage
@@ -160,8 +161,8 @@ func checkScan(s *scanRec, required []confirmation, attempted map[string]int64) 
 
 // header names the scan for a report.
 func (s *scanRec) header() string {
-	return fmt.Sprintf("scan %d (scanner %d, began t+%.3fs, filter %q, $top %d, select %v, %d pages, %d entities)",
-		s.id, s.worker, s.started.Seconds(), s.bounds.filter(), s.top, s.sel, len(s.pages), len(s.ents))
+	return fmt.Sprintf("scan %d (scanner %d, began t+%.3fs, filter %q, $top %d, select %v, pause %v, %d pages, %d entities)",
+		s.id, s.worker, s.started.Seconds(), s.bounds.filter(), s.top, s.sel, s.pause, len(s.pages), len(s.ents))
 }
 
 // pageAt describes the page that carried entity i.
@@ -246,9 +247,14 @@ type scanStats struct {
 var scanBounds = []string{"cnt", "cnt2", "p", "p00", "p03", "p05x", "p07", "p08", "p1", "p12", "p15", "q", "reg", "reg2"}
 
 // newScan picks a scan's shape: $top in 50..200, half of them filtered by
-// a PartitionKey range, a third with $select.
+// a PartitionKey range, a third with $select, a quarter pausing up to
+// 250 ms between pages (its continuations then outlive splits, merges,
+// moves and faults; a scan that does not pause takes about a second).
 func newScan(rng *rand.Rand, worker int) *scanRec {
 	s := &scanRec{worker: worker, top: int32(50 + rng.Intn(151)), sel: rng.Intn(3) == 0}
+	if rng.Intn(4) == 0 {
+		s.pause = time.Duration(50+rng.Intn(200)) * time.Millisecond
+	}
 	if rng.Intn(2) == 0 {
 		return s
 	}
@@ -291,6 +297,9 @@ func (w *workload) runScan(s *scanRec) error {
 	pager := w.tc.NewListEntitiesPager(opts)
 	var askedPK, askedRK string
 	for pager.More() {
+		if len(s.pages) > 0 {
+			time.Sleep(s.pause)
+		}
 		if w.stopped() {
 			return errScanStopped
 		}
