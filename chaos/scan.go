@@ -195,17 +195,17 @@ func (s *scanRec) around(pk, rk string) string {
 	for i < len(s.ents) && keyLess(s.ents[i].pk, s.ents[i].rk, pk, rk) {
 		i++
 	}
-	var parts []string
-	if i > 0 {
-		parts = append(parts, "after "+s.ents[i-1].key()+" of "+s.pageAt(i-1))
-	}
-	if i < len(s.ents) {
-		parts = append(parts, "before "+s.ents[i].key()+" of "+s.pageAt(i))
-	}
-	if len(parts) == 0 {
+	switch {
+	case len(s.ents) == 0:
 		return "the scan returned nothing"
+	case i == 0:
+		return "before " + s.ents[0].key() + " of " + s.pageAt(0)
+	case i == len(s.ents):
+		return "after " + s.ents[i-1].key() + " of " + s.pageAt(i-1)
+	case s.ents[i-1].page == s.ents[i].page:
+		return "between " + s.ents[i-1].key() + " and " + s.ents[i].key() + " of " + s.pageAt(i)
 	}
-	return strings.Join(parts, "; ")
+	return "after " + s.ents[i-1].key() + " of " + s.pageAt(i-1) + "; before " + s.ents[i].key() + " of " + s.pageAt(i)
 }
 
 // tokenPos shows a continuation as its tokens and the keys they decode to.
@@ -387,9 +387,9 @@ func (w *workload) acknowledgedLocked(keys ...string) {
 }
 
 // scanResults copies the scanners' counts into res, logs their first
-// failures, and makes each violation a problem: the first few in full in
-// the summary, every one in full in the log and in scan-violations.txt of
-// the seed's directory.
+// failures, and makes each violation a problem: the first 5 in full in
+// the problems, the first 20 in the log, every one in scan-violations.txt
+// of the seed's directory.
 func scanResults(res *Result, w *workload, o Options) {
 	w.mu.Lock()
 	st := w.scans
@@ -401,7 +401,9 @@ func scanResults(res *Result, w *workload, o Options) {
 	}
 	var all strings.Builder
 	for i, v := range st.violations {
-		o.Logf("seed %d: scan violation: %s", o.Seed, v)
+		if i < 20 {
+			o.Logf("seed %d: scan violation: %s", o.Seed, v)
+		}
 		fmt.Fprintln(&all, v)
 		if i < 5 {
 			res.problem("scan: %s", v)

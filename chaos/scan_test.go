@@ -60,8 +60,10 @@ func TestCheckScan(t *testing.T) {
 	}{
 		{"clean", scripted(pkBounds{}, []string{"cnt0/c=41", "p00/a=1"}, []string{"p00/b=2", "p01/a=3"}, []string{"p02/a=4", "p03/a", "reg0/r=9"}), nil, ""},
 		{"clean, filtered, an unknown outcome absent", scripted(p0203, []string{"p02/a=4"}, nil), nil, ""},
-		{"missing", scripted(pkBounds{}, []string{"cnt0/c", "p00/a"}, []string{"p00/b", "p02/a"}, []string{"p03/a"}),
-			[]string{"missing p01/a"}, `acknowledged t+0.7s, not returned; after p00/b of page 1 (t+1.000-1.001s) asked at "1!4!cDAw"/"1!4!Yg--" (p00/b)`},
+		{"missing within a page", scripted(pkBounds{}, []string{"cnt0/c", "p00/a"}, []string{"p00/b", "p02/a"}, []string{"p03/a"}),
+			[]string{"missing p01/a"}, `acknowledged t+0.7s, not returned; between p00/b and p02/a of page 1 (t+1.000-1.001s) asked at "1!4!cDAw"/"1!4!Yg--" (p00/b)`},
+		{"missing at a page boundary", scripted(pkBounds{}, []string{"cnt0/c", "p00/a", "p00/b"}, []string{"p02/a", "p03/a"}),
+			[]string{"missing p01/a"}, `after p00/b of page 0 (t+0.000-0.001s) asked at the start returned 3 [cnt0/c .. p00/b] next "1!4!cDAy"/"1!4!YQ--" (p02/a); before p02/a of page 1`},
 		{"missing in the filter", scripted(p0203, []string{"p02/b=5"}), []string{"missing p02/a"}, "returned by scan 3, not returned; before p02/b"},
 		{"duplicate across pages", scripted(pkBounds{}, []string{"cnt0/c", "p00/a", "p01/a"}, []string{"p01/a", "p02/a", "p03/a"}),
 			[]string{"duplicate p01/a"}, "entity 2 and 3: page 0"},
