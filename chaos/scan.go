@@ -247,13 +247,14 @@ type scanStats struct {
 var scanBounds = []string{"cnt", "cnt2", "p", "p00", "p03", "p05x", "p07", "p08", "p1", "p12", "p15", "q", "reg", "reg2"}
 
 // newScan picks a scan's shape: $top in 50..200, half of them filtered by
-// a PartitionKey range, a third with $select, a quarter pausing up to
-// 250 ms between pages (its continuations then outlive splits, merges,
-// moves and faults; a scan that does not pause takes about a second).
+// a PartitionKey range, a third with $select. Scanner 0's scans follow
+// their continuations at once (a whole-table scan takes about a second);
+// scanner 1 pauses 20-150 ms between pages, so its continuations outlive
+// splits, merges, moves and faults.
 func newScan(rng *rand.Rand, worker int) *scanRec {
 	s := &scanRec{worker: worker, top: int32(50 + rng.Intn(151)), sel: rng.Intn(3) == 0}
-	if rng.Intn(4) == 0 {
-		s.pause = time.Duration(50+rng.Intn(200)) * time.Millisecond
+	if worker == 1 {
+		s.pause = time.Duration(20+rng.Intn(131)) * time.Millisecond
 	}
 	if rng.Intn(2) == 0 {
 		return s
