@@ -9,6 +9,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -65,14 +66,17 @@ func (b pkBounds) filter() string {
 }
 
 // scanPage is one page of a scan: the continuation it was asked with and
-// the one it returned (raw tokens as the SDK saw them), and which of the
-// scan's entities it carried.
+// the one it returned (raw tokens as the SDK saw them), which of the
+// scan's entities it carried, and how many confirmations there were when
+// it was asked for (w.confirmed[:confirmedAt]: each must be on the page
+// if its key lies in the page's span).
 type scanPage struct {
 	askedPK, askedRK string
 	nextPK, nextRK   string
 	hasNext          bool
 	first, n         int // s.ents[first : first+n]
 	from, to         time.Duration
+	confirmedAt      int
 }
 
 // scanEntity is one entity a scan returned.
@@ -84,18 +88,16 @@ type scanEntity struct {
 
 func (e scanEntity) key() string { return e.pk + "/" + e.rk }
 
-// scanRec is one scan: how it was asked, what each page returned, and the
-// confirmations it must honour (w.confirmed[:confirmedAt]).
+// scanRec is one scan: how it was asked and what each page returned.
 type scanRec struct {
-	id, worker  int
-	bounds      pkBounds
-	top         int32
-	sel         bool          // $select=PartitionKey,RowKey,V
-	pause       time.Duration // between pages: a slow scan spans faults and reshapes
-	started     time.Duration
-	confirmedAt int
-	pages       []scanPage
-	ents        []scanEntity
+	id, worker int
+	bounds     pkBounds
+	top        int32
+	sel        bool          // $select=PartitionKey,RowKey,V
+	pause      time.Duration // between pages: a slow scan spans faults and reshapes
+	started    time.Duration
+	pages      []scanPage
+	ents       []scanEntity
 }
 
 // scanViolation is one finding of checkScan.
@@ -120,8 +122,12 @@ func splitKey(k string) (pk, rk string) {
 // checkScan checks a completed scan: each entity once (duplicate), in
 // key order (out of order), within its filter (outside filter), written by
 // some attempt (unknown) with the value written (wrong value), and every
-// required key within the filter present (missing). attempted maps each
-// key a write was sent for to its value (noValue: not compared).
+// confirmed key within the filter present (missing) if it was confirmed
+// before the page whose span holds it was asked for (a page answers after
+// every write acknowledged before it was asked, as Azure's queries do;
+// required must hold the confirmations up to the last page's
+// confirmedAt). attempted maps each key a write was sent for to its value
+// (noValue: not compared).
 func checkScan(s *scanRec, required []confirmation, attempted map[string]int64) []scanViolation {
 	var out []scanViolation
 	seen := make(map[string]int, len(s.ents))
@@ -146,15 +152,33 @@ func checkScan(s *scanRec, required []confirmation, attempted map[string]int64) 
 			out = append(out, scanViolation{"wrong value", k, fmt.Sprintf("V=%d, written %d; %s", e.value, v, s.pageAt(i))})
 		}
 	}
-	for _, c := range required {
+	out = append(out, s.missing(required, seen)...)
+	for i := range out {
+		out[i].detail = s.header() + ": " + out[i].detail
+	}
+	return out
+}
+
+// missing reports the required keys a scan should have returned: in its
+// filter, and confirmed before the page whose span holds them was asked.
+func (s *scanRec) missing(required []confirmation, seen map[string]int) []scanViolation {
+	type pos struct{ pk, rk string }
+	starts := make([]pos, len(s.pages)) // where each page began; page 0 at the start
+	for p, pg := range s.pages[min(1, len(s.pages)):] {
+		starts[p+1] = pos{decodeTok(pg.askedPK), decodeTok(pg.askedRK)}
+	}
+	var out []scanViolation
+	for j, c := range required {
 		pk, rk := splitKey(c.key)
 		if _, ok := seen[c.key]; ok || !s.bounds.holds(pk) {
 			continue
 		}
-		out = append(out, scanViolation{"missing", c.key, c.how + ", not returned; " + s.around(pk, rk)})
-	}
-	for i := range out {
-		out[i].detail = s.header() + ": " + out[i].detail
+		// The last page that began at or before the key.
+		p := sort.Search(len(starts), func(i int) bool { return keyLess(pk, rk, starts[i].pk, starts[i].rk) }) - 1
+		if p < 0 || j >= s.pages[p].confirmedAt {
+			continue // confirmed after its page was asked for (or no page)
+		}
+		out = append(out, scanViolation{"missing", c.key, fmt.Sprintf("%s, before page %d was asked, not returned; %s", c.how, p, s.around(pk, rk))})
 	}
 	return out
 }
@@ -275,7 +299,7 @@ func (w *workload) scanLoop(worker int) {
 		s := newScan(rng, worker)
 		w.mu.Lock()
 		w.scanSeq++
-		s.id, s.confirmedAt, s.started = w.scanSeq, len(w.confirmed), time.Since(w.start)
+		s.id, s.started = w.scanSeq, time.Since(w.start)
 		w.mu.Unlock()
 		err := w.runScan(s)
 		if errors.Is(err, errScanStopped) {
@@ -304,7 +328,10 @@ func (w *workload) runScan(s *scanRec) error {
 		if w.stopped() {
 			return errScanStopped
 		}
-		pg := scanPage{askedPK: askedPK, askedRK: askedRK, first: len(s.ents), from: time.Since(w.start)}
+		pg := scanPage{askedPK: askedPK, askedRK: askedRK, first: len(s.ents)}
+		w.mu.Lock()
+		pg.confirmedAt, pg.from = len(w.confirmed), time.Since(w.start)
+		w.mu.Unlock()
 		ctx, cancel := opCtx()
 		resp, err := pager.NextPage(ctx)
 		cancel()
@@ -351,7 +378,11 @@ func (w *workload) endScan(s *scanRec, err error) {
 	w.scans.done++
 	w.scans.pages += len(s.pages)
 	w.scans.entities += len(s.ents)
-	w.scans.violations = append(w.scans.violations, checkScan(s, w.confirmed[:s.confirmedAt], w.attempted)...)
+	required := w.confirmed[:0]
+	if n := len(s.pages); n > 0 {
+		required = w.confirmed[:s.pages[n-1].confirmedAt]
+	}
+	w.scans.violations = append(w.scans.violations, checkScan(s, required, w.attempted)...)
 	how := fmt.Sprintf("returned by scan %d (began t+%.3fs)", s.id, s.started.Seconds())
 	for _, e := range s.ents {
 		if _, ok := w.attempted[e.key()]; ok {

@@ -3,18 +3,27 @@ package chaos
 import (
 	"encoding/base64"
 	"fmt"
+	"math"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 )
 
 // scripted builds a completed scan from pages of "pk/rk=value" entries
 // ("=value" optional: noValue); each page but the last continues at the
-// next page's first key, as the front-end's tokens would.
+// next page's first key, as the front-end's tokens would. Every page is
+// asked after all of the test's confirmations (see askedAfter).
 func scripted(bounds pkBounds, pages ...[]string) *scanRec {
 	s := &scanRec{id: 7, bounds: bounds, top: 2, started: 1500 * time.Millisecond}
 	for p, page := range pages {
-		pg := scanPage{first: len(s.ents), n: len(page), from: time.Duration(p) * time.Second, to: time.Duration(p)*time.Second + time.Millisecond}
+		pg := scanPage{first: len(s.ents), n: len(page), from: time.Duration(p) * time.Second, to: time.Duration(p)*time.Second + time.Millisecond,
+			confirmedAt: math.MaxInt}
 		for _, ent := range page {
 			k, val, hasVal := strings.Cut(ent, "=")
 			pk, rk := splitKey(k)
@@ -32,6 +41,14 @@ func scripted(bounds pkBounds, pages ...[]string) *scanRec {
 			pg.hasNext, pg.nextPK, pg.nextRK = true, encodeTok(pk), encodeTok(rk)
 		}
 		s.pages = append(s.pages, pg)
+	}
+	return s
+}
+
+// askedAfter sets how many confirmations preceded each page.
+func askedAfter(s *scanRec, confirmedAt ...int) *scanRec {
+	for p := range s.pages {
+		s.pages[p].confirmedAt = confirmedAt[min(p, len(confirmedAt)-1)]
 	}
 	return s
 }
@@ -61,10 +78,20 @@ func TestCheckScan(t *testing.T) {
 		{"clean", scripted(pkBounds{}, []string{"cnt0/c=41", "p00/a=1"}, []string{"p00/b=2", "p01/a=3"}, []string{"p02/a=4", "p03/a", "reg0/r=9"}), nil, ""},
 		{"clean, filtered, an unknown outcome absent", scripted(p0203, []string{"p02/a=4"}, nil), nil, ""},
 		{"missing within a page", scripted(pkBounds{}, []string{"cnt0/c", "p00/a"}, []string{"p00/b", "p02/a"}, []string{"p03/a"}),
-			[]string{"missing p01/a"}, `acknowledged t+0.7s, not returned; between p00/b and p02/a of page 1 (t+1.000-1.001s) asked at "1!4!cDAw"/"1!4!Yg--" (p00/b)`},
+			[]string{"missing p01/a"}, `acknowledged t+0.7s, before page 1 was asked, not returned; between p00/b and p02/a of page 1 (t+1.000-1.001s) asked at "1!4!cDAw"/"1!4!Yg--" (p00/b)`},
 		{"missing at a page boundary", scripted(pkBounds{}, []string{"cnt0/c", "p00/a", "p00/b"}, []string{"p02/a", "p03/a"}),
 			[]string{"missing p01/a"}, `after p00/b of page 0 (t+0.000-0.001s) asked at the start returned 3 [cnt0/c .. p00/b] next "1!4!cDAy"/"1!4!YQ--" (p02/a); before p02/a of page 1`},
-		{"missing in the filter", scripted(p0203, []string{"p02/b=5"}), []string{"missing p02/a"}, "returned by scan 3, not returned; before p02/b"},
+		// p01/a (required[2]) lies in page 1's span [p00/b, end): confirmed
+		// after page 0 was asked, before page 1 was.
+		{"missing, confirmed during the scan", askedAfter(scripted(pkBounds{}, []string{"cnt0/c", "p00/a"}, []string{"p00/b", "p02/a", "p03/a"}), 2, 5),
+			[]string{"missing p01/a"}, "acknowledged t+0.7s, before page 1 was asked, not returned; between p00/b and p02/a of page 1"},
+		// p01/a lies in page 0's span [start, p03/a), confirmed after it was asked.
+		{"clean, confirmed after the page of its span was asked", askedAfter(scripted(pkBounds{}, []string{"cnt0/c", "p00/a", "p00/b", "p02/a"}, []string{"p03/a"}), 2, 5),
+			nil, ""},
+		// p01/a and p02/a lie in page 1's span [p00/b, end), confirmed after it was asked.
+		{"clean, confirmed after the last page was asked", askedAfter(scripted(pkBounds{}, []string{"cnt0/c", "p00/a"}, []string{"p00/b", "p03/a"}), 2, 2),
+			nil, ""},
+		{"missing in the filter", scripted(p0203, []string{"p02/b=5"}), []string{"missing p02/a"}, "returned by scan 3, before page 0 was asked, not returned; before p02/b"},
 		{"duplicate across pages", scripted(pkBounds{}, []string{"cnt0/c", "p00/a", "p01/a"}, []string{"p01/a", "p02/a", "p03/a"}),
 			[]string{"duplicate p01/a"}, "entity 2 and 3: page 0"},
 		{"out of order", scripted(pkBounds{}, []string{"cnt0/c", "p00/a", "p02/a"}, []string{"p01/a", "p03/a"}),
@@ -103,7 +130,7 @@ func TestScanRequires(t *testing.T) {
 	w.mu.Unlock()
 	// p00/b: being written; p01/a: outcome unknown yet.
 	first := scripted(pkBounds{}, []string{"p00/a", "p00/b", "p01/a"})
-	first.confirmedAt = len(w.confirmed)
+	askedAfter(first, len(w.confirmed))
 	w.mu.Lock()
 	w.acknowledgedLocked("p00/b") // after the first scan began
 	w.mu.Unlock()
@@ -112,7 +139,7 @@ func TestScanRequires(t *testing.T) {
 		t.Fatalf("first scan: %d done, violations %v", w.scans.done, w.scans.violations)
 	}
 	second := scripted(pkBounds{}, []string{"p00/a"})
-	second.confirmedAt = len(w.confirmed)
+	askedAfter(second, len(w.confirmed))
 	w.endScan(second, nil)
 	var got []string
 	for _, v := range w.scans.violations {
@@ -127,5 +154,44 @@ func TestScanRequires(t *testing.T) {
 	w.endScan(scripted(pkBounds{}), fmt.Errorf("page 3: 503"))
 	if w.scans.failed != 1 || w.scans.done != 2 || len(w.scans.errors) != 1 {
 		t.Errorf("a failed scan: %+v, want counted as failed, not checked", w.scans)
+	}
+}
+
+// TestRunScan follows a scripted two-page answer through the SDK's pager:
+// the pages, their tokens and entities are recorded, and a key
+// acknowledged while page 0 was served, in page 1's span, is required of
+// page 1 (each page notes the confirmations made before it was asked).
+func TestRunScan(t *testing.T) {
+	w := &workload{start: time.Now(), stop: make(chan struct{}), attempted: map[string]int64{}, isConfirmed: map[string]bool{}}
+	w.attemptKeys([]string{"p00/a", "p01/a"}, []int64{1, 2})
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		rw.Header().Set("Content-Type", "application/json;odata=minimalmetadata")
+		if r.URL.Query().Get("NextPartitionKey") == "" {
+			w.mu.Lock()
+			w.acknowledgedLocked("p01/a") // p01/a is written while page 0 is served
+			w.mu.Unlock()
+			rw.Header().Set("x-ms-continuation-NextPartitionKey", encodeTok("p01"))
+			rw.Header().Set("x-ms-continuation-NextRowKey", encodeTok(""))
+			fmt.Fprint(rw, `{"value":[{"PartitionKey":"p00","RowKey":"a","V":"1","V@odata.type":"Edm.Int64"}]}`)
+			return
+		}
+		fmt.Fprint(rw, `{"value":[]}`) // p01/a missing
+	}))
+	defer srv.Close()
+	tc, err := aztables.NewClientWithNoCredential(srv.URL+"/chaos", &aztables.ClientOptions{ClientOptions: azcore.ClientOptions{Retry: policy.RetryOptions{MaxRetries: -1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.tc = tc
+	s := &scanRec{id: 1, top: 50}
+	if err := w.runScan(s); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.pages) != 2 || len(s.ents) != 1 || s.ents[0].value != 1 || decodeTok(s.pages[1].askedPK) != "p01" || s.pages[1].confirmedAt != 1 {
+		t.Fatalf("pages %+v, entities %+v", s.pages, s.ents)
+	}
+	w.endScan(s, nil)
+	if len(w.scans.violations) != 1 || w.scans.violations[0].key != "p01/a" || !strings.Contains(w.scans.violations[0].detail, "before page 1 was asked") {
+		t.Fatalf("violations %v, want p01/a missing from page 1", w.scans.violations)
 	}
 }
