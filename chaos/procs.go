@@ -111,6 +111,12 @@ func (c *cluster) connString() string {
 	return fmt.Sprintf("DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=%s;TableEndpoint=http://%s/devstoreaccount1;", accountKey, c.endpoint)
 }
 
+// secondaryConnString addresses the account's read-access secondary
+// endpoint (path-style "<account>-secondary").
+func (c *cluster) secondaryConnString() string {
+	return fmt.Sprintf("DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=%s;TableEndpoint=http://%s/devstoreaccount1-secondary;", accountKey, c.endpoint)
+}
+
 // startCluster starts every role of a fresh cluster in dir.
 func startCluster(bin, dir string) (*cluster, error) {
 	c := &cluster{bin: bin, dir: dir, net: newFaultNet(), serverDirect: map[string]string{}, direct: map[string]string{}}

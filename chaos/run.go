@@ -67,6 +67,7 @@ type Result struct {
 	// scans that failed mid-way (not checked), the pages and entities the
 	// completed ones returned, and their violations (each a problem too).
 	Scans, ScansFailed      int
+	ScansSecondary          int // of Scans, on the read-access secondary
 	ScanPages, ScanEntities int
 	ScanViolations          int
 	Problems                []string
@@ -113,6 +114,10 @@ func Run(o Options) (_ *Result, err error) {
 	if err != nil {
 		return nil, err
 	}
+	sec, err := newClient(c.secondaryConnString(), true)
+	if err != nil {
+		return nil, err
+	}
 	if err := setup(sc); err != nil {
 		return nil, err
 	}
@@ -120,7 +125,7 @@ func Run(o Options) (_ *Result, err error) {
 		return nil, err
 	}
 	tc := sc.NewClient(table)
-	w := startWorkload(tc, once.NewClient(table))
+	w := startWorkload(tc, once.NewClient(table), sec)
 	placements := c.watchPlacement(w.start)
 
 	// Fault phase: one fault at a time, each healed before the next, with
@@ -579,8 +584,8 @@ func Summary(rs []*Result) string {
 			status = "FAIL: " + strings.Join(r.Problems[:min(3, len(r.Problems))], "; ")
 			bad++
 		}
-		fmt.Fprintf(&b, "seed %d: %d faults, %d acked (%d unknown), %d increments, %d history ops, %d scans (%d failed, %d pages, %d violations), %d connections cut, converged %v, max write gap %v (%s, ended t+%.1fs), waited with a majority up %v (%s, ended t+%.1fs, around: %s; between successes %v): %s\n",
-			r.Seed, len(r.Faults), r.Acked, r.Unknown, r.Increments, r.HistoryOps, r.Scans, r.ScansFailed, r.ScanPages, r.ScanViolations, r.Refused, r.Converged.Round(time.Millisecond), r.MaxGap.Round(time.Millisecond), r.MaxGapKey, r.MaxGapEnd.Seconds(),
+		fmt.Fprintf(&b, "seed %d: %d faults, %d acked (%d unknown), %d increments, %d history ops, %d scans (%d on the secondary, %d failed, %d pages, %d violations), %d connections cut, converged %v, max write gap %v (%s, ended t+%.1fs), waited with a majority up %v (%s, ended t+%.1fs, around: %s; between successes %v): %s\n",
+			r.Seed, len(r.Faults), r.Acked, r.Unknown, r.Increments, r.HistoryOps, r.Scans, r.ScansSecondary, r.ScansFailed, r.ScanPages, r.ScanViolations, r.Refused, r.Converged.Round(time.Millisecond), r.MaxGap.Round(time.Millisecond), r.MaxGapKey, r.MaxGapEnd.Seconds(),
 			r.MajorityGap.Round(time.Millisecond), r.MajorityGapKey, r.MajorityGapEnd.Seconds(), strings.Join(r.MajorityGapFaults, ", "), r.MajorityGapBetween.Round(time.Millisecond), status)
 		worstGap = max(worstGap, r.MaxGap)
 		worstMajority = max(worstMajority, r.MajorityGap)

@@ -31,11 +31,17 @@ const noValue = math.MinInt64
 // errScanStopped ends a scan the end of the run cut short.
 var errScanStopped = errors.New("scan: the workload stopped")
 
-// confirmation is a key every scan that begins later and covers its
-// PartitionKey must return: the workload never deletes.
+// confirmation is a key every page asked later whose span holds it must
+// return: the workload never deletes.
 type confirmation struct {
 	key string // "pk/rk"
 	how string // why it must be there, for the report
+	// acked: its write was acknowledged (or setup made it), at at (after
+	// the client saw the answer; confirmations are appended in at order).
+	// Else a completed primary scan returned it: the secondary is not held
+	// to it.
+	acked bool
+	at    time.Time
 }
 
 // pkBounds is a scan's PartitionKey range (its $filter).
@@ -91,13 +97,20 @@ func (e scanEntity) key() string { return e.pk + "/" + e.rk }
 // scanRec is one scan: how it was asked and what each page returned.
 type scanRec struct {
 	id, worker int
-	bounds     pkBounds
-	top        int32
-	sel        bool          // $select=PartitionKey,RowKey,V
-	pause      time.Duration // between pages: a slow scan spans faults and reshapes
-	started    time.Duration
-	pages      []scanPage
-	ents       []scanEntity
+	// secondary: read from the read-access secondary endpoint; synced is
+	// its LastSyncTime before the first page (since the workload began;
+	// hasSync false: the stats gave none), up to which every acknowledged
+	// write must be readable there.
+	secondary bool
+	synced    time.Duration
+	hasSync   bool
+	bounds    pkBounds
+	top       int32
+	sel       bool          // $select=PartitionKey,RowKey,V
+	pause     time.Duration // between pages: a slow scan spans faults and reshapes
+	started   time.Duration
+	pages     []scanPage
+	ents      []scanEntity
 }
 
 // scanViolation is one finding of checkScan.
@@ -175,7 +188,7 @@ func (s *scanRec) missing(required []confirmation, seen map[string]int) []scanVi
 		}
 		// The last page that began at or before the key.
 		p := sort.Search(len(starts), func(i int) bool { return keyLess(pk, rk, starts[i].pk, starts[i].rk) }) - 1
-		if p < 0 || j >= s.pages[p].confirmedAt {
+		if p < 0 || j >= s.pages[p].confirmedAt || (s.secondary && !c.acked) {
 			continue // confirmed after its page was asked for (or no page)
 		}
 		out = append(out, scanViolation{"missing", c.key, fmt.Sprintf("%s, before page %d was asked, not returned; %s", c.how, p, s.around(pk, rk))})
@@ -185,8 +198,15 @@ func (s *scanRec) missing(required []confirmation, seen map[string]int) []scanVi
 
 // header names the scan for a report.
 func (s *scanRec) header() string {
-	return fmt.Sprintf("scan %d (scanner %d, began t+%.3fs, filter %q, $top %d, select %v, pause %v, %d pages, %d entities)",
-		s.id, s.worker, s.started.Seconds(), s.bounds.filter(), s.top, s.sel, s.pause, len(s.pages), len(s.ents))
+	where := "primary"
+	if s.secondary {
+		where = "secondary, LastSyncTime none"
+		if s.hasSync {
+			where = fmt.Sprintf("secondary, LastSyncTime t+%.3fs", s.synced.Seconds())
+		}
+	}
+	return fmt.Sprintf("scan %d (scanner %d, %s, began t+%.3fs, filter %q, $top %d, select %v, pause %v, %d pages, %d entities)",
+		s.id, s.worker, where, s.started.Seconds(), s.bounds.filter(), s.top, s.sel, s.pause, len(s.pages), len(s.ents))
 }
 
 // pageAt describes the page that carried entity i.
@@ -261,6 +281,7 @@ func decodeTok(tok string) string {
 // scanStats is what the scanners counted.
 type scanStats struct {
 	done, failed, pages, entities int
+	secondary                     int // of done
 	violations                    []scanViolation
 	errors                        []string // the first failures, for the log
 }
@@ -274,9 +295,9 @@ var scanBounds = []string{"cnt", "cnt2", "p", "p00", "p03", "p05x", "p07", "p08"
 // a PartitionKey range, a third with $select. Scanner 0's scans follow
 // their continuations at once (a whole-table scan takes about a second);
 // scanner 1 pauses 20-150 ms between pages, so its continuations outlive
-// splits, merges, moves and faults.
+// splits, merges, moves and faults; scanner 2 reads the secondary.
 func newScan(rng *rand.Rand, worker int) *scanRec {
-	s := &scanRec{worker: worker, top: int32(50 + rng.Intn(151)), sel: rng.Intn(3) == 0}
+	s := &scanRec{worker: worker, top: int32(50 + rng.Intn(151)), sel: rng.Intn(3) == 0, secondary: worker == 2}
 	if worker == 1 {
 		s.pause = time.Duration(20+rng.Intn(131)) * time.Millisecond
 	}
@@ -306,7 +327,7 @@ func (w *workload) scanLoop(worker int) {
 			return
 		}
 		w.endScan(s, err)
-		time.Sleep(time.Duration(200+rng.Intn(300)) * time.Millisecond)
+		time.Sleep(time.Duration(300+rng.Intn(500)) * time.Millisecond)
 	}
 }
 
@@ -319,7 +340,11 @@ func (w *workload) runScan(s *scanRec) error {
 	if s.sel {
 		opts.Select = to.Ptr("PartitionKey,RowKey,V")
 	}
-	pager := w.tc.NewListEntitiesPager(opts)
+	tc, required, err := w.scanFrom(s)
+	if err != nil {
+		return err
+	}
+	pager := tc.NewListEntitiesPager(opts)
 	var askedPK, askedRK string
 	for pager.More() {
 		if len(s.pages) > 0 {
@@ -330,7 +355,7 @@ func (w *workload) runScan(s *scanRec) error {
 		}
 		pg := scanPage{askedPK: askedPK, askedRK: askedRK, first: len(s.ents)}
 		w.mu.Lock()
-		pg.confirmedAt, pg.from = len(w.confirmed), time.Since(w.start)
+		pg.confirmedAt, pg.from = required(), time.Since(w.start)
 		w.mu.Unlock()
 		ctx, cancel := opCtx()
 		resp, err := pager.NextPage(ctx)
@@ -363,6 +388,32 @@ func (w *workload) runScan(s *scanRec) error {
 	return nil
 }
 
+// scanFrom returns the client of s's endpoint and a function (called with
+// w.mu held, before each page) saying how many confirmations the page must
+// honour: on the primary every confirmation made so far; on the secondary
+// those acknowledged at or before its LastSyncTime, read here once (whole
+// seconds, so a little earlier than the time it stands for).
+func (w *workload) scanFrom(s *scanRec) (*aztables.Client, func() int, error) {
+	if !s.secondary {
+		return w.tc, func() int { return len(w.confirmed) }, nil
+	}
+	ctx, cancel := opCtx()
+	st, err := w.sec.GetStatistics(ctx, nil)
+	cancel()
+	if err != nil {
+		return nil, nil, fmt.Errorf("service stats: %w", err)
+	}
+	if st.GeoReplication == nil || st.GeoReplication.LastSyncTime == nil {
+		return w.sec.NewClient(table), func() int { return 0 }, nil
+	}
+	synced := *st.GeoReplication.LastSyncTime
+	s.synced, s.hasSync = synced.Sub(w.start), true
+	w.mu.Lock()
+	n := sort.Search(len(w.confirmed), func(i int) bool { return w.confirmed[i].at.After(synced) })
+	w.mu.Unlock()
+	return w.sec.NewClient(table), func() int { return n }, nil
+}
+
 // endScan counts a scan and checks a completed one; what it returned, every
 // scan that begins later must return too.
 func (w *workload) endScan(s *scanRec, err error) {
@@ -376,6 +427,9 @@ func (w *workload) endScan(s *scanRec, err error) {
 		return
 	}
 	w.scans.done++
+	if s.secondary {
+		w.scans.secondary++
+	}
 	w.scans.pages += len(s.pages)
 	w.scans.entities += len(s.ents)
 	required := w.confirmed[:0]
@@ -383,10 +437,13 @@ func (w *workload) endScan(s *scanRec, err error) {
 		required = w.confirmed[:s.pages[n-1].confirmedAt]
 	}
 	w.scans.violations = append(w.scans.violations, checkScan(s, required, w.attempted)...)
+	if s.secondary {
+		return
+	}
 	how := fmt.Sprintf("returned by scan %d (began t+%.3fs)", s.id, s.started.Seconds())
 	for _, e := range s.ents {
 		if _, ok := w.attempted[e.key()]; ok {
-			w.confirmLocked(e.key(), how)
+			w.confirmLocked(e.key(), how, false)
 		}
 	}
 }
@@ -400,21 +457,21 @@ func (w *workload) attemptKeys(keys []string, vals []int64) {
 	}
 }
 
-// confirmLocked makes k required of every scan that begins from now on
-// (w.mu held).
-func (w *workload) confirmLocked(k, how string) {
+// confirmLocked makes k required of every page asked from now on (w.mu
+// held); acked: its write was acknowledged.
+func (w *workload) confirmLocked(k, how string, acked bool) {
 	if w.isConfirmed[k] {
 		return
 	}
 	w.isConfirmed[k] = true
-	w.confirmed = append(w.confirmed, confirmation{key: k, how: how})
+	w.confirmed = append(w.confirmed, confirmation{key: k, how: how, acked: acked, at: time.Now()})
 }
 
 // acknowledgedLocked confirms keys whose write was just acknowledged.
 func (w *workload) acknowledgedLocked(keys ...string) {
 	how := fmt.Sprintf("acknowledged t+%.3fs", time.Since(w.start).Seconds())
 	for _, k := range keys {
-		w.confirmLocked(k, how)
+		w.confirmLocked(k, how, true)
 	}
 }
 
@@ -427,6 +484,7 @@ func scanResults(res *Result, w *workload, o Options) {
 	st := w.scans
 	w.mu.Unlock()
 	res.Scans, res.ScansFailed, res.ScanPages, res.ScanEntities = st.done, st.failed, st.pages, st.entities
+	res.ScansSecondary = st.secondary
 	res.ScanViolations = len(st.violations)
 	for _, e := range st.errors {
 		o.Logf("seed %d: failed %s", o.Seed, e)

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"math"
+	"math/rand"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -53,6 +54,12 @@ func askedAfter(s *scanRec, confirmedAt ...int) *scanRec {
 	return s
 }
 
+// onSecondary marks s as a scan of the secondary.
+func onSecondary(s *scanRec) *scanRec {
+	s.secondary, s.synced, s.hasSync = true, 9*time.Second, true
+	return s
+}
+
 // encodeTok is the front-end's token shape (frontend/continuation.go).
 func encodeTok(k string) string {
 	b := base64.StdEncoding.EncodeToString([]byte(k))
@@ -66,8 +73,8 @@ func TestCheckScan(t *testing.T) {
 	attempted := map[string]int64{
 		"cnt0/c": noValue, "p00/a": 1, "p00/b": 2, "p01/a": 3, "p02/a": 4, "p02/b": 5, "p03/a": 6, "reg0/r": noValue,
 	}
-	required := []confirmation{{"cnt0/c", "created by setup"}, {"p00/a", "acknowledged t+0.5s"}, {"p01/a", "acknowledged t+0.7s"},
-		{"p02/a", "returned by scan 3"}, {"p03/a", "acknowledged t+1.0s"}}
+	required := []confirmation{{key: "cnt0/c", how: "created by setup", acked: true}, {key: "p00/a", how: "acknowledged t+0.5s", acked: true},
+		{key: "p01/a", how: "acknowledged t+0.7s", acked: true}, {key: "p02/a", how: "returned by scan 3"}, {key: "p03/a", how: "acknowledged t+1.0s", acked: true}}
 	p0203 := pkBounds{lower: "p02", upper: "p03", hasLower: true, hasUpper: true, lowerIncl: true, upperIncl: false}
 	tests := []struct {
 		name   string
@@ -92,6 +99,11 @@ func TestCheckScan(t *testing.T) {
 		{"clean, confirmed after the last page was asked", askedAfter(scripted(pkBounds{}, []string{"cnt0/c", "p00/a"}, []string{"p00/b", "p03/a"}), 2, 2),
 			nil, ""},
 		{"missing in the filter", scripted(p0203, []string{"p02/b=5"}), []string{"missing p02/a"}, "returned by scan 3, before page 0 was asked, not returned; before p02/b"},
+		// The secondary is held to acknowledged writes only.
+		{"secondary: missing", onSecondary(scripted(pkBounds{}, []string{"cnt0/c", "p00/a"}, []string{"p00/b", "p03/a"})),
+			[]string{"missing p01/a"}, "secondary, LastSyncTime t+9.000s"},
+		{"secondary: clean, a key a primary scan returned absent", onSecondary(scripted(pkBounds{}, []string{"cnt0/c", "p00/a", "p01/a"}, []string{"p03/a"})),
+			nil, ""},
 		{"duplicate across pages", scripted(pkBounds{}, []string{"cnt0/c", "p00/a", "p01/a"}, []string{"p01/a", "p02/a", "p03/a"}),
 			[]string{"duplicate p01/a"}, "entity 2 and 3: page 0"},
 		{"out of order", scripted(pkBounds{}, []string{"cnt0/c", "p00/a", "p02/a"}, []string{"p01/a", "p03/a"}),
@@ -193,5 +205,69 @@ func TestRunScan(t *testing.T) {
 	w.endScan(s, nil)
 	if len(w.scans.violations) != 1 || w.scans.violations[0].key != "p01/a" || !strings.Contains(w.scans.violations[0].detail, "before page 1 was asked") {
 		t.Fatalf("violations %v, want p01/a missing from page 1", w.scans.violations)
+	}
+}
+
+// TestSecondaryScan reads the secondary's LastSyncTime through the SDK
+// before a scan of it: keys acknowledged at or before it are required,
+// keys acknowledged after it, or only returned by a primary scan, are not.
+func TestSecondaryScan(t *testing.T) {
+	synced := time.Now().Add(-time.Minute).Truncate(time.Second)
+	w := &workload{start: synced.Add(-10 * time.Second), stop: make(chan struct{}), attempted: map[string]int64{}, isConfirmed: map[string]bool{}}
+	w.attemptKeys([]string{"p00/a", "p01/a", "p02/a", "p03/a", "p04/a"}, []int64{1, 2, 3, 4, 5})
+	w.confirmed = []confirmation{
+		{key: "p00/a", how: "acknowledged", acked: true, at: synced.Add(-2 * time.Second)},
+		{key: "p01/a", how: "returned by scan 1", at: synced.Add(-time.Second)},
+		{key: "p02/a", how: "acknowledged", acked: true, at: synced},
+		{key: "p03/a", how: "acknowledged", acked: true, at: synced.Add(time.Millisecond)},
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("comp") == "stats" {
+			rw.Header().Set("Content-Type", "application/xml")
+			fmt.Fprintf(rw, `<?xml version="1.0" encoding="utf-8"?><StorageServiceStats><GeoReplication><Status>live</Status><LastSyncTime>%s</LastSyncTime></GeoReplication></StorageServiceStats>`,
+				synced.UTC().Format(http.TimeFormat))
+			return
+		}
+		if !strings.Contains(r.URL.Path, "-secondary/") {
+			t.Errorf("scan of %s, want the secondary", r.URL.Path)
+		}
+		rw.Header().Set("Content-Type", "application/json;odata=minimalmetadata")
+		fmt.Fprint(rw, `{"value":[{"PartitionKey":"p04","RowKey":"a"}]}`) // not a primary scan: confirms nothing
+	}))
+	defer srv.Close()
+	opts := &aztables.ClientOptions{ClientOptions: azcore.ClientOptions{Retry: policy.RetryOptions{MaxRetries: -1}}}
+	sec, err := aztables.NewServiceClientWithNoCredential(srv.URL+"/devstoreaccount1-secondary", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.sec = sec
+	s := &scanRec{id: 1, top: 50, secondary: true, worker: 2}
+	if err := w.runScan(s); err != nil {
+		t.Fatal(err)
+	}
+	w.endScan(s, nil)
+	var got []string
+	for _, v := range w.scans.violations {
+		got = append(got, v.kind+" "+v.key)
+	}
+	if strings.Join(got, "; ") != "missing p00/a; missing p02/a" || w.scans.secondary != 1 || s.synced != 10*time.Second {
+		t.Fatalf("violations %q, %d secondary scans, synced t+%v; want p00/a and p02/a missing, LastSyncTime t+10s", got, w.scans.secondary, s.synced)
+	}
+	if len(w.confirmed) != 4 {
+		t.Errorf("a secondary scan confirmed keys: %v", w.confirmed)
+	}
+}
+
+// TestNewScan: scanner 0 scans the primary at once, scanner 1 pauses
+// between pages, scanner 2 scans the secondary; $top stays in 50..200.
+func TestNewScan(t *testing.T) {
+	rng := rand.New(rand.NewSource(1))
+	for i := 0; i < 100; i++ {
+		for worker := 0; worker < 3; worker++ {
+			s := newScan(rng, worker)
+			if s.secondary != (worker == 2) || (s.pause > 0) != (worker == 1) || s.top < 50 || s.top > 200 {
+				t.Fatalf("scanner %d: %+v", worker, s)
+			}
+		}
 	}
 }

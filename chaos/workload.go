@@ -36,7 +36,8 @@ const (
 // workload drives the official SDK and records what it was told.
 type workload struct {
 	tc    *aztables.Client
-	reg   *aztables.Client // without SDK retries, for the register history
+	reg   *aztables.Client        // without SDK retries, for the register history
+	sec   *aztables.ServiceClient // the read-access secondary endpoint, for scans
 	start time.Time
 	stop  chan struct{}
 	wg    sync.WaitGroup
@@ -111,8 +112,8 @@ func newClient(conn string, retries bool) (*aztables.ServiceClient, error) {
 	return aztables.NewServiceClientFromConnectionString(conn, opts)
 }
 
-func startWorkload(tc, reg *aztables.Client) *workload {
-	w := &workload{tc: tc, reg: reg, start: time.Now(), stop: make(chan struct{}), inserts: map[string]insertRec{},
+func startWorkload(tc, reg *aztables.Client, sec *aztables.ServiceClient) *workload {
+	w := &workload{tc: tc, reg: reg, sec: sec, start: time.Now(), stop: make(chan struct{}), inserts: map[string]insertRec{},
 		lastWrite: map[string]time.Time{}, maxGap: map[string]time.Duration{}, gapEnd: map[string]time.Duration{}, wait: newWaits(),
 		attempted: map[string]int64{}, isConfirmed: map[string]bool{}}
 	// setup created the counters before the workload started.
@@ -120,7 +121,7 @@ func startWorkload(tc, reg *aztables.Client) *workload {
 	for i := 0; i < counters; i++ {
 		k := fmt.Sprintf("cnt%d/c", i)
 		w.attempted[k] = noValue
-		w.confirmLocked(k, "created by setup")
+		w.confirmLocked(k, "created by setup", true)
 	}
 	w.mu.Unlock()
 	for i := 0; i < 3; i++ {
@@ -133,7 +134,7 @@ func startWorkload(tc, reg *aztables.Client) *workload {
 	for i := 0; i < 2; i++ {
 		w.spawn(func() { w.registerLoop(i) })
 	}
-	for i := 0; i < 2; i++ {
+	for i := 0; i < 3; i++ {
 		w.spawn(func() { w.scanLoop(i) })
 	}
 	return w
