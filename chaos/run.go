@@ -67,7 +67,10 @@ type Result struct {
 	// scans that failed mid-way (not checked), the pages and entities the
 	// completed ones returned, and their violations (each a problem too).
 	Scans, ScansFailed      int
-	ScansSecondary          int // of Scans, on the read-access secondary
+	ScansSecondary          int           // of Scans, on the read-access secondary
+	ScansNoSync             int           // of those, without a LastSyncTime (nothing required)
+	SecondaryLag            time.Duration // the most a secondary scan began after its LastSyncTime
+	ScanRequired            int           // keys the completed scans had to return
 	ScanPages, ScanEntities int
 	ScanViolations          int
 	Problems                []string
@@ -584,8 +587,8 @@ func Summary(rs []*Result) string {
 			status = "FAIL: " + strings.Join(r.Problems[:min(3, len(r.Problems))], "; ")
 			bad++
 		}
-		fmt.Fprintf(&b, "seed %d: %d faults, %d acked (%d unknown), %d increments, %d history ops, %d scans (%d on the secondary, %d failed, %d pages, %d violations), %d connections cut, converged %v, max write gap %v (%s, ended t+%.1fs), waited with a majority up %v (%s, ended t+%.1fs, around: %s; between successes %v): %s\n",
-			r.Seed, len(r.Faults), r.Acked, r.Unknown, r.Increments, r.HistoryOps, r.Scans, r.ScansSecondary, r.ScansFailed, r.ScanPages, r.ScanViolations, r.Refused, r.Converged.Round(time.Millisecond), r.MaxGap.Round(time.Millisecond), r.MaxGapKey, r.MaxGapEnd.Seconds(),
+		fmt.Fprintf(&b, "seed %d: %d faults, %d acked (%d unknown), %d increments, %d history ops, %d scans (%d on the secondary, %d without LastSyncTime, lag up to %v; %d failed, %d pages, %d keys required, %d violations), %d connections cut, converged %v, max write gap %v (%s, ended t+%.1fs), waited with a majority up %v (%s, ended t+%.1fs, around: %s; between successes %v): %s\n",
+			r.Seed, len(r.Faults), r.Acked, r.Unknown, r.Increments, r.HistoryOps, r.Scans, r.ScansSecondary, r.ScansNoSync, r.SecondaryLag.Round(time.Millisecond), r.ScansFailed, r.ScanPages, r.ScanRequired, r.ScanViolations, r.Refused, r.Converged.Round(time.Millisecond), r.MaxGap.Round(time.Millisecond), r.MaxGapKey, r.MaxGapEnd.Seconds(),
 			r.MajorityGap.Round(time.Millisecond), r.MajorityGapKey, r.MajorityGapEnd.Seconds(), strings.Join(r.MajorityGapFaults, ", "), r.MajorityGapBetween.Round(time.Millisecond), status)
 		worstGap = max(worstGap, r.MaxGap)
 		worstMajority = max(worstMajority, r.MajorityGap)

@@ -111,6 +111,7 @@ type scanRec struct {
 	started   time.Duration
 	pages     []scanPage
 	ents      []scanEntity
+	required  int // keys checkScan required of it (present or missing)
 }
 
 // scanViolation is one finding of checkScan.
@@ -183,13 +184,17 @@ func (s *scanRec) missing(required []confirmation, seen map[string]int) []scanVi
 	var out []scanViolation
 	for j, c := range required {
 		pk, rk := splitKey(c.key)
-		if _, ok := seen[c.key]; ok || !s.bounds.holds(pk) {
+		if !s.bounds.holds(pk) || (s.secondary && !c.acked) {
 			continue
 		}
 		// The last page that began at or before the key.
 		p := sort.Search(len(starts), func(i int) bool { return keyLess(pk, rk, starts[i].pk, starts[i].rk) }) - 1
-		if p < 0 || j >= s.pages[p].confirmedAt || (s.secondary && !c.acked) {
+		if p < 0 || j >= s.pages[p].confirmedAt {
 			continue // confirmed after its page was asked for (or no page)
+		}
+		s.required++
+		if _, ok := seen[c.key]; ok {
+			continue
 		}
 		out = append(out, scanViolation{"missing", c.key, fmt.Sprintf("%s, before page %d was asked, not returned; %s", c.how, p, s.around(pk, rk))})
 	}
@@ -281,7 +286,10 @@ func decodeTok(tok string) string {
 // scanStats is what the scanners counted.
 type scanStats struct {
 	done, failed, pages, entities int
-	secondary                     int // of done
+	secondary                     int           // of done
+	required                      int           // keys required of the scans done
+	noSync                        int           // secondary scans without a LastSyncTime
+	maxLag                        time.Duration // the most a secondary scan began after its LastSyncTime
 	violations                    []scanViolation
 	errors                        []string // the first failures, for the log
 }
@@ -429,6 +437,11 @@ func (w *workload) endScan(s *scanRec, err error) {
 	w.scans.done++
 	if s.secondary {
 		w.scans.secondary++
+		if !s.hasSync {
+			w.scans.noSync++
+		} else {
+			w.scans.maxLag = max(w.scans.maxLag, s.started-s.synced)
+		}
 	}
 	w.scans.pages += len(s.pages)
 	w.scans.entities += len(s.ents)
@@ -437,6 +450,7 @@ func (w *workload) endScan(s *scanRec, err error) {
 		required = w.confirmed[:s.pages[n-1].confirmedAt]
 	}
 	w.scans.violations = append(w.scans.violations, checkScan(s, required, w.attempted)...)
+	w.scans.required += s.required
 	if s.secondary {
 		return
 	}
@@ -484,7 +498,7 @@ func scanResults(res *Result, w *workload, o Options) {
 	st := w.scans
 	w.mu.Unlock()
 	res.Scans, res.ScansFailed, res.ScanPages, res.ScanEntities = st.done, st.failed, st.pages, st.entities
-	res.ScansSecondary = st.secondary
+	res.ScansSecondary, res.ScanRequired, res.ScansNoSync, res.SecondaryLag = st.secondary, st.required, st.noSync, st.maxLag
 	res.ScanViolations = len(st.violations)
 	for _, e := range st.errors {
 		o.Logf("seed %d: failed %s", o.Seed, e)

@@ -203,7 +203,7 @@ func TestRunScan(t *testing.T) {
 		t.Fatalf("pages %+v, entities %+v", s.pages, s.ents)
 	}
 	w.endScan(s, nil)
-	if len(w.scans.violations) != 1 || w.scans.violations[0].key != "p01/a" || !strings.Contains(w.scans.violations[0].detail, "before page 1 was asked") {
+	if len(w.scans.violations) != 1 || w.scans.violations[0].key != "p01/a" || !strings.Contains(w.scans.violations[0].detail, "before page 1 was asked") || w.scans.required != 1 {
 		t.Fatalf("violations %v, want p01/a missing from page 1", w.scans.violations)
 	}
 }
@@ -250,7 +250,7 @@ func TestSecondaryScan(t *testing.T) {
 	for _, v := range w.scans.violations {
 		got = append(got, v.kind+" "+v.key)
 	}
-	if strings.Join(got, "; ") != "missing p00/a; missing p02/a" || w.scans.secondary != 1 || s.synced != 10*time.Second {
+	if strings.Join(got, "; ") != "missing p00/a; missing p02/a" || w.scans.secondary != 1 || s.synced != 10*time.Second || w.scans.required != 2 {
 		t.Fatalf("violations %q, %d secondary scans, synced t+%v; want p00/a and p02/a missing, LastSyncTime t+10s", got, w.scans.secondary, s.synced)
 	}
 	if len(w.confirmed) != 4 {
