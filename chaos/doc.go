@@ -7,7 +7,8 @@
 // lost, that a sample of keys has a linearizable history, that every
 // query scan (followed page by page through its continuations while the
 // faults and reshapes run) returned each entity acknowledged before its
-// page was asked, once, in key order (scan.go), and that every range is
-// led and fully replicated again. `make chaos SEEDS=N` runs it;
+// page was asked (on the read-access secondary: before its LastSyncTime),
+// once, in key order (scan.go), and that every range is led and fully
+// replicated again. `make chaos SEEDS=N` runs it;
 // docs/reliability.md has the results.
 package chaos
