@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"tablestore/internal/durable"
+	"tablestore/internal/failpoint"
 	"tablestore/internal/logging"
 	"tablestore/internal/raftsnap"
 	"tablestore/partitionserver/fsm"
@@ -262,20 +263,39 @@ func (r *replica) compactBirthLog() {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if first, err := r.logStore.FirstIndex(); err != nil || first != 1 {
-		return
-	}
-	// The last entry stays: the log then still starts after index 1 (a
-	// joiner gets the snapshot: the entry before the kept one is gone),
-	// but is not empty. An empty log made hashicorp's shouldSnapshot
-	// (log's last index minus the snapshot's) underflow, so every member
-	// snapshotted the whole range at every SnapshotInterval until its next
-	// entry: 717 KB every 5 - 10 s on each of range 10's members in chaos
-	// seed 246, for as long as it was read and not written.
-	if err := snapshotKeeping(r.raft, &r.cfgMu, 1); err != nil && !errors.Is(err, raft.ErrRaftShutdown) {
-		r.logger.Warn("compacting a split-born range's log failed", "err", err)
+	// Retried until done: a member that joined empty refuses this log
+	// (snapshotFirst) and gets nothing else from a leader that keeps it
+	// (chaos seed 5001: one try failed on "leadership transfer in
+	// progress" as the master moved the new range's leadership, and the
+	// joiner on ps4 stayed without a leader for the rest of the run).
+	for wait := birthCompactionRetry; ; wait = min(2*wait, 30*time.Second) {
+		if first, err := r.logStore.FirstIndex(); err != nil || first != 1 || r.raft.State() == raft.Shutdown {
+			return
+		}
+		err := failpoint.Inject("partitionserver/birth-compaction")
+		if err == nil {
+			// The last entry stays: the log then still starts after
+			// index 1 (a joiner gets the snapshot: the entry before the
+			// kept one is gone), but is not empty. An empty log made
+			// hashicorp's shouldSnapshot (log's last index minus the
+			// snapshot's) underflow, so every member snapshotted the
+			// whole range at every SnapshotInterval until its next
+			// entry: 717 KB every 5 - 10 s on each of range 10's members
+			// in chaos seed 246, for as long as it was read and not
+			// written.
+			err = snapshotKeeping(r.raft, &r.cfgMu, 1)
+		}
+		if err == nil || errors.Is(err, raft.ErrRaftShutdown) {
+			return
+		}
+		r.logger.Warn("compacting a split-born range's log failed; retrying", "err", err, "retry_in", wait)
+		time.Sleep(wait)
 	}
 }
+
+// birthCompactionRetry is the first wait before a failed birth compaction
+// is tried again (doubling up to 30 s).
+const birthCompactionRetry = 500 * time.Millisecond
 
 // birthCompactionDelay is how long a split-born member waits before
 // dropping its bootstrap log.
