@@ -116,7 +116,7 @@ type scanRec struct {
 
 // scanViolation is one finding of checkScan.
 type scanViolation struct {
-	kind   string // missing, duplicate, out of order, unknown, outside filter, wrong value
+	kind   string // missing, duplicate, out of order, unknown, outside filter, wrong value, refused page
 	key    string
 	detail string
 }
@@ -432,6 +432,15 @@ func (w *workload) endScan(s *scanRec, err error) {
 		if len(w.scans.errors) < 5 {
 			w.scans.errors = append(w.scans.errors, s.header()+": "+err.Error())
 		}
+		if refusedPage(err) {
+			// The table is never deleted and its pages are asked with
+			// the tokens the service gave: a client error answering one
+			// (a continuation the front-end cannot follow across a
+			// reshape, say) is the service's fault, which counting the
+			// scan as failed would hide.
+			w.scans.violations = append(w.scans.violations, scanViolation{kind: "refused page",
+				detail: fmt.Sprintf("%s: after %d pages: %v", s.header(), len(s.pages), err)})
+		}
 		return
 	}
 	w.scans.done++
@@ -519,4 +528,12 @@ func scanResults(res *Result, w *workload, o Options) {
 	if all.Len() > 0 && o.Dir != "" {
 		os.WriteFile(filepath.Join(o.Dir, "scan-violations.txt"), []byte(all.String()), 0o644)
 	}
+}
+
+// refusedPage reports whether a scan's error is a client error (4xx) that
+// no fault explains: not a timeout or throttling (408, 429), which the
+// faults cause and the SDK retries.
+func refusedPage(err error) bool {
+	st := statusOf(err)
+	return st >= 400 && st < 500 && st != 408 && st != 429
 }

@@ -167,6 +167,20 @@ func TestScanRequires(t *testing.T) {
 	if w.scans.failed != 1 || w.scans.done != 2 || len(w.scans.errors) != 1 {
 		t.Errorf("a failed scan: %+v, want counted as failed, not checked", w.scans)
 	}
+	// A page the service refused with a client error is its fault (the
+	// table is never deleted): a violation, not only a failed scan.
+	before := len(w.scans.violations)
+	for _, status := range []int{503, 429, 408, 400, 404} {
+		resp := &http.Response{StatusCode: status, Request: httptest.NewRequest(http.MethodGet, "/chaos()", nil)}
+		w.endScan(scripted(pkBounds{}), &azcore.ResponseError{StatusCode: status, RawResponse: resp})
+	}
+	var refused []string
+	for _, v := range w.scans.violations[before:] {
+		refused = append(refused, v.kind)
+	}
+	if strings.Join(refused, "; ") != "refused page; refused page" {
+		t.Errorf("pages refused 503, 429, 408, 400, 404: violations %q, want the 400 and the 404", refused)
+	}
 }
 
 // TestRunScan follows a scripted two-page answer through the SDK's pager:

@@ -74,8 +74,8 @@ func (c *answeredConn) Read(p []byte) (int, error) {
 		var got [len(masterHello)]byte
 		if _, err := io.ReadFull(c.Conn, got[:]); err != nil {
 			// Closed without an answer: a master of another version
-			// (or none at all) refused the hello.
-			c.err = fmt.Errorf("%w: %s answered no hello: %v", errMasterVersion, c.RemoteAddr(), err)
+			// refused the hello, or this one crashed or went away.
+			c.err = fmt.Errorf("master: %s closed the raft connection before answering its hello (a master of another version refuses it): %w", c.RemoteAddr(), err)
 			return
 		}
 		if !bytes.Equal(got[:], masterHello[:]) {

@@ -285,10 +285,22 @@ func (r *replica) compactBirthLog() {
 			// written.
 			err = snapshotKeeping(r.raft, &r.cfgMu, 1)
 		}
-		if err == nil || errors.Is(err, raft.ErrRaftShutdown) {
+		if errors.Is(err, raft.ErrRaftShutdown) {
 			return
 		}
-		r.logger.Warn("compacting a split-born range's log failed; retrying", "err", err, "retry_in", wait)
+		if err != nil {
+			r.logger.Warn("compacting a split-born range's log failed; retrying", "err", err, "retry_in", wait)
+		} else if first, ferr := r.logStore.FirstIndex(); ferr == nil && first != 1 {
+			return
+		} else {
+			// Not done while the log starts at 1: after a snapshot raft
+			// took by itself during a wait, "nothing new" to snapshot
+			// compacts nothing until an entry comes. The range may go
+			// quiet meanwhile (its marker is such an entry, and the next
+			// open compacts again); a member joins only through a
+			// configuration entry, after which the next try compacts.
+			r.birthPending.Store(false)
+		}
 		time.Sleep(wait)
 	}
 }

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -144,10 +145,20 @@ func TestRestoreNewerSnapshotUnreadableHeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	for _, d := range []string{dir, ""} {
-		restored, err := r.RestoreNewerSnapshot(snaps, d)
-		if err == nil || restored {
-			t.Fatalf("dir %q: RestoreNewerSnapshot = %v, %v; want an error", d, restored, err)
-		}
+	// Read from the file (as replicas do: damage, ErrCorruptSnapshot)
+	// and through raft's store (its CRC check refuses it).
+	if restored, err := r.RestoreNewerSnapshot(snaps, dir); !errors.Is(err, ErrCorruptSnapshot) || restored {
+		t.Fatalf("RestoreNewerSnapshot = %v, %v; want ErrCorruptSnapshot", restored, err)
+	}
+	if restored, err := r.RestoreNewerSnapshot(snaps, ""); err == nil || restored {
+		t.Fatalf("through raft's store: RestoreNewerSnapshot = %v, %v; want an error", restored, err)
+	}
+	// Its state file gone (the meta still lists it): damage too, so the
+	// replica is marked broken and replaced rather than retried forever.
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if restored, err := r.RestoreNewerSnapshot(snaps, dir); !errors.Is(err, ErrCorruptSnapshot) || restored {
+		t.Fatalf("state.bin gone: RestoreNewerSnapshot = %v, %v; want ErrCorruptSnapshot", restored, err)
 	}
 }

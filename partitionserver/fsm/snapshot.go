@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -300,6 +301,12 @@ func snapshotHeader(snaps raft.SnapshotStore, dir, id string) (*pb.RangeState, e
 	var rc io.ReadCloser
 	if dir != "" {
 		f, err := os.Open(filepath.Join(dir, "snapshots", id, "state.bin"))
+		if errors.Is(err, fs.ErrNotExist) {
+			// Listed (its meta is there) without its state: damage, as
+			// a header that does not read (an EACCES or EMFILE is the
+			// server's, not the replica's, and stays a plain error).
+			return nil, fmt.Errorf("%w: %v", ErrCorruptSnapshot, err)
+		}
 		if err != nil {
 			return nil, err
 		}
