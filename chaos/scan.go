@@ -42,6 +42,10 @@ type confirmation struct {
 	// to it.
 	acked bool
 	at    time.Time
+	// again: the key's acknowledgement after a completed scan had
+	// confirmed it already; for the secondary alone (the primary holds
+	// the key from its first confirmation on).
+	again bool
 }
 
 // pkBounds is a scan's PartitionKey range (its $filter).
@@ -184,7 +188,7 @@ func (s *scanRec) missing(required []confirmation, seen map[string]int) []scanVi
 	var out []scanViolation
 	for j, c := range required {
 		pk, rk := splitKey(c.key)
-		if !s.bounds.holds(pk) || (s.secondary && !c.acked) {
+		if !s.bounds.holds(pk) || (s.secondary && !c.acked) || (!s.secondary && c.again) {
 			continue
 		}
 		// The last page that began at or before the key.
@@ -483,11 +487,14 @@ func (w *workload) attemptKeys(keys []string, vals []int64) {
 // confirmLocked makes k required of every page asked from now on (w.mu
 // held); acked: its write was acknowledged.
 func (w *workload) confirmLocked(k, how string, acked bool) {
-	if w.isConfirmed[k] {
+	was, ok := w.isConfirmed[k]
+	if ok && (was || !acked) {
 		return
 	}
-	w.isConfirmed[k] = true
-	w.confirmed = append(w.confirmed, confirmation{key: k, how: how, acked: acked, at: time.Now()})
+	// First confirmed, or acknowledged after a scan returned it: the
+	// secondary is held to acknowledged writes only, so it needs this.
+	w.isConfirmed[k] = acked
+	w.confirmed = append(w.confirmed, confirmation{key: k, how: how, acked: acked, at: time.Now(), again: ok})
 }
 
 // acknowledgedLocked confirms keys whose write was just acknowledged.

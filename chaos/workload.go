@@ -66,7 +66,7 @@ type workload struct {
 	// in the order they became required, and what the scans found.
 	attempted   map[string]int64
 	confirmed   []confirmation
-	isConfirmed map[string]bool
+	isConfirmed map[string]bool // key confirmed: acknowledged (true) or returned by a scan
 	scanSeq     int
 	scans       scanStats
 }
