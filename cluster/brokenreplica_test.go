@@ -16,7 +16,7 @@ import (
 
 // TestBrokenReplicaReplaced damages one follower's replica of a range (a
 // snapshot ahead of its state file whose header cannot be read: its open
-// fails, lifecycle Damage) while its server is stopped, and starts the
+// fails with fsm.ErrCorruptSnapshot) while its server is stopped, and starts the
 // server again. The replica goes broken (not reopened at every Raft
 // message), its server reports it, and the master replaces it: on the
 // server without a replica when there is one, else in place on the same

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"google.golang.org/grpc/codes"
 
@@ -64,8 +63,8 @@ func TestBrokenReplica(t *testing.T) {
 	if _, err := s.acquire(1); !errors.Is(err, fsm.ErrCorruptSnapshot) {
 		t.Fatalf("request to the damaged replica: %v, want ErrCorruptSnapshot", err)
 	}
-	if sl.State() != lifecycle.Broken || sl.openFailures.Count != 1 {
-		t.Fatalf("after the damaged open: state %v, %d failures; want broken, 1", sl.State(), sl.openFailures.Count)
+	if sl.State() != lifecycle.Broken || sl.openFailures != 1 {
+		t.Fatalf("after the damaged open: state %v, %d failures; want broken, 1", sl.State(), sl.openFailures)
 	}
 	if _, err := s.acquire(1); !errors.Is(err, ErrRangeNotHosted) {
 		t.Fatalf("request to the broken replica: %v, want ErrRangeNotHosted", err)
@@ -73,8 +72,8 @@ func TestBrokenReplica(t *testing.T) {
 	if s.Wake(1) {
 		t.Fatal("a raft message opened the broken replica")
 	}
-	if sl.openFailures.Count != 1 || sl.State() != lifecycle.Broken {
-		t.Fatalf("the broken replica was opened again: %d failures, state %v", sl.openFailures.Count, sl.State())
+	if sl.openFailures != 1 || sl.State() != lifecycle.Broken {
+		t.Fatalf("the broken replica was opened again: %d failures, state %v", sl.openFailures, sl.State())
 	}
 	rs := s.status(sl, true)
 	if rs.GetLifecycle() != "broken" || rs.GetLeader() {
@@ -101,25 +100,8 @@ func TestOpenFailureNotDamage(t *testing.T) {
 		if _, err := s.acquire(1); err == nil || errors.Is(err, ErrRangeNotHosted) {
 			t.Fatalf("request %d: %v, want the open's error", i, err)
 		}
-		if sl.State() != lifecycle.Quiet || sl.openFailures.Count != i {
-			t.Fatalf("after failed open %d: state %v, %d failures; want quiet, %d", i, sl.State(), sl.openFailures.Count, i)
-		}
-	}
-}
-
-// TestOpenFailureKind classifies open errors for the broken rule.
-func TestOpenFailureKind(t *testing.T) {
-	for _, c := range []struct {
-		err  error
-		want lifecycle.FailureKind
-	}{
-		{fmt.Errorf("partitionserver: range 1: %w", fmt.Errorf("header: %w: bad magic", fsm.ErrCorruptSnapshot)), lifecycle.Damage},
-		{ErrShuttingDown, lifecycle.Transient},
-		{errWakeTimeout, lifecycle.Transient},
-		{fmt.Errorf("partitionserver: range 1: %w", os.ErrPermission), lifecycle.Failure},
-	} {
-		if got := openFailure(c.err); got != c.want {
-			t.Errorf("openFailure(%v) = %v, want %v", c.err, got, c.want)
+		if sl.State() != lifecycle.Quiet || sl.openFailures != i {
+			t.Fatalf("after failed open %d: state %v, %d failures; want quiet, %d", i, sl.State(), sl.openFailures, i)
 		}
 	}
 }
@@ -202,12 +184,12 @@ func TestPersistentFailureNotBroken(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Failing for an hour already.
-	sl.openFailures = lifecycle.OpenFailures{Count: 100, First: time.Now().Add(-time.Hour)}
+	sl.openFailures = 100
 	if _, err := s.acquire(1); err == nil || errors.Is(err, ErrRangeNotHosted) {
 		t.Fatalf("request: %v, want the open's error", err)
 	}
-	if sl.State() != lifecycle.Quiet || sl.openFailures.Count != 101 {
-		t.Fatalf("after another failed open: state %v, %d failures; want quiet, 101", sl.State(), sl.openFailures.Count)
+	if sl.State() != lifecycle.Quiet || sl.openFailures != 101 {
+		t.Fatalf("after another failed open: state %v, %d failures; want quiet, 101", sl.State(), sl.openFailures)
 	}
 	if rs := s.status(sl, true); rs.GetLifecycle() == "broken" {
 		t.Fatal("a plainly failing replica reports itself broken")

@@ -76,8 +76,8 @@ type slot struct {
 	// went quiet (lifecycle.QuietReadsPerWake); reset when it opens.
 	quietServed atomic.Uint64
 	// openFailures counts the opens that failed since the last that
-	// succeeded (under the slot's lock): the broken-replica rule's input.
-	openFailures lifecycle.OpenFailures
+	// succeeded (under the slot's lock), for the logs.
+	openFailures int
 
 	// Meters outlive the Raft member.
 	load     *loadMeter
@@ -170,7 +170,7 @@ func (s *Server) step(sl *slot, in lifecycle.Input, cause string, spec *openSpec
 			}
 			s.openFailed(sl, err, cause)
 		} else {
-			sl.openFailures = lifecycle.OpenFailures{}
+			sl.openFailures = 0
 			s.finish(sl, lifecycle.Input{Event: lifecycle.Opened}, cause)
 		}
 	case lifecycle.Closing:
@@ -204,13 +204,19 @@ func (s *Server) finish(sl *slot, in lifecycle.Input, cause string) {
 
 // openFailed ends a failed open: the replica goes back to Quiet (the next
 // request or Raft message tries again) or, when the open found its files
-// damaged (lifecycle.OpenFailures.Record), to Broken, said once at error
-// level: it is no longer opened, and its report tells the master to
-// replace it.
+// damaged (fsm.ErrCorruptSnapshot), to Broken, said once at error level:
+// it is no longer opened, and its report tells the master to replace it
+// (as CockroachDB and TiKV replace a corrupt replica). Only damage breaks
+// a replica: any other failure, however often repeated, says nothing of
+// the replica's own files; most causes are the server's (a full disk, too
+// many open files, wrong permissions, a shared-log read error) and strike
+// every replica at once, and breaking them all would have the master
+// replace (in place: wipe) every replica of the server for a fault that
+// freeing space or fixing permissions ends.
 func (s *Server) openFailed(sl *slot, err error, cause string) {
-	var broken bool
-	sl.openFailures, broken = sl.openFailures.Record(openFailure(err), time.Now())
-	s.logger.Warn("opening replica failed", "range", sl.id, "cause", cause, "failures", sl.openFailures.Count, "err", err)
+	broken := errors.Is(err, fsm.ErrCorruptSnapshot)
+	sl.openFailures++
+	s.logger.Warn("opening replica failed", "range", sl.id, "cause", cause, "failures", sl.openFailures, "err", err)
 	if broken {
 		// Before the state is published: a heartbeat reads the state and
 		// the leader flag without the slot's lock, and must never see a
@@ -223,23 +229,10 @@ func (s *Server) openFailed(sl *slot, err error, cause string) {
 	s.finish(sl, lifecycle.Input{Event: lifecycle.OpenFailed, Broken: broken}, cause)
 	if broken {
 		s.logger.Error("replica broken: its files are damaged; it is no longer opened and is reported broken for the master to replace",
-			"range", sl.id, "failures", sl.openFailures.Count, "since", sl.openFailures.First, "err", err)
+			"range", sl.id, "failures", sl.openFailures, "err", err)
 	}
 }
 
-// openFailure classifies an open's error for the broken-replica rule: a
-// snapshot found damaged is Damage; the server's shutdown and a wake that
-// did not get to open are Transient; anything else is a Failure, retried
-// and never broken (most such causes are the server's, not the replica's).
-func openFailure(err error) lifecycle.FailureKind {
-	switch {
-	case errors.Is(err, fsm.ErrCorruptSnapshot):
-		return lifecycle.Damage
-	case errors.Is(err, ErrShuttingDown), errors.Is(err, errWakeTimeout):
-		return lifecycle.Transient
-	}
-	return lifecycle.Failure
-}
 
 // execute performs one action.
 func (s *Server) execute(sl *slot, a lifecycle.Action, spec *openSpec) error {
@@ -411,7 +404,7 @@ func (s *Server) found(st *pb.RangeState) error {
 	defer sl.unlock()
 	must := st.GetBootstrap() || s.cfg.QuiesceAfter == 0
 	_, err = s.step(sl, lifecycle.Input{Event: lifecycle.Found, MustOpen: must}, "start", &openSpec{bootstrap: st.GetBootstrap(), voters: s.voters(d)})
-	if err != nil && sl.State() == lifecycle.Broken && openFailure(err) == lifecycle.Damage {
+	if err != nil && sl.State() == lifecycle.Broken {
 		// A damaged replica (openFailed logged why) must not keep the
 		// whole server down: it stays hosted, broken, for the master to
 		// replace. Any other failure fails the start, loudly, as before

@@ -5,8 +5,8 @@
 // a split, merged away, deleted, a request or a Raft message arriving, the
 // range going quiet, shutdown), the answer a quiet replica gives to
 // Raft traffic without being opened (Answer), and what to do about a range
-// the master assigns to this server (Assigned), and when a replica whose
-// open failed is broken (OpenFailures.Record: only on damage). It performs nothing: the
+// the master assigns to this server (Assigned), and that a replica whose open found its
+// files damaged is Broken (the registry says when). It performs nothing: the
 // server's registry executes the actions it returns and logs each
 // transition with its cause.
 package lifecycle

@@ -25,8 +25,8 @@ const (
 	Quiet
 	// Removing: its data is being deleted.
 	Removing
-	// Broken: hosted, but its open found its files damaged
-	// (OpenFailures.Record). It is not opened again on requests or
+	// Broken: hosted, but its open found its files damaged (the
+	// registry's openFailed). It is not opened again on requests or
 	// Raft traffic (each would fail the same way), reports itself broken to
 	// the master, which replaces it, and waits for the master's delete.
 	Broken
@@ -112,8 +112,8 @@ type Input struct {
 	// here opens it as a follower instead of starting an election that
 	// would depose it (the request then learns the leader).
 	Followed bool
-	// Broken (OpenFailed): the failure makes the replica broken
-	// (OpenFailures.Record decides).
+	// Broken (OpenFailed): the open found the replica's files damaged
+	// (the registry's openFailed decides).
 	Broken bool
 }
 
