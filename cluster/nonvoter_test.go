@@ -16,6 +16,7 @@ import (
 
 	"tablestore/internal/failpoint"
 	"tablestore/internal/masterclient"
+	"tablestore/internal/rpcerr"
 	"tablestore/master"
 	"tablestore/partitionserver"
 	pb "tablestore/proto/tablestorepb"
@@ -488,6 +489,52 @@ func TestFailedAddDeletesItsReplica(t *testing.T) {
 	if got := tableRanges(partitionMap(t, mc), table)[0]; !hasServer(got, to) || hasServer(got, from) {
 		t.Fatalf("replicas %v after the second move %s -> %s", got.GetReplicas(), from, to)
 	}
+	writeSeq(t, tcl, acked, "after", 10)
+	verifyExactlyOnce(t, tcl, acked)
+}
+
+// TestFollowerReadNeedsListedReplica: a replica serves the read-access
+// secondary only once its own state lists it in the range's descriptor.
+// A replica added by a move catches up as a non-voter and is promoted and
+// recorded (SET_REPLICAS) afterwards; a front-end learns of it from the
+// map only once the record committed, but the replica itself may not
+// have applied it yet. Serving then could return a state older than a
+// LastSyncTime another front-end confirmed over the descriptor before it
+// (that probe's index is below the record's: the replicas it asked had
+// not applied the record). A replica that has applied the record holds
+// every such index.
+func TestFollowerReadNeedsListedReplica(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	const table = "listedread"
+	c, tcl, mc, acked, ctx := handTable(t, table, 10, nil)
+	id := tableRanges(partitionMap(t, mc), table)[0].GetRangeId()
+	nv := leaveNonvoter(ctx, t, c, mc, table, id)
+	svc := c.Servers[c.ServerIndex(nv)].Server.Service()
+	read := func() error {
+		_, err := svc.Get(ctx, &pb.GetRequest{RangeId: id, PartitionKey: "k00", RowKey: "before-0000", FollowerRead: true})
+		return err
+	}
+	// The non-voter holds the entity (it applied the log) but is in no
+	// descriptor.
+	waitFor(t, 10*time.Second, "the non-voter "+nv+" to hold the range's entries", func() bool {
+		info := rangeInfo(c.Servers[c.ServerIndex(nv)].Server, id)
+		return info != nil && info.GetAppliedIndex() > 0
+	})
+	if err := read(); rpcerr.Parse(err).Reason != rpcerr.ReasonStaleRange {
+		t.Fatalf("follower read on the unlisted non-voter %s: %v, want %s", nv, err, rpcerr.ReasonStaleRange)
+	}
+	l := partitionMap(t, mc).GetLeaders()[id]
+	resp, err := c.Servers[c.ServerIndex(l)].Server.Service().ChangeReplicas(ctx, &pb.ChangeReplicasRequest{RangeId: id, AddServerId: nv, AddMode: pb.AddMode_ADD_MODE_PROMOTE})
+	if err != nil || !hasServer(resp.GetRange(), nv) {
+		t.Fatalf("promoting %s on the leader %s: %v, replicas %v", nv, l, err, resp.GetRange().GetReplicas())
+	}
+	var last error
+	waitFor(t, 10*time.Second, "a follower read on "+nv+" once its state lists it", func() bool {
+		last = read()
+		return last == nil
+	})
 	writeSeq(t, tcl, acked, "after", 10)
 	verifyExactlyOnce(t, tcl, acked)
 }

@@ -2,10 +2,12 @@ package partitionserver
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/hashicorp/raft"
 
+	"tablestore/partitionserver/fsm"
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -31,13 +33,36 @@ const maxHeldWait = 2 * time.Second
 // wait would only urge its group commit for nothing.
 const farBehind = 10_000
 
-// readCheck prepares a read: a follower read needs nothing (it is served
-// from what the state file holds); any other read must be linearizable.
+// readCheck prepares a read: a follower read needs its replica listed in
+// the descriptor the state file holds (listedInState); any other read must
+// be linearizable.
 func (r *replica) readCheck(followerRead bool, linearizable func() error) error {
 	if followerRead {
-		return nil
+		return r.listedInState()
 	}
 	return linearizable()
+}
+
+// listedInState refuses (fsm.ErrStaleGeneration: STALE_RANGE, the
+// front-end tries another replica) a follower read on a replica whose
+// state file does not list it: a non-voter catching up, a replica whose
+// promotion's record (SET_REPLICAS) it has not applied yet, or one whose
+// removal it has. A front-end's map lists a moved-in replica once that
+// record committed, maybe before the replica applied it; a LastSyncTime
+// confirmed over the descriptor before the record came from a probe of
+// replicas that had not applied the record either (their generation
+// matched the older map), so its index is below the record's, and a
+// replica that has applied the record holds it (docs/reliability.md
+// section 36). The check reads the committed state before the read's own
+// transaction, which sees at least as much: state only grows.
+func (r *replica) listedInState() error {
+	d := r.fsm.Summary().Range
+	for _, rep := range d.GetReplicas() {
+		if rep.GetServerId() == r.serverID {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: range %d: this replica (%s) is not in its own descriptor (generation %d) yet or any more", fsm.ErrStaleGeneration, r.id, r.serverID, d.GetGeneration())
 }
 
 // readIndex returns a commit index that this replica confirms as the

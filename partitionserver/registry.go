@@ -233,7 +233,6 @@ func (s *Server) openFailed(sl *slot, err error, cause string) {
 	}
 }
 
-
 // execute performs one action.
 func (s *Server) execute(sl *slot, a lifecycle.Action, spec *openSpec) error {
 	switch a {
