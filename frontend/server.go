@@ -239,6 +239,8 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		if err != nil && strings.IndexByte(r.URL.RawQuery, ';') >= 0 {
 			// "$format=application/json;odata=nometadata" sent unescaped:
 			// Go refuses ';' in queries, Azure reads it as part of the value.
+			// auth's compSuffix reads comp the same way (the comp signed
+			// must be the comp served).
 			q, err = url.ParseQuery(strings.ReplaceAll(r.URL.RawQuery, ";", "%3B"))
 		}
 		rc.query = q // keep what parsed; an error is answered after authentication

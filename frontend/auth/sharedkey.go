@@ -111,7 +111,15 @@ func compSuffix(u *url.URL) string {
 	}
 	// A malformed query still yields the pairs before the bad one; that is
 	// the best guess at what the client signed (the Go SDK refuses to sign).
-	q, _ := url.ParseQuery(u.RawQuery)
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil && strings.IndexByte(u.RawQuery, ';') >= 0 {
+		// The comp signed must be the comp the front-end acts on, and it
+		// reads a ';' as part of a value (an unescaped
+		// "$format=application/json;odata=nometadata") where ParseQuery
+		// drops the pair: "comp=x;&comp=acl" is comp "x;" there, a Query
+		// Entities that a Get Table ACL signature would otherwise open.
+		q, _ = url.ParseQuery(strings.ReplaceAll(u.RawQuery, ";", "%3B"))
+	}
 	if v, ok := q["comp"]; ok && len(v) > 0 {
 		return "?comp=" + v[0]
 	}
