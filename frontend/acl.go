@@ -307,6 +307,13 @@ type policyLookup struct {
 
 // AccessPolicy implements auth.PolicyLookup.
 func (p policyLookup) AccessPolicy(account, table, id string) (auth.Policy, bool, error) {
+	if validateTableName(table) != nil {
+		// A tn that is no table name holds no policy. Looked up, the
+		// primary account's "other/t" would be account other's table t
+		// (see tableID), and whether its policy authenticated a SAS
+		// would tell this account's owner about another account's ACLs.
+		return auth.Policy{}, false, nil
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), p.timeout)
 	defer cancel()
 	t, err := p.backend.Table(ctx, p.tableID(account, table))

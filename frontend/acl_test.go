@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"tablestore/frontend/auth"
+	pb "tablestore/proto/tablestorepb"
 )
 
 func TestParseSignedIdentifiers(t *testing.T) {
@@ -137,5 +139,52 @@ func TestSDKAccessPolicy(t *testing.T) {
 	_, err = sasClient.GetEntity(ctx, "p", "r", nil)
 	if st, _ := respCode(err); st != http.StatusForbidden {
 		t.Fatalf("si of a removed policy still works: %v", err)
+	}
+}
+
+// TestStoredPolicyOfAnotherAccount: the primary account's tables are
+// stored under their own names and every other account's under
+// "<account>/<table>", so a SAS of the primary account whose tn reads
+// "other/secret" named the other account's table to the policy lookup.
+// Such a SAS authorizes nothing, but whether it authenticated told the
+// primary account's owner which policies the other account's tables hold
+// (and whether they are in force). A tn that is no table name names no
+// policy: the answer is the one for an unknown si.
+func TestStoredPolicyOfAnotherAccount(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Accounts = auth.DevAccountName + ":" + auth.DevAccountKey + ";other:b3RoZXJrZXk="
+	fb := newFakeBackend()
+	s, err := NewServer(cfg, fb, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	seedFixture(t, fb)
+	if _, err := fb.CreateTable(ctx, "other/secret"); err != nil {
+		t.Fatal(err)
+	}
+	far := time.Now().Add(time.Hour).UTC().Format(aclTimeLayout)
+	if err := fb.SetTableACL(ctx, "other/secret", []*pb.SignedIdentifier{{Id: "p1", HasPolicy: true, Expiry: far, Permission: "r"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, tn, si string }{
+		{"the other account's policy", "other/secret", "p1"},
+		{"an id it does not hold", "other/secret", "nosuch"},
+		{"a table name that is no table name", "..", "p1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v, err := auth.ServiceSAS{Table: tc.tn, Identifier: tc.si}.Encode(auth.DevAccount())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, target := range []string{"/devstoreaccount1/people()", "/devstoreaccount1/secret()"} {
+				r := httptest.NewRequest("GET", "http://127.0.0.1:10002"+target+"?"+v.Encode(), nil)
+				rec := httptest.NewRecorder()
+				s.Handler().ServeHTTP(rec, r)
+				if rec.Code != http.StatusForbidden || rec.Header().Get("x-ms-error-code") != "AuthenticationFailed" {
+					t.Fatalf("%s: %d %s, want 403 AuthenticationFailed", target, rec.Code, rec.Header().Get("x-ms-error-code"))
+				}
+			}
+		})
 	}
 }
