@@ -5,11 +5,14 @@ import (
 	"context"
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+
+	"google.golang.org/grpc/codes"
 
 	"tablestore/frontend/auth"
 	"tablestore/internal/rpcerr"
@@ -297,6 +300,20 @@ func (s *Server) writeXML(w http.ResponseWriter, rc *reqCtx, status int, body []
 	}
 }
 
+// policyPropagation is how long Azure lets a stored access policy's
+// change take to take effect ("up to 30 seconds"): a front-end whose map
+// has gone longer without a master's updates cannot tell a policy in
+// force from one removed or cut short meanwhile.
+const policyPropagation = 30 * time.Second
+
+// mapStaleness is the backend's report of how long its partition map
+// (which carries the tables' ACLs) has gone without a master's updates:
+// 0 while a master streams them. A backend that does not report it is
+// taken as current.
+type mapStaleness interface {
+	MapStaleFor() time.Duration
+}
+
 // policyLookup resolves a service SAS's stored access policy (si) from the
 // table's ACL as the front-end's map holds it.
 type policyLookup struct {
@@ -313,6 +330,15 @@ func (p policyLookup) AccessPolicy(account, table, id string) (auth.Policy, bool
 		// (see tableID), and whether its policy authenticated a SAS
 		// would tell this account's owner about another account's ACLs.
 		return auth.Policy{}, false, nil
+	}
+	if ms, ok := p.backend.(mapStaleness); ok {
+		if d := ms.MapStaleFor(); d > policyPropagation {
+			// Fail closed: a revoked policy must stop authorizing
+			// within Azure's bound; a retry may reach a front-end a
+			// master keeps current.
+			return auth.Policy{}, false, rpcerr.New(codes.Unavailable, rpcerr.ReasonServerBusy,
+				fmt.Sprintf("stored access policy %q of table %q: this front-end's copy of the table's ACL has had no master's updates for %v (a policy's change must take effect within %v)", id, table, d.Round(time.Second), policyPropagation), nil)
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), p.timeout)
 	defer cancel()

@@ -188,3 +188,65 @@ func TestStoredPolicyOfAnotherAccount(t *testing.T) {
 		})
 	}
 }
+
+// staleMapBackend is a fake backend whose partition map has gone without
+// a master's updates for stale.
+type staleMapBackend struct {
+	*fakeBackend
+	stale time.Duration
+}
+
+func (b staleMapBackend) MapStaleFor() time.Duration { return b.stale }
+
+// TestStoredPolicyNeedsAFreshMap: a stored access policy is read from the
+// front-end's copy of the table's ACL, which a master keeps current. Azure
+// lets a policy's change take up to 30 s to take effect; a front-end whose
+// map has had no master's updates for longer cannot tell that a policy
+// was not removed or cut short meanwhile, so a SAS resting on one is
+// answered 503 ServerBusy (a retry may reach a front-end that can tell),
+// not authorized by a policy perhaps revoked. A SAS without a stored
+// policy is unaffected.
+func TestStoredPolicyNeedsAFreshMap(t *testing.T) {
+	far := time.Now().Add(time.Hour).UTC()
+	for _, tc := range []struct {
+		name   string
+		stale  time.Duration
+		si     bool
+		status int
+	}{
+		{"policy, map current", 0, true, http.StatusOK},
+		{"policy, map 20 s behind", 20 * time.Second, true, http.StatusOK},
+		{"policy, map 31 s behind", 31 * time.Second, true, http.StatusServiceUnavailable},
+		{"no policy, map 31 s behind", 31 * time.Second, false, http.StatusOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fb := newFakeBackend()
+			seedFixture(t, fb)
+			ctx := context.Background()
+			if err := fb.SetTableACL(ctx, "people", []*pb.SignedIdentifier{{Id: "p1", HasPolicy: true, Expiry: far.Format(aclTimeLayout), Permission: "r"}}); err != nil {
+				t.Fatal(err)
+			}
+			s, err := NewServer(DefaultConfig(), staleMapBackend{fb, tc.stale}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sas := auth.ServiceSAS{Table: "people", Identifier: "p1"}
+			if !tc.si {
+				sas = auth.ServiceSAS{Table: "people", Permissions: "r", Expiry: far}
+			}
+			v, err := sas.Encode(auth.DevAccount())
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := httptest.NewRequest("GET", "http://127.0.0.1:10002/devstoreaccount1/people()?"+v.Encode(), nil)
+			rec := httptest.NewRecorder()
+			s.Handler().ServeHTTP(rec, r)
+			if rec.Code != tc.status {
+				t.Fatalf("%d %s %s, want %d", rec.Code, rec.Header().Get("x-ms-error-code"), rec.Body.String(), tc.status)
+			}
+			if tc.status == http.StatusServiceUnavailable && rec.Header().Get("x-ms-error-code") != "ServerBusy" {
+				t.Fatalf("error code %q, want ServerBusy", rec.Header().Get("x-ms-error-code"))
+			}
+		})
+	}
+}

@@ -62,7 +62,7 @@ var (
 	})
 	mapSendsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "tablestore", Subsystem: "master", Name: "map_watch_sends_total",
-		Help: "Messages sent to partition map watchers that take deltas, by kind (full: the whole map; delta).",
+		Help: "Messages sent to partition map watchers that take deltas, by kind (full: the whole map; delta; keepalive: nothing changed for a second).",
 	}, []string{"kind"})
 	serverSlowGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: "tablestore", Subsystem: "master", Name: "server_slow",

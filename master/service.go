@@ -499,6 +499,7 @@ func (s *Server) watchDeltas(stream pb.MasterService_WatchPartitionMapServer) er
 		return err
 	}
 	mapSendsTotal.WithLabelValues("full").Inc()
+	epoch, sent, lastSend := m.GetEpoch(), m.GetVersion(), time.Now()
 	for {
 		select {
 		case <-stream.Context().Done():
@@ -506,26 +507,38 @@ func (s *Server) watchDeltas(stream pb.MasterService_WatchPartitionMapServer) er
 		case <-s.ctx.Done():
 			return toStatus(ErrNotLeader)
 		case <-w.wake:
-		case <-time.After(time.Second):
+		case <-time.After(watchKeepalive):
 		}
 		if !s.IsLeader() {
 			return toStatus(ErrNotLeader)
 		}
 		cs, leaders, soft, full, version := s.take(w)
+		kind := "delta"
 		switch {
 		case full:
 			m, _ = s.partitionMap()
+			kind = "full"
 		case len(cs.tables) > 0 || len(cs.ranges) > 0 || len(leaders) > 0 || soft || cs.other:
 			m = s.partitionDelta(cs, leaders, version)
+		case time.Since(lastSend) >= watchKeepalive:
+			m = &pb.PartitionMap{Delta: true, Keepalive: true, Epoch: epoch, Version: sent}
+			kind = "keepalive"
 		default:
 			continue
 		}
-		mapSendsTotal.WithLabelValues(map[bool]string{true: "full", false: "delta"}[full]).Inc()
+		mapSendsTotal.WithLabelValues(kind).Inc()
 		if err := stream.Send(m); err != nil {
 			return err
 		}
+		sent, lastSend = max(sent, m.GetVersion()), time.Now()
 	}
 }
+
+// watchKeepalive is how long a delta watch stays silent when nothing
+// changes: then it sends a keepalive (PartitionMap.keepalive), by which
+// the front-end tells a quiet master from a lost link (a firewall that
+// drops packets leaves the stream open and silent for good).
+const watchKeepalive = time.Second
 
 // adopt records descriptors reported newer than the map's, one batch at a
 // time.

@@ -50,3 +50,15 @@ func (r *Router) Ready() health.Verdict {
 	}
 	return readiness(f)
 }
+
+// MapStaleFor is how long the partition map has gone without a master's
+// updates: 0 while a watch stream delivers them (a stream whose master
+// sends keepalives counts as lost after watchSilence without one). The
+// front-end bounds what it takes from the map alone by it (stored access
+// policies).
+func (r *Router) MapStaleFor() time.Duration {
+	if r.watch.watching.Load() {
+		return 0
+	}
+	return time.Since(time.Unix(0, r.watch.lostAt.Load()))
+}

@@ -94,10 +94,19 @@ type Router struct {
 	refreshMu  sync.Mutex
 	refreshing chan struct{}
 
+	// watchSilence is how long a watch stream whose master sends
+	// keepalives may stay silent before it counts as lost
+	// (defaultWatchSilence; tests shorten it).
+	watchSilence time.Duration
+
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
+
+// defaultWatchSilence is five of the masters' keepalive intervals (1 s):
+// a loaded master may miss one or two, a lost link misses them all.
+const defaultWatchSilence = 5 * time.Second
 
 // New returns a router; Start begins watching the map.
 func New(cfg Config, logger *slog.Logger) (*Router, error) {
@@ -116,6 +125,7 @@ func New(cfg Config, logger *slog.Logger) (*Router, error) {
 		cfg: cfg, logger: logger, master: mc, pool: connpool.New(creds.DialOption()), writes: newCoalescer(), reads: newReadCoalescer(),
 		tables: map[string]*pb.Table{}, ranges: map[uint64][]*pb.RangeDescriptor{}, rangeTable: map[uint64]uint64{},
 		servers: map[string]*pb.ServerInfo{}, leaders: map[uint64]string{}, hinted: map[uint64]string{},
+		watchSilence: defaultWatchSilence,
 	}
 	r.writes.logger = logger
 	r.reads.logger = logger
@@ -171,12 +181,21 @@ func (r *Router) watchLoop() {
 		sctx, cancel := context.WithCancel(r.ctx)
 		stream, err := pb.NewMasterServiceClient(conn).WatchPartitionMap(sctx, &pb.WatchPartitionMapRequest{Deltas: true})
 		resync := false
+		// silence ends the stream after watchSilence without a message,
+		// armed once its master proved it sends keepalives (an older
+		// master is silent while nothing changes).
+		var silence *time.Timer
 		if err == nil {
 			for {
 				m, rerr := stream.Recv()
 				if rerr != nil {
 					err = rerr
 					break
+				}
+				if silence != nil {
+					silence.Reset(r.watchSilence)
+				} else if m.GetKeepalive() {
+					silence = time.AfterFunc(r.watchSilence, cancel)
 				}
 				if ferr := failpoint.Inject("router/watch/before-apply"); ferr != nil {
 					// A watch that breaks here starts over; a delay is a
@@ -199,6 +218,9 @@ func (r *Router) watchLoop() {
 			}
 		}
 		cancel()
+		if silence != nil {
+			silence.Stop()
+		}
 		if resync {
 			continue
 		}

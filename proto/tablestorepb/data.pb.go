@@ -1346,7 +1346,13 @@ type PartitionMap struct {
 	// applied. Every master applies the same log, so indexes compare across
 	// master processes (unlike versions): a map or answer at a lower index
 	// is older. 0: unknown (a master from before the field).
-	Index         uint64 `protobuf:"varint,14,opt,name=index,proto3" json:"index,omitempty"`
+	Index uint64 `protobuf:"varint,14,opt,name=index,proto3" json:"index,omitempty"`
+	// keepalive marks a message a delta watch sends when nothing changed for
+	// a second: no changes, the stream's epoch and its last version. A
+	// front-end that has seen one on a stream takes the stream's silence as
+	// a lost master (a link that drops packets without closing) and starts
+	// over; an older front-end applies it as an empty delta (nothing).
+	Keepalive     bool `protobuf:"varint,15,opt,name=keepalive,proto3" json:"keepalive,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1477,6 +1483,13 @@ func (x *PartitionMap) GetIndex() uint64 {
 		return x.Index
 	}
 	return 0
+}
+
+func (x *PartitionMap) GetKeepalive() bool {
+	if x != nil {
+		return x.Keepalive
+	}
+	return false
 }
 
 // StorageAccount is a storage account with its keys.
@@ -3608,7 +3621,7 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\tlifecycle\x18\t \x01(\tR\tlifecycle\x12!\n" +
 	"\ffrozen_index\x18\n" +
 	" \x01(\x04R\vfrozenIndex\x12\x1c\n" +
-	"\tnonvoters\x18\v \x03(\tR\tnonvoters\"\xf8\x05\n" +
+	"\tnonvoters\x18\v \x03(\tR\tnonvoters\"\x96\x06\n" +
 	"\fPartitionMap\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12,\n" +
 	"\x06tables\x18\x02 \x03(\v2\x14.tablestore.v1.TableR\x06tables\x126\n" +
@@ -3624,7 +3637,8 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x0eremoved_ranges\x18\v \x03(\x04R\rremovedRanges\x12'\n" +
 	"\x0fremoved_leaders\x18\f \x03(\x04R\x0eremovedLeaders\x12\x14\n" +
 	"\x05epoch\x18\r \x01(\x04R\x05epoch\x12\x14\n" +
-	"\x05index\x18\x0e \x01(\x04R\x05index\x1a:\n" +
+	"\x05index\x18\x0e \x01(\x04R\x05index\x12\x1c\n" +
+	"\tkeepalive\x18\x0f \x01(\bR\tkeepalive\x1a:\n" +
 	"\fLeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\x04R\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aR\n" +
