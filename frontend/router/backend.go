@@ -181,6 +181,16 @@ func (r *Router) Write(ctx context.Context, table, pk string, ops []*pb.EntityOp
 		}
 		return err
 	})
+	if err != nil && unsure && rangeclient.Classify(err).Retry {
+		// The budget ran out on a refusal or a silent server after an
+		// attempt that may have applied: the last refusal (503
+		// ServerBusy at the front-end, "not processed") would not be
+		// the truth, and the client's retry carries a new id. Answered
+		// as an unknown outcome (500 OperationTimedOut). A definite
+		// answer (the range's own, or a table gone) stands.
+		err = rpcerr.New(codes.DeadlineExceeded, rpcerr.ReasonUnavailable,
+			"retry budget spent after an attempt of unknown outcome: "+err.Error(), nil)
+	}
 	if err != nil {
 		return time.Time{}, err
 	}

@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -21,7 +22,7 @@ import (
 type scriptedWritePS struct {
 	pb.UnimplementedPartitionServiceServer
 	mu      *sync.Mutex
-	script  *[]string // "unknown", "busy", "busy*" (for good); then the record's answer
+	script  *[]string // "unknown", "busy", "busy*" (for good), "notleader*", "silent*"; then the record's answer
 	applied map[string]int64
 	calls   *int
 }
@@ -33,7 +34,7 @@ func (p scriptedWritePS) Write(_ context.Context, req *pb.WriteRequest) (*pb.Wri
 	step := ""
 	if len(*p.script) > 0 {
 		step = (*p.script)[0]
-		if step != "busy*" {
+		if !strings.HasSuffix(step, "*") {
 			*p.script = (*p.script)[1:]
 		}
 	}
@@ -43,6 +44,13 @@ func (p scriptedWritePS) Write(_ context.Context, req *pb.WriteRequest) (*pb.Wri
 		return nil, rpcerr.New(codes.DeadlineExceeded, rpcerr.ReasonUnavailable, "leadership lost after the entry was dispatched", nil)
 	case "busy", "busy*":
 		return nil, rpcerr.New(codes.ResourceExhausted, rpcerr.ReasonServerBusy, "throttled", map[string]string{rpcerr.MetaRetryAfterMs: "1000"})
+	case "notleader*":
+		// Leadership moving, no hint: a refusal before the log.
+		return nil, rpcerr.New(codes.Unavailable, rpcerr.ReasonNotLeader, "not the leader", nil)
+	case "silent*":
+		// A paused server: the attempt times out (what rangeclient
+		// reports as an abandoned attempt, UNAVAILABLE).
+		return nil, rpcerr.New(codes.Unavailable, rpcerr.ReasonUnavailable, "no answer within the attempt timeout", nil)
 	}
 	if ts, ok := p.applied[string(req.GetRequestId())]; ok {
 		return &pb.WriteResponse{TimestampUnixNano: ts}, nil
@@ -62,7 +70,9 @@ func (p scriptedWritePS) WriteMany(context.Context, *pb.WriteManyRequest) (*pb.W
 // would apply it again (an insert answering 409 for a change set that had
 // succeeded). It retries until the range answers from its request record.
 // A write whose attempts were all refused before the log still gets the
-// throttle's 503 at once.
+// throttle's 503 at once. The same holds when the retry budget runs out on
+// any refusal or silent server after such an attempt (a leader paused for
+// longer than the budget): an unknown outcome, not the last refusal's 503.
 func TestWriteOfUnknownOutcomeNotAnsweredBusy(t *testing.T) {
 	for _, tt := range []struct {
 		name     string
@@ -76,8 +86,19 @@ func TestWriteOfUnknownOutcomeNotAnsweredBusy(t *testing.T) {
 		// 500 OperationTimedOut at the front-end, as an unknown outcome.
 		{"unknown, then throttled for good", []string{"unknown", "busy*"}, rpcerr.ReasonUnavailable, codes.DeadlineExceeded, 0, 1000},
 		{"throttled first", []string{"busy"}, rpcerr.ReasonServerBusy, codes.ResourceExhausted, 0, 1},
+		// The budget spent on refusals after an attempt of unknown
+		// outcome: 500 OperationTimedOut ("may or may not have
+		// succeeded"), not the refusal's 503 ServerBusy ("not
+		// processed"), as the router's docs promise.
+		{"unknown, then refused until the budget ran out", []string{"unknown", "notleader*"}, rpcerr.ReasonUnavailable, codes.DeadlineExceeded, 0, 1000},
+		{"unknown, then silent until the budget ran out", []string{"unknown", "silent*"}, rpcerr.ReasonUnavailable, codes.DeadlineExceeded, 0, 1000},
+		// Every attempt abandoned unanswered: each may have applied.
+		{"silent throughout", []string{"silent*"}, rpcerr.ReasonUnavailable, codes.DeadlineExceeded, 0, 1000},
+		// Refused throughout: nothing was appended, the refusal stands.
+		{"refused throughout", []string{"notleader*"}, rpcerr.ReasonNotLeader, codes.Unavailable, 0, 1000},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel() // several spend the whole 1 s budget
 			cfg := DefaultConfig()
 			cfg.Masters = []string{"127.0.0.1:1"} // never reached: the map is installed
 			cfg.RetryTimeout = time.Second
