@@ -64,6 +64,13 @@ type Config struct {
 	// commits at once). Longer: fewer bbolt commits (page writes and two
 	// fdatasyncs each) per entry; follower reads lag by up to this much.
 	StateCommitInterval time.Duration
+	// StateCompactFree is the share of the state file that must be free
+	// (and at least 64 MiB) for a start to compact it: bbolt reuses freed
+	// pages but never gives them back to the file system, so the space of
+	// deleted tables and departed replicas stays the file's until a
+	// compaction copies its live data (fsm.OpenCompacting). Default half:
+	// the copy then needs no more room than it gives back. 0: never.
+	StateCompactFree float64
 
 	// ApplyTimeout bounds a proposal's wait for its commit.
 	ApplyTimeout time.Duration
@@ -151,6 +158,7 @@ func DefaultConfig() Config {
 		SnapshotInterval:     30 * time.Second,
 		TrailingLogs:         10240,
 		StateCommitInterval:  fsm.DefaultCommitInterval,
+		StateCompactFree:     0.5,
 		ApplyTimeout:         10 * time.Second,
 		QueryBudget:          5 * time.Second,
 		PartitionThrottle:    2000,
@@ -195,6 +203,9 @@ func (c *Config) Validate() error {
 	}
 	if c.QuiesceAfter < 0 || c.QuietReadTimeout < 0 {
 		errs = append(errs, errors.New("quiesce-after and quiet-read-timeout must not be negative"))
+	}
+	if !(c.StateCompactFree >= 0 && c.StateCompactFree <= 1) {
+		errs = append(errs, errors.New("state-compact-free must be between 0 and 1"))
 	}
 	if c.ShutdownTimeout < time.Second {
 		errs = append(errs, errors.New("shutdown-timeout must be at least 1s"))
@@ -243,6 +254,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.SnapshotInterval, "snapshot-interval", c.SnapshotInterval, "how often to check whether to snapshot")
 	fs.Uint64Var(&c.TrailingLogs, "trailing-logs", c.TrailingLogs, "log entries kept after a snapshot for slow followers")
 	fs.DurationVar(&c.StateCommitInterval, "state-commit-interval", c.StateCommitInterval, "longest wait of applied writes for the state file's group commit when no reader waits")
+	fs.Float64Var(&c.StateCompactFree, "state-compact-free", c.StateCompactFree, "share of the state file that must be free (and at least 64 MiB) for a start to compact it, giving the space back to the file system (0: never)")
 	fs.DurationVar(&c.ApplyTimeout, "apply-timeout", c.ApplyTimeout, "longest wait for a write to commit")
 	fs.DurationVar(&c.QueryBudget, "query-budget", c.QueryBudget, "work budget of one query page (Azure: 5s)")
 	fs.Float64Var(&c.PartitionThrottle, "partition-throttle", c.PartitionThrottle, "entities/s one PartitionKey may use before 503 ServerBusy (Azure: 2000; 0 disables)")

@@ -35,8 +35,8 @@ func busiest(rates []rangeRate, n int) []rangeRate {
 	return out
 }
 
-// publishGauges sets this server's replica, leader, busiest-range and disk
-// gauges (each heartbeat).
+// publishGauges sets this server's replica, leader, busiest-range, disk
+// and state file gauges (each heartbeat).
 func (s *Server) publishGauges(replicas, broken int, led []rangeRate) {
 	replicasGauge.WithLabelValues(s.id).Set(float64(replicas))
 	brokenReplicasGauge.WithLabelValues(s.id).Set(float64(broken))
@@ -52,13 +52,14 @@ func (s *Server) publishGauges(replicas, broken int, led []rangeRate) {
 		diskAvailableBytes.WithLabelValues(s.id).Set(float64(avail))
 		diskCapacityBytes.WithLabelValues(s.id).Set(float64(capacity))
 	}
+	s.publishStateFile()
 }
 
 // forgetGauges removes this server's series (Close: a stopped server in a
 // process that goes on, as in dev or tests, must not look alive).
 func (s *Server) forgetGauges() {
 	for _, v := range []*prometheus.GaugeVec{replicasGauge, brokenReplicasGauge, leadersGauge, rangeEntitiesPerSec, diskAvailableBytes, diskCapacityBytes,
-		diskCommitMedianSeconds, diskCommitsWindow} {
+		diskCommitMedianSeconds, diskCommitsWindow, stateFileBytes, stateFileFreeBytes} {
 		v.DeletePartialMatch(prometheus.Labels{"server": s.id})
 	}
 	diskReserveRefusedTotal.DeletePartialMatch(prometheus.Labels{"server": s.id})

@@ -181,8 +181,8 @@ func (s *Server) Start() (err error) {
 		}
 	}()
 	statePath := filepath.Join(s.cfg.DataDir, "state.db")
-	if s.store, err = fsm.OpenWithInterval(statePath, s.cfg.StateCommitInterval); err != nil {
-		return fmt.Errorf("partitionserver: state file %s: %w", statePath, err)
+	if err := s.openState(statePath); err != nil {
+		return err
 	}
 	// The state file's entry (and the identity file's) in the data
 	// directory: bbolt syncs the file, not the directory holding it.
@@ -289,6 +289,7 @@ func (s *Server) Start() (err error) {
 		defer s.wg.Done()
 		s.heartbeatLoop()
 	}()
+	s.publishStateFile()
 	s.started.Store(true)
 	s.logger.Info("partition server started", "grpc", s.GRPCAddr(), "raft", s.RaftAddr(), "replicas", len(s.slots))
 	return nil

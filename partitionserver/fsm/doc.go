@@ -12,5 +12,7 @@
 // the table's bucket, so splitting a range changes descriptors, not data.
 // The applied index is written in the same transaction as the data, so a
 // restart replays only log entries the file does not hold yet
-// (raft's NoSnapshotRestoreOnStart).
+// (raft's NoSnapshotRestoreOnStart). bbolt reuses freed pages but never
+// shrinks the file: OpenCompacting copies a mostly free file compact at
+// start (compact.go).
 package fsm
