@@ -68,6 +68,14 @@ var (
 		Namespace: "tablestore", Subsystem: "master", Name: "server_slow",
 		Help: "1 for a partition server whose disk commits are slow (--slow-disk-commit: it gets no leadership), else 0; set by the leader, absent elsewhere.",
 	}, []string{"server"})
+	serverClockOffsetGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: "tablestore", Subsystem: "master", Name: "server_clock_offset_seconds",
+		Help: "A partition server's clock offset from the median of the servers' clocks, as its heartbeats measure it (absent for a server that reports no clock, or none for 10 s); set by the leader, absent elsewhere.",
+	}, []string{"server"})
+	serverClockSkewedGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: "tablestore", Subsystem: "master", Name: "server_clock_skewed",
+		Help: "1 for a partition server whose clock offset is over --max-clock-offset (it gets no leadership and its leaders refuse writes), else 0; set by the leader, absent elsewhere.",
+	}, []string{"server"})
 	serverDiskAvailableGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: "tablestore", Subsystem: "master", Name: "server_disk_available_bytes",
 		Help: "Free bytes on a partition server's data directory file system, as its last heartbeat reported them (absent for a server that reports none); set by the leader, absent elsewhere.",
@@ -130,6 +138,19 @@ func publishSlow(seen map[string]time.Time, slow map[string]bool) {
 	}
 }
 
+// publishClocks sets the clock gauges: the offset of every server with a
+// fresh measurement, skewed (0 or 1) for every server heard from.
+func publishClocks(seen map[string]time.Time, clocks map[string]clockVerdict) {
+	serverClockOffsetGauge.Reset()
+	for id := range seen {
+		v, ok := clocks[id]
+		serverClockSkewedGauge.WithLabelValues(id).Set(map[bool]float64{true: 1}[v.skewed])
+		if ok {
+			serverClockOffsetGauge.WithLabelValues(id).Set(v.offset.Seconds())
+		}
+	}
+}
+
 func (h clusterHealth) publish(leader bool) {
 	isLeaderGauge.Set(map[bool]float64{true: 1}[leader])
 	serversGauge.WithLabelValues("up").Set(float64(h.up))
@@ -141,6 +162,7 @@ func (h clusterHealth) publish(leader bool) {
 func init() {
 	prometheus.MustRegister(mapSendsTotal, eventsTotal, opSeconds, opFailuresTotal, mergePauseSeconds, mergeAbortsTotal, joinFloorMissingTotal, rangesGauge,
 		isLeaderGauge, serversGauge, underReplicatedGauge, leaderlessGauge, serverSlowGauge,
+		serverClockOffsetGauge, serverClockSkewedGauge,
 		serverDiskAvailableGauge, serverDiskLowGauge, serverDiskFullGauge,
 		unstartedGauge, diskAvailableGauge, diskCapacityGauge)
 	// Every series exists from the start, so rate() and alerts see zeros

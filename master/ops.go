@@ -1410,6 +1410,9 @@ const (
 	// causeSlowDisk: a leadership moved off a server whose disk commits
 	// are slow (scheduler.RuleSlowDiskLeader).
 	causeSlowDisk = "slow-disk"
+	// causeClockSkew: a leadership moved off a server whose clock is off
+	// (scheduler.RuleClockSkewLeader).
+	causeClockSkew = "clock-skew"
 	// causeDiskFull: a leadership or a replica moved off a server whose
 	// disk is under its reserve (scheduler.RuleDiskFullLeader, ...Replica).
 	causeDiskFull = "disk-full"

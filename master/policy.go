@@ -31,12 +31,21 @@ type PolicyConfig struct {
 	// by that), the chaos fault is 150 ms, and a server above 100 ms adds
 	// that to every write of the ranges it leads.
 	SlowDiskCommit time.Duration
+	// MaxClockOffset: a partition server whose clock is off by more than
+	// this from the median of the servers' (as their heartbeats measure
+	// them) is clock-skewed: it gets no leadership, its leaderships move
+	// to followers, and the ranges it still leads refuse client writes (0
+	// turns the rule off). 10 s: NTP keeps clocks within milliseconds, a
+	// heartbeat's delay is under a second, and the harm it bounds (write
+	// Timestamps, and the log clock that ages the request records out
+	// after 10 minutes) needs seconds to minutes of offset.
+	MaxClockOffset time.Duration
 	scheduler.Config
 }
 
 // DefaultPolicyConfig returns the documented defaults.
 func DefaultPolicyConfig() PolicyConfig {
-	return PolicyConfig{Enabled: true, Interval: 250 * time.Millisecond, MaxInFlight: 2, SlowDiskCommit: 100 * time.Millisecond,
+	return PolicyConfig{Enabled: true, Interval: 250 * time.Millisecond, MaxInFlight: 2, SlowDiskCommit: 100 * time.Millisecond, MaxClockOffset: 10 * time.Second,
 		Config: scheduler.DefaultConfig()}
 }
 
@@ -53,6 +62,11 @@ func (c *PolicyConfig) Validate() error {
 		// is 100 ns: every server slow but for relativity).
 		return errors.New("slow-disk-commit must be 0 (off) or at least 1ms")
 	}
+	if c.MaxClockOffset != 0 && c.MaxClockOffset < 100*time.Millisecond {
+		// A negative figure, or one a heartbeat's own delay reaches
+		// (--max-clock-offset=10 is 10 ns: every server skewed).
+		return errors.New("max-clock-offset must be 0 (off) or at least 100ms")
+	}
 	return c.Config.Validate()
 }
 
@@ -63,5 +77,7 @@ func (c *PolicyConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.MaxInFlight, "max-in-flight", c.MaxInFlight, "most split/merge/move operations at once")
 	fs.DurationVar(&c.SlowDiskCommit, "slow-disk-commit", c.SlowDiskCommit,
 		"median disk commit time (over a partition server's last 10 s) at which, if also 3x the other servers' median, the server loses its range leaderships; cleared below half of either (0: never, else at least 1ms)")
+	fs.DurationVar(&c.MaxClockOffset, "max-clock-offset", c.MaxClockOffset,
+		"largest offset of a partition server's clock from the median of the servers' before it gets no leadership and the ranges it leads refuse writes (0: never, else at least 100ms)")
 	c.Config.RegisterFlags(fs)
 }

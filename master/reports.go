@@ -73,6 +73,10 @@ type reports struct {
 	// space is, per server, the disk space its last heartbeat reported
 	// (absent: none; diskspace.go).
 	space map[string]*pb.DiskSpace
+	// clocks is, per server, its clock measurement (observeClock), and
+	// skewed the clock verdict its last answer carried (clockskew.go).
+	clocks map[string]clockSample
+	skewed map[string]bool
 	// tables is, per range reported, its table: pruneDropped forgets the
 	// ranges of dropped tables, which nothing else would (a dropped
 	// table's replicas report, leaders among them, until their servers

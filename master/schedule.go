@@ -79,6 +79,7 @@ func (s *Server) snapshot(now time.Time) *scheduler.Snapshot {
 	})
 	s.reports.mu.Lock()
 	defer s.reports.mu.Unlock()
+	clocks := s.reports.clockVerdictsLocked(s.cfg.Policy.MaxClockOffset, now)
 	for i := range snap.Servers {
 		sv := &snap.Servers[i]
 		t := s.reports.lastSeen[sv.ID]
@@ -97,6 +98,7 @@ func (s *Server) snapshot(now time.Time) *scheduler.Snapshot {
 			sv.SlowMedian = d.onset
 		}
 		sv.Disk = diskOf(s.reports.spaceOf(sv.ID))
+		sv.ClockSkewed, sv.ClockOffset = clocks[sv.ID].skewed, clocks[sv.ID].offset
 	}
 	for _, d := range descs {
 		snap.Ranges = append(snap.Ranges, s.schedRange(d, snap.Servers, now))
@@ -162,6 +164,8 @@ func (s *Server) execute(ctx context.Context, o scheduler.Op) error {
 		switch o.Rule {
 		case scheduler.RuleSlowDiskLeader:
 			cause = causeSlowDisk
+		case scheduler.RuleClockSkewLeader:
+			cause = causeClockSkew
 		case scheduler.RuleDiskFullLeader:
 			cause = causeDiskFull
 		}

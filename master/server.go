@@ -509,6 +509,8 @@ func (s *Server) livenessLoop() {
 		})
 		if !s.IsLeader() {
 			serverSlowGauge.Reset()
+			serverClockOffsetGauge.Reset()
+			serverClockSkewedGauge.Reset()
 			serverDiskAvailableGauge.Reset()
 			serverDiskLowGauge.Reset()
 			serverDiskFullGauge.Reset()
@@ -518,6 +520,7 @@ func (s *Server) livenessLoop() {
 		now := time.Now()
 		events, changed := s.livenessTick(&lv, s.raft.CurrentTerm(), now)
 		publishSlow(s.reports.seen(), s.reports.slowServers(now))
+		publishClocks(s.reports.seen(), s.reports.clockVerdictsAt(s.cfg.Policy.MaxClockOffset, now))
 		publishSpace(s.reports.seen(), s.reports.spaces())
 		s.health(now).publish(true)
 		for _, e := range events {

@@ -562,6 +562,9 @@ func (s *Server) adopt(descs []*pb.RangeDescriptor) {
 
 func (v *service) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.HeartbeatResponse, error) {
 	s := v.s
+	// The clock's receive time, before anything that may wait (the
+	// registration's apply, the server's turn).
+	received := time.Now()
 	if err := s.ready(); err != nil {
 		return nil, toStatus(err)
 	}
@@ -578,6 +581,7 @@ func (v *service) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.
 	s.reports.setMergeAbort(sv.GetServerId(), req.GetMergeAbort())
 	resp := s.fsm.assignments(sv.GetServerId(), req.GetAssignmentsVersion())
 	resp.WantFullReport = wantFull
+	s.noteClock(sv.GetServerId(), req, resp, received)
 	if !take {
 		return resp, nil
 	}

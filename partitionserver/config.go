@@ -115,6 +115,10 @@ type Config struct {
 	// default): none named; the server then shares a zone with no other.
 	// Printable, no spaces, at most MaxZoneLen bytes.
 	Zone string
+	// ClockNow, when set, is the wall clock the heartbeats report to the
+	// master (HeartbeatRequest.sent_unix_nano) in place of time.Now: a
+	// test's shifted clock (tests only; nothing else reads it).
+	ClockNow func() time.Time
 }
 
 // MaxZoneLen is the longest zone name, in bytes.

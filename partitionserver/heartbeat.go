@@ -211,6 +211,7 @@ func (s *Server) heartbeatOnce(cur []*pb.RangeStatus) (wantFull bool, sent []*pb
 		MergeAbort:         true,
 		DiskLatency:        s.diskReport(now),
 		DiskSpace:          s.diskSpaceReport(),
+		SentUnixNano:       s.clockNow().UnixNano(),
 	}
 	if full {
 		req.Ranges = cur
@@ -240,6 +241,7 @@ func (s *Server) heartbeatOnce(cur []*pb.RangeStatus) (wantFull bool, sent []*pb
 		return false, nil
 	}
 	s.heartbeatAccepted()
+	s.clock.set(resp, time.Now())
 	heartbeatReportsTotal.WithLabelValues(map[bool]string{true: "full", false: "delta"}[full]).Inc()
 	heartbeatReportedRanges.Add(float64(len(req.Ranges)))
 	if resp.GetWantFullReport() {

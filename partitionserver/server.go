@@ -69,6 +69,9 @@ type Server struct {
 	// disk refuses client writes while the data directory's free space
 	// is under cfg.DiskReserve.
 	disk *diskGuard
+	// clock refuses client writes while the master's last answer said
+	// this server's clock is off (clockguard.go).
+	clock *clockGuard
 
 	// mu guards slots and closed; each slot's own lock guards its
 	// transitions (registry.go).
@@ -114,7 +117,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	return &Server{cfg: cfg, logger: logger, slots: make(map[uint64]*slot), addrs: newAddressBook(),
 		stateCommits: disklatency.New(disklatency.DefaultSpan), logSyncs: disklatency.New(disklatency.DefaultSpan),
 		capacity: admission.New(cfg.ServerCapacity, cfg.ServerCapacity*capacityBurst.Seconds(), cfg.ServerQueueWait, time.Now()),
-		disk:     newDiskGuard(cfg.DataDir, cfg.DiskReserve, logger)}, nil
+		disk:     newDiskGuard(cfg.DataDir, cfg.DiskReserve, logger), clock: newClockGuard(logger)}, nil
 }
 
 // ID is the server id (valid after Start).

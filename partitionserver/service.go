@@ -85,6 +85,10 @@ func (v *service) admitWrite(req *pb.WriteRequest, start time.Time) (*replica, e
 			observe("write", start, err)
 			return nil, err
 		}
+		if err := v.s.clock.admit(v.s.id, time.Now()); err != nil {
+			observe("write", start, err)
+			return nil, err
+		}
 	}
 	if err := v.admit(r.meters(), leader, pk, len(req.GetOps())); err != nil {
 		observe("write", start, err)

@@ -1,6 +1,9 @@
 package scheduler
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // drain takes leaderships off the servers that must not lead and empties
 // the draining ones. A range led by a draining or a slow server (Server.Slow:
@@ -18,8 +21,10 @@ import "fmt"
 // writes at once), then its replicas, at a drain's pace, to servers with
 // room (shedFullReplicas); it falls back to no slow follower, which
 // would take the writes but not fill the disk any less.
+// A clock-skewed server (Server.ClockSkewed) is shed like a slow one,
+// with no fallback: the ranges it leads refuse client writes.
 // One rule moves leaders off a server for what the server is, so that
-// draining, slow and full disks cannot disagree about where a leadership
+// draining, slow, skewed and full disks cannot disagree about where a leadership
 // goes.
 type drain struct{}
 
@@ -52,7 +57,7 @@ func (drain) Schedule(p *Plan) {
 // the leadership (its replica moves once the leadership is gone).
 func (p *Plan) shedLeaderOf(r *Range) bool {
 	st := p.servers[r.Leader]
-	if st == nil || !(st.draining || st.slow || st.diskState == DiskFull) {
+	if st == nil || !(st.draining || st.slow || st.skewed || st.diskState == DiskFull) {
 		return false
 	}
 	to := p.coolestFollower(r, r.Leader)
@@ -72,7 +77,7 @@ func (p *Plan) shedLeaderOf(r *Range) bool {
 }
 
 // shedLeader is the transfer of r's leadership off st, which is draining,
-// full or slow, to to.
+// full, clock-skewed or slow, to to.
 func shedLeader(r *Range, st, to *serverStat) Op {
 	o := Op{Kind: TransferLeader, Range: r.ID, From: st.id, To: to.id,
 		Figures: map[string]float64{"entities_per_sec": r.entitiesPerSec()}}
@@ -82,6 +87,12 @@ func shedLeader(r *Range, st, to *serverStat) Op {
 	}
 	if st.diskState == DiskFull {
 		o.Rule, o.Reason, o.Figures = RuleDiskFullLeader, diskReason(st), diskFigures(st, o.Figures)
+		return o
+	}
+	if st.skewed {
+		o.Rule = RuleClockSkewLeader
+		o.Reason = fmt.Sprintf("clock skew: server %s's clock is off by %s", st.id, st.clockOffset.Round(time.Millisecond))
+		o.Figures["clock_offset_seconds"] = st.clockOffset.Seconds()
 		return o
 	}
 	o.Rule = RuleSlowDiskLeader
@@ -106,12 +117,12 @@ func (p *Plan) drainReplica(r *Range) {
 	}
 }
 
-// shedding reports whether any server is draining, whether any is slow,
-// and whether any has a full disk.
+// shedding reports whether any server is draining, whether any is slow
+// or clock-skewed (neither may lead), and whether any has a full disk.
 func (p *Plan) shedding() (draining, slow, full bool) {
 	for _, st := range p.order {
 		draining = draining || st.draining
-		slow = slow || st.slow
+		slow = slow || st.slow || st.skewed
 		full = full || st.diskState == DiskFull
 	}
 	return draining, slow, full

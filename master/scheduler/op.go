@@ -38,6 +38,7 @@ const (
 	RuleDrainLeader       = "drain-leader"
 	RuleDrainReplica      = "drain-replica"
 	RuleSlowDiskLeader    = "slow-disk-leader"
+	RuleClockSkewLeader   = "clock-skew-leader"
 	RuleDiskFullLeader    = "disk-full-leader"
 	RuleDiskFullReplica   = "disk-full-replica"
 	RuleZoneDiversity     = "zone-diversity"

@@ -263,8 +263,9 @@ func parseBytes(s string) (uint64, error) {
 }
 
 // setServers reads "id [down=DUR] [back=DUR] [silent] [draining] [unseen]
-// [slow=MEDIAN] [slow-cleared=DUR] [disk=FREE/SIZE/RESERVE] [zone=Z]" lines
-// (slow-cleared: found no longer slow DUR ago; disk: the data directory's
+// [slow=MEDIAN] [slow-cleared=DUR] [skewed=OFFSET] [disk=FREE/SIZE/RESERVE]
+// [zone=Z]" lines (slow-cleared: found no longer slow DUR ago; skewed: its
+// clock is off by OFFSET, over the master's bound; disk: the data directory's
 // figures, in bytes with K, M or G; zone: its failure domain).
 func (w *world) setServers(lines []string) error {
 	w.servers = nil
@@ -290,7 +291,7 @@ func (w *world) serverAttr(s *Server, a string) error {
 	k, v, _ := strings.Cut(a, "=")
 	var d time.Duration
 	switch k {
-	case "down", "back", "slow", "slow-cleared":
+	case "down", "back", "slow", "slow-cleared", "skewed":
 		var err error
 		if d, err = time.ParseDuration(v); err != nil {
 			return err
@@ -307,6 +308,8 @@ func (w *world) serverAttr(s *Server, a string) error {
 		s.Slow, s.SlowMedian = true, d
 	case "slow-cleared":
 		s.SlowCleared = w.now.Add(-d)
+	case "skewed":
+		s.ClockSkewed, s.ClockOffset = true, d
 	case "draining":
 		s.Draining = true
 	case "unseen":

@@ -108,6 +108,8 @@ type serverStat struct {
 	slow           bool          // Server.Slow
 	slowMedian     time.Duration // Server.SlowMedian
 	slowCleared    time.Time     // Server.SlowCleared
+	skewed         bool          // Server.ClockSkewed
+	clockOffset    time.Duration // Server.ClockOffset
 	replicas       int
 	leaders        int
 	leaderLoad     float64
@@ -123,7 +125,8 @@ func NewPlan(cfg Config, snap *Snapshot) *Plan {
 	p := &Plan{cfg: cfg, snap: snap, servers: make(map[string]*serverStat, len(snap.Servers))}
 	for _, s := range snap.Servers {
 		st := &serverStat{id: s.ID, live: s.Live, draining: s.Draining, back: s.Back, silent: s.Silent,
-			slow: s.Slow, slowMedian: s.SlowMedian, slowCleared: s.SlowCleared, disk: s.Disk, diskState: s.Disk.State(), zone: s.Zone}
+			slow: s.Slow, slowMedian: s.SlowMedian, slowCleared: s.SlowCleared,
+			skewed: s.ClockSkewed, clockOffset: s.ClockOffset, disk: s.Disk, diskState: s.Disk.State(), zone: s.Zone}
 		if !s.Live && !s.LastSeen.IsZero() {
 			st.downFor = max(snap.Now.Sub(s.LastSeen), time.Nanosecond)
 		}
@@ -474,8 +477,8 @@ func (p *Plan) canHost(st *serverStat) bool {
 }
 
 // canLead reports whether the replica of r on server may take over r's
-// leadership: its server is live, not draining, not slow, its disk not
-// full (its leaders refuse writes; a low disk may lead), not silent and
+// leadership: its server is live, not draining, not slow, its clock not
+// skewed (its leaders refuse writes), its disk not full (its leaders refuse writes; a low disk may lead), not silent and
 // not just back or just cleared of slow (LeaderSettle), it reports the
 // replica and not broken, and it is no more than MaxLeaderLag entries behind the leader.
 // Every rule that gives leadership asks it (transfers, balancing, a
@@ -487,7 +490,7 @@ func (p *Plan) canLead(r *Range, server string) bool { return p.leadable(r, serv
 func (p *Plan) leadable(r *Range, server string, slowOK bool) bool {
 	st := p.servers[server]
 	rep := r.replica(server)
-	if st == nil || rep == nil || !st.live || st.draining || (st.slow && !slowOK) || st.diskState == DiskFull || rep.Missing || rep.Broken || p.settling(st) {
+	if st == nil || rep == nil || !st.live || st.draining || (st.slow && !slowOK) || st.skewed || st.diskState == DiskFull || rep.Missing || rep.Broken || p.settling(st) {
 		return false
 	}
 	if l := r.replica(r.Leader); l != nil && l.Applied > rep.Applied {
@@ -590,13 +593,13 @@ func (p *Plan) eligible(key func(*serverStat) float64) []*serverStat {
 	return p.sorted(key, func(st *serverStat) bool { return st.live && !st.draining })
 }
 
-// eligibleLeaders is eligible without the slow servers and those whose
-// disk is full: those leader balancing spreads leaderships over. Such a
+// eligibleLeaders is eligible without the slow servers, the clock-skewed
+// ones and those whose disk is full: those leader balancing spreads leaderships over. Such a
 // server may lead nothing, so its empty share must not lower the mean the
 // others are balanced to.
 func (p *Plan) eligibleLeaders(key func(*serverStat) float64) []*serverStat {
 	return p.sorted(key, func(st *serverStat) bool {
-		return st.live && !st.draining && !st.slow && st.diskState != DiskFull
+		return st.live && !st.draining && !st.slow && !st.skewed && st.diskState != DiskFull
 	})
 }
 

@@ -49,6 +49,13 @@ type Server struct {
 	// a server back (Back), it receives no leadership for LeaderSettle, and
 	// then the leader-balance policies give it leaderships at their pace.
 	SlowCleared time.Time
+	// ClockSkewed: the server's clock is off from the others' by more
+	// than the master's --max-clock-offset (ClockOffset, for the
+	// operations' reasons). Like a slow server it receives no leadership
+	// and its leaderships move off, and no draining leader falls back to
+	// it: the ranges it leads refuse client writes.
+	ClockSkewed bool
+	ClockOffset time.Duration
 	// Draining servers get no new replicas or leaders and have theirs
 	// moved off.
 	Draining bool

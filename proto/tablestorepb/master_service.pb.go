@@ -959,7 +959,11 @@ type HeartbeatRequest struct {
 	// The server's data directory file system (absent from older servers,
 	// and where the server cannot tell: the master treats it as having
 	// space).
-	DiskSpace     *DiskSpace `protobuf:"bytes,10,opt,name=disk_space,json=diskSpace,proto3" json:"disk_space,omitempty"`
+	DiskSpace *DiskSpace `protobuf:"bytes,10,opt,name=disk_space,json=diskSpace,proto3" json:"disk_space,omitempty"`
+	// The server's wall clock when it sent this heartbeat, in Unix
+	// nanoseconds (0 from older servers: unknown). The master compares the
+	// servers' clocks with it (docs/operations.md, "Clocks").
+	SentUnixNano  int64 `protobuf:"varint,11,opt,name=sent_unix_nano,json=sentUnixNano,proto3" json:"sent_unix_nano,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1062,6 +1066,13 @@ func (x *HeartbeatRequest) GetDiskSpace() *DiskSpace {
 		return x.DiskSpace
 	}
 	return nil
+}
+
+func (x *HeartbeatRequest) GetSentUnixNano() int64 {
+	if x != nil {
+		return x.SentUnixNano
+	}
+	return 0
 }
 
 // DiskLatency summarises a partition server's disk commits over its last
@@ -1183,8 +1194,20 @@ type HeartbeatResponse struct {
 	// The assigned ranges at generation 1 that never started (no leader
 	// seen): the server may bootstrap them with the descriptor's voters.
 	UnstartedRangeIds []uint64 `protobuf:"varint,10,rep,packed,name=unstarted_range_ids,json=unstartedRangeIds,proto3" json:"unstarted_range_ids,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The server's clock is off from the other servers' (the median of
+	// their offsets from the master's) by more than the master's
+	// --max-clock-offset: the ranges it leads refuse client writes while
+	// this answer is recent, and it gets no leadership. False from older
+	// masters, with the rule off, or when the server sent no clock.
+	ClockSkewed bool `protobuf:"varint,11,opt,name=clock_skewed,json=clockSkewed,proto3" json:"clock_skewed,omitempty"`
+	// The server's measured clock offset from that reference (0 when
+	// unknown), for its log and refusals.
+	ClockOffsetNanos int64 `protobuf:"varint,12,opt,name=clock_offset_nanos,json=clockOffsetNanos,proto3" json:"clock_offset_nanos,omitempty"`
+	// The master's --max-clock-offset (0: the rule is off, or an older
+	// master), named in the server's refusals.
+	MaxClockOffsetNanos int64 `protobuf:"varint,13,opt,name=max_clock_offset_nanos,json=maxClockOffsetNanos,proto3" json:"max_clock_offset_nanos,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *HeartbeatResponse) Reset() {
@@ -1285,6 +1308,27 @@ func (x *HeartbeatResponse) GetUnstartedRangeIds() []uint64 {
 		return x.UnstartedRangeIds
 	}
 	return nil
+}
+
+func (x *HeartbeatResponse) GetClockSkewed() bool {
+	if x != nil {
+		return x.ClockSkewed
+	}
+	return false
+}
+
+func (x *HeartbeatResponse) GetClockOffsetNanos() int64 {
+	if x != nil {
+		return x.ClockOffsetNanos
+	}
+	return 0
+}
+
+func (x *HeartbeatResponse) GetMaxClockOffsetNanos() int64 {
+	if x != nil {
+		return x.MaxClockOffsetNanos
+	}
+	return 0
 }
 
 type SetTableACLRequest struct {
@@ -2029,7 +2073,7 @@ const file_tablestore_v1_master_service_proto_rawDesc = "" +
 	"\x05table\x18\x01 \x01(\tR\x05table\"W\n" +
 	"\x18WatchPartitionMapRequest\x12#\n" +
 	"\rknown_version\x18\x01 \x01(\x04R\fknownVersion\x12\x16\n" +
-	"\x06deltas\x18\x02 \x01(\bR\x06deltas\"\xb7\x03\n" +
+	"\x06deltas\x18\x02 \x01(\bR\x06deltas\"\xdd\x03\n" +
 	"\x10HeartbeatRequest\x121\n" +
 	"\x06server\x18\x01 \x01(\v2\x19.tablestore.v1.ServerInfoR\x06server\x122\n" +
 	"\x06ranges\x18\x02 \x03(\v2\x1a.tablestore.v1.RangeStatusR\x06ranges\x12\x12\n" +
@@ -2043,13 +2087,14 @@ const file_tablestore_v1_master_service_proto_rawDesc = "" +
 	"\fdisk_latency\x18\t \x01(\v2\x1a.tablestore.v1.DiskLatencyR\vdiskLatency\x127\n" +
 	"\n" +
 	"disk_space\x18\n" +
-	" \x01(\v2\x18.tablestore.v1.DiskSpaceR\tdiskSpace\"\xec\x01\n" +
+	" \x01(\v2\x18.tablestore.v1.DiskSpaceR\tdiskSpace\x12$\n" +
+	"\x0esent_unix_nano\x18\v \x01(\x03R\fsentUnixNano\"\xec\x01\n" +
 	"\vDiskLatency\x12%\n" +
 	"\x0ewindow_seconds\x18\x01 \x01(\x01R\rwindowSeconds\x12#\n" +
 	"\rstate_commits\x18\x02 \x01(\rR\fstateCommits\x12=\n" +
 	"\x1bstate_commit_median_seconds\x18\x03 \x01(\x01R\x18stateCommitMedianSeconds\x12\x1b\n" +
 	"\tlog_syncs\x18\x04 \x01(\rR\blogSyncs\x125\n" +
-	"\x17log_sync_median_seconds\x18\x05 \x01(\x01R\x14logSyncMedianSeconds\"\xc1\x04\n" +
+	"\x17log_sync_median_seconds\x18\x05 \x01(\x01R\x14logSyncMedianSeconds\"\xc7\x05\n" +
 	"\x11HeartbeatResponse\x12:\n" +
 	"\bassigned\x18\x01 \x03(\v2\x1e.tablestore.v1.RangeDescriptorR\bassigned\x12$\n" +
 	"\x0elive_table_ids\x18\x02 \x03(\x04R\fliveTableIds\x12N\n" +
@@ -2062,7 +2107,10 @@ const file_tablestore_v1_master_service_proto_rawDesc = "" +
 	"\x15assignments_unchanged\x18\b \x01(\bR\x14assignmentsUnchanged\x12,\n" +
 	"\x12range_starts_known\x18\t \x01(\bR\x10rangeStartsKnown\x12.\n" +
 	"\x13unstarted_range_ids\x18\n" +
-	" \x03(\x04R\x11unstartedRangeIds\x1a<\n" +
+	" \x03(\x04R\x11unstartedRangeIds\x12!\n" +
+	"\fclock_skewed\x18\v \x01(\bR\vclockSkewed\x12,\n" +
+	"\x12clock_offset_nanos\x18\f \x01(\x03R\x10clockOffsetNanos\x123\n" +
+	"\x16max_clock_offset_nanos\x18\r \x01(\x03R\x13maxClockOffsetNanos\x1a<\n" +
 	"\x0eRaftAddrsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"[\n" +

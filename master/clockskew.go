@@ -1,0 +1,137 @@
+package master
+
+import (
+	"slices"
+	"time"
+
+	pb "tablestore/proto/tablestorepb"
+)
+
+// clockFresh is how recent a server's clock measurement must be to count:
+// a server down, or not heard from, for longer is no peer to compare
+// with, and its own verdict is not refreshed (its partition server lets a
+// verdict expire after 30 s).
+const clockFresh = 10 * time.Second
+
+// clockVerdict is the clock rule's finding for one server.
+type clockVerdict struct {
+	// offset is the server's offset from the reference.
+	offset time.Duration
+	// skewed: |offset| is over the bound.
+	skewed bool
+}
+
+// clockVerdicts is the clock rule: offsets are, per server that reported
+// its clock, its clock minus the master's (as measured); the reference is
+// their median (the mean of the middle two for an even count), and a
+// server is skewed when its offset from the reference is over bound (0:
+// the rule is off, nobody is). The median, not the master's clock: a
+// master whose clock is off shifts every offset alike and flags nobody,
+// and one skewed server among three or more does not move it. With one
+// server, the reference is its own offset: it is never flagged. With two,
+// the reference is halfway between them: both are flagged (their clocks
+// differ by more than twice the bound, and which one is right cannot be
+// told) or neither.
+func clockVerdicts(offsets map[string]time.Duration, bound time.Duration) map[string]clockVerdict {
+	if len(offsets) == 0 {
+		return nil
+	}
+	ref := medianOffset(offsets)
+	out := make(map[string]clockVerdict, len(offsets))
+	for id, o := range offsets {
+		d := o - ref
+		out[id] = clockVerdict{offset: d, skewed: bound > 0 && (d > bound || d < -bound)}
+	}
+	return out
+}
+
+// medianOffset is the median of offsets (the mean of the middle two for an
+// even count; offsets is not empty).
+func medianOffset(offsets map[string]time.Duration) time.Duration {
+	os := make([]time.Duration, 0, len(offsets))
+	for _, o := range offsets {
+		os = append(os, o)
+	}
+	slices.Sort(os)
+	n := len(os)
+	if n%2 == 1 {
+		return os[n/2]
+	}
+	// Halved before adding: two offsets near the limits of int64 (a
+	// nonsense clock) must not overflow.
+	return os[n/2-1]/2 + os[n/2]/2
+}
+
+// clockSample is one server's clock measurement: its offset (its clock
+// minus the master's) and when the master took it.
+type clockSample struct {
+	offset time.Duration
+	at     time.Time
+}
+
+// observeClock folds a heartbeat's clock into server's measurement: its
+// offset is the heartbeat's sent time less now, the master's receive time.
+// The network delay only lowers that figure, so the highest of the
+// samples within clockFresh is kept (the least delayed one, as NTP's
+// filter keeps the sample of least delay): a heartbeat held up for
+// seconds (a loaded master, a retransmission) does not make a server's
+// clock look behind. A server that sent no clock (older, 0) keeps none.
+func (r *reports) observeClock(server string, sentUnixNano int64, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if sentUnixNano == 0 {
+		delete(r.clocks, server)
+		return
+	}
+	o := time.Unix(0, sentUnixNano).Sub(now)
+	if c, ok := r.clocks[server]; ok && now.Sub(c.at) < clockFresh && c.offset >= o {
+		return
+	}
+	if r.clocks == nil {
+		r.clocks = map[string]clockSample{}
+	}
+	r.clocks[server] = clockSample{offset: o, at: now}
+}
+
+// clockVerdictsAt is the clock rule over the fresh measurements as of now.
+func (r *reports) clockVerdictsAt(bound time.Duration, now time.Time) map[string]clockVerdict {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.clockVerdictsLocked(bound, now)
+}
+
+// clockVerdictsLocked is clockVerdictsAt with r.mu held.
+func (r *reports) clockVerdictsLocked(bound time.Duration, now time.Time) map[string]clockVerdict {
+	offsets := make(map[string]time.Duration, len(r.clocks))
+	for id, c := range r.clocks {
+		if now.Sub(c.at) < clockFresh {
+			offsets[id] = c.offset
+		}
+	}
+	return clockVerdicts(offsets, bound)
+}
+
+// noteClock folds a heartbeat's clock in, answers the server's verdict in
+// resp, and logs a change of it.
+func (s *Server) noteClock(server string, req *pb.HeartbeatRequest, resp *pb.HeartbeatResponse, now time.Time) {
+	bound := s.cfg.Policy.MaxClockOffset
+	s.reports.observeClock(server, req.GetSentUnixNano(), now)
+	v := s.reports.clockVerdictsAt(bound, now)[server]
+	resp.ClockSkewed, resp.ClockOffsetNanos, resp.MaxClockOffsetNanos = v.skewed, int64(v.offset), int64(bound)
+	s.reports.mu.Lock()
+	was := s.reports.skewed[server]
+	if s.reports.skewed == nil {
+		s.reports.skewed = map[string]bool{}
+	}
+	s.reports.skewed[server] = v.skewed
+	s.reports.mu.Unlock()
+	if was == v.skewed {
+		return
+	}
+	args := []any{"server", server, "offset", v.offset, "bound", bound}
+	if v.skewed {
+		s.logger.Warn("partition server's clock is off: its leaders refuse writes, it gets no leadership and its leaderships move off", args...)
+	} else {
+		s.logger.Info("partition server's clock is no longer off", args...)
+	}
+}

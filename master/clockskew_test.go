@@ -1,0 +1,137 @@
+package master
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	pb "tablestore/proto/tablestorepb"
+)
+
+// TestClockVerdicts is the clock rule: the reference is the median of the
+// servers' offsets, and a server is skewed past the bound from it.
+func TestClockVerdicts(t *testing.T) {
+	s := time.Second
+	bound := 10 * s
+	for _, tc := range []struct {
+		name    string
+		offsets map[string]time.Duration
+		bound   time.Duration
+		skewed  []string
+		offset  map[string]time.Duration // checked where given
+	}{
+		{name: "none", offsets: nil, bound: bound},
+		{name: "agree", offsets: map[string]time.Duration{"a": 0, "b": 2 * s, "c": -3 * s}, bound: bound,
+			offset: map[string]time.Duration{"a": 0, "b": 2 * s, "c": -3 * s}},
+		{name: "one ahead", offsets: map[string]time.Duration{"a": 0, "b": s, "c": 11*s + s/2}, bound: bound, skewed: []string{"c"},
+			offset: map[string]time.Duration{"c": 10*s + s/2}},
+		{name: "one behind", offsets: map[string]time.Duration{"a": 0, "b": s, "c": -20 * s}, bound: bound, skewed: []string{"c"}},
+		{name: "at the bound is not over", offsets: map[string]time.Duration{"a": 0, "b": 0, "c": 10 * s}, bound: bound},
+		// The master's clock is an hour off: every offset shifts alike.
+		{name: "master off", offsets: map[string]time.Duration{"a": time.Hour, "b": time.Hour + s, "c": time.Hour - s}, bound: bound,
+			offset: map[string]time.Duration{"a": 0, "b": s, "c": -s}},
+		{name: "master off and one server", offsets: map[string]time.Duration{"a": -time.Hour, "b": -time.Hour, "c": -time.Hour + time.Minute}, bound: bound,
+			skewed: []string{"c"}},
+		// Four: the mean of the middle two, both healthy.
+		{name: "four, one ahead", offsets: map[string]time.Duration{"a": 0, "b": s, "c": 2 * s, "d": time.Minute}, bound: bound, skewed: []string{"d"}},
+		{name: "bound 0: off", offsets: map[string]time.Duration{"a": 0, "b": 0, "c": time.Hour}, bound: 0},
+		{name: "one server: its own reference", offsets: map[string]time.Duration{"a": time.Hour}, bound: bound,
+			offset: map[string]time.Duration{"a": 0}},
+		// Two: halfway between them, so both or neither.
+		{name: "two apart", offsets: map[string]time.Duration{"a": 0, "b": 30 * s}, bound: bound, skewed: []string{"a", "b"},
+			offset: map[string]time.Duration{"a": -15 * s, "b": 15 * s}},
+		{name: "two close", offsets: map[string]time.Duration{"a": 0, "b": 19 * s}, bound: bound},
+	} {
+		got := clockVerdicts(tc.offsets, tc.bound)
+		if len(got) != len(tc.offsets) {
+			t.Fatalf("%s: %d verdicts for %d offsets", tc.name, len(got), len(tc.offsets))
+		}
+		want := map[string]bool{}
+		for _, id := range tc.skewed {
+			want[id] = true
+		}
+		for id, v := range got {
+			if v.skewed != want[id] {
+				t.Errorf("%s: %s skewed=%v (offset %v), want %v", tc.name, id, v.skewed, v.offset, want[id])
+			}
+			if o, ok := tc.offset[id]; ok && v.offset != o {
+				t.Errorf("%s: %s offset %v, want %v", tc.name, id, v.offset, o)
+			}
+		}
+	}
+}
+
+// TestObserveClock: the offset is the sent time less the receive time;
+// of the samples within clockFresh the highest (least delayed) is kept, a
+// stale one gives way, and a server that sends no clock has none (older
+// servers are not compared).
+func TestObserveClock(t *testing.T) {
+	r := newReports()
+	now := time.Now()
+	r.observeClock("a", now.Add(5*time.Second).UnixNano(), now)
+	r.observeClock("b", now.Add(-time.Second).UnixNano(), now)
+	r.observeClock("old", 0, now)
+	if c := r.clocks["a"]; c.offset != 5*time.Second {
+		t.Fatalf("a: offset %v, want 5s", c.offset)
+	}
+	if _, ok := r.clocks["old"]; ok {
+		t.Fatal("a server that sent no clock has a measurement")
+	}
+	// Delayed by 3 s: the better sample stands.
+	later := now.Add(time.Second)
+	r.observeClock("a", later.Add(2*time.Second).UnixNano(), later)
+	if c := r.clocks["a"]; c.offset != 5*time.Second {
+		t.Fatalf("a delayed heartbeat: offset %v, want 5s kept", c.offset)
+	}
+	// Past clockFresh it gives way (a clock stepped back is seen).
+	stale := now.Add(clockFresh)
+	r.observeClock("a", stale.UnixNano(), stale)
+	if c := r.clocks["a"]; c.offset != 0 {
+		t.Fatalf("a after %v: offset %v, want 0", clockFresh, c.offset)
+	}
+	if v := r.clockVerdictsAt(10*time.Second, stale); len(v) != 1 {
+		t.Fatalf("verdicts %v: want only a's (b's measurement is stale)", v)
+	}
+	r.observeClock("a", 0, stale)
+	if _, ok := r.clocks["a"]; ok {
+		t.Fatal("a server that stopped sending its clock kept a measurement")
+	}
+}
+
+// TestHeartbeatClockVerdict: the master measures each server's clock from
+// a crafted heartbeat's sent time, answers the skewed one its verdict and
+// offset, and the scheduler's snapshot marks it (no leadership).
+func TestHeartbeatClockVerdict(t *testing.T) {
+	s, _ := raceMaster(t)
+	beat := func(id string, off time.Duration) *pb.HeartbeatResponse {
+		t.Helper()
+		resp, err := (&service{s: s}).Heartbeat(context.Background(), &pb.HeartbeatRequest{
+			Server:       &pb.ServerInfo{ServerId: id, GrpcAddr: "local-" + id, RaftAddr: "127.0.0.1:1"},
+			Full:         true,
+			SentUnixNano: time.Now().Add(off).UnixNano(),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	beat("a", 0)
+	beat("b", 0)
+	resp := beat("c", time.Minute)
+	if !resp.GetClockSkewed() {
+		t.Fatalf("c, a minute ahead: not skewed (offset %v)", time.Duration(resp.GetClockOffsetNanos()))
+	}
+	if o := time.Duration(resp.GetClockOffsetNanos()); o < 59*time.Second || o > 61*time.Second {
+		t.Fatalf("c's offset %v, want about 1m", o)
+	}
+	if resp := beat("a", 0); resp.GetClockSkewed() {
+		t.Fatalf("a skewed, offset %v", time.Duration(resp.GetClockOffsetNanos()))
+	}
+	skewed := map[string]bool{}
+	for _, sv := range s.snapshot(time.Now()).Servers {
+		skewed[sv.ID] = sv.ClockSkewed
+	}
+	if !skewed["c"] || skewed["a"] || skewed["b"] {
+		t.Fatalf("snapshot skewed %v, want only c", skewed)
+	}
+}
