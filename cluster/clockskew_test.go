@@ -1,0 +1,83 @@
+package cluster
+
+import (
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"tablestore/master"
+	"tablestore/partitionserver"
+	pb "tablestore/proto/tablestorepb"
+)
+
+// TestClockSkewLosesLeadership shifts the clock the range leader's
+// heartbeats report a minute ahead (Config.ClockNow; its writes' stamps
+// are untouched, the process has one clock) while clients write: the
+// master finds it more than --max-clock-offset from the other servers'
+// median and moves the leadership to a follower, with cause clock-skew in
+// the event, and it gets no leadership back while skewed. Leader
+// balancing is off, so only the clock rule can move it. Every
+// acknowledged write is there exactly once.
+func TestClockSkewLosesLeadership(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	shift := map[string]*atomic.Int64{}
+	for i := 1; i <= 3; i++ {
+		shift[fmt.Sprintf("ps%d", i)] = new(atomic.Int64)
+	}
+	c := startTuned(t, 3, func(m *master.Config) {
+		m.Policy.BalanceLeaders = false
+		m.Policy.SplitLoad = 1e9 // one range
+	}, func(s *partitionserver.Config) {
+		d := shift[s.ID]
+		s.ClockNow = func() time.Time { return time.Now().Add(time.Duration(d.Load())) }
+	})
+	sc := serviceClient(t, c, 0)
+	const table = "clockskew"
+	tc := newTable(t, sc, table)
+	mc := masterClient(t, c)
+	w := startWorkload(t, tc, 2, spreadKeys)
+	waitFor(t, 20*time.Second, "a reported range leader", func() bool { return rangeLeader(c, table) >= 0 })
+	waitFor(t, 20*time.Second, "writes", func() bool { return w.written.Load() > 50 })
+	victim := rangeLeader(c, table)
+	id := c.Servers[victim].Config.ID
+	t.Logf("shifting the clock of %s, the range's leader, a minute ahead", id)
+	shifted := time.Now()
+	shift[id].Store(int64(time.Minute))
+	waitFor(t, 30*time.Second, "the leadership off the skewed server", func() bool {
+		l := rangeLeader(c, table)
+		return l >= 0 && l != victim
+	})
+	t.Logf("leadership moved off %s %v after its clock was shifted (%d writes answered 503 ServerBusy meanwhile: its refusals before the move)",
+		id, time.Since(shifted).Round(time.Millisecond), w.failed.Load())
+	var msg string
+	waitFor(t, 10*time.Second, "the clock-skew transfer's event", func() bool {
+		msg = clockSkewEvent(mc, id)
+		return msg != ""
+	})
+	t.Logf("event: %s", msg)
+	before := w.written.Load()
+	waitFor(t, 20*time.Second, "writes after the move", func() bool { return w.written.Load() > before+50 })
+	if l := rangeLeader(c, table); l == victim {
+		t.Fatalf("the leadership went back to %s while its clock is off", id)
+	}
+	shift[id].Store(0)
+	acked := w.halt()
+	verifyExactlyOnce(t, tc, acked)
+}
+
+// clockSkewEvent returns the message of a leader-transfer event off
+// server with cause clock-skew ("" if none yet).
+func clockSkewEvent(mc masterCaller, server string) string {
+	var msg string
+	for _, e := range masterEvents(mc) {
+		if e.GetKind() == pb.EventKind_EVENT_KIND_LEADER_TRANSFER && e.GetCause() == "clock-skew" &&
+			len(e.GetServers()) > 0 && e.GetServers()[0] == server && strings.Contains(e.GetMessage(), "clock skew") {
+			msg = e.GetMessage()
+		}
+	}
+	return msg
+}
