@@ -180,6 +180,7 @@ func sampleMap() *pb.PartitionMap {
 		Servers: []*pb.ServerInfo{
 			{ServerId: "ps10", GrpcAddr: "127.0.0.1:7210", RaftAddr: "127.0.0.1:7310"},
 			{ServerId: "ps2", GrpcAddr: "127.0.0.1:7202", RaftAddr: "127.0.0.1:7302", Zone: "eu-west-1b", Alive: true, LastHeartbeatUnixNano: hb(300 * time.Millisecond),
+				ClockSkewed: true, ClockOffsetNanos: int64(45 * time.Second),
 				DiskSpace: &pb.DiskSpace{AvailableBytes: 100 << 20, CapacityBytes: 100 << 30, ReserveBytes: 256 << 20}},
 			{ServerId: "ps1", GrpcAddr: "127.0.0.1:7201", RaftAddr: "127.0.0.1:7301", Zone: "eu-west-1a", Alive: true, LastHeartbeatUnixNano: hb(1200 * time.Millisecond),
 				DiskSpace: &pb.DiskSpace{AvailableBytes: 50 << 30, CapacityBytes: 100 << 30, ReserveBytes: 256 << 20}},
@@ -234,11 +235,11 @@ func TestHumanOutput(t *testing.T) {
 		{"ranges of one table, any case", []string{"ranges", "--table", "LOGS"}, `RANGE  TABLE  START  END   GEN  REPLICAS     LEADER  STATE  READS/S  WRITES/S  ENTITIES/S  THROTTLED/S  ENTITIES  SIZE  HOT KEYS (entities/s)
 2      logs   -inf   +inf    1  ps1,ps2,ps3  ps1     -            -         -           -            -         -     -  -
 `},
-		{"servers", []string{"servers"}, `SERVER  GRPC ADDR       RAFT ADDR       ZONE        ALIVE  LAST HEARTBEAT  REPLICAS  LEADERS  LED ENTITIES/S  DISK FREE
-ps1     127.0.0.1:7201  127.0.0.1:7301  eu-west-1a  yes          1.2s ago         2        2          1812.5  50.0 GiB of 100.0 GiB
-ps2     127.0.0.1:7202  127.0.0.1:7302  eu-west-1b  yes         300ms ago         3        1          2000.0  100.0 MiB of 100.0 GiB, FULL
-ps3     127.0.0.1:7203  127.0.0.1:7303  -           no             9s ago         3        0             0.0  3.0 GiB of 100.0 GiB, low
-ps10    127.0.0.1:7210  127.0.0.1:7310  -           no              never         1        0             0.0  -
+		{"servers", []string{"servers"}, `SERVER  GRPC ADDR       RAFT ADDR       ZONE        ALIVE                  LAST HEARTBEAT  REPLICAS  LEADERS  LED ENTITIES/S  DISK FREE
+ps1     127.0.0.1:7201  127.0.0.1:7301  eu-west-1a  yes                          1.2s ago         2        2          1812.5  50.0 GiB of 100.0 GiB
+ps2     127.0.0.1:7202  127.0.0.1:7302  eu-west-1b  yes, clock off by 45s       300ms ago         3        1          2000.0  100.0 MiB of 100.0 GiB, FULL
+ps3     127.0.0.1:7203  127.0.0.1:7303  -           no                             9s ago         3        0             0.0  3.0 GiB of 100.0 GiB, low
+ps10    127.0.0.1:7210  127.0.0.1:7310  -           no                              never         1        0             0.0  -
 `},
 		{"events", []string{"events"}, `   SEQ  TIME                         KIND             TABLE         RANGES      SERVERS       DURATION  CAUSE     FIGURES  MESSAGE
      1  2026-03-04 05:06:07.000 UTC  table-created    orders        1           ps1,ps2,ps3          -  operator  -  created table orders
@@ -322,13 +323,14 @@ func TestJSONOutput(t *testing.T) {
 				t.Errorf("range without load: %v", objs[0])
 			}
 		}},
-		{"servers", []string{"servers"}, 4, "alive,disk,disk_available_bytes,disk_capacity_bytes,disk_reserve_bytes,draining,grpc_addr,last_heartbeat,last_heartbeat_unix_nano,leader_entities_per_sec,leaders,raft_addr,replicas,server_id,zone", func(t *testing.T, objs []map[string]any) {
+		{"servers", []string{"servers"}, 4, "alive,clock_offset_seconds,clock_skewed,disk,disk_available_bytes,disk_capacity_bytes,disk_reserve_bytes,draining,grpc_addr,last_heartbeat,last_heartbeat_unix_nano,leader_entities_per_sec,leaders,raft_addr,replicas,server_id,zone", func(t *testing.T, objs []map[string]any) {
 			s := objs[0]
-			if s["server_id"] != "ps1" || s["alive"] != true || s["replicas"] != 2.0 || s["leaders"] != 2.0 ||
+			if s["server_id"] != "ps1" || s["alive"] != true || s["clock_skewed"] != false || s["replicas"] != 2.0 || s["leaders"] != 2.0 ||
 				s["last_heartbeat"] != "2026-03-04T05:06:05.8Z" || s["disk"] != "ok" || s["disk_available_bytes"] != float64(50<<30) || s["zone"] != "eu-west-1a" {
 				t.Errorf("ps1: %v", s)
 			}
-			if s := objs[1]; s["disk"] != "full" || s["disk_reserve_bytes"] != float64(256<<20) || s["disk_capacity_bytes"] != float64(100<<30) {
+			if s := objs[1]; s["disk"] != "full" || s["disk_reserve_bytes"] != float64(256<<20) || s["disk_capacity_bytes"] != float64(100<<30) ||
+				s["clock_skewed"] != true || s["clock_offset_seconds"] != 45.0 {
 				t.Errorf("ps2: %v", s)
 			}
 			if objs[3]["server_id"] != "ps10" || objs[3]["last_heartbeat"] != "" || objs[3]["disk"] != "" || objs[3]["disk_available_bytes"] != 0.0 || objs[3]["zone"] != "" {

@@ -202,6 +202,9 @@ func writeServersTable(w io.Writer, ss []Server, now time.Time) error {
 		if s.Draining {
 			alive += ", draining"
 		}
+		if s.ClockSkewed {
+			alive += ", clock off by " + time.Duration(s.ClockOffsetSeconds*float64(time.Second)).Round(time.Millisecond).String()
+		}
 		hb := "never"
 		if s.LastHeartbeatUnixNano != 0 {
 			age := max(0, now.Sub(time.Unix(0, s.LastHeartbeatUnixNano)))

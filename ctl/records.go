@@ -82,6 +82,12 @@ type Server struct {
 	DiskAvailableBytes uint64 `json:"disk_available_bytes"`
 	DiskCapacityBytes  uint64 `json:"disk_capacity_bytes"`
 	DiskReserveBytes   uint64 `json:"disk_reserve_bytes"`
+	// ClockSkewed: the server's clock is off from the servers' median by
+	// more than the master's --max-clock-offset (it gets no leadership
+	// and its leaders refuse writes); ClockOffsetSeconds is its offset
+	// from that median, 0 when unknown.
+	ClockSkewed        bool    `json:"clock_skewed"`
+	ClockOffsetSeconds float64 `json:"clock_offset_seconds"`
 }
 
 // Member is one member of the master group (`ctl master`).
@@ -219,6 +225,7 @@ func serversFromMap(pm *pb.PartitionMap) []Server {
 			Alive: s.GetAlive(), Draining: s.GetDraining(), LastHeartbeatUnixNano: s.GetLastHeartbeatUnixNano(),
 			Replicas: replicas[s.GetServerId()], Leaders: leaders[s.GetServerId()],
 			LeaderEntitiesPerSec: load[s.GetServerId()],
+			ClockSkewed:          s.GetClockSkewed(), ClockOffsetSeconds: time.Duration(s.GetClockOffsetNanos()).Seconds(),
 		}
 		if d := s.GetDiskSpace(); d != nil {
 			sv.DiskAvailableBytes, sv.DiskCapacityBytes, sv.DiskReserveBytes = d.GetAvailableBytes(), d.GetCapacityBytes(), d.GetReserveBytes()

@@ -100,7 +100,8 @@ func TestObserveClock(t *testing.T) {
 
 // TestHeartbeatClockVerdict: the master measures each server's clock from
 // a crafted heartbeat's sent time, answers the skewed one its verdict and
-// offset, and the scheduler's snapshot marks it (no leadership).
+// offset, the scheduler's snapshot marks it (no leadership), and so does
+// the partition map's server list (ctl servers).
 func TestHeartbeatClockVerdict(t *testing.T) {
 	s, _ := raceMaster(t)
 	beat := func(id string, off time.Duration) *pb.HeartbeatResponse {
@@ -133,5 +134,12 @@ func TestHeartbeatClockVerdict(t *testing.T) {
 	}
 	if !skewed["c"] || skewed["a"] || skewed["b"] {
 		t.Fatalf("snapshot skewed %v, want only c", skewed)
+	}
+	// The partition map (ctl servers) carries the verdict and offset.
+	m, _ := s.partitionMap()
+	for _, sv := range m.GetServers() {
+		if o := time.Duration(sv.GetClockOffsetNanos()); sv.GetClockSkewed() != (sv.GetServerId() == "c") || (sv.GetServerId() == "c") != (o > 59*time.Second) {
+			t.Fatalf("map: %s skewed=%v offset %v, want only c, about 1m", sv.GetServerId(), sv.GetClockSkewed(), o)
+		}
 	}
 }

@@ -90,6 +90,7 @@ func (s *Server) partitionDelta(cs changeSet, leaders map[uint64]struct{}, versi
 	}
 	seen, spaces := s.reports.seen(), s.reports.spaces()
 	now := time.Now()
+	clocks := s.reports.clockVerdictsAt(s.cfg.Policy.MaxClockOffset, now)
 	live := map[uint64]bool{}
 	s.fsm.readIndexed(func(st *state, index uint64) {
 		m.Index = index
@@ -111,7 +112,7 @@ func (s *Server) partitionDelta(cs changeSet, leaders map[uint64]struct{}, versi
 		for id := range leaders {
 			_, live[id] = st.ranges[id]
 		}
-		s.fillShared(m, st, seen, spaces, now)
+		s.fillShared(m, st, seen, spaces, clocks, now)
 	})
 	for id := range leaders {
 		l := ""
@@ -165,9 +166,9 @@ func (s *Server) tableDelta(name string) *pb.PartitionMap {
 
 // fillShared adds the parts every map and delta carries whole: the
 // servers with their liveness, the service properties and the accounts.
-// seen and spaces are the reports' (taken before the catalog's read
-// lock, as everywhere).
-func (s *Server) fillShared(m *pb.PartitionMap, st *state, seen map[string]time.Time, spaces map[string]*pb.DiskSpace, now time.Time) {
+// seen, spaces and clocks are the reports' (taken before the catalog's
+// read lock, as everywhere).
+func (s *Server) fillShared(m *pb.PartitionMap, st *state, seen map[string]time.Time, spaces map[string]*pb.DiskSpace, clocks map[string]clockVerdict, now time.Time) {
 	m.ServiceProperties = st.serviceProperties
 	m.Accounts = st.accounts
 	for _, sv := range st.servers {
@@ -177,6 +178,7 @@ func (s *Server) fillShared(m *pb.PartitionMap, st *state, seen map[string]time.
 			c.Alive = s.upAt(seen, sv.GetServerId(), now)
 		}
 		c.DiskSpace = spaces[sv.GetServerId()]
+		c.ClockSkewed, c.ClockOffsetNanos = clocks[sv.GetServerId()].skewed, int64(clocks[sv.GetServerId()].offset)
 		m.Servers = append(m.Servers, c)
 	}
 	sortServers(m.Servers)

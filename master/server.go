@@ -453,6 +453,7 @@ func (s *Server) partitionMap() (*pb.PartitionMap, <-chan struct{}) {
 	m.Leaders, m.Loads = s.reports.maps()
 	now := time.Now()
 	seen, spaces := s.reports.seen(), s.reports.spaces()
+	clocks := s.reports.clockVerdictsAt(s.cfg.Policy.MaxClockOffset, now)
 	s.fsm.readIndexed(func(st *state, index uint64) {
 		m.Index = index
 		m.Tables = make([]*pb.Table, 0, len(st.tables))
@@ -463,7 +464,7 @@ func (s *Server) partitionMap() (*pb.PartitionMap, <-chan struct{}) {
 		for _, r := range st.ranges {
 			m.Ranges = append(m.Ranges, r)
 		}
-		s.fillShared(m, st, seen, spaces, now)
+		s.fillShared(m, st, seen, spaces, clocks, now)
 	})
 	sort.Slice(m.Tables, func(i, j int) bool { return m.Tables[i].GetTableId() < m.Tables[j].GetTableId() })
 	sort.Slice(m.Ranges, func(i, j int) bool { return m.Ranges[i].GetRangeId() < m.Ranges[j].GetRangeId() })

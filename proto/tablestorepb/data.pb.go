@@ -699,9 +699,15 @@ type ServerInfo struct {
 	// zone (replicated, registered like the addresses): the server's failure
 	// domain from its --zone; "" when it names none. The scheduler spreads
 	// each range's replicas over distinct zones (docs/operations.md, "Zones").
-	Zone          string `protobuf:"bytes,8,opt,name=zone,proto3" json:"zone,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Zone string `protobuf:"bytes,8,opt,name=zone,proto3" json:"zone,omitempty"`
+	// Soft state (master leader): the server's clock is off from the
+	// servers' median by more than the master's --max-clock-offset, and
+	// its offset from that median (0 when unknown: an older server, or
+	// none measured for 10 s). docs/operations.md, "Clocks".
+	ClockSkewed      bool  `protobuf:"varint,9,opt,name=clock_skewed,json=clockSkewed,proto3" json:"clock_skewed,omitempty"`
+	ClockOffsetNanos int64 `protobuf:"varint,10,opt,name=clock_offset_nanos,json=clockOffsetNanos,proto3" json:"clock_offset_nanos,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ServerInfo) Reset() {
@@ -788,6 +794,20 @@ func (x *ServerInfo) GetZone() string {
 		return x.Zone
 	}
 	return ""
+}
+
+func (x *ServerInfo) GetClockSkewed() bool {
+	if x != nil {
+		return x.ClockSkewed
+	}
+	return false
+}
+
+func (x *ServerInfo) GetClockOffsetNanos() int64 {
+	if x != nil {
+		return x.ClockOffsetNanos
+	}
+	return 0
 }
 
 // DiskSpace is a partition server's data directory file system: what is
@@ -3558,7 +3578,7 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"permission\x18\x04 \x01(\tR\n" +
 	"permission\x12\x1d\n" +
 	"\n" +
-	"has_policy\x18\x05 \x01(\bR\thasPolicy\"\x9b\x02\n" +
+	"has_policy\x18\x05 \x01(\bR\thasPolicy\"\xec\x02\n" +
 	"\n" +
 	"ServerInfo\x12\x1b\n" +
 	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x1b\n" +
@@ -3569,7 +3589,10 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\bdraining\x18\x06 \x01(\bR\bdraining\x127\n" +
 	"\n" +
 	"disk_space\x18\a \x01(\v2\x18.tablestore.v1.DiskSpaceR\tdiskSpace\x12\x12\n" +
-	"\x04zone\x18\b \x01(\tR\x04zone\"\x80\x01\n" +
+	"\x04zone\x18\b \x01(\tR\x04zone\x12!\n" +
+	"\fclock_skewed\x18\t \x01(\bR\vclockSkewed\x12,\n" +
+	"\x12clock_offset_nanos\x18\n" +
+	" \x01(\x03R\x10clockOffsetNanos\"\x80\x01\n" +
 	"\tDiskSpace\x12'\n" +
 	"\x0favailable_bytes\x18\x01 \x01(\x04R\x0eavailableBytes\x12%\n" +
 	"\x0ecapacity_bytes\x18\x02 \x01(\x04R\rcapacityBytes\x12#\n" +
