@@ -63,11 +63,23 @@ func medianOffset(offsets map[string]time.Duration) time.Duration {
 }
 
 // clockSample is one server's clock measurement: its offset (its clock
-// minus the master's) and when the master took it.
+// minus the master's), when the master took it, and how many heartbeats
+// within clockFresh it stands for.
 type clockSample struct {
 	offset time.Duration
 	at     time.Time
+	// seen is the last heartbeat's receive time, n the heartbeats since
+	// the last silence of clockFresh or more.
+	seen time.Time
+	n    int
 }
+
+// clockConfirm is how many heartbeats within clockFresh a measurement
+// must stand for to be judged: the first after a silence (a server
+// resumed after a pause, a heartbeat that sat in a retransmission) may be
+// the only one in the window and as delayed as the silence was long, and
+// one more heartbeat half a second later replaces it with a truer figure.
+const clockConfirm = 2
 
 // observeClock folds a heartbeat's clock into server's measurement: its
 // offset is the heartbeat's sent time less now, the master's receive time.
@@ -84,13 +96,19 @@ func (r *reports) observeClock(server string, sentUnixNano int64, now time.Time)
 		return
 	}
 	o := time.Unix(0, sentUnixNano).Sub(now)
-	if c, ok := r.clocks[server]; ok && now.Sub(c.at) < clockFresh && c.offset >= o {
-		return
+	c, ok := r.clocks[server]
+	switch {
+	case !ok || now.Sub(c.seen) >= clockFresh:
+		c = clockSample{offset: o, at: now, n: 0}
+	case now.Sub(c.at) >= clockFresh || c.offset < o:
+		c.offset, c.at = o, now
 	}
+	c.seen = now
+	c.n++
 	if r.clocks == nil {
 		r.clocks = map[string]clockSample{}
 	}
-	r.clocks[server] = clockSample{offset: o, at: now}
+	r.clocks[server] = c
 }
 
 // clockVerdictsAt is the clock rule over the fresh measurements as of now.
@@ -104,7 +122,7 @@ func (r *reports) clockVerdictsAt(bound time.Duration, now time.Time) map[string
 func (r *reports) clockVerdictsLocked(bound time.Duration, now time.Time) map[string]clockVerdict {
 	offsets := make(map[string]time.Duration, len(r.clocks))
 	for id, c := range r.clocks {
-		if now.Sub(c.at) < clockFresh {
+		if now.Sub(c.seen) < clockFresh && c.n >= clockConfirm {
 			offsets[id] = c.offset
 		}
 	}

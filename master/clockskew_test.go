@@ -92,6 +92,19 @@ func TestObserveClock(t *testing.T) {
 	if v := r.clockVerdictsAt(10*time.Second, stale); len(v) != 1 {
 		t.Fatalf("verdicts %v: want only a's (b's measurement is stale)", v)
 	}
+	// After a silence of clockFresh the first heartbeat is not judged,
+	// however far off it looks (it may have waited out the silence); the
+	// next one is, and the better of the two stands.
+	resumed := stale.Add(clockFresh)
+	r.observeClock("a", resumed.Add(-time.Minute).UnixNano(), resumed)
+	if v := r.clockVerdictsAt(10*time.Second, resumed); len(v) != 0 {
+		t.Fatalf("verdicts %v after a silence: want none on one heartbeat", v)
+	}
+	next := resumed.Add(500 * time.Millisecond)
+	r.observeClock("a", next.UnixNano(), next)
+	if v := r.clockVerdictsAt(10*time.Second, next); len(v) != 1 || v["a"].skewed {
+		t.Fatalf("verdicts %v after the second heartbeat: want a's, not skewed", v)
+	}
 	r.observeClock("a", 0, stale)
 	if _, ok := r.clocks["a"]; ok {
 		t.Fatal("a server that stopped sending its clock kept a measurement")
@@ -115,6 +128,13 @@ func TestHeartbeatClockVerdict(t *testing.T) {
 			t.Fatal(err)
 		}
 		return resp
+	}
+	beat("a", 0)
+	beat("b", 0)
+	// One heartbeat is not judged (clockConfirm): the first after a
+	// silence may be as delayed as the silence was long.
+	if resp := beat("c", time.Minute); resp.GetClockSkewed() {
+		t.Fatal("c judged on its first heartbeat")
 	}
 	beat("a", 0)
 	beat("b", 0)
