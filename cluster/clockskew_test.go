@@ -2,14 +2,12 @@ package cluster
 
 import (
 	"fmt"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"tablestore/master"
 	"tablestore/partitionserver"
-	pb "tablestore/proto/tablestorepb"
 )
 
 // TestClockSkewLosesLeadership shifts the clock the range leader's
@@ -72,12 +70,5 @@ func TestClockSkewLosesLeadership(t *testing.T) {
 // clockSkewEvent returns the message of a leader-transfer event off
 // server with cause clock-skew ("" if none yet).
 func clockSkewEvent(mc masterCaller, server string) string {
-	var msg string
-	for _, e := range masterEvents(mc) {
-		if e.GetKind() == pb.EventKind_EVENT_KIND_LEADER_TRANSFER && e.GetCause() == "clock-skew" &&
-			len(e.GetServers()) > 0 && e.GetServers()[0] == server && strings.Contains(e.GetMessage(), "clock skew") {
-			msg = e.GetMessage()
-		}
-	}
-	return msg
+	return transferEvent(mc, server, "clock-skew", "clock skew")
 }

@@ -57,10 +57,16 @@ func TestSlowDiskLosesLeadership(t *testing.T) {
 // slowDiskEvent returns the message of a leader-transfer event off server
 // with cause slow-disk ("" if none yet).
 func slowDiskEvent(mc masterCaller, server string) string {
+	return transferEvent(mc, server, "slow-disk", "slow disk")
+}
+
+// transferEvent returns the message of the last leader-transfer event off
+// server with the given cause whose message holds phrase ("" if none yet).
+func transferEvent(mc masterCaller, server, cause, phrase string) string {
 	var msg string
 	for _, e := range masterEvents(mc) {
-		if e.GetKind() == pb.EventKind_EVENT_KIND_LEADER_TRANSFER && e.GetCause() == "slow-disk" &&
-			len(e.GetServers()) > 0 && e.GetServers()[0] == server && strings.Contains(e.GetMessage(), "slow disk") {
+		if e.GetKind() == pb.EventKind_EVENT_KIND_LEADER_TRANSFER && e.GetCause() == cause &&
+			len(e.GetServers()) > 0 && e.GetServers()[0] == server && strings.Contains(e.GetMessage(), phrase) {
 			msg = e.GetMessage()
 		}
 	}
