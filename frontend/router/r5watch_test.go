@@ -1,0 +1,76 @@
+package router
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	pb "tablestore/proto/tablestorepb"
+)
+
+// blackHoleMaster: the first stream delivers the map and a keepalive, then
+// the link drops packets; every later stream on the same (still "ready")
+// connection gets nothing at all, not even the whole map, as a black-holed
+// TCP connection leaves it.
+type blackHoleMaster struct {
+	pb.UnimplementedMasterServiceServer
+	streams atomic.Int32
+}
+
+func (f *blackHoleMaster) GetPartitionMap(context.Context, *pb.GetPartitionMapRequest) (*pb.PartitionMap, error) {
+	return &pb.PartitionMap{Epoch: 1, Version: 1}, nil
+}
+
+func (f *blackHoleMaster) WatchPartitionMap(_ *pb.WatchPartitionMapRequest, stream pb.MasterService_WatchPartitionMapServer) error {
+	if f.streams.Add(1) == 1 {
+		if err := stream.Send(&pb.PartitionMap{Epoch: 1, Version: 1}); err != nil {
+			return err
+		}
+		if err := stream.Send(&pb.PartitionMap{Delta: true, Keepalive: true, Epoch: 1, Version: 1}); err != nil {
+			return err
+		}
+	}
+	<-stream.Context().Done()
+	return nil
+}
+
+// TestR5SilenceAfterReconnectIsUnarmed: once the silence ended the first
+// stream, the next stream is waited on without a timer (silence is armed
+// only by a keepalive seen on that stream): a front-end whose link keeps
+// dropping packets hangs on it for good and never tries again (another
+// master, or this one once the link heals).
+func TestR5SilenceAfterReconnectIsUnarmed(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fm := &blackHoleMaster{}
+	srv := grpc.NewServer()
+	pb.RegisterMasterServiceServer(srv, fm)
+	go srv.Serve(ln)
+	t.Cleanup(srv.Stop)
+	cfg := DefaultConfig()
+	cfg.Masters = []string{ln.Addr().String()}
+	r, err := New(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.watchSilence = 300 * time.Millisecond
+	t.Cleanup(r.Close)
+	if err := r.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(4 * time.Second)
+	for time.Now().Before(deadline) && fm.streams.Load() < 3 {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := fm.streams.Load(); n < 3 {
+		t.Fatalf("%d watch streams in 4 s with a 300 ms silence bound: the stream after the first silence hangs unarmed (watching=%v, stale for %v)",
+			n, r.watch.watching.Load(), r.MapStaleFor().Round(time.Millisecond))
+	}
+}
