@@ -21,26 +21,39 @@ type clockVerdict struct {
 	skewed bool
 }
 
-// clockVerdicts is the clock rule: offsets are, per server that reported
-// its clock, its clock minus the master's (as measured); the reference is
-// their median (the mean of the middle two for an even count), and a
-// server is skewed when its offset from the reference is over bound (0:
-// the rule is off, nobody is). The median, not the master's clock: a
-// master whose clock is off shifts every offset alike and flags nobody,
-// and one skewed server among three or more does not move it. With one
-// server, the reference is its own offset: it is never flagged. With two,
-// the reference is halfway between them: both are flagged (their clocks
-// differ by more than twice the bound, and which one is right cannot be
-// told) or neither.
-func clockVerdicts(offsets map[string]time.Duration, bound time.Duration) map[string]clockVerdict {
+// clockVerdicts is the clock rule: offsets are, per server whose clock
+// measurement is confirmed, its clock minus the master's (as measured),
+// and of is how many servers were heard from lately (confirmed or not).
+// A server agrees with another whose offset is within bound of its own; a
+// server is skewed when it agrees with fewer than a majority of of (itself
+// counted) while some server agrees with a majority: the majority's clock
+// is taken as right. Offsets between servers, not against the master's
+// clock, so that a master whose clock is off shifts every offset alike
+// and flags nobody. Without a majority that agrees (two servers apart, an
+// even split, or too few confirmed yet, as right after a master failover)
+// which clock is right cannot be told, and nobody is flagged: a false
+// verdict would refuse writes on healthy leaders. bound 0: the rule is
+// off. The offset reported is from the median of the confirmed offsets,
+// for the logs and gauges.
+func clockVerdicts(offsets map[string]time.Duration, of int, bound time.Duration) map[string]clockVerdict {
 	if len(offsets) == 0 {
 		return nil
 	}
 	ref := medianOffset(offsets)
+	majority := max(of, len(offsets))/2 + 1
+	agree := make(map[string]int, len(offsets))
+	anchored := false
+	for id, o := range offsets {
+		for _, p := range offsets {
+			if d := o - p; d <= bound && d >= -bound {
+				agree[id]++
+			}
+		}
+		anchored = anchored || agree[id] >= majority
+	}
 	out := make(map[string]clockVerdict, len(offsets))
 	for id, o := range offsets {
-		d := o - ref
-		out[id] = clockVerdict{offset: d, skewed: bound > 0 && (d > bound || d < -bound)}
+		out[id] = clockVerdict{offset: o - ref, skewed: bound > 0 && anchored && agree[id] < majority}
 	}
 	return out
 }
@@ -81,6 +94,10 @@ type clockSample struct {
 // one more heartbeat half a second later replaces it with a truer figure.
 const clockConfirm = 2
 
+// clockConfirmGap is the least time between two heartbeats that both
+// count towards clockConfirm (servers heartbeat every 500 ms by default).
+const clockConfirmGap = 200 * time.Millisecond
+
 // observeClock folds a heartbeat's clock into server's measurement: its
 // offset is the heartbeat's sent time less now, the master's receive time.
 // The network delay only lowers that figure, so the highest of the
@@ -97,14 +114,22 @@ func (r *reports) observeClock(server string, sentUnixNano int64, now time.Time)
 	}
 	o := time.Unix(0, sentUnixNano).Sub(now)
 	c, ok := r.clocks[server]
+	confirms := true
 	switch {
 	case !ok || now.Sub(c.seen) >= clockFresh:
 		c = clockSample{offset: o, at: now, n: 0}
-	case now.Sub(c.at) >= clockFresh || c.offset < o:
-		c.offset, c.at = o, now
+	default:
+		// Heartbeats that queued up during a cut arrive back to back
+		// at the heal, all as late: they count as one.
+		confirms = now.Sub(c.seen) >= clockConfirmGap
+		if now.Sub(c.at) >= clockFresh || c.offset < o {
+			c.offset, c.at = o, now
+		}
 	}
 	c.seen = now
-	c.n++
+	if confirms {
+		c.n++
+	}
 	if r.clocks == nil {
 		r.clocks = map[string]clockSample{}
 	}
@@ -121,12 +146,17 @@ func (r *reports) clockVerdictsAt(bound time.Duration, now time.Time) map[string
 // clockVerdictsLocked is clockVerdictsAt with r.mu held.
 func (r *reports) clockVerdictsLocked(bound time.Duration, now time.Time) map[string]clockVerdict {
 	offsets := make(map[string]time.Duration, len(r.clocks))
+	heard := 0
 	for id, c := range r.clocks {
-		if now.Sub(c.seen) < clockFresh && c.n >= clockConfirm {
+		if now.Sub(c.seen) >= clockFresh {
+			continue
+		}
+		heard++
+		if c.n >= clockConfirm {
 			offsets[id] = c.offset
 		}
 	}
-	return clockVerdicts(offsets, bound)
+	return clockVerdicts(offsets, heard, bound)
 }
 
 // noteClock folds a heartbeat's clock in, answers the server's verdict in

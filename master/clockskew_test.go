@@ -8,8 +8,10 @@ import (
 	pb "tablestore/proto/tablestorepb"
 )
 
-// TestClockVerdicts is the clock rule: the reference is the median of the
-// servers' offsets, and a server is skewed past the bound from it.
+// TestClockVerdicts is the clock rule: a server is skewed when it agrees
+// (within the bound) with fewer than a majority of the servers heard from
+// while some server agrees with a majority; offsets are reported from the
+// median.
 func TestClockVerdicts(t *testing.T) {
 	s := time.Second
 	bound := 10 * s
@@ -17,6 +19,7 @@ func TestClockVerdicts(t *testing.T) {
 		name    string
 		offsets map[string]time.Duration
 		bound   time.Duration
+		of      int // servers heard from; 0: those in offsets
 		skewed  []string
 		offset  map[string]time.Duration // checked where given
 	}{
@@ -37,12 +40,30 @@ func TestClockVerdicts(t *testing.T) {
 		{name: "bound 0: off", offsets: map[string]time.Duration{"a": 0, "b": 0, "c": time.Hour}, bound: 0},
 		{name: "one server: its own reference", offsets: map[string]time.Duration{"a": time.Hour}, bound: bound,
 			offset: map[string]time.Duration{"a": 0}},
-		// Two: halfway between them, so both or neither.
-		{name: "two apart", offsets: map[string]time.Duration{"a": 0, "b": 30 * s}, bound: bound, skewed: []string{"a", "b"},
+		// Two apart: which is right cannot be told, so neither.
+		{name: "two apart", offsets: map[string]time.Duration{"a": 0, "b": 30 * s}, bound: bound,
 			offset: map[string]time.Duration{"a": -15 * s, "b": 15 * s}},
-		{name: "two close", offsets: map[string]time.Duration{"a": 0, "b": 19 * s}, bound: bound},
+		{name: "two close", offsets: map[string]time.Duration{"a": 0, "b": 9 * s}, bound: bound},
+		// An even split has no majority: nobody (the median rule flagged
+		// all four, and every leader refused writes).
+		{name: "four, two and two", offsets: map[string]time.Duration{"a": 0, "b": 0, "c": 21 * s, "d": 21 * s}, bound: bound},
+		{name: "five, three and two", offsets: map[string]time.Duration{"a": 0, "b": 0, "e": s, "c": 21 * s, "d": 21 * s}, bound: bound,
+			skewed: []string{"c", "d"}},
+		// Two of three share a clock: theirs is taken as right.
+		{name: "three, two agree off", offsets: map[string]time.Duration{"a": 0, "b": 21 * s, "c": 21 * s}, bound: bound, skewed: []string{"a"}},
+		// A chain within the bound link by link: every server agrees
+		// with a majority.
+		{name: "three in a chain", offsets: map[string]time.Duration{"a": 0, "b": 8 * s, "c": 16 * s}, bound: bound},
+		// Right after a master failover only two of three servers are
+		// confirmed, one off: no majority agrees yet, nobody is flagged.
+		{name: "two of three confirmed, apart", offsets: map[string]time.Duration{"a": 45 * s, "b": 0}, of: 3, bound: bound},
+		{name: "three of three confirmed", offsets: map[string]time.Duration{"a": 45 * s, "b": 0, "c": 0}, of: 3, bound: bound, skewed: []string{"a"}},
 	} {
-		got := clockVerdicts(tc.offsets, tc.bound)
+		of := tc.of
+		if of == 0 {
+			of = len(tc.offsets)
+		}
+		got := clockVerdicts(tc.offsets, of, tc.bound)
 		if len(got) != len(tc.offsets) {
 			t.Fatalf("%s: %d verdicts for %d offsets", tc.name, len(got), len(tc.offsets))
 		}
@@ -136,6 +157,9 @@ func TestHeartbeatClockVerdict(t *testing.T) {
 	if resp := beat("c", time.Minute); resp.GetClockSkewed() {
 		t.Fatal("c judged on its first heartbeat")
 	}
+	// Heartbeats back to back count as one (clockConfirmGap): the next
+	// round comes as a server's next heartbeat would.
+	time.Sleep(clockConfirmGap)
 	beat("a", 0)
 	beat("b", 0)
 	resp := beat("c", time.Minute)
@@ -161,5 +185,57 @@ func TestHeartbeatClockVerdict(t *testing.T) {
 		if o := time.Duration(sv.GetClockOffsetNanos()); sv.GetClockSkewed() != (sv.GetServerId() == "c") || (sv.GetServerId() == "c") != (o > 59*time.Second) {
 			t.Fatalf("map: %s skewed=%v offset %v, want only c, about 1m", sv.GetServerId(), sv.GetClockSkewed(), o)
 		}
+	}
+}
+
+// TestClockPartialConfirmation: right after a master failover the
+// servers' second heartbeats arrive one by one; while only {skewed a,
+// healthy b} are confirmed, b is flagged too (the two-server rule).
+func TestClockPartialConfirmation(t *testing.T) {
+	var r reports
+	t0 := time.Unix(1_000_000, 0)
+	hb := func(id string, off time.Duration, at time.Duration) {
+		now := t0.Add(at)
+		r.observeClock(id, now.Add(off).UnixNano(), now)
+	}
+	hb("a", 45*time.Second, 0)
+	hb("b", 0, 10*time.Millisecond)
+	hb("c", 0, 20*time.Millisecond)
+	hb("a", 45*time.Second, 500*time.Millisecond)
+	hb("b", 0, 510*time.Millisecond) // b's answer is computed here
+	v := r.clockVerdictsAt(10*time.Second, t0.Add(510*time.Millisecond))
+	if v["b"].skewed {
+		t.Fatalf("healthy b answered skewed before c's second heartbeat: %v", v)
+	}
+}
+
+// TestStaleHeartbeatsConfirmOnce: a server cut off for 20 s whose
+// timed-out heartbeats (stamped during the cut, still in the TCP stream)
+// are processed at the heal, back to back: they count as one heartbeat
+// (clockConfirmGap), so two stale ones do not confirm a measurement 16 s
+// behind (the review's case); the next fresh one does, with its better
+// offset.
+func TestStaleHeartbeatsConfirmOnce(t *testing.T) {
+	var r reports
+	t0 := time.Unix(1_000_000, 0)
+	for i := 0; i < 4; i++ { // all healthy before the cut
+		at := t0.Add(time.Duration(i) * 500 * time.Millisecond)
+		for _, id := range []string{"a", "b", "c"} {
+			r.observeClock(id, at.UnixNano(), at)
+		}
+	}
+	last := t0.Add(1500 * time.Millisecond)
+	heal := last.Add(20 * time.Second)
+	for i := 0; i < 40; i++ { // b and c keep heartbeating
+		at := last.Add(time.Duration(i+1) * 500 * time.Millisecond)
+		r.observeClock("b", at.UnixNano(), at)
+		r.observeClock("c", at.UnixNano(), at)
+	}
+	// a's stale heartbeats, stamped 0.5 s and 4 s after its last one, land at the heal.
+	r.observeClock("a", last.Add(500*time.Millisecond).UnixNano(), heal)
+	r.observeClock("a", last.Add(4*time.Second).UnixNano(), heal.Add(time.Millisecond))
+	v := r.clockVerdictsAt(10*time.Second, heal.Add(time.Millisecond))
+	if v["a"].skewed {
+		t.Fatalf("healthy a judged skewed on two stale heartbeats: %v", v["a"])
 	}
 }

@@ -55,8 +55,18 @@ func (r *replica) readCheck(followerRead bool, linearizable func() error) error 
 // replica that has applied the record holds it (docs/reliability.md
 // section 36). The check reads the committed state before the read's own
 // transaction, which sees at least as much: state only grows.
+//
+// A replica created empty to join its group (not a member of the initial
+// configuration: a server down across a split, a replica lost) is listed
+// in the master's descriptor it was created with but holds none of the
+// range's entities until its first snapshot: refused while at applied
+// index 0 too (the condition snapshotFirst uses).
 func (r *replica) listedInState() error {
-	d := r.fsm.Summary().Range
+	sum := r.fsm.Summary()
+	d := sum.Range
+	if !sum.Bootstrap && sum.AppliedIndex == 0 {
+		return fmt.Errorf("%w: range %d: this replica (%s) joined empty and waits for its first snapshot", fsm.ErrStaleGeneration, r.id, r.serverID)
+	}
 	for _, rep := range d.GetReplicas() {
 		if rep.GetServerId() == r.serverID {
 			return nil

@@ -181,7 +181,12 @@ func (rs *rangeSync) remember(gen uint64, answers []replicaAnswer) map[string]ui
 		}
 	}
 	for _, a := range answers {
-		if a.err == nil {
+		// An answer from a state past generation gen (the map is stale:
+		// the probe's verdict) is not one gen's replicas held: kept under
+		// gen, a later probe of the same map with no answers would
+		// confirm an index past the record that changed the replicas,
+		// over the replicas before it.
+		if a.err == nil && a.generation <= gen {
 			k := heldKey{a.server, gen}
 			rs.held[k] = max(rs.held[k], a.applied)
 		}

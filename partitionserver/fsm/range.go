@@ -174,6 +174,10 @@ type Summary struct {
 	FrozenIndex  uint64
 	EntityCount  uint64
 	Bytes        uint64
+	// Bootstrap: a member of the group's initial configuration (its empty
+	// state at applied index 0 is the range's); otherwise a replica at
+	// applied index 0 waits for its first snapshot.
+	Bootstrap bool
 }
 
 // Summary returns the reported part of the state without copying it (the
@@ -188,7 +192,7 @@ type Summary struct {
 func (r *Range) Summary() Summary {
 	st := r.committed.Load()
 	return Summary{Range: st.GetRange(), AppliedIndex: st.GetAppliedIndex(), Frozen: st.GetFrozen(),
-		FrozenIndex: st.GetFrozenIndex(), EntityCount: st.GetEntityCount(), Bytes: st.GetBytes()}
+		FrozenIndex: st.GetFrozenIndex(), EntityCount: st.GetEntityCount(), Bytes: st.GetBytes(), Bootstrap: st.GetBootstrap()}
 }
 
 // Urge asks for the pending group commit now (a reader waits for it).

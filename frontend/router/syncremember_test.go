@@ -5,14 +5,14 @@ import (
 	"testing"
 )
 
-// TestR5RememberedNewerGenerationConfirmsStaleMap: an answer from a state
+// TestRememberedNewerGenerationConfirmsNothing: an answer from a state
 // at a newer descriptor generation than the probed map (the verdict is
 // syncStale) is still remembered under the probed generation; a later
 // probe of the same map in which no replica answers then confirms an
 // index past the record that changed the membership — over the old map.
 // Section 36's proof assumes a time confirmed over the older descriptor
 // came only from replicas that reported the older generation.
-func TestR5RememberedNewerGenerationConfirmsStaleMap(t *testing.T) {
+func TestRememberedNewerGenerationConfirmsNothing(t *testing.T) {
 	const gen = 3
 	var rs rangeSync
 	// Probe 1, map at gen 3: every replica has applied the move's

@@ -8,12 +8,12 @@ import (
 	pb "tablestore/proto/tablestorepb"
 )
 
-// TestR5JoinedEmptyReplicaServesFollowerReads: a replica a Join creates
+// TestJoinedEmptyReplicaRefusesFollowerReads: a replica a Join creates
 // (a server down across a split, or one whose replica was lost) is
 // created empty with the master's descriptor, which lists it; until its
-// snapshot arrives it passes listedInState and answers the secondary from
+// snapshot arrives it must not answer the secondary: it would answer from
 // nothing: every entity of the range "not found".
-func TestR5JoinedEmptyReplicaServesFollowerReads(t *testing.T) {
+func TestJoinedEmptyReplicaRefusesFollowerReads(t *testing.T) {
 	s := startedServer(t)
 	const id = 43
 	d := &pb.RangeDescriptor{RangeId: id, Table: "t", TableId: 7, Generation: 3,
