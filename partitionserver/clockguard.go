@@ -29,13 +29,22 @@ func init() { prometheus.MustRegister(clockSkewRefusedTotal) }
 // soon down to it).
 const clockVerdictTTL = 30 * time.Second
 
+// clockRefuseOver is how far off a skewed clock must be before the
+// ranges led here refuse writes (or the master's bound, if larger): a
+// tenth of the request records' 10 minutes. Closer than that the
+// master's verdict only moves the leaderships off (at its pace, a few at
+// a time): the records are not at risk yet, and refusing every write of
+// a server's ranges until the last leadership left would cost more than
+// Timestamps a few seconds off.
+const clockRefuseOver = time.Minute
+
 // clockRetryAfter is the retry delay suggested with a refusal: the
 // master moves the range's leadership off within seconds.
 const clockRetryAfter = 1 * time.Second
 
 // clockGuard refuses client writes on the ranges led here while the
 // master says this server's clock is off from the others' by more than
-// its bound. A leader stamps each write's Timestamp from its wall clock,
+// its bound and by more than clockRefuseOver. A leader stamps each write's Timestamp from its wall clock,
 // and that also moves the range's log clock, which ages the request
 // records out (fsm/dedup.go): a clock far ahead would make entities carry
 // wrong Timestamps and let a retried write apply twice. Leaders refuse
@@ -67,7 +76,11 @@ func (g *clockGuard) set(resp *pb.HeartbeatResponse, now time.Time) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.offset, g.bound = time.Duration(resp.GetClockOffsetNanos()), time.Duration(resp.GetMaxClockOffsetNanos())
-	skewed := resp.GetClockSkewed()
+	off := g.offset
+	if off < 0 {
+		off = -off
+	}
+	skewed := resp.GetClockSkewed() && off > max(g.bound, clockRefuseOver)
 	g.at = now
 	if skewed == g.skewed {
 		return
@@ -75,10 +88,10 @@ func (g *clockGuard) set(resp *pb.HeartbeatResponse, now time.Time) {
 	g.skewed = skewed
 	g.on.Store(skewed)
 	if skewed {
-		g.logger.Error("the master finds this server's clock off: the ranges led here refuse client writes",
+		g.logger.Error("the master finds this server's clock off by over a minute: the ranges led here refuse client writes",
 			"offset", g.offset, "bound", g.bound)
 	} else {
-		g.logger.Warn("the master finds this server's clock in bounds again: taking client writes",
+		g.logger.Warn("the master finds this server's clock within a minute again: taking client writes",
 			"offset", g.offset, "bound", g.bound)
 	}
 }

@@ -71,6 +71,13 @@ type Config struct {
 	// compaction copies its live data (fsm.OpenCompacting). Default half:
 	// the copy then needs no more room than it gives back. 0: never.
 	StateCompactFree float64
+	// StateCompactMaxLive bounds the live data a start compacts: the copy
+	// delays the start (about a second per 500 MiB from a warm page
+	// cache, more from a cold one), and a server silent for the master's
+	// --replicate-after (30 s) has its replicas re-created elsewhere. A
+	// larger file is compacted by a start with the bound raised (and the
+	// master's --replicate-after with it). 0: no bound.
+	StateCompactMaxLive uint64
 
 	// ApplyTimeout bounds a proposal's wait for its commit.
 	ApplyTimeout time.Duration
@@ -163,6 +170,7 @@ func DefaultConfig() Config {
 		TrailingLogs:         10240,
 		StateCommitInterval:  fsm.DefaultCommitInterval,
 		StateCompactFree:     0.5,
+		StateCompactMaxLive:  2 << 30,
 		ApplyTimeout:         10 * time.Second,
 		QueryBudget:          5 * time.Second,
 		PartitionThrottle:    2000,
@@ -259,6 +267,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Uint64Var(&c.TrailingLogs, "trailing-logs", c.TrailingLogs, "log entries kept after a snapshot for slow followers")
 	fs.DurationVar(&c.StateCommitInterval, "state-commit-interval", c.StateCommitInterval, "longest wait of applied writes for the state file's group commit when no reader waits")
 	fs.Float64Var(&c.StateCompactFree, "state-compact-free", c.StateCompactFree, "share of the state file that must be free (and at least 64 MiB) for a start to compact it, giving the space back to the file system (0: never)")
+	fs.Uint64Var(&c.StateCompactMaxLive, "state-compact-max-live", c.StateCompactMaxLive, "largest live data (bytes) in the state file a start compacts: the copy delays the start, and a server silent past the master's --replicate-after has its replicas re-created elsewhere (0: no bound)")
 	fs.DurationVar(&c.ApplyTimeout, "apply-timeout", c.ApplyTimeout, "longest wait for a write to commit")
 	fs.DurationVar(&c.QueryBudget, "query-budget", c.QueryBudget, "work budget of one query page (Azure: 5s)")
 	fs.Float64Var(&c.PartitionThrottle, "partition-throttle", c.PartitionThrottle, "entities/s one PartitionKey may use before 503 ServerBusy (Azure: 2000; 0 disables)")

@@ -29,7 +29,7 @@ func init() { prometheus.MustRegister(stateFileBytes, stateFileFreeBytes) }
 // as it was and the start goes on; only a failure after that is the
 // start's.
 func (s *Server) openState(path string) error {
-	policy := fsm.CompactPolicy{MinFreeShare: s.cfg.StateCompactFree, Reserve: s.cfg.DiskReserve}
+	policy := fsm.CompactPolicy{MinFreeShare: s.cfg.StateCompactFree, MaxLive: s.cfg.StateCompactMaxLive, Reserve: s.cfg.DiskReserve}
 	if s.disk != nil {
 		// The write guard's figure (tests replace it).
 		policy.Space = func(dir string) (uint64, bool) {
@@ -55,6 +55,9 @@ func (s *Server) logCompaction(path string, c fsm.Compaction) {
 	case c.Compacted:
 		s.logger.Info("compacted the state file", "path", path, "bytes_before", c.Size, "free_bytes_before", c.Free,
 			"bytes_after", c.After, "took", c.Took)
+	case errors.Is(c.Err, fsm.ErrTooLargeToCompact):
+		s.logger.Warn("state file not compacted: its live data is over --state-compact-max-live (a start that compacts it must outlast the master's --replicate-after: raise both for a planned restart)", "path", path,
+			"bytes", c.Size, "free_bytes", c.Free, "err", c.Err)
 	case errors.Is(c.Err, fsm.ErrNoRoomToCompact):
 		s.logger.Warn("state file not compacted: the disk lacks room for its copy and --disk-reserve", "path", path,
 			"bytes", c.Size, "free_bytes", c.Free, "err", c.Err)

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -98,6 +99,9 @@ type Router struct {
 	// keepalives may stay silent before it counts as lost
 	// (defaultWatchSilence; tests shorten it).
 	watchSilence time.Duration
+	// keepalives: some master has sent this front-end a keepalive, so a
+	// silent stream is a lost one from its start.
+	keepalives atomic.Bool
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -182,9 +186,16 @@ func (r *Router) watchLoop() {
 		stream, err := pb.NewMasterServiceClient(conn).WatchPartitionMap(sctx, &pb.WatchPartitionMapRequest{Deltas: true})
 		resync := false
 		// silence ends the stream after watchSilence without a message,
-		// armed once its master proved it sends keepalives (an older
-		// master is silent while nothing changes).
+		// armed once a master proved it sends keepalives (an older
+		// master is silent while nothing changes): from the stream's
+		// start once any stream of this front-end has seen one (a
+		// stream on a link that drops packets delivers not even the
+		// whole map), else from the stream's first keepalive.
 		var silence *time.Timer
+		if err == nil && r.keepalives.Load() {
+			silence = time.AfterFunc(r.watchSilence, cancel)
+		}
+		last := time.Time{} // the stream's last message
 		if err == nil {
 			for {
 				m, rerr := stream.Recv()
@@ -192,9 +203,11 @@ func (r *Router) watchLoop() {
 					err = rerr
 					break
 				}
+				last = time.Now()
 				if silence != nil {
 					silence.Reset(r.watchSilence)
 				} else if m.GetKeepalive() {
+					r.keepalives.Store(true)
 					silence = time.AfterFunc(r.watchSilence, cancel)
 				}
 				if ferr := failpoint.Inject("router/watch/before-apply"); ferr != nil {
@@ -225,7 +238,12 @@ func (r *Router) watchLoop() {
 			continue
 		}
 		if r.watch.watching.Swap(false) {
-			r.watch.lostAt.Store(time.Now().UnixNano())
+			// Stale since the last message, not since the silence
+			// was noticed (MapStaleFor bounds stored policies).
+			if last.IsZero() {
+				last = time.Now()
+			}
+			r.watch.lostAt.Store(last.UnixNano())
 		}
 		if r.ctx.Err() != nil {
 			return

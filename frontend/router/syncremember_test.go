@@ -5,13 +5,13 @@ import (
 	"testing"
 )
 
-// TestRememberedNewerGenerationConfirmsNothing: an answer from a state
-// at a newer descriptor generation than the probed map (the verdict is
-// syncStale) is still remembered under the probed generation; a later
-// probe of the same map in which no replica answers then confirms an
-// index past the record that changed the membership — over the old map.
-// Section 36's proof assumes a time confirmed over the older descriptor
-// came only from replicas that reported the older generation.
+// TestRememberedNewerGenerationConfirmsNothing: an answer from a state at
+// a newer descriptor generation than the probed map (the probe's verdict
+// is syncStale) is not remembered under the probed generation. Before, a
+// later probe of the same map in which no replica answered confirmed an
+// index past the record that changed the membership, over the old map,
+// against section 36's proof (a time confirmed over the older descriptor
+// comes only from replicas that reported the older generation).
 func TestRememberedNewerGenerationConfirmsNothing(t *testing.T) {
 	const gen = 3
 	var rs rangeSync

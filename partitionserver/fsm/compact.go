@@ -39,11 +39,18 @@ const compactTxBytes = 16 << 20
 // data) plus the server's disk reserve; the compaction is skipped.
 var ErrNoRoomToCompact = errors.New("fsm: not enough free disk space to compact the state file")
 
+// ErrTooLargeToCompact: the file's live data is over the policy's MaxLive;
+// the compaction is skipped.
+var ErrTooLargeToCompact = errors.New("fsm: state file's live data over the compaction bound")
+
 // CompactPolicy says when OpenCompacting compacts the state file.
 type CompactPolicy struct {
 	// MinFreeShare is the share of the file that must be free (0 < x <= 1)
 	// for a compaction; 0 turns compaction off.
 	MinFreeShare float64
+	// MaxLive bounds the live bytes (size less free) a compaction copies:
+	// a larger file is left alone (ErrTooLargeToCompact). 0: no bound.
+	MaxLive uint64
 	// Reserve is the free space in bytes the file system must keep beside
 	// the copy (the server's disk reserve).
 	Reserve uint64
@@ -88,6 +95,10 @@ func OpenCompacting(path string, interval time.Duration, policy CompactPolicy) (
 		return s, c, nil
 	}
 	if c.Due = policy.due(c.Size, c.Free); !c.Due {
+		return s, c, nil
+	}
+	if live := c.Size - c.Free; policy.MaxLive > 0 && uint64(max(live, 0)) > policy.MaxLive {
+		c.Err = fmt.Errorf("%w: %d bytes live, the bound is %d (--state-compact-max-live)", ErrTooLargeToCompact, live, policy.MaxLive)
 		return s, c, nil
 	}
 	if c.Err = errors.Join(leftover, policy.room(filepath.Dir(path), c.Size-c.Free)); c.Err != nil {

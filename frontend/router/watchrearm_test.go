@@ -39,12 +39,14 @@ func (f *blackHoleMaster) WatchPartitionMap(_ *pb.WatchPartitionMapRequest, stre
 	return nil
 }
 
-// TestR5SilenceAfterReconnectIsUnarmed: once the silence ended the first
-// stream, the next stream is waited on without a timer (silence is armed
-// only by a keepalive seen on that stream): a front-end whose link keeps
-// dropping packets hangs on it for good and never tries again (another
-// master, or this one once the link heals).
-func TestR5SilenceAfterReconnectIsUnarmed(t *testing.T) {
+// TestSilenceAfterReconnectIsArmed: once a front-end has seen a
+// keepalive, every later stream is timed from its start: after the
+// silence ended the first stream, the next one on a link that still drops
+// packets delivers not even the whole map, and must end too, so that the
+// front-end keeps trying (another master, or this one once the link
+// heals). Before, it was armed only by a keepalive seen on the same
+// stream, and the front-end hung on the second stream for good.
+func TestSilenceAfterReconnectIsArmed(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
