@@ -2,13 +2,9 @@ package router
 
 import (
 	"context"
-	"log/slog"
-	"net"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"google.golang.org/grpc"
 
 	pb "tablestore/proto/tablestorepb"
 )
@@ -47,26 +43,8 @@ func (f *blackHoleMaster) WatchPartitionMap(_ *pb.WatchPartitionMapRequest, stre
 // heals). Before, it was armed only by a keepalive seen on the same
 // stream, and the front-end hung on the second stream for good.
 func TestSilenceAfterReconnectIsArmed(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	fm := &blackHoleMaster{}
-	srv := grpc.NewServer()
-	pb.RegisterMasterServiceServer(srv, fm)
-	go srv.Serve(ln)
-	t.Cleanup(srv.Stop)
-	cfg := DefaultConfig()
-	cfg.Masters = []string{ln.Addr().String()}
-	r, err := New(cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.watchSilence = 300 * time.Millisecond
-	t.Cleanup(r.Close)
-	if err := r.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	r := startedWithMaster(t, fm, 300*time.Millisecond)
 	deadline := time.Now().Add(4 * time.Second)
 	for time.Now().Before(deadline) && fm.streams.Load() < 3 {
 		time.Sleep(20 * time.Millisecond)

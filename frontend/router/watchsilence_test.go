@@ -58,26 +58,8 @@ func TestWatchSilenceIsALostMaster(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
 			fm := &silentMaster{keepalive: tc.keepalive}
-			srv := grpc.NewServer()
-			pb.RegisterMasterServiceServer(srv, fm)
-			go srv.Serve(ln)
-			t.Cleanup(srv.Stop)
-			cfg := DefaultConfig()
-			cfg.Masters = []string{ln.Addr().String()}
-			r, err := New(cfg, slog.New(slog.DiscardHandler))
-			if err != nil {
-				t.Fatal(err)
-			}
-			r.watchSilence = 300 * time.Millisecond
-			t.Cleanup(r.Close)
-			if err := r.Start(context.Background()); err != nil {
-				t.Fatal(err)
-			}
+			r := startedWithMaster(t, fm, 300*time.Millisecond)
 			deadline := time.Now().Add(10 * time.Second)
 			for !r.watch.watching.Load() {
 				if time.Now().After(deadline) {
@@ -95,4 +77,30 @@ func TestWatchSilenceIsALostMaster(t *testing.T) {
 			}
 		})
 	}
+}
+
+// startedWithMaster starts a router whose only master is m (served on a
+// loopback port) with the given watch silence.
+func startedWithMaster(t *testing.T, m pb.MasterServiceServer, silence time.Duration) *Router {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	pb.RegisterMasterServiceServer(srv, m)
+	go srv.Serve(ln)
+	t.Cleanup(srv.Stop)
+	cfg := DefaultConfig()
+	cfg.Masters = []string{ln.Addr().String()}
+	r, err := New(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.watchSilence = silence
+	t.Cleanup(r.Close)
+	if err := r.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
