@@ -33,9 +33,12 @@ type clockVerdict struct {
 // even split, or too few confirmed yet, as right after a master failover)
 // which clock is right cannot be told, and nobody is flagged: a false
 // verdict would refuse writes on healthy leaders. bound 0: the rule is
-// off. The offset reported is from the median of the confirmed offsets,
-// for the logs and gauges.
-func clockVerdicts(offsets map[string]time.Duration, of int, bound time.Duration) map[string]clockVerdict {
+// off. A server that was skewed last time agrees only within half the bound
+// (hysteresis: a clock hovering at the bound would flip the verdict at
+// every heartbeat, and the leaderships would follow it to and fro). The
+// offset reported is from the median of the confirmed offsets, for the
+// logs and gauges.
+func clockVerdicts(offsets map[string]time.Duration, of int, bound time.Duration, was map[string]bool) map[string]clockVerdict {
 	if len(offsets) == 0 {
 		return nil
 	}
@@ -44,8 +47,12 @@ func clockVerdicts(offsets map[string]time.Duration, of int, bound time.Duration
 	agree := make(map[string]int, len(offsets))
 	anchored := false
 	for id, o := range offsets {
+		within := bound
+		if was[id] {
+			within = bound / 2
+		}
 		for _, p := range offsets {
-			if d := o - p; d <= bound && d >= -bound {
+			if d := o - p; d <= within && d >= -within {
 				agree[id]++
 			}
 		}
@@ -156,7 +163,7 @@ func (r *reports) clockVerdictsLocked(bound time.Duration, now time.Time) map[st
 			offsets[id] = c.offset
 		}
 	}
-	return clockVerdicts(offsets, heard, bound)
+	return clockVerdicts(offsets, heard, bound, r.skewed)
 }
 
 // noteClock folds a heartbeat's clock in, answers the server's verdict in

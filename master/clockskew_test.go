@@ -20,6 +20,7 @@ func TestClockVerdicts(t *testing.T) {
 		offsets map[string]time.Duration
 		bound   time.Duration
 		of      int // servers heard from; 0: those in offsets
+		was     map[string]bool
 		skewed  []string
 		offset  map[string]time.Duration // checked where given
 	}{
@@ -58,12 +59,19 @@ func TestClockVerdicts(t *testing.T) {
 		// confirmed, one off: no majority agrees yet, nobody is flagged.
 		{name: "two of three confirmed, apart", offsets: map[string]time.Duration{"a": 45 * s, "b": 0}, of: 3, bound: bound},
 		{name: "three of three confirmed", offsets: map[string]time.Duration{"a": 45 * s, "b": 0, "c": 0}, of: 3, bound: bound, skewed: []string{"a"}},
+		// Hysteresis: a server flagged last time is cleared only within
+		// half the bound of a majority.
+		{name: "was skewed, within the bound, not half", offsets: map[string]time.Duration{"a": 0, "b": 0, "c": 9 * s}, bound: bound,
+			was: map[string]bool{"c": true}, skewed: []string{"c"}},
+		{name: "was skewed, within half the bound", offsets: map[string]time.Duration{"a": 0, "b": 0, "c": 4 * s}, bound: bound,
+			was: map[string]bool{"c": true}},
+		{name: "was not skewed, within the bound", offsets: map[string]time.Duration{"a": 0, "b": 0, "c": 9 * s}, bound: bound},
 	} {
 		of := tc.of
 		if of == 0 {
 			of = len(tc.offsets)
 		}
-		got := clockVerdicts(tc.offsets, of, tc.bound)
+		got := clockVerdicts(tc.offsets, of, tc.bound, tc.was)
 		if len(got) != len(tc.offsets) {
 			t.Fatalf("%s: %d verdicts for %d offsets", tc.name, len(got), len(tc.offsets))
 		}
