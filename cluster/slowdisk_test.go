@@ -5,6 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
+	"tablestore/internal/masterclient"
 	"tablestore/master"
 	pb "tablestore/proto/tablestorepb"
 )
@@ -23,15 +26,8 @@ func TestSlowDiskLosesLeadership(t *testing.T) {
 		m.Policy.BalanceLeaders = false
 		m.Policy.SplitLoad = 1e9 // one range
 	}, nil)
-	sc := serviceClient(t, c, 0)
 	const table = "slowdisk"
-	tc := newTable(t, sc, table)
-	mc := masterClient(t, c)
-	w := startWorkload(t, tc, 2, spreadKeys)
-	waitFor(t, 20*time.Second, "a reported range leader", func() bool { return rangeLeader(c, table) >= 0 })
-	waitFor(t, 20*time.Second, "writes", func() bool { return w.written.Load() > 50 })
-	victim := rangeLeader(c, table)
-	id := c.Servers[victim].Config.ID
+	tc, mc, w, victim, id := ledUnderWrites(t, c, table)
 	t.Logf("slowing the disk of %s, the range's leader", id)
 	slowed := time.Now()
 	c.SlowServerDisk(victim, 150*time.Millisecond)
@@ -71,4 +67,18 @@ func transferEvent(mc masterCaller, server, cause, phrase string) string {
 		}
 	}
 	return msg
+}
+
+// ledUnderWrites creates table on c, starts two writers over it and waits
+// for its range's leader and the first writes: the table's client, a
+// master client, the workload, and the leader's index and id.
+func ledUnderWrites(t *testing.T, c *Cluster, table string) (*aztables.Client, *masterclient.Client, *workload, int, string) {
+	t.Helper()
+	tc := newTable(t, serviceClient(t, c, 0), table)
+	mc := masterClient(t, c)
+	w := startWorkload(t, tc, 2, spreadKeys)
+	waitFor(t, 20*time.Second, "a reported range leader", func() bool { return rangeLeader(c, table) >= 0 })
+	waitFor(t, 20*time.Second, "writes", func() bool { return w.written.Load() > 50 })
+	victim := rangeLeader(c, table)
+	return tc, mc, w, victim, c.Servers[victim].Config.ID
 }

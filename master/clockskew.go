@@ -42,8 +42,24 @@ func clockVerdicts(offsets map[string]time.Duration, of int, bound time.Duration
 	if len(offsets) == 0 {
 		return nil
 	}
-	ref := medianOffset(offsets)
+	sorted := make([]time.Duration, 0, len(offsets))
+	for _, o := range offsets {
+		sorted = append(sorted, o)
+	}
+	slices.Sort(sorted)
+	ref := medianOf(sorted)
 	majority := max(of, len(offsets))/2 + 1
+	// agreeing counts the offsets within w of o (o's own among them): a
+	// window of the sorted offsets, not a pass over every pair (the
+	// master judges at every heartbeat of every server).
+	agreeing := func(o, w time.Duration) int {
+		lo, _ := slices.BinarySearch(sorted, o-w)
+		hi, found := slices.BinarySearch(sorted, o+w)
+		for found && hi < len(sorted) && sorted[hi] == o+w {
+			hi++
+		}
+		return hi - lo
+	}
 	agree := make(map[string]int, len(offsets))
 	anchored := false
 	for id, o := range offsets {
@@ -51,11 +67,7 @@ func clockVerdicts(offsets map[string]time.Duration, of int, bound time.Duration
 		if was[id] {
 			within = bound / 2
 		}
-		for _, p := range offsets {
-			if d := o - p; d <= within && d >= -within {
-				agree[id]++
-			}
-		}
+		agree[id] = agreeing(o, within)
 		anchored = anchored || agree[id] >= majority
 	}
 	out := make(map[string]clockVerdict, len(offsets))
@@ -65,21 +77,16 @@ func clockVerdicts(offsets map[string]time.Duration, of int, bound time.Duration
 	return out
 }
 
-// medianOffset is the median of offsets (the mean of the middle two for an
-// even count; offsets is not empty).
-func medianOffset(offsets map[string]time.Duration) time.Duration {
-	os := make([]time.Duration, 0, len(offsets))
-	for _, o := range offsets {
-		os = append(os, o)
-	}
-	slices.Sort(os)
-	n := len(os)
+// medianOf is the median of sorted offsets (the mean of the middle two
+// for an even count; sorted is not empty).
+func medianOf(sorted []time.Duration) time.Duration {
+	n := len(sorted)
 	if n%2 == 1 {
-		return os[n/2]
+		return sorted[n/2]
 	}
 	// Halved before adding: two offsets near the limits of int64 (a
 	// nonsense clock) must not overflow.
-	return os[n/2-1]/2 + os[n/2]/2
+	return sorted[n/2-1]/2 + sorted[n/2]/2
 }
 
 // clockSample is one server's clock measurement: its offset (its clock
@@ -185,7 +192,7 @@ func (s *Server) noteClock(server string, req *pb.HeartbeatRequest, resp *pb.Hea
 	}
 	args := []any{"server", server, "offset", v.offset, "bound", bound}
 	if v.skewed {
-		s.logger.Warn("partition server's clock is off: its leaders refuse writes, it gets no leadership and its leaderships move off", args...)
+		s.logger.Warn("partition server's clock is off: it gets no leadership and its leaderships move off (past a minute off its leaders refuse writes)", args...)
 	} else {
 		s.logger.Info("partition server's clock is no longer off", args...)
 	}

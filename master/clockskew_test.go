@@ -2,6 +2,8 @@ package master
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -245,5 +247,45 @@ func TestStaleHeartbeatsConfirmOnce(t *testing.T) {
 	v := r.clockVerdictsAt(10*time.Second, heal.Add(time.Millisecond))
 	if v["a"].skewed {
 		t.Fatalf("healthy a judged skewed on two stale heartbeats: %v", v["a"])
+	}
+}
+
+// TestClockVerdictsMatchPairwise: the rule counts agreements over a window
+// of the sorted offsets; on random sets (ties and offsets exactly at the
+// bound included) its verdicts are those of comparing every pair.
+func TestClockVerdictsMatchPairwise(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 23))
+	bound := 10 * time.Second
+	for round := 0; round < 2000; round++ {
+		n := 1 + rng.IntN(9)
+		offsets := map[string]time.Duration{}
+		was := map[string]bool{}
+		for i := 0; i < n; i++ {
+			id := fmt.Sprintf("s%d", i)
+			offsets[id] = time.Duration(rng.IntN(7)) * 5 * time.Second // multiples of half the bound: ties at the edges
+			was[id] = rng.IntN(3) == 0
+		}
+		of := n + rng.IntN(2)
+		majority := of/2 + 1
+		agree := map[string]int{}
+		anchored := false
+		for id, o := range offsets {
+			w := bound
+			if was[id] {
+				w = bound / 2
+			}
+			for _, p := range offsets {
+				if d := o - p; d <= w && d >= -w {
+					agree[id]++
+				}
+			}
+			anchored = anchored || agree[id] >= majority
+		}
+		got := clockVerdicts(offsets, of, bound, was)
+		for id := range offsets {
+			if want := anchored && agree[id] < majority; got[id].skewed != want {
+				t.Fatalf("round %d: offsets %v, was %v, of %d: %s skewed=%v, pairwise %v", round, offsets, was, of, id, got[id].skewed, want)
+			}
+		}
 	}
 }

@@ -74,7 +74,7 @@ var (
 	}, []string{"server"})
 	serverClockSkewedGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: "tablestore", Subsystem: "master", Name: "server_clock_skewed",
-		Help: "1 for a partition server whose clock offset is over --max-clock-offset (it gets no leadership and its leaders refuse writes), else 0; set by the leader, absent elsewhere.",
+		Help: "1 for a partition server whose clock offset is over --max-clock-offset (it gets no leadership; its leaders refuse writes once it is over a minute off), else 0; set by the leader, absent elsewhere.",
 	}, []string{"server"})
 	serverDiskAvailableGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: "tablestore", Subsystem: "master", Name: "server_disk_available_bytes",

@@ -32,10 +32,10 @@ type PolicyConfig struct {
 	// that to every write of the ranges it leads.
 	SlowDiskCommit time.Duration
 	// MaxClockOffset: a partition server whose clock is off by more than
-	// this from the median of the servers' (as their heartbeats measure
-	// them) is clock-skewed: it gets no leadership, its leaderships move
-	// to followers, and the ranges it still leads refuse client writes (0
-	// turns the rule off). 10 s: NTP keeps clocks within milliseconds, a
+	// this from those of a majority of the servers (as their heartbeats
+	// measure them; clockskew.go) is clock-skewed: it gets no leadership, its leaderships move
+	// to followers, and past a minute off the ranges it still leads refuse
+	// client writes (0 turns the rule off). 10 s: NTP keeps clocks within milliseconds, a
 	// heartbeat's delay is under a second, and the harm it bounds (write
 	// Timestamps, and the log clock that ages the request records out
 	// after 10 minutes) needs seconds to minutes of offset.
@@ -78,6 +78,6 @@ func (c *PolicyConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.SlowDiskCommit, "slow-disk-commit", c.SlowDiskCommit,
 		"median disk commit time (over a partition server's last 10 s) at which, if also 3x the other servers' median, the server loses its range leaderships; cleared below half of either (0: never, else at least 1ms)")
 	fs.DurationVar(&c.MaxClockOffset, "max-clock-offset", c.MaxClockOffset,
-		"largest offset of a partition server's clock from the median of the servers' before it gets no leadership and the ranges it leads refuse writes (0: never, else at least 100ms)")
+		"largest offset of a partition server's clock from a majority of the servers' before it gets no leadership (past a minute, the ranges it leads also refuse writes) (0: never, else at least 100ms)")
 	c.Config.RegisterFlags(fs)
 }

@@ -551,6 +551,8 @@ func (r *reports) forgetServer(server string) {
 	delete(r.sessions, server)
 	delete(r.disk, server)
 	delete(r.space, server)
+	delete(r.clocks, server)
+	delete(r.skewed, server)
 }
 
 // seen returns a copy of the last heartbeat times.

@@ -44,19 +44,20 @@ const clockRetryAfter = 1 * time.Second
 
 // clockGuard refuses client writes on the ranges led here while the
 // master says this server's clock is off from the others' by more than
-// its bound and by more than clockRefuseOver. A leader stamps each write's Timestamp from its wall clock,
-// and that also moves the range's log clock, which ages the request
-// records out (fsm/dedup.go): a clock far ahead would make entities carry
+// its bound and by more than clockRefuseOver. A leader stamps each write's
+// Timestamp from its wall clock, and that also moves the range's log
+// clock, which ages the request records out (fsm/dedup.go): a clock far ahead would make entities carry
 // wrong Timestamps and let a retried write apply twice. Leaders refuse
 // before the log, so a refusal is definite.
 type clockGuard struct {
 	logger *slog.Logger
-	// on mirrors skewed for the writes' path, which then takes no lock
+	// on mirrors refusing for the writes' path, which then takes no lock
 	// while the clock is fine.
 	on atomic.Bool
 
-	mu     sync.Mutex
-	skewed bool
+	mu sync.Mutex
+	// refusing: the last verdict said skewed, past clockRefuseOver.
+	refusing bool
 	// offset and bound are the verdict's figures; at is when it came (by
 	// this process's monotonic clock: the wall clock is the suspect).
 	offset, bound time.Duration
@@ -80,14 +81,14 @@ func (g *clockGuard) set(resp *pb.HeartbeatResponse, now time.Time) {
 	if off < 0 {
 		off = -off
 	}
-	skewed := resp.GetClockSkewed() && off > max(g.bound, clockRefuseOver)
+	refusing := resp.GetClockSkewed() && off > max(g.bound, clockRefuseOver)
 	g.at = now
-	if skewed == g.skewed {
+	if refusing == g.refusing {
 		return
 	}
-	g.skewed = skewed
-	g.on.Store(skewed)
-	if skewed {
+	g.refusing = refusing
+	g.on.Store(refusing)
+	if refusing {
 		g.logger.Error("the master finds this server's clock off by over a minute: the ranges led here refuse client writes",
 			"offset", g.offset, "bound", g.bound)
 	} else {
@@ -105,11 +106,11 @@ func (g *clockGuard) admit(server string, now time.Time) error {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if !g.skewed {
+	if !g.refusing {
 		return nil
 	}
 	if now.Sub(g.at) >= clockVerdictTTL {
-		g.skewed = false
+		g.refusing = false
 		g.on.Store(false)
 		g.logger.Warn("the master's verdict that this server's clock is off expired unconfirmed: taking client writes",
 			"offset", g.offset, "bound", g.bound, "verdict_age", now.Sub(g.at))

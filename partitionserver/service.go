@@ -85,7 +85,7 @@ func (v *service) admitWrite(req *pb.WriteRequest, start time.Time) (*replica, e
 			observe("write", start, err)
 			return nil, err
 		}
-		if err := v.s.clock.admit(v.s.id, time.Now()); err != nil {
+		if err := v.s.clock.admit(v.s.id, start); err != nil {
 			observe("write", start, err)
 			return nil, err
 		}

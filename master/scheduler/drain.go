@@ -22,7 +22,8 @@ import (
 // room (shedFullReplicas); it falls back to no slow follower, which
 // would take the writes but not fill the disk any less.
 // A clock-skewed server (Server.ClockSkewed) is shed like a slow one,
-// with no fallback: the ranges it leads refuse client writes.
+// with no fallback: the ranges it leads refuse client writes once its
+// clock is over a minute off.
 // One rule moves leaders off a server for what the server is, so that
 // draining, slow, skewed and full disks cannot disagree about where a leadership
 // goes.

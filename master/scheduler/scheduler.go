@@ -478,7 +478,7 @@ func (p *Plan) canHost(st *serverStat) bool {
 
 // canLead reports whether the replica of r on server may take over r's
 // leadership: its server is live, not draining, not slow, its clock not
-// skewed (its leaders refuse writes), its disk not full (its leaders refuse writes; a low disk may lead), not silent and
+// skewed (its leaders refuse writes past a minute off), its disk not full (its leaders refuse writes; a low disk may lead), not silent and
 // not just back or just cleared of slow (LeaderSettle), it reports the
 // replica and not broken, and it is no more than MaxLeaderLag entries behind the leader.
 // Every rule that gives leadership asks it (transfers, balancing, a

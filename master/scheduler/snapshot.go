@@ -53,7 +53,8 @@ type Server struct {
 	// than the master's --max-clock-offset (ClockOffset, for the
 	// operations' reasons). Like a slow server it receives no leadership
 	// and its leaderships move off, and no draining leader falls back to
-	// it: the ranges it leads refuse client writes.
+	// it: the ranges it leads refuse client writes once it is over a
+	// minute off.
 	ClockSkewed bool
 	ClockOffset time.Duration
 	// Draining servers get no new replicas or leaders and have theirs
