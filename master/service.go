@@ -495,6 +495,7 @@ func (s *Server) watchDeltas(stream pb.MasterService_WatchPartitionMapServer) er
 	w := s.addWatcher()
 	defer s.removeWatcher(w)
 	m, _ := s.partitionMap()
+	m.Keepalives = true
 	if err := stream.Send(m); err != nil {
 		return err
 	}
@@ -517,6 +518,7 @@ func (s *Server) watchDeltas(stream pb.MasterService_WatchPartitionMapServer) er
 		switch {
 		case full:
 			m, _ = s.partitionMap()
+			m.Keepalives = true
 			kind = "full"
 		case len(cs.tables) > 0 || len(cs.ranges) > 0 || len(leaders) > 0 || soft || cs.other:
 			m = s.partitionDelta(cs, leaders, version)

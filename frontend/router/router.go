@@ -190,7 +190,9 @@ func (r *Router) watchLoop() {
 		// master is silent while nothing changes): from the stream's
 		// start once any stream of this front-end has seen one (a
 		// stream on a link that drops packets delivers not even the
-		// whole map), else from the stream's first keepalive.
+		// whole map), else from the stream's first keepalive; disarmed
+		// by a whole map that does not announce keepalives (an older
+		// master's, in a rolling upgrade).
 		var silence *time.Timer
 		if err == nil && r.keepalives.Load() {
 			silence = time.AfterFunc(r.watchSilence, cancel)
@@ -204,9 +206,15 @@ func (r *Router) watchLoop() {
 					break
 				}
 				last = time.Now()
-				if silence != nil {
+				switch {
+				case !m.GetDelta() && !m.GetKeepalives():
+					if silence != nil {
+						silence.Stop()
+						silence = nil
+					}
+				case silence != nil:
 					silence.Reset(r.watchSilence)
-				} else if m.GetKeepalive() {
+				case m.GetKeepalive() || m.GetKeepalives():
 					r.keepalives.Store(true)
 					silence = time.AfterFunc(r.watchSilence, cancel)
 				}

@@ -28,7 +28,7 @@ func (f *silentMaster) GetPartitionMap(context.Context, *pb.GetPartitionMapReque
 
 func (f *silentMaster) WatchPartitionMap(_ *pb.WatchPartitionMapRequest, stream pb.MasterService_WatchPartitionMapServer) error {
 	f.streams.Add(1)
-	if err := stream.Send(&pb.PartitionMap{Epoch: 1, Version: 1}); err != nil {
+	if err := stream.Send(&pb.PartitionMap{Epoch: 1, Version: 1, Keepalives: f.keepalive}); err != nil {
 		return err
 	}
 	if f.keepalive {

@@ -1372,7 +1372,13 @@ type PartitionMap struct {
 	// front-end that has seen one on a stream takes the stream's silence as
 	// a lost master (a link that drops packets without closing) and starts
 	// over; an older front-end applies it as an empty delta (nothing).
-	Keepalive     bool `protobuf:"varint,15,opt,name=keepalive,proto3" json:"keepalive,omitempty"`
+	Keepalive bool `protobuf:"varint,15,opt,name=keepalive,proto3" json:"keepalive,omitempty"`
+	// keepalives marks the whole map a delta watch starts with (and any
+	// whole map it resends) when its master sends keepalives: a front-end
+	// times the stream's silence only then. A whole map without it is an
+	// older master's, silent while nothing changes; timing its stream
+	// restarted it every few quiet seconds during a rolling upgrade.
+	Keepalives    bool `protobuf:"varint,16,opt,name=keepalives,proto3" json:"keepalives,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1508,6 +1514,13 @@ func (x *PartitionMap) GetIndex() uint64 {
 func (x *PartitionMap) GetKeepalive() bool {
 	if x != nil {
 		return x.Keepalive
+	}
+	return false
+}
+
+func (x *PartitionMap) GetKeepalives() bool {
+	if x != nil {
+		return x.Keepalives
 	}
 	return false
 }
@@ -3644,7 +3657,7 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\tlifecycle\x18\t \x01(\tR\tlifecycle\x12!\n" +
 	"\ffrozen_index\x18\n" +
 	" \x01(\x04R\vfrozenIndex\x12\x1c\n" +
-	"\tnonvoters\x18\v \x03(\tR\tnonvoters\"\x96\x06\n" +
+	"\tnonvoters\x18\v \x03(\tR\tnonvoters\"\xb6\x06\n" +
 	"\fPartitionMap\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12,\n" +
 	"\x06tables\x18\x02 \x03(\v2\x14.tablestore.v1.TableR\x06tables\x126\n" +
@@ -3661,7 +3674,10 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x0fremoved_leaders\x18\f \x03(\x04R\x0eremovedLeaders\x12\x14\n" +
 	"\x05epoch\x18\r \x01(\x04R\x05epoch\x12\x14\n" +
 	"\x05index\x18\x0e \x01(\x04R\x05index\x12\x1c\n" +
-	"\tkeepalive\x18\x0f \x01(\bR\tkeepalive\x1a:\n" +
+	"\tkeepalive\x18\x0f \x01(\bR\tkeepalive\x12\x1e\n" +
+	"\n" +
+	"keepalives\x18\x10 \x01(\bR\n" +
+	"keepalives\x1a:\n" +
 	"\fLeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\x04R\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aR\n" +
