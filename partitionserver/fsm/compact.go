@@ -85,6 +85,13 @@ type Compaction struct {
 // store opened on it, with the failure in Compaction.Err.
 func OpenCompacting(path string, interval time.Duration, policy CompactPolicy) (*Store, Compaction, error) {
 	var c Compaction
+	// The copy is made beside the file a symlink names and renamed over
+	// it: renamed over the link, it replaced the link with a regular file
+	// on the link's file system (an operator's state file on another disk
+	// moved back to the data directory's).
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		path = real
+	}
 	leftover := removeLeftover(path+CompactSuffix, &c)
 	s, err := OpenWithInterval(path, interval)
 	if err != nil {

@@ -266,3 +266,47 @@ func checkReopened(t *testing.T, path, want string) {
 		t.Fatalf("%d request records after a reopen, want range 5's 200", len(ids))
 	}
 }
+
+// TestCompactThroughSymlink: a state file reached through a symlink (the
+// data directory's state.db naming a file on another disk) is compacted
+// where it is: the link stays a link to the same, now smaller, file.
+// Before, the copy was written beside the link and renamed over it, which
+// left a regular file in the data directory and the old one orphaned.
+func TestCompactThroughSymlink(t *testing.T) {
+	withMinCompactFree(t, 1<<20)
+	elsewhere := filepath.Join(t.TempDir(), "state.db")
+	fragmentedFile(t, elsewhere)
+	want, size, _ := fileFacts(t, elsewhere)
+	link := filepath.Join(t.TempDir(), "state.db")
+	if err := os.Symlink(elsewhere, link); err != nil {
+		t.Fatal(err)
+	}
+	s, c, err := OpenCompacting(link, 0, CompactPolicy{MinFreeShare: 0.5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !c.Compacted || c.Err != nil {
+		t.Fatalf("compacted %v, err %v: want compacted", c.Compacted, c.Err)
+	}
+	fi, err := os.Lstat(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("%s is %v after the compaction, want still a symlink", link, fi.Mode())
+	}
+	if target, err := os.Readlink(link); err != nil || target != elsewhere {
+		t.Fatalf("the link names %q (%v), want %q", target, err, elsewhere)
+	}
+	after, err := os.Stat(elsewhere)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Size() >= size {
+		t.Fatalf("the linked file is %d bytes, %d before: not compacted in place", after.Size(), size)
+	}
+	checkReopened(t, link, want)
+}
