@@ -59,6 +59,7 @@ func init() {
 	register(pb.MasterCommandKind_MASTER_COMMAND_KIND_DELETE_TABLE, applyDeleteTable)
 	register(pb.MasterCommandKind_MASTER_COMMAND_KIND_SET_TABLE_ACL, applySetTableACL)
 	register(pb.MasterCommandKind_MASTER_COMMAND_KIND_SET_SERVICE_PROPERTIES, applySetServiceProperties)
+	register(pb.MasterCommandKind_MASTER_COMMAND_KIND_SET_ACCOUNT_SERVICE_PROPERTIES, applySetServiceProperties)
 	register(pb.MasterCommandKind_MASTER_COMMAND_KIND_UPDATE_RANGES, applyUpdateRanges)
 	register(pb.MasterCommandKind_MASTER_COMMAND_KIND_ALLOCATE_RANGE_ID, applyAllocateRangeID)
 	register(pb.MasterCommandKind_MASTER_COMMAND_KIND_APPEND_EVENT, applyAppendEvent)
@@ -84,8 +85,14 @@ type state struct {
 	servers      map[string]*pb.ServerInfo
 	nextTableID  uint64
 	nextRangeID  uint64
-	// serviceProperties is the XML document of Set Table Service Properties.
+	// serviceProperties is the XML document of Set Table Service
+	// Properties of the front-ends' primary account (--account-name): the
+	// one document kept before properties were per account, which is why
+	// it keeps its place (old entries and snapshots name no account).
 	serviceProperties []byte
+	// accountProperties are the other accounts' documents, by account
+	// name. Replaced, never mutated (shared with snapshots and maps).
+	accountProperties map[string][]byte
 	// accounts are the storage accounts the front-ends serve; empty: each
 	// serves its configured account.
 	accounts []*pb.StorageAccount
@@ -328,6 +335,7 @@ func (s *state) snapshot() *pb.MasterSnapshot {
 		Events: s.events, NextEventSeq: s.nextEventSeq, Accounts: s.accounts, Requests: s.requests,
 		StartedRangeIds: s.startedIDs(),
 	}
+	out.AccountServiceProperties = s.accountProperties
 	for _, t := range s.tables {
 		out.Tables = append(out.Tables, t)
 	}
@@ -368,6 +376,7 @@ func stateFromSnapshot(m *pb.MasterSnapshot) *state {
 	}
 	s.nextTableID, s.nextRangeID = m.GetNextTableId(), m.GetNextRangeId()
 	s.serviceProperties = m.GetServiceProperties()
+	s.accountProperties = m.GetAccountServiceProperties()
 	s.accounts = m.GetAccounts()
 	s.events = m.GetEvents()
 	if m.GetNextEventSeq() > 0 {
@@ -546,9 +555,32 @@ func applySetServiceProperties(s *state, payload []byte) *applyResult {
 	if err := proto.Unmarshal(payload, &c); err != nil {
 		return &applyResult{err: ErrBadCommand}
 	}
-	s.serviceProperties = c.GetProperties()
+	s.setServiceProperties(c.GetAccount(), c.GetProperties())
 	s.changedOther()
 	return &applyResult{}
+}
+
+// setServiceProperties stores an account's document: the empty account
+// (every entry from before accounts were named) is the primary one. An
+// empty document forgets the account's (it has the defaults again).
+func (s *state) setServiceProperties(account string, doc []byte) {
+	if account == "" {
+		s.serviceProperties = doc
+		return
+	}
+	next := make(map[string][]byte, len(s.accountProperties)+1)
+	for a, d := range s.accountProperties {
+		next[a] = d
+	}
+	if len(doc) == 0 {
+		delete(next, account)
+	} else {
+		next[account] = doc
+	}
+	if len(next) == 0 {
+		next = nil
+	}
+	s.accountProperties = next
 }
 
 func applySetAccounts(s *state, payload []byte) *applyResult {

@@ -165,11 +165,14 @@ func (s *Server) tableDelta(name string) *pb.PartitionMap {
 }
 
 // fillShared adds the parts every map and delta carries whole: the
-// servers with their liveness, the service properties and the accounts.
+// servers with their liveness, the service properties (every account's)
+// and the accounts.
 // seen, spaces and clocks are the reports' (taken before the catalog's
 // read lock, as everywhere).
 func (s *Server) fillShared(m *pb.PartitionMap, st *state, seen map[string]time.Time, spaces map[string]*pb.DiskSpace, clocks map[string]clockVerdict, now time.Time) {
 	m.ServiceProperties = st.serviceProperties
+	m.AccountServiceProperties = st.accountProperties
+	m.PerAccountServiceProperties = true
 	m.Accounts = st.accounts
 	for _, sv := range st.servers {
 		c := proto.Clone(sv).(*pb.ServerInfo)

@@ -397,11 +397,30 @@ func (v *service) SetTableACL(ctx context.Context, req *pb.SetTableACLRequest) (
 	return &pb.SetTableACLResponse{}, nil
 }
 
+// SetServiceProperties replaces one account's service properties.
 func (v *service) SetServiceProperties(ctx context.Context, req *pb.SetServicePropertiesRequest) (*pb.SetServicePropertiesResponse, error) {
-	if _, err := v.s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_SET_SERVICE_PROPERTIES, &pb.SetServicePropertiesCommand{Properties: req.GetProperties()}); err != nil {
+	var err error
+	v.s.fsm.read(func(st *state) {
+		err = checkServiceProperties(req.GetAccount(), req.GetProperties(), st.accountProperties)
+	})
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	if _, err := v.s.apply(servicePropertiesKind(req.GetAccount()), &pb.SetServicePropertiesCommand{Properties: req.GetProperties(), Account: req.GetAccount()}); err != nil {
 		return nil, toStatus(err)
 	}
 	return &pb.SetServicePropertiesResponse{}, nil
+}
+
+// servicePropertiesKind is the command kind of a Set Service Properties:
+// the primary account's (empty) keeps the kind every build applies; another
+// account's has its own, which an older master skips as unknown rather
+// than taking the document for the primary account's.
+func servicePropertiesKind(account string) pb.MasterCommandKind {
+	if account == "" {
+		return pb.MasterCommandKind_MASTER_COMMAND_KIND_SET_SERVICE_PROPERTIES
+	}
+	return pb.MasterCommandKind_MASTER_COMMAND_KIND_SET_ACCOUNT_SERVICE_PROPERTIES
 }
 
 // maxAccounts bounds the account registry (it travels with every map).
@@ -426,11 +445,7 @@ func validateAccounts(accts []*pb.StorageAccount) error {
 	seen := map[string]bool{}
 	for _, a := range accts {
 		n := a.GetName()
-		ok := len(n) >= 3 && len(n) <= 24 && !seen[n]
-		for i := 0; i < len(n); i++ {
-			ok = ok && (n[i] >= 'a' && n[i] <= 'z' || n[i] >= '0' && n[i] <= '9')
-		}
-		if !ok {
+		if !validAccountName(n) || seen[n] {
 			return fmt.Errorf("%w: account name %q", ErrBadCommand, n)
 		}
 		seen[n] = true
@@ -442,6 +457,38 @@ func validateAccounts(accts []*pb.StorageAccount) error {
 				return fmt.Errorf("%w: account %q has an empty key", ErrBadCommand, n)
 			}
 		}
+	}
+	return nil
+}
+
+// validAccountName is Azure's account name rule: 3-24 lowercase letters
+// and digits.
+func validAccountName(n string) bool {
+	ok := len(n) >= 3 && len(n) <= 24
+	for i := 0; i < len(n); i++ {
+		ok = ok && (n[i] >= 'a' && n[i] <= 'z' || n[i] >= '0' && n[i] <= '9')
+	}
+	return ok
+}
+
+// maxServicePropertiesDoc bounds one account's document, a sanity bound:
+// the front-ends take a body of at most 64 KiB and store it normalized
+// (a little longer when elements were left out); the documents travel
+// with every map.
+const maxServicePropertiesDoc = 128 << 10
+
+// checkServiceProperties refuses a document for a malformed account name,
+// one too large, and a new account's once maxAccounts accounts other than
+// the primary one have theirs (have: the documents kept).
+func checkServiceProperties(account string, doc []byte, have map[string][]byte) error {
+	if account != "" && !validAccountName(account) {
+		return fmt.Errorf("%w: account name %q", ErrBadCommand, account)
+	}
+	if len(doc) > maxServicePropertiesDoc {
+		return fmt.Errorf("%w: service properties of %d bytes (at most %d)", ErrBadCommand, len(doc), maxServicePropertiesDoc)
+	}
+	if _, ok := have[account]; account != "" && !ok && len(doc) > 0 && len(have) >= maxAccounts {
+		return fmt.Errorf("%w: service properties of more than %d accounts", ErrBadCommand, maxAccounts)
 	}
 	return nil
 }

@@ -111,6 +111,7 @@ func TestSnapshotRestoresEveryField(t *testing.T) {
 		deleteTable = pb.MasterCommandKind_MASTER_COMMAND_KIND_DELETE_TABLE
 		setACL      = pb.MasterCommandKind_MASTER_COMMAND_KIND_SET_TABLE_ACL
 		setProps    = pb.MasterCommandKind_MASTER_COMMAND_KIND_SET_SERVICE_PROPERTIES
+		acctProps   = pb.MasterCommandKind_MASTER_COMMAND_KIND_SET_ACCOUNT_SERVICE_PROPERTIES
 		update      = pb.MasterCommandKind_MASTER_COMMAND_KIND_UPDATE_RANGES
 		allocate    = pb.MasterCommandKind_MASTER_COMMAND_KIND_ALLOCATE_RANGE_ID
 		event       = pb.MasterCommandKind_MASTER_COMMAND_KIND_APPEND_EVENT
@@ -155,6 +156,7 @@ func TestSnapshotRestoresEveryField(t *testing.T) {
 	do(frozen, &pb.DeletedRangesFrozenCommand{TableId: t2})
 	do(setACL, &pb.SetTableACLCommand{Name: "t1", Acl: []*pb.SignedIdentifier{{Id: "policy1"}}})
 	do(setProps, &pb.SetServicePropertiesCommand{Properties: []byte("<StorageServiceProperties/>")})
+	do(acctProps, &pb.SetServicePropertiesCommand{Account: "acct", Properties: []byte("<StorageServiceProperties><Cors/></StorageServiceProperties>")})
 	do(accounts, &pb.SetAccountsCommand{Accounts: []*pb.StorageAccount{{Name: "acct", Keys: [][]byte{[]byte("k1"), []byte("k2")}}}})
 	do(started, &pb.MarkRangesStartedCommand{RangeIds: []uint64{first.GetRangeId(), 2}})
 	// Split T0's range at "m", then merge the halves back.

@@ -268,6 +268,10 @@ const (
 	MasterCommandKind_MASTER_COMMAND_KIND_MARK_RANGES_STARTED    MasterCommandKind = 18
 	MasterCommandKind_MASTER_COMMAND_KIND_REMOVE_SERVER          MasterCommandKind = 19
 	MasterCommandKind_MASTER_COMMAND_KIND_DELETED_RANGES_FROZEN  MasterCommandKind = 20
+	// SetServicePropertiesCommand naming an account other than the primary
+	// one: its own kind, so that an older master skips it (unknown command)
+	// instead of applying it as the primary account's document.
+	MasterCommandKind_MASTER_COMMAND_KIND_SET_ACCOUNT_SERVICE_PROPERTIES MasterCommandKind = 21
 )
 
 // Enum value maps for MasterCommandKind.
@@ -289,24 +293,26 @@ var (
 		18: "MASTER_COMMAND_KIND_MARK_RANGES_STARTED",
 		19: "MASTER_COMMAND_KIND_REMOVE_SERVER",
 		20: "MASTER_COMMAND_KIND_DELETED_RANGES_FROZEN",
+		21: "MASTER_COMMAND_KIND_SET_ACCOUNT_SERVICE_PROPERTIES",
 	}
 	MasterCommandKind_value = map[string]int32{
-		"MASTER_COMMAND_KIND_UNSPECIFIED":            0,
-		"MASTER_COMMAND_KIND_REGISTER_SERVER":        1,
-		"MASTER_COMMAND_KIND_CREATE_TABLE":           2,
-		"MASTER_COMMAND_KIND_DELETE_TABLE":           3,
-		"MASTER_COMMAND_KIND_SET_TABLE_ACL":          4,
-		"MASTER_COMMAND_KIND_SET_SERVICE_PROPERTIES": 5,
-		"MASTER_COMMAND_KIND_UPDATE_RANGES":          6,
-		"MASTER_COMMAND_KIND_ALLOCATE_RANGE_ID":      7,
-		"MASTER_COMMAND_KIND_APPEND_EVENT":           8,
-		"MASTER_COMMAND_KIND_REMOVE_RANGE":           9,
-		"MASTER_COMMAND_KIND_SET_ACCOUNTS":           10,
-		"MASTER_COMMAND_KIND_SET_SERVER_DRAINING":    16,
-		"MASTER_COMMAND_KIND_MERGE_DECISION":         17,
-		"MASTER_COMMAND_KIND_MARK_RANGES_STARTED":    18,
-		"MASTER_COMMAND_KIND_REMOVE_SERVER":          19,
-		"MASTER_COMMAND_KIND_DELETED_RANGES_FROZEN":  20,
+		"MASTER_COMMAND_KIND_UNSPECIFIED":                    0,
+		"MASTER_COMMAND_KIND_REGISTER_SERVER":                1,
+		"MASTER_COMMAND_KIND_CREATE_TABLE":                   2,
+		"MASTER_COMMAND_KIND_DELETE_TABLE":                   3,
+		"MASTER_COMMAND_KIND_SET_TABLE_ACL":                  4,
+		"MASTER_COMMAND_KIND_SET_SERVICE_PROPERTIES":         5,
+		"MASTER_COMMAND_KIND_UPDATE_RANGES":                  6,
+		"MASTER_COMMAND_KIND_ALLOCATE_RANGE_ID":              7,
+		"MASTER_COMMAND_KIND_APPEND_EVENT":                   8,
+		"MASTER_COMMAND_KIND_REMOVE_RANGE":                   9,
+		"MASTER_COMMAND_KIND_SET_ACCOUNTS":                   10,
+		"MASTER_COMMAND_KIND_SET_SERVER_DRAINING":            16,
+		"MASTER_COMMAND_KIND_MERGE_DECISION":                 17,
+		"MASTER_COMMAND_KIND_MARK_RANGES_STARTED":            18,
+		"MASTER_COMMAND_KIND_REMOVE_SERVER":                  19,
+		"MASTER_COMMAND_KIND_DELETED_RANGES_FROZEN":          20,
+		"MASTER_COMMAND_KIND_SET_ACCOUNT_SERVICE_PROPERTIES": 21,
 	}
 )
 
@@ -1341,8 +1347,10 @@ type PartitionMap struct {
 	Servers []*ServerInfo          `protobuf:"bytes,4,rep,name=servers,proto3" json:"servers,omitempty"`
 	// range_id -> server_id of the last reported leader.
 	Leaders map[uint64]string `protobuf:"bytes,5,rep,name=leaders,proto3" json:"leaders,omitempty" protobuf_key:"varint,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	// Table service properties (logging, metrics, CORS) as the XML document
-	// last set; empty means the defaults.
+	// Table service properties (logging, metrics, CORS) of the front-ends'
+	// primary account (--account-name) as the XML document last set; empty
+	// means the defaults. Before per-account properties this was the one
+	// document of every account (an older front-end still applies it to all).
 	ServiceProperties []byte `protobuf:"bytes,6,opt,name=service_properties,json=serviceProperties,proto3" json:"service_properties,omitempty"`
 	// range_id -> last load reported by the range's leader.
 	Loads map[uint64]*RangeLoad `protobuf:"bytes,7,rep,name=loads,proto3" json:"loads,omitempty" protobuf_key:"varint,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
@@ -1373,12 +1381,20 @@ type PartitionMap struct {
 	// a lost master (a link that drops packets without closing) and starts
 	// over; an older front-end applies it as an empty delta (nothing).
 	Keepalive bool `protobuf:"varint,15,opt,name=keepalive,proto3" json:"keepalive,omitempty"`
+	// The service properties of the other accounts, by account name (the
+	// primary account's are service_properties); an account missing has the
+	// defaults. Always complete, like service_properties.
+	AccountServiceProperties map[string][]byte `protobuf:"bytes,16,rep,name=account_service_properties,json=accountServiceProperties,proto3" json:"account_service_properties,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// per_account_service_properties is set by masters that keep service
+	// properties per account: a front-end sets another account's only then
+	// (an older master would take them for the primary account's).
+	PerAccountServiceProperties bool `protobuf:"varint,17,opt,name=per_account_service_properties,json=perAccountServiceProperties,proto3" json:"per_account_service_properties,omitempty"`
 	// keepalives marks the whole map a delta watch starts with (and any
 	// whole map it resends) when its master sends keepalives: a front-end
 	// times the stream's silence only then. A whole map without it is an
 	// older master's, silent while nothing changes; timing its stream
 	// restarted it every few quiet seconds during a rolling upgrade.
-	Keepalives    bool `protobuf:"varint,16,opt,name=keepalives,proto3" json:"keepalives,omitempty"`
+	Keepalives    bool `protobuf:"varint,18,opt,name=keepalives,proto3" json:"keepalives,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1514,6 +1530,20 @@ func (x *PartitionMap) GetIndex() uint64 {
 func (x *PartitionMap) GetKeepalive() bool {
 	if x != nil {
 		return x.Keepalive
+	}
+	return false
+}
+
+func (x *PartitionMap) GetAccountServiceProperties() map[string][]byte {
+	if x != nil {
+		return x.AccountServiceProperties
+	}
+	return nil
+}
+
+func (x *PartitionMap) GetPerAccountServiceProperties() bool {
+	if x != nil {
+		return x.PerAccountServiceProperties
 	}
 	return false
 }
@@ -3313,9 +3343,15 @@ func (x *SetTableACLCommand) GetAcl() []*SignedIdentifier {
 	return nil
 }
 
+// SetServicePropertiesCommand replaces an account's service properties.
 type SetServicePropertiesCommand struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Properties    []byte                 `protobuf:"bytes,1,opt,name=properties,proto3" json:"properties,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Properties []byte                 `protobuf:"bytes,1,opt,name=properties,proto3" json:"properties,omitempty"`
+	// The account; empty (every entry from before the field) is the
+	// front-ends' primary account (--account-name, devstoreaccount1 by
+	// default), whose document is the one kept before per-account
+	// properties. Non-empty only with MASTER_COMMAND_KIND_SET_ACCOUNT_SERVICE_PROPERTIES.
+	Account       string `protobuf:"bytes,2,opt,name=account,proto3" json:"account,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3355,6 +3391,13 @@ func (x *SetServicePropertiesCommand) GetProperties() []byte {
 		return x.Properties
 	}
 	return nil
+}
+
+func (x *SetServicePropertiesCommand) GetAccount() string {
+	if x != nil {
+		return x.Account
+	}
+	return ""
 }
 
 // SetAccountsCommand replaces the served storage accounts.
@@ -3429,8 +3472,12 @@ type MasterSnapshot struct {
 	// The deleted tables whose ranges are not yet confirmed frozen, by
 	// ascending table id (DeletedTable).
 	DeletedPending []*DeletedTable `protobuf:"bytes,14,rep,name=deleted_pending,json=deletedPending,proto3" json:"deleted_pending,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The service properties of accounts other than the primary one, by
+	// account name (the primary account's are service_properties; a
+	// snapshot from before the field has none).
+	AccountServiceProperties map[string][]byte `protobuf:"bytes,15,rep,name=account_service_properties,json=accountServiceProperties,proto3" json:"account_service_properties,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields            protoimpl.UnknownFields
+	sizeCache                protoimpl.SizeCache
 }
 
 func (x *MasterSnapshot) Reset() {
@@ -3561,6 +3608,13 @@ func (x *MasterSnapshot) GetDeletedPending() []*DeletedTable {
 	return nil
 }
 
+func (x *MasterSnapshot) GetAccountServiceProperties() map[string][]byte {
+	if x != nil {
+		return x.AccountServiceProperties
+	}
+	return nil
+}
+
 var File_tablestore_v1_data_proto protoreflect.FileDescriptor
 
 const file_tablestore_v1_data_proto_rawDesc = "" +
@@ -3657,7 +3711,7 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\tlifecycle\x18\t \x01(\tR\tlifecycle\x12!\n" +
 	"\ffrozen_index\x18\n" +
 	" \x01(\x04R\vfrozenIndex\x12\x1c\n" +
-	"\tnonvoters\x18\v \x03(\tR\tnonvoters\"\xb6\x06\n" +
+	"\tnonvoters\x18\v \x03(\tR\tnonvoters\"\xc1\b\n" +
 	"\fPartitionMap\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12,\n" +
 	"\x06tables\x18\x02 \x03(\v2\x14.tablestore.v1.TableR\x06tables\x126\n" +
@@ -3674,9 +3728,11 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x0fremoved_leaders\x18\f \x03(\x04R\x0eremovedLeaders\x12\x14\n" +
 	"\x05epoch\x18\r \x01(\x04R\x05epoch\x12\x14\n" +
 	"\x05index\x18\x0e \x01(\x04R\x05index\x12\x1c\n" +
-	"\tkeepalive\x18\x0f \x01(\bR\tkeepalive\x12\x1e\n" +
+	"\tkeepalive\x18\x0f \x01(\bR\tkeepalive\x12w\n" +
+	"\x1aaccount_service_properties\x18\x10 \x03(\v29.tablestore.v1.PartitionMap.AccountServicePropertiesEntryR\x18accountServiceProperties\x12C\n" +
+	"\x1eper_account_service_properties\x18\x11 \x01(\bR\x1bperAccountServiceProperties\x12\x1e\n" +
 	"\n" +
-	"keepalives\x18\x10 \x01(\bR\n" +
+	"keepalives\x18\x12 \x01(\bR\n" +
 	"keepalives\x1a:\n" +
 	"\fLeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\x04R\x03key\x12\x14\n" +
@@ -3684,7 +3740,10 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\n" +
 	"LoadsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\x04R\x03key\x12.\n" +
-	"\x05value\x18\x02 \x01(\v2\x18.tablestore.v1.RangeLoadR\x05value:\x028\x01\"8\n" +
+	"\x05value\x18\x02 \x01(\v2\x18.tablestore.v1.RangeLoadR\x05value:\x028\x01\x1aK\n" +
+	"\x1dAccountServicePropertiesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"8\n" +
 	"\x0eStorageAccount\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04keys\x18\x02 \x03(\fR\x04keys\"\xda\x01\n" +
@@ -3797,13 +3856,14 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x05error\x18\x06 \x01(\tR\x05error\"[\n" +
 	"\x12SetTableACLCommand\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x121\n" +
-	"\x03acl\x18\x02 \x03(\v2\x1f.tablestore.v1.SignedIdentifierR\x03acl\"=\n" +
+	"\x03acl\x18\x02 \x03(\v2\x1f.tablestore.v1.SignedIdentifierR\x03acl\"W\n" +
 	"\x1bSetServicePropertiesCommand\x12\x1e\n" +
 	"\n" +
 	"properties\x18\x01 \x01(\fR\n" +
-	"properties\"O\n" +
+	"properties\x12\x18\n" +
+	"\aaccount\x18\x02 \x01(\tR\aaccount\"O\n" +
 	"\x12SetAccountsCommand\x129\n" +
-	"\baccounts\x18\x01 \x03(\v2\x1d.tablestore.v1.StorageAccountR\baccounts\"\xce\x05\n" +
+	"\baccounts\x18\x01 \x03(\v2\x1d.tablestore.v1.StorageAccountR\baccounts\"\x96\a\n" +
 	"\x0eMasterSnapshot\x12,\n" +
 	"\x06tables\x18\x01 \x03(\v2\x14.tablestore.v1.TableR\x06tables\x126\n" +
 	"\x06ranges\x18\x02 \x03(\v2\x1e.tablestore.v1.RangeDescriptorR\x06ranges\x123\n" +
@@ -3819,7 +3879,11 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x0fmerge_decisions\x18\v \x03(\v2\x1c.tablestore.v1.MergeDecisionR\x0emergeDecisions\x12*\n" +
 	"\x11started_range_ids\x18\f \x03(\x04R\x0fstartedRangeIds\x12#\n" +
 	"\rapplied_index\x18\r \x01(\x04R\fappliedIndex\x12D\n" +
-	"\x0fdeleted_pending\x18\x0e \x03(\v2\x1b.tablestore.v1.DeletedTableR\x0edeletedPending*\x8a\x03\n" +
+	"\x0fdeleted_pending\x18\x0e \x03(\v2\x1b.tablestore.v1.DeletedTableR\x0edeletedPending\x12y\n" +
+	"\x1aaccount_service_properties\x18\x0f \x03(\v2;.tablestore.v1.MasterSnapshot.AccountServicePropertiesEntryR\x18accountServiceProperties\x1aK\n" +
+	"\x1dAccountServicePropertiesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01*\x8a\x03\n" +
 	"\tEventKind\x12\x1a\n" +
 	"\x16EVENT_KIND_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10EVENT_KIND_SPLIT\x10\x01\x12\x14\n" +
@@ -3854,7 +3918,7 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x12COMMAND_KIND_MERGE\x10\x06\x12\x18\n" +
 	"\x14COMMAND_KIND_QUIESCE\x10\b\x12\x1c\n" +
 	"\x18COMMAND_KIND_WRITE_BATCH\x10\a\x12\x19\n" +
-	"\x15COMMAND_KIND_UNFREEZE\x10\t*\xa0\x05\n" +
+	"\x15COMMAND_KIND_UNFREEZE\x10\t*\xd8\x05\n" +
 	"\x11MasterCommandKind\x12#\n" +
 	"\x1fMASTER_COMMAND_KIND_UNSPECIFIED\x10\x00\x12'\n" +
 	"#MASTER_COMMAND_KIND_REGISTER_SERVER\x10\x01\x12$\n" +
@@ -3872,7 +3936,8 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\"MASTER_COMMAND_KIND_MERGE_DECISION\x10\x11\x12+\n" +
 	"'MASTER_COMMAND_KIND_MARK_RANGES_STARTED\x10\x12\x12%\n" +
 	"!MASTER_COMMAND_KIND_REMOVE_SERVER\x10\x13\x12-\n" +
-	")MASTER_COMMAND_KIND_DELETED_RANGES_FROZEN\x10\x14*`\n" +
+	")MASTER_COMMAND_KIND_DELETED_RANGES_FROZEN\x10\x14\x126\n" +
+	"2MASTER_COMMAND_KIND_SET_ACCOUNT_SERVICE_PROPERTIES\x10\x15*`\n" +
 	"\fMergeOutcome\x12\x1d\n" +
 	"\x19MERGE_OUTCOME_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14MERGE_OUTCOME_COMMIT\x10\x01\x12\x17\n" +
@@ -3891,7 +3956,7 @@ func file_tablestore_v1_data_proto_rawDescGZIP() []byte {
 }
 
 var file_tablestore_v1_data_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_tablestore_v1_data_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
+var file_tablestore_v1_data_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
 var file_tablestore_v1_data_proto_goTypes = []any{
 	(EventKind)(0),                      // 0: tablestore.v1.EventKind
 	(OpKind)(0),                         // 1: tablestore.v1.OpKind
@@ -3946,6 +4011,8 @@ var file_tablestore_v1_data_proto_goTypes = []any{
 	nil,                                 // 50: tablestore.v1.Event.FiguresEntry
 	nil,                                 // 51: tablestore.v1.PartitionMap.LeadersEntry
 	nil,                                 // 52: tablestore.v1.PartitionMap.LoadsEntry
+	nil,                                 // 53: tablestore.v1.PartitionMap.AccountServicePropertiesEntry
+	nil,                                 // 54: tablestore.v1.MasterSnapshot.AccountServicePropertiesEntry
 }
 var file_tablestore_v1_data_proto_depIdxs = []int32{
 	5,  // 0: tablestore.v1.RangeDescriptor.replicas:type_name -> tablestore.v1.Replica
@@ -3963,44 +4030,46 @@ var file_tablestore_v1_data_proto_depIdxs = []int32{
 	51, // 12: tablestore.v1.PartitionMap.leaders:type_name -> tablestore.v1.PartitionMap.LeadersEntry
 	52, // 13: tablestore.v1.PartitionMap.loads:type_name -> tablestore.v1.PartitionMap.LoadsEntry
 	16, // 14: tablestore.v1.PartitionMap.accounts:type_name -> tablestore.v1.StorageAccount
-	1,  // 15: tablestore.v1.EntityOp.kind:type_name -> tablestore.v1.OpKind
-	2,  // 16: tablestore.v1.Command.kind:type_name -> tablestore.v1.CommandKind
-	17, // 17: tablestore.v1.WriteCommand.ops:type_name -> tablestore.v1.EntityOp
-	20, // 18: tablestore.v1.WriteBatchCommand.writes:type_name -> tablestore.v1.WriteCommand
-	6,  // 19: tablestore.v1.AbsorbCommand.right:type_name -> tablestore.v1.RangeDescriptor
-	25, // 20: tablestore.v1.AbsorbCommand.rows:type_name -> tablestore.v1.KV
-	25, // 21: tablestore.v1.AbsorbCommand.requests:type_name -> tablestore.v1.KV
-	6,  // 22: tablestore.v1.MergeCommand.right:type_name -> tablestore.v1.RangeDescriptor
-	5,  // 23: tablestore.v1.SetReplicasCommand.replicas:type_name -> tablestore.v1.Replica
-	6,  // 24: tablestore.v1.RangeState.range:type_name -> tablestore.v1.RangeDescriptor
-	4,  // 25: tablestore.v1.MergeDecision.outcome:type_name -> tablestore.v1.MergeOutcome
-	30, // 26: tablestore.v1.MergeDecisionCommand.decision:type_name -> tablestore.v1.MergeDecision
-	6,  // 27: tablestore.v1.UpdateRangesCommand.ranges:type_name -> tablestore.v1.RangeDescriptor
-	13, // 28: tablestore.v1.AppendEventCommand.event:type_name -> tablestore.v1.Event
-	6,  // 29: tablestore.v1.DeletedTable.ranges:type_name -> tablestore.v1.RangeDescriptor
-	6,  // 30: tablestore.v1.RemoveRangeCommand.absorbed_by:type_name -> tablestore.v1.RangeDescriptor
-	3,  // 31: tablestore.v1.MasterCommand.kind:type_name -> tablestore.v1.MasterCommandKind
-	9,  // 32: tablestore.v1.RegisterServerCommand.server:type_name -> tablestore.v1.ServerInfo
-	5,  // 33: tablestore.v1.CreateTableCommand.replicas:type_name -> tablestore.v1.Replica
-	3,  // 34: tablestore.v1.TableRequestRecord.kind:type_name -> tablestore.v1.MasterCommandKind
-	7,  // 35: tablestore.v1.TableRequestRecord.table:type_name -> tablestore.v1.Table
-	6,  // 36: tablestore.v1.TableRequestRecord.ranges:type_name -> tablestore.v1.RangeDescriptor
-	8,  // 37: tablestore.v1.SetTableACLCommand.acl:type_name -> tablestore.v1.SignedIdentifier
-	16, // 38: tablestore.v1.SetAccountsCommand.accounts:type_name -> tablestore.v1.StorageAccount
-	7,  // 39: tablestore.v1.MasterSnapshot.tables:type_name -> tablestore.v1.Table
-	6,  // 40: tablestore.v1.MasterSnapshot.ranges:type_name -> tablestore.v1.RangeDescriptor
-	9,  // 41: tablestore.v1.MasterSnapshot.servers:type_name -> tablestore.v1.ServerInfo
-	13, // 42: tablestore.v1.MasterSnapshot.events:type_name -> tablestore.v1.Event
-	16, // 43: tablestore.v1.MasterSnapshot.accounts:type_name -> tablestore.v1.StorageAccount
-	45, // 44: tablestore.v1.MasterSnapshot.requests:type_name -> tablestore.v1.TableRequestRecord
-	30, // 45: tablestore.v1.MasterSnapshot.merge_decisions:type_name -> tablestore.v1.MergeDecision
-	36, // 46: tablestore.v1.MasterSnapshot.deleted_pending:type_name -> tablestore.v1.DeletedTable
-	11, // 47: tablestore.v1.PartitionMap.LoadsEntry.value:type_name -> tablestore.v1.RangeLoad
-	48, // [48:48] is the sub-list for method output_type
-	48, // [48:48] is the sub-list for method input_type
-	48, // [48:48] is the sub-list for extension type_name
-	48, // [48:48] is the sub-list for extension extendee
-	0,  // [0:48] is the sub-list for field type_name
+	53, // 15: tablestore.v1.PartitionMap.account_service_properties:type_name -> tablestore.v1.PartitionMap.AccountServicePropertiesEntry
+	1,  // 16: tablestore.v1.EntityOp.kind:type_name -> tablestore.v1.OpKind
+	2,  // 17: tablestore.v1.Command.kind:type_name -> tablestore.v1.CommandKind
+	17, // 18: tablestore.v1.WriteCommand.ops:type_name -> tablestore.v1.EntityOp
+	20, // 19: tablestore.v1.WriteBatchCommand.writes:type_name -> tablestore.v1.WriteCommand
+	6,  // 20: tablestore.v1.AbsorbCommand.right:type_name -> tablestore.v1.RangeDescriptor
+	25, // 21: tablestore.v1.AbsorbCommand.rows:type_name -> tablestore.v1.KV
+	25, // 22: tablestore.v1.AbsorbCommand.requests:type_name -> tablestore.v1.KV
+	6,  // 23: tablestore.v1.MergeCommand.right:type_name -> tablestore.v1.RangeDescriptor
+	5,  // 24: tablestore.v1.SetReplicasCommand.replicas:type_name -> tablestore.v1.Replica
+	6,  // 25: tablestore.v1.RangeState.range:type_name -> tablestore.v1.RangeDescriptor
+	4,  // 26: tablestore.v1.MergeDecision.outcome:type_name -> tablestore.v1.MergeOutcome
+	30, // 27: tablestore.v1.MergeDecisionCommand.decision:type_name -> tablestore.v1.MergeDecision
+	6,  // 28: tablestore.v1.UpdateRangesCommand.ranges:type_name -> tablestore.v1.RangeDescriptor
+	13, // 29: tablestore.v1.AppendEventCommand.event:type_name -> tablestore.v1.Event
+	6,  // 30: tablestore.v1.DeletedTable.ranges:type_name -> tablestore.v1.RangeDescriptor
+	6,  // 31: tablestore.v1.RemoveRangeCommand.absorbed_by:type_name -> tablestore.v1.RangeDescriptor
+	3,  // 32: tablestore.v1.MasterCommand.kind:type_name -> tablestore.v1.MasterCommandKind
+	9,  // 33: tablestore.v1.RegisterServerCommand.server:type_name -> tablestore.v1.ServerInfo
+	5,  // 34: tablestore.v1.CreateTableCommand.replicas:type_name -> tablestore.v1.Replica
+	3,  // 35: tablestore.v1.TableRequestRecord.kind:type_name -> tablestore.v1.MasterCommandKind
+	7,  // 36: tablestore.v1.TableRequestRecord.table:type_name -> tablestore.v1.Table
+	6,  // 37: tablestore.v1.TableRequestRecord.ranges:type_name -> tablestore.v1.RangeDescriptor
+	8,  // 38: tablestore.v1.SetTableACLCommand.acl:type_name -> tablestore.v1.SignedIdentifier
+	16, // 39: tablestore.v1.SetAccountsCommand.accounts:type_name -> tablestore.v1.StorageAccount
+	7,  // 40: tablestore.v1.MasterSnapshot.tables:type_name -> tablestore.v1.Table
+	6,  // 41: tablestore.v1.MasterSnapshot.ranges:type_name -> tablestore.v1.RangeDescriptor
+	9,  // 42: tablestore.v1.MasterSnapshot.servers:type_name -> tablestore.v1.ServerInfo
+	13, // 43: tablestore.v1.MasterSnapshot.events:type_name -> tablestore.v1.Event
+	16, // 44: tablestore.v1.MasterSnapshot.accounts:type_name -> tablestore.v1.StorageAccount
+	45, // 45: tablestore.v1.MasterSnapshot.requests:type_name -> tablestore.v1.TableRequestRecord
+	30, // 46: tablestore.v1.MasterSnapshot.merge_decisions:type_name -> tablestore.v1.MergeDecision
+	36, // 47: tablestore.v1.MasterSnapshot.deleted_pending:type_name -> tablestore.v1.DeletedTable
+	54, // 48: tablestore.v1.MasterSnapshot.account_service_properties:type_name -> tablestore.v1.MasterSnapshot.AccountServicePropertiesEntry
+	11, // 49: tablestore.v1.PartitionMap.LoadsEntry.value:type_name -> tablestore.v1.RangeLoad
+	50, // [50:50] is the sub-list for method output_type
+	50, // [50:50] is the sub-list for method input_type
+	50, // [50:50] is the sub-list for extension type_name
+	50, // [50:50] is the sub-list for extension extendee
+	0,  // [0:50] is the sub-list for field type_name
 }
 
 func init() { file_tablestore_v1_data_proto_init() }
@@ -4014,7 +4083,7 @@ func file_tablestore_v1_data_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tablestore_v1_data_proto_rawDesc), len(file_tablestore_v1_data_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   48,
+			NumMessages:   50,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1420,8 +1420,13 @@ func (*SetTableACLResponse) Descriptor() ([]byte, []int) {
 }
 
 type SetServicePropertiesRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Properties    []byte                 `protobuf:"bytes,1,opt,name=properties,proto3" json:"properties,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Properties []byte                 `protobuf:"bytes,1,opt,name=properties,proto3" json:"properties,omitempty"`
+	// The account; empty is the front-ends' primary account
+	// (SetServicePropertiesCommand.account). An older master ignores the
+	// field: a front-end names an account only when the map says the
+	// masters keep properties per account.
+	Account       string `protobuf:"bytes,2,opt,name=account,proto3" json:"account,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1461,6 +1466,13 @@ func (x *SetServicePropertiesRequest) GetProperties() []byte {
 		return x.Properties
 	}
 	return nil
+}
+
+func (x *SetServicePropertiesRequest) GetAccount() string {
+	if x != nil {
+		return x.Account
+	}
+	return ""
 }
 
 type SetServicePropertiesResponse struct {
@@ -2117,11 +2129,12 @@ const file_tablestore_v1_master_service_proto_rawDesc = "" +
 	"\x12SetTableACLRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x121\n" +
 	"\x03acl\x18\x02 \x03(\v2\x1f.tablestore.v1.SignedIdentifierR\x03acl\"\x15\n" +
-	"\x13SetTableACLResponse\"=\n" +
+	"\x13SetTableACLResponse\"W\n" +
 	"\x1bSetServicePropertiesRequest\x12\x1e\n" +
 	"\n" +
 	"properties\x18\x01 \x01(\fR\n" +
-	"properties\"\x1e\n" +
+	"properties\x12\x18\n" +
+	"\aaccount\x18\x02 \x01(\tR\aaccount\"\x1e\n" +
 	"\x1cSetServicePropertiesResponse\"O\n" +
 	"\x12SetAccountsRequest\x129\n" +
 	"\baccounts\x18\x01 \x03(\v2\x1d.tablestore.v1.StorageAccountR\baccounts\"\x15\n" +

@@ -56,7 +56,7 @@ type MasterServiceClient interface {
 	WatchPartitionMap(ctx context.Context, in *WatchPartitionMapRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[PartitionMap], error)
 	// SetTableACL replaces a table's stored access policies.
 	SetTableACL(ctx context.Context, in *SetTableACLRequest, opts ...grpc.CallOption) (*SetTableACLResponse, error)
-	// SetServiceProperties replaces the table service properties.
+	// SetServiceProperties replaces an account's table service properties.
 	SetServiceProperties(ctx context.Context, in *SetServicePropertiesRequest, opts ...grpc.CallOption) (*SetServicePropertiesResponse, error)
 	// SetAccounts replaces the storage accounts the front-ends serve.
 	SetAccounts(ctx context.Context, in *SetAccountsRequest, opts ...grpc.CallOption) (*SetAccountsResponse, error)
@@ -326,7 +326,7 @@ type MasterServiceServer interface {
 	WatchPartitionMap(*WatchPartitionMapRequest, grpc.ServerStreamingServer[PartitionMap]) error
 	// SetTableACL replaces a table's stored access policies.
 	SetTableACL(context.Context, *SetTableACLRequest) (*SetTableACLResponse, error)
-	// SetServiceProperties replaces the table service properties.
+	// SetServiceProperties replaces an account's table service properties.
 	SetServiceProperties(context.Context, *SetServicePropertiesRequest) (*SetServicePropertiesResponse, error)
 	// SetAccounts replaces the storage accounts the front-ends serve.
 	SetAccounts(context.Context, *SetAccountsRequest) (*SetAccountsResponse, error)
