@@ -23,6 +23,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 	"software.sslmate.com/src/go-pkcs12"
 
@@ -433,6 +434,59 @@ func TestAccounts(t *testing.T) {
 		for _, n := range names(dev) {
 			if n == "onlyinone" || strings.Contains(n, "/") {
 				t.Fatalf("devstoreaccount1 lists %q", n)
+			}
+		}
+	})
+
+	t.Run("ServicePropertiesPerAccount", func(t *testing.T) {
+		// acctone's CORS rules are its own: accttwo's and devstoreaccount1's
+		// preflights are refused and their properties show none, through
+		// either front-end.
+		rule := &aztables.CorsRule{AllowedOrigins: to.Ptr("http://one.example"), AllowedMethods: to.Ptr("GET,PUT"),
+			AllowedHeaders: to.Ptr("x-ms-*"), ExposedHeaders: to.Ptr("x-ms-request-id"), MaxAgeInSeconds: to.Ptr(int32(30))}
+		if _, err := one1.SetProperties(ctx, aztables.ServiceProperties{Cors: []*aztables.CorsRule{rule}}, nil); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if _, err := one1.SetProperties(ctx, aztables.ServiceProperties{Cors: []*aztables.CorsRule{}}, nil); err != nil {
+				t.Errorf("clearing acctone's rules: %v", err)
+			}
+		})
+		preflight := func(addr, account string) int {
+			t.Helper()
+			req, _ := http.NewRequest("OPTIONS", "http://"+addr+"/"+account+"/sometable()", nil)
+			req.Header.Set("Origin", "http://one.example")
+			req.Header.Set("Access-Control-Request-Method", "GET")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			return resp.StatusCode
+		}
+		for _, addr := range []string{plain, fe.Addr} {
+			// The other front-end learns the rules from the map: poll.
+			deadline := time.Now().Add(10 * time.Second)
+			for preflight(addr, "acctone") != http.StatusOK {
+				if time.Now().After(deadline) {
+					t.Fatalf("%s: acctone's preflight refused", addr)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			for _, account := range []string{"accttwo", "accttwo-secondary", auth.DevAccountName} {
+				if st := preflight(addr, account); st != http.StatusForbidden {
+					t.Errorf("%s: %s's preflight with acctone's rules: %d, want 403", addr, account, st)
+				}
+			}
+		}
+		dev := svcFor(auth.DevAccountName, auth.DevAccountKey)
+		for name, svc := range map[string]*aztables.ServiceClient{"acctone": one2, "accttwo": two, "devstoreaccount1": dev, "accttwo on the other front-end": svcAt(fe.Addr, "accttwo", k3)} {
+			got, err := svc.GetProperties(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := name == "acctone"; (len(got.Cors) == 1) != want {
+				t.Errorf("%s's properties have %d CORS rules, want acctone's only on acctone", name, len(got.Cors))
 			}
 		}
 	})

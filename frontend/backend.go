@@ -109,14 +109,16 @@ type Page struct {
 }
 
 // Settings is the Backend's ability to keep per-table stored access policies
-// and the service properties, replicated by the master. Tables carry their
+// and each account's service properties, replicated by the master. Tables carry their
 // policies (pb.Table.Acl); changes reach every front-end through the map.
 type Settings interface {
 	// SetTableACL replaces a table's stored access policies (at most 5).
 	SetTableACL(ctx context.Context, table string, acl []*pb.SignedIdentifier) error
-	// ServiceProperties returns the last document stored by
-	// SetServiceProperties; empty means none was set.
-	ServiceProperties(ctx context.Context) ([]byte, error)
-	// SetServiceProperties stores the service properties document.
-	SetServiceProperties(ctx context.Context, doc []byte) error
+	// ServiceProperties returns the last document SetServiceProperties
+	// stored for account; empty means none was set. The empty account is
+	// the primary one (Config.AccountName), whose document is the one kept
+	// before properties were per account.
+	ServiceProperties(ctx context.Context, account string) ([]byte, error)
+	// SetServiceProperties stores account's service properties document.
+	SetServiceProperties(ctx context.Context, account string, doc []byte) error
 }

@@ -7,7 +7,9 @@ import (
 	"strings"
 )
 
-// CORS, evaluated against the service's rules (service properties) as
+// CORS, evaluated against the rules of the account the request addresses
+// (its service properties; path-style, production-style host and the
+// -secondary forms alike, see resourcePath) as
 // "Cross-Origin Resource Sharing (CORS) support for Azure Storage"
 // describes, with details the service shows in recordings and Azurite's
 // behaviour filling the gaps:
@@ -94,7 +96,7 @@ func (s *Server) preflight(w http.ResponseWriter, rc *reqCtx) error {
 	for _, v := range r.Header.Values("Access-Control-Request-Headers") {
 		requested = append(requested, splitList(v)...)
 	}
-	p, err := s.serviceProps(r.Context())
+	p, err := s.serviceProps(r.Context(), rc.account)
 	if err != nil {
 		return err
 	}
@@ -122,14 +124,16 @@ func (s *Server) preflight(w http.ResponseWriter, rc *reqCtx) error {
 // corsWriter returns the writer for an actual request: w itself when CORS
 // adds nothing, w with Vary set when only that applies, or a wrapper that
 // adds the Access-Control headers when the response starts (the exposed
-// headers depend on the response's own).
-func (s *Server) corsWriter(w http.ResponseWriter, r *http.Request) http.ResponseWriter {
+// headers depend on the response's own). The rules are those of the
+// account the request addresses.
+func (s *Server) corsWriter(w http.ResponseWriter, rc *reqCtx) http.ResponseWriter {
+	r := rc.r
 	origin := r.Header["Origin"]
 	getHead := r.Method == http.MethodGet || r.Method == http.MethodHead
 	if (len(origin) == 0 || origin[0] == "") && !getHead {
 		return w
 	}
-	p, err := s.serviceProps(r.Context())
+	p, err := s.serviceProps(r.Context(), rc.account)
 	if err != nil || len(p.Cors) == 0 {
 		return w
 	}

@@ -12,8 +12,10 @@
 // sv, else 2019-02-02), Date and x-ms-client-request-id (echoed); parses the path
 // (route.go: path-style /<account>/… or host-style, see Config); negotiates
 // the JSON metadata level (odata.go); answers an OPTIONS preflight from the
-// CORS rules without authentication (cors.go); wraps the writer when the
-// service's CORS rules apply to the request; authenticates with package
+// addressed account's CORS rules without authentication (cors.go); wraps
+// the writer when that account's CORS rules apply to the request (every
+// account has its own service properties, service.go: propsKey);
+// authenticates with package
 // auth (403 before anything else is revealed); then reports any routing
 // error, authorizes the operation with auth.Principal.Authorize and calls
 // the Backend under Config.RequestTimeout (or the smaller "timeout" query

@@ -27,8 +27,9 @@ type fakeBackend struct {
 	now    time.Time
 	// failNext, when set, is returned by the next call (then cleared).
 	failNext error
-	// serviceProps is the stored service properties document.
-	serviceProps []byte
+	// serviceProps are the stored service properties documents, by
+	// account ("" the primary account's).
+	serviceProps map[string][]byte
 }
 
 type fakeTable struct {
@@ -278,18 +279,21 @@ func (f *fakeBackend) SetTableACL(ctx context.Context, table string, acl []*pb.S
 	return nil
 }
 
-func (f *fakeBackend) ServiceProperties(ctx context.Context) ([]byte, error) {
+func (f *fakeBackend) ServiceProperties(ctx context.Context, account string) ([]byte, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.serviceProps, nil
+	return f.serviceProps[account], nil
 }
 
-func (f *fakeBackend) SetServiceProperties(ctx context.Context, doc []byte) error {
+func (f *fakeBackend) SetServiceProperties(ctx context.Context, account string, doc []byte) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.takeFailure(); err != nil {
 		return err
 	}
-	f.serviceProps = doc
+	if f.serviceProps == nil {
+		f.serviceProps = map[string][]byte{}
+	}
+	f.serviceProps[account] = doc
 	return nil
 }

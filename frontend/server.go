@@ -14,6 +14,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -38,7 +39,9 @@ type Server struct {
 	http       *http1.Server
 	handler    http.Handler
 
-	props atomic.Pointer[propsCache]
+	// props caches each account's parsed service properties, by
+	// properties key (propsKey) → *propsCache.
+	props sync.Map
 
 	// tablePage is the most tables a Query Tables page holds without $top
 	// (MaxPageSize; tests lower it to page over few tables).
@@ -267,7 +270,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		s.finish(w, rc, s.preflight(w, rc))
 		return
 	}
-	w = s.corsWriter(w, r)
+	w = s.corsWriter(w, rc)
 	if versionErr != nil {
 		// Checked before authentication, as the service and Azurite do:
 		// the version decides how the request is signed and read.

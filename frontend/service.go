@@ -406,31 +406,48 @@ func appendMetrics(b []byte, name string, m *metricsSettings) []byte {
 	return append(b, '>')
 }
 
-// propsCache holds the last properties document seen and its parsed form,
-// so requests pay for a parse only when the document changes.
+// propsCache holds the last properties document seen of an account and
+// its parsed form, so requests pay for a parse only when the document
+// changes.
 type propsCache struct {
 	doc   []byte
 	props *serviceProperties
 }
 
-// serviceProps returns the current service properties. Without Settings,
-// or before any were set, they are the defaults.
-func (s *Server) serviceProps(ctx context.Context) (*serviceProperties, error) {
-	if s.settings == nil {
+// propsKey is the name the backend keeps an account's service properties
+// under: the primary account's (Config.AccountName) is the empty name, the
+// one document kept before properties were per account, so a single-account
+// deployment keeps its properties; every other account's is its own name.
+// As for tables (tableID), every front-end must get the same AccountName.
+func (s *Server) propsKey(account string) string {
+	if account == "" || account == s.cfg.AccountName {
+		return ""
+	}
+	return account
+}
+
+// serviceProps returns the service properties of the account a request
+// addresses (rc.account, the served account without "-secondary"; empty
+// when the request named none this server serves, which has no rules).
+// Without Settings, or before any were set, they are the defaults.
+func (s *Server) serviceProps(ctx context.Context, account string) (*serviceProperties, error) {
+	if s.settings == nil || account == "" {
 		return defaultServiceProperties(), nil
 	}
-	doc, err := s.settings.ServiceProperties(ctx)
+	key := s.propsKey(account)
+	doc, err := s.settings.ServiceProperties(ctx, key)
 	if err != nil {
 		return nil, err
 	}
-	if c := s.props.Load(); c != nil && len(c.doc) == len(doc) {
+	c, _ := s.props.Load(key)
+	if c, ok := c.(*propsCache); ok && len(c.doc) == len(doc) {
 		if len(doc) == 0 || &c.doc[0] == &doc[0] {
 			return c.props, nil
 		}
 		if bytes.Equal(c.doc, doc) {
 			// The same document in a new slice (the map was reinstalled):
 			// remember the slice so the next call is a pointer compare.
-			s.props.Store(&propsCache{doc: doc, props: c.props})
+			s.props.Store(key, &propsCache{doc: doc, props: c.props})
 			return c.props, nil
 		}
 	}
@@ -439,10 +456,10 @@ func (s *Server) serviceProps(ctx context.Context) (*serviceProperties, error) {
 		if parsed, err := parseServiceProperties(doc, nil); err == nil {
 			p = parsed
 		} else {
-			s.logger.Warn("stored service properties do not parse; using defaults", "err", err)
+			s.logger.Warn("stored service properties do not parse; using defaults", "account", account, "err", err)
 		}
 	}
-	s.props.Store(&propsCache{doc: doc, props: p})
+	s.props.Store(key, &propsCache{doc: doc, props: p})
 	return p, nil
 }
 
@@ -451,7 +468,7 @@ func (s *Server) getServiceProperties(ctx context.Context, w http.ResponseWriter
 	if err := rc.principal.Authorize(auth.Access{Kind: auth.ServiceRead}); err != nil {
 		return err
 	}
-	p, err := s.serviceProps(ctx)
+	p, err := s.serviceProps(ctx, rc.account)
 	if err != nil {
 		return err
 	}
@@ -476,7 +493,7 @@ func (s *Server) setServiceProperties(ctx context.Context, w http.ResponseWriter
 	if err != nil {
 		return err
 	}
-	cur, err := s.serviceProps(ctx)
+	cur, err := s.serviceProps(ctx, rc.account)
 	if err != nil {
 		return err
 	}
@@ -484,7 +501,7 @@ func (s *Server) setServiceProperties(ctx context.Context, w http.ResponseWriter
 	if err != nil {
 		return err
 	}
-	if err := s.settings.SetServiceProperties(ctx, appendServiceProperties(nil, next)); err != nil {
+	if err := s.settings.SetServiceProperties(ctx, s.propsKey(rc.account), appendServiceProperties(nil, next)); err != nil {
 		return err
 	}
 	w.Header()["Content-Length"] = []string{"0"}

@@ -146,7 +146,7 @@ func TestCORSHeadersOnHotPath(t *testing.T) {
 	s, _ := newTestServer(t)
 	r := signedRequest(t, "GET", "/devstoreaccount1/people(PartitionKey='Smith',RowKey='Ben')", "")
 	rec := httptest.NewRecorder()
-	if w := s.corsWriter(rec, r); w != http.ResponseWriter(rec) {
+	if w := s.corsWriter(rec, &reqCtx{r: r, account: "devstoreaccount1"}); w != http.ResponseWriter(rec) {
 		t.Fatal("writer wrapped without CORS rules")
 	}
 	s.Handler().ServeHTTP(rec, r)

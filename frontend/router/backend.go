@@ -357,12 +357,17 @@ func (r *Router) SetTableACL(ctx context.Context, table string, acl []*pb.Signed
 	return r.refresh(ctx)
 }
 
-// ServiceProperties returns the service properties document from the
-// cached map (empty: defaults).
-func (r *Router) ServiceProperties(ctx context.Context) ([]byte, error) {
+// ServiceProperties returns an account's service properties document from
+// the cached map (empty: defaults); the empty account is the primary one.
+// While the master keeps one document for all accounts (an older build),
+// every account reads that one, as before.
+func (r *Router) ServiceProperties(ctx context.Context, account string) ([]byte, error) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	return r.serviceProperties, nil
+	if account == "" || !r.perAccountProps {
+		return r.serviceProperties, nil
+	}
+	return r.accountProperties[account], nil
 }
 
 // RegisteredAccounts returns the master's account registry from the cached
@@ -385,10 +390,12 @@ func (r *Router) SetAccounts(ctx context.Context, accts []*pb.StorageAccount) er
 	return r.refresh(ctx)
 }
 
-// SetServiceProperties stores the service properties document.
-func (r *Router) SetServiceProperties(ctx context.Context, doc []byte) error {
+// SetServiceProperties stores an account's service properties document
+// (the empty account: the primary one). An older master ignores the
+// account and stores the one document all accounts read, as before.
+func (r *Router) SetServiceProperties(ctx context.Context, account string, doc []byte) error {
 	err := r.masterCall(ctx, func(ctx context.Context, mc pb.MasterServiceClient) error {
-		_, err := mc.SetServiceProperties(ctx, &pb.SetServicePropertiesRequest{Properties: doc})
+		_, err := mc.SetServiceProperties(ctx, &pb.SetServicePropertiesRequest{Properties: doc, Account: account})
 		return err
 	})
 	if err != nil {

@@ -35,7 +35,7 @@ func TestNoMasterIsATimeout(t *testing.T) {
 		{"create table", func(ctx context.Context) error { _, err := r.CreateTable(ctx, "newtable"); return err }},
 		{"delete table", func(ctx context.Context) error { return r.DeleteTable(ctx, "cached") }},
 		{"set table ACL", func(ctx context.Context) error { return r.SetTableACL(ctx, "cached", nil) }},
-		{"set service properties", func(ctx context.Context) error { return r.SetServiceProperties(ctx, []byte("<x/>")) }},
+		{"set service properties", func(ctx context.Context) error { return r.SetServiceProperties(ctx, "", []byte("<x/>")) }},
 		{"set accounts", func(ctx context.Context) error { return r.SetAccounts(ctx, nil) }},
 	}
 	ends := []struct {

@@ -87,6 +87,11 @@ type Router struct {
 	leaders           map[uint64]string // range id -> server id
 	hinted            map[uint64]string // leader learned from a partition server
 	serviceProperties []byte
+	// accountProperties are the other accounts' service properties, by
+	// account; perAccountProps says the master keeps them apart (an older
+	// master keeps serviceProperties only, for every account).
+	accountProperties map[string][]byte
+	perAccountProps   bool
 	watch             watchState
 	accounts          []*pb.StorageAccount
 
@@ -471,9 +476,17 @@ func (r *Router) applyLocked(m *pb.PartitionMap) {
 	if m.GetEpoch() != 0 || len(m.GetServers()) > 0 {
 		// A master's delta carries the service properties and accounts
 		// whole; a local one (CreateTable's answer) carries no servers.
-		r.serviceProperties = m.GetServiceProperties()
+		r.setServiceProperties(m)
 		r.accounts = m.GetAccounts()
 	}
+}
+
+// setServiceProperties takes every account's service properties from a
+// master's map or delta (they travel whole).
+func (r *Router) setServiceProperties(m *pb.PartitionMap) {
+	r.serviceProperties = m.GetServiceProperties()
+	r.accountProperties = m.GetAccountServiceProperties()
+	r.perAccountProps = m.GetPerAccountServiceProperties()
 }
 
 // sortedIndex is where a table named name is or would be in r.sorted.
@@ -569,7 +582,7 @@ func (r *Router) installIf(m *pb.PartitionMap, ifNotOlder bool) {
 	}
 	r.version, r.epoch, r.index = m.GetVersion(), m.GetEpoch(), m.GetIndex()
 	r.tables, r.sorted, r.ranges, r.rangeTable, r.servers = tables, sorted, ranges, rangeTable, servers
-	r.serviceProperties = m.GetServiceProperties()
+	r.setServiceProperties(m)
 	r.accounts = m.GetAccounts()
 	r.leaders = m.GetLeaders()
 	if r.leaders == nil {
