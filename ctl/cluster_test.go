@@ -3,15 +3,23 @@ package ctl
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"tablestore/cluster"
+	"tablestore/frontend"
+	"tablestore/frontend/auth"
+	"tablestore/internal/health"
 	"tablestore/internal/logging"
 	"tablestore/internal/masterclient"
+	"tablestore/internal/metricsbridge"
+	"tablestore/master"
+	"tablestore/partitionserver"
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -163,4 +171,127 @@ func TestAgainstCluster(t *testing.T) {
 			time.Sleep(200 * time.Millisecond)
 		}
 	})
+}
+
+// TestDebugZipAgainstCluster runs `debug zip` against a real in-process
+// cluster whose roles serve metrics and pprof listeners as the binary
+// does: the zip holds the master's view (the table's ranges), every
+// registered process's pages found through the master (a partition server
+// registers its addresses, a master names its own), the manifest with the
+// unreachable --http-addrs recorded, and no account key.
+func TestDebugZipAgainstCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	// One metrics and one pprof listener per role instance, as `tablestore
+	// partitionserver --metrics-addr --pprof-addr` opens them (all serve
+	// this process's registry and goroutines).
+	listen := func(subsystems ...string) (metrics, pprof string) {
+		t.Helper()
+		l, err := metricsbridge.Serve("127.0.0.1:0", subsystems...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		health.Mount(l, func() health.Verdict { return health.Verdict{} })
+		p, err := metricsbridge.ServePprof("127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l.Addr(), p
+	}
+	key := []byte("debug-zip-test-account-key-bytes")
+	keyB64 := base64.StdEncoding.EncodeToString(key)
+	c, err := cluster.Start(cluster.Options{Masters: 1, Servers: 3, Frontends: 1, DataDir: t.TempDir(), Logger: logging.FromEnv(""),
+		TuneMaster: func(cfg *master.Config) {
+			cfg.MetricsAddr, cfg.PprofAddr = listen(metricsbridge.RoleSubsystems["master"]...)
+		},
+		TuneServer: func(cfg *partitionserver.Config) {
+			cfg.MetricsAddr, cfg.PprofAddr = listen(metricsbridge.RoleSubsystems["partitionserver"]...)
+		},
+		// The front-end publishes its accounts, keys included, in the
+		// partition map ctl reads.
+		TuneFrontend: func(cfg *frontend.Config) { cfg.Accounts = "zipacct:" + keyB64 },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	masters := strings.Join(c.MasterAddrs(), ",")
+	mc, err := masterclient.New(c.MasterAddrs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
+		_, err := m.CreateTable(ctx, &pb.CreateTableRequest{Name: "ziptest"})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) string {
+		t.Helper()
+		var out, errb bytes.Buffer
+		if err := RunContext(context.Background(), append([]string{"--master", masters, "--timeout", "10s"}, args...), &out, &errb); err != nil {
+			t.Fatalf("ctl %v: %v (stderr %s)", args, err, errb.String())
+		}
+		return out.String()
+	}
+	run("split", "ziptest", "m")
+
+	dead := deadAddr(t)
+	path := filepath.Join(t.TempDir(), "debug.zip")
+	run("debug", "zip", path, "--http-addrs", dead, "--request-timeout", "5s")
+	files := readZip(t, path)
+	m := zipManifest(t, files)
+
+	var ranges []Range
+	dec := json.NewDecoder(strings.NewReader(files["debug/cluster/ranges.json"]))
+	for dec.More() {
+		var r Range
+		if err := dec.Decode(&r); err != nil {
+			t.Fatal(err)
+		}
+		if r.Table == "ziptest" {
+			ranges = append(ranges, r)
+		}
+	}
+	if len(ranges) != 2 || ranges[0].End != "m" || ranges[1].Start != "m" {
+		t.Errorf("ranges.json lists the table's ranges %+v, want the two halves of the split", ranges)
+	}
+	for _, name := range []string{"debug/cluster/servers.json", "debug/cluster/events.json", "debug/cluster/masters.json", "debug/manifest.json"} {
+		if files[name] == "" {
+			t.Errorf("%s missing or empty", name)
+		}
+	}
+	if !strings.Contains(files["debug/cluster/events.json"], `"table":"ziptest"`) {
+		t.Errorf("events.json has no event of the table:\n%s", files["debug/cluster/events.json"])
+	}
+	for _, id := range []string{"ps1", "ps2", "ps3"} {
+		dir := "debug/servers/" + id + "/"
+		if !strings.Contains(files[dir+"metrics.txt"], "tablestore_partitionserver_") {
+			t.Errorf("%smetrics.txt has no tablestore_partitionserver_ metrics (files %v)", dir, keysOfFiles(files))
+		}
+		if !strings.Contains(files[dir+"goroutines.txt"], "goroutine ") || files[dir+"readyz.txt"] != "ok\n" ||
+			files[dir+"healthz.txt"] != "ok\n" || !strings.HasPrefix(files[dir+"version.txt"], "tablestore ") {
+			t.Errorf("%s: goroutines %d bytes, readyz %q, healthz %q, version %q", dir, len(files[dir+"goroutines.txt"]),
+				files[dir+"readyz.txt"], files[dir+"healthz.txt"], files[dir+"version.txt"])
+		}
+	}
+	if !strings.Contains(files["debug/masters/m1/metrics.txt"], "tablestore_master_") || files["debug/masters/m1/goroutines.txt"] == "" {
+		t.Errorf("master m1: metrics %d bytes, goroutines %d bytes", len(files["debug/masters/m1/metrics.txt"]), len(files["debug/masters/m1/goroutines.txt"]))
+	}
+	unreachable := false
+	for _, e := range m.Errors {
+		if strings.Contains(e.Source, dead) {
+			unreachable = true
+		} else {
+			t.Errorf("unexpected error: %+v", e)
+		}
+	}
+	if !unreachable {
+		t.Errorf("the unreachable --http-addrs %s is not in the manifest's errors %+v", dead, m.Errors)
+	}
+	assertNoSecret(t, files, keyB64, auth.DevAccountKey)
 }

@@ -57,6 +57,10 @@ type opts struct {
 	from   string
 	undo   bool
 	wait   time.Duration
+	// debug zip
+	force          bool
+	httpAddrs      string
+	requestTimeout time.Duration
 }
 
 var commands = []command{
@@ -101,6 +105,16 @@ var commands = []command{
 	{name: "master", args: "list | add ID RAFT_ADDR | remove ID", nargs: 1, varargs: true,
 		summary: "the master group's members; add a master started with --join, remove one",
 		run:     (*runner).master},
+	// --timeout bounds each master call rather than the whole run: a zip
+	// of a large cluster asks every process.
+	{name: "debug", args: "zip FILE [--force] [--http-addrs ADDRS] [--request-timeout D]", nargs: 2,
+		summary: "write a zip for a bug report: the master's view, every process's metrics, health, version and goroutines",
+		flags: func(fs *flag.FlagSet, o *opts) {
+			fs.BoolVar(&o.force, "force", false, "overwrite FILE if it exists")
+			fs.StringVar(&o.httpAddrs, "http-addrs", "", "more metrics listeners (host:port, comma-separated) to ask: front-ends, processes that register none")
+			fs.DurationVar(&o.requestTimeout, "request-timeout", 10*time.Second, "time limit of each HTTP request to a process")
+		},
+		run: (*runner).debug, streams: func(*opts) bool { return true }},
 }
 
 func findCommand(name string) (command, bool) {

@@ -323,7 +323,7 @@ func TestJSONOutput(t *testing.T) {
 				t.Errorf("range without load: %v", objs[0])
 			}
 		}},
-		{"servers", []string{"servers"}, 4, "alive,clock_offset_seconds,clock_skewed,disk,disk_available_bytes,disk_capacity_bytes,disk_reserve_bytes,draining,grpc_addr,last_heartbeat,last_heartbeat_unix_nano,leader_entities_per_sec,leaders,raft_addr,replicas,server_id,zone", func(t *testing.T, objs []map[string]any) {
+		{"servers", []string{"servers"}, 4, "alive,clock_offset_seconds,clock_skewed,disk,disk_available_bytes,disk_capacity_bytes,disk_reserve_bytes,draining,grpc_addr,last_heartbeat,last_heartbeat_unix_nano,leader_entities_per_sec,leaders,metrics_addr,pprof_addr,raft_addr,replicas,server_id,zone", func(t *testing.T, objs []map[string]any) {
 			s := objs[0]
 			if s["server_id"] != "ps1" || s["alive"] != true || s["clock_skewed"] != false || s["replicas"] != 2.0 || s["leaders"] != 2.0 ||
 				s["last_heartbeat"] != "2026-03-04T05:06:05.8Z" || s["disk"] != "ok" || s["disk_available_bytes"] != float64(50<<30) || s["zone"] != "eu-west-1a" {

@@ -1,7 +1,9 @@
 // Package ctl owns `tablestore ctl`, the operator's command line for the
 // master: it shows the partition map (ranges with their load, partition
-// servers), reads and follows the master's event log, and asks the master to
-// split, merge, move or transfer the leadership of a range.
+// servers), reads and follows the master's event log, asks the master to
+// split, merge, move or transfer the leadership of a range, and collects a
+// zip for a bug report (`debug zip`: the master's view and every process's
+// metrics, health, version and goroutines, found through the master).
 //
 // Every command prints either aligned human tables or, with --json, one JSON
 // object per line (per range, server, event or operation result) whose field

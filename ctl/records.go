@@ -88,6 +88,11 @@ type Server struct {
 	// from that median, 0 when unknown.
 	ClockSkewed        bool    `json:"clock_skewed"`
 	ClockOffsetSeconds float64 `json:"clock_offset_seconds"`
+	// MetricsAddr and PprofAddr are where the server serves /metrics (with
+	// /healthz, /readyz, /version) and /debug/pprof as it registered them;
+	// "" when off or registered by an older server.
+	MetricsAddr string `json:"metrics_addr"`
+	PprofAddr   string `json:"pprof_addr"`
 }
 
 // Member is one member of the master group (`ctl master`).
@@ -226,6 +231,7 @@ func serversFromMap(pm *pb.PartitionMap) []Server {
 			Replicas: replicas[s.GetServerId()], Leaders: leaders[s.GetServerId()],
 			LeaderEntitiesPerSec: load[s.GetServerId()],
 			ClockSkewed:          s.GetClockSkewed(), ClockOffsetSeconds: time.Duration(s.GetClockOffsetNanos()).Seconds(),
+			MetricsAddr: s.GetMetricsAddr(), PprofAddr: s.GetPprofAddr(),
 		}
 		if d := s.GetDiskSpace(); d != nil {
 			sv.DiskAvailableBytes, sv.DiskCapacityBytes, sv.DiskReserveBytes = d.GetAvailableBytes(), d.GetCapacityBytes(), d.GetReserveBytes()

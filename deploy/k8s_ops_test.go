@@ -322,7 +322,7 @@ func TestDocsCtlCommands(t *testing.T) {
 	fence := regexp.MustCompile("(?s)```sh\n(.*?)```")
 	ctlRE := regexp.MustCompile(`(?:^|[\s/])tablestore ctl (.*)$`)
 	placeholder := regexp.MustCompile(`<[^>]*>`)
-	vars := strings.NewReplacer("$M", "127.0.0.1:1", "$LOST", "tablestore-master-2", "$OK", "tablestore-master-0")
+	vars := strings.NewReplacer("$M", "127.0.0.1:1", "$LOST", "tablestore-master-2", "$OK", "tablestore-master-0", "$F", "127.0.0.1:2,")
 	var cmds [][]string
 	for _, block := range fence.FindAllStringSubmatch(doc, -1) {
 		for _, line := range strings.Split(block[1], "\n") {
@@ -331,6 +331,7 @@ func TestDocsCtlCommands(t *testing.T) {
 				continue
 			}
 			text, _, _ := strings.Cut(m[1], " #")
+			text, _, _ = strings.Cut(text, " > ") // the shell's redirection
 			text = vars.Replace(placeholder.ReplaceAllString(text, "x:7100"))
 			if strings.Contains(text, "--follow") {
 				continue // runs until interrupted

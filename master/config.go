@@ -21,6 +21,13 @@ type Config struct {
 	GRPCAddr string
 	// RaftAddr is the listen address of the master Raft group.
 	RaftAddr string
+	// MetricsAddr and PprofAddr are where this master serves /metrics
+	// (with /healthz, /readyz, /version) and /debug/pprof, "" when off:
+	// set by the binary once its listeners are bound, not flags of the
+	// master. ListMembers names them (an unspecified host replaced by the
+	// Raft address's) for `tablestore ctl debug zip`.
+	MetricsAddr string
+	PprofAddr   string
 	// Peers lists every master as id=raftaddr (including this one). Empty
 	// means a single-master group of this master alone.
 	Peers map[string]string

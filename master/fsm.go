@@ -407,7 +407,7 @@ func applyRegisterServer(s *state, payload []byte) *applyResult {
 	// mark.
 	draining := s.servers[sv.GetServerId()].GetDraining()
 	s.servers[sv.GetServerId()] = &pb.ServerInfo{ServerId: sv.GetServerId(), GrpcAddr: sv.GetGrpcAddr(), RaftAddr: sv.GetRaftAddr(),
-		Zone: sv.GetZone(), Draining: draining}
+		Zone: sv.GetZone(), Draining: draining, MetricsAddr: sv.GetMetricsAddr(), PprofAddr: sv.GetPprofAddr()}
 	s.changedOther()
 	return &applyResult{}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"tablestore/internal/metricsbridge"
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -46,7 +47,9 @@ func (s *Server) Members() (*pb.ListMembersResponse, error) {
 		return nil, err
 	}
 	_, leaderID := s.raft.LeaderWithID()
-	resp := &pb.ListMembersResponse{Index: f.Index()}
+	resp := &pb.ListMembersResponse{Index: f.Index(), SelfId: s.cfg.ID,
+		SelfMetricsAddr: metricsbridge.Advertised(s.cfg.MetricsAddr, s.cfg.RaftAddr),
+		SelfPprofAddr:   metricsbridge.Advertised(s.cfg.PprofAddr, s.cfg.RaftAddr)}
 	for _, sv := range f.Configuration().Servers {
 		resp.Members = append(resp.Members, &pb.MasterMember{
 			Id: string(sv.ID), RaftAddr: string(sv.Address),

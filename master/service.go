@@ -688,13 +688,14 @@ func (s *Server) collectOnHeartbeat(server string, req *pb.HeartbeatRequest, res
 func (s *Server) register(sv *pb.ServerInfo) error {
 	var known *pb.ServerInfo
 	s.fsm.read(func(st *state) { known = st.servers[sv.GetServerId()] })
-	if known != nil && known.GetGrpcAddr() == sv.GetGrpcAddr() && known.GetRaftAddr() == sv.GetRaftAddr() && known.GetZone() == sv.GetZone() {
+	if known != nil && known.GetGrpcAddr() == sv.GetGrpcAddr() && known.GetRaftAddr() == sv.GetRaftAddr() && known.GetZone() == sv.GetZone() &&
+		known.GetMetricsAddr() == sv.GetMetricsAddr() && known.GetPprofAddr() == sv.GetPprofAddr() {
 		return nil
 	}
 	if _, err := s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_REGISTER_SERVER, &pb.RegisterServerCommand{Server: sv}); err != nil {
 		return err
 	}
-	s.logger.Info("partition server registered", "server", sv.GetServerId(), "grpc", sv.GetGrpcAddr(), "raft", sv.GetRaftAddr(), "zone", sv.GetZone())
+	s.logger.Info("partition server registered", "server", sv.GetServerId(), "grpc", sv.GetGrpcAddr(), "raft", sv.GetRaftAddr(), "zone", sv.GetZone(), "metrics", sv.GetMetricsAddr())
 	return nil
 }
 

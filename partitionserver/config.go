@@ -29,6 +29,13 @@ type Config struct {
 	// means the listener's address.
 	AdvertiseGRPC string
 	AdvertiseRaft string
+	// MetricsAddr and PprofAddr are where the process serves /metrics (with
+	// /healthz, /readyz, /version) and /debug/pprof, "" when off: not flags
+	// of the server but of the binary, which sets them once its listeners
+	// are bound. Registered with the master (an unspecified host replaced
+	// by the advertised gRPC host) for `tablestore ctl debug zip`.
+	MetricsAddr string
+	PprofAddr   string
 	// Masters lists the master gRPC addresses.
 	Masters []string
 	// TLS is mutual TLS for the partition service, the range groups' Raft

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"time"
 
+	"tablestore/internal/metricsbridge"
 	"tablestore/partitionserver/fsm"
 	"tablestore/partitionserver/lifecycle"
 	pb "tablestore/proto/tablestorepb"
@@ -203,7 +204,9 @@ func (s *Server) heartbeatOnce(cur []*pb.RangeStatus) (wantFull bool, sent []*pb
 	now := time.Now()
 	full := rp.acked == nil || now.Sub(rp.lastFull) >= s.cfg.FullReportInterval
 	req := &pb.HeartbeatRequest{
-		Server:             &pb.ServerInfo{ServerId: s.id, GrpcAddr: s.GRPCAddr(), RaftAddr: s.RaftAddr(), Zone: s.cfg.Zone},
+		Server: &pb.ServerInfo{ServerId: s.id, GrpcAddr: s.GRPCAddr(), RaftAddr: s.RaftAddr(), Zone: s.cfg.Zone,
+			MetricsAddr: metricsbridge.Advertised(s.cfg.MetricsAddr, s.GRPCAddr()),
+			PprofAddr:   metricsbridge.Advertised(s.cfg.PprofAddr, s.GRPCAddr())},
 		Full:               full,
 		Incarnation:        rp.incarnation,
 		Seq:                rp.seq,

@@ -25,6 +25,7 @@ import (
 	"tablestore/frontend"
 	"tablestore/frontend/auth"
 	"tablestore/frontend/router"
+	"tablestore/internal/buildinfo"
 	"tablestore/internal/failpoint"
 	"tablestore/internal/health"
 	"tablestore/internal/logging"
@@ -106,6 +107,7 @@ type common struct {
 	logLevel    string
 	metricsAddr string
 	pprofAddr   string
+	pprofBound  string // the address pprof listens on ("" when off)
 	metricsNote string // how a derived metricsAddr came about
 	// subsystems are the role's metric families' subsystems (nil in dev,
 	// which runs every role: all of them).
@@ -129,7 +131,7 @@ func (c *common) start() (*slog.Logger, error) {
 	if c.metrics, err = metricsbridge.Serve(c.metricsAddr, c.subsystems...); err != nil {
 		return nil, fmt.Errorf("--metrics-addr %s%s: %w", c.metricsAddr, c.metricsNote, err)
 	}
-	if err := metricsbridge.ServePprof(c.pprofAddr); err != nil {
+	if c.pprofBound, err = metricsbridge.ServePprof(c.pprofAddr); err != nil {
 		return nil, fmt.Errorf("--pprof-addr %s: %w", c.pprofAddr, err)
 	}
 	return logger, nil
@@ -166,7 +168,7 @@ func (sp spec) flagSet(cm *common) *flag.FlagSet {
 	sp.register(fs)
 	help := sp.metricsHelp
 	if help == "" {
-		help = "listen address of /metrics, /healthz and /readyz (empty: off)"
+		help = "listen address of /metrics, /healthz, /readyz and /version (empty: off)"
 	}
 	cm.register(fs, sp.metricsDefault, help)
 	return fs
@@ -263,6 +265,10 @@ func devSpec() spec {
 		return nil
 	}
 	start := func(logger *slog.Logger, cm *common) (role, error) {
+		// Every role of the process names the one listener: ctl debug
+		// zip asks it once (by address), as the master's.
+		cfg.Master.MetricsAddr, cfg.Master.PprofAddr = cm.metrics.Addr(), cm.pprofBound
+		cfg.Server.MetricsAddr, cfg.Server.PprofAddr = cm.metrics.Addr(), cm.pprofBound
 		c, err := cluster.StartDev(cfg, logger)
 		if err != nil {
 			return role{}, err
@@ -279,7 +285,7 @@ func devSpec() spec {
 		return role{stop: func() error { c.Close(); return nil }, ready: c.Ready}, nil
 	}
 	return spec{name: "dev", metricsDefault: devMetricsAuto, register: cfg.RegisterFlags, prepare: prepare, start: start,
-		metricsHelp: "listen address of /metrics, /healthz, /readyz and /dashboard (auto: the --frontend-addr port + 1; empty: off)"}
+		metricsHelp: "listen address of /metrics, /healthz, /readyz, /version and /dashboard (auto: the --frontend-addr port + 1; empty: off)"}
 }
 
 // nextPort is addr with its port plus one (":0" stays ":0").
@@ -303,6 +309,8 @@ func runMaster(args []string) error { return serve(masterSpec(), args) }
 func masterSpec() spec {
 	cfg := master.DefaultConfig()
 	return spec{name: "master", register: cfg.RegisterFlags, start: func(logger *slog.Logger, cm *common) (role, error) {
+		// What ListMembers answers about this master (ctl debug zip).
+		cfg.MetricsAddr, cfg.PprofAddr = cm.metrics.Addr(), cm.pprofBound
 		s, err := master.New(cfg, logger)
 		if err != nil {
 			return role{}, err
@@ -320,7 +328,9 @@ func runPartitionServer(args []string) error { return serve(partitionServerSpec(
 
 func partitionServerSpec() spec {
 	cfg := partitionserver.DefaultConfig()
-	return spec{name: "partitionserver", register: cfg.RegisterFlags, start: func(logger *slog.Logger, _ *common) (role, error) {
+	return spec{name: "partitionserver", register: cfg.RegisterFlags, start: func(logger *slog.Logger, cm *common) (role, error) {
+		// Registered with the master for ctl debug zip.
+		cfg.MetricsAddr, cfg.PprofAddr = cm.metrics.Addr(), cm.pprofBound
 		s, err := partitionserver.New(cfg, logger)
 		if err != nil {
 			return role{}, err
@@ -414,29 +424,7 @@ func runVersion(args []string) error {
 	return nil
 }
 
-// versionLine is "tablestore VERSION commit REV[+dirty] (TIME) GOVERSION"
-// from the build information Go embeds (the commit needs a build inside a
-// git checkout, as `make build` does).
-func versionLine() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "tablestore unknown (no build information)"
-	}
-	set := map[string]string{}
-	for _, kv := range bi.Settings {
-		set[kv.Key] = kv.Value
-	}
-	commit := set["vcs.revision"]
-	if commit == "" {
-		commit = "unknown"
-	}
-	if set["vcs.modified"] == "true" {
-		commit += "+dirty"
-	}
-	line := fmt.Sprintf("tablestore %s commit %s", bi.Main.Version, commit)
-	if t := set["vcs.time"]; t != "" {
-		line += " (" + t + ")"
-	}
-	return line + " " + bi.GoVersion
-}
+// versionLine is "tablestore VERSION commit REV[+dirty] (TIME) GOVERSION".
+func versionLine() string { return buildinfo.Line() }
+
 func runSim(args []string) error { return sim.Main(args, os.Stdout) }

@@ -47,6 +47,12 @@ func New(addrs []string, opts ...grpc.DialOption) (*Client, error) {
 	return c, nil
 }
 
+// Each returns every master's address and connection, in the order given
+// (ctl debug zip asks each master about itself, not only the leader).
+func (c *Client) Each() (addrs []string, conns []*grpc.ClientConn) {
+	return c.addrs, c.conns
+}
+
 // ParseAddrs splits a comma-separated address list.
 func ParseAddrs(s string) []string {
 	var out []string

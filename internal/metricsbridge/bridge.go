@@ -2,6 +2,7 @@ package metricsbridge
 
 import (
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -14,6 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
+
+	"tablestore/internal/buildinfo"
 )
 
 var once sync.Once
@@ -77,6 +80,12 @@ func Serve(addr string, subsystems ...string) (*Listener, error) {
 	// promhttp.Handler's own instrumentation (promhttp_metric_handler_*)
 	// is kept: it is registered in the default registry it gathers.
 	mux.Handle("/metrics", promhttp.InstrumentMetricHandler(prometheus.DefaultRegisterer, promhttp.HandlerFor(g, promhttp.HandlerOpts{})))
+	// The build, for `tablestore ctl debug zip` and a curl: which binary
+	// answers here.
+	mux.HandleFunc("/version", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = io.WriteString(w, buildinfo.Line()+"\n")
+	})
 	bound, err := serveMux(addr, mux)
 	if err != nil {
 		return nil, err
@@ -134,10 +143,11 @@ func subsystem(name string) (string, bool) {
 
 // ServePprof serves /debug/pprof on its own listener (opt-in: profiles and
 // traces expose internals and cost CPU, so they never share the metrics
-// port that Prometheus and probes reach); an empty addr serves nothing.
-func ServePprof(addr string) error {
+// port that Prometheus and probes reach) and returns the address it is
+// bound to; an empty addr serves nothing and returns "".
+func ServePprof(addr string) (string, error) {
 	if addr == "" {
-		return nil
+		return "", nil
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
@@ -145,8 +155,31 @@ func ServePprof(addr string) error {
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	_, err := serveMux(addr, mux)
-	return err
+	return serveMux(addr, mux)
+}
+
+// Advertised is the address others dial for a listener bound to bound: its
+// host when it names one, else (bound to every interface: "", 0.0.0.0,
+// ::) the host of peer, an address of the same process others already
+// dial (a partition server's advertised gRPC address, a master's Raft
+// address), with bound's port. "" stays "" (the listener is off); an
+// unparsable address is returned as it is. Pure.
+func Advertised(bound, peer string) string {
+	host, port, err := net.SplitHostPort(bound)
+	if err != nil || bound == "" {
+		return bound
+	}
+	if ip := net.ParseIP(host); host != "" && (ip == nil || !ip.IsUnspecified()) {
+		return bound
+	}
+	phost, _, err := net.SplitHostPort(peer)
+	if err != nil || phost == "" {
+		return bound
+	}
+	if ip := net.ParseIP(phost); ip != nil && ip.IsUnspecified() {
+		return bound
+	}
+	return net.JoinHostPort(phost, port)
 }
 
 func serveMux(addr string, mux *http.ServeMux) (string, error) {

@@ -81,3 +81,38 @@ func TestServeFiltersByRole(t *testing.T) {
 		t.Errorf("an unfiltered page (dev) misses %s", fam)
 	}
 }
+
+func TestAdvertised(t *testing.T) {
+	for _, tc := range []struct{ bound, peer, want string }{
+		{"", "ps1.svc:7200", ""},                             // off
+		{"[::]:9090", "ps1.svc:7200", "ps1.svc:9090"},        // every interface: the peer's host
+		{"0.0.0.0:9090", "10.0.0.5:7100", "10.0.0.5:9090"},   // a master's Raft host
+		{":9090", "[fd00::5]:7200", "[fd00::5]:9090"},        // IPv6 peer
+		{"10.0.0.9:9090", "ps1.svc:7200", "10.0.0.9:9090"},   // a named host stays
+		{"127.0.0.1:6060", "ps1.svc:7200", "127.0.0.1:6060"}, // loopback stays: ctl decides
+		{"[::]:9090", "[::]:7200", "[::]:9090"},              // no better host known
+		{"[::]:9090", "", "[::]:9090"},                       // nor here
+		{"not an address", "ps1.svc:7200", "not an address"}, // unparsable: as it is
+		{"localhost:9090", "ps1.svc:7200", "localhost:9090"},
+	} {
+		if got := Advertised(tc.bound, tc.peer); got != tc.want {
+			t.Errorf("Advertised(%q, %q) = %q, want %q", tc.bound, tc.peer, got, tc.want)
+		}
+	}
+}
+
+func TestServeVersion(t *testing.T) {
+	l, err := Serve("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get("http://" + l.Addr() + "/version")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(string(b), "tablestore ") {
+		t.Errorf("/version: %s %q", resp.Status, b)
+	}
+}

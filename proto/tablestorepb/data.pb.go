@@ -712,8 +712,15 @@ type ServerInfo struct {
 	// none measured for 10 s). docs/operations.md, "Clocks".
 	ClockSkewed      bool  `protobuf:"varint,9,opt,name=clock_skewed,json=clockSkewed,proto3" json:"clock_skewed,omitempty"`
 	ClockOffsetNanos int64 `protobuf:"varint,10,opt,name=clock_offset_nanos,json=clockOffsetNanos,proto3" json:"clock_offset_nanos,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// metrics_addr and pprof_addr (replicated, registered like the
+	// addresses): where the server serves /metrics, /healthz, /readyz and
+	// /version (its --metrics-addr) and /debug/pprof (its --pprof-addr), an
+	// unspecified listen host replaced by its advertised gRPC host; "" when
+	// off or from an older server. `tablestore ctl debug zip` reads them.
+	MetricsAddr   string `protobuf:"bytes,11,opt,name=metrics_addr,json=metricsAddr,proto3" json:"metrics_addr,omitempty"`
+	PprofAddr     string `protobuf:"bytes,12,opt,name=pprof_addr,json=pprofAddr,proto3" json:"pprof_addr,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ServerInfo) Reset() {
@@ -814,6 +821,20 @@ func (x *ServerInfo) GetClockOffsetNanos() int64 {
 		return x.ClockOffsetNanos
 	}
 	return 0
+}
+
+func (x *ServerInfo) GetMetricsAddr() string {
+	if x != nil {
+		return x.MetricsAddr
+	}
+	return ""
+}
+
+func (x *ServerInfo) GetPprofAddr() string {
+	if x != nil {
+		return x.PprofAddr
+	}
+	return ""
 }
 
 // DiskSpace is a partition server's data directory file system: what is
@@ -3645,7 +3666,7 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"permission\x18\x04 \x01(\tR\n" +
 	"permission\x12\x1d\n" +
 	"\n" +
-	"has_policy\x18\x05 \x01(\bR\thasPolicy\"\xec\x02\n" +
+	"has_policy\x18\x05 \x01(\bR\thasPolicy\"\xae\x03\n" +
 	"\n" +
 	"ServerInfo\x12\x1b\n" +
 	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x1b\n" +
@@ -3659,7 +3680,10 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x04zone\x18\b \x01(\tR\x04zone\x12!\n" +
 	"\fclock_skewed\x18\t \x01(\bR\vclockSkewed\x12,\n" +
 	"\x12clock_offset_nanos\x18\n" +
-	" \x01(\x03R\x10clockOffsetNanos\"\x80\x01\n" +
+	" \x01(\x03R\x10clockOffsetNanos\x12!\n" +
+	"\fmetrics_addr\x18\v \x01(\tR\vmetricsAddr\x12\x1d\n" +
+	"\n" +
+	"pprof_addr\x18\f \x01(\tR\tpprofAddr\"\x80\x01\n" +
 	"\tDiskSpace\x12'\n" +
 	"\x0favailable_bytes\x18\x01 \x01(\x04R\x0eavailableBytes\x12%\n" +
 	"\x0ecapacity_bytes\x18\x02 \x01(\x04R\rcapacityBytes\x12#\n" +

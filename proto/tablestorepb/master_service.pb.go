@@ -425,9 +425,15 @@ type ListMembersResponse struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Members []*MasterMember        `protobuf:"bytes,1,rep,name=members,proto3" json:"members,omitempty"`
 	// index is the Raft index of the configuration shown.
-	Index         uint64 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Index uint64 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
+	// The master that answered: its id and where it serves /metrics,
+	// /healthz, /readyz and /version and /debug/pprof ("" when off). Only a
+	// master knows its own; `tablestore ctl debug zip` asks each master.
+	SelfId          string `protobuf:"bytes,3,opt,name=self_id,json=selfId,proto3" json:"self_id,omitempty"`
+	SelfMetricsAddr string `protobuf:"bytes,4,opt,name=self_metrics_addr,json=selfMetricsAddr,proto3" json:"self_metrics_addr,omitempty"`
+	SelfPprofAddr   string `protobuf:"bytes,5,opt,name=self_pprof_addr,json=selfPprofAddr,proto3" json:"self_pprof_addr,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ListMembersResponse) Reset() {
@@ -472,6 +478,27 @@ func (x *ListMembersResponse) GetIndex() uint64 {
 		return x.Index
 	}
 	return 0
+}
+
+func (x *ListMembersResponse) GetSelfId() string {
+	if x != nil {
+		return x.SelfId
+	}
+	return ""
+}
+
+func (x *ListMembersResponse) GetSelfMetricsAddr() string {
+	if x != nil {
+		return x.SelfMetricsAddr
+	}
+	return ""
+}
+
+func (x *ListMembersResponse) GetSelfPprofAddr() string {
+	if x != nil {
+		return x.SelfPprofAddr
+	}
+	return ""
 }
 
 type AddMemberRequest struct {
@@ -2055,10 +2082,13 @@ const file_tablestore_v1_master_service_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\traft_addr\x18\x02 \x01(\tR\braftAddr\x12\x14\n" +
 	"\x05voter\x18\x03 \x01(\bR\x05voter\x12\x16\n" +
-	"\x06leader\x18\x04 \x01(\bR\x06leader\"b\n" +
+	"\x06leader\x18\x04 \x01(\bR\x06leader\"\xcf\x01\n" +
 	"\x13ListMembersResponse\x125\n" +
 	"\amembers\x18\x01 \x03(\v2\x1b.tablestore.v1.MasterMemberR\amembers\x12\x14\n" +
-	"\x05index\x18\x02 \x01(\x04R\x05index\"?\n" +
+	"\x05index\x18\x02 \x01(\x04R\x05index\x12\x17\n" +
+	"\aself_id\x18\x03 \x01(\tR\x06selfId\x12*\n" +
+	"\x11self_metrics_addr\x18\x04 \x01(\tR\x0fselfMetricsAddr\x12&\n" +
+	"\x0fself_pprof_addr\x18\x05 \x01(\tR\rselfPprofAddr\"?\n" +
 	"\x10AddMemberRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\traft_addr\x18\x02 \x01(\tR\braftAddr\"%\n" +
