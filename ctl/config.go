@@ -20,7 +20,8 @@ type Config struct {
 	JSON bool
 	// Timeout bounds each command (finding the leader included). With
 	// `events --follow` it bounds how long ctl keeps trying to reach a master
-	// after losing the stream, not the whole run.
+	// after losing the stream, not the whole run; with `debug zip` each
+	// request to the master (a zip of a large cluster asks every process).
 	Timeout time.Duration
 	// TLS is the client certificate for masters that require mutual TLS.
 	TLS peertls.Config
@@ -55,6 +56,6 @@ func (c *Config) Validate() error {
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Masters, "master", c.Masters, "comma-separated master gRPC addresses, every master (ctl looks for the leader among them)")
 	fs.BoolVar(&c.JSON, "json", c.JSON, "print one JSON object per line instead of tables")
-	fs.DurationVar(&c.Timeout, "timeout", c.Timeout, "time limit of the command, finding the master leader included (events --follow: of each reconnection)")
+	fs.DurationVar(&c.Timeout, "timeout", c.Timeout, "time limit of the command, finding the master leader included (events --follow: of each reconnection; debug zip: of each request to the master)")
 	c.TLS.RegisterFlags(fs)
 }
