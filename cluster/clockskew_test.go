@@ -10,9 +10,9 @@ import (
 	"tablestore/partitionserver"
 )
 
-// TestClockSkewLosesLeadership shifts the clock the range leader's
-// heartbeats report a minute ahead (Config.ClockNow; its writes' stamps
-// are untouched, the process has one clock) while clients write: the
+// TestClockSkewLosesLeadership shifts the range leader's wall clock a
+// minute ahead (Config.ClockNow: what its heartbeats report and what it
+// stamps its write proposals with, as one host clock) while clients write: the
 // master finds it more than --max-clock-offset from the other servers'
 // median and moves the leadership to a follower, with cause clock-skew in
 // the event, and it gets no leadership back while skewed. Leader

@@ -123,10 +123,5 @@ func (g *clockGuard) admit(server string, now time.Time) error {
 		map[string]string{rpcerr.MetaRetryAfterMs: strconv.FormatInt(clockRetryAfter.Milliseconds(), 10)})
 }
 
-// clockNow is the wall clock the heartbeats report (Config.ClockNow).
-func (s *Server) clockNow() time.Time {
-	if s.cfg.ClockNow != nil {
-		return s.cfg.ClockNow()
-	}
-	return time.Now()
-}
+// clockNow is the wall clock the heartbeats report (wallclock.go).
+func (s *Server) clockNow() time.Time { return s.cfg.wallNow() }

@@ -129,9 +129,13 @@ type Config struct {
 	// default): none named; the server then shares a zone with no other.
 	// Printable, no spaces, at most MaxZoneLen bytes.
 	Zone string
-	// ClockNow, when set, is the wall clock the heartbeats report to the
-	// master (HeartbeatRequest.sent_unix_nano) in place of time.Now: a
-	// test's shifted clock (tests only; nothing else reads it).
+	// ClockNow, when set, is the server's wall clock in place of
+	// time.Now (and of the ClockOffsetPoint failpoint): a test's shifted
+	// clock (tests only). It is the clock the heartbeats report to the
+	// master (HeartbeatRequest.sent_unix_nano) and the one the leaders
+	// stamp write proposals with (WriteCommand.proposed_unix_nano), as one
+	// host clock would be; timers, leases and ages use the monotonic
+	// clock and never read it (wallclock.go).
 	ClockNow func() time.Time
 }
 

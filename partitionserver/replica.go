@@ -61,8 +61,11 @@ type replica struct {
 	gapMu          sync.Mutex
 	gapFrom, gapTo uint64
 
-	verify   *verifyCoalescer
-	batcher  writeBatcher
+	verify  *verifyCoalescer
+	batcher writeBatcher
+	// wallNow stamps write proposals: Config.wallNow, the clock the
+	// heartbeats report.
+	wallNow  func() time.Time
 	load     *loadMeter
 	keys     *keyMeter
 	throttle *throttle
@@ -229,6 +232,7 @@ func openReplica(d replicaDeps, sl *slot, bootstrap bool, voters []raft.Server, 
 		transport: transport, logStore: logStore, snaps: snaps, dir: dir,
 		load: sl.load, keys: sl.keys, throttle: sl.throttle,
 		snapshotFirst: first, membersMu: make(chan struct{}, 1),
+		wallNow: d.cfg.wallNow,
 	}
 	// A follower stuck on a stale log tail is caught up by a snapshot
 	// past it (see Group.SetStuckFollower).
@@ -417,7 +421,7 @@ func (r *replica) write(ctx context.Context, ops []*pb.EntityOp, requestID []byt
 	if !r.isLeader() {
 		return nil, ErrNotLeader
 	}
-	cmd := &pb.WriteCommand{ProposedUnixNano: time.Now().UnixNano(), Ops: ops, RequestId: requestID}
+	cmd := &pb.WriteCommand{ProposedUnixNano: r.proposalTime(), Ops: ops, RequestId: requestID}
 	return r.batcher.write(ctx, r, cmd, timeout)
 }
 
@@ -432,12 +436,21 @@ func (r *replica) writeMany(ctx context.Context, reqs []*pb.WriteRequest, timeou
 		}
 		return make([]*fsm.Result, len(reqs)), errs
 	}
-	now := time.Now().UnixNano()
+	now := r.proposalTime()
 	cmds := make([]*pb.WriteCommand, len(reqs))
 	for i, req := range reqs {
 		cmds[i] = &pb.WriteCommand{ProposedUnixNano: now, Ops: req.GetOps(), RequestId: req.GetRequestId()}
 	}
 	return r.batcher.writeMany(ctx, r, cmds, timeout)
+}
+
+// proposalTime is a write proposal's time: the server's wall clock
+// (wallclock.go), which the range's log clock follows forward.
+func (r *replica) proposalTime() int64 {
+	if r.wallNow == nil { // a replica built by a test
+		return time.Now().UnixNano()
+	}
+	return r.wallNow().UnixNano()
 }
 
 // proposeWrite proposes one write as its own entry.

@@ -13,8 +13,9 @@ import (
 const EnvVar = "TABLESTORE_FAILPOINTS"
 
 // EnableFromEnv arms the points listed in $TABLESTORE_FAILPOINTS:
-// "name=delay:50ms;other=error". delay sleeps and succeeds (a slow disk),
-// error fails. It returns an error naming a malformed entry.
+// "name=delay:50ms;other=error;clock=offset:-90s". delay sleeps and
+// succeeds (a slow disk), error fails, offset arms an offset point (read
+// by Offset). It returns an error naming a malformed entry.
 func EnableFromEnv() error {
 	spec := os.Getenv(EnvVar)
 	if spec == "" {
@@ -29,17 +30,33 @@ func EnableFromEnv() error {
 		if !ok || name == "" {
 			return fmt.Errorf("failpoint: %s: %q is not name=action", EnvVar, item)
 		}
-		fn, err := parseAction(action)
-		if err != nil {
+		if err := arm(name, action); err != nil {
 			return fmt.Errorf("%s: %w", EnvVar, err)
 		}
-		Enable(name, fn)
 	}
 	return nil
 }
 
+// arm arms point name with action: "error", "delay:D" or "offset:D".
+func arm(name, action string) error {
+	if v, ok := strings.CutPrefix(action, "offset:"); ok {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("%w: bad offset %q", ErrBadAction, action)
+		}
+		EnableOffset(name, d)
+		return nil
+	}
+	fn, err := parseAction(action)
+	if err != nil {
+		return err
+	}
+	Enable(name, fn)
+	return nil
+}
+
 // ErrBadAction is what a malformed action is refused with.
-var ErrBadAction = errors.New("failpoint: bad action (want delay:D or error)")
+var ErrBadAction = errors.New("failpoint: bad action (want delay:D, error or offset:D)")
 
 // parseAction turns "error" or "delay:D" into what Inject calls: delay
 // sleeps and succeeds (a slow disk), error fails.

@@ -40,7 +40,8 @@ func ServeFromEnv() error {
 }
 
 // Handler arms and disarms points: PUT /name with an action as the body
-// ("delay:150ms", "error"), DELETE /name, GET / lists the armed names.
+// ("delay:150ms", "error", "offset:-90s"), DELETE /name, GET / lists the
+// armed names.
 func Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		name := strings.TrimPrefix(r.URL.Path, "/")
@@ -55,18 +56,16 @@ func Handler() http.Handler {
 				http.Error(w, err.Error(), http.StatusBadRequest)
 				return
 			}
-			fn, err := parseAction(strings.TrimSpace(string(body)))
-			if err != nil {
+			if err := arm(name, strings.TrimSpace(string(body))); err != nil {
 				http.Error(w, err.Error(), http.StatusBadRequest)
 				return
 			}
-			Enable(name, fn)
 			slog.Warn("failpoint armed", "name", name, "action", strings.TrimSpace(string(body)))
 		case r.Method == http.MethodDelete && name != "":
 			Disable(name)
 			slog.Warn("failpoint disarmed", "name", name)
 		default:
-			http.Error(w, "failpoint: PUT /name (body delay:D or error), DELETE /name or GET /", http.StatusMethodNotAllowed)
+			http.Error(w, "failpoint: PUT /name (body delay:D, error or offset:D), DELETE /name or GET /", http.StatusMethodNotAllowed)
 		}
 	})
 }
@@ -75,8 +74,11 @@ func Handler() http.Handler {
 func armedNames() []string {
 	mu.Lock()
 	defer mu.Unlock()
-	out := make([]string, 0, len(points))
+	out := make([]string, 0, len(points)+len(offsets))
 	for n := range points {
+		out = append(out, n)
+	}
+	for n := range offsets {
 		out = append(out, n)
 	}
 	sort.Strings(out)

@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestHandler(t *testing.T) {
@@ -36,6 +37,8 @@ func TestHandler(t *testing.T) {
 		{http.MethodPut, "/p", "error\n", http.StatusOK, true},
 		{http.MethodPost, "/p", "error", http.StatusMethodNotAllowed, true},
 		{http.MethodPut, "/", "error", http.StatusMethodNotAllowed, true},
+		{http.MethodPut, "/p", "offset:x", http.StatusBadRequest, true},
+		{http.MethodPut, "/p", "offset:-90s", http.StatusOK, false},
 		{http.MethodDelete, "/p", "", http.StatusOK, false},
 	}
 	for i, s := range steps {
@@ -44,6 +47,9 @@ func TestHandler(t *testing.T) {
 		}
 		if armed := Inject("p") != nil; armed != s.armed {
 			t.Fatalf("step %d: point failing = %v, want %v", i, armed, s.armed)
+		}
+		if off := Offset("p"); (off != 0) != (s.body == "offset:-90s") || (off != 0 && off != -90*time.Second) {
+			t.Fatalf("step %d: offset %v", i, off)
 		}
 	}
 	if names := armedNames(); len(names) != 0 {
