@@ -135,15 +135,16 @@ func Run(o Options) (_ *Result, err error) {
 	// reshaping operations in between.
 	end := time.Now().Add(o.Duration)
 	var faultTimes []faultSpan
+	faultRNG := rand.New(rand.NewSource(faultSeed(o.Seed)))
 	for time.Now().Before(end) {
 		at := time.Since(w.start)
-		f := inject(c, rng)
+		f := inject(c, faultRNG)
 		res.Faults = append(res.Faults, fmt.Sprintf("t+%.1fs %s", at.Seconds(), f.name))
 		o.Logf("seed %d: %s", o.Seed, f.name)
 		reshape(c, rng, o.Logf)
 		time.Sleep(time.Duration(2000+rng.Intn(3000)) * time.Millisecond)
 		f.heal()
-		faultTimes = append(faultTimes, faultSpan{f.name, at, time.Since(w.start)})
+		faultTimes = append(faultTimes, faultSpan{f.name, at, time.Since(w.start), f.clockOn})
 		if dead := c.reviveExited(); len(dead) > 0 {
 			o.Logf("seed %d: restarted %v after they exited", o.Seed, dead)
 		}
@@ -193,6 +194,7 @@ func Run(o Options) (_ *Result, err error) {
 		// query page timed out on every try with nothing in the logs.)
 		c.dumpGoroutines()
 	}
+	clockNotes(c, res, w.start, faultTimes)
 	res.HistoryOps = len(w.history)
 	check, info := porcupine.CheckOperationsVerbose(registerModel, w.history, 60*time.Second)
 	switch check {
@@ -242,41 +244,106 @@ func setup(sc *aztables.ServiceClient) error {
 type fault struct {
 	name string
 	heal func()
+	// clockOn names the server a clock fault set off (clockNotes).
+	clockOn string
 }
 
-// inject starts one fault chosen by rng.
+// faultKind is a kind of fault; its value is what the seed's fault rng
+// draws (faultKinds of them, uniformly).
+type faultKind int
+
+const (
+	faultKill faultKind = iota
+	faultStop
+	faultKillMasterLeader
+	faultIsolate
+	faultOneWay
+	faultIsolateMaster
+	faultSlowDisk
+	faultFailingDisk
+	faultTerminate
+	faultClock
+	faultKinds // how many there are
+)
+
+// clockOffsets are the clock fault's shifts: past the master's
+// --max-clock-offset (10 s) ahead and behind, past the minute after which
+// a skewed leader refuses writes, and 5 min ahead; all inside the request
+// records' 10-minute TTL (partitionserver/fsm/dedup.go), which a leader
+// clock further ahead can defeat (TABLESTORE_CHAOS_CLOCK_OFFSET explores
+// that).
+var clockOffsets = []time.Duration{15 * time.Second, -15 * time.Second, 90 * time.Second, -90 * time.Second, 5 * time.Minute}
+
+// faultChoice is one fault as the seed chose it, before it meets the
+// cluster: its kind, the partition server it strikes (an index), the
+// server a one-way cut hides from it, the master a cut isolates, a
+// clock's shift.
+type faultChoice struct {
+	kind          faultKind
+	server, other int
+	master        int
+	offset        time.Duration
+}
+
+// chooseFault draws the next fault from rng, the seed's fault stream,
+// which nothing else draws from: the faults of a seed and their order
+// depend on the seed alone, not on the map the reshapes met.
+func chooseFault(rng *rand.Rand, servers, masters int) faultChoice {
+	f := faultChoice{server: rng.Intn(servers), kind: faultKind(rng.Intn(int(faultKinds)))}
+	switch f.kind {
+	case faultOneWay:
+		f.other = (f.server + 1 + rng.Intn(servers-1)) % servers
+	case faultIsolateMaster:
+		f.master = rng.Intn(masters)
+	case faultClock:
+		f.offset = clockOffsets[rng.Intn(len(clockOffsets))]
+	}
+	return f
+}
+
+// faultSeed seeds a seed's fault stream apart from its other draws
+// (reshapes, pauses): the same source would repeat its numbers there.
+func faultSeed(seed int64) int64 { return seed ^ 0x5eed_fa17 }
+
+// inject starts one fault chosen by rng (the seed's fault stream).
 func inject(c *cluster, rng *rand.Rand) fault {
-	ps := c.servers[rng.Intn(len(c.servers))]
-	switch rng.Intn(9) {
-	case 0:
+	f := chooseFault(rng, len(c.servers), len(c.masters))
+	if d, ok := forcedClockOffset(); ok {
+		return clockFault(c, c.rangeLeader(f.server), d)
+	}
+	ps := c.servers[f.server]
+	switch f.kind {
+	case faultKill:
 		c.kill(ps)
-		return fault{"kill -9 " + ps.name, func() { c.start(ps) }}
-	case 8:
+		return fault{name: "kill -9 " + ps.name, heal: func() { c.start(ps) }}
+	case faultTerminate:
 		// A rolling restart's step: the server hands its leaderships off
 		// and exits; it starts again at the heal.
 		c.terminate(ps)
-		return fault{"SIGTERM " + ps.name, func() { c.start(ps) }}
-	case 1:
+		return fault{name: "SIGTERM " + ps.name, heal: func() { c.start(ps) }}
+	case faultStop:
 		c.signal(ps, syscall.SIGSTOP)
 		c.mark(ps.name, flagStopped, true)
-		return fault{"SIGSTOP " + ps.name, func() { c.signal(ps, syscall.SIGCONT); c.mark(ps.name, flagStopped, false) }}
-	case 2:
+		return fault{name: "SIGSTOP " + ps.name, heal: func() { c.signal(ps, syscall.SIGCONT); c.mark(ps.name, flagStopped, false) }}
+	case faultKillMasterLeader:
 		m := c.masterLeader()
 		c.kill(m)
-		return fault{"kill -9 master leader " + m.name, func() { c.start(m) }}
-	case 3:
+		return fault{name: "kill -9 master leader " + m.name, heal: func() { c.start(m) }}
+	case faultIsolate:
 		isolate(c, ps.name, true)
-		return fault{"partition: " + ps.name + " cut off", func() { isolate(c, ps.name, false) }}
-	case 4:
-		other := c.servers[(indexOf(c.servers, ps)+1+rng.Intn(len(c.servers)-1))%len(c.servers)]
+		return fault{name: "partition: " + ps.name + " cut off", heal: func() { isolate(c, ps.name, false) }}
+	case faultOneWay:
+		other := c.servers[f.other]
 		c.net.setCut(ps.name, other.name, true)
-		return fault{"one-way: " + ps.name + " cannot reach " + other.name, func() { c.net.setCut(ps.name, other.name, false) }}
-	case 5:
-		m := c.masters[rng.Intn(len(c.masters))]
+		return fault{name: "one-way: " + ps.name + " cannot reach " + other.name, heal: func() { c.net.setCut(ps.name, other.name, false) }}
+	case faultIsolateMaster:
+		m := c.masters[f.master]
 		isolate(c, m.name, true)
-		return fault{"partition: master " + m.name + " cut off", func() { isolate(c, m.name, false) }}
-	case 6:
+		return fault{name: "partition: master " + m.name + " cut off", heal: func() { isolate(c, m.name, false) }}
+	case faultSlowDisk:
 		return diskFault(c, ps, "slow fsync", "delay:150ms")
+	case faultClock:
+		return clockFault(c, ps, f.offset)
 	default:
 		return diskFault(c, ps, "failing fsync", "error")
 	}
@@ -295,13 +362,13 @@ func diskFault(c *cluster, ps *role, what, action string) fault {
 	if err := c.setFailpoint(ps, diskPoint, action); err != nil {
 		name += " (not armed: " + err.Error() + ")"
 	}
-	return fault{name, func() { c.disarm(ps) }}
+	return fault{name: name, heal: func() { c.disarm(ps) }}
 }
 
-// disarm disarms the disk failpoint of r if it runs, restarting r when it
-// does not answer.
+// disarm disarms the disk and clock failpoints of r if it runs,
+// restarting r when it does not answer.
 func (c *cluster) disarm(r *role) {
-	if r.failAddr == "" || c.setFailpoint(r, diskPoint, "") == nil {
+	if r.failAddr == "" || (c.setFailpoint(r, diskPoint, "") == nil && c.setFailpoint(r, clockPoint, "") == nil) {
 		return
 	}
 	c.mu.Lock()
@@ -615,6 +682,7 @@ func Summary(rs []*Result) string {
 type faultSpan struct {
 	name     string
 	from, to time.Duration
+	clockOn  string // a clock fault's server
 }
 
 // majorityGap sets the majority-up availability figure of res and names
