@@ -40,6 +40,8 @@ type span struct {
 type placement struct {
 	at     time.Duration
 	ranges []span
+	// skewed are the servers the map said were clock-skewed (clockNotes).
+	skewed []string
 }
 
 // writeGap is a window without a successful write to key.

@@ -40,7 +40,7 @@ func runSeed(t *testing.T, bin string, seed int64, d time.Duration) *Result {
 	if err != nil {
 		t.Fatalf("seed %d: %v", seed, err)
 	}
-	if !res.KeepLogs() && *keepDir != "" {
+	if _, explore := forcedClockOffset(); !res.KeepLogs() && !explore && *keepDir != "" {
 		os.RemoveAll(dir)
 	}
 	return res

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -74,14 +75,15 @@ func (c *cluster) rangeLeader(i int) *role {
 }
 
 // clockNotes notes what the clock faults caused, as findings rather than
-// violations (the checks are the same for every fault): for each, the
-// leaderships the master moved off the skewed server with cause
-// clock-skew from the fault's start to 10 s after its heal, and how soon
-// the first moved; and, over the run, the verdicts the masters' logs show
-// and the refusals (503 ServerBusy to every write of the ranges a server
-// leads, past a minute off) the servers' logs show. The logs are the
-// roles' kept tails: the counts are at least these.
-func clockNotes(c *cluster, res *Result, start time.Time, spans []faultSpan) {
+// violations (the checks are the same for every fault): for each, when
+// the master's map first and last called the server clock-skewed (polled
+// every 500 ms), from the fault's start to 15 s after its heal, and the
+// leaderships it moved off the server with cause clock-skew in that time
+// and how soon the first moved; over the run, the servers whose logs show
+// them starting to refuse writes (503 ServerBusy to every write of the
+// ranges they lead, past a minute off; the logs are the roles' kept
+// tails: at least these).
+func clockNotes(c *cluster, res *Result, start time.Time, spans []faultSpan, places []placement) {
 	var clocks []faultSpan
 	for _, f := range spans {
 		if f.clockOn != "" {
@@ -95,12 +97,19 @@ func clockNotes(c *cluster, res *Result, start time.Time, spans []faultSpan) {
 	if err != nil {
 		res.Notes = append(res.Notes, "clock faults: no event log: "+err.Error())
 	}
+	const after = 15 * time.Second
 	for _, f := range clocks {
+		note := fmt.Sprintf("t+%.1f-%.1fs %s: ", f.from.Seconds(), f.to.Seconds(), f.name)
+		if from, to, ok := skewedSpan(places, f.clockOn, f.from, f.to+after); ok {
+			note += fmt.Sprintf("skewed in the map from %+.1fs after the start to %+.1fs after the heal", (from - f.from).Seconds(), (to - f.to).Seconds())
+		} else {
+			note += "never skewed in the map"
+		}
 		moved, first := 0, time.Duration(-1)
 		for _, e := range events {
 			at := time.Unix(0, e.GetUnixNano()).Sub(start)
 			if e.GetKind() != pb.EventKind_EVENT_KIND_LEADER_TRANSFER || e.GetCause() != "clock-skew" ||
-				len(e.GetServers()) == 0 || e.GetServers()[0] != f.clockOn || at < f.from || at > f.to+10*time.Second {
+				len(e.GetServers()) == 0 || e.GetServers()[0] != f.clockOn || at < f.from || at > f.to+after {
 				continue
 			}
 			moved++
@@ -108,24 +117,34 @@ func clockNotes(c *cluster, res *Result, start time.Time, spans []faultSpan) {
 				first = at - f.from
 			}
 		}
-		note := fmt.Sprintf("t+%.1fs %s: %d leaderships moved off", f.from.Seconds(), f.name, moved)
+		note += fmt.Sprintf(", %d leaderships moved off", moved)
 		if first >= 0 {
-			note += fmt.Sprintf(", the first %.1fs after", first.Seconds())
+			note += fmt.Sprintf(" (the first %.1fs after the start)", first.Seconds())
 		}
 		res.Notes = append(res.Notes, note)
-	}
-	verdicts, refusals := 0, map[string]int{}
-	for _, m := range c.masters {
-		verdicts += strings.Count(m.out.String(), "partition server's clock is off")
 	}
 	var rs []string
 	for _, s := range c.servers {
 		if n := strings.Count(s.out.String(), "refuse client writes"); n > 0 {
-			refusals[s.name] = n
 			rs = append(rs, fmt.Sprintf("%s %d", s.name, n))
 		}
 	}
-	res.Notes = append(res.Notes, fmt.Sprintf("clock verdicts logged by the masters: %d; servers that began refusing writes: %v", verdicts, rs))
+	res.Notes = append(res.Notes, fmt.Sprintf("began refusing writes: %v", rs))
+}
+
+// skewedSpan is the first and last poll in [from, to] whose map called
+// server clock-skewed.
+func skewedSpan(places []placement, server string, from, to time.Duration) (first, last time.Duration, ok bool) {
+	for _, p := range places {
+		if p.at < from || p.at > to || !slices.Contains(p.skewed, server) {
+			continue
+		}
+		if !ok {
+			first, ok = p.at, true
+		}
+		last = p.at
+	}
+	return first, last, ok
 }
 
 // masterEvents reads the masters' event log (past the fault layer).

@@ -1,7 +1,11 @@
 // Package chaos is a Jepsen-style fault-injection harness: it runs the
 // roles as separate processes of the real binary, injects crashes, clean shutdowns, pauses,
-// master-leader kills, network cuts and slow or failing disks (by seed)
-// while the official Azure SDK writes, reshapes the key space with
+// master-leader kills, network cuts, slow or failing disks and partition
+// server clocks set ahead or behind (15 s, 90 s, or 5 min ahead: the
+// clock its heartbeats report and its leaders stamp writes with, through
+// the failpoint partitionserver/clock/offset), one at a time, each kind
+// equally likely, drawn from a stream of the seed's own (run.go,
+// chooseFault), while the official Azure SDK writes, reshapes the key space with
 // `tablestore ctl`, then heals everything and checks that no acknowledged
 // write was lost, duplicated or changed, that no counter increment was
 // lost, that a sample of keys has a linearizable history, that every

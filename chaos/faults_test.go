@@ -66,3 +66,35 @@ func TestChooseFault(t *testing.T) {
 	}
 	t.Logf("seeds 1-%d whose first fault is a clock fault: %v", seeds, clockFirst)
 }
+
+// TestSkewedSpan: the first and last poll within the window whose map
+// flags the server, none when no poll there does.
+func TestSkewedSpan(t *testing.T) {
+	s := time.Second
+	places := []placement{
+		{at: 1 * s, skewed: []string{"ps1"}},
+		{at: 2 * s, skewed: []string{"ps2"}},
+		{at: 3 * s, skewed: []string{"ps1", "ps2"}},
+		{at: 4 * s},
+		{at: 5 * s, skewed: []string{"ps2"}},
+	}
+	cases := []struct {
+		server      string
+		from, to    time.Duration
+		first, last time.Duration
+		ok          bool
+	}{
+		{"ps1", 0, 10 * s, 1 * s, 3 * s, true},
+		{"ps1", 2 * s, 10 * s, 3 * s, 3 * s, true},
+		{"ps2", 0, 4 * s, 2 * s, 3 * s, true},
+		{"ps2", 0, 10 * s, 2 * s, 5 * s, true},
+		{"ps1", 4 * s, 10 * s, 0, 0, false},
+		{"ps3", 0, 10 * s, 0, 0, false},
+	}
+	for _, c := range cases {
+		first, last, ok := skewedSpan(places, c.server, c.from, c.to)
+		if first != c.first || last != c.last || ok != c.ok {
+			t.Errorf("skewedSpan(%s, %v, %v) = %v, %v, %v; want %v, %v, %v", c.server, c.from, c.to, first, last, ok, c.first, c.last, c.ok)
+		}
+	}
+}

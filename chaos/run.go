@@ -102,7 +102,7 @@ func Run(o Options) (_ *Result, err error) {
 		return nil, err
 	}
 	defer func() {
-		if res.KeepLogs() || err != nil {
+		if _, explore := forcedClockOffset(); res.KeepLogs() || err != nil || explore {
 			for _, r := range c.all() {
 				os.WriteFile(filepath.Join(o.Dir, r.name+".log"), []byte(r.out.String()), 0o644)
 			}
@@ -194,7 +194,7 @@ func Run(o Options) (_ *Result, err error) {
 		// query page timed out on every try with nothing in the logs.)
 		c.dumpGoroutines()
 	}
-	clockNotes(c, res, w.start, faultTimes)
+	clockNotes(c, res, w.start, faultTimes, places)
 	res.HistoryOps = len(w.history)
 	check, info := porcupine.CheckOperationsVerbose(registerModel, w.history, 60*time.Second)
 	switch check {
@@ -740,6 +740,11 @@ func (c *cluster) watchPlacement(start time.Time) func() []placement {
 						sp.servers = append(sp.servers, rep.GetServerId())
 					}
 					p.ranges = append(p.ranges, sp)
+				}
+				for _, sv := range pm.GetServers() {
+					if sv.GetClockSkewed() {
+						p.skewed = append(p.skewed, sv.GetServerId())
+					}
 				}
 				mu.Lock()
 				out = append(out, p)
