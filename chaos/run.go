@@ -561,6 +561,11 @@ func fullyReplicated(c *cluster, pool *connpool.Pool) string {
 func verify(tc *aztables.Client, w *workload, res *Result) error {
 	seen := map[string]int{}
 	vals := map[string]int64{}
+	// Entities stamped after the read began: by a leader's clock ahead
+	// (the clock fault), which moved its range's log clock with it.
+	readAt := time.Now()
+	var ahead int
+	var mostAhead time.Duration
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	top := int32(500)
@@ -579,7 +584,14 @@ func verify(tc *aztables.Client, w *workload, res *Result) error {
 			seen[k]++
 			v, _ := parseInt(e["V"])
 			vals[k] = v
+			if ts, err := time.Parse(time.RFC3339Nano, fmt.Sprint(e["Timestamp"])); err == nil && ts.After(readAt) {
+				ahead++
+				mostAhead = max(mostAhead, ts.Sub(readAt))
+			}
 		}
+	}
+	if ahead > 0 {
+		res.Notes = append(res.Notes, fmt.Sprintf("%d entities stamped after the read-back began, up to %v after", ahead, mostAhead.Round(time.Second)))
 	}
 	for k, n := range seen {
 		if n > 1 {
