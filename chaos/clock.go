@@ -77,7 +77,8 @@ func (c *cluster) rangeLeader(i int) *role {
 // clockNotes notes what the clock faults caused, as findings rather than
 // violations (the checks are the same for every fault): for each, when
 // the master's map first and last called the server clock-skewed (polled
-// every 500 ms), from the fault's start to 15 s after its heal, and the
+// every 500 ms), from the fault's start to 15 s after its heal (or to the
+// server's next clock fault), and the
 // leaderships it moved off the server with cause clock-skew in that time
 // and how soon the first moved; over the run, the servers whose logs show
 // them starting to refuse writes (503 ServerBusy to every write of the
@@ -98,9 +99,18 @@ func clockNotes(c *cluster, res *Result, start time.Time, spans []faultSpan, pla
 		res.Notes = append(res.Notes, "clock faults: no event log: "+err.Error())
 	}
 	const after = 15 * time.Second
-	for _, f := range clocks {
+	for i, f := range clocks {
+		// Up to 15 s after the heal, or to the next clock fault of the
+		// server: what follows is that one's.
+		end := f.to + after
+		for _, g := range clocks[i+1:] {
+			if g.clockOn == f.clockOn {
+				end = min(end, g.from)
+				break
+			}
+		}
 		note := fmt.Sprintf("t+%.1f-%.1fs %s: ", f.from.Seconds(), f.to.Seconds(), f.name)
-		if from, to, ok := skewedSpan(places, f.clockOn, f.from, f.to+after); ok {
+		if from, to, ok := skewedSpan(places, f.clockOn, f.from, end); ok {
 			note += fmt.Sprintf("skewed in the map from %+.1fs after the start to %+.1fs after the heal", (from - f.from).Seconds(), (to - f.to).Seconds())
 		} else {
 			note += "never skewed in the map"
@@ -109,7 +119,7 @@ func clockNotes(c *cluster, res *Result, start time.Time, spans []faultSpan, pla
 		for _, e := range events {
 			at := time.Unix(0, e.GetUnixNano()).Sub(start)
 			if e.GetKind() != pb.EventKind_EVENT_KIND_LEADER_TRANSFER || e.GetCause() != "clock-skew" ||
-				len(e.GetServers()) == 0 || e.GetServers()[0] != f.clockOn || at < f.from || at > f.to+after {
+				len(e.GetServers()) == 0 || e.GetServers()[0] != f.clockOn || at < f.from || at > end {
 				continue
 			}
 			moved++
