@@ -48,9 +48,19 @@ func forcedClockOffset() (time.Duration, bool) {
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil || d == 0 {
-		return 0, false
+		return 0, false // Run refuses it (checkForcedClock)
 	}
 	return d, true
+}
+
+// checkForcedClock fails on a $TABLESTORE_CHAOS_CLOCK_OFFSET that is set
+// but no nonzero duration: the run would silently be the default mix.
+func checkForcedClock() error {
+	v := os.Getenv("TABLESTORE_CHAOS_CLOCK_OFFSET")
+	if _, ok := forcedClockOffset(); v != "" && !ok {
+		return fmt.Errorf("chaos: TABLESTORE_CHAOS_CLOCK_OFFSET=%q is not a nonzero duration", v)
+	}
+	return nil
 }
 
 // rangeLeader is the leader of one of the table's ranges, the i-th

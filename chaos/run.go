@@ -96,6 +96,9 @@ func (r *Result) problem(format string, args ...any) {
 // Run runs one seed end to end.
 func Run(o Options) (_ *Result, err error) {
 	res := &Result{Seed: o.Seed}
+	if err := checkForcedClock(); err != nil {
+		return nil, err
+	}
 	rng := rand.New(rand.NewSource(o.Seed))
 	c, err := startCluster(o.Binary, o.Dir)
 	if err != nil {
