@@ -90,11 +90,14 @@ func medianOf(sorted []time.Duration) time.Duration {
 }
 
 // clockSample is one server's clock measurement: its offset (its clock
-// minus the master's), when the master took it, and how many heartbeats
-// within clockFresh it stands for.
+// minus the master's), from its last heartbeats.
 type clockSample struct {
+	// offset is the measurement: the highest of recent.
 	offset time.Duration
-	at     time.Time
+	// recent are the offsets of the last clockWindow heartbeats that
+	// counted (each the highest of its burst: heartbeats under
+	// clockConfirmGap apart count as one), oldest first.
+	recent []time.Duration
 	// seen is the last heartbeat's receive time, n the heartbeats since
 	// the last silence of clockFresh or more.
 	seen time.Time
@@ -112,13 +115,25 @@ const clockConfirm = 2
 // count towards clockConfirm (servers heartbeat every 500 ms by default).
 const clockConfirmGap = 200 * time.Millisecond
 
+// clockWindow is how many counted heartbeats a measurement is the best
+// of: enough that one held up (a loaded master, a retransmission) does
+// not make a clock look behind, few enough (2 s at the default 500 ms
+// heartbeats) that a clock set back, or set right after running ahead,
+// is seen within seconds. The highest of the last 10 s held a clock set
+// right for 10 s (flagged still, its leaderships moved off after it was
+// fixed), hid a clock set behind as long, and, holding a fixed server's
+// old reading, split four servers two against two so that a server
+// really ahead was flagged by nobody (chaos, session 24).
+const clockWindow = 4
+
 // observeClock folds a heartbeat's clock into server's measurement: its
 // offset is the heartbeat's sent time less now, the master's receive time.
-// The network delay only lowers that figure, so the highest of the
-// samples within clockFresh is kept (the least delayed one, as NTP's
+// The network delay only lowers that figure, so the highest of the last
+// clockWindow counted samples is kept (the least delayed one, as NTP's
 // filter keeps the sample of least delay): a heartbeat held up for
-// seconds (a loaded master, a retransmission) does not make a server's
-// clock look behind. A server that sent no clock (older, 0) keeps none.
+// seconds does not make a server's clock look behind, and a burst of
+// heartbeats that queued during a cut counts as one sample, its best. A
+// server that sent no clock (older, 0) keeps none.
 func (r *reports) observeClock(server string, sentUnixNano int64, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -128,22 +143,21 @@ func (r *reports) observeClock(server string, sentUnixNano int64, now time.Time)
 	}
 	o := time.Unix(0, sentUnixNano).Sub(now)
 	c, ok := r.clocks[server]
-	confirms := true
 	switch {
 	case !ok || now.Sub(c.seen) >= clockFresh:
-		c = clockSample{offset: o, at: now, n: 0}
-	default:
+		c = clockSample{recent: []time.Duration{o}, n: 1}
+	case now.Sub(c.seen) < clockConfirmGap:
 		// Heartbeats that queued up during a cut arrive back to back
 		// at the heal, all as late: they count as one.
-		confirms = now.Sub(c.seen) >= clockConfirmGap
-		if now.Sub(c.at) >= clockFresh || c.offset < o {
-			c.offset, c.at = o, now
-		}
-	}
-	c.seen = now
-	if confirms {
+		c.recent[len(c.recent)-1] = max(c.recent[len(c.recent)-1], o)
+	default:
+		// A new slice: c's old one may be shared with a copy.
+		keep := c.recent[max(0, len(c.recent)-clockWindow+1):]
+		c.recent = append(append(make([]time.Duration, 0, clockWindow), keep...), o)
 		c.n++
 	}
+	c.seen = now
+	c.offset = slices.Max(c.recent)
 	if r.clocks == nil {
 		r.clocks = map[string]clockSample{}
 	}

@@ -114,11 +114,24 @@ func TestObserveClock(t *testing.T) {
 	if c := r.clocks["a"]; c.offset != 5*time.Second {
 		t.Fatalf("a delayed heartbeat: offset %v, want 5s kept", c.offset)
 	}
-	// Past clockFresh it gives way (a clock stepped back is seen).
+	// Once clockWindow heartbeats say otherwise it gives way (a clock
+	// stepped back is seen).
+	for i := 1; i <= clockWindow-2; i++ {
+		at := later.Add(time.Duration(i) * 500 * time.Millisecond)
+		r.observeClock("a", at.UnixNano(), at)
+		if c := r.clocks["a"]; c.offset != 5*time.Second {
+			t.Fatalf("a after %d heartbeats at 0: offset %v, want 5s kept within the window", i, c.offset)
+		}
+	}
+	at := later.Add(time.Duration(clockWindow-1) * 500 * time.Millisecond)
+	r.observeClock("a", at.UnixNano(), at)
+	if c := r.clocks["a"]; c.offset != 2*time.Second {
+		t.Fatalf("a with 5s out of the window: offset %v, want the delayed 2s", c.offset)
+	}
 	stale := now.Add(clockFresh)
 	r.observeClock("a", stale.UnixNano(), stale)
 	if c := r.clocks["a"]; c.offset != 0 {
-		t.Fatalf("a after %v: offset %v, want 0", clockFresh, c.offset)
+		t.Fatalf("a after %d heartbeats at 0: offset %v, want 0", clockWindow, c.offset)
 	}
 	if v := r.clockVerdictsAt(10*time.Second, stale); len(v) != 1 {
 		t.Fatalf("verdicts %v: want only a's (b's measurement is stale)", v)
@@ -287,5 +300,68 @@ func TestClockVerdictsMatchPairwise(t *testing.T) {
 				t.Fatalf("round %d: offsets %v, was %v, of %d: %s skewed=%v, pairwise %v", round, offsets, was, of, id, got[id].skewed, want)
 			}
 		}
+	}
+}
+
+// TestClockStepsSeenWithinWindow: the chaos clock faults' cases (session
+// 24). A measurement is the best of the last clockWindow heartbeats, not
+// of the last clockFresh: a clock set behind is flagged, and a clock set
+// right is cleared, within that many heartbeats; and a server set right
+// while another is set ahead no longer holds its old reading, which split
+// four servers two against two and flagged nobody.
+func TestClockStepsSeenWithinWindow(t *testing.T) {
+	const bound = 10 * time.Second
+	// within: heartbeats every 500 ms, a step is judged within 2 s.
+	const within = 4
+	t0 := time.Unix(1_000_000, 0)
+	type step struct {
+		at  int // heartbeat round from which the offset applies
+		off time.Duration
+	}
+	for _, tc := range []struct {
+		name   string
+		clocks map[string][]step
+		check  string
+		// skewedFrom and clearFrom: the round from which check's
+		// verdict must be (and stay) skewed, and not skewed (-1: never).
+		skewedFrom, clearFrom int
+	}{
+		{name: "set behind", check: "c", skewedFrom: 10 + within, clearFrom: -1,
+			clocks: map[string][]step{"c": {{10, -90 * time.Second}}}},
+		// Ahead for 3 s (a chaos fault's span), then right: the highest
+		// of the last 10 s held it flagged 7 s more.
+		{name: "set right after running ahead", check: "c", skewedFrom: -1, clearFrom: 16 + within,
+			clocks: map[string][]step{"c": {{10, 90 * time.Second}, {16, 0}}}},
+		{name: "one set right as another is set ahead", check: "d", skewedFrom: 16 + within, clearFrom: -1,
+			clocks: map[string][]step{"c": {{10, 90 * time.Second}, {16, 0}}, "d": {{16, 90 * time.Second}}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var r reports
+			for round := 0; round < 40; round++ {
+				now := t0.Add(time.Duration(round) * 500 * time.Millisecond)
+				for _, id := range []string{"a", "b", "c", "d"} {
+					var off time.Duration
+					for _, st := range tc.clocks[id] {
+						if round >= st.at {
+							off = st.off
+						}
+					}
+					r.observeClock(id, now.Add(off).UnixNano(), now)
+				}
+				v := r.clockVerdictsAt(bound, now)[tc.check]
+				for id, cv := range r.clockVerdictsAt(bound, now) {
+					if r.skewed == nil {
+						r.skewed = map[string]bool{}
+					}
+					r.skewed[id] = cv.skewed
+				}
+				if tc.skewedFrom >= 0 && round >= tc.skewedFrom && !v.skewed {
+					t.Fatalf("round %d: %s not skewed (offset %v), want skewed from round %d", round, tc.check, v.offset, tc.skewedFrom)
+				}
+				if tc.clearFrom >= 0 && round >= tc.clearFrom && v.skewed {
+					t.Fatalf("round %d: %s still skewed (offset %v), want clear from round %d", round, tc.check, v.offset, tc.clearFrom)
+				}
+			}
+		})
 	}
 }
