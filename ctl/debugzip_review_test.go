@@ -74,3 +74,17 @@ func TestDedupeTargetsUniqueDirs(t *testing.T) {
 		seen[tg.proc.Dir] = true
 	}
 }
+
+// TestSafeNameIsOneElement (review): safeName keeps '.', so a server id
+// (the master takes any non-empty one) or a master id of ".." or "." is a
+// zip directory "servers/..": entries named debug/servers/../metrics.txt,
+// which Go's archive/zip reports as insecure (zip.ErrInsecurePath under
+// GODEBUG=zipinsecurepath=0) and unzip tools warn about or skip, and
+// which land beside manifest.json.
+func TestSafeNameIsOneElement(t *testing.T) {
+	for _, id := range []string{"..", ".", "..."} {
+		if n := safeName(id); n == ".." || n == "." {
+			t.Errorf("safeName(%q) = %q: not a directory of its own", id, n)
+		}
+	}
+}
