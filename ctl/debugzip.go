@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -23,6 +24,7 @@ import (
 	"tablestore/frontend/auth"
 	"tablestore/internal/buildinfo"
 	"tablestore/internal/masterclient"
+	"tablestore/internal/metricsbridge"
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -133,7 +135,7 @@ func (r *runner) debug(ctx context.Context, o *opts, args []string) error {
 func parseHTTPAddrs(s string) ([]string, error) {
 	addrs := masterclient.ParseAddrs(s)
 	for _, a := range addrs {
-		if _, _, err := net.SplitHostPort(a); err != nil {
+		if !metricsbridge.ListenerAddr(a) {
 			return nil, fmt.Errorf("%w: --http-addrs: %q is not host:port", ErrUsage, a)
 		}
 	}
@@ -302,7 +304,7 @@ func (r *runner) zipTargets(ctx context.Context, pm *pb.PartitionMap, extra []st
 // master listed twice in --master). Pure.
 func dedupeTargets(ts []zipTarget) []zipTarget {
 	seen := map[string]string{} // metrics address -> directory
-	dirs := map[string]int{}
+	dirs := map[string]bool{}
 	var out []zipTarget
 	for _, t := range ts {
 		if a := t.proc.MetricsAddr; a != "" {
@@ -316,22 +318,25 @@ func dedupeTargets(ts []zipTarget) []zipTarget {
 			}
 		}
 		// Two processes of one name (a master id given twice with
-		// different addresses) keep separate directories.
-		if n := dirs[t.proc.Dir]; n > 0 {
-			dirs[t.proc.Dir]++
-			t.proc.Dir = fmt.Sprintf("%s-%d", t.proc.Dir, n+1)
-		} else {
-			dirs[t.proc.Dir] = 1
+		// different addresses) keep separate directories; a renamed one's
+		// name is taken too (a process may be named like it).
+		if dirs[t.proc.Dir] {
+			base := t.proc.Dir
+			for n := 2; dirs[t.proc.Dir]; n++ {
+				t.proc.Dir = fmt.Sprintf("%s-%d", base, n)
+			}
 		}
+		dirs[t.proc.Dir] = true
 		out = append(out, t)
 	}
 	return out
 }
 
-// safeName makes s one path element of the zip.
+// safeName makes s one path element of the zip: "." and ".." (any name of
+// dots alone) would name the directory itself or its parent.
 func safeName(s string) string {
-	if s == "" {
-		return "_"
+	if strings.Trim(s, ".") == "" {
+		return strings.Repeat("_", max(1, len(s)))
 	}
 	return strings.Map(func(r rune) rune {
 		switch {
@@ -381,7 +386,12 @@ var zipEndpoints = []endpoint{
 // collectProcesses asks every target's endpoints, zipParallel processes at
 // a time, each request bounded by timeout.
 func collectProcesses(ctx context.Context, targets []zipTarget, timeout time.Duration, z *zipper) {
-	client := &http.Client{Timeout: timeout}
+	// Redirects are not followed: a listener could send ctl to any URL
+	// (another host, ctl's own loopback), and its page would go into the
+	// bug report as the process's.
+	client := &http.Client{Timeout: timeout, CheckRedirect: func(*http.Request, []*http.Request) error {
+		return http.ErrUseLastResponse
+	}}
 	sem := make(chan struct{}, zipParallel)
 	var wg sync.WaitGroup
 	for _, t := range targets {
@@ -396,6 +406,14 @@ func collectProcesses(ctx context.Context, targets []zipTarget, timeout time.Dur
 		case loopbackElsewhere(p.MetricsAddr, t.peer):
 			notes = append(notes, "metrics address "+p.MetricsAddr+" is loopback on another machine: not asked")
 			p.MetricsAddr = ""
+		}
+		if p.MetricsAddr != "" && !metricsbridge.ListenerAddr(p.MetricsAddr) {
+			notes = append(notes, fmt.Sprintf("metrics address %q is not host:port: not asked", p.MetricsAddr))
+			p.MetricsAddr = ""
+		}
+		if p.PprofAddr != "" && !metricsbridge.ListenerAddr(p.PprofAddr) {
+			notes = append(notes, fmt.Sprintf("no goroutine dump: --pprof-addr %q is not host:port", p.PprofAddr))
+			p.PprofAddr = ""
 		}
 		switch {
 		case t.sameAs != "":
@@ -423,7 +441,9 @@ func collectProcesses(ctx context.Context, targets []zipTarget, timeout time.Dur
 				if addr == "" || unreachable[addr] {
 					continue
 				}
-				if !fetchInto(ctx, client, "http://"+addr+ep.path, p.Dir+"/"+ep.file, ep.okStatus, z) {
+				path, query, _ := strings.Cut(ep.path, "?")
+				u := url.URL{Scheme: "http", Host: addr, Path: path, RawQuery: query}
+				if !fetchInto(ctx, client, u.String(), p.Dir+"/"+ep.file, ep.okStatus, z) {
 					unreachable[addr] = true
 				}
 			}

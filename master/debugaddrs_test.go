@@ -67,4 +67,10 @@ func TestDebugAddresses(t *testing.T) {
 	if m, p := registered(); m != "ps1:9191" || p != "ps1:6060" || listed() != "ps1:9191" {
 		t.Errorf("after a restart on other ports: registered metrics %q pprof %q, map %q", m, p, listed())
 	}
+	// Not host:port (a path would have ctl debug zip fetch another page
+	// of that host): kept out of the registry, the rest registered.
+	beat("ps1:9191/private?", "ps1:6060")
+	if m, p := registered(); m != "" || p != "ps1:6060" {
+		t.Errorf("a metrics address with a path: registered metrics %q pprof %q, want none and ps1:6060", m, p)
+	}
 }

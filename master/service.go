@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"tablestore/internal/failpoint"
+	"tablestore/internal/metricsbridge"
 	"tablestore/internal/rpcerr"
 	"tablestore/master/scheduler"
 	pb "tablestore/proto/tablestorepb"
@@ -683,9 +684,23 @@ func (s *Server) collectOnHeartbeat(server string, req *pb.HeartbeatRequest, res
 	}
 }
 
+// validListener: empty (no listener) or a listener's host:port.
+func validListener(addr string) bool { return addr == "" || metricsbridge.ListenerAddr(addr) }
+
 // register records a new server, or a server's new addresses or zone
 // (replicated: every master that leads places replicas by it).
 func (s *Server) register(sv *pb.ServerInfo) error {
+	if !validListener(sv.GetMetricsAddr()) || !validListener(sv.GetPprofAddr()) {
+		// Not host:port: kept out of the replicated registry (ctl debug
+		// zip fetches pages from these addresses), the rest registered.
+		sv = proto.Clone(sv).(*pb.ServerInfo)
+		if !validListener(sv.GetMetricsAddr()) {
+			sv.MetricsAddr = ""
+		}
+		if !validListener(sv.GetPprofAddr()) {
+			sv.PprofAddr = ""
+		}
+	}
 	var known *pb.ServerInfo
 	s.fsm.read(func(st *state) { known = st.servers[sv.GetServerId()] })
 	if known != nil && known.GetGrpcAddr() == sv.GetGrpcAddr() && known.GetRaftAddr() == sv.GetRaftAddr() && known.GetZone() == sv.GetZone() &&

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -156,6 +157,21 @@ func ServePprof(addr string) (string, error) {
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	return serveMux(addr, mux)
+}
+
+// ListenerAddr reports whether addr is a listener's address and nothing
+// more: a host (a name or an IP, without path, query, user, fragment or
+// escape characters) and a numeric port. The master registers partition
+// servers' metrics and pprof addresses from their heartbeats and ctl
+// debug zip fetches pages from them: an address carrying a path would
+// have ctl fetch another page of that host into a bug report. Pure.
+func ListenerAddr(addr string) bool {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || host == "" || strings.ContainsAny(host, "/?#@%\\ ") {
+		return false
+	}
+	n, err := strconv.Atoi(port)
+	return err == nil && n > 0 && n < 65536 && strconv.Itoa(n) == port
 }
 
 // Advertised is the address others dial for a listener bound to bound: its

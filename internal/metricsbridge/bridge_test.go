@@ -116,3 +116,18 @@ func TestServeVersion(t *testing.T) {
 		t.Errorf("/version: %s %q", resp.Status, b)
 	}
 }
+
+// TestListenerAddr: host:port and nothing more (the addresses ctl debug
+// zip fetches pages from, registered from heartbeats).
+func TestListenerAddr(t *testing.T) {
+	for addr, want := range map[string]bool{
+		"ps1.svc:9090": true, "10.0.0.5:9090": true, "[::1]:6060": true, "[fe80::1]:1": true,
+		"": false, ":9090": false, "ps1": false, "ps1:": false, "ps1:0": false, "ps1:65536": false, "ps1:09090": false,
+		"ps1:http": false, "ps1:9090/private?": false, "host/x:9090": false, "u@host:9090": false,
+		"host?x:9090": false, "host#x:9090": false, "[fe80::1%eth0]:9090": false, "a b:9090": false,
+	} {
+		if got := ListenerAddr(addr); got != want {
+			t.Errorf("ListenerAddr(%q) = %v, want %v", addr, got, want)
+		}
+	}
+}
