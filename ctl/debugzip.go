@@ -191,7 +191,7 @@ func (r *runner) writeZip(ctx context.Context, o *opts, w io.Writer, extra []str
 		RequestTimeoutSeconds: o.requestTimeout.Seconds(), Processes: []ZipProcess{}, Files: []ZipFile{}, Errors: []ZipError{},
 	}}
 	r.zipMasterView(ctx, z)
-	targets := r.zipTargets(ctx, pm, extra, o.requestTimeout, z)
+	targets := r.zipTargets(ctx, pm, extra, r.cfg.Timeout, z)
 	collectProcesses(ctx, targets, o.requestTimeout, z)
 	if err := ctx.Err(); err != nil {
 		return Manifest{}, fmt.Errorf("ctl: debug zip: interrupted: %w", err)
@@ -267,7 +267,8 @@ type zipTarget struct {
 
 // zipTargets lists the processes to ask: every master given in --master
 // (each says where it serves, in its ListMembers answer), every partition
-// server of the map (as it registered), and the --http-addrs. A process
+// server of the map (as it registered), and the --http-addrs (each
+// master asked within timeout, --timeout). A process
 // listed twice (by the same metrics address) is asked once.
 func (r *runner) zipTargets(ctx context.Context, pm *pb.PartitionMap, extra []string, timeout time.Duration, z *zipper) []zipTarget {
 	var out []zipTarget

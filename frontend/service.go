@@ -439,6 +439,17 @@ func (s *Server) serviceProps(ctx context.Context, account string) (*serviceProp
 	if err != nil {
 		return nil, err
 	}
+	if len(doc) == 0 && key != "" && !s.currentAuth().accounts[s.cfg.AccountName] {
+		// No front-end serves the primary account (AZURITE_ACCOUNTS with
+		// the default --account-name), so nothing can read or write its
+		// document, the one every account shared before properties were
+		// per account: an account without its own reads it, as before
+		// the upgrade, until it sets its own.
+		key = ""
+		if doc, err = s.settings.ServiceProperties(ctx, key); err != nil {
+			return nil, err
+		}
+	}
 	c, _ := s.props.Load(key)
 	if c, ok := c.(*propsCache); ok && len(c.doc) == len(doc) {
 		if len(doc) == 0 || &c.doc[0] == &doc[0] {

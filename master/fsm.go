@@ -590,8 +590,30 @@ func applySetAccounts(s *state, payload []byte) *applyResult {
 	}
 	// The slice is shared with readers of earlier snapshots: replace it.
 	s.accounts = c.GetAccounts()
+	s.forgetUnservedProperties()
 	s.changedOther()
 	return &applyResult{}
+}
+
+// forgetUnservedProperties drops the service properties of accounts the
+// registry no longer serves: their documents would hold places of the
+// bound on accounts with properties for good (no request can clear one),
+// and an account added again under the name would inherit the old one's
+// CORS rules. An empty registry (each front-end serves its configured
+// account) says nothing of who is served: all are kept.
+func (s *state) forgetUnservedProperties() {
+	if len(s.accounts) == 0 || len(s.accountProperties) == 0 {
+		return
+	}
+	served := make(map[string]bool, len(s.accounts))
+	for _, a := range s.accounts {
+		served[a.GetName()] = true
+	}
+	for name := range s.accountProperties {
+		if !served[name] {
+			s.setServiceProperties(name, nil)
+		}
+	}
 }
 
 // applyUpdateRanges stores descriptors that are newer (higher generation)

@@ -113,6 +113,11 @@ func (s *Server) partitionDelta(cs changeSet, leaders map[uint64]struct{}, versi
 			_, live[id] = st.ranges[id]
 		}
 		s.fillShared(m, st, seen, spaces, clocks, now)
+		if !cs.other {
+			// Only an "other" change can change them: a leader or a
+			// table change does not resend every account's document.
+			m.AccountServiceProperties, m.AccountServicePropertiesCarried = nil, false
+		}
 	})
 	for id := range leaders {
 		l := ""
@@ -171,7 +176,7 @@ func (s *Server) tableDelta(name string) *pb.PartitionMap {
 // read lock, as everywhere).
 func (s *Server) fillShared(m *pb.PartitionMap, st *state, seen map[string]time.Time, spaces map[string]*pb.DiskSpace, clocks map[string]clockVerdict, now time.Time) {
 	m.ServiceProperties = st.serviceProperties
-	m.AccountServiceProperties = st.accountProperties
+	m.AccountServiceProperties, m.AccountServicePropertiesCarried = st.accountProperties, true
 	m.PerAccountServiceProperties = true
 	m.Accounts = st.accounts
 	for _, sv := range st.servers {

@@ -478,6 +478,13 @@ func validAccountName(n string) bool {
 // with every map.
 const maxServicePropertiesDoc = 128 << 10
 
+// maxServicePropertiesTotal bounds the documents of all accounts but the
+// primary one together: they travel in whole maps (and the deltas that
+// change them) to every front-end, ctl and loadgen, under gRPC's receive
+// limit (4 MiB for clients of older builds). At 2 KiB, a usual document
+// with a few CORS rules, the 100 accounts take a tenth of it.
+const maxServicePropertiesTotal = 2 << 20
+
 // checkServiceProperties refuses a document for a malformed account name,
 // one too large, and a new account's once maxAccounts accounts other than
 // the primary one have theirs (have: the documents kept).
@@ -490,6 +497,17 @@ func checkServiceProperties(account string, doc []byte, have map[string][]byte) 
 	}
 	if _, ok := have[account]; account != "" && !ok && len(doc) > 0 && len(have) >= maxAccounts {
 		return fmt.Errorf("%w: service properties of more than %d accounts", ErrBadCommand, maxAccounts)
+	}
+	if account != "" {
+		total := len(doc)
+		for a, d := range have {
+			if a != account {
+				total += len(d)
+			}
+		}
+		if total > maxServicePropertiesTotal {
+			return fmt.Errorf("%w: service properties of the accounts would take %d bytes (at most %d together)", ErrBadCommand, total, maxServicePropertiesTotal)
+		}
 	}
 	return nil
 }

@@ -7,6 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
 	"tablestore/internal/masterclient"
 	pb "tablestore/proto/tablestorepb"
 )
@@ -24,26 +28,33 @@ func startPropsMaster(t *testing.T) (*Server, *service) {
 	return s, &service{s: s}
 }
 
-// TestServicePropertiesMapFitsFrontEnds (review): the master takes 100
-// accounts' documents of up to 128 KiB each and sends all of them in every
-// map and delta, but the front-ends' connection to the master
-// (masterclient.New, as router.New dials it) has gRPC's default 4 MiB
-// receive limit. 40 accounts with a 128 KiB document each (5 MiB, within
-// the bounds checkServiceProperties enforces) leave every front-end
-// without a map: WatchPartitionMap's first message is refused
-// (ResourceExhausted), so no front-end can route, and new ones cannot
-// start. One set of tenants' CORS documents takes down the cluster's
-// routing.
+// TestServicePropertiesMapFitsFrontEnds (review): the master took 100
+// accounts' documents of up to 128 KiB each and sent all of them in every
+// map and delta, but the front-ends' connection to the master had gRPC's
+// default 4 MiB receive limit: 40 accounts with a 128 KiB document each
+// left every front-end without a map. The accounts' documents are now
+// bounded together (maxServicePropertiesTotal), so a whole map stays well
+// under an older front-end's 4 MiB, and the master connection takes 64
+// MiB; deltas carry the documents only when something besides tables,
+// ranges and leaders changed.
 func TestServicePropertiesMapFitsFrontEnds(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a Raft group")
 	}
 	s, svc := startPropsMaster(t)
 	doc := []byte(strings.Repeat("x", maxServicePropertiesDoc))
-	for i := 0; i < 40; i++ {
-		if _, err := svc.SetServiceProperties(context.Background(), &pb.SetServicePropertiesRequest{Account: fmt.Sprintf("acct%d", i), Properties: doc}); err != nil {
-			t.Fatalf("account %d: %v", i, err)
+	refused := false
+	for i := 0; i < 40 && !refused; i++ {
+		_, err := svc.SetServiceProperties(context.Background(), &pb.SetServicePropertiesRequest{Account: fmt.Sprintf("acct%d", i), Properties: doc})
+		if err != nil {
+			if status.Code(err) != codes.InvalidArgument {
+				t.Fatalf("account %d: %v, want InvalidArgument", i, err)
+			}
+			refused = true
 		}
+	}
+	if !refused {
+		t.Fatal("40 documents of 128 KiB taken: want a refusal past the bound on all accounts' documents together")
 	}
 	mc, err := masterclient.New([]string{s.cfg.GRPCAddr})
 	if err != nil {
@@ -57,8 +68,23 @@ func TestServicePropertiesMapFitsFrontEnds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := stream.Recv(); err != nil {
+	m, err := stream.Recv()
+	if err != nil {
 		t.Fatalf("a front-end's watch gets no map: %v", err)
+	}
+	if n := proto.Size(m); n >= 4<<20 {
+		t.Fatalf("the whole map is %d bytes: over an older front-end's 4 MiB receive limit", n)
+	}
+	if !m.GetAccountServicePropertiesCarried() || len(m.GetAccountServiceProperties()) == 0 {
+		t.Fatal("the whole map does not carry the accounts' documents")
+	}
+	// A delta of a leader change carries none; one of an "other" change
+	// (a document set) carries them all.
+	if d := s.partitionDelta(changeSet{}, map[uint64]struct{}{1: {}}, 1); d.GetAccountServicePropertiesCarried() || len(d.GetAccountServiceProperties()) > 0 {
+		t.Fatalf("a leader change's delta carries %d accounts' documents", len(d.GetAccountServiceProperties()))
+	}
+	if d := s.partitionDelta(changeSet{other: true}, nil, 1); !d.GetAccountServicePropertiesCarried() || len(d.GetAccountServiceProperties()) == 0 {
+		t.Fatal("an other change's delta does not carry the accounts' documents")
 	}
 }
 

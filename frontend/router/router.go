@@ -482,11 +482,15 @@ func (r *Router) applyLocked(m *pb.PartitionMap) {
 }
 
 // setServiceProperties takes every account's service properties from a
-// master's map or delta (they travel whole).
+// master's map or delta (they travel whole: the primary account's in
+// every message, the other accounts' in whole maps and in the deltas that
+// say they carry them).
 func (r *Router) setServiceProperties(m *pb.PartitionMap) {
 	r.serviceProperties = m.GetServiceProperties()
-	r.accountProperties = m.GetAccountServiceProperties()
 	r.perAccountProps = m.GetPerAccountServiceProperties()
+	if !m.GetDelta() || m.GetAccountServicePropertiesCarried() || !m.GetPerAccountServiceProperties() {
+		r.accountProperties = m.GetAccountServiceProperties()
+	}
 }
 
 // sortedIndex is where a table named name is or would be in r.sorted.

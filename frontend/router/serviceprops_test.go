@@ -38,8 +38,11 @@ func TestServicePropertiesByAccount(t *testing.T) {
 		{"per account", &pb.PartitionMap{Epoch: 2, Version: 1, ServiceProperties: []byte("primary"), PerAccountServiceProperties: true,
 			AccountServiceProperties: map[string][]byte{"acctone": []byte("one")}},
 			map[string]string{"": "primary", "acctone": "one", "accttwo": ""}},
-		{"delta", &pb.PartitionMap{Epoch: 2, Version: 2, Delta: true, Servers: []*pb.ServerInfo{{ServerId: "a"}}, PerAccountServiceProperties: true,
-			AccountServiceProperties: map[string][]byte{"accttwo": []byte("two")}},
+		{"delta of a leader change: the documents kept", &pb.PartitionMap{Epoch: 2, Version: 2, Delta: true, Servers: []*pb.ServerInfo{{ServerId: "a"}},
+			ServiceProperties: []byte("primary"), PerAccountServiceProperties: true, Leaders: map[uint64]string{1: "a"}},
+			map[string]string{"": "primary", "acctone": "one", "accttwo": ""}},
+		{"delta carrying the documents", &pb.PartitionMap{Epoch: 2, Version: 3, Delta: true, Servers: []*pb.ServerInfo{{ServerId: "a"}}, PerAccountServiceProperties: true,
+			AccountServiceProperties: map[string][]byte{"accttwo": []byte("two")}, AccountServicePropertiesCarried: true},
 			map[string]string{"": "", "acctone": "", "accttwo": "two"}},
 	}
 	for _, tt := range tests {

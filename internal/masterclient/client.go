@@ -37,7 +37,10 @@ func New(addrs []string, opts ...grpc.DialOption) (*Client, error) {
 	}
 	c := &Client{addrs: addrs}
 	for _, a := range addrs {
-		conn, err := grpc.NewClient(connpool.Target(a), append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithConnectParams(connpool.Reconnect)}, opts...)...)
+		conn, err := grpc.NewClient(connpool.Target(a), append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithConnectParams(connpool.Reconnect),
+			// The partition map of a large cluster (tables, ranges, the
+			// accounts' service properties) may pass gRPC's 4 MiB default.
+			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20))}, opts...)...)
 		if err != nil {
 			c.Close()
 			return nil, fmt.Errorf("masterclient: dial %s: %w", a, err)

@@ -89,10 +89,13 @@ func OpenCompacting(path string, interval time.Duration, policy CompactPolicy) (
 	// it: renamed over the link, it replaced the link with a regular file
 	// on the link's file system (an operator's state file on another disk
 	// moved back to the data directory's).
-	if real, err := filepath.EvalSymlinks(path); err == nil {
+	var besideLink error
+	if real, err := filepath.EvalSymlinks(path); err == nil && real != path {
+		// A copy an older build left beside the link (it compacted there).
+		besideLink = removeLeftover(path+CompactSuffix, &c)
 		path = real
 	}
-	leftover := removeLeftover(path+CompactSuffix, &c)
+	leftover := errors.Join(besideLink, removeLeftover(path+CompactSuffix, &c))
 	s, err := OpenWithInterval(path, interval)
 	if err != nil {
 		return nil, c, err

@@ -1407,17 +1407,26 @@ type PartitionMap struct {
 	// defaults. Always complete, like service_properties.
 	AccountServiceProperties map[string][]byte `protobuf:"bytes,16,rep,name=account_service_properties,json=accountServiceProperties,proto3" json:"account_service_properties,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// per_account_service_properties is set by masters that keep service
-	// properties per account: a front-end sets another account's only then
-	// (an older master would take them for the primary account's).
+	// properties per account: a front-end reads other accounts' documents
+	// only then; without it, every account reads service_properties (an
+	// older master keeps that one document, whichever account set it).
 	PerAccountServiceProperties bool `protobuf:"varint,17,opt,name=per_account_service_properties,json=perAccountServiceProperties,proto3" json:"per_account_service_properties,omitempty"`
 	// keepalives marks the whole map a delta watch starts with (and any
 	// whole map it resends) when its master sends keepalives: a front-end
 	// times the stream's silence only then. A whole map without it is an
 	// older master's, silent while nothing changes; timing its stream
 	// restarted it every few quiet seconds during a rolling upgrade.
-	Keepalives    bool `protobuf:"varint,18,opt,name=keepalives,proto3" json:"keepalives,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Keepalives bool `protobuf:"varint,18,opt,name=keepalives,proto3" json:"keepalives,omitempty"`
+	// account_service_properties_carried: account_service_properties is in
+	// this message (the whole set; an empty one means no account has its
+	// own). Every whole map carries it; a delta only when something besides
+	// tables, ranges and leaders changed (the documents of up to 100
+	// accounts went with every leader change before). Unset in a delta of
+	// a master that keeps properties per account: the front-end keeps the
+	// documents it has.
+	AccountServicePropertiesCarried bool `protobuf:"varint,19,opt,name=account_service_properties_carried,json=accountServicePropertiesCarried,proto3" json:"account_service_properties_carried,omitempty"`
+	unknownFields                   protoimpl.UnknownFields
+	sizeCache                       protoimpl.SizeCache
 }
 
 func (x *PartitionMap) Reset() {
@@ -1572,6 +1581,13 @@ func (x *PartitionMap) GetPerAccountServiceProperties() bool {
 func (x *PartitionMap) GetKeepalives() bool {
 	if x != nil {
 		return x.Keepalives
+	}
+	return false
+}
+
+func (x *PartitionMap) GetAccountServicePropertiesCarried() bool {
+	if x != nil {
+		return x.AccountServicePropertiesCarried
 	}
 	return false
 }
@@ -3735,7 +3751,7 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\tlifecycle\x18\t \x01(\tR\tlifecycle\x12!\n" +
 	"\ffrozen_index\x18\n" +
 	" \x01(\x04R\vfrozenIndex\x12\x1c\n" +
-	"\tnonvoters\x18\v \x03(\tR\tnonvoters\"\xc1\b\n" +
+	"\tnonvoters\x18\v \x03(\tR\tnonvoters\"\x8e\t\n" +
 	"\fPartitionMap\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12,\n" +
 	"\x06tables\x18\x02 \x03(\v2\x14.tablestore.v1.TableR\x06tables\x126\n" +
@@ -3757,7 +3773,8 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x1eper_account_service_properties\x18\x11 \x01(\bR\x1bperAccountServiceProperties\x12\x1e\n" +
 	"\n" +
 	"keepalives\x18\x12 \x01(\bR\n" +
-	"keepalives\x1a:\n" +
+	"keepalives\x12K\n" +
+	"\"account_service_properties_carried\x18\x13 \x01(\bR\x1faccountServicePropertiesCarried\x1a:\n" +
 	"\fLeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\x04R\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aR\n" +

@@ -1451,8 +1451,8 @@ type SetServicePropertiesRequest struct {
 	Properties []byte                 `protobuf:"bytes,1,opt,name=properties,proto3" json:"properties,omitempty"`
 	// The account; empty is the front-ends' primary account
 	// (SetServicePropertiesCommand.account). An older master ignores the
-	// field: a front-end names an account only when the map says the
-	// masters keep properties per account.
+	// field and stores the document as the one every account reads (what a
+	// front-end whose map lacks per_account_service_properties serves).
 	Account       string `protobuf:"bytes,2,opt,name=account,proto3" json:"account,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
