@@ -149,6 +149,11 @@ type changeSet struct {
 	tables map[string]struct{}
 	ranges map[uint64]struct{}
 	other  bool
+	// props: the accounts' service properties as the map carries them
+	// changed (a document, or the registry that selects them), so a
+	// delta carries them (most "other" changes, the servers' liveness
+	// and leaders among them, leave them as they were).
+	props bool
 }
 
 func (c *changeSet) table(key string) {
@@ -174,6 +179,7 @@ func (c *changeSet) merge(o *changeSet) {
 		c.rangeID(id)
 	}
 	c.other = c.other || o.other
+	c.props = c.props || o.props
 }
 
 // Every change to tables and ranges goes through these, so that the
@@ -227,6 +233,12 @@ func (s *state) dropRange(id uint64) {
 func (s *state) changedOther() {
 	if s.changes != nil {
 		s.changes.other = true
+	}
+}
+
+func (s *state) changedProps() {
+	if s.changes != nil {
+		s.changes.props = true
 	}
 }
 
@@ -563,7 +575,41 @@ func applySetServiceProperties(s *state, payload []byte) *applyResult {
 // setServiceProperties stores an account's document: the empty account
 // (every entry from before accounts were named) is the primary one. An
 // empty document forgets the account's (it has the defaults again).
+// servedProperties is what the map carries of the other accounts'
+// service properties: the documents of the accounts the registry serves
+// (all when it is empty: it names none). A document of an account no
+// longer served is kept, not sent: a front-end still on an older account
+// list that restarts during a rollout publishes a registry without a
+// newer account for a while, and the account's document must come back
+// with it.
+func (s *state) servedProperties() map[string][]byte {
+	if len(s.accounts) == 0 || len(s.accountProperties) == 0 {
+		return s.accountProperties
+	}
+	served := servedAccounts(s.accounts)
+	out := make(map[string][]byte, len(s.accountProperties))
+	for a, d := range s.accountProperties {
+		if served[a] {
+			out[a] = d
+		}
+	}
+	if len(out) == len(s.accountProperties) {
+		return s.accountProperties
+	}
+	return out
+}
+
+// servedAccounts is the set of the registry's account names.
+func servedAccounts(accts []*pb.StorageAccount) map[string]bool {
+	served := make(map[string]bool, len(accts))
+	for _, a := range accts {
+		served[a.GetName()] = true
+	}
+	return served
+}
+
 func (s *state) setServiceProperties(account string, doc []byte) {
+	s.changedProps()
 	if account == "" {
 		s.serviceProperties = doc
 		return
@@ -590,31 +636,12 @@ func applySetAccounts(s *state, payload []byte) *applyResult {
 	}
 	// The slice is shared with readers of earlier snapshots: replace it.
 	s.accounts = c.GetAccounts()
-	s.forgetUnservedProperties()
+	// The map carries the documents of the accounts served (fillShared).
+	s.changedProps()
 	s.changedOther()
 	return &applyResult{}
 }
 
-// forgetUnservedProperties drops the service properties of accounts the
-// registry no longer serves: their documents would hold places of the
-// bound on accounts with properties for good (no request can clear one),
-// and an account added again under the name would inherit the old one's
-// CORS rules. An empty registry (each front-end serves its configured
-// account) says nothing of who is served: all are kept.
-func (s *state) forgetUnservedProperties() {
-	if len(s.accounts) == 0 || len(s.accountProperties) == 0 {
-		return
-	}
-	served := make(map[string]bool, len(s.accounts))
-	for _, a := range s.accounts {
-		served[a.GetName()] = true
-	}
-	for name := range s.accountProperties {
-		if !served[name] {
-			s.setServiceProperties(name, nil)
-		}
-	}
-}
 
 // applyUpdateRanges stores descriptors that are newer (higher generation)
 // than what the map holds, and drops older ranges of the same table that a

@@ -113,10 +113,10 @@ func (s *Server) partitionDelta(cs changeSet, leaders map[uint64]struct{}, versi
 			_, live[id] = st.ranges[id]
 		}
 		s.fillShared(m, st, seen, spaces, clocks, now)
-		if !cs.other {
-			// Only an "other" change can change them: a leader or a
-			// table change does not resend every account's document.
-			m.AccountServiceProperties, m.AccountServicePropertiesCarried = nil, false
+		if cs.props {
+			// Only with a change of them: a leader, liveness or table
+			// change does not resend every account's document.
+			m.AccountServiceProperties, m.AccountServicePropertiesCarried = st.servedProperties(), true
 		}
 	})
 	for id := range leaders {
@@ -176,7 +176,6 @@ func (s *Server) tableDelta(name string) *pb.PartitionMap {
 // read lock, as everywhere).
 func (s *Server) fillShared(m *pb.PartitionMap, st *state, seen map[string]time.Time, spaces map[string]*pb.DiskSpace, clocks map[string]clockVerdict, now time.Time) {
 	m.ServiceProperties = st.serviceProperties
-	m.AccountServiceProperties, m.AccountServicePropertiesCarried = st.accountProperties, true
 	m.PerAccountServiceProperties = true
 	m.Accounts = st.accounts
 	for _, sv := range st.servers {

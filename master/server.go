@@ -465,6 +465,7 @@ func (s *Server) partitionMap() (*pb.PartitionMap, <-chan struct{}) {
 			m.Ranges = append(m.Ranges, r)
 		}
 		s.fillShared(m, st, seen, spaces, clocks, now)
+		m.AccountServiceProperties, m.AccountServicePropertiesCarried = st.servedProperties(), true
 	})
 	sort.Slice(m.Tables, func(i, j int) bool { return m.Tables[i].GetTableId() < m.Tables[j].GetTableId() })
 	sort.Slice(m.Ranges, func(i, j int) bool { return m.Ranges[i].GetRangeId() < m.Ranges[j].GetRangeId() })

@@ -402,7 +402,7 @@ func (v *service) SetTableACL(ctx context.Context, req *pb.SetTableACLRequest) (
 func (v *service) SetServiceProperties(ctx context.Context, req *pb.SetServicePropertiesRequest) (*pb.SetServicePropertiesResponse, error) {
 	var err error
 	v.s.fsm.read(func(st *state) {
-		err = checkServiceProperties(req.GetAccount(), req.GetProperties(), st.accountProperties)
+		err = checkServiceProperties(req.GetAccount(), req.GetProperties(), st.accountProperties, st.accounts)
 	})
 	if err != nil {
 		return nil, toStatus(err)
@@ -486,28 +486,42 @@ const maxServicePropertiesDoc = 128 << 10
 const maxServicePropertiesTotal = 2 << 20
 
 // checkServiceProperties refuses a document for a malformed account name,
-// one too large, and a new account's once maxAccounts accounts other than
-// the primary one have theirs (have: the documents kept).
-func checkServiceProperties(account string, doc []byte, have map[string][]byte) error {
-	if account != "" && !validAccountName(account) {
+// for an account the registry does not serve (when it names any: a
+// front-end with an older account list), one too large, and one that
+// would take the served accounts past maxAccounts with documents or past
+// maxServicePropertiesTotal together (have: the documents kept; those of
+// accounts no longer served are kept for their return but count for
+// nothing, as the map does not carry them).
+func checkServiceProperties(account string, doc []byte, have map[string][]byte, registry []*pb.StorageAccount) error {
+	if account == "" {
+		if len(doc) > maxServicePropertiesDoc {
+			return fmt.Errorf("%w: service properties of %d bytes (at most %d)", ErrBadCommand, len(doc), maxServicePropertiesDoc)
+		}
+		return nil
+	}
+	if !validAccountName(account) {
 		return fmt.Errorf("%w: account name %q", ErrBadCommand, account)
+	}
+	served := servedAccounts(registry)
+	if len(registry) > 0 && !served[account] {
+		return fmt.Errorf("%w: account %q is not served (the accounts registry names others)", ErrBadCommand, account)
 	}
 	if len(doc) > maxServicePropertiesDoc {
 		return fmt.Errorf("%w: service properties of %d bytes (at most %d)", ErrBadCommand, len(doc), maxServicePropertiesDoc)
 	}
-	if _, ok := have[account]; account != "" && !ok && len(doc) > 0 && len(have) >= maxAccounts {
+	counted, total := 0, len(doc)
+	for a, d := range have {
+		if a == account || (len(registry) > 0 && !served[a]) {
+			continue
+		}
+		counted++
+		total += len(d)
+	}
+	if len(doc) > 0 && counted >= maxAccounts {
 		return fmt.Errorf("%w: service properties of more than %d accounts", ErrBadCommand, maxAccounts)
 	}
-	if account != "" {
-		total := len(doc)
-		for a, d := range have {
-			if a != account {
-				total += len(d)
-			}
-		}
-		if total > maxServicePropertiesTotal {
-			return fmt.Errorf("%w: service properties of the accounts would take %d bytes (at most %d together)", ErrBadCommand, total, maxServicePropertiesTotal)
-		}
+	if total > maxServicePropertiesTotal {
+		return fmt.Errorf("%w: service properties of the accounts would take %d bytes (at most %d together)", ErrBadCommand, total, maxServicePropertiesTotal)
 	}
 	return nil
 }

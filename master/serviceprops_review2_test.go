@@ -81,3 +81,30 @@ func TestLeaderChangeDeltaCarriesNoAccountDocuments(t *testing.T) {
 		t.Fatalf("a leader change's delta carries %d accounts' documents (carried=%v)", len(d.GetAccountServiceProperties()), d.GetAccountServicePropertiesCarried())
 	}
 }
+
+// TestMapCarriesServedAccountsDocuments: the map carries the documents of
+// the accounts the registry serves; one no longer served is kept (it
+// comes back with its account) but not sent, and a registry change's
+// delta carries the documents again.
+func TestMapCarriesServedAccountsDocuments(t *testing.T) {
+	s, accounts, set := propsServer(t)
+	kind := pb.MasterCommandKind_MASTER_COMMAND_KIND_SET_ACCOUNTS
+	accounts(kind, registry("acctone", "accttwo"))
+	set("acctone", "one")
+	set("accttwo", "two")
+	w := s.addWatcher()
+	defer s.removeWatcher(w)
+	s.take(w)
+	accounts(kind, registry("acctone"))
+	if m := s.PartitionMap().GetAccountServiceProperties(); len(m) != 1 || string(m["acctone"]) != "one" {
+		t.Fatalf("the map carries %v, want acctone's document alone", m)
+	}
+	cs, leaders, _, _, version := s.take(w)
+	if d := s.partitionDelta(cs, leaders, version); !d.GetAccountServicePropertiesCarried() || len(d.GetAccountServiceProperties()) != 1 {
+		t.Fatalf("the registry change's delta carries %v (carried %v), want acctone's document", d.GetAccountServiceProperties(), d.GetAccountServicePropertiesCarried())
+	}
+	accounts(kind, registry("acctone", "accttwo"))
+	if m := s.PartitionMap().GetAccountServiceProperties(); string(m["accttwo"]) != "two" {
+		t.Fatalf("accttwo served again reads %q, want its document back", m["accttwo"])
+	}
+}

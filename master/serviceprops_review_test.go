@@ -78,13 +78,15 @@ func TestServicePropertiesMapFitsFrontEnds(t *testing.T) {
 	if !m.GetAccountServicePropertiesCarried() || len(m.GetAccountServiceProperties()) == 0 {
 		t.Fatal("the whole map does not carry the accounts' documents")
 	}
-	// A delta of a leader change carries none; one of an "other" change
-	// (a document set) carries them all.
-	if d := s.partitionDelta(changeSet{}, map[uint64]struct{}{1: {}}, 1); d.GetAccountServicePropertiesCarried() || len(d.GetAccountServiceProperties()) > 0 {
+	// A delta of a leader or liveness change carries none; one of a
+	// change of them (a document set, the registry) carries them all
+	// (TestLeaderChangeDeltaCarriesNoAccountDocuments goes through the
+	// watchers' own accumulation).
+	if d := s.partitionDelta(changeSet{other: true}, map[uint64]struct{}{1: {}}, 1); d.GetAccountServicePropertiesCarried() || len(d.GetAccountServiceProperties()) > 0 {
 		t.Fatalf("a leader change's delta carries %d accounts' documents", len(d.GetAccountServiceProperties()))
 	}
-	if d := s.partitionDelta(changeSet{other: true}, nil, 1); !d.GetAccountServicePropertiesCarried() || len(d.GetAccountServiceProperties()) == 0 {
-		t.Fatal("an other change's delta does not carry the accounts' documents")
+	if d := s.partitionDelta(changeSet{props: true}, nil, 1); !d.GetAccountServicePropertiesCarried() || len(d.GetAccountServiceProperties()) == 0 {
+		t.Fatal("a delta of a change of the documents does not carry them")
 	}
 }
 

@@ -105,26 +105,39 @@ func TestCheckServiceProperties(t *testing.T) {
 	for i := 0; i < maxAccounts; i++ {
 		full[fmt.Sprintf("acct%d", i)] = []byte("x")
 	}
+	var fullRegistry []*pb.StorageAccount
+	for a := range full {
+		fullRegistry = append(fullRegistry, &pb.StorageAccount{Name: a})
+	}
+	fewServed := []*pb.StorageAccount{{Name: "acct1"}, {Name: "acctnew"}}
 	tests := []struct {
-		name    string
-		account string
-		doc     []byte
-		have    map[string][]byte
-		ok      bool
+		name     string
+		account  string
+		doc      []byte
+		have     map[string][]byte
+		registry []*pb.StorageAccount
+		ok       bool
 	}{
-		{"primary", "", []byte("x"), nil, true},
-		{"named", "acct1", []byte("x"), nil, true},
-		{"upper case", "Acct1", []byte("x"), nil, false},
-		{"too short", "ab", []byte("x"), nil, false},
-		{"too large", "acct1", []byte(strings.Repeat("x", maxServicePropertiesDoc+1)), nil, false},
-		{"one account too many", "acctnew", []byte("x"), full, false},
-		{"replacing at the bound", "acct1", []byte("y"), full, true},
-		{"clearing at the bound", "acctnew", nil, full, true},
-		{"primary at the bound", "", []byte("x"), full, true},
+		{"primary", "", []byte("x"), nil, nil, true},
+		{"named", "acct1", []byte("x"), nil, nil, true},
+		{"upper case", "Acct1", []byte("x"), nil, nil, false},
+		{"too short", "ab", []byte("x"), nil, nil, false},
+		{"too large", "acct1", []byte(strings.Repeat("x", maxServicePropertiesDoc+1)), nil, nil, false},
+		{"one account too many", "acctnew", []byte("x"), full, nil, false},
+		{"one account too many, all served", "acctnew", []byte("x"), full, append(fullRegistry, &pb.StorageAccount{Name: "acctnew"}), false},
+		{"replacing at the bound", "acct1", []byte("y"), full, nil, true},
+		{"clearing at the bound", "acctnew", nil, full, nil, true},
+		{"primary at the bound", "", []byte("x"), full, nil, true},
+		{"unserved documents count for nothing", "acctnew", []byte("x"), full, fewServed, true},
+		{"an account the registry does not serve", "acctgone", []byte("x"), nil, fewServed, false},
+		{"together over the bound", "acct1", []byte(strings.Repeat("x", maxServicePropertiesDoc)),
+			map[string][]byte{"acctnew": []byte(strings.Repeat("y", maxServicePropertiesTotal-maxServicePropertiesDoc+1))}, fewServed, false},
+		{"together over the bound, the rest unserved", "acct1", []byte(strings.Repeat("x", maxServicePropertiesDoc)),
+			map[string][]byte{"acctold": []byte(strings.Repeat("y", maxServicePropertiesTotal))}, fewServed, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if err := checkServiceProperties(tt.account, tt.doc, tt.have); (err == nil) != tt.ok {
+			if err := checkServiceProperties(tt.account, tt.doc, tt.have, tt.registry); (err == nil) != tt.ok {
 				t.Fatalf("err = %v, want ok %v", err, tt.ok)
 			}
 		})
