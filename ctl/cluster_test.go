@@ -35,20 +35,7 @@ func TestAgainstCluster(t *testing.T) {
 	}
 	t.Cleanup(c.Close)
 	masters := strings.Join(c.MasterAddrs(), ",")
-
-	mc, err := masterclient.New(c.MasterAddrs())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mc.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
-		_, err := m.CreateTable(ctx, &pb.CreateTableRequest{Name: "ctltest"})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	createTable(t, c, "ctltest")
 
 	ctl := func(t *testing.T, args ...string) string {
 		t.Helper()
@@ -217,19 +204,7 @@ func TestDebugZipAgainstCluster(t *testing.T) {
 	}
 	t.Cleanup(c.Close)
 	masters := strings.Join(c.MasterAddrs(), ",")
-	mc, err := masterclient.New(c.MasterAddrs())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mc.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
-		_, err := m.CreateTable(ctx, &pb.CreateTableRequest{Name: "ziptest"})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	createTable(t, c, "ziptest")
 	run := func(args ...string) string {
 		t.Helper()
 		var out, errb bytes.Buffer
@@ -294,4 +269,22 @@ func TestDebugZipAgainstCluster(t *testing.T) {
 		t.Errorf("the unreachable --http-addrs %s is not in the manifest's errors %+v", dead, m.Errors)
 	}
 	assertNoSecret(t, files, keyB64, auth.DevAccountKey)
+}
+
+// createTable creates a table through the cluster's masters.
+func createTable(t *testing.T, c *cluster.Cluster, name string) {
+	t.Helper()
+	mc, err := masterclient.New(c.MasterAddrs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
+		_, err := m.CreateTable(ctx, &pb.CreateTableRequest{Name: name})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -150,15 +149,7 @@ func TestSetServicePropertiesService(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a Raft group")
 	}
-	cfg := DefaultConfig()
-	cfg.ID = "m1"
-	cfg.DataDir = t.TempDir()
-	cfg.GRPCAddr, cfg.RaftAddr = freeAddr(t), freeAddr(t)
-	cfg.Policy.Enabled = false
-	s := startMaster(t, cfg)
-	t.Cleanup(func() { s.Close() })
-	waitUntil(t, 10*time.Second, "leadership", s.IsLeader)
-	svc := &service{s: s}
+	s, svc := startPropsMaster(t)
 	for _, req := range []*pb.SetServicePropertiesRequest{{Properties: []byte("p")}, {Account: "acct1", Properties: []byte("a")}} {
 		if _, err := svc.SetServiceProperties(context.Background(), req); err != nil {
 			t.Fatal(err)
