@@ -642,7 +642,6 @@ func applySetAccounts(s *state, payload []byte) *applyResult {
 	return &applyResult{}
 }
 
-
 // applyUpdateRanges stores descriptors that are newer (higher generation)
 // than what the map holds, and drops older ranges of the same table that a
 // newer descriptor overlaps: the ranges' own Raft state is the truth, and
