@@ -572,9 +572,6 @@ func applySetServiceProperties(s *state, payload []byte) *applyResult {
 	return &applyResult{}
 }
 
-// setServiceProperties stores an account's document: the empty account
-// (every entry from before accounts were named) is the primary one. An
-// empty document forgets the account's (it has the defaults again).
 // servedProperties is what the map carries of the other accounts'
 // service properties: the documents of the accounts the registry serves
 // (all when it is empty: it names none). A document of an account no
@@ -608,6 +605,9 @@ func servedAccounts(accts []*pb.StorageAccount) map[string]bool {
 	return served
 }
 
+// setServiceProperties stores an account's document: the empty account
+// (every entry from before accounts were named) is the primary one. An
+// empty document forgets the account's (it has the defaults again).
 func (s *state) setServiceProperties(account string, doc []byte) {
 	s.changedProps()
 	if account == "" {

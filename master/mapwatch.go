@@ -170,8 +170,9 @@ func (s *Server) tableDelta(name string) *pb.PartitionMap {
 }
 
 // fillShared adds the parts every map and delta carries whole: the
-// servers with their liveness, the service properties (every account's)
-// and the accounts.
+// servers with their liveness, the primary account's service properties
+// and the accounts (the other accounts' properties: partitionMap, and
+// partitionDelta with a change of them).
 // seen, spaces and clocks are the reports' (taken before the catalog's
 // read lock, as everywhere).
 func (s *Server) fillShared(m *pb.PartitionMap, st *state, seen map[string]time.Time, spaces map[string]*pb.DiskSpace, clocks map[string]clockVerdict, now time.Time) {
