@@ -98,10 +98,11 @@ type clockSample struct {
 	// counted (each the highest of its burst: heartbeats under
 	// clockConfirmGap apart count as one), oldest first.
 	recent []time.Duration
-	// seen is the last heartbeat's receive time, n the heartbeats since
-	// the last silence of clockFresh or more.
-	seen time.Time
-	n    int
+	// seen is the last heartbeat's receive time, counted the last
+	// counted one's, n the heartbeats counted since the last silence of
+	// clockFresh or more.
+	seen, counted time.Time
+	n             int
 }
 
 // clockConfirm is how many heartbeats within clockFresh a measurement
@@ -145,16 +146,20 @@ func (r *reports) observeClock(server string, sentUnixNano int64, now time.Time)
 	c, ok := r.clocks[server]
 	switch {
 	case !ok || now.Sub(c.seen) >= clockFresh:
-		c = clockSample{recent: []time.Duration{o}, n: 1}
-	case now.Sub(c.seen) < clockConfirmGap:
+		c = clockSample{recent: []time.Duration{o}, n: 1, counted: now}
+	case now.Sub(c.counted) < clockConfirmGap:
 		// Heartbeats that queued up during a cut arrive back to back
-		// at the heal, all as late: they count as one.
+		// at the heal, all as late: they count as one. Timed from the
+		// last counted one, not the last one, so that a server
+		// heartbeating more often than clockConfirmGap still counts
+		// (its heartbeats, each under the gap from the last, never did:
+		// its clock was never judged).
 		c.recent[len(c.recent)-1] = max(c.recent[len(c.recent)-1], o)
 	default:
-		// A new slice: c's old one may be shared with a copy.
 		keep := c.recent[max(0, len(c.recent)-clockWindow+1):]
 		c.recent = append(append(make([]time.Duration, 0, clockWindow), keep...), o)
 		c.n++
+		c.counted = now
 	}
 	c.seen = now
 	c.offset = slices.Max(c.recent)

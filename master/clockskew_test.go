@@ -365,3 +365,28 @@ func TestClockStepsSeenWithinWindow(t *testing.T) {
 		})
 	}
 }
+
+// TestFastHeartbeatsJudged: a server heartbeating every 100 ms (under
+// clockConfirmGap) is judged: its heartbeats count once the gap has
+// passed since the last counted one. Before, each was under the gap from
+// the one before, all counted as one, and its clock was never judged: a
+// server a minute ahead kept its leaderships.
+func TestFastHeartbeatsJudged(t *testing.T) {
+	var r reports
+	t0 := time.Unix(1_000_000, 0)
+	var v map[string]clockVerdict
+	for i := 0; i < 30; i++ { // 3 s of heartbeats every 100 ms
+		now := t0.Add(time.Duration(i) * 100 * time.Millisecond)
+		for _, id := range []string{"a", "b", "c"} {
+			off := time.Duration(0)
+			if id == "c" {
+				off = time.Minute
+			}
+			r.observeClock(id, now.Add(off).UnixNano(), now)
+		}
+		v = r.clockVerdictsAt(10*time.Second, now)
+	}
+	if !v["c"].skewed || v["a"].skewed || v["b"].skewed {
+		t.Fatalf("verdicts after 3 s of 100 ms heartbeats: %v, want c (a minute ahead) skewed alone", v)
+	}
+}
