@@ -2,14 +2,10 @@ package partitionserver
 
 import (
 	"context"
-	"log/slog"
-	"net"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
 	pb "tablestore/proto/tablestorepb"
@@ -45,28 +41,9 @@ func (m *heartbeatMaster) last() (*pb.DiskSpace, int) {
 // a full server); where the free space is unknown they carry none (the
 // master treats the server as having space).
 func TestHeartbeatCarriesDiskSpace(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	m := &heartbeatMaster{}
-	srv := grpc.NewServer()
-	pb.RegisterMasterServiceServer(srv, m)
-	go srv.Serve(ln)
-	t.Cleanup(srv.Stop)
-
-	cfg := DefaultConfig()
-	cfg.ID = "f"
-	cfg.DataDir = filepath.Join(t.TempDir(), "ps")
-	cfg.GRPCAddr, cfg.RaftAddr = "127.0.0.1:0", "127.0.0.1:0"
-	cfg.Masters = []string{ln.Addr().String()}
-	cfg.QuiesceAfter = 0
-	cfg.HeartbeatInterval = 20 * time.Millisecond
-	cfg.DiskReserve = 123 << 20
-	s, err := New(cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newAgainstMaster(t, m, func(cfg *Config) { cfg.DiskReserve = 123 << 20 })
+	cfg := s.cfg
 	// Before Start: the heartbeat loop reads the hook.
 	s.disk.space = func(dir string) (uint64, uint64, bool) {
 		if dir != cfg.DataDir {
@@ -74,10 +51,7 @@ func TestHeartbeatCarriesDiskSpace(t *testing.T) {
 		}
 		return 7 << 30, 100 << 30, true
 	}
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	started(t, s)
 
 	want := &pb.DiskSpace{AvailableBytes: 7 << 30, CapacityBytes: 100 << 30, ReserveBytes: 123 << 20}
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {

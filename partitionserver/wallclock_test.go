@@ -3,14 +3,9 @@ package partitionserver
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"net"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
-
-	"google.golang.org/grpc"
 
 	"tablestore/internal/edm"
 	"tablestore/internal/failpoint"
@@ -51,30 +46,8 @@ func (m *clockMaster) offsetSince(n int) (time.Duration, int) {
 // set behind stamps nothing below the range's log clock, which stays ahead
 // after the heal (nextTimestamp).
 func TestClockOffsetFailpoint(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	m := &clockMaster{}
-	srv := grpc.NewServer()
-	pb.RegisterMasterServiceServer(srv, m)
-	go srv.Serve(ln)
-	t.Cleanup(srv.Stop)
-	cfg := DefaultConfig()
-	cfg.ID = "f"
-	cfg.DataDir = filepath.Join(t.TempDir(), "ps")
-	cfg.GRPCAddr, cfg.RaftAddr = "127.0.0.1:0", "127.0.0.1:0"
-	cfg.Masters = []string{ln.Addr().String()}
-	cfg.QuiesceAfter = 0
-	cfg.HeartbeatInterval = 20 * time.Millisecond
-	s, err := New(cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := started(t, newAgainstMaster(t, m, nil))
 	t.Cleanup(func() { failpoint.Disable(ClockOffsetPoint) })
 	const id = 51
 	rep, v := leadingRangeWithWrites(t, s, id, 1, 0)
@@ -113,7 +86,7 @@ func TestClockOffsetFailpoint(t *testing.T) {
 	heartbeat := func() time.Duration {
 		t.Helper()
 		_, seen := m.offsetSince(0)
-		time.Sleep(2 * cfg.HeartbeatInterval) // one may be on its way, read before
+		time.Sleep(2 * s.cfg.HeartbeatInterval) // one may be on its way, read before
 		_, seen2 := m.offsetSince(0)
 		seen = max(seen, seen2)
 		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {

@@ -4,15 +4,10 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"log/slog"
-	"net"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"google.golang.org/grpc"
 
 	pb "tablestore/proto/tablestorepb"
 )
@@ -83,36 +78,13 @@ func (m *zoneMaster) last() *pb.ServerInfo {
 // with its addresses (the master keeps it in its catalog, and its
 // placement reads it).
 func TestHeartbeatCarriesZone(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	m := &zoneMaster{}
-	srv := grpc.NewServer()
-	pb.RegisterMasterServiceServer(srv, m)
-	go srv.Serve(ln)
-	t.Cleanup(srv.Stop)
-
-	cfg := DefaultConfig()
-	cfg.ID = "z"
-	cfg.DataDir = filepath.Join(t.TempDir(), "ps")
-	cfg.GRPCAddr, cfg.RaftAddr = "127.0.0.1:0", "127.0.0.1:0"
-	cfg.Masters = []string{ln.Addr().String()}
-	cfg.QuiesceAfter = 0
-	cfg.HeartbeatInterval = 20 * time.Millisecond
-	cfg.Zone = "us-east-1b"
-	s, err := New(cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	const zone = "us-east-1b"
+	started(t, newAgainstMaster(t, m, func(cfg *Config) { cfg.ID, cfg.Zone = "z", zone }))
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		if got := m.last(); got != nil {
-			if got.GetZone() != cfg.Zone || got.GetServerId() != "z" {
-				t.Fatalf("heartbeat's server %v, want zone %q", got, cfg.Zone)
+			if got.GetZone() != zone || got.GetServerId() != "z" {
+				t.Fatalf("heartbeat's server %v, want zone %q", got, zone)
 			}
 			return
 		}
