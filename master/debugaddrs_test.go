@@ -4,7 +4,6 @@ import (
 	"context"
 	"net"
 	"testing"
-	"time"
 
 	pb "tablestore/proto/tablestorepb"
 )
@@ -19,14 +18,8 @@ func TestDebugAddresses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a Raft group")
 	}
-	cfg := DefaultConfig()
-	cfg.ID, cfg.DataDir = "m1", t.TempDir()
-	cfg.GRPCAddr, cfg.RaftAddr = freeAddr(t), freeAddr(t)
-	cfg.Policy.Enabled = false
-	cfg.MetricsAddr, cfg.PprofAddr = "[::]:9090", "127.0.0.1:6060"
-	s := startMaster(t, cfg)
-	defer s.Close()
-	waitUntil(t, 10*time.Second, "the master leads", s.IsLeader)
+	s := leadingMaster(t, func(cfg *Config) { cfg.MetricsAddr, cfg.PprofAddr = "[::]:9090", "127.0.0.1:6060" })
+	cfg := s.cfg
 
 	m, err := s.Members()
 	if err != nil {

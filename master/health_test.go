@@ -62,14 +62,7 @@ func TestHealthGauges(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a Raft group")
 	}
-	cfg := DefaultConfig()
-	cfg.ID = "m1"
-	cfg.DataDir = t.TempDir()
-	cfg.GRPCAddr, cfg.RaftAddr = freeAddr(t), freeAddr(t)
-	cfg.Policy.Enabled = false
-	s := startMaster(t, cfg)
-	t.Cleanup(func() { s.Close() })
-	waitUntil(t, 10*time.Second, "the master to lead", s.IsLeader)
+	s := leadingMaster(t, nil)
 	for _, id := range []string{"a", "b", "c", "d"} {
 		if _, err := s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_REGISTER_SERVER, &pb.RegisterServerCommand{Server: &pb.ServerInfo{ServerId: id}}); err != nil {
 			t.Fatal(err)

@@ -52,6 +52,24 @@ type testMaster struct {
 	s   *Server
 }
 
+// leadingMaster starts a one-master group (m1, policies off, its Config
+// changed by tune, nil: none), closed when the test ends, and waits for it
+// to lead.
+func leadingMaster(t *testing.T, tune func(*Config)) *Server {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.ID, cfg.DataDir = "m1", t.TempDir()
+	cfg.GRPCAddr, cfg.RaftAddr = freeAddr(t), freeAddr(t)
+	cfg.Policy.Enabled = false
+	if tune != nil {
+		tune(&cfg)
+	}
+	s := startMaster(t, cfg)
+	t.Cleanup(func() { s.Close() })
+	waitUntil(t, 10*time.Second, "the master to lead", s.IsLeader)
+	return s
+}
+
 func startMaster(t *testing.T, cfg Config) *Server {
 	t.Helper()
 	s, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))

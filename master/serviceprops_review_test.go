@@ -17,14 +17,7 @@ import (
 
 func startPropsMaster(t *testing.T) (*Server, *service) {
 	t.Helper()
-	cfg := DefaultConfig()
-	cfg.ID = "m1"
-	cfg.DataDir = t.TempDir()
-	cfg.GRPCAddr, cfg.RaftAddr = freeAddr(t), freeAddr(t)
-	cfg.Policy.Enabled = false
-	s := startMaster(t, cfg)
-	t.Cleanup(func() { s.Close() })
-	waitUntil(t, 10*time.Second, "leadership", s.IsLeader)
+	s := leadingMaster(t, nil)
 	return s, &service{s: s}
 }
 
