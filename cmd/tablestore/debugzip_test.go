@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -33,24 +32,7 @@ func TestDebugZipMultiProcess(t *testing.T) {
 	c := &processCluster{t: t, bin: binary(t)}
 	p := freePorts(t, 12)
 	addr := func(i int) string { return "127.0.0.1:" + strconv.Itoa(p[i]) }
-	t.Cleanup(func() {
-		for _, pr := range c.procs {
-			pr.cmd.Process.Signal(syscall.SIGTERM)
-		}
-		for _, pr := range c.procs {
-			done := make(chan struct{})
-			go func() { pr.cmd.Wait(); close(done) }()
-			select {
-			case <-done:
-			case <-time.After(10 * time.Second):
-				pr.cmd.Process.Kill()
-				<-done
-			}
-			if t.Failed() {
-				t.Logf("--- %s output:\n%s", pr.name, pr.out.String())
-			}
-		}
-	})
+	t.Cleanup(c.stopAll)
 	master := addr(0)
 	c.start("master", "master", "--id", "m1", "--data-dir", filepath.Join(dir, "m1"), "--grpc-addr", master,
 		"--raft-addr", addr(1), "--metrics-addr", addr(2), "--pprof-addr", addr(3), "--log-level", "warn")

@@ -144,24 +144,7 @@ func startProcessCluster(t *testing.T, table string, extra ...string) *processCl
 		peers = append(peers, fmt.Sprintf("m%d=%s", i+1, addr(3+i)))
 		masters = append(masters, addr(i))
 	}
-	t.Cleanup(func() {
-		for _, pr := range c.procs {
-			pr.cmd.Process.Signal(syscall.SIGTERM)
-		}
-		for _, pr := range c.procs {
-			done := make(chan struct{})
-			go func() { pr.cmd.Wait(); close(done) }()
-			select {
-			case <-done:
-			case <-time.After(10 * time.Second):
-				pr.cmd.Process.Kill()
-				<-done
-			}
-			if t.Failed() {
-				t.Logf("--- %s output:\n%s", pr.name, pr.out.String())
-			}
-		}
-	})
+	t.Cleanup(c.stopAll)
 	for i := 0; i < 3; i++ {
 		c.start(fmt.Sprintf("master%d", i+1), append([]string{"master",
 			"--id", fmt.Sprintf("m%d", i+1), "--data-dir", filepath.Join(dir, fmt.Sprintf("m%d", i+1)),
@@ -226,6 +209,27 @@ func TestMultiProcessCluster(t *testing.T) {
 		json.Unmarshal(resp.Value, &m)
 		if m["V"] != float64(i) {
 			t.Errorf("entity %d: V = %v", i, m["V"])
+		}
+	}
+}
+
+// stopAll ends every process of the cluster (SIGTERM, then SIGKILL after
+// 10 s) and, when the test failed, logs their output.
+func (c *processCluster) stopAll() {
+	for _, pr := range c.procs {
+		pr.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	for _, pr := range c.procs {
+		done := make(chan struct{})
+		go func() { pr.cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			pr.cmd.Process.Kill()
+			<-done
+		}
+		if c.t.Failed() {
+			c.t.Logf("--- %s output:\n%s", pr.name, pr.out.String())
 		}
 	}
 }
