@@ -2,9 +2,7 @@ package chaos
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"slices"
 	"strings"
@@ -178,21 +176,9 @@ func (c *cluster) masterEvents() ([]*pb.Event, error) {
 	defer cancel()
 	var out []*pb.Event
 	err = mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
-		out = nil
-		st, err := m.Events(ctx, &pb.EventsRequest{})
-		if err != nil {
-			return err
-		}
-		for {
-			e, err := st.Recv()
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			out = append(out, e)
-		}
+		var err error
+		out, err = masterclient.ReadEvents(ctx, m)
+		return err
 	})
 	return out, err
 }

@@ -2,8 +2,6 @@ package cluster
 
 import (
 	"context"
-	"errors"
-	"io"
 	"math/rand"
 	"net"
 	"strconv"
@@ -14,6 +12,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"tablestore/internal/logging"
+	"tablestore/internal/masterclient"
 	"tablestore/master"
 	"tablestore/partitionserver"
 	pb "tablestore/proto/tablestorepb"
@@ -183,21 +182,9 @@ func masterEvents(mc masterCaller) []*pb.Event {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
-		out = nil
-		st, err := m.Events(ctx, &pb.EventsRequest{})
-		if err != nil {
-			return err
-		}
-		for {
-			e, err := st.Recv()
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			if err != nil {
-				return err // a cut stream is retried whole, not taken as the log
-			}
-			out = append(out, e)
-		}
+		var err error
+		out, err = masterclient.ReadEvents(ctx, m) // a cut stream is retried whole
+		return err
 	})
 	if err != nil {
 		return nil
