@@ -107,13 +107,38 @@ func holdPort(t *testing.T) string {
 	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
 }
 
+// holdBasePort is holdPort for a port that also serves as dev's
+// --base-port: the other ports dev derives from it (+100, +200+i,
+// +300+i) are free when it returns, so that dev fails on the held one
+// and not on a neighbour another process happened to have (a flake seen
+// once in make test).
+func holdBasePort(t *testing.T) string {
+	t.Helper()
+	for try := 0; ; try++ {
+		port := holdPort(t)
+		base, _ := strconv.Atoi(port)
+		free := true
+		for _, off := range []int{100, 200, 201, 202, 203, 300, 301, 302, 303} {
+			ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(base+off))
+			if err != nil {
+				free = false
+				break
+			}
+			ln.Close()
+		}
+		if free || try == 20 {
+			return port
+		}
+	}
+}
+
 // TestStartupErrors: every start-up failure ends in exit status 1 and one
 // line naming the flag, path or port, never a panic.
 func TestStartupErrors(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the binary")
 	}
-	busy := holdPort(t)
+	busy := holdBasePort(t)
 	closed := strconv.Itoa(freePorts(t, 1)[0])
 	corrupt := t.TempDir()
 	os.WriteFile(filepath.Join(corrupt, "state.db"), bytes.Repeat([]byte("not a bolt file "), 1000), 0o644)
