@@ -81,6 +81,8 @@ type Server struct {
 	version      uint64
 	changed      chan struct{} // closed and replaced on every map change
 	watchers     map[*mapWatcher]struct{}
+	// frontends are the front-ends watching the map here (frontends.go).
+	frontends *frontendSet
 	// epoch names this process's numbering of versions (random).
 	epoch uint64
 
@@ -119,6 +121,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	s.ops = newRunner(s.ctx, cfg.Policy.MaxInFlight, opTimeout, keep, s.execute)
 	s.fsm = &fsm{st: newState(), onChange: s.bumpChanges}
 	s.watchers = map[*mapWatcher]struct{}{}
+	s.frontends = newFrontendSet()
 	s.epoch = rand.Uint64()
 	return s, nil
 }

@@ -542,8 +542,10 @@ func (v *service) WatchPartitionMap(req *pb.WatchPartitionMapRequest, stream pb.
 	if err := s.ready(); err != nil {
 		return toStatus(err)
 	}
+	fw := s.frontends.add(req.GetFrontend(), peerAddr(stream.Context()), time.Now())
+	defer s.frontends.remove(fw)
 	if req.GetDeltas() {
-		return s.watchDeltas(stream)
+		return s.watchDeltas(stream, fw)
 	}
 	sent := uint64(0)
 	first := true
@@ -554,6 +556,7 @@ func (v *service) WatchPartitionMap(req *pb.WatchPartitionMapRequest, stream pb.
 				return err
 			}
 			sent, first = m.GetVersion(), false
+			fw.sent(sent, time.Now())
 		}
 		select {
 		case <-stream.Context().Done():
@@ -570,8 +573,9 @@ func (v *service) WatchPartitionMap(req *pb.WatchPartitionMapRequest, stream pb.
 }
 
 // watchDeltas serves a watch that asked for deltas: the whole map, then
-// what changed, at most one message per change batch.
-func (s *Server) watchDeltas(stream pb.MasterService_WatchPartitionMapServer) error {
+// what changed, at most one message per change batch. fw is the
+// front-end on it (nil: none said who it is).
+func (s *Server) watchDeltas(stream pb.MasterService_WatchPartitionMapServer, fw *frontendWatch) error {
 	w := s.addWatcher()
 	defer s.removeWatcher(w)
 	m, _ := s.partitionMap()
@@ -581,6 +585,7 @@ func (s *Server) watchDeltas(stream pb.MasterService_WatchPartitionMapServer) er
 	}
 	mapSendsTotal.WithLabelValues("full").Inc()
 	epoch, sent, lastSend := m.GetEpoch(), m.GetVersion(), time.Now()
+	fw.sent(sent, lastSend)
 	for {
 		select {
 		case <-stream.Context().Done():
@@ -613,6 +618,7 @@ func (s *Server) watchDeltas(stream pb.MasterService_WatchPartitionMapServer) er
 			return err
 		}
 		sent, lastSend = max(sent, m.GetVersion()), time.Now()
+		fw.sent(sent, lastSend)
 	}
 }
 

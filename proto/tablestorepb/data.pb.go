@@ -3652,6 +3652,102 @@ func (x *MasterSnapshot) GetAccountServiceProperties() map[string][]byte {
 	return nil
 }
 
+// FrontendInfo is who a front-end is, as its partition map watch
+// (WatchPartitionMapRequest.frontend) tells the master serving it: the
+// masters list the front-ends watching them (ListFrontends) for `tablestore
+// ctl frontends` and `ctl debug zip`. Not replicated: the watch's master
+// holds it while the stream is open.
+type FrontendInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Random per front-end process, the same on each of its watches.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The listen addresses of the Azure Table REST API (host:port each).
+	HttpAddrs []string `protobuf:"bytes,2,rep,name=http_addrs,json=httpAddrs,proto3" json:"http_addrs,omitempty"`
+	// Where the front-end serves /metrics (with /healthz, /readyz,
+	// /version) and /debug/pprof, host:port ("" when off). An address bound
+	// to every interface is advertised by the master with the host the
+	// watch came from.
+	MetricsAddr string `protobuf:"bytes,3,opt,name=metrics_addr,json=metricsAddr,proto3" json:"metrics_addr,omitempty"`
+	PprofAddr   string `protobuf:"bytes,4,opt,name=pprof_addr,json=pprofAddr,proto3" json:"pprof_addr,omitempty"`
+	// The build (buildinfo.Line) and when the process started.
+	Version       string `protobuf:"bytes,5,opt,name=version,proto3" json:"version,omitempty"`
+	StartUnixNano int64  `protobuf:"varint,6,opt,name=start_unix_nano,json=startUnixNano,proto3" json:"start_unix_nano,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FrontendInfo) Reset() {
+	*x = FrontendInfo{}
+	mi := &file_tablestore_v1_data_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FrontendInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FrontendInfo) ProtoMessage() {}
+
+func (x *FrontendInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_data_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FrontendInfo.ProtoReflect.Descriptor instead.
+func (*FrontendInfo) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *FrontendInfo) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *FrontendInfo) GetHttpAddrs() []string {
+	if x != nil {
+		return x.HttpAddrs
+	}
+	return nil
+}
+
+func (x *FrontendInfo) GetMetricsAddr() string {
+	if x != nil {
+		return x.MetricsAddr
+	}
+	return ""
+}
+
+func (x *FrontendInfo) GetPprofAddr() string {
+	if x != nil {
+		return x.PprofAddr
+	}
+	return ""
+}
+
+func (x *FrontendInfo) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *FrontendInfo) GetStartUnixNano() int64 {
+	if x != nil {
+		return x.StartUnixNano
+	}
+	return 0
+}
+
 var File_tablestore_v1_data_proto protoreflect.FileDescriptor
 
 const file_tablestore_v1_data_proto_rawDesc = "" +
@@ -3924,7 +4020,16 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x1aaccount_service_properties\x18\x0f \x03(\v2;.tablestore.v1.MasterSnapshot.AccountServicePropertiesEntryR\x18accountServiceProperties\x1aK\n" +
 	"\x1dAccountServicePropertiesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01*\x8a\x03\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\xc1\x01\n" +
+	"\fFrontendInfo\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
+	"\n" +
+	"http_addrs\x18\x02 \x03(\tR\thttpAddrs\x12!\n" +
+	"\fmetrics_addr\x18\x03 \x01(\tR\vmetricsAddr\x12\x1d\n" +
+	"\n" +
+	"pprof_addr\x18\x04 \x01(\tR\tpprofAddr\x12\x18\n" +
+	"\aversion\x18\x05 \x01(\tR\aversion\x12&\n" +
+	"\x0fstart_unix_nano\x18\x06 \x01(\x03R\rstartUnixNano*\x8a\x03\n" +
 	"\tEventKind\x12\x1a\n" +
 	"\x16EVENT_KIND_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10EVENT_KIND_SPLIT\x10\x01\x12\x14\n" +
@@ -3997,7 +4102,7 @@ func file_tablestore_v1_data_proto_rawDescGZIP() []byte {
 }
 
 var file_tablestore_v1_data_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_tablestore_v1_data_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
+var file_tablestore_v1_data_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
 var file_tablestore_v1_data_proto_goTypes = []any{
 	(EventKind)(0),                      // 0: tablestore.v1.EventKind
 	(OpKind)(0),                         // 1: tablestore.v1.OpKind
@@ -4049,11 +4154,12 @@ var file_tablestore_v1_data_proto_goTypes = []any{
 	(*SetServicePropertiesCommand)(nil), // 47: tablestore.v1.SetServicePropertiesCommand
 	(*SetAccountsCommand)(nil),          // 48: tablestore.v1.SetAccountsCommand
 	(*MasterSnapshot)(nil),              // 49: tablestore.v1.MasterSnapshot
-	nil,                                 // 50: tablestore.v1.Event.FiguresEntry
-	nil,                                 // 51: tablestore.v1.PartitionMap.LeadersEntry
-	nil,                                 // 52: tablestore.v1.PartitionMap.LoadsEntry
-	nil,                                 // 53: tablestore.v1.PartitionMap.AccountServicePropertiesEntry
-	nil,                                 // 54: tablestore.v1.MasterSnapshot.AccountServicePropertiesEntry
+	(*FrontendInfo)(nil),                // 50: tablestore.v1.FrontendInfo
+	nil,                                 // 51: tablestore.v1.Event.FiguresEntry
+	nil,                                 // 52: tablestore.v1.PartitionMap.LeadersEntry
+	nil,                                 // 53: tablestore.v1.PartitionMap.LoadsEntry
+	nil,                                 // 54: tablestore.v1.PartitionMap.AccountServicePropertiesEntry
+	nil,                                 // 55: tablestore.v1.MasterSnapshot.AccountServicePropertiesEntry
 }
 var file_tablestore_v1_data_proto_depIdxs = []int32{
 	5,  // 0: tablestore.v1.RangeDescriptor.replicas:type_name -> tablestore.v1.Replica
@@ -4062,16 +4168,16 @@ var file_tablestore_v1_data_proto_depIdxs = []int32{
 	12, // 3: tablestore.v1.RangeLoad.hot_keys:type_name -> tablestore.v1.KeyLoad
 	12, // 4: tablestore.v1.RangeLoad.load_sample:type_name -> tablestore.v1.KeyLoad
 	0,  // 5: tablestore.v1.Event.kind:type_name -> tablestore.v1.EventKind
-	50, // 6: tablestore.v1.Event.figures:type_name -> tablestore.v1.Event.FiguresEntry
+	51, // 6: tablestore.v1.Event.figures:type_name -> tablestore.v1.Event.FiguresEntry
 	11, // 7: tablestore.v1.RangeStatus.load:type_name -> tablestore.v1.RangeLoad
 	6,  // 8: tablestore.v1.RangeStatus.range:type_name -> tablestore.v1.RangeDescriptor
 	7,  // 9: tablestore.v1.PartitionMap.tables:type_name -> tablestore.v1.Table
 	6,  // 10: tablestore.v1.PartitionMap.ranges:type_name -> tablestore.v1.RangeDescriptor
 	9,  // 11: tablestore.v1.PartitionMap.servers:type_name -> tablestore.v1.ServerInfo
-	51, // 12: tablestore.v1.PartitionMap.leaders:type_name -> tablestore.v1.PartitionMap.LeadersEntry
-	52, // 13: tablestore.v1.PartitionMap.loads:type_name -> tablestore.v1.PartitionMap.LoadsEntry
+	52, // 12: tablestore.v1.PartitionMap.leaders:type_name -> tablestore.v1.PartitionMap.LeadersEntry
+	53, // 13: tablestore.v1.PartitionMap.loads:type_name -> tablestore.v1.PartitionMap.LoadsEntry
 	16, // 14: tablestore.v1.PartitionMap.accounts:type_name -> tablestore.v1.StorageAccount
-	53, // 15: tablestore.v1.PartitionMap.account_service_properties:type_name -> tablestore.v1.PartitionMap.AccountServicePropertiesEntry
+	54, // 15: tablestore.v1.PartitionMap.account_service_properties:type_name -> tablestore.v1.PartitionMap.AccountServicePropertiesEntry
 	1,  // 16: tablestore.v1.EntityOp.kind:type_name -> tablestore.v1.OpKind
 	2,  // 17: tablestore.v1.Command.kind:type_name -> tablestore.v1.CommandKind
 	17, // 18: tablestore.v1.WriteCommand.ops:type_name -> tablestore.v1.EntityOp
@@ -4104,7 +4210,7 @@ var file_tablestore_v1_data_proto_depIdxs = []int32{
 	45, // 45: tablestore.v1.MasterSnapshot.requests:type_name -> tablestore.v1.TableRequestRecord
 	30, // 46: tablestore.v1.MasterSnapshot.merge_decisions:type_name -> tablestore.v1.MergeDecision
 	36, // 47: tablestore.v1.MasterSnapshot.deleted_pending:type_name -> tablestore.v1.DeletedTable
-	54, // 48: tablestore.v1.MasterSnapshot.account_service_properties:type_name -> tablestore.v1.MasterSnapshot.AccountServicePropertiesEntry
+	55, // 48: tablestore.v1.MasterSnapshot.account_service_properties:type_name -> tablestore.v1.MasterSnapshot.AccountServicePropertiesEntry
 	11, // 49: tablestore.v1.PartitionMap.LoadsEntry.value:type_name -> tablestore.v1.RangeLoad
 	50, // [50:50] is the sub-list for method output_type
 	50, // [50:50] is the sub-list for method input_type
@@ -4124,7 +4230,7 @@ func file_tablestore_v1_data_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tablestore_v1_data_proto_rawDesc), len(file_tablestore_v1_data_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   50,
+			NumMessages:   51,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -24,6 +24,205 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type ListFrontendsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListFrontendsRequest) Reset() {
+	*x = ListFrontendsRequest{}
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListFrontendsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListFrontendsRequest) ProtoMessage() {}
+
+func (x *ListFrontendsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListFrontendsRequest.ProtoReflect.Descriptor instead.
+func (*ListFrontendsRequest) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{0}
+}
+
+// WatchingFrontend is one open partition map watch that carried a
+// FrontendInfo.
+type WatchingFrontend struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// As the front-end sent it, its addresses checked (not host:port:
+	// dropped) and advertised (an unspecified host: the watch's peer host).
+	Frontend *FrontendInfo `protobuf:"bytes,1,opt,name=frontend,proto3" json:"frontend,omitempty"`
+	// The address the watch came from (the gRPC peer).
+	PeerAddr          string `protobuf:"bytes,2,opt,name=peer_addr,json=peerAddr,proto3" json:"peer_addr,omitempty"`
+	ConnectedUnixNano int64  `protobuf:"varint,3,opt,name=connected_unix_nano,json=connectedUnixNano,proto3" json:"connected_unix_nano,omitempty"`
+	// The map version of the last map or delta this master sent it (0:
+	// none yet), of this master's numbering (ListFrontendsResponse.map_epoch),
+	// and when it was sent. What the front-end applied is not known here.
+	MapVersionSent   uint64 `protobuf:"varint,4,opt,name=map_version_sent,json=mapVersionSent,proto3" json:"map_version_sent,omitempty"`
+	LastSendUnixNano int64  `protobuf:"varint,5,opt,name=last_send_unix_nano,json=lastSendUnixNano,proto3" json:"last_send_unix_nano,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *WatchingFrontend) Reset() {
+	*x = WatchingFrontend{}
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchingFrontend) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchingFrontend) ProtoMessage() {}
+
+func (x *WatchingFrontend) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchingFrontend.ProtoReflect.Descriptor instead.
+func (*WatchingFrontend) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *WatchingFrontend) GetFrontend() *FrontendInfo {
+	if x != nil {
+		return x.Frontend
+	}
+	return nil
+}
+
+func (x *WatchingFrontend) GetPeerAddr() string {
+	if x != nil {
+		return x.PeerAddr
+	}
+	return ""
+}
+
+func (x *WatchingFrontend) GetConnectedUnixNano() int64 {
+	if x != nil {
+		return x.ConnectedUnixNano
+	}
+	return 0
+}
+
+func (x *WatchingFrontend) GetMapVersionSent() uint64 {
+	if x != nil {
+		return x.MapVersionSent
+	}
+	return 0
+}
+
+func (x *WatchingFrontend) GetLastSendUnixNano() int64 {
+	if x != nil {
+		return x.LastSendUnixNano
+	}
+	return 0
+}
+
+type ListFrontendsResponse struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Frontends []*WatchingFrontend    `protobuf:"bytes,1,rep,name=frontends,proto3" json:"frontends,omitempty"`
+	// The master that answered, whether it leads, and its current map
+	// version and epoch: a front-end whose map_version_sent is behind
+	// map_version has changes still to receive.
+	SelfId        string `protobuf:"bytes,2,opt,name=self_id,json=selfId,proto3" json:"self_id,omitempty"`
+	Leader        bool   `protobuf:"varint,3,opt,name=leader,proto3" json:"leader,omitempty"`
+	MapVersion    uint64 `protobuf:"varint,4,opt,name=map_version,json=mapVersion,proto3" json:"map_version,omitempty"`
+	MapEpoch      uint64 `protobuf:"varint,5,opt,name=map_epoch,json=mapEpoch,proto3" json:"map_epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListFrontendsResponse) Reset() {
+	*x = ListFrontendsResponse{}
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListFrontendsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListFrontendsResponse) ProtoMessage() {}
+
+func (x *ListFrontendsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListFrontendsResponse.ProtoReflect.Descriptor instead.
+func (*ListFrontendsResponse) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ListFrontendsResponse) GetFrontends() []*WatchingFrontend {
+	if x != nil {
+		return x.Frontends
+	}
+	return nil
+}
+
+func (x *ListFrontendsResponse) GetSelfId() string {
+	if x != nil {
+		return x.SelfId
+	}
+	return ""
+}
+
+func (x *ListFrontendsResponse) GetLeader() bool {
+	if x != nil {
+		return x.Leader
+	}
+	return false
+}
+
+func (x *ListFrontendsResponse) GetMapVersion() uint64 {
+	if x != nil {
+		return x.MapVersion
+	}
+	return 0
+}
+
+func (x *ListFrontendsResponse) GetMapEpoch() uint64 {
+	if x != nil {
+		return x.MapEpoch
+	}
+	return 0
+}
+
 type JoinFloorRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	RangeId       uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
@@ -34,7 +233,7 @@ type JoinFloorRequest struct {
 
 func (x *JoinFloorRequest) Reset() {
 	*x = JoinFloorRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[0]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -46,7 +245,7 @@ func (x *JoinFloorRequest) String() string {
 func (*JoinFloorRequest) ProtoMessage() {}
 
 func (x *JoinFloorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[0]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -59,7 +258,7 @@ func (x *JoinFloorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinFloorRequest.ProtoReflect.Descriptor instead.
 func (*JoinFloorRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{0}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *JoinFloorRequest) GetRangeId() uint64 {
@@ -91,7 +290,7 @@ type JoinFloorResponse struct {
 
 func (x *JoinFloorResponse) Reset() {
 	*x = JoinFloorResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[1]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -103,7 +302,7 @@ func (x *JoinFloorResponse) String() string {
 func (*JoinFloorResponse) ProtoMessage() {}
 
 func (x *JoinFloorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[1]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -116,7 +315,7 @@ func (x *JoinFloorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinFloorResponse.ProtoReflect.Descriptor instead.
 func (*JoinFloorResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{1}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *JoinFloorResponse) GetRange() *RangeDescriptor {
@@ -150,7 +349,7 @@ type DrainServerRequest struct {
 
 func (x *DrainServerRequest) Reset() {
 	*x = DrainServerRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[2]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -162,7 +361,7 @@ func (x *DrainServerRequest) String() string {
 func (*DrainServerRequest) ProtoMessage() {}
 
 func (x *DrainServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[2]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -175,7 +374,7 @@ func (x *DrainServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainServerRequest.ProtoReflect.Descriptor instead.
 func (*DrainServerRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{2}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *DrainServerRequest) GetServerId() string {
@@ -201,7 +400,7 @@ type DrainServerResponse struct {
 
 func (x *DrainServerResponse) Reset() {
 	*x = DrainServerResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[3]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -213,7 +412,7 @@ func (x *DrainServerResponse) String() string {
 func (*DrainServerResponse) ProtoMessage() {}
 
 func (x *DrainServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[3]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -226,7 +425,7 @@ func (x *DrainServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainServerResponse.ProtoReflect.Descriptor instead.
 func (*DrainServerResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{3}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *DrainServerResponse) GetServer() *ServerInfo {
@@ -245,7 +444,7 @@ type RemoveServerRequest struct {
 
 func (x *RemoveServerRequest) Reset() {
 	*x = RemoveServerRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[4]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -257,7 +456,7 @@ func (x *RemoveServerRequest) String() string {
 func (*RemoveServerRequest) ProtoMessage() {}
 
 func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[4]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -270,7 +469,7 @@ func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerRequest.ProtoReflect.Descriptor instead.
 func (*RemoveServerRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{4}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RemoveServerRequest) GetServerId() string {
@@ -288,7 +487,7 @@ type RemoveServerResponse struct {
 
 func (x *RemoveServerResponse) Reset() {
 	*x = RemoveServerResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[5]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -300,7 +499,7 @@ func (x *RemoveServerResponse) String() string {
 func (*RemoveServerResponse) ProtoMessage() {}
 
 func (x *RemoveServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[5]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -313,7 +512,7 @@ func (x *RemoveServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerResponse.ProtoReflect.Descriptor instead.
 func (*RemoveServerResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{5}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{8}
 }
 
 type ListMembersRequest struct {
@@ -324,7 +523,7 @@ type ListMembersRequest struct {
 
 func (x *ListMembersRequest) Reset() {
 	*x = ListMembersRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[6]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -336,7 +535,7 @@ func (x *ListMembersRequest) String() string {
 func (*ListMembersRequest) ProtoMessage() {}
 
 func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[6]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -349,7 +548,7 @@ func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersRequest.ProtoReflect.Descriptor instead.
 func (*ListMembersRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{6}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{9}
 }
 
 // MasterMember is one member of the master group's Raft configuration.
@@ -365,7 +564,7 @@ type MasterMember struct {
 
 func (x *MasterMember) Reset() {
 	*x = MasterMember{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[7]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -377,7 +576,7 @@ func (x *MasterMember) String() string {
 func (*MasterMember) ProtoMessage() {}
 
 func (x *MasterMember) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[7]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -390,7 +589,7 @@ func (x *MasterMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterMember.ProtoReflect.Descriptor instead.
 func (*MasterMember) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{7}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *MasterMember) GetId() string {
@@ -438,7 +637,7 @@ type ListMembersResponse struct {
 
 func (x *ListMembersResponse) Reset() {
 	*x = ListMembersResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[8]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -450,7 +649,7 @@ func (x *ListMembersResponse) String() string {
 func (*ListMembersResponse) ProtoMessage() {}
 
 func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[8]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -463,7 +662,7 @@ func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersResponse.ProtoReflect.Descriptor instead.
 func (*ListMembersResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{8}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListMembersResponse) GetMembers() []*MasterMember {
@@ -511,7 +710,7 @@ type AddMemberRequest struct {
 
 func (x *AddMemberRequest) Reset() {
 	*x = AddMemberRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[9]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -523,7 +722,7 @@ func (x *AddMemberRequest) String() string {
 func (*AddMemberRequest) ProtoMessage() {}
 
 func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[9]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -536,7 +735,7 @@ func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberRequest.ProtoReflect.Descriptor instead.
 func (*AddMemberRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{9}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *AddMemberRequest) GetId() string {
@@ -562,7 +761,7 @@ type RemoveMemberRequest struct {
 
 func (x *RemoveMemberRequest) Reset() {
 	*x = RemoveMemberRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[10]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -574,7 +773,7 @@ func (x *RemoveMemberRequest) String() string {
 func (*RemoveMemberRequest) ProtoMessage() {}
 
 func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[10]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -587,7 +786,7 @@ func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
 func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{10}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RemoveMemberRequest) GetId() string {
@@ -617,7 +816,7 @@ type CreateTableRequest struct {
 
 func (x *CreateTableRequest) Reset() {
 	*x = CreateTableRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[11]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -629,7 +828,7 @@ func (x *CreateTableRequest) String() string {
 func (*CreateTableRequest) ProtoMessage() {}
 
 func (x *CreateTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[11]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -642,7 +841,7 @@ func (x *CreateTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTableRequest.ProtoReflect.Descriptor instead.
 func (*CreateTableRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{11}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CreateTableRequest) GetName() string {
@@ -689,7 +888,7 @@ type CreateTableResponse struct {
 
 func (x *CreateTableResponse) Reset() {
 	*x = CreateTableResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[12]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -701,7 +900,7 @@ func (x *CreateTableResponse) String() string {
 func (*CreateTableResponse) ProtoMessage() {}
 
 func (x *CreateTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[12]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -714,7 +913,7 @@ func (x *CreateTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTableResponse.ProtoReflect.Descriptor instead.
 func (*CreateTableResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{12}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CreateTableResponse) GetTable() *Table {
@@ -759,7 +958,7 @@ type DeleteTableRequest struct {
 
 func (x *DeleteTableRequest) Reset() {
 	*x = DeleteTableRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[13]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -771,7 +970,7 @@ func (x *DeleteTableRequest) String() string {
 func (*DeleteTableRequest) ProtoMessage() {}
 
 func (x *DeleteTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[13]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -784,7 +983,7 @@ func (x *DeleteTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTableRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTableRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{13}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DeleteTableRequest) GetName() string {
@@ -818,7 +1017,7 @@ type DeleteTableResponse struct {
 
 func (x *DeleteTableResponse) Reset() {
 	*x = DeleteTableResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[14]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -830,7 +1029,7 @@ func (x *DeleteTableResponse) String() string {
 func (*DeleteTableResponse) ProtoMessage() {}
 
 func (x *DeleteTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[14]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -843,7 +1042,7 @@ func (x *DeleteTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTableResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTableResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{14}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DeleteTableResponse) GetMap() *PartitionMap {
@@ -866,7 +1065,7 @@ type GetPartitionMapRequest struct {
 
 func (x *GetPartitionMapRequest) Reset() {
 	*x = GetPartitionMapRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[15]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -878,7 +1077,7 @@ func (x *GetPartitionMapRequest) String() string {
 func (*GetPartitionMapRequest) ProtoMessage() {}
 
 func (x *GetPartitionMapRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[15]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -891,7 +1090,7 @@ func (x *GetPartitionMapRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPartitionMapRequest.ProtoReflect.Descriptor instead.
 func (*GetPartitionMapRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{15}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetPartitionMapRequest) GetTable() string {
@@ -906,14 +1105,17 @@ type WatchPartitionMapRequest struct {
 	KnownVersion uint64                 `protobuf:"varint,1,opt,name=known_version,json=knownVersion,proto3" json:"known_version,omitempty"`
 	// deltas asks for the whole map first and then only what changed
 	// (PartitionMap.delta) instead of the whole map on every change.
-	Deltas        bool `protobuf:"varint,2,opt,name=deltas,proto3" json:"deltas,omitempty"`
+	Deltas bool `protobuf:"varint,2,opt,name=deltas,proto3" json:"deltas,omitempty"`
+	// Who the front-end is, for ListFrontends; absent from an older
+	// front-end, which is served all the same (and not listed).
+	Frontend      *FrontendInfo `protobuf:"bytes,3,opt,name=frontend,proto3" json:"frontend,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WatchPartitionMapRequest) Reset() {
 	*x = WatchPartitionMapRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[16]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -925,7 +1127,7 @@ func (x *WatchPartitionMapRequest) String() string {
 func (*WatchPartitionMapRequest) ProtoMessage() {}
 
 func (x *WatchPartitionMapRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[16]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -938,7 +1140,7 @@ func (x *WatchPartitionMapRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchPartitionMapRequest.ProtoReflect.Descriptor instead.
 func (*WatchPartitionMapRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{16}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *WatchPartitionMapRequest) GetKnownVersion() uint64 {
@@ -953,6 +1155,13 @@ func (x *WatchPartitionMapRequest) GetDeltas() bool {
 		return x.Deltas
 	}
 	return false
+}
+
+func (x *WatchPartitionMapRequest) GetFrontend() *FrontendInfo {
+	if x != nil {
+		return x.Frontend
+	}
+	return nil
 }
 
 type HeartbeatRequest struct {
@@ -997,7 +1206,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[17]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1009,7 +1218,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[17]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1022,7 +1231,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{17}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *HeartbeatRequest) GetServer() *ServerInfo {
@@ -1123,7 +1332,7 @@ type DiskLatency struct {
 
 func (x *DiskLatency) Reset() {
 	*x = DiskLatency{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[18]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1135,7 +1344,7 @@ func (x *DiskLatency) String() string {
 func (*DiskLatency) ProtoMessage() {}
 
 func (x *DiskLatency) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[18]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1148,7 +1357,7 @@ func (x *DiskLatency) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiskLatency.ProtoReflect.Descriptor instead.
 func (*DiskLatency) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{18}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DiskLatency) GetWindowSeconds() float64 {
@@ -1239,7 +1448,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[19]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1251,7 +1460,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[19]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1264,7 +1473,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{19}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *HeartbeatResponse) GetAssigned() []*RangeDescriptor {
@@ -1368,7 +1577,7 @@ type SetTableACLRequest struct {
 
 func (x *SetTableACLRequest) Reset() {
 	*x = SetTableACLRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[20]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1380,7 +1589,7 @@ func (x *SetTableACLRequest) String() string {
 func (*SetTableACLRequest) ProtoMessage() {}
 
 func (x *SetTableACLRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[20]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1393,7 +1602,7 @@ func (x *SetTableACLRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTableACLRequest.ProtoReflect.Descriptor instead.
 func (*SetTableACLRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{20}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SetTableACLRequest) GetName() string {
@@ -1418,7 +1627,7 @@ type SetTableACLResponse struct {
 
 func (x *SetTableACLResponse) Reset() {
 	*x = SetTableACLResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[21]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1430,7 +1639,7 @@ func (x *SetTableACLResponse) String() string {
 func (*SetTableACLResponse) ProtoMessage() {}
 
 func (x *SetTableACLResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[21]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1443,7 +1652,7 @@ func (x *SetTableACLResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTableACLResponse.ProtoReflect.Descriptor instead.
 func (*SetTableACLResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{21}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{24}
 }
 
 type SetServicePropertiesRequest struct {
@@ -1460,7 +1669,7 @@ type SetServicePropertiesRequest struct {
 
 func (x *SetServicePropertiesRequest) Reset() {
 	*x = SetServicePropertiesRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[22]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1472,7 +1681,7 @@ func (x *SetServicePropertiesRequest) String() string {
 func (*SetServicePropertiesRequest) ProtoMessage() {}
 
 func (x *SetServicePropertiesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[22]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1485,7 +1694,7 @@ func (x *SetServicePropertiesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetServicePropertiesRequest.ProtoReflect.Descriptor instead.
 func (*SetServicePropertiesRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{22}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SetServicePropertiesRequest) GetProperties() []byte {
@@ -1510,7 +1719,7 @@ type SetServicePropertiesResponse struct {
 
 func (x *SetServicePropertiesResponse) Reset() {
 	*x = SetServicePropertiesResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[23]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1522,7 +1731,7 @@ func (x *SetServicePropertiesResponse) String() string {
 func (*SetServicePropertiesResponse) ProtoMessage() {}
 
 func (x *SetServicePropertiesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[23]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1535,7 +1744,7 @@ func (x *SetServicePropertiesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetServicePropertiesResponse.ProtoReflect.Descriptor instead.
 func (*SetServicePropertiesResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{23}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{26}
 }
 
 type SetAccountsRequest struct {
@@ -1547,7 +1756,7 @@ type SetAccountsRequest struct {
 
 func (x *SetAccountsRequest) Reset() {
 	*x = SetAccountsRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[24]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1559,7 +1768,7 @@ func (x *SetAccountsRequest) String() string {
 func (*SetAccountsRequest) ProtoMessage() {}
 
 func (x *SetAccountsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[24]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1572,7 +1781,7 @@ func (x *SetAccountsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAccountsRequest.ProtoReflect.Descriptor instead.
 func (*SetAccountsRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{24}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SetAccountsRequest) GetAccounts() []*StorageAccount {
@@ -1590,7 +1799,7 @@ type SetAccountsResponse struct {
 
 func (x *SetAccountsResponse) Reset() {
 	*x = SetAccountsResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[25]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1602,7 +1811,7 @@ func (x *SetAccountsResponse) String() string {
 func (*SetAccountsResponse) ProtoMessage() {}
 
 func (x *SetAccountsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[25]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1615,7 +1824,7 @@ func (x *SetAccountsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAccountsResponse.ProtoReflect.Descriptor instead.
 func (*SetAccountsResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{25}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{28}
 }
 
 type EventsRequest struct {
@@ -1628,7 +1837,7 @@ type EventsRequest struct {
 
 func (x *EventsRequest) Reset() {
 	*x = EventsRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[26]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1640,7 +1849,7 @@ func (x *EventsRequest) String() string {
 func (*EventsRequest) ProtoMessage() {}
 
 func (x *EventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[26]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1653,7 +1862,7 @@ func (x *EventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsRequest.ProtoReflect.Descriptor instead.
 func (*EventsRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{26}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *EventsRequest) GetSinceSeq() uint64 {
@@ -1680,7 +1889,7 @@ type SplitRequest struct {
 
 func (x *SplitRequest) Reset() {
 	*x = SplitRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[27]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1692,7 +1901,7 @@ func (x *SplitRequest) String() string {
 func (*SplitRequest) ProtoMessage() {}
 
 func (x *SplitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[27]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1705,7 +1914,7 @@ func (x *SplitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitRequest.ProtoReflect.Descriptor instead.
 func (*SplitRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{27}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SplitRequest) GetTable() string {
@@ -1732,7 +1941,7 @@ type SplitResponse struct {
 
 func (x *SplitResponse) Reset() {
 	*x = SplitResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[28]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1744,7 +1953,7 @@ func (x *SplitResponse) String() string {
 func (*SplitResponse) ProtoMessage() {}
 
 func (x *SplitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[28]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1757,7 +1966,7 @@ func (x *SplitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitResponse.ProtoReflect.Descriptor instead.
 func (*SplitResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{28}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SplitResponse) GetLeft() *RangeDescriptor {
@@ -1783,7 +1992,7 @@ type MergeRequest struct {
 
 func (x *MergeRequest) Reset() {
 	*x = MergeRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[29]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1795,7 +2004,7 @@ func (x *MergeRequest) String() string {
 func (*MergeRequest) ProtoMessage() {}
 
 func (x *MergeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[29]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1808,7 +2017,7 @@ func (x *MergeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeRequest.ProtoReflect.Descriptor instead.
 func (*MergeRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{29}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *MergeRequest) GetRangeId() uint64 {
@@ -1827,7 +2036,7 @@ type MergeResponse struct {
 
 func (x *MergeResponse) Reset() {
 	*x = MergeResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[30]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1839,7 +2048,7 @@ func (x *MergeResponse) String() string {
 func (*MergeResponse) ProtoMessage() {}
 
 func (x *MergeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[30]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1852,7 +2061,7 @@ func (x *MergeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeResponse.ProtoReflect.Descriptor instead.
 func (*MergeResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{30}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *MergeResponse) GetRange() *RangeDescriptor {
@@ -1874,7 +2083,7 @@ type MoveRequest struct {
 
 func (x *MoveRequest) Reset() {
 	*x = MoveRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[31]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1886,7 +2095,7 @@ func (x *MoveRequest) String() string {
 func (*MoveRequest) ProtoMessage() {}
 
 func (x *MoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[31]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1899,7 +2108,7 @@ func (x *MoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveRequest.ProtoReflect.Descriptor instead.
 func (*MoveRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{31}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *MoveRequest) GetRangeId() uint64 {
@@ -1932,7 +2141,7 @@ type MoveResponse struct {
 
 func (x *MoveResponse) Reset() {
 	*x = MoveResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[32]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1944,7 +2153,7 @@ func (x *MoveResponse) String() string {
 func (*MoveResponse) ProtoMessage() {}
 
 func (x *MoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[32]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1957,7 +2166,7 @@ func (x *MoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveResponse.ProtoReflect.Descriptor instead.
 func (*MoveResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{32}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *MoveResponse) GetRange() *RangeDescriptor {
@@ -1977,7 +2186,7 @@ type MasterTransferLeaderRequest struct {
 
 func (x *MasterTransferLeaderRequest) Reset() {
 	*x = MasterTransferLeaderRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[33]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1989,7 +2198,7 @@ func (x *MasterTransferLeaderRequest) String() string {
 func (*MasterTransferLeaderRequest) ProtoMessage() {}
 
 func (x *MasterTransferLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[33]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2002,7 +2211,7 @@ func (x *MasterTransferLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterTransferLeaderRequest.ProtoReflect.Descriptor instead.
 func (*MasterTransferLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{33}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *MasterTransferLeaderRequest) GetRangeId() uint64 {
@@ -2027,7 +2236,7 @@ type MasterTransferLeaderResponse struct {
 
 func (x *MasterTransferLeaderResponse) Reset() {
 	*x = MasterTransferLeaderResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[34]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2039,7 +2248,7 @@ func (x *MasterTransferLeaderResponse) String() string {
 func (*MasterTransferLeaderResponse) ProtoMessage() {}
 
 func (x *MasterTransferLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[34]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2052,14 +2261,28 @@ func (x *MasterTransferLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterTransferLeaderResponse.ProtoReflect.Descriptor instead.
 func (*MasterTransferLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{34}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{37}
 }
 
 var File_tablestore_v1_master_service_proto protoreflect.FileDescriptor
 
 const file_tablestore_v1_master_service_proto_rawDesc = "" +
 	"\n" +
-	"\"tablestore/v1/master_service.proto\x12\rtablestore.v1\x1a\x18tablestore/v1/data.proto\"J\n" +
+	"\"tablestore/v1/master_service.proto\x12\rtablestore.v1\x1a\x18tablestore/v1/data.proto\"\x16\n" +
+	"\x14ListFrontendsRequest\"\xf1\x01\n" +
+	"\x10WatchingFrontend\x127\n" +
+	"\bfrontend\x18\x01 \x01(\v2\x1b.tablestore.v1.FrontendInfoR\bfrontend\x12\x1b\n" +
+	"\tpeer_addr\x18\x02 \x01(\tR\bpeerAddr\x12.\n" +
+	"\x13connected_unix_nano\x18\x03 \x01(\x03R\x11connectedUnixNano\x12(\n" +
+	"\x10map_version_sent\x18\x04 \x01(\x04R\x0emapVersionSent\x12-\n" +
+	"\x13last_send_unix_nano\x18\x05 \x01(\x03R\x10lastSendUnixNano\"\xc5\x01\n" +
+	"\x15ListFrontendsResponse\x12=\n" +
+	"\tfrontends\x18\x01 \x03(\v2\x1f.tablestore.v1.WatchingFrontendR\tfrontends\x12\x17\n" +
+	"\aself_id\x18\x02 \x01(\tR\x06selfId\x12\x16\n" +
+	"\x06leader\x18\x03 \x01(\bR\x06leader\x12\x1f\n" +
+	"\vmap_version\x18\x04 \x01(\x04R\n" +
+	"mapVersion\x12\x1b\n" +
+	"\tmap_epoch\x18\x05 \x01(\x04R\bmapEpoch\"J\n" +
 	"\x10JoinFloorRequest\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x1b\n" +
 	"\tserver_id\x18\x02 \x01(\tR\bserverId\"\x89\x01\n" +
@@ -2112,10 +2335,11 @@ const file_tablestore_v1_master_service_proto_rawDesc = "" +
 	"\x13DeleteTableResponse\x12-\n" +
 	"\x03map\x18\x01 \x01(\v2\x1b.tablestore.v1.PartitionMapR\x03map\".\n" +
 	"\x16GetPartitionMapRequest\x12\x14\n" +
-	"\x05table\x18\x01 \x01(\tR\x05table\"W\n" +
+	"\x05table\x18\x01 \x01(\tR\x05table\"\x90\x01\n" +
 	"\x18WatchPartitionMapRequest\x12#\n" +
 	"\rknown_version\x18\x01 \x01(\x04R\fknownVersion\x12\x16\n" +
-	"\x06deltas\x18\x02 \x01(\bR\x06deltas\"\xdd\x03\n" +
+	"\x06deltas\x18\x02 \x01(\bR\x06deltas\x127\n" +
+	"\bfrontend\x18\x03 \x01(\v2\x1b.tablestore.v1.FrontendInfoR\bfrontend\"\xdd\x03\n" +
 	"\x10HeartbeatRequest\x121\n" +
 	"\x06server\x18\x01 \x01(\v2\x19.tablestore.v1.ServerInfoR\x06server\x122\n" +
 	"\x06ranges\x18\x02 \x03(\v2\x1a.tablestore.v1.RangeStatusR\x06ranges\x12\x12\n" +
@@ -2193,7 +2417,7 @@ const file_tablestore_v1_master_service_proto_rawDesc = "" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12 \n" +
 	"\fto_server_id\x18\x02 \x01(\tR\n" +
 	"toServerId\"\x1e\n" +
-	"\x1cMasterTransferLeaderResponse2\xcf\f\n" +
+	"\x1cMasterTransferLeaderResponse2\xab\r\n" +
 	"\rMasterService\x12T\n" +
 	"\vCreateTable\x12!.tablestore.v1.CreateTableRequest\x1a\".tablestore.v1.CreateTableResponse\x12T\n" +
 	"\vDeleteTable\x12!.tablestore.v1.DeleteTableRequest\x1a\".tablestore.v1.DeleteTableResponse\x12U\n" +
@@ -2213,7 +2437,8 @@ const file_tablestore_v1_master_service_proto_rawDesc = "" +
 	"\vListMembers\x12!.tablestore.v1.ListMembersRequest\x1a\".tablestore.v1.ListMembersResponse\x12P\n" +
 	"\tAddMember\x12\x1f.tablestore.v1.AddMemberRequest\x1a\".tablestore.v1.ListMembersResponse\x12V\n" +
 	"\fRemoveMember\x12\".tablestore.v1.RemoveMemberRequest\x1a\".tablestore.v1.ListMembersResponse\x12N\n" +
-	"\tJoinFloor\x12\x1f.tablestore.v1.JoinFloorRequest\x1a .tablestore.v1.JoinFloorResponseB\x1fZ\x1dtablestore/proto/tablestorepbb\x06proto3"
+	"\tJoinFloor\x12\x1f.tablestore.v1.JoinFloorRequest\x1a .tablestore.v1.JoinFloorResponse\x12Z\n" +
+	"\rListFrontends\x12#.tablestore.v1.ListFrontendsRequest\x1a$.tablestore.v1.ListFrontendsResponseB\x1fZ\x1dtablestore/proto/tablestorepbb\x06proto3"
 
 var (
 	file_tablestore_v1_master_service_proto_rawDescOnce sync.Once
@@ -2227,117 +2452,126 @@ func file_tablestore_v1_master_service_proto_rawDescGZIP() []byte {
 	return file_tablestore_v1_master_service_proto_rawDescData
 }
 
-var file_tablestore_v1_master_service_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_tablestore_v1_master_service_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_tablestore_v1_master_service_proto_goTypes = []any{
-	(*JoinFloorRequest)(nil),             // 0: tablestore.v1.JoinFloorRequest
-	(*JoinFloorResponse)(nil),            // 1: tablestore.v1.JoinFloorResponse
-	(*DrainServerRequest)(nil),           // 2: tablestore.v1.DrainServerRequest
-	(*DrainServerResponse)(nil),          // 3: tablestore.v1.DrainServerResponse
-	(*RemoveServerRequest)(nil),          // 4: tablestore.v1.RemoveServerRequest
-	(*RemoveServerResponse)(nil),         // 5: tablestore.v1.RemoveServerResponse
-	(*ListMembersRequest)(nil),           // 6: tablestore.v1.ListMembersRequest
-	(*MasterMember)(nil),                 // 7: tablestore.v1.MasterMember
-	(*ListMembersResponse)(nil),          // 8: tablestore.v1.ListMembersResponse
-	(*AddMemberRequest)(nil),             // 9: tablestore.v1.AddMemberRequest
-	(*RemoveMemberRequest)(nil),          // 10: tablestore.v1.RemoveMemberRequest
-	(*CreateTableRequest)(nil),           // 11: tablestore.v1.CreateTableRequest
-	(*CreateTableResponse)(nil),          // 12: tablestore.v1.CreateTableResponse
-	(*DeleteTableRequest)(nil),           // 13: tablestore.v1.DeleteTableRequest
-	(*DeleteTableResponse)(nil),          // 14: tablestore.v1.DeleteTableResponse
-	(*GetPartitionMapRequest)(nil),       // 15: tablestore.v1.GetPartitionMapRequest
-	(*WatchPartitionMapRequest)(nil),     // 16: tablestore.v1.WatchPartitionMapRequest
-	(*HeartbeatRequest)(nil),             // 17: tablestore.v1.HeartbeatRequest
-	(*DiskLatency)(nil),                  // 18: tablestore.v1.DiskLatency
-	(*HeartbeatResponse)(nil),            // 19: tablestore.v1.HeartbeatResponse
-	(*SetTableACLRequest)(nil),           // 20: tablestore.v1.SetTableACLRequest
-	(*SetTableACLResponse)(nil),          // 21: tablestore.v1.SetTableACLResponse
-	(*SetServicePropertiesRequest)(nil),  // 22: tablestore.v1.SetServicePropertiesRequest
-	(*SetServicePropertiesResponse)(nil), // 23: tablestore.v1.SetServicePropertiesResponse
-	(*SetAccountsRequest)(nil),           // 24: tablestore.v1.SetAccountsRequest
-	(*SetAccountsResponse)(nil),          // 25: tablestore.v1.SetAccountsResponse
-	(*EventsRequest)(nil),                // 26: tablestore.v1.EventsRequest
-	(*SplitRequest)(nil),                 // 27: tablestore.v1.SplitRequest
-	(*SplitResponse)(nil),                // 28: tablestore.v1.SplitResponse
-	(*MergeRequest)(nil),                 // 29: tablestore.v1.MergeRequest
-	(*MergeResponse)(nil),                // 30: tablestore.v1.MergeResponse
-	(*MoveRequest)(nil),                  // 31: tablestore.v1.MoveRequest
-	(*MoveResponse)(nil),                 // 32: tablestore.v1.MoveResponse
-	(*MasterTransferLeaderRequest)(nil),  // 33: tablestore.v1.MasterTransferLeaderRequest
-	(*MasterTransferLeaderResponse)(nil), // 34: tablestore.v1.MasterTransferLeaderResponse
-	nil,                                  // 35: tablestore.v1.HeartbeatResponse.RaftAddrsEntry
-	(*RangeDescriptor)(nil),              // 36: tablestore.v1.RangeDescriptor
-	(*ServerInfo)(nil),                   // 37: tablestore.v1.ServerInfo
-	(*Table)(nil),                        // 38: tablestore.v1.Table
-	(*PartitionMap)(nil),                 // 39: tablestore.v1.PartitionMap
-	(*RangeStatus)(nil),                  // 40: tablestore.v1.RangeStatus
-	(*DiskSpace)(nil),                    // 41: tablestore.v1.DiskSpace
-	(*SignedIdentifier)(nil),             // 42: tablestore.v1.SignedIdentifier
-	(*StorageAccount)(nil),               // 43: tablestore.v1.StorageAccount
-	(*Event)(nil),                        // 44: tablestore.v1.Event
+	(*ListFrontendsRequest)(nil),         // 0: tablestore.v1.ListFrontendsRequest
+	(*WatchingFrontend)(nil),             // 1: tablestore.v1.WatchingFrontend
+	(*ListFrontendsResponse)(nil),        // 2: tablestore.v1.ListFrontendsResponse
+	(*JoinFloorRequest)(nil),             // 3: tablestore.v1.JoinFloorRequest
+	(*JoinFloorResponse)(nil),            // 4: tablestore.v1.JoinFloorResponse
+	(*DrainServerRequest)(nil),           // 5: tablestore.v1.DrainServerRequest
+	(*DrainServerResponse)(nil),          // 6: tablestore.v1.DrainServerResponse
+	(*RemoveServerRequest)(nil),          // 7: tablestore.v1.RemoveServerRequest
+	(*RemoveServerResponse)(nil),         // 8: tablestore.v1.RemoveServerResponse
+	(*ListMembersRequest)(nil),           // 9: tablestore.v1.ListMembersRequest
+	(*MasterMember)(nil),                 // 10: tablestore.v1.MasterMember
+	(*ListMembersResponse)(nil),          // 11: tablestore.v1.ListMembersResponse
+	(*AddMemberRequest)(nil),             // 12: tablestore.v1.AddMemberRequest
+	(*RemoveMemberRequest)(nil),          // 13: tablestore.v1.RemoveMemberRequest
+	(*CreateTableRequest)(nil),           // 14: tablestore.v1.CreateTableRequest
+	(*CreateTableResponse)(nil),          // 15: tablestore.v1.CreateTableResponse
+	(*DeleteTableRequest)(nil),           // 16: tablestore.v1.DeleteTableRequest
+	(*DeleteTableResponse)(nil),          // 17: tablestore.v1.DeleteTableResponse
+	(*GetPartitionMapRequest)(nil),       // 18: tablestore.v1.GetPartitionMapRequest
+	(*WatchPartitionMapRequest)(nil),     // 19: tablestore.v1.WatchPartitionMapRequest
+	(*HeartbeatRequest)(nil),             // 20: tablestore.v1.HeartbeatRequest
+	(*DiskLatency)(nil),                  // 21: tablestore.v1.DiskLatency
+	(*HeartbeatResponse)(nil),            // 22: tablestore.v1.HeartbeatResponse
+	(*SetTableACLRequest)(nil),           // 23: tablestore.v1.SetTableACLRequest
+	(*SetTableACLResponse)(nil),          // 24: tablestore.v1.SetTableACLResponse
+	(*SetServicePropertiesRequest)(nil),  // 25: tablestore.v1.SetServicePropertiesRequest
+	(*SetServicePropertiesResponse)(nil), // 26: tablestore.v1.SetServicePropertiesResponse
+	(*SetAccountsRequest)(nil),           // 27: tablestore.v1.SetAccountsRequest
+	(*SetAccountsResponse)(nil),          // 28: tablestore.v1.SetAccountsResponse
+	(*EventsRequest)(nil),                // 29: tablestore.v1.EventsRequest
+	(*SplitRequest)(nil),                 // 30: tablestore.v1.SplitRequest
+	(*SplitResponse)(nil),                // 31: tablestore.v1.SplitResponse
+	(*MergeRequest)(nil),                 // 32: tablestore.v1.MergeRequest
+	(*MergeResponse)(nil),                // 33: tablestore.v1.MergeResponse
+	(*MoveRequest)(nil),                  // 34: tablestore.v1.MoveRequest
+	(*MoveResponse)(nil),                 // 35: tablestore.v1.MoveResponse
+	(*MasterTransferLeaderRequest)(nil),  // 36: tablestore.v1.MasterTransferLeaderRequest
+	(*MasterTransferLeaderResponse)(nil), // 37: tablestore.v1.MasterTransferLeaderResponse
+	nil,                                  // 38: tablestore.v1.HeartbeatResponse.RaftAddrsEntry
+	(*FrontendInfo)(nil),                 // 39: tablestore.v1.FrontendInfo
+	(*RangeDescriptor)(nil),              // 40: tablestore.v1.RangeDescriptor
+	(*ServerInfo)(nil),                   // 41: tablestore.v1.ServerInfo
+	(*Table)(nil),                        // 42: tablestore.v1.Table
+	(*PartitionMap)(nil),                 // 43: tablestore.v1.PartitionMap
+	(*RangeStatus)(nil),                  // 44: tablestore.v1.RangeStatus
+	(*DiskSpace)(nil),                    // 45: tablestore.v1.DiskSpace
+	(*SignedIdentifier)(nil),             // 46: tablestore.v1.SignedIdentifier
+	(*StorageAccount)(nil),               // 47: tablestore.v1.StorageAccount
+	(*Event)(nil),                        // 48: tablestore.v1.Event
 }
 var file_tablestore_v1_master_service_proto_depIdxs = []int32{
-	36, // 0: tablestore.v1.JoinFloorResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	37, // 1: tablestore.v1.DrainServerResponse.server:type_name -> tablestore.v1.ServerInfo
-	7,  // 2: tablestore.v1.ListMembersResponse.members:type_name -> tablestore.v1.MasterMember
-	38, // 3: tablestore.v1.CreateTableResponse.table:type_name -> tablestore.v1.Table
-	36, // 4: tablestore.v1.CreateTableResponse.ranges:type_name -> tablestore.v1.RangeDescriptor
-	39, // 5: tablestore.v1.CreateTableResponse.map:type_name -> tablestore.v1.PartitionMap
-	39, // 6: tablestore.v1.DeleteTableResponse.map:type_name -> tablestore.v1.PartitionMap
-	37, // 7: tablestore.v1.HeartbeatRequest.server:type_name -> tablestore.v1.ServerInfo
-	40, // 8: tablestore.v1.HeartbeatRequest.ranges:type_name -> tablestore.v1.RangeStatus
-	18, // 9: tablestore.v1.HeartbeatRequest.disk_latency:type_name -> tablestore.v1.DiskLatency
-	41, // 10: tablestore.v1.HeartbeatRequest.disk_space:type_name -> tablestore.v1.DiskSpace
-	36, // 11: tablestore.v1.HeartbeatResponse.assigned:type_name -> tablestore.v1.RangeDescriptor
-	35, // 12: tablestore.v1.HeartbeatResponse.raft_addrs:type_name -> tablestore.v1.HeartbeatResponse.RaftAddrsEntry
-	42, // 13: tablestore.v1.SetTableACLRequest.acl:type_name -> tablestore.v1.SignedIdentifier
-	43, // 14: tablestore.v1.SetAccountsRequest.accounts:type_name -> tablestore.v1.StorageAccount
-	36, // 15: tablestore.v1.SplitResponse.left:type_name -> tablestore.v1.RangeDescriptor
-	36, // 16: tablestore.v1.SplitResponse.right:type_name -> tablestore.v1.RangeDescriptor
-	36, // 17: tablestore.v1.MergeResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	36, // 18: tablestore.v1.MoveResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	11, // 19: tablestore.v1.MasterService.CreateTable:input_type -> tablestore.v1.CreateTableRequest
-	13, // 20: tablestore.v1.MasterService.DeleteTable:input_type -> tablestore.v1.DeleteTableRequest
-	15, // 21: tablestore.v1.MasterService.GetPartitionMap:input_type -> tablestore.v1.GetPartitionMapRequest
-	16, // 22: tablestore.v1.MasterService.WatchPartitionMap:input_type -> tablestore.v1.WatchPartitionMapRequest
-	20, // 23: tablestore.v1.MasterService.SetTableACL:input_type -> tablestore.v1.SetTableACLRequest
-	22, // 24: tablestore.v1.MasterService.SetServiceProperties:input_type -> tablestore.v1.SetServicePropertiesRequest
-	24, // 25: tablestore.v1.MasterService.SetAccounts:input_type -> tablestore.v1.SetAccountsRequest
-	26, // 26: tablestore.v1.MasterService.Events:input_type -> tablestore.v1.EventsRequest
-	27, // 27: tablestore.v1.MasterService.Split:input_type -> tablestore.v1.SplitRequest
-	29, // 28: tablestore.v1.MasterService.Merge:input_type -> tablestore.v1.MergeRequest
-	31, // 29: tablestore.v1.MasterService.Move:input_type -> tablestore.v1.MoveRequest
-	33, // 30: tablestore.v1.MasterService.TransferLeader:input_type -> tablestore.v1.MasterTransferLeaderRequest
-	17, // 31: tablestore.v1.MasterService.Heartbeat:input_type -> tablestore.v1.HeartbeatRequest
-	2,  // 32: tablestore.v1.MasterService.DrainServer:input_type -> tablestore.v1.DrainServerRequest
-	4,  // 33: tablestore.v1.MasterService.RemoveServer:input_type -> tablestore.v1.RemoveServerRequest
-	6,  // 34: tablestore.v1.MasterService.ListMembers:input_type -> tablestore.v1.ListMembersRequest
-	9,  // 35: tablestore.v1.MasterService.AddMember:input_type -> tablestore.v1.AddMemberRequest
-	10, // 36: tablestore.v1.MasterService.RemoveMember:input_type -> tablestore.v1.RemoveMemberRequest
-	0,  // 37: tablestore.v1.MasterService.JoinFloor:input_type -> tablestore.v1.JoinFloorRequest
-	12, // 38: tablestore.v1.MasterService.CreateTable:output_type -> tablestore.v1.CreateTableResponse
-	14, // 39: tablestore.v1.MasterService.DeleteTable:output_type -> tablestore.v1.DeleteTableResponse
-	39, // 40: tablestore.v1.MasterService.GetPartitionMap:output_type -> tablestore.v1.PartitionMap
-	39, // 41: tablestore.v1.MasterService.WatchPartitionMap:output_type -> tablestore.v1.PartitionMap
-	21, // 42: tablestore.v1.MasterService.SetTableACL:output_type -> tablestore.v1.SetTableACLResponse
-	23, // 43: tablestore.v1.MasterService.SetServiceProperties:output_type -> tablestore.v1.SetServicePropertiesResponse
-	25, // 44: tablestore.v1.MasterService.SetAccounts:output_type -> tablestore.v1.SetAccountsResponse
-	44, // 45: tablestore.v1.MasterService.Events:output_type -> tablestore.v1.Event
-	28, // 46: tablestore.v1.MasterService.Split:output_type -> tablestore.v1.SplitResponse
-	30, // 47: tablestore.v1.MasterService.Merge:output_type -> tablestore.v1.MergeResponse
-	32, // 48: tablestore.v1.MasterService.Move:output_type -> tablestore.v1.MoveResponse
-	34, // 49: tablestore.v1.MasterService.TransferLeader:output_type -> tablestore.v1.MasterTransferLeaderResponse
-	19, // 50: tablestore.v1.MasterService.Heartbeat:output_type -> tablestore.v1.HeartbeatResponse
-	3,  // 51: tablestore.v1.MasterService.DrainServer:output_type -> tablestore.v1.DrainServerResponse
-	5,  // 52: tablestore.v1.MasterService.RemoveServer:output_type -> tablestore.v1.RemoveServerResponse
-	8,  // 53: tablestore.v1.MasterService.ListMembers:output_type -> tablestore.v1.ListMembersResponse
-	8,  // 54: tablestore.v1.MasterService.AddMember:output_type -> tablestore.v1.ListMembersResponse
-	8,  // 55: tablestore.v1.MasterService.RemoveMember:output_type -> tablestore.v1.ListMembersResponse
-	1,  // 56: tablestore.v1.MasterService.JoinFloor:output_type -> tablestore.v1.JoinFloorResponse
-	38, // [38:57] is the sub-list for method output_type
-	19, // [19:38] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	39, // 0: tablestore.v1.WatchingFrontend.frontend:type_name -> tablestore.v1.FrontendInfo
+	1,  // 1: tablestore.v1.ListFrontendsResponse.frontends:type_name -> tablestore.v1.WatchingFrontend
+	40, // 2: tablestore.v1.JoinFloorResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	41, // 3: tablestore.v1.DrainServerResponse.server:type_name -> tablestore.v1.ServerInfo
+	10, // 4: tablestore.v1.ListMembersResponse.members:type_name -> tablestore.v1.MasterMember
+	42, // 5: tablestore.v1.CreateTableResponse.table:type_name -> tablestore.v1.Table
+	40, // 6: tablestore.v1.CreateTableResponse.ranges:type_name -> tablestore.v1.RangeDescriptor
+	43, // 7: tablestore.v1.CreateTableResponse.map:type_name -> tablestore.v1.PartitionMap
+	43, // 8: tablestore.v1.DeleteTableResponse.map:type_name -> tablestore.v1.PartitionMap
+	39, // 9: tablestore.v1.WatchPartitionMapRequest.frontend:type_name -> tablestore.v1.FrontendInfo
+	41, // 10: tablestore.v1.HeartbeatRequest.server:type_name -> tablestore.v1.ServerInfo
+	44, // 11: tablestore.v1.HeartbeatRequest.ranges:type_name -> tablestore.v1.RangeStatus
+	21, // 12: tablestore.v1.HeartbeatRequest.disk_latency:type_name -> tablestore.v1.DiskLatency
+	45, // 13: tablestore.v1.HeartbeatRequest.disk_space:type_name -> tablestore.v1.DiskSpace
+	40, // 14: tablestore.v1.HeartbeatResponse.assigned:type_name -> tablestore.v1.RangeDescriptor
+	38, // 15: tablestore.v1.HeartbeatResponse.raft_addrs:type_name -> tablestore.v1.HeartbeatResponse.RaftAddrsEntry
+	46, // 16: tablestore.v1.SetTableACLRequest.acl:type_name -> tablestore.v1.SignedIdentifier
+	47, // 17: tablestore.v1.SetAccountsRequest.accounts:type_name -> tablestore.v1.StorageAccount
+	40, // 18: tablestore.v1.SplitResponse.left:type_name -> tablestore.v1.RangeDescriptor
+	40, // 19: tablestore.v1.SplitResponse.right:type_name -> tablestore.v1.RangeDescriptor
+	40, // 20: tablestore.v1.MergeResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	40, // 21: tablestore.v1.MoveResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	14, // 22: tablestore.v1.MasterService.CreateTable:input_type -> tablestore.v1.CreateTableRequest
+	16, // 23: tablestore.v1.MasterService.DeleteTable:input_type -> tablestore.v1.DeleteTableRequest
+	18, // 24: tablestore.v1.MasterService.GetPartitionMap:input_type -> tablestore.v1.GetPartitionMapRequest
+	19, // 25: tablestore.v1.MasterService.WatchPartitionMap:input_type -> tablestore.v1.WatchPartitionMapRequest
+	23, // 26: tablestore.v1.MasterService.SetTableACL:input_type -> tablestore.v1.SetTableACLRequest
+	25, // 27: tablestore.v1.MasterService.SetServiceProperties:input_type -> tablestore.v1.SetServicePropertiesRequest
+	27, // 28: tablestore.v1.MasterService.SetAccounts:input_type -> tablestore.v1.SetAccountsRequest
+	29, // 29: tablestore.v1.MasterService.Events:input_type -> tablestore.v1.EventsRequest
+	30, // 30: tablestore.v1.MasterService.Split:input_type -> tablestore.v1.SplitRequest
+	32, // 31: tablestore.v1.MasterService.Merge:input_type -> tablestore.v1.MergeRequest
+	34, // 32: tablestore.v1.MasterService.Move:input_type -> tablestore.v1.MoveRequest
+	36, // 33: tablestore.v1.MasterService.TransferLeader:input_type -> tablestore.v1.MasterTransferLeaderRequest
+	20, // 34: tablestore.v1.MasterService.Heartbeat:input_type -> tablestore.v1.HeartbeatRequest
+	5,  // 35: tablestore.v1.MasterService.DrainServer:input_type -> tablestore.v1.DrainServerRequest
+	7,  // 36: tablestore.v1.MasterService.RemoveServer:input_type -> tablestore.v1.RemoveServerRequest
+	9,  // 37: tablestore.v1.MasterService.ListMembers:input_type -> tablestore.v1.ListMembersRequest
+	12, // 38: tablestore.v1.MasterService.AddMember:input_type -> tablestore.v1.AddMemberRequest
+	13, // 39: tablestore.v1.MasterService.RemoveMember:input_type -> tablestore.v1.RemoveMemberRequest
+	3,  // 40: tablestore.v1.MasterService.JoinFloor:input_type -> tablestore.v1.JoinFloorRequest
+	0,  // 41: tablestore.v1.MasterService.ListFrontends:input_type -> tablestore.v1.ListFrontendsRequest
+	15, // 42: tablestore.v1.MasterService.CreateTable:output_type -> tablestore.v1.CreateTableResponse
+	17, // 43: tablestore.v1.MasterService.DeleteTable:output_type -> tablestore.v1.DeleteTableResponse
+	43, // 44: tablestore.v1.MasterService.GetPartitionMap:output_type -> tablestore.v1.PartitionMap
+	43, // 45: tablestore.v1.MasterService.WatchPartitionMap:output_type -> tablestore.v1.PartitionMap
+	24, // 46: tablestore.v1.MasterService.SetTableACL:output_type -> tablestore.v1.SetTableACLResponse
+	26, // 47: tablestore.v1.MasterService.SetServiceProperties:output_type -> tablestore.v1.SetServicePropertiesResponse
+	28, // 48: tablestore.v1.MasterService.SetAccounts:output_type -> tablestore.v1.SetAccountsResponse
+	48, // 49: tablestore.v1.MasterService.Events:output_type -> tablestore.v1.Event
+	31, // 50: tablestore.v1.MasterService.Split:output_type -> tablestore.v1.SplitResponse
+	33, // 51: tablestore.v1.MasterService.Merge:output_type -> tablestore.v1.MergeResponse
+	35, // 52: tablestore.v1.MasterService.Move:output_type -> tablestore.v1.MoveResponse
+	37, // 53: tablestore.v1.MasterService.TransferLeader:output_type -> tablestore.v1.MasterTransferLeaderResponse
+	22, // 54: tablestore.v1.MasterService.Heartbeat:output_type -> tablestore.v1.HeartbeatResponse
+	6,  // 55: tablestore.v1.MasterService.DrainServer:output_type -> tablestore.v1.DrainServerResponse
+	8,  // 56: tablestore.v1.MasterService.RemoveServer:output_type -> tablestore.v1.RemoveServerResponse
+	11, // 57: tablestore.v1.MasterService.ListMembers:output_type -> tablestore.v1.ListMembersResponse
+	11, // 58: tablestore.v1.MasterService.AddMember:output_type -> tablestore.v1.ListMembersResponse
+	11, // 59: tablestore.v1.MasterService.RemoveMember:output_type -> tablestore.v1.ListMembersResponse
+	4,  // 60: tablestore.v1.MasterService.JoinFloor:output_type -> tablestore.v1.JoinFloorResponse
+	2,  // 61: tablestore.v1.MasterService.ListFrontends:output_type -> tablestore.v1.ListFrontendsResponse
+	42, // [42:62] is the sub-list for method output_type
+	22, // [22:42] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_tablestore_v1_master_service_proto_init() }
@@ -2352,7 +2586,7 @@ func file_tablestore_v1_master_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tablestore_v1_master_service_proto_rawDesc), len(file_tablestore_v1_master_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   36,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -41,6 +41,7 @@ const (
 	MasterService_AddMember_FullMethodName            = "/tablestore.v1.MasterService/AddMember"
 	MasterService_RemoveMember_FullMethodName         = "/tablestore.v1.MasterService/RemoveMember"
 	MasterService_JoinFloor_FullMethodName            = "/tablestore.v1.MasterService/JoinFloor"
+	MasterService_ListFrontends_FullMethodName        = "/tablestore.v1.MasterService/ListFrontends"
 )
 
 // MasterServiceClient is the client API for MasterService service.
@@ -95,6 +96,12 @@ type MasterServiceClient interface {
 	// (reliability.md 19). Refused (FailedPrecondition) when the map no
 	// longer lists the server in the range.
 	JoinFloor(ctx context.Context, in *JoinFloorRequest, opts ...grpc.CallOption) (*JoinFloorResponse, error)
+	// ListFrontends lists the front-ends whose partition map watch this
+	// master serves now (those that sent a FrontendInfo). Every master
+	// answers for itself, leader or not: a watch is served by the leader
+	// only, and during a leader change a front-end may be on either, so a
+	// caller asks every master and merges.
+	ListFrontends(ctx context.Context, in *ListFrontendsRequest, opts ...grpc.CallOption) (*ListFrontendsResponse, error)
 }
 
 type masterServiceClient struct {
@@ -313,6 +320,16 @@ func (c *masterServiceClient) JoinFloor(ctx context.Context, in *JoinFloorReques
 	return out, nil
 }
 
+func (c *masterServiceClient) ListFrontends(ctx context.Context, in *ListFrontendsRequest, opts ...grpc.CallOption) (*ListFrontendsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListFrontendsResponse)
+	err := c.cc.Invoke(ctx, MasterService_ListFrontends_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MasterServiceServer is the server API for MasterService service.
 // All implementations must embed UnimplementedMasterServiceServer
 // for forward compatibility.
@@ -365,6 +382,12 @@ type MasterServiceServer interface {
 	// (reliability.md 19). Refused (FailedPrecondition) when the map no
 	// longer lists the server in the range.
 	JoinFloor(context.Context, *JoinFloorRequest) (*JoinFloorResponse, error)
+	// ListFrontends lists the front-ends whose partition map watch this
+	// master serves now (those that sent a FrontendInfo). Every master
+	// answers for itself, leader or not: a watch is served by the leader
+	// only, and during a leader change a front-end may be on either, so a
+	// caller asks every master and merges.
+	ListFrontends(context.Context, *ListFrontendsRequest) (*ListFrontendsResponse, error)
 	mustEmbedUnimplementedMasterServiceServer()
 }
 
@@ -431,6 +454,9 @@ func (UnimplementedMasterServiceServer) RemoveMember(context.Context, *RemoveMem
 }
 func (UnimplementedMasterServiceServer) JoinFloor(context.Context, *JoinFloorRequest) (*JoinFloorResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method JoinFloor not implemented")
+}
+func (UnimplementedMasterServiceServer) ListFrontends(context.Context, *ListFrontendsRequest) (*ListFrontendsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListFrontends not implemented")
 }
 func (UnimplementedMasterServiceServer) mustEmbedUnimplementedMasterServiceServer() {}
 func (UnimplementedMasterServiceServer) testEmbeddedByValue()                       {}
@@ -781,6 +807,24 @@ func _MasterService_JoinFloor_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MasterService_ListFrontends_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListFrontendsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServiceServer).ListFrontends(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MasterService_ListFrontends_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServiceServer).ListFrontends(ctx, req.(*ListFrontendsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // MasterService_ServiceDesc is the grpc.ServiceDesc for MasterService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -855,6 +899,10 @@ var MasterService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "JoinFloor",
 			Handler:    _MasterService_JoinFloor_Handler,
+		},
+		{
+			MethodName: "ListFrontends",
+			Handler:    _MasterService_ListFrontends_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
