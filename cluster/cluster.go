@@ -14,9 +14,11 @@ import (
 
 	"tablestore/frontend"
 	"tablestore/frontend/router"
+	"tablestore/internal/buildinfo"
 	"tablestore/internal/health"
 	"tablestore/master"
 	"tablestore/partitionserver"
+	pb "tablestore/proto/tablestorepb"
 )
 
 // Options shape a cluster.
@@ -259,6 +261,7 @@ func (c *Cluster) AddServer() (int, error) {
 }
 
 func (c *Cluster) startFrontend(n *FrontendNode, rcfg router.Config) (err error) {
+	started := time.Now()
 	if n.Router, err = router.New(rcfg, c.opts.Logger); err != nil {
 		return err
 	}
@@ -291,6 +294,11 @@ func (c *Cluster) startFrontend(n *FrontendNode, rcfg router.Config) (err error)
 		return fmt.Errorf("frontend: --http-addr %s: %w", n.Config.HTTPAddr, err)
 	}
 	n.Addr = ln.Addr().String()
+	// Who this front-end is, on its partition map watch: the masters
+	// list it for `tablestore ctl frontends` and `ctl debug zip`.
+	n.Router.SetIdentity(&pb.FrontendInfo{HttpAddrs: []string{n.Addr}, MetricsAddr: n.Config.MetricsAddr,
+		PprofAddr: n.Config.PprofAddr, Version: buildinfo.Line(), StartUnixNano: started.UnixNano()})
+	c.opts.Logger.Info("front-end listening", "id", n.Router.ID(), "http", n.Addr, "metrics", n.Config.MetricsAddr)
 	n.done = make(chan struct{})
 	go func() {
 		defer close(n.done)

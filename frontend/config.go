@@ -93,6 +93,13 @@ type Config struct {
 	// ClockSkew is how far a SharedKey request date may be from the server's
 	// clock (flag -clock-skew; Azure allows 15 minutes).
 	ClockSkew time.Duration
+	// MetricsAddr and PprofAddr are where the process serves /metrics
+	// (with /healthz, /readyz, /version) and /debug/pprof ("" when off),
+	// not flags: set by the command from its --metrics-addr and
+	// --pprof-addr, and told to the masters on the partition map watch
+	// (`tablestore ctl frontends`, `ctl debug zip`).
+	MetricsAddr string
+	PprofAddr   string
 }
 
 // DefaultConfig returns the documented defaults: the emulator's address,

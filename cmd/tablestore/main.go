@@ -269,6 +269,7 @@ func devSpec() spec {
 		// zip asks it once (by address), as the master's.
 		cfg.Master.MetricsAddr, cfg.Master.PprofAddr = cm.metrics.Addr(), cm.pprofBound
 		cfg.Server.MetricsAddr, cfg.Server.PprofAddr = cm.metrics.Addr(), cm.pprofBound
+		cfg.Frontend.MetricsAddr, cfg.Frontend.PprofAddr = cm.metrics.Addr(), cm.pprofBound
 		c, err := cluster.StartDev(cfg, logger)
 		if err != nil {
 			return role{}, err
@@ -357,7 +358,9 @@ func frontendSpec() spec {
 		rcfg.RegisterFlags(fs)
 	}
 	prepare := func(*common) error { return keys.Resolve(&fcfg, os.Getenv) }
-	start := func(logger *slog.Logger, _ *common) (role, error) {
+	start := func(logger *slog.Logger, cm *common) (role, error) {
+		// Told to the masters on the map watch (ctl frontends, debug zip).
+		fcfg.MetricsAddr, fcfg.PprofAddr = cm.metrics.Addr(), cm.pprofBound
 		if os.Getenv("GOGC") == "" {
 			// A front-end's heap is the partition map and per-request
 			// garbage (headers, the entity decoded and re-encoded as

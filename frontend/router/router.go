@@ -107,6 +107,8 @@ type Router struct {
 	// keepalives: some master has sent this front-end a keepalive, so a
 	// silent stream is a lost one from its start.
 	keepalives atomic.Bool
+	// ident is who this front-end is, told on each watch (identity.go).
+	ident identity
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -134,7 +136,7 @@ func New(cfg Config, logger *slog.Logger) (*Router, error) {
 		cfg: cfg, logger: logger, master: mc, pool: connpool.New(creds.DialOption()), writes: newCoalescer(), reads: newReadCoalescer(),
 		tables: map[string]*pb.Table{}, ranges: map[uint64][]*pb.RangeDescriptor{}, rangeTable: map[uint64]uint64{},
 		servers: map[string]*pb.ServerInfo{}, leaders: map[uint64]string{}, hinted: map[uint64]string{},
-		watchSilence: defaultWatchSilence,
+		watchSilence: defaultWatchSilence, ident: identity{id: newFrontendID()},
 	}
 	r.writes.logger = logger
 	r.reads.logger = logger
@@ -188,7 +190,7 @@ func (r *Router) watchLoop() {
 	for r.ctx.Err() == nil {
 		conn, i := r.master.Conn()
 		sctx, cancel := context.WithCancel(r.ctx)
-		stream, err := pb.NewMasterServiceClient(conn).WatchPartitionMap(sctx, &pb.WatchPartitionMapRequest{Deltas: true})
+		stream, err := pb.NewMasterServiceClient(conn).WatchPartitionMap(sctx, &pb.WatchPartitionMapRequest{Deltas: true, Frontend: r.ident.open(cancel)})
 		resync := false
 		// silence ends the stream after watchSilence without a message,
 		// armed once a master proved it sends keepalives (an older
@@ -246,6 +248,10 @@ func (r *Router) watchLoop() {
 		cancel()
 		if silence != nil {
 			silence.Stop()
+		}
+		if r.ident.close() && r.ctx.Err() == nil {
+			// Ended to tell the master a new identity: not a lost watch.
+			resync = true
 		}
 		if resync {
 			continue
