@@ -82,7 +82,18 @@ func (w *frontendWatch) sent(version uint64, now time.Time) {
 		return
 	}
 	w.set.mu.Lock()
-	w.version, w.lastSend = version, now
+	w.version, w.lastSend = max(w.version, version), now
+	w.set.mu.Unlock()
+}
+
+// upTo records that w holds everything up to version though nothing was
+// sent (no change of what it was pending concerned it).
+func (w *frontendWatch) upTo(version uint64) {
+	if w == nil {
+		return
+	}
+	w.set.mu.Lock()
+	w.version = max(w.version, version)
 	w.set.mu.Unlock()
 }
 

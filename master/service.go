@@ -611,6 +611,7 @@ func (s *Server) watchDeltas(stream pb.MasterService_WatchPartitionMapServer, fw
 			m = &pb.PartitionMap{Delta: true, Keepalive: true, Epoch: epoch, Version: sent}
 			kind = "keepalive"
 		default:
+			fw.upTo(version) // nothing pending concerns it
 			continue
 		}
 		mapSendsTotal.WithLabelValues(kind).Inc()
@@ -618,7 +619,7 @@ func (s *Server) watchDeltas(stream pb.MasterService_WatchPartitionMapServer, fw
 			return err
 		}
 		sent, lastSend = max(sent, m.GetVersion()), time.Now()
-		fw.sent(sent, lastSend)
+		fw.sent(max(sent, version), lastSend) // a keepalive too: nothing was pending
 	}
 }
 
