@@ -106,6 +106,20 @@ func TestAgainstCluster(t *testing.T) {
 		}
 	})
 
+	// The front-end is known to the master through its map watch.
+	t.Run("frontends", func(t *testing.T) {
+		fe := c.Frontends[0]
+		f := waitFrontendListed(t, masters, fe.Router.ID())
+		if len(f.HTTPAddrs) != 1 || f.HTTPAddrs[0] != fe.Addr || f.Master != "m1" || !f.MasterLeader || f.MasterAddr != masters ||
+			!strings.HasPrefix(f.Version, "tablestore ") || f.Connected == "" || f.StartedUnixNano == 0 || f.MapVersionSent > f.MasterMapVersion {
+			t.Errorf("front-end %+v, want http %s on m1, the leader", f, fe.Addr)
+		}
+		human := ctl(t, "frontends")
+		if !strings.HasPrefix(human, "FRONTEND ") || !strings.Contains(human, " HTTP ADDR ") || !strings.Contains(human, fe.Router.ID()) || !strings.Contains(human, "m1 (leader)") {
+			t.Errorf("human frontends:\n%s", human)
+		}
+	})
+
 	t.Run("events", func(t *testing.T) {
 		out := ctl(t, "events", "--json")
 		if !strings.Contains(out, `"table":"ctltest"`) {
@@ -196,8 +210,11 @@ func TestDebugZipAgainstCluster(t *testing.T) {
 			cfg.MetricsAddr, cfg.PprofAddr = listen(metricsbridge.RoleSubsystems["partitionserver"]...)
 		},
 		// The front-end publishes its accounts, keys included, in the
-		// partition map ctl reads.
-		TuneFrontend: func(cfg *frontend.Config) { cfg.Accounts = "zipacct:" + keyB64 },
+		// partition map ctl reads, and its listeners on its map watch.
+		TuneFrontend: func(cfg *frontend.Config) {
+			cfg.Accounts = "zipacct:" + keyB64
+			cfg.MetricsAddr, cfg.PprofAddr = listen(metricsbridge.RoleSubsystems["frontend"]...)
+		},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -214,6 +231,8 @@ func TestDebugZipAgainstCluster(t *testing.T) {
 		return out.String()
 	}
 	run("split", "ziptest", "m")
+	feID := c.Frontends[0].Router.ID()
+	waitFrontendListed(t, masters, feID)
 
 	dead := deadAddr(t)
 	path := filepath.Join(t.TempDir(), "debug.zip")
@@ -254,6 +273,16 @@ func TestDebugZipAgainstCluster(t *testing.T) {
 				files[dir+"readyz.txt"], files[dir+"healthz.txt"], files[dir+"version.txt"])
 		}
 	}
+	// The front-end, found through the master without --http-addrs.
+	fdir := "debug/frontends/" + safeName(feID) + "/"
+	if !strings.Contains(files[fdir+"metrics.txt"], "tablestore_router_map_refreshes_total") || !strings.Contains(files[fdir+"goroutines.txt"], "goroutine ") ||
+		files[fdir+"readyz.txt"] != "ok\n" || !strings.HasPrefix(files[fdir+"version.txt"], "tablestore ") {
+		t.Errorf("%s: metrics %d bytes, goroutines %d bytes, readyz %q, version %q (files %v)", fdir, len(files[fdir+"metrics.txt"]),
+			len(files[fdir+"goroutines.txt"]), files[fdir+"readyz.txt"], files[fdir+"version.txt"], keysOfFiles(files))
+	}
+	if !strings.Contains(files["debug/cluster/frontends.json"], `"id":"`+feID+`"`) {
+		t.Errorf("cluster/frontends.json does not list the front-end %s:\n%s", feID, files["debug/cluster/frontends.json"])
+	}
 	if !strings.Contains(files["debug/masters/m1/metrics.txt"], "tablestore_master_") || files["debug/masters/m1/goroutines.txt"] == "" {
 		t.Errorf("master m1: metrics %d bytes, goroutines %d bytes", len(files["debug/masters/m1/metrics.txt"]), len(files["debug/masters/m1/goroutines.txt"]))
 	}
@@ -269,6 +298,34 @@ func TestDebugZipAgainstCluster(t *testing.T) {
 		t.Errorf("the unreachable --http-addrs %s is not in the manifest's errors %+v", dead, m.Errors)
 	}
 	assertNoSecret(t, files, keyB64, auth.DevAccountKey)
+}
+
+// waitFrontendListed polls `ctl frontends --json` until the front-end id
+// is listed (its watch tells the master once its listener is bound) and
+// returns its record.
+func waitFrontendListed(t *testing.T, masters, id string) Frontend {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		var out, errb bytes.Buffer
+		if err := RunContext(context.Background(), []string{"--master", masters, "--timeout", "10s", "frontends", "--json"}, &out, &errb); err != nil {
+			t.Fatalf("ctl frontends: %v (stderr %s)", err, errb.String())
+		}
+		dec := json.NewDecoder(&out)
+		for dec.More() {
+			var f Frontend
+			if err := dec.Decode(&f); err != nil {
+				t.Fatal(err)
+			}
+			if f.ID == id {
+				return f
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("front-end %s not listed by ctl frontends within 15 s", id)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // createTable creates a table through the cluster's masters.

@@ -102,6 +102,8 @@ var commands = []command{
 	{name: "remove-server", args: "SERVER", nargs: 1,
 		summary: "forget a partition server that is down and holds no replica (after drain and scale-in)",
 		run:     (*runner).removeServer},
+	{name: "frontends", summary: "front-ends watching the masters' partition map: addresses, version, map version sent",
+		run: (*runner).frontends},
 	{name: "master", args: "list | add ID RAFT_ADDR | remove ID", nargs: 1, varargs: true,
 		summary: "the master group's members; add a master started with --join, remove one",
 		run:     (*runner).master},
@@ -111,7 +113,7 @@ var commands = []command{
 		summary: "write a zip for a bug report: the master's view, every process's metrics, health, version and goroutines",
 		flags: func(fs *flag.FlagSet, o *opts) {
 			fs.BoolVar(&o.force, "force", false, "overwrite FILE if it exists")
-			fs.StringVar(&o.httpAddrs, "http-addrs", "", "more metrics listeners (host:port, comma-separated) to ask: front-ends, processes that register none")
+			fs.StringVar(&o.httpAddrs, "http-addrs", "", "more metrics listeners (host:port, comma-separated) to ask: processes the masters do not know (front-ends of older versions, other tools)")
 			fs.DurationVar(&o.requestTimeout, "request-timeout", 10*time.Second, "time limit of each HTTP request to a process")
 		},
 		run: (*runner).debug, streams: func(*opts) bool { return true }},

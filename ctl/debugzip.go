@@ -63,10 +63,11 @@ type Manifest struct {
 // ZipProcess is one process whose HTTP endpoints a debug zip asked.
 type ZipProcess struct {
 	// Dir is its directory in the zip (masters/m1, servers/ps1,
-	// http/10.0.0.5_9090).
+	// frontends/ID, http/10.0.0.5_9090).
 	Dir string `json:"dir"`
 	// Source is how ctl learned of it: "ListMembers at ADDR" (a master),
-	// "partition map" (a partition server), "--http-addrs".
+	// "partition map" (a partition server), "ListFrontends at ADDR" (a
+	// front-end watching that master's map), "--http-addrs".
 	Source      string `json:"source"`
 	MetricsAddr string `json:"metrics_addr"`
 	PprofAddr   string `json:"pprof_addr"`
@@ -191,7 +192,8 @@ func (r *runner) writeZip(ctx context.Context, o *opts, w io.Writer, extra []str
 		RequestTimeoutSeconds: o.requestTimeout.Seconds(), Processes: []ZipProcess{}, Files: []ZipFile{}, Errors: []ZipError{},
 	}}
 	r.zipMasterView(ctx, z)
-	targets := r.zipTargets(ctx, pm, extra, r.cfg.Timeout, z)
+	fes := r.zipFrontends(ctx, z)
+	targets := r.zipTargets(ctx, pm, fes, extra, r.cfg.Timeout, z)
 	collectProcesses(ctx, targets, o.requestTimeout, z)
 	if err := ctx.Err(); err != nil {
 		return Manifest{}, fmt.Errorf("ctl: debug zip: interrupted: %w", err)
@@ -254,6 +256,29 @@ func (r *runner) zipMasterView(ctx context.Context, z *zipper) {
 	}
 }
 
+// zipFrontends asks every master which front-ends watch it (as `ctl
+// frontends`) and writes what they said as cluster/frontends.json; a
+// master that did not answer (or predates ListFrontends) is recorded.
+func (r *runner) zipFrontends(ctx context.Context, z *zipper) []Frontend {
+	answers := r.askFrontends(ctx, r.cfg.Timeout)
+	for _, a := range answers {
+		if a.err != nil {
+			z.fail("ListFrontends at "+a.addr, masterError("debug zip", a.err))
+		}
+	}
+	fes := mergeFrontends(answers)
+	var buf bytes.Buffer
+	js := newJSONLines(&buf)
+	for _, f := range fes {
+		if err := js.write(f); err != nil {
+			z.fail("ctl frontends --json", err)
+			return fes
+		}
+	}
+	z.add("cluster/frontends.json", "ctl frontends --json", buf.Bytes(), 0)
+	return fes
+}
+
 // zipTarget is one process to ask over HTTP.
 type zipTarget struct {
 	proc ZipProcess
@@ -267,10 +292,11 @@ type zipTarget struct {
 
 // zipTargets lists the processes to ask: every master given in --master
 // (each says where it serves, in its ListMembers answer), every partition
-// server of the map (as it registered), and the --http-addrs (each
-// master asked within timeout, --timeout). A process
-// listed twice (by the same metrics address) is asked once.
-func (r *runner) zipTargets(ctx context.Context, pm *pb.PartitionMap, extra []string, timeout time.Duration, z *zipper) []zipTarget {
+// server of the map (as it registered), every front-end watching a master
+// (fes, as it told its master), and the --http-addrs (each master asked
+// within timeout, --timeout). A process listed twice (by the same metrics
+// address) is asked once.
+func (r *runner) zipTargets(ctx context.Context, pm *pb.PartitionMap, fes []Frontend, extra []string, timeout time.Duration, z *zipper) []zipTarget {
 	var out []zipTarget
 	addrs, conns := r.mc.Each()
 	for i, addr := range addrs {
@@ -293,10 +319,27 @@ func (r *runner) zipTargets(ctx context.Context, pm *pb.PartitionMap, extra []st
 		out = append(out, zipTarget{peer: sv.GRPCAddr, proc: ZipProcess{Dir: "servers/" + safeName(sv.ServerID),
 			Source: "partition map", MetricsAddr: sv.MetricsAddr, PprofAddr: sv.PprofAddr}})
 	}
+	for _, f := range fes {
+		out = append(out, zipTarget{peer: frontendPeer(f), proc: ZipProcess{Dir: "frontends/" + safeName(f.ID),
+			Source: "ListFrontends at " + f.MasterAddr, MetricsAddr: f.MetricsAddr, PprofAddr: f.PprofAddr}})
+	}
 	for _, a := range extra {
 		out = append(out, zipTarget{peer: a, proc: ZipProcess{Dir: "http/" + safeName(a), Source: "--http-addrs", MetricsAddr: a}})
 	}
 	return dedupeTargets(out)
+}
+
+// frontendPeer is an address of the front-end others reach, to tell a
+// loopback listener of another machine (loopbackElsewhere): where its
+// watch came from, else its first HTTP listener. Pure.
+func frontendPeer(f Frontend) string {
+	if f.PeerAddr != "" {
+		return f.PeerAddr
+	}
+	if len(f.HTTPAddrs) > 0 {
+		return f.HTTPAddrs[0]
+	}
+	return ""
 }
 
 // dedupeTargets marks a target whose metrics address an earlier one has

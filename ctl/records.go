@@ -95,6 +95,46 @@ type Server struct {
 	PprofAddr   string `json:"pprof_addr"`
 }
 
+// Frontend is one front-end whose partition map watch a master serves
+// (`ctl frontends`): who it said it is, and what that master sent it.
+type Frontend struct {
+	// ID is random per front-end process (host name and hex).
+	ID string `json:"id"`
+	// HTTPAddrs are its Azure Table REST API listeners; MetricsAddr and
+	// PprofAddr where it serves /metrics (with /healthz, /readyz,
+	// /version) and /debug/pprof, "" when off. Addresses bound to every
+	// interface are shown with the host its watch came from.
+	HTTPAddrs   []string `json:"http_addrs"`
+	MetricsAddr string   `json:"metrics_addr"`
+	PprofAddr   string   `json:"pprof_addr"`
+	// Version is its build (as `tablestore version` prints it).
+	Version string `json:"version"`
+	// Started is when the front-end started, Connected when its watch
+	// opened: RFC 3339 (UTC, nanoseconds).
+	Started           string `json:"started"`
+	StartedUnixNano   int64  `json:"started_unix_nano"`
+	Connected         string `json:"connected"`
+	ConnectedUnixNano int64  `json:"connected_unix_nano"`
+	// Master is the id of the master serving its watch, MasterAddr the
+	// --master address that answered, MasterLeader whether it leads;
+	// PeerAddr is where the watch came from.
+	Master       string `json:"master"`
+	MasterAddr   string `json:"master_addr"`
+	MasterLeader bool   `json:"master_leader"`
+	PeerAddr     string `json:"peer_addr"`
+	// MapVersionSent is the version of the last map or delta the master
+	// sent it, MasterMapVersion the master's current one (both of that
+	// master's numbering), MapVersionsBehind the difference: changes not
+	// yet sent (a front-end that reads slowly). What the front-end
+	// applied is not known to the master.
+	MapVersionSent    uint64 `json:"map_version_sent"`
+	MasterMapVersion  uint64 `json:"master_map_version"`
+	MapVersionsBehind uint64 `json:"map_versions_behind"`
+	// LastSendUnixNano is when the master last sent it anything (a
+	// keepalive included), 0 before the first.
+	LastSendUnixNano int64 `json:"last_send_unix_nano"`
+}
+
 // Member is one member of the master group (`ctl master`).
 type Member struct {
 	ID       string `json:"id"`

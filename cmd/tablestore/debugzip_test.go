@@ -22,8 +22,9 @@ import (
 // with its own --metrics-addr: the binary hands its listeners to the role,
 // the master names its own and the servers register theirs, so each
 // process's pages land in its own directory (a server's metrics are its
-// role's families only), the front-end's come from --http-addrs, and the
-// front-end's account key is nowhere in the zip.
+// role's families only), the front-end is found through the master its
+// map watch told who it is (no --http-addrs), and the front-end's account
+// key is nowhere in the zip.
 func TestDebugZipMultiProcess(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process test")
@@ -74,29 +75,41 @@ func TestDebugZipMultiProcess(t *testing.T) {
 
 	var zipBytes []byte
 	for {
-		out, err := run("debug", "zip", "-", "--http-addrs", feMetrics, "--request-timeout", "5s")
+		out, err := run("debug", "zip", "-", "--request-timeout", "5s")
 		if err != nil {
 			t.Fatal(err)
 		}
 		zipBytes = []byte(out)
 		m := manifestOf(t, zipBytes)
-		if len(m.Errors) == 0 {
+		listed := strings.Contains(string(unzip(t, zipBytes)["debug/cluster/frontends.json"]), `"metrics_addr":"`+feMetrics+`"`)
+		if len(m.Errors) == 0 && listed {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("errors in the manifest: %+v", m.Errors)
+			t.Fatalf("errors in the manifest: %+v; front-end listed: %v", m.Errors, listed)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
 	files := unzip(t, zipBytes)
+	feDir := ""
+	for name := range files {
+		if strings.HasPrefix(name, "debug/frontends/") && strings.HasSuffix(name, "/metrics.txt") {
+			feDir = strings.TrimSuffix(name, "metrics.txt")
+		}
+	}
+	if feDir == "" {
+		t.Fatalf("no front-end directory in the zip: %v", files["debug/cluster/frontends.json"])
+	}
 	want := map[string][]string{
-		"debug/masters/m1/metrics.txt":                   {"tablestore_master_is_leader 1"},
-		"debug/masters/m1/version.txt":                   {"tablestore "},
-		"debug/masters/m1/goroutines.txt":                {"goroutine "},
-		"debug/servers/ps1/metrics.txt":                  {"tablestore_partitionserver_"},
-		"debug/servers/ps2/readyz.txt":                   {"ok"},
-		"debug/http/" + safe(feMetrics) + "/metrics.txt": {"tablestore_router_"},
-		"debug/cluster/masters.json":                     {`"id":"m1"`},
+		"debug/masters/m1/metrics.txt":    {"tablestore_master_is_leader 1"},
+		"debug/masters/m1/version.txt":    {"tablestore "},
+		"debug/masters/m1/goroutines.txt": {"goroutine "},
+		"debug/servers/ps1/metrics.txt":   {"tablestore_partitionserver_"},
+		"debug/servers/ps2/readyz.txt":    {"ok"},
+		feDir + "metrics.txt":             {"tablestore_router_"},
+		feDir + "version.txt":             {"tablestore "},
+		"debug/cluster/frontends.json":    {`"http_addrs":["` + addr(10) + `"]`},
+		"debug/cluster/masters.json":      {`"id":"m1"`},
 	}
 	for name, subs := range want {
 		for _, s := range subs {
@@ -115,8 +128,6 @@ func TestDebugZipMultiProcess(t *testing.T) {
 		}
 	}
 }
-
-func safe(addr string) string { return strings.NewReplacer(":", "_").Replace(addr) }
 
 func unzip(t *testing.T, b []byte) map[string]string {
 	t.Helper()
