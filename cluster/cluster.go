@@ -265,6 +265,9 @@ func (c *Cluster) startFrontend(n *FrontendNode, rcfg router.Config) (err error)
 	if n.Router, err = router.New(rcfg, c.opts.Logger); err != nil {
 		return err
 	}
+	if ident := frontendIdentity(n.Config, "", started); len(ident.GetHttpAddrs()) > 0 {
+		n.Router.SetIdentity(ident) // on its first watch already
+	}
 	if err = n.Router.Start(context.Background()); err != nil {
 		n.Router.Close()
 		return err
@@ -294,10 +297,8 @@ func (c *Cluster) startFrontend(n *FrontendNode, rcfg router.Config) (err error)
 		return fmt.Errorf("frontend: --http-addr %s: %w", n.Config.HTTPAddr, err)
 	}
 	n.Addr = ln.Addr().String()
-	// Who this front-end is, on its partition map watch: the masters
-	// list it for `tablestore ctl frontends` and `ctl debug zip`.
-	n.Router.SetIdentity(&pb.FrontendInfo{HttpAddrs: []string{n.Addr}, MetricsAddr: n.Config.MetricsAddr,
-		PprofAddr: n.Config.PprofAddr, Version: buildinfo.Line(), StartUnixNano: started.UnixNano()})
+	// Unchanged (no new watch) unless the port was 0.
+	n.Router.SetIdentity(frontendIdentity(n.Config, n.Addr, started))
 	c.opts.Logger.Info("front-end listening", "id", n.Router.ID(), "http", n.Addr, "metrics", n.Config.MetricsAddr)
 	n.done = make(chan struct{})
 	go func() {
@@ -305,6 +306,24 @@ func (c *Cluster) startFrontend(n *FrontendNode, rcfg router.Config) (err error)
 		n.Server.Serve(ln)
 	}()
 	return nil
+}
+
+// frontendIdentity is who a front-end is, on its partition map watch: the
+// masters list it for `tablestore ctl frontends` and `ctl debug zip`. Its
+// HTTP address is the configured one, or with port 0 the one bound (none
+// before it is): a front-end on a fixed port says it on its first watch,
+// which then need not start over to tell it (router.SetIdentity).
+func frontendIdentity(cfg frontend.Config, bound string, started time.Time) *pb.FrontendInfo {
+	info := &pb.FrontendInfo{MetricsAddr: cfg.MetricsAddr, PprofAddr: cfg.PprofAddr,
+		Version: buildinfo.Line(), StartUnixNano: started.UnixNano()}
+	addr := cfg.HTTPAddr
+	if _, port, err := net.SplitHostPort(addr); err != nil || port == "0" {
+		addr = bound
+	}
+	if addr != "" {
+		info.HttpAddrs = []string{addr}
+	}
+	return info
 }
 
 // MasterAddrs lists the masters' gRPC addresses.

@@ -15,10 +15,10 @@ import (
 // A front-end tells the master serving its partition map watch who it is
 // (WatchPartitionMapRequest.frontend), so that `tablestore ctl frontends`
 // and `ctl debug zip` find it: the master lists the front-ends whose
-// watches are open on it. The router learns its front-end's addresses
-// once the HTTP listener is bound, after the router started; a watch
-// already open then starts over to carry them (one whole map more per
-// front-end start).
+// watches are open on it. A front-end whose HTTP port is chosen at bind
+// time (port 0) learns its address after the router started; a watch
+// already open then starts over to carry it (one whole map more for that
+// start; cluster.frontendIdentity names a fixed port before the start).
 
 // identity is what the router's watches say about the front-end.
 type identity struct {
