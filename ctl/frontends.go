@@ -101,15 +101,19 @@ func rfc3339(ns int64) string {
 func (r *runner) frontends(ctx context.Context, _ *opts, _ []string) error {
 	answers := r.askFrontends(ctx, r.cfg.Timeout)
 	var failed []string
-	var last error
+	var first error
 	for _, a := range answers {
 		if a.err != nil {
-			failed = append(failed, a.addr+": "+masterError("frontends", a.err).Error())
-			last = a.err
+			failed = append(failed, fmt.Sprintf("no answer from %s: %v", a.addr, masterError("frontends", a.err)))
+			if first == nil {
+				first = masterError("frontends", a.err)
+			}
 		}
 	}
 	if len(failed) == len(answers) {
-		return fmt.Errorf("ctl: frontends: no master at %s answered: %w", r.cfg.Masters, masterError("frontends", last))
+		// The first master's failure is the one to act on (kind, code):
+		// the others are listed.
+		return fmt.Errorf("%w (every master failed: %s)", first, strings.Join(failed, "; "))
 	}
 	fs := mergeFrontends(answers)
 	if r.json != nil {
@@ -124,7 +128,7 @@ func (r *runner) frontends(ctx context.Context, _ *opts, _ []string) error {
 		return err
 	}
 	for _, f := range failed {
-		if _, err := fmt.Fprintf(r.out, "not asked: %s\n", f); err != nil {
+		if _, err := fmt.Fprintln(r.out, f); err != nil {
 			return err
 		}
 	}
