@@ -55,6 +55,12 @@ type Config struct {
 	// replica-set check fixes them. Tests shorten it instead of waiting
 	// out 5 s; 0 keeps the default (no flag: not an operator's knob).
 	ReconcileGrace time.Duration
+	// PeerKeepalive, when positive, replaces peerKeepalive's 10 s: how long
+	// a connection to the master service may stay silent before the master
+	// pings it, and how long the ping may go unanswered before the
+	// connection is closed (server.go). Tests shorten it; 0 keeps the
+	// default (no flag: not an operator's knob).
+	PeerKeepalive time.Duration
 	// TLS is mutual TLS for the master service and the masters' Raft
 	// traffic (and the master's calls to partition servers).
 	TLS peertls.Config

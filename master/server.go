@@ -17,6 +17,7 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	bolt "go.etcd.io/bbolt"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/protobuf/proto"
 
 	"tablestore/internal/connpool"
@@ -184,12 +185,29 @@ func (s *Server) Start() (err error) {
 	if s.raft, err = raft.NewRaft(rc, s.fsm, s.logStore, s.logStore, snaps, peerTransport{voteGate: s.transport, peers: s.peers}); err != nil {
 		return fmt.Errorf("master: start raft (--data-dir %s): %w", s.cfg.DataDir, err)
 	}
-	s.grpcSrv = grpc.NewServer(s.creds.ServerOption())
+	s.grpcSrv = grpc.NewServer(s.creds.ServerOption(), grpc.KeepaliveParams(s.keepalive()))
 	pb.RegisterMasterServiceServer(s.grpcSrv, &service{s: s})
 	s.serve()
 	s.started.Store(true)
 	s.logger.Info("master started", "grpc", s.GRPCAddr(), "raft", s.RaftAddr())
 	return nil
+}
+
+// peerKeepalive is how long a connection to the master service may stay
+// silent before the master pings it, and how long the ping may go
+// unanswered before the master closes it. Without it a peer gone silent (a
+// host powered off, a link dropping packets) held its streams open until
+// TCP gave up, many minutes: a front-end's map watch stayed listed by
+// ListFrontends, its goroutine blocked on a full flow-control window.
+const peerKeepalive = 10 * time.Second
+
+// keepalive is the master service's ping rule (Config.PeerKeepalive).
+func (s *Server) keepalive() keepalive.ServerParameters {
+	d := peerKeepalive
+	if s.cfg.PeerKeepalive > 0 {
+		d = s.cfg.PeerKeepalive
+	}
+	return keepalive.ServerParameters{Time: d, Timeout: d}
 }
 
 // amnesiac reports whether this master may be a member whose data
