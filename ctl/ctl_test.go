@@ -147,6 +147,13 @@ func (f *fakeMaster) TransferLeader(_ context.Context, req *pb.MasterTransferLea
 // startFake serves f on a loopback port and returns its address.
 func startFake(t *testing.T, f *fakeMaster) string {
 	t.Helper()
+	return serveMaster(t, f)
+}
+
+// serveMaster serves a master service on a loopback port and returns its
+// address.
+func serveMaster(t *testing.T, f pb.MasterServiceServer) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

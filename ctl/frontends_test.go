@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -12,8 +11,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"google.golang.org/grpc"
 
 	pb "tablestore/proto/tablestorepb"
 )
@@ -80,15 +77,7 @@ func (f *frontendsMaster) ListFrontends(context.Context, *pb.ListFrontendsReques
 
 func startFrontendsMaster(t *testing.T, f *frontendsMaster) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := grpc.NewServer()
-	pb.RegisterMasterServiceServer(s, f)
-	go s.Serve(ln)
-	t.Cleanup(s.Stop)
-	return ln.Addr().String()
+	return serveMaster(t, f)
 }
 
 // TestFrontendsCommand: the front-ends of every master that answered, a
