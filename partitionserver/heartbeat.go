@@ -202,6 +202,9 @@ func (s *Server) heartbeatOnce(cur []*pb.RangeStatus) (wantFull bool, sent []*pb
 		cur = s.statuses()
 	}
 	now := time.Now()
+	// The readings the clock guard measures a step from, if the master's
+	// answer finds the clock in bounds (clockguard.go).
+	sentWall, sentMono := s.clockNow(), time.Now()
 	full := rp.acked == nil || now.Sub(rp.lastFull) >= s.cfg.FullReportInterval
 	req := &pb.HeartbeatRequest{
 		Server: &pb.ServerInfo{ServerId: s.id, GrpcAddr: s.GRPCAddr(), RaftAddr: s.RaftAddr(), Zone: s.cfg.Zone,
@@ -214,7 +217,7 @@ func (s *Server) heartbeatOnce(cur []*pb.RangeStatus) (wantFull bool, sent []*pb
 		MergeAbort:         true,
 		DiskLatency:        s.diskReport(now),
 		DiskSpace:          s.diskSpaceReport(),
-		SentUnixNano:       s.clockNow().UnixNano(),
+		SentUnixNano:       sentWall.UnixNano(),
 	}
 	if full {
 		req.Ranges = cur
@@ -244,7 +247,7 @@ func (s *Server) heartbeatOnce(cur []*pb.RangeStatus) (wantFull bool, sent []*pb
 		return false, nil
 	}
 	s.heartbeatAccepted()
-	s.clock.set(resp, time.Now())
+	s.clock.set(resp, time.Now(), sentWall, sentMono)
 	heartbeatReportsTotal.WithLabelValues(map[bool]string{true: "full", false: "delta"}[full]).Inc()
 	heartbeatReportedRanges.Add(float64(len(req.Ranges)))
 	if resp.GetWantFullReport() {

@@ -16,12 +16,22 @@ import (
 // heartbeats fail, which changes nothing here) and no quiescing.
 func startedServer(t *testing.T) *Server {
 	t.Helper()
+	return startedServerWith(t, nil)
+}
+
+// startedServerWith is startedServer with tune applied to its
+// configuration.
+func startedServerWith(t *testing.T, tune func(*Config)) *Server {
+	t.Helper()
 	cfg := DefaultConfig()
 	cfg.ID = "f"
 	cfg.DataDir = filepath.Join(t.TempDir(), "ps")
 	cfg.GRPCAddr, cfg.RaftAddr = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.Masters = []string{"127.0.0.1:1"}
 	cfg.QuiesceAfter = 0
+	if tune != nil {
+		tune(&cfg)
+	}
 	s, err := New(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)

@@ -117,7 +117,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	return &Server{cfg: cfg, logger: logger, slots: make(map[uint64]*slot), addrs: newAddressBook(),
 		stateCommits: disklatency.New(disklatency.DefaultSpan), logSyncs: disklatency.New(disklatency.DefaultSpan),
 		capacity: admission.New(cfg.ServerCapacity, cfg.ServerCapacity*capacityBurst.Seconds(), cfg.ServerQueueWait, time.Now()),
-		disk:     newDiskGuard(cfg.DataDir, cfg.DiskReserve, logger), clock: newClockGuard(logger)}, nil
+		disk:     newDiskGuard(cfg.DataDir, cfg.DiskReserve, logger), clock: newClockGuard(logger, cfg.wallNow)}, nil
 }
 
 // ID is the server id (valid after Start).
