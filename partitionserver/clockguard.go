@@ -17,7 +17,7 @@ import (
 
 var clockSkewRefusedTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Namespace: "tablestore", Subsystem: "partitionserver", Name: "clock_skew_refused_total",
-	Help: "Client writes refused (503 ServerBusy) because the master's last heartbeat answer said this server's clock is off by more than its --max-clock-offset, or because its wall clock stepped ahead since the last answer that found it in bounds.",
+	Help: "Client writes refused (503 ServerBusy) because the master's last heartbeat answer said this server's clock is off by more than its --max-clock-offset.",
 }, []string{"server"})
 
 func init() { prometheus.MustRegister(clockSkewRefusedTotal) }
@@ -50,21 +50,18 @@ const clockRetryAfter = 1 * time.Second
 // wrong Timestamps and let a retried write apply twice. Leaders refuse
 // before the log, so a refusal is definite.
 //
-// The verdict comes with the answers to heartbeats, a second or more
-// apart, and the master judges a reading only once heartbeats that carry
-// it are counted: a wall clock set ahead while this server leads would
-// stamp writes, and move its ranges' log clocks, until then (the request
-// records' prune hazard of docs/reliability.md section 36). So the guard
-// also watches the wall clock against the monotonic one, which no setting
-// of the wall clock moves: a wall clock that ran ahead of it by more than
-// the refusal threshold since the last heartbeat the master answered
-// without refusing is a step, and client writes are refused at once,
-// until the answer to a heartbeat that carried the new reading shows the
-// master saw it and found it in bounds (the step set a wrong clock right,
-// or every server's moved alike), until the master's own verdict takes
-// over, or until clockVerdictTTL passes unconfirmed. A step back is not
-// refused: the log clock only moves forward, and a clock behind ages no
-// record early.
+// The verdict comes with the answers to heartbeats, and the master judges
+// a reading only once heartbeats that carry it are counted: a wall clock
+// set ahead while this server leads would stamp writes, and move its
+// ranges' log clocks for good, until then (the request records' prune
+// hazard of docs/reliability.md section 36; one write is enough, since
+// every later Timestamp of the range follows the log clock forward). So
+// the guard also holds the stamps (stamp) to the time line the master last
+// confirmed, carried forward by the monotonic clock, which no setting of
+// the wall clock moves: a write is stamped at most the master's bound
+// (holdFor) ahead of it, whatever the wall clock says, until an answer
+// confirms the new reading (confirmLocked). A clock behind is not held: the log clock only
+// moves forward, and a clock behind ages no record early.
 type clockGuard struct {
 	logger *slog.Logger
 	// wall is the server's wall clock (Config.wallNow).
@@ -74,12 +71,12 @@ type clockGuard struct {
 	on atomic.Bool
 	// baseWall (unix nanoseconds) and baseMono (monotonic nanoseconds
 	// since epoch) are the readings of the last heartbeat the master
-	// answered without refusing (at first: the start); limit is the
-	// refusal threshold, max(bound, clockRefuseOver), in nanoseconds.
-	// Atomic for the writes' path.
+	// answered without refusing (at first: the start); hold is how far
+	// ahead of them, carried forward, a stamp may be (holdFor), in
+	// nanoseconds. Atomic for the writes' path.
 	epoch              time.Time
 	baseWall, baseMono atomic.Int64
-	limit              atomic.Int64
+	hold               atomic.Int64
 
 	mu sync.Mutex
 	// refusing: the last verdict said skewed, past clockRefuseOver.
@@ -89,11 +86,38 @@ type clockGuard struct {
 	offset, bound time.Duration
 	at            time.Time
 	// baseOffset is the master's offset for this server in the answer
-	// that set the baseline; steppedAt is when a write first found the
-	// wall clock stepped ahead of it (zero: no step awaits confirmation).
+	// that set the baseline; stepSent is when the first heartbeat that
+	// carried a step the master has not confirmed left (zero: none).
 	baseOffset time.Duration
-	steppedAt  time.Time
+	stepSent   time.Time
 }
+
+// defaultClockBound is the master's --max-clock-offset by default, the
+// bound a server holds its stamps to before the first answer names the
+// master's.
+const defaultClockBound = 10 * time.Second
+
+// holdFor is how far ahead of the confirmed time line a stamp may be with
+// the master's bound: the bound itself, the offset at which the master
+// flags a server (a second at least: a heartbeat's network delay is in
+// every measurement); with no clock rule (bound 0), clockRefuseOver.
+// Holding a stamp refuses nothing, so it need not wait for the minute the
+// refusals wait for.
+func holdFor(bound time.Duration) time.Duration {
+	if bound <= 0 {
+		return clockRefuseOver
+	}
+	return max(bound, time.Second)
+}
+
+// clockStepConfirm is how long the heartbeats that carried a step must
+// span before answers in bounds confirm it without the master's offset for
+// the server having moved with it: by then the master's last clockWindow
+// counted heartbeats all carry the new reading, and an offset from the
+// others' within the bound means the wall clock agrees with theirs (a
+// host resumed from suspend, whose monotonic clock stood still; or every
+// server's clock moved alike).
+const clockStepConfirm = 5 * time.Second
 
 func newClockGuard(logger *slog.Logger, wall func() time.Time) *clockGuard {
 	if logger == nil {
@@ -103,7 +127,7 @@ func newClockGuard(logger *slog.Logger, wall func() time.Time) *clockGuard {
 		wall = time.Now
 	}
 	g := &clockGuard{logger: logger, wall: wall, epoch: time.Now()}
-	g.limit.Store(int64(clockRefuseOver))
+	g.hold.Store(int64(holdFor(defaultClockBound)))
 	g.rebaseLocked(wall(), g.epoch, 0)
 	return g
 }
@@ -122,6 +146,18 @@ func (g *clockGuard) drift(wall, mono time.Time) time.Duration {
 	return time.Duration(wall.UnixNano()-g.baseWall.Load()) - (mono.Sub(g.epoch) - time.Duration(g.baseMono.Load()))
 }
 
+// stamp is the time a write proposal carries: the wall clock, but no more
+// than holdFor(bound) ahead of the baseline carried forward by the
+// monotonic clock (an unconfirmed step ahead is not written into a log).
+func (g *clockGuard) stamp() time.Time {
+	wall, mono := g.wall(), time.Now()
+	hold := time.Duration(g.hold.Load())
+	if step := g.drift(wall, mono); step > hold {
+		return wall.Add(hold - step).Round(0)
+	}
+	return wall
+}
+
 // set takes the verdict of a heartbeat's answer received at now, and logs
 // a change; sentWall and sentMono are the readings taken as the heartbeat
 // left (its SentUnixNano is sentWall).
@@ -129,7 +165,7 @@ func (g *clockGuard) set(resp *pb.HeartbeatResponse, now, sentWall, sentMono tim
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.offset, g.bound = time.Duration(resp.GetClockOffsetNanos()), time.Duration(resp.GetMaxClockOffsetNanos())
-	g.limit.Store(int64(max(g.bound, clockRefuseOver)))
+	g.hold.Store(int64(holdFor(g.bound)))
 	off := g.offset
 	if off < 0 {
 		off = -off
@@ -137,7 +173,7 @@ func (g *clockGuard) set(resp *pb.HeartbeatResponse, now, sentWall, sentMono tim
 	refusing := resp.GetClockSkewed() && off > max(g.bound, clockRefuseOver)
 	g.at = now
 	if !refusing {
-		g.confirmLocked(now, sentWall, sentMono)
+		g.confirmLocked(sentWall, sentMono)
 	}
 	if refusing == g.refusing {
 		return
@@ -154,42 +190,47 @@ func (g *clockGuard) set(resp *pb.HeartbeatResponse, now, sentWall, sentMono tim
 }
 
 // confirmLocked moves the baseline to the readings of a heartbeat the
-// master answered (at now) without refusing, unless that heartbeat carried a step
-// the answer does not show the master saw: its offset for this server
-// moved by at least half the step (a master without the clock rule, bound
-// 0, shows nothing and is taken at its word).
-func (g *clockGuard) confirmLocked(now, sentWall, sentMono time.Time) {
-	limit := time.Duration(g.limit.Load())
-	if step := g.drift(sentWall, sentMono); step > limit && g.bound > 0 && g.offset-g.baseOffset < step/2 {
-		return
+// master answered without refusing, unless that heartbeat carried a step
+// ahead the answer does not confirm. It confirms it when the master's
+// offset for this server (from the others') is within the bound, and
+// the answer covers the new reading: the offset moved by half the step or
+// more since the baseline, or the heartbeats that carried the step span
+// clockStepConfirm. An answer that does not refuse is not enough: the
+// master also refuses nobody while it cannot tell which clock is right
+// (no majority agrees, too few servers measured after a failover). A
+// master without the clock rule (bound 0) shows nothing and is taken at
+// its word.
+func (g *clockGuard) confirmLocked(sentWall, sentMono time.Time) {
+	hold := time.Duration(g.hold.Load())
+	step := g.drift(sentWall, sentMono)
+	if step > hold && g.bound > 0 {
+		if g.stepSent.IsZero() {
+			g.stepSent = sentMono
+			g.logger.Warn("this server's wall clock stepped ahead of its monotonic clock: its write proposals are held to the time the master last confirmed until an answer covers the new reading",
+				"step", step)
+		}
+		covered := g.offset-g.baseOffset >= step/2 || sentMono.Sub(g.stepSent) >= clockStepConfirm
+		if g.offset > g.bound || g.offset < -g.bound || !covered {
+			return
+		}
+	}
+	if !g.stepSent.IsZero() {
+		g.logger.Warn("the master's answers cover this server's wall clock step: write proposals carry its wall clock again",
+			"step", step, "offset", g.offset, "bound", g.bound)
+		g.stepSent = time.Time{}
 	}
 	g.rebaseLocked(sentWall, sentMono, g.offset)
-	if !g.steppedAt.IsZero() && g.drift(g.wall(), now) <= limit {
-		g.steppedAt = time.Time{}
-		g.logger.Warn("the master's answer covers this server's wall clock step: taking client writes",
-			"offset", g.offset, "bound", g.bound)
-	}
 }
 
-// admit returns nil, or the 503 ServerBusy refusal of a client write at
-// now while the master's verdict, no older than clockVerdictTTL, says this
-// server's clock is off, or while a step of its wall clock awaits the
-// master's answer.
+// admit returns nil, or the 503 ServerBusy refusal of a client write
+// while the master's verdict, no older than clockVerdictTTL at now, says
+// this server's clock is off.
 func (g *clockGuard) admit(server string, now time.Time) error {
-	if g == nil {
-		return nil
-	}
-	step := g.drift(g.wall(), now)
-	if !g.on.Load() && step <= time.Duration(g.limit.Load()) {
+	if g == nil || !g.on.Load() {
 		return nil
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if step > time.Duration(g.limit.Load()) {
-		if err := g.stepLocked(server, now, step); err != nil {
-			return err
-		}
-	}
 	if !g.refusing {
 		return nil
 	}
@@ -204,30 +245,6 @@ func (g *clockGuard) admit(server string, now time.Time) error {
 	return rpcerr.New(codes.ResourceExhausted, rpcerr.ReasonServerBusy,
 		fmt.Sprintf("server %s: its clock is off by %s from the other servers', over the master's bound of %s (--max-clock-offset): writes are refused until it is back in bounds or the range's leadership moves",
 			server, g.offset.Round(time.Millisecond), g.bound),
-		map[string]string{rpcerr.MetaRetryAfterMs: strconv.FormatInt(clockRetryAfter.Milliseconds(), 10)})
-}
-
-// stepLocked is the refusal of a write at now while the wall clock stands
-// step ahead of the baseline, nil once the step has waited clockVerdictTTL
-// for the master's answer (a server cut off from the master must not
-// refuse writes for good; the new reading becomes the baseline).
-func (g *clockGuard) stepLocked(server string, now time.Time, step time.Duration) error {
-	switch {
-	case g.steppedAt.IsZero():
-		g.steppedAt = now
-		g.logger.Error("this server's wall clock stepped ahead of its monotonic clock: the ranges led here refuse client writes until a heartbeat's answer covers it",
-			"step", step)
-	case now.Sub(g.steppedAt) >= clockVerdictTTL:
-		g.logger.Warn("no heartbeat's answer covered this server's wall clock step in time: taking client writes",
-			"step", step, "waited", now.Sub(g.steppedAt))
-		g.steppedAt = time.Time{}
-		g.rebaseLocked(g.wall(), now, g.baseOffset)
-		return nil
-	}
-	clockSkewRefusedTotal.WithLabelValues(server).Inc()
-	return rpcerr.New(codes.ResourceExhausted, rpcerr.ReasonServerBusy,
-		fmt.Sprintf("server %s: its wall clock stepped %s ahead since the master last found it in bounds: writes are refused until a heartbeat's answer covers the new reading",
-			server, step.Round(time.Millisecond)),
 		map[string]string{rpcerr.MetaRetryAfterMs: strconv.FormatInt(clockRetryAfter.Milliseconds(), 10)})
 }
 

@@ -117,126 +117,155 @@ func (c *stepClock) now() time.Time {
 	return time.Now().Round(0).Add(time.Duration(c.step.Load()))
 }
 
-// TestClockStepGuard is a step of the wall clock between two heartbeats:
-// refused from the first write after it, before any answer; still refused
-// by the answer to a heartbeat that left before it, and by an answer that
-// does not show the master saw it; taken once an answer covers it (the
-// master moved its offset with it and found it in bounds) or once it has
-// waited clockVerdictTTL unconfirmed; a step back is never refused, nor a
-// step within the threshold; with a master without the clock rule (bound
-// 0) the first answer to a heartbeat carrying the step covers it.
-func TestClockStepGuard(t *testing.T) {
+
+// TestClockStepHeld is a step of the wall clock between two heartbeats:
+// the stamps are held to the time line the master last confirmed (at most
+// the threshold ahead of it) from the first stamp after the step, by the
+// answer to a heartbeat that left before it, by answers that do not show
+// the master counted it, and by answers in which the master cannot tell
+// (not skewed, but the offset from the others as large as the step); they
+// carry the wall clock again once answers cover it with an offset from the
+// others within the threshold (the offset moved with the step: a clock set
+// right; or heartbeats of clockStepConfirm: every clock moved alike, or
+// the monotonic clock stood still), or at once with a master without the
+// clock rule (bound 0); a step back, or within the threshold, is not held.
+func TestClockStepHeld(t *testing.T) {
 	answer := func(skewed bool, offset, bound time.Duration) *pb.HeartbeatResponse {
 		return &pb.HeartbeatResponse{ClockSkewed: skewed, ClockOffsetNanos: int64(offset), MaxClockOffsetNanos: int64(bound)}
 	}
 	type heartbeat struct{ wall, mono time.Time }
-	setup := func() (*clockGuard, *stepClock, func() heartbeat) {
+	setup := func() (*clockGuard, *stepClock, func(later time.Duration) heartbeat) {
 		c := &stepClock{}
 		g := newClockGuard(slog.New(slog.DiscardHandler), c.now)
-		return g, c, func() heartbeat { return heartbeat{c.now(), time.Now()} }
+		// A heartbeat sent later by the monotonic clock (and the wall
+		// clock with it).
+		return g, c, func(later time.Duration) heartbeat { return heartbeat{c.now().Add(later), time.Now().Add(later)} }
 	}
-	refusedForStep := func(t *testing.T, g *clockGuard, at time.Time) {
+	// ahead is how far the stamp runs ahead of the monotonic clock's
+	// time line (the wall clock less the step).
+	ahead := func(g *clockGuard) time.Duration { return g.stamp().Sub(time.Now().Round(0)) }
+	held := func(t *testing.T, g *clockGuard, what string) {
 		t.Helper()
-		err := g.admit("s", at)
-		if info := rpcerr.Parse(err); info.Code != codes.ResourceExhausted || info.Reason != rpcerr.ReasonServerBusy || !strings.Contains(fmt.Sprint(err), "stepped") {
-			t.Fatalf("write after the step: %v; want ResourceExhausted/ServerBusy naming the step", err)
+		if a := ahead(g); a > defaultClockBound+time.Second {
+			t.Fatalf("%s: stamp %v ahead of the confirmed time line, want at most %v", what, a, defaultClockBound)
 		}
 	}
-	admitted := func(t *testing.T, g *clockGuard, at time.Time, what string) {
+	wallClock := func(t *testing.T, g *clockGuard, c *stepClock, what string) {
 		t.Helper()
-		if err := g.admit("s", at); err != nil {
-			t.Fatalf("%s: %v", what, err)
+		want := time.Duration(c.step.Load())
+		if a := ahead(g); a < want-time.Second || a > want+time.Second {
+			t.Fatalf("%s: stamp %v ahead, want the wall clock's %v", what, a, want)
 		}
 	}
+	const bound = 10 * time.Second
 
-	t.Run("covered by the master's answer", func(t *testing.T) {
+	t.Run("a clock set right", func(t *testing.T) {
 		g, c, send := setup()
-		hb := send()
-		g.set(answer(false, 0, 10*time.Second), time.Now(), hb.wall, hb.mono)
-		admitted(t, g, time.Now(), "before the step")
-		before := send() // left before the step, answered after it
-		c.step.Store(int64(5 * time.Minute))
-		refusedForStep(t, g, time.Now())
-		g.set(answer(false, 0, 10*time.Second), time.Now(), before.wall, before.mono)
-		refusedForStep(t, g, time.Now())
-		after := send()
-		g.set(answer(false, 0, 10*time.Second), time.Now(), after.wall, after.mono)
-		refusedForStep(t, g, time.Now()) // the master did not count it yet
-		after = send()
-		g.set(answer(false, 5*time.Minute, 10*time.Second), time.Now(), after.wall, after.mono)
-		admitted(t, g, time.Now(), "the master saw the step and found the clock in bounds")
+		c.step.Store(int64(-5 * time.Minute))
+		hb := send(0)
+		// The master cannot tell yet (not skewed), but measures it behind.
+		g.set(answer(false, -5*time.Minute, bound), time.Now(), hb.wall, hb.mono)
+		wallClock(t, g, c, "behind")
+		before := send(0) // left before the step, answered after it
+		c.step.Store(0)
+		held(t, g, "right after the step")
+		g.set(answer(false, -5*time.Minute, bound), time.Now(), before.wall, before.mono)
+		held(t, g, "answered for a heartbeat sent before the step")
+		hb = send(0)
+		g.set(answer(false, -5*time.Minute, bound), time.Now(), hb.wall, hb.mono)
+		held(t, g, "answered before the master counted it")
+		hb = send(0)
+		g.set(answer(false, 0, bound), time.Now(), hb.wall, hb.mono)
+		wallClock(t, g, c, "the master moved its offset with the step, in bounds")
 	})
-	t.Run("then judged skewed by the master, and healed", func(t *testing.T) {
+	t.Run("the master cannot tell", func(t *testing.T) {
+		g, c, send := setup()
+		c.step.Store(int64(5 * time.Minute))
+		held(t, g, "after the step")
+		for _, later := range []time.Duration{0, time.Second, clockStepConfirm, 2 * clockStepConfirm} {
+			hb := send(later)
+			g.set(answer(false, 5*time.Minute, bound), time.Now(), hb.wall, hb.mono)
+			held(t, g, fmt.Sprintf("answers not skewed, offset 5m, %v after the first", later))
+		}
+	})
+	t.Run("every clock moved alike, or a host resumed", func(t *testing.T) {
+		// Its wall clock agrees with the others' (the master's offset for
+		// it does not move), its monotonic clock stood still.
+		g, c, send := setup()
+		c.step.Store(int64(5 * time.Minute))
+		hb := send(0)
+		g.set(answer(false, 0, bound), time.Now(), hb.wall, hb.mono)
+		held(t, g, "the first answer")
+		hb = send(clockStepConfirm - time.Second)
+		g.set(answer(false, 0, bound), time.Now(), hb.wall, hb.mono)
+		held(t, g, "answers short of the confirmation span")
+		hb = send(clockStepConfirm)
+		g.set(answer(false, 0, bound), time.Now(), hb.wall, hb.mono)
+		wallClock(t, g, c, "answers in bounds over the confirmation span")
+	})
+	t.Run("judged skewed by the master, then healed", func(t *testing.T) {
 		g, c, send := setup()
 		c.step.Store(int64(2 * time.Minute))
-		refusedForStep(t, g, time.Now())
-		hb := send()
-		g.set(answer(true, 2*time.Minute, 10*time.Second), time.Now(), hb.wall, hb.mono)
+		held(t, g, "after the step")
+		hb := send(0)
+		g.set(answer(true, 2*time.Minute, bound), time.Now(), hb.wall, hb.mono)
 		if err := g.admit("s", time.Now()); err == nil {
 			t.Fatal("skewed: admitted")
 		}
+		held(t, g, "skewed")
 		c.step.Store(0)
-		hb = send()
-		g.set(answer(false, 0, 10*time.Second), time.Now(), hb.wall, hb.mono)
-		admitted(t, g, time.Now(), "healed")
-	})
-	t.Run("unconfirmed for the verdict's life", func(t *testing.T) {
-		g, c, _ := setup()
-		c.step.Store(int64(5 * time.Minute))
-		start := time.Now()
-		refusedForStep(t, g, start)
-		refusedForStep(t, g, start.Add(clockVerdictTTL-time.Second))
-		admitted(t, g, start.Add(clockVerdictTTL), "unconfirmed after the verdict's life")
-		admitted(t, g, start.Add(clockVerdictTTL+time.Second), "after that")
+		hb = send(0)
+		g.set(answer(false, 0, bound), time.Now(), hb.wall, hb.mono)
+		wallClock(t, g, c, "healed")
 	})
 	t.Run("a master without the clock rule", func(t *testing.T) {
 		g, c, send := setup()
 		c.step.Store(int64(5 * time.Minute))
-		refusedForStep(t, g, time.Now())
-		hb := send()
+		held(t, g, "after the step")
+		hb := send(0)
 		g.set(&pb.HeartbeatResponse{}, time.Now(), hb.wall, hb.mono)
-		admitted(t, g, time.Now(), "answered by a master without the clock rule")
+		wallClock(t, g, c, "answered by a master without the clock rule")
 	})
 	t.Run("back, or within the threshold", func(t *testing.T) {
 		g, c, _ := setup()
 		c.step.Store(int64(-5 * time.Minute))
-		admitted(t, g, time.Now(), "a step back")
-		c.step.Store(int64(clockRefuseOver - time.Second))
-		admitted(t, g, time.Now(), "a step within the threshold")
+		wallClock(t, g, c, "a step back")
+		c.step.Store(int64(defaultClockBound - time.Second))
+		wallClock(t, g, c, "a step within the threshold")
 	})
 }
 
-// TestClockStepRefusesWritesAtOnce: a range leader whose wall clock is
-// set five minutes ahead refuses client writes from the next write on,
-// with no heartbeat answered in between (its master is unreachable here),
-// before the log; a write after the clock is set back is taken.
-func TestClockStepRefusesWritesAtOnce(t *testing.T) {
+// TestClockStepNotStamped: a range leader whose wall clock is set five
+// minutes ahead, its master out of reach (no answer can confirm it),
+// stamps its next writes at most the threshold ahead of the time it had,
+// and its range's log clock with them; once the clock is set back the
+// stamps follow it again.
+func TestClockStepNotStamped(t *testing.T) {
 	c := &stepClock{}
 	s := startedServerWith(t, func(cfg *Config) { cfg.ClockNow = c.now })
 	const id = 51
-	rep, v := leadingRangeWithWrites(t, s, id, 1, 1)
-	write := func(rk string) error {
+	_, v := leadingRangeWithWrites(t, s, id, 1, 1)
+	write := func(rk string) time.Time {
+		t.Helper()
 		op := &pb.EntityOp{Kind: pb.OpKind_OP_KIND_INSERT, PartitionKey: "p", RowKey: rk,
 			Entity: edm.MarshalBinary(&edm.Entity{PartitionKey: "p", RowKey: rk})}
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		_, err := v.Write(ctx, &pb.WriteRequest{RangeId: id, Generation: 1, Ops: []*pb.EntityOp{op}, RequestId: []byte("id-" + rk)})
-		return err
+		resp, err := v.Write(ctx, &pb.WriteRequest{RangeId: id, Generation: 1, Ops: []*pb.EntityOp{op}, RequestId: []byte("id-" + rk)})
+		if err != nil {
+			t.Fatalf("write %s: %v", rk, err)
+		}
+		return time.Unix(0, resp.GetTimestampUnixNano())
 	}
-	if err := write("before"); err != nil {
-		t.Fatalf("write before: %v", err)
-	}
+	write("before")
 	c.step.Store(int64(5 * time.Minute))
-	applied := rep.fsm.State().GetAppliedIndex()
-	err := write("stepped")
-	if info := rpcerr.Parse(err); info.Code != codes.ResourceExhausted || info.Reason != rpcerr.ReasonServerBusy || !strings.Contains(fmt.Sprint(err), "stepped 5m") {
-		t.Fatalf("write after the step: %v; want ResourceExhausted/ServerBusy naming the step", err)
-	}
-	if got := rep.fsm.State().GetAppliedIndex(); got != applied {
-		t.Fatalf("applied index %d after the refused write, was %d: it reached the log", got, applied)
+	for i := range 3 {
+		if ts := write(fmt.Sprintf("stepped-%d", i)); ts.Sub(time.Now()) > defaultClockBound+time.Second {
+			t.Fatalf("write after the step stamped %v ahead, want at most %v", ts.Sub(time.Now()).Round(time.Second), defaultClockBound)
+		}
 	}
 	c.step.Store(0)
-	if err := write("back"); err != nil {
-		t.Fatalf("write once the clock is back: %v", err)
+	if ts := write("back"); ts.Sub(time.Now()) > defaultClockBound+time.Second {
+		t.Fatalf("write after the clock was set back stamped %v ahead", ts.Sub(time.Now()).Round(time.Second))
 	}
 }

@@ -63,8 +63,9 @@ type replica struct {
 
 	verify  *verifyCoalescer
 	batcher writeBatcher
-	// wallNow stamps write proposals: Config.wallNow, the clock the
-	// heartbeats report.
+	// wallNow stamps write proposals: the clock guard's stamp (the
+	// server's wall clock, held back from an unconfirmed step ahead), or
+	// Config.wallNow for a replica opened without one (tests).
 	wallNow  func() time.Time
 	load     *loadMeter
 	keys     *keyMeter
@@ -106,6 +107,9 @@ type replicaDeps struct {
 	addrs    raft.ServerAddressProvider
 	hooks    fsm.Hooks
 	logger   *slog.Logger
+	// stamp is the time write proposals carry (clockGuard.stamp); nil:
+	// the configured wall clock.
+	stamp func() time.Time
 }
 
 func replicaDir(dataDir string, id uint64) string {
@@ -232,7 +236,10 @@ func openReplica(d replicaDeps, sl *slot, bootstrap bool, voters []raft.Server, 
 		transport: transport, logStore: logStore, snaps: snaps, dir: dir,
 		load: sl.load, keys: sl.keys, throttle: sl.throttle,
 		snapshotFirst: first, membersMu: make(chan struct{}, 1),
-		wallNow: d.cfg.wallNow,
+		wallNow: d.stamp,
+	}
+	if rep.wallNow == nil {
+		rep.wallNow = d.cfg.wallNow
 	}
 	// A follower stuck on a stale log tail is caught up by a snapshot
 	// past it (see Group.SetStuckFollower).

@@ -299,7 +299,7 @@ func (s *Server) Start() (err error) {
 }
 
 func (s *Server) deps() replicaDeps {
-	return replicaDeps{serverID: s.id, cfg: &s.cfg, store: s.store, logs: s.logs, raftNet: s.raftNet, addrs: s.addrs, hooks: s, logger: s.logger}
+	return replicaDeps{serverID: s.id, cfg: &s.cfg, store: s.store, logs: s.logs, raftNet: s.raftNet, addrs: s.addrs, hooks: s, logger: s.logger, stamp: s.clock.stamp}
 }
 
 // Close stops serving and shuts every replica down; data stays on disk.
