@@ -10,6 +10,10 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/codes"
+
+	"tablestore/internal/masterclient"
+	"tablestore/internal/rpcerr"
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -102,15 +106,25 @@ func (r *runner) frontends(ctx context.Context, _ *opts, _ []string) error {
 	answers := r.askFrontends(ctx, r.cfg.Timeout)
 	var failed []string
 	var first error
+	unreachable := true
 	for _, a := range answers {
 		if a.err != nil {
 			failed = append(failed, fmt.Sprintf("no answer from %s: %v", a.addr, masterError("frontends", a.err)))
 			if first == nil {
 				first = masterError("frontends", a.err)
 			}
+			if c := rpcerr.Parse(a.err).Code; c != codes.Unavailable && c != codes.DeadlineExceeded {
+				unreachable = false
+			}
 		}
 	}
 	if len(failed) == len(answers) {
+		if unreachable {
+			// As when no leader answers the other commands: the same
+			// exit status and record kind for scripts.
+			return fmt.Errorf("ctl: frontends: no master answered at %s within %v: %w: %w (every master failed: %s)",
+				r.cfg.Masters, r.cfg.Timeout, masterclient.ErrNoMaster, first, strings.Join(failed, "; "))
+		}
 		// The first master's failure is the one to act on (kind, code):
 		// the others are listed.
 		return fmt.Errorf("%w (every master failed: %s)", first, strings.Join(failed, "; "))
