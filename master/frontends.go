@@ -7,9 +7,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/grpc/peer"
-	"google.golang.org/protobuf/proto"
 
 	"tablestore/internal/metricsbridge"
 	pb "tablestore/proto/tablestorepb"
@@ -29,6 +29,8 @@ const (
 	maxFrontendIDLen      = 128
 	maxFrontendVersionLen = 256
 	maxFrontendHTTPAddrs  = 8
+	// maxFrontendAddrLen: a DNS name (253) and a port.
+	maxFrontendAddrLen = 253 + len(":65535")
 )
 
 // frontendSet is the front-ends watching this master.
@@ -127,22 +129,30 @@ func checkedFrontend(info *pb.FrontendInfo, peer string) *pb.FrontendInfo {
 	if info.GetId() == "" || len(info.GetId()) > maxFrontendIDLen {
 		return nil
 	}
-	c := proto.Clone(info).(*pb.FrontendInfo)
+	// Built field by field, not cloned: a clone keeps unknown fields,
+	// held for the stream's life and returned by every ListFrontends.
+	c := &pb.FrontendInfo{Id: info.GetId(), StartUnixNano: info.GetStartUnixNano()}
 	advertise := func(addr string) string {
-		if addr = metricsbridge.Advertised(addr, peer); !metricsbridge.ListenerAddr(addr) {
+		if addr = metricsbridge.Advertised(addr, peer); len(addr) > maxFrontendAddrLen || !metricsbridge.ListenerAddr(addr) {
 			return ""
 		}
 		return addr
 	}
-	c.MetricsAddr, c.PprofAddr = advertise(c.GetMetricsAddr()), advertise(c.GetPprofAddr())
-	c.HttpAddrs = nil
+	c.MetricsAddr, c.PprofAddr = advertise(info.GetMetricsAddr()), advertise(info.GetPprofAddr())
 	for _, a := range info.GetHttpAddrs() {
 		if a = advertise(a); a != "" && len(c.HttpAddrs) < maxFrontendHTTPAddrs {
 			c.HttpAddrs = append(c.HttpAddrs, a)
 		}
 	}
-	if len(c.GetVersion()) > maxFrontendVersionLen {
-		c.Version = c.GetVersion()[:maxFrontendVersionLen]
+	c.Version = info.GetVersion()
+	if len(c.Version) > maxFrontendVersionLen {
+		// Cut at a character's start: a proto3 string that is not valid
+		// UTF-8 fails the marshal of every ListFrontends answer.
+		n := maxFrontendVersionLen
+		for n > 0 && !utf8.RuneStart(c.Version[n]) {
+			n--
+		}
+		c.Version = c.Version[:n]
 	}
 	return c
 }

@@ -69,14 +69,16 @@ type clockGuard struct {
 	// on mirrors refusing for the writes' path, which then takes no lock
 	// while the clock is fine.
 	on atomic.Bool
-	// baseWall (unix nanoseconds) and baseMono (monotonic nanoseconds
-	// since epoch) are the readings of the last heartbeat the master
-	// answered without refusing (at first: the start); hold is how far
-	// ahead of them, carried forward, a stamp may be (holdFor), in
+	// base is the wall reading (unix nanoseconds) less the monotonic one
+	// (nanoseconds since epoch) of the last heartbeat the master answered
+	// without refusing (at first: the start): one number, so that a stamp
+	// taken while an answer moves it never reads half of each of two
+	// baselines (which would make a step that never happened). hold is
+	// how far ahead of it, carried forward, a stamp may be (holdFor), in
 	// nanoseconds. Atomic for the writes' path.
-	epoch              time.Time
-	baseWall, baseMono atomic.Int64
-	hold               atomic.Int64
+	epoch time.Time
+	base  atomic.Int64
+	hold  atomic.Int64
 
 	mu sync.Mutex
 	// refusing: the last verdict said skewed, past clockRefuseOver.
@@ -135,15 +137,14 @@ func newClockGuard(logger *slog.Logger, wall func() time.Time) *clockGuard {
 // rebaseLocked makes (wall, mono) the readings steps are measured from,
 // offset the master's figure for them.
 func (g *clockGuard) rebaseLocked(wall, mono time.Time, offset time.Duration) {
-	g.baseWall.Store(wall.UnixNano())
-	g.baseMono.Store(int64(mono.Sub(g.epoch)))
+	g.base.Store(wall.UnixNano() - int64(mono.Sub(g.epoch)))
 	g.baseOffset = offset
 }
 
 // drift is how far the wall reading wall ran ahead of the monotonic
 // reading mono since the baseline (negative: behind).
 func (g *clockGuard) drift(wall, mono time.Time) time.Duration {
-	return time.Duration(wall.UnixNano()-g.baseWall.Load()) - (mono.Sub(g.epoch) - time.Duration(g.baseMono.Load()))
+	return time.Duration(wall.UnixNano()-int64(mono.Sub(g.epoch))) - time.Duration(g.base.Load())
 }
 
 // stamp is the time a write proposal carries: the wall clock, but no more
@@ -174,6 +175,13 @@ func (g *clockGuard) set(resp *pb.HeartbeatResponse, now, sentWall, sentMono tim
 	g.at = now
 	if !refusing {
 		g.confirmLocked(sentWall, sentMono)
+	} else if d := g.drift(sentWall, sentMono); d <= time.Duration(g.hold.Load()) {
+		// The master's figure for the baseline's clock (the heartbeat
+		// carried no step ahead of it): a step that later sets this clock
+		// right moves the master's offset from here, not from the figure
+		// of the last answer that found it in bounds (the start's 0, or
+		// one before a step back that the master's window still hid).
+		g.baseOffset = g.offset - d
 	}
 	if refusing == g.refusing {
 		return

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -116,7 +117,6 @@ type stepClock struct{ step atomic.Int64 }
 func (c *stepClock) now() time.Time {
 	return time.Now().Round(0).Add(time.Duration(c.step.Load()))
 }
-
 
 // TestClockStepHeld is a step of the wall clock between two heartbeats:
 // the stamps are held to the time line the master last confirmed (at most
@@ -267,5 +267,63 @@ func TestClockStepNotStamped(t *testing.T) {
 	c.step.Store(0)
 	if ts := write("back"); ts.Sub(time.Now()) > defaultClockBound+time.Second {
 		t.Fatalf("write after the clock was set back stamped %v ahead", ts.Sub(time.Now()).Round(time.Second))
+	}
+}
+
+// TestClockSetRightAfterStepBack: a clock set back (answers in bounds
+// while the master's window still hid it, then refused), then set right:
+// the stamps carry the wall clock again from the first answer in bounds
+// that measured the new reading, not after clockStepConfirm (the refusing
+// answers gave the master's figure for the baseline's clock). From the
+// session's review.
+func TestClockSetRightAfterStepBack(t *testing.T) {
+	c := &stepClock{}
+	g := newClockGuard(slog.New(slog.DiscardHandler), c.now)
+	const bound = 10 * time.Second
+	answer := func(skewed bool, offset time.Duration) {
+		g.set(&pb.HeartbeatResponse{ClockSkewed: skewed, ClockOffsetNanos: int64(offset), MaxClockOffsetNanos: int64(bound)},
+			time.Now(), c.now(), time.Now())
+	}
+	answer(false, 0)
+	c.step.Store(int64(-2 * time.Minute))
+	answer(false, 0) // the master's window still hides the step back
+	answer(true, -2*time.Minute)
+	c.step.Store(0)
+	answer(false, 0)
+	if a := g.stamp().Sub(time.Now().Round(0)); a < -time.Second {
+		t.Fatalf("stamp %v behind the wall clock after an answer in bounds that measured it, want the wall clock", a)
+	}
+}
+
+// TestClockStampBaselineNotTorn: stamps taken while answers move the
+// baseline between readings two minutes apart (each pair consistent, no
+// step) are never held: the baseline is one number. From the session's
+// review.
+func TestClockStampBaselineNotTorn(t *testing.T) {
+	c := &stepClock{}
+	g := newClockGuard(slog.New(slog.DiscardHandler), c.now)
+	ok := &pb.HeartbeatResponse{MaxClockOffsetNanos: int64(10 * time.Second)}
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; !stop.Load(); i++ {
+			wall, mono := c.now(), time.Now()
+			if i%2 == 0 {
+				wall, mono = wall.Add(-2*time.Minute), mono.Add(-2*time.Minute)
+			}
+			g.set(ok, time.Now(), wall, mono)
+		}
+	}()
+	defer func() {
+		stop.Store(true)
+		wg.Wait()
+	}()
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) {
+		if a := g.stamp().Sub(time.Now().Round(0)); a < -time.Second {
+			t.Fatalf("no step, stamp held %v behind the wall clock", -a)
+		}
 	}
 }
