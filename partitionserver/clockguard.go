@@ -60,8 +60,9 @@ const clockRetryAfter = 1 * time.Second
 // confirmed, carried forward by the monotonic clock, which no setting of
 // the wall clock moves: a write is stamped at most the master's bound
 // (holdFor) ahead of it, whatever the wall clock says, until an answer
-// confirms the new reading (confirmLocked). A clock behind is not held: the log clock only
-// moves forward, and a clock behind ages no record early.
+// confirms the new reading (confirmLocked). A clock behind is not held:
+// the log clock only moves forward, and a clock behind ages no record
+// early.
 type clockGuard struct {
 	logger *slog.Logger
 	// wall is the server's wall clock (Config.wallNow).
