@@ -201,10 +201,10 @@ func (s *Server) heartbeatOnce(cur []*pb.RangeStatus) (wantFull bool, sent []*pb
 	if cur == nil {
 		cur = s.statuses()
 	}
-	now := time.Now()
-	// The readings the clock guard measures a step from, if the master's
-	// answer finds the clock in bounds (clockguard.go).
-	sentWall, sentMono := s.clockNow(), time.Now()
+	// now and sentWall are the readings the clock guard measures a step
+	// from, if the master's answer finds the clock in bounds
+	// (clockguard.go).
+	now, sentWall := time.Now(), s.clockNow()
 	full := rp.acked == nil || now.Sub(rp.lastFull) >= s.cfg.FullReportInterval
 	req := &pb.HeartbeatRequest{
 		Server: &pb.ServerInfo{ServerId: s.id, GrpcAddr: s.GRPCAddr(), RaftAddr: s.RaftAddr(), Zone: s.cfg.Zone,
@@ -247,7 +247,7 @@ func (s *Server) heartbeatOnce(cur []*pb.RangeStatus) (wantFull bool, sent []*pb
 		return false, nil
 	}
 	s.heartbeatAccepted()
-	s.clock.set(resp, time.Now(), sentWall, sentMono)
+	s.clock.set(resp, time.Now(), sentWall, now)
 	heartbeatReportsTotal.WithLabelValues(map[bool]string{true: "full", false: "delta"}[full]).Inc()
 	heartbeatReportedRanges.Add(float64(len(req.Ranges)))
 	if resp.GetWantFullReport() {

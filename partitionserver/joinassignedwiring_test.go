@@ -2,15 +2,11 @@ package partitionserver
 
 import (
 	"context"
-	"log/slog"
-	"net"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 
 	"tablestore/internal/rpcerr"
@@ -53,10 +49,6 @@ func counterValue(t *testing.T, c interface{ Write(*dto.Metric) error }) float64
 // floor creates the replica with it; a zero floor creates it without one,
 // counted once created.
 func TestJoinAssignedWiring(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	listing := func(id uint64) *pb.RangeDescriptor {
 		return &pb.RangeDescriptor{RangeId: id, Table: "t", TableId: 7, Generation: 3,
 			Replicas: []*pb.Replica{{ServerId: "a"}, {ServerId: "b"}, {ServerId: "f"}}}
@@ -81,25 +73,7 @@ func TestJoinAssignedWiring(t *testing.T) {
 			return &pb.JoinFloorResponse{Range: listing(zero)}, nil
 		},
 	}}
-	srv := grpc.NewServer()
-	pb.RegisterMasterServiceServer(srv, m)
-	go srv.Serve(ln)
-	t.Cleanup(srv.Stop)
-
-	cfg := DefaultConfig()
-	cfg.ID = "f"
-	cfg.DataDir = filepath.Join(t.TempDir(), "ps")
-	cfg.GRPCAddr, cfg.RaftAddr = "127.0.0.1:0", "127.0.0.1:0"
-	cfg.Masters = []string{ln.Addr().String()}
-	cfg.QuiesceAfter = 0
-	s, err := New(cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := started(t, newAgainstMaster(t, m, func(c *Config) { c.HeartbeatInterval = DefaultConfig().HeartbeatInterval }))
 
 	settled := func(what string, want int) {
 		t.Helper()
