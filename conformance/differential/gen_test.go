@@ -21,6 +21,8 @@ const (
 	tDateTime = "Edm.DateTime"
 	tGuid     = "Edm.Guid"
 	tBinary   = "Edm.Binary"
+	// tNull is no EDM type: a property sent as JSON null (writes only).
+	tNull = "null"
 )
 
 var allTypes = []string{tString, tInt32, tInt64, tDouble, tBoolean, tDateTime, tGuid, tBinary}
@@ -146,7 +148,7 @@ func (e entity) jsonOf() []byte {
 	m := map[string]any{"PartitionKey": e.pk, "RowKey": e.rk}
 	for name, v := range e.props {
 		switch v.typ {
-		case tString, tInt32, tBoolean:
+		case tString, tInt32, tBoolean, tNull:
 			m[name] = v.v
 			continue
 		case tInt64:
