@@ -144,6 +144,7 @@ func (s *side) batchBody(table, pk string, c wcase) (string, []byte) {
 type batchOutcome struct {
 	rep   reply
 	subs  []int
+	hdrs  []map[string]string // each sub-response's headers, names in lower case
 	code  string
 	index int // -1: none
 	msg   string
@@ -159,9 +160,18 @@ func parseBatch(rep reply) batchOutcome {
 	if rep.status != 202 {
 		return out
 	}
-	for _, m := range subStatusRE.FindAllStringSubmatch(string(rep.body), -1) {
-		n, _ := strconv.Atoi(m[1])
+	for _, m := range subStatusRE.FindAllStringSubmatchIndex(string(rep.body), -1) {
+		n, _ := strconv.Atoi(string(rep.body[m[2]:m[3]]))
 		out.subs = append(out.subs, n)
+		h := map[string]string{}
+		rest := string(rep.body[m[1]:])
+		head, _, _ := strings.Cut(strings.ReplaceAll(rest, "\r\n", "\n"), "\n\n")
+		for _, line := range strings.Split(head, "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok {
+				h[strings.ToLower(strings.TrimSpace(k))] = strings.TrimSpace(v)
+			}
+		}
+		out.hdrs = append(out.hdrs, h)
 	}
 	for _, line := range strings.Split(string(rep.body), "\n") {
 		line = strings.TrimSpace(line)
@@ -197,6 +207,27 @@ func (b batchOutcome) summary(c wcase) string {
 		return fmt.Sprintf("fails %d %s with no index", sub, b.code)
 	}
 	return fmt.Sprintf("fails %d %s at %s", sub, b.code, opContext(c, b.index))
+}
+
+// subHeaderDiff compares the headers of one sub-response that say
+// something about the operation (not dates or request ids): the ETag's
+// form, Preference-Applied, and whether Location, DataServiceId and
+// Content-Type are there.
+func subHeaderDiff(a, b map[string]string) string {
+	if x, y := etagShape(a["etag"]), etagShape(b["etag"]); x != y {
+		return fmt.Sprintf("ETag tablestore %s, azurite %s", x, y)
+	}
+	if x, y := a["preference-applied"], b["preference-applied"]; x != y {
+		return fmt.Sprintf("Preference-Applied tablestore %q, azurite %q", x, y)
+	}
+	for _, name := range []string{"location", "dataserviceid", "content-type"} {
+		_, x := a[name]
+		_, y := b[name]
+		if x != y {
+			return fmt.Sprintf("%s present: tablestore %v, azurite %v", name, x, y)
+		}
+	}
+	return ""
 }
 
 // brief is summary without the operation.
@@ -270,6 +301,12 @@ func (w *writeHarness) runBcase(c wcase) (class, detail string) {
 			}
 		}
 		return fmt.Sprintf("batch sub-responses: tablestore %d, azurite %d", len(ot.subs), len(oa.subs)), detail
+	case !ot.failed():
+		for i := range min(len(ot.hdrs), len(oa.hdrs)) {
+			if d := subHeaderDiff(ot.hdrs[i], oa.hdrs[i]); d != "" {
+				return fmt.Sprintf("batch sub-response for %s: %s", opContext(c, i), d), detail + fmt.Sprintf("\n  sub-response %d headers:\n  tablestore: %v\n  azurite:    %v", i, ot.hdrs[i], oa.hdrs[i])
+			}
+		}
 	}
 	// The same outcome: compare what both partitions hold now.
 	q := query{filter: &node{kind: "raw", prop: fmt.Sprintf("PartitionKey eq '%s' or PartitionKey eq 'other'", pk)}}

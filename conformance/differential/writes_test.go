@@ -19,11 +19,11 @@ type wop struct {
 	// ifm: match (the entity's current ETag), stale (its ETag before the
 	// last write), star, none, other (a well-formed ETag of another
 	// time), malformed.
-	ifm       string
-	rk        string
-	pk        string // "" is the case's PartitionKey
-	props     map[string]value
-	prefer    string // POST: the Prefer header ("" none)
+	ifm    string
+	rk     string
+	pk     string // "" is the case's PartitionKey
+	props  map[string]value
+	prefer string // POST: the Prefer header ("" none)
 	// bodyKeys: "" the keys in the body are the URL's; "omitted": none
 	// in the body; "other": another RowKey in the body (PUT, MERGE, PATCH).
 	bodyKeys string
