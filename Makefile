@@ -71,9 +71,11 @@ fuzz:
 
 # Differential test against Azurite (azurite-table on the PATH; skipped
 # without it, and never part of `make test`): the same generated entities
-# and queries on both, every class of difference not listed in
+# and queries, writes, change sets and Query Tables filters on both, every
+# class of difference not listed in
 # conformance/differential/testdata/known-differences.txt reported with a
-# minimal reproducer. DIFF_SEED, DIFF_QUERIES and DIFF_ENTITIES pass through.
+# minimal reproducer. DIFF_SEED, DIFF_QUERIES, DIFF_ENTITIES, DIFF_WRITES,
+# DIFF_BATCHES and DIFF_TABLE_QUERIES pass through.
 diff-azurite:
 	TABLESTORE_DIFF_AZURITE=1 $(GO) test -count=1 -v -timeout 20m -run TestDifferential ./conformance/differential
 

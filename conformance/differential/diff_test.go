@@ -628,5 +628,9 @@ func (h *harness) report(known map[string]string) {
 	if len(fresh) > 0 {
 		h.t.Logf("%d new classes; once triaged, add to %s:\n%s", len(fresh), knownFile, strings.Join(fresh, "  # \n")+"  # ")
 	}
-	h.t.Logf("%d queries run, %d classes of difference (%d new)", len(h.cache), len(classes), len(fresh))
+	if len(h.cache) > 0 {
+		h.t.Logf("%d queries run, %d classes of difference (%d new)", len(h.cache), len(classes), len(fresh))
+	} else {
+		h.t.Logf("%d classes of difference (%d new)", len(classes), len(fresh))
+	}
 }

@@ -5,7 +5,11 @@
 // generated queries ($filter over every EDM type, $select, $top with
 // continuation paging) on both and reports every class of difference
 // that testdata/known-differences.txt does not list, each with a minimal
-// reproducer. Azurite is not Azure: every known difference says which side
+// reproducer. TestDifferentialWrites, TestDifferentialBatches and
+// TestDifferentialQueryTables do the same for writes other than inserts
+// (every If-Match case, on existing and missing entities, with the entity
+// read back after each), change sets (outcome, failing index, what was
+// written) and Query Tables' TableName filters. Azurite is not Azure: every known difference says which side
 // Azure's documentation (or its recorded answers) backs, and
 // docs/compatibility.md records the list.
 //
