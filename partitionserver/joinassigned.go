@@ -223,6 +223,9 @@ func (s *Server) joinAssigned(d *pb.RangeDescriptor, raftAddrs map[string]string
 // error, if any.
 func (s *Server) joinOnce(d *pb.RangeDescriptor, raftAddrs map[string]string) (joinStep, error) {
 	id := d.GetRangeId()
+	if step, ok, err := s.joinFromBirth(d, raftAddrs); ok {
+		return step, err
+	}
 	ctx, cancel := context.WithTimeout(s.ctx, joinFloorWait)
 	defer cancel()
 	var resp *pb.JoinFloorResponse

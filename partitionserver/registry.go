@@ -792,6 +792,11 @@ func (s *Server) createReplicaLocked(desc *pb.RangeDescriptor, bootstrap, campai
 	if _, err := raiseFloor(s.logs.Log(id), floor); err != nil {
 		return fmt.Errorf("partitionserver: range %d join floor: %w", id, err)
 	}
+	if !bootstrap && !floor.set() {
+		if err := markJoinedFloorless(s.logs.Log(id)); err != nil {
+			return fmt.Errorf("partitionserver: range %d: %w", id, err)
+		}
+	}
 	if err := s.store.CreateRange(desc, bootstrap); err != nil && !errors.Is(err, fsm.ErrRangeExists) {
 		return err
 	}

@@ -103,6 +103,11 @@ type Server struct {
 	// generation a delete said removed this server (joinassigned.go).
 	joins     joinTracker
 	removedAt sync.Map
+	// births: per range, a split this server's replica of the parent
+	// never applied, that a snapshot carried it past, when missedsplit.go
+	// judged that this server never hosted the new range (in memory: lost
+	// on a restart, after which the range waits for its join floor).
+	births sync.Map
 
 	ctx    context.Context
 	cancel context.CancelFunc

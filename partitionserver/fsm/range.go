@@ -46,6 +46,14 @@ type Hooks interface {
 	RangeMerged(into, right uint64)
 }
 
+// SplitMissedHooks is implemented by Hooks that want to hear of splits a
+// replica never applied: a snapshot restored over its own state (applied
+// up to oldApplied, not 0) carried it past them (MissedSplits). Optional,
+// so that hooks of tests need not implement it.
+type SplitMissedHooks interface {
+	SplitsMissed(parent, oldApplied uint64, missed []*pb.SplitBirth)
+}
+
 // applyCtx is what a command handler may touch: the open write transaction
 // and the range's state, which the batch writes back once at its end.
 type applyCtx struct {
@@ -367,6 +375,7 @@ func (r *Range) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	var state *pb.RangeState
 	var subsumed []uint64
+	oldApplied := r.AppliedIndex()
 	err := r.store.update(func(tx *bolt.Tx) error {
 		var err error
 		state, subsumed, err = restoreInto(tx, rc, r.id)
@@ -388,6 +397,11 @@ func (r *Range) Restore(rc io.ReadCloser) error {
 	if r.hooks != nil {
 		for _, id := range subsumed {
 			r.hooks.RangeMerged(r.id, id)
+		}
+		if h, ok := r.hooks.(SplitMissedHooks); ok {
+			if missed := MissedSplits(state.GetRecentSplits(), oldApplied, state.GetAppliedIndex()); len(missed) > 0 {
+				h.SplitsMissed(r.id, oldApplied, missed)
+			}
 		}
 	}
 	return nil

@@ -69,6 +69,7 @@ func applySplit(c *applyCtx, payload []byte) *Result {
 	left.End = key
 	left.Generation++
 	c.state.Range = left
+	c.state.RecentSplits = recordSplit(c.state.GetRecentSplits(), c.log.Index, right)
 	c.state.EntityCount -= min(n, c.state.GetEntityCount())
 	c.state.Bytes -= min(size, c.state.GetBytes())
 	rs := &pb.RangeState{
@@ -83,6 +84,40 @@ func applySplit(c *applyCtx, payload []byte) *Result {
 	c.tablePrune().invalidate()
 	c.created = append(c.created, created{desc: right, preferredLeader: cmd.GetPreferredLeader()})
 	return &Result{Range: left, Right: right}
+}
+
+// maxRecentSplits bounds the splits a range's state remembers
+// (RangeState.recent_splits). A replica that missed more splits than that
+// by one snapshot finds the oldest children unrecorded: it waits for their
+// leaders' join floors, as before the record.
+const maxRecentSplits = 4
+
+// recordSplit appends the split at index that created right to recent,
+// dropping the oldest beyond maxRecentSplits.
+func recordSplit(recent []*pb.SplitBirth, index uint64, right *pb.RangeDescriptor) []*pb.SplitBirth {
+	out := append(recent, &pb.SplitBirth{Index: index, Right: right})
+	if n := len(out); n > maxRecentSplits {
+		out = append([]*pb.SplitBirth(nil), out[n-maxRecentSplits:]...)
+	}
+	return out
+}
+
+// MissedSplits returns the splits of recent that a replica whose state
+// was applied up to oldApplied never applied, and which a snapshot
+// applied up to newApplied carried past: index in (oldApplied,
+// newApplied]. None when oldApplied is 0: a replica with no state of its
+// own has no history to tell what it missed. Pure.
+func MissedSplits(recent []*pb.SplitBirth, oldApplied, newApplied uint64) []*pb.SplitBirth {
+	if oldApplied == 0 {
+		return nil
+	}
+	var out []*pb.SplitBirth
+	for _, b := range recent {
+		if b.GetIndex() > oldApplied && b.GetIndex() <= newApplied && b.GetRight() != nil {
+			out = append(out, b)
+		}
+	}
+	return out
 }
 
 // splitAlready returns the right range this split created, if it applied
