@@ -193,6 +193,19 @@ func (j *joinTracker) busy() (inFlight, paused int) {
 // loop): Close waits for the call before it closes the logs.
 func (s *Server) joinAssigned(d *pb.RangeDescriptor, raftAddrs map[string]string) {
 	id := d.GetRangeId()
+	if _, ok := s.births.Load(id); ok {
+		// A missed split's range (missedsplit.go) needs no floor from the
+		// master: not held behind a JoinFloor call in flight, which waits
+		// up to joinFloorWait for a leader that may need this replica to
+		// be elected, nor behind its pause. A call in flight that answers
+		// later finds the replica hosted and only raises its floor.
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			_, _, _ = s.joinFromBirth(d, raftAddrs)
+		}()
+		return
+	}
 	if !s.joins.begin(id, time.Now()) {
 		return
 	}
@@ -223,9 +236,6 @@ func (s *Server) joinAssigned(d *pb.RangeDescriptor, raftAddrs map[string]string
 // error, if any.
 func (s *Server) joinOnce(d *pb.RangeDescriptor, raftAddrs map[string]string) (joinStep, error) {
 	id := d.GetRangeId()
-	if step, ok, err := s.joinFromBirth(d, raftAddrs); ok {
-		return step, err
-	}
 	ctx, cancel := context.WithTimeout(s.ctx, joinFloorWait)
 	defer cancel()
 	var resp *pb.JoinFloorResponse

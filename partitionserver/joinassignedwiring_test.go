@@ -58,6 +58,8 @@ func TestJoinAssignedWiring(t *testing.T) {
 		moved   = 52 // the map no longer lists this server
 		floored = 53
 		zero    = 54 // the leader's server gives none
+		born    = 55 // a missed split recorded it (missedsplit.go), no leader
+		reborn  = 56 // recorded, but moved since its birth, no leader
 	)
 	m := &floorMaster{calls: map[uint64]int{}, answers: map[uint64]func() (*pb.JoinFloorResponse, error){
 		noFloor: func() (*pb.JoinFloorResponse, error) {
@@ -71,6 +73,12 @@ func TestJoinAssignedWiring(t *testing.T) {
 		},
 		zero: func() (*pb.JoinFloorResponse, error) {
 			return &pb.JoinFloorResponse{Range: listing(zero)}, nil
+		},
+		born: func() (*pb.JoinFloorResponse, error) {
+			return nil, rpcerr.New(codes.Aborted, rpcerr.ReasonNoJoinFloor, "join floor of range 55: not leader", nil)
+		},
+		reborn: func() (*pb.JoinFloorResponse, error) {
+			return nil, rpcerr.New(codes.Aborted, rpcerr.ReasonNoJoinFloor, "join floor of range 56: not leader", nil)
 		},
 	}}
 	s := started(t, newAgainstMaster(t, m, func(c *Config) { c.HeartbeatInterval = DefaultConfig().HeartbeatInterval }))
@@ -124,6 +132,9 @@ func TestJoinAssignedWiring(t *testing.T) {
 	if n := counterValue(t, joinWithoutFloorTotal) - before; n != 0 {
 		t.Fatalf("%v floorless creations counted after one with its floor", n)
 	}
+	if marked, err := joinedFloorless(s.logs.Log(floored)); err != nil || marked {
+		t.Fatalf("replica created with its floor marked floorless: %v, %v", marked, err)
+	}
 
 	// A zero floor: created, counted once.
 	s.joinAssigned(listing(zero), nil)
@@ -133,5 +144,46 @@ func TestJoinAssignedWiring(t *testing.T) {
 	}
 	if n := counterValue(t, joinWithoutFloorTotal) - before; n != 1 {
 		t.Fatalf("%v floorless creations counted, want 1", n)
+	}
+	if marked, err := joinedFloorless(s.logs.Log(zero)); err != nil || !marked {
+		t.Fatalf("replica created without a floor not marked: %v, %v", marked, err)
+	}
+
+	// A missed split's range, as born: created at its birth floor
+	// without asking the master (its range has no leader).
+	s.births.Store(uint64(born), &pb.SplitBirth{Index: 40, Right: listing(born)})
+	s.joinAssigned(listing(born), nil)
+	for deadline := time.Now().Add(20 * time.Second); !s.hosts(born); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("missed split's range not created at its birth")
+		}
+	}
+	if got, err := storedFloor(s.logs.Log(born)); err != nil || got != birthFloor {
+		t.Fatalf("stored floor %v, %v; want the birth floor %v", got, err, birthFloor)
+	}
+	if n := m.called(born); n != 0 {
+		t.Fatalf("master asked %d times for a range created at its birth", n)
+	}
+
+	// Moved since its birth: the record is dropped and the master asked,
+	// which gives no floor: nothing created.
+	moved2 := listing(reborn)
+	moved2.Generation = 5
+	s.births.Store(uint64(reborn), &pb.SplitBirth{Index: 40, Right: listing(reborn)})
+	s.joinAssigned(moved2, nil)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if _, ok := s.births.Load(uint64(reborn)); !ok {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatal("the record of a range moved since its birth kept")
+		}
+	}
+	s.joinAssigned(moved2, nil) // the next reconcile
+	settled("reborn", 2)
+	if s.hosts(reborn) {
+		t.Fatal("a range moved since its birth created without its floor")
+	}
+	if n := m.called(reborn); n != 1 {
+		t.Fatalf("master asked %d times for a range moved since its birth, want once", n)
 	}
 }

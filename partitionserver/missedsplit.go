@@ -170,9 +170,10 @@ func (s *Server) SplitsMissed(parent, oldApplied uint64, missed []*pb.SplitBirth
 
 // joinFromBirth creates assigned range d at its birth floor when a missed
 // split recorded it (SplitsMissed) and birthJoin allows: at once, without
-// the master's JoinFloor, which needs the range's leader. ok is false when
-// it did nothing (no record, or one birthJoin refuses, which is dropped):
-// the caller asks for the floor as before.
+// the master's JoinFloor, which needs the range's leader (joinAssigned
+// calls it instead of asking the master). ok is false when it did nothing
+// (no record, or one birthJoin refuses, which is dropped): the next
+// reconcile asks for the floor as before.
 func (s *Server) joinFromBirth(d *pb.RangeDescriptor, raftAddrs map[string]string) (step joinStep, ok bool, err error) {
 	id := d.GetRangeId()
 	v, found := s.births.LoadAndDelete(id)
@@ -185,7 +186,11 @@ func (s *Server) joinFromBirth(d *pb.RangeDescriptor, raftAddrs map[string]strin
 		return joinRetry, false, nil
 	}
 	if err := s.createJoined(d, raftAddrs, birthFloor); err != nil {
-		s.births.Store(id, b)
+		if !errors.Is(err, errRemovedHere) {
+			// Asked again at the next reconcile (a removal seen here
+			// since the birth drops the record: the floor decides).
+			s.births.Store(id, b)
+		}
 		s.logger.Warn("create assigned replica failed", "range", id, "placement", "join", "floor", "birth", "err", err)
 		return joinRetry, true, err
 	}
