@@ -50,40 +50,12 @@ func TestReplicaDownAcrossSplit(t *testing.T) {
 			writeSeq(t, tc, acked, "before", 30)
 
 			left := tableRanges(partitionMap(t, mc), table)[0]
-			var victim string
-			waitFor(t, 10*time.Second, "a range leader", func() bool {
-				l := partitionMap(t, mc).GetLeaders()[left.GetRangeId()]
-				for _, r := range left.GetReplicas() {
-					if l != "" && r.GetServerId() != l {
-						victim = r.GetServerId()
-						return true
-					}
-				}
-				return false
-			})
-			vi := c.ServerIndex(victim)
+			victim, vi := followerOf(t, c, mc, left)
 			t.Logf("stopping %s across the split", victim)
 			if err := c.StopServer(vi); err != nil {
 				t.Fatal(err)
 			}
-			err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
-				_, err := m.Split(ctx, &pb.SplitRequest{Table: table, PartitionKey: "k13"})
-				return err
-			})
-			var right *pb.RangeDescriptor
-			for _, r := range tableRanges(partitionMap(t, mc), table) {
-				if r.GetStart() == "k13" {
-					right = r
-				}
-			}
-			if right == nil {
-				// A retried split whose first attempt succeeded reports
-				// the key taken; only a missing range is a failure.
-				t.Fatalf("split at k13: %v", err)
-			}
-			if !hasServer(right, victim) {
-				t.Fatalf("split-off range %s does not list %s", describe([]*pb.RangeDescriptor{right}), victim)
-			}
+			right := splitListing(t, ctx, mc, table, "k13", victim)
 			writeSeq(t, tc, acked, "after", 200)
 			if compact {
 				// Both live replicas of the left range have snapshotted

@@ -56,22 +56,7 @@ func TestStaleParentDoesNotHoldUpSplitRange(t *testing.T) {
 	t.Cleanup(func() { c.IsolateServer(vi, false) })
 
 	// The split, then the move of the parent off the cut-off server.
-	err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
-		_, err := m.Split(ctx, &pb.SplitRequest{Table: table, PartitionKey: "k13"})
-		return err
-	})
-	var right *pb.RangeDescriptor
-	for _, r := range tableRanges(partitionMap(t, mc), table) {
-		if r.GetStart() == "k13" {
-			right = r
-		}
-	}
-	if right == nil {
-		t.Fatalf("split at k13: %v", err)
-	}
-	if !hasServer(right, victim) {
-		t.Fatalf("split-off range %s does not list %s", describe([]*pb.RangeDescriptor{right}), victim)
-	}
+	right := splitListing(t, ctx, mc, table, "k13", victim)
 	if err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
 		_, err := m.Move(ctx, &pb.MoveRequest{RangeId: left.GetRangeId(), FromServerId: victim, ToServerId: spare})
 		return err
