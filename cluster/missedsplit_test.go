@@ -70,6 +70,8 @@ func TestSplitMissedBySnapshotWithMemberDown(t *testing.T) {
 		st := rangeInfo(c.Servers[survivor].Server, right.GetRangeId())
 		return st != nil && !st.GetLeader()
 	})
+	const atBirth = "tablestore_partitionserver_join_at_birth_total"
+	births := metricValue(t, atBirth, nil)
 	back := time.Now()
 	if err := c.RestartServer(vi); err != nil {
 		t.Fatal(err)
@@ -92,6 +94,11 @@ func TestSplitMissedBySnapshotWithMemberDown(t *testing.T) {
 		}
 	}
 	t.Logf("the new range took a write %v after %s's return", time.Since(back).Round(time.Millisecond), victim)
+	// By the path under test, not another (the victim replaying the split
+	// from a log not compacted after all, or a leader's floor).
+	if n := metricValue(t, atBirth, nil) - births; n < 1 {
+		t.Fatalf("%s's replica of range %d not created at its birth floor (%s %v)", victim, right.GetRangeId(), atBirth, n)
+	}
 	writeSeq(t, tc, acked, "degraded", 30)
 	verifyExactlyOnce(t, tc, acked)
 }

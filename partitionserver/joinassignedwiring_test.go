@@ -60,6 +60,7 @@ func TestJoinAssignedWiring(t *testing.T) {
 		zero    = 54 // the leader's server gives none
 		born    = 55 // a missed split recorded it (missedsplit.go), no leader
 		reborn  = 56 // recorded, but moved since its birth, no leader
+		boot    = 57 // bootstrapped here
 	)
 	m := &floorMaster{calls: map[uint64]int{}, answers: map[uint64]func() (*pb.JoinFloorResponse, error){
 		noFloor: func() (*pb.JoinFloorResponse, error) {
@@ -132,8 +133,8 @@ func TestJoinAssignedWiring(t *testing.T) {
 	if n := counterValue(t, joinWithoutFloorTotal) - before; n != 0 {
 		t.Fatalf("%v floorless creations counted after one with its floor", n)
 	}
-	if marked, err := joinedFloorless(s.logs.Log(floored)); err != nil || marked {
-		t.Fatalf("replica created with its floor marked floorless: %v, %v", marked, err)
+	if marked, err := bornHere(s.logs.Log(floored)); err != nil || marked {
+		t.Fatalf("replica joined with its floor marked as bootstrapped here: %v, %v", marked, err)
 	}
 
 	// A zero floor: created, counted once.
@@ -145,9 +146,19 @@ func TestJoinAssignedWiring(t *testing.T) {
 	if n := counterValue(t, joinWithoutFloorTotal) - before; n != 1 {
 		t.Fatalf("%v floorless creations counted, want 1", n)
 	}
-	if marked, err := joinedFloorless(s.logs.Log(zero)); err != nil || !marked {
-		t.Fatalf("replica created without a floor not marked: %v, %v", marked, err)
+	if marked, err := bornHere(s.logs.Log(zero)); err != nil || marked {
+		t.Fatalf("replica joined without a floor marked as bootstrapped here: %v, %v", marked, err)
 	}
+
+	// A bootstrapped replica (a new range's) is marked: its history here
+	// began at the range's birth (missedsplit.go).
+	if err := s.createReplica(listing(boot), true, false, nil, joinFloor{}); err != nil {
+		t.Fatal(err)
+	}
+	if marked, err := bornHere(s.logs.Log(boot)); err != nil || !marked {
+		t.Fatalf("bootstrapped replica not marked: %v, %v", marked, err)
+	}
+	births := counterValue(t, joinAtBirthTotal)
 
 	// A missed split's range, as born: created at its birth floor
 	// without asking the master (its range has no leader).
@@ -163,6 +174,12 @@ func TestJoinAssignedWiring(t *testing.T) {
 	}
 	if n := m.called(born); n != 0 {
 		t.Fatalf("master asked %d times for a range created at its birth", n)
+	}
+	if n := counterValue(t, joinAtBirthTotal) - births; n != 1 {
+		t.Fatalf("%v creations at the birth floor counted, want 1", n)
+	}
+	if _, ok := s.births.Load(uint64(born)); ok {
+		t.Fatal("the record of a range created at its birth kept")
 	}
 
 	// Moved since its birth: the record is dropped and the master asked,

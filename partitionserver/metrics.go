@@ -129,6 +129,10 @@ var (
 		Namespace: "tablestore", Subsystem: "partitionserver", Name: "join_without_floor_total",
 		Help: "Replicas created empty from the map's assignments without a join floor (an older master, or a range leader on an older server).",
 	})
+	joinAtBirthTotal = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "tablestore", Subsystem: "partitionserver", Name: "join_at_birth_total",
+		Help: "Replicas of a split's new range created at the range's birth floor without its leader: a snapshot carried this server's replica of the parent past the split (missedsplit.go).",
+	})
 	bootstrapUncheckedTotal = prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: "tablestore", Subsystem: "partitionserver", Name: "bootstrap_unchecked_total",
 		Help: "Generation-1 replicas bootstrapped from the map's assignments under a master that records no range starts (older version): unprotected if the range had started and this server lost its replica.",
@@ -166,5 +170,5 @@ var (
 )
 
 func init() {
-	prometheus.MustRegister(lifecycleTransitionsTotal, quiescedTotal, joinFloorRefusalsTotal, joinWithoutFloorTotal, bootstrapUncheckedTotal, quietAnswersTotal, quietVotesTotal, quietStoredTotal, wakeSeconds, quietReadsTotal, quietReadSeconds, quietConfirmsTotal)
+	prometheus.MustRegister(lifecycleTransitionsTotal, quiescedTotal, joinFloorRefusalsTotal, joinWithoutFloorTotal, joinAtBirthTotal, bootstrapUncheckedTotal, quietAnswersTotal, quietVotesTotal, quietStoredTotal, wakeSeconds, quietReadsTotal, quietReadSeconds, quietConfirmsTotal)
 }

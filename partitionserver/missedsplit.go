@@ -40,23 +40,22 @@ import (
 // member created empty), which no election needs.
 var birthFloor = joinFloor{term: 1, index: 1}
 
-// joinedFloorlessKey marks, in a group's stable keys, a replica created
-// empty without a join floor (an older master, or a leader's server older
-// than the floor): nothing in its history shows when it was created, so a
-// split it missed cannot prove that this server never hosted the new
-// range. Replicas an older build joined that way carry no mark (the
-// rolling upgrade's window, as for joinUnprotected).
-var joinedFloorlessKey = []byte("JoinedWithoutFloor")
+// bornHereKey marks, in a group's stable keys, a replica this server
+// bootstrapped (replica.go: a new table's range, or a split's new range on
+// a replica of its parent): its history here began at the range's birth.
+// Positive evidence, so that what cannot be dated is refused: a replica
+// joined without a floor, and every replica an older build created, carry
+// neither this mark nor a floor (planMissedSplit).
+var bornHereKey = []byte("BornHere")
 
-// markJoinedFloorless records that a replica was created empty without a
-// join floor.
-func markJoinedFloorless(logs *raftlog.Log) error {
-	return logs.Set(joinedFloorlessKey, []byte{1})
+// markBornHere records that the group was bootstrapped here.
+func markBornHere(logs *raftlog.Log) error {
+	return logs.Set(bornHereKey, []byte{1})
 }
 
-// joinedFloorless reports whether markJoinedFloorless marked the group.
-func joinedFloorless(logs *raftlog.Log) (bool, error) {
-	_, err := logs.Get(joinedFloorlessKey)
+// bornHere reports whether markBornHere marked the group.
+func bornHere(logs *raftlog.Log) (bool, error) {
+	_, err := logs.Get(bornHereKey)
 	if errors.Is(err, raftlog.ErrKeyNotFound) {
 		return false, nil
 	}
@@ -71,10 +70,10 @@ type missedSplit struct {
 	// snapshot's restore.
 	oldApplied uint64
 	birth      *pb.SplitBirth
-	// parentFloor, parentFloorless: the parent replica's join floor, and
-	// whether it was created empty without one.
-	parentFloor     joinFloor
-	parentFloorless bool
+	// parentFloor, parentBorn: the parent replica's join floor, and
+	// whether it was bootstrapped here (bornHere).
+	parentFloor joinFloor
+	parentBorn  bool
 	// stored: the new range has a replica, or a stored state, here.
 	stored bool
 }
@@ -86,13 +85,15 @@ type missedSplit struct {
 // Yes only when this server cannot have hosted the new range before:
 //   - the parent replica had a history (oldApplied > 0) that stopped short
 //     of the split: a replica that applied the split created the new range;
-//   - the parent replica was not created empty after the split: one
-//     re-created (its server lost its data directory, or a move took it off
-//     and back) may have applied the split in its earlier life. A
-//     re-created replica has a join floor, the leader's commit index when it
-//     joined, and the split had committed before any earlier life applied
-//     it: a floor at or past the split's index is refused. One created
-//     without a floor is refused as well (nothing dates it);
+//   - the parent replica's history here is known to have begun before the
+//     split: one re-created (its server lost its data directory, or a move
+//     took it off and back) may have applied the split in its earlier life.
+//     A re-created replica has a join floor, the leader's commit index when
+//     it joined, and the split had committed before any earlier life
+//     applied it: a floor at or past the split's index is refused. Without
+//     a floor, only a replica bootstrapped here (parentBorn) is dated;
+//     anything else (a floorless join, a replica an older build created)
+//     is refused;
 //   - the split's range lists this server, and has no replica or state here
 //     already.
 func planMissedSplit(m missedSplit) (bool, string) {
@@ -106,10 +107,10 @@ func planMissedSplit(m missedSplit) (bool, string) {
 		return false, "the new range does not list this server"
 	case m.stored:
 		return false, "the new range is stored here"
-	case m.parentFloorless:
-		return false, "the parent replica was created without a join floor"
 	case m.parentFloor.set() && m.parentFloor.index >= idx:
 		return false, "the parent replica was created after the split"
+	case !m.parentFloor.set() && !m.parentBorn:
+		return false, "the parent replica's start here is unknown (no join floor, not bootstrapped by this version)"
 	}
 	return true, ""
 }
@@ -142,7 +143,7 @@ func birthJoin(b *pb.SplitBirth, d *pb.RangeDescriptor, self string) bool {
 func (s *Server) SplitsMissed(parent, oldApplied uint64, missed []*pb.SplitBirth) {
 	lg := s.logs.Log(parent)
 	floor, err := storedFloor(lg)
-	floorless, ferr := joinedFloorless(lg)
+	born, ferr := bornHere(lg)
 	if err == nil {
 		err = ferr
 	}
@@ -158,7 +159,7 @@ func (s *Server) SplitsMissed(parent, oldApplied uint64, missed []*pb.SplitBirth
 			stored = herr != nil || has
 		}
 		ok, why := planMissedSplit(missedSplit{self: s.id, oldApplied: oldApplied, birth: b,
-			parentFloor: floor, parentFloorless: floorless, stored: stored})
+			parentFloor: floor, parentBorn: born, stored: stored})
 		if !ok {
 			s.logger.Info("split missed by a snapshot: the new range waits for its leader's join floor", "range", id, "parent", parent, "split_index", b.GetIndex(), "why", why)
 			continue
@@ -194,6 +195,7 @@ func (s *Server) joinFromBirth(d *pb.RangeDescriptor, raftAddrs map[string]strin
 		s.logger.Warn("create assigned replica failed", "range", id, "placement", "join", "floor", "birth", "err", err)
 		return joinRetry, true, err
 	}
+	joinAtBirthTotal.Inc()
 	s.logger.Info("assigned replica created at its birth floor: a snapshot carried this server past the split that created it", "range", id, "split_index", b.GetIndex())
 	return joinCreate, true, nil
 }

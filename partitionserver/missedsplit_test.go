@@ -17,7 +17,7 @@ func descOn(id, gen uint64, servers ...string) *pb.RangeDescriptor {
 
 func TestPlanMissedSplit(t *testing.T) {
 	birth := &pb.SplitBirth{Index: 40, Right: descOn(7, 3, "ps1", "ps3", "ps4")}
-	base := missedSplit{self: "ps4", oldApplied: 30, birth: birth}
+	base := missedSplit{self: "ps4", oldApplied: 30, birth: birth, parentBorn: true}
 	for _, tc := range []struct {
 		name string
 		edit func(*missedSplit)
@@ -31,7 +31,12 @@ func TestPlanMissedSplit(t *testing.T) {
 		// (its data directory lost, or a move off and back).
 		{"parent created at the split", func(m *missedSplit) { m.parentFloor = joinFloor{3, 40} }, false},
 		{"parent created after the split", func(m *missedSplit) { m.parentFloor = joinFloor{4, 90} }, false},
-		{"parent joined without a floor", func(m *missedSplit) { m.parentFloorless = true }, false},
+		{"parent joined before the split, not born here", func(m *missedSplit) { m.parentFloor, m.parentBorn = joinFloor{2, 12}, false }, true},
+		// Neither a floor nor the bootstrap mark: a floorless join, or a
+		// replica an older build created (perhaps re-created after a
+		// lost data directory, when that server held the new range).
+		{"parent neither floored nor born here", func(m *missedSplit) { m.parentBorn = false }, false},
+		{"parent born here and floored after the split", func(m *missedSplit) { m.parentFloor = joinFloor{4, 90} }, false},
 		{"parent had no state", func(m *missedSplit) { m.oldApplied = 0 }, false},
 		{"parent applied the split", func(m *missedSplit) { m.oldApplied = 40 }, false},
 		{"new range lists another server", func(m *missedSplit) { m.self = "ps2" }, false},
@@ -78,28 +83,28 @@ func TestBirthJoin(t *testing.T) {
 	}
 }
 
-// The mark of a replica joined without a floor is kept in the group's
-// stable keys and goes with the group.
-func TestJoinedFloorlessStored(t *testing.T) {
+// The bootstrap mark is kept in the group's stable keys and goes with the
+// group.
+func TestBornHereStored(t *testing.T) {
 	store, err := raftlog.Open(t.TempDir(), raftlog.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
 	logs := store.Log(7)
-	if got, err := joinedFloorless(logs); err != nil || got {
+	if got, err := bornHere(logs); err != nil || got {
 		t.Fatalf("before the mark: %v, %v", got, err)
 	}
-	if err := markJoinedFloorless(logs); err != nil {
+	if err := markBornHere(logs); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := joinedFloorless(logs); err != nil || !got {
+	if got, err := bornHere(logs); err != nil || !got {
 		t.Fatalf("after the mark: %v, %v", got, err)
 	}
 	if err := logs.Drop(); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := joinedFloorless(store.Log(7)); err != nil || got {
+	if got, err := bornHere(store.Log(7)); err != nil || got {
 		t.Fatalf("after the group was dropped: %v, %v", got, err)
 	}
 }

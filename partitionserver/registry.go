@@ -792,11 +792,6 @@ func (s *Server) createReplicaLocked(desc *pb.RangeDescriptor, bootstrap, campai
 	if _, err := raiseFloor(s.logs.Log(id), floor); err != nil {
 		return fmt.Errorf("partitionserver: range %d join floor: %w", id, err)
 	}
-	if !bootstrap && !floor.set() {
-		if err := markJoinedFloorless(s.logs.Log(id)); err != nil {
-			return fmt.Errorf("partitionserver: range %d: %w", id, err)
-		}
-	}
 	if err := s.store.CreateRange(desc, bootstrap); err != nil && !errors.Is(err, fsm.ErrRangeExists) {
 		return err
 	}
@@ -806,6 +801,7 @@ func (s *Server) createReplicaLocked(desc *pb.RangeDescriptor, bootstrap, campai
 	}
 	if err == nil {
 		s.forgetRemoval(id, desc.GetGeneration()) // joinassigned.go
+		s.births.Delete(id)                       // missedsplit.go: hosted now
 	}
 	return err
 }

@@ -205,6 +205,12 @@ func openReplica(d replicaDeps, sl *slot, bootstrap bool, voters []raft.Server, 
 				transport.Close()
 				return nil, fmt.Errorf("partitionserver: bootstrap range %d: %w", id, err)
 			}
+			// After the bootstrap: a crash in between leaves the replica
+			// unmarked, which only refuses what the mark would allow.
+			if err := markBornHere(logStore); err != nil {
+				transport.Close()
+				return nil, fmt.Errorf("partitionserver: range %d: %w", id, err)
+			}
 		}
 	}
 	if first != nil {
