@@ -340,47 +340,7 @@ func (w *writeHarness) shrinkBcase(c wcase, class, detail string) (wcase, string
 	if len(c.ops) > 20 {
 		return c, detail
 	}
-	try := func(d wcase) bool {
-		cl, det := w.runBcase(d)
-		if cl == class {
-			c, detail = d, det
-			return true
-		}
-		return false
-	}
-	for i := 0; i < len(c.ops); i++ {
-		d := wcase{prior: c.prior, ops: slices.Delete(slices.Clone(c.ops), i, i+1)}
-		if len(d.ops) > 0 && try(d) {
-			i--
-		}
-	}
-	for i := 0; i < len(c.prior); i++ {
-		if try(wcase{prior: slices.Delete(slices.Clone(c.prior), i, i+1), ops: c.ops}) {
-			i--
-		}
-	}
-	for i := range c.ops {
-		if c.ops[i].upperTable {
-			d := wcase{prior: c.prior, ops: slices.Clone(c.ops)}
-			d.ops[i].upperTable = false
-			try(d)
-		}
-		for name := range c.ops[i].props {
-			d := wcase{prior: c.prior, ops: slices.Clone(c.ops)}
-			d.ops[i].props = clone(c.ops[i].props)
-			delete(d.ops[i].props, name)
-			try(d)
-		}
-	}
-	return c, detail
-}
-
-func clone(m map[string]value) map[string]value {
-	out := make(map[string]value, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
+	return shrinkCase(c, class, detail, w.runBcase)
 }
 
 // fixedBcases are written by hand: a merge past the entity's limits

@@ -213,13 +213,7 @@ func compare(q query, ts, az result) []diff {
 			continue
 		}
 		a := ts.ents[k]
-		names := slices.Sorted(maps.Keys(a))
-		for n := range b {
-			if _, ok := a[n]; !ok {
-				names = append(names, n)
-			}
-		}
-		for _, n := range names {
+		for _, n := range propNames(a, b) {
 			x, okx := a[n]
 			y, oky := b[n]
 			if okx == oky && x == y {
@@ -246,4 +240,15 @@ func state(p pval, ok bool) string {
 		return "absent"
 	}
 	return p.String()
+}
+
+// propNames is every property name of a, in order, then those only b has.
+func propNames(a, b map[string]pval) []string {
+	names := slices.Sorted(maps.Keys(a))
+	for n := range b {
+		if _, ok := a[n]; !ok {
+			names = append(names, n)
+		}
+	}
+	return names
 }

@@ -351,13 +351,7 @@ func writeDiff(o wop, wt, wa reply, rt, ra readBack) string {
 
 // propsDiff names the first property a and b differ in, by how o wrote it.
 func propsDiff(o wop, a, b map[string]pval) string {
-	names := slices.Sorted(maps.Keys(a))
-	for n := range b {
-		if _, ok := a[n]; !ok {
-			names = append(names, n)
-		}
-	}
-	for _, n := range names {
+	for _, n := range propNames(a, b) {
 		x, okx := a[n]
 		y, oky := b[n]
 		if okx == oky && x == y {
@@ -425,8 +419,13 @@ func (w *writeHarness) runWcase(c wcase) (class, detail string) {
 // shrinkWcase makes a case with difference class smaller while the class
 // stays: fewer operations, fewer starting entities, fewer properties.
 func (w *writeHarness) shrinkWcase(c wcase, class, detail string) (wcase, string) {
+	return shrinkCase(c, class, detail, w.runWcase)
+}
+
+// shrinkCase makes c smaller while run still finds difference class in it.
+func shrinkCase(c wcase, class, detail string, run func(wcase) (string, string)) (wcase, string) {
 	try := func(d wcase) bool {
-		cl, det := w.runWcase(d)
+		cl, det := run(d)
 		if cl == class {
 			c, detail = d, det
 			return true
