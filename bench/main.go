@@ -51,6 +51,10 @@ type options struct {
 	azuriteMemory    bool
 	azuriteTelemetry bool
 	warmup           time.Duration
+	// presplitRanges and presplitLeaders: the insert-presplit table's
+	// layout (presplit).
+	presplitRanges  int
+	presplitLeaders string
 }
 
 func main() {
@@ -65,6 +69,8 @@ func main() {
 	flag.IntVar(&o.rounds, "rounds", 1, "throughput mode: run everything this many times (each round starts the targets afresh and runs each scenario on every target in turn before the next scenario), and print each round's ratios and their medians")
 	flag.IntVar(&o.size, "entity-size", 1024, "approximate entity size in bytes")
 	flag.IntVar(&o.partitions, "partitions", 1024, "PartitionKeys of the spread-insert scenarios")
+	flag.IntVar(&o.presplitRanges, "presplit-ranges", 4, "ranges the insert-presplit scenario splits its table into (issue 8's target is 4)")
+	flag.StringVar(&o.presplitLeaders, "presplit-leaders", "spread", "who leads the insert-presplit table's ranges: spread (round-robin over the replicas, issue 8's target) or one (the first replica in name order leads them all)")
 	flag.IntVar(&o.batchSize, "batch-size", 100, "entities per entity group transaction in the batch scenario")
 	flag.IntVar(&o.idle, "idle-conns", 64, "idle HTTP connections kept per host (the SDK default of 10 makes 32 workers keep dialing)")
 	only := flag.String("scenarios", strings.Join(defaultScenarios, ","), "scenarios to run, comma-separated: "+strings.Join(allScenarios(), ", "))
@@ -83,6 +89,12 @@ func main() {
 	flag.Parse()
 	if o.preload < 0 {
 		fail(fmt.Errorf("-preload %d: must not be negative", o.preload))
+	}
+	if o.presplitRanges < 1 || o.presplitRanges > o.partitions {
+		fail(fmt.Errorf("-presplit-ranges %d: must be between 1 and -partitions (%d)", o.presplitRanges, o.partitions))
+	}
+	if o.presplitLeaders != "spread" && o.presplitLeaders != "one" {
+		fail(fmt.Errorf("-presplit-leaders %q: want spread or one", o.presplitLeaders))
 	}
 	if o.rounds < 1 {
 		fail(fmt.Errorf("-rounds %d: must be at least 1", o.rounds))

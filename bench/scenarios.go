@@ -156,14 +156,14 @@ var scenarios = []scenario{
 				return 1, err
 			}, nil
 		}},
-	{name: "insert-presplit", about: "inserts over -partitions PartitionKeys into a table pre-split into 4 ranges led by different servers",
+	{name: "insert-presplit", about: "inserts over -partitions PartitionKeys into a table pre-split into -presplit-ranges ranges (4) led by different servers (-presplit-leaders)",
 		tablestoreOnly: true,
 		setup: func(ctx context.Context, e *env) (func(w, i int) (int, error), error) {
 			table := e.table + "split"
 			if _, err := e.sc.CreateTable(ctx, table, nil); err != nil {
 				return nil, fmt.Errorf("create %s: %w", table, err)
 			}
-			if _, err := presplit(ctx, e, table, 4); err != nil {
+			if _, err := presplit(ctx, e, table, e.o.presplitRanges); err != nil {
 				return nil, err
 			}
 			e.layout = layoutAround(ctx, e, table)
@@ -204,7 +204,7 @@ func allScenarios() []string {
 
 // presplit splits table into n ranges at evenly spaced PartitionKeys of the
 // spread scenarios and moves their leaderships round-robin over the
-// replicas, through `tablestore ctl` as an operator would. It returns the
+// replicas (or all to the first, -presplit-leaders one), through `tablestore ctl` as an operator would. It returns the
 // layout it reached, as rangeLayout reads it.
 func presplit(ctx context.Context, e *env, table string, n int) (string, error) {
 	for k := 1; k < n; k++ {
@@ -224,7 +224,7 @@ func presplit(ctx context.Context, e *env, table string, n int) (string, error) 
 				done = false
 				continue
 			}
-			if want := spreadLeader(k, r.Replicas); r.Leader != want {
+			if want := presplitLeader(e.o.presplitLeaders, k, r.Replicas); r.Leader != want {
 				done = false
 				ctl(ctx, e, "transfer-leader", fmt.Sprint(r.RangeID), "--to", want)
 			}
@@ -275,8 +275,19 @@ func rangeLayout(ctx context.Context, e *env, table string) ([]rangeInfo, []byte
 	return rs, out, nil
 }
 
-// spreadLeader is the leader presplit wants for the k-th range: the
-// replicas in name order, round-robin.
+// presplitLeader is the leader presplit wants for the k-th range under
+// -presplit-leaders: spread round-robin, or all on the first replica in name
+// order ("one": how the same ranges cost when a server leads them all, so
+// that their appends and frames travel together).
+func presplitLeader(policy string, k int, replicas []string) string {
+	if policy == "one" {
+		return spreadLeader(0, replicas)
+	}
+	return spreadLeader(k, replicas)
+}
+
+// spreadLeader is the leader the k-th range gets when leaders are spread:
+// the replicas in name order, round-robin.
 func spreadLeader(k int, replicas []string) string {
 	reps := append([]string(nil), replicas...)
 	sort.Strings(reps)

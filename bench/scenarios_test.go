@@ -49,6 +49,21 @@ func TestSpreadLeader(t *testing.T) {
 	if reps[0] != "ps3" {
 		t.Errorf("spreadLeader reordered its argument: %v", reps)
 	}
+	for _, tc := range []struct {
+		policy string
+		want   []string
+	}{
+		{"spread", []string{"ps1", "ps2", "ps3", "ps1"}},
+		{"one", []string{"ps1", "ps1", "ps1", "ps1"}},
+	} {
+		var got []string
+		for k := 0; k < 4; k++ {
+			got = append(got, presplitLeader(tc.policy, k, reps))
+		}
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("-presplit-leaders %s: leaders %v, want %v", tc.policy, got, tc.want)
+		}
+	}
 	rs := []rangeInfo{{Leader: "ps1"}, {Leader: ""}, {Leader: "ps3"}}
 	if line := layoutLine(rs); line != "3 ranges, leaders ps1 none ps3" {
 		t.Errorf("layoutLine = %q", line)
