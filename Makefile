@@ -72,11 +72,13 @@ fuzz:
 # Differential test against Azurite (azurite-table on the PATH; skipped
 # without it; `make test` runs it with its default sizes when that is the
 # pinned 3.37.0, this target against any version): the same generated entities
-# and queries, writes, change sets and Query Tables filters on both, every
+# and queries, writes, change sets, Query Tables filters, projections and
+# refused writes on both, every
 # class of difference not listed in
 # conformance/differential/testdata/known-differences.txt reported with a
 # minimal reproducer. DIFF_SEED, DIFF_QUERIES, DIFF_ENTITIES, DIFF_WRITES,
-# DIFF_BATCHES and DIFF_TABLE_QUERIES pass through.
+# DIFF_BATCHES, DIFF_TABLE_QUERIES, DIFF_SELECTS and DIFF_BAD_WRITES pass
+# through.
 diff-azurite:
 	TABLESTORE_DIFF_AZURITE=1 $(GO) test -count=1 -v -timeout 20m -run TestDifferential ./conformance/differential
 

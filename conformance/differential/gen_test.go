@@ -23,6 +23,9 @@ const (
 	tBinary   = "Edm.Binary"
 	// tNull is no EDM type: a property sent as JSON null (writes only).
 	tNull = "null"
+	// tRaw is no EDM type either: a property sent as written, its v a
+	// rawValue (writes only, for values the service refuses).
+	tRaw = "raw"
 )
 
 var allTypes = []string{tString, tInt32, tInt64, tDouble, tBoolean, tDateTime, tGuid, tBinary}
@@ -150,6 +153,15 @@ func (e entity) jsonOf() []byte {
 		switch v.typ {
 		case tString, tInt32, tBoolean, tNull:
 			m[name] = v.v
+			continue
+		case tRaw:
+			rv := v.v.(rawValue)
+			if rv.val != "" {
+				m[name] = json.RawMessage(rv.val)
+			}
+			if rv.ann != "" {
+				m[name+"@odata.type"] = json.RawMessage(rv.ann)
+			}
 			continue
 		case tInt64:
 			m[name] = strconv.FormatInt(v.v.(int64), 10)
