@@ -88,6 +88,34 @@ type projected struct {
 	decode   string // a body that did not decode
 }
 
+// page adds one answered page (of entities or tables) to res; false when
+// the page ends the query: a failure, or a body that did not decode.
+func (res *projected) page(rep reply) bool {
+	res.rep = rep
+	if rep.status != 200 {
+		return false
+	}
+	var body struct {
+		Value []json.RawMessage `json:"value"`
+	}
+	if err := json.Unmarshal(rep.body, &body); err != nil {
+		res.decode = err.Error()
+		return false
+	}
+	if res.metadata == "" {
+		res.metadata = metadataTail(rep.body)
+	}
+	for _, raw := range body.Value {
+		m, err := flatten(raw)
+		if err != nil {
+			res.decode = err.Error()
+			return false
+		}
+		res.ents = append(res.ents, m)
+	}
+	return true
+}
+
 // flatten reads one minimal-metadata object as flat name → text.
 func flatten(raw []byte) (map[string]string, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
@@ -152,27 +180,8 @@ func queryProjected(base, table string, q selQuery) projected {
 			path += "?" + params
 		}
 		rep := do(base, "GET", path, nil, nil)
-		res.rep = rep
-		if rep.status != 200 {
+		if !res.page(rep) {
 			return res
-		}
-		var body struct {
-			Value []json.RawMessage `json:"value"`
-		}
-		if err := json.Unmarshal(rep.body, &body); err != nil {
-			res.decode = err.Error()
-			return res
-		}
-		if res.metadata == "" {
-			res.metadata = metadataTail(rep.body)
-		}
-		for _, raw := range body.Value {
-			m, err := flatten(raw)
-			if err != nil {
-				res.decode = err.Error()
-				return res
-			}
-			res.ents = append(res.ents, m)
 		}
 		pk, rk := rep.hdr.Get("x-ms-continuation-NextPartitionKey"), rep.hdr.Get("x-ms-continuation-NextRowKey")
 		if pk == "" && rk == "" {
@@ -526,27 +535,8 @@ func queryTablesProjected(base, path string) projected {
 			p += "&NextTableName=" + url.QueryEscape(next)
 		}
 		rep := do(base, "GET", p, nil, nil)
-		res.rep = rep
-		if rep.status != 200 {
+		if !res.page(rep) {
 			return res
-		}
-		var body struct {
-			Value []json.RawMessage `json:"value"`
-		}
-		if err := json.Unmarshal(rep.body, &body); err != nil {
-			res.decode = err.Error()
-			return res
-		}
-		if res.metadata == "" {
-			res.metadata = metadataTail(rep.body)
-		}
-		for _, raw := range body.Value {
-			m, err := flatten(raw)
-			if err != nil {
-				res.decode = err.Error()
-				return res
-			}
-			res.ents = append(res.ents, m)
 		}
 		next = rep.hdr.Get("x-ms-continuation-NextTableName")
 		if next == "" {
