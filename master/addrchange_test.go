@@ -19,7 +19,7 @@ func TestMemberAddressChange(t *testing.T) {
 	m.s = startMaster(t, m.cfg)
 	waitUntil(t, 10*time.Second, "a leader seeing "+m.cfg.ID+" down", func() bool {
 		l := g.leader()
-		return l != nil && l != m && l.s.peerDown(m.cfg.ID)
+		return l != nil && l != m && l.s.peers.down(m.cfg.ID, time.Now())
 	})
 	if _, err := g.leader().s.AddMember(m.cfg.ID, m.cfg.RaftAddr); err == nil {
 		t.Fatal("adding an existing id at a new address succeeded")

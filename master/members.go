@@ -97,11 +97,13 @@ func (s *Server) AddMember(id, addr string) (*pb.ListMembersResponse, error) {
 	// ever growing a group of one (etcd's strict reconfiguration check
 	// makes the same exception); the dial below still requires it to
 	// answer, and the group waits for its catch-up, as it must. (Its
-	// health is this rule's, not peerDown's: it never answered yet.)
+	// health is this rule's, not peerSilentSince's: it never answered yet.)
 	voters := voterIDs(cur.GetMembers(), "")
 	after := append(voters, id)
 	newDown := len(voters) > 1
-	down := func(m string) bool { return (m == id && newDown) || (m != id && s.peerDown(m)) }
+	down := func(m string, asked time.Time) bool {
+		return (m == id && newDown) || (m != id && s.peerSilentSince(m, asked))
+	}
 	if err := s.refuseWithoutQuorum("adding "+id, after, down); err != nil {
 		return nil, err
 	}
@@ -160,7 +162,7 @@ func (s *Server) RemoveMember(id string) (*pb.ListMembersResponse, error) {
 		return nil, err
 	}
 	if isVoter(cur.GetMembers(), id) {
-		if err := s.refuseWithoutQuorum("removing "+id, voterIDs(cur.GetMembers(), id), s.peerDown); err != nil {
+		if err := s.refuseWithoutQuorum("removing "+id, voterIDs(cur.GetMembers(), id), s.peerSilentSince); err != nil {
 			return nil, err
 		}
 	}

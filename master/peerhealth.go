@@ -61,13 +61,19 @@ func (h *peerHealth) heard(id raft.ServerID, now time.Time) {
 // down reports whether peer id has not answered within the window: a
 // peer never heard from is down, not up, until it answers.
 func (h *peerHealth) down(id string, now time.Time) bool {
+	return h.silentSince(id, now.Add(-h.window))
+}
+
+// silentSince reports whether peer id has given no answer after t (this
+// master itself never is).
+func (h *peerHealth) silentSince(id string, t time.Time) bool {
 	if raft.ServerID(id) == h.self {
 		return false
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	at, ok := h.answered[raft.ServerID(id)]
-	return !ok || now.Sub(at) >= h.window
+	return !ok || !at.After(t)
 }
 
 // peerTransport is the master's Raft transport with every answer to an RPC
@@ -113,20 +119,28 @@ func (t peerTransport) TimeoutNow(id raft.ServerID, target raft.ServerAddress, a
 	return t.note(id, t.voteGate.TimeoutNow(id, target, args, resp))
 }
 
-// peerDown reports whether master id has not answered this master's Raft
-// RPCs lately (peerHealth).
-func (s *Server) peerDown(id string) bool { return s.peers.down(id, time.Now()) }
+// peerSilentSince reports whether master id has not answered this master's
+// Raft RPCs since t (peerHealth).
+func (s *Server) peerSilentSince(id string, t time.Time) bool { return s.peers.silentSince(id, t) }
 
 // refuseWithoutQuorum is quorumRefusal against this master's view of its
-// peers, looking again until the window has passed before it refuses: a
-// leader elected a moment ago may not have a follower's first answer yet,
-// and one heartbeat late under load is not a master down. A change that
-// passes has every voter it counts heard within the window; one that
-// needs a master really down is refused one window late.
-func (s *Server) refuseWithoutQuorum(change string, after []string, down func(id string) bool) error {
-	deadline := time.Now().Add(s.peers.window)
+// peers, where a voter counts as up only on an answer given after the
+// change was asked (down receives that time), looking again until the
+// window has passed before it refuses. A live follower answers the
+// leader's heartbeats several times a heartbeat timeout, so a change among
+// live masters passes within a round or two; one that needs a master
+// really down is refused one window late. An answer from before the ask
+// is not evidence: a master that answered during the last window and went
+// silent since (killed, cut off) was counted up, and removing a live
+// master beside it, or adding a fourth, left a configuration whose
+// majority includes it, which the leader takes at once and cannot commit
+// under: the group stopped until that master returned
+// (TestNewLeaderSeesSilentPeer's rare failure; TestRefuseWithoutQuorumWaits).
+func (s *Server) refuseWithoutQuorum(change string, after []string, down func(id string, asked time.Time) bool) error {
+	asked := time.Now()
+	deadline := asked.Add(s.peers.window)
 	for {
-		err := quorumRefusal(change, after, down)
+		err := quorumRefusal(change, after, func(id string) bool { return down(id, asked) })
 		if err == nil || !time.Now().Before(deadline) {
 			return err
 		}
