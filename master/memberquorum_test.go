@@ -79,6 +79,12 @@ func (g *masterGroup) stop(m *testMaster) {
 	m.s = nil
 }
 
+// down reports whether peer id has not answered within the window before
+// now: the view the tests wait for (a leader that sees a master down).
+func (h *peerHealth) down(id string, now time.Time) bool {
+	return h.silentSince(id, now.Add(-h.window))
+}
+
 // describe says what each running master's Raft thinks, for a failure's
 // message: a test that finds no leader shows who stepped down and why.
 func (g *masterGroup) describe() string {

@@ -58,14 +58,9 @@ func (h *peerHealth) heard(id raft.ServerID, now time.Time) {
 	}
 }
 
-// down reports whether peer id has not answered within the window: a
-// peer never heard from is down, not up, until it answers.
-func (h *peerHealth) down(id string, now time.Time) bool {
-	return h.silentSince(id, now.Add(-h.window))
-}
-
 // silentSince reports whether peer id has given no answer after t (this
-// master itself never is).
+// master itself never is): a peer never heard from is down, not up, until
+// it answers.
 func (h *peerHealth) silentSince(id string, t time.Time) bool {
 	if raft.ServerID(id) == h.self {
 		return false
