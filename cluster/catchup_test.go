@@ -32,43 +32,8 @@ func TestReplicaDownAcrossSplit(t *testing.T) {
 			name = "snapshot after a log compaction"
 		}
 		t.Run(name, func(t *testing.T) {
-			var tuneS func(*partitionserver.Config)
-			if compact {
-				tuneS = func(s *partitionserver.Config) {
-					s.SnapshotThreshold = 64
-					s.SnapshotInterval = 100 * time.Millisecond
-					s.TrailingLogs = 8
-				}
-			}
-			c := startTuned(t, 3, quietPolicies, tuneS)
-			sc := serviceClient(t, c, 0)
-			ctx := ctxT(t, 3*time.Minute)
-			const table = "downsplit"
-			tc := newTable(t, sc, table)
-			mc := masterClient(t, c)
-			acked := map[string]int64{}
-			writeSeq(t, tc, acked, "before", 30)
-
-			left := tableRanges(partitionMap(t, mc), table)[0]
-			victim, vi := followerOf(t, c, mc, left)
-			t.Logf("stopping %s across the split", victim)
-			if err := c.StopServer(vi); err != nil {
-				t.Fatal(err)
-			}
-			right := splitListing(t, ctx, mc, table, "k13", victim)
-			writeSeq(t, tc, acked, "after", 200)
-			if compact {
-				// Both live replicas of the left range have snapshotted
-				// after the split: the victim cannot replay it.
-				waitFor(t, 30*time.Second, "the left range's log compacted", func() bool {
-					for i, n := range c.Servers {
-						if i != vi && !hasSnapshot(n.Config.DataDir, left.GetRangeId()) {
-							return false
-						}
-					}
-					return true
-				})
-			}
+			sn := splitPastDownFollower(t, "downsplit", compact)
+			c, tc, acked, right, victim, vi := sn.c, sn.tc, sn.acked, sn.right, sn.victim, sn.vi
 
 			back := time.Now()
 			if err := c.RestartServer(vi); err != nil {
@@ -112,16 +77,24 @@ func writeSeq(t *testing.T, tc *aztables.Client, acked map[string]int64, tag str
 	t.Helper()
 	for i := 0; i < n; i++ {
 		pk, rk := fmt.Sprintf("k%02d", i%26), fmt.Sprintf("%s-%04d", tag, i)
-		v := int64(len(acked) + 1)
-		body, _ := json.Marshal(map[string]any{"PartitionKey": pk, "RowKey": rk, "V": fmt.Sprint(v), "V@odata.type": "Edm.Int64"})
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		_, err := tc.UpsertEntity(ctx, body, nil)
-		cancel()
-		if err != nil {
+		if err := writeOne(tc, acked, pk, rk, 20*time.Second); err != nil {
 			t.Fatalf("write %s/%s: %v", pk, rk, err)
 		}
-		acked[pk+"/"+rk] = v
 	}
+}
+
+// writeOne upserts one entity with the next sequence number as its value,
+// within timeout, and records it in acked once acknowledged.
+func writeOne(tc *aztables.Client, acked map[string]int64, pk, rk string, timeout time.Duration) error {
+	v := int64(len(acked) + 1)
+	body, _ := json.Marshal(map[string]any{"PartitionKey": pk, "RowKey": rk, "V": fmt.Sprint(v), "V@odata.type": "Edm.Int64"})
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if _, err := tc.UpsertEntity(ctx, body, nil); err != nil {
+		return err
+	}
+	acked[pk+"/"+rk] = v
+	return nil
 }
 
 // rangeInfo is server s's view of one of its replicas, nil if it hosts none.

@@ -1,13 +1,9 @@
 package cluster
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
-
-	"tablestore/partitionserver"
 )
 
 // TestSplitMissedBySnapshotWithMemberDown is chaos seed 2181's wait
@@ -25,37 +21,8 @@ func TestSplitMissedBySnapshotWithMemberDown(t *testing.T) {
 		t.Skip("cluster test")
 	}
 	besideOneOther(t)
-	c := startTuned(t, 3, quietPolicies, func(s *partitionserver.Config) {
-		s.SnapshotThreshold = 64
-		s.SnapshotInterval = 100 * time.Millisecond
-		s.TrailingLogs = 8
-	})
-	sc := serviceClient(t, c, 0)
-	ctx := ctxT(t, 3*time.Minute)
-	const table = "missedsplit"
-	tc := newTable(t, sc, table)
-	mc := masterClient(t, c)
-	acked := map[string]int64{}
-	writeSeq(t, tc, acked, "before", 30)
-
-	left := tableRanges(partitionMap(t, mc), table)[0]
-	victim, vi := followerOf(t, c, mc, left)
-	t.Logf("stopping %s across the split", victim)
-	if err := c.StopServer(vi); err != nil {
-		t.Fatal(err)
-	}
-	right := splitListing(t, ctx, mc, table, "k13", victim)
-	writeSeq(t, tc, acked, "after", 200)
-	// Both live replicas of the left range snapshotted after the split:
-	// the victim cannot replay it.
-	waitFor(t, 30*time.Second, "the left range's log compacted", func() bool {
-		for i, n := range c.Servers {
-			if i != vi && !hasSnapshot(n.Config.DataDir, left.GetRangeId()) {
-				return false
-			}
-		}
-		return true
-	})
+	sn := splitPastDownFollower(t, "missedsplit", true)
+	c, tc, acked, right, victim, vi := sn.c, sn.tc, sn.acked, sn.right, sn.victim, sn.vi
 
 	// Another member of both ranges goes down before the victim is back.
 	other := (vi + 1) % len(c.Servers)
@@ -79,14 +46,8 @@ func TestSplitMissedBySnapshotWithMemberDown(t *testing.T) {
 	// A write into the new range: it needs the victim's replica of it.
 	const within = 5 * time.Second
 	for i := 0; ; i++ {
-		pk, rk := "k20", fmt.Sprintf("back-%04d", i)
-		v := int64(len(acked) + 1)
-		body, _ := json.Marshal(map[string]any{"PartitionKey": pk, "RowKey": rk, "V": fmt.Sprint(v), "V@odata.type": "Edm.Int64"})
-		wctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_, err := tc.UpsertEntity(wctx, body, nil)
-		cancel()
+		err := writeOne(tc, acked, "k20", fmt.Sprintf("back-%04d", i), 2*time.Second)
 		if err == nil {
-			acked[pk+"/"+rk] = v
 			break
 		}
 		if time.Since(back) > within {

@@ -5,9 +5,65 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
 	"tablestore/internal/masterclient"
+	"tablestore/partitionserver"
 	pb "tablestore/proto/tablestorepb"
 )
+
+// splitScene is a table whose only range split at k13 while a follower of
+// it (the victim) was stopped: the victim is still down, and the writes
+// acknowledged before and after the split are in acked.
+type splitScene struct {
+	c           *Cluster
+	tc          *aztables.Client
+	mc          *masterclient.Client
+	acked       map[string]int64
+	left, right *pb.RangeDescriptor
+	victim      string
+	vi          int
+}
+
+// splitPastDownFollower starts three servers and sets the scene. With
+// compact, the servers snapshot and compact their logs within a few
+// writes, and the scene waits until both live replicas of the left range
+// have: the victim cannot replay the split from their logs.
+func splitPastDownFollower(t *testing.T, table string, compact bool) *splitScene {
+	t.Helper()
+	var tune func(*partitionserver.Config)
+	if compact {
+		tune = func(s *partitionserver.Config) {
+			s.SnapshotThreshold = 64
+			s.SnapshotInterval = 100 * time.Millisecond
+			s.TrailingLogs = 8
+		}
+	}
+	c := startTuned(t, 3, quietPolicies, tune)
+	sc := serviceClient(t, c, 0)
+	ctx := ctxT(t, 3*time.Minute)
+	sn := &splitScene{c: c, tc: newTable(t, sc, table), mc: masterClient(t, c), acked: map[string]int64{}}
+	writeSeq(t, sn.tc, sn.acked, "before", 30)
+	sn.left = tableRanges(partitionMap(t, sn.mc), table)[0]
+	sn.victim, sn.vi = followerOf(t, c, sn.mc, sn.left)
+	t.Logf("stopping %s across the split", sn.victim)
+	if err := c.StopServer(sn.vi); err != nil {
+		t.Fatal(err)
+	}
+	sn.right = splitListing(t, ctx, sn.mc, table, "k13", sn.victim)
+	writeSeq(t, sn.tc, sn.acked, "after", 200)
+	if compact {
+		waitFor(t, 30*time.Second, "the left range's log compacted", func() bool {
+			for i, n := range c.Servers {
+				if i != sn.vi && !hasSnapshot(n.Config.DataDir, sn.left.GetRangeId()) {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	return sn
+}
 
 // followerOf waits for range d's leader and returns a replica of d that
 // does not lead it, and its server index.
