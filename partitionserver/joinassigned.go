@@ -202,7 +202,7 @@ func (s *Server) joinAssigned(d *pb.RangeDescriptor, raftAddrs map[string]string
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			_, _, _ = s.joinFromBirth(d, raftAddrs)
+			s.joinFromBirth(d, raftAddrs)
 		}()
 		return
 	}

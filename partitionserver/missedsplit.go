@@ -172,19 +172,19 @@ func (s *Server) SplitsMissed(parent, oldApplied uint64, missed []*pb.SplitBirth
 // joinFromBirth creates assigned range d at its birth floor when a missed
 // split recorded it (SplitsMissed) and birthJoin allows: at once, without
 // the master's JoinFloor, which needs the range's leader (joinAssigned
-// calls it instead of asking the master). ok is false when it did nothing
-// (no record, or one birthJoin refuses, which is dropped): the next
-// reconcile asks for the floor as before.
-func (s *Server) joinFromBirth(d *pb.RangeDescriptor, raftAddrs map[string]string) (step joinStep, ok bool, err error) {
+// calls it instead of asking the master). Without a record, or with one
+// birthJoin refuses (then dropped), it does nothing: the next reconcile
+// asks for the floor as before.
+func (s *Server) joinFromBirth(d *pb.RangeDescriptor, raftAddrs map[string]string) {
 	id := d.GetRangeId()
 	v, found := s.births.LoadAndDelete(id)
 	if !found {
-		return joinRetry, false, nil
+		return
 	}
 	b := v.(*pb.SplitBirth)
 	if !birthJoin(b, d, s.id) {
 		s.logger.Info("missed split's range changed since its birth: it waits for its leader's join floor", "range", id, "birth_generation", b.GetRight().GetGeneration(), "generation", d.GetGeneration())
-		return joinRetry, false, nil
+		return
 	}
 	if err := s.createJoined(d, raftAddrs, birthFloor); err != nil {
 		if !errors.Is(err, errRemovedHere) {
@@ -193,9 +193,8 @@ func (s *Server) joinFromBirth(d *pb.RangeDescriptor, raftAddrs map[string]strin
 			s.births.Store(id, b)
 		}
 		s.logger.Warn("create assigned replica failed", "range", id, "placement", "join", "floor", "birth", "err", err)
-		return joinRetry, true, err
+		return
 	}
 	joinAtBirthTotal.Inc()
 	s.logger.Info("assigned replica created at its birth floor: a snapshot carried this server past the split that created it", "range", id, "split_index", b.GetIndex())
-	return joinCreate, true, nil
 }
