@@ -177,6 +177,8 @@ func decodeWriteCommand(b []byte) (*pb.WriteCommand, bool) {
 			w.Ops = append(w.Ops, op)
 		case num == 3 && typ == protowire.BytesType:
 			w.RequestId = val
+		case num == 4 && typ == protowire.VarintType:
+			w.RangeId = v
 		default:
 			return nil, false
 		}

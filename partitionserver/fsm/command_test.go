@@ -107,7 +107,8 @@ func TestWriteDecoderMatchesGenerated(t *testing.T) {
 	for i := range 2000 {
 		var writes []*pb.WriteCommand
 		for range rng.IntN(4) {
-			w := &pb.WriteCommand{ProposedUnixNano: rng.Int64() - rng.Int64(), RequestId: randBytes(rng.IntN(20))}
+			w := &pb.WriteCommand{ProposedUnixNano: rng.Int64() - rng.Int64(), RequestId: randBytes(rng.IntN(20)),
+				RangeId: uint64(rng.IntN(3)) * rng.Uint64()}
 			for range rng.IntN(3) {
 				w.Ops = append(w.Ops, randOp())
 			}
@@ -131,6 +132,11 @@ func TestWriteDecoderMatchesGenerated(t *testing.T) {
 			checkBatchDecoders(t, b[:rng.IntN(len(b))])
 		}
 		checkBatchDecoders(t, append(bytes.Clone(b), 0x38, byte(i%128)))
+	}
+	// A write naming its span stays on the hand decoder's path.
+	spanned, _ := proto.Marshal(&pb.WriteCommand{RangeId: 7, RequestId: []byte("id")})
+	if w, ok := decodeWriteCommand(spanned); !ok || w.GetRangeId() != 7 {
+		t.Fatalf("range_id not decoded by hand: %v %v", w, ok)
 	}
 	bad, _ := proto.Marshal(&pb.WriteBatchCommand{Writes: []*pb.WriteCommand{{Ops: []*pb.EntityOp{{PartitionKey: "p\xff"}}}}})
 	if _, err := unmarshalWriteBatch(bad); err == nil {

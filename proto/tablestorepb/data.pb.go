@@ -447,14 +447,18 @@ func (x *Replica) GetServerId() string {
 // RangeDescriptor describes one range partition: the PartitionKeys
 // [start, end) of one table. An empty end means "to the end of the table".
 type RangeDescriptor struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RangeId       uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
-	Table         string                 `protobuf:"bytes,2,opt,name=table,proto3" json:"table,omitempty"`
-	TableId       uint64                 `protobuf:"varint,3,opt,name=table_id,json=tableId,proto3" json:"table_id,omitempty"`
-	Start         string                 `protobuf:"bytes,4,opt,name=start,proto3" json:"start,omitempty"`
-	End           string                 `protobuf:"bytes,5,opt,name=end,proto3" json:"end,omitempty"`
-	Generation    uint64                 `protobuf:"varint,6,opt,name=generation,proto3" json:"generation,omitempty"`
-	Replicas      []*Replica             `protobuf:"bytes,7,rep,name=replicas,proto3" json:"replicas,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	RangeId    uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
+	Table      string                 `protobuf:"bytes,2,opt,name=table,proto3" json:"table,omitempty"`
+	TableId    uint64                 `protobuf:"varint,3,opt,name=table_id,json=tableId,proto3" json:"table_id,omitempty"`
+	Start      string                 `protobuf:"bytes,4,opt,name=start,proto3" json:"start,omitempty"`
+	End        string                 `protobuf:"bytes,5,opt,name=end,proto3" json:"end,omitempty"`
+	Generation uint64                 `protobuf:"varint,6,opt,name=generation,proto3" json:"generation,omitempty"`
+	Replicas   []*Replica             `protobuf:"bytes,7,rep,name=replicas,proto3" json:"replicas,omitempty"`
+	// The Raft group that serves the range (docs/range-groups.md); 0: the
+	// range is its own group, named by range_id. A range that shares its
+	// group with others is one span of that group.
+	GroupId       uint64 `protobuf:"varint,8,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -536,6 +540,13 @@ func (x *RangeDescriptor) GetReplicas() []*Replica {
 		return x.Replicas
 	}
 	return nil
+}
+
+func (x *RangeDescriptor) GetGroupId() uint64 {
+	if x != nil {
+		return x.GroupId
+	}
+	return 0
 }
 
 // Table is a table as the master knows it. The name keeps the case it was
@@ -1775,9 +1786,12 @@ func (*QuiesceCommand) Descriptor() ([]byte, []int) {
 
 // Command is one entry of a range's Raft log.
 type Command struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Kind          CommandKind            `protobuf:"varint,1,opt,name=kind,proto3,enum=tablestore.v1.CommandKind" json:"kind,omitempty"`
-	Payload       []byte                 `protobuf:"bytes,2,opt,name=payload,proto3" json:"payload,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Kind    CommandKind            `protobuf:"varint,1,opt,name=kind,proto3,enum=tablestore.v1.CommandKind" json:"kind,omitempty"`
+	Payload []byte                 `protobuf:"bytes,2,opt,name=payload,proto3" json:"payload,omitempty"`
+	// The span of the group the command addresses; 0: the group's only
+	// span (every command before groups held several spans).
+	RangeId       uint64 `protobuf:"varint,3,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1826,13 +1840,22 @@ func (x *Command) GetPayload() []byte {
 	return nil
 }
 
+func (x *Command) GetRangeId() uint64 {
+	if x != nil {
+		return x.RangeId
+	}
+	return 0
+}
+
 // WriteCommand applies ops atomically: all or none.
 type WriteCommand struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
 	ProposedUnixNano int64                  `protobuf:"varint,1,opt,name=proposed_unix_nano,json=proposedUnixNano,proto3" json:"proposed_unix_nano,omitempty"`
 	Ops              []*EntityOp            `protobuf:"bytes,2,rep,name=ops,proto3" json:"ops,omitempty"`
 	// See WriteRequest.request_id; empty: no deduplication.
-	RequestId     []byte `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	RequestId []byte `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// The span of the group the write addresses; 0: the group's only span.
+	RangeId       uint64 `protobuf:"varint,4,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1886,6 +1909,13 @@ func (x *WriteCommand) GetRequestId() []byte {
 		return x.RequestId
 	}
 	return nil
+}
+
+func (x *WriteCommand) GetRangeId() uint64 {
+	if x != nil {
+		return x.RangeId
+	}
+	return 0
 }
 
 // WriteBatchCommand is client writes that reached the range leader while
@@ -3821,7 +3851,7 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\n" +
 	"\x18tablestore/v1/data.proto\x12\rtablestore.v1\"&\n" +
 	"\aReplica\x12\x1b\n" +
-	"\tserver_id\x18\x01 \x01(\tR\bserverId\"\xd9\x01\n" +
+	"\tserver_id\x18\x01 \x01(\tR\bserverId\"\xf4\x01\n" +
 	"\x0fRangeDescriptor\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x14\n" +
 	"\x05table\x18\x02 \x01(\tR\x05table\x12\x19\n" +
@@ -3831,7 +3861,8 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\x06 \x01(\x04R\n" +
 	"generation\x122\n" +
-	"\breplicas\x18\a \x03(\v2\x16.tablestore.v1.ReplicaR\breplicas\"\x95\x01\n" +
+	"\breplicas\x18\a \x03(\v2\x16.tablestore.v1.ReplicaR\breplicas\x12\x19\n" +
+	"\bgroup_id\x18\b \x01(\x04R\agroupId\"\x95\x01\n" +
 	"\x05Table\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x19\n" +
 	"\btable_id\x18\x02 \x01(\x04R\atableId\x12*\n" +
@@ -3959,15 +3990,17 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\fif_match_any\x18\x05 \x01(\bR\n" +
 	"ifMatchAny\x12+\n" +
 	"\x12if_match_unix_nano\x18\x06 \x01(\x03R\x0fifMatchUnixNano\"\x10\n" +
-	"\x0eQuiesceCommand\"S\n" +
+	"\x0eQuiesceCommand\"n\n" +
 	"\aCommand\x12.\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1a.tablestore.v1.CommandKindR\x04kind\x12\x18\n" +
-	"\apayload\x18\x02 \x01(\fR\apayload\"\x86\x01\n" +
+	"\apayload\x18\x02 \x01(\fR\apayload\x12\x19\n" +
+	"\brange_id\x18\x03 \x01(\x04R\arangeId\"\xa1\x01\n" +
 	"\fWriteCommand\x12,\n" +
 	"\x12proposed_unix_nano\x18\x01 \x01(\x03R\x10proposedUnixNano\x12)\n" +
 	"\x03ops\x18\x02 \x03(\v2\x17.tablestore.v1.EntityOpR\x03ops\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x03 \x01(\fR\trequestId\"H\n" +
+	"request_id\x18\x03 \x01(\fR\trequestId\x12\x19\n" +
+	"\brange_id\x18\x04 \x01(\x04R\arangeId\"H\n" +
 	"\x11WriteBatchCommand\x123\n" +
 	"\x06writes\x18\x01 \x03(\v2\x1b.tablestore.v1.WriteCommandR\x06writes\"x\n" +
 	"\fSplitCommand\x12\x1b\n" +
