@@ -38,43 +38,73 @@ func EncodeWriteBatch(writes []*pb.WriteCommand) ([]byte, error) {
 	return Encode(pb.CommandKind_COMMAND_KIND_WRITE_BATCH, &pb.WriteBatchCommand{Writes: writes})
 }
 
+// envelope is a decoded log entry: its kind, its payload (aliasing the
+// entry) and the span it addresses (0: the group's only span).
+type envelope struct {
+	kind    pb.CommandKind
+	payload []byte
+	rangeID uint64
+}
+
 // decodeCommand splits a log entry into its kind and payload; the payload
 // aliases data. It accepts what proto.Marshal of a pb.Command produces,
 // fields in any order, unknown fields skipped.
 func decodeCommand(data []byte) (pb.CommandKind, []byte, error) {
-	var kind pb.CommandKind
-	var payload []byte
+	e, err := decodeEnvelope(data)
+	return e.kind, e.payload, err
+}
+
+// decodeEnvelope decodes a log entry's envelope, the span it names
+// included.
+func decodeEnvelope(data []byte) (envelope, error) {
+	var e envelope
 	for len(data) > 0 {
 		num, typ, n := protowire.ConsumeTag(data)
 		if n < 0 {
-			return 0, nil, fmt.Errorf("%w: %v", ErrBadCommand, protowire.ParseError(n))
+			return envelope{}, fmt.Errorf("%w: %v", ErrBadCommand, protowire.ParseError(n))
 		}
 		if !num.IsValid() {
-			return 0, nil, fmt.Errorf("%w: field number %d", ErrBadCommand, num)
+			return envelope{}, fmt.Errorf("%w: field number %d", ErrBadCommand, num)
 		}
 		data = data[n:]
 		switch {
-		case num == 1 && typ == protowire.VarintType:
+		case (num == 1 || num == 3) && typ == protowire.VarintType:
 			v, n := protowire.ConsumeVarint(data)
 			if n < 0 {
-				return 0, nil, fmt.Errorf("%w: %v", ErrBadCommand, protowire.ParseError(n))
+				return envelope{}, fmt.Errorf("%w: %v", ErrBadCommand, protowire.ParseError(n))
 			}
-			kind, data = pb.CommandKind(v), data[n:]
+			if num == 1 {
+				e.kind = pb.CommandKind(v)
+			} else {
+				e.rangeID = v
+			}
+			data = data[n:]
 		case num == 2 && typ == protowire.BytesType:
 			v, n := protowire.ConsumeBytes(data)
 			if n < 0 {
-				return 0, nil, fmt.Errorf("%w: %v", ErrBadCommand, protowire.ParseError(n))
+				return envelope{}, fmt.Errorf("%w: %v", ErrBadCommand, protowire.ParseError(n))
 			}
-			payload, data = v, data[n:]
+			e.payload, data = v, data[n:]
 		default:
 			n := protowire.ConsumeFieldValue(num, typ, data)
 			if n < 0 {
-				return 0, nil, fmt.Errorf("%w: %v", ErrBadCommand, protowire.ParseError(n))
+				return envelope{}, fmt.Errorf("%w: %v", ErrBadCommand, protowire.ParseError(n))
 			}
 			data = data[n:]
 		}
 	}
-	return kind, payload, nil
+	return e, nil
+}
+
+// EncodeFor returns the log entry of a command addressed to one span of a
+// group (Encode addresses the group's only span).
+func EncodeFor(rangeID uint64, kind pb.CommandKind, m proto.Message) ([]byte, error) {
+	b, err := Encode(kind, m)
+	if err != nil || rangeID == 0 {
+		return b, err
+	}
+	b = protowire.AppendTag(b, 3, protowire.VarintType)
+	return protowire.AppendVarint(b, rangeID), nil
 }
 
 // Client writes are decoded by hand as well: the generated unmarshaller

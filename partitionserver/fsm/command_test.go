@@ -26,7 +26,7 @@ func TestCommandEnvelope(t *testing.T) {
 		data []byte
 	}{
 		{"ours", mine},
-		{"reversed fields, unknown field", append(append(append([]byte{0x12, byte(len(payload))}, payload...), 0x18, 0x05), 0x08, 0x01)},
+		{"reversed fields, unknown field", append(append(append([]byte{0x12, byte(len(payload))}, payload...), 0x20, 0x05), 0x08, 0x01)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			kind, got, err := decodeCommand(tc.data)
@@ -38,6 +38,16 @@ func TestCommandEnvelope(t *testing.T) {
 	if _, _, err := decodeCommand([]byte{0x12, 0x40, 1}); err == nil {
 		t.Fatal("truncated payload accepted")
 	}
+	// A command addressed to one span of a group: the generated code's
+	// bytes, and the span decoded.
+	spanned, err := EncodeFor(9, pb.CommandKind_COMMAND_KIND_WRITE, w)
+	generated, _ = proto.Marshal(&pb.Command{Kind: pb.CommandKind_COMMAND_KIND_WRITE, Payload: payload, RangeId: 9})
+	if err != nil || !bytes.Equal(spanned, generated) {
+		t.Fatalf("EncodeFor = %x, %v; generated code gives %x", spanned, err, generated)
+	}
+	if e, err := decodeEnvelope(spanned); err != nil || e.rangeID != 9 || e.kind != pb.CommandKind_COMMAND_KIND_WRITE || !bytes.Equal(e.payload, payload) {
+		t.Fatalf("decodeEnvelope = %+v, %v", e, err)
+	}
 }
 
 // FuzzDecodeCommand: the hand-written envelope decoder agrees with the
@@ -47,14 +57,14 @@ func FuzzDecodeCommand(f *testing.F) {
 	f.Add(data)
 	f.Add([]byte{0x08, 0x06})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		kind, payload, err := decodeCommand(b)
+		e, err := decodeEnvelope(b)
 		var c pb.Command
 		gerr := proto.Unmarshal(b, &c)
 		if (err == nil) != (gerr == nil) {
-			t.Fatalf("decodeCommand err %v, generated err %v", err, gerr)
+			t.Fatalf("decodeEnvelope err %v, generated err %v", err, gerr)
 		}
-		if err == nil && (kind != c.GetKind() || !bytes.Equal(payload, c.GetPayload())) {
-			t.Fatalf("decodeCommand = %v %x, generated %v %x", kind, payload, c.GetKind(), c.GetPayload())
+		if err == nil && (e.kind != c.GetKind() || !bytes.Equal(e.payload, c.GetPayload()) || e.rangeID != c.GetRangeId()) {
+			t.Fatalf("decodeEnvelope = %+v, generated %v", e, &c)
 		}
 	})
 }

@@ -1,6 +1,9 @@
 // Package fsm owns a partition server's replicated state: the bbolt file that
 // holds every range replica's entities and per-range state, and the
-// raft.BatchingFSM of each range that applies that range's Raft log to it.
+// raft.BatchingFSM of each Raft group (Group) that applies the group's log
+// to the ranges it serves, its spans (docs/range-groups.md). A range whose
+// record names no group (group_id 0) is its own group's only span, and is
+// used as that group's state machine (Range forwards to its Group).
 //
 // Layout of the bbolt file (one per server):
 //

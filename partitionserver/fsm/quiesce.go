@@ -4,13 +4,15 @@ import (
 	pb "tablestore/proto/tablestorepb"
 )
 
-func init() { register(pb.CommandKind_COMMAND_KIND_QUIESCE, applyQuiesce) }
+func init() { registerGroupWide(pb.CommandKind_COMMAND_KIND_QUIESCE, applyQuiesce) }
 
 // QuiesceHook is the optional part of Hooks told when a QUIESCE entry was
 // applied (committed to the file); the server closes the range's Raft
 // member if that entry is still its last.
 type QuiesceHook interface {
-	Quiesced(rangeID, index uint64)
+	// group is the group's id (a range that is its group's only span
+	// names it).
+	Quiesced(group, index uint64)
 }
 
 // EncodeQuiesce returns the log entry of a QUIESCE marker.

@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/hashicorp/raft"
 	bolt "go.etcd.io/bbolt"
@@ -55,43 +53,112 @@ type SplitMissedHooks interface {
 }
 
 // applyCtx is what a command handler may touch: the open write transaction
-// and the range's state, which the batch writes back once at its end.
+// and the group's spans' states, which the batch writes back once at its
+// end.
 type applyCtx struct {
-	tx      *bolt.Tx
-	state   *pb.RangeState
+	tx    *bolt.Tx
+	group uint64
+	// spans are the group's live spans, in range id order.
+	spans []*spanApply
+	// state is the state of the span the command (for a write batch,
+	// the write) addresses; nil when it names none of the group's.
+	state *pb.RangeState
+	// target is the span the entry's envelope names (0: the group's own).
+	target  uint64
 	log     *raft.Log
 	created []created
-	merged  []uint64
+	merged  []mergedSpan
 	// quiesced is the index of the last QUIESCE marker applied.
 	quiesced uint64
 	// arena holds the keys and values a client write entry hands to
 	// bbolt (write.go, reserve).
 	arena []byte
 	// store holds the prune state of the range's table (dedup.go);
-	// prunes caches it for the entries of one apply (one table).
-	store  *Store
-	prunes *tablePrune
+	// prunes caches it for the entries of one apply (of table
+	// prunesTable).
+	store       *Store
+	prunes      *tablePrune
+	prunesTable uint64
 }
 
-// tablePrune is the prune state shared by the ranges of the range's table
-// here (the store's write lock is held while applying).
+// spanApply is one span's state as a batch changes it.
+type spanApply struct {
+	r     *Range
+	state *pb.RangeState
+}
+
+// spanID is the span a command names: 0 names the span the group is named
+// after. Not "the group's only span": which spans a replica still holds
+// differs between servers for a moment (a span merged away by another
+// group's entry is gone here and frozen there), and a rule read from that
+// would resolve alike-looking entries differently on different replicas.
+func (c *applyCtx) spanID(id uint64) uint64 {
+	if id == 0 {
+		return c.group
+	}
+	return id
+}
+
+// address makes the span id names the one commands change, and reports
+// whether the group serves it.
+func (c *applyCtx) address(id uint64) bool {
+	id = c.spanID(id)
+	c.state = nil
+	for _, sp := range c.spans {
+		if sp.r.id == id {
+			c.state = sp.state
+		}
+	}
+	return c.state != nil
+}
+
+// addressWrite addresses the span a write names, or the entry's.
+func (c *applyCtx) addressWrite(w *pb.WriteCommand) bool {
+	if id := w.GetRangeId(); id != 0 {
+		return c.address(id)
+	}
+	return c.address(c.target)
+}
+
+// serves reports whether range id is one of the group's live spans.
+func (c *applyCtx) serves(id uint64) bool {
+	for _, sp := range c.spans {
+		if sp.r.id == id {
+			return true
+		}
+	}
+	return false
+}
+
+// tablePrune is the prune state shared by the ranges of the addressed
+// span's table here (the store's write lock is held while applying).
 func (c *applyCtx) tablePrune() *tablePrune {
-	if c.prunes == nil {
-		c.prunes = c.store.tablePrune(c.state.GetRange().GetTableId())
+	table := c.state.GetRange().GetTableId()
+	if c.prunes == nil || c.prunesTable != table {
+		c.prunes, c.prunesTable = c.store.tablePrune(table), table
 	}
 	return c.prunes
 }
 
 // created is a range a command created, for the hooks.
 type created struct {
+	parent          uint64
 	desc            *pb.RangeDescriptor
 	preferredLeader string
 }
+
+// mergedSpan is a range another took over, for the hooks.
+type mergedSpan struct{ into, right uint64 }
 
 // handler applies one command's payload.
 type handler func(c *applyCtx, payload []byte) *Result
 
 var handlers = map[pb.CommandKind]handler{}
+
+// groupWide holds the kinds whose handlers find their spans themselves
+// (writes name theirs; a quiesce marker is the group's): applyCommand
+// hands them entries whose envelope names no span of the group.
+var groupWide = map[pb.CommandKind]bool{}
 
 // register adds a command handler; each command kind registers itself from
 // its own file.
@@ -102,25 +169,30 @@ func register(kind pb.CommandKind, h handler) {
 	handlers[kind] = h
 }
 
-// Range is the state machine of one range replica.
+// registerGroupWide adds a handler that addresses spans itself.
+func registerGroupWide(kind pb.CommandKind, h handler) {
+	register(kind, h)
+	groupWide[kind] = true
+}
+
+// Range is one range replica: a span of the group that serves it
+// (Group). Its reads and reports are the span's; its state machine methods
+// (ApplyBatch, Snapshot, Restore, ...) are its group's, so a range that is
+// its group's only span is used as the group's state machine, as before
+// groups could hold several spans.
 type Range struct {
+	g      *Group
 	store  *Store
 	id     uint64
 	logger *slog.Logger
 
-	// mu guards state between the apply goroutine and readers of the
-	// descriptor; apply is the only writer.
-	mu    sync.RWMutex
+	// state is the span's state as applied (guarded by g.mu; the apply
+	// goroutine is the only writer).
 	state *pb.RangeState
 	// committed is the state as the file holds it (the last commit of
-	// this range's entries, a restore): what Summary reports. Never
+	// this group's entries, a restore): what Summary reports. Never
 	// modified (ApplyBatch works on a copy).
 	committed atomic.Pointer[pb.RangeState]
-	// checkedSnapshot is the id of the newest stored snapshot whose header
-	// RestoreNewerSnapshot found not ahead of the state.
-	checkedSnapshot atomic.Pointer[string]
-
-	hooks Hooks
 
 	// prune is where the range's next request prune starts (dedup.go);
 	// used by the apply goroutine only.
@@ -129,15 +201,13 @@ type Range struct {
 	// readState caches the decoded committed state for reads.
 	readState atomic.Pointer[stateView]
 
-	applied  atomic.Uint64
-	retired  atomic.Bool // merged away: serves nothing
-	waitMu   sync.Mutex
-	appliedC chan struct{} // closed and replaced on every applied batch
+	retired atomic.Bool // merged away: serves nothing
 }
 
 var _ raft.BatchingFSM = (*Range)(nil)
 
-// OpenRange returns the state machine of a range already in the store.
+// OpenRange returns the state machine of a range already in the store:
+// the range as a span of the group that serves it, which opens with it.
 func (s *Store) OpenRange(rangeID uint64, logger *slog.Logger) (*Range, error) {
 	var st *pb.RangeState
 	err := s.db.View(func(tx *bolt.Tx) error {
@@ -148,29 +218,42 @@ func (s *Store) OpenRange(rangeID uint64, logger *slog.Logger) (*Range, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %d: %v", ErrRangeNotFound, rangeID, err)
 	}
-	r := &Range{store: s, id: rangeID, logger: logger, state: st, appliedC: make(chan struct{})}
-	r.committed.Store(st)
-	r.applied.Store(st.GetAppliedIndex())
+	if st.GetRange().GetGroupId() == 0 {
+		// Its group's only span: no need to look for others.
+		return newGroup(s, rangeID, logger, []*pb.RangeState{st}).spans[rangeID], nil
+	}
+	g, err := s.OpenGroup(st.GetRange().GetGroupId(), logger)
+	if err != nil {
+		return nil, err
+	}
+	r, ok := g.Span(rangeID)
+	if !ok {
+		return nil, fmt.Errorf("%w: %d", ErrRangeNotFound, rangeID)
+	}
 	return r, nil
 }
 
-// SetHooks installs the server's hooks; call before the Raft group starts.
-func (r *Range) SetHooks(h Hooks) { r.hooks = h }
+// Group is the group that serves the range.
+func (r *Range) Group() *Group { return r.g }
+
+// SetHooks installs the server's hooks on the range's group; call before
+// the Raft group starts.
+func (r *Range) SetHooks(h Hooks) { r.g.SetHooks(h) }
 
 // ID is the range id.
 func (r *Range) ID() uint64 { return r.id }
 
 // Descriptor returns the range's current descriptor.
 func (r *Range) Descriptor() *pb.RangeDescriptor {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
+	r.g.mu.RLock()
+	defer r.g.mu.RUnlock()
 	return r.state.GetRange()
 }
 
 // State returns a copy of the range's state.
 func (r *Range) State() *pb.RangeState {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
+	r.g.mu.RLock()
+	defer r.g.mu.RUnlock()
 	return proto.Clone(r.state).(*pb.RangeState)
 }
 
@@ -204,217 +287,37 @@ func (r *Range) Summary() Summary {
 }
 
 // Urge asks for the pending group commit now (a reader waits for it).
-func (r *Range) Urge() { r.store.Urge() }
+func (r *Range) Urge() { r.g.Urge() }
 
-// AppliedIndex is the index of the last log entry committed to the file.
-func (r *Range) AppliedIndex() uint64 { return r.applied.Load() }
+// AppliedIndex is the index of the last log entry of the range's group
+// committed to the file.
+func (r *Range) AppliedIndex() uint64 { return r.g.AppliedIndex() }
 
-// WaitApplied blocks until the applied index reaches idx.
+// WaitApplied blocks until the group's applied index reaches idx.
 func (r *Range) WaitApplied(ctx context.Context, idx uint64) error {
-	for {
-		r.waitMu.Lock()
-		ch := r.appliedC
-		r.waitMu.Unlock()
-		if r.applied.Load() >= idx {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+	return r.g.WaitApplied(ctx, idx)
 }
 
-func (r *Range) notifyApplied(idx uint64) {
-	r.applied.Store(idx)
-	r.waitMu.Lock()
-	close(r.appliedC)
-	r.appliedC = make(chan struct{})
-	r.waitMu.Unlock()
-}
+// Apply applies one entry of the range's group's log.
+func (r *Range) Apply(l *raft.Log) interface{} { return r.g.Apply(l) }
 
-// Apply applies one log entry (raft calls ApplyBatch instead; kept for the
-// plain FSM interface).
-func (r *Range) Apply(l *raft.Log) interface{} {
-	return r.ApplyBatch([]*raft.Log{l})[0]
-}
+// ApplyBatch applies entries of the range's group's log (Group.ApplyBatch).
+func (r *Range) ApplyBatch(logs []*raft.Log) []interface{} { return r.g.ApplyBatch(logs) }
 
-// ApplyBatch applies committed entries in one bbolt transaction together with
-// the new applied index. Entries at or below the stored applied index were
-// applied before a restart and are skipped.
-func (r *Range) ApplyBatch(logs []*raft.Log) []interface{} {
-	results := make([]interface{}, len(logs))
-	r.mu.RLock()
-	state := proto.Clone(r.state).(*pb.RangeState)
-	r.mu.RUnlock()
-	applied := state.GetAppliedIndex()
-	if len(logs) == 0 || logs[len(logs)-1].Index <= applied {
-		return results
-	}
-	r.waitMerges(logs, applied)
-	var made []created
-	var merged []uint64
-	var quiesced uint64
-	gone := false
-	// Entries other than client writes (splits, freezes, merges, membership)
-	// are rare and others wait for their effects (hooks that run after the
-	// commit, the master's reshaping steps): commit them at once instead of
-	// after the group-commit interval.
-	urgent := false
-	last := state.GetAppliedIndex()
-	err := r.store.apply(func(tx *bolt.Tx) error {
-		if tx.Bucket(bucketRanges).Get(u64(r.id)) == nil {
-			// Merged into the left neighbour (or deleted) by an entry of
-			// another group: this group is over, and writing its state
-			// back would resurrect it.
-			gone = true
-			return nil
-		}
-		c := &applyCtx{tx: tx, state: state, store: r.store}
-		defer func() { made, merged, quiesced = c.created, c.merged, c.quiesced }()
-		for i, l := range logs {
-			if l.Index <= applied {
-				continue
-			}
-			c.log = l
-			switch l.Type {
-			case raft.LogCommand:
-				results[i] = r.applyCommand(c, l.Data)
-				urgent = urgent || !isClientWrite(l.Data)
-			case raft.LogConfiguration:
-				urgent = true
-			}
-			state.AppliedIndex = l.Index
-			// A frozen range's records stay as the freeze left them: a
-			// merge takes them over from each server's replica, which may
-			// have applied entries past the freeze that another has not
-			// (the merge needs only the freeze), so a prune here would
-			// leave the merged range's replicas with different records.
-			if l.Index%pruneEvery == 0 && !state.GetFrozen() {
-				if err := r.store.prune(tx, state, &r.prune); err != nil {
-					return err
-				}
-			}
-		}
-		last = state.GetAppliedIndex()
-		return putState(tx, state)
-	}, func() {
-		// Committed: readers may see it, and ranges it created exist.
-		if !gone {
-			r.committed.Store(state)
-		}
-		r.notifyApplied(last)
-		if r.hooks != nil {
-			for _, m := range made {
-				r.hooks.RangeCreated(r.id, m.desc, m.preferredLeader)
-			}
-			for _, id := range merged {
-				r.hooks.RangeMerged(r.id, id)
-			}
-			if q, ok := r.hooks.(QuiesceHook); ok && quiesced != 0 {
-				q.Quiesced(r.id, quiesced)
-			}
-		}
-	})
-	if err != nil {
-		// The file can no longer follow the log; continuing would diverge
-		// from the other replicas.
-		panic(fmt.Sprintf("fsm: range %d: apply failed: %v", r.id, err))
-	}
-	if urgent {
-		r.store.Urge()
-	}
-	if gone {
-		r.retired.Store(true)
-		for i := range results {
-			results[i] = &Result{Err: ErrRangeNotFound}
-		}
-		return results
-	}
-	r.mu.Lock()
-	r.state = state
-	r.mu.Unlock()
-	return results
-}
+// Snapshot captures the range's group (Group.Snapshot).
+func (r *Range) Snapshot() (raft.FSMSnapshot, error) { return r.g.Snapshot() }
 
-func (r *Range) applyCommand(c *applyCtx, data []byte) *Result {
-	kind, payload, err := decodeCommand(data)
-	if err != nil {
-		return &Result{Err: err}
-	}
-	h, ok := handlers[kind]
-	if !ok {
-		return &Result{Err: fmt.Errorf("%w: %v", ErrUnknownCommand, kind)}
-	}
-	return h(c, payload)
-}
-
-// Snapshot captures the range at the current applied index. The bbolt read
-// transaction it opens keeps that view until Release; what is applied but
-// not yet committed is committed first, so the view holds every entry raft
-// handed to the state machine.
-func (r *Range) Snapshot() (raft.FSMSnapshot, error) {
-	if err := r.store.Flush(); err != nil {
-		return nil, err
-	}
-	tx, err := r.store.db.Begin(false)
-	if err != nil {
-		return nil, err
-	}
-	st, err := getState(tx, r.id)
-	if err != nil {
-		tx.Rollback()
-		return nil, err
-	}
-	return &snapshot{tx: tx, state: st}, nil
-}
-
-// Restore replaces the range's entities and state with a snapshot's.
-func (r *Range) Restore(rc io.ReadCloser) error {
-	defer rc.Close()
-	var state *pb.RangeState
-	var subsumed []uint64
-	oldApplied := r.AppliedIndex()
-	err := r.store.update(func(tx *bolt.Tx) error {
-		var err error
-		state, subsumed, err = restoreInto(tx, rc, r.id)
-		if state != nil {
-			// Ownership of the table's records changed here, and records
-			// were added: every range of the table rescans once.
-			r.store.tablePrune(state.GetRange().GetTableId()).invalidate()
-		}
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	r.mu.Lock()
-	r.state = state
-	r.mu.Unlock()
-	r.committed.Store(state)
-	r.notifyApplied(state.GetAppliedIndex())
-	if r.hooks != nil {
-		for _, id := range subsumed {
-			r.hooks.RangeMerged(r.id, id)
-		}
-		if h, ok := r.hooks.(SplitMissedHooks); ok {
-			if missed := MissedSplits(state.GetRecentSplits(), oldApplied, state.GetAppliedIndex()); len(missed) > 0 {
-				h.SplitsMissed(r.id, oldApplied, missed)
-			}
-		}
-	}
-	return nil
-}
+// Restore replaces the range's group with a snapshot's (Group.Restore).
+func (r *Range) Restore(rc io.ReadCloser) error { return r.g.Restore(rc) }
 
 // Frozen reports whether the range is frozen for a merge, or merged away:
 // it serves neither reads nor writes.
 func (r *Range) Frozen() bool {
-	if r.retired.Load() {
+	if r.retired.Load() || r.g.retired.Load() {
 		return true
 	}
-	r.mu.RLock()
-	defer r.mu.RUnlock()
+	r.g.mu.RLock()
+	defer r.g.mu.RUnlock()
 	return r.state.GetFrozen()
 }
 
@@ -424,42 +327,4 @@ func (r *Range) Frozen() bool {
 func isClientWrite(data []byte) bool {
 	return len(data) >= 2 && data[0] == 0x08 &&
 		(data[1] == byte(pb.CommandKind_COMMAND_KIND_WRITE) || data[1] == byte(pb.CommandKind_COMMAND_KIND_WRITE_BATCH))
-}
-
-// mergeKind is the first two bytes of an encoded merge Command (field 1,
-// varint): the apply loop spots merges without decoding every entry.
-var mergeKind = [2]byte{0x08, byte(pb.CommandKind_COMMAND_KIND_MERGE)}
-
-// waitMerges blocks until, for every merge among logs, the right range's
-// replica in this file has applied its freeze. The master proposes a merge
-// only after every replica of the right range reported that, so this
-// returns at once unless the file is being rebuilt; it runs outside the
-// shared transaction, which the right range's own apply needs.
-func (r *Range) waitMerges(logs []*raft.Log, applied uint64) {
-	for _, l := range logs {
-		if l.Index <= applied || l.Type != raft.LogCommand || len(l.Data) < 2 || l.Data[0] != mergeKind[0] || l.Data[1] != mergeKind[1] {
-			continue
-		}
-		kind, payload, err := decodeCommand(l.Data)
-		var m pb.MergeCommand
-		if err != nil || kind != pb.CommandKind_COMMAND_KIND_MERGE || proto.Unmarshal(payload, &m) != nil {
-			continue
-		}
-		right := m.GetRight().GetRangeId()
-		for waited := time.Duration(0); ; waited += 5 * time.Millisecond {
-			var st *pb.RangeState
-			_ = r.store.db.View(func(tx *bolt.Tx) error {
-				st, _ = getState(tx, right)
-				return nil
-			})
-			if st == nil || st.GetAppliedIndex() >= m.GetRightFreezeIndex() {
-				break // absent: applyMerge reports it
-			}
-			if waited%(5*time.Second) == 0 && waited > 0 {
-				r.logger.Warn("merge waits for the right range's replica to apply its freeze", "range", r.id, "right", right, "applied", st.GetAppliedIndex(), "freeze", m.GetRightFreezeIndex())
-			}
-			r.store.Urge()
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
 }

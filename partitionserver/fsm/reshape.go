@@ -82,7 +82,7 @@ func applySplit(c *applyCtx, payload []byte) *Result {
 	// The right range's state may replace one stored ahead of the split,
 	// whose Range here would keep a cursor for another span.
 	c.tablePrune().invalidate()
-	c.created = append(c.created, created{desc: right, preferredLeader: cmd.GetPreferredLeader()})
+	c.created = append(c.created, created{parent: left.GetRangeId(), desc: right, preferredLeader: cmd.GetPreferredLeader()})
 	return &Result{Range: left, Right: right}
 }
 
@@ -208,6 +208,13 @@ func applyMerge(c *applyCtx, payload []byte) *Result {
 	if right.GetTableId() != desc.GetTableId() || desc.GetEnd() == "" || right.GetStart() != desc.GetEnd() {
 		return &Result{Err: fmt.Errorf("%w: %q..%q after %q..%q", ErrNotAdjacent, right.GetStart(), right.GetEnd(), desc.GetStart(), desc.GetEnd())}
 	}
+	if c.serves(right.GetRangeId()) {
+		// Two spans of one group share its log: their merge needs no
+		// freeze, and this command's checks (a freeze in another log)
+		// do not hold. Refused from the group's own state: alike on
+		// every replica.
+		return &Result{Err: fmt.Errorf("%w: range %d is a span of this group", ErrBadCommand, right.GetRangeId())}
+	}
 	rs, err := getState(c.tx, right.GetRangeId())
 	if err != nil || !rs.GetFrozen() || rs.GetAppliedIndex() < cmd.GetRightFreezeIndex() ||
 		rs.GetFrozenIndex() != cmd.GetRightFreezeIndex() ||
@@ -245,7 +252,7 @@ func applyMerge(c *applyCtx, payload []byte) *Result {
 	}
 	// The range's span widened over records its cursor skipped.
 	c.tablePrune().invalidate()
-	c.merged = append(c.merged, right.GetRangeId())
+	c.merged = append(c.merged, mergedSpan{into: merged.GetRangeId(), right: right.GetRangeId()})
 	return &Result{Range: merged}
 }
 
@@ -325,28 +332,34 @@ func deleteSpanAll(b *bolt.Bucket, d *pb.RangeDescriptor) error {
 	return nil
 }
 
-// applySetReplicas records the group's membership in the descriptor.
+// applySetReplicas records the group's membership in the descriptor of
+// every span of the group: the spans of a group list the same replicas.
 func applySetReplicas(c *applyCtx, payload []byte) *Result {
 	var cmd pb.SetReplicasCommand
 	if err := proto.Unmarshal(payload, &cmd); err != nil || len(cmd.GetReplicas()) == 0 {
 		return &Result{Err: fmt.Errorf("%w: set replicas", ErrBadCommand)}
 	}
-	if c.state.GetFrozen() {
-		// Frozen for a merge: the merge gives the merged range a
-		// generation past the right range's, read from each server's
-		// replica of it once that replica holds the freeze, so a
-		// generation this range's log changed after the freeze would
-		// reach some servers' merges and not others'. Refused from the
-		// range's own replicated state: alike on every replica. (The
-		// master makes no membership change on a frozen range; an
-		// operator's move or a deposed master's can race its freeze.)
-		return &Result{Err: fmt.Errorf("%w: range %d: set replicas", ErrRangeFrozen, c.state.GetRange().GetRangeId())}
+	for _, sp := range c.spans {
+		if sp.state.GetFrozen() {
+			// Frozen for a merge: the merge gives the merged range a
+			// generation past the right range's, read from each
+			// server's replica of it once that replica holds the
+			// freeze, so a generation this range's log changed after
+			// the freeze would reach some servers' merges and not
+			// others'. Refused from the group's own replicated state:
+			// alike on every replica. (The master makes no membership
+			// change on a frozen range; an operator's move or a deposed
+			// master's can race its freeze.)
+			return &Result{Err: fmt.Errorf("%w: range %d: set replicas", ErrRangeFrozen, sp.r.id)}
+		}
 	}
-	d := proto.Clone(c.state.GetRange()).(*pb.RangeDescriptor)
-	d.Replicas = cmd.GetReplicas()
-	d.Generation++
-	c.state.Range = d
-	return &Result{Range: d}
+	for _, sp := range c.spans {
+		d := proto.Clone(sp.state.GetRange()).(*pb.RangeDescriptor)
+		d.Replicas = cmd.GetReplicas()
+		d.Generation++
+		sp.state.Range = d
+	}
+	return &Result{Range: c.state.GetRange()}
 }
 
 // MedianKey returns the PartitionKey at which the range splits into two

@@ -17,15 +17,24 @@ import (
 	pb "tablestore/proto/tablestorepb"
 )
 
-// Snapshot stream: magic, uvarint-prefixed RangeState, then records of
-// uvarint-prefixed key and value, ended by a zero-length key (encoded keys are
-// never empty); then the range's request records (request id, value) in the
-// same form, ended the same way.
-const snapshotMagic = "TSRNG002"
+// Snapshot stream of a group that is its range's only span (group_id 0):
+// magic, then the span's body: uvarint-prefixed RangeState, then records
+// of uvarint-prefixed key and value, ended by a zero-length key (encoded
+// keys are never empty); then the range's request records (request id,
+// value) in the same form, ended the same way. A group that names itself
+// in its spans' records writes groupSnapshotMagic, the number of spans
+// (uvarint), then each span's body: a server that predates groups cannot
+// install it, and need not, as it cannot serve such a group either.
+const (
+	snapshotMagic      = "TSRNG002"
+	groupSnapshotMagic = "TSRNG003"
+	// maxSnapshotSpans bounds the span count a snapshot may claim.
+	maxSnapshotSpans = 1 << 10
+)
 
 type snapshot struct {
-	tx    *bolt.Tx
-	state *pb.RangeState
+	tx     *bolt.Tx
+	states []*pb.RangeState
 }
 
 var _ raft.FSMSnapshot = (*snapshot)(nil)
@@ -36,6 +45,11 @@ func (s *snapshot) Persist(sink raft.SnapshotSink) error {
 		return err
 	}
 	return sink.Close()
+}
+
+// legacy reports whether the snapshot is written in the one-range format.
+func (s *snapshot) legacy() bool {
+	return len(s.states) == 1 && s.states[0].GetRange().GetGroupId() == 0
 }
 
 func (s *snapshot) write(w io.Writer) error {
@@ -49,17 +63,37 @@ func (s *snapshot) write(w io.Writer) error {
 		_, err := bw.Write(b)
 		return err
 	}
-	if _, err := bw.WriteString(snapshotMagic); err != nil {
-		return err
+	if s.legacy() {
+		if _, err := bw.WriteString(snapshotMagic); err != nil {
+			return err
+		}
+	} else {
+		if _, err := bw.WriteString(groupSnapshotMagic); err != nil {
+			return err
+		}
+		n := binary.PutUvarint(tmp[:], uint64(len(s.states)))
+		if _, err := bw.Write(tmp[:n]); err != nil {
+			return err
+		}
 	}
-	hdr, err := proto.Marshal(s.state)
+	for _, st := range s.states {
+		if err := s.writeSpan(st, putBytes); err != nil {
+			return err
+		}
+	}
+	return bw.Flush()
+}
+
+// writeSpan writes one span's body.
+func (s *snapshot) writeSpan(st *pb.RangeState, putBytes func([]byte) error) error {
+	hdr, err := proto.Marshal(st)
 	if err != nil {
 		return err
 	}
 	if err := putBytes(hdr); err != nil {
 		return err
 	}
-	desc := s.state.GetRange()
+	desc := st.GetRange()
 	b, err := tableBucket(s.tx, desc.GetTableId(), false)
 	if err != nil {
 		return err
@@ -87,58 +121,142 @@ func (s *snapshot) write(w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := putBytes(nil); err != nil {
-		return err
-	}
-	return bw.Flush()
+	return putBytes(nil)
 }
 
 func (s *snapshot) Release() { _ = s.tx.Rollback() }
 
-// restoreInto replaces the range's span of entities with the snapshot's and
-// returns the snapshot's state and the ranges it subsumed. Entities outside
-// the snapshot's descriptor are left alone: they belong to other ranges of
-// the table on this server. An older range stored here whose span the
-// snapshot's range covers was merged into it (this replica missed the
-// merge's log entry): its state goes, and the snapshot brings its keys.
-func restoreInto(tx *bolt.Tx, r io.Reader, rangeID uint64) (*pb.RangeState, []uint64, error) {
-	br := bufio.NewReaderSize(r, 256<<10)
+// snapshotReader reads a snapshot stream's framing.
+type snapshotReader struct{ br *bufio.Reader }
+
+// spans reads the magic and returns how many span bodies follow.
+func (r snapshotReader) spans() (uint64, error) {
 	magic := make([]byte, len(snapshotMagic))
-	if _, err := io.ReadFull(br, magic); err != nil || string(magic) != snapshotMagic {
-		return nil, nil, fmt.Errorf("%w: bad magic", ErrCorruptSnapshot)
+	if _, err := io.ReadFull(r.br, magic); err != nil {
+		return 0, fmt.Errorf("%w: bad magic", ErrCorruptSnapshot)
 	}
-	readBytes := func() ([]byte, error) {
-		n, err := binary.ReadUvarint(br)
-		if err != nil {
-			return nil, err
+	switch string(magic) {
+	case snapshotMagic:
+		return 1, nil
+	case groupSnapshotMagic:
+		n, err := binary.ReadUvarint(r.br)
+		if err != nil || n == 0 || n > maxSnapshotSpans {
+			return 0, fmt.Errorf("%w: %d spans (%v)", ErrCorruptSnapshot, n, err)
 		}
-		if n > 64<<20 {
-			return nil, fmt.Errorf("%w: record of %d bytes", ErrCorruptSnapshot, n)
-		}
-		b := make([]byte, n)
-		_, err = io.ReadFull(br, b)
-		return b, err
+		return n, nil
 	}
-	hdr, err := readBytes()
+	return 0, fmt.Errorf("%w: bad magic", ErrCorruptSnapshot)
+}
+
+func (r snapshotReader) bytes() ([]byte, error) {
+	n, err := binary.ReadUvarint(r.br)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: header: %v", ErrCorruptSnapshot, err)
+		return nil, err
+	}
+	if n > 64<<20 {
+		return nil, fmt.Errorf("%w: record of %d bytes", ErrCorruptSnapshot, n)
+	}
+	b := make([]byte, n)
+	_, err = io.ReadFull(r.br, b)
+	return b, err
+}
+
+func (r snapshotReader) header() (*pb.RangeState, error) {
+	hdr, err := r.bytes()
+	if err != nil {
+		return nil, fmt.Errorf("%w: header: %v", ErrCorruptSnapshot, err)
 	}
 	state := &pb.RangeState{}
 	if err := proto.Unmarshal(hdr, state); err != nil {
-		return nil, nil, fmt.Errorf("%w: header: %v", ErrCorruptSnapshot, err)
+		return nil, fmt.Errorf("%w: header: %v", ErrCorruptSnapshot, err)
 	}
-	if state.GetRange().GetRangeId() != rangeID {
-		return nil, nil, fmt.Errorf("%w: snapshot of range %d restored into range %d", ErrCorruptSnapshot, state.GetRange().GetRangeId(), rangeID)
-	}
-	subsumed, err := dropSubsumed(tx, state.GetRange())
+	return state, nil
+}
+
+// restoreInto replaces the group's spans (their states, entities and
+// request records) with the snapshot's and returns the snapshot's states
+// and the ranges it subsumed. Entities outside the snapshot's spans are
+// left alone: they belong to other ranges of the table on this server. An
+// older range stored here whose span one of the snapshot's covers was
+// merged into it (this replica missed the merge's log entry): its state
+// goes, and the snapshot brings its keys.
+func restoreInto(tx *bolt.Tx, r io.Reader, groupID uint64) ([]*pb.RangeState, []mergedSpan, error) {
+	sr := snapshotReader{br: bufio.NewReaderSize(r, 256<<10)}
+	n, err := sr.spans()
 	if err != nil {
 		return nil, nil, err
 	}
-	if old, err := getState(tx, rangeID); err == nil {
+	// The group's spans here, wherever they are in the snapshot: their
+	// records go first, so that clearing their keys keeps only what
+	// other ranges serve.
+	old, err := spanIDs(tx, groupID)
+	if err != nil {
+		return nil, nil, err
+	}
+	var olds []*pb.RangeDescriptor
+	for _, id := range old {
+		st, err := getState(tx, id)
+		if err != nil {
+			return nil, nil, err
+		}
+		olds = append(olds, st.GetRange())
+		if err := tx.Bucket(bucketRanges).Delete(u64(id)); err != nil {
+			return nil, nil, err
+		}
+	}
+	for _, d := range olds {
+		if err := clearSpan(tx, d); err != nil {
+			return nil, nil, err
+		}
+	}
+	var states []*pb.RangeState
+	var subsumed []mergedSpan
+	seen := map[uint64]bool{}
+	for range n {
+		state, dropped, err := restoreSpan(tx, sr, groupID)
+		if err != nil {
+			return nil, nil, err
+		}
+		if id := state.GetRange().GetRangeId(); seen[id] {
+			return nil, nil, fmt.Errorf("%w: range %d twice", ErrCorruptSnapshot, id)
+		} else {
+			seen[id] = true
+		}
+		if len(states) > 0 && state.GetAppliedIndex() != states[0].GetAppliedIndex() {
+			return nil, nil, fmt.Errorf("%w: spans applied to %d and %d", ErrCorruptSnapshot, states[0].GetAppliedIndex(), state.GetAppliedIndex())
+		}
+		states = append(states, state)
+		for _, id := range dropped {
+			subsumed = append(subsumed, mergedSpan{into: state.GetRange().GetRangeId(), right: id})
+		}
+	}
+	return states, subsumed, nil
+}
+
+// restoreSpan restores one span's body of a snapshot of group groupID.
+func restoreSpan(tx *bolt.Tx, sr snapshotReader, groupID uint64) (*pb.RangeState, []uint64, error) {
+	state, err := sr.header()
+	if err != nil {
+		return nil, nil, err
+	}
+	if g := groupOf(state.GetRange()); g != groupID {
+		return nil, nil, fmt.Errorf("%w: snapshot of range %d of group %d restored into group %d", ErrCorruptSnapshot, state.GetRange().GetRangeId(), g, groupID)
+	}
+	if old, err := getState(tx, state.GetRange().GetRangeId()); err == nil {
+		// Recorded here as another group's span: the snapshot's group
+		// serves it now (it left that group by an entry this replica
+		// never applied). Its keys go as the group's own did.
+		if err := tx.Bucket(bucketRanges).Delete(u64(old.GetRange().GetRangeId())); err != nil {
+			return nil, nil, err
+		}
 		if err := clearSpan(tx, old.GetRange()); err != nil {
 			return nil, nil, err
 		}
 	} else if !errors.Is(err, errRangeStateAbsent) {
+		return nil, nil, err
+	}
+	subsumed, err := dropSubsumed(tx, state.GetRange())
+	if err != nil {
 		return nil, nil, err
 	}
 	if err := clearSpan(tx, state.GetRange()); err != nil {
@@ -149,14 +267,14 @@ func restoreInto(tx *bolt.Tx, r io.Reader, rangeID uint64) (*pb.RangeState, []ui
 		return nil, nil, err
 	}
 	for {
-		k, err := readBytes()
+		k, err := sr.bytes()
 		if err != nil {
 			return nil, nil, fmt.Errorf("%w: record: %v", ErrCorruptSnapshot, err)
 		}
 		if len(k) == 0 {
 			break
 		}
-		v, err := readBytes()
+		v, err := sr.bytes()
 		if err != nil {
 			return nil, nil, fmt.Errorf("%w: record: %v", ErrCorruptSnapshot, err)
 		}
@@ -165,14 +283,14 @@ func restoreInto(tx *bolt.Tx, r io.Reader, rangeID uint64) (*pb.RangeState, []ui
 		}
 	}
 	for {
-		id, err := readBytes()
+		id, err := sr.bytes()
 		if err != nil {
 			return nil, nil, fmt.Errorf("%w: request record: %v", ErrCorruptSnapshot, err)
 		}
 		if len(id) == 0 {
 			break
 		}
-		v, err := readBytes()
+		v, err := sr.bytes()
 		if err != nil {
 			return nil, nil, fmt.Errorf("%w: request record: %v", ErrCorruptSnapshot, err)
 		}
@@ -263,33 +381,39 @@ func covers(d, o *pb.RangeDescriptor) bool {
 // stays closed (the lifecycle's OpenFailed) and its range is served by
 // the others, as for any replica whose files are damaged.
 func (r *Range) RestoreNewerSnapshot(snaps raft.SnapshotStore, dir string) (bool, error) {
+	return r.g.RestoreNewerSnapshot(snaps, dir)
+}
+
+// RestoreNewerSnapshot restores the group's newest stored snapshot when it
+// holds entries the file does not (Range.RestoreNewerSnapshot).
+func (g *Group) RestoreNewerSnapshot(snaps raft.SnapshotStore, dir string) (bool, error) {
 	list, err := snaps.List()
 	if err != nil || len(list) == 0 {
 		return false, err
 	}
 	newest := list[0]
-	applied := r.AppliedIndex()
+	applied := g.AppliedIndex()
 	if newest.Index <= applied {
 		return false, nil
 	}
-	if p := r.checkedSnapshot.Load(); p != nil && *p == newest.ID {
+	if p := g.checkedSnapshot.Load(); p != nil && *p == newest.ID {
 		return false, nil
 	}
 	st, err := snapshotHeader(snaps, dir, newest.ID)
 	if err != nil {
-		return false, fmt.Errorf("fsm: range %d: snapshot %s (index %d, the state file's %d): reading its header: %w", r.id, newest.ID, newest.Index, applied, err)
+		return false, fmt.Errorf("fsm: group %d: snapshot %s (index %d, the state file's %d): reading its header: %w", g.id, newest.ID, newest.Index, applied, err)
 	}
 	if st.GetAppliedIndex() <= applied {
 		id := newest.ID
-		r.checkedSnapshot.Store(&id)
+		g.checkedSnapshot.Store(&id)
 		return false, nil
 	}
 	_, rc, err := snaps.Open(newest.ID)
 	if err != nil {
 		return false, err
 	}
-	if err := r.Restore(rc); err != nil {
-		return false, fmt.Errorf("fsm: range %d: snapshot %s: %w", r.id, newest.ID, err)
+	if err := g.Restore(rc); err != nil {
+		return false, fmt.Errorf("fsm: group %d: snapshot %s: %w", g.id, newest.ID, err)
 	}
 	return true, nil
 }
@@ -322,24 +446,12 @@ func snapshotHeader(snaps raft.SnapshotStore, dir, id string) (*pb.RangeState, e
 	return snapshotState(rc)
 }
 
-// snapshotState reads the range state at the head of a snapshot stream.
+// snapshotState reads the state of the first span at the head of a
+// snapshot stream (every span's applied index is the group's).
 func snapshotState(r io.Reader) (*pb.RangeState, error) {
-	br := bufio.NewReader(r)
-	magic := make([]byte, len(snapshotMagic))
-	if _, err := io.ReadFull(br, magic); err != nil || string(magic) != snapshotMagic {
-		return nil, fmt.Errorf("%w: bad magic", ErrCorruptSnapshot)
+	sr := snapshotReader{br: bufio.NewReader(r)}
+	if _, err := sr.spans(); err != nil {
+		return nil, err
 	}
-	n, err := binary.ReadUvarint(br)
-	if err != nil || n > 64<<20 {
-		return nil, fmt.Errorf("%w: header length %d: %v", ErrCorruptSnapshot, n, err)
-	}
-	hdr := make([]byte, n)
-	if _, err := io.ReadFull(br, hdr); err != nil {
-		return nil, fmt.Errorf("%w: header: %v", ErrCorruptSnapshot, err)
-	}
-	st := &pb.RangeState{}
-	if err := proto.Unmarshal(hdr, st); err != nil {
-		return nil, fmt.Errorf("%w: header: %v", ErrCorruptSnapshot, err)
-	}
-	return st, nil
+	return sr.header()
 }

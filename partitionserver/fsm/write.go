@@ -12,8 +12,8 @@ import (
 )
 
 func init() {
-	register(pb.CommandKind_COMMAND_KIND_WRITE, applyWrite)
-	register(pb.CommandKind_COMMAND_KIND_WRITE_BATCH, applyWriteBatch)
+	registerGroupWide(pb.CommandKind_COMMAND_KIND_WRITE, applyWrite)
+	registerGroupWide(pb.CommandKind_COMMAND_KIND_WRITE_BATCH, applyWriteBatch)
 }
 
 // tick is Azure's Timestamp resolution.
@@ -44,8 +44,22 @@ func applyWrite(c *applyCtx, payload []byte) *Result {
 	}
 	c.reserve([]*pb.WriteCommand{cmd})
 	res := &Result{}
+	if !c.addressWrite(cmd) {
+		res.Err = spanMissing(c, cmd)
+		return res
+	}
 	applyWriteCommand(c, cmd, res)
 	return res
+}
+
+// spanMissing is the error of a write whose span the group does not serve
+// (merged away, or another group's).
+func spanMissing(c *applyCtx, w *pb.WriteCommand) error {
+	id := w.GetRangeId()
+	if id == 0 {
+		id = c.target
+	}
+	return fmt.Errorf("%w: range %d in group %d", ErrRangeNotFound, c.spanID(id), c.group)
 }
 
 // applyWriteBatch applies coalesced writes one after the other in the
@@ -62,8 +76,12 @@ func applyWriteBatch(c *applyCtx, payload []byte) *Result {
 	results := make([]Result, len(writes))
 	out := &Result{Batch: make([]*Result, len(writes))}
 	for i, w := range writes {
-		applyWriteCommand(c, w, &results[i])
 		out.Batch[i] = &results[i]
+		if !c.addressWrite(w) {
+			results[i].Err = spanMissing(c, w)
+			continue
+		}
+		applyWriteCommand(c, w, &results[i])
 	}
 	return out
 }

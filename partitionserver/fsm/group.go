@@ -1,0 +1,531 @@
+package fsm
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+	bolt "go.etcd.io/bbolt"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	pb "tablestore/proto/tablestorepb"
+)
+
+// Group is the state machine of one Raft group's replica: the group's log
+// applied to the spans (ranges) it serves (docs/range-groups.md). A group
+// is named by a range id and, until a command gives it a second span,
+// serves exactly that range; a record whose group_id is 0 is its group's
+// only span, so a group with several spans names itself in every span's
+// record.
+//
+// Every span's record carries the group's applied index, written with the
+// span in every batch's transaction: a restart skips what any record says
+// was applied (all say the same), and a span's Summary keeps its meaning.
+type Group struct {
+	store  *Store
+	id     uint64
+	logger *slog.Logger
+
+	// mu guards spans, last, and each span's state between the apply
+	// goroutine (the only writer) and readers.
+	mu    sync.RWMutex
+	spans map[uint64]*Range
+	// last is the index of the last entry applied, committed to the file
+	// or still in the pending group commit.
+	last uint64
+
+	// checkedSnapshot is the id of the newest stored snapshot whose header
+	// RestoreNewerSnapshot found not ahead of the state.
+	checkedSnapshot atomic.Pointer[string]
+
+	hooks Hooks
+
+	applied  atomic.Uint64 // committed to the file
+	retired  atomic.Bool   // every span merged away: serves nothing
+	waitMu   sync.Mutex
+	appliedC chan struct{} // closed and replaced on every applied batch
+}
+
+var _ raft.BatchingFSM = (*Group)(nil)
+
+// OpenGroup returns the state machine of a group whose spans are in the
+// store: every range whose record names the group.
+func (s *Store) OpenGroup(groupID uint64, logger *slog.Logger) (*Group, error) {
+	var states []*pb.RangeState
+	err := s.db.View(func(tx *bolt.Tx) error {
+		ids, err := spanIDs(tx, groupID)
+		if err != nil {
+			return err
+		}
+		for _, id := range ids {
+			st, err := getState(tx, id)
+			if err != nil {
+				return err
+			}
+			states = append(states, st)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: group %d: %v", ErrRangeNotFound, groupID, err)
+	}
+	if len(states) == 0 {
+		return nil, fmt.Errorf("%w: group %d has no span here", ErrRangeNotFound, groupID)
+	}
+	return newGroup(s, groupID, logger, states), nil
+}
+
+func newGroup(s *Store, groupID uint64, logger *slog.Logger, states []*pb.RangeState) *Group {
+	g := &Group{store: s, id: groupID, logger: logger, spans: make(map[uint64]*Range, len(states)), appliedC: make(chan struct{})}
+	for _, st := range states {
+		g.spans[st.GetRange().GetRangeId()] = g.newSpan(st)
+		g.last = max(g.last, st.GetAppliedIndex())
+	}
+	g.applied.Store(g.last)
+	return g
+}
+
+func (g *Group) newSpan(st *pb.RangeState) *Range {
+	r := &Range{g: g, store: g.store, id: st.GetRange().GetRangeId(), logger: g.logger, state: st}
+	r.committed.Store(st)
+	return r
+}
+
+// spanIDs lists, in range id order, the ranges stored in tx whose records
+// name group: the file is the one owner of which spans a group serves.
+// It reads each record's group id without decoding the record (a group
+// opens on every wake from quiescence).
+func spanIDs(tx *bolt.Tx, group uint64) ([]uint64, error) {
+	var ids []uint64
+	err := tx.Bucket(bucketRanges).ForEach(func(k, v []byte) error {
+		if len(k) != 8 {
+			return fmt.Errorf("fsm: range key %x", k)
+		}
+		id := binary.BigEndian.Uint64(k)
+		g, err := recordGroup(v)
+		if err != nil {
+			return fmt.Errorf("fsm: range state %d: %w", id, err)
+		}
+		if g == 0 {
+			g = id
+		}
+		if g == group {
+			ids = append(ids, id)
+		}
+		return nil
+	})
+	return ids, err
+}
+
+// recordGroup is RangeState.range.group_id of an encoded state (0 when
+// unset), read as the generated code would (the last value wins).
+func recordGroup(v []byte) (uint64, error) {
+	var group uint64
+	for len(v) > 0 {
+		num, typ, n := protowire.ConsumeTag(v)
+		if n < 0 {
+			return 0, protowire.ParseError(n)
+		}
+		v = v[n:]
+		if num != 1 || typ != protowire.BytesType {
+			m := protowire.ConsumeFieldValue(num, typ, v)
+			if m < 0 {
+				return 0, protowire.ParseError(m)
+			}
+			v = v[m:]
+			continue
+		}
+		d, m := protowire.ConsumeBytes(v)
+		if m < 0 {
+			return 0, protowire.ParseError(m)
+		}
+		v = v[m:]
+		for len(d) > 0 {
+			num, typ, n := protowire.ConsumeTag(d)
+			if n < 0 {
+				return 0, protowire.ParseError(n)
+			}
+			d = d[n:]
+			if num == 8 && typ == protowire.VarintType {
+				x, m := protowire.ConsumeVarint(d)
+				if m < 0 {
+					return 0, protowire.ParseError(m)
+				}
+				group, d = x, d[m:]
+				continue
+			}
+			m := protowire.ConsumeFieldValue(num, typ, d)
+			if m < 0 {
+				return 0, protowire.ParseError(m)
+			}
+			d = d[m:]
+		}
+	}
+	return group, nil
+}
+
+// ID is the group's id.
+func (g *Group) ID() uint64 { return g.id }
+
+// SetHooks installs the server's hooks; call before the Raft group starts.
+func (g *Group) SetHooks(h Hooks) { g.hooks = h }
+
+// Span returns the group's span of range id, if it serves it.
+func (g *Group) Span(rangeID uint64) (*Range, bool) {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	r, ok := g.spans[rangeID]
+	return r, ok
+}
+
+// Spans returns the group's spans in range id order.
+func (g *Group) Spans() []*Range {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return g.spansLocked()
+}
+
+func (g *Group) spansLocked() []*Range {
+	out := make([]*Range, 0, len(g.spans))
+	for _, r := range g.spans {
+		out = append(out, r)
+	}
+	if len(out) > 1 {
+		slices.SortFunc(out, func(a, b *Range) int { return cmpU64(a.id, b.id) })
+	}
+	return out
+}
+
+func cmpU64(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// Urge asks for the pending group commit now (a reader waits for it).
+func (g *Group) Urge() { g.store.Urge() }
+
+// AppliedIndex is the index of the last log entry committed to the file.
+func (g *Group) AppliedIndex() uint64 { return g.applied.Load() }
+
+// WaitApplied blocks until the applied index reaches idx.
+func (g *Group) WaitApplied(ctx context.Context, idx uint64) error {
+	for {
+		g.waitMu.Lock()
+		ch := g.appliedC
+		g.waitMu.Unlock()
+		if g.applied.Load() >= idx {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (g *Group) notifyApplied(idx uint64) {
+	g.applied.Store(idx)
+	g.waitMu.Lock()
+	close(g.appliedC)
+	g.appliedC = make(chan struct{})
+	g.waitMu.Unlock()
+}
+
+// Apply applies one log entry (raft calls ApplyBatch instead; kept for the
+// plain FSM interface).
+func (g *Group) Apply(l *raft.Log) interface{} {
+	return g.ApplyBatch([]*raft.Log{l})[0]
+}
+
+// ApplyBatch applies committed entries in one bbolt transaction together
+// with the new applied index of every span. Entries at or below the
+// applied index were applied before a restart and are skipped.
+func (g *Group) ApplyBatch(logs []*raft.Log) []interface{} {
+	results := make([]interface{}, len(logs))
+	g.mu.RLock()
+	applied := g.last
+	spans := g.spansLocked()
+	states := make([]*pb.RangeState, len(spans))
+	for i, r := range spans {
+		states[i] = proto.Clone(r.state).(*pb.RangeState)
+	}
+	g.mu.RUnlock()
+	if len(logs) == 0 || logs[len(logs)-1].Index <= applied {
+		return results
+	}
+	g.waitMerges(logs, applied)
+	c := &applyCtx{store: g.store, group: g.id}
+	var gone []*Range
+	// Entries other than client writes (splits, freezes, merges, membership)
+	// are rare and others wait for their effects (hooks that run after the
+	// commit, the master's reshaping steps): commit them at once instead of
+	// after the group-commit interval.
+	urgent := false
+	last := applied
+	err := g.store.apply(func(tx *bolt.Tx) error {
+		c.tx = tx
+		for i, r := range spans {
+			if tx.Bucket(bucketRanges).Get(u64(r.id)) == nil {
+				// Merged into its left neighbour (or deleted) by an
+				// entry of another group: writing its state back
+				// would resurrect it.
+				gone = append(gone, r)
+				continue
+			}
+			c.spans = append(c.spans, &spanApply{r: r, state: states[i]})
+		}
+		if len(c.spans) == 0 {
+			return nil
+		}
+		for i, l := range logs {
+			if l.Index <= applied {
+				continue
+			}
+			c.log = l
+			switch l.Type {
+			case raft.LogCommand:
+				results[i] = applyCommand(c, l.Data)
+				urgent = urgent || !isClientWrite(l.Data)
+			case raft.LogConfiguration:
+				urgent = true
+			}
+			for _, sp := range c.spans {
+				sp.state.AppliedIndex = l.Index
+				// A frozen range's records stay as the freeze left
+				// them: a merge takes them over from each server's
+				// replica, which may have applied entries past the
+				// freeze that another has not (the merge needs only
+				// the freeze), so a prune here would leave the merged
+				// range's replicas with different records.
+				if l.Index%pruneEvery == 0 && !sp.state.GetFrozen() {
+					if err := g.store.prune(tx, sp.state, &sp.r.prune); err != nil {
+						return err
+					}
+				}
+			}
+			last = l.Index
+		}
+		for _, sp := range c.spans {
+			if err := putState(tx, sp.state); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, func() { g.committed(c, last) })
+	if err != nil {
+		// The file can no longer follow the log; continuing would diverge
+		// from the other replicas.
+		panic(fmt.Sprintf("fsm: group %d: apply failed: %v", g.id, err))
+	}
+	if urgent {
+		g.store.Urge()
+	}
+	for _, r := range gone {
+		r.retired.Store(true)
+	}
+	if len(c.spans) == 0 {
+		g.retired.Store(true)
+		for i := range results {
+			results[i] = &Result{Err: ErrRangeNotFound}
+		}
+		return results
+	}
+	g.mu.Lock()
+	for _, sp := range c.spans {
+		sp.r.state = sp.state
+	}
+	for _, r := range gone {
+		delete(g.spans, r.id)
+	}
+	g.last = last
+	g.mu.Unlock()
+	return results
+}
+
+// committed runs once a batch's transaction is committed: readers may see
+// it, and ranges it created exist.
+func (g *Group) committed(c *applyCtx, last uint64) {
+	for _, sp := range c.spans {
+		sp.r.committed.Store(sp.state)
+	}
+	if len(c.spans) == 0 {
+		// Gone: nothing was applied.
+		g.notifyApplied(g.applied.Load())
+		return
+	}
+	g.notifyApplied(last)
+	if g.hooks == nil {
+		return
+	}
+	for _, m := range c.created {
+		g.hooks.RangeCreated(m.parent, m.desc, m.preferredLeader)
+	}
+	for _, m := range c.merged {
+		g.hooks.RangeMerged(m.into, m.right)
+	}
+	if q, ok := g.hooks.(QuiesceHook); ok && c.quiesced != 0 {
+		q.Quiesced(g.id, c.quiesced)
+	}
+}
+
+// applyCommand applies one entry's command to the span it addresses.
+func applyCommand(c *applyCtx, data []byte) *Result {
+	e, err := decodeEnvelope(data)
+	if err != nil {
+		return &Result{Err: err}
+	}
+	h, ok := handlers[e.kind]
+	if !ok {
+		return &Result{Err: fmt.Errorf("%w: %v", ErrUnknownCommand, e.kind)}
+	}
+	c.target = e.rangeID
+	if !c.address(e.rangeID) && !groupWide[e.kind] {
+		return &Result{Err: fmt.Errorf("%w: range %d in group %d", ErrRangeNotFound, c.spanID(e.rangeID), c.group)}
+	}
+	return h(c, e.payload)
+}
+
+// Snapshot captures the group's spans at the current applied index. The
+// bbolt read transaction it opens keeps that view until Release; what is
+// applied but not yet committed is committed first, so the view holds
+// every entry raft handed to the state machine.
+func (g *Group) Snapshot() (raft.FSMSnapshot, error) {
+	if err := g.store.Flush(); err != nil {
+		return nil, err
+	}
+	tx, err := g.store.db.Begin(false)
+	if err != nil {
+		return nil, err
+	}
+	var states []*pb.RangeState
+	for _, r := range g.Spans() {
+		st, err := getState(tx, r.id)
+		if err != nil {
+			continue // merged away since
+		}
+		states = append(states, st)
+	}
+	if len(states) == 0 {
+		tx.Rollback()
+		return nil, fmt.Errorf("%w: group %d", ErrRangeNotFound, g.id)
+	}
+	return &snapshot{tx: tx, states: states}, nil
+}
+
+// Restore replaces the group's spans, their entities and state with a
+// snapshot's.
+func (g *Group) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	var states []*pb.RangeState
+	var subsumed []mergedSpan
+	oldApplied := g.AppliedIndex()
+	err := g.store.update(func(tx *bolt.Tx) error {
+		var err error
+		states, subsumed, err = restoreInto(tx, rc, g.id)
+		for _, st := range states {
+			// Ownership of the table's records changed here, and
+			// records were added: every range of the table rescans
+			// once.
+			g.store.tablePrune(st.GetRange().GetTableId()).invalidate()
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	g.mu.Lock()
+	kept := make(map[uint64]*Range, len(states))
+	for _, st := range states {
+		r, ok := g.spans[st.GetRange().GetRangeId()]
+		if !ok {
+			r = g.newSpan(st)
+		}
+		r.state = st
+		r.committed.Store(st)
+		kept[r.id] = r
+	}
+	for id, r := range g.spans {
+		if kept[id] == nil {
+			r.retired.Store(true) // not the group's at the snapshot
+		}
+	}
+	g.spans = kept
+	g.last = states[0].GetAppliedIndex()
+	g.mu.Unlock()
+	g.notifyApplied(states[0].GetAppliedIndex())
+	if g.hooks == nil {
+		return nil
+	}
+	for _, m := range subsumed {
+		g.hooks.RangeMerged(m.into, m.right)
+	}
+	if h, ok := g.hooks.(SplitMissedHooks); ok {
+		for _, st := range states {
+			if missed := MissedSplits(st.GetRecentSplits(), oldApplied, st.GetAppliedIndex()); len(missed) > 0 {
+				h.SplitsMissed(st.GetRange().GetRangeId(), oldApplied, missed)
+			}
+		}
+	}
+	return nil
+}
+
+// mergeKind is the first two bytes of an encoded merge Command (field 1,
+// varint): the apply loop spots merges without decoding every entry.
+var mergeKind = [2]byte{0x08, byte(pb.CommandKind_COMMAND_KIND_MERGE)}
+
+// waitMerges blocks until, for every merge among logs, the right range's
+// replica in this file has applied its freeze. The master proposes a merge
+// only after every replica of the right range reported that, so this
+// returns at once unless the file is being rebuilt; it runs outside the
+// shared transaction, which the right range's own apply needs.
+func (g *Group) waitMerges(logs []*raft.Log, applied uint64) {
+	for _, l := range logs {
+		if l.Index <= applied || l.Type != raft.LogCommand || len(l.Data) < 2 || l.Data[0] != mergeKind[0] || l.Data[1] != mergeKind[1] {
+			continue
+		}
+		kind, payload, err := decodeCommand(l.Data)
+		var m pb.MergeCommand
+		if err != nil || kind != pb.CommandKind_COMMAND_KIND_MERGE || proto.Unmarshal(payload, &m) != nil {
+			continue
+		}
+		right := m.GetRight().GetRangeId()
+		for waited := time.Duration(0); ; waited += 5 * time.Millisecond {
+			var st *pb.RangeState
+			_ = g.store.db.View(func(tx *bolt.Tx) error {
+				st, _ = getState(tx, right)
+				return nil
+			})
+			if st == nil || st.GetAppliedIndex() >= m.GetRightFreezeIndex() {
+				break // absent: applyMerge reports it
+			}
+			if waited%(5*time.Second) == 0 && waited > 0 {
+				g.logger.Warn("merge waits for the right range's replica to apply its freeze", "group", g.id, "right", right, "applied", st.GetAppliedIndex(), "freeze", m.GetRightFreezeIndex())
+			}
+			g.store.Urge()
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+}
+
+// groupOf is the group serving a range: its group_id, or the range
+// itself.
+func groupOf(d *pb.RangeDescriptor) uint64 {
+	if g := d.GetGroupId(); g != 0 {
+		return g
+	}
+	return d.GetRangeId()
+}

@@ -1,0 +1,372 @@
+package fsm
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/hashicorp/raft"
+	bolt "go.etcd.io/bbolt"
+	"google.golang.org/protobuf/proto"
+
+	"tablestore/internal/edm"
+	"tablestore/internal/logging"
+	pb "tablestore/proto/tablestorepb"
+)
+
+// No command makes a group of several spans yet (docs/range-groups.md,
+// stage 3 will); these tests store one directly: group 5 serves range 5,
+// [a, m), and range 9, [m, y), of table 7.
+
+var twoSpans = []*pb.RangeDescriptor{
+	{RangeId: 5, GroupId: 5, TableId: 7, Start: "a", End: "m", Generation: 3, Replicas: []*pb.Replica{{ServerId: "s1"}}},
+	{RangeId: 9, GroupId: 5, TableId: 7, Start: "m", End: "y", Generation: 3, Replicas: []*pb.Replica{{ServerId: "s1"}}},
+}
+
+// openGroupStore stores descs in a new file at dir and opens group 5.
+func openGroupStore(t *testing.T, dir string, descs []*pb.RangeDescriptor) (*Store, *Group) {
+	t.Helper()
+	s, err := Open(filepath.Join(dir, "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	for _, d := range descs {
+		if err := s.CreateRange(d, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g, err := s.OpenGroup(5, logging.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, g
+}
+
+// groupApplier proposes entries to a group, as its leader would.
+type groupApplier struct {
+	t     *testing.T
+	g     *Group
+	index uint64
+	clock int64
+}
+
+func (a *groupApplier) entry(data []byte) *Result {
+	a.t.Helper()
+	a.index++
+	res := a.g.ApplyBatch([]*raft.Log{{Index: a.index, Term: 1, Type: raft.LogCommand, Data: data}})
+	if err := a.g.store.Flush(); err != nil {
+		a.t.Fatal(err)
+	}
+	r, _ := res[0].(*Result)
+	return r
+}
+
+// batch applies writes as one WRITE_BATCH entry; each names its span.
+func (a *groupApplier) batch(writes ...*pb.WriteCommand) *Result {
+	a.t.Helper()
+	for _, w := range writes {
+		a.clock += 1000
+		w.ProposedUnixNano = a.clock
+	}
+	data, err := EncodeWriteBatch(writes)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	return a.entry(data)
+}
+
+func insertTo(span uint64, pk string) *pb.WriteCommand {
+	return &pb.WriteCommand{RangeId: span, Ops: []*pb.EntityOp{op(pb.OpKind_OP_KIND_INSERT, pk, "r", edm.MarshalBinary(&edm.Entity{}))}}
+}
+
+func TestGroupOpensItsSpans(t *testing.T) {
+	s, g := openGroupStore(t, t.TempDir(), append(twoSpans, &pb.RangeDescriptor{RangeId: 6, TableId: 7, Start: "z"}))
+	if got := spanIDsOf(g); !slices.Equal(got, []uint64{5, 9}) {
+		t.Fatalf("group 5 spans %v, want [5 9]", got)
+	}
+	// A range opened by itself comes with its whole group.
+	r, err := s.OpenRange(9, logging.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Group().ID() != 5 || !slices.Equal(spanIDsOf(r.Group()), []uint64{5, 9}) {
+		t.Fatalf("range 9 opened in group %d with spans %v", r.Group().ID(), spanIDsOf(r.Group()))
+	}
+	// A range whose record names no group is its own group's only span.
+	r6, err := s.OpenRange(6, logging.Discard())
+	if err != nil || r6.Group().ID() != 6 || len(r6.Group().Spans()) != 1 {
+		t.Fatalf("range 6: %v", err)
+	}
+	if _, err := s.OpenGroup(77, logging.Discard()); !errors.Is(err, ErrRangeNotFound) {
+		t.Fatalf("OpenGroup of no span: %v", err)
+	}
+}
+
+func spanIDsOf(g *Group) []uint64 {
+	var ids []uint64
+	for _, r := range g.Spans() {
+		ids = append(ids, r.ID())
+	}
+	return ids
+}
+
+func TestGroupWritesAddressSpans(t *testing.T) {
+	_, g := openGroupStore(t, t.TempDir(), twoSpans)
+	a := &groupApplier{t: t, g: g, clock: 1_000_000}
+	res := a.batch(insertTo(5, "b"), insertTo(9, "q"), insertTo(9, "c"), insertTo(77, "q"), insertTo(0, "d"))
+	for i, want := range []error{nil, nil, ErrKeyOutOfRange, ErrRangeNotFound, nil} {
+		if got := res.Batch[i].Err; !errors.Is(got, want) || (want == nil && got != nil) {
+			t.Errorf("write %d: %v, want %v", i, got, want)
+		}
+	}
+	left, _ := g.Span(5)
+	right, _ := g.Span(9)
+	for _, c := range []struct {
+		r       *Range
+		pk      string
+		present bool
+		count   uint64
+	}{{left, "b", true, 2}, {left, "d", true, 2}, {right, "q", true, 1}} {
+		if _, err := c.r.Get(c.pk, "r"); (err == nil) != c.present {
+			t.Errorf("range %d: Get(%s): %v", c.r.ID(), c.pk, err)
+		}
+		if n := c.r.State().GetEntityCount(); n != c.count {
+			t.Errorf("range %d counts %d entities, want %d", c.r.ID(), n, c.count)
+		}
+	}
+	// Every span's record carries the group's applied index, and each
+	// span keeps its own clock.
+	for _, r := range g.Spans() {
+		if s := r.Summary(); s.AppliedIndex != 1 {
+			t.Errorf("range %d applied %d, want 1", r.ID(), s.AppliedIndex)
+		}
+	}
+	if left.State().GetLastTimestampUnixNano() == right.State().GetLastTimestampUnixNano() {
+		t.Error("spans share one clock")
+	}
+	// A single write addressed by its envelope.
+	data, _ := EncodeFor(9, pb.CommandKind_COMMAND_KIND_WRITE, insertTo(0, "x"))
+	if res := a.entry(data); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	if _, err := right.Get("x", "r"); err != nil {
+		t.Fatal(err)
+	}
+	// A span-addressed command naming no span of the group is refused
+	// without effect.
+	data, _ = EncodeFor(77, pb.CommandKind_COMMAND_KIND_FREEZE, &pb.FreezeCommand{})
+	if res := a.entry(data); !errors.Is(res.Err, ErrRangeNotFound) {
+		t.Fatalf("freeze of range 77 in group 5: %v", res.Err)
+	}
+}
+
+// TestGroupReplaySkipsApplied: after a restart the group skips entries any
+// span's record says were applied, and applies the rest once.
+func TestGroupReplaySkipsApplied(t *testing.T) {
+	dir := t.TempDir()
+	s, g := openGroupStore(t, dir, twoSpans)
+	a := &groupApplier{t: t, g: g, clock: 1_000_000}
+	var logs []*raft.Log
+	for i, pk := range []string{"b", "q", "c", "r"} {
+		span := uint64(5)
+		if pk >= "m" {
+			span = 9
+		}
+		w := insertTo(span, pk)
+		w.ProposedUnixNano = int64(i+1) * 1000
+		data, _ := EncodeWriteBatch([]*pb.WriteCommand{w})
+		logs = append(logs, &raft.Log{Index: uint64(i + 1), Term: 1, Type: raft.LogCommand, Data: data})
+	}
+	a.g.ApplyBatch(logs[:2])
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := Open(filepath.Join(dir, "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	g2, err := s2.OpenGroup(5, logging.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	g2.ApplyBatch(logs) // 1 and 2 again, 3 and 4 new
+	if err := s2.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range g2.Spans() {
+		if st := r.Summary(); st.EntityCount != 2 || st.AppliedIndex != 4 {
+			t.Errorf("range %d: %d entities applied to %d, want 2 at 4", r.ID(), st.EntityCount, st.AppliedIndex)
+		}
+	}
+}
+
+func TestGroupSnapshotRestore(t *testing.T) {
+	_, g := openGroupStore(t, t.TempDir(), twoSpans)
+	a := &groupApplier{t: t, g: g, clock: 1_000_000}
+	for i := range 20 {
+		pk := fmt.Sprintf("%c%02d", 'b'+byte(i%20), i)
+		span := uint64(5)
+		if pk >= "m" {
+			span = 9
+		}
+		if res := a.batch(insertTo(span, pk)); res.Batch[0].Err != nil {
+			t.Fatal(res.Batch[0].Err)
+		}
+	}
+	snap, err := g.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out sink
+	if err := snap.Persist(&out); err != nil {
+		t.Fatal(err)
+	}
+	snap.Release()
+	if !bytes.HasPrefix(out.Bytes(), []byte(groupSnapshotMagic)) {
+		t.Fatalf("a group of two spans wrote magic %q", out.Bytes()[:8])
+	}
+	if st, err := snapshotState(bytes.NewReader(out.Bytes())); err != nil || st.GetAppliedIndex() != 20 {
+		t.Fatalf("header: %v, %v", st, err)
+	}
+
+	// The replica restoring it holds group 5 as one span over the whole
+	// table (it missed the split), stale rows in it, and the table's
+	// range 6 of another group, whose rows stay.
+	s2, g2 := openGroupStore(t, t.TempDir(), []*pb.RangeDescriptor{
+		{RangeId: 5, GroupId: 5, TableId: 7, Start: "a", End: "zz", Generation: 2},
+		{RangeId: 6, TableId: 7, Start: "zz", Generation: 1},
+	})
+	stale := &groupApplier{t: t, g: g2, clock: 1}
+	stale.batch(insertTo(5, "stale"))
+	r6, _ := s2.OpenRange(6, logging.Discard())
+	(&groupApplier{t: t, g: r6.Group(), clock: 1}).batch(insertTo(6, "zzz"))
+	old5, _ := g2.Span(5)
+	if err := g2.Restore(io.NopCloser(bytes.NewReader(out.Bytes()))); err != nil {
+		t.Fatal(err)
+	}
+	if got := spanIDsOf(g2); !slices.Equal(got, []uint64{5, 9}) || g2.AppliedIndex() != 20 {
+		t.Fatalf("restored spans %v at %d", got, g2.AppliedIndex())
+	}
+	if r5, _ := g2.Span(5); r5 != old5 || r5.Descriptor().GetEnd() != "m" {
+		t.Fatalf("range 5 after restore: %v (same object %v)", r5.Descriptor(), r5 == old5)
+	}
+	for _, r := range g2.Spans() {
+		want, _ := g.Span(r.ID())
+		got, err := r.Scan(ScanOptions{})
+		exp, _ := want.Scan(ScanOptions{})
+		if err != nil || len(got.Entities) != len(exp.Entities) || r.State().GetEntityCount() != want.State().GetEntityCount() {
+			t.Errorf("range %d restored %d entities (%v), want %d", r.ID(), len(got.Entities), err, len(exp.Entities))
+		}
+	}
+	if _, err := old5.Get("stale", "r"); !errors.Is(err, ErrEntityNotFound) && !errors.Is(err, ErrKeyOutOfRange) {
+		t.Errorf("stale row survived the restore: %v", err)
+	}
+	r9, _ := g2.Span(9)
+	if _, err := r9.Get("stale", "r"); !errors.Is(err, ErrEntityNotFound) {
+		t.Errorf("stale row survived the restore: %v", err)
+	}
+	if _, err := r6.Get("zzz", "r"); err != nil {
+		t.Errorf("another group's row lost: %v", err)
+	}
+
+	// A snapshot of another group is refused, and one of a group that is
+	// one range keeps the one-range format older servers install.
+	if err := r6.Restore(io.NopCloser(bytes.NewReader(out.Bytes()))); !errors.Is(err, ErrCorruptSnapshot) {
+		t.Fatalf("group 5's snapshot restored into group 6: %v", err)
+	}
+	one, _ := r6.Snapshot()
+	var legacy sink
+	if err := one.Persist(&legacy); err != nil {
+		t.Fatal(err)
+	}
+	one.Release()
+	if !bytes.HasPrefix(legacy.Bytes(), []byte(snapshotMagic)) {
+		t.Fatalf("a one-range group wrote magic %q", legacy.Bytes()[:8])
+	}
+}
+
+// TestGroupMembershipAndMerge: a membership change rewrites every span
+// and is refused while any is frozen; a merge of two spans of one group is
+// not the cross-group merge and is refused.
+func TestGroupMembershipAndMerge(t *testing.T) {
+	_, g := openGroupStore(t, t.TempDir(), twoSpans)
+	a := &groupApplier{t: t, g: g, clock: 1}
+	set, _ := Encode(pb.CommandKind_COMMAND_KIND_SET_REPLICAS, &pb.SetReplicasCommand{Replicas: []*pb.Replica{{ServerId: "s1"}, {ServerId: "s2"}}})
+	if res := a.entry(set); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	for _, r := range g.Spans() {
+		if d := r.Descriptor(); len(d.GetReplicas()) != 2 || d.GetGeneration() != 4 {
+			t.Errorf("range %d after set replicas: %v", r.ID(), d)
+		}
+	}
+	merge, _ := Encode(pb.CommandKind_COMMAND_KIND_MERGE, &pb.MergeCommand{Right: twoSpans[1], RightFreezeIndex: 1})
+	if res := a.entry(merge); !errors.Is(res.Err, ErrBadCommand) {
+		t.Fatalf("merge of a span of the same group: %v", res.Err)
+	}
+	freeze, _ := EncodeFor(9, pb.CommandKind_COMMAND_KIND_FREEZE, &pb.FreezeCommand{})
+	if res := a.entry(freeze); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	if res := a.entry(set); !errors.Is(res.Err, ErrRangeFrozen) {
+		t.Fatalf("set replicas with range 9 frozen: %v", res.Err)
+	}
+	if r5, _ := g.Span(5); r5.Frozen() {
+		t.Fatal("freezing range 9 froze range 5")
+	}
+}
+
+// TestGroupSpanMergedAway: another group's entry deletes one span's record
+// (a merge took it over); the group goes on serving the other.
+func TestGroupSpanMergedAway(t *testing.T) {
+	s, g := openGroupStore(t, t.TempDir(), twoSpans)
+	a := &groupApplier{t: t, g: g, clock: 1}
+	r9, _ := g.Span(9)
+	if err := s.update(func(tx *bolt.Tx) error { return tx.Bucket(bucketRanges).Delete(u64(9)) }); err != nil {
+		t.Fatal(err)
+	}
+	res := a.batch(insertTo(9, "q"), insertTo(5, "b"))
+	if !errors.Is(res.Batch[0].Err, ErrRangeNotFound) || res.Batch[1].Err != nil {
+		t.Fatalf("after range 9 went: %v, %v", res.Batch[0].Err, res.Batch[1].Err)
+	}
+	if !r9.Frozen() || !slices.Equal(spanIDsOf(g), []uint64{5}) {
+		t.Fatalf("range 9 frozen %v, spans %v", r9.Frozen(), spanIDsOf(g))
+	}
+	if ok, _ := s.HasRange(9); ok {
+		t.Fatal("the group wrote range 9's state back")
+	}
+	// Then the last span: the group is over.
+	if err := s.update(func(tx *bolt.Tx) error { return tx.Bucket(bucketRanges).Delete(u64(5)) }); err != nil {
+		t.Fatal(err)
+	}
+	if res := a.batch(insertTo(5, "c")); !errors.Is(res.Err, ErrRangeNotFound) {
+		t.Fatalf("write to a group with no span: %v", res.Err)
+	}
+}
+
+// TestRecordGroup: the group id read from an encoded state without
+// decoding it is the generated code's.
+func TestRecordGroup(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 500 {
+		st := &pb.RangeState{AppliedIndex: rng.Uint64(), Bootstrap: rng.IntN(2) == 0,
+			Range: &pb.RangeDescriptor{RangeId: rng.Uint64(), TableId: rng.Uint64(), Start: "s", End: "e",
+				GroupId: uint64(rng.IntN(3)) * rng.Uint64(), Replicas: []*pb.Replica{{ServerId: "x"}}},
+			RecentSplits: []*pb.SplitBirth{{Index: 3, Right: &pb.RangeDescriptor{RangeId: 4, GroupId: rng.Uint64()}}}}
+		b, _ := proto.Marshal(st)
+		g, err := recordGroup(b)
+		if err != nil || g != st.GetRange().GetGroupId() {
+			t.Fatalf("recordGroup = %d, %v; want %d", g, err, st.GetRange().GetGroupId())
+		}
+	}
+	if _, err := recordGroup([]byte{0x0a, 0x05, 0x40}); err == nil {
+		t.Fatal("truncated record read")
+	}
+}
