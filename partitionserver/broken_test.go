@@ -75,7 +75,7 @@ func TestBrokenReplica(t *testing.T) {
 	if sl.openFailures != 1 || sl.State() != lifecycle.Broken {
 		t.Fatalf("the broken replica was opened again: %d failures, state %v", sl.openFailures, sl.State())
 	}
-	rs := s.status(sl, true)
+	rs := s.status(sl, sl.span(1), true)
 	if rs.GetLifecycle() != "broken" || rs.GetLeader() {
 		t.Fatalf("report of the broken replica: lifecycle %q, leader %v; want broken, not leader", rs.GetLifecycle(), rs.GetLeader())
 	}
@@ -191,7 +191,7 @@ func TestPersistentFailureNotBroken(t *testing.T) {
 	if sl.State() != lifecycle.Quiet || sl.openFailures != 101 {
 		t.Fatalf("after another failed open: state %v, %d failures; want quiet, 101", sl.State(), sl.openFailures)
 	}
-	if rs := s.status(sl, true); rs.GetLifecycle() == "broken" {
+	if rs := s.status(sl, sl.primary(), true); rs.GetLifecycle() == "broken" {
 		t.Fatal("a plainly failing replica reports itself broken")
 	}
 }

@@ -82,13 +82,13 @@ func TestClockSkewRefusesWrites(t *testing.T) {
 	}
 
 	s.clock.set(skewedAnswer(true, 2*time.Minute), time.Now(), s.clockNow(), time.Now())
-	applied := rep.fsm.State().GetAppliedIndex()
+	applied := rep.group.Spans()[0].State().GetAppliedIndex()
 	refused := counterValue(t, clockSkewRefusedTotal.WithLabelValues(s.id))
 	err := write("skewed")
 	if info := rpcerr.Parse(err); info.Code != codes.ResourceExhausted || info.Reason != rpcerr.ReasonServerBusy || !strings.Contains(err.Error(), "2m0s") {
 		t.Fatalf("write while skewed: %v; want ResourceExhausted/ServerBusy naming the offset", err)
 	}
-	if got := rep.fsm.State().GetAppliedIndex(); got != applied {
+	if got := rep.group.Spans()[0].State().GetAppliedIndex(); got != applied {
 		t.Fatalf("applied index %d after the refused write, was %d: it reached the log", got, applied)
 	}
 	if got := counterValue(t, clockSkewRefusedTotal.WithLabelValues(s.id)); got != refused+1 {

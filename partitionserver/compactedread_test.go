@@ -177,14 +177,14 @@ func TestBirthCompactionKeepsLastEntry(t *testing.T) {
 // leadingRangeWithWrites creates a single-voter range id at generation gen
 // on s (bootstrapped as a split-born range is), waits until it leads, and
 // writes n entities p/r0.. through the service.
-func leadingRangeWithWrites(t *testing.T, s *Server, id, gen uint64, n int) (*replica, *service) {
+func leadingRangeWithWrites(t *testing.T, s *Server, id, gen uint64, n int) (*member, *service) {
 	t.Helper()
 	desc := &pb.RangeDescriptor{RangeId: id, Table: "t", TableId: 7, Generation: gen, Replicas: []*pb.Replica{{ServerId: "f"}}}
 	if err := s.createReplica(desc, true, true, map[string]string{"f": s.RaftAddr()}, joinFloor{}); err != nil {
 		t.Fatal(err)
 	}
-	sl := s.slot(id)
-	var rep *replica
+	sl := s.slotOf(id)
+	var rep *member
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		if rep = sl.open(); rep != nil && rep.isLeader() {
 			break

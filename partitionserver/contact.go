@@ -29,7 +29,7 @@ const freezeReachWait = time.Second
 // did (chaos seeds 136 and 147, docs/reliability.md section 15); since the
 // merge abort (section 16) it holds them for the master's bounded wait,
 // still worth saving.
-func (r *replica) unheardVoter(ctx context.Context, wait, window time.Duration) (string, bool) {
+func (r *member) unheardVoter(ctx context.Context, wait, window time.Duration) (string, bool) {
 	deadline := time.Now().Add(wait)
 	for {
 		if r.raft.State() != raft.Leader {

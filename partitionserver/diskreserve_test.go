@@ -41,13 +41,13 @@ func TestDiskReserveRefusesWrites(t *testing.T) {
 
 	free.Store(10 << 20)
 	s.disk.sampledAt.Store(0) // the next write samples
-	applied := rep.fsm.State().GetAppliedIndex()
+	applied := rep.group.Spans()[0].State().GetAppliedIndex()
 	err := write("full")
 	info := rpcerr.Parse(err)
 	if info.Code != codes.ResourceExhausted || info.Reason != rpcerr.ReasonServerBusy || !strings.Contains(err.Error(), s.cfg.DataDir) {
 		t.Fatalf("write under the reserve: %v; want ResourceExhausted/ServerBusy naming %s", err, s.cfg.DataDir)
 	}
-	if got := rep.fsm.State().GetAppliedIndex(); got != applied {
+	if got := rep.group.Spans()[0].State().GetAppliedIndex(); got != applied {
 		t.Fatalf("applied index %d after the refused write, was %d: it reached the log", got, applied)
 	}
 

@@ -84,7 +84,7 @@ func (r *replica) listedInState() error {
 // reads') then shows a quorum still follows it in the term the index was
 // read in. Any write acknowledged before the call began had committed by
 // then, so its index is at most the one returned.
-func (r *replica) readIndex(ctx context.Context) (uint64, error) {
+func (r *member) readIndex(ctx context.Context) (uint64, error) {
 	if !r.isLeader() {
 		return 0, ErrNotLeader
 	}
@@ -116,7 +116,7 @@ func (r *replica) readIndex(ctx context.Context) (uint64, error) {
 
 // leaseHeld reports whether this member leads its current term, which has
 // committed an entry, under a read lease (grouptransport.Group.LeaseHeld).
-func (r *replica) leaseHeld() bool {
+func (r *member) leaseHeld() bool {
 	term := r.raft.CurrentTerm()
 	if r.readyTerm.Load() != term || !r.isLeader() {
 		return false
@@ -137,8 +137,8 @@ func (r *replica) leaseHeld() bool {
 // entry: target once the state file holds it (waiting up to wait for
 // that), else what the state file holds. A replica more than farBehind
 // entries short of target is not waited for.
-func (r *replica) heldIndex(ctx context.Context, target uint64, wait time.Duration) uint64 {
-	held := r.fsm.AppliedIndex()
+func (r *member) heldIndex(ctx context.Context, target uint64, wait time.Duration) uint64 {
+	held := r.group.AppliedIndex()
 	if held >= target {
 		return held
 	}
@@ -150,9 +150,9 @@ func (r *replica) heldIndex(ctx context.Context, target uint64, wait time.Durati
 	if r.waitApplied(wctx, target) == nil {
 		// Entries the state machine skips (no-ops, barriers) between its
 		// applied index and target change nothing a read sees.
-		return max(target, r.fsm.AppliedIndex())
+		return max(target, r.group.AppliedIndex())
 	}
-	return r.fsm.AppliedIndex()
+	return r.group.AppliedIndex()
 }
 
 func (v *service) ReadIndex(ctx context.Context, req *pb.ReadIndexRequest) (*pb.ReadIndexResponse, error) {

@@ -105,7 +105,7 @@ func (v *service) sharedRead(id uint64, follower bool) bool {
 	if v.s.capacity != nil {
 		return false
 	}
-	if sl := v.s.slot(id); !follower && sl != nil && sl.State() == lifecycle.Quiet && v.s.cfg.QuietReadTimeout > 0 {
+	if sl := v.s.slotOf(id); !follower && sl != nil && sl.State() == lifecycle.Quiet && v.s.cfg.QuietReadTimeout > 0 {
 		return false
 	}
 	return true

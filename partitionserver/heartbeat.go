@@ -84,22 +84,24 @@ func (s *Server) statuses() []*pb.RangeStatus {
 	broken := 0
 	defer func() { s.publishGauges(len(out), broken, led) }()
 	for _, sl := range slots {
-		rs := s.status(sl, true)
-		if rs == nil {
-			continue
+		for _, sp := range sl.spans() {
+			rs := s.status(sl, sp, true)
+			if rs == nil {
+				continue
+			}
+			if sl.State() == lifecycle.Broken {
+				broken++
+			}
+			// Counted as the master counts leaders (reports.heartbeat): a
+			// quiet replica that led when it closed leads its range. Counting
+			// only active ones (as from the quiet ranges' change until session
+			// 19) made tablestore_partitionserver_leaders fall to 0 on an idle
+			// cluster and left read-hot quiet ranges out of the busiest.
+			if rs.GetLeader() {
+				led = append(led, rangeRate{rangeID: sp.ID(), table: rs.GetRange().GetTable(), entitiesPerSec: rs.GetLoad().GetEntitiesPerSec()})
+			}
+			out = append(out, rs)
 		}
-		if sl.State() == lifecycle.Broken {
-			broken++
-		}
-		// Counted as the master counts leaders (reports.heartbeat): a
-		// quiet replica that led when it closed leads its range. Counting
-		// only active ones (as from the quiet ranges' change until session
-		// 19) made tablestore_partitionserver_leaders fall to 0 on an idle
-		// cluster and left read-hot quiet ranges out of the busiest.
-		if rs.GetLeader() {
-			led = append(led, rangeRate{rangeID: sl.id, table: rs.GetRange().GetTable(), entitiesPerSec: rs.GetLoad().GetEntitiesPerSec()})
-		}
-		out = append(out, rs)
 	}
 	return out
 }
@@ -108,22 +110,23 @@ func (s *Server) statuses() []*pb.RangeStatus {
 // quiet replica reports itself leader if it led when it closed: the range
 // has that leader once woken, and the master must not count it
 // leaderless.
-func (s *Server) status(sl *slot, withLoad bool) *pb.RangeStatus {
-	if sl.fsm == nil {
+func (s *Server) status(sl *slot, sp *fsm.Range, withLoad bool) *pb.RangeStatus {
+	if sp == nil {
 		return nil
 	}
-	st := sl.fsm.Summary()
+	st := sp.Summary()
 	lc := lifecycleOf(sl)
 	r := sl.open()
-	if r == nil && withLoad && sl.wasLeader.Load() && sl.load.active() {
+	m := sl.meters.get(sp.ID())
+	if r == nil && withLoad && sl.wasLeader.Load() && m.load.active() {
 		// A quiet leader that served reads (quiet reads, quietread.go)
 		// reports their load like an open leader: a read-hot range may
 		// stay quiet, and the master's load view and policies must see
 		// it. Not kept as closedReport: the next idle report (reused)
 		// zeroes the rates at the master.
 		return &pb.RangeStatus{
-			RangeId: sl.id, Generation: st.Range.GetGeneration(), AppliedIndex: st.AppliedIndex, Range: st.Range,
-			Frozen: st.Frozen, FrozenIndex: st.FrozenIndex, Lifecycle: lc, Leader: true, Load: s.rollLoad(sl.meters(), st, lc),
+			RangeId: sp.ID(), Generation: st.Range.GetGeneration(), AppliedIndex: st.AppliedIndex, Range: st.Range,
+			Frozen: st.Frozen, FrozenIndex: st.FrozenIndex, Lifecycle: lc, Leader: true, Load: s.rollLoad(m, st, lc),
 		}
 	}
 	if r == nil {
@@ -131,21 +134,21 @@ func (s *Server) status(sl *slot, withLoad bool) *pb.RangeStatus {
 		// last one is reused (reports are read, never changed), which
 		// also lets the heartbeat's delta see it unchanged at a glance.
 		leader := sl.wasLeader.Load()
-		if c := sl.closedReport.Load(); c != nil && c.GetRange() == st.Range && c.GetAppliedIndex() == st.AppliedIndex &&
+		if c := sl.closedReport(sp.ID()); c != nil && c.GetRange() == st.Range && c.GetAppliedIndex() == st.AppliedIndex &&
 			c.GetFrozen() == st.Frozen && c.GetFrozenIndex() == st.FrozenIndex && c.GetLifecycle() == lc && c.GetLeader() == leader &&
 			c.GetLoad().GetEntityCount() == st.EntityCount && c.GetLoad().GetBytes() == st.Bytes {
 			return c
 		}
 		rs := &pb.RangeStatus{
-			RangeId: sl.id, Generation: st.Range.GetGeneration(), AppliedIndex: st.AppliedIndex, Range: st.Range,
+			RangeId: sp.ID(), Generation: st.Range.GetGeneration(), AppliedIndex: st.AppliedIndex, Range: st.Range,
 			Frozen: st.Frozen, FrozenIndex: st.FrozenIndex, Lifecycle: lc, Leader: leader,
 			Load: &pb.RangeLoad{EntityCount: st.EntityCount, Bytes: st.Bytes, Lifecycle: lc},
 		}
-		sl.closedReport.Store(rs)
+		sl.keepClosedReport(rs)
 		return rs
 	}
 	rs := &pb.RangeStatus{
-		RangeId:      sl.id,
+		RangeId:      sp.ID(),
 		Generation:   st.Range.GetGeneration(),
 		AppliedIndex: st.AppliedIndex,
 		Range:        st.Range,
@@ -160,7 +163,7 @@ func (s *Server) status(sl *slot, withLoad bool) *pb.RangeStatus {
 		// heartbeat rolls them.
 		return rs
 	}
-	rs.Load = s.rollLoad(r.meters(), st, lc)
+	rs.Load = s.rollLoad(m, st, lc)
 	return rs
 }
 
@@ -338,12 +341,11 @@ func (s *Server) reconcile(rp *reportState, retired map[uint64]uint64) (pending 
 	}
 	var doomed []*pb.RangeDescriptor
 	for _, sl := range s.slotList() {
-		if sl.fsm == nil {
-			continue
-		}
-		d := sl.fsm.Descriptor()
-		if tid := d.GetTableId(); tid < rp.nextTableID && !rp.live[tid] {
-			doomed = append(doomed, d)
+		for _, sp := range sl.spans() {
+			d := sp.Descriptor()
+			if tid := d.GetTableId(); tid < rp.nextTableID && !rp.live[tid] {
+				doomed = append(doomed, d)
+			}
 		}
 	}
 	// Left to right: the master freezes a deleted table's ranges, and a
@@ -408,7 +410,7 @@ func (s *Server) assignment(d *pb.RangeDescriptor) (lifecycle.Assignment, *slot)
 	// (Stored). A generation-1 range's counts as hosted: an older master
 	// (no range starts) with an assignment from before the removal would
 	// have it bootstrapped again, a member outside the configuration.
-	sl := s.slot(d.GetRangeId())
+	sl := s.slotOf(d.GetRangeId())
 	removing := sl != nil && sl.State() == lifecycle.Removing
 	a := lifecycle.Assignment{Hosted: sl != nil && (!removing || d.GetGeneration() == 1), Generation: d.GetGeneration()}
 	if a.Hosted || a.Generation == 1 {
@@ -416,11 +418,7 @@ func (s *Server) assignment(d *pb.RangeDescriptor) (lifecycle.Assignment, *slot)
 	}
 	var parent *slot
 	for _, sl := range s.slotList() {
-		if sl.fsm == nil || sl.State() == lifecycle.Removing {
-			continue
-		}
-		local := sl.fsm.Descriptor()
-		if local.GetTableId() != d.GetTableId() || !fsm.InRange(local, d.GetStart()) {
+		if sl.State() == lifecycle.Removing || !sl.covers(d.GetTableId(), d.GetStart()) {
 			continue
 		}
 		a.Parent = true

@@ -72,7 +72,7 @@ func TestAssignmentJoin(t *testing.T) {
 				t.Fatal(err)
 			}
 			cfg := DefaultConfig()
-			s := &Server{store: store, logger: slog.New(slog.DiscardHandler), slots: map[uint64]*slot{r.ID(): newSlot(r.ID(), r, &cfg)}}
+			s := &Server{store: store, logger: slog.New(slog.DiscardHandler), slots: map[uint64]*slot{r.ID(): newSlot(r.ID(), r.Group(), &cfg)}, spanGroup: map[uint64]uint64{r.ID(): r.ID()}}
 			// Every path out of the subtest lets a held commit go: the
 			// store's Close waits for it.
 			release := make(chan struct{})
@@ -154,34 +154,34 @@ func TestQuietLeaderReportsReadLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := DefaultConfig()
-	sl := newSlot(1, r, &cfg)
-	s := &Server{store: store, cfg: cfg, logger: slog.New(slog.DiscardHandler), slots: map[uint64]*slot{1: sl}}
+	sl := newSlot(1, r.Group(), &cfg)
+	s := &Server{store: store, cfg: cfg, logger: slog.New(slog.DiscardHandler), slots: map[uint64]*slot{1: sl}, spanGroup: map[uint64]uint64{1: 1}}
 	sl.state.Store(int32(lifecycle.Quiet))
 	sl.wasLeader.Store(true)
 
-	idle := s.status(sl, true)
+	idle := s.status(sl, sl.primary(), true)
 	if !idle.GetLeader() || !idleLoad(idle.GetLoad()) {
 		t.Fatalf("idle quiet leader: leader %v, load %v", idle.GetLeader(), idle.GetLoad())
 	}
-	if again := s.status(sl, true); again != idle {
+	if again := s.status(sl, sl.primary(), true); again != idle {
 		t.Fatal("an idle quiet replica's report was rebuilt")
 	}
 	time.Sleep(10 * time.Millisecond)
 	for range 10 {
-		sl.meters().servedRead("p", 1, time.Now())
+		sl.meters.get(1).servedRead("p", 1, time.Now())
 	}
-	busy := s.status(sl, true)
+	busy := s.status(sl, sl.primary(), true)
 	if !busy.GetLeader() || busy.GetLifecycle() != "quiet" || busy.GetLoad().GetReadsPerSec() <= 0 || len(busy.GetLoad().GetHotKeys()) == 0 {
 		t.Fatalf("quiet leader after reads: leader %v, lifecycle %q, load %v", busy.GetLeader(), busy.GetLifecycle(), busy.GetLoad())
 	}
-	after := s.status(sl, true)
+	after := s.status(sl, sl.primary(), true)
 	if !idleLoad(after.GetLoad()) || sameReport(busy, after) {
 		t.Fatalf("quiet leader idle again: load %v (want idle and reported)", after.GetLoad())
 	}
 
 	sl.wasLeader.Store(false)
-	sl.meters().servedRead("p", 1, time.Now())
-	if f := s.status(sl, true); f.GetLeader() || !idleLoad(f.GetLoad()) {
+	sl.meters.get(1).servedRead("p", 1, time.Now())
+	if f := s.status(sl, sl.primary(), true); f.GetLeader() || !idleLoad(f.GetLoad()) {
 		t.Fatalf("quiet follower: leader %v, load %v; want no load", f.GetLeader(), f.GetLoad())
 	}
 }

@@ -80,7 +80,7 @@ func TestJoinFloorCoversAppendedEntries(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	r := &replica{raft: leader, transport: lg, serverID: "leader"}
+	r := &member{raft: leader, transport: lg, serverID: "leader"}
 	term0 := leader.CurrentTerm()
 	r.readyTerm.Store(term0) // an entry of its term is committed
 

@@ -119,11 +119,11 @@ func TestLeftoverKeptWithoutFloor(t *testing.T) {
 	if err := s.createReplica(own, true, false, map[string]string{"f": s.RaftAddr()}, joinFloor{}); err != nil {
 		t.Fatal(err)
 	}
-	old := s.slot(id)
+	old := s.slotOf(id)
 	if err := s.createReplica(moveDesc(id, 3), false, false, nil, joinFloor{}); err != nil {
 		t.Fatal(err)
 	}
-	if sl := s.slot(id); sl != old || sl.fsm.Descriptor().GetGeneration() != 1 {
+	if sl := s.slotOf(id); sl != old || sl.primary().Descriptor().GetGeneration() != 1 {
 		t.Fatal("the leftover was replaced without a floor")
 	}
 }
@@ -141,7 +141,7 @@ func TestLateDeleteDuringRecreate(t *testing.T) {
 	if err := s.createReplica(own, true, false, map[string]string{"f": s.RaftAddr()}, joinFloor{}); err != nil {
 		t.Fatal(err)
 	}
-	old := s.slot(id)
+	old := s.slotOf(id)
 	old.lock() // the create's delete of the leftover waits here
 	created := make(chan error, 1)
 	go func() { created <- s.createReplica(moveDesc(id, 3), false, false, nil, joinFloor{term: 7, index: 50}) }()
@@ -164,8 +164,8 @@ func TestLateDeleteDuringRecreate(t *testing.T) {
 	if err := <-deleted; !errors.Is(err, ErrLateDelete) {
 		t.Fatalf("late delete: %v, want ErrLateDelete", err)
 	}
-	sl := s.slot(id)
-	if sl == nil || sl == old || sl.fsm.Descriptor().GetGeneration() != 3 {
+	sl := s.slotOf(id)
+	if sl == nil || sl == old || sl.primary().Descriptor().GetGeneration() != 3 {
 		t.Fatal("the re-created replica is not hosted at generation 3")
 	}
 	states, err := s.store.RangeStates()

@@ -11,7 +11,7 @@ import (
 // another gives up, as busy, when its request's context ends, instead of
 // holding its caller's RPC until the first one is done.
 func TestLockMembersGivesUpWithItsContext(t *testing.T) {
-	r := &replica{membersMu: make(chan struct{}, 1)}
+	r := &member{membersMu: make(chan struct{}, 1)}
 	if err := r.lockMembers(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -40,8 +40,12 @@ func (s *Server) quietRead(ctx context.Context, id uint64, read func(*fsm.Range)
 	if s.cfg.QuietReadTimeout <= 0 {
 		return false, nil
 	}
-	sl := s.slot(id)
-	if sl == nil || sl.fsm == nil || sl.State() != lifecycle.Quiet {
+	sl := s.slotOf(id)
+	if sl == nil || sl.State() != lifecycle.Quiet {
+		return false, nil
+	}
+	sp, ok := sl.group.Span(id)
+	if !ok {
 		return false, nil
 	}
 	start := time.Now()
@@ -66,7 +70,7 @@ func (s *Server) quietRead(ctx context.Context, id uint64, read func(*fsm.Range)
 		quietReadsTotal.WithLabelValues(why.String()).Inc()
 		return false, nil
 	}
-	err = read(sl.fsm)
+	err = read(sp)
 	if sl.State() != lifecycle.Quiet || sl.mark.Load() != m {
 		quietReadsTotal.WithLabelValues(quietOpened).Inc()
 		return false, nil
@@ -156,7 +160,7 @@ func (s *Server) confirmQuiet(ctx context.Context, id uint64, others []raft.Serv
 // opens the group: a quiet member answers from the mark it recorded when
 // it closed, an open one from its live term and last index.
 func (s *Server) ConfirmQuiet(group uint64, p grouptransport.QuietPosition) bool {
-	sl := s.slot(group)
+	sl := s.groupSlot(group)
 	if sl == nil {
 		return false
 	}

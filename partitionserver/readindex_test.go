@@ -32,7 +32,7 @@ func TestReadIndexConfirmsItsOwnTerm(t *testing.T) {
 	if err := leader.Apply([]byte("x"), 10*time.Second).Error(); err != nil {
 		t.Fatal(err)
 	}
-	r := &replica{raft: leader, transport: lg, serverID: "leader"}
+	r := &member{raft: leader, transport: lg, serverID: "leader"}
 	term := leader.CurrentTerm()
 	r.readyTerm.Store(term) // an entry of its term is committed
 	waitLeading := func(m *raft.Raft) error {

@@ -35,8 +35,10 @@ type slot struct {
 	m   lifecycle.Machine
 	// state mirrors m.State() for readers that do not take sem.
 	state atomic.Int32
-	rep   atomic.Pointer[replica]
-	fsm   *fsm.Range
+	rep   atomic.Pointer[member]
+	// group is the group's state machine: its spans are the ranges the
+	// slot hosts.
+	group *fsm.Group
 	// mark is set while quiet: what Answer needs of the closed member.
 	mark atomic.Pointer[lifecycle.Mark]
 	// wasLeader and lastLeader: the member's view when it last closed, so
@@ -48,9 +50,9 @@ type slot struct {
 	// stored entries without opening (voteClosed, storeClosed); cleared
 	// when it opens.
 	followed atomic.Bool
-	// closedReport is the last status report built while the member was
-	// closed (heartbeat.go).
-	closedReport atomic.Pointer[pb.RangeStatus]
+	// closedReports holds, per span, the last status report built while
+	// the member was closed (heartbeat.go).
+	closedReports sync.Map // range id -> *pb.RangeStatus
 	// lastUse is when a request last asked for the replica (Unix ns).
 	lastUse atomic.Int64
 	// seenIndex, seenAt: the quiesce scan's view of the last log index.
@@ -79,16 +81,23 @@ type slot struct {
 	// succeeded (under the slot's lock), for the logs.
 	openFailures int
 
-	// Meters outlive the Raft member.
-	load     *loadMeter
-	keys     *keyMeter
-	throttle *throttle
+	// meters are the group's ranges' meters; they outlive the Raft
+	// member.
+	meters *spanMeters
 }
 
-func newSlot(id uint64, rfsm *fsm.Range, cfg *Config) *slot {
-	// The load window starts now: a quiet leader's first report of reads
-	// (heartbeat.go) is then a rate, not zero.
-	return &slot{id: id, sem: make(chan struct{}, 1), fsm: rfsm, load: &loadMeter{lastAt: time.Now()}, keys: newKeyMeter(), throttle: newThrottle(cfg.PartitionThrottle)}
+func newSlot(id uint64, g *fsm.Group, cfg *Config) *slot {
+	return &slot{id: id, sem: make(chan struct{}, 1), group: g, meters: newSpanMeters(cfg.PartitionThrottle)}
+}
+
+// generation is the highest generation of the group's spans: above 1, the
+// group was born of a split (or reshaped since).
+func (sl *slot) generation() uint64 {
+	var g uint64
+	for _, sp := range sl.spans() {
+		g = max(g, sp.Descriptor().GetGeneration())
+	}
+	return g
 }
 
 func (sl *slot) lock()   { sl.sem <- struct{}{} }
@@ -111,10 +120,65 @@ func (sl *slot) lockWithin(d time.Duration) bool {
 	}
 }
 
+// spans are the group's spans; none for a slot made only to remove an
+// interrupted delete's leftovers (no state machine).
+func (sl *slot) spans() []*fsm.Range {
+	if sl == nil || sl.group == nil {
+		return nil
+	}
+	return sl.group.Spans()
+}
+
+// span is the group's span of range id, nil if it serves no such range.
+func (sl *slot) span(id uint64) *fsm.Range {
+	if sl == nil || sl.group == nil {
+		return nil
+	}
+	sp, _ := sl.group.Span(id)
+	return sp
+}
+
+// primary is the span the group is named after, or its first span when
+// that range was merged away: what the group's own start reads (its
+// bootstrap flag, its voters) is alike in every span.
+func (sl *slot) primary() *fsm.Range {
+	if sp := sl.span(sl.id); sp != nil {
+		return sp
+	}
+	spans := sl.spans()
+	if len(spans) == 0 {
+		// Retired: every span went; its last state machine still
+		// answers (Frozen).
+		return nil
+	}
+	return spans[0]
+}
+
+// closedReport is span id's last report built while the member was
+// closed, nil if none.
+func (sl *slot) closedReport(id uint64) *pb.RangeStatus {
+	v, _ := sl.closedReports.Load(id)
+	rs, _ := v.(*pb.RangeStatus)
+	return rs
+}
+
+func (sl *slot) keepClosedReport(rs *pb.RangeStatus) { sl.closedReports.Store(rs.GetRangeId(), rs) }
+
+// covers reports whether a span of the slot's group serves the
+// PartitionKey pk of table table.
+func (sl *slot) covers(table uint64, pk string) bool {
+	for _, sp := range sl.spans() {
+		if d := sp.Descriptor(); d.GetTableId() == table && fsm.InRange(d, pk) {
+			return true
+		}
+	}
+	return false
+}
+
 func (sl *slot) State() lifecycle.State { return lifecycle.State(sl.state.Load()) }
 
 // open returns the running member, nil when not Active.
-func (sl *slot) open() *replica {
+func (sl *slot) open() *member {
 	if sl.State() != lifecycle.Active {
 		return nil
 	}
@@ -125,6 +189,8 @@ func (sl *slot) open() *replica {
 var (
 	ErrRangeNotHosted = errors.New("partitionserver: range not hosted here")
 	errWakeTimeout    = errors.New("partitionserver: range did not open in time")
+	// errSpanOfGroup: a range to delete shares its group with others.
+	errSpanOfGroup = errors.New("partitionserver: the range shares its Raft group with other ranges")
 	// errRemovalPending: the replica's removal failed part-way and has not
 	// been run to its end (the next delete runs it again).
 	errRemovalPending = errors.New("partitionserver: the range's removal has not finished")
@@ -185,6 +251,7 @@ func (s *Server) step(sl *slot, in lifecycle.Input, cause string, spec *openSpec
 			s.mu.Lock()
 			if s.slots[sl.id] == sl {
 				delete(s.slots, sl.id)
+				s.unindexSpans(sl.id)
 			}
 			s.mu.Unlock()
 		}
@@ -247,7 +314,7 @@ func (s *Server) execute(sl *slot, a lifecycle.Action, spec *openSpec) error {
 			return ErrShuttingDown
 		}
 		if spec == nil {
-			st := sl.fsm.State()
+			st := sl.primary().State()
 			spec = &openSpec{bootstrap: st.GetBootstrap(), voters: s.voters(st.GetRange())}
 		}
 		sl.mark.Store(nil)
@@ -336,7 +403,7 @@ func (s *Server) readMark(sl *slot) (*lifecycle.Mark, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &lifecycle.Mark{Term: term, LastIndex: last, Applied: sl.fsm.AppliedIndex()}
+	m := &lifecycle.Mark{Term: term, LastIndex: last, Applied: sl.group.AppliedIndex()}
 	if q := sl.quietAt.Load(); q != 0 && q <= last {
 		m.Applied = max(m.Applied, q)
 	}
@@ -350,11 +417,38 @@ func (s *Server) readMark(sl *slot) (*lifecycle.Mark, error) {
 	return m, nil
 }
 
-// slot returns the hosted replica's slot, nil if not hosted.
-func (s *Server) slot(id uint64) *slot {
+// slotOf returns the slot of the group that serves range id here, nil if
+// the range is not hosted.
+func (s *Server) slotOf(id uint64) *slot {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if g, ok := s.spanGroup[id]; ok {
+		return s.slots[g]
+	}
+	return nil
+}
+
+// groupSlot returns the slot of group id, nil if not hosted.
+func (s *Server) groupSlot(id uint64) *slot {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.slots[id]
+}
+
+// indexSpans records, under s.mu, which group serves each of sl's spans.
+func (s *Server) indexSpans(sl *slot) {
+	for _, sp := range sl.spans() {
+		s.spanGroup[sp.ID()] = sl.id
+	}
+}
+
+// unindexSpans forgets, under s.mu, the spans served by group id.
+func (s *Server) unindexSpans(id uint64) {
+	for r, g := range s.spanGroup {
+		if g == id {
+			delete(s.spanGroup, r)
+		}
+	}
 }
 
 // slotList returns every slot.
@@ -369,25 +463,32 @@ func (s *Server) slotList() []*slot {
 }
 
 // hosts reports whether the range is hosted here (open or quiet).
-func (s *Server) hosts(id uint64) bool { return s.slot(id) != nil }
+func (s *Server) hosts(id uint64) bool { return s.slotOf(id) != nil }
 
-// addSlot returns the slot of a stored range, creating it (Absent) if
-// needed; nil when shutting down.
+// addSlot returns the slot of the group that serves a stored range,
+// creating it (Absent) if needed; nil when shutting down.
 func (s *Server) addSlot(id uint64) (*slot, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return nil, false, ErrShuttingDown
 	}
-	if sl := s.slots[id]; sl != nil {
-		return sl, false, nil
+	if g, ok := s.spanGroup[id]; ok && s.slots[g] != nil {
+		return s.slots[g], false, nil
 	}
 	rfsm, err := s.store.OpenRange(id, s.logger.With("range", id))
 	if err != nil {
 		return nil, false, err
 	}
-	sl := newSlot(id, rfsm, &s.cfg)
-	s.slots[id] = sl
+	g := rfsm.Group()
+	if sl := s.slots[g.ID()]; sl != nil {
+		// The group is hosted, and the range became its span since.
+		s.indexSpans(sl)
+		return sl, false, nil
+	}
+	sl := newSlot(g.ID(), g, &s.cfg)
+	s.slots[g.ID()] = sl
+	s.indexSpans(sl)
 	return sl, true, nil
 }
 
@@ -395,9 +496,13 @@ func (s *Server) addSlot(id uint64) (*slot, bool, error) {
 // it must run now (a bootstrap not yet written, or quiescence off).
 func (s *Server) found(st *pb.RangeState) error {
 	d := st.GetRange()
-	sl, _, err := s.addSlot(d.GetRangeId())
+	sl, added, err := s.addSlot(d.GetRangeId())
 	if err != nil {
 		return err
+	}
+	if !added {
+		// A span of a group found through another of its spans.
+		return nil
 	}
 	sl.lock()
 	defer sl.unlock()
@@ -417,8 +522,8 @@ func (s *Server) found(st *pb.RangeState) error {
 
 // acquire returns the running member of a hosted range for a request,
 // opening a quiet one (which then campaigns, so it answers as leader).
-func (s *Server) acquire(id uint64) (*replica, error) {
-	sl := s.slot(id)
+func (s *Server) acquire(id uint64) (*member, error) {
+	sl := s.slotOf(id)
 	if sl == nil {
 		return nil, ErrRangeNotHosted
 	}
@@ -446,7 +551,7 @@ func (s *Server) acquire(id uint64) (*replica, error) {
 // to settle: the master then learns a new range's leader from the create
 // itself instead of polling every replica for it.
 func (s *Server) settledLeader(ctx context.Context, id uint64, wait bool) string {
-	sl := s.slot(id)
+	sl := s.slotOf(id)
 	if sl == nil {
 		return ""
 	}
@@ -469,7 +574,7 @@ func (s *Server) wakeWait() time.Duration { return max(time.Second, 2*s.cfg.Raft
 
 // wake opens a quiet replica for ev (Request: it campaigns; RaftMessage:
 // it follows).
-func (s *Server) wake(sl *slot, ev lifecycle.Event, cause string, within time.Duration) (*replica, error) {
+func (s *Server) wake(sl *slot, ev lifecycle.Event, cause string, within time.Duration) (*member, error) {
 	if !sl.lockWithin(within) {
 		return nil, errWakeTimeout
 	}
@@ -506,7 +611,7 @@ func (s *Server) Answer(group uint64, msg any) any {
 	if !isAppend && !isPreVote && !isVote {
 		return nil
 	}
-	sl := s.slot(group)
+	sl := s.groupSlot(group)
 	if sl == nil {
 		return nil
 	}
@@ -693,7 +798,7 @@ const absentWait = 250 * time.Millisecond
 // Wake implements grouptransport.Dormant: a Raft message the quiet answer
 // cannot give opens the group (without a campaign: someone else is).
 func (s *Server) Wake(group uint64) bool {
-	sl := s.slot(group)
+	sl := s.groupSlot(group)
 	// A new range's first vote request can arrive before this server's
 	// CreateReplica (or its apply of the split) created the replica:
 	// hold it briefly rather than fail it into an election timeout.
@@ -703,7 +808,7 @@ func (s *Server) Wake(group uint64) bool {
 		case <-s.ctx.Done():
 			return false
 		}
-		sl = s.slot(group)
+		sl = s.groupSlot(group)
 	}
 	if sl == nil {
 		return false
@@ -735,7 +840,7 @@ func (s *Server) createReplicaLocked(desc *pb.RangeDescriptor, bootstrap, campai
 	}
 	id := desc.GetRangeId()
 	campaign = campaign && bootstrap
-	if sl := s.slot(id); sl != nil && sl.State() == lifecycle.Removing {
+	if sl := s.slotOf(id); sl != nil && sl.State() == lifecycle.Removing {
 		// A removal a failed action left part-way: it is not a replica to
 		// keep (its member is closed, its state or log half gone), and a
 		// create that found it "hosted" answered success with nothing
@@ -851,7 +956,7 @@ func (s *Server) rangeLockUsers(id uint64) int {
 // no-op for the zero floor) and puts the floor in force on its running
 // member's transport gate.
 func (s *Server) raiseHostedFloor(id uint64, f joinFloor) error {
-	sl := s.slot(id)
+	sl := s.slotOf(id)
 	if !f.set() || sl == nil {
 		return nil
 	}
@@ -901,8 +1006,8 @@ func (s *Server) removedLeftover(id uint64, desc *pb.RangeDescriptor) bool {
 	if listed(desc, s.id) {
 		return false
 	}
-	sl := s.slot(id)
-	return sl != nil && sl.fsm != nil && sl.fsm.Descriptor().GetGeneration() < desc.GetGeneration()
+	sp := s.slotOf(id).span(id)
+	return sp != nil && sp.Descriptor().GetGeneration() < desc.GetGeneration()
 }
 
 // campaignLeaderless makes the open member of a new range campaign if it is
@@ -914,7 +1019,7 @@ func (s *Server) removedLeftover(id uint64, desc *pb.RangeDescriptor) bool {
 // CreateTable outliers of ~600 ms). A candidate or a member that knows a
 // leader is left alone: a second TimeoutNow would restart its election.
 func (s *Server) campaignLeaderless(id uint64) {
-	sl := s.slot(id)
+	sl := s.slotOf(id)
 	if sl == nil {
 		return
 	}
@@ -955,7 +1060,7 @@ func (s *Server) create(desc *pb.RangeDescriptor, bootstrap, campaign, fast bool
 func (s *Server) RangeCreated(parent uint64, desc *pb.RangeDescriptor, preferredLeader string) {
 	go func() {
 		fast := preferredLeader == s.id
-		if p := s.slot(parent); preferredLeader == "" && p != nil {
+		if p := s.slotOf(parent); preferredLeader == "" && p != nil {
 			if rep := p.open(); rep != nil && rep.isLeader() {
 				fast = true
 			}
@@ -993,12 +1098,35 @@ func (s *Server) RangeCreated(parent uint64, desc *pb.RangeDescriptor, preferred
 	}()
 }
 
+// servesOthers reports whether sl's group has spans besides range id whose
+// state the file still holds.
+func (s *Server) servesOthers(sl *slot, id uint64) bool {
+	for _, sp := range sl.spans() {
+		if sp.ID() == id {
+			continue
+		}
+		if ok, err := s.store.HasRange(sp.ID()); ok || err != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // RangeMerged stops the group of a range its left neighbour took over here
 // (the merge already deleted its state) and removes its Raft files.
 func (s *Server) RangeMerged(into, right uint64) {
 	go func() {
-		sl := s.slot(right)
+		sl := s.slotOf(right)
 		if sl == nil {
+			return
+		}
+		if s.servesOthers(sl, right) {
+			// Its group goes on serving its other spans.
+			s.mu.Lock()
+			delete(s.spanGroup, right)
+			s.mu.Unlock()
+			sl.meters.forget(right)
+			sl.closedReports.Delete(right)
 			return
 		}
 		sl.lock()
@@ -1042,7 +1170,7 @@ func (s *Server) deleteReplicaLocked(id, before, abortedThrough uint64) error {
 	if err := s.store.CheckDelete(id, abortedThrough); err != nil {
 		return err
 	}
-	sl := s.slot(id)
+	sl := s.slotOf(id)
 	hosted := sl != nil
 	if sl == nil {
 		// Leftovers of an interrupted delete go too.
@@ -1050,8 +1178,13 @@ func (s *Server) deleteReplicaLocked(id, before, abortedThrough uint64) error {
 	}
 	sl.lock()
 	defer sl.unlock()
-	if before > 0 && sl.fsm != nil {
-		if gen := sl.fsm.Descriptor().GetGeneration(); gen >= before {
+	if spans := sl.spans(); len(spans) > 1 {
+		// Deleting the range would delete its group: a span leaves a
+		// group by the group's own log (a group split), not by a delete.
+		return fmt.Errorf("%w: range %d is one of %d spans of group %d", errSpanOfGroup, id, len(spans), sl.id)
+	}
+	if sp := sl.span(id); before > 0 && sp != nil {
+		if gen := sp.Descriptor().GetGeneration(); gen >= before {
 			s.logger.Warn("late replica delete refused", "range", id, "generation", gen, "before", before)
 			return fmt.Errorf("%w: range %d is at generation %d, the delete was for below %d", ErrLateDelete, id, gen, before)
 		}
@@ -1068,8 +1201,8 @@ func (s *Server) deleteReplicaLocked(id, before, abortedThrough uint64) error {
 
 // restartReplica stops old's Raft member and starts it again from its
 // durable state, in place.
-func (s *Server) restartReplica(old *replica) {
-	sl := s.slot(old.id)
+func (s *Server) restartReplica(old *member) {
+	sl := s.groupSlot(old.id)
 	if sl == nil {
 		return
 	}
@@ -1097,7 +1230,7 @@ func (s *Server) Quiesced(id, index uint64) {
 // until its followers learned the marker's commit (and close) before its
 // replication stops (awaitMarkerKnown).
 func (s *Server) onQuiesced(id, index uint64) {
-	sl := s.slot(id)
+	sl := s.groupSlot(id)
 	if sl == nil {
 		return
 	}
@@ -1162,7 +1295,7 @@ func (s *Server) markerWait() time.Duration {
 // grace of 250 ms left a moved replica open that way under load
 // (TestQuiesceWaitsForSlowFollower; cluster TestQuietRangeSplitMergeMove
 // failed once in make test).
-func (s *Server) awaitMarkerKnown(rep *replica, index uint64) bool {
+func (s *Server) awaitMarkerKnown(rep *member, index uint64) bool {
 	deadline := time.Now().Add(s.markerWait())
 	poll := max(s.cfg.RaftCommitTimeout/2, 5*time.Millisecond)
 	for {
@@ -1179,7 +1312,7 @@ func (s *Server) awaitMarkerKnown(rep *replica, index uint64) bool {
 
 // markerKnown reports whether every voter but this member acknowledged
 // knowing index committed.
-func (s *Server) markerKnown(rep *replica, index uint64) bool {
+func (s *Server) markerKnown(rep *member, index uint64) bool {
 	f := rep.raft.GetConfiguration()
 	if f.Error() != nil {
 		return false
@@ -1245,7 +1378,7 @@ func (s *Server) quiesceLoop() {
 
 // quiesce commits a QUIESCE marker on rep's log; the marker's apply closes
 // the members (Quiesced).
-func (s *Server) quiesce(rep *replica) {
+func (s *Server) quiesce(rep *member) {
 	data, err := fsm.EncodeQuiesce()
 	if err != nil {
 		return
@@ -1299,7 +1432,7 @@ func (s *Server) HasStoredState(id uint64) bool {
 // ReplicaState names the lifecycle state of range id's replica here
 // ("absent" when not hosted); tests and tools watch it.
 func (s *Server) ReplicaState(id uint64) string {
-	sl := s.slot(id)
+	sl := s.slotOf(id)
 	if sl == nil {
 		return lifecycle.Absent.String()
 	}

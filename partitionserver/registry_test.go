@@ -54,8 +54,8 @@ func quietServer(t *testing.T) (*Server, *slot, *raftlog.Log) {
 	}
 	cfg := DefaultConfig()
 	cfg.AdvertiseRaft = "f-addr"
-	sl := newSlot(1, r, &cfg)
-	s := &Server{id: "f", store: store, logs: logs, cfg: cfg, logger: slog.New(slog.DiscardHandler), slots: map[uint64]*slot{1: sl}}
+	sl := newSlot(1, r.Group(), &cfg)
+	s := &Server{id: "f", store: store, logs: logs, cfg: cfg, logger: slog.New(slog.DiscardHandler), slots: map[uint64]*slot{1: sl}, spanGroup: map[uint64]uint64{1: 1}}
 	sl.state.Store(int32(lifecycle.Quiet))
 	sl.mark.Store(&lifecycle.Mark{Term: 5, LastIndex: 42, LastTerm: 5, Applied: 42})
 	sl.quietVoters.Store(&quietVoters{at: 42, voters: []raft.Server{
@@ -224,7 +224,7 @@ func TestRemovalLeftPartWay(t *testing.T) {
 			// Assigned again by the master at a later generation, it is
 			// not kept as hosted; at generation 1 it is (no bootstrap of
 			// a range this server was removed from).
-			d := proto.Clone(sl.fsm.Descriptor()).(*pb.RangeDescriptor)
+			d := proto.Clone(sl.primary().Descriptor()).(*pb.RangeDescriptor)
 			if a, _ := s.assignment(d); !a.Hosted {
 				t.Fatal("a half-removed generation-1 replica does not count as hosted: it could be bootstrapped again")
 			}

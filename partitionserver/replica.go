@@ -34,12 +34,15 @@ var (
 	ErrBusy = errors.New("partitionserver: range busy, write not applied")
 )
 
-// replica is one range's Raft group member on this server.
-type replica struct {
+// member is a Raft group's member on this server: the group serves one or
+// more ranges, its spans (fsm.Group, docs/range-groups.md). Requests name
+// a range, and reach it through a replica.
+type member struct {
+	// id is the group's (the range it is named after).
 	id        uint64
 	serverID  string
 	logger    *slog.Logger
-	fsm       *fsm.Range
+	group     *fsm.Group
 	raft      *raft.Raft
 	transport *grouptransport.Group
 	logStore  *raftlog.Log
@@ -66,10 +69,9 @@ type replica struct {
 	// wallNow stamps write proposals: the clock guard's stamp (the
 	// server's wall clock, held back from an unconfirmed step ahead), or
 	// Config.wallNow for a replica opened without one (tests).
-	wallNow  func() time.Time
-	load     *loadMeter
-	keys     *keyMeter
-	throttle *throttle
+	wallNow func() time.Time
+	// meters are the slot's: each range's request meters.
+	meters *spanMeters
 	// cfgMu serialises temporary changes of the group's reloadable config
 	// (compaction).
 	cfgMu sync.Mutex
@@ -92,9 +94,62 @@ type replica struct {
 	snapshotFirst func(any) (any, error)
 }
 
+// replica is one range as served by a member: the span of the member's
+// group a request names. Its id is the range's; the member's id (its
+// group's) is r.member.id. A range that is its group's only span has the
+// group's id.
+type replica struct {
+	*member
+	id  uint64
+	fsm *fsm.Range
+	rangeMeters
+}
+
+// replica returns the member's replica of range id, ErrRangeNotHosted if
+// its group does not serve it.
+func (r *member) replica(id uint64) (*replica, error) {
+	sp, ok := r.group.Span(id)
+	if !ok {
+		return nil, fmt.Errorf("%w: range %d is not a span of group %d", ErrRangeNotHosted, id, r.id)
+	}
+	return &replica{member: r, id: id, fsm: sp, rangeMeters: r.meters.get(id)}, nil
+}
+
+// descriptor is the descriptor of one of the group's spans: what they
+// share (the replicas) is the group's.
+func (r *member) descriptor() *pb.RangeDescriptor {
+	spans := r.group.Spans()
+	if len(spans) == 0 {
+		return nil
+	}
+	return spans[0].Descriptor()
+}
+
+// frozen reports whether any span of the group is frozen (or merged
+// away): the group's membership waits for it.
+func (r *member) frozen() bool {
+	for _, sp := range r.group.Spans() {
+		if sp.Frozen() {
+			return true
+		}
+	}
+	return false
+}
+
+// span is the range id a command for r names in its group's log: 0 for
+// the span the group is named after, so that a range that is its group's
+// only span proposes the entries it always did (an older server applies
+// them).
+func (r *replica) span() uint64 {
+	if r.id == r.member.id {
+		return 0
+	}
+	return r.id
+}
+
 // setFloor puts floor f (the one recorded, raiseFloor's answer) in force on
 // the running member's gate; the caller holds the slot's lock.
-func (r *replica) setFloor(f joinFloor) {
+func (r *member) setFloor(f joinFloor) {
 	r.transport.SetGate(memberGate(f, r.snapshotFirst))
 }
 
@@ -122,10 +177,10 @@ func replicaDir(dataDir string, id uint64) string {
 // (Group.Campaign), with these same timeouts. floor, when set, is the join
 // floor a move gave the replica (joinfloor.go): recorded in the group's
 // stable keys before raft starts, and in force from the first message.
-func openReplica(d replicaDeps, sl *slot, bootstrap bool, voters []raft.Server, floor joinFloor) (*replica, error) {
+func openReplica(d replicaDeps, sl *slot, bootstrap bool, voters []raft.Server, floor joinFloor) (*member, error) {
 	id := sl.id
 	logger := d.logger.With("range", id)
-	rfsm := sl.fsm
+	rfsm := sl.group
 	rfsm.SetHooks(d.hooks)
 	dir := replicaDir(d.cfg.DataDir, id)
 	if err := durable.MkdirAll(dir); err != nil {
@@ -169,7 +224,7 @@ func openReplica(d replicaDeps, sl *slot, bootstrap bool, voters []raft.Server, 
 	if err != nil {
 		return nil, fmt.Errorf("partitionserver: range %d join floor: %w", id, err)
 	}
-	first, err := snapshotFirst(rfsm.Descriptor().GetGeneration(), rfsm.State().GetAppliedIndex(), bootstrap, logStore, snaps)
+	first, err := snapshotFirst(sl.generation(), rfsm.AppliedIndex(), bootstrap, logStore, snaps)
 	if err != nil {
 		return nil, fmt.Errorf("partitionserver: range %d: %w", id, err)
 	}
@@ -237,10 +292,10 @@ func openReplica(d replicaDeps, sl *slot, bootstrap bool, voters []raft.Server, 
 	}
 	// Read-lease promises only from a follower (grouptransport's leases).
 	transport.SetFollowing(func(term uint64) bool { return r.State() == raft.Follower && r.CurrentTerm() == term })
-	rep := &replica{
-		id: id, serverID: d.serverID, logger: logger, fsm: rfsm, raft: r,
+	rep := &member{
+		id: id, serverID: d.serverID, logger: logger, group: rfsm, raft: r,
 		transport: transport, logStore: logStore, snaps: snaps, dir: dir,
-		load: sl.load, keys: sl.keys, throttle: sl.throttle,
+		meters:        sl.meters,
 		snapshotFirst: first, membersMu: make(chan struct{}, 1),
 		wallNow: d.stamp,
 	}
@@ -253,7 +308,7 @@ func openReplica(d replicaDeps, sl *slot, bootstrap bool, voters []raft.Server, 
 	// The transport's check, not raft's alone: raft counts answers to
 	// heartbeats sent before the round began (Group.VerifyLeader).
 	rep.verify = newVerifyCoalescer(func() error { return transport.VerifyLeader(r, rc.LocalID) }, verifySpacing)
-	if rfsm.Descriptor().GetGeneration() > 1 {
+	if sl.generation() > 1 {
 		rep.birthPending.Store(true)
 		go rep.compactBirthLog()
 	}
@@ -266,7 +321,7 @@ func openReplica(d replicaDeps, sl *slot, bootstrap bool, voters []raft.Server, 
 // that was down across the split and caught the parent up by a snapshot)
 // must get a snapshot, never that log: with the log starting after index 1
 // on every member, any future leader sends one.
-func (r *replica) compactBirthLog() {
+func (r *member) compactBirthLog() {
 	defer r.birthPending.Store(false)
 	// Not in the first seconds: a split's new leader is just settling,
 	// and a snapshot's I/O must not cost it its term. A member that needs
@@ -331,7 +386,7 @@ const birthCompactionRetry = 500 * time.Millisecond
 const birthCompactionDelay = 3 * time.Second
 
 // snapshotAll snapshots the state machine and drops the whole log.
-func (r *replica) snapshotAll() error { return snapshotAll(r.raft, &r.cfgMu) }
+func (r *member) snapshotAll() error { return snapshotAll(r.raft, &r.cfgMu) }
 
 // snapshotAll snapshots r's state machine and drops its whole log; mu
 // serialises changes of r's reloadable config.
@@ -357,7 +412,7 @@ func snapshotKeeping(r *raft.Raft, mu *sync.Mutex, keep uint64) error {
 }
 
 // propose appends a command to the range's log and waits for its result.
-func (r *replica) propose(ctx context.Context, data []byte, timeout time.Duration) (*fsm.Result, error) {
+func (r *member) propose(ctx context.Context, data []byte, timeout time.Duration) (*fsm.Result, error) {
 	if !r.isLeader() {
 		return nil, ErrNotLeader
 	}
@@ -398,7 +453,7 @@ func (r *replica) propose(ctx context.Context, data []byte, timeout time.Duratio
 // range at every SnapshotInterval until its next entry (hashicorp's
 // shouldSnapshot underflows on it), which a move that fails after its
 // compaction left behind.
-func (r *replica) compact() error {
+func (r *member) compact() error {
 	if err := r.raft.Barrier(10 * time.Second).Error(); err != nil {
 		return err
 	}
@@ -416,14 +471,14 @@ func (r *replica) compact() error {
 // TestQuiesceBesidePausedFollower: 10 s before, under a second after (2.4 s
 // since the leader waits markerWait for the paused follower to acknowledge
 // the QUIESCE marker's commit).
-func (r *replica) close() error {
+func (r *member) close() error {
 	r.transport.Close()
 	return r.raft.Shutdown().Error()
 }
 
-func (r *replica) isLeader() bool { return r.raft.State() == raft.Leader }
+func (r *member) isLeader() bool { return r.raft.State() == raft.Leader }
 
-func (r *replica) leaderID() string {
+func (r *member) leaderID() string {
 	_, id := r.raft.LeaderWithID()
 	return string(id)
 }
@@ -434,8 +489,8 @@ func (r *replica) write(ctx context.Context, ops []*pb.EntityOp, requestID []byt
 	if !r.isLeader() {
 		return nil, ErrNotLeader
 	}
-	cmd := &pb.WriteCommand{ProposedUnixNano: r.proposalTime(), Ops: ops, RequestId: requestID}
-	return r.batcher.write(ctx, r, cmd, timeout)
+	cmd := &pb.WriteCommand{ProposedUnixNano: r.proposalTime(), Ops: ops, RequestId: requestID, RangeId: r.span()}
+	return r.batcher.write(ctx, r.member, cmd, timeout)
 }
 
 // writeMany proposes several client writes of this range together (one
@@ -452,14 +507,14 @@ func (r *replica) writeMany(ctx context.Context, reqs []*pb.WriteRequest, timeou
 	now := r.proposalTime()
 	cmds := make([]*pb.WriteCommand, len(reqs))
 	for i, req := range reqs {
-		cmds[i] = &pb.WriteCommand{ProposedUnixNano: now, Ops: req.GetOps(), RequestId: req.GetRequestId()}
+		cmds[i] = &pb.WriteCommand{ProposedUnixNano: now, Ops: req.GetOps(), RequestId: req.GetRequestId(), RangeId: r.span()}
 	}
-	return r.batcher.writeMany(ctx, r, cmds, timeout)
+	return r.batcher.writeMany(ctx, r.member, cmds, timeout)
 }
 
 // proposalTime is a write proposal's time: the server's wall clock
 // (wallclock.go), which the range's log clock follows forward.
-func (r *replica) proposalTime() int64 {
+func (r *member) proposalTime() int64 {
 	if r.wallNow == nil { // a replica built by a test
 		return time.Now().UnixNano()
 	}
@@ -467,7 +522,7 @@ func (r *replica) proposalTime() int64 {
 }
 
 // proposeWrite proposes one write as its own entry.
-func (r *replica) proposeWrite(ctx context.Context, cmd *pb.WriteCommand, timeout time.Duration) (*fsm.Result, error) {
+func (r *member) proposeWrite(ctx context.Context, cmd *pb.WriteCommand, timeout time.Duration) (*fsm.Result, error) {
 	data, err := fsm.EncodeWrite(cmd)
 	if err != nil {
 		return nil, err
@@ -478,7 +533,7 @@ func (r *replica) proposeWrite(ctx context.Context, cmd *pb.WriteCommand, timeou
 // linearizable waits until a read on this replica sees every write committed
 // before the call: it is the leader, has committed in its term, confirms its
 // leadership with a quorum, and has applied up to the commit index it saw.
-func (r *replica) linearizable(ctx context.Context) error {
+func (r *member) linearizable(ctx context.Context) error {
 	idx, err := r.readIndex(ctx)
 	if err != nil {
 		return err
@@ -501,7 +556,7 @@ func (r *replica) linearizable(ctx context.Context) error {
 // acknowledged. Every entry the lost replica holds was appended here
 // first, so once the commit index passes the last index read after the
 // call began, the floor covers them.
-func (r *replica) joinFloor(ctx context.Context) (joinFloor, error) {
+func (r *member) joinFloor(ctx context.Context) (joinFloor, error) {
 	if !r.isLeader() {
 		return joinFloor{}, ErrNotLeader
 	}
@@ -532,7 +587,7 @@ func (r *replica) joinFloor(ctx context.Context) (joinFloor, error) {
 // The own bound: a leader that keeps its lease but cannot commit (a
 // follower's disk stalled, its heartbeats still answered) would otherwise
 // hold the move that asked until the move's own deadline.
-func (r *replica) commitReaches(ctx context.Context, term, last uint64) error {
+func (r *member) commitReaches(ctx context.Context, term, last uint64) error {
 	ctx, cancel := context.WithTimeout(ctx, commitWait)
 	defer cancel()
 	tick := time.NewTicker(time.Millisecond)
@@ -563,7 +618,7 @@ const commitWait = 5 * time.Second
 // termbarrier does) saves a woken range's first read one more append and
 // its fsyncs on a quorum. The read's leadership check (VerifyLeader) still
 // follows: the no-op's acknowledgements may predate the read.
-func (r *replica) termCommitted(ctx context.Context) error {
+func (r *member) termCommitted(ctx context.Context) error {
 	deadline := time.NewTimer(5 * time.Second)
 	defer deadline.Stop()
 	var target, targetTerm uint64
@@ -608,7 +663,7 @@ func (r *replica) termCommitted(ctx context.Context) error {
 // that ends at it. Without the second, a leader whose log was emptied
 // after its last write never found an entry of its term and refused every
 // linearizable read (chaos seed 246). ok is false when neither tells.
-func (r *replica) lastTerm(index uint64) (term uint64, ok bool) {
+func (r *member) lastTerm(index uint64) (term uint64, ok bool) {
 	var l raft.Log
 	err := r.logStore.GetLog(index, &l)
 	if err == nil || !errors.Is(err, raft.ErrLogNotFound) || r.snaps == nil {
@@ -654,9 +709,9 @@ func entryTerm(index, logTerm uint64, logErr error, snaps []*raft.SnapshotMeta) 
 // raft has dispatched target but the state machine's index is lower, the
 // entries in between are read from the log: if none is for the state
 // machine, it is up to date.
-func (r *replica) waitApplied(ctx context.Context, target uint64) error {
+func (r *member) waitApplied(ctx context.Context, target uint64) error {
 	for {
-		fa := r.fsm.AppliedIndex()
+		fa := r.group.AppliedIndex()
 		if fa >= target {
 			return nil
 		}
@@ -664,9 +719,9 @@ func (r *replica) waitApplied(ctx context.Context, target uint64) error {
 			return nil
 		}
 		// The entries may be applied but waiting for their group commit.
-		r.fsm.Urge()
+		r.group.Urge()
 		wctx, cancel := context.WithTimeout(ctx, 2*time.Millisecond)
-		_ = r.fsm.WaitApplied(wctx, fa+1)
+		_ = r.group.WaitApplied(wctx, fa+1)
 		cancel()
 		if err := ctx.Err(); err != nil {
 			return err
@@ -676,7 +731,7 @@ func (r *replica) waitApplied(ctx context.Context, target uint64) error {
 
 // fsmEntriesBetween reports whether any log entry in [from, to] is one the
 // state machine applies (a command or a configuration).
-func (r *replica) fsmEntriesBetween(from, to uint64) bool {
+func (r *member) fsmEntriesBetween(from, to uint64) bool {
 	// Reads in a quiet range ask about the same gap (the barrier after the
 	// last write) again and again; remember the last answer.
 	r.gapMu.Lock()
@@ -847,7 +902,7 @@ func (m *loadMeter) rates() (r, w, e float64) {
 
 // lockMembers takes membersMu, or gives up with ErrBusy (nothing done)
 // when ctx ends first.
-func (r *replica) lockMembers(ctx context.Context) error {
+func (r *member) lockMembers(ctx context.Context) error {
 	select {
 	case r.membersMu <- struct{}{}:
 		return nil
@@ -857,4 +912,4 @@ func (r *replica) lockMembers(ctx context.Context) error {
 }
 
 // unlockMembers releases membersMu.
-func (r *replica) unlockMembers() { <-r.membersMu }
+func (r *member) unlockMembers() { <-r.membersMu }

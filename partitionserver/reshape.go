@@ -246,7 +246,7 @@ func serverIDs(d *pb.RangeDescriptor) []string {
 // log), without repeats. A configuration that cannot be read adds
 // nothing (the descriptor's list stands; settleMembers read it just
 // before).
-func (r *replica) memberIDs() []string {
+func (r *member) memberIDs() []string {
 	seen := map[string]bool{}
 	var out []string
 	add := func(id string) {
@@ -255,7 +255,7 @@ func (r *replica) memberIDs() []string {
 			out = append(out, id)
 		}
 	}
-	for _, rep := range r.fsm.Descriptor().GetReplicas() {
+	for _, rep := range r.descriptor().GetReplicas() {
 		add(rep.GetServerId())
 	}
 	voters, nonvoters := r.members(true)
@@ -310,7 +310,7 @@ func (v *service) UnfreezeRange(ctx context.Context, req *pb.UnfreezeRangeReques
 // run proposes a reshaping command on r's log and returns its result, with
 // errors already translated for the caller.
 func (v *service) run(ctx context.Context, r *replica, kind pb.CommandKind, m proto.Message) (*fsm.Result, error) {
-	data, err := fsm.Encode(kind, m)
+	data, err := fsm.EncodeFor(r.span(), kind, m)
 	if err != nil {
 		return nil, err
 	}
@@ -358,9 +358,10 @@ func (v *service) ChangeReplicas(ctx context.Context, req *pb.ChangeReplicasRequ
 		return nil, toStatus(r, err)
 	}
 	defer r.unlockMembers()
-	if r.fsm.Frozen() {
+	if r.frozen() {
 		// The record of the change would be refused (fsm
-		// applySetReplicas): refused before the configuration changes,
+		// applySetReplicas, if any span of the group is frozen):
+		// refused before the configuration changes,
 		// as not ready (the caller asks again once the merge ended), not
 		// as a stale range, which the range client would retry.
 		return nil, rpcerr.New(codes.FailedPrecondition, rpcerr.ReasonNotReady,
@@ -467,7 +468,7 @@ func (v *service) TransferLeader(ctx context.Context, req *pb.TransferLeaderRequ
 	}
 	if err := r.transferLeadership(raft.ServerID(req.GetToServerId()), raft.ServerAddress(addr)); err != nil {
 		// raft may keep refusing writes after a failed transfer.
-		go v.s.watchTransfer(r, start)
+		go v.s.watchTransfer(r.member, start)
 		return nil, toStatus(r, raftErr(err))
 	}
 	return &pb.TransferLeaderResponse{}, nil

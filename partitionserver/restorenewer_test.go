@@ -91,7 +91,7 @@ func TestOpenRestoresStoredSnapshot(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.DataDir = dir
 	cfg.AdvertiseRaft = "f-addr"
-	sl := newSlot(1, fr, &cfg)
+	sl := newSlot(1, fr.Group(), &cfg)
 	d := replicaDeps{serverID: "f", cfg: &cfg, store: store, logs: logs, raftNet: newTestTransport(t), logger: logger}
 	rep, err := openReplica(d, sl, false, nil, joinFloor{})
 	if err != nil {
@@ -198,7 +198,7 @@ func TestCreateIgnoresLeftoverSnapshots(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() {
-		if sl := s.slot(5); sl != nil {
+		if sl := s.slotOf(5); sl != nil {
 			if rep := sl.open(); rep != nil {
 				rep.close()
 			}
@@ -211,7 +211,7 @@ func TestCreateIgnoresLeftoverSnapshots(t *testing.T) {
 	if e, err := edm.UnmarshalBinary(b); err != nil || len(e.Properties) != 1 || e.Properties[0].Value.Int != 2 {
 		t.Fatalf("range 6's n/r after range 5 was created again: %+v, %v; want V=2", e, err)
 	}
-	if sl := s.slot(5); sl == nil || sl.fsm.AppliedIndex() != 0 {
-		t.Fatalf("range 5 created again from a leftover snapshot: applied %d", sl.fsm.AppliedIndex())
+	if sl := s.slotOf(5); sl == nil || sl.group.AppliedIndex() != 0 {
+		t.Fatalf("range 5 created again from a leftover snapshot: applied %d", sl.group.AppliedIndex())
 	}
 }

@@ -77,6 +77,9 @@ type Server struct {
 	// transitions (registry.go).
 	mu    sync.RWMutex
 	slots map[uint64]*slot
+	// spanGroup maps each hosted range to the group (its slot's key) that
+	// serves it.
+	spanGroup map[uint64]uint64
 	// rangeLocks serialise createReplica and deleteReplica of one range
 	// id: a delete that fetched a slot, or found none, must not run its
 	// by-id DeleteState and DropLog while a create of the same id stores
@@ -119,7 +122,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Server{cfg: cfg, logger: logger, slots: make(map[uint64]*slot), addrs: newAddressBook(),
+	return &Server{cfg: cfg, logger: logger, slots: make(map[uint64]*slot), spanGroup: make(map[uint64]uint64), addrs: newAddressBook(),
 		stateCommits: disklatency.New(disklatency.DefaultSpan), logSyncs: disklatency.New(disklatency.DefaultSpan),
 		capacity: admission.New(cfg.ServerCapacity, cfg.ServerCapacity*capacityBurst.Seconds(), cfg.ServerQueueWait, time.Now()),
 		disk:     newDiskGuard(cfg.DataDir, cfg.DiskReserve, logger), clock: newClockGuard(logger, cfg.wallNow)}, nil
@@ -347,6 +350,7 @@ func (s *Server) Close() error {
 	s.closeAll(s.slotList(), max(s.cfg.ShutdownTimeout-time.Since(start), time.Second)/2)
 	s.mu.Lock()
 	s.slots = map[uint64]*slot{}
+	s.spanGroup = map[uint64]uint64{}
 	s.mu.Unlock()
 	s.wg.Wait()
 	// Closing the transport ends RPCs that members still open are stuck

@@ -30,7 +30,12 @@ type service struct {
 }
 
 func (v *service) replica(id uint64) (*replica, error) {
-	r, err := v.s.acquire(id)
+	m, err := v.s.acquire(id)
+	var r *replica
+	if err == nil {
+		// The group may have given the range up (a merge) since.
+		r, err = m.replica(id)
+	}
 	switch {
 	case errors.Is(err, ErrRangeNotHosted):
 		return nil, rpcerr.New(codes.NotFound, rpcerr.ReasonRangeNotFound, fmt.Sprintf("range %d is not hosted on %s", id, v.s.id), nil)
@@ -258,11 +263,11 @@ func (v *service) Get(ctx context.Context, req *pb.GetRequest) (*pb.GetResponse,
 // which wakes the range, unless err is set: the admission's refusal (a
 // status), to return as it is. served true: err is the read's.
 func (v *service) quietRead(ctx context.Context, id uint64, followerRead bool, pk string, admitPK bool, read func(*fsm.Range) error) (served, admitted bool, m rangeMeters, err error) {
-	sl := v.s.slot(id)
+	sl := v.s.slotOf(id)
 	if followerRead || sl == nil || sl.State() != lifecycle.Quiet || v.s.cfg.QuietReadTimeout <= 0 {
 		return false, false, rangeMeters{}, nil
 	}
-	m = sl.meters()
+	m = sl.meters.get(id)
 	if admitPK {
 		// A quiet leader's read uses this server's capacity, as an open
 		// leader's does; a quiet follower's (it will wake and redirect)
@@ -426,8 +431,9 @@ func (v *service) RangeInfo(ctx context.Context, req *pb.RangeInfoRequest) (*pb.
 	}
 	// An observation: it does not wake a quiet range, which reports the
 	// leader it knew when it closed.
-	sl := v.s.slot(req.GetRangeId())
-	if sl == nil || sl.fsm == nil {
+	sl := v.s.slotOf(req.GetRangeId())
+	sp := sl.span(req.GetRangeId())
+	if sp == nil {
 		return nil, rpcerr.New(codes.NotFound, rpcerr.ReasonRangeNotFound, fmt.Sprintf("range %d is not hosted on %s", req.GetRangeId(), v.s.id), nil)
 	}
 	if sl.State() == lifecycle.Broken {
@@ -436,7 +442,7 @@ func (v *service) RangeInfo(ctx context.Context, req *pb.RangeInfoRequest) (*pb.
 		// replica that does not answer, never as a healthy one.
 		return nil, rpcerr.New(codes.Unavailable, rpcerr.ReasonUnavailable, fmt.Sprintf("range %d's replica on %s is broken", req.GetRangeId(), v.s.id), nil)
 	}
-	resp := &pb.RangeInfoResponse{Status: v.s.status(sl, false)}
+	resp := &pb.RangeInfoResponse{Status: v.s.status(sl, sp, false)}
 	if r := sl.open(); r != nil {
 		resp.LeaderServerId = r.leaderID()
 	} else if l := sl.lastLeader.Load(); l != nil {
@@ -458,12 +464,13 @@ func (v *service) joinFloor(ctx context.Context, id uint64) (*pb.RangeInfoRespon
 	if err != nil {
 		return nil, toStatus(r, err)
 	}
-	sl := v.s.slot(id)
-	if sl == nil {
+	sl := v.s.slotOf(id)
+	sp := sl.span(id)
+	if sp == nil {
 		// Deleted or merged away during the wait.
 		return nil, rpcerr.New(codes.NotFound, rpcerr.ReasonRangeNotFound, fmt.Sprintf("range %d is not hosted on %s", id, v.s.id), nil)
 	}
-	return &pb.RangeInfoResponse{Status: v.s.status(sl, false), LeaderServerId: v.s.id, FloorTerm: f.term, FloorIndex: f.index}, nil
+	return &pb.RangeInfoResponse{Status: v.s.status(sl, sp, false), LeaderServerId: v.s.id, FloorTerm: f.term, FloorIndex: f.index}, nil
 }
 
 // rangeMeters are a range's request meters; they outlive its Raft member,
@@ -474,8 +481,47 @@ type rangeMeters struct {
 	throttle *throttle
 }
 
-func (r *replica) meters() rangeMeters { return rangeMeters{r.load, r.keys, r.throttle} }
-func (sl *slot) meters() rangeMeters   { return rangeMeters{sl.load, sl.keys, sl.throttle} }
+func (r *replica) meters() rangeMeters { return r.rangeMeters }
+
+// spanMeters holds the meters of each range a slot's group serves,
+// created at a range's first use: the master's load view and split
+// policies are per range, whichever group serves it.
+type spanMeters struct {
+	rate float64 // the partition throttle's
+	mu   sync.RWMutex
+	of   map[uint64]rangeMeters
+}
+
+func newSpanMeters(rate float64) *spanMeters {
+	return &spanMeters{rate: rate, of: map[uint64]rangeMeters{}}
+}
+
+// get returns range id's meters. The load window of new ones starts now:
+// a quiet leader's first report of reads (heartbeat.go) is then a rate,
+// not zero.
+func (m *spanMeters) get(id uint64) rangeMeters {
+	m.mu.RLock()
+	rm, ok := m.of[id]
+	m.mu.RUnlock()
+	if ok {
+		return rm
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	rm, ok = m.of[id]
+	if !ok {
+		rm = rangeMeters{load: &loadMeter{lastAt: time.Now()}, keys: newKeyMeter(), throttle: newThrottle(m.rate)}
+		m.of[id] = rm
+	}
+	return rm
+}
+
+// forget drops range id's meters: its group no longer serves it.
+func (m *spanMeters) forget(id uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.of, id)
+}
 
 // servedRead counts a read of n entities (at least one) keyed by pk.
 func (m rangeMeters) servedRead(pk string, n int, start time.Time) {

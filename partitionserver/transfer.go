@@ -75,14 +75,14 @@ func (t boundedTimeoutNow) TimeoutNow(id raft.ServerID, target raft.ServerAddres
 
 // isVoter reports whether server id is a voter of r's current
 // configuration.
-func (r *replica) isVoter(id string) bool {
+func (r *member) isVoter(id string) bool {
 	s, member, err := r.suffrage(id)
 	return err == nil && member && s == raft.Voter
 }
 
 // suffrage reports server id's suffrage in r's latest configuration, and
 // whether it is a member at all.
-func (r *replica) suffrage(id string) (raft.ServerSuffrage, bool, error) {
+func (r *member) suffrage(id string) (raft.ServerSuffrage, bool, error) {
 	f := r.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
 		return 0, false, err
@@ -124,7 +124,7 @@ var ErrMembersUnsettled = errors.New("partitionserver: the range's members diffe
 // SET_REPLICAS timed out after dispatch, may not have applied the record
 // of a voter yet, and would remove it. heard is the window in which a
 // voter must have answered to count as live.
-func (r *replica) settleMembers(timeout, heard time.Duration) error {
+func (r *member) settleMembers(timeout, heard time.Duration) error {
 	if err := r.raft.Barrier(timeout).Error(); err != nil {
 		return err
 	}
@@ -134,7 +134,7 @@ func (r *replica) settleMembers(timeout, heard time.Duration) error {
 	}
 	servers := f.Configuration().Servers
 	listed := map[string]bool{}
-	for _, rep := range r.fsm.Descriptor().GetReplicas() {
+	for _, rep := range r.descriptor().GetReplicas() {
 		listed[rep.GetServerId()] = true
 	}
 	if !listed[r.serverID] {
@@ -175,7 +175,7 @@ func (r *replica) settleMembers(timeout, heard time.Duration) error {
 
 // voterReplicas lists the voters of r's latest Raft configuration as a
 // descriptor's replicas, sorted: what SET_REPLICAS records.
-func (r *replica) voterReplicas() ([]*pb.Replica, error) {
+func (r *member) voterReplicas() ([]*pb.Replica, error) {
 	f := r.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
 		return nil, err
@@ -203,8 +203,8 @@ func (r *replica) voterReplicas() ([]*pb.Replica, error) {
 // the parent's members (after its grace) and the replica GC and the
 // assignment replaced the phantom. A frozen range is left as it is (its
 // state machine refuses the record, and the split or merge with it).
-func (r *replica) recordRemovedVoters(timeout time.Duration) error {
-	if r.fsm.Frozen() {
+func (r *member) recordRemovedVoters(timeout time.Duration) error {
+	if r.frozen() {
 		return nil
 	}
 	reps, err := r.voterReplicas()
@@ -212,7 +212,7 @@ func (r *replica) recordRemovedVoters(timeout time.Duration) error {
 		return err
 	}
 	var gone []string
-	for _, rep := range r.fsm.Descriptor().GetReplicas() {
+	for _, rep := range r.descriptor().GetReplicas() {
 		if !slices.ContainsFunc(reps, func(v *pb.Replica) bool { return v.GetServerId() == rep.GetServerId() }) {
 			gone = append(gone, rep.GetServerId())
 		}
@@ -237,7 +237,7 @@ func (r *replica) recordRemovedVoters(timeout time.Duration) error {
 
 // hasNonvoter reports whether r's latest configuration has a non-voter (or
 // is unknown).
-func (r *replica) hasNonvoter() bool {
+func (r *member) hasNonvoter() bool {
 	f := r.raft.GetConfiguration()
 	if f.Error() != nil {
 		return true
@@ -253,7 +253,7 @@ func (r *replica) hasNonvoter() bool {
 // members lists, on the leader, the voters and the non-voters of r's
 // latest Raft configuration (each sorted; nil elsewhere or on error), for
 // the master's replica-set check.
-func (r *replica) members(leader bool) (voters, nonvoters []string) {
+func (r *member) members(leader bool) (voters, nonvoters []string) {
 	if !leader {
 		return nil, nil
 	}
@@ -277,7 +277,7 @@ func (r *replica) members(leader bool) (voters, nonvoters []string) {
 // watchTransfer clears a transfer raft failed to finish: while r leads and
 // its writes are refused with the transfer flag, it waits until started +
 // transferGrace, then restarts r's Raft member.
-func (s *Server) watchTransfer(r *replica, started time.Time) {
+func (s *Server) watchTransfer(r *member, started time.Time) {
 	if !r.watching.CompareAndSwap(false, true) {
 		return
 	}
@@ -304,7 +304,7 @@ func (s *Server) watchTransfer(r *replica, started time.Time) {
 // leader admit. The term current when the transfer returns loses its lease
 // too: raft may have ended the transfer's term and elected this member
 // again meanwhile, while its TimeoutNow was still on the way.
-func (r *replica) transferLeadership(id raft.ServerID, addr raft.ServerAddress) error {
+func (r *member) transferLeadership(id raft.ServerID, addr raft.ServerAddress) error {
 	r.transport.StartTransfer(r.raft.CurrentTerm())
 	err := r.raft.LeadershipTransferToServer(id, addr).Error()
 	r.transport.DisableLease(r.raft.CurrentTerm())
@@ -316,7 +316,7 @@ func (r *replica) transferLeadership(id raft.ServerID, addr raft.ServerAddress) 
 // raft finds most caught up when every other voter was heard from lately,
 // else to one that was (raft's own pick ties a follower that went down on
 // an idle range with a live one, and a transfer to it only times out).
-func (r *replica) handOff() error {
+func (r *member) handOff() error {
 	f := r.raft.GetConfiguration()
 	if f.Error() != nil {
 		return f.Error()

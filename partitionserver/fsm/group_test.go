@@ -323,6 +323,25 @@ func TestGroupMembershipAndMerge(t *testing.T) {
 	}
 }
 
+// TestGroupMembershipWithoutItsNamesake: a group whose namesake span was
+// merged away still records its membership changes (a SET_REPLICAS that
+// names no span is the group's).
+func TestGroupMembershipWithoutItsNamesake(t *testing.T) {
+	s, g := openGroupStore(t, t.TempDir(), twoSpans)
+	if err := s.update(func(tx *bolt.Tx) error { return tx.Bucket(bucketRanges).Delete(u64(5)) }); err != nil {
+		t.Fatal(err)
+	}
+	a := &groupApplier{t: t, g: g, clock: 1}
+	set, _ := Encode(pb.CommandKind_COMMAND_KIND_SET_REPLICAS, &pb.SetReplicasCommand{Replicas: []*pb.Replica{{ServerId: "s2"}}})
+	res := a.entry(set)
+	if res.Err != nil || res.Range.GetRangeId() != 9 {
+		t.Fatalf("set replicas: %v, %v", res.Range, res.Err)
+	}
+	if r9, _ := g.Span(9); r9.Descriptor().GetReplicas()[0].GetServerId() != "s2" {
+		t.Fatalf("range 9 after set replicas: %v", r9.Descriptor())
+	}
+}
+
 // TestGroupSpanMergedAway: another group's entry deletes one span's record
 // (a merge took it over); the group goes on serving the other.
 func TestGroupSpanMergedAway(t *testing.T) {

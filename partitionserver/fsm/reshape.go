@@ -15,7 +15,8 @@ func init() {
 	register(pb.CommandKind_COMMAND_KIND_SPLIT, applySplit)
 	register(pb.CommandKind_COMMAND_KIND_FREEZE, applyFreeze)
 	register(pb.CommandKind_COMMAND_KIND_ABSORB, applyAbsorb)
-	register(pb.CommandKind_COMMAND_KIND_SET_REPLICAS, applySetReplicas)
+	// A membership change is the group's, whichever span it names.
+	registerGroupWide(pb.CommandKind_COMMAND_KIND_SET_REPLICAS, applySetReplicas)
 	register(pb.CommandKind_COMMAND_KIND_MERGE, applyMerge)
 	register(pb.CommandKind_COMMAND_KIND_UNFREEZE, applyUnfreeze)
 }
@@ -358,6 +359,11 @@ func applySetReplicas(c *applyCtx, payload []byte) *Result {
 		d.Replicas = cmd.GetReplicas()
 		d.Generation++
 		sp.state.Range = d
+	}
+	if c.state == nil {
+		// Named no span of the group (the one named like the group,
+		// merged away): the first span's descriptor answers.
+		return &Result{Range: c.spans[0].state.GetRange()}
 	}
 	return &Result{Range: c.state.GetRange()}
 }

@@ -1,0 +1,127 @@
+package partitionserver
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"tablestore/internal/edm"
+	"tablestore/partitionserver/fsm"
+	pb "tablestore/proto/tablestorepb"
+)
+
+// TestGroupOfTwoSpans: a Raft group that serves two ranges (stored
+// directly: no command makes one yet, docs/range-groups.md) is one member
+// on the server: found once at start, its spans served by range id,
+// writes of both coalesced into its one log, each range reported on its
+// own, and all of it there again after a restart.
+func TestGroupOfTwoSpans(t *testing.T) {
+	m := &heartbeatMaster{}
+	s := newAgainstMaster(t, m, nil)
+	if err := os.MkdirAll(s.cfg.DataDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	store, err := fsm.Open(filepath.Join(s.cfg.DataDir, "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reps := []*pb.Replica{{ServerId: "f"}}
+	for _, d := range []*pb.RangeDescriptor{
+		{RangeId: 5, GroupId: 5, Table: "t", TableId: 7, Start: "", End: "m", Generation: 1, Replicas: reps},
+		{RangeId: 9, GroupId: 5, Table: "t", TableId: 7, Start: "m", Generation: 1, Replicas: reps},
+	} {
+		if err := store.CreateRange(d, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	started(t, s)
+	if sl5, sl9 := s.slotOf(5), s.slotOf(9); sl5 == nil || sl5 != sl9 || sl5.id != 5 || len(s.slotList()) != 1 {
+		t.Fatalf("ranges 5 and 9 in slots %v and %v of %d", sl5, sl9, len(s.slotList()))
+	}
+	v := &service{s: s}
+	insert := func(rangeID uint64, pk string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		for {
+			_, err := v.Write(ctx, &pb.WriteRequest{RangeId: rangeID, Generation: 1, Ops: []*pb.EntityOp{{
+				Kind: pb.OpKind_OP_KIND_INSERT, PartitionKey: pk, RowKey: "r",
+				Entity: edm.MarshalBinary(&edm.Entity{PartitionKey: pk, RowKey: "r"})}}})
+			if status.Code(err) != codes.Unavailable || ctx.Err() != nil {
+				return err // Unavailable: not leading yet
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	for _, w := range []struct {
+		rangeID uint64
+		pk      string
+	}{{5, "a"}, {9, "q"}, {9, "z"}} {
+		if err := insert(w.rangeID, w.pk); err != nil {
+			t.Fatalf("insert %s into range %d: %v", w.pk, w.rangeID, err)
+		}
+	}
+	if err := insert(9, "b"); status.Code(err) == codes.OK {
+		t.Fatal("range 9 took a PartitionKey of range 5")
+	}
+	// One log: the three writes are entries of group 5.
+	if rep := s.groupSlot(5).open(); rep == nil || rep.raft.AppliedIndex() < 4 {
+		t.Fatal("group 5 applied fewer entries than its bootstrap and the three writes")
+	}
+	check := func(s *Server) {
+		t.Helper()
+		v := &service{s: s}
+		for _, g := range []struct {
+			rangeID uint64
+			pk      string
+		}{{5, "a"}, {9, "q"}, {9, "z"}} {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			_, err := v.Get(ctx, &pb.GetRequest{RangeId: g.rangeID, PartitionKey: g.pk, RowKey: "r"})
+			for status.Code(err) == codes.Unavailable && ctx.Err() == nil { // electing
+				time.Sleep(5 * time.Millisecond)
+				_, err = v.Get(ctx, &pb.GetRequest{RangeId: g.rangeID, PartitionKey: g.pk, RowKey: "r"})
+			}
+			cancel()
+			if err != nil {
+				t.Errorf("get %s from range %d: %v", g.pk, g.rangeID, err)
+			}
+		}
+		var ids []uint64
+		for _, rs := range s.statuses() {
+			ids = append(ids, rs.GetRangeId())
+			if rs.GetRangeId() == 9 && rs.GetLoad().GetEntityCount() != 2 {
+				t.Errorf("range 9 reports %d entities, want 2", rs.GetLoad().GetEntityCount())
+			}
+		}
+		slices.Sort(ids)
+		if !slices.Equal(ids, []uint64{5, 9}) {
+			t.Errorf("reports of ranges %v, want [5 9]", ids)
+		}
+	}
+	check(s)
+	// A range of the group cannot be deleted alone: that would delete
+	// the group.
+	if err := s.deleteReplica(9, 0, 0); !errors.Is(err, errSpanOfGroup) {
+		t.Fatalf("delete of range 9 alone: %v", err)
+	}
+	s.Close()
+	again, err := New(s.cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	started(t, again)
+	if len(again.slotList()) != 1 {
+		t.Fatalf("restarted with %d slots", len(again.slotList()))
+	}
+	check(again)
+}
