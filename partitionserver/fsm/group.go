@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -94,9 +95,16 @@ func newGroup(s *Store, groupID uint64, logger *slog.Logger, states []*pb.RangeS
 }
 
 func (g *Group) newSpan(st *pb.RangeState) *Range {
-	r := &Range{g: g, store: g.store, id: st.GetRange().GetRangeId(), logger: g.logger, state: st}
+	r := g.pendingSpan(st)
 	r.committed.Store(st)
 	return r
+}
+
+// pendingSpan is a span a batch created: its state is not in the file
+// until the batch is committed, so it has no committed state yet, and
+// Span and Spans do not show it (Group.committed stores it).
+func (g *Group) pendingSpan(st *pb.RangeState) *Range {
+	return &Range{g: g, store: g.store, id: st.GetRange().GetRangeId(), logger: g.logger, state: st}
 }
 
 // spanIDs lists, in range id order, the ranges stored in tx whose records
@@ -178,21 +186,28 @@ func (g *Group) ID() uint64 { return g.id }
 // SetHooks installs the server's hooks; call before the Raft group starts.
 func (g *Group) SetHooks(h Hooks) { g.hooks = h }
 
-// Span returns the group's span of range id, if it serves it.
+// Span returns the group's span of range id, if it serves it and the file
+// holds it (a span split off by a batch not yet committed is not shown).
 func (g *Group) Span(rangeID uint64) (*Range, bool) {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
 	r, ok := g.spans[rangeID]
-	return r, ok
+	if !ok || r.committed.Load() == nil {
+		return nil, false
+	}
+	return r, true
 }
 
-// Spans returns the group's spans in range id order.
+// Spans returns the group's spans in range id order (those the file
+// holds, as Span).
 func (g *Group) Spans() []*Range {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
-	return g.spansLocked()
+	return slices.DeleteFunc(g.spansLocked(), func(r *Range) bool { return r.committed.Load() == nil })
 }
 
+// spansLocked lists every span the group's log made, committed or not:
+// what the next batch applies to.
 func (g *Group) spansLocked() []*Range {
 	out := make([]*Range, 0, len(g.spans))
 	for _, r := range g.spans {
@@ -268,7 +283,7 @@ func (g *Group) ApplyBatch(logs []*raft.Log) []interface{} {
 		return results
 	}
 	g.waitMerges(logs, applied)
-	c := &applyCtx{store: g.store, group: g.id}
+	c := &applyCtx{store: g.store, group: g.id, owner: g}
 	var gone []*Range
 	// Entries other than client writes (splits, freezes, merges, membership)
 	// are rare and others wait for their effects (hooks that run after the
@@ -279,16 +294,21 @@ func (g *Group) ApplyBatch(logs []*raft.Log) []interface{} {
 	err := g.store.apply(func(tx *bolt.Tx) error {
 		c.tx = tx
 		for i, r := range spans {
-			if tx.Bucket(bucketRanges).Get(u64(r.id)) == nil {
+			if !namesGroup(tx.Bucket(bucketRanges).Get(u64(r.id)), r.id, g.id) {
 				// Merged into its left neighbour (or deleted) by an
-				// entry of another group: writing its state back
-				// would resurrect it.
+				// entry of another group, or its record taken by
+				// another group (a snapshot of the group that serves
+				// it now, a split replacing a record stored ahead):
+				// writing its state back would resurrect it, or take
+				// the span from the group its record names.
 				gone = append(gone, r)
 				continue
 			}
 			c.spans = append(c.spans, &spanApply{r: r, state: states[i]})
 		}
+		c.spansChanged = len(gone) > 0
 		if len(c.spans) == 0 {
+			g.settle(c, gone)
 			return nil
 		}
 		for i, l := range logs {
@@ -324,6 +344,7 @@ func (g *Group) ApplyBatch(logs []*raft.Log) []interface{} {
 				return err
 			}
 		}
+		g.settle(c, gone)
 		return nil
 	}, func() { g.committed(c, last) })
 	if err != nil {
@@ -334,11 +355,7 @@ func (g *Group) ApplyBatch(logs []*raft.Log) []interface{} {
 	if urgent {
 		g.store.Urge()
 	}
-	for _, r := range gone {
-		r.retired.Store(true)
-	}
 	if len(c.spans) == 0 {
-		g.retired.Store(true)
 		for i := range results {
 			results[i] = &Result{Err: ErrRangeNotFound}
 		}
@@ -348,12 +365,53 @@ func (g *Group) ApplyBatch(logs []*raft.Log) []interface{} {
 	for _, sp := range c.spans {
 		sp.r.state = sp.state
 	}
-	for _, r := range gone {
-		delete(g.spans, r.id)
-	}
 	g.last = last
 	g.mu.Unlock()
 	return results
+}
+
+// settle makes the group's span set the batch's, at the end of its
+// transaction: before its commit, whose hooks (SpansChanged) may look the
+// spans up, and before the next batch, which applies to them. Spans gone
+// serve nothing from now on; spans the batch created join (Span shows
+// them once committed).
+func (g *Group) settle(c *applyCtx, gone []*Range) {
+	for _, r := range gone {
+		r.retired.Store(true)
+	}
+	if len(c.spans) == 0 {
+		g.retired.Store(true)
+	}
+	if !c.spansChanged {
+		return
+	}
+	c.live = make([]uint64, 0, len(c.spans))
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, r := range gone {
+		delete(g.spans, r.id)
+	}
+	for _, sp := range c.spans {
+		g.spans[sp.r.id] = sp.r
+		c.live = append(c.live, sp.r.id)
+	}
+}
+
+// namesGroup reports whether v, the stored record of span id (nil: none),
+// names group. A record that does not decode counts as the group's: the
+// batch writes its state over it, as before the group was checked.
+func namesGroup(v []byte, id, group uint64) bool {
+	if v == nil {
+		return false
+	}
+	grp, err := recordGroup(v)
+	if err != nil {
+		return true
+	}
+	if grp == 0 {
+		grp = id
+	}
+	return grp == group
 }
 
 // committed runs once a batch's transaction is committed: readers may see
@@ -365,10 +423,16 @@ func (g *Group) committed(c *applyCtx, last uint64) {
 	if len(c.spans) == 0 {
 		// Gone: nothing was applied.
 		g.notifyApplied(g.applied.Load())
+	} else {
+		g.notifyApplied(last)
+	}
+	if g.hooks == nil {
 		return
 	}
-	g.notifyApplied(last)
-	if g.hooks == nil {
+	if h, ok := g.hooks.(SpanHooks); ok && c.spansChanged {
+		h.SpansChanged(g.id, c.live)
+	}
+	if len(c.spans) == 0 {
 		return
 	}
 	for _, m := range c.created {
@@ -448,6 +512,7 @@ func (g *Group) Restore(rc io.ReadCloser) error {
 		return err
 	}
 	g.mu.Lock()
+	before := slices.Sorted(maps.Keys(g.spans))
 	kept := make(map[uint64]*Range, len(states))
 	for _, st := range states {
 		r, ok := g.spans[st.GetRange().GetRangeId()]
@@ -464,11 +529,15 @@ func (g *Group) Restore(rc io.ReadCloser) error {
 		}
 	}
 	g.spans = kept
+	after := slices.Sorted(maps.Keys(kept))
 	g.last = states[0].GetAppliedIndex()
 	g.mu.Unlock()
 	g.notifyApplied(states[0].GetAppliedIndex())
 	if g.hooks == nil {
 		return nil
+	}
+	if h, ok := g.hooks.(SpanHooks); ok && !slices.Equal(before, after) {
+		h.SpansChanged(g.id, after)
 	}
 	for _, m := range subsumed {
 		g.hooks.RangeMerged(m.into, m.right)

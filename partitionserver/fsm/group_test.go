@@ -54,21 +54,37 @@ type groupApplier struct {
 	g     *Group
 	index uint64
 	clock int64
+	// logs are the entries applied, for a replay.
+	logs []*raft.Log
 }
 
 func (a *groupApplier) entry(data []byte) *Result {
 	a.t.Helper()
-	a.index++
-	res := a.g.ApplyBatch([]*raft.Log{{Index: a.index, Term: 1, Type: raft.LogCommand, Data: data}})
+	return a.entries(data)[0]
+}
+
+// entries applies data as consecutive entries of one batch, then commits.
+func (a *groupApplier) entries(data ...[]byte) []*Result {
+	a.t.Helper()
+	var logs []*raft.Log
+	for _, d := range data {
+		a.index++
+		logs = append(logs, &raft.Log{Index: a.index, Term: 1, Type: raft.LogCommand, Data: d})
+	}
+	a.logs = append(a.logs, logs...)
+	res := a.g.ApplyBatch(logs)
 	if err := a.g.store.Flush(); err != nil {
 		a.t.Fatal(err)
 	}
-	r, _ := res[0].(*Result)
-	return r
+	out := make([]*Result, len(res))
+	for i, r := range res {
+		out[i], _ = r.(*Result)
+	}
+	return out
 }
 
-// batch applies writes as one WRITE_BATCH entry; each names its span.
-func (a *groupApplier) batch(writes ...*pb.WriteCommand) *Result {
+// writeBatch is the WRITE_BATCH entry of writes, each naming its span.
+func (a *groupApplier) writeBatch(writes ...*pb.WriteCommand) []byte {
 	a.t.Helper()
 	for _, w := range writes {
 		a.clock += 1000
@@ -78,7 +94,13 @@ func (a *groupApplier) batch(writes ...*pb.WriteCommand) *Result {
 	if err != nil {
 		a.t.Fatal(err)
 	}
-	return a.entry(data)
+	return data
+}
+
+// batch applies writes as one WRITE_BATCH entry; each names its span.
+func (a *groupApplier) batch(writes ...*pb.WriteCommand) *Result {
+	a.t.Helper()
+	return a.entry(a.writeBatch(writes...))
 }
 
 func insertTo(span uint64, pk string) *pb.WriteCommand {

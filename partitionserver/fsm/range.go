@@ -64,10 +64,18 @@ type applyCtx struct {
 	// the write) addresses; nil when it names none of the group's.
 	state *pb.RangeState
 	// target is the span the entry's envelope names (0: the group's own).
-	target  uint64
-	log     *raft.Log
-	created []created
-	merged  []mergedSpan
+	target uint64
+	// owner is the group applying the batch (spans a command creates are
+	// its).
+	owner *Group
+	// spansChanged: the batch changed the group's set of spans (a span
+	// split off, one gone); live is the set after it, in range id order
+	// (Group.settle), for SpanHooks.
+	spansChanged bool
+	live         []uint64
+	log          *raft.Log
+	created      []created
+	merged       []mergedSpan
 	// quiesced is the index of the last QUIESCE marker applied.
 	quiesced uint64
 	// arena holds the keys and values a client write entry hands to
