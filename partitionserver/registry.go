@@ -147,9 +147,7 @@ func (sl *slot) primary() *fsm.Range {
 	}
 	spans := sl.spans()
 	if len(spans) == 0 {
-		// Retired: every span went; its last state machine still
-		// answers (Frozen).
-		return nil
+		return nil // every span merged away
 	}
 	return spans[0]
 }
@@ -314,7 +312,12 @@ func (s *Server) execute(sl *slot, a lifecycle.Action, spec *openSpec) error {
 			return ErrShuttingDown
 		}
 		if spec == nil {
-			st := sl.primary().State()
+			p := sl.primary()
+			if p == nil {
+				// Every span merged away: its removal follows.
+				return fmt.Errorf("%w: group %d serves no range", ErrRangeNotHosted, sl.id)
+			}
+			st := p.State()
 			spec = &openSpec{bootstrap: st.GetBootstrap(), voters: s.voters(st.GetRange())}
 		}
 		sl.mark.Store(nil)
