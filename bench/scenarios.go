@@ -204,11 +204,17 @@ func allScenarios() []string {
 
 // presplit splits table into n ranges at evenly spaced PartitionKeys of the
 // spread scenarios and moves their leaderships round-robin over the
-// replicas (or all to the first, -presplit-leaders one), through `tablestore ctl` as an operator would. It returns the
-// layout it reached, as rangeLayout reads it.
+// replicas (or all to the first, -presplit-leaders one; or splits in the
+// range's group and moves nothing, -presplit-leaders group), through
+// `tablestore ctl` as an operator would. It returns the layout it reached,
+// as rangeLayout reads it.
 func presplit(ctx context.Context, e *env, table string, n int) (string, error) {
 	for k := 1; k < n; k++ {
-		if _, err := ctl(ctx, e, "split", table, fmt.Sprintf("p%04d", k*e.o.partitions/n)); err != nil {
+		args := []string{"split", table, fmt.Sprintf("p%04d", k*e.o.partitions/n)}
+		if e.o.presplitLeaders == "group" {
+			args = append(args, "--in-group")
+		}
+		if _, err := ctl(ctx, e, args...); err != nil {
 			return "", err
 		}
 	}
@@ -224,7 +230,7 @@ func presplit(ctx context.Context, e *env, table string, n int) (string, error) 
 				done = false
 				continue
 			}
-			if want := presplitLeader(e.o.presplitLeaders, k, r.Replicas); r.Leader != want {
+			if want := presplitLeader(e.o.presplitLeaders, k, r.Replicas); want != "" && r.Leader != want {
 				done = false
 				ctl(ctx, e, "transfer-leader", fmt.Sprint(r.RangeID), "--to", want)
 			}
@@ -278,9 +284,13 @@ func rangeLayout(ctx context.Context, e *env, table string) ([]rangeInfo, []byte
 // presplitLeader is the leader presplit wants for the k-th range under
 // -presplit-leaders: spread round-robin, or all on the first replica in name
 // order ("one": how the same ranges cost when a server leads them all, so
-// that their appends and frames travel together).
+// that their appends and frames travel together), or none in particular
+// ("group": the ranges are spans of one Raft group, led by its leader).
 func presplitLeader(policy string, k int, replicas []string) string {
-	if policy == "one" {
+	switch policy {
+	case "group":
+		return "" // the group's leader leads every span; nothing to move
+	case "one":
 		return spreadLeader(0, replicas)
 	}
 	return spreadLeader(k, replicas)

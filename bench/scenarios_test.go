@@ -55,6 +55,7 @@ func TestSpreadLeader(t *testing.T) {
 	}{
 		{"spread", []string{"ps1", "ps2", "ps3", "ps1"}},
 		{"one", []string{"ps1", "ps1", "ps1", "ps1"}},
+		{"group", []string{"", "", "", ""}}, // whoever leads the group
 	} {
 		var got []string
 		for k := 0; k < 4; k++ {

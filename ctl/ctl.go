@@ -57,6 +57,8 @@ type opts struct {
 	from   string
 	undo   bool
 	wait   time.Duration
+	// split
+	inGroup bool
 	// debug zip
 	force          bool
 	httpAddrs      string
@@ -77,7 +79,10 @@ var commands = []command{
 			fs.Uint64Var(&o.since, "since", 0, "first event sequence number to print (0: the whole log the master keeps)")
 		},
 		run: (*runner).events, streams: func(o *opts) bool { return o.follow }},
-	{name: "split", args: "TABLE PARTITIONKEY", nargs: 2, summary: "split the range holding PARTITIONKEY at that key",
+	{name: "split", args: "TABLE PARTITIONKEY [--in-group]", nargs: 2, summary: "split the range holding PARTITIONKEY at that key",
+		flags: func(fs *flag.FlagSet, o *opts) {
+			fs.BoolVar(&o.inGroup, "in-group", false, "keep the right-hand range in the range's Raft group: one log entry, the same leader, no new group (docs/range-groups.md)")
+		},
 		run: (*runner).split},
 	{name: "merge", args: "RANGE_ID", nargs: 1, summary: "merge a range with its right neighbour",
 		run: (*runner).merge},
@@ -453,7 +458,7 @@ func descriptors(ds ...*pb.RangeDescriptor) []Range {
 	return out
 }
 
-func (r *runner) split(ctx context.Context, _ *opts, args []string) error {
+func (r *runner) split(ctx context.Context, o *opts, args []string) error {
 	table, key := args[0], args[1]
 	if table == "" || key == "" {
 		// Splitting at "" would split at the start of the table.
@@ -461,7 +466,7 @@ func (r *runner) split(ctx context.Context, _ *opts, args []string) error {
 	}
 	var resp *pb.SplitResponse
 	err := leaderCall(ctx, r.mc, func(ctx context.Context, c pb.MasterServiceClient) (err error) {
-		resp, err = c.Split(ctx, &pb.SplitRequest{Table: table, PartitionKey: key})
+		resp, err = c.Split(ctx, &pb.SplitRequest{Table: table, PartitionKey: key, InGroup: o.inGroup})
 		return err
 	})
 	if err != nil {

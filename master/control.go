@@ -114,7 +114,7 @@ func (v *service) Split(ctx context.Context, req *pb.SplitRequest) (*pb.SplitRes
 	}
 	defer s.ops.release(d.GetRangeId())
 	start := time.Now()
-	resp, err := s.split(ctx, d.GetRangeId(), req.GetPartitionKey(), "", causeOperator, "", nil)
+	resp, err := s.split(ctx, d.GetRangeId(), req.GetPartitionKey(), "", causeOperator, "", nil, req.GetInGroup())
 	s.ops.record(scheduler.Op{Kind: scheduler.Split, Range: d.GetRangeId(), Key: req.GetPartitionKey(), Rule: causeOperator, At: start}, time.Now(), err)
 	return resp, opStatus(err)
 }

@@ -148,8 +148,11 @@ func (s *Server) sizeSplitKey(ctx context.Context, id uint64) (string, error) {
 
 // split splits range id at key (or at its size median when key is empty).
 // The new right range is led from the start by preferred (the scheduler's
-// choice; "" asks it), so the load halves without a later transfer.
-func (s *Server) split(ctx context.Context, id uint64, key, preferred, cause, reason string, figures map[string]float64) (*pb.SplitResponse, error) {
+// choice; "" asks it), so the load halves without a later transfer. In
+// group (inGroup), the right range is a new span of the range's Raft group
+// instead (docs/range-groups.md): led by the group's leader, preferred
+// unused.
+func (s *Server) split(ctx context.Context, id uint64, key, preferred, cause, reason string, figures map[string]float64, inGroup bool) (*pb.SplitResponse, error) {
 	start := time.Now()
 	d, ok := s.rangeDesc(id)
 	if !ok {
@@ -165,7 +168,7 @@ func (s *Server) split(ctx context.Context, id uint64, key, preferred, cause, re
 	if err != nil {
 		return nil, err
 	}
-	if preferred == "" {
+	if preferred == "" && !inGroup {
 		preferred = s.rightLeader(id)
 	}
 	if err := failpoint.Inject("master/split/before-split"); err != nil {
@@ -174,7 +177,7 @@ func (s *Server) split(ctx context.Context, id uint64, key, preferred, cause, re
 	var resp *pb.SplitRangeResponse
 	err = s.onLeader(ctx, id, func(ctx context.Context, c pb.PartitionServiceClient) error {
 		var err error
-		resp, err = c.SplitRange(ctx, &pb.SplitRangeRequest{RangeId: id, SplitKey: key, NewRangeId: res.rangeID, PreferredLeader: preferred})
+		resp, err = c.SplitRange(ctx, &pb.SplitRangeRequest{RangeId: id, SplitKey: key, NewRangeId: res.rangeID, PreferredLeader: preferred, InGroup: inGroup})
 		return err
 	})
 	if err != nil {
@@ -188,10 +191,16 @@ func (s *Server) split(ctx context.Context, id uint64, key, preferred, cause, re
 	if _, err := s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_UPDATE_RANGES, &pb.UpdateRangesCommand{Ranges: []*pb.RangeDescriptor{resp.GetLeft(), resp.GetRight()}}); err != nil {
 		return nil, err
 	}
-	if preferred == "" {
-		preferred = s.leaderOf(id)
+	var moved time.Duration
+	if inGroup {
+		// One group, one leader: the right span's is the left's.
+		s.setLeader(resp.GetRight().GetRangeId(), s.leaderOf(id))
+	} else {
+		if preferred == "" {
+			preferred = s.leaderOf(id)
+		}
+		moved = s.leadRight(ctx, resp.GetRight(), preferred, start, splitDone)
 	}
-	moved := s.leadRight(ctx, resp.GetRight(), preferred, start, splitDone)
 	if figures == nil {
 		figures = map[string]float64{}
 	}

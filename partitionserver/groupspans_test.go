@@ -125,3 +125,56 @@ func TestGroupOfTwoSpans(t *testing.T) {
 	}
 	check(again)
 }
+
+// TestSplitInGroup: SplitRange with in_group makes the right range a span
+// of the left's group on the leader: served by range id at once, writes of
+// both halves entries of the one log, no second group or slot, each half
+// reported, and a PartitionKey the left gave up refused there.
+func TestSplitInGroup(t *testing.T) {
+	m := &heartbeatMaster{}
+	s := started(t, newAgainstMaster(t, m, nil))
+	rep, v := leadingRangeWithWrites(t, s, 21, 1, 3) // p/r0..r2
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	resp, err := v.SplitRange(ctx, &pb.SplitRangeRequest{RangeId: 21, SplitKey: "m", NewRangeId: 22, InGroup: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, r := resp.GetLeft(), resp.GetRight(); l.GetEnd() != "m" || r.GetStart() != "m" || r.GetRangeId() != 22 ||
+		l.GetGroupId() != 21 || r.GetGroupId() != 21 || l.GetGeneration() != 2 || r.GetGeneration() != 2 {
+		t.Fatalf("split in group: left %v, right %v", l, r)
+	}
+	if len(s.slotList()) != 1 || s.slotOf(22) != s.slotOf(21) {
+		t.Fatalf("after the split: %d slots, range 22 in %v", len(s.slotList()), s.slotOf(22))
+	}
+	before := rep.raft.LastIndex()
+	write := func(rangeID uint64, pk string) error {
+		_, err := v.Write(ctx, &pb.WriteRequest{RangeId: rangeID, Generation: 2, Ops: []*pb.EntityOp{{
+			Kind: pb.OpKind_OP_KIND_INSERT, PartitionKey: pk, RowKey: "r",
+			Entity: edm.MarshalBinary(&edm.Entity{PartitionKey: pk, RowKey: "r"})}}})
+		return err
+	}
+	if err := write(22, "x"); err != nil {
+		t.Fatalf("write to the new span: %v", err)
+	}
+	if err := write(21, "a"); err != nil {
+		t.Fatalf("write to the left span: %v", err)
+	}
+	if err := write(21, "x2"); status.Code(err) == codes.OK {
+		t.Fatal("the left span took a PartitionKey it gave up")
+	}
+	if got := rep.raft.LastIndex(); got < before+2 {
+		t.Fatalf("the writes to both spans are not entries of the group's log: last index %d, was %d", got, before)
+	}
+	if _, err := v.Get(ctx, &pb.GetRequest{RangeId: 22, PartitionKey: "x", RowKey: "r"}); err != nil {
+		t.Fatalf("read from the new span: %v", err)
+	}
+	counts := map[uint64]uint64{}
+	for _, rs := range s.statuses() {
+		counts[rs.GetRangeId()] = rs.GetLoad().GetEntityCount()
+	}
+	// a is left of m; p/r0..r2 (written before the split) and x right.
+	if len(counts) != 2 || counts[21] != 1 || counts[22] != 4 {
+		t.Fatalf("reports after the split: %v", counts)
+	}
+}

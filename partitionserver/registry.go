@@ -445,6 +445,43 @@ func (s *Server) indexSpans(sl *slot) {
 	}
 }
 
+// indexSpan records that group serves range id.
+func (s *Server) indexSpan(id, group uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.slots[group] != nil {
+		s.spanGroup[id] = group
+	}
+}
+
+var _ fsm.SpanHooks = (*Server)(nil)
+
+// SpansChanged implements fsm.SpanHooks: group's spans are now spans (a
+// span split off in the group, one merged away or taken by a snapshot).
+func (s *Server) SpansChanged(group uint64, spans []uint64) {
+	s.mu.Lock()
+	sl := s.slots[group]
+	if sl == nil {
+		s.mu.Unlock()
+		return
+	}
+	var gone []uint64
+	for r, g := range s.spanGroup {
+		if g == group && !slices.Contains(spans, r) {
+			delete(s.spanGroup, r)
+			gone = append(gone, r)
+		}
+	}
+	for _, r := range spans {
+		s.spanGroup[r] = group
+	}
+	s.mu.Unlock()
+	for _, r := range gone {
+		sl.meters.forget(r)
+		sl.closedReports.Delete(r)
+	}
+}
+
 // unindexSpans forgets, under s.mu, the spans served by group id.
 func (s *Server) unindexSpans(id uint64) {
 	for r, g := range s.spanGroup {

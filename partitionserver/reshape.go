@@ -50,18 +50,36 @@ func (v *service) SplitRange(ctx context.Context, req *pb.SplitRangeRequest) (*p
 			return nil, toStatus(r, raftErr(err))
 		}
 	}
-	res, err := v.run(ctx, r, pb.CommandKind_COMMAND_KIND_SPLIT, &pb.SplitCommand{
-		SplitKey: req.GetSplitKey(), NewRangeId: req.GetNewRangeId(), PreferredLeader: req.GetPreferredLeader(),
-	})
+	var res *fsm.Result
+	if req.GetInGroup() {
+		// The right range becomes a span of this group: one entry, the
+		// same leader, no new group to start.
+		res, err = v.run(ctx, r, pb.CommandKind_COMMAND_KIND_SPLIT_SPAN, &pb.SplitSpanCommand{
+			SplitKey: req.GetSplitKey(), NewRangeId: req.GetNewRangeId(),
+		})
+	} else {
+		res, err = v.run(ctx, r, pb.CommandKind_COMMAND_KIND_SPLIT, &pb.SplitCommand{
+			SplitKey: req.GetSplitKey(), NewRangeId: req.GetNewRangeId(), PreferredLeader: req.GetPreferredLeader(),
+		})
+	}
 	if err != nil {
 		return nil, err
+	}
+	if req.GetInGroup() {
+		// Served here from the answer on, not from the hook that follows
+		// the group commit: the master routes to it at once, and the
+		// span serves once the file holds it.
+		if err := r.waitApplied(ctx, r.raft.AppliedIndex()); err != nil {
+			return nil, toStatus(r, err)
+		}
+		v.s.indexSpan(res.Right.GetRangeId(), r.member.id)
 	}
 	if err := failpoint.Inject("partitionserver/split/after-apply"); err != nil {
 		return nil, toStatus(r, err)
 	}
 	// No wait for the right range's election: the master publishes the new
 	// map at once and front-ends find the leader as it emerges.
-	v.s.logger.Info("range split", "range", req.GetRangeId(), "key", req.GetSplitKey(), "new_range", req.GetNewRangeId(), "took", time.Since(start))
+	v.s.logger.Info("range split", "range", req.GetRangeId(), "key", req.GetSplitKey(), "new_range", req.GetNewRangeId(), "in_group", req.GetInGroup(), "took", time.Since(start))
 	return &pb.SplitRangeResponse{Left: res.Range, Right: res.Right}, nil
 }
 

@@ -84,8 +84,11 @@ var (
 // leases (package lease): a RequestVote carries its transfer token, a
 // TimeoutNow its leader's transfer term, and a follower's answer may be
 // statusPromised; a server of version 3 would refuse the first two and
-// misread the third.
-const helloVersion = 4
+// misread the third. 5: a group's log may hold COMMAND_KIND_SPLIT_SPAN
+// (a group serving several ranges, docs/range-groups.md), which a server
+// of version 4 would answer "unknown command" and diverge from: it would
+// serve the parent's whole span and refuse the new range's writes.
+const helloVersion = 5
 
 // bufPool holds encode buffers; very large ones are not kept.
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}

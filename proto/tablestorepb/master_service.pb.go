@@ -1880,9 +1880,13 @@ func (x *EventsRequest) GetFollow() bool {
 }
 
 type SplitRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Table         string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
-	PartitionKey  string                 `protobuf:"bytes,2,opt,name=partition_key,json=partitionKey,proto3" json:"partition_key,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Table        string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	PartitionKey string                 `protobuf:"bytes,2,opt,name=partition_key,json=partitionKey,proto3" json:"partition_key,omitempty"`
+	// Split within the range's Raft group: the right-hand range becomes a
+	// second span of the same group (docs/range-groups.md), one entry in its
+	// log, with the same leader; no new group, log stream or election.
+	InGroup       bool `protobuf:"varint,3,opt,name=in_group,json=inGroup,proto3" json:"in_group,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1929,6 +1933,13 @@ func (x *SplitRequest) GetPartitionKey() string {
 		return x.PartitionKey
 	}
 	return ""
+}
+
+func (x *SplitRequest) GetInGroup() bool {
+	if x != nil {
+		return x.InGroup
+	}
+	return false
 }
 
 type SplitResponse struct {
@@ -2395,10 +2406,11 @@ const file_tablestore_v1_master_service_proto_rawDesc = "" +
 	"\x13SetAccountsResponse\"D\n" +
 	"\rEventsRequest\x12\x1b\n" +
 	"\tsince_seq\x18\x01 \x01(\x04R\bsinceSeq\x12\x16\n" +
-	"\x06follow\x18\x02 \x01(\bR\x06follow\"I\n" +
+	"\x06follow\x18\x02 \x01(\bR\x06follow\"d\n" +
 	"\fSplitRequest\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x12#\n" +
-	"\rpartition_key\x18\x02 \x01(\tR\fpartitionKey\"y\n" +
+	"\rpartition_key\x18\x02 \x01(\tR\fpartitionKey\x12\x19\n" +
+	"\bin_group\x18\x03 \x01(\bR\ainGroup\"y\n" +
 	"\rSplitResponse\x122\n" +
 	"\x04left\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x04left\x124\n" +
 	"\x05right\x18\x02 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05right\")\n" +

@@ -81,8 +81,11 @@ type SplitRangeRequest struct {
 	NewRangeId uint64                 `protobuf:"varint,3,opt,name=new_range_id,json=newRangeId,proto3" json:"new_range_id,omitempty"`
 	// Replica to lead the right-hand range (empty: this leader's server).
 	PreferredLeader string `protobuf:"bytes,4,opt,name=preferred_leader,json=preferredLeader,proto3" json:"preferred_leader,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Keep the right-hand range in the range's group (SplitSpanCommand):
+	// preferred_leader is then ignored, the group's leader leads both.
+	InGroup       bool `protobuf:"varint,5,opt,name=in_group,json=inGroup,proto3" json:"in_group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SplitRangeRequest) Reset() {
@@ -141,6 +144,13 @@ func (x *SplitRangeRequest) GetPreferredLeader() string {
 		return x.PreferredLeader
 	}
 	return ""
+}
+
+func (x *SplitRangeRequest) GetInGroup() bool {
+	if x != nil {
+		return x.InGroup
+	}
+	return false
 }
 
 type SplitRangeResponse struct {
@@ -2233,13 +2243,14 @@ var File_tablestore_v1_partition_service_proto protoreflect.FileDescriptor
 
 const file_tablestore_v1_partition_service_proto_rawDesc = "" +
 	"\n" +
-	"%tablestore/v1/partition_service.proto\x12\rtablestore.v1\x1a\x18tablestore/v1/data.proto\"\x98\x01\n" +
+	"%tablestore/v1/partition_service.proto\x12\rtablestore.v1\x1a\x18tablestore/v1/data.proto\"\xb3\x01\n" +
 	"\x11SplitRangeRequest\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x1b\n" +
 	"\tsplit_key\x18\x02 \x01(\tR\bsplitKey\x12 \n" +
 	"\fnew_range_id\x18\x03 \x01(\x04R\n" +
 	"newRangeId\x12)\n" +
-	"\x10preferred_leader\x18\x04 \x01(\tR\x0fpreferredLeader\"~\n" +
+	"\x10preferred_leader\x18\x04 \x01(\tR\x0fpreferredLeader\x12\x19\n" +
+	"\bin_group\x18\x05 \x01(\bR\ainGroup\"~\n" +
 	"\x12SplitRangeResponse\x122\n" +
 	"\x04left\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x04left\x124\n" +
 	"\x05right\x18\x02 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05right\"z\n" +

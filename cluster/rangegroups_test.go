@@ -1,0 +1,79 @@
+package cluster
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	pb "tablestore/proto/tablestorepb"
+)
+
+// TestSplitInGroup: an operator's split in the range's group
+// (docs/range-groups.md, stage 3) under a write load: the right range
+// becomes a second span of the left's Raft group, led by the same server,
+// with no write lost or doubled; the leader's server crashes and the
+// group, one election, serves both ranges from the survivors; restarted,
+// it catches up, and every acknowledged write reads back exactly once.
+func TestSplitInGroup(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	besideOneOther(t)
+	c := startTuned(t, 3, quietPolicies, nil)
+	sc := serviceClient(t, c, 0)
+	ctx := ctxT(t, 3*time.Minute)
+	const table = "ingroup"
+	tc := newTable(t, sc, table)
+	mc := masterClient(t, c)
+	w := startWorkload(t, tc, 4, spreadKeys)
+	time.Sleep(300 * time.Millisecond)
+
+	var split *pb.SplitResponse
+	err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
+		var err error
+		split, err = m.Split(ctx, &pb.SplitRequest{Table: table, PartitionKey: "k13", InGroup: true})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	left, right := split.GetLeft(), split.GetRight()
+	if left.GetEnd() != "k13" || right.GetStart() != "k13" || left.GetGroupId() != left.GetRangeId() || right.GetGroupId() != left.GetRangeId() {
+		t.Fatalf("split in group = %v / %v", left, right)
+	}
+	waitFor(t, 5*time.Second, "two ranges in the map", func() bool { return len(tableRanges(partitionMap(t, mc), table)) == 2 })
+	var leader string
+	waitFor(t, 5*time.Second, "both spans led by one server", func() bool {
+		m := partitionMap(t, mc)
+		leader = m.GetLeaders()[left.GetRangeId()]
+		return leader != "" && leader == m.GetLeaders()[right.GetRangeId()]
+	})
+	time.Sleep(300 * time.Millisecond)
+	t.Logf("pause across the split: %v", time.Duration(w.maxGap.Swap(0)))
+
+	i := c.ServerIndex(leader)
+	if err := c.CrashServer(i); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "a new leader of both spans", func() bool {
+		m := partitionMap(t, mc)
+		l := m.GetLeaders()[left.GetRangeId()]
+		return l != "" && l != leader && l == m.GetLeaders()[right.GetRangeId()]
+	})
+	time.Sleep(500 * time.Millisecond)
+	if err := c.RestartServer(i); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	acked := w.halt()
+	if len(acked) == 0 {
+		t.Fatal("no write acknowledged")
+	}
+	t.Logf("%d writes acknowledged, %d failed; longest pause: %v", len(acked), w.failed.Load(), time.Duration(w.maxGap.Load()))
+	verifyExactlyOnce(t, tc, acked)
+	// The restarted server holds both spans of the group again.
+	waitFor(t, 20*time.Second, "the restarted server reports both spans", func() bool {
+		st := c.Servers[i].Server
+		return st != nil && st.ReplicaState(left.GetRangeId()) != "absent" && st.ReplicaState(right.GetRangeId()) != "absent"
+	})
+}
