@@ -177,4 +177,16 @@ func TestSplitInGroup(t *testing.T) {
 	if len(counts) != 2 || counts[21] != 1 || counts[22] != 4 {
 		t.Fatalf("reports after the split: %v", counts)
 	}
+	// Its table dropped, the group goes whole, whichever span is named.
+	if err := s.deleteReplica(22, 0, 0); !errors.Is(err, errSpanOfGroup) {
+		t.Fatalf("delete of range 22 alone: %v", err)
+	}
+	if err := s.deleteDropped(22); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []uint64{21, 22} {
+		if ok, err := s.store.HasRange(id); ok || err != nil || s.hosts(id) {
+			t.Errorf("range %d after its group's delete: stored %v (%v), hosted %v", id, ok, err, s.hosts(id))
+		}
+	}
 }

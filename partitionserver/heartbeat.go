@@ -360,7 +360,7 @@ func (s *Server) reconcile(rp *reportState, retired map[uint64]uint64) (pending 
 	})
 	for _, d := range doomed {
 		pending = true
-		if err := s.deleteReplica(d.GetRangeId(), 0, 0); err != nil {
+		if err := s.deleteDropped(d.GetRangeId()); err != nil {
 			logRefusedDelete(s.logger, "delete replica of dropped table failed", d.GetRangeId(), err)
 		}
 	}

@@ -129,6 +129,17 @@ func (sl *slot) spans() []*fsm.Range {
 	return sl.group.Spans()
 }
 
+// otherSpans are the ids of the group's spans other than its namesake.
+func (sl *slot) otherSpans() []uint64 {
+	var ids []uint64
+	for _, sp := range sl.spans() {
+		if sp.ID() != sl.id {
+			ids = append(ids, sp.ID())
+		}
+	}
+	return ids
+}
+
 // span is the group's span of range id, nil if it serves no such range.
 func (sl *slot) span(id uint64) *fsm.Range {
 	if sl == nil || sl.group == nil {
@@ -367,8 +378,12 @@ func (s *Server) execute(sl *slot, a lifecycle.Action, spec *openSpec) error {
 		if err := failpoint.Inject("partitionserver/delete/state"); err != nil {
 			return err
 		}
-		if err := s.store.DeleteRange(sl.id, sl.abortedThrough); err != nil && !errors.Is(err, fsm.ErrRangeNotFound) {
-			return err
+		// Every span of the group, the one it is named after last: a
+		// crash part-way leaves the group's slot found again at start.
+		for _, id := range append(sl.otherSpans(), sl.id) {
+			if err := s.store.DeleteRange(id, sl.abortedThrough); err != nil && !errors.Is(err, fsm.ErrRangeNotFound) {
+				return err
+			}
 		}
 	case lifecycle.DropLog:
 		if err := failpoint.Inject("partitionserver/delete/drop-log"); err != nil {
@@ -1207,6 +1222,20 @@ func (s *Server) deleteReplica(id, before, abortedThrough uint64) error {
 // guard on the old descriptor and wipe the new replica's state and log by
 // id).
 func (s *Server) deleteReplicaLocked(id, before, abortedThrough uint64) error {
+	return s.removeReplica(id, before, abortedThrough, false)
+}
+
+// deleteDropped deletes the replica of a range of a dropped table, with
+// the rest of its group: every span of a group is of one table, so the
+// whole group is dropped.
+func (s *Server) deleteDropped(id uint64) error {
+	defer s.lockRange(id)()
+	return s.removeReplica(id, 0, 0, true)
+}
+
+// removeReplica is deleteReplicaLocked; wholeGroup lets it delete a
+// group that serves other ranges besides id.
+func (s *Server) removeReplica(id, before, abortedThrough uint64, wholeGroup bool) error {
 	if err := s.store.CheckDelete(id, abortedThrough); err != nil {
 		return err
 	}
@@ -1218,7 +1247,7 @@ func (s *Server) deleteReplicaLocked(id, before, abortedThrough uint64) error {
 	}
 	sl.lock()
 	defer sl.unlock()
-	if spans := sl.spans(); len(spans) > 1 {
+	if spans := sl.spans(); len(spans) > 1 && !wholeGroup {
 		// Deleting the range would delete its group: a span leaves a
 		// group by the group's own log (a group split), not by a delete.
 		return fmt.Errorf("%w: range %d is one of %d spans of group %d", errSpanOfGroup, id, len(spans), sl.id)
