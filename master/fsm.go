@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/proto"
 
+	"tablestore/internal/rangegroup"
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -79,8 +81,11 @@ type state struct {
 	tableIDs map[uint64]struct{} // the live tables' ids
 	ranges   map[uint64]*pb.RangeDescriptor
 	// Indexes of ranges, kept by putRange and dropRange: the ranges of each
-	// table, and how many replicas each server holds (for placement).
+	// table, the ranges (spans) of each Raft group (rangegroup.GroupOf:
+	// a range whose group_id is 0 under its own id), and how many
+	// replicas each server holds (for placement).
 	tableRanges  map[uint64]map[uint64]struct{}
+	groupSpans   map[uint64]map[uint64]struct{}
 	replicaCount map[string]int
 	servers      map[string]*pb.ServerInfo
 	nextTableID  uint64
@@ -135,7 +140,7 @@ const maxEvents = 2000
 func newState() *state {
 	return &state{
 		tables: map[string]*pb.Table{}, tableIDs: map[uint64]struct{}{}, ranges: map[uint64]*pb.RangeDescriptor{},
-		tableRanges: map[uint64]map[uint64]struct{}{}, replicaCount: map[string]int{},
+		tableRanges: map[uint64]map[uint64]struct{}{}, groupSpans: map[uint64]map[uint64]struct{}{}, replicaCount: map[string]int{},
 		servers: map[string]*pb.ServerInfo{}, nextTableID: 1, nextRangeID: 1, nextEventSeq: 1,
 		byID: map[string]*pb.TableRequestRecord{}, mergeDecisions: map[uint64]*pb.MergeDecision{},
 		started: map[uint64]struct{}{}, deletedPending: map[uint64]*pb.DeletedTable{},
@@ -206,12 +211,8 @@ func (s *state) dropTable(key string) {
 func (s *state) putRange(r *pb.RangeDescriptor) {
 	s.unindexRange(r.GetRangeId())
 	s.ranges[r.GetRangeId()] = r
-	ids := s.tableRanges[r.GetTableId()]
-	if ids == nil {
-		ids = map[uint64]struct{}{}
-		s.tableRanges[r.GetTableId()] = ids
-	}
-	ids[r.GetRangeId()] = struct{}{}
+	addToIndex(s.tableRanges, r.GetTableId(), r.GetRangeId())
+	addToIndex(s.groupSpans, rangegroup.GroupOf(r), r.GetRangeId())
 	for _, rep := range r.GetReplicas() {
 		s.replicaCount[rep.GetServerId()]++
 	}
@@ -249,17 +250,45 @@ func (s *state) unindexRange(id uint64) {
 	if !ok {
 		return
 	}
-	if ids := s.tableRanges[old.GetTableId()]; ids != nil {
-		delete(ids, id)
-		if len(ids) == 0 {
-			delete(s.tableRanges, old.GetTableId())
-		}
-	}
+	removeFromIndex(s.tableRanges, old.GetTableId(), id)
+	removeFromIndex(s.groupSpans, rangegroup.GroupOf(old), id)
 	for _, rep := range old.GetReplicas() {
 		if s.replicaCount[rep.GetServerId()]--; s.replicaCount[rep.GetServerId()] <= 0 {
 			delete(s.replicaCount, rep.GetServerId())
 		}
 	}
+}
+
+// addToIndex adds range id to index's set under key.
+func addToIndex(index map[uint64]map[uint64]struct{}, key, id uint64) {
+	ids := index[key]
+	if ids == nil {
+		ids = map[uint64]struct{}{}
+		index[key] = ids
+	}
+	ids[id] = struct{}{}
+}
+
+// removeFromIndex removes range id from index's set under key, and the
+// set once empty.
+func removeFromIndex(index map[uint64]map[uint64]struct{}, key, id uint64) {
+	if ids := index[key]; ids != nil {
+		delete(ids, id)
+		if len(ids) == 0 {
+			delete(index, key)
+		}
+	}
+}
+
+// groupRanges returns the ids of the ranges the map says Raft group
+// group serves, in id order; none for a group it does not know.
+func (s *state) groupRanges(group uint64) []uint64 {
+	out := make([]uint64, 0, len(s.groupSpans[group]))
+	for id := range s.groupSpans[group] {
+		out = append(out, id)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // rangesOf returns the ids of a table's ranges.

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/proto"
 
+	"tablestore/internal/rangegroup"
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -165,11 +166,15 @@ func TestMapDeltas(t *testing.T) {
 // checkIndexes compares the state's range indexes with a recount.
 func checkIndexes(t *testing.T, st *state) {
 	t.Helper()
-	perTable, perServer := map[uint64]int{}, map[string]int{}
+	perTable, perServer, perGroup := map[uint64]int{}, map[string]int{}, map[uint64]int{}
 	for id, r := range st.ranges {
 		perTable[r.GetTableId()]++
 		if _, ok := st.tableRanges[r.GetTableId()][id]; !ok {
 			t.Fatalf("range %d missing from its table's index", id)
+		}
+		perGroup[rangegroup.GroupOf(r)]++
+		if _, ok := st.groupSpans[rangegroup.GroupOf(r)][id]; !ok {
+			t.Fatalf("range %d missing from its group's (%d) index", id, rangegroup.GroupOf(r))
 		}
 		for _, rep := range r.GetReplicas() {
 			perServer[rep.GetServerId()]++
@@ -178,6 +183,11 @@ func checkIndexes(t *testing.T, st *state) {
 	for tid, ids := range st.tableRanges {
 		if len(ids) != perTable[tid] {
 			t.Fatalf("table %d: %d ranges indexed, %d held", tid, len(ids), perTable[tid])
+		}
+	}
+	for g, ids := range st.groupSpans {
+		if len(ids) != perGroup[g] {
+			t.Fatalf("group %d: %d ranges indexed, %d held", g, len(ids), perGroup[g])
 		}
 	}
 	if fmt.Sprint(perServer) != fmt.Sprint(st.replicaCount) {
