@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"tablestore/internal/rangegroup"
 	"tablestore/master/scheduler"
 	pb "tablestore/proto/tablestorepb"
 )
@@ -111,7 +112,7 @@ func (s *Server) snapshot(now time.Time) *scheduler.Snapshot {
 func (s *Server) schedRange(d *pb.RangeDescriptor, servers []scheduler.Server, now time.Time) *scheduler.Range {
 	rp := s.reports
 	id := d.GetRangeId()
-	r := &scheduler.Range{ID: id, TableID: d.GetTableId(), Table: d.GetTable(), Start: d.GetStart(), End: d.GetEnd(),
+	r := &scheduler.Range{ID: id, Group: rangegroup.GroupOf(d), TableID: d.GetTableId(), Table: d.GetTable(), Start: d.GetStart(), End: d.GetEnd(),
 		Leader: rp.leaders[id], Frozen: rp.frozen[id] != 0}
 	if l, ok := rp.loads[id]; ok {
 		r.Load = &scheduler.Load{EntitiesPerSec: l.GetEntitiesPerSec(), Bytes: l.GetBytes(),

@@ -88,6 +88,34 @@ func TestSnapshotFromHeartbeats(t *testing.T) {
 	}
 }
 
+// TestSnapshotCarriesGroup: each range of the scheduler's input names the
+// Raft group serving it: its own id when its descriptor names none, else
+// the group its descriptor names (docs/range-groups.md, stage 1).
+func TestSnapshotCarriesGroup(t *testing.T) {
+	s, err := New(DefaultConfig(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.cancel()
+	st := s.fsm.st
+	st.servers["a"] = &pb.ServerInfo{ServerId: "a"}
+	reps := []*pb.Replica{{ServerId: "a"}}
+	st.putRange(&pb.RangeDescriptor{RangeId: 1, TableId: 1, Table: "t", End: "f", Replicas: reps})
+	st.putRange(&pb.RangeDescriptor{RangeId: 4, TableId: 1, Table: "t", Start: "f", End: "m", GroupId: 1, Replicas: reps})
+	st.putRange(&pb.RangeDescriptor{RangeId: 7, TableId: 1, Table: "t", Start: "m", End: "t", GroupId: 7, Replicas: reps})
+	st.putRange(&pb.RangeDescriptor{RangeId: 9, TableId: 1, Table: "t", Start: "t", GroupId: 3, Replicas: reps})
+	want := map[uint64]uint64{1: 1, 4: 1, 7: 7, 9: 3}
+	snap := s.snapshot(time.Now())
+	if len(snap.Ranges) != len(want) {
+		t.Fatalf("%d ranges, want %d", len(snap.Ranges), len(want))
+	}
+	for _, r := range snap.Ranges {
+		if r.Group != want[r.ID] {
+			t.Errorf("range %d: group %d, want %d", r.ID, r.Group, want[r.ID])
+		}
+	}
+}
+
 // TestSnapshotSmoothsLoad: one half-second report in which a leader served
 // nothing (a busy host, a transfer) must not make its range look idle to the
 // balancing policies, while the split window still follows the raw reports.

@@ -71,7 +71,11 @@ type Server struct {
 
 // Range is one range of a table with what its replicas last reported.
 type Range struct {
-	ID      uint64
+	ID uint64
+	// Group is the Raft group serving the range (rangegroup.GroupOf: the
+	// range's own id unless it is a span of another range's group;
+	// docs/range-groups.md). No policy reads it yet.
+	Group   uint64
 	TableID uint64
 	Table   string
 	// Start and End bound the PartitionKeys [Start, End); End "" is +inf.
