@@ -115,10 +115,16 @@ func (f *fakeMaster) Split(_ context.Context, req *pb.SplitRequest) (*pb.SplitRe
 		return nil, err
 	}
 	reps := []*pb.Replica{{ServerId: "ps1"}, {ServerId: "ps2"}, {ServerId: "ps3"}}
-	return &pb.SplitResponse{
+	resp := &pb.SplitResponse{
 		Left:  &pb.RangeDescriptor{RangeId: 1, Table: req.GetTable(), TableId: 1, End: req.GetPartitionKey(), Generation: 2, Replicas: reps},
 		Right: &pb.RangeDescriptor{RangeId: 5, Table: req.GetTable(), TableId: 1, Start: req.GetPartitionKey(), Generation: 1, Replicas: reps},
-	}, nil
+	}
+	if req.GetInGroup() {
+		// Both halves name range 1's group, as the partition server's
+		// in-group split records them.
+		resp.Left.GroupId, resp.Right.GroupId = 1, 1
+	}
+	return resp, nil
 }
 
 func (f *fakeMaster) Merge(_ context.Context, req *pb.MergeRequest) (*pb.MergeResponse, error) {
@@ -180,7 +186,7 @@ func sampleMap() *pb.PartitionMap {
 		Version: 7,
 		Tables:  []*pb.Table{{Name: "orders", TableId: 1}, {Name: "logs", TableId: 2}},
 		Ranges: []*pb.RangeDescriptor{
-			{RangeId: 4, Table: "orders", TableId: 1, Start: "p0050", Generation: 1, Replicas: reps("ps2", "ps3", "ps10")},
+			{RangeId: 4, GroupId: 4, Table: "orders", TableId: 1, Start: "p0050", Generation: 1, Replicas: reps("ps2", "ps3", "ps10")},
 			{RangeId: 1, Table: "orders", TableId: 1, End: "p0050", Generation: 2, Replicas: reps("ps1", "ps2", "ps3")},
 			{RangeId: 2, Table: "logs", TableId: 2, Generation: 1, Replicas: reps("ps1", "ps2", "ps3")},
 		},
@@ -234,13 +240,13 @@ func TestHumanOutput(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"ranges", []string{"ranges"}, `RANGE  TABLE   START  END    GEN  REPLICAS      LEADER  STATE   READS/S  WRITES/S  ENTITIES/S  THROTTLED/S  ENTITIES       SIZE  HOT KEYS (entities/s)
-2      logs    -inf   +inf     1  ps1,ps2,ps3   ps1     -             -         -           -            -         -          -  -
-1      orders  -inf   p0050    2  ps1,ps2,ps3   ps1     active     12.5    1800.0      1812.5          0.0     52000   60.0 MiB  p0007=900 p0001=400 "p 2"=100 +1 more
-4      orders  p0050  +inf     1  ps2,ps3,ps10  ps2     -           0.0    2000.0      2000.0        150.0       900  900.0 KiB  p0077=2000
+		{"ranges", []string{"ranges"}, `RANGE  GROUP  TABLE   START  END    GEN  REPLICAS      LEADER  STATE   READS/S  WRITES/S  ENTITIES/S  THROTTLED/S  ENTITIES       SIZE  HOT KEYS (entities/s)
+2      2      logs    -inf   +inf     1  ps1,ps2,ps3   ps1     -             -         -           -            -         -          -  -
+1      1      orders  -inf   p0050    2  ps1,ps2,ps3   ps1     active     12.5    1800.0      1812.5          0.0     52000   60.0 MiB  p0007=900 p0001=400 "p 2"=100 +1 more
+4      4      orders  p0050  +inf     1  ps2,ps3,ps10  ps2     -           0.0    2000.0      2000.0        150.0       900  900.0 KiB  p0077=2000
 `},
-		{"ranges of one table, any case", []string{"ranges", "--table", "LOGS"}, `RANGE  TABLE  START  END   GEN  REPLICAS     LEADER  STATE  READS/S  WRITES/S  ENTITIES/S  THROTTLED/S  ENTITIES  SIZE  HOT KEYS (entities/s)
-2      logs   -inf   +inf    1  ps1,ps2,ps3  ps1     -            -         -           -            -         -     -  -
+		{"ranges of one table, any case", []string{"ranges", "--table", "LOGS"}, `RANGE  GROUP  TABLE  START  END   GEN  REPLICAS     LEADER  STATE  READS/S  WRITES/S  ENTITIES/S  THROTTLED/S  ENTITIES  SIZE  HOT KEYS (entities/s)
+2      2      logs   -inf   +inf    1  ps1,ps2,ps3  ps1     -            -         -           -            -         -     -  -
 `},
 		{"servers", []string{"servers"}, `SERVER  GRPC ADDR       RAFT ADDR       ZONE        ALIVE                  LAST HEARTBEAT  REPLICAS  LEADERS  LED ENTITIES/S  DISK FREE
 ps1     127.0.0.1:7201  127.0.0.1:7301  eu-west-1a  yes                          1.2s ago         2        2          1812.5  50.0 GiB of 100.0 GiB
@@ -257,17 +263,22 @@ ps10    127.0.0.1:7210  127.0.0.1:7310  -           no                          
      3  2026-03-04 05:06:13.000 UTC  leader-transfer  orders        4           ps1,ps2         0.200s  policy    -  moved leadership of range 4 from ps1 to ps2
 `},
 		{"split", []string{"split", "orders", "p0050"}, `split table orders at p0050: range 1 keeps the keys below, range 5 serves from it
-RANGE  TABLE   START  END    GEN  REPLICAS
-1      orders  -inf   p0050    2  ps1,ps2,ps3
-5      orders  p0050  +inf     1  ps1,ps2,ps3
+RANGE  GROUP  TABLE   START  END    GEN  REPLICAS
+1      1      orders  -inf   p0050    2  ps1,ps2,ps3
+5      5      orders  p0050  +inf     1  ps1,ps2,ps3
+`},
+		{"split in group", []string{"split", "orders", "p0050", "--in-group"}, `split table orders at p0050: range 1 keeps the keys below, range 5 serves from it
+RANGE  GROUP  TABLE   START  END    GEN  REPLICAS
+1      1      orders  -inf   p0050    2  ps1,ps2,ps3
+5      1      orders  p0050  +inf     1  ps1,ps2,ps3
 `},
 		{"merge", []string{"merge", "1"}, `merged range 1 with its right neighbour
-RANGE  TABLE   START  END   GEN  REPLICAS
-1      orders  -inf   +inf    3  ps1,ps2,ps3
+RANGE  GROUP  TABLE   START  END   GEN  REPLICAS
+1      1      orders  -inf   +inf    3  ps1,ps2,ps3
 `},
 		{"move", []string{"move", "4", "--to", "ps4", "--from", "ps3"}, `moved a replica of range 4 from ps3 to ps4
-RANGE  TABLE   START  END   GEN  REPLICAS
-4      orders  m      +inf    4  ps1,ps2,ps4
+RANGE  GROUP  TABLE   START  END   GEN  REPLICAS
+4      4      orders  m      +inf    4  ps1,ps2,ps4
 `},
 		{"transfer-leader", []string{"transfer-leader", "4", "--to", "ps3"}, "leadership of range 4 transferred to ps3\n"},
 	}
@@ -308,7 +319,7 @@ func keysOf(m map[string]any) string {
 func TestJSONOutput(t *testing.T) {
 	f := &fakeMaster{pm: sampleMap(), events: sampleEvents()}
 	addr := startFake(t, f)
-	const rangeKeys = "bytes,distinct_keys,end,entities_per_sec,entity_count,generation,hot_keys,leader,load_reported,range_id,reads_per_sec,replicas,start,state,table,table_id,throttled_per_sec,writes_per_sec"
+	const rangeKeys = "bytes,distinct_keys,end,entities_per_sec,entity_count,generation,group,hot_keys,leader,load_reported,range_id,reads_per_sec,replicas,start,state,table,table_id,throttled_per_sec,writes_per_sec"
 	tests := []struct {
 		name  string
 		args  []string
@@ -328,6 +339,11 @@ func TestJSONOutput(t *testing.T) {
 			}
 			if objs[0]["load_reported"] != false || len(objs[0]["hot_keys"].([]any)) != 0 {
 				t.Errorf("range without load: %v", objs[0])
+			}
+			// The Raft group: the range's own id whether its descriptor
+			// names none (range 1) or names it (range 4).
+			if r["group"] != 1.0 || objs[2]["range_id"] != 4.0 || objs[2]["group"] != 4.0 {
+				t.Errorf("groups: range 1 in %v, range %v in %v; want each in its own", r["group"], objs[2]["range_id"], objs[2]["group"])
 			}
 		}},
 		{"servers", []string{"servers"}, 4, "alive,clock_offset_seconds,clock_skewed,disk,disk_available_bytes,disk_capacity_bytes,disk_reserve_bytes,draining,grpc_addr,last_heartbeat,last_heartbeat_unix_nano,leader_entities_per_sec,leaders,metrics_addr,pprof_addr,raft_addr,replicas,server_id,zone", func(t *testing.T, objs []map[string]any) {
@@ -355,6 +371,12 @@ func TestJSONOutput(t *testing.T) {
 			rs := objs[0]["ranges"].([]any)
 			if len(rs) != 2 || rs[1].(map[string]any)["start"] != "p0050" || keysOf(rs[0].(map[string]any)) != rangeKeys {
 				t.Errorf("split ranges: %v", rs)
+			}
+		}},
+		{"split in group", []string{"split", "orders", "p0050", "--in-group"}, 1, "op,partition_key,ranges,table", func(t *testing.T, objs []map[string]any) {
+			rs := objs[0]["ranges"].([]any)
+			if len(rs) != 2 || rs[0].(map[string]any)["group"] != 1.0 || rs[1].(map[string]any)["range_id"] != 5.0 || rs[1].(map[string]any)["group"] != 1.0 {
+				t.Errorf("split ranges: %v, want ranges 1 and 5 in group 1", rs)
 			}
 		}},
 		{"merge", []string{"merge", "1"}, 1, "op,range_id,ranges", nil},

@@ -162,11 +162,11 @@ func hotKeys(ks []HotKey) string {
 }
 
 func writeRangesTable(w io.Writer, rs []Range) error {
-	t := newTable("RANGE", "TABLE", "START", "END", ">GEN", "REPLICAS", "LEADER", "STATE",
+	t := newTable("RANGE", "GROUP", "TABLE", "START", "END", ">GEN", "REPLICAS", "LEADER", "STATE",
 		">READS/S", ">WRITES/S", ">ENTITIES/S", ">THROTTLED/S", ">ENTITIES", ">SIZE", "HOT KEYS (entities/s)")
 	for _, r := range rs {
 		cells := []string{
-			strconv.FormatUint(r.RangeID, 10), r.Table, showKey(r.Start, false), showKey(r.End, true),
+			strconv.FormatUint(r.RangeID, 10), strconv.FormatUint(r.Group, 10), r.Table, showKey(r.Start, false), showKey(r.End, true),
 			strconv.FormatUint(r.Generation, 10), orDash(strings.Join(r.Replicas, ",")), orDash(r.Leader), orDash(r.State),
 		}
 		if r.LoadReported {
@@ -184,9 +184,9 @@ func writeRangesTable(w io.Writer, rs []Range) error {
 // writeDescriptorsTable shows ranges an operation returned: descriptors
 // without load.
 func writeDescriptorsTable(w io.Writer, rs []Range) error {
-	t := newTable("RANGE", "TABLE", "START", "END", ">GEN", "REPLICAS")
+	t := newTable("RANGE", "GROUP", "TABLE", "START", "END", ">GEN", "REPLICAS")
 	for _, r := range rs {
-		t.add(strconv.FormatUint(r.RangeID, 10), r.Table, showKey(r.Start, false), showKey(r.End, true),
+		t.add(strconv.FormatUint(r.RangeID, 10), strconv.FormatUint(r.Group, 10), r.Table, showKey(r.Start, false), showKey(r.End, true),
 			strconv.FormatUint(r.Generation, 10), orDash(strings.Join(r.Replicas, ",")))
 	}
 	return t.write(w)

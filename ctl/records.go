@@ -10,6 +10,7 @@ import (
 
 	"tablestore/internal/masterclient"
 	"tablestore/internal/natural"
+	"tablestore/internal/rangegroup"
 	"tablestore/master/scheduler"
 	pb "tablestore/proto/tablestorepb"
 )
@@ -20,7 +21,10 @@ import (
 
 // Range is one range of the partition map with its last reported load.
 type Range struct {
-	RangeID    uint64   `json:"range_id"`
+	RangeID uint64 `json:"range_id"`
+	// Group is the Raft group serving the range: its own range id unless
+	// it is a span of another range's group (docs/range-groups.md).
+	Group      uint64   `json:"group"`
 	Table      string   `json:"table"`
 	TableID    uint64   `json:"table_id"`
 	Start      string   `json:"start"` // "" is the start of the table
@@ -188,7 +192,7 @@ func finite(f float64) float64 {
 // and the load.
 func rangeFromPB(d *pb.RangeDescriptor, pm *pb.PartitionMap) Range {
 	r := Range{
-		RangeID: d.GetRangeId(), Table: d.GetTable(), TableID: d.GetTableId(),
+		RangeID: d.GetRangeId(), Group: rangegroup.GroupOf(d), Table: d.GetTable(), TableID: d.GetTableId(),
 		Start: d.GetStart(), End: d.GetEnd(), Generation: d.GetGeneration(),
 		Replicas: []string{}, HotKeys: []HotKey{},
 	}
