@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"tablestore/internal/natural"
+	"tablestore/internal/rangegroup"
 	"tablestore/internal/webchart"
 
 	pb "tablestore/proto/tablestorepb"
@@ -47,7 +48,10 @@ type dashboardTable struct {
 }
 
 type dashboardRange struct {
-	ID              uint64   `json:"id"`
+	ID uint64 `json:"id"`
+	// Group is the Raft group serving the range (rangegroup.GroupOf); 0
+	// in an entry that stands for several ranges.
+	Group           uint64   `json:"group,omitempty"`
 	Start           string   `json:"start"`
 	End             string   `json:"end"`
 	Generation      uint64   `json:"generation"`
@@ -211,7 +215,7 @@ func dashboardStateOf(m *pb.PartitionMap, leader bool, leaderID string) dashboar
 		}
 		load := loads[r.GetRangeId()]
 		dr := dashboardRange{
-			ID: r.GetRangeId(), Start: r.GetStart(), End: r.GetEnd(), Generation: r.GetGeneration(),
+			ID: r.GetRangeId(), Group: rangegroup.GroupOf(r), Start: r.GetStart(), End: r.GetEnd(), Generation: r.GetGeneration(),
 			Leader: leaders[r.GetRangeId()], EntitiesPerSec: load.GetEntitiesPerSec(),
 			ThrottledPerSec: load.GetThrottledPerSec(), Entities: load.GetEntityCount(), Bytes: load.GetBytes(),
 		}

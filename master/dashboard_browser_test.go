@@ -316,7 +316,7 @@ func TestDashboardServersAndEscaping(t *testing.T) {
 	bad := func(n int) string { return fmt.Sprintf(`<img src=x onerror=\"window.pwned=%d\">`, n) }
 	state := fmt.Sprintf(`{"leader":true,"tables":[{"name":"orders","ranges":[{"id":1,"start":"","end":"%s","generation":1,
 	  "replicas":["%s"],"leader":"%s","entities_per_sec":1,"throttled_per_sec":0,"entities":1,"bytes":1,"hot_keys":["%s"]},
-	  {"id":2,"start":"%s","end":"z","generation":1,"replicas":["ps2"],"leader":"ps2","entities_per_sec":1,"throttled_per_sec":0,"entities":1,"bytes":1,"hot_keys":null},
+	  {"id":2,"group":1,"start":"%s","end":"z","generation":1,"replicas":["ps2"],"leader":"ps2","entities_per_sec":1,"throttled_per_sec":0,"entities":1,"bytes":1,"hot_keys":null},
 	  {"id":3,"start":"z","end":"","generation":1,"replicas":[],"leader":"","entities_per_sec":1,"throttled_per_sec":0,"entities":1,"bytes":1,"hot_keys":null,"merged":25}]}],
 	  "tables_total":150,
 	  "servers":[{"id":"%s","zone":"%s","alive":true,"draining":true,"replicas":1,"leaders":0,"entities_per_sec":0},
@@ -359,6 +359,11 @@ func TestDashboardServersAndEscaping(t *testing.T) {
 			// tables left out.
 			if !strings.Contains(v.Bars, "#3+24") || !strings.Contains(v.Bars, "27 range(s)") || !strings.Contains(v.Bars, "showing the 1 busiest of 150 tables") {
 				t.Errorf("merged ranges or omitted tables not shown: %q", v.Bars)
+			}
+			// Range 2 is a span of range 1's group; range 1 names none
+			// (its own).
+			if !strings.Contains(v.Bars, "#2 g1 ps2") || strings.Contains(v.Bars, "#1 g") {
+				t.Errorf("range 2's group (1) not shown, or range 1's own shown: %q", v.Bars)
 			}
 			return
 		}

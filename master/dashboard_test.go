@@ -164,6 +164,31 @@ func TestDashboardStateBounded(t *testing.T) {
 	}
 }
 
+// TestDashboardStateGroups: each range names the Raft group serving it (its
+// own id unless its descriptor names another range's group); an entry that
+// stands for several ranges names none.
+func TestDashboardStateGroups(t *testing.T) {
+	m := &pb.PartitionMap{
+		Tables: []*pb.Table{{Name: "t", TableId: 1}},
+		Ranges: []*pb.RangeDescriptor{
+			{RangeId: 1, TableId: 1, End: "f"},
+			{RangeId: 2, TableId: 1, Start: "f", End: "m", GroupId: 1},
+			{RangeId: 3, TableId: 1, Start: "m", GroupId: 3},
+		},
+	}
+	rs := dashboardStateOf(m, true, "m1").Tables[0].Ranges
+	got := map[uint64]uint64{}
+	for _, r := range rs {
+		got[r.ID] = r.Group
+	}
+	if want := map[uint64]uint64{1: 1, 2: 1, 3: 3}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("groups by range %v, want %v", got, want)
+	}
+	if merged := mergeRanges(rs, 1); len(merged) != 1 || merged[0].Merged != 3 || merged[0].Group != 0 {
+		t.Errorf("merged entry %+v: want 3 ranges and no group", merged)
+	}
+}
+
 // TestDashboardServersInNaturalOrder: the page lists servers as ctl servers
 // does, ps2 before ps10 (it listed ps1, ps10, ps2).
 func TestDashboardServersInNaturalOrder(t *testing.T) {
