@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"tablestore/internal/rangegroup"
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -590,11 +591,5 @@ func (g *Group) waitMerges(logs []*raft.Log, applied uint64) {
 	}
 }
 
-// groupOf is the group serving a range: its group_id, or the range
-// itself.
-func groupOf(d *pb.RangeDescriptor) uint64 {
-	if g := d.GetGroupId(); g != 0 {
-		return g
-	}
-	return d.GetRangeId()
-}
+// groupOf is the group serving a range (rangegroup.GroupOf).
+func groupOf(d *pb.RangeDescriptor) uint64 { return rangegroup.GroupOf(d) }
