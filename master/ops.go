@@ -15,6 +15,7 @@ import (
 
 	"tablestore/internal/failpoint"
 	"tablestore/internal/rangeclient"
+	"tablestore/internal/rangegroup"
 	"tablestore/internal/rpcerr"
 	pb "tablestore/proto/tablestorepb"
 )
@@ -385,7 +386,29 @@ func (s *Server) mergePair(id, claimed uint64) (left, right *pb.RangeDescriptor,
 	if claimed != 0 && right.GetRangeId() != claimed {
 		return nil, nil, fmt.Errorf("%w: range %d's right neighbour is now %d, not the claimed %d", ErrBusy, id, right.GetRangeId(), claimed)
 	}
+	if g := rangegroup.GroupOf(left); g == rangegroup.GroupOf(right) {
+		// Refused before the freeze: the left group's state machine would
+		// refuse the merge command (fsm applyMerge), and the right range
+		// would stay frozen until the abort.
+		return nil, nil, fmt.Errorf("%w: ranges %d and %d are spans of Raft group %d: merging spans of one group is not built (docs/range-groups.md, stage 5)", ErrBadCommand, id, right.GetRangeId(), g)
+	}
 	return left, right, nil
+}
+
+// groupPeers lists the other ranges of the Raft group that serves range
+// id (none when it is its group's only range).
+func (s *Server) groupPeers(id uint64) []uint64 {
+	var out []uint64
+	s.fsm.read(func(st *state) {
+		if d := st.ranges[id]; d != nil {
+			for _, r := range st.groupRanges(rangegroup.GroupOf(d)) {
+				if r != id {
+					out = append(out, r)
+				}
+			}
+		}
+	})
+	return out
 }
 
 // freezeOnReplicas waits, before a committed merge's MergeRange, for
@@ -992,18 +1015,8 @@ func (s *Server) move(ctx context.Context, id uint64, from, to, cause, reason st
 	if !ok {
 		return nil, fmt.Errorf("%w: %d", ErrRangeNotFound, id)
 	}
-	switch {
-	case to == "" || s.grpcAddrOf(to) == "":
-		return nil, fmt.Errorf("%w: %q", ErrBadTarget, to)
-	case hasReplica(d, to) && (to != from || !s.reports.brokenOn(from, id)):
-		// A move onto the same server only replaces a broken replica.
-		return nil, fmt.Errorf("%w: %s already holds a replica of range %d", ErrBadTarget, to, id)
-	}
-	if f := s.reports.frozenAt(id); f != 0 {
-		// Its leader would refuse the membership change (a frozen range's
-		// generation must not change before the merge reads it): refused
-		// before a replica is created on to.
-		return nil, fmt.Errorf("%w: range %d is frozen for a merge (freeze at %d); it moves once the merge ends", ErrBusy, id, f)
+	if err := s.moveRefusal(d, from, to); err != nil {
+		return nil, err
 	}
 	from, err := s.moveSource(ctx, d, from)
 	if err != nil {
@@ -1044,6 +1057,30 @@ func (s *Server) move(ctx context.Context, id uint64, from, to, cause, reason st
 	}
 	s.moveEvent(d, from, to, cause, reason, figures, start)
 	return cur, nil
+}
+
+// moveRefusal is why a move of d's replica from from to to cannot start
+// (nil: it may).
+func (s *Server) moveRefusal(d *pb.RangeDescriptor, from, to string) error {
+	id := d.GetRangeId()
+	switch peers := s.groupPeers(id); {
+	case len(peers) > 0:
+		// The membership change would move the whole group, and the
+		// source's replica of the range could not be deleted alone.
+		return fmt.Errorf("%w: range %d shares its Raft group with ranges %v: moving one of them needs a group split (docs/range-groups.md, stage 4, not built)", ErrBadCommand, id, peers)
+	case to == "" || s.grpcAddrOf(to) == "":
+		return fmt.Errorf("%w: %q", ErrBadTarget, to)
+	case hasReplica(d, to) && (to != from || !s.reports.brokenOn(from, id)):
+		// A move onto the same server only replaces a broken replica.
+		return fmt.Errorf("%w: %s already holds a replica of range %d", ErrBadTarget, to, id)
+	}
+	if f := s.reports.frozenAt(id); f != 0 {
+		// Its leader would refuse the membership change (a frozen range's
+		// generation must not change before the merge reads it): refused
+		// before a replica is created on to.
+		return fmt.Errorf("%w: range %d is frozen for a merge (freeze at %d); it moves once the merge ends", ErrBusy, id, f)
+	}
+	return nil
 }
 
 // replaceInPlace replaces range id's broken replica on server by a new,

@@ -422,6 +422,8 @@ func (w *world) otherAttr(r *Range, k, v string) error {
 	switch k {
 	case "table":
 		r.TableID, err = strconv.ParseUint(v, 10, 64)
+	case "group":
+		r.Group, err = strconv.ParseUint(v, 10, 64)
 	case "hot", "cold":
 		var d time.Duration
 		d, err = time.ParseDuration(v)

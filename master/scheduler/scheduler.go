@@ -50,6 +50,8 @@ type Plan struct {
 	order   []*serverStat // as in snap.Servers
 	held    map[string][]*Range
 	led     map[string][]*Range
+	// groups counts the ranges each Raft group serves (groupKey).
+	groups map[uint64]int
 	// hot, big and cold index the ranges (in snapshot order) the split and
 	// merge policies can act on, found in NewPlan's one pass over the
 	// ranges: at 100,000 ranges a pass per policy dominated a run.
@@ -135,8 +137,10 @@ func NewPlan(cfg Config, snap *Snapshot) *Plan {
 	}
 	p.zones = countZones(p.order)
 	merging := mergingIn(snap.InFlight)
+	p.groups = make(map[uint64]int)
 	for i, r := range snap.Ranges {
 		p.countRange(i, r, merging)
+		p.groups[groupKey(r)]++
 	}
 	for _, o := range snap.InFlight {
 		p.occupy(o)
@@ -297,6 +301,9 @@ func (p *Plan) add(r *Range, o Op) bool {
 		}
 	}
 	o.At = p.snap.Now
+	if !p.groupAllows(r, o) {
+		return false
+	}
 	if o.Kind == TransferLeader && o.balancing() {
 		p.moved.add(o.Range)
 	}
@@ -305,6 +312,39 @@ func (p *Plan) add(r *Range, o Op) bool {
 	p.cool(o, o.At)
 	p.apply(r, o)
 	p.out = append(p.out, o)
+	return true
+}
+
+// groupKey is the Raft group serving r (its own id when Group is unset).
+func groupKey(r *Range) uint64 {
+	if r.Group != 0 {
+		return r.Group
+	}
+	return r.ID
+}
+
+// groupAllows reports whether o may run on r's Raft group as it is
+// (docs/range-groups.md): a range that shares its group neither moves
+// (the membership change is the whole group's, and the source's replica
+// of one range cannot be deleted alone) nor has its leadership balanced
+// (a transfer moves every span's, which the balancing rules count one
+// range at a time, and would send the group back and forth); spans of
+// one group do not merge. Leaderships still leave a slow, skewed or
+// draining server.
+func (p *Plan) groupAllows(r *Range, o Op) bool {
+	shared := p.shared(r)
+	switch o.Kind {
+	case Move:
+		return !shared
+	case TransferLeader:
+		return !shared || !o.balancing()
+	case Merge:
+		for _, n := range p.snap.Ranges {
+			if n.ID == o.Right {
+				return groupKey(n) != groupKey(r)
+			}
+		}
+	}
 	return true
 }
 
@@ -375,7 +415,11 @@ func (p *Plan) narrows(from, to, l float64) bool {
 
 // movable reports whether a balancing rule may move r's leadership: it is
 // free and was not moved for balance within LeaderMoveCooldown.
-func (p *Plan) movable(r *Range) bool { return p.free(r) && !p.moved.has(r.ID) }
+func (p *Plan) movable(r *Range) bool { return p.free(r) && !p.moved.has(r.ID) && !p.shared(r) }
+
+// shared reports whether r shares its Raft group with other ranges
+// (groupAllows).
+func (p *Plan) shared(r *Range) bool { return p.groups[groupKey(r)] > 1 }
 
 // cool leaves the servers o shifts load between (From and To) alone until
 // their load reports reflect it: BalanceCooldown after a balancing move,
