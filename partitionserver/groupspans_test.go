@@ -3,6 +3,7 @@ package partitionserver
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -189,4 +190,44 @@ func TestSplitInGroup(t *testing.T) {
 			t.Errorf("range %d after its group's delete: stored %v (%v), hosted %v", id, ok, err, s.hosts(id))
 		}
 	}
+}
+
+// TestWriteManyOneEntryPerGroup: the writes of one WriteMany call to the
+// ranges of one Raft group, one range or two spans, are one entry of its
+// log, each answered on its own.
+func TestWriteManyOneEntryPerGroup(t *testing.T) {
+	m := &heartbeatMaster{}
+	s := started(t, newAgainstMaster(t, m, nil))
+	rep, v := leadingRangeWithWrites(t, s, 31, 1, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	many := func(gen uint64, to ...uint64) *pb.WriteManyResponse {
+		t.Helper()
+		req := &pb.WriteManyRequest{}
+		for i, id := range to {
+			pk := fmt.Sprintf("%c%d-%d", 'a'+byte(i%2)*20, gen, i) // a1-0, u1-1, a1-2...: both sides of m
+			req.Writes = append(req.Writes, &pb.WriteRequest{RangeId: id, Generation: gen, Ops: []*pb.EntityOp{{
+				Kind: pb.OpKind_OP_KIND_INSERT, PartitionKey: pk, RowKey: "r",
+				Entity: edm.MarshalBinary(&edm.Entity{PartitionKey: pk, RowKey: "r"})}}})
+		}
+		before := rep.raft.LastIndex()
+		resp, err := v.WriteMany(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range resp.GetResults() {
+			if r.GetResponse() == nil {
+				t.Fatalf("write %d: %v", i, r)
+			}
+		}
+		if got := rep.raft.LastIndex() - before; got != 1 {
+			t.Fatalf("%d writes to ranges %v took %d entries, want 1", len(to), to, got)
+		}
+		return resp
+	}
+	many(1, 31, 31, 31, 31)
+	if _, err := v.SplitRange(ctx, &pb.SplitRangeRequest{RangeId: 31, SplitKey: "m", NewRangeId: 32, InGroup: true}); err != nil {
+		t.Fatal(err)
+	}
+	many(2, 31, 32, 31, 32)
 }

@@ -493,10 +493,10 @@ func (r *replica) write(ctx context.Context, ops []*pb.EntityOp, requestID []byt
 	return r.batcher.write(ctx, r.member, cmd, timeout)
 }
 
-// writeMany proposes several client writes of this range together (one
-// entry when they fit, see writeBatcher.writeMany); each keeps its own
-// request id, result and error.
-func (r *replica) writeMany(ctx context.Context, reqs []*pb.WriteRequest, timeout time.Duration) ([]*fsm.Result, []error) {
+// writeMany proposes several client writes of the group's ranges together
+// (one entry when they fit, see writeBatcher.writeMany), reqs[i] to the
+// range reps[i]; each keeps its own request id, result and error.
+func (r *member) writeMany(ctx context.Context, reps []*replica, reqs []*pb.WriteRequest, timeout time.Duration) ([]*fsm.Result, []error) {
 	errs := make([]error, len(reqs))
 	if !r.isLeader() {
 		for i := range errs {
@@ -507,9 +507,9 @@ func (r *replica) writeMany(ctx context.Context, reqs []*pb.WriteRequest, timeou
 	now := r.proposalTime()
 	cmds := make([]*pb.WriteCommand, len(reqs))
 	for i, req := range reqs {
-		cmds[i] = &pb.WriteCommand{ProposedUnixNano: now, Ops: req.GetOps(), RequestId: req.GetRequestId(), RangeId: r.span()}
+		cmds[i] = &pb.WriteCommand{ProposedUnixNano: now, Ops: req.GetOps(), RequestId: req.GetRequestId(), RangeId: reps[i].span()}
 	}
-	return r.batcher.writeMany(ctx, r.member, cmds, timeout)
+	return r.batcher.writeMany(ctx, r, cmds, timeout)
 }
 
 // proposalTime is a write proposal's time: the server's wall clock

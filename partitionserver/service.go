@@ -127,8 +127,10 @@ func (v *service) WriteMany(ctx context.Context, req *pb.WriteManyRequest) (*pb.
 	start := time.Now()
 	writes := req.GetWrites()
 	out := &pb.WriteManyResponse{Results: make([]*pb.WriteManyResult, len(writes))}
+	// Writes are grouped by Raft group (member): the writes of several
+	// ranges that are spans of one group share its entries too.
 	type group struct {
-		r   *replica
+		m   *member
 		idx []int
 	}
 	reps := make([]*replica, len(writes))
@@ -165,25 +167,26 @@ func (v *service) WriteMany(ctx context.Context, req *pb.WriteManyRequest) (*pb.
 		}
 		var g *group
 		for _, h := range groups {
-			if h.r == r {
+			if h.m == r.member {
 				g = h
 				break
 			}
 		}
 		if g == nil {
-			g = &group{r: r}
+			g = &group{m: r.member}
 			groups = append(groups, g)
 		}
 		g.idx = append(g.idx, i)
 	}
 	answer := func(g *group) {
 		ws := make([]*pb.WriteRequest, len(g.idx))
+		rs := make([]*replica, len(g.idx))
 		for j, i := range g.idx {
-			ws[j] = writes[i]
+			ws[j], rs[j] = writes[i], reps[i]
 		}
-		res, errs := g.r.writeMany(ctx, ws, v.s.cfg.ApplyTimeout)
+		res, errs := g.m.writeMany(ctx, rs, ws, v.s.cfg.ApplyTimeout)
 		for j, i := range g.idx {
-			out.Results[i] = manyResult(v.wrote(g.r, writes[i], start, res[j], errs[j]))
+			out.Results[i] = manyResult(v.wrote(rs[j], writes[i], start, res[j], errs[j]))
 		}
 	}
 	if len(groups) == 1 {
