@@ -422,8 +422,9 @@ func (c *cluster) masterLeader() *role {
 	return c.masters[0]
 }
 
-// reshape asks the master for a split, merge or move through ctl, with
-// arguments that make sense for the current map.
+// reshape asks the master for a split (in the range's Raft group or into
+// a new one), merge or move through ctl, with arguments that make sense for
+// the current map.
 func reshape(c *cluster, rng *rand.Rand, logf func(string, ...any)) {
 	var args []string
 	var rs []*pb.RangeDescriptor
@@ -437,6 +438,12 @@ func reshape(c *cluster, rng *rand.Rand, logf func(string, ...any)) {
 	switch op := rng.Intn(3); {
 	case op == 0 || len(rs) == 0:
 		args = []string{"split", table, fmt.Sprintf("p%02d", 1+rng.Intn(dataPartitions-1))}
+		if rng.Intn(2) == 0 {
+			// Half the splits keep the new range in its group
+			// (docs/range-groups.md); a move or merge that picks such
+			// a range is refused, which the run only logs.
+			args = append(args, "--in-group")
+		}
 	case op == 1 && len(rs) > 1:
 		var merge []*pb.RangeDescriptor
 		for _, r := range rs {
