@@ -223,18 +223,31 @@ type stateView struct {
 // same transaction as the data they read, so the two agree. Reads between
 // two writes see the same bytes, so the decoded state is reused while the
 // stored bytes are unchanged. The result is shared: read it, never modify.
+//
+// A record that names another group is absent for this span: the range
+// left this group by an entry this replica's group log may not hold
+// (docs/range-groups.md, invariant 4), and this replica may lack its
+// writes since.
 func (r *Range) committedState(tx *bolt.Tx) (*pb.RangeState, error) {
 	v := tx.Bucket(bucketRanges).Get(u64(r.id))
 	if v == nil {
 		return nil, errRangeStateAbsent
 	}
 	if c := r.readState.Load(); c != nil && bytes.Equal(c.raw, v) {
-		return c.st, nil
+		return r.ours(c.st)
 	}
 	st := &pb.RangeState{}
 	if err := proto.Unmarshal(v, st); err != nil {
 		return nil, fmt.Errorf("fsm: range state %d: %w", r.id, err)
 	}
 	r.readState.Store(&stateView{raw: bytes.Clone(v), st: st})
+	return r.ours(st)
+}
+
+// ours returns st if it names r's group, errRangeStateAbsent if not.
+func (r *Range) ours(st *pb.RangeState) (*pb.RangeState, error) {
+	if groupOf(st.GetRange()) != r.g.id {
+		return nil, errRangeStateAbsent
+	}
 	return st, nil
 }

@@ -542,4 +542,12 @@ func TestSplitSpanReplacesRecordStoredAhead(t *testing.T) {
 	if _, err := right.Get("r", "r"); !errors.Is(err, ErrEntityNotFound) {
 		t.Fatalf("group 11 wrote after losing its span: %v", err)
 	}
+	// Nor does group 11 read it: the record names group 5, whose log
+	// this group's replica does not follow (invariant 4).
+	if _, err := r11.Get("q", "r"); !errors.Is(err, ErrRangeNotFound) {
+		t.Fatalf("group 11 read a range group 5 serves: %v", err)
+	}
+	if _, err := r11.Scan(ScanOptions{}); !errors.Is(err, ErrRangeNotFound) {
+		t.Fatalf("group 11 scanned a range group 5 serves: %v", err)
+	}
 }
