@@ -15,6 +15,7 @@ import (
 	"tablestore/internal/edm"
 	"tablestore/internal/filter"
 	"tablestore/internal/rangeclient"
+	"tablestore/internal/rangegroup"
 	"tablestore/internal/rpcerr"
 	pb "tablestore/proto/tablestorepb"
 )
@@ -159,7 +160,7 @@ func (r *Router) Write(ctx context.Context, table, pk string, ops []*pb.EntityOp
 	var ts int64
 	unsure := false // an attempt may have applied
 	err = r.call(ctx, t, pk, r.writeAttemptTimeout(len(ops)), func(ctx context.Context, addr string, c pb.PartitionServiceClient, d *pb.RangeDescriptor) error {
-		resp, err := r.writes.do(ctx, addr, c, &pb.WriteRequest{RangeId: d.GetRangeId(), Generation: d.GetGeneration(), Ops: ops, RequestId: id[:]})
+		resp, err := r.writes.doIn(ctx, addr, c, rangegroup.GroupOf(d), &pb.WriteRequest{RangeId: d.GetRangeId(), Generation: d.GetGeneration(), Ops: ops, RequestId: id[:]})
 		if err == nil {
 			ts = resp.GetTimestampUnixNano()
 			return nil

@@ -29,7 +29,9 @@ import (
 // slowest range is, and one range may stall for reasons of its own (a
 // leader that lost its quorum, a wake, a transfer, the capacity model's
 // queue); with lanes per address every other range of that server would
-// wait behind it, through every front-end.
+// wait behind it, through every front-end. Writes' lanes are per Raft
+// group (doIn): the ranges of one group stall together, and share its
+// entries.
 //
 // Each request keeps its own attempt context and answer: a many call's
 // result is the status the single call would have returned, so the range
@@ -84,7 +86,8 @@ type coalescerOps[Req, Resp any] struct {
 	coalesced func(n int)
 }
 
-// laneKey names a lane (see above).
+// laneKey names a lane (see above): rangeID is the range's id, or for a
+// write its Raft group's (doIn).
 type laneKey struct {
 	addr    string
 	rangeID uint64
@@ -131,8 +134,19 @@ func newLaneCoalescer[Req, Resp any](ops coalescerOps[Req, Resp], linger time.Du
 // do sends req to the server at addr through cl, alone or with other
 // requests of its lane, and returns what the single call would have.
 func (c *coalescer[Req, Resp]) do(ctx context.Context, addr string, cl pb.PartitionServiceClient, req Req) (Resp, error) {
-	rangeID, kind := c.ops.key(req)
-	k := laneKey{addr: addr, rangeID: rangeID, kind: kind}
+	rangeID, _ := c.ops.key(req)
+	return c.doIn(ctx, addr, cl, rangeID, req)
+}
+
+// doIn is do in the lane of unit (at addr, of req's kind) instead of
+// req's range: writes go in the lane of their range's Raft group, so that
+// the writes of several ranges that are spans of one group share its
+// calls as they share its log entries (the server groups a WriteMany's
+// writes by group), and the group's ranges stall together anyway (one
+// leader, one quorum).
+func (c *coalescer[Req, Resp]) doIn(ctx context.Context, addr string, cl pb.PartitionServiceClient, unit uint64, req Req) (Resp, error) {
+	_, kind := c.ops.key(req)
+	k := laneKey{addr: addr, rangeID: unit, kind: kind}
 	c.mu.Lock()
 	if c.ops.bypassWithoutMany && c.noMany[addr] {
 		c.mu.Unlock()

@@ -237,6 +237,48 @@ func TestCoalescerLanePerRange(t *testing.T) {
 	}
 }
 
+// TestCoalescerLanePerGroup: writes to ranges that are spans of one Raft
+// group (doIn with the group) share one lane: the writes to ranges 7 and 9
+// queued behind range 7's call go out in one WriteMany.
+func TestCoalescerLanePerGroup(t *testing.T) {
+	c := newCoalescer()
+	f := newFakePS()
+	var reqs []*pb.WriteRequest
+	for i, rk := range []string{"a", "bb", "dd", "eee"} {
+		req := writeReq(rk)
+		if i%2 == 1 {
+			req.RangeId = 9 // a span of group 7
+		}
+		reqs = append(reqs, req)
+	}
+	outs := make([]chan writeOutcome, len(reqs))
+	for i, req := range reqs {
+		outs[i] = make(chan writeOutcome, 1)
+		go func() {
+			resp, err := c.doIn(context.Background(), "ps1", f, 7, req)
+			outs[i] <- writeOutcome{resp, err}
+		}()
+		waitUntil(t, func() bool {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			l := c.lanes[laneKey{"ps1", 7, false}]
+			return l != nil && l.inflight+len(l.queue) == i+1
+		})
+	}
+	close(f.gate)
+	for _, ch := range outs {
+		if o := <-ch; o.err != nil {
+			t.Fatal(o.err)
+		}
+	}
+	waitUntil(t, laneIdle(c))
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if want := [][]uint64{{9, 7, 9}}; !reflect.DeepEqual(f.manyRanges, want) {
+		t.Fatalf("group 7's lane made WriteMany calls carrying ranges %v, want %v", f.manyRanges, want)
+	}
+}
+
 func TestManyAnswerMalformed(t *testing.T) {
 	testManyAnswerMalformed(t, func(b []byte) *pb.WriteManyResult { return &pb.WriteManyResult{Status: b} }, manyAnswer)
 	if _, err := manyAnswer(&pb.WriteManyResult{Response: &pb.WriteResponse{}}); err != nil {
