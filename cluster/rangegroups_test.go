@@ -14,10 +14,11 @@ import (
 
 // TestSplitInGroup: an operator's split in the range's group
 // (docs/range-groups.md, stage 3) under a write load: the right range
-// becomes a second span of the left's Raft group, led by the same server,
-// with no write lost or doubled; the leader's server crashes and the
+// becomes a second span of the left's Raft group, led by the same server;
+// a move of one span is refused; the leader's server crashes and the
 // group, one election, serves both ranges from the survivors; restarted,
-// it catches up, and every acknowledged write reads back exactly once.
+// it catches up; the spans merge back in their group (stage 5); every
+// acknowledged write reads back exactly once.
 func TestSplitInGroup(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
@@ -55,22 +56,15 @@ func TestSplitInGroup(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	t.Logf("pause across the split: %v", time.Duration(w.maxGap.Swap(0)))
 
-	// Not built yet (docs/range-groups.md, stages 4 and 5), and refused
-	// before anything changes: moving one span (the membership change is
-	// the group's) and merging two spans of the group.
+	// Not built yet (docs/range-groups.md, stage 4), and refused before
+	// anything changes: moving one span (the membership change is the
+	// group's).
 	err = mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
 		_, err := m.Move(ctx, &pb.MoveRequest{RangeId: right.GetRangeId(), ToServerId: leader})
 		return err
 	})
 	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "shares its Raft group") {
 		t.Fatalf("move of a span: %v", err)
-	}
-	err = mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
-		_, err := m.Merge(ctx, &pb.MergeRequest{RangeId: left.GetRangeId()})
-		return err
-	})
-	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "spans of Raft group") {
-		t.Fatalf("merge of two spans: %v", err)
 	}
 
 	i := c.ServerIndex(leader)
@@ -87,15 +81,37 @@ func TestSplitInGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(500 * time.Millisecond)
+	t.Logf("pause across the crash and restart: %v", time.Duration(w.maxGap.Swap(0)))
+	// The two spans merge back in their group: one entry, no freeze.
+	var merged *pb.MergeResponse
+	err = mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
+		var err error
+		merged, err = m.Merge(ctx, &pb.MergeRequest{RangeId: left.GetRangeId()})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := merged.GetRange(); d.GetRangeId() != left.GetRangeId() || d.GetStart() != left.GetStart() || d.GetEnd() != right.GetEnd() {
+		t.Fatalf("merged in group: %v", d)
+	}
+	waitFor(t, 5*time.Second, "one range in the map", func() bool { return len(tableRanges(partitionMap(t, mc), table)) == 1 })
+	time.Sleep(300 * time.Millisecond)
+	t.Logf("pause across the merge: %v", time.Duration(w.maxGap.Swap(0)))
 	acked := w.halt()
 	if len(acked) == 0 {
 		t.Fatal("no write acknowledged")
 	}
 	t.Logf("%d writes acknowledged, %d failed; longest pause: %v", len(acked), w.failed.Load(), time.Duration(w.maxGap.Load()))
 	verifyExactlyOnce(t, tc, acked)
-	// The restarted server holds both spans of the group again.
-	waitFor(t, 20*time.Second, "the restarted server reports both spans", func() bool {
-		st := c.Servers[i].Server
-		return st != nil && st.ReplicaState(left.GetRangeId()) != "absent" && st.ReplicaState(right.GetRangeId()) != "absent"
+	// Every server, the restarted one too, serves the merged range and no
+	// longer the right one.
+	waitFor(t, 20*time.Second, "every server holds the merged range alone", func() bool {
+		for _, n := range c.Servers {
+			if st := n.Server; st == nil || st.ReplicaState(left.GetRangeId()) == "absent" || st.ReplicaState(right.GetRangeId()) != "absent" {
+				return false
+			}
+		}
+		return true
 	})
 }

@@ -321,6 +321,9 @@ func (s *Server) merge(ctx context.Context, id, claimed uint64, cause, reason st
 	if err != nil {
 		return nil, err
 	}
+	if rangegroup.GroupOf(left) == rangegroup.GroupOf(right) {
+		return s.mergeSpans(ctx, left, right, cause, reason, figures, start)
+	}
 	var t mergeTimes
 	var freeze *pb.FreezeRangeResponse
 	// A resumed merge finds its right range frozen already (and must not
@@ -368,6 +371,39 @@ func (s *Server) merge(ctx context.Context, id, claimed uint64, cause, reason st
 	return merged, nil
 }
 
+// mergeSpans merges two spans of one Raft group (docs/range-groups.md,
+// stage 5): one entry in the group's log, no freeze, nothing to co-locate,
+// so no write pause and no decision to record. The right range has no
+// replica of its own to delete: its span left the group with the entry.
+// A master that dies before the map is updated adopts the wider left
+// range from the reports (highest generation), and drops the right one it
+// covers, as after a split.
+func (s *Server) mergeSpans(ctx context.Context, left, right *pb.RangeDescriptor, cause, reason string, figures map[string]float64, start time.Time) (*pb.RangeDescriptor, error) {
+	var merged *pb.RangeDescriptor
+	err := s.onLeader(ctx, left.GetRangeId(), func(ctx context.Context, c pb.PartitionServiceClient) error {
+		resp, err := c.MergeRange(ctx, &pb.MergeRangeRequest{RangeId: left.GetRangeId(), Right: right, InGroup: true})
+		if err == nil {
+			merged = resp.GetRange()
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("merge range %d into %d in their group: %w", right.GetRangeId(), left.GetRangeId(), err)
+	}
+	t := mergeTimes{mergedAt: time.Now()}
+	t.frozenAt = t.mergedAt // no pause: nothing was frozen
+	if err := failpoint.Inject("master/merge-spans/after-merge"); err != nil {
+		return nil, err
+	}
+	if _, err := s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_REMOVE_RANGE, &pb.RemoveRangeCommand{RangeId: right.GetRangeId(), AbsorbedBy: merged}); err != nil {
+		return nil, err
+	}
+	t.removed = t.mergedAt
+	s.reports.forget(right.GetRangeId())
+	s.mergeEvent(left, right, merged, cause, reason, figures, start, t)
+	return merged, nil
+}
+
 // mergePair reads range id and its right neighbour from the map; the
 // neighbour must be claimed (0: not checked). The caller claimed (runner)
 // the neighbour it saw; the map may have changed since (a split or merge
@@ -385,12 +421,6 @@ func (s *Server) mergePair(id, claimed uint64) (left, right *pb.RangeDescriptor,
 	}
 	if claimed != 0 && right.GetRangeId() != claimed {
 		return nil, nil, fmt.Errorf("%w: range %d's right neighbour is now %d, not the claimed %d", ErrBusy, id, right.GetRangeId(), claimed)
-	}
-	if g := rangegroup.GroupOf(left); g == rangegroup.GroupOf(right) {
-		// Refused before the freeze: the left group's state machine would
-		// refuse the merge command (fsm applyMerge), and the right range
-		// would stay frozen until the abort.
-		return nil, nil, fmt.Errorf("%w: ranges %d and %d are spans of Raft group %d: merging spans of one group is not built (docs/range-groups.md, stage 5)", ErrBadCommand, id, right.GetRangeId(), g)
 	}
 	return left, right, nil
 }

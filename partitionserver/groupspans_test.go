@@ -231,3 +231,43 @@ func TestWriteManyOneEntryPerGroup(t *testing.T) {
 	}
 	many(2, 31, 32, 31, 32)
 }
+
+// TestMergeInGroup: MergeRange with in_group merges two spans of a group
+// back in one entry: the left range serves the right's keys, the right
+// range is served no more and no longer reported, one slot throughout.
+func TestMergeInGroup(t *testing.T) {
+	m := &heartbeatMaster{}
+	s := started(t, newAgainstMaster(t, m, nil))
+	_, v := leadingRangeWithWrites(t, s, 41, 1, 3) // p/r0..r2
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	split, err := v.SplitRange(ctx, &pb.SplitRangeRequest{RangeId: 41, SplitKey: "m", NewRangeId: 42, InGroup: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := v.MergeRange(ctx, &pb.MergeRangeRequest{RangeId: 41, Right: split.GetRight(), InGroup: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := resp.GetRange(); d.GetStart() != "" || d.GetEnd() != "" || d.GetGeneration() != 3 {
+		t.Fatalf("merged: %v", d)
+	}
+	if _, err := v.Get(ctx, &pb.GetRequest{RangeId: 41, PartitionKey: "p", RowKey: "r1"}); err != nil {
+		t.Fatalf("the left range reads the right's rows: %v", err)
+	}
+	if _, err := v.Get(ctx, &pb.GetRequest{RangeId: 42, PartitionKey: "p", RowKey: "r1"}); status.Code(err) != codes.NotFound {
+		t.Fatalf("the merged-away range still served: %v", err)
+	}
+	// Again (a retry): the merge's answer, nothing changed.
+	if again, err := v.MergeRange(ctx, &pb.MergeRangeRequest{RangeId: 41, Right: split.GetRight(), InGroup: true}); err != nil || again.GetRange().GetGeneration() != 3 {
+		t.Fatalf("repeat: %v, %v", again, err)
+	}
+	waitFor(t, func() bool { return !s.hosts(42) })
+	var ids []uint64
+	for _, rs := range s.statuses() {
+		ids = append(ids, rs.GetRangeId())
+	}
+	if !slices.Equal(ids, []uint64{41}) || len(s.slotList()) != 1 {
+		t.Fatalf("after the merge: reports %v, %d slots", ids, len(s.slotList()))
+	}
+}

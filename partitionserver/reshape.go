@@ -163,6 +163,17 @@ func (v *service) MergeRange(ctx context.Context, req *pb.MergeRangeRequest) (*p
 		// The settling's barrier applied a MERGE an earlier call proposed.
 		return &pb.MergeRangeResponse{Range: desc}, nil
 	}
+	if req.GetInGroup() {
+		// Two spans of this group: one entry, no freeze, nothing to
+		// co-locate (docs/range-groups.md, stage 5). The right range is
+		// served no more once it applies (its span leaves the group).
+		res, err := v.run(ctx, r, pb.CommandKind_COMMAND_KIND_MERGE_SPANS, &pb.MergeSpansCommand{Right: right})
+		if err != nil {
+			return nil, err
+		}
+		v.s.logger.Info("range merged its right neighbour in its group", "range", r.id, "right", right.GetRangeId(), "took", time.Since(start))
+		return &pb.MergeRangeResponse{Range: res.Range}, nil
+	}
 	if err := colocated(r.id, r.memberIDs(), right); err != nil {
 		return nil, toStatus(r, err)
 	}

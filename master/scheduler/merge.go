@@ -54,9 +54,6 @@ func (p *Plan) mergeable(a, b *Range) bool {
 	if a.TableID != b.TableID || a.End != b.Start || a.End == "" || len(a.Replicas) != len(b.Replicas) {
 		return false
 	}
-	if groupKey(a) == groupKey(b) {
-		return false // spans of one group (groupAllows)
-	}
 	return !p.splitLately(a.ID) && !p.splitLately(b.ID) && !p.justMerged(a) && !p.justMerged(b) &&
 		p.allStaying(a) && p.allStaying(b) && p.colocationRoom(a, b)
 }

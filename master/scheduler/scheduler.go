@@ -328,9 +328,10 @@ func groupKey(r *Range) uint64 {
 // (the membership change is the whole group's, and the source's replica
 // of one range cannot be deleted alone) nor has its leadership balanced
 // (a transfer moves every span's, which the balancing rules count one
-// range at a time, and would send the group back and forth); spans of
-// one group do not merge. Leaderships still leave a slow, skewed or
-// draining server.
+// range at a time, and would send the group back and forth). Leaderships
+// still leave a slow, skewed or draining server. (Merges are allowed: of
+// two spans of one group, one entry in its log; of ranges of two groups,
+// the freeze and take-over as ever.)
 func (p *Plan) groupAllows(r *Range, o Op) bool {
 	shared := p.shared(r)
 	switch o.Kind {
@@ -338,12 +339,6 @@ func (p *Plan) groupAllows(r *Range, o Op) bool {
 		return !shared
 	case TransferLeader:
 		return !shared || !o.balancing()
-	case Merge:
-		for _, n := range p.snap.Ranges {
-			if n.ID == o.Right {
-				return groupKey(n) != groupKey(r)
-			}
-		}
 	}
 	return true
 }

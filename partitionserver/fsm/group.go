@@ -377,6 +377,9 @@ func (g *Group) ApplyBatch(logs []*raft.Log) []interface{} {
 // serve nothing from now on; spans the batch created join (Span shows
 // them once committed).
 func (g *Group) settle(c *applyCtx, gone []*Range) {
+	// Spans a command of the batch took away (a merge of spans) go as
+	// spans another group's entry took.
+	gone = append(gone, c.dropped...)
 	for _, r := range gone {
 		r.retired.Store(true)
 	}

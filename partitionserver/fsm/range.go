@@ -73,6 +73,9 @@ type applyCtx struct {
 	// (Group.settle), for SpanHooks.
 	spansChanged bool
 	live         []uint64
+	// dropped are spans a command of the batch removed from the group
+	// (MERGE_SPANS): no longer in spans, their records deleted.
+	dropped []*Range
 	log          *raft.Log
 	created      []created
 	merged       []mergedSpan

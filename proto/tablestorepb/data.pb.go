@@ -194,6 +194,9 @@ const (
 	// Splits a span of the group in two, both served by the same group
 	// (SplitSpanCommand; docs/range-groups.md, stage 3).
 	CommandKind_COMMAND_KIND_SPLIT_SPAN CommandKind = 10
+	// Widens a span over its right neighbour, a span of the same group
+	// (docs/range-groups.md, stage 5).
+	CommandKind_COMMAND_KIND_MERGE_SPANS CommandKind = 11
 )
 
 // Enum value maps for CommandKind.
@@ -210,6 +213,7 @@ var (
 		7:  "COMMAND_KIND_WRITE_BATCH",
 		9:  "COMMAND_KIND_UNFREEZE",
 		10: "COMMAND_KIND_SPLIT_SPAN",
+		11: "COMMAND_KIND_MERGE_SPANS",
 	}
 	CommandKind_value = map[string]int32{
 		"COMMAND_KIND_UNSPECIFIED":  0,
@@ -223,6 +227,7 @@ var (
 		"COMMAND_KIND_WRITE_BATCH":  7,
 		"COMMAND_KIND_UNFREEZE":     9,
 		"COMMAND_KIND_SPLIT_SPAN":   10,
+		"COMMAND_KIND_MERGE_SPANS":  11,
 	}
 )
 
@@ -2099,6 +2104,56 @@ func (x *SplitSpanCommand) GetNewRangeId() uint64 {
 	return 0
 }
 
+// MergeSpansCommand widens the span the entry names over its right
+// neighbour, another span of the same group: both are in one log, so the
+// right span needs no freeze, and the entry is the whole merge (the right
+// span's record goes in the same transaction). right is the neighbour as
+// the proposer saw it: a retried entry finds the left span ending where it
+// ended and answers the merge.
+type MergeSpansCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Right         *RangeDescriptor       `protobuf:"bytes,1,opt,name=right,proto3" json:"right,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MergeSpansCommand) Reset() {
+	*x = MergeSpansCommand{}
+	mi := &file_tablestore_v1_data_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MergeSpansCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MergeSpansCommand) ProtoMessage() {}
+
+func (x *MergeSpansCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_data_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MergeSpansCommand.ProtoReflect.Descriptor instead.
+func (*MergeSpansCommand) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *MergeSpansCommand) GetRight() *RangeDescriptor {
+	if x != nil {
+		return x.Right
+	}
+	return nil
+}
+
 // FreezeCommand stops writes to a range about to be merged into its left
 // neighbour.
 type FreezeCommand struct {
@@ -2114,7 +2169,7 @@ type FreezeCommand struct {
 
 func (x *FreezeCommand) Reset() {
 	*x = FreezeCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[19]
+	mi := &file_tablestore_v1_data_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2126,7 +2181,7 @@ func (x *FreezeCommand) String() string {
 func (*FreezeCommand) ProtoMessage() {}
 
 func (x *FreezeCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[19]
+	mi := &file_tablestore_v1_data_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2139,7 +2194,7 @@ func (x *FreezeCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreezeCommand.ProtoReflect.Descriptor instead.
 func (*FreezeCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{19}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *FreezeCommand) GetGeneration() uint64 {
@@ -2168,7 +2223,7 @@ type UnfreezeCommand struct {
 
 func (x *UnfreezeCommand) Reset() {
 	*x = UnfreezeCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[20]
+	mi := &file_tablestore_v1_data_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2180,7 +2235,7 @@ func (x *UnfreezeCommand) String() string {
 func (*UnfreezeCommand) ProtoMessage() {}
 
 func (x *UnfreezeCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[20]
+	mi := &file_tablestore_v1_data_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2193,7 +2248,7 @@ func (x *UnfreezeCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnfreezeCommand.ProtoReflect.Descriptor instead.
 func (*UnfreezeCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{20}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *UnfreezeCommand) GetFreezeIndex() uint64 {
@@ -2214,7 +2269,7 @@ type KV struct {
 
 func (x *KV) Reset() {
 	*x = KV{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[21]
+	mi := &file_tablestore_v1_data_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2226,7 +2281,7 @@ func (x *KV) String() string {
 func (*KV) ProtoMessage() {}
 
 func (x *KV) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[21]
+	mi := &file_tablestore_v1_data_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2239,7 +2294,7 @@ func (x *KV) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KV.ProtoReflect.Descriptor instead.
 func (*KV) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{21}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *KV) GetKey() []byte {
@@ -2272,7 +2327,7 @@ type AbsorbCommand struct {
 
 func (x *AbsorbCommand) Reset() {
 	*x = AbsorbCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[22]
+	mi := &file_tablestore_v1_data_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2284,7 +2339,7 @@ func (x *AbsorbCommand) String() string {
 func (*AbsorbCommand) ProtoMessage() {}
 
 func (x *AbsorbCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[22]
+	mi := &file_tablestore_v1_data_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2297,7 +2352,7 @@ func (x *AbsorbCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbsorbCommand.ProtoReflect.Descriptor instead.
 func (*AbsorbCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{22}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *AbsorbCommand) GetRight() *RangeDescriptor {
@@ -2342,7 +2397,7 @@ type MergeCommand struct {
 
 func (x *MergeCommand) Reset() {
 	*x = MergeCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[23]
+	mi := &file_tablestore_v1_data_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2354,7 +2409,7 @@ func (x *MergeCommand) String() string {
 func (*MergeCommand) ProtoMessage() {}
 
 func (x *MergeCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[23]
+	mi := &file_tablestore_v1_data_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2367,7 +2422,7 @@ func (x *MergeCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeCommand.ProtoReflect.Descriptor instead.
 func (*MergeCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{23}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *MergeCommand) GetRight() *RangeDescriptor {
@@ -2394,7 +2449,7 @@ type SetReplicasCommand struct {
 
 func (x *SetReplicasCommand) Reset() {
 	*x = SetReplicasCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[24]
+	mi := &file_tablestore_v1_data_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2406,7 +2461,7 @@ func (x *SetReplicasCommand) String() string {
 func (*SetReplicasCommand) ProtoMessage() {}
 
 func (x *SetReplicasCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[24]
+	mi := &file_tablestore_v1_data_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2419,7 +2474,7 @@ func (x *SetReplicasCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetReplicasCommand.ProtoReflect.Descriptor instead.
 func (*SetReplicasCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{24}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SetReplicasCommand) GetReplicas() []*Replica {
@@ -2461,7 +2516,7 @@ type RangeState struct {
 
 func (x *RangeState) Reset() {
 	*x = RangeState{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[25]
+	mi := &file_tablestore_v1_data_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2473,7 +2528,7 @@ func (x *RangeState) String() string {
 func (*RangeState) ProtoMessage() {}
 
 func (x *RangeState) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[25]
+	mi := &file_tablestore_v1_data_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2486,7 +2541,7 @@ func (x *RangeState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeState.ProtoReflect.Descriptor instead.
 func (*RangeState) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{25}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RangeState) GetRange() *RangeDescriptor {
@@ -2571,7 +2626,7 @@ type SplitBirth struct {
 
 func (x *SplitBirth) Reset() {
 	*x = SplitBirth{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[26]
+	mi := &file_tablestore_v1_data_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2583,7 +2638,7 @@ func (x *SplitBirth) String() string {
 func (*SplitBirth) ProtoMessage() {}
 
 func (x *SplitBirth) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[26]
+	mi := &file_tablestore_v1_data_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2596,7 +2651,7 @@ func (x *SplitBirth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitBirth.ProtoReflect.Descriptor instead.
 func (*SplitBirth) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{26}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SplitBirth) GetIndex() uint64 {
@@ -2626,7 +2681,7 @@ type MergeDecision struct {
 
 func (x *MergeDecision) Reset() {
 	*x = MergeDecision{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[27]
+	mi := &file_tablestore_v1_data_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2638,7 +2693,7 @@ func (x *MergeDecision) String() string {
 func (*MergeDecision) ProtoMessage() {}
 
 func (x *MergeDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[27]
+	mi := &file_tablestore_v1_data_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2651,7 +2706,7 @@ func (x *MergeDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeDecision.ProtoReflect.Descriptor instead.
 func (*MergeDecision) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{27}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *MergeDecision) GetRightRangeId() uint64 {
@@ -2688,7 +2743,7 @@ type MergeDecisionCommand struct {
 
 func (x *MergeDecisionCommand) Reset() {
 	*x = MergeDecisionCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[28]
+	mi := &file_tablestore_v1_data_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2700,7 +2755,7 @@ func (x *MergeDecisionCommand) String() string {
 func (*MergeDecisionCommand) ProtoMessage() {}
 
 func (x *MergeDecisionCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[28]
+	mi := &file_tablestore_v1_data_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2713,7 +2768,7 @@ func (x *MergeDecisionCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeDecisionCommand.ProtoReflect.Descriptor instead.
 func (*MergeDecisionCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{28}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *MergeDecisionCommand) GetDecision() *MergeDecision {
@@ -2735,7 +2790,7 @@ type UpdateRangesCommand struct {
 
 func (x *UpdateRangesCommand) Reset() {
 	*x = UpdateRangesCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[29]
+	mi := &file_tablestore_v1_data_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2747,7 +2802,7 @@ func (x *UpdateRangesCommand) String() string {
 func (*UpdateRangesCommand) ProtoMessage() {}
 
 func (x *UpdateRangesCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[29]
+	mi := &file_tablestore_v1_data_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2760,7 +2815,7 @@ func (x *UpdateRangesCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateRangesCommand.ProtoReflect.Descriptor instead.
 func (*UpdateRangesCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{29}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *UpdateRangesCommand) GetRanges() []*RangeDescriptor {
@@ -2778,7 +2833,7 @@ type AllocateRangeIDCommand struct {
 
 func (x *AllocateRangeIDCommand) Reset() {
 	*x = AllocateRangeIDCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[30]
+	mi := &file_tablestore_v1_data_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2790,7 +2845,7 @@ func (x *AllocateRangeIDCommand) String() string {
 func (*AllocateRangeIDCommand) ProtoMessage() {}
 
 func (x *AllocateRangeIDCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[30]
+	mi := &file_tablestore_v1_data_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2803,7 +2858,7 @@ func (x *AllocateRangeIDCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateRangeIDCommand.ProtoReflect.Descriptor instead.
 func (*AllocateRangeIDCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{30}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{31}
 }
 
 type AppendEventCommand struct {
@@ -2815,7 +2870,7 @@ type AppendEventCommand struct {
 
 func (x *AppendEventCommand) Reset() {
 	*x = AppendEventCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[31]
+	mi := &file_tablestore_v1_data_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2827,7 +2882,7 @@ func (x *AppendEventCommand) String() string {
 func (*AppendEventCommand) ProtoMessage() {}
 
 func (x *AppendEventCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[31]
+	mi := &file_tablestore_v1_data_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2840,7 +2895,7 @@ func (x *AppendEventCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendEventCommand.ProtoReflect.Descriptor instead.
 func (*AppendEventCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{31}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *AppendEventCommand) GetEvent() *Event {
@@ -2865,7 +2920,7 @@ type MarkRangesStartedCommand struct {
 
 func (x *MarkRangesStartedCommand) Reset() {
 	*x = MarkRangesStartedCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[32]
+	mi := &file_tablestore_v1_data_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2877,7 +2932,7 @@ func (x *MarkRangesStartedCommand) String() string {
 func (*MarkRangesStartedCommand) ProtoMessage() {}
 
 func (x *MarkRangesStartedCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[32]
+	mi := &file_tablestore_v1_data_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2890,7 +2945,7 @@ func (x *MarkRangesStartedCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkRangesStartedCommand.ProtoReflect.Descriptor instead.
 func (*MarkRangesStartedCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{32}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *MarkRangesStartedCommand) GetRangeIds() []uint64 {
@@ -2919,7 +2974,7 @@ type DeletedTable struct {
 
 func (x *DeletedTable) Reset() {
 	*x = DeletedTable{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[33]
+	mi := &file_tablestore_v1_data_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2931,7 +2986,7 @@ func (x *DeletedTable) String() string {
 func (*DeletedTable) ProtoMessage() {}
 
 func (x *DeletedTable) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[33]
+	mi := &file_tablestore_v1_data_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2944,7 +2999,7 @@ func (x *DeletedTable) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletedTable.ProtoReflect.Descriptor instead.
 func (*DeletedTable) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{33}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *DeletedTable) GetTableId() uint64 {
@@ -2979,7 +3034,7 @@ type DeletedRangesFrozenCommand struct {
 
 func (x *DeletedRangesFrozenCommand) Reset() {
 	*x = DeletedRangesFrozenCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[34]
+	mi := &file_tablestore_v1_data_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2991,7 +3046,7 @@ func (x *DeletedRangesFrozenCommand) String() string {
 func (*DeletedRangesFrozenCommand) ProtoMessage() {}
 
 func (x *DeletedRangesFrozenCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[34]
+	mi := &file_tablestore_v1_data_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3004,7 +3059,7 @@ func (x *DeletedRangesFrozenCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletedRangesFrozenCommand.ProtoReflect.Descriptor instead.
 func (*DeletedRangesFrozenCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{34}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *DeletedRangesFrozenCommand) GetTableId() uint64 {
@@ -3025,7 +3080,7 @@ type RemoveRangeCommand struct {
 
 func (x *RemoveRangeCommand) Reset() {
 	*x = RemoveRangeCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[35]
+	mi := &file_tablestore_v1_data_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3037,7 +3092,7 @@ func (x *RemoveRangeCommand) String() string {
 func (*RemoveRangeCommand) ProtoMessage() {}
 
 func (x *RemoveRangeCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[35]
+	mi := &file_tablestore_v1_data_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3050,7 +3105,7 @@ func (x *RemoveRangeCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveRangeCommand.ProtoReflect.Descriptor instead.
 func (*RemoveRangeCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{35}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *RemoveRangeCommand) GetRangeId() uint64 {
@@ -3078,7 +3133,7 @@ type MasterCommand struct {
 
 func (x *MasterCommand) Reset() {
 	*x = MasterCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[36]
+	mi := &file_tablestore_v1_data_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3090,7 +3145,7 @@ func (x *MasterCommand) String() string {
 func (*MasterCommand) ProtoMessage() {}
 
 func (x *MasterCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[36]
+	mi := &file_tablestore_v1_data_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3103,7 +3158,7 @@ func (x *MasterCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterCommand.ProtoReflect.Descriptor instead.
 func (*MasterCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{36}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *MasterCommand) GetKind() MasterCommandKind {
@@ -3129,7 +3184,7 @@ type RegisterServerCommand struct {
 
 func (x *RegisterServerCommand) Reset() {
 	*x = RegisterServerCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[37]
+	mi := &file_tablestore_v1_data_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3141,7 +3196,7 @@ func (x *RegisterServerCommand) String() string {
 func (*RegisterServerCommand) ProtoMessage() {}
 
 func (x *RegisterServerCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[37]
+	mi := &file_tablestore_v1_data_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3154,7 +3209,7 @@ func (x *RegisterServerCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterServerCommand.ProtoReflect.Descriptor instead.
 func (*RegisterServerCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{37}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *RegisterServerCommand) GetServer() *ServerInfo {
@@ -3174,7 +3229,7 @@ type SetServerDrainingCommand struct {
 
 func (x *SetServerDrainingCommand) Reset() {
 	*x = SetServerDrainingCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[38]
+	mi := &file_tablestore_v1_data_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3186,7 +3241,7 @@ func (x *SetServerDrainingCommand) String() string {
 func (*SetServerDrainingCommand) ProtoMessage() {}
 
 func (x *SetServerDrainingCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[38]
+	mi := &file_tablestore_v1_data_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3199,7 +3254,7 @@ func (x *SetServerDrainingCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetServerDrainingCommand.ProtoReflect.Descriptor instead.
 func (*SetServerDrainingCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{38}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *SetServerDrainingCommand) GetServerId() string {
@@ -3225,7 +3280,7 @@ type RemoveServerCommand struct {
 
 func (x *RemoveServerCommand) Reset() {
 	*x = RemoveServerCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[39]
+	mi := &file_tablestore_v1_data_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3237,7 +3292,7 @@ func (x *RemoveServerCommand) String() string {
 func (*RemoveServerCommand) ProtoMessage() {}
 
 func (x *RemoveServerCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[39]
+	mi := &file_tablestore_v1_data_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3250,7 +3305,7 @@ func (x *RemoveServerCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerCommand.ProtoReflect.Descriptor instead.
 func (*RemoveServerCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{39}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RemoveServerCommand) GetServerId() string {
@@ -3287,7 +3342,7 @@ type CreateTableCommand struct {
 
 func (x *CreateTableCommand) Reset() {
 	*x = CreateTableCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[40]
+	mi := &file_tablestore_v1_data_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3299,7 +3354,7 @@ func (x *CreateTableCommand) String() string {
 func (*CreateTableCommand) ProtoMessage() {}
 
 func (x *CreateTableCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[40]
+	mi := &file_tablestore_v1_data_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3312,7 +3367,7 @@ func (x *CreateTableCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTableCommand.ProtoReflect.Descriptor instead.
 func (*CreateTableCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{40}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *CreateTableCommand) GetName() string {
@@ -3360,7 +3415,7 @@ type DeleteTableCommand struct {
 
 func (x *DeleteTableCommand) Reset() {
 	*x = DeleteTableCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[41]
+	mi := &file_tablestore_v1_data_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3372,7 +3427,7 @@ func (x *DeleteTableCommand) String() string {
 func (*DeleteTableCommand) ProtoMessage() {}
 
 func (x *DeleteTableCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[41]
+	mi := &file_tablestore_v1_data_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3385,7 +3440,7 @@ func (x *DeleteTableCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTableCommand.ProtoReflect.Descriptor instead.
 func (*DeleteTableCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{41}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *DeleteTableCommand) GetName() string {
@@ -3423,7 +3478,7 @@ type TableRequestRecord struct {
 
 func (x *TableRequestRecord) Reset() {
 	*x = TableRequestRecord{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[42]
+	mi := &file_tablestore_v1_data_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3435,7 +3490,7 @@ func (x *TableRequestRecord) String() string {
 func (*TableRequestRecord) ProtoMessage() {}
 
 func (x *TableRequestRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[42]
+	mi := &file_tablestore_v1_data_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3448,7 +3503,7 @@ func (x *TableRequestRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TableRequestRecord.ProtoReflect.Descriptor instead.
 func (*TableRequestRecord) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{42}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *TableRequestRecord) GetRequestId() []byte {
@@ -3503,7 +3558,7 @@ type SetTableACLCommand struct {
 
 func (x *SetTableACLCommand) Reset() {
 	*x = SetTableACLCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[43]
+	mi := &file_tablestore_v1_data_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3515,7 +3570,7 @@ func (x *SetTableACLCommand) String() string {
 func (*SetTableACLCommand) ProtoMessage() {}
 
 func (x *SetTableACLCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[43]
+	mi := &file_tablestore_v1_data_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3528,7 +3583,7 @@ func (x *SetTableACLCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTableACLCommand.ProtoReflect.Descriptor instead.
 func (*SetTableACLCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{43}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *SetTableACLCommand) GetName() string {
@@ -3560,7 +3615,7 @@ type SetServicePropertiesCommand struct {
 
 func (x *SetServicePropertiesCommand) Reset() {
 	*x = SetServicePropertiesCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[44]
+	mi := &file_tablestore_v1_data_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3572,7 +3627,7 @@ func (x *SetServicePropertiesCommand) String() string {
 func (*SetServicePropertiesCommand) ProtoMessage() {}
 
 func (x *SetServicePropertiesCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[44]
+	mi := &file_tablestore_v1_data_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3585,7 +3640,7 @@ func (x *SetServicePropertiesCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetServicePropertiesCommand.ProtoReflect.Descriptor instead.
 func (*SetServicePropertiesCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{44}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *SetServicePropertiesCommand) GetProperties() []byte {
@@ -3612,7 +3667,7 @@ type SetAccountsCommand struct {
 
 func (x *SetAccountsCommand) Reset() {
 	*x = SetAccountsCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[45]
+	mi := &file_tablestore_v1_data_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3624,7 +3679,7 @@ func (x *SetAccountsCommand) String() string {
 func (*SetAccountsCommand) ProtoMessage() {}
 
 func (x *SetAccountsCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[45]
+	mi := &file_tablestore_v1_data_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3637,7 +3692,7 @@ func (x *SetAccountsCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAccountsCommand.ProtoReflect.Descriptor instead.
 func (*SetAccountsCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{45}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *SetAccountsCommand) GetAccounts() []*StorageAccount {
@@ -3684,7 +3739,7 @@ type MasterSnapshot struct {
 
 func (x *MasterSnapshot) Reset() {
 	*x = MasterSnapshot{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[46]
+	mi := &file_tablestore_v1_data_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3696,7 +3751,7 @@ func (x *MasterSnapshot) String() string {
 func (*MasterSnapshot) ProtoMessage() {}
 
 func (x *MasterSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[46]
+	mi := &file_tablestore_v1_data_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3709,7 +3764,7 @@ func (x *MasterSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterSnapshot.ProtoReflect.Descriptor instead.
 func (*MasterSnapshot) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{46}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *MasterSnapshot) GetTables() []*Table {
@@ -3843,7 +3898,7 @@ type FrontendInfo struct {
 
 func (x *FrontendInfo) Reset() {
 	*x = FrontendInfo{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[47]
+	mi := &file_tablestore_v1_data_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3855,7 +3910,7 @@ func (x *FrontendInfo) String() string {
 func (*FrontendInfo) ProtoMessage() {}
 
 func (x *FrontendInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[47]
+	mi := &file_tablestore_v1_data_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3868,7 +3923,7 @@ func (x *FrontendInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FrontendInfo.ProtoReflect.Descriptor instead.
 func (*FrontendInfo) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{47}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *FrontendInfo) GetId() string {
@@ -4079,7 +4134,9 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x10SplitSpanCommand\x12\x1b\n" +
 	"\tsplit_key\x18\x01 \x01(\tR\bsplitKey\x12 \n" +
 	"\fnew_range_id\x18\x02 \x01(\x04R\n" +
-	"newRangeId\"T\n" +
+	"newRangeId\"I\n" +
+	"\x11MergeSpansCommand\x124\n" +
+	"\x05right\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05right\"T\n" +
 	"\rFreezeCommand\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\x04R\n" +
@@ -4231,7 +4288,7 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\rOP_KIND_MERGE\x10\x03\x12\x1d\n" +
 	"\x19OP_KIND_INSERT_OR_REPLACE\x10\x04\x12\x1b\n" +
 	"\x17OP_KIND_INSERT_OR_MERGE\x10\x05\x12\x12\n" +
-	"\x0eOP_KIND_DELETE\x10\x06*\xb4\x02\n" +
+	"\x0eOP_KIND_DELETE\x10\x06*\xd2\x02\n" +
 	"\vCommandKind\x12\x1c\n" +
 	"\x18COMMAND_KIND_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12COMMAND_KIND_WRITE\x10\x01\x12\x16\n" +
@@ -4244,7 +4301,8 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x18COMMAND_KIND_WRITE_BATCH\x10\a\x12\x19\n" +
 	"\x15COMMAND_KIND_UNFREEZE\x10\t\x12\x1b\n" +
 	"\x17COMMAND_KIND_SPLIT_SPAN\x10\n" +
-	"*\xd8\x05\n" +
+	"\x12\x1c\n" +
+	"\x18COMMAND_KIND_MERGE_SPANS\x10\v*\xd8\x05\n" +
 	"\x11MasterCommandKind\x12#\n" +
 	"\x1fMASTER_COMMAND_KIND_UNSPECIFIED\x10\x00\x12'\n" +
 	"#MASTER_COMMAND_KIND_REGISTER_SERVER\x10\x01\x12$\n" +
@@ -4282,7 +4340,7 @@ func file_tablestore_v1_data_proto_rawDescGZIP() []byte {
 }
 
 var file_tablestore_v1_data_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_tablestore_v1_data_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
+var file_tablestore_v1_data_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
 var file_tablestore_v1_data_proto_goTypes = []any{
 	(EventKind)(0),                      // 0: tablestore.v1.EventKind
 	(OpKind)(0),                         // 1: tablestore.v1.OpKind
@@ -4308,40 +4366,41 @@ var file_tablestore_v1_data_proto_goTypes = []any{
 	(*WriteBatchCommand)(nil),           // 21: tablestore.v1.WriteBatchCommand
 	(*SplitCommand)(nil),                // 22: tablestore.v1.SplitCommand
 	(*SplitSpanCommand)(nil),            // 23: tablestore.v1.SplitSpanCommand
-	(*FreezeCommand)(nil),               // 24: tablestore.v1.FreezeCommand
-	(*UnfreezeCommand)(nil),             // 25: tablestore.v1.UnfreezeCommand
-	(*KV)(nil),                          // 26: tablestore.v1.KV
-	(*AbsorbCommand)(nil),               // 27: tablestore.v1.AbsorbCommand
-	(*MergeCommand)(nil),                // 28: tablestore.v1.MergeCommand
-	(*SetReplicasCommand)(nil),          // 29: tablestore.v1.SetReplicasCommand
-	(*RangeState)(nil),                  // 30: tablestore.v1.RangeState
-	(*SplitBirth)(nil),                  // 31: tablestore.v1.SplitBirth
-	(*MergeDecision)(nil),               // 32: tablestore.v1.MergeDecision
-	(*MergeDecisionCommand)(nil),        // 33: tablestore.v1.MergeDecisionCommand
-	(*UpdateRangesCommand)(nil),         // 34: tablestore.v1.UpdateRangesCommand
-	(*AllocateRangeIDCommand)(nil),      // 35: tablestore.v1.AllocateRangeIDCommand
-	(*AppendEventCommand)(nil),          // 36: tablestore.v1.AppendEventCommand
-	(*MarkRangesStartedCommand)(nil),    // 37: tablestore.v1.MarkRangesStartedCommand
-	(*DeletedTable)(nil),                // 38: tablestore.v1.DeletedTable
-	(*DeletedRangesFrozenCommand)(nil),  // 39: tablestore.v1.DeletedRangesFrozenCommand
-	(*RemoveRangeCommand)(nil),          // 40: tablestore.v1.RemoveRangeCommand
-	(*MasterCommand)(nil),               // 41: tablestore.v1.MasterCommand
-	(*RegisterServerCommand)(nil),       // 42: tablestore.v1.RegisterServerCommand
-	(*SetServerDrainingCommand)(nil),    // 43: tablestore.v1.SetServerDrainingCommand
-	(*RemoveServerCommand)(nil),         // 44: tablestore.v1.RemoveServerCommand
-	(*CreateTableCommand)(nil),          // 45: tablestore.v1.CreateTableCommand
-	(*DeleteTableCommand)(nil),          // 46: tablestore.v1.DeleteTableCommand
-	(*TableRequestRecord)(nil),          // 47: tablestore.v1.TableRequestRecord
-	(*SetTableACLCommand)(nil),          // 48: tablestore.v1.SetTableACLCommand
-	(*SetServicePropertiesCommand)(nil), // 49: tablestore.v1.SetServicePropertiesCommand
-	(*SetAccountsCommand)(nil),          // 50: tablestore.v1.SetAccountsCommand
-	(*MasterSnapshot)(nil),              // 51: tablestore.v1.MasterSnapshot
-	(*FrontendInfo)(nil),                // 52: tablestore.v1.FrontendInfo
-	nil,                                 // 53: tablestore.v1.Event.FiguresEntry
-	nil,                                 // 54: tablestore.v1.PartitionMap.LeadersEntry
-	nil,                                 // 55: tablestore.v1.PartitionMap.LoadsEntry
-	nil,                                 // 56: tablestore.v1.PartitionMap.AccountServicePropertiesEntry
-	nil,                                 // 57: tablestore.v1.MasterSnapshot.AccountServicePropertiesEntry
+	(*MergeSpansCommand)(nil),           // 24: tablestore.v1.MergeSpansCommand
+	(*FreezeCommand)(nil),               // 25: tablestore.v1.FreezeCommand
+	(*UnfreezeCommand)(nil),             // 26: tablestore.v1.UnfreezeCommand
+	(*KV)(nil),                          // 27: tablestore.v1.KV
+	(*AbsorbCommand)(nil),               // 28: tablestore.v1.AbsorbCommand
+	(*MergeCommand)(nil),                // 29: tablestore.v1.MergeCommand
+	(*SetReplicasCommand)(nil),          // 30: tablestore.v1.SetReplicasCommand
+	(*RangeState)(nil),                  // 31: tablestore.v1.RangeState
+	(*SplitBirth)(nil),                  // 32: tablestore.v1.SplitBirth
+	(*MergeDecision)(nil),               // 33: tablestore.v1.MergeDecision
+	(*MergeDecisionCommand)(nil),        // 34: tablestore.v1.MergeDecisionCommand
+	(*UpdateRangesCommand)(nil),         // 35: tablestore.v1.UpdateRangesCommand
+	(*AllocateRangeIDCommand)(nil),      // 36: tablestore.v1.AllocateRangeIDCommand
+	(*AppendEventCommand)(nil),          // 37: tablestore.v1.AppendEventCommand
+	(*MarkRangesStartedCommand)(nil),    // 38: tablestore.v1.MarkRangesStartedCommand
+	(*DeletedTable)(nil),                // 39: tablestore.v1.DeletedTable
+	(*DeletedRangesFrozenCommand)(nil),  // 40: tablestore.v1.DeletedRangesFrozenCommand
+	(*RemoveRangeCommand)(nil),          // 41: tablestore.v1.RemoveRangeCommand
+	(*MasterCommand)(nil),               // 42: tablestore.v1.MasterCommand
+	(*RegisterServerCommand)(nil),       // 43: tablestore.v1.RegisterServerCommand
+	(*SetServerDrainingCommand)(nil),    // 44: tablestore.v1.SetServerDrainingCommand
+	(*RemoveServerCommand)(nil),         // 45: tablestore.v1.RemoveServerCommand
+	(*CreateTableCommand)(nil),          // 46: tablestore.v1.CreateTableCommand
+	(*DeleteTableCommand)(nil),          // 47: tablestore.v1.DeleteTableCommand
+	(*TableRequestRecord)(nil),          // 48: tablestore.v1.TableRequestRecord
+	(*SetTableACLCommand)(nil),          // 49: tablestore.v1.SetTableACLCommand
+	(*SetServicePropertiesCommand)(nil), // 50: tablestore.v1.SetServicePropertiesCommand
+	(*SetAccountsCommand)(nil),          // 51: tablestore.v1.SetAccountsCommand
+	(*MasterSnapshot)(nil),              // 52: tablestore.v1.MasterSnapshot
+	(*FrontendInfo)(nil),                // 53: tablestore.v1.FrontendInfo
+	nil,                                 // 54: tablestore.v1.Event.FiguresEntry
+	nil,                                 // 55: tablestore.v1.PartitionMap.LeadersEntry
+	nil,                                 // 56: tablestore.v1.PartitionMap.LoadsEntry
+	nil,                                 // 57: tablestore.v1.PartitionMap.AccountServicePropertiesEntry
+	nil,                                 // 58: tablestore.v1.MasterSnapshot.AccountServicePropertiesEntry
 }
 var file_tablestore_v1_data_proto_depIdxs = []int32{
 	5,  // 0: tablestore.v1.RangeDescriptor.replicas:type_name -> tablestore.v1.Replica
@@ -4350,57 +4409,58 @@ var file_tablestore_v1_data_proto_depIdxs = []int32{
 	12, // 3: tablestore.v1.RangeLoad.hot_keys:type_name -> tablestore.v1.KeyLoad
 	12, // 4: tablestore.v1.RangeLoad.load_sample:type_name -> tablestore.v1.KeyLoad
 	0,  // 5: tablestore.v1.Event.kind:type_name -> tablestore.v1.EventKind
-	53, // 6: tablestore.v1.Event.figures:type_name -> tablestore.v1.Event.FiguresEntry
+	54, // 6: tablestore.v1.Event.figures:type_name -> tablestore.v1.Event.FiguresEntry
 	11, // 7: tablestore.v1.RangeStatus.load:type_name -> tablestore.v1.RangeLoad
 	6,  // 8: tablestore.v1.RangeStatus.range:type_name -> tablestore.v1.RangeDescriptor
 	7,  // 9: tablestore.v1.PartitionMap.tables:type_name -> tablestore.v1.Table
 	6,  // 10: tablestore.v1.PartitionMap.ranges:type_name -> tablestore.v1.RangeDescriptor
 	9,  // 11: tablestore.v1.PartitionMap.servers:type_name -> tablestore.v1.ServerInfo
-	54, // 12: tablestore.v1.PartitionMap.leaders:type_name -> tablestore.v1.PartitionMap.LeadersEntry
-	55, // 13: tablestore.v1.PartitionMap.loads:type_name -> tablestore.v1.PartitionMap.LoadsEntry
+	55, // 12: tablestore.v1.PartitionMap.leaders:type_name -> tablestore.v1.PartitionMap.LeadersEntry
+	56, // 13: tablestore.v1.PartitionMap.loads:type_name -> tablestore.v1.PartitionMap.LoadsEntry
 	16, // 14: tablestore.v1.PartitionMap.accounts:type_name -> tablestore.v1.StorageAccount
-	56, // 15: tablestore.v1.PartitionMap.account_service_properties:type_name -> tablestore.v1.PartitionMap.AccountServicePropertiesEntry
+	57, // 15: tablestore.v1.PartitionMap.account_service_properties:type_name -> tablestore.v1.PartitionMap.AccountServicePropertiesEntry
 	1,  // 16: tablestore.v1.EntityOp.kind:type_name -> tablestore.v1.OpKind
 	2,  // 17: tablestore.v1.Command.kind:type_name -> tablestore.v1.CommandKind
 	17, // 18: tablestore.v1.WriteCommand.ops:type_name -> tablestore.v1.EntityOp
 	20, // 19: tablestore.v1.WriteBatchCommand.writes:type_name -> tablestore.v1.WriteCommand
-	6,  // 20: tablestore.v1.AbsorbCommand.right:type_name -> tablestore.v1.RangeDescriptor
-	26, // 21: tablestore.v1.AbsorbCommand.rows:type_name -> tablestore.v1.KV
-	26, // 22: tablestore.v1.AbsorbCommand.requests:type_name -> tablestore.v1.KV
-	6,  // 23: tablestore.v1.MergeCommand.right:type_name -> tablestore.v1.RangeDescriptor
-	5,  // 24: tablestore.v1.SetReplicasCommand.replicas:type_name -> tablestore.v1.Replica
-	6,  // 25: tablestore.v1.RangeState.range:type_name -> tablestore.v1.RangeDescriptor
-	31, // 26: tablestore.v1.RangeState.recent_splits:type_name -> tablestore.v1.SplitBirth
-	6,  // 27: tablestore.v1.SplitBirth.right:type_name -> tablestore.v1.RangeDescriptor
-	4,  // 28: tablestore.v1.MergeDecision.outcome:type_name -> tablestore.v1.MergeOutcome
-	32, // 29: tablestore.v1.MergeDecisionCommand.decision:type_name -> tablestore.v1.MergeDecision
-	6,  // 30: tablestore.v1.UpdateRangesCommand.ranges:type_name -> tablestore.v1.RangeDescriptor
-	13, // 31: tablestore.v1.AppendEventCommand.event:type_name -> tablestore.v1.Event
-	6,  // 32: tablestore.v1.DeletedTable.ranges:type_name -> tablestore.v1.RangeDescriptor
-	6,  // 33: tablestore.v1.RemoveRangeCommand.absorbed_by:type_name -> tablestore.v1.RangeDescriptor
-	3,  // 34: tablestore.v1.MasterCommand.kind:type_name -> tablestore.v1.MasterCommandKind
-	9,  // 35: tablestore.v1.RegisterServerCommand.server:type_name -> tablestore.v1.ServerInfo
-	5,  // 36: tablestore.v1.CreateTableCommand.replicas:type_name -> tablestore.v1.Replica
-	3,  // 37: tablestore.v1.TableRequestRecord.kind:type_name -> tablestore.v1.MasterCommandKind
-	7,  // 38: tablestore.v1.TableRequestRecord.table:type_name -> tablestore.v1.Table
-	6,  // 39: tablestore.v1.TableRequestRecord.ranges:type_name -> tablestore.v1.RangeDescriptor
-	8,  // 40: tablestore.v1.SetTableACLCommand.acl:type_name -> tablestore.v1.SignedIdentifier
-	16, // 41: tablestore.v1.SetAccountsCommand.accounts:type_name -> tablestore.v1.StorageAccount
-	7,  // 42: tablestore.v1.MasterSnapshot.tables:type_name -> tablestore.v1.Table
-	6,  // 43: tablestore.v1.MasterSnapshot.ranges:type_name -> tablestore.v1.RangeDescriptor
-	9,  // 44: tablestore.v1.MasterSnapshot.servers:type_name -> tablestore.v1.ServerInfo
-	13, // 45: tablestore.v1.MasterSnapshot.events:type_name -> tablestore.v1.Event
-	16, // 46: tablestore.v1.MasterSnapshot.accounts:type_name -> tablestore.v1.StorageAccount
-	47, // 47: tablestore.v1.MasterSnapshot.requests:type_name -> tablestore.v1.TableRequestRecord
-	32, // 48: tablestore.v1.MasterSnapshot.merge_decisions:type_name -> tablestore.v1.MergeDecision
-	38, // 49: tablestore.v1.MasterSnapshot.deleted_pending:type_name -> tablestore.v1.DeletedTable
-	57, // 50: tablestore.v1.MasterSnapshot.account_service_properties:type_name -> tablestore.v1.MasterSnapshot.AccountServicePropertiesEntry
-	11, // 51: tablestore.v1.PartitionMap.LoadsEntry.value:type_name -> tablestore.v1.RangeLoad
-	52, // [52:52] is the sub-list for method output_type
-	52, // [52:52] is the sub-list for method input_type
-	52, // [52:52] is the sub-list for extension type_name
-	52, // [52:52] is the sub-list for extension extendee
-	0,  // [0:52] is the sub-list for field type_name
+	6,  // 20: tablestore.v1.MergeSpansCommand.right:type_name -> tablestore.v1.RangeDescriptor
+	6,  // 21: tablestore.v1.AbsorbCommand.right:type_name -> tablestore.v1.RangeDescriptor
+	27, // 22: tablestore.v1.AbsorbCommand.rows:type_name -> tablestore.v1.KV
+	27, // 23: tablestore.v1.AbsorbCommand.requests:type_name -> tablestore.v1.KV
+	6,  // 24: tablestore.v1.MergeCommand.right:type_name -> tablestore.v1.RangeDescriptor
+	5,  // 25: tablestore.v1.SetReplicasCommand.replicas:type_name -> tablestore.v1.Replica
+	6,  // 26: tablestore.v1.RangeState.range:type_name -> tablestore.v1.RangeDescriptor
+	32, // 27: tablestore.v1.RangeState.recent_splits:type_name -> tablestore.v1.SplitBirth
+	6,  // 28: tablestore.v1.SplitBirth.right:type_name -> tablestore.v1.RangeDescriptor
+	4,  // 29: tablestore.v1.MergeDecision.outcome:type_name -> tablestore.v1.MergeOutcome
+	33, // 30: tablestore.v1.MergeDecisionCommand.decision:type_name -> tablestore.v1.MergeDecision
+	6,  // 31: tablestore.v1.UpdateRangesCommand.ranges:type_name -> tablestore.v1.RangeDescriptor
+	13, // 32: tablestore.v1.AppendEventCommand.event:type_name -> tablestore.v1.Event
+	6,  // 33: tablestore.v1.DeletedTable.ranges:type_name -> tablestore.v1.RangeDescriptor
+	6,  // 34: tablestore.v1.RemoveRangeCommand.absorbed_by:type_name -> tablestore.v1.RangeDescriptor
+	3,  // 35: tablestore.v1.MasterCommand.kind:type_name -> tablestore.v1.MasterCommandKind
+	9,  // 36: tablestore.v1.RegisterServerCommand.server:type_name -> tablestore.v1.ServerInfo
+	5,  // 37: tablestore.v1.CreateTableCommand.replicas:type_name -> tablestore.v1.Replica
+	3,  // 38: tablestore.v1.TableRequestRecord.kind:type_name -> tablestore.v1.MasterCommandKind
+	7,  // 39: tablestore.v1.TableRequestRecord.table:type_name -> tablestore.v1.Table
+	6,  // 40: tablestore.v1.TableRequestRecord.ranges:type_name -> tablestore.v1.RangeDescriptor
+	8,  // 41: tablestore.v1.SetTableACLCommand.acl:type_name -> tablestore.v1.SignedIdentifier
+	16, // 42: tablestore.v1.SetAccountsCommand.accounts:type_name -> tablestore.v1.StorageAccount
+	7,  // 43: tablestore.v1.MasterSnapshot.tables:type_name -> tablestore.v1.Table
+	6,  // 44: tablestore.v1.MasterSnapshot.ranges:type_name -> tablestore.v1.RangeDescriptor
+	9,  // 45: tablestore.v1.MasterSnapshot.servers:type_name -> tablestore.v1.ServerInfo
+	13, // 46: tablestore.v1.MasterSnapshot.events:type_name -> tablestore.v1.Event
+	16, // 47: tablestore.v1.MasterSnapshot.accounts:type_name -> tablestore.v1.StorageAccount
+	48, // 48: tablestore.v1.MasterSnapshot.requests:type_name -> tablestore.v1.TableRequestRecord
+	33, // 49: tablestore.v1.MasterSnapshot.merge_decisions:type_name -> tablestore.v1.MergeDecision
+	39, // 50: tablestore.v1.MasterSnapshot.deleted_pending:type_name -> tablestore.v1.DeletedTable
+	58, // 51: tablestore.v1.MasterSnapshot.account_service_properties:type_name -> tablestore.v1.MasterSnapshot.AccountServicePropertiesEntry
+	11, // 52: tablestore.v1.PartitionMap.LoadsEntry.value:type_name -> tablestore.v1.RangeLoad
+	53, // [53:53] is the sub-list for method output_type
+	53, // [53:53] is the sub-list for method input_type
+	53, // [53:53] is the sub-list for extension type_name
+	53, // [53:53] is the sub-list for extension extendee
+	0,  // [0:53] is the sub-list for field type_name
 }
 
 func init() { file_tablestore_v1_data_proto_init() }
@@ -4414,7 +4474,7 @@ func file_tablestore_v1_data_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tablestore_v1_data_proto_rawDesc), len(file_tablestore_v1_data_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   53,
+			NumMessages:   54,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

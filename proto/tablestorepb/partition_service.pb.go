@@ -344,8 +344,11 @@ type MergeRangeRequest struct {
 	// Log index of the right range's freeze; every replica of it has applied
 	// at least this far.
 	RightFreezeIndex uint64 `protobuf:"varint,3,opt,name=right_freeze_index,json=rightFreezeIndex,proto3" json:"right_freeze_index,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The right range is a span of this range's group (MergeSpansCommand):
+	// not frozen, no freeze index.
+	InGroup       bool `protobuf:"varint,4,opt,name=in_group,json=inGroup,proto3" json:"in_group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *MergeRangeRequest) Reset() {
@@ -397,6 +400,13 @@ func (x *MergeRangeRequest) GetRightFreezeIndex() uint64 {
 		return x.RightFreezeIndex
 	}
 	return 0
+}
+
+func (x *MergeRangeRequest) GetInGroup() bool {
+	if x != nil {
+		return x.InGroup
+	}
+	return false
 }
 
 type MergeRangeResponse struct {
@@ -2261,11 +2271,12 @@ const file_tablestore_v1_partition_service_proto_rawDesc = "" +
 	"\x13FreezeRangeResponse\x124\n" +
 	"\x05range\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\x12!\n" +
 	"\ffreeze_index\x18\x02 \x01(\x04R\vfreezeIndex\x12#\n" +
-	"\rapplied_index\x18\x03 \x01(\x04R\fappliedIndex\"\x92\x01\n" +
+	"\rapplied_index\x18\x03 \x01(\x04R\fappliedIndex\"\xad\x01\n" +
 	"\x11MergeRangeRequest\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x124\n" +
 	"\x05right\x18\x02 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05right\x12,\n" +
-	"\x12right_freeze_index\x18\x03 \x01(\x04R\x10rightFreezeIndex\"J\n" +
+	"\x12right_freeze_index\x18\x03 \x01(\x04R\x10rightFreezeIndex\x12\x19\n" +
+	"\bin_group\x18\x04 \x01(\bR\ainGroup\"J\n" +
 	"\x12MergeRangeResponse\x124\n" +
 	"\x05range\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\"T\n" +
 	"\x14UnfreezeRangeRequest\x12\x19\n" +
