@@ -34,21 +34,29 @@ func TestSplitMergeCrashes(t *testing.T) {
 		// is not finished after the restart either: the right range must
 		// serve again instead.
 		also string
+		// inGroup: the split (and, for a merge, the split before it and
+		// so the merge) stays in the range's Raft group
+		// (docs/range-groups.md).
+		inGroup bool
 	}{
-		{"split: master dies before the split", false, "master/split/before-split", true, false, ""},
-		{"split: master dies after the split, before recording it", false, "master/split/after-split", true, false, ""},
-		{"split: leader dies before proposing", false, "partitionserver/split/before-propose", false, true, ""},
-		{"split: leader dies after applying", false, "partitionserver/split/after-apply", false, true, ""},
-		{"split: master and leader die after applying", false, "partitionserver/split/after-apply", true, true, ""},
-		{"merge: master dies after co-locating", true, "master/merge/after-colocate", true, false, ""},
-		{"merge: master dies after the freeze", true, "master/merge/after-freeze", true, false, ""},
-		{"merge: master dies after the merge", true, "master/merge/after-merge", true, false, ""},
-		{"merge: master dies after removing the range", true, "master/merge/after-remove", true, false, ""},
-		{"merge: left leader dies before proposing the merge", true, "partitionserver/merge/before-propose", false, true, ""},
-		{"merge: master and left leader die after the freeze", true, "master/merge/after-freeze", true, true, ""},
-		{"merge: master dies after proposing the freeze, before deciding", true, "master/merge/after-freeze-proposed", true, false, ""},
-		{"merge: master dies after recording an abort, before the unfreeze", true, "master/merge/after-abort", true, false, "master/merge/freeze-wait"},
-		{"merge: master dies after the unfreeze", true, "master/merge/after-unfreeze", true, false, "master/merge/freeze-wait"},
+		{"split: master dies before the split", false, "master/split/before-split", true, false, "", false},
+		{"split: master dies after the split, before recording it", false, "master/split/after-split", true, false, "", false},
+		{"split: leader dies before proposing", false, "partitionserver/split/before-propose", false, true, "", false},
+		{"split: leader dies after applying", false, "partitionserver/split/after-apply", false, true, "", false},
+		{"split: master and leader die after applying", false, "partitionserver/split/after-apply", true, true, "", false},
+		{"merge: master dies after co-locating", true, "master/merge/after-colocate", true, false, "", false},
+		{"merge: master dies after the freeze", true, "master/merge/after-freeze", true, false, "", false},
+		{"merge: master dies after the merge", true, "master/merge/after-merge", true, false, "", false},
+		{"merge: master dies after removing the range", true, "master/merge/after-remove", true, false, "", false},
+		{"merge: left leader dies before proposing the merge", true, "partitionserver/merge/before-propose", false, true, "", false},
+		{"merge: master and left leader die after the freeze", true, "master/merge/after-freeze", true, true, "", false},
+		{"merge: master dies after proposing the freeze, before deciding", true, "master/merge/after-freeze-proposed", true, false, "", false},
+		{"merge: master dies after recording an abort, before the unfreeze", true, "master/merge/after-abort", true, false, "master/merge/freeze-wait", false},
+		{"merge: master dies after the unfreeze", true, "master/merge/after-unfreeze", true, false, "master/merge/freeze-wait", false},
+		{"split in group: master dies after the split, before recording it", false, "master/split/after-split", true, false, "", true},
+		{"split in group: master and leader die after applying", false, "partitionserver/split/after-apply", true, true, "", true},
+		{"merge in group: master dies after the merge", true, "master/merge-spans/after-merge", true, false, "", true},
+		{"merge in group: leader dies before proposing the merge", true, "partitionserver/merge/before-propose", false, true, "", true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -70,7 +78,7 @@ func TestSplitMergeCrashes(t *testing.T) {
 				var split *pb.SplitResponse
 				err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
 					var err error
-					split, err = m.Split(ctx, &pb.SplitRequest{Table: table, PartitionKey: "k13"})
+					split, err = m.Split(ctx, &pb.SplitRequest{Table: table, PartitionKey: "k13", InGroup: tc.inGroup})
 					return err
 				})
 				if err != nil {
@@ -106,7 +114,7 @@ func TestSplitMergeCrashes(t *testing.T) {
 				_, err = mergeRetrying(ctx, t, mc, target.GetRangeId())
 			} else {
 				err = mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
-					_, err := m.Split(ctx, &pb.SplitRequest{Table: table, PartitionKey: "k13"})
+					_, err := m.Split(ctx, &pb.SplitRequest{Table: table, PartitionKey: "k13", InGroup: tc.inGroup})
 					return err
 				})
 			}
@@ -168,6 +176,9 @@ func TestSplitMergeCrashes(t *testing.T) {
 					}
 					return false
 				})
+			case tc.merge && tc.inGroup && tc.point == "partitionserver/merge/before-propose":
+				// Nothing frozen or recorded before the entry: the merge
+				// did not happen, and both spans serve (the writes below).
 			case tc.merge && tc.point != "master/merge/after-colocate" && tc.also == "":
 				// An interrupted merge whose COMMIT was recorded is
 				// finished, not left half done (before the freeze there is
