@@ -48,10 +48,14 @@ const MaxDevServers = 10
 
 // DefaultDevConfig returns the documented defaults.
 func DefaultDevConfig() DevConfig {
-	return DevConfig{
+	c := DevConfig{
 		DataDir: "./data", FrontendAddr: "127.0.0.1:10002", Servers: 3, LocalCalls: true,
 		Master: master.DefaultConfig(), Server: partitionserver.DefaultConfig(), Frontend: frontend.DefaultConfig(),
 	}
+	// Every partition server is in this one process: splits stay in
+	// their range's group (scheduler.Config.SharedHost).
+	c.Master.Policy.SharedHost = true
+	return c
 }
 
 // Validate reports invalid settings.

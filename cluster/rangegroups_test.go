@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"tablestore/master"
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -114,4 +115,43 @@ func TestSplitInGroup(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// TestHotRangeSplitsInGroupOnSharedHost: with --shared-host (dev's
+// default), load over many PartitionKeys above the threshold splits the
+// range within its Raft group (one leader, one log), and when the load
+// stops the spans merge back in the group after the cooldown.
+func TestHotRangeSplitsInGroupOnSharedHost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	besideOneOther(t)
+	c := startTuned(t, 3, func(m *master.Config) {
+		m.Policy.SharedHost = true
+		m.Policy.SplitLoad = 150
+		m.Policy.SplitWindow = time.Second
+		m.Policy.MergeLoad = 20
+		m.Policy.MergeCooldown = 3 * time.Second
+	}, nil)
+	sc := serviceClient(t, c, 0)
+	const table = "sharedhost"
+	tc := newTable(t, sc, table)
+	mc := masterClient(t, c)
+	w := startWorkload(t, tc, 8, spreadKeys)
+	waitFor(t, 30*time.Second, "the hot range split", func() bool { return len(tableRanges(partitionMap(t, mc), table)) >= 2 })
+	m := partitionMap(t, mc)
+	rs := tableRanges(m, table)
+	for _, r := range rs {
+		if r.GetGroupId() != rs[0].GetRangeId() {
+			t.Fatalf("range %d in group %d after a split on a shared host, want %d: %s", r.GetRangeId(), r.GetGroupId(), rs[0].GetRangeId(), describe(rs))
+		}
+	}
+	acked := w.halt()
+	if w.failed.Load() > 0 {
+		t.Errorf("%d client writes failed", w.failed.Load())
+	}
+	t.Logf("%d ranges while loaded (%s); longest client write pause %v", len(rs), describe(rs), time.Duration(w.maxGap.Load()))
+	waitFor(t, 60*time.Second, "cold spans merged back", func() bool { return len(tableRanges(partitionMap(t, mc), table)) == 1 })
+	verifyExactlyOnce(t, tc, acked)
+	checkEvents(t, mc, pb.EventKind_EVENT_KIND_SPLIT, pb.EventKind_EVENT_KIND_MERGE)
 }

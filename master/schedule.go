@@ -150,7 +150,7 @@ func (s *Server) execute(ctx context.Context, o scheduler.Op) error {
 	cause := causePolicy
 	switch o.Kind {
 	case scheduler.Split:
-		_, err = s.split(ctx, o.Range, o.Key, o.To, cause, o.Reason+" ["+o.Rule+"]", o.Figures, false)
+		_, err = s.split(ctx, o.Range, o.Key, o.To, cause, o.Reason+" ["+o.Rule+"]", o.Figures, o.InGroup)
 	case scheduler.Merge:
 		_, err = s.merge(ctx, o.Range, o.Right, cause, o.Reason+" ["+o.Rule+"]", o.Figures)
 	case scheduler.Move:

@@ -25,6 +25,13 @@ type Config struct {
 	MergeLoad     float64
 	MergeCooldown time.Duration
 	MergeBytes    uint64
+	// SharedHost: every partition server runs on one machine (dev, a
+	// benchmark on one host). Splits then stay in the range's Raft group
+	// (Op.InGroup), and no split is made to move load to another server
+	// (split-balance): spreading leaders over servers that share the
+	// processors adds none, and every new group costs its own Raft entries
+	// (docs/range-groups.md; performance.md, session 28).
+	SharedHost bool
 	// BalanceLeaders moves leaders to even out leader load and counts.
 	BalanceLeaders bool
 	// BalanceReplicas moves replicas to even out replica counts.
@@ -126,6 +133,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&c.MergeLoad, "merge-load", c.MergeLoad, "entities/s below which neighbours count as cold")
 	fs.DurationVar(&c.MergeCooldown, "merge-cooldown", c.MergeCooldown, "how long neighbours must stay cold before they merge (and how long after a split a range is not merged)")
 	fs.Uint64Var(&c.MergeBytes, "merge-bytes", c.MergeBytes, "largest combined size of two ranges merged")
+	fs.BoolVar(&c.SharedHost, "shared-host", c.SharedHost, "every partition server shares one machine: the policies split ranges within their Raft group (one leader, one log) and make no split to move load to another server")
 	fs.BoolVar(&c.BalanceLeaders, "balance-leaders", c.BalanceLeaders, "move range leaders to even out leader counts and load across servers")
 	fs.BoolVar(&c.BalanceReplicas, "balance-replicas", c.BalanceReplicas, "move replicas to even out replica counts across servers")
 	fs.DurationVar(&c.BalanceCooldown, "balance-cooldown", c.BalanceCooldown, "how long a server a leader moved to or from is left alone")

@@ -77,6 +77,9 @@ type Op struct {
 	Done time.Time
 	// Failed: it finished with an error (set with Done).
 	Failed bool
+	// InGroup: a Split that keeps the right-hand range in the range's
+	// Raft group (Config.SharedHost); To is then the range's leader.
+	InGroup bool
 }
 
 // Last is when the operation was last known under way: Done when set,
@@ -117,7 +120,10 @@ func (o Op) String() string {
 		} else {
 			fmt.Fprintf(&b, "split r%d at %q", o.Range, o.Key)
 		}
-		if o.To != "" {
+		switch {
+		case o.InGroup:
+			b.WriteString(", in its group")
+		case o.To != "":
 			fmt.Fprintf(&b, ", right led by %s", o.To)
 		}
 	case Merge:

@@ -228,6 +228,8 @@ func (w *world) config(args map[string]string) error {
 			w.cfg.BalanceLeaders = v == "true"
 		case "balance-replicas":
 			w.cfg.BalanceReplicas = v == "true"
+		case "shared-host":
+			w.cfg.SharedHost = v == "true"
 		case "max-per-server":
 			w.cfg.MaxPerServer, err = strconv.Atoi(v)
 		case "split-bytes", "merge-bytes":

@@ -304,6 +304,10 @@ func (p *Plan) add(r *Range, o Op) bool {
 	if !p.groupAllows(r, o) {
 		return false
 	}
+	if o.Kind == Split && p.cfg.SharedHost {
+		// One machine: the right half stays with its leader, in its group.
+		o.InGroup, o.To = true, r.Leader
+	}
 	if o.Kind == TransferLeader && o.balancing() {
 		p.moved.add(o.Range)
 	}

@@ -20,6 +20,11 @@ type splitBalance struct{}
 func (splitBalance) Name() string { return RuleSplitBalance }
 
 func (splitBalance) Schedule(p *Plan) {
+	if p.cfg.SharedHost {
+		// The servers share the processors: moving load between them
+		// adds none (Config.SharedHost).
+		return
+	}
 	p.eachImbalanced(true, func(s *serverStat, mean float64) {
 		if r, _ := p.sheddableLeader(s); r != nil {
 			return // balanceLeaderLoad's move was only refused for a slot or a busy range
