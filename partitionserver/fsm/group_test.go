@@ -206,18 +206,7 @@ func TestGroupReplaySkipsApplied(t *testing.T) {
 		logs = append(logs, &raft.Log{Index: uint64(i + 1), Term: 1, Type: raft.LogCommand, Data: data})
 	}
 	a.g.ApplyBatch(logs[:2])
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s2, err := Open(filepath.Join(dir, "state.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s2.Close()
-	g2, err := s2.OpenGroup(5, logging.Discard())
-	if err != nil {
-		t.Fatal(err)
-	}
+	s2, g2 := reopenGroup(t, s, dir)
 	g2.ApplyBatch(logs) // 1 and 2 again, 3 and 4 new
 	if err := s2.Flush(); err != nil {
 		t.Fatal(err)
@@ -410,4 +399,24 @@ func TestRecordGroup(t *testing.T) {
 	if _, err := recordGroup([]byte{0x0a, 0x05, 0x40}); err == nil {
 		t.Fatal("truncated record read")
 	}
+}
+
+// reopenGroup closes s (a crash would lose only what the log replays),
+// opens its file at dir again and group 5 in it; the new store closes with
+// the test.
+func reopenGroup(t *testing.T, s *Store, dir string) (*Store, *Group) {
+	t.Helper()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := Open(filepath.Join(dir, "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s2.Close() })
+	g2, err := s2.OpenGroup(5, logging.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s2, g2
 }

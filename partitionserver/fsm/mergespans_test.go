@@ -2,11 +2,9 @@ package fsm
 
 import (
 	"errors"
-	"path/filepath"
 	"slices"
 	"testing"
 
-	"tablestore/internal/logging"
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -71,18 +69,7 @@ func TestMergeSpans(t *testing.T) {
 		t.Fatalf("repeat of the merge: %v, %v", res.Range, res.Err)
 	}
 	before := fileStates(t, s)
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s2, err := Open(filepath.Join(dir, "state.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s2.Close()
-	g2, err := s2.OpenGroup(5, logging.Discard())
-	if err != nil {
-		t.Fatal(err)
-	}
+	s2, g2 := reopenGroup(t, s, dir)
 	g2.ApplyBatch(a.logs)
 	if err := s2.Flush(); err != nil {
 		t.Fatal(err)

@@ -76,9 +76,9 @@ type applyCtx struct {
 	// dropped are spans a command of the batch removed from the group
 	// (MERGE_SPANS): no longer in spans, their records deleted.
 	dropped []*Range
-	log          *raft.Log
-	created      []created
-	merged       []mergedSpan
+	log     *raft.Log
+	created []created
+	merged  []mergedSpan
 	// quiesced is the index of the last QUIESCE marker applied.
 	quiesced uint64
 	// arena holds the keys and values a client write entry hands to

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -203,18 +202,7 @@ func TestSplitSpanServesBothHalves(t *testing.T) {
 			for _, r := range g.Spans() {
 				want[r.ID()] = r.Summary()
 			}
-			if err := s.Close(); err != nil {
-				t.Fatal(err)
-			}
-			s2, err := Open(filepath.Join(dir, "state.db"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s2.Close()
-			g2, err := s2.OpenGroup(5, logging.Discard())
-			if err != nil {
-				t.Fatal(err)
-			}
+			s2, g2 := reopenGroup(t, s, dir)
 			for i, res := range g2.ApplyBatch(a.logs) {
 				if res != nil {
 					t.Fatalf("replayed entry %d applied again: %v", i+1, res)
