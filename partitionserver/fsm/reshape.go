@@ -58,21 +58,11 @@ func applySplit(c *applyCtx, payload []byte) *Result {
 	// state already stored here (created ahead of the split by mistake),
 	// failing on this replica alone would fork the group. The split is the
 	// authority on the new range, so its state replaces any such record.
-	right := &pb.RangeDescriptor{
-		RangeId: cmd.GetNewRangeId(), Table: desc.GetTable(), TableId: desc.GetTableId(),
-		Start: key, End: desc.GetEnd(), Generation: desc.GetGeneration() + 1, Replicas: desc.GetReplicas(),
-	}
-	n, size, err := countSpan(c.tx, right)
+	left, right, n, size, err := c.cut(key, cmd.GetNewRangeId(), 0)
 	if err != nil {
 		return &Result{Err: err}
 	}
-	left := proto.Clone(desc).(*pb.RangeDescriptor)
-	left.End = key
-	left.Generation++
-	c.state.Range = left
 	c.state.RecentSplits = recordSplit(c.state.GetRecentSplits(), c.log.Index, right)
-	c.state.EntityCount -= min(n, c.state.GetEntityCount())
-	c.state.Bytes -= min(size, c.state.GetBytes())
 	rs := &pb.RangeState{
 		Range: right, LastTimestampUnixNano: c.state.GetLastTimestampUnixNano(),
 		EntityCount: n, Bytes: size, Bootstrap: true,
@@ -85,6 +75,32 @@ func applySplit(c *applyCtx, payload []byte) *Result {
 	c.tablePrune().invalidate()
 	c.created = append(c.created, created{parent: left.GetRangeId(), desc: right, preferredLeader: cmd.GetPreferredLeader()})
 	return &Result{Range: left, Right: right}
+}
+
+// cut shrinks the addressed span to [start, key) (generation + 1, group
+// group: 0 keeps its own) and returns it with the right-hand part [key,
+// end) as range newID of group group (0: its own), and the entities and
+// bytes the right part holds, taken off the span's counters: what a split,
+// in its group or into a new one, does to the span it divides.
+func (c *applyCtx) cut(key string, newID, group uint64) (left, right *pb.RangeDescriptor, n, size uint64, err error) {
+	desc := c.state.GetRange()
+	right = &pb.RangeDescriptor{
+		RangeId: newID, GroupId: group, Table: desc.GetTable(), TableId: desc.GetTableId(),
+		Start: key, End: desc.GetEnd(), Generation: desc.GetGeneration() + 1, Replicas: desc.GetReplicas(),
+	}
+	if n, size, err = countSpan(c.tx, right); err != nil {
+		return nil, nil, 0, 0, err
+	}
+	left = proto.Clone(desc).(*pb.RangeDescriptor)
+	left.End = key
+	left.Generation++
+	if group != 0 {
+		left.GroupId = group
+	}
+	c.state.Range = left
+	c.state.EntityCount -= min(n, c.state.GetEntityCount())
+	c.state.Bytes -= min(size, c.state.GetBytes())
+	return left, right, n, size, nil
 }
 
 // maxRecentSplits bounds the splits a range's state remembers

@@ -85,23 +85,12 @@ func applySplitSpan(c *applyCtx, payload []byte) *Result {
 	if newID == c.group || c.serves(newID) {
 		return &Result{Err: fmt.Errorf("%w: range %d in group %d", ErrRangeExists, newID, c.group)}
 	}
-	right := &pb.RangeDescriptor{
-		RangeId: newID, GroupId: c.group, Table: desc.GetTable(), TableId: desc.GetTableId(),
-		Start: key, End: desc.GetEnd(), Generation: desc.GetGeneration() + 1, Replicas: desc.GetReplicas(),
-	}
-	n, size, err := countSpan(c.tx, right)
+	// A group of several spans names itself in every span's record: a
+	// record whose group_id is 0 reads as its group's only span.
+	left, right, n, size, err := c.cut(key, newID, c.group)
 	if err != nil {
 		return &Result{Err: err}
 	}
-	left := proto.Clone(desc).(*pb.RangeDescriptor)
-	left.End = key
-	left.Generation++
-	// A group of several spans names itself in every span's record: a
-	// record whose group_id is 0 reads as its group's only span.
-	left.GroupId = c.group
-	c.state.Range = left
-	c.state.EntityCount -= min(n, c.state.GetEntityCount())
-	c.state.Bytes -= min(size, c.state.GetBytes())
 	rs := &pb.RangeState{
 		Range: right, AppliedIndex: c.log.Index, LastTimestampUnixNano: c.state.GetLastTimestampUnixNano(),
 		EntityCount: n, Bytes: size, Bootstrap: c.state.GetBootstrap(),
