@@ -26,13 +26,19 @@ func TestReplicaDownAcrossSplit(t *testing.T) {
 		t.Skip("cluster test")
 	}
 	besideOneOther(t)
-	for _, compact := range []bool{false, true} {
-		name := "log replay"
-		if compact {
-			name = "snapshot after a log compaction"
-		}
-		t.Run(name, func(t *testing.T) {
-			sn := splitPastDownFollower(t, "downsplit", compact)
+	for _, kind := range []struct {
+		name             string
+		compact, inGroup bool
+	}{
+		{"log replay", false, false},
+		{"snapshot after a log compaction", true, false},
+		// The split keeps the right range in the left's group: the
+		// victim's group learns of the new span from a snapshot of
+		// both spans (TSRNG003).
+		{"in group, snapshot after a log compaction", true, true},
+	} {
+		t.Run(kind.name, func(t *testing.T) {
+			sn := splitPastDownFollower(t, "downsplit", kind.compact, kind.inGroup)
 			c, tc, acked, right, victim, vi := sn.c, sn.tc, sn.acked, sn.right, sn.victim, sn.vi
 
 			back := time.Now()

@@ -28,8 +28,11 @@ type splitScene struct {
 // splitPastDownFollower starts three servers and sets the scene. With
 // compact, the servers snapshot and compact their logs within a few
 // writes, and the scene waits until both live replicas of the left range
-// have: the victim cannot replay the split from their logs.
-func splitPastDownFollower(t *testing.T, table string, compact bool) *splitScene {
+// have: the victim cannot replay the split from their logs. With inGroup
+// the split keeps the right range in the left's Raft group
+// (docs/range-groups.md): the victim then learns of it from its group's
+// log or snapshot alone.
+func splitPastDownFollower(t *testing.T, table string, compact, inGroup bool) *splitScene {
 	t.Helper()
 	var tune func(*partitionserver.Config)
 	if compact {
@@ -50,7 +53,7 @@ func splitPastDownFollower(t *testing.T, table string, compact bool) *splitScene
 	if err := c.StopServer(sn.vi); err != nil {
 		t.Fatal(err)
 	}
-	sn.right = splitListing(t, ctx, sn.mc, table, "k13", sn.victim)
+	sn.right = splitListing(t, ctx, sn.mc, table, "k13", sn.victim, inGroup)
 	writeSeq(t, sn.tc, sn.acked, "after", 200)
 	if compact {
 		waitFor(t, 30*time.Second, "the left range's log compacted", func() bool {
@@ -85,10 +88,10 @@ func followerOf(t *testing.T, c *Cluster, mc *masterclient.Client, d *pb.RangeDe
 
 // splitListing splits table at key through the master and returns the
 // range that starts there, which must list server victim.
-func splitListing(t *testing.T, ctx context.Context, mc *masterclient.Client, table, key, victim string) *pb.RangeDescriptor {
+func splitListing(t *testing.T, ctx context.Context, mc *masterclient.Client, table, key, victim string, inGroup bool) *pb.RangeDescriptor {
 	t.Helper()
 	err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
-		_, err := m.Split(ctx, &pb.SplitRequest{Table: table, PartitionKey: key})
+		_, err := m.Split(ctx, &pb.SplitRequest{Table: table, PartitionKey: key, InGroup: inGroup})
 		return err
 	})
 	var right *pb.RangeDescriptor

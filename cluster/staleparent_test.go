@@ -56,7 +56,7 @@ func TestStaleParentDoesNotHoldUpSplitRange(t *testing.T) {
 	t.Cleanup(func() { c.IsolateServer(vi, false) })
 
 	// The split, then the move of the parent off the cut-off server.
-	right := splitListing(t, ctx, mc, table, "k13", victim)
+	right := splitListing(t, ctx, mc, table, "k13", victim, false)
 	if err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
 		_, err := m.Move(ctx, &pb.MoveRequest{RangeId: left.GetRangeId(), FromServerId: victim, ToServerId: spare})
 		return err
