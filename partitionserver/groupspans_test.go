@@ -20,7 +20,7 @@ import (
 )
 
 // TestGroupOfTwoSpans: a Raft group that serves two ranges (stored
-// directly: no command makes one yet, docs/range-groups.md) is one member
+// directly, as if split in its group: docs/range-groups.md) is one member
 // on the server: found once at start, its spans served by range id,
 // writes of both coalesced into its one log, each range reported on its
 // own, and all of it there again after a restart.

@@ -23,10 +23,10 @@ import (
 
 // Group is the state machine of one Raft group's replica: the group's log
 // applied to the spans (ranges) it serves (docs/range-groups.md). A group
-// is named by a range id and, until a command gives it a second span,
-// serves exactly that range; a record whose group_id is 0 is its group's
-// only span, so a group with several spans names itself in every span's
-// record.
+// is named by the range it started as, and serves exactly that range until
+// a split in the group (SPLIT_SPAN) gives it a second span; a record whose
+// group_id is 0 is its group's only span, so a group with several spans
+// names itself in every span's record.
 //
 // Every span's record carries the group's applied index, written with the
 // span in every batch's transaction: a restart skips what any record says

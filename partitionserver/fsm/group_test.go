@@ -19,8 +19,8 @@ import (
 	pb "tablestore/proto/tablestorepb"
 )
 
-// No command makes a group of several spans yet (docs/range-groups.md,
-// stage 3 will); these tests store one directly: group 5 serves range 5,
+// These tests store a group of several spans directly, without the split
+// that makes one (SPLIT_SPAN, splitspan_test.go): group 5 serves range 5,
 // [a, m), and range 9, [m, y), of table 7.
 
 var twoSpans = []*pb.RangeDescriptor{
