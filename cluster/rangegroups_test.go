@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"tablestore/master"
+	"tablestore/partitionserver"
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -154,4 +156,78 @@ func TestHotRangeSplitsInGroupOnSharedHost(t *testing.T) {
 	waitFor(t, 60*time.Second, "cold spans merged back", func() bool { return len(tableRanges(partitionMap(t, mc), table)) == 1 })
 	verifyExactlyOnce(t, tc, acked)
 	checkEvents(t, mc, pb.EventKind_EVENT_KIND_SPLIT, pb.EventKind_EVENT_KIND_MERGE)
+}
+
+// TestSplitOutOfGroupMissedBySnapshot: a range that is a span of a group of
+// two splits into a new group while a follower of the group is down, and
+// the group's log is compacted past the split: the follower comes back,
+// gets a snapshot of the group (the shrunk span and its sibling), learns of
+// the new group from the span's record of the split (SplitsMissed, per
+// span), and holds the new range too: with another server stopped, the
+// follower and the last one serve every range and every acknowledged
+// write.
+func TestSplitOutOfGroupMissedBySnapshot(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	besideOneOther(t)
+	c := startTuned(t, 3, quietPolicies, func(s *partitionserver.Config) {
+		s.SnapshotThreshold = 64
+		s.SnapshotInterval = 100 * time.Millisecond
+		s.TrailingLogs = 8
+	})
+	sc := serviceClient(t, c, 0)
+	ctx := ctxT(t, 3*time.Minute)
+	const table = "outofgroup"
+	tc, mc := newTable(t, sc, table), masterClient(t, c)
+	acked := map[string]int64{}
+	writeSeq(t, tc, acked, "before", 30)
+	err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
+		_, err := m.Split(ctx, &pb.SplitRequest{Table: table, PartitionKey: "k05", InGroup: true})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	group := tableRanges(partitionMap(t, mc), table)[0]
+	victim, vi := followerOf(t, c, mc, group)
+	t.Logf("stopping %s across the split out of group %d", victim, group.GetRangeId())
+	if err := c.StopServer(vi); err != nil {
+		t.Fatal(err)
+	}
+	right := splitListing(t, ctx, mc, table, "k13", victim, false)
+	if right.GetGroupId() != 0 {
+		t.Fatalf("the split out of the group made %s", describe([]*pb.RangeDescriptor{right}))
+	}
+	writeSeq(t, tc, acked, "after", 200)
+	waitFor(t, 30*time.Second, "the group's log compacted", func() bool {
+		for i, n := range c.Servers {
+			if i != vi && !hasSnapshot(n.Config.DataDir, group.GetRangeId()) {
+				return false
+			}
+		}
+		return true
+	})
+	if err := c.RestartServer(vi); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range tableRanges(partitionMap(t, mc), table) {
+		var target uint64
+		for i, n := range c.Servers {
+			if st := rangeInfo(n.Server, r.GetRangeId()); i != vi && st != nil && st.GetAppliedIndex() > target {
+				target = st.GetAppliedIndex()
+			}
+		}
+		waitFor(t, 20*time.Second, fmt.Sprintf("range %d on %s caught up to %d", r.GetRangeId(), victim, target), func() bool {
+			st := rangeInfo(c.Servers[vi].Server, r.GetRangeId())
+			return st != nil && st.GetAppliedIndex() >= target
+		})
+	}
+	other := (vi + 1) % len(c.Servers)
+	t.Logf("stopping %s", c.Servers[other].Config.ID)
+	if err := c.StopServer(other); err != nil {
+		t.Fatal(err)
+	}
+	writeSeq(t, tc, acked, "degraded", 30)
+	verifyExactlyOnce(t, tc, acked)
 }
