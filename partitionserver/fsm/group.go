@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -17,7 +18,6 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
-	"tablestore/internal/rangegroup"
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -215,19 +215,9 @@ func (g *Group) spansLocked() []*Range {
 		out = append(out, r)
 	}
 	if len(out) > 1 {
-		slices.SortFunc(out, func(a, b *Range) int { return cmpU64(a.id, b.id) })
+		slices.SortFunc(out, func(a, b *Range) int { return cmp.Compare(a.id, b.id) })
 	}
 	return out
-}
-
-func cmpU64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Urge asks for the pending group commit now (a reader waits for it).
@@ -593,6 +583,3 @@ func (g *Group) waitMerges(logs []*raft.Log, applied uint64) {
 		}
 	}
 }
-
-// groupOf is the group serving a range (rangegroup.GroupOf).
-func groupOf(d *pb.RangeDescriptor) uint64 { return rangegroup.GroupOf(d) }

@@ -10,6 +10,7 @@ import (
 
 	"tablestore/internal/edm"
 	"tablestore/internal/keys"
+	"tablestore/internal/rangegroup"
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -246,7 +247,7 @@ func (r *Range) committedState(tx *bolt.Tx) (*pb.RangeState, error) {
 
 // ours returns st if it names r's group, errRangeStateAbsent if not.
 func (r *Range) ours(st *pb.RangeState) (*pb.RangeState, error) {
-	if groupOf(st.GetRange()) != r.g.id {
+	if rangegroup.GroupOf(st.GetRange()) != r.g.id {
 		return nil, errRangeStateAbsent
 	}
 	return st, nil

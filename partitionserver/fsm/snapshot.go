@@ -14,6 +14,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	"google.golang.org/protobuf/proto"
 
+	"tablestore/internal/rangegroup"
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -239,7 +240,7 @@ func restoreSpan(tx *bolt.Tx, sr snapshotReader, groupID uint64) (*pb.RangeState
 	if err != nil {
 		return nil, nil, err
 	}
-	if g := groupOf(state.GetRange()); g != groupID {
+	if g := rangegroup.GroupOf(state.GetRange()); g != groupID {
 		return nil, nil, fmt.Errorf("%w: snapshot of range %d of group %d restored into group %d", ErrCorruptSnapshot, state.GetRange().GetRangeId(), g, groupID)
 	}
 	if old, err := getState(tx, state.GetRange().GetRangeId()); err == nil {

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 
@@ -23,12 +24,6 @@ func init() { register(pb.CommandKind_COMMAND_KIND_SPLIT_SPAN, applySplitSpan) }
 // spans in range id order (none: the group serves nothing any more).
 type SpanHooks interface {
 	SpansChanged(group uint64, spans []uint64)
-}
-
-// EncodeSplitSpan returns the log entry of an in-group split of span
-// rangeID (0: the span named like the group).
-func EncodeSplitSpan(rangeID uint64, cmd *pb.SplitSpanCommand) ([]byte, error) {
-	return EncodeFor(rangeID, pb.CommandKind_COMMAND_KIND_SPLIT_SPAN, cmd)
 }
 
 // applySplitSpan shrinks the addressed span to [start, key) and stores
@@ -131,7 +126,7 @@ func (c *applyCtx) splitSpanAlready(desc *pb.RangeDescriptor, key string, newID 
 func (c *applyCtx) addSpan(st *pb.RangeState) {
 	r := c.owner.pendingSpan(st)
 	sp := &spanApply{r: r, state: st}
-	i, _ := slices.BinarySearchFunc(c.spans, r.id, func(s *spanApply, id uint64) int { return cmpU64(s.r.id, id) })
+	i, _ := slices.BinarySearchFunc(c.spans, r.id, func(s *spanApply, id uint64) int { return cmp.Compare(s.r.id, id) })
 	c.spans = slices.Insert(c.spans, i, sp)
 	c.spansChanged = true
 }

@@ -22,7 +22,7 @@ import (
 
 func splitSpanEntry(t *testing.T, span uint64, key string, newID uint64) []byte {
 	t.Helper()
-	data, err := EncodeSplitSpan(span, &pb.SplitSpanCommand{SplitKey: key, NewRangeId: newID})
+	data, err := EncodeFor(span, pb.CommandKind_COMMAND_KIND_SPLIT_SPAN, &pb.SplitSpanCommand{SplitKey: key, NewRangeId: newID})
 	if err != nil {
 		t.Fatal(err)
 	}
