@@ -45,19 +45,7 @@ func TestReplicaDownAcrossSplit(t *testing.T) {
 			if err := c.RestartServer(vi); err != nil {
 				t.Fatal(err)
 			}
-			var target uint64
-			for i, n := range c.Servers {
-				if i == vi {
-					continue
-				}
-				if st := rangeInfo(n.Server, right.GetRangeId()); st != nil && st.GetAppliedIndex() > target {
-					target = st.GetAppliedIndex()
-				}
-			}
-			waitFor(t, 10*time.Second, fmt.Sprintf("range %d on %s caught up to index %d", right.GetRangeId(), victim, target), func() bool {
-				st := rangeInfo(c.Servers[vi].Server, right.GetRangeId())
-				return st != nil && st.GetAppliedIndex() >= target
-			})
+			waitCaughtUp(t, c, vi, right.GetRangeId())
 			t.Logf("split-off range on %s after %v", victim, time.Since(back).Round(time.Millisecond))
 
 			// Stop another replica: the split-off range lives on the victim

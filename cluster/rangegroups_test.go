@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -10,8 +9,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"tablestore/master"
-	"tablestore/partitionserver"
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -119,45 +116,6 @@ func TestSplitInGroup(t *testing.T) {
 	})
 }
 
-// TestHotRangeSplitsInGroupOnSharedHost: with --shared-host (dev's
-// default), load over many PartitionKeys above the threshold splits the
-// range within its Raft group (one leader, one log), and when the load
-// stops the spans merge back in the group after the cooldown.
-func TestHotRangeSplitsInGroupOnSharedHost(t *testing.T) {
-	if testing.Short() {
-		t.Skip("cluster test")
-	}
-	besideOneOther(t)
-	c := startTuned(t, 3, func(m *master.Config) {
-		m.Policy.SharedHost = true
-		m.Policy.SplitLoad = 150
-		m.Policy.SplitWindow = time.Second
-		m.Policy.MergeLoad = 20
-		m.Policy.MergeCooldown = 3 * time.Second
-	}, nil)
-	sc := serviceClient(t, c, 0)
-	const table = "sharedhost"
-	tc := newTable(t, sc, table)
-	mc := masterClient(t, c)
-	w := startWorkload(t, tc, 8, spreadKeys)
-	waitFor(t, 30*time.Second, "the hot range split", func() bool { return len(tableRanges(partitionMap(t, mc), table)) >= 2 })
-	m := partitionMap(t, mc)
-	rs := tableRanges(m, table)
-	for _, r := range rs {
-		if r.GetGroupId() != rs[0].GetRangeId() {
-			t.Fatalf("range %d in group %d after a split on a shared host, want %d: %s", r.GetRangeId(), r.GetGroupId(), rs[0].GetRangeId(), describe(rs))
-		}
-	}
-	acked := w.halt()
-	if w.failed.Load() > 0 {
-		t.Errorf("%d client writes failed", w.failed.Load())
-	}
-	t.Logf("%d ranges while loaded (%s); longest client write pause %v", len(rs), describe(rs), time.Duration(w.maxGap.Load()))
-	waitFor(t, 60*time.Second, "cold spans merged back", func() bool { return len(tableRanges(partitionMap(t, mc), table)) == 1 })
-	verifyExactlyOnce(t, tc, acked)
-	checkEvents(t, mc, pb.EventKind_EVENT_KIND_SPLIT, pb.EventKind_EVENT_KIND_MERGE)
-}
-
 // TestSplitOutOfGroupMissedBySnapshot: a range that is a span of a group of
 // two splits into a new group while a follower of the group is down, and
 // the group's log is compacted past the split: the follower comes back,
@@ -171,11 +129,7 @@ func TestSplitOutOfGroupMissedBySnapshot(t *testing.T) {
 		t.Skip("cluster test")
 	}
 	besideOneOther(t)
-	c := startTuned(t, 3, quietPolicies, func(s *partitionserver.Config) {
-		s.SnapshotThreshold = 64
-		s.SnapshotInterval = 100 * time.Millisecond
-		s.TrailingLogs = 8
-	})
+	c := startTuned(t, 3, quietPolicies, compactingLogs)
 	sc := serviceClient(t, c, 0)
 	ctx := ctxT(t, 3*time.Minute)
 	const table = "outofgroup"
@@ -200,28 +154,12 @@ func TestSplitOutOfGroupMissedBySnapshot(t *testing.T) {
 		t.Fatalf("the split out of the group made %s", describe([]*pb.RangeDescriptor{right}))
 	}
 	writeSeq(t, tc, acked, "after", 200)
-	waitFor(t, 30*time.Second, "the group's log compacted", func() bool {
-		for i, n := range c.Servers {
-			if i != vi && !hasSnapshot(n.Config.DataDir, group.GetRangeId()) {
-				return false
-			}
-		}
-		return true
-	})
+	waitCompacted(t, c, vi, group.GetRangeId())
 	if err := c.RestartServer(vi); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range tableRanges(partitionMap(t, mc), table) {
-		var target uint64
-		for i, n := range c.Servers {
-			if st := rangeInfo(n.Server, r.GetRangeId()); i != vi && st != nil && st.GetAppliedIndex() > target {
-				target = st.GetAppliedIndex()
-			}
-		}
-		waitFor(t, 20*time.Second, fmt.Sprintf("range %d on %s caught up to %d", r.GetRangeId(), victim, target), func() bool {
-			st := rangeInfo(c.Servers[vi].Server, r.GetRangeId())
-			return st != nil && st.GetAppliedIndex() >= target
-		})
+		waitCaughtUp(t, c, vi, r.GetRangeId())
 	}
 	other := (vi + 1) % len(c.Servers)
 	t.Logf("stopping %s", c.Servers[other].Config.ID)

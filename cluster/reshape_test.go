@@ -193,44 +193,65 @@ func checkEvents(t *testing.T, mc masterCaller, kinds ...pb.EventKind) {
 }
 
 // TestHotRangeSplitsAndSpreads: load over many PartitionKeys above the
-// threshold gets the range split and its leaders spread over the servers;
-// when the load stops, the ranges merge back after the cooldown.
+// threshold gets the range split; when the load stops, the ranges merge
+// back after the cooldown. The split spreads the leaders over the servers,
+// or, with --shared-host (dev's default), keeps the new range in the
+// range's Raft group (one leader, one log) and the merge is of spans of
+// that group.
 func TestHotRangeSplitsAndSpreads(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	c := startTuned(t, 3, func(m *master.Config) {
-		m.Policy.SplitLoad = 150
-		m.Policy.SplitWindow = time.Second
-		m.Policy.MergeLoad = 20
-		m.Policy.MergeCooldown = 3 * time.Second
-	}, nil)
-	sc := serviceClient(t, c, 0)
-	const table = "hotrange"
-	tc := newTable(t, sc, table)
-	mc := masterClient(t, c)
-	start := time.Now()
-	w := startWorkload(t, tc, 8, spreadKeys)
-	waitFor(t, 30*time.Second, "the hot range split", func() bool { return len(tableRanges(partitionMap(t, mc), table)) >= 2 })
-	t.Logf("split after %v of load", time.Since(start).Round(time.Millisecond))
-	waitFor(t, 30*time.Second, "leaders on several servers", func() bool {
-		m := partitionMap(t, mc)
-		leaders := map[string]bool{}
-		for _, r := range tableRanges(m, table) {
-			if l := m.GetLeaders()[r.GetRangeId()]; l != "" {
-				leaders[l] = true
-			}
+	for _, shared := range []bool{false, true} {
+		name := "spread"
+		if shared {
+			name = "shared host, in group"
 		}
-		return len(leaders) >= 2
-	})
-	acked := w.halt()
-	if w.failed.Load() > 0 {
-		t.Errorf("%d client writes failed", w.failed.Load())
+		t.Run(name, func(t *testing.T) {
+			c := startTuned(t, 3, func(m *master.Config) {
+				m.Policy.SharedHost = shared
+				m.Policy.SplitLoad = 150
+				m.Policy.SplitWindow = time.Second
+				m.Policy.MergeLoad = 20
+				m.Policy.MergeCooldown = 3 * time.Second
+			}, nil)
+			sc := serviceClient(t, c, 0)
+			const table = "hotrange"
+			tc := newTable(t, sc, table)
+			mc := masterClient(t, c)
+			start := time.Now()
+			w := startWorkload(t, tc, 8, spreadKeys)
+			waitFor(t, 30*time.Second, "the hot range split", func() bool { return len(tableRanges(partitionMap(t, mc), table)) >= 2 })
+			t.Logf("split after %v of load", time.Since(start).Round(time.Millisecond))
+			if shared {
+				rs := tableRanges(partitionMap(t, mc), table)
+				for _, r := range rs {
+					if r.GetGroupId() != rs[0].GetRangeId() {
+						t.Fatalf("range %d in group %d after a split on a shared host, want %d: %s", r.GetRangeId(), r.GetGroupId(), rs[0].GetRangeId(), describe(rs))
+					}
+				}
+			} else {
+				waitFor(t, 30*time.Second, "leaders on several servers", func() bool {
+					m := partitionMap(t, mc)
+					leaders := map[string]bool{}
+					for _, r := range tableRanges(m, table) {
+						if l := m.GetLeaders()[r.GetRangeId()]; l != "" {
+							leaders[l] = true
+						}
+					}
+					return len(leaders) >= 2
+				})
+			}
+			acked := w.halt()
+			if w.failed.Load() > 0 {
+				t.Errorf("%d client writes failed", w.failed.Load())
+			}
+			t.Logf("%d ranges while loaded; longest client write pause %v", len(tableRanges(partitionMap(t, mc), table)), time.Duration(w.maxGap.Load()))
+			waitFor(t, 60*time.Second, "cold ranges merged back", func() bool { return len(tableRanges(partitionMap(t, mc), table)) == 1 })
+			verifyExactlyOnce(t, tc, acked)
+			checkEvents(t, mc, pb.EventKind_EVENT_KIND_SPLIT, pb.EventKind_EVENT_KIND_MERGE)
+		})
 	}
-	t.Logf("%d ranges while loaded; longest client write pause %v", len(tableRanges(partitionMap(t, mc), table)), time.Duration(w.maxGap.Load()))
-	waitFor(t, 60*time.Second, "cold ranges merged back", func() bool { return len(tableRanges(partitionMap(t, mc), table)) == 1 })
-	verifyExactlyOnce(t, tc, acked)
-	checkEvents(t, mc, pb.EventKind_EVENT_KIND_SPLIT, pb.EventKind_EVENT_KIND_MERGE)
 }
 
 // TestHotPartitionThrottledNotSplit: one PartitionKey over its target gets

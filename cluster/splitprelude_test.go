@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -36,11 +37,7 @@ func splitPastDownFollower(t *testing.T, table string, compact, inGroup bool) *s
 	t.Helper()
 	var tune func(*partitionserver.Config)
 	if compact {
-		tune = func(s *partitionserver.Config) {
-			s.SnapshotThreshold = 64
-			s.SnapshotInterval = 100 * time.Millisecond
-			s.TrailingLogs = 8
-		}
+		tune = compactingLogs
 	}
 	c := startTuned(t, 3, quietPolicies, tune)
 	sc := serviceClient(t, c, 0)
@@ -56,16 +53,48 @@ func splitPastDownFollower(t *testing.T, table string, compact, inGroup bool) *s
 	sn.right = splitListing(t, ctx, sn.mc, table, "k13", sn.victim, inGroup)
 	writeSeq(t, sn.tc, sn.acked, "after", 200)
 	if compact {
-		waitFor(t, 30*time.Second, "the left range's log compacted", func() bool {
-			for i, n := range c.Servers {
-				if i != sn.vi && !hasSnapshot(n.Config.DataDir, sn.left.GetRangeId()) {
-					return false
-				}
-			}
-			return true
-		})
+		waitCompacted(t, c, sn.vi, sn.left.GetRangeId())
 	}
 	return sn
+}
+
+// compactingLogs has partition servers snapshot and compact their logs
+// within a few writes.
+func compactingLogs(s *partitionserver.Config) {
+	s.SnapshotThreshold = 64
+	s.SnapshotInterval = 100 * time.Millisecond
+	s.TrailingLogs = 8
+}
+
+// waitCompacted waits until every server but the one at index down holds a
+// snapshot of group id: a replica down meanwhile cannot replay the log
+// before it.
+func waitCompacted(t *testing.T, c *Cluster, down int, id uint64) {
+	t.Helper()
+	waitFor(t, 30*time.Second, fmt.Sprintf("the log of group %d compacted", id), func() bool {
+		for i, n := range c.Servers {
+			if i != down && !hasSnapshot(n.Config.DataDir, id) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// waitCaughtUp waits until the server at index vi has applied range id as
+// far as the furthest of the others had when asked.
+func waitCaughtUp(t *testing.T, c *Cluster, vi int, id uint64) {
+	t.Helper()
+	var target uint64
+	for i, n := range c.Servers {
+		if st := rangeInfo(n.Server, id); i != vi && st != nil && st.GetAppliedIndex() > target {
+			target = st.GetAppliedIndex()
+		}
+	}
+	waitFor(t, 20*time.Second, fmt.Sprintf("range %d on %s caught up to index %d", id, c.Servers[vi].Config.ID, target), func() bool {
+		st := rangeInfo(c.Servers[vi].Server, id)
+		return st != nil && st.GetAppliedIndex() >= target
+	})
 }
 
 // followerOf waits for range d's leader and returns a replica of d that
