@@ -254,6 +254,21 @@ type sink struct {
 	bytes.Buffer
 }
 
+// snapshotOf persists a snapshot of f and returns its bytes.
+func snapshotOf(t *testing.T, f raft.FSM) []byte {
+	t.Helper()
+	snap, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Release()
+	var out sink
+	if err := snap.Persist(&out); err != nil {
+		t.Fatal(err)
+	}
+	return out.Bytes()
+}
+
 func (s *sink) ID() string    { return "test" }
 func (s *sink) Cancel() error { return nil }
 func (s *sink) Close() error  { return nil }

@@ -231,19 +231,11 @@ func TestGroupSnapshotRestore(t *testing.T) {
 			t.Fatal(res.Batch[0].Err)
 		}
 	}
-	snap, err := g.Snapshot()
-	if err != nil {
-		t.Fatal(err)
+	out := snapshotOf(t, g)
+	if !bytes.HasPrefix(out, []byte(groupSnapshotMagic)) {
+		t.Fatalf("a group of two spans wrote magic %q", out[:8])
 	}
-	var out sink
-	if err := snap.Persist(&out); err != nil {
-		t.Fatal(err)
-	}
-	snap.Release()
-	if !bytes.HasPrefix(out.Bytes(), []byte(groupSnapshotMagic)) {
-		t.Fatalf("a group of two spans wrote magic %q", out.Bytes()[:8])
-	}
-	if st, err := snapshotState(bytes.NewReader(out.Bytes())); err != nil || st.GetAppliedIndex() != 20 {
+	if st, err := snapshotState(bytes.NewReader(out)); err != nil || st.GetAppliedIndex() != 20 {
 		t.Fatalf("header: %v, %v", st, err)
 	}
 
@@ -259,7 +251,7 @@ func TestGroupSnapshotRestore(t *testing.T) {
 	r6, _ := s2.OpenRange(6, logging.Discard())
 	(&groupApplier{t: t, g: r6.Group(), clock: 1}).batch(insertTo(6, "zzz"))
 	old5, _ := g2.Span(5)
-	if err := g2.Restore(io.NopCloser(bytes.NewReader(out.Bytes()))); err != nil {
+	if err := g2.Restore(io.NopCloser(bytes.NewReader(out))); err != nil {
 		t.Fatal(err)
 	}
 	if got := spanIDsOf(g2); !slices.Equal(got, []uint64{5, 9}) || g2.AppliedIndex() != 20 {
@@ -289,17 +281,11 @@ func TestGroupSnapshotRestore(t *testing.T) {
 
 	// A snapshot of another group is refused, and one of a group that is
 	// one range keeps the one-range format older servers install.
-	if err := r6.Restore(io.NopCloser(bytes.NewReader(out.Bytes()))); !errors.Is(err, ErrCorruptSnapshot) {
+	if err := r6.Restore(io.NopCloser(bytes.NewReader(out))); !errors.Is(err, ErrCorruptSnapshot) {
 		t.Fatalf("group 5's snapshot restored into group 6: %v", err)
 	}
-	one, _ := r6.Snapshot()
-	var legacy sink
-	if err := one.Persist(&legacy); err != nil {
-		t.Fatal(err)
-	}
-	one.Release()
-	if !bytes.HasPrefix(legacy.Bytes(), []byte(snapshotMagic)) {
-		t.Fatalf("a one-range group wrote magic %q", legacy.Bytes()[:8])
+	if legacy := snapshotOf(t, r6); !bytes.HasPrefix(legacy, []byte(snapshotMagic)) {
+		t.Fatalf("a one-range group wrote magic %q", legacy[:8])
 	}
 }
 

@@ -436,17 +436,9 @@ func TestSplitSpanRestoreOnReplicaThatMissedIt(t *testing.T) {
 	if res := a.entries(splitSpanEntry(t, 0, "m", 11), a.writeBatch(insertTo(11, "r"), insertTo(5, "d"))); res[0].Err != nil {
 		t.Fatal(res[0].Err)
 	}
-	snap, err := g.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out sink
-	if err := snap.Persist(&out); err != nil {
-		t.Fatal(err)
-	}
-	snap.Release()
-	if !bytes.HasPrefix(out.Bytes(), []byte(groupSnapshotMagic)) {
-		t.Fatalf("two spans wrote magic %q", out.Bytes()[:8])
+	out := snapshotOf(t, g)
+	if !bytes.HasPrefix(out, []byte(groupSnapshotMagic)) {
+		t.Fatalf("two spans wrote magic %q", out[:8])
 	}
 
 	s2, g2 := openGroupStore(t, t.TempDir(), whole)
@@ -456,7 +448,7 @@ func TestSplitSpanRestoreOnReplicaThatMissedIt(t *testing.T) {
 	a2.entry(before)
 	a2.batch(insertTo(0, "stale"))
 	for range 2 {
-		if err := g2.Restore(io.NopCloser(bytes.NewReader(out.Bytes()))); err != nil {
+		if err := g2.Restore(io.NopCloser(bytes.NewReader(out))); err != nil {
 			t.Fatal(err)
 		}
 	}
