@@ -50,7 +50,8 @@ type Plan struct {
 	order   []*serverStat // as in snap.Servers
 	held    map[string][]*Range
 	led     map[string][]*Range
-	// groups counts the ranges each Raft group serves (groupKey).
+	// groups counts the ranges each Raft group serves (groupKey); nil
+	// when every group serves one range (countGroups).
 	groups map[uint64]int
 	// hot, big and cold index the ranges (in snapshot order) the split and
 	// merge policies can act on, found in NewPlan's one pass over the
@@ -137,10 +138,13 @@ func NewPlan(cfg Config, snap *Snapshot) *Plan {
 	}
 	p.zones = countZones(p.order)
 	merging := mergingIn(snap.InFlight)
-	p.groups = make(map[uint64]int)
+	grouped := false
 	for i, r := range snap.Ranges {
 		p.countRange(i, r, merging)
-		p.groups[groupKey(r)]++
+		grouped = grouped || groupKey(r) != r.ID
+	}
+	if grouped {
+		p.countGroups()
 	}
 	for _, o := range snap.InFlight {
 		p.occupy(o)
@@ -418,7 +422,19 @@ func (p *Plan) movable(r *Range) bool { return p.free(r) && !p.moved.has(r.ID) &
 
 // shared reports whether r shares its Raft group with other ranges
 // (groupAllows).
-func (p *Plan) shared(r *Range) bool { return p.groups[groupKey(r)] > 1 }
+func (p *Plan) shared(r *Range) bool { return p.groups != nil && p.groups[groupKey(r)] > 1 }
+
+// countGroups counts the ranges of each Raft group. Only called when some
+// range is a span of another range's group: a group of several ranges has
+// at least one whose id is not the group's (ids are unique), so without
+// one every group is one range, and the plan spares a map the size of the
+// cluster's ranges at every pass.
+func (p *Plan) countGroups() {
+	p.groups = make(map[uint64]int)
+	for _, r := range p.snap.Ranges {
+		p.groups[groupKey(r)]++
+	}
+}
 
 // cool leaves the servers o shifts load between (From and To) alone until
 // their load reports reflect it: BalanceCooldown after a balancing move,
