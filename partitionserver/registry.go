@@ -483,7 +483,6 @@ func (s *Server) SpansChanged(group uint64, spans []uint64) {
 	var gone []uint64
 	for r, g := range s.spanGroup {
 		if g == group && !slices.Contains(spans, r) {
-			delete(s.spanGroup, r)
 			gone = append(gone, r)
 		}
 	}
@@ -491,7 +490,20 @@ func (s *Server) SpansChanged(group uint64, spans []uint64) {
 		s.spanGroup[r] = group
 	}
 	s.mu.Unlock()
-	for _, r := range gone {
+	s.dropSpans(sl, gone)
+}
+
+// dropSpans forgets that sl's group serves ranges ids (each still indexed
+// to it), with their meters and reports.
+func (s *Server) dropSpans(sl *slot, ids []uint64) {
+	s.mu.Lock()
+	for _, r := range ids {
+		if s.spanGroup[r] == sl.id {
+			delete(s.spanGroup, r)
+		}
+	}
+	s.mu.Unlock()
+	for _, r := range ids {
 		sl.meters.forget(r)
 		sl.closedReports.Delete(r)
 	}
@@ -1176,12 +1188,9 @@ func (s *Server) RangeMerged(into, right uint64) {
 			return
 		}
 		if s.servesOthers(sl, right) {
-			// Its group goes on serving its other spans.
-			s.mu.Lock()
-			delete(s.spanGroup, right)
-			s.mu.Unlock()
-			sl.meters.forget(right)
-			sl.closedReports.Delete(right)
+			// Its group goes on serving its other spans (a quiet group
+			// learns of the loss at no batch of its own: SpansChanged).
+			s.dropSpans(sl, []uint64{right})
 			return
 		}
 		sl.lock()
