@@ -444,8 +444,8 @@ func (s *Server) assignment(d *pb.RangeDescriptor) (lifecycle.Assignment, *slot)
 		a.Stored = true // not decided: wait for the next pass
 		return a, nil
 	}
-	if _, err := s.store.OpenRange(d.GetRangeId(), s.logger); err == nil {
-		a.Stored = true
+	if ok, err := s.store.HasRange(d.GetRangeId()); ok || err != nil {
+		a.Stored = true // an unreadable file decides nothing either
 	}
 	return a, nil
 }
