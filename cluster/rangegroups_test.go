@@ -2,20 +2,17 @@ package cluster
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
+	"tablestore/internal/rangegroup"
 	pb "tablestore/proto/tablestorepb"
 )
 
 // TestSplitInGroup: an operator's split in the range's group
 // (docs/range-groups.md, stage 3) under a write load: the right range
 // becomes a second span of the left's Raft group, led by the same server;
-// a move of one span is refused; the leader's server crashes and the
+// the leader's server crashes and the
 // group, one election, serves both ranges from the survivors; restarted,
 // it catches up; the spans merge back in their group (stage 5); every
 // acknowledged write reads back exactly once.
@@ -55,17 +52,6 @@ func TestSplitInGroup(t *testing.T) {
 	})
 	time.Sleep(300 * time.Millisecond)
 	t.Logf("pause across the split: %v", time.Duration(w.maxGap.Swap(0)))
-
-	// Not built yet (docs/range-groups.md, stage 4), and refused before
-	// anything changes: moving one span (the membership change is the
-	// group's).
-	err = mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
-		_, err := m.Move(ctx, &pb.MoveRequest{RangeId: right.GetRangeId(), ToServerId: leader})
-		return err
-	})
-	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "shares its Raft group") {
-		t.Fatalf("move of a span: %v", err)
-	}
 
 	i := c.ServerIndex(leader)
 	if err := c.CrashServer(i); err != nil {
@@ -114,6 +100,129 @@ func TestSplitInGroup(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// TestGroupSplit: ranges that share a Raft group change leader and move
+// one at a time (docs/range-groups.md, stage 4), under a write load. An
+// operator's leadership transfer of a span born in the group first moves
+// it into a group of its own (one entry), which the target then leads,
+// while the group's other spans stay with their leader. A move of the
+// group's namesake first moves its last sibling out, then moves the
+// namesake alone onto the fourth server. Every acknowledged write reads
+// back exactly once, and every server ends up holding exactly the
+// replicas the map lists.
+func TestGroupSplit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	besideOneOther(t)
+	c := startTuned(t, 4, quietPolicies, nil)
+	sc := serviceClient(t, c, 0)
+	ctx := ctxT(t, 3*time.Minute)
+	const table = "groupsplit"
+	tc := newTable(t, sc, table)
+	mc := masterClient(t, c)
+	w := startWorkload(t, tc, 4, spreadKeys)
+	time.Sleep(300 * time.Millisecond)
+	op := func(what string, fn func(ctx context.Context, m pb.MasterServiceClient) error) {
+		t.Helper()
+		if err := mc.Call(ctx, fn); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	var right, mid *pb.RangeDescriptor
+	op("split at k13 in the group", func(ctx context.Context, m pb.MasterServiceClient) error {
+		resp, err := m.Split(ctx, &pb.SplitRequest{Table: table, PartitionKey: "k13", InGroup: true})
+		right = resp.GetRight()
+		return err
+	})
+	op("split at k06 in the group", func(ctx context.Context, m pb.MasterServiceClient) error {
+		resp, err := m.Split(ctx, &pb.SplitRequest{Table: table, PartitionKey: "k06", InGroup: true})
+		mid = resp.GetRight()
+		return err
+	})
+	left := right.GetGroupId()
+	var leader string
+	waitFor(t, 5*time.Second, "three spans led by one server", func() bool {
+		m := partitionMap(t, mc)
+		leader = m.GetLeaders()[left]
+		return len(tableRanges(m, table)) == 3 && leader != "" && leader == m.GetLeaders()[right.GetRangeId()] && leader == m.GetLeaders()[mid.GetRangeId()]
+	})
+	var to string
+	for _, r := range right.GetReplicas() {
+		if r.GetServerId() != leader {
+			to = r.GetServerId()
+		}
+	}
+	op("transfer the right span's leadership", func(ctx context.Context, m pb.MasterServiceClient) error {
+		_, err := m.TransferLeader(ctx, &pb.MasterTransferLeaderRequest{RangeId: right.GetRangeId(), ToServerId: to})
+		return err
+	})
+	waitFor(t, 10*time.Second, "the right span in a group of its own, led by the target", func() bool {
+		m := partitionMap(t, mc)
+		groups := groupsOf(tableRanges(m, table))
+		return groups[right.GetRangeId()] == right.GetRangeId() && groups[mid.GetRangeId()] == left &&
+			m.GetLeaders()[right.GetRangeId()] == to && m.GetLeaders()[left] == leader && m.GetLeaders()[mid.GetRangeId()] == leader
+	})
+	t.Logf("pause across the transfer out of the group: %v", time.Duration(w.maxGap.Swap(0)))
+
+	target := ""
+	for _, n := range c.Servers {
+		if !hasReplicaOn(right, n.Config.ID) {
+			target = n.Config.ID
+		}
+	}
+	op("move the namesake", func(ctx context.Context, m pb.MasterServiceClient) error {
+		_, err := m.Move(ctx, &pb.MoveRequest{RangeId: left, ToServerId: target})
+		return err
+	})
+	waitFor(t, 10*time.Second, "every range its own group, the namesake moved", func() bool {
+		rs := tableRanges(partitionMap(t, mc), table)
+		groups := groupsOf(rs)
+		for _, r := range rs {
+			if r.GetRangeId() == left && !hasReplicaOn(r, target) {
+				return false
+			}
+		}
+		return len(groups) == 3 && groups[left] == left && groups[mid.GetRangeId()] == mid.GetRangeId() && groups[right.GetRangeId()] == right.GetRangeId()
+	})
+	time.Sleep(300 * time.Millisecond)
+	t.Logf("pause across the move: %v", time.Duration(w.maxGap.Swap(0)))
+	acked := w.halt()
+	if len(acked) == 0 {
+		t.Fatal("no write acknowledged")
+	}
+	t.Logf("%d writes acknowledged, %d failed; longest pause: %v", len(acked), w.failed.Load(), time.Duration(w.maxGap.Load()))
+	verifyExactlyOnce(t, tc, acked)
+	waitFor(t, 30*time.Second, "every server holds the replicas the map lists", func() bool {
+		for _, r := range tableRanges(partitionMap(t, mc), table) {
+			for _, n := range c.Servers {
+				if st := n.Server; st == nil || (st.ReplicaState(r.GetRangeId()) != "absent") != hasReplicaOn(r, n.Config.ID) {
+					return false
+				}
+			}
+		}
+		return true
+	})
+}
+
+// groupsOf maps each range to its Raft group (rangegroup.GroupOf).
+func groupsOf(rs []*pb.RangeDescriptor) map[uint64]uint64 {
+	out := map[uint64]uint64{}
+	for _, r := range rs {
+		out[r.GetRangeId()] = rangegroup.GroupOf(r)
+	}
+	return out
+}
+
+// hasReplicaOn reports whether d lists a replica on server id.
+func hasReplicaOn(d *pb.RangeDescriptor, id string) bool {
+	for _, r := range d.GetReplicas() {
+		if r.GetServerId() == id {
+			return true
+		}
+	}
+	return false
 }
 
 // TestSplitOutOfGroupMissedBySnapshot: a range that is a span of a group of

@@ -226,6 +226,16 @@ func (v *service) TransferLeader(ctx context.Context, req *pb.MasterTransferLead
 		return nil, opStatus(err)
 	}
 	defer s.ops.release(req.GetRangeId())
+	// The transfer is the whole Raft group's: the operator names one
+	// range, which leaves its group first (the scheduler's transfers of
+	// a shared group's leadership move the group).
+	if d, ok := s.rangeDesc(req.GetRangeId()); ok && !hasReplica(d, req.GetToServerId()) {
+		// Refused before the range leaves its group for nothing.
+		return nil, opStatus(fmt.Errorf("%w: %s holds no replica of range %d", ErrBadTarget, req.GetToServerId(), req.GetRangeId()))
+	}
+	if _, err := s.isolate(ctx, req.GetRangeId(), causeOperator); err != nil {
+		return nil, opStatus(err)
+	}
 	from := s.leaderOf(req.GetRangeId())
 	if err := s.transferWithEvent(ctx, req.GetRangeId(), from, req.GetToServerId(), causeOperator, "", nil); err != nil {
 		return nil, opStatus(err)

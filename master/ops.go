@@ -1048,7 +1048,13 @@ func (s *Server) move(ctx context.Context, id uint64, from, to, cause, reason st
 	if err := s.moveRefusal(d, from, to); err != nil {
 		return nil, err
 	}
-	from, err := s.moveSource(ctx, d, from)
+	// The membership change is the whole Raft group's, and the source's
+	// replica is deleted whole: a range that shares its group leaves it.
+	d, err := s.isolate(ctx, id, cause)
+	if err != nil {
+		return nil, err
+	}
+	from, err = s.moveSource(ctx, d, from)
 	if err != nil {
 		return nil, err
 	}
@@ -1093,11 +1099,7 @@ func (s *Server) move(ctx context.Context, id uint64, from, to, cause, reason st
 // (nil: it may).
 func (s *Server) moveRefusal(d *pb.RangeDescriptor, from, to string) error {
 	id := d.GetRangeId()
-	switch peers := s.groupPeers(id); {
-	case len(peers) > 0:
-		// The membership change would move the whole group, and the
-		// source's replica of the range could not be deleted alone.
-		return fmt.Errorf("%w: range %d shares its Raft group with ranges %v: moving one of them needs a group split (docs/range-groups.md, stage 4, not built)", ErrBadCommand, id, peers)
+	switch {
 	case to == "" || s.grpcAddrOf(to) == "":
 		return fmt.Errorf("%w: %q", ErrBadTarget, to)
 	case hasReplica(d, to) && (to != from || !s.reports.brokenOn(from, id)):

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"tablestore/internal/edm"
+	"tablestore/internal/rangegroup"
 	"tablestore/partitionserver/fsm"
 	pb "tablestore/proto/tablestorepb"
 )
@@ -290,4 +291,82 @@ func commandsAfter(t *testing.T, rep *member, from uint64) int {
 		}
 	}
 	return n
+}
+
+// TestDetachFromGroup: DetachRange moves a span born in the group into a
+// group of its own on the leader (docs/range-groups.md, stage 4): answered
+// once the new group is hosted, in a slot of its own, its writes entries
+// of its own log and not the old group's, its rows still read, reported
+// with the new descriptor; a retry, or a range alone in its group, answers
+// its descriptor; a restart opens both groups.
+func TestDetachFromGroup(t *testing.T) {
+	m := &heartbeatMaster{}
+	s := started(t, newAgainstMaster(t, m, nil))
+	rep, v := leadingRangeWithWrites(t, s, 51, 1, 3) // p/r0..r2
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := v.SplitRange(ctx, &pb.SplitRangeRequest{RangeId: 51, SplitKey: "m", NewRangeId: 52, InGroup: true}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := v.DetachRange(ctx, &pb.DetachRangeRequest{RangeId: 52})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := resp.GetRange(); d.GetRangeId() != 52 || d.GetGroupId() != 0 || d.GetGeneration() != 3 || d.GetStart() != "m" {
+		t.Fatalf("detached: %v", d)
+	}
+	if sl := s.slotOf(52); sl == nil || sl.id != 52 || s.slotOf(51).id != 51 || len(s.slotList()) != 2 {
+		t.Fatalf("after the detach: range 52 in %v, %d slots", sl, len(s.slotList()))
+	}
+	before := rep.raft.LastIndex()
+	waitFor(t, func() bool {
+		_, err := v.Write(ctx, &pb.WriteRequest{RangeId: 52, Generation: 3, Ops: []*pb.EntityOp{{
+			Kind: pb.OpKind_OP_KIND_INSERT, PartitionKey: "x", RowKey: "r",
+			Entity: edm.MarshalBinary(&edm.Entity{PartitionKey: "x", RowKey: "r"})}}})
+		return err == nil // Unavailable while its group elects
+	})
+	if n := commandsAfter(t, rep, before); n != 0 {
+		t.Fatalf("a write to the detached range is %d command entries of its old group's log", n)
+	}
+	check := func(s *Server) {
+		t.Helper()
+		v := &service{s: s}
+		for _, pk := range []string{"p", "x"} {
+			rk := "r"
+			if pk == "p" {
+				rk = "r1"
+			}
+			var err error
+			waitFor(t, func() bool {
+				_, err = v.Get(ctx, &pb.GetRequest{RangeId: 52, PartitionKey: pk, RowKey: rk})
+				return status.Code(err) != codes.Unavailable
+			})
+			if err != nil {
+				t.Errorf("read %s from the detached range: %v", pk, err)
+			}
+		}
+		groups := map[uint64]uint64{}
+		for _, rs := range s.statuses() {
+			groups[rs.GetRangeId()] = rangegroup.GroupOf(rs.GetRange())
+		}
+		if len(groups) != 2 || groups[51] != 51 || groups[52] != 52 {
+			t.Errorf("reports: %v", groups)
+		}
+	}
+	check(s)
+	for _, id := range []uint64{52, 51} {
+		if again, err := v.DetachRange(ctx, &pb.DetachRangeRequest{RangeId: id}); err != nil || again.GetRange().GetRangeId() != id || rangegroup.GroupOf(again.GetRange()) != id {
+			t.Fatalf("detach of range %d, alone in its group: %v, %v", id, again, err)
+		}
+	}
+	s.Close()
+	restarted, err := New(s.cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	started(t, restarted)
+	if len(restarted.slotList()) != 2 {
+		t.Fatalf("restarted with %d slots", len(restarted.slotList()))
+	}
+	check(restarted)
 }

@@ -136,12 +136,14 @@ func birthJoin(b *pb.SplitBirth, d *pb.RangeDescriptor, self string) bool {
 }
 
 // SplitsMissed records, of the splits a snapshot carried this server's
-// replica of range parent past (fsm's SplitMissedHooks), those whose new
-// range planMissedSplit lets this server create without its leader's
-// floor. The Join placement creates them (joinFromBirth). It runs on the
-// parent's restore, so it only reads and records.
-func (s *Server) SplitsMissed(parent, oldApplied uint64, missed []*pb.SplitBirth) {
-	lg := s.logs.Log(parent)
+// replica of group past (fsm's SplitMissedHooks: splits of its spans, and
+// spans that left it, DETACH_SPAN), those whose new range planMissedSplit
+// lets this server create without its leader's floor. The floor and birth
+// mark read are the group's (its log's), whichever span recorded the
+// birth. The Join placement creates them (joinFromBirth). It runs on the
+// group's restore, so it only reads and records.
+func (s *Server) SplitsMissed(group, oldApplied uint64, missed []*pb.SplitBirth) {
+	lg := s.logs.Log(group)
 	floor, err := storedFloor(lg)
 	born, ferr := bornHere(lg)
 	if err == nil {
@@ -150,7 +152,7 @@ func (s *Server) SplitsMissed(parent, oldApplied uint64, missed []*pb.SplitBirth
 	for _, b := range missed {
 		id := b.GetRight().GetRangeId()
 		if err != nil {
-			s.logger.Warn("split missed by a snapshot: the parent's join floor unreadable, the new range waits for its leader", "range", id, "parent", parent, "err", err)
+			s.logger.Warn("split missed by a snapshot: the parent's join floor unreadable, the new range waits for its leader", "range", id, "group", group, "err", err)
 			continue
 		}
 		stored := s.hosts(id)
@@ -161,11 +163,11 @@ func (s *Server) SplitsMissed(parent, oldApplied uint64, missed []*pb.SplitBirth
 		ok, why := planMissedSplit(missedSplit{self: s.id, oldApplied: oldApplied, birth: b,
 			parentFloor: floor, parentBorn: born, stored: stored})
 		if !ok {
-			s.logger.Info("split missed by a snapshot: the new range waits for its leader's join floor", "range", id, "parent", parent, "split_index", b.GetIndex(), "why", why)
+			s.logger.Info("split missed by a snapshot: the new range waits for its leader's join floor", "range", id, "group", group, "split_index", b.GetIndex(), "why", why)
 			continue
 		}
 		s.births.Store(id, b)
-		s.logger.Info("split missed by a snapshot: the new range may be created here at its birth", "range", id, "parent", parent, "split_index", b.GetIndex(), "parent_applied", oldApplied)
+		s.logger.Info("split missed by a snapshot: the new range may be created here at its birth", "range", id, "group", group, "split_index", b.GetIndex(), "parent_applied", oldApplied)
 	}
 }
 

@@ -83,6 +83,53 @@ func (v *service) SplitRange(ctx context.Context, req *pb.SplitRangeRequest) (*p
 	return &pb.SplitRangeResponse{Left: res.Range, Right: res.Right}, nil
 }
 
+// DetachRange moves a range that shares its Raft group into a group of its
+// own on the same replicas (a group split, docs/range-groups.md stage 4:
+// DetachSpanCommand) and answers once this server hosts the new group, so
+// that routing to it works when the master publishes it. A range alone in
+// its group answers its descriptor: so does a retry after the detach
+// applied (its answer lost), which reaches the new group's leader.
+func (v *service) DetachRange(ctx context.Context, req *pb.DetachRangeRequest) (*pb.DetachRangeResponse, error) {
+	start := time.Now()
+	defer func() { reshapeSeconds.WithLabelValues("detach").Observe(time.Since(start).Seconds()) }()
+	id := req.GetRangeId()
+	r, err := v.leaderReplica(id)
+	if err != nil {
+		return nil, err
+	}
+	if len(r.group.Spans()) == 1 {
+		return &pb.DetachRangeResponse{Range: r.fsm.Descriptor()}, nil
+	}
+	if err := r.lockMembers(ctx); err != nil {
+		return nil, toStatus(r, err)
+	}
+	defer r.unlockMembers()
+	// The new group is bootstrapped with the span's replicas: they must
+	// be the group's configuration, not a change still settling.
+	if err := r.settleMembers(v.s.cfg.ApplyTimeout, v.s.cfg.RaftHeartbeatTimeout); err != nil {
+		return nil, toStatus(r, raftErr(err))
+	}
+	res, err := v.run(ctx, r, pb.CommandKind_COMMAND_KIND_DETACH_SPAN, &pb.DetachSpanCommand{PreferredLeader: req.GetPreferredLeader()})
+	if err != nil {
+		return nil, err
+	}
+	if err := failpoint.Inject("partitionserver/detach/after-apply"); err != nil {
+		return nil, toStatus(r, err)
+	}
+	// RangeCreated starts the group after the group commit, in its own
+	// goroutine.
+	r.group.Urge()
+	deadline := time.Now().Add(v.s.cfg.ApplyTimeout)
+	for v.s.groupSlot(id) == nil {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return nil, toStatus(r, fmt.Errorf("%w: range %d left its group, but its own group has not started here", ErrBusy, id))
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	v.s.logger.Info("range left its group", "range", id, "group", r.member.id, "took", time.Since(start))
+	return &pb.DetachRangeResponse{Range: res.Range}, nil
+}
+
 // FreezeRange stops reads and writes of a range that is about to be merged
 // and reports the log index of its freeze.
 func (v *service) FreezeRange(ctx context.Context, req *pb.FreezeRangeRequest) (*pb.FreezeRangeResponse, error) {

@@ -79,6 +79,10 @@ func (l localClient) SplitRange(ctx context.Context, in *pb.SplitRangeRequest, _
 	return l.s.SplitRange(ctx, in)
 }
 
+func (l localClient) DetachRange(ctx context.Context, in *pb.DetachRangeRequest, _ ...grpc.CallOption) (*pb.DetachRangeResponse, error) {
+	return l.s.DetachRange(ctx, in)
+}
+
 func (l localClient) FreezeRange(ctx context.Context, in *pb.FreezeRangeRequest, _ ...grpc.CallOption) (*pb.FreezeRangeResponse, error) {
 	return l.s.FreezeRange(ctx, in)
 }

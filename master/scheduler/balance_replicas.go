@@ -79,7 +79,7 @@ func (p *Plan) fewestInZone(servers []*serverStat, s *serverStat) *serverStat {
 func (p *Plan) movableReplica(from, to *serverStat) *Range {
 	var follower, led *Range
 	for _, r := range p.heldBy(from.id) {
-		if !p.free(r) || p.shared(r) || r.HasReplica(to.id) || !to.roomFor(r) || !p.keepsZones(r, from, to) {
+		if !p.free(r) || r.HasReplica(to.id) || !to.roomFor(r) || !p.keepsZones(r, from, to) {
 			continue
 		}
 		if r.Leader == from.id {

@@ -332,23 +332,16 @@ func groupKey(r *Range) uint64 {
 }
 
 // groupAllows reports whether o may run on r's Raft group as it is
-// (docs/range-groups.md): a range that shares its group neither moves
-// (the membership change is the whole group's, and the source's replica
-// of one range cannot be deleted alone) nor has its leadership balanced
-// (a transfer moves every span's, which the balancing rules count one
-// range at a time, and would send the group back and forth). Leaderships
-// still leave a slow, skewed or draining server. (Merges are allowed: of
-// two spans of one group, one entry in its log; of ranges of two groups,
-// the freeze and take-over as ever.)
+// (docs/range-groups.md): a range that shares its group does not have its
+// leadership balanced (a transfer moves every span's, which the balancing
+// rules count one range at a time, and would send the group back and
+// forth). Leaderships still leave a slow, skewed or draining server, with
+// the whole group. Moves are allowed: the master first moves the range
+// out of its group (a group split, Server.isolate), then moves it alone.
+// (Merges are allowed too: of two spans of one group, one entry in its
+// log; of ranges of two groups, the freeze and take-over as ever.)
 func (p *Plan) groupAllows(r *Range, o Op) bool {
-	shared := p.shared(r)
-	switch o.Kind {
-	case Move:
-		return !shared
-	case TransferLeader:
-		return !shared || !o.balancing()
-	}
-	return true
+	return o.Kind != TransferLeader || !o.balancing() || !p.shared(r)
 }
 
 func (p *Plan) occupy(o Op) {

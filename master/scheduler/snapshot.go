@@ -74,8 +74,8 @@ type Range struct {
 	ID uint64
 	// Group is the Raft group serving the range (rangegroup.GroupOf: the
 	// range's own id unless it is a span of another range's group;
-	// docs/range-groups.md). A range that shares its group neither moves,
-	// nor has its leadership balanced, nor merges with a span of its
+	// docs/range-groups.md). A range that shares its group does not have
+	// its leadership balanced; a move of it first moves it out of its
 	// group (Plan.groupAllows).
 	Group   uint64
 	TableID uint64

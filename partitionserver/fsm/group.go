@@ -539,7 +539,7 @@ func (g *Group) Restore(rc io.ReadCloser) error {
 	if h, ok := g.hooks.(SplitMissedHooks); ok {
 		for _, st := range states {
 			if missed := MissedSplits(st.GetRecentSplits(), oldApplied, st.GetAppliedIndex()); len(missed) > 0 {
-				h.SplitsMissed(st.GetRange().GetRangeId(), oldApplied, missed)
+				h.SplitsMissed(g.id, oldApplied, missed)
 			}
 		}
 	}

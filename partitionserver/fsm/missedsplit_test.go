@@ -70,8 +70,8 @@ type missedHooks struct {
 	missed             []*pb.SplitBirth
 }
 
-func (h *missedHooks) SplitsMissed(parent, oldApplied uint64, missed []*pb.SplitBirth) {
-	h.parent, h.oldApplied, h.missed = parent, oldApplied, missed
+func (h *missedHooks) SplitsMissed(group, oldApplied uint64, missed []*pb.SplitBirth) {
+	h.parent, h.oldApplied, h.missed = group, oldApplied, missed
 }
 
 // A replica that did not apply a split and restores a snapshot taken

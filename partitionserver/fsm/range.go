@@ -46,10 +46,12 @@ type Hooks interface {
 
 // SplitMissedHooks is implemented by Hooks that want to hear of splits a
 // replica never applied: a snapshot restored over its own state (applied
-// up to oldApplied, not 0) carried it past them (MissedSplits). Optional,
-// so that hooks of tests need not implement it.
+// up to oldApplied, not 0) carried it past them (MissedSplits). group is
+// the Raft group whose log the splits were entries of (the parent's
+// group: its span may be named otherwise). Optional, so that hooks of
+// tests need not implement it.
 type SplitMissedHooks interface {
-	SplitsMissed(parent, oldApplied uint64, missed []*pb.SplitBirth)
+	SplitsMissed(group, oldApplied uint64, missed []*pb.SplitBirth)
 }
 
 // applyCtx is what a command handler may touch: the open write transaction
@@ -74,7 +76,8 @@ type applyCtx struct {
 	spansChanged bool
 	live         []uint64
 	// dropped are spans a command of the batch removed from the group
-	// (MERGE_SPANS): no longer in spans, their records deleted.
+	// (MERGE_SPANS: its record deleted; DETACH_SPAN: its record now its
+	// own group's): no longer in spans, their records not written back.
 	dropped []*Range
 	log     *raft.Log
 	created []created

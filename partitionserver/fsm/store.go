@@ -35,6 +35,7 @@ var (
 	ErrBadSplitKey      = errors.New("fsm: split key not inside the range")
 	ErrNotAdjacent      = errors.New("fsm: ranges are not adjacent")
 	ErrMergePending     = errors.New("fsm: range is frozen and its left neighbour here has not merged it yet")
+	ErrSpanStays        = errors.New("fsm: the span cannot leave its group")
 	errRangeStateAbsent = errors.New("fsm: range state absent")
 )
 

@@ -44,6 +44,9 @@ const (
 	EventKind_EVENT_KIND_SERVER_DRAIN EventKind = 12
 	// A partition server was removed from the registry.
 	EventKind_EVENT_KIND_SERVER_REMOVED EventKind = 13
+	// A range left its Raft group for a group of its own, before a move or
+	// a leadership transfer of that range alone (docs/range-groups.md).
+	EventKind_EVENT_KIND_GROUP_SPLIT EventKind = 14
 )
 
 // Enum value maps for EventKind.
@@ -63,6 +66,7 @@ var (
 		11: "EVENT_KIND_MASTER_MEMBER",
 		12: "EVENT_KIND_SERVER_DRAIN",
 		13: "EVENT_KIND_SERVER_REMOVED",
+		14: "EVENT_KIND_GROUP_SPLIT",
 	}
 	EventKind_value = map[string]int32{
 		"EVENT_KIND_UNSPECIFIED":     0,
@@ -79,6 +83,7 @@ var (
 		"EVENT_KIND_MASTER_MEMBER":   11,
 		"EVENT_KIND_SERVER_DRAIN":    12,
 		"EVENT_KIND_SERVER_REMOVED":  13,
+		"EVENT_KIND_GROUP_SPLIT":     14,
 	}
 )
 
@@ -197,6 +202,9 @@ const (
 	// Widens a span over its right neighbour, a span of the same group
 	// (docs/range-groups.md, stage 5).
 	CommandKind_COMMAND_KIND_MERGE_SPANS CommandKind = 11
+	// Moves a span out of its group into a group of its own on the same
+	// replicas (DetachSpanCommand; docs/range-groups.md, stage 4).
+	CommandKind_COMMAND_KIND_DETACH_SPAN CommandKind = 12
 )
 
 // Enum value maps for CommandKind.
@@ -214,6 +222,7 @@ var (
 		9:  "COMMAND_KIND_UNFREEZE",
 		10: "COMMAND_KIND_SPLIT_SPAN",
 		11: "COMMAND_KIND_MERGE_SPANS",
+		12: "COMMAND_KIND_DETACH_SPAN",
 	}
 	CommandKind_value = map[string]int32{
 		"COMMAND_KIND_UNSPECIFIED":  0,
@@ -228,6 +237,7 @@ var (
 		"COMMAND_KIND_UNFREEZE":     9,
 		"COMMAND_KIND_SPLIT_SPAN":   10,
 		"COMMAND_KIND_MERGE_SPANS":  11,
+		"COMMAND_KIND_DETACH_SPAN":  12,
 	}
 )
 
@@ -2154,6 +2164,60 @@ func (x *MergeSpansCommand) GetRight() *RangeDescriptor {
 	return nil
 }
 
+// DetachSpanCommand moves the span the entry names out of its group (a group
+// split, docs/range-groups.md stage 4): the span's record names no group any
+// more (group_id 0: the span is its own group, named by its range id, with
+// generation + 1), and every replica starts that group, bootstrapped with the
+// same voters, as a split's right range starts. No row moves. The span the
+// group is named after, and a group's only span, stay. A span that stays
+// records the move as a birth (RangeState.recent_splits), so a replica that
+// catches the group up by a snapshot past the entry creates the new group.
+type DetachSpanCommand struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The server whose replica of the new group campaigns at once ("": the
+	// group's leader's).
+	PreferredLeader string `protobuf:"bytes,1,opt,name=preferred_leader,json=preferredLeader,proto3" json:"preferred_leader,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *DetachSpanCommand) Reset() {
+	*x = DetachSpanCommand{}
+	mi := &file_tablestore_v1_data_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DetachSpanCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DetachSpanCommand) ProtoMessage() {}
+
+func (x *DetachSpanCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_data_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DetachSpanCommand.ProtoReflect.Descriptor instead.
+func (*DetachSpanCommand) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *DetachSpanCommand) GetPreferredLeader() string {
+	if x != nil {
+		return x.PreferredLeader
+	}
+	return ""
+}
+
 // FreezeCommand stops writes to a range about to be merged into its left
 // neighbour.
 type FreezeCommand struct {
@@ -2169,7 +2233,7 @@ type FreezeCommand struct {
 
 func (x *FreezeCommand) Reset() {
 	*x = FreezeCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[20]
+	mi := &file_tablestore_v1_data_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2181,7 +2245,7 @@ func (x *FreezeCommand) String() string {
 func (*FreezeCommand) ProtoMessage() {}
 
 func (x *FreezeCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[20]
+	mi := &file_tablestore_v1_data_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2194,7 +2258,7 @@ func (x *FreezeCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreezeCommand.ProtoReflect.Descriptor instead.
 func (*FreezeCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{20}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *FreezeCommand) GetGeneration() uint64 {
@@ -2223,7 +2287,7 @@ type UnfreezeCommand struct {
 
 func (x *UnfreezeCommand) Reset() {
 	*x = UnfreezeCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[21]
+	mi := &file_tablestore_v1_data_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2235,7 +2299,7 @@ func (x *UnfreezeCommand) String() string {
 func (*UnfreezeCommand) ProtoMessage() {}
 
 func (x *UnfreezeCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[21]
+	mi := &file_tablestore_v1_data_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2248,7 +2312,7 @@ func (x *UnfreezeCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnfreezeCommand.ProtoReflect.Descriptor instead.
 func (*UnfreezeCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{21}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *UnfreezeCommand) GetFreezeIndex() uint64 {
@@ -2269,7 +2333,7 @@ type KV struct {
 
 func (x *KV) Reset() {
 	*x = KV{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[22]
+	mi := &file_tablestore_v1_data_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2281,7 +2345,7 @@ func (x *KV) String() string {
 func (*KV) ProtoMessage() {}
 
 func (x *KV) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[22]
+	mi := &file_tablestore_v1_data_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2294,7 +2358,7 @@ func (x *KV) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KV.ProtoReflect.Descriptor instead.
 func (*KV) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{22}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *KV) GetKey() []byte {
@@ -2327,7 +2391,7 @@ type AbsorbCommand struct {
 
 func (x *AbsorbCommand) Reset() {
 	*x = AbsorbCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[23]
+	mi := &file_tablestore_v1_data_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2339,7 +2403,7 @@ func (x *AbsorbCommand) String() string {
 func (*AbsorbCommand) ProtoMessage() {}
 
 func (x *AbsorbCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[23]
+	mi := &file_tablestore_v1_data_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2352,7 +2416,7 @@ func (x *AbsorbCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbsorbCommand.ProtoReflect.Descriptor instead.
 func (*AbsorbCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{23}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *AbsorbCommand) GetRight() *RangeDescriptor {
@@ -2397,7 +2461,7 @@ type MergeCommand struct {
 
 func (x *MergeCommand) Reset() {
 	*x = MergeCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[24]
+	mi := &file_tablestore_v1_data_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2409,7 +2473,7 @@ func (x *MergeCommand) String() string {
 func (*MergeCommand) ProtoMessage() {}
 
 func (x *MergeCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[24]
+	mi := &file_tablestore_v1_data_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2422,7 +2486,7 @@ func (x *MergeCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeCommand.ProtoReflect.Descriptor instead.
 func (*MergeCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{24}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *MergeCommand) GetRight() *RangeDescriptor {
@@ -2449,7 +2513,7 @@ type SetReplicasCommand struct {
 
 func (x *SetReplicasCommand) Reset() {
 	*x = SetReplicasCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[25]
+	mi := &file_tablestore_v1_data_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2461,7 +2525,7 @@ func (x *SetReplicasCommand) String() string {
 func (*SetReplicasCommand) ProtoMessage() {}
 
 func (x *SetReplicasCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[25]
+	mi := &file_tablestore_v1_data_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2474,7 +2538,7 @@ func (x *SetReplicasCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetReplicasCommand.ProtoReflect.Descriptor instead.
 func (*SetReplicasCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{25}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *SetReplicasCommand) GetReplicas() []*Replica {
@@ -2516,7 +2580,7 @@ type RangeState struct {
 
 func (x *RangeState) Reset() {
 	*x = RangeState{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[26]
+	mi := &file_tablestore_v1_data_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2528,7 +2592,7 @@ func (x *RangeState) String() string {
 func (*RangeState) ProtoMessage() {}
 
 func (x *RangeState) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[26]
+	mi := &file_tablestore_v1_data_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2541,7 +2605,7 @@ func (x *RangeState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeState.ProtoReflect.Descriptor instead.
 func (*RangeState) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{26}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RangeState) GetRange() *RangeDescriptor {
@@ -2626,7 +2690,7 @@ type SplitBirth struct {
 
 func (x *SplitBirth) Reset() {
 	*x = SplitBirth{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[27]
+	mi := &file_tablestore_v1_data_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2638,7 +2702,7 @@ func (x *SplitBirth) String() string {
 func (*SplitBirth) ProtoMessage() {}
 
 func (x *SplitBirth) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[27]
+	mi := &file_tablestore_v1_data_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2651,7 +2715,7 @@ func (x *SplitBirth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitBirth.ProtoReflect.Descriptor instead.
 func (*SplitBirth) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{27}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SplitBirth) GetIndex() uint64 {
@@ -2681,7 +2745,7 @@ type MergeDecision struct {
 
 func (x *MergeDecision) Reset() {
 	*x = MergeDecision{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[28]
+	mi := &file_tablestore_v1_data_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2693,7 +2757,7 @@ func (x *MergeDecision) String() string {
 func (*MergeDecision) ProtoMessage() {}
 
 func (x *MergeDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[28]
+	mi := &file_tablestore_v1_data_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2706,7 +2770,7 @@ func (x *MergeDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeDecision.ProtoReflect.Descriptor instead.
 func (*MergeDecision) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{28}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *MergeDecision) GetRightRangeId() uint64 {
@@ -2743,7 +2807,7 @@ type MergeDecisionCommand struct {
 
 func (x *MergeDecisionCommand) Reset() {
 	*x = MergeDecisionCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[29]
+	mi := &file_tablestore_v1_data_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2755,7 +2819,7 @@ func (x *MergeDecisionCommand) String() string {
 func (*MergeDecisionCommand) ProtoMessage() {}
 
 func (x *MergeDecisionCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[29]
+	mi := &file_tablestore_v1_data_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2768,7 +2832,7 @@ func (x *MergeDecisionCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeDecisionCommand.ProtoReflect.Descriptor instead.
 func (*MergeDecisionCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{29}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *MergeDecisionCommand) GetDecision() *MergeDecision {
@@ -2790,7 +2854,7 @@ type UpdateRangesCommand struct {
 
 func (x *UpdateRangesCommand) Reset() {
 	*x = UpdateRangesCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[30]
+	mi := &file_tablestore_v1_data_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2802,7 +2866,7 @@ func (x *UpdateRangesCommand) String() string {
 func (*UpdateRangesCommand) ProtoMessage() {}
 
 func (x *UpdateRangesCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[30]
+	mi := &file_tablestore_v1_data_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2815,7 +2879,7 @@ func (x *UpdateRangesCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateRangesCommand.ProtoReflect.Descriptor instead.
 func (*UpdateRangesCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{30}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *UpdateRangesCommand) GetRanges() []*RangeDescriptor {
@@ -2833,7 +2897,7 @@ type AllocateRangeIDCommand struct {
 
 func (x *AllocateRangeIDCommand) Reset() {
 	*x = AllocateRangeIDCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[31]
+	mi := &file_tablestore_v1_data_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2845,7 +2909,7 @@ func (x *AllocateRangeIDCommand) String() string {
 func (*AllocateRangeIDCommand) ProtoMessage() {}
 
 func (x *AllocateRangeIDCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[31]
+	mi := &file_tablestore_v1_data_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2858,7 +2922,7 @@ func (x *AllocateRangeIDCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateRangeIDCommand.ProtoReflect.Descriptor instead.
 func (*AllocateRangeIDCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{31}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{32}
 }
 
 type AppendEventCommand struct {
@@ -2870,7 +2934,7 @@ type AppendEventCommand struct {
 
 func (x *AppendEventCommand) Reset() {
 	*x = AppendEventCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[32]
+	mi := &file_tablestore_v1_data_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2882,7 +2946,7 @@ func (x *AppendEventCommand) String() string {
 func (*AppendEventCommand) ProtoMessage() {}
 
 func (x *AppendEventCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[32]
+	mi := &file_tablestore_v1_data_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2895,7 +2959,7 @@ func (x *AppendEventCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendEventCommand.ProtoReflect.Descriptor instead.
 func (*AppendEventCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{32}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *AppendEventCommand) GetEvent() *Event {
@@ -2920,7 +2984,7 @@ type MarkRangesStartedCommand struct {
 
 func (x *MarkRangesStartedCommand) Reset() {
 	*x = MarkRangesStartedCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[33]
+	mi := &file_tablestore_v1_data_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2932,7 +2996,7 @@ func (x *MarkRangesStartedCommand) String() string {
 func (*MarkRangesStartedCommand) ProtoMessage() {}
 
 func (x *MarkRangesStartedCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[33]
+	mi := &file_tablestore_v1_data_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2945,7 +3009,7 @@ func (x *MarkRangesStartedCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkRangesStartedCommand.ProtoReflect.Descriptor instead.
 func (*MarkRangesStartedCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{33}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *MarkRangesStartedCommand) GetRangeIds() []uint64 {
@@ -2974,7 +3038,7 @@ type DeletedTable struct {
 
 func (x *DeletedTable) Reset() {
 	*x = DeletedTable{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[34]
+	mi := &file_tablestore_v1_data_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2986,7 +3050,7 @@ func (x *DeletedTable) String() string {
 func (*DeletedTable) ProtoMessage() {}
 
 func (x *DeletedTable) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[34]
+	mi := &file_tablestore_v1_data_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2999,7 +3063,7 @@ func (x *DeletedTable) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletedTable.ProtoReflect.Descriptor instead.
 func (*DeletedTable) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{34}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *DeletedTable) GetTableId() uint64 {
@@ -3034,7 +3098,7 @@ type DeletedRangesFrozenCommand struct {
 
 func (x *DeletedRangesFrozenCommand) Reset() {
 	*x = DeletedRangesFrozenCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[35]
+	mi := &file_tablestore_v1_data_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3046,7 +3110,7 @@ func (x *DeletedRangesFrozenCommand) String() string {
 func (*DeletedRangesFrozenCommand) ProtoMessage() {}
 
 func (x *DeletedRangesFrozenCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[35]
+	mi := &file_tablestore_v1_data_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3059,7 +3123,7 @@ func (x *DeletedRangesFrozenCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletedRangesFrozenCommand.ProtoReflect.Descriptor instead.
 func (*DeletedRangesFrozenCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{35}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *DeletedRangesFrozenCommand) GetTableId() uint64 {
@@ -3080,7 +3144,7 @@ type RemoveRangeCommand struct {
 
 func (x *RemoveRangeCommand) Reset() {
 	*x = RemoveRangeCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[36]
+	mi := &file_tablestore_v1_data_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3092,7 +3156,7 @@ func (x *RemoveRangeCommand) String() string {
 func (*RemoveRangeCommand) ProtoMessage() {}
 
 func (x *RemoveRangeCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[36]
+	mi := &file_tablestore_v1_data_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3105,7 +3169,7 @@ func (x *RemoveRangeCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveRangeCommand.ProtoReflect.Descriptor instead.
 func (*RemoveRangeCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{36}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *RemoveRangeCommand) GetRangeId() uint64 {
@@ -3133,7 +3197,7 @@ type MasterCommand struct {
 
 func (x *MasterCommand) Reset() {
 	*x = MasterCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[37]
+	mi := &file_tablestore_v1_data_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3145,7 +3209,7 @@ func (x *MasterCommand) String() string {
 func (*MasterCommand) ProtoMessage() {}
 
 func (x *MasterCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[37]
+	mi := &file_tablestore_v1_data_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3158,7 +3222,7 @@ func (x *MasterCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterCommand.ProtoReflect.Descriptor instead.
 func (*MasterCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{37}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *MasterCommand) GetKind() MasterCommandKind {
@@ -3184,7 +3248,7 @@ type RegisterServerCommand struct {
 
 func (x *RegisterServerCommand) Reset() {
 	*x = RegisterServerCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[38]
+	mi := &file_tablestore_v1_data_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3196,7 +3260,7 @@ func (x *RegisterServerCommand) String() string {
 func (*RegisterServerCommand) ProtoMessage() {}
 
 func (x *RegisterServerCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[38]
+	mi := &file_tablestore_v1_data_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3209,7 +3273,7 @@ func (x *RegisterServerCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterServerCommand.ProtoReflect.Descriptor instead.
 func (*RegisterServerCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{38}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *RegisterServerCommand) GetServer() *ServerInfo {
@@ -3229,7 +3293,7 @@ type SetServerDrainingCommand struct {
 
 func (x *SetServerDrainingCommand) Reset() {
 	*x = SetServerDrainingCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[39]
+	mi := &file_tablestore_v1_data_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3241,7 +3305,7 @@ func (x *SetServerDrainingCommand) String() string {
 func (*SetServerDrainingCommand) ProtoMessage() {}
 
 func (x *SetServerDrainingCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[39]
+	mi := &file_tablestore_v1_data_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3254,7 +3318,7 @@ func (x *SetServerDrainingCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetServerDrainingCommand.ProtoReflect.Descriptor instead.
 func (*SetServerDrainingCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{39}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *SetServerDrainingCommand) GetServerId() string {
@@ -3280,7 +3344,7 @@ type RemoveServerCommand struct {
 
 func (x *RemoveServerCommand) Reset() {
 	*x = RemoveServerCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[40]
+	mi := &file_tablestore_v1_data_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3292,7 +3356,7 @@ func (x *RemoveServerCommand) String() string {
 func (*RemoveServerCommand) ProtoMessage() {}
 
 func (x *RemoveServerCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[40]
+	mi := &file_tablestore_v1_data_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3305,7 +3369,7 @@ func (x *RemoveServerCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerCommand.ProtoReflect.Descriptor instead.
 func (*RemoveServerCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{40}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RemoveServerCommand) GetServerId() string {
@@ -3342,7 +3406,7 @@ type CreateTableCommand struct {
 
 func (x *CreateTableCommand) Reset() {
 	*x = CreateTableCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[41]
+	mi := &file_tablestore_v1_data_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3354,7 +3418,7 @@ func (x *CreateTableCommand) String() string {
 func (*CreateTableCommand) ProtoMessage() {}
 
 func (x *CreateTableCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[41]
+	mi := &file_tablestore_v1_data_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3367,7 +3431,7 @@ func (x *CreateTableCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTableCommand.ProtoReflect.Descriptor instead.
 func (*CreateTableCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{41}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *CreateTableCommand) GetName() string {
@@ -3415,7 +3479,7 @@ type DeleteTableCommand struct {
 
 func (x *DeleteTableCommand) Reset() {
 	*x = DeleteTableCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[42]
+	mi := &file_tablestore_v1_data_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3427,7 +3491,7 @@ func (x *DeleteTableCommand) String() string {
 func (*DeleteTableCommand) ProtoMessage() {}
 
 func (x *DeleteTableCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[42]
+	mi := &file_tablestore_v1_data_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3440,7 +3504,7 @@ func (x *DeleteTableCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTableCommand.ProtoReflect.Descriptor instead.
 func (*DeleteTableCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{42}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *DeleteTableCommand) GetName() string {
@@ -3478,7 +3542,7 @@ type TableRequestRecord struct {
 
 func (x *TableRequestRecord) Reset() {
 	*x = TableRequestRecord{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[43]
+	mi := &file_tablestore_v1_data_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3490,7 +3554,7 @@ func (x *TableRequestRecord) String() string {
 func (*TableRequestRecord) ProtoMessage() {}
 
 func (x *TableRequestRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[43]
+	mi := &file_tablestore_v1_data_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3503,7 +3567,7 @@ func (x *TableRequestRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TableRequestRecord.ProtoReflect.Descriptor instead.
 func (*TableRequestRecord) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{43}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *TableRequestRecord) GetRequestId() []byte {
@@ -3558,7 +3622,7 @@ type SetTableACLCommand struct {
 
 func (x *SetTableACLCommand) Reset() {
 	*x = SetTableACLCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[44]
+	mi := &file_tablestore_v1_data_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3570,7 +3634,7 @@ func (x *SetTableACLCommand) String() string {
 func (*SetTableACLCommand) ProtoMessage() {}
 
 func (x *SetTableACLCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[44]
+	mi := &file_tablestore_v1_data_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3583,7 +3647,7 @@ func (x *SetTableACLCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTableACLCommand.ProtoReflect.Descriptor instead.
 func (*SetTableACLCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{44}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *SetTableACLCommand) GetName() string {
@@ -3615,7 +3679,7 @@ type SetServicePropertiesCommand struct {
 
 func (x *SetServicePropertiesCommand) Reset() {
 	*x = SetServicePropertiesCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[45]
+	mi := &file_tablestore_v1_data_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3627,7 +3691,7 @@ func (x *SetServicePropertiesCommand) String() string {
 func (*SetServicePropertiesCommand) ProtoMessage() {}
 
 func (x *SetServicePropertiesCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[45]
+	mi := &file_tablestore_v1_data_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3640,7 +3704,7 @@ func (x *SetServicePropertiesCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetServicePropertiesCommand.ProtoReflect.Descriptor instead.
 func (*SetServicePropertiesCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{45}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *SetServicePropertiesCommand) GetProperties() []byte {
@@ -3667,7 +3731,7 @@ type SetAccountsCommand struct {
 
 func (x *SetAccountsCommand) Reset() {
 	*x = SetAccountsCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[46]
+	mi := &file_tablestore_v1_data_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3679,7 +3743,7 @@ func (x *SetAccountsCommand) String() string {
 func (*SetAccountsCommand) ProtoMessage() {}
 
 func (x *SetAccountsCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[46]
+	mi := &file_tablestore_v1_data_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3692,7 +3756,7 @@ func (x *SetAccountsCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAccountsCommand.ProtoReflect.Descriptor instead.
 func (*SetAccountsCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{46}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *SetAccountsCommand) GetAccounts() []*StorageAccount {
@@ -3739,7 +3803,7 @@ type MasterSnapshot struct {
 
 func (x *MasterSnapshot) Reset() {
 	*x = MasterSnapshot{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[47]
+	mi := &file_tablestore_v1_data_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3751,7 +3815,7 @@ func (x *MasterSnapshot) String() string {
 func (*MasterSnapshot) ProtoMessage() {}
 
 func (x *MasterSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[47]
+	mi := &file_tablestore_v1_data_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3764,7 +3828,7 @@ func (x *MasterSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterSnapshot.ProtoReflect.Descriptor instead.
 func (*MasterSnapshot) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{47}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *MasterSnapshot) GetTables() []*Table {
@@ -3898,7 +3962,7 @@ type FrontendInfo struct {
 
 func (x *FrontendInfo) Reset() {
 	*x = FrontendInfo{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[48]
+	mi := &file_tablestore_v1_data_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3910,7 +3974,7 @@ func (x *FrontendInfo) String() string {
 func (*FrontendInfo) ProtoMessage() {}
 
 func (x *FrontendInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[48]
+	mi := &file_tablestore_v1_data_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3923,7 +3987,7 @@ func (x *FrontendInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FrontendInfo.ProtoReflect.Descriptor instead.
 func (*FrontendInfo) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{48}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *FrontendInfo) GetId() string {
@@ -4136,7 +4200,9 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\fnew_range_id\x18\x02 \x01(\x04R\n" +
 	"newRangeId\"I\n" +
 	"\x11MergeSpansCommand\x124\n" +
-	"\x05right\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05right\"T\n" +
+	"\x05right\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05right\">\n" +
+	"\x11DetachSpanCommand\x12)\n" +
+	"\x10preferred_leader\x18\x01 \x01(\tR\x0fpreferredLeader\"T\n" +
 	"\rFreezeCommand\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\x04R\n" +
@@ -4264,7 +4330,7 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\n" +
 	"pprof_addr\x18\x04 \x01(\tR\tpprofAddr\x12\x18\n" +
 	"\aversion\x18\x05 \x01(\tR\aversion\x12&\n" +
-	"\x0fstart_unix_nano\x18\x06 \x01(\x03R\rstartUnixNano*\x8a\x03\n" +
+	"\x0fstart_unix_nano\x18\x06 \x01(\x03R\rstartUnixNano*\xa6\x03\n" +
 	"\tEventKind\x12\x1a\n" +
 	"\x16EVENT_KIND_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10EVENT_KIND_SPLIT\x10\x01\x12\x14\n" +
@@ -4280,7 +4346,8 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x12\x1c\n" +
 	"\x18EVENT_KIND_MASTER_MEMBER\x10\v\x12\x1b\n" +
 	"\x17EVENT_KIND_SERVER_DRAIN\x10\f\x12\x1d\n" +
-	"\x19EVENT_KIND_SERVER_REMOVED\x10\r*\xad\x01\n" +
+	"\x19EVENT_KIND_SERVER_REMOVED\x10\r\x12\x1a\n" +
+	"\x16EVENT_KIND_GROUP_SPLIT\x10\x0e*\xad\x01\n" +
 	"\x06OpKind\x12\x17\n" +
 	"\x13OP_KIND_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eOP_KIND_INSERT\x10\x01\x12\x13\n" +
@@ -4288,7 +4355,7 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\rOP_KIND_MERGE\x10\x03\x12\x1d\n" +
 	"\x19OP_KIND_INSERT_OR_REPLACE\x10\x04\x12\x1b\n" +
 	"\x17OP_KIND_INSERT_OR_MERGE\x10\x05\x12\x12\n" +
-	"\x0eOP_KIND_DELETE\x10\x06*\xd2\x02\n" +
+	"\x0eOP_KIND_DELETE\x10\x06*\xf0\x02\n" +
 	"\vCommandKind\x12\x1c\n" +
 	"\x18COMMAND_KIND_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12COMMAND_KIND_WRITE\x10\x01\x12\x16\n" +
@@ -4302,7 +4369,8 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x15COMMAND_KIND_UNFREEZE\x10\t\x12\x1b\n" +
 	"\x17COMMAND_KIND_SPLIT_SPAN\x10\n" +
 	"\x12\x1c\n" +
-	"\x18COMMAND_KIND_MERGE_SPANS\x10\v*\xd8\x05\n" +
+	"\x18COMMAND_KIND_MERGE_SPANS\x10\v\x12\x1c\n" +
+	"\x18COMMAND_KIND_DETACH_SPAN\x10\f*\xd8\x05\n" +
 	"\x11MasterCommandKind\x12#\n" +
 	"\x1fMASTER_COMMAND_KIND_UNSPECIFIED\x10\x00\x12'\n" +
 	"#MASTER_COMMAND_KIND_REGISTER_SERVER\x10\x01\x12$\n" +
@@ -4340,7 +4408,7 @@ func file_tablestore_v1_data_proto_rawDescGZIP() []byte {
 }
 
 var file_tablestore_v1_data_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_tablestore_v1_data_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
+var file_tablestore_v1_data_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
 var file_tablestore_v1_data_proto_goTypes = []any{
 	(EventKind)(0),                      // 0: tablestore.v1.EventKind
 	(OpKind)(0),                         // 1: tablestore.v1.OpKind
@@ -4367,40 +4435,41 @@ var file_tablestore_v1_data_proto_goTypes = []any{
 	(*SplitCommand)(nil),                // 22: tablestore.v1.SplitCommand
 	(*SplitSpanCommand)(nil),            // 23: tablestore.v1.SplitSpanCommand
 	(*MergeSpansCommand)(nil),           // 24: tablestore.v1.MergeSpansCommand
-	(*FreezeCommand)(nil),               // 25: tablestore.v1.FreezeCommand
-	(*UnfreezeCommand)(nil),             // 26: tablestore.v1.UnfreezeCommand
-	(*KV)(nil),                          // 27: tablestore.v1.KV
-	(*AbsorbCommand)(nil),               // 28: tablestore.v1.AbsorbCommand
-	(*MergeCommand)(nil),                // 29: tablestore.v1.MergeCommand
-	(*SetReplicasCommand)(nil),          // 30: tablestore.v1.SetReplicasCommand
-	(*RangeState)(nil),                  // 31: tablestore.v1.RangeState
-	(*SplitBirth)(nil),                  // 32: tablestore.v1.SplitBirth
-	(*MergeDecision)(nil),               // 33: tablestore.v1.MergeDecision
-	(*MergeDecisionCommand)(nil),        // 34: tablestore.v1.MergeDecisionCommand
-	(*UpdateRangesCommand)(nil),         // 35: tablestore.v1.UpdateRangesCommand
-	(*AllocateRangeIDCommand)(nil),      // 36: tablestore.v1.AllocateRangeIDCommand
-	(*AppendEventCommand)(nil),          // 37: tablestore.v1.AppendEventCommand
-	(*MarkRangesStartedCommand)(nil),    // 38: tablestore.v1.MarkRangesStartedCommand
-	(*DeletedTable)(nil),                // 39: tablestore.v1.DeletedTable
-	(*DeletedRangesFrozenCommand)(nil),  // 40: tablestore.v1.DeletedRangesFrozenCommand
-	(*RemoveRangeCommand)(nil),          // 41: tablestore.v1.RemoveRangeCommand
-	(*MasterCommand)(nil),               // 42: tablestore.v1.MasterCommand
-	(*RegisterServerCommand)(nil),       // 43: tablestore.v1.RegisterServerCommand
-	(*SetServerDrainingCommand)(nil),    // 44: tablestore.v1.SetServerDrainingCommand
-	(*RemoveServerCommand)(nil),         // 45: tablestore.v1.RemoveServerCommand
-	(*CreateTableCommand)(nil),          // 46: tablestore.v1.CreateTableCommand
-	(*DeleteTableCommand)(nil),          // 47: tablestore.v1.DeleteTableCommand
-	(*TableRequestRecord)(nil),          // 48: tablestore.v1.TableRequestRecord
-	(*SetTableACLCommand)(nil),          // 49: tablestore.v1.SetTableACLCommand
-	(*SetServicePropertiesCommand)(nil), // 50: tablestore.v1.SetServicePropertiesCommand
-	(*SetAccountsCommand)(nil),          // 51: tablestore.v1.SetAccountsCommand
-	(*MasterSnapshot)(nil),              // 52: tablestore.v1.MasterSnapshot
-	(*FrontendInfo)(nil),                // 53: tablestore.v1.FrontendInfo
-	nil,                                 // 54: tablestore.v1.Event.FiguresEntry
-	nil,                                 // 55: tablestore.v1.PartitionMap.LeadersEntry
-	nil,                                 // 56: tablestore.v1.PartitionMap.LoadsEntry
-	nil,                                 // 57: tablestore.v1.PartitionMap.AccountServicePropertiesEntry
-	nil,                                 // 58: tablestore.v1.MasterSnapshot.AccountServicePropertiesEntry
+	(*DetachSpanCommand)(nil),           // 25: tablestore.v1.DetachSpanCommand
+	(*FreezeCommand)(nil),               // 26: tablestore.v1.FreezeCommand
+	(*UnfreezeCommand)(nil),             // 27: tablestore.v1.UnfreezeCommand
+	(*KV)(nil),                          // 28: tablestore.v1.KV
+	(*AbsorbCommand)(nil),               // 29: tablestore.v1.AbsorbCommand
+	(*MergeCommand)(nil),                // 30: tablestore.v1.MergeCommand
+	(*SetReplicasCommand)(nil),          // 31: tablestore.v1.SetReplicasCommand
+	(*RangeState)(nil),                  // 32: tablestore.v1.RangeState
+	(*SplitBirth)(nil),                  // 33: tablestore.v1.SplitBirth
+	(*MergeDecision)(nil),               // 34: tablestore.v1.MergeDecision
+	(*MergeDecisionCommand)(nil),        // 35: tablestore.v1.MergeDecisionCommand
+	(*UpdateRangesCommand)(nil),         // 36: tablestore.v1.UpdateRangesCommand
+	(*AllocateRangeIDCommand)(nil),      // 37: tablestore.v1.AllocateRangeIDCommand
+	(*AppendEventCommand)(nil),          // 38: tablestore.v1.AppendEventCommand
+	(*MarkRangesStartedCommand)(nil),    // 39: tablestore.v1.MarkRangesStartedCommand
+	(*DeletedTable)(nil),                // 40: tablestore.v1.DeletedTable
+	(*DeletedRangesFrozenCommand)(nil),  // 41: tablestore.v1.DeletedRangesFrozenCommand
+	(*RemoveRangeCommand)(nil),          // 42: tablestore.v1.RemoveRangeCommand
+	(*MasterCommand)(nil),               // 43: tablestore.v1.MasterCommand
+	(*RegisterServerCommand)(nil),       // 44: tablestore.v1.RegisterServerCommand
+	(*SetServerDrainingCommand)(nil),    // 45: tablestore.v1.SetServerDrainingCommand
+	(*RemoveServerCommand)(nil),         // 46: tablestore.v1.RemoveServerCommand
+	(*CreateTableCommand)(nil),          // 47: tablestore.v1.CreateTableCommand
+	(*DeleteTableCommand)(nil),          // 48: tablestore.v1.DeleteTableCommand
+	(*TableRequestRecord)(nil),          // 49: tablestore.v1.TableRequestRecord
+	(*SetTableACLCommand)(nil),          // 50: tablestore.v1.SetTableACLCommand
+	(*SetServicePropertiesCommand)(nil), // 51: tablestore.v1.SetServicePropertiesCommand
+	(*SetAccountsCommand)(nil),          // 52: tablestore.v1.SetAccountsCommand
+	(*MasterSnapshot)(nil),              // 53: tablestore.v1.MasterSnapshot
+	(*FrontendInfo)(nil),                // 54: tablestore.v1.FrontendInfo
+	nil,                                 // 55: tablestore.v1.Event.FiguresEntry
+	nil,                                 // 56: tablestore.v1.PartitionMap.LeadersEntry
+	nil,                                 // 57: tablestore.v1.PartitionMap.LoadsEntry
+	nil,                                 // 58: tablestore.v1.PartitionMap.AccountServicePropertiesEntry
+	nil,                                 // 59: tablestore.v1.MasterSnapshot.AccountServicePropertiesEntry
 }
 var file_tablestore_v1_data_proto_depIdxs = []int32{
 	5,  // 0: tablestore.v1.RangeDescriptor.replicas:type_name -> tablestore.v1.Replica
@@ -4409,31 +4478,31 @@ var file_tablestore_v1_data_proto_depIdxs = []int32{
 	12, // 3: tablestore.v1.RangeLoad.hot_keys:type_name -> tablestore.v1.KeyLoad
 	12, // 4: tablestore.v1.RangeLoad.load_sample:type_name -> tablestore.v1.KeyLoad
 	0,  // 5: tablestore.v1.Event.kind:type_name -> tablestore.v1.EventKind
-	54, // 6: tablestore.v1.Event.figures:type_name -> tablestore.v1.Event.FiguresEntry
+	55, // 6: tablestore.v1.Event.figures:type_name -> tablestore.v1.Event.FiguresEntry
 	11, // 7: tablestore.v1.RangeStatus.load:type_name -> tablestore.v1.RangeLoad
 	6,  // 8: tablestore.v1.RangeStatus.range:type_name -> tablestore.v1.RangeDescriptor
 	7,  // 9: tablestore.v1.PartitionMap.tables:type_name -> tablestore.v1.Table
 	6,  // 10: tablestore.v1.PartitionMap.ranges:type_name -> tablestore.v1.RangeDescriptor
 	9,  // 11: tablestore.v1.PartitionMap.servers:type_name -> tablestore.v1.ServerInfo
-	55, // 12: tablestore.v1.PartitionMap.leaders:type_name -> tablestore.v1.PartitionMap.LeadersEntry
-	56, // 13: tablestore.v1.PartitionMap.loads:type_name -> tablestore.v1.PartitionMap.LoadsEntry
+	56, // 12: tablestore.v1.PartitionMap.leaders:type_name -> tablestore.v1.PartitionMap.LeadersEntry
+	57, // 13: tablestore.v1.PartitionMap.loads:type_name -> tablestore.v1.PartitionMap.LoadsEntry
 	16, // 14: tablestore.v1.PartitionMap.accounts:type_name -> tablestore.v1.StorageAccount
-	57, // 15: tablestore.v1.PartitionMap.account_service_properties:type_name -> tablestore.v1.PartitionMap.AccountServicePropertiesEntry
+	58, // 15: tablestore.v1.PartitionMap.account_service_properties:type_name -> tablestore.v1.PartitionMap.AccountServicePropertiesEntry
 	1,  // 16: tablestore.v1.EntityOp.kind:type_name -> tablestore.v1.OpKind
 	2,  // 17: tablestore.v1.Command.kind:type_name -> tablestore.v1.CommandKind
 	17, // 18: tablestore.v1.WriteCommand.ops:type_name -> tablestore.v1.EntityOp
 	20, // 19: tablestore.v1.WriteBatchCommand.writes:type_name -> tablestore.v1.WriteCommand
 	6,  // 20: tablestore.v1.MergeSpansCommand.right:type_name -> tablestore.v1.RangeDescriptor
 	6,  // 21: tablestore.v1.AbsorbCommand.right:type_name -> tablestore.v1.RangeDescriptor
-	27, // 22: tablestore.v1.AbsorbCommand.rows:type_name -> tablestore.v1.KV
-	27, // 23: tablestore.v1.AbsorbCommand.requests:type_name -> tablestore.v1.KV
+	28, // 22: tablestore.v1.AbsorbCommand.rows:type_name -> tablestore.v1.KV
+	28, // 23: tablestore.v1.AbsorbCommand.requests:type_name -> tablestore.v1.KV
 	6,  // 24: tablestore.v1.MergeCommand.right:type_name -> tablestore.v1.RangeDescriptor
 	5,  // 25: tablestore.v1.SetReplicasCommand.replicas:type_name -> tablestore.v1.Replica
 	6,  // 26: tablestore.v1.RangeState.range:type_name -> tablestore.v1.RangeDescriptor
-	32, // 27: tablestore.v1.RangeState.recent_splits:type_name -> tablestore.v1.SplitBirth
+	33, // 27: tablestore.v1.RangeState.recent_splits:type_name -> tablestore.v1.SplitBirth
 	6,  // 28: tablestore.v1.SplitBirth.right:type_name -> tablestore.v1.RangeDescriptor
 	4,  // 29: tablestore.v1.MergeDecision.outcome:type_name -> tablestore.v1.MergeOutcome
-	33, // 30: tablestore.v1.MergeDecisionCommand.decision:type_name -> tablestore.v1.MergeDecision
+	34, // 30: tablestore.v1.MergeDecisionCommand.decision:type_name -> tablestore.v1.MergeDecision
 	6,  // 31: tablestore.v1.UpdateRangesCommand.ranges:type_name -> tablestore.v1.RangeDescriptor
 	13, // 32: tablestore.v1.AppendEventCommand.event:type_name -> tablestore.v1.Event
 	6,  // 33: tablestore.v1.DeletedTable.ranges:type_name -> tablestore.v1.RangeDescriptor
@@ -4451,10 +4520,10 @@ var file_tablestore_v1_data_proto_depIdxs = []int32{
 	9,  // 45: tablestore.v1.MasterSnapshot.servers:type_name -> tablestore.v1.ServerInfo
 	13, // 46: tablestore.v1.MasterSnapshot.events:type_name -> tablestore.v1.Event
 	16, // 47: tablestore.v1.MasterSnapshot.accounts:type_name -> tablestore.v1.StorageAccount
-	48, // 48: tablestore.v1.MasterSnapshot.requests:type_name -> tablestore.v1.TableRequestRecord
-	33, // 49: tablestore.v1.MasterSnapshot.merge_decisions:type_name -> tablestore.v1.MergeDecision
-	39, // 50: tablestore.v1.MasterSnapshot.deleted_pending:type_name -> tablestore.v1.DeletedTable
-	58, // 51: tablestore.v1.MasterSnapshot.account_service_properties:type_name -> tablestore.v1.MasterSnapshot.AccountServicePropertiesEntry
+	49, // 48: tablestore.v1.MasterSnapshot.requests:type_name -> tablestore.v1.TableRequestRecord
+	34, // 49: tablestore.v1.MasterSnapshot.merge_decisions:type_name -> tablestore.v1.MergeDecision
+	40, // 50: tablestore.v1.MasterSnapshot.deleted_pending:type_name -> tablestore.v1.DeletedTable
+	59, // 51: tablestore.v1.MasterSnapshot.account_service_properties:type_name -> tablestore.v1.MasterSnapshot.AccountServicePropertiesEntry
 	11, // 52: tablestore.v1.PartitionMap.LoadsEntry.value:type_name -> tablestore.v1.RangeLoad
 	53, // [53:53] is the sub-list for method output_type
 	53, // [53:53] is the sub-list for method input_type
@@ -4474,7 +4543,7 @@ func file_tablestore_v1_data_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tablestore_v1_data_proto_rawDesc), len(file_tablestore_v1_data_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   54,
+			NumMessages:   55,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

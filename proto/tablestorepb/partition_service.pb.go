@@ -205,6 +205,105 @@ func (x *SplitRangeResponse) GetRight() *RangeDescriptor {
 	return nil
 }
 
+type DetachRangeRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	RangeId uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
+	// Replica to lead the range's new group (empty: the group's leader's
+	// server).
+	PreferredLeader string `protobuf:"bytes,2,opt,name=preferred_leader,json=preferredLeader,proto3" json:"preferred_leader,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *DetachRangeRequest) Reset() {
+	*x = DetachRangeRequest{}
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DetachRangeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DetachRangeRequest) ProtoMessage() {}
+
+func (x *DetachRangeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DetachRangeRequest.ProtoReflect.Descriptor instead.
+func (*DetachRangeRequest) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *DetachRangeRequest) GetRangeId() uint64 {
+	if x != nil {
+		return x.RangeId
+	}
+	return 0
+}
+
+func (x *DetachRangeRequest) GetPreferredLeader() string {
+	if x != nil {
+		return x.PreferredLeader
+	}
+	return ""
+}
+
+type DetachRangeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The range as its own group (group_id 0).
+	Range         *RangeDescriptor `protobuf:"bytes,1,opt,name=range,proto3" json:"range,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DetachRangeResponse) Reset() {
+	*x = DetachRangeResponse{}
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DetachRangeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DetachRangeResponse) ProtoMessage() {}
+
+func (x *DetachRangeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DetachRangeResponse.ProtoReflect.Descriptor instead.
+func (*DetachRangeResponse) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *DetachRangeResponse) GetRange() *RangeDescriptor {
+	if x != nil {
+		return x.Range
+	}
+	return nil
+}
+
 type FreezeRangeRequest struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	RangeId uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
@@ -223,7 +322,7 @@ type FreezeRangeRequest struct {
 
 func (x *FreezeRangeRequest) Reset() {
 	*x = FreezeRangeRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[2]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -235,7 +334,7 @@ func (x *FreezeRangeRequest) String() string {
 func (*FreezeRangeRequest) ProtoMessage() {}
 
 func (x *FreezeRangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[2]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -248,7 +347,7 @@ func (x *FreezeRangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreezeRangeRequest.ProtoReflect.Descriptor instead.
 func (*FreezeRangeRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{2}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *FreezeRangeRequest) GetRangeId() uint64 {
@@ -287,7 +386,7 @@ type FreezeRangeResponse struct {
 
 func (x *FreezeRangeResponse) Reset() {
 	*x = FreezeRangeResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[3]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -299,7 +398,7 @@ func (x *FreezeRangeResponse) String() string {
 func (*FreezeRangeResponse) ProtoMessage() {}
 
 func (x *FreezeRangeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[3]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -312,7 +411,7 @@ func (x *FreezeRangeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreezeRangeResponse.ProtoReflect.Descriptor instead.
 func (*FreezeRangeResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{3}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *FreezeRangeResponse) GetRange() *RangeDescriptor {
@@ -353,7 +452,7 @@ type MergeRangeRequest struct {
 
 func (x *MergeRangeRequest) Reset() {
 	*x = MergeRangeRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[4]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -365,7 +464,7 @@ func (x *MergeRangeRequest) String() string {
 func (*MergeRangeRequest) ProtoMessage() {}
 
 func (x *MergeRangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[4]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -378,7 +477,7 @@ func (x *MergeRangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeRangeRequest.ProtoReflect.Descriptor instead.
 func (*MergeRangeRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{4}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *MergeRangeRequest) GetRangeId() uint64 {
@@ -418,7 +517,7 @@ type MergeRangeResponse struct {
 
 func (x *MergeRangeResponse) Reset() {
 	*x = MergeRangeResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[5]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -430,7 +529,7 @@ func (x *MergeRangeResponse) String() string {
 func (*MergeRangeResponse) ProtoMessage() {}
 
 func (x *MergeRangeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[5]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -443,7 +542,7 @@ func (x *MergeRangeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeRangeResponse.ProtoReflect.Descriptor instead.
 func (*MergeRangeResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{5}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *MergeRangeResponse) GetRange() *RangeDescriptor {
@@ -464,7 +563,7 @@ type UnfreezeRangeRequest struct {
 
 func (x *UnfreezeRangeRequest) Reset() {
 	*x = UnfreezeRangeRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[6]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -476,7 +575,7 @@ func (x *UnfreezeRangeRequest) String() string {
 func (*UnfreezeRangeRequest) ProtoMessage() {}
 
 func (x *UnfreezeRangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[6]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -489,7 +588,7 @@ func (x *UnfreezeRangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnfreezeRangeRequest.ProtoReflect.Descriptor instead.
 func (*UnfreezeRangeRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{6}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *UnfreezeRangeRequest) GetRangeId() uint64 {
@@ -521,7 +620,7 @@ type UnfreezeRangeResponse struct {
 
 func (x *UnfreezeRangeResponse) Reset() {
 	*x = UnfreezeRangeResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[7]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -533,7 +632,7 @@ func (x *UnfreezeRangeResponse) String() string {
 func (*UnfreezeRangeResponse) ProtoMessage() {}
 
 func (x *UnfreezeRangeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[7]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -546,7 +645,7 @@ func (x *UnfreezeRangeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnfreezeRangeResponse.ProtoReflect.Descriptor instead.
 func (*UnfreezeRangeResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{7}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *UnfreezeRangeResponse) GetRange() *RangeDescriptor {
@@ -602,7 +701,7 @@ type ChangeReplicasRequest struct {
 
 func (x *ChangeReplicasRequest) Reset() {
 	*x = ChangeReplicasRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[8]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -614,7 +713,7 @@ func (x *ChangeReplicasRequest) String() string {
 func (*ChangeReplicasRequest) ProtoMessage() {}
 
 func (x *ChangeReplicasRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[8]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -627,7 +726,7 @@ func (x *ChangeReplicasRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeReplicasRequest.ProtoReflect.Descriptor instead.
 func (*ChangeReplicasRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{8}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ChangeReplicasRequest) GetRangeId() uint64 {
@@ -681,7 +780,7 @@ type ChangeReplicasResponse struct {
 
 func (x *ChangeReplicasResponse) Reset() {
 	*x = ChangeReplicasResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[9]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -693,7 +792,7 @@ func (x *ChangeReplicasResponse) String() string {
 func (*ChangeReplicasResponse) ProtoMessage() {}
 
 func (x *ChangeReplicasResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[9]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -706,7 +805,7 @@ func (x *ChangeReplicasResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeReplicasResponse.ProtoReflect.Descriptor instead.
 func (*ChangeReplicasResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{9}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ChangeReplicasResponse) GetRange() *RangeDescriptor {
@@ -727,7 +826,7 @@ type TransferLeaderRequest struct {
 
 func (x *TransferLeaderRequest) Reset() {
 	*x = TransferLeaderRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[10]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -739,7 +838,7 @@ func (x *TransferLeaderRequest) String() string {
 func (*TransferLeaderRequest) ProtoMessage() {}
 
 func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[10]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -752,7 +851,7 @@ func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{10}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *TransferLeaderRequest) GetRangeId() uint64 {
@@ -784,7 +883,7 @@ type TransferLeaderResponse struct {
 
 func (x *TransferLeaderResponse) Reset() {
 	*x = TransferLeaderResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[11]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -796,7 +895,7 @@ func (x *TransferLeaderResponse) String() string {
 func (*TransferLeaderResponse) ProtoMessage() {}
 
 func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[11]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -809,7 +908,7 @@ func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{11}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{13}
 }
 
 type SplitKeyRequest struct {
@@ -821,7 +920,7 @@ type SplitKeyRequest struct {
 
 func (x *SplitKeyRequest) Reset() {
 	*x = SplitKeyRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[12]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -833,7 +932,7 @@ func (x *SplitKeyRequest) String() string {
 func (*SplitKeyRequest) ProtoMessage() {}
 
 func (x *SplitKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[12]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -846,7 +945,7 @@ func (x *SplitKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitKeyRequest.ProtoReflect.Descriptor instead.
 func (*SplitKeyRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{12}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SplitKeyRequest) GetRangeId() uint64 {
@@ -866,7 +965,7 @@ type SplitKeyResponse struct {
 
 func (x *SplitKeyResponse) Reset() {
 	*x = SplitKeyResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[13]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -878,7 +977,7 @@ func (x *SplitKeyResponse) String() string {
 func (*SplitKeyResponse) ProtoMessage() {}
 
 func (x *SplitKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[13]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -891,7 +990,7 @@ func (x *SplitKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitKeyResponse.ProtoReflect.Descriptor instead.
 func (*SplitKeyResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{13}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SplitKeyResponse) GetSplitKey() string {
@@ -923,7 +1022,7 @@ type WriteRequest struct {
 
 func (x *WriteRequest) Reset() {
 	*x = WriteRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[14]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -935,7 +1034,7 @@ func (x *WriteRequest) String() string {
 func (*WriteRequest) ProtoMessage() {}
 
 func (x *WriteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[14]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -948,7 +1047,7 @@ func (x *WriteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteRequest.ProtoReflect.Descriptor instead.
 func (*WriteRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{14}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *WriteRequest) GetRangeId() uint64 {
@@ -988,7 +1087,7 @@ type WriteResponse struct {
 
 func (x *WriteResponse) Reset() {
 	*x = WriteResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[15]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1000,7 +1099,7 @@ func (x *WriteResponse) String() string {
 func (*WriteResponse) ProtoMessage() {}
 
 func (x *WriteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[15]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1013,7 +1112,7 @@ func (x *WriteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteResponse.ProtoReflect.Descriptor instead.
 func (*WriteResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{15}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *WriteResponse) GetTimestampUnixNano() int64 {
@@ -1032,7 +1131,7 @@ type WriteManyRequest struct {
 
 func (x *WriteManyRequest) Reset() {
 	*x = WriteManyRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[16]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1044,7 +1143,7 @@ func (x *WriteManyRequest) String() string {
 func (*WriteManyRequest) ProtoMessage() {}
 
 func (x *WriteManyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[16]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1057,7 +1156,7 @@ func (x *WriteManyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteManyRequest.ProtoReflect.Descriptor instead.
 func (*WriteManyRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{16}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *WriteManyRequest) GetWrites() []*WriteRequest {
@@ -1077,7 +1176,7 @@ type WriteManyResponse struct {
 
 func (x *WriteManyResponse) Reset() {
 	*x = WriteManyResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[17]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1089,7 +1188,7 @@ func (x *WriteManyResponse) String() string {
 func (*WriteManyResponse) ProtoMessage() {}
 
 func (x *WriteManyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[17]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1102,7 +1201,7 @@ func (x *WriteManyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteManyResponse.ProtoReflect.Descriptor instead.
 func (*WriteManyResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{17}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *WriteManyResponse) GetResults() []*WriteManyResult {
@@ -1125,7 +1224,7 @@ type WriteManyResult struct {
 
 func (x *WriteManyResult) Reset() {
 	*x = WriteManyResult{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[18]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1137,7 +1236,7 @@ func (x *WriteManyResult) String() string {
 func (*WriteManyResult) ProtoMessage() {}
 
 func (x *WriteManyResult) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[18]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1150,7 +1249,7 @@ func (x *WriteManyResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteManyResult.ProtoReflect.Descriptor instead.
 func (*WriteManyResult) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{18}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *WriteManyResult) GetResponse() *WriteResponse {
@@ -1182,7 +1281,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[19]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1194,7 +1293,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[19]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1207,7 +1306,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{19}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetRequest) GetRangeId() uint64 {
@@ -1254,7 +1353,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[20]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1266,7 +1365,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[20]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1279,7 +1378,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{20}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GetResponse) GetEntity() []byte {
@@ -1298,7 +1397,7 @@ type GetManyRequest struct {
 
 func (x *GetManyRequest) Reset() {
 	*x = GetManyRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[21]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1310,7 +1409,7 @@ func (x *GetManyRequest) String() string {
 func (*GetManyRequest) ProtoMessage() {}
 
 func (x *GetManyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[21]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1323,7 +1422,7 @@ func (x *GetManyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetManyRequest.ProtoReflect.Descriptor instead.
 func (*GetManyRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{21}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetManyRequest) GetGets() []*GetRequest {
@@ -1343,7 +1442,7 @@ type GetManyResponse struct {
 
 func (x *GetManyResponse) Reset() {
 	*x = GetManyResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[22]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1355,7 +1454,7 @@ func (x *GetManyResponse) String() string {
 func (*GetManyResponse) ProtoMessage() {}
 
 func (x *GetManyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[22]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1368,7 +1467,7 @@ func (x *GetManyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetManyResponse.ProtoReflect.Descriptor instead.
 func (*GetManyResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{22}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetManyResponse) GetResults() []*GetManyResult {
@@ -1391,7 +1490,7 @@ type GetManyResult struct {
 
 func (x *GetManyResult) Reset() {
 	*x = GetManyResult{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[23]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1403,7 +1502,7 @@ func (x *GetManyResult) String() string {
 func (*GetManyResult) ProtoMessage() {}
 
 func (x *GetManyResult) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[23]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1416,7 +1515,7 @@ func (x *GetManyResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetManyResult.ProtoReflect.Descriptor instead.
 func (*GetManyResult) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{23}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetManyResult) GetResponse() *GetResponse {
@@ -1463,7 +1562,7 @@ type QueryRequest struct {
 
 func (x *QueryRequest) Reset() {
 	*x = QueryRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[24]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1475,7 +1574,7 @@ func (x *QueryRequest) String() string {
 func (*QueryRequest) ProtoMessage() {}
 
 func (x *QueryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[24]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1488,7 +1587,7 @@ func (x *QueryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryRequest.ProtoReflect.Descriptor instead.
 func (*QueryRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{24}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *QueryRequest) GetRangeId() uint64 {
@@ -1604,7 +1703,7 @@ type QueryResponse struct {
 
 func (x *QueryResponse) Reset() {
 	*x = QueryResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[25]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1616,7 +1715,7 @@ func (x *QueryResponse) String() string {
 func (*QueryResponse) ProtoMessage() {}
 
 func (x *QueryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[25]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1629,7 +1728,7 @@ func (x *QueryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryResponse.ProtoReflect.Descriptor instead.
 func (*QueryResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{25}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *QueryResponse) GetEntities() [][]byte {
@@ -1676,7 +1775,7 @@ type ReadIndexRequest struct {
 
 func (x *ReadIndexRequest) Reset() {
 	*x = ReadIndexRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[26]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1688,7 +1787,7 @@ func (x *ReadIndexRequest) String() string {
 func (*ReadIndexRequest) ProtoMessage() {}
 
 func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[26]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1701,7 +1800,7 @@ func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexRequest.ProtoReflect.Descriptor instead.
 func (*ReadIndexRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{26}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ReadIndexRequest) GetRangeId() uint64 {
@@ -1720,7 +1819,7 @@ type ReadIndexResponse struct {
 
 func (x *ReadIndexResponse) Reset() {
 	*x = ReadIndexResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[27]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1732,7 +1831,7 @@ func (x *ReadIndexResponse) String() string {
 func (*ReadIndexResponse) ProtoMessage() {}
 
 func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[27]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1745,7 +1844,7 @@ func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexResponse.ProtoReflect.Descriptor instead.
 func (*ReadIndexResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{27}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ReadIndexResponse) GetIndex() uint64 {
@@ -1767,7 +1866,7 @@ type AppliedIndexRequest struct {
 
 func (x *AppliedIndexRequest) Reset() {
 	*x = AppliedIndexRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[28]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1779,7 +1878,7 @@ func (x *AppliedIndexRequest) String() string {
 func (*AppliedIndexRequest) ProtoMessage() {}
 
 func (x *AppliedIndexRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[28]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1792,7 +1891,7 @@ func (x *AppliedIndexRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppliedIndexRequest.ProtoReflect.Descriptor instead.
 func (*AppliedIndexRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{28}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *AppliedIndexRequest) GetRangeId() uint64 {
@@ -1832,7 +1931,7 @@ type AppliedIndexResponse struct {
 
 func (x *AppliedIndexResponse) Reset() {
 	*x = AppliedIndexResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[29]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1844,7 +1943,7 @@ func (x *AppliedIndexResponse) String() string {
 func (*AppliedIndexResponse) ProtoMessage() {}
 
 func (x *AppliedIndexResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[29]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1857,7 +1956,7 @@ func (x *AppliedIndexResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppliedIndexResponse.ProtoReflect.Descriptor instead.
 func (*AppliedIndexResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{29}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *AppliedIndexResponse) GetAppliedIndex() uint64 {
@@ -1900,7 +1999,7 @@ type CreateReplicaRequest struct {
 
 func (x *CreateReplicaRequest) Reset() {
 	*x = CreateReplicaRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[30]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1912,7 +2011,7 @@ func (x *CreateReplicaRequest) String() string {
 func (*CreateReplicaRequest) ProtoMessage() {}
 
 func (x *CreateReplicaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[30]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1925,7 +2024,7 @@ func (x *CreateReplicaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateReplicaRequest.ProtoReflect.Descriptor instead.
 func (*CreateReplicaRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{30}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CreateReplicaRequest) GetRange() *RangeDescriptor {
@@ -1982,7 +2081,7 @@ type CreateReplicaResponse struct {
 
 func (x *CreateReplicaResponse) Reset() {
 	*x = CreateReplicaResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[31]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1994,7 +2093,7 @@ func (x *CreateReplicaResponse) String() string {
 func (*CreateReplicaResponse) ProtoMessage() {}
 
 func (x *CreateReplicaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[31]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2007,7 +2106,7 @@ func (x *CreateReplicaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateReplicaResponse.ProtoReflect.Descriptor instead.
 func (*CreateReplicaResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{31}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CreateReplicaResponse) GetLeaderServerId() string {
@@ -2038,7 +2137,7 @@ type DeleteReplicaRequest struct {
 
 func (x *DeleteReplicaRequest) Reset() {
 	*x = DeleteReplicaRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[32]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2050,7 +2149,7 @@ func (x *DeleteReplicaRequest) String() string {
 func (*DeleteReplicaRequest) ProtoMessage() {}
 
 func (x *DeleteReplicaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[32]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2063,7 +2162,7 @@ func (x *DeleteReplicaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteReplicaRequest.ProtoReflect.Descriptor instead.
 func (*DeleteReplicaRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{32}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *DeleteReplicaRequest) GetRangeId() uint64 {
@@ -2095,7 +2194,7 @@ type DeleteReplicaResponse struct {
 
 func (x *DeleteReplicaResponse) Reset() {
 	*x = DeleteReplicaResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[33]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2107,7 +2206,7 @@ func (x *DeleteReplicaResponse) String() string {
 func (*DeleteReplicaResponse) ProtoMessage() {}
 
 func (x *DeleteReplicaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[33]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2120,7 +2219,7 @@ func (x *DeleteReplicaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteReplicaResponse.ProtoReflect.Descriptor instead.
 func (*DeleteReplicaResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{33}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{35}
 }
 
 type RangeInfoRequest struct {
@@ -2137,7 +2236,7 @@ type RangeInfoRequest struct {
 
 func (x *RangeInfoRequest) Reset() {
 	*x = RangeInfoRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[34]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2149,7 +2248,7 @@ func (x *RangeInfoRequest) String() string {
 func (*RangeInfoRequest) ProtoMessage() {}
 
 func (x *RangeInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[34]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2162,7 +2261,7 @@ func (x *RangeInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeInfoRequest.ProtoReflect.Descriptor instead.
 func (*RangeInfoRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{34}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *RangeInfoRequest) GetRangeId() uint64 {
@@ -2193,7 +2292,7 @@ type RangeInfoResponse struct {
 
 func (x *RangeInfoResponse) Reset() {
 	*x = RangeInfoResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[35]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2205,7 +2304,7 @@ func (x *RangeInfoResponse) String() string {
 func (*RangeInfoResponse) ProtoMessage() {}
 
 func (x *RangeInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[35]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2218,7 +2317,7 @@ func (x *RangeInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeInfoResponse.ProtoReflect.Descriptor instead.
 func (*RangeInfoResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{35}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *RangeInfoResponse) GetStatus() *RangeStatus {
@@ -2263,7 +2362,12 @@ const file_tablestore_v1_partition_service_proto_rawDesc = "" +
 	"\bin_group\x18\x05 \x01(\bR\ainGroup\"~\n" +
 	"\x12SplitRangeResponse\x122\n" +
 	"\x04left\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x04left\x124\n" +
-	"\x05right\x18\x02 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05right\"z\n" +
+	"\x05right\x18\x02 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05right\"Z\n" +
+	"\x12DetachRangeRequest\x12\x19\n" +
+	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12)\n" +
+	"\x10preferred_leader\x18\x02 \x01(\tR\x0fpreferredLeader\"K\n" +
+	"\x13DetachRangeResponse\x124\n" +
+	"\x05range\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\"z\n" +
 	"\x12FreezeRangeRequest\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12$\n" +
 	"\x0eonly_if_frozen\x18\x02 \x01(\bR\fonlyIfFrozen\x12#\n" +
@@ -2417,7 +2521,7 @@ const file_tablestore_v1_partition_service_proto_rawDesc = "" +
 	"\aAddMode\x12\x12\n" +
 	"\x0eADD_MODE_VOTER\x10\x00\x12\x15\n" +
 	"\x11ADD_MODE_NONVOTER\x10\x01\x12\x14\n" +
-	"\x10ADD_MODE_PROMOTE\x10\x022\x86\v\n" +
+	"\x10ADD_MODE_PROMOTE\x10\x022\xdc\v\n" +
 	"\x10PartitionService\x12B\n" +
 	"\x05Write\x12\x1b.tablestore.v1.WriteRequest\x1a\x1c.tablestore.v1.WriteResponse\x12N\n" +
 	"\tWriteMany\x12\x1f.tablestore.v1.WriteManyRequest\x1a .tablestore.v1.WriteManyResponse\x12<\n" +
@@ -2431,6 +2535,7 @@ const file_tablestore_v1_partition_service_proto_rawDesc = "" +
 	"\tRangeInfo\x12\x1f.tablestore.v1.RangeInfoRequest\x1a .tablestore.v1.RangeInfoResponse\x12Q\n" +
 	"\n" +
 	"SplitRange\x12 .tablestore.v1.SplitRangeRequest\x1a!.tablestore.v1.SplitRangeResponse\x12T\n" +
+	"\vDetachRange\x12!.tablestore.v1.DetachRangeRequest\x1a\".tablestore.v1.DetachRangeResponse\x12T\n" +
 	"\vFreezeRange\x12!.tablestore.v1.FreezeRangeRequest\x1a\".tablestore.v1.FreezeRangeResponse\x12Q\n" +
 	"\n" +
 	"MergeRange\x12 .tablestore.v1.MergeRangeRequest\x1a!.tablestore.v1.MergeRangeResponse\x12Z\n" +
@@ -2452,111 +2557,116 @@ func file_tablestore_v1_partition_service_proto_rawDescGZIP() []byte {
 }
 
 var file_tablestore_v1_partition_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_tablestore_v1_partition_service_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_tablestore_v1_partition_service_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_tablestore_v1_partition_service_proto_goTypes = []any{
 	(AddMode)(0),                   // 0: tablestore.v1.AddMode
 	(*SplitRangeRequest)(nil),      // 1: tablestore.v1.SplitRangeRequest
 	(*SplitRangeResponse)(nil),     // 2: tablestore.v1.SplitRangeResponse
-	(*FreezeRangeRequest)(nil),     // 3: tablestore.v1.FreezeRangeRequest
-	(*FreezeRangeResponse)(nil),    // 4: tablestore.v1.FreezeRangeResponse
-	(*MergeRangeRequest)(nil),      // 5: tablestore.v1.MergeRangeRequest
-	(*MergeRangeResponse)(nil),     // 6: tablestore.v1.MergeRangeResponse
-	(*UnfreezeRangeRequest)(nil),   // 7: tablestore.v1.UnfreezeRangeRequest
-	(*UnfreezeRangeResponse)(nil),  // 8: tablestore.v1.UnfreezeRangeResponse
-	(*ChangeReplicasRequest)(nil),  // 9: tablestore.v1.ChangeReplicasRequest
-	(*ChangeReplicasResponse)(nil), // 10: tablestore.v1.ChangeReplicasResponse
-	(*TransferLeaderRequest)(nil),  // 11: tablestore.v1.TransferLeaderRequest
-	(*TransferLeaderResponse)(nil), // 12: tablestore.v1.TransferLeaderResponse
-	(*SplitKeyRequest)(nil),        // 13: tablestore.v1.SplitKeyRequest
-	(*SplitKeyResponse)(nil),       // 14: tablestore.v1.SplitKeyResponse
-	(*WriteRequest)(nil),           // 15: tablestore.v1.WriteRequest
-	(*WriteResponse)(nil),          // 16: tablestore.v1.WriteResponse
-	(*WriteManyRequest)(nil),       // 17: tablestore.v1.WriteManyRequest
-	(*WriteManyResponse)(nil),      // 18: tablestore.v1.WriteManyResponse
-	(*WriteManyResult)(nil),        // 19: tablestore.v1.WriteManyResult
-	(*GetRequest)(nil),             // 20: tablestore.v1.GetRequest
-	(*GetResponse)(nil),            // 21: tablestore.v1.GetResponse
-	(*GetManyRequest)(nil),         // 22: tablestore.v1.GetManyRequest
-	(*GetManyResponse)(nil),        // 23: tablestore.v1.GetManyResponse
-	(*GetManyResult)(nil),          // 24: tablestore.v1.GetManyResult
-	(*QueryRequest)(nil),           // 25: tablestore.v1.QueryRequest
-	(*QueryResponse)(nil),          // 26: tablestore.v1.QueryResponse
-	(*ReadIndexRequest)(nil),       // 27: tablestore.v1.ReadIndexRequest
-	(*ReadIndexResponse)(nil),      // 28: tablestore.v1.ReadIndexResponse
-	(*AppliedIndexRequest)(nil),    // 29: tablestore.v1.AppliedIndexRequest
-	(*AppliedIndexResponse)(nil),   // 30: tablestore.v1.AppliedIndexResponse
-	(*CreateReplicaRequest)(nil),   // 31: tablestore.v1.CreateReplicaRequest
-	(*CreateReplicaResponse)(nil),  // 32: tablestore.v1.CreateReplicaResponse
-	(*DeleteReplicaRequest)(nil),   // 33: tablestore.v1.DeleteReplicaRequest
-	(*DeleteReplicaResponse)(nil),  // 34: tablestore.v1.DeleteReplicaResponse
-	(*RangeInfoRequest)(nil),       // 35: tablestore.v1.RangeInfoRequest
-	(*RangeInfoResponse)(nil),      // 36: tablestore.v1.RangeInfoResponse
-	nil,                            // 37: tablestore.v1.ChangeReplicasRequest.RaftAddrsEntry
-	nil,                            // 38: tablestore.v1.CreateReplicaRequest.RaftAddrsEntry
-	(*RangeDescriptor)(nil),        // 39: tablestore.v1.RangeDescriptor
-	(*EntityOp)(nil),               // 40: tablestore.v1.EntityOp
-	(*RangeStatus)(nil),            // 41: tablestore.v1.RangeStatus
+	(*DetachRangeRequest)(nil),     // 3: tablestore.v1.DetachRangeRequest
+	(*DetachRangeResponse)(nil),    // 4: tablestore.v1.DetachRangeResponse
+	(*FreezeRangeRequest)(nil),     // 5: tablestore.v1.FreezeRangeRequest
+	(*FreezeRangeResponse)(nil),    // 6: tablestore.v1.FreezeRangeResponse
+	(*MergeRangeRequest)(nil),      // 7: tablestore.v1.MergeRangeRequest
+	(*MergeRangeResponse)(nil),     // 8: tablestore.v1.MergeRangeResponse
+	(*UnfreezeRangeRequest)(nil),   // 9: tablestore.v1.UnfreezeRangeRequest
+	(*UnfreezeRangeResponse)(nil),  // 10: tablestore.v1.UnfreezeRangeResponse
+	(*ChangeReplicasRequest)(nil),  // 11: tablestore.v1.ChangeReplicasRequest
+	(*ChangeReplicasResponse)(nil), // 12: tablestore.v1.ChangeReplicasResponse
+	(*TransferLeaderRequest)(nil),  // 13: tablestore.v1.TransferLeaderRequest
+	(*TransferLeaderResponse)(nil), // 14: tablestore.v1.TransferLeaderResponse
+	(*SplitKeyRequest)(nil),        // 15: tablestore.v1.SplitKeyRequest
+	(*SplitKeyResponse)(nil),       // 16: tablestore.v1.SplitKeyResponse
+	(*WriteRequest)(nil),           // 17: tablestore.v1.WriteRequest
+	(*WriteResponse)(nil),          // 18: tablestore.v1.WriteResponse
+	(*WriteManyRequest)(nil),       // 19: tablestore.v1.WriteManyRequest
+	(*WriteManyResponse)(nil),      // 20: tablestore.v1.WriteManyResponse
+	(*WriteManyResult)(nil),        // 21: tablestore.v1.WriteManyResult
+	(*GetRequest)(nil),             // 22: tablestore.v1.GetRequest
+	(*GetResponse)(nil),            // 23: tablestore.v1.GetResponse
+	(*GetManyRequest)(nil),         // 24: tablestore.v1.GetManyRequest
+	(*GetManyResponse)(nil),        // 25: tablestore.v1.GetManyResponse
+	(*GetManyResult)(nil),          // 26: tablestore.v1.GetManyResult
+	(*QueryRequest)(nil),           // 27: tablestore.v1.QueryRequest
+	(*QueryResponse)(nil),          // 28: tablestore.v1.QueryResponse
+	(*ReadIndexRequest)(nil),       // 29: tablestore.v1.ReadIndexRequest
+	(*ReadIndexResponse)(nil),      // 30: tablestore.v1.ReadIndexResponse
+	(*AppliedIndexRequest)(nil),    // 31: tablestore.v1.AppliedIndexRequest
+	(*AppliedIndexResponse)(nil),   // 32: tablestore.v1.AppliedIndexResponse
+	(*CreateReplicaRequest)(nil),   // 33: tablestore.v1.CreateReplicaRequest
+	(*CreateReplicaResponse)(nil),  // 34: tablestore.v1.CreateReplicaResponse
+	(*DeleteReplicaRequest)(nil),   // 35: tablestore.v1.DeleteReplicaRequest
+	(*DeleteReplicaResponse)(nil),  // 36: tablestore.v1.DeleteReplicaResponse
+	(*RangeInfoRequest)(nil),       // 37: tablestore.v1.RangeInfoRequest
+	(*RangeInfoResponse)(nil),      // 38: tablestore.v1.RangeInfoResponse
+	nil,                            // 39: tablestore.v1.ChangeReplicasRequest.RaftAddrsEntry
+	nil,                            // 40: tablestore.v1.CreateReplicaRequest.RaftAddrsEntry
+	(*RangeDescriptor)(nil),        // 41: tablestore.v1.RangeDescriptor
+	(*EntityOp)(nil),               // 42: tablestore.v1.EntityOp
+	(*RangeStatus)(nil),            // 43: tablestore.v1.RangeStatus
 }
 var file_tablestore_v1_partition_service_proto_depIdxs = []int32{
-	39, // 0: tablestore.v1.SplitRangeResponse.left:type_name -> tablestore.v1.RangeDescriptor
-	39, // 1: tablestore.v1.SplitRangeResponse.right:type_name -> tablestore.v1.RangeDescriptor
-	39, // 2: tablestore.v1.FreezeRangeResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	39, // 3: tablestore.v1.MergeRangeRequest.right:type_name -> tablestore.v1.RangeDescriptor
-	39, // 4: tablestore.v1.MergeRangeResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	39, // 5: tablestore.v1.UnfreezeRangeResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	37, // 6: tablestore.v1.ChangeReplicasRequest.raft_addrs:type_name -> tablestore.v1.ChangeReplicasRequest.RaftAddrsEntry
-	0,  // 7: tablestore.v1.ChangeReplicasRequest.add_mode:type_name -> tablestore.v1.AddMode
-	39, // 8: tablestore.v1.ChangeReplicasResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	40, // 9: tablestore.v1.WriteRequest.ops:type_name -> tablestore.v1.EntityOp
-	15, // 10: tablestore.v1.WriteManyRequest.writes:type_name -> tablestore.v1.WriteRequest
-	19, // 11: tablestore.v1.WriteManyResponse.results:type_name -> tablestore.v1.WriteManyResult
-	16, // 12: tablestore.v1.WriteManyResult.response:type_name -> tablestore.v1.WriteResponse
-	20, // 13: tablestore.v1.GetManyRequest.gets:type_name -> tablestore.v1.GetRequest
-	24, // 14: tablestore.v1.GetManyResponse.results:type_name -> tablestore.v1.GetManyResult
-	21, // 15: tablestore.v1.GetManyResult.response:type_name -> tablestore.v1.GetResponse
-	39, // 16: tablestore.v1.QueryResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	39, // 17: tablestore.v1.CreateReplicaRequest.range:type_name -> tablestore.v1.RangeDescriptor
-	38, // 18: tablestore.v1.CreateReplicaRequest.raft_addrs:type_name -> tablestore.v1.CreateReplicaRequest.RaftAddrsEntry
-	41, // 19: tablestore.v1.RangeInfoResponse.status:type_name -> tablestore.v1.RangeStatus
-	15, // 20: tablestore.v1.PartitionService.Write:input_type -> tablestore.v1.WriteRequest
-	17, // 21: tablestore.v1.PartitionService.WriteMany:input_type -> tablestore.v1.WriteManyRequest
-	20, // 22: tablestore.v1.PartitionService.Get:input_type -> tablestore.v1.GetRequest
-	22, // 23: tablestore.v1.PartitionService.GetMany:input_type -> tablestore.v1.GetManyRequest
-	25, // 24: tablestore.v1.PartitionService.Query:input_type -> tablestore.v1.QueryRequest
-	27, // 25: tablestore.v1.PartitionService.ReadIndex:input_type -> tablestore.v1.ReadIndexRequest
-	29, // 26: tablestore.v1.PartitionService.AppliedIndex:input_type -> tablestore.v1.AppliedIndexRequest
-	31, // 27: tablestore.v1.PartitionService.CreateReplica:input_type -> tablestore.v1.CreateReplicaRequest
-	33, // 28: tablestore.v1.PartitionService.DeleteReplica:input_type -> tablestore.v1.DeleteReplicaRequest
-	35, // 29: tablestore.v1.PartitionService.RangeInfo:input_type -> tablestore.v1.RangeInfoRequest
-	1,  // 30: tablestore.v1.PartitionService.SplitRange:input_type -> tablestore.v1.SplitRangeRequest
-	3,  // 31: tablestore.v1.PartitionService.FreezeRange:input_type -> tablestore.v1.FreezeRangeRequest
-	5,  // 32: tablestore.v1.PartitionService.MergeRange:input_type -> tablestore.v1.MergeRangeRequest
-	7,  // 33: tablestore.v1.PartitionService.UnfreezeRange:input_type -> tablestore.v1.UnfreezeRangeRequest
-	9,  // 34: tablestore.v1.PartitionService.ChangeReplicas:input_type -> tablestore.v1.ChangeReplicasRequest
-	11, // 35: tablestore.v1.PartitionService.TransferLeader:input_type -> tablestore.v1.TransferLeaderRequest
-	13, // 36: tablestore.v1.PartitionService.SplitKey:input_type -> tablestore.v1.SplitKeyRequest
-	16, // 37: tablestore.v1.PartitionService.Write:output_type -> tablestore.v1.WriteResponse
-	18, // 38: tablestore.v1.PartitionService.WriteMany:output_type -> tablestore.v1.WriteManyResponse
-	21, // 39: tablestore.v1.PartitionService.Get:output_type -> tablestore.v1.GetResponse
-	23, // 40: tablestore.v1.PartitionService.GetMany:output_type -> tablestore.v1.GetManyResponse
-	26, // 41: tablestore.v1.PartitionService.Query:output_type -> tablestore.v1.QueryResponse
-	28, // 42: tablestore.v1.PartitionService.ReadIndex:output_type -> tablestore.v1.ReadIndexResponse
-	30, // 43: tablestore.v1.PartitionService.AppliedIndex:output_type -> tablestore.v1.AppliedIndexResponse
-	32, // 44: tablestore.v1.PartitionService.CreateReplica:output_type -> tablestore.v1.CreateReplicaResponse
-	34, // 45: tablestore.v1.PartitionService.DeleteReplica:output_type -> tablestore.v1.DeleteReplicaResponse
-	36, // 46: tablestore.v1.PartitionService.RangeInfo:output_type -> tablestore.v1.RangeInfoResponse
-	2,  // 47: tablestore.v1.PartitionService.SplitRange:output_type -> tablestore.v1.SplitRangeResponse
-	4,  // 48: tablestore.v1.PartitionService.FreezeRange:output_type -> tablestore.v1.FreezeRangeResponse
-	6,  // 49: tablestore.v1.PartitionService.MergeRange:output_type -> tablestore.v1.MergeRangeResponse
-	8,  // 50: tablestore.v1.PartitionService.UnfreezeRange:output_type -> tablestore.v1.UnfreezeRangeResponse
-	10, // 51: tablestore.v1.PartitionService.ChangeReplicas:output_type -> tablestore.v1.ChangeReplicasResponse
-	12, // 52: tablestore.v1.PartitionService.TransferLeader:output_type -> tablestore.v1.TransferLeaderResponse
-	14, // 53: tablestore.v1.PartitionService.SplitKey:output_type -> tablestore.v1.SplitKeyResponse
-	37, // [37:54] is the sub-list for method output_type
-	20, // [20:37] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	41, // 0: tablestore.v1.SplitRangeResponse.left:type_name -> tablestore.v1.RangeDescriptor
+	41, // 1: tablestore.v1.SplitRangeResponse.right:type_name -> tablestore.v1.RangeDescriptor
+	41, // 2: tablestore.v1.DetachRangeResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	41, // 3: tablestore.v1.FreezeRangeResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	41, // 4: tablestore.v1.MergeRangeRequest.right:type_name -> tablestore.v1.RangeDescriptor
+	41, // 5: tablestore.v1.MergeRangeResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	41, // 6: tablestore.v1.UnfreezeRangeResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	39, // 7: tablestore.v1.ChangeReplicasRequest.raft_addrs:type_name -> tablestore.v1.ChangeReplicasRequest.RaftAddrsEntry
+	0,  // 8: tablestore.v1.ChangeReplicasRequest.add_mode:type_name -> tablestore.v1.AddMode
+	41, // 9: tablestore.v1.ChangeReplicasResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	42, // 10: tablestore.v1.WriteRequest.ops:type_name -> tablestore.v1.EntityOp
+	17, // 11: tablestore.v1.WriteManyRequest.writes:type_name -> tablestore.v1.WriteRequest
+	21, // 12: tablestore.v1.WriteManyResponse.results:type_name -> tablestore.v1.WriteManyResult
+	18, // 13: tablestore.v1.WriteManyResult.response:type_name -> tablestore.v1.WriteResponse
+	22, // 14: tablestore.v1.GetManyRequest.gets:type_name -> tablestore.v1.GetRequest
+	26, // 15: tablestore.v1.GetManyResponse.results:type_name -> tablestore.v1.GetManyResult
+	23, // 16: tablestore.v1.GetManyResult.response:type_name -> tablestore.v1.GetResponse
+	41, // 17: tablestore.v1.QueryResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	41, // 18: tablestore.v1.CreateReplicaRequest.range:type_name -> tablestore.v1.RangeDescriptor
+	40, // 19: tablestore.v1.CreateReplicaRequest.raft_addrs:type_name -> tablestore.v1.CreateReplicaRequest.RaftAddrsEntry
+	43, // 20: tablestore.v1.RangeInfoResponse.status:type_name -> tablestore.v1.RangeStatus
+	17, // 21: tablestore.v1.PartitionService.Write:input_type -> tablestore.v1.WriteRequest
+	19, // 22: tablestore.v1.PartitionService.WriteMany:input_type -> tablestore.v1.WriteManyRequest
+	22, // 23: tablestore.v1.PartitionService.Get:input_type -> tablestore.v1.GetRequest
+	24, // 24: tablestore.v1.PartitionService.GetMany:input_type -> tablestore.v1.GetManyRequest
+	27, // 25: tablestore.v1.PartitionService.Query:input_type -> tablestore.v1.QueryRequest
+	29, // 26: tablestore.v1.PartitionService.ReadIndex:input_type -> tablestore.v1.ReadIndexRequest
+	31, // 27: tablestore.v1.PartitionService.AppliedIndex:input_type -> tablestore.v1.AppliedIndexRequest
+	33, // 28: tablestore.v1.PartitionService.CreateReplica:input_type -> tablestore.v1.CreateReplicaRequest
+	35, // 29: tablestore.v1.PartitionService.DeleteReplica:input_type -> tablestore.v1.DeleteReplicaRequest
+	37, // 30: tablestore.v1.PartitionService.RangeInfo:input_type -> tablestore.v1.RangeInfoRequest
+	1,  // 31: tablestore.v1.PartitionService.SplitRange:input_type -> tablestore.v1.SplitRangeRequest
+	3,  // 32: tablestore.v1.PartitionService.DetachRange:input_type -> tablestore.v1.DetachRangeRequest
+	5,  // 33: tablestore.v1.PartitionService.FreezeRange:input_type -> tablestore.v1.FreezeRangeRequest
+	7,  // 34: tablestore.v1.PartitionService.MergeRange:input_type -> tablestore.v1.MergeRangeRequest
+	9,  // 35: tablestore.v1.PartitionService.UnfreezeRange:input_type -> tablestore.v1.UnfreezeRangeRequest
+	11, // 36: tablestore.v1.PartitionService.ChangeReplicas:input_type -> tablestore.v1.ChangeReplicasRequest
+	13, // 37: tablestore.v1.PartitionService.TransferLeader:input_type -> tablestore.v1.TransferLeaderRequest
+	15, // 38: tablestore.v1.PartitionService.SplitKey:input_type -> tablestore.v1.SplitKeyRequest
+	18, // 39: tablestore.v1.PartitionService.Write:output_type -> tablestore.v1.WriteResponse
+	20, // 40: tablestore.v1.PartitionService.WriteMany:output_type -> tablestore.v1.WriteManyResponse
+	23, // 41: tablestore.v1.PartitionService.Get:output_type -> tablestore.v1.GetResponse
+	25, // 42: tablestore.v1.PartitionService.GetMany:output_type -> tablestore.v1.GetManyResponse
+	28, // 43: tablestore.v1.PartitionService.Query:output_type -> tablestore.v1.QueryResponse
+	30, // 44: tablestore.v1.PartitionService.ReadIndex:output_type -> tablestore.v1.ReadIndexResponse
+	32, // 45: tablestore.v1.PartitionService.AppliedIndex:output_type -> tablestore.v1.AppliedIndexResponse
+	34, // 46: tablestore.v1.PartitionService.CreateReplica:output_type -> tablestore.v1.CreateReplicaResponse
+	36, // 47: tablestore.v1.PartitionService.DeleteReplica:output_type -> tablestore.v1.DeleteReplicaResponse
+	38, // 48: tablestore.v1.PartitionService.RangeInfo:output_type -> tablestore.v1.RangeInfoResponse
+	2,  // 49: tablestore.v1.PartitionService.SplitRange:output_type -> tablestore.v1.SplitRangeResponse
+	4,  // 50: tablestore.v1.PartitionService.DetachRange:output_type -> tablestore.v1.DetachRangeResponse
+	6,  // 51: tablestore.v1.PartitionService.FreezeRange:output_type -> tablestore.v1.FreezeRangeResponse
+	8,  // 52: tablestore.v1.PartitionService.MergeRange:output_type -> tablestore.v1.MergeRangeResponse
+	10, // 53: tablestore.v1.PartitionService.UnfreezeRange:output_type -> tablestore.v1.UnfreezeRangeResponse
+	12, // 54: tablestore.v1.PartitionService.ChangeReplicas:output_type -> tablestore.v1.ChangeReplicasResponse
+	14, // 55: tablestore.v1.PartitionService.TransferLeader:output_type -> tablestore.v1.TransferLeaderResponse
+	16, // 56: tablestore.v1.PartitionService.SplitKey:output_type -> tablestore.v1.SplitKeyResponse
+	39, // [39:57] is the sub-list for method output_type
+	21, // [21:39] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_tablestore_v1_partition_service_proto_init() }
@@ -2571,7 +2681,7 @@ func file_tablestore_v1_partition_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tablestore_v1_partition_service_proto_rawDesc), len(file_tablestore_v1_partition_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   38,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

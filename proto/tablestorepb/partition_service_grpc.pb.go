@@ -33,6 +33,7 @@ const (
 	PartitionService_DeleteReplica_FullMethodName  = "/tablestore.v1.PartitionService/DeleteReplica"
 	PartitionService_RangeInfo_FullMethodName      = "/tablestore.v1.PartitionService/RangeInfo"
 	PartitionService_SplitRange_FullMethodName     = "/tablestore.v1.PartitionService/SplitRange"
+	PartitionService_DetachRange_FullMethodName    = "/tablestore.v1.PartitionService/DetachRange"
 	PartitionService_FreezeRange_FullMethodName    = "/tablestore.v1.PartitionService/FreezeRange"
 	PartitionService_MergeRange_FullMethodName     = "/tablestore.v1.PartitionService/MergeRange"
 	PartitionService_UnfreezeRange_FullMethodName  = "/tablestore.v1.PartitionService/UnfreezeRange"
@@ -82,6 +83,11 @@ type PartitionServiceClient interface {
 	// SplitRange splits a range at a PartitionKey through its Raft log
 	// (leader only).
 	SplitRange(ctx context.Context, in *SplitRangeRequest, opts ...grpc.CallOption) (*SplitRangeResponse, error)
+	// DetachRange moves a range that shares its Raft group out of it, into a
+	// group of its own on the same replicas (leader of the group only;
+	// DetachSpanCommand). A range that is its group's only one answers its
+	// descriptor unchanged.
+	DetachRange(ctx context.Context, in *DetachRangeRequest, opts ...grpc.CallOption) (*DetachRangeResponse, error)
 	// FreezeRange stops reads and writes to a range before a merge (leader
 	// only) and reports the log index of the freeze.
 	FreezeRange(ctx context.Context, in *FreezeRangeRequest, opts ...grpc.CallOption) (*FreezeRangeResponse, error)
@@ -219,6 +225,16 @@ func (c *partitionServiceClient) SplitRange(ctx context.Context, in *SplitRangeR
 	return out, nil
 }
 
+func (c *partitionServiceClient) DetachRange(ctx context.Context, in *DetachRangeRequest, opts ...grpc.CallOption) (*DetachRangeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DetachRangeResponse)
+	err := c.cc.Invoke(ctx, PartitionService_DetachRange_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *partitionServiceClient) FreezeRange(ctx context.Context, in *FreezeRangeRequest, opts ...grpc.CallOption) (*FreezeRangeResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(FreezeRangeResponse)
@@ -320,6 +336,11 @@ type PartitionServiceServer interface {
 	// SplitRange splits a range at a PartitionKey through its Raft log
 	// (leader only).
 	SplitRange(context.Context, *SplitRangeRequest) (*SplitRangeResponse, error)
+	// DetachRange moves a range that shares its Raft group out of it, into a
+	// group of its own on the same replicas (leader of the group only;
+	// DetachSpanCommand). A range that is its group's only one answers its
+	// descriptor unchanged.
+	DetachRange(context.Context, *DetachRangeRequest) (*DetachRangeResponse, error)
 	// FreezeRange stops reads and writes to a range before a merge (leader
 	// only) and reports the log index of the freeze.
 	FreezeRange(context.Context, *FreezeRangeRequest) (*FreezeRangeResponse, error)
@@ -379,6 +400,9 @@ func (UnimplementedPartitionServiceServer) RangeInfo(context.Context, *RangeInfo
 }
 func (UnimplementedPartitionServiceServer) SplitRange(context.Context, *SplitRangeRequest) (*SplitRangeResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method SplitRange not implemented")
+}
+func (UnimplementedPartitionServiceServer) DetachRange(context.Context, *DetachRangeRequest) (*DetachRangeResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method DetachRange not implemented")
 }
 func (UnimplementedPartitionServiceServer) FreezeRange(context.Context, *FreezeRangeRequest) (*FreezeRangeResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method FreezeRange not implemented")
@@ -617,6 +641,24 @@ func _PartitionService_SplitRange_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _PartitionService_DetachRange_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DetachRangeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PartitionServiceServer).DetachRange(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PartitionService_DetachRange_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PartitionServiceServer).DetachRange(ctx, req.(*DetachRangeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _PartitionService_FreezeRange_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(FreezeRangeRequest)
 	if err := dec(in); err != nil {
@@ -775,6 +817,10 @@ var PartitionService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SplitRange",
 			Handler:    _PartitionService_SplitRange_Handler,
+		},
+		{
+			MethodName: "DetachRange",
+			Handler:    _PartitionService_DetachRange_Handler,
 		},
 		{
 			MethodName: "FreezeRange",

@@ -1,0 +1,92 @@
+package master
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"tablestore/internal/failpoint"
+	"tablestore/internal/rangegroup"
+	pb "tablestore/proto/tablestorepb"
+)
+
+// isolate makes range id its Raft group's only range before an operation
+// on it alone, a move or an operator's leadership transfer
+// (docs/range-groups.md, stage 4): a membership change or a transfer is
+// the whole group's. A span born in the group leaves it; the span the
+// group is named after stays, and every other span leaves instead (each a
+// group of its own, led where the group is). The spans that leave are
+// claimed for the while: an operation on one of them is refused as busy.
+// The leadership does not change. Returns the range's descriptor after.
+func (s *Server) isolate(ctx context.Context, id uint64, cause string) (*pb.RangeDescriptor, error) {
+	d, ok := s.rangeDesc(id)
+	if !ok {
+		return nil, fmt.Errorf("%w: %d", ErrRangeNotFound, id)
+	}
+	peers := s.groupPeers(id)
+	if len(peers) == 0 {
+		return d, nil
+	}
+	leaving := []uint64{id}
+	if rangegroup.GroupOf(d) == id {
+		leaving = peers
+		if err := s.ops.claim(peers...); err != nil {
+			return nil, err
+		}
+		defer s.ops.release(peers...)
+	}
+	for _, r := range leaving {
+		got, err := s.detach(ctx, r, cause)
+		if err != nil {
+			return nil, err
+		}
+		if r == id {
+			d = got
+		}
+	}
+	return d, nil
+}
+
+// detach moves range id out of its Raft group into a group of its own on
+// the same replicas (the partition server's DetachRange, one entry in the
+// group's log), records it in the map and waits (bounded) for the new
+// group's leader, which is the group's leader's server.
+func (s *Server) detach(ctx context.Context, id uint64, cause string) (*pb.RangeDescriptor, error) {
+	start := time.Now()
+	d, ok := s.rangeDesc(id)
+	if !ok {
+		return nil, fmt.Errorf("%w: %d", ErrRangeNotFound, id)
+	}
+	group, leader := rangegroup.GroupOf(d), s.leaderOf(id)
+	var got *pb.RangeDescriptor
+	err := s.onLeader(ctx, id, func(ctx context.Context, c pb.PartitionServiceClient) error {
+		resp, err := c.DetachRange(ctx, &pb.DetachRangeRequest{RangeId: id, PreferredLeader: leader})
+		if err == nil {
+			got = resp.GetRange()
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("range %d leaves Raft group %d: %w", id, group, err)
+	}
+	if err := failpoint.Inject("master/detach/after-detach"); err != nil {
+		return nil, err
+	}
+	if _, err := s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_UPDATE_RANGES, &pb.UpdateRangesCommand{Ranges: []*pb.RangeDescriptor{got}}); err != nil {
+		return nil, err
+	}
+	if leader == "" {
+		leader = s.leaderOf(id)
+	}
+	done := time.Since(start)
+	led := s.leadRight(ctx, got, leader, start, done)
+	s.event(&pb.Event{
+		Kind: pb.EventKind_EVENT_KIND_GROUP_SPLIT, Table: d.GetTable(), RangeIds: []uint64{id, group},
+		Servers: []string{s.leaderOf(id)}, Cause: cause,
+		Figures:         map[string]float64{"detach_seconds": done.Seconds(), "leader_move_seconds": led.Seconds()},
+		Message:         fmt.Sprintf("range %d [%q, %q) left Raft group %d for a group of its own", id, d.GetStart(), d.GetEnd(), group),
+		DurationSeconds: time.Since(start).Seconds(),
+	})
+	opSeconds.WithLabelValues("detach").Observe(time.Since(start).Seconds())
+	return got, nil
+}
