@@ -27,18 +27,25 @@ func TestReplicaDownAcrossSplit(t *testing.T) {
 	}
 	besideOneOther(t)
 	for _, kind := range []struct {
-		name             string
-		compact, inGroup bool
+		name    string
+		compact bool
+		way     splitWay
 	}{
-		{"log replay", false, false},
-		{"snapshot after a log compaction", true, false},
+		{"log replay", false, splitOut},
+		{"snapshot after a log compaction", true, splitOut},
 		// The split keeps the right range in the left's group: the
 		// victim's group learns of the new span from a snapshot of
 		// both spans (TSRNG003).
-		{"in group, snapshot after a log compaction", true, true},
+		{"in group, snapshot after a log compaction", true, splitIn},
+		// The right span leaves the group (a group split) while the
+		// victim is down: the victim's snapshot of the group no longer
+		// holds it, and the left span's record of the birth has the
+		// victim create its replica of the new group.
+		{"group split, snapshot after a log compaction", true, splitThenDetach},
+		{"group split, log replay", false, splitThenDetach},
 	} {
 		t.Run(kind.name, func(t *testing.T) {
-			sn := splitPastDownFollower(t, "downsplit", kind.compact, kind.inGroup)
+			sn := splitPastDownFollower(t, "downsplit", kind.compact, kind.way)
 			c, tc, acked, right, victim, vi := sn.c, sn.tc, sn.acked, sn.right, sn.victim, sn.vi
 
 			back := time.Now()

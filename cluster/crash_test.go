@@ -38,25 +38,31 @@ func TestSplitMergeCrashes(t *testing.T) {
 		// so the merge) stays in the range's Raft group
 		// (docs/range-groups.md).
 		inGroup bool
+		// detach: after a split in the group, the failing operation is an
+		// operator's leadership transfer of the right span, which moves
+		// it out of the group first (stage 4).
+		detach bool
 	}{
-		{"split: master dies before the split", false, "master/split/before-split", true, false, "", false},
-		{"split: master dies after the split, before recording it", false, "master/split/after-split", true, false, "", false},
-		{"split: leader dies before proposing", false, "partitionserver/split/before-propose", false, true, "", false},
-		{"split: leader dies after applying", false, "partitionserver/split/after-apply", false, true, "", false},
-		{"split: master and leader die after applying", false, "partitionserver/split/after-apply", true, true, "", false},
-		{"merge: master dies after co-locating", true, "master/merge/after-colocate", true, false, "", false},
-		{"merge: master dies after the freeze", true, "master/merge/after-freeze", true, false, "", false},
-		{"merge: master dies after the merge", true, "master/merge/after-merge", true, false, "", false},
-		{"merge: master dies after removing the range", true, "master/merge/after-remove", true, false, "", false},
-		{"merge: left leader dies before proposing the merge", true, "partitionserver/merge/before-propose", false, true, "", false},
-		{"merge: master and left leader die after the freeze", true, "master/merge/after-freeze", true, true, "", false},
-		{"merge: master dies after proposing the freeze, before deciding", true, "master/merge/after-freeze-proposed", true, false, "", false},
-		{"merge: master dies after recording an abort, before the unfreeze", true, "master/merge/after-abort", true, false, "master/merge/freeze-wait", false},
-		{"merge: master dies after the unfreeze", true, "master/merge/after-unfreeze", true, false, "master/merge/freeze-wait", false},
-		{"split in group: master dies after the split, before recording it", false, "master/split/after-split", true, false, "", true},
-		{"split in group: master and leader die after applying", false, "partitionserver/split/after-apply", true, true, "", true},
-		{"merge in group: master dies after the merge", true, "master/merge-spans/after-merge", true, false, "", true},
-		{"merge in group: leader dies before proposing the merge", true, "partitionserver/merge/before-propose", false, true, "", true},
+		{"split: master dies before the split", false, "master/split/before-split", true, false, "", false, false},
+		{"split: master dies after the split, before recording it", false, "master/split/after-split", true, false, "", false, false},
+		{"split: leader dies before proposing", false, "partitionserver/split/before-propose", false, true, "", false, false},
+		{"split: leader dies after applying", false, "partitionserver/split/after-apply", false, true, "", false, false},
+		{"split: master and leader die after applying", false, "partitionserver/split/after-apply", true, true, "", false, false},
+		{"merge: master dies after co-locating", true, "master/merge/after-colocate", true, false, "", false, false},
+		{"merge: master dies after the freeze", true, "master/merge/after-freeze", true, false, "", false, false},
+		{"merge: master dies after the merge", true, "master/merge/after-merge", true, false, "", false, false},
+		{"merge: master dies after removing the range", true, "master/merge/after-remove", true, false, "", false, false},
+		{"merge: left leader dies before proposing the merge", true, "partitionserver/merge/before-propose", false, true, "", false, false},
+		{"merge: master and left leader die after the freeze", true, "master/merge/after-freeze", true, true, "", false, false},
+		{"merge: master dies after proposing the freeze, before deciding", true, "master/merge/after-freeze-proposed", true, false, "", false, false},
+		{"merge: master dies after recording an abort, before the unfreeze", true, "master/merge/after-abort", true, false, "master/merge/freeze-wait", false, false},
+		{"merge: master dies after the unfreeze", true, "master/merge/after-unfreeze", true, false, "master/merge/freeze-wait", false, false},
+		{"split in group: master dies after the split, before recording it", false, "master/split/after-split", true, false, "", true, false},
+		{"split in group: master and leader die after applying", false, "partitionserver/split/after-apply", true, true, "", true, false},
+		{"merge in group: master dies after the merge", true, "master/merge-spans/after-merge", true, false, "", true, false},
+		{"merge in group: leader dies before proposing the merge", true, "partitionserver/merge/before-propose", false, true, "", true, false},
+		{"group split: master dies after the detach, before recording it", false, "master/detach/after-detach", true, false, "", true, true},
+		{"group split: master and leader die after the detach applied", false, "partitionserver/detach/after-apply", true, true, "", true, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -74,7 +80,7 @@ func TestSplitMergeCrashes(t *testing.T) {
 			waitFor(t, 30*time.Second, "writes acknowledged", func() bool { return w.written.Load() >= 50 })
 
 			var target *pb.RangeDescriptor // range the failing operation works on
-			if tc.merge {
+			if tc.merge || tc.detach {
 				var split *pb.SplitResponse
 				err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
 					var err error
@@ -85,6 +91,9 @@ func TestSplitMergeCrashes(t *testing.T) {
 					t.Fatal(err)
 				}
 				target = split.GetLeft()
+				if tc.detach {
+					target = split.GetRight()
+				}
 				// The halves led (the leader to kill is the map's) and
 				// the writers on both.
 				waitFor(t, 30*time.Second, "both halves led", func() bool {
@@ -107,12 +116,18 @@ func TestSplitMergeCrashes(t *testing.T) {
 				failpoint.Enable(tc.also, nil)
 			}
 			var err error
-			if tc.merge {
+			switch {
+			case tc.detach:
+				err = mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
+					_, err := m.TransferLeader(ctx, &pb.MasterTransferLeaderRequest{RangeId: target.GetRangeId(), ToServerId: otherReplica(target, leader)})
+					return err
+				})
+			case tc.merge:
 				// A merge aborted for real (a healthy follower that did
 				// not apply the freeze within the master's wait on a
 				// loaded machine) did not reach the step: ask again.
 				_, err = mergeRetrying(ctx, t, mc, target.GetRangeId())
-			} else {
+			default:
 				err = mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
 					_, err := m.Split(ctx, &pb.SplitRequest{Table: table, PartitionKey: "k13", InGroup: tc.inGroup})
 					return err
@@ -158,6 +173,13 @@ func TestSplitMergeCrashes(t *testing.T) {
 				return tiles(tableRanges(partitionMap(t, mc), table))
 			})
 			switch {
+			case tc.detach:
+				// Applied before the crash: the range is a group of its
+				// own, which the restarted master adopts from the reports
+				// (a higher generation).
+				waitFor(t, 60*time.Second, "the right span in a group of its own", func() bool {
+					return groupsOf(tableRanges(partitionMap(t, mc), table))[target.GetRangeId()] == target.GetRangeId()
+				})
 			case tc.point == "master/merge/after-freeze-proposed":
 				// Undecided when the master died: the restarted one
 				// decides. COMMIT merges; ABORT (a replica that did not
@@ -207,6 +229,16 @@ func TestSplitMergeCrashes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// otherReplica is a server holding a replica of d other than not.
+func otherReplica(d *pb.RangeDescriptor, not string) string {
+	for _, r := range d.GetReplicas() {
+		if r.GetServerId() != not {
+			return r.GetServerId()
+		}
+	}
+	return ""
 }
 
 // tiles reports whether ranges cover the whole key space with no gap and no

@@ -21,7 +21,7 @@ func TestSplitMissedBySnapshotWithMemberDown(t *testing.T) {
 		t.Skip("cluster test")
 	}
 	besideOneOther(t)
-	sn := splitPastDownFollower(t, "missedsplit", true, false)
+	sn := splitPastDownFollower(t, "missedsplit", true, splitOut)
 	c, tc, acked, right, victim, vi := sn.c, sn.tc, sn.acked, sn.right, sn.victim, sn.vi
 
 	// Another member of both ranges goes down before the victim is back.

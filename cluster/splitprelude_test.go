@@ -26,14 +26,30 @@ type splitScene struct {
 	vi          int
 }
 
+// splitWay is how splitPastDownFollower's split is made.
+type splitWay int
+
+const (
+	// splitOut: the right range is a Raft group of its own (a split).
+	splitOut splitWay = iota
+	// splitIn: the right range stays in the left's Raft group
+	// (docs/range-groups.md): the victim then learns of it from its
+	// group's log or snapshot alone.
+	splitIn
+	// splitThenDetach: the split in the group is made before the victim
+	// stops (it holds both spans), and the right span leaves the group
+	// for one of its own while the victim is down (stage 4, an operator's
+	// leadership transfer, here to the group's own leader): the victim
+	// learns of the new group from the record of its birth in the left
+	// span.
+	splitThenDetach
+)
+
 // splitPastDownFollower starts three servers and sets the scene. With
 // compact, the servers snapshot and compact their logs within a few
 // writes, and the scene waits until both live replicas of the left range
-// have: the victim cannot replay the split from their logs. With inGroup
-// the split keeps the right range in the left's Raft group
-// (docs/range-groups.md): the victim then learns of it from its group's
-// log or snapshot alone.
-func splitPastDownFollower(t *testing.T, table string, compact, inGroup bool) *splitScene {
+// have: the victim cannot replay the split from their logs.
+func splitPastDownFollower(t *testing.T, table string, compact bool, way splitWay) *splitScene {
 	t.Helper()
 	var tune func(*partitionserver.Config)
 	if compact {
@@ -46,11 +62,26 @@ func splitPastDownFollower(t *testing.T, table string, compact, inGroup bool) *s
 	writeSeq(t, sn.tc, sn.acked, "before", 30)
 	sn.left = tableRanges(partitionMap(t, sn.mc), table)[0]
 	sn.victim, sn.vi = followerOf(t, c, sn.mc, sn.left)
+	if way == splitThenDetach {
+		sn.right = splitListing(t, ctx, sn.mc, table, "k13", sn.victim, true)
+		writeSeq(t, sn.tc, sn.acked, "in group", 30)
+	}
 	t.Logf("stopping %s across the split", sn.victim)
 	if err := c.StopServer(sn.vi); err != nil {
 		t.Fatal(err)
 	}
-	sn.right = splitListing(t, ctx, sn.mc, table, "k13", sn.victim, inGroup)
+	if way == splitThenDetach {
+		id := sn.right.GetRangeId()
+		err := sn.mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
+			_, err := m.TransferLeader(ctx, &pb.MasterTransferLeaderRequest{RangeId: id, ToServerId: partitionMap(t, sn.mc).GetLeaders()[id]})
+			return err
+		})
+		if err != nil {
+			t.Fatalf("range %d out of its group: %v", id, err)
+		}
+	} else {
+		sn.right = splitListing(t, ctx, sn.mc, table, "k13", sn.victim, way == splitIn)
+	}
 	writeSeq(t, sn.tc, sn.acked, "after", 200)
 	if compact {
 		waitCompacted(t, c, sn.vi, sn.left.GetRangeId())
