@@ -423,8 +423,8 @@ func (c *cluster) masterLeader() *role {
 }
 
 // reshape asks the master for a split (in the range's Raft group or into
-// a new one), merge or move through ctl, with arguments that make sense for
-// the current map.
+// a new one), merge, move or leadership transfer through ctl, with
+// arguments that make sense for the current map.
 func reshape(c *cluster, rng *rand.Rand, logf func(string, ...any)) {
 	var args []string
 	var rs []*pb.RangeDescriptor
@@ -435,15 +435,19 @@ func reshape(c *cluster, rng *rand.Rand, logf func(string, ...any)) {
 			}
 		}
 	}
-	switch op := rng.Intn(3); {
+	switch op := rng.Intn(4); {
 	case op == 0 || len(rs) == 0:
 		args = []string{"split", table, fmt.Sprintf("p%02d", 1+rng.Intn(dataPartitions-1))}
 		if rng.Intn(2) == 0 {
 			// Half the splits keep the new range in its group
-			// (docs/range-groups.md); a move or merge that picks such
-			// a range is refused, which the run only logs.
+			// (docs/range-groups.md); a move or transfer that picks
+			// such a range moves it out of its group first.
 			args = append(args, "--in-group")
 		}
+	case op == 3:
+		r := rs[rng.Intn(len(rs))]
+		reps := r.GetReplicas()
+		args = []string{"transfer-leader", fmt.Sprint(r.GetRangeId()), "--to", reps[rng.Intn(len(reps))].GetServerId()}
 	case op == 1 && len(rs) > 1:
 		var merge []*pb.RangeDescriptor
 		for _, r := range rs {

@@ -87,8 +87,12 @@ var (
 // misread the third. 5: a group's log may hold COMMAND_KIND_SPLIT_SPAN
 // (a group serving several ranges, docs/range-groups.md), which a server
 // of version 4 would answer "unknown command" and diverge from: it would
-// serve the parent's whole span and refuse the new range's writes.
-const helloVersion = 5
+// serve the parent's whole span and refuse the new range's writes. 6:
+// COMMAND_KIND_DETACH_SPAN (a span leaving its group, docs/range-groups.md
+// stage 4), which a server of version 5 would answer "unknown command":
+// it would go on serving the span in the old group and never start the
+// new one.
+const helloVersion = 6
 
 // bufPool holds encode buffers; very large ones are not kept.
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
