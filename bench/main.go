@@ -22,6 +22,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 )
@@ -70,7 +71,7 @@ func main() {
 	flag.IntVar(&o.size, "entity-size", 1024, "approximate entity size in bytes")
 	flag.IntVar(&o.partitions, "partitions", 1024, "PartitionKeys of the spread-insert scenarios")
 	flag.IntVar(&o.presplitRanges, "presplit-ranges", 4, "ranges the insert-presplit scenario splits its table into (issue 8's target is 4)")
-	flag.StringVar(&o.presplitLeaders, "presplit-leaders", "spread", "who leads the insert-presplit table's ranges: spread (round-robin over the replicas, issue 8's target), one (the first replica in name order leads them all) or group (split in the range's Raft group, ctl split --in-group: the ranges are spans of one group, led by its leader)")
+	flag.StringVar(&o.presplitLeaders, "presplit-leaders", "spread", "who leads the insert-presplit table's ranges: spread (round-robin over the replicas, issue 8's target), one (the first replica in name order leads them all) group (split in the range's Raft group, ctl split --in-group: the ranges are spans of one group, led by its leader) or groups (split in the group, then the last ranges' leaderships moved each to another replica, which moves them out of the group: as many Raft groups as replicas, one led by each)")
 	flag.IntVar(&o.batchSize, "batch-size", 100, "entities per entity group transaction in the batch scenario")
 	flag.IntVar(&o.idle, "idle-conns", 64, "idle HTTP connections kept per host (the SDK default of 10 makes 32 workers keep dialing)")
 	only := flag.String("scenarios", strings.Join(defaultScenarios, ","), "scenarios to run, comma-separated: "+strings.Join(allScenarios(), ", "))
@@ -93,8 +94,8 @@ func main() {
 	if o.presplitRanges < 1 || o.presplitRanges > o.partitions {
 		fail(fmt.Errorf("-presplit-ranges %d: must be between 1 and -partitions (%d)", o.presplitRanges, o.partitions))
 	}
-	if o.presplitLeaders != "spread" && o.presplitLeaders != "one" && o.presplitLeaders != "group" {
-		fail(fmt.Errorf("-presplit-leaders %q: want spread, one or group", o.presplitLeaders))
+	if !slices.Contains([]string{"spread", "one", "group", "groups"}, o.presplitLeaders) {
+		fail(fmt.Errorf("-presplit-leaders %q: want spread, one, group or groups", o.presplitLeaders))
 	}
 	if o.rounds < 1 {
 		fail(fmt.Errorf("-rounds %d: must be at least 1", o.rounds))

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -205,13 +206,15 @@ func allScenarios() []string {
 // presplit splits table into n ranges at evenly spaced PartitionKeys of the
 // spread scenarios and moves their leaderships round-robin over the
 // replicas (or all to the first, -presplit-leaders one; or splits in the
-// range's group and moves nothing, -presplit-leaders group), through
-// `tablestore ctl` as an operator would. It returns the layout it reached,
-// as rangeLayout reads it.
+// range's group and moves nothing, -presplit-leaders group; or splits in
+// the group and moves the last ranges' leaderships each to another
+// replica, which moves them out of the group, -presplit-leaders groups),
+// through `tablestore ctl` as an operator would. It returns the layout it
+// reached, as rangeLayout reads it.
 func presplit(ctx context.Context, e *env, table string, n int) (string, error) {
 	for k := 1; k < n; k++ {
 		args := []string{"split", table, fmt.Sprintf("p%04d", k*e.o.partitions/n)}
-		if e.o.presplitLeaders == "group" {
+		if e.o.presplitLeaders == "group" || e.o.presplitLeaders == "groups" {
 			args = append(args, "--in-group")
 		}
 		if _, err := ctl(ctx, e, args...); err != nil {
@@ -230,7 +233,7 @@ func presplit(ctx context.Context, e *env, table string, n int) (string, error) 
 				done = false
 				continue
 			}
-			if want := presplitLeader(e.o.presplitLeaders, k, r.Replicas); want != "" && r.Leader != want {
+			if want := presplitLeader(e.o.presplitLeaders, k, n, r.Replicas, rs[0].Leader); want != "" && r.Leader != want {
 				done = false
 				ctl(ctx, e, "transfer-leader", fmt.Sprint(r.RangeID), "--to", want)
 			}
@@ -258,6 +261,7 @@ func ctl(ctx context.Context, e *env, args ...string) ([]byte, error) {
 // rangeInfo is one line of `ctl ranges --json`.
 type rangeInfo struct {
 	RangeID  uint64   `json:"range_id"`
+	Group    uint64   `json:"group"`
 	Start    string   `json:"start"`
 	Replicas []string `json:"replicas"`
 	Leader   string   `json:"leader"`
@@ -281,15 +285,34 @@ func rangeLayout(ctx context.Context, e *env, table string) ([]rangeInfo, []byte
 	return rs, out, nil
 }
 
-// presplitLeader is the leader presplit wants for the k-th range under
-// -presplit-leaders: spread round-robin, or all on the first replica in name
-// order ("one": how the same ranges cost when a server leads them all, so
-// that their appends and frames travel together), or none in particular
-// ("group": the ranges are spans of one Raft group, led by its leader).
-func presplitLeader(policy string, k int, replicas []string) string {
+// presplitLeader is the leader presplit wants for the k-th of n ranges
+// under -presplit-leaders: spread round-robin, or all on the first replica
+// in name order ("one": how the same ranges cost when a server leads them
+// all, so that their appends and frames travel together), or none in
+// particular ("group": the ranges are spans of one Raft group, led by its
+// leader), or ("groups") the last ranges each on one of the replicas other
+// than first, the group's leader, and the others none (they stay spans of
+// the group): n ranges in as many Raft groups as there are replicas, one
+// led by each.
+func presplitLeader(policy string, k, n int, replicas []string, first string) string {
 	switch policy {
 	case "group":
 		return "" // the group's leader leads every span; nothing to move
+	case "groups":
+		if first == "" {
+			return ""
+		}
+		var others []string
+		for _, r := range replicas {
+			if r != first {
+				others = append(others, r)
+			}
+		}
+		sort.Strings(others)
+		if j := k - (n - len(others)); j >= 0 && j < len(others) {
+			return others[j]
+		}
+		return ""
 	case "one":
 		return spreadLeader(0, replicas)
 	}
@@ -327,7 +350,11 @@ func layoutLine(rs []rangeInfo) string {
 			leaders[i] = "none"
 		}
 	}
-	return fmt.Sprintf("%d ranges, leaders %s", len(rs), strings.Join(leaders, " "))
+	groups := map[uint64]bool{}
+	for _, r := range rs {
+		groups[cmp.Or(r.Group, r.RangeID)] = true
+	}
+	return fmt.Sprintf("%d ranges in %d Raft groups, leaders %s", len(rs), len(groups), strings.Join(leaders, " "))
 }
 
 // result is one scenario's figures on one target.

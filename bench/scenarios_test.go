@@ -56,17 +56,20 @@ func TestSpreadLeader(t *testing.T) {
 		{"spread", []string{"ps1", "ps2", "ps3", "ps1"}},
 		{"one", []string{"ps1", "ps1", "ps1", "ps1"}},
 		{"group", []string{"", "", "", ""}}, // whoever leads the group
+		// Spans 0 and 1 stay in the group ps2 leads; 2 and 3 leave it,
+		// one for each other replica.
+		{"groups", []string{"", "", "ps1", "ps3"}},
 	} {
 		var got []string
 		for k := 0; k < 4; k++ {
-			got = append(got, presplitLeader(tc.policy, k, reps))
+			got = append(got, presplitLeader(tc.policy, k, 4, reps, "ps2"))
 		}
 		if !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("-presplit-leaders %s: leaders %v, want %v", tc.policy, got, tc.want)
 		}
 	}
-	rs := []rangeInfo{{Leader: "ps1"}, {Leader: ""}, {Leader: "ps3"}}
-	if line := layoutLine(rs); line != "3 ranges, leaders ps1 none ps3" {
+	rs := []rangeInfo{{RangeID: 1, Leader: "ps1"}, {RangeID: 2, Group: 1, Leader: ""}, {RangeID: 3, Leader: "ps3"}}
+	if line := layoutLine(rs); line != "3 ranges in 2 Raft groups, leaders ps1 none ps3" {
 		t.Errorf("layoutLine = %q", line)
 	}
 }
