@@ -30,6 +30,9 @@ type Options struct {
 	Dir      string        // data directories
 	Duration time.Duration // of the fault phase
 	Logf     func(format string, args ...any)
+	// Reshapes is how many reshaping operations are asked for with each
+	// fault (0: one).
+	Reshapes int
 }
 
 // Result is what one seed found.
@@ -144,7 +147,9 @@ func Run(o Options) (_ *Result, err error) {
 		f := inject(c, faultRNG)
 		res.Faults = append(res.Faults, fmt.Sprintf("t+%.1fs %s", at.Seconds(), f.name))
 		o.Logf("seed %d: %s", o.Seed, f.name)
-		reshape(c, rng, o.Logf)
+		for range max(o.Reshapes, 1) {
+			reshape(c, rng, o.Logf)
+		}
 		time.Sleep(time.Duration(2000+rng.Intn(3000)) * time.Millisecond)
 		f.heal()
 		faultTimes = append(faultTimes, faultSpan{f.name, at, time.Since(w.start), f.clockOn})
