@@ -168,7 +168,7 @@ func TestGroupSplit(t *testing.T) {
 
 	target := ""
 	for _, n := range c.Servers {
-		if !hasReplicaOn(right, n.Config.ID) {
+		if !hasServer(right, n.Config.ID) {
 			target = n.Config.ID
 		}
 	}
@@ -180,7 +180,7 @@ func TestGroupSplit(t *testing.T) {
 		rs := tableRanges(partitionMap(t, mc), table)
 		groups := groupsOf(rs)
 		for _, r := range rs {
-			if r.GetRangeId() == left && !hasReplicaOn(r, target) {
+			if r.GetRangeId() == left && !hasServer(r, target) {
 				return false
 			}
 		}
@@ -197,7 +197,7 @@ func TestGroupSplit(t *testing.T) {
 	waitFor(t, 30*time.Second, "every server holds the replicas the map lists", func() bool {
 		for _, r := range tableRanges(partitionMap(t, mc), table) {
 			for _, n := range c.Servers {
-				if st := n.Server; st == nil || (st.ReplicaState(r.GetRangeId()) != "absent") != hasReplicaOn(r, n.Config.ID) {
+				if st := n.Server; st == nil || (st.ReplicaState(r.GetRangeId()) != "absent") != hasServer(r, n.Config.ID) {
 					return false
 				}
 			}
@@ -213,16 +213,6 @@ func groupsOf(rs []*pb.RangeDescriptor) map[uint64]uint64 {
 		out[r.GetRangeId()] = rangegroup.GroupOf(r)
 	}
 	return out
-}
-
-// hasReplicaOn reports whether d lists a replica on server id.
-func hasReplicaOn(d *pb.RangeDescriptor, id string) bool {
-	for _, r := range d.GetReplicas() {
-		if r.GetServerId() == id {
-			return true
-		}
-	}
-	return false
 }
 
 // TestSplitOutOfGroupMissedBySnapshot: a range that is a span of a group of

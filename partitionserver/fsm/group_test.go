@@ -387,6 +387,23 @@ func TestRecordGroup(t *testing.T) {
 	}
 }
 
+// replayUnchanged reopens group 5's file, replays logs over it (a
+// restart: every entry applied before), and fails unless the file's
+// records are as they were. It returns the reopened group.
+func replayUnchanged(t *testing.T, s *Store, dir string, logs []*raft.Log) *Group {
+	t.Helper()
+	before := fileStates(t, s)
+	s2, g2 := reopenGroup(t, s, dir)
+	g2.ApplyBatch(logs)
+	if err := s2.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if after := fileStates(t, s2); !sameStates(before, after) {
+		t.Fatalf("replay changed the file: %v, was %v", after, before)
+	}
+	return g2
+}
+
 // reopenGroup closes s (a crash would lose only what the log replays),
 // opens its file at dir again and group 5 in it; the new store closes with
 // the test.

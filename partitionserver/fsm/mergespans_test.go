@@ -68,15 +68,7 @@ func TestMergeSpans(t *testing.T) {
 	if res := a.entry(mergeSpansEntry(t, 5, right)); res.Err != nil || res.Range.GetEnd() != "y" {
 		t.Fatalf("repeat of the merge: %v, %v", res.Range, res.Err)
 	}
-	before := fileStates(t, s)
-	s2, g2 := reopenGroup(t, s, dir)
-	g2.ApplyBatch(a.logs)
-	if err := s2.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	if after := fileStates(t, s2); !sameStates(before, after) {
-		t.Fatalf("replay changed the file: %v, was %v", after, before)
-	}
+	replayUnchanged(t, s, dir, a.logs)
 }
 
 // TestMergeSpansRefusals: a merge of spans that are not neighbours in the
