@@ -32,6 +32,11 @@ type Config struct {
 	// processors adds none, and every new group costs its own Raft entries
 	// (docs/range-groups.md; performance.md, session 28).
 	SharedHost bool
+	// MaxGroupSpans caps the ranges a split on a shared host keeps in one
+	// Raft group: at the cap, the right half becomes a group of its own,
+	// still led by the range's leader. A group's snapshot carries all its
+	// ranges, and a follower that falls behind catches up on all of them.
+	MaxGroupSpans int
 	// BalanceLeaders moves leaders to even out leader load and counts.
 	BalanceLeaders bool
 	// BalanceReplicas moves replicas to even out replica counts.
@@ -77,6 +82,7 @@ func DefaultConfig() Config {
 		SplitWindow:         2 * time.Second,
 		SingleKeyShare:      0.9,
 		SplitBytes:          512 << 20,
+		MaxGroupSpans:       8,
 		MergeLoad:           100,
 		MergeCooldown:       60 * time.Second,
 		MergeBytes:          32 << 20,
@@ -112,6 +118,8 @@ func (c *Config) Validate() error {
 		msg = "leader-load-tolerance and leader-min-gap must not be negative"
 	case c.MaxPerServer < 1:
 		msg = "max-per-server must be at least 1"
+	case c.MaxGroupSpans < 1:
+		msg = "max-group-spans must be at least 1"
 	default:
 		return nil
 	}
@@ -134,6 +142,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.MergeCooldown, "merge-cooldown", c.MergeCooldown, "how long neighbours must stay cold before they merge (and how long after a split a range is not merged)")
 	fs.Uint64Var(&c.MergeBytes, "merge-bytes", c.MergeBytes, "largest combined size of two ranges merged")
 	fs.BoolVar(&c.SharedHost, "shared-host", c.SharedHost, "every partition server shares one machine: the policies split ranges within their Raft group (one leader, one log) and make no split to move load to another server")
+	fs.IntVar(&c.MaxGroupSpans, "max-group-spans", c.MaxGroupSpans, "with --shared-host, most ranges a split keeps in one Raft group; at the cap the right half is a group of its own, led by the same server")
 	fs.BoolVar(&c.BalanceLeaders, "balance-leaders", c.BalanceLeaders, "move range leaders to even out leader counts and load across servers")
 	fs.BoolVar(&c.BalanceReplicas, "balance-replicas", c.BalanceReplicas, "move replicas to even out replica counts across servers")
 	fs.DurationVar(&c.BalanceCooldown, "balance-cooldown", c.BalanceCooldown, "how long a server a leader moved to or from is left alone")

@@ -232,6 +232,8 @@ func (w *world) config(args map[string]string) error {
 			w.cfg.SharedHost = v == "true"
 		case "max-per-server":
 			w.cfg.MaxPerServer, err = strconv.Atoi(v)
+		case "max-group-spans":
+			w.cfg.MaxGroupSpans, err = strconv.Atoi(v)
 		case "split-bytes", "merge-bytes":
 			var n uint64
 			n, err = parseBytes(v)

@@ -309,8 +309,12 @@ func (p *Plan) add(r *Range, o Op) bool {
 		return false
 	}
 	if o.Kind == Split && p.cfg.SharedHost {
-		// One machine: the right half stays with its leader, in its group.
-		o.InGroup, o.To = true, r.Leader
+		// One machine: the right half stays with its leader, in its
+		// group while the group is under its cap.
+		o.To = r.Leader
+		if o.InGroup = p.groupSize(r) < p.cfg.MaxGroupSpans; o.InGroup {
+			p.joinGroup(r)
+		}
 	}
 	if o.Kind == TransferLeader && o.balancing() {
 		p.moved.add(o.Range)
@@ -416,6 +420,23 @@ func (p *Plan) movable(r *Range) bool { return p.free(r) && !p.moved.has(r.ID) &
 // shared reports whether r shares its Raft group with other ranges
 // (groupAllows).
 func (p *Plan) shared(r *Range) bool { return p.groups != nil && p.groups[groupKey(r)] > 1 }
+
+// groupSize is how many ranges r's Raft group serves.
+func (p *Plan) groupSize(r *Range) int {
+	if p.groups == nil {
+		return 1
+	}
+	return p.groups[groupKey(r)]
+}
+
+// joinGroup counts a range an in-group split of r adds to r's group, so
+// that the pass's later operations see the group as it will be.
+func (p *Plan) joinGroup(r *Range) {
+	if p.groups == nil {
+		p.countGroups()
+	}
+	p.groups[groupKey(r)]++
+}
 
 // countGroups counts the ranges of each Raft group. Only called when some
 // range is a span of another range's group: a group of several ranges has
