@@ -15,9 +15,11 @@ import (
 // (docs/range-groups.md, stage 4): a membership change or a transfer is
 // the whole group's. A span born in the group leaves it; the span the
 // group is named after stays, and every other span leaves instead (each a
-// group of its own, led where the group is). The spans that leave are
-// claimed for the while: an operation on one of them is refused as busy.
-// The leadership does not change. Returns the range's descriptor after.
+// group of its own, led where the group is). Every other span of the
+// group is claimed for the while: an operation on one of them is refused
+// as busy, and one in flight (a merge taking a frozen sibling, whose
+// freeze would have the detach refused) makes this one busy. The
+// leadership does not change. Returns the range's descriptor after.
 func (s *Server) isolate(ctx context.Context, id uint64, cause string) (*pb.RangeDescriptor, error) {
 	d, ok := s.rangeDesc(id)
 	if !ok {
@@ -27,13 +29,13 @@ func (s *Server) isolate(ctx context.Context, id uint64, cause string) (*pb.Rang
 	if len(peers) == 0 {
 		return d, nil
 	}
+	if err := s.ops.claim(peers...); err != nil {
+		return nil, err
+	}
+	defer s.ops.release(peers...)
 	leaving := []uint64{id}
 	if rangegroup.GroupOf(d) == id {
 		leaving = peers
-		if err := s.ops.claim(peers...); err != nil {
-			return nil, err
-		}
-		defer s.ops.release(peers...)
 	}
 	for _, r := range leaving {
 		got, err := s.detach(ctx, r, cause)

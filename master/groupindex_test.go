@@ -1,12 +1,16 @@
 package master
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
+	"tablestore/master/scheduler"
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -125,5 +129,44 @@ func TestGroupIndexKey(t *testing.T) {
 				t.Errorf("groupRanges(%d) = %v, want %v", c.group, got, c.want)
 			}
 		})
+	}
+}
+
+// TestIsolateClaimsTheGroup: before a range leaves its Raft group, every
+// other range of the group is claimed: with one of them claimed by an
+// operation in flight (a merge taking the namesake, frozen, which would
+// have the detach refused on some replicas and not others), isolating the
+// range is refused as busy before a partition server is asked (this
+// Server has none), and the range's own claim is left to its caller.
+func TestIsolateClaimsTheGroup(t *testing.T) {
+	s := &Server{cfg: DefaultConfig(), reports: newReports(), changed: make(chan struct{}), watchers: map[*mapWatcher]struct{}{}, epoch: 1}
+	s.fsm = &fsm{st: newState(), onChange: s.bumpChanges}
+	s.ops = newRunner(context.Background(), 4, time.Minute, time.Minute, func(context.Context, scheduler.Op) error { return nil })
+	apply := applier(t, s.fsm)
+	reps := []*pb.Replica{{ServerId: "a"}, {ServerId: "b"}, {ServerId: "c"}}
+	if res := apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_CREATE_TABLE, &pb.CreateTableCommand{Name: "t", Replicas: reps}); res.err != nil {
+		t.Fatal(res.err)
+	}
+	var first *pb.RangeDescriptor
+	s.fsm.read(func(st *state) {
+		for _, d := range st.ranges {
+			first = d
+		}
+	})
+	g := first.GetRangeId()
+	left := &pb.RangeDescriptor{RangeId: g, GroupId: g, Table: "t", TableId: first.GetTableId(), End: "m", Generation: 2, Replicas: reps}
+	span := &pb.RangeDescriptor{RangeId: 100, GroupId: g, Table: "t", TableId: first.GetTableId(), Start: "m", Generation: 2, Replicas: reps}
+	if res := apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_UPDATE_RANGES, &pb.UpdateRangesCommand{Ranges: []*pb.RangeDescriptor{left, span}}); res.err != nil {
+		t.Fatal(res.err)
+	}
+	if err := s.ops.claim(g); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.isolate(context.Background(), 100, causePolicy); !errors.Is(err, ErrBusy) {
+		t.Fatalf("isolate range 100 while range %d of its group is claimed: %v, want ErrBusy", g, err)
+	}
+	s.ops.release(g)
+	if err := s.ops.claim(g, 100); err != nil {
+		t.Fatalf("claims left behind by the refused isolate: %v", err)
 	}
 }

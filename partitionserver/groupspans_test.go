@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -308,12 +309,26 @@ func TestDetachFromGroup(t *testing.T) {
 	if _, err := v.SplitRange(ctx, &pb.SplitRangeRequest{RangeId: 51, SplitKey: "m", NewRangeId: 52, InGroup: true}); err != nil {
 		t.Fatal(err)
 	}
-	resp, err := v.DetachRange(ctx, &pb.DetachRangeRequest{RangeId: 52})
-	if err != nil {
-		t.Fatal(err)
+	// Twice at once, as a retry whose first attempt is still running:
+	// one detaches, the other waits for the lock and answers the same.
+	var wg sync.WaitGroup
+	var resps [2]*pb.DetachRangeResponse
+	var errs [2]error
+	for i := range resps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resps[i], errs[i] = v.DetachRange(ctx, &pb.DetachRangeRequest{RangeId: 52})
+		}()
 	}
-	if d := resp.GetRange(); d.GetRangeId() != 52 || d.GetGroupId() != 0 || d.GetGeneration() != 3 || d.GetStart() != "m" {
-		t.Fatalf("detached: %v", d)
+	wg.Wait()
+	for i, resp := range resps {
+		if errs[i] != nil {
+			t.Fatalf("detach %d: %v", i, errs[i])
+		}
+		if d := resp.GetRange(); d.GetRangeId() != 52 || d.GetGroupId() != 0 || d.GetGeneration() != 3 || d.GetStart() != "m" {
+			t.Fatalf("detached: %v", d)
+		}
 	}
 	if sl := s.slotOf(52); sl == nil || sl.id != 52 || s.slotOf(51).id != 51 || len(s.slotList()) != 2 {
 		t.Fatalf("after the detach: range 52 in %v, %d slots", sl, len(s.slotList()))

@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"tablestore/internal/failpoint"
@@ -109,25 +110,51 @@ func (v *service) DetachRange(ctx context.Context, req *pb.DetachRangeRequest) (
 	if err := r.settleMembers(v.s.cfg.ApplyTimeout, v.s.cfg.RaftHeartbeatTimeout); err != nil {
 		return nil, toStatus(r, raftErr(err))
 	}
-	res, err := v.run(ctx, r, pb.CommandKind_COMMAND_KIND_DETACH_SPAN, &pb.DetachSpanCommand{PreferredLeader: req.GetPreferredLeader()})
+	if _, ok := r.group.Span(id); !ok {
+		// A retry whose first attempt's entry applied while this one
+		// waited for the lock.
+		return v.detached(ctx, r, id, nil)
+	}
+	_, err = v.run(ctx, r, pb.CommandKind_COMMAND_KIND_DETACH_SPAN, &pb.DetachSpanCommand{PreferredLeader: req.GetPreferredLeader()})
+	if status.Code(err) == codes.NotFound {
+		// The same, its entry applied after the check: refused as naming
+		// no span of the group, the range is its own group's now (or it
+		// was merged away: the refusal stands).
+		return v.detached(ctx, r, id, err)
+	}
 	if err != nil {
 		return nil, err
 	}
 	if err := failpoint.Inject("partitionserver/detach/after-apply"); err != nil {
 		return nil, toStatus(r, err)
 	}
-	// RangeCreated starts the group after the group commit, in its own
-	// goroutine.
+	resp, err := v.detached(ctx, r, id, nil)
+	if err == nil {
+		v.s.logger.Info("range left its group", "range", id, "group", r.member.id, "took", time.Since(start))
+	}
+	return resp, err
+}
+
+// detached answers DetachRange once range id, which left r's group, is
+// hosted here as a group of its own: RangeCreated starts it after the
+// group commit, in a goroutine of its own. If it is not within the apply
+// timeout, the answer is refused (busy: asked again), or refused when
+// given.
+func (v *service) detached(ctx context.Context, r *replica, id uint64, refused error) (*pb.DetachRangeResponse, error) {
 	r.group.Urge()
 	deadline := time.Now().Add(v.s.cfg.ApplyTimeout)
-	for v.s.groupSlot(id) == nil {
+	for {
+		if sp := v.s.groupSlot(id).span(id); sp != nil {
+			return &pb.DetachRangeResponse{Range: sp.Descriptor()}, nil
+		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
+			if refused != nil {
+				return nil, refused
+			}
 			return nil, toStatus(r, fmt.Errorf("%w: range %d left its group, but its own group has not started here", ErrBusy, id))
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
-	v.s.logger.Info("range left its group", "range", id, "group", r.member.id, "took", time.Since(start))
-	return &pb.DetachRangeResponse{Range: res.Range}, nil
 }
 
 // FreezeRange stops reads and writes of a range that is about to be merged

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 
+	bolt "go.etcd.io/bbolt"
+
 	"tablestore/internal/logging"
 	pb "tablestore/proto/tablestorepb"
 )
@@ -207,5 +209,73 @@ func TestDetachSpanMissedBySnapshot(t *testing.T) {
 	}
 	if slices.Sort(born); !slices.Equal(born, []uint64{11, 13}) || !slices.Equal(h.groups, []uint64{5, 5}) {
 		t.Fatalf("SplitsMissed told groups %v of births %v", h.groups, born)
+	}
+}
+
+// TestDetachSpanBesideAMergedSpan: the same detach on two replicas of a
+// group whose frozen spans another group's merge took on one replica and
+// not yet on the other. Frozen spans take no part in the decision, so
+// both replicas apply it alike: refused when no unfrozen sibling stays;
+// applied, with the birth in the same unfrozen span, when one does.
+func TestDetachSpanBesideAMergedSpan(t *testing.T) {
+	freeze := func(t *testing.T, span uint64) []byte {
+		data, err := EncodeFor(span, pb.CommandKind_COMMAND_KIND_FREEZE, &pb.FreezeCommand{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	for _, tc := range []struct {
+		name   string
+		frozen []uint64 // frozen, then taken on replica b only
+		want   error
+	}{
+		{"no unfrozen sibling stays", []uint64{0, 12}, ErrSpanStays},
+		{"the namesake frozen, span 12 stays", []uint64{0}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var results []*Result
+			var states []map[uint64]*pb.RangeState
+			for _, taken := range []bool{false, true} {
+				s, _, a := threeSpans(t, t.TempDir())
+				for _, sp := range tc.frozen {
+					if res := a.entry(freeze(t, sp)); res.Err != nil {
+						t.Fatal(res.Err)
+					}
+				}
+				if taken {
+					err := s.update(func(tx *bolt.Tx) error {
+						for _, sp := range tc.frozen {
+							if err := tx.Bucket(bucketRanges).Delete(u64(max(sp, 5))); err != nil {
+								return err
+							}
+						}
+						return nil
+					})
+					if err != nil {
+						t.Fatal(err)
+					}
+				}
+				results = append(results, a.entry(detachEntry(t, 11, "")))
+				st := fileStates(t, s)
+				for _, sp := range tc.frozen {
+					delete(st, max(sp, 5))
+				}
+				states = append(states, st)
+			}
+			for i, res := range results {
+				if !errors.Is(res.Err, tc.want) {
+					t.Fatalf("replica %d: detach %v, want %v", i, res.Err, tc.want)
+				}
+			}
+			if !sameStates(states[0], states[1]) {
+				t.Fatalf("replicas differ after the detach: %v and %v", states[0], states[1])
+			}
+			if tc.want == nil {
+				if b := states[0][12].GetRecentSplits(); len(b) == 0 || b[len(b)-1].GetRight().GetRangeId() != 11 {
+					t.Fatalf("span 12's births: %v", b)
+				}
+			}
+		})
 	}
 }
