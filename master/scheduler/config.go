@@ -116,14 +116,24 @@ func (c *Config) Validate() error {
 		msg = "single-key-share must be in (0.5, 1]"
 	case c.LeaderLoadTolerance < 0 || c.LeaderMinGap < 0:
 		msg = "leader-load-tolerance and leader-min-gap must not be negative"
-	case c.MaxPerServer < 1:
-		msg = "max-per-server must be at least 1"
-	case c.MaxGroupSpans < 1:
-		msg = "max-group-spans must be at least 1"
 	default:
+		msg = c.invalidCounts()
+	}
+	if msg == "" {
 		return nil
 	}
 	return errors.Join(ErrInvalidConfig, errors.New(msg))
+}
+
+// invalidCounts is Validate's message for the counts ("": valid).
+func (c *Config) invalidCounts() string {
+	switch {
+	case c.MaxPerServer < 1:
+		return "max-per-server must be at least 1"
+	case c.MaxGroupSpans < 1:
+		return "max-group-spans must be at least 1"
+	}
+	return ""
 }
 
 // RecentWindow is how long the scheduler needs to see an operation in

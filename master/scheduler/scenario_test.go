@@ -209,32 +209,26 @@ func (w *world) run(d *directive) (string, error) {
 }
 
 func (w *world) config(args map[string]string) error {
+	ints := map[string]*int{"slots": &w.slots, "max-per-server": &w.cfg.MaxPerServer, "max-group-spans": &w.cfg.MaxGroupSpans}
+	bools := map[string]*bool{"balance-leaders": &w.cfg.BalanceLeaders, "balance-replicas": &w.cfg.BalanceReplicas, "shared-host": &w.cfg.SharedHost}
 	for k, v := range args {
 		var err error
-		switch k {
-		case "slots":
-			w.slots, err = strconv.Atoi(v)
-		case "split-load":
+		switch {
+		case ints[k] != nil:
+			*ints[k], err = strconv.Atoi(v)
+		case bools[k] != nil:
+			*bools[k] = v == "true"
+		case k == "split-load":
 			w.cfg.SplitLoad, err = strconv.ParseFloat(v, 64)
-		case "merge-load":
+		case k == "merge-load":
 			w.cfg.MergeLoad, err = strconv.ParseFloat(v, 64)
-		case "split-window":
+		case k == "split-window":
 			w.cfg.SplitWindow, err = time.ParseDuration(v)
-		case "merge-cooldown":
+		case k == "merge-cooldown":
 			w.cfg.MergeCooldown, err = time.ParseDuration(v)
-		case "replicate-after":
+		case k == "replicate-after":
 			w.cfg.ReplicateAfter, err = time.ParseDuration(v)
-		case "balance-leaders":
-			w.cfg.BalanceLeaders = v == "true"
-		case "balance-replicas":
-			w.cfg.BalanceReplicas = v == "true"
-		case "shared-host":
-			w.cfg.SharedHost = v == "true"
-		case "max-per-server":
-			w.cfg.MaxPerServer, err = strconv.Atoi(v)
-		case "max-group-spans":
-			w.cfg.MaxGroupSpans, err = strconv.Atoi(v)
-		case "split-bytes", "merge-bytes":
+		case k == "split-bytes" || k == "merge-bytes":
 			var n uint64
 			n, err = parseBytes(v)
 			if k == "split-bytes" {
