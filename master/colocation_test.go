@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -47,6 +49,27 @@ func TestColocationGap(t *testing.T) {
 // the range found then may be another operation's. Refused as busy,
 // before anything is asked of a partition server (this Server has none).
 func TestMergeOfAnUnclaimedNeighbourRefused(t *testing.T) {
+	s, apply, first, reps := mapOnlyServer(t)
+	// The map after two splits: [, m) 1, [m, t) 2, [t, ) 3.
+	left := &pb.RangeDescriptor{RangeId: first.GetRangeId(), Table: "t", TableId: first.GetTableId(), End: "m", Generation: 2, Replicas: reps}
+	mid := &pb.RangeDescriptor{RangeId: 100, Table: "t", TableId: first.GetTableId(), Start: "m", End: "t", Generation: 3, Replicas: reps}
+	last := &pb.RangeDescriptor{RangeId: 101, Table: "t", TableId: first.GetTableId(), Start: "t", Generation: 3, Replicas: reps}
+	if res := apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_UPDATE_RANGES, &pb.UpdateRangesCommand{Ranges: []*pb.RangeDescriptor{left, mid, last}}); res.err != nil {
+		t.Fatal(res.err)
+	}
+	// Claimed 101 (its neighbour before range 100 was split off it, say).
+	_, err := s.merge(context.Background(), left.GetRangeId(), 101, causePolicy, "", nil)
+	if !errors.Is(err, ErrBusy) {
+		t.Fatalf("merge of range %d with the claimed neighbour 101, whose neighbour is 100 now: %v, want ErrBusy", left.GetRangeId(), err)
+	}
+}
+
+// mapOnlyServer is a master with a state machine and nothing else (no
+// Raft, no partition servers): what an operation decides from the map
+// alone. The map holds table "t" on servers a, b and c, as one range,
+// first; apply applies commands to it.
+func mapOnlyServer(t *testing.T) (*Server, func(pb.MasterCommandKind, proto.Message) *applyResult, *pb.RangeDescriptor, []*pb.Replica) {
+	t.Helper()
 	s := &Server{cfg: DefaultConfig(), reports: newReports(), changed: make(chan struct{}), watchers: map[*mapWatcher]struct{}{}, epoch: 1}
 	s.fsm = &fsm{st: newState(), onChange: s.bumpChanges}
 	apply := applier(t, s.fsm)
@@ -60,16 +83,5 @@ func TestMergeOfAnUnclaimedNeighbourRefused(t *testing.T) {
 			first = d
 		}
 	})
-	// The map after two splits: [, m) 1, [m, t) 2, [t, ) 3.
-	left := &pb.RangeDescriptor{RangeId: first.GetRangeId(), Table: "t", TableId: first.GetTableId(), End: "m", Generation: 2, Replicas: reps}
-	mid := &pb.RangeDescriptor{RangeId: 100, Table: "t", TableId: first.GetTableId(), Start: "m", End: "t", Generation: 3, Replicas: reps}
-	last := &pb.RangeDescriptor{RangeId: 101, Table: "t", TableId: first.GetTableId(), Start: "t", Generation: 3, Replicas: reps}
-	if res := apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_UPDATE_RANGES, &pb.UpdateRangesCommand{Ranges: []*pb.RangeDescriptor{left, mid, last}}); res.err != nil {
-		t.Fatal(res.err)
-	}
-	// Claimed 101 (its neighbour before range 100 was split off it, say).
-	_, err := s.merge(context.Background(), left.GetRangeId(), 101, causePolicy, "", nil)
-	if !errors.Is(err, ErrBusy) {
-		t.Fatalf("merge of range %d with the claimed neighbour 101, whose neighbour is 100 now: %v, want ErrBusy", left.GetRangeId(), err)
-	}
+	return s, apply, first, reps
 }

@@ -139,20 +139,8 @@ func TestGroupIndexKey(t *testing.T) {
 // range is refused as busy before a partition server is asked (this
 // Server has none), and the range's own claim is left to its caller.
 func TestIsolateClaimsTheGroup(t *testing.T) {
-	s := &Server{cfg: DefaultConfig(), reports: newReports(), changed: make(chan struct{}), watchers: map[*mapWatcher]struct{}{}, epoch: 1}
-	s.fsm = &fsm{st: newState(), onChange: s.bumpChanges}
+	s, apply, first, reps := mapOnlyServer(t)
 	s.ops = newRunner(context.Background(), 4, time.Minute, time.Minute, func(context.Context, scheduler.Op) error { return nil })
-	apply := applier(t, s.fsm)
-	reps := []*pb.Replica{{ServerId: "a"}, {ServerId: "b"}, {ServerId: "c"}}
-	if res := apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_CREATE_TABLE, &pb.CreateTableCommand{Name: "t", Replicas: reps}); res.err != nil {
-		t.Fatal(res.err)
-	}
-	var first *pb.RangeDescriptor
-	s.fsm.read(func(st *state) {
-		for _, d := range st.ranges {
-			first = d
-		}
-	})
 	g := first.GetRangeId()
 	left := &pb.RangeDescriptor{RangeId: g, GroupId: g, Table: "t", TableId: first.GetTableId(), End: "m", Generation: 2, Replicas: reps}
 	span := &pb.RangeDescriptor{RangeId: 100, GroupId: g, Table: "t", TableId: first.GetTableId(), Start: "m", Generation: 2, Replicas: reps}
