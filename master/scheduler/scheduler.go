@@ -419,7 +419,7 @@ func (p *Plan) movable(r *Range) bool { return p.free(r) && !p.moved.has(r.ID) &
 
 // shared reports whether r shares its Raft group with other ranges
 // (groupAllows).
-func (p *Plan) shared(r *Range) bool { return p.groups != nil && p.groups[groupKey(r)] > 1 }
+func (p *Plan) shared(r *Range) bool { return p.groupSize(r) > 1 }
 
 // groupSize is how many ranges r's Raft group serves.
 func (p *Plan) groupSize(r *Range) int {
@@ -439,10 +439,11 @@ func (p *Plan) joinGroup(r *Range) {
 }
 
 // countGroups counts the ranges of each Raft group. Only called when some
-// range is a span of another range's group: a group of several ranges has
-// at least one whose id is not the group's (ids are unique), so without
-// one every group is one range, and the plan spares a map the size of the
-// cluster's ranges at every pass.
+// range is a span of another range's group, or a split of the pass adds
+// one (joinGroup): a group of several ranges has at least one whose id is
+// not the group's (ids are unique), so without one every group is one
+// range (groupSize), and the plan spares a map the size of the cluster's
+// ranges at every pass.
 func (p *Plan) countGroups() {
 	p.groups = make(map[uint64]int)
 	for _, r := range p.snap.Ranges {

@@ -537,10 +537,14 @@ func (g *Group) Restore(rc io.ReadCloser) error {
 		g.hooks.RangeMerged(m.into, m.right)
 	}
 	if h, ok := g.hooks.(SplitMissedHooks); ok {
+		// Every span's births were entries of this group's log: one
+		// call, which reads the log's floor once.
+		var missed []*pb.SplitBirth
 		for _, st := range states {
-			if missed := MissedSplits(st.GetRecentSplits(), oldApplied, st.GetAppliedIndex()); len(missed) > 0 {
-				h.SplitsMissed(g.id, oldApplied, missed)
-			}
+			missed = append(missed, MissedSplits(st.GetRecentSplits(), oldApplied, st.GetAppliedIndex())...)
+		}
+		if len(missed) > 0 {
+			h.SplitsMissed(g.id, oldApplied, missed)
 		}
 	}
 	return nil
