@@ -5,7 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
 	"tablestore/internal/rangegroup"
+	"tablestore/master"
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -266,5 +269,116 @@ func TestSplitOutOfGroupMissedBySnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeSeq(t, tc, acked, "degraded", 30)
+	verifyExactlyOnce(t, tc, acked)
+}
+
+// TestGroupLeadershipBalanced: the master's leader-load balancing moves the
+// leadership of a Raft group that serves two ranges as one unit
+// (docs/range-groups.md, stage 6): one server leads a loaded table split in
+// its group and two lighter tables; once the policies run, the group's
+// leadership moves whole, both spans led by one other server, without a
+// group split; every acknowledged write reads back exactly once.
+func TestGroupLeadershipBalanced(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	besideOneOther(t)
+	c := startTuned(t, 3, func(m *master.Config) {
+		m.Policy.Enabled = false // until the layout is set up
+		m.Policy.SplitLoad = 1e9
+		m.Policy.MergeLoad = 0
+	}, nil)
+	sc := serviceClient(t, c, 0)
+	ctx := ctxT(t, 3*time.Minute)
+	mc := masterClient(t, c)
+	op := func(what string, fn func(ctx context.Context, m pb.MasterServiceClient) error) {
+		t.Helper()
+		if err := mc.Call(ctx, fn); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	const table = "grouplead"
+	tc := newTable(t, sc, table)
+	light := []string{"lightone", "lighttwo"}
+	var lightClients []*aztables.Client
+	for _, name := range light {
+		lightClients = append(lightClients, newTable(t, sc, name))
+	}
+	var leader string
+	waitFor(t, 10*time.Second, "every table led", func() bool {
+		m := partitionMap(t, mc)
+		leader = m.GetLeaders()[tableRanges(m, table)[0].GetRangeId()]
+		for _, name := range light {
+			if m.GetLeaders()[tableRanges(m, name)[0].GetRangeId()] == "" {
+				return false
+			}
+		}
+		return leader != ""
+	})
+	for _, name := range light {
+		id := tableRanges(partitionMap(t, mc), name)[0].GetRangeId()
+		op("lead "+name+" where the table is led", func(ctx context.Context, m pb.MasterServiceClient) error {
+			_, err := m.TransferLeader(ctx, &pb.MasterTransferLeaderRequest{RangeId: id, ToServerId: leader})
+			return err
+		})
+	}
+	var split *pb.SplitResponse
+	op("split in the group", func(ctx context.Context, m pb.MasterServiceClient) error {
+		var err error
+		split, err = m.Split(ctx, &pb.SplitRequest{Table: table, PartitionKey: "k13", InGroup: true})
+		return err
+	})
+	left, right := split.GetLeft().GetRangeId(), split.GetRight().GetRangeId()
+	waitFor(t, 10*time.Second, "one server leads everything", func() bool {
+		m := partitionMap(t, mc)
+		for _, name := range append([]string{table}, light...) {
+			for _, r := range tableRanges(m, name) {
+				if m.GetLeaders()[r.GetRangeId()] != leader {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	w := startWorkload(t, tc, 8, spreadKeys)
+	var lights []*workload
+	for _, lc := range lightClients {
+		lights = append(lights, startWorkload(t, lc, 1, spreadKeys))
+	}
+
+	// The policies on: a restart of the master with them enabled.
+	if err := c.StopMaster(0); err != nil {
+		t.Fatal(err)
+	}
+	c.Masters[0].Config.Policy.Enabled = true
+	if err := c.RestartMaster(0); err != nil {
+		t.Fatal(err)
+	}
+	var to string
+	waitFor(t, 60*time.Second, "the group's leadership moved whole", func() bool {
+		m := partitionMap(t, mc)
+		to = m.GetLeaders()[left]
+		groups := groupsOf(tableRanges(m, table))
+		return to != "" && to != leader && m.GetLeaders()[right] == to && groups[left] == left && groups[right] == left
+	})
+	t.Logf("group %d (ranges %d, %d) moved from %s to %s", left, left, right, leader, to)
+	var moved bool
+	for _, e := range masterEvents(mc) {
+		if e.GetKind() == pb.EventKind_EVENT_KIND_LEADER_TRANSFER && e.GetCause() == "policy" && len(e.GetRangeIds()) == 2 {
+			moved = true
+			t.Logf("event: %s", e.GetMessage())
+		}
+	}
+	if !moved {
+		t.Errorf("no policy leadership transfer event names both ranges of the group")
+	}
+	for _, l := range lights {
+		l.halt()
+	}
+	acked := w.halt()
+	if len(acked) == 0 {
+		t.Fatal("no write acknowledged")
+	}
+	t.Logf("%d writes acknowledged, %d failed; longest pause: %v", len(acked), w.failed.Load(), time.Duration(w.maxGap.Load()))
 	verifyExactlyOnce(t, tc, acked)
 }

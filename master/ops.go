@@ -284,7 +284,13 @@ func (s *Server) transfer(ctx context.Context, id uint64, to string) error {
 	if err != nil {
 		return err
 	}
+	// The leadership is the Raft group's: every range of it is led by to
+	// now, and the scheduler moves a shared group's leadership only when
+	// all its ranges name the same leader (scheduler Plan.wholeGroup).
 	s.setLeader(id, to)
+	for _, peer := range s.groupPeers(id) {
+		s.setLeader(peer, to)
+	}
 	return nil
 }
 

@@ -181,16 +181,21 @@ func (s *Server) execute(ctx context.Context, o scheduler.Op) error {
 // transferWithEvent moves a range's leadership and records the event.
 func (s *Server) transferWithEvent(ctx context.Context, id uint64, from, to, cause, reason string, figures map[string]float64) error {
 	start := time.Now()
+	peers := s.groupPeers(id)
 	if err := s.transfer(ctx, id, to); err != nil {
 		return err
 	}
 	d, _ := s.rangeDesc(id)
 	msg := fmt.Sprintf("moved leadership of range %d from %s to %s", id, from, to)
+	if len(peers) > 0 {
+		// The leadership is the Raft group's: its other ranges moved too.
+		msg += fmt.Sprintf(", with its Raft group's %d other range(s) %v", len(peers), peers)
+	}
 	if reason != "" {
 		msg += " (" + strings.TrimSpace(reason) + ")"
 	}
 	s.event(&pb.Event{
-		Kind: pb.EventKind_EVENT_KIND_LEADER_TRANSFER, Table: d.GetTable(), RangeIds: []uint64{id},
+		Kind: pb.EventKind_EVENT_KIND_LEADER_TRANSFER, Table: d.GetTable(), RangeIds: append([]uint64{id}, peers...),
 		Servers: []string{from, to}, Figures: figures, Cause: cause,
 		DurationSeconds: time.Since(start).Seconds(), Message: msg,
 	})

@@ -41,20 +41,22 @@ func (balanceLeaderCount) Schedule(p *Plan) {
 			}
 			p.add(r, Op{Kind: TransferLeader, Range: r.ID, From: s.id, To: to.id, Rule: RuleBalanceLeaders,
 				Reason:  "balance leader count",
-				Figures: map[string]float64{"from_leaders": float64(s.leaders), "to_leaders": float64(to.leaders)}})
+				Figures: p.groupFigures(r, map[string]float64{"from_leaders": float64(s.leaders), "to_leaders": float64(to.leaders)})})
 			break
 		}
 	}
 }
 
 // fewestLeadersFollower is the follower of r leading at least two fewer
-// ranges than s and the fewest, to which moving r does not flip the load.
+// ranges than s (twice the ranges of r's group, whose leadership moves
+// with r's: the gap must exceed what moves, or the counts would flip) and
+// the fewest, to which moving r does not flip the load.
 func (p *Plan) fewestLeadersFollower(r *Range, s *serverStat) *serverStat {
 	var best *serverStat
-	l := r.entitiesPerSec()
+	n, l := p.leadUnit(r)
 	for _, rep := range r.Replicas {
 		st := p.servers[rep.Server]
-		if rep.Server == s.id || !p.canLead(r, rep.Server) || p.cooling(st) || s.leaders-st.leaders < 2 {
+		if rep.Server == s.id || !p.canLead(r, rep.Server) || p.cooling(st) || s.leaders-st.leaders < 2*n {
 			continue
 		}
 		if l > 0 && st.leaderLoad+l > s.leaderLoad-l {

@@ -18,8 +18,8 @@ func (balanceLeaderFill) Schedule(p *Plan) {
 		if r, from := p.leaderToTake(s); r != nil {
 			p.add(r, Op{Kind: TransferLeader, Range: r.ID, From: from.id, To: s.id, Rule: RuleBalanceLeaderFill,
 				Reason: fmt.Sprintf("server leads %.0f entities/s, mean %.0f", s.leaderLoad, mean),
-				Figures: map[string]float64{"from_entities_per_sec": from.leaderLoad, "to_entities_per_sec": s.leaderLoad,
-					"mean_entities_per_sec": mean, "range_entities_per_sec": r.entitiesPerSec()}})
+				Figures: p.groupFigures(r, map[string]float64{"from_entities_per_sec": from.leaderLoad, "to_entities_per_sec": s.leaderLoad,
+					"mean_entities_per_sec": mean, "range_entities_per_sec": p.leadLoad(r)})})
 		}
 	})
 }
@@ -36,8 +36,11 @@ func (p *Plan) leaderToTake(s *serverStat) (*Range, *serverStat) {
 	var bestFrom *serverStat
 	for _, r := range p.heldBy(s.id) {
 		from := p.stat(r.Leader)
-		l := r.entitiesPerSec()
-		if from == nil || from == s || from.silent || l <= 0 || !p.movable(r) || p.cooling(from) || !p.canLead(r, s.id) {
+		if from == nil || from == s || from.silent || !p.movable(r) || p.cooling(from) || !p.canLead(r, s.id) {
+			continue
+		}
+		l := p.leadLoad(r)
+		if l <= 0 {
 			continue
 		}
 		if !p.narrows(from.leaderLoad, s.leaderLoad, l) || (bestFrom != nil && from.leaderLoad <= bestFrom.leaderLoad) {

@@ -23,8 +23,8 @@ func (balanceLeaderLoad) Schedule(p *Plan) {
 		if r, to := p.sheddableLeader(s); r != nil {
 			p.add(r, Op{Kind: TransferLeader, Range: r.ID, From: s.id, To: to.id, Rule: RuleBalanceLeaderLoad,
 				Reason: fmt.Sprintf("server leads %.0f entities/s, mean %.0f", s.leaderLoad, mean),
-				Figures: map[string]float64{"from_entities_per_sec": s.leaderLoad, "to_entities_per_sec": to.leaderLoad,
-					"mean_entities_per_sec": mean, "range_entities_per_sec": r.entitiesPerSec()}})
+				Figures: p.groupFigures(r, map[string]float64{"from_entities_per_sec": s.leaderLoad, "to_entities_per_sec": to.leaderLoad,
+					"mean_entities_per_sec": mean, "range_entities_per_sec": p.leadLoad(r)})})
 		}
 	})
 }
@@ -34,14 +34,18 @@ func (p *Plan) overloaded(s *serverStat, mean float64) bool {
 }
 
 // sheddableLeader picks the range led by s whose move to its coolest
-// eligible follower lowers the larger of the two servers' loads the most.
+// eligible follower lowers the larger of the two servers' loads the most
+// (a range that shares its Raft group: the group's, leadUnit).
 func (p *Plan) sheddableLeader(s *serverStat) (*Range, *serverStat) {
 	var best *Range
 	var bestTo *serverStat
 	bestMax := s.leaderLoad
 	for _, r := range p.ledBy(s.id) {
-		l := r.entitiesPerSec()
-		if l <= 0 || !p.movable(r) {
+		if !p.movable(r) {
+			continue
+		}
+		l := p.leadLoad(r)
+		if l <= 0 {
 			continue
 		}
 		to := p.coolestFollower(r, s.id)

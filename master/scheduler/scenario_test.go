@@ -692,6 +692,7 @@ func (w *world) applyLast() string {
 		case Merge:
 			w.merge(r, w.find(o.Right))
 		case Move:
+			w.isolate(r)
 			if rep := r.replica(o.From); rep != nil {
 				*rep = Replica{Server: o.To, Applied: rep.Applied}
 			}
@@ -700,7 +701,12 @@ func (w *world) applyLast() string {
 				r.Leader = o.To
 			}
 		case TransferLeader:
-			r.Leader = o.To
+			// The leadership of the range's whole Raft group.
+			for _, sp := range w.ranges {
+				if groupKey(sp) == groupKey(r) {
+					sp.Leader = o.To
+				}
+			}
 		}
 		w.recent = append(w.recent, o)
 	}
@@ -727,6 +733,18 @@ func (w *world) moveBytes(r *Range, from, to string) {
 	}
 }
 
+// isolate has r leave its Raft group before a move, as the master does
+// (Server.isolate): a range that is not its group's namesake leaves it; the
+// namesake's siblings leave instead, each a group of its own.
+func (w *world) isolate(r *Range) {
+	g := groupKey(r)
+	for _, sp := range w.ranges {
+		if groupKey(sp) == g && sp.ID != g && (sp == r || r.ID == g) {
+			sp.Group = 0
+		}
+	}
+}
+
 func (w *world) split(r *Range, o Op) uint64 {
 	key := o.Key
 	if key == "" {
@@ -736,6 +754,9 @@ func (w *world) split(r *Range, o Op) uint64 {
 		Replicas: append([]Replica(nil), r.Replicas...), Leader: r.Leader}
 	if o.To != "" {
 		right.Leader = o.To
+	}
+	if o.InGroup {
+		right.Group = groupKey(r)
 	}
 	w.nextID++
 	r.End = key
@@ -795,7 +816,11 @@ func (w *world) state() string {
 			replicas[rep.Server]++
 		}
 		eps := r.entitiesPerSec()
-		fmt.Fprintf(&b, "r%d [%s,%s) %s eps=%.0f%s\n", r.ID, r.Start, r.End, strings.Join(reps, " "), eps, w.zonesOf(r))
+		group := ""
+		if groupKey(r) != r.ID {
+			group = fmt.Sprintf(" group=%d", r.Group)
+		}
+		fmt.Fprintf(&b, "r%d [%s,%s) %s eps=%.0f%s%s\n", r.ID, r.Start, r.End, strings.Join(reps, " "), eps, group, w.zonesOf(r))
 		load[r.Leader] += eps
 		leaders[r.Leader]++
 	}

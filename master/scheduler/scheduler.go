@@ -50,9 +50,9 @@ type Plan struct {
 	order   []*serverStat // as in snap.Servers
 	held    map[string][]*Range
 	led     map[string][]*Range
-	// groups counts the ranges each Raft group serves (groupKey); nil
-	// when every group serves one range (countGroups).
-	groups map[uint64]int
+	// groups holds each Raft group (groupKey) with the ranges it serves;
+	// nil when every group serves one range (countGroups).
+	groups map[uint64]*groupStat
 	// hot, big and cold index the ranges (in snapshot order) the split and
 	// merge policies can act on, found in NewPlan's one pass over the
 	// ranges: at 100,000 ranges a pass per policy dominated a run.
@@ -152,6 +152,9 @@ func NewPlan(cfg Config, snap *Snapshot) *Plan {
 		if o.Kind == Merge && merging[o.Range] != nil && merging[o.Right] != nil {
 			p.occupyColocation(merging[o.Range], merging[o.Right])
 		}
+	}
+	if grouped {
+		p.occupyTransferred(snap.InFlight)
 	}
 	for _, o := range snap.Recent {
 		p.noteRecent(o)
@@ -316,8 +319,11 @@ func (p *Plan) add(r *Range, o Op) bool {
 			p.joinGroup(r)
 		}
 	}
-	if o.Kind == TransferLeader && o.balancing() {
-		p.moved.add(o.Range)
+	if o.Kind == TransferLeader {
+		if o.balancing() {
+			p.moved.add(o.Range)
+		}
+		p.occupyGroup(r, o.balancing())
 	}
 	p.occupy(o)
 	p.noteSplit(o)
@@ -336,16 +342,18 @@ func groupKey(r *Range) uint64 {
 }
 
 // groupAllows reports whether o may run on r's Raft group as it is
-// (docs/range-groups.md): a range that shares its group does not have its
-// leadership balanced (a transfer moves every span's, which the balancing
-// rules count one range at a time, and would send the group back and
-// forth). Leaderships still leave a slow, skewed or draining server, with
-// the whole group. Moves are allowed: the master first moves the range
-// out of its group (a group split, Server.isolate), then moves it alone.
+// (docs/range-groups.md): a transfer moves the leadership of every range
+// of the group, so the balancing rules move a shared group's leadership
+// only as one unit (wholeGroup: through its first range, weighing the
+// sum of its ranges' load and their count), never one span at a time,
+// which would count the group as one range and send it back and forth.
+// Leaderships leave a slow, skewed or draining server with the whole
+// group too. Moves are allowed: the master first moves the range out of
+// its group (a group split, Server.isolate), then moves it alone.
 // (Merges are allowed too: of two spans of one group, one entry in its
 // log; of ranges of two groups, the freeze and take-over as ever.)
 func (p *Plan) groupAllows(r *Range, o Op) bool {
-	return o.Kind != TransferLeader || !o.balancing() || !p.shared(r)
+	return o.Kind != TransferLeader || !o.balancing() || !p.shared(r) || p.wholeGroup(r)
 }
 
 func (p *Plan) occupy(o Op) {
@@ -414,19 +422,112 @@ func (p *Plan) narrows(from, to, l float64) bool {
 }
 
 // movable reports whether a balancing rule may move r's leadership: it is
-// free and was not moved for balance within LeaderMoveCooldown.
-func (p *Plan) movable(r *Range) bool { return p.free(r) && !p.moved.has(r.ID) && !p.shared(r) }
+// free and was not moved for balance within LeaderMoveCooldown, and, when
+// it shares its Raft group, it stands for the whole group (wholeGroup).
+func (p *Plan) movable(r *Range) bool {
+	return p.free(r) && !p.moved.has(r.ID) && (!p.shared(r) || p.wholeGroup(r))
+}
 
 // shared reports whether r shares its Raft group with other ranges
 // (groupAllows).
 func (p *Plan) shared(r *Range) bool { return p.groupSize(r) > 1 }
+
+// groupStat is a Raft group serving several ranges, as the plan sees it.
+type groupStat struct {
+	// n counts its ranges, with those the pass's in-group splits add.
+	n int
+	// spans are its ranges in the snapshot, in snapshot order.
+	spans []*Range
+}
 
 // groupSize is how many ranges r's Raft group serves.
 func (p *Plan) groupSize(r *Range) int {
 	if p.groups == nil {
 		return 1
 	}
-	return p.groups[groupKey(r)]
+	return p.groups[groupKey(r)].n
+}
+
+// wholeGroup reports whether a balancing rule may move the leadership of
+// r's shared group through r: r is the group's first range (one range
+// stands for the group, so a pass weighs it once), no range of the group
+// is busy, frozen or was moved for balance within LeaderMoveCooldown, no
+// split of this pass adds to it, and every range reports the same leader
+// (after a transfer, until each span's report has caught up, the group's
+// leader is not known for all of them).
+func (p *Plan) wholeGroup(r *Range) bool {
+	g := p.groups[groupKey(r)]
+	if g == nil || len(g.spans) == 0 || g.spans[0] != r || g.n != len(g.spans) {
+		return false
+	}
+	for _, sp := range g.spans {
+		if !p.free(sp) || p.moved.has(sp.ID) || sp.Leader != r.Leader {
+			return false
+		}
+	}
+	return true
+}
+
+// leadUnit is what a transfer of r's leadership moves: how many ranges
+// and their load (every range of r's group).
+func (p *Plan) leadUnit(r *Range) (ranges int, load float64) {
+	if !p.shared(r) {
+		return 1, r.entitiesPerSec()
+	}
+	for _, sp := range p.groups[groupKey(r)].spans {
+		ranges++
+		load += sp.entitiesPerSec()
+	}
+	return ranges, load
+}
+
+// leadLoad is leadUnit's load.
+func (p *Plan) leadLoad(r *Range) float64 {
+	_, l := p.leadUnit(r)
+	return l
+}
+
+// groupFigures adds to a leadership transfer's figures how many ranges
+// move with it when r shares its Raft group.
+func (p *Plan) groupFigures(r *Range, f map[string]float64) map[string]float64 {
+	if n := p.groupSize(r); n > 1 {
+		f["group_ranges"] = float64(n)
+	}
+	return f
+}
+
+// occupyGroup marks busy, and when balancing moved, every range of r's
+// group but r, which a transfer of r's leadership moves along: no other
+// operation of the pass may count them as led where they were.
+func (p *Plan) occupyGroup(r *Range, balancing bool) {
+	if !p.shared(r) {
+		return
+	}
+	for _, sp := range p.groups[groupKey(r)].spans {
+		p.busy.add(sp.ID)
+		if balancing {
+			p.moved.add(sp.ID)
+		}
+	}
+}
+
+// occupyTransferred marks busy every range of a group whose leadership a
+// transfer in flight is moving (occupyGroup).
+func (p *Plan) occupyTransferred(inflight []Op) {
+	var ids idSet
+	for _, o := range inflight {
+		if o.Kind == TransferLeader {
+			ids.add(o.Range)
+		}
+	}
+	if len(ids) == 0 {
+		return
+	}
+	for _, r := range p.snap.Ranges {
+		if ids.has(r.ID) {
+			p.occupyGroup(r, false)
+		}
+	}
 }
 
 // joinGroup counts a range an in-group split of r adds to r's group, so
@@ -435,19 +536,25 @@ func (p *Plan) joinGroup(r *Range) {
 	if p.groups == nil {
 		p.countGroups()
 	}
-	p.groups[groupKey(r)]++
+	p.groups[groupKey(r)].n++
 }
 
-// countGroups counts the ranges of each Raft group. Only called when some
+// countGroups indexes the ranges of each Raft group. Only called when some
 // range is a span of another range's group, or a split of the pass adds
 // one (joinGroup): a group of several ranges has at least one whose id is
 // not the group's (ids are unique), so without one every group is one
 // range (groupSize), and the plan spares a map the size of the cluster's
 // ranges at every pass.
 func (p *Plan) countGroups() {
-	p.groups = make(map[uint64]int)
+	p.groups = make(map[uint64]*groupStat)
 	for _, r := range p.snap.Ranges {
-		p.groups[groupKey(r)]++
+		g := p.groups[groupKey(r)]
+		if g == nil {
+			g = &groupStat{}
+			p.groups[groupKey(r)] = g
+		}
+		g.n++
+		g.spans = append(g.spans, r)
 	}
 }
 
@@ -486,13 +593,13 @@ func (p *Plan) apply(r *Range, o Op) {
 			to.take(r)
 		}
 	case TransferLeader:
-		l := r.entitiesPerSec()
+		n, l := p.leadUnit(r)
 		if from != nil {
-			from.leaders--
+			from.leaders -= n
 			from.leaderLoad -= l
 		}
 		if to != nil {
-			to.leaders++
+			to.leaders += n
 			to.leaderLoad += l
 		}
 	case Split:
