@@ -41,6 +41,10 @@ type cluster struct {
 	view    []*scheduler.Range
 	dirty   bool // ranges changed shape: view and masses must be rebuilt
 	nextID  uint64
+	// grouped: some range is a span of another range's Raft group (an
+	// in-group split, --shared-host), so leadership transfers and moves
+	// act on groups (sameGroup, isolate).
+	grouped bool
 	// leaderless counts ranges waiting for an election.
 	leaderless int
 	// moved: a leadership changed since the last full pass.
@@ -242,10 +246,70 @@ func (c *cluster) apply(o scheduler.Op) bool {
 		if !ok || !c.servers[t].Live || !r.sched.HasReplica(o.To) || r.leader < 0 {
 			return false
 		}
-		r.leader, r.sched.Leader = t, c.servers[t].ID
+		// The leadership is the Raft group's: every span of it moves.
+		for _, x := range c.sameGroup(r) {
+			x.leader, x.sched.Leader = t, c.servers[t].ID
+		}
 		c.moved = true
 	}
 	return true
+}
+
+// groupOf is the Raft group serving r (its own id unless it is a span of
+// another range's group).
+func groupOf(r *srange) uint64 {
+	if r.sched.Group != 0 {
+		return r.sched.Group
+	}
+	return r.sched.ID
+}
+
+// sameGroup lists the ranges of r's Raft group, r among them.
+func (c *cluster) sameGroup(r *srange) []*srange {
+	if !c.grouped {
+		return []*srange{r}
+	}
+	var out []*srange
+	for _, x := range c.ranges {
+		if groupOf(x) == groupOf(r) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// isolate has r leave its Raft group before a move, as the master does (a
+// group split): a span born in the group leaves it; for the group's
+// namesake, its siblings leave instead, each a group of its own.
+func (c *cluster) isolate(r *srange) {
+	g := groupOf(r)
+	for _, x := range c.sameGroup(r) {
+		if x.sched.ID != g && (x == r || r.sched.ID == g) {
+			x.sched.Group = 0
+		}
+	}
+}
+
+// groups counts the Raft groups serving the ranges: each present
+// namesake's, and once each the groups whose namesake was merged away.
+func (c *cluster) groups() int {
+	if !c.grouped {
+		return len(c.ranges)
+	}
+	n := 0
+	var orphans map[uint64]bool
+	for _, x := range c.ranges {
+		g := groupOf(x)
+		if g == x.sched.ID {
+			n++
+		} else if c.byID[g] == nil {
+			if orphans == nil {
+				orphans = map[uint64]bool{}
+			}
+			orphans[g] = true
+		}
+	}
+	return n + len(orphans)
 }
 
 func (c *cluster) split(i int, r *srange, o scheduler.Op) bool {
@@ -264,7 +328,10 @@ func (c *cluster) split(i int, r *srange, o scheduler.Op) bool {
 	right := &srange{lo: pos, hi: r.hi, leader: r.leader, grown: c.step - 1}
 	right.sched = scheduler.Range{ID: c.nextID, TableID: 1, Table: "sim", Start: keyOf(pos), End: r.sched.End,
 		Replicas: append([]scheduler.Replica(nil), r.sched.Replicas...), Leader: r.sched.Leader}
-	if t, ok := c.index[o.To]; ok && c.servers[t].Live && r.leader >= 0 {
+	if o.InGroup {
+		// A span of r's group: led with it, whatever o.To says.
+		right.sched.Group, c.grouped = groupOf(r), true
+	} else if t, ok := c.index[o.To]; ok && c.servers[t].Live && r.leader >= 0 {
 		right.leader, right.sched.Leader = t, c.servers[t].ID
 	}
 	c.nextID++
@@ -300,6 +367,7 @@ func (c *cluster) move(r *srange, from, to string) bool {
 	if !ok || !c.servers[t].Live || r.sched.HasReplica(to) || !r.sched.HasReplica(from) {
 		return false
 	}
+	c.isolate(r)
 	reps := make([]scheduler.Replica, 0, len(r.sched.Replicas))
 	for _, rep := range r.sched.Replicas {
 		if rep.Server == from {

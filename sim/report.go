@@ -34,6 +34,7 @@ type Report struct {
 	ServedShare  float64        `json:"served_over_offered"`
 	FinalSpread  float64        `json:"final_spread"`
 	RangesAtEnd  int            `json:"ranges_at_end"`
+	GroupsAtEnd  int            `json:"raft_groups_at_end"`
 	stableFor    time.Duration
 	eventAt      time.Duration
 	minutes      map[int]map[string]int
@@ -49,6 +50,7 @@ type Point struct {
 	Served  float64 `json:"served"`
 	Spread  float64 `json:"spread"`
 	Ranges  int     `json:"ranges"`
+	Groups  int     `json:"raft_groups"`
 }
 
 // Minute counts the operations started in one simulated minute, by rule.
@@ -63,8 +65,8 @@ func newReport(cfg Config) *Report {
 		OpsByRule: map[string]int{}, minutes: map[int]map[string]int{}, stableFor: 30 * time.Second, eventAt: cfg.EventAt}
 }
 
-func (r *Report) sample(t time.Duration, offered, served, spread float64, ranges int) {
-	r.Points = append(r.Points, Point{T: t.Seconds(), Offered: offered, Served: served, Spread: spread, Ranges: ranges})
+func (r *Report) sample(t time.Duration, offered, served, spread float64, ranges, groups int) {
+	r.Points = append(r.Points, Point{T: t.Seconds(), Offered: offered, Served: served, Spread: spread, Ranges: ranges, Groups: groups})
 }
 
 // timedOp is an operation and the simulated time it started.
@@ -107,7 +109,7 @@ func (r *Report) finish(elapsed time.Duration) {
 		r.ServedShare = served / offered
 	}
 	if n := len(r.Points); n > 0 {
-		r.FinalSpread, r.RangesAtEnd = r.Points[n-1].Spread, r.Points[n-1].Ranges
+		r.FinalSpread, r.RangesAtEnd, r.GroupsAtEnd = r.Points[n-1].Spread, r.Points[n-1].Ranges, r.Points[n-1].Groups
 	}
 }
 
@@ -136,8 +138,8 @@ func (r *Report) WriteJSON(w io.Writer) error {
 // Summary is a few lines for a terminal.
 func (r *Report) Summary() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "workload %s: %d servers, %d ranges (%d at the end), %.0f s simulated in %.1f s\n",
-		r.Workload, r.Servers, r.Ranges, r.RangesAtEnd, r.DurationSec, r.ElapsedSec)
+	fmt.Fprintf(&b, "workload %s: %d servers, %d ranges (%d at the end, in %d Raft groups), %.0f s simulated in %.1f s\n",
+		r.Workload, r.Servers, r.Ranges, r.RangesAtEnd, r.GroupsAtEnd, r.DurationSec, r.ElapsedSec)
 	fmt.Fprintf(&b, "served/offered %.3f; spread (max/mean leader load) before the event %.2f, peak after %.2f, final %.2f\n",
 		r.ServedShare, r.SpreadBefore, r.PeakSpread, r.FinalSpread)
 	if r.AbsorbSec >= 0 {
@@ -215,7 +217,7 @@ func downsample(ps []Point, n int) []Point {
 	var out []Point
 	for i := 0; i < len(ps); i += k {
 		end := min(i+k, len(ps))
-		agg := Point{T: ps[i].T, Ranges: ps[end-1].Ranges}
+		agg := Point{T: ps[i].T, Ranges: ps[end-1].Ranges, Groups: ps[end-1].Groups}
 		for _, p := range ps[i:end] {
 			agg.Offered += p.Offered / float64(end-i)
 			agg.Served += p.Served / float64(end-i)
@@ -230,7 +232,7 @@ var page = template.Must(template.New("report").Parse(`<!doctype html>
 <html><head><meta charset="utf-8"><title>tablestore sim: {{.R.Workload}}</title>
 <style>body{font-family:sans-serif;margin:2em;max-width:900px}td,th{padding:2px 10px;text-align:left}</style></head>
 <body><h1>tablestore sim: {{.R.Workload}}</h1>
-<p>{{.R.Servers}} servers, {{.R.Ranges}} ranges at the start ({{.R.RangesAtEnd}} at the end), {{printf "%.0f" .R.DurationSec}} s simulated in {{printf "%.1f" .R.ElapsedSec}} s; event at {{printf "%.0f" .R.EventAtSec}} s (dashed line); server capacity {{printf "%.0f" .R.Capacity}} entities/s; seed {{.R.Seed}}.</p>
+<p>{{.R.Servers}} servers, {{.R.Ranges}} ranges at the start ({{.R.RangesAtEnd}} at the end, in {{.R.GroupsAtEnd}} Raft groups), {{printf "%.0f" .R.DurationSec}} s simulated in {{printf "%.1f" .R.ElapsedSec}} s; event at {{printf "%.0f" .R.EventAtSec}} s (dashed line); server capacity {{printf "%.0f" .R.Capacity}} entities/s; seed {{.R.Seed}}.</p>
 <table>
 <tr><th>served / offered</th><td>{{printf "%.3f" .R.ServedShare}}</td></tr>
 <tr><th>spread before the event (max/mean leader load)</th><td>{{printf "%.2f" .R.SpreadBefore}}</td></tr>
@@ -247,16 +249,16 @@ var page = template.Must(template.New("report").Parse(`<!doctype html>
 func (r *Report) WriteHTML(w io.Writer) error {
 	ps := downsample(r.Points, 720)
 	x := make([]float64, len(ps))
-	off, srv, spr, rng := make([]float64, len(ps)), make([]float64, len(ps)), make([]float64, len(ps)), make([]float64, len(ps))
+	off, srv, spr, rng, grp := make([]float64, len(ps)), make([]float64, len(ps)), make([]float64, len(ps)), make([]float64, len(ps)), make([]float64, len(ps))
 	for i, p := range ps {
-		x[i], off[i], srv[i], spr[i], rng[i] = p.T, p.Offered, p.Served, p.Spread, float64(p.Ranges)
+		x[i], off[i], srv[i], spr[i], rng[i], grp[i] = p.T, p.Offered, p.Served, p.Spread, float64(p.Ranges), float64(p.Groups)
 	}
 	mark := r.EventAtSec
 	charts := []template.HTML{
 		chart("Throughput (entities/s)", x, []line{{"offered", colors[0], off}, {"served", colors[2], srv}}, mark, 0),
 		chart("Load spread: most-loaded server / mean (red: target)", x, []line{{"max/mean leader load", colors[0], spr}}, mark, r.Target),
 		r.opsChart(mark),
-		chart("Ranges", x, []line{{"ranges", colors[4], rng}}, mark, 0),
+		chart("Ranges and Raft groups", x, []line{{"ranges", colors[4], rng}, {"Raft groups", colors[1], grp}}, mark, 0),
 	}
 	return page.Execute(w, struct {
 		R      *Report

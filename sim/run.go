@@ -118,7 +118,7 @@ func (r *runner) measure(scheduling bool) {
 			served += min(l, r.cfg.Capacity)
 		}
 	}
-	r.rep.sample(r.now, r.offered, served, r.spread(), len(c.ranges))
+	r.rep.sample(r.now, r.offered, served, r.spread(), len(c.ranges), c.groups())
 }
 
 // pass computes every range's load report and every server's load as

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"tablestore/master/scheduler"
 )
 
 func small(workload string) Config {
@@ -137,4 +139,38 @@ func TestCapacityTargetModel(t *testing.T) {
 	if rep.OpsByRule["merge-cold"] > 0 {
 		t.Fatalf("merged under load (thrash)\n%s", rep.Summary())
 	}
+}
+
+// TestSharedHostGroups: with --shared-host the scheduler's splits stay in
+// their range's Raft group, and the simulator keeps the groups: the hot
+// spot still spreads (leaderships of whole groups, spans moved out of their
+// groups), over fewer Raft groups than ranges.
+func TestSharedHostGroups(t *testing.T) {
+	cfg := small("hot-partition")
+	cfg.Scheduler.SharedHost = true
+	cfg.Scheduler.SplitLoad = 300 // the hot ranges' 500 entities/s split
+	rep, err := Run(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(rep.Summary())
+	if rep.RangesAtEnd <= cfg.Ranges {
+		t.Fatalf("no split: %d ranges at the end, the test proves nothing", rep.RangesAtEnd)
+	}
+	if rep.GroupsAtEnd >= rep.RangesAtEnd || rep.GroupsAtEnd < cfg.Ranges/2 {
+		t.Fatalf("%d Raft groups for %d ranges at the end: in-group splits not kept", rep.GroupsAtEnd, rep.RangesAtEnd)
+	}
+	if rep.PeakSpread <= rep.Target || rep.AbsorbSec < 0 {
+		t.Fatalf("peak spread %.2f, absorbed after %.0f s: want the hot spot absorbed", rep.PeakSpread, rep.AbsorbSec)
+	}
+	groupMoves := 0
+	for _, o := range rep.ops {
+		if o.op.Kind == scheduler.TransferLeader && o.op.Figures["group_ranges"] > 1 {
+			groupMoves++
+		}
+	}
+	if groupMoves == 0 {
+		t.Fatalf("no leadership of a group of several ranges moved: %v", rep.OpsByRule)
+	}
+	t.Logf("%d transfers of a group's leadership", groupMoves)
 }
