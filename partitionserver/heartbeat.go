@@ -52,6 +52,31 @@ type reportState struct {
 	// pending: the last reconcile left work (a create that failed or
 	// waits for a split, a delete): the next answer reconciles again.
 	pending bool
+	// unopened is, per assigned range the state file holds and no replica
+	// here serves (lifecycle.Assignment.Stranded), when a reconcile first
+	// saw it so.
+	unopened map[uint64]time.Time
+}
+
+// strandedAfter is how long a stored, assigned range may stay without a
+// replica here before reconcile opens it: far longer than a split's
+// RangeCreated takes to start it, so the two never race in practice (and
+// if they do, the registry's slot is created once: addSlot).
+const strandedAfter = 5 * time.Second
+
+// stranded reports whether range id, unopened now (stored, not hosted, no
+// replica here covering its start), has been so for strandedAfter, and
+// remembers it in next.
+func (rp *reportState) stranded(id uint64, unopened bool, now time.Time, next map[uint64]time.Time) bool {
+	if !unopened {
+		return false
+	}
+	since, ok := rp.unopened[id]
+	if !ok {
+		since = now
+	}
+	next[id] = since
+	return now.Sub(since) >= strandedAfter
 }
 
 // take holds the assignments of an answer that carries them.
@@ -301,9 +326,12 @@ func (s *Server) reconcile(rp *reportState, retired map[uint64]uint64) (pending 
 	// positive proof of a later generation of their range that does not
 	// list this server (master/replicagc.go), at once when one holds up an
 	// assigned range (chaos seed 299).
+	now, unopened := time.Now(), map[uint64]time.Time{}
+	defer func() { rp.unopened = unopened }()
 	for _, d := range rp.assigned {
 		a, parent := s.assignment(d)
 		a.Started = a.Generation == 1 && rp.started(d.GetRangeId())
+		a.Stranded = rp.stranded(d.GetRangeId(), a.Stored && !a.Parent && s.slotOf(d.GetRangeId()) == nil, now, unopened)
 		p := lifecycle.Assigned(a)
 		if p == lifecycle.Keep {
 			continue
@@ -322,6 +350,10 @@ func (s *Server) reconcile(rp *reportState, retired map[uint64]uint64) (pending 
 		case lifecycle.Join:
 			// Empty: not before the master gave it a join floor.
 			s.joinAssigned(d, rp.raftAddrs)
+		case lifecycle.OpenStored:
+			if err := s.openStored(d.GetRangeId()); err != nil {
+				s.logger.Warn("opening a stored range no replica here serves failed", "range", d.GetRangeId(), "err", err)
+			}
 		case lifecycle.WakeParent:
 			go func() {
 				if _, err := s.wake(parent, lifecycle.Request, "assigned range still in its parent", s.wakeWait()); err != nil {

@@ -137,6 +137,10 @@ var (
 		Namespace: "tablestore", Subsystem: "partitionserver", Name: "bootstrap_unchecked_total",
 		Help: "Generation-1 replicas bootstrapped from the map's assignments under a master that records no range starts (older version): unprotected if the range had started and this server lost its replica.",
 	})
+	strandedOpenedTotal = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "tablestore", Subsystem: "partitionserver", Name: "stranded_ranges_opened_total",
+		Help: "Assigned ranges the state file held and no replica here served (a split applied here whose start failed), opened by the heartbeat's reconcile as a restart would.",
+	})
 	quietAnswersTotal = prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: "tablestore", Subsystem: "partitionserver", Name: "quiet_answers_total",
 		Help: "Raft AppendEntries, pre-votes and votes answered for a quiet range without opening it.",
@@ -170,5 +174,5 @@ var (
 )
 
 func init() {
-	prometheus.MustRegister(lifecycleTransitionsTotal, quiescedTotal, joinFloorRefusalsTotal, joinWithoutFloorTotal, joinAtBirthTotal, bootstrapUncheckedTotal, quietAnswersTotal, quietVotesTotal, quietStoredTotal, wakeSeconds, quietReadsTotal, quietReadSeconds, quietConfirmsTotal)
+	prometheus.MustRegister(lifecycleTransitionsTotal, quiescedTotal, joinFloorRefusalsTotal, joinWithoutFloorTotal, joinAtBirthTotal, bootstrapUncheckedTotal, strandedOpenedTotal, quietAnswersTotal, quietVotesTotal, quietStoredTotal, wakeSeconds, quietReadsTotal, quietReadSeconds, quietConfirmsTotal)
 }

@@ -1155,7 +1155,11 @@ func (s *Server) RangeCreated(parent uint64, desc *pb.RangeDescriptor, preferred
 			s.logger.Warn("split range lists no replica on this server: not started, its state deleted", "range", desc.GetRangeId(), "parent", parent, "err", err)
 			return
 		}
-		if _, err := s.create(desc, true, fast, fast, "split", joinFloor{}); err != nil {
+		err := failpoint.Inject("partitionserver/split/start-fails") // tests: a start that fails without a crash
+		if err == nil {
+			_, err = s.create(desc, true, fast, fast, "split", joinFloor{})
+		}
+		if err != nil {
 			if !errors.Is(err, ErrShuttingDown) {
 				s.logger.Error("starting split range failed", "range", desc.GetRangeId(), "err", err)
 			}
@@ -1163,6 +1167,32 @@ func (s *Server) RangeCreated(parent uint64, desc *pb.RangeDescriptor, preferred
 		}
 		s.logger.Info("split range started", "range", desc.GetRangeId(), "parent", parent, "start", desc.GetStart(), "end", desc.GetEnd())
 	}()
+}
+
+// openStored opens a range the state file holds and no replica here serves
+// as a start would (splitLeftover, found): a split's new range whose start
+// failed here (RangeCreated logged why), which the master assigns to this
+// server (lifecycle.OpenStored). Without it, only a restart opened it.
+func (s *Server) openStored(id uint64) error {
+	defer s.lockRange(id)()
+	if s.slotOf(id) != nil {
+		return nil // opened meanwhile
+	}
+	st, err := s.store.RangeState(id)
+	if err != nil || st == nil {
+		return err
+	}
+	ran := slices.Contains(s.logs.Groups(), id) || exists(replicaDir(s.cfg.DataDir, id))
+	if splitLeftover(st, s.id, ran) {
+		s.logger.Warn("split range lists no replica on this server: its stored state deleted", "range", id)
+		return s.deleteReplicaLocked(id, 0, 0)
+	}
+	if err := s.found(st); err != nil {
+		return err
+	}
+	strandedOpenedTotal.Inc()
+	s.logger.Warn("stored range no replica here served opened (its start had failed)", "range", id, "state", s.slotOf(id).State().String())
+	return nil
 }
 
 // servesOthers reports whether sl's group has spans besides range id whose

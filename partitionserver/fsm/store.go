@@ -428,6 +428,23 @@ func (s *Store) RangeStates() ([]*pb.RangeState, error) {
 	return out, err
 }
 
+// RangeState is the range's stored state, nil when the file holds none.
+func (s *Store) RangeState(rangeID uint64) (*pb.RangeState, error) {
+	var st *pb.RangeState
+	err := s.db.View(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bucketRanges).Get(u64(rangeID))
+		if v == nil {
+			return nil
+		}
+		st = &pb.RangeState{}
+		if err := proto.Unmarshal(v, st); err != nil {
+			return fmt.Errorf("fsm: range state %d: %w", rangeID, err)
+		}
+		return nil
+	})
+	return st, err
+}
+
 // HasRange reports whether the file holds the range's state.
 func (s *Store) HasRange(rangeID uint64) (bool, error) {
 	var has bool

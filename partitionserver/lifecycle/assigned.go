@@ -14,6 +14,12 @@ type Assignment struct {
 	// Stored: the state file holds the range (a split applied here that
 	// has not started it yet).
 	Stored bool
+	// Stranded: Stored, no replica of the range (not even one being
+	// removed) has been registered here for longer than a split takes to
+	// start its new range, and the file is readable: the split applied
+	// here, but starting the range failed (RangeCreated: reading its state,
+	// registering it), and nothing but a restart would open it.
+	Stranded bool
 	// Parent: a replica here of the same table still covers the range's
 	// start key (the split that creates the range has yet to reach it,
 	// through its log or a snapshot); ParentQuiet: that replica is quiet.
@@ -53,10 +59,13 @@ const (
 	// AwaitSplit: the split comes through this server's own replica of
 	// the parent (creating the range earlier would fork it).
 	AwaitSplit
+	// OpenStored: open the stored range as a start finds it (Stranded):
+	// what a restart would do, without the restart.
+	OpenStored
 )
 
 func (p Placement) String() string {
-	return [...]string{"keep", "bootstrap", "join", "wake-parent", "await-split"}[p]
+	return [...]string{"keep", "bootstrap", "join", "wake-parent", "await-split", "open-stored"}[p]
 }
 
 // Assigned decides what to do about an assigned range.
@@ -72,6 +81,8 @@ func Assigned(a Assignment) Placement {
 		return Join
 	case a.Parent && a.ParentQuiet:
 		return WakeParent
+	case a.Stored && a.Stranded && !a.Parent:
+		return OpenStored
 	default:
 		return AwaitSplit
 	}

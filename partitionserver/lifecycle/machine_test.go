@@ -199,7 +199,7 @@ func replyName(r Reply) string {
 	return map[Reply]string{Wake: "wake", Ack: "ack", Deny: "deny", Grant: "grant", Store: "store"}[r]
 }
 
-// assignedLine parses "assigned gen=G [hosted] [started] [stored] [parent] [parent-quiet]".
+// assignedLine parses "assigned gen=G [hosted] [started] [stored] [stranded] [parent] [parent-quiet]".
 func assignedLine(t *testing.T, args []string) string {
 	var a Assignment
 	for _, arg := range args {
@@ -216,6 +216,8 @@ func assignedLine(t *testing.T, args []string) string {
 			a.Started = true
 		case "stored":
 			a.Stored = true
+		case "stranded":
+			a.Stored, a.Stranded = true, true
 		case "parent":
 			a.Parent = true
 		case "parent-quiet":
