@@ -45,6 +45,9 @@ type cluster struct {
 	// in-group split, --shared-host), so leadership transfers and moves
 	// act on groups (sameGroup, isolate).
 	grouped bool
+	// groupCount is groups()'s answer while groupsStale is false.
+	groupCount  int
+	groupsStale bool
 	// leaderless counts ranges waiting for an election.
 	leaderless int
 	// moved: a leadership changed since the last full pass.
@@ -285,7 +288,7 @@ func (c *cluster) isolate(r *srange) {
 	g := groupOf(r)
 	for _, x := range c.sameGroup(r) {
 		if x.sched.ID != g && (x == r || r.sched.ID == g) {
-			x.sched.Group = 0
+			x.sched.Group, c.groupsStale = 0, true
 		}
 	}
 }
@@ -296,6 +299,10 @@ func (c *cluster) groups() int {
 	if !c.grouped {
 		return len(c.ranges)
 	}
+	if !c.groupsStale {
+		return c.groupCount
+	}
+	c.groupsStale = false
 	n := 0
 	var orphans map[uint64]bool
 	for _, x := range c.ranges {
@@ -309,7 +316,8 @@ func (c *cluster) groups() int {
 			orphans[g] = true
 		}
 	}
-	return n + len(orphans)
+	c.groupCount = n + len(orphans)
+	return c.groupCount
 }
 
 func (c *cluster) split(i int, r *srange, o scheduler.Op) bool {
@@ -343,7 +351,7 @@ func (c *cluster) split(i int, r *srange, o scheduler.Op) bool {
 	copy(c.ranges[i+2:], c.ranges[i+1:])
 	c.ranges[i+1] = right
 	c.byID[right.sched.ID] = right
-	c.dirty = true
+	c.dirty, c.groupsStale = true, true
 	return true
 }
 
@@ -358,7 +366,7 @@ func (c *cluster) merge(i int, r *srange, rightID uint64) bool {
 	r.load.Bytes += right.load.Bytes
 	c.ranges = append(c.ranges[:i+1], c.ranges[i+2:]...)
 	delete(c.byID, rightID)
-	c.dirty = true
+	c.dirty, c.groupsStale = true, true
 	return true
 }
 
