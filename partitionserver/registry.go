@@ -1190,8 +1190,14 @@ func (s *Server) openStored(id uint64) error {
 	if err := s.found(st); err != nil {
 		return err
 	}
+	sl := s.slotOf(id)
+	if sl == nil {
+		// found registered nothing for it: its record names a group
+		// hosted here that does not serve it (or a merge took it since).
+		return fmt.Errorf("%w: range %d: its stored record names group %d, which does not serve it here", ErrRangeNotHosted, id, st.GetRange().GetGroupId())
+	}
 	strandedOpenedTotal.Inc()
-	s.logger.Warn("stored range no replica here served opened (its start had failed)", "range", id, "state", s.slotOf(id).State().String())
+	s.logger.Warn("stored range no replica here served opened (its start had failed)", "range", id, "state", sl.State().String())
 	return nil
 }
 

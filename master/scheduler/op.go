@@ -80,6 +80,10 @@ type Op struct {
 	// InGroup: a Split that keeps the right-hand range in the range's
 	// Raft group (Config.SharedHost); To is then the range's leader.
 	InGroup bool
+	// Group: a TransferLeader of a range that shares its Raft group names
+	// the group whose leadership it moves (0 otherwise), so that the
+	// group's cooldown outlives Range leaving it.
+	Group uint64
 }
 
 // Last is when the operation was last known under way: Done when set,

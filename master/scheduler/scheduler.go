@@ -61,8 +61,10 @@ type Plan struct {
 	big  []*Range // over SplitBytes (SplitBytes > 0)
 	cold []int    // indices of ranges cold for MergeCooldown and under MergeBytes
 	// moved holds the ranges whose leadership a balancing rule moved
-	// within LeaderMoveCooldown.
-	moved idSet
+	// within LeaderMoveCooldown, and movedGroups the Raft groups of
+	// several ranges it moved (Op.Group): a group stays cooling when the
+	// range a transfer named has left it since.
+	moved, movedGroups idSet
 	// splitAt is when each range was last split (as the left half, which
 	// keeps its id), from the operations in flight and recent: when the
 	// split finished (Op.Last), since its report is the old range's until
@@ -174,6 +176,9 @@ func (p *Plan) noteRecent(o Op) {
 	p.cool(o, o.At)
 	if o.Kind == TransferLeader && o.balancing() && p.snap.Now.Sub(o.At) < p.cfg.LeaderMoveCooldown {
 		p.moved.add(o.Range)
+		if o.Group != 0 {
+			p.movedGroups.add(o.Group)
+		}
 	}
 }
 
@@ -321,6 +326,9 @@ func (p *Plan) add(r *Range, o Op) bool {
 		}
 	}
 	if o.Kind == TransferLeader {
+		if p.shared(r) {
+			o.Group = groupKey(r)
+		}
 		if o.balancing() {
 			p.moved.add(o.Range)
 		}
@@ -470,6 +478,9 @@ func (p *Plan) wholeGroup(r *Range) bool {
 	if g == nil || len(g.spans) == 0 || g.spans[0] != r || g.n != len(g.spans) {
 		return false
 	}
+	if p.movedGroups.has(groupKey(r)) {
+		return false
+	}
 	for _, sp := range g.spans {
 		if !p.free(sp) || p.moved.has(sp.ID) || sp.Leader != r.Leader {
 			return false
@@ -478,17 +489,24 @@ func (p *Plan) wholeGroup(r *Range) bool {
 	return true
 }
 
-// leadUnit is what a transfer of r's leadership moves: how many ranges
-// and their load (every range of r's group).
+// leadUnit is what a transfer of r's leadership moves, as the plan
+// counts leaders: how many ranges and their load, of every range of r's
+// group that the plan counts as led where r is (all of them when the
+// reports agree, as wholeGroup requires; a drain's or a slow server's
+// transfer may meet them disagreeing), with the ranges this pass's
+// in-group splits add (their load is still in their left half's report).
 func (p *Plan) leadUnit(r *Range) (ranges int, load float64) {
 	if !p.shared(r) {
 		return 1, r.entitiesPerSec()
 	}
-	for _, sp := range p.group(r).spans {
-		ranges++
-		load += sp.entitiesPerSec()
+	g := p.group(r)
+	for _, sp := range g.spans {
+		if sp.Leader == r.Leader {
+			ranges++
+			load += sp.entitiesPerSec()
+		}
 	}
-	return ranges, load
+	return ranges + g.n - len(g.spans), load
 }
 
 // leadLoad is leadUnit's load.
@@ -522,20 +540,15 @@ func (p *Plan) occupyGroup(r *Range, balancing bool) {
 }
 
 // occupyTransferred marks busy every range of a group whose leadership a
-// transfer in flight is moving (occupyGroup).
+// transfer in flight is moving (Op.Group; the master also lists every
+// range it has claimed as a transfer, with no group, which marks only
+// that range).
 func (p *Plan) occupyTransferred(inflight []Op) {
-	var ids idSet
 	for _, o := range inflight {
-		if o.Kind == TransferLeader {
-			ids.add(o.Range)
-		}
-	}
-	if len(ids) == 0 {
-		return
-	}
-	for _, r := range p.snap.Ranges {
-		if ids.has(r.ID) {
-			p.occupyGroup(r, false)
+		if g := p.groups[o.Group]; o.Kind == TransferLeader && o.Group != 0 && g != nil {
+			for _, sp := range g.spans {
+				p.busy.add(sp.ID)
+			}
 		}
 	}
 }
