@@ -525,7 +525,7 @@ func (p *Plan) groupFigures(r *Range, f map[string]float64) map[string]float64 {
 }
 
 // occupyGroup marks busy, and when balancing moved, every range of r's
-// group but r, which a transfer of r's leadership moves along: no other
+// shared group (a transfer of r's leadership moves them all): no other
 // operation of the pass may count them as led where they were.
 func (p *Plan) occupyGroup(r *Range, balancing bool) {
 	if !p.shared(r) {
