@@ -136,6 +136,13 @@ func TestAgainstCluster(t *testing.T) {
 			t.Fatalf("split result %+v", res)
 		}
 		left := res.Ranges[0].RangeID
+		// Again at the same key (an operator's retry): the same answer,
+		// nothing split twice.
+		var again Result
+		decode(t, ctl(t, "split", "ctltest", "m", "--json"), &again)
+		if len(again.Ranges) != 2 || again.Ranges[0].RangeID != left || again.Ranges[1].RangeID != res.Ranges[1].RangeID {
+			t.Fatalf("split again at m = %+v, want %+v", again, res)
+		}
 		out := ctl(t, "ranges", "--table", "ctltest", "--json")
 		if n := strings.Count(out, "\n"); n != 2 {
 			t.Fatalf("%d ranges after the split, want 2:\n%s", n, out)

@@ -86,7 +86,7 @@ func (v *service) Split(ctx context.Context, req *pb.SplitRequest) (*pb.SplitRes
 	if err := s.ready(); err != nil {
 		return nil, toStatus(err)
 	}
-	var d *pb.RangeDescriptor
+	var d, below *pb.RangeDescriptor
 	var tableOK bool
 	s.fsm.read(func(st *state) {
 		t, ok := st.tables[strings.ToLower(req.GetTable())]
@@ -95,8 +95,14 @@ func (v *service) Split(ctx context.Context, req *pb.SplitRequest) (*pb.SplitRes
 		}
 		tableOK = true
 		for _, r := range st.ranges {
-			if r.GetTableId() == t.GetTableId() && req.GetPartitionKey() >= r.GetStart() && (r.GetEnd() == "" || req.GetPartitionKey() < r.GetEnd()) {
+			if r.GetTableId() != t.GetTableId() {
+				continue
+			}
+			if req.GetPartitionKey() >= r.GetStart() && (r.GetEnd() == "" || req.GetPartitionKey() < r.GetEnd()) {
 				d = r
+			}
+			if r.GetEnd() == req.GetPartitionKey() {
+				below = r
 			}
 		}
 	})
@@ -107,7 +113,15 @@ func (v *service) Split(ctx context.Context, req *pb.SplitRequest) (*pb.SplitRes
 		return nil, opStatus(fmt.Errorf("%w: no range holds %q", ErrRangeNotFound, req.GetPartitionKey()))
 	}
 	if req.GetPartitionKey() == d.GetStart() {
-		return nil, opStatus(fmt.Errorf("%w: %q already starts range %d", ErrBadCommand, req.GetPartitionKey(), d.GetRangeId()))
+		if below == nil {
+			return nil, opStatus(fmt.Errorf("%w: %q starts the table", ErrBadCommand, req.GetPartitionKey()))
+		}
+		// Split there already: the answer a split would give, as
+		// CockroachDB's AdminSplit answers a split at a range boundary.
+		// A retry of a split that happened (its answer lost to a master
+		// failover or a caller's attempt timeout) then succeeds rather
+		// than failing a split that was made.
+		return &pb.SplitResponse{Left: below, Right: d}, nil
 	}
 	if err := s.ops.claim(d.GetRangeId()); err != nil {
 		return nil, opStatus(err)
