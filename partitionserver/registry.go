@@ -1261,6 +1261,28 @@ func (s *Server) deleteReplica(id, before, abortedThrough uint64) error {
 	return err
 }
 
+// deleteRemoved is deleteReplica for the master's DeleteReplica, whose
+// before_generation (when set) is its proof that a later generation of
+// range id does not list this server (a move's source, replica GC). When
+// id names the group that serves it here and that group still serves
+// other ranges here, the whole group goes: a namesake never leaves its
+// group (fsm.ErrSpanStays), so that generation's configuration is the
+// group's, without this server, and every other range of this copy is
+// stale too. Each either is still in the group this server left, or left
+// it by an entry this server missed (a group split while it was down),
+// for a group of its own this server then joins afresh (a Join placement)
+// rather than never, as when the delete was refused and the copy kept the
+// range in the old group (chaos seed 2262).
+func (s *Server) deleteRemoved(id, before, abortedThrough uint64) error {
+	defer s.lockRange(id)()
+	sl := s.slotOf(id)
+	err := s.removeReplica(id, before, abortedThrough, before > 0 && sl != nil && sl.id == id)
+	if err == nil && before > 0 {
+		s.noteRemoval(id, before) // joinassigned.go
+	}
+	return err
+}
+
 // deleteReplicaLocked is deleteReplica with id's range lock held: the slot
 // it fetches stays id's slot until it is done (a late delete of an earlier
 // move that waited on a slot a create replaced would pass the generation
