@@ -116,3 +116,58 @@ func hasSnapshot(dataDir string, id uint64) bool {
 	ents, err := os.ReadDir(filepath.Join(dataDir, "ranges", fmt.Sprint(id), "snapshots"))
 	return err == nil && len(ents) > 0
 }
+
+// TestRemovedAcrossGroupSplit: a follower is down while a span leaves its
+// group (a group split, so the new group lists the follower) and while
+// the group's namesake is moved off it onto a fourth server. Back, its
+// copy of the old group is stale whole: it holds the span in a group it
+// is no longer a member of, and never applies the split. The master's
+// delete of the namesake's replica takes the stale group, and the
+// follower joins the span's new group afresh and catches up (chaos seed
+// 2262: the delete was refused for the group's other span, and the
+// span's new group never started there). With another server then
+// stopped, every acknowledged write reads back exactly once.
+func TestRemovedAcrossGroupSplit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	besideOneOther(t)
+	sn := splitPastDownFollower(t, "removedsplit", false, splitThenDetach)
+	c, tc, acked, right, victim, vi := sn.c, sn.tc, sn.acked, sn.right, sn.victim, sn.vi
+	ctx := ctxT(t, 2*time.Minute)
+	fourth, err := c.AddServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	to := c.Servers[fourth].Config.ID
+	if err := c.WaitServersRegistered(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	left := sn.left.GetRangeId()
+	err = sn.mc.Call(ctx, func(_ context.Context, m pb.MasterServiceClient) error {
+		_, err := m.Move(ctx, &pb.MoveRequest{RangeId: left, FromServerId: victim, ToServerId: to})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("move range %d off %s onto %s: %v", left, victim, to, err)
+	}
+	writeSeq(t, tc, acked, "moved", 30)
+	if err := c.RestartServer(vi); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 40*time.Second, "the stale group gone from "+victim, func() bool {
+		return c.Servers[vi].Server.ReplicaState(left) == "absent"
+	})
+	waitCaughtUp(t, c, vi, right.GetRangeId())
+	for i := range c.Servers {
+		if i != vi && i != fourth && hasServer(right, c.Servers[i].Config.ID) {
+			t.Logf("stopping %s", c.Servers[i].Config.ID)
+			if err := c.StopServer(i); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	writeSeq(t, tc, acked, "degraded", 30)
+	verifyExactlyOnce(t, tc, acked)
+}
