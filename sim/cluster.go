@@ -258,15 +258,6 @@ func (c *cluster) apply(o scheduler.Op) bool {
 	return true
 }
 
-// groupOf is the Raft group serving r (its own id unless it is a span of
-// another range's group).
-func groupOf(r *srange) uint64 {
-	if r.sched.Group != 0 {
-		return r.sched.Group
-	}
-	return r.sched.ID
-}
-
 // sameGroup lists the ranges of r's Raft group, r among them.
 func (c *cluster) sameGroup(r *srange) []*srange {
 	if !c.grouped {
@@ -274,7 +265,7 @@ func (c *cluster) sameGroup(r *srange) []*srange {
 	}
 	var out []*srange
 	for _, x := range c.ranges {
-		if groupOf(x) == groupOf(r) {
+		if x.sched.GroupID() == r.sched.GroupID() {
 			out = append(out, x)
 		}
 	}
@@ -285,9 +276,8 @@ func (c *cluster) sameGroup(r *srange) []*srange {
 // group split): a span born in the group leaves it; for the group's
 // namesake, its siblings leave instead, each a group of its own.
 func (c *cluster) isolate(r *srange) {
-	g := groupOf(r)
 	for _, x := range c.sameGroup(r) {
-		if x.sched.ID != g && (x == r || r.sched.ID == g) {
+		if scheduler.LeavesOnIsolate(&r.sched, &x.sched) {
 			x.sched.Group, c.groupsStale = 0, true
 		}
 	}
@@ -306,7 +296,7 @@ func (c *cluster) groups() int {
 	n := 0
 	var orphans map[uint64]bool
 	for _, x := range c.ranges {
-		g := groupOf(x)
+		g := x.sched.GroupID()
 		if g == x.sched.ID {
 			n++
 		} else if c.byID[g] == nil {
@@ -338,7 +328,7 @@ func (c *cluster) split(i int, r *srange, o scheduler.Op) bool {
 		Replicas: append([]scheduler.Replica(nil), r.sched.Replicas...), Leader: r.sched.Leader}
 	if o.InGroup {
 		// A span of r's group: led with it, whatever o.To says.
-		right.sched.Group, c.grouped = groupOf(r), true
+		right.sched.Group, c.grouped = r.sched.GroupID(), true
 	} else if t, ok := c.index[o.To]; ok && c.servers[t].Live && r.leader >= 0 {
 		right.leader, right.sched.Leader = t, c.servers[t].ID
 	}

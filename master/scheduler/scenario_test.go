@@ -703,7 +703,7 @@ func (w *world) applyLast() string {
 		case TransferLeader:
 			// The leadership of the range's whole Raft group.
 			for _, sp := range w.ranges {
-				if groupKey(sp) == groupKey(r) {
+				if sp.GroupID() == r.GroupID() {
 					sp.Leader = o.To
 				}
 			}
@@ -737,9 +737,8 @@ func (w *world) moveBytes(r *Range, from, to string) {
 // (Server.isolate): a range that is not its group's namesake leaves it; the
 // namesake's siblings leave instead, each a group of its own.
 func (w *world) isolate(r *Range) {
-	g := groupKey(r)
 	for _, sp := range w.ranges {
-		if groupKey(sp) == g && sp.ID != g && (sp == r || r.ID == g) {
+		if LeavesOnIsolate(r, sp) {
 			sp.Group = 0
 		}
 	}
@@ -756,7 +755,7 @@ func (w *world) split(r *Range, o Op) uint64 {
 		right.Leader = o.To
 	}
 	if o.InGroup {
-		right.Group = groupKey(r)
+		right.Group = r.GroupID()
 	}
 	w.nextID++
 	r.End = key
@@ -817,7 +816,7 @@ func (w *world) state() string {
 		}
 		eps := r.entitiesPerSec()
 		group := ""
-		if groupKey(r) != r.ID {
+		if r.GroupID() != r.ID {
 			group = fmt.Sprintf(" group=%d", r.Group)
 		}
 		fmt.Fprintf(&b, "r%d [%s,%s) %s eps=%.0f%s%s\n", r.ID, r.Start, r.End, strings.Join(reps, " "), eps, group, w.zonesOf(r))

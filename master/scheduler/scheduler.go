@@ -50,7 +50,7 @@ type Plan struct {
 	order   []*serverStat // as in snap.Servers
 	held    map[string][]*Range
 	led     map[string][]*Range
-	// groups holds the Raft groups (groupKey) that serve a range other
+	// groups holds the Raft groups (Range.GroupID) that serve a range other
 	// than their namesake, with their ranges; nil when no group does
 	// (countGroups).
 	groups map[uint64]*groupStat
@@ -144,7 +144,7 @@ func NewPlan(cfg Config, snap *Snapshot) *Plan {
 	grouped := false
 	for i, r := range snap.Ranges {
 		p.countRange(i, r, merging)
-		grouped = grouped || groupKey(r) != r.ID
+		grouped = grouped || r.GroupID() != r.ID
 	}
 	if grouped {
 		p.countGroups()
@@ -327,7 +327,7 @@ func (p *Plan) add(r *Range, o Op) bool {
 	}
 	if o.Kind == TransferLeader {
 		if p.shared(r) {
-			o.Group = groupKey(r)
+			o.Group = r.GroupID()
 		}
 		if o.balancing() {
 			p.moved.add(o.Range)
@@ -340,14 +340,6 @@ func (p *Plan) add(r *Range, o Op) bool {
 	p.apply(r, o)
 	p.out = append(p.out, o)
 	return true
-}
-
-// groupKey is the Raft group serving r (its own id when Group is unset).
-func groupKey(r *Range) uint64 {
-	if r.Group != 0 {
-		return r.Group
-	}
-	return r.ID
 }
 
 // groupAllows reports whether o may run on r's Raft group as it is
@@ -463,7 +455,7 @@ func (p *Plan) group(r *Range) *groupStat {
 	if p.groups == nil {
 		return nil
 	}
-	return p.groups[groupKey(r)]
+	return p.groups[r.GroupID()]
 }
 
 // wholeGroup reports whether a balancing rule may move the leadership of
@@ -478,7 +470,7 @@ func (p *Plan) wholeGroup(r *Range) bool {
 	if g == nil || len(g.spans) == 0 || g.spans[0] != r || g.n != len(g.spans) {
 		return false
 	}
-	if p.movedGroups.has(groupKey(r)) {
+	if p.movedGroups.has(r.GroupID()) {
 		return false
 	}
 	for _, sp := range g.spans {
@@ -562,7 +554,7 @@ func (p *Plan) joinGroup(r *Range) {
 	g := p.group(r)
 	if g == nil {
 		g = &groupStat{n: 1, spans: []*Range{r}}
-		p.groups[groupKey(r)] = g
+		p.groups[r.GroupID()] = g
 	}
 	g.n++
 }
@@ -576,13 +568,13 @@ func (p *Plan) joinGroup(r *Range) {
 func (p *Plan) countGroups() {
 	var named idSet
 	for _, r := range p.snap.Ranges {
-		if k := groupKey(r); k != r.ID {
+		if k := r.GroupID(); k != r.ID {
 			named.add(k)
 		}
 	}
 	p.groups = make(map[uint64]*groupStat)
 	for _, r := range p.snap.Ranges {
-		k := groupKey(r)
+		k := r.GroupID()
 		if !named.has(k) {
 			continue
 		}

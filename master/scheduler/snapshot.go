@@ -174,6 +174,24 @@ func (r *Range) anyBroken() bool {
 	return false
 }
 
+// GroupID is the Raft group serving r: Group, or r's own id when unset.
+func (r *Range) GroupID() uint64 {
+	if r.Group != 0 {
+		return r.Group
+	}
+	return r.ID
+}
+
+// LeavesOnIsolate reports whether x leaves its Raft group when the master
+// takes r out of that group before moving r or its leadership alone
+// (master Server.isolate): a range born in the group leaves it; for the
+// range the group is named after, every other range leaves instead. The
+// simulator and the scenario tests model the master with it.
+func LeavesOnIsolate(r, x *Range) bool {
+	g := r.GroupID()
+	return x.GroupID() == g && x.ID != g && (x == r || r.ID == g)
+}
+
 func (r *Range) entitiesPerSec() float64 {
 	if r.Load == nil {
 		return 0
