@@ -218,7 +218,7 @@ func (s *Server) leadRight(ctx context.Context, right *pb.RangeDescriptor, prefe
 	s.setLeader(right.GetRangeId(), preferred)
 	leaderAt := s.awaitLeader(ctx, right, preferred, 2*time.Second)
 	if got := s.leaderOf(right.GetRangeId()); got != preferred && preferred != "" {
-		if err := s.transfer(ctx, right.GetRangeId(), preferred); err != nil {
+		if _, err := s.transfer(ctx, right.GetRangeId(), preferred); err != nil {
 			s.logger.Warn("moving the new range's leadership failed", "range", right.GetRangeId(), "to", preferred, "err", err)
 		}
 		leaderAt = time.Since(start) - splitDone
@@ -264,34 +264,36 @@ func (s *Server) awaitLeader(ctx context.Context, d *pb.RangeDescriptor, first s
 	return time.Since(start)
 }
 
-// transfer moves a range's leadership to server to.
-func (s *Server) transfer(ctx context.Context, id uint64, to string) error {
+// transfer moves a range's leadership to server to. The leadership is the
+// Raft group's: it returns the group's other ranges, which moved with it.
+func (s *Server) transfer(ctx context.Context, id uint64, to string) (peers []uint64, err error) {
 	d, ok := s.rangeDesc(id)
 	if !ok {
-		return fmt.Errorf("%w: %d", ErrRangeNotFound, id)
+		return nil, fmt.Errorf("%w: %d", ErrRangeNotFound, id)
 	}
 	if !hasReplica(d, to) {
-		return fmt.Errorf("%w: %s holds no replica of range %d", ErrBadTarget, to, id)
+		return nil, fmt.Errorf("%w: %s holds no replica of range %d", ErrBadTarget, to, id)
 	}
 	if err := s.awaitTransferable(ctx, id, to); err != nil {
-		return err
+		return nil, err
 	}
 	addr := s.raftAddrs()[to]
-	err := s.onLeader(ctx, id, func(ctx context.Context, c pb.PartitionServiceClient) error {
+	err = s.onLeader(ctx, id, func(ctx context.Context, c pb.PartitionServiceClient) error {
 		_, err := c.TransferLeader(ctx, &pb.TransferLeaderRequest{RangeId: id, ToServerId: to, ToRaftAddr: addr})
 		return err
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	// The leadership is the Raft group's: every range of it is led by to
-	// now, and the scheduler moves a shared group's leadership only when
-	// all its ranges name the same leader (scheduler Plan.wholeGroup).
+	// Every range of the group is led by to now: the scheduler moves a
+	// shared group's leadership only when all its ranges name the same
+	// leader (scheduler Plan.wholeGroup).
 	s.setLeader(id, to)
-	for _, peer := range s.groupPeers(id) {
+	peers = s.groupPeers(id)
+	for _, peer := range peers {
 		s.setLeader(peer, to)
 	}
-	return nil
+	return peers, nil
 }
 
 // merge merges range id with its right neighbour R, which must be the
@@ -1086,10 +1088,10 @@ func (s *Server) move(ctx context.Context, id uint64, from, to, cause, reason st
 		if target == "" {
 			target = to
 		}
-		if err := s.transfer(ctx, id, target); err != nil {
+		if _, err := s.transfer(ctx, id, target); err != nil {
 			// Refresh the descriptor so transfer sees the new voter.
 			s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_UPDATE_RANGES, &pb.UpdateRangesCommand{Ranges: []*pb.RangeDescriptor{cur}})
-			if err := s.transfer(ctx, id, to); err != nil {
+			if _, err := s.transfer(ctx, id, to); err != nil {
 				return nil, fmt.Errorf("move leadership off %s: %w", from, err)
 			}
 		}

@@ -181,8 +181,8 @@ func (s *Server) execute(ctx context.Context, o scheduler.Op) error {
 // transferWithEvent moves a range's leadership and records the event.
 func (s *Server) transferWithEvent(ctx context.Context, id uint64, from, to, cause, reason string, figures map[string]float64) error {
 	start := time.Now()
-	peers := s.groupPeers(id)
-	if err := s.transfer(ctx, id, to); err != nil {
+	peers, err := s.transfer(ctx, id, to)
+	if err != nil {
 		return err
 	}
 	d, _ := s.rangeDesc(id)

@@ -1253,12 +1253,7 @@ func (s *Server) RangeMerged(into, right uint64) {
 // abortedThrough (the master's merge decisions, DeleteReplicaRequest): a
 // frozen replica whose freeze is at or below it awaits no merge.
 func (s *Server) deleteReplica(id, before, abortedThrough uint64) error {
-	defer s.lockRange(id)()
-	err := s.deleteReplicaLocked(id, before, abortedThrough)
-	if err == nil && before > 0 {
-		s.noteRemoval(id, before) // joinassigned.go
-	}
-	return err
+	return s.deleteNoted(id, before, abortedThrough, false)
 }
 
 // deleteRemoved is deleteReplica for the master's DeleteReplica, whose
@@ -1274,9 +1269,16 @@ func (s *Server) deleteReplica(id, before, abortedThrough uint64) error {
 // rather than never, as when the delete was refused and the copy kept the
 // range in the old group (chaos seed 2262).
 func (s *Server) deleteRemoved(id, before, abortedThrough uint64) error {
+	return s.deleteNoted(id, before, abortedThrough, before > 0)
+}
+
+// deleteNoted deletes under id's range lock and notes a removal at before
+// (joinassigned.go); namesakeTakesGroup lets the delete of a group's
+// namesake take the whole group (deleteRemoved).
+func (s *Server) deleteNoted(id, before, abortedThrough uint64, namesakeTakesGroup bool) error {
 	defer s.lockRange(id)()
 	sl := s.slotOf(id)
-	err := s.removeReplica(id, before, abortedThrough, before > 0 && sl != nil && sl.id == id)
+	err := s.removeReplica(id, before, abortedThrough, namesakeTakesGroup && sl != nil && sl.id == id)
 	if err == nil && before > 0 {
 		s.noteRemoval(id, before) // joinassigned.go
 	}
