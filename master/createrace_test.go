@@ -17,13 +17,14 @@ import (
 )
 
 // raceServer is a fake partition server: it creates replicas (the
-// campaigning one leads at once), freezes and deletes them, and counts
-// the replicas it was asked to create.
+// campaigning one leads at once), freezes and deletes them, counts the
+// replicas it was asked to create and keeps the deletes it was sent.
 type raceServer struct {
 	pb.UnimplementedPartitionServiceServer
 	id      string
 	mu      sync.Mutex
 	created int
+	deletes []*pb.DeleteReplicaRequest
 }
 
 func (f *raceServer) CreateReplica(_ context.Context, req *pb.CreateReplicaRequest) (*pb.CreateReplicaResponse, error) {
@@ -40,7 +41,10 @@ func (f *raceServer) FreezeRange(context.Context, *pb.FreezeRangeRequest) (*pb.F
 	return &pb.FreezeRangeResponse{FreezeIndex: 7}, nil
 }
 
-func (f *raceServer) DeleteReplica(context.Context, *pb.DeleteReplicaRequest) (*pb.DeleteReplicaResponse, error) {
+func (f *raceServer) DeleteReplica(_ context.Context, req *pb.DeleteReplicaRequest) (*pb.DeleteReplicaResponse, error) {
+	f.mu.Lock()
+	f.deletes = append(f.deletes, req)
+	f.mu.Unlock()
 	return &pb.DeleteReplicaResponse{}, nil
 }
 

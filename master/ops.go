@@ -1138,7 +1138,7 @@ func (s *Server) replaceInPlace(ctx context.Context, id uint64, server, cause, r
 	}
 	// Now, not later: the new replica is created where the old one is.
 	// (CreateReplica would also delete a removed leftover first.)
-	if err := s.deleteReplica(ctx, server, id, removed.GetGeneration()); err != nil {
+	if err := s.deleteReplica(ctx, server, id, removed); err != nil {
 		return nil, fmt.Errorf("delete the broken replica on %s: %w", server, err)
 	}
 	s.reports.replacedInPlace(server, id, removed.GetGeneration())
@@ -1151,12 +1151,12 @@ func (s *Server) replaceInPlace(ctx context.Context, id uint64, server, cause, r
 }
 
 // deleteReplicaLater asks server, in the background, to delete its replica
-// of range id, which generation removed from the range (best effort: a
-// server that is down then keeps an idle replica outside the range's
-// configuration). The request may run long after (a stopped process runs
-// it when it resumes), so it names the generation: a replica a later move
-// re-created on the server is not deleted.
-func (s *Server) deleteReplicaLater(server string, id, generation uint64) {
+// of the range removal removed it from (best effort: a server that is down
+// then keeps an idle replica outside the range's configuration). The
+// request may run long after (a stopped process runs it when it resumes),
+// so it names removal's generation: a replica a later move re-created on
+// the server is not deleted.
+func (s *Server) deleteReplicaLater(server string, removal *pb.RangeDescriptor) {
 	// A server cut off from the master misses the delete a move sends it:
 	// tests arm this point to keep the moves' deletes (not replica GC's).
 	if failpoint.Inject("master/delete-replica-later") != nil {
@@ -1165,16 +1165,20 @@ func (s *Server) deleteReplicaLater(server string, id, generation uint64) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		s.deleteReplica(ctx, server, id, generation)
+		s.deleteReplica(ctx, server, removal.GetRangeId(), removal)
 	}()
 }
 
-// deleteReplica asks server to delete its replica of range id if older
-// than generation (DeleteReplica's before_generation guard). It names the
-// freezes of the range the recorded merge decisions abort: a replica that
-// applied such a freeze and was removed before the unfreeze stays frozen,
-// and without this would be kept as if a merge were to take it over.
-func (s *Server) deleteReplica(ctx context.Context, server string, id, generation uint64) error {
+// deleteReplica asks server to delete its replica of range id. removal,
+// when not nil, is a descriptor of the range that does not list server:
+// only a replica older than its generation is deleted (DeleteReplica's
+// before_generation guard), and one in the Raft group it names takes that
+// whole group with it (a stale copy of a group that lost the server while
+// a span left it). It names the freezes of the range the recorded merge
+// decisions abort: a replica that applied such a freeze and was removed
+// before the unfreeze stays frozen, and without this would be kept as if
+// a merge were to take it over.
+func (s *Server) deleteReplica(ctx context.Context, server string, id uint64, removal *pb.RangeDescriptor) error {
 	// A server cut off from the master keeps its removed replicas: tests
 	// arm this point to keep the master from deleting any.
 	if err := failpoint.Inject("master/delete-replica"); err != nil {
@@ -1186,7 +1190,12 @@ func (s *Server) deleteReplica(ctx context.Context, server string, id, generatio
 	}
 	var aborted uint64
 	s.fsm.read(func(st *state) { aborted = st.abortedThrough(id) })
-	_, err = oc.DeleteReplica(ctx, &pb.DeleteReplicaRequest{RangeId: id, BeforeGeneration: generation, AbortedThrough: aborted})
+	_, err = oc.DeleteReplica(ctx, &pb.DeleteReplicaRequest{
+		RangeId:          id,
+		BeforeGeneration: removal.GetGeneration(),
+		GroupId:          removal.GetGroupId(),
+		AbortedThrough:   aborted,
+	})
 	return err
 }
 
@@ -1303,7 +1312,7 @@ func (s *Server) undoAdd(id uint64, to string, nonvoter bool) {
 	if nonvoter {
 		_, err = s.removeMember(ctx, id, to, true, s.raftAddrs())
 	} else {
-		err = s.deleteReplica(ctx, to, id, 0)
+		err = s.deleteReplica(ctx, to, id, nil)
 	}
 	if err != nil {
 		s.logger.Warn("undoing a failed add", "range", id, "server", to, "nonvoter", nonvoter, "err", err)
@@ -1330,7 +1339,7 @@ func (s *Server) removeMember(ctx context.Context, id uint64, server string, onl
 	if _, err := s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_UPDATE_RANGES, &pb.UpdateRangesCommand{Ranges: []*pb.RangeDescriptor{cur}}); err != nil {
 		return nil, err
 	}
-	s.deleteReplicaLater(server, id, cur.GetGeneration())
+	s.deleteReplicaLater(server, cur)
 	return cur, nil
 }
 

@@ -218,7 +218,7 @@ func (s *Server) collectStale(server string, id uint64) {
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
 	defer cancel()
-	if err := s.deleteReplica(ctx, server, id, d.GetGeneration()); err != nil {
+	if err := s.deleteReplica(ctx, server, id, d); err != nil {
 		if retrySoon(err) {
 			s.replicaGC.unask(server, id)
 		}

@@ -260,3 +260,35 @@ func TestConfigListsBlocksCollection(t *testing.T) {
 		})
 	}
 }
+
+// TestDeleteReplicaNamesTheGroup: a delete with a proof of removal names
+// the removal's generation and the Raft group its descriptor names, so a
+// server whose stale copy of a shared group holds the span deletes that
+// whole group (partitionserver deleteRemoved), also when the group's
+// namesake was merged away and the proof is for another span. A delete
+// without a proof names neither.
+func TestDeleteReplicaNamesTheGroup(t *testing.T) {
+	s, fakes := raceMaster(t)
+	for _, tc := range []struct {
+		name          string
+		removal       *pb.RangeDescriptor
+		before, group uint64
+	}{
+		{"no proof", nil, 0, 0},
+		{"its own group", &pb.RangeDescriptor{RangeId: 22, Generation: 5}, 5, 0},
+		{"a span of a group", &pb.RangeDescriptor{RangeId: 22, Generation: 6, GroupId: 21}, 6, 21},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := s.deleteReplica(context.Background(), "a", 22, tc.removal); err != nil {
+				t.Fatal(err)
+			}
+			f := fakes[0]
+			f.mu.Lock()
+			got := f.deletes[len(f.deletes)-1]
+			f.mu.Unlock()
+			if got.GetRangeId() != 22 || got.GetBeforeGeneration() != tc.before || got.GetGroupId() != tc.group {
+				t.Fatalf("sent %v, want range 22 before %d in group %d", got, tc.before, tc.group)
+			}
+		})
+	}
+}

@@ -388,45 +388,71 @@ func TestDetachFromGroup(t *testing.T) {
 
 // TestDeleteRemovedTakesTheStaleGroup: the master's delete of a replica a
 // later generation removed from this server (DeleteReplica with
-// before_generation) takes the whole group when it names the group's
-// namesake: the namesake never leaves its group, so the proof covers the
-// group's configuration, and this copy's other spans are stale with it
-// (chaos seed 2262: a span that left the group while this server was down
-// stayed in the stale copy, which could not be deleted, and this server
-// never joined the span's new group). Without a proof, or for a span that
-// is not the namesake (it may have left for a group that still lists this
-// server), or below the replica's own generation, nothing goes.
+// before_generation) takes the whole group when the group it names (by
+// default the range's own) is the one serving the range here: that
+// generation's configuration is the group's, so this copy's other spans
+// are stale with it (chaos seed 2262: a span that left the group while this
+// server was down stayed in the stale copy, which could not be deleted,
+// and this server never joined the span's new group). Naming the group
+// matters when the group's namesake was merged away and only other spans
+// remain. Without a proof, for a span whose named group is not the one
+// here (it may have left for a group that still lists this server), or
+// below the replica's own generation, nothing goes.
 func TestDeleteRemovedTakesTheStaleGroup(t *testing.T) {
-	m := &heartbeatMaster{}
-	s := started(t, newAgainstMaster(t, m, nil))
-	_, v := leadingRangeWithWrites(t, s, 21, 1, 3)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if _, err := v.SplitRange(ctx, &pb.SplitRangeRequest{RangeId: 21, SplitKey: "m", NewRangeId: 22, InGroup: true}); err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct {
-		name       string
-		id, before uint64
-		want       error
-	}{
-		{"no proof", 21, 0, errSpanOfGroup},
-		{"not the namesake", 22, 3, errSpanOfGroup},
-		{"the replica is not older", 21, 2, ErrLateDelete},
-	} {
-		if err := s.deleteRemoved(tc.id, tc.before, 0); !errors.Is(err, tc.want) {
-			t.Errorf("%s: delete of range %d before %d = %v, want %v", tc.name, tc.id, tc.before, err, tc.want)
+	split := func(t *testing.T) *Server {
+		m := &heartbeatMaster{}
+		s := started(t, newAgainstMaster(t, m, nil))
+		_, v := leadingRangeWithWrites(t, s, 21, 1, 3)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if _, err := v.SplitRange(ctx, &pb.SplitRangeRequest{RangeId: 21, SplitKey: "m", NewRangeId: 22, InGroup: true}); err != nil {
+			t.Fatal(err)
 		}
-		if !s.hosts(21) || !s.hosts(22) {
-			t.Fatalf("%s: the group went", tc.name)
+		return s
+	}
+	gone := func(t *testing.T, s *Server) {
+		t.Helper()
+		for _, id := range []uint64{21, 22} {
+			if ok, err := s.store.HasRange(id); ok || err != nil || s.hosts(id) {
+				t.Errorf("range %d after its stale group's delete: stored %v (%v), hosted %v", id, ok, err, s.hosts(id))
+			}
 		}
 	}
-	if err := s.deleteRemoved(21, 3, 0); err != nil {
-		t.Fatalf("delete of the namesake removed at generation 3: %v", err)
-	}
-	for _, id := range []uint64{21, 22} {
-		if ok, err := s.store.HasRange(id); ok || err != nil || s.hosts(id) {
-			t.Errorf("range %d after its stale group's delete: stored %v (%v), hosted %v", id, ok, err, s.hosts(id))
+	t.Run("refused", func(t *testing.T) {
+		s := split(t)
+		for _, tc := range []struct {
+			name              string
+			id, before, group uint64
+			want              error
+		}{
+			{"no proof", 21, 0, 0, errSpanOfGroup},
+			{"no proof, the group named", 22, 0, 21, errSpanOfGroup},
+			{"not the namesake, no group named", 22, 3, 0, errSpanOfGroup},
+			{"another group named", 22, 3, 99, errSpanOfGroup},
+			{"the namesake, another group named", 21, 3, 22, errSpanOfGroup},
+			{"the replica is not older", 21, 2, 0, ErrLateDelete},
+			{"the span is not older", 22, 2, 21, ErrLateDelete},
+		} {
+			if err := s.deleteRemoved(tc.id, tc.before, 0, tc.group); !errors.Is(err, tc.want) {
+				t.Errorf("%s: delete of range %d before %d in group %d = %v, want %v", tc.name, tc.id, tc.before, tc.group, err, tc.want)
+			}
+			if !s.hosts(21) || !s.hosts(22) {
+				t.Fatalf("%s: the group went", tc.name)
+			}
 		}
-	}
+	})
+	t.Run("the namesake", func(t *testing.T) {
+		s := split(t)
+		if err := s.deleteRemoved(21, 3, 0, 0); err != nil {
+			t.Fatalf("delete of the namesake removed at generation 3: %v", err)
+		}
+		gone(t, s)
+	})
+	t.Run("a span, its group named", func(t *testing.T) {
+		s := split(t)
+		if err := s.deleteRemoved(22, 3, 0, 21); err != nil {
+			t.Fatalf("delete of span 22 of group 21 removed at generation 3: %v", err)
+		}
+		gone(t, s)
+	})
 }

@@ -1253,32 +1253,38 @@ func (s *Server) RangeMerged(into, right uint64) {
 // abortedThrough (the master's merge decisions, DeleteReplicaRequest): a
 // frozen replica whose freeze is at or below it awaits no merge.
 func (s *Server) deleteReplica(id, before, abortedThrough uint64) error {
-	return s.deleteNoted(id, before, abortedThrough, false)
+	return s.deleteNoted(id, before, abortedThrough, 0)
 }
 
 // deleteRemoved is deleteReplica for the master's DeleteReplica, whose
 // before_generation (when set) is its proof that a later generation of
-// range id does not list this server (a move's source, replica GC). When
-// id names the group that serves it here and that group still serves
-// other ranges here, the whole group goes: a namesake never leaves its
-// group (fsm.ErrSpanStays), so that generation's configuration is the
-// group's, without this server, and every other range of this copy is
-// stale too. Each either is still in the group this server left, or left
-// it by an entry this server missed (a group split while it was down),
-// for a group of its own this server then joins afresh (a Join placement)
-// rather than never, as when the delete was refused and the copy kept the
-// range in the old group (chaos seed 2262).
-func (s *Server) deleteRemoved(id, before, abortedThrough uint64) error {
-	return s.deleteNoted(id, before, abortedThrough, before > 0)
+// range id does not list this server (a move's source, replica GC), and
+// whose group (0: id) is the Raft group that generation names. Every span
+// of a group lists the same replicas, rewritten in one entry, so that
+// configuration is the group's, without this server: when range id is a
+// span of that very group here, this copy of the whole group is stale and
+// the whole group goes, spans and all. Each other span either is still in
+// the group this server left, or left it by an entry this server missed (a
+// group split while it was down), for a group of its own this server then
+// joins afresh (a Join placement) rather than never, as when the delete
+// was refused and the copy kept the span in the old group (chaos seed
+// 2262). A master that names no group proves it for a group's namesake
+// alone (a namesake never leaves its group, fsm.ErrSpanStays), which the
+// default group, id itself, gives.
+func (s *Server) deleteRemoved(id, before, abortedThrough, group uint64) error {
+	if group == 0 {
+		group = id
+	}
+	return s.deleteNoted(id, before, abortedThrough, group)
 }
 
 // deleteNoted deletes under id's range lock and notes a removal at before
-// (joinassigned.go); namesakeTakesGroup lets the delete of a group's
-// namesake take the whole group (deleteRemoved).
-func (s *Server) deleteNoted(id, before, abortedThrough uint64, namesakeTakesGroup bool) error {
+// (joinassigned.go); a provenGroup (deleteRemoved) lets the delete take
+// the whole group when range id is served here by that group.
+func (s *Server) deleteNoted(id, before, abortedThrough, provenGroup uint64) error {
 	defer s.lockRange(id)()
 	sl := s.slotOf(id)
-	err := s.removeReplica(id, before, abortedThrough, namesakeTakesGroup && sl != nil && sl.id == id)
+	err := s.removeReplica(id, before, abortedThrough, provenGroup != 0 && before > 0 && sl != nil && sl.id == provenGroup)
 	if err == nil && before > 0 {
 		s.noteRemoval(id, before) // joinassigned.go
 	}

@@ -422,7 +422,7 @@ func (v *service) DeleteReplica(ctx context.Context, req *pb.DeleteReplicaReques
 		// cut off from the master but not from the front-ends).
 		return nil, rpcerr.New(codes.Unavailable, rpcerr.ReasonUnavailable, err.Error(), nil)
 	}
-	if err := v.s.deleteRemoved(req.GetRangeId(), req.GetBeforeGeneration(), req.GetAbortedThrough()); err != nil {
+	if err := v.s.deleteRemoved(req.GetRangeId(), req.GetBeforeGeneration(), req.GetAbortedThrough(), req.GetGroupId()); err != nil {
 		return nil, toStatus(nil, err)
 	}
 	return &pb.DeleteReplicaResponse{}, nil

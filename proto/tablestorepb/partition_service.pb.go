@@ -2131,8 +2131,18 @@ type DeleteReplicaRequest struct {
 	// merge and may be deleted. 0: the frozen replica stays while its left
 	// neighbour here may still merge it (fsm.ErrMergePending).
 	AbortedThrough uint64 `protobuf:"varint,3,opt,name=aborted_through,json=abortedThrough,proto3" json:"aborted_through,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The Raft group the range's descriptor at before_generation names (0:
+	// the range's own group, named by range_id). That generation's
+	// configuration is the whole group's (every span of a group lists the
+	// same replicas, rewritten in one entry), so a replica whose copy of the
+	// range is in that group has a stale copy of the whole group, and the
+	// whole group is deleted there, spans and all: each other span either
+	// is still in the group that removed this server or left it by an entry
+	// this server missed, for a group it then joins afresh. Ignored without
+	// before_generation.
+	GroupId       uint64 `protobuf:"varint,4,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DeleteReplicaRequest) Reset() {
@@ -2182,6 +2192,13 @@ func (x *DeleteReplicaRequest) GetBeforeGeneration() uint64 {
 func (x *DeleteReplicaRequest) GetAbortedThrough() uint64 {
 	if x != nil {
 		return x.AbortedThrough
+	}
+	return 0
+}
+
+func (x *DeleteReplicaRequest) GetGroupId() uint64 {
+	if x != nil {
+		return x.GroupId
 	}
 	return 0
 }
@@ -2501,11 +2518,12 @@ const file_tablestore_v1_partition_service_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"A\n" +
 	"\x15CreateReplicaResponse\x12(\n" +
-	"\x10leader_server_id\x18\x01 \x01(\tR\x0eleaderServerId\"\x87\x01\n" +
+	"\x10leader_server_id\x18\x01 \x01(\tR\x0eleaderServerId\"\xa2\x01\n" +
 	"\x14DeleteReplicaRequest\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12+\n" +
 	"\x11before_generation\x18\x02 \x01(\x04R\x10beforeGeneration\x12'\n" +
-	"\x0faborted_through\x18\x03 \x01(\x04R\x0eabortedThrough\"\x17\n" +
+	"\x0faborted_through\x18\x03 \x01(\x04R\x0eabortedThrough\x12\x19\n" +
+	"\bgroup_id\x18\x04 \x01(\x04R\agroupId\"\x17\n" +
 	"\x15DeleteReplicaResponse\"L\n" +
 	"\x10RangeInfoRequest\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x1d\n" +
