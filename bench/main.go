@@ -82,7 +82,7 @@ func main() {
 	flag.StringVar(&o.jsonOut, "json", "", "also write the results as JSON to this file")
 	flag.IntVar(&o.tables, "tables", 1000, "tables mode: how many tables to create")
 	flag.BoolVar(&o.readAll, "read-all", false, "tables mode: also read the entity of every table (the 10,000-table check)")
-	flag.StringVar(&o.profileDir, "profile-dir", "", "save CPU profiles into this directory: throughput mode, processes target: every process with --pprof-addr, a CPU and an allocation profile of each per scenario (<scenario>-<role>.pprof); tables mode, dev target: the process over the idle window (idle.pprof) and over the first reads (reads.pprof)")
+	flag.StringVar(&o.profileDir, "profile-dir", "", "save CPU profiles into this directory: throughput mode, processes target: every process with --pprof-addr, a CPU and an allocation profile of each per scenario (<scenario>-<role>.pprof), and on the processes and azurite targets the load generator's own (<scenario>-client-<target>.pprof); tables mode, dev target: the process over the idle window (idle.pprof) and over the first reads (reads.pprof)")
 	flag.DurationVar(&o.quietAfter, "quiet-after", 30*time.Second, "tables mode: how long after the last request idle CPU is measured")
 	flag.BoolVar(&o.azuriteMemory, "azurite-memory", false, "run Azurite with --inMemoryPersistence instead of its on-disk default (which writes its whole database as JSON every 5 s, without fsync)")
 	flag.BoolVar(&o.azuriteTelemetry, "azurite-telemetry", false, "leave Azurite's telemetry on (its default; before 2026-11-27 the bench did): a record built per request and failed exports stored under $TMPDIR, counted in Azurite's CPU")

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -51,7 +52,8 @@ type target struct {
 	procs   []*process
 	dir     string
 	// profileDir is -profile-dir: where run saves each process's CPU
-	// profile per scenario (processes target only).
+	// profile per scenario (processes target), and the load generator's
+	// own (processes and azurite targets).
 	profileDir string
 	// env is added to the environment of the processes it starts
 	// (-server-env).
@@ -289,7 +291,7 @@ func startAzurite(o options) (*target, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &target{name: "azurite", dir: dir, setup: azuriteSetup(o)}
+	t := &target{name: "azurite", dir: dir, setup: azuriteSetup(o), profileDir: o.profileDir}
 	if v, err := exec.Command(bin, "--version").Output(); err == nil {
 		t.setup = "azurite-table " + strings.TrimSpace(string(v)) + ", " + t.setup
 	}
@@ -436,14 +438,23 @@ func perProcess[T any](t *target, f func(pid int) T) map[string]T {
 // profile takes a CPU profile of every process that serves pprof, over the
 // middle of a scenario of length d (the first and last half second left
 // out), into -profile-dir as <scenario>-<role>.pprof, and the allocation
-// profile at its end as <scenario>-<role>.allocs. The caller waits on
-// the group before starting the next scenario.
+// profile at its end as <scenario>-<role>.allocs; and the load generator's
+// own as <scenario>-client-<target>.pprof. The caller waits on the group
+// before starting the next scenario.
 func (t *target) profile(scenario string, d time.Duration) *sync.WaitGroup {
 	var wg sync.WaitGroup
 	secs := int((d - time.Second) / time.Second)
 	if t.profileDir == "" || secs < 1 {
 		return &wg
 	}
+	// The load generator shares the machine: what it spends per operation
+	// against each target bounds the ratios as much as the servers do
+	// (performance.md, "What the two cores leave for the ratios").
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t.profileClient(scenario, secs)
+	}()
 	for _, p := range t.procs {
 		if p.pprof == "" {
 			continue
@@ -479,4 +490,23 @@ func (t *target) profile(scenario string, d time.Duration) *sync.WaitGroup {
 		}()
 	}
 	return &wg
+}
+
+// profileClient profiles this process, the load generator, for secs
+// seconds after the first half second, into -profile-dir as
+// <scenario>-client-<target>.pprof.
+func (t *target) profileClient(scenario string, secs int) {
+	time.Sleep(500 * time.Millisecond)
+	f, err := os.Create(filepath.Join(t.profileDir, scenario+"-client-"+t.name+".pprof"))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bench: client profile: %v\n", err)
+		return
+	}
+	defer f.Close()
+	if err := pprof.StartCPUProfile(f); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: client profile: %v\n", err)
+		return
+	}
+	time.Sleep(time.Duration(secs) * time.Second)
+	pprof.StopCPUProfile()
 }
