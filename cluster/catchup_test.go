@@ -12,6 +12,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
+	"tablestore/internal/masterclient"
 	"tablestore/partitionserver"
 	pb "tablestore/proto/tablestorepb"
 )
@@ -124,8 +125,17 @@ func TestRemovedAcrossGroupSplit(t *testing.T) {
 	}
 	besideOneOther(t)
 	sn := splitPastDownFollower(t, "removedsplit", false, splitThenDetach)
-	c, tc, acked, right, victim, vi := sn.c, sn.tc, sn.acked, sn.right, sn.victim, sn.vi
-	ctx := ctxT(t, 2*time.Minute)
+	movedOffWhileDown(t, sn.c, sn.mc, sn.tc, sn.acked, sn.left.GetRangeId(), sn.right, sn.vi)
+}
+
+// movedOffWhileDown moves range moved off stopped server vi onto a server
+// it adds, restarts vi, and waits until vi's stale copy of moved's group
+// is gone and vi caught up on range rejoined (a span that left that group
+// while vi was down, whose new group lists vi); then degradedReadBack with
+// one of rejoined's other servers stopped.
+func movedOffWhileDown(t *testing.T, c *Cluster, mc *masterclient.Client, tc *aztables.Client, acked map[string]int64, moved uint64, rejoined *pb.RangeDescriptor, vi int) {
+	t.Helper()
+	victim := c.Servers[vi].Config.ID
 	fourth, err := c.AddServer()
 	if err != nil {
 		t.Fatal(err)
@@ -134,24 +144,24 @@ func TestRemovedAcrossGroupSplit(t *testing.T) {
 	if err := c.WaitServersRegistered(10 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	left := sn.left.GetRangeId()
-	err = sn.mc.Call(ctx, func(_ context.Context, m pb.MasterServiceClient) error {
-		_, err := m.Move(ctx, &pb.MoveRequest{RangeId: left, FromServerId: victim, ToServerId: to})
+	ctx := ctxT(t, 2*time.Minute)
+	err = mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
+		_, err := m.Move(ctx, &pb.MoveRequest{RangeId: moved, FromServerId: victim, ToServerId: to})
 		return err
 	})
 	if err != nil {
-		t.Fatalf("move range %d off %s onto %s: %v", left, victim, to, err)
+		t.Fatalf("move range %d off %s onto %s: %v", moved, victim, to, err)
 	}
 	writeSeq(t, tc, acked, "moved", 30)
 	if err := c.RestartServer(vi); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 40*time.Second, "the stale group gone from "+victim, func() bool {
-		return c.Servers[vi].Server.ReplicaState(left) == "absent"
+		return c.Servers[vi].Server.ReplicaState(moved) == "absent"
 	})
-	waitCaughtUp(t, c, vi, right.GetRangeId())
+	waitCaughtUp(t, c, vi, rejoined.GetRangeId())
 	degradedReadBack(t, c, tc, acked, func(i int) bool {
-		return i != vi && i != fourth && hasServer(right, c.Servers[i].Config.ID)
+		return i != vi && i != fourth && hasServer(rejoined, c.Servers[i].Config.ID)
 	})
 }
 
@@ -259,27 +269,5 @@ func TestRemovedAcrossGroupSplitNamesakeGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	detach(y.GetRangeId())
-	fourth, err := c.AddServer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	to := c.Servers[fourth].Config.ID
-	if err := c.WaitServersRegistered(10 * time.Second); err != nil {
-		t.Fatal(err)
-	}
-	call(fmt.Sprintf("move range %d off %s onto %s", x.GetRangeId(), victim, to), func(ctx context.Context, m pb.MasterServiceClient) error {
-		_, err := m.Move(ctx, &pb.MoveRequest{RangeId: x.GetRangeId(), FromServerId: victim, ToServerId: to})
-		return err
-	})
-	writeSeq(t, tc, acked, "moved", 30)
-	if err := c.RestartServer(vi); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 40*time.Second, "the stale group gone from "+victim, func() bool {
-		return c.Servers[vi].Server.ReplicaState(x.GetRangeId()) == "absent"
-	})
-	waitCaughtUp(t, c, vi, y.GetRangeId())
-	degradedReadBack(t, c, tc, acked, func(i int) bool {
-		return i != vi && i != fourth && hasServer(y, c.Servers[i].Config.ID)
-	})
+	movedOffWhileDown(t, c, mc, tc, acked, x.GetRangeId(), y, vi)
 }
