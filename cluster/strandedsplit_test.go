@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -42,13 +43,15 @@ func TestSplitStartFailsThenOpens(t *testing.T) {
 		return nil
 	})
 	t.Cleanup(func() { failpoint.Disable("partitionserver/split/start-fails") })
+	// Watched from before the split: when the failpoint strikes the new
+	// range's preferred leader, the master answers only once that server
+	// leads (leadRight), which can be after the reconcile opened it.
+	absent := watchAbsent(t, c, table)
 	var right *pb.RangeDescriptor
 	splitAt := time.Now()
 	err := mc.Call(ctx, func(_ context.Context, m pb.MasterServiceClient) error {
-		// The test's deadline, not the client's 5 s per attempt: when the
-		// failpoint strikes the new range's preferred leader, the master
-		// waits for it to lead before it answers (leadRight), and a retry
-		// of a split that happened is refused.
+		// The test's deadline, not the client's 5 s per attempt: the
+		// answer can wait for the struck server, as above.
 		resp, err := m.Split(ctx, &pb.SplitRequest{Table: table, PartitionKey: "k13"})
 		right = resp.GetRight()
 		return err
@@ -58,23 +61,19 @@ func TestSplitStartFailsThenOpens(t *testing.T) {
 	}
 	t.Logf("split answered after %v", time.Since(splitAt).Round(time.Millisecond))
 	waitFor(t, 5*time.Second, "the failpoint struck", func() bool { return fails.Load() >= 1 })
-	start := time.Now()
-	stranded := -1
 	waitFor(t, 30*time.Second, "every replica of the new range serving", func() bool {
-		for i, n := range c.Servers {
+		for _, n := range c.Servers {
 			if st := n.Server; st == nil || st.ReplicaState(right.GetRangeId()) == "absent" {
-				if stranded < 0 && time.Since(start) > time.Second {
-					stranded = i // absent well after the split: the struck one
-				}
 				return false
 			}
 		}
 		return true
 	})
-	if stranded < 0 {
-		t.Fatal("every replica started within a second of the split: the failpoint proved nothing")
+	stranded, longest := absent(right.GetRangeId())
+	if longest < time.Second {
+		t.Fatalf("no replica of range %d was missing for a second while another served (longest %v): the failpoint proved nothing", right.GetRangeId(), longest)
 	}
-	t.Logf("server %d's replica of range %d opened %v after the split", stranded, right.GetRangeId(), time.Since(start).Round(time.Millisecond))
+	t.Logf("server %d's replica of range %d was missing for %v", stranded, right.GetRangeId(), longest.Round(time.Millisecond))
 
 	// The opened replica serves: stop another server; it and the last
 	// one are a majority of every range.
@@ -89,4 +88,75 @@ func TestSplitStartFailsThenOpens(t *testing.T) {
 	}
 	t.Logf("%d writes acknowledged, %d failed; longest pause: %v", len(acked), w.failed.Load(), time.Duration(w.maxGap.Load()))
 	verifyExactlyOnce(t, tc, acked)
+}
+
+// watchAbsent polls every server for every range of table, and returns a
+// function that stops the polling and tells, for a range, which server
+// lacked its replica longest while another server served one, and for
+// how long.
+func watchAbsent(t *testing.T, c *Cluster, table string) func(id uint64) (int, time.Duration) {
+	t.Helper()
+	type key struct {
+		server int
+		id     uint64
+	}
+	var mu sync.Mutex
+	since := map[key]time.Time{}
+	longest := map[key]time.Duration{}
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	mc := masterClient(t, c)
+	go func() {
+		defer close(stopped)
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			m, err := getPartitionMap(context.Background(), mc)
+			if err != nil {
+				continue
+			}
+			now := time.Now()
+			mu.Lock()
+			for _, r := range tableRanges(m, table) {
+				id := r.GetRangeId()
+				var hosted []bool
+				any := false
+				for _, n := range c.Servers {
+					h := n.Server != nil && n.Server.ReplicaState(id) != "absent"
+					hosted = append(hosted, h)
+					any = any || h
+				}
+				for i, h := range hosted {
+					k := key{i, id}
+					if h || !any {
+						delete(since, k)
+						continue
+					}
+					if _, ok := since[k]; !ok {
+						since[k] = now
+					}
+					longest[k] = max(longest[k], now.Sub(since[k]))
+				}
+			}
+			mu.Unlock()
+		}
+	}()
+	var once sync.Once
+	stop := func() { once.Do(func() { close(done); <-stopped }) }
+	t.Cleanup(stop)
+	return func(id uint64) (int, time.Duration) {
+		stop() // before the test stops a server: the poller reads c.Servers
+		mu.Lock()
+		defer mu.Unlock()
+		best, d := -1, time.Duration(0)
+		for k, v := range longest {
+			if k.id == id && v > d {
+				best, d = k.server, v
+			}
+		}
+		return best, d
+	}
 }
