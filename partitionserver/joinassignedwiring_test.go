@@ -164,7 +164,8 @@ func TestJoinAssignedWiring(t *testing.T) {
 	// without asking the master (its range has no leader).
 	s.births.Store(uint64(born), &pb.SplitBirth{Index: 40, Right: listing(born)})
 	s.joinAssigned(listing(born), nil)
-	for deadline := time.Now().Add(20 * time.Second); !s.hosts(born); time.Sleep(5 * time.Millisecond) {
+	// The count follows the creation (joinFromBirth): wait for both.
+	for deadline := time.Now().Add(20 * time.Second); !s.hosts(born) || counterValue(t, joinAtBirthTotal) == births; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("missed split's range not created at its birth")
 		}
