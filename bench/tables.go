@@ -67,6 +67,7 @@ func measureTables(o options, t *target) error {
 	writeLat := make([]time.Duration, o.tables)
 	cpu0 := t.cpu()
 	start := time.Now()
+	createProfile := t.profileDev(o, "create.pprof", 10*time.Second)
 	var wg sync.WaitGroup
 	workers := min(o.workers, 16)
 	for w := 0; w < workers; w++ {
@@ -110,6 +111,7 @@ func measureTables(o options, t *target) error {
 		fmt.Printf("%-34s %5.1f%% of a core, RSS %4d MiB, %d fds\n", "creating: "+p.role,
 			(cpu1[p.role]-cpu0[p.role])/created.Seconds()*100, rssBytes(p.cmd.Process.Pid)>>20, len(fds))
 	}
+	createProfile() // after cpu1: a creation shorter than the profile waits here
 
 	// Idle cost, measured over 10 s once quiet-after has passed.
 	time.Sleep(o.quietAfter)
