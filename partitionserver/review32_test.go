@@ -1,0 +1,94 @@
+package partitionserver
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"tablestore/internal/edm"
+	pb "tablestore/proto/tablestorepb"
+)
+
+// TestReviewDeleteOfMergedNamesakeKeepsItsGroup (review, session 32): a
+// group keeps its name after its namesake span is merged away (a
+// cross-group merge takes the namesake alone; range-groups.md stage 5,
+// reliability.md 44). A delete that then names the namesake's range id
+// (the retired-range delete of the reconcile, racing the merge's apply
+// here; a late DeleteReplica) finds no slot serving that range, and takes
+// the "leftovers of an interrupted delete" path: it must not drop the log
+// and snapshot directory of the live group that bears the same id.
+func TestReviewDeleteOfMergedNamesakeKeepsItsGroup(t *testing.T) {
+	m := &heartbeatMaster{}
+	s := started(t, newAgainstMaster(t, m, nil))
+	_, v := leadingRangeWithWrites(t, s, 21, 1, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := v.SplitRange(ctx, &pb.SplitRangeRequest{RangeId: 21, SplitKey: "m", NewRangeId: 22, InGroup: true}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); s.slotOf(22) == nil; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("range 22 not served")
+		}
+	}
+	// What a cross-group merge of range 21 into its left neighbour does
+	// here: the left group's entry deletes 21's record, and its hook
+	// (RangeMerged) leaves group 21 serving its other span.
+	if err := s.store.DeleteRange(21, 0); err != nil {
+		t.Fatal(err)
+	}
+	s.RangeMerged(20, 21)
+	for deadline := time.Now().Add(10 * time.Second); s.slotOf(21) != nil; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("range 21 still indexed after its merge")
+		}
+	}
+	if sl := s.slotOf(22); sl == nil || sl.id != 21 {
+		t.Fatalf("range 22 served by %v, want group 21", sl)
+	}
+	before, _ := s.logs.Log(21).LastIndex()
+	// The retired-range delete's form (heartbeat.go reconcile).
+	err := s.deleteReplica(21, 3, 0)
+	last, _ := s.logs.Log(21).LastIndex()
+	if !slices.Contains(s.logs.Groups(), 21) || last < before || !exists(replicaDir(s.cfg.DataDir, 21)) {
+		t.Errorf("delete of merged range 21 (err %v) while group 21 serves range 22: group 21's log listed %v, last index %d (was %d), its directory there %v",
+			err, slices.Contains(s.logs.Groups(), 21), last, before, exists(replicaDir(s.cfg.DataDir, 21)))
+	}
+	// What it costs: a write to range 22 acknowledged after the delete,
+	// then a restart of the server.
+	op := &pb.EntityOp{Kind: pb.OpKind_OP_KIND_INSERT, PartitionKey: "q", RowKey: "after",
+		Entity: edm.MarshalBinary(&edm.Entity{PartitionKey: "q", RowKey: "after"})}
+	if _, err := v.Write(ctx, &pb.WriteRequest{RangeId: 22, Generation: 2, Ops: []*pb.EntityOp{op}}); err != nil {
+		t.Logf("write to range 22 after the delete: %v", err)
+		return
+	}
+	s.Close()
+	again, err := New(s.cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	started(t, again)
+	v2 := &service{s: again}
+	gctx, gcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer gcancel()
+	_, gerr := v2.Get(gctx, &pb.GetRequest{RangeId: 22, PartitionKey: "q", RowKey: "after"})
+	for status.Code(gerr) == codes.Unavailable && gctx.Err() == nil {
+		time.Sleep(5 * time.Millisecond)
+		_, gerr = v2.Get(gctx, &pb.GetRequest{RangeId: 22, PartitionKey: "q", RowKey: "after"})
+	}
+	last2, _ := again.logs.Log(21).LastIndex()
+	if gerr != nil {
+		t.Errorf("acknowledged write to range 22 after the restart: %v (group 21's last index now %d)", gerr, last2)
+	}
+	// A second write after the restart: its entry index lies below the
+	// group's applied index in the state file when the log restarted.
+	if _, err := v2.Write(gctx, &pb.WriteRequest{RangeId: 22, Generation: 2, Ops: []*pb.EntityOp{{Kind: pb.OpKind_OP_KIND_INSERT, PartitionKey: "q", RowKey: "restart",
+		Entity: edm.MarshalBinary(&edm.Entity{PartitionKey: "q", RowKey: "restart"})}}}); err != nil {
+		t.Errorf("write to range 22 after the restart: %v (group 21's last index %d, applied in the file %d)", err, last2, again.slotOf(22).group.AppliedIndex())
+	}
+}
