@@ -92,3 +92,58 @@ func TestReviewDeleteOfMergedNamesakeKeepsItsGroup(t *testing.T) {
 		t.Errorf("write to range 22 after the restart: %v (group 21's last index %d, applied in the file %d)", err, last2, again.slotOf(22).group.AppliedIndex())
 	}
 }
+
+// TestReviewRestartKeepsTheLogOfAGroupWithoutItsNamesake (review, session
+// 32): a group whose namesake span was merged away serves its other spans
+// under the namesake's id; no stored record bears that id. A restart must
+// keep the group's Raft log (dropOrphanLogs keys "known" by range ids).
+func TestReviewRestartKeepsTheLogOfAGroupWithoutItsNamesake(t *testing.T) {
+	m := &heartbeatMaster{}
+	s := started(t, newAgainstMaster(t, m, nil))
+	_, v := leadingRangeWithWrites(t, s, 21, 1, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := v.SplitRange(ctx, &pb.SplitRangeRequest{RangeId: 21, SplitKey: "m", NewRangeId: 22, InGroup: true}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); s.slotOf(22) == nil; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("range 22 not served")
+		}
+	}
+	// The cross-group merge of range 21 into its left neighbour, here.
+	if err := s.store.DeleteRange(21, 0); err != nil {
+		t.Fatal(err)
+	}
+	s.RangeMerged(20, 21)
+	for deadline := time.Now().Add(10 * time.Second); s.slotOf(21) != nil; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("range 21 still indexed after its merge")
+		}
+	}
+	op := &pb.EntityOp{Kind: pb.OpKind_OP_KIND_INSERT, PartitionKey: "q", RowKey: "before",
+		Entity: edm.MarshalBinary(&edm.Entity{PartitionKey: "q", RowKey: "before"})}
+	if _, err := v.Write(ctx, &pb.WriteRequest{RangeId: 22, Generation: 2, Ops: []*pb.EntityOp{op}}); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := s.logs.Log(21).LastIndex()
+	term, _ := s.logs.Log(21).GetUint64([]byte("CurrentTerm"))
+	s.Close()
+	again, err := New(s.cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	started(t, again)
+	last, _ := again.logs.Log(21).LastIndex()
+	term2, _ := again.logs.Log(21).GetUint64([]byte("CurrentTerm"))
+	if last < before || term2 < term {
+		t.Errorf("group 21 (serving range 22) after a restart: last index %d, was %d; term %d, was %d", last, before, term2, term)
+	}
+	v2 := &service{s: again}
+	wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer wcancel()
+	if _, err := v2.Write(wctx, &pb.WriteRequest{RangeId: 22, Generation: 2, Ops: []*pb.EntityOp{{Kind: pb.OpKind_OP_KIND_INSERT, PartitionKey: "q", RowKey: "after",
+		Entity: edm.MarshalBinary(&edm.Entity{PartitionKey: "q", RowKey: "after"})}}}); err != nil {
+		t.Errorf("write to range 22 after the restart: %v", err)
+	}
+}
