@@ -147,3 +147,42 @@ func TestReviewRestartKeepsTheLogOfAGroupWithoutItsNamesake(t *testing.T) {
 		t.Errorf("write to range 22 after the restart: %v", err)
 	}
 }
+
+// TestReviewJoinFloorOfASpanInAGroupNamedByAnother (review, session 32):
+// a range alone in a group named by its merged-away namesake (range 22 of
+// group 21) is moved onto this server: the move's CreateReplica carries a
+// join floor. createReplicaLocked records it in the shared log's group
+// named by the range id (22), not the group the replica runs as (21). A
+// crash between the store and the open (the case the early record is
+// for), then the master's retried CreateReplica (raiseHostedFloor, by
+// range id again), leaves group 21 without a floor.
+func TestReviewJoinFloorOfASpanInAGroupNamedByAnother(t *testing.T) {
+	m := &heartbeatMaster{}
+	s := started(t, newAgainstMaster(t, m, nil))
+	desc := &pb.RangeDescriptor{RangeId: 22, GroupId: 21, Table: "t", TableId: 7, Start: "m", Generation: 5,
+		Replicas: []*pb.Replica{{ServerId: "a"}, {ServerId: "b"}}}
+	floor := joinFloor{term: 3, index: 7}
+	// createReplicaLocked's first two steps, then a crash.
+	if _, err := raiseFloor(s.logs.Log(desc.GetRangeId()), floor); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.store.CreateRange(desc, false); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	again, err := New(s.cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	started(t, again)
+	if sl := again.slotOf(22); sl == nil || sl.id != 21 {
+		t.Fatalf("range 22 after the restart served by %v, want group 21", sl)
+	}
+	// The master's retried CreateReplica.
+	if err := again.createReplica(desc, false, false, nil, floor); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := storedFloor(again.logs.Log(21)); err != nil || f != floor {
+		t.Errorf("join floor of group 21, which runs range 22's replica: %+v (%v), want %+v; group 22's: %+v", f, err, floor, func() joinFloor { f, _ := storedFloor(again.logs.Log(22)); return f }())
+	}
+}
