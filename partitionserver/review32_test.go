@@ -52,8 +52,10 @@ func TestReviewDeleteOfMergedNamesakeKeepsItsGroup(t *testing.T) {
 		t.Fatalf("range 22 served by %v, want group 21", sl)
 	}
 	before, _ := s.logs.Log(21).LastIndex()
-	// The retired-range delete's form (heartbeat.go reconcile).
-	err := s.deleteReplica(21, 3, 0)
+	// The master's retire after the merge (master/ops.go retire: a
+	// DeleteReplica naming the merged range only, sent to every server of
+	// it); the reconcile's retired-range delete takes the same path.
+	err := s.deleteRemoved(21, 0, 0, 0)
 	last, _ := s.logs.Log(21).LastIndex()
 	if !slices.Contains(s.logs.Groups(), 21) || last < before || !exists(replicaDir(s.cfg.DataDir, 21)) {
 		t.Errorf("delete of merged range 21 (err %v) while group 21 serves range 22: group 21's log listed %v, last index %d (was %d), its directory there %v",
