@@ -6,6 +6,7 @@ import (
 	"io"
 	"testing"
 
+	"tablestore/internal/edm"
 	"tablestore/internal/logging"
 	pb "tablestore/proto/tablestorepb"
 )
@@ -95,5 +96,59 @@ func TestReviewMergeAfterRightGroupSnapshot(t *testing.T) {
 	l, _ := x.g3.Span(3)
 	if _, err := l.Get("p", "r"); err != nil {
 		t.Fatal(fmt.Errorf("row p, written to range 5 before its freeze, after the merge on X: %w", err))
+	}
+}
+
+// TestReviewRightGroupSnapshotAfterTheMergeHere: the other order. Y's
+// group 5 snapshots after the freeze but before Y's range 3 applied the
+// Merge (R, frozen, is still in Y's file, so in the snapshot). X's range
+// 3 has applied the Merge and then a write to a key of R's old span; X's
+// group 5 is then caught up by Y's snapshot. The restore must neither
+// bring R back nor overwrite range 3's newer row with R's frozen one.
+func TestReviewRightGroupSnapshotAfterTheMergeHere(t *testing.T) {
+	write := func(r *reviewReplica) {
+		if res := r.a5.batch(insertTo(5, "p")); res.Batch[0].Err != nil {
+			t.Fatal(res.Batch[0].Err)
+		}
+		freeze, _ := EncodeFor(5, pb.CommandKind_COMMAND_KIND_FREEZE, &pb.FreezeCommand{})
+		if res := r.a5.entry(freeze); res.Err != nil || res.Index != 2 {
+			t.Fatalf("freeze: %v at %d", res.Err, res.Index)
+		}
+	}
+	y := newReviewReplica(t)
+	write(y)
+	if res := y.a5.batch(insertTo(9, "x")); res.Batch[0].Err != nil {
+		t.Fatal(res.Batch[0].Err)
+	}
+	r5, _ := y.g5.Span(5)
+	merge, _ := Encode(pb.CommandKind_COMMAND_KIND_MERGE, &pb.MergeCommand{Right: r5.Descriptor(), RightFreezeIndex: 2})
+	snap := snapshotOf(t, y.g5)
+
+	x := newReviewReplica(t)
+	write(x)
+	if res := x.a3.entry(merge); res.Err != nil {
+		t.Fatalf("merge on X: %v", res.Err)
+	}
+	newer := entityBytes(t, map[string]edm.Value{"V": {Type: edm.TypeInt32, Int: 2}})
+	if res := x.a3.batch(&pb.WriteCommand{Ops: []*pb.EntityOp{op(pb.OpKind_OP_KIND_INSERT_OR_REPLACE, "p", "r", newer)}}); res.Batch[0].Err != nil {
+		t.Fatal(res.Batch[0].Err)
+	}
+	l, _ := x.g3.Span(3)
+	want, err := l.Get("p", "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := x.g5.Restore(io.NopCloser(bytes.NewReader(snap))); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := x.s.HasRange(5); ok {
+		t.Errorf("range 5, merged into range 3 here, is stored again after group 5's restore")
+	}
+	got, err := l.Get("p", "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("row p of range 3 after group 5's restore: %x, want the row range 3 wrote after the merge, %x", got, want)
 	}
 }
