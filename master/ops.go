@@ -351,7 +351,10 @@ func (s *Server) merge(ctx context.Context, id, claimed uint64, cause, reason st
 		// set check between two resumes), L moves. Moving R instead was
 		// refused every pass, and R stayed frozen for good.
 		err = s.colocateLeft(ctx, id, freeze.GetRange(), cause)
-	} else {
+	} else if right, err = s.isolate(ctx, right.GetRangeId(), cause); err == nil {
+		// Alone in its group first: a freeze and a merge take a whole
+		// group's log out of service, and a group whose namesake merged
+		// away outlived the id that names it (docs/reliability.md 45).
 		right, err = s.colocate(ctx, left, right, cause)
 	}
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -455,4 +456,45 @@ func TestDeleteRemovedTakesTheStaleGroup(t *testing.T) {
 		}
 		gone(t, s)
 	})
+}
+
+// TestFreezeRefusesASharedSpan: a merge's freeze of a range that shares
+// its Raft group is refused (the master detaches it first), for the
+// namesake and for a span born in the group alike; once the span is alone
+// in its group, the freeze goes through. A deleted table's freeze is not
+// a merge's and is not refused.
+func TestFreezeRefusesASharedSpan(t *testing.T) {
+	m := &heartbeatMaster{}
+	s := started(t, newAgainstMaster(t, m, nil))
+	_, v := leadingRangeWithWrites(t, s, 61, 1, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := v.SplitRange(ctx, &pb.SplitRangeRequest{RangeId: 61, SplitKey: "m", NewRangeId: 62, InGroup: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.SplitRange(ctx, &pb.SplitRangeRequest{RangeId: 62, SplitKey: "t", NewRangeId: 63, InGroup: true}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []uint64{61, 62} {
+		_, err := v.FreezeRange(ctx, &pb.FreezeRangeRequest{RangeId: id})
+		if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "3 ranges of Raft group 61") {
+			t.Fatalf("freeze of range %d, one of group 61's 3 spans: %v", id, err)
+		}
+		if st := s.slotOf(id).span(id).State(); st.GetFrozen() {
+			t.Fatalf("range %d frozen after the refusal", id)
+		}
+	}
+	if _, err := v.DetachRange(ctx, &pb.DetachRangeRequest{RangeId: 62}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		_, err := v.FreezeRange(ctx, &pb.FreezeRangeRequest{RangeId: 62})
+		return err == nil // once range 62's own group has a leader
+	})
+	if st := s.slotOf(62).span(62).State(); !st.GetFrozen() {
+		t.Fatal("range 62, alone in its group, not frozen")
+	}
+	if resp, err := v.FreezeRange(ctx, &pb.FreezeRangeRequest{RangeId: 63, TableDeleted: true}); err != nil || resp.GetFreezeIndex() == 0 {
+		t.Fatalf("a deleted table's freeze of range 63, which shares group 61: %v, %v", resp, err)
+	}
 }

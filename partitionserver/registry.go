@@ -14,6 +14,7 @@ import (
 
 	"tablestore/internal/durable"
 	"tablestore/internal/failpoint"
+	"tablestore/internal/rangegroup"
 	"tablestore/partitionserver/fsm"
 	"tablestore/partitionserver/lifecycle"
 	pb "tablestore/proto/tablestorepb"
@@ -951,9 +952,14 @@ func (s *Server) createReplicaLocked(desc *pb.RangeDescriptor, bootstrap, campai
 	// that replica's snapshots: the new one starts empty, not from them
 	// (openReplica restores a stored snapshot the file is behind, and an
 	// old one's span may now be another range's here).
+	// The Raft state and the directory are the group's, named by desc
+	// (its namesake, or a range an older master merged away): a live
+	// group of that name serves other ranges here, and its directory
+	// stays.
+	g := rangegroup.GroupOf(desc)
 	if has, err := s.store.HasRange(id); err != nil {
 		return err
-	} else if dir := replicaDir(s.cfg.DataDir, id); !has && exists(dir) {
+	} else if dir := replicaDir(s.cfg.DataDir, g); !has && s.groupSlot(g) == nil && exists(dir) {
 		if err := durable.RemoveAll(dir); err != nil {
 			return fmt.Errorf("partitionserver: range %d: remove the directory of an earlier replica: %w", id, err)
 		}
@@ -961,7 +967,7 @@ func (s *Server) createReplicaLocked(desc *pb.RangeDescriptor, bootstrap, campai
 	// The floor goes into the group's stable keys before the range is
 	// stored: a crash in between leaves an orphan group (dropped at
 	// start), never a stored range without its floor.
-	if _, err := raiseFloor(s.logs.Log(id), floor); err != nil {
+	if _, err := raiseFloor(s.logs.Log(g), floor); err != nil {
 		return fmt.Errorf("partitionserver: range %d join floor: %w", id, err)
 	}
 	if err := s.store.CreateRange(desc, bootstrap); err != nil && !errors.Is(err, fsm.ErrRangeExists) {
@@ -1029,7 +1035,7 @@ func (s *Server) raiseHostedFloor(id uint64, f joinFloor) error {
 	}
 	sl.lock()
 	defer sl.unlock()
-	cur, err := raiseFloor(s.logs.Log(id), f)
+	cur, err := raiseFloor(s.logs.Log(sl.id), f) // the group's log
 	if err != nil {
 		return fmt.Errorf("partitionserver: range %d join floor: %w", id, err)
 	}
@@ -1316,6 +1322,15 @@ func (s *Server) removeReplica(id, before, abortedThrough uint64, wholeGroup boo
 	}
 	sl := s.slotOf(id)
 	hosted := sl != nil
+	if sl == nil && s.groupSlot(id) != nil {
+		// Range id is gone here, but its id still names a live group: one
+		// whose namesake an older master merged away across groups (a
+		// merge now takes its right range alone in its group). Its log
+		// and directory are that group's, serving its other ranges; the
+		// leftovers path below would drop them under it.
+		s.logger.Debug("delete of a range that is not hosted, whose id names a live group: nothing to delete", "range", id)
+		return nil
+	}
 	if sl == nil {
 		// Leftovers of an interrupted delete go too.
 		sl = newSlot(id, nil, &s.cfg)

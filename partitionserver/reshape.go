@@ -17,6 +17,10 @@ import (
 	pb "tablestore/proto/tablestorepb"
 )
 
+// ErrSpanShared refuses a merge's freeze of a range that shares its Raft
+// group with other ranges: the master detaches it first (isolate).
+var ErrSpanShared = errors.New("partitionserver: the range shares its Raft group; it leaves the group before a merge")
+
 func (v *service) leaderReplica(id uint64) (*replica, error) {
 	r, err := v.replica(id)
 	if err != nil {
@@ -173,6 +177,14 @@ func (v *service) FreezeRange(ctx context.Context, req *pb.FreezeRangeRequest) (
 		// The applied index goes with it: "not frozen" proves a freeze
 		// undone only if this leader applied past it.
 		return &pb.FreezeRangeResponse{Range: st.GetRange(), FreezeIndex: st.GetFrozenIndex(), AppliedIndex: st.GetAppliedIndex()}, nil
+	}
+	if n := len(r.group.Spans()); n > 1 {
+		// The master detaches the range first (isolate): a merge's right
+		// range is alone in its Raft group, so the group ends with the
+		// merge and never outlives its namesake, and no other span's
+		// snapshot can carry the frozen one past the merge.
+		err := fmt.Errorf("%w: range %d is one of %d ranges of Raft group %d", ErrSpanShared, r.id, n, r.member.id)
+		return nil, rpcerr.New(codes.FailedPrecondition, rpcerr.ReasonNotReady, err.Error(), nil)
 	}
 	// A frozen range serves nothing until every replica has applied the
 	// freeze or the master aborted the merge (a bounded wait): a voter

@@ -23,6 +23,7 @@ import (
 	"tablestore/internal/durable"
 	"tablestore/internal/masterclient"
 	"tablestore/internal/peertls"
+	"tablestore/internal/rangegroup"
 	"tablestore/partitionserver/admission"
 	"tablestore/partitionserver/disklatency"
 	"tablestore/partitionserver/fsm"
@@ -259,7 +260,10 @@ func (s *Server) Start() (err error) {
 	}
 	for _, st := range states {
 		id := st.GetRange().GetRangeId()
-		if splitLeftover(st, s.id, logged[id] || exists(replicaDir(s.cfg.DataDir, id))) {
+		// The Raft state is the group's, named by its namesake, which may
+		// be another range (or one merged away by an older master).
+		g := rangegroup.GroupOf(st.GetRange())
+		if splitLeftover(st, s.id, logged[g] || exists(replicaDir(s.cfg.DataDir, g))) {
 			unlock := s.lockRange(id)
 			err := s.deleteReplicaLocked(id, 0, 0)
 			unlock()
@@ -412,12 +416,16 @@ const shutdownReplicasWithin = 5 * time.Second
 // data directory.
 const raftLogDir = "raftlog"
 
-// dropOrphanLogs deletes the logs of groups whose range state is gone (a
-// crash between deleting a range and dropping its log).
+// dropOrphanLogs deletes the logs of groups that serve no stored range (a
+// crash between deleting a range and dropping its log). A log is its
+// group's, which a range's record names: a group whose namesake was
+// merged away (an older master's cross-group merge) still serves its
+// other ranges under that id, and its log holds their terms, votes and
+// entries.
 func (s *Server) dropOrphanLogs(states []*pb.RangeState) error {
 	known := make(map[uint64]bool, len(states))
 	for _, st := range states {
-		known[st.GetRange().GetRangeId()] = true
+		known[rangegroup.GroupOf(st.GetRange())] = true
 	}
 	for _, id := range s.logs.Groups() {
 		if !known[id] {

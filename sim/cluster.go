@@ -272,8 +272,8 @@ func (c *cluster) sameGroup(r *srange) []*srange {
 	return out
 }
 
-// isolate has r leave its Raft group before a move, as the master does (a
-// group split): a span born in the group leaves it; for the group's
+// isolate has r leave its Raft group before a move or a merge across
+// groups, as the master does (a group split): a span born in the group leaves it; for the group's
 // namesake, its siblings leave instead, each a group of its own.
 func (c *cluster) isolate(r *srange) {
 	for _, x := range c.sameGroup(r) {
@@ -350,6 +350,9 @@ func (c *cluster) merge(i int, r *srange, rightID uint64) bool {
 		return false
 	}
 	right := c.ranges[i+1]
+	if right.sched.GroupID() != r.sched.GroupID() {
+		c.isolate(right) // a merge across groups takes its right range alone
+	}
 	c.grow(r, c.step-1)
 	c.grow(right, c.step-1)
 	r.hi, r.sched.End = right.hi, right.sched.End

@@ -780,6 +780,9 @@ func (w *world) merge(l, r *Range) {
 	if r == nil {
 		return
 	}
+	if l.GroupID() != r.GroupID() {
+		w.isolate(r) // across groups, the right range goes alone
+	}
 	l.End = r.End
 	// The merged range keeps the left part's report and trend until its
 	// leader reports again (observe installs the merged figures).

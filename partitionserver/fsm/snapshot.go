@@ -162,6 +162,26 @@ func (r snapshotReader) bytes() ([]byte, error) {
 	return b, err
 }
 
+// skipBody reads past one span's entities and request records (each a
+// list of key and value pairs ended by an empty key).
+func (r snapshotReader) skipBody() error {
+	for range 2 {
+		for {
+			k, err := r.bytes()
+			if err != nil {
+				return fmt.Errorf("%w: record: %v", ErrCorruptSnapshot, err)
+			}
+			if len(k) == 0 {
+				break
+			}
+			if _, err := r.bytes(); err != nil {
+				return fmt.Errorf("%w: record: %v", ErrCorruptSnapshot, err)
+			}
+		}
+	}
+	return nil
+}
+
 func (r snapshotReader) header() (*pb.RangeState, error) {
 	hdr, err := r.bytes()
 	if err != nil {
@@ -200,6 +220,15 @@ func restoreInto(tx *bolt.Tx, r io.Reader, groupID uint64) ([]*pb.RangeState, []
 		if err != nil {
 			return nil, nil, err
 		}
+		if st.GetFrozen() {
+			// Frozen for a merge this replica's left range has not
+			// applied yet: a snapshot taken after the merge elsewhere no
+			// longer holds it (the merge took it out of the group), and
+			// the left range's Merge entry needs its record and rows
+			// here. Kept unless the snapshot brings it (restoreSpan then
+			// replaces it); its rows are final at the freeze.
+			continue
+		}
 		olds = append(olds, st.GetRange())
 		if err := tx.Bucket(bucketRanges).Delete(u64(id)); err != nil {
 			return nil, nil, err
@@ -213,10 +242,15 @@ func restoreInto(tx *bolt.Tx, r io.Reader, groupID uint64) ([]*pb.RangeState, []
 	var states []*pb.RangeState
 	var subsumed []mergedSpan
 	seen := map[uint64]bool{}
+	skipped := 0
 	for range n {
 		state, dropped, err := restoreSpan(tx, sr, groupID)
 		if err != nil {
 			return nil, nil, err
+		}
+		if state == nil {
+			skipped++ // merged here already (restoreSpan)
+			continue
 		}
 		if id := state.GetRange().GetRangeId(); seen[id] {
 			return nil, nil, fmt.Errorf("%w: range %d twice", ErrCorruptSnapshot, id)
@@ -231,6 +265,11 @@ func restoreInto(tx *bolt.Tx, r io.Reader, groupID uint64) ([]*pb.RangeState, []
 			subsumed = append(subsumed, mergedSpan{into: state.GetRange().GetRangeId(), right: id})
 		}
 	}
+	if len(states) == 0 {
+		// A group whose every span was merged here ends with those
+		// merges (RangeMerged stops it): nothing to restore into.
+		return nil, nil, fmt.Errorf("%w: group %d: the snapshot's %d spans were all merged into ranges here", ErrRangeNotFound, groupID, skipped)
+	}
 	return states, subsumed, nil
 }
 
@@ -242,6 +281,18 @@ func restoreSpan(tx *bolt.Tx, sr snapshotReader, groupID uint64) (*pb.RangeState
 	}
 	if g := rangegroup.GroupOf(state.GetRange()); g != groupID {
 		return nil, nil, fmt.Errorf("%w: snapshot of range %d of group %d restored into group %d", ErrCorruptSnapshot, state.GetRange().GetRangeId(), g, groupID)
+	}
+	if state.GetFrozen() {
+		// Taken between the span's freeze and its merge, restored where
+		// the left range has merged it already (and may have written
+		// over its keys since): a range of another group, newer than
+		// the span, covers it here. Its body is skipped; restored, it
+		// would serve again and overwrite the newer rows.
+		if newer, err := mergedHere(tx, state.GetRange(), groupID); err != nil {
+			return nil, nil, err
+		} else if newer {
+			return nil, nil, sr.skipBody()
+		}
 	}
 	if old, err := getState(tx, state.GetRange().GetRangeId()); err == nil {
 		// Recorded here as another group's span: the snapshot's group
@@ -346,6 +397,25 @@ func dropSubsumed(tx *bolt.Tx, d *pb.RangeDescriptor) ([]uint64, error) {
 		}
 	}
 	return ids, nil
+}
+
+// mergedHere reports whether a range stored here outside group groupID,
+// of d's table and newer than d, covers d's span: d was merged into it.
+func mergedHere(tx *bolt.Tx, d *pb.RangeDescriptor, groupID uint64) (bool, error) {
+	found := false
+	err := tx.Bucket(bucketRanges).ForEach(func(k, v []byte) error {
+		o := &pb.RangeState{}
+		if err := proto.Unmarshal(v, o); err != nil {
+			return err
+		}
+		od := o.GetRange()
+		if od.GetRangeId() != d.GetRangeId() && rangegroup.GroupOf(od) != groupID && od.GetTableId() == d.GetTableId() &&
+			od.GetGeneration() > d.GetGeneration() && covers(od, d) {
+			found = true
+		}
+		return nil
+	})
+	return found, err
 }
 
 // covers reports whether d's span contains o's.
