@@ -276,7 +276,7 @@ func (s *Server) reconcileReplicas(pending map[uint64]time.Time, last *checkInpu
 			continue
 		}
 		id, fix, c := id, fix, c
-		s.ops.recover([]uint64{id}, opTimeout, func(ctx context.Context) error {
+		s.recoverGroup(id, func(ctx context.Context) error {
 			err := s.fixReplicas(ctx, id, fix, c)
 			if err != nil {
 				s.logger.Warn("replica-set fix failed", "range", id, "reason", fix.reason, "err", err)
@@ -285,6 +285,14 @@ func (s *Server) reconcileReplicas(pending map[uint64]time.Time, last *checkInpu
 		})
 		delete(pending, id)
 	}
+}
+
+// recoverGroup runs fn as a recovery operation on range id that claims
+// every range of its Raft group, and reports whether it started. A
+// membership change is the group's: two of its spans report the same
+// difference, and fixed at once they would add two servers for one dead.
+func (s *Server) recoverGroup(id uint64, fn func(ctx context.Context) error) bool {
+	return s.ops.recover(append([]uint64{id}, s.groupPeers(id)...), opTimeout, fn)
 }
 
 // newTerm clears the replica-set check's memory (pending, since when each

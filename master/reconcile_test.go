@@ -1,8 +1,11 @@
 package master
 
 import (
+	"context"
 	"testing"
 	"time"
+
+	"google.golang.org/protobuf/proto"
 
 	"tablestore/master/scheduler"
 	pb "tablestore/proto/tablestorepb"
@@ -165,4 +168,60 @@ func TestNewTermRestartsGrace(t *testing.T) {
 	if term != 6 || len(pending) != 0 || !last.at.IsZero() {
 		t.Fatalf("new term: term %d, pending %v, last %+v: want both cleared", term, pending, last)
 	}
+}
+
+// TestRecoverGroupClaimsTheGroup: a replica-set fix of one span of a Raft
+// group claims every span of it, so a fix of a sibling, which reports the
+// same difference, does not run at once (review, session 32: two spans'
+// fixes could each add a server for one dead); a range of another group
+// is not held up.
+func TestRecoverGroupClaimsTheGroup(t *testing.T) {
+	s, _ := raceMaster(t)
+	reps := []*pb.Replica{{ServerId: "a"}, {ServerId: "b"}, {ServerId: "c"}}
+	mustApply(t, s, pb.MasterCommandKind_MASTER_COMMAND_KIND_CREATE_TABLE, &pb.CreateTableCommand{Name: "T1", Replicas: reps})
+	mustApply(t, s, pb.MasterCommandKind_MASTER_COMMAND_KIND_CREATE_TABLE, &pb.CreateTableCommand{Name: "T2", Replicas: reps})
+	t1 := tableRangesOf(t, s, "T1")
+	t2 := tableRangesOf(t, s, "T2")
+	left := proto.Clone(t1[0]).(*pb.RangeDescriptor)
+	left.End, left.Generation = "m", 2
+	right := proto.Clone(t1[0]).(*pb.RangeDescriptor)
+	right.RangeId, right.Start, right.Generation, right.GroupId = 99, "m", 2, t1[0].GetRangeId()
+	mustApply(t, s, pb.MasterCommandKind_MASTER_COMMAND_KIND_UPDATE_RANGES, &pb.UpdateRangesCommand{Ranges: []*pb.RangeDescriptor{left, right}})
+
+	release := make(chan struct{})
+	running := make(chan struct{})
+	if !s.recoverGroup(99, func(context.Context) error { close(running); <-release; return nil }) {
+		t.Fatal("the first fix did not start")
+	}
+	<-running
+	if s.recoverGroup(left.GetRangeId(), func(context.Context) error { return nil }) {
+		t.Errorf("a fix of range %d started while one of range 99, a span of its group, runs", left.GetRangeId())
+	}
+	other := make(chan struct{})
+	if !s.recoverGroup(t2[0].GetRangeId(), func(context.Context) error { close(other); return nil }) {
+		t.Errorf("a fix of range %d, another group's, did not start", t2[0].GetRangeId())
+	} else {
+		<-other
+	}
+	close(release)
+	waitUntil(t, 10*time.Second, "the group's claim released", func() bool {
+		return s.recoverGroup(left.GetRangeId(), func(context.Context) error { return nil })
+	})
+}
+
+// tableRangesOf is table name's ranges in s's map.
+func tableRangesOf(t *testing.T, s *Server, name string) []*pb.RangeDescriptor {
+	t.Helper()
+	var out []*pb.RangeDescriptor
+	s.fsm.read(func(st *state) {
+		for _, d := range st.ranges {
+			if d.GetTable() == name {
+				out = append(out, proto.Clone(d).(*pb.RangeDescriptor))
+			}
+		}
+	})
+	if len(out) == 0 {
+		t.Fatalf("no range of table %s", name)
+	}
+	return out
 }

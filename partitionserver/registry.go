@@ -1188,7 +1188,8 @@ func (s *Server) openStored(id uint64) error {
 	if err != nil || st == nil {
 		return err
 	}
-	ran := slices.Contains(s.logs.Groups(), id) || exists(replicaDir(s.cfg.DataDir, id))
+	g := rangegroup.GroupOf(st.GetRange()) // the Raft state is the group's
+	ran := slices.Contains(s.logs.Groups(), g) || exists(replicaDir(s.cfg.DataDir, g))
 	if splitLeftover(st, s.id, ran) {
 		s.logger.Warn("split range lists no replica on this server: its stored state deleted", "range", id)
 		return s.deleteReplicaLocked(id, 0, 0)
@@ -1226,6 +1227,12 @@ func (s *Server) servesOthers(sl *slot, id uint64) bool {
 func (s *Server) RangeMerged(into, right uint64) {
 	go func() {
 		sl := s.slotOf(right)
+		if sl == nil {
+			// Its group's own batch may have dropped the span first (the
+			// merge deleted its record): a merge's right range is alone
+			// in the group it names, which still runs.
+			sl = s.groupSlot(right)
+		}
 		if sl == nil {
 			return
 		}
