@@ -23,31 +23,9 @@ import (
 // the "leftovers of an interrupted delete" path: it must not drop the log
 // and snapshot directory of the live group that bears the same id.
 func TestReviewDeleteOfMergedNamesakeKeepsItsGroup(t *testing.T) {
-	m := &heartbeatMaster{}
-	s := started(t, newAgainstMaster(t, m, nil))
-	_, v := leadingRangeWithWrites(t, s, 21, 1, 3)
+	s, v := groupWithoutNamesake(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if _, err := v.SplitRange(ctx, &pb.SplitRangeRequest{RangeId: 21, SplitKey: "m", NewRangeId: 22, InGroup: true}); err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(10 * time.Second); s.slotOf(22) == nil; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("range 22 not served")
-		}
-	}
-	// What a cross-group merge of range 21 into its left neighbour does
-	// here: the left group's entry deletes 21's record, and its hook
-	// (RangeMerged) leaves group 21 serving its other span.
-	if err := s.store.DeleteRange(21, 0); err != nil {
-		t.Fatal(err)
-	}
-	s.RangeMerged(20, 21)
-	for deadline := time.Now().Add(10 * time.Second); s.slotOf(21) != nil; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("range 21 still indexed after its merge")
-		}
-	}
 	if sl := s.slotOf(22); sl == nil || sl.id != 21 {
 		t.Fatalf("range 22 served by %v, want group 21", sl)
 	}
@@ -100,29 +78,9 @@ func TestReviewDeleteOfMergedNamesakeKeepsItsGroup(t *testing.T) {
 // under the namesake's id; no stored record bears that id. A restart must
 // keep the group's Raft log (dropOrphanLogs keys "known" by range ids).
 func TestReviewRestartKeepsTheLogOfAGroupWithoutItsNamesake(t *testing.T) {
-	m := &heartbeatMaster{}
-	s := started(t, newAgainstMaster(t, m, nil))
-	_, v := leadingRangeWithWrites(t, s, 21, 1, 3)
+	s, v := groupWithoutNamesake(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if _, err := v.SplitRange(ctx, &pb.SplitRangeRequest{RangeId: 21, SplitKey: "m", NewRangeId: 22, InGroup: true}); err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(10 * time.Second); s.slotOf(22) == nil; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("range 22 not served")
-		}
-	}
-	// The cross-group merge of range 21 into its left neighbour, here.
-	if err := s.store.DeleteRange(21, 0); err != nil {
-		t.Fatal(err)
-	}
-	s.RangeMerged(20, 21)
-	for deadline := time.Now().Add(10 * time.Second); s.slotOf(21) != nil; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("range 21 still indexed after its merge")
-		}
-	}
 	op := &pb.EntityOp{Kind: pb.OpKind_OP_KIND_INSERT, PartitionKey: "q", RowKey: "before",
 		Entity: edm.MarshalBinary(&edm.Entity{PartitionKey: "q", RowKey: "before"})}
 	if _, err := v.Write(ctx, &pb.WriteRequest{RangeId: 22, Generation: 2, Ops: []*pb.EntityOp{op}}); err != nil {
@@ -194,4 +152,27 @@ func TestReviewJoinFloorOfASpanInAGroupNamedByAnother(t *testing.T) {
 	if f, err := storedFloor(again.logs.Log(21)); err != nil || f != floor {
 		t.Errorf("join floor of group 21, which runs range 22's replica: %+v (%v), want %+v; group 22's: %+v", f, err, floor, func() joinFloor { f, _ := storedFloor(again.logs.Log(22)); return f }())
 	}
+}
+
+// groupWithoutNamesake starts a server whose group 21 serves range 22 only:
+// range 21 split in its group (22), then range 21 was merged away across
+// groups as an older master's merge left it (the left group's entry
+// deletes 21's record, and its hook, RangeMerged, leaves group 21 serving
+// its other span).
+func groupWithoutNamesake(t *testing.T) (*Server, *service) {
+	t.Helper()
+	s := started(t, newAgainstMaster(t, &heartbeatMaster{}, nil))
+	_, v := leadingRangeWithWrites(t, s, 21, 1, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := v.SplitRange(ctx, &pb.SplitRangeRequest{RangeId: 21, SplitKey: "m", NewRangeId: 22, InGroup: true}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return s.slotOf(22) != nil })
+	if err := s.store.DeleteRange(21, 0); err != nil {
+		t.Fatal(err)
+	}
+	s.RangeMerged(20, 21)
+	waitFor(t, func() bool { return s.slotOf(21) == nil })
+	return s, v
 }

@@ -25,6 +25,7 @@ var reviewSpans = []*pb.RangeDescriptor{
 }
 
 type reviewReplica struct {
+	t      *testing.T
 	s      *Store
 	g5, g3 *Group
 	a5, a3 *groupApplier
@@ -36,7 +37,7 @@ func newReviewReplica(t *testing.T) *reviewReplica {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &reviewReplica{s: s, g5: g5, g3: l.Group()}
+	r := &reviewReplica{t: t, s: s, g5: g5, g3: l.Group()}
 	r.a5 = &groupApplier{t: t, g: g5, clock: 1_000_000}
 	r.a3 = &groupApplier{t: t, g: r.g3, clock: 1_000_000}
 	return r
@@ -52,22 +53,12 @@ func newReviewReplica(t *testing.T) *reviewReplica {
 // the same Merge entry every replica of L applies. It must merge R's rows
 // (they are final at the freeze) and keep serving them.
 func TestReviewMergeAfterRightGroupSnapshot(t *testing.T) {
-	write := func(r *reviewReplica) {
-		if res := r.a5.batch(insertTo(5, "p")); res.Batch[0].Err != nil {
-			t.Fatal(res.Batch[0].Err)
-		}
-		freeze, _ := EncodeFor(5, pb.CommandKind_COMMAND_KIND_FREEZE, &pb.FreezeCommand{})
-		if res := r.a5.entry(freeze); res.Err != nil || res.Index != 2 {
-			t.Fatalf("freeze: %v at %d", res.Err, res.Index)
-		}
-	}
 	y := newReviewReplica(t)
-	write(y)
+	y.writeAndFreeze()
 	if res := y.a5.batch(insertTo(9, "x")); res.Batch[0].Err != nil {
 		t.Fatal(res.Batch[0].Err)
 	}
-	r5, _ := y.g5.Span(5)
-	merge, _ := Encode(pb.CommandKind_COMMAND_KIND_MERGE, &pb.MergeCommand{Right: r5.Descriptor(), RightFreezeIndex: 2})
+	merge := y.mergeOf5()
 	if res := y.a3.entry(merge); res.Err != nil || res.Range.GetEnd() != "t" {
 		t.Fatalf("merge on Y: %v, %v", res.Range, res.Err)
 	}
@@ -77,7 +68,7 @@ func TestReviewMergeAfterRightGroupSnapshot(t *testing.T) {
 	snap := snapshotOf(t, y.g5)
 
 	x := newReviewReplica(t)
-	write(x)
+	x.writeAndFreeze()
 	if err := x.g5.Restore(io.NopCloser(bytes.NewReader(snap))); err != nil {
 		t.Fatal(err)
 	}
@@ -106,26 +97,16 @@ func TestReviewMergeAfterRightGroupSnapshot(t *testing.T) {
 // group 5 is then caught up by Y's snapshot. The restore must neither
 // bring R back nor overwrite range 3's newer row with R's frozen one.
 func TestReviewRightGroupSnapshotAfterTheMergeHere(t *testing.T) {
-	write := func(r *reviewReplica) {
-		if res := r.a5.batch(insertTo(5, "p")); res.Batch[0].Err != nil {
-			t.Fatal(res.Batch[0].Err)
-		}
-		freeze, _ := EncodeFor(5, pb.CommandKind_COMMAND_KIND_FREEZE, &pb.FreezeCommand{})
-		if res := r.a5.entry(freeze); res.Err != nil || res.Index != 2 {
-			t.Fatalf("freeze: %v at %d", res.Err, res.Index)
-		}
-	}
 	y := newReviewReplica(t)
-	write(y)
+	y.writeAndFreeze()
 	if res := y.a5.batch(insertTo(9, "x")); res.Batch[0].Err != nil {
 		t.Fatal(res.Batch[0].Err)
 	}
-	r5, _ := y.g5.Span(5)
-	merge, _ := Encode(pb.CommandKind_COMMAND_KIND_MERGE, &pb.MergeCommand{Right: r5.Descriptor(), RightFreezeIndex: 2})
+	merge := y.mergeOf5()
 	snap := snapshotOf(t, y.g5)
 
 	x := newReviewReplica(t)
-	write(x)
+	x.writeAndFreeze()
 	if res := x.a3.entry(merge); res.Err != nil {
 		t.Fatalf("merge on X: %v", res.Err)
 	}
@@ -151,4 +132,22 @@ func TestReviewRightGroupSnapshotAfterTheMergeHere(t *testing.T) {
 	if !bytes.Equal(got, want) {
 		t.Errorf("row p of range 3 after group 5's restore: %x, want the row range 3 wrote after the merge, %x", got, want)
 	}
+}
+
+// writeAndFreeze writes row p to range 5 and freezes it (group 5's entry 2).
+func (r *reviewReplica) writeAndFreeze() {
+	if res := r.a5.batch(insertTo(5, "p")); res.Batch[0].Err != nil {
+		r.t.Fatal(res.Batch[0].Err)
+	}
+	freeze, _ := EncodeFor(5, pb.CommandKind_COMMAND_KIND_FREEZE, &pb.FreezeCommand{})
+	if res := r.a5.entry(freeze); res.Err != nil || res.Index != 2 {
+		r.t.Fatalf("freeze: %v at %d", res.Err, res.Index)
+	}
+}
+
+// mergeOf5 is range 3's Merge entry of range 5 at its freeze.
+func (r *reviewReplica) mergeOf5() []byte {
+	r5, _ := r.g5.Span(5)
+	merge, _ := Encode(pb.CommandKind_COMMAND_KIND_MERGE, &pb.MergeCommand{Right: r5.Descriptor(), RightFreezeIndex: 2})
+	return merge
 }
