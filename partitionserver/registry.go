@@ -1330,12 +1330,16 @@ func (s *Server) removeReplica(id, before, abortedThrough uint64, wholeGroup boo
 	sl := s.slotOf(id)
 	hosted := sl != nil
 	if sl == nil && s.groupSlot(id) != nil {
-		// Range id is gone here, but its id still names a live group: one
-		// whose namesake an older master merged away across groups (a
-		// merge now takes its right range alone in its group). Its log
-		// and directory are that group's, serving its other ranges; the
-		// leftovers path below would drop them under it.
-		s.logger.Debug("delete of a range that is not hosted, whose id names a live group: nothing to delete", "range", id)
+		// Range id is not served here, but its id still names a live
+		// group: one whose namesake an older master merged away across
+		// groups (a merge now takes its right range alone in its group).
+		// Its log and directory are that group's, serving its other
+		// ranges; the leftovers path below would drop them under it. A
+		// record of the range no group serves goes alone.
+		s.logger.Debug("delete of a range that is not hosted, whose id names a live group: its record only", "range", id)
+		if err := s.store.DeleteRange(id, abortedThrough); err != nil && !errors.Is(err, fsm.ErrRangeNotFound) {
+			return err
+		}
 		return nil
 	}
 	if sl == nil {

@@ -176,3 +176,26 @@ func groupWithoutNamesake(t *testing.T) (*Server, *service) {
 	waitFor(t, func() bool { return s.slotOf(21) == nil })
 	return s, v
 }
+
+// TestDeleteOfUnservedRecordInNamedGroup: a record of range 21 that no
+// group serves here (a restore kept it outside the group's spans), while
+// group 21 serves range 22: the master's delete of range 21 deletes that
+// record, and only it (review 32s: it answered "deleted" and kept it).
+func TestDeleteOfUnservedRecordInNamedGroup(t *testing.T) {
+	s, _ := groupWithoutNamesake(t)
+	stale := &pb.RangeDescriptor{RangeId: 21, Table: "t", TableId: 1, Start: "", End: "m", Generation: 1,
+		Replicas: []*pb.Replica{{ServerId: s.id}}}
+	if err := s.store.CreateRange(stale, false); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := s.logs.Log(21).LastIndex()
+	if err := s.deleteRemoved(21, 0, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if has, err := s.store.HasRange(21); err != nil || has {
+		t.Errorf("range 21's unserved record after its delete: stored %v (%v)", has, err)
+	}
+	if last, _ := s.logs.Log(21).LastIndex(); last < before || s.slotOf(22) == nil || !exists(replicaDir(s.cfg.DataDir, 21)) {
+		t.Errorf("group 21 after the delete: last index %d (was %d), range 22 served %v", last, before, s.slotOf(22) != nil)
+	}
+}

@@ -220,7 +220,7 @@ func restoreInto(tx *bolt.Tx, r io.Reader, groupID uint64) ([]*pb.RangeState, []
 		if err != nil {
 			return nil, nil, err
 		}
-		if st.GetFrozen() {
+		if st.GetFrozen() && !st.GetTableDeleted() {
 			// Frozen for a merge this replica's left range has not
 			// applied yet: a snapshot taken after the merge elsewhere no
 			// longer holds it (the merge took it out of the group), and
