@@ -334,7 +334,7 @@ func (s *Server) merge(ctx context.Context, id, claimed uint64, cause, reason st
 	}
 	var t mergeTimes
 	var freeze *pb.FreezeRangeResponse
-	claimedRight := right.GetRangeId() // right is nil after a failed isolate
+	rightID := right.GetRangeId() // right is nil after a failed isolate
 	// A resumed merge finds its right range frozen already (and must not
 	// freeze it again: the merge it resumes may have been aborted since).
 	// It reads the freeze and its decision before anything else: an
@@ -359,7 +359,7 @@ func (s *Server) merge(ctx context.Context, id, claimed uint64, cause, reason st
 		right, err = s.colocate(ctx, left, right, cause)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("co-locate range %d with %d: %w", claimedRight, id, err)
+		return nil, fmt.Errorf("co-locate range %d with %d: %w", rightID, id, err)
 	}
 	if err := failpoint.Inject("master/merge/after-colocate"); err != nil {
 		return nil, err

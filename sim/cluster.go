@@ -273,8 +273,9 @@ func (c *cluster) sameGroup(r *srange) []*srange {
 }
 
 // isolate has r leave its Raft group before a move or a merge across
-// groups, as the master does (a group split): a span born in the group leaves it; for the group's
-// namesake, its siblings leave instead, each a group of its own.
+// groups, as the master does (a group split): a span born in the group
+// leaves it; for the group's namesake, its siblings leave instead, each a
+// group of its own.
 func (c *cluster) isolate(r *srange) {
 	for _, x := range c.sameGroup(r) {
 		if scheduler.LeavesOnIsolate(&r.sched, &x.sched) {
@@ -283,8 +284,10 @@ func (c *cluster) isolate(r *srange) {
 	}
 }
 
-// groups counts the Raft groups serving the ranges: each present
-// namesake's, and once each the groups whose namesake was merged away.
+// groups counts the Raft groups serving the ranges: one per namesake, since
+// a group never outlives the range it is named after (a merge across
+// groups takes its right range alone; an in-group merge keeps the left,
+// and a group's namesake is its leftmost span).
 func (c *cluster) groups() int {
 	if !c.grouped {
 		return len(c.ranges)
@@ -294,19 +297,12 @@ func (c *cluster) groups() int {
 	}
 	c.groupsStale = false
 	n := 0
-	var orphans map[uint64]bool
 	for _, x := range c.ranges {
-		g := x.sched.GroupID()
-		if g == x.sched.ID {
+		if x.sched.GroupID() == x.sched.ID {
 			n++
-		} else if c.byID[g] == nil {
-			if orphans == nil {
-				orphans = map[uint64]bool{}
-			}
-			orphans[g] = true
 		}
 	}
-	c.groupCount = n + len(orphans)
+	c.groupCount = n
 	return c.groupCount
 }
 
