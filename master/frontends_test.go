@@ -61,6 +61,12 @@ func TestWatchRegistersFrontend(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	watch(ctx, info)
+	// The first message can reach the watch before the master records its
+	// send: the listing is read once it has.
+	waitUntil(t, 10*time.Second, "the first send recorded", func() bool {
+		fs := list().GetFrontends()
+		return len(fs) == 1 && fs[0].GetLastSendUnixNano() != 0
+	})
 	resp := list()
 	if len(resp.GetFrontends()) != 1 || resp.GetSelfId() != "m1" || !resp.GetLeader() || resp.GetMapEpoch() == 0 {
 		t.Fatalf("ListFrontends %v: want the one front-end from m1, the leader", resp)

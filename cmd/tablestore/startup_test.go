@@ -320,7 +320,13 @@ func TestPartitionServerNotReadyWithoutMaster(t *testing.T) {
 	_, out := startProc(t, "partitionserver", "--data-dir", "ps", "--grpc-addr", "127.0.0.1:0", "--raft-addr", "127.0.0.1:0",
 		"--masters", "127.0.0.1:"+strconv.Itoa(p[1]), "--metrics-addr", metrics)
 	waitStatus(t, "http://"+metrics+"/healthz", 200)
+	// Not ready from the start ("starting"), then for want of a master
+	// once the start is done: polled until it says so.
 	body := waitStatus(t, "http://"+metrics+"/readyz", 503)
+	for until := time.Now().Add(10 * time.Second); !strings.Contains(body, "not registered") && time.Now().Before(until); {
+		time.Sleep(50 * time.Millisecond)
+		body = waitStatus(t, "http://"+metrics+"/readyz", 503)
+	}
 	if !strings.Contains(body, "not registered") {
 		t.Errorf("/readyz body %q does not say it is not registered", body)
 	}
