@@ -422,10 +422,12 @@ func retiredAt(reported []*pb.RangeStatus, retired []uint64) map[uint64]uint64 {
 
 // logRefusedDelete logs a failed delete the reconcile retries every
 // heartbeat: a refusal by design (a merge pending on the replica, a
-// replica past the generation the delete was for) at Debug, so that a
-// replica kept for a while does not log a warning twice a second.
+// replica past the generation the delete was for, a range that shares its
+// Raft group, whose record only that group's log may take away) at Debug,
+// so that a replica kept for a while does not log a warning twice a
+// second.
 func logRefusedDelete(logger *slog.Logger, msg string, id uint64, err error) {
-	if errors.Is(err, fsm.ErrMergePending) || errors.Is(err, ErrLateDelete) {
+	if errors.Is(err, fsm.ErrMergePending) || errors.Is(err, ErrLateDelete) || errors.Is(err, errSpanOfGroup) {
 		logger.Debug(msg, "range", id, "err", err)
 		return
 	}

@@ -1,6 +1,9 @@
 package partitionserver
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"sync"
@@ -185,3 +188,39 @@ func TestQuietLeaderReportsReadLoad(t *testing.T) {
 		t.Fatalf("quiet follower: leader %v, load %v; want no load", f.GetLeader(), f.GetLoad())
 	}
 }
+
+// TestLogRefusedDeleteLevels: a retired replica's delete is retried every
+// heartbeat, so the refusals by design log at Debug and only a failure
+// nobody expects warns.
+func TestLogRefusedDeleteLevels(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want slog.Level
+	}{
+		{"merge pending", fmt.Errorf("x: %w", fsm.ErrMergePending), slog.LevelDebug},
+		{"late delete", fmt.Errorf("x: %w", ErrLateDelete), slog.LevelDebug},
+		{"span of a group", fmt.Errorf("x: %w", errSpanOfGroup), slog.LevelDebug},
+		{"anything else", errors.New("disk on fire"), slog.LevelWarn},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []slog.Level
+			logger := slog.New(levelRecorder{&got})
+			logRefusedDelete(logger, "delete retired replica failed", 7, tc.err)
+			if len(got) != 1 || got[0] != tc.want {
+				t.Fatalf("logged at %v, want one record at %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// levelRecorder is a slog.Handler that keeps the level of every record.
+type levelRecorder struct{ levels *[]slog.Level }
+
+func (h levelRecorder) Enabled(context.Context, slog.Level) bool { return true }
+func (h levelRecorder) Handle(_ context.Context, r slog.Record) error {
+	*h.levels = append(*h.levels, r.Level)
+	return nil
+}
+func (h levelRecorder) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h levelRecorder) WithGroup(string) slog.Handler      { return h }

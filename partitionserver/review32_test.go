@@ -199,3 +199,26 @@ func TestDeleteOfUnservedRecordInNamedGroup(t *testing.T) {
 		t.Errorf("group 21 after the delete: last index %d (was %d), range 22 served %v", last, before, s.slotOf(22) != nil)
 	}
 }
+
+// TestRangeMergedAfterItsSpanLeftTheIndex: the left group's merge entry
+// deletes the right range's record, and the right group's own batch may
+// learn of it first (SpansChanged drops the span from the index) before
+// the merge's hook runs. The hook then finds the right range's group by
+// its name (a merge's right range is alone in the group it names) and
+// stops it; without that, the group ran on with nothing to serve and its
+// log and directory stayed.
+func TestRangeMergedAfterItsSpanLeftTheIndex(t *testing.T) {
+	s := started(t, newAgainstMaster(t, &heartbeatMaster{}, nil))
+	leadingRangeWithWrites(t, s, 31, 1, 3)
+	sl := s.groupSlot(31)
+	if err := s.store.DeleteRange(31, 0); err != nil {
+		t.Fatal(err)
+	}
+	s.dropSpans(sl, []uint64{31})
+	if s.slotOf(31) != nil || s.groupSlot(31) == nil {
+		t.Fatalf("set-up: range 31 indexed %v, group 31 hosted %v", s.slotOf(31) != nil, s.groupSlot(31) != nil)
+	}
+	s.RangeMerged(30, 31)
+	waitFor(t, func() bool { return s.groupSlot(31) == nil })
+	waitFor(t, func() bool { return !exists(replicaDir(s.cfg.DataDir, 31)) })
+}

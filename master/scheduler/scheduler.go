@@ -352,7 +352,8 @@ func (p *Plan) add(r *Range, o Op) bool {
 // group too. Moves are allowed: the master first moves the range out of
 // its group (a group split, Server.isolate), then moves it alone.
 // (Merges are allowed too: of two spans of one group, one entry in its
-// log; of ranges of two groups, the freeze and take-over as ever.)
+// log; of ranges of two groups, the freeze and take-over as ever, when
+// it adds no group: mergeable, addsNoGroup.)
 func (p *Plan) groupAllows(r *Range, o Op) bool {
 	return o.Kind != TransferLeader || !o.balancing() || !p.shared(r) || p.wholeGroup(r)
 }
