@@ -71,8 +71,12 @@ func (p *Plan) fewestInZone(servers []*serverStat, s *serverStat) *serverStat {
 // movableReplica is a free range with a replica on from and none on to,
 // that fits on to's disk (roomFor) and whose move keeps its zones
 // (keepsZones):
-// preferably one from does not lead (no leadership has to move), and of
-// those the one carrying the most load. A new server given only replicas
+// preferably one from does not lead (no leadership has to move); of
+// those, one whose move adds the fewest Raft groups (isolateAdds: moving
+// the namesake of a group of eight spans first split it into eight
+// groups, each then proposing its own smaller entries; scenario
+// balance_replicas_keeps_groups), and then the one carrying the most
+// load. A new server given only replicas
 // of cold ranges (the first in snapshot order are often an idle table's)
 // could never be given a leadership that takes load off the others; one
 // holding followers of busy ranges can (balance-leader-fill).
@@ -83,12 +87,12 @@ func (p *Plan) movableReplica(from, to *serverStat) *Range {
 			continue
 		}
 		if r.Leader == from.id {
-			if led == nil {
+			if led == nil || p.isolateAdds(r) < p.isolateAdds(led) {
 				led = r
 			}
 			continue
 		}
-		if follower == nil || r.entitiesPerSec() > follower.entitiesPerSec() {
+		if follower == nil || p.movesBetter(r, follower) {
 			follower = r
 		}
 	}
@@ -96,4 +100,13 @@ func (p *Plan) movableReplica(from, to *serverStat) *Range {
 		return follower
 	}
 	return led
+}
+
+// movesBetter reports whether moving r is preferable to moving than for
+// replica balance: fewer Raft groups added, then more load.
+func (p *Plan) movesBetter(r, than *Range) bool {
+	if a, b := p.isolateAdds(r), p.isolateAdds(than); a != b {
+		return a < b
+	}
+	return r.entitiesPerSec() > than.entitiesPerSec()
 }

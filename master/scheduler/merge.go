@@ -61,8 +61,8 @@ func (p *Plan) mergeable(a, b *Range) bool {
 // addsNoGroup reports whether merging b into a leaves no more Raft groups
 // than before. A group is what a range costs (its log stream, heartbeats,
 // snapshots; docs/range-groups.md), and before a merge across groups the
-// master takes b out of its group (Server.isolate): a span born in the
-// group leaves it as a group of its own, which the merge then ends (as
+// master takes b out of its group (isolateAdds), and the merge then ends
+// b's group: a span born in a group leaves it as a group of its own (as
 // many groups as before, one range fewer); for the group's namesake every
 // other span leaves instead, each a group of its own, so a merge into the
 // namesake of a group of n ranges left n-2 more groups than before. Such a
@@ -70,7 +70,7 @@ func (p *Plan) mergeable(a, b *Range) bool {
 // log, no freeze) until the namesake shares its group with at most one
 // (scenario merge_keeps_groups_whole).
 func (p *Plan) addsNoGroup(a, b *Range) bool {
-	return a.GroupID() == b.GroupID() || b.ID != b.GroupID() || p.groupSize(b) <= 2
+	return a.GroupID() == b.GroupID() || p.isolateAdds(b) <= 1
 }
 
 // colocationRoom reports whether every server a merge of a and b adds a

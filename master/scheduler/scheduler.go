@@ -450,6 +450,25 @@ func (p *Plan) groupSize(r *Range) int {
 	return 1
 }
 
+// isolateAdds is how many Raft groups the master adds when it takes r out
+// of its group before moving r or merging it away (Server.isolate,
+// LeavesOnIsolate): none for a range alone in its group, one for a range
+// born in its group (it leaves as a group of its own), and n-1 for the
+// namesake of a group of n ranges (every other range leaves instead, each
+// a group of its own). A group is what a range costs on the request path
+// (its own entries, log stream and heartbeats; docs/range-groups.md), so
+// the rules that may choose which range to move or merge weigh it.
+func (p *Plan) isolateAdds(r *Range) int {
+	switch n := p.groupSize(r); {
+	case n == 1:
+		return 0
+	case r.ID != r.GroupID():
+		return 1
+	default:
+		return n - 1
+	}
+}
+
 // group is r's Raft group when the plan indexed it (it serves a range
 // other than its namesake), else nil: a group of r alone.
 func (p *Plan) group(r *Range) *groupStat {
