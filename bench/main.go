@@ -80,7 +80,7 @@ func main() {
 	flag.IntVar(&o.preload, "preload", 0, "throughput mode: entities written into the shared table (batches over the spread scenarios' PartitionKeys) before the scenarios run, on every target")
 	flag.BoolVar(&o.throttle, "throttle", false, "keep the per-PartitionKey throttle (Azure's 2,000 entities/s) on; off measures what a partition can do")
 	flag.StringVar(&o.jsonOut, "json", "", "also write the results as JSON to this file")
-	flag.IntVar(&o.tables, "tables", 1000, "tables mode: how many tables to create")
+	flag.IntVar(&o.tables, "tables", 1000, "tables mode: how many tables to create; throughput mode: how many tables the insert-many-tables scenario spreads its inserts over")
 	flag.BoolVar(&o.readAll, "read-all", false, "tables mode: also read the entity of every table (the 10,000-table check)")
 	flag.StringVar(&o.profileDir, "profile-dir", "", "save CPU profiles into this directory: throughput mode, processes target: every process with --pprof-addr, a CPU and an allocation profile of each per scenario (<scenario>-<role>.pprof), and on the processes and azurite targets the load generator's own (<scenario>-client-<target>.pprof); tables mode, dev target: the process over the first 10 s of creation (create.pprof), the idle window (idle.pprof) and the first reads (reads.pprof)")
 	flag.DurationVar(&o.quietAfter, "quiet-after", 30*time.Second, "tables mode: how long after the last request idle CPU is measured")
@@ -96,6 +96,9 @@ func main() {
 	}
 	if !slices.Contains([]string{"spread", "one", "group", "groups"}, o.presplitLeaders) {
 		fail(fmt.Errorf("-presplit-leaders %q: want spread, one, group or groups", o.presplitLeaders))
+	}
+	if o.tables < 1 {
+		fail(fmt.Errorf("-tables %d: must be at least 1", o.tables))
 	}
 	if o.rounds < 1 {
 		fail(fmt.Errorf("-rounds %d: must be at least 1", o.rounds))

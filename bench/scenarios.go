@@ -170,6 +170,49 @@ var scenarios = []scenario{
 			e.layout = layoutAround(ctx, e, table)
 			return spreadInserts(ctx, e, e.sc.NewClient(table), "s"), nil
 		}},
+	{name: "insert-many-tables", about: "inserts spread over -tables tables (one PartitionKey each; the tables are created before the warm-up): what many Raft groups cost",
+		setup: func(ctx context.Context, e *env) (func(w, i int) (int, error), error) {
+			clients, err := spreadTables(ctx, e, e.o.tables)
+			if err != nil {
+				return nil, err
+			}
+			return func(w, i int) (int, error) {
+				tc := clients[(w*7919+i*31)%len(clients)]
+				_, err := tc.AddEntity(ctx, e.body("p", fmt.Sprintf("t%02d-%09d", w, i)), nil)
+				if err == nil {
+					e.stored.Add(1)
+				}
+				return 1, err
+			}, nil
+		}},
+}
+
+// spreadTables creates n tables beside the shared one (16 at a time) and
+// returns a client of each.
+func spreadTables(ctx context.Context, e *env, n int) ([]*aztables.Client, error) {
+	clients := make([]*aztables.Client, n)
+	errs := make([]error, n)
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range next {
+				name := fmt.Sprintf("%sm%05d", e.table, k)
+				if _, err := e.sc.CreateTable(ctx, name, nil); err != nil {
+					errs[k] = fmt.Errorf("create %s: %w", name, err)
+				}
+				clients[k] = e.sc.NewClient(name)
+			}
+		}()
+	}
+	for k := range n {
+		next <- k
+	}
+	close(next)
+	wg.Wait()
+	return clients, errors.Join(errs...)
 }
 
 func spreadInserts(ctx context.Context, e *env, tc *aztables.Client, prefix string) func(w, i int) (int, error) {
