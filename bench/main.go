@@ -40,6 +40,7 @@ type options struct {
 	throttle   bool
 	kernel     bool
 	serverEnv  []string
+	psFlags    []string
 	preload    int
 	jsonOut    string
 	tables     int
@@ -76,6 +77,7 @@ func main() {
 	flag.IntVar(&o.idle, "idle-conns", 64, "idle HTTP connections kept per host (the SDK default of 10 makes 32 workers keep dialing)")
 	only := flag.String("scenarios", strings.Join(defaultScenarios, ","), "scenarios to run, comma-separated: "+strings.Join(allScenarios(), ", "))
 	flag.BoolVar(&o.kernel, "kernel", false, "throughput mode: also print each scenario's context switches and read/write system calls per entity, by role (always in -json)")
+	psFlags := flag.String("partitionserver-flags", "", "flags, comma-separated (--name=value), added to every partition server the bench starts (processes) and to dev, e.g. --quiesce-after=1s")
 	serverEnv := flag.String("server-env", "", "KEY=VALUE settings, comma-separated, added to the environment of every tablestore process the bench starts (dev, processes; not Azurite, not the load generator), e.g. GOMAXPROCS=1")
 	flag.IntVar(&o.preload, "preload", 0, "throughput mode: entities written into the shared table (batches over the spread scenarios' PartitionKeys) before the scenarios run, on every target")
 	flag.BoolVar(&o.throttle, "throttle", false, "keep the per-PartitionKey throttle (Azure's 2,000 entities/s) on; off measures what a partition can do")
@@ -105,6 +107,12 @@ func main() {
 	}
 	o.scenarios = splitList(*only)
 	o.serverEnv = splitList(*serverEnv)
+	o.psFlags = splitList(*psFlags)
+	for _, f := range o.psFlags {
+		if !strings.HasPrefix(f, "-") {
+			fail(fmt.Errorf("-partitionserver-flags %q: want --name=value", f))
+		}
+	}
 	for _, kv := range o.serverEnv {
 		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
 			fail(fmt.Errorf("-server-env %q: want KEY=VALUE", kv))

@@ -198,7 +198,7 @@ func startDev(o options) (*target, error) {
 	data := filepath.Join(dir, "data")
 	args := []string{"dev", "--data-dir", data, "--frontend-addr", fe, "--metrics-addr", metrics, "--log-level", "warn",
 		"--partition-throttle", throttleFlag(o), "--policies=false"}
-	args = append(args, extra...)
+	args = append(append(args, extra...), o.psFlags...)
 	pr, err := t.start("dev", o.bin, args...)
 	if err != nil {
 		return nil, err
@@ -255,11 +255,12 @@ func startProcesses(o options) (*target, error) {
 		return nil, err
 	}
 	for i := 1; i <= 3; i++ {
-		if err := start(i, fmt.Sprintf("ps%d", i), "partitionserver", "--id", fmt.Sprintf("ps%d", i),
+		args := append([]string{"partitionserver", "--id", fmt.Sprintf("ps%d", i),
 			"--data-dir", filepath.Join(dir, fmt.Sprintf("ps%d", i)),
 			"--grpc-addr", addr(p[2*i]), "--raft-addr", addr(p[2*i+1]), "--masters", master,
 			"--metrics-addr", addr(p[13+i]),
-			"--partition-throttle", throttleFlag(o), "--log-level", "warn"); err != nil {
+			"--partition-throttle", throttleFlag(o), "--log-level", "warn"}, o.psFlags...)
+		if err := start(i, fmt.Sprintf("ps%d", i), args...); err != nil {
 			return nil, err
 		}
 		t.procs[len(t.procs)-1].metrics = addr(p[13+i])
