@@ -423,3 +423,56 @@ func reopenGroup(t *testing.T, s *Store, dir string) (*Store, *Group) {
 	}
 	return s2, g2
 }
+
+// TestGroupOfTwoTables: a group's spans may be ranges of different tables
+// (docs/range-groups.md, stage 7, whose create is not built): each span's
+// rows stay in its own table's bucket, the same PartitionKey in both
+// tables is two entities, one batch writes both, and a snapshot carries
+// both tables' rows to a replica that held only one of the spans.
+func TestGroupOfTwoTables(t *testing.T) {
+	twoTables := []*pb.RangeDescriptor{
+		{RangeId: 5, GroupId: 5, TableId: 7, Start: "", End: "", Generation: 1, Replicas: []*pb.Replica{{ServerId: "s1"}}},
+		{RangeId: 9, GroupId: 5, TableId: 8, Start: "", End: "", Generation: 1, Replicas: []*pb.Replica{{ServerId: "s1"}}},
+	}
+	_, g := openGroupStore(t, t.TempDir(), twoTables)
+	a := &groupApplier{t: t, g: g, clock: 1_000_000}
+	res := a.batch(insertTo(5, "b"), insertTo(9, "b"), insertTo(9, "c"), insertTo(5, "b"))
+	for i, want := range []error{nil, nil, nil, ErrEntityExists} {
+		if got := res.Batch[i].Err; !errors.Is(got, want) || (want == nil && got != nil) {
+			t.Errorf("write %d: %v, want %v", i, got, want)
+		}
+	}
+	check := func(g *Group, when string) {
+		t.Helper()
+		for _, c := range []struct {
+			span  uint64
+			pks   []string
+			count uint64
+		}{{5, []string{"b"}, 1}, {9, []string{"b", "c"}, 2}} {
+			r, ok := g.Span(c.span)
+			if !ok {
+				t.Fatalf("%s: no span %d", when, c.span)
+			}
+			got, err := r.Scan(ScanOptions{})
+			if err != nil || len(got.Entities) != len(c.pks) || r.State().GetEntityCount() != c.count {
+				t.Errorf("%s: range %d (table %d) scans %d entities (%v), counts %d; want %d", when, c.span,
+					r.Descriptor().GetTableId(), len(got.Entities), err, r.State().GetEntityCount(), c.count)
+			}
+			for _, pk := range c.pks {
+				if _, err := r.Get(pk, "r"); err != nil {
+					t.Errorf("%s: range %d Get(%s): %v", when, c.span, pk, err)
+				}
+			}
+		}
+	}
+	check(g, "applied")
+	out := snapshotOf(t, g)
+	_, g2 := openGroupStore(t, t.TempDir(), twoTables[:1])
+	if err := g2.Restore(io.NopCloser(bytes.NewReader(out))); err != nil {
+		t.Fatal(err)
+	}
+	if got := spanIDsOf(g2); !slices.Equal(got, []uint64{5, 9}) {
+		t.Fatalf("restored spans %v, want [5 9]", got)
+	}
+	check(g2, "restored")
+}
