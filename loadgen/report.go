@@ -167,9 +167,7 @@ func (r *reporter) finish(ctx context.Context, s Summary) error {
 	}
 	if r.cw != nil {
 		<-r.done
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
-		r.cw.sample(sctx, time.Now())
-		cancel()
+		r.cw.sample(context.WithoutCancel(ctx), time.Now()) // bounded by sampleTimeout
 		var err error
 		r.rep.Cluster, r.rep.Events, err = r.cw.result()
 		if err != nil {

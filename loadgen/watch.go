@@ -32,15 +32,25 @@ func newClusterWatch(mc *masterclient.Client, table string, begin time.Time) *cl
 	return &clusterWatch{mc: mc, table: table, begin: begin}
 }
 
-// sample takes one sample of the partition map and reads new events.
+// sampleTimeout bounds one sample's calls to the master. Without it a
+// master that never answers (a wrong --master) kept each call waiting
+// until the run ended, which counts as a sample cut off, so the report
+// came out without cluster figures and without a cluster_error saying why.
+const sampleTimeout = 3 * time.Second
+
+// sample takes one sample of the partition map and reads new events. Its
+// calls end when ctx does (the run ended: not a failure) or after
+// sampleTimeout (a failure, recorded for the report).
 func (w *clusterWatch) sample(ctx context.Context, now time.Time) {
+	sctx, cancel := context.WithTimeout(ctx, sampleTimeout)
+	defer cancel()
 	var m *pb.PartitionMap
-	err := w.mc.Call(ctx, func(ctx context.Context, c pb.MasterServiceClient) error {
+	err := w.mc.Call(sctx, func(ctx context.Context, c pb.MasterServiceClient) error {
 		var err error
 		m, err = c.GetPartitionMap(ctx, &pb.GetPartitionMapRequest{})
 		return err
 	})
-	evs, evErr := w.readEvents(ctx)
+	evs, evErr := w.readEvents(sctx)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err == nil {

@@ -389,13 +389,21 @@ var serverSpecs = map[string]func() spec{
 // runCtl runs ctl; without --master it talks to the dev cluster whose data
 // is in dev's default --data-dir (dev writes its master's address there).
 func runCtl(args []string) error {
+	return ctl.Run(withDevMaster(args), os.Stdout, os.Stderr)
+}
+
+// withDevMaster adds --master=ADDR to args that set no --master when dev's
+// default --data-dir holds its master's address: dev picks its internal
+// ports free at each start, so the flags' default (127.0.0.1:7000) is the
+// dev master only with --base-port 7000.
+func withDevMaster(args []string) []string {
 	if !hasFlag(args, "master") {
 		path := filepath.Join(cluster.DefaultDevConfig().DataDir, cluster.MasterAddrFile)
 		if b, err := os.ReadFile(path); err == nil && strings.TrimSpace(string(b)) != "" {
 			args = append([]string{"--master=" + strings.TrimSpace(string(b))}, args...)
 		}
 	}
-	return ctl.Run(args, os.Stdout, os.Stderr)
+	return args
 }
 
 // hasFlag reports whether args set flag name (-name, --name, -name=v).
@@ -415,7 +423,9 @@ func hasFlag(args []string, name string) bool {
 	return false
 }
 
-func runLoadgen(args []string) error { return loadgen.Run(args, os.Stdout, os.Stderr) }
+// runLoadgen runs loadgen; without --master its --report reads the dev
+// cluster's master, as ctl does.
+func runLoadgen(args []string) error { return loadgen.Run(withDevMaster(args), os.Stdout, os.Stderr) }
 
 func runVersion(args []string) error {
 	fs := flag.NewFlagSet("version", flag.ContinueOnError)
