@@ -46,20 +46,26 @@ var commands = map[string]command{
 	"master":          {"a master (control plane) of a Raft group of masters", runMaster},
 	"partitionserver": {"a partition server hosting range replicas", runPartitionServer},
 	"frontend":        {"an Azure Table REST API front-end", runFrontend},
-	"ctl":             {"operator commands on the master: ranges, servers, events, split, merge, move, transfer-leader, drain, remove-server, master", runCtl},
-	"loadgen":         {"load generator through the Azure SDK: uniform, hot-partition, append, zipf", runLoadgen},
+	"ctl":             {"operator commands on the master: ranges, servers, events, split, merge, move, transfer-leader, drain, remove-server, frontends, master, debug zip", runCtl},
+	"loadgen":         {"load generator through the Azure SDK: uniform, hot-partition, append, append-hashed, moving-hot, zipf", runLoadgen},
 	"version":         {"print the module version and VCS commit this binary was built from", runVersion},
 	"sim":             {"run the master's scheduler against a simulated cluster (e.g. 1,000 servers) and report", runSim},
 }
 
 func main() {
 	if len(os.Args) < 2 || os.Args[1] == "help" || os.Args[1] == "-h" || os.Args[1] == "--help" {
-		usage(os.Stdout)
-		if len(os.Args) >= 3 {
-			if c, ok := commands[os.Args[2]]; ok {
-				c.run([]string{"-h"})
+		if len(os.Args) >= 3 && os.Args[1] == "help" {
+			c, ok := commands[os.Args[2]]
+			if !ok {
+				fmt.Fprintf(os.Stderr, "tablestore: help: unknown command %q\n\n", os.Args[2])
+				usage(os.Stderr)
+				os.Exit(2)
 			}
+			usage(os.Stdout)
+			c.run([]string{"-h"})
+			return
 		}
+		usage(os.Stdout)
 		return
 	}
 	if err := failpoint.EnableFromEnv(); err != nil {

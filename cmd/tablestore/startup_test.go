@@ -96,6 +96,16 @@ func TestHelpAndVersion(t *testing.T) {
 	}
 }
 
+// TestHelpUnknownCommand: `tablestore help NAME` for a command that does
+// not exist says so and fails, as `tablestore NAME` does, rather than
+// printing the command list with exit status 0.
+func TestHelpUnknownCommand(t *testing.T) {
+	code, out, errOut := runExit(t, "help", "nosuch")
+	if code != 2 || out != "" || !strings.HasPrefix(errOut, `tablestore: help: unknown command "nosuch"`) {
+		t.Fatalf("exit %d, stdout %q, stderr %q; want 2, nothing, the unknown command named", code, out, errOut)
+	}
+}
+
 // holdPort listens on a free loopback port for the test's duration.
 func holdPort(t *testing.T) string {
 	t.Helper()
