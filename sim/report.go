@@ -142,7 +142,10 @@ func (r *Report) Summary() string {
 		r.Workload, r.Servers, r.Ranges, r.RangesAtEnd, r.GroupsAtEnd, r.DurationSec, r.ElapsedSec)
 	fmt.Fprintf(&b, "served/offered %.3f; spread (max/mean leader load) before the event %.2f, peak after %.2f, final %.2f\n",
 		r.ServedShare, r.SpreadBefore, r.PeakSpread, r.FinalSpread)
-	if r.AbsorbSec >= 0 {
+	if r.EventAtSec >= r.DurationSec {
+		// No event happened: "not back under" would read as a failure.
+		fmt.Fprintf(&b, "no event: --event-at %.0f s is not before the end of the run (--duration %.0f s)\n", r.EventAtSec, r.DurationSec)
+	} else if r.AbsorbSec >= 0 {
 		fmt.Fprintf(&b, "spread back under %.2f %.0f s after the event (at %.0f s)\n", r.Target, r.AbsorbSec, r.EventAtSec)
 	} else {
 		fmt.Fprintf(&b, "spread not back under %.2f after the event\n", r.Target)

@@ -174,3 +174,19 @@ func TestSharedHostGroups(t *testing.T) {
 	}
 	t.Logf("%d transfers of a group's leadership", groupMoves)
 }
+
+// TestSummaryEventAfterTheEnd: a run shorter than --event-at has no event,
+// and its summary says so rather than "spread not back under" the target,
+// which reads as the scheduler failing.
+func TestSummaryEventAfterTheEnd(t *testing.T) {
+	cfg := small("hot-partition")
+	cfg.Duration, cfg.EventAt = time.Minute, 10*time.Minute
+	rep, err := Run(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := rep.Summary()
+	if !strings.Contains(s, "no event: --event-at 600 s is not before the end of the run (--duration 60 s)") || strings.Contains(s, "not back under") {
+		t.Errorf("summary:\n%s", s)
+	}
+}
