@@ -2,6 +2,7 @@ package logging
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log"
 	"log/slog"
@@ -41,7 +42,32 @@ func (b *hclogBridge) Log(level hclog.Level, msg string, args ...interface{}) {
 	if !b.l.Enabled(context.Background(), lvl) {
 		return
 	}
-	b.l.Log(context.Background(), lvl, msg, args...)
+	b.l.Log(context.Background(), lvl, msg, formatArgs(args)...)
+}
+
+// formatArgs renders the hclog.Fmt values among args (raft logs its
+// configurations and snapshot progress so), which slog would otherwise print
+// as their parts: servers="[%+v [{Suffrage:Voter ...}]]".
+func formatArgs(args []interface{}) []interface{} {
+	var out []interface{}
+	for i, a := range args {
+		f, ok := a.(hclog.Format)
+		if !ok || len(f) == 0 {
+			continue
+		}
+		format, ok := f[0].(string)
+		if !ok {
+			continue
+		}
+		if out == nil {
+			out = append([]interface{}{}, args...)
+		}
+		out[i] = fmt.Sprintf(format, f[1:]...)
+	}
+	if out == nil {
+		return args
+	}
+	return out
 }
 
 func (b *hclogBridge) Trace(msg string, args ...interface{}) { b.Log(hclog.Trace, msg, args...) }
