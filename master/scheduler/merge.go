@@ -45,8 +45,9 @@ func (mergeCold) Schedule(p *Plan) {
 // after moving replicas for nothing), small enough
 // together, not split lately nor just merged (Plan.justMerged: a merged
 // range's report leaves out the part it took over until its leader
-// reports again, so merging it at once could exceed MergeBytes), and have every replica on a server that
-// stays (allStaying).
+// reports again, so merging it at once could exceed MergeBytes), have every replica on a server that
+// stays (allStaying), and leave no more Raft groups than before
+// (addsNoGroup).
 func (p *Plan) mergeable(a, b *Range) bool {
 	if a.bytes()+b.bytes() > p.cfg.MergeBytes || !p.farBelowSplit(a, b) {
 		return false
