@@ -61,10 +61,10 @@ func DefaultDevConfig() DevConfig {
 // Validate reports invalid settings.
 func (c *DevConfig) Validate() error {
 	if c.DataDir == "" || c.FrontendAddr == "" {
-		return fmt.Errorf("cluster: dev needs data-dir and frontend-addr")
+		return fmt.Errorf("dev: --data-dir and --frontend-addr are required")
 	}
 	if c.Servers < 1 || c.Servers > MaxDevServers {
-		return fmt.Errorf("cluster: -servers must be in 1..%d", MaxDevServers)
+		return fmt.Errorf("dev: --servers %d: must be in 1..%d", c.Servers, MaxDevServers)
 	}
 	if c.BasePort < 0 || c.BasePort > 65000-400 {
 		return fmt.Errorf("dev: --base-port %d out of range (0 picks free ports)", c.BasePort)

@@ -1,8 +1,8 @@
 package master
 
 import (
-	"errors"
 	"flag"
+	"fmt"
 	"time"
 
 	"tablestore/master/scheduler"
@@ -52,20 +52,20 @@ func DefaultPolicyConfig() PolicyConfig {
 // Validate reports invalid settings.
 func (c *PolicyConfig) Validate() error {
 	if c.Interval <= 0 {
-		return errors.New("policy-interval must be positive")
+		return fmt.Errorf("--policy-interval %v: must be positive", c.Interval)
 	}
 	if c.MaxInFlight < 1 {
-		return errors.New("max-in-flight must be at least 1")
+		return fmt.Errorf("--max-in-flight %d: must be at least 1", c.MaxInFlight)
 	}
 	if c.SlowDiskCommit != 0 && c.SlowDiskCommit < time.Millisecond {
 		// A negative figure, or a unit forgotten (--slow-disk-commit=100
 		// is 100 ns: every server slow but for relativity).
-		return errors.New("slow-disk-commit must be 0 (off) or at least 1ms")
+		return fmt.Errorf("--slow-disk-commit %v: must be 0 (off) or at least 1ms", c.SlowDiskCommit)
 	}
 	if c.MaxClockOffset != 0 && c.MaxClockOffset < 100*time.Millisecond {
 		// A negative figure, or one a heartbeat's own delay reaches
 		// (--max-clock-offset=10 is 10 ns: every server skewed).
-		return errors.New("max-clock-offset must be 0 (off) or at least 100ms")
+		return fmt.Errorf("--max-clock-offset %v: must be 0 (off) or at least 100ms", c.MaxClockOffset)
 	}
 	return c.Config.Validate()
 }

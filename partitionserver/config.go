@@ -206,7 +206,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("grpc-addr and raft-addr are required"))
 	}
 	if len(c.Masters) == 0 {
-		errs = append(errs, errors.New("at least one master address is required"))
+		errs = append(errs, errors.New("--masters names no master address"))
 	}
 	if c.HeartbeatInterval <= 0 || c.FullReportInterval <= 0 || c.RaftHeartbeatTimeout <= 0 || c.RaftElectionTimeout <= 0 ||
 		c.RaftLeaderLease <= 0 || c.RaftCommitTimeout <= 0 || c.StateCommitInterval <= 0 || c.ApplyTimeout <= 0 || c.QueryBudget <= 0 {

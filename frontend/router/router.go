@@ -52,13 +52,13 @@ func DefaultConfig() Config {
 // Validate reports invalid settings.
 func (c *Config) Validate() error {
 	if len(c.Masters) == 0 {
-		return errors.New("router: at least one master address is required")
+		return errors.New("router: --masters names no master address")
 	}
 	if c.RetryTimeout <= 0 || c.AttemptTimeout <= 0 {
-		return errors.New("router: retry-timeout and attempt-timeout must be positive")
+		return errors.New("router: --retry-timeout and --attempt-timeout must be positive")
 	}
 	if c.StartTimeout < 0 {
-		return errors.New("router: start-timeout must not be negative (0: wait for a master)")
+		return errors.New("router: --start-timeout must not be negative (0: wait for a master)")
 	}
 	return c.TLS.Validate()
 }
