@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"tablestore/internal/edm"
+	"tablestore/internal/logging"
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -482,6 +484,68 @@ func BenchmarkCommitPattern(b *testing.B) {
 				}
 			})
 			b.ReportMetric(float64(pages()-before)/float64(b.N*perOp), "pages/write")
+		})
+	}
+}
+
+// BenchmarkGroupEntrySpans is BenchmarkApplyEntry's entry (16 inserts) in
+// a group of 1, 8 or 64 spans of one table, every write to the first span:
+// what the spans a batch does not write cost it. ApplyBatch clones, reads
+// and writes back every span's record on every batch (each carries the
+// group's applied index), so this is the cost that decides how many spans
+// a group may hold (docs/range-groups.md, stage 7's plan, step 1).
+func BenchmarkGroupEntrySpans(b *testing.B) {
+	for _, n := range []int{1, 8, 64} {
+		b.Run(fmt.Sprintf("spans=%d", n), func(b *testing.B) {
+			s, err := Open(filepath.Join(b.TempDir(), "state.db"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			for k := range n {
+				d := &pb.RangeDescriptor{RangeId: uint64(100 + k), GroupId: 100, TableId: 7, Generation: 1,
+					Start: fmt.Sprintf("s%04d", k), End: fmt.Sprintf("s%04d", k+1)}
+				if k == 0 {
+					d.Start = ""
+				}
+				if k == n-1 {
+					d.End = ""
+				}
+				if err := s.CreateRange(d, true); err != nil {
+					b.Fatal(err)
+				}
+			}
+			g, err := s.OpenGroup(100, logging.Discard())
+			if err != nil {
+				b.Fatal(err)
+			}
+			ent := benchEntity(b)
+			var idx, seq uint64
+			b.ReportAllocs()
+			for b.Loop() {
+				b.StopTimer()
+				writes := make([]*pb.WriteCommand, 16)
+				for i := range writes {
+					seq++
+					id := make([]byte, 16)
+					binary.BigEndian.PutUint64(id, seq)
+					writes[i] = &pb.WriteCommand{RangeId: 100, ProposedUnixNano: int64(seq) * 1000, RequestId: id,
+						Ops: []*pb.EntityOp{{Kind: pb.OpKind_OP_KIND_INSERT, PartitionKey: fmt.Sprintf("a%04d", seq*7919%1024),
+							RowKey: fmt.Sprintf("%016x", seq), Entity: ent}}}
+				}
+				data, _ := EncodeWriteBatch(writes)
+				idx++
+				logs := []*raft.Log{{Index: idx, Type: raft.LogCommand, Data: data}}
+				if idx%32 == 0 {
+					if err := s.Flush(); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StartTimer()
+				if res := g.ApplyBatch(logs)[0].(*Result); res.Err != nil || res.Batch[15].Err != nil {
+					b.Fatal(res.Err, res.Batch[15].Err)
+				}
+			}
 		})
 	}
 }
