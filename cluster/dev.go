@@ -96,6 +96,12 @@ func StartDev(cfg DevConfig, logger *slog.Logger) (*Cluster, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if err := cfg.Frontend.CheckTLS(); err != nil {
+		// Before any role starts: a bad --cert used to be found after
+		// the master and partition servers had started (and created their
+		// data directories), then stopped again.
+		return nil, fmt.Errorf("dev: %w", err)
+	}
 	abs, err := filepath.Abs(cfg.DataDir)
 	if err != nil {
 		return nil, fmt.Errorf("dev: --data-dir %s: %w", cfg.DataDir, err)

@@ -136,7 +136,7 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if (c.CertFile == "") != (c.KeyFile == "" && !isPFX(c.CertFile)) {
-		return errors.New("frontend: cert and key go together (a .pfx cert needs only pwd)")
+		return errors.New("frontend: --cert and --key go together (a .pfx --cert needs only --pwd)")
 	}
 	switch c.OAuth {
 	case "":

@@ -35,7 +35,7 @@ func TestEmulatorFlags(t *testing.T) {
 		}, ""},
 		{"oauth without https", "-oauth basic", nil, "needs HTTPS"},
 		{"unknown oauth level", "-cert c.pem -key k.pem -oauth full", nil, "only level is basic"},
-		{"pem without key", "-cert c.pem", nil, "cert and key go together"},
+		{"pem without key", "-cert c.pem", nil, "--cert and --key go together"},
 		{"bad accounts", "-accounts acct1", nil, "want name:key1[:key2]"},
 		{"bad account key", "-accounts acct1:@@", nil, "not base64"},
 		{"bad account name", "-accounts Acct_1:a2V5MQ==", nil, "lowercase letters"},

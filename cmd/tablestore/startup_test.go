@@ -174,6 +174,7 @@ func TestStartupErrors(t *testing.T) {
 		{"corrupt partition server state file", []string{"partitionserver", "--data-dir", corrupt, "--grpc-addr", "127.0.0.1:0", "--raft-addr", "127.0.0.1:0", quiet}, []string{"state file " + filepath.Join(corrupt, "state.db")}},
 		{"corrupt master raft log", []string{"master", "--data-dir", corruptMaster, "--grpc-addr", "127.0.0.1:0", "--raft-addr", "127.0.0.1:0", quiet}, []string{"raft log " + filepath.Join(corruptMaster, "raft.db")}},
 		{"empty account key file", []string{"frontend", "--account-key-file", emptyKey, quiet}, []string{"--account-key-file " + emptyKey}},
+		{"dev missing certificate", []string{"dev", "--data-dir", "d", "--cert", "/nonexistent.pem", "--key", "/nonexistent.key", quiet}, []string{"--cert /nonexistent.pem"}},
 		{"dev servers out of range", []string{"dev", "--data-dir", "d", "--servers=0", quiet}, []string{"--servers 0"}},
 		{"front-end without masters", []string{"frontend", "--http-addr", "127.0.0.1:0", "--masters", "", quiet}, []string{"--masters"}},
 		{"master policy interval", []string{"master", "--data-dir", "m", "--policy-interval=0s", quiet}, []string{"--policy-interval 0s"}},
