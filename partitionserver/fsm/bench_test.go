@@ -171,21 +171,21 @@ func BenchmarkCommitEvery(b *testing.B) {
 // and allocates per entry.
 func BenchmarkApplyEntry(b *testing.B) {
 	s, r := openTestRange(b, &pb.RangeDescriptor{RangeId: 1, TableId: 7, Generation: 1})
+	benchApplyEntries(b, s, r, 0, "pk")
+}
+
+// benchApplyEntries times f's apply of entries of 16 inserts (benchInserts)
+// to span, one entry per batch, committing the store every 32 entries
+// outside the timer.
+func benchApplyEntries(b *testing.B, s *Store, f interface {
+	ApplyBatch([]*raft.Log) []interface{}
+}, span uint64, prefix string) {
 	ent := benchEntity(b)
 	var idx, n uint64
 	b.ReportAllocs()
 	for b.Loop() {
 		b.StopTimer()
-		writes := make([]*pb.WriteCommand, 16)
-		for i := range writes {
-			n++
-			id := make([]byte, 16)
-			binary.BigEndian.PutUint64(id, n)
-			writes[i] = &pb.WriteCommand{ProposedUnixNano: int64(n) * 1000, RequestId: id,
-				Ops: []*pb.EntityOp{{Kind: pb.OpKind_OP_KIND_INSERT, PartitionKey: fmt.Sprintf("pk%04d", n*7919%1024),
-					RowKey: fmt.Sprintf("%016x", n), Entity: ent}}}
-		}
-		data, _ := EncodeWriteBatch(writes)
+		data, _ := EncodeWriteBatch(benchInserts(&n, span, prefix, ent))
 		idx++
 		logs := []*raft.Log{{Index: idx, Type: raft.LogCommand, Data: data}}
 		if idx%32 == 0 {
@@ -194,8 +194,8 @@ func BenchmarkApplyEntry(b *testing.B) {
 			}
 		}
 		b.StartTimer()
-		if res := r.ApplyBatch(logs)[0].(*Result); res.Err != nil || res.Batch[15].Err != nil {
-			b.Fatal(res.Err)
+		if res := f.ApplyBatch(logs)[0].(*Result); res.Err != nil || res.Batch[15].Err != nil {
+			b.Fatal(res.Err, res.Batch[15].Err)
 		}
 	}
 }
@@ -519,33 +519,24 @@ func BenchmarkGroupEntrySpans(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			ent := benchEntity(b)
-			var idx, seq uint64
-			b.ReportAllocs()
-			for b.Loop() {
-				b.StopTimer()
-				writes := make([]*pb.WriteCommand, 16)
-				for i := range writes {
-					seq++
-					id := make([]byte, 16)
-					binary.BigEndian.PutUint64(id, seq)
-					writes[i] = &pb.WriteCommand{RangeId: 100, ProposedUnixNano: int64(seq) * 1000, RequestId: id,
-						Ops: []*pb.EntityOp{{Kind: pb.OpKind_OP_KIND_INSERT, PartitionKey: fmt.Sprintf("a%04d", seq*7919%1024),
-							RowKey: fmt.Sprintf("%016x", seq), Entity: ent}}}
-				}
-				data, _ := EncodeWriteBatch(writes)
-				idx++
-				logs := []*raft.Log{{Index: idx, Type: raft.LogCommand, Data: data}}
-				if idx%32 == 0 {
-					if err := s.Flush(); err != nil {
-						b.Fatal(err)
-					}
-				}
-				b.StartTimer()
-				if res := g.ApplyBatch(logs)[0].(*Result); res.Err != nil || res.Batch[15].Err != nil {
-					b.Fatal(res.Err, res.Batch[15].Err)
-				}
-			}
+			benchApplyEntries(b, s, g, 100, "a")
 		})
 	}
+}
+
+// benchInserts is an entry's 16 inserts of ent, each with its own request
+// id, at PartitionKeys prefix0000 - prefix1023, addressed to span (0: the
+// group's namesake); *seq counts the writes made so far.
+func benchInserts(seq *uint64, span uint64, prefix string, ent []byte) []*pb.WriteCommand {
+	writes := make([]*pb.WriteCommand, 16)
+	for i := range writes {
+		*seq++
+		n := *seq
+		id := make([]byte, 16)
+		binary.BigEndian.PutUint64(id, n)
+		writes[i] = &pb.WriteCommand{RangeId: span, ProposedUnixNano: int64(n) * 1000, RequestId: id,
+			Ops: []*pb.EntityOp{{Kind: pb.OpKind_OP_KIND_INSERT, PartitionKey: fmt.Sprintf("%s%04d", prefix, n*7919%1024),
+				RowKey: fmt.Sprintf("%016x", n), Entity: ent}}}
+	}
+	return writes
 }
