@@ -232,9 +232,7 @@ func TestWriteManyOneEntryPerGroup(t *testing.T) {
 		return resp
 	}
 	many(1, 31, 31, 31, 31)
-	if _, err := v.SplitRange(ctx, &pb.SplitRangeRequest{RangeId: 31, SplitKey: "m", NewRangeId: 32, InGroup: true}); err != nil {
-		t.Fatal(err)
-	}
+	splitInGroup(t, v, 31, "m", 32)
 	many(2, 31, 32, 31, 32)
 }
 
@@ -307,9 +305,7 @@ func TestDetachFromGroup(t *testing.T) {
 	rep, v := leadingRangeWithWrites(t, s, 51, 1, 3) // p/r0..r2
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if _, err := v.SplitRange(ctx, &pb.SplitRangeRequest{RangeId: 51, SplitKey: "m", NewRangeId: 52, InGroup: true}); err != nil {
-		t.Fatal(err)
-	}
+	splitInGroup(t, v, 51, "m", 52)
 	// Twice at once, as a retry whose first attempt is still running:
 	// one detaches, the other waits for the lock and answers the same.
 	var wg sync.WaitGroup
@@ -404,11 +400,7 @@ func TestDeleteRemovedTakesTheStaleGroup(t *testing.T) {
 		m := &heartbeatMaster{}
 		s := started(t, newAgainstMaster(t, m, nil))
 		_, v := leadingRangeWithWrites(t, s, 21, 1, 3)
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		if _, err := v.SplitRange(ctx, &pb.SplitRangeRequest{RangeId: 21, SplitKey: "m", NewRangeId: 22, InGroup: true}); err != nil {
-			t.Fatal(err)
-		}
+		splitInGroup(t, v, 21, "m", 22)
 		return s
 	}
 	gone := func(t *testing.T, s *Server) {
@@ -469,12 +461,8 @@ func TestFreezeRefusesASharedSpan(t *testing.T) {
 	_, v := leadingRangeWithWrites(t, s, 61, 1, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if _, err := v.SplitRange(ctx, &pb.SplitRangeRequest{RangeId: 61, SplitKey: "m", NewRangeId: 62, InGroup: true}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := v.SplitRange(ctx, &pb.SplitRangeRequest{RangeId: 62, SplitKey: "t", NewRangeId: 63, InGroup: true}); err != nil {
-		t.Fatal(err)
-	}
+	splitInGroup(t, v, 61, "m", 62)
+	splitInGroup(t, v, 62, "t", 63)
 	for _, id := range []uint64{61, 62} {
 		_, err := v.FreezeRange(ctx, &pb.FreezeRangeRequest{RangeId: id})
 		if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "3 ranges of Raft group 61") {
@@ -496,5 +484,16 @@ func TestFreezeRefusesASharedSpan(t *testing.T) {
 	}
 	if resp, err := v.FreezeRange(ctx, &pb.FreezeRangeRequest{RangeId: 63, TableDeleted: true}); err != nil || resp.GetFreezeIndex() == 0 {
 		t.Fatalf("a deleted table's freeze of range 63, which shares group 61: %v, %v", resp, err)
+	}
+}
+
+// splitInGroup splits range id at key in its Raft group (the new span
+// newID), through the leader's service v.
+func splitInGroup(t *testing.T, v *service, id uint64, key string, newID uint64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := v.SplitRange(ctx, &pb.SplitRangeRequest{RangeId: id, SplitKey: key, NewRangeId: newID, InGroup: true}); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -163,11 +163,7 @@ func groupWithoutNamesake(t *testing.T) (*Server, *service) {
 	t.Helper()
 	s := started(t, newAgainstMaster(t, &heartbeatMaster{}, nil))
 	_, v := leadingRangeWithWrites(t, s, 21, 1, 3)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if _, err := v.SplitRange(ctx, &pb.SplitRangeRequest{RangeId: 21, SplitKey: "m", NewRangeId: 22, InGroup: true}); err != nil {
-		t.Fatal(err)
-	}
+	splitInGroup(t, v, 21, "m", 22)
 	waitFor(t, func() bool { return s.slotOf(22) != nil })
 	if err := s.store.DeleteRange(21, 0); err != nil {
 		t.Fatal(err)

@@ -451,22 +451,25 @@ func (p *Plan) groupSize(r *Range) int {
 }
 
 // isolateAdds is how many Raft groups the master adds when it takes r out
-// of its group before moving r or merging it away (Server.isolate,
-// LeavesOnIsolate): none for a range alone in its group, one for a range
-// born in its group (it leaves as a group of its own), and n-1 for the
-// namesake of a group of n ranges (every other range leaves instead, each
-// a group of its own). A group is what a range costs on the request path
+// of its group before moving r or merging it away (Server.isolate): each
+// range that leaves becomes a group of its own, and which ones leave is
+// LeavesOnIsolate's rule (none for a range alone in its group, r itself
+// when born in its group, every other range for the namesake of a
+// group of n: n-1). A group is what a range costs on the request path
 // (its own entries, log stream and heartbeats; docs/range-groups.md), so
 // the rules that may choose which range to move or merge weigh it.
 func (p *Plan) isolateAdds(r *Range) int {
-	switch n := p.groupSize(r); {
-	case n == 1:
+	g := p.group(r)
+	if g == nil {
 		return 0
-	case r.ID != r.GroupID():
-		return 1
-	default:
-		return n - 1
 	}
+	n := 0
+	for _, x := range g.spans {
+		if LeavesOnIsolate(r, x) {
+			n++
+		}
+	}
+	return n
 }
 
 // group is r's Raft group when the plan indexed it (it serves a range
