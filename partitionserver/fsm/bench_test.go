@@ -171,21 +171,22 @@ func BenchmarkCommitEvery(b *testing.B) {
 // and allocates per entry.
 func BenchmarkApplyEntry(b *testing.B) {
 	s, r := openTestRange(b, &pb.RangeDescriptor{RangeId: 1, TableId: 7, Generation: 1})
-	benchApplyEntries(b, s, r, 0, "pk")
+	benchApplyEntries(b, s, r, 0, "pk", 16)
 }
 
-// benchApplyEntries times f's apply of entries of 16 inserts (benchInserts)
-// to span, one entry per batch, committing the store every 32 entries
-// outside the timer.
+// benchApplyEntries times f's apply of entries of perEntry inserts
+// (benchInserts) to span, one entry per batch, committing the store every
+// 32 entries outside the timer.
 func benchApplyEntries(b *testing.B, s *Store, f interface {
 	ApplyBatch([]*raft.Log) []interface{}
-}, span uint64, prefix string) {
+}, span uint64, prefix string, perEntry int) {
 	ent := benchEntity(b)
 	var idx, n uint64
 	b.ReportAllocs()
 	for b.Loop() {
 		b.StopTimer()
-		data, _ := EncodeWriteBatch(benchInserts(&n, span, prefix, ent))
+		writes := benchInserts(&n, span, prefix, ent, perEntry)
+		data, _ := EncodeWriteBatch(writes)
 		idx++
 		logs := []*raft.Log{{Index: idx, Type: raft.LogCommand, Data: data}}
 		if idx%32 == 0 {
@@ -194,8 +195,8 @@ func benchApplyEntries(b *testing.B, s *Store, f interface {
 			}
 		}
 		b.StartTimer()
-		if res := f.ApplyBatch(logs)[0].(*Result); res.Err != nil || res.Batch[15].Err != nil {
-			b.Fatal(res.Err, res.Batch[15].Err)
+		if res := f.ApplyBatch(logs)[0].(*Result); res.Err != nil || res.Batch[perEntry-1].Err != nil {
+			b.Fatal(res.Err, res.Batch[perEntry-1].Err)
 		}
 	}
 }
@@ -488,15 +489,17 @@ func BenchmarkCommitPattern(b *testing.B) {
 	}
 }
 
-// BenchmarkGroupEntrySpans is BenchmarkApplyEntry's entry (16 inserts) in
-// a group of 1, 8 or 64 spans of one table, every write to the first span:
-// what the spans a batch does not write cost it. ApplyBatch clones, reads
-// and writes back every span's record on every batch (each carries the
-// group's applied index), so this is the cost that decides how many spans
-// a group may hold (docs/range-groups.md, stage 7's plan, step 1).
+// BenchmarkGroupEntrySpans is an entry of 16 inserts (BenchmarkApplyEntry's)
+// or of one insert (what a table sharing its group with many others writes
+// when each is written now and then) in a group of 1, 8 or 64 spans of one
+// table, every write to the first span: what the spans a batch does not
+// write cost it, which decides how many spans a group may hold
+// (docs/range-groups.md, stage 7's plan, step 1: a batch writes only the
+// spans it changed and the one carrying the group's applied index).
 func BenchmarkGroupEntrySpans(b *testing.B) {
-	for _, n := range []int{1, 8, 64} {
-		b.Run(fmt.Sprintf("spans=%d", n), func(b *testing.B) {
+	for _, c := range []struct{ spans, writes int }{{1, 16}, {8, 16}, {64, 16}, {1, 1}, {8, 1}, {64, 1}} {
+		n := c.spans
+		b.Run(fmt.Sprintf("writes=%d/spans=%d", c.writes, n), func(b *testing.B) {
 			s, err := Open(filepath.Join(b.TempDir(), "state.db"))
 			if err != nil {
 				b.Fatal(err)
@@ -519,16 +522,16 @@ func BenchmarkGroupEntrySpans(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			benchApplyEntries(b, s, g, 100, "a")
+			benchApplyEntries(b, s, g, 100, "a", c.writes)
 		})
 	}
 }
 
-// benchInserts is an entry's 16 inserts of ent, each with its own request
+// benchInserts is an entry's count inserts of ent, each with its own request
 // id, at PartitionKeys prefix0000 - prefix1023, addressed to span (0: the
 // group's namesake); *seq counts the writes made so far.
-func benchInserts(seq *uint64, span uint64, prefix string, ent []byte) []*pb.WriteCommand {
-	writes := make([]*pb.WriteCommand, 16)
+func benchInserts(seq *uint64, span uint64, prefix string, ent []byte, count int) []*pb.WriteCommand {
+	writes := make([]*pb.WriteCommand, count)
 	for i := range writes {
 		*seq++
 		n := *seq

@@ -257,9 +257,17 @@ func (g *Group) Apply(l *raft.Log) interface{} {
 	return g.ApplyBatch([]*raft.Log{l})[0]
 }
 
-// ApplyBatch applies committed entries in one bbolt transaction together
-// with the new applied index of every span. Entries at or below the
-// applied index were applied before a restart and are skipped.
+// ApplyBatch applies committed entries in one bbolt transaction. Entries
+// at or below the applied index were applied before a restart and are
+// skipped.
+//
+// A batch writes back only the spans its commands changed, plus the
+// group's carrier (carrier), each with the batch's last index: a span's
+// stored applied index is a lower bound, and the group's is the highest
+// of its records (newGroup). Every change to a span is written in the same
+// transaction as the carrier's raised index, so a restart skips every
+// entry whose effects the file holds, and one that it replays touched no
+// span still the group's (a span it changed would carry its index).
 func (g *Group) ApplyBatch(logs []*raft.Log) []interface{} {
 	results := make([]interface{}, len(logs))
 	g.mu.RLock()
@@ -267,7 +275,7 @@ func (g *Group) ApplyBatch(logs []*raft.Log) []interface{} {
 	spans := g.spansLocked()
 	states := make([]*pb.RangeState, len(spans))
 	for i, r := range spans {
-		states[i] = proto.Clone(r.state).(*pb.RangeState)
+		states[i] = r.state
 	}
 	g.mu.RUnlock()
 	if len(logs) == 0 || logs[len(logs)-1].Index <= applied {
@@ -314,23 +322,18 @@ func (g *Group) ApplyBatch(logs []*raft.Log) []interface{} {
 			case raft.LogConfiguration:
 				urgent = true
 			}
-			for _, sp := range c.spans {
-				sp.state.AppliedIndex = l.Index
-				// A frozen range's records stay as the freeze left
-				// them: a merge takes them over from each server's
-				// replica, which may have applied entries past the
-				// freeze that another has not (the merge needs only
-				// the freeze), so a prune here would leave the merged
-				// range's replicas with different records.
-				if l.Index%pruneEvery == 0 && !sp.state.GetFrozen() {
-					if err := g.store.prune(tx, sp.state, &sp.r.prune); err != nil {
-						return err
-					}
-				}
+			if err := c.entryApplied(l.Index); err != nil {
+				return err
 			}
 			last = l.Index
 		}
+		if len(c.spans) > 0 {
+			c.carrier().edit().AppliedIndex = last
+		}
 		for _, sp := range c.spans {
+			if !sp.edited {
+				continue
+			}
 			if err := putState(tx, sp.state); err != nil {
 				return err
 			}
@@ -359,6 +362,41 @@ func (g *Group) ApplyBatch(logs []*raft.Log) []interface{} {
 	g.last = last
 	g.mu.Unlock()
 	return results
+}
+
+// entryApplied records entry index as applied in every span the batch
+// changed, and prunes every span's expired request records when the index
+// crosses a multiple of pruneEvery, which every replica does at the same
+// entry (the prune reads a span's state and changes only its records).
+func (c *applyCtx) entryApplied(index uint64) error {
+	for _, sp := range c.spans {
+		if sp.edited {
+			sp.state.AppliedIndex = index
+		}
+		// A frozen range's records stay as the freeze left them: a
+		// merge takes them over from each server's replica, which may
+		// have applied entries past the freeze that another has not
+		// (the merge needs only the freeze), so a prune here would
+		// leave the merged range's replicas with different records.
+		if index%pruneEvery == 0 && !sp.state.GetFrozen() {
+			if err := c.store.prune(c.tx, sp.state, &sp.r.prune); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// carrier is the span whose record carries the group's applied index in
+// every batch, changed or not: the namesake while it is one of the
+// group's spans, else the span of lowest id. Chosen after the batch's
+// commands, so a span they took away never carries it.
+func (c *applyCtx) carrier() *spanApply {
+	i, ok := slices.BinarySearchFunc(c.spans, c.group, func(sp *spanApply, id uint64) int { return cmp.Compare(sp.r.id, id) })
+	if !ok {
+		i = 0
+	}
+	return c.spans[i]
 }
 
 // settle makes the group's span set the batch's, at the end of its
@@ -470,16 +508,25 @@ func (g *Group) Snapshot() (raft.FSMSnapshot, error) {
 		return nil, err
 	}
 	var states []*pb.RangeState
+	var applied uint64
 	for _, r := range g.Spans() {
 		st, err := getState(tx, r.id)
 		if err != nil {
 			continue // merged away since
 		}
 		states = append(states, st)
+		applied = max(applied, st.GetAppliedIndex())
 	}
 	if len(states) == 0 {
 		tx.Rollback()
 		return nil, fmt.Errorf("%w: group %d", ErrRangeNotFound, g.id)
+	}
+	// A span's record holds a lower bound of the group's index
+	// (ApplyBatch); a snapshot's spans are all at the group's, which the
+	// flush above committed (raft takes a snapshot between batches).
+	applied = max(applied, g.AppliedIndex())
+	for _, st := range states {
+		st.AppliedIndex = applied
 	}
 	return &snapshot{tx: tx, states: states}, nil
 }

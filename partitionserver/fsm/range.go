@@ -95,10 +95,26 @@ type applyCtx struct {
 	prunesTable uint64
 }
 
-// spanApply is one span's state as a batch changes it.
+// spanApply is one span's state as a batch changes it. Until a command
+// edits it, state is the span's state from before the batch (shared with
+// r.state, never changed in place), and the batch does not write its
+// record: a batch costs the spans it changes, not every span of the group
+// (docs/range-groups.md, "a batch writes only what it changed").
 type spanApply struct {
 	r     *Range
 	state *pb.RangeState
+	// edited: state is the batch's own copy, written back at its end.
+	edited bool
+}
+
+// edit returns the span's state for a command to change, copying it the
+// first time in the batch.
+func (sp *spanApply) edit() *pb.RangeState {
+	if !sp.edited {
+		sp.state = proto.Clone(sp.state).(*pb.RangeState)
+		sp.edited = true
+	}
+	return sp.state
 }
 
 // spanID is the span a command names: 0 names the span the group is named
@@ -120,7 +136,7 @@ func (c *applyCtx) address(id uint64) bool {
 	c.state = nil
 	for _, sp := range c.spans {
 		if sp.r.id == id {
-			c.state = sp.state
+			c.state = sp.edit()
 		}
 	}
 	return c.state != nil
@@ -264,11 +280,14 @@ func (r *Range) Descriptor() *pb.RangeDescriptor {
 	return r.state.GetRange()
 }
 
-// State returns a copy of the range's state.
+// State returns a copy of the range's state, with the group's applied
+// index (a span's own record holds a lower bound: ApplyBatch).
 func (r *Range) State() *pb.RangeState {
 	r.g.mu.RLock()
 	defer r.g.mu.RUnlock()
-	return proto.Clone(r.state).(*pb.RangeState)
+	st := proto.Clone(r.state).(*pb.RangeState)
+	st.AppliedIndex = max(st.GetAppliedIndex(), r.g.last)
+	return st
 }
 
 // Summary is what a status report needs of the state.
@@ -294,9 +313,12 @@ type Summary struct {
 // server's replica of the left range then waits for its replica of the
 // right one to hold the freeze, waitMerges), and a crash loses what the
 // file does not hold.
+//
+// Its applied index is the group's committed one: a span's record holds a
+// lower bound (ApplyBatch).
 func (r *Range) Summary() Summary {
 	st := r.committed.Load()
-	return Summary{Range: st.GetRange(), AppliedIndex: st.GetAppliedIndex(), Frozen: st.GetFrozen(),
+	return Summary{Range: st.GetRange(), AppliedIndex: max(st.GetAppliedIndex(), r.g.applied.Load()), Frozen: st.GetFrozen(),
 		FrozenIndex: st.GetFrozenIndex(), EntityCount: st.GetEntityCount(), Bytes: st.GetBytes(), Bootstrap: st.GetBootstrap()}
 }
 

@@ -371,10 +371,11 @@ func applySetReplicas(c *applyCtx, payload []byte) *Result {
 		}
 	}
 	for _, sp := range c.spans {
-		d := proto.Clone(sp.state.GetRange()).(*pb.RangeDescriptor)
+		st := sp.edit()
+		d := proto.Clone(st.GetRange()).(*pb.RangeDescriptor)
 		d.Replicas = cmd.GetReplicas()
 		d.Generation++
-		sp.state.Range = d
+		st.Range = d
 	}
 	if c.state == nil {
 		// Named no span of the group (the one named like the group,

@@ -125,7 +125,7 @@ func (c *applyCtx) splitSpanAlready(desc *pb.RangeDescriptor, key string, newID 
 // it. Readers see it once the batch is committed (Group.Span).
 func (c *applyCtx) addSpan(st *pb.RangeState) {
 	r := c.owner.pendingSpan(st)
-	sp := &spanApply{r: r, state: st}
+	sp := &spanApply{r: r, state: st, edited: true}
 	i, _ := slices.BinarySearchFunc(c.spans, r.id, func(s *spanApply, id uint64) int { return cmp.Compare(s.r.id, id) })
 	c.spans = slices.Insert(c.spans, i, sp)
 	c.spansChanged = true
