@@ -21,6 +21,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
+	"tablestore/internal/cmdline"
 )
 
 // Sentinel errors; wrapped with details.
@@ -59,14 +61,14 @@ func Run(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, "usage: tablestore loadgen [flags]\n\nDrives a table through the Azure SDK with a key pattern of the table design guide and reports entities/s, latency and errors each second.\n\nflags:")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := cmdline.Parse(fs, args, stderr, "tablestore loadgen -h lists the flags"); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
-		return fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected arguments %q", ErrInvalidConfig, fs.Args())
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, cmdline.Usagef("unexpected arguments %q", fs.Args()))
 	}
 	if os.Getenv("GOGC") == "" {
 		// The SDK turns every response into maps and back, so the heap

@@ -1,10 +1,13 @@
 package sim
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+
+	"tablestore/internal/cmdline"
 )
 
 // Main is `tablestore sim`: it parses args, runs the simulation, prints a
@@ -12,11 +15,14 @@ import (
 func Main(args []string, out io.Writer) error {
 	cfg := DefaultConfig()
 	fs, htmlPath, jsonPath := newFlagSet(&cfg, out)
-	if err := fs.Parse(args); err != nil {
-		return err
+	if err := cmdline.Parse(fs, args, out, "tablestore help sim lists the flags"); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return fmt.Errorf("sim: %w", err)
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("sim: unexpected argument %q", fs.Arg(0))
+		return cmdline.Usagef("sim: unexpected argument %q", fs.Arg(0))
 	}
 	rep, err := Run(cfg)
 	if err != nil {

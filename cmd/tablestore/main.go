@@ -26,6 +26,7 @@ import (
 	"tablestore/frontend/auth"
 	"tablestore/frontend/router"
 	"tablestore/internal/buildinfo"
+	"tablestore/internal/cmdline"
 	"tablestore/internal/failpoint"
 	"tablestore/internal/health"
 	"tablestore/internal/logging"
@@ -91,8 +92,24 @@ func main() {
 		if !errors.As(err, &reported) {
 			fmt.Fprintln(os.Stderr, "tablestore:", err)
 		}
+		if errors.Is(err, cmdline.ErrUsage) {
+			os.Exit(2)
+		}
 		os.Exit(1)
 	}
+}
+
+// usageOf names command in a command-line error (-h passes as is).
+func usageOf(command string, err error) error {
+	if errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	return fmt.Errorf("%s: %w", command, err)
+}
+
+// seeFlags is where a command's flags are listed, for its usage errors.
+func seeFlags(command string) string {
+	return "tablestore help " + command + " lists the flags"
 }
 
 func usage(w io.Writer) {
@@ -185,11 +202,11 @@ func (sp spec) flagSet(cm *common) *flag.FlagSet {
 func serve(sp spec, args []string) error {
 	cm := common{subsystems: metricsbridge.RoleSubsystems[sp.name]}
 	fs := sp.flagSet(&cm)
-	if err := fs.Parse(args); err != nil {
-		return err
+	if err := cmdline.Parse(fs, args, os.Stdout, seeFlags(sp.name)); err != nil {
+		return usageOf(sp.name, err)
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("%s: unexpected argument %q (flags are --name=value)", sp.name, fs.Arg(0))
+		return cmdline.Usagef("%s: unexpected argument %q (flags are --name=value)", sp.name, fs.Arg(0))
 	}
 	if sp.prepare != nil {
 		if err := sp.prepare(&cm); err != nil {
@@ -435,9 +452,11 @@ func runLoadgen(args []string) error { return loadgen.Run(withDevMaster(args), o
 
 func runVersion(args []string) error {
 	fs := flag.NewFlagSet("version", flag.ContinueOnError)
-	fs.SetOutput(os.Stdout)
-	if err := fs.Parse(args); err != nil {
-		return err
+	if err := cmdline.Parse(fs, args, os.Stdout, "it takes none"); err != nil {
+		return usageOf("version", err)
+	}
+	if fs.NArg() > 0 {
+		return cmdline.Usagef("version: unexpected argument %q (it takes none)", fs.Arg(0))
 	}
 	fmt.Println(versionLine())
 	return nil

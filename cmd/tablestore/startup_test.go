@@ -178,27 +178,51 @@ func TestStartupErrors(t *testing.T) {
 		{"dev servers out of range", []string{"dev", "--data-dir", "d", "--servers=0", quiet}, []string{"--servers 0"}},
 		{"front-end without masters", []string{"frontend", "--http-addr", "127.0.0.1:0", "--masters", "", quiet}, []string{"--masters"}},
 		{"master policy interval", []string{"master", "--data-dir", "m", "--policy-interval=0s", quiet}, []string{"--policy-interval 0s"}},
-		{"unknown flag", []string{"master", "--no-such-flag"}, []string{"-no-such-flag"}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			code, _, errOut := runExit(t, tc.args...)
-			if code != 1 {
-				t.Errorf("exit %d, want 1", code)
-			}
-			if strings.Contains(errOut, "panic") || strings.Contains(errOut, "goroutine ") {
-				t.Fatalf("panicked:\n%s", errOut)
-			}
-			lines := strings.Split(strings.TrimSpace(errOut), "\n")
-			last := lines[len(lines)-1]
-			if tc.name != "unknown flag" && len(lines) != 1 {
-				t.Errorf("want one line on stderr, have %d:\n%s", len(lines), errOut)
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(errOut, w) {
-					t.Errorf("message %q does not name %q", last, w)
-				}
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { checkOneLine(t, 1, tc.args, tc.want) })
+	}
+	// A command line that does not parse: one line naming the flag and
+	// where the flags are listed, exit 2, nothing on stdout (not the flag
+	// package's error followed by every flag of the command).
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"unknown flag", []string{"master", "--no-such-flag"}, []string{"master: ", "-no-such-flag", "tablestore help master"}},
+		{"bad flag value", []string{"dev", "--servers=x"}, []string{"dev: ", `invalid value "x" for flag -servers`, "tablestore help dev"}},
+		{"unexpected argument", []string{"partitionserver", "stray"}, []string{`partitionserver: unexpected argument "stray"`}},
+		{"sim bad flag value", []string{"sim", "--servers", "many"}, []string{"sim: ", `"many"`, "tablestore help sim"}},
+		{"loadgen bad flag value", []string{"loadgen", "--workers", "x"}, []string{"loadgen", `"x"`, "loadgen -h"}},
+		{"version flag", []string{"version", "--short"}, []string{"version: ", "-short"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { checkOneLine(t, 2, tc.args, tc.want) })
+	}
+}
+
+// checkOneLine runs the binary with args and fails unless it exits with
+// code after one line on stderr naming every string of want, and nothing
+// on stdout.
+func checkOneLine(t *testing.T, code int, args, want []string) {
+	t.Helper()
+	got, out, errOut := runExit(t, args...)
+	if got != code {
+		t.Errorf("exit %d, want %d", got, code)
+	}
+	if strings.Contains(errOut, "panic") || strings.Contains(errOut, "goroutine ") {
+		t.Fatalf("panicked:\n%s", errOut)
+	}
+	if code == 2 && out != "" {
+		t.Errorf("printed on stdout:\n%s", out)
+	}
+	lines := strings.Split(strings.TrimSpace(errOut), "\n")
+	if len(lines) != 1 {
+		t.Errorf("want one line on stderr, have %d:\n%s", len(lines), errOut)
+	}
+	for _, w := range want {
+		if !strings.Contains(errOut, w) {
+			t.Errorf("message %q does not name %q", lines[len(lines)-1], w)
+		}
 	}
 }
 
