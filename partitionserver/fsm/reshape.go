@@ -370,18 +370,20 @@ func applySetReplicas(c *applyCtx, payload []byte) *Result {
 			return &Result{Err: fmt.Errorf("%w: range %d: set replicas", ErrRangeFrozen, sp.r.id)}
 		}
 	}
+	spans := make([]*pb.RangeDescriptor, 0, len(c.spans))
 	for _, sp := range c.spans {
 		d := proto.Clone(sp.state.GetRange()).(*pb.RangeDescriptor)
 		d.Replicas = cmd.GetReplicas()
 		d.Generation++
 		sp.state.Range = d
+		spans = append(spans, d)
 	}
 	if c.state == nil {
 		// Named no span of the group (the one named like the group,
 		// merged away): the first span's descriptor answers.
-		return &Result{Range: c.spans[0].state.GetRange()}
+		return &Result{Range: c.spans[0].state.GetRange(), Spans: spans}
 	}
-	return &Result{Range: c.state.GetRange()}
+	return &Result{Range: c.state.GetRange(), Spans: spans}
 }
 
 // MedianKey returns the PartitionKey at which the range splits into two
