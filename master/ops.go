@@ -1351,7 +1351,7 @@ func (s *Server) undoAdd(d *pb.RangeDescriptor, to string, nonvoter bool) {
 	if nonvoter {
 		_, err = s.removeMember(ctx, id, to, true, s.raftAddrs())
 	} else {
-		err = s.deleteReplica(ctx, to, id, s.undoRemoval(d))
+		err = s.deleteReplica(ctx, to, id, undoRemoval(d, len(s.groupPeers(id)) > 0))
 	}
 	if err != nil {
 		s.logger.Warn("undoing a failed add", "range", id, "server", to, "nonvoter", nonvoter, "err", err)
@@ -1360,15 +1360,16 @@ func (s *Server) undoAdd(d *pb.RangeDescriptor, to string, nonvoter bool) {
 
 // undoRemoval is the removal a failed add's delete names on the server it
 // was adding: none for a range alone in its Raft group (the delete takes
-// its replica unguarded), and for a group of several spans the group and
-// d's generation + 1. A joiner that restored the group's snapshot holds
-// every span, and refuses to delete one span of it alone (errSpanOfGroup,
-// what the unnamed delete asked for); named, the group goes whole. Its
+// its replica unguarded), and for one whose group serves other ranges
+// (shared) the group and d's generation + 1. A joiner that restored the
+// group's snapshot holds every span, and refuses to delete one span of it
+// alone (errSpanOfGroup, what the unnamed delete asked for); named, the
+// group goes whole. Its
 // replica was created at d's generation, the configuration did not change
 // (the add failed before its non-voter was in it), and the caller holds
-// the group, so a guard one past it deletes exactly that replica.
-func (s *Server) undoRemoval(d *pb.RangeDescriptor) *pb.RangeDescriptor {
-	if len(s.groupPeers(d.GetRangeId())) == 0 {
+// the group, so a guard one past it deletes exactly that replica. Pure.
+func undoRemoval(d *pb.RangeDescriptor, shared bool) *pb.RangeDescriptor {
+	if !shared {
 		return nil
 	}
 	return &pb.RangeDescriptor{RangeId: d.GetRangeId(), GroupId: rangegroup.GroupOf(d), Generation: d.GetGeneration() + 1}
