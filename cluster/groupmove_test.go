@@ -95,7 +95,8 @@ func (g *groupOfThree) drain(t *testing.T) {
 
 // awaitMoved waits until every span lists to and not from (three
 // replicas), failing at once if a poll finds the table in more than one
-// group, then until from holds no replica of any span.
+// group, then until from holds no replica of any span and to holds every
+// one.
 func (g *groupOfThree) awaitMoved(t *testing.T, within time.Duration) {
 	t.Helper()
 	waitFor(t, within, "every span on "+g.to+" and none on "+g.from, func() bool {
@@ -112,9 +113,10 @@ func (g *groupOfThree) awaitMoved(t *testing.T, within time.Duration) {
 	})
 	rs := tableRanges(partitionMap(t, g.mc), groupMoveTable)
 	src := g.c.Servers[g.c.ServerIndex(g.from)].Server
-	waitFor(t, 20*time.Second, g.from+" holds no span of the group", func() bool {
+	dst := g.c.Servers[g.c.ServerIndex(g.to)].Server
+	waitFor(t, 20*time.Second, g.from+" holds no span of the group, "+g.to+" every one", func() bool {
 		for _, r := range rs {
-			if src.ReplicaState(r.GetRangeId()) != "absent" {
+			if src.ReplicaState(r.GetRangeId()) != "absent" || dst.ReplicaState(r.GetRangeId()) == "absent" {
 				return false
 			}
 		}
