@@ -370,13 +370,17 @@ func applySetReplicas(c *applyCtx, payload []byte) *Result {
 			return &Result{Err: fmt.Errorf("%w: range %d: set replicas", ErrRangeFrozen, sp.r.id)}
 		}
 	}
-	spans := make([]*pb.RangeDescriptor, 0, len(c.spans))
 	for _, sp := range c.spans {
 		d := proto.Clone(sp.state.GetRange()).(*pb.RangeDescriptor)
 		d.Replicas = cmd.GetReplicas()
 		d.Generation++
 		sp.state.Range = d
-		spans = append(spans, d)
+	}
+	// Every span's descriptor after the change, for the master to record
+	// at once (ChangeReplicasResponse.spans).
+	spans := make([]*pb.RangeDescriptor, 0, len(c.spans))
+	for _, sp := range c.spans {
+		spans = append(spans, sp.state.GetRange())
 	}
 	if c.state == nil {
 		// Named no span of the group (the one named like the group,
