@@ -172,7 +172,7 @@ func init() {
 			eventsTotal.WithLabelValues(name)
 		}
 	}
-	for _, op := range []string{"split", "merge", "move", "detach"} {
+	for _, op := range []string{"split", "merge", "move", "move_group", "detach"} {
 		opSeconds.WithLabelValues(op)
 	}
 	for k := scheduler.Split; k <= scheduler.TransferLeader; k++ {

@@ -1074,37 +1074,45 @@ func (s *Server) move(ctx context.Context, id uint64, from, to, cause, reason st
 		return s.replaceInPlace(ctx, id, from, cause, reason, figures, start)
 	}
 	addrs := s.raftAddrs()
-	cur, err := s.addVoter(ctx, d, to, addrs)
-	if err != nil {
+	if _, err := s.addVoter(ctx, d, to, addrs); err != nil {
 		return nil, err
 	}
 	if err := failpoint.Inject("master/move/after-add"); err != nil {
 		return nil, err
 	}
-	if s.leaderOf(id) == from {
-		// Hand leadership to a live, caught-up follower that may lead
-		// (the scheduler's rule: not silent, not slow); the new voter,
-		// still catching up, only if there is none, even if its disk is
-		// slow: refusing the move instead left the scheduler proposing it
-		// again every pass (review of session 10), and the slow-disk rule
-		// moves the leadership on once a follower may take it.
-		target := s.rightLeader(id)
-		if target == "" {
-			target = to
-		}
-		if _, err := s.transfer(ctx, id, target); err != nil {
-			// Refresh the descriptor so transfer sees the new voter.
-			s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_UPDATE_RANGES, &pb.UpdateRangesCommand{Ranges: []*pb.RangeDescriptor{cur}})
-			if _, err := s.transfer(ctx, id, to); err != nil {
-				return nil, fmt.Errorf("move leadership off %s: %w", from, err)
-			}
-		}
+	if err := s.handOffLeadership(ctx, id, from, to); err != nil {
+		return nil, err
 	}
-	if cur, err = s.removeMember(ctx, id, from, false, addrs); err != nil {
+	cur, err := s.removeMember(ctx, id, from, false, addrs)
+	if err != nil {
 		return nil, err
 	}
 	s.moveEvent(d, from, to, cause, reason, figures, start)
 	return cur, nil
+}
+
+// handOffLeadership moves range id's leadership (its Raft group's) off
+// from, the server a move is about to remove, if from leads it: to a
+// live, caught-up follower that may lead (the scheduler's rule: not
+// silent, not slow); to to, the new voter still catching up, only if
+// there is none, even if its disk is slow: refusing the move instead left
+// the scheduler proposing it again every pass (review of session 10), and
+// the slow-disk rule moves the leadership on once a follower may take it.
+func (s *Server) handOffLeadership(ctx context.Context, id uint64, from, to string) error {
+	if s.leaderOf(id) != from {
+		return nil
+	}
+	target := s.rightLeader(id)
+	if target == "" {
+		target = to
+	}
+	if _, err := s.transfer(ctx, id, target); err != nil {
+		// The map lists the new voter (addVoter recorded it).
+		if _, err := s.transfer(ctx, id, to); err != nil {
+			return fmt.Errorf("move leadership off %s: %w", from, err)
+		}
+	}
+	return nil
 }
 
 // moveRefusal is why a move of d's replica from from to to cannot start
@@ -1247,40 +1255,65 @@ func (s *Server) addVoter(ctx context.Context, d *pb.RangeDescriptor, to string,
 		JoinFloorTerm: floorTerm, JoinFloorIndex: floorIndex}); err != nil {
 		return nil, fmt.Errorf("create replica on %s: %w", to, err)
 	}
-	change := func(mode pb.AddMode) (*pb.RangeDescriptor, error) {
-		var cur *pb.RangeDescriptor
-		err := s.onLeader(ctx, id, func(ctx context.Context, c pb.PartitionServiceClient) error {
-			resp, err := c.ChangeReplicas(ctx, &pb.ChangeReplicasRequest{RangeId: id, AddServerId: to, RaftAddrs: addrs, AddMode: mode})
-			if err == nil {
-				cur = resp.GetRange()
-			}
-			return err
-		})
-		return cur, err
-	}
 	err = failpoint.Inject("master/add/before-nonvoter")
 	if err == nil {
-		_, err = change(pb.AddMode_ADD_MODE_NONVOTER)
+		_, err = s.changeMembers(ctx, &pb.ChangeReplicasRequest{RangeId: id, AddServerId: to, RaftAddrs: addrs, AddMode: pb.AddMode_ADD_MODE_NONVOTER})
 	}
 	if err != nil {
-		s.undoAdd(id, to, false) // while the caller holds the range
+		s.undoAdd(d, to, false) // while the caller holds the range
 		return nil, fmt.Errorf("add non-voter %s: %w", to, err)
 	}
 	if err := failpoint.Inject("master/add/after-nonvoter"); err != nil {
 		return nil, err // as if the master died here: nothing undone
 	}
 	s.awaitCaughtUp(ctx, id, to)
-	cur, err := change(pb.AddMode_ADD_MODE_PROMOTE)
+	resp, err := s.changeMembers(ctx, &pb.ChangeReplicasRequest{RangeId: id, AddServerId: to, RaftAddrs: addrs, AddMode: pb.AddMode_ADD_MODE_PROMOTE})
 	if err != nil {
 		// The operation ends here (its context ended, or the leader
 		// refused): nothing else would promote the non-voter, and the
 		// replica-set check would remove it only after its grace. Removed
 		// now, while the caller still holds the range: a later move onto
 		// the same server must not see this one's delete.
-		s.undoAdd(id, to, true)
+		s.undoAdd(d, to, true)
 		return nil, fmt.Errorf("promote non-voter %s: %w", to, err)
 	}
-	return cur, nil
+	// Every span of the group at its new generation, at once: the map
+	// lists the new voter before the source's replica goes.
+	return s.recordChange(resp)
+}
+
+// changeMembers asks range id's leader for req's membership change.
+func (s *Server) changeMembers(ctx context.Context, req *pb.ChangeReplicasRequest) (*pb.ChangeReplicasResponse, error) {
+	var out *pb.ChangeReplicasResponse
+	err := s.onLeader(ctx, req.GetRangeId(), func(ctx context.Context, c pb.PartitionServiceClient) error {
+		resp, err := c.ChangeReplicas(ctx, req)
+		if err == nil {
+			out = resp
+		}
+		return err
+	})
+	return out, err
+}
+
+// changedSpans are the descriptors a membership change's answer gives:
+// every span of the range's Raft group (ChangeReplicasResponse.spans), or
+// the range's alone from a server that answers no spans.
+func changedSpans(resp *pb.ChangeReplicasResponse) []*pb.RangeDescriptor {
+	if spans := resp.GetSpans(); len(spans) > 0 {
+		return spans
+	}
+	return []*pb.RangeDescriptor{resp.GetRange()}
+}
+
+// recordChange records, in one UPDATE_RANGES, every span's descriptor a
+// membership change answered (changedSpans): a group's siblings reach the
+// map at their new generation now, not with their leader's next
+// heartbeats. It returns the range's descriptor.
+func (s *Server) recordChange(resp *pb.ChangeReplicasResponse) (*pb.RangeDescriptor, error) {
+	if _, err := s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_UPDATE_RANGES, &pb.UpdateRangesCommand{Ranges: changedSpans(resp)}); err != nil {
+		return nil, err
+	}
+	return resp.GetRange(), nil
 }
 
 // addTargetRefusal decides whether server to may be added to range id
@@ -1299,48 +1332,68 @@ func addTargetRefusal(id uint64, to string, voters []string) error {
 	return nil
 }
 
-// undoAdd undoes what a failed add left on server to, best effort and
-// bounded by its own 10 s (the add's context may be what ended). With
-// nonvoter, the add's non-voter is removed from the group (only while it
-// is a non-voter: a promotion whose answer was lost made it a voter, and
-// the range then has a voter too many, which the replica-set check
-// removes), its removal recorded and the replica deleted. Without, only
-// the replica created there is deleted: in no configuration and no
-// descriptor, and at the range's generation, the replica GC would take it
-// only once the generation moved on (no generation guard: it is not
-// listed, and the caller holds the range).
-func (s *Server) undoAdd(id uint64, to string, nonvoter bool) {
+// undoAdd undoes what a failed add of server to to d's Raft group left
+// there, best effort and bounded by its own 10 s (the add's context may be
+// what ended). With nonvoter, the add's non-voter is removed from the
+// group (only while it is a non-voter: a promotion whose answer was lost
+// made it a voter, and the range then has a voter too many, which the
+// replica-set check removes), its removal recorded and the replica
+// deleted. Without, only the replica created there is deleted: in no
+// configuration and no descriptor, and at the range's generation, the
+// replica GC would take it only once the generation moved on (no
+// generation guard: it is not listed, and the caller holds the range).
+// A group of several spans is deleted whole there (undoRemoval).
+func (s *Server) undoAdd(d *pb.RangeDescriptor, to string, nonvoter bool) {
+	id := d.GetRangeId()
 	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
 	defer cancel()
 	var err error
 	if nonvoter {
 		_, err = s.removeMember(ctx, id, to, true, s.raftAddrs())
 	} else {
-		err = s.deleteReplica(ctx, to, id, nil)
+		err = s.deleteReplica(ctx, to, id, undoRemoval(d, len(s.groupPeers(id)) > 0))
 	}
 	if err != nil {
 		s.logger.Warn("undoing a failed add", "range", id, "server", to, "nonvoter", nonvoter, "err", err)
 	}
 }
 
+// undoRemoval is the removal a failed add's delete names on the server it
+// was adding: none for a range alone in its Raft group (the delete takes
+// its replica unguarded), and for one whose group serves other ranges
+// (shared) the group and d's generation + 1. A joiner that restored the
+// group's snapshot holds every span, and refuses to delete one span of it
+// alone (errSpanOfGroup, what the unnamed delete asked for); named, the
+// group goes whole. Its
+// replica was created at d's generation, the configuration did not change
+// (the add failed before its non-voter was in it), and the caller holds
+// the group, so a guard one past it deletes exactly that replica. Pure.
+func undoRemoval(d *pb.RangeDescriptor, shared bool) *pb.RangeDescriptor {
+	if !shared {
+		return nil
+	}
+	return &pb.RangeDescriptor{RangeId: d.GetRangeId(), GroupId: rangegroup.GroupOf(d), Generation: d.GetGeneration() + 1}
+}
+
 // removeMember removes server from range id's Raft group on its leader
-// (only while it is a non-voter when onlyNonvoter), records the range's
-// new generation, and then deletes the server's replica in the background
-// (the delete names that generation, so a replica a later move creates
-// there is not deleted).
+// (only while it is a non-voter when onlyNonvoter), records the new
+// generation of every span of the group (recordChange), and then deletes
+// the server's replica in the background (the delete names that
+// generation, so a replica a later move creates there is not deleted, and
+// the group, so a copy of a group of several spans goes whole).
 func (s *Server) removeMember(ctx context.Context, id uint64, server string, onlyNonvoter bool, addrs map[string]string) (*pb.RangeDescriptor, error) {
-	var cur *pb.RangeDescriptor
-	err := s.onLeader(ctx, id, func(ctx context.Context, c pb.PartitionServiceClient) error {
-		resp, err := c.ChangeReplicas(ctx, &pb.ChangeReplicasRequest{RangeId: id, RemoveServerId: server, RemoveOnlyNonvoter: onlyNonvoter, RaftAddrs: addrs})
-		if err == nil {
-			cur = resp.GetRange()
-		}
-		return err
-	})
+	resp, err := s.changeMembers(ctx, &pb.ChangeReplicasRequest{RangeId: id, RemoveServerId: server, RemoveOnlyNonvoter: onlyNonvoter, RaftAddrs: addrs})
 	if err != nil {
 		return nil, fmt.Errorf("remove %s: %w", server, err)
 	}
-	if _, err := s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_UPDATE_RANGES, &pb.UpdateRangesCommand{Ranges: []*pb.RangeDescriptor{cur}}); err != nil {
+	return s.recordRemoval(resp, server)
+}
+
+// recordRemoval records a removal of server (removeMember's answer) and
+// deletes server's replica in the background.
+func (s *Server) recordRemoval(resp *pb.ChangeReplicasResponse, server string) (*pb.RangeDescriptor, error) {
+	cur, err := s.recordChange(resp)
+	if err != nil {
 		return nil, err
 	}
 	s.deleteReplicaLater(server, cur)

@@ -401,18 +401,14 @@ func (s *Server) replicaChecks(now time.Time) map[uint64]replicaCheck {
 }
 
 // syncReplicas records range id's Raft configuration in its descriptor (a
-// ChangeReplicas with nothing to add or remove) and returns the
-// descriptor recorded.
+// ChangeReplicas with nothing to add or remove), and every span of its
+// group in the map (recordChange), and returns the descriptor recorded.
 func (s *Server) syncReplicas(ctx context.Context, id uint64, addrs map[string]string) (*pb.RangeDescriptor, error) {
-	var cur *pb.RangeDescriptor
-	err := s.onLeader(ctx, id, func(ctx context.Context, c pb.PartitionServiceClient) error {
-		resp, err := c.ChangeReplicas(ctx, &pb.ChangeReplicasRequest{RangeId: id, RaftAddrs: addrs})
-		if err == nil {
-			cur = resp.GetRange()
-		}
-		return err
-	})
-	return cur, err
+	resp, err := s.changeMembers(ctx, &pb.ChangeReplicasRequest{RangeId: id, RaftAddrs: addrs})
+	if err != nil {
+		return nil, err
+	}
+	return s.recordChange(resp)
 }
 
 // verifyFix records range id's Raft configuration in its descriptor and
@@ -423,9 +419,6 @@ func (s *Server) verifyFix(ctx context.Context, id uint64, fix replicaFix, c rep
 	synced, err := s.syncReplicas(ctx, id, addrs)
 	if err != nil {
 		return nil, replicaFix{}, fmt.Errorf("record the Raft configuration before the fix: %w", err)
-	}
-	if _, err := s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_UPDATE_RANGES, &pb.UpdateRangesCommand{Ranges: []*pb.RangeDescriptor{synced}}); err != nil {
-		return nil, replicaFix{}, err
 	}
 	again := replanSynced(c, synced)
 	if again.sync || again.verify {
@@ -448,7 +441,6 @@ func (s *Server) fixReplicas(ctx context.Context, id uint64, fix replicaFix, c r
 		return fmt.Errorf("%w: %d", ErrRangeNotFound, id)
 	}
 	addrs := s.raftAddrs()
-	var cur *pb.RangeDescriptor
 	var err error
 	if fix.verify {
 		synced, again, err := s.verifyFix(ctx, id, fix, c, addrs)
@@ -457,24 +449,21 @@ func (s *Server) fixReplicas(ctx context.Context, id uint64, fix replicaFix, c r
 		}
 		fix, d = again, synced
 	}
+	// Each records every span of the range's Raft group in one
+	// UPDATE_RANGES (recordChange): the group's membership is one.
 	switch {
 	case fix.add != "":
 		// The new server's replica is created first and catches up by
 		// snapshot, as in a move.
-		cur, err = s.addVoter(ctx, d, fix.add, addrs)
+		_, err = s.addVoter(ctx, d, fix.add, addrs)
 	case fix.remove != "":
 		// Recorded, and the replica deleted.
 		_, err = s.removeMember(ctx, id, fix.remove, fix.nonvoter, addrs)
 	default:
-		cur, err = s.syncReplicas(ctx, id, addrs)
+		_, err = s.syncReplicas(ctx, id, addrs)
 	}
 	if err != nil {
 		return err
-	}
-	if cur != nil {
-		if _, err := s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_UPDATE_RANGES, &pb.UpdateRangesCommand{Ranges: []*pb.RangeDescriptor{cur}}); err != nil {
-			return err
-		}
 	}
 	msg := fmt.Sprintf("recorded range %d's Raft configuration in its descriptor (%s)", id, fix.reason)
 	kind, servers := "sync", []string(nil)

@@ -160,7 +160,11 @@ func (s *Server) execute(ctx context.Context, o scheduler.Op) error {
 		case scheduler.RuleDiskFullReplica:
 			cause = causeDiskFull
 		}
-		_, err = s.move(ctx, o.Range, o.From, o.To, cause, o.Reason+" ["+o.Rule+"]", o.Figures)
+		move := s.move
+		if o.Whole {
+			move = s.moveGroup // the range's whole Raft group
+		}
+		_, err = move(ctx, o.Range, o.From, o.To, cause, o.Reason+" ["+o.Rule+"]", o.Figures)
 	case scheduler.TransferLeader:
 		switch o.Rule {
 		case scheduler.RuleSlowDiskLeader:

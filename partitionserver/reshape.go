@@ -556,7 +556,7 @@ func (v *service) ChangeReplicas(ctx context.Context, req *pb.ChangeReplicasRequ
 	if err != nil {
 		return nil, err
 	}
-	return &pb.ChangeReplicasResponse{Range: res.Range}, nil
+	return &pb.ChangeReplicasResponse{Range: res.Range, Spans: res.Spans}, nil
 }
 
 // TransferLeader hands leadership to another voter and waits for it.

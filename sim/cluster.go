@@ -243,7 +243,7 @@ func (c *cluster) apply(o scheduler.Op) bool {
 	case scheduler.Merge:
 		return c.merge(i, r, o.Right)
 	case scheduler.Move:
-		return c.move(r, o.From, o.To)
+		return c.move(r, o.From, o.To, o.Whole)
 	case scheduler.TransferLeader:
 		t, ok := c.index[o.To]
 		if !ok || !c.servers[t].Live || !r.sched.HasReplica(o.To) || r.leader < 0 {
@@ -359,25 +359,41 @@ func (c *cluster) merge(i int, r *srange, rightID uint64) bool {
 	return true
 }
 
-func (c *cluster) move(r *srange, from, to string) bool {
+// move moves r's replica from from to to: with whole, the replica of
+// every range of r's Raft group (the master's moveGroup, one membership
+// change for the group); else r's alone, which first leaves its group
+// (isolate).
+func (c *cluster) move(r *srange, from, to string, whole bool) bool {
 	t, ok := c.index[to]
 	if !ok || !c.servers[t].Live || r.sched.HasReplica(to) || !r.sched.HasReplica(from) {
 		return false
 	}
-	c.isolate(r)
-	reps := make([]scheduler.Replica, 0, len(r.sched.Replicas))
-	for _, rep := range r.sched.Replicas {
+	spans := []*srange{r}
+	if whole {
+		spans = c.sameGroup(r)
+	} else {
+		c.isolate(r)
+	}
+	for _, x := range spans {
+		c.moveReplica(x, from, t)
+	}
+	return true
+}
+
+// moveReplica replaces x's replica on from by one on server t.
+func (c *cluster) moveReplica(x *srange, from string, t int) {
+	reps := make([]scheduler.Replica, 0, len(x.sched.Replicas))
+	for _, rep := range x.sched.Replicas {
 		if rep.Server == from {
 			rep = scheduler.Replica{Server: c.servers[t].ID}
 		}
 		reps = append(reps, rep)
 	}
-	r.sched.Replicas = reps
-	if r.sched.Leader == from {
-		r.leader, r.sched.Leader = t, c.servers[t].ID
+	x.sched.Replicas = reps
+	if x.sched.Leader == from {
+		x.leader, x.sched.Leader = t, c.servers[t].ID
 		c.moved = true
 	}
-	return true
 }
 
 // sample fills a hot range's load sample: sixteen sub-ranges in key order,

@@ -155,12 +155,23 @@ func (p *Plan) shedFullReplicas() {
 			if st == nil || st.diskState != DiskFull || !st.live || st.draining || st.moving >= p.cfg.MaxPerServer || r.Leader == st.id {
 				continue
 			}
-			if to := p.replicaTarget(r, st.id); to != nil {
-				p.add(r, Op{Kind: Move, Range: r.ID, From: st.id, To: to.id, Rule: RuleDiskFullReplica,
-					Reason:  diskReason(st),
-					Figures: diskFigures(st, map[string]float64{"range_bytes": float64(r.bytes())})})
-			}
+			p.shedFullReplica(r, st)
 			break
 		}
+	}
+}
+
+// shedFullReplica plans the move of r's replica off st, whose disk is
+// full, to a server with room: for a range that shares its Raft group,
+// the group whole (moveUnit), its bytes the sum of its ranges'.
+func (p *Plan) shedFullReplica(r *Range, st *serverStat) {
+	unit, whole := p.moveUnit(r)
+	if unit == nil {
+		return
+	}
+	if to := p.replicaTarget(unit, st.id); to != nil {
+		p.addMove(r, whole, Op{Kind: Move, Range: r.ID, From: st.id, To: to.id, Rule: RuleDiskFullReplica,
+			Reason:  diskReason(st),
+			Figures: diskFigures(st, map[string]float64{"range_bytes": float64(unit.bytes())})})
 	}
 }

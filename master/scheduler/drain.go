@@ -102,15 +102,20 @@ func shedLeader(r *Range, st, to *serverStat) Op {
 	return o
 }
 
-// drainReplica moves r's replica off a draining server, if it has one.
+// drainReplica moves r's replica off a draining server, if it has one:
+// for a range that shares its Raft group, the group whole (moveUnit).
 func (p *Plan) drainReplica(r *Range) {
+	unit, whole := p.moveUnit(r)
+	if unit == nil {
+		return
+	}
 	for _, rep := range r.Replicas {
 		st := p.servers[rep.Server]
 		if st == nil || !st.draining || st.moving >= p.cfg.MaxPerServer {
 			continue
 		}
-		if to := p.replicaTarget(r, st.id); to != nil {
-			p.add(r, Op{Kind: Move, Range: r.ID, From: st.id, To: to.id, Rule: RuleDrainReplica,
+		if to := p.replicaTarget(unit, st.id); to != nil {
+			p.addMove(r, whole, Op{Kind: Move, Range: r.ID, From: st.id, To: to.id, Rule: RuleDrainReplica,
 				Reason:  fmt.Sprintf("drain: server %s is draining", st.id),
 				Figures: map[string]float64{"from_replicas": float64(st.replicas), "to_replicas": float64(to.replicas)}})
 		}

@@ -84,6 +84,14 @@ type Op struct {
 	// the group whose leadership it moves (0 otherwise), so that the
 	// group's cooldown outlives Range leaving it.
 	Group uint64
+	// Whole: a Move of a range whose Raft group serves several ranges
+	// moves the group whole (one membership change for every span; the
+	// master's moveGroup), not the range alone (which the master first
+	// takes out of its group: Server.isolate). Planned through the
+	// group's namesake by the rules that must move a replica off its
+	// server (re-replication, drain, zone diversity, a full disk), every
+	// range of the group occupied.
+	Whole bool
 }
 
 // Last is when the operation was last known under way: Done when set,
@@ -134,6 +142,9 @@ func (o Op) String() string {
 		fmt.Fprintf(&b, "merge r%d + r%d", o.Range, o.Right)
 	default:
 		fmt.Fprintf(&b, "%s r%d %s -> %s", o.Kind, o.Range, o.From, o.To)
+		if o.Whole {
+			b.WriteString(", its Raft group whole")
+		}
 	}
 	fmt.Fprintf(&b, " [%s]", o.Rule)
 	names := make([]string, 0, len(o.Figures))

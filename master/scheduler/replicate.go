@@ -37,11 +37,7 @@ func (reReplicate) Schedule(p *Plan) {
 				// range's other replicas are still looked at.
 				continue
 			case st.downFor >= p.cfg.ReplicateAfter:
-				if to := p.replicaTarget(r, st.id); to != nil {
-					p.add(r, Op{Kind: Move, Range: r.ID, From: st.id, To: to.id, Rule: RuleReReplicate,
-						Reason:  fmt.Sprintf("re-replicate: server %s is down", st.id),
-						Figures: map[string]float64{"down_seconds": st.downFor.Seconds()}})
-				}
+				p.replaceDown(r, st)
 			case rep.Broken:
 				p.replaceBroken(r, st)
 			default:
@@ -49,6 +45,21 @@ func (reReplicate) Schedule(p *Plan) {
 			}
 			break
 		}
+	}
+}
+
+// replaceDown plans the move of r's replica off st, down for
+// ReplicateAfter, to the server replicaTarget picks: for a range that
+// shares its Raft group, the group whole (moveUnit).
+func (p *Plan) replaceDown(r *Range, st *serverStat) {
+	unit, whole := p.moveUnit(r)
+	if unit == nil {
+		return
+	}
+	if to := p.replicaTarget(unit, st.id); to != nil {
+		p.addMove(r, whole, Op{Kind: Move, Range: r.ID, From: st.id, To: to.id, Rule: RuleReReplicate,
+			Reason:  fmt.Sprintf("re-replicate: server %s is down", st.id),
+			Figures: map[string]float64{"down_seconds": st.downFor.Seconds()}})
 	}
 }
 

@@ -692,14 +692,7 @@ func (w *world) applyLast() string {
 		case Merge:
 			w.merge(r, w.find(o.Right))
 		case Move:
-			w.isolate(r)
-			if rep := r.replica(o.From); rep != nil {
-				*rep = Replica{Server: o.To, Applied: rep.Applied}
-			}
-			w.moveBytes(r, o.From, o.To)
-			if r.Leader == o.From {
-				r.Leader = o.To
-			}
+			w.move(r, o)
 		case TransferLeader:
 			// The leadership of the range's whole Raft group.
 			for _, sp := range w.ranges {
@@ -714,6 +707,32 @@ func (w *world) applyLast() string {
 	w.sortRanges()
 	b.WriteString(w.state())
 	return b.String()
+}
+
+// move applies o, a move of r's replica: of every range of r's Raft
+// group when o moves it whole (the master's moveGroup), else of r alone,
+// which first leaves its group as the master has it (isolate).
+func (w *world) move(r *Range, o Op) {
+	spans := []*Range{r}
+	if o.Whole {
+		spans = nil
+		for _, sp := range w.ranges {
+			if sp.GroupID() == r.GroupID() {
+				spans = append(spans, sp)
+			}
+		}
+	} else {
+		w.isolate(r)
+	}
+	for _, sp := range spans {
+		if rep := sp.replica(o.From); rep != nil {
+			*rep = Replica{Server: o.To, Applied: rep.Applied}
+		}
+		w.moveBytes(sp, o.From, o.To)
+		if sp.Leader == o.From {
+			sp.Leader = o.To
+		}
+	}
 }
 
 // moveBytes has a move of r free its bytes, twice (its state and its

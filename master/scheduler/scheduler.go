@@ -334,6 +334,9 @@ func (p *Plan) add(r *Range, o Op) bool {
 		}
 		p.occupyGroup(r, o.balancing())
 	}
+	if o.Kind == Move && o.Whole {
+		p.occupyGroup(r, false) // wholemove.go
+	}
 	p.occupy(o)
 	p.noteSplit(o)
 	p.cool(o, o.At)
@@ -555,12 +558,12 @@ func (p *Plan) occupyGroup(r *Range, balancing bool) {
 }
 
 // occupyTransferred marks busy every range of a group whose leadership a
-// transfer in flight is moving (Op.Group; the master also lists every
-// range it has claimed as a transfer, with no group, which marks only
-// that range).
+// transfer in flight is moving, or that a move in flight moves whole
+// (Op.Group; the master also lists every range it has claimed as a
+// transfer, with no group, which marks only that range).
 func (p *Plan) occupyTransferred(inflight []Op) {
 	for _, o := range inflight {
-		if g := p.groups[o.Group]; o.Kind == TransferLeader && o.Group != 0 && g != nil {
+		if g := p.groups[o.Group]; (o.Kind == TransferLeader || o.Whole) && o.Group != 0 && g != nil {
 			for _, sp := range g.spans {
 				p.busy.add(sp.ID)
 			}
@@ -638,12 +641,15 @@ func (p *Plan) apply(r *Range, o Op) {
 	from, to := p.servers[o.From], p.servers[o.To]
 	switch o.Kind {
 	case Move:
-		if from != nil {
-			from.replicas--
-		}
-		if to != nil {
-			to.replicas++
-			to.take(r)
+		// A whole move moves a replica of every range of the group.
+		for _, sp := range p.wholeMoveSpans(r, o) {
+			if from != nil {
+				from.replicas--
+			}
+			if to != nil {
+				to.replicas++
+				to.take(sp)
+			}
 		}
 	case TransferLeader:
 		n, l := p.leadUnit(r)

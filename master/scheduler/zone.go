@@ -177,6 +177,10 @@ func (zoneDiversity) Schedule(p *Plan) {
 		if !p.free(r) || !p.allStaying(r) {
 			continue
 		}
+		unit, whole := p.moveUnit(r) // a shared group moves whole
+		if unit == nil {
+			continue
+		}
 		from := p.crowded(r)
 		if from == nil {
 			continue
@@ -186,11 +190,11 @@ func (zoneDiversity) Schedule(p *Plan) {
 				return
 			}
 		}
-		to := p.missingZoneTarget(r, hosts)
+		to := p.missingZoneTarget(unit, hosts)
 		if to == nil {
 			continue
 		}
-		if p.add(r, Op{Kind: Move, Range: r.ID, From: from.id, To: to.id, Rule: RuleZoneDiversity,
+		if p.addMove(r, whole, Op{Kind: Move, Range: r.ID, From: from.id, To: to.id, Rule: RuleZoneDiversity,
 			Reason:  fmt.Sprintf("zone diversity: %s shares zone %s with another replica; %s is in zone %s, which holds none of its replicas", from.id, from.zone, to.id, to.zone),
 			Figures: map[string]float64{"zones": float64(p.zonesOf(r)), "from_replicas": float64(from.replicas), "to_replicas": float64(to.replicas)}}) {
 			hosts = nil

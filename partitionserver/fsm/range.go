@@ -24,6 +24,10 @@ type Result struct {
 	// change; Right is the new right-hand range of a split.
 	Range *pb.RangeDescriptor
 	Right *pb.RangeDescriptor
+	// Spans are the descriptors of every span of the group after a
+	// membership change (SET_REPLICAS rewrites them all), Range's
+	// included, in the group's span order.
+	Spans []*pb.RangeDescriptor
 	// Index is the log index of a freeze.
 	Index uint64
 	// Batch holds one result per write of a coalesced write batch, in the

@@ -377,12 +377,18 @@ func applySetReplicas(c *applyCtx, payload []byte) *Result {
 		d.Generation++
 		st.Range = d
 	}
+	// Every span's descriptor after the change, for the master to record
+	// at once (ChangeReplicasResponse.spans).
+	spans := make([]*pb.RangeDescriptor, 0, len(c.spans))
+	for _, sp := range c.spans {
+		spans = append(spans, sp.state.GetRange())
+	}
 	if c.state == nil {
 		// Named no span of the group (the one named like the group,
 		// merged away): the first span's descriptor answers.
-		return &Result{Range: c.spans[0].state.GetRange()}
+		return &Result{Range: c.spans[0].state.GetRange(), Spans: spans}
 	}
-	return &Result{Range: c.state.GetRange()}
+	return &Result{Range: c.state.GetRange(), Spans: spans}
 }
 
 // MedianKey returns the PartitionKey at which the range splits into two

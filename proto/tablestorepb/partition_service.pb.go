@@ -772,8 +772,15 @@ func (x *ChangeReplicasRequest) GetRemoveOnlyNonvoter() bool {
 }
 
 type ChangeReplicasResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Range         *RangeDescriptor       `protobuf:"bytes,1,opt,name=range,proto3" json:"range,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Range *RangeDescriptor       `protobuf:"bytes,1,opt,name=range,proto3" json:"range,omitempty"`
+	// spans are the descriptors of every span of the range's Raft group
+	// after the change recorded the voters (SET_REPLICAS rewrites them all,
+	// each at a new generation), the named range's included; empty when
+	// nothing was recorded (a non-voter added). The master records them in
+	// one UPDATE_RANGES, so the map learns the siblings' new generation
+	// before the source's copy is deleted, not from later heartbeats.
+	Spans         []*RangeDescriptor `protobuf:"bytes,2,rep,name=spans,proto3" json:"spans,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -811,6 +818,13 @@ func (*ChangeReplicasResponse) Descriptor() ([]byte, []int) {
 func (x *ChangeReplicasResponse) GetRange() *RangeDescriptor {
 	if x != nil {
 		return x.Range
+	}
+	return nil
+}
+
+func (x *ChangeReplicasResponse) GetSpans() []*RangeDescriptor {
+	if x != nil {
+		return x.Spans
 	}
 	return nil
 }
@@ -2418,9 +2432,10 @@ const file_tablestore_v1_partition_service_proto_rawDesc = "" +
 	"\x14remove_only_nonvoter\x18\x06 \x01(\bR\x12removeOnlyNonvoter\x1a<\n" +
 	"\x0eRaftAddrsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"N\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x84\x01\n" +
 	"\x16ChangeReplicasResponse\x124\n" +
-	"\x05range\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\"v\n" +
+	"\x05range\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\x124\n" +
+	"\x05spans\x18\x02 \x03(\v2\x1e.tablestore.v1.RangeDescriptorR\x05spans\"v\n" +
 	"\x15TransferLeaderRequest\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12 \n" +
 	"\fto_server_id\x18\x02 \x01(\tR\n" +
@@ -2633,58 +2648,59 @@ var file_tablestore_v1_partition_service_proto_depIdxs = []int32{
 	39, // 7: tablestore.v1.ChangeReplicasRequest.raft_addrs:type_name -> tablestore.v1.ChangeReplicasRequest.RaftAddrsEntry
 	0,  // 8: tablestore.v1.ChangeReplicasRequest.add_mode:type_name -> tablestore.v1.AddMode
 	41, // 9: tablestore.v1.ChangeReplicasResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	42, // 10: tablestore.v1.WriteRequest.ops:type_name -> tablestore.v1.EntityOp
-	17, // 11: tablestore.v1.WriteManyRequest.writes:type_name -> tablestore.v1.WriteRequest
-	21, // 12: tablestore.v1.WriteManyResponse.results:type_name -> tablestore.v1.WriteManyResult
-	18, // 13: tablestore.v1.WriteManyResult.response:type_name -> tablestore.v1.WriteResponse
-	22, // 14: tablestore.v1.GetManyRequest.gets:type_name -> tablestore.v1.GetRequest
-	26, // 15: tablestore.v1.GetManyResponse.results:type_name -> tablestore.v1.GetManyResult
-	23, // 16: tablestore.v1.GetManyResult.response:type_name -> tablestore.v1.GetResponse
-	41, // 17: tablestore.v1.QueryResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	41, // 18: tablestore.v1.CreateReplicaRequest.range:type_name -> tablestore.v1.RangeDescriptor
-	40, // 19: tablestore.v1.CreateReplicaRequest.raft_addrs:type_name -> tablestore.v1.CreateReplicaRequest.RaftAddrsEntry
-	43, // 20: tablestore.v1.RangeInfoResponse.status:type_name -> tablestore.v1.RangeStatus
-	17, // 21: tablestore.v1.PartitionService.Write:input_type -> tablestore.v1.WriteRequest
-	19, // 22: tablestore.v1.PartitionService.WriteMany:input_type -> tablestore.v1.WriteManyRequest
-	22, // 23: tablestore.v1.PartitionService.Get:input_type -> tablestore.v1.GetRequest
-	24, // 24: tablestore.v1.PartitionService.GetMany:input_type -> tablestore.v1.GetManyRequest
-	27, // 25: tablestore.v1.PartitionService.Query:input_type -> tablestore.v1.QueryRequest
-	29, // 26: tablestore.v1.PartitionService.ReadIndex:input_type -> tablestore.v1.ReadIndexRequest
-	31, // 27: tablestore.v1.PartitionService.AppliedIndex:input_type -> tablestore.v1.AppliedIndexRequest
-	33, // 28: tablestore.v1.PartitionService.CreateReplica:input_type -> tablestore.v1.CreateReplicaRequest
-	35, // 29: tablestore.v1.PartitionService.DeleteReplica:input_type -> tablestore.v1.DeleteReplicaRequest
-	37, // 30: tablestore.v1.PartitionService.RangeInfo:input_type -> tablestore.v1.RangeInfoRequest
-	1,  // 31: tablestore.v1.PartitionService.SplitRange:input_type -> tablestore.v1.SplitRangeRequest
-	3,  // 32: tablestore.v1.PartitionService.DetachRange:input_type -> tablestore.v1.DetachRangeRequest
-	5,  // 33: tablestore.v1.PartitionService.FreezeRange:input_type -> tablestore.v1.FreezeRangeRequest
-	7,  // 34: tablestore.v1.PartitionService.MergeRange:input_type -> tablestore.v1.MergeRangeRequest
-	9,  // 35: tablestore.v1.PartitionService.UnfreezeRange:input_type -> tablestore.v1.UnfreezeRangeRequest
-	11, // 36: tablestore.v1.PartitionService.ChangeReplicas:input_type -> tablestore.v1.ChangeReplicasRequest
-	13, // 37: tablestore.v1.PartitionService.TransferLeader:input_type -> tablestore.v1.TransferLeaderRequest
-	15, // 38: tablestore.v1.PartitionService.SplitKey:input_type -> tablestore.v1.SplitKeyRequest
-	18, // 39: tablestore.v1.PartitionService.Write:output_type -> tablestore.v1.WriteResponse
-	20, // 40: tablestore.v1.PartitionService.WriteMany:output_type -> tablestore.v1.WriteManyResponse
-	23, // 41: tablestore.v1.PartitionService.Get:output_type -> tablestore.v1.GetResponse
-	25, // 42: tablestore.v1.PartitionService.GetMany:output_type -> tablestore.v1.GetManyResponse
-	28, // 43: tablestore.v1.PartitionService.Query:output_type -> tablestore.v1.QueryResponse
-	30, // 44: tablestore.v1.PartitionService.ReadIndex:output_type -> tablestore.v1.ReadIndexResponse
-	32, // 45: tablestore.v1.PartitionService.AppliedIndex:output_type -> tablestore.v1.AppliedIndexResponse
-	34, // 46: tablestore.v1.PartitionService.CreateReplica:output_type -> tablestore.v1.CreateReplicaResponse
-	36, // 47: tablestore.v1.PartitionService.DeleteReplica:output_type -> tablestore.v1.DeleteReplicaResponse
-	38, // 48: tablestore.v1.PartitionService.RangeInfo:output_type -> tablestore.v1.RangeInfoResponse
-	2,  // 49: tablestore.v1.PartitionService.SplitRange:output_type -> tablestore.v1.SplitRangeResponse
-	4,  // 50: tablestore.v1.PartitionService.DetachRange:output_type -> tablestore.v1.DetachRangeResponse
-	6,  // 51: tablestore.v1.PartitionService.FreezeRange:output_type -> tablestore.v1.FreezeRangeResponse
-	8,  // 52: tablestore.v1.PartitionService.MergeRange:output_type -> tablestore.v1.MergeRangeResponse
-	10, // 53: tablestore.v1.PartitionService.UnfreezeRange:output_type -> tablestore.v1.UnfreezeRangeResponse
-	12, // 54: tablestore.v1.PartitionService.ChangeReplicas:output_type -> tablestore.v1.ChangeReplicasResponse
-	14, // 55: tablestore.v1.PartitionService.TransferLeader:output_type -> tablestore.v1.TransferLeaderResponse
-	16, // 56: tablestore.v1.PartitionService.SplitKey:output_type -> tablestore.v1.SplitKeyResponse
-	39, // [39:57] is the sub-list for method output_type
-	21, // [21:39] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	41, // 10: tablestore.v1.ChangeReplicasResponse.spans:type_name -> tablestore.v1.RangeDescriptor
+	42, // 11: tablestore.v1.WriteRequest.ops:type_name -> tablestore.v1.EntityOp
+	17, // 12: tablestore.v1.WriteManyRequest.writes:type_name -> tablestore.v1.WriteRequest
+	21, // 13: tablestore.v1.WriteManyResponse.results:type_name -> tablestore.v1.WriteManyResult
+	18, // 14: tablestore.v1.WriteManyResult.response:type_name -> tablestore.v1.WriteResponse
+	22, // 15: tablestore.v1.GetManyRequest.gets:type_name -> tablestore.v1.GetRequest
+	26, // 16: tablestore.v1.GetManyResponse.results:type_name -> tablestore.v1.GetManyResult
+	23, // 17: tablestore.v1.GetManyResult.response:type_name -> tablestore.v1.GetResponse
+	41, // 18: tablestore.v1.QueryResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	41, // 19: tablestore.v1.CreateReplicaRequest.range:type_name -> tablestore.v1.RangeDescriptor
+	40, // 20: tablestore.v1.CreateReplicaRequest.raft_addrs:type_name -> tablestore.v1.CreateReplicaRequest.RaftAddrsEntry
+	43, // 21: tablestore.v1.RangeInfoResponse.status:type_name -> tablestore.v1.RangeStatus
+	17, // 22: tablestore.v1.PartitionService.Write:input_type -> tablestore.v1.WriteRequest
+	19, // 23: tablestore.v1.PartitionService.WriteMany:input_type -> tablestore.v1.WriteManyRequest
+	22, // 24: tablestore.v1.PartitionService.Get:input_type -> tablestore.v1.GetRequest
+	24, // 25: tablestore.v1.PartitionService.GetMany:input_type -> tablestore.v1.GetManyRequest
+	27, // 26: tablestore.v1.PartitionService.Query:input_type -> tablestore.v1.QueryRequest
+	29, // 27: tablestore.v1.PartitionService.ReadIndex:input_type -> tablestore.v1.ReadIndexRequest
+	31, // 28: tablestore.v1.PartitionService.AppliedIndex:input_type -> tablestore.v1.AppliedIndexRequest
+	33, // 29: tablestore.v1.PartitionService.CreateReplica:input_type -> tablestore.v1.CreateReplicaRequest
+	35, // 30: tablestore.v1.PartitionService.DeleteReplica:input_type -> tablestore.v1.DeleteReplicaRequest
+	37, // 31: tablestore.v1.PartitionService.RangeInfo:input_type -> tablestore.v1.RangeInfoRequest
+	1,  // 32: tablestore.v1.PartitionService.SplitRange:input_type -> tablestore.v1.SplitRangeRequest
+	3,  // 33: tablestore.v1.PartitionService.DetachRange:input_type -> tablestore.v1.DetachRangeRequest
+	5,  // 34: tablestore.v1.PartitionService.FreezeRange:input_type -> tablestore.v1.FreezeRangeRequest
+	7,  // 35: tablestore.v1.PartitionService.MergeRange:input_type -> tablestore.v1.MergeRangeRequest
+	9,  // 36: tablestore.v1.PartitionService.UnfreezeRange:input_type -> tablestore.v1.UnfreezeRangeRequest
+	11, // 37: tablestore.v1.PartitionService.ChangeReplicas:input_type -> tablestore.v1.ChangeReplicasRequest
+	13, // 38: tablestore.v1.PartitionService.TransferLeader:input_type -> tablestore.v1.TransferLeaderRequest
+	15, // 39: tablestore.v1.PartitionService.SplitKey:input_type -> tablestore.v1.SplitKeyRequest
+	18, // 40: tablestore.v1.PartitionService.Write:output_type -> tablestore.v1.WriteResponse
+	20, // 41: tablestore.v1.PartitionService.WriteMany:output_type -> tablestore.v1.WriteManyResponse
+	23, // 42: tablestore.v1.PartitionService.Get:output_type -> tablestore.v1.GetResponse
+	25, // 43: tablestore.v1.PartitionService.GetMany:output_type -> tablestore.v1.GetManyResponse
+	28, // 44: tablestore.v1.PartitionService.Query:output_type -> tablestore.v1.QueryResponse
+	30, // 45: tablestore.v1.PartitionService.ReadIndex:output_type -> tablestore.v1.ReadIndexResponse
+	32, // 46: tablestore.v1.PartitionService.AppliedIndex:output_type -> tablestore.v1.AppliedIndexResponse
+	34, // 47: tablestore.v1.PartitionService.CreateReplica:output_type -> tablestore.v1.CreateReplicaResponse
+	36, // 48: tablestore.v1.PartitionService.DeleteReplica:output_type -> tablestore.v1.DeleteReplicaResponse
+	38, // 49: tablestore.v1.PartitionService.RangeInfo:output_type -> tablestore.v1.RangeInfoResponse
+	2,  // 50: tablestore.v1.PartitionService.SplitRange:output_type -> tablestore.v1.SplitRangeResponse
+	4,  // 51: tablestore.v1.PartitionService.DetachRange:output_type -> tablestore.v1.DetachRangeResponse
+	6,  // 52: tablestore.v1.PartitionService.FreezeRange:output_type -> tablestore.v1.FreezeRangeResponse
+	8,  // 53: tablestore.v1.PartitionService.MergeRange:output_type -> tablestore.v1.MergeRangeResponse
+	10, // 54: tablestore.v1.PartitionService.UnfreezeRange:output_type -> tablestore.v1.UnfreezeRangeResponse
+	12, // 55: tablestore.v1.PartitionService.ChangeReplicas:output_type -> tablestore.v1.ChangeReplicasResponse
+	14, // 56: tablestore.v1.PartitionService.TransferLeader:output_type -> tablestore.v1.TransferLeaderResponse
+	16, // 57: tablestore.v1.PartitionService.SplitKey:output_type -> tablestore.v1.SplitKeyResponse
+	40, // [40:58] is the sub-list for method output_type
+	22, // [22:40] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_tablestore_v1_partition_service_proto_init() }
