@@ -914,11 +914,12 @@ func (s *Server) createReplicaLocked(desc *pb.RangeDescriptor, bootstrap, campai
 		// of the group. Bootstrapped, it would be a group of its own
 		// started outside that log (a span added to a group is at
 		// generation 1 until the entry applies); stored while the group
-		// is hosted here, a record written ahead of the entry.
+		// is hosted here, a record written ahead of the entry. Hosted
+		// already, it goes on below (a retried move's floor is raised).
 		if bootstrap {
 			return fmt.Errorf("%w: range %d of group %d", ErrSpanOfAnotherGroup, id, g)
 		}
-		if s.groupSlot(g) != nil {
+		if !s.hosts(id) && s.groupSlot(g) != nil {
 			return nil
 		}
 	}
