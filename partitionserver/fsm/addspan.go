@@ -37,7 +37,7 @@ const addedGeneration = 2
 // Every decision reads the group's replicated state only, never another
 // group's records in the file (which differ between servers), so that the
 // add applies on every replica or on none:
-//   - malformed (no range, id 0, a group_id naming another group, a floor
+//   - malformed (no range, id or table id 0, a group_id naming another group, a floor
 //     above the id), or an envelope naming a span other than the
 //     namesake: ErrBadCommand;
 //   - the namesake frozen: ErrRangeFrozen (not live: applyCommand
@@ -46,7 +46,8 @@ const addedGeneration = 2
 //     no longer a span of the group: ErrRangeRetired (the fence);
 //   - in added_range_ids and still a span: that span's descriptor again,
 //     no change (a retry whose answer was lost);
-//   - the group's name or one of its spans otherwise: ErrRangeExists.
+//   - the group's name or one of its spans otherwise, or a range whose
+//     keys meet an unfrozen span's of the same table: ErrRangeExists.
 //
 // The fence exists for a deposed master's add that arrives after the span
 // left the group (detached, or its table deleted): without it the entry
@@ -76,7 +77,7 @@ func applyAddSpan(c *applyCtx, payload []byte) *Result {
 	want := cmd.GetRange()
 	id := want.GetRangeId()
 	switch {
-	case want == nil || id == 0:
+	case want == nil || id == 0 || want.GetTableId() == 0:
 		return &Result{Err: fmt.Errorf("%w: add span without a range", ErrBadCommand)}
 	case want.GetGroupId() != 0 && want.GetGroupId() != c.group:
 		return &Result{Err: fmt.Errorf("%w: add span of group %d to group %d", ErrBadCommand, want.GetGroupId(), c.group)}
@@ -96,6 +97,10 @@ func applyAddSpan(c *applyCtx, payload []byte) *Result {
 		return &Result{Range: span.state.GetRange()}
 	case id == c.group || span != nil:
 		return &Result{Err: fmt.Errorf("%w: range %d in group %d", ErrRangeExists, id, c.group)}
+	}
+	if o := c.overlapping(want); o != 0 {
+		// Two spans of the group would own the same keys (invariant 1).
+		return &Result{Err: fmt.Errorf("%w: range %d overlaps range %d of group %d", ErrRangeExists, id, o, c.group)}
 	}
 	if _, err := tableBucket(c.tx, want.GetTableId(), true); err != nil {
 		return &Result{Err: err}
@@ -123,6 +128,24 @@ func applyAddSpan(c *applyCtx, payload []byte) *Result {
 	// here kept one for its own span.
 	c.store.tablePrune(want.GetTableId()).invalidate()
 	return &Result{Range: desc}
+}
+
+// overlapping is the id of an unfrozen span of the batch in d's table
+// whose keys meet d's, 0 when none. Frozen spans are left out: whether one
+// is still in the batch differs between replicas while another group's
+// merge takes it (applyDetachSpan), and a frozen span serves nothing.
+func (c *applyCtx) overlapping(d *pb.RangeDescriptor) uint64 {
+	for _, sp := range c.spans {
+		o := sp.state.GetRange()
+		if sp.state.GetFrozen() || o.GetTableId() != d.GetTableId() {
+			continue
+		}
+		// [a, b) and [c, d) meet when a < d and c < b ("" ends: none).
+		if (d.GetEnd() == "" || o.GetStart() < d.GetEnd()) && (o.GetEnd() == "" || d.GetStart() < o.GetEnd()) {
+			return sp.r.id
+		}
+	}
+	return 0
 }
 
 // liveSpan is the batch's live span of range id, nil when the group does

@@ -18,10 +18,11 @@ import (
 // Tests of ADD_SPAN (docs/range-groups.md, stage 7, step 2): a new table's
 // first range stored as a span of group 5.
 
-// newTable is table 8's first range, id 20, as a master would propose it:
-// generation 1 and replicas of its own guess (stale: not the group's).
+// newTable is the first range, id, of a new table (table id+100), as a
+// master would propose it: generation 1 and replicas of its own guess
+// (stale: not the group's).
 func newTable(id uint64) *pb.RangeDescriptor {
-	return &pb.RangeDescriptor{RangeId: id, GroupId: 5, Table: "t8", TableId: 8, Generation: 1,
+	return &pb.RangeDescriptor{RangeId: id, GroupId: 5, Table: fmt.Sprintf("t%d", id+100), TableId: id + 100, Generation: 1,
 		Replicas: []*pb.Replica{{ServerId: "s9"}}}
 }
 
@@ -63,7 +64,7 @@ func TestAddSpan(t *testing.T) {
 			epoch := func() uint64 {
 				s.wmu.Lock()
 				defer s.wmu.Unlock()
-				return s.tablePrune(8).epoch
+				return s.tablePrune(120).epoch
 			}
 			was := epoch()
 
@@ -74,7 +75,7 @@ func TestAddSpan(t *testing.T) {
 			if res[0].Err != nil {
 				t.Fatal(res[0].Err)
 			}
-			want := &pb.RangeDescriptor{RangeId: 20, GroupId: 5, Table: "t8", TableId: 8, Generation: 2, Replicas: namesake.GetReplicas()}
+			want := &pb.RangeDescriptor{RangeId: 20, GroupId: 5, Table: "t120", TableId: 120, Generation: 2, Replicas: namesake.GetReplicas()}
 			if !proto.Equal(res[0].Range, want) {
 				t.Fatalf("add answered %v, want %v", res[0].Range, want)
 			}
@@ -84,7 +85,7 @@ func TestAddSpan(t *testing.T) {
 				}
 			}
 			if epoch() == was {
-				t.Error("the add left table 8's prune cursors valid")
+				t.Error("the add left table 120's prune cursors valid")
 			}
 			if got := spanIDsOf(g); !slices.Equal(got, tc.spans) {
 				t.Fatalf("spans %v, want %v", got, tc.spans)
@@ -279,6 +280,9 @@ func TestAddSpanRefusals(t *testing.T) {
 		{"namesake gone", twoSpans, dropFive, 0, newTable(20), 20, ErrRangeNotFound},
 		{"the group's name", oneSpan(0), nil, 0, newTable(5), 5, ErrRangeExists},
 		{"a span split in the group", twoSpans, nil, 0, newTable(9), 9, ErrRangeExists},
+		{"no table", oneSpan(0), nil, 0, &pb.RangeDescriptor{RangeId: 20}, 20, ErrBadCommand},
+		{"keys of a span of the same table", twoSpans, nil, 0, &pb.RangeDescriptor{RangeId: 20, TableId: 7, Start: "x"}, 20, ErrRangeExists},
+		{"the whole table of a span", oneSpan(0), nil, 0, &pb.RangeDescriptor{RangeId: 20, TableId: 7}, 20, ErrRangeExists},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
