@@ -379,3 +379,25 @@ func TestHeartbeatAnnouncesTableGroups(t *testing.T) {
 	started(t, newAgainstMaster(t, m, nil))
 	eventually(t, "a heartbeat says table_groups", m.said.Load)
 }
+
+// TestAssignmentOfASpanOfAQuietGroup: a span of a group whose replica
+// here is quiet is placed WakeGroup, with that group's slot to wake (a
+// quiet replica would never apply the entry that creates the span); a
+// span of a group not hosted here waits (AwaitGroup), and the group's own
+// range is placed as before.
+func TestAssignmentOfASpanOfAQuietGroup(t *testing.T) {
+	s, sl, _ := quietServer(t) // group 1, quiet
+	span := &pb.RangeDescriptor{RangeId: 30, GroupId: 1, TableId: 8, Generation: 1}
+	a, wake := s.assignment(span)
+	if p := lifecycle.Assigned(a); p != lifecycle.WakeGroup || wake != sl {
+		t.Errorf("span of quiet group 1: %v, wakes %v; want wake-group, group 1's slot", p, wake)
+	}
+	elsewhere := &pb.RangeDescriptor{RangeId: 31, GroupId: 9, TableId: 8, Generation: 1}
+	if a, wake := s.assignment(elsewhere); lifecycle.Assigned(a) != lifecycle.AwaitGroup || wake != nil {
+		t.Errorf("span of group 9, not hosted: %v, wakes %v; want await-group", lifecycle.Assigned(a), wake)
+	}
+	own := &pb.RangeDescriptor{RangeId: 32, GroupId: 32, TableId: 8, Generation: 1}
+	if a, _ := s.assignment(own); lifecycle.Assigned(a) != lifecycle.Bootstrap {
+		t.Errorf("range 32 of its own group: %v, want bootstrap", lifecycle.Assigned(a))
+	}
+}
