@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"tablestore/internal/metricsbridge"
+	"tablestore/internal/rangegroup"
 	"tablestore/partitionserver/fsm"
 	"tablestore/partitionserver/lifecycle"
 	pb "tablestore/proto/tablestorepb"
@@ -243,6 +244,7 @@ func (s *Server) heartbeatOnce(cur []*pb.RangeStatus) (wantFull bool, sent []*pb
 		Seq:                rp.seq,
 		AssignmentsVersion: rp.version,
 		MergeAbort:         true,
+		TableGroups:        true,
 		DiskLatency:        s.diskReport(now),
 		DiskSpace:          s.diskSpaceReport(),
 		SentUnixNano:       sentWall.UnixNano(),
@@ -360,6 +362,12 @@ func (s *Server) reconcile(rp *reportState, retired map[uint64]uint64) (pending 
 					s.logger.Warn("waking the parent of an assigned range failed", "range", parent.id, "assigned", d.GetRangeId(), "err", err)
 				}
 			}()
+		case lifecycle.WakeGroup:
+			go func() {
+				if _, err := s.wake(parent, lifecycle.Request, "assigned span of its quiet group", s.wakeWait()); err != nil {
+					s.logger.Warn("waking the group of an assigned span failed", "group", parent.id, "assigned", d.GetRangeId(), "err", err)
+				}
+			}()
 		}
 	}
 	for id, gen := range retired {
@@ -436,7 +444,8 @@ func logRefusedDelete(logger *slog.Logger, msg string, id uint64, err error) {
 
 // assignment gathers what lifecycle.Assigned decides range d's placement
 // from, and the quiet replica here that still covers d's start key (its
-// parent, nil when none; only a quiet parent is woken).
+// parent, nil when none; only a quiet parent is woken), or for a span of
+// another range's group, that group's replica here when it is quiet.
 func (s *Server) assignment(d *pb.RangeDescriptor) (lifecycle.Assignment, *slot) {
 	// A replica whose removal a failed action left part-way does not count
 	// as hosted: once its state is gone it joins again (createReplicaLocked
@@ -447,6 +456,20 @@ func (s *Server) assignment(d *pb.RangeDescriptor) (lifecycle.Assignment, *slot)
 	sl := s.slotOf(d.GetRangeId())
 	removing := sl != nil && sl.State() == lifecycle.Removing
 	a := lifecycle.Assignment{Hosted: sl != nil && (!removing || d.GetGeneration() == 1), Generation: d.GetGeneration()}
+	if g := rangegroup.GroupOf(d); g != d.GetRangeId() && !a.Hosted {
+		// A span of another range's group: its log or snapshot brings it
+		// (docs/range-groups.md, stage 7); only a quiet replica of it
+		// here is woken.
+		a.OfGroup = true
+		if gs := s.groupSlot(g); gs != nil && gs.State() != lifecycle.Removing {
+			a.GroupHosted = true
+			if gs.State() == lifecycle.Quiet {
+				a.GroupQuiet = true
+				return a, gs
+			}
+		}
+		return a, nil
+	}
 	if a.Hosted || a.Generation == 1 {
 		return a, nil
 	}

@@ -908,6 +908,21 @@ func (s *Server) createReplicaLocked(desc *pb.RangeDescriptor, bootstrap, campai
 	}
 	id := desc.GetRangeId()
 	campaign = campaign && bootstrap
+	if g := rangegroup.GroupOf(desc); g != id {
+		// A span of another range's group (docs/range-groups.md, stage
+		// 7): only that group's log stores its record here, or a snapshot
+		// of the group. Bootstrapped, it would be a group of its own
+		// started outside that log (a span added to a group is at
+		// generation 1 until the entry applies); stored while the group
+		// is hosted here, a record written ahead of the entry. Hosted
+		// already, it goes on below (a retried move's floor is raised).
+		if bootstrap {
+			return fmt.Errorf("%w: range %d of group %d", ErrSpanOfAnotherGroup, id, g)
+		}
+		if !s.hosts(id) && s.groupSlot(g) != nil {
+			return nil
+		}
+	}
 	if sl := s.slotOf(id); sl != nil && sl.State() == lifecycle.Removing {
 		// A removal a failed action left part-way: it is not a replica to
 		// keep (its member is closed, its state or log half gone), and a

@@ -83,6 +83,10 @@ func (l localClient) DetachRange(ctx context.Context, in *pb.DetachRangeRequest,
 	return l.s.DetachRange(ctx, in)
 }
 
+func (l localClient) AddSpan(ctx context.Context, in *pb.AddSpanRequest, _ ...grpc.CallOption) (*pb.AddSpanResponse, error) {
+	return l.s.AddSpan(ctx, in)
+}
+
 func (l localClient) FreezeRange(ctx context.Context, in *pb.FreezeRangeRequest, _ ...grpc.CallOption) (*pb.FreezeRangeResponse, error) {
 	return l.s.FreezeRange(ctx, in)
 }

@@ -91,8 +91,11 @@ var (
 // COMMAND_KIND_DETACH_SPAN (a span leaving its group, docs/range-groups.md
 // stage 4), which a server of version 5 would answer "unknown command":
 // it would go on serving the span in the old group and never start the
-// new one.
-const helloVersion = 6
+// new one. 7: COMMAND_KIND_ADD_SPAN (a table's range added to a shared
+// group, docs/range-groups.md stage 7), which a server of version 6 would
+// answer "unknown command": it would never serve the span its peers
+// serve, and a later entry of the span's would fail there alone.
+const helloVersion = 7
 
 // bufPool holds encode buffers; very large ones are not kept.
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}

@@ -24,6 +24,13 @@ type Assignment struct {
 	// start key (the split that creates the range has yet to reach it,
 	// through its log or a snapshot); ParentQuiet: that replica is quiet.
 	Parent, ParentQuiet bool
+	// OfGroup: the range is a span of another range's Raft group (its
+	// descriptor's group_id names another range: docs/range-groups.md), so
+	// only that group's log creates it on a replica (ADD_SPAN, SPLIT_SPAN)
+	// or a snapshot of the group brings it. GroupHosted: a replica of that
+	// group is registered here (not being removed); GroupQuiet: it is
+	// quiet.
+	OfGroup, GroupHosted, GroupQuiet bool
 }
 
 // Placement is what to do about an assigned range.
@@ -62,10 +69,21 @@ const (
 	// OpenStored: open the stored range as a start finds it (Stranded):
 	// what a restart would do, without the restart.
 	OpenStored
+	// AwaitGroup: a span of another group (OfGroup) comes through that
+	// group's log or a snapshot of it, never by a create of its own:
+	// bootstrapped or stored here, its record would be written outside the
+	// group's log (a span added to a group starts at generation 1, and
+	// would be bootstrapped). When the group is not hosted here, the
+	// server joins it through the group's namesake, whose own assignment
+	// lists the same servers.
+	AwaitGroup
+	// WakeGroup: as AwaitGroup, but the group's replica here is quiet, and
+	// would never apply the entry that creates the span (as WakeParent).
+	WakeGroup
 )
 
 func (p Placement) String() string {
-	return [...]string{"keep", "bootstrap", "join", "wake-parent", "await-split", "open-stored"}[p]
+	return [...]string{"keep", "bootstrap", "join", "wake-parent", "await-split", "open-stored", "await-group", "wake-group"}[p]
 }
 
 // Assigned decides what to do about an assigned range.
@@ -73,6 +91,10 @@ func Assigned(a Assignment) Placement {
 	switch {
 	case a.Hosted:
 		return Keep
+	case a.OfGroup && a.GroupHosted && a.GroupQuiet:
+		return WakeGroup
+	case a.OfGroup:
+		return AwaitGroup
 	case a.Generation == 1 && a.Started:
 		return Join
 	case a.Generation == 1:

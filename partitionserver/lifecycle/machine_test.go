@@ -199,7 +199,8 @@ func replyName(r Reply) string {
 	return map[Reply]string{Wake: "wake", Ack: "ack", Deny: "deny", Grant: "grant", Store: "store"}[r]
 }
 
-// assignedLine parses "assigned gen=G [hosted] [started] [stored] [stranded] [parent] [parent-quiet]".
+// assignedLine parses "assigned gen=G [hosted] [started] [stored] [stranded] [parent] [parent-quiet]
+// [of-group] [group-hosted] [group-quiet]".
 func assignedLine(t *testing.T, args []string) string {
 	var a Assignment
 	for _, arg := range args {
@@ -222,6 +223,12 @@ func assignedLine(t *testing.T, args []string) string {
 			a.Parent = true
 		case "parent-quiet":
 			a.Parent, a.ParentQuiet = true, true
+		case "of-group":
+			a.OfGroup = true
+		case "group-hosted":
+			a.OfGroup, a.GroupHosted = true, true
+		case "group-quiet":
+			a.OfGroup, a.GroupHosted, a.GroupQuiet = true, true, true
 		default:
 			t.Fatalf("unknown assigned field %q", k)
 		}

@@ -205,6 +205,9 @@ const (
 	// Moves a span out of its group into a group of its own on the same
 	// replicas (DetachSpanCommand; docs/range-groups.md, stage 4).
 	CommandKind_COMMAND_KIND_DETACH_SPAN CommandKind = 12
+	// Stores a new table's first range as a span of the group
+	// (AddSpanCommand; docs/range-groups.md, stage 7).
+	CommandKind_COMMAND_KIND_ADD_SPAN CommandKind = 13
 )
 
 // Enum value maps for CommandKind.
@@ -223,6 +226,7 @@ var (
 		10: "COMMAND_KIND_SPLIT_SPAN",
 		11: "COMMAND_KIND_MERGE_SPANS",
 		12: "COMMAND_KIND_DETACH_SPAN",
+		13: "COMMAND_KIND_ADD_SPAN",
 	}
 	CommandKind_value = map[string]int32{
 		"COMMAND_KIND_UNSPECIFIED":  0,
@@ -238,6 +242,7 @@ var (
 		"COMMAND_KIND_SPLIT_SPAN":   10,
 		"COMMAND_KIND_MERGE_SPANS":  11,
 		"COMMAND_KIND_DETACH_SPAN":  12,
+		"COMMAND_KIND_ADD_SPAN":     13,
 	}
 )
 
@@ -2218,6 +2223,70 @@ func (x *DetachSpanCommand) GetPreferredLeader() string {
 	return ""
 }
 
+// AddSpanCommand stores range, a new table's first range, as a span of the
+// group whose log holds the entry (docs/range-groups.md, stage 7): its record
+// names the group, lists the replicas of the span the group is named after
+// (whatever range.replicas says) and has generation 2, so the master's map
+// adopts it from the answer or a heartbeat. No Raft group starts and no row
+// moves. The entry addresses the group's namesake, whose record keeps the
+// adds (RangeState.add_floor, added_range_ids): a repeat of an add answers
+// the span, and an add of an id below the floor, or of a span added once and
+// gone since, is refused, so a deposed master's late add never takes a span
+// from the group serving it now.
+type AddSpanCommand struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Range *RangeDescriptor       `protobuf:"bytes,1,opt,name=range,proto3" json:"range,omitempty"`
+	// The proposer's lowest pending add (at most range.range_id): ids below
+	// it are never added to the group again.
+	Floor         uint64 `protobuf:"varint,2,opt,name=floor,proto3" json:"floor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddSpanCommand) Reset() {
+	*x = AddSpanCommand{}
+	mi := &file_tablestore_v1_data_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddSpanCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddSpanCommand) ProtoMessage() {}
+
+func (x *AddSpanCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_data_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddSpanCommand.ProtoReflect.Descriptor instead.
+func (*AddSpanCommand) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *AddSpanCommand) GetRange() *RangeDescriptor {
+	if x != nil {
+		return x.Range
+	}
+	return nil
+}
+
+func (x *AddSpanCommand) GetFloor() uint64 {
+	if x != nil {
+		return x.Floor
+	}
+	return 0
+}
+
 // FreezeCommand stops writes to a range about to be merged into its left
 // neighbour.
 type FreezeCommand struct {
@@ -2233,7 +2302,7 @@ type FreezeCommand struct {
 
 func (x *FreezeCommand) Reset() {
 	*x = FreezeCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[21]
+	mi := &file_tablestore_v1_data_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2245,7 +2314,7 @@ func (x *FreezeCommand) String() string {
 func (*FreezeCommand) ProtoMessage() {}
 
 func (x *FreezeCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[21]
+	mi := &file_tablestore_v1_data_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2258,7 +2327,7 @@ func (x *FreezeCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreezeCommand.ProtoReflect.Descriptor instead.
 func (*FreezeCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{21}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *FreezeCommand) GetGeneration() uint64 {
@@ -2287,7 +2356,7 @@ type UnfreezeCommand struct {
 
 func (x *UnfreezeCommand) Reset() {
 	*x = UnfreezeCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[22]
+	mi := &file_tablestore_v1_data_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2299,7 +2368,7 @@ func (x *UnfreezeCommand) String() string {
 func (*UnfreezeCommand) ProtoMessage() {}
 
 func (x *UnfreezeCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[22]
+	mi := &file_tablestore_v1_data_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2312,7 +2381,7 @@ func (x *UnfreezeCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnfreezeCommand.ProtoReflect.Descriptor instead.
 func (*UnfreezeCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{22}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *UnfreezeCommand) GetFreezeIndex() uint64 {
@@ -2333,7 +2402,7 @@ type KV struct {
 
 func (x *KV) Reset() {
 	*x = KV{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[23]
+	mi := &file_tablestore_v1_data_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2345,7 +2414,7 @@ func (x *KV) String() string {
 func (*KV) ProtoMessage() {}
 
 func (x *KV) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[23]
+	mi := &file_tablestore_v1_data_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2358,7 +2427,7 @@ func (x *KV) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KV.ProtoReflect.Descriptor instead.
 func (*KV) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{23}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *KV) GetKey() []byte {
@@ -2391,7 +2460,7 @@ type AbsorbCommand struct {
 
 func (x *AbsorbCommand) Reset() {
 	*x = AbsorbCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[24]
+	mi := &file_tablestore_v1_data_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2403,7 +2472,7 @@ func (x *AbsorbCommand) String() string {
 func (*AbsorbCommand) ProtoMessage() {}
 
 func (x *AbsorbCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[24]
+	mi := &file_tablestore_v1_data_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2416,7 +2485,7 @@ func (x *AbsorbCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbsorbCommand.ProtoReflect.Descriptor instead.
 func (*AbsorbCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{24}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *AbsorbCommand) GetRight() *RangeDescriptor {
@@ -2461,7 +2530,7 @@ type MergeCommand struct {
 
 func (x *MergeCommand) Reset() {
 	*x = MergeCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[25]
+	mi := &file_tablestore_v1_data_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2473,7 +2542,7 @@ func (x *MergeCommand) String() string {
 func (*MergeCommand) ProtoMessage() {}
 
 func (x *MergeCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[25]
+	mi := &file_tablestore_v1_data_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2486,7 +2555,7 @@ func (x *MergeCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeCommand.ProtoReflect.Descriptor instead.
 func (*MergeCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{25}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *MergeCommand) GetRight() *RangeDescriptor {
@@ -2513,7 +2582,7 @@ type SetReplicasCommand struct {
 
 func (x *SetReplicasCommand) Reset() {
 	*x = SetReplicasCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[26]
+	mi := &file_tablestore_v1_data_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2525,7 +2594,7 @@ func (x *SetReplicasCommand) String() string {
 func (*SetReplicasCommand) ProtoMessage() {}
 
 func (x *SetReplicasCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[26]
+	mi := &file_tablestore_v1_data_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2538,7 +2607,7 @@ func (x *SetReplicasCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetReplicasCommand.ProtoReflect.Descriptor instead.
 func (*SetReplicasCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{26}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SetReplicasCommand) GetReplicas() []*Replica {
@@ -2573,14 +2642,20 @@ type RangeState struct {
 	// their log entries: it learns which ranges were born while it was
 	// behind, and may create its replica of each at once instead of
 	// waiting for the new range's leader (partitionserver/missedsplit.go).
-	RecentSplits  []*SplitBirth `protobuf:"bytes,10,rep,name=recent_splits,json=recentSplits,proto3" json:"recent_splits,omitempty"`
+	RecentSplits []*SplitBirth `protobuf:"bytes,10,rep,name=recent_splits,json=recentSplits,proto3" json:"recent_splits,omitempty"`
+	// Of a group's namesake (AddSpanCommand): ids below add_floor are never
+	// added to the group again, and added_range_ids are the ids at or above
+	// it that were added (a repeat of one still a span answers it, one gone
+	// since is refused).
+	AddFloor      uint64   `protobuf:"varint,11,opt,name=add_floor,json=addFloor,proto3" json:"add_floor,omitempty"`
+	AddedRangeIds []uint64 `protobuf:"varint,12,rep,packed,name=added_range_ids,json=addedRangeIds,proto3" json:"added_range_ids,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RangeState) Reset() {
 	*x = RangeState{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[27]
+	mi := &file_tablestore_v1_data_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2592,7 +2667,7 @@ func (x *RangeState) String() string {
 func (*RangeState) ProtoMessage() {}
 
 func (x *RangeState) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[27]
+	mi := &file_tablestore_v1_data_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2605,7 +2680,7 @@ func (x *RangeState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeState.ProtoReflect.Descriptor instead.
 func (*RangeState) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{27}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RangeState) GetRange() *RangeDescriptor {
@@ -2678,6 +2753,20 @@ func (x *RangeState) GetRecentSplits() []*SplitBirth {
 	return nil
 }
 
+func (x *RangeState) GetAddFloor() uint64 {
+	if x != nil {
+		return x.AddFloor
+	}
+	return 0
+}
+
+func (x *RangeState) GetAddedRangeIds() []uint64 {
+	if x != nil {
+		return x.AddedRangeIds
+	}
+	return nil
+}
+
 // SplitBirth is one split a range applied: the log index of the split's
 // entry and the right-hand range it created, as created.
 type SplitBirth struct {
@@ -2690,7 +2779,7 @@ type SplitBirth struct {
 
 func (x *SplitBirth) Reset() {
 	*x = SplitBirth{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[28]
+	mi := &file_tablestore_v1_data_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2702,7 +2791,7 @@ func (x *SplitBirth) String() string {
 func (*SplitBirth) ProtoMessage() {}
 
 func (x *SplitBirth) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[28]
+	mi := &file_tablestore_v1_data_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2715,7 +2804,7 @@ func (x *SplitBirth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitBirth.ProtoReflect.Descriptor instead.
 func (*SplitBirth) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{28}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SplitBirth) GetIndex() uint64 {
@@ -2745,7 +2834,7 @@ type MergeDecision struct {
 
 func (x *MergeDecision) Reset() {
 	*x = MergeDecision{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[29]
+	mi := &file_tablestore_v1_data_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2757,7 +2846,7 @@ func (x *MergeDecision) String() string {
 func (*MergeDecision) ProtoMessage() {}
 
 func (x *MergeDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[29]
+	mi := &file_tablestore_v1_data_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2770,7 +2859,7 @@ func (x *MergeDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeDecision.ProtoReflect.Descriptor instead.
 func (*MergeDecision) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{29}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *MergeDecision) GetRightRangeId() uint64 {
@@ -2807,7 +2896,7 @@ type MergeDecisionCommand struct {
 
 func (x *MergeDecisionCommand) Reset() {
 	*x = MergeDecisionCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[30]
+	mi := &file_tablestore_v1_data_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2819,7 +2908,7 @@ func (x *MergeDecisionCommand) String() string {
 func (*MergeDecisionCommand) ProtoMessage() {}
 
 func (x *MergeDecisionCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[30]
+	mi := &file_tablestore_v1_data_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2832,7 +2921,7 @@ func (x *MergeDecisionCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeDecisionCommand.ProtoReflect.Descriptor instead.
 func (*MergeDecisionCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{30}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *MergeDecisionCommand) GetDecision() *MergeDecision {
@@ -2854,7 +2943,7 @@ type UpdateRangesCommand struct {
 
 func (x *UpdateRangesCommand) Reset() {
 	*x = UpdateRangesCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[31]
+	mi := &file_tablestore_v1_data_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2866,7 +2955,7 @@ func (x *UpdateRangesCommand) String() string {
 func (*UpdateRangesCommand) ProtoMessage() {}
 
 func (x *UpdateRangesCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[31]
+	mi := &file_tablestore_v1_data_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2879,7 +2968,7 @@ func (x *UpdateRangesCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateRangesCommand.ProtoReflect.Descriptor instead.
 func (*UpdateRangesCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{31}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *UpdateRangesCommand) GetRanges() []*RangeDescriptor {
@@ -2897,7 +2986,7 @@ type AllocateRangeIDCommand struct {
 
 func (x *AllocateRangeIDCommand) Reset() {
 	*x = AllocateRangeIDCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[32]
+	mi := &file_tablestore_v1_data_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2909,7 +2998,7 @@ func (x *AllocateRangeIDCommand) String() string {
 func (*AllocateRangeIDCommand) ProtoMessage() {}
 
 func (x *AllocateRangeIDCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[32]
+	mi := &file_tablestore_v1_data_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2922,7 +3011,7 @@ func (x *AllocateRangeIDCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateRangeIDCommand.ProtoReflect.Descriptor instead.
 func (*AllocateRangeIDCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{32}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{33}
 }
 
 type AppendEventCommand struct {
@@ -2934,7 +3023,7 @@ type AppendEventCommand struct {
 
 func (x *AppendEventCommand) Reset() {
 	*x = AppendEventCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[33]
+	mi := &file_tablestore_v1_data_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2946,7 +3035,7 @@ func (x *AppendEventCommand) String() string {
 func (*AppendEventCommand) ProtoMessage() {}
 
 func (x *AppendEventCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[33]
+	mi := &file_tablestore_v1_data_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2959,7 +3048,7 @@ func (x *AppendEventCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendEventCommand.ProtoReflect.Descriptor instead.
 func (*AppendEventCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{33}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *AppendEventCommand) GetEvent() *Event {
@@ -2984,7 +3073,7 @@ type MarkRangesStartedCommand struct {
 
 func (x *MarkRangesStartedCommand) Reset() {
 	*x = MarkRangesStartedCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[34]
+	mi := &file_tablestore_v1_data_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2996,7 +3085,7 @@ func (x *MarkRangesStartedCommand) String() string {
 func (*MarkRangesStartedCommand) ProtoMessage() {}
 
 func (x *MarkRangesStartedCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[34]
+	mi := &file_tablestore_v1_data_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3009,7 +3098,7 @@ func (x *MarkRangesStartedCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkRangesStartedCommand.ProtoReflect.Descriptor instead.
 func (*MarkRangesStartedCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{34}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *MarkRangesStartedCommand) GetRangeIds() []uint64 {
@@ -3038,7 +3127,7 @@ type DeletedTable struct {
 
 func (x *DeletedTable) Reset() {
 	*x = DeletedTable{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[35]
+	mi := &file_tablestore_v1_data_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3050,7 +3139,7 @@ func (x *DeletedTable) String() string {
 func (*DeletedTable) ProtoMessage() {}
 
 func (x *DeletedTable) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[35]
+	mi := &file_tablestore_v1_data_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3063,7 +3152,7 @@ func (x *DeletedTable) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletedTable.ProtoReflect.Descriptor instead.
 func (*DeletedTable) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{35}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *DeletedTable) GetTableId() uint64 {
@@ -3098,7 +3187,7 @@ type DeletedRangesFrozenCommand struct {
 
 func (x *DeletedRangesFrozenCommand) Reset() {
 	*x = DeletedRangesFrozenCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[36]
+	mi := &file_tablestore_v1_data_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3110,7 +3199,7 @@ func (x *DeletedRangesFrozenCommand) String() string {
 func (*DeletedRangesFrozenCommand) ProtoMessage() {}
 
 func (x *DeletedRangesFrozenCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[36]
+	mi := &file_tablestore_v1_data_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3123,7 +3212,7 @@ func (x *DeletedRangesFrozenCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletedRangesFrozenCommand.ProtoReflect.Descriptor instead.
 func (*DeletedRangesFrozenCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{36}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *DeletedRangesFrozenCommand) GetTableId() uint64 {
@@ -3144,7 +3233,7 @@ type RemoveRangeCommand struct {
 
 func (x *RemoveRangeCommand) Reset() {
 	*x = RemoveRangeCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[37]
+	mi := &file_tablestore_v1_data_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3156,7 +3245,7 @@ func (x *RemoveRangeCommand) String() string {
 func (*RemoveRangeCommand) ProtoMessage() {}
 
 func (x *RemoveRangeCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[37]
+	mi := &file_tablestore_v1_data_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3169,7 +3258,7 @@ func (x *RemoveRangeCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveRangeCommand.ProtoReflect.Descriptor instead.
 func (*RemoveRangeCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{37}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *RemoveRangeCommand) GetRangeId() uint64 {
@@ -3197,7 +3286,7 @@ type MasterCommand struct {
 
 func (x *MasterCommand) Reset() {
 	*x = MasterCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[38]
+	mi := &file_tablestore_v1_data_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3209,7 +3298,7 @@ func (x *MasterCommand) String() string {
 func (*MasterCommand) ProtoMessage() {}
 
 func (x *MasterCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[38]
+	mi := &file_tablestore_v1_data_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3222,7 +3311,7 @@ func (x *MasterCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterCommand.ProtoReflect.Descriptor instead.
 func (*MasterCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{38}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *MasterCommand) GetKind() MasterCommandKind {
@@ -3248,7 +3337,7 @@ type RegisterServerCommand struct {
 
 func (x *RegisterServerCommand) Reset() {
 	*x = RegisterServerCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[39]
+	mi := &file_tablestore_v1_data_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3260,7 +3349,7 @@ func (x *RegisterServerCommand) String() string {
 func (*RegisterServerCommand) ProtoMessage() {}
 
 func (x *RegisterServerCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[39]
+	mi := &file_tablestore_v1_data_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3273,7 +3362,7 @@ func (x *RegisterServerCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterServerCommand.ProtoReflect.Descriptor instead.
 func (*RegisterServerCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{39}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RegisterServerCommand) GetServer() *ServerInfo {
@@ -3293,7 +3382,7 @@ type SetServerDrainingCommand struct {
 
 func (x *SetServerDrainingCommand) Reset() {
 	*x = SetServerDrainingCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[40]
+	mi := &file_tablestore_v1_data_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3305,7 +3394,7 @@ func (x *SetServerDrainingCommand) String() string {
 func (*SetServerDrainingCommand) ProtoMessage() {}
 
 func (x *SetServerDrainingCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[40]
+	mi := &file_tablestore_v1_data_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3318,7 +3407,7 @@ func (x *SetServerDrainingCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetServerDrainingCommand.ProtoReflect.Descriptor instead.
 func (*SetServerDrainingCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{40}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *SetServerDrainingCommand) GetServerId() string {
@@ -3344,7 +3433,7 @@ type RemoveServerCommand struct {
 
 func (x *RemoveServerCommand) Reset() {
 	*x = RemoveServerCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[41]
+	mi := &file_tablestore_v1_data_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3356,7 +3445,7 @@ func (x *RemoveServerCommand) String() string {
 func (*RemoveServerCommand) ProtoMessage() {}
 
 func (x *RemoveServerCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[41]
+	mi := &file_tablestore_v1_data_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3369,7 +3458,7 @@ func (x *RemoveServerCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerCommand.ProtoReflect.Descriptor instead.
 func (*RemoveServerCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{41}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RemoveServerCommand) GetServerId() string {
@@ -3406,7 +3495,7 @@ type CreateTableCommand struct {
 
 func (x *CreateTableCommand) Reset() {
 	*x = CreateTableCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[42]
+	mi := &file_tablestore_v1_data_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3418,7 +3507,7 @@ func (x *CreateTableCommand) String() string {
 func (*CreateTableCommand) ProtoMessage() {}
 
 func (x *CreateTableCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[42]
+	mi := &file_tablestore_v1_data_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3431,7 +3520,7 @@ func (x *CreateTableCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTableCommand.ProtoReflect.Descriptor instead.
 func (*CreateTableCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{42}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *CreateTableCommand) GetName() string {
@@ -3479,7 +3568,7 @@ type DeleteTableCommand struct {
 
 func (x *DeleteTableCommand) Reset() {
 	*x = DeleteTableCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[43]
+	mi := &file_tablestore_v1_data_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3491,7 +3580,7 @@ func (x *DeleteTableCommand) String() string {
 func (*DeleteTableCommand) ProtoMessage() {}
 
 func (x *DeleteTableCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[43]
+	mi := &file_tablestore_v1_data_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3504,7 +3593,7 @@ func (x *DeleteTableCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTableCommand.ProtoReflect.Descriptor instead.
 func (*DeleteTableCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{43}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *DeleteTableCommand) GetName() string {
@@ -3542,7 +3631,7 @@ type TableRequestRecord struct {
 
 func (x *TableRequestRecord) Reset() {
 	*x = TableRequestRecord{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[44]
+	mi := &file_tablestore_v1_data_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3554,7 +3643,7 @@ func (x *TableRequestRecord) String() string {
 func (*TableRequestRecord) ProtoMessage() {}
 
 func (x *TableRequestRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[44]
+	mi := &file_tablestore_v1_data_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3567,7 +3656,7 @@ func (x *TableRequestRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TableRequestRecord.ProtoReflect.Descriptor instead.
 func (*TableRequestRecord) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{44}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *TableRequestRecord) GetRequestId() []byte {
@@ -3622,7 +3711,7 @@ type SetTableACLCommand struct {
 
 func (x *SetTableACLCommand) Reset() {
 	*x = SetTableACLCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[45]
+	mi := &file_tablestore_v1_data_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3634,7 +3723,7 @@ func (x *SetTableACLCommand) String() string {
 func (*SetTableACLCommand) ProtoMessage() {}
 
 func (x *SetTableACLCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[45]
+	mi := &file_tablestore_v1_data_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3647,7 +3736,7 @@ func (x *SetTableACLCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTableACLCommand.ProtoReflect.Descriptor instead.
 func (*SetTableACLCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{45}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *SetTableACLCommand) GetName() string {
@@ -3679,7 +3768,7 @@ type SetServicePropertiesCommand struct {
 
 func (x *SetServicePropertiesCommand) Reset() {
 	*x = SetServicePropertiesCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[46]
+	mi := &file_tablestore_v1_data_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3691,7 +3780,7 @@ func (x *SetServicePropertiesCommand) String() string {
 func (*SetServicePropertiesCommand) ProtoMessage() {}
 
 func (x *SetServicePropertiesCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[46]
+	mi := &file_tablestore_v1_data_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3704,7 +3793,7 @@ func (x *SetServicePropertiesCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetServicePropertiesCommand.ProtoReflect.Descriptor instead.
 func (*SetServicePropertiesCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{46}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *SetServicePropertiesCommand) GetProperties() []byte {
@@ -3731,7 +3820,7 @@ type SetAccountsCommand struct {
 
 func (x *SetAccountsCommand) Reset() {
 	*x = SetAccountsCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[47]
+	mi := &file_tablestore_v1_data_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3743,7 +3832,7 @@ func (x *SetAccountsCommand) String() string {
 func (*SetAccountsCommand) ProtoMessage() {}
 
 func (x *SetAccountsCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[47]
+	mi := &file_tablestore_v1_data_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3756,7 +3845,7 @@ func (x *SetAccountsCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAccountsCommand.ProtoReflect.Descriptor instead.
 func (*SetAccountsCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{47}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *SetAccountsCommand) GetAccounts() []*StorageAccount {
@@ -3803,7 +3892,7 @@ type MasterSnapshot struct {
 
 func (x *MasterSnapshot) Reset() {
 	*x = MasterSnapshot{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[48]
+	mi := &file_tablestore_v1_data_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3815,7 +3904,7 @@ func (x *MasterSnapshot) String() string {
 func (*MasterSnapshot) ProtoMessage() {}
 
 func (x *MasterSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[48]
+	mi := &file_tablestore_v1_data_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3828,7 +3917,7 @@ func (x *MasterSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterSnapshot.ProtoReflect.Descriptor instead.
 func (*MasterSnapshot) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{48}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *MasterSnapshot) GetTables() []*Table {
@@ -3962,7 +4051,7 @@ type FrontendInfo struct {
 
 func (x *FrontendInfo) Reset() {
 	*x = FrontendInfo{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[49]
+	mi := &file_tablestore_v1_data_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3974,7 +4063,7 @@ func (x *FrontendInfo) String() string {
 func (*FrontendInfo) ProtoMessage() {}
 
 func (x *FrontendInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[49]
+	mi := &file_tablestore_v1_data_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3987,7 +4076,7 @@ func (x *FrontendInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FrontendInfo.ProtoReflect.Descriptor instead.
 func (*FrontendInfo) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{49}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *FrontendInfo) GetId() string {
@@ -4202,7 +4291,10 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x11MergeSpansCommand\x124\n" +
 	"\x05right\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05right\">\n" +
 	"\x11DetachSpanCommand\x12)\n" +
-	"\x10preferred_leader\x18\x01 \x01(\tR\x0fpreferredLeader\"T\n" +
+	"\x10preferred_leader\x18\x01 \x01(\tR\x0fpreferredLeader\"\\\n" +
+	"\x0eAddSpanCommand\x124\n" +
+	"\x05range\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\x12\x14\n" +
+	"\x05floor\x18\x02 \x01(\x04R\x05floor\"T\n" +
 	"\rFreezeCommand\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\x04R\n" +
@@ -4222,7 +4314,7 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x05right\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05right\x12,\n" +
 	"\x12right_freeze_index\x18\x02 \x01(\x04R\x10rightFreezeIndex\"H\n" +
 	"\x12SetReplicasCommand\x122\n" +
-	"\breplicas\x18\x01 \x03(\v2\x16.tablestore.v1.ReplicaR\breplicas\"\x97\x03\n" +
+	"\breplicas\x18\x01 \x03(\v2\x16.tablestore.v1.ReplicaR\breplicas\"\xdc\x03\n" +
 	"\n" +
 	"RangeState\x124\n" +
 	"\x05range\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\x12#\n" +
@@ -4235,7 +4327,9 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\ffrozen_index\x18\b \x01(\x04R\vfrozenIndex\x12#\n" +
 	"\rtable_deleted\x18\t \x01(\bR\ftableDeleted\x12>\n" +
 	"\rrecent_splits\x18\n" +
-	" \x03(\v2\x19.tablestore.v1.SplitBirthR\frecentSplits\"X\n" +
+	" \x03(\v2\x19.tablestore.v1.SplitBirthR\frecentSplits\x12\x1b\n" +
+	"\tadd_floor\x18\v \x01(\x04R\baddFloor\x12&\n" +
+	"\x0fadded_range_ids\x18\f \x03(\x04R\raddedRangeIds\"X\n" +
 	"\n" +
 	"SplitBirth\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x124\n" +
@@ -4355,7 +4449,7 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\rOP_KIND_MERGE\x10\x03\x12\x1d\n" +
 	"\x19OP_KIND_INSERT_OR_REPLACE\x10\x04\x12\x1b\n" +
 	"\x17OP_KIND_INSERT_OR_MERGE\x10\x05\x12\x12\n" +
-	"\x0eOP_KIND_DELETE\x10\x06*\xf0\x02\n" +
+	"\x0eOP_KIND_DELETE\x10\x06*\x8b\x03\n" +
 	"\vCommandKind\x12\x1c\n" +
 	"\x18COMMAND_KIND_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12COMMAND_KIND_WRITE\x10\x01\x12\x16\n" +
@@ -4370,7 +4464,8 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x17COMMAND_KIND_SPLIT_SPAN\x10\n" +
 	"\x12\x1c\n" +
 	"\x18COMMAND_KIND_MERGE_SPANS\x10\v\x12\x1c\n" +
-	"\x18COMMAND_KIND_DETACH_SPAN\x10\f*\xd8\x05\n" +
+	"\x18COMMAND_KIND_DETACH_SPAN\x10\f\x12\x19\n" +
+	"\x15COMMAND_KIND_ADD_SPAN\x10\r*\xd8\x05\n" +
 	"\x11MasterCommandKind\x12#\n" +
 	"\x1fMASTER_COMMAND_KIND_UNSPECIFIED\x10\x00\x12'\n" +
 	"#MASTER_COMMAND_KIND_REGISTER_SERVER\x10\x01\x12$\n" +
@@ -4408,7 +4503,7 @@ func file_tablestore_v1_data_proto_rawDescGZIP() []byte {
 }
 
 var file_tablestore_v1_data_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_tablestore_v1_data_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
+var file_tablestore_v1_data_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
 var file_tablestore_v1_data_proto_goTypes = []any{
 	(EventKind)(0),                      // 0: tablestore.v1.EventKind
 	(OpKind)(0),                         // 1: tablestore.v1.OpKind
@@ -4436,40 +4531,41 @@ var file_tablestore_v1_data_proto_goTypes = []any{
 	(*SplitSpanCommand)(nil),            // 23: tablestore.v1.SplitSpanCommand
 	(*MergeSpansCommand)(nil),           // 24: tablestore.v1.MergeSpansCommand
 	(*DetachSpanCommand)(nil),           // 25: tablestore.v1.DetachSpanCommand
-	(*FreezeCommand)(nil),               // 26: tablestore.v1.FreezeCommand
-	(*UnfreezeCommand)(nil),             // 27: tablestore.v1.UnfreezeCommand
-	(*KV)(nil),                          // 28: tablestore.v1.KV
-	(*AbsorbCommand)(nil),               // 29: tablestore.v1.AbsorbCommand
-	(*MergeCommand)(nil),                // 30: tablestore.v1.MergeCommand
-	(*SetReplicasCommand)(nil),          // 31: tablestore.v1.SetReplicasCommand
-	(*RangeState)(nil),                  // 32: tablestore.v1.RangeState
-	(*SplitBirth)(nil),                  // 33: tablestore.v1.SplitBirth
-	(*MergeDecision)(nil),               // 34: tablestore.v1.MergeDecision
-	(*MergeDecisionCommand)(nil),        // 35: tablestore.v1.MergeDecisionCommand
-	(*UpdateRangesCommand)(nil),         // 36: tablestore.v1.UpdateRangesCommand
-	(*AllocateRangeIDCommand)(nil),      // 37: tablestore.v1.AllocateRangeIDCommand
-	(*AppendEventCommand)(nil),          // 38: tablestore.v1.AppendEventCommand
-	(*MarkRangesStartedCommand)(nil),    // 39: tablestore.v1.MarkRangesStartedCommand
-	(*DeletedTable)(nil),                // 40: tablestore.v1.DeletedTable
-	(*DeletedRangesFrozenCommand)(nil),  // 41: tablestore.v1.DeletedRangesFrozenCommand
-	(*RemoveRangeCommand)(nil),          // 42: tablestore.v1.RemoveRangeCommand
-	(*MasterCommand)(nil),               // 43: tablestore.v1.MasterCommand
-	(*RegisterServerCommand)(nil),       // 44: tablestore.v1.RegisterServerCommand
-	(*SetServerDrainingCommand)(nil),    // 45: tablestore.v1.SetServerDrainingCommand
-	(*RemoveServerCommand)(nil),         // 46: tablestore.v1.RemoveServerCommand
-	(*CreateTableCommand)(nil),          // 47: tablestore.v1.CreateTableCommand
-	(*DeleteTableCommand)(nil),          // 48: tablestore.v1.DeleteTableCommand
-	(*TableRequestRecord)(nil),          // 49: tablestore.v1.TableRequestRecord
-	(*SetTableACLCommand)(nil),          // 50: tablestore.v1.SetTableACLCommand
-	(*SetServicePropertiesCommand)(nil), // 51: tablestore.v1.SetServicePropertiesCommand
-	(*SetAccountsCommand)(nil),          // 52: tablestore.v1.SetAccountsCommand
-	(*MasterSnapshot)(nil),              // 53: tablestore.v1.MasterSnapshot
-	(*FrontendInfo)(nil),                // 54: tablestore.v1.FrontendInfo
-	nil,                                 // 55: tablestore.v1.Event.FiguresEntry
-	nil,                                 // 56: tablestore.v1.PartitionMap.LeadersEntry
-	nil,                                 // 57: tablestore.v1.PartitionMap.LoadsEntry
-	nil,                                 // 58: tablestore.v1.PartitionMap.AccountServicePropertiesEntry
-	nil,                                 // 59: tablestore.v1.MasterSnapshot.AccountServicePropertiesEntry
+	(*AddSpanCommand)(nil),              // 26: tablestore.v1.AddSpanCommand
+	(*FreezeCommand)(nil),               // 27: tablestore.v1.FreezeCommand
+	(*UnfreezeCommand)(nil),             // 28: tablestore.v1.UnfreezeCommand
+	(*KV)(nil),                          // 29: tablestore.v1.KV
+	(*AbsorbCommand)(nil),               // 30: tablestore.v1.AbsorbCommand
+	(*MergeCommand)(nil),                // 31: tablestore.v1.MergeCommand
+	(*SetReplicasCommand)(nil),          // 32: tablestore.v1.SetReplicasCommand
+	(*RangeState)(nil),                  // 33: tablestore.v1.RangeState
+	(*SplitBirth)(nil),                  // 34: tablestore.v1.SplitBirth
+	(*MergeDecision)(nil),               // 35: tablestore.v1.MergeDecision
+	(*MergeDecisionCommand)(nil),        // 36: tablestore.v1.MergeDecisionCommand
+	(*UpdateRangesCommand)(nil),         // 37: tablestore.v1.UpdateRangesCommand
+	(*AllocateRangeIDCommand)(nil),      // 38: tablestore.v1.AllocateRangeIDCommand
+	(*AppendEventCommand)(nil),          // 39: tablestore.v1.AppendEventCommand
+	(*MarkRangesStartedCommand)(nil),    // 40: tablestore.v1.MarkRangesStartedCommand
+	(*DeletedTable)(nil),                // 41: tablestore.v1.DeletedTable
+	(*DeletedRangesFrozenCommand)(nil),  // 42: tablestore.v1.DeletedRangesFrozenCommand
+	(*RemoveRangeCommand)(nil),          // 43: tablestore.v1.RemoveRangeCommand
+	(*MasterCommand)(nil),               // 44: tablestore.v1.MasterCommand
+	(*RegisterServerCommand)(nil),       // 45: tablestore.v1.RegisterServerCommand
+	(*SetServerDrainingCommand)(nil),    // 46: tablestore.v1.SetServerDrainingCommand
+	(*RemoveServerCommand)(nil),         // 47: tablestore.v1.RemoveServerCommand
+	(*CreateTableCommand)(nil),          // 48: tablestore.v1.CreateTableCommand
+	(*DeleteTableCommand)(nil),          // 49: tablestore.v1.DeleteTableCommand
+	(*TableRequestRecord)(nil),          // 50: tablestore.v1.TableRequestRecord
+	(*SetTableACLCommand)(nil),          // 51: tablestore.v1.SetTableACLCommand
+	(*SetServicePropertiesCommand)(nil), // 52: tablestore.v1.SetServicePropertiesCommand
+	(*SetAccountsCommand)(nil),          // 53: tablestore.v1.SetAccountsCommand
+	(*MasterSnapshot)(nil),              // 54: tablestore.v1.MasterSnapshot
+	(*FrontendInfo)(nil),                // 55: tablestore.v1.FrontendInfo
+	nil,                                 // 56: tablestore.v1.Event.FiguresEntry
+	nil,                                 // 57: tablestore.v1.PartitionMap.LeadersEntry
+	nil,                                 // 58: tablestore.v1.PartitionMap.LoadsEntry
+	nil,                                 // 59: tablestore.v1.PartitionMap.AccountServicePropertiesEntry
+	nil,                                 // 60: tablestore.v1.MasterSnapshot.AccountServicePropertiesEntry
 }
 var file_tablestore_v1_data_proto_depIdxs = []int32{
 	5,  // 0: tablestore.v1.RangeDescriptor.replicas:type_name -> tablestore.v1.Replica
@@ -4478,58 +4574,59 @@ var file_tablestore_v1_data_proto_depIdxs = []int32{
 	12, // 3: tablestore.v1.RangeLoad.hot_keys:type_name -> tablestore.v1.KeyLoad
 	12, // 4: tablestore.v1.RangeLoad.load_sample:type_name -> tablestore.v1.KeyLoad
 	0,  // 5: tablestore.v1.Event.kind:type_name -> tablestore.v1.EventKind
-	55, // 6: tablestore.v1.Event.figures:type_name -> tablestore.v1.Event.FiguresEntry
+	56, // 6: tablestore.v1.Event.figures:type_name -> tablestore.v1.Event.FiguresEntry
 	11, // 7: tablestore.v1.RangeStatus.load:type_name -> tablestore.v1.RangeLoad
 	6,  // 8: tablestore.v1.RangeStatus.range:type_name -> tablestore.v1.RangeDescriptor
 	7,  // 9: tablestore.v1.PartitionMap.tables:type_name -> tablestore.v1.Table
 	6,  // 10: tablestore.v1.PartitionMap.ranges:type_name -> tablestore.v1.RangeDescriptor
 	9,  // 11: tablestore.v1.PartitionMap.servers:type_name -> tablestore.v1.ServerInfo
-	56, // 12: tablestore.v1.PartitionMap.leaders:type_name -> tablestore.v1.PartitionMap.LeadersEntry
-	57, // 13: tablestore.v1.PartitionMap.loads:type_name -> tablestore.v1.PartitionMap.LoadsEntry
+	57, // 12: tablestore.v1.PartitionMap.leaders:type_name -> tablestore.v1.PartitionMap.LeadersEntry
+	58, // 13: tablestore.v1.PartitionMap.loads:type_name -> tablestore.v1.PartitionMap.LoadsEntry
 	16, // 14: tablestore.v1.PartitionMap.accounts:type_name -> tablestore.v1.StorageAccount
-	58, // 15: tablestore.v1.PartitionMap.account_service_properties:type_name -> tablestore.v1.PartitionMap.AccountServicePropertiesEntry
+	59, // 15: tablestore.v1.PartitionMap.account_service_properties:type_name -> tablestore.v1.PartitionMap.AccountServicePropertiesEntry
 	1,  // 16: tablestore.v1.EntityOp.kind:type_name -> tablestore.v1.OpKind
 	2,  // 17: tablestore.v1.Command.kind:type_name -> tablestore.v1.CommandKind
 	17, // 18: tablestore.v1.WriteCommand.ops:type_name -> tablestore.v1.EntityOp
 	20, // 19: tablestore.v1.WriteBatchCommand.writes:type_name -> tablestore.v1.WriteCommand
 	6,  // 20: tablestore.v1.MergeSpansCommand.right:type_name -> tablestore.v1.RangeDescriptor
-	6,  // 21: tablestore.v1.AbsorbCommand.right:type_name -> tablestore.v1.RangeDescriptor
-	28, // 22: tablestore.v1.AbsorbCommand.rows:type_name -> tablestore.v1.KV
-	28, // 23: tablestore.v1.AbsorbCommand.requests:type_name -> tablestore.v1.KV
-	6,  // 24: tablestore.v1.MergeCommand.right:type_name -> tablestore.v1.RangeDescriptor
-	5,  // 25: tablestore.v1.SetReplicasCommand.replicas:type_name -> tablestore.v1.Replica
-	6,  // 26: tablestore.v1.RangeState.range:type_name -> tablestore.v1.RangeDescriptor
-	33, // 27: tablestore.v1.RangeState.recent_splits:type_name -> tablestore.v1.SplitBirth
-	6,  // 28: tablestore.v1.SplitBirth.right:type_name -> tablestore.v1.RangeDescriptor
-	4,  // 29: tablestore.v1.MergeDecision.outcome:type_name -> tablestore.v1.MergeOutcome
-	34, // 30: tablestore.v1.MergeDecisionCommand.decision:type_name -> tablestore.v1.MergeDecision
-	6,  // 31: tablestore.v1.UpdateRangesCommand.ranges:type_name -> tablestore.v1.RangeDescriptor
-	13, // 32: tablestore.v1.AppendEventCommand.event:type_name -> tablestore.v1.Event
-	6,  // 33: tablestore.v1.DeletedTable.ranges:type_name -> tablestore.v1.RangeDescriptor
-	6,  // 34: tablestore.v1.RemoveRangeCommand.absorbed_by:type_name -> tablestore.v1.RangeDescriptor
-	3,  // 35: tablestore.v1.MasterCommand.kind:type_name -> tablestore.v1.MasterCommandKind
-	9,  // 36: tablestore.v1.RegisterServerCommand.server:type_name -> tablestore.v1.ServerInfo
-	5,  // 37: tablestore.v1.CreateTableCommand.replicas:type_name -> tablestore.v1.Replica
-	3,  // 38: tablestore.v1.TableRequestRecord.kind:type_name -> tablestore.v1.MasterCommandKind
-	7,  // 39: tablestore.v1.TableRequestRecord.table:type_name -> tablestore.v1.Table
-	6,  // 40: tablestore.v1.TableRequestRecord.ranges:type_name -> tablestore.v1.RangeDescriptor
-	8,  // 41: tablestore.v1.SetTableACLCommand.acl:type_name -> tablestore.v1.SignedIdentifier
-	16, // 42: tablestore.v1.SetAccountsCommand.accounts:type_name -> tablestore.v1.StorageAccount
-	7,  // 43: tablestore.v1.MasterSnapshot.tables:type_name -> tablestore.v1.Table
-	6,  // 44: tablestore.v1.MasterSnapshot.ranges:type_name -> tablestore.v1.RangeDescriptor
-	9,  // 45: tablestore.v1.MasterSnapshot.servers:type_name -> tablestore.v1.ServerInfo
-	13, // 46: tablestore.v1.MasterSnapshot.events:type_name -> tablestore.v1.Event
-	16, // 47: tablestore.v1.MasterSnapshot.accounts:type_name -> tablestore.v1.StorageAccount
-	49, // 48: tablestore.v1.MasterSnapshot.requests:type_name -> tablestore.v1.TableRequestRecord
-	34, // 49: tablestore.v1.MasterSnapshot.merge_decisions:type_name -> tablestore.v1.MergeDecision
-	40, // 50: tablestore.v1.MasterSnapshot.deleted_pending:type_name -> tablestore.v1.DeletedTable
-	59, // 51: tablestore.v1.MasterSnapshot.account_service_properties:type_name -> tablestore.v1.MasterSnapshot.AccountServicePropertiesEntry
-	11, // 52: tablestore.v1.PartitionMap.LoadsEntry.value:type_name -> tablestore.v1.RangeLoad
-	53, // [53:53] is the sub-list for method output_type
-	53, // [53:53] is the sub-list for method input_type
-	53, // [53:53] is the sub-list for extension type_name
-	53, // [53:53] is the sub-list for extension extendee
-	0,  // [0:53] is the sub-list for field type_name
+	6,  // 21: tablestore.v1.AddSpanCommand.range:type_name -> tablestore.v1.RangeDescriptor
+	6,  // 22: tablestore.v1.AbsorbCommand.right:type_name -> tablestore.v1.RangeDescriptor
+	29, // 23: tablestore.v1.AbsorbCommand.rows:type_name -> tablestore.v1.KV
+	29, // 24: tablestore.v1.AbsorbCommand.requests:type_name -> tablestore.v1.KV
+	6,  // 25: tablestore.v1.MergeCommand.right:type_name -> tablestore.v1.RangeDescriptor
+	5,  // 26: tablestore.v1.SetReplicasCommand.replicas:type_name -> tablestore.v1.Replica
+	6,  // 27: tablestore.v1.RangeState.range:type_name -> tablestore.v1.RangeDescriptor
+	34, // 28: tablestore.v1.RangeState.recent_splits:type_name -> tablestore.v1.SplitBirth
+	6,  // 29: tablestore.v1.SplitBirth.right:type_name -> tablestore.v1.RangeDescriptor
+	4,  // 30: tablestore.v1.MergeDecision.outcome:type_name -> tablestore.v1.MergeOutcome
+	35, // 31: tablestore.v1.MergeDecisionCommand.decision:type_name -> tablestore.v1.MergeDecision
+	6,  // 32: tablestore.v1.UpdateRangesCommand.ranges:type_name -> tablestore.v1.RangeDescriptor
+	13, // 33: tablestore.v1.AppendEventCommand.event:type_name -> tablestore.v1.Event
+	6,  // 34: tablestore.v1.DeletedTable.ranges:type_name -> tablestore.v1.RangeDescriptor
+	6,  // 35: tablestore.v1.RemoveRangeCommand.absorbed_by:type_name -> tablestore.v1.RangeDescriptor
+	3,  // 36: tablestore.v1.MasterCommand.kind:type_name -> tablestore.v1.MasterCommandKind
+	9,  // 37: tablestore.v1.RegisterServerCommand.server:type_name -> tablestore.v1.ServerInfo
+	5,  // 38: tablestore.v1.CreateTableCommand.replicas:type_name -> tablestore.v1.Replica
+	3,  // 39: tablestore.v1.TableRequestRecord.kind:type_name -> tablestore.v1.MasterCommandKind
+	7,  // 40: tablestore.v1.TableRequestRecord.table:type_name -> tablestore.v1.Table
+	6,  // 41: tablestore.v1.TableRequestRecord.ranges:type_name -> tablestore.v1.RangeDescriptor
+	8,  // 42: tablestore.v1.SetTableACLCommand.acl:type_name -> tablestore.v1.SignedIdentifier
+	16, // 43: tablestore.v1.SetAccountsCommand.accounts:type_name -> tablestore.v1.StorageAccount
+	7,  // 44: tablestore.v1.MasterSnapshot.tables:type_name -> tablestore.v1.Table
+	6,  // 45: tablestore.v1.MasterSnapshot.ranges:type_name -> tablestore.v1.RangeDescriptor
+	9,  // 46: tablestore.v1.MasterSnapshot.servers:type_name -> tablestore.v1.ServerInfo
+	13, // 47: tablestore.v1.MasterSnapshot.events:type_name -> tablestore.v1.Event
+	16, // 48: tablestore.v1.MasterSnapshot.accounts:type_name -> tablestore.v1.StorageAccount
+	50, // 49: tablestore.v1.MasterSnapshot.requests:type_name -> tablestore.v1.TableRequestRecord
+	35, // 50: tablestore.v1.MasterSnapshot.merge_decisions:type_name -> tablestore.v1.MergeDecision
+	41, // 51: tablestore.v1.MasterSnapshot.deleted_pending:type_name -> tablestore.v1.DeletedTable
+	60, // 52: tablestore.v1.MasterSnapshot.account_service_properties:type_name -> tablestore.v1.MasterSnapshot.AccountServicePropertiesEntry
+	11, // 53: tablestore.v1.PartitionMap.LoadsEntry.value:type_name -> tablestore.v1.RangeLoad
+	54, // [54:54] is the sub-list for method output_type
+	54, // [54:54] is the sub-list for method input_type
+	54, // [54:54] is the sub-list for extension type_name
+	54, // [54:54] is the sub-list for extension extendee
+	0,  // [0:54] is the sub-list for field type_name
 }
 
 func init() { file_tablestore_v1_data_proto_init() }
@@ -4543,7 +4640,7 @@ func file_tablestore_v1_data_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tablestore_v1_data_proto_rawDesc), len(file_tablestore_v1_data_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   55,
+			NumMessages:   56,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1199,7 +1199,11 @@ type HeartbeatRequest struct {
 	// The server's wall clock when it sent this heartbeat, in Unix
 	// nanoseconds (0 from older servers: unknown). The master compares the
 	// servers' clocks with it (docs/operations.md, "Clocks").
-	SentUnixNano  int64 `protobuf:"varint,11,opt,name=sent_unix_nano,json=sentUnixNano,proto3" json:"sent_unix_nano,omitempty"`
+	SentUnixNano int64 `protobuf:"varint,11,opt,name=sent_unix_nano,json=sentUnixNano,proto3" json:"sent_unix_nano,omitempty"`
+	// The server applies COMMAND_KIND_ADD_SPAN and serves AddSpan: the master
+	// adds a table's range to a shared group only when every server of the
+	// group says so (docs/range-groups.md, stage 7).
+	TableGroups   bool `protobuf:"varint,12,opt,name=table_groups,json=tableGroups,proto3" json:"table_groups,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1309,6 +1313,13 @@ func (x *HeartbeatRequest) GetSentUnixNano() int64 {
 		return x.SentUnixNano
 	}
 	return 0
+}
+
+func (x *HeartbeatRequest) GetTableGroups() bool {
+	if x != nil {
+		return x.TableGroups
+	}
+	return false
 }
 
 // DiskLatency summarises a partition server's disk commits over its last
@@ -2350,7 +2361,7 @@ const file_tablestore_v1_master_service_proto_rawDesc = "" +
 	"\x18WatchPartitionMapRequest\x12#\n" +
 	"\rknown_version\x18\x01 \x01(\x04R\fknownVersion\x12\x16\n" +
 	"\x06deltas\x18\x02 \x01(\bR\x06deltas\x127\n" +
-	"\bfrontend\x18\x03 \x01(\v2\x1b.tablestore.v1.FrontendInfoR\bfrontend\"\xdd\x03\n" +
+	"\bfrontend\x18\x03 \x01(\v2\x1b.tablestore.v1.FrontendInfoR\bfrontend\"\x80\x04\n" +
 	"\x10HeartbeatRequest\x121\n" +
 	"\x06server\x18\x01 \x01(\v2\x19.tablestore.v1.ServerInfoR\x06server\x122\n" +
 	"\x06ranges\x18\x02 \x03(\v2\x1a.tablestore.v1.RangeStatusR\x06ranges\x12\x12\n" +
@@ -2365,7 +2376,8 @@ const file_tablestore_v1_master_service_proto_rawDesc = "" +
 	"\n" +
 	"disk_space\x18\n" +
 	" \x01(\v2\x18.tablestore.v1.DiskSpaceR\tdiskSpace\x12$\n" +
-	"\x0esent_unix_nano\x18\v \x01(\x03R\fsentUnixNano\"\xec\x01\n" +
+	"\x0esent_unix_nano\x18\v \x01(\x03R\fsentUnixNano\x12!\n" +
+	"\ftable_groups\x18\f \x01(\bR\vtableGroups\"\xec\x01\n" +
 	"\vDiskLatency\x12%\n" +
 	"\x0ewindow_seconds\x18\x01 \x01(\x01R\rwindowSeconds\x12#\n" +
 	"\rstate_commits\x18\x02 \x01(\rR\fstateCommits\x12=\n" +

@@ -304,6 +304,115 @@ func (x *DetachRangeResponse) GetRange() *RangeDescriptor {
 	return nil
 }
 
+type AddSpanRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A range of the group (its namesake, normally), naming the group.
+	GroupRangeId uint64 `protobuf:"varint,1,opt,name=group_range_id,json=groupRangeId,proto3" json:"group_range_id,omitempty"`
+	// The new span: range id, table, keys. Its replicas and generation are
+	// the apply's (the namesake's replicas, generation 2).
+	Range *RangeDescriptor `protobuf:"bytes,2,opt,name=range,proto3" json:"range,omitempty"`
+	// The master's lowest pending add (AddSpanCommand.floor).
+	Floor         uint64 `protobuf:"varint,3,opt,name=floor,proto3" json:"floor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddSpanRequest) Reset() {
+	*x = AddSpanRequest{}
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddSpanRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddSpanRequest) ProtoMessage() {}
+
+func (x *AddSpanRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddSpanRequest.ProtoReflect.Descriptor instead.
+func (*AddSpanRequest) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *AddSpanRequest) GetGroupRangeId() uint64 {
+	if x != nil {
+		return x.GroupRangeId
+	}
+	return 0
+}
+
+func (x *AddSpanRequest) GetRange() *RangeDescriptor {
+	if x != nil {
+		return x.Range
+	}
+	return nil
+}
+
+func (x *AddSpanRequest) GetFloor() uint64 {
+	if x != nil {
+		return x.Floor
+	}
+	return 0
+}
+
+type AddSpanResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The span as the group stored it.
+	Range         *RangeDescriptor `protobuf:"bytes,1,opt,name=range,proto3" json:"range,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddSpanResponse) Reset() {
+	*x = AddSpanResponse{}
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddSpanResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddSpanResponse) ProtoMessage() {}
+
+func (x *AddSpanResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddSpanResponse.ProtoReflect.Descriptor instead.
+func (*AddSpanResponse) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *AddSpanResponse) GetRange() *RangeDescriptor {
+	if x != nil {
+		return x.Range
+	}
+	return nil
+}
+
 type FreezeRangeRequest struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	RangeId uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
@@ -322,7 +431,7 @@ type FreezeRangeRequest struct {
 
 func (x *FreezeRangeRequest) Reset() {
 	*x = FreezeRangeRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[4]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -334,7 +443,7 @@ func (x *FreezeRangeRequest) String() string {
 func (*FreezeRangeRequest) ProtoMessage() {}
 
 func (x *FreezeRangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[4]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -347,7 +456,7 @@ func (x *FreezeRangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreezeRangeRequest.ProtoReflect.Descriptor instead.
 func (*FreezeRangeRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{4}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *FreezeRangeRequest) GetRangeId() uint64 {
@@ -386,7 +495,7 @@ type FreezeRangeResponse struct {
 
 func (x *FreezeRangeResponse) Reset() {
 	*x = FreezeRangeResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[5]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -398,7 +507,7 @@ func (x *FreezeRangeResponse) String() string {
 func (*FreezeRangeResponse) ProtoMessage() {}
 
 func (x *FreezeRangeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[5]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -411,7 +520,7 @@ func (x *FreezeRangeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreezeRangeResponse.ProtoReflect.Descriptor instead.
 func (*FreezeRangeResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{5}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *FreezeRangeResponse) GetRange() *RangeDescriptor {
@@ -452,7 +561,7 @@ type MergeRangeRequest struct {
 
 func (x *MergeRangeRequest) Reset() {
 	*x = MergeRangeRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[6]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -464,7 +573,7 @@ func (x *MergeRangeRequest) String() string {
 func (*MergeRangeRequest) ProtoMessage() {}
 
 func (x *MergeRangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[6]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -477,7 +586,7 @@ func (x *MergeRangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeRangeRequest.ProtoReflect.Descriptor instead.
 func (*MergeRangeRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{6}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *MergeRangeRequest) GetRangeId() uint64 {
@@ -517,7 +626,7 @@ type MergeRangeResponse struct {
 
 func (x *MergeRangeResponse) Reset() {
 	*x = MergeRangeResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[7]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -529,7 +638,7 @@ func (x *MergeRangeResponse) String() string {
 func (*MergeRangeResponse) ProtoMessage() {}
 
 func (x *MergeRangeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[7]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -542,7 +651,7 @@ func (x *MergeRangeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeRangeResponse.ProtoReflect.Descriptor instead.
 func (*MergeRangeResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{7}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *MergeRangeResponse) GetRange() *RangeDescriptor {
@@ -563,7 +672,7 @@ type UnfreezeRangeRequest struct {
 
 func (x *UnfreezeRangeRequest) Reset() {
 	*x = UnfreezeRangeRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[8]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -575,7 +684,7 @@ func (x *UnfreezeRangeRequest) String() string {
 func (*UnfreezeRangeRequest) ProtoMessage() {}
 
 func (x *UnfreezeRangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[8]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -588,7 +697,7 @@ func (x *UnfreezeRangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnfreezeRangeRequest.ProtoReflect.Descriptor instead.
 func (*UnfreezeRangeRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{8}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *UnfreezeRangeRequest) GetRangeId() uint64 {
@@ -620,7 +729,7 @@ type UnfreezeRangeResponse struct {
 
 func (x *UnfreezeRangeResponse) Reset() {
 	*x = UnfreezeRangeResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[9]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -632,7 +741,7 @@ func (x *UnfreezeRangeResponse) String() string {
 func (*UnfreezeRangeResponse) ProtoMessage() {}
 
 func (x *UnfreezeRangeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[9]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -645,7 +754,7 @@ func (x *UnfreezeRangeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnfreezeRangeResponse.ProtoReflect.Descriptor instead.
 func (*UnfreezeRangeResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{9}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *UnfreezeRangeResponse) GetRange() *RangeDescriptor {
@@ -701,7 +810,7 @@ type ChangeReplicasRequest struct {
 
 func (x *ChangeReplicasRequest) Reset() {
 	*x = ChangeReplicasRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[10]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -713,7 +822,7 @@ func (x *ChangeReplicasRequest) String() string {
 func (*ChangeReplicasRequest) ProtoMessage() {}
 
 func (x *ChangeReplicasRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[10]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -726,7 +835,7 @@ func (x *ChangeReplicasRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeReplicasRequest.ProtoReflect.Descriptor instead.
 func (*ChangeReplicasRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{10}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ChangeReplicasRequest) GetRangeId() uint64 {
@@ -787,7 +896,7 @@ type ChangeReplicasResponse struct {
 
 func (x *ChangeReplicasResponse) Reset() {
 	*x = ChangeReplicasResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[11]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -799,7 +908,7 @@ func (x *ChangeReplicasResponse) String() string {
 func (*ChangeReplicasResponse) ProtoMessage() {}
 
 func (x *ChangeReplicasResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[11]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -812,7 +921,7 @@ func (x *ChangeReplicasResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeReplicasResponse.ProtoReflect.Descriptor instead.
 func (*ChangeReplicasResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{11}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ChangeReplicasResponse) GetRange() *RangeDescriptor {
@@ -840,7 +949,7 @@ type TransferLeaderRequest struct {
 
 func (x *TransferLeaderRequest) Reset() {
 	*x = TransferLeaderRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[12]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -852,7 +961,7 @@ func (x *TransferLeaderRequest) String() string {
 func (*TransferLeaderRequest) ProtoMessage() {}
 
 func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[12]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -865,7 +974,7 @@ func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{12}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *TransferLeaderRequest) GetRangeId() uint64 {
@@ -897,7 +1006,7 @@ type TransferLeaderResponse struct {
 
 func (x *TransferLeaderResponse) Reset() {
 	*x = TransferLeaderResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[13]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -909,7 +1018,7 @@ func (x *TransferLeaderResponse) String() string {
 func (*TransferLeaderResponse) ProtoMessage() {}
 
 func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[13]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -922,7 +1031,7 @@ func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{13}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{15}
 }
 
 type SplitKeyRequest struct {
@@ -934,7 +1043,7 @@ type SplitKeyRequest struct {
 
 func (x *SplitKeyRequest) Reset() {
 	*x = SplitKeyRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[14]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -946,7 +1055,7 @@ func (x *SplitKeyRequest) String() string {
 func (*SplitKeyRequest) ProtoMessage() {}
 
 func (x *SplitKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[14]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -959,7 +1068,7 @@ func (x *SplitKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitKeyRequest.ProtoReflect.Descriptor instead.
 func (*SplitKeyRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{14}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SplitKeyRequest) GetRangeId() uint64 {
@@ -979,7 +1088,7 @@ type SplitKeyResponse struct {
 
 func (x *SplitKeyResponse) Reset() {
 	*x = SplitKeyResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[15]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -991,7 +1100,7 @@ func (x *SplitKeyResponse) String() string {
 func (*SplitKeyResponse) ProtoMessage() {}
 
 func (x *SplitKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[15]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1004,7 +1113,7 @@ func (x *SplitKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitKeyResponse.ProtoReflect.Descriptor instead.
 func (*SplitKeyResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{15}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SplitKeyResponse) GetSplitKey() string {
@@ -1036,7 +1145,7 @@ type WriteRequest struct {
 
 func (x *WriteRequest) Reset() {
 	*x = WriteRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[16]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1048,7 +1157,7 @@ func (x *WriteRequest) String() string {
 func (*WriteRequest) ProtoMessage() {}
 
 func (x *WriteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[16]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1061,7 +1170,7 @@ func (x *WriteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteRequest.ProtoReflect.Descriptor instead.
 func (*WriteRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{16}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *WriteRequest) GetRangeId() uint64 {
@@ -1101,7 +1210,7 @@ type WriteResponse struct {
 
 func (x *WriteResponse) Reset() {
 	*x = WriteResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[17]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1113,7 +1222,7 @@ func (x *WriteResponse) String() string {
 func (*WriteResponse) ProtoMessage() {}
 
 func (x *WriteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[17]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1126,7 +1235,7 @@ func (x *WriteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteResponse.ProtoReflect.Descriptor instead.
 func (*WriteResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{17}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *WriteResponse) GetTimestampUnixNano() int64 {
@@ -1145,7 +1254,7 @@ type WriteManyRequest struct {
 
 func (x *WriteManyRequest) Reset() {
 	*x = WriteManyRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[18]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1157,7 +1266,7 @@ func (x *WriteManyRequest) String() string {
 func (*WriteManyRequest) ProtoMessage() {}
 
 func (x *WriteManyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[18]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1170,7 +1279,7 @@ func (x *WriteManyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteManyRequest.ProtoReflect.Descriptor instead.
 func (*WriteManyRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{18}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *WriteManyRequest) GetWrites() []*WriteRequest {
@@ -1190,7 +1299,7 @@ type WriteManyResponse struct {
 
 func (x *WriteManyResponse) Reset() {
 	*x = WriteManyResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[19]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1202,7 +1311,7 @@ func (x *WriteManyResponse) String() string {
 func (*WriteManyResponse) ProtoMessage() {}
 
 func (x *WriteManyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[19]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1215,7 +1324,7 @@ func (x *WriteManyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteManyResponse.ProtoReflect.Descriptor instead.
 func (*WriteManyResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{19}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *WriteManyResponse) GetResults() []*WriteManyResult {
@@ -1238,7 +1347,7 @@ type WriteManyResult struct {
 
 func (x *WriteManyResult) Reset() {
 	*x = WriteManyResult{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[20]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1250,7 +1359,7 @@ func (x *WriteManyResult) String() string {
 func (*WriteManyResult) ProtoMessage() {}
 
 func (x *WriteManyResult) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[20]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1263,7 +1372,7 @@ func (x *WriteManyResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteManyResult.ProtoReflect.Descriptor instead.
 func (*WriteManyResult) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{20}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *WriteManyResult) GetResponse() *WriteResponse {
@@ -1295,7 +1404,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[21]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1307,7 +1416,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[21]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1320,7 +1429,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{21}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetRequest) GetRangeId() uint64 {
@@ -1367,7 +1476,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[22]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1379,7 +1488,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[22]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1392,7 +1501,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{22}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetResponse) GetEntity() []byte {
@@ -1411,7 +1520,7 @@ type GetManyRequest struct {
 
 func (x *GetManyRequest) Reset() {
 	*x = GetManyRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[23]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1423,7 +1532,7 @@ func (x *GetManyRequest) String() string {
 func (*GetManyRequest) ProtoMessage() {}
 
 func (x *GetManyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[23]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1436,7 +1545,7 @@ func (x *GetManyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetManyRequest.ProtoReflect.Descriptor instead.
 func (*GetManyRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{23}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetManyRequest) GetGets() []*GetRequest {
@@ -1456,7 +1565,7 @@ type GetManyResponse struct {
 
 func (x *GetManyResponse) Reset() {
 	*x = GetManyResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[24]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1468,7 +1577,7 @@ func (x *GetManyResponse) String() string {
 func (*GetManyResponse) ProtoMessage() {}
 
 func (x *GetManyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[24]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1481,7 +1590,7 @@ func (x *GetManyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetManyResponse.ProtoReflect.Descriptor instead.
 func (*GetManyResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{24}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GetManyResponse) GetResults() []*GetManyResult {
@@ -1504,7 +1613,7 @@ type GetManyResult struct {
 
 func (x *GetManyResult) Reset() {
 	*x = GetManyResult{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[25]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1516,7 +1625,7 @@ func (x *GetManyResult) String() string {
 func (*GetManyResult) ProtoMessage() {}
 
 func (x *GetManyResult) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[25]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1529,7 +1638,7 @@ func (x *GetManyResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetManyResult.ProtoReflect.Descriptor instead.
 func (*GetManyResult) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{25}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GetManyResult) GetResponse() *GetResponse {
@@ -1576,7 +1685,7 @@ type QueryRequest struct {
 
 func (x *QueryRequest) Reset() {
 	*x = QueryRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[26]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1588,7 +1697,7 @@ func (x *QueryRequest) String() string {
 func (*QueryRequest) ProtoMessage() {}
 
 func (x *QueryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[26]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1601,7 +1710,7 @@ func (x *QueryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryRequest.ProtoReflect.Descriptor instead.
 func (*QueryRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{26}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *QueryRequest) GetRangeId() uint64 {
@@ -1717,7 +1826,7 @@ type QueryResponse struct {
 
 func (x *QueryResponse) Reset() {
 	*x = QueryResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[27]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1729,7 +1838,7 @@ func (x *QueryResponse) String() string {
 func (*QueryResponse) ProtoMessage() {}
 
 func (x *QueryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[27]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1742,7 +1851,7 @@ func (x *QueryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryResponse.ProtoReflect.Descriptor instead.
 func (*QueryResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{27}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *QueryResponse) GetEntities() [][]byte {
@@ -1789,7 +1898,7 @@ type ReadIndexRequest struct {
 
 func (x *ReadIndexRequest) Reset() {
 	*x = ReadIndexRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[28]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1801,7 +1910,7 @@ func (x *ReadIndexRequest) String() string {
 func (*ReadIndexRequest) ProtoMessage() {}
 
 func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[28]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1814,7 +1923,7 @@ func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexRequest.ProtoReflect.Descriptor instead.
 func (*ReadIndexRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{28}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ReadIndexRequest) GetRangeId() uint64 {
@@ -1833,7 +1942,7 @@ type ReadIndexResponse struct {
 
 func (x *ReadIndexResponse) Reset() {
 	*x = ReadIndexResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[29]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1845,7 +1954,7 @@ func (x *ReadIndexResponse) String() string {
 func (*ReadIndexResponse) ProtoMessage() {}
 
 func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[29]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1858,7 +1967,7 @@ func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexResponse.ProtoReflect.Descriptor instead.
 func (*ReadIndexResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{29}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ReadIndexResponse) GetIndex() uint64 {
@@ -1880,7 +1989,7 @@ type AppliedIndexRequest struct {
 
 func (x *AppliedIndexRequest) Reset() {
 	*x = AppliedIndexRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[30]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1892,7 +2001,7 @@ func (x *AppliedIndexRequest) String() string {
 func (*AppliedIndexRequest) ProtoMessage() {}
 
 func (x *AppliedIndexRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[30]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1905,7 +2014,7 @@ func (x *AppliedIndexRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppliedIndexRequest.ProtoReflect.Descriptor instead.
 func (*AppliedIndexRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{30}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *AppliedIndexRequest) GetRangeId() uint64 {
@@ -1945,7 +2054,7 @@ type AppliedIndexResponse struct {
 
 func (x *AppliedIndexResponse) Reset() {
 	*x = AppliedIndexResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[31]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1957,7 +2066,7 @@ func (x *AppliedIndexResponse) String() string {
 func (*AppliedIndexResponse) ProtoMessage() {}
 
 func (x *AppliedIndexResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[31]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1970,7 +2079,7 @@ func (x *AppliedIndexResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppliedIndexResponse.ProtoReflect.Descriptor instead.
 func (*AppliedIndexResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{31}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *AppliedIndexResponse) GetAppliedIndex() uint64 {
@@ -2013,7 +2122,7 @@ type CreateReplicaRequest struct {
 
 func (x *CreateReplicaRequest) Reset() {
 	*x = CreateReplicaRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[32]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2025,7 +2134,7 @@ func (x *CreateReplicaRequest) String() string {
 func (*CreateReplicaRequest) ProtoMessage() {}
 
 func (x *CreateReplicaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[32]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2038,7 +2147,7 @@ func (x *CreateReplicaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateReplicaRequest.ProtoReflect.Descriptor instead.
 func (*CreateReplicaRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{32}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CreateReplicaRequest) GetRange() *RangeDescriptor {
@@ -2095,7 +2204,7 @@ type CreateReplicaResponse struct {
 
 func (x *CreateReplicaResponse) Reset() {
 	*x = CreateReplicaResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[33]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2107,7 +2216,7 @@ func (x *CreateReplicaResponse) String() string {
 func (*CreateReplicaResponse) ProtoMessage() {}
 
 func (x *CreateReplicaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[33]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2120,7 +2229,7 @@ func (x *CreateReplicaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateReplicaResponse.ProtoReflect.Descriptor instead.
 func (*CreateReplicaResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{33}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *CreateReplicaResponse) GetLeaderServerId() string {
@@ -2161,7 +2270,7 @@ type DeleteReplicaRequest struct {
 
 func (x *DeleteReplicaRequest) Reset() {
 	*x = DeleteReplicaRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[34]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2173,7 +2282,7 @@ func (x *DeleteReplicaRequest) String() string {
 func (*DeleteReplicaRequest) ProtoMessage() {}
 
 func (x *DeleteReplicaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[34]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2186,7 +2295,7 @@ func (x *DeleteReplicaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteReplicaRequest.ProtoReflect.Descriptor instead.
 func (*DeleteReplicaRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{34}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *DeleteReplicaRequest) GetRangeId() uint64 {
@@ -2225,7 +2334,7 @@ type DeleteReplicaResponse struct {
 
 func (x *DeleteReplicaResponse) Reset() {
 	*x = DeleteReplicaResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[35]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2237,7 +2346,7 @@ func (x *DeleteReplicaResponse) String() string {
 func (*DeleteReplicaResponse) ProtoMessage() {}
 
 func (x *DeleteReplicaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[35]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2250,7 +2359,7 @@ func (x *DeleteReplicaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteReplicaResponse.ProtoReflect.Descriptor instead.
 func (*DeleteReplicaResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{35}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{37}
 }
 
 type RangeInfoRequest struct {
@@ -2267,7 +2376,7 @@ type RangeInfoRequest struct {
 
 func (x *RangeInfoRequest) Reset() {
 	*x = RangeInfoRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[36]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2279,7 +2388,7 @@ func (x *RangeInfoRequest) String() string {
 func (*RangeInfoRequest) ProtoMessage() {}
 
 func (x *RangeInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[36]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2292,7 +2401,7 @@ func (x *RangeInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeInfoRequest.ProtoReflect.Descriptor instead.
 func (*RangeInfoRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{36}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *RangeInfoRequest) GetRangeId() uint64 {
@@ -2323,7 +2432,7 @@ type RangeInfoResponse struct {
 
 func (x *RangeInfoResponse) Reset() {
 	*x = RangeInfoResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[37]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2335,7 +2444,7 @@ func (x *RangeInfoResponse) String() string {
 func (*RangeInfoResponse) ProtoMessage() {}
 
 func (x *RangeInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[37]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2348,7 +2457,7 @@ func (x *RangeInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeInfoResponse.ProtoReflect.Descriptor instead.
 func (*RangeInfoResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{37}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *RangeInfoResponse) GetStatus() *RangeStatus {
@@ -2398,6 +2507,12 @@ const file_tablestore_v1_partition_service_proto_rawDesc = "" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12)\n" +
 	"\x10preferred_leader\x18\x02 \x01(\tR\x0fpreferredLeader\"K\n" +
 	"\x13DetachRangeResponse\x124\n" +
+	"\x05range\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\"\x82\x01\n" +
+	"\x0eAddSpanRequest\x12$\n" +
+	"\x0egroup_range_id\x18\x01 \x01(\x04R\fgroupRangeId\x124\n" +
+	"\x05range\x18\x02 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\x12\x14\n" +
+	"\x05floor\x18\x03 \x01(\x04R\x05floor\"G\n" +
+	"\x0fAddSpanResponse\x124\n" +
 	"\x05range\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\"z\n" +
 	"\x12FreezeRangeRequest\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12$\n" +
@@ -2554,7 +2669,7 @@ const file_tablestore_v1_partition_service_proto_rawDesc = "" +
 	"\aAddMode\x12\x12\n" +
 	"\x0eADD_MODE_VOTER\x10\x00\x12\x15\n" +
 	"\x11ADD_MODE_NONVOTER\x10\x01\x12\x14\n" +
-	"\x10ADD_MODE_PROMOTE\x10\x022\xdc\v\n" +
+	"\x10ADD_MODE_PROMOTE\x10\x022\xa6\f\n" +
 	"\x10PartitionService\x12B\n" +
 	"\x05Write\x12\x1b.tablestore.v1.WriteRequest\x1a\x1c.tablestore.v1.WriteResponse\x12N\n" +
 	"\tWriteMany\x12\x1f.tablestore.v1.WriteManyRequest\x1a .tablestore.v1.WriteManyResponse\x12<\n" +
@@ -2568,7 +2683,8 @@ const file_tablestore_v1_partition_service_proto_rawDesc = "" +
 	"\tRangeInfo\x12\x1f.tablestore.v1.RangeInfoRequest\x1a .tablestore.v1.RangeInfoResponse\x12Q\n" +
 	"\n" +
 	"SplitRange\x12 .tablestore.v1.SplitRangeRequest\x1a!.tablestore.v1.SplitRangeResponse\x12T\n" +
-	"\vDetachRange\x12!.tablestore.v1.DetachRangeRequest\x1a\".tablestore.v1.DetachRangeResponse\x12T\n" +
+	"\vDetachRange\x12!.tablestore.v1.DetachRangeRequest\x1a\".tablestore.v1.DetachRangeResponse\x12H\n" +
+	"\aAddSpan\x12\x1d.tablestore.v1.AddSpanRequest\x1a\x1e.tablestore.v1.AddSpanResponse\x12T\n" +
 	"\vFreezeRange\x12!.tablestore.v1.FreezeRangeRequest\x1a\".tablestore.v1.FreezeRangeResponse\x12Q\n" +
 	"\n" +
 	"MergeRange\x12 .tablestore.v1.MergeRangeRequest\x1a!.tablestore.v1.MergeRangeResponse\x12Z\n" +
@@ -2590,117 +2706,123 @@ func file_tablestore_v1_partition_service_proto_rawDescGZIP() []byte {
 }
 
 var file_tablestore_v1_partition_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_tablestore_v1_partition_service_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_tablestore_v1_partition_service_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_tablestore_v1_partition_service_proto_goTypes = []any{
 	(AddMode)(0),                   // 0: tablestore.v1.AddMode
 	(*SplitRangeRequest)(nil),      // 1: tablestore.v1.SplitRangeRequest
 	(*SplitRangeResponse)(nil),     // 2: tablestore.v1.SplitRangeResponse
 	(*DetachRangeRequest)(nil),     // 3: tablestore.v1.DetachRangeRequest
 	(*DetachRangeResponse)(nil),    // 4: tablestore.v1.DetachRangeResponse
-	(*FreezeRangeRequest)(nil),     // 5: tablestore.v1.FreezeRangeRequest
-	(*FreezeRangeResponse)(nil),    // 6: tablestore.v1.FreezeRangeResponse
-	(*MergeRangeRequest)(nil),      // 7: tablestore.v1.MergeRangeRequest
-	(*MergeRangeResponse)(nil),     // 8: tablestore.v1.MergeRangeResponse
-	(*UnfreezeRangeRequest)(nil),   // 9: tablestore.v1.UnfreezeRangeRequest
-	(*UnfreezeRangeResponse)(nil),  // 10: tablestore.v1.UnfreezeRangeResponse
-	(*ChangeReplicasRequest)(nil),  // 11: tablestore.v1.ChangeReplicasRequest
-	(*ChangeReplicasResponse)(nil), // 12: tablestore.v1.ChangeReplicasResponse
-	(*TransferLeaderRequest)(nil),  // 13: tablestore.v1.TransferLeaderRequest
-	(*TransferLeaderResponse)(nil), // 14: tablestore.v1.TransferLeaderResponse
-	(*SplitKeyRequest)(nil),        // 15: tablestore.v1.SplitKeyRequest
-	(*SplitKeyResponse)(nil),       // 16: tablestore.v1.SplitKeyResponse
-	(*WriteRequest)(nil),           // 17: tablestore.v1.WriteRequest
-	(*WriteResponse)(nil),          // 18: tablestore.v1.WriteResponse
-	(*WriteManyRequest)(nil),       // 19: tablestore.v1.WriteManyRequest
-	(*WriteManyResponse)(nil),      // 20: tablestore.v1.WriteManyResponse
-	(*WriteManyResult)(nil),        // 21: tablestore.v1.WriteManyResult
-	(*GetRequest)(nil),             // 22: tablestore.v1.GetRequest
-	(*GetResponse)(nil),            // 23: tablestore.v1.GetResponse
-	(*GetManyRequest)(nil),         // 24: tablestore.v1.GetManyRequest
-	(*GetManyResponse)(nil),        // 25: tablestore.v1.GetManyResponse
-	(*GetManyResult)(nil),          // 26: tablestore.v1.GetManyResult
-	(*QueryRequest)(nil),           // 27: tablestore.v1.QueryRequest
-	(*QueryResponse)(nil),          // 28: tablestore.v1.QueryResponse
-	(*ReadIndexRequest)(nil),       // 29: tablestore.v1.ReadIndexRequest
-	(*ReadIndexResponse)(nil),      // 30: tablestore.v1.ReadIndexResponse
-	(*AppliedIndexRequest)(nil),    // 31: tablestore.v1.AppliedIndexRequest
-	(*AppliedIndexResponse)(nil),   // 32: tablestore.v1.AppliedIndexResponse
-	(*CreateReplicaRequest)(nil),   // 33: tablestore.v1.CreateReplicaRequest
-	(*CreateReplicaResponse)(nil),  // 34: tablestore.v1.CreateReplicaResponse
-	(*DeleteReplicaRequest)(nil),   // 35: tablestore.v1.DeleteReplicaRequest
-	(*DeleteReplicaResponse)(nil),  // 36: tablestore.v1.DeleteReplicaResponse
-	(*RangeInfoRequest)(nil),       // 37: tablestore.v1.RangeInfoRequest
-	(*RangeInfoResponse)(nil),      // 38: tablestore.v1.RangeInfoResponse
-	nil,                            // 39: tablestore.v1.ChangeReplicasRequest.RaftAddrsEntry
-	nil,                            // 40: tablestore.v1.CreateReplicaRequest.RaftAddrsEntry
-	(*RangeDescriptor)(nil),        // 41: tablestore.v1.RangeDescriptor
-	(*EntityOp)(nil),               // 42: tablestore.v1.EntityOp
-	(*RangeStatus)(nil),            // 43: tablestore.v1.RangeStatus
+	(*AddSpanRequest)(nil),         // 5: tablestore.v1.AddSpanRequest
+	(*AddSpanResponse)(nil),        // 6: tablestore.v1.AddSpanResponse
+	(*FreezeRangeRequest)(nil),     // 7: tablestore.v1.FreezeRangeRequest
+	(*FreezeRangeResponse)(nil),    // 8: tablestore.v1.FreezeRangeResponse
+	(*MergeRangeRequest)(nil),      // 9: tablestore.v1.MergeRangeRequest
+	(*MergeRangeResponse)(nil),     // 10: tablestore.v1.MergeRangeResponse
+	(*UnfreezeRangeRequest)(nil),   // 11: tablestore.v1.UnfreezeRangeRequest
+	(*UnfreezeRangeResponse)(nil),  // 12: tablestore.v1.UnfreezeRangeResponse
+	(*ChangeReplicasRequest)(nil),  // 13: tablestore.v1.ChangeReplicasRequest
+	(*ChangeReplicasResponse)(nil), // 14: tablestore.v1.ChangeReplicasResponse
+	(*TransferLeaderRequest)(nil),  // 15: tablestore.v1.TransferLeaderRequest
+	(*TransferLeaderResponse)(nil), // 16: tablestore.v1.TransferLeaderResponse
+	(*SplitKeyRequest)(nil),        // 17: tablestore.v1.SplitKeyRequest
+	(*SplitKeyResponse)(nil),       // 18: tablestore.v1.SplitKeyResponse
+	(*WriteRequest)(nil),           // 19: tablestore.v1.WriteRequest
+	(*WriteResponse)(nil),          // 20: tablestore.v1.WriteResponse
+	(*WriteManyRequest)(nil),       // 21: tablestore.v1.WriteManyRequest
+	(*WriteManyResponse)(nil),      // 22: tablestore.v1.WriteManyResponse
+	(*WriteManyResult)(nil),        // 23: tablestore.v1.WriteManyResult
+	(*GetRequest)(nil),             // 24: tablestore.v1.GetRequest
+	(*GetResponse)(nil),            // 25: tablestore.v1.GetResponse
+	(*GetManyRequest)(nil),         // 26: tablestore.v1.GetManyRequest
+	(*GetManyResponse)(nil),        // 27: tablestore.v1.GetManyResponse
+	(*GetManyResult)(nil),          // 28: tablestore.v1.GetManyResult
+	(*QueryRequest)(nil),           // 29: tablestore.v1.QueryRequest
+	(*QueryResponse)(nil),          // 30: tablestore.v1.QueryResponse
+	(*ReadIndexRequest)(nil),       // 31: tablestore.v1.ReadIndexRequest
+	(*ReadIndexResponse)(nil),      // 32: tablestore.v1.ReadIndexResponse
+	(*AppliedIndexRequest)(nil),    // 33: tablestore.v1.AppliedIndexRequest
+	(*AppliedIndexResponse)(nil),   // 34: tablestore.v1.AppliedIndexResponse
+	(*CreateReplicaRequest)(nil),   // 35: tablestore.v1.CreateReplicaRequest
+	(*CreateReplicaResponse)(nil),  // 36: tablestore.v1.CreateReplicaResponse
+	(*DeleteReplicaRequest)(nil),   // 37: tablestore.v1.DeleteReplicaRequest
+	(*DeleteReplicaResponse)(nil),  // 38: tablestore.v1.DeleteReplicaResponse
+	(*RangeInfoRequest)(nil),       // 39: tablestore.v1.RangeInfoRequest
+	(*RangeInfoResponse)(nil),      // 40: tablestore.v1.RangeInfoResponse
+	nil,                            // 41: tablestore.v1.ChangeReplicasRequest.RaftAddrsEntry
+	nil,                            // 42: tablestore.v1.CreateReplicaRequest.RaftAddrsEntry
+	(*RangeDescriptor)(nil),        // 43: tablestore.v1.RangeDescriptor
+	(*EntityOp)(nil),               // 44: tablestore.v1.EntityOp
+	(*RangeStatus)(nil),            // 45: tablestore.v1.RangeStatus
 }
 var file_tablestore_v1_partition_service_proto_depIdxs = []int32{
-	41, // 0: tablestore.v1.SplitRangeResponse.left:type_name -> tablestore.v1.RangeDescriptor
-	41, // 1: tablestore.v1.SplitRangeResponse.right:type_name -> tablestore.v1.RangeDescriptor
-	41, // 2: tablestore.v1.DetachRangeResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	41, // 3: tablestore.v1.FreezeRangeResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	41, // 4: tablestore.v1.MergeRangeRequest.right:type_name -> tablestore.v1.RangeDescriptor
-	41, // 5: tablestore.v1.MergeRangeResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	41, // 6: tablestore.v1.UnfreezeRangeResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	39, // 7: tablestore.v1.ChangeReplicasRequest.raft_addrs:type_name -> tablestore.v1.ChangeReplicasRequest.RaftAddrsEntry
-	0,  // 8: tablestore.v1.ChangeReplicasRequest.add_mode:type_name -> tablestore.v1.AddMode
-	41, // 9: tablestore.v1.ChangeReplicasResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	41, // 10: tablestore.v1.ChangeReplicasResponse.spans:type_name -> tablestore.v1.RangeDescriptor
-	42, // 11: tablestore.v1.WriteRequest.ops:type_name -> tablestore.v1.EntityOp
-	17, // 12: tablestore.v1.WriteManyRequest.writes:type_name -> tablestore.v1.WriteRequest
-	21, // 13: tablestore.v1.WriteManyResponse.results:type_name -> tablestore.v1.WriteManyResult
-	18, // 14: tablestore.v1.WriteManyResult.response:type_name -> tablestore.v1.WriteResponse
-	22, // 15: tablestore.v1.GetManyRequest.gets:type_name -> tablestore.v1.GetRequest
-	26, // 16: tablestore.v1.GetManyResponse.results:type_name -> tablestore.v1.GetManyResult
-	23, // 17: tablestore.v1.GetManyResult.response:type_name -> tablestore.v1.GetResponse
-	41, // 18: tablestore.v1.QueryResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	41, // 19: tablestore.v1.CreateReplicaRequest.range:type_name -> tablestore.v1.RangeDescriptor
-	40, // 20: tablestore.v1.CreateReplicaRequest.raft_addrs:type_name -> tablestore.v1.CreateReplicaRequest.RaftAddrsEntry
-	43, // 21: tablestore.v1.RangeInfoResponse.status:type_name -> tablestore.v1.RangeStatus
-	17, // 22: tablestore.v1.PartitionService.Write:input_type -> tablestore.v1.WriteRequest
-	19, // 23: tablestore.v1.PartitionService.WriteMany:input_type -> tablestore.v1.WriteManyRequest
-	22, // 24: tablestore.v1.PartitionService.Get:input_type -> tablestore.v1.GetRequest
-	24, // 25: tablestore.v1.PartitionService.GetMany:input_type -> tablestore.v1.GetManyRequest
-	27, // 26: tablestore.v1.PartitionService.Query:input_type -> tablestore.v1.QueryRequest
-	29, // 27: tablestore.v1.PartitionService.ReadIndex:input_type -> tablestore.v1.ReadIndexRequest
-	31, // 28: tablestore.v1.PartitionService.AppliedIndex:input_type -> tablestore.v1.AppliedIndexRequest
-	33, // 29: tablestore.v1.PartitionService.CreateReplica:input_type -> tablestore.v1.CreateReplicaRequest
-	35, // 30: tablestore.v1.PartitionService.DeleteReplica:input_type -> tablestore.v1.DeleteReplicaRequest
-	37, // 31: tablestore.v1.PartitionService.RangeInfo:input_type -> tablestore.v1.RangeInfoRequest
-	1,  // 32: tablestore.v1.PartitionService.SplitRange:input_type -> tablestore.v1.SplitRangeRequest
-	3,  // 33: tablestore.v1.PartitionService.DetachRange:input_type -> tablestore.v1.DetachRangeRequest
-	5,  // 34: tablestore.v1.PartitionService.FreezeRange:input_type -> tablestore.v1.FreezeRangeRequest
-	7,  // 35: tablestore.v1.PartitionService.MergeRange:input_type -> tablestore.v1.MergeRangeRequest
-	9,  // 36: tablestore.v1.PartitionService.UnfreezeRange:input_type -> tablestore.v1.UnfreezeRangeRequest
-	11, // 37: tablestore.v1.PartitionService.ChangeReplicas:input_type -> tablestore.v1.ChangeReplicasRequest
-	13, // 38: tablestore.v1.PartitionService.TransferLeader:input_type -> tablestore.v1.TransferLeaderRequest
-	15, // 39: tablestore.v1.PartitionService.SplitKey:input_type -> tablestore.v1.SplitKeyRequest
-	18, // 40: tablestore.v1.PartitionService.Write:output_type -> tablestore.v1.WriteResponse
-	20, // 41: tablestore.v1.PartitionService.WriteMany:output_type -> tablestore.v1.WriteManyResponse
-	23, // 42: tablestore.v1.PartitionService.Get:output_type -> tablestore.v1.GetResponse
-	25, // 43: tablestore.v1.PartitionService.GetMany:output_type -> tablestore.v1.GetManyResponse
-	28, // 44: tablestore.v1.PartitionService.Query:output_type -> tablestore.v1.QueryResponse
-	30, // 45: tablestore.v1.PartitionService.ReadIndex:output_type -> tablestore.v1.ReadIndexResponse
-	32, // 46: tablestore.v1.PartitionService.AppliedIndex:output_type -> tablestore.v1.AppliedIndexResponse
-	34, // 47: tablestore.v1.PartitionService.CreateReplica:output_type -> tablestore.v1.CreateReplicaResponse
-	36, // 48: tablestore.v1.PartitionService.DeleteReplica:output_type -> tablestore.v1.DeleteReplicaResponse
-	38, // 49: tablestore.v1.PartitionService.RangeInfo:output_type -> tablestore.v1.RangeInfoResponse
-	2,  // 50: tablestore.v1.PartitionService.SplitRange:output_type -> tablestore.v1.SplitRangeResponse
-	4,  // 51: tablestore.v1.PartitionService.DetachRange:output_type -> tablestore.v1.DetachRangeResponse
-	6,  // 52: tablestore.v1.PartitionService.FreezeRange:output_type -> tablestore.v1.FreezeRangeResponse
-	8,  // 53: tablestore.v1.PartitionService.MergeRange:output_type -> tablestore.v1.MergeRangeResponse
-	10, // 54: tablestore.v1.PartitionService.UnfreezeRange:output_type -> tablestore.v1.UnfreezeRangeResponse
-	12, // 55: tablestore.v1.PartitionService.ChangeReplicas:output_type -> tablestore.v1.ChangeReplicasResponse
-	14, // 56: tablestore.v1.PartitionService.TransferLeader:output_type -> tablestore.v1.TransferLeaderResponse
-	16, // 57: tablestore.v1.PartitionService.SplitKey:output_type -> tablestore.v1.SplitKeyResponse
-	40, // [40:58] is the sub-list for method output_type
-	22, // [22:40] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	43, // 0: tablestore.v1.SplitRangeResponse.left:type_name -> tablestore.v1.RangeDescriptor
+	43, // 1: tablestore.v1.SplitRangeResponse.right:type_name -> tablestore.v1.RangeDescriptor
+	43, // 2: tablestore.v1.DetachRangeResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	43, // 3: tablestore.v1.AddSpanRequest.range:type_name -> tablestore.v1.RangeDescriptor
+	43, // 4: tablestore.v1.AddSpanResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	43, // 5: tablestore.v1.FreezeRangeResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	43, // 6: tablestore.v1.MergeRangeRequest.right:type_name -> tablestore.v1.RangeDescriptor
+	43, // 7: tablestore.v1.MergeRangeResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	43, // 8: tablestore.v1.UnfreezeRangeResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	41, // 9: tablestore.v1.ChangeReplicasRequest.raft_addrs:type_name -> tablestore.v1.ChangeReplicasRequest.RaftAddrsEntry
+	0,  // 10: tablestore.v1.ChangeReplicasRequest.add_mode:type_name -> tablestore.v1.AddMode
+	43, // 11: tablestore.v1.ChangeReplicasResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	43, // 12: tablestore.v1.ChangeReplicasResponse.spans:type_name -> tablestore.v1.RangeDescriptor
+	44, // 13: tablestore.v1.WriteRequest.ops:type_name -> tablestore.v1.EntityOp
+	19, // 14: tablestore.v1.WriteManyRequest.writes:type_name -> tablestore.v1.WriteRequest
+	23, // 15: tablestore.v1.WriteManyResponse.results:type_name -> tablestore.v1.WriteManyResult
+	20, // 16: tablestore.v1.WriteManyResult.response:type_name -> tablestore.v1.WriteResponse
+	24, // 17: tablestore.v1.GetManyRequest.gets:type_name -> tablestore.v1.GetRequest
+	28, // 18: tablestore.v1.GetManyResponse.results:type_name -> tablestore.v1.GetManyResult
+	25, // 19: tablestore.v1.GetManyResult.response:type_name -> tablestore.v1.GetResponse
+	43, // 20: tablestore.v1.QueryResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	43, // 21: tablestore.v1.CreateReplicaRequest.range:type_name -> tablestore.v1.RangeDescriptor
+	42, // 22: tablestore.v1.CreateReplicaRequest.raft_addrs:type_name -> tablestore.v1.CreateReplicaRequest.RaftAddrsEntry
+	45, // 23: tablestore.v1.RangeInfoResponse.status:type_name -> tablestore.v1.RangeStatus
+	19, // 24: tablestore.v1.PartitionService.Write:input_type -> tablestore.v1.WriteRequest
+	21, // 25: tablestore.v1.PartitionService.WriteMany:input_type -> tablestore.v1.WriteManyRequest
+	24, // 26: tablestore.v1.PartitionService.Get:input_type -> tablestore.v1.GetRequest
+	26, // 27: tablestore.v1.PartitionService.GetMany:input_type -> tablestore.v1.GetManyRequest
+	29, // 28: tablestore.v1.PartitionService.Query:input_type -> tablestore.v1.QueryRequest
+	31, // 29: tablestore.v1.PartitionService.ReadIndex:input_type -> tablestore.v1.ReadIndexRequest
+	33, // 30: tablestore.v1.PartitionService.AppliedIndex:input_type -> tablestore.v1.AppliedIndexRequest
+	35, // 31: tablestore.v1.PartitionService.CreateReplica:input_type -> tablestore.v1.CreateReplicaRequest
+	37, // 32: tablestore.v1.PartitionService.DeleteReplica:input_type -> tablestore.v1.DeleteReplicaRequest
+	39, // 33: tablestore.v1.PartitionService.RangeInfo:input_type -> tablestore.v1.RangeInfoRequest
+	1,  // 34: tablestore.v1.PartitionService.SplitRange:input_type -> tablestore.v1.SplitRangeRequest
+	3,  // 35: tablestore.v1.PartitionService.DetachRange:input_type -> tablestore.v1.DetachRangeRequest
+	5,  // 36: tablestore.v1.PartitionService.AddSpan:input_type -> tablestore.v1.AddSpanRequest
+	7,  // 37: tablestore.v1.PartitionService.FreezeRange:input_type -> tablestore.v1.FreezeRangeRequest
+	9,  // 38: tablestore.v1.PartitionService.MergeRange:input_type -> tablestore.v1.MergeRangeRequest
+	11, // 39: tablestore.v1.PartitionService.UnfreezeRange:input_type -> tablestore.v1.UnfreezeRangeRequest
+	13, // 40: tablestore.v1.PartitionService.ChangeReplicas:input_type -> tablestore.v1.ChangeReplicasRequest
+	15, // 41: tablestore.v1.PartitionService.TransferLeader:input_type -> tablestore.v1.TransferLeaderRequest
+	17, // 42: tablestore.v1.PartitionService.SplitKey:input_type -> tablestore.v1.SplitKeyRequest
+	20, // 43: tablestore.v1.PartitionService.Write:output_type -> tablestore.v1.WriteResponse
+	22, // 44: tablestore.v1.PartitionService.WriteMany:output_type -> tablestore.v1.WriteManyResponse
+	25, // 45: tablestore.v1.PartitionService.Get:output_type -> tablestore.v1.GetResponse
+	27, // 46: tablestore.v1.PartitionService.GetMany:output_type -> tablestore.v1.GetManyResponse
+	30, // 47: tablestore.v1.PartitionService.Query:output_type -> tablestore.v1.QueryResponse
+	32, // 48: tablestore.v1.PartitionService.ReadIndex:output_type -> tablestore.v1.ReadIndexResponse
+	34, // 49: tablestore.v1.PartitionService.AppliedIndex:output_type -> tablestore.v1.AppliedIndexResponse
+	36, // 50: tablestore.v1.PartitionService.CreateReplica:output_type -> tablestore.v1.CreateReplicaResponse
+	38, // 51: tablestore.v1.PartitionService.DeleteReplica:output_type -> tablestore.v1.DeleteReplicaResponse
+	40, // 52: tablestore.v1.PartitionService.RangeInfo:output_type -> tablestore.v1.RangeInfoResponse
+	2,  // 53: tablestore.v1.PartitionService.SplitRange:output_type -> tablestore.v1.SplitRangeResponse
+	4,  // 54: tablestore.v1.PartitionService.DetachRange:output_type -> tablestore.v1.DetachRangeResponse
+	6,  // 55: tablestore.v1.PartitionService.AddSpan:output_type -> tablestore.v1.AddSpanResponse
+	8,  // 56: tablestore.v1.PartitionService.FreezeRange:output_type -> tablestore.v1.FreezeRangeResponse
+	10, // 57: tablestore.v1.PartitionService.MergeRange:output_type -> tablestore.v1.MergeRangeResponse
+	12, // 58: tablestore.v1.PartitionService.UnfreezeRange:output_type -> tablestore.v1.UnfreezeRangeResponse
+	14, // 59: tablestore.v1.PartitionService.ChangeReplicas:output_type -> tablestore.v1.ChangeReplicasResponse
+	16, // 60: tablestore.v1.PartitionService.TransferLeader:output_type -> tablestore.v1.TransferLeaderResponse
+	18, // 61: tablestore.v1.PartitionService.SplitKey:output_type -> tablestore.v1.SplitKeyResponse
+	43, // [43:62] is the sub-list for method output_type
+	24, // [24:43] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_tablestore_v1_partition_service_proto_init() }
@@ -2715,7 +2837,7 @@ func file_tablestore_v1_partition_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tablestore_v1_partition_service_proto_rawDesc), len(file_tablestore_v1_partition_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   40,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -34,6 +34,7 @@ const (
 	PartitionService_RangeInfo_FullMethodName      = "/tablestore.v1.PartitionService/RangeInfo"
 	PartitionService_SplitRange_FullMethodName     = "/tablestore.v1.PartitionService/SplitRange"
 	PartitionService_DetachRange_FullMethodName    = "/tablestore.v1.PartitionService/DetachRange"
+	PartitionService_AddSpan_FullMethodName        = "/tablestore.v1.PartitionService/AddSpan"
 	PartitionService_FreezeRange_FullMethodName    = "/tablestore.v1.PartitionService/FreezeRange"
 	PartitionService_MergeRange_FullMethodName     = "/tablestore.v1.PartitionService/MergeRange"
 	PartitionService_UnfreezeRange_FullMethodName  = "/tablestore.v1.PartitionService/UnfreezeRange"
@@ -88,6 +89,11 @@ type PartitionServiceClient interface {
 	// DetachSpanCommand). A range that is its group's only one answers its
 	// descriptor unchanged.
 	DetachRange(ctx context.Context, in *DetachRangeRequest, opts ...grpc.CallOption) (*DetachRangeResponse, error)
+	// AddSpan stores a new table's first range as a span of the group of
+	// group_range_id (leader of the group only; AddSpanCommand), answering
+	// once the entry applied here. A repeat after it applied answers the
+	// span again.
+	AddSpan(ctx context.Context, in *AddSpanRequest, opts ...grpc.CallOption) (*AddSpanResponse, error)
 	// FreezeRange stops reads and writes to a range before a merge (leader
 	// only) and reports the log index of the freeze.
 	FreezeRange(ctx context.Context, in *FreezeRangeRequest, opts ...grpc.CallOption) (*FreezeRangeResponse, error)
@@ -235,6 +241,16 @@ func (c *partitionServiceClient) DetachRange(ctx context.Context, in *DetachRang
 	return out, nil
 }
 
+func (c *partitionServiceClient) AddSpan(ctx context.Context, in *AddSpanRequest, opts ...grpc.CallOption) (*AddSpanResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AddSpanResponse)
+	err := c.cc.Invoke(ctx, PartitionService_AddSpan_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *partitionServiceClient) FreezeRange(ctx context.Context, in *FreezeRangeRequest, opts ...grpc.CallOption) (*FreezeRangeResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(FreezeRangeResponse)
@@ -341,6 +357,11 @@ type PartitionServiceServer interface {
 	// DetachSpanCommand). A range that is its group's only one answers its
 	// descriptor unchanged.
 	DetachRange(context.Context, *DetachRangeRequest) (*DetachRangeResponse, error)
+	// AddSpan stores a new table's first range as a span of the group of
+	// group_range_id (leader of the group only; AddSpanCommand), answering
+	// once the entry applied here. A repeat after it applied answers the
+	// span again.
+	AddSpan(context.Context, *AddSpanRequest) (*AddSpanResponse, error)
 	// FreezeRange stops reads and writes to a range before a merge (leader
 	// only) and reports the log index of the freeze.
 	FreezeRange(context.Context, *FreezeRangeRequest) (*FreezeRangeResponse, error)
@@ -403,6 +424,9 @@ func (UnimplementedPartitionServiceServer) SplitRange(context.Context, *SplitRan
 }
 func (UnimplementedPartitionServiceServer) DetachRange(context.Context, *DetachRangeRequest) (*DetachRangeResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method DetachRange not implemented")
+}
+func (UnimplementedPartitionServiceServer) AddSpan(context.Context, *AddSpanRequest) (*AddSpanResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method AddSpan not implemented")
 }
 func (UnimplementedPartitionServiceServer) FreezeRange(context.Context, *FreezeRangeRequest) (*FreezeRangeResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method FreezeRange not implemented")
@@ -659,6 +683,24 @@ func _PartitionService_DetachRange_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _PartitionService_AddSpan_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AddSpanRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PartitionServiceServer).AddSpan(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PartitionService_AddSpan_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PartitionServiceServer).AddSpan(ctx, req.(*AddSpanRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _PartitionService_FreezeRange_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(FreezeRangeRequest)
 	if err := dec(in); err != nil {
@@ -821,6 +863,10 @@ var PartitionService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DetachRange",
 			Handler:    _PartitionService_DetachRange_Handler,
+		},
+		{
+			MethodName: "AddSpan",
+			Handler:    _PartitionService_AddSpan_Handler,
 		},
 		{
 			MethodName: "FreezeRange",
