@@ -412,21 +412,47 @@ var serverSpecs = map[string]func() spec{
 // runCtl runs ctl; without --master it talks to the dev cluster whose data
 // is in dev's default --data-dir (dev writes its master's address there).
 func runCtl(args []string) error {
-	return ctl.Run(withDevMaster(args), os.Stdout, os.Stderr)
+	args, path := withDevMaster(args)
+	if path == "" || !devMasterGone(args[0][len("--master="):]) {
+		return ctl.Run(args, os.Stdout, os.Stderr)
+	}
+	// dev wrote the address at its start and nothing listens there now:
+	// dev is not running here, and ctl would retry the address for its
+	// whole --timeout (30 s) before saying so. A --timeout given wins.
+	err := ctl.Run(append([]string{"--timeout=1s"}, args...), os.Stdout, os.Stderr)
+	var reported *ctl.ReportedError
+	if err == nil || errors.As(err, &reported) {
+		return err
+	}
+	return fmt.Errorf("%w (the address is %s's, written by tablestore dev at its start: is it running? make run starts it; --master names another master)", err, path)
 }
 
-// withDevMaster adds --master=ADDR to args that set no --master when dev's
-// default --data-dir holds its master's address: dev picks its internal
+// devMasterGone reports whether a dial of addr, dev's master's address,
+// is refused at once: no process listens there.
+func devMasterGone(addr string) bool {
+	c, err := net.DialTimeout("tcp", addr, 500*time.Millisecond)
+	if err == nil {
+		c.Close()
+		return false
+	}
+	return errors.Is(err, syscall.ECONNREFUSED)
+}
+
+// withDevMaster adds --master=ADDR (first) to args that set no --master
+// when dev's default --data-dir holds its master's address, and returns
+// the file's path ("" when it added nothing): dev picks its internal
 // ports free at each start, so the flags' default (127.0.0.1:7000) is the
 // dev master only with --base-port 7000.
-func withDevMaster(args []string) []string {
-	if !hasFlag(args, "master") {
-		path := filepath.Join(cluster.DefaultDevConfig().DataDir, cluster.MasterAddrFile)
-		if b, err := os.ReadFile(path); err == nil && strings.TrimSpace(string(b)) != "" {
-			args = append([]string{"--master=" + strings.TrimSpace(string(b))}, args...)
-		}
+func withDevMaster(args []string) ([]string, string) {
+	if hasFlag(args, "master") {
+		return args, ""
 	}
-	return args
+	path := filepath.Join(cluster.DefaultDevConfig().DataDir, cluster.MasterAddrFile)
+	b, err := os.ReadFile(path)
+	if err != nil || strings.TrimSpace(string(b)) == "" {
+		return args, ""
+	}
+	return append([]string{"--master=" + strings.TrimSpace(string(b))}, args...), path
 }
 
 // hasFlag reports whether args set flag name (-name, --name, -name=v).
@@ -448,7 +474,10 @@ func hasFlag(args []string, name string) bool {
 
 // runLoadgen runs loadgen; without --master its --report reads the dev
 // cluster's master, as ctl does.
-func runLoadgen(args []string) error { return loadgen.Run(withDevMaster(args), os.Stdout, os.Stderr) }
+func runLoadgen(args []string) error {
+	args, _ = withDevMaster(args)
+	return loadgen.Run(args, os.Stdout, os.Stderr)
+}
 
 func runVersion(args []string) error {
 	fs := flag.NewFlagSet("version", flag.ContinueOnError)

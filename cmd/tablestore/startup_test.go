@@ -425,3 +425,34 @@ func TestCtlJSONError(t *testing.T) {
 		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 }
+
+// TestCtlAgainstStoppedDev: ctl without --master reads dev's master
+// address from ./data/master-addr; when nothing listens there any more
+// (dev stopped) it says so within a few seconds, naming the file and make
+// run, instead of retrying the address for its whole --timeout (30 s).
+func TestCtlAgainstStoppedDev(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary")
+	}
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "data"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(freePorts(t, 1)[0])
+	if err := os.WriteFile(filepath.Join(dir, "data", "master-addr"), []byte(addr+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	code, _, errOut := runIn(t, dir, "ctl", "servers")
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("took %v", took)
+	}
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	for _, w := range []string{addr, "master-addr", "make run"} {
+		if !strings.Contains(errOut, w) {
+			t.Errorf("message does not name %q:\n%s", w, errOut)
+		}
+	}
+}
