@@ -2,12 +2,14 @@ package logging
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log"
 	"log/slog"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
 )
 
 // HCLog returns an hclog.Logger that writes into l. hashicorp/raft logs
@@ -39,10 +41,31 @@ func toSlog(level hclog.Level) slog.Level {
 
 func (b *hclogBridge) Log(level hclog.Level, msg string, args ...interface{}) {
 	lvl := toSlog(level)
+	if lvl == slog.LevelError && routine(msg, args) {
+		lvl = slog.LevelDebug
+	}
 	if !b.l.Enabled(context.Background(), lvl) {
 		return
 	}
 	b.l.Log(context.Background(), lvl, msg, formatArgs(args)...)
+}
+
+// routine reports whether raft's Error line msg is one raft handles as
+// a matter of course: "failed to get log" with ErrLogNotFound is a
+// follower whose next entry the log compacted away, which replicateTo
+// answers by sending a snapshot (every new replica starts so). Logged at
+// Error, it read as a fault on every move.
+func routine(msg string, args []interface{}) bool {
+	if msg != "failed to get log" {
+		return false
+	}
+	for i := 0; i+1 < len(args); i += 2 {
+		if k, _ := args[i].(string); k == "error" {
+			err, _ := args[i+1].(error)
+			return errors.Is(err, raft.ErrLogNotFound)
+		}
+	}
+	return false
 }
 
 // formatArgs renders the hclog.Fmt values among args (raft logs its
