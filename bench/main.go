@@ -41,14 +41,16 @@ type options struct {
 	kernel     bool
 	serverEnv  []string
 	psFlags    []string
-	preload    int
-	jsonOut    string
-	tables     int
-	quietAfter time.Duration
-	readAll    bool
-	profileDir string
-	rate       float64
-	rounds     int
+	// masterFlags are added to the master's command line (and to dev's).
+	masterFlags []string
+	preload     int
+	jsonOut     string
+	tables      int
+	quietAfter  time.Duration
+	readAll     bool
+	profileDir  string
+	rate        float64
+	rounds      int
 	// azuriteMemory and azuriteTelemetry: how Azurite runs (startAzurite).
 	azuriteMemory    bool
 	azuriteTelemetry bool
@@ -78,6 +80,7 @@ func main() {
 	only := flag.String("scenarios", strings.Join(defaultScenarios, ","), "scenarios to run, comma-separated: "+strings.Join(allScenarios(), ", "))
 	flag.BoolVar(&o.kernel, "kernel", false, "throughput mode: also print each scenario's context switches and read/write system calls per entity, by role (always in -json)")
 	psFlags := flag.String("partitionserver-flags", "", "flags, comma-separated (--name=value), added to every partition server the bench starts (processes) and to dev, e.g. --quiesce-after=1s")
+	masterFlags := flag.String("master-flags", "", "flags, comma-separated (--name=value), added to the master the bench starts (processes) and to dev, e.g. --table-groups")
 	serverEnv := flag.String("server-env", "", "KEY=VALUE settings, comma-separated, added to the environment of every tablestore process the bench starts (dev, processes; not Azurite, not the load generator), e.g. GOMAXPROCS=1")
 	flag.IntVar(&o.preload, "preload", 0, "throughput mode: entities written into the shared table (batches over the spread scenarios' PartitionKeys) before the scenarios run, on every target")
 	flag.BoolVar(&o.throttle, "throttle", false, "keep the per-PartitionKey throttle (Azure's 2,000 entities/s) on; off measures what a partition can do")
@@ -108,9 +111,12 @@ func main() {
 	o.scenarios = splitList(*only)
 	o.serverEnv = splitList(*serverEnv)
 	o.psFlags = splitList(*psFlags)
-	for _, f := range o.psFlags {
-		if !strings.HasPrefix(f, "-") {
-			fail(fmt.Errorf("-partitionserver-flags %q: want --name=value", f))
+	o.masterFlags = splitList(*masterFlags)
+	for name, list := range map[string][]string{"-partitionserver-flags": o.psFlags, "-master-flags": o.masterFlags} {
+		for _, f := range list {
+			if !strings.HasPrefix(f, "-") {
+				fail(fmt.Errorf("%s %q: want --name=value", name, f))
+			}
 		}
 	}
 	for _, kv := range o.serverEnv {

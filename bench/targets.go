@@ -198,7 +198,7 @@ func startDev(o options) (*target, error) {
 	data := filepath.Join(dir, "data")
 	args := []string{"dev", "--data-dir", data, "--frontend-addr", fe, "--metrics-addr", metrics, "--log-level", "warn",
 		"--partition-throttle", throttleFlag(o), "--policies=false"}
-	args = append(append(args, extra...), o.psFlags...)
+	args = append(append(append(args, extra...), o.psFlags...), o.masterFlags...)
 	pr, err := t.start("dev", o.bin, args...)
 	if err != nil {
 		return nil, err
@@ -249,9 +249,10 @@ func startProcesses(o options) (*target, error) {
 		return nil
 	}
 	master := addr(p[0])
-	if err := start(0, "master", "master", "--id", "m1", "--data-dir", filepath.Join(dir, "m1"),
-		"--grpc-addr", master, "--raft-addr", addr(p[1]), "--peers", "m1="+addr(p[1]),
-		"--policies=false", "--log-level", "warn"); err != nil {
+	masterArgs := append([]string{"master", "--id", "m1", "--data-dir", filepath.Join(dir, "m1"),
+		"--grpc-addr", master, "--raft-addr", addr(p[1]), "--peers", "m1=" + addr(p[1]),
+		"--policies=false", "--log-level", "warn"}, o.masterFlags...)
+	if err := start(0, "master", masterArgs...); err != nil {
 		return nil, err
 	}
 	for i := 1; i <= 3; i++ {
