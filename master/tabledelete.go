@@ -527,7 +527,9 @@ type sharedGroupError struct {
 	err   error
 }
 
-func (e sharedGroupError) Error() string { return fmt.Sprintf("%v: group %d: %v", errSharedGroup, e.group, e.err) }
+func (e sharedGroupError) Error() string {
+	return fmt.Sprintf("%v: group %d: %v", errSharedGroup, e.group, e.err)
+}
 func (e sharedGroupError) Unwrap() error { return errSharedGroup }
 
 // isolateDeleted detaches what deletedLeaving names for range r of a
