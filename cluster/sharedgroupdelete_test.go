@@ -1,0 +1,77 @@
+package cluster
+
+import (
+	"testing"
+	"time"
+
+	pb "tablestore/proto/tablestorepb"
+)
+
+// TestDroppedTableSpanLeavesSharedGroup: a range of a deleted table that
+// lands in another table's Raft group (a late AddSpan, as a deposed
+// master's would be; docs/range-groups.md, stage 7, step 5) leaves the
+// group through the group's leader and is then deleted alone on every
+// server, under a write load to the other table: the other table's range
+// stays on every server and every acknowledged write reads back exactly
+// once. Before, every server's next heartbeat deleted the group whole,
+// the live table's range with it. (The master creating tables in shared
+// groups is step 4; until then the span is added through the partition
+// servers' RPC directly.)
+func TestDroppedTableSpanLeavesSharedGroup(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	besideOneOther(t)
+	c := startTuned(t, 3, quietPolicies, nil)
+	sc := serviceClient(t, c, 0)
+	ctx := ctxT(t, 2*time.Minute)
+	tc := newTable(t, sc, "keep")
+	newTable(t, sc, "gone")
+	mc := masterClient(t, c)
+	m := partitionMap(t, mc)
+	keep, gone := tableRanges(m, "keep")[0], tableRanges(m, "gone")[0]
+	w := startWorkload(t, tc, 4, spreadKeys)
+	if _, err := sc.DeleteTable(ctx, "gone", nil); err != nil {
+		t.Fatal(err)
+	}
+	const late = 1000 // an id the master never allocates here
+	span := &pb.RangeDescriptor{RangeId: late, GroupId: keep.GetRangeId(), Table: "gone", TableId: gone.GetTableId(),
+		Generation: 1, Replicas: keep.GetReplicas()}
+	var added bool
+	waitFor(t, 20*time.Second, "the late add applied on the leader of keep's group", func() bool {
+		for _, n := range c.Servers {
+			_, err := n.Server.Service().AddSpan(ctx, &pb.AddSpanRequest{GroupRangeId: keep.GetRangeId(), Range: span, Floor: late})
+			if err == nil {
+				added = true
+				return true
+			}
+		}
+		return false
+	})
+	if !added {
+		t.Fatal("not added")
+	}
+	waitFor(t, 30*time.Second, "the dropped span gone from every server, keep's range on every server", func() bool {
+		for _, n := range c.Servers {
+			if n.Server.ReplicaState(late) != "absent" || n.Server.ReplicaState(keep.GetRangeId()) == "absent" {
+				return false
+			}
+		}
+		return true
+	})
+	acked := w.halt()
+	if len(acked) == 0 {
+		t.Fatal("no write acknowledged")
+	}
+	t.Logf("%d writes acknowledged, %d failed", len(acked), w.failed.Load())
+	verifyExactlyOnce(t, tc, acked)
+	// A follower that applied the add late detaches and deletes it too.
+	waitFor(t, 20*time.Second, "still: the dropped span on no server, keep's range on every server", func() bool {
+		for _, n := range c.Servers {
+			if n.Server.ReplicaState(late) != "absent" || n.Server.ReplicaState(keep.GetRangeId()) == "absent" {
+				return false
+			}
+		}
+		return true
+	})
+}
