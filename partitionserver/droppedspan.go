@@ -116,7 +116,8 @@ func (s *Server) detachDropped(id uint64, tables liveTables) {
 	}
 	leaving := leavingGroup(sl.id, spansOf(sl.spans()), tables.dropped)
 	if len(leaving) == 0 {
-		s.logger.Warn("a dropped table's span cannot leave its group (frozen)", "group", sl.id, "range", id)
+		// Every pass: at Debug, as logRefusedDelete logs the refusal.
+		s.logger.Debug("a dropped table's span cannot leave its group (frozen)", "group", sl.id, "range", id)
 		return
 	}
 	s.inDetaching(sl.id, func() {
