@@ -75,3 +75,68 @@ func TestDroppedTableSpanLeavesSharedGroup(t *testing.T) {
 		return true
 	})
 }
+
+// TestDeleteTableOfSharedGroup: table "gone"'s only range is a span of
+// table "keep"'s Raft group (added through the partition servers' RPC,
+// the map adopting it from heartbeats, until step 4 creates such tables
+// through the master). Deleting "gone" under writes to "keep" detaches
+// its range before the freeze (the master's isolateDeleted, or the
+// group leader's own detach, whichever comes first), answers the delete,
+// and deletes the range alone: "keep"'s range stays on every server, in
+// its group, and every acknowledged write reads back exactly once.
+// Before, the freeze was allowed on the shared span and every server's
+// next heartbeat deleted the group whole, "keep"'s range with it.
+func TestDeleteTableOfSharedGroup(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	besideOneOther(t)
+	c := startTuned(t, 3, quietPolicies, nil)
+	sc := serviceClient(t, c, 0)
+	ctx := ctxT(t, 2*time.Minute)
+	tc := newTable(t, sc, "keep")
+	newTable(t, sc, "gone")
+	mc := masterClient(t, c)
+	m := partitionMap(t, mc)
+	keep, gone := tableRanges(m, "keep")[0], tableRanges(m, "gone")[0]
+	const added = 1000 // an id the master never allocates here
+	span := &pb.RangeDescriptor{RangeId: added, GroupId: keep.GetRangeId(), Table: "gone", TableId: gone.GetTableId(),
+		Generation: 1, Replicas: keep.GetReplicas()}
+	waitFor(t, 20*time.Second, "the add applied on the leader of keep's group", func() bool {
+		for _, n := range c.Servers {
+			if _, err := n.Server.Service().AddSpan(ctx, &pb.AddSpanRequest{GroupRangeId: keep.GetRangeId(), Range: span, Floor: added}); err == nil {
+				return true
+			}
+		}
+		return false
+	})
+	waitFor(t, 20*time.Second, "the map: gone's range is a span of keep's group", func() bool {
+		rs := tableRanges(partitionMap(t, mc), "gone")
+		return len(rs) == 1 && rs[0].GetRangeId() == added && rs[0].GetGroupId() == keep.GetRangeId()
+	})
+	gc := sc.NewClient("gone")
+	if _, err := gc.AddEntity(ctx, []byte(`{"PartitionKey":"p","RowKey":"r"}`), nil); err != nil {
+		t.Fatalf("write to gone's span in keep's group: %v", err)
+	}
+	w := startWorkload(t, tc, 4, spreadKeys)
+	if _, err := sc.DeleteTable(ctx, "gone", nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "gone's span deleted on every server, keep's range on every server", func() bool {
+		for _, n := range c.Servers {
+			if n.Server.ReplicaState(added) != "absent" || n.Server.ReplicaState(keep.GetRangeId()) == "absent" {
+				return false
+			}
+		}
+		return true
+	})
+	acked := w.halt()
+	if len(acked) == 0 {
+		t.Fatal("no write acknowledged")
+	}
+	t.Logf("%d writes acknowledged, %d failed", len(acked), w.failed.Load())
+	verifyExactlyOnce(t, tc, acked)
+	if rs := tableRanges(partitionMap(t, mc), "keep"); len(rs) != 1 || rs[0].GetRangeId() != keep.GetRangeId() {
+		t.Errorf("keep's ranges after the delete: %v", rs)
+	}
+}
