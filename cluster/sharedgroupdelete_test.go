@@ -1,9 +1,16 @@
 package cluster
 
 import (
+	"errors"
+	"net/http"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
+	"tablestore/internal/failpoint"
+	"tablestore/partitionserver"
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -94,30 +101,7 @@ func TestDeleteTableOfSharedGroup(t *testing.T) {
 	c := startTuned(t, 3, quietPolicies, nil)
 	sc := serviceClient(t, c, 0)
 	ctx := ctxT(t, 2*time.Minute)
-	tc := newTable(t, sc, "keep")
-	newTable(t, sc, "gone")
-	mc := masterClient(t, c)
-	m := partitionMap(t, mc)
-	keep, gone := tableRanges(m, "keep")[0], tableRanges(m, "gone")[0]
-	const added = 1000 // an id the master never allocates here
-	span := &pb.RangeDescriptor{RangeId: added, GroupId: keep.GetRangeId(), Table: "gone", TableId: gone.GetTableId(),
-		Generation: 1, Replicas: keep.GetReplicas()}
-	waitFor(t, 20*time.Second, "the add applied on the leader of keep's group", func() bool {
-		for _, n := range c.Servers {
-			if _, err := n.Server.Service().AddSpan(ctx, &pb.AddSpanRequest{GroupRangeId: keep.GetRangeId(), Range: span, Floor: added}); err == nil {
-				return true
-			}
-		}
-		return false
-	})
-	waitFor(t, 20*time.Second, "the map: gone's range is a span of keep's group", func() bool {
-		rs := tableRanges(partitionMap(t, mc), "gone")
-		return len(rs) == 1 && rs[0].GetRangeId() == added && rs[0].GetGroupId() == keep.GetRangeId()
-	})
-	gc := sc.NewClient("gone")
-	if _, err := gc.AddEntity(ctx, []byte(`{"PartitionKey":"p","RowKey":"r"}`), nil); err != nil {
-		t.Fatalf("write to gone's span in keep's group: %v", err)
-	}
+	tc, keep := sharedGroupTables(t, c, sc)
 	w := startWorkload(t, tc, 4, spreadKeys)
 	if _, err := sc.DeleteTable(ctx, "gone", nil); err != nil {
 		t.Fatal(err)
@@ -136,7 +120,117 @@ func TestDeleteTableOfSharedGroup(t *testing.T) {
 	}
 	t.Logf("%d writes acknowledged, %d failed", len(acked), w.failed.Load())
 	verifyExactlyOnce(t, tc, acked)
-	if rs := tableRanges(partitionMap(t, mc), "keep"); len(rs) != 1 || rs[0].GetRangeId() != keep.GetRangeId() {
+	if rs := tableRanges(partitionMap(t, masterClient(t, c)), "keep"); len(rs) != 1 || rs[0].GetRangeId() != keep.GetRangeId() {
 		t.Errorf("keep's ranges after the delete: %v", rs)
+	}
+}
+
+// added is the id of table "gone"'s range that sharedGroupTables adds to
+// table "keep"'s group: an id the master never allocates in these tests.
+const added = 1000
+
+// sharedGroupTables creates tables "keep" and "gone" and makes "gone"'s
+// only range a span of "keep"'s Raft group: a range added to the group
+// through the partition servers' RPC, which the map adopts from
+// heartbeats in place of "gone"'s first range (until step 4 creates such
+// tables through the master). It writes an entity to "gone" there and
+// returns "keep"'s client and range.
+func sharedGroupTables(t *testing.T, c *Cluster, sc *aztables.ServiceClient) (*aztables.Client, *pb.RangeDescriptor) {
+	t.Helper()
+	ctx := ctxT(t, time.Minute)
+	tc := newTable(t, sc, "keep")
+	newTable(t, sc, "gone")
+	mc := masterClient(t, c)
+	m := partitionMap(t, mc)
+	keep, gone := tableRanges(m, "keep")[0], tableRanges(m, "gone")[0]
+	span := &pb.RangeDescriptor{RangeId: added, GroupId: keep.GetRangeId(), Table: "gone", TableId: gone.GetTableId(),
+		Generation: 1, Replicas: keep.GetReplicas()}
+	waitFor(t, 20*time.Second, "the add applied on the leader of keep's group", func() bool {
+		for _, n := range c.Servers {
+			if _, err := n.Server.Service().AddSpan(ctx, &pb.AddSpanRequest{GroupRangeId: keep.GetRangeId(), Range: span, Floor: added}); err == nil {
+				return true
+			}
+		}
+		return false
+	})
+	waitFor(t, 20*time.Second, "the map: gone's range is a span of keep's group", func() bool {
+		rs := tableRanges(partitionMap(t, mc), "gone")
+		return len(rs) == 1 && rs[0].GetRangeId() == added && rs[0].GetGroupId() == keep.GetRangeId()
+	})
+	if _, err := sc.NewClient("gone").AddEntity(ctx, []byte(`{"PartitionKey":"p","RowKey":"r"}`), nil); err != nil {
+		t.Fatalf("write to gone's span in keep's group: %v", err)
+	}
+	return tc, keep
+}
+
+// TestDeleteTableOfSharedGroupAcrossMasterFailover: as
+// TestDeleteTableOfSharedGroup, with the leading master deposed at
+// master/delete-table/after-isolate (gone's range detached, not frozen,
+// nothing recorded): the next leader resumes the freezing (it isolates
+// again, which the detached range answers, and freezes), the name is
+// free again once it has, and "keep" loses nothing.
+func TestDeleteTableOfSharedGroupAcrossMasterFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	// Not beside another test: the failpoint is the process's.
+	c, err := Start(Options{Masters: 3, Servers: 3, Frontends: 1, DataDir: t.TempDir(),
+		TuneMaster: quietPolicies,
+		TuneServer: func(cfg *partitionserver.Config) { cfg.HeartbeatInterval = 200 * time.Millisecond }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	sc := serviceClient(t, c, 0)
+	ctx := ctxT(t, 2*time.Minute)
+	tc, keep := sharedGroupTables(t, c, sc)
+	reached, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	failpoint.Enable("master/delete-table/after-isolate", func() error {
+		once.Do(func() { close(reached) })
+		<-release
+		return errors.New("the master dies after the isolate")
+	})
+	t.Cleanup(func() { failpoint.Disable("master/delete-table/after-isolate") })
+	w := startWorkload(t, tc, 4, spreadKeys)
+	go func() {
+		_, err := sc.DeleteTable(ctx, "gone", nil)
+		t.Logf("delete: %v", err)
+	}()
+	select {
+	case <-reached:
+	case <-ctx.Done():
+		t.Fatal("the delete never isolated gone's range")
+	}
+	old := leaderOf(t, c)
+	if err := old.StepDown(); err != nil {
+		t.Fatalf("step down: %v", err)
+	}
+	waitFor(t, 10*time.Second, "another master to lead", func() bool {
+		l := leaderOf(t, c)
+		return l != old
+	})
+	failpoint.Disable("master/delete-table/after-isolate")
+	close(release)
+	waitFor(t, 30*time.Second, "the name free again (the new leader froze and confirmed)", func() bool {
+		_, err := sc.CreateTable(ctx, "gone", nil)
+		return err == nil || azureCode(err, http.StatusConflict, "TableAlreadyExists")
+	})
+	waitFor(t, 30*time.Second, "gone's old span deleted on every server, keep's range on every server", func() bool {
+		for _, n := range c.Servers {
+			if n.Server.ReplicaState(added) != "absent" || n.Server.ReplicaState(keep.GetRangeId()) == "absent" {
+				return false
+			}
+		}
+		return true
+	})
+	acked := w.halt()
+	if len(acked) == 0 {
+		t.Fatal("no write acknowledged")
+	}
+	t.Logf("%d writes acknowledged, %d failed", len(acked), w.failed.Load())
+	verifyExactlyOnce(t, tc, acked)
+	if _, err := sc.NewClient("gone").GetEntity(ctx, "p", "r", nil); err == nil {
+		t.Error("the new table holds the deleted table's entity")
 	}
 }
