@@ -6,12 +6,16 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"tablestore/internal/failpoint"
+	"tablestore/internal/rangeclient"
+	"tablestore/internal/rangegroup"
 	"tablestore/internal/rpcerr"
 	pb "tablestore/proto/tablestorepb"
 )
@@ -48,6 +52,11 @@ const deleteFreezeGiveUp = 10 * time.Minute
 // has not frozen yet; a create of the name is refused until it has (409
 // TableBeingDeleted, as Azure answers while it collects a deleted table).
 var ErrTableBeingDeleted = errors.New("master: a table of that name is being deleted")
+
+// errSharedGroup: a server refused to freeze a deleted table's range whose
+// Raft group serves another table's range (rpcerr.MetaSharedGroup): it
+// leaves the group first (isolateDeleted).
+var errSharedGroup = errors.New("master: the deleted table's range shares its Raft group with another table's")
 
 // errFreezeUnsupported: a server of the range does not know FreezeRange,
 // or takes it for a merge's freeze and refused it.
@@ -398,52 +407,208 @@ func (s *Server) deleteReplicas(server string, ids []uint64) {
 // table_deleted, on its leader), round after round until it did, or every
 // replica of r answers that it does not host the range (deleted, or never
 // created: no replica is left to serve it), or ctx ends. A start of the
-// range in flight (startRange) is waited for first.
+// range in flight (startRange) is waited for first. A range whose Raft
+// group serves another table's range leaves that group first
+// (isolateDeleted), every round until it has: the servers refuse the
+// freeze of such a range (errSharedGroup), whose group would otherwise
+// be deleted whole with the other table's rows (docs/range-groups.md,
+// stage 7, step 5).
 func (s *Server) freezeDeletedRange(ctx context.Context, r *pb.RangeDescriptor) error {
 	id := r.GetRangeId()
 	if err := s.starting.wait(ctx, id); err != nil {
 		return fmt.Errorf("range %d: waiting for its start: %w", id, err)
 	}
-	backoff := 10 * time.Millisecond
+	backoff, shared := 10*time.Millisecond, uint64(0)
 	for {
-		reported := s.reports.lastVoters(id)
-		cands := freezeCandidates(r, s.leaderOf(id), reported)
-		gone := map[string]bool{}
-		var last error
-		for i := 0; i < len(cands); i++ {
-			server := cands[i]
-			err := s.freezeOn(ctx, server, id)
-			if err == nil {
-				return nil
-			}
-			last = err
-			info := rpcerr.Parse(err)
-			switch {
-			case info.Code == codes.Unimplemented, info.Reason == rpcerr.ReasonNotReady:
-				// NOT_READY: a leader from before table_deleted took the
-				// request for a merge's freeze and refused it for a voter
-				// it does not hear (this build's skips that check).
-				return fmt.Errorf("%w: %s: %v", errFreezeUnsupported, server, err)
-			case info.Reason == rpcerr.ReasonRangeNotFound:
-				gone[server] = true
-			case info.Reason == rpcerr.ReasonNotLeader:
-				if l := info.Metadata[rpcerr.MetaLeader]; l != "" && l != server && !containsFrom(cands, i+1, l) {
-					// Asked next, once, this round.
-					cands = append(cands[:i+1], append([]string{l}, cands[i+1:]...)...)
-				}
+		got, moved, err := s.isolateDeleted(ctx, r, shared)
+		switch {
+		case err != nil:
+			// Frozen or shown gone below, or refused and tried again.
+			s.logger.Debug("deleted table's range not yet out of its shared Raft group", "range", id, "err", err)
+		case moved:
+			r = got
+			if err := failpoint.Inject("master/delete-table/after-isolate"); err != nil {
+				return err
 			}
 		}
-		if allGone(replicaIDs(r), gone) && (len(reported) == 0 || allGone(reported, gone)) {
-			return nil
+		done, err := s.freezeRound(ctx, r)
+		if done {
+			return err
 		}
+		shared = sharedGroupOf(err)
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("range %d: %w (last error: %v)", id, ctx.Err(), last)
+			return fmt.Errorf("range %d: %w (last error: %v)", id, ctx.Err(), err)
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, 200*time.Millisecond)
 	}
 }
+
+// freezeRound asks r's candidates (freezeCandidates) to freeze it once
+// each: done with nil when one froze it or a majority showed it gone, done
+// with errFreezeUnsupported for a server that cannot, else not done with
+// the last refusal (errSharedGroup when a server refused it for sharing
+// its group).
+func (s *Server) freezeRound(ctx context.Context, r *pb.RangeDescriptor) (bool, error) {
+	id := r.GetRangeId()
+	reported := s.reports.lastVoters(id)
+	cands := freezeCandidates(r, s.leaderOf(id), reported)
+	gone := map[string]bool{}
+	var last error
+	for i := 0; i < len(cands); i++ {
+		server := cands[i]
+		err := s.freezeOn(ctx, server, id)
+		if err == nil {
+			return true, nil
+		}
+		last = err
+		info := rpcerr.Parse(err)
+		switch {
+		case info.Metadata[rpcerr.MetaSharedGroup] != "":
+			// Before the check below: a refusal of this build.
+			g, _ := strconv.ParseUint(info.Metadata[rpcerr.MetaSharedGroup], 10, 64)
+			return false, sharedGroupError{group: g, err: fmt.Errorf("%s: %w", server, err)}
+		case info.Code == codes.Unimplemented, info.Reason == rpcerr.ReasonNotReady:
+			// NOT_READY: a leader from before table_deleted took the
+			// request for a merge's freeze and refused it for a voter
+			// it does not hear (this build's skips that check).
+			return true, fmt.Errorf("%w: %s: %v", errFreezeUnsupported, server, err)
+		case info.Reason == rpcerr.ReasonRangeNotFound:
+			gone[server] = true
+		case info.Reason == rpcerr.ReasonNotLeader:
+			if l := info.Metadata[rpcerr.MetaLeader]; l != "" && l != server && !containsFrom(cands, i+1, l) {
+				// Asked next, once, this round.
+				cands = append(cands[:i+1], append([]string{l}, cands[i+1:]...)...)
+			}
+		}
+	}
+	if allGone(replicaIDs(r), gone) && (len(reported) == 0 || allGone(reported, gone)) {
+		return true, nil
+	}
+	return false, last
+}
+
+// deletedLeaving names the ranges that leave r's Raft group before range
+// r of a deleted table freezes: none when no live range shares the group
+// (peers: the map's ranges of r's group; the deleted table's own left the
+// map with DELETE_TABLE) and no server refused the freeze for sharing one
+// (shared: the group it named, 0 if none; the map may be behind the
+// servers); r itself when it was born in the group; when r names the
+// group, the live ranges instead (a namesake never leaves its group, as
+// isolate does for one).
+func deletedLeaving(r *pb.RangeDescriptor, peers []uint64, shared uint64) []uint64 {
+	id, group := r.GetRangeId(), rangegroup.GroupOf(r)
+	if shared != 0 {
+		group = shared
+	}
+	switch {
+	case group == id:
+		return peers
+	case len(peers) > 0 || shared != 0:
+		return []uint64{id}
+	}
+	return nil
+}
+
+// sharedGroupOf is the group a freeze's refusal named (errSharedGroup),
+// 0 for any other error.
+func sharedGroupOf(err error) uint64 {
+	var sg sharedGroupError
+	if errors.As(err, &sg) {
+		return sg.group
+	}
+	return 0
+}
+
+// sharedGroupError is errSharedGroup with the group the server named.
+type sharedGroupError struct {
+	group uint64
+	err   error
+}
+
+func (e sharedGroupError) Error() string {
+	return fmt.Sprintf("%v: group %d: %v", errSharedGroup, e.group, e.err)
+}
+func (e sharedGroupError) Unwrap() error { return errSharedGroup }
+
+// isolateDeleted detaches what deletedLeaving names for range r of a
+// deleted table, with the map's ranges of its group claimed meanwhile (as
+// isolate claims them: an operation on one of them is busy, and one in
+// flight makes this busy), and returns r's descriptor after (the
+// detach's answer when r left) and whether anything left.
+func (s *Server) isolateDeleted(ctx context.Context, r *pb.RangeDescriptor, shared uint64) (*pb.RangeDescriptor, bool, error) {
+	group := rangegroup.GroupOf(r)
+	var peers []uint64
+	s.fsm.read(func(st *state) {
+		for _, id := range st.groupRanges(group) {
+			if id != r.GetRangeId() {
+				peers = append(peers, id)
+			}
+		}
+	})
+	leaving := deletedLeaving(r, peers, shared)
+	if len(leaving) == 0 {
+		return r, false, nil
+	}
+	if err := s.ops.claim(peers...); err != nil {
+		return r, false, err
+	}
+	defer s.ops.release(peers...)
+	for _, id := range leaving {
+		if id != r.GetRangeId() {
+			// A live range: recorded in the map as any detach.
+			if _, err := s.detach(ctx, id, "delete-table"); err != nil {
+				return r, false, err
+			}
+			continue
+		}
+		got, err := s.detachDeleted(ctx, r)
+		if err != nil {
+			return r, false, err
+		}
+		r = got
+	}
+	return r, true, nil
+}
+
+// detachDeleted moves range r of a deleted table out of its Raft group
+// into a group of its own (DetachRange on its leader), by its descriptor:
+// DELETE_TABLE took it from the map, which detach reads. The new
+// descriptor is not recorded (the map ignores ranges of a table not
+// live); the freeze and the delete name the range by id.
+func (s *Server) detachDeleted(ctx context.Context, r *pb.RangeDescriptor) (*pb.RangeDescriptor, error) {
+	start := time.Now()
+	id, leader := r.GetRangeId(), s.leaderOf(r.GetRangeId())
+	cands := func() ([]string, error) {
+		return freezeCandidates(r, s.leaderOf(id), s.reports.lastVoters(id)), nil
+	}
+	var got *pb.RangeDescriptor
+	err := rangeclient.Call(ctx, cands, func(ctx context.Context, server string) error {
+		c, err := s.pool.Partition(s.grpcAddrOf(server))
+		if err != nil {
+			return rpcerr.New(codes.Unavailable, "", err.Error(), nil)
+		}
+		resp, err := c.DetachRange(ctx, &pb.DetachRangeRequest{RangeId: id, PreferredLeader: leader})
+		if err == nil {
+			got = resp.GetRange()
+		}
+		return err
+	}, rangeclient.Options{RetryBusy: true, Rounds: deleteDetachRounds, AttemptTimeout: deleteDetachAttempt})
+	if err != nil {
+		return nil, fmt.Errorf("range %d of a deleted table leaves Raft group %d: %w", id, rangegroup.GroupOf(r), err)
+	}
+	s.logger.Info("range of a deleted table left its shared Raft group", "range", id, "group", rangegroup.GroupOf(r), "took", time.Since(start))
+	return got, nil
+}
+
+// deleteDetachRounds and deleteDetachAttempt bound one detachDeleted: a
+// range whose replicas are gone answers no detach, and freezeRound shows
+// it gone; the next round detaches again.
+const (
+	deleteDetachRounds  = 3
+	deleteDetachAttempt = 10 * time.Second
+)
 
 // freezeCandidates are the servers to ask, in order: the leader last
 // heard of, then r's replicas, then the voters its leader last reported

@@ -186,7 +186,7 @@ func TestSplitInGroup(t *testing.T) {
 	if err := s.deleteReplica(22, 0, 0); !errors.Is(err, errSpanOfGroup) {
 		t.Fatalf("delete of range 22 alone: %v", err)
 	}
-	if err := s.deleteDropped(22); err != nil {
+	if err := s.deleteDropped(22, liveTables{next: 8}); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range []uint64{21, 22} {

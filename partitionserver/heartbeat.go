@@ -398,9 +398,18 @@ func (s *Server) reconcile(rp *reportState, retired map[uint64]uint64) (pending 
 		}
 		return doomed[i].GetStart() < doomed[j].GetStart()
 	})
+	tables := liveTables{live: rp.live, next: rp.nextTableID}
 	for _, d := range doomed {
 		pending = true
-		if err := s.deleteDropped(d.GetRangeId()); err != nil {
+		err := s.deleteDropped(d.GetRangeId(), tables)
+		if errors.Is(err, errSpanOfGroup) {
+			// Its group serves a live table's span too: the group's
+			// leader takes the dropped span out of it (or, for its
+			// namesake, the live spans), and a later pass deletes the
+			// dropped span's group whole.
+			s.detachDropped(d.GetRangeId(), tables)
+		}
+		if err != nil {
 			logRefusedDelete(s.logger, "delete replica of dropped table failed", d.GetRangeId(), err)
 		}
 	}

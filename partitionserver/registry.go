@@ -1312,7 +1312,11 @@ func (s *Server) deleteRemoved(id, before, abortedThrough, group uint64) error {
 func (s *Server) deleteNoted(id, before, abortedThrough, provenGroup uint64) error {
 	defer s.lockRange(id)()
 	sl := s.slotOf(id)
-	err := s.removeReplica(id, before, abortedThrough, provenGroup != 0 && before > 0 && sl != nil && sl.id == provenGroup)
+	var whole func([]*fsm.Range) error
+	if provenGroup != 0 && before > 0 && sl != nil && sl.id == provenGroup {
+		whole = wholeGroup
+	}
+	err := s.removeReplica(id, before, abortedThrough, whole)
 	if err == nil && before > 0 {
 		s.noteRemoval(id, before) // joinassigned.go
 	}
@@ -1325,20 +1329,33 @@ func (s *Server) deleteNoted(id, before, abortedThrough, provenGroup uint64) err
 // guard on the old descriptor and wipe the new replica's state and log by
 // id).
 func (s *Server) deleteReplicaLocked(id, before, abortedThrough uint64) error {
-	return s.removeReplica(id, before, abortedThrough, false)
+	return s.removeReplica(id, before, abortedThrough, nil)
 }
 
 // deleteDropped deletes the replica of a range of a dropped table, with
-// the rest of its group: every span of a group is of one table, so the
-// whole group is dropped.
-func (s *Server) deleteDropped(id uint64) error {
+// the rest of its group when every span of the group is of a dropped
+// table (tables, the master's last word on the catalog). A group that
+// also serves a live table's span is refused (errSpanOfGroup): tables
+// share groups (docs/range-groups.md, stage 7), and the dropped span
+// leaves the group first (detachDropped, reconcile).
+func (s *Server) deleteDropped(id uint64, tables liveTables) error {
 	defer s.lockRange(id)()
-	return s.removeReplica(id, 0, 0, true)
+	return s.removeReplica(id, 0, 0, func(spans []*fsm.Range) error {
+		if !tables.allDropped(spans) {
+			return errNotAllDropped(id, spans)
+		}
+		return nil
+	})
 }
 
-// removeReplica is deleteReplicaLocked; wholeGroup lets it delete a
-// group that serves other ranges besides id.
-func (s *Server) removeReplica(id, before, abortedThrough uint64, wholeGroup bool) error {
+// wholeGroup lets removeReplica delete a group that serves other ranges
+// besides the one named.
+func wholeGroup([]*fsm.Range) error { return nil }
+
+// removeReplica is deleteReplicaLocked; whole, when not nil, lets it
+// delete a group that serves other ranges besides id unless it refuses
+// the group's spans (read under the slot's lock).
+func (s *Server) removeReplica(id, before, abortedThrough uint64, whole func(spans []*fsm.Range) error) error {
 	if err := s.store.CheckDelete(id, abortedThrough); err != nil {
 		return err
 	}
@@ -1363,10 +1380,15 @@ func (s *Server) removeReplica(id, before, abortedThrough uint64, wholeGroup boo
 	}
 	sl.lock()
 	defer sl.unlock()
-	if spans := sl.spans(); len(spans) > 1 && !wholeGroup {
+	if spans := sl.spans(); len(spans) > 1 {
 		// Deleting the range would delete its group: a span leaves a
 		// group by the group's own log (a group split), not by a delete.
-		return fmt.Errorf("%w: range %d is one of %d spans of group %d", errSpanOfGroup, id, len(spans), sl.id)
+		if whole == nil {
+			return fmt.Errorf("%w: range %d is one of %d spans of group %d", errSpanOfGroup, id, len(spans), sl.id)
+		}
+		if err := whole(spans); err != nil {
+			return err
+		}
 	}
 	if sp := sl.span(id); before > 0 && sp != nil {
 		if gen := sp.Descriptor().GetGeneration(); gen >= before {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -18,7 +19,8 @@ import (
 )
 
 // ErrSpanShared refuses a merge's freeze of a range that shares its Raft
-// group with other ranges: the master detaches it first (isolate).
+// group with other ranges, and a deleted table's freeze of a range whose
+// group serves another table's: the master detaches it first (isolate).
 var ErrSpanShared = errors.New("partitionserver: the range shares its Raft group; it leaves the group before a merge")
 
 func (v *service) leaderReplica(id uint64) (*replica, error) {
@@ -208,9 +210,21 @@ func (v *service) FreezeRange(ctx context.Context, req *pb.FreezeRangeRequest) (
 // frozen already (for a merge, which an abort could undo), and without
 // the merge freeze's check that every voter answers: a majority commits
 // it, and the master's DeleteTable waits for it.
+//
+// A range whose group serves a span of another table is refused
+// (ErrSpanShared, NOT_READY with the group in MetaSharedGroup): frozen
+// there, it would block the group's membership changes and its own
+// detach, and its delete would take the other table's spans with it
+// (deleteDropped). The master detaches it first; the spans of one table
+// split in their group freeze as before and go whole.
 func (v *service) freezeDeleted(ctx context.Context, r *replica) (*pb.FreezeRangeResponse, error) {
 	if st := r.fsm.State(); st.GetTableDeleted() {
 		return &pb.FreezeRangeResponse{Range: st.GetRange(), FreezeIndex: st.GetFrozenIndex(), AppliedIndex: st.GetAppliedIndex()}, nil
+	}
+	if other, ok := otherTableSpan(r.fsm.Descriptor().GetTableId(), r.group.Spans()); ok {
+		err := fmt.Errorf("%w: range %d of a deleted table shares Raft group %d with range %d of table %d", ErrSpanShared, r.id, r.member.id, other.GetRangeId(), other.GetTableId())
+		return nil, rpcerr.New(codes.FailedPrecondition, rpcerr.ReasonNotReady, err.Error(),
+			map[string]string{rpcerr.MetaSharedGroup: strconv.FormatUint(r.member.id, 10)})
 	}
 	res, err := v.run(ctx, r, pb.CommandKind_COMMAND_KIND_FREEZE, &pb.FreezeCommand{Generation: r.fsm.Descriptor().GetGeneration(), TableDeleted: true})
 	if err != nil {
@@ -218,6 +232,17 @@ func (v *service) freezeDeleted(ctx context.Context, r *replica) (*pb.FreezeRang
 	}
 	v.s.logger.Info("range of a deleted table frozen", "range", r.id, "freeze_index", res.Index)
 	return &pb.FreezeRangeResponse{Range: res.Range, FreezeIndex: res.Index}, nil
+}
+
+// otherTableSpan is a span among spans of a table other than table, if
+// any.
+func otherTableSpan(table uint64, spans []*fsm.Range) (*pb.RangeDescriptor, bool) {
+	for _, sp := range spans {
+		if d := sp.Descriptor(); d.GetTableId() != table {
+			return d, true
+		}
+	}
+	return nil, false
 }
 
 // MergeRange extends the range over its frozen right neighbour through the

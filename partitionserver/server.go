@@ -112,6 +112,9 @@ type Server struct {
 	// judged that this server never hosted the new range (in memory: lost
 	// on a restart, after which the range waits for its join floor).
 	births sync.Map
+	// detaching: per group, a detach of a dropped table's span (or a
+	// wake for one) running in the background (droppedspan.go).
+	detaching sync.Map
 
 	ctx    context.Context
 	cancel context.CancelFunc

@@ -66,6 +66,10 @@ const (
 	MetaRetryAfterMs = "retry_after_ms"
 	// MetaAzureCode is the Azure error code of an INVALID_ENTITY error.
 	MetaAzureCode = "code"
+	// MetaSharedGroup, on a NOT_READY refusal of a deleted table's
+	// freeze, is the Raft group (decimal id) that serves the range beside
+	// another table's: the range leaves that group before it freezes.
+	MetaSharedGroup = "shared_group"
 )
 
 // New returns a gRPC status error with an ErrorInfo.

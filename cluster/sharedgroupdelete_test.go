@@ -1,0 +1,236 @@
+package cluster
+
+import (
+	"errors"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
+	"tablestore/internal/failpoint"
+	"tablestore/partitionserver"
+	pb "tablestore/proto/tablestorepb"
+)
+
+// TestDroppedTableSpanLeavesSharedGroup: a range of a deleted table that
+// lands in another table's Raft group (a late AddSpan, as a deposed
+// master's would be; docs/range-groups.md, stage 7, step 5) leaves the
+// group through the group's leader and is then deleted alone on every
+// server, under a write load to the other table: the other table's range
+// stays on every server and every acknowledged write reads back exactly
+// once. Before, every server's next heartbeat deleted the group whole,
+// the live table's range with it. (The master creating tables in shared
+// groups is step 4; until then the span is added through the partition
+// servers' RPC directly.)
+func TestDroppedTableSpanLeavesSharedGroup(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	besideOneOther(t)
+	c := startTuned(t, 3, quietPolicies, nil)
+	sc := serviceClient(t, c, 0)
+	ctx := ctxT(t, 2*time.Minute)
+	tc := newTable(t, sc, "keep")
+	newTable(t, sc, "gone")
+	mc := masterClient(t, c)
+	m := partitionMap(t, mc)
+	keep, gone := tableRanges(m, "keep")[0], tableRanges(m, "gone")[0]
+	w := startWorkload(t, tc, 4, spreadKeys)
+	if _, err := sc.DeleteTable(ctx, "gone", nil); err != nil {
+		t.Fatal(err)
+	}
+	const late = 1000 // an id the master never allocates here
+	span := &pb.RangeDescriptor{RangeId: late, GroupId: keep.GetRangeId(), Table: "gone", TableId: gone.GetTableId(),
+		Generation: 1, Replicas: keep.GetReplicas()}
+	var added bool
+	waitFor(t, 20*time.Second, "the late add applied on the leader of keep's group", func() bool {
+		for _, n := range c.Servers {
+			_, err := n.Server.Service().AddSpan(ctx, &pb.AddSpanRequest{GroupRangeId: keep.GetRangeId(), Range: span, Floor: late})
+			if err == nil {
+				added = true
+				return true
+			}
+		}
+		return false
+	})
+	if !added {
+		t.Fatal("not added")
+	}
+	waitFor(t, 30*time.Second, "the dropped span gone from every server, keep's range on every server", func() bool {
+		for _, n := range c.Servers {
+			if n.Server.ReplicaState(late) != "absent" || n.Server.ReplicaState(keep.GetRangeId()) == "absent" {
+				return false
+			}
+		}
+		return true
+	})
+	acked := w.halt()
+	if len(acked) == 0 {
+		t.Fatal("no write acknowledged")
+	}
+	t.Logf("%d writes acknowledged, %d failed", len(acked), w.failed.Load())
+	verifyExactlyOnce(t, tc, acked)
+	// A follower that applied the add late detaches and deletes it too.
+	waitFor(t, 20*time.Second, "still: the dropped span on no server, keep's range on every server", func() bool {
+		for _, n := range c.Servers {
+			if n.Server.ReplicaState(late) != "absent" || n.Server.ReplicaState(keep.GetRangeId()) == "absent" {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// TestDeleteTableOfSharedGroup: table "gone"'s only range is a span of
+// table "keep"'s Raft group (added through the partition servers' RPC,
+// the map adopting it from heartbeats, until step 4 creates such tables
+// through the master). Deleting "gone" under writes to "keep" detaches
+// its range before the freeze (the master's isolateDeleted, or the
+// group leader's own detach, whichever comes first), answers the delete,
+// and deletes the range alone: "keep"'s range stays on every server, in
+// its group, and every acknowledged write reads back exactly once.
+// Before, the freeze was allowed on the shared span and every server's
+// next heartbeat deleted the group whole, "keep"'s range with it.
+func TestDeleteTableOfSharedGroup(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	besideOneOther(t)
+	c := startTuned(t, 3, quietPolicies, nil)
+	sc := serviceClient(t, c, 0)
+	ctx := ctxT(t, 2*time.Minute)
+	tc, keep := sharedGroupTables(t, c, sc)
+	w := startWorkload(t, tc, 4, spreadKeys)
+	if _, err := sc.DeleteTable(ctx, "gone", nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "gone's span deleted on every server, keep's range on every server", func() bool {
+		for _, n := range c.Servers {
+			if n.Server.ReplicaState(added) != "absent" || n.Server.ReplicaState(keep.GetRangeId()) == "absent" {
+				return false
+			}
+		}
+		return true
+	})
+	acked := w.halt()
+	if len(acked) == 0 {
+		t.Fatal("no write acknowledged")
+	}
+	t.Logf("%d writes acknowledged, %d failed", len(acked), w.failed.Load())
+	verifyExactlyOnce(t, tc, acked)
+	if rs := tableRanges(partitionMap(t, masterClient(t, c)), "keep"); len(rs) != 1 || rs[0].GetRangeId() != keep.GetRangeId() {
+		t.Errorf("keep's ranges after the delete: %v", rs)
+	}
+}
+
+// added is the id of table "gone"'s range that sharedGroupTables adds to
+// table "keep"'s group: an id the master never allocates in these tests.
+const added = 1000
+
+// sharedGroupTables creates tables "keep" and "gone" and makes "gone"'s
+// only range a span of "keep"'s Raft group: a range added to the group
+// through the partition servers' RPC, which the map adopts from
+// heartbeats in place of "gone"'s first range (until step 4 creates such
+// tables through the master). It writes an entity to "gone" there and
+// returns "keep"'s client and range.
+func sharedGroupTables(t *testing.T, c *Cluster, sc *aztables.ServiceClient) (*aztables.Client, *pb.RangeDescriptor) {
+	t.Helper()
+	ctx := ctxT(t, time.Minute)
+	tc := newTable(t, sc, "keep")
+	newTable(t, sc, "gone")
+	mc := masterClient(t, c)
+	m := partitionMap(t, mc)
+	keep, gone := tableRanges(m, "keep")[0], tableRanges(m, "gone")[0]
+	span := &pb.RangeDescriptor{RangeId: added, GroupId: keep.GetRangeId(), Table: "gone", TableId: gone.GetTableId(),
+		Generation: 1, Replicas: keep.GetReplicas()}
+	waitFor(t, 20*time.Second, "the add applied on the leader of keep's group", func() bool {
+		for _, n := range c.Servers {
+			if _, err := n.Server.Service().AddSpan(ctx, &pb.AddSpanRequest{GroupRangeId: keep.GetRangeId(), Range: span, Floor: added}); err == nil {
+				return true
+			}
+		}
+		return false
+	})
+	waitFor(t, 20*time.Second, "the map: gone's range is a span of keep's group", func() bool {
+		rs := tableRanges(partitionMap(t, mc), "gone")
+		return len(rs) == 1 && rs[0].GetRangeId() == added && rs[0].GetGroupId() == keep.GetRangeId()
+	})
+	if _, err := sc.NewClient("gone").AddEntity(ctx, []byte(`{"PartitionKey":"p","RowKey":"r"}`), nil); err != nil {
+		t.Fatalf("write to gone's span in keep's group: %v", err)
+	}
+	return tc, keep
+}
+
+// TestDeleteTableOfSharedGroupAcrossMasterFailover: as
+// TestDeleteTableOfSharedGroup, with the leading master deposed at
+// master/delete-table/after-isolate (gone's range detached, not frozen,
+// nothing recorded): the next leader resumes the freezing (it isolates
+// again, which the detached range answers, and freezes), the name is
+// free again once it has, and "keep" loses nothing.
+func TestDeleteTableOfSharedGroupAcrossMasterFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	// Not beside another test: the failpoint is the process's.
+	c, err := Start(Options{Masters: 3, Servers: 3, Frontends: 1, DataDir: t.TempDir(),
+		TuneMaster: quietPolicies,
+		TuneServer: func(cfg *partitionserver.Config) { cfg.HeartbeatInterval = 200 * time.Millisecond }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	sc := serviceClient(t, c, 0)
+	ctx := ctxT(t, 2*time.Minute)
+	tc, keep := sharedGroupTables(t, c, sc)
+	reached, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	failpoint.Enable("master/delete-table/after-isolate", func() error {
+		once.Do(func() { close(reached) })
+		<-release
+		return errors.New("the master dies after the isolate")
+	})
+	t.Cleanup(func() { failpoint.Disable("master/delete-table/after-isolate") })
+	w := startWorkload(t, tc, 4, spreadKeys)
+	go func() {
+		_, err := sc.DeleteTable(ctx, "gone", nil)
+		t.Logf("delete: %v", err)
+	}()
+	select {
+	case <-reached:
+	case <-ctx.Done():
+		t.Fatal("the delete never isolated gone's range")
+	}
+	old := leaderOf(t, c)
+	if err := old.StepDown(); err != nil {
+		t.Fatalf("step down: %v", err)
+	}
+	waitFor(t, 10*time.Second, "another master to lead", func() bool {
+		l := leaderOf(t, c)
+		return l != old
+	})
+	failpoint.Disable("master/delete-table/after-isolate")
+	close(release)
+	waitFor(t, 30*time.Second, "the name free again (the new leader froze and confirmed)", func() bool {
+		_, err := sc.CreateTable(ctx, "gone", nil)
+		return err == nil || azureCode(err, http.StatusConflict, "TableAlreadyExists")
+	})
+	waitFor(t, 30*time.Second, "gone's old span deleted on every server, keep's range on every server", func() bool {
+		for _, n := range c.Servers {
+			if n.Server.ReplicaState(added) != "absent" || n.Server.ReplicaState(keep.GetRangeId()) == "absent" {
+				return false
+			}
+		}
+		return true
+	})
+	acked := w.halt()
+	if len(acked) == 0 {
+		t.Fatal("no write acknowledged")
+	}
+	t.Logf("%d writes acknowledged, %d failed", len(acked), w.failed.Load())
+	verifyExactlyOnce(t, tc, acked)
+	if _, err := sc.NewClient("gone").GetEntity(ctx, "p", "r", nil); err == nil {
+		t.Error("the new table holds the deleted table's entity")
+	}
+}
