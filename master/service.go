@@ -37,7 +37,7 @@ func toStatus(err error) error {
 		return rpcerr.New(codes.NotFound, rpcerr.ReasonTableNotFound, err.Error(), nil)
 	case errors.Is(err, ErrTableBeingDeleted):
 		return rpcerr.New(codes.AlreadyExists, rpcerr.ReasonTableBeingDeleted, err.Error(), nil)
-	case errors.Is(err, ErrNotEnoughServers), errors.Is(err, ErrStartNotRecorded):
+	case errors.Is(err, ErrNotEnoughServers), errors.Is(err, ErrStartNotRecorded), errors.Is(err, ErrAddSpan):
 		return rpcerr.New(codes.Unavailable, rpcerr.ReasonUnavailable, err.Error(), nil)
 	case errors.Is(err, ErrBadCommand), errors.Is(err, ErrBadMember):
 		return rpcerr.New(codes.InvalidArgument, rpcerr.ReasonInvalidInput, err.Error(), nil)
@@ -237,7 +237,9 @@ func (s *Server) created(ctx context.Context, res *applyResult, addrs map[string
 		start := s.startRange
 		if groupSpan(r) {
 			// Recorded in a home group: that group's log starts it.
-			start = func(ctx context.Context, r *pb.RangeDescriptor, _ map[string]string) (string, error) { return s.addSpan(ctx, r) }
+			start = func(ctx context.Context, r *pb.RangeDescriptor, _ map[string]string) (string, error) {
+				return s.addSpan(ctx, r)
+			}
 		}
 		l, err := start(ctx, r, addrs)
 		if err != nil {
