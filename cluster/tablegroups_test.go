@@ -18,14 +18,13 @@ import (
 )
 
 // startTableGroups starts three servers and a master with --table-groups
-// (load splits and cold merges off: the tables stay one range each) and
-// waits for its spare anchor group, returned with the master client.
+// (load splits off: the tables stay one range each; merge-cold stays on,
+// its MergeLoad is homeGroup's bound for a cold span) and waits for its spare anchor group, returned with the master client.
 func startTableGroups(t *testing.T) (*Cluster, *masterclient.Client, uint64) {
 	t.Helper()
 	c := startTuned(t, 3, func(m *master.Config) {
 		m.TableGroups = true
 		m.Policy.SplitLoad = 1e9
-		m.Policy.MergeLoad = 0
 	}, nil)
 	mc := masterClient(t, c)
 	var anchor uint64
