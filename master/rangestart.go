@@ -265,5 +265,15 @@ func (s *Server) startReplayed(ctx context.Context, ranges []*pb.RangeDescriptor
 	if len(ranges) == 0 {
 		return "", nil
 	}
-	return s.reports.leaderOf(ranges[0].GetRangeId()), nil
+	return s.leaderOrGroupLeader(ranges[0]), nil
+}
+
+// leaderOrGroupLeader returns range r's reported leader, else, for a span
+// of another range's group, that group's (one group, one leader): a new
+// master hears a span's leader only from the next report that lists it.
+func (s *Server) leaderOrGroupLeader(r *pb.RangeDescriptor) string {
+	if l := s.reports.leaderOf(r.GetRangeId()); l != "" || !groupSpan(r) {
+		return l
+	}
+	return s.reports.leaderOf(rangegroupOf(r))
 }

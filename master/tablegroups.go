@@ -87,6 +87,9 @@ func groupSpan(d *pb.RangeDescriptor) bool {
 	return rangegroup.GroupOf(d) != d.GetRangeId()
 }
 
+// rangegroupOf is rangegroup.GroupOf.
+func rangegroupOf(d *pb.RangeDescriptor) uint64 { return rangegroup.GroupOf(d) }
+
 // pendingAdd reports whether range d is recorded in a home group and not
 // yet added (generation 1: ADD_SPAN stores it at generation 2).
 func pendingAdd(d *pb.RangeDescriptor) bool {
@@ -147,10 +150,45 @@ type homeGroupInput struct {
 	Started func(anchor uint64) bool
 }
 
+// groupStats is what homeGroup reads of the map: spans per group,
+// whether every span of a group is cold (under the merge thresholds, not
+// frozen), and the groups each server leads.
+type groupStats struct {
+	spans map[uint64]int
+	cold  map[uint64]bool
+	led   map[string]map[uint64]bool
+}
+
+func statsOf(in homeGroupInput) groupStats {
+	st := groupStats{spans: map[uint64]int{}, cold: map[uint64]bool{}, led: map[string]map[uint64]bool{}}
+	for _, r := range in.Snap.Ranges {
+		if _, seen := st.cold[r.Group]; !seen {
+			st.cold[r.Group] = true
+		}
+		st.spans[r.Group]++
+		if r.Frozen || (r.Load != nil && (r.Load.EntitiesPerSec >= in.MergeLoad || r.Load.Bytes >= in.MergeSize)) {
+			st.cold[r.Group] = false
+		}
+		if r.Leader != "" {
+			if st.led[r.Leader] == nil {
+				st.led[r.Leader] = map[uint64]bool{}
+			}
+			st.led[r.Leader][r.Group] = true
+		}
+	}
+	return st
+}
+
+// roomy reports whether anchor range r's group has room: fewer spans than
+// the cap, every span cold.
+func (st groupStats) roomy(r *scheduler.Range, maxSpans int) bool {
+	return anchorRange(r) && st.spans[r.ID] < maxSpans && st.cold[r.ID]
+}
+
 // homeGroup picks the anchor group a new table's range joins, 0 for none:
-// among anchor groups with fewer than MaxSpans spans, every span under
-// the merge thresholds and not frozen, the anchor started and led, every
-// server of the group live, not silent, draining, slow or full, and
+// among anchor groups with room (fewer than MaxSpans spans, every span
+// under the merge thresholds and not frozen), the anchor started and led,
+// every server of the group live, not silent, draining, slow or full, and
 // announcing table_groups, the one with fewest spans, then the one whose
 // leader leads fewest groups, then the lowest id. Pure.
 func homeGroup(in homeGroupInput) uint64 {
@@ -158,31 +196,13 @@ func homeGroup(in homeGroupInput) uint64 {
 	for _, sv := range in.Snap.Servers {
 		servers[sv.ID] = sv
 	}
-	spans := map[uint64]int{}
-	cold := map[uint64]bool{}
-	led := map[string]map[uint64]bool{}
-	for _, r := range in.Snap.Ranges {
-		if _, seen := cold[r.Group]; !seen {
-			cold[r.Group] = true
-		}
-		spans[r.Group]++
-		if r.Frozen || (r.Load != nil && (r.Load.EntitiesPerSec >= in.MergeLoad || r.Load.Bytes >= in.MergeSize)) {
-			cold[r.Group] = false
-		}
-		if r.Leader != "" {
-			if led[r.Leader] == nil {
-				led[r.Leader] = map[uint64]bool{}
-			}
-			led[r.Leader][r.Group] = true
-		}
-	}
+	st := statsOf(in)
 	var best *scheduler.Range
 	for _, r := range in.Snap.Ranges {
-		if !anchorRange(r) || spans[r.ID] >= in.MaxSpans || !cold[r.ID] || r.Leader == "" || !in.Started(r.ID) ||
-			!groupServersFit(r, servers, in.CanShare) {
+		if !st.roomy(r, in.MaxSpans) || r.Leader == "" || !in.Started(r.ID) || !groupServersFit(r, servers, in.CanShare) {
 			continue
 		}
-		if best == nil || betterHome(r, best, spans, led) {
+		if best == nil || betterHome(r, best, st.spans, st.led) {
 			best = r
 		}
 	}
@@ -190,6 +210,22 @@ func homeGroup(in homeGroupInput) uint64 {
 		return 0
 	}
 	return best.ID
+}
+
+// needAnchor reports whether ensureAnchor should found an anchor group:
+// no anchor group has room. An anchor group with room that cannot take a
+// table now (not started yet, no leader, a server down, draining, slow,
+// full or of an older build) does not call for another: creates take
+// today's path meanwhile, and anchors do not pile up while a server is
+// away. Pure.
+func needAnchor(in homeGroupInput) bool {
+	st := statsOf(in)
+	for _, r := range in.Snap.Ranges {
+		if st.roomy(r, in.MaxSpans) {
+			return false
+		}
+	}
+	return true
 }
 
 // anchorRange reports whether a scheduler range is an anchor.
@@ -226,12 +262,9 @@ func groupServersFit(r *scheduler.Range, servers map[string]scheduler.Server, ca
 	return true
 }
 
-// homeGroupNow is homeGroup over this master's map and reports; 0 when
-// --table-groups is off.
-func (s *Server) homeGroupNow() uint64 {
-	if !s.cfg.TableGroups {
-		return 0
-	}
+// homeGroupInputNow is homeGroup's input from this master's map and
+// reports.
+func (s *Server) homeGroupInputNow() homeGroupInput {
 	var started map[uint64]bool
 	s.fsm.read(func(st *state) {
 		started = map[uint64]bool{}
@@ -243,19 +276,28 @@ func (s *Server) homeGroupNow() uint64 {
 		}
 	})
 	pc := s.cfg.Policy.Config
-	return homeGroup(homeGroupInput{
+	return homeGroupInput{
 		Snap: s.snapshot(time.Now()), CanShare: s.reports.canShareGroups, MaxSpans: s.cfg.TableGroupSpans,
 		MergeLoad: pc.MergeLoad, MergeSize: pc.MergeBytes, Started: func(id uint64) bool { return started[id] },
-	})
+	}
+}
+
+// homeGroupNow is homeGroup over this master's map and reports; 0 when
+// --table-groups is off.
+func (s *Server) homeGroupNow() uint64 {
+	if !s.cfg.TableGroups {
+		return 0
+	}
+	return homeGroup(s.homeGroupInputNow())
 }
 
 // ensureAnchor, on the leader (every policy tick, with --table-groups),
-// creates a spare anchor group when no anchor group has room
-// (homeGroupNow finds none) and enough servers announced table_groups:
+// creates a spare anchor group when no anchor group has room (needAnchor)
+// and the servers placement picks announced table_groups:
 // today's create path (the command, then startRange, which marks the
 // range started). One at a time; in the background.
 func (s *Server) ensureAnchor() {
-	if !s.cfg.TableGroups || s.anchoring.Load() || s.homeGroupNow() != 0 {
+	if !s.cfg.TableGroups || s.anchoring.Load() || !needAnchor(s.homeGroupInputNow()) {
 		return
 	}
 	replicas, addrs, err := s.placement()
