@@ -225,6 +225,35 @@ func TestHomeGroup(t *testing.T) {
 	}
 }
 
+// TestNeedAnchor: a spare anchor group is founded only when no anchor
+// group has room, not while one with room waits for a server or its
+// start (anchors would pile up every policy tick).
+func TestNeedAnchor(t *testing.T) {
+	anchor := &scheduler.Range{ID: 1, Group: 1, Table: "_groups/1", Replicas: []scheduler.Replica{{Server: "a"}}}
+	spanOf := func(id uint64, load float64) *scheduler.Range {
+		return &scheduler.Range{ID: id, Group: 1, Table: "t" + itoa(id), Load: &scheduler.Load{EntitiesPerSec: load}}
+	}
+	down := []scheduler.Server{{ID: "a"}}
+	tests := []struct {
+		name   string
+		ranges []*scheduler.Range
+		max    int
+		want   bool
+	}{
+		{"no anchor", []*scheduler.Range{{ID: 2, Group: 2, Table: "t"}}, 64, true},
+		{"an anchor with room, its server down and no leader", []*scheduler.Range{anchor}, 64, false},
+		{"the anchor's group full", []*scheduler.Range{anchor, spanOf(2, 0)}, 2, true},
+		{"the anchor's group hot", []*scheduler.Range{anchor, spanOf(2, 1000)}, 64, true},
+	}
+	for _, tt := range tests {
+		in := homeGroupInput{Snap: &scheduler.Snapshot{Servers: down, Ranges: tt.ranges}, CanShare: func(string) bool { return true },
+			MaxSpans: tt.max, MergeLoad: 100, MergeSize: 1 << 20, Started: func(uint64) bool { return false }}
+		if got := needAnchor(in); got != tt.want {
+			t.Errorf("%s: needAnchor = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
 // TestSpanAddsDue: resumeAddSpans' grace and one add at a time per range.
 func TestSpanAddsDue(t *testing.T) {
 	var a spanAdds
