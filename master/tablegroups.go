@@ -341,8 +341,13 @@ var ErrAddSpan = errors.New("master: the new range was not added to its group")
 func (s *Server) addSpan(ctx context.Context, r *pb.RangeDescriptor) (string, error) {
 	id, g := r.GetRangeId(), rangegroup.GroupOf(r)
 	defer s.starting.begin(id)()
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.CreateTableWait)
+	// Finished even when the caller gives up first (its retry is answered
+	// from the request record), as startRange creates the replicas.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.CreateTableWait)
 	defer cancel()
+	if s.ctx != nil {
+		defer context.AfterFunc(s.ctx, cancel)()
+	}
 	if err := s.claimPolling(ctx, g); err != nil {
 		return "", fmt.Errorf("%w: range %d, group %d: %w", ErrAddSpan, id, g, err)
 	}
