@@ -148,7 +148,8 @@ func TestTablesShareGroups(t *testing.T) {
 // the master could die, before the AddSpan (master/create-table/before-add-span:
 // the table committed in the group, nothing sent) or after it applied
 // (master/create-table/after-add-span: the span in the group's log, not
-// recorded), and the master restarts. Either the client's retry (the same
+// recorded; partitionserver/add-span/after-apply: the same, the group
+// leader's answer lost), and the master restarts. Either the client's retry (the same
 // request id) answers and adds it, or, with no retry, the new master's
 // resumeAddSpans does; either way the table is one span of the anchor's
 // group on every replica, never bootstrapped as a group of its own, and
@@ -157,7 +158,8 @@ func TestTableGroupCreateInterrupted(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	for _, point := range []string{"master/create-table/before-add-span", "master/create-table/after-add-span"} {
+	points := []string{"master/create-table/before-add-span", "master/create-table/after-add-span", "partitionserver/add-span/after-apply"}
+	for _, point := range points {
 		for _, retry := range []bool{true, false} {
 			t.Run(fmt.Sprintf("%s/retry=%v", point, retry), func(t *testing.T) {
 				c, mc, anchor := startTableGroups(t)
