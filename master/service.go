@@ -234,14 +234,14 @@ func (s *Server) created(ctx context.Context, res *applyResult, addrs map[string
 			}
 			continue
 		}
-		start := s.startRange
+		var l string
+		var err error
 		if groupSpan(r) {
 			// Recorded in a home group: that group's log starts it.
-			start = func(ctx context.Context, r *pb.RangeDescriptor, _ map[string]string) (string, error) {
-				return s.addSpan(ctx, r)
-			}
+			l, err = s.addSpan(ctx, r)
+		} else {
+			l, err = s.startRange(ctx, r, addrs)
 		}
-		l, err := start(ctx, r, addrs)
 		if err != nil {
 			return nil, toStatus(err)
 		}
