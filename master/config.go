@@ -61,6 +61,14 @@ type Config struct {
 	// connection is closed (server.go). Tests shorten it; 0 keeps the
 	// default (no flag: not an operator's knob).
 	PeerKeepalive time.Duration
+	// TableGroups puts new tables' first ranges in shared Raft groups
+	// founded by anchors (docs/range-groups.md, stage 7) instead of a
+	// group of their own each, when a group has room and every server of
+	// it announced table_groups. Off by default.
+	TableGroups bool
+	// TableGroupSpans caps the spans of a group new tables join
+	// (--table-groups).
+	TableGroupSpans int
 	// TLS is mutual TLS for the master service and the masters' Raft
 	// traffic (and the master's calls to partition servers).
 	TLS peertls.Config
@@ -80,6 +88,7 @@ func DefaultConfig() Config {
 		RaftElectionTimeout:  500 * time.Millisecond,
 		RaftLeaderLease:      250 * time.Millisecond,
 		Policy:               DefaultPolicyConfig(),
+		TableGroupSpans:      64,
 	}
 }
 
@@ -105,6 +114,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ServerTimeout <= 0 || c.CreateTableWait <= 0 || c.RaftHeartbeatTimeout <= 0 || c.RaftElectionTimeout <= 0 || c.RaftLeaderLease <= 0 {
 		errs = append(errs, errors.New("durations must be positive"))
+	}
+	if c.TableGroupSpans < 2 {
+		errs = append(errs, errors.New("table-group-spans must be at least 2 (the anchor and a table)"))
 	}
 	if err := c.Policy.Validate(); err != nil {
 		errs = append(errs, err)
@@ -153,6 +165,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.RaftHeartbeatTimeout, "raft-heartbeat-timeout", c.RaftHeartbeatTimeout, "Raft follower timeout before an election")
 	fs.DurationVar(&c.RaftElectionTimeout, "raft-election-timeout", c.RaftElectionTimeout, "Raft candidate election timeout")
 	fs.DurationVar(&c.RaftLeaderLease, "raft-leader-lease", c.RaftLeaderLease, "Raft leader lease timeout")
+	fs.BoolVar(&c.TableGroups, "table-groups", c.TableGroups, "create new tables' first ranges in shared Raft groups (anchor groups) when one has room")
+	fs.IntVar(&c.TableGroupSpans, "table-group-spans", c.TableGroupSpans, "with --table-groups: new tables join a group only while it has fewer spans than this")
 	c.Policy.RegisterFlags(fs)
 	c.TLS.RegisterFlags(fs)
 }

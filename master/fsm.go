@@ -472,8 +472,14 @@ func applySetServerDraining(s *state, payload []byte) *applyResult {
 
 func applyCreateTable(s *state, payload []byte) *applyResult {
 	var c pb.CreateTableCommand
-	if err := proto.Unmarshal(payload, &c); err != nil || c.GetName() == "" {
+	if err := proto.Unmarshal(payload, &c); err != nil || (c.GetName() == "" && !c.GetAnchor()) {
 		return &applyResult{err: ErrBadCommand}
+	}
+	if c.GetAnchor() {
+		return createAnchor(s, &c)
+	}
+	if reservedName(c.GetName()) {
+		return &applyResult{err: fmt.Errorf("%w: %q", ErrReservedName, c.GetName())}
 	}
 	kind := pb.MasterCommandKind_MASTER_COMMAND_KIND_CREATE_TABLE
 	if r, ok := s.request(c.GetRequestId(), kind, c.GetName()); ok {
@@ -503,6 +509,13 @@ func createTable(s *state, c *pb.CreateTableCommand) *applyResult {
 	r := &pb.RangeDescriptor{
 		RangeId: s.nextRangeID, Table: t.GetName(), TableId: t.GetTableId(),
 		Generation: 1, Replicas: c.GetReplicas(),
+	}
+	if anchor := s.liveAnchor(c.GetGroupId()); anchor != nil {
+		// A span of the home group (docs/range-groups.md, stage 7): the
+		// group's replicas as this map holds them, the same on every
+		// master; ADD_SPAN stores it with the namesake's own.
+		r.GroupId = anchor.GetRangeId()
+		r.Replicas = cloneReplicas(anchor.GetReplicas())
 	}
 	s.nextRangeID++
 	s.putTable(key, t)

@@ -30,9 +30,13 @@ import (
 // which the dialing master reads before raft's first answer: a probe
 // (AddMember's) then learns that the other master runs another version
 // (it closes without answering) instead of taking a connection for a
-// member. A rolling upgrade of three masters keeps a majority of one
+// member. Version 3: a create command may create an anchor or name a
+// home group (CreateTableCommand.anchor, group_id; docs/range-groups.md,
+// stage 7) and refuses a reserved name; a master of version 2 would
+// create a user table named "" or a range of a group of its own, and
+// bootstrap it. A rolling upgrade of three masters keeps a majority of one
 // build at every step (docs/operations.md).
-var masterHello = [5]byte{'T', 'S', 'M', 'R', 2}
+var masterHello = [5]byte{'T', 'S', 'M', 'R', 3}
 
 // errMasterVersion: the peer's hello names another build's master log.
 var errMasterVersion = errors.New("master: raft connection from a master of another version refused")

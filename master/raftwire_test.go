@@ -34,8 +34,8 @@ func TestMasterHello(t *testing.T) {
 			return stream.Dial(raft.ServerAddress(ln.Addr().String()), 5*time.Second)
 		}, nil, "\x00append"},
 		{"an older master (no hello)", func() (net.Conn, error) { return net.Dial("tcp", ln.Addr().String()) }, errMasterVersion, "\x00appen"},
-		{"the version before", func() (net.Conn, error) { return net.Dial("tcp", ln.Addr().String()) }, errMasterVersion, "TSMR\x01\x00append"},
-		{"a later version", func() (net.Conn, error) { return net.Dial("tcp", ln.Addr().String()) }, errMasterVersion, "TSMR\x03\x00append"},
+		{"the version before", func() (net.Conn, error) { return net.Dial("tcp", ln.Addr().String()) }, errMasterVersion, "TSMR\x02\x00append"},
+		{"a later version", func() (net.Conn, error) { return net.Dial("tcp", ln.Addr().String()) }, errMasterVersion, "TSMR\x04\x00append"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -49,10 +49,12 @@ func startedByReport(known *pb.RangeDescriptor, marked bool, rs *pb.RangeStatus)
 
 // mayBootstrap reports whether a replica of range d that a server lacks
 // may be created by bootstrapping (with d's voters, from log entry 1)
-// rather than by joining with a floor: d is at generation 1 and its range
-// never started. Pure.
+// rather than by joining with a floor: d is at generation 1, its range
+// never started, and it is not a span of another range's group (a table's
+// range recorded in a home group: only that group's ADD_SPAN entry starts
+// it, never a bootstrap; docs/range-groups.md, stage 7). Pure.
 func mayBootstrap(d *pb.RangeDescriptor, started bool) bool {
-	return d.GetGeneration() == 1 && !started
+	return d.GetGeneration() == 1 && !started && !groupSpan(d)
 }
 
 // applyMarkRangesStarted records that ranges have started. Ids of ranges
@@ -82,12 +84,13 @@ func (s *state) startedIDs() []uint64 {
 	return out
 }
 
-// unstarted returns the ranges at generation 1 not marked started,
-// ascending.
+// unstarted returns the ranges a server may bootstrap (mayBootstrap):
+// at generation 1, not marked started, not spans of another range's
+// group; ascending.
 func (st *state) unstarted() []uint64 {
 	var out []uint64
 	for id, d := range st.ranges {
-		if _, ok := st.started[id]; !ok && d.GetGeneration() == 1 {
+		if _, ok := st.started[id]; mayBootstrap(d, ok) {
 			out = append(out, id)
 		}
 	}
@@ -223,6 +226,7 @@ func (s *Server) startedRange(id uint64) error {
 // request record, what the first attempt may have left undone (its answer
 // was lost, or it failed with ErrStartNotRecorded): a range still in the
 // map at generation 1 and unmarked is marked when its leader is known,
+// added to its group when it is a span of another range's group (addSpan),
 // and started (startRange) otherwise. Creating replicas with bootstrap is
 // no less safe than what the servers do anyway for an unmarked range (a
 // server's existing replica makes it a no-op, plus a campaign when the
@@ -242,6 +246,12 @@ func (s *Server) startReplayed(ctx context.Context, ranges []*pb.RangeDescriptor
 		})
 		switch {
 		case d == nil || d.GetGeneration() != 1 || marked:
+		case groupSpan(d):
+			// Recorded in a home group, not added yet: added, never
+			// bootstrapped.
+			if _, err := s.addSpan(ctx, d); err != nil {
+				return "", err
+			}
 		case s.reports.leaderOf(id) != "":
 			if err := s.startedRange(id); err != nil {
 				return "", err
@@ -255,5 +265,15 @@ func (s *Server) startReplayed(ctx context.Context, ranges []*pb.RangeDescriptor
 	if len(ranges) == 0 {
 		return "", nil
 	}
-	return s.reports.leaderOf(ranges[0].GetRangeId()), nil
+	return s.leaderOrGroupLeader(ranges[0]), nil
+}
+
+// leaderOrGroupLeader returns range r's reported leader, else, for a span
+// of another range's group, that group's (one group, one leader): a new
+// master hears a span's leader only from the next report that lists it.
+func (s *Server) leaderOrGroupLeader(r *pb.RangeDescriptor) string {
+	if l := s.reports.leaderOf(r.GetRangeId()); l != "" || !groupSpan(r) {
+		return l
+	}
+	return s.reports.leaderOf(rangegroupOf(r))
 }

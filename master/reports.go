@@ -40,6 +40,9 @@ type reports struct {
 	// mergeAbort is, per server, whether its last heartbeat said it
 	// applies unfreezes (HeartbeatRequest.merge_abort).
 	mergeAbort map[string]bool
+	// tableGroups is, per server, whether its last heartbeat said it
+	// applies ADD_SPAN (HeartbeatRequest.table_groups).
+	tableGroups map[string]bool
 	// hosted is, per server, the ranges its last heartbeat reported with
 	// their applied index: a follower's progress, and whether it has the
 	// replica at all.
@@ -242,7 +245,7 @@ func newReports() *reports {
 	return &reports{
 		lastSeen: map[string]time.Time{}, back: map[string]time.Time{}, leaders: map[uint64]string{}, loads: map[uint64]*pb.RangeLoad{},
 		trends: map[uint64]*rangeTrend{}, frozen: map[uint64]uint64{}, thawed: map[uint64]uint64{},
-		mergeAbort: map[string]bool{}, hosted: map[string]map[uint64]uint64{}, broken: map[string]map[uint64]bool{},
+		mergeAbort: map[string]bool{}, tableGroups: map[string]bool{}, hosted: map[string]map[uint64]uint64{}, broken: map[string]map[uint64]bool{},
 		replaced:       map[string]map[uint64]uint64{},
 		voters:         map[uint64]voterReport{},
 		changedLeaders: map[uint64]struct{}{},
@@ -545,6 +548,7 @@ func (r *reports) forgetServer(server string) {
 	delete(r.lastSeen, server)
 	delete(r.back, server)
 	delete(r.mergeAbort, server)
+	delete(r.tableGroups, server)
 	delete(r.hosted, server)
 	delete(r.broken, server)
 	delete(r.replaced, server)
@@ -682,6 +686,23 @@ func (r *reports) setMergeAbort(server string, ok bool) {
 	r.mu.Lock()
 	r.mergeAbort[server] = ok
 	r.mu.Unlock()
+}
+
+// setTableGroups records whether server's build applies ADD_SPAN.
+func (r *reports) setTableGroups(server string, ok bool) {
+	r.mu.Lock()
+	r.tableGroups[server] = ok
+	r.mu.Unlock()
+}
+
+// canShareGroups reports whether server said, in its last heartbeat to
+// this master, that it applies ADD_SPAN (stricter than canAbort: a server
+// not heard from since this master took the lead does not count), so a
+// group of its may take a new table's span.
+func (r *reports) canShareGroups(server string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.tableGroups[server]
 }
 
 // canAbort reports whether a merge of a range on servers may be aborted:

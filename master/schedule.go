@@ -47,6 +47,8 @@ func (s *Server) policyLoop() {
 		// even with the policies off.
 		s.resumeMerges()
 		s.resumeDeletions()
+		s.resumeAddSpans()
+		s.ensureAnchor()
 		s.reconcileReplicas(differing, &checked)
 		if !s.cfg.Policy.Enabled || s.ops.slots() <= 0 {
 			continue

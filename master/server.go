@@ -99,6 +99,10 @@ type Server struct {
 	// apply: unit tests of the freezing run without a Raft group.
 	applyHook func(pb.MasterCommandKind, proto.Message) (*applyResult, error)
 	starting  startingRanges
+	// adds: resumeAddSpans' pending adds; anchoring: ensureAnchor is
+	// creating an anchor group (tablegroups.go).
+	adds      spanAdds
+	anchoring atomic.Bool
 
 	dashboardHistoryState
 }

@@ -37,7 +37,7 @@ func toStatus(err error) error {
 		return rpcerr.New(codes.NotFound, rpcerr.ReasonTableNotFound, err.Error(), nil)
 	case errors.Is(err, ErrTableBeingDeleted):
 		return rpcerr.New(codes.AlreadyExists, rpcerr.ReasonTableBeingDeleted, err.Error(), nil)
-	case errors.Is(err, ErrNotEnoughServers), errors.Is(err, ErrStartNotRecorded):
+	case errors.Is(err, ErrNotEnoughServers), errors.Is(err, ErrStartNotRecorded), errors.Is(err, ErrAddSpan):
 		return rpcerr.New(codes.Unavailable, rpcerr.ReasonUnavailable, err.Error(), nil)
 	case errors.Is(err, ErrBadCommand), errors.Is(err, ErrBadMember):
 		return rpcerr.New(codes.InvalidArgument, rpcerr.ReasonInvalidInput, err.Error(), nil)
@@ -109,8 +109,8 @@ func (s *Server) placement() ([]*pb.Replica, map[string]string, error) {
 
 func (v *service) CreateTable(ctx context.Context, req *pb.CreateTableRequest) (*pb.CreateTableResponse, error) {
 	s := v.s
-	if req.GetName() == "" {
-		return nil, toStatus(ErrBadCommand)
+	if err := userTableName(req.GetName()); err != nil {
+		return nil, toStatus(err)
 	}
 	if err := s.ready(); err != nil {
 		return nil, toStatus(err)
@@ -136,7 +136,7 @@ func (v *service) CreateTable(ctx context.Context, req *pb.CreateTableRequest) (
 	if err := nameFree(exists, pending); err != nil {
 		return nil, toStatus(err)
 	}
-	replicas, addrs, err := s.placement()
+	replicas, addrs, group, err := s.createPlacement()
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -149,7 +149,7 @@ func (v *service) CreateTable(ctx context.Context, req *pb.CreateTableRequest) (
 	start := time.Now()
 	res, err := s.apply(kind, &pb.CreateTableCommand{
 		Name: req.GetName(), CreatedUnixNano: time.Now().UnixNano(), Replicas: replicas, RequestId: id,
-		RefuseDeletedSince: since,
+		RefuseDeletedSince: since, GroupId: group,
 	})
 	if err != nil {
 		return nil, toStatus(err)
@@ -234,7 +234,14 @@ func (s *Server) created(ctx context.Context, res *applyResult, addrs map[string
 			}
 			continue
 		}
-		l, err := s.startRange(ctx, r, addrs)
+		var l string
+		var err error
+		if groupSpan(r) {
+			// Recorded in a home group: that group's log starts it.
+			l, err = s.addSpan(ctx, r)
+		} else {
+			l, err = s.startRange(ctx, r, addrs)
+		}
 		if err != nil {
 			return nil, toStatus(err)
 		}
@@ -340,6 +347,9 @@ func (s *Server) createReplicas(ctx context.Context, r *pb.RangeDescriptor, addr
 
 func (v *service) DeleteTable(ctx context.Context, req *pb.DeleteTableRequest) (*pb.DeleteTableResponse, error) {
 	s := v.s
+	if reservedName(req.GetName()) {
+		return nil, toStatus(fmt.Errorf("%w: %q", ErrReservedName, req.GetName()))
+	}
 	kind := pb.MasterCommandKind_MASTER_COMMAND_KIND_DELETE_TABLE
 	var id []byte
 	// A record that still holds is replayed by the command itself.
@@ -389,6 +399,9 @@ func (v *service) DeleteTable(ctx context.Context, req *pb.DeleteTableRequest) (
 const maxSignedIdentifiers = 5
 
 func (v *service) SetTableACL(ctx context.Context, req *pb.SetTableACLRequest) (*pb.SetTableACLResponse, error) {
+	if reservedName(req.GetName()) {
+		return nil, toStatus(fmt.Errorf("%w: %q", ErrReservedName, req.GetName()))
+	}
 	if len(req.GetAcl()) > maxSignedIdentifiers {
 		return nil, toStatus(fmt.Errorf("%w: more than %d signed identifiers", ErrBadCommand, maxSignedIdentifiers))
 	}
@@ -668,6 +681,7 @@ func (v *service) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.
 	now := time.Now()
 	take, wantFull, span := s.reports.accept(sv.GetServerId(), req, now)
 	s.reports.setMergeAbort(sv.GetServerId(), req.GetMergeAbort())
+	s.reports.setTableGroups(sv.GetServerId(), req.GetTableGroups())
 	resp := s.fsm.assignments(sv.GetServerId(), req.GetAssignmentsVersion())
 	resp.WantFullReport = wantFull
 	s.noteClock(sv.GetServerId(), req, resp, received)

@@ -3489,8 +3489,19 @@ type CreateTableCommand struct {
 	// master log version 2 on; an entry without it (an older build's)
 	// applies as it did, so a log replays alike.
 	RefuseDeletedSince uint64 `protobuf:"varint,5,opt,name=refuse_deleted_since,json=refuseDeletedSince,proto3" json:"refuse_deleted_since,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// anchor: the command creates a shared group's anchor, a reserved table
+	// of one empty range that names the group (docs/range-groups.md, stage
+	// 7). The apply names the table "_groups/<range id>" (name is ignored)
+	// and sets the range's group_id to its own id. Master log version 3.
+	Anchor bool `protobuf:"varint,6,opt,name=anchor,proto3" json:"anchor,omitempty"`
+	// group_id: the home group the table's first range is to be added to
+	// (the range id of the group's anchor). The apply copies the anchor's
+	// replicas from the map and sets the range's group_id when that anchor
+	// is still a live anchor; otherwise it falls back to replicas (a group
+	// of the range's own, as without the field). Master log version 3.
+	GroupId       uint64 `protobuf:"varint,7,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateTableCommand) Reset() {
@@ -3554,6 +3565,20 @@ func (x *CreateTableCommand) GetRequestId() []byte {
 func (x *CreateTableCommand) GetRefuseDeletedSince() uint64 {
 	if x != nil {
 		return x.RefuseDeletedSince
+	}
+	return 0
+}
+
+func (x *CreateTableCommand) GetAnchor() bool {
+	if x != nil {
+		return x.Anchor
+	}
+	return false
+}
+
+func (x *CreateTableCommand) GetGroupId() uint64 {
+	if x != nil {
+		return x.GroupId
 	}
 	return 0
 }
@@ -4366,14 +4391,16 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x1a\n" +
 	"\bdraining\x18\x02 \x01(\bR\bdraining\"2\n" +
 	"\x13RemoveServerCommand\x12\x1b\n" +
-	"\tserver_id\x18\x01 \x01(\tR\bserverId\"\xd9\x01\n" +
+	"\tserver_id\x18\x01 \x01(\tR\bserverId\"\x8c\x02\n" +
 	"\x12CreateTableCommand\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12*\n" +
 	"\x11created_unix_nano\x18\x02 \x01(\x03R\x0fcreatedUnixNano\x122\n" +
 	"\breplicas\x18\x03 \x03(\v2\x16.tablestore.v1.ReplicaR\breplicas\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x04 \x01(\fR\trequestId\x120\n" +
-	"\x14refuse_deleted_since\x18\x05 \x01(\x04R\x12refuseDeletedSince\"G\n" +
+	"\x14refuse_deleted_since\x18\x05 \x01(\x04R\x12refuseDeletedSince\x12\x16\n" +
+	"\x06anchor\x18\x06 \x01(\bR\x06anchor\x12\x19\n" +
+	"\bgroup_id\x18\a \x01(\x04R\agroupId\"G\n" +
 	"\x12DeleteTableCommand\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +

@@ -1,0 +1,220 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
+	"tablestore/internal/failpoint"
+	"tablestore/internal/masterclient"
+	"tablestore/internal/rangegroup"
+	"tablestore/master"
+	pb "tablestore/proto/tablestorepb"
+)
+
+// startTableGroups starts three servers and a master with --table-groups
+// (load splits off: the tables stay one range each; merge-cold stays on,
+// its MergeLoad is homeGroup's bound for a cold span) and waits for its spare anchor group, returned with the master client.
+func startTableGroups(t *testing.T) (*Cluster, *masterclient.Client, uint64) {
+	t.Helper()
+	c := startTuned(t, 3, func(m *master.Config) {
+		m.TableGroups = true
+		m.Policy.SplitLoad = 1e9
+	}, nil)
+	mc := masterClient(t, c)
+	var anchor uint64
+	waitFor(t, 20*time.Second, "an anchor group with a leader", func() bool {
+		m := partitionMap(t, mc)
+		for _, r := range m.GetRanges() {
+			if strings.HasPrefix(r.GetTable(), "_groups/") && m.GetLeaders()[r.GetRangeId()] != "" {
+				anchor = r.GetRangeId()
+				return true
+			}
+		}
+		return false
+	})
+	// The anchor takes tables once it is marked started and every server
+	// reports its replica: warm-up tables until one lands in its group.
+	sc := serviceClient(t, c, 0)
+	n := 0
+	waitFor(t, 20*time.Second, "a table created in the anchor's group", func() bool {
+		name := fmt.Sprintf("warmup%d", n)
+		n++
+		newTable(t, sc, name)
+		d := spanOf(partitionMap(t, mc), name)
+		return d != nil && rangegroup.GroupOf(d) == anchor
+	})
+	return c, mc, anchor
+}
+
+// spanOf returns table's only range in the map, nil when it has none or
+// several.
+func spanOf(m *pb.PartitionMap, table string) *pb.RangeDescriptor {
+	rs := tableRanges(m, table)
+	if len(rs) != 1 {
+		return nil
+	}
+	return rs[0]
+}
+
+// checkOneGroup fails unless range d, a span added to group (generation 2
+// or later), is reported by every replica's server as a span of that
+// group, the group's leader leading it.
+func checkOneGroup(t *testing.T, c *Cluster, d *pb.RangeDescriptor, group uint64) {
+	t.Helper()
+	if d.GetGeneration() < 2 || rangegroup.GroupOf(d) != group {
+		t.Fatalf("range %d: generation %d, group %d; want added to group %d", d.GetRangeId(), d.GetGeneration(), rangegroup.GroupOf(d), group)
+	}
+	waitFor(t, 10*time.Second, fmt.Sprintf("every replica of range %d serving it in group %d", d.GetRangeId(), group), func() bool {
+		for _, rep := range d.GetReplicas() {
+			n := c.Servers[c.ServerIndex(rep.GetServerId())]
+			if n.Server == nil {
+				return false
+			}
+			info, err := n.Server.Service().RangeInfo(context.Background(), &pb.RangeInfoRequest{RangeId: d.GetRangeId()})
+			if err != nil || rangegroup.GroupOf(info.GetStatus().GetRange()) != group {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// TestTablesShareGroups: with --table-groups, thirty tables created
+// through the front-end land in one or two Raft groups (the anchor
+// groups), not thirty; every table is a span added to its group (no group
+// of its own on any server); writes to every table, one partition server
+// crashed and restarted midway, and every acknowledged write of every
+// table reads back exactly once.
+func TestTablesShareGroups(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c, mc, _ := startTableGroups(t)
+	sc := serviceClient(t, c, 0)
+	const tables = 30
+	clients := make([]*aztables.Client, tables)
+	for i := range clients {
+		clients[i] = newTable(t, sc, fmt.Sprintf("shared%02d", i))
+	}
+	m := partitionMap(t, mc)
+	groups := map[uint64]int{}
+	for i := range clients {
+		d := spanOf(m, fmt.Sprintf("shared%02d", i))
+		if d == nil {
+			t.Fatalf("table shared%02d has no single range", i)
+		}
+		groups[rangegroup.GroupOf(d)]++
+		if rangegroup.GroupOf(d) == d.GetRangeId() {
+			t.Fatalf("table shared%02d is a group of its own: %v", i, d)
+		}
+		checkOneGroup(t, c, d, rangegroup.GroupOf(d))
+	}
+	t.Logf("%d tables in groups %v", tables, groups)
+	if len(groups) > 2 {
+		t.Fatalf("%d tables in %d groups, want at most 2: %v", tables, len(groups), groups)
+	}
+	works := make([]*workload, tables)
+	for i, tc := range clients {
+		works[i] = startWorkload(t, tc, 1, spreadKeys)
+	}
+	time.Sleep(time.Second)
+	if err := c.CrashServer(1); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	if err := c.RestartServer(1); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second)
+	total := 0
+	for i, w := range works {
+		acked := w.halt()
+		if len(acked) == 0 {
+			t.Fatalf("table shared%02d: no write acknowledged", i)
+		}
+		total += len(acked)
+		verifyExactlyOnce(t, clients[i], acked)
+	}
+	t.Logf("%d writes acknowledged over %d tables", total, tables)
+}
+
+// TestTableGroupCreateInterrupted: a create into a home group stops where
+// the master could die, before the AddSpan (master/create-table/before-add-span:
+// the table committed in the group, nothing sent) or after it applied
+// (master/create-table/after-add-span: the span in the group's log, not
+// recorded; partitionserver/add-span/after-apply: the same, the group
+// leader's answer lost), and the master restarts. Either the client's retry (the same
+// request id) answers and adds it, or, with no retry, the new master's
+// resumeAddSpans does; either way the table is one span of the anchor's
+// group on every replica, never bootstrapped as a group of its own, and
+// takes writes that read back exactly once.
+func TestTableGroupCreateInterrupted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	points := []string{"master/create-table/before-add-span", "master/create-table/after-add-span", "partitionserver/add-span/after-apply"}
+	for _, point := range points {
+		for _, retry := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/retry=%v", point, retry), func(t *testing.T) {
+				c, mc, anchor := startTableGroups(t)
+				table := "interrupted"
+				var hits atomic.Int32
+				failpoint.Enable(point, func() error { hits.Add(1); return failpoint.ErrInjected })
+				defer failpoint.Disable(point)
+				req := &pb.CreateTableRequest{Name: table, RequestId: []byte("create-" + table)}
+				// The first attempt ends (its client gives up) once the
+				// failpoint failed it: without retry=true no attempt
+				// follows, and only resumeAddSpans can add the range.
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer cancel()
+				first := make(chan struct{})
+				go func() {
+					defer close(first)
+					_ = mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
+						_, err := m.CreateTable(ctx, req)
+						return err
+					})
+				}()
+				waitFor(t, 20*time.Second, point+" reached", func() bool { return hits.Load() > 0 })
+				cancel()
+				<-first
+				if err := c.StopMaster(0); err != nil {
+					t.Fatal(err)
+				}
+				failpoint.Disable(point)
+				if err := c.RestartMaster(0); err != nil {
+					t.Fatal(err)
+				}
+				if retry {
+					err := mc.Call(ctxT(t, 30*time.Second), func(ctx context.Context, m pb.MasterServiceClient) error {
+						_, err := m.CreateTable(ctx, req)
+						return err
+					})
+					if err != nil {
+						t.Fatalf("retry of the create: %v", err)
+					}
+				}
+				var d *pb.RangeDescriptor
+				waitFor(t, 30*time.Second, "the table added to the anchor's group", func() bool {
+					d = spanOf(partitionMap(t, mc), table)
+					return d != nil && d.GetGeneration() >= 2
+				})
+				checkOneGroup(t, c, d, anchor)
+				tc := serviceClient(t, c, 0).NewClient(table)
+				w := startWorkload(t, tc, 2, spreadKeys)
+				time.Sleep(time.Second)
+				acked := w.halt()
+				if len(acked) == 0 {
+					t.Fatal("no write acknowledged")
+				}
+				verifyExactlyOnce(t, tc, acked)
+			})
+		}
+	}
+}
