@@ -218,3 +218,90 @@ func TestTableGroupCreateInterrupted(t *testing.T) {
 		}
 	}
 }
+
+// TestDeleteTableOfAnchorGroup: steps 4 and 5 together. With
+// --table-groups, four tables created through the front-end share the
+// anchor's Raft group; one is deleted through the front-end while the
+// other three take writes. The deleted table's span leaves the group and
+// goes alone (on every server), the anchor and the other three stay
+// spans of the same group on every replica, every acknowledged write of
+// theirs reads back exactly once, and the name can be created again.
+func TestDeleteTableOfAnchorGroup(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c, mc, anchor := startTableGroups(t)
+	sc := serviceClient(t, c, 0)
+	names := []string{"keep0", "keep1", "keep2", "doomed"}
+	clients := map[string]*aztables.Client{}
+	spans := map[string]*pb.RangeDescriptor{}
+	for _, n := range names {
+		clients[n] = newTable(t, sc, n)
+	}
+	m := partitionMap(t, mc)
+	for _, n := range names {
+		d := spanOf(m, n)
+		if d == nil || rangegroup.GroupOf(d) != anchor {
+			t.Fatalf("table %s: %v, want a span of anchor group %d", n, d, anchor)
+		}
+		checkOneGroup(t, c, d, anchor)
+		spans[n] = d
+	}
+	var works []*workload
+	for _, n := range names[:3] {
+		works = append(works, startWorkload(t, clients[n], 2, spreadKeys))
+	}
+	if _, err := clients["doomed"].AddEntity(ctxT(t, 10*time.Second), []byte(`{"PartitionKey":"p","RowKey":"r"}`), nil); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	if _, err := sc.DeleteTable(ctxT(t, time.Minute), "doomed", nil); err != nil {
+		t.Fatal(err)
+	}
+	doomed := spans["doomed"].GetRangeId()
+	waitFor(t, 40*time.Second, "the deleted table's span gone from every server, the others served", func() bool {
+		for _, n := range c.Servers {
+			if n.Server.ReplicaState(doomed) != "absent" {
+				return false
+			}
+			for _, keep := range names[:3] {
+				if n.Server.ReplicaState(spans[keep].GetRangeId()) == "absent" {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	for i, w := range works {
+		acked := w.halt()
+		if len(acked) == 0 {
+			t.Fatalf("table %s: no write acknowledged", names[i])
+		}
+		verifyExactlyOnce(t, clients[names[i]], acked)
+	}
+	m = partitionMap(t, mc)
+	for _, n := range names[:3] {
+		d := spanOf(m, n)
+		if d == nil || d.GetRangeId() != spans[n].GetRangeId() {
+			t.Fatalf("table %s after the delete: %v, was %v", n, d, spans[n])
+		}
+		checkOneGroup(t, c, d, anchor)
+	}
+	if d, ok := rangeByID(m, anchor); !ok || !strings.HasPrefix(d.GetTable(), "_groups/") {
+		t.Fatalf("anchor range %d after the delete: %v", anchor, d)
+	}
+	waitFor(t, 30*time.Second, "the name created again", func() bool {
+		_, err := sc.CreateTable(context.Background(), "doomed", nil)
+		return err == nil
+	})
+}
+
+// rangeByID is range id in m.
+func rangeByID(m *pb.PartitionMap, id uint64) (*pb.RangeDescriptor, bool) {
+	for _, r := range m.GetRanges() {
+		if r.GetRangeId() == id {
+			return r, true
+		}
+	}
+	return nil, false
+}
