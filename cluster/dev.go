@@ -84,6 +84,7 @@ func (c *DevConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.LocalCalls, "local-calls", c.LocalCalls, "front-end calls the in-process partition servers directly instead of over loopback gRPC")
 	fs.IntVar(&c.Master.ReplicationFactor, "replication-factor", c.Master.ReplicationFactor, "replicas per range (at most -servers)")
 	c.Master.Policy.RegisterFlags(fs)
+	c.Master.RegisterTableGroupFlags(fs)
 	fs.Float64Var(&c.Server.PartitionThrottle, "partition-throttle", c.Server.PartitionThrottle, "entities/s one PartitionKey may use before 503 ServerBusy (Azure: 2000; 0 disables)")
 	fs.IntVar(&c.Server.HotKeys, "hot-keys", c.Server.HotKeys, "busiest PartitionKeys reported per range")
 	c.Frontend.RegisterEmulatorFlags(fs)

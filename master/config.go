@@ -165,8 +165,14 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.RaftHeartbeatTimeout, "raft-heartbeat-timeout", c.RaftHeartbeatTimeout, "Raft follower timeout before an election")
 	fs.DurationVar(&c.RaftElectionTimeout, "raft-election-timeout", c.RaftElectionTimeout, "Raft candidate election timeout")
 	fs.DurationVar(&c.RaftLeaderLease, "raft-leader-lease", c.RaftLeaderLease, "Raft leader lease timeout")
-	fs.BoolVar(&c.TableGroups, "table-groups", c.TableGroups, "create new tables' first ranges in shared Raft groups (anchor groups) when one has room")
-	fs.IntVar(&c.TableGroupSpans, "table-group-spans", c.TableGroupSpans, "with --table-groups: new tables join a group only while it has fewer spans than this")
+	c.RegisterTableGroupFlags(fs)
 	c.Policy.RegisterFlags(fs)
 	c.TLS.RegisterFlags(fs)
+}
+
+// RegisterTableGroupFlags adds --table-groups and --table-group-spans to
+// fs (the master's flags, and dev's).
+func (c *Config) RegisterTableGroupFlags(fs *flag.FlagSet) {
+	fs.BoolVar(&c.TableGroups, "table-groups", c.TableGroups, "create new tables' first ranges in shared Raft groups (anchor groups) when one has room")
+	fs.IntVar(&c.TableGroupSpans, "table-group-spans", c.TableGroupSpans, "with --table-groups: new tables join a group only while it has fewer spans than this")
 }

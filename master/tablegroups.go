@@ -213,19 +213,26 @@ func homeGroup(in homeGroupInput) uint64 {
 }
 
 // needAnchor reports whether ensureAnchor should found an anchor group:
-// no anchor group has room. An anchor group with room that cannot take a
-// table now (not started yet, no leader, a server down, draining, slow,
-// full or of an older build) does not call for another: creates take
+// the anchor groups with room have fewer free places together than a new
+// anchor group brings (maxSpans - 1: the anchor is a span). So one spare
+// group's worth is always ready
+// ahead of the group filling: founding and starting an anchor takes a
+// policy tick and an election, and a burst of creates (a thousand tables
+// at ~90/s) that fills the last group meanwhile would otherwise make each
+// of those tables a group of its own. An anchor group with room that
+// cannot take a table now (not started yet, no leader, a server down,
+// draining, slow, full or of an older build) counts as room: creates take
 // today's path meanwhile, and anchors do not pile up while a server is
 // away. Pure.
 func needAnchor(in homeGroupInput) bool {
 	st := statsOf(in)
+	room := 0
 	for _, r := range in.Snap.Ranges {
 		if st.roomy(r, in.MaxSpans) {
-			return false
+			room += in.MaxSpans - st.spans[r.ID]
 		}
 	}
-	return true
+	return room < in.MaxSpans-1
 }
 
 // anchorRange reports whether a scheduler range is an anchor.

@@ -225,8 +225,9 @@ func TestHomeGroup(t *testing.T) {
 	}
 }
 
-// TestNeedAnchor: a spare anchor group is founded only when no anchor
-// group has room, not while one with room waits for a server or its
+// TestNeedAnchor: a spare anchor group is founded when the anchor groups
+// with room have fewer free places than a new one brings (a group's worth
+// ready ahead), not while one with that room waits for a server or its
 // start (anchors would pile up every policy tick).
 func TestNeedAnchor(t *testing.T) {
 	anchor := &scheduler.Range{ID: 1, Group: 1, Table: "_groups/1", Replicas: []scheduler.Replica{{Server: "a"}}}
@@ -244,6 +245,9 @@ func TestNeedAnchor(t *testing.T) {
 		{"an anchor with room, its server down and no leader", []*scheduler.Range{anchor}, 64, false},
 		{"the anchor's group full", []*scheduler.Range{anchor, spanOf(2, 0)}, 2, true},
 		{"the anchor's group hot", []*scheduler.Range{anchor, spanOf(2, 1000)}, 64, true},
+		{"the anchor's group half full: the spare founded ahead", []*scheduler.Range{anchor, spanOf(2, 0)}, 4, true},
+		{"an empty spare beside a group filling", []*scheduler.Range{anchor, spanOf(2, 0),
+			{ID: 5, Group: 5, Table: "_groups/5", Replicas: []scheduler.Replica{{Server: "a"}}}}, 4, false},
 	}
 	for _, tt := range tests {
 		in := homeGroupInput{Snap: &scheduler.Snapshot{Servers: down, Ranges: tt.ranges}, CanShare: func(string) bool { return true },
