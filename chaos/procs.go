@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -150,6 +151,7 @@ func startCluster(bin, dir string) (*cluster, error) {
 			"--data-dir", filepath.Join(dir, x.id), "--grpc-addr", x.grpc, "--raft-addr", x.raft,
 			"--peers", strings.Join(peers, ","), "--server-timeout", "3s", "--replicate-after", "20s",
 			"--log-level", logLevel(), "--metrics-addr", ""}})
+		c.masters[len(c.masters)-1].args = append(c.masters[len(c.masters)-1].args, masterFlags()...)
 	}
 	for i := 1; i <= 4; i++ {
 		id := fmt.Sprintf("ps%d", i)
@@ -481,6 +483,19 @@ func reserveAddrs(n int) (addrs []string, release func(), err error) {
 // (300ms) makes ranges go quiet whenever the writers wait on another
 // range, so faults meet quiet replicas: closed answers, votes and stores,
 // quiet reads, wakes.
+// masterFlags are flags added to every master's command line:
+// $TABLESTORE_CHAOS_MASTER_FLAGS, space-separated (e.g. --table-groups,
+// which makes the workload's table a span of an anchor group: setup waits
+// for one).
+func masterFlags() []string { return strings.Fields(os.Getenv("TABLESTORE_CHAOS_MASTER_FLAGS")) }
+
+// tableGroups reports whether the masters run with --table-groups.
+func tableGroups() bool {
+	return slices.ContainsFunc(masterFlags(), func(f string) bool {
+		return f == "--table-groups" || f == "--table-groups=true" || f == "-table-groups"
+	})
+}
+
 func quiesceAfter() string {
 	if d := os.Getenv("TABLESTORE_CHAOS_QUIESCE_AFTER"); d != "" {
 		return d

@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand"
 	"os"
@@ -18,6 +19,7 @@ import (
 
 	"tablestore/internal/connpool"
 	"tablestore/internal/masterclient"
+	"tablestore/internal/rangegroup"
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -127,8 +129,22 @@ func Run(o Options) (_ *Result, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if tableGroups() {
+		if err := c.awaitAnchor(o.Logf); err != nil {
+			return nil, err
+		}
+	}
 	if err := setup(sc); err != nil {
 		return nil, err
+	}
+	if tableGroups() {
+		if pm, err := c.partitionMap(); err == nil {
+			for _, r := range pm.GetRanges() {
+				if r.GetTable() == table {
+					o.Logf("seed %d: table %s: range %d in Raft group %d", o.Seed, table, r.GetRangeId(), rangegroup.GroupOf(r))
+				}
+			}
+		}
 	}
 	if err := c.allRunning(); err != nil {
 		return nil, err
@@ -490,6 +506,29 @@ func reshape(c *cluster, rng *rand.Rand, logf func(string, ...any)) {
 			logf("ctl %s: ok", strings.Join(args, " "))
 		}
 	}()
+}
+
+// awaitAnchor waits until the master's spare anchor group (--table-groups)
+// is started and led, so the workload's table is created as a span of
+// it, not as a group of its own (a create takes today's path while no
+// anchor has room).
+func (c *cluster) awaitAnchor(logf func(string, ...any)) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		if pm, err := c.partitionMap(); err == nil {
+			for _, r := range pm.GetRanges() {
+				if strings.HasPrefix(r.GetTable(), "_groups/") && pm.GetLeaders()[r.GetRangeId()] != "" {
+					// The master takes tables once every server reported
+					// its replica of the started anchor.
+					time.Sleep(2 * time.Second)
+					logf("anchor group %d led by %s", r.GetRangeId(), pm.GetLeaders()[r.GetRangeId()])
+					return nil
+				}
+			}
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	return errors.New("chaos: --table-groups: no anchor group led within 60s")
 }
 
 func (c *cluster) partitionMap() (*pb.PartitionMap, error) {
