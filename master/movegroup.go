@@ -62,18 +62,11 @@ func (s *Server) moveGroup(ctx context.Context, id uint64, from, to, cause, reas
 // hand the leadership off from, remove from (recorded, and from's copy
 // deleted whole).
 func (s *Server) moveGroupMembers(ctx context.Context, d *pb.RangeDescriptor, from, to string) (*pb.RangeDescriptor, error) {
-	id := d.GetRangeId()
 	addrs := s.raftAddrs()
-	if _, err := s.addVoter(ctx, d, to, addrs); err != nil {
+	if err := s.addAndHandOff(ctx, d, from, to, addrs); err != nil {
 		return nil, err
 	}
-	if err := failpoint.Inject("master/move/after-add"); err != nil {
-		return nil, err
-	}
-	if err := s.handOffLeadership(ctx, id, from, to); err != nil {
-		return nil, err
-	}
-	resp, err := s.changeMembers(ctx, &pb.ChangeReplicasRequest{RangeId: id, RemoveServerId: from, RaftAddrs: addrs})
+	resp, err := s.changeMembers(ctx, &pb.ChangeReplicasRequest{RangeId: d.GetRangeId(), RemoveServerId: from, RaftAddrs: addrs})
 	if err != nil {
 		return nil, fmt.Errorf("remove %s: %w", from, err)
 	}
@@ -84,6 +77,20 @@ func (s *Server) moveGroupMembers(ctx context.Context, d *pb.RangeDescriptor, fr
 		return nil, err
 	}
 	return s.recordRemoval(resp, from)
+}
+
+// addAndHandOff is a move's first half, a lone range's or a whole
+// group's: to added as a voter of d's group (addVoter), then, if from
+// leads, the leadership handed to another voter, so that from's removal
+// never removes the leader.
+func (s *Server) addAndHandOff(ctx context.Context, d *pb.RangeDescriptor, from, to string, addrs map[string]string) error {
+	if _, err := s.addVoter(ctx, d, to, addrs); err != nil {
+		return err
+	}
+	if err := failpoint.Inject("master/move/after-add"); err != nil {
+		return err
+	}
+	return s.handOffLeadership(ctx, d.GetRangeId(), from, to)
 }
 
 // groupMoveRefusal is why a whole move of d's group (d and the ranges

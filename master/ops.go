@@ -1074,13 +1074,7 @@ func (s *Server) move(ctx context.Context, id uint64, from, to, cause, reason st
 		return s.replaceInPlace(ctx, id, from, cause, reason, figures, start)
 	}
 	addrs := s.raftAddrs()
-	if _, err := s.addVoter(ctx, d, to, addrs); err != nil {
-		return nil, err
-	}
-	if err := failpoint.Inject("master/move/after-add"); err != nil {
-		return nil, err
-	}
-	if err := s.handOffLeadership(ctx, id, from, to); err != nil {
+	if err := s.addAndHandOff(ctx, d, from, to, addrs); err != nil {
 		return nil, err
 	}
 	cur, err := s.removeMember(ctx, id, from, false, addrs)
