@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"sync"
 	"testing"
@@ -44,20 +45,7 @@ func TestDroppedTableSpanLeavesSharedGroup(t *testing.T) {
 	const late = 1000 // an id the master never allocates here
 	span := &pb.RangeDescriptor{RangeId: late, GroupId: keep.GetRangeId(), Table: "gone", TableId: gone.GetTableId(),
 		Generation: 1, Replicas: keep.GetReplicas()}
-	var added bool
-	waitFor(t, 20*time.Second, "the late add applied on the leader of keep's group", func() bool {
-		for _, n := range c.Servers {
-			_, err := n.Server.Service().AddSpan(ctx, &pb.AddSpanRequest{GroupRangeId: keep.GetRangeId(), Range: span, Floor: late})
-			if err == nil {
-				added = true
-				return true
-			}
-		}
-		return false
-	})
-	if !added {
-		t.Fatal("not added")
-	}
+	addSpanOnLeader(t, c, keep.GetRangeId(), span, late)
 	waitFor(t, 30*time.Second, "the dropped span gone from every server, keep's range on every server", func() bool {
 		for _, n := range c.Servers {
 			if n.Server.ReplicaState(late) != "absent" || n.Server.ReplicaState(keep.GetRangeId()) == "absent" {
@@ -145,14 +133,7 @@ func sharedGroupTables(t *testing.T, c *Cluster, sc *aztables.ServiceClient) (*a
 	keep, gone := tableRanges(m, "keep")[0], tableRanges(m, "gone")[0]
 	span := &pb.RangeDescriptor{RangeId: added, GroupId: keep.GetRangeId(), Table: "gone", TableId: gone.GetTableId(),
 		Generation: 1, Replicas: keep.GetReplicas()}
-	waitFor(t, 20*time.Second, "the add applied on the leader of keep's group", func() bool {
-		for _, n := range c.Servers {
-			if _, err := n.Server.Service().AddSpan(ctx, &pb.AddSpanRequest{GroupRangeId: keep.GetRangeId(), Range: span, Floor: added}); err == nil {
-				return true
-			}
-		}
-		return false
-	})
+	addSpanOnLeader(t, c, keep.GetRangeId(), span, added)
 	waitFor(t, 20*time.Second, "the map: gone's range is a span of keep's group", func() bool {
 		rs := tableRanges(partitionMap(t, mc), "gone")
 		return len(rs) == 1 && rs[0].GetRangeId() == added && rs[0].GetGroupId() == keep.GetRangeId()
@@ -233,4 +214,19 @@ func TestDeleteTableOfSharedGroupAcrossMasterFailover(t *testing.T) {
 	if _, err := sc.NewClient("gone").GetEntity(ctx, "p", "r", nil); err == nil {
 		t.Error("the new table holds the deleted table's entity")
 	}
+}
+
+// addSpanOnLeader adds span to group through whichever server leads it
+// (AddSpan), waiting until one applied it.
+func addSpanOnLeader(t *testing.T, c *Cluster, group uint64, span *pb.RangeDescriptor, floor uint64) {
+	t.Helper()
+	ctx := ctxT(t, time.Minute)
+	waitFor(t, 20*time.Second, fmt.Sprintf("range %d added to group %d on its leader", span.GetRangeId(), group), func() bool {
+		for _, n := range c.Servers {
+			if _, err := n.Server.Service().AddSpan(ctx, &pb.AddSpanRequest{GroupRangeId: group, Range: span, Floor: floor}); err == nil {
+				return true
+			}
+		}
+		return false
+	})
 }

@@ -293,21 +293,7 @@ func TestAddSpanRefusals(t *testing.T) {
 			if tc.prep != nil {
 				tc.prep(a)
 			}
-			before, spans := fileStates(t, s), spanIDsOf(g)
-			calls, _ := h.calls()
-			res := a.entry(addSpanEntry(t, tc.span, tc.d, tc.floor))
-			if !errors.Is(res.Err, tc.want) {
-				t.Fatalf("add: %v, want %v", res.Err, tc.want)
-			}
-			if !sameStates(before, fileStates(t, s)) {
-				t.Errorf("a refused add changed the file: %v, was %v", fileStates(t, s), before)
-			}
-			if got := spanIDsOf(g); !slices.Equal(got, spans) {
-				t.Errorf("spans %v, were %v", got, spans)
-			}
-			if got, created := h.calls(); !slices.Equal(got, calls) || created != 0 {
-				t.Errorf("hooks told %v (%d created), were %v", got, created, calls)
-			}
+			refusedUnchanged(t, s, g, h, "add", tc.want, func() *Result { return a.entry(addSpanEntry(t, tc.span, tc.d, tc.floor)) })
 		})
 	}
 }

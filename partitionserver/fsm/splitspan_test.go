@@ -64,6 +64,27 @@ func (h *spanHooks) calls() ([]string, int) {
 	return slices.Clone(h.changes), h.created
 }
 
+// refusedUnchanged applies an entry (apply) that the group must refuse
+// with want, and fails unless the refusal left the file, the group's
+// spans and the hooks as they were.
+func refusedUnchanged(t *testing.T, s *Store, g *Group, h *spanHooks, kind string, want error, apply func() *Result) {
+	t.Helper()
+	before, spans := fileStates(t, s), spanIDsOf(g)
+	calls, _ := h.calls()
+	if res := apply(); !errors.Is(res.Err, want) {
+		t.Fatalf("%s: %v, want %v", kind, res.Err, want)
+	}
+	if !sameStates(before, fileStates(t, s)) {
+		t.Errorf("a refused %s changed the file: %v, was %v", kind, fileStates(t, s), before)
+	}
+	if got := spanIDsOf(g); !slices.Equal(got, spans) {
+		t.Errorf("spans %v, were %v", got, spans)
+	}
+	if got, created := h.calls(); !slices.Equal(got, calls) || created != 0 {
+		t.Errorf("hooks told %v (%d created), were %v", got, created, calls)
+	}
+}
+
 // fileStates is the file's range records by range id without their
 // applied index (every entry moves it): what a refused or repeated split
 // must leave as it was.
@@ -274,21 +295,7 @@ func TestSplitSpanRefusals(t *testing.T) {
 			if tc.prep != nil {
 				tc.prep(a)
 			}
-			before, spans := fileStates(t, s), spanIDsOf(g)
-			calls, _ := h.calls()
-			res := a.entry(splitSpanEntry(t, tc.span, tc.key, tc.newID))
-			if !errors.Is(res.Err, tc.want) {
-				t.Fatalf("split: %v, want %v", res.Err, tc.want)
-			}
-			if !sameStates(before, fileStates(t, s)) {
-				t.Errorf("a refused split changed the file: %v, was %v", fileStates(t, s), before)
-			}
-			if got := spanIDsOf(g); !slices.Equal(got, spans) {
-				t.Errorf("spans %v, were %v", got, spans)
-			}
-			if got, created := h.calls(); !slices.Equal(got, calls) || created != 0 {
-				t.Errorf("hooks told %v (%d created), were %v", got, created, calls)
-			}
+			refusedUnchanged(t, s, g, h, "split", tc.want, func() *Result { return a.entry(splitSpanEntry(t, tc.span, tc.key, tc.newID)) })
 		})
 	}
 }
