@@ -40,6 +40,9 @@ type Group struct {
 	// goroutine (the only writer) and readers.
 	mu    sync.RWMutex
 	spans map[uint64]*Range
+	// sorted is spans' values in range id order (resortLocked), replaced
+	// whole whenever spans changes.
+	sorted []*Range
 	// last is the index of the last entry applied, committed to the file
 	// or still in the pending group commit.
 	last uint64
@@ -49,6 +52,11 @@ type Group struct {
 	checkedSnapshot atomic.Pointer[string]
 
 	hooks Hooks
+
+	// checked is 1 + the store's records count when this group last
+	// read every span's record (0: never); only the apply goroutine
+	// touches it.
+	checked uint64
 
 	applied  atomic.Uint64 // committed to the file
 	retired  atomic.Bool   // every span merged away: serves nothing
@@ -91,6 +99,7 @@ func newGroup(s *Store, groupID uint64, logger *slog.Logger, states []*pb.RangeS
 		g.spans[st.GetRange().GetRangeId()] = g.newSpan(st)
 		g.last = max(g.last, st.GetAppliedIndex())
 	}
+	g.resortLocked()
 	g.applied.Store(g.last)
 	return g
 }
@@ -204,20 +213,24 @@ func (g *Group) Span(rangeID uint64) (*Range, bool) {
 func (g *Group) Spans() []*Range {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
-	return slices.DeleteFunc(g.spansLocked(), func(r *Range) bool { return r.committed.Load() == nil })
+	return slices.DeleteFunc(slices.Clone(g.spansLocked()), func(r *Range) bool { return r.committed.Load() == nil })
 }
 
 // spansLocked lists every span the group's log made, committed or not:
-// what the next batch applies to.
-func (g *Group) spansLocked() []*Range {
+// what the next batch applies to. The slice is shared: read it, never
+// change it.
+func (g *Group) spansLocked() []*Range { return g.sorted }
+
+// resortLocked rebuilds sorted after spans changed; mu is held for
+// writing. Every batch reads the list, and sorting a group of many spans
+// per batch was a measurable part of a one-write entry.
+func (g *Group) resortLocked() {
 	out := make([]*Range, 0, len(g.spans))
 	for _, r := range g.spans {
 		out = append(out, r)
 	}
-	if len(out) > 1 {
-		slices.SortFunc(out, func(a, b *Range) int { return cmp.Compare(a.id, b.id) })
-	}
-	return out
+	slices.SortFunc(out, func(a, b *Range) int { return cmp.Compare(a.id, b.id) })
+	g.sorted = out
 }
 
 // Urge asks for the pending group commit now (a reader waits for it).
@@ -292,7 +305,16 @@ func (g *Group) ApplyBatch(logs []*raft.Log) []interface{} {
 	last := applied
 	err := g.store.apply(func(tx *bolt.Tx) error {
 		c.tx = tx
+		check := g.store.records.Load() + 1
+		// One allocation for every span's apply state, not one each.
+		all := make([]spanApply, len(spans))
+		c.spans = make([]*spanApply, 0, len(spans))
 		for i, r := range spans {
+			all[i] = spanApply{r: r, state: states[i]}
+			if g.checked == check {
+				c.spans = append(c.spans, &all[i])
+				continue
+			}
 			if !namesGroup(tx.Bucket(bucketRanges).Get(u64(r.id)), r.id, g.id) {
 				// Merged into its left neighbour (or deleted) by an
 				// entry of another group, or its record taken by
@@ -303,9 +325,10 @@ func (g *Group) ApplyBatch(logs []*raft.Log) []interface{} {
 				gone = append(gone, r)
 				continue
 			}
-			c.spans = append(c.spans, &spanApply{r: r, state: states[i]})
+			c.spans = append(c.spans, &all[i])
 		}
 		c.spansChanged = len(gone) > 0
+		g.checked = check
 		if len(c.spans) == 0 {
 			g.settle(c, gone)
 			return nil
@@ -318,7 +341,12 @@ func (g *Group) ApplyBatch(logs []*raft.Log) []interface{} {
 			switch l.Type {
 			case raft.LogCommand:
 				results[i] = applyCommand(c, l.Data)
-				urgent = urgent || !isClientWrite(l.Data)
+				if !isClientWrite(l.Data) {
+					// Splits, merges, detaches and adds create, take or
+					// delete records; client writes never do.
+					urgent = true
+					g.store.records.Add(1)
+				}
 			case raft.LogConfiguration:
 				urgent = true
 			}
@@ -427,6 +455,7 @@ func (g *Group) settle(c *applyCtx, gone []*Range) {
 		g.spans[sp.r.id] = sp.r
 		c.live = append(c.live, sp.r.id)
 	}
+	g.resortLocked()
 }
 
 // namesGroup reports whether v, the stored record of span id (nil: none),
@@ -570,6 +599,7 @@ func (g *Group) Restore(rc io.ReadCloser) error {
 		}
 	}
 	g.spans = kept
+	g.resortLocked()
 	after := slices.Sorted(maps.Keys(kept))
 	g.last = states[0].GetAppliedIndex()
 	g.mu.Unlock()
