@@ -193,12 +193,20 @@ func TestFreezeDeletedSharedSpan(t *testing.T) {
 	}
 	splitInGroup(t, v, 21, "m", 22)
 	for _, id := range []uint64{30, 21, 22} {
-		_, err := v.FreezeRange(ctx, &pb.FreezeRangeRequest{RangeId: id, TableDeleted: true})
+		var err error
+		eventually(t, fmt.Sprintf("range %d's freeze answered by its group's leader", id), func() bool {
+			_, err = v.FreezeRange(ctx, &pb.FreezeRangeRequest{RangeId: id, TableDeleted: true})
+			return codes.Unavailable != status.Code(err) // an election under a loaded machine
+		})
 		info := rpcerr.Parse(err)
 		if info.Code != codes.FailedPrecondition || info.Reason != rpcerr.ReasonNotReady || info.Metadata[rpcerr.MetaSharedGroup] != strconv.FormatUint(21, 10) || !strings.Contains(info.Message, "shares Raft group 21") {
 			t.Errorf("freeze of range %d of a shared group: %v", id, err)
 		}
-		if st := s.slotOf(id).span(id).State(); st.GetFrozen() {
+		sl := s.slotOf(id)
+		if sl == nil || sl.span(id) == nil {
+			t.Fatalf("range %d not served here", id)
+		}
+		if st := sl.span(id).State(); st.GetFrozen() {
 			t.Errorf("range %d frozen by a refused freeze", id)
 		}
 	}
