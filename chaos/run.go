@@ -161,7 +161,7 @@ func Run(o Options) (_ *Result, err error) {
 	var tw *tablesWorkload
 	if o.Tables > 0 {
 		res.TablesOn = true
-		tw = startTables(sc, c, o.Seed, o.Tables, o.Logf)
+		tw = startTables(sc, once, c, o.Seed, o.Tables, o.Logf)
 	}
 	tablesRNG := rand.New(rand.NewSource(o.Seed ^ 0x7ab1e5))
 

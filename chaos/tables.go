@@ -56,6 +56,7 @@ type smallTable struct {
 // tablesWorkload drives the small tables.
 type tablesWorkload struct {
 	sc     *aztables.ServiceClient
+	once   *aztables.ServiceClient // one try per call: half the creates and deletes, so some answers are lost
 	c      *cluster
 	seed   int64
 	target int
@@ -83,8 +84,8 @@ type tablesWorkload struct {
 }
 
 // startTables starts the tables workload's clients.
-func startTables(sc *aztables.ServiceClient, c *cluster, seed int64, target int, logf func(string, ...any)) *tablesWorkload {
-	tw := &tablesWorkload{sc: sc, c: c, seed: seed, target: target, start: time.Now(), stop: make(chan struct{}), logf: logf, sharedGroups: map[uint64]bool{}}
+func startTables(sc, once *aztables.ServiceClient, c *cluster, seed int64, target int, logf func(string, ...any)) *tablesWorkload {
+	tw := &tablesWorkload{sc: sc, once: once, c: c, seed: seed, target: target, start: time.Now(), stop: make(chan struct{}), logf: logf, sharedGroups: map[uint64]bool{}}
 	for i := range tableWorkers {
 		share := target / tableWorkers
 		if i < target%tableWorkers {
@@ -117,9 +118,16 @@ func (tw *tablesWorkload) loop(worker, share int) {
 	rng := rand.New(rand.NewSource(tw.seed*131 + int64(worker)))
 	var live, gone []*smallTable
 	for n := 0; !tw.stopped(); n++ {
+		// Half the creates and deletes are sent once, without the SDK's
+		// retries: a fault then loses their answers, and the table must
+		// end one way or the other.
+		cl := tw.sc
+		if rng.Intn(2) == 0 {
+			cl = tw.once
+		}
 		switch {
 		case len(live) < share:
-			t := tw.create(fmt.Sprintf("t%dw%dn%d", tw.seed, worker, n), 3+rng.Intn(4))
+			t := tw.create(cl, fmt.Sprintf("t%dw%dn%d", tw.seed, worker, n), 3+rng.Intn(4))
 			if t.created == applied {
 				live = append(live, t)
 			}
@@ -127,7 +135,7 @@ func (tw *tablesWorkload) loop(worker, share int) {
 			i := rng.Intn(len(live))
 			t := live[i]
 			live = append(live[:i], live[i+1:]...)
-			if tw.remove(t) {
+			if tw.remove(cl, t) {
 				gone = append(gone, t)
 			}
 		default:
@@ -145,14 +153,14 @@ func (tw *tablesWorkload) loop(worker, share int) {
 
 // create creates table name (the SDK retries; a 409 after a retry is the
 // first try's create, the name being unique) and inserts rows entities.
-func (tw *tablesWorkload) create(name string, rows int) *smallTable {
+func (tw *tablesWorkload) create(cl *aztables.ServiceClient, name string, rows int) *smallTable {
 	t := &smallTable{name: name, created: unknown, rows: map[string]outcome{}, ranges: map[uint64]uint64{}}
 	tw.mu.Lock()
 	tw.tables = append(tw.tables, t)
 	tw.mu.Unlock()
 	ctx, cancel := opCtx()
 	var tries atomic.Int32
-	_, err := tw.sc.CreateTable(context.WithValue(ctx, triesKey{}, &tries), name, nil)
+	_, err := cl.CreateTable(context.WithValue(ctx, triesKey{}, &tries), name, nil)
 	cancel()
 	switch {
 	case err == nil:
@@ -201,14 +209,14 @@ func (tw *tablesWorkload) insert(t *smallTable, n int) {
 // remove deletes t, reporting whether the delete was acknowledged (a 404
 // after a retry is the first try's delete; on the first try it means the
 // table was lost).
-func (tw *tablesWorkload) remove(t *smallTable) bool {
+func (tw *tablesWorkload) remove(cl *aztables.ServiceClient, t *smallTable) bool {
 	tw.sampleMap(t)
 	tw.mu.Lock()
 	t.deleteTried, t.deleted = true, unknown
 	tw.mu.Unlock()
 	ctx, cancel := opCtx()
 	var tries atomic.Int32
-	_, err := tw.sc.DeleteTable(context.WithValue(ctx, triesKey{}, &tries), t.name, nil)
+	_, err := cl.DeleteTable(context.WithValue(ctx, triesKey{}, &tries), t.name, nil)
 	cancel()
 	switch {
 	case err == nil:
