@@ -119,15 +119,16 @@ func (tw *tablesWorkload) loop(worker, share int) {
 	var live, gone []*smallTable
 	for n := 0; !tw.stopped(); n++ {
 		// Half the creates and deletes are sent once, without the SDK's
-		// retries: a fault then loses their answers, and the table must
-		// end one way or the other.
-		cl := tw.sc
+		// retries, and given up after 1-3 s: a fault (or a slow master)
+		// then loses their answers, and the table must end one way or
+		// the other.
+		cl, limit := tw.sc, 30*time.Second
 		if rng.Intn(2) == 0 {
-			cl = tw.once
+			cl, limit = tw.once, time.Duration(1000+rng.Intn(2000))*time.Millisecond
 		}
 		switch {
 		case len(live) < share:
-			t := tw.create(cl, fmt.Sprintf("t%dw%dn%d", tw.seed, worker, n), 3+rng.Intn(4))
+			t := tw.create(cl, limit, fmt.Sprintf("t%dw%dn%d", tw.seed, worker, n), 3+rng.Intn(4))
 			if t.created == applied {
 				live = append(live, t)
 			}
@@ -135,7 +136,7 @@ func (tw *tablesWorkload) loop(worker, share int) {
 			i := rng.Intn(len(live))
 			t := live[i]
 			live = append(live[:i], live[i+1:]...)
-			if tw.remove(cl, t) {
+			if tw.remove(cl, limit, t) {
 				gone = append(gone, t)
 			}
 		default:
@@ -153,12 +154,12 @@ func (tw *tablesWorkload) loop(worker, share int) {
 
 // create creates table name (the SDK retries; a 409 after a retry is the
 // first try's create, the name being unique) and inserts rows entities.
-func (tw *tablesWorkload) create(cl *aztables.ServiceClient, name string, rows int) *smallTable {
+func (tw *tablesWorkload) create(cl *aztables.ServiceClient, limit time.Duration, name string, rows int) *smallTable {
 	t := &smallTable{name: name, created: unknown, rows: map[string]outcome{}, ranges: map[uint64]uint64{}}
 	tw.mu.Lock()
 	tw.tables = append(tw.tables, t)
 	tw.mu.Unlock()
-	ctx, cancel := opCtx()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	var tries atomic.Int32
 	_, err := cl.CreateTable(context.WithValue(ctx, triesKey{}, &tries), name, nil)
 	cancel()
@@ -209,12 +210,12 @@ func (tw *tablesWorkload) insert(t *smallTable, n int) {
 // remove deletes t, reporting whether the delete was acknowledged (a 404
 // after a retry is the first try's delete; on the first try it means the
 // table was lost).
-func (tw *tablesWorkload) remove(cl *aztables.ServiceClient, t *smallTable) bool {
+func (tw *tablesWorkload) remove(cl *aztables.ServiceClient, limit time.Duration, t *smallTable) bool {
 	tw.sampleMap(t)
 	tw.mu.Lock()
 	t.deleteTried, t.deleted = true, unknown
 	tw.mu.Unlock()
-	ctx, cancel := opCtx()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	var tries atomic.Int32
 	_, err := cl.DeleteTable(context.WithValue(ctx, triesKey{}, &tries), t.name, nil)
 	cancel()
