@@ -381,8 +381,10 @@ type tableFindings struct {
 	RangesLeft               int // ranges of deleted tables in the map or on a server
 	Inconsistent             int // query, table list and map disagree
 	Unread                   int // no definite answer by the deadline
-	Probes                   int64
-	NotFoundInserts          int
+	// Tables whose create or delete went unknown, there at the end or not.
+	UnknownThere, UnknownGone int
+	Probes                    int64
+	NotFoundInserts           int
 	// Sharing: Raft groups that served two tables or more at some sample,
 	// the most tables one served, and at the end the groups of the live
 	// tables by how many tables each served ("3x1 1x12": three groups of
@@ -565,6 +567,14 @@ func judgeTable(t *smallTable, st tableState, f *tableFindings, final bool) []st
 	}
 	mustExist := t.created == applied && !t.deleteTried
 	mustBeGone := t.deleteTried && t.deleted == applied
+	if final && !mustExist && !mustBeGone {
+		// A create or delete whose answer was lost: which way it went.
+		if st.exists {
+			f.UnknownThere++
+		} else {
+			f.UnknownGone++
+		}
+	}
 	switch {
 	case mustBeGone && st.exists:
 		count(&f.Resurrected)
@@ -677,8 +687,8 @@ func groupHistogram(byGroup map[uint64]map[string]bool) string {
 
 // tablesSummary is the tables workload's part of a summary line.
 func tablesSummary(f tableFindings) string {
-	return fmt.Sprintf("tables: %d created (%d unknown), %d deleted (%d unknown), %d rows acked (%d unknown), %d lost, %d duplicated, %d wrong, %d tables lost, %d resurrected (%d probes), %d ranges left, %d inconsistent, %d unread, %d inserts answered TableNotFound; %d created as a span of a shared group, %d groups shared, up to %d tables in one, groups x tables at the end %s",
-		f.Created, f.CreateUnknown, f.Deleted, f.DeleteUnknown, f.Rows, f.RowsUnknown, f.RowsLost, f.RowsDuplicated, f.RowsWrong, f.TablesLost, f.Resurrected, f.Probes, f.RangesLeft, f.Inconsistent, f.Unread, f.NotFoundInserts, f.SpansAtCreate, f.SharedGroups, f.MaxShare, f.EndGroups)
+	return fmt.Sprintf("tables: %d created (%d unknown), %d deleted (%d unknown; of the unknown %d there at the end, %d gone), %d rows acked (%d unknown), %d lost, %d duplicated, %d wrong, %d tables lost, %d resurrected (%d probes), %d ranges left, %d inconsistent, %d unread, %d inserts answered TableNotFound; %d created as a span of a shared group, %d groups shared, up to %d tables in one, groups x tables at the end %s",
+		f.Created, f.CreateUnknown, f.Deleted, f.DeleteUnknown, f.UnknownThere, f.UnknownGone, f.Rows, f.RowsUnknown, f.RowsLost, f.RowsDuplicated, f.RowsWrong, f.TablesLost, f.Resurrected, f.Probes, f.RangesLeft, f.Inconsistent, f.Unread, f.NotFoundInserts, f.SpansAtCreate, f.SharedGroups, f.MaxShare, f.EndGroups)
 }
 
 // sumTables adds up the tables workload's findings of the seeds that ran
@@ -707,6 +717,8 @@ func sumTables(rs []*Result) (tableFindings, bool) {
 		t.RangesLeft += f.RangesLeft
 		t.Inconsistent += f.Inconsistent
 		t.Unread += f.Unread
+		t.UnknownThere += f.UnknownThere
+		t.UnknownGone += f.UnknownGone
 		t.Probes += f.Probes
 		t.NotFoundInserts += f.NotFoundInserts
 		t.SharedGroups += f.SharedGroups
