@@ -426,15 +426,8 @@ func checkTables(tw *tablesWorkload, res *Result, limit time.Duration) {
 	for _, t := range tables {
 		tallyTable(f, t)
 	}
-	deadline := time.Now().Add(limit)
-	var findings []string
-	for {
-		findings = tw.checkOnce(tables, f, time.Now().After(deadline))
-		if len(findings) == 0 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(time.Second)
-	}
+	round, findings := lastRound(limit, time.Second, func(r *tableFindings) []string { return tw.checkOnce(tables, r) })
+	f.addRound(round)
 	for _, p := range findings {
 		res.problem("tables: %s", p)
 	}
@@ -442,6 +435,36 @@ func checkTables(tw *tablesWorkload, res *Result, limit time.Duration) {
 		f.EndGroups = groupHistogram(tablesByGroup(pm))
 	}
 	tw.logf("seed %d: tables: %+v", tw.seed, *f)
+}
+
+// lastRound runs check every pause until it finds nothing or limit has
+// passed, and returns the last round's counts and findings (a round
+// counts into a fresh tableFindings: earlier rounds only decide whether
+// to ask again).
+func lastRound(limit, pause time.Duration, check func(*tableFindings) []string) (tableFindings, []string) {
+	deadline := time.Now().Add(limit)
+	for {
+		var round tableFindings
+		findings := check(&round)
+		if len(findings) == 0 || time.Now().After(deadline) {
+			return round, findings
+		}
+		time.Sleep(pause)
+	}
+}
+
+// addRound adds the counts of the check's last round.
+func (f *tableFindings) addRound(r tableFindings) {
+	f.RowsLost += r.RowsLost
+	f.RowsDuplicated += r.RowsDuplicated
+	f.RowsWrong += r.RowsWrong
+	f.TablesLost += r.TablesLost
+	f.Resurrected += r.Resurrected
+	f.RangesLeft += r.RangesLeft
+	f.Inconsistent += r.Inconsistent
+	f.Unread += r.Unread
+	f.UnknownThere += r.UnknownThere
+	f.UnknownGone += r.UnknownGone
 }
 
 // tallyTable counts what t's client was told.
@@ -465,9 +488,9 @@ func tallyTable(f *tableFindings, t *smallTable) {
 	}
 }
 
-// checkOnce reads every table and compares; final makes the counts of
-// the last round (the earlier ones only decide whether to ask again).
-func (tw *tablesWorkload) checkOnce(tables []*smallTable, f *tableFindings, final bool) []string {
+// checkOnce reads every table and compares, counting into f (a round's
+// own: checkTables keeps the last round's).
+func (tw *tablesWorkload) checkOnce(tables []*smallTable, f *tableFindings) []string {
 	listed, err := tw.listTables()
 	if err != nil {
 		return []string{fmt.Sprintf("query tables: %v", shortErr(err))}
@@ -488,9 +511,9 @@ func (tw *tablesWorkload) checkOnce(tables []*smallTable, f *tableFindings, fina
 	for _, t := range tables {
 		st := tw.readTable(t.name)
 		st.listed, st.inMap, st.ranges = listed[t.name], inMap[t.name], ranges[t.name]
-		out = append(out, judgeTable(t, st, f, final)...)
+		out = append(out, judgeTable(t, st, f)...)
 	}
-	out = append(out, tw.serversHoldDeleted(tables, pm, f, final)...)
+	out = append(out, tw.serversHoldDeleted(tables, pm, f)...)
 	return out
 }
 
@@ -550,12 +573,8 @@ func (tw *tablesWorkload) readTable(name string) tableState {
 
 // judgeTable compares one table's end state with what its client was
 // told.
-func judgeTable(t *smallTable, st tableState, f *tableFindings, final bool) []string {
-	count := func(p *int) {
-		if final {
-			*p++
-		}
-	}
+func judgeTable(t *smallTable, st tableState, f *tableFindings) []string {
+	count := func(p *int) { *p++ }
 	if st.err != nil {
 		count(&f.Unread)
 		return []string{fmt.Sprintf("table %s: no answer: %s", t.name, shortErr(st.err))}
@@ -567,7 +586,7 @@ func judgeTable(t *smallTable, st tableState, f *tableFindings, final bool) []st
 	}
 	mustExist := t.created == applied && !t.deleteTried
 	mustBeGone := t.deleteTried && t.deleted == applied
-	if final && !mustExist && !mustBeGone {
+	if !mustExist && !mustBeGone {
 		// A create or delete whose answer was lost: which way it went.
 		if st.exists {
 			f.UnknownThere++
@@ -621,7 +640,7 @@ func acked(t *smallTable) int {
 // serversHoldDeleted asks every partition server for the ranges the
 // deleted tables had (and the map for any left): a deleted table's
 // replicas must all go.
-func (tw *tablesWorkload) serversHoldDeleted(tables []*smallTable, pm *pb.PartitionMap, f *tableFindings, final bool) []string {
+func (tw *tablesWorkload) serversHoldDeleted(tables []*smallTable, pm *pb.PartitionMap, f *tableFindings) []string {
 	pool := connpool.New()
 	defer pool.Close()
 	var out []string
@@ -642,9 +661,7 @@ func (tw *tablesWorkload) serversHoldDeleted(tables []*smallTable, pm *pb.Partit
 			}
 		}
 	}
-	if final {
-		f.RangesLeft += len(out)
-	}
+	f.RangesLeft += len(out)
 	return out
 }
 

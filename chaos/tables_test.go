@@ -61,7 +61,7 @@ func TestJudgeTable(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var f tableFindings
-			got := judgeTable(tc.t, tc.st, &f, true)
+			got := judgeTable(tc.t, tc.st, &f)
 			if len(got) != len(tc.want) {
 				t.Fatalf("findings %q, want %d like %q", got, len(tc.want), tc.want)
 			}
@@ -73,10 +73,35 @@ func TestJudgeTable(t *testing.T) {
 			if tc.count != nil && tc.count(f) != 1 {
 				t.Errorf("counted %+v, want the finding counted once", f)
 			}
-			var early tableFindings
-			judgeTable(tc.t, tc.st, &early, false)
-			if early != (tableFindings{}) {
-				t.Errorf("a round before the last counted %+v", early)
+		})
+	}
+}
+
+func TestLastRound(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		failFirst int // rounds that find something before one that does not
+		limit     time.Duration
+		findings  int
+		lost      int
+	}{
+		{"passes at once", 0, time.Second, 0, 0},
+		{"passes on the third round", 2, time.Second, 0, 0},
+		{"never passes", 1000, 30 * time.Millisecond, 1, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rounds := 0
+			round, findings := lastRound(tc.limit, time.Millisecond, func(f *tableFindings) []string {
+				rounds++
+				f.UnknownGone++ // counted in every round
+				if rounds <= tc.failFirst {
+					f.RowsLost++
+					return []string{"lost"}
+				}
+				return nil
+			})
+			if len(findings) != tc.findings || round.RowsLost != tc.lost || round.UnknownGone != 1 {
+				t.Errorf("after %d rounds: findings %q, counts %+v; want %d findings, %d lost, the last round's 1 unknown", rounds, findings, round, tc.findings, tc.lost)
 			}
 		})
 	}
