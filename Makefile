@@ -101,8 +101,11 @@ clean:
 	rm -rf bin
 
 # Jepsen-style fault injection against separate processes (chaos/): SEEDS
-# seeds of CHAOS_DURATION faults each; results go to docs/reliability.md.
+# seeds of CHAOS_DURATION faults each; CHAOS_TABLES small tables created,
+# written and deleted beside them (0: none; chaos/tables.go); results go to
+# docs/reliability.md.
 SEEDS          ?= 10
 CHAOS_DURATION ?= 45s
+CHAOS_TABLES   ?= 0
 chaos:
-	$(GO) test -count=1 -timeout 0 -run 'TestChaos$$' ./chaos -v -args -chaos.seeds=$(SEEDS) -chaos.duration=$(CHAOS_DURATION) -chaos.dir=$(DATA)/chaos
+	$(GO) test -count=1 -timeout 0 -run 'TestChaos$$' ./chaos -v -args -chaos.seeds=$(SEEDS) -chaos.duration=$(CHAOS_DURATION) -chaos.tables=$(CHAOS_TABLES) -chaos.dir=$(DATA)/chaos

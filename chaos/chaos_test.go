@@ -16,6 +16,7 @@ var (
 	firstSeed = flag.Int64("chaos.first-seed", 1, "first seed of TestChaos")
 	duration  = flag.Duration("chaos.duration", 45*time.Second, "fault phase of each seed")
 	reshapes  = flag.Int("chaos.reshapes", 1, "reshaping operations (split, merge, move, leadership transfer) asked for with each fault")
+	tables    = flag.Int("chaos.tables", 0, "small tables the tables workload keeps live, created, written and deleted beside the faults (0: no tables workload)")
 	keepDir   = flag.String("chaos.dir", "", "keep data and process logs of failed seeds, and of seeds over the write-gap target, under this directory")
 )
 
@@ -37,7 +38,7 @@ func runSeed(t *testing.T, bin string, seed int64, d time.Duration) *Result {
 		dir = filepath.Join(*keepDir, fmt.Sprintf("seed-%d", seed))
 		os.RemoveAll(dir)
 	}
-	res, err := Run(Options{Seed: seed, Binary: bin, Dir: dir, Duration: d, Logf: t.Logf, Reshapes: *reshapes})
+	res, err := Run(Options{Seed: seed, Binary: bin, Dir: dir, Duration: d, Logf: t.Logf, Reshapes: *reshapes, Tables: *tables})
 	if err != nil {
 		t.Fatalf("seed %d: %v", seed, err)
 	}

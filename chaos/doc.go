@@ -13,6 +13,11 @@
 // faults and reshapes run) returned each entity acknowledged before its
 // page was asked (on the read-access secondary: before its LastSyncTime),
 // once, in key order (scan.go), and that every range is led and fully
-// replicated again. `make chaos SEEDS=N` runs it;
+// replicated again. With -chaos.tables N (make chaos CHAOS_TABLES=N) a
+// second workload keeps about N small tables live beside the big one,
+// creating, writing and deleting them, and checks at the end that every
+// acknowledged table and row is there once, that every table whose delete
+// was acknowledged stayed gone, and that none of its ranges is left in the
+// master's map or on a server (tables.go). `make chaos SEEDS=N` runs it;
 // docs/reliability.md has the results.
 package chaos

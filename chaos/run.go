@@ -35,6 +35,9 @@ type Options struct {
 	// Reshapes is how many reshaping operations are asked for with each
 	// fault (0: one).
 	Reshapes int
+	// Tables is how many small tables the tables workload keeps live
+	// (tables.go; 0: none).
+	Tables int
 }
 
 // Result is what one seed found.
@@ -80,6 +83,9 @@ type Result struct {
 	ScanViolations          int
 	Problems                []string
 	Notes                   []string // findings that are not violations
+	// Tables is what the tables workload found (TablesOn: it ran).
+	TablesOn bool
+	Tables   tableFindings
 }
 
 // OK reports whether the run found no violation.
@@ -152,6 +158,12 @@ func Run(o Options) (_ *Result, err error) {
 	tc := sc.NewClient(table)
 	w := startWorkload(tc, once.NewClient(table), sec)
 	placements := c.watchPlacement(w.start)
+	var tw *tablesWorkload
+	if o.Tables > 0 {
+		res.TablesOn = true
+		tw = startTables(sc, once, c, o.Seed, o.Tables, o.Logf)
+	}
+	tablesRNG := rand.New(rand.NewSource(o.Seed ^ 0x7ab1e5))
 
 	// Fault phase: one fault at a time, each healed before the next, with
 	// reshaping operations in between.
@@ -165,6 +177,11 @@ func Run(o Options) (_ *Result, err error) {
 		o.Logf("seed %d: %s", o.Seed, f.name)
 		for range max(o.Reshapes, 1) {
 			reshape(c, rng, o.Logf)
+		}
+		for range max(o.Reshapes/3, 1) {
+			if tw != nil {
+				tw.reshapeTables(tablesRNG)
+			}
 		}
 		time.Sleep(time.Duration(2000+rng.Intn(3000)) * time.Millisecond)
 		f.heal()
@@ -189,6 +206,9 @@ func Run(o Options) (_ *Result, err error) {
 	healed := time.Now()
 	time.Sleep(2 * time.Second)
 	w.halt()
+	if tw != nil {
+		tw.halt()
+	}
 	c.ctlRunning.Wait()
 	res.Writes, res.Failures = w.writes.Load(), w.failures.Load()
 	scanResults(res, w, o)
@@ -217,6 +237,9 @@ func Run(o Options) (_ *Result, err error) {
 		// What was every role waiting on? (seed 246 of session 8: a
 		// query page timed out on every try with nothing in the logs.)
 		c.dumpGoroutines()
+	}
+	if tw != nil {
+		checkTables(tw, res, 90*time.Second)
 	}
 	clockNotes(c, res, w.start, faultTimes, places)
 	res.HistoryOps = len(w.history)
@@ -494,6 +517,12 @@ func reshape(c *cluster, rng *rand.Rand, logf func(string, ...any)) {
 		}
 		args = []string{"move", fmt.Sprint(r.GetRangeId()), "--to", free[rng.Intn(len(free))]}
 	}
+	runCtl(c, args, logf)
+}
+
+// runCtl runs one ctl command in the background (the read-back waits for
+// it) and logs its answer.
+func runCtl(c *cluster, args []string, logf func(string, ...any)) {
 	c.ctlRunning.Add(1)
 	go func() {
 		defer c.ctlRunning.Done()
@@ -724,9 +753,13 @@ func Summary(rs []*Result) string {
 			status = "FAIL: " + strings.Join(r.Problems[:min(3, len(r.Problems))], "; ")
 			bad++
 		}
-		fmt.Fprintf(&b, "seed %d: %d faults, %d acked (%d unknown), %d increments, %d history ops, %d scans (%d on the secondary, %d without LastSyncTime, lag up to %v; %d failed, %d pages, %d keys required, %d violations), %d connections cut, converged %v, max write gap %v (%s, ended t+%.1fs), waited with a majority up %v (%s, ended t+%.1fs, around: %s; between successes %v): %s\n",
+		tables := ""
+		if r.TablesOn {
+			tables = "; " + tablesSummary(r.Tables)
+		}
+		fmt.Fprintf(&b, "seed %d: %d faults, %d acked (%d unknown), %d increments, %d history ops, %d scans (%d on the secondary, %d without LastSyncTime, lag up to %v; %d failed, %d pages, %d keys required, %d violations), %d connections cut, converged %v, max write gap %v (%s, ended t+%.1fs), waited with a majority up %v (%s, ended t+%.1fs, around: %s; between successes %v)%s: %s\n",
 			r.Seed, len(r.Faults), r.Acked, r.Unknown, r.Increments, r.HistoryOps, r.Scans, r.ScansSecondary, r.ScansNoSync, r.SecondaryLag.Round(time.Millisecond), r.ScansFailed, r.ScanPages, r.ScanRequired, r.ScanViolations, r.Refused, r.Converged.Round(time.Millisecond), r.MaxGap.Round(time.Millisecond), r.MaxGapKey, r.MaxGapEnd.Seconds(),
-			r.MajorityGap.Round(time.Millisecond), r.MajorityGapKey, r.MajorityGapEnd.Seconds(), strings.Join(r.MajorityGapFaults, ", "), r.MajorityGapBetween.Round(time.Millisecond), status)
+			r.MajorityGap.Round(time.Millisecond), r.MajorityGapKey, r.MajorityGapEnd.Seconds(), strings.Join(r.MajorityGapFaults, ", "), r.MajorityGapBetween.Round(time.Millisecond), tables, status)
 		worstGap = max(worstGap, r.MaxGap)
 		worstMajority = max(worstMajority, r.MajorityGap)
 		worstBetween = max(worstBetween, r.MajorityGapBetween)
@@ -745,6 +778,9 @@ func Summary(rs []*Result) string {
 	}
 	fmt.Fprintf(&b, "%d seeds, %d failed: %d acknowledged entities, %d lost, %d duplicated, %d lost updates, %d non-linearizable histories, %d scans with %d violations; worst convergence %v, worst write gap %v, worst wait with a majority up %v (between successes %v)\n",
 		len(rs), bad, acked, lost, dup, lu, lin, scans, scanBad, worstConv.Round(time.Millisecond), worstGap.Round(time.Millisecond), worstMajority.Round(time.Millisecond), worstBetween.Round(time.Millisecond))
+	if total, on := sumTables(rs); on {
+		fmt.Fprintf(&b, "%s\n", tablesSummary(total))
+	}
 	return b.String()
 }
 
