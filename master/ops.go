@@ -159,7 +159,10 @@ func (s *Server) split(ctx context.Context, id uint64, key, preferred, cause, re
 	if !ok {
 		return nil, fmt.Errorf("%w: %d", ErrRangeNotFound, id)
 	}
-	var err error
+	d, err := s.leaveAnchorGroup(ctx, d, cause) // isolateop.go
+	if err != nil {
+		return nil, err
+	}
 	if key == "" {
 		if key, err = s.sizeSplitKey(ctx, id); err != nil {
 			return nil, err
