@@ -54,6 +54,12 @@ func (s *Server) isolate(ctx context.Context, id uint64, cause string) (*pb.Rang
 // group's log), records it in the map and waits (bounded) for the new
 // group's leader, which is the group's leader's server.
 func (s *Server) detach(ctx context.Context, id uint64, cause string) (*pb.RangeDescriptor, error) {
+	return s.detachFor(ctx, id, cause, "", nil)
+}
+
+// detachFor is detach whose event carries why it ran (a policy's reason
+// and rule) and the policy's figures.
+func (s *Server) detachFor(ctx context.Context, id uint64, cause, reason string, figures map[string]float64) (*pb.RangeDescriptor, error) {
 	start := time.Now()
 	d, ok := s.rangeDesc(id)
 	if !ok {
@@ -82,11 +88,14 @@ func (s *Server) detach(ctx context.Context, id uint64, cause string) (*pb.Range
 	}
 	done := time.Since(start)
 	led := s.leadRight(ctx, got, leader, start, done)
+	if figures == nil {
+		figures = map[string]float64{}
+	}
+	figures["detach_seconds"], figures["leader_move_seconds"] = done.Seconds(), led.Seconds()
 	s.event(&pb.Event{
 		Kind: pb.EventKind_EVENT_KIND_GROUP_SPLIT, Table: d.GetTable(), RangeIds: []uint64{id, group},
-		Servers: []string{s.leaderOf(id)}, Cause: cause,
-		Figures:         map[string]float64{"detach_seconds": done.Seconds(), "leader_move_seconds": led.Seconds()},
-		Message:         fmt.Sprintf("range %d [%q, %q) left Raft group %d for a group of its own", id, d.GetStart(), d.GetEnd(), group),
+		Servers: []string{s.leaderOf(id)}, Cause: cause, Figures: figures,
+		Message:         fmt.Sprintf("range %d [%q, %q) left Raft group %d for a group of its own", id, d.GetStart(), d.GetEnd(), group) + withReason(reason),
 		DurationSeconds: time.Since(start).Seconds(),
 	})
 	opSeconds.WithLabelValues("detach").Observe(time.Since(start).Seconds())

@@ -172,10 +172,10 @@ func init() {
 			eventsTotal.WithLabelValues(name)
 		}
 	}
-	for _, op := range []string{"split", "merge", "move", "move_group", "detach"} {
+	for _, op := range []string{"split", "merge", "move", "move_group", "detach", "isolate"} {
 		opSeconds.WithLabelValues(op)
 	}
-	for k := scheduler.Split; k <= scheduler.TransferLeader; k++ {
+	for k := scheduler.Split; k <= scheduler.Isolate; k++ {
 		opFailuresTotal.WithLabelValues(k.String())
 	}
 	clusterHealth{}.publish(false)

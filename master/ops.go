@@ -152,14 +152,18 @@ func (s *Server) sizeSplitKey(ctx context.Context, id uint64) (string, error) {
 // choice; "" asks it), so the load halves without a later transfer. In
 // group (inGroup), the right range is a new span of the range's Raft group
 // instead (docs/range-groups.md): led by the group's leader, preferred
-// unused.
+// unused. A span of an anchor group leaves that group first
+// (leaveAnchorGroup), so no half stays in the tables' shared group.
 func (s *Server) split(ctx context.Context, id uint64, key, preferred, cause, reason string, figures map[string]float64, inGroup bool) (*pb.SplitResponse, error) {
 	start := time.Now()
 	d, ok := s.rangeDesc(id)
 	if !ok {
 		return nil, fmt.Errorf("%w: %d", ErrRangeNotFound, id)
 	}
-	var err error
+	d, err := s.leaveAnchorGroup(ctx, d, cause) // isolateop.go
+	if err != nil {
+		return nil, err
+	}
 	if key == "" {
 		if key, err = s.sizeSplitKey(ctx, id); err != nil {
 			return nil, err

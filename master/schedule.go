@@ -115,7 +115,7 @@ func (s *Server) schedRange(d *pb.RangeDescriptor, servers []scheduler.Server, n
 	rp := s.reports
 	id := d.GetRangeId()
 	r := &scheduler.Range{ID: id, Group: rangegroup.GroupOf(d), TableID: d.GetTableId(), Table: d.GetTable(), Start: d.GetStart(), End: d.GetEnd(),
-		Leader: rp.leaders[id], Frozen: rp.frozen[id] != 0}
+		Leader: rp.leaders[id], Frozen: rp.frozen[id] != 0, Anchor: isAnchor(d)}
 	if l, ok := rp.loads[id]; ok {
 		r.Load = &scheduler.Load{EntitiesPerSec: l.GetEntitiesPerSec(), Bytes: l.GetBytes(),
 			HotKeys: keyLoads(l.GetHotKeys()), Sample: keyLoads(l.GetLoadSample())}
@@ -155,6 +155,8 @@ func (s *Server) execute(ctx context.Context, o scheduler.Op) error {
 		_, err = s.split(ctx, o.Range, o.Key, o.To, cause, o.Reason+" ["+o.Rule+"]", o.Figures, o.InGroup)
 	case scheduler.Merge:
 		_, err = s.merge(ctx, o.Range, o.Right, cause, o.Reason+" ["+o.Rule+"]", o.Figures)
+	case scheduler.Isolate:
+		err = s.isolateSpan(ctx, o) // isolateop.go
 	case scheduler.Move:
 		switch o.Rule {
 		case scheduler.RuleReReplicate:

@@ -244,6 +244,9 @@ func (c *cluster) apply(o scheduler.Op) bool {
 		return c.merge(i, r, o.Right)
 	case scheduler.Move:
 		return c.move(r, o.From, o.To, o.Whole)
+	case scheduler.Isolate:
+		// A span leaves its anchor group (the master's isolate).
+		c.isolate(r)
 	case scheduler.TransferLeader:
 		t, ok := c.index[o.To]
 		if !ok || !c.servers[t].Live || !r.sched.HasReplica(o.To) || r.leader < 0 {

@@ -224,11 +224,12 @@ func (r *runner) snapshot() *scheduler.Snapshot {
 }
 
 // duration is how long an operation takes in simulated time: a leader
-// transfer half a second, a split one, a merge two, a move two plus the
+// transfer or an isolate half a second, a split one, a merge two, a move two plus the
 // range's snapshot at 100 MB/s.
 func (r *runner) duration(o scheduler.Op) time.Duration {
 	switch o.Kind {
-	case scheduler.TransferLeader:
+	case scheduler.TransferLeader, scheduler.Isolate:
+		// An isolate is one entry in the group's log, led where it was.
 		return 500 * time.Millisecond
 	case scheduler.Split:
 		return time.Second

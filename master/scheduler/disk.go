@@ -106,8 +106,14 @@ func (st *serverStat) take(r *Range) {
 // its replicas: one on a full disk (onFullDisk), or one reported broken (a
 // split would leave the new right-hand range's replica on that server
 // waiting, reported missing, not broken, so never replaced; re-replication
-// replaces the broken one first, as merges wait for it: allStaying).
-func (p *Plan) unsplittable(r *Range) bool { return p.onFullDisk(r) || r.anyBroken() }
+// replaces the broken one first, as merges wait for it: allStaying), or
+// r is a span of an anchor group (anchorSpan: it leaves the group first,
+// detach_hot.go, or waits there; a split would keep its left half in the
+// shared group), or an anchor (empty, never written: a report that says
+// otherwise is wrong).
+func (p *Plan) unsplittable(r *Range) bool {
+	return p.onFullDisk(r) || r.anyBroken() || r.Anchor || p.anchorSpan(r)
+}
 
 // onFullDisk reports whether a replica of r is on a server whose disk is
 // full: such a range is not split (the new range's snapshot is written on

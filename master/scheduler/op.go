@@ -16,6 +16,11 @@ const (
 	Merge
 	Move
 	TransferLeader
+	// Isolate takes Range, a span of an anchor group (a Raft group founded
+	// by an anchor for tables to share; docs/range-groups.md, stage 7),
+	// out of that group into a group of its own on the same replicas
+	// (the master's isolate; detach_hot.go). Group names the group left.
+	Isolate
 )
 
 func (k Kind) String() string {
@@ -28,6 +33,8 @@ func (k Kind) String() string {
 		return "move"
 	case TransferLeader:
 		return "transfer-leader"
+	case Isolate:
+		return "isolate"
 	}
 	return "unknown"
 }
@@ -44,6 +51,8 @@ const (
 	RuleZoneDiversity     = "zone-diversity"
 	RuleSplitLoad         = "split-load"
 	RuleSplitSize         = "split-size"
+	RuleDetachHot         = "detach-hot"
+	RuleDetachLarge       = "detach-large"
 	RuleMergeCold         = "merge-cold"
 	RuleBalanceLeaderLoad = "balance-leader-load"
 	RuleBalanceLeaderFill = "balance-leader-fill"
@@ -82,7 +91,8 @@ type Op struct {
 	InGroup bool
 	// Group: a TransferLeader of a range that shares its Raft group names
 	// the group whose leadership it moves (0 otherwise), so that the
-	// group's cooldown outlives Range leaving it.
+	// group's cooldown outlives Range leaving it; an Isolate names the
+	// anchor group Range leaves (every range of it busy while it runs).
 	Group uint64
 	// Whole: a Move of a range whose Raft group serves several ranges
 	// moves the group whole (one membership change for every span; the
@@ -140,6 +150,8 @@ func (o Op) String() string {
 		}
 	case Merge:
 		fmt.Fprintf(&b, "merge r%d + r%d", o.Range, o.Right)
+	case Isolate:
+		fmt.Fprintf(&b, "isolate r%d from anchor group %d", o.Range, o.Group)
 	default:
 		fmt.Fprintf(&b, "%s r%d %s -> %s", o.Kind, o.Range, o.From, o.To)
 		if o.Whole {

@@ -340,9 +340,10 @@ func parseDisk(v string) (Disk, error) {
 }
 
 // setRanges reads "rID [start,end) a* b c [eps=N] [bytes=N] [keys=k:n,...]
-// [table=N] [frozen] [hot=DUR] [cold=DUR] [applied=a:N,...] [missing=a]
-// [broken=a]"
-// lines; * marks the leader.
+// [table=N] [group=N] [frozen] [anchor] [hot=DUR] [warm=DUR] [cold=DUR]
+// [applied=a:N,...] [missing=a] [broken=a]"
+// lines; * marks the leader (anchor: the range founds an anchor group;
+// warm: at least half of split-load that long).
 func (w *world) setRanges(lines []string) error {
 	w.ranges, w.reported = nil, nil
 	for _, l := range lines {
@@ -384,6 +385,8 @@ func (w *world) rangeAttr(r *Range, a string) error {
 	switch {
 	case !isKV && a == "frozen":
 		r.Frozen = true
+	case !isKV && a == "anchor":
+		r.Anchor = true
 	case !isKV && strings.HasSuffix(a, "*"):
 		r.Leader = strings.TrimSuffix(a, "*")
 		r.Replicas = append(r.Replicas, Replica{Server: r.Leader})
@@ -422,12 +425,15 @@ func (w *world) otherAttr(r *Range, k, v string) error {
 		r.TableID, err = strconv.ParseUint(v, 10, 64)
 	case "group":
 		r.Group, err = strconv.ParseUint(v, 10, 64)
-	case "hot", "cold":
+	case "hot", "warm", "cold":
 		var d time.Duration
 		d, err = time.ParseDuration(v)
-		if k == "hot" {
+		switch k {
+		case "hot":
 			r.HotSince = w.now.Add(-d)
-		} else {
+		case "warm":
+			r.WarmSince = w.now.Add(-d)
+		default:
 			r.ColdSince = w.now.Add(-d)
 		}
 	case "applied":
@@ -693,6 +699,8 @@ func (w *world) applyLast() string {
 			w.merge(r, w.find(o.Right))
 		case Move:
 			w.move(r, o)
+		case Isolate:
+			w.isolate(r) // the span leaves its anchor group
 		case TransferLeader:
 			// The leadership of the range's whole Raft group.
 			for _, sp := range w.ranges {
@@ -840,6 +848,9 @@ func (w *world) state() string {
 		group := ""
 		if r.GroupID() != r.ID {
 			group = fmt.Sprintf(" group=%d", r.Group)
+		}
+		if r.Anchor {
+			group += " anchor"
 		}
 		fmt.Fprintf(&b, "r%d [%s,%s) %s eps=%.0f%s%s\n", r.ID, r.Start, r.End, strings.Join(reps, " "), eps, group, w.zonesOf(r))
 		load[r.Leader] += eps

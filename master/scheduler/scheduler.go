@@ -15,11 +15,12 @@ type Policy interface {
 }
 
 // Policies are the policies in the order they run: data safety first
-// (re-replication, draining), then load (splits, merges), then zone
+// (re-replication, draining), then load (a hot or large span leaving its
+// anchor group before any split, then splits, merges), then zone
 // diversity (zoneDiversity), then balance.
 func Policies() []Policy {
 	return []Policy{
-		reReplicate{}, drain{}, splitLoad{}, splitSize{}, mergeCold{}, zoneDiversity{},
+		reReplicate{}, drain{}, detachHot{}, splitLoad{}, splitSize{}, mergeCold{}, zoneDiversity{},
 		balanceLeaderLoad{}, balanceLeaderFill{}, splitBalance{}, balanceLeaderCount{}, balanceReplicas{},
 	}
 }
@@ -334,8 +335,8 @@ func (p *Plan) add(r *Range, o Op) bool {
 		}
 		p.occupyGroup(r, o.balancing())
 	}
-	if o.Kind == Move && o.Whole {
-		p.occupyGroup(r, false) // wholemove.go
+	if (o.Kind == Move && o.Whole) || o.Kind == Isolate {
+		p.occupyGroup(r, false) // wholemove.go; detach_hot.go
 	}
 	p.occupy(o)
 	p.noteSplit(o)
@@ -558,12 +559,13 @@ func (p *Plan) occupyGroup(r *Range, balancing bool) {
 }
 
 // occupyTransferred marks busy every range of a group whose leadership a
-// transfer in flight is moving, or that a move in flight moves whole
-// (Op.Group; the master also lists every range it has claimed as a
-// transfer, with no group, which marks only that range).
+// transfer in flight is moving, that a move in flight moves whole, or
+// that an isolate in flight takes a span out of (Op.Group; the master
+// also lists every range it has claimed as a transfer, with no group,
+// which marks only that range).
 func (p *Plan) occupyTransferred(inflight []Op) {
 	for _, o := range inflight {
-		if g := p.groups[o.Group]; (o.Kind == TransferLeader || o.Whole) && o.Group != 0 && g != nil {
+		if g := p.groups[o.Group]; (o.Kind == TransferLeader || o.Whole || o.Kind == Isolate) && o.Group != 0 && g != nil {
 			for _, sp := range g.spans {
 				p.busy.add(sp.ID)
 			}

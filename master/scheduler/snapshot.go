@@ -89,6 +89,12 @@ type Range struct {
 	Load *Load
 	// Frozen: a merge froze the range; nothing else may touch it.
 	Frozen bool
+	// Anchor: the range is an anchor, the one empty range of a reserved
+	// table that founds a Raft group for tables to share (the master's
+	// isAnchor; docs/range-groups.md, stage 7). Its group is an anchor
+	// group; its spans leave it when hot or large (detach_hot.go), the
+	// anchor never.
+	Anchor bool
 	Trend
 }
 
@@ -124,10 +130,11 @@ type KeyLoad struct {
 }
 
 // Trend remembers since when a range's load stayed above the split
-// threshold (HotSince) or below the merge threshold (ColdSince); zero when
-// it is not.
+// threshold (HotSince), above half of it (WarmSince: a span of an anchor
+// group leaves the group then, detach_hot.go) or below the merge
+// threshold (ColdSince); zero when it is not.
 type Trend struct {
-	HotSince, ColdSince time.Time
+	HotSince, WarmSince, ColdSince time.Time
 }
 
 // Observe folds one load report taken at now into the trend.
@@ -136,6 +143,9 @@ func (t *Trend) Observe(cfg Config, entitiesPerSec float64, now time.Time) {
 	// step, and rewriting unchanged times dirtied all their memory.
 	if hot := entitiesPerSec >= cfg.SplitLoad; hot == t.HotSince.IsZero() {
 		t.HotSince = pick(hot, now)
+	}
+	if warm := entitiesPerSec >= cfg.SplitLoad/2; warm == t.WarmSince.IsZero() {
+		t.WarmSince = pick(warm, now)
 	}
 	if cold := entitiesPerSec <= cfg.MergeLoad; cold == t.ColdSince.IsZero() {
 		t.ColdSince = pick(cold, now)

@@ -1,0 +1,99 @@
+package cluster
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
+	"tablestore/internal/rangegroup"
+	"tablestore/master"
+	pb "tablestore/proto/tablestorepb"
+)
+
+// TestHotTableLeavesAnchorGroup: stage 7, step 7 (docs/range-groups.md).
+// With --table-groups and a low split load (100 entities/s), four tables
+// created through the front-end share the anchor's Raft group; one is
+// written as fast as four writers go, the other three at a few writes a
+// second. The hot table's span leaves the group (detach-hot: a
+// group-split event naming the rule) before anything splits it, so no
+// range of the hot table is left in the shared group (a split in the
+// group kept its left half there); the cold tables stay spans of the
+// anchor's group on every replica; every acknowledged write of every
+// table reads back exactly once. Fails without the rule: the span left
+// only through split-load's split, by the master's defence (split
+// isolates a span of an anchor group first), and no event names
+// detach-hot; without the defence too, the split kept the hot table's
+// left half in the group (the wait timed out).
+func TestHotTableLeavesAnchorGroup(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c, mc, anchor := startTableGroupsTuned(t, func(m *master.Config) {
+		m.Policy.SplitLoad = 100
+		m.Policy.MergeLoad = 20
+	})
+	sc := serviceClient(t, c, 0)
+	names := []string{"hot", "cold0", "cold1", "cold2"}
+	clients := map[string]*aztables.Client{}
+	spans := map[string]*pb.RangeDescriptor{}
+	for _, n := range names {
+		clients[n] = newTable(t, sc, n)
+	}
+	m := partitionMap(t, mc)
+	for _, n := range names {
+		d := spanOf(m, n)
+		if d == nil || rangegroup.GroupOf(d) != anchor {
+			t.Fatalf("table %s: %v, want a span of anchor group %d", n, d, anchor)
+		}
+		checkOneGroup(t, c, d, anchor)
+		spans[n] = d
+	}
+	// A few writes a second: under the merge load, cold.
+	paced := func(w, i int) (string, string) {
+		time.Sleep(200 * time.Millisecond)
+		return spreadKeys(w, i)
+	}
+	works := map[string]*workload{"hot": startWorkload(t, clients["hot"], 4, spreadKeys)}
+	for _, n := range names[1:] {
+		works[n] = startWorkload(t, clients[n], 1, paced)
+	}
+	hot := spans["hot"].GetRangeId()
+	waitFor(t, 60*time.Second, "the hot table's span out of the anchor's group", func() bool {
+		d, ok := rangeByID(partitionMap(t, mc), hot)
+		return ok && rangegroup.GroupOf(d) != anchor
+	})
+	time.Sleep(2 * time.Second) // writes go on after it left (and a split of it alone, if any)
+	for _, n := range names {
+		acked := works[n].halt()
+		if len(acked) == 0 {
+			t.Fatalf("table %s: no write acknowledged", n)
+		}
+		verifyExactlyOnce(t, clients[n], acked)
+		t.Logf("table %s: %d writes acknowledged", n, len(acked))
+	}
+	m = partitionMap(t, mc)
+	for _, d := range tableRanges(m, "hot") {
+		if rangegroup.GroupOf(d) == anchor {
+			t.Errorf("hot table's range %d still in the anchor's group: %v", d.GetRangeId(), d)
+		}
+	}
+	for _, n := range names[1:] {
+		d := spanOf(m, n)
+		if d == nil || d.GetRangeId() != spans[n].GetRangeId() {
+			t.Fatalf("table %s after: %v, want its one range %d", n, tableRanges(m, n), spans[n].GetRangeId())
+		}
+		checkOneGroup(t, c, d, anchor)
+	}
+	rule := false
+	for _, e := range masterEvents(mc) {
+		if e.GetKind() == pb.EventKind_EVENT_KIND_GROUP_SPLIT && len(e.GetRangeIds()) > 0 && e.GetRangeIds()[0] == hot {
+			rule = strings.Contains(e.GetMessage(), "[detach-hot]")
+			t.Logf("event: %s", e.GetMessage())
+		}
+	}
+	if !rule {
+		t.Errorf("no group-split event of range %d naming [detach-hot]", hot)
+	}
+}
