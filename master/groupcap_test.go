@@ -131,3 +131,34 @@ func TestAddSpanToFullGroup(t *testing.T) {
 		})
 	}
 }
+
+// TestCreatedEventMarksAnchors: the table-created event of an anchor says
+// so (figure anchor 1), a table recorded in an anchor's group names the
+// group and its span count, and a table of a group of its own carries no
+// figures, as before.
+func TestCreatedEventMarksAnchors(t *testing.T) {
+	s := &Server{fsm: &fsm{st: newState()}}
+	apply := applier(t, s.fsm)
+	reps := []*pb.Replica{{ServerId: "a"}, {ServerId: "b"}, {ServerId: "c"}}
+	anchor := apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_CREATE_TABLE, &pb.CreateTableCommand{Anchor: true, Replicas: reps})
+	g := anchor.ranges[0].GetRangeId()
+	shared := apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_CREATE_TABLE, &pb.CreateTableCommand{Name: "t", Replicas: reps, GroupId: g})
+	own := apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_CREATE_TABLE, &pb.CreateTableCommand{Name: "u", Replicas: reps})
+	for _, tc := range []struct {
+		name    string
+		res     *applyResult
+		message string
+		figures map[string]float64
+	}{
+		{"anchor", anchor, fmt.Sprintf("anchor _groups/%d created: range %d founds Raft group %d for tables to share", g, g, g), map[string]float64{"anchor": 1, "group_spans": 2}},
+		{"table in the anchor's group", shared, fmt.Sprintf("table t created with range %d in anchor group %d (2 spans)", shared.ranges[0].GetRangeId(), g), map[string]float64{"anchor": 0, "group_spans": 2}},
+		{"table of its own group", own, fmt.Sprintf("table u created with range %d", own.ranges[0].GetRangeId()), nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := s.createdEvent(tc.res, "operator")
+			if e.GetKind() != pb.EventKind_EVENT_KIND_TABLE_CREATED || e.GetMessage() != tc.message || fmt.Sprint(e.GetFigures()) != fmt.Sprint(tc.figures) {
+				t.Errorf("event %v; want message %q, figures %v", e, tc.message, tc.figures)
+			}
+		})
+	}
+}

@@ -332,6 +332,7 @@ func (s *Server) ensureAnchor() {
 		r := res.ranges[0]
 		leader, err := s.startRange(s.ctx, r, addrs)
 		s.logger.Info("anchor group created", "table", r.GetTable(), "range", r.GetRangeId(), "leader", leader, "err", err)
+		s.event(s.createdEvent(res, "table-groups"))
 	}()
 }
 
@@ -546,4 +547,32 @@ func (s *Server) resumeAddSpans() {
 			s.logger.Info("range left pending in its group added", "range", id, "table", d.GetTable())
 		}()
 	}
+}
+
+// createdEvent is the table-created event of a create's result: for an
+// anchor (ensureAnchor) or a table whose range is recorded in an anchor's
+// group, the message says so and the figures carry anchor (1 for an
+// anchor) and group_spans (the ranges of the map the group serves, the
+// anchor included), so that an operator sees which groups tables share.
+func (s *Server) createdEvent(res *applyResult, cause string) *pb.Event {
+	r := res.ranges[0]
+	e := &pb.Event{Kind: pb.EventKind_EVENT_KIND_TABLE_CREATED, Table: res.table.GetName(), RangeIds: []uint64{r.GetRangeId()}, Cause: cause}
+	g := rangegroup.GroupOf(r)
+	if d, ok := s.rangeDesc(r.GetRangeId()); ok {
+		g = rangegroup.GroupOf(d)
+	}
+	spans := 0
+	s.fsm.read(func(st *state) { spans = len(st.groupSpans[g]) })
+	switch {
+	case isAnchor(r):
+		e.Message = fmt.Sprintf("anchor %s created: range %d founds Raft group %d for tables to share", r.GetTable(), r.GetRangeId(), g)
+		e.Figures = map[string]float64{"anchor": 1, "group_spans": float64(spans)}
+	case g != r.GetRangeId():
+		e.Message = fmt.Sprintf("table %s created with range %d in anchor group %d (%d spans)", res.table.GetName(), r.GetRangeId(), g, spans)
+		e.RangeIds = append(e.RangeIds, g)
+		e.Figures = map[string]float64{"anchor": 0, "group_spans": float64(spans)}
+	default:
+		e.Message = fmt.Sprintf("table %s created with range %d", res.table.GetName(), r.GetRangeId())
+	}
+	return e
 }
