@@ -75,7 +75,7 @@ func TestAgainstCluster(t *testing.T) {
 			t.Errorf("range %+v", r)
 		}
 		human := ctl(t, "ranges")
-		if !strings.HasPrefix(human, "RANGE  GROUP  TABLE") || !strings.Contains(human, "ctltest") {
+		if !strings.HasPrefix(human, "RANGE  GROUP  SPANS  TABLE") || !strings.Contains(human, "ctltest") {
 			t.Errorf("human ranges:\n%s", human)
 		}
 	})

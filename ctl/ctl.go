@@ -107,6 +107,12 @@ var commands = []command{
 	{name: "remove-server", args: "SERVER", nargs: 1,
 		summary: "forget a partition server that is down and holds no replica (after drain and scale-in)",
 		run:     (*runner).removeServer},
+	{name: "ungroup-tables", args: "[--wait D]",
+		summary: "take every table's range out of the shared Raft groups (anchor groups) and delete the anchors: the downgrade from --table-groups",
+		flags: func(fs *flag.FlagSet, o *opts) {
+			fs.DurationVar(&o.wait, "wait", 30*time.Minute, "call the master again until nothing is left or this long (0: one call)")
+		},
+		run: (*runner).ungroupTables, streams: func(*opts) bool { return true }},
 	{name: "frontends", summary: "front-ends watching the masters' partition map: addresses, version, map version sent",
 		run: (*runner).frontends},
 	{name: "master", args: "list | add ID RAFT_ADDR | remove ID", nargs: 1, varargs: true,

@@ -240,13 +240,13 @@ func TestHumanOutput(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"ranges", []string{"ranges"}, `RANGE  GROUP  TABLE   START  END    GEN  REPLICAS      LEADER  STATE   READS/S  WRITES/S  ENTITIES/S  THROTTLED/S  ENTITIES       SIZE  HOT KEYS (entities/s)
-2      2      logs    -inf   +inf     1  ps1,ps2,ps3   ps1     -             -         -           -            -         -          -  -
-1      1      orders  -inf   p0050    2  ps1,ps2,ps3   ps1     active     12.5    1800.0      1812.5          0.0     52000   60.0 MiB  p0007=900 p0001=400 "p 2"=100 +1 more
-4      4      orders  p0050  +inf     1  ps2,ps3,ps10  ps2     -           0.0    2000.0      2000.0        150.0       900  900.0 KiB  p0077=2000
+		{"ranges", []string{"ranges"}, `RANGE  GROUP  SPANS  TABLE   START  END    GEN  REPLICAS      LEADER  STATE   READS/S  WRITES/S  ENTITIES/S  THROTTLED/S  ENTITIES       SIZE  HOT KEYS (entities/s)
+2      2          1  logs    -inf   +inf     1  ps1,ps2,ps3   ps1     -             -         -           -            -         -          -  -
+1      1          1  orders  -inf   p0050    2  ps1,ps2,ps3   ps1     active     12.5    1800.0      1812.5          0.0     52000   60.0 MiB  p0007=900 p0001=400 "p 2"=100 +1 more
+4      4          1  orders  p0050  +inf     1  ps2,ps3,ps10  ps2     -           0.0    2000.0      2000.0        150.0       900  900.0 KiB  p0077=2000
 `},
-		{"ranges of one table, any case", []string{"ranges", "--table", "LOGS"}, `RANGE  GROUP  TABLE  START  END   GEN  REPLICAS     LEADER  STATE  READS/S  WRITES/S  ENTITIES/S  THROTTLED/S  ENTITIES  SIZE  HOT KEYS (entities/s)
-2      2      logs   -inf   +inf    1  ps1,ps2,ps3  ps1     -            -         -           -            -         -     -  -
+		{"ranges of one table, any case", []string{"ranges", "--table", "LOGS"}, `RANGE  GROUP  SPANS  TABLE  START  END   GEN  REPLICAS     LEADER  STATE  READS/S  WRITES/S  ENTITIES/S  THROTTLED/S  ENTITIES  SIZE  HOT KEYS (entities/s)
+2      2          1  logs   -inf   +inf    1  ps1,ps2,ps3  ps1     -            -         -           -            -         -     -  -
 `},
 		{"servers", []string{"servers"}, `SERVER  GRPC ADDR       RAFT ADDR       ZONE        ALIVE                  LAST HEARTBEAT  REPLICAS  LEADERS  LED ENTITIES/S  DISK FREE
 ps1     127.0.0.1:7201  127.0.0.1:7301  eu-west-1a  yes                          1.2s ago         2        2          1812.5  50.0 GiB of 100.0 GiB
@@ -319,7 +319,7 @@ func keysOf(m map[string]any) string {
 func TestJSONOutput(t *testing.T) {
 	f := &fakeMaster{pm: sampleMap(), events: sampleEvents()}
 	addr := startFake(t, f)
-	const rangeKeys = "bytes,distinct_keys,end,entities_per_sec,entity_count,generation,group,hot_keys,leader,load_reported,range_id,reads_per_sec,replicas,start,state,table,table_id,throttled_per_sec,writes_per_sec"
+	const rangeKeys = "anchor,bytes,distinct_keys,end,entities_per_sec,entity_count,generation,group,group_spans,hot_keys,leader,load_reported,range_id,reads_per_sec,replicas,start,state,table,table_id,throttled_per_sec,writes_per_sec"
 	tests := []struct {
 		name  string
 		args  []string

@@ -55,7 +55,7 @@ func TestDocsJSONSchema(t *testing.T) {
 	// optionally a table whose first column is the field.
 	heading := regexp.MustCompile("(?m)^\\*\\*(.+?)\\*\\*")
 	locs := heading.FindAllStringSubmatchIndex(js, -1)
-	types := map[string]any{"ranges": Range{}, "servers": Server{}, "events": Event{}, "split": Result{}, "master": Member{}, "frontends": Frontend{}, "debug": ZipResult{}}
+	types := map[string]any{"ranges": Range{}, "servers": Server{}, "events": Event{}, "split": Result{}, "master": Member{}, "frontends": Frontend{}, "debug": ZipResult{}, "ungroup-tables": UngroupResult{}}
 	documented := map[string]bool{}
 	for i, loc := range locs {
 		end := len(js)

@@ -162,11 +162,11 @@ func hotKeys(ks []HotKey) string {
 }
 
 func writeRangesTable(w io.Writer, rs []Range) error {
-	t := newTable("RANGE", "GROUP", "TABLE", "START", "END", ">GEN", "REPLICAS", "LEADER", "STATE",
+	t := newTable("RANGE", "GROUP", ">SPANS", "TABLE", "START", "END", ">GEN", "REPLICAS", "LEADER", "STATE",
 		">READS/S", ">WRITES/S", ">ENTITIES/S", ">THROTTLED/S", ">ENTITIES", ">SIZE", "HOT KEYS (entities/s)")
 	for _, r := range rs {
 		cells := []string{
-			strconv.FormatUint(r.RangeID, 10), strconv.FormatUint(r.Group, 10), r.Table, showKey(r.Start, false), showKey(r.End, true),
+			strconv.FormatUint(r.RangeID, 10), groupCell(r), strconv.Itoa(r.GroupSpans), r.Table, showKey(r.Start, false), showKey(r.End, true),
 			strconv.FormatUint(r.Generation, 10), orDash(strings.Join(r.Replicas, ",")), orDash(r.Leader), orDash(r.State),
 		}
 		if r.LoadReported {
@@ -179,6 +179,15 @@ func writeRangesTable(w io.Writer, rs []Range) error {
 		t.add(cells...)
 	}
 	return t.write(w)
+}
+
+// groupCell is the GROUP column: the group's id, marked "anchor" on an
+// anchor range (the reserved table founding a group tables share).
+func groupCell(r Range) string {
+	if r.Anchor {
+		return strconv.FormatUint(r.Group, 10) + " anchor"
+	}
+	return strconv.FormatUint(r.Group, 10)
 }
 
 // writeDescriptorsTable shows ranges an operation returned: descriptors

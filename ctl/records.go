@@ -24,7 +24,14 @@ type Range struct {
 	RangeID uint64 `json:"range_id"`
 	// Group is the Raft group serving the range: its own range id unless
 	// it is a span of another range's group (docs/range-groups.md).
-	Group      uint64   `json:"group"`
+	Group uint64 `json:"group"`
+	// Anchor: the range is an anchor, the empty range of a reserved table
+	// ("_groups/" and its id) that founds a Raft group new tables share
+	// (the master's --table-groups); it holds no rows.
+	Anchor bool `json:"anchor"`
+	// GroupSpans is how many ranges of the map the range's Raft group
+	// serves (the anchor included, as --table-group-spans counts them).
+	GroupSpans int      `json:"group_spans"`
 	Table      string   `json:"table"`
 	TableID    uint64   `json:"table_id"`
 	Start      string   `json:"start"` // "" is the start of the table
@@ -192,7 +199,7 @@ func finite(f float64) float64 {
 // and the load.
 func rangeFromPB(d *pb.RangeDescriptor, pm *pb.PartitionMap) Range {
 	r := Range{
-		RangeID: d.GetRangeId(), Group: rangegroup.GroupOf(d), Table: d.GetTable(), TableID: d.GetTableId(),
+		RangeID: d.GetRangeId(), Group: rangegroup.GroupOf(d), Anchor: rangegroup.IsAnchor(d), Table: d.GetTable(), TableID: d.GetTableId(),
 		Start: d.GetStart(), End: d.GetEnd(), Generation: d.GetGeneration(),
 		Replicas: []string{}, HotKeys: []HotKey{},
 	}
@@ -226,11 +233,14 @@ func rangeFromPB(d *pb.RangeDescriptor, pm *pb.PartitionMap) Range {
 // matches case-insensitively, as table lookups do) in key order.
 func rangesFromMap(pm *pb.PartitionMap, table string) []Range {
 	out := []Range{}
+	spans := rangegroup.GroupSpans(pm.GetRanges())
 	for _, d := range pm.GetRanges() {
 		if table != "" && !strings.EqualFold(d.GetTable(), table) {
 			continue
 		}
-		out = append(out, rangeFromPB(d, pm))
+		r := rangeFromPB(d, pm)
+		r.GroupSpans = spans[r.Group]
+		out = append(out, r)
 	}
 	sortRanges(out)
 	return out

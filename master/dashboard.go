@@ -51,7 +51,13 @@ type dashboardRange struct {
 	ID uint64 `json:"id"`
 	// Group is the Raft group serving the range (rangegroup.GroupOf); 0
 	// in an entry that stands for several ranges.
-	Group           uint64   `json:"group,omitempty"`
+	Group uint64 `json:"group,omitempty"`
+	// Anchor: the range is an anchor (rangegroup.IsAnchor), the empty
+	// range of a reserved table founding a group tables share.
+	Anchor bool `json:"anchor,omitempty"`
+	// GroupSpans is how many ranges of the map the range's group serves
+	// (the anchor included); 0 in an entry that stands for several.
+	GroupSpans      int      `json:"group_spans,omitempty"`
 	Start           string   `json:"start"`
 	End             string   `json:"end"`
 	Generation      uint64   `json:"generation"`
@@ -208,6 +214,7 @@ func dashboardStateOf(m *pb.PartitionMap, leader bool, leaderID string) dashboar
 	for _, sv := range m.GetServers() {
 		srv[sv.GetServerId()] = dashboardServer(sv, leader)
 	}
+	spans := rangegroup.GroupSpans(m.GetRanges())
 	for _, r := range m.GetRanges() {
 		t := byTable[r.GetTableId()]
 		if t == nil {
@@ -215,7 +222,8 @@ func dashboardStateOf(m *pb.PartitionMap, leader bool, leaderID string) dashboar
 		}
 		load := loads[r.GetRangeId()]
 		dr := dashboardRange{
-			ID: r.GetRangeId(), Group: rangegroup.GroupOf(r), Start: r.GetStart(), End: r.GetEnd(), Generation: r.GetGeneration(),
+			ID: r.GetRangeId(), Group: rangegroup.GroupOf(r), Anchor: rangegroup.IsAnchor(r), GroupSpans: spans[rangegroup.GroupOf(r)],
+			Start: r.GetStart(), End: r.GetEnd(), Generation: r.GetGeneration(),
 			Leader: leaders[r.GetRangeId()], EntitiesPerSec: load.GetEntitiesPerSec(),
 			ThrottledPerSec: load.GetThrottledPerSec(), Entities: load.GetEntityCount(), Bytes: load.GetBytes(),
 		}

@@ -304,8 +304,9 @@ func TestDashboardServersAndEscaping(t *testing.T) {
 	bad := func(n int) string { return fmt.Sprintf(`<img src=x onerror=\"window.pwned=%d\">`, n) }
 	state := fmt.Sprintf(`{"leader":true,"tables":[{"name":"orders","ranges":[{"id":1,"start":"","end":"%s","generation":1,
 	  "replicas":["%s"],"leader":"%s","entities_per_sec":1,"throttled_per_sec":0,"entities":1,"bytes":1,"hot_keys":["%s"]},
-	  {"id":2,"group":1,"start":"%s","end":"z","generation":1,"replicas":["ps2"],"leader":"ps2","entities_per_sec":1,"throttled_per_sec":0,"entities":1,"bytes":1,"hot_keys":null},
-	  {"id":3,"start":"z","end":"","generation":1,"replicas":[],"leader":"","entities_per_sec":1,"throttled_per_sec":0,"entities":1,"bytes":1,"hot_keys":null,"merged":25}]}],
+	  {"id":2,"group":1,"group_spans":2,"start":"%s","end":"z","generation":1,"replicas":["ps2"],"leader":"ps2","entities_per_sec":1,"throttled_per_sec":0,"entities":1,"bytes":1,"hot_keys":null},
+	  {"id":3,"start":"z","end":"","generation":1,"replicas":[],"leader":"","entities_per_sec":1,"throttled_per_sec":0,"entities":1,"bytes":1,"hot_keys":null,"merged":25}]},
+	  {"name":"_groups/30","ranges":[{"id":30,"group":30,"anchor":true,"group_spans":4,"start":"","end":"","generation":2,"replicas":["ps2"],"leader":"ps2","entities_per_sec":0,"throttled_per_sec":0,"entities":0,"bytes":0,"hot_keys":null}]}],
 	  "tables_total":150,
 	  "servers":[{"id":"%s","zone":"%s","alive":true,"draining":true,"replicas":1,"leaders":0,"entities_per_sec":0},
 	    {"id":"ps2","zone":"eu-west-1b","alive":false,"draining":false,"replicas":1,"leaders":1,"entities_per_sec":0}],
@@ -345,13 +346,18 @@ func TestDashboardServersAndEscaping(t *testing.T) {
 			}
 			// The state's bounds: an entry for 25 neighbouring ranges, and
 			// tables left out.
-			if !strings.Contains(v.Bars, "#3+24") || !strings.Contains(v.Bars, "27 range(s)") || !strings.Contains(v.Bars, "showing the 1 busiest of 150 tables") {
+			if !strings.Contains(v.Bars, "#3+24") || !strings.Contains(v.Bars, "27 range(s)") || !strings.Contains(v.Bars, "showing the 2 busiest of 150 tables") {
 				t.Errorf("merged ranges or omitted tables not shown: %q", v.Bars)
 			}
 			// Range 2 is a span of range 1's group; range 1 names none
 			// (its own).
 			if !strings.Contains(v.Bars, "#2 g1 ps2") || strings.Contains(v.Bars, "#1 g") {
 				t.Errorf("range 2's group (1) not shown, or range 1's own shown: %q", v.Bars)
+			}
+			// Range 30 is an anchor, of a group of 4 spans; no other range
+			// is marked.
+			if !strings.Contains(v.Bars, "#30 anchor of 4 ps2") || strings.Count(v.Bars, "anchor") != 1 {
+				t.Errorf("the anchor not marked, or another range marked: %q", v.Bars)
 			}
 			return
 		}

@@ -189,6 +189,34 @@ func TestDashboardStateGroups(t *testing.T) {
 	}
 }
 
+// TestDashboardStateAnchors: an anchor range (the reserved table's range
+// naming its group) is marked, and every range carries its group's span
+// count, the anchor included; a merged entry carries neither.
+func TestDashboardStateAnchors(t *testing.T) {
+	m := &pb.PartitionMap{
+		Tables: []*pb.Table{{Name: "_groups/7", TableId: 3}, {Name: "a", TableId: 4}, {Name: "c", TableId: 6}},
+		Ranges: []*pb.RangeDescriptor{
+			{RangeId: 7, GroupId: 7, Table: "_groups/7", TableId: 3},
+			{RangeId: 8, GroupId: 7, Table: "a", TableId: 4},
+			{RangeId: 10, Table: "c", TableId: 6},
+		},
+	}
+	got := map[uint64]string{}
+	for _, tb := range dashboardStateOf(m, true, "m1").Tables {
+		for _, r := range tb.Ranges {
+			got[r.ID] = fmt.Sprintf("anchor=%v spans=%d", r.Anchor, r.GroupSpans)
+		}
+	}
+	want := map[uint64]string{7: "anchor=true spans=2", 8: "anchor=false spans=2", 10: "anchor=false spans=1"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("ranges %v, want %v", got, want)
+	}
+	rs := []dashboardRange{{ID: 7, Anchor: true, GroupSpans: 2}, {ID: 8, GroupSpans: 2}}
+	if merged := mergeRanges(rs, 1); merged[0].Anchor || merged[0].GroupSpans != 0 {
+		t.Errorf("merged entry %+v: want no anchor, no span count", merged[0])
+	}
+}
+
 // TestDashboardServersInNaturalOrder: the page lists servers as ctl servers
 // does, ps2 before ps10 (it listed ps1, ps10, ps2).
 func TestDashboardServersInNaturalOrder(t *testing.T) {

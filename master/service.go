@@ -185,8 +185,7 @@ func (s *Server) createCommitted(ctx context.Context, req *pb.CreateTableRequest
 			return nil, rpcerr.New(codes.Unavailable, rpcerr.ReasonUnavailable, err.Error(), nil)
 		}
 	}
-	s.event(&pb.Event{Kind: pb.EventKind_EVENT_KIND_TABLE_CREATED, Table: res.table.GetName(), RangeIds: []uint64{res.ranges[0].GetRangeId()},
-		Cause: causeOperator, Message: fmt.Sprintf("table %s created with range %d", res.table.GetName(), res.ranges[0].GetRangeId())})
+	s.event(s.createdEvent(res, causeOperator))
 	s.logger.Debug("table created", "table", res.table.GetName(), "commit", applied.Sub(start), "start_range", time.Since(applied), "leader", resp.GetLeader())
 	return resp, err
 }

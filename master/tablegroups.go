@@ -12,6 +12,7 @@ import (
 
 	"tablestore/internal/failpoint"
 	"tablestore/internal/rangegroup"
+	"tablestore/internal/rpcerr"
 	"tablestore/master/scheduler"
 	pb "tablestore/proto/tablestorepb"
 )
@@ -331,6 +332,7 @@ func (s *Server) ensureAnchor() {
 		r := res.ranges[0]
 		leader, err := s.startRange(s.ctx, r, addrs)
 		s.logger.Info("anchor group created", "table", r.GetTable(), "range", r.GetRangeId(), "leader", leader, "err", err)
+		s.event(s.createdEvent(res, "table-groups"))
 	}()
 }
 
@@ -368,19 +370,14 @@ func (s *Server) addSpan(ctx context.Context, r *pb.RangeDescriptor) (string, er
 	if err := failpoint.Inject("master/create-table/before-add-span"); err != nil {
 		return "", fmt.Errorf("%w: %w", ErrAddSpan, err)
 	}
-	var resp *pb.AddSpanResponse
-	err := s.onLeader(ctx, g, func(ctx context.Context, c pb.PartitionServiceClient) error {
-		var err error
-		resp, err = c.AddSpan(ctx, &pb.AddSpanRequest{GroupRangeId: g, Range: d, Floor: floor})
-		return err
-	})
+	got, full, err := s.addSpanCapped(ctx, g, d, floor)
 	if err == nil {
 		err = failpoint.Inject("master/create-table/after-add-span")
 	}
 	if err != nil {
 		return "", fmt.Errorf("%w: range %d, group %d: %w", ErrAddSpan, id, g, err)
 	}
-	if _, err := s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_UPDATE_RANGES, &pb.UpdateRangesCommand{Ranges: []*pb.RangeDescriptor{resp.GetRange()}}); err != nil {
+	if _, err := s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_UPDATE_RANGES, &pb.UpdateRangesCommand{Ranges: []*pb.RangeDescriptor{got}}); err != nil {
 		return "", fmt.Errorf("%w: range %d: %w", ErrAddSpan, id, err)
 	}
 	leader := s.leaderOf(g)
@@ -388,7 +385,52 @@ func (s *Server) addSpan(ctx context.Context, r *pb.RangeDescriptor) (string, er
 		s.setLeader(id, leader)
 	}
 	s.logger.Debug("range added to its group", "range", id, "table", d.GetTable(), "group", g, "leader", leader)
+	if full {
+		return s.leaveFullGroup(ctx, id, g, leader), nil
+	}
 	return leader, nil
+}
+
+// addSpanCapped calls AddSpan on group g's leader with the cap
+// (--table-group-spans), which the group's apply enforces from its own
+// state. A group that is full (GROUP_FULL: creates racing into it passed
+// the count homeGroup read before the commit) is asked again without a
+// cap, and full is true: the range is recorded in the map as a span of g,
+// at generation 1, and only g's log may start it (mayBootstrap), so it
+// joins g and then leaves it (leaveFullGroup) rather than being placed
+// elsewhere, which would take a master log command of its own.
+func (s *Server) addSpanCapped(ctx context.Context, g uint64, d *pb.RangeDescriptor, floor uint64) (*pb.RangeDescriptor, bool, error) {
+	add := func(maxSpans uint32) (*pb.RangeDescriptor, error) {
+		var got *pb.RangeDescriptor
+		err := s.onLeader(ctx, g, func(ctx context.Context, c pb.PartitionServiceClient) error {
+			resp, err := c.AddSpan(ctx, &pb.AddSpanRequest{GroupRangeId: g, Range: d, Floor: floor, MaxSpans: maxSpans})
+			got = resp.GetRange()
+			return err
+		})
+		return got, err
+	}
+	got, err := add(uint32(max(0, s.cfg.TableGroupSpans)))
+	if !rpcerr.Is(err, rpcerr.ReasonGroupFull) {
+		return got, false, err
+	}
+	s.logger.Info("group full: the new range joins it and leaves it for a group of its own", "range", d.GetRangeId(), "table", d.GetTable(), "group", g, "err", err)
+	got, err = add(0)
+	return got, true, err
+}
+
+// leaveFullGroup detaches range id, just added to group g over its cap
+// (addSpanCapped), into a group of its own on the same servers, and
+// returns its leader. A failed detach leaves the table served in g, one
+// span over the cap (logged); the create has succeeded either way.
+func (s *Server) leaveFullGroup(ctx context.Context, id, g uint64, leader string) string {
+	if _, err := s.detach(ctx, id, "table-group-full"); err != nil {
+		s.logger.Warn("new range left in its full group", "range", id, "group", g, "err", err)
+		return leader
+	}
+	if l := s.leaderOf(id); l != "" {
+		return l
+	}
+	return leader
 }
 
 // pendingAddOf returns the map's descriptor of range id when it is a
@@ -505,4 +547,32 @@ func (s *Server) resumeAddSpans() {
 			s.logger.Info("range left pending in its group added", "range", id, "table", d.GetTable())
 		}()
 	}
+}
+
+// createdEvent is the table-created event of a create's result: for an
+// anchor (ensureAnchor) or a table whose range is recorded in an anchor's
+// group, the message says so and the figures carry anchor (1 for an
+// anchor) and group_spans (the ranges of the map the group serves, the
+// anchor included), so that an operator sees which groups tables share.
+func (s *Server) createdEvent(res *applyResult, cause string) *pb.Event {
+	r := res.ranges[0]
+	e := &pb.Event{Kind: pb.EventKind_EVENT_KIND_TABLE_CREATED, Table: res.table.GetName(), RangeIds: []uint64{r.GetRangeId()}, Cause: cause}
+	g := rangegroup.GroupOf(r)
+	if d, ok := s.rangeDesc(r.GetRangeId()); ok {
+		g = rangegroup.GroupOf(d)
+	}
+	spans := 0
+	s.fsm.read(func(st *state) { spans = len(st.groupSpans[g]) })
+	switch {
+	case isAnchor(r):
+		e.Message = fmt.Sprintf("anchor %s created: range %d founds Raft group %d for tables to share", r.GetTable(), r.GetRangeId(), g)
+		e.Figures = map[string]float64{"anchor": 1, "group_spans": float64(spans)}
+	case g != r.GetRangeId():
+		e.Message = fmt.Sprintf("table %s created with range %d in anchor group %d (%d spans)", res.table.GetName(), r.GetRangeId(), g, spans)
+		e.RangeIds = append(e.RangeIds, g)
+		e.Figures = map[string]float64{"anchor": 0, "group_spans": float64(spans)}
+	default:
+		e.Message = fmt.Sprintf("table %s created with range %d", res.table.GetName(), r.GetRangeId())
+	}
+	return e
 }

@@ -28,7 +28,9 @@ var ErrSpanOfAnotherGroup = errors.New("partitionserver: the range is a span of 
 // configuration), answered once the entry applied here, the span served
 // here from the answer on. A retry after it applied answers the span
 // again; the apply's fence refuses an add of a range that was added and
-// left the group since (fsm.ErrRangeRetired).
+// left the group since (fsm.ErrRangeRetired), and an add to a group that
+// holds the request's max_spans spans already (fsm.ErrGroupFull, reason
+// GROUP_FULL).
 func (v *service) AddSpan(ctx context.Context, req *pb.AddSpanRequest) (*pb.AddSpanResponse, error) {
 	start := time.Now()
 	defer func() { reshapeSeconds.WithLabelValues("add-span").Observe(time.Since(start).Seconds()) }()
@@ -68,7 +70,7 @@ func (v *service) AddSpan(ctx context.Context, req *pb.AddSpanRequest) (*pb.AddS
 		// waited for the lock.
 		return resp, nil
 	}
-	res, err := v.run(ctx, names, pb.CommandKind_COMMAND_KIND_ADD_SPAN, &pb.AddSpanCommand{Range: d, Floor: req.GetFloor()})
+	res, err := v.run(ctx, names, pb.CommandKind_COMMAND_KIND_ADD_SPAN, &pb.AddSpanCommand{Range: d, Floor: req.GetFloor(), MaxSpans: req.GetMaxSpans()})
 	if err != nil {
 		return nil, err
 	}

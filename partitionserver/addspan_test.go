@@ -16,6 +16,7 @@ import (
 	"tablestore/internal/edm"
 	"tablestore/internal/failpoint"
 	"tablestore/internal/rangegroup"
+	"tablestore/internal/rpcerr"
 	"tablestore/partitionserver/lifecycle"
 	pb "tablestore/proto/tablestorepb"
 )
@@ -327,13 +328,18 @@ func TestAddSpanRefusals(t *testing.T) {
 			t.Errorf("%s: %v, %v; want %v", tc.name, resp, err, tc.want)
 		}
 	}
+	// The group holds two spans (21, 22): a cap of 2 refuses a third,
+	// GROUP_FULL at the RPC boundary (the master falls back on it).
+	if resp, err := v.AddSpan(ctx, &pb.AddSpanRequest{GroupRangeId: 21, Range: &pb.RangeDescriptor{RangeId: 32, TableId: 8}, Floor: 32, MaxSpans: 2}); status.Code(err) != codes.FailedPrecondition || !rpcerr.Is(err, rpcerr.ReasonGroupFull) {
+		t.Errorf("an add to a full group: %v, %v; want FailedPrecondition, GROUP_FULL", resp, err)
+	}
 	// Ranges 21 and 22 unchanged.
 	for _, id := range []uint64{21, 22} {
 		if d := s.slotOf(id).span(id).Descriptor(); d.GetTableId() != 7 || d.GetGeneration() != 2 {
 			t.Errorf("range %d after the refused adds: %v", id, d)
 		}
 	}
-	for _, id := range []uint64{30, 31} {
+	for _, id := range []uint64{30, 31, 32} {
 		if ok, _ := s.store.HasRange(id); ok || s.hosts(id) {
 			t.Errorf("range %d stored by a refused add", id)
 		}

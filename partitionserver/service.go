@@ -587,6 +587,8 @@ func toStatus(r *replica, err error) error {
 		// Nothing was proposed; the merge's master is stale (or this
 		// replica still far behind): not a retry for the range client.
 		return rpcerr.New(codes.FailedPrecondition, rpcerr.ReasonNotReady, err.Error(), nil)
+	case errors.Is(err, fsm.ErrGroupFull):
+		return rpcerr.New(codes.FailedPrecondition, rpcerr.ReasonGroupFull, err.Error(), nil)
 	case errors.Is(err, ErrLateDelete):
 		return rpcerr.New(codes.FailedPrecondition, rpcerr.ReasonStaleRange, err.Error(), nil)
 	case errors.Is(err, fsm.ErrRangeNotFound):

@@ -54,6 +54,11 @@ const (
 	// Aborted). A fact about the range, not the master: the master client
 	// stays on this master, and the server asks again later.
 	ReasonNoJoinFloor = "NO_JOIN_FLOOR"
+	// ReasonGroupFull: an AddSpan was refused because the Raft group
+	// already holds the request's max_spans spans (fsm.ErrGroupFull, gRPC
+	// FailedPrecondition); nothing changed. The master places the table
+	// elsewhere.
+	ReasonGroupFull = "GROUP_FULL"
 )
 
 // Metadata keys.

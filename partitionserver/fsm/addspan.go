@@ -19,6 +19,12 @@ func init() { register(pb.CommandKind_COMMAND_KIND_ADD_SPAN, applyAddSpan) }
 // of its spans (detached, merged or deleted since).
 var ErrRangeRetired = errors.New("fsm: range id retired from the group")
 
+// ErrGroupFull refuses an add of a new span to a group that already holds
+// AddSpanCommand.max_spans live spans: the cap the master read before it
+// committed the create may have been passed by creates racing into the
+// group since, and only the group's own state counts them all.
+var ErrGroupFull = errors.New("fsm: the group holds its most spans")
+
 // addedGeneration is the generation of a span ADD_SPAN stores: past the
 // generation 1 the master records a new table's range at, so the map
 // adopts the stored descriptor (the namesake's replicas) from the answer
@@ -45,7 +51,10 @@ const addedGeneration = 2
 //   - the id below the namesake's add_floor, or in its added_range_ids and
 //     no longer a span of the group: ErrRangeRetired (the fence);
 //   - in added_range_ids and still a span: that span's descriptor again,
-//     no change (a retry whose answer was lost);
+//     no change (a retry whose answer was lost), whatever the cap;
+//   - a cap (max_spans, not 0) and the group's live spans (the namesake
+//     and frozen ones included, as the master counts them) that many or
+//     more: ErrGroupFull, no change;
 //   - the group's name or one of its spans otherwise, or a range whose
 //     keys meet an unfrozen span's of the same table: ErrRangeExists.
 //
@@ -97,6 +106,8 @@ func applyAddSpan(c *applyCtx, payload []byte) *Result {
 		return &Result{Range: span.state.GetRange()}
 	case id == c.group || span != nil:
 		return &Result{Err: fmt.Errorf("%w: range %d in group %d", ErrRangeExists, id, c.group)}
+	case cmd.GetMaxSpans() > 0 && len(c.spans) >= int(cmd.GetMaxSpans()):
+		return &Result{Err: fmt.Errorf("%w: group %d holds %d spans, at most %d", ErrGroupFull, c.group, len(c.spans), cmd.GetMaxSpans())}
 	}
 	if o := c.overlapping(want); o != 0 {
 		// Two spans of the group would own the same keys (invariant 1).

@@ -329,3 +329,65 @@ func TestAddSpanReplacesAStrayRecord(t *testing.T) {
 		t.Fatalf("spans %v", got)
 	}
 }
+
+// TestAddSpanCap: with a cap (max_spans) the apply counts the group's live
+// spans itself (the namesake included): an add below the cap is stored,
+// one at the cap is refused (ErrGroupFull) with nothing changed, a repeat
+// of a span already added is answered at the cap, and a command without a
+// cap (0: an older master, or a forced add) is not refused.
+func TestAddSpanCap(t *testing.T) {
+	add := func(t *testing.T, d *pb.RangeDescriptor, floor uint64, maxSpans uint32) []byte {
+		t.Helper()
+		data, err := EncodeFor(0, pb.CommandKind_COMMAND_KIND_ADD_SPAN, &pb.AddSpanCommand{Range: d, Floor: floor, MaxSpans: maxSpans})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	cases := []struct {
+		name     string
+		descs    []*pb.RangeDescriptor
+		maxSpans uint32
+		// stored: how many of the adds of 20, 21, 22 are stored before
+		// the next is refused.
+		stored int
+	}{
+		{"one span, cap 2", oneSpan(0), 2, 1},
+		{"one span, cap 3", oneSpan(0), 3, 2},
+		{"two spans, cap 3", twoSpans, 3, 1},
+		{"two spans, cap 2: full already", twoSpans, 2, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s, g := openGroupStore(t, t.TempDir(), tc.descs)
+			h := &spanHooks{}
+			g.SetHooks(h)
+			a := &groupApplier{t: t, g: g, clock: 1_000_000}
+			var first *Result
+			for i := range tc.stored {
+				res := a.entry(add(t, newTable(uint64(20+i)), 20, tc.maxSpans))
+				if res.Err != nil {
+					t.Fatalf("add %d under the cap: %v", 20+i, res.Err)
+				}
+				if i == 0 {
+					first = res
+				}
+			}
+			next := newTable(uint64(20 + tc.stored))
+			refusedUnchanged(t, s, g, h, "add at the cap", ErrGroupFull, func() *Result { return a.entry(add(t, next, 20, tc.maxSpans)) })
+			if first != nil {
+				// A retry of the first add, its answer lost: answered.
+				if res := a.entry(add(t, newTable(20), 20, tc.maxSpans)); res.Err != nil || !proto.Equal(res.Range, first.Range) {
+					t.Fatalf("repeat at the cap answered %v, %v; want %v", res.Range, res.Err, first.Range)
+				}
+			}
+			// Without a cap the same add is stored.
+			if res := a.entry(add(t, next, 20, 0)); res.Err != nil {
+				t.Fatalf("add without a cap: %v", res.Err)
+			}
+			if _, ok := g.Span(next.GetRangeId()); !ok {
+				t.Fatalf("span %d not served after the add without a cap", next.GetRangeId())
+			}
+		})
+	}
+}

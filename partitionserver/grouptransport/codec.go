@@ -94,8 +94,11 @@ var (
 // new one. 7: COMMAND_KIND_ADD_SPAN (a table's range added to a shared
 // group, docs/range-groups.md stage 7), which a server of version 6 would
 // answer "unknown command": it would never serve the span its peers
-// serve, and a later entry of the span's would fail there alone.
-const helloVersion = 7
+// serve, and a later entry of the span's would fail there alone. 8:
+// ADD_SPAN's max_spans (AddSpanCommand; a group refuses a span past the
+// cap), which a server of version 7 would ignore: it would store a span
+// its peers refused, and serve a table they do not.
+const helloVersion = 8
 
 // bufPool holds encode buffers; very large ones are not kept.
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}

@@ -2238,7 +2238,14 @@ type AddSpanCommand struct {
 	Range *RangeDescriptor       `protobuf:"bytes,1,opt,name=range,proto3" json:"range,omitempty"`
 	// The proposer's lowest pending add (at most range.range_id): ids below
 	// it are never added to the group again.
-	Floor         uint64 `protobuf:"varint,2,opt,name=floor,proto3" json:"floor,omitempty"`
+	Floor uint64 `protobuf:"varint,2,opt,name=floor,proto3" json:"floor,omitempty"`
+	// The most live spans the group may hold before this add (the anchor
+	// counts; the master's --table-group-spans): the apply refuses a new
+	// span when the group holds that many already (fsm.ErrGroupFull), read
+	// from its own state, so creates racing into one group cannot pass it.
+	// A repeat of an add answers the span whatever the count. 0: no cap (a
+	// master of an earlier build, or a forced add). Protocol version 8.
+	MaxSpans      uint32 `protobuf:"varint,3,opt,name=max_spans,json=maxSpans,proto3" json:"max_spans,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2283,6 +2290,13 @@ func (x *AddSpanCommand) GetRange() *RangeDescriptor {
 func (x *AddSpanCommand) GetFloor() uint64 {
 	if x != nil {
 		return x.Floor
+	}
+	return 0
+}
+
+func (x *AddSpanCommand) GetMaxSpans() uint32 {
+	if x != nil {
+		return x.MaxSpans
 	}
 	return 0
 }
@@ -4316,10 +4330,11 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x11MergeSpansCommand\x124\n" +
 	"\x05right\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05right\">\n" +
 	"\x11DetachSpanCommand\x12)\n" +
-	"\x10preferred_leader\x18\x01 \x01(\tR\x0fpreferredLeader\"\\\n" +
+	"\x10preferred_leader\x18\x01 \x01(\tR\x0fpreferredLeader\"y\n" +
 	"\x0eAddSpanCommand\x124\n" +
 	"\x05range\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\x12\x14\n" +
-	"\x05floor\x18\x02 \x01(\x04R\x05floor\"T\n" +
+	"\x05floor\x18\x02 \x01(\x04R\x05floor\x12\x1b\n" +
+	"\tmax_spans\x18\x03 \x01(\rR\bmaxSpans\"T\n" +
 	"\rFreezeCommand\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\x04R\n" +

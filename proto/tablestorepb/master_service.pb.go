@@ -24,6 +24,128 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type UngroupTablesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// How long the master starts new work for before it answers (0: 10 s).
+	// The caller's deadline should be longer: a range's detach under way
+	// is finished first.
+	BudgetMs      uint32 `protobuf:"varint,1,opt,name=budget_ms,json=budgetMs,proto3" json:"budget_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UngroupTablesRequest) Reset() {
+	*x = UngroupTablesRequest{}
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UngroupTablesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UngroupTablesRequest) ProtoMessage() {}
+
+func (x *UngroupTablesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UngroupTablesRequest.ProtoReflect.Descriptor instead.
+func (*UngroupTablesRequest) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *UngroupTablesRequest) GetBudgetMs() uint32 {
+	if x != nil {
+		return x.BudgetMs
+	}
+	return 0
+}
+
+type UngroupTablesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Ranges this call took out of an anchor group.
+	DetachedRangeIds []uint64 `protobuf:"varint,1,rep,packed,name=detached_range_ids,json=detachedRangeIds,proto3" json:"detached_range_ids,omitempty"`
+	// Ranges still in an anchor group: busy (another operation holds the
+	// range or its group), their detach failed, pending their add to the
+	// group, or not reached within the budget. Call again.
+	RemainingRangeIds []uint64 `protobuf:"varint,2,rep,packed,name=remaining_range_ids,json=remainingRangeIds,proto3" json:"remaining_range_ids,omitempty"`
+	// Anchor tables this call deleted (their groups served nothing else).
+	AnchorsDeleted []string `protobuf:"bytes,3,rep,name=anchors_deleted,json=anchorsDeleted,proto3" json:"anchors_deleted,omitempty"`
+	// Anchor tables left: their groups still serve a remaining range, or
+	// their delete did not finish. Call again.
+	AnchorsRemaining []string `protobuf:"bytes,4,rep,name=anchors_remaining,json=anchorsRemaining,proto3" json:"anchors_remaining,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *UngroupTablesResponse) Reset() {
+	*x = UngroupTablesResponse{}
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UngroupTablesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UngroupTablesResponse) ProtoMessage() {}
+
+func (x *UngroupTablesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UngroupTablesResponse.ProtoReflect.Descriptor instead.
+func (*UngroupTablesResponse) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *UngroupTablesResponse) GetDetachedRangeIds() []uint64 {
+	if x != nil {
+		return x.DetachedRangeIds
+	}
+	return nil
+}
+
+func (x *UngroupTablesResponse) GetRemainingRangeIds() []uint64 {
+	if x != nil {
+		return x.RemainingRangeIds
+	}
+	return nil
+}
+
+func (x *UngroupTablesResponse) GetAnchorsDeleted() []string {
+	if x != nil {
+		return x.AnchorsDeleted
+	}
+	return nil
+}
+
+func (x *UngroupTablesResponse) GetAnchorsRemaining() []string {
+	if x != nil {
+		return x.AnchorsRemaining
+	}
+	return nil
+}
+
 type ListFrontendsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -32,7 +154,7 @@ type ListFrontendsRequest struct {
 
 func (x *ListFrontendsRequest) Reset() {
 	*x = ListFrontendsRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[0]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -44,7 +166,7 @@ func (x *ListFrontendsRequest) String() string {
 func (*ListFrontendsRequest) ProtoMessage() {}
 
 func (x *ListFrontendsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[0]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -57,7 +179,7 @@ func (x *ListFrontendsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFrontendsRequest.ProtoReflect.Descriptor instead.
 func (*ListFrontendsRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{0}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{2}
 }
 
 // WatchingFrontend is one open partition map watch that carried a
@@ -81,7 +203,7 @@ type WatchingFrontend struct {
 
 func (x *WatchingFrontend) Reset() {
 	*x = WatchingFrontend{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[1]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -93,7 +215,7 @@ func (x *WatchingFrontend) String() string {
 func (*WatchingFrontend) ProtoMessage() {}
 
 func (x *WatchingFrontend) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[1]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -106,7 +228,7 @@ func (x *WatchingFrontend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchingFrontend.ProtoReflect.Descriptor instead.
 func (*WatchingFrontend) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{1}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *WatchingFrontend) GetFrontend() *FrontendInfo {
@@ -160,7 +282,7 @@ type ListFrontendsResponse struct {
 
 func (x *ListFrontendsResponse) Reset() {
 	*x = ListFrontendsResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[2]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -172,7 +294,7 @@ func (x *ListFrontendsResponse) String() string {
 func (*ListFrontendsResponse) ProtoMessage() {}
 
 func (x *ListFrontendsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[2]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -185,7 +307,7 @@ func (x *ListFrontendsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFrontendsResponse.ProtoReflect.Descriptor instead.
 func (*ListFrontendsResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{2}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ListFrontendsResponse) GetFrontends() []*WatchingFrontend {
@@ -233,7 +355,7 @@ type JoinFloorRequest struct {
 
 func (x *JoinFloorRequest) Reset() {
 	*x = JoinFloorRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[3]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -245,7 +367,7 @@ func (x *JoinFloorRequest) String() string {
 func (*JoinFloorRequest) ProtoMessage() {}
 
 func (x *JoinFloorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[3]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -258,7 +380,7 @@ func (x *JoinFloorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinFloorRequest.ProtoReflect.Descriptor instead.
 func (*JoinFloorRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{3}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *JoinFloorRequest) GetRangeId() uint64 {
@@ -290,7 +412,7 @@ type JoinFloorResponse struct {
 
 func (x *JoinFloorResponse) Reset() {
 	*x = JoinFloorResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[4]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -302,7 +424,7 @@ func (x *JoinFloorResponse) String() string {
 func (*JoinFloorResponse) ProtoMessage() {}
 
 func (x *JoinFloorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[4]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -315,7 +437,7 @@ func (x *JoinFloorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinFloorResponse.ProtoReflect.Descriptor instead.
 func (*JoinFloorResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{4}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *JoinFloorResponse) GetRange() *RangeDescriptor {
@@ -349,7 +471,7 @@ type DrainServerRequest struct {
 
 func (x *DrainServerRequest) Reset() {
 	*x = DrainServerRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[5]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -361,7 +483,7 @@ func (x *DrainServerRequest) String() string {
 func (*DrainServerRequest) ProtoMessage() {}
 
 func (x *DrainServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[5]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -374,7 +496,7 @@ func (x *DrainServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainServerRequest.ProtoReflect.Descriptor instead.
 func (*DrainServerRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{5}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *DrainServerRequest) GetServerId() string {
@@ -400,7 +522,7 @@ type DrainServerResponse struct {
 
 func (x *DrainServerResponse) Reset() {
 	*x = DrainServerResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[6]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -412,7 +534,7 @@ func (x *DrainServerResponse) String() string {
 func (*DrainServerResponse) ProtoMessage() {}
 
 func (x *DrainServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[6]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -425,7 +547,7 @@ func (x *DrainServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainServerResponse.ProtoReflect.Descriptor instead.
 func (*DrainServerResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{6}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *DrainServerResponse) GetServer() *ServerInfo {
@@ -444,7 +566,7 @@ type RemoveServerRequest struct {
 
 func (x *RemoveServerRequest) Reset() {
 	*x = RemoveServerRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[7]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -456,7 +578,7 @@ func (x *RemoveServerRequest) String() string {
 func (*RemoveServerRequest) ProtoMessage() {}
 
 func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[7]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -469,7 +591,7 @@ func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerRequest.ProtoReflect.Descriptor instead.
 func (*RemoveServerRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{7}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RemoveServerRequest) GetServerId() string {
@@ -487,7 +609,7 @@ type RemoveServerResponse struct {
 
 func (x *RemoveServerResponse) Reset() {
 	*x = RemoveServerResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[8]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -499,7 +621,7 @@ func (x *RemoveServerResponse) String() string {
 func (*RemoveServerResponse) ProtoMessage() {}
 
 func (x *RemoveServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[8]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -512,7 +634,7 @@ func (x *RemoveServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerResponse.ProtoReflect.Descriptor instead.
 func (*RemoveServerResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{8}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{10}
 }
 
 type ListMembersRequest struct {
@@ -523,7 +645,7 @@ type ListMembersRequest struct {
 
 func (x *ListMembersRequest) Reset() {
 	*x = ListMembersRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[9]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -535,7 +657,7 @@ func (x *ListMembersRequest) String() string {
 func (*ListMembersRequest) ProtoMessage() {}
 
 func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[9]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -548,7 +670,7 @@ func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersRequest.ProtoReflect.Descriptor instead.
 func (*ListMembersRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{9}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{11}
 }
 
 // MasterMember is one member of the master group's Raft configuration.
@@ -564,7 +686,7 @@ type MasterMember struct {
 
 func (x *MasterMember) Reset() {
 	*x = MasterMember{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[10]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -576,7 +698,7 @@ func (x *MasterMember) String() string {
 func (*MasterMember) ProtoMessage() {}
 
 func (x *MasterMember) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[10]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -589,7 +711,7 @@ func (x *MasterMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterMember.ProtoReflect.Descriptor instead.
 func (*MasterMember) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{10}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *MasterMember) GetId() string {
@@ -637,7 +759,7 @@ type ListMembersResponse struct {
 
 func (x *ListMembersResponse) Reset() {
 	*x = ListMembersResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[11]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -649,7 +771,7 @@ func (x *ListMembersResponse) String() string {
 func (*ListMembersResponse) ProtoMessage() {}
 
 func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[11]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -662,7 +784,7 @@ func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersResponse.ProtoReflect.Descriptor instead.
 func (*ListMembersResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{11}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListMembersResponse) GetMembers() []*MasterMember {
@@ -710,7 +832,7 @@ type AddMemberRequest struct {
 
 func (x *AddMemberRequest) Reset() {
 	*x = AddMemberRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[12]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -722,7 +844,7 @@ func (x *AddMemberRequest) String() string {
 func (*AddMemberRequest) ProtoMessage() {}
 
 func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[12]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -735,7 +857,7 @@ func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberRequest.ProtoReflect.Descriptor instead.
 func (*AddMemberRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{12}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AddMemberRequest) GetId() string {
@@ -761,7 +883,7 @@ type RemoveMemberRequest struct {
 
 func (x *RemoveMemberRequest) Reset() {
 	*x = RemoveMemberRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[13]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -773,7 +895,7 @@ func (x *RemoveMemberRequest) String() string {
 func (*RemoveMemberRequest) ProtoMessage() {}
 
 func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[13]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -786,7 +908,7 @@ func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
 func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{13}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RemoveMemberRequest) GetId() string {
@@ -816,7 +938,7 @@ type CreateTableRequest struct {
 
 func (x *CreateTableRequest) Reset() {
 	*x = CreateTableRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[14]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -828,7 +950,7 @@ func (x *CreateTableRequest) String() string {
 func (*CreateTableRequest) ProtoMessage() {}
 
 func (x *CreateTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[14]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -841,7 +963,7 @@ func (x *CreateTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTableRequest.ProtoReflect.Descriptor instead.
 func (*CreateTableRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{14}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CreateTableRequest) GetName() string {
@@ -888,7 +1010,7 @@ type CreateTableResponse struct {
 
 func (x *CreateTableResponse) Reset() {
 	*x = CreateTableResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[15]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -900,7 +1022,7 @@ func (x *CreateTableResponse) String() string {
 func (*CreateTableResponse) ProtoMessage() {}
 
 func (x *CreateTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[15]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -913,7 +1035,7 @@ func (x *CreateTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTableResponse.ProtoReflect.Descriptor instead.
 func (*CreateTableResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{15}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CreateTableResponse) GetTable() *Table {
@@ -958,7 +1080,7 @@ type DeleteTableRequest struct {
 
 func (x *DeleteTableRequest) Reset() {
 	*x = DeleteTableRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[16]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -970,7 +1092,7 @@ func (x *DeleteTableRequest) String() string {
 func (*DeleteTableRequest) ProtoMessage() {}
 
 func (x *DeleteTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[16]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -983,7 +1105,7 @@ func (x *DeleteTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTableRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTableRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{16}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DeleteTableRequest) GetName() string {
@@ -1017,7 +1139,7 @@ type DeleteTableResponse struct {
 
 func (x *DeleteTableResponse) Reset() {
 	*x = DeleteTableResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[17]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1029,7 +1151,7 @@ func (x *DeleteTableResponse) String() string {
 func (*DeleteTableResponse) ProtoMessage() {}
 
 func (x *DeleteTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[17]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1042,7 +1164,7 @@ func (x *DeleteTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTableResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTableResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{17}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DeleteTableResponse) GetMap() *PartitionMap {
@@ -1065,7 +1187,7 @@ type GetPartitionMapRequest struct {
 
 func (x *GetPartitionMapRequest) Reset() {
 	*x = GetPartitionMapRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[18]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1077,7 +1199,7 @@ func (x *GetPartitionMapRequest) String() string {
 func (*GetPartitionMapRequest) ProtoMessage() {}
 
 func (x *GetPartitionMapRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[18]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1090,7 +1212,7 @@ func (x *GetPartitionMapRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPartitionMapRequest.ProtoReflect.Descriptor instead.
 func (*GetPartitionMapRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{18}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetPartitionMapRequest) GetTable() string {
@@ -1115,7 +1237,7 @@ type WatchPartitionMapRequest struct {
 
 func (x *WatchPartitionMapRequest) Reset() {
 	*x = WatchPartitionMapRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[19]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1127,7 +1249,7 @@ func (x *WatchPartitionMapRequest) String() string {
 func (*WatchPartitionMapRequest) ProtoMessage() {}
 
 func (x *WatchPartitionMapRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[19]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1140,7 +1262,7 @@ func (x *WatchPartitionMapRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchPartitionMapRequest.ProtoReflect.Descriptor instead.
 func (*WatchPartitionMapRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{19}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *WatchPartitionMapRequest) GetKnownVersion() uint64 {
@@ -1210,7 +1332,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[20]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1222,7 +1344,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[20]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1235,7 +1357,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{20}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *HeartbeatRequest) GetServer() *ServerInfo {
@@ -1343,7 +1465,7 @@ type DiskLatency struct {
 
 func (x *DiskLatency) Reset() {
 	*x = DiskLatency{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[21]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1355,7 +1477,7 @@ func (x *DiskLatency) String() string {
 func (*DiskLatency) ProtoMessage() {}
 
 func (x *DiskLatency) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[21]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1368,7 +1490,7 @@ func (x *DiskLatency) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiskLatency.ProtoReflect.Descriptor instead.
 func (*DiskLatency) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{21}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DiskLatency) GetWindowSeconds() float64 {
@@ -1459,7 +1581,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[22]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1471,7 +1593,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[22]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1484,7 +1606,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{22}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *HeartbeatResponse) GetAssigned() []*RangeDescriptor {
@@ -1588,7 +1710,7 @@ type SetTableACLRequest struct {
 
 func (x *SetTableACLRequest) Reset() {
 	*x = SetTableACLRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[23]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1600,7 +1722,7 @@ func (x *SetTableACLRequest) String() string {
 func (*SetTableACLRequest) ProtoMessage() {}
 
 func (x *SetTableACLRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[23]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1613,7 +1735,7 @@ func (x *SetTableACLRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTableACLRequest.ProtoReflect.Descriptor instead.
 func (*SetTableACLRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{23}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SetTableACLRequest) GetName() string {
@@ -1638,7 +1760,7 @@ type SetTableACLResponse struct {
 
 func (x *SetTableACLResponse) Reset() {
 	*x = SetTableACLResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[24]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1650,7 +1772,7 @@ func (x *SetTableACLResponse) String() string {
 func (*SetTableACLResponse) ProtoMessage() {}
 
 func (x *SetTableACLResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[24]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1663,7 +1785,7 @@ func (x *SetTableACLResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTableACLResponse.ProtoReflect.Descriptor instead.
 func (*SetTableACLResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{24}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{26}
 }
 
 type SetServicePropertiesRequest struct {
@@ -1680,7 +1802,7 @@ type SetServicePropertiesRequest struct {
 
 func (x *SetServicePropertiesRequest) Reset() {
 	*x = SetServicePropertiesRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[25]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1692,7 +1814,7 @@ func (x *SetServicePropertiesRequest) String() string {
 func (*SetServicePropertiesRequest) ProtoMessage() {}
 
 func (x *SetServicePropertiesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[25]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1705,7 +1827,7 @@ func (x *SetServicePropertiesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetServicePropertiesRequest.ProtoReflect.Descriptor instead.
 func (*SetServicePropertiesRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{25}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SetServicePropertiesRequest) GetProperties() []byte {
@@ -1730,7 +1852,7 @@ type SetServicePropertiesResponse struct {
 
 func (x *SetServicePropertiesResponse) Reset() {
 	*x = SetServicePropertiesResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[26]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1742,7 +1864,7 @@ func (x *SetServicePropertiesResponse) String() string {
 func (*SetServicePropertiesResponse) ProtoMessage() {}
 
 func (x *SetServicePropertiesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[26]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1755,7 +1877,7 @@ func (x *SetServicePropertiesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetServicePropertiesResponse.ProtoReflect.Descriptor instead.
 func (*SetServicePropertiesResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{26}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{28}
 }
 
 type SetAccountsRequest struct {
@@ -1767,7 +1889,7 @@ type SetAccountsRequest struct {
 
 func (x *SetAccountsRequest) Reset() {
 	*x = SetAccountsRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[27]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1779,7 +1901,7 @@ func (x *SetAccountsRequest) String() string {
 func (*SetAccountsRequest) ProtoMessage() {}
 
 func (x *SetAccountsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[27]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1792,7 +1914,7 @@ func (x *SetAccountsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAccountsRequest.ProtoReflect.Descriptor instead.
 func (*SetAccountsRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{27}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SetAccountsRequest) GetAccounts() []*StorageAccount {
@@ -1810,7 +1932,7 @@ type SetAccountsResponse struct {
 
 func (x *SetAccountsResponse) Reset() {
 	*x = SetAccountsResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[28]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1822,7 +1944,7 @@ func (x *SetAccountsResponse) String() string {
 func (*SetAccountsResponse) ProtoMessage() {}
 
 func (x *SetAccountsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[28]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1835,7 +1957,7 @@ func (x *SetAccountsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAccountsResponse.ProtoReflect.Descriptor instead.
 func (*SetAccountsResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{28}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{30}
 }
 
 type EventsRequest struct {
@@ -1848,7 +1970,7 @@ type EventsRequest struct {
 
 func (x *EventsRequest) Reset() {
 	*x = EventsRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[29]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1860,7 +1982,7 @@ func (x *EventsRequest) String() string {
 func (*EventsRequest) ProtoMessage() {}
 
 func (x *EventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[29]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1873,7 +1995,7 @@ func (x *EventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsRequest.ProtoReflect.Descriptor instead.
 func (*EventsRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{29}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *EventsRequest) GetSinceSeq() uint64 {
@@ -1904,7 +2026,7 @@ type SplitRequest struct {
 
 func (x *SplitRequest) Reset() {
 	*x = SplitRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[30]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1916,7 +2038,7 @@ func (x *SplitRequest) String() string {
 func (*SplitRequest) ProtoMessage() {}
 
 func (x *SplitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[30]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1929,7 +2051,7 @@ func (x *SplitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitRequest.ProtoReflect.Descriptor instead.
 func (*SplitRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{30}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SplitRequest) GetTable() string {
@@ -1963,7 +2085,7 @@ type SplitResponse struct {
 
 func (x *SplitResponse) Reset() {
 	*x = SplitResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[31]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1975,7 +2097,7 @@ func (x *SplitResponse) String() string {
 func (*SplitResponse) ProtoMessage() {}
 
 func (x *SplitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[31]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1988,7 +2110,7 @@ func (x *SplitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitResponse.ProtoReflect.Descriptor instead.
 func (*SplitResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{31}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SplitResponse) GetLeft() *RangeDescriptor {
@@ -2014,7 +2136,7 @@ type MergeRequest struct {
 
 func (x *MergeRequest) Reset() {
 	*x = MergeRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[32]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2026,7 +2148,7 @@ func (x *MergeRequest) String() string {
 func (*MergeRequest) ProtoMessage() {}
 
 func (x *MergeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[32]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2039,7 +2161,7 @@ func (x *MergeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeRequest.ProtoReflect.Descriptor instead.
 func (*MergeRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{32}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *MergeRequest) GetRangeId() uint64 {
@@ -2058,7 +2180,7 @@ type MergeResponse struct {
 
 func (x *MergeResponse) Reset() {
 	*x = MergeResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[33]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2070,7 +2192,7 @@ func (x *MergeResponse) String() string {
 func (*MergeResponse) ProtoMessage() {}
 
 func (x *MergeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[33]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2083,7 +2205,7 @@ func (x *MergeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeResponse.ProtoReflect.Descriptor instead.
 func (*MergeResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{33}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *MergeResponse) GetRange() *RangeDescriptor {
@@ -2105,7 +2227,7 @@ type MoveRequest struct {
 
 func (x *MoveRequest) Reset() {
 	*x = MoveRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[34]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2117,7 +2239,7 @@ func (x *MoveRequest) String() string {
 func (*MoveRequest) ProtoMessage() {}
 
 func (x *MoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[34]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2130,7 +2252,7 @@ func (x *MoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveRequest.ProtoReflect.Descriptor instead.
 func (*MoveRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{34}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *MoveRequest) GetRangeId() uint64 {
@@ -2163,7 +2285,7 @@ type MoveResponse struct {
 
 func (x *MoveResponse) Reset() {
 	*x = MoveResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[35]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2175,7 +2297,7 @@ func (x *MoveResponse) String() string {
 func (*MoveResponse) ProtoMessage() {}
 
 func (x *MoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[35]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2188,7 +2310,7 @@ func (x *MoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveResponse.ProtoReflect.Descriptor instead.
 func (*MoveResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{35}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *MoveResponse) GetRange() *RangeDescriptor {
@@ -2208,7 +2330,7 @@ type MasterTransferLeaderRequest struct {
 
 func (x *MasterTransferLeaderRequest) Reset() {
 	*x = MasterTransferLeaderRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[36]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2220,7 +2342,7 @@ func (x *MasterTransferLeaderRequest) String() string {
 func (*MasterTransferLeaderRequest) ProtoMessage() {}
 
 func (x *MasterTransferLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[36]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2233,7 +2355,7 @@ func (x *MasterTransferLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterTransferLeaderRequest.ProtoReflect.Descriptor instead.
 func (*MasterTransferLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{36}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *MasterTransferLeaderRequest) GetRangeId() uint64 {
@@ -2258,7 +2380,7 @@ type MasterTransferLeaderResponse struct {
 
 func (x *MasterTransferLeaderResponse) Reset() {
 	*x = MasterTransferLeaderResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[37]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2270,7 +2392,7 @@ func (x *MasterTransferLeaderResponse) String() string {
 func (*MasterTransferLeaderResponse) ProtoMessage() {}
 
 func (x *MasterTransferLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[37]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2283,14 +2405,21 @@ func (x *MasterTransferLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterTransferLeaderResponse.ProtoReflect.Descriptor instead.
 func (*MasterTransferLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{37}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{39}
 }
 
 var File_tablestore_v1_master_service_proto protoreflect.FileDescriptor
 
 const file_tablestore_v1_master_service_proto_rawDesc = "" +
 	"\n" +
-	"\"tablestore/v1/master_service.proto\x12\rtablestore.v1\x1a\x18tablestore/v1/data.proto\"\x16\n" +
+	"\"tablestore/v1/master_service.proto\x12\rtablestore.v1\x1a\x18tablestore/v1/data.proto\"3\n" +
+	"\x14UngroupTablesRequest\x12\x1b\n" +
+	"\tbudget_ms\x18\x01 \x01(\rR\bbudgetMs\"\xcb\x01\n" +
+	"\x15UngroupTablesResponse\x12,\n" +
+	"\x12detached_range_ids\x18\x01 \x03(\x04R\x10detachedRangeIds\x12.\n" +
+	"\x13remaining_range_ids\x18\x02 \x03(\x04R\x11remainingRangeIds\x12'\n" +
+	"\x0fanchors_deleted\x18\x03 \x03(\tR\x0eanchorsDeleted\x12+\n" +
+	"\x11anchors_remaining\x18\x04 \x03(\tR\x10anchorsRemaining\"\x16\n" +
 	"\x14ListFrontendsRequest\"\xf1\x01\n" +
 	"\x10WatchingFrontend\x127\n" +
 	"\bfrontend\x18\x01 \x01(\v2\x1b.tablestore.v1.FrontendInfoR\bfrontend\x12\x1b\n" +
@@ -2441,7 +2570,7 @@ const file_tablestore_v1_master_service_proto_rawDesc = "" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12 \n" +
 	"\fto_server_id\x18\x02 \x01(\tR\n" +
 	"toServerId\"\x1e\n" +
-	"\x1cMasterTransferLeaderResponse2\xab\r\n" +
+	"\x1cMasterTransferLeaderResponse2\x87\x0e\n" +
 	"\rMasterService\x12T\n" +
 	"\vCreateTable\x12!.tablestore.v1.CreateTableRequest\x1a\".tablestore.v1.CreateTableResponse\x12T\n" +
 	"\vDeleteTable\x12!.tablestore.v1.DeleteTableRequest\x1a\".tablestore.v1.DeleteTableResponse\x12U\n" +
@@ -2462,7 +2591,8 @@ const file_tablestore_v1_master_service_proto_rawDesc = "" +
 	"\tAddMember\x12\x1f.tablestore.v1.AddMemberRequest\x1a\".tablestore.v1.ListMembersResponse\x12V\n" +
 	"\fRemoveMember\x12\".tablestore.v1.RemoveMemberRequest\x1a\".tablestore.v1.ListMembersResponse\x12N\n" +
 	"\tJoinFloor\x12\x1f.tablestore.v1.JoinFloorRequest\x1a .tablestore.v1.JoinFloorResponse\x12Z\n" +
-	"\rListFrontends\x12#.tablestore.v1.ListFrontendsRequest\x1a$.tablestore.v1.ListFrontendsResponseB\x1fZ\x1dtablestore/proto/tablestorepbb\x06proto3"
+	"\rListFrontends\x12#.tablestore.v1.ListFrontendsRequest\x1a$.tablestore.v1.ListFrontendsResponse\x12Z\n" +
+	"\rUngroupTables\x12#.tablestore.v1.UngroupTablesRequest\x1a$.tablestore.v1.UngroupTablesResponseB\x1fZ\x1dtablestore/proto/tablestorepbb\x06proto3"
 
 var (
 	file_tablestore_v1_master_service_proto_rawDescOnce sync.Once
@@ -2476,123 +2606,127 @@ func file_tablestore_v1_master_service_proto_rawDescGZIP() []byte {
 	return file_tablestore_v1_master_service_proto_rawDescData
 }
 
-var file_tablestore_v1_master_service_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_tablestore_v1_master_service_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_tablestore_v1_master_service_proto_goTypes = []any{
-	(*ListFrontendsRequest)(nil),         // 0: tablestore.v1.ListFrontendsRequest
-	(*WatchingFrontend)(nil),             // 1: tablestore.v1.WatchingFrontend
-	(*ListFrontendsResponse)(nil),        // 2: tablestore.v1.ListFrontendsResponse
-	(*JoinFloorRequest)(nil),             // 3: tablestore.v1.JoinFloorRequest
-	(*JoinFloorResponse)(nil),            // 4: tablestore.v1.JoinFloorResponse
-	(*DrainServerRequest)(nil),           // 5: tablestore.v1.DrainServerRequest
-	(*DrainServerResponse)(nil),          // 6: tablestore.v1.DrainServerResponse
-	(*RemoveServerRequest)(nil),          // 7: tablestore.v1.RemoveServerRequest
-	(*RemoveServerResponse)(nil),         // 8: tablestore.v1.RemoveServerResponse
-	(*ListMembersRequest)(nil),           // 9: tablestore.v1.ListMembersRequest
-	(*MasterMember)(nil),                 // 10: tablestore.v1.MasterMember
-	(*ListMembersResponse)(nil),          // 11: tablestore.v1.ListMembersResponse
-	(*AddMemberRequest)(nil),             // 12: tablestore.v1.AddMemberRequest
-	(*RemoveMemberRequest)(nil),          // 13: tablestore.v1.RemoveMemberRequest
-	(*CreateTableRequest)(nil),           // 14: tablestore.v1.CreateTableRequest
-	(*CreateTableResponse)(nil),          // 15: tablestore.v1.CreateTableResponse
-	(*DeleteTableRequest)(nil),           // 16: tablestore.v1.DeleteTableRequest
-	(*DeleteTableResponse)(nil),          // 17: tablestore.v1.DeleteTableResponse
-	(*GetPartitionMapRequest)(nil),       // 18: tablestore.v1.GetPartitionMapRequest
-	(*WatchPartitionMapRequest)(nil),     // 19: tablestore.v1.WatchPartitionMapRequest
-	(*HeartbeatRequest)(nil),             // 20: tablestore.v1.HeartbeatRequest
-	(*DiskLatency)(nil),                  // 21: tablestore.v1.DiskLatency
-	(*HeartbeatResponse)(nil),            // 22: tablestore.v1.HeartbeatResponse
-	(*SetTableACLRequest)(nil),           // 23: tablestore.v1.SetTableACLRequest
-	(*SetTableACLResponse)(nil),          // 24: tablestore.v1.SetTableACLResponse
-	(*SetServicePropertiesRequest)(nil),  // 25: tablestore.v1.SetServicePropertiesRequest
-	(*SetServicePropertiesResponse)(nil), // 26: tablestore.v1.SetServicePropertiesResponse
-	(*SetAccountsRequest)(nil),           // 27: tablestore.v1.SetAccountsRequest
-	(*SetAccountsResponse)(nil),          // 28: tablestore.v1.SetAccountsResponse
-	(*EventsRequest)(nil),                // 29: tablestore.v1.EventsRequest
-	(*SplitRequest)(nil),                 // 30: tablestore.v1.SplitRequest
-	(*SplitResponse)(nil),                // 31: tablestore.v1.SplitResponse
-	(*MergeRequest)(nil),                 // 32: tablestore.v1.MergeRequest
-	(*MergeResponse)(nil),                // 33: tablestore.v1.MergeResponse
-	(*MoveRequest)(nil),                  // 34: tablestore.v1.MoveRequest
-	(*MoveResponse)(nil),                 // 35: tablestore.v1.MoveResponse
-	(*MasterTransferLeaderRequest)(nil),  // 36: tablestore.v1.MasterTransferLeaderRequest
-	(*MasterTransferLeaderResponse)(nil), // 37: tablestore.v1.MasterTransferLeaderResponse
-	nil,                                  // 38: tablestore.v1.HeartbeatResponse.RaftAddrsEntry
-	(*FrontendInfo)(nil),                 // 39: tablestore.v1.FrontendInfo
-	(*RangeDescriptor)(nil),              // 40: tablestore.v1.RangeDescriptor
-	(*ServerInfo)(nil),                   // 41: tablestore.v1.ServerInfo
-	(*Table)(nil),                        // 42: tablestore.v1.Table
-	(*PartitionMap)(nil),                 // 43: tablestore.v1.PartitionMap
-	(*RangeStatus)(nil),                  // 44: tablestore.v1.RangeStatus
-	(*DiskSpace)(nil),                    // 45: tablestore.v1.DiskSpace
-	(*SignedIdentifier)(nil),             // 46: tablestore.v1.SignedIdentifier
-	(*StorageAccount)(nil),               // 47: tablestore.v1.StorageAccount
-	(*Event)(nil),                        // 48: tablestore.v1.Event
+	(*UngroupTablesRequest)(nil),         // 0: tablestore.v1.UngroupTablesRequest
+	(*UngroupTablesResponse)(nil),        // 1: tablestore.v1.UngroupTablesResponse
+	(*ListFrontendsRequest)(nil),         // 2: tablestore.v1.ListFrontendsRequest
+	(*WatchingFrontend)(nil),             // 3: tablestore.v1.WatchingFrontend
+	(*ListFrontendsResponse)(nil),        // 4: tablestore.v1.ListFrontendsResponse
+	(*JoinFloorRequest)(nil),             // 5: tablestore.v1.JoinFloorRequest
+	(*JoinFloorResponse)(nil),            // 6: tablestore.v1.JoinFloorResponse
+	(*DrainServerRequest)(nil),           // 7: tablestore.v1.DrainServerRequest
+	(*DrainServerResponse)(nil),          // 8: tablestore.v1.DrainServerResponse
+	(*RemoveServerRequest)(nil),          // 9: tablestore.v1.RemoveServerRequest
+	(*RemoveServerResponse)(nil),         // 10: tablestore.v1.RemoveServerResponse
+	(*ListMembersRequest)(nil),           // 11: tablestore.v1.ListMembersRequest
+	(*MasterMember)(nil),                 // 12: tablestore.v1.MasterMember
+	(*ListMembersResponse)(nil),          // 13: tablestore.v1.ListMembersResponse
+	(*AddMemberRequest)(nil),             // 14: tablestore.v1.AddMemberRequest
+	(*RemoveMemberRequest)(nil),          // 15: tablestore.v1.RemoveMemberRequest
+	(*CreateTableRequest)(nil),           // 16: tablestore.v1.CreateTableRequest
+	(*CreateTableResponse)(nil),          // 17: tablestore.v1.CreateTableResponse
+	(*DeleteTableRequest)(nil),           // 18: tablestore.v1.DeleteTableRequest
+	(*DeleteTableResponse)(nil),          // 19: tablestore.v1.DeleteTableResponse
+	(*GetPartitionMapRequest)(nil),       // 20: tablestore.v1.GetPartitionMapRequest
+	(*WatchPartitionMapRequest)(nil),     // 21: tablestore.v1.WatchPartitionMapRequest
+	(*HeartbeatRequest)(nil),             // 22: tablestore.v1.HeartbeatRequest
+	(*DiskLatency)(nil),                  // 23: tablestore.v1.DiskLatency
+	(*HeartbeatResponse)(nil),            // 24: tablestore.v1.HeartbeatResponse
+	(*SetTableACLRequest)(nil),           // 25: tablestore.v1.SetTableACLRequest
+	(*SetTableACLResponse)(nil),          // 26: tablestore.v1.SetTableACLResponse
+	(*SetServicePropertiesRequest)(nil),  // 27: tablestore.v1.SetServicePropertiesRequest
+	(*SetServicePropertiesResponse)(nil), // 28: tablestore.v1.SetServicePropertiesResponse
+	(*SetAccountsRequest)(nil),           // 29: tablestore.v1.SetAccountsRequest
+	(*SetAccountsResponse)(nil),          // 30: tablestore.v1.SetAccountsResponse
+	(*EventsRequest)(nil),                // 31: tablestore.v1.EventsRequest
+	(*SplitRequest)(nil),                 // 32: tablestore.v1.SplitRequest
+	(*SplitResponse)(nil),                // 33: tablestore.v1.SplitResponse
+	(*MergeRequest)(nil),                 // 34: tablestore.v1.MergeRequest
+	(*MergeResponse)(nil),                // 35: tablestore.v1.MergeResponse
+	(*MoveRequest)(nil),                  // 36: tablestore.v1.MoveRequest
+	(*MoveResponse)(nil),                 // 37: tablestore.v1.MoveResponse
+	(*MasterTransferLeaderRequest)(nil),  // 38: tablestore.v1.MasterTransferLeaderRequest
+	(*MasterTransferLeaderResponse)(nil), // 39: tablestore.v1.MasterTransferLeaderResponse
+	nil,                                  // 40: tablestore.v1.HeartbeatResponse.RaftAddrsEntry
+	(*FrontendInfo)(nil),                 // 41: tablestore.v1.FrontendInfo
+	(*RangeDescriptor)(nil),              // 42: tablestore.v1.RangeDescriptor
+	(*ServerInfo)(nil),                   // 43: tablestore.v1.ServerInfo
+	(*Table)(nil),                        // 44: tablestore.v1.Table
+	(*PartitionMap)(nil),                 // 45: tablestore.v1.PartitionMap
+	(*RangeStatus)(nil),                  // 46: tablestore.v1.RangeStatus
+	(*DiskSpace)(nil),                    // 47: tablestore.v1.DiskSpace
+	(*SignedIdentifier)(nil),             // 48: tablestore.v1.SignedIdentifier
+	(*StorageAccount)(nil),               // 49: tablestore.v1.StorageAccount
+	(*Event)(nil),                        // 50: tablestore.v1.Event
 }
 var file_tablestore_v1_master_service_proto_depIdxs = []int32{
-	39, // 0: tablestore.v1.WatchingFrontend.frontend:type_name -> tablestore.v1.FrontendInfo
-	1,  // 1: tablestore.v1.ListFrontendsResponse.frontends:type_name -> tablestore.v1.WatchingFrontend
-	40, // 2: tablestore.v1.JoinFloorResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	41, // 3: tablestore.v1.DrainServerResponse.server:type_name -> tablestore.v1.ServerInfo
-	10, // 4: tablestore.v1.ListMembersResponse.members:type_name -> tablestore.v1.MasterMember
-	42, // 5: tablestore.v1.CreateTableResponse.table:type_name -> tablestore.v1.Table
-	40, // 6: tablestore.v1.CreateTableResponse.ranges:type_name -> tablestore.v1.RangeDescriptor
-	43, // 7: tablestore.v1.CreateTableResponse.map:type_name -> tablestore.v1.PartitionMap
-	43, // 8: tablestore.v1.DeleteTableResponse.map:type_name -> tablestore.v1.PartitionMap
-	39, // 9: tablestore.v1.WatchPartitionMapRequest.frontend:type_name -> tablestore.v1.FrontendInfo
-	41, // 10: tablestore.v1.HeartbeatRequest.server:type_name -> tablestore.v1.ServerInfo
-	44, // 11: tablestore.v1.HeartbeatRequest.ranges:type_name -> tablestore.v1.RangeStatus
-	21, // 12: tablestore.v1.HeartbeatRequest.disk_latency:type_name -> tablestore.v1.DiskLatency
-	45, // 13: tablestore.v1.HeartbeatRequest.disk_space:type_name -> tablestore.v1.DiskSpace
-	40, // 14: tablestore.v1.HeartbeatResponse.assigned:type_name -> tablestore.v1.RangeDescriptor
-	38, // 15: tablestore.v1.HeartbeatResponse.raft_addrs:type_name -> tablestore.v1.HeartbeatResponse.RaftAddrsEntry
-	46, // 16: tablestore.v1.SetTableACLRequest.acl:type_name -> tablestore.v1.SignedIdentifier
-	47, // 17: tablestore.v1.SetAccountsRequest.accounts:type_name -> tablestore.v1.StorageAccount
-	40, // 18: tablestore.v1.SplitResponse.left:type_name -> tablestore.v1.RangeDescriptor
-	40, // 19: tablestore.v1.SplitResponse.right:type_name -> tablestore.v1.RangeDescriptor
-	40, // 20: tablestore.v1.MergeResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	40, // 21: tablestore.v1.MoveResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	14, // 22: tablestore.v1.MasterService.CreateTable:input_type -> tablestore.v1.CreateTableRequest
-	16, // 23: tablestore.v1.MasterService.DeleteTable:input_type -> tablestore.v1.DeleteTableRequest
-	18, // 24: tablestore.v1.MasterService.GetPartitionMap:input_type -> tablestore.v1.GetPartitionMapRequest
-	19, // 25: tablestore.v1.MasterService.WatchPartitionMap:input_type -> tablestore.v1.WatchPartitionMapRequest
-	23, // 26: tablestore.v1.MasterService.SetTableACL:input_type -> tablestore.v1.SetTableACLRequest
-	25, // 27: tablestore.v1.MasterService.SetServiceProperties:input_type -> tablestore.v1.SetServicePropertiesRequest
-	27, // 28: tablestore.v1.MasterService.SetAccounts:input_type -> tablestore.v1.SetAccountsRequest
-	29, // 29: tablestore.v1.MasterService.Events:input_type -> tablestore.v1.EventsRequest
-	30, // 30: tablestore.v1.MasterService.Split:input_type -> tablestore.v1.SplitRequest
-	32, // 31: tablestore.v1.MasterService.Merge:input_type -> tablestore.v1.MergeRequest
-	34, // 32: tablestore.v1.MasterService.Move:input_type -> tablestore.v1.MoveRequest
-	36, // 33: tablestore.v1.MasterService.TransferLeader:input_type -> tablestore.v1.MasterTransferLeaderRequest
-	20, // 34: tablestore.v1.MasterService.Heartbeat:input_type -> tablestore.v1.HeartbeatRequest
-	5,  // 35: tablestore.v1.MasterService.DrainServer:input_type -> tablestore.v1.DrainServerRequest
-	7,  // 36: tablestore.v1.MasterService.RemoveServer:input_type -> tablestore.v1.RemoveServerRequest
-	9,  // 37: tablestore.v1.MasterService.ListMembers:input_type -> tablestore.v1.ListMembersRequest
-	12, // 38: tablestore.v1.MasterService.AddMember:input_type -> tablestore.v1.AddMemberRequest
-	13, // 39: tablestore.v1.MasterService.RemoveMember:input_type -> tablestore.v1.RemoveMemberRequest
-	3,  // 40: tablestore.v1.MasterService.JoinFloor:input_type -> tablestore.v1.JoinFloorRequest
-	0,  // 41: tablestore.v1.MasterService.ListFrontends:input_type -> tablestore.v1.ListFrontendsRequest
-	15, // 42: tablestore.v1.MasterService.CreateTable:output_type -> tablestore.v1.CreateTableResponse
-	17, // 43: tablestore.v1.MasterService.DeleteTable:output_type -> tablestore.v1.DeleteTableResponse
-	43, // 44: tablestore.v1.MasterService.GetPartitionMap:output_type -> tablestore.v1.PartitionMap
-	43, // 45: tablestore.v1.MasterService.WatchPartitionMap:output_type -> tablestore.v1.PartitionMap
-	24, // 46: tablestore.v1.MasterService.SetTableACL:output_type -> tablestore.v1.SetTableACLResponse
-	26, // 47: tablestore.v1.MasterService.SetServiceProperties:output_type -> tablestore.v1.SetServicePropertiesResponse
-	28, // 48: tablestore.v1.MasterService.SetAccounts:output_type -> tablestore.v1.SetAccountsResponse
-	48, // 49: tablestore.v1.MasterService.Events:output_type -> tablestore.v1.Event
-	31, // 50: tablestore.v1.MasterService.Split:output_type -> tablestore.v1.SplitResponse
-	33, // 51: tablestore.v1.MasterService.Merge:output_type -> tablestore.v1.MergeResponse
-	35, // 52: tablestore.v1.MasterService.Move:output_type -> tablestore.v1.MoveResponse
-	37, // 53: tablestore.v1.MasterService.TransferLeader:output_type -> tablestore.v1.MasterTransferLeaderResponse
-	22, // 54: tablestore.v1.MasterService.Heartbeat:output_type -> tablestore.v1.HeartbeatResponse
-	6,  // 55: tablestore.v1.MasterService.DrainServer:output_type -> tablestore.v1.DrainServerResponse
-	8,  // 56: tablestore.v1.MasterService.RemoveServer:output_type -> tablestore.v1.RemoveServerResponse
-	11, // 57: tablestore.v1.MasterService.ListMembers:output_type -> tablestore.v1.ListMembersResponse
-	11, // 58: tablestore.v1.MasterService.AddMember:output_type -> tablestore.v1.ListMembersResponse
-	11, // 59: tablestore.v1.MasterService.RemoveMember:output_type -> tablestore.v1.ListMembersResponse
-	4,  // 60: tablestore.v1.MasterService.JoinFloor:output_type -> tablestore.v1.JoinFloorResponse
-	2,  // 61: tablestore.v1.MasterService.ListFrontends:output_type -> tablestore.v1.ListFrontendsResponse
-	42, // [42:62] is the sub-list for method output_type
-	22, // [22:42] is the sub-list for method input_type
+	41, // 0: tablestore.v1.WatchingFrontend.frontend:type_name -> tablestore.v1.FrontendInfo
+	3,  // 1: tablestore.v1.ListFrontendsResponse.frontends:type_name -> tablestore.v1.WatchingFrontend
+	42, // 2: tablestore.v1.JoinFloorResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	43, // 3: tablestore.v1.DrainServerResponse.server:type_name -> tablestore.v1.ServerInfo
+	12, // 4: tablestore.v1.ListMembersResponse.members:type_name -> tablestore.v1.MasterMember
+	44, // 5: tablestore.v1.CreateTableResponse.table:type_name -> tablestore.v1.Table
+	42, // 6: tablestore.v1.CreateTableResponse.ranges:type_name -> tablestore.v1.RangeDescriptor
+	45, // 7: tablestore.v1.CreateTableResponse.map:type_name -> tablestore.v1.PartitionMap
+	45, // 8: tablestore.v1.DeleteTableResponse.map:type_name -> tablestore.v1.PartitionMap
+	41, // 9: tablestore.v1.WatchPartitionMapRequest.frontend:type_name -> tablestore.v1.FrontendInfo
+	43, // 10: tablestore.v1.HeartbeatRequest.server:type_name -> tablestore.v1.ServerInfo
+	46, // 11: tablestore.v1.HeartbeatRequest.ranges:type_name -> tablestore.v1.RangeStatus
+	23, // 12: tablestore.v1.HeartbeatRequest.disk_latency:type_name -> tablestore.v1.DiskLatency
+	47, // 13: tablestore.v1.HeartbeatRequest.disk_space:type_name -> tablestore.v1.DiskSpace
+	42, // 14: tablestore.v1.HeartbeatResponse.assigned:type_name -> tablestore.v1.RangeDescriptor
+	40, // 15: tablestore.v1.HeartbeatResponse.raft_addrs:type_name -> tablestore.v1.HeartbeatResponse.RaftAddrsEntry
+	48, // 16: tablestore.v1.SetTableACLRequest.acl:type_name -> tablestore.v1.SignedIdentifier
+	49, // 17: tablestore.v1.SetAccountsRequest.accounts:type_name -> tablestore.v1.StorageAccount
+	42, // 18: tablestore.v1.SplitResponse.left:type_name -> tablestore.v1.RangeDescriptor
+	42, // 19: tablestore.v1.SplitResponse.right:type_name -> tablestore.v1.RangeDescriptor
+	42, // 20: tablestore.v1.MergeResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	42, // 21: tablestore.v1.MoveResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	16, // 22: tablestore.v1.MasterService.CreateTable:input_type -> tablestore.v1.CreateTableRequest
+	18, // 23: tablestore.v1.MasterService.DeleteTable:input_type -> tablestore.v1.DeleteTableRequest
+	20, // 24: tablestore.v1.MasterService.GetPartitionMap:input_type -> tablestore.v1.GetPartitionMapRequest
+	21, // 25: tablestore.v1.MasterService.WatchPartitionMap:input_type -> tablestore.v1.WatchPartitionMapRequest
+	25, // 26: tablestore.v1.MasterService.SetTableACL:input_type -> tablestore.v1.SetTableACLRequest
+	27, // 27: tablestore.v1.MasterService.SetServiceProperties:input_type -> tablestore.v1.SetServicePropertiesRequest
+	29, // 28: tablestore.v1.MasterService.SetAccounts:input_type -> tablestore.v1.SetAccountsRequest
+	31, // 29: tablestore.v1.MasterService.Events:input_type -> tablestore.v1.EventsRequest
+	32, // 30: tablestore.v1.MasterService.Split:input_type -> tablestore.v1.SplitRequest
+	34, // 31: tablestore.v1.MasterService.Merge:input_type -> tablestore.v1.MergeRequest
+	36, // 32: tablestore.v1.MasterService.Move:input_type -> tablestore.v1.MoveRequest
+	38, // 33: tablestore.v1.MasterService.TransferLeader:input_type -> tablestore.v1.MasterTransferLeaderRequest
+	22, // 34: tablestore.v1.MasterService.Heartbeat:input_type -> tablestore.v1.HeartbeatRequest
+	7,  // 35: tablestore.v1.MasterService.DrainServer:input_type -> tablestore.v1.DrainServerRequest
+	9,  // 36: tablestore.v1.MasterService.RemoveServer:input_type -> tablestore.v1.RemoveServerRequest
+	11, // 37: tablestore.v1.MasterService.ListMembers:input_type -> tablestore.v1.ListMembersRequest
+	14, // 38: tablestore.v1.MasterService.AddMember:input_type -> tablestore.v1.AddMemberRequest
+	15, // 39: tablestore.v1.MasterService.RemoveMember:input_type -> tablestore.v1.RemoveMemberRequest
+	5,  // 40: tablestore.v1.MasterService.JoinFloor:input_type -> tablestore.v1.JoinFloorRequest
+	2,  // 41: tablestore.v1.MasterService.ListFrontends:input_type -> tablestore.v1.ListFrontendsRequest
+	0,  // 42: tablestore.v1.MasterService.UngroupTables:input_type -> tablestore.v1.UngroupTablesRequest
+	17, // 43: tablestore.v1.MasterService.CreateTable:output_type -> tablestore.v1.CreateTableResponse
+	19, // 44: tablestore.v1.MasterService.DeleteTable:output_type -> tablestore.v1.DeleteTableResponse
+	45, // 45: tablestore.v1.MasterService.GetPartitionMap:output_type -> tablestore.v1.PartitionMap
+	45, // 46: tablestore.v1.MasterService.WatchPartitionMap:output_type -> tablestore.v1.PartitionMap
+	26, // 47: tablestore.v1.MasterService.SetTableACL:output_type -> tablestore.v1.SetTableACLResponse
+	28, // 48: tablestore.v1.MasterService.SetServiceProperties:output_type -> tablestore.v1.SetServicePropertiesResponse
+	30, // 49: tablestore.v1.MasterService.SetAccounts:output_type -> tablestore.v1.SetAccountsResponse
+	50, // 50: tablestore.v1.MasterService.Events:output_type -> tablestore.v1.Event
+	33, // 51: tablestore.v1.MasterService.Split:output_type -> tablestore.v1.SplitResponse
+	35, // 52: tablestore.v1.MasterService.Merge:output_type -> tablestore.v1.MergeResponse
+	37, // 53: tablestore.v1.MasterService.Move:output_type -> tablestore.v1.MoveResponse
+	39, // 54: tablestore.v1.MasterService.TransferLeader:output_type -> tablestore.v1.MasterTransferLeaderResponse
+	24, // 55: tablestore.v1.MasterService.Heartbeat:output_type -> tablestore.v1.HeartbeatResponse
+	8,  // 56: tablestore.v1.MasterService.DrainServer:output_type -> tablestore.v1.DrainServerResponse
+	10, // 57: tablestore.v1.MasterService.RemoveServer:output_type -> tablestore.v1.RemoveServerResponse
+	13, // 58: tablestore.v1.MasterService.ListMembers:output_type -> tablestore.v1.ListMembersResponse
+	13, // 59: tablestore.v1.MasterService.AddMember:output_type -> tablestore.v1.ListMembersResponse
+	13, // 60: tablestore.v1.MasterService.RemoveMember:output_type -> tablestore.v1.ListMembersResponse
+	6,  // 61: tablestore.v1.MasterService.JoinFloor:output_type -> tablestore.v1.JoinFloorResponse
+	4,  // 62: tablestore.v1.MasterService.ListFrontends:output_type -> tablestore.v1.ListFrontendsResponse
+	1,  // 63: tablestore.v1.MasterService.UngroupTables:output_type -> tablestore.v1.UngroupTablesResponse
+	43, // [43:64] is the sub-list for method output_type
+	22, // [22:43] is the sub-list for method input_type
 	22, // [22:22] is the sub-list for extension type_name
 	22, // [22:22] is the sub-list for extension extendee
 	0,  // [0:22] is the sub-list for field type_name
@@ -2610,7 +2744,7 @@ func file_tablestore_v1_master_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tablestore_v1_master_service_proto_rawDesc), len(file_tablestore_v1_master_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   39,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

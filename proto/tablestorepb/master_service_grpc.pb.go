@@ -42,6 +42,7 @@ const (
 	MasterService_RemoveMember_FullMethodName         = "/tablestore.v1.MasterService/RemoveMember"
 	MasterService_JoinFloor_FullMethodName            = "/tablestore.v1.MasterService/JoinFloor"
 	MasterService_ListFrontends_FullMethodName        = "/tablestore.v1.MasterService/ListFrontends"
+	MasterService_UngroupTables_FullMethodName        = "/tablestore.v1.MasterService/UngroupTables"
 )
 
 // MasterServiceClient is the client API for MasterService service.
@@ -102,6 +103,14 @@ type MasterServiceClient interface {
 	// only, and during a leader change a front-end may be on either, so a
 	// caller asks every master and merges.
 	ListFrontends(ctx context.Context, in *ListFrontendsRequest, opts ...grpc.CallOption) (*ListFrontendsResponse, error)
+	// UngroupTables takes every user table's range out of the anchor groups
+	// (docs/range-groups.md stage 7; a downgrade from --table-groups), one
+	// range at a time, each into a Raft group of its own on the same
+	// servers, and deletes each anchor whose group is left empty. It works
+	// for at most budget_ms, then answers what it did and what is left:
+	// call it again until nothing is (idempotent). Refused
+	// (FailedPrecondition) while this master runs with --table-groups.
+	UngroupTables(ctx context.Context, in *UngroupTablesRequest, opts ...grpc.CallOption) (*UngroupTablesResponse, error)
 }
 
 type masterServiceClient struct {
@@ -330,6 +339,16 @@ func (c *masterServiceClient) ListFrontends(ctx context.Context, in *ListFronten
 	return out, nil
 }
 
+func (c *masterServiceClient) UngroupTables(ctx context.Context, in *UngroupTablesRequest, opts ...grpc.CallOption) (*UngroupTablesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UngroupTablesResponse)
+	err := c.cc.Invoke(ctx, MasterService_UngroupTables_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MasterServiceServer is the server API for MasterService service.
 // All implementations must embed UnimplementedMasterServiceServer
 // for forward compatibility.
@@ -388,6 +407,14 @@ type MasterServiceServer interface {
 	// only, and during a leader change a front-end may be on either, so a
 	// caller asks every master and merges.
 	ListFrontends(context.Context, *ListFrontendsRequest) (*ListFrontendsResponse, error)
+	// UngroupTables takes every user table's range out of the anchor groups
+	// (docs/range-groups.md stage 7; a downgrade from --table-groups), one
+	// range at a time, each into a Raft group of its own on the same
+	// servers, and deletes each anchor whose group is left empty. It works
+	// for at most budget_ms, then answers what it did and what is left:
+	// call it again until nothing is (idempotent). Refused
+	// (FailedPrecondition) while this master runs with --table-groups.
+	UngroupTables(context.Context, *UngroupTablesRequest) (*UngroupTablesResponse, error)
 	mustEmbedUnimplementedMasterServiceServer()
 }
 
@@ -457,6 +484,9 @@ func (UnimplementedMasterServiceServer) JoinFloor(context.Context, *JoinFloorReq
 }
 func (UnimplementedMasterServiceServer) ListFrontends(context.Context, *ListFrontendsRequest) (*ListFrontendsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ListFrontends not implemented")
+}
+func (UnimplementedMasterServiceServer) UngroupTables(context.Context, *UngroupTablesRequest) (*UngroupTablesResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method UngroupTables not implemented")
 }
 func (UnimplementedMasterServiceServer) mustEmbedUnimplementedMasterServiceServer() {}
 func (UnimplementedMasterServiceServer) testEmbeddedByValue()                       {}
@@ -825,6 +855,24 @@ func _MasterService_ListFrontends_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MasterService_UngroupTables_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UngroupTablesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServiceServer).UngroupTables(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MasterService_UngroupTables_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServiceServer).UngroupTables(ctx, req.(*UngroupTablesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // MasterService_ServiceDesc is the grpc.ServiceDesc for MasterService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -903,6 +951,10 @@ var MasterService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListFrontends",
 			Handler:    _MasterService_ListFrontends_Handler,
+		},
+		{
+			MethodName: "UngroupTables",
+			Handler:    _MasterService_UngroupTables_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -312,7 +312,10 @@ type AddSpanRequest struct {
 	// the apply's (the namesake's replicas, generation 2).
 	Range *RangeDescriptor `protobuf:"bytes,2,opt,name=range,proto3" json:"range,omitempty"`
 	// The master's lowest pending add (AddSpanCommand.floor).
-	Floor         uint64 `protobuf:"varint,3,opt,name=floor,proto3" json:"floor,omitempty"`
+	Floor uint64 `protobuf:"varint,3,opt,name=floor,proto3" json:"floor,omitempty"`
+	// The group's span cap (AddSpanCommand.max_spans; 0: none). Refused
+	// FAILED_PRECONDITION, reason GROUP_FULL, when the group holds that many.
+	MaxSpans      uint32 `protobuf:"varint,4,opt,name=max_spans,json=maxSpans,proto3" json:"max_spans,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -364,6 +367,13 @@ func (x *AddSpanRequest) GetRange() *RangeDescriptor {
 func (x *AddSpanRequest) GetFloor() uint64 {
 	if x != nil {
 		return x.Floor
+	}
+	return 0
+}
+
+func (x *AddSpanRequest) GetMaxSpans() uint32 {
+	if x != nil {
+		return x.MaxSpans
 	}
 	return 0
 }
@@ -2507,11 +2517,12 @@ const file_tablestore_v1_partition_service_proto_rawDesc = "" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12)\n" +
 	"\x10preferred_leader\x18\x02 \x01(\tR\x0fpreferredLeader\"K\n" +
 	"\x13DetachRangeResponse\x124\n" +
-	"\x05range\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\"\x82\x01\n" +
+	"\x05range\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\"\x9f\x01\n" +
 	"\x0eAddSpanRequest\x12$\n" +
 	"\x0egroup_range_id\x18\x01 \x01(\x04R\fgroupRangeId\x124\n" +
 	"\x05range\x18\x02 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\x12\x14\n" +
-	"\x05floor\x18\x03 \x01(\x04R\x05floor\"G\n" +
+	"\x05floor\x18\x03 \x01(\x04R\x05floor\x12\x1b\n" +
+	"\tmax_spans\x18\x04 \x01(\rR\bmaxSpans\"G\n" +
 	"\x0fAddSpanResponse\x124\n" +
 	"\x05range\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\"z\n" +
 	"\x12FreezeRangeRequest\x12\x19\n" +
