@@ -460,7 +460,7 @@ func (p *Plan) groupSize(r *Range) int {
 // when born in its group, every other range for the namesake of a
 // group of n: n-1). A group is what a range costs on the request path
 // (its own entries, log stream and heartbeats; docs/range-groups.md), so
-// the rules that may choose which range to move or merge weigh it.
+// merge rule weighs it (a move never isolates: moveUnit).
 func (p *Plan) isolateAdds(r *Range) int {
 	g := p.group(r)
 	if g == nil {
