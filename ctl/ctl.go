@@ -500,7 +500,7 @@ func (r *runner) merge(ctx context.Context, _ *opts, args []string) error {
 
 // wholeUsage is the --whole flag's text of move and transfer-leader.
 const wholeUsage = "act on the range's whole Raft group (every range it serves) instead of first taking the range out of its group; " +
-	"always so for an anchor (_groups/N), whose group is never taken apart (docs/range-groups.md)"
+	"always so for an anchor (a table named _groups/ and its range id), whose group is never taken apart (docs/range-groups.md)"
 
 func (r *runner) move(ctx context.Context, o *opts, args []string) error {
 	id, err := parseRangeID(args[0])
