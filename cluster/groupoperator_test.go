@@ -191,3 +191,88 @@ func transferAnchor(t *testing.T, mc *masterclient.Client, ranges []uint64, anch
 		return true
 	})
 }
+
+// TestGroupBalancedWhole: with --table-groups (groups of up to three
+// ranges: an anchor and two tables) on three servers, a fourth server
+// joins empty and replica balance gives it replicas: of ranges alone in
+// their group, and of shared groups whole (a group of n counted as n
+// replicas, moved across a gap of 2n), never a range taken out of its
+// group. Every range of a shared group is polled throughout and must stay
+// in it; the test waits until the new server holds some shared group
+// whole. Before session 35 balance moved the groups' ranges one by one,
+// each first taken out of its group.
+func TestGroupBalancedWhole(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c, mc, _ := startTableGroupsOf(t, 3, func(m *master.Config) {
+		m.TableGroupSpans = 3
+		m.Policy.BalanceLeaders = false
+	})
+	sc := serviceClient(t, c, 0)
+	for i := range 8 {
+		newTable(t, sc, fmt.Sprintf("balanced%02d", i))
+	}
+	groups := sharedGroups(partitionMap(t, mc))
+	if len(groups) < 2 {
+		t.Fatalf("shared groups %v, want at least two", groups)
+	}
+	t.Logf("shared groups (range: group): %v", groups)
+	i, err := c.AddServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	joined := c.Servers[i].Config.ID
+	waitFor(t, 60*time.Second, joined+" holding a shared group whole", func() bool {
+		m := partitionMap(t, mc)
+		held := map[uint64]int{}
+		for id, g := range groups {
+			d, ok := rangeByID(m, id)
+			if !ok || rangegroup.GroupOf(d) != g {
+				t.Fatalf("range %d taken out of group %d: %v", id, g, d)
+			}
+			if hasServer(d, joined) {
+				held[g]++
+			}
+		}
+		for g, n := range held {
+			if n == groupSize(groups, g) {
+				t.Logf("%s holds group %d whole", joined, g)
+				return true
+			}
+		}
+		return false
+	})
+	for _, e := range masterEvents(mc) {
+		if e.GetKind() == pb.EventKind_EVENT_KIND_GROUP_SPLIT {
+			t.Errorf("a range left its group: %s", e.GetMessage())
+		}
+	}
+}
+
+// sharedGroups maps every range of a Raft group that serves several
+// ranges to its group.
+func sharedGroups(m *pb.PartitionMap) map[uint64]uint64 {
+	n := map[uint64]int{}
+	for _, d := range m.GetRanges() {
+		n[rangegroup.GroupOf(d)]++
+	}
+	out := map[uint64]uint64{}
+	for _, d := range m.GetRanges() {
+		if g := rangegroup.GroupOf(d); n[g] > 1 {
+			out[d.GetRangeId()] = g
+		}
+	}
+	return out
+}
+
+// groupSize is how many ranges groups maps to g.
+func groupSize(groups map[uint64]uint64, g uint64) int {
+	n := 0
+	for _, x := range groups {
+		if x == g {
+			n++
+		}
+	}
+	return n
+}
