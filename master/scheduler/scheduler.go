@@ -352,8 +352,10 @@ func (p *Plan) add(r *Range, o Op) bool {
 // sum of its ranges' load and their count), never one span at a time,
 // which would count the group as one range and send it back and forth.
 // Leaderships leave a slow, skewed or draining server with the whole
-// group too. Moves are allowed: the master first moves the range out of
-// its group (a group split, Server.isolate), then moves it alone.
+// group too. Moves are allowed: a move without Op.Whole has the master
+// first move the range out of its group (a group split, Server.isolate),
+// then move it alone; the scheduler's own rules plan a shared group's
+// moves whole (moveUnit).
 // (Merges are allowed too: of two spans of one group, one entry in its
 // log; of ranges of two groups, the freeze and take-over as ever, when
 // it adds no group: mergeable, addsNoGroup.)
