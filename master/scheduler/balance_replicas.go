@@ -88,40 +88,55 @@ func (p *Plan) fewestInZone(servers []*serverStat, s *serverStat) *serverStat {
 // send it back. Of such groups, the smallest, then one from does not
 // lead.
 func (p *Plan) movableReplica(from, to *serverStat) (*Range, bool) {
-	var follower, led, group *Range
-	groupN := 0
+	if r := p.loneReplica(from, to); r != nil {
+		return r, false
+	}
+	if r := p.wholeGroupReplica(from, to); r != nil {
+		return r, true
+	}
+	return nil, false
+}
+
+// loneReplica is movableReplica's choice among the ranges alone in their
+// Raft group (nil: none may move).
+func (p *Plan) loneReplica(from, to *serverStat) *Range {
+	var follower, led *Range
 	for _, r := range p.heldBy(from.id) {
-		if !p.free(r) || r.HasReplica(to.id) || !p.keepsZones(r, from, to) {
+		if p.shared(r) || !p.free(r) || r.HasReplica(to.id) || !to.roomFor(r) || !p.keepsZones(r, from, to) {
 			continue
 		}
-		if p.shared(r) {
-			if n, ok := p.wholeFits(r, from, to); ok && (group == nil || n < groupN || (n == groupN && group.Leader == from.id && r.Leader != from.id)) {
-				group, groupN = r, n
-			}
-			continue
-		}
-		if !to.roomFor(r) {
-			continue
-		}
-		if r.Leader == from.id {
+		switch {
+		case r.Leader == from.id:
 			if led == nil {
 				led = r
 			}
-			continue
-		}
-		if follower == nil || r.entitiesPerSec() > follower.entitiesPerSec() {
+		case follower == nil || r.entitiesPerSec() > follower.entitiesPerSec():
 			follower = r
 		}
 	}
-	switch {
-	case follower != nil:
-		return follower, false
-	case led != nil:
-		return led, false
-	case group != nil:
-		return group, true
+	if follower != nil {
+		return follower
 	}
-	return nil, false
+	return led
+}
+
+// wholeGroupReplica is movableReplica's choice among the Raft groups of
+// several ranges, the range a whole move is planned on (nil: none may
+// move): the smallest group that fits (wholeFits), then one from does not
+// lead.
+func (p *Plan) wholeGroupReplica(from, to *serverStat) *Range {
+	var best *Range
+	bestN := 0
+	for _, r := range p.heldBy(from.id) {
+		if !p.shared(r) || !p.free(r) || r.HasReplica(to.id) || !p.keepsZones(r, from, to) {
+			continue
+		}
+		n, ok := p.wholeFits(r, from, to)
+		if ok && (best == nil || n < bestN || (n == bestN && best.Leader == from.id && r.Leader != from.id)) {
+			best, bestN = r, n
+		}
+	}
+	return best
 }
 
 // wholeFits reports whether replica balance may move r's Raft group, of
