@@ -28,8 +28,8 @@ type groupOfThree struct {
 const groupMoveTable = "groupmove"
 
 // startGroupOfThree starts it with only the drain's rules acting: no load
-// split, no merge of the cold spans, no balancing (replica balance moves
-// single spans out of their group on purpose).
+// split, no merge of the cold spans, no balancing (replica balance would
+// move the group too, and the tests count the drain's moves).
 func startGroupOfThree(t *testing.T) *groupOfThree {
 	t.Helper()
 	c := startTuned(t, 4, func(m *master.Config) {

@@ -22,16 +22,26 @@ import (
 // its MergeLoad is homeGroup's bound for a cold span) and waits for its spare anchor group, returned with the master client.
 func startTableGroups(t *testing.T) (*Cluster, *masterclient.Client, uint64) {
 	t.Helper()
-	return startTableGroupsTuned(t, func(m *master.Config) { m.Policy.SplitLoad = 1e9 })
+	return startTableGroupsOf(t, 3, nil)
 }
 
 // startTableGroupsTuned is startTableGroups with the master's config
-// changed by tune instead of load splits off.
+// changed further by tune.
 func startTableGroupsTuned(t *testing.T, tune func(*master.Config)) (*Cluster, *masterclient.Client, uint64) {
 	t.Helper()
-	c := startTuned(t, 3, func(m *master.Config) {
+	return startTableGroupsOf(t, 3, tune)
+}
+
+// startTableGroupsOf is startTableGroups with servers partition servers
+// and tune, when not nil, changing the master's configuration further.
+func startTableGroupsOf(t *testing.T, servers int, tune func(*master.Config)) (*Cluster, *masterclient.Client, uint64) {
+	t.Helper()
+	c := startTuned(t, servers, func(m *master.Config) {
 		m.TableGroups = true
-		tune(m)
+		m.Policy.SplitLoad = 1e9
+		if tune != nil {
+			tune(m)
+		}
 	}, nil)
 	mc := masterClient(t, c)
 	var anchor uint64

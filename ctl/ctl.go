@@ -59,6 +59,8 @@ type opts struct {
 	wait   time.Duration
 	// split
 	inGroup bool
+	// move, transfer-leader
+	whole bool
 	// debug zip
 	force          bool
 	httpAddrs      string
@@ -86,15 +88,17 @@ var commands = []command{
 		run: (*runner).split},
 	{name: "merge", args: "RANGE_ID", nargs: 1, summary: "merge a range with its right neighbour",
 		run: (*runner).merge},
-	{name: "move", args: "RANGE_ID --to SERVER [--from SERVER]", nargs: 1, summary: "move one replica of a range to another server",
+	{name: "move", args: "RANGE_ID --to SERVER [--from SERVER] [--whole]", nargs: 1, summary: "move one replica of a range to another server",
 		flags: func(fs *flag.FlagSet, o *opts) {
 			fs.StringVar(&o.to, "to", "", "server id to move the replica to (required)")
 			fs.StringVar(&o.from, "from", "", "server id of the replica to move (empty: the master picks the busiest)")
+			fs.BoolVar(&o.whole, "whole", false, wholeUsage)
 		},
 		run: (*runner).move},
-	{name: "transfer-leader", args: "RANGE_ID --to SERVER", nargs: 1, summary: "move a range's leadership to another of its replicas",
+	{name: "transfer-leader", args: "RANGE_ID --to SERVER [--whole]", nargs: 1, summary: "move a range's leadership to another of its replicas",
 		flags: func(fs *flag.FlagSet, o *opts) {
 			fs.StringVar(&o.to, "to", "", "server id of the replica to lead (required)")
+			fs.BoolVar(&o.whole, "whole", false, wholeUsage)
 		},
 		run: (*runner).transferLeader},
 	{name: "drain", args: "SERVER [--wait D] [--undo]", nargs: 1,
@@ -500,6 +504,10 @@ func (r *runner) merge(ctx context.Context, _ *opts, args []string) error {
 	return r.result(res, fmt.Sprintf("merged range %d with its right neighbour", id))
 }
 
+// wholeUsage is the --whole flag's text of move and transfer-leader.
+const wholeUsage = "act on the range's whole Raft group (every range it serves) instead of first taking the range out of its group; " +
+	"always so for an anchor (a table named _groups/ and its range id), whose group is never taken apart (docs/range-groups.md)"
+
 func (r *runner) move(ctx context.Context, o *opts, args []string) error {
 	id, err := parseRangeID(args[0])
 	if err != nil {
@@ -510,7 +518,7 @@ func (r *runner) move(ctx context.Context, o *opts, args []string) error {
 	}
 	var resp *pb.MoveResponse
 	err = leaderCall(ctx, r.mc, func(ctx context.Context, c pb.MasterServiceClient) (err error) {
-		resp, err = c.Move(ctx, &pb.MoveRequest{RangeId: id, ToServerId: o.to, FromServerId: o.from})
+		resp, err = c.Move(ctx, &pb.MoveRequest{RangeId: id, ToServerId: o.to, FromServerId: o.from, Whole: o.whole})
 		return err
 	})
 	if err != nil {
@@ -520,6 +528,9 @@ func (r *runner) move(ctx context.Context, o *opts, args []string) error {
 	from := o.from
 	if from == "" {
 		from = "the replica the master picked"
+	}
+	if o.whole {
+		return r.result(res, fmt.Sprintf("moved a replica of range %d's Raft group, every range it serves, from %s to %s", id, from, o.to))
 	}
 	return r.result(res, fmt.Sprintf("moved a replica of range %d from %s to %s", id, from, o.to))
 }
@@ -533,7 +544,7 @@ func (r *runner) transferLeader(ctx context.Context, o *opts, args []string) err
 		return fmt.Errorf("%w: transfer-leader needs --to SERVER", ErrUsage)
 	}
 	err = leaderCall(ctx, r.mc, func(ctx context.Context, c pb.MasterServiceClient) error {
-		_, err := c.TransferLeader(ctx, &pb.MasterTransferLeaderRequest{RangeId: id, ToServerId: o.to})
+		_, err := c.TransferLeader(ctx, &pb.MasterTransferLeaderRequest{RangeId: id, ToServerId: o.to, Whole: o.whole})
 		return err
 	})
 	if err != nil {

@@ -419,6 +419,8 @@ func TestRequestsReachMaster(t *testing.T) {
 		{[]string{"move", "--to", "ps4", "7"}, &pb.MoveRequest{RangeId: 7, ToServerId: "ps4"}},
 		{[]string{"move", "7", "--to", "ps4", "--from", "ps1"}, &pb.MoveRequest{RangeId: 7, ToServerId: "ps4", FromServerId: "ps1"}},
 		{[]string{"transfer-leader", "7", "--to", "ps2"}, &pb.MasterTransferLeaderRequest{RangeId: 7, ToServerId: "ps2"}},
+		{[]string{"move", "7", "--to", "ps4", "--whole"}, &pb.MoveRequest{RangeId: 7, ToServerId: "ps4", Whole: true}},
+		{[]string{"transfer-leader", "7", "--to", "ps2", "--whole"}, &pb.MasterTransferLeaderRequest{RangeId: 7, ToServerId: "ps2", Whole: true}},
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

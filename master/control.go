@@ -219,11 +219,8 @@ func (v *service) Move(ctx context.Context, req *pb.MoveRequest) (*pb.MoveRespon
 	if err := moveTargetRefusal(req.GetToServerId(), s.serverViews(time.Now())); err != nil {
 		return nil, opStatus(err)
 	}
-	if err := s.ops.claim(req.GetRangeId()); err != nil {
-		return nil, opStatus(err)
-	}
-	defer s.ops.release(req.GetRangeId())
-	d, err := s.move(ctx, req.GetRangeId(), req.GetFromServerId(), req.GetToServerId(), causeOperator, "operator request", nil)
+	// The range alone, or its Raft group whole (operatorgroup.go).
+	d, err := s.operatorMove(ctx, req)
 	if err != nil {
 		return nil, opStatus(err)
 	}
@@ -236,22 +233,10 @@ func (v *service) TransferLeader(ctx context.Context, req *pb.MasterTransferLead
 	if err := s.ready(); err != nil {
 		return nil, toStatus(err)
 	}
-	if err := s.ops.claim(req.GetRangeId()); err != nil {
-		return nil, opStatus(err)
-	}
-	defer s.ops.release(req.GetRangeId())
 	// The transfer is the whole Raft group's: the operator names one
-	// range, which leaves its group first (the scheduler's transfers of
-	// a shared group's leadership move the group).
-	if d, ok := s.rangeDesc(req.GetRangeId()); ok && !hasReplica(d, req.GetToServerId()) {
-		// Refused before the range leaves its group for nothing.
-		return nil, opStatus(fmt.Errorf("%w: %s holds no replica of range %d", ErrBadTarget, req.GetToServerId(), req.GetRangeId()))
-	}
-	if _, err := s.isolate(ctx, req.GetRangeId(), causeOperator); err != nil {
-		return nil, opStatus(err)
-	}
-	from := s.leaderOf(req.GetRangeId())
-	if err := s.transferWithEvent(ctx, req.GetRangeId(), from, req.GetToServerId(), causeOperator, "", nil); err != nil {
+	// range, which leaves its group first unless the group moves whole
+	// (an anchor's always; operatorgroup.go).
+	if err := s.operatorTransfer(ctx, req.GetRangeId(), req.GetToServerId(), req.GetWhole()); err != nil {
 		return nil, opStatus(err)
 	}
 	return &pb.MasterTransferLeaderResponse{}, nil

@@ -25,6 +25,9 @@ import (
 // movable (moveRefusal: not frozen for a merge, to holds none). Each
 // membership change records every span's new descriptor in one
 // UPDATE_RANGES (recordChange). A group of one range moves as move does.
+// With from == to, the group's replica on from is broken (groupBrokenOn)
+// and is replaced in place whole (replaceMember): the scheduler's last
+// resort when no other server could take it.
 func (s *Server) moveGroup(ctx context.Context, id uint64, from, to, cause, reason string, figures map[string]float64) (*pb.RangeDescriptor, error) {
 	start := time.Now()
 	d, ok := s.rangeDesc(id)
@@ -46,11 +49,14 @@ func (s *Server) moveGroup(ctx context.Context, id uint64, from, to, cause, reas
 	if err != nil {
 		return nil, err
 	}
+	var cur *pb.RangeDescriptor
 	if from == to {
-		// A broken replica is replaced in place range by range (move).
-		return nil, fmt.Errorf("%w: Raft group %d is not replaced in place on %s", ErrBadTarget, rangegroup.GroupOf(d), to)
+		// The group's broken replica on from, replaced whole in place
+		// (groupMoveRefusal let it through only so).
+		cur, err = s.replaceMember(ctx, id, from)
+	} else {
+		cur, err = s.moveGroupMembers(ctx, d, from, to)
 	}
-	cur, err := s.moveGroupMembers(ctx, d, from, to)
 	if err != nil {
 		return nil, err
 	}
@@ -95,11 +101,12 @@ func (s *Server) addAndHandOff(ctx context.Context, d *pb.RangeDescriptor, from,
 
 // groupMoveRefusal is why a whole move of d's group (d and the ranges
 // peers) from from to to cannot start (nil: it may): any of its ranges
-// refuses it (moveRefusal), or the map's ranges of the group do not list
-// the same servers (a membership change whose record has not reached
+// refuses it (spanMoveRefusal), or the map's ranges of the group do not
+// list the same servers (a membership change whose record has not reached
 // every span yet; the next pass asks again).
 func (s *Server) groupMoveRefusal(d *pb.RangeDescriptor, peers []uint64, from, to string) error {
-	if err := s.moveRefusal(d, from, to); err != nil {
+	inPlace := from == to && s.groupBrokenOn(from, d.GetRangeId(), peers)
+	if err := s.spanMoveRefusal(d, from, to, inPlace); err != nil {
 		return err
 	}
 	want := serversOf(d)
@@ -109,7 +116,7 @@ func (s *Server) groupMoveRefusal(d *pb.RangeDescriptor, peers []uint64, from, t
 		if !ok {
 			return fmt.Errorf("%w: %d", ErrRangeNotFound, id)
 		}
-		if err := s.moveRefusal(pd, from, to); err != nil {
+		if err := s.spanMoveRefusal(pd, from, to, inPlace); err != nil {
 			return err
 		}
 		got := serversOf(pd)
@@ -118,6 +125,33 @@ func (s *Server) groupMoveRefusal(d *pb.RangeDescriptor, peers []uint64, from, t
 			return fmt.Errorf("%w: range %d lists %v, range %d of its Raft group %v: the group moves once the map agrees",
 				ErrBusy, id, got, d.GetRangeId(), want)
 		}
+	}
+	return nil
+}
+
+// groupBrokenOn reports whether server's reports show its replica of the
+// Raft group serving range id and peers broken. The partition server
+// hosts a group as one replica (one member, one log, its spans opened
+// together), so a damaged open breaks every span it knows, and one broken
+// span's report speaks for the group; a span the broken copy does not
+// know (added after its last good state) is reported missing, not broken.
+func (s *Server) groupBrokenOn(server string, id uint64, peers []uint64) bool {
+	if s.reports.brokenOn(server, id) {
+		return true
+	}
+	return slices.ContainsFunc(peers, func(p uint64) bool { return s.reports.brokenOn(server, p) })
+}
+
+// spanMoveRefusal is moveRefusal for one range of a group moved whole. In
+// place (the group's replica on from is broken: groupBrokenOn), a range
+// whose own report on from is not broken is that same replica: only its
+// freeze refuses.
+func (s *Server) spanMoveRefusal(d *pb.RangeDescriptor, from, to string, inPlace bool) error {
+	if !inPlace || s.reports.brokenOn(from, d.GetRangeId()) {
+		return s.moveRefusal(d, from, to)
+	}
+	if f := s.reports.frozenAt(d.GetRangeId()); f != 0 {
+		return fmt.Errorf("%w: range %d is frozen for a merge (freeze at %d); it moves once the merge ends", ErrBusy, d.GetRangeId(), f)
 	}
 	return nil
 }

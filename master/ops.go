@@ -1141,6 +1141,21 @@ func (s *Server) moveRefusal(d *pb.RangeDescriptor, from, to string) error {
 // a move adds one (addVoter: a non-voter that catches up by snapshot, then
 // a voter).
 func (s *Server) replaceInPlace(ctx context.Context, id uint64, server, cause, reason string, figures map[string]float64, start time.Time) (*pb.RangeDescriptor, error) {
+	cur, err := s.replaceMember(ctx, id, server)
+	if err != nil {
+		return nil, err
+	}
+	s.moveEvent(cur, server, server, cause, reason, figures, start)
+	return cur, nil
+}
+
+// replaceMember is replaceInPlace's membership change, a lone range's or
+// a whole Raft group's (moveGroup): remove server's voter, delete its copy
+// (the removal names the group: a group's goes whole), add a new replica
+// there. Every range of the group is marked replaced (the group's broken
+// copy reported each of them broken; one left marked would have the next
+// pass replace the new replica again).
+func (s *Server) replaceMember(ctx context.Context, id uint64, server string) (*pb.RangeDescriptor, error) {
 	addrs := s.raftAddrs()
 	removed, err := s.removeMember(ctx, id, server, false, addrs)
 	if err != nil {
@@ -1152,12 +1167,12 @@ func (s *Server) replaceInPlace(ctx context.Context, id uint64, server, cause, r
 		return nil, fmt.Errorf("delete the broken replica on %s: %w", server, err)
 	}
 	s.reports.replacedInPlace(server, id, removed.GetGeneration())
-	cur, err := s.addVoter(ctx, removed, server, addrs)
-	if err != nil {
-		return nil, err
+	for _, peer := range s.groupPeers(id) {
+		if pd, ok := s.rangeDesc(peer); ok {
+			s.reports.replacedInPlace(server, peer, pd.GetGeneration())
+		}
 	}
-	s.moveEvent(removed, server, server, cause, reason, figures, start)
-	return cur, nil
+	return s.addVoter(ctx, removed, server, addrs)
 }
 
 // deleteReplicaLater asks server, in the background, to delete its replica

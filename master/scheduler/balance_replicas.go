@@ -29,14 +29,15 @@ func (balanceReplicas) Schedule(p *Plan) {
 		if s.moving >= p.cfg.MaxPerServer {
 			continue
 		}
-		r := p.movableReplica(s, to)
+		r, whole := p.movableReplica(s, to)
 		if r == nil {
 			if z := p.fewestInZone(servers, s); z != nil && z != to && s.replicas-z.replicas >= 2 {
-				to, r = z, p.movableReplica(s, z)
+				to = z
+				r, whole = p.movableReplica(s, z)
 			}
 		}
 		if r != nil {
-			p.add(r, Op{Kind: Move, Range: r.ID, From: s.id, To: to.id, Rule: RuleBalanceReplicas,
+			p.addMove(r, whole, Op{Kind: Move, Range: r.ID, From: s.id, To: to.id, Rule: RuleBalanceReplicas,
 				Reason:  "balance replicas",
 				Figures: map[string]float64{"from_replicas": float64(s.replicas), "to_replicas": float64(to.replicas)}})
 		}
@@ -68,31 +69,48 @@ func (p *Plan) fewestInZone(servers []*serverStat, s *serverStat) *serverStat {
 	return best
 }
 
-// movableReplica is a free range with a replica on from and none on to,
-// that fits on to's disk (roomFor) and whose move keeps its zones
-// (keepsZones):
-// preferably one from does not lead (no leadership has to move); of
-// those, one whose move adds the fewest Raft groups (isolateAdds: moving
-// the namesake of a group of eight spans first split it into eight
-// groups, each then proposing its own smaller entries; scenario
-// balance_replicas_keeps_groups), and then the one carrying the most
-// load. A new server given only replicas
-// of cold ranges (the first in snapshot order are often an idle table's)
-// could never be given a leadership that takes load off the others; one
-// holding followers of busy ranges can (balance-leader-fill).
-func (p *Plan) movableReplica(from, to *serverStat) *Range {
+// movableReplica is what replica balance moves from from to to: a free
+// range with a replica on from and none on to, that fits on to's disk
+// (roomFor) and whose move keeps its zones (keepsZones). A range alone in
+// its Raft group is preferred (whole false): one from does not lead (no
+// leadership has to move), of those the one carrying the most load. A
+// new server given only replicas of cold ranges (the first in snapshot
+// order are often an idle table's) could never be given a leadership
+// that takes load off the others; one holding followers of busy ranges
+// can (balance-leader-fill). Only when no lone range may move does it
+// move a Raft group serving several ranges, whole (whole true; r its
+// mover, moveUnit): never one of its spans, which the master would first
+// take out of the group (isolate: for the namesake, e.g. a shared group's
+// anchor, every other span leaves, so a group of 64 tables became 64
+// groups). A group of n ranges counts as n replicas moved, so it moves
+// only across a gap of at least 2n (wholeFits), as the leader-count rule
+// moves a group's leadership: a smaller gap would flip the counts and
+// send it back. Of such groups, the smallest, then one from does not
+// lead.
+func (p *Plan) movableReplica(from, to *serverStat) (*Range, bool) {
+	if r := p.loneReplica(from, to); r != nil {
+		return r, false
+	}
+	if r := p.wholeGroupReplica(from, to); r != nil {
+		return r, true
+	}
+	return nil, false
+}
+
+// loneReplica is movableReplica's choice among the ranges alone in their
+// Raft group (nil: none may move).
+func (p *Plan) loneReplica(from, to *serverStat) *Range {
 	var follower, led *Range
 	for _, r := range p.heldBy(from.id) {
-		if !p.free(r) || r.HasReplica(to.id) || !to.roomFor(r) || !p.keepsZones(r, from, to) {
+		if p.shared(r) || !p.free(r) || r.HasReplica(to.id) || !to.roomFor(r) || !p.keepsZones(r, from, to) {
 			continue
 		}
-		if r.Leader == from.id {
-			if led == nil || p.isolateAdds(r) < p.isolateAdds(led) {
+		switch {
+		case r.Leader == from.id:
+			if led == nil {
 				led = r
 			}
-			continue
-		}
-		if follower == nil || p.movesBetter(r, follower) {
+		case follower == nil || r.entitiesPerSec() > follower.entitiesPerSec():
 			follower = r
 		}
 	}
@@ -102,11 +120,35 @@ func (p *Plan) movableReplica(from, to *serverStat) *Range {
 	return led
 }
 
-// movesBetter reports whether moving r is preferable to moving than for
-// replica balance: fewer Raft groups added, then more load.
-func (p *Plan) movesBetter(r, than *Range) bool {
-	if a, b := p.isolateAdds(r), p.isolateAdds(than); a != b {
-		return a < b
+// wholeGroupReplica is movableReplica's choice among the Raft groups of
+// several ranges, the range a whole move is planned on (nil: none may
+// move): the smallest group that fits (wholeFits), then one from does not
+// lead.
+func (p *Plan) wholeGroupReplica(from, to *serverStat) *Range {
+	var best *Range
+	bestN := 0
+	for _, r := range p.heldBy(from.id) {
+		if !p.shared(r) || !p.free(r) || r.HasReplica(to.id) || !p.keepsZones(r, from, to) {
+			continue
+		}
+		n, ok := p.wholeFits(r, from, to)
+		if ok && (best == nil || n < bestN || (n == bestN && best.Leader == from.id && r.Leader != from.id)) {
+			best, bestN = r, n
+		}
 	}
-	return r.entitiesPerSec() > than.entitiesPerSec()
+	return best
+}
+
+// wholeFits reports whether replica balance may move r's Raft group, of
+// several ranges, whole from from to to, and how many ranges it moves: r
+// is the range a whole move is planned through and the group may move
+// now (moveUnit), its bytes fit on to, and from holds at least 2n
+// replicas more than to.
+func (p *Plan) wholeFits(r *Range, from, to *serverStat) (int, bool) {
+	unit, whole := p.moveUnit(r)
+	if unit == nil || !whole || !to.roomFor(unit) {
+		return 0, false
+	}
+	n := p.groupSize(r)
+	return n, from.replicas-to.replicas >= 2*n
 }

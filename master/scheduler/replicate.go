@@ -68,17 +68,42 @@ func (p *Plan) replaceDown(r *Range, st *serverStat) {
 // no other server could ever take it (otherHost). In place removes the
 // broken voter before its replacement exists, so it is the last resort: a
 // server that cannot take the replica only for now (silent, a low disk,
-// no move to spare) is waited for.
+// no move to spare) is waited for. For a range that shares its Raft
+// group, the group's replica on st is replaced whole (brokenUnit).
 func (p *Plan) replaceBroken(r *Range, st *serverStat) {
-	to := p.replicaTarget(r, st.id)
-	if to == nil && p.canHost(st) && st.roomFor(r) && !p.otherHost(r, st) {
+	r, unit, whole := p.brokenUnit(r)
+	if unit == nil {
+		return
+	}
+	to := p.replicaTarget(unit, st.id)
+	if to == nil && p.canHost(st) && st.roomFor(unit) && !p.otherHost(unit, st) {
 		to = st
 	}
 	if to == nil {
 		return
 	}
-	p.add(r, Op{Kind: Move, Range: r.ID, From: st.id, To: to.id, Rule: RuleReReplicate,
+	p.addMove(r, whole, Op{Kind: Move, Range: r.ID, From: st.id, To: to.id, Rule: RuleReReplicate,
 		Reason: fmt.Sprintf("re-replicate: the replica on %s is broken", st.id)})
+}
+
+// brokenUnit is what replacing r's broken replica moves, planned on the
+// range it returns: r alone in its Raft group; else the group whole,
+// planned through its mover (moveUnit; nil while it must wait). A
+// partition server hosts a group as one replica (one Raft member, one
+// log, the spans' states opened together): when its open finds the files
+// damaged the whole replica is broken, and every span it knows reports
+// "broken". Replacing one span would first take it out of the group
+// (isolate), whose entry the broken replica never applies, and leave the
+// other spans broken on that server; the replica to replace is the
+// group's. Planned through the mover whichever span's report the pass
+// meets first: a span the broken copy does not know (added after its
+// last good state) is reported missing there, not broken.
+func (p *Plan) brokenUnit(r *Range) (*Range, *Range, bool) {
+	if p.shared(r) {
+		r = groupMover(p.group(r))
+	}
+	unit, whole := p.moveUnit(r)
+	return r, unit, whole
 }
 
 // otherHost reports whether a server other than st could ever take a

@@ -353,8 +353,10 @@ func (p *Plan) add(r *Range, o Op) bool {
 // sum of its ranges' load and their count), never one span at a time,
 // which would count the group as one range and send it back and forth.
 // Leaderships leave a slow, skewed or draining server with the whole
-// group too. Moves are allowed: the master first moves the range out of
-// its group (a group split, Server.isolate), then moves it alone.
+// group too. Moves are allowed: a move without Op.Whole has the master
+// first move the range out of its group (a group split, Server.isolate),
+// then move it alone; the scheduler's own rules plan a shared group's
+// moves whole (moveUnit).
 // (Merges are allowed too: of two spans of one group, one entry in its
 // log; of ranges of two groups, the freeze and take-over as ever, when
 // it adds no group: mergeable, addsNoGroup.)
@@ -461,7 +463,7 @@ func (p *Plan) groupSize(r *Range) int {
 // when born in its group, every other range for the namesake of a
 // group of n: n-1). A group is what a range costs on the request path
 // (its own entries, log stream and heartbeats; docs/range-groups.md), so
-// the rules that may choose which range to move or merge weigh it.
+// merge rule weighs it (a move never isolates: moveUnit).
 func (p *Plan) isolateAdds(r *Range) int {
 	g := p.group(r)
 	if g == nil {

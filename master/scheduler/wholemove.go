@@ -10,8 +10,9 @@ import "slices"
 // namesake, with every range of the group occupied. Moving one span alone
 // would first take it out of its group (Server.isolate: for the namesake,
 // every sibling leaves), so a dead server's group of n spans became n
-// groups. Replica balance, free to choose which range moves, still moves
-// single ranges and weighs what their isolation adds (isolateAdds).
+// groups. Replica balance and a broken replica's replacement move such a
+// group whole too (movableReplica, replaceBroken); nothing the scheduler
+// plans isolates a span for a move any more.
 
 // moveUnit is what a forced move of r's replica moves: r itself when r is
 // alone in its Raft group (whole false); for a group of several ranges,
@@ -86,6 +87,9 @@ func replicaServers(r *Range) []string {
 func (p *Plan) addMove(r *Range, whole bool, o Op) bool {
 	if whole {
 		o.Whole, o.Group = true, r.GroupID()
+		if o.Figures == nil {
+			o.Figures = map[string]float64{}
+		}
 		o.Figures["group_ranges"] = float64(len(p.group(r).spans))
 	}
 	return p.add(r, o)

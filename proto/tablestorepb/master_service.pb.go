@@ -2220,7 +2220,13 @@ type MoveRequest struct {
 	RangeId    uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
 	ToServerId string                 `protobuf:"bytes,2,opt,name=to_server_id,json=toServerId,proto3" json:"to_server_id,omitempty"`
 	// Which replica to move; empty picks the one with the most load.
-	FromServerId  string `protobuf:"bytes,3,opt,name=from_server_id,json=fromServerId,proto3" json:"from_server_id,omitempty"`
+	FromServerId string `protobuf:"bytes,3,opt,name=from_server_id,json=fromServerId,proto3" json:"from_server_id,omitempty"`
+	// Move the range's whole Raft group (every range it serves) in one
+	// membership change, rather than take the range out of its group
+	// first. Implied for an anchor (the namesake of a shared group of
+	// tables, docs/range-groups.md stage 7), which is never taken out; a
+	// range alone in its group moves as ever.
+	Whole         bool `protobuf:"varint,4,opt,name=whole,proto3" json:"whole,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2276,6 +2282,13 @@ func (x *MoveRequest) GetFromServerId() string {
 	return ""
 }
 
+func (x *MoveRequest) GetWhole() bool {
+	if x != nil {
+		return x.Whole
+	}
+	return false
+}
+
 type MoveResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Range         *RangeDescriptor       `protobuf:"bytes,1,opt,name=range,proto3" json:"range,omitempty"`
@@ -2321,9 +2334,13 @@ func (x *MoveResponse) GetRange() *RangeDescriptor {
 }
 
 type MasterTransferLeaderRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RangeId       uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
-	ToServerId    string                 `protobuf:"bytes,2,opt,name=to_server_id,json=toServerId,proto3" json:"to_server_id,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	RangeId    uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
+	ToServerId string                 `protobuf:"bytes,2,opt,name=to_server_id,json=toServerId,proto3" json:"to_server_id,omitempty"`
+	// Move the leadership of the range's whole Raft group, every range it
+	// serves, rather than take the range out of its group first. Implied
+	// for an anchor (docs/range-groups.md stage 7).
+	Whole         bool `protobuf:"varint,3,opt,name=whole,proto3" json:"whole,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2370,6 +2387,13 @@ func (x *MasterTransferLeaderRequest) GetToServerId() string {
 		return x.ToServerId
 	}
 	return ""
+}
+
+func (x *MasterTransferLeaderRequest) GetWhole() bool {
+	if x != nil {
+		return x.Whole
+	}
+	return false
 }
 
 type MasterTransferLeaderResponse struct {
@@ -2558,18 +2582,20 @@ const file_tablestore_v1_master_service_proto_rawDesc = "" +
 	"\fMergeRequest\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\"E\n" +
 	"\rMergeResponse\x124\n" +
-	"\x05range\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\"p\n" +
+	"\x05range\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\"\x86\x01\n" +
 	"\vMoveRequest\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12 \n" +
 	"\fto_server_id\x18\x02 \x01(\tR\n" +
 	"toServerId\x12$\n" +
-	"\x0efrom_server_id\x18\x03 \x01(\tR\ffromServerId\"D\n" +
+	"\x0efrom_server_id\x18\x03 \x01(\tR\ffromServerId\x12\x14\n" +
+	"\x05whole\x18\x04 \x01(\bR\x05whole\"D\n" +
 	"\fMoveResponse\x124\n" +
-	"\x05range\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\"Z\n" +
+	"\x05range\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\"p\n" +
 	"\x1bMasterTransferLeaderRequest\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12 \n" +
 	"\fto_server_id\x18\x02 \x01(\tR\n" +
-	"toServerId\"\x1e\n" +
+	"toServerId\x12\x14\n" +
+	"\x05whole\x18\x03 \x01(\bR\x05whole\"\x1e\n" +
 	"\x1cMasterTransferLeaderResponse2\x87\x0e\n" +
 	"\rMasterService\x12T\n" +
 	"\vCreateTable\x12!.tablestore.v1.CreateTableRequest\x1a\".tablestore.v1.CreateTableResponse\x12T\n" +
