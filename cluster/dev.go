@@ -55,6 +55,11 @@ func DefaultDevConfig() DevConfig {
 	// Every partition server is in this one process: splits stay in
 	// their range's group (scheduler.Config.SharedHost).
 	c.Master.Policy.SharedHost = true
+	// Tables share Raft groups (docs/range-groups.md, stage 7): one
+	// process pays every group's heartbeats and entries, so a dev cluster
+	// of many small tables is where sharing pays most (performance.md,
+	// sessions 34 and 35). The deployment roles keep it off by default.
+	c.Master.TableGroups = true
 	return c
 }
 
