@@ -88,7 +88,7 @@ func DefaultConfig() Config {
 		RaftElectionTimeout:  500 * time.Millisecond,
 		RaftLeaderLease:      250 * time.Millisecond,
 		Policy:               DefaultPolicyConfig(),
-		TableGroupSpans:      64,
+		TableGroupSpans:      256,
 	}
 }
 

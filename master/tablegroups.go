@@ -147,6 +147,12 @@ type homeGroupInput struct {
 	MaxSpans  int
 	MergeLoad float64
 	MergeSize uint64
+	// GroupBytes bounds a group's bytes, every span's together, for it to
+	// take a new table (0: no bound): the group's snapshot (a joiner's,
+	// a whole move's) carries every span, so a group of many cold tables
+	// just under MergeSize each stops growing at this, whatever MaxSpans
+	// allows.
+	GroupBytes uint64
 	// Started: whether an anchor's range has started (a leader was seen).
 	Started func(anchor uint64) bool
 }
@@ -156,18 +162,23 @@ type homeGroupInput struct {
 // frozen), and the groups each server leads.
 type groupStats struct {
 	spans map[uint64]int
+	bytes map[uint64]uint64
 	cold  map[uint64]bool
 	led   map[string]map[uint64]bool
 }
 
 func statsOf(in homeGroupInput) groupStats {
-	st := groupStats{spans: map[uint64]int{}, cold: map[uint64]bool{}, led: map[string]map[uint64]bool{}}
+	st := groupStats{spans: map[uint64]int{}, bytes: map[uint64]uint64{}, cold: map[uint64]bool{}, led: map[string]map[uint64]bool{}}
 	for _, r := range in.Snap.Ranges {
 		if _, seen := st.cold[r.Group]; !seen {
 			st.cold[r.Group] = true
 		}
 		st.spans[r.Group]++
-		if r.Frozen || (r.Load != nil && (r.Load.EntitiesPerSec >= in.MergeLoad || r.Load.Bytes >= in.MergeSize)) {
+		if r.Load != nil {
+			st.bytes[r.Group] += r.Load.Bytes
+		}
+		if r.Frozen || (r.Load != nil && (r.Load.EntitiesPerSec >= in.MergeLoad || r.Load.Bytes >= in.MergeSize)) ||
+			(in.GroupBytes > 0 && st.bytes[r.Group] >= in.GroupBytes) {
 			st.cold[r.Group] = false
 		}
 		if r.Leader != "" {
@@ -181,7 +192,7 @@ func statsOf(in homeGroupInput) groupStats {
 }
 
 // roomy reports whether anchor range r's group has room: fewer spans than
-// the cap, every span cold.
+// the cap, every span cold, under GroupBytes together.
 func (st groupStats) roomy(r *scheduler.Range, maxSpans int) bool {
 	return anchorRange(r) && st.spans[r.ID] < maxSpans && st.cold[r.ID]
 }
@@ -286,7 +297,7 @@ func (s *Server) homeGroupInputNow() homeGroupInput {
 	pc := s.cfg.Policy.Config
 	return homeGroupInput{
 		Snap: s.snapshot(time.Now()), CanShare: s.reports.canShareGroups, MaxSpans: s.cfg.TableGroupSpans,
-		MergeLoad: pc.MergeLoad, MergeSize: pc.MergeBytes, Started: func(id uint64) bool { return started[id] },
+		MergeLoad: pc.MergeLoad, MergeSize: pc.MergeBytes, GroupBytes: pc.SplitBytes, Started: func(id uint64) bool { return started[id] },
 	}
 }
 

@@ -183,6 +183,9 @@ func TestHomeGroup(t *testing.T) {
 	span := func(id, group uint64, leader string, load float64) *scheduler.Range {
 		return &scheduler.Range{ID: id, Group: group, Table: "t" + itoa(id), Leader: leader, Load: &scheduler.Load{EntitiesPerSec: load}}
 	}
+	sized := func(id, group uint64, bytes uint64) *scheduler.Range {
+		return &scheduler.Range{ID: id, Group: group, Table: "t" + itoa(id), Leader: "a", Load: &scheduler.Load{Bytes: bytes}}
+	}
 	plain := func(id uint64, leader string) *scheduler.Range {
 		return &scheduler.Range{ID: id, Group: id, Table: "p" + itoa(id), Leader: leader}
 	}
@@ -210,13 +213,19 @@ func TestHomeGroup(t *testing.T) {
 		{"a server without table_groups", servers(nil), []*scheduler.Range{g1(), g2(), span(3, 2, "d", 0)}, "a", 0, 64, 2},
 		{"anchor not started", servers(nil), []*scheduler.Range{g1(), g2(), span(3, 2, "d", 0)}, "", 1, 64, 2},
 		{"anchor without a leader", servers(nil), []*scheduler.Range{anchor(1, "", "a", "b", "c")}, "", 0, 64, 0},
+		{"cold spans each under merge-bytes, together at the group bound", servers(nil),
+			[]*scheduler.Range{g1(), sized(3, 1, 30<<20), sized(4, 1, 30<<20), sized(5, 1, 30<<20), sized(6, 1, 30<<20),
+				g2(), sized(7, 2, 1<<20), sized(8, 2, 1<<20), sized(9, 2, 1<<20), sized(10, 2, 1<<20), sized(11, 2, 1<<20)}, "", 0, 64, 2},
+		{"cold spans each under merge-bytes, together under the group bound", servers(nil),
+			[]*scheduler.Range{g1(), sized(3, 1, 30<<20), sized(4, 1, 30<<20), sized(5, 1, 30<<20),
+				g2(), sized(7, 2, 1<<20), sized(8, 2, 1<<20), sized(9, 2, 1<<20), sized(10, 2, 1<<20), sized(11, 2, 1<<20)}, "", 0, 64, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := homeGroup(homeGroupInput{
 				Snap:     &scheduler.Snapshot{Servers: tt.servers, Ranges: tt.ranges},
 				CanShare: func(s string) bool { return s != tt.noShare }, MaxSpans: tt.maxSpans,
-				MergeLoad: 100, MergeSize: 32 << 20, Started: func(id uint64) bool { return id != tt.unstart },
+				MergeLoad: 100, MergeSize: 32 << 20, GroupBytes: 100 << 20, Started: func(id uint64) bool { return id != tt.unstart },
 			})
 			if got != tt.want {
 				t.Fatalf("homeGroup = %d, want %d", got, tt.want)
