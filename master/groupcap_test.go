@@ -28,7 +28,7 @@ type capGroupState struct {
 	mu    sync.Mutex
 	group uint64
 	full  bool
-	log   []string // "add cap=64 refused", "add cap=0", "detach 2"
+	log   []string // "add cap=256 refused", "add cap=0", "detach 2"
 }
 
 func (f *capGroupFake) AddSpan(_ context.Context, req *pb.AddSpanRequest) (*pb.AddSpanResponse, error) {
@@ -76,14 +76,15 @@ func (g *capGroupState) events() []string {
 // ends with no more spans than the cap allowed and the table is served.
 // Before, the add carried no cap and the group grew past it.
 func TestAddSpanToFullGroup(t *testing.T) {
+	capped := fmt.Sprintf("add cap=%d", DefaultConfig().TableGroupSpans)
 	for _, tc := range []struct {
 		name      string
 		full      bool
 		want      []string
 		wantGroup bool // the range ends as a span of the anchor's group
 	}{
-		{"room", false, []string{"add cap=64"}, true},
-		{"full", true, []string{"add cap=64 refused", "add cap=0", "detach 2"}, false},
+		{"room", false, []string{capped}, true},
+		{"full", true, []string{capped + " refused", "add cap=0", "detach 2"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, s := startSoloMaster(t)
