@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
-
 	"tablestore/internal/rangegroup"
 	"tablestore/master"
 	pb "tablestore/proto/tablestorepb"
@@ -36,20 +34,7 @@ func TestHotTableLeavesAnchorGroup(t *testing.T) {
 	})
 	sc := serviceClient(t, c, 0)
 	names := []string{"hot", "cold0", "cold1", "cold2"}
-	clients := map[string]*aztables.Client{}
-	spans := map[string]*pb.RangeDescriptor{}
-	for _, n := range names {
-		clients[n] = newTable(t, sc, n)
-	}
-	m := partitionMap(t, mc)
-	for _, n := range names {
-		d := spanOf(m, n)
-		if d == nil || rangegroup.GroupOf(d) != anchor {
-			t.Fatalf("table %s: %v, want a span of anchor group %d", n, d, anchor)
-		}
-		checkOneGroup(t, c, d, anchor)
-		spans[n] = d
-	}
+	clients, spans := tablesInAnchor(t, c, mc, sc, anchor, names)
 	// A few writes a second: under the merge load, cold.
 	paced := func(w, i int) (string, string) {
 		time.Sleep(200 * time.Millisecond)
@@ -73,7 +58,7 @@ func TestHotTableLeavesAnchorGroup(t *testing.T) {
 		verifyExactlyOnce(t, clients[n], acked)
 		t.Logf("table %s: %d writes acknowledged", n, len(acked))
 	}
-	m = partitionMap(t, mc)
+	m := partitionMap(t, mc)
 	for _, d := range tableRanges(m, "hot") {
 		if rangegroup.GroupOf(d) == anchor {
 			t.Errorf("hot table's range %d still in the anchor's group: %v", d.GetRangeId(), d)

@@ -69,6 +69,28 @@ func startTableGroupsOf(t *testing.T, servers int, tune func(*master.Config)) (*
 	return c, mc, anchor
 }
 
+// tablesInAnchor creates the tables names and fails unless each is one
+// range, a span of anchor's group on every replica; it returns each
+// table's client and range.
+func tablesInAnchor(t *testing.T, c *Cluster, mc *masterclient.Client, sc *aztables.ServiceClient, anchor uint64, names []string) (map[string]*aztables.Client, map[string]*pb.RangeDescriptor) {
+	t.Helper()
+	clients := map[string]*aztables.Client{}
+	spans := map[string]*pb.RangeDescriptor{}
+	for _, n := range names {
+		clients[n] = newTable(t, sc, n)
+	}
+	m := partitionMap(t, mc)
+	for _, n := range names {
+		d := spanOf(m, n)
+		if d == nil || rangegroup.GroupOf(d) != anchor {
+			t.Fatalf("table %s: %v, want a span of anchor group %d", n, d, anchor)
+		}
+		checkOneGroup(t, c, d, anchor)
+		spans[n] = d
+	}
+	return clients, spans
+}
+
 // spanOf returns table's only range in the map, nil when it has none or
 // several.
 func spanOf(m *pb.PartitionMap, table string) *pb.RangeDescriptor {
@@ -250,20 +272,7 @@ func TestDeleteTableOfAnchorGroup(t *testing.T) {
 	c, mc, anchor := startTableGroups(t)
 	sc := serviceClient(t, c, 0)
 	names := []string{"keep0", "keep1", "keep2", "doomed"}
-	clients := map[string]*aztables.Client{}
-	spans := map[string]*pb.RangeDescriptor{}
-	for _, n := range names {
-		clients[n] = newTable(t, sc, n)
-	}
-	m := partitionMap(t, mc)
-	for _, n := range names {
-		d := spanOf(m, n)
-		if d == nil || rangegroup.GroupOf(d) != anchor {
-			t.Fatalf("table %s: %v, want a span of anchor group %d", n, d, anchor)
-		}
-		checkOneGroup(t, c, d, anchor)
-		spans[n] = d
-	}
+	clients, spans := tablesInAnchor(t, c, mc, sc, anchor, names)
 	var works []*workload
 	for _, n := range names[:3] {
 		works = append(works, startWorkload(t, clients[n], 2, spreadKeys))
@@ -299,7 +308,7 @@ func TestDeleteTableOfAnchorGroup(t *testing.T) {
 	// The range each table was created as stays a span of the anchor's
 	// group on every replica (the tables stay under the split load and
 	// merge-bytes: nothing takes them out, stage 7 step 7).
-	m = partitionMap(t, mc)
+	m := partitionMap(t, mc)
 	for _, n := range names[:3] {
 		d, ok := rangeByID(m, spans[n].GetRangeId())
 		if !ok || d.GetTable() != n {
