@@ -46,14 +46,7 @@ func TestDroppedTableSpanLeavesSharedGroup(t *testing.T) {
 	span := &pb.RangeDescriptor{RangeId: late, GroupId: keep.GetRangeId(), Table: "gone", TableId: gone.GetTableId(),
 		Generation: 1, Replicas: keep.GetReplicas()}
 	addSpanOnLeader(t, c, keep.GetRangeId(), span, late)
-	waitFor(t, 30*time.Second, "the dropped span gone from every server, keep's range on every server", func() bool {
-		for _, n := range c.Servers {
-			if n.Server.ReplicaState(late) != "absent" || n.Server.ReplicaState(keep.GetRangeId()) == "absent" {
-				return false
-			}
-		}
-		return true
-	})
+	waitReplicas(t, c, 30*time.Second, "the dropped span gone from every server, keep's range on every server", []uint64{late}, []uint64{keep.GetRangeId()})
 	acked := w.halt()
 	if len(acked) == 0 {
 		t.Fatal("no write acknowledged")
@@ -61,14 +54,7 @@ func TestDroppedTableSpanLeavesSharedGroup(t *testing.T) {
 	t.Logf("%d writes acknowledged, %d failed", len(acked), w.failed.Load())
 	verifyExactlyOnce(t, tc, acked)
 	// A follower that applied the add late detaches and deletes it too.
-	waitFor(t, 20*time.Second, "still: the dropped span on no server, keep's range on every server", func() bool {
-		for _, n := range c.Servers {
-			if n.Server.ReplicaState(late) != "absent" || n.Server.ReplicaState(keep.GetRangeId()) == "absent" {
-				return false
-			}
-		}
-		return true
-	})
+	waitReplicas(t, c, 20*time.Second, "still: the dropped span on no server, keep's range on every server", []uint64{late}, []uint64{keep.GetRangeId()})
 }
 
 // TestDeleteTableOfSharedGroup: table "gone"'s only range is a span of
@@ -94,14 +80,7 @@ func TestDeleteTableOfSharedGroup(t *testing.T) {
 	if _, err := sc.DeleteTable(ctx, "gone", nil); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "gone's span deleted on every server, keep's range on every server", func() bool {
-		for _, n := range c.Servers {
-			if n.Server.ReplicaState(added) != "absent" || n.Server.ReplicaState(keep.GetRangeId()) == "absent" {
-				return false
-			}
-		}
-		return true
-	})
+	waitReplicas(t, c, 30*time.Second, "gone's span deleted on every server, keep's range on every server", []uint64{added}, []uint64{keep.GetRangeId()})
 	acked := w.halt()
 	if len(acked) == 0 {
 		t.Fatal("no write acknowledged")
@@ -197,14 +176,7 @@ func TestDeleteTableOfSharedGroupAcrossMasterFailover(t *testing.T) {
 		_, err := sc.CreateTable(ctx, "gone", nil)
 		return err == nil || azureCode(err, http.StatusConflict, "TableAlreadyExists")
 	})
-	waitFor(t, 30*time.Second, "gone's old span deleted on every server, keep's range on every server", func() bool {
-		for _, n := range c.Servers {
-			if n.Server.ReplicaState(added) != "absent" || n.Server.ReplicaState(keep.GetRangeId()) == "absent" {
-				return false
-			}
-		}
-		return true
-	})
+	waitReplicas(t, c, 30*time.Second, "gone's old span deleted on every server, keep's range on every server", []uint64{added}, []uint64{keep.GetRangeId()})
 	acked := w.halt()
 	if len(acked) == 0 {
 		t.Fatal("no write acknowledged")

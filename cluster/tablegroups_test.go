@@ -91,6 +91,27 @@ func tablesInAnchor(t *testing.T, c *Cluster, mc *masterclient.Client, sc *aztab
 	return clients, spans
 }
 
+// waitReplicas waits up to d until no server holds a replica of any range
+// of gone and every server holds one of every range of kept.
+func waitReplicas(t *testing.T, c *Cluster, d time.Duration, what string, gone, kept []uint64) {
+	t.Helper()
+	waitFor(t, d, what, func() bool {
+		for _, n := range c.Servers {
+			for _, id := range gone {
+				if n.Server.ReplicaState(id) != "absent" {
+					return false
+				}
+			}
+			for _, id := range kept {
+				if n.Server.ReplicaState(id) == "absent" {
+					return false
+				}
+			}
+		}
+		return true
+	})
+}
+
 // spanOf returns table's only range in the map, nil when it has none or
 // several.
 func spanOf(m *pb.PartitionMap, table string) *pb.RangeDescriptor {
@@ -285,19 +306,11 @@ func TestDeleteTableOfAnchorGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	doomed := spans["doomed"].GetRangeId()
-	waitFor(t, 40*time.Second, "the deleted table's span gone from every server, the others served", func() bool {
-		for _, n := range c.Servers {
-			if n.Server.ReplicaState(doomed) != "absent" {
-				return false
-			}
-			for _, keep := range names[:3] {
-				if n.Server.ReplicaState(spans[keep].GetRangeId()) == "absent" {
-					return false
-				}
-			}
-		}
-		return true
-	})
+	var kept []uint64
+	for _, keep := range names[:3] {
+		kept = append(kept, spans[keep].GetRangeId())
+	}
+	waitReplicas(t, c, 40*time.Second, "the deleted table's span gone from every server, the others served", []uint64{doomed}, kept)
 	for i, w := range works {
 		acked := w.halt()
 		if len(acked) == 0 {
