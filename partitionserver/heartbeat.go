@@ -35,9 +35,9 @@ func (s *Server) heartbeatLoop() {
 type reportState struct {
 	incarnation uint64
 	seq         uint64
-	// acked is, per range, the status the master holds; nil when it holds
-	// no complete view (the next report is full).
-	acked    map[uint64]*pb.RangeStatus
+	// acked is, per range, the status the master holds and when it was
+	// sent; nil when it holds no complete view (the next report is full).
+	acked    map[uint64]ackedReport
 	lastFull time.Time
 	// The assignments held, from the answer at version.
 	version     uint64
@@ -58,6 +58,11 @@ type reportState struct {
 	// saw it so.
 	unopened map[uint64]time.Time
 }
+
+// reportRefreshBeats is how many heartbeat intervals a replica's report
+// may be left out while it only drifts (reportDelta): 2 s by default, the
+// master's load smoothing time constant (reports.loadSmoothing).
+const reportRefreshBeats = 4
 
 // strandedAfter is how long a stored, assigned range may stay without a
 // replica here before reconcile opens it: far longer than a split's
@@ -252,7 +257,7 @@ func (s *Server) heartbeatOnce(cur []*pb.RangeStatus) (wantFull bool, sent []*pb
 	if full {
 		req.Ranges = cur
 	} else {
-		req.Ranges, req.RemovedRangeIds = reportDelta(rp.acked, cur)
+		req.Ranges, req.RemovedRangeIds = reportDelta(rp.acked, cur, now, reportRefreshBeats*s.cfg.HeartbeatInterval)
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, 3*time.Second)
 	defer cancel()
@@ -285,11 +290,11 @@ func (s *Server) heartbeatOnce(cur []*pb.RangeStatus) (wantFull bool, sent []*pb
 		return true, cur
 	}
 	if full {
-		rp.acked = make(map[uint64]*pb.RangeStatus, len(cur))
+		rp.acked = make(map[uint64]ackedReport, len(cur))
 		rp.lastFull = now
 	}
 	for _, rs := range req.Ranges {
-		rp.acked[rs.GetRangeId()] = rs
+		rp.acked[rs.GetRangeId()] = ackedReport{rs: rs, at: now}
 	}
 	for _, id := range req.RemovedRangeIds {
 		delete(rp.acked, id)
