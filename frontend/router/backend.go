@@ -56,10 +56,11 @@ const tableCommandTries = 5
 // same request id, and after what pause. A master's failure of its own
 // (Internal: an error it did not classify; Unknown: no status at all) says
 // nothing of the command, which may have committed (a range start that
-// failed after the commit, a leader refusing it while handing off, before
-// session 56's master fix): answered 500, it is retried by the SDK under a
-// new id (the SDK sends no x-ms-client-request-id), and a committed create
-// or delete then answers 409 or 404 (reliability.md 56). Only this
+// failed after the commit; a leader refusing it while handing off, on a
+// master older than its NotLeader answer): answered 500, it is retried by
+// the SDK under a new id (the Go SDK sends no x-ms-client-request-id), and
+// a committed create or delete then answers 409 or 404 (reliability.md
+// 56). Only this
 // front-end holds the id, and the master's request record answers a retry
 // under it with the first outcome, so the front-end retries, a few times
 // over about the election timeout (a hand-off ends within it), before it

@@ -63,7 +63,7 @@ func TestTableCommandRetry(t *testing.T) {
 // recordMaster is a master group failing over: a command commits under its
 // request id and its answer is lost (Unavailable), then the old leader,
 // handing off, refuses the retry with a failure of its own (Internal:
-// "leadership transfer in progress", as masters before session 56
+// "leadership transfer in progress", as masters before reliability.md 56
 // answered), then the new leader answers a command under a recorded id
 // with its first outcome and one under a new id as a new command (409 for
 // a create of a table that exists, 404 for a delete of one that does not).
