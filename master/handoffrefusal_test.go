@@ -24,7 +24,6 @@ import (
 // stopped master that is behind, so it lasts its whole timeout (the
 // election timeout) and the refusals are there to see.
 func TestCommandDuringHandOffIsNotLeader(t *testing.T) {
-	t.Parallel() // its own masters, mostly waiting on raft
 	g := startGroup(t, 3)
 	l := g.leader()
 	target := g.others(l)[0]
