@@ -224,13 +224,10 @@ func isVoter(members []*pb.MasterMember, id string) bool {
 }
 
 func membershipError(err error) error {
-	switch {
-	case err == nil:
+	if err == nil {
 		return nil
-	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost):
-		return ErrNotLeader
 	}
-	return err
+	return notLeading(err)
 }
 
 // ListMembers answers from any master, not only the leader, so an operator

@@ -445,6 +445,23 @@ func (s *Server) serverIDs() []string {
 	return ids
 }
 
+// notLeading gives raft's refusals of a command because this master does
+// not lead, or is handing the lead off, as ErrNotLeader (gRPC Unavailable
+// NotLeader): the caller tries the next master. A leader handing off (Close,
+// StepDown) refuses commands before it appends them (hashicorp/raft's
+// ErrLeadershipTransferInProgress), so nothing was committed; answered as
+// a plain failure (500 InternalError at the front-end) it ended a create
+// or delete whose earlier attempt had committed, and the SDK's retry, under
+// a new request id, got 409 or 404 (reliability.md 56). Other errors pass.
+func notLeading(err error) error {
+	switch {
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost),
+		errors.Is(err, raft.ErrLeadershipTransferInProgress):
+		return fmt.Errorf("%w: %v", ErrNotLeader, err)
+	}
+	return err
+}
+
 func (s *Server) apply(kind pb.MasterCommandKind, m proto.Message) (*applyResult, error) {
 	if err := s.ready(); err != nil {
 		return nil, err
@@ -455,10 +472,7 @@ func (s *Server) apply(kind pb.MasterCommandKind, m proto.Message) (*applyResult
 	}
 	f := s.raft.Apply(data, 10*time.Second)
 	if err := f.Error(); err != nil {
-		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
-			return nil, ErrNotLeader
-		}
-		return nil, err
+		return nil, notLeading(err)
 	}
 	res, _ := f.Response().(*applyResult)
 	if res == nil {

@@ -47,6 +47,57 @@ func requestID(ctx context.Context) (id []byte, client bool, err error) {
 	return made[:], false, nil
 }
 
+// tableCommandTries bounds the tries of a table command that a master
+// answers with a failure of its own (tableCommandRetry).
+const tableCommandTries = 5
+
+// tableCommandRetry decides whether a CreateTable or DeleteTable whose
+// tries-th call to the masters ended with err is called again, under the
+// same request id, and after what pause. A master's failure of its own
+// (Internal: an error it did not classify; Unknown: no status at all) says
+// nothing of the command, which may have committed (a range start that
+// failed after the commit; a leader refusing it while handing off, on a
+// master older than its NotLeader answer): answered 500, it is retried by
+// the SDK under a new id (the Go SDK sends no x-ms-client-request-id), and
+// a committed create or delete then answers 409 or 404 (reliability.md
+// 56). Only this
+// front-end holds the id, and the master's request record answers a retry
+// under it with the first outcome, so the front-end retries, a few times
+// over about the election timeout (a hand-off ends within it), before it
+// answers the failure. Every other answer is the command's outcome or, for
+// Unavailable and DeadlineExceeded, one masterclient already retried until
+// the request's deadline.
+func tableCommandRetry(err error, tries int) (time.Duration, bool) {
+	switch rpcerr.Parse(err).Code {
+	case codes.Internal, codes.Unknown:
+	default:
+		return 0, false
+	}
+	if tries >= tableCommandTries {
+		return 0, false
+	}
+	return 50 * time.Millisecond << tries, true
+}
+
+// tableCommand runs fn, a table command under one request id, on the
+// master leader (masterCall), again while tableCommandRetry says so and
+// ctx allows.
+func (r *Router) tableCommand(ctx context.Context, name string, fn func(ctx context.Context, mc pb.MasterServiceClient) error) error {
+	for tries := 1; ; tries++ {
+		err := r.masterCall(ctx, fn)
+		wait, again := tableCommandRetry(err, tries)
+		if !again {
+			return err
+		}
+		r.logger.Warn("table command failed at the master; retrying under its request id", "table", name, "try", tries, "err", err)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+	}
+}
+
 // CreateTable creates a table through the master and adds it, its ranges
 // and their leader to the held map (applyTableAnswer), so the new range is
 // routable at once without fetching the whole map.
@@ -56,7 +107,7 @@ func (r *Router) CreateTable(ctx context.Context, name string) (*pb.Table, error
 		return nil, err
 	}
 	var resp *pb.CreateTableResponse
-	err = r.masterCall(ctx, func(ctx context.Context, mc pb.MasterServiceClient) error {
+	err = r.tableCommand(ctx, name, func(ctx context.Context, mc pb.MasterServiceClient) error {
 		var err error
 		resp, err = mc.CreateTable(ctx, &pb.CreateTableRequest{Name: name, RequestId: id, ClientRequestId: client})
 		return err
@@ -92,7 +143,7 @@ func (r *Router) DeleteTable(ctx context.Context, name string) error {
 		return err
 	}
 	var resp *pb.DeleteTableResponse
-	err = r.masterCall(ctx, func(ctx context.Context, mc pb.MasterServiceClient) error {
+	err = r.tableCommand(ctx, name, func(ctx context.Context, mc pb.MasterServiceClient) error {
 		var err error
 		resp, err = mc.DeleteTable(ctx, &pb.DeleteTableRequest{Name: name, RequestId: id, ClientRequestId: client})
 		return err
