@@ -44,6 +44,14 @@ func startTableGroupsOf(t *testing.T, servers int, tune func(*master.Config)) (*
 		}
 	}, nil)
 	mc := masterClient(t, c)
+	return c, mc, anchorTakingTables(t, c, mc)
+}
+
+// anchorTakingTables waits for the spare anchor group of a cluster whose
+// masters run with --table-groups and for it to take tables (a warm-up
+// table created in its group), and returns the anchor's range id.
+func anchorTakingTables(t *testing.T, c *Cluster, mc *masterclient.Client) uint64 {
+	t.Helper()
 	var anchor uint64
 	waitFor(t, 20*time.Second, "an anchor group with a leader", func() bool {
 		m := partitionMap(t, mc)
@@ -66,7 +74,7 @@ func startTableGroupsOf(t *testing.T, servers int, tune func(*master.Config)) (*
 		d := spanOf(partitionMap(t, mc), name)
 		return d != nil && rangegroup.GroupOf(d) == anchor
 	})
-	return c, mc, anchor
+	return anchor
 }
 
 // tablesInAnchor creates the tables names and fails unless each is one

@@ -53,7 +53,7 @@ func (s *Server) policyLoop() {
 		if !s.cfg.Policy.Enabled || s.ops.slots() <= 0 {
 			continue
 		}
-		for _, o := range scheduler.Schedule(s.cfg.Policy.Config, s.snapshot(time.Now())) {
+		for _, o := range scheduler.Schedule(s.schedConfig(), s.snapshot(time.Now())) {
 			s.ops.start(o)
 		}
 	}
@@ -115,7 +115,7 @@ func (s *Server) schedRange(d *pb.RangeDescriptor, servers []scheduler.Server, n
 	rp := s.reports
 	id := d.GetRangeId()
 	r := &scheduler.Range{ID: id, Group: rangegroup.GroupOf(d), TableID: d.GetTableId(), Table: d.GetTable(), Start: d.GetStart(), End: d.GetEnd(),
-		Leader: rp.leaders[id], Frozen: rp.frozen[id] != 0, Anchor: isAnchor(d)}
+		Leader: rp.leaders[id], Frozen: rp.frozen[id] != 0, Anchor: isAnchor(d), Pending: pendingAdd(d)}
 	if l, ok := rp.loads[id]; ok {
 		r.Load = &scheduler.Load{EntitiesPerSec: l.GetEntitiesPerSec(), Bytes: l.GetBytes(),
 			HotKeys: keyLoads(l.GetHotKeys()), Sample: keyLoads(l.GetLoadSample())}
@@ -253,7 +253,7 @@ func (s *Server) rightLeader(id uint64) string {
 	snap := s.snapshot(time.Now())
 	for _, r := range snap.Ranges {
 		if r.ID == id {
-			return scheduler.NewPlan(s.cfg.Policy.Config, snap).RightLeader(r)
+			return scheduler.NewPlan(s.schedConfig(), snap).RightLeader(r)
 		}
 	}
 	return ""

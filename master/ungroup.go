@@ -82,7 +82,11 @@ func (v *service) UngroupTables(ctx context.Context, req *pb.UngroupTablesReques
 	if req.GetBudgetMs() > 0 {
 		budget = time.Duration(req.GetBudgetMs()) * time.Millisecond
 	}
-	resp := s.ungroupTables(ctx, time.Now().Add(budget))
+	resp, err := s.ungroupTables(ctx, time.Now().Add(budget))
+	if err != nil {
+		s.logger.Info("ungroup tables: this master no longer leads; the call goes on at the leader", "detached", len(resp.GetDetachedRangeIds()))
+		return nil, toStatus(err)
+	}
 	s.logger.Info("ungroup tables", "detached", len(resp.GetDetachedRangeIds()), "remaining", len(resp.GetRemainingRangeIds()),
 		"anchors_deleted", resp.GetAnchorsDeleted(), "anchors_remaining", resp.GetAnchorsRemaining())
 	return resp, nil
@@ -93,13 +97,29 @@ func (v *service) UngroupTables(ctx context.Context, req *pb.UngroupTablesReques
 // skipped (busy, failed, pending their add) while time is left, and then
 // deletes the anchors whose groups it emptied. What is left is answered,
 // for the caller's next call.
-func (s *Server) ungroupTables(ctx context.Context, deadline time.Time) *pb.UngroupTablesResponse {
+//
+// It starts each detach and each anchor delete only while this master
+// leads, and ends with ErrNotLeader once it does not (ungroupLeading):
+// a deposed master's detach still applies in the group (DetachRange is
+// the partition server's) but is never recorded, so a loop that went on
+// for the rest of the budget detached every remaining span unrecorded
+// (the new leader adopting each from heartbeats) beside whatever the new
+// leader ran, and then answered ranges or anchors "remaining" that it
+// could not finish. Answered NotLeader, the caller's retry goes on at the
+// new leader, which rereads the map: a span detached but not recorded is
+// detached again, which the server answers with the range as it is
+// (idempotent), and an anchor whose DELETE_TABLE committed is gone from
+// the map, its freeze resumeDeletions'.
+func (s *Server) ungroupTables(ctx context.Context, deadline time.Time) (*pb.UngroupTablesResponse, error) {
 	resp := &pb.UngroupTablesResponse{}
 	for {
 		spans, _ := ungroupPlan(s.mapRanges())
 		resp.RemainingRangeIds = nil
 		progress := false
 		for _, d := range spans {
+			if err := s.ungroupLeading(); err != nil {
+				return resp, err
+			}
 			if ctx.Err() != nil || time.Now().After(deadline) || !s.ungroupOne(ctx, d) {
 				resp.RemainingRangeIds = append(resp.RemainingRangeIds, d.GetRangeId())
 				continue
@@ -119,8 +139,16 @@ func (s *Server) ungroupTables(ctx context.Context, deadline time.Time) *pb.Ungr
 			}
 		}
 	}
-	s.deleteEmptyAnchors(ctx, deadline, resp)
-	return resp
+	return resp, s.deleteEmptyAnchors(ctx, deadline, resp)
+}
+
+// ungroupLeading is ErrNotLeader when this master no longer leads:
+// ungroupTables starts nothing more then.
+func (s *Server) ungroupLeading() error {
+	if !s.IsLeader() {
+		return ErrNotLeader
+	}
+	return nil
 }
 
 // ungroupOne takes range d out of its anchor's group (isolate: the range
@@ -149,12 +177,16 @@ func (s *Server) ungroupOne(ctx context.Context, d *pb.RangeDescriptor) bool {
 	return true
 }
 
-// deleteEmptyAnchors deletes, while time is left, every anchor whose
-// group serves nothing else now, and lists the anchors left in resp.
-func (s *Server) deleteEmptyAnchors(ctx context.Context, deadline time.Time, resp *pb.UngroupTablesResponse) {
+// deleteEmptyAnchors deletes, while time is left and this master leads,
+// every anchor whose group serves nothing else now, and lists the anchors
+// left in resp.
+func (s *Server) deleteEmptyAnchors(ctx context.Context, deadline time.Time, resp *pb.UngroupTablesResponse) error {
 	_, empty := ungroupPlan(s.mapRanges())
 	done := map[string]bool{}
 	for _, a := range empty {
+		if err := s.ungroupLeading(); err != nil {
+			return err
+		}
 		if ctx.Err() != nil || time.Now().After(deadline) {
 			break
 		}
@@ -171,6 +203,7 @@ func (s *Server) deleteEmptyAnchors(ctx context.Context, deadline time.Time, res
 		}
 	}
 	slices.Sort(resp.AnchorsRemaining)
+	return nil
 }
 
 // deleteAnchor deletes anchor a's table as DeleteTable deletes a user's

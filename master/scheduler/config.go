@@ -68,6 +68,14 @@ type Config struct {
 	// ReplicateAfter re-creates the replicas of a server down this long
 	// (0 disables).
 	ReplicateAfter time.Duration
+	// AnchorGroupSpans is the most spans an anchor group should serve, the
+	// anchor included: the master's --table-group-spans (0: no cap). The
+	// group's apply refuses a new span at it, but a group may still be
+	// over it (a group from a build without the check, or a master that
+	// died between its uncapped add and the detach that follows it), and
+	// detach-over-cap takes the spans beyond it out (detach_overcap.go).
+	// No flag of its own: the master sets it from --table-group-spans.
+	AnchorGroupSpans int
 	// MaxPerServer bounds the operations in flight that add or remove a
 	// replica on one server (snapshots are the expensive part of a move):
 	// moves, and the co-location moves of a merge whose ranges are not on
@@ -132,6 +140,8 @@ func (c *Config) invalidCounts() string {
 		return "max-per-server must be at least 1"
 	case c.MaxGroupSpans < 1:
 		return "max-group-spans must be at least 1"
+	case c.AnchorGroupSpans < 0:
+		return "the anchor group span cap must not be negative"
 	}
 	return ""
 }

@@ -56,7 +56,44 @@ func (p *Plan) mergeable(a, b *Range) bool {
 		return false
 	}
 	return !p.splitLately(a.ID) && !p.splitLately(b.ID) && !p.justMerged(a) && !p.justMerged(b) &&
-		p.allStaying(a) && p.allStaying(b) && p.colocationRoom(a, b) && p.addsNoGroup(a, b)
+		p.allStaying(a) && p.allStaying(b) && p.colocationRoom(a, b) && p.addsNoGroup(a, b) && p.anchorAdmits(a, b)
+}
+
+// anchorAdmits reports whether a merge of b into a may bring b's rows
+// into an anchor group: always when a is no span of one, or b is a span
+// of the same group (the two spans merge in the group, one entry in its
+// log, a span fewer); else only when the merged span is one homeGroup
+// would admit into the group as a new table: under MergeLoad (and under
+// half of SplitLoad, where detach-hot would take it out again) and
+// MergeBytes, and the group's spans with b's bytes under SplitBytes
+// (homeGroup's GroupBytes). A table split before spans stopped splitting
+// in their group (its first range a span of an anchor group, the rest
+// groups of their own) that cooled down is what the group is for: the
+// merge ends b's group and leaves one range in the shared one, where
+// refusing it would keep the table two ranges in two groups for good. But
+// a merge may not make the span or the group what the detach rules or
+// homeGroup would refuse: a span merged in at warm load or past
+// homeGroup's bounds would leave again (detach-hot, detach-large) or
+// close the group to new tables, so such a pair stays as it is. (Merging
+// changes no group's span count: the cap is not at stake.)
+func (p *Plan) anchorAdmits(a, b *Range) bool {
+	if a.GroupID() == b.GroupID() || !p.anchorSpan(a) {
+		return true
+	}
+	l, n := a.entitiesPerSec()+b.entitiesPerSec(), a.bytes()+b.bytes()
+	if l >= p.cfg.MergeLoad || l >= p.cfg.SplitLoad/2 || n >= p.cfg.MergeBytes {
+		return false
+	}
+	return p.cfg.SplitBytes == 0 || groupBytes(p.group(a))+b.bytes() < p.cfg.SplitBytes
+}
+
+// groupBytes is the bytes g's spans last reported, together.
+func groupBytes(g *groupStat) uint64 {
+	var n uint64
+	for _, sp := range g.spans {
+		n += sp.bytes()
+	}
+	return n
 }
 
 // addsNoGroup reports whether merging b into a leaves no more Raft groups

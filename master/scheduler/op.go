@@ -53,6 +53,7 @@ const (
 	RuleSplitSize         = "split-size"
 	RuleDetachHot         = "detach-hot"
 	RuleDetachLarge       = "detach-large"
+	RuleDetachOverCap     = "detach-over-cap"
 	RuleMergeCold         = "merge-cold"
 	RuleBalanceLeaderLoad = "balance-leader-load"
 	RuleBalanceLeaderFill = "balance-leader-fill"

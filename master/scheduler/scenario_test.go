@@ -209,7 +209,8 @@ func (w *world) run(d *directive) (string, error) {
 }
 
 func (w *world) config(args map[string]string) error {
-	ints := map[string]*int{"slots": &w.slots, "max-per-server": &w.cfg.MaxPerServer, "max-group-spans": &w.cfg.MaxGroupSpans}
+	ints := map[string]*int{"slots": &w.slots, "max-per-server": &w.cfg.MaxPerServer, "max-group-spans": &w.cfg.MaxGroupSpans,
+		"anchor-group-spans": &w.cfg.AnchorGroupSpans}
 	bools := map[string]*bool{"balance-leaders": &w.cfg.BalanceLeaders, "balance-replicas": &w.cfg.BalanceReplicas, "shared-host": &w.cfg.SharedHost}
 	for k, v := range args {
 		var err error
@@ -387,6 +388,8 @@ func (w *world) rangeAttr(r *Range, a string) error {
 		r.Frozen = true
 	case !isKV && a == "anchor":
 		r.Anchor = true
+	case !isKV && a == "pending":
+		r.Pending = true
 	case !isKV && strings.HasSuffix(a, "*"):
 		r.Leader = strings.TrimSuffix(a, "*")
 		r.Replicas = append(r.Replicas, Replica{Server: r.Leader})

@@ -16,11 +16,12 @@ type Policy interface {
 
 // Policies are the policies in the order they run: data safety first
 // (re-replication, draining), then load (a hot or large span leaving its
-// anchor group before any split, then splits, merges), then zone
+// anchor group before any split, then the spans of a group over its cap,
+// then splits, merges), then zone
 // diversity (zoneDiversity), then balance.
 func Policies() []Policy {
 	return []Policy{
-		reReplicate{}, drain{}, detachHot{}, splitLoad{}, splitSize{}, mergeCold{}, zoneDiversity{},
+		reReplicate{}, drain{}, detachHot{}, detachOverCap{}, splitLoad{}, splitSize{}, mergeCold{}, zoneDiversity{},
 		balanceLeaderLoad{}, balanceLeaderFill{}, splitBalance{}, balanceLeaderCount{}, balanceReplicas{},
 	}
 }

@@ -95,6 +95,11 @@ type Range struct {
 	// group; its spans leave it when hot or large (detach_hot.go), the
 	// anchor never.
 	Anchor bool
+	// Pending: the range is recorded in another range's group and not yet
+	// added to it (the master's pendingAdd: generation 1). The group does
+	// not serve it yet, so its apply's span cap does not count it, nor
+	// does detach-over-cap.
+	Pending bool
 	Trend
 }
 

@@ -1,0 +1,142 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
+	"tablestore/internal/rangegroup"
+	"tablestore/master"
+	pb "tablestore/proto/tablestorepb"
+)
+
+// paddedWriter upserts entities of unique keys, each with a pad of
+// padBytes, one at a time until halted, and records the acknowledged
+// ones as workload does (V as the value verifyExactlyOnce checks): a
+// table that grows by bytes, not by load.
+type paddedWriter struct {
+	stop chan struct{}
+	wg   sync.WaitGroup
+	mu   sync.Mutex
+	// acked: pk/rk -> V of every acknowledged write.
+	acked map[string]int64
+}
+
+func startPaddedWriter(t *testing.T, tc *aztables.Client, padBytes int) *paddedWriter {
+	w := &paddedWriter{stop: make(chan struct{}), acked: map[string]int64{}}
+	pad := strings.Repeat("x", padBytes)
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		for i := int64(0); ; i++ {
+			select {
+			case <-w.stop:
+				return
+			default:
+			}
+			pk, rk := fmt.Sprintf("p%d", i%4), fmt.Sprintf("r%06d", i)
+			body, _ := json.Marshal(map[string]any{"PartitionKey": pk, "RowKey": rk, "V": fmt.Sprint(i), "V@odata.type": "Edm.Int64", "Pad": pad})
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			_, err := tc.UpsertEntity(ctx, body, nil)
+			cancel()
+			if err != nil {
+				t.Logf("write %s/%s failed: %v", pk, rk, err)
+				continue
+			}
+			w.mu.Lock()
+			w.acked[pk+"/"+rk] = i
+			w.mu.Unlock()
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	return w
+}
+
+// halt stops the writer and returns the acknowledged entities.
+func (w *paddedWriter) halt() map[string]int64 {
+	close(w.stop)
+	w.wg.Wait()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.acked
+}
+
+// TestLargeTableLeavesAnchorGroup: the byte rule of stage 7, step 7
+// (detach-large; docs/range-groups.md). With --table-groups and
+// --merge-bytes 256 KiB (the bound a span of an anchor group may grow to:
+// homeGroup admits tables only to a group whose spans are all under it),
+// three tables created through the front-end share the anchor's Raft
+// group. One is written entities of 8 KiB, at a few writes a second (far
+// from any load threshold; load splits are off), the other two small
+// entities at a few a second. Once the large table's bytes pass the
+// bound, its span leaves the group for one of its own (a group-split
+// event naming [detach-large]), served so by every replica; the small
+// tables stay spans of the anchor's group on every replica; every
+// acknowledged write of every table reads back exactly once. Fails
+// without the rule: nothing else takes the span out (the wait times out).
+func TestLargeTableLeavesAnchorGroup(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c, mc, anchor := startTableGroupsTuned(t, func(m *master.Config) {
+		m.Policy.MergeBytes = 256 << 10
+	})
+	sc := serviceClient(t, c, 0)
+	names := []string{"large", "small0", "small1"}
+	clients, spans := tablesInAnchor(t, c, mc, sc, anchor, names)
+	paced := func(w, i int) (string, string) {
+		time.Sleep(200 * time.Millisecond)
+		return spreadKeys(w, i)
+	}
+	large := startPaddedWriter(t, clients["large"], 8<<10)
+	small := map[string]*workload{}
+	for _, n := range names[1:] {
+		small[n] = startWorkload(t, clients[n], 1, paced)
+	}
+	id := spans["large"].GetRangeId()
+	waitFor(t, 60*time.Second, "the large table's span out of the anchor's group", func() bool {
+		d, ok := rangeByID(partitionMap(t, mc), id)
+		return ok && rangegroup.GroupOf(d) != anchor
+	})
+	time.Sleep(2 * time.Second) // writes go on after it left
+	acked := map[string]map[string]int64{"large": large.halt()}
+	for _, n := range names[1:] {
+		acked[n] = small[n].halt()
+	}
+	for _, n := range names {
+		if len(acked[n]) == 0 {
+			t.Fatalf("table %s: no write acknowledged", n)
+		}
+		verifyExactlyOnce(t, clients[n], acked[n])
+		t.Logf("table %s: %d writes acknowledged", n, len(acked[n]))
+	}
+	m := partitionMap(t, mc)
+	d := spanOf(m, "large")
+	if d == nil || d.GetRangeId() != id {
+		t.Fatalf("large table after: %v, want its one range %d", tableRanges(m, "large"), id)
+	}
+	checkOneGroup(t, c, d, id)
+	for _, n := range names[1:] {
+		d := spanOf(m, n)
+		if d == nil || d.GetRangeId() != spans[n].GetRangeId() {
+			t.Fatalf("table %s after: %v, want its one range %d", n, tableRanges(m, n), spans[n].GetRangeId())
+		}
+		checkOneGroup(t, c, d, anchor)
+	}
+	rule := false
+	for _, e := range masterEvents(mc) {
+		if e.GetKind() == pb.EventKind_EVENT_KIND_GROUP_SPLIT && len(e.GetRangeIds()) > 0 && e.GetRangeIds()[0] == id {
+			rule = strings.Contains(e.GetMessage(), "[detach-large]")
+			t.Logf("event: %s", e.GetMessage())
+		}
+	}
+	if !rule {
+		t.Errorf("no group-split event of range %d naming [detach-large]", id)
+	}
+}
