@@ -107,8 +107,15 @@ const (
 	rateFloor = 8
 	rateDrift = 0.25
 	// sizeDrift is the share of its last reported size or entity count a
-	// range may grow or shrink by unreported.
-	sizeDrift = 1.0 / 16
+	// range may grow or shrink by unreported, and sizeFloor and countFloor
+	// the drift allowed however small the range: a table of a few
+	// entities written once a second would otherwise be carried at every
+	// heartbeat. Size thresholds are megabytes (merge-bytes 32 MiB,
+	// split-bytes 512 MiB by default); refresh bounds the delay where a
+	// tuned one is smaller.
+	sizeDrift  = 1.0 / 16
+	sizeFloor  = 64 << 10
+	countFloor = 64
 )
 
 // closeReport reports whether b differs from the acknowledged a only by
@@ -131,16 +138,16 @@ func closeReport(a, b *pb.RangeStatus) bool {
 	return closeRate(la.GetEntitiesPerSec(), lb.GetEntitiesPerSec()) && closeRate(la.GetReadsPerSec(), lb.GetReadsPerSec()) &&
 		closeRate(la.GetWritesPerSec(), lb.GetWritesPerSec()) && closeRate(la.GetThrottledPerSec(), lb.GetThrottledPerSec()) &&
 		closeRate(la.GetServerBusyPerSec(), lb.GetServerBusyPerSec()) &&
-		closeSize(la.GetEntityCount(), lb.GetEntityCount()) && closeSize(la.GetBytes(), lb.GetBytes())
+		closeSize(la.GetEntityCount(), lb.GetEntityCount(), countFloor) && closeSize(la.GetBytes(), lb.GetBytes(), sizeFloor)
 }
 
 func closeRate(a, b float64) bool {
 	return math.Abs(a-b) <= max(rateFloor, rateDrift*max(a, b))
 }
 
-func closeSize(a, b uint64) bool {
+func closeSize(a, b, floor uint64) bool {
 	d := max(a, b) - min(a, b)
-	return float64(d) <= sizeDrift*float64(a)
+	return d <= floor || float64(d) <= sizeDrift*float64(a)
 }
 
 // idleLoad reports a load report of a range that served nothing.
