@@ -18,7 +18,7 @@ import (
 )
 
 // Tables that share a Raft group (docs/range-groups.md, stage 7, step 4;
-// master flag --table-groups, off by default).
+// master flag --table-groups, on by default since session 36).
 //
 // A shared group is founded by an anchor: a reserved table
 // "_groups/<range id>" of one empty range, born with group_id its own id,

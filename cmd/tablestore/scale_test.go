@@ -89,7 +89,8 @@ func TestMultiProcessScaleOutAndDrain(t *testing.T) {
 			}
 			if time.Now().After(deadline) {
 				close(stop)
-				t.Fatalf("timed out after %v waiting for %s: %+v", d, what, s)
+				rs, _ := ctlRun("ranges")
+				t.Fatalf("timed out after %v waiting for %s: %+v\nranges:\n%s", d, what, s, rs)
 			}
 			time.Sleep(500 * time.Millisecond)
 		}
