@@ -235,12 +235,14 @@ func homeGroup(in homeGroupInput) uint64 {
 // cannot take a table now (not started yet, no leader, a server down,
 // draining, slow, full or of an older build) counts as room: creates take
 // today's path meanwhile, and anchors do not pile up while a server is
-// away. Pure.
+// away. So does an anchor group of the anchor alone, whatever its load
+// report: with --merge-load 0 no reported range is cold, and the spare
+// reported at 0 entities/s would call for another at every report. Pure.
 func needAnchor(in homeGroupInput) bool {
 	st := statsOf(in)
 	room := 0
 	for _, r := range in.Snap.Ranges {
-		if st.roomy(r, in.MaxSpans) {
+		if st.roomy(r, in.MaxSpans) || (anchorRange(r) && st.spans[r.ID] == 1) {
 			room += in.MaxSpans - st.spans[r.ID]
 		}
 	}
