@@ -44,6 +44,14 @@ type Options struct {
 	TuneServer   func(*partitionserver.Config)
 	TuneFrontend func(*frontend.Config)
 	TuneRouter   func(*router.Config)
+	// NoHomeGroupWait returns from Start without waiting for an anchor
+	// group to take tables (dev). Else, when the masters run with
+	// --table-groups and a --merge-load above 0 (under which no group
+	// is cold enough), Start returns once the leading master would put a
+	// new table in an anchor group, so that the first table created is
+	// a span of one, as every later one, instead of a group of its own
+	// depending on timing.
+	NoHomeGroupWait bool
 }
 
 // Cluster is a running in-process cluster.
@@ -213,7 +221,30 @@ func Start(opts Options) (_ *Cluster, err error) {
 		c.Frontends = append(c.Frontends, n)
 	}
 	time.Sleep(time.Until(electable))
+	if err = c.waitHomeGroup(30 * time.Second); err != nil {
+		return nil, err
+	}
 	return c, nil
+}
+
+// waitHomeGroup polls, unless opts.NoHomeGroupWait or the masters would
+// put no table in a shared group (see Options.NoHomeGroupWait), until the
+// leading master has a home group for a new table.
+func (c *Cluster) waitHomeGroup(timeout time.Duration) error {
+	m := c.Masters[0].Config
+	if c.opts.NoHomeGroupWait || !m.TableGroups || m.Policy.MergeLoad <= 0 {
+		return nil
+	}
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		for _, m := range c.Masters {
+			if m.Server != nil && m.Server.HomeGroup() != 0 {
+				return nil
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("cluster: no anchor group taking tables within %v (--table-groups)", timeout)
 }
 
 // startServer starts partition server number i (ps<i+1>) and appends it.

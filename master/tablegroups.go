@@ -312,6 +312,19 @@ func (s *Server) homeGroupNow() uint64 {
 	return homeGroup(s.homeGroupInputNow())
 }
 
+// HomeGroup returns the anchor group (its anchor's range id) a table
+// created on this master now would join, 0 when it would get a group of
+// its own: --table-groups off, no anchor group with room that every
+// server of it can serve yet, or this master not leading. The cluster
+// harness waits for it so that tests' tables share a group from the
+// first create.
+func (s *Server) HomeGroup() uint64 {
+	if !s.IsLeader() {
+		return 0
+	}
+	return s.homeGroupNow()
+}
+
 // ensureAnchor, on the leader (every policy tick, with --table-groups),
 // creates a spare anchor group when no anchor group has room (needAnchor)
 // and the servers placement picks announced table_groups:
