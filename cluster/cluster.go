@@ -44,14 +44,13 @@ type Options struct {
 	TuneServer   func(*partitionserver.Config)
 	TuneFrontend func(*frontend.Config)
 	TuneRouter   func(*router.Config)
-	// NoHomeGroupWait returns from Start without waiting for an anchor
-	// group to take tables (dev). Else, when the masters run with
-	// --table-groups and a --merge-load above 0 (under which no group
-	// is cold enough), Start returns once the leading master would put a
-	// new table in an anchor group, so that the first table created is
-	// a span of one, as every later one, instead of a group of its own
-	// depending on timing.
-	NoHomeGroupWait bool
+	// AwaitHomeGroup makes Start return only once the leading master
+	// would put a new table in an anchor group (when the masters run
+	// with --table-groups and a --merge-load above 0, under which no
+	// group is cold enough), so that the first table created is a span
+	// of one, as every later one, instead of a group of its own
+	// depending on how soon the anchor group started.
+	AwaitHomeGroup bool
 }
 
 // Cluster is a running in-process cluster.
@@ -227,12 +226,12 @@ func Start(opts Options) (_ *Cluster, err error) {
 	return c, nil
 }
 
-// waitHomeGroup polls, unless opts.NoHomeGroupWait or the masters would
-// put no table in a shared group (see Options.NoHomeGroupWait), until the
-// leading master has a home group for a new table.
+// waitHomeGroup polls, with opts.AwaitHomeGroup and masters that would
+// put tables in shared groups, until the leading master has a home group
+// for a new table.
 func (c *Cluster) waitHomeGroup(timeout time.Duration) error {
 	m := c.Masters[0].Config
-	if c.opts.NoHomeGroupWait || !m.TableGroups || m.Policy.MergeLoad <= 0 {
+	if !c.opts.AwaitHomeGroup || !m.TableGroups || m.Policy.MergeLoad <= 0 {
 		return nil
 	}
 	deadline := time.Now().Add(timeout)

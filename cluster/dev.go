@@ -119,9 +119,6 @@ func StartDev(cfg DevConfig, logger *slog.Logger) (*Cluster, error) {
 	c, err := Start(Options{
 		Masters: 1, Servers: cfg.Servers, Frontends: 1, DataDir: abs, BasePort: cfg.BasePort,
 		FrontendAddrs: []string{cfg.FrontendAddr}, Logger: logger, LocalCalls: cfg.LocalCalls,
-		// dev answers once it serves; its first table may take a group
-		// of its own while the anchor group starts.
-		NoHomeGroupWait: true,
 		TuneMaster: func(m *master.Config) {
 			id, dir, g, r, peers := m.ID, m.DataDir, m.GRPCAddr, m.RaftAddr, m.Peers
 			*m = cfg.Master
