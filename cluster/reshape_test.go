@@ -34,7 +34,7 @@ func startTunedOpts(t *testing.T, servers int, tuneM func(*master.Config), tuneS
 	t.Helper()
 	c, err := Start(Options{
 		AwaitHomeGroup: awaitHomeGroup,
-		Masters: 1, Servers: servers, Frontends: 1, DataDir: t.TempDir(), Logger: logging.FromEnv(""),
+		Masters:        1, Servers: servers, Frontends: 1, DataDir: t.TempDir(), Logger: logging.FromEnv(""),
 		TuneMaster: func(m *master.Config) {
 			soleMasterElects(m)
 			m.ServerTimeout = 2 * time.Second
