@@ -9,13 +9,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"tablestore/internal/failpoint"
+	"tablestore/master"
 )
 
 // role is one process of the cluster.
@@ -489,11 +490,22 @@ func reserveAddrs(n int) (addrs []string, release func(), err error) {
 // for one).
 func masterFlags() []string { return strings.Fields(os.Getenv("TABLESTORE_CHAOS_MASTER_FLAGS")) }
 
-// tableGroups reports whether the masters run with --table-groups.
+// tableGroups reports whether the masters run with --table-groups: the
+// last such flag in masterFlags, else the master's default (on since
+// session 36; --table-groups=false runs the chaos of one group per table).
 func tableGroups() bool {
-	return slices.ContainsFunc(masterFlags(), func(f string) bool {
-		return f == "--table-groups" || f == "--table-groups=true" || f == "-table-groups"
-	})
+	on := master.DefaultConfig().TableGroups
+	for _, f := range masterFlags() {
+		name, val, hasVal := strings.Cut(strings.TrimLeft(f, "-"), "=")
+		if name != "table-groups" {
+			continue
+		}
+		on = true
+		if hasVal {
+			on, _ = strconv.ParseBool(val)
+		}
+	}
+	return on
 }
 
 func quiesceAfter() string {

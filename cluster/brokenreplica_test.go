@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"tablestore/internal/masterclient"
+	"tablestore/internal/rangegroup"
 	"tablestore/master"
 	"tablestore/partitionserver"
 	pb "tablestore/proto/tablestorepb"
@@ -51,6 +53,7 @@ func TestBrokenReplicaReplaced(t *testing.T) {
 			writeSeq(t, tcl, acked, "before", 30)
 			d := tableRanges(partitionMap(t, mc), tc.tableTag)[0]
 			id := d.GetRangeId()
+			t.Logf("range %d, Raft group %d (%d ranges)", id, rangegroup.GroupOf(d), rangegroup.GroupSpans(partitionMap(t, mc).GetRanges())[rangegroup.GroupOf(d)])
 			victim, _ := breakReplica(t, c, mc, d)
 			writeSeq(t, tcl, acked, "degraded", 20)
 			waitFor(t, 60*time.Second, fmt.Sprintf("range %d back to three healthy replicas", id), func() bool {
@@ -68,9 +71,10 @@ func TestBrokenReplicaReplaced(t *testing.T) {
 	}
 }
 
-// breakReplica damages the snapshot of a follower's replica of d, the
-// server stopped and restarted around it, and returns that server and its
-// index.
+// breakReplica damages the snapshot of a follower's replica of d's Raft
+// group (an anchor group's, with the tables sharing it, when d is a span
+// of one), the server stopped and restarted around it, and returns that
+// server and its index.
 func breakReplica(t *testing.T, c *Cluster, mc *masterclient.Client, d *pb.RangeDescriptor) (string, int) {
 	t.Helper()
 	victim := brokenVictim(t, c, mc, d)
@@ -78,7 +82,7 @@ func breakReplica(t *testing.T, c *Cluster, mc *masterclient.Client, d *pb.Range
 	if err := c.StopServer(vi); err != nil {
 		t.Fatal(err)
 	}
-	damageSnapshot(t, c.Servers[vi].Config.DataDir, d.GetRangeId())
+	damageSnapshot(t, c.Servers[vi].Config.DataDir, rangegroup.GroupOf(d))
 	if err := c.RestartServer(vi); err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +107,7 @@ func brokenVictim(t *testing.T, c *Cluster, mc *masterclient.Client, d *pb.Range
 	return ""
 }
 
-// damageSnapshot plants, in the stopped server's replica of range id, a
+// damageSnapshot plants, in the stopped server's replica of group id, a
 // Raft snapshot newer than anything the range applied whose state header
 // is garbage: what a torn or corrupted snapshot install leaves.
 func damageSnapshot(t *testing.T, dataDir string, id uint64) {
@@ -144,11 +148,12 @@ func healthyReplicas(t *testing.T, c *Cluster, mc *masterclient.Client, table, v
 }
 
 // brokenEvents counts the master's events re-replicating range id off
-// its broken replica on server.
+// its broken replica on server (alone, or with the other ranges of its
+// group when the group is replaced whole).
 func brokenEvents(mc *masterclient.Client, id uint64, server string) int {
 	n := 0
 	for _, e := range masterEvents(mc) {
-		if e.GetKind() == pb.EventKind_EVENT_KIND_RE_REPLICATE && len(e.GetRangeIds()) == 1 && e.GetRangeIds()[0] == id &&
+		if e.GetKind() == pb.EventKind_EVENT_KIND_RE_REPLICATE && slices.Contains(e.GetRangeIds(), id) &&
 			strings.Contains(e.GetMessage(), "replica on "+server+" is broken") {
 			n++
 		}

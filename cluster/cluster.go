@@ -44,6 +44,13 @@ type Options struct {
 	TuneServer   func(*partitionserver.Config)
 	TuneFrontend func(*frontend.Config)
 	TuneRouter   func(*router.Config)
+	// AwaitHomeGroup makes Start return only once the leading master
+	// would put a new table in an anchor group (when the masters run
+	// with --table-groups and a --merge-load above 0, under which no
+	// group is cold enough), so that the first table created is a span
+	// of one, as every later one, instead of a group of its own
+	// depending on how soon the anchor group started.
+	AwaitHomeGroup bool
 }
 
 // Cluster is a running in-process cluster.
@@ -213,7 +220,30 @@ func Start(opts Options) (_ *Cluster, err error) {
 		c.Frontends = append(c.Frontends, n)
 	}
 	time.Sleep(time.Until(electable))
+	if err = c.waitHomeGroup(30 * time.Second); err != nil {
+		return nil, err
+	}
 	return c, nil
+}
+
+// waitHomeGroup polls, with opts.AwaitHomeGroup and masters that would
+// put tables in shared groups, until the leading master has a home group
+// for a new table.
+func (c *Cluster) waitHomeGroup(timeout time.Duration) error {
+	m := c.Masters[0].Config
+	if !c.opts.AwaitHomeGroup || !m.TableGroups || m.Policy.MergeLoad <= 0 {
+		return nil
+	}
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		for _, m := range c.Masters {
+			if m.Server != nil && m.Server.HomeGroup() != 0 {
+				return nil
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("cluster: no anchor group taking tables within %v (--table-groups)", timeout)
 }
 
 // startServer starts partition server number i (ps<i+1>) and appends it.

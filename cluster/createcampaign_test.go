@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"tablestore/internal/failpoint"
+	"tablestore/master"
 	"tablestore/partitionserver"
 )
 
@@ -20,7 +21,11 @@ func TestCreateTableCampaignsAfterHeartbeatCreate(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	c := startTuned(t, 3, quietPolicies, func(s *partitionserver.Config) {
+	// One Raft group per table: the campaign checked is a new group's
+	// (a span added to an anchor group is never bootstrapped), and an
+	// anchor group started in the servers' read lease would wait out the
+	// minute-long election timeout.
+	c := startTuned(t, 3, func(m *master.Config) { quietPolicies(m); m.TableGroups = false }, func(s *partitionserver.Config) {
 		s.RaftHeartbeatTimeout = time.Minute
 		s.RaftElectionTimeout = time.Minute
 		s.RaftLeaderLease = 30 * time.Second

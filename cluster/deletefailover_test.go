@@ -26,6 +26,11 @@ func TestDeletedTableFreezeSurvivesMasterFailover(t *testing.T) {
 	}
 	c, err := Start(Options{
 		Masters: 3, Servers: 5, Frontends: 1, DataDir: t.TempDir(),
+		// The table a span of an anchor group (the masters' default):
+		// a span whose group's followers were cut off before they
+		// applied its add answered "not hosted" on a majority, and the
+		// delete took that for gone (204, nothing frozen).
+		AwaitHomeGroup: true,
 		// The servers' own collection of a deleted table's replicas stays
 		// out of the test's few seconds.
 		TuneServer:   func(cfg *partitionserver.Config) { cfg.HeartbeatInterval = 10 * time.Second },

@@ -58,7 +58,8 @@ func DefaultDevConfig() DevConfig {
 	// Tables share Raft groups (docs/range-groups.md, stage 7): one
 	// process pays every group's heartbeats and entries, so a dev cluster
 	// of many small tables is where sharing pays most (performance.md,
-	// sessions 34 and 35). The deployment roles keep it off by default.
+	// sessions 34 and 35). The master's own default since session 36;
+	// set here too so that dev keeps it if that default changes back.
 	c.Master.TableGroups = true
 	return c
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"tablestore/master"
 	"tablestore/partitionserver"
 	pb "tablestore/proto/tablestorepb"
 )
@@ -55,7 +56,10 @@ func TestMapRecreatedGen1MemberRefusesStaleMember(t *testing.T) {
 // k13 - k25: the right half of a split at k13 when splitBorn, else the
 // table's first range (generation 1).
 func mapRecreatedRefusesStale(t *testing.T, table string, splitBorn bool) {
-	c := startTuned(t, 3, quietPolicies, func(s *partitionserver.Config) { s.QuiesceAfter = 0 })
+	// One Raft group per table: the sequence needs a table's first
+	// range at generation 1, a group's namesake; a span of an anchor
+	// group is born at generation 2.
+	c := startTuned(t, 3, func(m *master.Config) { quietPolicies(m); m.TableGroups = false }, func(s *partitionserver.Config) { s.QuiesceAfter = 0 })
 	sc := serviceClient(t, c, 0)
 	mc := masterClient(t, c)
 	acked := map[string]int64{}

@@ -9,6 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"tablestore/internal/edm"
+	"tablestore/internal/rangegroup"
+	"tablestore/master"
 	"tablestore/partitionserver"
 	"tablestore/partitionserver/lifecycle"
 	pb "tablestore/proto/tablestorepb"
@@ -61,12 +63,22 @@ func opensCount(t *testing.T) float64 {
 
 // TestQuietReadDoesNotWake: reads of a quiet range, point reads and a
 // query, through the front-end, are served by its quiet leader with one
-// confirmation: no replica opens.
+// confirmation: no replica opens. The table a group of its own, and a
+// span of an anchor group (the peers confirm for the group: asked for the
+// span's id, they said no, and every read woke the group).
 func TestQuietReadDoesNotWake(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	c := startTuned(t, 3, quietPolicies, quietReads)
+	for _, anchored := range []bool{false, true} {
+		t.Run(map[bool]string{false: "own group", true: "anchor group"}[anchored], func(t *testing.T) {
+			quietReadDoesNotWake(t, anchored)
+		})
+	}
+}
+
+func quietReadDoesNotWake(t *testing.T, anchored bool) {
+	c := startTunedOpts(t, 3, func(m *master.Config) { quietPolicies(m); m.TableGroups = anchored }, quietReads, anchored)
 	sc := serviceClient(t, c, 0)
 	mc := masterClient(t, c)
 	ctx := ctxT(t, 2*time.Minute)
@@ -76,7 +88,11 @@ func TestQuietReadDoesNotWake(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitQuiet(t, c, mc, table, 15*time.Second)
-	rangeID := tableRanges(partitionMap(t, mc), table)[0].GetRangeId()
+	d := tableRanges(partitionMap(t, mc), table)[0]
+	rangeID := d.GetRangeId()
+	if shared := rangegroup.GroupOf(d) != rangeID; shared != anchored {
+		t.Fatalf("range %d in Raft group %d, want a span of an anchor group: %v", rangeID, rangegroup.GroupOf(d), anchored)
+	}
 	// The router sends reads to the leader the master knows; a range that
 	// changed leaders just before it went quiet (an election on a loaded
 	// machine) may not be there yet, and a read of a quiet follower wakes.

@@ -287,6 +287,12 @@ func TestGroupLeadershipBalanced(t *testing.T) {
 		m.Policy.Enabled = false // until the layout is set up
 		m.Policy.SplitLoad = 1e9
 		m.Policy.MergeLoad = 0
+		// One Raft group per table: the leader counts the balance is
+		// to even out are laid out by hand; light tables that land in
+		// the spare anchor's group (when it is up first) are one more
+		// unit led by the same server, and the awaited move never came
+		// in one run of make test.
+		m.TableGroups = false
 	}, nil)
 	sc := serviceClient(t, c, 0)
 	ctx := ctxT(t, 3*time.Minute)

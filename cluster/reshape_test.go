@@ -25,8 +25,16 @@ func quietPolicies(m *master.Config) { m.Policy.Enabled = false }
 
 func startTuned(t *testing.T, servers int, tuneM func(*master.Config), tuneS func(*partitionserver.Config)) *Cluster {
 	t.Helper()
+	return startTunedOpts(t, servers, tuneM, tuneS, false)
+}
+
+// startTunedOpts is startTuned, waiting with awaitHomeGroup until a new
+// table would be a span of an anchor group (Options.AwaitHomeGroup).
+func startTunedOpts(t *testing.T, servers int, tuneM func(*master.Config), tuneS func(*partitionserver.Config), awaitHomeGroup bool) *Cluster {
+	t.Helper()
 	c, err := Start(Options{
-		Masters: 1, Servers: servers, Frontends: 1, DataDir: t.TempDir(), Logger: logging.FromEnv(""),
+		AwaitHomeGroup: awaitHomeGroup,
+		Masters:        1, Servers: servers, Frontends: 1, DataDir: t.TempDir(), Logger: logging.FromEnv(""),
 		TuneMaster: func(m *master.Config) {
 			soleMasterElects(m)
 			m.ServerTimeout = 2 * time.Second

@@ -11,6 +11,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"tablestore/internal/failpoint"
+	"tablestore/master"
 	"tablestore/partitionserver"
 	pb "tablestore/proto/tablestorepb"
 )
@@ -68,11 +69,14 @@ func TestDroppedTableSpanLeavesSharedGroup(t *testing.T) {
 // Before, the freeze was allowed on the shared span and every server's
 // next heartbeat deleted the group whole, "keep"'s range with it.
 func TestDeleteTableOfSharedGroup(t *testing.T) {
+	// The shared group is built by hand (sharedGroupTables), so the
+	// tables start in groups of their own (TestDeleteTableOfAnchorGroup
+	// is the master's path).
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
 	besideOneOther(t)
-	c := startTuned(t, 3, quietPolicies, nil)
+	c := startTuned(t, 3, func(m *master.Config) { quietPolicies(m); m.TableGroups = false }, nil)
 	sc := serviceClient(t, c, 0)
 	ctx := ctxT(t, 2*time.Minute)
 	tc, keep := sharedGroupTables(t, c, sc)
@@ -134,8 +138,9 @@ func TestDeleteTableOfSharedGroupAcrossMasterFailover(t *testing.T) {
 		t.Skip("cluster test")
 	}
 	// Not beside another test: the failpoint is the process's.
+	// The shared group is built by hand: tables in groups of their own.
 	c, err := Start(Options{Masters: 3, Servers: 3, Frontends: 1, DataDir: t.TempDir(),
-		TuneMaster: quietPolicies,
+		TuneMaster: func(m *master.Config) { quietPolicies(m); m.TableGroups = false },
 		TuneServer: func(cfg *partitionserver.Config) { cfg.HeartbeatInterval = 200 * time.Millisecond }})
 	if err != nil {
 		t.Fatal(err)

@@ -29,7 +29,10 @@ func TestAgainstCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a cluster")
 	}
-	c, err := cluster.Start(cluster.Options{Masters: 1, Servers: 3, Frontends: 1, DataDir: t.TempDir(), Logger: logging.FromEnv("")})
+	// One Raft group per table: the checks count one range, its three
+	// replicas and one leader (TestRangesMarkAnchors covers anchors).
+	c, err := cluster.Start(cluster.Options{Masters: 1, Servers: 3, Frontends: 1, DataDir: t.TempDir(), Logger: logging.FromEnv(""),
+		TuneMaster: func(m *master.Config) { m.TableGroups = false }})
 	if err != nil {
 		t.Fatal(err)
 	}

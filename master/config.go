@@ -64,7 +64,9 @@ type Config struct {
 	// TableGroups puts new tables' first ranges in shared Raft groups
 	// founded by anchors (docs/range-groups.md, stage 7) instead of a
 	// group of their own each, when a group has room and every server of
-	// it announced table_groups. Off by default.
+	// it announced table_groups. On by default since session 36 (a
+	// release carried steps 5 to 8 first); false is the way back
+	// (ctl ungroup-tables refuses while it is on).
 	TableGroups bool
 	// TableGroupSpans caps the spans of a group new tables join
 	// (--table-groups).
@@ -88,6 +90,7 @@ func DefaultConfig() Config {
 		RaftElectionTimeout:  500 * time.Millisecond,
 		RaftLeaderLease:      250 * time.Millisecond,
 		Policy:               DefaultPolicyConfig(),
+		TableGroups:          true,
 		TableGroupSpans:      256,
 	}
 }

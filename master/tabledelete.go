@@ -475,7 +475,7 @@ func (s *Server) freezeRound(ctx context.Context, r *pb.RangeDescriptor) (bool, 
 			// it does not hear (this build's skips that check).
 			return true, fmt.Errorf("%w: %s: %v", errFreezeUnsupported, server, err)
 		case info.Reason == rpcerr.ReasonRangeNotFound:
-			gone[server] = true
+			gone[server] = !s.groupHostedOn(ctx, server, r)
 		case info.Reason == rpcerr.ReasonNotLeader:
 			if l := info.Metadata[rpcerr.MetaLeader]; l != "" && l != server && !containsFrom(cands, i+1, l) {
 				// Asked next, once, this round.
@@ -646,6 +646,29 @@ func (s *Server) freezeOn(ctx context.Context, server string, id uint64) error {
 	defer cancel()
 	_, err = c.FreezeRange(actx, &pb.FreezeRangeRequest{RangeId: id, TableDeleted: true})
 	return err
+}
+
+// groupHostedOn reports whether server, which answered that it does not
+// host range r, still hosts the Raft group r is recorded in when that is
+// another range's group (a span added to an anchor group): the group's
+// log may hold r's ADD_SPAN not applied there yet (the master's add
+// answers once the group's leader applied it, and a follower cut off
+// right after never heard the commit), so the span may yet serve there,
+// and the answer must not count it gone. A range alone in its group, or
+// a server that answers nothing for the group, counts gone as before.
+func (s *Server) groupHostedOn(ctx context.Context, server string, r *pb.RangeDescriptor) bool {
+	g := rangegroup.GroupOf(r)
+	if g == r.GetRangeId() {
+		return false
+	}
+	c, err := s.pool.Partition(s.grpcAddrOf(server))
+	if err != nil {
+		return false
+	}
+	actx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	_, err = c.RangeInfo(actx, &pb.RangeInfoRequest{RangeId: g})
+	return err == nil
 }
 
 // allGone reports whether a majority of a range's members answered that

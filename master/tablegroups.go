@@ -18,7 +18,7 @@ import (
 )
 
 // Tables that share a Raft group (docs/range-groups.md, stage 7, step 4;
-// master flag --table-groups, off by default).
+// master flag --table-groups, on by default since session 36).
 //
 // A shared group is founded by an anchor: a reserved table
 // "_groups/<range id>" of one empty range, born with group_id its own id,
@@ -235,12 +235,14 @@ func homeGroup(in homeGroupInput) uint64 {
 // cannot take a table now (not started yet, no leader, a server down,
 // draining, slow, full or of an older build) counts as room: creates take
 // today's path meanwhile, and anchors do not pile up while a server is
-// away. Pure.
+// away. So does an anchor group of the anchor alone, whatever its load
+// report: with --merge-load 0 no reported range is cold, and the spare
+// reported at 0 entities/s would call for another at every report. Pure.
 func needAnchor(in homeGroupInput) bool {
 	st := statsOf(in)
 	room := 0
 	for _, r := range in.Snap.Ranges {
-		if st.roomy(r, in.MaxSpans) {
+		if st.roomy(r, in.MaxSpans) || (anchorRange(r) && st.spans[r.ID] == 1) {
 			room += in.MaxSpans - st.spans[r.ID]
 		}
 	}
@@ -308,6 +310,19 @@ func (s *Server) homeGroupNow() uint64 {
 		return 0
 	}
 	return homeGroup(s.homeGroupInputNow())
+}
+
+// HomeGroup returns the anchor group (its anchor's range id) a table
+// created on this master now would join, 0 when it would get a group of
+// its own: --table-groups off, no anchor group with room that every
+// server of it can serve yet, or this master not leading. The cluster
+// harness waits for it so that tests' tables share a group from the
+// first create.
+func (s *Server) HomeGroup() uint64 {
+	if !s.IsLeader() {
+		return 0
+	}
+	return s.homeGroupNow()
 }
 
 // ensureAnchor, on the leader (every policy tick, with --table-groups),

@@ -244,23 +244,37 @@ func TestNeedAnchor(t *testing.T) {
 		return &scheduler.Range{ID: id, Group: 1, Table: "t" + itoa(id), Load: &scheduler.Load{EntitiesPerSec: load}}
 	}
 	down := []scheduler.Server{{ID: "a"}}
+	reported := func(r *scheduler.Range) *scheduler.Range {
+		c := *r
+		c.Load = &scheduler.Load{}
+		return &c
+	}
 	tests := []struct {
-		name   string
-		ranges []*scheduler.Range
-		max    int
-		want   bool
+		name       string
+		ranges     []*scheduler.Range
+		max        int
+		want       bool
+		mergeLoad0 bool // --merge-load 0 (else 100)
 	}{
-		{"no anchor", []*scheduler.Range{{ID: 2, Group: 2, Table: "t"}}, 64, true},
-		{"an anchor with room, its server down and no leader", []*scheduler.Range{anchor}, 64, false},
-		{"the anchor's group full", []*scheduler.Range{anchor, spanOf(2, 0)}, 2, true},
-		{"the anchor's group hot", []*scheduler.Range{anchor, spanOf(2, 1000)}, 64, true},
-		{"the anchor's group half full: the spare founded ahead", []*scheduler.Range{anchor, spanOf(2, 0)}, 4, true},
+		{"no anchor", []*scheduler.Range{{ID: 2, Group: 2, Table: "t"}}, 64, true, false},
+		{"an anchor with room, its server down and no leader", []*scheduler.Range{anchor}, 64, false, false},
+		{"the anchor's group full", []*scheduler.Range{anchor, spanOf(2, 0)}, 2, true, false},
+		{"the anchor's group hot", []*scheduler.Range{anchor, spanOf(2, 1000)}, 64, true, false},
+		{"the anchor's group half full: the spare founded ahead", []*scheduler.Range{anchor, spanOf(2, 0)}, 4, true, false},
 		{"an empty spare beside a group filling", []*scheduler.Range{anchor, spanOf(2, 0),
-			{ID: 5, Group: 5, Table: "_groups/5", Replicas: []scheduler.Replica{{Server: "a"}}}}, 4, false},
+			{ID: 5, Group: 5, Table: "_groups/5", Replicas: []scheduler.Replica{{Server: "a"}}}}, 4, false, false},
+		// --merge-load 0: no reported range is ever cold, so homeGroup
+		// admits no table, but the spare reported at 0 entities/s must
+		// still count as room, or every load report founds another.
+		{"merge-load 0: the spare reported idle", []*scheduler.Range{reported(anchor)}, 64, false, true},
+		{"merge-load 0: a table's span beside the anchor", []*scheduler.Range{reported(anchor), spanOf(2, 0)}, 64, true, true},
 	}
 	for _, tt := range tests {
 		in := homeGroupInput{Snap: &scheduler.Snapshot{Servers: down, Ranges: tt.ranges}, CanShare: func(string) bool { return true },
 			MaxSpans: tt.max, MergeLoad: 100, MergeSize: 1 << 20, Started: func(uint64) bool { return false }}
+		if tt.mergeLoad0 {
+			in.MergeLoad = 0
+		}
 		if got := needAnchor(in); got != tt.want {
 			t.Errorf("%s: needAnchor = %v, want %v", tt.name, got, tt.want)
 		}

@@ -93,7 +93,12 @@ func (s *Server) quietRead(ctx context.Context, id uint64, read func(*fsm.Range)
 		quietReadsTotal.WithLabelValues(quietNoVoters).Inc()
 		return false, nil
 	}
-	outcome := s.confirmQuiet(ctx, id, others, need, grouptransport.QuietPosition(pos))
+	// The peers answer for a group (ConfirmQuiet): a span's id is not
+	// its group's unless it is the namesake, and a peer asked for it
+	// found no group and said no, so every quiet read of another span
+	// (a table in an anchor group, an in-group split's right half) woke
+	// the group.
+	outcome := s.confirmQuiet(ctx, sl.id, others, need, grouptransport.QuietPosition(pos))
 	quietReadsTotal.WithLabelValues(outcome).Inc()
 	if outcome != quietServed {
 		return false, nil
@@ -104,10 +109,10 @@ func (s *Server) quietRead(ctx context.Context, id uint64, read func(*fsm.Range)
 	return true, err
 }
 
-// confirmQuiet asks every other voter in parallel whether it is at pos and
+// confirmQuiet asks every other voter of group in parallel whether it is at pos and
 // returns once need of them said yes (served), or once that can no longer
 // happen: enough said no (refused) or did not answer in time (unanswered).
-func (s *Server) confirmQuiet(ctx context.Context, id uint64, others []raft.Server, need int, pos grouptransport.QuietPosition) string {
+func (s *Server) confirmQuiet(ctx context.Context, group uint64, others []raft.Server, need int, pos grouptransport.QuietPosition) string {
 	if need == 0 {
 		return quietServed
 	}
@@ -127,7 +132,7 @@ func (s *Server) confirmQuiet(ctx context.Context, id uint64, others []raft.Serv
 			addr = a
 		}
 		go func() {
-			yes, err := s.raftNet.ConfirmQuiet(ctx, addr, id, pos)
+			yes, err := s.raftNet.ConfirmQuiet(ctx, addr, group, pos)
 			answers <- answer{yes, err}
 		}()
 	}

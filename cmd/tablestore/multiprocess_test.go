@@ -8,6 +8,7 @@ import (
 	"net"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -135,6 +136,12 @@ func (c *processCluster) addServer() *proc {
 // extra appended to its flags) and waits until table can be created
 // through the SDK.
 func startProcessCluster(t *testing.T, table string, extra ...string) *processCluster {
+	return startProcessClusterOf(t, table, nil, extra...)
+}
+
+// startProcessClusterOf is startProcessCluster with masterExtra appended
+// to the masters' flags only (after extra).
+func startProcessClusterOf(t *testing.T, table string, masterExtra []string, extra ...string) *processCluster {
 	dir := t.TempDir()
 	c := &processCluster{t: t, bin: binary(t)}
 	p := freePorts(t, 13)
@@ -148,7 +155,7 @@ func startProcessCluster(t *testing.T, table string, extra ...string) *processCl
 	for i := 0; i < 3; i++ {
 		c.start(fmt.Sprintf("master%d", i+1), append([]string{"master",
 			"--id", fmt.Sprintf("m%d", i+1), "--data-dir", filepath.Join(dir, fmt.Sprintf("m%d", i+1)),
-			"--grpc-addr", addr(i), "--raft-addr", addr(3 + i), "--peers", strings.Join(peers, ","), "--log-level", "warn"}, extra...)...)
+			"--grpc-addr", addr(i), "--raft-addr", addr(3 + i), "--peers", strings.Join(peers, ","), "--log-level", "warn"}, slices.Concat(extra, masterExtra)...)...)
 	}
 	for i := 0; i < 3; i++ {
 		c.servers = append(c.servers, c.start(fmt.Sprintf("ps%d", i+1), append([]string{"partitionserver",
