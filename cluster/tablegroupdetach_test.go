@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"tablestore/internal/masterclient"
 	"tablestore/internal/rangegroup"
 	"tablestore/master"
 	pb "tablestore/proto/tablestorepb"
@@ -64,21 +65,29 @@ func TestHotTableLeavesAnchorGroup(t *testing.T) {
 			t.Errorf("hot table's range %d still in the anchor's group: %v", d.GetRangeId(), d)
 		}
 	}
-	for _, n := range names[1:] {
+	checkLeftBy(t, c, mc, m, names[1:], spans, anchor, hot, "detach-hot")
+}
+
+// checkLeftBy checks, after range id left the anchor's group, that the
+// tables stayed (their one range still added to it) and that the
+// master's group-split event of id names the scheduler rule that took it.
+func checkLeftBy(t *testing.T, c *Cluster, mc *masterclient.Client, m *pb.PartitionMap, stayed []string, spans map[string]*pb.RangeDescriptor, anchor, id uint64, rule string) {
+	t.Helper()
+	for _, n := range stayed {
 		d := spanOf(m, n)
 		if d == nil || d.GetRangeId() != spans[n].GetRangeId() {
 			t.Fatalf("table %s after: %v, want its one range %d", n, tableRanges(m, n), spans[n].GetRangeId())
 		}
 		checkOneGroup(t, c, d, anchor)
 	}
-	rule := false
+	named := false
 	for _, e := range masterEvents(mc) {
-		if e.GetKind() == pb.EventKind_EVENT_KIND_GROUP_SPLIT && len(e.GetRangeIds()) > 0 && e.GetRangeIds()[0] == hot {
-			rule = strings.Contains(e.GetMessage(), "[detach-hot]")
+		if e.GetKind() == pb.EventKind_EVENT_KIND_GROUP_SPLIT && len(e.GetRangeIds()) > 0 && e.GetRangeIds()[0] == id {
+			named = strings.Contains(e.GetMessage(), "["+rule+"]")
 			t.Logf("event: %s", e.GetMessage())
 		}
 	}
-	if !rule {
-		t.Errorf("no group-split event of range %d naming [detach-hot]", hot)
+	if !named {
+		t.Errorf("no group-split event of range %d naming [%s]", id, rule)
 	}
 }

@@ -13,7 +13,6 @@ import (
 
 	"tablestore/internal/rangegroup"
 	"tablestore/master"
-	pb "tablestore/proto/tablestorepb"
 )
 
 // paddedWriter upserts entities of unique keys, each with a pad of
@@ -122,21 +121,5 @@ func TestLargeTableLeavesAnchorGroup(t *testing.T) {
 		t.Fatalf("large table after: %v, want its one range %d", tableRanges(m, "large"), id)
 	}
 	checkOneGroup(t, c, d, id)
-	for _, n := range names[1:] {
-		d := spanOf(m, n)
-		if d == nil || d.GetRangeId() != spans[n].GetRangeId() {
-			t.Fatalf("table %s after: %v, want its one range %d", n, tableRanges(m, n), spans[n].GetRangeId())
-		}
-		checkOneGroup(t, c, d, anchor)
-	}
-	rule := false
-	for _, e := range masterEvents(mc) {
-		if e.GetKind() == pb.EventKind_EVENT_KIND_GROUP_SPLIT && len(e.GetRangeIds()) > 0 && e.GetRangeIds()[0] == id {
-			rule = strings.Contains(e.GetMessage(), "[detach-large]")
-			t.Logf("event: %s", e.GetMessage())
-		}
-	}
-	if !rule {
-		t.Errorf("no group-split event of range %d naming [detach-large]", id)
-	}
+	checkLeftBy(t, c, mc, m, names[1:], spans, anchor, id, "detach-large")
 }
