@@ -2,12 +2,8 @@ package router
 
 import (
 	"context"
-	"log/slog"
-	"net"
 	"testing"
 	"time"
-
-	"google.golang.org/grpc"
 
 	pb "tablestore/proto/tablestorepb"
 )
@@ -223,20 +219,5 @@ func wholeOf(m *pb.PartitionMap) *pb.PartitionMap {
 // request and map fetch with m.
 func routerAnswering(t *testing.T, m *pb.PartitionMap) *Router {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	pb.RegisterMasterServiceServer(srv, &answerMaster{m: m})
-	go srv.Serve(ln)
-	t.Cleanup(srv.Stop)
-	cfg := DefaultConfig()
-	cfg.Masters = []string{ln.Addr().String()}
-	r, err := New(cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(r.Close)
-	return r
+	return routerWithMaster(t, &answerMaster{m: m})
 }
