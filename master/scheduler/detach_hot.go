@@ -107,10 +107,20 @@ func (p *Plan) groupIdle(g *groupStat) bool {
 	return true
 }
 
+// mayLeave reports whether r may leave its anchor group now, whichever
+// rule asks (detach-hot, detach-large, detach-over-cap): a span the group
+// serves (not the anchor, not a pending add, reported), its leader
+// reporting, no replica on a full disk or broken, no isolate of it failed
+// lately.
+func (p *Plan) mayLeave(r *Range) bool {
+	return p.anchorSpan(r) && !r.Pending && r.Load != nil && !p.staleLeader(r) && !p.onFullDisk(r) &&
+		!r.anyBroken() && !p.isolateFailedLately(r)
+}
+
 // detachOp is the Isolate of r planned by detach-hot or detach-large, ok
 // false when r is the anchor, neither hot nor large enough, or must wait.
 func (p *Plan) detachOp(r *Range) (Op, bool) {
-	if !p.anchorSpan(r) || r.Load == nil || p.staleLeader(r) || p.onFullDisk(r) || r.anyBroken() || p.isolateFailedLately(r) {
+	if !p.mayLeave(r) {
 		return Op{}, false
 	}
 	o := Op{Kind: Isolate, Range: r.ID, Group: r.GroupID(), From: r.Leader,

@@ -54,7 +54,7 @@ func (detachOverCap) Schedule(p *Plan) {
 			continue
 		}
 		for _, r := range newestFirst(g.spans) {
-			if p.overCapLeaves(r) && p.add(r, p.overCapOp(r, n)) {
+			if p.mayLeave(r) && p.add(r, p.overCapOp(r, n)) {
 				break // the group is busy now
 			}
 		}
@@ -79,15 +79,6 @@ func newestFirst(spans []*Range) []*Range {
 	out := slices.Clone(spans)
 	slices.SortFunc(out, func(a, b *Range) int { return cmp.Compare(b.ID, a.ID) })
 	return out
-}
-
-// overCapLeaves reports whether r may leave its anchor group for the
-// cap now: a span served by the group (not the anchor, not a pending
-// add, reported), its leader reporting, no replica on a full disk or
-// broken, no isolate of it failed lately.
-func (p *Plan) overCapLeaves(r *Range) bool {
-	return p.anchorSpan(r) && !r.Pending && r.Load != nil && !p.staleLeader(r) && !p.onFullDisk(r) &&
-		!r.anyBroken() && !p.isolateFailedLately(r)
 }
 
 // overCapOp is the Isolate of r from its anchor group of n served spans.
