@@ -9,9 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
 	"tablestore/internal/rangegroup"
+	"tablestore/internal/rpcerr"
 	"tablestore/master/scheduler"
 	pb "tablestore/proto/tablestorepb"
 )
@@ -19,41 +21,91 @@ import (
 // Tests of a span leaving its anchor group (docs/range-groups.md, stage 7,
 // step 7): the scheduled Isolate, and split's defence.
 
-// anchorGroupFake is a partition server of the test's groups: a leads
-// every group; DetachRange and SplitRange answer from the master's map
-// (the fake's view of the group is the map's) and log what was asked,
-// the split with the group the map names for the range at that moment.
+// anchorGroupFake is a partition server of the tests' anchor groups, led
+// by server a; the fake's view of a group is the master's map. AddSpan
+// applies the cap as the group's apply does (fakeGroup.spans, the anchor
+// included, against the request's max_spans; 0 is none); DetachRange
+// answers the range as a group of its own, and fails while
+// fakeGroup.failDetach is set; SplitRange logs the group the map names
+// for the range at that moment. Every call asked of the leader is logged.
 type anchorGroupFake struct {
 	pb.UnimplementedPartitionServiceServer
-	id  string
-	m   *Server
-	mu  *sync.Mutex
-	log *[]string
+	id string
+	g  *fakeGroup
 }
 
-func (f *anchorGroupFake) note(format string, args ...any) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	*f.log = append(*f.log, fmt.Sprintf(format, args...))
+// fakeGroup is what the fakes a, b and c share.
+type fakeGroup struct {
+	mu         sync.Mutex
+	m          *Server
+	spans      int // served, the anchor included
+	failDetach bool
+	log        []string // "add cap=256 refused", "add cap=0", "detach r2", "split r3 in group 1"
 }
 
-func (f *anchorGroupFake) DetachRange(_ context.Context, req *pb.DetachRangeRequest) (*pb.DetachRangeResponse, error) {
+// registerFakes makes a, b and c the master's partition servers, all
+// sharing g.
+func registerFakes(s *Server, g *fakeGroup) {
+	for _, id := range []string{"a", "b", "c"} {
+		s.pool.RegisterLocal("local-"+id, &anchorGroupFake{id: id, g: g})
+	}
+}
+
+func (g *fakeGroup) noteLocked(format string, args ...any) {
+	g.log = append(g.log, fmt.Sprintf(format, args...))
+}
+
+func (g *fakeGroup) events() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.log)
+}
+
+func (f *anchorGroupFake) AddSpan(_ context.Context, req *pb.AddSpanRequest) (*pb.AddSpanResponse, error) {
+	g := f.g
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	if f.id != "a" {
 		return nil, notLeader("a")()
 	}
-	d, _ := f.m.rangeDesc(req.GetRangeId())
-	f.note("detach r%d", req.GetRangeId())
+	if c := int(req.GetMaxSpans()); c > 0 && g.spans >= c {
+		g.noteLocked("add cap=%d refused", c)
+		return nil, rpcerr.New(codes.FailedPrecondition, rpcerr.ReasonGroupFull, "group full", nil)
+	}
+	g.noteLocked("add cap=%d", req.GetMaxSpans())
+	g.spans++
+	got := proto.Clone(req.GetRange()).(*pb.RangeDescriptor)
+	got.Generation = 2
+	return &pb.AddSpanResponse{Range: got}, nil
+}
+
+func (f *anchorGroupFake) DetachRange(_ context.Context, req *pb.DetachRangeRequest) (*pb.DetachRangeResponse, error) {
+	g := f.g
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if f.id != "a" {
+		return nil, notLeader("a")()
+	}
+	if g.failDetach {
+		return nil, rpcerr.New(codes.Unavailable, rpcerr.ReasonNotReady, "detach failed", nil)
+	}
+	d, _ := g.m.rangeDesc(req.GetRangeId())
+	g.noteLocked("detach r%d", req.GetRangeId())
+	g.spans--
 	got := proto.Clone(d).(*pb.RangeDescriptor)
 	got.GroupId, got.Generation = 0, d.GetGeneration()+1
 	return &pb.DetachRangeResponse{Range: got}, nil
 }
 
 func (f *anchorGroupFake) SplitRange(_ context.Context, req *pb.SplitRangeRequest) (*pb.SplitRangeResponse, error) {
+	g := f.g
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	if f.id != "a" {
 		return nil, notLeader("a")()
 	}
-	d, _ := f.m.rangeDesc(req.GetRangeId())
-	f.note("split r%d in group %d", req.GetRangeId(), rangegroup.GroupOf(d))
+	d, _ := g.m.rangeDesc(req.GetRangeId())
+	g.noteLocked("split r%d in group %d", req.GetRangeId(), rangegroup.GroupOf(d))
 	left := proto.Clone(d).(*pb.RangeDescriptor)
 	left.End, left.Generation = req.GetSplitKey(), d.GetGeneration()+1
 	right := proto.Clone(left).(*pb.RangeDescriptor)
@@ -61,8 +113,8 @@ func (f *anchorGroupFake) SplitRange(_ context.Context, req *pb.SplitRangeReques
 	return &pb.SplitRangeResponse{Left: left, Right: right}, nil
 }
 
-func (f *anchorGroupFake) RangeInfo(context.Context, *pb.RangeInfoRequest) (*pb.RangeInfoResponse, error) {
-	return &pb.RangeInfoResponse{Status: &pb.RangeStatus{Leader: true}}, nil
+func (f *anchorGroupFake) RangeInfo(_ context.Context, req *pb.RangeInfoRequest) (*pb.RangeInfoResponse, error) {
+	return &pb.RangeInfoResponse{Status: &pb.RangeStatus{RangeId: req.GetRangeId(), Leader: f.id == "a"}}, nil
 }
 
 // anchorGroupMaster is a leading solo master with fake servers a, b, c
@@ -76,10 +128,9 @@ func anchorGroupMaster(t *testing.T) (*Server, map[string]uint64, func() []strin
 	_, s := startSoloMaster(t)
 	t.Cleanup(func() { s.Close() })
 	waitUntil(t, 10*time.Second, "the master leads", s.IsLeader)
-	var mu sync.Mutex
-	var log []string
+	g := &fakeGroup{m: s}
+	registerFakes(s, g)
 	for _, id := range []string{"a", "b", "c"} {
-		s.pool.RegisterLocal("local-"+id, &anchorGroupFake{id: id, m: s, mu: &mu, log: &log})
 		if _, err := (&service{s: s}).Heartbeat(context.Background(), &pb.HeartbeatRequest{
 			Server: &pb.ServerInfo{ServerId: id, GrpcAddr: "local-" + id, RaftAddr: "127.0.0.1:1"}, Full: true,
 		}); err != nil {
@@ -108,11 +159,7 @@ func anchorGroupMaster(t *testing.T) (*Server, map[string]uint64, func() []strin
 		added = append(added, d)
 	}
 	mustApply(t, s, pb.MasterCommandKind_MASTER_COMMAND_KIND_UPDATE_RANGES, &pb.UpdateRangesCommand{Ranges: added})
-	return s, ids, func() []string {
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Clone(log)
-	}
+	return s, ids, g.events
 }
 
 // groupIn is range id's group in s's map.
