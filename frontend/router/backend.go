@@ -60,11 +60,10 @@ const tableCommandTries = 5
 // master older than its NotLeader answer): answered 500, it is retried by
 // the SDK under a new id (the Go SDK sends no x-ms-client-request-id), and
 // a committed create or delete then answers 409 or 404 (reliability.md
-// 56). Only this
-// front-end holds the id, and the master's request record answers a retry
-// under it with the first outcome, so the front-end retries, a few times
-// over about the election timeout (a hand-off ends within it), before it
-// answers the failure. Every other answer is the command's outcome or, for
+// 56). Only this front-end holds the id, and the master's request record
+// answers a retry under it with the first outcome, so the front-end
+// retries, a few times over about the election timeout (a hand-off ends
+// within it), before it answers the failure. Every other answer is the command's outcome or, for
 // Unavailable and DeadlineExceeded, one masterclient already retried until
 // the request's deadline.
 func tableCommandRetry(err error, tries int) (time.Duration, bool) {
