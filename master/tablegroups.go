@@ -177,8 +177,8 @@ func statsOf(in homeGroupInput) groupStats {
 		if r.Load != nil {
 			st.bytes[r.Group] += r.Load.Bytes
 		}
-		if r.Frozen || (r.Load != nil && (r.Load.EntitiesPerSec >= in.MergeLoad || r.Load.Bytes >= in.MergeSize)) ||
-			(in.GroupBytes > 0 && st.bytes[r.Group] >= in.GroupBytes) {
+		if r.Frozen || (r.Load != nil && !scheduler.FitsAnchorGroup(r.Load.EntitiesPerSec, r.Load.Bytes, in.MergeLoad, in.MergeSize)) ||
+			!scheduler.AnchorGroupBytesFit(st.bytes[r.Group], in.GroupBytes) {
 			st.cold[r.Group] = false
 		}
 		if r.Leader != "" {

@@ -80,11 +80,27 @@ func (p *Plan) anchorAdmits(a, b *Range) bool {
 	if a.GroupID() == b.GroupID() || !p.anchorSpan(a) {
 		return true
 	}
-	l, n := a.entitiesPerSec()+b.entitiesPerSec(), a.bytes()+b.bytes()
-	if l >= p.cfg.MergeLoad || l >= p.cfg.SplitLoad/2 || n >= p.cfg.MergeBytes {
-		return false
-	}
-	return p.cfg.SplitBytes == 0 || groupBytes(p.group(a))+b.bytes() < p.cfg.SplitBytes
+	l := a.entitiesPerSec() + b.entitiesPerSec()
+	return l < p.cfg.SplitLoad/2 && FitsAnchorGroup(l, a.bytes()+b.bytes(), p.cfg.MergeLoad, p.cfg.MergeBytes) &&
+		AnchorGroupBytesFit(groupBytes(p.group(a))+b.bytes(), p.cfg.SplitBytes)
+}
+
+// FitsAnchorGroup reports whether a span carrying eps entities/s and
+// holding bytes is cold and small enough to sit in an anchor group: under
+// mergeLoad and mergeBytes. The one rule for the master's homeGroup (a
+// group takes a new table only while every span fits) and for merge-cold
+// (anchorAdmits: a merge may bring a range into a group only as a span
+// that fits).
+func FitsAnchorGroup(eps float64, bytes uint64, mergeLoad float64, mergeBytes uint64) bool {
+	return eps < mergeLoad && bytes < mergeBytes
+}
+
+// AnchorGroupBytesFit reports whether an anchor group whose spans hold
+// groupBytes together may take more (limit 0: no bound; the master passes
+// SplitBytes): a group's snapshot carries every span. homeGroup's and
+// anchorAdmits' one bound.
+func AnchorGroupBytesFit(groupBytes, limit uint64) bool {
+	return limit == 0 || groupBytes < limit
 }
 
 // groupBytes is the bytes g's spans last reported, together.
