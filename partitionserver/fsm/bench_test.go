@@ -497,7 +497,7 @@ func BenchmarkCommitPattern(b *testing.B) {
 // (docs/range-groups.md, stage 7's plan, step 1: a batch writes only the
 // spans it changed and the one carrying the group's applied index).
 func BenchmarkGroupEntrySpans(b *testing.B) {
-	for _, c := range []struct{ spans, writes int }{{1, 16}, {8, 16}, {64, 16}, {1, 1}, {8, 1}, {64, 1}, {256, 1}} {
+	for _, c := range []struct{ spans, writes int }{{1, 16}, {8, 16}, {64, 16}, {1, 1}, {8, 1}, {64, 1}, {256, 1}, {1024, 1}} {
 		n := c.spans
 		b.Run(fmt.Sprintf("writes=%d/spans=%d", c.writes, n), func(b *testing.B) {
 			s, err := Open(filepath.Join(b.TempDir(), "state.db"))
