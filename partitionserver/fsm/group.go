@@ -420,11 +420,10 @@ func (c *applyCtx) entryApplied(index uint64) error {
 // group's spans, else the span of lowest id. Chosen after the batch's
 // commands, so a span they took away never carries it.
 func (c *applyCtx) carrier() *spanApply {
-	i, ok := slices.BinarySearchFunc(c.spans, c.group, func(sp *spanApply, id uint64) int { return cmp.Compare(sp.r.id, id) })
-	if !ok {
-		i = 0
+	if sp := c.span(c.group); sp != nil {
+		return sp
 	}
-	return c.spans[i]
+	return c.spans[0]
 }
 
 // settle makes the group's span set the batch's, at the end of its

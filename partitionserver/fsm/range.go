@@ -1,10 +1,12 @@
 package fsm
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 
 	"github.com/hashicorp/raft"
@@ -136,14 +138,22 @@ func (c *applyCtx) spanID(id uint64) uint64 {
 // address makes the span id names the one commands change, and reports
 // whether the group serves it.
 func (c *applyCtx) address(id uint64) bool {
-	id = c.spanID(id)
 	c.state = nil
-	for _, sp := range c.spans {
-		if sp.r.id == id {
-			c.state = sp.edit()
-		}
+	if sp := c.span(c.spanID(id)); sp != nil {
+		c.state = sp.edit()
 	}
 	return c.state != nil
+}
+
+// span is the live span of range id (nil: none). spans is in range id
+// order, and a write entry looks its span up once per write: a scan was
+// most of a one-write entry's cost in a group of a thousand tables.
+func (c *applyCtx) span(id uint64) *spanApply {
+	i, ok := slices.BinarySearchFunc(c.spans, id, func(sp *spanApply, id uint64) int { return cmp.Compare(sp.r.id, id) })
+	if !ok {
+		return nil
+	}
+	return c.spans[i]
 }
 
 // addressWrite addresses the span a write names, or the entry's.
@@ -155,14 +165,7 @@ func (c *applyCtx) addressWrite(w *pb.WriteCommand) bool {
 }
 
 // serves reports whether range id is one of the group's live spans.
-func (c *applyCtx) serves(id uint64) bool {
-	for _, sp := range c.spans {
-		if sp.r.id == id {
-			return true
-		}
-	}
-	return false
-}
+func (c *applyCtx) serves(id uint64) bool { return c.span(id) != nil }
 
 // tablePrune is the prune state shared by the ranges of the addressed
 // span's table here (the store's write lock is held while applying).
