@@ -51,8 +51,9 @@ func requestID(ctx context.Context) (id []byte, client bool, err error) {
 // answers with a failure of its own (tableCommandRetry).
 const tableCommandTries = 5
 
-// tableCommandRetry decides whether a CreateTable or DeleteTable whose
-// tries-th call to the masters ended with err is called again, under the
+// tableCommandRetry decides whether a CreateTable or DeleteTable (or an
+// idempotent replacement: SetTableACL, SetServiceProperties, SetAccounts)
+// whose tries-th call to the masters ended with err is called again, under the
 // same request id, and after what pause. A master's failure of its own
 // (Internal: an error it did not classify; Unknown: no status at all) says
 // nothing of the command, which may have committed (a range start that
@@ -398,7 +399,9 @@ func (r *Router) SetTableACL(ctx context.Context, table string, acl []*pb.Signed
 	if err != nil {
 		return err
 	}
-	err = r.masterCall(ctx, func(ctx context.Context, mc pb.MasterServiceClient) error {
+	// Replacing the policies is idempotent: retried on the master's own
+	// failure like a table command (tableCommandRetry), without an id.
+	err = r.tableCommand(ctx, table, func(ctx context.Context, mc pb.MasterServiceClient) error {
 		_, err := mc.SetTableACL(ctx, &pb.SetTableACLRequest{Name: t.GetName(), Acl: acl})
 		return err
 	})
@@ -431,7 +434,8 @@ func (r *Router) RegisteredAccounts() []*pb.StorageAccount {
 
 // SetAccounts replaces the master's account registry.
 func (r *Router) SetAccounts(ctx context.Context, accts []*pb.StorageAccount) error {
-	err := r.masterCall(ctx, func(ctx context.Context, mc pb.MasterServiceClient) error {
+	// Idempotent (the registry replaced whole): retried as SetTableACL is.
+	err := r.tableCommand(ctx, "", func(ctx context.Context, mc pb.MasterServiceClient) error {
 		_, err := mc.SetAccounts(ctx, &pb.SetAccountsRequest{Accounts: accts})
 		return err
 	})
@@ -445,7 +449,8 @@ func (r *Router) SetAccounts(ctx context.Context, accts []*pb.StorageAccount) er
 // (the empty account: the primary one). An older master ignores the
 // account and stores the one document all accounts read, as before.
 func (r *Router) SetServiceProperties(ctx context.Context, account string, doc []byte) error {
-	err := r.masterCall(ctx, func(ctx context.Context, mc pb.MasterServiceClient) error {
+	// Idempotent (the document replaced whole): retried as SetTableACL is.
+	err := r.tableCommand(ctx, "", func(ctx context.Context, mc pb.MasterServiceClient) error {
 		_, err := mc.SetServiceProperties(ctx, &pb.SetServicePropertiesRequest{Properties: doc, Account: account})
 		return err
 	})
