@@ -176,6 +176,11 @@ var scenarios = []scenario{
 			if err != nil {
 				return nil, err
 			}
+			if e.t.masters != "" {
+				// How many Raft groups (and so write lanes) the tables
+				// landed in decides the figure: say so.
+				e.layout = groupsAround(ctx, e, e.table+"m")
+			}
 			return func(w, i int) (int, error) {
 				tc := clients[(w*7919+i*31)%len(clients)]
 				_, err := tc.AddEntity(ctx, e.body("p", fmt.Sprintf("t%02d-%09d", w, i)), nil)
@@ -304,6 +309,7 @@ func ctl(ctx context.Context, e *env, args ...string) ([]byte, error) {
 // rangeInfo is one line of `ctl ranges --json`.
 type rangeInfo struct {
 	RangeID  uint64   `json:"range_id"`
+	Table    string   `json:"table"`
 	Group    uint64   `json:"group"`
 	Start    string   `json:"start"`
 	Replicas []string `json:"replicas"`
@@ -382,6 +388,65 @@ func layoutAround(ctx context.Context, e *env, table string) func() string {
 	}
 	before := read()
 	return func() string { return fmt.Sprintf("before the window %s; after it %s", before, read()) }
+}
+
+// groupsAround reads, before a window and after it, how the ranges of the
+// tables named with prefix sit in Raft groups, as ctl ranges reports them.
+func groupsAround(ctx context.Context, e *env, prefix string) func() string {
+	read := func() string {
+		out, err := ctl(ctx, e, "ranges")
+		if err != nil {
+			return "unknown (" + err.Error() + ")"
+		}
+		var rs []rangeInfo
+		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			var r rangeInfo
+			if json.Unmarshal([]byte(line), &r) == nil && r.RangeID != 0 && strings.HasPrefix(r.Table, prefix) {
+				rs = append(rs, r)
+			}
+		}
+		return groupsLine(rs)
+	}
+	before := read()
+	return func() string { return fmt.Sprintf("before the window %s; after it %s", before, read()) }
+}
+
+// groupsLine says how many ranges sit in how many Raft groups, and the
+// groups' sizes and leaders, largest first.
+func groupsLine(rs []rangeInfo) string {
+	type group struct {
+		spans  int
+		leader string
+	}
+	groups := map[uint64]*group{}
+	for _, r := range rs {
+		id := cmp.Or(r.Group, r.RangeID)
+		g := groups[id]
+		if g == nil {
+			g = &group{leader: cmp.Or(r.Leader, "none")}
+			groups[id] = g
+		}
+		g.spans++
+	}
+	list := make([]*group, 0, len(groups))
+	for _, g := range groups {
+		list = append(list, g)
+	}
+	sort.Slice(list, func(i, j int) bool {
+		if list[i].spans != list[j].spans {
+			return list[i].spans > list[j].spans
+		}
+		return list[i].leader < list[j].leader
+	})
+	parts := make([]string, 0, min(len(list), 8))
+	for i, g := range list {
+		if i == 8 {
+			parts = append(parts, fmt.Sprintf("and %d more", len(list)-8))
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%d led by %s", g.spans, g.leader))
+	}
+	return fmt.Sprintf("%d ranges in %d Raft groups (%s)", len(rs), len(groups), strings.Join(parts, ", "))
 }
 
 // layoutLine says how many ranges and which leads each, in key order.

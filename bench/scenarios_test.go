@@ -73,3 +73,34 @@ func TestSpreadLeader(t *testing.T) {
 		t.Errorf("layoutLine = %q", line)
 	}
 }
+
+func TestGroupsLine(t *testing.T) {
+	tests := []struct {
+		name string
+		rs   []rangeInfo
+		want string
+	}{
+		{"none", nil, "0 ranges in 0 Raft groups ()"},
+		{"a group of its own each", []rangeInfo{{RangeID: 4, Leader: "ps2"}, {RangeID: 5}},
+			"2 ranges in 2 Raft groups (1 led by none, 1 led by ps2)"},
+		{"spans of anchor groups, largest first", []rangeInfo{
+			{RangeID: 4, Group: 2, Leader: "ps1"}, {RangeID: 5, Group: 3, Leader: "ps2"},
+			{RangeID: 6, Group: 2, Leader: "ps1"}, {RangeID: 7, Group: 3, Leader: "ps2"},
+			{RangeID: 8, Group: 2, Leader: "ps1"}, {RangeID: 9, Leader: "ps3"}},
+			"6 ranges in 3 Raft groups (3 led by ps1, 2 led by ps2, 1 led by ps3)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := groupsLine(tt.rs); got != tt.want {
+				t.Errorf("groupsLine = %q, want %q", got, tt.want)
+			}
+		})
+	}
+	many := make([]rangeInfo, 10)
+	for i := range many {
+		many[i] = rangeInfo{RangeID: uint64(10 + i), Leader: "ps1"}
+	}
+	if got, want := groupsLine(many), "10 ranges in 10 Raft groups (1 led by ps1, 1 led by ps1, 1 led by ps1, 1 led by ps1, 1 led by ps1, 1 led by ps1, 1 led by ps1, 1 led by ps1, and 2 more)"; got != want {
+		t.Errorf("groupsLine of 10 = %q, want %q", got, want)
+	}
+}
