@@ -129,11 +129,13 @@ func TestDetachStartFailsThenOpens(t *testing.T) {
 // split-off range is not created there while it is cut off. Healed, the
 // anchor group catches up and applies the detach there, which makes the
 // range a group of its own on that server and no longer the anchor's;
-// that copy is stale (outside its configuration since the move), and the
-// replica GC deletes it without its grace on the generation proof, as for
-// a table's own group. The server then joins the split-off range, catches
-// up, and with the range's other replica stopped serves every
-// acknowledged write.
+// that copy is stale (outside its configuration since the move). The
+// replica GC, refused while the copy was a span, asks again as soon as
+// the copy is reported at its new generation (before, only staleRetry,
+// 30 s, after the refusal: the split-off range ran a voter short that
+// long) and deletes it on the generation proof. The server then joins
+// the split-off range, catches up, and with the range's other replica
+// stopped serves every acknowledged write.
 //
 // The move's own delete is held by a failpoint (the cut-off server would
 // not get it in a chaos run either); replica GC's are not.
