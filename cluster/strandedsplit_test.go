@@ -27,8 +27,8 @@ func TestSplitStartFailsThenOpens(t *testing.T) {
 		t.Skip("cluster test")
 	}
 	// Not beside other tests: the failpoint is the process's. One Raft
-	// group per table: a span of an anchor group leaves it before its
-	// split, and the stranded replica was then not seen (not traced).
+	// group per table: a span of an anchor group is detached first, and
+	// the failpoint strikes that start (TestDetachStartFailsThenOpens).
 	c := startTuned(t, 3, func(m *master.Config) { quietPolicies(m); m.TableGroups = false }, nil)
 	sc := serviceClient(t, c, 0)
 	ctx := ctxT(t, 2*time.Minute)

@@ -60,6 +60,16 @@ type staleEntry struct {
 	// urgent: it may hold up a range assigned to its server
 	// (staleHoldingUp); collected without the grace.
 	urgent bool
+	// gen is the replica's generation in its last report (0 before
+	// one), askedGen gen when it was last asked for. A refusal stands
+	// for the replica as it was: one reported since at another
+	// generation is asked for again without waiting out staleRetry. A
+	// span of a group the server is still a member of is refused (it
+	// cannot go alone); once that group applies the span's detach
+	// there, the replica is a stale group of its own, which the next
+	// ask deletes (an anchor group's span cut off across its detach,
+	// a split and a move: the split-off range waited up to staleRetry).
+	gen, askedGen uint64
 }
 
 // replicaGC decides when to collect a stale replica; it does no I/O.
@@ -70,16 +80,17 @@ type replicaGC struct {
 
 func newReplicaGC() *replicaGC { return &replicaGC{m: map[staleKey]*staleEntry{}} }
 
-// observe records that server reported a stale replica of range id at now.
-func (g *replicaGC) observe(server string, id uint64, now time.Time) {
+// observe records that server reported a stale replica of range id, of
+// generation gen, at now.
+func (g *replicaGC) observe(server string, id, gen uint64, now time.Time) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	k := staleKey{server, id}
 	if e := g.m[k]; e != nil {
-		e.last = now
+		e.last, e.gen = now, gen
 		return
 	}
-	g.m[k] = &staleEntry{first: now, last: now}
+	g.m[k] = &staleEntry{first: now, last: now, gen: gen}
 }
 
 // expedite records that server hosts a replica of range id that the map
@@ -99,7 +110,8 @@ func (g *replicaGC) expedite(server string, id uint64, now time.Time) {
 }
 
 // due returns server's stale replicas whose grace is over and that were
-// not asked for within staleRetry, marking them asked. Heartbeats carry
+// not asked for within staleRetry (or were, and have been reported at
+// another generation since), marking them asked. Heartbeats carry
 // only what changed, so a stale replica is reported once and then only in
 // the full report every --full-report-interval: due lets every heartbeat
 // of the server collect it, from the master's view of what it hosts.
@@ -108,10 +120,10 @@ func (g *replicaGC) due(server string, now time.Time) []uint64 {
 	defer g.mu.Unlock()
 	var out []uint64
 	for k, e := range g.m {
-		if k.server != server || (!e.urgent && now.Sub(e.first) < staleGrace) || (!e.asked.IsZero() && now.Sub(e.asked) < staleRetry) {
+		if k.server != server || (!e.urgent && now.Sub(e.first) < staleGrace) || (!e.asked.IsZero() && now.Sub(e.asked) < staleRetry && e.gen == e.askedGen) {
 			continue
 		}
-		e.asked = now
+		e.asked, e.askedGen = now, e.gen
 		out = append(out, k.rangeID)
 	}
 	return out

@@ -47,7 +47,7 @@ func TestReplicaGC(t *testing.T) {
 		var got []uint64
 		switch s.op {
 		case "observe":
-			g.observe(s.server, 7, at(s.at))
+			g.observe(s.server, 7, 2, at(s.at))
 		case "unask":
 			g.unask(s.server, 7)
 		case "due":
@@ -58,7 +58,7 @@ func TestReplicaGC(t *testing.T) {
 		}
 	}
 	g.forget(at(10*time.Second + 2*staleRetry + time.Second))
-	g.observe("ps2", 7, at(100*time.Second))
+	g.observe("ps2", 7, 2, at(100*time.Second))
 	if got := g.due("ps2", at(100*time.Second)); len(got) != 0 {
 		t.Fatal("a replica forgotten and reported again was collected without a grace")
 	}
@@ -69,7 +69,7 @@ func TestReplicaGC(t *testing.T) {
 func TestReplicaGCExpedite(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	g := newReplicaGC()
-	g.observe("ps2", 7, t0)
+	g.observe("ps2", 7, 2, t0)
 	g.expedite("ps2", 7, t0.Add(time.Millisecond))
 	g.expedite("ps3", 8, t0)
 	if got := g.due("ps2", t0.Add(time.Millisecond)); fmt.Sprint(got) != "[7]" {
@@ -80,6 +80,51 @@ func TestReplicaGCExpedite(t *testing.T) {
 	}
 	if got := g.due("ps2", t0.Add(staleRetry/2)); len(got) != 0 {
 		t.Fatalf("due %v again within staleRetry", got)
+	}
+}
+
+// A stale replica asked for is asked for again before staleRetry once it
+// is reported at another generation: the server refused a span of a
+// group it is still a member of, and that group has since applied the
+// span's detach there (an anchor group's span, cut off across its
+// detach, split and move: TestStaleAnchorDoesNotHoldUpDetachedRange). A
+// report at the same generation (the full report) changes nothing.
+func TestReplicaGCAsksAgainOnceChanged(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	steps := []struct {
+		op   string // observe (at gen), expedite, due
+		gen  uint64
+		at   time.Duration
+		want []uint64
+	}{
+		{"expedite", 0, 0, nil},              // holds up an assigned range, no report of it seen yet
+		{"due", 0, 0, []uint64{7}},           // asked: refused, a span of a live group there
+		{"observe", 2, time.Second, nil},     // a full report: the span, as asked
+		{"due", 0, time.Second, []uint64{7}}, // the generation was not known at the ask
+		{"observe", 2, 2 * time.Second, nil}, // the same span again
+		{"due", 0, 2 * time.Second, nil},     // within staleRetry, unchanged
+		{"observe", 3, 3 * time.Second, nil}, // the detach applied there: a group of its own
+		{"due", 0, 3 * time.Second, []uint64{7}},
+		{"due", 0, 4 * time.Second, nil}, // asked at this generation
+		{"observe", 3, 5 * time.Second, nil},
+		{"due", 0, 5 * time.Second, nil},
+		{"due", 0, 3*time.Second + staleRetry, []uint64{7}},
+	}
+	g := newReplicaGC()
+	for i, s := range steps {
+		var got []uint64
+		switch s.op {
+		case "observe":
+			g.observe("ps2", 7, s.gen, at(s.at))
+		case "expedite":
+			g.expedite("ps2", 7, at(s.at))
+		case "due":
+			got = g.due("ps2", at(s.at))
+		}
+		if fmt.Sprint(got) != fmt.Sprint(s.want) {
+			t.Fatalf("step %d (%s at %v): due %v, want %v", i, s.op, s.at, got, s.want)
+		}
 	}
 }
 

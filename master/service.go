@@ -712,8 +712,8 @@ func (v *service) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.
 // stale replicas reported, expedite those that hold up an assigned range,
 // and ask for the deletes that are due.
 func (s *Server) collectOnHeartbeat(server string, req *pb.HeartbeatRequest, resp *pb.HeartbeatResponse, stale map[uint64]uint64, full bool, now time.Time) {
-	for id := range stale {
-		s.replicaGC.observe(server, id, now)
+	for id, gen := range stale {
+		s.replicaGC.observe(server, id, gen, now)
 	}
 	// Only when what it depends on may have moved (the map, this server's
 	// replicas) or on a full report: its scan is O(replicas hosted), and
@@ -788,8 +788,8 @@ func (s *Server) throttleEvent(server string, rs *pb.RangeStatus) {
 // ranges whose whole span newer ones cover are retired (retiredBy).
 //
 // A replica of a range whose descriptor is of a later generation and does
-// not list server is stale (replicagc.go); its range and that generation
-// are returned.
+// not list server is stale (replicagc.go); its range and the replica's
+// own (reported) generation are returned.
 func (f *fsm) reconcile(server string, ranges []*pb.RangeStatus) (newer []*pb.RangeDescriptor, retired []uint64, stale map[uint64]uint64) {
 	f.read(func(st *state) {
 		for _, rs := range ranges {
@@ -802,7 +802,7 @@ func (f *fsm) reconcile(server string, ranges []*pb.RangeStatus) (newer []*pb.Ra
 				if stale == nil {
 					stale = map[uint64]uint64{}
 				}
-				stale[d.GetRangeId()] = known.GetGeneration()
+				stale[d.GetRangeId()] = d.GetGeneration()
 			case !ok && !st.tableLive(d.GetTableId()):
 				// Deleted tables are cleaned up by live_table_ids.
 			case !ok && st.retiredBy(d):
