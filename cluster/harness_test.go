@@ -2,9 +2,6 @@ package cluster
 
 import (
 	"context"
-	"math/rand"
-	"net"
-	"strconv"
 	"testing"
 	"time"
 
@@ -115,50 +112,16 @@ func ctxT(t *testing.T, d time.Duration) context.Context {
 	return ctx
 }
 
-// basePortOffsets are the ports, from the base, of the clusters the tests
-// start on a base port (Options.BasePort: one master, three servers, one
-// front-end).
-var basePortOffsets = []int{0, 100, 200, 201, 202, 300, 301, 302, 400}
-
-// freeBasePort finds a port p such that p..p+400 in the cluster's layout are
-// free right now and were never handed out before in this test binary, by
-// freeBasePort or by freePort (cluster.go, the same range): the kernel's
-// "free" says nothing of a block whose cluster is down for a restart, or
-// not listening yet.
+// freeBasePort is a base port for a cluster of one master, three servers
+// and one front-end whose ports no other cluster of the binary gets
+// (cluster.FreeBasePort).
 func freeBasePort(t *testing.T) int {
 	t.Helper()
-	handedMu.Lock()
-	defer handedMu.Unlock()
-	// Every block in random order, not a number of random tries: the
-	// ports handed out earlier in the binary (never given again) grow
-	// with every cluster its tests started, and leave few blocks whole.
-	for _, b := range rand.Perm(120) {
-		// Below the ephemeral range (32768 and up on Linux), where the
-		// cluster's own outgoing connections could take a port between this
-		// check and the restart's listen.
-		base := 20000 + b*100
-		ok := true
-		for _, off := range basePortOffsets {
-			if handed[base+off] {
-				ok = false
-				break
-			}
-			ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(base+off))
-			if err != nil {
-				ok = false
-				break
-			}
-			ln.Close()
-		}
-		if ok {
-			for _, off := range basePortOffsets {
-				handed[base+off] = true
-			}
-			return base
-		}
+	p, err := FreeBasePort(Options{Masters: 1, Servers: 3, Frontends: 1})
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("no free port block")
-	return 0
+	return p
 }
 
 // newTable creates a table through sc and returns its client.
