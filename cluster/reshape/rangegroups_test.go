@@ -283,7 +283,10 @@ func TestGroupLeadershipBalanced(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	clustertest.BesideOneOther(t)
+	// Not beside other tests: the group moves whole only while the two
+	// light tables' single writers lead more than half the master's
+	// LeaderMinGap (100 entities/s) together; beside another test of this
+	// binary on a loaded machine it timed out in 2 of 2 runs of the package.
 	c := clustertest.StartTuned(t, 3, func(m *master.Config) {
 		m.Policy.Enabled = false // until the layout is set up
 		m.Policy.SplitLoad = 1e9
