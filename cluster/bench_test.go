@@ -1,4 +1,4 @@
-package cluster
+package cluster_test
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"tablestore/cluster"
 	"tablestore/frontend/auth"
 	"tablestore/internal/logging"
 )
@@ -24,7 +25,7 @@ import (
 // The client side is a plain HTTP client with pre-signed requests, small
 // next to the servers' share (see docs/performance.md for the profile).
 func BenchmarkInsertPath(b *testing.B) {
-	c, err := Start(Options{Masters: 1, Servers: 3, Frontends: 1, DataDir: b.TempDir(), Logger: logging.Discard()})
+	c, err := cluster.Start(cluster.Options{Masters: 1, Servers: 3, Frontends: 1, DataDir: b.TempDir(), Logger: logging.Discard()})
 	if err != nil {
 		b.Fatal(err)
 	}

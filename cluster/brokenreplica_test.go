@@ -1,4 +1,4 @@
-package cluster
+package cluster_test
 
 import (
 	"fmt"
@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"tablestore/cluster"
+	"tablestore/cluster/clustertest"
 	"tablestore/internal/masterclient"
 	"tablestore/internal/rangegroup"
 	"tablestore/master"
@@ -42,21 +44,21 @@ func TestBrokenReplicaReplaced(t *testing.T) {
 			// broken mark the master kept until the server's next report
 			// outlived the replacement, and the next policy tick replaced
 			// the range again.
-			c := startTuned(t, tc.servers, func(m *master.Config) {
+			c := clustertest.StartTuned(t, tc.servers, func(m *master.Config) {
 				m.Policy.BalanceLeaders = false
 				m.Policy.BalanceReplicas = false
 				m.ServerTimeout = 10 * time.Second
 			}, func(s *partitionserver.Config) { s.HeartbeatInterval = 1500 * time.Millisecond })
-			tcl := newTable(t, serviceClient(t, c, 0), tc.tableTag)
-			mc := masterClient(t, c)
+			tcl := clustertest.NewTable(t, clustertest.ServiceClient(t, c, 0), tc.tableTag)
+			mc := clustertest.MasterClient(t, c)
 			acked := map[string]int64{}
-			writeSeq(t, tcl, acked, "before", 30)
-			d := tableRanges(partitionMap(t, mc), tc.tableTag)[0]
+			clustertest.WriteSeq(t, tcl, acked, "before", 30)
+			d := clustertest.TableRanges(clustertest.PartitionMap(t, mc), tc.tableTag)[0]
 			id := d.GetRangeId()
-			t.Logf("range %d, Raft group %d (%d ranges)", id, rangegroup.GroupOf(d), rangegroup.GroupSpans(partitionMap(t, mc).GetRanges())[rangegroup.GroupOf(d)])
+			t.Logf("range %d, Raft group %d (%d ranges)", id, rangegroup.GroupOf(d), rangegroup.GroupSpans(clustertest.PartitionMap(t, mc).GetRanges())[rangegroup.GroupOf(d)])
 			victim, _ := breakReplica(t, c, mc, d)
-			writeSeq(t, tcl, acked, "degraded", 20)
-			waitFor(t, 60*time.Second, fmt.Sprintf("range %d back to three healthy replicas", id), func() bool {
+			clustertest.WriteSeq(t, tcl, acked, "degraded", 20)
+			clustertest.WaitFor(t, 60*time.Second, fmt.Sprintf("range %d back to three healthy replicas", id), func() bool {
 				return healthyReplicas(t, c, mc, tc.tableTag, victim, tc.inPlace)
 			})
 			// Exactly one replacement, after a settle: a broken mark the
@@ -65,8 +67,8 @@ func TestBrokenReplicaReplaced(t *testing.T) {
 			// range again, removing the new, healthy replica (in place: the
 			// range then passed through two voters again).
 			settleReplacements(t, mc, id, victim)
-			writeSeq(t, tcl, acked, "after", 20)
-			verifyExactlyOnce(t, tcl, acked)
+			clustertest.WriteSeq(t, tcl, acked, "after", 20)
+			clustertest.VerifyExactlyOnce(t, tcl, acked)
 		})
 	}
 }
@@ -75,7 +77,7 @@ func TestBrokenReplicaReplaced(t *testing.T) {
 // group (an anchor group's, with the tables sharing it, when d is a span
 // of one), the server stopped and restarted around it, and returns that
 // server and its index.
-func breakReplica(t *testing.T, c *Cluster, mc *masterclient.Client, d *pb.RangeDescriptor) (string, int) {
+func breakReplica(t *testing.T, c *cluster.Cluster, mc *masterclient.Client, d *pb.RangeDescriptor) (string, int) {
 	t.Helper()
 	victim := brokenVictim(t, c, mc, d)
 	vi := c.ServerIndex(victim)
@@ -91,11 +93,11 @@ func breakReplica(t *testing.T, c *Cluster, mc *masterclient.Client, d *pb.Range
 
 // brokenVictim picks a follower of range d (the map's leader is kept: the
 // range must keep serving).
-func brokenVictim(t *testing.T, c *Cluster, mc *masterclient.Client, d *pb.RangeDescriptor) string {
+func brokenVictim(t *testing.T, c *cluster.Cluster, mc *masterclient.Client, d *pb.RangeDescriptor) string {
 	t.Helper()
 	var leader string
-	waitFor(t, 10*time.Second, "the range's leader known", func() bool {
-		leader = partitionMap(t, mc).GetLeaders()[d.GetRangeId()]
+	clustertest.WaitFor(t, 10*time.Second, "the range's leader known", func() bool {
+		leader = clustertest.PartitionMap(t, mc).GetLeaders()[d.GetRangeId()]
 		return leader != ""
 	})
 	for _, r := range d.GetReplicas() {
@@ -130,14 +132,14 @@ func damageSnapshot(t *testing.T, dataDir string, id uint64) {
 // healthyReplicas reports whether table's range lists three replicas,
 // each answering for it on its server and none broken; the victim holds
 // one (inPlace) or none.
-func healthyReplicas(t *testing.T, c *Cluster, mc *masterclient.Client, table, victim string, inPlace bool) bool {
-	d := tableRanges(partitionMap(t, mc), table)[0]
-	if len(d.GetReplicas()) != 3 || hasServer(d, victim) != inPlace {
+func healthyReplicas(t *testing.T, c *cluster.Cluster, mc *masterclient.Client, table, victim string, inPlace bool) bool {
+	d := clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)[0]
+	if len(d.GetReplicas()) != 3 || clustertest.HasServer(d, victim) != inPlace {
 		return false
 	}
 	for _, r := range d.GetReplicas() {
 		n := c.Servers[c.ServerIndex(r.GetServerId())].Server
-		if n == nil || rangeInfo(n, d.GetRangeId()) == nil || n.ReplicaState(d.GetRangeId()) == "broken" {
+		if n == nil || clustertest.RangeInfo(n, d.GetRangeId()) == nil || n.ReplicaState(d.GetRangeId()) == "broken" {
 			return false
 		}
 	}
@@ -152,7 +154,7 @@ func healthyReplicas(t *testing.T, c *Cluster, mc *masterclient.Client, table, v
 // group when the group is replaced whole).
 func brokenEvents(mc *masterclient.Client, id uint64, server string) int {
 	n := 0
-	for _, e := range masterEvents(mc) {
+	for _, e := range clustertest.MasterEvents(mc) {
 		if e.GetKind() == pb.EventKind_EVENT_KIND_RE_REPLICATE && slices.Contains(e.GetRangeIds(), id) &&
 			strings.Contains(e.GetMessage(), "replica on "+server+" is broken") {
 			n++
@@ -194,16 +196,16 @@ func TestMoveBesideBrokenReplica(t *testing.T) {
 	}
 	const table = "brokenmove"
 	c, tcl, mc, acked, ctx := handTable(t, table, 30, nil)
-	d := tableRanges(partitionMap(t, mc), table)[0]
+	d := clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)[0]
 	id := d.GetRangeId()
 	victim, vi := breakReplica(t, c, mc, d)
-	waitFor(t, 20*time.Second, "the damaged replica broken", func() bool {
+	clustertest.WaitFor(t, 20*time.Second, "the damaged replica broken", func() bool {
 		return c.Servers[vi].Server.ReplicaState(id) == "broken"
 	})
 	var healthy, free string
-	for _, sv := range partitionMap(t, mc).GetServers() {
+	for _, sv := range clustertest.PartitionMap(t, mc).GetServers() {
 		switch s := sv.GetServerId(); {
-		case !hasServer(d, s):
+		case !clustertest.HasServer(d, s):
 			free = s
 		case s != victim && healthy == "":
 			healthy = s
@@ -216,10 +218,10 @@ func TestMoveBesideBrokenReplica(t *testing.T) {
 	if err := moveDirect(ctx, c, id, "", free); err != nil {
 		t.Fatalf("move with the master choosing the source: %v", err)
 	}
-	d = tableRanges(partitionMap(t, mc), table)[0]
-	if hasServer(d, victim) || !hasServer(d, free) || len(d.GetReplicas()) != 3 {
+	d = clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)[0]
+	if clustertest.HasServer(d, victim) || !clustertest.HasServer(d, free) || len(d.GetReplicas()) != 3 {
 		t.Fatalf("after the move the range lists %v; want the broken replica on %s replaced by %s", d.GetReplicas(), victim, free)
 	}
-	writeSeq(t, tcl, acked, "after", 20)
-	verifyExactlyOnce(t, tcl, acked)
+	clustertest.WriteSeq(t, tcl, acked, "after", 20)
+	clustertest.VerifyExactlyOnce(t, tcl, acked)
 }

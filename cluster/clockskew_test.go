@@ -1,4 +1,4 @@
-package cluster
+package cluster_test
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"tablestore/cluster/clustertest"
 	"tablestore/master"
 	"tablestore/partitionserver"
 )
@@ -26,7 +27,7 @@ func TestClockSkewLosesLeadership(t *testing.T) {
 	for i := 1; i <= 3; i++ {
 		shift[fmt.Sprintf("ps%d", i)] = new(atomic.Int64)
 	}
-	c := startTuned(t, 3, func(m *master.Config) {
+	c := clustertest.StartTuned(t, 3, func(m *master.Config) {
 		m.Policy.BalanceLeaders = false
 		m.Policy.SplitLoad = 1e9 // one range
 	}, func(s *partitionserver.Config) {
@@ -38,30 +39,30 @@ func TestClockSkewLosesLeadership(t *testing.T) {
 	t.Logf("shifting the clock of %s, the range's leader, a minute ahead", id)
 	shifted := time.Now()
 	shift[id].Store(int64(time.Minute))
-	waitFor(t, 30*time.Second, "the leadership off the skewed server", func() bool {
-		l := rangeLeader(c, table)
+	clustertest.WaitFor(t, 30*time.Second, "the leadership off the skewed server", func() bool {
+		l := clustertest.RangeLeader(c, table)
 		return l >= 0 && l != victim
 	})
 	t.Logf("leadership moved off %s %v after its clock was shifted (%d writes failed meanwhile: a minute off is not past the refusal threshold)",
-		id, time.Since(shifted).Round(time.Millisecond), w.failed.Load())
+		id, time.Since(shifted).Round(time.Millisecond), w.Failed.Load())
 	var msg string
-	waitFor(t, 10*time.Second, "the clock-skew transfer's event", func() bool {
+	clustertest.WaitFor(t, 10*time.Second, "the clock-skew transfer's event", func() bool {
 		msg = clockSkewEvent(mc, id)
 		return msg != ""
 	})
 	t.Logf("event: %s", msg)
-	before := w.written.Load()
-	waitFor(t, 20*time.Second, "writes after the move", func() bool { return w.written.Load() > before+50 })
-	if l := rangeLeader(c, table); l == victim {
+	before := w.Written.Load()
+	clustertest.WaitFor(t, 20*time.Second, "writes after the move", func() bool { return w.Written.Load() > before+50 })
+	if l := clustertest.RangeLeader(c, table); l == victim {
 		t.Fatalf("the leadership went back to %s while its clock is off", id)
 	}
 	shift[id].Store(0)
-	acked := w.halt()
-	verifyExactlyOnce(t, tc, acked)
+	acked := w.Halt()
+	clustertest.VerifyExactlyOnce(t, tc, acked)
 }
 
 // clockSkewEvent returns the message of a leader-transfer event off
 // server with cause clock-skew ("" if none yet).
-func clockSkewEvent(mc masterCaller, server string) string {
+func clockSkewEvent(mc clustertest.MasterCaller, server string) string {
 	return transferEvent(mc, server, "clock-skew", "clock skew")
 }

@@ -115,6 +115,61 @@ var (
 	handed   = map[int]bool{}
 )
 
+// FreeBasePort returns a port p to use as o.BasePort: every port of o's
+// layout above p (see BasePort) is free right now and was never handed out
+// before in this process, by FreeBasePort or to a cluster started on free
+// ports. The kernel's "free" says nothing of a port whose node is down for
+// a restart, or not listening yet; tests that restart a cluster on fixed
+// ports take them from here so no other cluster of the binary gets them.
+func FreeBasePort(o Options) (int, error) {
+	offsets := o.portOffsets()
+	handedMu.Lock()
+	defer handedMu.Unlock()
+	// Every block in random order, not a number of random tries: the
+	// ports handed out earlier in the process (never given again) grow
+	// with every cluster started, and leave few blocks whole.
+	for _, b := range rand.Perm(120) {
+		// Below the ephemeral range (32768 and up on Linux), where the
+		// cluster's own outgoing connections could take a port between this
+		// check and the restart's listen.
+		base := 20000 + b*100
+		ok := true
+		for _, off := range offsets {
+			if handed[base+off] {
+				ok = false
+				break
+			}
+			ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(base+off))
+			if err != nil {
+				ok = false
+				break
+			}
+			ln.Close()
+		}
+		if ok {
+			for _, off := range offsets {
+				handed[base+off] = true
+			}
+			return base, nil
+		}
+	}
+	return 0, errors.New("cluster: no free port block")
+}
+
+// portOffsets are the ports, from BasePort, that the cluster o shapes
+// listens on (the layout addr gives).
+func (o *Options) portOffsets() []int {
+	var out []int
+	for _, role := range []struct{ base, n int }{
+		{0, o.Masters}, {100, o.Masters}, {200, o.Servers}, {300, o.Servers}, {400, o.Frontends},
+	} {
+		for i := 0; i < role.n; i++ {
+			out = append(out, role.base+i)
+		}
+	}
+	return out
+}
+
 func (o *Options) addr(base, i int) (string, error) {
 	if o.BasePort != 0 {
 		return "127.0.0.1:" + strconv.Itoa(o.BasePort+base+i), nil

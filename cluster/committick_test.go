@@ -1,4 +1,4 @@
-package cluster
+package cluster_test
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"tablestore/cluster/clustertest"
 	"tablestore/partitionserver"
 )
 
@@ -20,16 +21,16 @@ func TestReshapeAnnouncesCommits(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	besideOneOther(t)
-	c := startTuned(t, 3, quietPolicies, func(s *partitionserver.Config) {
+	clustertest.BesideOneOther(t)
+	c := clustertest.StartTuned(t, 3, clustertest.QuietPolicies, func(s *partitionserver.Config) {
 		s.RaftCommitTimeout = time.Minute
 		s.QuiesceAfter = 0
 	})
-	sc := serviceClient(t, c, 0)
-	mc := masterClient(t, c)
-	ctx := ctxT(t, 3*time.Minute)
+	sc := clustertest.ServiceClient(t, c, 0)
+	mc := clustertest.MasterClient(t, c)
+	ctx := clustertest.Context(t, 3*time.Minute)
 	const table = "announced"
-	tc := newTable(t, sc, table)
+	tc := clustertest.NewTable(t, sc, table)
 	for i := 0; i < 26; i++ {
 		body := fmt.Sprintf(`{"PartitionKey":"k%02d","RowKey":"r"}`, i)
 		if _, err := tc.AddEntity(ctx, []byte(body), nil); err != nil {
@@ -39,9 +40,9 @@ func TestReshapeAnnouncesCommits(t *testing.T) {
 	// Well below the commit timeout, and generous for a loaded machine.
 	const bound = 20 * time.Second
 
-	split := splitRange(t, ctx, mc, table, "k13")
+	split := clustertest.SplitRange(t, ctx, mc, table, "k13")
 	right := split.GetRight().GetRangeId()
-	waitFor(t, bound, "the split-off range open on every server", func() bool {
+	clustertest.WaitFor(t, bound, "the split-off range open on every server", func() bool {
 		for _, n := range c.Servers {
 			if st := n.Server.ReplicaState(right); st != "active" {
 				return false
@@ -53,7 +54,7 @@ func TestReshapeAnnouncesCommits(t *testing.T) {
 	mctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	start := time.Now()
-	_, err := mergeRetrying(mctx, t, mc, split.GetLeft().GetRangeId())
+	_, err := clustertest.MergeRetrying(mctx, t, mc, split.GetLeft().GetRangeId())
 	if err != nil {
 		t.Fatalf("merge after %v: %v", time.Since(start).Round(time.Millisecond), err)
 	}

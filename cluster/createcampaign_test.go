@@ -1,10 +1,11 @@
-package cluster
+package cluster_test
 
 import (
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"tablestore/cluster/clustertest"
 	"tablestore/internal/failpoint"
 	"tablestore/master"
 	"tablestore/partitionserver"
@@ -25,14 +26,14 @@ func TestCreateTableCampaignsAfterHeartbeatCreate(t *testing.T) {
 	// (a span added to an anchor group is never bootstrapped), and an
 	// anchor group started in the servers' read lease would wait out the
 	// minute-long election timeout.
-	c := startTuned(t, 3, func(m *master.Config) { quietPolicies(m); m.TableGroups = false }, func(s *partitionserver.Config) {
+	c := clustertest.StartTuned(t, 3, func(m *master.Config) { clustertest.QuietPolicies(m); m.TableGroups = false }, func(s *partitionserver.Config) {
 		s.RaftHeartbeatTimeout = time.Minute
 		s.RaftElectionTimeout = time.Minute
 		s.RaftLeaderLease = 30 * time.Second
 		s.QuiesceAfter = 0
 	})
-	sc := serviceClient(t, c, 0)
-	ctx := ctxT(t, 3*time.Minute)
+	sc := clustertest.ServiceClient(t, c, 0)
+	ctx := clustertest.Context(t, 3*time.Minute)
 	const table = "heartbeatfirst"
 	// Hold the master after its commit until every server opened a replica
 	// from its heartbeat.
@@ -59,11 +60,11 @@ func TestCreateTableCampaignsAfterHeartbeatCreate(t *testing.T) {
 		return nil
 	})
 	defer failpoint.Disable("master/create-table/after-commit")
-	tc := newTable(t, sc, table)
+	tc := clustertest.NewTable(t, sc, table)
 	if !held.Load() {
 		t.Fatal("the servers did not create the replicas from their heartbeats while the master waited")
 	}
-	waitFor(t, 20*time.Second, "a leader of the new range", func() bool { return rangeLeader(c, table) >= 0 })
+	clustertest.WaitFor(t, 20*time.Second, "a leader of the new range", func() bool { return clustertest.RangeLeader(c, table) >= 0 })
 	if _, err := tc.AddEntity(ctx, []byte(`{"PartitionKey":"p","RowKey":"r"}`), nil); err != nil {
 		t.Fatal(err)
 	}

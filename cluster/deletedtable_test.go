@@ -1,16 +1,16 @@
-package cluster
+package cluster_test
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"testing"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
+	"tablestore/cluster"
+	"tablestore/cluster/clustertest"
 	"tablestore/frontend"
 	"tablestore/internal/failpoint"
 	"tablestore/partitionserver"
@@ -32,8 +32,8 @@ func TestDeletedTableServesNothing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	c, err := Start(Options{
-		Masters: 1, Servers: 3, Frontends: 2, DataDir: t.TempDir(), TuneMaster: soleMasterElects,
+	c, err := cluster.Start(cluster.Options{
+		Masters: 1, Servers: 3, Frontends: 2, DataDir: t.TempDir(), TuneMaster: clustertest.SoleMasterElects,
 		// The servers' own collection of a deleted table's replicas
 		// (live_table_ids in the heartbeat's answer) stays out of the
 		// test's few seconds.
@@ -46,8 +46,8 @@ func TestDeletedTableServesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	ctx := ctxT(t, 60*time.Second)
-	stale, fresh := noRetries(t, c, 0), serviceClient(t, c, 1)
+	ctx := clustertest.Context(t, 60*time.Second)
+	stale, fresh := noRetries(t, c, 0), clustertest.ServiceClient(t, c, 1)
 
 	failpoint.Enable("partitionserver/delete-replica/refuse", nil)
 	t.Cleanup(func() { failpoint.Disable("partitionserver/delete-replica/refuse") })
@@ -158,17 +158,17 @@ func TestDeletedTableServesNothing(t *testing.T) {
 		}
 		defer heal()
 		_, err := stale.DeleteTable(ctx, "slow", nil)
-		if !azureCode(err, http.StatusInternalServerError, "OperationTimedOut") {
+		if !clustertest.AzureCode(err, http.StatusInternalServerError, "OperationTimedOut") {
 			t.Fatalf("delete of a table whose range cannot freeze: %v, want 500 OperationTimedOut", err)
 		}
 		_, err = stale.CreateTable(ctx, "slow", nil)
-		if !azureCode(err, http.StatusConflict, "TableBeingDeleted") {
+		if !clustertest.AzureCode(err, http.StatusConflict, "TableBeingDeleted") {
 			t.Fatalf("create while the deleted table's range serves: %v, want 409 TableBeingDeleted", err)
 		}
 		heal()
-		waitFor(t, 15*time.Second, "the name to be free", func() bool {
+		clustertest.WaitFor(t, 15*time.Second, "the name to be free", func() bool {
 			_, err := stale.CreateTable(ctx, "slow", nil)
-			if err != nil && !azureCode(err, http.StatusConflict, "TableBeingDeleted") {
+			if err != nil && !clustertest.AzureCode(err, http.StatusConflict, "TableBeingDeleted") {
 				t.Fatalf("create after the range froze: %v", err)
 			}
 			return err == nil
@@ -182,15 +182,9 @@ func TestDeletedTableServesNothing(t *testing.T) {
 	})
 }
 
-// azureCode reports whether err is an Azure answer of that status and code.
-func azureCode(err error, status int, code string) bool {
-	var re *azcore.ResponseError
-	return errors.As(err, &re) && re.StatusCode == status && re.ErrorCode == code
-}
-
-// noRetries is serviceClient(t, c, i) whose SDK does not retry: a
+// noRetries is clustertest.ServiceClient(t, c, i) whose SDK does not retry: a
 // refusal shows as itself.
-func noRetries(t *testing.T, c *Cluster, i int) *aztables.ServiceClient {
+func noRetries(t *testing.T, c *cluster.Cluster, i int) *aztables.ServiceClient {
 	t.Helper()
 	opts := &aztables.ClientOptions{}
 	opts.Retry = policy.RetryOptions{MaxRetries: -1, TryTimeout: 15 * time.Second}
@@ -203,7 +197,7 @@ func noRetries(t *testing.T, c *Cluster, i int) *aztables.ServiceClient {
 
 // tableNotFound reports whether err is Azure's 404 TableNotFound.
 func tableNotFound(err error) bool {
-	return azureCode(err, http.StatusNotFound, "TableNotFound")
+	return clustertest.AzureCode(err, http.StatusNotFound, "TableNotFound")
 }
 
 // TestDeletedSplitTableReplicasCollected: the frozen ranges of a deleted
@@ -217,16 +211,16 @@ func TestDeletedSplitTableReplicasCollected(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	c, err := Start(Options{
-		Masters: 1, Servers: 3, Frontends: 1, DataDir: t.TempDir(), TuneMaster: soleMasterElects,
+	c, err := cluster.Start(cluster.Options{
+		Masters: 1, Servers: 3, Frontends: 1, DataDir: t.TempDir(), TuneMaster: clustertest.SoleMasterElects,
 		TuneServer: func(cfg *partitionserver.Config) { cfg.HeartbeatInterval = 10 * time.Second },
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	ctx := ctxT(t, 60*time.Second)
-	sc := serviceClient(t, c, 0)
+	ctx := clustertest.Context(t, 60*time.Second)
+	sc := clustertest.ServiceClient(t, c, 0)
 	if _, err := sc.CreateTable(ctx, "split", nil); err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +230,7 @@ func TestDeletedSplitTableReplicasCollected(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	mc := masterClient(t, c)
+	mc := clustertest.MasterClient(t, c)
 	for _, key := range []string{"t", "k"} {
 		err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
 			_, err := m.Split(ctx, &pb.SplitRequest{Table: "split", PartitionKey: key})
@@ -258,7 +252,7 @@ func TestDeletedSplitTableReplicasCollected(t *testing.T) {
 	if _, err := sc.DeleteTable(ctx, "split", nil); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "every replica of the deleted table to go", func() bool {
+	clustertest.WaitFor(t, 5*time.Second, "every replica of the deleted table to go", func() bool {
 		for _, s := range c.Servers {
 			for _, id := range ids {
 				if s.Server.ReplicaState(id) != "absent" {

@@ -1,13 +1,14 @@
-package cluster
+package cluster_test
 
 import (
 	"net/http"
 	"testing"
 	"time"
 
+	"tablestore/cluster"
+	"tablestore/cluster/clustertest"
 	"tablestore/frontend"
 	"tablestore/internal/failpoint"
-	"tablestore/master"
 	"tablestore/partitionserver"
 )
 
@@ -24,7 +25,7 @@ func TestDeletedTableFreezeSurvivesMasterFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	c, err := Start(Options{
+	c, err := cluster.Start(cluster.Options{
 		Masters: 3, Servers: 5, Frontends: 1, DataDir: t.TempDir(),
 		// The table a span of an anchor group (the masters' default):
 		// a span whose group's followers were cut off before they
@@ -40,7 +41,7 @@ func TestDeletedTableFreezeSurvivesMasterFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	ctx := ctxT(t, 60*time.Second)
+	ctx := clustertest.Context(t, 60*time.Second)
 	sc := noRetries(t, c, 0)
 	failpoint.Enable("partitionserver/delete-replica/refuse", nil)
 	t.Cleanup(func() { failpoint.Disable("partitionserver/delete-replica/refuse") })
@@ -53,7 +54,7 @@ func TestDeletedTableFreezeSurvivesMasterFailover(t *testing.T) {
 	}
 	// Two of the table's replicas.
 	var cut []int
-	for _, d := range leaderOf(t, c).PartitionMap().GetRanges() {
+	for _, d := range clustertest.LeaderOf(t, c).PartitionMap().GetRanges() {
 		if d.GetTable() != "slow" {
 			continue
 		}
@@ -81,7 +82,7 @@ func TestDeletedTableFreezeSurvivesMasterFailover(t *testing.T) {
 		}
 	}
 	defer heal()
-	if _, err := sc.DeleteTable(ctx, "slow", nil); !azureCode(err, http.StatusInternalServerError, "OperationTimedOut") {
+	if _, err := sc.DeleteTable(ctx, "slow", nil); !clustertest.AzureCode(err, http.StatusInternalServerError, "OperationTimedOut") {
 		t.Fatalf("delete of a table whose range cannot freeze: %v, want 500 OperationTimedOut", err)
 	}
 	old := -1
@@ -96,7 +97,7 @@ func TestDeletedTableFreezeSurvivesMasterFailover(t *testing.T) {
 	if err := c.Masters[old].Server.StepDown(); err != nil {
 		t.Fatalf("step down: %v", err)
 	}
-	waitFor(t, 10*time.Second, "another master to lead", func() bool {
+	clustertest.WaitFor(t, 10*time.Second, "another master to lead", func() bool {
 		for i, m := range c.Masters {
 			if i != old && m.Server.IsLeader() {
 				return true
@@ -106,21 +107,21 @@ func TestDeletedTableFreezeSurvivesMasterFailover(t *testing.T) {
 	})
 	// The front-end may reach the deposed master first: it answers
 	// NotLeader, and the front-end asks the new one.
-	waitFor(t, 10*time.Second, "the create answered by the new leader", func() bool {
+	clustertest.WaitFor(t, 10*time.Second, "the create answered by the new leader", func() bool {
 		_, err := sc.CreateTable(ctx, "slow", nil)
-		if err == nil || azureCode(err, http.StatusConflict, "TableAlreadyExists") {
+		if err == nil || clustertest.AzureCode(err, http.StatusConflict, "TableAlreadyExists") {
 			t.Fatalf("the new leader created the table while the deleted table's range may serve (%v)", err)
 		}
-		if !azureCode(err, http.StatusConflict, "TableBeingDeleted") {
+		if !clustertest.AzureCode(err, http.StatusConflict, "TableBeingDeleted") {
 			t.Logf("create: %v", err)
 			return false
 		}
 		return true
 	})
 	heal()
-	waitFor(t, 20*time.Second, "the name to be free", func() bool {
+	clustertest.WaitFor(t, 20*time.Second, "the name to be free", func() bool {
 		_, err := sc.CreateTable(ctx, "slow", nil)
-		if err != nil && !azureCode(err, http.StatusConflict, "TableBeingDeleted") {
+		if err != nil && !clustertest.AzureCode(err, http.StatusConflict, "TableBeingDeleted") {
 			t.Fatalf("create after the range froze: %v", err)
 		}
 		return err == nil
@@ -128,20 +129,4 @@ func TestDeletedTableFreezeSurvivesMasterFailover(t *testing.T) {
 	if _, err := sc.NewClient("slow").GetEntity(ctx, "p", "before", nil); err == nil {
 		t.Error("the new table holds the deleted table's entity")
 	}
-}
-
-// leaderOf returns the leading master.
-func leaderOf(t *testing.T, c *Cluster) *master.Server {
-	t.Helper()
-	var l *master.Server
-	waitFor(t, 10*time.Second, "a master leader", func() bool {
-		for _, m := range c.Masters {
-			if m.Server.IsLeader() {
-				l = m.Server
-				return true
-			}
-		}
-		return false
-	})
-	return l
 }

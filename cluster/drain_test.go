@@ -1,4 +1,4 @@
-package cluster
+package cluster_test
 
 import (
 	"bytes"
@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"tablestore/cluster"
+	"tablestore/cluster/clustertest"
 	"tablestore/ctl"
 	"tablestore/master"
 )
@@ -22,11 +24,11 @@ func TestScaleOutAndDrain(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	besideOneOther(t)
-	c, err := Start(Options{
+	clustertest.BesideOneOther(t)
+	c, err := cluster.Start(cluster.Options{
 		Masters: 1, Servers: 3, Frontends: 1, DataDir: t.TempDir(),
 		TuneMaster: func(cfg *master.Config) {
-			soleMasterElects(cfg)
+			clustertest.SoleMasterElects(cfg)
 			cfg.Policy.SplitLoad = 1e9 // no load splits: this test is about placement
 		},
 	})
@@ -34,8 +36,8 @@ func TestScaleOutAndDrain(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	sc := serviceClient(t, c, 0)
-	ctx := ctxT(t, 4*time.Minute)
+	sc := clustertest.ServiceClient(t, c, 0)
+	ctx := clustertest.Context(t, 4*time.Minute)
 	const tables = 8
 	for i := 0; i < tables; i++ {
 		if _, err := sc.CreateTable(ctx, fmt.Sprintf("drain%d", i), nil); err != nil {
@@ -93,7 +95,7 @@ func TestScaleOutAndDrain(t *testing.T) {
 	if _, err := c.AddServer(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 90*time.Second, "ps4 to hold replicas and lead some", func() bool {
+	clustertest.WaitFor(t, 90*time.Second, "ps4 to hold replicas and lead some", func() bool {
 		s := servers()["ps4"]
 		return s.Replicas >= tables*3/4-1 && s.Leaders >= 1
 	})

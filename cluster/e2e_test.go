@@ -1,4 +1,4 @@
-package cluster
+package cluster_test
 
 import (
 	"encoding/json"
@@ -12,6 +12,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
+	"tablestore/cluster"
+	"tablestore/cluster/clustertest"
 	"tablestore/internal/logging"
 )
 
@@ -29,12 +31,12 @@ func TestSDKRoundTripWithLeaderFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	besideOneOther(t)
-	c := startCluster(t, 1, 3)
-	sc := serviceClient(t, c, 0)
-	ctx := ctxT(t, 4*time.Minute)
+	clustertest.BesideOneOther(t)
+	c := clustertest.Start(t, 1, 3)
+	sc := clustertest.ServiceClient(t, c, 0)
+	ctx := clustertest.Context(t, 4*time.Minute)
 	const table = "failover"
-	tc := newTable(t, sc, table)
+	tc := clustertest.NewTable(t, sc, table)
 
 	var mu sync.Mutex
 	acked := map[string]written{}
@@ -87,8 +89,8 @@ func TestSDKRoundTripWithLeaderFailover(t *testing.T) {
 	}
 
 	writeRange(0, 400)
-	waitFor(t, 10*time.Second, "a reported range leader", func() bool { return rangeLeader(c, table) >= 0 })
-	leader := rangeLeader(c, table)
+	clustertest.WaitFor(t, 10*time.Second, "a reported range leader", func() bool { return clustertest.RangeLeader(c, table) >= 0 })
+	leader := clustertest.RangeLeader(c, table)
 	t.Logf("stopping range leader ps%d", leader+1)
 	if err := c.StopServer(leader); err != nil {
 		t.Fatal(err)
@@ -165,17 +167,17 @@ func TestRestartServesOldData(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	besideOneOther(t)
+	clustertest.BesideOneOther(t)
 	dir := t.TempDir()
 	// Fixed ports: the Raft configurations name them, so a restart must
 	// reuse them.
-	opts := Options{Masters: 1, Servers: 3, Frontends: 1, DataDir: dir, Logger: logging.FromEnv(""), BasePort: freeBasePort(t), TuneMaster: soleMasterElects}
-	c, err := Start(opts)
+	opts := cluster.Options{Masters: 1, Servers: 3, Frontends: 1, DataDir: dir, Logger: logging.FromEnv(""), BasePort: clustertest.FreeBasePort(t), TuneMaster: clustertest.SoleMasterElects}
+	c, err := cluster.Start(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc := serviceClient(t, c, 0)
-	ctx := ctxT(t, time.Minute)
+	sc := clustertest.ServiceClient(t, c, 0)
+	ctx := clustertest.Context(t, time.Minute)
 	if _, err := sc.CreateTable(ctx, "persist", nil); err != nil {
 		t.Fatal(err)
 	}
@@ -191,12 +193,12 @@ func TestRestartServesOldData(t *testing.T) {
 	}
 	c.Close()
 
-	c2, err := Start(opts)
+	c2, err := cluster.Start(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c2.Close()
-	tc2 := serviceClient(t, c2, 0).NewClient("persist")
+	tc2 := clustertest.ServiceClient(t, c2, 0).NewClient("persist")
 	for k, et := range etags {
 		var pk, rk string
 		fmt.Sscanf(k, "%2s/%s", &pk, &rk)

@@ -1,4 +1,4 @@
-package cluster
+package cluster_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"tablestore/cluster/clustertest"
 	"tablestore/internal/rpcerr"
 	pb "tablestore/proto/tablestorepb"
 )
@@ -47,13 +48,13 @@ func TestSecondarySyncTimeHoldsAcknowledgedWrites(t *testing.T) {
 }
 
 func testSyncTimeHoldsWrites(t *testing.T, moves int, isolate bool) {
-	c := startCluster(t, 1, 3)
-	sc := serviceClient(t, c, 0)
-	mc := masterClient(t, c)
+	c := clustertest.Start(t, 1, 3)
+	sc := clustertest.ServiceClient(t, c, 0)
+	mc := clustertest.MasterClient(t, c)
 	rt := c.Frontends[0].Router
-	ctx := ctxT(t, 4*time.Minute)
+	ctx := clustertest.Context(t, 4*time.Minute)
 	const table = "syncholds"
-	tc := newTable(t, sc, table)
+	tc := clustertest.NewTable(t, sc, table)
 	const writers = 6
 	key := func(w int) string { return fmt.Sprintf("k%d", w) }
 	for w := range writers {
@@ -127,7 +128,7 @@ func testSyncTimeHoldsWrites(t *testing.T, moves int, isolate bool) {
 	// off the Raft network until 200 more writes went through another.
 	isolateLeader := func() error {
 		victim := -1
-		if err := pollUntil(wctx, time.Minute, func() bool { victim = rangeLeader(c, table); return victim >= 0 }); err != nil {
+		if err := pollUntil(wctx, time.Minute, func() bool { victim = clustertest.RangeLeader(c, table); return victim >= 0 }); err != nil {
 			return fmt.Errorf("no range leader: %w", err)
 		}
 		c.IsolateServer(victim, true)
@@ -170,7 +171,7 @@ func testSyncTimeHoldsWrites(t *testing.T, moves int, isolate bool) {
 	outcomes := []string{"reused", "confirmed", "failed"}
 	before := map[string]float64{}
 	for _, o := range outcomes {
-		before[o] = metricValue(t, syncMetric, map[string]string{"outcome": o})
+		before[o] = clustertest.MetricValue(t, syncMetric, map[string]string{"outcome": o})
 	}
 	// Probe while the writes go on, until probes answers with a time,
 	// spread over at least writes acknowledged writes (and every move).
@@ -230,7 +231,7 @@ func testSyncTimeHoldsWrites(t *testing.T, moves int, isolate bool) {
 	wg.Wait()
 	var indexes []string
 	for _, o := range outcomes {
-		indexes = append(indexes, fmt.Sprintf("%s %.0f", o, metricValue(t, syncMetric, map[string]string{"outcome": o})-before[o]))
+		indexes = append(indexes, fmt.Sprintf("%s %.0f", o, clustertest.MetricValue(t, syncMetric, map[string]string{"outcome": o})-before[o]))
 	}
 	t.Logf("%d probes with a time, %d without, %d failed calls (last %v), during %d writes (%d failed) and %d leader moves; read indexes: %v",
 		known, unknown, failed, lastErr, written.Load(), writeFailed.Load(), moved.Load(), indexes)
@@ -245,17 +246,17 @@ func TestReadIndexAndAppliedIndex(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	besideOneOther(t)
-	c := startCluster(t, 1, 3)
-	sc := serviceClient(t, c, 0)
-	mc := masterClient(t, c)
-	ctx := ctxT(t, 2*time.Minute)
+	clustertest.BesideOneOther(t)
+	c := clustertest.Start(t, 1, 3)
+	sc := clustertest.ServiceClient(t, c, 0)
+	mc := clustertest.MasterClient(t, c)
+	ctx := clustertest.Context(t, 2*time.Minute)
 	const table = "readindex"
-	tc := newTable(t, sc, table)
+	tc := clustertest.NewTable(t, sc, table)
 	if err := putV(ctx, tc, "a", 1); err != nil {
 		t.Fatal(err)
 	}
-	desc := tableRanges(partitionMap(t, mc), table)[0]
+	desc := clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)[0]
 	rangeID, generation := desc.GetRangeId(), desc.GetGeneration()
 	readIndex := func(i int) (uint64, error) {
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -303,7 +304,7 @@ func TestReadIndexAndAppliedIndex(t *testing.T) {
 	}
 	for i := range c.Servers {
 		var applied uint64
-		waitFor(t, time.Minute, fmt.Sprintf("ps%d to hold index %d", i+1, idx), func() bool {
+		clustertest.WaitFor(t, time.Minute, fmt.Sprintf("ps%d to hold index %d", i+1, idx), func() bool {
 			resp, err := c.Servers[i].Server.Service().AppliedIndex(ctx, &pb.AppliedIndexRequest{RangeId: rangeID, Index: idx, WaitMs: 200})
 			applied = resp.GetAppliedIndex()
 			return err == nil && applied >= idx
@@ -335,15 +336,15 @@ func TestSecondarySyncOverQuietRanges(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	besideOneOther(t)
-	c := startTuned(t, 3, nil, quiesceFast)
-	sc := serviceClient(t, c, 0)
-	mc := masterClient(t, c)
+	clustertest.BesideOneOther(t)
+	c := clustertest.StartTuned(t, 3, nil, quiesceFast)
+	sc := clustertest.ServiceClient(t, c, 0)
+	mc := clustertest.MasterClient(t, c)
 	rt := c.Frontends[0].Router
-	ctx := ctxT(t, 3*time.Minute)
+	ctx := clustertest.Context(t, 3*time.Minute)
 	for round := range 3 {
 		for i := range 6 {
-			tc := newTable(t, sc, fmt.Sprintf("quiet%d%d", round, i))
+			tc := clustertest.NewTable(t, sc, fmt.Sprintf("quiet%d%d", round, i))
 			if err := putV(ctx, tc, "k", 1); err != nil {
 				t.Fatal(err)
 			}

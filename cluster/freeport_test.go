@@ -6,7 +6,7 @@ import (
 )
 
 // TestPortsNeverHandedTwice: in one test binary, a port freePort or
-// freeBasePort gave is never given again by either, though the kernel
+// FreeBasePort gave is never given again by either, though the kernel
 // calls it free whenever its node is down or not listening yet.
 func TestPortsNeverHandedTwice(t *testing.T) {
 	// What this test hands out goes back afterwards: it listens on none,
@@ -32,7 +32,7 @@ func TestPortsNeverHandedTwice(t *testing.T) {
 		given[p] = by
 	}
 	// A twentieth of freePort's range first: a block of 9 ports overlaps
-	// it by chance ~37% of the time, so freeBasePort meets handed ports
+	// it by chance ~37% of the time, so FreeBasePort meets handed ports
 	// while whole blocks stay (the binary's earlier tests hold some too).
 	for range 600 {
 		p, err := freePort()
@@ -41,10 +41,14 @@ func TestPortsNeverHandedTwice(t *testing.T) {
 		}
 		give(p, "freePort")
 	}
+	layout := Options{Masters: 1, Servers: 3, Frontends: 1}
 	for range 5 {
-		base := freeBasePort(t)
-		for _, off := range basePortOffsets {
-			give(base+off, "freeBasePort")
+		base, err := FreeBasePort(layout)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, off := range layout.portOffsets() {
+			give(base+off, "FreeBasePort")
 		}
 	}
 	// 3,000 picks of freePort's 12,000 ports miss all 45 of the blocks

@@ -1,4 +1,4 @@
-package cluster
+package cluster_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"tablestore/cluster/clustertest"
 	"tablestore/internal/edm"
 	"tablestore/internal/masterclient"
 	"tablestore/internal/rangeclient"
@@ -41,19 +42,19 @@ func TestGetManyAnswersEachRead(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	besideOneOther(t)
-	c := startCluster(t, 1, 3)
-	sc := serviceClient(t, c, 0)
-	mc := masterClient(t, c)
-	ctx := ctxT(t, 2*time.Minute)
+	clustertest.BesideOneOther(t)
+	c := clustertest.Start(t, 1, 3)
+	sc := clustertest.ServiceClient(t, c, 0)
+	mc := clustertest.MasterClient(t, c)
+	ctx := clustertest.Context(t, 2*time.Minute)
 	const table = "getmany"
-	tc := newTable(t, sc, table)
+	tc := clustertest.NewTable(t, sc, table)
 	for i, pk := range []string{"a", "b"} {
 		if err := putV(ctx, tc, pk, i+1); err != nil {
 			t.Fatal(err)
 		}
 	}
-	rangeID := tableRanges(partitionMap(t, mc), table)[0].GetRangeId()
+	rangeID := clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)[0].GetRangeId()
 	get := func(pk string) *pb.GetRequest { return &pb.GetRequest{RangeId: rangeID, PartitionKey: pk, RowKey: "r"} }
 	elsewhere := get("a")
 	elsewhere.RangeId = rangeID + 1_000_000
@@ -64,8 +65,8 @@ func TestGetManyAnswersEachRead(t *testing.T) {
 	}{{"", 1}, {rpcerr.ReasonEntityNotFound, 0}, {rpcerr.ReasonRangeNotFound, 0}, {"", 2}, {"", 1}}
 
 	var resp *pb.GetManyResponse
-	waitFor(t, 30*time.Second, "the range leader to serve GetMany", func() bool {
-		leader := rangeLeader(c, table)
+	clustertest.WaitFor(t, 30*time.Second, "the range leader to serve GetMany", func() bool {
+		leader := clustertest.RangeLeader(c, table)
 		if leader < 0 {
 			return false
 		}
@@ -101,12 +102,12 @@ func TestGetManyAnswersEachRead(t *testing.T) {
 
 	// A follower: NOT_LEADER for each linearizable read; the follower
 	// reads of the same call are served from its applied state.
-	leader := rangeLeader(c, table)
+	leader := clustertest.RangeLeader(c, table)
 	follower := (leader + 1) % len(c.Servers)
 	fr := get("b")
 	fr.FollowerRead = true
 	mixed := &pb.GetManyRequest{Gets: []*pb.GetRequest{get("a"), fr, get("b")}}
-	waitFor(t, 30*time.Second, "the follower to serve its follower read", func() bool {
+	clustertest.WaitFor(t, 30*time.Second, "the follower to serve its follower read", func() bool {
 		resp, err := c.Servers[follower].Server.Service().GetMany(ctx, mixed)
 		if err != nil {
 			t.Fatal(err)
@@ -159,19 +160,19 @@ func TestCoalescedReadsSeeLatestWrite(t *testing.T) {
 }
 
 func testCoalescedReadsSeeLatestWrite(t *testing.T, transfers int) {
-	c := startCluster(t, 1, 3)
-	sc := serviceClient(t, c, 0)
-	mc := masterClient(t, c)
-	ctx := ctxT(t, 3*time.Minute)
+	c := clustertest.Start(t, 1, 3)
+	sc := clustertest.ServiceClient(t, c, 0)
+	mc := clustertest.MasterClient(t, c)
+	ctx := clustertest.Context(t, 3*time.Minute)
 	tables := []string{"coalesceda", "coalescedb"}
 	var acked [2]atomic.Int64
 	for _, name := range tables {
-		tc := newTable(t, sc, name)
+		tc := clustertest.NewTable(t, sc, name)
 		if err := putV(ctx, tc, "k", 0); err != nil {
 			t.Fatal(err)
 		}
 	}
-	before := metricValue(t, "tablestore_router_coalesced_reads_total", nil)
+	before := clustertest.MetricValue(t, "tablestore_router_coalesced_reads_total", nil)
 
 	// The writers and readers run until each table has this many writes
 	// acknowledged, every transfer is done, and the readers have read
@@ -246,7 +247,7 @@ func testCoalescedReadsSeeLatestWrite(t *testing.T, transfers int) {
 		}
 		readsAtLast.Store(reads.Load())
 	}()
-	waitFor(t, 2*time.Minute, "every write acknowledged and every transfer done", func() bool {
+	clustertest.WaitFor(t, 2*time.Minute, "every write acknowledged and every transfer done", func() bool {
 		select {
 		case err := <-errs:
 			t.Fatal(err)
@@ -268,7 +269,7 @@ func testCoalescedReadsSeeLatestWrite(t *testing.T, transfers int) {
 	if got, want := moved.Load(), int64(transfers*len(tables)); got != want {
 		t.Fatalf("%d leadership transfers, want %d", got, want)
 	}
-	coalesced := metricValue(t, "tablestore_router_coalesced_reads_total", nil) - before
+	coalesced := clustertest.MetricValue(t, "tablestore_router_coalesced_reads_total", nil) - before
 	t.Logf("%d reads, %.0f of them coalesced, %d and %d writes, %d leadership transfers", reads.Load(), coalesced, acked[0].Load(), acked[1].Load(), moved.Load())
 	if coalesced == 0 {
 		t.Fatal("no read went through GetMany: the test did not exercise coalescing")
@@ -300,10 +301,10 @@ func transferRangeLeader(ctx context.Context, mc *masterclient.Client, table str
 	var err error
 	if perr := pollUntil(ctx, time.Minute, func() bool {
 		var m *pb.PartitionMap
-		if m, err = getPartitionMap(ctx, mc); err != nil {
+		if m, err = clustertest.GetPartitionMap(ctx, mc); err != nil {
 			return false
 		}
-		rs := tableRanges(m, table)
+		rs := clustertest.TableRanges(m, table)
 		if len(rs) == 0 {
 			err = fmt.Errorf("no range")
 			return false
@@ -314,12 +315,12 @@ func transferRangeLeader(ctx context.Context, mc *masterclient.Client, table str
 		return fmt.Errorf("no leader of %s: %w (last error %v)", table, perr, err)
 	}
 	perr := pollUntil(ctx, time.Minute, func() bool {
-		m, gerr := getPartitionMap(ctx, mc)
+		m, gerr := clustertest.GetPartitionMap(ctx, mc)
 		if gerr != nil {
 			err = gerr
 			return false
 		}
-		rs := tableRanges(m, table)
+		rs := clustertest.TableRanges(m, table)
 		if l := m.GetLeaders()[rangeID]; l != "" && l != from {
 			return true
 		}
@@ -342,15 +343,4 @@ func transferRangeLeader(ctx context.Context, mc *masterclient.Client, table str
 		return fmt.Errorf("range %d still led by %s: %w (last error %v)", rangeID, from, perr, err)
 	}
 	return nil
-}
-
-// getPartitionMap is partitionMap for a goroutine of a test.
-func getPartitionMap(ctx context.Context, mc *masterclient.Client) (*pb.PartitionMap, error) {
-	var m *pb.PartitionMap
-	err := mc.Call(ctx, func(ctx context.Context, c pb.MasterServiceClient) error {
-		var err error
-		m, err = c.GetPartitionMap(ctx, &pb.GetPartitionMapRequest{})
-		return err
-	})
-	return m, err
 }

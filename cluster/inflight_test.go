@@ -1,4 +1,4 @@
-package cluster
+package cluster_test
 
 import (
 	"context"
@@ -8,6 +8,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"tablestore/cluster"
+	"tablestore/cluster/clustertest"
 )
 
 // TestWritesAcrossDeleteAndCreate: inserts run through two front-ends
@@ -18,14 +21,14 @@ import (
 // before the create began (nothing of the first table's), and every
 // insert acknowledged that started after the create's answer.
 func TestWritesAcrossDeleteAndCreate(t *testing.T) {
-	besideOneOther(t)
-	c, err := Start(Options{Masters: 1, Servers: 3, Frontends: 2, DataDir: t.TempDir(), TuneMaster: soleMasterElects})
+	clustertest.BesideOneOther(t)
+	c, err := cluster.Start(cluster.Options{Masters: 1, Servers: 3, Frontends: 2, DataDir: t.TempDir(), TuneMaster: clustertest.SoleMasterElects})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	ctx := ctxT(t, 60*time.Second)
-	a, b := serviceClient(t, c, 0), serviceClient(t, c, 1)
+	ctx := clustertest.Context(t, 60*time.Second)
+	a, b := clustertest.ServiceClient(t, c, 0), clustertest.ServiceClient(t, c, 1)
 	if _, err := a.CreateTable(ctx, "busy", nil); err != nil {
 		t.Fatal(err)
 	}

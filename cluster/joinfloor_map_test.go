@@ -1,4 +1,4 @@
-package cluster
+package cluster_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"tablestore/cluster/clustertest"
 	"tablestore/master"
 	"tablestore/partitionserver"
 	pb "tablestore/proto/tablestorepb"
@@ -59,19 +60,19 @@ func mapRecreatedRefusesStale(t *testing.T, table string, splitBorn bool) {
 	// One Raft group per table: the sequence needs a table's first
 	// range at generation 1, a group's namesake; a span of an anchor
 	// group is born at generation 2.
-	c := startTuned(t, 3, func(m *master.Config) { quietPolicies(m); m.TableGroups = false }, func(s *partitionserver.Config) { s.QuiesceAfter = 0 })
-	sc := serviceClient(t, c, 0)
-	mc := masterClient(t, c)
+	c := clustertest.StartTuned(t, 3, func(m *master.Config) { clustertest.QuietPolicies(m); m.TableGroups = false }, func(s *partitionserver.Config) { s.QuiesceAfter = 0 })
+	sc := clustertest.ServiceClient(t, c, 0)
+	mc := clustertest.MasterClient(t, c)
 	acked := map[string]int64{}
-	tcl := newTable(t, sc, table)
-	ctx := ctxT(t, 3*time.Minute)
+	tcl := clustertest.NewTable(t, sc, table)
+	ctx := clustertest.Context(t, 3*time.Minute)
 	// Its writes go to keys k13 - k25.
-	writeSeq(t, tcl, acked, "before", 26)
+	clustertest.WriteSeq(t, tcl, acked, "before", 26)
 	var rng *pb.RangeDescriptor
 	if splitBorn {
-		rng = splitRange(t, ctx, mc, table, "k13").GetRight()
+		rng = clustertest.SplitRange(t, ctx, mc, table, "k13").GetRight()
 	} else {
-		rs := tableRanges(partitionMap(t, mc), table)
+		rs := clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)
 		if len(rs) != 1 || rs[0].GetGeneration() != 1 {
 			t.Fatalf("table %s: want one range at generation 1, have %v", table, rs)
 		}
@@ -98,14 +99,14 @@ func mapRecreatedRefusesStale(t *testing.T, table string, splitBorn bool) {
 	raftAddr := func(sid string) string { return server(sid).RaftAddr() }
 	leaderNow := func() string {
 		for _, r := range rng.GetReplicas() {
-			if st := rangeInfo(server(r.GetServerId()), id); st.GetLeader() {
+			if st := clustertest.RangeInfo(server(r.GetServerId()), id); st.GetLeader() {
 				return r.GetServerId()
 			}
 		}
 		return ""
 	}
 	var leader string
-	waitFor(t, 30*time.Second, "a leader of the range", func() bool { leader = leaderNow(); return leader != "" })
+	clustertest.WaitFor(t, 30*time.Second, "a leader of the range", func() bool { leader = leaderNow(); return leader != "" })
 	var stale, lost string
 	for _, r := range rng.GetReplicas() {
 		switch sid := r.GetServerId(); {
@@ -128,7 +129,7 @@ func mapRecreatedRefusesStale(t *testing.T, table string, splitBorn bool) {
 		if l == "" || l == lost {
 			return false
 		}
-		st, ls := rangeInfo(server(lost), id), rangeInfo(server(l), id)
+		st, ls := clustertest.RangeInfo(server(lost), id), clustertest.RangeInfo(server(l), id)
 		return st != nil && ls != nil && st.GetAppliedIndex() >= ls.GetAppliedIndex()
 	}
 
@@ -138,22 +139,22 @@ func mapRecreatedRefusesStale(t *testing.T, table string, splitBorn bool) {
 	// one is counted (partitionserver join_without_floor_total; the
 	// cluster's servers share the process's registry).
 	const withoutFloor = "tablestore_partitionserver_join_without_floor_total"
-	floorless := metricValue(t, withoutFloor, nil)
+	floorless := clustertest.MetricValue(t, withoutFloor, nil)
 	checkFloored := func(when string) {
 		t.Helper()
-		if n := metricValue(t, withoutFloor, nil) - floorless; n != 0 {
+		if n := clustertest.MetricValue(t, withoutFloor, nil) - floorless; n != 0 {
 			t.Fatalf("%s: %v replicas re-created without a join floor", when, n)
 		}
 	}
 	deleteLost()
 	start := time.Now()
-	waitFor(t, 60*time.Second, lost+"'s replica re-created and caught up", caughtUp)
+	clustertest.WaitFor(t, 60*time.Second, lost+"'s replica re-created and caught up", caughtUp)
 	checkFloored("healthy")
 	t.Logf("healthy: %s's replica re-created and caught up in %v", lost, time.Since(start).Round(time.Millisecond))
 
 	// 1. S is cut off (the hook drops a server's requests to the listed
 	// peers and theirs to it), and writes are acknowledged by L and D.
-	waitFor(t, 30*time.Second, "a leader of the range", func() bool { leader = leaderNow(); return leader != "" && leader != stale })
+	clustertest.WaitFor(t, 30*time.Second, "a leader of the range", func() bool { leader = leaderNow(); return leader != "" && leader != stale })
 	if leader == lost {
 		// A spurious election moved the leadership: the roles swap.
 		leader, lost = lost, leader
@@ -181,7 +182,7 @@ func mapRecreatedRefusesStale(t *testing.T, table string, splitBorn bool) {
 		if resp, err := server(stale).Service().RangeInfo(context.Background(), &pb.RangeInfoRequest{RangeId: id}); err == nil && resp.GetStatus().GetLeader() {
 			t.Fatalf("%s, which missed the acknowledged writes, leads range %d with the vote of %s's re-created empty replica", stale, id, lost)
 		}
-		created = created || rangeInfo(server(lost), id) != nil
+		created = created || clustertest.RangeInfo(server(lost), id) != nil
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Logf("while cut: %s's replica created: %v", lost, created)
@@ -192,9 +193,9 @@ func mapRecreatedRefusesStale(t *testing.T, table string, splitBorn bool) {
 		s.Server.SetRaftFault(nil)
 	}
 	start = time.Now()
-	waitFor(t, 60*time.Second, lost+"'s replica created and caught up once healed", caughtUp)
+	clustertest.WaitFor(t, 60*time.Second, lost+"'s replica created and caught up once healed", caughtUp)
 	t.Logf("healed: %s's replica created and caught up in %v", lost, time.Since(start).Round(time.Millisecond))
 	checkFloored("healed")
 	write("after", 10)
-	verifyExactlyOnce(t, tcl, acked)
+	clustertest.VerifyExactlyOnce(t, tcl, acked)
 }

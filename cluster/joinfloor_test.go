@@ -1,10 +1,11 @@
-package cluster
+package cluster_test
 
 import (
 	"context"
 	"testing"
 	"time"
 
+	"tablestore/cluster/clustertest"
 	"tablestore/partitionserver"
 	pb "tablestore/proto/tablestorepb"
 )
@@ -34,16 +35,16 @@ func TestRecreatedMemberRefusesStaleMember(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	c := startTuned(t, 4, quietPolicies, func(s *partitionserver.Config) { s.QuiesceAfter = 0 })
-	sc := serviceClient(t, c, 0)
-	mc := masterClient(t, c)
+	c := clustertest.StartTuned(t, 4, clustertest.QuietPolicies, func(s *partitionserver.Config) { s.QuiesceAfter = 0 })
+	sc := clustertest.ServiceClient(t, c, 0)
+	mc := clustertest.MasterClient(t, c)
 	acked := map[string]int64{}
 	const table = "joinfloor"
-	tcl := newTable(t, sc, table)
-	writeSeq(t, tcl, acked, "before", 10)
-	rng := tableRanges(partitionMap(t, mc), table)[0]
+	tcl := clustertest.NewTable(t, sc, table)
+	clustertest.WriteSeq(t, tcl, acked, "before", 10)
+	rng := clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)[0]
 	id := rng.GetRangeId()
-	leader, _, spare := rangeRoles(t, c, mc, rng)
+	leader, _, spare := clustertest.RangeRoles(t, c, mc, rng)
 	var stale, other string
 	for _, r := range rng.GetReplicas() {
 		switch sid := r.GetServerId(); {
@@ -56,7 +57,7 @@ func TestRecreatedMemberRefusesStaleMember(t *testing.T) {
 	}
 	server := func(sid string) *partitionserver.Server { return c.Servers[c.ServerIndex(sid)].Server }
 	raftAddr := func(sid string) string { return server(sid).RaftAddr() }
-	ctx := ctxT(t, 3*time.Minute)
+	ctx := clustertest.Context(t, 3*time.Minute)
 	move := func(ctx context.Context, from, to string) error {
 		return mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
 			_, err := m.Move(ctx, &pb.MoveRequest{RangeId: id, FromServerId: from, ToServerId: to})
@@ -72,17 +73,17 @@ func TestRecreatedMemberRefusesStaleMember(t *testing.T) {
 	// Whoever leads now (a spurious election on a loaded machine may have
 	// moved the leadership): its applied index includes the move.
 	var target uint64
-	waitFor(t, 30*time.Second, "a leader's applied index", func() bool {
+	clustertest.WaitFor(t, 30*time.Second, "a leader's applied index", func() bool {
 		for _, sid := range []string{leader, stale, spare} {
-			if st := rangeInfo(server(sid), id); st.GetLeader() {
+			if st := clustertest.RangeInfo(server(sid), id); st.GetLeader() {
 				target = st.GetAppliedIndex()
 				return true
 			}
 		}
 		return false
 	})
-	waitFor(t, 30*time.Second, stale+" applied the move", func() bool {
-		return rangeInfo(server(stale), id).GetAppliedIndex() >= target
+	clustertest.WaitFor(t, 30*time.Second, stale+" applied the move", func() bool {
+		return clustertest.RangeInfo(server(stale), id).GetAppliedIndex() >= target
 	})
 
 	// 2. S is cut off from the others' Raft traffic. (The fault hook
@@ -106,11 +107,11 @@ func TestRecreatedMemberRefusesStaleMember(t *testing.T) {
 	if err := move(ctx, spare, other); err != nil {
 		t.Fatalf("move %s -> %s with %s cut off: %v", spare, other, stale, err)
 	}
-	waitFor(t, 30*time.Second, spare+"'s replica deleted", func() bool {
-		return rangeInfo(server(spare), id) == nil
+	clustertest.WaitFor(t, 30*time.Second, spare+"'s replica deleted", func() bool {
+		return clustertest.RangeInfo(server(spare), id) == nil
 	})
 	// Acknowledged by L and X only: S never sees them.
-	writeSeq(t, tcl, acked, "cut", 10)
+	clustertest.WriteSeq(t, tcl, acked, "cut", 10)
 
 	// 4. L and X stop reaching D (D cannot get the real leader's
 	// snapshot), S and D reach each other, and a move X -> D creates D's
@@ -130,8 +131,8 @@ func TestRecreatedMemberRefusesStaleMember(t *testing.T) {
 	defer cancel()
 	moved := make(chan error, 1)
 	go func() { moved <- move(mctx, other, spare) }()
-	waitFor(t, 30*time.Second, spare+"'s replica created again", func() bool {
-		return rangeInfo(server(spare), id) != nil
+	clustertest.WaitFor(t, 30*time.Second, spare+"'s replica created again", func() bool {
+		return clustertest.RangeInfo(server(spare), id) != nil
 	})
 	// S campaigns every election timeout (about a second); before the
 	// fix it led within two or three. Ten seconds is many elections. The
@@ -140,15 +141,15 @@ func TestRecreatedMemberRefusesStaleMember(t *testing.T) {
 	// D a pre-vote, or a pre-vote and a vote): four elections or more
 	// that D's vote would have won for S before the fix.
 	const refusals = "tablestore_partitionserver_join_floor_refusals_total"
-	refused := metricValue(t, refusals, nil)
+	refused := clustertest.MetricValue(t, refusals, nil)
 	watch := time.Now().Add(10 * time.Second)
-	for time.Now().Before(watch) && metricValue(t, refusals, nil)-refused < 8 {
+	for time.Now().Before(watch) && clustertest.MetricValue(t, refusals, nil)-refused < 8 {
 		if resp, err := server(stale).Service().RangeInfo(context.Background(), &pb.RangeInfoRequest{RangeId: id}); err == nil && resp.GetStatus().GetLeader() {
 			t.Fatalf("%s, which missed %s's removal, leads range %d with the vote of %s's re-created empty replica", stale, spare, id, spare)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Logf("watched %s campaign for %v: %v requests refused below %s's join floor", stale, time.Since(watch.Add(-10*time.Second)).Round(time.Millisecond), metricValue(t, refusals, nil)-refused, spare)
+	t.Logf("watched %s campaign for %v: %v requests refused below %s's join floor", stale, time.Since(watch.Add(-10*time.Second)).Round(time.Millisecond), clustertest.MetricValue(t, refusals, nil)-refused, spare)
 
 	// 5. Heal: the move completes (again if it failed), D catches up by
 	// snapshot, and every acknowledged write is there.
@@ -160,13 +161,13 @@ func TestRecreatedMemberRefusesStaleMember(t *testing.T) {
 		// The servers' reconcile may have settled the range differently
 		// (another replica left for spare): any three replicas with
 		// spare among them will do.
-		waitFor(t, 60*time.Second, "the move once healed", func() bool {
-			got := tableRanges(partitionMap(t, mc), table)[0]
-			if hasServer(got, spare) && len(got.GetReplicas()) == 3 {
+		clustertest.WaitFor(t, 60*time.Second, "the move once healed", func() bool {
+			got := clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)[0]
+			if clustertest.HasServer(got, spare) && len(got.GetReplicas()) == 3 {
 				return true
 			}
 			from := other
-			if !hasServer(got, other) {
+			if !clustertest.HasServer(got, other) {
 				for _, r := range got.GetReplicas() {
 					if sid := r.GetServerId(); sid != spare {
 						from = sid
@@ -179,6 +180,6 @@ func TestRecreatedMemberRefusesStaleMember(t *testing.T) {
 			return false
 		})
 	}
-	writeSeq(t, tcl, acked, "after", 10)
-	verifyExactlyOnce(t, tcl, acked)
+	clustertest.WriteSeq(t, tcl, acked, "after", 10)
+	clustertest.VerifyExactlyOnce(t, tcl, acked)
 }

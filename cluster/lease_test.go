@@ -1,10 +1,11 @@
-package cluster
+package cluster_test
 
 import (
 	"context"
 	"testing"
 	"time"
 
+	"tablestore/cluster/clustertest"
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -18,22 +19,22 @@ func TestLeaseEndsWhenLeaderIsCutOff(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	c := startTuned(t, 3, quietPolicies, nil)
-	sc := serviceClient(t, c, 0)
-	mc := masterClient(t, c)
-	ctx := ctxT(t, 2*time.Minute)
+	c := clustertest.StartTuned(t, 3, clustertest.QuietPolicies, nil)
+	sc := clustertest.ServiceClient(t, c, 0)
+	mc := clustertest.MasterClient(t, c)
+	ctx := clustertest.Context(t, 2*time.Minute)
 	const table = "leasecut"
-	tc := newTable(t, sc, table)
+	tc := clustertest.NewTable(t, sc, table)
 	if err := putV(ctx, tc, "a", 1); err != nil {
 		t.Fatal(err)
 	}
-	rangeID := tableRanges(partitionMap(t, mc), table)[0].GetRangeId()
+	rangeID := clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)[0].GetRangeId()
 	get := &pb.GetRequest{RangeId: rangeID, PartitionKey: "a", RowKey: "r"}
 	leaseReads := func() float64 {
-		return metricValue(t, "tablestore_partitionserver_read_index_total", map[string]string{"path": "lease"})
+		return clustertest.MetricValue(t, "tablestore_partitionserver_read_index_total", map[string]string{"path": "lease"})
 	}
 	old := -1
-	waitFor(t, 30*time.Second, "a leader answering under its lease", func() bool {
+	clustertest.WaitFor(t, 30*time.Second, "a leader answering under its lease", func() bool {
 		for i := range c.Servers {
 			before := leaseReads()
 			resp, err := c.Servers[i].Server.Service().Get(ctx, get)
@@ -70,7 +71,7 @@ func TestLeaseEndsWhenLeaderIsCutOff(t *testing.T) {
 	}
 
 	// Writes go on through a new leader (the front-end retries).
-	waitFor(t, 30*time.Second, "a write acknowledged without the old leader", func() bool {
+	clustertest.WaitFor(t, 30*time.Second, "a write acknowledged without the old leader", func() bool {
 		return putV(ctx, tc, "a", 2) == nil
 	})
 	// The old leader, still believing it leads until its raft lease runs

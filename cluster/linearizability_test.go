@@ -1,4 +1,4 @@
-package cluster
+package cluster_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 	"github.com/anishathalye/porcupine"
 
+	"tablestore/cluster/clustertest"
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -72,7 +73,7 @@ var registerModel = porcupine.Model{
 // may or may not have happened: it is kept with no end time.
 func registerHistory(t *testing.T, tc *aztables.Client, keys []string, disrupt func()) []porcupine.Operation {
 	t.Helper()
-	ctx := ctxT(t, 2*time.Minute)
+	ctx := clustertest.Context(t, 2*time.Minute)
 	start := time.Now()
 	now := func() int64 { return int64(time.Since(start)) }
 	var mu sync.Mutex
@@ -119,7 +120,7 @@ func registerHistory(t *testing.T, tc *aztables.Client, keys []string, disrupt f
 						continue
 					}
 					out.value = e.V
-				case isStatus(err, http.StatusNotFound):
+				case clustertest.IsStatus(err, http.StatusNotFound):
 				default:
 					continue // a failed read tells nothing
 				}
@@ -151,17 +152,17 @@ func TestLinearizableUnderLeaderFailure(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	besideOneOther(t)
-	c := startTuned(t, 3, quietPolicies, nil)
-	sc := serviceClient(t, c, 0)
+	clustertest.BesideOneOther(t)
+	c := clustertest.StartTuned(t, 3, clustertest.QuietPolicies, nil)
+	sc := clustertest.ServiceClient(t, c, 0)
 	const table = "linear"
-	if _, err := sc.CreateTable(ctxT(t, time.Minute), table, nil); err != nil {
+	if _, err := sc.CreateTable(clustertest.Context(t, time.Minute), table, nil); err != nil {
 		t.Fatal(err)
 	}
 	history := registerHistory(t, sc.NewClient(table), []string{"k0", "k1", "k2"}, func() {
 		time.Sleep(time.Second)
-		waitFor(t, 10*time.Second, "a reported range leader", func() bool { return rangeLeader(c, table) >= 0 })
-		leader := rangeLeader(c, table)
+		clustertest.WaitFor(t, 10*time.Second, "a reported range leader", func() bool { return clustertest.RangeLeader(c, table) >= 0 })
+		leader := clustertest.RangeLeader(c, table)
 		if err := c.StopServer(leader); err != nil {
 			t.Fatal(err)
 		}
@@ -180,15 +181,15 @@ func TestLinearizableAcrossSplitAndMerge(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	besideOneOther(t)
-	c := startTuned(t, 3, quietPolicies, nil)
-	sc := serviceClient(t, c, 0)
-	ctx := ctxT(t, 2*time.Minute)
+	clustertest.BesideOneOther(t)
+	c := clustertest.StartTuned(t, 3, clustertest.QuietPolicies, nil)
+	sc := clustertest.ServiceClient(t, c, 0)
+	ctx := clustertest.Context(t, 2*time.Minute)
 	const table = "linearsplit"
 	if _, err := sc.CreateTable(ctx, table, nil); err != nil {
 		t.Fatal(err)
 	}
-	mc := masterClient(t, c)
+	mc := clustertest.MasterClient(t, c)
 	history := registerHistory(t, sc.NewClient(table), []string{"k0", "k1", "k2", "k3"}, func() {
 		time.Sleep(time.Second)
 		var split *pb.SplitResponse
@@ -201,7 +202,7 @@ func TestLinearizableAcrossSplitAndMerge(t *testing.T) {
 			t.Fatal(err)
 		}
 		time.Sleep(time.Second)
-		_, err = mergeRetrying(ctx, t, mc, split.GetLeft().GetRangeId())
+		_, err = clustertest.MergeRetrying(ctx, t, mc, split.GetLeft().GetRangeId())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package cluster
+package cluster_test
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"tablestore/cluster/clustertest"
 )
 
 // TestMasterFailover: with three masters, killing the leading one leaves
@@ -15,9 +17,9 @@ func TestMasterFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	c := startCluster(t, 3, 3)
-	sc := serviceClient(t, c, 0)
-	ctx := ctxT(t, 2*time.Minute)
+	c := clustertest.Start(t, 3, 3)
+	sc := clustertest.ServiceClient(t, c, 0)
+	ctx := clustertest.Context(t, 2*time.Minute)
 	if _, err := sc.CreateTable(ctx, "before", nil); err != nil {
 		t.Fatal(err)
 	}
@@ -85,10 +87,10 @@ func TestWriteFindsNewRangeLeaderWithoutMaster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	c := startCluster(t, 3, 3)
-	sc := serviceClient(t, c, 0)
+	c := clustertest.Start(t, 3, 3)
+	sc := clustertest.ServiceClient(t, c, 0)
 	const table = "nomaster"
-	tc := newTable(t, sc, table)
+	tc := clustertest.NewTable(t, sc, table)
 	put := func(rk string, d time.Duration) error {
 		body, _ := json.Marshal(map[string]any{"PartitionKey": "k", "RowKey": rk, "V": rk})
 		ctx, cancel := context.WithTimeout(context.Background(), d)
@@ -103,8 +105,8 @@ func TestWriteFindsNewRangeLeaderWithoutMaster(t *testing.T) {
 	// report (which may be stale): else the write after the crash would
 	// find the live leader at once and test nothing.
 	victim := -1
-	waitFor(t, 10*time.Second, "a range leader, confirmed by its server", func() bool {
-		victim = rangeLeader(c, table)
+	clustertest.WaitFor(t, 10*time.Second, "a range leader, confirmed by its server", func() bool {
+		victim = clustertest.RangeLeader(c, table)
 		if victim < 0 {
 			return false
 		}
@@ -114,7 +116,7 @@ func TestWriteFindsNewRangeLeaderWithoutMaster(t *testing.T) {
 			}
 			for _, r := range m.Server.PartitionMap().GetRanges() {
 				if r.GetTable() == table {
-					return rangeInfo(c.Servers[victim].Server, r.GetRangeId()).GetLeader()
+					return clustertest.RangeInfo(c.Servers[victim].Server, r.GetRangeId()).GetLeader()
 				}
 			}
 		}

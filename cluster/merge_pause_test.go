@@ -1,4 +1,4 @@
-package cluster
+package cluster_test
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
-	"tablestore/internal/masterclient"
+	"tablestore/cluster/clustertest"
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -34,12 +34,12 @@ func TestMergePause(t *testing.T) {
 	if *mergeBench {
 		size, merges = 32<<20, 10
 	}
-	c := startTuned(t, 3, quietPolicies, nil)
-	sc := serviceClient(t, c, 0)
-	ctx := ctxT(t, 10*time.Minute)
+	c := clustertest.StartTuned(t, 3, clustertest.QuietPolicies, nil)
+	sc := clustertest.ServiceClient(t, c, 0)
+	ctx := clustertest.Context(t, 10*time.Minute)
 	const table = "mergepause"
-	tc := newTable(t, sc, table)
-	mc := masterClient(t, c)
+	tc := clustertest.NewTable(t, sc, table)
+	mc := clustertest.MasterClient(t, c)
 
 	start := time.Now()
 	loadRange(t, ctx, tc, size)
@@ -47,9 +47,9 @@ func TestMergePause(t *testing.T) {
 
 	var pauses, serverPauses, took, baselines []time.Duration
 	for i := 0; i < merges; i++ {
-		split := splitRange(t, ctx, mc, table, "m")
-		waitFor(t, 10*time.Second, "both halves led", func() bool {
-			l := partitionMap(t, mc).GetLeaders()
+		split := clustertest.SplitRange(t, ctx, mc, table, "m")
+		clustertest.WaitFor(t, 10*time.Second, "both halves led", func() bool {
+			l := clustertest.PartitionMap(t, mc).GetLeaders()
 			return l[split.GetLeft().GetRangeId()] != "" && l[split.GetRight().GetRangeId()] != ""
 		})
 		w := startGapWriters(tc, 2, fmt.Sprintf("w%d", i))
@@ -59,7 +59,7 @@ func TestMergePause(t *testing.T) {
 		base := time.Duration(w.gap.Swap(0))
 		baselines = append(baselines, base)
 		mstart := time.Now()
-		merged, err := mergeRetrying(ctx, t, mc, split.GetLeft().GetRangeId())
+		merged, err := clustertest.MergeRetrying(ctx, t, mc, split.GetLeft().GetRangeId())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -137,20 +137,6 @@ func loadRange(t *testing.T, ctx context.Context, tc *aztables.Client, size int)
 	}
 }
 
-// splitRange asks the master to split table's range at pk.
-func splitRange(t *testing.T, ctx context.Context, mc *masterclient.Client, table, pk string) *pb.SplitResponse {
-	t.Helper()
-	var split *pb.SplitResponse
-	if err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
-		var err error
-		split, err = m.Split(ctx, &pb.SplitRequest{Table: table, PartitionKey: pk})
-		return err
-	}); err != nil {
-		t.Fatalf("split %s at %q: %v", table, pk, err)
-	}
-	return split
-}
-
 // countEntities counts the entities matching filter ("" for all) and their
 // bytes.
 func countEntities(t *testing.T, ctx context.Context, tc *aztables.Client, filter string) (n, size int) {
@@ -223,9 +209,9 @@ func (w *gapWriters) halt() time.Duration {
 }
 
 // mergeEventPauses returns the write_pause_seconds of every merge event.
-func mergeEventPauses(t *testing.T, mc masterCaller) []time.Duration {
+func mergeEventPauses(t *testing.T, mc clustertest.MasterCaller) []time.Duration {
 	var out []time.Duration
-	for _, e := range masterEvents(mc) {
+	for _, e := range clustertest.MasterEvents(mc) {
 		if e.GetKind() == pb.EventKind_EVENT_KIND_MERGE {
 			f := e.GetFigures()
 			out = append(out, time.Duration(f["write_pause_seconds"]*float64(time.Second)))
@@ -247,21 +233,21 @@ func TestMergeRefusedWhileReplicaDown(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	besideOneOther(t)
-	c := startTuned(t, 3, quietPolicies, nil)
-	sc := serviceClient(t, c, 0)
+	clustertest.BesideOneOther(t)
+	c := clustertest.StartTuned(t, 3, clustertest.QuietPolicies, nil)
+	sc := clustertest.ServiceClient(t, c, 0)
 	const table = "mergedown"
-	tcl := newTable(t, sc, table)
-	mc := masterClient(t, c)
+	tcl := clustertest.NewTable(t, sc, table)
+	mc := clustertest.MasterClient(t, c)
 	acked := map[string]int64{}
-	writeSeq(t, tcl, acked, "before", 26)
-	ctx := ctxT(t, 2*time.Minute)
-	split := splitRange(t, ctx, mc, table, "k13")
+	clustertest.WriteSeq(t, tcl, acked, "before", 26)
+	ctx := clustertest.Context(t, 2*time.Minute)
+	split := clustertest.SplitRange(t, ctx, mc, table, "k13")
 	// Every server holds a replica of both halves (3 servers, RF 3): stop
 	// one that leads neither.
 	var down int
-	waitFor(t, 10*time.Second, "both halves led", func() bool {
-		l := partitionMap(t, mc).GetLeaders()
+	clustertest.WaitFor(t, 10*time.Second, "both halves led", func() bool {
+		l := clustertest.PartitionMap(t, mc).GetLeaders()
 		ll, rl := l[split.GetLeft().GetRangeId()], l[split.GetRight().GetRangeId()]
 		for i, s := range c.Servers {
 			if id := s.Server.ID(); ll != "" && rl != "" && id != ll && id != rl {
@@ -282,38 +268,15 @@ func TestMergeRefusedWhileReplicaDown(t *testing.T) {
 		t.Fatalf("merge with a replica's server stopped: %v, want a not-ready refusal", err)
 	}
 	// Not frozen: both halves still take writes.
-	writeSeq(t, tcl, acked, "during", 26)
+	clustertest.WriteSeq(t, tcl, acked, "during", 26)
 	if err := c.RestartServer(down); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "the merge after the restart", func() bool {
-		return mergeDone(ctx, t, mc, table, split.GetLeft().GetRangeId())
+	clustertest.WaitFor(t, 30*time.Second, "the merge after the restart", func() bool {
+		return clustertest.MergeDone(ctx, t, mc, table, split.GetLeft().GetRangeId())
 	})
-	writeSeq(t, tcl, acked, "after", 26)
-	verifyExactlyOnce(t, tcl, acked)
-}
-
-// dropTo is a Raft fault hook that drops every request to one address: a
-// one-way cut (the peer's own requests still arrive and are answered).
-type dropTo struct{ addr string }
-
-func (d dropTo) Outgoing(peer string) (time.Duration, bool) { return 0, peer == d.addr }
-
-// dropAll is a Raft fault hook that drops every request a server sends.
-type dropAll struct{}
-
-func (dropAll) Outgoing(string) (time.Duration, bool) { return 0, true }
-
-// mergeDone asks the master to merge range left with its right neighbour
-// and reports whether the table is one range afterwards. A merge whose
-// answer was lost (the master client's attempt timed out while it ran)
-// leaves no neighbour to merge: that is done too.
-func mergeDone(ctx context.Context, t *testing.T, mc *masterclient.Client, table string, left uint64) bool {
-	err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
-		_, err := m.Merge(ctx, &pb.MergeRequest{RangeId: left})
-		return err
-	})
-	return err == nil || len(tableRanges(partitionMap(t, mc), table)) == 1
+	clustertest.WriteSeq(t, tcl, acked, "after", 26)
+	clustertest.VerifyExactlyOnce(t, tcl, acked)
 }
 
 // TestMergeRefusedWhileLeaderCannotReachReplica: the right range's leader
@@ -327,19 +290,19 @@ func TestMergeRefusedWhileLeaderCannotReachReplica(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	besideOneOther(t)
-	c := startTuned(t, 3, quietPolicies, nil)
-	sc := serviceClient(t, c, 0)
+	clustertest.BesideOneOther(t)
+	c := clustertest.StartTuned(t, 3, clustertest.QuietPolicies, nil)
+	sc := clustertest.ServiceClient(t, c, 0)
 	const table = "mergecut"
-	tcl := newTable(t, sc, table)
-	mc := masterClient(t, c)
+	tcl := clustertest.NewTable(t, sc, table)
+	mc := clustertest.MasterClient(t, c)
 	acked := map[string]int64{}
-	writeSeq(t, tcl, acked, "before", 26)
-	ctx := ctxT(t, 2*time.Minute)
-	split := splitRange(t, ctx, mc, table, "k13")
+	clustertest.WriteSeq(t, tcl, acked, "before", 26)
+	ctx := clustertest.Context(t, 2*time.Minute)
+	split := clustertest.SplitRange(t, ctx, mc, table, "k13")
 	var cut int
-	waitFor(t, 10*time.Second, "the right half led", func() bool {
-		rl := partitionMap(t, mc).GetLeaders()[split.GetRight().GetRangeId()]
+	clustertest.WaitFor(t, 10*time.Second, "the right half led", func() bool {
+		rl := clustertest.PartitionMap(t, mc).GetLeaders()[split.GetRight().GetRangeId()]
 		if rl == "" {
 			return false
 		}
@@ -353,9 +316,9 @@ func TestMergeRefusedWhileLeaderCannotReachReplica(t *testing.T) {
 	// reach it, and cut cannot win an election.
 	for i, s := range c.Servers {
 		if i == cut {
-			s.Server.SetRaftFault(dropAll{})
+			s.Server.SetRaftFault(clustertest.DropAll{})
 		} else {
-			s.Server.SetRaftFault(dropTo{c.Servers[cut].Server.RaftAddr()})
+			s.Server.SetRaftFault(clustertest.DropTo{Addr: c.Servers[cut].Server.RaftAddr()})
 		}
 	}
 	// Past the heard-from window (the Raft heartbeat timeout).
@@ -372,13 +335,13 @@ func TestMergeRefusedWhileLeaderCannotReachReplica(t *testing.T) {
 		t.Fatalf("merge with ps%d cut off from the other servers' Raft traffic: %v, want the leader's not-ready refusal", cut+1, err)
 	}
 	// Not frozen: both halves still take writes.
-	writeSeq(t, tcl, acked, "during", 26)
+	clustertest.WriteSeq(t, tcl, acked, "during", 26)
 	for _, s := range c.Servers {
 		s.Server.SetRaftFault(nil)
 	}
-	waitFor(t, 30*time.Second, "the merge after the cut healed", func() bool {
-		return mergeDone(ctx, t, mc, table, split.GetLeft().GetRangeId())
+	clustertest.WaitFor(t, 30*time.Second, "the merge after the cut healed", func() bool {
+		return clustertest.MergeDone(ctx, t, mc, table, split.GetLeft().GetRangeId())
 	})
-	writeSeq(t, tcl, acked, "after", 26)
-	verifyExactlyOnce(t, tcl, acked)
+	clustertest.WriteSeq(t, tcl, acked, "after", 26)
+	clustertest.VerifyExactlyOnce(t, tcl, acked)
 }

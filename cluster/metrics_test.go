@@ -1,4 +1,4 @@
-package cluster
+package cluster_test
 
 import (
 	"bufio"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
+	"tablestore/cluster/clustertest"
 	"tablestore/internal/metricsbridge"
 )
 
@@ -288,17 +289,17 @@ func TestMetricsOfHealthyCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := startTuned(t, 3, quietPolicies, quiesceFast)
+	c := clustertest.StartTuned(t, 3, clustertest.QuietPolicies, quiesceFast)
 	servers := make([]string, len(c.Servers))
 	for i, n := range c.Servers {
 		servers[i] = n.Server.ID()
 	}
-	sc := serviceClient(t, c, 0)
-	ctx := ctxT(t, time.Minute)
+	sc := clustertest.ServiceClient(t, c, 0)
+	ctx := clustertest.Context(t, time.Minute)
 	const tables, writesPerTable, reads = 2, 10, 5
 	var clients []*aztables.Client
 	for i := range tables {
-		clients = append(clients, newTable(t, sc, fmt.Sprintf("metrics%d", i)))
+		clients = append(clients, clustertest.NewTable(t, sc, fmt.Sprintf("metrics%d", i)))
 	}
 	for _, tc := range clients {
 		for i := range writesPerTable {
@@ -320,8 +321,8 @@ func TestMetricsOfHealthyCluster(t *testing.T) {
 		}
 	}
 	const writes = tables * writesPerTable
-	mc := masterClient(t, c)
-	ranges := len(partitionMap(t, mc).GetRanges())
+	mc := clustertest.MasterClient(t, c)
+	ranges := len(clustertest.PartitionMap(t, mc).GetRanges())
 	if ranges < tables {
 		t.Fatalf("%d ranges for %d tables", ranges, tables)
 	}

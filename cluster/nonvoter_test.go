@@ -1,4 +1,4 @@
-package cluster
+package cluster_test
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"tablestore/cluster"
+	"tablestore/cluster/clustertest"
 	"tablestore/internal/failpoint"
 	"tablestore/internal/masterclient"
 	"tablestore/internal/rpcerr"
@@ -26,24 +28,24 @@ import (
 // (tuneS, when set, tunes them), creates table and writes n entities into
 // it; it returns the cluster, the table's client, a master client, the
 // acknowledged writes and a context of two minutes.
-func handTable(t *testing.T, table string, n int, tuneS func(*partitionserver.Config)) (*Cluster, *aztables.Client, *masterclient.Client, map[string]int64, context.Context) {
+func handTable(t *testing.T, table string, n int, tuneS func(*partitionserver.Config)) (*cluster.Cluster, *aztables.Client, *masterclient.Client, map[string]int64, context.Context) {
 	t.Helper()
-	return handTableM(t, table, n, quietPolicies, tuneS)
+	return handTableM(t, table, n, clustertest.QuietPolicies, tuneS)
 }
 
 // handTableM is handTable with the master tuned by tuneM.
-func handTableM(t *testing.T, table string, n int, tuneM func(*master.Config), tuneS func(*partitionserver.Config)) (*Cluster, *aztables.Client, *masterclient.Client, map[string]int64, context.Context) {
+func handTableM(t *testing.T, table string, n int, tuneM func(*master.Config), tuneS func(*partitionserver.Config)) (*cluster.Cluster, *aztables.Client, *masterclient.Client, map[string]int64, context.Context) {
 	t.Helper()
-	c := startTuned(t, 4, tuneM, tuneS)
-	tcl := newTable(t, serviceClient(t, c, 0), table)
+	c := clustertest.StartTuned(t, 4, tuneM, tuneS)
+	tcl := clustertest.NewTable(t, clustertest.ServiceClient(t, c, 0), table)
 	acked := map[string]int64{}
-	writeSeq(t, tcl, acked, "before", n)
-	return c, tcl, masterClient(t, c), acked, ctxT(t, 2*time.Minute)
+	clustertest.WriteSeq(t, tcl, acked, "before", n)
+	return c, tcl, clustertest.MasterClient(t, c), acked, clustertest.Context(t, 2*time.Minute)
 }
 
 // moveDirect asks master 0 for a move in one RPC bounded by ctx alone
 // (masterclient bounds each attempt to 5 s, shorter than the holds here).
-func moveDirect(ctx context.Context, c *Cluster, id uint64, from, to string) error {
+func moveDirect(ctx context.Context, c *cluster.Cluster, id uint64, from, to string) error {
 	conn, err := grpc.NewClient(c.Masters[0].Config.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return err
@@ -55,14 +57,14 @@ func moveDirect(ctx context.Context, c *Cluster, id uint64, from, to string) err
 
 // leaderMembers waits until range id's current leader (the map's) reports
 // its members and returns them.
-func leaderMembers(t *testing.T, c *Cluster, mc *masterclient.Client, id uint64) (voters, nonvoters []string) {
+func leaderMembers(t *testing.T, c *cluster.Cluster, mc *masterclient.Client, id uint64) (voters, nonvoters []string) {
 	t.Helper()
-	waitFor(t, 10*time.Second, "the range's leader reporting its members", func() bool {
-		l := partitionMap(t, mc).GetLeaders()[id]
+	clustertest.WaitFor(t, 10*time.Second, "the range's leader reporting its members", func() bool {
+		l := clustertest.PartitionMap(t, mc).GetLeaders()[id]
 		if l == "" {
 			return false
 		}
-		info := rangeInfo(c.Servers[c.ServerIndex(l)].Server, id)
+		info := clustertest.RangeInfo(c.Servers[c.ServerIndex(l)].Server, id)
 		if info == nil || len(info.GetVoters()) == 0 {
 			return false
 		}
@@ -75,15 +77,15 @@ func leaderMembers(t *testing.T, c *Cluster, mc *masterclient.Client, id uint64)
 // leaveNonvoter interrupts a move of range id of table after its
 // non-voter add (the failpoint fails it, as if the master died there) and
 // returns the server holding the non-voter the move left.
-func leaveNonvoter(ctx context.Context, t *testing.T, c *Cluster, mc *masterclient.Client, table string, id uint64) string {
+func leaveNonvoter(ctx context.Context, t *testing.T, c *cluster.Cluster, mc *masterclient.Client, table string, id uint64) string {
 	t.Helper()
 	var d *pb.RangeDescriptor
-	for _, r := range tableRanges(partitionMap(t, mc), table) {
+	for _, r := range clustertest.TableRanges(clustertest.PartitionMap(t, mc), table) {
 		if r.GetRangeId() == id {
 			d = r
 		}
 	}
-	_, from, to := rangeRoles(t, c, mc, d)
+	_, from, to := clustertest.RangeRoles(t, c, mc, d)
 	failpoint.Enable("master/add/after-nonvoter", nil)
 	err := moveDirect(ctx, c, id, from, to)
 	failpoint.Disable("master/add/after-nonvoter")
@@ -100,9 +102,9 @@ func leaveNonvoter(ctx context.Context, t *testing.T, c *Cluster, mc *masterclie
 // out (the default 5 s is no more telling than 2 s).
 const shortGrace = 2 * time.Second
 
-// quietShortGrace is quietPolicies with the check's grace at shortGrace.
+// quietShortGrace is clustertest.QuietPolicies with the check's grace at shortGrace.
 func quietShortGrace(m *master.Config) {
-	quietPolicies(m)
+	clustertest.QuietPolicies(m)
 	m.ReconcileGrace = shortGrace
 }
 
@@ -121,9 +123,9 @@ func TestMoveAddsNonvoterFirst(t *testing.T) {
 	}
 	const table = "nonvoterfirst"
 	c, tcl, mc, acked, ctx := handTableM(t, table, 20, quietShortGrace, nil)
-	rng := tableRanges(partitionMap(t, mc), table)[0]
+	rng := clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)[0]
 	id := rng.GetRangeId()
-	_, from, to := rangeRoles(t, c, mc, rng)
+	_, from, to := clustertest.RangeRoles(t, c, mc, rng)
 	fi, ti := c.ServerIndex(from), c.ServerIndex(to)
 	if err := c.StopServer(fi); err != nil {
 		t.Fatal(err)
@@ -145,12 +147,12 @@ func TestMoveAddsNonvoterFirst(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the move added no non-voter within 30 s")
 	}
-	if voters, nonvoters := leaderMembers(t, c, mc, id); !slices.Equal(nonvoters, []string{to}) || !sameIDs(voters, rng.GetReplicas()) {
+	if voters, nonvoters := leaderMembers(t, c, mc, id); !slices.Equal(nonvoters, []string{to}) || !clustertest.SameIDs(voters, rng.GetReplicas()) {
 		t.Fatalf("the leader reports voters %v, non-voters %v; want voters %v and the non-voter %s", voters, nonvoters, rng.GetReplicas(), to)
 	}
 	// Committed by the leader and the one live follower, the stalled
 	// non-voter counting toward no quorum.
-	writeSeq(t, tcl, acked, "stalled", 20)
+	clustertest.WriteSeq(t, tcl, acked, "stalled", 20)
 	// Held past the replica-set check's grace (shortGrace) and a policy
 	// tick: the non-voter was added before the writes above.
 	time.Sleep(shortGrace + time.Second)
@@ -162,16 +164,16 @@ func TestMoveAddsNonvoterFirst(t *testing.T) {
 	if err := <-moved; err != nil {
 		t.Fatalf("move %s -> %s: %v", from, to, err)
 	}
-	got := tableRanges(partitionMap(t, mc), table)[0]
-	if len(got.GetReplicas()) != 3 || hasServer(got, from) || !hasServer(got, to) {
+	got := clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)[0]
+	if len(got.GetReplicas()) != 3 || clustertest.HasServer(got, from) || !clustertest.HasServer(got, to) {
 		t.Fatalf("replicas %v after the move %s -> %s", got.GetReplicas(), from, to)
 	}
-	waitFor(t, 10*time.Second, "the leader's configuration: the descriptor's voters, no non-voter", func() bool {
+	clustertest.WaitFor(t, 10*time.Second, "the leader's configuration: the descriptor's voters, no non-voter", func() bool {
 		voters, nonvoters := leaderMembers(t, c, mc, id)
-		return len(nonvoters) == 0 && sameIDs(voters, tableRanges(partitionMap(t, mc), table)[0].GetReplicas())
+		return len(nonvoters) == 0 && clustertest.SameIDs(voters, clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)[0].GetReplicas())
 	})
-	writeSeq(t, tcl, acked, "after", 20)
-	verifyExactlyOnce(t, tcl, acked)
+	clustertest.WriteSeq(t, tcl, acked, "after", 20)
+	clustertest.VerifyExactlyOnce(t, tcl, acked)
 }
 
 // TestNonvoterOfInterruptedMoveRemoved stops a move after it added its
@@ -190,9 +192,9 @@ func TestNonvoterOfInterruptedMoveRemoved(t *testing.T) {
 	// The grace at shortGrace: the restarted master removes the
 	// non-voter that much after it sees it.
 	c, tcl, mc, acked, ctx := handTableM(t, table, 20, quietShortGrace, func(s *partitionserver.Config) { s.QuiesceAfter = time.Second })
-	rng := tableRanges(partitionMap(t, mc), table)[0]
+	rng := clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)[0]
 	id := rng.GetRangeId()
-	_, from, _ := rangeRoles(t, c, mc, rng)
+	_, from, _ := clustertest.RangeRoles(t, c, mc, rng)
 	to := leaveNonvoter(ctx, t, c, mc, table, id)
 	if err := c.StopMaster(0); err != nil {
 		t.Fatal(err)
@@ -204,18 +206,18 @@ func TestNonvoterOfInterruptedMoveRemoved(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	waitFor(t, 30*time.Second, "the non-voter removed, the descriptor's three voters kept", func() bool {
-		d := tableRanges(partitionMap(t, mc), table)[0]
+	clustertest.WaitFor(t, 30*time.Second, "the non-voter removed, the descriptor's three voters kept", func() bool {
+		d := clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)[0]
 		voters, nonvoters := leaderMembers(t, c, mc, id)
-		return len(nonvoters) == 0 && len(d.GetReplicas()) == 3 && !hasServer(d, to) && sameIDs(voters, d.GetReplicas())
+		return len(nonvoters) == 0 && len(d.GetReplicas()) == 3 && !clustertest.HasServer(d, to) && clustertest.SameIDs(voters, d.GetReplicas())
 	})
 	t.Logf("non-voter on %s removed %v after the master's restart", to, time.Since(start).Round(time.Millisecond))
-	waitFor(t, 20*time.Second, "the non-voter's replica on "+to+" deleted", func() bool {
+	clustertest.WaitFor(t, 20*time.Second, "the non-voter's replica on "+to+" deleted", func() bool {
 		return c.Servers[c.ServerIndex(to)].Server.ReplicaState(id) == "absent"
 	})
 	// The interrupted move's master, were it still running, could not
 	// bring the removed member back as a voter.
-	l := partitionMap(t, mc).GetLeaders()[id]
+	l := clustertest.PartitionMap(t, mc).GetLeaders()[id]
 	_, err := c.Servers[c.ServerIndex(l)].Server.Service().ChangeReplicas(ctx, &pb.ChangeReplicasRequest{
 		RangeId: id, AddServerId: to, AddMode: pb.AddMode_ADD_MODE_PROMOTE})
 	if status.Code(err) != codes.FailedPrecondition {
@@ -224,24 +226,24 @@ func TestNonvoterOfInterruptedMoveRemoved(t *testing.T) {
 	if err := moveDirect(ctx, c, id, from, to); err != nil {
 		t.Fatalf("move %s -> %s after the recovery: %v", from, to, err)
 	}
-	if got := tableRanges(partitionMap(t, mc), table)[0]; len(got.GetReplicas()) != 3 || !hasServer(got, to) || hasServer(got, from) {
+	if got := clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)[0]; len(got.GetReplicas()) != 3 || !clustertest.HasServer(got, to) || clustertest.HasServer(got, from) {
 		t.Fatalf("replicas %v after the second move %s -> %s", got.GetReplicas(), from, to)
 	}
 	// A promotion retried after it succeeded (onLeader retries a call
 	// whose answer was lost) succeeds and keeps the voters; a clean-up of
 	// a non-voter that has been promoted meanwhile is refused.
-	l = partitionMap(t, mc).GetLeaders()[id]
+	l = clustertest.PartitionMap(t, mc).GetLeaders()[id]
 	ls := c.Servers[c.ServerIndex(l)].Server.Service()
 	resp, err := ls.ChangeReplicas(ctx, &pb.ChangeReplicasRequest{RangeId: id, AddServerId: to, AddMode: pb.AddMode_ADD_MODE_PROMOTE})
-	if err != nil || len(resp.GetRange().GetReplicas()) != 3 || !hasServer(resp.GetRange(), to) {
+	if err != nil || len(resp.GetRange().GetReplicas()) != 3 || !clustertest.HasServer(resp.GetRange(), to) {
 		t.Fatalf("promoting %s again on the leader %s: %v, replicas %v", to, l, err, resp.GetRange().GetReplicas())
 	}
 	_, err = ls.ChangeReplicas(ctx, &pb.ChangeReplicasRequest{RangeId: id, RemoveServerId: to, RemoveOnlyNonvoter: true})
 	if status.Code(err) != codes.FailedPrecondition {
 		t.Fatalf("removing the voter %s as a non-voter on the leader %s: %v, want FAILED_PRECONDITION", to, l, err)
 	}
-	writeSeq(t, tcl, acked, "after", 20)
-	verifyExactlyOnce(t, tcl, acked)
+	clustertest.WriteSeq(t, tcl, acked, "after", 20)
+	clustertest.VerifyExactlyOnce(t, tcl, acked)
 }
 
 // TestReshapeDropsNonvoter splits and merges ranges that hold a non-voter
@@ -264,9 +266,9 @@ func TestReshapeDropsNonvoter(t *testing.T) {
 	c, tcl, mc, acked, ctx := handTable(t, table, 40, func(s *partitionserver.Config) { s.FullReportInterval = 2 * time.Second })
 	leave := func(id uint64) string { return leaveNonvoter(ctx, t, c, mc, table, id) }
 
-	parent := tableRanges(partitionMap(t, mc), table)[0].GetRangeId()
+	parent := clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)[0].GetRangeId()
 	nv := leave(parent)
-	split, err := splitRetrying(ctx, t, mc, table, "k13")
+	split, err := clustertest.SplitRetrying(ctx, t, mc, table, "k13")
 	if err != nil {
 		t.Fatalf("split with a non-voter on %s: %v", nv, err)
 	}
@@ -274,31 +276,31 @@ func TestReshapeDropsNonvoter(t *testing.T) {
 	if _, nonvoters := leaderMembers(t, c, mc, parent); len(nonvoters) != 0 {
 		t.Fatalf("range %d's non-voters after the split: %v", parent, nonvoters)
 	}
-	writeSeq(t, tcl, acked, "split", 20)
+	clustertest.WriteSeq(t, tcl, acked, "split", 20)
 	if st := c.Servers[c.ServerIndex(nv)].Server.ReplicaState(child); st != "absent" {
 		t.Fatalf("the split's new range %d is %s on %s, which held only a non-voter of its parent", child, st, nv)
 	}
 
 	nv = leave(parent)
-	if _, err := mergeRetrying(ctx, t, mc, parent); err != nil {
+	if _, err := clustertest.MergeRetrying(ctx, t, mc, parent); err != nil {
 		t.Fatalf("merge with a non-voter on %s: %v", nv, err)
 	}
 	if _, nonvoters := leaderMembers(t, c, mc, parent); len(nonvoters) != 0 {
 		t.Fatalf("range %d's non-voters after the merge: %v", parent, nonvoters)
 	}
-	writeSeq(t, tcl, acked, "merged", 20)
-	waitFor(t, 30*time.Second, "the dropped non-voters' replicas deleted", func() bool {
+	clustertest.WriteSeq(t, tcl, acked, "merged", 20)
+	clustertest.WaitFor(t, 30*time.Second, "the dropped non-voters' replicas deleted", func() bool {
 		return c.Servers[c.ServerIndex(nv)].Server.ReplicaState(parent) == "absent"
 	})
 
 	// A voter the descriptor does not list (a promotion whose record a
 	// crash cut off) would take over the merged neighbour it holds no
 	// replica of, as the non-voter did.
-	if _, err := splitRetrying(ctx, t, mc, table, "k13"); err != nil {
+	if _, err := clustertest.SplitRetrying(ctx, t, mc, table, "k13"); err != nil {
 		t.Fatal(err)
 	}
 	nv = leave(parent)
-	l := partitionMap(t, mc).GetLeaders()[parent]
+	l := clustertest.PartitionMap(t, mc).GetLeaders()[parent]
 	failpoint.Enable("partitionserver/change-replicas/before-record", nil)
 	_, err = c.Servers[c.ServerIndex(l)].Server.Service().ChangeReplicas(ctx, &pb.ChangeReplicasRequest{
 		RangeId: parent, AddServerId: nv, AddMode: pb.AddMode_ADD_MODE_PROMOTE})
@@ -315,15 +317,15 @@ func TestReshapeDropsNonvoter(t *testing.T) {
 	if _, err := c.Servers[c.ServerIndex(l)].Server.Service().TransferLeader(ctx, &pb.TransferLeaderRequest{RangeId: parent, ToServerId: nv}); err != nil {
 		t.Fatalf("transfer range %d's lead to %s: %v", parent, nv, err)
 	}
-	waitFor(t, 10*time.Second, nv+" leading range "+strconv.FormatUint(parent, 10), func() bool {
-		return partitionMap(t, mc).GetLeaders()[parent] == nv
+	clustertest.WaitFor(t, 10*time.Second, nv+" leading range "+strconv.FormatUint(parent, 10), func() bool {
+		return clustertest.PartitionMap(t, mc).GetLeaders()[parent] == nv
 	})
 	// The leader removes the unlisted voter before it proposes the merge
 	// (the master also retries a committed merge that failed).
 	start := time.Now()
 	var last time.Time
-	waitFor(t, 45*time.Second, "the merge done despite the unrecorded voter", func() bool {
-		if len(tableRanges(partitionMap(t, mc), table)) == 1 {
+	clustertest.WaitFor(t, 45*time.Second, "the merge done despite the unrecorded voter", func() bool {
+		if len(clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)) == 1 {
 			return true
 		}
 		if time.Since(last) > 3*time.Second {
@@ -337,15 +339,15 @@ func TestReshapeDropsNonvoter(t *testing.T) {
 		return false
 	})
 	t.Logf("merged %v after the unrecorded promotion", time.Since(start).Round(time.Millisecond))
-	writeSeq(t, tcl, acked, "merged2", 20)
-	verifyExactlyOnce(t, tcl, acked)
+	clustertest.WriteSeq(t, tcl, acked, "merged2", 20)
+	clustertest.VerifyExactlyOnce(t, tcl, acked)
 
 	// A voter whose removal's record a crash cut off: the descriptor
 	// still lists it. A split copied it into the new range's voters,
 	// which it never joins (it gets none of the parent's entries): the
 	// new range had a phantom voter, one failure from no quorum. The
 	// leader records the removal before it proposes the split.
-	l = partitionMap(t, mc).GetLeaders()[parent]
+	l = clustertest.PartitionMap(t, mc).GetLeaders()[parent]
 	var gone string
 	voters, _ := leaderMembers(t, c, mc, parent)
 	for _, v := range voters {
@@ -362,15 +364,15 @@ func TestReshapeDropsNonvoter(t *testing.T) {
 	if voters, _ := leaderMembers(t, c, mc, parent); slices.Contains(voters, gone) {
 		t.Fatalf("range %d's voters %v: %s not removed (%v)", parent, voters, gone, err)
 	}
-	split, err = splitRetrying(ctx, t, mc, table, "k13")
+	split, err = clustertest.SplitRetrying(ctx, t, mc, table, "k13")
 	if err != nil {
 		t.Fatalf("split after the unrecorded removal of %s: %v", gone, err)
 	}
-	if hasServer(split.GetRight(), gone) || hasServer(split.GetLeft(), gone) {
+	if clustertest.HasServer(split.GetRight(), gone) || clustertest.HasServer(split.GetLeft(), gone) {
 		t.Fatalf("split after the unrecorded removal of %s from range %d: replicas %v and %v, listing it", gone, parent, split.GetLeft().GetReplicas(), split.GetRight().GetReplicas())
 	}
-	writeSeq(t, tcl, acked, "split2", 20)
-	verifyExactlyOnce(t, tcl, acked)
+	clustertest.WriteSeq(t, tcl, acked, "split2", 20)
+	clustertest.VerifyExactlyOnce(t, tcl, acked)
 }
 
 // TestUnlistedSplitChildDeleted splits a range while a member its
@@ -400,7 +402,7 @@ func TestUnlistedSplitChildDeleted(t *testing.T) {
 				table = "unlistedcrash"
 			}
 			c, tcl, mc, acked, ctx := handTable(t, table, 20, nil)
-			d := tableRanges(partitionMap(t, mc), table)[0]
+			d := clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)[0]
 			parent := d.GetRangeId()
 			nv := leaveNonvoter(ctx, t, c, mc, table, parent)
 			failpoint.Enable("partitionserver/split/unsettled", nil)
@@ -411,7 +413,7 @@ func TestUnlistedSplitChildDeleted(t *testing.T) {
 					return failpoint.ErrInjected
 				})
 			}
-			split, err := splitRetrying(ctx, t, mc, table, "k13")
+			split, err := clustertest.SplitRetrying(ctx, t, mc, table, "k13")
 			failpoint.Disable("partitionserver/split/unsettled")
 			if err != nil {
 				failpoint.Disable("partitionserver/split/keep-unlisted")
@@ -419,14 +421,14 @@ func TestUnlistedSplitChildDeleted(t *testing.T) {
 			}
 			child := split.GetRight().GetRangeId()
 			ni := c.ServerIndex(nv)
-			waitFor(t, 10*time.Second, "the non-voter on "+nv+" applying the split", func() bool {
-				info := rangeInfo(c.Servers[ni].Server, parent)
+			clustertest.WaitFor(t, 10*time.Second, "the non-voter on "+nv+" applying the split", func() bool {
+				info := clustertest.RangeInfo(c.Servers[ni].Server, parent)
 				return info != nil && info.GetGeneration() > d.GetGeneration()
 			})
 			if tc.crash {
 				// The state the split's apply stored stays: the delete
 				// after it is skipped, as by a crash.
-				waitFor(t, 10*time.Second, "the new range's state committed on "+nv, func() bool {
+				clustertest.WaitFor(t, 10*time.Second, "the new range's state committed on "+nv, func() bool {
 					return kept.Load() && c.Servers[ni].Server.HasStoredState(child)
 				})
 				if err := c.CrashServer(ni); err != nil {
@@ -434,7 +436,7 @@ func TestUnlistedSplitChildDeleted(t *testing.T) {
 				}
 				failpoint.Disable("partitionserver/split/keep-unlisted")
 			} else {
-				waitFor(t, 10*time.Second, "the new range's state on "+nv+" deleted", func() bool {
+				clustertest.WaitFor(t, 10*time.Second, "the new range's state on "+nv+" deleted", func() bool {
 					return !c.Servers[ni].Server.HasStoredState(child)
 				})
 				if err := c.StopServer(ni); err != nil {
@@ -444,8 +446,8 @@ func TestUnlistedSplitChildDeleted(t *testing.T) {
 			if err := c.RestartServer(ni); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, 10*time.Second, "the restarted "+nv+" opening its parent replica", func() bool {
-				return rangeInfo(c.Servers[ni].Server, parent) != nil
+			clustertest.WaitFor(t, 10*time.Second, "the restarted "+nv+" opening its parent replica", func() bool {
+				return clustertest.RangeInfo(c.Servers[ni].Server, parent) != nil
 			})
 			if st := c.Servers[ni].Server.ReplicaState(child); st != "absent" {
 				t.Fatalf("the split's new range %d is %s on %s after its restart; its descriptor lists %v", child, st, nv, split.GetRight().GetReplicas())
@@ -453,8 +455,8 @@ func TestUnlistedSplitChildDeleted(t *testing.T) {
 			if c.Servers[ni].Server.HasStoredState(child) {
 				t.Fatalf("the split's new range %d still has its state on %s after its restart", child, nv)
 			}
-			writeSeq(t, tcl, acked, "after", 20)
-			verifyExactlyOnce(t, tcl, acked)
+			clustertest.WriteSeq(t, tcl, acked, "after", 20)
+			clustertest.VerifyExactlyOnce(t, tcl, acked)
 		})
 	}
 }
@@ -471,26 +473,26 @@ func TestFailedAddDeletesItsReplica(t *testing.T) {
 	}
 	const table = "failedadd"
 	c, tcl, mc, acked, ctx := handTable(t, table, 10, nil)
-	rng := tableRanges(partitionMap(t, mc), table)[0]
+	rng := clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)[0]
 	id := rng.GetRangeId()
-	_, from, to := rangeRoles(t, c, mc, rng)
+	_, from, to := clustertest.RangeRoles(t, c, mc, rng)
 	failpoint.Enable("master/add/before-nonvoter", nil)
 	err := moveDirect(ctx, c, id, from, to)
 	failpoint.Disable("master/add/before-nonvoter")
 	if err == nil {
 		t.Fatal("move succeeded through master/add/before-nonvoter")
 	}
-	waitFor(t, 10*time.Second, "the failed add's replica on "+to+" deleted", func() bool {
+	clustertest.WaitFor(t, 10*time.Second, "the failed add's replica on "+to+" deleted", func() bool {
 		return c.Servers[c.ServerIndex(to)].Server.ReplicaState(id) == "absent"
 	})
 	if err := moveDirect(ctx, c, id, from, to); err != nil {
 		t.Fatalf("move %s -> %s after the failed one: %v", from, to, err)
 	}
-	if got := tableRanges(partitionMap(t, mc), table)[0]; !hasServer(got, to) || hasServer(got, from) {
+	if got := clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)[0]; !clustertest.HasServer(got, to) || clustertest.HasServer(got, from) {
 		t.Fatalf("replicas %v after the second move %s -> %s", got.GetReplicas(), from, to)
 	}
-	writeSeq(t, tcl, acked, "after", 10)
-	verifyExactlyOnce(t, tcl, acked)
+	clustertest.WriteSeq(t, tcl, acked, "after", 10)
+	clustertest.VerifyExactlyOnce(t, tcl, acked)
 }
 
 // TestFollowerReadNeedsListedReplica: a replica serves the read-access
@@ -509,7 +511,7 @@ func TestFollowerReadNeedsListedReplica(t *testing.T) {
 	}
 	const table = "listedread"
 	c, tcl, mc, acked, ctx := handTable(t, table, 10, nil)
-	id := tableRanges(partitionMap(t, mc), table)[0].GetRangeId()
+	id := clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)[0].GetRangeId()
 	nv := leaveNonvoter(ctx, t, c, mc, table, id)
 	svc := c.Servers[c.ServerIndex(nv)].Server.Service()
 	read := func() error {
@@ -518,23 +520,23 @@ func TestFollowerReadNeedsListedReplica(t *testing.T) {
 	}
 	// The non-voter holds the entity (it applied the log) but is in no
 	// descriptor.
-	waitFor(t, 10*time.Second, "the non-voter "+nv+" to hold the range's entries", func() bool {
-		info := rangeInfo(c.Servers[c.ServerIndex(nv)].Server, id)
+	clustertest.WaitFor(t, 10*time.Second, "the non-voter "+nv+" to hold the range's entries", func() bool {
+		info := clustertest.RangeInfo(c.Servers[c.ServerIndex(nv)].Server, id)
 		return info != nil && info.GetAppliedIndex() > 0
 	})
 	if err := read(); rpcerr.Parse(err).Reason != rpcerr.ReasonStaleRange {
 		t.Fatalf("follower read on the unlisted non-voter %s: %v, want %s", nv, err, rpcerr.ReasonStaleRange)
 	}
-	l := partitionMap(t, mc).GetLeaders()[id]
+	l := clustertest.PartitionMap(t, mc).GetLeaders()[id]
 	resp, err := c.Servers[c.ServerIndex(l)].Server.Service().ChangeReplicas(ctx, &pb.ChangeReplicasRequest{RangeId: id, AddServerId: nv, AddMode: pb.AddMode_ADD_MODE_PROMOTE})
-	if err != nil || !hasServer(resp.GetRange(), nv) {
+	if err != nil || !clustertest.HasServer(resp.GetRange(), nv) {
 		t.Fatalf("promoting %s on the leader %s: %v, replicas %v", nv, l, err, resp.GetRange().GetReplicas())
 	}
 	var last error
-	waitFor(t, 10*time.Second, "a follower read on "+nv+" once its state lists it", func() bool {
+	clustertest.WaitFor(t, 10*time.Second, "a follower read on "+nv+" once its state lists it", func() bool {
 		last = read()
 		return last == nil
 	})
-	writeSeq(t, tcl, acked, "after", 10)
-	verifyExactlyOnce(t, tcl, acked)
+	clustertest.WriteSeq(t, tcl, acked, "after", 10)
+	clustertest.VerifyExactlyOnce(t, tcl, acked)
 }

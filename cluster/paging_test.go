@@ -1,4 +1,4 @@
-package cluster
+package cluster_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
+	"tablestore/cluster/clustertest"
 	"tablestore/frontend/auth"
 	"tablestore/internal/masterclient"
 	pb "tablestore/proto/tablestorepb"
@@ -34,14 +35,14 @@ import (
 // is 400 InvalidInput, as is a point read of such a key (both were 500:
 // gRPC refused the string).
 func TestPagingAcrossReshapes(t *testing.T) {
-	besideOneOther(t)
-	c := startTuned(t, 3, quietPolicies, nil)
+	clustertest.BesideOneOther(t)
+	c := clustertest.StartTuned(t, 3, clustertest.QuietPolicies, nil)
 	const table = "paging"
-	tc := newTable(t, serviceClient(t, c, 0), table)
+	tc := clustertest.NewTable(t, clustertest.ServiceClient(t, c, 0), table)
 	acked := map[string]int64{}
-	writeSeq(t, tc, acked, "a", 52) // k00..k25, two RowKeys each
-	mc := masterClient(t, c)
-	ctx := ctxT(t, 3*time.Minute)
+	clustertest.WriteSeq(t, tc, acked, "a", 52) // k00..k25, two RowKeys each
+	mc := clustertest.MasterClient(t, c)
+	ctx := clustertest.Context(t, 3*time.Minute)
 
 	t.Run("tokens", func(t *testing.T) {
 		for _, tok := range []string{"1!4!_w--", "\xff"} {
@@ -70,7 +71,7 @@ func TestPagingAcrossReshapes(t *testing.T) {
 		// Keys whose tokens hold '+', '/' and padding, quotes, spaces,
 		// multi-byte and supplementary characters, and the longest key:
 		// one entity a page, so every key is a continuation once.
-		odd := newTable(t, serviceClient(t, c, 0), "pagingodd")
+		odd := clustertest.NewTable(t, clustertest.ServiceClient(t, c, 0), "pagingodd")
 		keys := []string{"~~~", "翿", "ÿÿ", "a+b=c", "p k'1", "O''Brien", "rü", "行", "😀x", "%2B", "1!4!YSti", strings.Repeat("行", 1024), strings.Repeat("😀", 512)}
 		var want []string
 		for i, pk := range keys {
@@ -82,7 +83,7 @@ func TestPagingAcrossReshapes(t *testing.T) {
 			want = append(want, pk+"/"+rk)
 		}
 		slices.Sort(want)
-		if _, err := splitRetrying(ctx, t, mc, "pagingodd", "p k'1"); err != nil {
+		if _, err := clustertest.SplitRetrying(ctx, t, mc, "pagingodd", "p k'1"); err != nil {
 			t.Fatal(err)
 		}
 		top := int32(1)
@@ -187,10 +188,10 @@ func TestPagingAcrossReshapes(t *testing.T) {
 
 	// $select across the ranges: every entity once, with only the
 	// selected properties (the keys only when selected, as Azure answers).
-	if _, err := splitRetrying(ctx, t, mc, table, "k09"); err != nil && !strings.Contains(err.Error(), "boundary") {
+	if _, err := clustertest.SplitRetrying(ctx, t, mc, table, "k09"); err != nil && !strings.Contains(err.Error(), "boundary") {
 		t.Logf("split at k09: %v", err)
 	}
-	if n := len(tableRanges(partitionMap(t, mc), table)); n < 2 {
+	if n := len(clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)); n < 2 {
 		t.Fatalf("the table has %d ranges; the $select scan needs two", n)
 	}
 	sel, top := "RowKey,V,PartitionKey", int32(5)
@@ -229,7 +230,7 @@ func TestPagingAcrossReshapes(t *testing.T) {
 // ("pk/rk") and the continuation.
 func pageKeys(t *testing.T, tc *aztables.Client, opts aztables.ListEntitiesOptions) (keys []string, npk, nrk *string, err error) {
 	t.Helper()
-	page, err := tc.NewListEntitiesPager(&opts).NextPage(ctxT(t, time.Minute))
+	page, err := tc.NewListEntitiesPager(&opts).NextPage(clustertest.Context(t, time.Minute))
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -263,11 +264,11 @@ func tokenKey(t *testing.T, tok string) string {
 // on a goroutine of its own (it fails no test).
 func reshapeAt(t *testing.T, ctx context.Context, mc *masterclient.Client, table string, step int, next string) (bool, error) {
 	t.Helper()
-	m, err := getPartitionMap(ctx, mc)
+	m, err := clustertest.GetPartitionMap(ctx, mc)
 	if err != nil {
 		return false, err
 	}
-	rs := tableRanges(m, table)
+	rs := clustertest.TableRanges(m, table)
 	switch step % 3 {
 	case 0:
 		for _, d := range rs {
@@ -275,13 +276,13 @@ func reshapeAt(t *testing.T, ctx context.Context, mc *masterclient.Client, table
 				return false, nil // already a boundary
 			}
 		}
-		if _, err := splitRetrying(ctx, t, mc, table, next); err != nil {
+		if _, err := clustertest.SplitRetrying(ctx, t, mc, table, next); err != nil {
 			return false, fmt.Errorf("split at %q: %w", next, err)
 		}
 		return true, nil
 	case 1:
 		if len(rs) > 1 {
-			if _, err := mergeRetrying(ctx, t, mc, rs[0].GetRangeId()); err != nil {
+			if _, err := clustertest.MergeRetrying(ctx, t, mc, rs[0].GetRangeId()); err != nil {
 				return false, fmt.Errorf("merge of range %d: %w", rs[0].GetRangeId(), err)
 			}
 			return true, nil
@@ -316,19 +317,19 @@ func reshapeAt(t *testing.T, ctx context.Context, mc *masterclient.Client, table
 // during pages as well as between them: every scan returns every entity
 // once, in key order.
 func TestPagingDuringReshapes(t *testing.T) {
-	besideOneOther(t)
-	c := startTuned(t, 4, quietPolicies, nil)
+	clustertest.BesideOneOther(t)
+	c := clustertest.StartTuned(t, 4, clustertest.QuietPolicies, nil)
 	const table = "pagingduring"
-	tc := newTable(t, serviceClient(t, c, 0), table)
+	tc := clustertest.NewTable(t, clustertest.ServiceClient(t, c, 0), table)
 	acked := map[string]int64{}
-	writeSeq(t, tc, acked, "a", 78) // k00..k25, three RowKeys each
+	clustertest.WriteSeq(t, tc, acked, "a", 78) // k00..k25, three RowKeys each
 	var want []string
 	for k := range acked {
 		want = append(want, k)
 	}
 	slices.Sort(want)
-	mc := masterClient(t, c)
-	ctx := ctxT(t, 3*time.Minute)
+	mc := clustertest.MasterClient(t, c)
+	ctx := clustertest.Context(t, 3*time.Minute)
 	cred, err := aztables.NewSharedKeyCredential(auth.DevAccountName, auth.DevAccountKey)
 	if err != nil {
 		t.Fatal(err)
@@ -358,7 +359,7 @@ func TestPagingDuringReshapes(t *testing.T) {
 			opts.NextPartitionKey, opts.NextRowKey = npk, nrk
 		}
 	}
-	waitFor(t, 20*time.Second, "the secondary to hold every write", func() bool {
+	clustertest.WaitFor(t, 20*time.Second, "the secondary to hold every write", func() bool {
 		got, err := scan(secondary, 1000)
 		return err == nil && slices.Equal(got, want)
 	})
@@ -420,11 +421,11 @@ func TestPagingDuringReshapes(t *testing.T) {
 // moveAt moves a replica of the range holding key to a server that has
 // none, from a follower (the leader stays). It reports whether it moved.
 func moveAt(ctx context.Context, mc *masterclient.Client, table, key string) (bool, error) {
-	m, err := getPartitionMap(ctx, mc)
+	m, err := clustertest.GetPartitionMap(ctx, mc)
 	if err != nil {
 		return false, err
 	}
-	for _, d := range tableRanges(m, table) {
+	for _, d := range clustertest.TableRanges(m, table) {
 		if d.GetStart() > key || (d.GetEnd() != "" && key >= d.GetEnd()) {
 			continue
 		}

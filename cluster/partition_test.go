@@ -1,8 +1,10 @@
-package cluster
+package cluster_test
 
 import (
 	"testing"
 	"time"
+
+	"tablestore/cluster/clustertest"
 )
 
 // TestIsolatedLeader cuts the range leader off the Raft network (a network
@@ -13,22 +15,22 @@ func TestIsolatedLeader(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	besideOneOther(t)
-	c := startTuned(t, 3, quietPolicies, nil)
-	sc := serviceClient(t, c, 0)
+	clustertest.BesideOneOther(t)
+	c := clustertest.StartTuned(t, 3, clustertest.QuietPolicies, nil)
+	sc := clustertest.ServiceClient(t, c, 0)
 	const table = "isolated"
-	tc := newTable(t, sc, table)
-	w := startWorkload(t, tc, 4, spreadKeys)
+	tc := clustertest.NewTable(t, sc, table)
+	w := clustertest.StartWorkload(t, tc, 4, clustertest.SpreadKeys)
 	time.Sleep(300 * time.Millisecond)
-	waitFor(t, 10*time.Second, "a reported range leader", func() bool { return rangeLeader(c, table) >= 0 })
-	victim := rangeLeader(c, table)
+	clustertest.WaitFor(t, 10*time.Second, "a reported range leader", func() bool { return clustertest.RangeLeader(c, table) >= 0 })
+	victim := clustertest.RangeLeader(c, table)
 	t.Logf("isolating ps%d", victim+1)
 	c.IsolateServer(victim, true)
-	before := w.written.Load()
-	waitFor(t, 20*time.Second, "writes continuing without the isolated leader", func() bool { return w.written.Load() > before+200 })
+	before := w.Written.Load()
+	clustertest.WaitFor(t, 20*time.Second, "writes continuing without the isolated leader", func() bool { return w.Written.Load() > before+200 })
 	c.IsolateServer(victim, false)
 	time.Sleep(time.Second)
-	acked := w.halt()
-	t.Logf("%d acknowledged, %d failed (after retries), longest pause %v", len(acked), w.failed.Load(), time.Duration(w.maxGap.Load()))
-	verifyExactlyOnce(t, tc, acked)
+	acked := w.Halt()
+	t.Logf("%d acknowledged, %d failed (after retries), longest pause %v", len(acked), w.Failed.Load(), time.Duration(w.MaxGap.Load()))
+	clustertest.VerifyExactlyOnce(t, tc, acked)
 }

@@ -1,4 +1,4 @@
-package cluster
+package cluster_test
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 
 	"google.golang.org/grpc/status"
 
+	"tablestore/cluster"
+	"tablestore/cluster/clustertest"
 	"tablestore/internal/logging"
 	"tablestore/master"
 	"tablestore/partitionserver"
@@ -61,13 +63,13 @@ func TestPausedLeader(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	c, err := Start(Options{
+	c, err := cluster.Start(cluster.Options{
 		Masters: 1, Servers: 3, Frontends: 1, DataDir: t.TempDir(), Logger: logging.FromEnv(""),
 		LocalCalls: true,
 		TuneMaster: func(m *master.Config) {
-			soleMasterElects(m)
+			clustertest.SoleMasterElects(m)
 			m.ServerTimeout = 2 * time.Second
-			quietPolicies(m)
+			clustertest.QuietPolicies(m)
 		},
 		TuneServer: func(s *partitionserver.Config) { s.HeartbeatInterval = 200 * time.Millisecond },
 	})
@@ -75,40 +77,40 @@ func TestPausedLeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	sc := serviceClient(t, c, 0)
+	sc := clustertest.ServiceClient(t, c, 0)
 	const table = "paused"
-	tc := newTable(t, sc, table)
-	w := startWorkload(t, tc, 4, spreadKeys)
-	waitFor(t, 10*time.Second, "a reported range leader", func() bool { return rangeLeader(c, table) >= 0 })
-	waitFor(t, 10*time.Second, "writes", func() bool { return w.written.Load() > 50 })
-	victim := rangeLeader(c, table)
+	tc := clustertest.NewTable(t, sc, table)
+	w := clustertest.StartWorkload(t, tc, 4, clustertest.SpreadKeys)
+	clustertest.WaitFor(t, 10*time.Second, "a reported range leader", func() bool { return clustertest.RangeLeader(c, table) >= 0 })
+	clustertest.WaitFor(t, 10*time.Second, "writes", func() bool { return w.Written.Load() > 50 })
+	victim := clustertest.RangeLeader(c, table)
 	s := c.Servers[victim].Server
 	resume := make(chan struct{})
 	t.Logf("pausing ps%d, the range's leader", victim+1)
-	w.maxGap.Store(0)
+	w.MaxGap.Store(0)
 	paused := time.Now()
 	c.PauseServer(victim, true)
 	for _, f := range c.Frontends {
 		f.Router.RegisterLocal(s.GRPCAddr(), silentServer{s.Service(), resume})
 	}
-	before := w.written.Load()
-	waitFor(t, 20*time.Second, "writes through a new leader", func() bool { return w.written.Load() > before+20 })
+	before := w.Written.Load()
+	clustertest.WaitFor(t, 20*time.Second, "writes through a new leader", func() bool { return w.Written.Load() > before+20 })
 	recovered := time.Since(paused)
 	// Keep it paused a while longer: every request still meets the paused
 	// server first until the map names the new leader.
 	time.Sleep(2 * time.Second)
-	gap := time.Duration(w.maxGap.Load())
+	gap := time.Duration(w.MaxGap.Load())
 	close(resume)
 	c.PauseServer(victim, false)
 	for _, f := range c.Frontends {
 		f.Router.RegisterLocal(s.GRPCAddr(), s.Service())
 	}
 	time.Sleep(time.Second)
-	acked := w.halt()
+	acked := w.Halt()
 	t.Logf("20 writes after the pause within %v; longest write gap while paused %v; %d acknowledged, %d failed",
-		recovered.Round(time.Millisecond), gap.Round(time.Millisecond), len(acked), w.failed.Load())
+		recovered.Round(time.Millisecond), gap.Round(time.Millisecond), len(acked), w.Failed.Load())
 	if gap > 3500*time.Millisecond {
 		t.Errorf("a client waited %v for a write while the leader was paused (want about 3 s at most)", gap)
 	}
-	verifyExactlyOnce(t, tc, acked)
+	clustertest.VerifyExactlyOnce(t, tc, acked)
 }

@@ -1,4 +1,4 @@
-package cluster
+package cluster_test
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 	"github.com/anishathalye/porcupine"
 
+	"tablestore/cluster"
+	"tablestore/cluster/clustertest"
 	"tablestore/internal/masterclient"
 	"tablestore/partitionserver"
 	pb "tablestore/proto/tablestorepb"
@@ -23,11 +25,11 @@ func quiesceFast(s *partitionserver.Config) { s.QuiesceAfter = 300 * time.Millis
 
 // waitQuiet waits until every replica of table's ranges on a running
 // server is quiet.
-func waitQuiet(t *testing.T, c *Cluster, mc *masterclient.Client, table string, timeout time.Duration) {
+func waitQuiet(t *testing.T, c *cluster.Cluster, mc *masterclient.Client, table string, timeout time.Duration) {
 	t.Helper()
-	waitFor(t, timeout, "table "+table+" quiet on every replica", func() bool {
-		m := partitionMap(t, mc)
-		for _, d := range tableRanges(m, table) {
+	clustertest.WaitFor(t, timeout, "table "+table+" quiet on every replica", func() bool {
+		m := clustertest.PartitionMap(t, mc)
+		for _, d := range clustertest.TableRanges(m, table) {
 			for _, r := range d.GetReplicas() {
 				i := c.ServerIndex(r.GetServerId())
 				if i < 0 || c.Servers[i].Server == nil {
@@ -74,12 +76,12 @@ func TestQuietRangeWakesAndFailsOver(t *testing.T) {
 	}
 	// Quiet reads off: the reads here are to wake the range (a quiet
 	// leader would serve them without waking, cluster/quietread_test.go).
-	c := startTuned(t, 3, quietPolicies, func(s *partitionserver.Config) { quiesceFast(s); s.QuietReadTimeout = 0 })
-	sc := serviceClient(t, c, 0)
-	mc := masterClient(t, c)
-	ctx := ctxT(t, 2*time.Minute)
+	c := clustertest.StartTuned(t, 3, clustertest.QuietPolicies, func(s *partitionserver.Config) { quiesceFast(s); s.QuietReadTimeout = 0 })
+	sc := clustertest.ServiceClient(t, c, 0)
+	mc := clustertest.MasterClient(t, c)
+	ctx := clustertest.Context(t, 2*time.Minute)
 	const table = "quiet"
-	tc := newTable(t, sc, table)
+	tc := clustertest.NewTable(t, sc, table)
 	if err := putV(ctx, tc, "k", 1); err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +90,7 @@ func TestQuietRangeWakesAndFailsOver(t *testing.T) {
 	waitQuiet(t, c, mc, table, 10*time.Second)
 	time.Sleep(1500 * time.Millisecond)
 	for i, n := range c.Servers {
-		if st := n.Server.ReplicaState(tableRanges(partitionMap(t, mc), table)[0].GetRangeId()); st != "quiet" {
+		if st := n.Server.ReplicaState(clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)[0].GetRangeId()); st != "quiet" {
 			t.Errorf("server %d: replica %s 1.5s after the range went quiet", i, st)
 		}
 	}
@@ -106,7 +108,7 @@ func TestQuietRangeWakesAndFailsOver(t *testing.T) {
 	t.Logf("first read of a quiet range through the front-end: %v", wakes)
 
 	waitQuiet(t, c, mc, table, 10*time.Second)
-	leader := rangeLeader(c, table)
+	leader := clustertest.RangeLeader(c, table)
 	if leader < 0 {
 		t.Fatal("a quiet range reports no leader to the master")
 	}
@@ -143,13 +145,13 @@ func TestQuietRangeSplitMergeMove(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	besideOneOther(t)
-	c := startTuned(t, 4, quietPolicies, quiesceFast)
-	sc := serviceClient(t, c, 0)
-	mc := masterClient(t, c)
-	ctx := ctxT(t, 2*time.Minute)
+	clustertest.BesideOneOther(t)
+	c := clustertest.StartTuned(t, 4, clustertest.QuietPolicies, quiesceFast)
+	sc := clustertest.ServiceClient(t, c, 0)
+	mc := clustertest.MasterClient(t, c)
+	ctx := clustertest.Context(t, 2*time.Minute)
 	const table = "quietreshape"
-	tc := newTable(t, sc, table)
+	tc := clustertest.NewTable(t, sc, table)
 	keys := []string{"a", "c", "e", "g", "m", "p", "t", "x"}
 	for i, k := range keys {
 		if err := putV(ctx, tc, k, i); err != nil {
@@ -198,11 +200,11 @@ func TestQuietRangeSplitMergeMove(t *testing.T) {
 	check("move")
 
 	waitQuiet(t, c, mc, table, 15*time.Second)
-	if _, err := mergeRetrying(ctx, t, mc, split.GetLeft().GetRangeId()); err != nil {
+	if _, err := clustertest.MergeRetrying(ctx, t, mc, split.GetLeft().GetRangeId()); err != nil {
 		t.Fatal(err)
 	}
 	check("merge")
-	waitFor(t, 10*time.Second, "one range in the map", func() bool { return len(tableRanges(partitionMap(t, mc), table)) == 1 })
+	clustertest.WaitFor(t, 10*time.Second, "one range in the map", func() bool { return len(clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)) == 1 })
 	waitQuiet(t, c, mc, table, 15*time.Second)
 	check("quiet again")
 }
@@ -218,13 +220,13 @@ func TestLinearizableAcrossQuiesce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	c := startTuned(t, 3, quietPolicies, quietReads)
-	sc := serviceClient(t, c, 0)
-	mc := masterClient(t, c)
+	c := clustertest.StartTuned(t, 3, clustertest.QuietPolicies, quietReads)
+	sc := clustertest.ServiceClient(t, c, 0)
+	mc := clustertest.MasterClient(t, c)
 	const table = "linearquiet"
 	served := quietReadCount(t, "served")
-	tc := newTable(t, sc, table)
-	ctx := ctxT(t, 2*time.Minute)
+	tc := clustertest.NewTable(t, sc, table)
+	ctx := clustertest.Context(t, 2*time.Minute)
 	keys := []string{"k0", "k1", "k2"}
 	start := time.Now()
 	now := func() int64 { return int64(time.Since(start)) }
@@ -260,7 +262,7 @@ func TestLinearizableAcrossQuiesce(t *testing.T) {
 					out := registerOutput{value: v}
 					switch {
 					case err == nil:
-					case isStatus(err, http.StatusNotFound):
+					case clustertest.IsStatus(err, http.StatusNotFound):
 						out.value = -1
 					default:
 						continue
@@ -275,7 +277,7 @@ func TestLinearizableAcrossQuiesce(t *testing.T) {
 		burst(round)
 		waitQuiet(t, c, mc, table, 15*time.Second)
 		if round == 2 {
-			leader := rangeLeader(c, table)
+			leader := clustertest.RangeLeader(c, table)
 			if leader < 0 {
 				t.Fatal("no leader reported for the quiet range")
 			}
@@ -323,7 +325,7 @@ func TestQuiesceWaitsForSlowFollower(t *testing.T) {
 	const table = "slowquiet"
 	c, mc, tc, ctx := quietTable(t, table, 2*time.Minute)
 	waitQuiet(t, c, mc, table, 20*time.Second)
-	leader := rangeLeader(c, table)
+	leader := clustertest.RangeLeader(c, table)
 	if leader < 0 {
 		t.Fatal("a quiet range reports no leader to the master")
 	}
@@ -331,21 +333,21 @@ func TestQuiesceWaitsForSlowFollower(t *testing.T) {
 	if err := putV(ctx, tc, "k", 1); err != nil {
 		t.Fatal(err)
 	}
-	id := tableRanges(partitionMap(t, mc), table)[0].GetRangeId()
+	id := clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)[0].GetRangeId()
 	// Open: a quiet follower stores the write's entries closed, and it
 	// closes at the marker only once open.
-	waitFor(t, 10*time.Second, "the follower open", func() bool {
+	clustertest.WaitFor(t, 10*time.Second, "the follower open", func() bool {
 		return c.Servers[slow].Server.ReplicaState(id) == "active"
 	})
 	c.Servers[leader].Server.SetRaftFault(dropUntil{addr: c.Servers[slow].Server.RaftAddr(), until: time.Now().Add(1200 * time.Millisecond)})
 	defer c.Servers[leader].Server.SetRaftFault(nil)
-	waitFor(t, 30*time.Second, "the leader's replica quiet", func() bool {
+	clustertest.WaitFor(t, 30*time.Second, "the leader's replica quiet", func() bool {
 		return c.Servers[leader].Server.ReplicaState(id) == "quiet"
 	})
 	// The follower closes when it applies the marker, which the leader
 	// waited for. Never, before.
 	start := time.Now()
-	waitFor(t, 5*time.Second, "the follower quiet", func() bool {
+	clustertest.WaitFor(t, 5*time.Second, "the follower quiet", func() bool {
 		return c.Servers[slow].Server.ReplicaState(id) == "quiet"
 	})
 	t.Logf("follower quiet %v after the leader", time.Since(start))

@@ -1,4 +1,4 @@
-package cluster
+package cluster_test
 
 import (
 	"context"
@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
+	"tablestore/cluster"
+	"tablestore/cluster/clustertest"
 	"tablestore/internal/edm"
 	"tablestore/internal/rangegroup"
 	"tablestore/master"
@@ -23,42 +23,12 @@ func quietReads(s *partitionserver.Config) {
 	s.QuietReadTimeout = 5 * time.Second
 }
 
-// metricValue sums the process's counter name over the series whose labels
-// include want (the servers of an in-process cluster share the registry).
-func metricValue(t *testing.T, name string, want map[string]string) float64 {
-	t.Helper()
-	mfs, err := prometheus.DefaultGatherer.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range mf.GetMetric() {
-			have := map[string]string{}
-			for _, l := range m.GetLabel() {
-				have[l.GetName()] = l.GetValue()
-			}
-			for k, v := range want {
-				if have[k] != v {
-					continue series
-				}
-			}
-			sum += m.GetCounter().GetValue()
-		}
-	}
-	return sum
-}
-
 func quietReadCount(t *testing.T, outcome string) float64 {
-	return metricValue(t, "tablestore_partitionserver_quiet_reads_total", map[string]string{"outcome": outcome})
+	return clustertest.MetricValue(t, "tablestore_partitionserver_quiet_reads_total", map[string]string{"outcome": outcome})
 }
 
 func opensCount(t *testing.T) float64 {
-	return metricValue(t, "tablestore_partitionserver_replica_transitions_total", map[string]string{"to": "opening"})
+	return clustertest.MetricValue(t, "tablestore_partitionserver_replica_transitions_total", map[string]string{"to": "opening"})
 }
 
 // TestQuietReadDoesNotWake: reads of a quiet range, point reads and a
@@ -78,17 +48,17 @@ func TestQuietReadDoesNotWake(t *testing.T) {
 }
 
 func quietReadDoesNotWake(t *testing.T, anchored bool) {
-	c := startTunedOpts(t, 3, func(m *master.Config) { quietPolicies(m); m.TableGroups = anchored }, quietReads, anchored)
-	sc := serviceClient(t, c, 0)
-	mc := masterClient(t, c)
-	ctx := ctxT(t, 2*time.Minute)
+	c := clustertest.StartTunedOpts(t, 3, func(m *master.Config) { clustertest.QuietPolicies(m); m.TableGroups = anchored }, quietReads, anchored)
+	sc := clustertest.ServiceClient(t, c, 0)
+	mc := clustertest.MasterClient(t, c)
+	ctx := clustertest.Context(t, 2*time.Minute)
 	const table = "quietread"
-	tc := newTable(t, sc, table)
+	tc := clustertest.NewTable(t, sc, table)
 	if err := putV(ctx, tc, "k", 1); err != nil {
 		t.Fatal(err)
 	}
 	waitQuiet(t, c, mc, table, 15*time.Second)
-	d := tableRanges(partitionMap(t, mc), table)[0]
+	d := clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)[0]
 	rangeID := d.GetRangeId()
 	if shared := rangegroup.GroupOf(d) != rangeID; shared != anchored {
 		t.Fatalf("range %d in Raft group %d, want a span of an anchor group: %v", rangeID, rangegroup.GroupOf(d), anchored)
@@ -96,8 +66,8 @@ func quietReadDoesNotWake(t *testing.T, anchored bool) {
 	// The router sends reads to the leader the master knows; a range that
 	// changed leaders just before it went quiet (an election on a loaded
 	// machine) may not be there yet, and a read of a quiet follower wakes.
-	waitFor(t, 10*time.Second, "the master to know the leader the range went quiet with", func() bool {
-		l := rangeLeader(c, table)
+	clustertest.WaitFor(t, 10*time.Second, "the master to know the leader the range went quiet with", func() bool {
+		l := clustertest.RangeLeader(c, table)
 		if l < 0 {
 			return false
 		}
@@ -120,7 +90,7 @@ func quietReadDoesNotWake(t *testing.T, anchored bool) {
 			t.Fatalf("read %d of the quiet range: %v, %v", i, v, err)
 		}
 	}
-	if _, err := tc.GetEntity(ctx, "absent", "r", nil); !isStatus(err, 404) {
+	if _, err := tc.GetEntity(ctx, "absent", "r", nil); !clustertest.IsStatus(err, 404) {
 		t.Fatalf("read of a missing entity of the quiet range: %v, want 404", err)
 	}
 	if n, _ := countEntities(t, ctx, tc, "PartitionKey eq 'k'"); n != 1 {
@@ -170,7 +140,7 @@ func quietReadDoesNotWake(t *testing.T, anchored bool) {
 
 // directPut writes V=v at key pk straight to server i's replica of range
 // id (no router).
-func directPut(ctx context.Context, c *Cluster, i int, id uint64, pk string, v int) error {
+func directPut(ctx context.Context, c *cluster.Cluster, i int, id uint64, pk string, v int) error {
 	e := &edm.Entity{PartitionKey: pk, RowKey: "r", Properties: []edm.Property{{Name: "V", Value: edm.Value{Type: edm.TypeInt32, Int: int64(v)}}}}
 	_, err := c.Servers[i].Server.Service().Write(ctx, &pb.WriteRequest{RangeId: id, Ops: []*pb.EntityOp{{
 		Kind: pb.OpKind_OP_KIND_INSERT_OR_REPLACE, PartitionKey: pk, RowKey: "r", Entity: edm.MarshalBinary(e)}}})
@@ -178,7 +148,7 @@ func directPut(ctx context.Context, c *Cluster, i int, id uint64, pk string, v i
 }
 
 // directGet reads key pk's V straight from server i's replica of range id.
-func directGet(ctx context.Context, c *Cluster, i int, id uint64, pk string) (int, error) {
+func directGet(ctx context.Context, c *cluster.Cluster, i int, id uint64, pk string) (int, error) {
 	resp, err := c.Servers[i].Server.Service().Get(ctx, &pb.GetRequest{RangeId: id, PartitionKey: pk, RowKey: "r"})
 	if err != nil {
 		return 0, err
@@ -204,16 +174,16 @@ func TestQuietReadOfDeposedLeader(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	c := startTuned(t, 3, quietPolicies, quietReads)
-	sc := serviceClient(t, c, 0)
-	mc := masterClient(t, c)
-	ctx := ctxT(t, 3*time.Minute)
+	c := clustertest.StartTuned(t, 3, clustertest.QuietPolicies, quietReads)
+	sc := clustertest.ServiceClient(t, c, 0)
+	mc := clustertest.MasterClient(t, c)
+	ctx := clustertest.Context(t, 3*time.Minute)
 	const table = "quietdeposed"
-	tc := newTable(t, sc, table)
+	tc := clustertest.NewTable(t, sc, table)
 	if err := putV(ctx, tc, "k", 1); err != nil {
 		t.Fatal(err)
 	}
-	rangeID := tableRanges(partitionMap(t, mc), table)[0].GetRangeId()
+	rangeID := clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)[0].GetRangeId()
 
 	// depose cuts the quiet leader off, writes v at another replica and
 	// waits until the other two are quiet again; it returns the old
@@ -229,7 +199,7 @@ func TestQuietReadOfDeposedLeader(t *testing.T) {
 				t.Fatal("no quiet read served by the range's reported leader in 5 attempts")
 			}
 			waitQuiet(t, c, mc, table, 15*time.Second)
-			l := rangeLeader(c, table)
+			l := clustertest.RangeLeader(c, table)
 			if l < 0 {
 				continue
 			}
@@ -243,7 +213,7 @@ func TestQuietReadOfDeposedLeader(t *testing.T) {
 			}
 		}
 		c.IsolateServer(old, true)
-		waitFor(t, 30*time.Second, "a write on the other replicas", func() bool {
+		clustertest.WaitFor(t, 30*time.Second, "a write on the other replicas", func() bool {
 			for i := range c.Servers {
 				if i != old && directPut(ctx, c, i, rangeID, "k", v) == nil {
 					return true
@@ -251,7 +221,7 @@ func TestQuietReadOfDeposedLeader(t *testing.T) {
 			}
 			return false
 		})
-		waitFor(t, 30*time.Second, "the other replicas quiet again", func() bool {
+		clustertest.WaitFor(t, 30*time.Second, "the other replicas quiet again", func() bool {
 			for i, s := range c.Servers {
 				if i != old && s.Server.ReplicaState(rangeID) != "quiet" {
 					return false

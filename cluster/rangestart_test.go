@@ -1,4 +1,4 @@
-package cluster
+package cluster_test
 
 import (
 	"slices"
@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"tablestore/cluster/clustertest"
 	"tablestore/internal/failpoint"
 	"tablestore/master"
 	pb "tablestore/proto/tablestorepb"
@@ -28,10 +29,10 @@ func TestCreateTableMarksRangeStarted(t *testing.T) {
 	// One Raft group per table: the mark is a new group's start; a span
 	// of an anchor group is started by its ADD_SPAN, whose crash points
 	// TestTableGroupCreateInterrupted covers.
-	c := startTuned(t, 3, func(m *master.Config) { m.TableGroups = false }, nil)
-	conn, _ := masterClient(t, c).Conn()
+	c := clustertest.StartTuned(t, 3, func(m *master.Config) { m.TableGroups = false }, nil)
+	conn, _ := clustertest.MasterClient(t, c).Conn()
 	cl := pb.NewMasterServiceClient(conn)
-	ctx := ctxT(t, 2*time.Minute)
+	ctx := clustertest.Context(t, 2*time.Minute)
 	cases := []struct {
 		table, point string // point: a failpoint failing the first attempt once
 	}{

@@ -1,4 +1,4 @@
-package cluster
+package cluster_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 
+	"tablestore/cluster/clustertest"
 	"tablestore/internal/rpcerr"
 	"tablestore/master"
 	pb "tablestore/proto/tablestorepb"
@@ -20,15 +21,15 @@ func TestRemoveServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	besideOneOther(t)
+	clustertest.BesideOneOther(t)
 	// One Raft group per table: the test needs a server no range lists,
 	// and a spare anchor group (founded even with the policies off) may
 	// take the fourth server.
-	c, tcl, mc, acked, ctx := handTableM(t, "removeserver", 5, func(m *master.Config) { quietPolicies(m); m.TableGroups = false }, nil)
-	d := tableRanges(partitionMap(t, mc), "removeserver")[0]
+	c, tcl, mc, acked, ctx := handTableM(t, "removeserver", 5, func(m *master.Config) { clustertest.QuietPolicies(m); m.TableGroups = false }, nil)
+	d := clustertest.TableRanges(clustertest.PartitionMap(t, mc), "removeserver")[0]
 	var empty string
-	for _, sv := range partitionMap(t, mc).GetServers() {
-		if !hasServer(d, sv.GetServerId()) {
+	for _, sv := range clustertest.PartitionMap(t, mc).GetServers() {
+		if !clustertest.HasServer(d, sv.GetServerId()) {
 			empty = sv.GetServerId()
 		}
 	}
@@ -57,8 +58,8 @@ func TestRemoveServer(t *testing.T) {
 	// Once the master counts it down, an operator's move onto it is
 	// refused at once (moveTargetRefusal), not after a CreateReplica that
 	// cannot answer.
-	waitFor(t, 20*time.Second, "the master counting the stopped "+empty+" down", func() bool {
-		for _, sv := range partitionMap(t, mc).GetServers() {
+	clustertest.WaitFor(t, 20*time.Second, "the master counting the stopped "+empty+" down", func() bool {
+		for _, sv := range clustertest.PartitionMap(t, mc).GetServers() {
 			if sv.GetServerId() == empty {
 				return !sv.GetAlive()
 			}
@@ -70,21 +71,21 @@ func TestRemoveServer(t *testing.T) {
 		t.Fatalf("moving range %d onto the stopped %s: %v after %v, want FAILED_PRECONDITION at once", d.GetRangeId(), empty, err, time.Since(start))
 	}
 	var last error
-	waitFor(t, 20*time.Second, "the stopped "+empty+" removed", func() bool {
+	clustertest.WaitFor(t, 20*time.Second, "the stopped "+empty+" removed", func() bool {
 		last = remove(empty)
 		return last == nil
 	})
-	for _, sv := range partitionMap(t, mc).GetServers() {
+	for _, sv := range clustertest.PartitionMap(t, mc).GetServers() {
 		if sv.GetServerId() == empty {
 			t.Fatalf("%s still in the map's servers after its removal", empty)
 		}
 	}
-	writeSeq(t, tcl, acked, "after", 5)
+	clustertest.WriteSeq(t, tcl, acked, "after", 5)
 	if err := c.RestartServer(i); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, empty+" registered again after its restart", func() bool {
-		for _, sv := range partitionMap(t, mc).GetServers() {
+	clustertest.WaitFor(t, 20*time.Second, empty+" registered again after its restart", func() bool {
+		for _, sv := range clustertest.PartitionMap(t, mc).GetServers() {
 			if sv.GetServerId() == empty {
 				return true
 			}

@@ -1,4 +1,4 @@
-package cluster
+package cluster_test
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"tablestore/cluster/clustertest"
 	"tablestore/internal/edm"
 	pb "tablestore/proto/tablestorepb"
 )
@@ -21,19 +22,19 @@ func TestOversizedRequestIDRefused(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	besideOneOther(t)
-	c := startCluster(t, 1, 3)
-	sc := serviceClient(t, c, 0)
-	mc := masterClient(t, c)
-	ctx := ctxT(t, time.Minute)
+	clustertest.BesideOneOther(t)
+	c := clustertest.Start(t, 1, 3)
+	sc := clustertest.ServiceClient(t, c, 0)
+	mc := clustertest.MasterClient(t, c)
+	ctx := clustertest.Context(t, time.Minute)
 	const table = "requestid"
-	newTable(t, sc, table)
-	id := tableRanges(partitionMap(t, mc), table)[0].GetRangeId()
+	clustertest.NewTable(t, sc, table)
+	id := clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)[0].GetRangeId()
 	write := func(rk string, reqID []byte) error {
 		e := &edm.Entity{PartitionKey: "p", RowKey: rk}
 		var err error
-		waitFor(t, 30*time.Second, "a leader to answer", func() bool {
-			l := rangeLeader(c, table)
+		clustertest.WaitFor(t, 30*time.Second, "a leader to answer", func() bool {
+			l := clustertest.RangeLeader(c, table)
 			if l < 0 {
 				return false
 			}
@@ -50,7 +51,7 @@ func TestOversizedRequestIDRefused(t *testing.T) {
 		t.Fatalf("write with a 1,024-byte request id: %v", err)
 	}
 	tc := sc.NewClient(table)
-	if _, err := tc.GetEntity(context.Background(), "p", "big", nil); !isStatus(err, 404) {
+	if _, err := tc.GetEntity(context.Background(), "p", "big", nil); !clustertest.IsStatus(err, 404) {
 		t.Fatalf("the refused write's entity: %v, want 404", err)
 	}
 	if _, err := tc.GetEntity(ctx, "p", "edge", nil); err != nil {

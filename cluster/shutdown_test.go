@@ -1,10 +1,11 @@
-package cluster
+package cluster_test
 
 import (
 	"fmt"
 	"testing"
 	"time"
 
+	"tablestore/cluster/clustertest"
 	"tablestore/partitionserver"
 )
 
@@ -15,10 +16,10 @@ func TestShutdownBounded(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	c := startTuned(t, 3, quietPolicies, func(s *partitionserver.Config) { s.QuiesceAfter = 0 })
-	sc := serviceClient(t, c, 0)
+	c := clustertest.StartTuned(t, 3, clustertest.QuietPolicies, func(s *partitionserver.Config) { s.QuiesceAfter = 0 })
+	sc := clustertest.ServiceClient(t, c, 0)
 	for i := 0; i < 8; i++ {
-		newTable(t, sc, fmt.Sprintf("shut%d", i))
+		clustertest.NewTable(t, sc, fmt.Sprintf("shut%d", i))
 	}
 	c.PauseServer(1, true)
 	c.PauseServer(2, true)
@@ -45,17 +46,17 @@ func TestShutdownHandsOffLeadership(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	c := startTuned(t, 3, quietPolicies, func(s *partitionserver.Config) { s.QuiesceAfter = 0 })
-	tcl := newTable(t, serviceClient(t, c, 0), "handoff")
+	c := clustertest.StartTuned(t, 3, clustertest.QuietPolicies, func(s *partitionserver.Config) { s.QuiesceAfter = 0 })
+	tcl := clustertest.NewTable(t, clustertest.ServiceClient(t, c, 0), "handoff")
 	acked := map[string]int64{}
-	writeSeq(t, tcl, acked, "before", 5)
-	mc := masterClient(t, c)
-	rng := tableRanges(partitionMap(t, mc), "handoff")[0]
+	clustertest.WriteSeq(t, tcl, acked, "before", 5)
+	mc := clustertest.MasterClient(t, c)
+	rng := clustertest.TableRanges(clustertest.PartitionMap(t, mc), "handoff")[0]
 	id := rng.GetRangeId()
 	leader := -1
-	waitFor(t, 10*time.Second, "the range's leader", func() bool {
+	clustertest.WaitFor(t, 10*time.Second, "the range's leader", func() bool {
 		for i, n := range c.Servers {
-			if st := rangeInfo(n.Server, id); st != nil && st.GetLeader() {
+			if st := clustertest.RangeInfo(n.Server, id); st != nil && st.GetLeader() {
 				leader = i
 				return true
 			}
@@ -72,10 +73,10 @@ func TestShutdownHandsOffLeadership(t *testing.T) {
 			if i == leader {
 				continue
 			}
-			if st := rangeInfo(n.Server, id); st != nil && st.GetLeader() {
+			if st := clustertest.RangeInfo(n.Server, id); st != nil && st.GetLeader() {
 				t.Logf("%s leads %v after %s stopped", n.Config.ID, time.Since(stopped).Round(time.Millisecond), c.Servers[leader].Config.ID)
-				writeSeq(t, tcl, acked, "after", 5)
-				verifyExactlyOnce(t, tcl, acked)
+				clustertest.WriteSeq(t, tcl, acked, "after", 5)
+				clustertest.VerifyExactlyOnce(t, tcl, acked)
 				return
 			}
 		}

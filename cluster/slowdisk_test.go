@@ -1,4 +1,4 @@
-package cluster
+package cluster_test
 
 import (
 	"strings"
@@ -7,6 +7,8 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
+	"tablestore/cluster"
+	"tablestore/cluster/clustertest"
 	"tablestore/internal/masterclient"
 	"tablestore/master"
 	pb "tablestore/proto/tablestorepb"
@@ -22,7 +24,7 @@ func TestSlowDiskLosesLeadership(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	c := startTuned(t, 3, func(m *master.Config) {
+	c := clustertest.StartTuned(t, 3, func(m *master.Config) {
 		m.Policy.BalanceLeaders = false
 		m.Policy.SplitLoad = 1e9 // one range
 	}, nil)
@@ -34,33 +36,33 @@ func TestSlowDiskLosesLeadership(t *testing.T) {
 	// The window holds 10 s of healthy commits: the median turns once the
 	// slow ones are half of it (about 7 s), then a heartbeat and a policy
 	// pass. Generous for a loaded machine.
-	waitFor(t, 90*time.Second, "the leadership off the slow server", func() bool {
-		l := rangeLeader(c, table)
+	clustertest.WaitFor(t, 90*time.Second, "the leadership off the slow server", func() bool {
+		l := clustertest.RangeLeader(c, table)
 		return l >= 0 && l != victim
 	})
 	t.Logf("leadership moved off %s %v after its disk slowed", id, time.Since(slowed).Round(time.Millisecond))
 	c.SlowServerDisk(victim, 0)
 	var cause string
-	waitFor(t, 10*time.Second, "the slow-disk transfer's event", func() bool {
+	clustertest.WaitFor(t, 10*time.Second, "the slow-disk transfer's event", func() bool {
 		cause = slowDiskEvent(mc, id)
 		return cause != ""
 	})
 	t.Logf("event: %s", cause)
-	acked := w.halt()
-	verifyExactlyOnce(t, tc, acked)
+	acked := w.Halt()
+	clustertest.VerifyExactlyOnce(t, tc, acked)
 }
 
 // slowDiskEvent returns the message of a leader-transfer event off server
 // with cause slow-disk ("" if none yet).
-func slowDiskEvent(mc masterCaller, server string) string {
+func slowDiskEvent(mc clustertest.MasterCaller, server string) string {
 	return transferEvent(mc, server, "slow-disk", "slow disk")
 }
 
 // transferEvent returns the message of the last leader-transfer event off
 // server with the given cause whose message holds phrase ("" if none yet).
-func transferEvent(mc masterCaller, server, cause, phrase string) string {
+func transferEvent(mc clustertest.MasterCaller, server, cause, phrase string) string {
 	var msg string
-	for _, e := range masterEvents(mc) {
+	for _, e := range clustertest.MasterEvents(mc) {
 		if e.GetKind() == pb.EventKind_EVENT_KIND_LEADER_TRANSFER && e.GetCause() == cause &&
 			len(e.GetServers()) > 0 && e.GetServers()[0] == server && strings.Contains(e.GetMessage(), phrase) {
 			msg = e.GetMessage()
@@ -72,13 +74,13 @@ func transferEvent(mc masterCaller, server, cause, phrase string) string {
 // ledUnderWrites creates table on c, starts two writers over it and waits
 // for its range's leader and the first writes: the table's client, a
 // master client, the workload, and the leader's index and id.
-func ledUnderWrites(t *testing.T, c *Cluster, table string) (*aztables.Client, *masterclient.Client, *workload, int, string) {
+func ledUnderWrites(t *testing.T, c *cluster.Cluster, table string) (*aztables.Client, *masterclient.Client, *clustertest.Workload, int, string) {
 	t.Helper()
-	tc := newTable(t, serviceClient(t, c, 0), table)
-	mc := masterClient(t, c)
-	w := startWorkload(t, tc, 2, spreadKeys)
-	waitFor(t, 20*time.Second, "a reported range leader", func() bool { return rangeLeader(c, table) >= 0 })
-	waitFor(t, 20*time.Second, "writes", func() bool { return w.written.Load() > 50 })
-	victim := rangeLeader(c, table)
+	tc := clustertest.NewTable(t, clustertest.ServiceClient(t, c, 0), table)
+	mc := clustertest.MasterClient(t, c)
+	w := clustertest.StartWorkload(t, tc, 2, clustertest.SpreadKeys)
+	clustertest.WaitFor(t, 20*time.Second, "a reported range leader", func() bool { return clustertest.RangeLeader(c, table) >= 0 })
+	clustertest.WaitFor(t, 20*time.Second, "writes", func() bool { return w.Written.Load() > 50 })
+	victim := clustertest.RangeLeader(c, table)
 	return tc, mc, w, victim, c.Servers[victim].Config.ID
 }

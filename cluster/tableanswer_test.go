@@ -1,4 +1,4 @@
-package cluster
+package cluster_test
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
+	"tablestore/cluster"
+	"tablestore/cluster/clustertest"
 	"tablestore/internal/failpoint"
 	"tablestore/internal/logging"
 	"tablestore/partitionserver"
@@ -27,7 +29,7 @@ func TestTableAnswerFromDeposedMaster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	c, err := Start(Options{
+	c, err := cluster.Start(cluster.Options{
 		Masters: 3, Servers: 3, Frontends: 2, DataDir: t.TempDir(), Logger: logging.FromEnv(""),
 		TuneServer: func(cfg *partitionserver.Config) { cfg.HeartbeatInterval = 200 * time.Millisecond },
 	})
@@ -35,8 +37,8 @@ func TestTableAnswerFromDeposedMaster(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	ctx := ctxT(t, 60*time.Second)
-	a, b := serviceClient(t, c, 0), serviceClient(t, c, 1)
+	ctx := clustertest.Context(t, 60*time.Second)
+	a, b := clustertest.ServiceClient(t, c, 0), clustertest.ServiceClient(t, c, 1)
 	held := func(name string) bool { return frontendHolds(ctx, t, c, 0, name) }
 	listed := func(sc *aztables.ServiceClient, name string) bool { return tableListed(ctx, t, sc, name) }
 	// depose runs in the leader's handler, its answer read: the leader
@@ -55,7 +57,7 @@ func TestTableAnswerFromDeposedMaster(t *testing.T) {
 		if err := c.Masters[old].Server.StepDown(); err != nil {
 			t.Errorf("step down: %v", err)
 		}
-		waitFor(t, 10*time.Second, "another master to lead", func() bool {
+		clustertest.WaitFor(t, 10*time.Second, "another master to lead", func() bool {
 			for i, m := range c.Masters {
 				if i != old && m.Server.IsLeader() {
 					return true
@@ -80,13 +82,13 @@ func TestTableAnswerFromDeposedMaster(t *testing.T) {
 		const name = "deleted"
 		hook("master/create-table/after-read", func() {
 			// Front-end 0's watch, on the old leader, delivers the table.
-			waitFor(t, 10*time.Second, "front-end 0 to hold the new table", func() bool { return held(name) })
+			clustertest.WaitFor(t, 10*time.Second, "front-end 0 to hold the new table", func() bool { return held(name) })
 			depose()
 			if _, err := b.DeleteTable(context.Background(), name, nil); err != nil {
 				t.Errorf("delete through front-end 1: %v", err)
 			}
 			// Only a map from the new leader can bring it the deletion.
-			waitFor(t, 10*time.Second, "front-end 0 to drop the deleted table", func() bool { return !held(name) })
+			clustertest.WaitFor(t, 10*time.Second, "front-end 0 to drop the deleted table", func() bool { return !held(name) })
 		})
 		if _, err := a.CreateTable(ctx, name, nil); err != nil {
 			t.Fatalf("create: %v", err)
@@ -106,12 +108,12 @@ func TestTableAnswerFromDeposedMaster(t *testing.T) {
 			t.Fatal(err)
 		}
 		hook("master/delete-table/after-read", func() {
-			waitFor(t, 10*time.Second, "front-end 0 to drop the deleted table", func() bool { return !held(name) })
+			clustertest.WaitFor(t, 10*time.Second, "front-end 0 to drop the deleted table", func() bool { return !held(name) })
 			depose()
 			if _, err := b.CreateTable(context.Background(), name, nil); err != nil {
 				t.Errorf("create again through front-end 1: %v", err)
 			}
-			waitFor(t, 10*time.Second, "front-end 0 to hold the table created again", func() bool { return held(name) })
+			clustertest.WaitFor(t, 10*time.Second, "front-end 0 to hold the table created again", func() bool { return held(name) })
 		})
 		if _, err := a.DeleteTable(ctx, name, nil); err != nil {
 			t.Fatalf("delete: %v", err)

@@ -1,4 +1,4 @@
-package cluster
+package cluster_test
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
+	"tablestore/cluster"
+	"tablestore/cluster/clustertest"
 	"tablestore/internal/failpoint"
 )
 
@@ -35,9 +37,9 @@ func TestTableRequestsAcrossMasterFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	c := startCluster(t, 3, 3)
-	sc := serviceClient(t, c, 0)
-	ctx := ctxT(t, 3*time.Minute)
+	c := clustertest.Start(t, 3, 3)
+	sc := clustertest.ServiceClient(t, c, 0)
+	ctx := clustertest.Context(t, 3*time.Minute)
 	if _, err := sc.CreateTable(ctx, "warmup", nil); err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +69,7 @@ func TestTableRequestsAcrossMasterFailover(t *testing.T) {
 // from the request record. A create's retry answered so does not pass
 // the point again (once: it is not created twice); a delete's does. The
 // stopped master is started again (the next failover must leave a quorum).
-func acrossFailover(t *testing.T, c *Cluster, point string, once bool, op func() error) {
+func acrossFailover(t *testing.T, c *cluster.Cluster, point string, once bool, op func() error) {
 	t.Helper()
 	var calls atomic.Int32
 	stopped := make(chan int, 1)
@@ -98,7 +100,7 @@ func acrossFailover(t *testing.T, c *Cluster, point string, once bool, op func()
 	default:
 		t.Fatalf("%s: no leading master to stop", point)
 	}
-	waitFor(t, 20*time.Second, "another master to lead", func() bool {
+	clustertest.WaitFor(t, 20*time.Second, "another master to lead", func() bool {
 		for i, m := range c.Masters {
 			if i != old && m.Server != nil && m.Server.IsLeader() {
 				return true
@@ -106,7 +108,7 @@ func acrossFailover(t *testing.T, c *Cluster, point string, once bool, op func()
 		}
 		return false
 	})
-	waitFor(t, 20*time.Second, "the old leader to stop", func() bool { return c.Masters[old].Server == nil })
+	clustertest.WaitFor(t, 20*time.Second, "the old leader to stop", func() bool { return c.Masters[old].Server == nil })
 	if err := c.RestartMaster(old); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package cluster
+package cluster_test
 
 import (
 	"context"
@@ -15,6 +15,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
+	"tablestore/cluster"
+	"tablestore/cluster/clustertest"
 	"tablestore/internal/failpoint"
 	pb "tablestore/proto/tablestorepb"
 )
@@ -30,13 +32,13 @@ import (
 // (the master starts the deleted table's range), or it was lost and the
 // front-end's retry is answered from the request record.
 func TestCreateAnswerAfterDeleteLeavesNoGhost(t *testing.T) {
-	c, err := Start(Options{Masters: 1, Servers: 3, Frontends: 2, DataDir: t.TempDir(), TuneMaster: soleMasterElects})
+	c, err := cluster.Start(cluster.Options{Masters: 1, Servers: 3, Frontends: 2, DataDir: t.TempDir(), TuneMaster: clustertest.SoleMasterElects})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	ctx := ctxT(t, 60*time.Second)
-	a, b := serviceClient(t, c, 0), serviceClient(t, c, 1)
+	ctx := clustertest.Context(t, 60*time.Second)
+	a, b := clustertest.ServiceClient(t, c, 0), clustertest.ServiceClient(t, c, 1)
 	held := func(name string) bool { return frontendHolds(ctx, t, c, 0, name) }
 	listed := func(sc *aztables.ServiceClient, name string) bool { return tableListed(ctx, t, sc, name) }
 	for _, tc := range []struct {
@@ -53,11 +55,11 @@ func TestCreateAnswerAfterDeleteLeavesNoGhost(t *testing.T) {
 					return nil
 				}
 				// Front-end 0's watch delivers the table, then its deletion.
-				waitFor(t, 10*time.Second, "front-end 0 to hold the new table", func() bool { return held(tc.name) })
+				clustertest.WaitFor(t, 10*time.Second, "front-end 0 to hold the new table", func() bool { return held(tc.name) })
 				if _, err := b.DeleteTable(context.Background(), tc.name, nil); err != nil {
 					t.Errorf("delete through front-end 1: %v", err)
 				}
-				waitFor(t, 10*time.Second, "front-end 0 to drop the deleted table", func() bool { return !held(tc.name) })
+				clustertest.WaitFor(t, 10*time.Second, "front-end 0 to drop the deleted table", func() bool { return !held(tc.name) })
 				return tc.lose
 			})
 			defer failpoint.Disable("master/create-table/after-commit")
@@ -79,14 +81,14 @@ func TestCreateAnswerAfterDeleteLeavesNoGhost(t *testing.T) {
 // others 409 TableAlreadyExists; both front-ends list the one table, in
 // the winner's case, and it takes writes.
 func TestConcurrentCreatesOneWins(t *testing.T) {
-	besideOneOther(t)
-	c, err := Start(Options{Masters: 1, Servers: 3, Frontends: 2, DataDir: t.TempDir(), TuneMaster: soleMasterElects})
+	clustertest.BesideOneOther(t)
+	c, err := cluster.Start(cluster.Options{Masters: 1, Servers: 3, Frontends: 2, DataDir: t.TempDir(), TuneMaster: clustertest.SoleMasterElects})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	ctx := ctxT(t, 60*time.Second)
-	clients := []*aztables.ServiceClient{serviceClient(t, c, 0), serviceClient(t, c, 1)}
+	ctx := clustertest.Context(t, 60*time.Second)
+	clients := []*aztables.ServiceClient{clustertest.ServiceClient(t, c, 0), clustertest.ServiceClient(t, c, 1)}
 	names := []string{"Race", "race", "RACE", "rAcE"}
 	errs := make([]error, 8)
 	var wg sync.WaitGroup
@@ -137,7 +139,7 @@ func TestConcurrentCreatesOneWins(t *testing.T) {
 }
 
 // frontendHolds reports whether front-end fe's map lists table name.
-func frontendHolds(ctx context.Context, t *testing.T, c *Cluster, fe int, name string) bool {
+func frontendHolds(ctx context.Context, t *testing.T, c *cluster.Cluster, fe int, name string) bool {
 	t.Helper()
 	tables, err := c.Frontends[fe].Router.Tables(ctx)
 	if err != nil {

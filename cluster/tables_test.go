@@ -1,4 +1,4 @@
-package cluster
+package cluster_test
 
 import (
 	"context"
@@ -15,6 +15,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
+	"tablestore/cluster"
+	"tablestore/cluster/clustertest"
 	"tablestore/internal/failpoint"
 	"tablestore/internal/rangegroup"
 )
@@ -48,7 +50,7 @@ func httpStatus(err error) int {
 // and delete), while another request still gets 409/404; a request that
 // reuses an id after its outcome changed is a new one.
 func TestCreateTableRetriedAfterAmbiguousFailure(t *testing.T) {
-	c := startCluster(t, 1, 3)
+	c := clustertest.Start(t, 1, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	id := &atomic.Value{}
@@ -137,15 +139,15 @@ func TestCreateTableRetriedAfterAmbiguousFailure(t *testing.T) {
 // master's map deltas (and lookups), lists exactly the master's tables
 // with continuation, and routes to a new table at once.
 func TestTablesAcrossFrontends(t *testing.T) {
-	besideOneOther(t)
-	c, err := Start(Options{Masters: 1, Servers: 3, Frontends: 2, DataDir: t.TempDir(), TuneMaster: soleMasterElects})
+	clustertest.BesideOneOther(t)
+	c, err := cluster.Start(cluster.Options{Masters: 1, Servers: 3, Frontends: 2, DataDir: t.TempDir(), TuneMaster: clustertest.SoleMasterElects})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	a, b := serviceClient(t, c, 0), serviceClient(t, c, 1)
+	a, b := clustertest.ServiceClient(t, c, 0), clustertest.ServiceClient(t, c, 1)
 	const n = 24
 	for i := 0; i < n; i++ {
 		if _, err := a.CreateTable(ctx, fmt.Sprintf("many%02d", i), nil); err != nil {
@@ -183,7 +185,7 @@ func TestTablesAcrossFrontends(t *testing.T) {
 		}
 	}
 	var got []string
-	waitFor(t, 10*time.Second, "the other front-end to list the master's tables", func() bool {
+	clustertest.WaitFor(t, 10*time.Second, "the other front-end to list the master's tables", func() bool {
 		got, _ = list(b)
 		return fmt.Sprint(got) == fmt.Sprint(want)
 	})

@@ -1,4 +1,4 @@
-package cluster
+package cluster_test
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"tablestore/cluster/clustertest"
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -20,17 +21,17 @@ func TestTransferToUnavailableFollower(t *testing.T) {
 	}
 	for _, mode := range []string{"stopped", "paused"} {
 		t.Run(mode, func(t *testing.T) {
-			c := startTuned(t, 3, quietPolicies, nil)
-			sc := serviceClient(t, c, 0)
+			c := clustertest.StartTuned(t, 3, clustertest.QuietPolicies, nil)
+			sc := clustertest.ServiceClient(t, c, 0)
 			const table = "transfer"
-			tc := newTable(t, sc, table)
-			mc := masterClient(t, c)
+			tc := clustertest.NewTable(t, sc, table)
+			mc := clustertest.MasterClient(t, c)
 			acked := map[string]int64{}
-			writeSeq(t, tc, acked, "before", 20)
-			rng := tableRanges(partitionMap(t, mc), table)[0]
+			clustertest.WriteSeq(t, tc, acked, "before", 20)
+			rng := clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)[0]
 			var leader, follower string
-			waitFor(t, 10*time.Second, "a range leader", func() bool {
-				leader = partitionMap(t, mc).GetLeaders()[rng.GetRangeId()]
+			clustertest.WaitFor(t, 10*time.Second, "a range leader", func() bool {
+				leader = clustertest.PartitionMap(t, mc).GetLeaders()[rng.GetRangeId()]
 				return leader != ""
 			})
 			for _, r := range rng.GetReplicas() {
@@ -49,7 +50,7 @@ func TestTransferToUnavailableFollower(t *testing.T) {
 				c.PauseServer(fi, true)
 				defer c.PauseServer(fi, false)
 			}
-			writeSeq(t, tc, acked, "lagging", 20)
+			clustertest.WriteSeq(t, tc, acked, "lagging", 20)
 			ls := c.Servers[c.ServerIndex(leader)].Server
 			for i := 0; i < 3; i++ {
 				ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
@@ -61,14 +62,14 @@ func TestTransferToUnavailableFollower(t *testing.T) {
 			var worst time.Duration
 			for i := 0; i < 20; i++ {
 				t0 := time.Now()
-				writeSeq(t, tc, acked, fmt.Sprintf("after%02d", i), 1)
+				clustertest.WriteSeq(t, tc, acked, fmt.Sprintf("after%02d", i), 1)
 				worst = max(worst, time.Since(t0))
 			}
 			t.Logf("20 writes after the transfers in %v, slowest %v", time.Since(start).Round(time.Millisecond), worst.Round(time.Millisecond))
 			if worst > 5*time.Second {
 				t.Errorf("a write took %v after a transfer to a %s follower", worst, mode)
 			}
-			verifyExactlyOnce(t, tc, acked)
+			clustertest.VerifyExactlyOnce(t, tc, acked)
 		})
 	}
 }

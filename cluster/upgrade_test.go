@@ -1,4 +1,4 @@
-package cluster
+package cluster_test
 
 import (
 	"encoding/json"
@@ -11,6 +11,8 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
+	"tablestore/cluster"
+	"tablestore/cluster/clustertest"
 	"tablestore/internal/logging"
 	"tablestore/partitionserver/raftlog"
 )
@@ -23,14 +25,14 @@ func TestLegacyRaftLogsImported(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	besideOneOther(t)
-	opts := Options{Masters: 1, Servers: 3, Frontends: 1, DataDir: t.TempDir(), Logger: logging.FromEnv(""), BasePort: freeBasePort(t), TuneMaster: soleMasterElects}
-	c, err := Start(opts)
+	clustertest.BesideOneOther(t)
+	opts := cluster.Options{Masters: 1, Servers: 3, Frontends: 1, DataDir: t.TempDir(), Logger: logging.FromEnv(""), BasePort: clustertest.FreeBasePort(t), TuneMaster: clustertest.SoleMasterElects}
+	c, err := cluster.Start(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := ctxT(t, 2*time.Minute)
-	tc := newTable(t, serviceClient(t, c, 0), "legacy")
+	ctx := clustertest.Context(t, 2*time.Minute)
+	tc := clustertest.NewTable(t, clustertest.ServiceClient(t, c, 0), "legacy")
 	for i := 0; i < 30; i++ {
 		body, _ := json.Marshal(map[string]any{"PartitionKey": fmt.Sprintf("p%d", i%3), "RowKey": fmt.Sprint(i), "V": i})
 		if _, err := tc.AddEntity(ctx, body, nil); err != nil {
@@ -50,12 +52,12 @@ func TestLegacyRaftLogsImported(t *testing.T) {
 		t.Fatal("no range logs to convert")
 	}
 
-	c2, err := Start(opts)
+	c2, err := cluster.Start(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c2.Close()
-	tc2 := serviceClient(t, c2, 0).NewClient("legacy")
+	tc2 := clustertest.ServiceClient(t, c2, 0).NewClient("legacy")
 	for i := 0; i < 30; i++ {
 		if _, err := tc2.GetEntity(ctx, fmt.Sprintf("p%d", i%3), fmt.Sprint(i), nil); err != nil {
 			t.Fatalf("entity %d after the upgrade: %v", i, err)

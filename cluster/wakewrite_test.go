@@ -1,4 +1,4 @@
-package cluster
+package cluster_test
 
 import (
 	"context"
@@ -8,17 +8,19 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
+	"tablestore/cluster"
+	"tablestore/cluster/clustertest"
 	"tablestore/internal/masterclient"
 )
 
 // quietTable starts a 3-server cluster whose ranges go quiet after 300 ms
 // and creates table with k = 0 in it.
-func quietTable(t *testing.T, table string, d time.Duration) (*Cluster, *masterclient.Client, *aztables.Client, context.Context) {
+func quietTable(t *testing.T, table string, d time.Duration) (*cluster.Cluster, *masterclient.Client, *aztables.Client, context.Context) {
 	t.Helper()
-	c := startTuned(t, 3, quietPolicies, quiesceFast)
-	mc := masterClient(t, c)
-	ctx := ctxT(t, d)
-	tc := newTable(t, serviceClient(t, c, 0), table)
+	c := clustertest.StartTuned(t, 3, clustertest.QuietPolicies, quiesceFast)
+	mc := clustertest.MasterClient(t, c)
+	ctx := clustertest.Context(t, d)
+	tc := clustertest.NewTable(t, clustertest.ServiceClient(t, c, 0), table)
 	if err := putV(ctx, tc, "k", 0); err != nil {
 		t.Fatal(err)
 	}
@@ -34,8 +36,8 @@ func TestQuietRangeWriteWakes(t *testing.T) {
 	}
 	const table = "wakewrite"
 	c, mc, tc, ctx := quietTable(t, table, 2*time.Minute)
-	votes0 := metricValue(t, "tablestore_partitionserver_quiet_votes_total", nil)
-	stored0 := metricValue(t, "tablestore_partitionserver_quiet_stored_entries_total", nil)
+	votes0 := clustertest.MetricValue(t, "tablestore_partitionserver_quiet_votes_total", nil)
+	stored0 := clustertest.MetricValue(t, "tablestore_partitionserver_quiet_stored_entries_total", nil)
 	var took []time.Duration
 	for i := 1; i <= 10; i++ {
 		waitQuiet(t, c, mc, table, 15*time.Second)
@@ -50,10 +52,10 @@ func TestQuietRangeWriteWakes(t *testing.T) {
 	}
 	// The woken member's campaign is granted, and its entries stored, by
 	// the others without opening them (lifecycle.AnswerVote, Answer).
-	if v := metricValue(t, "tablestore_partitionserver_quiet_votes_total", nil) - votes0; v == 0 {
+	if v := clustertest.MetricValue(t, "tablestore_partitionserver_quiet_votes_total", nil) - votes0; v == 0 {
 		t.Error("no vote was granted by a quiet replica")
 	}
-	if v := metricValue(t, "tablestore_partitionserver_quiet_stored_entries_total", nil) - stored0; v == 0 {
+	if v := clustertest.MetricValue(t, "tablestore_partitionserver_quiet_stored_entries_total", nil) - stored0; v == 0 {
 		t.Error("no entry was stored by a quiet replica")
 	}
 	sort.Slice(took, func(i, j int) bool { return took[i] < took[j] })
@@ -73,10 +75,10 @@ func TestQuietWriteSurvivesCrashes(t *testing.T) {
 	}
 	const table = "wakecrash"
 	c, mc, tc, ctx := quietTable(t, table, 3*time.Minute)
-	stored0 := metricValue(t, "tablestore_partitionserver_quiet_stored_entries_total", nil)
+	stored0 := clustertest.MetricValue(t, "tablestore_partitionserver_quiet_stored_entries_total", nil)
 	for round := 1; round <= 2; round++ {
 		waitQuiet(t, c, mc, table, 20*time.Second)
-		leader := rangeLeader(c, table)
+		leader := clustertest.RangeLeader(c, table)
 		if leader < 0 {
 			t.Fatal("a quiet range reports no leader to the master")
 		}
@@ -90,10 +92,10 @@ func TestQuietWriteSurvivesCrashes(t *testing.T) {
 			}
 		}
 		follower := others[round%2]
-		id := tableRanges(partitionMap(t, mc), table)[0].GetRangeId()
+		id := clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)[0].GetRangeId()
 		t.Logf("round %d: leader %d (%s), crashing follower %d (%s), the other %s; entries stored closed so far %v", round,
 			leader, c.Servers[leader].Server.ReplicaState(id), follower, c.Servers[follower].Server.ReplicaState(id),
-			c.Servers[others[(round+1)%2]].Server.ReplicaState(id), metricValue(t, "tablestore_partitionserver_quiet_stored_entries_total", nil))
+			c.Servers[others[(round+1)%2]].Server.ReplicaState(id), clustertest.MetricValue(t, "tablestore_partitionserver_quiet_stored_entries_total", nil))
 		if err := c.CrashServer(leader); err != nil {
 			t.Fatal(err)
 		}
@@ -103,7 +105,7 @@ func TestQuietWriteSurvivesCrashes(t *testing.T) {
 		if err := c.RestartServer(follower); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 60*time.Second, "the write readable with the leader's server down", func() bool {
+		clustertest.WaitFor(t, 60*time.Second, "the write readable with the leader's server down", func() bool {
 			v, err := getV(ctx, tc, "k")
 			if err != nil {
 				return false
@@ -119,7 +121,7 @@ func TestQuietWriteSurvivesCrashes(t *testing.T) {
 	}
 	// The rounds' writes were stored by quiet followers (the crashes
 	// then took away one of the two closed copies).
-	if metricValue(t, "tablestore_partitionserver_quiet_stored_entries_total", nil) == stored0 {
+	if clustertest.MetricValue(t, "tablestore_partitionserver_quiet_stored_entries_total", nil) == stored0 {
 		t.Error("no entry was stored by a quiet follower: the rounds did not exercise closed stores")
 	}
 	if err := putV(ctx, tc, "k", 10); err != nil {
@@ -139,11 +141,11 @@ func TestClosedFollowersElectWithoutRequests(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	besideOneOther(t)
+	clustertest.BesideOneOther(t)
 	const table = "closedelect"
 	c, mc, tc, ctx := quietTable(t, table, 2*time.Minute)
 	waitQuiet(t, c, mc, table, 20*time.Second)
-	leader := rangeLeader(c, table)
+	leader := clustertest.RangeLeader(c, table)
 	if leader < 0 {
 		t.Fatal("a quiet range reports no leader to the master")
 	}
@@ -153,8 +155,8 @@ func TestClosedFollowersElectWithoutRequests(t *testing.T) {
 	if err := c.CrashServer(leader); err != nil {
 		t.Fatal(err)
 	}
-	id := tableRanges(partitionMap(t, mc), table)[0].GetRangeId()
-	waitFor(t, 20*time.Second, "a leader among the survivors, with no request", func() bool {
+	id := clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)[0].GetRangeId()
+	clustertest.WaitFor(t, 20*time.Second, "a leader among the survivors, with no request", func() bool {
 		for i, n := range c.Servers {
 			if i == leader || n.Server == nil {
 				continue
@@ -163,7 +165,7 @@ func TestClosedFollowersElectWithoutRequests(t *testing.T) {
 				return false
 			}
 		}
-		l := rangeLeader(c, table)
+		l := clustertest.RangeLeader(c, table)
 		return l >= 0 && l != leader
 	})
 	if v, err := getV(ctx, tc, "k"); err != nil || v != 1 {
@@ -187,7 +189,7 @@ func TestQuiesceBesidePausedFollower(t *testing.T) {
 	const table = "pausedquiet"
 	c, mc, tc, ctx := quietTable(t, table, 2*time.Minute)
 	waitQuiet(t, c, mc, table, 20*time.Second)
-	leader := rangeLeader(c, table)
+	leader := clustertest.RangeLeader(c, table)
 	if leader < 0 {
 		t.Fatal("a quiet range reports no leader to the master")
 	}
@@ -202,9 +204,9 @@ func TestQuiesceBesidePausedFollower(t *testing.T) {
 	if err := putV(ctx, tc, "k", 2); err != nil {
 		t.Fatal(err)
 	}
-	id := tableRanges(partitionMap(t, mc), table)[0].GetRangeId()
+	id := clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)[0].GetRangeId()
 	start := time.Now()
-	waitFor(t, 30*time.Second, "the leader's replica quiet beside a paused follower", func() bool {
+	clustertest.WaitFor(t, 30*time.Second, "the leader's replica quiet beside a paused follower", func() bool {
 		return c.Servers[leader].Server.ReplicaState(id) == "quiet"
 	})
 	took := time.Since(start)

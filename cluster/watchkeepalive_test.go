@@ -1,4 +1,4 @@
-package cluster
+package cluster_test
 
 import (
 	"testing"
@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"tablestore/cluster/clustertest"
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -18,13 +19,13 @@ func TestWatchKeepalive(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	c := startCluster(t, 1, 3)
+	c := clustertest.Start(t, 1, 3)
 	conn, err := grpc.NewClient(c.Masters[0].Config.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	ctx := ctxT(t, 30*time.Second)
+	ctx := clustertest.Context(t, 30*time.Second)
 	stream, err := pb.NewMasterServiceClient(conn).WatchPartitionMap(ctx, &pb.WatchPartitionMapRequest{Deltas: true})
 	if err != nil {
 		t.Fatal(err)

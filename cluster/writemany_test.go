@@ -1,4 +1,4 @@
-package cluster
+package cluster_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"tablestore/cluster/clustertest"
 	"tablestore/internal/edm"
 	"tablestore/internal/rangeclient"
 	"tablestore/internal/rpcerr"
@@ -37,17 +38,17 @@ func TestWriteManyAnswersEachWrite(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	besideOneOther(t)
-	c := startCluster(t, 1, 3)
-	sc := serviceClient(t, c, 0)
-	mc := masterClient(t, c)
-	ctx := ctxT(t, 2*time.Minute)
+	clustertest.BesideOneOther(t)
+	c := clustertest.Start(t, 1, 3)
+	sc := clustertest.ServiceClient(t, c, 0)
+	mc := clustertest.MasterClient(t, c)
+	ctx := clustertest.Context(t, 2*time.Minute)
 	const table = "writemany"
-	tc := newTable(t, sc, table)
+	tc := clustertest.NewTable(t, sc, table)
 	if err := putV(ctx, tc, "exists", 1); err != nil {
 		t.Fatal(err)
 	}
-	rangeID := tableRanges(partitionMap(t, mc), table)[0].GetRangeId()
+	rangeID := clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)[0].GetRangeId()
 	ins := func(pk string, v int) *pb.WriteRequest {
 		e := &edm.Entity{PartitionKey: pk, RowKey: "r", Properties: []edm.Property{{Name: "V", Value: edm.Value{Type: edm.TypeInt32, Int: int64(v)}}}}
 		return &pb.WriteRequest{RangeId: rangeID, RequestId: []byte("writemany-" + pk), Ops: []*pb.EntityOp{{
@@ -63,8 +64,8 @@ func TestWriteManyAnswersEachWrite(t *testing.T) {
 
 	var leader int
 	var first *pb.WriteManyResponse
-	waitFor(t, 30*time.Second, "the range leader to serve WriteMany", func() bool {
-		if leader = rangeLeader(c, table); leader < 0 {
+	clustertest.WaitFor(t, 30*time.Second, "the range leader to serve WriteMany", func() bool {
+		if leader = clustertest.RangeLeader(c, table); leader < 0 {
 			return false
 		}
 		resp, err := c.Servers[leader].Server.Service().WriteMany(ctx, req)
@@ -137,27 +138,27 @@ func TestWriteManyAcrossRanges(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	besideOneOther(t)
-	c := startCluster(t, 1, 3)
-	sc := serviceClient(t, c, 0)
-	mc := masterClient(t, c)
-	ctx := ctxT(t, 2*time.Minute)
+	clustertest.BesideOneOther(t)
+	c := clustertest.Start(t, 1, 3)
+	sc := clustertest.ServiceClient(t, c, 0)
+	mc := clustertest.MasterClient(t, c)
+	ctx := clustertest.Context(t, 2*time.Minute)
 	const table = "writemanyranges"
-	tc := newTable(t, sc, table)
+	tc := clustertest.NewTable(t, sc, table)
 	for _, pk := range []string{"exists-a", "zz"} {
 		if err := putV(ctx, tc, pk, 1); err != nil {
 			t.Fatal(err)
 		}
 	}
-	split := splitRange(t, ctx, mc, table, "m")
+	split := clustertest.SplitRange(t, ctx, mc, table, "m")
 	left, right := split.GetLeft().GetRangeId(), split.GetRight().GetRangeId()
 
 	// moveRight makes the right-hand range's leader the left's (same) or
 	// another of its replicas (!same); it returns the left's leader.
 	moveRight := func(same bool) int {
 		var leader int
-		waitFor(t, 60*time.Second, "the ranges' leaders placed", func() bool {
-			m := partitionMap(t, mc)
+		clustertest.WaitFor(t, 60*time.Second, "the ranges' leaders placed", func() bool {
+			m := clustertest.PartitionMap(t, mc)
 			l, r := m.GetLeaders()[left], m.GetLeaders()[right]
 			if l == "" || r == "" {
 				return false
@@ -168,7 +169,7 @@ func TestWriteManyAcrossRanges(t *testing.T) {
 			}
 			to := l
 			if !same {
-				for _, rep := range tableRanges(m, table)[1].GetReplicas() {
+				for _, rep := range clustertest.TableRanges(m, table)[1].GetReplicas() {
 					if rep.GetServerId() != l {
 						to = rep.GetServerId()
 					}
@@ -198,7 +199,7 @@ func TestWriteManyAcrossRanges(t *testing.T) {
 	call := func(i int, req *pb.WriteManyRequest, wants []want) {
 		t.Helper()
 		var resp *pb.WriteManyResponse
-		waitFor(t, 30*time.Second, "WriteMany answered", func() bool {
+		clustertest.WaitFor(t, 30*time.Second, "WriteMany answered", func() bool {
 			var err error
 			if resp, err = c.Servers[i].Server.Service().WriteMany(ctx, req); err != nil {
 				t.Fatalf("WriteMany: %v", err)

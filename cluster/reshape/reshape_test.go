@@ -1,4 +1,4 @@
-package cluster
+package reshape
 
 import (
 	"context"
@@ -13,52 +13,12 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
-	"tablestore/internal/logging"
+	"tablestore/cluster"
+	"tablestore/cluster/clustertest"
 	"tablestore/master"
 	"tablestore/partitionserver"
 	pb "tablestore/proto/tablestorepb"
 )
-
-// quietPolicies turns the automatic policies off, for tests that reshape by
-// hand.
-func quietPolicies(m *master.Config) { m.Policy.Enabled = false }
-
-func startTuned(t *testing.T, servers int, tuneM func(*master.Config), tuneS func(*partitionserver.Config)) *Cluster {
-	t.Helper()
-	return startTunedOpts(t, servers, tuneM, tuneS, false)
-}
-
-// startTunedOpts is startTuned, waiting with awaitHomeGroup until a new
-// table would be a span of an anchor group (Options.AwaitHomeGroup).
-func startTunedOpts(t *testing.T, servers int, tuneM func(*master.Config), tuneS func(*partitionserver.Config), awaitHomeGroup bool) *Cluster {
-	t.Helper()
-	c, err := Start(Options{
-		AwaitHomeGroup: awaitHomeGroup,
-		Masters:        1, Servers: servers, Frontends: 1, DataDir: t.TempDir(), Logger: logging.FromEnv(""),
-		TuneMaster: func(m *master.Config) {
-			soleMasterElects(m)
-			m.ServerTimeout = 2 * time.Second
-			if tuneM != nil {
-				tuneM(m)
-			}
-		},
-		TuneServer: func(s *partitionserver.Config) {
-			s.HeartbeatInterval = 200 * time.Millisecond
-			if tuneS != nil {
-				tuneS(s)
-			}
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c
-}
-
-func spreadKeys(w, i int) (string, string) {
-	return fmt.Sprintf("k%02d", (w*7+i)%26), fmt.Sprintf("w%d-%06d", w, i)
-}
 
 // TestManualSplitMergeMove drives every reshaping operation through the
 // master's operator API while clients write, and checks the data after.
@@ -66,16 +26,16 @@ func TestManualSplitMergeMove(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	besideOneOther(t)
-	c := startTuned(t, 4, quietPolicies, nil)
-	sc := serviceClient(t, c, 0)
-	ctx := ctxT(t, 3*time.Minute)
+	clustertest.BesideOneOther(t)
+	c := clustertest.StartTuned(t, 4, clustertest.QuietPolicies, nil)
+	sc := clustertest.ServiceClient(t, c, 0)
+	ctx := clustertest.Context(t, 3*time.Minute)
 	const table = "manual"
-	tc := newTable(t, sc, table)
-	mc := masterClient(t, c)
-	w := startWorkload(t, tc, 4, spreadKeys)
+	tc := clustertest.NewTable(t, sc, table)
+	mc := clustertest.MasterClient(t, c)
+	w := clustertest.StartWorkload(t, tc, 4, clustertest.SpreadKeys)
 	time.Sleep(300 * time.Millisecond)
-	t.Logf("pause before split: %v", time.Duration(w.maxGap.Swap(0)))
+	t.Logf("pause before split: %v", time.Duration(w.MaxGap.Swap(0)))
 
 	var split *pb.SplitResponse
 	t.Run("split", func(t *testing.T) {
@@ -90,14 +50,14 @@ func TestManualSplitMergeMove(t *testing.T) {
 		if split.GetLeft().GetEnd() != "k13" || split.GetRight().GetStart() != "k13" {
 			t.Fatalf("split = %v / %v", split.GetLeft(), split.GetRight())
 		}
-		waitFor(t, 5*time.Second, "two ranges in the map", func() bool { return len(tableRanges(partitionMap(t, mc), table)) == 2 })
-		m := partitionMap(t, mc)
+		clustertest.WaitFor(t, 5*time.Second, "two ranges in the map", func() bool { return len(clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)) == 2 })
+		m := clustertest.PartitionMap(t, mc)
 		if l, r := m.GetLeaders()[split.GetLeft().GetRangeId()], m.GetLeaders()[split.GetRight().GetRangeId()]; l == r {
 			t.Errorf("both halves led by %s after the split", l)
 		}
 	})
 	time.Sleep(300 * time.Millisecond)
-	t.Logf("pause after split: %v", time.Duration(w.maxGap.Swap(0)))
+	t.Logf("pause after split: %v", time.Duration(w.MaxGap.Swap(0)))
 
 	t.Run("move", func(t *testing.T) {
 		right := split.GetRight()
@@ -120,16 +80,16 @@ func TestManualSplitMergeMove(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !hasServer(moved.GetRange(), to) || len(moved.GetRange().GetReplicas()) != 3 {
+		if !clustertest.HasServer(moved.GetRange(), to) || len(moved.GetRange().GetReplicas()) != 3 {
 			t.Fatalf("after move: replicas %v, want %s among 3", moved.GetRange().GetReplicas(), to)
 		}
 	})
 	time.Sleep(300 * time.Millisecond)
-	t.Logf("pause after move: %v", time.Duration(w.maxGap.Swap(0)))
+	t.Logf("pause after move: %v", time.Duration(w.MaxGap.Swap(0)))
 
 	t.Run("transfer leader", func(t *testing.T) {
 		right := split.GetRight()
-		m := partitionMap(t, mc)
+		m := clustertest.PartitionMap(t, mc)
 		var d *pb.RangeDescriptor
 		for _, r := range m.GetRanges() {
 			if r.GetRangeId() == right.GetRangeId() {
@@ -149,46 +109,37 @@ func TestManualSplitMergeMove(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 5*time.Second, "the new leader reported", func() bool { return partitionMap(t, mc).GetLeaders()[d.GetRangeId()] == to })
+		clustertest.WaitFor(t, 5*time.Second, "the new leader reported", func() bool { return clustertest.PartitionMap(t, mc).GetLeaders()[d.GetRangeId()] == to })
 	})
 	time.Sleep(300 * time.Millisecond)
-	t.Logf("pause after transfer: %v", time.Duration(w.maxGap.Swap(0)))
+	t.Logf("pause after transfer: %v", time.Duration(w.MaxGap.Swap(0)))
 
 	t.Run("merge", func(t *testing.T) {
-		if _, err := mergeRetrying(ctx, t, mc, split.GetLeft().GetRangeId()); err != nil {
+		if _, err := clustertest.MergeRetrying(ctx, t, mc, split.GetLeft().GetRangeId()); err != nil {
 			t.Fatal(err)
 		}
-		rs := tableRanges(partitionMap(t, mc), table)
+		rs := clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)
 		if len(rs) != 1 || rs[0].GetStart() != "" || rs[0].GetEnd() != "" {
 			t.Fatalf("after merge: %v", rs)
 		}
 	})
 	time.Sleep(300 * time.Millisecond)
-	acked := w.halt()
-	t.Logf("pause after merge: %v", time.Duration(w.maxGap.Swap(0)))
-	if w.failed.Load() > 0 {
-		t.Errorf("%d client writes failed during reshaping", w.failed.Load())
+	acked := w.Halt()
+	t.Logf("pause after merge: %v", time.Duration(w.MaxGap.Swap(0)))
+	if w.Failed.Load() > 0 {
+		t.Errorf("%d client writes failed during reshaping", w.Failed.Load())
 	}
-	t.Logf("%d writes acknowledged; longest pause between writes of one client: %v", len(acked), time.Duration(w.maxGap.Load()))
-	verifyExactlyOnce(t, tc, acked)
+	t.Logf("%d writes acknowledged; longest pause between writes of one client: %v", len(acked), time.Duration(w.MaxGap.Load()))
+	clustertest.VerifyExactlyOnce(t, tc, acked)
 	checkEvents(t, mc, pb.EventKind_EVENT_KIND_SPLIT, pb.EventKind_EVENT_KIND_MOVE, pb.EventKind_EVENT_KIND_LEADER_TRANSFER, pb.EventKind_EVENT_KIND_MERGE)
 }
 
-func hasServer(d *pb.RangeDescriptor, id string) bool {
-	for _, r := range d.GetReplicas() {
-		if r.GetServerId() == id {
-			return true
-		}
-	}
-	return false
-}
-
 // checkEvents asserts the event log holds each kind.
-func checkEvents(t *testing.T, mc masterCaller, kinds ...pb.EventKind) {
+func checkEvents(t *testing.T, mc clustertest.MasterCaller, kinds ...pb.EventKind) {
 	t.Helper()
 	got := map[pb.EventKind]bool{}
-	waitFor(t, 5*time.Second, "events recorded", func() bool {
-		for _, e := range masterEvents(mc) {
+	clustertest.WaitFor(t, 5*time.Second, "events recorded", func() bool {
+		for _, e := range clustertest.MasterEvents(mc) {
 			got[e.GetKind()] = true
 		}
 		for _, k := range kinds {
@@ -216,33 +167,33 @@ func TestHotRangeSplitsAndSpreads(t *testing.T) {
 			name = "shared host, in group"
 		}
 		t.Run(name, func(t *testing.T) {
-			c := startTuned(t, 3, func(m *master.Config) {
+			c := clustertest.StartTuned(t, 3, func(m *master.Config) {
 				m.Policy.SharedHost = shared
 				m.Policy.SplitLoad = 150
 				m.Policy.SplitWindow = time.Second
 				m.Policy.MergeLoad = 20
 				m.Policy.MergeCooldown = 3 * time.Second
 			}, nil)
-			sc := serviceClient(t, c, 0)
+			sc := clustertest.ServiceClient(t, c, 0)
 			const table = "hotrange"
-			tc := newTable(t, sc, table)
-			mc := masterClient(t, c)
+			tc := clustertest.NewTable(t, sc, table)
+			mc := clustertest.MasterClient(t, c)
 			start := time.Now()
-			w := startWorkload(t, tc, 8, spreadKeys)
-			waitFor(t, 30*time.Second, "the hot range split", func() bool { return len(tableRanges(partitionMap(t, mc), table)) >= 2 })
+			w := clustertest.StartWorkload(t, tc, 8, clustertest.SpreadKeys)
+			clustertest.WaitFor(t, 30*time.Second, "the hot range split", func() bool { return len(clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)) >= 2 })
 			t.Logf("split after %v of load", time.Since(start).Round(time.Millisecond))
 			if shared {
-				rs := tableRanges(partitionMap(t, mc), table)
+				rs := clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)
 				for _, r := range rs {
 					if r.GetGroupId() != rs[0].GetRangeId() {
 						t.Fatalf("range %d in group %d after a split on a shared host, want %d: %s", r.GetRangeId(), r.GetGroupId(), rs[0].GetRangeId(), describe(rs))
 					}
 				}
 			} else {
-				waitFor(t, 30*time.Second, "leaders on several servers", func() bool {
-					m := partitionMap(t, mc)
+				clustertest.WaitFor(t, 30*time.Second, "leaders on several servers", func() bool {
+					m := clustertest.PartitionMap(t, mc)
 					leaders := map[string]bool{}
-					for _, r := range tableRanges(m, table) {
+					for _, r := range clustertest.TableRanges(m, table) {
 						if l := m.GetLeaders()[r.GetRangeId()]; l != "" {
 							leaders[l] = true
 						}
@@ -250,13 +201,13 @@ func TestHotRangeSplitsAndSpreads(t *testing.T) {
 					return len(leaders) >= 2
 				})
 			}
-			acked := w.halt()
-			if w.failed.Load() > 0 {
-				t.Errorf("%d client writes failed", w.failed.Load())
+			acked := w.Halt()
+			if w.Failed.Load() > 0 {
+				t.Errorf("%d client writes failed", w.Failed.Load())
 			}
-			t.Logf("%d ranges while loaded; longest client write pause %v", len(tableRanges(partitionMap(t, mc), table)), time.Duration(w.maxGap.Load()))
-			waitFor(t, 60*time.Second, "cold ranges merged back", func() bool { return len(tableRanges(partitionMap(t, mc), table)) == 1 })
-			verifyExactlyOnce(t, tc, acked)
+			t.Logf("%d ranges while loaded; longest client write pause %v", len(clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)), time.Duration(w.MaxGap.Load()))
+			clustertest.WaitFor(t, 60*time.Second, "cold ranges merged back", func() bool { return len(clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)) == 1 })
+			clustertest.VerifyExactlyOnce(t, tc, acked)
 			checkEvents(t, mc, pb.EventKind_EVENT_KIND_SPLIT, pb.EventKind_EVENT_KIND_MERGE)
 		})
 	}
@@ -268,13 +219,13 @@ func TestHotPartitionThrottledNotSplit(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	c := startTuned(t, 3, func(m *master.Config) {
+	c := clustertest.StartTuned(t, 3, func(m *master.Config) {
 		m.Policy.SplitLoad = 50
 		m.Policy.MergeLoad = 5
 		m.Policy.SplitWindow = 500 * time.Millisecond
 	}, func(s *partitionserver.Config) { s.PartitionThrottle = 100 })
-	sc := serviceClient(t, c, 0)
-	ctx := ctxT(t, time.Minute)
+	sc := clustertest.ServiceClient(t, c, 0)
+	ctx := clustertest.Context(t, time.Minute)
 	const table = "hotkey"
 	if _, err := sc.CreateTable(ctx, table, nil); err != nil {
 		t.Fatal(err)
@@ -300,7 +251,7 @@ func TestHotPartitionThrottledNotSplit(t *testing.T) {
 				switch {
 				case err == nil:
 					ok.Add(1)
-				case isStatus(err, 503):
+				case clustertest.IsStatus(err, 503):
 					busy.Add(1)
 				default:
 					firstErr.CompareAndSwap(nil, &err)
@@ -317,8 +268,8 @@ func TestHotPartitionThrottledNotSplit(t *testing.T) {
 		t.Fatalf("no 503 ServerBusy for one partition over its target (%d accepted)", ok.Load())
 	}
 	t.Logf("%d accepted, %d refused with 503", ok.Load(), busy.Load())
-	mc := masterClient(t, c)
-	if rs := tableRanges(partitionMap(t, mc), table); len(rs) != 1 {
+	mc := clustertest.MasterClient(t, c)
+	if rs := clustertest.TableRanges(clustertest.PartitionMap(t, mc), table); len(rs) != 1 {
 		t.Fatalf("a single hot partition was split: %d ranges", len(rs))
 	}
 	checkEvents(t, mc, pb.EventKind_EVENT_KIND_THROTTLE)
@@ -330,40 +281,40 @@ func TestDeadServerReplicasRecreated(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	c := startTuned(t, 4, func(m *master.Config) {
+	c := clustertest.StartTuned(t, 4, func(m *master.Config) {
 		m.ServerTimeout = time.Second
 		m.Policy.ReplicateAfter = 2 * time.Second
 		m.Policy.BalanceLeaders = false
 	}, nil)
-	sc := serviceClient(t, c, 0)
+	sc := clustertest.ServiceClient(t, c, 0)
 	const table = "rerep"
-	tc := newTable(t, sc, table)
-	mc := masterClient(t, c)
-	w := startWorkload(t, tc, 4, spreadKeys)
+	tc := clustertest.NewTable(t, sc, table)
+	mc := clustertest.MasterClient(t, c)
+	w := clustertest.StartWorkload(t, tc, 4, clustertest.SpreadKeys)
 	time.Sleep(500 * time.Millisecond)
-	rs := tableRanges(partitionMap(t, mc), table)
+	rs := clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)
 	victim := rs[0].GetReplicas()[0].GetServerId()
 	t.Logf("stopping %s", victim)
 	if err := c.StopServer(c.ServerIndex(victim)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 60*time.Second, "replicas re-created away from the dead server", func() bool {
-		for _, r := range tableRanges(partitionMap(t, mc), table) {
-			if hasServer(r, victim) || len(r.GetReplicas()) != 3 {
+	clustertest.WaitFor(t, 60*time.Second, "replicas re-created away from the dead server", func() bool {
+		for _, r := range clustertest.TableRanges(clustertest.PartitionMap(t, mc), table) {
+			if clustertest.HasServer(r, victim) || len(r.GetReplicas()) != 3 {
 				return false
 			}
 		}
 		return true
 	})
-	acked := w.halt()
-	if w.failed.Load() > 0 {
-		t.Errorf("%d client writes failed", w.failed.Load())
+	acked := w.Halt()
+	if w.Failed.Load() > 0 {
+		t.Errorf("%d client writes failed", w.Failed.Load())
 	}
-	verifyExactlyOnce(t, tc, acked)
+	clustertest.VerifyExactlyOnce(t, tc, acked)
 	checkEvents(t, mc, pb.EventKind_EVENT_KIND_SERVER_DOWN, pb.EventKind_EVENT_KIND_RE_REPLICATE)
 }
 
-func noRetryClient(t *testing.T, c *Cluster) *aztables.ServiceClient {
+func noRetryClient(t *testing.T, c *cluster.Cluster) *aztables.ServiceClient {
 	t.Helper()
 	opts := &aztables.ClientOptions{}
 	opts.Retry.MaxRetries = -1
@@ -380,23 +331,23 @@ func TestContinuationAcrossSplitAndMerge(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	besideOneOther(t)
-	c := startTuned(t, 3, quietPolicies, nil)
-	sc := serviceClient(t, c, 0)
-	ctx := ctxT(t, 2*time.Minute)
+	clustertest.BesideOneOther(t)
+	c := clustertest.StartTuned(t, 3, clustertest.QuietPolicies, nil)
+	sc := clustertest.ServiceClient(t, c, 0)
+	ctx := clustertest.Context(t, 2*time.Minute)
 	const table = "paging"
-	tc := newTable(t, sc, table)
+	tc := clustertest.NewTable(t, sc, table)
 	want := map[string]bool{}
 	for i := 0; i < 260; i++ {
 		pk, rk := fmt.Sprintf("k%02d", i%26), fmt.Sprintf("r%03d", i)
 		// 409: the SDK retried an insert whose first answer was lost (a
 		// loaded machine); the entity is there, which is all this needs.
-		if _, err := tc.AddEntity(ctx, []byte(fmt.Sprintf(`{"PartitionKey":%q,"RowKey":%q}`, pk, rk)), nil); err != nil && !isStatus(err, http.StatusConflict) {
+		if _, err := tc.AddEntity(ctx, []byte(fmt.Sprintf(`{"PartitionKey":%q,"RowKey":%q}`, pk, rk)), nil); err != nil && !clustertest.IsStatus(err, http.StatusConflict) {
 			t.Fatal(err)
 		}
 		want[pk+"/"+rk] = true
 	}
-	mc := masterClient(t, c)
+	mc := clustertest.MasterClient(t, c)
 	reshape := []func() error{
 		func() error { // split ahead of the cursor
 			return mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
@@ -412,12 +363,12 @@ func TestContinuationAcrossSplitAndMerge(t *testing.T) {
 		},
 		func() error { // merge everything back
 			for {
-				rs := tableRanges(partitionMap(t, mc), table)
+				rs := clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)
 				if len(rs) == 1 {
 					return nil
 				}
 				sort.Slice(rs, func(i, j int) bool { return rs[i].GetStart() < rs[j].GetStart() })
-				if _, err := mergeRetrying(ctx, t, mc, rs[0].GetRangeId()); err != nil {
+				if _, err := clustertest.MergeRetrying(ctx, t, mc, rs[0].GetRangeId()); err != nil {
 					return err
 				}
 			}

@@ -1,4 +1,4 @@
-package cluster
+package reshape
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 	"google.golang.org/grpc/codes"
 
+	"tablestore/cluster"
+	"tablestore/cluster/clustertest"
 	"tablestore/internal/failpoint"
 	"tablestore/internal/masterclient"
 	"tablestore/internal/rangegroup"
@@ -64,7 +66,7 @@ func TestUngroupTablesAcrossMasterLeaderChange(t *testing.T) {
 		t.Skip("cluster test")
 	}
 	// Not beside another test: the failpoint is the process's.
-	c, err := Start(Options{Masters: 3, Servers: 3, Frontends: 1, DataDir: t.TempDir(),
+	c, err := cluster.Start(cluster.Options{Masters: 3, Servers: 3, Frontends: 1, DataDir: t.TempDir(),
 		TuneMaster: func(m *master.Config) {
 			m.TableGroups = true
 			m.Policy.SplitLoad = 1e9
@@ -75,21 +77,21 @@ func TestUngroupTablesAcrossMasterLeaderChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	mc := masterClient(t, c)
+	mc := clustertest.MasterClient(t, c)
 	anchor := anchorTakingTables(t, c, mc)
-	sc := serviceClient(t, c, 0)
+	sc := clustertest.ServiceClient(t, c, 0)
 	var names []string
 	for i := range 6 {
 		names = append(names, fmt.Sprintf("grouped%d", i))
 	}
 	clients := map[string]*aztables.Client{}
 	for _, n := range names {
-		clients[n] = newTable(t, sc, n)
+		clients[n] = clustertest.NewTable(t, sc, n)
 	}
 	// The tables are spans of anchor groups (the master founds a spare
 	// anchor as the first fills, and homeGroup picks the one with fewest
 	// spans: not all in anchor's).
-	m := partitionMap(t, mc)
+	m := clustertest.PartitionMap(t, mc)
 	anchors := []uint64{anchor}
 	for _, d := range m.GetRanges() {
 		if strings.HasPrefix(d.GetTable(), "_groups/") && d.GetRangeId() != anchor {
@@ -103,9 +105,9 @@ func TestUngroupTablesAcrossMasterLeaderChange(t *testing.T) {
 		}
 		checkOneGroup(t, c, d, rangegroup.GroupOf(d))
 	}
-	works := map[string]*workload{}
+	works := map[string]*clustertest.Workload{}
 	for _, n := range names {
-		works[n] = startWorkload(t, clients[n], 1, spreadKeys)
+		works[n] = clustertest.StartWorkload(t, clients[n], 1, clustertest.SpreadKeys)
 	}
 	for i := range c.Masters {
 		if err := c.StopMaster(i); err != nil {
@@ -115,7 +117,7 @@ func TestUngroupTablesAcrossMasterLeaderChange(t *testing.T) {
 		if err := c.RestartMaster(i); err != nil {
 			t.Fatal(err)
 		}
-		leaderOf(t, c)
+		clustertest.LeaderOf(t, c)
 	}
 	reached, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
@@ -130,7 +132,7 @@ func TestUngroupTablesAcrossMasterLeaderChange(t *testing.T) {
 		err  error
 	}
 	answered := make(chan answer, 1)
-	ctx := ctxT(t, 2*time.Minute)
+	ctx := clustertest.Context(t, 2*time.Minute)
 	go func() {
 		resp, err := ungroupAtLeader(ctx, mc, 20*time.Second)
 		answered <- answer{resp, err}
@@ -140,16 +142,16 @@ func TestUngroupTablesAcrossMasterLeaderChange(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the call never detached a range")
 	}
-	old := leaderOf(t, c)
+	old := clustertest.LeaderOf(t, c)
 	// A transfer may fail on a connection to a master restarted just
 	// before (TimeoutNow: EOF): asked again until another master leads.
-	waitFor(t, 20*time.Second, "another master to lead", func() bool {
+	clustertest.WaitFor(t, 20*time.Second, "another master to lead", func() bool {
 		if old.IsLeader() {
 			if err := old.StepDown(); err != nil {
 				t.Logf("step down: %v", err)
 			}
 		}
-		return leaderOf(t, c) != old
+		return clustertest.LeaderOf(t, c) != old
 	})
 	failpoint.Disable("master/detach/after-detach")
 	close(release)
@@ -170,9 +172,9 @@ func TestUngroupTablesAcrossMasterLeaderChange(t *testing.T) {
 // range, a group of its own on every replica; no anchor in the map, and
 // the ranges of anchors on no server; every acknowledged write of works
 // (halted here) read back exactly once.
-func checkUngrouped(t *testing.T, c *Cluster, mc *masterclient.Client, anchors []uint64, names []string, clients map[string]*aztables.Client, works map[string]*workload) {
+func checkUngrouped(t *testing.T, c *cluster.Cluster, mc *masterclient.Client, anchors []uint64, names []string, clients map[string]*aztables.Client, works map[string]*clustertest.Workload) {
 	t.Helper()
-	m := partitionMap(t, mc)
+	m := clustertest.PartitionMap(t, mc)
 	for _, n := range names {
 		d := spanOf(m, n)
 		if d == nil || rangegroup.GroupOf(d) != d.GetRangeId() {
@@ -185,7 +187,7 @@ func checkUngrouped(t *testing.T, c *Cluster, mc *masterclient.Client, anchors [
 			t.Fatalf("anchor %s still in the map", tb.GetName())
 		}
 	}
-	waitFor(t, 30*time.Second, fmt.Sprintf("no server serving anchor ranges %v", anchors), func() bool {
+	clustertest.WaitFor(t, 30*time.Second, fmt.Sprintf("no server serving anchor ranges %v", anchors), func() bool {
 		for _, n := range c.Servers {
 			for _, a := range anchors {
 				if _, err := n.Server.Service().RangeInfo(context.Background(), &pb.RangeInfoRequest{RangeId: a}); err == nil {
@@ -196,10 +198,10 @@ func checkUngrouped(t *testing.T, c *Cluster, mc *masterclient.Client, anchors [
 		return true
 	})
 	for _, n := range names {
-		acked := works[n].halt()
+		acked := works[n].Halt()
 		if len(acked) == 0 {
 			t.Fatalf("table %s: no write acknowledged", n)
 		}
-		verifyExactlyOnce(t, clients[n], acked)
+		clustertest.VerifyExactlyOnce(t, clients[n], acked)
 	}
 }

@@ -1,4 +1,4 @@
-package cluster
+package reshape
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"tablestore/cluster/clustertest"
 	"tablestore/internal/failpoint"
 	"tablestore/master"
 	pb "tablestore/proto/tablestorepb"
@@ -38,17 +39,17 @@ func TestStaleParentDoesNotHoldUpSplitRange(t *testing.T) {
 	// span of an anchor group leaves it first, a detach the cut-off server
 	// misses: its copy stays a span there, no right range until healed
 	// (the anchor's case: TestStaleAnchorDoesNotHoldUpDetachedRange).
-	c := startTuned(t, 4, func(m *master.Config) { quietPolicies(m); m.TableGroups = false }, nil)
-	sc := serviceClient(t, c, 0)
-	mc := masterClient(t, c)
-	ctx := ctxT(t, 3*time.Minute)
+	c := clustertest.StartTuned(t, 4, func(m *master.Config) { clustertest.QuietPolicies(m); m.TableGroups = false }, nil)
+	sc := clustertest.ServiceClient(t, c, 0)
+	mc := clustertest.MasterClient(t, c)
+	ctx := clustertest.Context(t, 3*time.Minute)
 	const table = "staleparent"
-	tc := newTable(t, sc, table)
+	tc := clustertest.NewTable(t, sc, table)
 	acked := map[string]int64{}
-	writeSeq(t, tc, acked, "before", 30)
+	clustertest.WriteSeq(t, tc, acked, "before", 30)
 
-	left := tableRanges(partitionMap(t, mc), table)[0]
-	leader, victim, spare := rangeRoles(t, c, mc, left)
+	left := clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)[0]
+	leader, victim, spare := clustertest.RangeRoles(t, c, mc, left)
 	if spare == "" {
 		t.Fatalf("no spare server for range %d", left.GetRangeId())
 	}
@@ -69,16 +70,16 @@ func TestStaleParentDoesNotHoldUpSplitRange(t *testing.T) {
 		t.Fatalf("move range %d %s -> %s: %v", left.GetRangeId(), victim, spare, err)
 	}
 	moved := time.Now()
-	writeSeq(t, tc, acked, "cut", 50)
+	clustertest.WriteSeq(t, tc, acked, "cut", 50)
 
 	// Still cut off from its peers, the server has the split-off range
 	// (empty, awaiting its snapshot) and no longer the stale parent.
 	vs := c.Servers[vi].Server
-	waitFor(t, 20*time.Second, fmt.Sprintf("range %d created on %s while cut off", right.GetRangeId(), victim), func() bool {
-		return rangeInfo(vs, right.GetRangeId()) != nil
+	clustertest.WaitFor(t, 20*time.Second, fmt.Sprintf("range %d created on %s while cut off", right.GetRangeId(), victim), func() bool {
+		return clustertest.RangeInfo(vs, right.GetRangeId()) != nil
 	})
 	t.Logf("range %d created on %s %v after the move", right.GetRangeId(), victim, time.Since(moved).Round(time.Millisecond))
-	if rangeInfo(vs, left.GetRangeId()) != nil {
+	if clustertest.RangeInfo(vs, left.GetRangeId()) != nil {
 		t.Fatalf("%s still hosts its stale replica of range %d beside range %d", victim, left.GetRangeId(), right.GetRangeId())
 	}
 
@@ -91,12 +92,12 @@ func TestStaleParentDoesNotHoldUpSplitRange(t *testing.T) {
 		if i == vi {
 			continue
 		}
-		if st := rangeInfo(n.Server, right.GetRangeId()); st != nil && st.GetAppliedIndex() > target {
+		if st := clustertest.RangeInfo(n.Server, right.GetRangeId()); st != nil && st.GetAppliedIndex() > target {
 			target = st.GetAppliedIndex()
 		}
 	}
-	waitFor(t, 30*time.Second, fmt.Sprintf("range %d on %s caught up to index %d", right.GetRangeId(), victim, target), func() bool {
-		st := rangeInfo(vs, right.GetRangeId())
+	clustertest.WaitFor(t, 30*time.Second, fmt.Sprintf("range %d on %s caught up to index %d", right.GetRangeId(), victim, target), func() bool {
+		st := clustertest.RangeInfo(vs, right.GetRangeId())
 		return st != nil && st.GetAppliedIndex() >= target
 	})
 	t.Logf("range %d on %s caught up %v after the heal", right.GetRangeId(), victim, time.Since(healed).Round(time.Millisecond))
@@ -112,6 +113,6 @@ func TestStaleParentDoesNotHoldUpSplitRange(t *testing.T) {
 			break
 		}
 	}
-	writeSeq(t, tc, acked, "degraded", 30)
-	verifyExactlyOnce(t, tc, acked)
+	clustertest.WriteSeq(t, tc, acked, "degraded", 30)
+	clustertest.VerifyExactlyOnce(t, tc, acked)
 }

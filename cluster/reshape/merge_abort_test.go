@@ -1,4 +1,4 @@
-package cluster
+package reshape
 
 import (
 	"context"
@@ -15,6 +15,8 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
+	"tablestore/cluster"
+	"tablestore/cluster/clustertest"
 	"tablestore/internal/failpoint"
 	"tablestore/internal/masterclient"
 	"tablestore/internal/rpcerr"
@@ -43,8 +45,8 @@ func TestMergeAbortedWhenAReplicaMissesTheFreeze(t *testing.T) {
 	// follower, a majority.
 	cut := -1
 	pickCut := func() {
-		waitFor(t, 10*time.Second, "both halves led", func() bool {
-			l := partitionMap(t, mc).GetLeaders()
+		clustertest.WaitFor(t, 10*time.Second, "both halves led", func() bool {
+			l := clustertest.PartitionMap(t, mc).GetLeaders()
 			ll, rl := l[left], l[right]
 			for i, s := range c.Servers {
 				if id := s.Server.ID(); ll != "" && rl != "" && id != ll && id != rl {
@@ -75,9 +77,9 @@ func TestMergeAbortedWhenAReplicaMissesTheFreeze(t *testing.T) {
 			once.Do(func() {
 				for i, s := range c.Servers {
 					if i == cut {
-						s.Server.SetRaftFault(dropAll{})
+						s.Server.SetRaftFault(clustertest.DropAll{})
 					} else {
-						s.Server.SetRaftFault(dropTo{c.Servers[cut].Server.RaftAddr()})
+						s.Server.SetRaftFault(clustertest.DropTo{Addr: c.Servers[cut].Server.RaftAddr()})
 					}
 				}
 			})
@@ -89,7 +91,7 @@ func TestMergeAbortedWhenAReplicaMissesTheFreeze(t *testing.T) {
 			return err
 		})
 		failpoint.Disable("master/merge/before-freeze")
-		if err == nil || mergeAborted(err) || !strings.Contains(err.Error(), "not ready for the merge") || attempt == 5 {
+		if err == nil || clustertest.MergeAborted(err) || !strings.Contains(err.Error(), "not ready for the merge") || attempt == 5 {
 			break
 		}
 		t.Logf("freeze refused before the cut took effect (attempt %d), healing and cutting again: %v", attempt, err)
@@ -97,11 +99,11 @@ func TestMergeAbortedWhenAReplicaMissesTheFreeze(t *testing.T) {
 		// A write to both halves after the heal, applied everywhere: the
 		// leaders have heard from the cut server again (its heartbeats
 		// back off while cut), so the next cut starts within the window.
-		writeSeq(t, tcl, acked, fmt.Sprintf("heal%d", attempt), 26)
-		waitFor(t, 20*time.Second, "the cut server caught up on the right half", func() bool {
+		clustertest.WriteSeq(t, tcl, acked, fmt.Sprintf("heal%d", attempt), 26)
+		clustertest.WaitFor(t, 20*time.Second, "the cut server caught up on the right half", func() bool {
 			var applied []uint64
 			for _, s := range c.Servers {
-				st := rangeInfo(s.Server, right)
+				st := clustertest.RangeInfo(s.Server, right)
 				if st == nil {
 					return false
 				}
@@ -117,7 +119,7 @@ func TestMergeAbortedWhenAReplicaMissesTheFreeze(t *testing.T) {
 	t.Logf("merge aborted after %v: %v", aborted, err)
 	// Unfrozen: the right half takes writes again (without the cut server).
 	var firstWrite time.Duration
-	waitFor(t, 20*time.Second, "a write to the right half after the abort", func() bool {
+	clustertest.WaitFor(t, 20*time.Second, "a write to the right half after the abort", func() bool {
 		body, _ := json.Marshal(map[string]any{"PartitionKey": "k20", "RowKey": "probe", "V": "1000000", "V@odata.type": "Edm.Int64"})
 		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
@@ -128,18 +130,18 @@ func TestMergeAbortedWhenAReplicaMissesTheFreeze(t *testing.T) {
 		return err == nil
 	})
 	t.Logf("right half writable %v after the merge began", firstWrite)
-	if rs := tableRanges(partitionMap(t, mc), table); len(rs) != 2 {
+	if rs := clustertest.TableRanges(clustertest.PartitionMap(t, mc), table); len(rs) != 2 {
 		// Aborted means not merged: both halves stay in the map.
 		t.Fatalf("after the abort: %s, want both halves", describe(rs))
 	}
-	writeSeq(t, tcl, acked, "during", 26)
+	clustertest.WriteSeq(t, tcl, acked, "during", 26)
 	heal()
-	waitFor(t, 60*time.Second, "the merge after the cut healed", func() bool {
-		return mergeDone(ctx, t, mc, table, left)
+	clustertest.WaitFor(t, 60*time.Second, "the merge after the cut healed", func() bool {
+		return clustertest.MergeDone(ctx, t, mc, table, left)
 	})
-	writeSeq(t, tcl, acked, "after", 26)
+	clustertest.WriteSeq(t, tcl, acked, "after", 26)
 	acked["k20/probe"] = 1000000
-	verifyExactlyOnce(t, tcl, acked)
+	clustertest.VerifyExactlyOnce(t, tcl, acked)
 }
 
 // TestMoveOfFrozenRangeWaitsForUnfreeze: a range frozen for a merge takes
@@ -160,22 +162,22 @@ func TestMoveOfFrozenRangeWaitsForUnfreeze(t *testing.T) {
 	}
 	const table = "abortmove"
 	c, tcl, mc, acked, ctx, left, right := splitHalves(t, 4, table)
-	waitFor(t, 10*time.Second, "both halves led", func() bool {
-		l := partitionMap(t, mc).GetLeaders()
+	clustertest.WaitFor(t, 10*time.Second, "both halves led", func() bool {
+		l := clustertest.PartitionMap(t, mc).GetLeaders()
 		return l[left] != "" && l[right] != ""
 	})
 	// Both halves on the same three servers (a split keeps them); the
 	// replica to move is one that leads neither, the target the fourth.
 	var from, to string
-	for _, d := range tableRanges(partitionMap(t, mc), table) {
+	for _, d := range clustertest.TableRanges(clustertest.PartitionMap(t, mc), table) {
 		if d.GetRangeId() != right {
 			continue
 		}
-		l := partitionMap(t, mc).GetLeaders()
+		l := clustertest.PartitionMap(t, mc).GetLeaders()
 		for _, s := range c.Servers {
 			id := s.Server.ID()
 			switch {
-			case !hasServer(d, id):
+			case !clustertest.HasServer(d, id):
 				to = id
 			case id != l[left] && id != l[right]:
 				from = id
@@ -183,7 +185,7 @@ func TestMoveOfFrozenRangeWaitsForUnfreeze(t *testing.T) {
 		}
 	}
 	if from == "" || to == "" {
-		t.Fatalf("no replica to move off or no free server: %s", describe(tableRanges(partitionMap(t, mc), table)))
+		t.Fatalf("no replica to move off or no free server: %s", describe(clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)))
 	}
 
 	failpoint.Enable("master/merge/freeze-wait", nil) // a replica "short of the freeze": ABORT
@@ -197,7 +199,7 @@ func TestMoveOfFrozenRangeWaitsForUnfreeze(t *testing.T) {
 	// A merge refused before the freeze (NOT_READY on a loaded machine)
 	// never reaches the failpoint: ask again.
 	for attempt := 1; !fired.Load(); attempt++ {
-		_, err := mergeRetrying(ctx, t, mc, left)
+		_, err := clustertest.MergeRetrying(ctx, t, mc, left)
 		if err == nil {
 			t.Fatal("merge succeeded through master/merge/after-abort")
 		}
@@ -209,8 +211,8 @@ func TestMoveOfFrozenRangeWaitsForUnfreeze(t *testing.T) {
 		}
 	}
 	fromSrv := c.Servers[c.ServerIndex(from)].Server
-	waitFor(t, 10*time.Second, "the freeze applied on "+from, func() bool {
-		return rangeInfo(fromSrv, right).GetFrozen()
+	clustertest.WaitFor(t, 10*time.Second, "the freeze applied on "+from, func() bool {
+		return clustertest.RangeInfo(fromSrv, right).GetFrozen()
 	})
 	move := func() error {
 		return mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
@@ -219,9 +221,9 @@ func TestMoveOfFrozenRangeWaitsForUnfreeze(t *testing.T) {
 		})
 	}
 	moved := func() bool {
-		for _, d := range tableRanges(partitionMap(t, mc), table) {
+		for _, d := range clustertest.TableRanges(clustertest.PartitionMap(t, mc), table) {
 			if d.GetRangeId() == right {
-				return hasServer(d, to) && !hasServer(d, from)
+				return clustertest.HasServer(d, to) && !clustertest.HasServer(d, from)
 			}
 		}
 		return false
@@ -229,7 +231,7 @@ func TestMoveOfFrozenRangeWaitsForUnfreeze(t *testing.T) {
 	// While frozen: refused (a resume holding the range, stopped at the
 	// failpoint, is answered busy: ask again until the frozen range
 	// answers).
-	waitFor(t, 30*time.Second, "the move of the frozen range refused as frozen", func() bool {
+	clustertest.WaitFor(t, 30*time.Second, "the move of the frozen range refused as frozen", func() bool {
 		err := move()
 		if err == nil {
 			t.Fatalf("the move of range %d went through while it was frozen", right)
@@ -240,37 +242,37 @@ func TestMoveOfFrozenRangeWaitsForUnfreeze(t *testing.T) {
 	// The range's leader refuses too (a move of a master that does not
 	// know the range is frozen): not ready, before its configuration
 	// changes.
-	rl := partitionMap(t, mc).GetLeaders()[right]
+	rl := clustertest.PartitionMap(t, mc).GetLeaders()[right]
 	if _, err := c.Servers[c.ServerIndex(rl)].Server.Service().ChangeReplicas(ctx, &pb.ChangeReplicasRequest{
 		RangeId: right, AddServerId: to, AddMode: pb.AddMode_ADD_MODE_NONVOTER}); rpcerr.Parse(err).Reason != rpcerr.ReasonNotReady {
 		t.Fatalf("ChangeReplicas on the frozen range's leader %s: %v, want NOT_READY", rl, err)
 	}
-	if moved() || !rangeInfo(fromSrv, right).GetFrozen() {
-		t.Fatalf("range %d after the refused move: %s, frozen on %s: %v", right, describe(tableRanges(partitionMap(t, mc), table)), from, rangeInfo(fromSrv, right).GetFrozen())
+	if moved() || !clustertest.RangeInfo(fromSrv, right).GetFrozen() {
+		t.Fatalf("range %d after the refused move: %s, frozen on %s: %v", right, describe(clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)), from, clustertest.RangeInfo(fromSrv, right).GetFrozen())
 	}
 	// Let the resume unfreeze the range: the right half takes writes.
 	failpoint.Disable("master/merge/after-abort")
 	failpoint.Disable("master/merge/freeze-wait")
-	waitFor(t, 30*time.Second, "a write to the right half after the unfreeze", func() bool {
+	clustertest.WaitFor(t, 30*time.Second, "a write to the right half after the unfreeze", func() bool {
 		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		_, err := tcl.UpsertEntity(wctx, []byte(`{"PartitionKey":"k20","RowKey":"probe"}`), nil)
 		return err == nil
 	})
-	waitFor(t, 60*time.Second, "the right range's replica moved from "+from+" to "+to+" after the unfreeze", func() bool {
+	clustertest.WaitFor(t, 60*time.Second, "the right range's replica moved from "+from+" to "+to+" after the unfreeze", func() bool {
 		if err := move(); err != nil {
 			t.Logf("move: %v", err)
 		}
 		return moved()
 	})
-	waitFor(t, 30*time.Second, "the moved-off replica deleted on "+from, func() bool {
+	clustertest.WaitFor(t, 30*time.Second, "the moved-off replica deleted on "+from, func() bool {
 		return fromSrv.ReplicaState(right) == "absent"
 	})
-	writeSeq(t, tcl, acked, "after", 26)
-	if rs := tableRanges(partitionMap(t, mc), table); len(rs) != 2 {
+	clustertest.WriteSeq(t, tcl, acked, "after", 26)
+	if rs := clustertest.TableRanges(clustertest.PartitionMap(t, mc), table); len(rs) != 2 {
 		t.Fatalf("after an aborted merge: %s, want both halves", describe(rs))
 	}
-	verifyExactlyOnce(t, tcl, acked)
+	clustertest.VerifyExactlyOnce(t, tcl, acked)
 }
 
 // TestStaleMergeRangeRefused: a MergeRange for a freeze whose merge was
@@ -292,7 +294,7 @@ func TestStaleMergeRangeRefused(t *testing.T) {
 		return err
 	})
 	failpoint.Disable("master/merge/freeze-wait")
-	if !mergeAborted(err) {
+	if !clustertest.MergeAborted(err) {
 		t.Fatalf("merge through master/merge/freeze-wait: %v, want an abort", err)
 	}
 	m := regexp.MustCompile(`freeze at (\d+)`).FindStringSubmatch(err.Error())
@@ -302,23 +304,23 @@ func TestStaleMergeRangeRefused(t *testing.T) {
 	freeze, _ := strconv.ParseUint(m[1], 10, 64)
 	// Every replica of the right half past the unfreeze, the left half's
 	// leader's among them.
-	waitFor(t, 20*time.Second, "every replica of the right half unfrozen", func() bool {
+	clustertest.WaitFor(t, 20*time.Second, "every replica of the right half unfrozen", func() bool {
 		for _, s := range c.Servers {
-			if st := rangeInfo(s.Server, right); st == nil || st.GetFrozen() {
+			if st := clustertest.RangeInfo(s.Server, right); st == nil || st.GetFrozen() {
 				return false
 			}
 		}
 		return true
 	})
 	var rightDesc *pb.RangeDescriptor
-	for _, d := range tableRanges(partitionMap(t, mc), table) {
+	for _, d := range clustertest.TableRanges(clustertest.PartitionMap(t, mc), table) {
 		if d.GetRangeId() == right {
 			rightDesc = d
 		}
 	}
 	var leader string
-	waitFor(t, 10*time.Second, "the left half led", func() bool {
-		leader = partitionMap(t, mc).GetLeaders()[left]
+	clustertest.WaitFor(t, 10*time.Second, "the left half led", func() bool {
+		leader = clustertest.PartitionMap(t, mc).GetLeaders()[left]
 		return leader != ""
 	})
 	_, err = c.Servers[c.ServerIndex(leader)].Server.Service().MergeRange(ctx, &pb.MergeRangeRequest{
@@ -328,11 +330,11 @@ func TestStaleMergeRangeRefused(t *testing.T) {
 		t.Fatalf("MergeRange for the aborted freeze %d on %s: %v, want NOT_READY", freeze, leader, err)
 	}
 	t.Logf("stale MergeRange refused: %v", err)
-	writeSeq(t, tcl, acked, "after", 26)
-	if rs := tableRanges(partitionMap(t, mc), table); len(rs) != 2 {
+	clustertest.WriteSeq(t, tcl, acked, "after", 26)
+	if rs := clustertest.TableRanges(clustertest.PartitionMap(t, mc), table); len(rs) != 2 {
 		t.Fatalf("after a refused MergeRange: %s, want both halves", describe(rs))
 	}
-	verifyExactlyOnce(t, tcl, acked)
+	clustertest.VerifyExactlyOnce(t, tcl, acked)
 }
 
 // TestMergeAbortedAfterMasterRestartWithAServerDown: the master
@@ -357,7 +359,7 @@ func TestMergeAbortedAfterMasterRestartWithAServerDown(t *testing.T) {
 	})
 	defer failpoint.Disable("master/merge/after-freeze-proposed")
 	for attempt := 1; !fired.Load(); attempt++ {
-		_, err := mergeRetrying(ctx, t, mc, left)
+		_, err := clustertest.MergeRetrying(ctx, t, mc, left)
 		if err == nil {
 			t.Fatal("merge succeeded through master/merge/after-freeze-proposed")
 		}
@@ -371,7 +373,7 @@ func TestMergeAbortedAfterMasterRestartWithAServerDown(t *testing.T) {
 	failpoint.Disable("master/merge/after-freeze-proposed")
 	// Stop a server that leads neither half (each keeps a majority).
 	down := -1
-	l := partitionMap(t, mc).GetLeaders()
+	l := clustertest.PartitionMap(t, mc).GetLeaders()
 	for i, s := range c.Servers {
 		if id := s.Server.ID(); id != l[left] && id != l[right] {
 			down = i
@@ -392,32 +394,32 @@ func TestMergeAbortedAfterMasterRestartWithAServerDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	waitFor(t, 30*time.Second, "a write to the right half with ps"+strconv.Itoa(down+1)+" down", func() bool {
+	clustertest.WaitFor(t, 30*time.Second, "a write to the right half with ps"+strconv.Itoa(down+1)+" down", func() bool {
 		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		_, err := tcl.UpsertEntity(wctx, []byte(`{"PartitionKey":"k20","RowKey":"probe"}`), nil)
 		return err == nil
 	})
 	t.Logf("right half writable %v after the master restarted", time.Since(start))
-	if rs := tableRanges(partitionMap(t, mc), table); len(rs) != 2 {
+	if rs := clustertest.TableRanges(clustertest.PartitionMap(t, mc), table); len(rs) != 2 {
 		t.Fatalf("after the resumed merge: %s, want both halves (aborted)", describe(rs))
 	}
-	writeSeq(t, tcl, acked, "after", 26)
+	clustertest.WriteSeq(t, tcl, acked, "after", 26)
 	acked["k20/probe"] = 0
-	verifyExactlyOnce(t, tcl, acked)
+	clustertest.VerifyExactlyOnce(t, tcl, acked)
 }
 
 // splitHalves is the start the merge-abort tests share: a cluster of
 // that many partition servers (policies quiet), table with 26 acknowledged
 // writes, split at k13 into left and right.
-func splitHalves(t *testing.T, servers int, table string) (c *Cluster, tcl *aztables.Client, mc *masterclient.Client, acked map[string]int64, ctx context.Context, left, right uint64) {
+func splitHalves(t *testing.T, servers int, table string) (c *cluster.Cluster, tcl *aztables.Client, mc *masterclient.Client, acked map[string]int64, ctx context.Context, left, right uint64) {
 	t.Helper()
-	c = startTuned(t, servers, quietPolicies, nil)
-	tcl = newTable(t, serviceClient(t, c, 0), table)
-	mc = masterClient(t, c)
+	c = clustertest.StartTuned(t, servers, clustertest.QuietPolicies, nil)
+	tcl = clustertest.NewTable(t, clustertest.ServiceClient(t, c, 0), table)
+	mc = clustertest.MasterClient(t, c)
 	acked = map[string]int64{}
-	writeSeq(t, tcl, acked, "before", 26)
-	ctx = ctxT(t, 3*time.Minute)
-	split := splitRange(t, ctx, mc, table, "k13")
+	clustertest.WriteSeq(t, tcl, acked, "before", 26)
+	ctx = clustertest.Context(t, 3*time.Minute)
+	split := clustertest.SplitRange(t, ctx, mc, table, "k13")
 	return c, tcl, mc, acked, ctx, split.GetLeft().GetRangeId(), split.GetRight().GetRangeId()
 }

@@ -1,4 +1,4 @@
-package cluster
+package reshape
 
 import (
 	"context"
@@ -11,13 +11,14 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
+	"tablestore/cluster/clustertest"
 	"tablestore/internal/rangegroup"
 	"tablestore/master"
 )
 
 // paddedWriter upserts entities of unique keys, each with a pad of
 // padBytes, one at a time until halted, and records the acknowledged
-// ones as workload does (V as the value verifyExactlyOnce checks): a
+// ones as clustertest.Workload does (V as the value clustertest.VerifyExactlyOnce checks): a
 // table that grows by bytes, not by load.
 type paddedWriter struct {
 	stop chan struct{}
@@ -86,39 +87,39 @@ func TestLargeTableLeavesAnchorGroup(t *testing.T) {
 	c, mc, anchor := startTableGroupsTuned(t, func(m *master.Config) {
 		m.Policy.MergeBytes = 256 << 10
 	})
-	sc := serviceClient(t, c, 0)
+	sc := clustertest.ServiceClient(t, c, 0)
 	names := []string{"large", "small0", "small1"}
 	clients, spans := tablesInAnchor(t, c, mc, sc, anchor, names)
 	paced := func(w, i int) (string, string) {
 		time.Sleep(200 * time.Millisecond)
-		return spreadKeys(w, i)
+		return clustertest.SpreadKeys(w, i)
 	}
 	large := startPaddedWriter(t, clients["large"], 8<<10)
-	small := map[string]*workload{}
+	small := map[string]*clustertest.Workload{}
 	for _, n := range names[1:] {
-		small[n] = startWorkload(t, clients[n], 1, paced)
+		small[n] = clustertest.StartWorkload(t, clients[n], 1, paced)
 	}
 	id := spans["large"].GetRangeId()
-	waitFor(t, 60*time.Second, "the large table's span out of the anchor's group", func() bool {
-		d, ok := rangeByID(partitionMap(t, mc), id)
+	clustertest.WaitFor(t, 60*time.Second, "the large table's span out of the anchor's group", func() bool {
+		d, ok := rangeByID(clustertest.PartitionMap(t, mc), id)
 		return ok && rangegroup.GroupOf(d) != anchor
 	})
 	time.Sleep(2 * time.Second) // writes go on after it left
 	acked := map[string]map[string]int64{"large": large.halt()}
 	for _, n := range names[1:] {
-		acked[n] = small[n].halt()
+		acked[n] = small[n].Halt()
 	}
 	for _, n := range names {
 		if len(acked[n]) == 0 {
 			t.Fatalf("table %s: no write acknowledged", n)
 		}
-		verifyExactlyOnce(t, clients[n], acked[n])
+		clustertest.VerifyExactlyOnce(t, clients[n], acked[n])
 		t.Logf("table %s: %d writes acknowledged", n, len(acked[n]))
 	}
-	m := partitionMap(t, mc)
+	m := clustertest.PartitionMap(t, mc)
 	d := spanOf(m, "large")
 	if d == nil || d.GetRangeId() != id {
-		t.Fatalf("large table after: %v, want its one range %d", tableRanges(m, "large"), id)
+		t.Fatalf("large table after: %v, want its one range %d", clustertest.TableRanges(m, "large"), id)
 	}
 	checkOneGroup(t, c, d, id)
 	checkLeftBy(t, c, mc, m, names[1:], spans, anchor, id, "detach-large")

@@ -1,4 +1,4 @@
-package cluster
+package reshape
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"tablestore/cluster/clustertest"
 	"tablestore/internal/failpoint"
 	"tablestore/internal/rangegroup"
 	pb "tablestore/proto/tablestorepb"
@@ -25,7 +26,7 @@ import (
 // anchor group (the cluster started with AwaitHomeGroup).
 func anchorSpanOf(t *testing.T, m *pb.PartitionMap, table string) *pb.RangeDescriptor {
 	t.Helper()
-	rs := tableRanges(m, table)
+	rs := clustertest.TableRanges(m, table)
 	if len(rs) != 1 {
 		t.Fatalf("table %s has ranges %s, want one", table, describe(rs))
 	}
@@ -51,14 +52,14 @@ func TestDetachStartFailsThenOpens(t *testing.T) {
 		t.Skip("cluster test")
 	}
 	// Not beside other tests: the failpoint is the process's.
-	c := startTunedOpts(t, 3, quietPolicies, nil, true)
-	sc := serviceClient(t, c, 0)
-	ctx := ctxT(t, 2*time.Minute)
-	mc := masterClient(t, c)
+	c := clustertest.StartTunedOpts(t, 3, clustertest.QuietPolicies, nil, true)
+	sc := clustertest.ServiceClient(t, c, 0)
+	ctx := clustertest.Context(t, 2*time.Minute)
+	mc := clustertest.MasterClient(t, c)
 	const table = "strandeddetach"
-	tc := newTable(t, sc, table)
-	span := anchorSpanOf(t, partitionMap(t, mc), table)
-	w := startWorkload(t, tc, 4, spreadKeys)
+	tc := clustertest.NewTable(t, sc, table)
+	span := anchorSpanOf(t, clustertest.PartitionMap(t, mc), table)
+	w := clustertest.StartWorkload(t, tc, 4, clustertest.SpreadKeys)
 	time.Sleep(300 * time.Millisecond)
 
 	var fails atomic.Int32
@@ -83,12 +84,12 @@ func TestDetachStartFailsThenOpens(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("split answered after %v", time.Since(splitAt).Round(time.Millisecond))
-	waitFor(t, 5*time.Second, "the failpoint struck", func() bool { return fails.Load() >= 1 })
-	left := tableRanges(partitionMap(t, mc), table)[0]
+	clustertest.WaitFor(t, 5*time.Second, "the failpoint struck", func() bool { return fails.Load() >= 1 })
+	left := clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)[0]
 	if left.GetRangeId() != span.GetRangeId() || rangegroup.GroupOf(left) != left.GetRangeId() {
 		t.Fatalf("after the split the table's first range is %s, want range %d in a group of its own", describe([]*pb.RangeDescriptor{left}), span.GetRangeId())
 	}
-	waitFor(t, 30*time.Second, "every replica of both ranges serving", func() bool {
+	clustertest.WaitFor(t, 30*time.Second, "every replica of both ranges serving", func() bool {
 		for _, n := range c.Servers {
 			st := n.Server
 			if st == nil || st.ReplicaState(left.GetRangeId()) == "absent" || st.ReplicaState(right.GetRangeId()) == "absent" {
@@ -110,12 +111,12 @@ func TestDetachStartFailsThenOpens(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(2 * time.Second)
-	acked := w.halt()
+	acked := w.Halt()
 	if len(acked) == 0 {
 		t.Fatal("no write acknowledged")
 	}
-	t.Logf("%d writes acknowledged, %d failed; longest pause: %v", len(acked), w.failed.Load(), time.Duration(w.maxGap.Load()))
-	verifyExactlyOnce(t, tc, acked)
+	t.Logf("%d writes acknowledged, %d failed; longest pause: %v", len(acked), w.Failed.Load(), time.Duration(w.MaxGap.Load()))
+	clustertest.VerifyExactlyOnce(t, tc, acked)
 }
 
 // TestStaleAnchorDoesNotHoldUpDetachedRange replays
@@ -143,18 +144,18 @@ func TestStaleAnchorDoesNotHoldUpDetachedRange(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	c := startTunedOpts(t, 4, quietPolicies, nil, true)
-	sc := serviceClient(t, c, 0)
-	mc := masterClient(t, c)
-	ctx := ctxT(t, 3*time.Minute)
+	c := clustertest.StartTunedOpts(t, 4, clustertest.QuietPolicies, nil, true)
+	sc := clustertest.ServiceClient(t, c, 0)
+	mc := clustertest.MasterClient(t, c)
+	ctx := clustertest.Context(t, 3*time.Minute)
 	const table = "staleanchor"
-	tc := newTable(t, sc, table)
+	tc := clustertest.NewTable(t, sc, table)
 	acked := map[string]int64{}
-	writeSeq(t, tc, acked, "before", 30)
+	clustertest.WriteSeq(t, tc, acked, "before", 30)
 
-	span := anchorSpanOf(t, partitionMap(t, mc), table)
+	span := anchorSpanOf(t, clustertest.PartitionMap(t, mc), table)
 	group := rangegroup.GroupOf(span)
-	leader, victim, spare := rangeRoles(t, c, mc, span)
+	leader, victim, spare := clustertest.RangeRoles(t, c, mc, span)
 	if spare == "" {
 		t.Fatalf("no spare server for range %d", span.GetRangeId())
 	}
@@ -175,15 +176,15 @@ func TestStaleAnchorDoesNotHoldUpDetachedRange(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("move range %d %s -> %s: %v", span.GetRangeId(), victim, spare, err)
 	}
-	writeSeq(t, tc, acked, "cut", 50)
+	clustertest.WriteSeq(t, tc, acked, "cut", 50)
 
 	// Cut off, the server still has the span in the anchor group (it
 	// missed the detach) and not the split-off range.
 	vs := c.Servers[vi].Server
-	if st := rangeInfo(vs, span.GetRangeId()); st == nil {
+	if st := clustertest.RangeInfo(vs, span.GetRangeId()); st == nil {
 		t.Fatalf("%s lost its copy of range %d while cut off", victim, span.GetRangeId())
 	}
-	if rangeInfo(vs, right.GetRangeId()) != nil {
+	if clustertest.RangeInfo(vs, right.GetRangeId()) != nil {
 		t.Logf("range %d created on %s while cut off", right.GetRangeId(), victim)
 	}
 
@@ -195,22 +196,22 @@ func TestStaleAnchorDoesNotHoldUpDetachedRange(t *testing.T) {
 		if i == vi {
 			continue
 		}
-		if st := rangeInfo(n.Server, right.GetRangeId()); st != nil && st.GetAppliedIndex() > target {
+		if st := clustertest.RangeInfo(n.Server, right.GetRangeId()); st != nil && st.GetAppliedIndex() > target {
 			target = st.GetAppliedIndex()
 		}
 	}
 	// Well within staleRetry (30 s), after which the replica GC asks
 	// again whatever it was refused.
-	waitFor(t, 10*time.Second, fmt.Sprintf("%s's copy of range %d gone", victim, span.GetRangeId()), func() bool {
-		return rangeInfo(vs, span.GetRangeId()) == nil
+	clustertest.WaitFor(t, 10*time.Second, fmt.Sprintf("%s's copy of range %d gone", victim, span.GetRangeId()), func() bool {
+		return clustertest.RangeInfo(vs, span.GetRangeId()) == nil
 	})
 	t.Logf("range %d gone from %s %v after the heal", span.GetRangeId(), victim, time.Since(healed).Round(time.Millisecond))
-	waitFor(t, 30*time.Second, fmt.Sprintf("range %d on %s caught up to index %d", right.GetRangeId(), victim, target), func() bool {
-		st := rangeInfo(vs, right.GetRangeId())
+	clustertest.WaitFor(t, 30*time.Second, fmt.Sprintf("range %d on %s caught up to index %d", right.GetRangeId(), victim, target), func() bool {
+		st := clustertest.RangeInfo(vs, right.GetRangeId())
 		return st != nil && st.GetAppliedIndex() >= target
 	})
 	t.Logf("range %d on %s caught up %v after the heal", right.GetRangeId(), victim, time.Since(healed).Round(time.Millisecond))
-	if rangeInfo(vs, group) == nil {
+	if clustertest.RangeInfo(vs, group) == nil {
 		t.Fatalf("%s no longer hosts anchor group %d, whose member it still is", victim, group)
 	}
 	failpoint.Disable("master/delete-replica-later")
@@ -225,6 +226,6 @@ func TestStaleAnchorDoesNotHoldUpDetachedRange(t *testing.T) {
 			break
 		}
 	}
-	writeSeq(t, tc, acked, "degraded", 30)
-	verifyExactlyOnce(t, tc, acked)
+	clustertest.WriteSeq(t, tc, acked, "degraded", 30)
+	clustertest.VerifyExactlyOnce(t, tc, acked)
 }

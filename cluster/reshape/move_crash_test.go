@@ -1,12 +1,12 @@
-package cluster
+package reshape
 
 import (
 	"context"
 	"testing"
 	"time"
 
+	"tablestore/cluster/clustertest"
 	"tablestore/internal/failpoint"
-	"tablestore/internal/masterclient"
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -21,17 +21,17 @@ func TestMoveInterruptedByMasterFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	c := startTuned(t, 5, quietPolicies, nil)
-	sc := serviceClient(t, c, 0)
-	ctx := ctxT(t, 3*time.Minute)
+	c := clustertest.StartTuned(t, 5, clustertest.QuietPolicies, nil)
+	sc := clustertest.ServiceClient(t, c, 0)
+	ctx := clustertest.Context(t, 3*time.Minute)
 	const table = "movecrash"
-	tcl := newTable(t, sc, table)
-	mc := masterClient(t, c)
-	w := startWorkload(t, tcl, 3, spreadKeys)
+	tcl := clustertest.NewTable(t, sc, table)
+	mc := clustertest.MasterClient(t, c)
+	w := clustertest.StartWorkload(t, tcl, 3, clustertest.SpreadKeys)
 	time.Sleep(300 * time.Millisecond)
 
-	rng := tableRanges(partitionMap(t, mc), table)[0]
-	_, from, to := rangeRoles(t, c, mc, rng)
+	rng := clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)[0]
+	_, from, to := clustertest.RangeRoles(t, c, mc, rng)
 	failpoint.Enable("master/move/after-add", nil)
 	err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
 		_, err := m.Move(ctx, &pb.MoveRequest{RangeId: rng.GetRangeId(), ToServerId: to, FromServerId: from})
@@ -48,34 +48,34 @@ func TestMoveInterruptedByMasterFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got *pb.RangeDescriptor
-	waitFor(t, 20*time.Second, "the range with four voters reported (the add survived)", func() bool {
-		got = tableRanges(partitionMap(t, mc), table)[0]
-		return len(got.GetReplicas()) == 4 || (len(got.GetReplicas()) == 3 && hasServer(got, to))
+	clustertest.WaitFor(t, 20*time.Second, "the range with four voters reported (the add survived)", func() bool {
+		got = clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)[0]
+		return len(got.GetReplicas()) == 4 || (len(got.GetReplicas()) == 3 && clustertest.HasServer(got, to))
 	})
 	start := time.Now()
-	waitFor(t, 30*time.Second, "the interrupted move finished: three replicas", func() bool {
-		got = tableRanges(partitionMap(t, mc), table)[0]
+	clustertest.WaitFor(t, 30*time.Second, "the interrupted move finished: three replicas", func() bool {
+		got = clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)[0]
 		return len(got.GetReplicas()) == 3
 	})
 	t.Logf("back to 3 replicas %v in %v (moved %s -> %s)", got.GetReplicas(), time.Since(start).Round(time.Millisecond), from, to)
 	// The descriptor is the Raft configuration: the leader's own view.
-	waitFor(t, 10*time.Second, "the leader's Raft configuration equal to the descriptor", func() bool {
-		m := partitionMap(t, mc)
-		d := tableRanges(m, table)[0]
+	clustertest.WaitFor(t, 10*time.Second, "the leader's Raft configuration equal to the descriptor", func() bool {
+		m := clustertest.PartitionMap(t, mc)
+		d := clustertest.TableRanges(m, table)[0]
 		l := m.GetLeaders()[d.GetRangeId()]
 		if l == "" {
 			return false
 		}
 		s := c.Servers[c.ServerIndex(l)].Server
 		info, err := s.Service().RangeInfo(context.Background(), &pb.RangeInfoRequest{RangeId: d.GetRangeId()})
-		return err == nil && sameIDs(info.GetStatus().GetVoters(), d.GetReplicas())
+		return err == nil && clustertest.SameIDs(info.GetStatus().GetVoters(), d.GetReplicas())
 	})
 	// The range moves again (an interrupted move once stalled a drain:
 	// the range was never movable again).
-	got = tableRanges(partitionMap(t, mc), table)[0]
+	got = clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)[0]
 	to = ""
 	for _, n := range c.Servers {
-		if !hasServer(got, n.Config.ID) {
+		if !clustertest.HasServer(got, n.Config.ID) {
 			to = n.Config.ID
 		}
 	}
@@ -86,28 +86,12 @@ func TestMoveInterruptedByMasterFailover(t *testing.T) {
 	if err != nil {
 		t.Fatalf("move to %s after recovery: %v", to, err)
 	}
-	if got = tableRanges(partitionMap(t, mc), table)[0]; len(got.GetReplicas()) != 3 || !hasServer(got, to) {
+	if got = clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)[0]; len(got.GetReplicas()) != 3 || !clustertest.HasServer(got, to) {
 		t.Fatalf("after the second move: replicas %v, want %s among 3", got.GetReplicas(), to)
 	}
-	acked := w.halt()
-	t.Logf("%d acknowledged writes, %d failed", len(acked), w.failed.Load())
-	verifyExactlyOnce(t, tcl, acked)
-}
-
-func sameIDs(ids []string, reps []*pb.Replica) bool {
-	if len(ids) != len(reps) {
-		return false
-	}
-	for _, id := range ids {
-		found := false
-		for _, r := range reps {
-			found = found || r.GetServerId() == id
-		}
-		if !found {
-			return false
-		}
-	}
-	return true
+	acked := w.Halt()
+	t.Logf("%d acknowledged writes, %d failed", len(acked), w.Failed.Load())
+	clustertest.VerifyExactlyOnce(t, tcl, acked)
 }
 
 // TestLateReplicaDelete moves a range's replica off a server and back, then
@@ -122,18 +106,18 @@ func TestLateReplicaDelete(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	besideOneOther(t)
-	c := startTuned(t, 4, quietPolicies, nil)
-	sc := serviceClient(t, c, 0)
-	ctx := ctxT(t, 2*time.Minute)
+	clustertest.BesideOneOther(t)
+	c := clustertest.StartTuned(t, 4, clustertest.QuietPolicies, nil)
+	sc := clustertest.ServiceClient(t, c, 0)
+	ctx := clustertest.Context(t, 2*time.Minute)
 	const table = "latedelete"
-	tcl := newTable(t, sc, table)
-	mc := masterClient(t, c)
+	tcl := clustertest.NewTable(t, sc, table)
+	mc := clustertest.MasterClient(t, c)
 	acked := map[string]int64{}
-	writeSeq(t, tcl, acked, "before", 20)
-	rng := tableRanges(partitionMap(t, mc), table)[0]
+	clustertest.WriteSeq(t, tcl, acked, "before", 20)
+	rng := clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)[0]
 	id := rng.GetRangeId()
-	leader, victim, spare := rangeRoles(t, c, mc, rng)
+	leader, victim, spare := clustertest.RangeRoles(t, c, mc, rng)
 	move := func(from, to string) *pb.RangeDescriptor {
 		t.Helper()
 		var resp *pb.MoveResponse
@@ -149,21 +133,21 @@ func TestLateReplicaDelete(t *testing.T) {
 	}
 	away := move(victim, spare)
 	vi := c.ServerIndex(victim)
-	waitFor(t, 20*time.Second, "the moved-off replica deleted", func() bool {
-		return rangeInfo(c.Servers[vi].Server, id) == nil
+	clustertest.WaitFor(t, 20*time.Second, "the moved-off replica deleted", func() bool {
+		return clustertest.RangeInfo(c.Servers[vi].Server, id) == nil
 	})
 	// Back onto the victim, off the follower that is not the victim.
-	m := partitionMap(t, mc)
+	m := clustertest.PartitionMap(t, mc)
 	leader = m.GetLeaders()[id]
 	from := ""
-	for _, r := range tableRanges(m, table)[0].GetReplicas() {
+	for _, r := range clustertest.TableRanges(m, table)[0].GetReplicas() {
 		if r.GetServerId() != leader {
 			from = r.GetServerId()
 		}
 	}
 	back := move(from, victim)
 	t.Logf("moved %s -> %s (generation %d), %s -> %s (generation %d)", victim, spare, away.GetGeneration(), from, victim, back.GetGeneration())
-	m = partitionMap(t, mc)
+	m = clustertest.PartitionMap(t, mc)
 	leader = m.GetLeaders()[id]
 	other := ""
 	for _, r := range back.GetReplicas() {
@@ -175,17 +159,17 @@ func TestLateReplicaDelete(t *testing.T) {
 		t.Fatalf("leader %s, victim %s, other %q: want the victim a follower", leader, victim, other)
 	}
 	li, oi := c.ServerIndex(leader), c.ServerIndex(other)
-	waitFor(t, 20*time.Second, "the re-created replica caught up", func() bool {
-		v, l := rangeInfo(c.Servers[vi].Server, id), rangeInfo(c.Servers[li].Server, id)
+	clustertest.WaitFor(t, 20*time.Second, "the re-created replica caught up", func() bool {
+		v, l := clustertest.RangeInfo(c.Servers[vi].Server, id), clustertest.RangeInfo(c.Servers[li].Server, id)
 		return v != nil && l != nil && v.GetAppliedIndex() >= l.GetAppliedIndex()
 	})
 	// Writes committed by the leader and the victim only.
 	c.PauseServer(oi, true)
-	writeSeq(t, tcl, acked, "paused", 30)
+	clustertest.WriteSeq(t, tcl, acked, "paused", 30)
 	// The first move's delete, arriving now.
 	_, err := c.Servers[vi].Server.Service().DeleteReplica(ctx, &pb.DeleteReplicaRequest{RangeId: id, BeforeGeneration: away.GetGeneration()})
 	t.Logf("late delete on %s: %v", victim, err)
-	if rangeInfo(c.Servers[vi].Server, id) == nil {
+	if clustertest.RangeInfo(c.Servers[vi].Server, id) == nil {
 		t.Errorf("the replica a move re-created on %s was deleted by a late delete", victim)
 	}
 	if err := c.CrashServer(li); err != nil {
@@ -193,7 +177,7 @@ func TestLateReplicaDelete(t *testing.T) {
 	}
 	c.PauseServer(oi, false)
 	t.Logf("crashed the leader %s, resumed %s", leader, other)
-	verifyExactlyOnce(t, tcl, acked)
+	clustertest.VerifyExactlyOnce(t, tcl, acked)
 }
 
 // TestUnderReplicatedRangeRepaired removes a follower of a range straight
@@ -206,55 +190,55 @@ func TestUnderReplicatedRangeRepaired(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	besideOneOther(t)
-	c := startTuned(t, 3, quietPolicies, nil)
-	sc := serviceClient(t, c, 0)
+	clustertest.BesideOneOther(t)
+	c := clustertest.StartTuned(t, 3, clustertest.QuietPolicies, nil)
+	sc := clustertest.ServiceClient(t, c, 0)
 	const table = "underrep"
-	tcl := newTable(t, sc, table)
-	mc := masterClient(t, c)
-	w := startWorkload(t, tcl, 2, spreadKeys)
-	rng := tableRanges(partitionMap(t, mc), table)[0]
-	leader, removed, _ := rangeRoles(t, c, mc, rng)
-	ctx := ctxT(t, time.Minute)
+	tcl := clustertest.NewTable(t, sc, table)
+	mc := clustertest.MasterClient(t, c)
+	w := clustertest.StartWorkload(t, tcl, 2, clustertest.SpreadKeys)
+	rng := clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)[0]
+	leader, removed, _ := clustertest.RangeRoles(t, c, mc, rng)
+	ctx := clustertest.Context(t, time.Minute)
 	ls := c.Servers[c.ServerIndex(leader)].Server
 	if _, err := ls.Service().ChangeReplicas(ctx, &pb.ChangeReplicasRequest{RangeId: rng.GetRangeId(), RemoveServerId: removed}); err != nil {
 		t.Fatalf("remove %s on the leader %s: %v", removed, leader, err)
 	}
 	start := time.Now()
-	waitFor(t, 30*time.Second, "the descriptor at two replicas (the removal recorded)", func() bool {
-		return len(tableRanges(partitionMap(t, mc), table)[0].GetReplicas()) == 2
+	clustertest.WaitFor(t, 30*time.Second, "the descriptor at two replicas (the removal recorded)", func() bool {
+		return len(clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)[0].GetReplicas()) == 2
 	})
-	waitFor(t, 45*time.Second, "three voters again, descriptor equal to the leader's Raft configuration", func() bool {
-		m := partitionMap(t, mc)
-		d := tableRanges(m, table)[0]
+	clustertest.WaitFor(t, 45*time.Second, "three voters again, descriptor equal to the leader's Raft configuration", func() bool {
+		m := clustertest.PartitionMap(t, mc)
+		d := clustertest.TableRanges(m, table)[0]
 		l := m.GetLeaders()[d.GetRangeId()]
 		if len(d.GetReplicas()) != 3 || l == "" {
 			return false
 		}
-		info := rangeInfo(c.Servers[c.ServerIndex(l)].Server, d.GetRangeId())
-		return info != nil && sameIDs(info.GetVoters(), d.GetReplicas())
+		info := clustertest.RangeInfo(c.Servers[c.ServerIndex(l)].Server, d.GetRangeId())
+		return info != nil && clustertest.SameIDs(info.GetVoters(), d.GetReplicas())
 	})
 	t.Logf("replication factor restored in %v", time.Since(start).Round(time.Millisecond))
-	acked := w.halt()
-	t.Logf("%d acknowledged writes, %d failed", len(acked), w.failed.Load())
+	acked := w.Halt()
+	t.Logf("%d acknowledged writes, %d failed", len(acked), w.Failed.Load())
 	// The re-added replica holds the data: every replica reaches the
 	// leader's applied index.
-	waitFor(t, 30*time.Second, "every replica at the leader's applied index", func() bool {
-		m := partitionMap(t, mc)
-		d := tableRanges(m, table)[0]
-		li := rangeInfo(c.Servers[c.ServerIndex(m.GetLeaders()[d.GetRangeId()])].Server, d.GetRangeId())
+	clustertest.WaitFor(t, 30*time.Second, "every replica at the leader's applied index", func() bool {
+		m := clustertest.PartitionMap(t, mc)
+		d := clustertest.TableRanges(m, table)[0]
+		li := clustertest.RangeInfo(c.Servers[c.ServerIndex(m.GetLeaders()[d.GetRangeId()])].Server, d.GetRangeId())
 		if li == nil {
 			return false
 		}
 		for _, r := range d.GetReplicas() {
-			ri := rangeInfo(c.Servers[c.ServerIndex(r.GetServerId())].Server, d.GetRangeId())
+			ri := clustertest.RangeInfo(c.Servers[c.ServerIndex(r.GetServerId())].Server, d.GetRangeId())
 			if ri == nil || ri.GetAppliedIndex() < li.GetAppliedIndex() {
 				return false
 			}
 		}
 		return true
 	})
-	verifyExactlyOnce(t, tcl, acked)
+	clustertest.VerifyExactlyOnce(t, tcl, acked)
 }
 
 // TestStaleReplicaCollected moves a range's replica off a server that is
@@ -266,22 +250,22 @@ func TestStaleReplicaCollected(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	besideOneOther(t)
-	c := startTuned(t, 4, quietPolicies, nil)
-	sc := serviceClient(t, c, 0)
+	clustertest.BesideOneOther(t)
+	c := clustertest.StartTuned(t, 4, clustertest.QuietPolicies, nil)
+	sc := clustertest.ServiceClient(t, c, 0)
 	const table = "stalegc"
-	tcl := newTable(t, sc, table)
-	mc := masterClient(t, c)
+	tcl := clustertest.NewTable(t, sc, table)
+	mc := clustertest.MasterClient(t, c)
 	acked := map[string]int64{}
-	writeSeq(t, tcl, acked, "before", 20)
-	rng := tableRanges(partitionMap(t, mc), table)[0]
+	clustertest.WriteSeq(t, tcl, acked, "before", 20)
+	rng := clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)[0]
 	id := rng.GetRangeId()
-	_, from, to := rangeRoles(t, c, mc, rng)
+	_, from, to := clustertest.RangeRoles(t, c, mc, rng)
 	fi := c.ServerIndex(from)
 	if err := c.StopServer(fi); err != nil {
 		t.Fatal(err)
 	}
-	ctx := ctxT(t, time.Minute)
+	ctx := clustertest.Context(t, time.Minute)
 	err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
 		_, err := m.Move(ctx, &pb.MoveRequest{RangeId: id, ToServerId: to, FromServerId: from})
 		return err
@@ -289,40 +273,19 @@ func TestStaleReplicaCollected(t *testing.T) {
 	if err != nil {
 		t.Fatalf("move %s -> %s while %s is down: %v", from, to, from, err)
 	}
-	writeSeq(t, tcl, acked, "moved", 20)
+	clustertest.WriteSeq(t, tcl, acked, "moved", 20)
 	if err := c.RestartServer(fi); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	waitFor(t, 45*time.Second, "the stale replica on "+from+" deleted", func() bool {
+	clustertest.WaitFor(t, 45*time.Second, "the stale replica on "+from+" deleted", func() bool {
 		return c.Servers[fi].Server.ReplicaState(id) == "absent"
 	})
 	t.Logf("stale replica on %s deleted %v after its restart", from, time.Since(start).Round(time.Millisecond))
-	got := tableRanges(partitionMap(t, mc), table)[0]
-	if len(got.GetReplicas()) != 3 || hasServer(got, from) || !hasServer(got, to) {
+	got := clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)[0]
+	if len(got.GetReplicas()) != 3 || clustertest.HasServer(got, from) || !clustertest.HasServer(got, to) {
 		t.Fatalf("replicas %v after the move %s -> %s", got.GetReplicas(), from, to)
 	}
-	writeSeq(t, tcl, acked, "after", 20)
-	verifyExactlyOnce(t, tcl, acked)
-}
-
-// rangeRoles waits for rng's leader and names it, a follower and a
-// server holding no replica of rng ("" when every server holds one).
-func rangeRoles(t *testing.T, c *Cluster, mc *masterclient.Client, rng *pb.RangeDescriptor) (leader, follower, spare string) {
-	t.Helper()
-	waitFor(t, 10*time.Second, "a range leader", func() bool {
-		leader = partitionMap(t, mc).GetLeaders()[rng.GetRangeId()]
-		return leader != ""
-	})
-	for _, r := range rng.GetReplicas() {
-		if r.GetServerId() != leader {
-			follower = r.GetServerId()
-		}
-	}
-	for _, n := range c.Servers {
-		if !hasServer(rng, n.Config.ID) {
-			spare = n.Config.ID
-		}
-	}
-	return leader, follower, spare
+	clustertest.WriteSeq(t, tcl, acked, "after", 20)
+	clustertest.VerifyExactlyOnce(t, tcl, acked)
 }

@@ -1,4 +1,4 @@
-package cluster
+package reshape
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"tablestore/cluster/clustertest"
 	"tablestore/internal/failpoint"
 	pb "tablestore/proto/tablestorepb"
 )
@@ -66,18 +67,18 @@ func TestSplitMergeCrashes(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := startTuned(t, 3, quietPolicies, nil)
-			sc := serviceClient(t, c, 0)
-			ctx := ctxT(t, 3*time.Minute)
+			c := clustertest.StartTuned(t, 3, clustertest.QuietPolicies, nil)
+			sc := clustertest.ServiceClient(t, c, 0)
+			ctx := clustertest.Context(t, 3*time.Minute)
 			const table = "crash"
 			if _, err := sc.CreateTable(ctx, table, nil); err != nil {
 				t.Fatal(err)
 			}
 			tcl := sc.NewClient(table)
-			mc := masterClient(t, c)
-			w := startWorkload(t, tcl, 3, spreadKeys)
+			mc := clustertest.MasterClient(t, c)
+			w := clustertest.StartWorkload(t, tcl, 3, clustertest.SpreadKeys)
 			// Writes in flight across the operation.
-			waitFor(t, 30*time.Second, "writes acknowledged", func() bool { return w.written.Load() >= 50 })
+			clustertest.WaitFor(t, 30*time.Second, "writes acknowledged", func() bool { return w.Written.Load() >= 50 })
 
 			var target *pb.RangeDescriptor // range the failing operation works on
 			if tc.merge || tc.detach {
@@ -96,16 +97,16 @@ func TestSplitMergeCrashes(t *testing.T) {
 				}
 				// The halves led (the leader to kill is the map's) and
 				// the writers on both.
-				waitFor(t, 30*time.Second, "both halves led", func() bool {
-					l := partitionMap(t, mc).GetLeaders()
+				clustertest.WaitFor(t, 30*time.Second, "both halves led", func() bool {
+					l := clustertest.PartitionMap(t, mc).GetLeaders()
 					return l[target.GetRangeId()] != "" && l[split.GetRight().GetRangeId()] != ""
 				})
-				after := w.written.Load()
-				waitFor(t, 30*time.Second, "writes acknowledged after the split", func() bool { return w.written.Load() >= after+50 })
+				after := w.Written.Load()
+				clustertest.WaitFor(t, 30*time.Second, "writes acknowledged after the split", func() bool { return w.Written.Load() >= after+50 })
 			} else {
-				target = tableRanges(partitionMap(t, mc), table)[0]
+				target = clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)[0]
 			}
-			leader := partitionMap(t, mc).GetLeaders()[target.GetRangeId()]
+			leader := clustertest.PartitionMap(t, mc).GetLeaders()[target.GetRangeId()]
 
 			var fired atomic.Bool
 			failpoint.Enable(tc.point, func() error {
@@ -126,7 +127,7 @@ func TestSplitMergeCrashes(t *testing.T) {
 				// A merge aborted for real (a healthy follower that did
 				// not apply the freeze within the master's wait on a
 				// loaded machine) did not reach the step: ask again.
-				_, err = mergeRetrying(ctx, t, mc, target.GetRangeId())
+				_, err = clustertest.MergeRetrying(ctx, t, mc, target.GetRangeId())
 			default:
 				err = mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
 					_, err := m.Split(ctx, &pb.SplitRequest{Table: table, PartitionKey: "k13", InGroup: tc.inGroup})
@@ -161,24 +162,24 @@ func TestSplitMergeCrashes(t *testing.T) {
 				time.Sleep(time.Second)
 			} else {
 				// The writers go on across the master's restart.
-				after := w.written.Load()
-				waitFor(t, 30*time.Second, "writes acknowledged after the master's restart", func() bool { return w.written.Load() >= after+50 })
+				after := w.Written.Load()
+				clustertest.WaitFor(t, 30*time.Second, "writes acknowledged after the master's restart", func() bool { return w.Written.Load() >= after+50 })
 			}
 			if tc.killLeadr && leader != "" {
 				if err := c.RestartServer(c.ServerIndex(leader)); err != nil {
 					t.Fatal(err)
 				}
 			}
-			waitFor(t, 60*time.Second, "the table's ranges tiling the key space", func() bool {
-				return tiles(tableRanges(partitionMap(t, mc), table))
+			clustertest.WaitFor(t, 60*time.Second, "the table's ranges tiling the key space", func() bool {
+				return tiles(clustertest.TableRanges(clustertest.PartitionMap(t, mc), table))
 			})
 			switch {
 			case tc.detach:
 				// Applied before the crash: the range is a group of its
 				// own, which the restarted master adopts from the reports
 				// (a higher generation).
-				waitFor(t, 60*time.Second, "the right span in a group of its own", func() bool {
-					return groupsOf(tableRanges(partitionMap(t, mc), table))[target.GetRangeId()] == target.GetRangeId()
+				clustertest.WaitFor(t, 60*time.Second, "the right span in a group of its own", func() bool {
+					return groupsOf(clustertest.TableRanges(clustertest.PartitionMap(t, mc), table))[target.GetRangeId()] == target.GetRangeId()
 				})
 			case tc.point == "master/merge/after-freeze-proposed":
 				// Undecided when the master died: the restarted one
@@ -186,8 +187,8 @@ func TestSplitMergeCrashes(t *testing.T) {
 				// apply the freeze within its wait, as a loaded machine
 				// may have) unfreezes. Either way not left half done: the
 				// writes below reach every key.
-				waitFor(t, 60*time.Second, "the merge finished, or aborted and the right half serving", func() bool {
-					switch len(tableRanges(partitionMap(t, mc), table)) {
+				clustertest.WaitFor(t, 60*time.Second, "the merge finished, or aborted and the right half serving", func() bool {
+					switch len(clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)) {
 					case 1:
 						return true
 					case 2:
@@ -205,22 +206,22 @@ func TestSplitMergeCrashes(t *testing.T) {
 				// An interrupted merge whose COMMIT was recorded is
 				// finished, not left half done (before the freeze there is
 				// nothing to finish).
-				waitFor(t, 60*time.Second, "the merge finished", func() bool { return len(tableRanges(partitionMap(t, mc), table)) == 1 })
+				clustertest.WaitFor(t, 60*time.Second, "the merge finished", func() bool { return len(clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)) == 1 })
 			}
 			if tc.also != "" {
 				// An aborted merge stays aborted: both halves remain, and
 				// the writes below reach the right one (unfrozen by the
 				// restarted master if the failpoint stopped it before).
-				if rs := tableRanges(partitionMap(t, mc), table); len(rs) != 2 {
+				if rs := clustertest.TableRanges(clustertest.PartitionMap(t, mc), table); len(rs) != 2 {
 					t.Fatalf("after an aborted merge: %s, want both halves", describe(rs))
 				}
 			}
 			// Writes acknowledged after the recovery, before the check.
-			after := w.written.Load()
-			waitFor(t, 30*time.Second, "writes acknowledged after the recovery", func() bool { return w.written.Load() >= after+50 })
-			acked := w.halt()
-			t.Logf("%d acknowledged writes, %d failed, ranges %s", len(acked), w.failed.Load(), describe(tableRanges(partitionMap(t, mc), table)))
-			verifyExactlyOnce(t, tcl, acked)
+			after := w.Written.Load()
+			clustertest.WaitFor(t, 30*time.Second, "writes acknowledged after the recovery", func() bool { return w.Written.Load() >= after+50 })
+			acked := w.Halt()
+			t.Logf("%d acknowledged writes, %d failed, ranges %s", len(acked), w.Failed.Load(), describe(clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)))
+			clustertest.VerifyExactlyOnce(t, tcl, acked)
 			for k := 0; k < 26; k++ {
 				body := []byte(fmt.Sprintf(`{"PartitionKey":"k%02d","RowKey":"after"}`, k))
 				if _, err := tcl.UpsertEntity(ctx, body, nil); err != nil {
@@ -276,13 +277,13 @@ func TestAllServersCrashAtOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	besideOneOther(t)
-	c := startTuned(t, 3, quietPolicies, nil)
-	sc := serviceClient(t, c, 0)
-	ctx := ctxT(t, 3*time.Minute)
+	clustertest.BesideOneOther(t)
+	c := clustertest.StartTuned(t, 3, clustertest.QuietPolicies, nil)
+	sc := clustertest.ServiceClient(t, c, 0)
+	ctx := clustertest.Context(t, 3*time.Minute)
 	const table = "powerloss"
-	tcl := newTable(t, sc, table)
-	mc := masterClient(t, c)
+	tcl := clustertest.NewTable(t, sc, table)
+	mc := clustertest.MasterClient(t, c)
 	err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
 		_, err := m.Split(ctx, &pb.SplitRequest{Table: table, PartitionKey: "k13"})
 		return err
@@ -290,8 +291,8 @@ func TestAllServersCrashAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := startWorkload(t, tcl, 6, spreadKeys)
-	waitFor(t, 30*time.Second, "writes acknowledged", func() bool { return w.written.Load() >= 100 })
+	w := clustertest.StartWorkload(t, tcl, 6, clustertest.SpreadKeys)
+	clustertest.WaitFor(t, 30*time.Second, "writes acknowledged", func() bool { return w.Written.Load() >= 100 })
 
 	var wg sync.WaitGroup
 	for i := range c.Servers {
@@ -302,15 +303,15 @@ func TestAllServersCrashAtOnce(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	before := w.written.Load()
+	before := w.Written.Load()
 	time.Sleep(300 * time.Millisecond)
 	for i := range c.Servers {
 		if err := c.RestartServer(i); err != nil {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, 60*time.Second, "writes acknowledged after the restart", func() bool { return w.written.Load() >= before+50 })
-	acked := w.halt()
-	t.Logf("%d acknowledged writes (%d before the crash), %d failed", len(acked), before, w.failed.Load())
-	verifyExactlyOnce(t, tcl, acked)
+	clustertest.WaitFor(t, 60*time.Second, "writes acknowledged after the restart", func() bool { return w.Written.Load() >= before+50 })
+	acked := w.Halt()
+	t.Logf("%d acknowledged writes (%d before the crash), %d failed", len(acked), before, w.Failed.Load())
+	clustertest.VerifyExactlyOnce(t, tcl, acked)
 }

@@ -1,4 +1,4 @@
-package cluster
+package reshape
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"tablestore/cluster/clustertest"
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -21,23 +22,23 @@ func TestMoveReplacesUnreachableReplica(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	besideOneOther(t)
-	c := startTuned(t, 4, quietPolicies, nil)
-	sc := serviceClient(t, c, 0)
-	mc := masterClient(t, c)
+	clustertest.BesideOneOther(t)
+	c := clustertest.StartTuned(t, 4, clustertest.QuietPolicies, nil)
+	sc := clustertest.ServiceClient(t, c, 0)
+	mc := clustertest.MasterClient(t, c)
 	acked := map[string]int64{}
 	const table = "movesrc"
-	tcl := newTable(t, sc, table)
-	writeSeq(t, tcl, acked, "before", 10)
-	rng := tableRanges(partitionMap(t, mc), table)[0]
-	leader, _, spare := rangeRoles(t, c, mc, rng)
+	tcl := clustertest.NewTable(t, sc, table)
+	clustertest.WriteSeq(t, tcl, acked, "before", 10)
+	rng := clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)[0]
+	leader, _, spare := clustertest.RangeRoles(t, c, mc, rng)
 	// The master's own pick would be the follower on the server with more
 	// replicas: stop the other one, so that only the fix removes it. More
 	// tables until the two followers' servers hold different counts.
 	var busy, down string
 	for i := 0; busy == ""; i++ {
 		counts := map[string]int{}
-		for _, r := range partitionMap(t, mc).GetRanges() {
+		for _, r := range clustertest.PartitionMap(t, mc).GetRanges() {
 			for _, rep := range r.GetReplicas() {
 				counts[rep.GetServerId()]++
 			}
@@ -56,14 +57,14 @@ func TestMoveReplacesUnreachableReplica(t *testing.T) {
 		case i == 5:
 			t.Fatalf("followers %v hold as many replicas each after %d more tables", fs, i)
 		default:
-			newTable(t, sc, fmt.Sprintf("movesrcpad%d", i))
+			clustertest.NewTable(t, sc, fmt.Sprintf("movesrcpad%d", i))
 		}
 	}
 	di := c.ServerIndex(down)
 	if err := c.StopServer(di); err != nil {
 		t.Fatal(err)
 	}
-	ctx := ctxT(t, time.Minute)
+	ctx := clustertest.Context(t, time.Minute)
 	var got *pb.RangeDescriptor
 	err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
 		resp, err := m.Move(ctx, &pb.MoveRequest{RangeId: rng.GetRangeId(), ToServerId: spare})
@@ -73,14 +74,14 @@ func TestMoveReplacesUnreachableReplica(t *testing.T) {
 	if err != nil {
 		t.Fatalf("move to %s while %s is down: %v", spare, down, err)
 	}
-	if len(got.GetReplicas()) != 3 || hasServer(got, down) || !hasServer(got, leader) || !hasServer(got, busy) || !hasServer(got, spare) {
+	if len(got.GetReplicas()) != 3 || clustertest.HasServer(got, down) || !clustertest.HasServer(got, leader) || !clustertest.HasServer(got, busy) || !clustertest.HasServer(got, spare) {
 		t.Fatalf("replicas %v after a move to %s while %s was down: want %s, %s and %s", got.GetReplicas(), spare, down, leader, busy, spare)
 	}
-	writeSeq(t, tcl, acked, "after", 10)
+	clustertest.WriteSeq(t, tcl, acked, "after", 10)
 	if err := c.RestartServer(di); err != nil {
 		t.Fatal(err)
 	}
-	verifyExactlyOnce(t, tcl, acked)
+	clustertest.VerifyExactlyOnce(t, tcl, acked)
 }
 
 // TestMoveWaitsForNewVoter: a move removes the old voter only once the new
@@ -94,19 +95,19 @@ func TestMoveWaitsForNewVoter(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	besideOneOther(t)
-	c := startTuned(t, 4, quietPolicies, nil)
-	sc := serviceClient(t, c, 0)
-	mc := masterClient(t, c)
+	clustertest.BesideOneOther(t)
+	c := clustertest.StartTuned(t, 4, clustertest.QuietPolicies, nil)
+	sc := clustertest.ServiceClient(t, c, 0)
+	mc := clustertest.MasterClient(t, c)
 	acked := map[string]int64{}
 	const table = "movewait"
-	tcl := newTable(t, sc, table)
-	writeSeq(t, tcl, acked, "before", 10)
-	rng := tableRanges(partitionMap(t, mc), table)[0]
-	_, from, to := rangeRoles(t, c, mc, rng)
+	tcl := clustertest.NewTable(t, sc, table)
+	clustertest.WriteSeq(t, tcl, acked, "before", 10)
+	rng := clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)[0]
+	_, from, to := clustertest.RangeRoles(t, c, mc, rng)
 	ti := c.ServerIndex(to)
 	c.PauseServer(ti, true)
-	ctx := ctxT(t, time.Minute)
+	ctx := clustertest.Context(t, time.Minute)
 	done := make(chan error, 1)
 	go func() {
 		done <- mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
@@ -125,12 +126,12 @@ func TestMoveWaitsForNewVoter(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("move %s -> %s: %v", from, to, err)
 	}
-	got := tableRanges(partitionMap(t, mc), table)[0]
-	if len(got.GetReplicas()) != 3 || hasServer(got, from) || !hasServer(got, to) {
+	got := clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)[0]
+	if len(got.GetReplicas()) != 3 || clustertest.HasServer(got, from) || !clustertest.HasServer(got, to) {
 		t.Fatalf("replicas %v after the move %s -> %s", got.GetReplicas(), from, to)
 	}
-	writeSeq(t, tcl, acked, "after", 10)
-	verifyExactlyOnce(t, tcl, acked)
+	clustertest.WriteSeq(t, tcl, acked, "after", 10)
+	clustertest.VerifyExactlyOnce(t, tcl, acked)
 }
 
 // TestMoveRefusedWhileAnotherReplicaDown: a move that would keep a replica
@@ -142,16 +143,16 @@ func TestMoveRefusedWhileAnotherReplicaDown(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	besideOneOther(t)
-	c := startTuned(t, 4, quietPolicies, nil)
-	sc := serviceClient(t, c, 0)
-	mc := masterClient(t, c)
+	clustertest.BesideOneOther(t)
+	c := clustertest.StartTuned(t, 4, clustertest.QuietPolicies, nil)
+	sc := clustertest.ServiceClient(t, c, 0)
+	mc := clustertest.MasterClient(t, c)
 	acked := map[string]int64{}
 	const table = "moverefused"
-	tcl := newTable(t, sc, table)
-	writeSeq(t, tcl, acked, "before", 10)
-	rng := tableRanges(partitionMap(t, mc), table)[0]
-	leader, _, spare := rangeRoles(t, c, mc, rng)
+	tcl := clustertest.NewTable(t, sc, table)
+	clustertest.WriteSeq(t, tcl, acked, "before", 10)
+	rng := clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)[0]
+	leader, _, spare := clustertest.RangeRoles(t, c, mc, rng)
 	var down, from string
 	for _, r := range rng.GetReplicas() {
 		switch id := r.GetServerId(); {
@@ -166,7 +167,7 @@ func TestMoveRefusedWhileAnotherReplicaDown(t *testing.T) {
 	if err := c.StopServer(di); err != nil {
 		t.Fatal(err)
 	}
-	ctx := ctxT(t, time.Minute)
+	ctx := clustertest.Context(t, time.Minute)
 	move := func() error {
 		return mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
 			_, err := m.Move(ctx, &pb.MoveRequest{RangeId: rng.GetRangeId(), ToServerId: spare, FromServerId: from})
@@ -176,17 +177,17 @@ func TestMoveRefusedWhileAnotherReplicaDown(t *testing.T) {
 	if err := move(); err == nil || !strings.Contains(err.Error(), "does not answer") {
 		t.Fatalf("move %s -> %s while %s is down: %v, want a refusal", from, spare, down, err)
 	}
-	if got := tableRanges(partitionMap(t, mc), table)[0]; len(got.GetReplicas()) != 3 || hasServer(got, spare) {
+	if got := clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)[0]; len(got.GetReplicas()) != 3 || clustertest.HasServer(got, spare) {
 		t.Fatalf("replicas %v after the refused move, want the three before", got.GetReplicas())
 	}
-	writeSeq(t, tcl, acked, "refused", 10)
+	clustertest.WriteSeq(t, tcl, acked, "refused", 10)
 	if err := c.RestartServer(di); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "the move once "+down+" is back", func() bool { return move() == nil })
-	if got := tableRanges(partitionMap(t, mc), table)[0]; len(got.GetReplicas()) != 3 || hasServer(got, from) || !hasServer(got, spare) {
+	clustertest.WaitFor(t, 30*time.Second, "the move once "+down+" is back", func() bool { return move() == nil })
+	if got := clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)[0]; len(got.GetReplicas()) != 3 || clustertest.HasServer(got, from) || !clustertest.HasServer(got, spare) {
 		t.Fatalf("replicas %v after the move %s -> %s", got.GetReplicas(), from, spare)
 	}
-	writeSeq(t, tcl, acked, "after", 10)
-	verifyExactlyOnce(t, tcl, acked)
+	clustertest.WriteSeq(t, tcl, acked, "after", 10)
+	clustertest.VerifyExactlyOnce(t, tcl, acked)
 }

@@ -1,10 +1,12 @@
-package cluster
+package reshape
 
 import (
 	"strings"
 	"testing"
 	"time"
 
+	"tablestore/cluster"
+	"tablestore/cluster/clustertest"
 	"tablestore/internal/masterclient"
 	"tablestore/internal/rangegroup"
 	"tablestore/master"
@@ -33,34 +35,34 @@ func TestHotTableLeavesAnchorGroup(t *testing.T) {
 		m.Policy.SplitLoad = 100
 		m.Policy.MergeLoad = 20
 	})
-	sc := serviceClient(t, c, 0)
+	sc := clustertest.ServiceClient(t, c, 0)
 	names := []string{"hot", "cold0", "cold1", "cold2"}
 	clients, spans := tablesInAnchor(t, c, mc, sc, anchor, names)
 	// A few writes a second: under the merge load, cold.
 	paced := func(w, i int) (string, string) {
 		time.Sleep(200 * time.Millisecond)
-		return spreadKeys(w, i)
+		return clustertest.SpreadKeys(w, i)
 	}
-	works := map[string]*workload{"hot": startWorkload(t, clients["hot"], 4, spreadKeys)}
+	works := map[string]*clustertest.Workload{"hot": clustertest.StartWorkload(t, clients["hot"], 4, clustertest.SpreadKeys)}
 	for _, n := range names[1:] {
-		works[n] = startWorkload(t, clients[n], 1, paced)
+		works[n] = clustertest.StartWorkload(t, clients[n], 1, paced)
 	}
 	hot := spans["hot"].GetRangeId()
-	waitFor(t, 60*time.Second, "the hot table's span out of the anchor's group", func() bool {
-		d, ok := rangeByID(partitionMap(t, mc), hot)
+	clustertest.WaitFor(t, 60*time.Second, "the hot table's span out of the anchor's group", func() bool {
+		d, ok := rangeByID(clustertest.PartitionMap(t, mc), hot)
 		return ok && rangegroup.GroupOf(d) != anchor
 	})
 	time.Sleep(2 * time.Second) // writes go on after it left (and a split of it alone, if any)
 	for _, n := range names {
-		acked := works[n].halt()
+		acked := works[n].Halt()
 		if len(acked) == 0 {
 			t.Fatalf("table %s: no write acknowledged", n)
 		}
-		verifyExactlyOnce(t, clients[n], acked)
+		clustertest.VerifyExactlyOnce(t, clients[n], acked)
 		t.Logf("table %s: %d writes acknowledged", n, len(acked))
 	}
-	m := partitionMap(t, mc)
-	for _, d := range tableRanges(m, "hot") {
+	m := clustertest.PartitionMap(t, mc)
+	for _, d := range clustertest.TableRanges(m, "hot") {
 		if rangegroup.GroupOf(d) == anchor {
 			t.Errorf("hot table's range %d still in the anchor's group: %v", d.GetRangeId(), d)
 		}
@@ -71,17 +73,17 @@ func TestHotTableLeavesAnchorGroup(t *testing.T) {
 // checkLeftBy checks, after range id left the anchor's group, that the
 // tables stayed (their one range still added to it) and that the
 // master's group-split event of id names the scheduler rule that took it.
-func checkLeftBy(t *testing.T, c *Cluster, mc *masterclient.Client, m *pb.PartitionMap, stayed []string, spans map[string]*pb.RangeDescriptor, anchor, id uint64, rule string) {
+func checkLeftBy(t *testing.T, c *cluster.Cluster, mc *masterclient.Client, m *pb.PartitionMap, stayed []string, spans map[string]*pb.RangeDescriptor, anchor, id uint64, rule string) {
 	t.Helper()
 	for _, n := range stayed {
 		d := spanOf(m, n)
 		if d == nil || d.GetRangeId() != spans[n].GetRangeId() {
-			t.Fatalf("table %s after: %v, want its one range %d", n, tableRanges(m, n), spans[n].GetRangeId())
+			t.Fatalf("table %s after: %v, want its one range %d", n, clustertest.TableRanges(m, n), spans[n].GetRangeId())
 		}
 		checkOneGroup(t, c, d, anchor)
 	}
 	named := false
-	for _, e := range masterEvents(mc) {
+	for _, e := range clustertest.MasterEvents(mc) {
 		if e.GetKind() == pb.EventKind_EVENT_KIND_GROUP_SPLIT && len(e.GetRangeIds()) > 0 && e.GetRangeIds()[0] == id {
 			named = strings.Contains(e.GetMessage(), "["+rule+"]")
 			t.Logf("event: %s", e.GetMessage())

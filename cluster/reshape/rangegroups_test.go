@@ -1,4 +1,4 @@
-package cluster
+package reshape
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
+	"tablestore/cluster/clustertest"
 	"tablestore/internal/rangegroup"
 	"tablestore/master"
 	pb "tablestore/proto/tablestorepb"
@@ -23,14 +24,14 @@ func TestSplitInGroup(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	besideOneOther(t)
-	c := startTuned(t, 3, quietPolicies, nil)
-	sc := serviceClient(t, c, 0)
-	ctx := ctxT(t, 3*time.Minute)
+	clustertest.BesideOneOther(t)
+	c := clustertest.StartTuned(t, 3, clustertest.QuietPolicies, nil)
+	sc := clustertest.ServiceClient(t, c, 0)
+	ctx := clustertest.Context(t, 3*time.Minute)
 	const table = "ingroup"
-	tc := newTable(t, sc, table)
-	mc := masterClient(t, c)
-	w := startWorkload(t, tc, 4, spreadKeys)
+	tc := clustertest.NewTable(t, sc, table)
+	mc := clustertest.MasterClient(t, c)
+	w := clustertest.StartWorkload(t, tc, 4, clustertest.SpreadKeys)
 	time.Sleep(300 * time.Millisecond)
 
 	var split *pb.SplitResponse
@@ -46,22 +47,22 @@ func TestSplitInGroup(t *testing.T) {
 	if left.GetEnd() != "k13" || right.GetStart() != "k13" || left.GetGroupId() != left.GetRangeId() || right.GetGroupId() != left.GetRangeId() {
 		t.Fatalf("split in group = %v / %v", left, right)
 	}
-	waitFor(t, 5*time.Second, "two ranges in the map", func() bool { return len(tableRanges(partitionMap(t, mc), table)) == 2 })
+	clustertest.WaitFor(t, 5*time.Second, "two ranges in the map", func() bool { return len(clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)) == 2 })
 	var leader string
-	waitFor(t, 5*time.Second, "both spans led by one server", func() bool {
-		m := partitionMap(t, mc)
+	clustertest.WaitFor(t, 5*time.Second, "both spans led by one server", func() bool {
+		m := clustertest.PartitionMap(t, mc)
 		leader = m.GetLeaders()[left.GetRangeId()]
 		return leader != "" && leader == m.GetLeaders()[right.GetRangeId()]
 	})
 	time.Sleep(300 * time.Millisecond)
-	t.Logf("pause across the split: %v", time.Duration(w.maxGap.Swap(0)))
+	t.Logf("pause across the split: %v", time.Duration(w.MaxGap.Swap(0)))
 
 	i := c.ServerIndex(leader)
 	if err := c.CrashServer(i); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "a new leader of both spans", func() bool {
-		m := partitionMap(t, mc)
+	clustertest.WaitFor(t, 20*time.Second, "a new leader of both spans", func() bool {
+		m := clustertest.PartitionMap(t, mc)
 		l := m.GetLeaders()[left.GetRangeId()]
 		return l != "" && l != leader && l == m.GetLeaders()[right.GetRangeId()]
 	})
@@ -70,7 +71,7 @@ func TestSplitInGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(500 * time.Millisecond)
-	t.Logf("pause across the crash and restart: %v", time.Duration(w.maxGap.Swap(0)))
+	t.Logf("pause across the crash and restart: %v", time.Duration(w.MaxGap.Swap(0)))
 	// The two spans merge back in their group: one entry, no freeze.
 	var merged *pb.MergeResponse
 	err = mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
@@ -84,18 +85,18 @@ func TestSplitInGroup(t *testing.T) {
 	if d := merged.GetRange(); d.GetRangeId() != left.GetRangeId() || d.GetStart() != left.GetStart() || d.GetEnd() != right.GetEnd() {
 		t.Fatalf("merged in group: %v", d)
 	}
-	waitFor(t, 5*time.Second, "one range in the map", func() bool { return len(tableRanges(partitionMap(t, mc), table)) == 1 })
+	clustertest.WaitFor(t, 5*time.Second, "one range in the map", func() bool { return len(clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)) == 1 })
 	time.Sleep(300 * time.Millisecond)
-	t.Logf("pause across the merge: %v", time.Duration(w.maxGap.Swap(0)))
-	acked := w.halt()
+	t.Logf("pause across the merge: %v", time.Duration(w.MaxGap.Swap(0)))
+	acked := w.Halt()
 	if len(acked) == 0 {
 		t.Fatal("no write acknowledged")
 	}
-	t.Logf("%d writes acknowledged, %d failed; longest pause: %v", len(acked), w.failed.Load(), time.Duration(w.maxGap.Load()))
-	verifyExactlyOnce(t, tc, acked)
+	t.Logf("%d writes acknowledged, %d failed; longest pause: %v", len(acked), w.Failed.Load(), time.Duration(w.MaxGap.Load()))
+	clustertest.VerifyExactlyOnce(t, tc, acked)
 	// Every server, the restarted one too, serves the merged range and no
 	// longer the right one.
-	waitFor(t, 20*time.Second, "every server holds the merged range alone", func() bool {
+	clustertest.WaitFor(t, 20*time.Second, "every server holds the merged range alone", func() bool {
 		for _, n := range c.Servers {
 			if st := n.Server; st == nil || st.ReplicaState(left.GetRangeId()) == "absent" || st.ReplicaState(right.GetRangeId()) != "absent" {
 				return false
@@ -118,14 +119,14 @@ func TestGroupSplit(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	besideOneOther(t)
-	c := startTuned(t, 4, quietPolicies, nil)
-	sc := serviceClient(t, c, 0)
-	ctx := ctxT(t, 3*time.Minute)
+	clustertest.BesideOneOther(t)
+	c := clustertest.StartTuned(t, 4, clustertest.QuietPolicies, nil)
+	sc := clustertest.ServiceClient(t, c, 0)
+	ctx := clustertest.Context(t, 3*time.Minute)
 	const table = "groupsplit"
-	tc := newTable(t, sc, table)
-	mc := masterClient(t, c)
-	w := startWorkload(t, tc, 4, spreadKeys)
+	tc := clustertest.NewTable(t, sc, table)
+	mc := clustertest.MasterClient(t, c)
+	w := clustertest.StartWorkload(t, tc, 4, clustertest.SpreadKeys)
 	time.Sleep(300 * time.Millisecond)
 	op := func(what string, fn func(ctx context.Context, m pb.MasterServiceClient) error) {
 		t.Helper()
@@ -146,10 +147,10 @@ func TestGroupSplit(t *testing.T) {
 	})
 	left := right.GetGroupId()
 	var leader string
-	waitFor(t, 5*time.Second, "three spans led by one server", func() bool {
-		m := partitionMap(t, mc)
+	clustertest.WaitFor(t, 5*time.Second, "three spans led by one server", func() bool {
+		m := clustertest.PartitionMap(t, mc)
 		leader = m.GetLeaders()[left]
-		return len(tableRanges(m, table)) == 3 && leader != "" && leader == m.GetLeaders()[right.GetRangeId()] && leader == m.GetLeaders()[mid.GetRangeId()]
+		return len(clustertest.TableRanges(m, table)) == 3 && leader != "" && leader == m.GetLeaders()[right.GetRangeId()] && leader == m.GetLeaders()[mid.GetRangeId()]
 	})
 	var to string
 	for _, r := range right.GetReplicas() {
@@ -161,17 +162,17 @@ func TestGroupSplit(t *testing.T) {
 		_, err := m.TransferLeader(ctx, &pb.MasterTransferLeaderRequest{RangeId: right.GetRangeId(), ToServerId: to})
 		return err
 	})
-	waitFor(t, 10*time.Second, "the right span in a group of its own, led by the target", func() bool {
-		m := partitionMap(t, mc)
-		groups := groupsOf(tableRanges(m, table))
+	clustertest.WaitFor(t, 10*time.Second, "the right span in a group of its own, led by the target", func() bool {
+		m := clustertest.PartitionMap(t, mc)
+		groups := groupsOf(clustertest.TableRanges(m, table))
 		return groups[right.GetRangeId()] == right.GetRangeId() && groups[mid.GetRangeId()] == left &&
 			m.GetLeaders()[right.GetRangeId()] == to && m.GetLeaders()[left] == leader && m.GetLeaders()[mid.GetRangeId()] == leader
 	})
-	t.Logf("pause across the transfer out of the group: %v", time.Duration(w.maxGap.Swap(0)))
+	t.Logf("pause across the transfer out of the group: %v", time.Duration(w.MaxGap.Swap(0)))
 
 	target := ""
 	for _, n := range c.Servers {
-		if !hasServer(right, n.Config.ID) {
+		if !clustertest.HasServer(right, n.Config.ID) {
 			target = n.Config.ID
 		}
 	}
@@ -179,28 +180,28 @@ func TestGroupSplit(t *testing.T) {
 		_, err := m.Move(ctx, &pb.MoveRequest{RangeId: left, ToServerId: target})
 		return err
 	})
-	waitFor(t, 10*time.Second, "every range its own group, the namesake moved", func() bool {
-		rs := tableRanges(partitionMap(t, mc), table)
+	clustertest.WaitFor(t, 10*time.Second, "every range its own group, the namesake moved", func() bool {
+		rs := clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)
 		groups := groupsOf(rs)
 		for _, r := range rs {
-			if r.GetRangeId() == left && !hasServer(r, target) {
+			if r.GetRangeId() == left && !clustertest.HasServer(r, target) {
 				return false
 			}
 		}
 		return len(groups) == 3 && groups[left] == left && groups[mid.GetRangeId()] == mid.GetRangeId() && groups[right.GetRangeId()] == right.GetRangeId()
 	})
 	time.Sleep(300 * time.Millisecond)
-	t.Logf("pause across the move: %v", time.Duration(w.maxGap.Swap(0)))
-	acked := w.halt()
+	t.Logf("pause across the move: %v", time.Duration(w.MaxGap.Swap(0)))
+	acked := w.Halt()
 	if len(acked) == 0 {
 		t.Fatal("no write acknowledged")
 	}
-	t.Logf("%d writes acknowledged, %d failed; longest pause: %v", len(acked), w.failed.Load(), time.Duration(w.maxGap.Load()))
-	verifyExactlyOnce(t, tc, acked)
-	waitFor(t, 30*time.Second, "every server holds the replicas the map lists", func() bool {
-		for _, r := range tableRanges(partitionMap(t, mc), table) {
+	t.Logf("%d writes acknowledged, %d failed; longest pause: %v", len(acked), w.Failed.Load(), time.Duration(w.MaxGap.Load()))
+	clustertest.VerifyExactlyOnce(t, tc, acked)
+	clustertest.WaitFor(t, 30*time.Second, "every server holds the replicas the map lists", func() bool {
+		for _, r := range clustertest.TableRanges(clustertest.PartitionMap(t, mc), table) {
 			for _, n := range c.Servers {
-				if st := n.Server; st == nil || (st.ReplicaState(r.GetRangeId()) != "absent") != hasServer(r, n.Config.ID) {
+				if st := n.Server; st == nil || (st.ReplicaState(r.GetRangeId()) != "absent") != clustertest.HasServer(r, n.Config.ID) {
 					return false
 				}
 			}
@@ -230,14 +231,14 @@ func TestSplitOutOfGroupMissedBySnapshot(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	besideOneOther(t)
-	c := startTuned(t, 3, quietPolicies, compactingLogs)
-	sc := serviceClient(t, c, 0)
-	ctx := ctxT(t, 3*time.Minute)
+	clustertest.BesideOneOther(t)
+	c := clustertest.StartTuned(t, 3, clustertest.QuietPolicies, compactingLogs)
+	sc := clustertest.ServiceClient(t, c, 0)
+	ctx := clustertest.Context(t, 3*time.Minute)
 	const table = "outofgroup"
-	tc, mc := newTable(t, sc, table), masterClient(t, c)
+	tc, mc := clustertest.NewTable(t, sc, table), clustertest.MasterClient(t, c)
 	acked := map[string]int64{}
-	writeSeq(t, tc, acked, "before", 30)
+	clustertest.WriteSeq(t, tc, acked, "before", 30)
 	err := mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
 		_, err := m.Split(ctx, &pb.SplitRequest{Table: table, PartitionKey: "k05", InGroup: true})
 		return err
@@ -245,7 +246,7 @@ func TestSplitOutOfGroupMissedBySnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	group := tableRanges(partitionMap(t, mc), table)[0]
+	group := clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)[0]
 	victim, vi := followerOf(t, c, mc, group)
 	t.Logf("stopping %s across the split out of group %d", victim, group.GetRangeId())
 	if err := c.StopServer(vi); err != nil {
@@ -255,12 +256,12 @@ func TestSplitOutOfGroupMissedBySnapshot(t *testing.T) {
 	if right.GetGroupId() != 0 {
 		t.Fatalf("the split out of the group made %s", describe([]*pb.RangeDescriptor{right}))
 	}
-	writeSeq(t, tc, acked, "after", 200)
+	clustertest.WriteSeq(t, tc, acked, "after", 200)
 	waitCompacted(t, c, vi, group.GetRangeId())
 	if err := c.RestartServer(vi); err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range tableRanges(partitionMap(t, mc), table) {
+	for _, r := range clustertest.TableRanges(clustertest.PartitionMap(t, mc), table) {
 		waitCaughtUp(t, c, vi, r.GetRangeId())
 	}
 	other := (vi + 1) % len(c.Servers)
@@ -268,8 +269,8 @@ func TestSplitOutOfGroupMissedBySnapshot(t *testing.T) {
 	if err := c.StopServer(other); err != nil {
 		t.Fatal(err)
 	}
-	writeSeq(t, tc, acked, "degraded", 30)
-	verifyExactlyOnce(t, tc, acked)
+	clustertest.WriteSeq(t, tc, acked, "degraded", 30)
+	clustertest.VerifyExactlyOnce(t, tc, acked)
 }
 
 // TestGroupLeadershipBalanced: the master's leader-load balancing moves the
@@ -282,8 +283,11 @@ func TestGroupLeadershipBalanced(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	besideOneOther(t)
-	c := startTuned(t, 3, func(m *master.Config) {
+	// Not beside other tests: the group moves whole only while the two
+	// light tables' single writers lead more than half the master's
+	// LeaderMinGap (100 entities/s) together; beside another test of this
+	// binary on a loaded machine it timed out in 2 of 2 runs of the package.
+	c := clustertest.StartTuned(t, 3, func(m *master.Config) {
 		m.Policy.Enabled = false // until the layout is set up
 		m.Policy.SplitLoad = 1e9
 		m.Policy.MergeLoad = 0
@@ -294,9 +298,9 @@ func TestGroupLeadershipBalanced(t *testing.T) {
 		// in one run of make test.
 		m.TableGroups = false
 	}, nil)
-	sc := serviceClient(t, c, 0)
-	ctx := ctxT(t, 3*time.Minute)
-	mc := masterClient(t, c)
+	sc := clustertest.ServiceClient(t, c, 0)
+	ctx := clustertest.Context(t, 3*time.Minute)
+	mc := clustertest.MasterClient(t, c)
 	op := func(what string, fn func(ctx context.Context, m pb.MasterServiceClient) error) {
 		t.Helper()
 		if err := mc.Call(ctx, fn); err != nil {
@@ -304,25 +308,25 @@ func TestGroupLeadershipBalanced(t *testing.T) {
 		}
 	}
 	const table = "grouplead"
-	tc := newTable(t, sc, table)
+	tc := clustertest.NewTable(t, sc, table)
 	light := []string{"lightone", "lighttwo"}
 	var lightClients []*aztables.Client
 	for _, name := range light {
-		lightClients = append(lightClients, newTable(t, sc, name))
+		lightClients = append(lightClients, clustertest.NewTable(t, sc, name))
 	}
 	var leader string
-	waitFor(t, 10*time.Second, "every table led", func() bool {
-		m := partitionMap(t, mc)
-		leader = m.GetLeaders()[tableRanges(m, table)[0].GetRangeId()]
+	clustertest.WaitFor(t, 10*time.Second, "every table led", func() bool {
+		m := clustertest.PartitionMap(t, mc)
+		leader = m.GetLeaders()[clustertest.TableRanges(m, table)[0].GetRangeId()]
 		for _, name := range light {
-			if m.GetLeaders()[tableRanges(m, name)[0].GetRangeId()] == "" {
+			if m.GetLeaders()[clustertest.TableRanges(m, name)[0].GetRangeId()] == "" {
 				return false
 			}
 		}
 		return leader != ""
 	})
 	for _, name := range light {
-		id := tableRanges(partitionMap(t, mc), name)[0].GetRangeId()
+		id := clustertest.TableRanges(clustertest.PartitionMap(t, mc), name)[0].GetRangeId()
 		op("lead "+name+" where the table is led", func(ctx context.Context, m pb.MasterServiceClient) error {
 			_, err := m.TransferLeader(ctx, &pb.MasterTransferLeaderRequest{RangeId: id, ToServerId: leader})
 			return err
@@ -335,10 +339,10 @@ func TestGroupLeadershipBalanced(t *testing.T) {
 		return err
 	})
 	left, right := split.GetLeft().GetRangeId(), split.GetRight().GetRangeId()
-	waitFor(t, 10*time.Second, "one server leads everything", func() bool {
-		m := partitionMap(t, mc)
+	clustertest.WaitFor(t, 10*time.Second, "one server leads everything", func() bool {
+		m := clustertest.PartitionMap(t, mc)
 		for _, name := range append([]string{table}, light...) {
-			for _, r := range tableRanges(m, name) {
+			for _, r := range clustertest.TableRanges(m, name) {
 				if m.GetLeaders()[r.GetRangeId()] != leader {
 					return false
 				}
@@ -346,10 +350,10 @@ func TestGroupLeadershipBalanced(t *testing.T) {
 		}
 		return true
 	})
-	w := startWorkload(t, tc, 8, spreadKeys)
-	var lights []*workload
+	w := clustertest.StartWorkload(t, tc, 8, clustertest.SpreadKeys)
+	var lights []*clustertest.Workload
 	for _, lc := range lightClients {
-		lights = append(lights, startWorkload(t, lc, 1, spreadKeys))
+		lights = append(lights, clustertest.StartWorkload(t, lc, 1, clustertest.SpreadKeys))
 	}
 
 	// The policies on: a restart of the master with them enabled.
@@ -361,15 +365,15 @@ func TestGroupLeadershipBalanced(t *testing.T) {
 		t.Fatal(err)
 	}
 	var to string
-	waitFor(t, 60*time.Second, "the group's leadership moved whole", func() bool {
-		m := partitionMap(t, mc)
+	clustertest.WaitFor(t, 60*time.Second, "the group's leadership moved whole", func() bool {
+		m := clustertest.PartitionMap(t, mc)
 		to = m.GetLeaders()[left]
-		groups := groupsOf(tableRanges(m, table))
+		groups := groupsOf(clustertest.TableRanges(m, table))
 		return to != "" && to != leader && m.GetLeaders()[right] == to && groups[left] == left && groups[right] == left
 	})
 	t.Logf("group %d (ranges %d, %d) moved from %s to %s", left, left, right, leader, to)
 	var moved bool
-	for _, e := range masterEvents(mc) {
+	for _, e := range clustertest.MasterEvents(mc) {
 		if e.GetKind() == pb.EventKind_EVENT_KIND_LEADER_TRANSFER && e.GetCause() == "policy" && len(e.GetRangeIds()) == 2 {
 			moved = true
 			t.Logf("event: %s", e.GetMessage())
@@ -379,12 +383,12 @@ func TestGroupLeadershipBalanced(t *testing.T) {
 		t.Errorf("no policy leadership transfer event names both ranges of the group")
 	}
 	for _, l := range lights {
-		l.halt()
+		l.Halt()
 	}
-	acked := w.halt()
+	acked := w.Halt()
 	if len(acked) == 0 {
 		t.Fatal("no write acknowledged")
 	}
-	t.Logf("%d writes acknowledged, %d failed; longest pause: %v", len(acked), w.failed.Load(), time.Duration(w.maxGap.Load()))
-	verifyExactlyOnce(t, tc, acked)
+	t.Logf("%d writes acknowledged, %d failed; longest pause: %v", len(acked), w.Failed.Load(), time.Duration(w.MaxGap.Load()))
+	clustertest.VerifyExactlyOnce(t, tc, acked)
 }

@@ -1,4 +1,4 @@
-package cluster
+package reshape
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
+	"tablestore/cluster"
+	"tablestore/cluster/clustertest"
 	"tablestore/internal/masterclient"
 	"tablestore/internal/rangegroup"
 	"tablestore/master"
@@ -35,36 +37,36 @@ func TestAnchorGroupMovedByOperator(t *testing.T) {
 		m.Policy.BalanceReplicas = false
 		m.Policy.BalanceLeaders = false
 	})
-	sc := serviceClient(t, c, 0)
+	sc := clustertest.ServiceClient(t, c, 0)
 	var tables []string
 	var clients []*aztables.Client
 	for i := 0; len(tables) < 3 && i < 12; i++ {
 		name := fmt.Sprintf("anchored%02d", i)
-		tc := newTable(t, sc, name)
-		if d := spanOf(partitionMap(t, mc), name); d != nil && rangegroup.GroupOf(d) == anchor {
+		tc := clustertest.NewTable(t, sc, name)
+		if d := spanOf(clustertest.PartitionMap(t, mc), name); d != nil && rangegroup.GroupOf(d) == anchor {
 			tables, clients = append(tables, name), append(clients, tc)
 		}
 	}
 	if len(tables) < 3 {
 		t.Fatalf("only %d tables landed in anchor group %d", len(tables), anchor)
 	}
-	m := partitionMap(t, mc)
+	m := clustertest.PartitionMap(t, mc)
 	ad, _ := rangeByID(m, anchor)
 	from := m.GetLeaders()[anchor]
 	to := ""
 	for _, n := range c.Servers {
-		if !hasServer(ad, n.Config.ID) {
+		if !clustertest.HasServer(ad, n.Config.ID) {
 			to = n.Config.ID
 		}
 	}
-	works := make([]*workload, len(clients))
+	works := make([]*clustertest.Workload, len(clients))
 	for i, tc := range clients {
-		works[i] = startWorkload(t, tc, 1, spreadKeys)
+		works[i] = clustertest.StartWorkload(t, tc, 1, clustertest.SpreadKeys)
 	}
 	time.Sleep(300 * time.Millisecond)
 	done := make(chan error, 1)
 	go func() {
-		done <- mc.Call(ctxT(t, time.Minute), func(ctx context.Context, m pb.MasterServiceClient) error {
+		done <- mc.Call(clustertest.Context(t, time.Minute), func(ctx context.Context, m pb.MasterServiceClient) error {
 			_, err := m.Move(ctx, &pb.MoveRequest{RangeId: anchor, FromServerId: from, ToServerId: to})
 			return err
 		})
@@ -75,16 +77,16 @@ func TestAnchorGroupMovedByOperator(t *testing.T) {
 	transferAnchor(t, mc, ranges, anchor, from)
 	total := 0
 	for i, w := range works {
-		acked := w.halt()
+		acked := w.Halt()
 		if len(acked) == 0 {
 			t.Fatalf("table %s: no write acknowledged", tables[i])
 		}
 		total += len(acked)
-		verifyExactlyOnce(t, clients[i], acked)
+		clustertest.VerifyExactlyOnce(t, clients[i], acked)
 	}
 	t.Logf("%d writes acknowledged over %d tables", total, len(tables))
 	whole := 0
-	for _, e := range masterEvents(mc) {
+	for _, e := range clustertest.MasterEvents(mc) {
 		if e.GetKind() == pb.EventKind_EVENT_KIND_GROUP_SPLIT {
 			t.Errorf("a range left its group: %s", e.GetMessage())
 		}
@@ -103,7 +105,7 @@ func TestAnchorGroupMovedByOperator(t *testing.T) {
 // one of tables is one of them.
 func anchoredRanges(t *testing.T, mc *masterclient.Client, tables []string, anchor uint64) []uint64 {
 	t.Helper()
-	m := partitionMap(t, mc)
+	m := clustertest.PartitionMap(t, mc)
 	for _, name := range tables {
 		if d := spanOf(m, name); d == nil || rangegroup.GroupOf(d) != anchor {
 			t.Fatalf("table %s left anchor group %d before the move: %v", name, anchor, d)
@@ -122,10 +124,10 @@ func anchoredRanges(t *testing.T, mc *masterclient.Client, tables []string, anch
 // of ranges lists to and not from (three replicas) and from holds none
 // of them, failing at once if a poll finds one in another group or the
 // move failed.
-func awaitGroupOn(t *testing.T, c *Cluster, mc *masterclient.Client, ranges []uint64, group uint64, to, from string, done chan error) {
+func awaitGroupOn(t *testing.T, c *cluster.Cluster, mc *masterclient.Client, ranges []uint64, group uint64, to, from string, done chan error) {
 	t.Helper()
 	answered := false
-	waitFor(t, 60*time.Second, fmt.Sprintf("ranges %v of group %d on %s and not on %s", ranges, group, to, from), func() bool {
+	clustertest.WaitFor(t, 60*time.Second, fmt.Sprintf("ranges %v of group %d on %s and not on %s", ranges, group, to, from), func() bool {
 		select {
 		case err := <-done:
 			if err != nil {
@@ -134,19 +136,19 @@ func awaitGroupOn(t *testing.T, c *Cluster, mc *masterclient.Client, ranges []ui
 			answered = true
 		default:
 		}
-		m := partitionMap(t, mc)
+		m := clustertest.PartitionMap(t, mc)
 		moved := true
 		for _, id := range ranges {
 			d, ok := rangeByID(m, id)
 			if !ok || rangegroup.GroupOf(d) != group {
 				t.Fatalf("range %d taken out of anchor group %d: %v", id, group, d)
 			}
-			moved = moved && hasServer(d, to) && !hasServer(d, from) && len(d.GetReplicas()) == 3
+			moved = moved && clustertest.HasServer(d, to) && !clustertest.HasServer(d, from) && len(d.GetReplicas()) == 3
 		}
 		return answered && moved
 	})
 	src := c.Servers[c.ServerIndex(from)].Server
-	waitFor(t, 20*time.Second, from+" holds no range of the group", func() bool {
+	clustertest.WaitFor(t, 20*time.Second, from+" holds no range of the group", func() bool {
 		for _, id := range ranges {
 			if src.ReplicaState(id) != "absent" {
 				return false
@@ -162,7 +164,7 @@ func awaitGroupOn(t *testing.T, c *Cluster, mc *masterclient.Client, ranges []ui
 // group.
 func transferAnchor(t *testing.T, mc *masterclient.Client, ranges []uint64, anchor uint64, avoid string) {
 	t.Helper()
-	m := partitionMap(t, mc)
+	m := clustertest.PartitionMap(t, mc)
 	ad, _ := rangeByID(m, anchor)
 	target := ""
 	for _, rep := range ad.GetReplicas() {
@@ -170,15 +172,15 @@ func transferAnchor(t *testing.T, mc *masterclient.Client, ranges []uint64, anch
 			target = id
 		}
 	}
-	err := mc.Call(ctxT(t, 30*time.Second), func(ctx context.Context, m pb.MasterServiceClient) error {
+	err := mc.Call(clustertest.Context(t, 30*time.Second), func(ctx context.Context, m pb.MasterServiceClient) error {
 		_, err := m.TransferLeader(ctx, &pb.MasterTransferLeaderRequest{RangeId: anchor, ToServerId: target})
 		return err
 	})
 	if err != nil {
 		t.Fatalf("transfer the anchor's leadership to %s: %v", target, err)
 	}
-	waitFor(t, 20*time.Second, fmt.Sprintf("ranges %v led by %s", ranges, target), func() bool {
-		m := partitionMap(t, mc)
+	clustertest.WaitFor(t, 20*time.Second, fmt.Sprintf("ranges %v led by %s", ranges, target), func() bool {
+		m := clustertest.PartitionMap(t, mc)
 		for _, id := range ranges {
 			d, ok := rangeByID(m, id)
 			if !ok || rangegroup.GroupOf(d) != anchor {
@@ -209,15 +211,15 @@ func TestGroupBalancedWhole(t *testing.T) {
 		m.TableGroupSpans = 2
 		m.Policy.BalanceLeaders = false
 	})
-	sc := serviceClient(t, c, 0)
+	sc := clustertest.ServiceClient(t, c, 0)
 	// Tables created one at a time, each given time to find the spare
 	// anchor the master founds after the last filled up: few ranges
 	// alone in their group, so the counts leave a gap for a group.
 	var groups map[uint64]uint64
 	for i := 0; len(groups) < 8 && i < 16; i++ {
-		newTable(t, sc, fmt.Sprintf("balanced%02d", i))
+		clustertest.NewTable(t, sc, fmt.Sprintf("balanced%02d", i))
 		time.Sleep(time.Second)
-		groups = sharedGroups(partitionMap(t, mc))
+		groups = sharedGroups(clustertest.PartitionMap(t, mc))
 	}
 	if len(groups) < 8 {
 		t.Fatalf("shared groups (range: group) %v, want four of two ranges", groups)
@@ -228,15 +230,15 @@ func TestGroupBalancedWhole(t *testing.T) {
 		t.Fatal(err)
 	}
 	joined := c.Servers[i].Config.ID
-	waitFor(t, 60*time.Second, joined+" holding a shared group whole", func() bool {
-		m := partitionMap(t, mc)
+	clustertest.WaitFor(t, 60*time.Second, joined+" holding a shared group whole", func() bool {
+		m := clustertest.PartitionMap(t, mc)
 		held := map[uint64]int{}
 		for id, g := range groups {
 			d, ok := rangeByID(m, id)
 			if !ok || rangegroup.GroupOf(d) != g {
 				t.Fatalf("range %d taken out of group %d: %v", id, g, d)
 			}
-			if hasServer(d, joined) {
+			if clustertest.HasServer(d, joined) {
 				held[g]++
 			}
 		}
@@ -248,7 +250,7 @@ func TestGroupBalancedWhole(t *testing.T) {
 		}
 		return false
 	})
-	for _, e := range masterEvents(mc) {
+	for _, e := range clustertest.MasterEvents(mc) {
 		if e.GetKind() == pb.EventKind_EVENT_KIND_GROUP_SPLIT {
 			t.Errorf("a range left its group: %s", e.GetMessage())
 		}

@@ -1,4 +1,4 @@
-package cluster
+package reshape
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 	"google.golang.org/grpc/codes"
 
+	"tablestore/cluster/clustertest"
 	"tablestore/internal/masterclient"
 	"tablestore/internal/rangegroup"
 	"tablestore/internal/rpcerr"
@@ -29,16 +30,16 @@ func TestUngroupTables(t *testing.T) {
 		t.Skip("cluster test")
 	}
 	c, mc, anchor := startTableGroups(t)
-	sc := serviceClient(t, c, 0)
+	sc := clustertest.ServiceClient(t, c, 0)
 	const tables = 6
 	names := []string{"warmup0"}
 	clients := []*aztables.Client{sc.NewClient("warmup0")}
 	for i := range tables {
 		name := fmt.Sprintf("grouped%d", i)
 		names = append(names, name)
-		clients = append(clients, newTable(t, sc, name))
+		clients = append(clients, clustertest.NewTable(t, sc, name))
 	}
-	m := partitionMap(t, mc)
+	m := clustertest.PartitionMap(t, mc)
 	grouped, wasGrouped := 0, map[string]bool{}
 	for _, name := range names {
 		if d := spanOf(m, name); d != nil && rangegroup.GroupOf(d) != d.GetRangeId() {
@@ -49,9 +50,9 @@ func TestUngroupTables(t *testing.T) {
 	if grouped < 2 {
 		t.Fatalf("%d of %d tables in a shared group, want at least 2", grouped, len(names))
 	}
-	works := make([]*workload, len(clients))
+	works := make([]*clustertest.Workload, len(clients))
 	for i, tc := range clients {
-		works[i] = startWorkload(t, tc, 1, spreadKeys)
+		works[i] = clustertest.StartWorkload(t, tc, 1, clustertest.SpreadKeys)
 	}
 	if _, err := ungroup(mc); rpcerr.Parse(err).Code != codes.FailedPrecondition {
 		t.Fatalf("UngroupTables with --table-groups on: %v, want FailedPrecondition", err)
@@ -65,7 +66,7 @@ func TestUngroupTables(t *testing.T) {
 	}
 	var detached int
 	var deleted []string
-	waitFor(t, 60*time.Second, "UngroupTables answering that nothing is left", func() bool {
+	clustertest.WaitFor(t, 60*time.Second, "UngroupTables answering that nothing is left", func() bool {
 		resp, err := ungroup(mc)
 		if err != nil {
 			t.Logf("UngroupTables: %v", err)
@@ -84,7 +85,7 @@ func TestUngroupTables(t *testing.T) {
 		t.Fatalf("UngroupTables again: %v, %v; want nothing done or left", resp, err)
 	}
 	time.Sleep(time.Second) // writes to the tables in their own groups
-	m = partitionMap(t, mc)
+	m = clustertest.PartitionMap(t, mc)
 	for _, name := range names {
 		d := spanOf(m, name)
 		if d == nil || rangegroup.GroupOf(d) != d.GetRangeId() {
@@ -100,7 +101,7 @@ func TestUngroupTables(t *testing.T) {
 			t.Fatalf("anchor %s still in the map", tb.GetName())
 		}
 	}
-	waitFor(t, 30*time.Second, fmt.Sprintf("no server serving anchor range %d", anchor), func() bool {
+	clustertest.WaitFor(t, 30*time.Second, fmt.Sprintf("no server serving anchor range %d", anchor), func() bool {
 		for _, n := range c.Servers {
 			if _, err := n.Server.Service().RangeInfo(context.Background(), &pb.RangeInfoRequest{RangeId: anchor}); err == nil {
 				return false
@@ -109,15 +110,15 @@ func TestUngroupTables(t *testing.T) {
 		return true
 	})
 	for i, w := range works {
-		acked := w.halt()
+		acked := w.Halt()
 		if len(acked) == 0 {
 			t.Fatalf("table %s: no write acknowledged", names[i])
 		}
-		verifyExactlyOnce(t, clients[i], acked)
+		clustertest.VerifyExactlyOnce(t, clients[i], acked)
 	}
 	after := "aftertheungroup"
-	newTable(t, sc, after)
-	if d := spanOf(partitionMap(t, mc), after); d == nil || rangegroup.GroupOf(d) != d.GetRangeId() {
+	clustertest.NewTable(t, sc, after)
+	if d := spanOf(clustertest.PartitionMap(t, mc), after); d == nil || rangegroup.GroupOf(d) != d.GetRangeId() {
 		t.Fatalf("table created after the ungroup: %v, want a group of its own", d)
 	}
 }

@@ -1,4 +1,4 @@
-package cluster
+package reshape
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
+	"tablestore/cluster/clustertest"
 	"tablestore/internal/rangegroup"
 	pb "tablestore/proto/tablestorepb"
 )
@@ -50,15 +51,15 @@ func TestOverCapGroupShedsSpans(t *testing.T) {
 	}
 	const spanCap = 3
 	c, mc, _ := startTableGroups(t)
-	sc := serviceClient(t, c, 0)
+	sc := clustertest.ServiceClient(t, c, 0)
 	names := []string{"warmup0"}
 	clients := map[string]*aztables.Client{"warmup0": sc.NewClient("warmup0")}
 	for i := range 8 {
 		n := fmt.Sprintf("capped%d", i)
 		names = append(names, n)
-		clients[n] = newTable(t, sc, n)
+		clients[n] = clustertest.NewTable(t, sc, n)
 	}
-	before := anchorGroupsOf(partitionMap(t, mc))
+	before := anchorGroupsOf(clustertest.PartitionMap(t, mc))
 	over := false
 	for g, ids := range before {
 		t.Logf("anchor group %d before: %v", g, ids)
@@ -67,11 +68,11 @@ func TestOverCapGroupShedsSpans(t *testing.T) {
 	if !over {
 		t.Fatalf("no anchor group over %d spans to start from: %v", spanCap, before)
 	}
-	works := map[string]*workload{}
+	works := map[string]*clustertest.Workload{}
 	for _, n := range names {
-		works[n] = startWorkload(t, clients[n], 1, func(w, i int) (string, string) {
+		works[n] = clustertest.StartWorkload(t, clients[n], 1, func(w, i int) (string, string) {
 			time.Sleep(100 * time.Millisecond)
-			return spreadKeys(w, i)
+			return clustertest.SpreadKeys(w, i)
 		})
 	}
 	if err := c.StopMaster(0); err != nil {
@@ -82,8 +83,8 @@ func TestOverCapGroupShedsSpans(t *testing.T) {
 		t.Fatal(err)
 	}
 	var after map[uint64][]uint64
-	waitFor(t, 60*time.Second, fmt.Sprintf("every anchor group at %d spans or fewer", spanCap), func() bool {
-		after = anchorGroupsOf(partitionMap(t, mc))
+	clustertest.WaitFor(t, 60*time.Second, fmt.Sprintf("every anchor group at %d spans or fewer", spanCap), func() bool {
+		after = anchorGroupsOf(clustertest.PartitionMap(t, mc))
 		for _, ids := range after {
 			if len(ids) > spanCap {
 				return false
@@ -92,7 +93,7 @@ func TestOverCapGroupShedsSpans(t *testing.T) {
 		return true
 	})
 	time.Sleep(time.Second) // writes go on after the last span left
-	m := partitionMap(t, mc)
+	m := clustertest.PartitionMap(t, mc)
 	var left []uint64
 	for g, ids := range before {
 		if want := ids[:min(len(ids), spanCap)]; !slices.Equal(after[g], want) {
@@ -103,7 +104,7 @@ func TestOverCapGroupShedsSpans(t *testing.T) {
 	for _, n := range names {
 		d := spanOf(m, n)
 		if d == nil {
-			t.Fatalf("table %s: %v, want one range", n, tableRanges(m, n))
+			t.Fatalf("table %s: %v, want one range", n, clustertest.TableRanges(m, n))
 		}
 		checkOneGroup(t, c, d, rangegroup.GroupOf(d))
 		if slices.Contains(left, d.GetRangeId()) && rangegroup.GroupOf(d) != d.GetRangeId() {
@@ -111,7 +112,7 @@ func TestOverCapGroupShedsSpans(t *testing.T) {
 		}
 	}
 	ruled := map[uint64]bool{}
-	for _, e := range masterEvents(mc) {
+	for _, e := range clustertest.MasterEvents(mc) {
 		if e.GetKind() == pb.EventKind_EVENT_KIND_GROUP_SPLIT && len(e.GetRangeIds()) > 0 && strings.Contains(e.GetMessage(), "[detach-over-cap]") {
 			ruled[e.GetRangeIds()[0]] = true
 		}
@@ -122,11 +123,11 @@ func TestOverCapGroupShedsSpans(t *testing.T) {
 		}
 	}
 	for _, n := range names {
-		acked := works[n].halt()
+		acked := works[n].Halt()
 		if len(acked) == 0 {
 			t.Fatalf("table %s: no write acknowledged", n)
 		}
-		verifyExactlyOnce(t, clients[n], acked)
+		clustertest.VerifyExactlyOnce(t, clients[n], acked)
 	}
 	t.Logf("ranges that left their anchor groups: %v", left)
 }

@@ -1,4 +1,4 @@
-package cluster
+package reshape
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
+	"tablestore/cluster"
+	"tablestore/cluster/clustertest"
 	"tablestore/internal/failpoint"
 	"tablestore/internal/masterclient"
 	"tablestore/internal/rangegroup"
@@ -20,41 +22,41 @@ import (
 // startTableGroups starts three servers and a master with --table-groups
 // (load splits off: the tables stay one range each; merge-cold stays on,
 // its MergeLoad is homeGroup's bound for a cold span) and waits for its spare anchor group, returned with the master client.
-func startTableGroups(t *testing.T) (*Cluster, *masterclient.Client, uint64) {
+func startTableGroups(t *testing.T) (*cluster.Cluster, *masterclient.Client, uint64) {
 	t.Helper()
 	return startTableGroupsOf(t, 3, nil)
 }
 
 // startTableGroupsTuned is startTableGroups with the master's config
 // changed further by tune.
-func startTableGroupsTuned(t *testing.T, tune func(*master.Config)) (*Cluster, *masterclient.Client, uint64) {
+func startTableGroupsTuned(t *testing.T, tune func(*master.Config)) (*cluster.Cluster, *masterclient.Client, uint64) {
 	t.Helper()
 	return startTableGroupsOf(t, 3, tune)
 }
 
 // startTableGroupsOf is startTableGroups with servers partition servers
 // and tune, when not nil, changing the master's configuration further.
-func startTableGroupsOf(t *testing.T, servers int, tune func(*master.Config)) (*Cluster, *masterclient.Client, uint64) {
+func startTableGroupsOf(t *testing.T, servers int, tune func(*master.Config)) (*cluster.Cluster, *masterclient.Client, uint64) {
 	t.Helper()
-	c := startTuned(t, servers, func(m *master.Config) {
+	c := clustertest.StartTuned(t, servers, func(m *master.Config) {
 		m.TableGroups = true
 		m.Policy.SplitLoad = 1e9
 		if tune != nil {
 			tune(m)
 		}
 	}, nil)
-	mc := masterClient(t, c)
+	mc := clustertest.MasterClient(t, c)
 	return c, mc, anchorTakingTables(t, c, mc)
 }
 
 // anchorTakingTables waits for the spare anchor group of a cluster whose
 // masters run with --table-groups and for it to take tables (a warm-up
 // table created in its group), and returns the anchor's range id.
-func anchorTakingTables(t *testing.T, c *Cluster, mc *masterclient.Client) uint64 {
+func anchorTakingTables(t *testing.T, c *cluster.Cluster, mc *masterclient.Client) uint64 {
 	t.Helper()
 	var anchor uint64
-	waitFor(t, 20*time.Second, "an anchor group with a leader", func() bool {
-		m := partitionMap(t, mc)
+	clustertest.WaitFor(t, 20*time.Second, "an anchor group with a leader", func() bool {
+		m := clustertest.PartitionMap(t, mc)
 		for _, r := range m.GetRanges() {
 			if strings.HasPrefix(r.GetTable(), "_groups/") && m.GetLeaders()[r.GetRangeId()] != "" {
 				anchor = r.GetRangeId()
@@ -65,13 +67,13 @@ func anchorTakingTables(t *testing.T, c *Cluster, mc *masterclient.Client) uint6
 	})
 	// The anchor takes tables once it is marked started and every server
 	// reports its replica: warm-up tables until one lands in its group.
-	sc := serviceClient(t, c, 0)
+	sc := clustertest.ServiceClient(t, c, 0)
 	n := 0
-	waitFor(t, 20*time.Second, "a table created in the anchor's group", func() bool {
+	clustertest.WaitFor(t, 20*time.Second, "a table created in the anchor's group", func() bool {
 		name := fmt.Sprintf("warmup%d", n)
 		n++
-		newTable(t, sc, name)
-		d := spanOf(partitionMap(t, mc), name)
+		clustertest.NewTable(t, sc, name)
+		d := spanOf(clustertest.PartitionMap(t, mc), name)
 		return d != nil && rangegroup.GroupOf(d) == anchor
 	})
 	return anchor
@@ -80,14 +82,14 @@ func anchorTakingTables(t *testing.T, c *Cluster, mc *masterclient.Client) uint6
 // tablesInAnchor creates the tables names and fails unless each is one
 // range, a span of anchor's group on every replica; it returns each
 // table's client and range.
-func tablesInAnchor(t *testing.T, c *Cluster, mc *masterclient.Client, sc *aztables.ServiceClient, anchor uint64, names []string) (map[string]*aztables.Client, map[string]*pb.RangeDescriptor) {
+func tablesInAnchor(t *testing.T, c *cluster.Cluster, mc *masterclient.Client, sc *aztables.ServiceClient, anchor uint64, names []string) (map[string]*aztables.Client, map[string]*pb.RangeDescriptor) {
 	t.Helper()
 	clients := map[string]*aztables.Client{}
 	spans := map[string]*pb.RangeDescriptor{}
 	for _, n := range names {
-		clients[n] = newTable(t, sc, n)
+		clients[n] = clustertest.NewTable(t, sc, n)
 	}
-	m := partitionMap(t, mc)
+	m := clustertest.PartitionMap(t, mc)
 	for _, n := range names {
 		d := spanOf(m, n)
 		if d == nil || rangegroup.GroupOf(d) != anchor {
@@ -101,9 +103,9 @@ func tablesInAnchor(t *testing.T, c *Cluster, mc *masterclient.Client, sc *aztab
 
 // waitReplicas waits up to d until no server holds a replica of any range
 // of gone and every server holds one of every range of kept.
-func waitReplicas(t *testing.T, c *Cluster, d time.Duration, what string, gone, kept []uint64) {
+func waitReplicas(t *testing.T, c *cluster.Cluster, d time.Duration, what string, gone, kept []uint64) {
 	t.Helper()
-	waitFor(t, d, what, func() bool {
+	clustertest.WaitFor(t, d, what, func() bool {
 		for _, n := range c.Servers {
 			for _, id := range gone {
 				if n.Server.ReplicaState(id) != "absent" {
@@ -123,7 +125,7 @@ func waitReplicas(t *testing.T, c *Cluster, d time.Duration, what string, gone, 
 // spanOf returns table's only range in the map, nil when it has none or
 // several.
 func spanOf(m *pb.PartitionMap, table string) *pb.RangeDescriptor {
-	rs := tableRanges(m, table)
+	rs := clustertest.TableRanges(m, table)
 	if len(rs) != 1 {
 		return nil
 	}
@@ -133,12 +135,12 @@ func spanOf(m *pb.PartitionMap, table string) *pb.RangeDescriptor {
 // checkOneGroup fails unless range d, a span added to group (generation 2
 // or later), is reported by every replica's server as a span of that
 // group, the group's leader leading it.
-func checkOneGroup(t *testing.T, c *Cluster, d *pb.RangeDescriptor, group uint64) {
+func checkOneGroup(t *testing.T, c *cluster.Cluster, d *pb.RangeDescriptor, group uint64) {
 	t.Helper()
 	if d.GetGeneration() < 2 || rangegroup.GroupOf(d) != group {
 		t.Fatalf("range %d: generation %d, group %d; want added to group %d", d.GetRangeId(), d.GetGeneration(), rangegroup.GroupOf(d), group)
 	}
-	waitFor(t, 10*time.Second, fmt.Sprintf("every replica of range %d serving it in group %d", d.GetRangeId(), group), func() bool {
+	clustertest.WaitFor(t, 10*time.Second, fmt.Sprintf("every replica of range %d serving it in group %d", d.GetRangeId(), group), func() bool {
 		for _, rep := range d.GetReplicas() {
 			n := c.Servers[c.ServerIndex(rep.GetServerId())]
 			if n.Server == nil {
@@ -164,13 +166,13 @@ func TestTablesShareGroups(t *testing.T) {
 		t.Skip("cluster test")
 	}
 	c, mc, _ := startTableGroups(t)
-	sc := serviceClient(t, c, 0)
+	sc := clustertest.ServiceClient(t, c, 0)
 	const tables = 30
 	clients := make([]*aztables.Client, tables)
 	for i := range clients {
-		clients[i] = newTable(t, sc, fmt.Sprintf("shared%02d", i))
+		clients[i] = clustertest.NewTable(t, sc, fmt.Sprintf("shared%02d", i))
 	}
-	m := partitionMap(t, mc)
+	m := clustertest.PartitionMap(t, mc)
 	groups := map[uint64]int{}
 	for i := range clients {
 		d := spanOf(m, fmt.Sprintf("shared%02d", i))
@@ -187,9 +189,9 @@ func TestTablesShareGroups(t *testing.T) {
 	if len(groups) > 2 {
 		t.Fatalf("%d tables in %d groups, want at most 2: %v", tables, len(groups), groups)
 	}
-	works := make([]*workload, tables)
+	works := make([]*clustertest.Workload, tables)
 	for i, tc := range clients {
-		works[i] = startWorkload(t, tc, 1, spreadKeys)
+		works[i] = clustertest.StartWorkload(t, tc, 1, clustertest.SpreadKeys)
 	}
 	time.Sleep(time.Second)
 	if err := c.CrashServer(1); err != nil {
@@ -202,12 +204,12 @@ func TestTablesShareGroups(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	total := 0
 	for i, w := range works {
-		acked := w.halt()
+		acked := w.Halt()
 		if len(acked) == 0 {
 			t.Fatalf("table shared%02d: no write acknowledged", i)
 		}
 		total += len(acked)
-		verifyExactlyOnce(t, clients[i], acked)
+		clustertest.VerifyExactlyOnce(t, clients[i], acked)
 	}
 	t.Logf("%d writes acknowledged over %d tables", total, tables)
 }
@@ -249,7 +251,7 @@ func TestTableGroupCreateInterrupted(t *testing.T) {
 						return err
 					})
 				}()
-				waitFor(t, 20*time.Second, point+" reached", func() bool { return hits.Load() > 0 })
+				clustertest.WaitFor(t, 20*time.Second, point+" reached", func() bool { return hits.Load() > 0 })
 				cancel()
 				<-first
 				if err := c.StopMaster(0); err != nil {
@@ -260,7 +262,7 @@ func TestTableGroupCreateInterrupted(t *testing.T) {
 					t.Fatal(err)
 				}
 				if retry {
-					err := mc.Call(ctxT(t, 30*time.Second), func(ctx context.Context, m pb.MasterServiceClient) error {
+					err := mc.Call(clustertest.Context(t, 30*time.Second), func(ctx context.Context, m pb.MasterServiceClient) error {
 						_, err := m.CreateTable(ctx, req)
 						return err
 					})
@@ -269,19 +271,19 @@ func TestTableGroupCreateInterrupted(t *testing.T) {
 					}
 				}
 				var d *pb.RangeDescriptor
-				waitFor(t, 30*time.Second, "the table added to the anchor's group", func() bool {
-					d = spanOf(partitionMap(t, mc), table)
+				clustertest.WaitFor(t, 30*time.Second, "the table added to the anchor's group", func() bool {
+					d = spanOf(clustertest.PartitionMap(t, mc), table)
 					return d != nil && d.GetGeneration() >= 2
 				})
 				checkOneGroup(t, c, d, anchor)
-				tc := serviceClient(t, c, 0).NewClient(table)
-				w := startWorkload(t, tc, 2, spreadKeys)
+				tc := clustertest.ServiceClient(t, c, 0).NewClient(table)
+				w := clustertest.StartWorkload(t, tc, 2, clustertest.SpreadKeys)
 				time.Sleep(time.Second)
-				acked := w.halt()
+				acked := w.Halt()
 				if len(acked) == 0 {
 					t.Fatal("no write acknowledged")
 				}
-				verifyExactlyOnce(t, tc, acked)
+				clustertest.VerifyExactlyOnce(t, tc, acked)
 			})
 		}
 	}
@@ -299,18 +301,18 @@ func TestDeleteTableOfAnchorGroup(t *testing.T) {
 		t.Skip("cluster test")
 	}
 	c, mc, anchor := startTableGroups(t)
-	sc := serviceClient(t, c, 0)
+	sc := clustertest.ServiceClient(t, c, 0)
 	names := []string{"keep0", "keep1", "keep2", "doomed"}
 	clients, spans := tablesInAnchor(t, c, mc, sc, anchor, names)
-	var works []*workload
+	var works []*clustertest.Workload
 	for _, n := range names[:3] {
-		works = append(works, startWorkload(t, clients[n], 2, spreadKeys))
+		works = append(works, clustertest.StartWorkload(t, clients[n], 2, clustertest.SpreadKeys))
 	}
-	if _, err := clients["doomed"].AddEntity(ctxT(t, 10*time.Second), []byte(`{"PartitionKey":"p","RowKey":"r"}`), nil); err != nil {
+	if _, err := clients["doomed"].AddEntity(clustertest.Context(t, 10*time.Second), []byte(`{"PartitionKey":"p","RowKey":"r"}`), nil); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(time.Second)
-	if _, err := sc.DeleteTable(ctxT(t, time.Minute), "doomed", nil); err != nil {
+	if _, err := sc.DeleteTable(clustertest.Context(t, time.Minute), "doomed", nil); err != nil {
 		t.Fatal(err)
 	}
 	doomed := spans["doomed"].GetRangeId()
@@ -320,27 +322,27 @@ func TestDeleteTableOfAnchorGroup(t *testing.T) {
 	}
 	waitReplicas(t, c, 40*time.Second, "the deleted table's span gone from every server, the others served", []uint64{doomed}, kept)
 	for i, w := range works {
-		acked := w.halt()
+		acked := w.Halt()
 		if len(acked) == 0 {
 			t.Fatalf("table %s: no write acknowledged", names[i])
 		}
-		verifyExactlyOnce(t, clients[names[i]], acked)
+		clustertest.VerifyExactlyOnce(t, clients[names[i]], acked)
 	}
 	// The range each table was created as stays a span of the anchor's
 	// group on every replica (the tables stay under the split load and
 	// merge-bytes: nothing takes them out, stage 7 step 7).
-	m := partitionMap(t, mc)
+	m := clustertest.PartitionMap(t, mc)
 	for _, n := range names[:3] {
 		d, ok := rangeByID(m, spans[n].GetRangeId())
 		if !ok || d.GetTable() != n {
-			t.Fatalf("table %s's range %d after the delete: %v (the table's ranges: %v)", n, spans[n].GetRangeId(), d, tableRanges(m, n))
+			t.Fatalf("table %s's range %d after the delete: %v (the table's ranges: %v)", n, spans[n].GetRangeId(), d, clustertest.TableRanges(m, n))
 		}
 		checkOneGroup(t, c, d, anchor)
 	}
 	if d, ok := rangeByID(m, anchor); !ok || !strings.HasPrefix(d.GetTable(), "_groups/") {
 		t.Fatalf("anchor range %d after the delete: %v", anchor, d)
 	}
-	waitFor(t, 30*time.Second, "the name created again", func() bool {
+	clustertest.WaitFor(t, 30*time.Second, "the name created again", func() bool {
 		_, err := sc.CreateTable(context.Background(), "doomed", nil)
 		return err == nil
 	})

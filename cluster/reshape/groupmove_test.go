@@ -1,4 +1,4 @@
-package cluster
+package reshape
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
+	"tablestore/cluster"
+	"tablestore/cluster/clustertest"
 	"tablestore/internal/failpoint"
 	"tablestore/internal/masterclient"
 	"tablestore/master"
@@ -18,7 +20,7 @@ import (
 // one Raft group of three spans (two in-group splits), on three servers
 // and led by one of them (from); to is the fourth server.
 type groupOfThree struct {
-	c        *Cluster
+	c        *cluster.Cluster
 	mc       *masterclient.Client
 	tc       *aztables.Client
 	group    uint64
@@ -32,15 +34,15 @@ const groupMoveTable = "groupmove"
 // move the group too, and the tests count the drain's moves).
 func startGroupOfThree(t *testing.T) *groupOfThree {
 	t.Helper()
-	c := startTuned(t, 4, func(m *master.Config) {
+	c := clustertest.StartTuned(t, 4, func(m *master.Config) {
 		m.Policy.SplitLoad = 1e9
 		m.Policy.MergeLoad = 0
 		m.Policy.BalanceLeaders = false
 		m.Policy.BalanceReplicas = false
 	}, nil)
-	g := &groupOfThree{c: c, mc: masterClient(t, c)}
-	g.tc = newTable(t, serviceClient(t, c, 0), groupMoveTable)
-	ctx := ctxT(t, time.Minute)
+	g := &groupOfThree{c: c, mc: clustertest.MasterClient(t, c)}
+	g.tc = clustertest.NewTable(t, clustertest.ServiceClient(t, c, 0), groupMoveTable)
+	ctx := clustertest.Context(t, time.Minute)
 	for _, key := range []string{"k13", "k06"} {
 		err := g.mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
 			resp, err := m.Split(ctx, &pb.SplitRequest{Table: groupMoveTable, PartitionKey: key, InGroup: true})
@@ -51,9 +53,9 @@ func startGroupOfThree(t *testing.T) *groupOfThree {
 			t.Fatalf("split at %s in the group: %v", key, err)
 		}
 	}
-	waitFor(t, 10*time.Second, "three spans of one group, led by one server", func() bool {
-		m := partitionMap(t, g.mc)
-		rs := tableRanges(m, groupMoveTable)
+	clustertest.WaitFor(t, 10*time.Second, "three spans of one group, led by one server", func() bool {
+		m := clustertest.PartitionMap(t, g.mc)
+		rs := clustertest.TableRanges(m, groupMoveTable)
 		g.from = m.GetLeaders()[g.group]
 		for _, r := range rs {
 			if m.GetLeaders()[r.GetRangeId()] != g.from {
@@ -63,7 +65,7 @@ func startGroupOfThree(t *testing.T) *groupOfThree {
 		return g.from != "" && g.oneGroup(rs)
 	})
 	for _, n := range c.Servers {
-		if d := tableRanges(partitionMap(t, g.mc), groupMoveTable)[0]; !hasServer(d, n.Config.ID) {
+		if d := clustertest.TableRanges(clustertest.PartitionMap(t, g.mc), groupMoveTable)[0]; !clustertest.HasServer(d, n.Config.ID) {
 			g.to = n.Config.ID
 		}
 	}
@@ -84,7 +86,7 @@ func (g *groupOfThree) oneGroup(rs []*pb.RangeDescriptor) bool {
 // drain marks from draining.
 func (g *groupOfThree) drain(t *testing.T) {
 	t.Helper()
-	err := g.mc.Call(ctxT(t, 10*time.Second), func(ctx context.Context, m pb.MasterServiceClient) error {
+	err := g.mc.Call(clustertest.Context(t, 10*time.Second), func(ctx context.Context, m pb.MasterServiceClient) error {
 		_, err := m.DrainServer(ctx, &pb.DrainServerRequest{ServerId: g.from})
 		return err
 	})
@@ -99,22 +101,22 @@ func (g *groupOfThree) drain(t *testing.T) {
 // one.
 func (g *groupOfThree) awaitMoved(t *testing.T, within time.Duration) {
 	t.Helper()
-	waitFor(t, within, "every span on "+g.to+" and none on "+g.from, func() bool {
-		rs := tableRanges(partitionMap(t, g.mc), groupMoveTable)
+	clustertest.WaitFor(t, within, "every span on "+g.to+" and none on "+g.from, func() bool {
+		rs := clustertest.TableRanges(clustertest.PartitionMap(t, g.mc), groupMoveTable)
 		if !g.oneGroup(rs) {
 			t.Fatalf("spans taken out of the group: groups %v", groupsOf(rs))
 		}
 		for _, r := range rs {
-			if !hasServer(r, g.to) || hasServer(r, g.from) || len(r.GetReplicas()) != 3 {
+			if !clustertest.HasServer(r, g.to) || clustertest.HasServer(r, g.from) || len(r.GetReplicas()) != 3 {
 				return false
 			}
 		}
 		return true
 	})
-	rs := tableRanges(partitionMap(t, g.mc), groupMoveTable)
+	rs := clustertest.TableRanges(clustertest.PartitionMap(t, g.mc), groupMoveTable)
 	src := g.c.Servers[g.c.ServerIndex(g.from)].Server
 	dst := g.c.Servers[g.c.ServerIndex(g.to)].Server
-	waitFor(t, 20*time.Second, g.from+" holds no span of the group, "+g.to+" every one", func() bool {
+	clustertest.WaitFor(t, 20*time.Second, g.from+" holds no span of the group, "+g.to+" every one", func() bool {
 		for _, r := range rs {
 			if src.ReplicaState(r.GetRangeId()) != "absent" || dst.ReplicaState(r.GetRangeId()) == "absent" {
 				return false
@@ -139,21 +141,21 @@ func TestGroupMovedWhole(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	besideOneOther(t)
+	clustertest.BesideOneOther(t)
 	g := startGroupOfThree(t)
-	w := startWorkload(t, g.tc, 4, spreadKeys)
+	w := clustertest.StartWorkload(t, g.tc, 4, clustertest.SpreadKeys)
 	time.Sleep(300 * time.Millisecond)
 	g.drain(t)
 	g.awaitMoved(t, 60*time.Second)
 	time.Sleep(300 * time.Millisecond)
-	acked := w.halt()
+	acked := w.Halt()
 	if len(acked) == 0 {
 		t.Fatal("no write acknowledged")
 	}
-	t.Logf("%d writes acknowledged, %d failed; longest pause: %v", len(acked), w.failed.Load(), time.Duration(w.maxGap.Load()))
-	verifyExactlyOnce(t, g.tc, acked)
+	t.Logf("%d writes acknowledged, %d failed; longest pause: %v", len(acked), w.Failed.Load(), time.Duration(w.MaxGap.Load()))
+	clustertest.VerifyExactlyOnce(t, g.tc, acked)
 	whole := 0
-	for _, e := range masterEvents(g.mc) {
+	for _, e := range clustertest.MasterEvents(g.mc) {
 		if e.GetKind() == pb.EventKind_EVENT_KIND_MOVE && len(e.GetRangeIds()) == 3 {
 			whole++
 			t.Logf("event: %s", e.GetMessage())
@@ -180,13 +182,13 @@ func TestGroupMoveInterruptedByMasterFailover(t *testing.T) {
 	for _, point := range []string{"master/move/after-add", "master/move-group/after-remove"} {
 		t.Run(point, func(t *testing.T) {
 			g := startGroupOfThree(t)
-			w := startWorkload(t, g.tc, 4, spreadKeys)
+			w := clustertest.StartWorkload(t, g.tc, 4, clustertest.SpreadKeys)
 			time.Sleep(300 * time.Millisecond)
 			var hits atomic.Int32
 			failpoint.Enable(point, func() error { hits.Add(1); return failpoint.ErrInjected })
 			defer failpoint.Disable(point)
 			g.drain(t)
-			waitFor(t, 30*time.Second, point+" reached", func() bool { return hits.Load() > 0 })
+			clustertest.WaitFor(t, 30*time.Second, point+" reached", func() bool { return hits.Load() > 0 })
 			failpoint.Disable(point)
 			if err := g.c.StopMaster(0); err != nil {
 				t.Fatal(err)
@@ -195,12 +197,12 @@ func TestGroupMoveInterruptedByMasterFailover(t *testing.T) {
 				t.Fatal(err)
 			}
 			g.awaitMoved(t, 60*time.Second)
-			acked := w.halt()
+			acked := w.Halt()
 			if len(acked) == 0 {
 				t.Fatal("no write acknowledged")
 			}
-			t.Logf("%d writes acknowledged, %d failed; longest pause: %v", len(acked), w.failed.Load(), time.Duration(w.maxGap.Load()))
-			verifyExactlyOnce(t, g.tc, acked)
+			t.Logf("%d writes acknowledged, %d failed; longest pause: %v", len(acked), w.Failed.Load(), time.Duration(w.MaxGap.Load()))
+			clustertest.VerifyExactlyOnce(t, g.tc, acked)
 		})
 	}
 }

@@ -1,4 +1,4 @@
-package cluster
+package reshape
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
+	"tablestore/cluster"
+	"tablestore/cluster/clustertest"
 	"tablestore/internal/masterclient"
 	"tablestore/partitionserver"
 	pb "tablestore/proto/tablestorepb"
@@ -17,7 +19,7 @@ import (
 // it (the victim) was stopped: the victim is still down, and the writes
 // acknowledged before and after the split are in acked.
 type splitScene struct {
-	c           *Cluster
+	c           *cluster.Cluster
 	tc          *aztables.Client
 	mc          *masterclient.Client
 	acked       map[string]int64
@@ -55,16 +57,16 @@ func splitPastDownFollower(t *testing.T, table string, compact bool, way splitWa
 	if compact {
 		tune = compactingLogs
 	}
-	c := startTuned(t, 3, quietPolicies, tune)
-	sc := serviceClient(t, c, 0)
-	ctx := ctxT(t, 3*time.Minute)
-	sn := &splitScene{c: c, tc: newTable(t, sc, table), mc: masterClient(t, c), acked: map[string]int64{}}
-	writeSeq(t, sn.tc, sn.acked, "before", 30)
-	sn.left = tableRanges(partitionMap(t, sn.mc), table)[0]
+	c := clustertest.StartTuned(t, 3, clustertest.QuietPolicies, tune)
+	sc := clustertest.ServiceClient(t, c, 0)
+	ctx := clustertest.Context(t, 3*time.Minute)
+	sn := &splitScene{c: c, tc: clustertest.NewTable(t, sc, table), mc: clustertest.MasterClient(t, c), acked: map[string]int64{}}
+	clustertest.WriteSeq(t, sn.tc, sn.acked, "before", 30)
+	sn.left = clustertest.TableRanges(clustertest.PartitionMap(t, sn.mc), table)[0]
 	sn.victim, sn.vi = followerOf(t, c, sn.mc, sn.left)
 	if way == splitThenDetach {
 		sn.right = splitListing(t, ctx, sn.mc, table, "k13", sn.victim, true)
-		writeSeq(t, sn.tc, sn.acked, "in group", 30)
+		clustertest.WriteSeq(t, sn.tc, sn.acked, "in group", 30)
 	}
 	t.Logf("stopping %s across the split", sn.victim)
 	if err := c.StopServer(sn.vi); err != nil {
@@ -73,7 +75,7 @@ func splitPastDownFollower(t *testing.T, table string, compact bool, way splitWa
 	if way == splitThenDetach {
 		id := sn.right.GetRangeId()
 		err := sn.mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
-			_, err := m.TransferLeader(ctx, &pb.MasterTransferLeaderRequest{RangeId: id, ToServerId: partitionMap(t, sn.mc).GetLeaders()[id]})
+			_, err := m.TransferLeader(ctx, &pb.MasterTransferLeaderRequest{RangeId: id, ToServerId: clustertest.PartitionMap(t, sn.mc).GetLeaders()[id]})
 			return err
 		})
 		if err != nil {
@@ -82,7 +84,7 @@ func splitPastDownFollower(t *testing.T, table string, compact bool, way splitWa
 	} else {
 		sn.right = splitListing(t, ctx, sn.mc, table, "k13", sn.victim, way == splitIn)
 	}
-	writeSeq(t, sn.tc, sn.acked, "after", 200)
+	clustertest.WriteSeq(t, sn.tc, sn.acked, "after", 200)
 	if compact {
 		waitCompacted(t, c, sn.vi, sn.left.GetRangeId())
 	}
@@ -100,9 +102,9 @@ func compactingLogs(s *partitionserver.Config) {
 // waitCompacted waits until every server but the one at index down holds a
 // snapshot of group id: a replica down meanwhile cannot replay the log
 // before it.
-func waitCompacted(t *testing.T, c *Cluster, down int, id uint64) {
+func waitCompacted(t *testing.T, c *cluster.Cluster, down int, id uint64) {
 	t.Helper()
-	waitFor(t, 30*time.Second, fmt.Sprintf("the log of group %d compacted", id), func() bool {
+	clustertest.WaitFor(t, 30*time.Second, fmt.Sprintf("the log of group %d compacted", id), func() bool {
 		for i, n := range c.Servers {
 			if i != down && !hasSnapshot(n.Config.DataDir, id) {
 				return false
@@ -114,27 +116,27 @@ func waitCompacted(t *testing.T, c *Cluster, down int, id uint64) {
 
 // waitCaughtUp waits until the server at index vi has applied range id as
 // far as the furthest of the others had when asked.
-func waitCaughtUp(t *testing.T, c *Cluster, vi int, id uint64) {
+func waitCaughtUp(t *testing.T, c *cluster.Cluster, vi int, id uint64) {
 	t.Helper()
 	var target uint64
 	for i, n := range c.Servers {
-		if st := rangeInfo(n.Server, id); i != vi && st != nil && st.GetAppliedIndex() > target {
+		if st := clustertest.RangeInfo(n.Server, id); i != vi && st != nil && st.GetAppliedIndex() > target {
 			target = st.GetAppliedIndex()
 		}
 	}
-	waitFor(t, 20*time.Second, fmt.Sprintf("range %d on %s caught up to index %d", id, c.Servers[vi].Config.ID, target), func() bool {
-		st := rangeInfo(c.Servers[vi].Server, id)
+	clustertest.WaitFor(t, 20*time.Second, fmt.Sprintf("range %d on %s caught up to index %d", id, c.Servers[vi].Config.ID, target), func() bool {
+		st := clustertest.RangeInfo(c.Servers[vi].Server, id)
 		return st != nil && st.GetAppliedIndex() >= target
 	})
 }
 
 // followerOf waits for range d's leader and returns a replica of d that
 // does not lead it, and its server index.
-func followerOf(t *testing.T, c *Cluster, mc *masterclient.Client, d *pb.RangeDescriptor) (string, int) {
+func followerOf(t *testing.T, c *cluster.Cluster, mc *masterclient.Client, d *pb.RangeDescriptor) (string, int) {
 	t.Helper()
 	var victim string
-	waitFor(t, 10*time.Second, "a range leader", func() bool {
-		l := partitionMap(t, mc).GetLeaders()[d.GetRangeId()]
+	clustertest.WaitFor(t, 10*time.Second, "a range leader", func() bool {
+		l := clustertest.PartitionMap(t, mc).GetLeaders()[d.GetRangeId()]
 		for _, r := range d.GetReplicas() {
 			if l != "" && r.GetServerId() != l {
 				victim = r.GetServerId()
@@ -155,7 +157,7 @@ func splitListing(t *testing.T, ctx context.Context, mc *masterclient.Client, ta
 		return err
 	})
 	var right *pb.RangeDescriptor
-	for _, r := range tableRanges(partitionMap(t, mc), table) {
+	for _, r := range clustertest.TableRanges(clustertest.PartitionMap(t, mc), table) {
 		if r.GetStart() == key {
 			right = r
 		}
@@ -165,7 +167,7 @@ func splitListing(t *testing.T, ctx context.Context, mc *masterclient.Client, ta
 		// taken; only a missing range is a failure.
 		t.Fatalf("split at %s: %v", key, err)
 	}
-	if !hasServer(right, victim) {
+	if !clustertest.HasServer(right, victim) {
 		t.Fatalf("split-off range %s does not list %s", describe([]*pb.RangeDescriptor{right}), victim)
 	}
 	return right

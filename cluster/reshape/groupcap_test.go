@@ -1,4 +1,4 @@
-package cluster
+package reshape
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
+	"tablestore/cluster/clustertest"
 	"tablestore/internal/failpoint"
 	"tablestore/internal/rangegroup"
 	"tablestore/master"
@@ -29,14 +30,14 @@ func TestRacingCreatesKeepTheSpanCap(t *testing.T) {
 		t.Skip("cluster test")
 	}
 	const maxSpans = 3
-	c := startTuned(t, 3, func(m *master.Config) {
+	c := clustertest.StartTuned(t, 3, func(m *master.Config) {
 		m.TableGroups = true
 		m.TableGroupSpans = maxSpans
 		m.Policy.SplitLoad = 1e9
 	}, nil)
-	mc := masterClient(t, c)
-	waitFor(t, 20*time.Second, "an anchor group with a leader, started", func() bool {
-		m := partitionMap(t, mc)
+	mc := clustertest.MasterClient(t, c)
+	clustertest.WaitFor(t, 20*time.Second, "an anchor group with a leader, started", func() bool {
+		m := clustertest.PartitionMap(t, mc)
 		for _, r := range m.GetRanges() {
 			if strings.HasPrefix(r.GetTable(), "_groups/") && m.GetLeaders()[r.GetRangeId()] != "" {
 				return true
@@ -44,15 +45,15 @@ func TestRacingCreatesKeepTheSpanCap(t *testing.T) {
 		}
 		return false
 	})
-	sc := serviceClient(t, c, 0)
+	sc := clustertest.ServiceClient(t, c, 0)
 	// One table first, until one lands in an anchor group (the anchor
 	// takes tables once every server reports its replica).
 	n := 0
-	waitFor(t, 20*time.Second, "a table created in an anchor's group", func() bool {
+	clustertest.WaitFor(t, 20*time.Second, "a table created in an anchor's group", func() bool {
 		name := fmt.Sprintf("warmup%d", n)
 		n++
-		newTable(t, sc, name)
-		d := spanOf(partitionMap(t, mc), name)
+		clustertest.NewTable(t, sc, name)
+		d := spanOf(clustertest.PartitionMap(t, mc), name)
 		return d != nil && rangegroup.GroupOf(d) != d.GetRangeId()
 	})
 	// Every create reads homeGroup's count, then waits before its commit
@@ -81,7 +82,7 @@ func TestRacingCreatesKeepTheSpanCap(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	m := partitionMap(t, mc)
+	m := clustertest.PartitionMap(t, mc)
 	for g, spans := range rangegroup.GroupSpans(m.GetRanges()) {
 		if spans > maxSpans {
 			t.Errorf("group %d serves %d ranges, over the cap of %d", g, spans, maxSpans)
@@ -98,10 +99,10 @@ func TestRacingCreatesKeepTheSpanCap(t *testing.T) {
 			grouped++
 		}
 		tc := sc.NewClient(name)
-		if _, err := tc.AddEntity(ctxT(t, 30*time.Second), []byte(`{"PartitionKey":"p","RowKey":"r"}`), nil); err != nil {
+		if _, err := tc.AddEntity(clustertest.Context(t, 30*time.Second), []byte(`{"PartitionKey":"p","RowKey":"r"}`), nil); err != nil {
 			t.Fatalf("write to %s: %v", name, err)
 		}
-		if _, err := tc.GetEntity(ctxT(t, 30*time.Second), "p", "r", &aztables.GetEntityOptions{}); err != nil {
+		if _, err := tc.GetEntity(clustertest.Context(t, 30*time.Second), "p", "r", &aztables.GetEntityOptions{}); err != nil {
 			t.Fatalf("read from %s: %v", name, err)
 		}
 	}
@@ -110,7 +111,7 @@ func TestRacingCreatesKeepTheSpanCap(t *testing.T) {
 		t.Fatal("no racing table joined a shared group: the race was not run")
 	}
 	full := 0
-	for _, e := range masterEvents(mc) {
+	for _, e := range clustertest.MasterEvents(mc) {
 		if e.GetCause() == "table-group-full" {
 			full++
 		}

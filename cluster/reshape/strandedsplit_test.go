@@ -1,4 +1,4 @@
-package cluster
+package reshape
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"tablestore/cluster"
+	"tablestore/cluster/clustertest"
 	"tablestore/internal/failpoint"
 	"tablestore/master"
 	pb "tablestore/proto/tablestorepb"
@@ -29,13 +31,13 @@ func TestSplitStartFailsThenOpens(t *testing.T) {
 	// Not beside other tests: the failpoint is the process's. One Raft
 	// group per table: a span of an anchor group is detached first, and
 	// the failpoint strikes that start (TestDetachStartFailsThenOpens).
-	c := startTuned(t, 3, func(m *master.Config) { quietPolicies(m); m.TableGroups = false }, nil)
-	sc := serviceClient(t, c, 0)
-	ctx := ctxT(t, 2*time.Minute)
-	mc := masterClient(t, c)
+	c := clustertest.StartTuned(t, 3, func(m *master.Config) { clustertest.QuietPolicies(m); m.TableGroups = false }, nil)
+	sc := clustertest.ServiceClient(t, c, 0)
+	ctx := clustertest.Context(t, 2*time.Minute)
+	mc := clustertest.MasterClient(t, c)
 	const table = "strandedsplit"
-	tc := newTable(t, sc, table)
-	w := startWorkload(t, tc, 4, spreadKeys)
+	tc := clustertest.NewTable(t, sc, table)
+	w := clustertest.StartWorkload(t, tc, 4, clustertest.SpreadKeys)
 	time.Sleep(300 * time.Millisecond)
 
 	var fails atomic.Int32
@@ -63,8 +65,8 @@ func TestSplitStartFailsThenOpens(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("split answered after %v", time.Since(splitAt).Round(time.Millisecond))
-	waitFor(t, 5*time.Second, "the failpoint struck", func() bool { return fails.Load() >= 1 })
-	waitFor(t, 30*time.Second, "every replica of the new range serving", func() bool {
+	clustertest.WaitFor(t, 5*time.Second, "the failpoint struck", func() bool { return fails.Load() >= 1 })
+	clustertest.WaitFor(t, 30*time.Second, "every replica of the new range serving", func() bool {
 		for _, n := range c.Servers {
 			if st := n.Server; st == nil || st.ReplicaState(right.GetRangeId()) == "absent" {
 				return false
@@ -85,19 +87,19 @@ func TestSplitStartFailsThenOpens(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(2 * time.Second)
-	acked := w.halt()
+	acked := w.Halt()
 	if len(acked) == 0 {
 		t.Fatal("no write acknowledged")
 	}
-	t.Logf("%d writes acknowledged, %d failed; longest pause: %v", len(acked), w.failed.Load(), time.Duration(w.maxGap.Load()))
-	verifyExactlyOnce(t, tc, acked)
+	t.Logf("%d writes acknowledged, %d failed; longest pause: %v", len(acked), w.Failed.Load(), time.Duration(w.MaxGap.Load()))
+	clustertest.VerifyExactlyOnce(t, tc, acked)
 }
 
 // watchAbsent polls every server for every range of table, and returns a
 // function that stops the polling and tells, for a range, which server
 // lacked its replica longest while another server served one, and for
 // how long.
-func watchAbsent(t *testing.T, c *Cluster, table string) func(id uint64) (int, time.Duration) {
+func watchAbsent(t *testing.T, c *cluster.Cluster, table string) func(id uint64) (int, time.Duration) {
 	t.Helper()
 	type key struct {
 		server int
@@ -108,7 +110,7 @@ func watchAbsent(t *testing.T, c *Cluster, table string) func(id uint64) (int, t
 	longest := map[key]time.Duration{}
 	done := make(chan struct{})
 	stopped := make(chan struct{})
-	mc := masterClient(t, c)
+	mc := clustertest.MasterClient(t, c)
 	go func() {
 		defer close(stopped)
 		for {
@@ -117,13 +119,13 @@ func watchAbsent(t *testing.T, c *Cluster, table string) func(id uint64) (int, t
 				return
 			case <-time.After(50 * time.Millisecond):
 			}
-			m, err := getPartitionMap(context.Background(), mc)
+			m, err := clustertest.GetPartitionMap(context.Background(), mc)
 			if err != nil {
 				continue
 			}
 			now := time.Now()
 			mu.Lock()
-			for _, r := range tableRanges(m, table) {
+			for _, r := range clustertest.TableRanges(m, table) {
 				id := r.GetRangeId()
 				var hosted []bool
 				any := false

@@ -1,8 +1,7 @@
-package cluster
+package reshape
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,9 +11,10 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
+	"tablestore/cluster"
+	"tablestore/cluster/clustertest"
 	"tablestore/internal/masterclient"
 	"tablestore/internal/rangegroup"
-	"tablestore/partitionserver"
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -28,7 +28,7 @@ func TestReplicaDownAcrossSplit(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	besideOneOther(t)
+	clustertest.BesideOneOther(t)
 	for _, kind := range []struct {
 		name    string
 		compact bool
@@ -65,44 +65,6 @@ func TestReplicaDownAcrossSplit(t *testing.T) {
 	}
 }
 
-// writeSeq upserts n entities spread over the keys k00..k25, each within a
-// bounded time, and records them in acked.
-func writeSeq(t *testing.T, tc *aztables.Client, acked map[string]int64, tag string, n int) {
-	t.Helper()
-	for i := 0; i < n; i++ {
-		pk, rk := fmt.Sprintf("k%02d", i%26), fmt.Sprintf("%s-%04d", tag, i)
-		if err := writeOne(tc, acked, pk, rk, 20*time.Second); err != nil {
-			t.Fatalf("write %s/%s: %v", pk, rk, err)
-		}
-	}
-}
-
-// writeOne upserts one entity with the next sequence number as its value,
-// within timeout, and records it in acked once acknowledged.
-func writeOne(tc *aztables.Client, acked map[string]int64, pk, rk string, timeout time.Duration) error {
-	v := int64(len(acked) + 1)
-	body, _ := json.Marshal(map[string]any{"PartitionKey": pk, "RowKey": rk, "V": fmt.Sprint(v), "V@odata.type": "Edm.Int64"})
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	if _, err := tc.UpsertEntity(ctx, body, nil); err != nil {
-		return err
-	}
-	acked[pk+"/"+rk] = v
-	return nil
-}
-
-// rangeInfo is server s's view of one of its replicas, nil if it hosts none.
-func rangeInfo(s *partitionserver.Server, id uint64) *pb.RangeStatus {
-	if s == nil {
-		return nil
-	}
-	resp, err := s.Service().RangeInfo(context.Background(), &pb.RangeInfoRequest{RangeId: id})
-	if err != nil {
-		return nil
-	}
-	return resp.GetStatus()
-}
-
 // hasSnapshot reports whether the replica of range id in dataDir has taken
 // a Raft snapshot.
 func hasSnapshot(dataDir string, id uint64) bool {
@@ -124,7 +86,7 @@ func TestRemovedAcrossGroupSplit(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	besideOneOther(t)
+	clustertest.BesideOneOther(t)
 	sn := splitPastDownFollower(t, "removedsplit", false, splitThenDetach)
 	movedOffWhileDown(t, sn.c, sn.mc, sn.tc, sn.acked, sn.left.GetRangeId(), sn.right, sn.vi)
 }
@@ -134,7 +96,7 @@ func TestRemovedAcrossGroupSplit(t *testing.T) {
 // is gone and vi caught up on range rejoined (a span that left that group
 // while vi was down, whose new group lists vi); then degradedReadBack with
 // one of rejoined's other servers stopped.
-func movedOffWhileDown(t *testing.T, c *Cluster, mc *masterclient.Client, tc *aztables.Client, acked map[string]int64, moved uint64, rejoined *pb.RangeDescriptor, vi int) {
+func movedOffWhileDown(t *testing.T, c *cluster.Cluster, mc *masterclient.Client, tc *aztables.Client, acked map[string]int64, moved uint64, rejoined *pb.RangeDescriptor, vi int) {
 	t.Helper()
 	victim := c.Servers[vi].Config.ID
 	fourth, err := c.AddServer()
@@ -145,7 +107,7 @@ func movedOffWhileDown(t *testing.T, c *Cluster, mc *masterclient.Client, tc *az
 	if err := c.WaitServersRegistered(10 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	ctx := ctxT(t, 2*time.Minute)
+	ctx := clustertest.Context(t, 2*time.Minute)
 	err = mc.Call(ctx, func(ctx context.Context, m pb.MasterServiceClient) error {
 		_, err := m.Move(ctx, &pb.MoveRequest{RangeId: moved, FromServerId: victim, ToServerId: to})
 		return err
@@ -153,22 +115,22 @@ func movedOffWhileDown(t *testing.T, c *Cluster, mc *masterclient.Client, tc *az
 	if err != nil {
 		t.Fatalf("move range %d off %s onto %s: %v", moved, victim, to, err)
 	}
-	writeSeq(t, tc, acked, "moved", 30)
+	clustertest.WriteSeq(t, tc, acked, "moved", 30)
 	if err := c.RestartServer(vi); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 40*time.Second, "the stale group gone from "+victim, func() bool {
+	clustertest.WaitFor(t, 40*time.Second, "the stale group gone from "+victim, func() bool {
 		return c.Servers[vi].Server.ReplicaState(moved) == "absent"
 	})
 	waitCaughtUp(t, c, vi, rejoined.GetRangeId())
 	degradedReadBack(t, c, tc, acked, func(i int) bool {
-		return i != vi && i != fourth && hasServer(rejoined, c.Servers[i].Config.ID)
+		return i != vi && i != fourth && clustertest.HasServer(rejoined, c.Servers[i].Config.ID)
 	})
 }
 
 // degradedReadBack stops the first server stop picks, then writes more
 // and reads every acknowledged write back exactly once.
-func degradedReadBack(t *testing.T, c *Cluster, tc *aztables.Client, acked map[string]int64, stop func(i int) bool) {
+func degradedReadBack(t *testing.T, c *cluster.Cluster, tc *aztables.Client, acked map[string]int64, stop func(i int) bool) {
 	t.Helper()
 	for i := range c.Servers {
 		if stop(i) {
@@ -179,8 +141,8 @@ func degradedReadBack(t *testing.T, c *Cluster, tc *aztables.Client, acked map[s
 			break
 		}
 	}
-	writeSeq(t, tc, acked, "degraded", 30)
-	verifyExactlyOnce(t, tc, acked)
+	clustertest.WriteSeq(t, tc, acked, "degraded", 30)
+	clustertest.VerifyExactlyOnce(t, tc, acked)
 }
 
 // TestMergeTakesTheRightRangeAlone: a cross-group merge whose right range
@@ -197,24 +159,24 @@ func TestMergeTakesTheRightRangeAlone(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	besideOneOther(t)
+	clustertest.BesideOneOther(t)
 	const table = "namesakegone"
-	c := startTuned(t, 3, quietPolicies, nil)
-	tc := newTable(t, serviceClient(t, c, 0), table)
-	mc := masterClient(t, c)
-	ctx := ctxT(t, 3*time.Minute)
+	c := clustertest.StartTuned(t, 3, clustertest.QuietPolicies, nil)
+	tc := clustertest.NewTable(t, clustertest.ServiceClient(t, c, 0), table)
+	mc := clustertest.MasterClient(t, c)
+	ctx := clustertest.Context(t, 3*time.Minute)
 	acked := map[string]int64{}
-	writeSeq(t, tc, acked, "before", 30)
+	clustertest.WriteSeq(t, tc, acked, "before", 30)
 	groups := func() string {
 		var out []string
-		for _, r := range tableRanges(partitionMap(t, mc), table) {
+		for _, r := range clustertest.TableRanges(clustertest.PartitionMap(t, mc), table) {
 			out = append(out, fmt.Sprintf("%d[%q,%q) group %d", r.GetRangeId(), r.GetStart(), r.GetEnd(), r.GetGroupId()))
 		}
 		return strings.Join(out, " ")
 	}
 	at := func(key string) *pb.RangeDescriptor {
 		t.Helper()
-		for _, r := range tableRanges(partitionMap(t, mc), table) {
+		for _, r := range clustertest.TableRanges(clustertest.PartitionMap(t, mc), table) {
 			if r.GetStart() == key {
 				return r
 			}
@@ -238,7 +200,7 @@ func TestMergeTakesTheRightRangeAlone(t *testing.T) {
 	// out of its group first (master isolate), and changes nothing else.
 	detach := func(id uint64) {
 		call(fmt.Sprintf("detach range %d", id), func(ctx context.Context, m pb.MasterServiceClient) error {
-			_, err := m.TransferLeader(ctx, &pb.MasterTransferLeaderRequest{RangeId: id, ToServerId: partitionMap(t, mc).GetLeaders()[id]})
+			_, err := m.TransferLeader(ctx, &pb.MasterTransferLeaderRequest{RangeId: id, ToServerId: clustertest.PartitionMap(t, mc).GetLeaders()[id]})
 			return err
 		})
 	}
@@ -264,7 +226,7 @@ func TestMergeTakesTheRightRangeAlone(t *testing.T) {
 		t.Fatalf("want range %d merged into %d and the range at k16 in a group of its own: %s", b, a, groups())
 	}
 	split("k22")
-	writeSeq(t, tc, acked, "shaped", 30)
+	clustertest.WriteSeq(t, tc, acked, "shaped", 30)
 	x, y := at("k16"), at("k22")
 	if rangegroup.GroupOf(y) != x.GetRangeId() {
 		t.Fatalf("want the range at k22 in group %d: %s", x.GetRangeId(), groups())

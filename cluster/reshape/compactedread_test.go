@@ -1,4 +1,4 @@
-package cluster
+package reshape
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
+	"tablestore/cluster/clustertest"
 	"tablestore/partitionserver"
 )
 
@@ -29,14 +30,14 @@ import (
 // last entry), and TestReadAfterWholeLogCompacted holds the first to
 // account without the second.
 func TestReadSplitRangeAfterBirthCompaction(t *testing.T) {
-	besideOneOther(t)
-	c := startTuned(t, 3, quietPolicies, func(s *partitionserver.Config) { s.QuiesceAfter = 0 })
+	clustertest.BesideOneOther(t)
+	c := clustertest.StartTuned(t, 3, clustertest.QuietPolicies, func(s *partitionserver.Config) { s.QuiesceAfter = 0 })
 	const table = "birthread"
-	tcl := newTable(t, serviceClient(t, c, 0), table)
-	mc := masterClient(t, c)
-	writeSeq(t, tcl, map[string]int64{}, "before", 26)
-	ctx := ctxT(t, 3*time.Minute)
-	right := splitRange(t, ctx, mc, table, "k13").GetRight().GetRangeId()
+	tcl := clustertest.NewTable(t, clustertest.ServiceClient(t, c, 0), table)
+	mc := clustertest.MasterClient(t, c)
+	clustertest.WriteSeq(t, tcl, map[string]int64{}, "before", 26)
+	ctx := clustertest.Context(t, 3*time.Minute)
+	right := clustertest.SplitRange(t, ctx, mc, table, "k13").GetRight().GetRangeId()
 	// A write after the split, before the compaction: the snapshot then
 	// ends at a command of the leader's term and takes the whole log
 	// (raft's no-op never reaches the state machine, so a snapshot of a
@@ -51,7 +52,7 @@ func TestReadSplitRangeAfterBirthCompaction(t *testing.T) {
 
 	// Every replica of the right range has compacted its birth log (a
 	// snapshot in its directory).
-	waitFor(t, 60*time.Second, "the split-born range's birth compaction", func() bool {
+	clustertest.WaitFor(t, 60*time.Second, "the split-born range's birth compaction", func() bool {
 		n := 0
 		for _, s := range c.Servers {
 			dir := filepath.Join(s.Config.DataDir, "ranges", fmt.Sprint(right), "snapshots")

@@ -1,9 +1,11 @@
-package cluster
+package reshape
 
 import (
 	"fmt"
 	"testing"
 	"time"
+
+	"tablestore/cluster/clustertest"
 )
 
 // TestSplitMissedBySnapshotWithMemberDown is chaos seed 2181's wait
@@ -20,7 +22,7 @@ func TestSplitMissedBySnapshotWithMemberDown(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	besideOneOther(t)
+	clustertest.BesideOneOther(t)
 	sn := splitPastDownFollower(t, "missedsplit", true, splitOut)
 	c, tc, acked, right, victim, vi := sn.c, sn.tc, sn.acked, sn.right, sn.victim, sn.vi
 
@@ -33,12 +35,12 @@ func TestSplitMissedBySnapshotWithMemberDown(t *testing.T) {
 	// Not before the new range's survivor knows it leads no more: a
 	// leader still within its lease could give the victim a join floor.
 	survivor := 3 - vi - other
-	waitFor(t, 10*time.Second, fmt.Sprintf("range %d leaderless on %s", right.GetRangeId(), c.Servers[survivor].Config.ID), func() bool {
-		st := rangeInfo(c.Servers[survivor].Server, right.GetRangeId())
+	clustertest.WaitFor(t, 10*time.Second, fmt.Sprintf("range %d leaderless on %s", right.GetRangeId(), c.Servers[survivor].Config.ID), func() bool {
+		st := clustertest.RangeInfo(c.Servers[survivor].Server, right.GetRangeId())
 		return st != nil && !st.GetLeader()
 	})
 	const atBirth = "tablestore_partitionserver_join_at_birth_total"
-	births := metricValue(t, atBirth, nil)
+	births := clustertest.MetricValue(t, atBirth, nil)
 	back := time.Now()
 	if err := c.RestartServer(vi); err != nil {
 		t.Fatal(err)
@@ -46,7 +48,7 @@ func TestSplitMissedBySnapshotWithMemberDown(t *testing.T) {
 	// A write into the new range: it needs the victim's replica of it.
 	const within = 5 * time.Second
 	for i := 0; ; i++ {
-		err := writeOne(tc, acked, "k20", fmt.Sprintf("back-%04d", i), 2*time.Second)
+		err := clustertest.WriteOne(tc, acked, "k20", fmt.Sprintf("back-%04d", i), 2*time.Second)
 		if err == nil {
 			break
 		}
@@ -57,9 +59,9 @@ func TestSplitMissedBySnapshotWithMemberDown(t *testing.T) {
 	t.Logf("the new range took a write %v after %s's return", time.Since(back).Round(time.Millisecond), victim)
 	// By the path under test, not another (the victim replaying the split
 	// from a log not compacted after all, or a leader's floor).
-	if n := metricValue(t, atBirth, nil) - births; n < 1 {
+	if n := clustertest.MetricValue(t, atBirth, nil) - births; n < 1 {
 		t.Fatalf("%s's replica of range %d not created at its birth floor (%s %v)", victim, right.GetRangeId(), atBirth, n)
 	}
-	writeSeq(t, tc, acked, "degraded", 30)
-	verifyExactlyOnce(t, tc, acked)
+	clustertest.WriteSeq(t, tc, acked, "degraded", 30)
+	clustertest.VerifyExactlyOnce(t, tc, acked)
 }

@@ -1,4 +1,4 @@
-package cluster
+package reshape
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"tablestore/cluster/clustertest"
 	"tablestore/internal/failpoint"
 	"tablestore/internal/masterclient"
 	"tablestore/internal/rpcerr"
@@ -33,22 +34,22 @@ func TestMergeNotColocated(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	besideOneOther(t)
+	clustertest.BesideOneOther(t)
 	const table = "notcoloc"
 	c, tcl, mc, acked, ctx, left, right := splitHalves(t, 4, table)
 	l, r := halves(t, mc, table, left, right)
-	leaders := partitionMap(t, mc).GetLeaders()
+	leaders := clustertest.PartitionMap(t, mc).GetLeaders()
 	// from: a server of both halves that leads neither (so the left
 	// half's leader, which checks its own server's replica of the right
 	// half, is elsewhere); to: the server of neither.
 	var from, to string
 	for _, rep := range r.GetReplicas() {
-		if id := rep.GetServerId(); id != leaders[left] && id != leaders[right] && hasServer(l, id) {
+		if id := rep.GetServerId(); id != leaders[left] && id != leaders[right] && clustertest.HasServer(l, id) {
 			from = id
 		}
 	}
 	for _, s := range c.Servers {
-		if id := s.Server.ID(); !hasServer(r, id) {
+		if id := s.Server.ID(); !clustertest.HasServer(r, id) {
 			to = id
 		}
 	}
@@ -57,10 +58,10 @@ func TestMergeNotColocated(t *testing.T) {
 	}
 	moveRetrying(ctx, t, mc, right, from, to)
 	fromSrv := c.Servers[c.ServerIndex(from)].Server
-	waitFor(t, 20*time.Second, "the right half's replica on "+from+" deleted", func() bool {
-		return rangeInfo(fromSrv, right) == nil
+	clustertest.WaitFor(t, 20*time.Second, "the right half's replica on "+from+" deleted", func() bool {
+		return clustertest.RangeInfo(fromSrv, right) == nil
 	})
-	if l := partitionMap(t, mc).GetLeaders()[left]; l == from {
+	if l := clustertest.PartitionMap(t, mc).GetLeaders()[left]; l == from {
 		t.Fatalf("the left half is led by %s, the server the right half left", from)
 	}
 
@@ -70,7 +71,7 @@ func TestMergeNotColocated(t *testing.T) {
 		t.Fatal(err)
 	}
 	var freeze *pb.FreezeRangeResponse
-	waitFor(t, 20*time.Second, "the right half frozen by its leader", func() bool {
+	clustertest.WaitFor(t, 20*time.Second, "the right half frozen by its leader", func() bool {
 		for _, s := range c.Servers {
 			resp, err := s.Server.Service().FreezeRange(ctx, &pb.FreezeRangeRequest{RangeId: right})
 			if err == nil {
@@ -81,12 +82,12 @@ func TestMergeNotColocated(t *testing.T) {
 		return false
 	})
 	t.Logf("right half %d frozen at %d: %s", right, freeze.GetFreezeIndex(), describe([]*pb.RangeDescriptor{freeze.GetRange()}))
-	if hasServer(freeze.GetRange(), from) {
+	if clustertest.HasServer(freeze.GetRange(), from) {
 		t.Fatalf("the freeze's descriptor still lists %s", from)
 	}
-	waitFor(t, 20*time.Second, "every replica of the right half applied the freeze", func() bool {
+	clustertest.WaitFor(t, 20*time.Second, "every replica of the right half applied the freeze", func() bool {
 		for _, rep := range freeze.GetRange().GetReplicas() {
-			st := rangeInfo(c.Servers[c.ServerIndex(rep.GetServerId())].Server, right)
+			st := clustertest.RangeInfo(c.Servers[c.ServerIndex(rep.GetServerId())].Server, right)
 			if st == nil || st.GetAppliedIndex() < freeze.GetFreezeIndex() {
 				return false
 			}
@@ -94,9 +95,9 @@ func TestMergeNotColocated(t *testing.T) {
 		return true
 	})
 	var mergeErr error
-	waitFor(t, 20*time.Second, "an answer from the left half's leader", func() bool {
+	clustertest.WaitFor(t, 20*time.Second, "an answer from the left half's leader", func() bool {
 		for _, s := range c.Servers {
-			if !hasServer(l, s.Server.ID()) {
+			if !clustertest.HasServer(l, s.Server.ID()) {
 				continue // NOT_FOUND there, which says nothing of the check
 			}
 			_, err := s.Server.Service().MergeRange(ctx, &pb.MergeRangeRequest{RangeId: left, Right: freeze.GetRange(), RightFreezeIndex: freeze.GetFreezeIndex()})
@@ -117,26 +118,26 @@ func TestMergeNotColocated(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	waitFor(t, 30*time.Second, "a write to the right half", func() bool {
+	clustertest.WaitFor(t, 30*time.Second, "a write to the right half", func() bool {
 		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		_, err := tcl.UpsertEntity(wctx, []byte(`{"PartitionKey":"k20","RowKey":"probe"}`), nil)
 		return err == nil
 	})
 	t.Logf("right half writable %v after the master restarted", time.Since(start))
-	if rs := tableRanges(partitionMap(t, mc), table); len(rs) != 2 {
+	if rs := clustertest.TableRanges(clustertest.PartitionMap(t, mc), table); len(rs) != 2 {
 		t.Fatalf("after the aborted merge: %s, want both halves", describe(rs))
 	}
-	writeSeq(t, tcl, acked, "aborted", 26)
+	clustertest.WriteSeq(t, tcl, acked, "aborted", 26)
 
-	if _, err := mergeRetrying(ctx, t, mc, left); err != nil {
+	if _, err := clustertest.MergeRetrying(ctx, t, mc, left); err != nil {
 		t.Fatalf("merge after the abort: %v", err)
 	}
-	if rs := tableRanges(partitionMap(t, mc), table); len(rs) != 1 {
+	if rs := clustertest.TableRanges(clustertest.PartitionMap(t, mc), table); len(rs) != 1 {
 		t.Fatalf("after the merge: %s, want one range", describe(rs))
 	}
-	writeSeq(t, tcl, acked, "merged", 26)
-	verifyExactlyOnce(t, tcl, acked)
+	clustertest.WriteSeq(t, tcl, acked, "merged", 26)
+	clustertest.VerifyExactlyOnce(t, tcl, acked)
 }
 
 // TestCommittedMergeMovesTheLeftRange: the master records COMMIT for a
@@ -161,7 +162,7 @@ func TestCommittedMergeMovesTheLeftRange(t *testing.T) {
 	})
 	defer failpoint.Disable("master/merge/after-freeze")
 	for attempt := 1; !fired.Load(); attempt++ {
-		_, err := mergeRetrying(ctx, t, mc, left)
+		_, err := clustertest.MergeRetrying(ctx, t, mc, left)
 		if err == nil {
 			t.Fatal("merge succeeded through master/merge/after-freeze")
 		}
@@ -173,7 +174,7 @@ func TestCommittedMergeMovesTheLeftRange(t *testing.T) {
 		}
 	}
 	l, r := halves(t, mc, table, left, right)
-	leaders := partitionMap(t, mc).GetLeaders()
+	leaders := clustertest.PartitionMap(t, mc).GetLeaders()
 	var from, to string
 	for _, rep := range l.GetReplicas() {
 		if id := rep.GetServerId(); id != leaders[left] && id != leaders[right] {
@@ -181,7 +182,7 @@ func TestCommittedMergeMovesTheLeftRange(t *testing.T) {
 		}
 	}
 	for _, s := range c.Servers {
-		if id := s.Server.ID(); !hasServer(l, id) && !hasServer(r, id) {
+		if id := s.Server.ID(); !clustertest.HasServer(l, id) && !clustertest.HasServer(r, id) {
 			to = id
 		}
 	}
@@ -193,18 +194,18 @@ func TestCommittedMergeMovesTheLeftRange(t *testing.T) {
 	failpoint.Disable("master/merge/after-freeze")
 
 	start := time.Now()
-	waitFor(t, 40*time.Second, "the committed merge carried out", func() bool {
-		return len(tableRanges(partitionMap(t, mc), table)) == 1
+	clustertest.WaitFor(t, 40*time.Second, "the committed merge carried out", func() bool {
+		return len(clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)) == 1
 	})
 	t.Logf("merged %v after the failpoint was disarmed", time.Since(start))
-	writeSeq(t, tcl, acked, "merged", 26)
-	verifyExactlyOnce(t, tcl, acked)
+	clustertest.WriteSeq(t, tcl, acked, "merged", 26)
+	clustertest.VerifyExactlyOnce(t, tcl, acked)
 }
 
 // halves returns the map's descriptors of ranges left and right.
 func halves(t *testing.T, mc *masterclient.Client, table string, left, right uint64) (l, r *pb.RangeDescriptor) {
 	t.Helper()
-	for _, d := range tableRanges(partitionMap(t, mc), table) {
+	for _, d := range clustertest.TableRanges(clustertest.PartitionMap(t, mc), table) {
 		switch d.GetRangeId() {
 		case left:
 			l = d
@@ -231,9 +232,9 @@ func moveRetrying(ctx context.Context, t *testing.T, mc *masterclient.Client, id
 		if err == nil {
 			return
 		}
-		if !rangeBusy(err) || attempt == 20 {
+		if !clustertest.RangeBusy(err) || attempt == 20 {
 			t.Fatalf("move range %d from %s to %s: %v", id, from, to, err)
 		}
-		busyPause(ctx, err)
+		clustertest.BusyPause(ctx, err)
 	}
 }

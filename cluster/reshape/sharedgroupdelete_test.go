@@ -1,4 +1,4 @@
-package cluster
+package reshape
 
 import (
 	"errors"
@@ -10,6 +10,8 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
+	"tablestore/cluster"
+	"tablestore/cluster/clustertest"
 	"tablestore/internal/failpoint"
 	"tablestore/master"
 	"tablestore/partitionserver"
@@ -30,16 +32,16 @@ func TestDroppedTableSpanLeavesSharedGroup(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	besideOneOther(t)
-	c := startTuned(t, 3, quietPolicies, nil)
-	sc := serviceClient(t, c, 0)
-	ctx := ctxT(t, 2*time.Minute)
-	tc := newTable(t, sc, "keep")
-	newTable(t, sc, "gone")
-	mc := masterClient(t, c)
-	m := partitionMap(t, mc)
-	keep, gone := tableRanges(m, "keep")[0], tableRanges(m, "gone")[0]
-	w := startWorkload(t, tc, 4, spreadKeys)
+	clustertest.BesideOneOther(t)
+	c := clustertest.StartTuned(t, 3, clustertest.QuietPolicies, nil)
+	sc := clustertest.ServiceClient(t, c, 0)
+	ctx := clustertest.Context(t, 2*time.Minute)
+	tc := clustertest.NewTable(t, sc, "keep")
+	clustertest.NewTable(t, sc, "gone")
+	mc := clustertest.MasterClient(t, c)
+	m := clustertest.PartitionMap(t, mc)
+	keep, gone := clustertest.TableRanges(m, "keep")[0], clustertest.TableRanges(m, "gone")[0]
+	w := clustertest.StartWorkload(t, tc, 4, clustertest.SpreadKeys)
 	if _, err := sc.DeleteTable(ctx, "gone", nil); err != nil {
 		t.Fatal(err)
 	}
@@ -48,12 +50,12 @@ func TestDroppedTableSpanLeavesSharedGroup(t *testing.T) {
 		Generation: 1, Replicas: keep.GetReplicas()}
 	addSpanOnLeader(t, c, keep.GetRangeId(), span, late)
 	waitReplicas(t, c, 30*time.Second, "the dropped span gone from every server, keep's range on every server", []uint64{late}, []uint64{keep.GetRangeId()})
-	acked := w.halt()
+	acked := w.Halt()
 	if len(acked) == 0 {
 		t.Fatal("no write acknowledged")
 	}
-	t.Logf("%d writes acknowledged, %d failed", len(acked), w.failed.Load())
-	verifyExactlyOnce(t, tc, acked)
+	t.Logf("%d writes acknowledged, %d failed", len(acked), w.Failed.Load())
+	clustertest.VerifyExactlyOnce(t, tc, acked)
 	// A follower that applied the add late detaches and deletes it too.
 	waitReplicas(t, c, 20*time.Second, "still: the dropped span on no server, keep's range on every server", []uint64{late}, []uint64{keep.GetRangeId()})
 }
@@ -75,23 +77,23 @@ func TestDeleteTableOfSharedGroup(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	besideOneOther(t)
-	c := startTuned(t, 3, func(m *master.Config) { quietPolicies(m); m.TableGroups = false }, nil)
-	sc := serviceClient(t, c, 0)
-	ctx := ctxT(t, 2*time.Minute)
+	clustertest.BesideOneOther(t)
+	c := clustertest.StartTuned(t, 3, func(m *master.Config) { clustertest.QuietPolicies(m); m.TableGroups = false }, nil)
+	sc := clustertest.ServiceClient(t, c, 0)
+	ctx := clustertest.Context(t, 2*time.Minute)
 	tc, keep := sharedGroupTables(t, c, sc)
-	w := startWorkload(t, tc, 4, spreadKeys)
+	w := clustertest.StartWorkload(t, tc, 4, clustertest.SpreadKeys)
 	if _, err := sc.DeleteTable(ctx, "gone", nil); err != nil {
 		t.Fatal(err)
 	}
 	waitReplicas(t, c, 30*time.Second, "gone's span deleted on every server, keep's range on every server", []uint64{added}, []uint64{keep.GetRangeId()})
-	acked := w.halt()
+	acked := w.Halt()
 	if len(acked) == 0 {
 		t.Fatal("no write acknowledged")
 	}
-	t.Logf("%d writes acknowledged, %d failed", len(acked), w.failed.Load())
-	verifyExactlyOnce(t, tc, acked)
-	if rs := tableRanges(partitionMap(t, masterClient(t, c)), "keep"); len(rs) != 1 || rs[0].GetRangeId() != keep.GetRangeId() {
+	t.Logf("%d writes acknowledged, %d failed", len(acked), w.Failed.Load())
+	clustertest.VerifyExactlyOnce(t, tc, acked)
+	if rs := clustertest.TableRanges(clustertest.PartitionMap(t, clustertest.MasterClient(t, c)), "keep"); len(rs) != 1 || rs[0].GetRangeId() != keep.GetRangeId() {
 		t.Errorf("keep's ranges after the delete: %v", rs)
 	}
 }
@@ -106,19 +108,19 @@ const added = 1000
 // heartbeats in place of "gone"'s first range (until step 4 creates such
 // tables through the master). It writes an entity to "gone" there and
 // returns "keep"'s client and range.
-func sharedGroupTables(t *testing.T, c *Cluster, sc *aztables.ServiceClient) (*aztables.Client, *pb.RangeDescriptor) {
+func sharedGroupTables(t *testing.T, c *cluster.Cluster, sc *aztables.ServiceClient) (*aztables.Client, *pb.RangeDescriptor) {
 	t.Helper()
-	ctx := ctxT(t, time.Minute)
-	tc := newTable(t, sc, "keep")
-	newTable(t, sc, "gone")
-	mc := masterClient(t, c)
-	m := partitionMap(t, mc)
-	keep, gone := tableRanges(m, "keep")[0], tableRanges(m, "gone")[0]
+	ctx := clustertest.Context(t, time.Minute)
+	tc := clustertest.NewTable(t, sc, "keep")
+	clustertest.NewTable(t, sc, "gone")
+	mc := clustertest.MasterClient(t, c)
+	m := clustertest.PartitionMap(t, mc)
+	keep, gone := clustertest.TableRanges(m, "keep")[0], clustertest.TableRanges(m, "gone")[0]
 	span := &pb.RangeDescriptor{RangeId: added, GroupId: keep.GetRangeId(), Table: "gone", TableId: gone.GetTableId(),
 		Generation: 1, Replicas: keep.GetReplicas()}
 	addSpanOnLeader(t, c, keep.GetRangeId(), span, added)
-	waitFor(t, 20*time.Second, "the map: gone's range is a span of keep's group", func() bool {
-		rs := tableRanges(partitionMap(t, mc), "gone")
+	clustertest.WaitFor(t, 20*time.Second, "the map: gone's range is a span of keep's group", func() bool {
+		rs := clustertest.TableRanges(clustertest.PartitionMap(t, mc), "gone")
 		return len(rs) == 1 && rs[0].GetRangeId() == added && rs[0].GetGroupId() == keep.GetRangeId()
 	})
 	if _, err := sc.NewClient("gone").AddEntity(ctx, []byte(`{"PartitionKey":"p","RowKey":"r"}`), nil); err != nil {
@@ -139,15 +141,15 @@ func TestDeleteTableOfSharedGroupAcrossMasterFailover(t *testing.T) {
 	}
 	// Not beside another test: the failpoint is the process's.
 	// The shared group is built by hand: tables in groups of their own.
-	c, err := Start(Options{Masters: 3, Servers: 3, Frontends: 1, DataDir: t.TempDir(),
-		TuneMaster: func(m *master.Config) { quietPolicies(m); m.TableGroups = false },
+	c, err := cluster.Start(cluster.Options{Masters: 3, Servers: 3, Frontends: 1, DataDir: t.TempDir(),
+		TuneMaster: func(m *master.Config) { clustertest.QuietPolicies(m); m.TableGroups = false },
 		TuneServer: func(cfg *partitionserver.Config) { cfg.HeartbeatInterval = 200 * time.Millisecond }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	sc := serviceClient(t, c, 0)
-	ctx := ctxT(t, 2*time.Minute)
+	sc := clustertest.ServiceClient(t, c, 0)
+	ctx := clustertest.Context(t, 2*time.Minute)
 	tc, keep := sharedGroupTables(t, c, sc)
 	reached, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
@@ -157,7 +159,7 @@ func TestDeleteTableOfSharedGroupAcrossMasterFailover(t *testing.T) {
 		return errors.New("the master dies after the isolate")
 	})
 	t.Cleanup(func() { failpoint.Disable("master/delete-table/after-isolate") })
-	w := startWorkload(t, tc, 4, spreadKeys)
+	w := clustertest.StartWorkload(t, tc, 4, clustertest.SpreadKeys)
 	go func() {
 		_, err := sc.DeleteTable(ctx, "gone", nil)
 		t.Logf("delete: %v", err)
@@ -167,27 +169,27 @@ func TestDeleteTableOfSharedGroupAcrossMasterFailover(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the delete never isolated gone's range")
 	}
-	old := leaderOf(t, c)
+	old := clustertest.LeaderOf(t, c)
 	if err := old.StepDown(); err != nil {
 		t.Fatalf("step down: %v", err)
 	}
-	waitFor(t, 10*time.Second, "another master to lead", func() bool {
-		l := leaderOf(t, c)
+	clustertest.WaitFor(t, 10*time.Second, "another master to lead", func() bool {
+		l := clustertest.LeaderOf(t, c)
 		return l != old
 	})
 	failpoint.Disable("master/delete-table/after-isolate")
 	close(release)
-	waitFor(t, 30*time.Second, "the name free again (the new leader froze and confirmed)", func() bool {
+	clustertest.WaitFor(t, 30*time.Second, "the name free again (the new leader froze and confirmed)", func() bool {
 		_, err := sc.CreateTable(ctx, "gone", nil)
-		return err == nil || azureCode(err, http.StatusConflict, "TableAlreadyExists")
+		return err == nil || clustertest.AzureCode(err, http.StatusConflict, "TableAlreadyExists")
 	})
 	waitReplicas(t, c, 30*time.Second, "gone's old span deleted on every server, keep's range on every server", []uint64{added}, []uint64{keep.GetRangeId()})
-	acked := w.halt()
+	acked := w.Halt()
 	if len(acked) == 0 {
 		t.Fatal("no write acknowledged")
 	}
-	t.Logf("%d writes acknowledged, %d failed", len(acked), w.failed.Load())
-	verifyExactlyOnce(t, tc, acked)
+	t.Logf("%d writes acknowledged, %d failed", len(acked), w.Failed.Load())
+	clustertest.VerifyExactlyOnce(t, tc, acked)
 	if _, err := sc.NewClient("gone").GetEntity(ctx, "p", "r", nil); err == nil {
 		t.Error("the new table holds the deleted table's entity")
 	}
@@ -195,10 +197,10 @@ func TestDeleteTableOfSharedGroupAcrossMasterFailover(t *testing.T) {
 
 // addSpanOnLeader adds span to group through whichever server leads it
 // (AddSpan), waiting until one applied it.
-func addSpanOnLeader(t *testing.T, c *Cluster, group uint64, span *pb.RangeDescriptor, floor uint64) {
+func addSpanOnLeader(t *testing.T, c *cluster.Cluster, group uint64, span *pb.RangeDescriptor, floor uint64) {
 	t.Helper()
-	ctx := ctxT(t, time.Minute)
-	waitFor(t, 20*time.Second, fmt.Sprintf("range %d added to group %d on its leader", span.GetRangeId(), group), func() bool {
+	ctx := clustertest.Context(t, time.Minute)
+	clustertest.WaitFor(t, 20*time.Second, fmt.Sprintf("range %d added to group %d on its leader", span.GetRangeId(), group), func() bool {
 		for _, n := range c.Servers {
 			if _, err := n.Server.Service().AddSpan(ctx, &pb.AddSpanRequest{GroupRangeId: group, Range: span, Floor: floor}); err == nil {
 				return true
