@@ -435,21 +435,31 @@ func (c *Cluster) waitMasterLeader(timeout time.Duration) error {
 }
 
 // WaitServersRegistered polls until a master leader reports every
-// partition server alive.
+// running partition server alive. A stopped one is not waited for: the
+// leader counts it down after the server timeout, so counting every server
+// (as before) passed only while a stopped one had not yet timed out.
 func (c *Cluster) WaitServersRegistered(timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
 		for _, m := range c.Masters {
-			if m.Server == nil || !m.Server.IsLeader() {
-				continue
-			}
-			if m.Server.LiveServers() >= len(c.Servers) {
+			if m.Server != nil && m.Server.IsLeader() && c.runningUpAt(m.Server) {
 				return nil
 			}
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	return fmt.Errorf("cluster: partition servers not registered within %v", timeout)
+}
+
+// runningUpAt reports whether master m hears from every running partition
+// server.
+func (c *Cluster) runningUpAt(m *master.Server) bool {
+	for _, n := range c.Servers {
+		if n.Server != nil && !m.ServerUp(n.Config.ID) {
+			return false
+		}
+	}
+	return true
 }
 
 // Endpoint is the front-end i's Azure Table endpoint (path-style, https

@@ -641,6 +641,10 @@ func (s *Server) health(now time.Time) clusterHealth {
 	return h
 }
 
+// ServerUp reports whether partition server id was heard from within the
+// server timeout (only the leader hears them).
+func (s *Server) ServerUp(id string) bool { return s.upAt(s.reports.seen(), id, time.Now()) }
+
 // LiveServers counts the partition servers heard from within the server
 // timeout.
 func (s *Server) LiveServers() int {
