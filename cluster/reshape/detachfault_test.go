@@ -2,9 +2,7 @@ package reshape
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -62,29 +60,9 @@ func TestDetachStartFailsThenOpens(t *testing.T) {
 	w := clustertest.StartWorkload(t, tc, 4, clustertest.SpreadKeys)
 	time.Sleep(300 * time.Millisecond)
 
-	var fails atomic.Int32
-	failpoint.Enable("partitionserver/split/start-fails", func() error {
-		if fails.Add(1) == 1 {
-			return errors.New("failpoint: starting the detached range's group failed")
-		}
-		return nil
-	})
-	t.Cleanup(func() { failpoint.Disable("partitionserver/split/start-fails") })
-	absent := watchAbsent(t, c, table)
-	var right *pb.RangeDescriptor
-	splitAt := time.Now()
-	err := mc.Call(ctx, func(_ context.Context, m pb.MasterServiceClient) error {
-		// The test's deadline: the detach's answer waits for the
-		// group's leader (leadRight), which can be the struck server.
-		resp, err := m.Split(ctx, &pb.SplitRequest{Table: table, PartitionKey: "k13"})
-		right = resp.GetRight()
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("split answered after %v", time.Since(splitAt).Round(time.Millisecond))
-	clustertest.WaitFor(t, 5*time.Second, "the failpoint struck", func() bool { return fails.Load() >= 1 })
+	// The detach before the split is the first start: the failpoint
+	// strikes the detached range's group.
+	right, absent := splitFailingFirstStart(ctx, t, c, mc, table, "k13")
 	left := clustertest.TableRanges(clustertest.PartitionMap(t, mc), table)[0]
 	if left.GetRangeId() != span.GetRangeId() || rangegroup.GroupOf(left) != left.GetRangeId() {
 		t.Fatalf("after the split the table's first range is %s, want range %d in a group of its own", describe([]*pb.RangeDescriptor{left}), span.GetRangeId())
@@ -103,20 +81,7 @@ func TestDetachStartFailsThenOpens(t *testing.T) {
 		t.Fatalf("no replica of the detached range %d was missing for a second while another served (longest %v): the failpoint did not strike the detach", left.GetRangeId(), longest)
 	}
 	t.Logf("server %d's replica of the detached range %d was missing for %v", stranded, left.GetRangeId(), longest.Round(time.Millisecond))
-
-	// The opened replica serves: stop another server; it and the last
-	// one are a majority of every range.
-	other := (stranded + 1) % len(c.Servers)
-	if err := c.StopServer(other); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(2 * time.Second)
-	acked := w.Halt()
-	if len(acked) == 0 {
-		t.Fatal("no write acknowledged")
-	}
-	t.Logf("%d writes acknowledged, %d failed; longest pause: %v", len(acked), w.Failed.Load(), time.Duration(w.MaxGap.Load()))
-	clustertest.VerifyExactlyOnce(t, tc, acked)
+	openedReplicaServes(t, c, tc, w, stranded)
 }
 
 // TestStaleAnchorDoesNotHoldUpDetachedRange replays
@@ -217,15 +182,8 @@ func TestStaleAnchorDoesNotHoldUpDetachedRange(t *testing.T) {
 	failpoint.Disable("master/delete-replica-later")
 
 	// The split-off range lives on the healed server and one more.
-	for _, r := range right.GetReplicas() {
-		if sid := r.GetServerId(); sid != victim {
-			t.Logf("stopping %s", sid)
-			if err := c.StopServer(c.ServerIndex(sid)); err != nil {
-				t.Fatal(err)
-			}
-			break
-		}
-	}
-	clustertest.WriteSeq(t, tc, acked, "degraded", 30)
-	clustertest.VerifyExactlyOnce(t, tc, acked)
+	degradedReadBack(t, c, tc, acked, func(i int) bool {
+		id := c.Servers[i].Config.ID
+		return id != victim && clustertest.HasServer(right, id)
+	})
 }

@@ -8,9 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
 	"tablestore/cluster"
 	"tablestore/cluster/clustertest"
 	"tablestore/internal/failpoint"
+	"tablestore/internal/masterclient"
 	"tablestore/master"
 	pb "tablestore/proto/tablestorepb"
 )
@@ -40,32 +43,7 @@ func TestSplitStartFailsThenOpens(t *testing.T) {
 	w := clustertest.StartWorkload(t, tc, 4, clustertest.SpreadKeys)
 	time.Sleep(300 * time.Millisecond)
 
-	var fails atomic.Int32
-	failpoint.Enable("partitionserver/split/start-fails", func() error {
-		if fails.Add(1) == 1 {
-			return errors.New("failpoint: starting the split range failed")
-		}
-		return nil
-	})
-	t.Cleanup(func() { failpoint.Disable("partitionserver/split/start-fails") })
-	// Watched from before the split: when the failpoint strikes the new
-	// range's preferred leader, the master answers only once that server
-	// leads (leadRight), which can be after the reconcile opened it.
-	absent := watchAbsent(t, c, table)
-	var right *pb.RangeDescriptor
-	splitAt := time.Now()
-	err := mc.Call(ctx, func(_ context.Context, m pb.MasterServiceClient) error {
-		// The test's deadline, not the client's 5 s per attempt: the
-		// answer can wait for the struck server, as above.
-		resp, err := m.Split(ctx, &pb.SplitRequest{Table: table, PartitionKey: "k13"})
-		right = resp.GetRight()
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("split answered after %v", time.Since(splitAt).Round(time.Millisecond))
-	clustertest.WaitFor(t, 5*time.Second, "the failpoint struck", func() bool { return fails.Load() >= 1 })
+	right, absent := splitFailingFirstStart(ctx, t, c, mc, table, "k13")
 	clustertest.WaitFor(t, 30*time.Second, "every replica of the new range serving", func() bool {
 		for _, n := range c.Servers {
 			if st := n.Server; st == nil || st.ReplicaState(right.GetRangeId()) == "absent" {
@@ -79,9 +57,50 @@ func TestSplitStartFailsThenOpens(t *testing.T) {
 		t.Fatalf("no replica of range %d was missing for a second while another served (longest %v): the failpoint proved nothing", right.GetRangeId(), longest)
 	}
 	t.Logf("server %d's replica of range %d was missing for %v", stranded, right.GetRangeId(), longest.Round(time.Millisecond))
+	openedReplicaServes(t, c, tc, w, stranded)
+}
 
-	// The opened replica serves: stop another server; it and the last
-	// one are a majority of every range.
+// splitFailingFirstStart splits table at pk with the failpoint
+// partitionserver/split/start-fails failing the first range start after
+// it is armed (a split's new range, or the group a detach before the
+// split makes), and returns the split's right range and watchAbsent's
+// report, watched from before the split: when the failpoint strikes the
+// new range's preferred leader, the master answers only once that server
+// leads (leadRight), which can be after the reconcile opened it.
+func splitFailingFirstStart(ctx context.Context, t *testing.T, c *cluster.Cluster, mc *masterclient.Client, table, pk string) (*pb.RangeDescriptor, func(id uint64) (int, time.Duration)) {
+	t.Helper()
+	var fails atomic.Int32
+	failpoint.Enable("partitionserver/split/start-fails", func() error {
+		if fails.Add(1) == 1 {
+			return errors.New("failpoint: starting the split range failed")
+		}
+		return nil
+	})
+	t.Cleanup(func() { failpoint.Disable("partitionserver/split/start-fails") })
+	absent := watchAbsent(t, c, table)
+	var right *pb.RangeDescriptor
+	splitAt := time.Now()
+	err := mc.Call(ctx, func(_ context.Context, m pb.MasterServiceClient) error {
+		// The test's deadline, not the client's 5 s per attempt: the
+		// answer can wait for the struck server, as above.
+		resp, err := m.Split(ctx, &pb.SplitRequest{Table: table, PartitionKey: pk})
+		right = resp.GetRight()
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("split answered after %v", time.Since(splitAt).Round(time.Millisecond))
+	clustertest.WaitFor(t, 5*time.Second, "the failpoint struck", func() bool { return fails.Load() >= 1 })
+	return right, absent
+}
+
+// openedReplicaServes stops the server after stranded, whose replica the
+// reconcile opened: it and the last one are a majority of every range.
+// Then it halts the workload and reads every acknowledged write back
+// exactly once.
+func openedReplicaServes(t *testing.T, c *cluster.Cluster, tc *aztables.Client, w *clustertest.Workload, stranded int) {
+	t.Helper()
 	other := (stranded + 1) % len(c.Servers)
 	if err := c.StopServer(other); err != nil {
 		t.Fatal(err)
