@@ -201,7 +201,8 @@ func TestHomeGroup(t *testing.T) {
 		want     uint64
 	}{
 		{"no anchor", servers(nil), []*scheduler.Range{plain(1, "a")}, "", 0, 64, 0},
-		{"fewest spans", servers(nil), []*scheduler.Range{g1(), g2(), span(3, 1, "a", 0)}, "", 0, 64, 2},
+		{"most spans: the fullest group with room", servers(nil), []*scheduler.Range{g1(), g2(), span(3, 1, "a", 0)}, "", 0, 64, 1},
+		{"most spans, the other way round", servers(nil), []*scheduler.Range{g1(), g2(), span(3, 2, "d", 0)}, "", 0, 64, 2},
 		{"full group skipped", servers(nil), []*scheduler.Range{g1(), span(3, 1, "a", 0)}, "", 0, 2, 0},
 		{"hot span skips its group", servers(nil), []*scheduler.Range{g1(), g2(), span(3, 2, "d", 500), span(4, 1, "a", 0)}, "", 0, 64, 1},
 		{"tie: the leader leading fewest groups", servers(nil), []*scheduler.Range{g1(), g2(), plain(3, "a")}, "", 0, 64, 2},
@@ -215,10 +216,10 @@ func TestHomeGroup(t *testing.T) {
 		{"anchor without a leader", servers(nil), []*scheduler.Range{anchor(1, "", "a", "b", "c")}, "", 0, 64, 0},
 		{"cold spans each under merge-bytes, together at the group bound", servers(nil),
 			[]*scheduler.Range{g1(), sized(3, 1, 30<<20), sized(4, 1, 30<<20), sized(5, 1, 30<<20), sized(6, 1, 30<<20),
-				g2(), sized(7, 2, 1<<20), sized(8, 2, 1<<20), sized(9, 2, 1<<20), sized(10, 2, 1<<20), sized(11, 2, 1<<20)}, "", 0, 64, 2},
+				g2(), sized(7, 2, 1<<20)}, "", 0, 64, 2},
 		{"cold spans each under merge-bytes, together under the group bound", servers(nil),
 			[]*scheduler.Range{g1(), sized(3, 1, 30<<20), sized(4, 1, 30<<20), sized(5, 1, 30<<20),
-				g2(), sized(7, 2, 1<<20), sized(8, 2, 1<<20), sized(9, 2, 1<<20), sized(10, 2, 1<<20), sized(11, 2, 1<<20)}, "", 0, 64, 1},
+				g2(), sized(7, 2, 1<<20)}, "", 0, 64, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
