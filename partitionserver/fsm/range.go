@@ -141,9 +141,9 @@ func (sp *spanApply) edit(c *applyCtx) *pb.RangeState {
 
 // touched is the spans whose states the batch's end may have to write
 // back, publish and commit: the edited ones, unless the batch changed the
-// set of spans (created, dropped or lost one), when it is every live span,
-// as before edited was kept. Either way a span no longer live is not in
-// it.
+// set of spans (created, dropped or lost one), when it is every live span
+// (such a batch is rare and resorts the group anyway). Either way a span
+// no longer live is not in it.
 func (c *applyCtx) touched() []*spanApply {
 	if c.spansChanged {
 		return c.spans
