@@ -80,7 +80,7 @@ func applyDetachSpan(c *applyCtx, payload []byte) *Result {
 		return &Result{Err: err}
 	}
 	c.dropSpan(slices.IndexFunc(c.spans, func(sp *spanApply) bool { return sp.r.id == id }))
-	st := stay.edit()
+	st := stay.edit(c)
 	st.RecentSplits = recordSplit(st.GetRecentSplits(), c.log.Index, moved)
 	c.created = append(c.created, created{parent: stay.r.id, desc: moved, preferredLeader: cmd.GetPreferredLeader()})
 	// The span's cursor is its old Range's; the new group's starts over.

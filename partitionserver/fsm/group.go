@@ -53,6 +53,10 @@ type Group struct {
 
 	hooks Hooks
 
+	// bufs are the last batch's apply states of the spans, for the next
+	// (takeBufs); only the apply goroutine touches them.
+	bufs applyBufs
+
 	// checked is 1 + the store's records count when this group last
 	// read every span's record (0: never); only the apply goroutine
 	// touches it.
@@ -285,15 +289,12 @@ func (g *Group) ApplyBatch(logs []*raft.Log) []interface{} {
 	results := make([]interface{}, len(logs))
 	g.mu.RLock()
 	applied := g.last
-	spans := g.spansLocked()
-	states := make([]*pb.RangeState, len(spans))
-	for i, r := range spans {
-		states[i] = r.state
-	}
-	g.mu.RUnlock()
 	if len(logs) == 0 || logs[len(logs)-1].Index <= applied {
+		g.mu.RUnlock()
 		return results
 	}
+	bufs := g.takeBufs()
+	g.mu.RUnlock()
 	g.waitMerges(logs, applied)
 	c := &applyCtx{store: g.store, group: g.id, owner: g}
 	var gone []*Range
@@ -306,26 +307,9 @@ func (g *Group) ApplyBatch(logs []*raft.Log) []interface{} {
 	err := g.store.apply(func(tx *bolt.Tx) error {
 		c.tx = tx
 		check := g.store.records.Load() + 1
-		// One allocation for every span's apply state, not one each.
-		all := make([]spanApply, len(spans))
-		c.spans = make([]*spanApply, 0, len(spans))
-		for i, r := range spans {
-			all[i] = spanApply{r: r, state: states[i]}
-			if g.checked == check {
-				c.spans = append(c.spans, &all[i])
-				continue
-			}
-			if !namesGroup(tx.Bucket(bucketRanges).Get(u64(r.id)), r.id, g.id) {
-				// Merged into its left neighbour (or deleted) by an
-				// entry of another group, or its record taken by
-				// another group (a snapshot of the group that serves
-				// it now, a split replacing a record stored ahead):
-				// writing its state back would resurrect it, or take
-				// the span from the group its record names.
-				gone = append(gone, r)
-				continue
-			}
-			c.spans = append(c.spans, &all[i])
+		c.spans, c.edited = bufs.spans, bufs.edited
+		if g.checked != check {
+			c.spans, gone = g.liveSpans(tx, bufs.spans)
 		}
 		c.spansChanged = len(gone) > 0
 		g.checked = check
@@ -356,15 +340,10 @@ func (g *Group) ApplyBatch(logs []*raft.Log) []interface{} {
 			last = l.Index
 		}
 		if len(c.spans) > 0 {
-			c.carrier().edit().AppliedIndex = last
+			c.carrier().edit(c).AppliedIndex = last
 		}
-		for _, sp := range c.spans {
-			if !sp.edited {
-				continue
-			}
-			if err := putState(tx, sp.state); err != nil {
-				return err
-			}
+		if err := c.writeBack(); err != nil {
+			return err
 		}
 		g.settle(c, gone)
 		return nil
@@ -384,12 +363,113 @@ func (g *Group) ApplyBatch(logs []*raft.Log) []interface{} {
 		return results
 	}
 	g.mu.Lock()
-	for _, sp := range c.spans {
-		sp.r.state = sp.state
+	// A span the batch did not edit kept the state it started from.
+	for _, sc := range c.commit {
+		sc.r.state = sc.state
 	}
 	g.last = last
 	g.mu.Unlock()
+	g.keepBufs(c)
 	return results
+}
+
+// applyBufs are the group's spans as a batch applies to them
+// (applyCtx.spans, each span's state from before the batch), kept for the
+// next batch: a batch that leaves the set of spans as it was leaves every
+// entry holding its span's state again once it published them (keepBufs),
+// so the next batch starts from them without reading every span, and a
+// batch that writes one span of a group of a thousand costs that span
+// (docs/performance.md, session 37). Only the apply goroutine touches
+// them; nothing keeps an entry past ApplyBatch (Group.committed reads
+// applyCtx.commit).
+type applyBufs struct {
+	// sorted is the group's sorted list the entries were made from:
+	// replaced whenever the set of spans changes (resortLocked), which
+	// makes them stale.
+	sorted []*Range
+	spans  []*spanApply
+	edited []*spanApply
+	// ok: the last batch left the entries matching their spans' states.
+	ok bool
+}
+
+// takeBufs returns the batch's spans' apply states: the last batch's when
+// they still match the group's spans, else made anew from them. g.mu is
+// held.
+func (g *Group) takeBufs() *applyBufs {
+	b, sorted := &g.bufs, g.spansLocked()
+	if b.ok && len(sorted) > 0 && len(b.sorted) == len(sorted) && &b.sorted[0] == &sorted[0] {
+		b.ok = false // until keepBufs: a batch that panics leaves them stale
+		return b
+	}
+	all := make([]spanApply, len(sorted))
+	spans := make([]*spanApply, len(sorted))
+	for i, r := range sorted {
+		all[i] = spanApply{r: r, state: r.state}
+		spans[i] = &all[i]
+	}
+	*b = applyBufs{sorted: sorted, spans: spans, edited: b.edited[:0]}
+	return b
+}
+
+// keepBufs readies the group's apply states for the next batch once c's
+// batch published its spans' states: every entry holds its span's state
+// and is unedited again. A batch that changed the set of spans resorted
+// the group's list; the next batch makes its entries anew.
+func (g *Group) keepBufs(c *applyCtx) {
+	if c.spansChanged {
+		return
+	}
+	for _, sp := range c.edited {
+		sp.edited = false
+	}
+	g.bufs.edited = c.edited[:0]
+	g.bufs.ok = true
+}
+
+// liveSpans is spans without those whose stored records no longer name
+// the group (gone): read when the store's records changed since the group
+// last looked (Group.checked).
+func (g *Group) liveSpans(tx *bolt.Tx, spans []*spanApply) (live []*spanApply, gone []*Range) {
+	live = spans
+	for i, sp := range spans {
+		if namesGroup(tx.Bucket(bucketRanges).Get(u64(sp.r.id)), sp.r.id, g.id) {
+			if gone != nil {
+				live = append(live, sp)
+			}
+			continue
+		}
+		// Merged into its left neighbour (or deleted) by an entry of
+		// another group, or its record taken by another group (a
+		// snapshot of the group that serves it now, a split replacing a
+		// record stored ahead): writing its state back would resurrect
+		// it, or take the span from the group its record names.
+		if gone == nil {
+			live = append(make([]*spanApply, 0, len(spans)), spans[:i]...)
+		}
+		gone = append(gone, sp.r)
+	}
+	return live, gone
+}
+
+// writeBack stores the state of every span the batch edited, in range id
+// order, and lists the states its commit makes the spans' (commit).
+func (c *applyCtx) writeBack() error {
+	if !c.spansChanged && len(c.edited) > 1 {
+		slices.SortFunc(c.edited, func(a, b *spanApply) int { return cmp.Compare(a.r.id, b.r.id) })
+	}
+	touched := c.touched()
+	c.commit = make([]spanCommit, 0, len(touched))
+	for _, sp := range touched {
+		c.commit = append(c.commit, spanCommit{r: sp.r, state: sp.state})
+		if !sp.edited {
+			continue
+		}
+		if err := putState(c.tx, sp.state); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // entryApplied records entry index as applied in every span the batch
@@ -397,16 +477,21 @@ func (g *Group) ApplyBatch(logs []*raft.Log) []interface{} {
 // crosses a multiple of pruneEvery, which every replica does at the same
 // entry (the prune reads a span's state and changes only its records).
 func (c *applyCtx) entryApplied(index uint64) error {
-	for _, sp := range c.spans {
+	for _, sp := range c.touched() {
 		if sp.edited {
 			sp.state.AppliedIndex = index
 		}
+	}
+	if index%pruneEvery != 0 {
+		return nil
+	}
+	for _, sp := range c.spans {
 		// A frozen range's records stay as the freeze left them: a
 		// merge takes them over from each server's replica, which may
 		// have applied entries past the freeze that another has not
 		// (the merge needs only the freeze), so a prune here would
 		// leave the merged range's replicas with different records.
-		if index%pruneEvery == 0 && !sp.state.GetFrozen() {
+		if !sp.state.GetFrozen() {
 			if err := c.store.prune(c.tx, sp.state, &sp.r.prune); err != nil {
 				return err
 			}
@@ -477,8 +562,11 @@ func namesGroup(v []byte, id, group uint64) bool {
 // committed runs once a batch's transaction is committed: readers may see
 // it, and ranges it created exist.
 func (g *Group) committed(c *applyCtx, last uint64) {
-	for _, sp := range c.spans {
-		sp.r.committed.Store(sp.state)
+	// A span the batch did not edit holds the state an earlier batch's
+	// commit stored. Not c.spans: the next batch, which may have started,
+	// reuses its entries (applyBufs).
+	for _, sc := range c.commit {
+		sc.r.committed.Store(sc.state)
 	}
 	if len(c.spans) == 0 {
 		// Gone: nothing was applied.

@@ -68,9 +68,12 @@ func applyMergeSpans(c *applyCtx, payload []byte) *Result {
 }
 
 // dropSpan removes the batch's i-th live span from the group: its record
-// is gone, and the batch must not write it back.
+// is gone, and the batch must not write it back (edited no longer lists
+// it either).
 func (c *applyCtx) dropSpan(i int) {
-	c.dropped = append(c.dropped, c.spans[i].r)
+	sp := c.spans[i]
+	c.dropped = append(c.dropped, sp.r)
 	c.spans = slices.Delete(c.spans, i, i+1)
+	c.edited = slices.DeleteFunc(c.edited, func(e *spanApply) bool { return e == sp })
 	c.spansChanged = true
 }

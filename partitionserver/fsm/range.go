@@ -68,6 +68,15 @@ type applyCtx struct {
 	group uint64
 	// spans are the group's live spans, in range id order.
 	spans []*spanApply
+	// edited are the spans of spans whose state the batch copied (edit,
+	// addSpan), in the order it did: what the batch's end writes back,
+	// publishes and commits while the set of spans is the one it started
+	// with (touched), so that a batch writing one span of a large group
+	// costs that span, not every span (docs/performance.md, session 37).
+	edited []*spanApply
+	// commit lists the states the batch's commit makes its spans'
+	// committed ones (writeBack): those of touched.
+	commit []spanCommit
 	// state is the state of the span the command (for a write batch,
 	// the write) addresses; nil when it names none of the group's.
 	state *pb.RangeState
@@ -113,14 +122,33 @@ type spanApply struct {
 	edited bool
 }
 
+// spanCommit is a span's state as a batch left it, for its commit.
+type spanCommit struct {
+	r     *Range
+	state *pb.RangeState
+}
+
 // edit returns the span's state for a command to change, copying it the
-// first time in the batch.
-func (sp *spanApply) edit() *pb.RangeState {
+// first time in the batch (and listing it in c.edited).
+func (sp *spanApply) edit(c *applyCtx) *pb.RangeState {
 	if !sp.edited {
 		sp.state = proto.Clone(sp.state).(*pb.RangeState)
 		sp.edited = true
+		c.edited = append(c.edited, sp)
 	}
 	return sp.state
+}
+
+// touched is the spans whose states the batch's end may have to write
+// back, publish and commit: the edited ones, unless the batch changed the
+// set of spans (created, dropped or lost one), when it is every live span
+// (such a batch is rare and resorts the group anyway). Either way a span
+// no longer live is not in it.
+func (c *applyCtx) touched() []*spanApply {
+	if c.spansChanged {
+		return c.spans
+	}
+	return c.edited
 }
 
 // spanID is the span a command names: 0 names the span the group is named
@@ -140,7 +168,7 @@ func (c *applyCtx) spanID(id uint64) uint64 {
 func (c *applyCtx) address(id uint64) bool {
 	c.state = nil
 	if sp := c.span(c.spanID(id)); sp != nil {
-		c.state = sp.edit()
+		c.state = sp.edit(c)
 	}
 	return c.state != nil
 }

@@ -371,7 +371,7 @@ func applySetReplicas(c *applyCtx, payload []byte) *Result {
 		}
 	}
 	for _, sp := range c.spans {
-		st := sp.edit()
+		st := sp.edit(c)
 		d := proto.Clone(st.GetRange()).(*pb.RangeDescriptor)
 		d.Replicas = cmd.GetReplicas()
 		d.Generation++

@@ -128,5 +128,6 @@ func (c *applyCtx) addSpan(st *pb.RangeState) {
 	sp := &spanApply{r: r, state: st, edited: true}
 	i, _ := slices.BinarySearchFunc(c.spans, r.id, func(s *spanApply, id uint64) int { return cmp.Compare(s.r.id, id) })
 	c.spans = slices.Insert(c.spans, i, sp)
+	c.edited = append(c.edited, sp)
 	c.spansChanged = true
 }
