@@ -11,7 +11,6 @@ import (
 	"github.com/hashicorp/raft"
 	bolt "go.etcd.io/bbolt"
 
-	"tablestore/internal/logging"
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -30,21 +29,8 @@ var bufSpans = []*pb.RangeDescriptor{
 // hour (only the test's flushes commit) and opens group 5.
 func manualGroupStore(t *testing.T, descs []*pb.RangeDescriptor) (*Store, *Group) {
 	t.Helper()
-	s, err := OpenWithInterval(filepath.Join(t.TempDir(), "state.db"), time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	for _, d := range descs {
-		if err := s.CreateRange(d, true); err != nil {
-			t.Fatal(err)
-		}
-	}
-	g, err := s.OpenGroup(5, logging.Discard())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s, g
+	path := filepath.Join(t.TempDir(), "state.db")
+	return groupStoreOf(t, descs, func() (*Store, error) { return OpenWithInterval(path, time.Hour) })
 }
 
 // TestCommitShowsItsOwnBatch: batches 1 and 2 write span 9 and wait in

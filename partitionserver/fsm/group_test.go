@@ -32,7 +32,13 @@ var twoSpans = []*pb.RangeDescriptor{
 // openGroupStore stores descs in a new file at dir and opens group 5.
 func openGroupStore(t *testing.T, dir string, descs []*pb.RangeDescriptor) (*Store, *Group) {
 	t.Helper()
-	s, err := Open(filepath.Join(dir, "state.db"))
+	return groupStoreOf(t, descs, func() (*Store, error) { return Open(filepath.Join(dir, "state.db")) })
+}
+
+// groupStoreOf stores descs in the file open opens and opens group 5.
+func groupStoreOf(t *testing.T, descs []*pb.RangeDescriptor, open func() (*Store, error)) (*Store, *Group) {
+	t.Helper()
+	s, err := open()
 	if err != nil {
 		t.Fatal(err)
 	}
