@@ -645,19 +645,6 @@ func (s *Server) health(now time.Time) clusterHealth {
 // server timeout (only the leader hears them).
 func (s *Server) ServerUp(id string) bool { return s.upAt(s.reports.seen(), id, time.Now()) }
 
-// LiveServers counts the partition servers heard from within the server
-// timeout.
-func (s *Server) LiveServers() int {
-	n, now := 0, time.Now()
-	seen := s.reports.seen()
-	for id := range seen {
-		if s.upAt(seen, id, now) {
-			n++
-		}
-	}
-	return n
-}
-
 // PartitionMap returns the current map; only the leader knows leaders and
 // liveness.
 func (s *Server) PartitionMap() *pb.PartitionMap {
