@@ -79,17 +79,17 @@ func tableCommandRetry(err error, tries int) (time.Duration, bool) {
 	return 50 * time.Millisecond << tries, true
 }
 
-// tableCommand runs fn, a table command under one request id, on the
-// master leader (masterCall), again while tableCommandRetry says so and
-// ctx allows.
-func (r *Router) tableCommand(ctx context.Context, name string, fn func(ctx context.Context, mc pb.MasterServiceClient) error) error {
+// tableCommand runs fn, a table command under one request id or a
+// replacing one (what names it in the log), on the master leader
+// (masterCall), again while tableCommandRetry says so and ctx allows.
+func (r *Router) tableCommand(ctx context.Context, what string, fn func(ctx context.Context, mc pb.MasterServiceClient) error) error {
 	for tries := 1; ; tries++ {
 		err := r.masterCall(ctx, fn)
 		wait, again := tableCommandRetry(err, tries)
 		if !again {
 			return err
 		}
-		r.logger.Warn("table command failed at the master; retrying under its request id", "table", name, "try", tries, "err", err)
+		r.logger.Warn("command failed at the master; retrying", "command", what, "try", tries, "err", err)
 		select {
 		case <-ctx.Done():
 			return err
@@ -107,7 +107,7 @@ func (r *Router) CreateTable(ctx context.Context, name string) (*pb.Table, error
 		return nil, err
 	}
 	var resp *pb.CreateTableResponse
-	err = r.tableCommand(ctx, name, func(ctx context.Context, mc pb.MasterServiceClient) error {
+	err = r.tableCommand(ctx, "CreateTable "+name, func(ctx context.Context, mc pb.MasterServiceClient) error {
 		var err error
 		resp, err = mc.CreateTable(ctx, &pb.CreateTableRequest{Name: name, RequestId: id, ClientRequestId: client})
 		return err
@@ -143,7 +143,7 @@ func (r *Router) DeleteTable(ctx context.Context, name string) error {
 		return err
 	}
 	var resp *pb.DeleteTableResponse
-	err = r.tableCommand(ctx, name, func(ctx context.Context, mc pb.MasterServiceClient) error {
+	err = r.tableCommand(ctx, "DeleteTable "+name, func(ctx context.Context, mc pb.MasterServiceClient) error {
 		var err error
 		resp, err = mc.DeleteTable(ctx, &pb.DeleteTableRequest{Name: name, RequestId: id, ClientRequestId: client})
 		return err
@@ -401,7 +401,7 @@ func (r *Router) SetTableACL(ctx context.Context, table string, acl []*pb.Signed
 	}
 	// Replacing the policies is idempotent: retried on the master's own
 	// failure like a table command (tableCommandRetry), without an id.
-	err = r.tableCommand(ctx, table, func(ctx context.Context, mc pb.MasterServiceClient) error {
+	err = r.tableCommand(ctx, "SetTableACL "+table, func(ctx context.Context, mc pb.MasterServiceClient) error {
 		_, err := mc.SetTableACL(ctx, &pb.SetTableACLRequest{Name: t.GetName(), Acl: acl})
 		return err
 	})
@@ -435,7 +435,7 @@ func (r *Router) RegisteredAccounts() []*pb.StorageAccount {
 // SetAccounts replaces the master's account registry.
 func (r *Router) SetAccounts(ctx context.Context, accts []*pb.StorageAccount) error {
 	// Idempotent (the registry replaced whole): retried as SetTableACL is.
-	err := r.tableCommand(ctx, "", func(ctx context.Context, mc pb.MasterServiceClient) error {
+	err := r.tableCommand(ctx, "SetAccounts", func(ctx context.Context, mc pb.MasterServiceClient) error {
 		_, err := mc.SetAccounts(ctx, &pb.SetAccountsRequest{Accounts: accts})
 		return err
 	})
@@ -450,7 +450,7 @@ func (r *Router) SetAccounts(ctx context.Context, accts []*pb.StorageAccount) er
 // account and stores the one document all accounts read, as before.
 func (r *Router) SetServiceProperties(ctx context.Context, account string, doc []byte) error {
 	// Idempotent (the document replaced whole): retried as SetTableACL is.
-	err := r.tableCommand(ctx, "", func(ctx context.Context, mc pb.MasterServiceClient) error {
+	err := r.tableCommand(ctx, "SetServiceProperties "+account, func(ctx context.Context, mc pb.MasterServiceClient) error {
 		_, err := mc.SetServiceProperties(ctx, &pb.SetServicePropertiesRequest{Properties: doc, Account: account})
 		return err
 	})
