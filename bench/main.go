@@ -15,7 +15,8 @@
 // an operation costs, not only how many fit in the machine, and (-kernel)
 // the context switches and read/write system calls behind it (kernel.go).
 //
-// `-mode tables` runs the many-tables benchmark instead (see tables.go).
+// `-mode tables` runs the many-tables benchmark instead (see tables.go), and
+// `-mode failover` kills a partition server under load (see failover.go).
 package main
 
 import (
@@ -64,7 +65,7 @@ type options struct {
 func main() {
 	var o options
 	targets := flag.String("target", "dev,processes,azurite", "what to measure, comma-separated: dev, processes, azurite, conn (azurite is skipped when azurite-table is not on the PATH)")
-	mode := flag.String("mode", "throughput", "throughput: the SDK workloads; tables: create many tables, then idle cost and first-request latency")
+	mode := flag.String("mode", "throughput", "throughput: the SDK workloads; tables: create many tables, then idle cost and first-request latency; failover: inserts over -tables tables while the leader of their largest Raft group is killed and, -duration later, restarted (processes target)")
 	flag.StringVar(&o.bin, "binary", "./bin/tablestore", "tablestore binary to start")
 	flag.StringVar(&o.conn, "conn", "", "connection string of the endpoint of the conn target")
 	flag.IntVar(&o.workers, "workers", 32, "concurrent workers")
@@ -141,8 +142,10 @@ func main() {
 		err = runThroughput(o, splitList(*targets))
 	case "tables":
 		err = runTables(o, splitList(*targets))
+	case "failover":
+		err = runFailover(o, splitList(*targets))
 	default:
-		err = fmt.Errorf("unknown -mode %q (throughput, tables)", *mode)
+		err = fmt.Errorf("unknown -mode %q (throughput, tables, failover)", *mode)
 	}
 	if err != nil {
 		fail(err)

@@ -204,7 +204,7 @@ func spreadTables(ctx context.Context, e *env, n int) ([]*aztables.Client, error
 		go func() {
 			defer wg.Done()
 			for k := range next {
-				name := fmt.Sprintf("%sm%05d", e.table, k)
+				name := spreadTableName(e, k)
 				if _, err := e.sc.CreateTable(ctx, name, nil); err != nil {
 					errs[k] = fmt.Errorf("create %s: %w", name, err)
 				}
@@ -219,6 +219,9 @@ func spreadTables(ctx context.Context, e *env, n int) ([]*aztables.Client, error
 	wg.Wait()
 	return clients, errors.Join(errs...)
 }
+
+// spreadTableName is the name of spreadTables' table k.
+func spreadTableName(e *env, k int) string { return fmt.Sprintf("%sm%05d", e.table, k) }
 
 func spreadInserts(ctx context.Context, e *env, tc *aztables.Client, prefix string) func(w, i int) (int, error) {
 	return func(w, i int) (int, error) {
@@ -394,21 +397,31 @@ func layoutAround(ctx context.Context, e *env, table string) func() string {
 // tables named with prefix sit in Raft groups, as ctl ranges reports them.
 func groupsAround(ctx context.Context, e *env, prefix string) func() string {
 	read := func() string {
-		out, err := ctl(ctx, e, "ranges")
+		rs, err := prefixRanges(ctx, e, prefix)
 		if err != nil {
 			return "unknown (" + err.Error() + ")"
-		}
-		var rs []rangeInfo
-		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-			var r rangeInfo
-			if json.Unmarshal([]byte(line), &r) == nil && r.RangeID != 0 && strings.HasPrefix(r.Table, prefix) {
-				rs = append(rs, r)
-			}
 		}
 		return groupsLine(rs)
 	}
 	before := read()
 	return func() string { return fmt.Sprintf("before the window %s; after it %s", before, read()) }
+}
+
+// prefixRanges is the ranges of the tables named with prefix, as ctl
+// ranges reports them.
+func prefixRanges(ctx context.Context, e *env, prefix string) ([]rangeInfo, error) {
+	out, err := ctl(ctx, e, "ranges")
+	if err != nil {
+		return nil, err
+	}
+	var rs []rangeInfo
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var r rangeInfo
+		if json.Unmarshal([]byte(line), &r) == nil && r.RangeID != 0 && strings.HasPrefix(r.Table, prefix) {
+			rs = append(rs, r)
+		}
+	}
+	return rs, nil
 }
 
 // groupsLine says how many ranges sit in how many Raft groups, and the
