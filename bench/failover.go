@@ -353,7 +353,7 @@ func recoveryLine(series []int, from int, base float64, step time.Duration) stri
 	var parts []string
 	for _, frac := range []float64{0.5, 0.9} {
 		if n := recovery(series, from, 10, base, frac); n >= 0 {
-			parts = append(parts, fmt.Sprintf("%.0f %% of it %.1f s after the kill", frac*100, (time.Duration(n) * step).Seconds()))
+			parts = append(parts, fmt.Sprintf("%.0f %% of it %.1f s after the kill", frac*100, (time.Duration(n)*step).Seconds()))
 		} else {
 			parts = append(parts, fmt.Sprintf("never %.0f %% of it (1 s mean)", frac*100))
 		}

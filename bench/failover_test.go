@@ -16,10 +16,10 @@ func msec(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 func TestOutage(t *testing.T) {
 	times := [][]time.Duration{
 		{msec(100), msec(900), msec(2500), msec(2600)}, // gap 900 -> 2500
-		{msec(800), msec(1800)},                    // gap 800 -> 1800, the first after the event
-		{msec(950)},                              // not written again
-		{msec(1200), msec(1300)},                   // nothing before the event: not counted
-		{msec(500), msec(4000)},                    // written again only after until
+		{msec(800), msec(1800)},                        // gap 800 -> 1800, the first after the event
+		{msec(950)},                                    // not written again
+		{msec(1200), msec(1300)},                       // nothing before the event: not counted
+		{msec(500), msec(4000)},                        // written again only after until
 	}
 	all := func(int) bool { return true }
 	g := outage(msec(1000), msec(3000), times, all)
