@@ -67,13 +67,39 @@ func userTableName(name string) error {
 // createPlacement is a new table's placement: the replicas of a group of
 // its own (placement), and the home group to record it in instead when
 // --table-groups finds one (0: none; the apply falls back to the
-// replicas when that group's anchor is gone by then).
+// replicas when that group's anchor is gone by then). A table joining a
+// home group takes the group's replicas, so too few live servers for a
+// group of its own (one of three away: a restart, a rolling upgrade) do
+// not refuse it: the fallback replicas are then the group's own.
 func (s *Server) createPlacement() ([]*pb.Replica, map[string]string, uint64, error) {
+	group := s.homeGroupNow()
 	replicas, addrs, err := s.placement()
+	if errors.Is(err, ErrNotEnoughServers) && group != 0 {
+		replicas, addrs, err = s.groupPlacement(group)
+	}
 	if err != nil {
 		return nil, nil, 0, err
 	}
-	return replicas, addrs, s.homeGroupNow(), nil
+	return replicas, addrs, group, nil
+}
+
+// groupPlacement is anchor's replicas and every server's Raft address:
+// placement for a table joining anchor's group.
+func (s *Server) groupPlacement(anchor uint64) ([]*pb.Replica, map[string]string, error) {
+	var replicas []*pb.Replica
+	addrs := map[string]string{}
+	s.fsm.read(func(st *state) {
+		for id, sv := range st.servers {
+			addrs[id] = sv.GetRaftAddr()
+		}
+		if d := st.ranges[anchor]; d != nil {
+			replicas = cloneReplicas(d.GetReplicas())
+		}
+	})
+	if len(replicas) == 0 {
+		return nil, nil, fmt.Errorf("%w: anchor %d is gone", ErrNotEnoughServers, anchor)
+	}
+	return replicas, addrs, nil
 }
 
 // isAnchor reports whether range d is an anchor: the range of a reserved
@@ -200,9 +226,21 @@ func (st groupStats) roomy(r *scheduler.Range, maxSpans int) bool {
 // homeGroup picks the anchor group a new table's range joins, 0 for none:
 // among anchor groups with room (fewer than MaxSpans spans, every span
 // under the merge thresholds and not frozen), the anchor started and led,
-// every server of the group live, not silent, draining, slow or full, and
-// announcing table_groups, the one with most spans, then the one whose
-// leader leads fewest groups, then the lowest id. Pure.
+// and its servers fit (groupFit: every one announcing table_groups, none
+// full, the leader's and a majority of them live, not silent, draining or
+// slow), a group whose every server fits before one that is short of a
+// server, then the one with most spans, then the one whose leader leads
+// fewest groups, then the lowest id. Pure.
+//
+// A group short of a server (one down, or being drained) still takes
+// tables: its log commits with the majority, as it does for its own
+// spans, and the replica that is away catches up or is replaced with the
+// group. Refusing it made every table created while a server was away (a
+// partition server's restart, a rolling upgrade) a Raft group of its own
+// for good: nothing brings such a table into a shared group later, and a
+// group per table is what makes inserts spread over 1,000 tables run at
+// a twentieth of the shared groups' rate (docs/performance.md, sessions
+// 33 and 38).
 func homeGroup(in homeGroupInput) uint64 {
 	servers := map[string]scheduler.Server{}
 	for _, sv := range in.Snap.Servers {
@@ -210,12 +248,17 @@ func homeGroup(in homeGroupInput) uint64 {
 	}
 	st := statsOf(in)
 	var best *scheduler.Range
+	bestWhole := false
 	for _, r := range in.Snap.Ranges {
-		if !st.roomy(r, in.MaxSpans) || r.Leader == "" || !in.Started(r.ID) || !groupServersFit(r, servers, in.CanShare) {
+		if !st.roomy(r, in.MaxSpans) || r.Leader == "" || !in.Started(r.ID) {
 			continue
 		}
-		if best == nil || betterHome(r, best, st.spans, st.led) {
-			best = r
+		whole, ok := groupFit(r, servers, in.CanShare)
+		if !ok {
+			continue
+		}
+		if best == nil || whole && !bestWhole || whole == bestWhole && betterHome(r, best, st.spans, st.led) {
+			best, bestWhole = r, whole
 		}
 	}
 	if best == nil {
@@ -273,21 +316,30 @@ func betterHome(a, b *scheduler.Range, spans map[uint64]int, led map[string]map[
 	return a.ID < b.ID
 }
 
-// groupServersFit reports whether every server of anchor range r may
-// take a new table's span: live, not silent, draining, slow or full, and
-// announcing table_groups.
-func groupServersFit(r *scheduler.Range, servers map[string]scheduler.Server, canShare func(string) bool) bool {
+// groupFit reports whether anchor range r's group may take a new table's
+// span (ok), and whether every one of its replicas fits (whole). Every
+// server must announce table_groups (an older build cannot apply the
+// ADD_SPAN entry: the group's replicas would diverge) and none may be
+// full (the span adds data there); a replica fits when its server is
+// live, not silent, draining or slow and the replica is neither missing
+// nor broken, and the leader's replica and a majority must fit (the entry
+// commits with them).
+func groupFit(r *scheduler.Range, servers map[string]scheduler.Server, canShare func(string) bool) (whole, ok bool) {
 	if len(r.Replicas) == 0 {
-		return false
+		return false, false
 	}
+	fit, leaderFits := 0, false
 	for _, rep := range r.Replicas {
-		sv, ok := servers[rep.Server]
-		if !ok || !sv.Live || sv.Silent || sv.Draining || sv.Slow || sv.Disk.State() == scheduler.DiskFull ||
-			rep.Missing || rep.Broken || !canShare(rep.Server) {
-			return false
+		sv, known := servers[rep.Server]
+		if !canShare(rep.Server) || known && sv.Disk.State() == scheduler.DiskFull {
+			return false, false
+		}
+		if known && sv.Live && !sv.Silent && !sv.Draining && !sv.Slow && !rep.Missing && !rep.Broken {
+			fit++
+			leaderFits = leaderFits || rep.Server == r.Leader
 		}
 	}
-	return true
+	return fit == len(r.Replicas), leaderFits && fit > len(r.Replicas)/2
 }
 
 // homeGroupInputNow is homeGroup's input from this master's map and

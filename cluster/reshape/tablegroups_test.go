@@ -357,3 +357,64 @@ func rangeByID(m *pb.PartitionMap, id uint64) (*pb.RangeDescriptor, bool) {
 	}
 	return nil, false
 }
+
+// TestTableCreatedWhileAServerIsDown: with a follower of the anchor
+// group stopped, and known down by the master, a new table still becomes
+// a span of the anchor's group (its leader and a majority commit the
+// ADD_SPAN), not a Raft group of its own as before session 38, which it
+// stayed for good. It takes writes meanwhile, and once the server is back
+// its replica serves the table as a span of the group; every
+// acknowledged write reads back once.
+func TestTableCreatedWhileAServerIsDown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c, mc, anchor := startTableGroups(t)
+	m := clustertest.PartitionMap(t, mc)
+	leader := m.GetLeaders()[anchor]
+	var down string
+	for _, r := range m.GetRanges() {
+		if r.GetRangeId() != anchor {
+			continue
+		}
+		for _, rep := range r.GetReplicas() {
+			if rep.GetServerId() != leader {
+				down = rep.GetServerId()
+				break
+			}
+		}
+	}
+	if down == "" {
+		t.Fatalf("anchor %d: no follower besides leader %q in %v", anchor, leader, m.GetRanges())
+	}
+	idx := c.ServerIndex(down)
+	if err := c.StopServer(idx); err != nil {
+		t.Fatal(err)
+	}
+	clustertest.WaitFor(t, 20*time.Second, "the master to count "+down+" down", func() bool {
+		for _, mn := range c.Masters {
+			if mn.Server != nil && mn.Server.IsLeader() {
+				return !mn.Server.ServerUp(down)
+			}
+		}
+		return false
+	})
+	sc := clustertest.ServiceClient(t, c, 0)
+	tc := clustertest.NewTable(t, sc, "whiledown")
+	d := spanOf(clustertest.PartitionMap(t, mc), "whiledown")
+	if d == nil {
+		t.Fatal("table whiledown has no single range")
+	}
+	group := rangegroup.GroupOf(d)
+	if group == d.GetRangeId() {
+		t.Fatalf("table whiledown is a Raft group of its own (%v) with %s down: want a span of an anchor group", d, down)
+	}
+	acked := map[string]int64{}
+	clustertest.WriteSeq(t, tc, acked, "down", 20)
+	if err := c.RestartServer(idx); err != nil {
+		t.Fatal(err)
+	}
+	checkOneGroup(t, c, d, group)
+	clustertest.WriteSeq(t, tc, acked, "back", 20)
+	clustertest.VerifyExactlyOnce(t, tc, acked)
+}
