@@ -87,6 +87,10 @@ func (l localClient) AddSpan(ctx context.Context, in *pb.AddSpanRequest, _ ...gr
 	return l.s.AddSpan(ctx, in)
 }
 
+func (l localClient) AttachSpan(ctx context.Context, in *pb.AttachSpanRequest, _ ...grpc.CallOption) (*pb.AttachSpanResponse, error) {
+	return l.s.AttachSpan(ctx, in)
+}
+
 func (l localClient) FreezeRange(ctx context.Context, in *pb.FreezeRangeRequest, _ ...grpc.CallOption) (*pb.FreezeRangeResponse, error) {
 	return l.s.FreezeRange(ctx, in)
 }

@@ -208,6 +208,10 @@ const (
 	// Stores a new table's first range as a span of the group
 	// (AddSpanCommand; docs/range-groups.md, stage 7).
 	CommandKind_COMMAND_KIND_ADD_SPAN CommandKind = 13
+	// Takes the frozen only range of a group of its own into the group as a
+	// span, its rows where they are (AttachSpanCommand; docs/range-groups.md,
+	// stage 8).
+	CommandKind_COMMAND_KIND_ATTACH_SPAN CommandKind = 14
 )
 
 // Enum value maps for CommandKind.
@@ -227,6 +231,7 @@ var (
 		11: "COMMAND_KIND_MERGE_SPANS",
 		12: "COMMAND_KIND_DETACH_SPAN",
 		13: "COMMAND_KIND_ADD_SPAN",
+		14: "COMMAND_KIND_ATTACH_SPAN",
 	}
 	CommandKind_value = map[string]int32{
 		"COMMAND_KIND_UNSPECIFIED":  0,
@@ -243,6 +248,7 @@ var (
 		"COMMAND_KIND_MERGE_SPANS":  11,
 		"COMMAND_KIND_DETACH_SPAN":  12,
 		"COMMAND_KIND_ADD_SPAN":     13,
+		"COMMAND_KIND_ATTACH_SPAN":  14,
 	}
 )
 
@@ -2301,6 +2307,68 @@ func (x *AddSpanCommand) GetMaxSpans() uint32 {
 	return 0
 }
 
+// AttachSpanCommand makes range `right`, the only range of a Raft group
+// of its own, frozen at right_freeze_index, a span of the group whose log
+// carries the command (docs/range-groups.md, stage 8; addressed to the
+// group's namesake). Every server of this group holds a replica of right
+// (the master co-located them first) whose rows and request records,
+// keyed by table, already sit in the state file the group's spans share,
+// so no row is copied: the apply rewrites right's record to name this
+// group (generation + 1, this group's replicas, unfrozen, its counters and
+// clock kept), and right's own group ends on every server, as a merged
+// right range's does. A repeat after it applied answers the span.
+type AttachSpanCommand struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Right            *RangeDescriptor       `protobuf:"bytes,1,opt,name=right,proto3" json:"right,omitempty"`
+	RightFreezeIndex uint64                 `protobuf:"varint,2,opt,name=right_freeze_index,json=rightFreezeIndex,proto3" json:"right_freeze_index,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *AttachSpanCommand) Reset() {
+	*x = AttachSpanCommand{}
+	mi := &file_tablestore_v1_data_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AttachSpanCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AttachSpanCommand) ProtoMessage() {}
+
+func (x *AttachSpanCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_data_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AttachSpanCommand.ProtoReflect.Descriptor instead.
+func (*AttachSpanCommand) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *AttachSpanCommand) GetRight() *RangeDescriptor {
+	if x != nil {
+		return x.Right
+	}
+	return nil
+}
+
+func (x *AttachSpanCommand) GetRightFreezeIndex() uint64 {
+	if x != nil {
+		return x.RightFreezeIndex
+	}
+	return 0
+}
+
 // FreezeCommand stops writes to a range about to be merged into its left
 // neighbour.
 type FreezeCommand struct {
@@ -2316,7 +2384,7 @@ type FreezeCommand struct {
 
 func (x *FreezeCommand) Reset() {
 	*x = FreezeCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[22]
+	mi := &file_tablestore_v1_data_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2328,7 +2396,7 @@ func (x *FreezeCommand) String() string {
 func (*FreezeCommand) ProtoMessage() {}
 
 func (x *FreezeCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[22]
+	mi := &file_tablestore_v1_data_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2341,7 +2409,7 @@ func (x *FreezeCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreezeCommand.ProtoReflect.Descriptor instead.
 func (*FreezeCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{22}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *FreezeCommand) GetGeneration() uint64 {
@@ -2370,7 +2438,7 @@ type UnfreezeCommand struct {
 
 func (x *UnfreezeCommand) Reset() {
 	*x = UnfreezeCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[23]
+	mi := &file_tablestore_v1_data_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2382,7 +2450,7 @@ func (x *UnfreezeCommand) String() string {
 func (*UnfreezeCommand) ProtoMessage() {}
 
 func (x *UnfreezeCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[23]
+	mi := &file_tablestore_v1_data_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2395,7 +2463,7 @@ func (x *UnfreezeCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnfreezeCommand.ProtoReflect.Descriptor instead.
 func (*UnfreezeCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{23}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *UnfreezeCommand) GetFreezeIndex() uint64 {
@@ -2416,7 +2484,7 @@ type KV struct {
 
 func (x *KV) Reset() {
 	*x = KV{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[24]
+	mi := &file_tablestore_v1_data_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2428,7 +2496,7 @@ func (x *KV) String() string {
 func (*KV) ProtoMessage() {}
 
 func (x *KV) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[24]
+	mi := &file_tablestore_v1_data_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2441,7 +2509,7 @@ func (x *KV) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KV.ProtoReflect.Descriptor instead.
 func (*KV) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{24}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *KV) GetKey() []byte {
@@ -2474,7 +2542,7 @@ type AbsorbCommand struct {
 
 func (x *AbsorbCommand) Reset() {
 	*x = AbsorbCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[25]
+	mi := &file_tablestore_v1_data_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2486,7 +2554,7 @@ func (x *AbsorbCommand) String() string {
 func (*AbsorbCommand) ProtoMessage() {}
 
 func (x *AbsorbCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[25]
+	mi := &file_tablestore_v1_data_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2499,7 +2567,7 @@ func (x *AbsorbCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbsorbCommand.ProtoReflect.Descriptor instead.
 func (*AbsorbCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{25}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *AbsorbCommand) GetRight() *RangeDescriptor {
@@ -2544,7 +2612,7 @@ type MergeCommand struct {
 
 func (x *MergeCommand) Reset() {
 	*x = MergeCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[26]
+	mi := &file_tablestore_v1_data_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2556,7 +2624,7 @@ func (x *MergeCommand) String() string {
 func (*MergeCommand) ProtoMessage() {}
 
 func (x *MergeCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[26]
+	mi := &file_tablestore_v1_data_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2569,7 +2637,7 @@ func (x *MergeCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeCommand.ProtoReflect.Descriptor instead.
 func (*MergeCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{26}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *MergeCommand) GetRight() *RangeDescriptor {
@@ -2596,7 +2664,7 @@ type SetReplicasCommand struct {
 
 func (x *SetReplicasCommand) Reset() {
 	*x = SetReplicasCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[27]
+	mi := &file_tablestore_v1_data_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2608,7 +2676,7 @@ func (x *SetReplicasCommand) String() string {
 func (*SetReplicasCommand) ProtoMessage() {}
 
 func (x *SetReplicasCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[27]
+	mi := &file_tablestore_v1_data_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2621,7 +2689,7 @@ func (x *SetReplicasCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetReplicasCommand.ProtoReflect.Descriptor instead.
 func (*SetReplicasCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{27}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SetReplicasCommand) GetReplicas() []*Replica {
@@ -2669,7 +2737,7 @@ type RangeState struct {
 
 func (x *RangeState) Reset() {
 	*x = RangeState{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[28]
+	mi := &file_tablestore_v1_data_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2681,7 +2749,7 @@ func (x *RangeState) String() string {
 func (*RangeState) ProtoMessage() {}
 
 func (x *RangeState) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[28]
+	mi := &file_tablestore_v1_data_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2694,7 +2762,7 @@ func (x *RangeState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeState.ProtoReflect.Descriptor instead.
 func (*RangeState) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{28}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RangeState) GetRange() *RangeDescriptor {
@@ -2793,7 +2861,7 @@ type SplitBirth struct {
 
 func (x *SplitBirth) Reset() {
 	*x = SplitBirth{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[29]
+	mi := &file_tablestore_v1_data_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2805,7 +2873,7 @@ func (x *SplitBirth) String() string {
 func (*SplitBirth) ProtoMessage() {}
 
 func (x *SplitBirth) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[29]
+	mi := &file_tablestore_v1_data_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2818,7 +2886,7 @@ func (x *SplitBirth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitBirth.ProtoReflect.Descriptor instead.
 func (*SplitBirth) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{29}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SplitBirth) GetIndex() uint64 {
@@ -2838,17 +2906,21 @@ func (x *SplitBirth) GetRight() *RangeDescriptor {
 // MergeDecision is the master's single, final decision for one freeze of
 // a merge's right range (the freeze's index in that range's log).
 type MergeDecision struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RightRangeId  uint64                 `protobuf:"varint,1,opt,name=right_range_id,json=rightRangeId,proto3" json:"right_range_id,omitempty"`
-	FreezeIndex   uint64                 `protobuf:"varint,2,opt,name=freeze_index,json=freezeIndex,proto3" json:"freeze_index,omitempty"`
-	Outcome       MergeOutcome           `protobuf:"varint,3,opt,name=outcome,proto3,enum=tablestore.v1.MergeOutcome" json:"outcome,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	RightRangeId uint64                 `protobuf:"varint,1,opt,name=right_range_id,json=rightRangeId,proto3" json:"right_range_id,omitempty"`
+	FreezeIndex  uint64                 `protobuf:"varint,2,opt,name=freeze_index,json=freezeIndex,proto3" json:"freeze_index,omitempty"`
+	Outcome      MergeOutcome           `protobuf:"varint,3,opt,name=outcome,proto3,enum=tablestore.v1.MergeOutcome" json:"outcome,omitempty"`
+	// Non-zero: the freeze was for attaching the range to the group of this
+	// anchor range (docs/range-groups.md, stage 8), not for a merge into its
+	// left neighbour. A master resuming a COMMIT carries out the attach.
+	AttachGroup   uint64 `protobuf:"varint,4,opt,name=attach_group,json=attachGroup,proto3" json:"attach_group,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *MergeDecision) Reset() {
 	*x = MergeDecision{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[30]
+	mi := &file_tablestore_v1_data_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2860,7 +2932,7 @@ func (x *MergeDecision) String() string {
 func (*MergeDecision) ProtoMessage() {}
 
 func (x *MergeDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[30]
+	mi := &file_tablestore_v1_data_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2873,7 +2945,7 @@ func (x *MergeDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeDecision.ProtoReflect.Descriptor instead.
 func (*MergeDecision) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{30}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *MergeDecision) GetRightRangeId() uint64 {
@@ -2897,6 +2969,13 @@ func (x *MergeDecision) GetOutcome() MergeOutcome {
 	return MergeOutcome_MERGE_OUTCOME_UNSPECIFIED
 }
 
+func (x *MergeDecision) GetAttachGroup() uint64 {
+	if x != nil {
+		return x.AttachGroup
+	}
+	return 0
+}
+
 // MergeDecisionCommand records a decision unless one is recorded for the
 // same freeze (the recorded one stands) or for a later freeze of the
 // range (this freeze was aborted, or the range could not have frozen
@@ -2910,7 +2989,7 @@ type MergeDecisionCommand struct {
 
 func (x *MergeDecisionCommand) Reset() {
 	*x = MergeDecisionCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[31]
+	mi := &file_tablestore_v1_data_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2922,7 +3001,7 @@ func (x *MergeDecisionCommand) String() string {
 func (*MergeDecisionCommand) ProtoMessage() {}
 
 func (x *MergeDecisionCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[31]
+	mi := &file_tablestore_v1_data_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2935,7 +3014,7 @@ func (x *MergeDecisionCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeDecisionCommand.ProtoReflect.Descriptor instead.
 func (*MergeDecisionCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{31}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *MergeDecisionCommand) GetDecision() *MergeDecision {
@@ -2957,7 +3036,7 @@ type UpdateRangesCommand struct {
 
 func (x *UpdateRangesCommand) Reset() {
 	*x = UpdateRangesCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[32]
+	mi := &file_tablestore_v1_data_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2969,7 +3048,7 @@ func (x *UpdateRangesCommand) String() string {
 func (*UpdateRangesCommand) ProtoMessage() {}
 
 func (x *UpdateRangesCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[32]
+	mi := &file_tablestore_v1_data_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2982,7 +3061,7 @@ func (x *UpdateRangesCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateRangesCommand.ProtoReflect.Descriptor instead.
 func (*UpdateRangesCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{32}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *UpdateRangesCommand) GetRanges() []*RangeDescriptor {
@@ -3000,7 +3079,7 @@ type AllocateRangeIDCommand struct {
 
 func (x *AllocateRangeIDCommand) Reset() {
 	*x = AllocateRangeIDCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[33]
+	mi := &file_tablestore_v1_data_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3012,7 +3091,7 @@ func (x *AllocateRangeIDCommand) String() string {
 func (*AllocateRangeIDCommand) ProtoMessage() {}
 
 func (x *AllocateRangeIDCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[33]
+	mi := &file_tablestore_v1_data_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3025,7 +3104,7 @@ func (x *AllocateRangeIDCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateRangeIDCommand.ProtoReflect.Descriptor instead.
 func (*AllocateRangeIDCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{33}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{34}
 }
 
 type AppendEventCommand struct {
@@ -3037,7 +3116,7 @@ type AppendEventCommand struct {
 
 func (x *AppendEventCommand) Reset() {
 	*x = AppendEventCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[34]
+	mi := &file_tablestore_v1_data_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3049,7 +3128,7 @@ func (x *AppendEventCommand) String() string {
 func (*AppendEventCommand) ProtoMessage() {}
 
 func (x *AppendEventCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[34]
+	mi := &file_tablestore_v1_data_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3062,7 +3141,7 @@ func (x *AppendEventCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendEventCommand.ProtoReflect.Descriptor instead.
 func (*AppendEventCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{34}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *AppendEventCommand) GetEvent() *Event {
@@ -3087,7 +3166,7 @@ type MarkRangesStartedCommand struct {
 
 func (x *MarkRangesStartedCommand) Reset() {
 	*x = MarkRangesStartedCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[35]
+	mi := &file_tablestore_v1_data_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3099,7 +3178,7 @@ func (x *MarkRangesStartedCommand) String() string {
 func (*MarkRangesStartedCommand) ProtoMessage() {}
 
 func (x *MarkRangesStartedCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[35]
+	mi := &file_tablestore_v1_data_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3112,7 +3191,7 @@ func (x *MarkRangesStartedCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkRangesStartedCommand.ProtoReflect.Descriptor instead.
 func (*MarkRangesStartedCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{35}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *MarkRangesStartedCommand) GetRangeIds() []uint64 {
@@ -3141,7 +3220,7 @@ type DeletedTable struct {
 
 func (x *DeletedTable) Reset() {
 	*x = DeletedTable{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[36]
+	mi := &file_tablestore_v1_data_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3153,7 +3232,7 @@ func (x *DeletedTable) String() string {
 func (*DeletedTable) ProtoMessage() {}
 
 func (x *DeletedTable) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[36]
+	mi := &file_tablestore_v1_data_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3166,7 +3245,7 @@ func (x *DeletedTable) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletedTable.ProtoReflect.Descriptor instead.
 func (*DeletedTable) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{36}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *DeletedTable) GetTableId() uint64 {
@@ -3201,7 +3280,7 @@ type DeletedRangesFrozenCommand struct {
 
 func (x *DeletedRangesFrozenCommand) Reset() {
 	*x = DeletedRangesFrozenCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[37]
+	mi := &file_tablestore_v1_data_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3213,7 +3292,7 @@ func (x *DeletedRangesFrozenCommand) String() string {
 func (*DeletedRangesFrozenCommand) ProtoMessage() {}
 
 func (x *DeletedRangesFrozenCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[37]
+	mi := &file_tablestore_v1_data_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3226,7 +3305,7 @@ func (x *DeletedRangesFrozenCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletedRangesFrozenCommand.ProtoReflect.Descriptor instead.
 func (*DeletedRangesFrozenCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{37}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *DeletedRangesFrozenCommand) GetTableId() uint64 {
@@ -3247,7 +3326,7 @@ type RemoveRangeCommand struct {
 
 func (x *RemoveRangeCommand) Reset() {
 	*x = RemoveRangeCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[38]
+	mi := &file_tablestore_v1_data_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3259,7 +3338,7 @@ func (x *RemoveRangeCommand) String() string {
 func (*RemoveRangeCommand) ProtoMessage() {}
 
 func (x *RemoveRangeCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[38]
+	mi := &file_tablestore_v1_data_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3272,7 +3351,7 @@ func (x *RemoveRangeCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveRangeCommand.ProtoReflect.Descriptor instead.
 func (*RemoveRangeCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{38}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *RemoveRangeCommand) GetRangeId() uint64 {
@@ -3300,7 +3379,7 @@ type MasterCommand struct {
 
 func (x *MasterCommand) Reset() {
 	*x = MasterCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[39]
+	mi := &file_tablestore_v1_data_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3312,7 +3391,7 @@ func (x *MasterCommand) String() string {
 func (*MasterCommand) ProtoMessage() {}
 
 func (x *MasterCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[39]
+	mi := &file_tablestore_v1_data_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3325,7 +3404,7 @@ func (x *MasterCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterCommand.ProtoReflect.Descriptor instead.
 func (*MasterCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{39}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *MasterCommand) GetKind() MasterCommandKind {
@@ -3351,7 +3430,7 @@ type RegisterServerCommand struct {
 
 func (x *RegisterServerCommand) Reset() {
 	*x = RegisterServerCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[40]
+	mi := &file_tablestore_v1_data_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3363,7 +3442,7 @@ func (x *RegisterServerCommand) String() string {
 func (*RegisterServerCommand) ProtoMessage() {}
 
 func (x *RegisterServerCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[40]
+	mi := &file_tablestore_v1_data_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3376,7 +3455,7 @@ func (x *RegisterServerCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterServerCommand.ProtoReflect.Descriptor instead.
 func (*RegisterServerCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{40}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RegisterServerCommand) GetServer() *ServerInfo {
@@ -3396,7 +3475,7 @@ type SetServerDrainingCommand struct {
 
 func (x *SetServerDrainingCommand) Reset() {
 	*x = SetServerDrainingCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[41]
+	mi := &file_tablestore_v1_data_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3408,7 +3487,7 @@ func (x *SetServerDrainingCommand) String() string {
 func (*SetServerDrainingCommand) ProtoMessage() {}
 
 func (x *SetServerDrainingCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[41]
+	mi := &file_tablestore_v1_data_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3421,7 +3500,7 @@ func (x *SetServerDrainingCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetServerDrainingCommand.ProtoReflect.Descriptor instead.
 func (*SetServerDrainingCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{41}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *SetServerDrainingCommand) GetServerId() string {
@@ -3447,7 +3526,7 @@ type RemoveServerCommand struct {
 
 func (x *RemoveServerCommand) Reset() {
 	*x = RemoveServerCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[42]
+	mi := &file_tablestore_v1_data_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3459,7 +3538,7 @@ func (x *RemoveServerCommand) String() string {
 func (*RemoveServerCommand) ProtoMessage() {}
 
 func (x *RemoveServerCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[42]
+	mi := &file_tablestore_v1_data_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3472,7 +3551,7 @@ func (x *RemoveServerCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerCommand.ProtoReflect.Descriptor instead.
 func (*RemoveServerCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{42}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *RemoveServerCommand) GetServerId() string {
@@ -3520,7 +3599,7 @@ type CreateTableCommand struct {
 
 func (x *CreateTableCommand) Reset() {
 	*x = CreateTableCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[43]
+	mi := &file_tablestore_v1_data_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3532,7 +3611,7 @@ func (x *CreateTableCommand) String() string {
 func (*CreateTableCommand) ProtoMessage() {}
 
 func (x *CreateTableCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[43]
+	mi := &file_tablestore_v1_data_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3545,7 +3624,7 @@ func (x *CreateTableCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTableCommand.ProtoReflect.Descriptor instead.
 func (*CreateTableCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{43}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *CreateTableCommand) GetName() string {
@@ -3607,7 +3686,7 @@ type DeleteTableCommand struct {
 
 func (x *DeleteTableCommand) Reset() {
 	*x = DeleteTableCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[44]
+	mi := &file_tablestore_v1_data_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3619,7 +3698,7 @@ func (x *DeleteTableCommand) String() string {
 func (*DeleteTableCommand) ProtoMessage() {}
 
 func (x *DeleteTableCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[44]
+	mi := &file_tablestore_v1_data_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3632,7 +3711,7 @@ func (x *DeleteTableCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTableCommand.ProtoReflect.Descriptor instead.
 func (*DeleteTableCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{44}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *DeleteTableCommand) GetName() string {
@@ -3670,7 +3749,7 @@ type TableRequestRecord struct {
 
 func (x *TableRequestRecord) Reset() {
 	*x = TableRequestRecord{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[45]
+	mi := &file_tablestore_v1_data_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3682,7 +3761,7 @@ func (x *TableRequestRecord) String() string {
 func (*TableRequestRecord) ProtoMessage() {}
 
 func (x *TableRequestRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[45]
+	mi := &file_tablestore_v1_data_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3695,7 +3774,7 @@ func (x *TableRequestRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TableRequestRecord.ProtoReflect.Descriptor instead.
 func (*TableRequestRecord) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{45}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *TableRequestRecord) GetRequestId() []byte {
@@ -3750,7 +3829,7 @@ type SetTableACLCommand struct {
 
 func (x *SetTableACLCommand) Reset() {
 	*x = SetTableACLCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[46]
+	mi := &file_tablestore_v1_data_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3762,7 +3841,7 @@ func (x *SetTableACLCommand) String() string {
 func (*SetTableACLCommand) ProtoMessage() {}
 
 func (x *SetTableACLCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[46]
+	mi := &file_tablestore_v1_data_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3775,7 +3854,7 @@ func (x *SetTableACLCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTableACLCommand.ProtoReflect.Descriptor instead.
 func (*SetTableACLCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{46}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *SetTableACLCommand) GetName() string {
@@ -3807,7 +3886,7 @@ type SetServicePropertiesCommand struct {
 
 func (x *SetServicePropertiesCommand) Reset() {
 	*x = SetServicePropertiesCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[47]
+	mi := &file_tablestore_v1_data_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3819,7 +3898,7 @@ func (x *SetServicePropertiesCommand) String() string {
 func (*SetServicePropertiesCommand) ProtoMessage() {}
 
 func (x *SetServicePropertiesCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[47]
+	mi := &file_tablestore_v1_data_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3832,7 +3911,7 @@ func (x *SetServicePropertiesCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetServicePropertiesCommand.ProtoReflect.Descriptor instead.
 func (*SetServicePropertiesCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{47}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *SetServicePropertiesCommand) GetProperties() []byte {
@@ -3859,7 +3938,7 @@ type SetAccountsCommand struct {
 
 func (x *SetAccountsCommand) Reset() {
 	*x = SetAccountsCommand{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[48]
+	mi := &file_tablestore_v1_data_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3871,7 +3950,7 @@ func (x *SetAccountsCommand) String() string {
 func (*SetAccountsCommand) ProtoMessage() {}
 
 func (x *SetAccountsCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[48]
+	mi := &file_tablestore_v1_data_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3884,7 +3963,7 @@ func (x *SetAccountsCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAccountsCommand.ProtoReflect.Descriptor instead.
 func (*SetAccountsCommand) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{48}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *SetAccountsCommand) GetAccounts() []*StorageAccount {
@@ -3931,7 +4010,7 @@ type MasterSnapshot struct {
 
 func (x *MasterSnapshot) Reset() {
 	*x = MasterSnapshot{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[49]
+	mi := &file_tablestore_v1_data_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3943,7 +4022,7 @@ func (x *MasterSnapshot) String() string {
 func (*MasterSnapshot) ProtoMessage() {}
 
 func (x *MasterSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[49]
+	mi := &file_tablestore_v1_data_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3956,7 +4035,7 @@ func (x *MasterSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterSnapshot.ProtoReflect.Descriptor instead.
 func (*MasterSnapshot) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{49}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *MasterSnapshot) GetTables() []*Table {
@@ -4090,7 +4169,7 @@ type FrontendInfo struct {
 
 func (x *FrontendInfo) Reset() {
 	*x = FrontendInfo{}
-	mi := &file_tablestore_v1_data_proto_msgTypes[50]
+	mi := &file_tablestore_v1_data_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4102,7 +4181,7 @@ func (x *FrontendInfo) String() string {
 func (*FrontendInfo) ProtoMessage() {}
 
 func (x *FrontendInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_data_proto_msgTypes[50]
+	mi := &file_tablestore_v1_data_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4115,7 +4194,7 @@ func (x *FrontendInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FrontendInfo.ProtoReflect.Descriptor instead.
 func (*FrontendInfo) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{50}
+	return file_tablestore_v1_data_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *FrontendInfo) GetId() string {
@@ -4334,7 +4413,10 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x0eAddSpanCommand\x124\n" +
 	"\x05range\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\x12\x14\n" +
 	"\x05floor\x18\x02 \x01(\x04R\x05floor\x12\x1b\n" +
-	"\tmax_spans\x18\x03 \x01(\rR\bmaxSpans\"T\n" +
+	"\tmax_spans\x18\x03 \x01(\rR\bmaxSpans\"w\n" +
+	"\x11AttachSpanCommand\x124\n" +
+	"\x05right\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05right\x12,\n" +
+	"\x12right_freeze_index\x18\x02 \x01(\x04R\x10rightFreezeIndex\"T\n" +
 	"\rFreezeCommand\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\x04R\n" +
@@ -4373,11 +4455,12 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\n" +
 	"SplitBirth\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x124\n" +
-	"\x05right\x18\x02 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05right\"\x8f\x01\n" +
+	"\x05right\x18\x02 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05right\"\xb2\x01\n" +
 	"\rMergeDecision\x12$\n" +
 	"\x0eright_range_id\x18\x01 \x01(\x04R\frightRangeId\x12!\n" +
 	"\ffreeze_index\x18\x02 \x01(\x04R\vfreezeIndex\x125\n" +
-	"\aoutcome\x18\x03 \x01(\x0e2\x1b.tablestore.v1.MergeOutcomeR\aoutcome\"P\n" +
+	"\aoutcome\x18\x03 \x01(\x0e2\x1b.tablestore.v1.MergeOutcomeR\aoutcome\x12!\n" +
+	"\fattach_group\x18\x04 \x01(\x04R\vattachGroup\"P\n" +
 	"\x14MergeDecisionCommand\x128\n" +
 	"\bdecision\x18\x01 \x01(\v2\x1c.tablestore.v1.MergeDecisionR\bdecision\"M\n" +
 	"\x13UpdateRangesCommand\x126\n" +
@@ -4491,7 +4574,7 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\rOP_KIND_MERGE\x10\x03\x12\x1d\n" +
 	"\x19OP_KIND_INSERT_OR_REPLACE\x10\x04\x12\x1b\n" +
 	"\x17OP_KIND_INSERT_OR_MERGE\x10\x05\x12\x12\n" +
-	"\x0eOP_KIND_DELETE\x10\x06*\x8b\x03\n" +
+	"\x0eOP_KIND_DELETE\x10\x06*\xa9\x03\n" +
 	"\vCommandKind\x12\x1c\n" +
 	"\x18COMMAND_KIND_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12COMMAND_KIND_WRITE\x10\x01\x12\x16\n" +
@@ -4507,7 +4590,8 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x12\x1c\n" +
 	"\x18COMMAND_KIND_MERGE_SPANS\x10\v\x12\x1c\n" +
 	"\x18COMMAND_KIND_DETACH_SPAN\x10\f\x12\x19\n" +
-	"\x15COMMAND_KIND_ADD_SPAN\x10\r*\xd8\x05\n" +
+	"\x15COMMAND_KIND_ADD_SPAN\x10\r\x12\x1c\n" +
+	"\x18COMMAND_KIND_ATTACH_SPAN\x10\x0e*\xd8\x05\n" +
 	"\x11MasterCommandKind\x12#\n" +
 	"\x1fMASTER_COMMAND_KIND_UNSPECIFIED\x10\x00\x12'\n" +
 	"#MASTER_COMMAND_KIND_REGISTER_SERVER\x10\x01\x12$\n" +
@@ -4545,7 +4629,7 @@ func file_tablestore_v1_data_proto_rawDescGZIP() []byte {
 }
 
 var file_tablestore_v1_data_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_tablestore_v1_data_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
+var file_tablestore_v1_data_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
 var file_tablestore_v1_data_proto_goTypes = []any{
 	(EventKind)(0),                      // 0: tablestore.v1.EventKind
 	(OpKind)(0),                         // 1: tablestore.v1.OpKind
@@ -4574,40 +4658,41 @@ var file_tablestore_v1_data_proto_goTypes = []any{
 	(*MergeSpansCommand)(nil),           // 24: tablestore.v1.MergeSpansCommand
 	(*DetachSpanCommand)(nil),           // 25: tablestore.v1.DetachSpanCommand
 	(*AddSpanCommand)(nil),              // 26: tablestore.v1.AddSpanCommand
-	(*FreezeCommand)(nil),               // 27: tablestore.v1.FreezeCommand
-	(*UnfreezeCommand)(nil),             // 28: tablestore.v1.UnfreezeCommand
-	(*KV)(nil),                          // 29: tablestore.v1.KV
-	(*AbsorbCommand)(nil),               // 30: tablestore.v1.AbsorbCommand
-	(*MergeCommand)(nil),                // 31: tablestore.v1.MergeCommand
-	(*SetReplicasCommand)(nil),          // 32: tablestore.v1.SetReplicasCommand
-	(*RangeState)(nil),                  // 33: tablestore.v1.RangeState
-	(*SplitBirth)(nil),                  // 34: tablestore.v1.SplitBirth
-	(*MergeDecision)(nil),               // 35: tablestore.v1.MergeDecision
-	(*MergeDecisionCommand)(nil),        // 36: tablestore.v1.MergeDecisionCommand
-	(*UpdateRangesCommand)(nil),         // 37: tablestore.v1.UpdateRangesCommand
-	(*AllocateRangeIDCommand)(nil),      // 38: tablestore.v1.AllocateRangeIDCommand
-	(*AppendEventCommand)(nil),          // 39: tablestore.v1.AppendEventCommand
-	(*MarkRangesStartedCommand)(nil),    // 40: tablestore.v1.MarkRangesStartedCommand
-	(*DeletedTable)(nil),                // 41: tablestore.v1.DeletedTable
-	(*DeletedRangesFrozenCommand)(nil),  // 42: tablestore.v1.DeletedRangesFrozenCommand
-	(*RemoveRangeCommand)(nil),          // 43: tablestore.v1.RemoveRangeCommand
-	(*MasterCommand)(nil),               // 44: tablestore.v1.MasterCommand
-	(*RegisterServerCommand)(nil),       // 45: tablestore.v1.RegisterServerCommand
-	(*SetServerDrainingCommand)(nil),    // 46: tablestore.v1.SetServerDrainingCommand
-	(*RemoveServerCommand)(nil),         // 47: tablestore.v1.RemoveServerCommand
-	(*CreateTableCommand)(nil),          // 48: tablestore.v1.CreateTableCommand
-	(*DeleteTableCommand)(nil),          // 49: tablestore.v1.DeleteTableCommand
-	(*TableRequestRecord)(nil),          // 50: tablestore.v1.TableRequestRecord
-	(*SetTableACLCommand)(nil),          // 51: tablestore.v1.SetTableACLCommand
-	(*SetServicePropertiesCommand)(nil), // 52: tablestore.v1.SetServicePropertiesCommand
-	(*SetAccountsCommand)(nil),          // 53: tablestore.v1.SetAccountsCommand
-	(*MasterSnapshot)(nil),              // 54: tablestore.v1.MasterSnapshot
-	(*FrontendInfo)(nil),                // 55: tablestore.v1.FrontendInfo
-	nil,                                 // 56: tablestore.v1.Event.FiguresEntry
-	nil,                                 // 57: tablestore.v1.PartitionMap.LeadersEntry
-	nil,                                 // 58: tablestore.v1.PartitionMap.LoadsEntry
-	nil,                                 // 59: tablestore.v1.PartitionMap.AccountServicePropertiesEntry
-	nil,                                 // 60: tablestore.v1.MasterSnapshot.AccountServicePropertiesEntry
+	(*AttachSpanCommand)(nil),           // 27: tablestore.v1.AttachSpanCommand
+	(*FreezeCommand)(nil),               // 28: tablestore.v1.FreezeCommand
+	(*UnfreezeCommand)(nil),             // 29: tablestore.v1.UnfreezeCommand
+	(*KV)(nil),                          // 30: tablestore.v1.KV
+	(*AbsorbCommand)(nil),               // 31: tablestore.v1.AbsorbCommand
+	(*MergeCommand)(nil),                // 32: tablestore.v1.MergeCommand
+	(*SetReplicasCommand)(nil),          // 33: tablestore.v1.SetReplicasCommand
+	(*RangeState)(nil),                  // 34: tablestore.v1.RangeState
+	(*SplitBirth)(nil),                  // 35: tablestore.v1.SplitBirth
+	(*MergeDecision)(nil),               // 36: tablestore.v1.MergeDecision
+	(*MergeDecisionCommand)(nil),        // 37: tablestore.v1.MergeDecisionCommand
+	(*UpdateRangesCommand)(nil),         // 38: tablestore.v1.UpdateRangesCommand
+	(*AllocateRangeIDCommand)(nil),      // 39: tablestore.v1.AllocateRangeIDCommand
+	(*AppendEventCommand)(nil),          // 40: tablestore.v1.AppendEventCommand
+	(*MarkRangesStartedCommand)(nil),    // 41: tablestore.v1.MarkRangesStartedCommand
+	(*DeletedTable)(nil),                // 42: tablestore.v1.DeletedTable
+	(*DeletedRangesFrozenCommand)(nil),  // 43: tablestore.v1.DeletedRangesFrozenCommand
+	(*RemoveRangeCommand)(nil),          // 44: tablestore.v1.RemoveRangeCommand
+	(*MasterCommand)(nil),               // 45: tablestore.v1.MasterCommand
+	(*RegisterServerCommand)(nil),       // 46: tablestore.v1.RegisterServerCommand
+	(*SetServerDrainingCommand)(nil),    // 47: tablestore.v1.SetServerDrainingCommand
+	(*RemoveServerCommand)(nil),         // 48: tablestore.v1.RemoveServerCommand
+	(*CreateTableCommand)(nil),          // 49: tablestore.v1.CreateTableCommand
+	(*DeleteTableCommand)(nil),          // 50: tablestore.v1.DeleteTableCommand
+	(*TableRequestRecord)(nil),          // 51: tablestore.v1.TableRequestRecord
+	(*SetTableACLCommand)(nil),          // 52: tablestore.v1.SetTableACLCommand
+	(*SetServicePropertiesCommand)(nil), // 53: tablestore.v1.SetServicePropertiesCommand
+	(*SetAccountsCommand)(nil),          // 54: tablestore.v1.SetAccountsCommand
+	(*MasterSnapshot)(nil),              // 55: tablestore.v1.MasterSnapshot
+	(*FrontendInfo)(nil),                // 56: tablestore.v1.FrontendInfo
+	nil,                                 // 57: tablestore.v1.Event.FiguresEntry
+	nil,                                 // 58: tablestore.v1.PartitionMap.LeadersEntry
+	nil,                                 // 59: tablestore.v1.PartitionMap.LoadsEntry
+	nil,                                 // 60: tablestore.v1.PartitionMap.AccountServicePropertiesEntry
+	nil,                                 // 61: tablestore.v1.MasterSnapshot.AccountServicePropertiesEntry
 }
 var file_tablestore_v1_data_proto_depIdxs = []int32{
 	5,  // 0: tablestore.v1.RangeDescriptor.replicas:type_name -> tablestore.v1.Replica
@@ -4616,59 +4701,60 @@ var file_tablestore_v1_data_proto_depIdxs = []int32{
 	12, // 3: tablestore.v1.RangeLoad.hot_keys:type_name -> tablestore.v1.KeyLoad
 	12, // 4: tablestore.v1.RangeLoad.load_sample:type_name -> tablestore.v1.KeyLoad
 	0,  // 5: tablestore.v1.Event.kind:type_name -> tablestore.v1.EventKind
-	56, // 6: tablestore.v1.Event.figures:type_name -> tablestore.v1.Event.FiguresEntry
+	57, // 6: tablestore.v1.Event.figures:type_name -> tablestore.v1.Event.FiguresEntry
 	11, // 7: tablestore.v1.RangeStatus.load:type_name -> tablestore.v1.RangeLoad
 	6,  // 8: tablestore.v1.RangeStatus.range:type_name -> tablestore.v1.RangeDescriptor
 	7,  // 9: tablestore.v1.PartitionMap.tables:type_name -> tablestore.v1.Table
 	6,  // 10: tablestore.v1.PartitionMap.ranges:type_name -> tablestore.v1.RangeDescriptor
 	9,  // 11: tablestore.v1.PartitionMap.servers:type_name -> tablestore.v1.ServerInfo
-	57, // 12: tablestore.v1.PartitionMap.leaders:type_name -> tablestore.v1.PartitionMap.LeadersEntry
-	58, // 13: tablestore.v1.PartitionMap.loads:type_name -> tablestore.v1.PartitionMap.LoadsEntry
+	58, // 12: tablestore.v1.PartitionMap.leaders:type_name -> tablestore.v1.PartitionMap.LeadersEntry
+	59, // 13: tablestore.v1.PartitionMap.loads:type_name -> tablestore.v1.PartitionMap.LoadsEntry
 	16, // 14: tablestore.v1.PartitionMap.accounts:type_name -> tablestore.v1.StorageAccount
-	59, // 15: tablestore.v1.PartitionMap.account_service_properties:type_name -> tablestore.v1.PartitionMap.AccountServicePropertiesEntry
+	60, // 15: tablestore.v1.PartitionMap.account_service_properties:type_name -> tablestore.v1.PartitionMap.AccountServicePropertiesEntry
 	1,  // 16: tablestore.v1.EntityOp.kind:type_name -> tablestore.v1.OpKind
 	2,  // 17: tablestore.v1.Command.kind:type_name -> tablestore.v1.CommandKind
 	17, // 18: tablestore.v1.WriteCommand.ops:type_name -> tablestore.v1.EntityOp
 	20, // 19: tablestore.v1.WriteBatchCommand.writes:type_name -> tablestore.v1.WriteCommand
 	6,  // 20: tablestore.v1.MergeSpansCommand.right:type_name -> tablestore.v1.RangeDescriptor
 	6,  // 21: tablestore.v1.AddSpanCommand.range:type_name -> tablestore.v1.RangeDescriptor
-	6,  // 22: tablestore.v1.AbsorbCommand.right:type_name -> tablestore.v1.RangeDescriptor
-	29, // 23: tablestore.v1.AbsorbCommand.rows:type_name -> tablestore.v1.KV
-	29, // 24: tablestore.v1.AbsorbCommand.requests:type_name -> tablestore.v1.KV
-	6,  // 25: tablestore.v1.MergeCommand.right:type_name -> tablestore.v1.RangeDescriptor
-	5,  // 26: tablestore.v1.SetReplicasCommand.replicas:type_name -> tablestore.v1.Replica
-	6,  // 27: tablestore.v1.RangeState.range:type_name -> tablestore.v1.RangeDescriptor
-	34, // 28: tablestore.v1.RangeState.recent_splits:type_name -> tablestore.v1.SplitBirth
-	6,  // 29: tablestore.v1.SplitBirth.right:type_name -> tablestore.v1.RangeDescriptor
-	4,  // 30: tablestore.v1.MergeDecision.outcome:type_name -> tablestore.v1.MergeOutcome
-	35, // 31: tablestore.v1.MergeDecisionCommand.decision:type_name -> tablestore.v1.MergeDecision
-	6,  // 32: tablestore.v1.UpdateRangesCommand.ranges:type_name -> tablestore.v1.RangeDescriptor
-	13, // 33: tablestore.v1.AppendEventCommand.event:type_name -> tablestore.v1.Event
-	6,  // 34: tablestore.v1.DeletedTable.ranges:type_name -> tablestore.v1.RangeDescriptor
-	6,  // 35: tablestore.v1.RemoveRangeCommand.absorbed_by:type_name -> tablestore.v1.RangeDescriptor
-	3,  // 36: tablestore.v1.MasterCommand.kind:type_name -> tablestore.v1.MasterCommandKind
-	9,  // 37: tablestore.v1.RegisterServerCommand.server:type_name -> tablestore.v1.ServerInfo
-	5,  // 38: tablestore.v1.CreateTableCommand.replicas:type_name -> tablestore.v1.Replica
-	3,  // 39: tablestore.v1.TableRequestRecord.kind:type_name -> tablestore.v1.MasterCommandKind
-	7,  // 40: tablestore.v1.TableRequestRecord.table:type_name -> tablestore.v1.Table
-	6,  // 41: tablestore.v1.TableRequestRecord.ranges:type_name -> tablestore.v1.RangeDescriptor
-	8,  // 42: tablestore.v1.SetTableACLCommand.acl:type_name -> tablestore.v1.SignedIdentifier
-	16, // 43: tablestore.v1.SetAccountsCommand.accounts:type_name -> tablestore.v1.StorageAccount
-	7,  // 44: tablestore.v1.MasterSnapshot.tables:type_name -> tablestore.v1.Table
-	6,  // 45: tablestore.v1.MasterSnapshot.ranges:type_name -> tablestore.v1.RangeDescriptor
-	9,  // 46: tablestore.v1.MasterSnapshot.servers:type_name -> tablestore.v1.ServerInfo
-	13, // 47: tablestore.v1.MasterSnapshot.events:type_name -> tablestore.v1.Event
-	16, // 48: tablestore.v1.MasterSnapshot.accounts:type_name -> tablestore.v1.StorageAccount
-	50, // 49: tablestore.v1.MasterSnapshot.requests:type_name -> tablestore.v1.TableRequestRecord
-	35, // 50: tablestore.v1.MasterSnapshot.merge_decisions:type_name -> tablestore.v1.MergeDecision
-	41, // 51: tablestore.v1.MasterSnapshot.deleted_pending:type_name -> tablestore.v1.DeletedTable
-	60, // 52: tablestore.v1.MasterSnapshot.account_service_properties:type_name -> tablestore.v1.MasterSnapshot.AccountServicePropertiesEntry
-	11, // 53: tablestore.v1.PartitionMap.LoadsEntry.value:type_name -> tablestore.v1.RangeLoad
-	54, // [54:54] is the sub-list for method output_type
-	54, // [54:54] is the sub-list for method input_type
-	54, // [54:54] is the sub-list for extension type_name
-	54, // [54:54] is the sub-list for extension extendee
-	0,  // [0:54] is the sub-list for field type_name
+	6,  // 22: tablestore.v1.AttachSpanCommand.right:type_name -> tablestore.v1.RangeDescriptor
+	6,  // 23: tablestore.v1.AbsorbCommand.right:type_name -> tablestore.v1.RangeDescriptor
+	30, // 24: tablestore.v1.AbsorbCommand.rows:type_name -> tablestore.v1.KV
+	30, // 25: tablestore.v1.AbsorbCommand.requests:type_name -> tablestore.v1.KV
+	6,  // 26: tablestore.v1.MergeCommand.right:type_name -> tablestore.v1.RangeDescriptor
+	5,  // 27: tablestore.v1.SetReplicasCommand.replicas:type_name -> tablestore.v1.Replica
+	6,  // 28: tablestore.v1.RangeState.range:type_name -> tablestore.v1.RangeDescriptor
+	35, // 29: tablestore.v1.RangeState.recent_splits:type_name -> tablestore.v1.SplitBirth
+	6,  // 30: tablestore.v1.SplitBirth.right:type_name -> tablestore.v1.RangeDescriptor
+	4,  // 31: tablestore.v1.MergeDecision.outcome:type_name -> tablestore.v1.MergeOutcome
+	36, // 32: tablestore.v1.MergeDecisionCommand.decision:type_name -> tablestore.v1.MergeDecision
+	6,  // 33: tablestore.v1.UpdateRangesCommand.ranges:type_name -> tablestore.v1.RangeDescriptor
+	13, // 34: tablestore.v1.AppendEventCommand.event:type_name -> tablestore.v1.Event
+	6,  // 35: tablestore.v1.DeletedTable.ranges:type_name -> tablestore.v1.RangeDescriptor
+	6,  // 36: tablestore.v1.RemoveRangeCommand.absorbed_by:type_name -> tablestore.v1.RangeDescriptor
+	3,  // 37: tablestore.v1.MasterCommand.kind:type_name -> tablestore.v1.MasterCommandKind
+	9,  // 38: tablestore.v1.RegisterServerCommand.server:type_name -> tablestore.v1.ServerInfo
+	5,  // 39: tablestore.v1.CreateTableCommand.replicas:type_name -> tablestore.v1.Replica
+	3,  // 40: tablestore.v1.TableRequestRecord.kind:type_name -> tablestore.v1.MasterCommandKind
+	7,  // 41: tablestore.v1.TableRequestRecord.table:type_name -> tablestore.v1.Table
+	6,  // 42: tablestore.v1.TableRequestRecord.ranges:type_name -> tablestore.v1.RangeDescriptor
+	8,  // 43: tablestore.v1.SetTableACLCommand.acl:type_name -> tablestore.v1.SignedIdentifier
+	16, // 44: tablestore.v1.SetAccountsCommand.accounts:type_name -> tablestore.v1.StorageAccount
+	7,  // 45: tablestore.v1.MasterSnapshot.tables:type_name -> tablestore.v1.Table
+	6,  // 46: tablestore.v1.MasterSnapshot.ranges:type_name -> tablestore.v1.RangeDescriptor
+	9,  // 47: tablestore.v1.MasterSnapshot.servers:type_name -> tablestore.v1.ServerInfo
+	13, // 48: tablestore.v1.MasterSnapshot.events:type_name -> tablestore.v1.Event
+	16, // 49: tablestore.v1.MasterSnapshot.accounts:type_name -> tablestore.v1.StorageAccount
+	51, // 50: tablestore.v1.MasterSnapshot.requests:type_name -> tablestore.v1.TableRequestRecord
+	36, // 51: tablestore.v1.MasterSnapshot.merge_decisions:type_name -> tablestore.v1.MergeDecision
+	42, // 52: tablestore.v1.MasterSnapshot.deleted_pending:type_name -> tablestore.v1.DeletedTable
+	61, // 53: tablestore.v1.MasterSnapshot.account_service_properties:type_name -> tablestore.v1.MasterSnapshot.AccountServicePropertiesEntry
+	11, // 54: tablestore.v1.PartitionMap.LoadsEntry.value:type_name -> tablestore.v1.RangeLoad
+	55, // [55:55] is the sub-list for method output_type
+	55, // [55:55] is the sub-list for method input_type
+	55, // [55:55] is the sub-list for extension type_name
+	55, // [55:55] is the sub-list for extension extendee
+	0,  // [0:55] is the sub-list for field type_name
 }
 
 func init() { file_tablestore_v1_data_proto_init() }
@@ -4682,7 +4768,7 @@ func file_tablestore_v1_data_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tablestore_v1_data_proto_rawDesc), len(file_tablestore_v1_data_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   56,
+			NumMessages:   57,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -24,6 +24,171 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type GroupTablesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// How long the master starts new work for before it answers (0: 10 s).
+	BudgetMs      uint32 `protobuf:"varint,1,opt,name=budget_ms,json=budgetMs,proto3" json:"budget_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupTablesRequest) Reset() {
+	*x = GroupTablesRequest{}
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupTablesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupTablesRequest) ProtoMessage() {}
+
+func (x *GroupTablesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupTablesRequest.ProtoReflect.Descriptor instead.
+func (*GroupTablesRequest) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *GroupTablesRequest) GetBudgetMs() uint32 {
+	if x != nil {
+		return x.BudgetMs
+	}
+	return 0
+}
+
+type GroupTablesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Ranges this call took into an anchor group.
+	AttachedRangeIds []uint64 `protobuf:"varint,1,rep,packed,name=attached_range_ids,json=attachedRangeIds,proto3" json:"attached_range_ids,omitempty"`
+	// Ranges still in a group of their own that could be attached: busy,
+	// their attach failed or was aborted, or not reached within the budget.
+	// Call again.
+	RemainingRangeIds []uint64 `protobuf:"varint,2,rep,packed,name=remaining_range_ids,json=remainingRangeIds,proto3" json:"remaining_range_ids,omitempty"`
+	// Ranges left in a group of their own for good by the rules (hot,
+	// large, split into several ranges, no anchor group with room or whose
+	// servers all announce attach_spans), with the reason.
+	Skipped       []*SkippedRange `protobuf:"bytes,3,rep,name=skipped,proto3" json:"skipped,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupTablesResponse) Reset() {
+	*x = GroupTablesResponse{}
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupTablesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupTablesResponse) ProtoMessage() {}
+
+func (x *GroupTablesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupTablesResponse.ProtoReflect.Descriptor instead.
+func (*GroupTablesResponse) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *GroupTablesResponse) GetAttachedRangeIds() []uint64 {
+	if x != nil {
+		return x.AttachedRangeIds
+	}
+	return nil
+}
+
+func (x *GroupTablesResponse) GetRemainingRangeIds() []uint64 {
+	if x != nil {
+		return x.RemainingRangeIds
+	}
+	return nil
+}
+
+func (x *GroupTablesResponse) GetSkipped() []*SkippedRange {
+	if x != nil {
+		return x.Skipped
+	}
+	return nil
+}
+
+// SkippedRange is one range GroupTables leaves where it is, and why.
+type SkippedRange struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RangeId       uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
+	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SkippedRange) Reset() {
+	*x = SkippedRange{}
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SkippedRange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SkippedRange) ProtoMessage() {}
+
+func (x *SkippedRange) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SkippedRange.ProtoReflect.Descriptor instead.
+func (*SkippedRange) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *SkippedRange) GetRangeId() uint64 {
+	if x != nil {
+		return x.RangeId
+	}
+	return 0
+}
+
+func (x *SkippedRange) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 type UngroupTablesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// How long the master starts new work for before it answers (0: 10 s).
@@ -36,7 +201,7 @@ type UngroupTablesRequest struct {
 
 func (x *UngroupTablesRequest) Reset() {
 	*x = UngroupTablesRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[0]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -48,7 +213,7 @@ func (x *UngroupTablesRequest) String() string {
 func (*UngroupTablesRequest) ProtoMessage() {}
 
 func (x *UngroupTablesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[0]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -61,7 +226,7 @@ func (x *UngroupTablesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UngroupTablesRequest.ProtoReflect.Descriptor instead.
 func (*UngroupTablesRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{0}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *UngroupTablesRequest) GetBudgetMs() uint32 {
@@ -90,7 +255,7 @@ type UngroupTablesResponse struct {
 
 func (x *UngroupTablesResponse) Reset() {
 	*x = UngroupTablesResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[1]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -102,7 +267,7 @@ func (x *UngroupTablesResponse) String() string {
 func (*UngroupTablesResponse) ProtoMessage() {}
 
 func (x *UngroupTablesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[1]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -115,7 +280,7 @@ func (x *UngroupTablesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UngroupTablesResponse.ProtoReflect.Descriptor instead.
 func (*UngroupTablesResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{1}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *UngroupTablesResponse) GetDetachedRangeIds() []uint64 {
@@ -154,7 +319,7 @@ type ListFrontendsRequest struct {
 
 func (x *ListFrontendsRequest) Reset() {
 	*x = ListFrontendsRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[2]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -166,7 +331,7 @@ func (x *ListFrontendsRequest) String() string {
 func (*ListFrontendsRequest) ProtoMessage() {}
 
 func (x *ListFrontendsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[2]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -179,7 +344,7 @@ func (x *ListFrontendsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFrontendsRequest.ProtoReflect.Descriptor instead.
 func (*ListFrontendsRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{2}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{5}
 }
 
 // WatchingFrontend is one open partition map watch that carried a
@@ -203,7 +368,7 @@ type WatchingFrontend struct {
 
 func (x *WatchingFrontend) Reset() {
 	*x = WatchingFrontend{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[3]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -215,7 +380,7 @@ func (x *WatchingFrontend) String() string {
 func (*WatchingFrontend) ProtoMessage() {}
 
 func (x *WatchingFrontend) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[3]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -228,7 +393,7 @@ func (x *WatchingFrontend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchingFrontend.ProtoReflect.Descriptor instead.
 func (*WatchingFrontend) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{3}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *WatchingFrontend) GetFrontend() *FrontendInfo {
@@ -282,7 +447,7 @@ type ListFrontendsResponse struct {
 
 func (x *ListFrontendsResponse) Reset() {
 	*x = ListFrontendsResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[4]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -294,7 +459,7 @@ func (x *ListFrontendsResponse) String() string {
 func (*ListFrontendsResponse) ProtoMessage() {}
 
 func (x *ListFrontendsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[4]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -307,7 +472,7 @@ func (x *ListFrontendsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFrontendsResponse.ProtoReflect.Descriptor instead.
 func (*ListFrontendsResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{4}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ListFrontendsResponse) GetFrontends() []*WatchingFrontend {
@@ -355,7 +520,7 @@ type JoinFloorRequest struct {
 
 func (x *JoinFloorRequest) Reset() {
 	*x = JoinFloorRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[5]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -367,7 +532,7 @@ func (x *JoinFloorRequest) String() string {
 func (*JoinFloorRequest) ProtoMessage() {}
 
 func (x *JoinFloorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[5]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -380,7 +545,7 @@ func (x *JoinFloorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinFloorRequest.ProtoReflect.Descriptor instead.
 func (*JoinFloorRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{5}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *JoinFloorRequest) GetRangeId() uint64 {
@@ -412,7 +577,7 @@ type JoinFloorResponse struct {
 
 func (x *JoinFloorResponse) Reset() {
 	*x = JoinFloorResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[6]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -424,7 +589,7 @@ func (x *JoinFloorResponse) String() string {
 func (*JoinFloorResponse) ProtoMessage() {}
 
 func (x *JoinFloorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[6]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -437,7 +602,7 @@ func (x *JoinFloorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinFloorResponse.ProtoReflect.Descriptor instead.
 func (*JoinFloorResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{6}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *JoinFloorResponse) GetRange() *RangeDescriptor {
@@ -471,7 +636,7 @@ type DrainServerRequest struct {
 
 func (x *DrainServerRequest) Reset() {
 	*x = DrainServerRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[7]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -483,7 +648,7 @@ func (x *DrainServerRequest) String() string {
 func (*DrainServerRequest) ProtoMessage() {}
 
 func (x *DrainServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[7]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -496,7 +661,7 @@ func (x *DrainServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainServerRequest.ProtoReflect.Descriptor instead.
 func (*DrainServerRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{7}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DrainServerRequest) GetServerId() string {
@@ -522,7 +687,7 @@ type DrainServerResponse struct {
 
 func (x *DrainServerResponse) Reset() {
 	*x = DrainServerResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[8]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -534,7 +699,7 @@ func (x *DrainServerResponse) String() string {
 func (*DrainServerResponse) ProtoMessage() {}
 
 func (x *DrainServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[8]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -547,7 +712,7 @@ func (x *DrainServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainServerResponse.ProtoReflect.Descriptor instead.
 func (*DrainServerResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{8}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DrainServerResponse) GetServer() *ServerInfo {
@@ -566,7 +731,7 @@ type RemoveServerRequest struct {
 
 func (x *RemoveServerRequest) Reset() {
 	*x = RemoveServerRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[9]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -578,7 +743,7 @@ func (x *RemoveServerRequest) String() string {
 func (*RemoveServerRequest) ProtoMessage() {}
 
 func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[9]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -591,7 +756,7 @@ func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerRequest.ProtoReflect.Descriptor instead.
 func (*RemoveServerRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{9}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RemoveServerRequest) GetServerId() string {
@@ -609,7 +774,7 @@ type RemoveServerResponse struct {
 
 func (x *RemoveServerResponse) Reset() {
 	*x = RemoveServerResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[10]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -621,7 +786,7 @@ func (x *RemoveServerResponse) String() string {
 func (*RemoveServerResponse) ProtoMessage() {}
 
 func (x *RemoveServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[10]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -634,7 +799,7 @@ func (x *RemoveServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerResponse.ProtoReflect.Descriptor instead.
 func (*RemoveServerResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{10}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{13}
 }
 
 type ListMembersRequest struct {
@@ -645,7 +810,7 @@ type ListMembersRequest struct {
 
 func (x *ListMembersRequest) Reset() {
 	*x = ListMembersRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[11]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -657,7 +822,7 @@ func (x *ListMembersRequest) String() string {
 func (*ListMembersRequest) ProtoMessage() {}
 
 func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[11]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -670,7 +835,7 @@ func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersRequest.ProtoReflect.Descriptor instead.
 func (*ListMembersRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{11}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{14}
 }
 
 // MasterMember is one member of the master group's Raft configuration.
@@ -686,7 +851,7 @@ type MasterMember struct {
 
 func (x *MasterMember) Reset() {
 	*x = MasterMember{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[12]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -698,7 +863,7 @@ func (x *MasterMember) String() string {
 func (*MasterMember) ProtoMessage() {}
 
 func (x *MasterMember) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[12]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -711,7 +876,7 @@ func (x *MasterMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterMember.ProtoReflect.Descriptor instead.
 func (*MasterMember) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{12}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *MasterMember) GetId() string {
@@ -759,7 +924,7 @@ type ListMembersResponse struct {
 
 func (x *ListMembersResponse) Reset() {
 	*x = ListMembersResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[13]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -771,7 +936,7 @@ func (x *ListMembersResponse) String() string {
 func (*ListMembersResponse) ProtoMessage() {}
 
 func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[13]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -784,7 +949,7 @@ func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersResponse.ProtoReflect.Descriptor instead.
 func (*ListMembersResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{13}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListMembersResponse) GetMembers() []*MasterMember {
@@ -832,7 +997,7 @@ type AddMemberRequest struct {
 
 func (x *AddMemberRequest) Reset() {
 	*x = AddMemberRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[14]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -844,7 +1009,7 @@ func (x *AddMemberRequest) String() string {
 func (*AddMemberRequest) ProtoMessage() {}
 
 func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[14]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -857,7 +1022,7 @@ func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberRequest.ProtoReflect.Descriptor instead.
 func (*AddMemberRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{14}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AddMemberRequest) GetId() string {
@@ -883,7 +1048,7 @@ type RemoveMemberRequest struct {
 
 func (x *RemoveMemberRequest) Reset() {
 	*x = RemoveMemberRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[15]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -895,7 +1060,7 @@ func (x *RemoveMemberRequest) String() string {
 func (*RemoveMemberRequest) ProtoMessage() {}
 
 func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[15]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -908,7 +1073,7 @@ func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
 func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{15}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RemoveMemberRequest) GetId() string {
@@ -938,7 +1103,7 @@ type CreateTableRequest struct {
 
 func (x *CreateTableRequest) Reset() {
 	*x = CreateTableRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[16]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -950,7 +1115,7 @@ func (x *CreateTableRequest) String() string {
 func (*CreateTableRequest) ProtoMessage() {}
 
 func (x *CreateTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[16]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -963,7 +1128,7 @@ func (x *CreateTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTableRequest.ProtoReflect.Descriptor instead.
 func (*CreateTableRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{16}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CreateTableRequest) GetName() string {
@@ -1010,7 +1175,7 @@ type CreateTableResponse struct {
 
 func (x *CreateTableResponse) Reset() {
 	*x = CreateTableResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[17]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1022,7 +1187,7 @@ func (x *CreateTableResponse) String() string {
 func (*CreateTableResponse) ProtoMessage() {}
 
 func (x *CreateTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[17]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1035,7 +1200,7 @@ func (x *CreateTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTableResponse.ProtoReflect.Descriptor instead.
 func (*CreateTableResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{17}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CreateTableResponse) GetTable() *Table {
@@ -1080,7 +1245,7 @@ type DeleteTableRequest struct {
 
 func (x *DeleteTableRequest) Reset() {
 	*x = DeleteTableRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[18]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1092,7 +1257,7 @@ func (x *DeleteTableRequest) String() string {
 func (*DeleteTableRequest) ProtoMessage() {}
 
 func (x *DeleteTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[18]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1105,7 +1270,7 @@ func (x *DeleteTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTableRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTableRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{18}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DeleteTableRequest) GetName() string {
@@ -1139,7 +1304,7 @@ type DeleteTableResponse struct {
 
 func (x *DeleteTableResponse) Reset() {
 	*x = DeleteTableResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[19]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1151,7 +1316,7 @@ func (x *DeleteTableResponse) String() string {
 func (*DeleteTableResponse) ProtoMessage() {}
 
 func (x *DeleteTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[19]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1164,7 +1329,7 @@ func (x *DeleteTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTableResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTableResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{19}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DeleteTableResponse) GetMap() *PartitionMap {
@@ -1187,7 +1352,7 @@ type GetPartitionMapRequest struct {
 
 func (x *GetPartitionMapRequest) Reset() {
 	*x = GetPartitionMapRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[20]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1199,7 +1364,7 @@ func (x *GetPartitionMapRequest) String() string {
 func (*GetPartitionMapRequest) ProtoMessage() {}
 
 func (x *GetPartitionMapRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[20]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1212,7 +1377,7 @@ func (x *GetPartitionMapRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPartitionMapRequest.ProtoReflect.Descriptor instead.
 func (*GetPartitionMapRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{20}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetPartitionMapRequest) GetTable() string {
@@ -1237,7 +1402,7 @@ type WatchPartitionMapRequest struct {
 
 func (x *WatchPartitionMapRequest) Reset() {
 	*x = WatchPartitionMapRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[21]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1249,7 +1414,7 @@ func (x *WatchPartitionMapRequest) String() string {
 func (*WatchPartitionMapRequest) ProtoMessage() {}
 
 func (x *WatchPartitionMapRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[21]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1262,7 +1427,7 @@ func (x *WatchPartitionMapRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchPartitionMapRequest.ProtoReflect.Descriptor instead.
 func (*WatchPartitionMapRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{21}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *WatchPartitionMapRequest) GetKnownVersion() uint64 {
@@ -1325,14 +1490,18 @@ type HeartbeatRequest struct {
 	// The server applies COMMAND_KIND_ADD_SPAN and serves AddSpan: the master
 	// adds a table's range to a shared group only when every server of the
 	// group says so (docs/range-groups.md, stage 7).
-	TableGroups   bool `protobuf:"varint,12,opt,name=table_groups,json=tableGroups,proto3" json:"table_groups,omitempty"`
+	TableGroups bool `protobuf:"varint,12,opt,name=table_groups,json=tableGroups,proto3" json:"table_groups,omitempty"`
+	// The server applies COMMAND_KIND_ATTACH_SPAN and serves AttachSpan: the
+	// master attaches a range to a shared group only when every server of
+	// both groups says so (docs/range-groups.md, stage 8).
+	AttachSpans   bool `protobuf:"varint,13,opt,name=attach_spans,json=attachSpans,proto3" json:"attach_spans,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[22]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1344,7 +1513,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[22]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1357,7 +1526,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{22}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *HeartbeatRequest) GetServer() *ServerInfo {
@@ -1444,6 +1613,13 @@ func (x *HeartbeatRequest) GetTableGroups() bool {
 	return false
 }
 
+func (x *HeartbeatRequest) GetAttachSpans() bool {
+	if x != nil {
+		return x.AttachSpans
+	}
+	return false
+}
+
 // DiskLatency summarises a partition server's disk commits over its last
 // window_seconds: how many, and their median (the lower one: at least half
 // took this long or longer). The median, not the maximum, which one hiccup
@@ -1465,7 +1641,7 @@ type DiskLatency struct {
 
 func (x *DiskLatency) Reset() {
 	*x = DiskLatency{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[23]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1477,7 +1653,7 @@ func (x *DiskLatency) String() string {
 func (*DiskLatency) ProtoMessage() {}
 
 func (x *DiskLatency) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[23]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1490,7 +1666,7 @@ func (x *DiskLatency) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiskLatency.ProtoReflect.Descriptor instead.
 func (*DiskLatency) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{23}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DiskLatency) GetWindowSeconds() float64 {
@@ -1581,7 +1757,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[24]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1593,7 +1769,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[24]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1606,7 +1782,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{24}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *HeartbeatResponse) GetAssigned() []*RangeDescriptor {
@@ -1710,7 +1886,7 @@ type SetTableACLRequest struct {
 
 func (x *SetTableACLRequest) Reset() {
 	*x = SetTableACLRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[25]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1722,7 +1898,7 @@ func (x *SetTableACLRequest) String() string {
 func (*SetTableACLRequest) ProtoMessage() {}
 
 func (x *SetTableACLRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[25]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1735,7 +1911,7 @@ func (x *SetTableACLRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTableACLRequest.ProtoReflect.Descriptor instead.
 func (*SetTableACLRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{25}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SetTableACLRequest) GetName() string {
@@ -1760,7 +1936,7 @@ type SetTableACLResponse struct {
 
 func (x *SetTableACLResponse) Reset() {
 	*x = SetTableACLResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[26]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1772,7 +1948,7 @@ func (x *SetTableACLResponse) String() string {
 func (*SetTableACLResponse) ProtoMessage() {}
 
 func (x *SetTableACLResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[26]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1785,7 +1961,7 @@ func (x *SetTableACLResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTableACLResponse.ProtoReflect.Descriptor instead.
 func (*SetTableACLResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{26}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{29}
 }
 
 type SetServicePropertiesRequest struct {
@@ -1802,7 +1978,7 @@ type SetServicePropertiesRequest struct {
 
 func (x *SetServicePropertiesRequest) Reset() {
 	*x = SetServicePropertiesRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[27]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1814,7 +1990,7 @@ func (x *SetServicePropertiesRequest) String() string {
 func (*SetServicePropertiesRequest) ProtoMessage() {}
 
 func (x *SetServicePropertiesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[27]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1827,7 +2003,7 @@ func (x *SetServicePropertiesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetServicePropertiesRequest.ProtoReflect.Descriptor instead.
 func (*SetServicePropertiesRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{27}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SetServicePropertiesRequest) GetProperties() []byte {
@@ -1852,7 +2028,7 @@ type SetServicePropertiesResponse struct {
 
 func (x *SetServicePropertiesResponse) Reset() {
 	*x = SetServicePropertiesResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[28]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1864,7 +2040,7 @@ func (x *SetServicePropertiesResponse) String() string {
 func (*SetServicePropertiesResponse) ProtoMessage() {}
 
 func (x *SetServicePropertiesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[28]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1877,7 +2053,7 @@ func (x *SetServicePropertiesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetServicePropertiesResponse.ProtoReflect.Descriptor instead.
 func (*SetServicePropertiesResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{28}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{31}
 }
 
 type SetAccountsRequest struct {
@@ -1889,7 +2065,7 @@ type SetAccountsRequest struct {
 
 func (x *SetAccountsRequest) Reset() {
 	*x = SetAccountsRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[29]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1901,7 +2077,7 @@ func (x *SetAccountsRequest) String() string {
 func (*SetAccountsRequest) ProtoMessage() {}
 
 func (x *SetAccountsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[29]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1914,7 +2090,7 @@ func (x *SetAccountsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAccountsRequest.ProtoReflect.Descriptor instead.
 func (*SetAccountsRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{29}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SetAccountsRequest) GetAccounts() []*StorageAccount {
@@ -1932,7 +2108,7 @@ type SetAccountsResponse struct {
 
 func (x *SetAccountsResponse) Reset() {
 	*x = SetAccountsResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[30]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1944,7 +2120,7 @@ func (x *SetAccountsResponse) String() string {
 func (*SetAccountsResponse) ProtoMessage() {}
 
 func (x *SetAccountsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[30]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1957,7 +2133,7 @@ func (x *SetAccountsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAccountsResponse.ProtoReflect.Descriptor instead.
 func (*SetAccountsResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{30}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{33}
 }
 
 type EventsRequest struct {
@@ -1970,7 +2146,7 @@ type EventsRequest struct {
 
 func (x *EventsRequest) Reset() {
 	*x = EventsRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[31]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1982,7 +2158,7 @@ func (x *EventsRequest) String() string {
 func (*EventsRequest) ProtoMessage() {}
 
 func (x *EventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[31]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1995,7 +2171,7 @@ func (x *EventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsRequest.ProtoReflect.Descriptor instead.
 func (*EventsRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{31}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *EventsRequest) GetSinceSeq() uint64 {
@@ -2026,7 +2202,7 @@ type SplitRequest struct {
 
 func (x *SplitRequest) Reset() {
 	*x = SplitRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[32]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2038,7 +2214,7 @@ func (x *SplitRequest) String() string {
 func (*SplitRequest) ProtoMessage() {}
 
 func (x *SplitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[32]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2051,7 +2227,7 @@ func (x *SplitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitRequest.ProtoReflect.Descriptor instead.
 func (*SplitRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{32}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SplitRequest) GetTable() string {
@@ -2085,7 +2261,7 @@ type SplitResponse struct {
 
 func (x *SplitResponse) Reset() {
 	*x = SplitResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[33]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2097,7 +2273,7 @@ func (x *SplitResponse) String() string {
 func (*SplitResponse) ProtoMessage() {}
 
 func (x *SplitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[33]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2110,7 +2286,7 @@ func (x *SplitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitResponse.ProtoReflect.Descriptor instead.
 func (*SplitResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{33}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *SplitResponse) GetLeft() *RangeDescriptor {
@@ -2136,7 +2312,7 @@ type MergeRequest struct {
 
 func (x *MergeRequest) Reset() {
 	*x = MergeRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[34]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2148,7 +2324,7 @@ func (x *MergeRequest) String() string {
 func (*MergeRequest) ProtoMessage() {}
 
 func (x *MergeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[34]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2161,7 +2337,7 @@ func (x *MergeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeRequest.ProtoReflect.Descriptor instead.
 func (*MergeRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{34}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *MergeRequest) GetRangeId() uint64 {
@@ -2180,7 +2356,7 @@ type MergeResponse struct {
 
 func (x *MergeResponse) Reset() {
 	*x = MergeResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[35]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2192,7 +2368,7 @@ func (x *MergeResponse) String() string {
 func (*MergeResponse) ProtoMessage() {}
 
 func (x *MergeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[35]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2205,7 +2381,7 @@ func (x *MergeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeResponse.ProtoReflect.Descriptor instead.
 func (*MergeResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{35}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *MergeResponse) GetRange() *RangeDescriptor {
@@ -2233,7 +2409,7 @@ type MoveRequest struct {
 
 func (x *MoveRequest) Reset() {
 	*x = MoveRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[36]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2245,7 +2421,7 @@ func (x *MoveRequest) String() string {
 func (*MoveRequest) ProtoMessage() {}
 
 func (x *MoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[36]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2258,7 +2434,7 @@ func (x *MoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveRequest.ProtoReflect.Descriptor instead.
 func (*MoveRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{36}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *MoveRequest) GetRangeId() uint64 {
@@ -2298,7 +2474,7 @@ type MoveResponse struct {
 
 func (x *MoveResponse) Reset() {
 	*x = MoveResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[37]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2310,7 +2486,7 @@ func (x *MoveResponse) String() string {
 func (*MoveResponse) ProtoMessage() {}
 
 func (x *MoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[37]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2323,7 +2499,7 @@ func (x *MoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveResponse.ProtoReflect.Descriptor instead.
 func (*MoveResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{37}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *MoveResponse) GetRange() *RangeDescriptor {
@@ -2347,7 +2523,7 @@ type MasterTransferLeaderRequest struct {
 
 func (x *MasterTransferLeaderRequest) Reset() {
 	*x = MasterTransferLeaderRequest{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[38]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2359,7 +2535,7 @@ func (x *MasterTransferLeaderRequest) String() string {
 func (*MasterTransferLeaderRequest) ProtoMessage() {}
 
 func (x *MasterTransferLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[38]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2372,7 +2548,7 @@ func (x *MasterTransferLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterTransferLeaderRequest.ProtoReflect.Descriptor instead.
 func (*MasterTransferLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{38}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *MasterTransferLeaderRequest) GetRangeId() uint64 {
@@ -2404,7 +2580,7 @@ type MasterTransferLeaderResponse struct {
 
 func (x *MasterTransferLeaderResponse) Reset() {
 	*x = MasterTransferLeaderResponse{}
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[39]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2416,7 +2592,7 @@ func (x *MasterTransferLeaderResponse) String() string {
 func (*MasterTransferLeaderResponse) ProtoMessage() {}
 
 func (x *MasterTransferLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_master_service_proto_msgTypes[39]
+	mi := &file_tablestore_v1_master_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2429,14 +2605,23 @@ func (x *MasterTransferLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MasterTransferLeaderResponse.ProtoReflect.Descriptor instead.
 func (*MasterTransferLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{39}
+	return file_tablestore_v1_master_service_proto_rawDescGZIP(), []int{42}
 }
 
 var File_tablestore_v1_master_service_proto protoreflect.FileDescriptor
 
 const file_tablestore_v1_master_service_proto_rawDesc = "" +
 	"\n" +
-	"\"tablestore/v1/master_service.proto\x12\rtablestore.v1\x1a\x18tablestore/v1/data.proto\"3\n" +
+	"\"tablestore/v1/master_service.proto\x12\rtablestore.v1\x1a\x18tablestore/v1/data.proto\"1\n" +
+	"\x12GroupTablesRequest\x12\x1b\n" +
+	"\tbudget_ms\x18\x01 \x01(\rR\bbudgetMs\"\xaa\x01\n" +
+	"\x13GroupTablesResponse\x12,\n" +
+	"\x12attached_range_ids\x18\x01 \x03(\x04R\x10attachedRangeIds\x12.\n" +
+	"\x13remaining_range_ids\x18\x02 \x03(\x04R\x11remainingRangeIds\x125\n" +
+	"\askipped\x18\x03 \x03(\v2\x1b.tablestore.v1.SkippedRangeR\askipped\"A\n" +
+	"\fSkippedRange\x12\x19\n" +
+	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"3\n" +
 	"\x14UngroupTablesRequest\x12\x1b\n" +
 	"\tbudget_ms\x18\x01 \x01(\rR\bbudgetMs\"\xcb\x01\n" +
 	"\x15UngroupTablesResponse\x12,\n" +
@@ -2514,7 +2699,7 @@ const file_tablestore_v1_master_service_proto_rawDesc = "" +
 	"\x18WatchPartitionMapRequest\x12#\n" +
 	"\rknown_version\x18\x01 \x01(\x04R\fknownVersion\x12\x16\n" +
 	"\x06deltas\x18\x02 \x01(\bR\x06deltas\x127\n" +
-	"\bfrontend\x18\x03 \x01(\v2\x1b.tablestore.v1.FrontendInfoR\bfrontend\"\x80\x04\n" +
+	"\bfrontend\x18\x03 \x01(\v2\x1b.tablestore.v1.FrontendInfoR\bfrontend\"\xa3\x04\n" +
 	"\x10HeartbeatRequest\x121\n" +
 	"\x06server\x18\x01 \x01(\v2\x19.tablestore.v1.ServerInfoR\x06server\x122\n" +
 	"\x06ranges\x18\x02 \x03(\v2\x1a.tablestore.v1.RangeStatusR\x06ranges\x12\x12\n" +
@@ -2530,7 +2715,8 @@ const file_tablestore_v1_master_service_proto_rawDesc = "" +
 	"disk_space\x18\n" +
 	" \x01(\v2\x18.tablestore.v1.DiskSpaceR\tdiskSpace\x12$\n" +
 	"\x0esent_unix_nano\x18\v \x01(\x03R\fsentUnixNano\x12!\n" +
-	"\ftable_groups\x18\f \x01(\bR\vtableGroups\"\xec\x01\n" +
+	"\ftable_groups\x18\f \x01(\bR\vtableGroups\x12!\n" +
+	"\fattach_spans\x18\r \x01(\bR\vattachSpans\"\xec\x01\n" +
 	"\vDiskLatency\x12%\n" +
 	"\x0ewindow_seconds\x18\x01 \x01(\x01R\rwindowSeconds\x12#\n" +
 	"\rstate_commits\x18\x02 \x01(\rR\fstateCommits\x12=\n" +
@@ -2596,7 +2782,7 @@ const file_tablestore_v1_master_service_proto_rawDesc = "" +
 	"\fto_server_id\x18\x02 \x01(\tR\n" +
 	"toServerId\x12\x14\n" +
 	"\x05whole\x18\x03 \x01(\bR\x05whole\"\x1e\n" +
-	"\x1cMasterTransferLeaderResponse2\x87\x0e\n" +
+	"\x1cMasterTransferLeaderResponse2\xdd\x0e\n" +
 	"\rMasterService\x12T\n" +
 	"\vCreateTable\x12!.tablestore.v1.CreateTableRequest\x1a\".tablestore.v1.CreateTableResponse\x12T\n" +
 	"\vDeleteTable\x12!.tablestore.v1.DeleteTableRequest\x1a\".tablestore.v1.DeleteTableResponse\x12U\n" +
@@ -2618,7 +2804,8 @@ const file_tablestore_v1_master_service_proto_rawDesc = "" +
 	"\fRemoveMember\x12\".tablestore.v1.RemoveMemberRequest\x1a\".tablestore.v1.ListMembersResponse\x12N\n" +
 	"\tJoinFloor\x12\x1f.tablestore.v1.JoinFloorRequest\x1a .tablestore.v1.JoinFloorResponse\x12Z\n" +
 	"\rListFrontends\x12#.tablestore.v1.ListFrontendsRequest\x1a$.tablestore.v1.ListFrontendsResponse\x12Z\n" +
-	"\rUngroupTables\x12#.tablestore.v1.UngroupTablesRequest\x1a$.tablestore.v1.UngroupTablesResponseB\x1fZ\x1dtablestore/proto/tablestorepbb\x06proto3"
+	"\rUngroupTables\x12#.tablestore.v1.UngroupTablesRequest\x1a$.tablestore.v1.UngroupTablesResponse\x12T\n" +
+	"\vGroupTables\x12!.tablestore.v1.GroupTablesRequest\x1a\".tablestore.v1.GroupTablesResponseB\x1fZ\x1dtablestore/proto/tablestorepbb\x06proto3"
 
 var (
 	file_tablestore_v1_master_service_proto_rawDescOnce sync.Once
@@ -2632,130 +2819,136 @@ func file_tablestore_v1_master_service_proto_rawDescGZIP() []byte {
 	return file_tablestore_v1_master_service_proto_rawDescData
 }
 
-var file_tablestore_v1_master_service_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_tablestore_v1_master_service_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
 var file_tablestore_v1_master_service_proto_goTypes = []any{
-	(*UngroupTablesRequest)(nil),         // 0: tablestore.v1.UngroupTablesRequest
-	(*UngroupTablesResponse)(nil),        // 1: tablestore.v1.UngroupTablesResponse
-	(*ListFrontendsRequest)(nil),         // 2: tablestore.v1.ListFrontendsRequest
-	(*WatchingFrontend)(nil),             // 3: tablestore.v1.WatchingFrontend
-	(*ListFrontendsResponse)(nil),        // 4: tablestore.v1.ListFrontendsResponse
-	(*JoinFloorRequest)(nil),             // 5: tablestore.v1.JoinFloorRequest
-	(*JoinFloorResponse)(nil),            // 6: tablestore.v1.JoinFloorResponse
-	(*DrainServerRequest)(nil),           // 7: tablestore.v1.DrainServerRequest
-	(*DrainServerResponse)(nil),          // 8: tablestore.v1.DrainServerResponse
-	(*RemoveServerRequest)(nil),          // 9: tablestore.v1.RemoveServerRequest
-	(*RemoveServerResponse)(nil),         // 10: tablestore.v1.RemoveServerResponse
-	(*ListMembersRequest)(nil),           // 11: tablestore.v1.ListMembersRequest
-	(*MasterMember)(nil),                 // 12: tablestore.v1.MasterMember
-	(*ListMembersResponse)(nil),          // 13: tablestore.v1.ListMembersResponse
-	(*AddMemberRequest)(nil),             // 14: tablestore.v1.AddMemberRequest
-	(*RemoveMemberRequest)(nil),          // 15: tablestore.v1.RemoveMemberRequest
-	(*CreateTableRequest)(nil),           // 16: tablestore.v1.CreateTableRequest
-	(*CreateTableResponse)(nil),          // 17: tablestore.v1.CreateTableResponse
-	(*DeleteTableRequest)(nil),           // 18: tablestore.v1.DeleteTableRequest
-	(*DeleteTableResponse)(nil),          // 19: tablestore.v1.DeleteTableResponse
-	(*GetPartitionMapRequest)(nil),       // 20: tablestore.v1.GetPartitionMapRequest
-	(*WatchPartitionMapRequest)(nil),     // 21: tablestore.v1.WatchPartitionMapRequest
-	(*HeartbeatRequest)(nil),             // 22: tablestore.v1.HeartbeatRequest
-	(*DiskLatency)(nil),                  // 23: tablestore.v1.DiskLatency
-	(*HeartbeatResponse)(nil),            // 24: tablestore.v1.HeartbeatResponse
-	(*SetTableACLRequest)(nil),           // 25: tablestore.v1.SetTableACLRequest
-	(*SetTableACLResponse)(nil),          // 26: tablestore.v1.SetTableACLResponse
-	(*SetServicePropertiesRequest)(nil),  // 27: tablestore.v1.SetServicePropertiesRequest
-	(*SetServicePropertiesResponse)(nil), // 28: tablestore.v1.SetServicePropertiesResponse
-	(*SetAccountsRequest)(nil),           // 29: tablestore.v1.SetAccountsRequest
-	(*SetAccountsResponse)(nil),          // 30: tablestore.v1.SetAccountsResponse
-	(*EventsRequest)(nil),                // 31: tablestore.v1.EventsRequest
-	(*SplitRequest)(nil),                 // 32: tablestore.v1.SplitRequest
-	(*SplitResponse)(nil),                // 33: tablestore.v1.SplitResponse
-	(*MergeRequest)(nil),                 // 34: tablestore.v1.MergeRequest
-	(*MergeResponse)(nil),                // 35: tablestore.v1.MergeResponse
-	(*MoveRequest)(nil),                  // 36: tablestore.v1.MoveRequest
-	(*MoveResponse)(nil),                 // 37: tablestore.v1.MoveResponse
-	(*MasterTransferLeaderRequest)(nil),  // 38: tablestore.v1.MasterTransferLeaderRequest
-	(*MasterTransferLeaderResponse)(nil), // 39: tablestore.v1.MasterTransferLeaderResponse
-	nil,                                  // 40: tablestore.v1.HeartbeatResponse.RaftAddrsEntry
-	(*FrontendInfo)(nil),                 // 41: tablestore.v1.FrontendInfo
-	(*RangeDescriptor)(nil),              // 42: tablestore.v1.RangeDescriptor
-	(*ServerInfo)(nil),                   // 43: tablestore.v1.ServerInfo
-	(*Table)(nil),                        // 44: tablestore.v1.Table
-	(*PartitionMap)(nil),                 // 45: tablestore.v1.PartitionMap
-	(*RangeStatus)(nil),                  // 46: tablestore.v1.RangeStatus
-	(*DiskSpace)(nil),                    // 47: tablestore.v1.DiskSpace
-	(*SignedIdentifier)(nil),             // 48: tablestore.v1.SignedIdentifier
-	(*StorageAccount)(nil),               // 49: tablestore.v1.StorageAccount
-	(*Event)(nil),                        // 50: tablestore.v1.Event
+	(*GroupTablesRequest)(nil),           // 0: tablestore.v1.GroupTablesRequest
+	(*GroupTablesResponse)(nil),          // 1: tablestore.v1.GroupTablesResponse
+	(*SkippedRange)(nil),                 // 2: tablestore.v1.SkippedRange
+	(*UngroupTablesRequest)(nil),         // 3: tablestore.v1.UngroupTablesRequest
+	(*UngroupTablesResponse)(nil),        // 4: tablestore.v1.UngroupTablesResponse
+	(*ListFrontendsRequest)(nil),         // 5: tablestore.v1.ListFrontendsRequest
+	(*WatchingFrontend)(nil),             // 6: tablestore.v1.WatchingFrontend
+	(*ListFrontendsResponse)(nil),        // 7: tablestore.v1.ListFrontendsResponse
+	(*JoinFloorRequest)(nil),             // 8: tablestore.v1.JoinFloorRequest
+	(*JoinFloorResponse)(nil),            // 9: tablestore.v1.JoinFloorResponse
+	(*DrainServerRequest)(nil),           // 10: tablestore.v1.DrainServerRequest
+	(*DrainServerResponse)(nil),          // 11: tablestore.v1.DrainServerResponse
+	(*RemoveServerRequest)(nil),          // 12: tablestore.v1.RemoveServerRequest
+	(*RemoveServerResponse)(nil),         // 13: tablestore.v1.RemoveServerResponse
+	(*ListMembersRequest)(nil),           // 14: tablestore.v1.ListMembersRequest
+	(*MasterMember)(nil),                 // 15: tablestore.v1.MasterMember
+	(*ListMembersResponse)(nil),          // 16: tablestore.v1.ListMembersResponse
+	(*AddMemberRequest)(nil),             // 17: tablestore.v1.AddMemberRequest
+	(*RemoveMemberRequest)(nil),          // 18: tablestore.v1.RemoveMemberRequest
+	(*CreateTableRequest)(nil),           // 19: tablestore.v1.CreateTableRequest
+	(*CreateTableResponse)(nil),          // 20: tablestore.v1.CreateTableResponse
+	(*DeleteTableRequest)(nil),           // 21: tablestore.v1.DeleteTableRequest
+	(*DeleteTableResponse)(nil),          // 22: tablestore.v1.DeleteTableResponse
+	(*GetPartitionMapRequest)(nil),       // 23: tablestore.v1.GetPartitionMapRequest
+	(*WatchPartitionMapRequest)(nil),     // 24: tablestore.v1.WatchPartitionMapRequest
+	(*HeartbeatRequest)(nil),             // 25: tablestore.v1.HeartbeatRequest
+	(*DiskLatency)(nil),                  // 26: tablestore.v1.DiskLatency
+	(*HeartbeatResponse)(nil),            // 27: tablestore.v1.HeartbeatResponse
+	(*SetTableACLRequest)(nil),           // 28: tablestore.v1.SetTableACLRequest
+	(*SetTableACLResponse)(nil),          // 29: tablestore.v1.SetTableACLResponse
+	(*SetServicePropertiesRequest)(nil),  // 30: tablestore.v1.SetServicePropertiesRequest
+	(*SetServicePropertiesResponse)(nil), // 31: tablestore.v1.SetServicePropertiesResponse
+	(*SetAccountsRequest)(nil),           // 32: tablestore.v1.SetAccountsRequest
+	(*SetAccountsResponse)(nil),          // 33: tablestore.v1.SetAccountsResponse
+	(*EventsRequest)(nil),                // 34: tablestore.v1.EventsRequest
+	(*SplitRequest)(nil),                 // 35: tablestore.v1.SplitRequest
+	(*SplitResponse)(nil),                // 36: tablestore.v1.SplitResponse
+	(*MergeRequest)(nil),                 // 37: tablestore.v1.MergeRequest
+	(*MergeResponse)(nil),                // 38: tablestore.v1.MergeResponse
+	(*MoveRequest)(nil),                  // 39: tablestore.v1.MoveRequest
+	(*MoveResponse)(nil),                 // 40: tablestore.v1.MoveResponse
+	(*MasterTransferLeaderRequest)(nil),  // 41: tablestore.v1.MasterTransferLeaderRequest
+	(*MasterTransferLeaderResponse)(nil), // 42: tablestore.v1.MasterTransferLeaderResponse
+	nil,                                  // 43: tablestore.v1.HeartbeatResponse.RaftAddrsEntry
+	(*FrontendInfo)(nil),                 // 44: tablestore.v1.FrontendInfo
+	(*RangeDescriptor)(nil),              // 45: tablestore.v1.RangeDescriptor
+	(*ServerInfo)(nil),                   // 46: tablestore.v1.ServerInfo
+	(*Table)(nil),                        // 47: tablestore.v1.Table
+	(*PartitionMap)(nil),                 // 48: tablestore.v1.PartitionMap
+	(*RangeStatus)(nil),                  // 49: tablestore.v1.RangeStatus
+	(*DiskSpace)(nil),                    // 50: tablestore.v1.DiskSpace
+	(*SignedIdentifier)(nil),             // 51: tablestore.v1.SignedIdentifier
+	(*StorageAccount)(nil),               // 52: tablestore.v1.StorageAccount
+	(*Event)(nil),                        // 53: tablestore.v1.Event
 }
 var file_tablestore_v1_master_service_proto_depIdxs = []int32{
-	41, // 0: tablestore.v1.WatchingFrontend.frontend:type_name -> tablestore.v1.FrontendInfo
-	3,  // 1: tablestore.v1.ListFrontendsResponse.frontends:type_name -> tablestore.v1.WatchingFrontend
-	42, // 2: tablestore.v1.JoinFloorResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	43, // 3: tablestore.v1.DrainServerResponse.server:type_name -> tablestore.v1.ServerInfo
-	12, // 4: tablestore.v1.ListMembersResponse.members:type_name -> tablestore.v1.MasterMember
-	44, // 5: tablestore.v1.CreateTableResponse.table:type_name -> tablestore.v1.Table
-	42, // 6: tablestore.v1.CreateTableResponse.ranges:type_name -> tablestore.v1.RangeDescriptor
-	45, // 7: tablestore.v1.CreateTableResponse.map:type_name -> tablestore.v1.PartitionMap
-	45, // 8: tablestore.v1.DeleteTableResponse.map:type_name -> tablestore.v1.PartitionMap
-	41, // 9: tablestore.v1.WatchPartitionMapRequest.frontend:type_name -> tablestore.v1.FrontendInfo
-	43, // 10: tablestore.v1.HeartbeatRequest.server:type_name -> tablestore.v1.ServerInfo
-	46, // 11: tablestore.v1.HeartbeatRequest.ranges:type_name -> tablestore.v1.RangeStatus
-	23, // 12: tablestore.v1.HeartbeatRequest.disk_latency:type_name -> tablestore.v1.DiskLatency
-	47, // 13: tablestore.v1.HeartbeatRequest.disk_space:type_name -> tablestore.v1.DiskSpace
-	42, // 14: tablestore.v1.HeartbeatResponse.assigned:type_name -> tablestore.v1.RangeDescriptor
-	40, // 15: tablestore.v1.HeartbeatResponse.raft_addrs:type_name -> tablestore.v1.HeartbeatResponse.RaftAddrsEntry
-	48, // 16: tablestore.v1.SetTableACLRequest.acl:type_name -> tablestore.v1.SignedIdentifier
-	49, // 17: tablestore.v1.SetAccountsRequest.accounts:type_name -> tablestore.v1.StorageAccount
-	42, // 18: tablestore.v1.SplitResponse.left:type_name -> tablestore.v1.RangeDescriptor
-	42, // 19: tablestore.v1.SplitResponse.right:type_name -> tablestore.v1.RangeDescriptor
-	42, // 20: tablestore.v1.MergeResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	42, // 21: tablestore.v1.MoveResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	16, // 22: tablestore.v1.MasterService.CreateTable:input_type -> tablestore.v1.CreateTableRequest
-	18, // 23: tablestore.v1.MasterService.DeleteTable:input_type -> tablestore.v1.DeleteTableRequest
-	20, // 24: tablestore.v1.MasterService.GetPartitionMap:input_type -> tablestore.v1.GetPartitionMapRequest
-	21, // 25: tablestore.v1.MasterService.WatchPartitionMap:input_type -> tablestore.v1.WatchPartitionMapRequest
-	25, // 26: tablestore.v1.MasterService.SetTableACL:input_type -> tablestore.v1.SetTableACLRequest
-	27, // 27: tablestore.v1.MasterService.SetServiceProperties:input_type -> tablestore.v1.SetServicePropertiesRequest
-	29, // 28: tablestore.v1.MasterService.SetAccounts:input_type -> tablestore.v1.SetAccountsRequest
-	31, // 29: tablestore.v1.MasterService.Events:input_type -> tablestore.v1.EventsRequest
-	32, // 30: tablestore.v1.MasterService.Split:input_type -> tablestore.v1.SplitRequest
-	34, // 31: tablestore.v1.MasterService.Merge:input_type -> tablestore.v1.MergeRequest
-	36, // 32: tablestore.v1.MasterService.Move:input_type -> tablestore.v1.MoveRequest
-	38, // 33: tablestore.v1.MasterService.TransferLeader:input_type -> tablestore.v1.MasterTransferLeaderRequest
-	22, // 34: tablestore.v1.MasterService.Heartbeat:input_type -> tablestore.v1.HeartbeatRequest
-	7,  // 35: tablestore.v1.MasterService.DrainServer:input_type -> tablestore.v1.DrainServerRequest
-	9,  // 36: tablestore.v1.MasterService.RemoveServer:input_type -> tablestore.v1.RemoveServerRequest
-	11, // 37: tablestore.v1.MasterService.ListMembers:input_type -> tablestore.v1.ListMembersRequest
-	14, // 38: tablestore.v1.MasterService.AddMember:input_type -> tablestore.v1.AddMemberRequest
-	15, // 39: tablestore.v1.MasterService.RemoveMember:input_type -> tablestore.v1.RemoveMemberRequest
-	5,  // 40: tablestore.v1.MasterService.JoinFloor:input_type -> tablestore.v1.JoinFloorRequest
-	2,  // 41: tablestore.v1.MasterService.ListFrontends:input_type -> tablestore.v1.ListFrontendsRequest
-	0,  // 42: tablestore.v1.MasterService.UngroupTables:input_type -> tablestore.v1.UngroupTablesRequest
-	17, // 43: tablestore.v1.MasterService.CreateTable:output_type -> tablestore.v1.CreateTableResponse
-	19, // 44: tablestore.v1.MasterService.DeleteTable:output_type -> tablestore.v1.DeleteTableResponse
-	45, // 45: tablestore.v1.MasterService.GetPartitionMap:output_type -> tablestore.v1.PartitionMap
-	45, // 46: tablestore.v1.MasterService.WatchPartitionMap:output_type -> tablestore.v1.PartitionMap
-	26, // 47: tablestore.v1.MasterService.SetTableACL:output_type -> tablestore.v1.SetTableACLResponse
-	28, // 48: tablestore.v1.MasterService.SetServiceProperties:output_type -> tablestore.v1.SetServicePropertiesResponse
-	30, // 49: tablestore.v1.MasterService.SetAccounts:output_type -> tablestore.v1.SetAccountsResponse
-	50, // 50: tablestore.v1.MasterService.Events:output_type -> tablestore.v1.Event
-	33, // 51: tablestore.v1.MasterService.Split:output_type -> tablestore.v1.SplitResponse
-	35, // 52: tablestore.v1.MasterService.Merge:output_type -> tablestore.v1.MergeResponse
-	37, // 53: tablestore.v1.MasterService.Move:output_type -> tablestore.v1.MoveResponse
-	39, // 54: tablestore.v1.MasterService.TransferLeader:output_type -> tablestore.v1.MasterTransferLeaderResponse
-	24, // 55: tablestore.v1.MasterService.Heartbeat:output_type -> tablestore.v1.HeartbeatResponse
-	8,  // 56: tablestore.v1.MasterService.DrainServer:output_type -> tablestore.v1.DrainServerResponse
-	10, // 57: tablestore.v1.MasterService.RemoveServer:output_type -> tablestore.v1.RemoveServerResponse
-	13, // 58: tablestore.v1.MasterService.ListMembers:output_type -> tablestore.v1.ListMembersResponse
-	13, // 59: tablestore.v1.MasterService.AddMember:output_type -> tablestore.v1.ListMembersResponse
-	13, // 60: tablestore.v1.MasterService.RemoveMember:output_type -> tablestore.v1.ListMembersResponse
-	6,  // 61: tablestore.v1.MasterService.JoinFloor:output_type -> tablestore.v1.JoinFloorResponse
-	4,  // 62: tablestore.v1.MasterService.ListFrontends:output_type -> tablestore.v1.ListFrontendsResponse
-	1,  // 63: tablestore.v1.MasterService.UngroupTables:output_type -> tablestore.v1.UngroupTablesResponse
-	43, // [43:64] is the sub-list for method output_type
-	22, // [22:43] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	2,  // 0: tablestore.v1.GroupTablesResponse.skipped:type_name -> tablestore.v1.SkippedRange
+	44, // 1: tablestore.v1.WatchingFrontend.frontend:type_name -> tablestore.v1.FrontendInfo
+	6,  // 2: tablestore.v1.ListFrontendsResponse.frontends:type_name -> tablestore.v1.WatchingFrontend
+	45, // 3: tablestore.v1.JoinFloorResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	46, // 4: tablestore.v1.DrainServerResponse.server:type_name -> tablestore.v1.ServerInfo
+	15, // 5: tablestore.v1.ListMembersResponse.members:type_name -> tablestore.v1.MasterMember
+	47, // 6: tablestore.v1.CreateTableResponse.table:type_name -> tablestore.v1.Table
+	45, // 7: tablestore.v1.CreateTableResponse.ranges:type_name -> tablestore.v1.RangeDescriptor
+	48, // 8: tablestore.v1.CreateTableResponse.map:type_name -> tablestore.v1.PartitionMap
+	48, // 9: tablestore.v1.DeleteTableResponse.map:type_name -> tablestore.v1.PartitionMap
+	44, // 10: tablestore.v1.WatchPartitionMapRequest.frontend:type_name -> tablestore.v1.FrontendInfo
+	46, // 11: tablestore.v1.HeartbeatRequest.server:type_name -> tablestore.v1.ServerInfo
+	49, // 12: tablestore.v1.HeartbeatRequest.ranges:type_name -> tablestore.v1.RangeStatus
+	26, // 13: tablestore.v1.HeartbeatRequest.disk_latency:type_name -> tablestore.v1.DiskLatency
+	50, // 14: tablestore.v1.HeartbeatRequest.disk_space:type_name -> tablestore.v1.DiskSpace
+	45, // 15: tablestore.v1.HeartbeatResponse.assigned:type_name -> tablestore.v1.RangeDescriptor
+	43, // 16: tablestore.v1.HeartbeatResponse.raft_addrs:type_name -> tablestore.v1.HeartbeatResponse.RaftAddrsEntry
+	51, // 17: tablestore.v1.SetTableACLRequest.acl:type_name -> tablestore.v1.SignedIdentifier
+	52, // 18: tablestore.v1.SetAccountsRequest.accounts:type_name -> tablestore.v1.StorageAccount
+	45, // 19: tablestore.v1.SplitResponse.left:type_name -> tablestore.v1.RangeDescriptor
+	45, // 20: tablestore.v1.SplitResponse.right:type_name -> tablestore.v1.RangeDescriptor
+	45, // 21: tablestore.v1.MergeResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	45, // 22: tablestore.v1.MoveResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	19, // 23: tablestore.v1.MasterService.CreateTable:input_type -> tablestore.v1.CreateTableRequest
+	21, // 24: tablestore.v1.MasterService.DeleteTable:input_type -> tablestore.v1.DeleteTableRequest
+	23, // 25: tablestore.v1.MasterService.GetPartitionMap:input_type -> tablestore.v1.GetPartitionMapRequest
+	24, // 26: tablestore.v1.MasterService.WatchPartitionMap:input_type -> tablestore.v1.WatchPartitionMapRequest
+	28, // 27: tablestore.v1.MasterService.SetTableACL:input_type -> tablestore.v1.SetTableACLRequest
+	30, // 28: tablestore.v1.MasterService.SetServiceProperties:input_type -> tablestore.v1.SetServicePropertiesRequest
+	32, // 29: tablestore.v1.MasterService.SetAccounts:input_type -> tablestore.v1.SetAccountsRequest
+	34, // 30: tablestore.v1.MasterService.Events:input_type -> tablestore.v1.EventsRequest
+	35, // 31: tablestore.v1.MasterService.Split:input_type -> tablestore.v1.SplitRequest
+	37, // 32: tablestore.v1.MasterService.Merge:input_type -> tablestore.v1.MergeRequest
+	39, // 33: tablestore.v1.MasterService.Move:input_type -> tablestore.v1.MoveRequest
+	41, // 34: tablestore.v1.MasterService.TransferLeader:input_type -> tablestore.v1.MasterTransferLeaderRequest
+	25, // 35: tablestore.v1.MasterService.Heartbeat:input_type -> tablestore.v1.HeartbeatRequest
+	10, // 36: tablestore.v1.MasterService.DrainServer:input_type -> tablestore.v1.DrainServerRequest
+	12, // 37: tablestore.v1.MasterService.RemoveServer:input_type -> tablestore.v1.RemoveServerRequest
+	14, // 38: tablestore.v1.MasterService.ListMembers:input_type -> tablestore.v1.ListMembersRequest
+	17, // 39: tablestore.v1.MasterService.AddMember:input_type -> tablestore.v1.AddMemberRequest
+	18, // 40: tablestore.v1.MasterService.RemoveMember:input_type -> tablestore.v1.RemoveMemberRequest
+	8,  // 41: tablestore.v1.MasterService.JoinFloor:input_type -> tablestore.v1.JoinFloorRequest
+	5,  // 42: tablestore.v1.MasterService.ListFrontends:input_type -> tablestore.v1.ListFrontendsRequest
+	3,  // 43: tablestore.v1.MasterService.UngroupTables:input_type -> tablestore.v1.UngroupTablesRequest
+	0,  // 44: tablestore.v1.MasterService.GroupTables:input_type -> tablestore.v1.GroupTablesRequest
+	20, // 45: tablestore.v1.MasterService.CreateTable:output_type -> tablestore.v1.CreateTableResponse
+	22, // 46: tablestore.v1.MasterService.DeleteTable:output_type -> tablestore.v1.DeleteTableResponse
+	48, // 47: tablestore.v1.MasterService.GetPartitionMap:output_type -> tablestore.v1.PartitionMap
+	48, // 48: tablestore.v1.MasterService.WatchPartitionMap:output_type -> tablestore.v1.PartitionMap
+	29, // 49: tablestore.v1.MasterService.SetTableACL:output_type -> tablestore.v1.SetTableACLResponse
+	31, // 50: tablestore.v1.MasterService.SetServiceProperties:output_type -> tablestore.v1.SetServicePropertiesResponse
+	33, // 51: tablestore.v1.MasterService.SetAccounts:output_type -> tablestore.v1.SetAccountsResponse
+	53, // 52: tablestore.v1.MasterService.Events:output_type -> tablestore.v1.Event
+	36, // 53: tablestore.v1.MasterService.Split:output_type -> tablestore.v1.SplitResponse
+	38, // 54: tablestore.v1.MasterService.Merge:output_type -> tablestore.v1.MergeResponse
+	40, // 55: tablestore.v1.MasterService.Move:output_type -> tablestore.v1.MoveResponse
+	42, // 56: tablestore.v1.MasterService.TransferLeader:output_type -> tablestore.v1.MasterTransferLeaderResponse
+	27, // 57: tablestore.v1.MasterService.Heartbeat:output_type -> tablestore.v1.HeartbeatResponse
+	11, // 58: tablestore.v1.MasterService.DrainServer:output_type -> tablestore.v1.DrainServerResponse
+	13, // 59: tablestore.v1.MasterService.RemoveServer:output_type -> tablestore.v1.RemoveServerResponse
+	16, // 60: tablestore.v1.MasterService.ListMembers:output_type -> tablestore.v1.ListMembersResponse
+	16, // 61: tablestore.v1.MasterService.AddMember:output_type -> tablestore.v1.ListMembersResponse
+	16, // 62: tablestore.v1.MasterService.RemoveMember:output_type -> tablestore.v1.ListMembersResponse
+	9,  // 63: tablestore.v1.MasterService.JoinFloor:output_type -> tablestore.v1.JoinFloorResponse
+	7,  // 64: tablestore.v1.MasterService.ListFrontends:output_type -> tablestore.v1.ListFrontendsResponse
+	4,  // 65: tablestore.v1.MasterService.UngroupTables:output_type -> tablestore.v1.UngroupTablesResponse
+	1,  // 66: tablestore.v1.MasterService.GroupTables:output_type -> tablestore.v1.GroupTablesResponse
+	45, // [45:67] is the sub-list for method output_type
+	23, // [23:45] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_tablestore_v1_master_service_proto_init() }
@@ -2770,7 +2963,7 @@ func file_tablestore_v1_master_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tablestore_v1_master_service_proto_rawDesc), len(file_tablestore_v1_master_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   41,
+			NumMessages:   44,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

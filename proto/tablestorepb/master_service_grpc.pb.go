@@ -43,6 +43,7 @@ const (
 	MasterService_JoinFloor_FullMethodName            = "/tablestore.v1.MasterService/JoinFloor"
 	MasterService_ListFrontends_FullMethodName        = "/tablestore.v1.MasterService/ListFrontends"
 	MasterService_UngroupTables_FullMethodName        = "/tablestore.v1.MasterService/UngroupTables"
+	MasterService_GroupTables_FullMethodName          = "/tablestore.v1.MasterService/GroupTables"
 )
 
 // MasterServiceClient is the client API for MasterService service.
@@ -111,6 +112,14 @@ type MasterServiceClient interface {
 	// call it again until nothing is (idempotent). Refused
 	// (FailedPrecondition) while this master runs with --table-groups.
 	UngroupTables(ctx context.Context, in *UngroupTablesRequest, opts ...grpc.CallOption) (*UngroupTablesResponse, error)
+	// GroupTables, the reverse of UngroupTables (docs/range-groups.md stage
+	// 8): takes every user table that is one range in a Raft group of its
+	// own, and cold and small enough for an anchor group, into an anchor
+	// group with room, one table at a time, without copying its rows. It
+	// works for at most budget_ms, then answers what it did and what is
+	// left: call it again until nothing is (idempotent). Refused
+	// (FailedPrecondition) unless this master runs with --table-groups.
+	GroupTables(ctx context.Context, in *GroupTablesRequest, opts ...grpc.CallOption) (*GroupTablesResponse, error)
 }
 
 type masterServiceClient struct {
@@ -349,6 +358,16 @@ func (c *masterServiceClient) UngroupTables(ctx context.Context, in *UngroupTabl
 	return out, nil
 }
 
+func (c *masterServiceClient) GroupTables(ctx context.Context, in *GroupTablesRequest, opts ...grpc.CallOption) (*GroupTablesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GroupTablesResponse)
+	err := c.cc.Invoke(ctx, MasterService_GroupTables_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MasterServiceServer is the server API for MasterService service.
 // All implementations must embed UnimplementedMasterServiceServer
 // for forward compatibility.
@@ -415,6 +434,14 @@ type MasterServiceServer interface {
 	// call it again until nothing is (idempotent). Refused
 	// (FailedPrecondition) while this master runs with --table-groups.
 	UngroupTables(context.Context, *UngroupTablesRequest) (*UngroupTablesResponse, error)
+	// GroupTables, the reverse of UngroupTables (docs/range-groups.md stage
+	// 8): takes every user table that is one range in a Raft group of its
+	// own, and cold and small enough for an anchor group, into an anchor
+	// group with room, one table at a time, without copying its rows. It
+	// works for at most budget_ms, then answers what it did and what is
+	// left: call it again until nothing is (idempotent). Refused
+	// (FailedPrecondition) unless this master runs with --table-groups.
+	GroupTables(context.Context, *GroupTablesRequest) (*GroupTablesResponse, error)
 	mustEmbedUnimplementedMasterServiceServer()
 }
 
@@ -487,6 +514,9 @@ func (UnimplementedMasterServiceServer) ListFrontends(context.Context, *ListFron
 }
 func (UnimplementedMasterServiceServer) UngroupTables(context.Context, *UngroupTablesRequest) (*UngroupTablesResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method UngroupTables not implemented")
+}
+func (UnimplementedMasterServiceServer) GroupTables(context.Context, *GroupTablesRequest) (*GroupTablesResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method GroupTables not implemented")
 }
 func (UnimplementedMasterServiceServer) mustEmbedUnimplementedMasterServiceServer() {}
 func (UnimplementedMasterServiceServer) testEmbeddedByValue()                       {}
@@ -873,6 +903,24 @@ func _MasterService_UngroupTables_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MasterService_GroupTables_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GroupTablesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServiceServer).GroupTables(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MasterService_GroupTables_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServiceServer).GroupTables(ctx, req.(*GroupTablesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // MasterService_ServiceDesc is the grpc.ServiceDesc for MasterService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -955,6 +1003,10 @@ var MasterService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "UngroupTables",
 			Handler:    _MasterService_UngroupTables_Handler,
+		},
+		{
+			MethodName: "GroupTables",
+			Handler:    _MasterService_GroupTables_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -423,6 +423,114 @@ func (x *AddSpanResponse) GetRange() *RangeDescriptor {
 	return nil
 }
 
+type AttachSpanRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A range of the group (its namesake, normally), naming the group.
+	GroupRangeId uint64 `protobuf:"varint,1,opt,name=group_range_id,json=groupRangeId,proto3" json:"group_range_id,omitempty"`
+	// The range to attach, as frozen (FreezeRangeResponse.range).
+	Right *RangeDescriptor `protobuf:"bytes,2,opt,name=right,proto3" json:"right,omitempty"`
+	// The log index of its freeze (FreezeRangeResponse.freeze_index).
+	RightFreezeIndex uint64 `protobuf:"varint,3,opt,name=right_freeze_index,json=rightFreezeIndex,proto3" json:"right_freeze_index,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *AttachSpanRequest) Reset() {
+	*x = AttachSpanRequest{}
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AttachSpanRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AttachSpanRequest) ProtoMessage() {}
+
+func (x *AttachSpanRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AttachSpanRequest.ProtoReflect.Descriptor instead.
+func (*AttachSpanRequest) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *AttachSpanRequest) GetGroupRangeId() uint64 {
+	if x != nil {
+		return x.GroupRangeId
+	}
+	return 0
+}
+
+func (x *AttachSpanRequest) GetRight() *RangeDescriptor {
+	if x != nil {
+		return x.Right
+	}
+	return nil
+}
+
+func (x *AttachSpanRequest) GetRightFreezeIndex() uint64 {
+	if x != nil {
+		return x.RightFreezeIndex
+	}
+	return 0
+}
+
+type AttachSpanResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The range as the group stored it, a span of the group.
+	Range         *RangeDescriptor `protobuf:"bytes,1,opt,name=range,proto3" json:"range,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AttachSpanResponse) Reset() {
+	*x = AttachSpanResponse{}
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AttachSpanResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AttachSpanResponse) ProtoMessage() {}
+
+func (x *AttachSpanResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AttachSpanResponse.ProtoReflect.Descriptor instead.
+func (*AttachSpanResponse) Descriptor() ([]byte, []int) {
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *AttachSpanResponse) GetRange() *RangeDescriptor {
+	if x != nil {
+		return x.Range
+	}
+	return nil
+}
+
 type FreezeRangeRequest struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	RangeId uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
@@ -441,7 +549,7 @@ type FreezeRangeRequest struct {
 
 func (x *FreezeRangeRequest) Reset() {
 	*x = FreezeRangeRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[6]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -453,7 +561,7 @@ func (x *FreezeRangeRequest) String() string {
 func (*FreezeRangeRequest) ProtoMessage() {}
 
 func (x *FreezeRangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[6]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -466,7 +574,7 @@ func (x *FreezeRangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreezeRangeRequest.ProtoReflect.Descriptor instead.
 func (*FreezeRangeRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{6}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *FreezeRangeRequest) GetRangeId() uint64 {
@@ -505,7 +613,7 @@ type FreezeRangeResponse struct {
 
 func (x *FreezeRangeResponse) Reset() {
 	*x = FreezeRangeResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[7]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -517,7 +625,7 @@ func (x *FreezeRangeResponse) String() string {
 func (*FreezeRangeResponse) ProtoMessage() {}
 
 func (x *FreezeRangeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[7]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -530,7 +638,7 @@ func (x *FreezeRangeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreezeRangeResponse.ProtoReflect.Descriptor instead.
 func (*FreezeRangeResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{7}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *FreezeRangeResponse) GetRange() *RangeDescriptor {
@@ -571,7 +679,7 @@ type MergeRangeRequest struct {
 
 func (x *MergeRangeRequest) Reset() {
 	*x = MergeRangeRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[8]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -583,7 +691,7 @@ func (x *MergeRangeRequest) String() string {
 func (*MergeRangeRequest) ProtoMessage() {}
 
 func (x *MergeRangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[8]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -596,7 +704,7 @@ func (x *MergeRangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeRangeRequest.ProtoReflect.Descriptor instead.
 func (*MergeRangeRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{8}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *MergeRangeRequest) GetRangeId() uint64 {
@@ -636,7 +744,7 @@ type MergeRangeResponse struct {
 
 func (x *MergeRangeResponse) Reset() {
 	*x = MergeRangeResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[9]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -648,7 +756,7 @@ func (x *MergeRangeResponse) String() string {
 func (*MergeRangeResponse) ProtoMessage() {}
 
 func (x *MergeRangeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[9]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -661,7 +769,7 @@ func (x *MergeRangeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeRangeResponse.ProtoReflect.Descriptor instead.
 func (*MergeRangeResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{9}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *MergeRangeResponse) GetRange() *RangeDescriptor {
@@ -682,7 +790,7 @@ type UnfreezeRangeRequest struct {
 
 func (x *UnfreezeRangeRequest) Reset() {
 	*x = UnfreezeRangeRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[10]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -694,7 +802,7 @@ func (x *UnfreezeRangeRequest) String() string {
 func (*UnfreezeRangeRequest) ProtoMessage() {}
 
 func (x *UnfreezeRangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[10]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -707,7 +815,7 @@ func (x *UnfreezeRangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnfreezeRangeRequest.ProtoReflect.Descriptor instead.
 func (*UnfreezeRangeRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{10}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *UnfreezeRangeRequest) GetRangeId() uint64 {
@@ -739,7 +847,7 @@ type UnfreezeRangeResponse struct {
 
 func (x *UnfreezeRangeResponse) Reset() {
 	*x = UnfreezeRangeResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[11]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -751,7 +859,7 @@ func (x *UnfreezeRangeResponse) String() string {
 func (*UnfreezeRangeResponse) ProtoMessage() {}
 
 func (x *UnfreezeRangeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[11]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -764,7 +872,7 @@ func (x *UnfreezeRangeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnfreezeRangeResponse.ProtoReflect.Descriptor instead.
 func (*UnfreezeRangeResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{11}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *UnfreezeRangeResponse) GetRange() *RangeDescriptor {
@@ -820,7 +928,7 @@ type ChangeReplicasRequest struct {
 
 func (x *ChangeReplicasRequest) Reset() {
 	*x = ChangeReplicasRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[12]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -832,7 +940,7 @@ func (x *ChangeReplicasRequest) String() string {
 func (*ChangeReplicasRequest) ProtoMessage() {}
 
 func (x *ChangeReplicasRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[12]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -845,7 +953,7 @@ func (x *ChangeReplicasRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeReplicasRequest.ProtoReflect.Descriptor instead.
 func (*ChangeReplicasRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{12}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ChangeReplicasRequest) GetRangeId() uint64 {
@@ -906,7 +1014,7 @@ type ChangeReplicasResponse struct {
 
 func (x *ChangeReplicasResponse) Reset() {
 	*x = ChangeReplicasResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[13]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -918,7 +1026,7 @@ func (x *ChangeReplicasResponse) String() string {
 func (*ChangeReplicasResponse) ProtoMessage() {}
 
 func (x *ChangeReplicasResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[13]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -931,7 +1039,7 @@ func (x *ChangeReplicasResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeReplicasResponse.ProtoReflect.Descriptor instead.
 func (*ChangeReplicasResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{13}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ChangeReplicasResponse) GetRange() *RangeDescriptor {
@@ -959,7 +1067,7 @@ type TransferLeaderRequest struct {
 
 func (x *TransferLeaderRequest) Reset() {
 	*x = TransferLeaderRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[14]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -971,7 +1079,7 @@ func (x *TransferLeaderRequest) String() string {
 func (*TransferLeaderRequest) ProtoMessage() {}
 
 func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[14]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -984,7 +1092,7 @@ func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{14}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TransferLeaderRequest) GetRangeId() uint64 {
@@ -1016,7 +1124,7 @@ type TransferLeaderResponse struct {
 
 func (x *TransferLeaderResponse) Reset() {
 	*x = TransferLeaderResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[15]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1028,7 +1136,7 @@ func (x *TransferLeaderResponse) String() string {
 func (*TransferLeaderResponse) ProtoMessage() {}
 
 func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[15]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1041,7 +1149,7 @@ func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{15}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{17}
 }
 
 type SplitKeyRequest struct {
@@ -1053,7 +1161,7 @@ type SplitKeyRequest struct {
 
 func (x *SplitKeyRequest) Reset() {
 	*x = SplitKeyRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[16]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1065,7 +1173,7 @@ func (x *SplitKeyRequest) String() string {
 func (*SplitKeyRequest) ProtoMessage() {}
 
 func (x *SplitKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[16]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1078,7 +1186,7 @@ func (x *SplitKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitKeyRequest.ProtoReflect.Descriptor instead.
 func (*SplitKeyRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{16}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SplitKeyRequest) GetRangeId() uint64 {
@@ -1098,7 +1206,7 @@ type SplitKeyResponse struct {
 
 func (x *SplitKeyResponse) Reset() {
 	*x = SplitKeyResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[17]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1110,7 +1218,7 @@ func (x *SplitKeyResponse) String() string {
 func (*SplitKeyResponse) ProtoMessage() {}
 
 func (x *SplitKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[17]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1123,7 +1231,7 @@ func (x *SplitKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitKeyResponse.ProtoReflect.Descriptor instead.
 func (*SplitKeyResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{17}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SplitKeyResponse) GetSplitKey() string {
@@ -1155,7 +1263,7 @@ type WriteRequest struct {
 
 func (x *WriteRequest) Reset() {
 	*x = WriteRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[18]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1167,7 +1275,7 @@ func (x *WriteRequest) String() string {
 func (*WriteRequest) ProtoMessage() {}
 
 func (x *WriteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[18]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1180,7 +1288,7 @@ func (x *WriteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteRequest.ProtoReflect.Descriptor instead.
 func (*WriteRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{18}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *WriteRequest) GetRangeId() uint64 {
@@ -1220,7 +1328,7 @@ type WriteResponse struct {
 
 func (x *WriteResponse) Reset() {
 	*x = WriteResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[19]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1232,7 +1340,7 @@ func (x *WriteResponse) String() string {
 func (*WriteResponse) ProtoMessage() {}
 
 func (x *WriteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[19]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1245,7 +1353,7 @@ func (x *WriteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteResponse.ProtoReflect.Descriptor instead.
 func (*WriteResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{19}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *WriteResponse) GetTimestampUnixNano() int64 {
@@ -1264,7 +1372,7 @@ type WriteManyRequest struct {
 
 func (x *WriteManyRequest) Reset() {
 	*x = WriteManyRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[20]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1276,7 +1384,7 @@ func (x *WriteManyRequest) String() string {
 func (*WriteManyRequest) ProtoMessage() {}
 
 func (x *WriteManyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[20]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1289,7 +1397,7 @@ func (x *WriteManyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteManyRequest.ProtoReflect.Descriptor instead.
 func (*WriteManyRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{20}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *WriteManyRequest) GetWrites() []*WriteRequest {
@@ -1309,7 +1417,7 @@ type WriteManyResponse struct {
 
 func (x *WriteManyResponse) Reset() {
 	*x = WriteManyResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[21]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1321,7 +1429,7 @@ func (x *WriteManyResponse) String() string {
 func (*WriteManyResponse) ProtoMessage() {}
 
 func (x *WriteManyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[21]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1334,7 +1442,7 @@ func (x *WriteManyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteManyResponse.ProtoReflect.Descriptor instead.
 func (*WriteManyResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{21}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *WriteManyResponse) GetResults() []*WriteManyResult {
@@ -1357,7 +1465,7 @@ type WriteManyResult struct {
 
 func (x *WriteManyResult) Reset() {
 	*x = WriteManyResult{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[22]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1369,7 +1477,7 @@ func (x *WriteManyResult) String() string {
 func (*WriteManyResult) ProtoMessage() {}
 
 func (x *WriteManyResult) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[22]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1382,7 +1490,7 @@ func (x *WriteManyResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteManyResult.ProtoReflect.Descriptor instead.
 func (*WriteManyResult) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{22}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *WriteManyResult) GetResponse() *WriteResponse {
@@ -1414,7 +1522,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[23]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1426,7 +1534,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[23]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1439,7 +1547,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{23}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetRequest) GetRangeId() uint64 {
@@ -1486,7 +1594,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[24]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1498,7 +1606,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[24]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1511,7 +1619,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{24}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GetResponse) GetEntity() []byte {
@@ -1530,7 +1638,7 @@ type GetManyRequest struct {
 
 func (x *GetManyRequest) Reset() {
 	*x = GetManyRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[25]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1542,7 +1650,7 @@ func (x *GetManyRequest) String() string {
 func (*GetManyRequest) ProtoMessage() {}
 
 func (x *GetManyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[25]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1555,7 +1663,7 @@ func (x *GetManyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetManyRequest.ProtoReflect.Descriptor instead.
 func (*GetManyRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{25}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GetManyRequest) GetGets() []*GetRequest {
@@ -1575,7 +1683,7 @@ type GetManyResponse struct {
 
 func (x *GetManyResponse) Reset() {
 	*x = GetManyResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[26]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1587,7 +1695,7 @@ func (x *GetManyResponse) String() string {
 func (*GetManyResponse) ProtoMessage() {}
 
 func (x *GetManyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[26]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1600,7 +1708,7 @@ func (x *GetManyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetManyResponse.ProtoReflect.Descriptor instead.
 func (*GetManyResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{26}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetManyResponse) GetResults() []*GetManyResult {
@@ -1623,7 +1731,7 @@ type GetManyResult struct {
 
 func (x *GetManyResult) Reset() {
 	*x = GetManyResult{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[27]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1635,7 +1743,7 @@ func (x *GetManyResult) String() string {
 func (*GetManyResult) ProtoMessage() {}
 
 func (x *GetManyResult) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[27]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1648,7 +1756,7 @@ func (x *GetManyResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetManyResult.ProtoReflect.Descriptor instead.
 func (*GetManyResult) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{27}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GetManyResult) GetResponse() *GetResponse {
@@ -1695,7 +1803,7 @@ type QueryRequest struct {
 
 func (x *QueryRequest) Reset() {
 	*x = QueryRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[28]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1707,7 +1815,7 @@ func (x *QueryRequest) String() string {
 func (*QueryRequest) ProtoMessage() {}
 
 func (x *QueryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[28]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1720,7 +1828,7 @@ func (x *QueryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryRequest.ProtoReflect.Descriptor instead.
 func (*QueryRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{28}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *QueryRequest) GetRangeId() uint64 {
@@ -1836,7 +1944,7 @@ type QueryResponse struct {
 
 func (x *QueryResponse) Reset() {
 	*x = QueryResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[29]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1848,7 +1956,7 @@ func (x *QueryResponse) String() string {
 func (*QueryResponse) ProtoMessage() {}
 
 func (x *QueryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[29]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1861,7 +1969,7 @@ func (x *QueryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryResponse.ProtoReflect.Descriptor instead.
 func (*QueryResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{29}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *QueryResponse) GetEntities() [][]byte {
@@ -1908,7 +2016,7 @@ type ReadIndexRequest struct {
 
 func (x *ReadIndexRequest) Reset() {
 	*x = ReadIndexRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[30]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1920,7 +2028,7 @@ func (x *ReadIndexRequest) String() string {
 func (*ReadIndexRequest) ProtoMessage() {}
 
 func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[30]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1933,7 +2041,7 @@ func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexRequest.ProtoReflect.Descriptor instead.
 func (*ReadIndexRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{30}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ReadIndexRequest) GetRangeId() uint64 {
@@ -1952,7 +2060,7 @@ type ReadIndexResponse struct {
 
 func (x *ReadIndexResponse) Reset() {
 	*x = ReadIndexResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[31]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1964,7 +2072,7 @@ func (x *ReadIndexResponse) String() string {
 func (*ReadIndexResponse) ProtoMessage() {}
 
 func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[31]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1977,7 +2085,7 @@ func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexResponse.ProtoReflect.Descriptor instead.
 func (*ReadIndexResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{31}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ReadIndexResponse) GetIndex() uint64 {
@@ -1999,7 +2107,7 @@ type AppliedIndexRequest struct {
 
 func (x *AppliedIndexRequest) Reset() {
 	*x = AppliedIndexRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[32]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2011,7 +2119,7 @@ func (x *AppliedIndexRequest) String() string {
 func (*AppliedIndexRequest) ProtoMessage() {}
 
 func (x *AppliedIndexRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[32]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2024,7 +2132,7 @@ func (x *AppliedIndexRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppliedIndexRequest.ProtoReflect.Descriptor instead.
 func (*AppliedIndexRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{32}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *AppliedIndexRequest) GetRangeId() uint64 {
@@ -2064,7 +2172,7 @@ type AppliedIndexResponse struct {
 
 func (x *AppliedIndexResponse) Reset() {
 	*x = AppliedIndexResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[33]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2076,7 +2184,7 @@ func (x *AppliedIndexResponse) String() string {
 func (*AppliedIndexResponse) ProtoMessage() {}
 
 func (x *AppliedIndexResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[33]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2089,7 +2197,7 @@ func (x *AppliedIndexResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppliedIndexResponse.ProtoReflect.Descriptor instead.
 func (*AppliedIndexResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{33}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *AppliedIndexResponse) GetAppliedIndex() uint64 {
@@ -2132,7 +2240,7 @@ type CreateReplicaRequest struct {
 
 func (x *CreateReplicaRequest) Reset() {
 	*x = CreateReplicaRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[34]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2144,7 +2252,7 @@ func (x *CreateReplicaRequest) String() string {
 func (*CreateReplicaRequest) ProtoMessage() {}
 
 func (x *CreateReplicaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[34]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2157,7 +2265,7 @@ func (x *CreateReplicaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateReplicaRequest.ProtoReflect.Descriptor instead.
 func (*CreateReplicaRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{34}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CreateReplicaRequest) GetRange() *RangeDescriptor {
@@ -2214,7 +2322,7 @@ type CreateReplicaResponse struct {
 
 func (x *CreateReplicaResponse) Reset() {
 	*x = CreateReplicaResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[35]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2226,7 +2334,7 @@ func (x *CreateReplicaResponse) String() string {
 func (*CreateReplicaResponse) ProtoMessage() {}
 
 func (x *CreateReplicaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[35]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2239,7 +2347,7 @@ func (x *CreateReplicaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateReplicaResponse.ProtoReflect.Descriptor instead.
 func (*CreateReplicaResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{35}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CreateReplicaResponse) GetLeaderServerId() string {
@@ -2280,7 +2388,7 @@ type DeleteReplicaRequest struct {
 
 func (x *DeleteReplicaRequest) Reset() {
 	*x = DeleteReplicaRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[36]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2292,7 +2400,7 @@ func (x *DeleteReplicaRequest) String() string {
 func (*DeleteReplicaRequest) ProtoMessage() {}
 
 func (x *DeleteReplicaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[36]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2305,7 +2413,7 @@ func (x *DeleteReplicaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteReplicaRequest.ProtoReflect.Descriptor instead.
 func (*DeleteReplicaRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{36}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *DeleteReplicaRequest) GetRangeId() uint64 {
@@ -2344,7 +2452,7 @@ type DeleteReplicaResponse struct {
 
 func (x *DeleteReplicaResponse) Reset() {
 	*x = DeleteReplicaResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[37]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2356,7 +2464,7 @@ func (x *DeleteReplicaResponse) String() string {
 func (*DeleteReplicaResponse) ProtoMessage() {}
 
 func (x *DeleteReplicaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[37]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2369,7 +2477,7 @@ func (x *DeleteReplicaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteReplicaResponse.ProtoReflect.Descriptor instead.
 func (*DeleteReplicaResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{37}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{39}
 }
 
 type RangeInfoRequest struct {
@@ -2386,7 +2494,7 @@ type RangeInfoRequest struct {
 
 func (x *RangeInfoRequest) Reset() {
 	*x = RangeInfoRequest{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[38]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2398,7 +2506,7 @@ func (x *RangeInfoRequest) String() string {
 func (*RangeInfoRequest) ProtoMessage() {}
 
 func (x *RangeInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[38]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2411,7 +2519,7 @@ func (x *RangeInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeInfoRequest.ProtoReflect.Descriptor instead.
 func (*RangeInfoRequest) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{38}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RangeInfoRequest) GetRangeId() uint64 {
@@ -2442,7 +2550,7 @@ type RangeInfoResponse struct {
 
 func (x *RangeInfoResponse) Reset() {
 	*x = RangeInfoResponse{}
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[39]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2454,7 +2562,7 @@ func (x *RangeInfoResponse) String() string {
 func (*RangeInfoResponse) ProtoMessage() {}
 
 func (x *RangeInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tablestore_v1_partition_service_proto_msgTypes[39]
+	mi := &file_tablestore_v1_partition_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2467,7 +2575,7 @@ func (x *RangeInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeInfoResponse.ProtoReflect.Descriptor instead.
 func (*RangeInfoResponse) Descriptor() ([]byte, []int) {
-	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{39}
+	return file_tablestore_v1_partition_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RangeInfoResponse) GetStatus() *RangeStatus {
@@ -2524,6 +2632,12 @@ const file_tablestore_v1_partition_service_proto_rawDesc = "" +
 	"\x05floor\x18\x03 \x01(\x04R\x05floor\x12\x1b\n" +
 	"\tmax_spans\x18\x04 \x01(\rR\bmaxSpans\"G\n" +
 	"\x0fAddSpanResponse\x124\n" +
+	"\x05range\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\"\x9d\x01\n" +
+	"\x11AttachSpanRequest\x12$\n" +
+	"\x0egroup_range_id\x18\x01 \x01(\x04R\fgroupRangeId\x124\n" +
+	"\x05right\x18\x02 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05right\x12,\n" +
+	"\x12right_freeze_index\x18\x03 \x01(\x04R\x10rightFreezeIndex\"J\n" +
+	"\x12AttachSpanResponse\x124\n" +
 	"\x05range\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\"z\n" +
 	"\x12FreezeRangeRequest\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12$\n" +
@@ -2680,7 +2794,7 @@ const file_tablestore_v1_partition_service_proto_rawDesc = "" +
 	"\aAddMode\x12\x12\n" +
 	"\x0eADD_MODE_VOTER\x10\x00\x12\x15\n" +
 	"\x11ADD_MODE_NONVOTER\x10\x01\x12\x14\n" +
-	"\x10ADD_MODE_PROMOTE\x10\x022\xa6\f\n" +
+	"\x10ADD_MODE_PROMOTE\x10\x022\xf9\f\n" +
 	"\x10PartitionService\x12B\n" +
 	"\x05Write\x12\x1b.tablestore.v1.WriteRequest\x1a\x1c.tablestore.v1.WriteResponse\x12N\n" +
 	"\tWriteMany\x12\x1f.tablestore.v1.WriteManyRequest\x1a .tablestore.v1.WriteManyResponse\x12<\n" +
@@ -2695,7 +2809,9 @@ const file_tablestore_v1_partition_service_proto_rawDesc = "" +
 	"\n" +
 	"SplitRange\x12 .tablestore.v1.SplitRangeRequest\x1a!.tablestore.v1.SplitRangeResponse\x12T\n" +
 	"\vDetachRange\x12!.tablestore.v1.DetachRangeRequest\x1a\".tablestore.v1.DetachRangeResponse\x12H\n" +
-	"\aAddSpan\x12\x1d.tablestore.v1.AddSpanRequest\x1a\x1e.tablestore.v1.AddSpanResponse\x12T\n" +
+	"\aAddSpan\x12\x1d.tablestore.v1.AddSpanRequest\x1a\x1e.tablestore.v1.AddSpanResponse\x12Q\n" +
+	"\n" +
+	"AttachSpan\x12 .tablestore.v1.AttachSpanRequest\x1a!.tablestore.v1.AttachSpanResponse\x12T\n" +
 	"\vFreezeRange\x12!.tablestore.v1.FreezeRangeRequest\x1a\".tablestore.v1.FreezeRangeResponse\x12Q\n" +
 	"\n" +
 	"MergeRange\x12 .tablestore.v1.MergeRangeRequest\x1a!.tablestore.v1.MergeRangeResponse\x12Z\n" +
@@ -2717,7 +2833,7 @@ func file_tablestore_v1_partition_service_proto_rawDescGZIP() []byte {
 }
 
 var file_tablestore_v1_partition_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_tablestore_v1_partition_service_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_tablestore_v1_partition_service_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
 var file_tablestore_v1_partition_service_proto_goTypes = []any{
 	(AddMode)(0),                   // 0: tablestore.v1.AddMode
 	(*SplitRangeRequest)(nil),      // 1: tablestore.v1.SplitRangeRequest
@@ -2726,114 +2842,120 @@ var file_tablestore_v1_partition_service_proto_goTypes = []any{
 	(*DetachRangeResponse)(nil),    // 4: tablestore.v1.DetachRangeResponse
 	(*AddSpanRequest)(nil),         // 5: tablestore.v1.AddSpanRequest
 	(*AddSpanResponse)(nil),        // 6: tablestore.v1.AddSpanResponse
-	(*FreezeRangeRequest)(nil),     // 7: tablestore.v1.FreezeRangeRequest
-	(*FreezeRangeResponse)(nil),    // 8: tablestore.v1.FreezeRangeResponse
-	(*MergeRangeRequest)(nil),      // 9: tablestore.v1.MergeRangeRequest
-	(*MergeRangeResponse)(nil),     // 10: tablestore.v1.MergeRangeResponse
-	(*UnfreezeRangeRequest)(nil),   // 11: tablestore.v1.UnfreezeRangeRequest
-	(*UnfreezeRangeResponse)(nil),  // 12: tablestore.v1.UnfreezeRangeResponse
-	(*ChangeReplicasRequest)(nil),  // 13: tablestore.v1.ChangeReplicasRequest
-	(*ChangeReplicasResponse)(nil), // 14: tablestore.v1.ChangeReplicasResponse
-	(*TransferLeaderRequest)(nil),  // 15: tablestore.v1.TransferLeaderRequest
-	(*TransferLeaderResponse)(nil), // 16: tablestore.v1.TransferLeaderResponse
-	(*SplitKeyRequest)(nil),        // 17: tablestore.v1.SplitKeyRequest
-	(*SplitKeyResponse)(nil),       // 18: tablestore.v1.SplitKeyResponse
-	(*WriteRequest)(nil),           // 19: tablestore.v1.WriteRequest
-	(*WriteResponse)(nil),          // 20: tablestore.v1.WriteResponse
-	(*WriteManyRequest)(nil),       // 21: tablestore.v1.WriteManyRequest
-	(*WriteManyResponse)(nil),      // 22: tablestore.v1.WriteManyResponse
-	(*WriteManyResult)(nil),        // 23: tablestore.v1.WriteManyResult
-	(*GetRequest)(nil),             // 24: tablestore.v1.GetRequest
-	(*GetResponse)(nil),            // 25: tablestore.v1.GetResponse
-	(*GetManyRequest)(nil),         // 26: tablestore.v1.GetManyRequest
-	(*GetManyResponse)(nil),        // 27: tablestore.v1.GetManyResponse
-	(*GetManyResult)(nil),          // 28: tablestore.v1.GetManyResult
-	(*QueryRequest)(nil),           // 29: tablestore.v1.QueryRequest
-	(*QueryResponse)(nil),          // 30: tablestore.v1.QueryResponse
-	(*ReadIndexRequest)(nil),       // 31: tablestore.v1.ReadIndexRequest
-	(*ReadIndexResponse)(nil),      // 32: tablestore.v1.ReadIndexResponse
-	(*AppliedIndexRequest)(nil),    // 33: tablestore.v1.AppliedIndexRequest
-	(*AppliedIndexResponse)(nil),   // 34: tablestore.v1.AppliedIndexResponse
-	(*CreateReplicaRequest)(nil),   // 35: tablestore.v1.CreateReplicaRequest
-	(*CreateReplicaResponse)(nil),  // 36: tablestore.v1.CreateReplicaResponse
-	(*DeleteReplicaRequest)(nil),   // 37: tablestore.v1.DeleteReplicaRequest
-	(*DeleteReplicaResponse)(nil),  // 38: tablestore.v1.DeleteReplicaResponse
-	(*RangeInfoRequest)(nil),       // 39: tablestore.v1.RangeInfoRequest
-	(*RangeInfoResponse)(nil),      // 40: tablestore.v1.RangeInfoResponse
-	nil,                            // 41: tablestore.v1.ChangeReplicasRequest.RaftAddrsEntry
-	nil,                            // 42: tablestore.v1.CreateReplicaRequest.RaftAddrsEntry
-	(*RangeDescriptor)(nil),        // 43: tablestore.v1.RangeDescriptor
-	(*EntityOp)(nil),               // 44: tablestore.v1.EntityOp
-	(*RangeStatus)(nil),            // 45: tablestore.v1.RangeStatus
+	(*AttachSpanRequest)(nil),      // 7: tablestore.v1.AttachSpanRequest
+	(*AttachSpanResponse)(nil),     // 8: tablestore.v1.AttachSpanResponse
+	(*FreezeRangeRequest)(nil),     // 9: tablestore.v1.FreezeRangeRequest
+	(*FreezeRangeResponse)(nil),    // 10: tablestore.v1.FreezeRangeResponse
+	(*MergeRangeRequest)(nil),      // 11: tablestore.v1.MergeRangeRequest
+	(*MergeRangeResponse)(nil),     // 12: tablestore.v1.MergeRangeResponse
+	(*UnfreezeRangeRequest)(nil),   // 13: tablestore.v1.UnfreezeRangeRequest
+	(*UnfreezeRangeResponse)(nil),  // 14: tablestore.v1.UnfreezeRangeResponse
+	(*ChangeReplicasRequest)(nil),  // 15: tablestore.v1.ChangeReplicasRequest
+	(*ChangeReplicasResponse)(nil), // 16: tablestore.v1.ChangeReplicasResponse
+	(*TransferLeaderRequest)(nil),  // 17: tablestore.v1.TransferLeaderRequest
+	(*TransferLeaderResponse)(nil), // 18: tablestore.v1.TransferLeaderResponse
+	(*SplitKeyRequest)(nil),        // 19: tablestore.v1.SplitKeyRequest
+	(*SplitKeyResponse)(nil),       // 20: tablestore.v1.SplitKeyResponse
+	(*WriteRequest)(nil),           // 21: tablestore.v1.WriteRequest
+	(*WriteResponse)(nil),          // 22: tablestore.v1.WriteResponse
+	(*WriteManyRequest)(nil),       // 23: tablestore.v1.WriteManyRequest
+	(*WriteManyResponse)(nil),      // 24: tablestore.v1.WriteManyResponse
+	(*WriteManyResult)(nil),        // 25: tablestore.v1.WriteManyResult
+	(*GetRequest)(nil),             // 26: tablestore.v1.GetRequest
+	(*GetResponse)(nil),            // 27: tablestore.v1.GetResponse
+	(*GetManyRequest)(nil),         // 28: tablestore.v1.GetManyRequest
+	(*GetManyResponse)(nil),        // 29: tablestore.v1.GetManyResponse
+	(*GetManyResult)(nil),          // 30: tablestore.v1.GetManyResult
+	(*QueryRequest)(nil),           // 31: tablestore.v1.QueryRequest
+	(*QueryResponse)(nil),          // 32: tablestore.v1.QueryResponse
+	(*ReadIndexRequest)(nil),       // 33: tablestore.v1.ReadIndexRequest
+	(*ReadIndexResponse)(nil),      // 34: tablestore.v1.ReadIndexResponse
+	(*AppliedIndexRequest)(nil),    // 35: tablestore.v1.AppliedIndexRequest
+	(*AppliedIndexResponse)(nil),   // 36: tablestore.v1.AppliedIndexResponse
+	(*CreateReplicaRequest)(nil),   // 37: tablestore.v1.CreateReplicaRequest
+	(*CreateReplicaResponse)(nil),  // 38: tablestore.v1.CreateReplicaResponse
+	(*DeleteReplicaRequest)(nil),   // 39: tablestore.v1.DeleteReplicaRequest
+	(*DeleteReplicaResponse)(nil),  // 40: tablestore.v1.DeleteReplicaResponse
+	(*RangeInfoRequest)(nil),       // 41: tablestore.v1.RangeInfoRequest
+	(*RangeInfoResponse)(nil),      // 42: tablestore.v1.RangeInfoResponse
+	nil,                            // 43: tablestore.v1.ChangeReplicasRequest.RaftAddrsEntry
+	nil,                            // 44: tablestore.v1.CreateReplicaRequest.RaftAddrsEntry
+	(*RangeDescriptor)(nil),        // 45: tablestore.v1.RangeDescriptor
+	(*EntityOp)(nil),               // 46: tablestore.v1.EntityOp
+	(*RangeStatus)(nil),            // 47: tablestore.v1.RangeStatus
 }
 var file_tablestore_v1_partition_service_proto_depIdxs = []int32{
-	43, // 0: tablestore.v1.SplitRangeResponse.left:type_name -> tablestore.v1.RangeDescriptor
-	43, // 1: tablestore.v1.SplitRangeResponse.right:type_name -> tablestore.v1.RangeDescriptor
-	43, // 2: tablestore.v1.DetachRangeResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	43, // 3: tablestore.v1.AddSpanRequest.range:type_name -> tablestore.v1.RangeDescriptor
-	43, // 4: tablestore.v1.AddSpanResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	43, // 5: tablestore.v1.FreezeRangeResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	43, // 6: tablestore.v1.MergeRangeRequest.right:type_name -> tablestore.v1.RangeDescriptor
-	43, // 7: tablestore.v1.MergeRangeResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	43, // 8: tablestore.v1.UnfreezeRangeResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	41, // 9: tablestore.v1.ChangeReplicasRequest.raft_addrs:type_name -> tablestore.v1.ChangeReplicasRequest.RaftAddrsEntry
-	0,  // 10: tablestore.v1.ChangeReplicasRequest.add_mode:type_name -> tablestore.v1.AddMode
-	43, // 11: tablestore.v1.ChangeReplicasResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	43, // 12: tablestore.v1.ChangeReplicasResponse.spans:type_name -> tablestore.v1.RangeDescriptor
-	44, // 13: tablestore.v1.WriteRequest.ops:type_name -> tablestore.v1.EntityOp
-	19, // 14: tablestore.v1.WriteManyRequest.writes:type_name -> tablestore.v1.WriteRequest
-	23, // 15: tablestore.v1.WriteManyResponse.results:type_name -> tablestore.v1.WriteManyResult
-	20, // 16: tablestore.v1.WriteManyResult.response:type_name -> tablestore.v1.WriteResponse
-	24, // 17: tablestore.v1.GetManyRequest.gets:type_name -> tablestore.v1.GetRequest
-	28, // 18: tablestore.v1.GetManyResponse.results:type_name -> tablestore.v1.GetManyResult
-	25, // 19: tablestore.v1.GetManyResult.response:type_name -> tablestore.v1.GetResponse
-	43, // 20: tablestore.v1.QueryResponse.range:type_name -> tablestore.v1.RangeDescriptor
-	43, // 21: tablestore.v1.CreateReplicaRequest.range:type_name -> tablestore.v1.RangeDescriptor
-	42, // 22: tablestore.v1.CreateReplicaRequest.raft_addrs:type_name -> tablestore.v1.CreateReplicaRequest.RaftAddrsEntry
-	45, // 23: tablestore.v1.RangeInfoResponse.status:type_name -> tablestore.v1.RangeStatus
-	19, // 24: tablestore.v1.PartitionService.Write:input_type -> tablestore.v1.WriteRequest
-	21, // 25: tablestore.v1.PartitionService.WriteMany:input_type -> tablestore.v1.WriteManyRequest
-	24, // 26: tablestore.v1.PartitionService.Get:input_type -> tablestore.v1.GetRequest
-	26, // 27: tablestore.v1.PartitionService.GetMany:input_type -> tablestore.v1.GetManyRequest
-	29, // 28: tablestore.v1.PartitionService.Query:input_type -> tablestore.v1.QueryRequest
-	31, // 29: tablestore.v1.PartitionService.ReadIndex:input_type -> tablestore.v1.ReadIndexRequest
-	33, // 30: tablestore.v1.PartitionService.AppliedIndex:input_type -> tablestore.v1.AppliedIndexRequest
-	35, // 31: tablestore.v1.PartitionService.CreateReplica:input_type -> tablestore.v1.CreateReplicaRequest
-	37, // 32: tablestore.v1.PartitionService.DeleteReplica:input_type -> tablestore.v1.DeleteReplicaRequest
-	39, // 33: tablestore.v1.PartitionService.RangeInfo:input_type -> tablestore.v1.RangeInfoRequest
-	1,  // 34: tablestore.v1.PartitionService.SplitRange:input_type -> tablestore.v1.SplitRangeRequest
-	3,  // 35: tablestore.v1.PartitionService.DetachRange:input_type -> tablestore.v1.DetachRangeRequest
-	5,  // 36: tablestore.v1.PartitionService.AddSpan:input_type -> tablestore.v1.AddSpanRequest
-	7,  // 37: tablestore.v1.PartitionService.FreezeRange:input_type -> tablestore.v1.FreezeRangeRequest
-	9,  // 38: tablestore.v1.PartitionService.MergeRange:input_type -> tablestore.v1.MergeRangeRequest
-	11, // 39: tablestore.v1.PartitionService.UnfreezeRange:input_type -> tablestore.v1.UnfreezeRangeRequest
-	13, // 40: tablestore.v1.PartitionService.ChangeReplicas:input_type -> tablestore.v1.ChangeReplicasRequest
-	15, // 41: tablestore.v1.PartitionService.TransferLeader:input_type -> tablestore.v1.TransferLeaderRequest
-	17, // 42: tablestore.v1.PartitionService.SplitKey:input_type -> tablestore.v1.SplitKeyRequest
-	20, // 43: tablestore.v1.PartitionService.Write:output_type -> tablestore.v1.WriteResponse
-	22, // 44: tablestore.v1.PartitionService.WriteMany:output_type -> tablestore.v1.WriteManyResponse
-	25, // 45: tablestore.v1.PartitionService.Get:output_type -> tablestore.v1.GetResponse
-	27, // 46: tablestore.v1.PartitionService.GetMany:output_type -> tablestore.v1.GetManyResponse
-	30, // 47: tablestore.v1.PartitionService.Query:output_type -> tablestore.v1.QueryResponse
-	32, // 48: tablestore.v1.PartitionService.ReadIndex:output_type -> tablestore.v1.ReadIndexResponse
-	34, // 49: tablestore.v1.PartitionService.AppliedIndex:output_type -> tablestore.v1.AppliedIndexResponse
-	36, // 50: tablestore.v1.PartitionService.CreateReplica:output_type -> tablestore.v1.CreateReplicaResponse
-	38, // 51: tablestore.v1.PartitionService.DeleteReplica:output_type -> tablestore.v1.DeleteReplicaResponse
-	40, // 52: tablestore.v1.PartitionService.RangeInfo:output_type -> tablestore.v1.RangeInfoResponse
-	2,  // 53: tablestore.v1.PartitionService.SplitRange:output_type -> tablestore.v1.SplitRangeResponse
-	4,  // 54: tablestore.v1.PartitionService.DetachRange:output_type -> tablestore.v1.DetachRangeResponse
-	6,  // 55: tablestore.v1.PartitionService.AddSpan:output_type -> tablestore.v1.AddSpanResponse
-	8,  // 56: tablestore.v1.PartitionService.FreezeRange:output_type -> tablestore.v1.FreezeRangeResponse
-	10, // 57: tablestore.v1.PartitionService.MergeRange:output_type -> tablestore.v1.MergeRangeResponse
-	12, // 58: tablestore.v1.PartitionService.UnfreezeRange:output_type -> tablestore.v1.UnfreezeRangeResponse
-	14, // 59: tablestore.v1.PartitionService.ChangeReplicas:output_type -> tablestore.v1.ChangeReplicasResponse
-	16, // 60: tablestore.v1.PartitionService.TransferLeader:output_type -> tablestore.v1.TransferLeaderResponse
-	18, // 61: tablestore.v1.PartitionService.SplitKey:output_type -> tablestore.v1.SplitKeyResponse
-	43, // [43:62] is the sub-list for method output_type
-	24, // [24:43] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	45, // 0: tablestore.v1.SplitRangeResponse.left:type_name -> tablestore.v1.RangeDescriptor
+	45, // 1: tablestore.v1.SplitRangeResponse.right:type_name -> tablestore.v1.RangeDescriptor
+	45, // 2: tablestore.v1.DetachRangeResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	45, // 3: tablestore.v1.AddSpanRequest.range:type_name -> tablestore.v1.RangeDescriptor
+	45, // 4: tablestore.v1.AddSpanResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	45, // 5: tablestore.v1.AttachSpanRequest.right:type_name -> tablestore.v1.RangeDescriptor
+	45, // 6: tablestore.v1.AttachSpanResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	45, // 7: tablestore.v1.FreezeRangeResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	45, // 8: tablestore.v1.MergeRangeRequest.right:type_name -> tablestore.v1.RangeDescriptor
+	45, // 9: tablestore.v1.MergeRangeResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	45, // 10: tablestore.v1.UnfreezeRangeResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	43, // 11: tablestore.v1.ChangeReplicasRequest.raft_addrs:type_name -> tablestore.v1.ChangeReplicasRequest.RaftAddrsEntry
+	0,  // 12: tablestore.v1.ChangeReplicasRequest.add_mode:type_name -> tablestore.v1.AddMode
+	45, // 13: tablestore.v1.ChangeReplicasResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	45, // 14: tablestore.v1.ChangeReplicasResponse.spans:type_name -> tablestore.v1.RangeDescriptor
+	46, // 15: tablestore.v1.WriteRequest.ops:type_name -> tablestore.v1.EntityOp
+	21, // 16: tablestore.v1.WriteManyRequest.writes:type_name -> tablestore.v1.WriteRequest
+	25, // 17: tablestore.v1.WriteManyResponse.results:type_name -> tablestore.v1.WriteManyResult
+	22, // 18: tablestore.v1.WriteManyResult.response:type_name -> tablestore.v1.WriteResponse
+	26, // 19: tablestore.v1.GetManyRequest.gets:type_name -> tablestore.v1.GetRequest
+	30, // 20: tablestore.v1.GetManyResponse.results:type_name -> tablestore.v1.GetManyResult
+	27, // 21: tablestore.v1.GetManyResult.response:type_name -> tablestore.v1.GetResponse
+	45, // 22: tablestore.v1.QueryResponse.range:type_name -> tablestore.v1.RangeDescriptor
+	45, // 23: tablestore.v1.CreateReplicaRequest.range:type_name -> tablestore.v1.RangeDescriptor
+	44, // 24: tablestore.v1.CreateReplicaRequest.raft_addrs:type_name -> tablestore.v1.CreateReplicaRequest.RaftAddrsEntry
+	47, // 25: tablestore.v1.RangeInfoResponse.status:type_name -> tablestore.v1.RangeStatus
+	21, // 26: tablestore.v1.PartitionService.Write:input_type -> tablestore.v1.WriteRequest
+	23, // 27: tablestore.v1.PartitionService.WriteMany:input_type -> tablestore.v1.WriteManyRequest
+	26, // 28: tablestore.v1.PartitionService.Get:input_type -> tablestore.v1.GetRequest
+	28, // 29: tablestore.v1.PartitionService.GetMany:input_type -> tablestore.v1.GetManyRequest
+	31, // 30: tablestore.v1.PartitionService.Query:input_type -> tablestore.v1.QueryRequest
+	33, // 31: tablestore.v1.PartitionService.ReadIndex:input_type -> tablestore.v1.ReadIndexRequest
+	35, // 32: tablestore.v1.PartitionService.AppliedIndex:input_type -> tablestore.v1.AppliedIndexRequest
+	37, // 33: tablestore.v1.PartitionService.CreateReplica:input_type -> tablestore.v1.CreateReplicaRequest
+	39, // 34: tablestore.v1.PartitionService.DeleteReplica:input_type -> tablestore.v1.DeleteReplicaRequest
+	41, // 35: tablestore.v1.PartitionService.RangeInfo:input_type -> tablestore.v1.RangeInfoRequest
+	1,  // 36: tablestore.v1.PartitionService.SplitRange:input_type -> tablestore.v1.SplitRangeRequest
+	3,  // 37: tablestore.v1.PartitionService.DetachRange:input_type -> tablestore.v1.DetachRangeRequest
+	5,  // 38: tablestore.v1.PartitionService.AddSpan:input_type -> tablestore.v1.AddSpanRequest
+	7,  // 39: tablestore.v1.PartitionService.AttachSpan:input_type -> tablestore.v1.AttachSpanRequest
+	9,  // 40: tablestore.v1.PartitionService.FreezeRange:input_type -> tablestore.v1.FreezeRangeRequest
+	11, // 41: tablestore.v1.PartitionService.MergeRange:input_type -> tablestore.v1.MergeRangeRequest
+	13, // 42: tablestore.v1.PartitionService.UnfreezeRange:input_type -> tablestore.v1.UnfreezeRangeRequest
+	15, // 43: tablestore.v1.PartitionService.ChangeReplicas:input_type -> tablestore.v1.ChangeReplicasRequest
+	17, // 44: tablestore.v1.PartitionService.TransferLeader:input_type -> tablestore.v1.TransferLeaderRequest
+	19, // 45: tablestore.v1.PartitionService.SplitKey:input_type -> tablestore.v1.SplitKeyRequest
+	22, // 46: tablestore.v1.PartitionService.Write:output_type -> tablestore.v1.WriteResponse
+	24, // 47: tablestore.v1.PartitionService.WriteMany:output_type -> tablestore.v1.WriteManyResponse
+	27, // 48: tablestore.v1.PartitionService.Get:output_type -> tablestore.v1.GetResponse
+	29, // 49: tablestore.v1.PartitionService.GetMany:output_type -> tablestore.v1.GetManyResponse
+	32, // 50: tablestore.v1.PartitionService.Query:output_type -> tablestore.v1.QueryResponse
+	34, // 51: tablestore.v1.PartitionService.ReadIndex:output_type -> tablestore.v1.ReadIndexResponse
+	36, // 52: tablestore.v1.PartitionService.AppliedIndex:output_type -> tablestore.v1.AppliedIndexResponse
+	38, // 53: tablestore.v1.PartitionService.CreateReplica:output_type -> tablestore.v1.CreateReplicaResponse
+	40, // 54: tablestore.v1.PartitionService.DeleteReplica:output_type -> tablestore.v1.DeleteReplicaResponse
+	42, // 55: tablestore.v1.PartitionService.RangeInfo:output_type -> tablestore.v1.RangeInfoResponse
+	2,  // 56: tablestore.v1.PartitionService.SplitRange:output_type -> tablestore.v1.SplitRangeResponse
+	4,  // 57: tablestore.v1.PartitionService.DetachRange:output_type -> tablestore.v1.DetachRangeResponse
+	6,  // 58: tablestore.v1.PartitionService.AddSpan:output_type -> tablestore.v1.AddSpanResponse
+	8,  // 59: tablestore.v1.PartitionService.AttachSpan:output_type -> tablestore.v1.AttachSpanResponse
+	10, // 60: tablestore.v1.PartitionService.FreezeRange:output_type -> tablestore.v1.FreezeRangeResponse
+	12, // 61: tablestore.v1.PartitionService.MergeRange:output_type -> tablestore.v1.MergeRangeResponse
+	14, // 62: tablestore.v1.PartitionService.UnfreezeRange:output_type -> tablestore.v1.UnfreezeRangeResponse
+	16, // 63: tablestore.v1.PartitionService.ChangeReplicas:output_type -> tablestore.v1.ChangeReplicasResponse
+	18, // 64: tablestore.v1.PartitionService.TransferLeader:output_type -> tablestore.v1.TransferLeaderResponse
+	20, // 65: tablestore.v1.PartitionService.SplitKey:output_type -> tablestore.v1.SplitKeyResponse
+	46, // [46:66] is the sub-list for method output_type
+	26, // [26:46] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_tablestore_v1_partition_service_proto_init() }
@@ -2848,7 +2970,7 @@ func file_tablestore_v1_partition_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tablestore_v1_partition_service_proto_rawDesc), len(file_tablestore_v1_partition_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   42,
+			NumMessages:   44,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

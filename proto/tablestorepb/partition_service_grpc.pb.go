@@ -35,6 +35,7 @@ const (
 	PartitionService_SplitRange_FullMethodName     = "/tablestore.v1.PartitionService/SplitRange"
 	PartitionService_DetachRange_FullMethodName    = "/tablestore.v1.PartitionService/DetachRange"
 	PartitionService_AddSpan_FullMethodName        = "/tablestore.v1.PartitionService/AddSpan"
+	PartitionService_AttachSpan_FullMethodName     = "/tablestore.v1.PartitionService/AttachSpan"
 	PartitionService_FreezeRange_FullMethodName    = "/tablestore.v1.PartitionService/FreezeRange"
 	PartitionService_MergeRange_FullMethodName     = "/tablestore.v1.PartitionService/MergeRange"
 	PartitionService_UnfreezeRange_FullMethodName  = "/tablestore.v1.PartitionService/UnfreezeRange"
@@ -94,6 +95,12 @@ type PartitionServiceClient interface {
 	// once the entry applied here. A repeat after it applied answers the
 	// span again.
 	AddSpan(ctx context.Context, in *AddSpanRequest, opts ...grpc.CallOption) (*AddSpanResponse, error)
+	// AttachSpan takes the frozen range `right`, the only range of a group of
+	// its own co-located with this group, into the group of group_range_id
+	// as a span (leader of the group only; AttachSpanCommand), answering once
+	// the entry applied here. A repeat after it applied answers the span
+	// again.
+	AttachSpan(ctx context.Context, in *AttachSpanRequest, opts ...grpc.CallOption) (*AttachSpanResponse, error)
 	// FreezeRange stops reads and writes to a range before a merge (leader
 	// only) and reports the log index of the freeze.
 	FreezeRange(ctx context.Context, in *FreezeRangeRequest, opts ...grpc.CallOption) (*FreezeRangeResponse, error)
@@ -251,6 +258,16 @@ func (c *partitionServiceClient) AddSpan(ctx context.Context, in *AddSpanRequest
 	return out, nil
 }
 
+func (c *partitionServiceClient) AttachSpan(ctx context.Context, in *AttachSpanRequest, opts ...grpc.CallOption) (*AttachSpanResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AttachSpanResponse)
+	err := c.cc.Invoke(ctx, PartitionService_AttachSpan_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *partitionServiceClient) FreezeRange(ctx context.Context, in *FreezeRangeRequest, opts ...grpc.CallOption) (*FreezeRangeResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(FreezeRangeResponse)
@@ -362,6 +379,12 @@ type PartitionServiceServer interface {
 	// once the entry applied here. A repeat after it applied answers the
 	// span again.
 	AddSpan(context.Context, *AddSpanRequest) (*AddSpanResponse, error)
+	// AttachSpan takes the frozen range `right`, the only range of a group of
+	// its own co-located with this group, into the group of group_range_id
+	// as a span (leader of the group only; AttachSpanCommand), answering once
+	// the entry applied here. A repeat after it applied answers the span
+	// again.
+	AttachSpan(context.Context, *AttachSpanRequest) (*AttachSpanResponse, error)
 	// FreezeRange stops reads and writes to a range before a merge (leader
 	// only) and reports the log index of the freeze.
 	FreezeRange(context.Context, *FreezeRangeRequest) (*FreezeRangeResponse, error)
@@ -427,6 +450,9 @@ func (UnimplementedPartitionServiceServer) DetachRange(context.Context, *DetachR
 }
 func (UnimplementedPartitionServiceServer) AddSpan(context.Context, *AddSpanRequest) (*AddSpanResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method AddSpan not implemented")
+}
+func (UnimplementedPartitionServiceServer) AttachSpan(context.Context, *AttachSpanRequest) (*AttachSpanResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method AttachSpan not implemented")
 }
 func (UnimplementedPartitionServiceServer) FreezeRange(context.Context, *FreezeRangeRequest) (*FreezeRangeResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method FreezeRange not implemented")
@@ -701,6 +727,24 @@ func _PartitionService_AddSpan_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _PartitionService_AttachSpan_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AttachSpanRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PartitionServiceServer).AttachSpan(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PartitionService_AttachSpan_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PartitionServiceServer).AttachSpan(ctx, req.(*AttachSpanRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _PartitionService_FreezeRange_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(FreezeRangeRequest)
 	if err := dec(in); err != nil {
@@ -867,6 +911,10 @@ var PartitionService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "AddSpan",
 			Handler:    _PartitionService_AddSpan_Handler,
+		},
+		{
+			MethodName: "AttachSpan",
+			Handler:    _PartitionService_AttachSpan_Handler,
 		},
 		{
 			MethodName: "FreezeRange",
