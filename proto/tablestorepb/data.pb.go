@@ -47,6 +47,9 @@ const (
 	// A range left its Raft group for a group of its own, before a move or
 	// a leadership transfer of that range alone (docs/range-groups.md).
 	EventKind_EVENT_KIND_GROUP_SPLIT EventKind = 14
+	// A range of a Raft group of its own joined a shared (anchor) group as a
+	// span, its rows where they were (docs/range-groups.md, stage 8).
+	EventKind_EVENT_KIND_GROUP_JOIN EventKind = 15
 )
 
 // Enum value maps for EventKind.
@@ -67,6 +70,7 @@ var (
 		12: "EVENT_KIND_SERVER_DRAIN",
 		13: "EVENT_KIND_SERVER_REMOVED",
 		14: "EVENT_KIND_GROUP_SPLIT",
+		15: "EVENT_KIND_GROUP_JOIN",
 	}
 	EventKind_value = map[string]int32{
 		"EVENT_KIND_UNSPECIFIED":     0,
@@ -84,6 +88,7 @@ var (
 		"EVENT_KIND_SERVER_DRAIN":    12,
 		"EVENT_KIND_SERVER_REMOVED":  13,
 		"EVENT_KIND_GROUP_SPLIT":     14,
+		"EVENT_KIND_GROUP_JOIN":      15,
 	}
 )
 
@@ -4549,7 +4554,7 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\n" +
 	"pprof_addr\x18\x04 \x01(\tR\tpprofAddr\x12\x18\n" +
 	"\aversion\x18\x05 \x01(\tR\aversion\x12&\n" +
-	"\x0fstart_unix_nano\x18\x06 \x01(\x03R\rstartUnixNano*\xa6\x03\n" +
+	"\x0fstart_unix_nano\x18\x06 \x01(\x03R\rstartUnixNano*\xc1\x03\n" +
 	"\tEventKind\x12\x1a\n" +
 	"\x16EVENT_KIND_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10EVENT_KIND_SPLIT\x10\x01\x12\x14\n" +
@@ -4566,7 +4571,8 @@ const file_tablestore_v1_data_proto_rawDesc = "" +
 	"\x18EVENT_KIND_MASTER_MEMBER\x10\v\x12\x1b\n" +
 	"\x17EVENT_KIND_SERVER_DRAIN\x10\f\x12\x1d\n" +
 	"\x19EVENT_KIND_SERVER_REMOVED\x10\r\x12\x1a\n" +
-	"\x16EVENT_KIND_GROUP_SPLIT\x10\x0e*\xad\x01\n" +
+	"\x16EVENT_KIND_GROUP_SPLIT\x10\x0e\x12\x19\n" +
+	"\x15EVENT_KIND_GROUP_JOIN\x10\x0f*\xad\x01\n" +
 	"\x06OpKind\x12\x17\n" +
 	"\x13OP_KIND_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eOP_KIND_INSERT\x10\x01\x12\x13\n" +
