@@ -373,8 +373,8 @@ func (s *Server) homeGroupNow() uint64 {
 
 // HomeGroup returns the anchor group (its anchor's range id) a table
 // created on this master now would join, 0 when it would get a group of
-// its own: --table-groups off, no anchor group with room that every
-// server of it can serve yet, or this master not leading. The cluster
+// its own: --table-groups off, no anchor group with room whose servers
+// can take the table now (groupFit), or this master not leading. The cluster
 // harness waits for it so that tests' tables share a group from the
 // first create.
 func (s *Server) HomeGroup() uint64 {
