@@ -371,12 +371,7 @@ func (p *Plan) add(r *Range, o Op) bool {
 		}
 		p.occupyGroup(r, o.balancing())
 	}
-	if (o.Kind == Move && o.Whole) || o.Kind == Isolate {
-		p.occupyGroup(r, false) // wholemove.go; detach_hot.go
-	}
-	if g := p.groups[o.Group]; o.Kind == Attach && g != nil {
-		p.occupySpans(g) // attach_cold.go: the group it joins
-	}
+	p.occupyGroupOf(r, o)
 	p.occupy(o)
 	p.noteSplit(o)
 	p.cool(o, o.At)
@@ -610,6 +605,18 @@ func (p *Plan) occupyTransferred(inflight []Op) {
 		if g := p.groups[o.Group]; (o.Kind == TransferLeader || o.Whole || o.Kind == Isolate || o.Kind == Attach) && o.Group != 0 && g != nil {
 			p.occupySpans(g)
 		}
+	}
+}
+
+// occupyGroupOf marks busy the ranges of the Raft group o claims as a
+// whole besides its own: r's group for a whole move (wholemove.go) and an
+// isolate (detach_hot.go), the group an attach joins (attach_cold.go).
+func (p *Plan) occupyGroupOf(r *Range, o Op) {
+	if (o.Kind == Move && o.Whole) || o.Kind == Isolate {
+		p.occupyGroup(r, false)
+	}
+	if g := p.groups[o.Group]; o.Kind == Attach && g != nil {
+		p.occupySpans(g)
 	}
 }
 
