@@ -76,6 +76,11 @@ type Config struct {
 	// detach-over-cap takes the spans beyond it out (detach_overcap.go).
 	// No flag of its own: the master sets it from --table-group-spans.
 	AnchorGroupSpans int
+	// AttachCold takes a table that is one cold range in a Raft group of
+	// its own into an anchor group with room (attach-cold,
+	// attach_cold.go; docs/range-groups.md, stage 8). Off by default: no
+	// flag of its own, the master sets it from --table-groups.
+	AttachCold bool
 	// MaxPerServer bounds the operations in flight that add or remove a
 	// replica on one server (snapshots are the expensive part of a move):
 	// moves, and the co-location moves of a merge whose ranges are not on

@@ -80,9 +80,18 @@ func (p *Plan) anchorAdmits(a, b *Range) bool {
 	if a.GroupID() == b.GroupID() || !p.anchorSpan(a) {
 		return true
 	}
-	l := a.entitiesPerSec() + b.entitiesPerSec()
-	return l < p.cfg.SplitLoad/2 && FitsAnchorGroup(l, a.bytes()+b.bytes(), p.cfg.MergeLoad, p.cfg.MergeBytes) &&
-		AnchorGroupBytesFit(groupBytes(p.group(a))+b.bytes(), p.cfg.SplitBytes)
+	return p.spanFits(a.entitiesPerSec()+b.entitiesPerSec(), a.bytes()+b.bytes(), groupBytes(p.group(a))+b.bytes())
+}
+
+// spanFits reports whether a span carrying eps entities/s and holding
+// bytes may come into an anchor group whose spans would then hold
+// groupBytes together: under half of SplitLoad (where detach-hot would
+// take it out again), FitsAnchorGroup, and AnchorGroupBytesFit under
+// SplitBytes (homeGroup's two bounds for a new table). The one rule for a
+// merge into a span (anchorAdmits) and an attach (attach-cold).
+func (p *Plan) spanFits(eps float64, bytes, groupBytes uint64) bool {
+	return eps < p.cfg.SplitLoad/2 && FitsAnchorGroup(eps, bytes, p.cfg.MergeLoad, p.cfg.MergeBytes) &&
+		AnchorGroupBytesFit(groupBytes, p.cfg.SplitBytes)
 }
 
 // FitsAnchorGroup reports whether a span carrying eps entities/s and

@@ -21,6 +21,15 @@ const (
 	// out of that group into a group of its own on the same replicas
 	// (the master's isolate; detach_hot.go). Group names the group left.
 	Isolate
+	// Attach takes Range, the only range of its table and of a Raft group
+	// of its own, into the anchor group Group (the anchor's range id) as a
+	// span, its rows where they are (docs/range-groups.md, stage 8;
+	// attach_cold.go): the master co-locates Range's replicas onto the
+	// group's servers, freezes it and has the group's leader apply
+	// AttachSpan. Both Range and the anchor are occupied (Ranges), so
+	// that no new table's add (which claims the anchor) raises the
+	// group's count meanwhile.
+	Attach
 )
 
 func (k Kind) String() string {
@@ -35,6 +44,8 @@ func (k Kind) String() string {
 		return "transfer-leader"
 	case Isolate:
 		return "isolate"
+	case Attach:
+		return "attach"
 	}
 	return "unknown"
 }
@@ -55,6 +66,7 @@ const (
 	RuleDetachLarge       = "detach-large"
 	RuleDetachOverCap     = "detach-over-cap"
 	RuleMergeCold         = "merge-cold"
+	RuleAttachCold        = "attach-cold"
 	RuleBalanceLeaderLoad = "balance-leader-load"
 	RuleBalanceLeaderFill = "balance-leader-fill"
 	RuleSplitBalance      = "split-balance"
@@ -93,7 +105,8 @@ type Op struct {
 	// Group: a TransferLeader of a range that shares its Raft group names
 	// the group whose leadership it moves (0 otherwise), so that the
 	// group's cooldown outlives Range leaving it; an Isolate names the
-	// anchor group Range leaves (every range of it busy while it runs).
+	// anchor group Range leaves (every range of it busy while it runs),
+	// an Attach the anchor group Range joins (likewise).
 	Group uint64
 	// Whole: a Move of a range whose Raft group serves several ranges
 	// moves the group whole (one membership change for every span; the
@@ -118,6 +131,9 @@ func (o Op) Last() time.Time {
 func (o Op) Ranges() []uint64 {
 	if o.Kind == Merge && o.Right != 0 {
 		return []uint64{o.Range, o.Right}
+	}
+	if o.Kind == Attach && o.Group != 0 {
+		return []uint64{o.Range, o.Group}
 	}
 	return []uint64{o.Range}
 }
@@ -153,6 +169,8 @@ func (o Op) String() string {
 		fmt.Fprintf(&b, "merge r%d + r%d", o.Range, o.Right)
 	case Isolate:
 		fmt.Fprintf(&b, "isolate r%d from anchor group %d", o.Range, o.Group)
+	case Attach:
+		fmt.Fprintf(&b, "attach r%d to anchor group %d", o.Range, o.Group)
 	default:
 		fmt.Fprintf(&b, "%s r%d %s -> %s", o.Kind, o.Range, o.From, o.To)
 		if o.Whole {

@@ -211,7 +211,8 @@ func (w *world) run(d *directive) (string, error) {
 func (w *world) config(args map[string]string) error {
 	ints := map[string]*int{"slots": &w.slots, "max-per-server": &w.cfg.MaxPerServer, "max-group-spans": &w.cfg.MaxGroupSpans,
 		"anchor-group-spans": &w.cfg.AnchorGroupSpans}
-	bools := map[string]*bool{"balance-leaders": &w.cfg.BalanceLeaders, "balance-replicas": &w.cfg.BalanceReplicas, "shared-host": &w.cfg.SharedHost}
+	bools := map[string]*bool{"balance-leaders": &w.cfg.BalanceLeaders, "balance-replicas": &w.cfg.BalanceReplicas, "shared-host": &w.cfg.SharedHost,
+		"attach-cold": &w.cfg.AttachCold}
 	for k, v := range args {
 		var err error
 		switch {
@@ -263,9 +264,10 @@ func parseBytes(s string) (uint64, error) {
 
 // setServers reads "id [down=DUR] [back=DUR] [silent] [draining] [unseen]
 // [slow=MEDIAN] [slow-cleared=DUR] [skewed=OFFSET] [disk=FREE/SIZE/RESERVE]
-// [zone=Z]" lines (slow-cleared: found no longer slow DUR ago; skewed: its
-// clock is off by OFFSET, over the master's bound; disk: the data directory's
-// figures, in bytes with K, M or G; zone: its failure domain).
+// [zone=Z] [attach-spans]" lines (slow-cleared: found no longer slow DUR
+// ago; skewed: its clock is off by OFFSET, over the master's bound; disk:
+// the data directory's figures, in bytes with K, M or G; zone: its failure
+// domain; attach-spans: it announces attach_spans).
 func (w *world) setServers(lines []string) error {
 	w.servers = nil
 	for _, l := range lines {
@@ -313,6 +315,8 @@ func (w *world) serverAttr(s *Server, a string) error {
 		s.Draining = true
 	case "unseen":
 		s.Live, s.LastSeen = false, time.Time{}
+	case "attach-spans":
+		s.AttachSpans = true
 	case "zone":
 		s.Zone = v
 	case "disk":
@@ -704,6 +708,8 @@ func (w *world) applyLast() string {
 			w.move(r, o)
 		case Isolate:
 			w.isolate(r) // the span leaves its anchor group
+		case Attach:
+			w.attach(r, w.find(o.Group))
 		case TransferLeader:
 			// The leadership of the range's whole Raft group.
 			for _, sp := range w.ranges {
@@ -772,6 +778,18 @@ func (w *world) isolate(r *Range) {
 			sp.Group = 0
 		}
 	}
+}
+
+// attach has r join anchor's group as the master's attach does: its
+// replicas co-located onto the group's servers (as a merge's right range's
+// are), then a span of the group, led by the group's leader.
+func (w *world) attach(r, anchor *Range) {
+	if anchor == nil {
+		return
+	}
+	r.Replicas = append([]Replica(nil), anchor.Replicas...)
+	r.Leader = anchor.Leader
+	r.Group = anchor.ID
 }
 
 func (w *world) split(r *Range, o Op) uint64 {

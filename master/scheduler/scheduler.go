@@ -17,11 +17,11 @@ type Policy interface {
 // Policies are the policies in the order they run: data safety first
 // (re-replication, draining), then load (a hot or large span leaving its
 // anchor group before any split, then the spans of a group over its cap,
-// then splits, merges), then zone
-// diversity (zoneDiversity), then balance.
+// then splits, merges, a cold table's own group joining an anchor
+// group), then zone diversity (zoneDiversity), then balance.
 func Policies() []Policy {
 	return []Policy{
-		reReplicate{}, drain{}, detachHot{}, detachOverCap{}, splitLoad{}, splitSize{}, mergeCold{}, zoneDiversity{},
+		reReplicate{}, drain{}, detachHot{}, detachOverCap{}, splitLoad{}, splitSize{}, mergeCold{}, attachCold{}, zoneDiversity{},
 		balanceLeaderLoad{}, balanceLeaderFill{}, splitBalance{}, balanceLeaderCount{}, balanceReplicas{},
 	}
 }
@@ -78,6 +78,10 @@ type Plan struct {
 	// mergedAt is when each range last took over its right neighbour
 	// (the merged range keeps the left part's id), likewise.
 	mergedAt map[uint64]time.Time
+	// detachedAt is when each range was last taken out of an anchor
+	// group by an isolate (Op.Last), from the operations recent:
+	// attach-cold waits MergeCooldown after it (attachHistory).
+	detachedAt map[uint64]time.Time
 	// zones is how many distinct zones the servers name (zone.go).
 	zones int
 	// anyBroken: a replica of some range is reported broken (reReplicate).
@@ -117,6 +121,7 @@ type serverStat struct {
 	slowMedian     time.Duration // Server.SlowMedian
 	slowCleared    time.Time     // Server.SlowCleared
 	skewed         bool          // Server.ClockSkewed
+	attachSpans    bool          // Server.AttachSpans
 	clockOffset    time.Duration // Server.ClockOffset
 	replicas       int
 	leaders        int
@@ -134,7 +139,8 @@ func NewPlan(cfg Config, snap *Snapshot) *Plan {
 	for _, s := range snap.Servers {
 		st := &serverStat{id: s.ID, live: s.Live, draining: s.Draining, back: s.Back, silent: s.Silent,
 			slow: s.Slow, slowMedian: s.SlowMedian, slowCleared: s.SlowCleared,
-			skewed: s.ClockSkewed, clockOffset: s.ClockOffset, disk: s.Disk, diskState: s.Disk.State(), zone: s.Zone}
+			skewed: s.ClockSkewed, clockOffset: s.ClockOffset, disk: s.Disk, diskState: s.Disk.State(), zone: s.Zone,
+			attachSpans: s.AttachSpans}
 		if !s.Live && !s.LastSeen.IsZero() {
 			st.downFor = max(snap.Now.Sub(s.LastSeen), time.Nanosecond)
 		}
@@ -154,8 +160,8 @@ func NewPlan(cfg Config, snap *Snapshot) *Plan {
 	for _, o := range snap.InFlight {
 		p.occupy(o)
 		p.noteSplit(o)
-		if o.Kind == Merge && merging[o.Range] != nil && merging[o.Right] != nil {
-			p.occupyColocation(merging[o.Range], merging[o.Right])
+		if a, b, ok := colocating(o); ok && merging[a] != nil && merging[b] != nil {
+			p.occupyColocation(merging[a], merging[b])
 		}
 	}
 	if grouped {
@@ -172,6 +178,7 @@ func NewPlan(cfg Config, snap *Snapshot) *Plan {
 // for balance, a size split that failed.
 func (p *Plan) noteRecent(o Op) {
 	p.noteSplit(o)
+	p.noteDetach(o)
 	if o.Kind == Split && o.Key == "" && o.Failed {
 		p.sizeFailed.add(o.Range)
 	}
@@ -190,14 +197,42 @@ func (p *Plan) noteRecent(o Op) {
 func mergingIn(inflight []Op) map[uint64]*Range {
 	var merging map[uint64]*Range
 	for _, o := range inflight {
-		if o.Kind == Merge && o.Right != 0 {
+		if a, b, ok := colocating(o); ok {
 			if merging == nil {
 				merging = map[uint64]*Range{}
 			}
-			merging[o.Range], merging[o.Right] = nil, nil
+			merging[a], merging[b] = nil, nil
 		}
 	}
 	return merging
+}
+
+// colocating returns the ranges whose co-location o runs (the master
+// moves b's replicas onto a's servers first): a merge's left and right,
+// an attach's anchor and range.
+func colocating(o Op) (a, b uint64, ok bool) {
+	switch {
+	case o.Kind == Merge && o.Right != 0:
+		return o.Range, o.Right, true
+	case o.Kind == Attach && o.Group != 0:
+		return o.Group, o.Range, true
+	}
+	return 0, 0, false
+}
+
+// noteDetach remembers when o, a recent isolate, took its range out of
+// its group (a failed one counts too: it may have applied before it
+// failed, and waiting costs only time).
+func (p *Plan) noteDetach(o Op) {
+	if o.Kind != Isolate {
+		return
+	}
+	if p.detachedAt == nil {
+		p.detachedAt = map[uint64]time.Time{}
+	}
+	if t := o.Last(); t.After(p.detachedAt[o.Range]) {
+		p.detachedAt[o.Range] = t
+	}
 }
 
 // countRange adds range i to the per-server figures and the policies'
@@ -336,9 +371,7 @@ func (p *Plan) add(r *Range, o Op) bool {
 		}
 		p.occupyGroup(r, o.balancing())
 	}
-	if (o.Kind == Move && o.Whole) || o.Kind == Isolate {
-		p.occupyGroup(r, false) // wholemove.go; detach_hot.go
-	}
+	p.occupyGroupOf(r, o)
 	p.occupy(o)
 	p.noteSplit(o)
 	p.cool(o, o.At)
@@ -563,16 +596,34 @@ func (p *Plan) occupyGroup(r *Range, balancing bool) {
 
 // occupyTransferred marks busy every range of a group whose leadership a
 // transfer in flight is moving, that a move in flight moves whole, or
-// that an isolate in flight takes a span out of (Op.Group; the master
+// that an isolate in flight takes a span out of or an attach in flight
+// brings one into (Op.Group; the master
 // also lists every range it has claimed as a transfer, with no group,
 // which marks only that range).
 func (p *Plan) occupyTransferred(inflight []Op) {
 	for _, o := range inflight {
-		if g := p.groups[o.Group]; (o.Kind == TransferLeader || o.Whole || o.Kind == Isolate) && o.Group != 0 && g != nil {
-			for _, sp := range g.spans {
-				p.busy.add(sp.ID)
-			}
+		if g := p.groups[o.Group]; (o.Kind == TransferLeader || o.Whole || o.Kind == Isolate || o.Kind == Attach) && o.Group != 0 && g != nil {
+			p.occupySpans(g)
 		}
+	}
+}
+
+// occupyGroupOf marks busy the ranges of the Raft group o claims as a
+// whole besides its own: r's group for a whole move (wholemove.go) and an
+// isolate (detach_hot.go), the group an attach joins (attach_cold.go).
+func (p *Plan) occupyGroupOf(r *Range, o Op) {
+	if (o.Kind == Move && o.Whole) || o.Kind == Isolate {
+		p.occupyGroup(r, false)
+	}
+	if g := p.groups[o.Group]; o.Kind == Attach && g != nil {
+		p.occupySpans(g)
+	}
+}
+
+// occupySpans marks busy every range of g.
+func (p *Plan) occupySpans(g *groupStat) {
+	for _, sp := range g.spans {
+		p.busy.add(sp.ID)
 	}
 }
 

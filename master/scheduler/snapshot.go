@@ -63,6 +63,12 @@ type Server struct {
 	// Disk is the data directory's free space, size and reserve the
 	// server last reported (zero: none; see Disk.State for what follows).
 	Disk Disk
+	// AttachSpans: the server announces attach_spans in its heartbeats
+	// (it applies ATTACH_SPAN and serves AttachSpan). attach-cold plans
+	// an attach only when every server of both groups does: an older
+	// build cannot apply the entry, and the group's replicas would
+	// diverge.
+	AttachSpans bool
 	// Zone is the server's failure domain (its --zone): the scheduler
 	// spreads each range's replicas over distinct zones (zone.go). Empty:
 	// none named; the server shares a zone with no other.
