@@ -135,6 +135,16 @@ func applyAttachSpan(c *applyCtx, payload []byte) *Result {
 		return &Result{Err: err}
 	}
 	c.addSpan(st)
+	if ns := c.span(c.group); ns != nil && ns.state.GetRange().GetGroupId() == 0 {
+		// A namesake whose record names no group ("its group's only
+		// span": Store.OpenRange would look for no sibling, and a
+		// restart would open the group without the span) names it now,
+		// as applyAddSpan rewrites it; GroupOf reads the same, so its
+		// generation is kept.
+		st := ns.edit(c)
+		st.Range = proto.Clone(st.GetRange()).(*pb.RangeDescriptor)
+		st.Range.GroupId = c.group
+	}
 	// The span's cursor was its old Range's; the table's prunes rescan.
 	c.store.tablePrune(d.GetTableId()).invalidate()
 	c.attached = append(c.attached, attachedSpan{group: c.group, right: id})

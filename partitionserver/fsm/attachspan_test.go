@@ -50,8 +50,14 @@ func rightDesc() *pb.RangeDescriptor {
 // dir; range 30 holds rows p and x (x written with request id "req-x",
 // whose result is first) and, when freeze, is frozen (index returned).
 func attachFixture(t *testing.T, dir string, freeze bool) (s *Store, g *Group, right *Range, ra *groupApplier, retry []byte, first *Result, freezeIndex uint64) {
+	return attachFixtureNamed(t, dir, freeze, 5)
+}
+
+// attachFixtureNamed is attachFixture with group 5's namesake's record
+// naming group names (0: none, its group's only span).
+func attachFixtureNamed(t *testing.T, dir string, freeze bool, names uint64) (s *Store, g *Group, right *Range, ra *groupApplier, retry []byte, first *Result, freezeIndex uint64) {
 	t.Helper()
-	s, g = openGroupStore(t, dir, oneSpan(5))
+	s, g = openGroupStore(t, dir, oneSpan(names))
 	if err := s.CreateRange(rightDesc(), true); err != nil {
 		t.Fatal(err)
 	}
@@ -93,10 +99,18 @@ func attachEntry(t *testing.T, right *pb.RangeDescriptor, freeze uint64) []byte 
 // kept), serves its rows and request records through the group from the
 // entry on (a write in the same batch included), tells the hooks, ends
 // range 30's own group (a late batch of it applies nothing), answers a
-// repeat, and survives a snapshot and a replay.
+// repeat, and survives a snapshot and a replay (a restart opens the span
+// through the namesake too, whose record names the group from the entry
+// on).
 func TestAttachSpan(t *testing.T) {
+	for _, names := range []uint64{0, 5} {
+		t.Run(fmt.Sprintf("namesake names group %d", names), func(t *testing.T) { testAttachSpan(t, names) })
+	}
+}
+
+func testAttachSpan(t *testing.T, names uint64) {
 	dir := t.TempDir()
-	s, g, right, ra, retry, first, freeze := attachFixture(t, dir, true)
+	s, g, right, ra, retry, first, freeze := attachFixtureNamed(t, dir, true, names)
 	h := &attachHooks{}
 	g.SetHooks(h)
 	a := &groupApplier{t: t, g: g, clock: 1_000_000}
@@ -227,6 +241,15 @@ func TestAttachSpan(t *testing.T) {
 	}
 	if r, _ := g3.Span(30); r.State().GetEntityCount() != 3 {
 		t.Errorf("span 30 after the replay: %v", r.State())
+	}
+	r5again, err := g3.store.OpenRange(5, logging.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantNames := proto.Clone(namesake).(*pb.RangeDescriptor)
+	wantNames.GroupId = 5
+	if got := spanIDsOf(r5again.Group()); !slices.Equal(got, []uint64{5, 30}) || !proto.Equal(r5again.Descriptor(), wantNames) {
+		t.Errorf("group opened through its namesake after a restart: spans %v, namesake %v", got, r5again.Descriptor())
 	}
 }
 
