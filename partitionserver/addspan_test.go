@@ -54,7 +54,11 @@ func trioServer(t *testing.T, cfg Config) *Server {
 	return started(t, s)
 }
 
-func newTrio(t *testing.T) *trio {
+func newTrio(t *testing.T) *trio { return newTrioWith(t, nil) }
+
+// newTrioWith is newTrio with each server's configuration changed by
+// configure (nil: none).
+func newTrioWith(t *testing.T, configure func(*Config)) *trio {
 	t.Helper()
 	tr := &trio{t: t, servers: map[string]*Server{}, addrs: map[string]string{}}
 	for _, id := range trioIDs {
@@ -64,6 +68,9 @@ func newTrio(t *testing.T) *trio {
 		cfg.GRPCAddr, cfg.RaftAddr = "127.0.0.1:0", "127.0.0.1:0"
 		cfg.Masters = []string{"127.0.0.1:1"}
 		cfg.QuiesceAfter = 0
+		if configure != nil {
+			configure(&cfg)
+		}
 		s := trioServer(t, cfg)
 		tr.servers[id], tr.addrs[id] = s, s.RaftAddr()
 	}

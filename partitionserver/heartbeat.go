@@ -250,6 +250,7 @@ func (s *Server) heartbeatOnce(cur []*pb.RangeStatus) (wantFull bool, sent []*pb
 		AssignmentsVersion: rp.version,
 		MergeAbort:         true,
 		TableGroups:        true,
+		AttachSpans:        true,
 		DiskLatency:        s.diskReport(now),
 		DiskSpace:          s.diskSpaceReport(),
 		SentUnixNano:       sentWall.UnixNano(),

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -425,6 +426,14 @@ const raftLogDir = "raftlog"
 // merged away (an older master's cross-group merge) still serves its
 // other ranges under that id, and its log holds their terms, votes and
 // entries.
+//
+// The directories (snapshots) of such groups go too: a group's id can name
+// a group again later (a range attached to another group,
+// docs/range-groups.md stage 8, and detached again starts a group of its
+// own under its id), which would restore its old group's newest snapshot
+// over its state (RestoreNewerSnapshot). The lifecycle's DropLog removes
+// both; a crash part-way, or before an attached range's own group was
+// stopped (RangeAttached), leaves them.
 func (s *Server) dropOrphanLogs(states []*pb.RangeState) error {
 	known := make(map[uint64]bool, len(states))
 	for _, st := range states {
@@ -437,6 +446,22 @@ func (s *Server) dropOrphanLogs(states []*pb.RangeState) error {
 			}
 			s.logger.Info("dropped the raft log of a deleted range", "range", id)
 		}
+	}
+	entries, err := os.ReadDir(filepath.Join(s.cfg.DataDir, "ranges"))
+	if err != nil {
+		// Absent, or unreadable: the replicas' opens then say why
+		// (each reads its own directory), not this clean-up.
+		return nil
+	}
+	for _, e := range entries {
+		id, err := strconv.ParseUint(e.Name(), 10, 64)
+		if err != nil || !e.IsDir() || known[id] {
+			continue
+		}
+		if err := durable.RemoveAll(replicaDir(s.cfg.DataDir, id)); err != nil {
+			return err
+		}
+		s.logger.Info("removed the directory of a group no range names", "group", id)
 	}
 	return nil
 }

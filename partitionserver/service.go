@@ -594,7 +594,7 @@ func toStatus(r *replica, err error) error {
 	case errors.Is(err, fsm.ErrRangeNotFound):
 		return rpcerr.New(codes.NotFound, rpcerr.ReasonRangeNotFound, err.Error(), nil)
 	case errors.Is(err, fsm.ErrBadSplitKey), errors.Is(err, fsm.ErrNotAdjacent), errors.Is(err, fsm.ErrRangeExists), errors.Is(err, fsm.ErrMergePending), errors.Is(err, fsm.ErrSpanStays),
-		errors.Is(err, fsm.ErrRangeRetired), errors.Is(err, ErrSpanOfAnotherGroup):
+		errors.Is(err, fsm.ErrRangeRetired), errors.Is(err, ErrSpanOfAnotherGroup), errors.Is(err, fsm.ErrNotOwnGroup):
 		return rpcerr.New(codes.FailedPrecondition, rpcerr.ReasonInvalidInput, err.Error(), nil)
 	case errors.Is(err, fsm.ErrInvalidEntity), errors.Is(err, fsm.ErrBadCommand):
 		return withIndex(codes.InvalidArgument, rpcerr.ReasonInvalidInput)

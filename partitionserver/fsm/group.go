@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"tablestore/internal/rangegroup"
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -589,6 +590,11 @@ func (g *Group) committed(c *applyCtx, last uint64) {
 	for _, m := range c.merged {
 		g.hooks.RangeMerged(m.into, m.right)
 	}
+	if h, ok := g.hooks.(AttachHooks); ok {
+		for _, a := range c.attached {
+			h.RangeAttached(a.group, a.right)
+		}
+	}
 	if q, ok := g.hooks.(QuiesceHook); ok && c.quiesced != 0 {
 		q.Quiesced(g.id, c.quiesced)
 	}
@@ -653,10 +659,11 @@ func (g *Group) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	var states []*pb.RangeState
 	var subsumed []mergedSpan
+	var attached []attachedSpan
 	oldApplied := g.AppliedIndex()
 	err := g.store.update(func(tx *bolt.Tx) error {
 		var err error
-		states, subsumed, err = restoreInto(tx, rc, g.id)
+		states, subsumed, attached, err = restoreInto(tx, rc, g.id)
 		for _, st := range states {
 			// Ownership of the table's records changed here, and
 			// records were added: every range of the table rescans
@@ -700,6 +707,11 @@ func (g *Group) Restore(rc io.ReadCloser) error {
 	for _, m := range subsumed {
 		g.hooks.RangeMerged(m.into, m.right)
 	}
+	if h, ok := g.hooks.(AttachHooks); ok {
+		for _, a := range attached {
+			h.RangeAttached(a.group, a.right)
+		}
+	}
 	if h, ok := g.hooks.(SplitMissedHooks); ok {
 		// Every span's births were entries of this group's log: one
 		// call, which reads the log's floor once.
@@ -714,37 +726,72 @@ func (g *Group) Restore(rc io.ReadCloser) error {
 	return nil
 }
 
-// mergeKind is the first two bytes of an encoded merge Command (field 1,
-// varint): the apply loop spots merges without decoding every entry.
-var mergeKind = [2]byte{0x08, byte(pb.CommandKind_COMMAND_KIND_MERGE)}
+// mergeKind and attachKind are the first two bytes of an encoded merge
+// and attach Command (field 1, varint): the apply loop spots them without
+// decoding every entry.
+var (
+	mergeKind  = [2]byte{0x08, byte(pb.CommandKind_COMMAND_KIND_MERGE)}
+	attachKind = [2]byte{0x08, byte(pb.CommandKind_COMMAND_KIND_ATTACH_SPAN)}
+)
 
-// waitMerges blocks until, for every merge among logs, the right range's
-// replica in this file has applied its freeze. The master proposes a merge
-// only after every replica of the right range reported that, so this
-// returns at once unless the file is being rebuilt; it runs outside the
-// shared transaction, which the right range's own apply needs.
+// waitsFreeze returns the range whose replica in this file must have
+// applied its freeze before entry l applies, and the freeze's index: the
+// right range of a merge (MERGE) or of an attach (ATTACH_SPAN), which
+// take its rows over where they are (attach: an attach's). ok false for
+// any other entry.
+func waitsFreeze(l *raft.Log) (right, freeze uint64, attach, ok bool) {
+	if l.Type != raft.LogCommand || len(l.Data) < 2 || l.Data[0] != mergeKind[0] || (l.Data[1] != mergeKind[1] && l.Data[1] != attachKind[1]) {
+		return 0, 0, false, false
+	}
+	kind, payload, err := decodeCommand(l.Data)
+	if err != nil {
+		return 0, 0, false, false
+	}
+	switch kind {
+	case pb.CommandKind_COMMAND_KIND_MERGE:
+		var m pb.MergeCommand
+		if proto.Unmarshal(payload, &m) != nil {
+			return 0, 0, false, false
+		}
+		return m.GetRight().GetRangeId(), m.GetRightFreezeIndex(), false, true
+	case pb.CommandKind_COMMAND_KIND_ATTACH_SPAN:
+		var a pb.AttachSpanCommand
+		if proto.Unmarshal(payload, &a) != nil {
+			return 0, 0, false, false
+		}
+		return a.GetRight().GetRangeId(), a.GetRightFreezeIndex(), true, true
+	}
+	return 0, 0, false, false
+}
+
+// waitMerges blocks until, for every merge and attach among logs, the
+// right range's replica in this file has applied its freeze. The master
+// proposes either only after every replica of the right range reported
+// that, so this returns at once unless the file is being rebuilt; it runs
+// outside the shared transaction, which the right range's own apply
+// needs. An attach's right range whose record here no longer names its
+// own group (attached already: a replay, or a snapshot brought it) waits
+// for nothing: the apply answers from the group's own state.
 func (g *Group) waitMerges(logs []*raft.Log, applied uint64) {
 	for _, l := range logs {
-		if l.Index <= applied || l.Type != raft.LogCommand || len(l.Data) < 2 || l.Data[0] != mergeKind[0] || l.Data[1] != mergeKind[1] {
+		if l.Index <= applied {
 			continue
 		}
-		kind, payload, err := decodeCommand(l.Data)
-		var m pb.MergeCommand
-		if err != nil || kind != pb.CommandKind_COMMAND_KIND_MERGE || proto.Unmarshal(payload, &m) != nil {
+		right, freeze, attach, ok := waitsFreeze(l)
+		if !ok {
 			continue
 		}
-		right := m.GetRight().GetRangeId()
 		for waited := time.Duration(0); ; waited += 5 * time.Millisecond {
 			var st *pb.RangeState
 			_ = g.store.db.View(func(tx *bolt.Tx) error {
 				st, _ = getState(tx, right)
 				return nil
 			})
-			if st == nil || st.GetAppliedIndex() >= m.GetRightFreezeIndex() {
-				break // absent: applyMerge reports it
+			if st == nil || st.GetAppliedIndex() >= freeze || (attach && rangegroup.GroupOf(st.GetRange()) != right) {
+				break // absent: applyMerge (applyAttachSpan) reports it
 			}
 			if waited%(5*time.Second) == 0 && waited > 0 {
-				g.logger.Warn("merge waits for the right range's replica to apply its freeze", "group", g.id, "right", right, "applied", st.GetAppliedIndex(), "freeze", m.GetRightFreezeIndex())
+				g.logger.Warn("merge waits for the right range's replica to apply its freeze", "group", g.id, "right", right, "applied", st.GetAppliedIndex(), "freeze", freeze)
 			}
 			g.store.Urge()
 			time.Sleep(5 * time.Millisecond)

@@ -97,6 +97,8 @@ type applyCtx struct {
 	log     *raft.Log
 	created []created
 	merged  []mergedSpan
+	// attached are ranges ATTACH_SPAN took into the group (AttachHooks).
+	attached []attachedSpan
 	// quiesced is the index of the last QUIESCE marker applied.
 	quiesced uint64
 	// arena holds the keys and values a client write entry hands to

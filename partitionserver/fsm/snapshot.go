@@ -200,25 +200,27 @@ func (r snapshotReader) header() (*pb.RangeState, error) {
 // left alone: they belong to other ranges of the table on this server. An
 // older range stored here whose span one of the snapshot's covers was
 // merged into it (this replica missed the merge's log entry): its state
-// goes, and the snapshot brings its keys.
-func restoreInto(tx *bolt.Tx, r io.Reader, groupID uint64) ([]*pb.RangeState, []mergedSpan, error) {
+// goes, and the snapshot brings its keys. A span whose record here named
+// its own group (this replica missed the entry that attached it) is
+// listed in attached: its own group ends here.
+func restoreInto(tx *bolt.Tx, r io.Reader, groupID uint64) ([]*pb.RangeState, []mergedSpan, []attachedSpan, error) {
 	sr := snapshotReader{br: bufio.NewReaderSize(r, 256<<10)}
 	n, err := sr.spans()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	// The group's spans here, wherever they are in the snapshot: their
 	// records go first, so that clearing their keys keeps only what
 	// other ranges serve.
 	old, err := spanIDs(tx, groupID)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	var olds []*pb.RangeDescriptor
 	for _, id := range old {
 		st, err := getState(tx, id)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		if st.GetFrozen() && !st.GetTableDeleted() {
 			// Frozen for a merge this replica's left range has not
@@ -231,56 +233,67 @@ func restoreInto(tx *bolt.Tx, r io.Reader, groupID uint64) ([]*pb.RangeState, []
 		}
 		olds = append(olds, st.GetRange())
 		if err := tx.Bucket(bucketRanges).Delete(u64(id)); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
 	for _, d := range olds {
 		if err := clearSpan(tx, d); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
 	var states []*pb.RangeState
 	var subsumed []mergedSpan
+	var attached []attachedSpan
 	seen := map[uint64]bool{}
 	skipped := 0
 	for range n {
-		state, dropped, err := restoreSpan(tx, sr, groupID)
+		state, dropped, took, err := restoreSpan(tx, sr, groupID)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		if state == nil {
 			skipped++ // merged here already (restoreSpan)
 			continue
 		}
 		if id := state.GetRange().GetRangeId(); seen[id] {
-			return nil, nil, fmt.Errorf("%w: range %d twice", ErrCorruptSnapshot, id)
+			return nil, nil, nil, fmt.Errorf("%w: range %d twice", ErrCorruptSnapshot, id)
 		} else {
 			seen[id] = true
 		}
 		if len(states) > 0 && state.GetAppliedIndex() != states[0].GetAppliedIndex() {
-			return nil, nil, fmt.Errorf("%w: spans applied to %d and %d", ErrCorruptSnapshot, states[0].GetAppliedIndex(), state.GetAppliedIndex())
+			return nil, nil, nil, fmt.Errorf("%w: spans applied to %d and %d", ErrCorruptSnapshot, states[0].GetAppliedIndex(), state.GetAppliedIndex())
 		}
 		states = append(states, state)
 		for _, id := range dropped {
 			subsumed = append(subsumed, mergedSpan{into: state.GetRange().GetRangeId(), right: id})
 		}
+		if took {
+			attached = append(attached, attachedSpan{group: groupID, right: state.GetRange().GetRangeId()})
+		}
 	}
 	if len(states) == 0 {
 		// A group whose every span was merged here ends with those
 		// merges (RangeMerged stops it): nothing to restore into.
-		return nil, nil, fmt.Errorf("%w: group %d: the snapshot's %d spans were all merged into ranges here", ErrRangeNotFound, groupID, skipped)
+		return nil, nil, nil, fmt.Errorf("%w: group %d: the snapshot's %d spans were all merged into ranges here", ErrRangeNotFound, groupID, skipped)
 	}
-	return states, subsumed, nil
+	return states, subsumed, attached, nil
 }
 
-// restoreSpan restores one span's body of a snapshot of group groupID.
-func restoreSpan(tx *bolt.Tx, sr snapshotReader, groupID uint64) (*pb.RangeState, []uint64, error) {
-	state, err := sr.header()
+// restoreSpan restores one span's body of a snapshot of group groupID;
+// took: the span's record here named a group of its own, which the
+// snapshot's group took it from (an attach this replica missed).
+func restoreSpan(tx *bolt.Tx, sr snapshotReader, groupID uint64) (state *pb.RangeState, subsumed []uint64, took bool, err error) {
+	state, err = sr.header()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
 	if g := rangegroup.GroupOf(state.GetRange()); g != groupID {
-		return nil, nil, fmt.Errorf("%w: snapshot of range %d of group %d restored into group %d", ErrCorruptSnapshot, state.GetRange().GetRangeId(), g, groupID)
+		return nil, nil, false, fmt.Errorf("%w: snapshot of range %d of group %d restored into group %d", ErrCorruptSnapshot, state.GetRange().GetRangeId(), g, groupID)
+	}
+	id := state.GetRange().GetRangeId()
+	old, err := getState(tx, id)
+	if err != nil && !errors.Is(err, errRangeStateAbsent) {
+		return nil, nil, false, err
 	}
 	if state.GetFrozen() {
 		// Taken between the span's freeze and its merge, restored where
@@ -289,71 +302,80 @@ func restoreSpan(tx *bolt.Tx, sr snapshotReader, groupID uint64) (*pb.RangeState
 		// the span, covers it here. Its body is skipped; restored, it
 		// would serve again and overwrite the newer rows.
 		if newer, err := mergedHere(tx, state.GetRange(), groupID); err != nil {
-			return nil, nil, err
+			return nil, nil, false, err
 		} else if newer {
-			return nil, nil, sr.skipBody()
+			return nil, nil, false, sr.skipBody()
+		}
+		if old != nil && rangegroup.GroupOf(old.GetRange()) != groupID && old.GetRange().GetGeneration() > state.GetRange().GetGeneration() {
+			// The same, for an attach (docs/range-groups.md, stage
+			// 8): taken between the range's freeze and its attach,
+			// restored (its own group still running here a moment)
+			// where another group's ATTACH_SPAN took it already. Its
+			// record, that group's span now, stays.
+			return nil, nil, false, sr.skipBody()
 		}
 	}
-	if old, err := getState(tx, state.GetRange().GetRangeId()); err == nil {
+	if old != nil {
 		// Recorded here as another group's span: the snapshot's group
 		// serves it now (it left that group by an entry this replica
-		// never applied). Its keys go as the group's own did.
-		if err := tx.Bucket(bucketRanges).Delete(u64(old.GetRange().GetRangeId())); err != nil {
-			return nil, nil, err
+		// never applied). Its keys go as the group's own did. A record
+		// of a group of its own was attached by such an entry: that
+		// group ends here (AttachHooks).
+		took = groupID != id && rangegroup.GroupOf(old.GetRange()) == id
+		if err := tx.Bucket(bucketRanges).Delete(u64(id)); err != nil {
+			return nil, nil, false, err
 		}
 		if err := clearSpan(tx, old.GetRange()); err != nil {
-			return nil, nil, err
+			return nil, nil, false, err
 		}
-	} else if !errors.Is(err, errRangeStateAbsent) {
-		return nil, nil, err
 	}
-	subsumed, err := dropSubsumed(tx, state.GetRange())
+	subsumed, err = dropSubsumed(tx, state.GetRange())
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
 	if err := clearSpan(tx, state.GetRange()); err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
 	b, err := tableBucket(tx, state.GetRange().GetTableId(), true)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
 	for {
 		k, err := sr.bytes()
 		if err != nil {
-			return nil, nil, fmt.Errorf("%w: record: %v", ErrCorruptSnapshot, err)
+			return nil, nil, false, fmt.Errorf("%w: record: %v", ErrCorruptSnapshot, err)
 		}
 		if len(k) == 0 {
 			break
 		}
 		v, err := sr.bytes()
 		if err != nil {
-			return nil, nil, fmt.Errorf("%w: record: %v", ErrCorruptSnapshot, err)
+			return nil, nil, false, fmt.Errorf("%w: record: %v", ErrCorruptSnapshot, err)
 		}
 		if err := b.Put(k, v); err != nil {
-			return nil, nil, err
+			return nil, nil, false, err
 		}
 	}
 	for {
 		id, err := sr.bytes()
 		if err != nil {
-			return nil, nil, fmt.Errorf("%w: request record: %v", ErrCorruptSnapshot, err)
+			return nil, nil, false, fmt.Errorf("%w: request record: %v", ErrCorruptSnapshot, err)
 		}
 		if len(id) == 0 {
 			break
 		}
 		v, err := sr.bytes()
 		if err != nil {
-			return nil, nil, fmt.Errorf("%w: request record: %v", ErrCorruptSnapshot, err)
+			return nil, nil, false, fmt.Errorf("%w: request record: %v", ErrCorruptSnapshot, err)
 		}
 		if err := storeRequest(tx, requestKey(state.GetRange().GetTableId(), id), v); err != nil {
-			return nil, nil, err
+			return nil, nil, false, err
 		}
 	}
 	if err := putState(tx, state); err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
-	return state, subsumed, nil
+	return state, subsumed, took, nil
 }
 
 // clearSpan deletes the entities and request records of d's span that no

@@ -97,8 +97,12 @@ var (
 // serve, and a later entry of the span's would fail there alone. 8:
 // ADD_SPAN's max_spans (AddSpanCommand; a group refuses a span past the
 // cap), which a server of version 7 would ignore: it would store a span
-// its peers refused, and serve a table they do not.
-const helloVersion = 8
+// its peers refused, and serve a table they do not. 9:
+// COMMAND_KIND_ATTACH_SPAN (a table's own group taken into a shared group,
+// docs/range-groups.md stage 8), which a server of version 8 would answer
+// "unknown command": it would never serve the span its peers serve, and
+// go on running the range's own group frozen.
+const helloVersion = 9
 
 // bufPool holds encode buffers; very large ones are not kept.
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}

@@ -26,6 +26,7 @@ var kindVersions = map[pb.CommandKind]byte{
 	pb.CommandKind_COMMAND_KIND_MERGE_SPANS:  5, // came in version 5's session, without a bump of its own
 	pb.CommandKind_COMMAND_KIND_DETACH_SPAN:  6,
 	pb.CommandKind_COMMAND_KIND_ADD_SPAN:     7,
+	pb.CommandKind_COMMAND_KIND_ATTACH_SPAN:  9,
 }
 
 // fieldVersions is, for a field of an existing kind's command whose apply
