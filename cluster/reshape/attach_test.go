@@ -160,6 +160,9 @@ func TestGroupTablesAttach(t *testing.T) {
 	}
 	spans := checkAttached(t, c, mc, names)
 	for _, n := range names {
+		t.Logf("table %s: range %d, a span of group %d at generation %d", n, spans[n].GetRangeId(), rangegroup.GroupOf(spans[n]), spans[n].GetGeneration())
+	}
+	for _, n := range names {
 		w := works[n]
 		after := w.Written.Load()
 		clustertest.WaitFor(t, 30*time.Second, "writes acknowledged after the attach to "+n, func() bool { return w.Written.Load() >= after+20 })
@@ -167,6 +170,7 @@ func TestGroupTablesAttach(t *testing.T) {
 	acked := map[string]map[string]int64{}
 	for _, n := range names {
 		acked[n] = works[n].Halt()
+		t.Logf("table %s: %d writes acknowledged, %d failed, longest gap %v", n, len(acked[n]), works[n].Failed.Load(), time.Duration(works[n].MaxGap.Load()))
 		clustertest.VerifyExactlyOnce(t, clients[n], acked[n])
 	}
 	writeEach(t, clients, "afterattach")
