@@ -287,6 +287,11 @@ func (s *Server) freezeToAttach(ctx context.Context, anchor uint64, r *pb.RangeD
 	}
 	t.frozen = time.Now()
 	s.reports.observeFreeze(id, true, freeze.GetFreezeIndex(), freeze.GetAppliedIndex())
+	// As if the master died between the freeze and the decision: the
+	// next one's resumeAlone decides ABORT.
+	if err := failpoint.Inject("master/attach/after-freeze"); err != nil {
+		return nil, err
+	}
 	// Frozen: decided and carried out whatever the caller's deadline.
 	dctx, cancel := context.WithTimeout(s.ctx, opTimeout)
 	defer cancel()

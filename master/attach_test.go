@@ -542,7 +542,9 @@ func TestGroupPlan(t *testing.T) {
 // TestAttachHome: an attach takes the fullest anchor group with room
 // whose every server fits, never one short of a server (a new table may
 // join that one) nor one with another replica count; with no group with
-// room, it waits (ensureAnchor founds one). Pure.
+// room, or only groups a server of which is away or unfit now, it is
+// asked again (ensureAnchor founds one; the server comes back); it is
+// skipped only when no group can ever take it. Pure.
 func TestAttachHome(t *testing.T) {
 	servers := []scheduler.Server{{ID: "a", Live: true}, {ID: "b", Live: true}, {ID: "c", Live: true}, {ID: "d"}}
 	reps := func(ids ...string) []scheduler.Replica {
@@ -572,8 +574,13 @@ func TestAttachHome(t *testing.T) {
 	}{
 		{"the fullest whole group", in(anchorOf(1, reps("a", "b", "c")), anchorOf(2, reps("a", "b", "c")), span(3, 2)), 2, false, ""},
 		{"not one short of a server", in(anchorOf(1, reps("a", "b", "d")), anchorOf(2, reps("a", "b", "c"))), 2, false, ""},
-		{"only short ones", in(anchorOf(1, reps("a", "b", "d"))), 0, false, "every server"},
-		{"another replica count", in(anchorOf(1, reps("a", "b"))), 0, false, "every server"},
+		{"only short ones: asked again", in(anchorOf(1, reps("a", "b", "d"))), 0, true, "live and fit now"},
+		{"another replica count", in(anchorOf(1, reps("a", "b"))), 0, false, "as many replicas"},
+		{"no attach_spans", func() homeGroupInput {
+			i := in(anchorOf(1, reps("a", "b", "c")))
+			i.CanShare = func(s string) bool { return s != "b" }
+			return i
+		}(), 0, false, "announces table_groups and attach_spans"},
 		{"full: wait for a new one", in(anchorOf(1, reps("a", "b", "c")), span(3, 1), span(4, 1)), 0, true, "being founded"},
 	} {
 		got, why, retry := attachHome(tc.in, r)

@@ -99,8 +99,11 @@ func groupSkip(r *scheduler.Range, groupRanges, tableRanges int, in groupPlanIn)
 }
 
 // attachHome picks the anchor group range r joins (0 for none, with why,
-// and retry when an anchor group with room may come: ensureAnchor founds
-// one when none has room): homeGroup's rules (room: fewer than MaxSpans
+// and retry when one may take it later: ensureAnchor founds a group when
+// none has room, and a group whose servers all announce attach_spans but
+// one is away or unfit now may fit again; for good only when no group
+// with room has r's replica count and servers that all announce
+// table_groups and attach_spans): homeGroup's rules (room: fewer than MaxSpans
 // spans, every span cold, the group's bytes with r's under GroupBytes; the
 // anchor started and led; then most spans, the leader leading fewest
 // groups, the lowest id), but every server of the group must fit
@@ -120,13 +123,17 @@ func attachHome(in homeGroupInput, r *pb.RangeDescriptor) (anchor uint64, why st
 		}
 	}
 	var best *scheduler.Range
-	roomy := false
+	roomy, capable := false, false
 	for _, g := range in.Snap.Ranges {
 		if !st.roomy(g, in.MaxSpans) || !scheduler.AnchorGroupBytesFit(st.bytes[g.ID]+bytes, in.GroupBytes) {
 			continue
 		}
 		roomy = true
-		if whole, _ := groupFit(g, servers, in.CanShare); !whole || g.Leader == "" || !in.Started(g.ID) || len(g.Replicas) != len(r.GetReplicas()) {
+		if len(g.Replicas) != len(r.GetReplicas()) || !allServers(g, in.CanShare) {
+			continue
+		}
+		capable = true
+		if whole, _ := groupFit(g, servers, in.CanShare); !whole || g.Leader == "" || !in.Started(g.ID) {
 			continue
 		}
 		if best == nil || betterHome(g, best, st.spans, st.led) {
@@ -138,8 +145,22 @@ func attachHome(in homeGroupInput, r *pb.RangeDescriptor) (anchor uint64, why st
 		return best.ID, "", false
 	case !roomy:
 		return 0, "no anchor group has room (one is being founded)", true
+	case capable:
+		// A server away, restarting, not reported to this master yet
+		// (after a failover), draining or slow: asked again.
+		return 0, "no anchor group with room has every server live and fit now", true
 	}
-	return 0, "no anchor group with room whose every server is live, fits and announces attach_spans", false
+	return 0, "no anchor group with room of as many replicas whose every server announces table_groups and attach_spans", false
+}
+
+// allServers reports whether every server of r's replicas passes ok.
+func allServers(r *scheduler.Range, ok func(string) bool) bool {
+	for _, rep := range r.Replicas {
+		if !ok(rep.Server) {
+			return false
+		}
+	}
+	return true
 }
 
 // GroupTables serves ctl group-tables: see groupTables.
