@@ -117,6 +117,12 @@ var commands = []command{
 			fs.DurationVar(&o.wait, "wait", 30*time.Minute, "call the master again until nothing is left or this long (0: one call)")
 		},
 		run: (*runner).ungroupTables, streams: func(*opts) bool { return true }},
+	{name: "group-tables", args: "[--wait D]",
+		summary: "take every table that is one range in a Raft group of its own, cold and small, into a shared Raft group (anchor group), its rows where they are",
+		flags: func(fs *flag.FlagSet, o *opts) {
+			fs.DurationVar(&o.wait, "wait", 30*time.Minute, "call the master again until nothing remains or this long (0: one call)")
+		},
+		run: (*runner).groupTables, streams: func(*opts) bool { return true }},
 	{name: "frontends", summary: "front-ends watching the masters' partition map: addresses, version, map version sent",
 		run: (*runner).frontends},
 	{name: "master", args: "list | add ID RAFT_ADDR | remove ID", nargs: 1, varargs: true,

@@ -25,7 +25,7 @@ func opStatus(err error) error {
 		return rpcerr.New(codes.NotFound, rpcerr.ReasonRangeNotFound, err.Error(), nil)
 	case errors.Is(err, ErrBusy), errors.Is(err, ErrNotReady), errors.Is(err, ErrReplicaDown):
 		return rpcerr.New(codes.Aborted, rpcerr.ReasonUnavailable, err.Error(), nil)
-	case errors.Is(err, ErrTargetUnfit), errors.Is(err, ErrTableGroupsOn):
+	case errors.Is(err, ErrTargetUnfit), errors.Is(err, ErrTableGroupsOn), errors.Is(err, ErrTableGroupsOff), errors.Is(err, ErrAttachUnfit):
 		return rpcerr.New(codes.FailedPrecondition, "", err.Error(), nil)
 	case errors.Is(err, ErrBadTarget), errors.Is(err, ErrBadSource), errors.Is(err, ErrBadCommand):
 		return rpcerr.New(codes.InvalidArgument, rpcerr.ReasonInvalidInput, err.Error(), nil)

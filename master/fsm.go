@@ -698,7 +698,8 @@ func applyUpdateRanges(s *state, payload []byte) *applyResult {
 		if !s.tableLive(d.GetTableId()) {
 			continue
 		}
-		if old, ok := s.ranges[d.GetRangeId()]; ok && old.GetGeneration() >= d.GetGeneration() {
+		old, ok := s.ranges[d.GetRangeId()]
+		if ok && old.GetGeneration() >= d.GetGeneration() {
 			continue
 		}
 		if s.coveredByNewer(d) {
@@ -710,6 +711,7 @@ func applyUpdateRanges(s *state, payload []byte) *applyResult {
 				s.dropRange(id)
 			}
 		}
+		s.dropLeftAttach(old, d)
 		s.putRange(d)
 		if d.GetRangeId() >= s.nextRangeID {
 			s.nextRangeID = d.GetRangeId() + 1

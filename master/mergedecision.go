@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"tablestore/internal/rangegroup"
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -60,6 +61,7 @@ func applyMergeDecision(s *state, payload []byte) *applyResult {
 	if _, ok := s.ranges[d.GetRightRangeId()]; !ok {
 		return &applyResult{err: ErrRangeNotFound}
 	}
+	d = attachCommitFit(s, d)
 	old := s.mergeDecisions[d.GetRightRangeId()]
 	switch {
 	case old.GetFreezeIndex() == d.GetFreezeIndex():
@@ -71,6 +73,38 @@ func applyMergeDecision(s *state, payload []byte) *applyResult {
 	}
 	s.mergeDecisions[d.GetRightRangeId()] = d
 	return &applyResult{decision: d, recorded: true}
+}
+
+// attachCommitFit turns a COMMIT that attaches the range to the group of
+// an anchor that is gone (no anchor, or its table deleted, by the time
+// the decision commits) into an ABORT: no group would take the range, and
+// a recorded COMMIT is final, so the range stayed frozen for good. The
+// master's own check (attachUnfit) runs before the proposal and reads a
+// map that may change before the decision commits; this one is the log's,
+// alike on every master. Pure over s.
+func attachCommitFit(s *state, d *pb.MergeDecision) *pb.MergeDecision {
+	if d.GetAttachGroup() == 0 || d.GetOutcome() != pb.MergeOutcome_MERGE_OUTCOME_COMMIT || s.liveAnchor(d.GetAttachGroup()) != nil {
+		return d
+	}
+	out := proto.Clone(d).(*pb.MergeDecision)
+	out.Outcome = pb.MergeOutcome_MERGE_OUTCOME_ABORT
+	return out
+}
+
+// dropLeftAttach forgets range old's decision when the map records it
+// (d, the same range) leaving the group a recorded attach took it into
+// (a detach: a group of its own again, whose log starts afresh). That
+// decision was for a freeze in the range's log before the attach; the
+// new log's freezes have indexes of their own, which the old decision
+// would answer as aborted (mergeDecision) for as long as they stay below
+// its index. While the range is a span of that group the decision stays:
+// it tells a resuming master the attach is done (resumeAlone).
+func (s *state) dropLeftAttach(old, d *pb.RangeDescriptor) {
+	dec := s.mergeDecisions[d.GetRangeId()]
+	g := dec.GetAttachGroup()
+	if g != 0 && old != nil && rangegroup.GroupOf(old) == g && rangegroup.GroupOf(d) != g {
+		delete(s.mergeDecisions, d.GetRangeId())
+	}
 }
 
 // abortedThrough is the highest freeze index of range id that the

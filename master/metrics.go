@@ -172,7 +172,7 @@ func init() {
 			eventsTotal.WithLabelValues(name)
 		}
 	}
-	for _, op := range []string{"split", "merge", "move", "move_group", "detach", "isolate"} {
+	for _, op := range []string{"split", "merge", "move", "move_group", "detach", "isolate", "attach"} {
 		opSeconds.WithLabelValues(op)
 	}
 	for k := scheduler.Split; k <= scheduler.Isolate; k++ {

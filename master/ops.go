@@ -719,6 +719,14 @@ const (
 // seen: every replica of right applied the freeze, as this call saw
 // (false for a decision read: the caller checks before acting on it).
 func (s *Server) decideMerge(ctx context.Context, right *pb.RangeDescriptor, index uint64, unfit error) (outcome pb.MergeOutcome, seen bool, err error) {
+	return s.decideFreeze(ctx, right, index, unfit, 0)
+}
+
+// decideFreeze is decideMerge for a freeze that attaches right to the
+// group of anchor attachGroup (attach; 0: a merge's), recorded in the
+// decision (MergeDecision.attach_group) so that a resuming master knows
+// which operation the COMMIT is for.
+func (s *Server) decideFreeze(ctx context.Context, right *pb.RangeDescriptor, index uint64, unfit error, attachGroup uint64) (outcome pb.MergeOutcome, seen bool, err error) {
 	var ok bool
 	s.fsm.read(func(st *state) { outcome, ok = st.mergeDecision(right.GetRangeId(), index) })
 	if ok {
@@ -741,11 +749,11 @@ func (s *Server) decideMerge(ctx context.Context, right *pb.RangeDescriptor, ind
 			// frozen and the next pass waits again.
 			return 0, false, fmt.Errorf("%w (%v): %w", ErrNoUnfreeze, servers, err)
 		}
-		s.logger.Warn("aborting a merge", "range", right.GetRangeId(), "freeze_index", index, "err", err)
+		s.logger.Warn("aborting a merge", "range", right.GetRangeId(), "freeze_index", index, "attach_group", attachGroup, "err", err)
 		outcome = pb.MergeOutcome_MERGE_OUTCOME_ABORT
 	}
 	res, err := s.apply(pb.MasterCommandKind_MASTER_COMMAND_KIND_MERGE_DECISION, &pb.MergeDecisionCommand{Decision: &pb.MergeDecision{
-		RightRangeId: right.GetRangeId(), FreezeIndex: index, Outcome: outcome,
+		RightRangeId: right.GetRangeId(), FreezeIndex: index, Outcome: outcome, AttachGroup: attachGroup,
 	}})
 	if err != nil {
 		return 0, false, err

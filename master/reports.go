@@ -43,6 +43,10 @@ type reports struct {
 	// tableGroups is, per server, whether its last heartbeat said it
 	// applies ADD_SPAN (HeartbeatRequest.table_groups).
 	tableGroups map[string]bool
+	// attachSpans is, per server, whether its last heartbeat said it
+	// applies ATTACH_SPAN and serves AttachSpan
+	// (HeartbeatRequest.attach_spans; docs/range-groups.md, stage 8).
+	attachSpans map[string]bool
 	// hosted is, per server, the ranges its last heartbeat reported with
 	// their applied index: a follower's progress, and whether it has the
 	// replica at all.
@@ -245,7 +249,7 @@ func newReports() *reports {
 	return &reports{
 		lastSeen: map[string]time.Time{}, back: map[string]time.Time{}, leaders: map[uint64]string{}, loads: map[uint64]*pb.RangeLoad{},
 		trends: map[uint64]*rangeTrend{}, frozen: map[uint64]uint64{}, thawed: map[uint64]uint64{},
-		mergeAbort: map[string]bool{}, tableGroups: map[string]bool{}, hosted: map[string]map[uint64]uint64{}, broken: map[string]map[uint64]bool{},
+		mergeAbort: map[string]bool{}, tableGroups: map[string]bool{}, attachSpans: map[string]bool{}, hosted: map[string]map[uint64]uint64{}, broken: map[string]map[uint64]bool{},
 		replaced:       map[string]map[uint64]uint64{},
 		voters:         map[uint64]voterReport{},
 		changedLeaders: map[uint64]struct{}{},
@@ -549,6 +553,7 @@ func (r *reports) forgetServer(server string) {
 	delete(r.back, server)
 	delete(r.mergeAbort, server)
 	delete(r.tableGroups, server)
+	delete(r.attachSpans, server)
 	delete(r.hosted, server)
 	delete(r.broken, server)
 	delete(r.replaced, server)
@@ -703,6 +708,39 @@ func (r *reports) canShareGroups(server string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.tableGroups[server]
+}
+
+// setAttachSpans records whether server's build applies ATTACH_SPAN.
+func (r *reports) setAttachSpans(server string, ok bool) {
+	r.mu.Lock()
+	r.attachSpans[server] = ok
+	r.mu.Unlock()
+}
+
+// canAttachSpans reports whether server said, in its last heartbeat to
+// this master, that it applies ATTACH_SPAN and serves AttachSpan (as
+// canShareGroups: a server not heard from since this master took the
+// lead does not count), so a range of its may be attached to a shared
+// group, or a shared group of its take one (attach).
+func (r *reports) canAttachSpans(server string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.attachSpans[server]
+}
+
+// thawAttached forgets range id's freeze once the range is a span of
+// the group it was attached to (attach): its freeze was an entry of its
+// own group's log, which ended there, and its reports now come from the
+// group's log, whose applied indexes say nothing of that freeze. A
+// replica that has not applied the attach yet still reports the freeze
+// at index: thawed covers it, so the report is no news.
+func (r *reports) thawAttached(id, index uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.gen++
+	index = max(index, r.frozen[id])
+	delete(r.frozen, id)
+	r.thawed[id] = max(r.thawed[id], index)
 }
 
 // canAbort reports whether a merge of a range on servers may be aborted:

@@ -213,12 +213,19 @@ func (s *Server) transferWithEvent(ctx context.Context, id uint64, from, to, cau
 // resumeMerges finishes merges a previous master left half done: for a
 // frozen range it carries out the decision recorded for the freeze
 // (merge into the left neighbour, or unfreeze), or decides (see merge).
+// A frozen range whose decision names an attach group, or that is its
+// table's only range (no left neighbour: an attach's freeze), is an
+// attach's (resumeAlone). A deleted table's frozen ranges are gone from
+// the map and only forgotten here.
 func (s *Server) resumeMerges() {
 	for _, id := range s.reports.frozenRanges() {
 		d, ok := s.rangeDesc(id)
 		if !ok {
 			s.reports.forget(id) // merged away, or its table dropped
 			continue
+		}
+		if s.resumeAlone(d) {
+			continue // an attach's freeze (attach.go)
 		}
 		left := s.leftNeighbour(d)
 		if left == nil || s.ops.claim(left.GetRangeId(), id) != nil {

@@ -681,6 +681,7 @@ func (v *service) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.
 	take, wantFull, span := s.reports.accept(sv.GetServerId(), req, now)
 	s.reports.setMergeAbort(sv.GetServerId(), req.GetMergeAbort())
 	s.reports.setTableGroups(sv.GetServerId(), req.GetTableGroups())
+	s.reports.setAttachSpans(sv.GetServerId(), req.GetAttachSpans())
 	resp := s.fsm.assignments(sv.GetServerId(), req.GetAssignmentsVersion())
 	resp.WantFullReport = wantFull
 	s.noteClock(sv.GetServerId(), req, resp, received)
