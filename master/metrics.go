@@ -175,7 +175,7 @@ func init() {
 	for _, op := range []string{"split", "merge", "move", "move_group", "detach", "isolate", "attach"} {
 		opSeconds.WithLabelValues(op)
 	}
-	for k := scheduler.Split; k <= scheduler.Isolate; k++ {
+	for k := scheduler.Split; k <= scheduler.Attach; k++ {
 		opFailuresTotal.WithLabelValues(k.String())
 	}
 	clusterHealth{}.publish(false)

@@ -13,5 +13,8 @@ import "tablestore/master/scheduler"
 func (s *Server) schedConfig() scheduler.Config {
 	c := s.cfg.Policy.Config
 	c.AnchorGroupSpans = s.cfg.TableGroupSpans
+	// Tables join shared groups only under --table-groups: attach-cold
+	// takes a cold table's own group into one (stage 8) then alone.
+	c.AttachCold = s.cfg.TableGroups
 	return c
 }

@@ -95,6 +95,7 @@ func (s *Server) snapshot(now time.Time) *scheduler.Snapshot {
 		// server killed 2.3 s before, a split-born range led by one cut
 		// off 2.2 s before, each ~3 s without writes).
 		sv.Silent = sv.Live && now.Sub(t) >= awayAfter
+		sv.AttachSpans = s.reports.attachSpans[sv.ID]
 		d := s.reports.disk[sv.ID].at(now)
 		sv.Slow, sv.SlowMedian, sv.SlowCleared = d.slow, d.median, d.cleared
 		if d.slow {
@@ -157,6 +158,8 @@ func (s *Server) execute(ctx context.Context, o scheduler.Op) error {
 		_, err = s.merge(ctx, o.Range, o.Right, cause, o.Reason+" ["+o.Rule+"]", o.Figures)
 	case scheduler.Isolate:
 		err = s.isolateSpan(ctx, o) // isolateop.go
+	case scheduler.Attach:
+		_, err = s.attach(ctx, o.Range, o.Group, cause, o.Reason+" ["+o.Rule+"]", o.Figures) // attach.go
 	case scheduler.Move:
 		switch o.Rule {
 		case scheduler.RuleReReplicate:

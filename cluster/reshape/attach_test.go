@@ -284,3 +284,53 @@ func TestGroupTablesAttachCrashes(t *testing.T) {
 		})
 	}
 }
+
+// TestColdTableAttachedByPolicy: with --table-groups and the policies on,
+// the scheduler's attach-cold takes a table that is one cold range in a
+// Raft group of its own into an anchor group by itself (no operator), the
+// writes under way reading back exactly once, and the master's event log
+// names the rule.
+func TestColdTableAttachedByPolicy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	names := []string{"cold0", "cold1"}
+	c, mc, clients, works := startOwnGroups(t, names)
+	if err := c.StopMaster(0); err != nil {
+		t.Fatal(err)
+	}
+	c.Masters[0].Config.TableGroups = true
+	c.Masters[0].Config.Policy.Enabled = true
+	c.Masters[0].Config.Policy.MergeCooldown = 2 * time.Second
+	if err := c.RestartMaster(0); err != nil {
+		t.Fatal(err)
+	}
+	clustertest.WaitFor(t, 90*time.Second, "attach-cold taking both tables into anchor groups", func() bool {
+		m := clustertest.PartitionMap(t, mc)
+		for _, n := range names {
+			d := spanOf(m, n)
+			if d == nil || rangegroup.GroupOf(d) == d.GetRangeId() {
+				return false
+			}
+		}
+		return true
+	})
+	checkAttached(t, c, mc, names)
+	joined := 0
+	for _, e := range clustertest.MasterEvents(mc) {
+		if e.GetKind() == pb.EventKind_EVENT_KIND_GROUP_JOIN && strings.Contains(e.GetMessage(), "[attach-cold]") {
+			joined++
+		}
+	}
+	if joined < len(names) {
+		t.Fatalf("%d group-join events naming attach-cold, want %d", joined, len(names))
+	}
+	for _, n := range names {
+		w := works[n]
+		after := w.Written.Load()
+		clustertest.WaitFor(t, 30*time.Second, "writes acknowledged after the attach to "+n, func() bool { return w.Written.Load() >= after+10 })
+		acked := w.Halt()
+		t.Logf("table %s: %d writes acknowledged, longest gap %v", n, len(acked), time.Duration(w.MaxGap.Load()))
+		clustertest.VerifyExactlyOnce(t, clients[n], acked)
+	}
+}
