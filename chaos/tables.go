@@ -392,6 +392,9 @@ type tableFindings struct {
 	SharedGroups, MaxShare int
 	EndGroups              string
 	SpansAtCreate          int // tables created as a span of a shared group
+	// Joined: group-join events in the masters' log (a table's own group
+	// taken into a shared one: attach-cold, ctl group-tables).
+	Joined int
 }
 
 // tableState is what the cluster says of one table at the end.
@@ -433,6 +436,13 @@ func checkTables(tw *tablesWorkload, res *Result, limit time.Duration) {
 	}
 	if pm, err := tw.c.partitionMap(); err == nil {
 		f.EndGroups = groupHistogram(tablesByGroup(pm))
+	}
+	if events, err := tw.c.masterEvents(); err == nil {
+		for _, e := range events {
+			if e.GetKind() == pb.EventKind_EVENT_KIND_GROUP_JOIN {
+				f.Joined++
+			}
+		}
 	}
 	tw.logf("seed %d: tables: %+v", tw.seed, *f)
 }
@@ -704,8 +714,8 @@ func groupHistogram(byGroup map[uint64]map[string]bool) string {
 
 // tablesSummary is the tables workload's part of a summary line.
 func tablesSummary(f tableFindings) string {
-	return fmt.Sprintf("tables: %d created (%d unknown), %d deleted (%d unknown; of the unknown %d there at the end, %d gone), %d rows acked (%d unknown), %d lost, %d duplicated, %d wrong, %d tables lost, %d resurrected (%d probes), %d ranges left, %d inconsistent, %d unread, %d inserts answered TableNotFound; %d created as a span of a shared group, %d groups shared, up to %d tables in one, groups x tables at the end %s",
-		f.Created, f.CreateUnknown, f.Deleted, f.DeleteUnknown, f.UnknownThere, f.UnknownGone, f.Rows, f.RowsUnknown, f.RowsLost, f.RowsDuplicated, f.RowsWrong, f.TablesLost, f.Resurrected, f.Probes, f.RangesLeft, f.Inconsistent, f.Unread, f.NotFoundInserts, f.SpansAtCreate, f.SharedGroups, f.MaxShare, f.EndGroups)
+	return fmt.Sprintf("tables: %d created (%d unknown), %d deleted (%d unknown; of the unknown %d there at the end, %d gone), %d rows acked (%d unknown), %d lost, %d duplicated, %d wrong, %d tables lost, %d resurrected (%d probes), %d ranges left, %d inconsistent, %d unread, %d inserts answered TableNotFound; %d created as a span of a shared group, %d joined one later, %d groups shared, up to %d tables in one, groups x tables at the end %s",
+		f.Created, f.CreateUnknown, f.Deleted, f.DeleteUnknown, f.UnknownThere, f.UnknownGone, f.Rows, f.RowsUnknown, f.RowsLost, f.RowsDuplicated, f.RowsWrong, f.TablesLost, f.Resurrected, f.Probes, f.RangesLeft, f.Inconsistent, f.Unread, f.NotFoundInserts, f.SpansAtCreate, f.Joined, f.SharedGroups, f.MaxShare, f.EndGroups)
 }
 
 // sumTables adds up the tables workload's findings of the seeds that ran
@@ -740,6 +750,7 @@ func sumTables(rs []*Result) (tableFindings, bool) {
 		t.NotFoundInserts += f.NotFoundInserts
 		t.SharedGroups += f.SharedGroups
 		t.SpansAtCreate += f.SpansAtCreate
+		t.Joined += f.Joined
 		t.MaxShare = max(t.MaxShare, f.MaxShare)
 		ends = append(ends, fmt.Sprintf("seed %d: %s", r.Seed, f.EndGroups))
 	}
