@@ -3,36 +3,19 @@ package ctl
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
 
-	"google.golang.org/grpc/codes"
-
-	"tablestore/internal/rpcerr"
 	pb "tablestore/proto/tablestorepb"
 )
 
-// groupMaster answers GroupTables from a script, one answer per call (the
-// last repeated), or refuses every call.
+// groupMaster answers GroupTables from a script.
 type groupMaster struct {
 	pb.UnimplementedMasterServiceServer
-	mu      sync.Mutex
-	answers []*pb.GroupTablesResponse
-	calls   int
-	budgets []uint32
-	refuse  bool
+	scripted[*pb.GroupTablesResponse]
 }
 
 func (m *groupMaster) GroupTables(_ context.Context, req *pb.GroupTablesRequest) (*pb.GroupTablesResponse, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.refuse {
-		return nil, rpcerr.New(codes.FailedPrecondition, "", "master: this master runs without --table-groups", nil)
-	}
-	m.budgets = append(m.budgets, req.GetBudgetMs())
-	a := m.answers[min(m.calls, len(m.answers)-1)]
-	m.calls++
-	return a, nil
+	return m.next(req.GetBudgetMs(), "master: this master runs without --table-groups")
 }
 
 // TestGroupTablesCommand: ctl group-tables calls the master until nothing
@@ -44,7 +27,7 @@ func TestGroupTablesCommand(t *testing.T) {
 		{AttachedRangeIds: []uint64{3, 4}, RemainingRangeIds: []uint64{5}, Skipped: []*pb.SkippedRange{{RangeId: 7, Reason: "its table is split into 2 ranges"}}},
 		{AttachedRangeIds: []uint64{5}, Skipped: []*pb.SkippedRange{{RangeId: 7, Reason: "its table is split into 2 ranges"}}},
 	}
-	m := &groupMaster{answers: script}
+	m := &groupMaster{scripted: scripted[*pb.GroupTablesResponse]{answers: script}}
 	addr := serveMaster(t, m)
 	out, _, err := runCtl(t, context.Background(), "--master", addr, "--timeout", "3s", "group-tables")
 	if err != nil {
@@ -59,7 +42,7 @@ func TestGroupTablesCommand(t *testing.T) {
 		t.Errorf("budgets asked %v, want two of 1000 ms (a third of --timeout)", m.budgets)
 	}
 
-	m = &groupMaster{answers: script}
+	m = &groupMaster{scripted: scripted[*pb.GroupTablesResponse]{answers: script}}
 	addr = serveMaster(t, m)
 	out, _, err = runCtl(t, context.Background(), "--master", addr, "group-tables", "--wait", "0", "--json")
 	if err == nil || m.calls != 1 {
@@ -70,7 +53,7 @@ func TestGroupTablesCommand(t *testing.T) {
 		t.Fatalf("JSON: %v", objs)
 	}
 
-	addr = serveMaster(t, &groupMaster{refuse: true})
+	addr = serveMaster(t, &groupMaster{scripted: scripted[*pb.GroupTablesResponse]{refuse: true}})
 	if _, _, err := runCtl(t, context.Background(), "--master", addr, "group-tables"); err == nil || !strings.Contains(err.Error(), "--table-groups") {
 		t.Fatalf("refused: %v, want the master's refusal", err)
 	}

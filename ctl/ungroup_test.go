@@ -12,27 +12,38 @@ import (
 	pb "tablestore/proto/tablestorepb"
 )
 
-// ungroupMaster answers UngroupTables from a script, one answer per call
-// (the last repeated), or refuses every call.
-type ungroupMaster struct {
-	pb.UnimplementedMasterServiceServer
+// scripted answers a fake master's calls from a script, one answer per
+// call (the last repeated), or refuses every call (FailedPrecondition),
+// and records each call's budget.
+type scripted[T any] struct {
 	mu      sync.Mutex
-	answers []*pb.UngroupTablesResponse
+	answers []T
 	calls   int
 	budgets []uint32
 	refuse  bool
 }
 
-func (m *ungroupMaster) UngroupTables(_ context.Context, req *pb.UngroupTablesRequest) (*pb.UngroupTablesResponse, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.refuse {
-		return nil, rpcerr.New(codes.FailedPrecondition, "", "master: this master runs with --table-groups", nil)
+func (s *scripted[T]) next(budget uint32, refusal string) (T, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.refuse {
+		var none T
+		return none, rpcerr.New(codes.FailedPrecondition, "", refusal, nil)
 	}
-	m.budgets = append(m.budgets, req.GetBudgetMs())
-	a := m.answers[min(m.calls, len(m.answers)-1)]
-	m.calls++
+	s.budgets = append(s.budgets, budget)
+	a := s.answers[min(s.calls, len(s.answers)-1)]
+	s.calls++
 	return a, nil
+}
+
+// ungroupMaster answers UngroupTables from a script.
+type ungroupMaster struct {
+	pb.UnimplementedMasterServiceServer
+	scripted[*pb.UngroupTablesResponse]
+}
+
+func (m *ungroupMaster) UngroupTables(_ context.Context, req *pb.UngroupTablesRequest) (*pb.UngroupTablesResponse, error) {
+	return m.next(req.GetBudgetMs(), "master: this master runs with --table-groups")
 }
 
 // TestUngroupTablesCommand: ctl ungroup-tables calls the master until it
@@ -44,7 +55,7 @@ func TestUngroupTablesCommand(t *testing.T) {
 		{DetachedRangeIds: []uint64{3, 4}, RemainingRangeIds: []uint64{5}, AnchorsRemaining: []string{"_groups/1"}},
 		{DetachedRangeIds: []uint64{5}, AnchorsDeleted: []string{"_groups/1"}},
 	}
-	m := &ungroupMaster{answers: script}
+	m := &ungroupMaster{scripted: scripted[*pb.UngroupTablesResponse]{answers: script}}
 	addr := serveMaster(t, m)
 	out, _, err := runCtl(t, context.Background(), "--master", addr, "--timeout", "3s", "ungroup-tables")
 	if err != nil {
@@ -59,7 +70,7 @@ func TestUngroupTablesCommand(t *testing.T) {
 		t.Errorf("budgets asked %v, want two of 1000 ms (a third of --timeout)", m.budgets)
 	}
 
-	m = &ungroupMaster{answers: script}
+	m = &ungroupMaster{scripted: scripted[*pb.UngroupTablesResponse]{answers: script}}
 	addr = serveMaster(t, m)
 	out, _, err = runCtl(t, context.Background(), "--master", addr, "ungroup-tables", "--wait", "0", "--json")
 	if err == nil || m.calls != 1 {
@@ -70,7 +81,7 @@ func TestUngroupTablesCommand(t *testing.T) {
 		t.Fatalf("JSON: %v", objs)
 	}
 
-	addr = serveMaster(t, &ungroupMaster{refuse: true})
+	addr = serveMaster(t, &ungroupMaster{scripted: scripted[*pb.UngroupTablesResponse]{refuse: true}})
 	if _, _, err := runCtl(t, context.Background(), "--master", addr, "ungroup-tables"); err == nil || !strings.Contains(err.Error(), "--table-groups") {
 		t.Fatalf("refused: %v, want the master's refusal", err)
 	}
