@@ -8,7 +8,7 @@ DATA          ?= ./data
 # Extra flags for `make run`, e.g. make run ARGS='--frontend-addr=127.0.0.1:20002 --base-port=21000'
 ARGS          ?=
 
-.PHONY: build run test test-short bench bench-tables fuzz proto vet fmt clean sim chaos diff-azurite
+.PHONY: build run test test-short bench bench-tables bench-failover fuzz proto vet fmt clean sim chaos diff-azurite
 
 # -buildvcs=auto: stamp the git commit into `tablestore version` when built
 # in a checkout (overrides a GOFLAGS=-buildvcs=false).
@@ -68,6 +68,14 @@ bench: build
 # -read-all' is the 10,000-table check (create, list, read one of each).
 bench-tables: build
 	$(GO) run ./bench -binary ./bin/tablestore -mode tables -target dev $(BENCH_ARGS)
+
+# A partition server's crash under inserts spread over many tables: the
+# leader of their largest Raft group killed with SIGKILL, then restarted;
+# the pause per table, the rate's recovery and a timeline
+# (docs/performance.md, session 38). BENCH_ARGS='-master-flags=--table-groups=false'
+# compares a Raft group per table.
+bench-failover: build
+	$(GO) run ./bench -binary ./bin/tablestore -mode failover -target processes -tables 1000 -duration 10s -warmup 6s $(BENCH_ARGS)
 
 fuzz:
 	./scripts/fuzz.sh 60s
