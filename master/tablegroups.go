@@ -297,23 +297,13 @@ func anchorRange(r *scheduler.Range) bool {
 	return reservedName(r.Table) && r.Group == r.ID
 }
 
-// betterHome orders candidate anchor groups: most spans, then the leader
-// leading fewest groups, then the lowest id. The fullest group with room
-// first, so that small tables fill one group while needAnchor's spare
-// waits empty, instead of spreading over the spare and every group with
-// room: each group is a write lane at the front-end and a Raft entry at a
-// time, and 1,000 tables' inserts in one group ran ~1.4x the rate of two
-// half-full ones on ~25 % less CPU per insert, creates as fast
-// (docs/performance.md, "Session 37"). Only hot or large tables need a
-// leader of their own, and they leave (detach-hot, detach-large).
+// betterHome orders candidate anchor groups by scheduler.BetterHome (the
+// fullest with room first), reading the spans and each leader's groups
+// from the map.
 func betterHome(a, b *scheduler.Range, spans map[uint64]int, led map[string]map[uint64]bool) bool {
-	if spans[a.ID] != spans[b.ID] {
-		return spans[a.ID] > spans[b.ID]
-	}
-	if la, lb := len(led[a.Leader]), len(led[b.Leader]); la != lb {
-		return la < lb
-	}
-	return a.ID < b.ID
+	return scheduler.BetterHome(
+		scheduler.HomeCandidate{Spans: spans[a.ID], LeaderGroups: len(led[a.Leader]), ID: a.ID},
+		scheduler.HomeCandidate{Spans: spans[b.ID], LeaderGroups: len(led[b.Leader]), ID: b.ID})
 }
 
 // groupFit reports whether anchor range r's group may take a new table's

@@ -1,7 +1,6 @@
 package scheduler
 
 import (
-	"cmp"
 	"fmt"
 	"slices"
 	"time"
@@ -41,8 +40,7 @@ import (
 //     spare (colocationRoom, colocationFree).
 //
 // The group chosen is the one the master's homeGroup would pick for a new
-// table (betterHome in master/tablegroups.go, which this package cannot
-// import; homeOrder restates its order): the most spans, then the leader
+// table (BetterHome, the order both use): the most spans, then the leader
 // leading the fewest groups, then the lowest id. An attach occupies R,
 // the anchor and every span of G (Plan.add), so a pass plans at most one
 // per group. Off unless Config.AttachCold (the master's --table-groups).
@@ -147,10 +145,7 @@ func (p *Plan) attachServerOK(st *serverStat) bool {
 	return st != nil && st.attachSpans && st.live && !st.silent && !st.draining && !st.slow && !st.skewed && st.diskState != DiskFull
 }
 
-// homeOrder sorts homes as the master's betterHome orders anchor groups
-// for a new table: the most spans first (the fullest with room, so that
-// tables fill one group while the spare waits empty), then the leader
-// leading the fewest Raft groups, then the lowest anchor id.
+// homeOrder sorts homes in BetterHome's order, the master's homeGroup's.
 func (p *Plan) homeOrder(homes []attachHome) {
 	led := map[string]int{}
 	for _, h := range homes {
@@ -158,14 +153,17 @@ func (p *Plan) homeOrder(homes []attachHome) {
 			led[h.anchor.Leader] = p.groupsLed(h.anchor.Leader)
 		}
 	}
+	cand := func(h attachHome) HomeCandidate {
+		return HomeCandidate{Spans: len(h.spans), LeaderGroups: led[h.anchor.Leader], ID: h.anchor.ID}
+	}
 	slices.SortFunc(homes, func(a, b attachHome) int {
-		if c := cmp.Compare(len(b.spans), len(a.spans)); c != 0 {
-			return c
+		switch ca, cb := cand(a), cand(b); {
+		case BetterHome(ca, cb):
+			return -1
+		case BetterHome(cb, ca):
+			return 1
 		}
-		if c := cmp.Compare(led[a.anchor.Leader], led[b.anchor.Leader]); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.anchor.ID, b.anchor.ID)
+		return 0
 	})
 }
 

@@ -104,6 +104,30 @@ func FitsAnchorGroup(eps float64, bytes uint64, mergeLoad float64, mergeBytes ui
 	return eps < mergeLoad && bytes < mergeBytes
 }
 
+// HomeCandidate is an anchor group as the order of homes sees it: its
+// spans, how many Raft groups its leader leads, its anchor's range id.
+type HomeCandidate struct {
+	Spans, LeaderGroups int
+	ID                  uint64
+}
+
+// BetterHome orders anchor groups for a new span: the most spans first
+// (the fullest group with room, so that small tables fill one group while
+// the spare waits empty: each group is a write lane at the front-end and
+// a Raft entry at a time, docs/performance.md "Session 37"), then the
+// leader leading the fewest groups, then the lowest id. The one order for
+// the master's homeGroup (a new table) and attach-cold (a table's own
+// group joining one).
+func BetterHome(a, b HomeCandidate) bool {
+	if a.Spans != b.Spans {
+		return a.Spans > b.Spans
+	}
+	if a.LeaderGroups != b.LeaderGroups {
+		return a.LeaderGroups < b.LeaderGroups
+	}
+	return a.ID < b.ID
+}
+
 // AnchorGroupBytesFit reports whether an anchor group whose spans hold
 // groupBytes together may take more (limit 0: no bound; the master passes
 // SplitBytes): a group's snapshot carries every span. homeGroup's and
