@@ -87,11 +87,7 @@ func (s *Server) createPlacement() ([]*pb.Replica, map[string]string, uint64, er
 // placement for a table joining anchor's group.
 func (s *Server) groupPlacement(anchor uint64) ([]*pb.Replica, map[string]string, error) {
 	var replicas []*pb.Replica
-	addrs := map[string]string{}
 	s.fsm.read(func(st *state) {
-		for id, sv := range st.servers {
-			addrs[id] = sv.GetRaftAddr()
-		}
 		if d := st.ranges[anchor]; d != nil {
 			replicas = cloneReplicas(d.GetReplicas())
 		}
@@ -99,7 +95,7 @@ func (s *Server) groupPlacement(anchor uint64) ([]*pb.Replica, map[string]string
 	if len(replicas) == 0 {
 		return nil, nil, fmt.Errorf("%w: anchor %d is gone", ErrNotEnoughServers, anchor)
 	}
-	return replicas, addrs, nil
+	return replicas, s.raftAddrs(), nil
 }
 
 // isAnchor reports whether range d is an anchor: the range of a reserved
