@@ -7,6 +7,7 @@ import (
 
 	"tablestore/internal/failpoint"
 	"tablestore/internal/rangegroup"
+	"tablestore/master/scheduler"
 	pb "tablestore/proto/tablestorepb"
 )
 
@@ -38,10 +39,17 @@ func (s *Server) isolate(ctx context.Context, id uint64, cause string) (*pb.Rang
 		leaving = peers
 	}
 	for _, r := range leaving {
+		start := time.Now()
 		got, err := s.detach(ctx, r, cause)
 		if err != nil {
 			return nil, err
 		}
+		// Recorded as the scheduler's own isolates are (the runner), so
+		// that its rules see the range left its group lately: attach-cold
+		// would otherwise co-locate an operator's moved or transferred
+		// span straight back into an anchor group (its cold trend
+		// predates the detach), undoing the operator's move.
+		s.ops.record(scheduler.Op{Kind: scheduler.Isolate, Range: r, Rule: cause, At: start}, time.Now(), nil)
 		if r == id {
 			d = got
 		}

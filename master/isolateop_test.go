@@ -258,3 +258,31 @@ func TestSplitLeavesAnchorGroup(t *testing.T) {
 		t.Errorf("cold's range in group %d, want the anchor's", g)
 	}
 }
+
+// TestIsolateRecordsTheDetach: a span an operation outside the scheduler
+// takes out of its group (an operator's move or leadership transfer of
+// one span: isolate) is in the scheduler's recent operations as an
+// Isolate, as the scheduler's own isolates are, so attach-cold waits out
+// MergeCooldown before taking it back into an anchor group (its cold
+// trend predates the detach; the scenario table_group_attach_history.txt
+// has the scheduler's side). A range alone records nothing. Fails
+// without the record in isolate: nothing was recorded, and attach-cold
+// saw a cold lone range at the next pass.
+func TestIsolateRecordsTheDetach(t *testing.T) {
+	s, ids, _ := anchorGroupMaster(t)
+	if _, err := s.isolate(context.Background(), ids["own"], causeOperator); err != nil {
+		t.Fatalf("isolate own: %v", err)
+	}
+	if _, err := s.isolate(context.Background(), ids["hot"], causeOperator); err != nil {
+		t.Fatalf("isolate hot: %v", err)
+	}
+	_, recent := s.ops.state(time.Now())
+	var got []string
+	for _, o := range recent {
+		got = append(got, fmt.Sprintf("%v r%d %s failed=%v", o.Kind, o.Range, o.Rule, o.Failed))
+	}
+	want := []string{fmt.Sprintf("%v r%d %s failed=false", scheduler.Isolate, ids["hot"], causeOperator)}
+	if !slices.Equal(got, want) {
+		t.Fatalf("recent operations %q, want %q", got, want)
+	}
+}
