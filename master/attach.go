@@ -286,7 +286,7 @@ func (s *Server) freezeToAttach(ctx context.Context, anchor uint64, r *pb.RangeD
 		return nil, err
 	}
 	t.frozen = time.Now()
-	s.reports.observeFreeze(id, true, freeze.GetFreezeIndex(), freeze.GetAppliedIndex())
+	s.reports.observeFreeze(id, freeze.GetRange().GetGeneration(), true, freeze.GetFreezeIndex(), freeze.GetAppliedIndex())
 	// As if the master died between the freeze and the decision: the
 	// next one's resumeAlone decides ABORT.
 	if err := failpoint.Inject("master/attach/after-freeze"); err != nil {
@@ -438,10 +438,10 @@ func (s *Server) resumeAttach(ctx context.Context, id uint64) error {
 		if dec.GetAttachGroup() != 0 && dec.GetOutcome() == pb.MergeOutcome_MERGE_OUTCOME_COMMIT {
 			return s.finishAttach(ctx, d, &pb.FreezeRangeResponse{Range: d, FreezeIndex: dec.GetFreezeIndex()}, dec.GetAttachGroup(), true)
 		}
-		s.reports.observeFreeze(id, false, 0, freeze.GetAppliedIndex())
+		s.reports.observeFreeze(id, freeze.GetRange().GetGeneration(), false, 0, freeze.GetAppliedIndex())
 		return fmt.Errorf("%w: range %d (its leader applied %d)", errNotFrozen, id, freeze.GetAppliedIndex())
 	}
-	s.reports.observeFreeze(id, true, freeze.GetFreezeIndex(), freeze.GetAppliedIndex())
+	s.reports.observeFreeze(id, freeze.GetRange().GetGeneration(), true, freeze.GetFreezeIndex(), freeze.GetAppliedIndex())
 	outcome, _, err := s.decideFreeze(ctx, freeze.GetRange(), freeze.GetFreezeIndex(), errFrozenUndecided, 0)
 	if err != nil {
 		return fmt.Errorf("decide the frozen range %d (freeze at %d): %w", id, freeze.GetFreezeIndex(), err)

@@ -440,7 +440,7 @@ func TestResumeAttach(t *testing.T) {
 					RightRangeId: own, FreezeIndex: index, Outcome: tc.decision, AttachGroup: anchor,
 				}})
 			}
-			s.reports.observeFreeze(own, true, index, index)
+			s.reports.observeFreeze(own, 0, true, index, index)
 			waitUntil(t, 10*time.Second, "the freeze resumed", func() bool { return s.reports.frozenAt(own) == 0 })
 			var want []string
 			for _, f := range tc.want {

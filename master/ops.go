@@ -653,14 +653,14 @@ func (s *Server) freezeEverywhere(ctx context.Context, leftID uint64, right *pb.
 		// leader that applied past the recorded freeze proves it undone;
 		// from one that has not applied it yet (elected a moment ago), it
 		// proves nothing and the range stays on the list.
-		s.reports.observeFreeze(right.GetRangeId(), false, 0, freeze.GetAppliedIndex())
+		s.reports.observeFreeze(right.GetRangeId(), freeze.GetRange().GetGeneration(), false, 0, freeze.GetAppliedIndex())
 		return nil, fmt.Errorf("%w: range %d (its leader applied %d)", errNotFrozen, right.GetRangeId(), freeze.GetAppliedIndex())
 	}
 	t.frozen = time.Now()
 	if err := failpoint.Inject("master/merge/after-freeze-proposed"); err != nil {
 		return nil, err
 	}
-	s.reports.observeFreeze(right.GetRangeId(), true, freeze.GetFreezeIndex(), freeze.GetAppliedIndex())
+	s.reports.observeFreeze(right.GetRangeId(), freeze.GetRange().GetGeneration(), true, freeze.GetFreezeIndex(), freeze.GetAppliedIndex())
 	// R serves nothing until the decision is carried out: the caller's
 	// deadline (an operator's request) must not leave it frozen until a
 	// later pass resumes the merge.
@@ -847,7 +847,7 @@ func (s *Server) unfreeze(ctx context.Context, id, index uint64) error {
 	if err != nil {
 		return err
 	}
-	if s.reports.observeFreeze(id, resp.GetFrozen(), resp.GetFrozenIndex(), resp.GetAppliedIndex()) {
+	if s.reports.observeFreeze(id, resp.GetRange().GetGeneration(), resp.GetFrozen(), resp.GetFrozenIndex(), resp.GetAppliedIndex()) {
 		s.logger.Info("unfrozen range frozen again since", "range", id, "freeze_index", index, "frozen_at", s.reports.frozenAt(id))
 	}
 	return nil

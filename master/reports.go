@@ -37,6 +37,12 @@ type reports struct {
 	// a replica that has not applied it yet.
 	frozen map[uint64]uint64
 	thawed map[uint64]uint64
+	// freezeGen is, per range, the highest descriptor generation the
+	// accounts of its freeze showed: the indexes above are of the log
+	// that generation's descriptor names, and a range changes logs with
+	// its descriptor (a detach starts a group of its own, an attach makes
+	// it a span of a shared group's log).
+	freezeGen map[uint64]uint64
 	// mergeAbort is, per server, whether its last heartbeat said it
 	// applies unfreezes (HeartbeatRequest.merge_abort).
 	mergeAbort map[string]bool
@@ -248,7 +254,7 @@ const awayAfter = 2 * time.Second
 func newReports() *reports {
 	return &reports{
 		lastSeen: map[string]time.Time{}, back: map[string]time.Time{}, leaders: map[uint64]string{}, loads: map[uint64]*pb.RangeLoad{},
-		trends: map[uint64]*rangeTrend{}, frozen: map[uint64]uint64{}, thawed: map[uint64]uint64{},
+		trends: map[uint64]*rangeTrend{}, frozen: map[uint64]uint64{}, thawed: map[uint64]uint64{}, freezeGen: map[uint64]uint64{},
 		mergeAbort: map[string]bool{}, tableGroups: map[string]bool{}, attachSpans: map[string]bool{}, hosted: map[string]map[uint64]uint64{}, broken: map[string]map[uint64]bool{},
 		replaced:       map[string]map[uint64]uint64{},
 		voters:         map[uint64]voterReport{},
@@ -295,7 +301,7 @@ func (r *reports) heartbeat(cfg scheduler.Config, server string, ranges []*pb.Ra
 		if rs.GetRange() != nil {
 			r.tables[id] = rs.GetRange().GetTableId()
 		}
-		r.observeFreezeLocked(id, rs.GetFrozen(), rs.GetFrozenIndex(), rs.GetAppliedIndex())
+		r.observeFreezeLocked(id, rs.GetGeneration(), rs.GetFrozen(), rs.GetFrozenIndex(), rs.GetAppliedIndex())
 		if !rs.GetLeader() {
 			if r.leaders[id] == server {
 				// Its new leader (say, the target of a transfer whose
@@ -507,6 +513,7 @@ func (r *reports) forget(id uint64) {
 	delete(r.loads, id)
 	delete(r.frozen, id)
 	delete(r.thawed, id)
+	delete(r.freezeGen, id)
 	delete(r.trends, id)
 	delete(r.voters, id)
 	delete(r.tables, id)
@@ -642,13 +649,14 @@ func (r *reports) frozenRanges() []uint64 {
 
 // observeFreeze folds in one replica's account of range id's freeze (a
 // heartbeat's report, a leader's answer to FreezeRange or UnfreezeRange):
-// frozen at index, or not frozen, at applied. It returns whether the
-// master still counts the range frozen.
-func (r *reports) observeFreeze(id uint64, frozen bool, index, applied uint64) bool {
+// frozen at index, or not frozen, at applied, with the range's descriptor
+// at generation gen (0: not given). It returns whether the master still
+// counts the range frozen.
+func (r *reports) observeFreeze(id, gen uint64, frozen bool, index, applied uint64) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.gen++
-	r.observeFreezeLocked(id, frozen, index, applied)
+	r.observeFreezeLocked(id, gen, frozen, index, applied)
 	return r.frozen[id] != 0
 }
 
@@ -665,7 +673,28 @@ func (r *reports) observeFreeze(id uint64, frozen bool, index, applied uint64) b
 // A server that does not report the index (an older build) reports a
 // freeze as index 1: any "not frozen" undoes it, as before the index was
 // reported.
-func (r *reports) observeFreezeLocked(id uint64, frozen bool, index, applied uint64) {
+//
+// The indexes compare only within one log, and a range changes logs with
+// its descriptor's generation (a detach, an attach). So an account below
+// the highest generation seen (freezeGen) is from a replica that has not
+// applied a change of the descriptor yet and proves nothing; the first
+// account of a higher generation starts the highest index seen unfrozen
+// afresh, keeping the counted freeze (no change of the descriptor runs
+// while a range is frozen but an attach, which thawAttached follows).
+// Without it, a detached span kept its shared group's applied index as
+// thawed, and a freeze in its own new log, at a lower index, was no news:
+// a merge or attach that failed after the freeze left the range frozen
+// with no resume (resumeMerges) until the next master. gen 0 (an account
+// without it) is taken as of the highest generation.
+func (r *reports) observeFreezeLocked(id, gen uint64, frozen bool, index, applied uint64) {
+	switch seen := r.freezeGen[id]; {
+	case gen == 0:
+	case gen < seen:
+		return
+	case gen > seen:
+		r.freezeGen[id] = gen
+		delete(r.thawed, id)
+	}
 	if frozen {
 		index = max(index, 1)
 		if index > r.frozen[id] && index > r.thawed[id] {

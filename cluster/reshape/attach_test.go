@@ -334,3 +334,77 @@ func TestColdTableAttachedByPolicy(t *testing.T) {
 		clustertest.VerifyExactlyOnce(t, clients[n], acked)
 	}
 }
+
+// TestAttachFailedAfterDetachUnfrozen: a span of an anchor group that an
+// operator took out (a leadership transfer of the span alone: a detach
+// into a Raft group of its own, a new log) and whose attach then failed
+// right after its freeze is unfrozen by the same master (resumeMerges:
+// resumeAlone decides ABORT), and GroupTables attaches it after. The
+// freeze is an entry of the new log, at an index far below the shared
+// group's, which the master had seen the range at. Fails without the
+// descriptor generation in the reports' freeze accounts
+// (reports.freezeGen): the master took the freeze for a stale report
+// and never resumed it, and the table refused writes until the next
+// master.
+func TestAttachFailedAfterDetachUnfrozen(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := clustertest.StartTunedOpts(t, 3, func(m *master.Config) {
+		m.Policy.Enabled = false
+		m.Policy.SplitLoad = 1e9
+		m.Policy.MergeLoad = 1e6
+	}, nil, true)
+	mc := clustertest.MasterClient(t, c)
+	sc := clustertest.ServiceClient(t, c, 0)
+	anchor := anchorTakingTables(t, c, mc)
+	clients, spans := tablesInAnchor(t, c, mc, sc, anchor, []string{"hop"})
+	w := clustertest.StartWorkload(t, clients["hop"], 2, clustertest.SpreadKeys)
+	// The shared group's log well past where the new one will freeze,
+	// and reported at that to the master (heartbeats every 200 ms).
+	clustertest.WaitFor(t, 60*time.Second, "writes acknowledged in the shared group", func() bool { return w.Written.Load() >= 150 })
+	time.Sleep(time.Second)
+	id := spans["hop"].GetRangeId()
+	m := clustertest.PartitionMap(t, mc)
+	var to string
+	for _, r := range spans["hop"].GetReplicas() {
+		if r.GetServerId() != m.GetLeaders()[id] {
+			to = r.GetServerId()
+		}
+	}
+	ctx := clustertest.Context(t, time.Minute)
+	if err := mc.Call(ctx, func(ctx context.Context, mcl pb.MasterServiceClient) error {
+		_, err := mcl.TransferLeader(ctx, &pb.MasterTransferLeaderRequest{RangeId: id, ToServerId: to})
+		return err
+	}); err != nil {
+		t.Fatalf("transfer the span's leadership to %s: %v", to, err)
+	}
+	if d := spanOf(clustertest.PartitionMap(t, mc), "hop"); d == nil || rangegroup.GroupOf(d) != id {
+		t.Fatalf("after the transfer: %v, want a group of its own", d)
+	}
+	after := w.Written.Load()
+	clustertest.WaitFor(t, 30*time.Second, "writes acknowledged in the range's own group", func() bool { return w.Written.Load() >= after+20 })
+	// Every attempt fails after its freeze (GroupTables retries a range
+	// within its call) until the failpoint is off; then nothing but the
+	// master's own recovery may unfreeze the range.
+	var fired atomic.Bool
+	failpoint.Enable("master/attach/after-freeze", func() error {
+		fired.Store(true)
+		return failpoint.ErrInjected
+	})
+	t.Cleanup(func() { failpoint.Disable("master/attach/after-freeze") })
+	resp, err := groupTables(mc, 2*time.Second)
+	t.Logf("GroupTables: %v, %v", resp, err)
+	failpoint.Disable("master/attach/after-freeze")
+	if !fired.Load() || len(resp.GetAttachedRangeIds()) != 0 {
+		t.Fatalf("GroupTables %v, failpoint fired %v; want the attach failed after its freeze", resp, fired.Load())
+	}
+	// The same master, no restart: the freeze is undone.
+	after = w.Written.Load()
+	clustertest.WaitFor(t, 30*time.Second, "writes acknowledged after the failed attach", func() bool { return w.Written.Load() >= after+20 })
+	groupAll(t, mc)
+	checkAttached(t, c, mc, []string{"hop"})
+	after = w.Written.Load()
+	clustertest.WaitFor(t, 30*time.Second, "writes acknowledged after the attach", func() bool { return w.Written.Load() >= after+20 })
+	clustertest.VerifyExactlyOnce(t, clients["hop"], w.Halt())
+}
