@@ -519,14 +519,18 @@ func TestGroupPlan(t *testing.T) {
 		{ID: 9, Group: 9, TableID: 9, Table: "frozen", Replicas: reps, Load: cold, Frozen: true},
 		{ID: 10, Group: 10, TableID: 10, Table: "unreported", Replicas: reps},
 		{ID: 11, Group: 11, TableID: 11, Table: "old", Replicas: []scheduler.Replica{{Server: "a"}, {Server: "old"}, {Server: "c"}}, Load: cold},
+		// A server that has not reported to this master yet (it took the
+		// lead a moment ago): asked again, not skipped.
+		{ID: 12, Group: 12, TableID: 12, Table: "unheard", Replicas: []scheduler.Replica{{Server: "a"}, {Server: "silent"}, {Server: "c"}}, Load: cold},
 	}}
-	cands, remaining, skipped := groupPlan(groupPlanIn{Snap: snap, MergeLoad: 100, MergeBytes: 1 << 20, CanAttach: func(s string) bool { return s != "old" }})
+	cands, remaining, skipped := groupPlan(groupPlanIn{Snap: snap, MergeLoad: 100, MergeBytes: 1 << 20,
+		CanAttach: func(s string) bool { return s != "old" && s != "silent" }, Heard: func(s string) bool { return s != "silent" }})
 	var ids []uint64
 	for _, r := range cands {
 		ids = append(ids, r.ID)
 	}
-	if !slices.Equal(ids, []uint64{3}) || !slices.Equal(remaining, []uint64{9, 10}) {
-		t.Fatalf("candidates %v, remaining %v; want [3], [9 10]", ids, remaining)
+	if !slices.Equal(ids, []uint64{3}) || !slices.Equal(remaining, []uint64{9, 10, 12}) {
+		t.Fatalf("candidates %v, remaining %v; want [3], [9 10 12]", ids, remaining)
 	}
 	want := map[uint64]string{4: "split into 2", 5: "split into 2", 6: "hot or large", 7: "serves 2 ranges", 8: "a span of Raft group 7", 11: "server old does not announce attach_spans"}
 	if len(skipped) != len(want) {

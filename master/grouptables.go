@@ -38,11 +38,16 @@ type groupPlanIn struct {
 	MergeBytes uint64
 	// CanAttach: the server announced attach_spans to this master.
 	CanAttach func(server string) bool
+	// Heard: the server has sent this master a heartbeat (what it
+	// announces is known). Right after a master takes the lead, a server
+	// not heard from yet is asked about again, not skipped.
+	Heard func(server string) bool
 }
 
 // groupPlan reads, from the scheduler's view, the user ranges in Raft
 // groups that are no anchor's: those to attach (candidates, by table),
-// those to ask again about (remaining: frozen, or no load report yet)
+// those to ask again about (remaining: frozen, no load report yet, or a
+// server not heard from since this master took the lead)
 // and those left where they are for good by the rules, with the reason
 // (skipped: a span of a group no anchor founded, a group serving several
 // ranges, a table of several ranges, hot or large, a server without
@@ -91,6 +96,9 @@ func groupSkip(r *scheduler.Range, groupRanges, tableRanges int, in groupPlanIn)
 			r.Load.EntitiesPerSec, in.MergeLoad, r.Load.Bytes, in.MergeBytes), false
 	}
 	for _, rep := range r.Replicas {
+		if !in.Heard(rep.Server) {
+			return "", true // not reported to this master yet
+		}
 		if !in.CanAttach(rep.Server) {
 			return fmt.Sprintf("server %s does not announce attach_spans", rep.Server), false
 		}
@@ -234,7 +242,7 @@ func (s *Server) groupTables(ctx context.Context, deadline time.Time) (*pb.Group
 // groupPlanInNow is groupPlan's input from this master's map and reports.
 func (s *Server) groupPlanInNow() groupPlanIn {
 	pc := s.cfg.Policy.Config
-	return groupPlanIn{Snap: s.snapshot(time.Now()), MergeLoad: pc.MergeLoad, MergeBytes: pc.MergeBytes, CanAttach: s.reports.canAttachSpans}
+	return groupPlanIn{Snap: s.snapshot(time.Now()), MergeLoad: pc.MergeLoad, MergeBytes: pc.MergeBytes, CanAttach: s.reports.canAttachSpans, Heard: s.reports.attachSpansHeard}
 }
 
 // groupOne attaches range id to the anchor group attachHome picks, with

@@ -746,6 +746,16 @@ func (r *reports) setAttachSpans(server string, ok bool) {
 	r.mu.Unlock()
 }
 
+// attachSpansHeard reports whether server has said to this master
+// whether it applies ATTACH_SPAN (any heartbeat since this master took
+// the lead).
+func (r *reports) attachSpansHeard(server string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.attachSpans[server]
+	return ok
+}
+
 // canAttachSpans reports whether server said, in its last heartbeat to
 // this master, that it applies ATTACH_SPAN and serves AttachSpan (as
 // canShareGroups: a server not heard from since this master took the
