@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	pb "tablestore/proto/tablestorepb"
 )
 
 // replicaScript answers a replica's applied index as a function of the
@@ -116,6 +118,35 @@ func TestAwaitCatchUp(t *testing.T) {
 				if tt.start[s] < w {
 					t.Fatalf("%s: applied %d when the wait ended, want %d", s, tt.start[s], w)
 				}
+			}
+		})
+	}
+}
+
+// TestFreezeProgress: a replica holds a merge's or attach's freeze (index
+// 448) only when it reports itself frozen at that index; an applied index
+// past it alone does not count. The case that failed chaos seed 2460: a
+// replica that had not applied the merge's isolate yet still served the
+// range as a span of its old group, whose log was at 516, unfrozen; it was
+// counted as holding the freeze, and its server panicked applying the
+// merge.
+func TestFreezeProgress(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		st   *pb.RangeStatus
+		want uint64
+	}{
+		{"frozen at the index", &pb.RangeStatus{AppliedIndex: 450, Frozen: true, FrozenIndex: 448}, 450},
+		{"not there yet", &pb.RangeStatus{AppliedIndex: 300}, 300},
+		{"another log's index past it, unfrozen", &pb.RangeStatus{AppliedIndex: 516}, 447},
+		{"frozen at another index", &pb.RangeStatus{AppliedIndex: 600, Frozen: true, FrozenIndex: 590}, 447},
+		{"an older build reports no freeze index", &pb.RangeStatus{AppliedIndex: 449, Frozen: true}, 449},
+		{"an older build, not frozen", &pb.RangeStatus{AppliedIndex: 449}, 447},
+		{"no answer", nil, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := freezeProgress(tc.st, 448); got != tc.want {
+				t.Errorf("freezeProgress(%v, 448) = %d, want %d", tc.st, got, tc.want)
 			}
 		})
 	}

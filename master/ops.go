@@ -775,8 +775,41 @@ func (s *Server) waitFreeze(ctx context.Context, d *pb.RangeDescriptor, index ui
 		return err
 	}
 	return waitFreeze(ctx, serversOf(d), index, func(ctx context.Context, server string) (uint64, error) {
-		return s.appliedOn(ctx, server, d.GetRangeId())
+		c, err := s.pool.Partition(s.grpcAddrOf(server))
+		if err != nil {
+			return 0, err
+		}
+		resp, err := c.RangeInfo(ctx, &pb.RangeInfoRequest{RangeId: d.GetRangeId()})
+		if err != nil {
+			return 0, err
+		}
+		return freezeProgress(resp.GetStatus(), index), nil
 	})
+}
+
+// freezeProgress is how far a replica whose status is st has come towards
+// holding the freeze at index, for waitFreeze: its applied index when it
+// is frozen at exactly that index (what the MERGE and ATTACH_SPAN entries
+// require of every replica: fsm's applyMerge), else at most index-1. An
+// applied index alone is not enough: it counts entries of the log the
+// replica applies the range in, and a replica that has not applied a
+// change of the range's log yet (the merge's isolate, a detach into a
+// group of its own, which starts a new log) reports the old log's index,
+// which can be past the freeze's in the new one. Such a replica was
+// counted as holding the freeze, the merge was committed, and its server
+// panicked applying it (chaos seed 2460). A replica past index and not
+// frozen there (the freeze undone, or another one since) never holds it.
+// A server that reports no freeze index (an older build) holds it when
+// frozen and past it. Pure.
+func freezeProgress(st *pb.RangeStatus, index uint64) uint64 {
+	applied := st.GetAppliedIndex()
+	if index == 0 {
+		return applied // no freeze entry has index 0: nothing to wait for
+	}
+	if st.GetFrozen() && applied >= index && (st.GetFrozenIndex() == index || st.GetFrozenIndex() == 0) {
+		return applied
+	}
+	return min(applied, index-1)
 }
 
 // waitFreeze is Server.waitFreeze with the question to a server (its
