@@ -57,11 +57,14 @@ func (w *attachWorld) events() []string {
 func (f *attachFake) RangeInfo(_ context.Context, req *pb.RangeInfoRequest) (*pb.RangeInfoResponse, error) {
 	f.w.mu.Lock()
 	defer f.w.mu.Unlock()
-	applied := f.w.next
-	if f.id == f.w.lag {
-		applied = 1
+	st := &pb.RangeStatus{RangeId: req.GetRangeId(), Leader: f.id == "a", AppliedIndex: f.w.next}
+	if idx, ok := f.w.frozen[req.GetRangeId()]; ok {
+		st.Frozen, st.FrozenIndex = true, idx
 	}
-	return &pb.RangeInfoResponse{Status: &pb.RangeStatus{RangeId: req.GetRangeId(), Leader: f.id == "a", AppliedIndex: applied}}, nil
+	if f.id == f.w.lag {
+		st.AppliedIndex, st.Frozen, st.FrozenIndex = 1, false, 0
+	}
+	return &pb.RangeInfoResponse{Status: st}, nil
 }
 
 func (f *attachFake) FreezeRange(_ context.Context, req *pb.FreezeRangeRequest) (*pb.FreezeRangeResponse, error) {
