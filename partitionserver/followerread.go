@@ -7,6 +7,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"tablestore/internal/rangegroup"
 	"tablestore/partitionserver/fsm"
 	pb "tablestore/proto/tablestorepb"
 )
@@ -180,5 +181,6 @@ func (v *service) AppliedIndex(ctx context.Context, req *pb.AppliedIndexRequest)
 	// applied index advances only once its bbolt transaction has committed
 	// (fsm.Range.notifyApplied runs after the commit), so a restart finds
 	// the state file at held or beyond.
-	return &pb.AppliedIndexResponse{AppliedIndex: held, Generation: r.fsm.Descriptor().GetGeneration()}, nil
+	d := r.fsm.Descriptor()
+	return &pb.AppliedIndexResponse{AppliedIndex: held, Generation: d.GetGeneration(), GroupId: rangegroup.GroupOf(d)}, nil
 }

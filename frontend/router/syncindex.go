@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 
+	"tablestore/internal/rangegroup"
 	"tablestore/internal/rpcerr"
 	pb "tablestore/proto/tablestorepb"
 )
@@ -166,10 +167,11 @@ func (c *syncCache) keepOnly(ids map[uint64]bool) {
 }
 
 // remember records what the replicas that answered reported for the
-// descriptor generation gen (older generations are dropped: their
-// membership is past), and returns, per server, what is remembered for
+// descriptor generation gen, whose Raft group is group (older
+// generations are dropped: their membership is past; an answer of another
+// group's log is not kept), and returns, per server, what is remembered for
 // gen after that.
-func (rs *rangeSync) remember(gen uint64, answers []replicaAnswer) map[string]uint64 {
+func (rs *rangeSync) remember(gen, group uint64, answers []replicaAnswer) map[string]uint64 {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	if rs.held == nil {
@@ -186,7 +188,7 @@ func (rs *rangeSync) remember(gen uint64, answers []replicaAnswer) map[string]ui
 		// gen, a later probe of the same map with no answers would
 		// confirm an index past the record that changed the replicas,
 		// over the replicas before it.
-		if a.err == nil && a.generation <= gen {
+		if a.err == nil && a.generation <= gen && !a.otherLog(group) {
 			k := heldKey{a.server, gen}
 			rs.held[k] = max(rs.held[k], a.applied)
 		}
@@ -291,7 +293,20 @@ type replicaAnswer struct {
 	server     string
 	applied    uint64
 	generation uint64 // of the descriptor the replica's state holds
-	err        error
+	// group is the Raft group whose log applied counts (0: an older
+	// server that does not say).
+	group uint64
+	err   error
+}
+
+// otherLog reports whether a's index counts entries of another log than
+// group's, the range's group in the descriptor probed: a replica that has
+// not applied a detach or an attach of the range yet still applies it in
+// its old group, and an index there says nothing of what it holds of
+// group's log (it was taken for one, and LastSyncTime covered writes the
+// replica's reads missed: chaos seed 2460).
+func (a replicaAnswer) otherLog(group uint64) bool {
+	return a.err == nil && a.group != 0 && a.group != group
 }
 
 // syncVerdict is what a range's replica answers make of its sync time.
@@ -314,19 +329,21 @@ const (
 )
 
 // combineAnswers decides range sync from its replicas' answers to
-// AppliedIndex for the descriptor of generation gen, with remembered the
+// AppliedIndex for the descriptor of generation gen and Raft group group
+// (a replica answering of another group's log makes it unknown: see
+// replicaAnswer.otherLog), with remembered the
 // index each replica last reported for gen (remember). A replica counts
 // with what it answered, or, if it did not answer (down, slow, not yet
 // open), with what it reported before: it holds at least that whenever it
 // serves a read. The least index over all is held on every replica.
-func combineAnswers(gen uint64, answers []replicaAnswer, remembered map[string]uint64) (uint64, syncVerdict, error) {
+func combineAnswers(gen, group uint64, answers []replicaAnswer, remembered map[string]uint64) (uint64, syncVerdict, error) {
 	if len(answers) == 0 {
 		return 0, syncFailed, rpcerr.New(codes.Unavailable, rpcerr.ReasonUnavailable, "the range has no replica", nil)
 	}
 	var (
 		least                             uint64
 		answered, notFound, missing, seen int
-		unimplemented, newer              bool
+		unimplemented, newer, otherLog    bool
 		lastErr                           error
 	)
 	for _, a := range answers {
@@ -355,6 +372,7 @@ func combineAnswers(gen uint64, answers []replicaAnswer, remembered map[string]u
 			// id). An older one is a replica that has yet to apply the
 			// change: its index, in the same log, still counts.
 			newer = newer || a.generation > gen
+			otherLog = otherLog || a.otherLog(group)
 		}
 		if seen == 0 || idx < least {
 			least = idx
@@ -364,7 +382,7 @@ func combineAnswers(gen uint64, answers []replicaAnswer, remembered map[string]u
 	switch {
 	case newer || notFound == len(answers):
 		return 0, syncStale, nil
-	case unimplemented:
+	case unimplemented || otherLog:
 		return 0, syncUnknown, nil
 	case missing > 0 && seen == 0:
 		return 0, syncFailed, lastErr
@@ -408,15 +426,16 @@ func (r *Router) rangeSyncTime(ctx context.Context, t *pb.Table, d *pb.RangeDesc
 			a.err = r.attempt(&cur, func(ctx context.Context, _ string, c pb.PartitionServiceClient, d *pb.RangeDescriptor) error {
 				resp, err := c.AppliedIndex(ctx, &pb.AppliedIndexRequest{RangeId: d.GetRangeId(), Index: target,
 					WaitMs: waitMs(stepWait(ctx, first))})
-				a.applied, a.generation = resp.GetAppliedIndex(), resp.GetGeneration()
+				a.applied, a.generation, a.group = resp.GetAppliedIndex(), resp.GetGeneration(), resp.GetGroupId()
 				return err
 			})(actx, rep.GetServerId())
 			answers[i] = a
 		}()
 	}
 	wg.Wait()
-	remembered := r.sync.get(cur.GetRangeId()).remember(cur.GetGeneration(), answers)
-	least, verdict, err := combineAnswers(cur.GetGeneration(), answers, remembered)
+	group := rangegroup.GroupOf(cur)
+	remembered := r.sync.get(cur.GetRangeId()).remember(cur.GetGeneration(), group, answers)
+	least, verdict, err := combineAnswers(cur.GetGeneration(), group, answers, remembered)
 	switch verdict {
 	case syncStale:
 		r.logger.Debug("secondary sync: stale map", "range", cur.GetRangeId(), "generation", cur.GetGeneration())

@@ -119,7 +119,7 @@ func TestWaitMs(t *testing.T) {
 }
 
 func TestCombineAnswers(t *testing.T) {
-	const gen = 3
+	const gen, group = 3, 7
 	unavailable := rpcerr.New(codes.Unavailable, rpcerr.ReasonUnavailable, "down", nil)
 	notFound := rpcerr.New(codes.NotFound, rpcerr.ReasonRangeNotFound, "not hosted", nil)
 	unimplemented := status.Error(codes.Unimplemented, "method AppliedIndex not implemented")
@@ -147,6 +147,11 @@ func TestCombineAnswers(t *testing.T) {
 		{"every old server: unknown, not failed", []replicaAnswer{failed("a", unimplemented), failed("b", unimplemented)}, nil, 0, syncUnknown},
 		{"newer generation (a split unseen): stale", []replicaAnswer{ok("a", 30), {server: "b", applied: 31, generation: gen + 1}}, nil, 0, syncStale},
 		{"older generation (change not applied yet) still counts", []replicaAnswer{ok("a", 30), {server: "b", applied: 28, generation: gen - 1}}, nil, 28, syncHeld},
+		{"older generation, same group said: counts", []replicaAnswer{ok("a", 30), {server: "b", applied: 28, generation: gen - 1, group: group}}, nil, 28, syncHeld},
+		// The replica has not applied the detach that took the range out
+		// of group 1 into its own group 7: its 516 counts entries of group
+		// 1's log, not of 7's (chaos seed 2460).
+		{"older generation in another group's log: unknown", []replicaAnswer{ok("a", 30), {server: "b", applied: 516, generation: gen - 1, group: 1}}, nil, 0, syncUnknown},
 		{"every replica not hosting: stale", []replicaAnswer{failed("a", notFound), failed("b", notFound)}, nil, 0, syncStale},
 		{"none answers, nothing reported: failed", []replicaAnswer{failed("a", unavailable), failed("b", unavailable)}, nil, 0, syncFailed},
 		{"none answers, all reported before: held", []replicaAnswer{failed("a", unavailable), failed("b", unavailable)},
@@ -155,7 +160,7 @@ func TestCombineAnswers(t *testing.T) {
 			map[string]uint64{"a": 9}, 0, syncUnknown},
 		{"no replica: failed", nil, nil, 0, syncFailed},
 	} {
-		got, verdict, err := combineAnswers(gen, tc.answers, tc.remembered)
+		got, verdict, err := combineAnswers(gen, group, tc.answers, tc.remembered)
 		if verdict != tc.verdict || got != tc.want {
 			t.Errorf("%s: (%d, verdict %d, %v), want (%d, verdict %d)", tc.name, got, verdict, err, tc.want, tc.verdict)
 		}
@@ -167,20 +172,27 @@ func TestCombineAnswers(t *testing.T) {
 
 func TestRememberKeepsHighestPerGeneration(t *testing.T) {
 	var rs rangeSync
-	got := rs.remember(3, []replicaAnswer{{server: "a", applied: 10}, {server: "b", applied: 8}})
+	got := rs.remember(3, 7, []replicaAnswer{{server: "a", applied: 10}, {server: "b", applied: 8}})
 	if got["a"] != 10 || got["b"] != 8 || len(got) != 2 {
 		t.Fatalf("first: %v", got)
 	}
 	// A lower report (cannot happen: the state file only grows) does not
 	// lower it; a failed answer changes nothing.
-	got = rs.remember(3, []replicaAnswer{{server: "a", applied: 7}, {server: "b", err: errors.New("down")}})
+	got = rs.remember(3, 7, []replicaAnswer{{server: "a", applied: 7}, {server: "b", err: errors.New("down")}})
 	if got["a"] != 10 || got["b"] != 8 {
 		t.Fatalf("second: %v", got)
 	}
 	// A new generation (a move): what was reported for the old one does
 	// not count for it.
-	got = rs.remember(4, []replicaAnswer{{server: "a", applied: 12}, {server: "b", err: errors.New("down")}})
+	got = rs.remember(4, 7, []replicaAnswer{{server: "a", applied: 12}, {server: "b", err: errors.New("down")}})
 	if got["a"] != 12 || len(got) != 1 {
 		t.Fatalf("new generation: %v", got)
+	}
+	// An index of another group's log (a replica that has not applied a
+	// detach yet) is not kept: a later probe it does not answer would
+	// count with it.
+	got = rs.remember(4, 7, []replicaAnswer{{server: "b", applied: 516, generation: 3, group: 1}})
+	if _, ok := got["b"]; ok || got["a"] != 12 {
+		t.Fatalf("another group's log: %v", got)
 	}
 }

@@ -22,16 +22,16 @@ func TestRememberedNewerGenerationConfirmsNothing(t *testing.T) {
 		{server: "b", applied: 120, generation: gen + 1},
 		{server: "c", applied: 120, generation: gen + 1},
 	}
-	rem := rs.remember(gen, first)
-	if _, v, _ := combineAnswers(gen, first, rem); v != syncStale {
+	rem := rs.remember(gen, 0, first)
+	if _, v, _ := combineAnswers(gen, 0, first, rem); v != syncStale {
 		t.Fatalf("probe 1 verdict %d, want stale", v)
 	}
 	// Probe 2, same map (refresh not in yet / master unreachable): no
 	// replica answers.
 	down := errors.New("unavailable")
 	second := []replicaAnswer{{server: "a", err: down}, {server: "b", err: down}, {server: "c", err: down}}
-	rem = rs.remember(gen, second)
-	least, v, _ := combineAnswers(gen, second, rem)
+	rem = rs.remember(gen, 0, second)
+	least, v, _ := combineAnswers(gen, 0, second, rem)
 	if v == syncHeld && least > 100 {
 		t.Fatalf("map at generation %d confirms index %d, past the generation-%d record at 100: a moved-in replica that applied just that record serves older state than the time", gen, least, gen+1)
 	}

@@ -2165,7 +2165,13 @@ type AppliedIndexResponse struct {
 	// The generation of the range's descriptor as this replica's state holds
 	// it: a caller that probed an older descriptor (a split, merge or move it
 	// has not seen) learns that its map is stale.
-	Generation    uint64 `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
+	Generation uint64 `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
+	// The Raft group whose log applied_index counts entries of, as this
+	// replica's state holds the range (the range's own id when the group is
+	// its own). A replica that has not applied a change of the range's log
+	// yet (a detach into a group of its own, an attach) answers an index of
+	// the old log, which says nothing of the new one. 0 from an older build.
+	GroupId       uint64 `protobuf:"varint,3,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2210,6 +2216,13 @@ func (x *AppliedIndexResponse) GetAppliedIndex() uint64 {
 func (x *AppliedIndexResponse) GetGeneration() uint64 {
 	if x != nil {
 		return x.Generation
+	}
+	return 0
+}
+
+func (x *AppliedIndexResponse) GetGroupId() uint64 {
+	if x != nil {
+		return x.GroupId
 	}
 	return 0
 }
@@ -2755,12 +2768,13 @@ const file_tablestore_v1_partition_service_proto_rawDesc = "" +
 	"\x13AppliedIndexRequest\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x04R\x05index\x12\x17\n" +
-	"\await_ms\x18\x03 \x01(\rR\x06waitMs\"[\n" +
+	"\await_ms\x18\x03 \x01(\rR\x06waitMs\"v\n" +
 	"\x14AppliedIndexResponse\x12#\n" +
 	"\rapplied_index\x18\x01 \x01(\x04R\fappliedIndex\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x02 \x01(\x04R\n" +
-	"generation\"\xe9\x02\n" +
+	"generation\x12\x19\n" +
+	"\bgroup_id\x18\x03 \x01(\x04R\agroupId\"\xe9\x02\n" +
 	"\x14CreateReplicaRequest\x124\n" +
 	"\x05range\x18\x01 \x01(\v2\x1e.tablestore.v1.RangeDescriptorR\x05range\x12\x1c\n" +
 	"\tbootstrap\x18\x02 \x01(\bR\tbootstrap\x12Q\n" +
