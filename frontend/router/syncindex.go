@@ -370,7 +370,8 @@ func combineAnswers(gen, group uint64, answers []replicaAnswer, remembered map[s
 			// A newer descriptor: a split, merge or move the map has not
 			// caught up with (the left half of a split keeps its range
 			// id). An older one is a replica that has yet to apply the
-			// change: its index, in the same log, still counts.
+			// change: its index still counts if it is of the same log
+			// (otherLog: not after a detach or an attach).
 			newer = newer || a.generation > gen
 			otherLog = otherLog || a.otherLog(group)
 		}
