@@ -372,16 +372,18 @@ func TestGroupLeadershipBalanced(t *testing.T) {
 		return to != "" && to != leader && m.GetLeaders()[right] == to && groups[left] == left && groups[right] == left
 	})
 	t.Logf("group %d (ranges %d, %d) moved from %s to %s", left, left, right, leader, to)
-	var moved bool
-	for _, e := range clustertest.MasterEvents(mc) {
-		if e.GetKind() == pb.EventKind_EVENT_KIND_LEADER_TRANSFER && e.GetCause() == "policy" && len(e.GetRangeIds()) == 2 {
-			moved = true
-			t.Logf("event: %s", e.GetMessage())
+	// Polled: the master records the transfer's event once the transfer
+	// returns, which can be after the new leader's report moved the map
+	// (one run of make test read the events between the two).
+	clustertest.WaitFor(t, 10*time.Second, "a policy leadership transfer event naming both ranges of the group", func() bool {
+		for _, e := range clustertest.MasterEvents(mc) {
+			if e.GetKind() == pb.EventKind_EVENT_KIND_LEADER_TRANSFER && e.GetCause() == "policy" && len(e.GetRangeIds()) == 2 {
+				t.Logf("event: %s", e.GetMessage())
+				return true
+			}
 		}
-	}
-	if !moved {
-		t.Errorf("no policy leadership transfer event names both ranges of the group")
-	}
+		return false
+	})
 	for _, l := range lights {
 		l.Halt()
 	}
