@@ -775,15 +775,11 @@ func (s *Server) waitFreeze(ctx context.Context, d *pb.RangeDescriptor, index ui
 		return err
 	}
 	return waitFreeze(ctx, serversOf(d), index, func(ctx context.Context, server string) (uint64, error) {
-		c, err := s.pool.Partition(s.grpcAddrOf(server))
+		st, err := s.statusOn(ctx, server, d.GetRangeId())
 		if err != nil {
 			return 0, err
 		}
-		resp, err := c.RangeInfo(ctx, &pb.RangeInfoRequest{RangeId: d.GetRangeId()})
-		if err != nil {
-			return 0, err
-		}
-		return freezeProgress(resp.GetStatus(), index), nil
+		return freezeProgress(st, index), nil
 	})
 }
 
@@ -1032,15 +1028,21 @@ func (s *Server) waitApplied(ctx context.Context, d *pb.RangeDescriptor, index u
 
 // appliedOn asks server for the index its replica of range id applied.
 func (s *Server) appliedOn(ctx context.Context, server string, id uint64) (uint64, error) {
+	st, err := s.statusOn(ctx, server, id)
+	return st.GetAppliedIndex(), err
+}
+
+// statusOn asks server for its replica of range id's status (RangeInfo).
+func (s *Server) statusOn(ctx context.Context, server string, id uint64) (*pb.RangeStatus, error) {
 	c, err := s.pool.Partition(s.grpcAddrOf(server))
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	resp, err := c.RangeInfo(ctx, &pb.RangeInfoRequest{RangeId: id})
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	return resp.GetStatus().GetAppliedIndex(), nil
+	return resp.GetStatus(), nil
 }
 
 // rightNeighbour returns the range of the same table starting where d ends.
