@@ -527,7 +527,7 @@ func TestGroupPlan(t *testing.T) {
 		{ID: 12, Group: 12, TableID: 12, Table: "unheard", Replicas: []scheduler.Replica{{Server: "a"}, {Server: "silent"}, {Server: "c"}}, Load: cold},
 	}}
 	cands, remaining, skipped := groupPlan(groupPlanIn{Snap: snap, MergeLoad: 100, MergeBytes: 1 << 20,
-		CanAttach: func(s string) bool { return s != "old" && s != "silent" }, Heard: func(s string) bool { return s != "silent" }})
+		AttachSpans: func(s string) (ok, said bool) { return s != "old" && s != "silent", s != "silent" }})
 	var ids []uint64
 	for _, r := range cands {
 		ids = append(ids, r.ID)

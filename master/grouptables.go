@@ -36,12 +36,11 @@ type groupPlanIn struct {
 	Snap       *scheduler.Snapshot
 	MergeLoad  float64
 	MergeBytes uint64
-	// CanAttach: the server announced attach_spans to this master.
-	CanAttach func(server string) bool
-	// Heard: the server has sent this master a heartbeat (what it
-	// announces is known). Right after a master takes the lead, a server
-	// not heard from yet is asked about again, not skipped.
-	Heard func(server string) bool
+	// AttachSpans: whether the server announced attach_spans to this
+	// master (ok), and whether it has said either way (said: a heartbeat
+	// since this master took the lead). Right after a master takes the
+	// lead, a server not heard from yet is asked about again, not skipped.
+	AttachSpans func(server string) (ok, said bool)
 }
 
 // groupPlan reads, from the scheduler's view, the user ranges in Raft
@@ -96,10 +95,11 @@ func groupSkip(r *scheduler.Range, groupRanges, tableRanges int, in groupPlanIn)
 			r.Load.EntitiesPerSec, in.MergeLoad, r.Load.Bytes, in.MergeBytes), false
 	}
 	for _, rep := range r.Replicas {
-		if !in.Heard(rep.Server) {
+		ok, said := in.AttachSpans(rep.Server)
+		if !said {
 			return "", true // not reported to this master yet
 		}
-		if !in.CanAttach(rep.Server) {
+		if !ok {
 			return fmt.Sprintf("server %s does not announce attach_spans", rep.Server), false
 		}
 	}
@@ -242,7 +242,7 @@ func (s *Server) groupTables(ctx context.Context, deadline time.Time) (*pb.Group
 // groupPlanInNow is groupPlan's input from this master's map and reports.
 func (s *Server) groupPlanInNow() groupPlanIn {
 	pc := s.cfg.Policy.Config
-	return groupPlanIn{Snap: s.snapshot(time.Now()), MergeLoad: pc.MergeLoad, MergeBytes: pc.MergeBytes, CanAttach: s.reports.canAttachSpans, Heard: s.reports.attachSpansHeard}
+	return groupPlanIn{Snap: s.snapshot(time.Now()), MergeLoad: pc.MergeLoad, MergeBytes: pc.MergeBytes, AttachSpans: s.reports.attachSpansSaid}
 }
 
 // groupOne attaches range id to the anchor group attachHome picks, with

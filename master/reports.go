@@ -746,25 +746,25 @@ func (r *reports) setAttachSpans(server string, ok bool) {
 	r.mu.Unlock()
 }
 
-// attachSpansHeard reports whether server has said to this master
-// whether it applies ATTACH_SPAN (any heartbeat since this master took
-// the lead).
-func (r *reports) attachSpansHeard(server string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	_, ok := r.attachSpans[server]
-	return ok
-}
-
 // canAttachSpans reports whether server said, in its last heartbeat to
 // this master, that it applies ATTACH_SPAN and serves AttachSpan (as
 // canShareGroups: a server not heard from since this master took the
 // lead does not count), so a range of its may be attached to a shared
 // group, or a shared group of its take one (attach).
 func (r *reports) canAttachSpans(server string) bool {
+	ok, _ := r.attachSpansSaid(server)
+	return ok
+}
+
+// attachSpansSaid is canAttachSpans with whether server has said either
+// way to this master (said: any heartbeat since it took the lead), for
+// GroupTables, which asks again about a server not heard from yet rather
+// than skip its ranges for good.
+func (r *reports) attachSpansSaid(server string) (ok, said bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.attachSpans[server]
+	ok, said = r.attachSpans[server]
+	return ok, said
 }
 
 // thawAttached forgets range id's freeze once the range is a span of
